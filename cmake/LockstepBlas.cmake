@@ -1,0 +1,17 @@
+# GEMM comes from oneDNN (measured 5-7x faster than Debian's OpenBLAS on the flagship
+# MLP's shapes on this machine; see docs/PERFORMANCE.md and bench/gemm_bench.cpp).
+find_package(dnnl CONFIG QUIET)
+if(dnnl_FOUND)
+  set(LOCKSTEP_DNNL_TARGET DNNL::dnnl)
+else()
+  find_library(LOCKSTEP_DNNL_LIB NAMES dnnl)
+  find_path(LOCKSTEP_DNNL_INCLUDE NAMES dnnl.h)
+  if(NOT LOCKSTEP_DNNL_LIB OR NOT LOCKSTEP_DNNL_INCLUDE)
+    message(FATAL_ERROR "oneDNN not found: run scripts/setup.sh (apt package libdnnl-dev)")
+  endif()
+  add_library(lockstep_dnnl INTERFACE)
+  target_link_libraries(lockstep_dnnl INTERFACE ${LOCKSTEP_DNNL_LIB})
+  target_include_directories(lockstep_dnnl INTERFACE ${LOCKSTEP_DNNL_INCLUDE})
+  set(LOCKSTEP_DNNL_TARGET lockstep_dnnl)
+endif()
+find_package(OpenMP REQUIRED)

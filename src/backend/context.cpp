@@ -1,0 +1,41 @@
+#include "backend/context.hpp"
+
+#include <sched.h>
+
+#include <thread>
+
+namespace lockstep::backend {
+
+namespace {
+thread_local ComputeContext* t_current = nullptr;
+}
+
+ComputeContext::ComputeContext(Device device, int threads)
+    : device_(device),
+      allocator_(std::make_unique<CachingHostAllocator>()),
+      pool_(std::make_unique<ThreadPool>(threads)) {}
+
+ComputeContext::~ComputeContext() = default;
+
+int available_cores() {
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof(set), &set) == 0) {
+    const int n = CPU_COUNT(&set);
+    if (n > 0) return n;
+  }
+  const unsigned hc = std::thread::hardware_concurrency();
+  return hc ? static_cast<int>(hc) : 1;
+}
+
+ComputeContext& default_cpu_context() {
+  // Leaked on purpose: tensors held in static objects may outlive any destruction order.
+  static ComputeContext* ctx = new ComputeContext(Device{DeviceKind::kCpu, 0}, available_cores());
+  return *ctx;
+}
+
+ComputeContext& current_context() { return t_current ? *t_current : default_cpu_context(); }
+
+ContextGuard::ContextGuard(ComputeContext& ctx) : previous_(t_current) { t_current = &ctx; }
+ContextGuard::~ContextGuard() { t_current = previous_; }
+
+}  // namespace lockstep::backend

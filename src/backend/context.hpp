@@ -1,0 +1,50 @@
+#pragma once
+// A compute context: a device with its own allocator and compute pool. Each replica thread
+// makes its context current with ContextGuard; every op on that thread allocates from and
+// computes on it. A thread with no context uses the process's default CPU context (every
+// core), which is what "no strategy" means.
+#include <memory>
+
+#include "backend/allocator.hpp"
+#include "backend/thread_pool.hpp"
+#include "lockstep/core/device.hpp"
+
+namespace lockstep::backend {
+
+class ComputeContext {
+ public:
+  /// A CPU context computing on `threads` threads.
+  ComputeContext(Device device, int threads);
+  ~ComputeContext();
+
+  const Device& device() const { return device_; }
+  Allocator& allocator() { return *allocator_; }
+  ThreadPool& pool() { return *pool_; }
+  int threads() const { return pool_->size(); }
+
+ private:
+  Device device_;
+  std::unique_ptr<Allocator> allocator_;
+  std::unique_ptr<ThreadPool> pool_;
+};
+
+/// The context current on this thread (the default CPU context when none was set).
+ComputeContext& current_context();
+/// The default CPU context: one per process, every usable core.
+ComputeContext& default_cpu_context();
+/// Number of cores this process may use (sched affinity).
+int available_cores();
+
+/// Makes `ctx` current on this thread for the guard's lifetime.
+class ContextGuard {
+ public:
+  explicit ContextGuard(ComputeContext& ctx);
+  ~ContextGuard();
+  ContextGuard(const ContextGuard&) = delete;
+  ContextGuard& operator=(const ContextGuard&) = delete;
+
+ private:
+  ComputeContext* previous_;
+};
+
+}  // namespace lockstep::backend

@@ -1,0 +1,45 @@
+#pragma once
+// A device's compute pool: `size()` threads, the calling thread being one of them.
+// parallel_for splits [0, n) into at most size() contiguous chunks; chunk boundaries depend
+// only on n, grain and size(), so a given pool size always computes bit-identical results.
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace lockstep::backend {
+
+class ThreadPool {
+ public:
+  /// `threads` >= 1; the pool spawns threads - 1 workers.
+  explicit ThreadPool(int threads);
+  ~ThreadPool();
+  ThreadPool(const ThreadPool&) = delete;
+  ThreadPool& operator=(const ThreadPool&) = delete;
+
+  int size() const { return threads_; }
+  /// Runs fn(begin, end) over chunks of [0, n), each at least `grain` long, and waits.
+  /// Exceptions thrown by fn are rethrown here (the first one).
+  void parallel_for(std::int64_t n, std::int64_t grain,
+                    const std::function<void(std::int64_t, std::int64_t)>& fn);
+
+ private:
+  void worker_loop(int index);
+
+  int threads_;
+  std::vector<std::thread> workers_;
+  std::mutex mu_;
+  std::condition_variable cv_work_, cv_done_;
+  const std::function<void(std::int64_t, std::int64_t)>* job_ = nullptr;
+  std::int64_t job_n_ = 0;
+  int job_chunks_ = 0;
+  std::uint64_t generation_ = 0;
+  int pending_ = 0;
+  bool stop_ = false;
+  std::exception_ptr error_;
+};
+
+}  // namespace lockstep::backend

@@ -1,0 +1,93 @@
+#include <cctype>
+#include <charconv>
+
+#include "lockstep/core/device.hpp"
+#include "lockstep/core/dtype.hpp"
+#include "lockstep/core/error.hpp"
+#include "lockstep/core/shape.hpp"
+
+namespace lockstep {
+
+std::size_t dtype_size(DType d) {
+  switch (d) {
+    case DType::kF32: return 4;
+    case DType::kF16: return 2;
+    case DType::kBF16: return 2;
+    case DType::kI32: return 4;
+    case DType::kI64: return 8;
+    case DType::kU8: return 1;
+  }
+  LOCKSTEP_ASSERT(false);
+  return 0;
+}
+
+const char* dtype_name(DType d) {
+  switch (d) {
+    case DType::kF32: return "float32";
+    case DType::kF16: return "float16";
+    case DType::kBF16: return "bfloat16";
+    case DType::kI32: return "int32";
+    case DType::kI64: return "int64";
+    case DType::kU8: return "uint8";
+  }
+  return "unknown";
+}
+
+std::int64_t Shape::operator[](int i) const {
+  const int r = static_cast<int>(dims_.size());
+  const int j = i < 0 ? i + r : i;
+  LOCKSTEP_CHECK(j >= 0 && j < r, "Shape ", str(), ": dimension index ", i, " out of range for rank ", r);
+  return dims_[static_cast<std::size_t>(j)];
+}
+
+std::int64_t Shape::numel() const {
+  std::int64_t n = 1;
+  for (auto d : dims_) n *= d;
+  return n;
+}
+
+Shape Shape::tail() const {
+  LOCKSTEP_CHECK(!dims_.empty(), "Shape::tail of a scalar shape");
+  return Shape(std::vector<std::int64_t>(dims_.begin() + 1, dims_.end()));
+}
+
+std::string Shape::str() const {
+  std::string s = "(";
+  for (std::size_t i = 0; i < dims_.size(); ++i) {
+    if (i) s += ", ";
+    s += dims_[i] < 0 ? std::string("None") : std::to_string(dims_[i]);
+  }
+  if (dims_.size() == 1) s += ",";
+  return s + ")";
+}
+
+Device Device::parse(const std::string& s) {
+  std::string lower;
+  for (char c : s) lower += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  const auto colon = lower.find(':');
+  const std::string kind = lower.substr(0, colon);
+  Device d;
+  if (kind == "cpu") {
+    d.kind = DeviceKind::kCpu;
+  } else if (kind == "gpu" || kind == "cuda") {
+    d.kind = DeviceKind::kCuda;
+  } else {
+    throw ValueError("malformed device '" + s + "': expected cpu, cpu:N, gpu:N or cuda:N");
+  }
+  if (colon != std::string::npos) {
+    const std::string idx = lower.substr(colon + 1);
+    int v = -1;
+    auto [p, ec] = std::from_chars(idx.data(), idx.data() + idx.size(), v);
+    if (idx.empty() || ec != std::errc() || p != idx.data() + idx.size() || v < 0) {
+      throw ValueError("malformed device '" + s + "': the index after ':' must be a non-negative integer");
+    }
+    d.index = v;
+  }
+  return d;
+}
+
+std::string Device::str() const {
+  return std::string(kind == DeviceKind::kCpu ? "cpu:" : "gpu:") + std::to_string(index);
+}
+
+}  // namespace lockstep
