@@ -133,6 +133,7 @@ Tensor Tensor::reshape(const Shape& new_shape) const {
   auto impl = std::make_shared<TensorImpl>(*impl_);
   impl->shape = std::move(s);
   impl->id = g_next_id.fetch_add(1, std::memory_order_relaxed);
+  impl->trainable_variable = false;
   return Tensor(std::move(impl));
 }
 
@@ -146,6 +147,7 @@ Tensor Tensor::slice(std::int64_t begin, std::int64_t end) const {
   impl->offset += static_cast<std::size_t>(begin * row) * dtype_size(dtype());
   impl->shape.dims()[0] = end - begin;
   impl->id = g_next_id.fetch_add(1, std::memory_order_relaxed);
+  impl->trainable_variable = false;
   return Tensor(std::move(impl));
 }
 

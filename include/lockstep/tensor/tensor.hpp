@@ -37,6 +37,7 @@ struct TensorImpl {
   Shape shape;
   DType dtype = DType::kF32;
   std::uint64_t id = 0;  // unique per TensorImpl; what GradientTape keys on
+  bool trainable_variable = false;  // the value of a trainable Variable: watched by every tape
 };
 
 class Tensor {
@@ -84,8 +85,9 @@ class Tensor {
   }
   template <typename T>
   std::vector<T> to_vector() const {
-    const T* p = data<T>();
-    return std::vector<T>(p, p + numel());
+    std::vector<T> v(static_cast<std::size_t>(numel()));
+    if (!v.empty()) std::memcpy(v.data(), data<T>(), v.size() * sizeof(T));
+    return v;
   }
   /// The single value of a one-element tensor, converted to float.
   float item() const;

@@ -1,0 +1,54 @@
+#pragma once
+// Tape-based reverse mode, as tf.GradientTape: while a tape is alive on a thread, every op
+// that reads a watched tensor (a trainable Variable's value, a tensor passed to watch(), or
+// the output of a recorded op) is recorded; gradient() walks the records backwards.
+// A tape belongs to the thread that made it. Nested tapes each record.
+#include <memory>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include "lockstep/autograd/variable.hpp"
+#include "lockstep/tensor/op_record.hpp"
+
+namespace lockstep {
+
+class GradientTape final : public OpRecorder {
+ public:
+  /// A non-persistent tape allows one gradient() call (and frees its records then).
+  explicit GradientTape(bool persistent = false);
+  ~GradientTape() override;
+  GradientTape(const GradientTape&) = delete;
+  GradientTape& operator=(const GradientTape&) = delete;
+
+  void watch(const Tensor& t);
+  void watch(const Variable& v) { watch(v.value()); }
+  /// Stops recording (ops after this are not taped); gradient() may still be called.
+  void stop_recording();
+
+  /// d(sum of target * output_gradient) / d(source) for each source; an undefined Tensor for a
+  /// source the target does not depend on (TensorFlow's None). output_gradient defaults to ones.
+  std::vector<Tensor> gradient(const Tensor& target, const std::vector<Tensor>& sources,
+                               const Tensor& output_gradient = Tensor());
+  std::vector<Tensor> gradient(const Tensor& target, const std::vector<Variable>& sources,
+                               const Tensor& output_gradient = Tensor());
+
+  // OpRecorder
+  bool wants(const Tensor* const* inputs, int n) const override;
+  void record(const OpRecord& r) override;
+
+ private:
+  bool persistent_;
+  bool recording_ = true;
+  bool used_ = false;
+  OpRecorder* previous_;
+  std::unordered_set<std::uint64_t> watched_;
+  std::vector<OpRecord> records_;
+};
+
+/// Computes input gradients of one recorded op given the gradient of its output. Entries for
+/// inputs that take no gradient are left undefined; `needs[i]` false lets an op skip input i.
+std::array<Tensor, 3> op_backward(const OpRecord& r, const Tensor& grad_output,
+                                  const std::array<bool, 3>& needs = {true, true, true});
+
+}  // namespace lockstep

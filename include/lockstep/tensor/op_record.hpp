@@ -1,0 +1,44 @@
+#pragma once
+// The hook between ops (tensor layer) and GradientTape (autograd layer): an op asks the
+// thread's recorder whether any input is watched and, if so, hands it an OpRecord. The
+// gradient function for each OpType lives in the autograd layer, so this layer never
+// depends on it.
+#include <array>
+#include <cstdint>
+
+#include "lockstep/tensor/tensor.hpp"
+
+namespace lockstep {
+
+enum class OpType : std::uint8_t {
+  kAdd, kSub, kMul, kDiv, kMaximum, kScale, kAddScalar, kPowScalar, kClip,
+  kNeg, kExp, kLog, kSqrt, kSquare, kAbs, kRelu, kSigmoid, kTanh, kGelu,
+  kSoftmax, kLogSoftmax, kMatmul, kDense, kSum, kMean, kReduceMax, kReshape, kSlice,
+  kCast, kSparseSoftmaxCE, kSoftmaxCE, kDropout,
+  kCount
+};
+const char* op_name(OpType t);
+
+struct OpRecord {
+  OpType type = OpType::kCount;
+  std::array<Tensor, 3> inputs;  // undefined when the op has fewer
+  Tensor output;
+  std::array<Tensor, 2> saved;  // what the gradient needs besides inputs/output
+  float f0 = 0, f1 = 0;
+  std::int64_t i0 = 0, i1 = 0;
+};
+
+class OpRecorder {
+ public:
+  virtual ~OpRecorder() = default;
+  /// True when an op reading these inputs must be recorded.
+  virtual bool wants(const Tensor* const* inputs, int n) const = 0;
+  virtual void record(const OpRecord& r) = 0;
+};
+
+/// The recorder active on this thread, or null.
+OpRecorder* current_recorder();
+/// Installs `r` on this thread, returning the previous one.
+OpRecorder* set_current_recorder(OpRecorder* r);
+
+}  // namespace lockstep

@@ -1,0 +1,105 @@
+#include "lockstep/autograd/gradient_tape.hpp"
+
+#include <unordered_map>
+
+#include "lockstep/tensor/ops.hpp"
+
+namespace lockstep {
+
+namespace {
+// Pauses every recorder on this thread while gradients are computed.
+struct NoRecording {
+  OpRecorder* saved = set_current_recorder(nullptr);
+  ~NoRecording() { set_current_recorder(saved); }
+};
+
+void accumulate(std::unordered_map<std::uint64_t, Tensor>& grads, const Tensor& input, const Tensor& g) {
+  if (!g.defined()) return;
+  auto [it, inserted] = grads.try_emplace(input.id(), g);
+  if (!inserted) it->second = add(it->second, g);
+}
+}  // namespace
+
+GradientTape::GradientTape(bool persistent) : persistent_(persistent), previous_(set_current_recorder(this)) {}
+
+GradientTape::~GradientTape() {
+  if (current_recorder() == this) set_current_recorder(previous_);
+}
+
+void GradientTape::stop_recording() {
+  if (recording_ && current_recorder() == this) set_current_recorder(previous_);
+  recording_ = false;
+}
+
+void GradientTape::watch(const Tensor& t) {
+  LOCKSTEP_CHECK(t.defined(), "GradientTape::watch: undefined tensor");
+  watched_.insert(t.id());
+}
+
+bool GradientTape::wants(const Tensor* const* inputs, int n) const {
+  bool mine = false;
+  for (int i = 0; i < n && !mine; ++i) {
+    const Tensor& t = *inputs[i];
+    mine = t.defined() && (t.impl()->trainable_variable || watched_.count(t.id()));
+  }
+  return mine || (previous_ && previous_->wants(inputs, n));
+}
+
+void GradientTape::record(const OpRecord& r) {
+  const std::array<const Tensor*, 3> in{&r.inputs[0], &r.inputs[1], &r.inputs[2]};
+  if (previous_ && previous_->wants(in.data(), 3)) previous_->record(r);
+  bool mine = false;
+  for (const Tensor& t : r.inputs) mine |= t.defined() && (t.impl()->trainable_variable || watched_.count(t.id()));
+  if (!mine) return;
+  watched_.insert(r.output.id());
+  records_.push_back(r);
+}
+
+std::vector<Tensor> GradientTape::gradient(const Tensor& target, const std::vector<Tensor>& sources,
+                                           const Tensor& output_gradient) {
+  LOCKSTEP_CHECK(target.defined(), "GradientTape::gradient: the target is undefined");
+  LOCKSTEP_CHECK(persistent_ || !used_,
+                 "GradientTape::gradient called twice on a non-persistent tape (make it GradientTape(true))");
+  used_ = true;
+  NoRecording pause;
+  std::unordered_map<std::uint64_t, Tensor> grads;
+  if (output_gradient.defined()) {
+    LOCKSTEP_CHECK(output_gradient.shape() == target.shape(), "GradientTape::gradient: output_gradient ",
+                   output_gradient.shape().str(), " does not match target ", target.shape().str());
+    grads.emplace(target.id(), output_gradient);
+  } else {
+    grads.emplace(target.id(), Tensor::ones(target.shape()));
+  }
+  for (auto it = records_.rbegin(); it != records_.rend(); ++it) {
+    auto g = grads.find(it->output.id());
+    if (g == grads.end()) continue;
+    const Tensor gout = g->second;
+    std::array<bool, 3> needs;
+    for (int i = 0; i < 3; ++i) {
+      const Tensor& in = it->inputs[i];
+      needs[i] = in.defined() && (in.impl()->trainable_variable || watched_.count(in.id()));
+    }
+    const std::array<Tensor, 3> gin = op_backward(*it, gout, needs);
+    for (int i = 0; i < 3; ++i) {
+      if (needs[i]) accumulate(grads, it->inputs[i], gin[i]);
+    }
+  }
+  std::vector<Tensor> out;
+  out.reserve(sources.size());
+  for (const Tensor& s : sources) {
+    auto g = grads.find(s.id());
+    out.push_back(g == grads.end() ? Tensor() : g->second);
+  }
+  if (!persistent_) records_.clear();
+  return out;
+}
+
+std::vector<Tensor> GradientTape::gradient(const Tensor& target, const std::vector<Variable>& sources,
+                                           const Tensor& output_gradient) {
+  std::vector<Tensor> values;
+  values.reserve(sources.size());
+  for (const auto& v : sources) values.push_back(v.value());
+  return gradient(target, values, output_gradient);
+}
+
+}  // namespace lockstep

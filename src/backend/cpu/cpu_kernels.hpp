@@ -1,0 +1,6 @@
+#pragma once
+#include "backend/kernels.hpp"
+
+namespace lockstep::backend::cpu {
+const KernelTable& table();
+}

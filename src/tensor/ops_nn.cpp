@@ -1,0 +1,166 @@
+#include <cmath>
+
+#include "tensor/op_util.hpp"
+
+namespace lockstep {
+
+using detail::ctx;
+using detail::kern;
+
+Tensor matmul(const Tensor& a, const Tensor& b, bool ta, bool tb) {
+  detail::check_float("matmul", {&a, &b});
+  LOCKSTEP_CHECK(a.rank() == 2 && b.rank() == 2, "matmul: expected 2-D tensors, got ", a.shape().str(), " and ",
+                 b.shape().str());
+  const std::int64_t m = ta ? a.dim(1) : a.dim(0), k = ta ? a.dim(0) : a.dim(1);
+  const std::int64_t kb = tb ? b.dim(1) : b.dim(0), n = tb ? b.dim(0) : b.dim(1);
+  LOCKSTEP_CHECK(k == kb, "matmul: inner dimensions differ: ", a.shape().str(), (ta ? "^T" : ""), " @ ",
+                 b.shape().str(), (tb ? "^T" : ""));
+  Tensor out = Tensor::empty({m, n});
+  kern(a).gemm(ctx(), ta, tb, m, n, k, 1.0f, a.data<float>(), a.dim(1), b.data<float>(), b.dim(1), 0.0f,
+               out.data<float>(), n);
+  if (detail::recording({&a, &b})) {
+    OpRecord r;
+    r.type = OpType::kMatmul;
+    r.inputs = {a, b, Tensor()};
+    r.output = out;
+    r.i0 = ta;
+    r.i1 = tb;
+    detail::record(r);
+  }
+  return out;
+}
+
+Tensor dense(const Tensor& x, const Tensor& kernel, const Tensor& bias, FusedActivation act) {
+  detail::check_float("dense", {&x, &kernel});
+  LOCKSTEP_CHECK(x.rank() == 2 && kernel.rank() == 2 && x.dim(1) == kernel.dim(0), "dense: input ",
+                 x.shape().str(), " does not match kernel ", kernel.shape().str());
+  if (bias.defined()) {
+    detail::check_float("dense", {&bias});
+    LOCKSTEP_CHECK(bias.rank() == 1 && bias.dim(0) == kernel.dim(1), "dense: bias ", bias.shape().str(),
+                   " does not match kernel ", kernel.shape().str());
+  }
+  const std::int64_t m = x.dim(0), k = x.dim(1), n = kernel.dim(1);
+  Tensor out = Tensor::empty({m, n});
+  auto& kt = kern(x);
+  kt.gemm(ctx(), false, false, m, n, k, 1.0f, x.data<float>(), k, kernel.data<float>(), n, 0.0f,
+          out.data<float>(), n);
+  if (bias.defined() || act == FusedActivation::kRelu) {
+    kt.bias_activation(ctx(), out.data<float>(), bias.defined() ? bias.data<float>() : nullptr, m, n,
+                       act == FusedActivation::kRelu);
+  }
+  if (detail::recording({&x, &kernel, &bias})) {
+    OpRecord r;
+    r.type = OpType::kDense;
+    r.inputs = {x, kernel, bias};
+    r.output = out;
+    r.i0 = static_cast<std::int64_t>(act);
+    detail::record(r);
+  }
+  return out;
+}
+
+namespace {
+Tensor softmax_impl(const char* name, OpType type, const Tensor& a, int axis) {
+  detail::check_float(name, {&a});
+  LOCKSTEP_CHECK(a.rank() >= 1, name, ": needs at least rank 1, got a scalar");
+  const int ax = detail::normalize_axis(name, axis, a.rank());
+  LOCKSTEP_CHECK(ax == static_cast<int>(a.rank()) - 1, name, ": only the last axis is supported, got axis ",
+                 axis, " for shape ", a.shape().str());
+  const std::int64_t cols = a.dim(-1), rows = cols ? a.numel() / cols : 0;
+  Tensor out = Tensor::empty(a.shape());
+  kern(a).softmax(ctx(), a.data<float>(), out.data<float>(), rows, cols, type == OpType::kLogSoftmax);
+  if (detail::recording({&a})) {
+    OpRecord r;
+    r.type = type;
+    r.inputs = {a, Tensor(), Tensor()};
+    r.output = out;
+    detail::record(r);
+  }
+  return out;
+}
+}  // namespace
+
+Tensor softmax(const Tensor& a, int axis) { return softmax_impl("softmax", OpType::kSoftmax, a, axis); }
+Tensor log_softmax(const Tensor& a, int axis) {
+  return softmax_impl("log_softmax", OpType::kLogSoftmax, a, axis);
+}
+
+Tensor sparse_softmax_cross_entropy_with_logits(const Tensor& labels, const Tensor& logits) {
+  constexpr const char* kName = "sparse_softmax_cross_entropy_with_logits";
+  detail::check_float(kName, {&logits});
+  LOCKSTEP_CHECK(logits.rank() == 2, kName, ": logits must be (batch, classes), got ", logits.shape().str());
+  LOCKSTEP_CHECK(labels.defined() && labels.numel() == logits.dim(0) && labels.rank() <= 2, kName, ": labels ",
+                 (labels.defined() ? labels.shape().str() : std::string("undefined")),
+                 " do not match logits ", logits.shape().str(), " (expected (", logits.dim(0), ",))");
+  Tensor lab = labels.dtype() == DType::kI64 ? labels : labels.to(DType::kI64);
+  const std::int64_t rows = logits.dim(0), cols = logits.dim(1);
+  const std::int64_t* lp = lab.data<std::int64_t>();
+  for (std::int64_t i = 0; i < rows; ++i) {
+    LOCKSTEP_CHECK(lp[i] >= 0 && lp[i] < cols, kName, ": label ", lp[i], " at index ", i,
+                   " is outside [0, ", cols, ")");
+  }
+  Tensor loss = Tensor::empty({rows});
+  Tensor probs = Tensor::empty(logits.shape());
+  kern(logits).sparse_softmax_xent(ctx(), logits.data<float>(), lp, loss.data<float>(), probs.data<float>(),
+                                   rows, cols);
+  if (detail::recording({&logits})) {
+    OpRecord r;
+    r.type = OpType::kSparseSoftmaxCE;
+    r.inputs = {lab, logits, Tensor()};
+    r.output = loss;
+    r.saved = {probs, Tensor()};
+    detail::record(r);
+  }
+  return loss;
+}
+
+Tensor softmax_cross_entropy_with_logits(const Tensor& targets, const Tensor& logits) {
+  constexpr const char* kName = "softmax_cross_entropy_with_logits";
+  detail::check_float(kName, {&targets, &logits});
+  LOCKSTEP_CHECK(logits.rank() == 2 && targets.shape() == logits.shape(), kName, ": targets ",
+                 targets.shape().str(), " and logits ", logits.shape().str(), " must both be (batch, classes)");
+  // Composed from recorded ops, so both arguments are differentiable.
+  return neg(sum(mul(targets, log_softmax(logits)), 1));
+}
+
+Tensor dropout(const Tensor& x, float rate, const DropoutKey& key) {
+  detail::check_float("dropout", {&x});
+  LOCKSTEP_CHECK(rate >= 0.0f && rate < 1.0f, "dropout: rate must be in [0, 1), got ", rate);
+  if (rate == 0.0f) return x;
+  const std::int64_t rows = x.rank() ? x.dim(0) : 1, cols = rows ? x.numel() / rows : 0;
+  Tensor mask = Tensor::empty(x.shape());
+  auto& kt = kern(x);
+  kt.dropout_mask(ctx(), mask.data<float>(), rows, cols, rate, key.seed, key.stream, key.step, key.first_example);
+  backend::BroadcastDesc d;
+  d.rank = 1;
+  d.dims[0] = x.numel();
+  d.a_strides[0] = d.b_strides[0] = 1;
+  Tensor out = Tensor::empty(x.shape());
+  kt.binary(ctx(), backend::BinaryOp::kMul, d, x.data<float>(), mask.data<float>(), out.data<float>());
+  if (detail::recording({&x})) {
+    OpRecord r;
+    r.type = OpType::kDropout;
+    r.inputs = {x, Tensor(), Tensor()};
+    r.output = out;
+    r.saved = {mask, Tensor()};
+    detail::record(r);
+  }
+  return out;
+}
+
+Tensor sparse_categorical_matches(const Tensor& labels, const Tensor& predictions) {
+  detail::check_float("sparse_categorical_matches", {&predictions});
+  LOCKSTEP_CHECK(predictions.rank() == 2 && labels.numel() == predictions.dim(0),
+                 "sparse_categorical_matches: labels ", labels.shape().str(), " do not match predictions ",
+                 predictions.shape().str());
+  Tensor arg = argmax(predictions, -1);
+  Tensor lab = labels.dtype() == DType::kI64 ? labels : labels.to(DType::kI64);
+  Tensor out = Tensor::empty({predictions.dim(0)});
+  const auto* a = arg.data<std::int64_t>();
+  const auto* l = lab.data<std::int64_t>();
+  float* o = out.data<float>();
+  for (std::int64_t i = 0; i < out.numel(); ++i) o[i] = a[i] == l[i] ? 1.0f : 0.0f;
+  return out;
+}
+
+}  // namespace lockstep

@@ -1,0 +1,123 @@
+// A finite-difference check for every differentiable op (one table row per op).
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "lockstep/autograd/gradcheck.hpp"
+#include "lockstep/autograd/gradient_tape.hpp"
+#include "lockstep/tensor/ops.hpp"
+
+using namespace lockstep;
+
+namespace {
+Tensor randn(const Shape& s, std::uint64_t seed, float lo = -1.0f, float hi = 1.0f) {
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<float> u(lo, hi);
+  std::vector<float> v(static_cast<std::size_t>(s.numel()));
+  for (auto& x : v) x = u(rng);
+  return Tensor::from_vector(v, s);
+}
+// Values kept away from 0 so kinks (relu, abs, clip) are not straddled by the finite difference.
+Tensor away_from_zero(const Shape& s, std::uint64_t seed) {
+  Tensor t = randn(s, seed);
+  float* p = t.data<float>();
+  for (std::int64_t i = 0; i < t.numel(); ++i) p[i] = p[i] >= 0 ? p[i] + 0.1f : p[i] - 0.1f;
+  return t;
+}
+
+struct OpCase {
+  const char* name;
+  std::function<Tensor(const std::vector<Tensor>&)> f;
+  std::vector<Tensor> inputs;
+};
+
+std::vector<OpCase> cases() {
+  const Tensor labels = Tensor::from_vector<std::int64_t>({2, 0, 1, 2}, {4});
+  return {
+      {"add_broadcast", [](auto& v) { return add(v[0], v[1]); }, {randn({3, 4}, 1), randn({4}, 2)}},
+      {"sub_broadcast", [](auto& v) { return sub(v[0], v[1]); }, {randn({3, 1}, 3), randn({1, 4}, 4)}},
+      {"mul", [](auto& v) { return mul(v[0], v[1]); }, {randn({2, 3}, 5), randn({2, 3}, 6)}},
+      {"div", [](auto& v) { return div(v[0], v[1]); }, {randn({2, 3}, 7), randn({2, 3}, 8, 0.5f, 2.0f)}},
+      {"maximum", [](auto& v) { return maximum(v[0], v[1]); }, {randn({3, 3}, 9), add_scalar(randn({3, 3}, 9), 0.3f)}},
+      {"scale", [](auto& v) { return scale(v[0], -2.5f); }, {randn({5}, 10)}},
+      {"add_scalar", [](auto& v) { return add_scalar(v[0], 3.0f); }, {randn({5}, 11)}},
+      {"pow_scalar", [](auto& v) { return pow_scalar(v[0], 3.0f); }, {randn({5}, 12, 0.5f, 2.0f)}},
+      {"clip", [](auto& v) { return clip(v[0], -0.5f, 0.5f); }, {away_from_zero({6}, 13)}},
+      {"neg", [](auto& v) { return neg(v[0]); }, {randn({4}, 14)}},
+      {"exp", [](auto& v) { return exp(v[0]); }, {randn({4}, 15)}},
+      {"log", [](auto& v) { return log(v[0]); }, {randn({4}, 16, 0.5f, 2.0f)}},
+      {"sqrt", [](auto& v) { return sqrt(v[0]); }, {randn({4}, 17, 0.5f, 2.0f)}},
+      {"square", [](auto& v) { return square(v[0]); }, {randn({4}, 18)}},
+      {"abs", [](auto& v) { return abs(v[0]); }, {away_from_zero({6}, 19)}},
+      {"relu", [](auto& v) { return relu(v[0]); }, {away_from_zero({6}, 20)}},
+      {"sigmoid", [](auto& v) { return sigmoid(v[0]); }, {randn({6}, 21)}},
+      {"tanh", [](auto& v) { return tanh(v[0]); }, {randn({6}, 22)}},
+      {"gelu", [](auto& v) { return gelu(v[0]); }, {randn({6}, 23)}},
+      {"softmax", [](auto& v) { return softmax(v[0]); }, {randn({3, 5}, 24)}},
+      {"log_softmax", [](auto& v) { return log_softmax(v[0]); }, {randn({3, 5}, 25)}},
+      {"matmul", [](auto& v) { return matmul(v[0], v[1]); }, {randn({3, 4}, 26), randn({4, 2}, 27)}},
+      {"matmul_tt", [](auto& v) { return matmul(v[0], v[1], true, true); }, {randn({4, 3}, 28), randn({2, 4}, 29)}},
+      {"dense", [](auto& v) { return dense(v[0], v[1], v[2]); }, {randn({3, 4}, 30), randn({4, 2}, 31), randn({2}, 32)}},
+      {"dense_relu", [](auto& v) { return dense(v[0], v[1], v[2], FusedActivation::kRelu); },
+       {randn({3, 4}, 33), randn({4, 5}, 34), randn({5}, 35, 0.3f, 0.6f)}},
+      {"sum_all", [](auto& v) { return sum(v[0]); }, {randn({2, 3}, 36)}},
+      {"sum_axis", [](auto& v) { return sum(v[0], 1, true); }, {randn({2, 3, 2}, 37)}},
+      {"mean_axis", [](auto& v) { return mean(v[0], 0); }, {randn({4, 3}, 38)}},
+      {"reduce_max", [](auto& v) { return reduce_max(v[0], 1); }, {randn({3, 4}, 39)}},
+      {"reshape", [](auto& v) { return mul(reshape(v[0], {3, 2}), v[1]); }, {randn({2, 3}, 40), randn({3, 2}, 41)}},
+      {"sparse_xent", [labels](auto& v) { return sparse_softmax_cross_entropy_with_logits(labels, v[0]); },
+       {randn({4, 3}, 42)}},
+      {"softmax_xent", [](auto& v) { return softmax_cross_entropy_with_logits(softmax(v[0]), v[1]); },
+       {randn({4, 3}, 43), randn({4, 3}, 44)}},
+  };
+}
+}  // namespace
+
+class OpGradcheck : public ::testing::TestWithParam<std::size_t> {};
+
+TEST_P(OpGradcheck, MatchesFiniteDifferences) {
+  const auto all = cases();
+  const OpCase& c = all[GetParam()];
+  const GradcheckResult r = gradcheck(c.f, c.inputs);
+  EXPECT_TRUE(r.ok) << c.name << ": " << r.message << " (max abs error " << r.max_abs_error << ")";
+}
+INSTANTIATE_TEST_SUITE_P(EveryOp, OpGradcheck, ::testing::Range<std::size_t>(0, cases().size()),
+                         [](const auto& info) { return std::string(cases()[info.param].name); });
+
+TEST(Gradcheck, DetectsAWrongGradient) {
+  // stop_gradient hides the dependency, so the analytic gradient is zero and must be caught.
+  const GradcheckResult r = gradcheck([](auto& v) { return mul(stop_gradient(v[0]), v[0]); }, {randn({3}, 50)});
+  EXPECT_FALSE(r.ok);
+}
+
+TEST(Dropout, GradientIsTheMaskAndMaskIgnoresSplit) {
+  Tensor x = Tensor::ones({8, 16});
+  const DropoutKey key{.seed = 3, .stream = 1, .step = 5, .first_example = 0};
+  Tensor whole = dropout(x, 0.5f, key);
+  // The same rows computed as two halves with their global offsets give the same mask.
+  Tensor top = dropout(x.slice(0, 3), 0.5f, key);
+  Tensor bottom = dropout(x.slice(3, 8), 0.5f, {.seed = 3, .stream = 1, .step = 5, .first_example = 3});
+  for (int i = 0; i < 3 * 16; ++i) EXPECT_EQ(whole.data<float>()[i], top.data<float>()[i]);
+  for (int i = 0; i < 5 * 16; ++i) EXPECT_EQ(whole.data<float>()[3 * 16 + i], bottom.data<float>()[i]);
+  int zeros = 0;
+  for (float v : whole.to_vector<float>()) {
+    EXPECT_TRUE(v == 0.0f || v == 2.0f);
+    zeros += v == 0.0f;
+  }
+  EXPECT_GT(zeros, 30);
+  EXPECT_LT(zeros, 98);
+  const GradcheckResult r = gradcheck([key](auto& v) { return dropout(v[0], 0.3f, key); }, {randn({4, 5}, 51)});
+  EXPECT_TRUE(r.ok) << r.message;
+}
+
+TEST(GradientTape, VariablesAreWatchedAndUnusedSourcesGiveUndefined) {
+  Variable w(Tensor::from_vector<float>({1, 2, 3}, {3}), "w");
+  Variable unused(Tensor::zeros({2}), "u");
+  GradientTape tape;
+  Tensor y = sum(square(w.value()));
+  auto g = tape.gradient(y, std::vector<Variable>{w, unused});
+  ASSERT_TRUE(g[0].defined());
+  EXPECT_EQ(g[0].to_vector<float>(), (std::vector<float>{2, 4, 6}));
+  EXPECT_FALSE(g[1].defined());
+  EXPECT_THROW(tape.gradient(y, std::vector<Variable>{w}), ValueError);
+}
