@@ -1,1 +1,88 @@
-// placeholder translation unit until the layer has sources
+#include "lockstep/layers/layer.hpp"
+
+namespace lockstep::layers {
+
+Shape with_batch_dim(const Shape& per_example) {
+  std::vector<std::int64_t> dims{-1};
+  dims.insert(dims.end(), per_example.dims().begin(), per_example.dims().end());
+  return Shape(std::move(dims));
+}
+
+Layer::Layer(std::string name) : name_(std::move(name)) {}
+
+void Layer::build(const Shape& input_shape, std::uint64_t seed) {
+  if (built_) {
+    LOCKSTEP_CHECK(input_shape.tail() == input_shape_.tail(), "layer '", name_, "' (", class_name(),
+                   ") was built for input shape ", input_shape_.str(), " and cannot take ", input_shape.str());
+    return;
+  }
+  if (declared_input_shape_) {
+    LOCKSTEP_CHECK(input_shape.tail() == *declared_input_shape_, "layer '", name_, "' (", class_name(),
+                   ") expects input shape ", with_batch_dim(*declared_input_shape_).str(), " but receives ", input_shape.str());
+  }
+  build_impl(input_shape, seed);
+  input_shape_ = input_shape;
+  built_ = true;
+}
+
+void Layer::build_impl(const Shape&, std::uint64_t) {}
+
+Variable Layer::add_weight(const std::string& wname, const Shape& shape, const Initializer& init,
+                           std::uint64_t seed, bool trainable) {
+  Variable v(init(shape, seed), name_ + "/" + wname, trainable);
+  variables_.push_back(v);
+  return v;
+}
+
+std::vector<Variable> Layer::trainable_variables() const {
+  std::vector<Variable> out;
+  for (const auto& v : variables_)
+    if (v.trainable()) out.push_back(v);
+  return out;
+}
+
+std::int64_t Layer::count_params() const {
+  std::int64_t n = 0;
+  for (const auto& v : variables_) n += v.shape().numel();
+  return n;
+}
+
+ActivationKind parse_activation(const std::string& name) {
+  if (name.empty() || name == "linear" || name == "none") return ActivationKind::kLinear;
+  if (name == "relu") return ActivationKind::kRelu;
+  if (name == "sigmoid") return ActivationKind::kSigmoid;
+  if (name == "tanh") return ActivationKind::kTanh;
+  if (name == "softmax") return ActivationKind::kSoftmax;
+  if (name == "gelu") return ActivationKind::kGelu;
+  if (name == "log_softmax") return ActivationKind::kLogSoftmax;
+  throw ValueError("unknown activation '" + name +
+                   "': expected one of linear, relu, sigmoid, tanh, softmax, gelu, log_softmax");
+}
+
+std::string activation_name(ActivationKind kind) {
+  switch (kind) {
+    case ActivationKind::kLinear: return "linear";
+    case ActivationKind::kRelu: return "relu";
+    case ActivationKind::kSigmoid: return "sigmoid";
+    case ActivationKind::kTanh: return "tanh";
+    case ActivationKind::kSoftmax: return "softmax";
+    case ActivationKind::kGelu: return "gelu";
+    case ActivationKind::kLogSoftmax: return "log_softmax";
+  }
+  return "linear";
+}
+
+Tensor apply_activation(ActivationKind kind, const Tensor& x) {
+  switch (kind) {
+    case ActivationKind::kLinear: return x;
+    case ActivationKind::kRelu: return relu(x);
+    case ActivationKind::kSigmoid: return sigmoid(x);
+    case ActivationKind::kTanh: return tanh(x);
+    case ActivationKind::kSoftmax: return softmax(x);
+    case ActivationKind::kGelu: return gelu(x);
+    case ActivationKind::kLogSoftmax: return log_softmax(x);
+  }
+  return x;
+}
+
+}  // namespace lockstep::layers

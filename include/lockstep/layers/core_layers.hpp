@@ -1,0 +1,109 @@
+#pragma once
+// Dense, Dropout, Activation, Flatten, Reshape, Input, with Keras' names and defaults.
+#include "lockstep/layers/layer.hpp"
+
+namespace lockstep::layers {
+
+struct DenseOptions {
+  std::int64_t units = 0;
+  std::string activation = "linear";
+  bool use_bias = true;
+  std::string kernel_initializer = "glorot_uniform";
+  std::string bias_initializer = "zeros";
+  std::optional<std::int64_t> input_dim;
+  std::string name;
+};
+
+class DenseLayer final : public Layer {
+ public:
+  explicit DenseLayer(const DenseOptions& options);
+  std::string class_name() const override { return "Dense"; }
+  Shape compute_output_shape(const Shape& input_shape) const override;
+  Tensor call(const Tensor& x, const CallContext& ctx) const override;
+  bool has_softmax_output() const override { return activation_ == ActivationKind::kSoftmax; }
+  Tensor call_logits(const Tensor& x, const CallContext& ctx) const override;
+  const DenseOptions& options() const { return options_; }
+  const Variable& kernel() const { return kernel_; }
+  const Variable& bias() const { return bias_; }
+
+ protected:
+  void build_impl(const Shape& input_shape, std::uint64_t seed) override;
+
+ private:
+  Tensor linear(const Tensor& x, bool fuse_relu) const;
+  DenseOptions options_;
+  ActivationKind activation_;
+  Variable kernel_, bias_;
+};
+
+class DropoutLayer final : public Layer {
+ public:
+  explicit DropoutLayer(float rate, std::string name = "");
+  std::string class_name() const override { return "Dropout"; }
+  Shape compute_output_shape(const Shape& s) const override { return s; }
+  Tensor call(const Tensor& x, const CallContext& ctx) const override;
+  float rate() const { return rate_; }
+
+ protected:
+  void build_impl(const Shape& input_shape, std::uint64_t seed) override;
+
+ private:
+  float rate_;
+  std::uint64_t stream_ = 0;
+};
+
+class ActivationLayer final : public Layer {
+ public:
+  explicit ActivationLayer(const std::string& activation, std::string name = "");
+  std::string class_name() const override { return "Activation"; }
+  Shape compute_output_shape(const Shape& s) const override { return s; }
+  Tensor call(const Tensor& x, const CallContext& ctx) const override;
+  bool has_softmax_output() const override { return kind_ == ActivationKind::kSoftmax; }
+  Tensor call_logits(const Tensor& x, const CallContext&) const override { return x; }
+  ActivationKind kind() const { return kind_; }
+
+ private:
+  ActivationKind kind_;
+};
+
+class FlattenLayer final : public Layer {
+ public:
+  explicit FlattenLayer(std::string name = "") : Layer(std::move(name)) {}
+  std::string class_name() const override { return "Flatten"; }
+  Shape compute_output_shape(const Shape& s) const override;
+  Tensor call(const Tensor& x, const CallContext& ctx) const override;
+};
+
+class ReshapeLayer final : public Layer {
+ public:
+  /// target_shape excludes the batch dimension; one entry may be -1.
+  explicit ReshapeLayer(Shape target_shape, std::string name = "");
+  std::string class_name() const override { return "Reshape"; }
+  Shape compute_output_shape(const Shape& s) const override;
+  Tensor call(const Tensor& x, const CallContext& ctx) const override;
+  const Shape& target_shape() const { return target_; }
+
+ private:
+  Shape target_;
+};
+
+/// Declares the model's input shape (without the batch dimension); passes its input through.
+class InputLayer final : public Layer {
+ public:
+  explicit InputLayer(Shape shape, std::string name = "");
+  std::string class_name() const override { return "InputLayer"; }
+  Shape compute_output_shape(const Shape& s) const override { return s; }
+  Tensor call(const Tensor& x, const CallContext&) const override { return x; }
+};
+
+// Keras-style factories.
+LayerPtr Dense(std::int64_t units, const std::string& activation = "linear",
+               std::optional<std::int64_t> input_dim = std::nullopt);
+LayerPtr Dense(const DenseOptions& options);
+LayerPtr Dropout(float rate);
+LayerPtr Activation(const std::string& activation);
+LayerPtr Flatten();
+LayerPtr Reshape(Shape target_shape);
+LayerPtr Input(Shape shape);
+
+}  // namespace lockstep::layers

@@ -1,0 +1,78 @@
+#pragma once
+// Keras-style layers. A layer creates its variables on build(input_shape) (the batch
+// dimension is -1 in shapes), then call() maps a batch to a batch. call() never mutates the
+// layer, so replicas may call one layer from several threads at once.
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "lockstep/autograd/variable.hpp"
+#include "lockstep/layers/initializers.hpp"
+#include "lockstep/tensor/ops.hpp"
+
+namespace lockstep::layers {
+
+/// What a call needs to know besides its input.
+struct CallContext {
+  bool training = false;
+  std::uint64_t seed = 0;          // the model's seed (dropout and other randomness)
+  std::uint64_t step = 0;          // the optimizer step (dropout masks change per step)
+  std::int64_t first_example = 0;  // global index of row 0 of this batch within the global batch
+};
+
+class Layer {
+ public:
+  explicit Layer(std::string name = "");
+  virtual ~Layer() = default;
+
+  virtual std::string class_name() const = 0;
+  const std::string& name() const { return name_; }
+  void set_name(std::string n) { name_ = std::move(n); }
+
+  /// Creates variables for input_shape (batch dimension -1); throws ValueError naming the shape
+  /// and the layer when it cannot accept it. Idempotent for the same shape.
+  void build(const Shape& input_shape, std::uint64_t seed);
+  bool built() const { return built_; }
+  const Shape& input_shape() const { return input_shape_; }
+  /// The input shape given at construction (input_dim / input_shape), if any.
+  const std::optional<Shape>& declared_input_shape() const { return declared_input_shape_; }
+
+  virtual Shape compute_output_shape(const Shape& input_shape) const = 0;
+  virtual Tensor call(const Tensor& x, const CallContext& ctx) const = 0;
+  /// For a layer whose activation is softmax: its output before the softmax (the logits), so
+  /// that cross-entropy is computed stably as Keras does. Undefined for other layers.
+  virtual bool has_softmax_output() const { return false; }
+  virtual Tensor call_logits(const Tensor&, const CallContext&) const { return Tensor(); }
+
+  const std::vector<Variable>& variables() const { return variables_; }
+  std::vector<Variable> trainable_variables() const;
+  std::int64_t count_params() const;
+
+ protected:
+  virtual void build_impl(const Shape& input_shape, std::uint64_t seed);
+  Variable add_weight(const std::string& name, const Shape& shape, const Initializer& init, std::uint64_t seed,
+                      bool trainable = true);
+  std::optional<Shape> declared_input_shape_;
+
+ private:
+  std::string name_;
+  bool built_ = false;
+  Shape input_shape_;
+  std::vector<Variable> variables_;
+};
+
+using LayerPtr = std::shared_ptr<Layer>;
+
+/// (d0, d1, ...) -> (None, d0, d1, ...): a per-example shape with an unknown batch dimension.
+Shape with_batch_dim(const Shape& per_example);
+
+/// Keras' activation names: "linear" (or ""), "relu", "sigmoid", "tanh", "softmax", "gelu",
+/// "log_softmax"; anything else throws ValueError listing them.
+enum class ActivationKind { kLinear, kRelu, kSigmoid, kTanh, kSoftmax, kGelu, kLogSoftmax };
+ActivationKind parse_activation(const std::string& name);
+std::string activation_name(ActivationKind kind);
+Tensor apply_activation(ActivationKind kind, const Tensor& x);
+
+}  // namespace lockstep::layers

@@ -1,0 +1,37 @@
+#pragma once
+// Keras losses. per_example() returns one loss per example (shape (batch,)); the model sums
+// them and divides by the GLOBAL batch size, so N replicas compute what one device would.
+#include <memory>
+#include <string>
+
+#include "lockstep/tensor/ops.hpp"
+
+namespace lockstep::losses {
+
+class Loss {
+ public:
+  virtual ~Loss() = default;
+  virtual std::string name() const = 0;
+  /// y_pred are the model's outputs; `logits`, when defined, are the pre-softmax values of a
+  /// softmax output layer, which probability-based losses use for numerical stability.
+  virtual Tensor per_example(const Tensor& y_true, const Tensor& y_pred, const Tensor& logits) const = 0;
+  /// Mean over the batch (Keras' default sum_over_batch_size reduction).
+  Tensor operator()(const Tensor& y_true, const Tensor& y_pred) const {
+    return mean(per_example(y_true, y_pred, Tensor()));
+  }
+};
+using LossPtr = std::shared_ptr<Loss>;
+
+struct CrossentropyOptions {
+  bool from_logits = false;
+};
+
+LossPtr SparseCategoricalCrossentropy(CrossentropyOptions options = {});
+LossPtr CategoricalCrossentropy(CrossentropyOptions options = {});
+LossPtr BinaryCrossentropy(CrossentropyOptions options = {});
+LossPtr MeanSquaredError();
+/// By Keras name: "sparse_categorical_crossentropy", "categorical_crossentropy",
+/// "binary_crossentropy", "mse"/"mean_squared_error".
+LossPtr get(const std::string& name);
+
+}  // namespace lockstep::losses

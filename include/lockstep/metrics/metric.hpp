@@ -1,0 +1,68 @@
+#pragma once
+// Keras metrics, stateful. A metric's state is a few float64 numbers (e.g. total and count),
+// exposed so that a strategy can sum the states of all replicas before reading result().
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "lockstep/tensor/tensor.hpp"
+
+namespace lockstep::metrics {
+
+class Metric {
+ public:
+  explicit Metric(std::string name) : name_(std::move(name)) {}
+  virtual ~Metric() = default;
+  const std::string& name() const { return name_; }
+  virtual void update_state(const Tensor& y_true, const Tensor& y_pred) = 0;
+  double result() const { return state_[1] > 0 ? state_[0] / state_[1] : 0.0; }
+  void reset_state() { state_ = {0.0, 0.0}; }
+  /// [total, count]; result() = total / count.
+  std::vector<double>& state() { return state_; }
+  const std::vector<double>& state() const { return state_; }
+  virtual std::shared_ptr<Metric> clone_empty() const = 0;
+
+ protected:
+  std::vector<double> state_{0.0, 0.0};
+
+ private:
+  std::string name_;
+};
+using MetricPtr = std::shared_ptr<Metric>;
+
+/// Running mean of the values passed to update (weighted by `weight`).
+class Mean final : public Metric {
+ public:
+  explicit Mean(std::string name = "mean") : Metric(std::move(name)) {}
+  void update_state(const Tensor& values, const Tensor&) override;
+  void update(double value, double weight = 1.0) {
+    state_[0] += value * weight;
+    state_[1] += weight;
+  }
+  std::shared_ptr<Metric> clone_empty() const override { return std::make_shared<Mean>(name()); }
+};
+
+/// Fraction of examples whose argmax prediction equals the integer label.
+class SparseCategoricalAccuracy final : public Metric {
+ public:
+  explicit SparseCategoricalAccuracy(std::string name = "sparse_categorical_accuracy")
+      : Metric(std::move(name)) {}
+  void update_state(const Tensor& y_true, const Tensor& y_pred) override;
+  std::shared_ptr<Metric> clone_empty() const override {
+    return std::make_shared<SparseCategoricalAccuracy>(name());
+  }
+};
+
+/// Keras' "accuracy": exact match of y_true and y_pred (after rounding y_pred at 0.5 for one output).
+class Accuracy final : public Metric {
+ public:
+  explicit Accuracy(std::string name = "accuracy") : Metric(std::move(name)) {}
+  void update_state(const Tensor& y_true, const Tensor& y_pred) override;
+  std::shared_ptr<Metric> clone_empty() const override { return std::make_shared<Accuracy>(name()); }
+};
+
+/// Resolves a Keras metric name. "accuracy"/"acc" becomes sparse_categorical_accuracy
+/// (named "accuracy") when the loss is sparse categorical, as Keras does.
+MetricPtr get(const std::string& name, const std::string& loss_name);
+
+}  // namespace lockstep::metrics

@@ -1,0 +1,82 @@
+#pragma once
+// Keras optimizers with Keras' update rules and defaults. apply_gradients() updates the
+// variables in place; slots (momentum, Adam moments) are created on first use per variable.
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "lockstep/autograd/variable.hpp"
+
+namespace lockstep::optimizers {
+
+/// Learning rate as a function of the step (iterations before this update).
+using Schedule = std::function<double(std::int64_t step)>;
+
+struct OptimizerOptions {
+  double learning_rate = 0.001;
+  Schedule schedule;                    // overrides learning_rate when set
+  std::optional<double> clipnorm;       // per-variable gradient L2-norm clip
+  std::optional<double> global_clipnorm;
+  std::optional<double> clipvalue;      // elementwise clip to [-v, v]
+};
+
+class Optimizer {
+ public:
+  explicit Optimizer(OptimizerOptions options);
+  virtual ~Optimizer() = default;
+  virtual std::string name() const = 0;
+
+  /// Applies one update; gradients may be undefined (the variable is skipped, as Keras warns).
+  void apply_gradients(const std::vector<std::pair<Tensor, Variable>>& grads_and_vars);
+  /// Number of updates applied so far.
+  std::int64_t iterations() const { return iterations_; }
+  void set_iterations(std::int64_t it) { iterations_ = it; }
+  /// The learning rate the next update uses.
+  double current_learning_rate() const;
+  void set_learning_rate(double lr) { options_.learning_rate = lr; options_.schedule = nullptr; }
+  const OptimizerOptions& options() const { return options_; }
+
+  /// Slot tensors of a variable by slot name (for checkpoints); created on demand.
+  std::vector<std::pair<std::string, Tensor>> slots(const Variable& v);
+
+ protected:
+  /// Updates one variable's data with its (clipped) gradient.
+  virtual void update(const Variable& var, const float* grad, double lr, std::int64_t step) = 0;
+  virtual std::vector<std::string> slot_names() const = 0;
+  float* slot(const Variable& var, int index);
+
+ private:
+  OptimizerOptions options_;
+  std::int64_t iterations_ = 0;
+  std::unordered_map<const void*, std::vector<Tensor>> slots_;  // keyed by the variable's TensorImpl
+};
+using OptimizerPtr = std::shared_ptr<Optimizer>;
+
+struct SGDOptions : OptimizerOptions {
+  SGDOptions() { learning_rate = 0.01; }
+  double momentum = 0.0;
+  bool nesterov = false;
+};
+struct AdamOptions : OptimizerOptions {
+  double beta_1 = 0.9;
+  double beta_2 = 0.999;
+  double epsilon = 1e-7;
+};
+struct AdamWOptions : AdamOptions {
+  double weight_decay = 0.004;
+};
+
+OptimizerPtr SGD(double learning_rate = 0.01, double momentum = 0.0, bool nesterov = false);
+OptimizerPtr SGD(const SGDOptions& options);
+OptimizerPtr Adam(double learning_rate = 0.001);
+OptimizerPtr Adam(const AdamOptions& options);
+OptimizerPtr AdamW(double learning_rate = 0.001, double weight_decay = 0.004);
+OptimizerPtr AdamW(const AdamWOptions& options);
+/// By name ("sgd", "adam", "adamw") with a learning rate.
+OptimizerPtr get(const std::string& name, double learning_rate);
+
+}  // namespace lockstep::optimizers

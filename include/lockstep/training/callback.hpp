@@ -1,0 +1,53 @@
+#pragma once
+// Keras' callback hooks. `Logs` maps names ("loss", "accuracy", "val_loss", ...) to values.
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace lockstep {
+
+class Model;
+using Logs = std::map<std::string, double>;
+
+/// What fit() tells callbacks before training starts (Keras' `params`).
+struct TrainParams {
+  int epochs = 1;
+  std::int64_t steps = -1;  // steps per epoch; -1 when unknown
+  int verbose = 1;
+};
+
+class Callback {
+ public:
+  virtual ~Callback() = default;
+  /// Called once by fit/evaluate/predict before any other hook.
+  virtual void set_model(Model* model) { model_ = model; }
+  virtual void set_params(const TrainParams& params) { params_ = params; }
+  virtual void on_train_begin(const Logs&) {}
+  virtual void on_train_end(const Logs&) {}
+  virtual void on_epoch_begin(int /*epoch*/, const Logs&) {}
+  virtual void on_epoch_end(int /*epoch*/, const Logs&) {}
+  virtual void on_train_batch_begin(std::int64_t /*batch*/, const Logs&) {}
+  virtual void on_train_batch_end(std::int64_t /*batch*/, const Logs&) {}
+  virtual void on_test_begin(const Logs&) {}
+  virtual void on_test_end(const Logs&) {}
+  virtual void on_test_batch_begin(std::int64_t, const Logs&) {}
+  virtual void on_test_batch_end(std::int64_t, const Logs&) {}
+  virtual void on_predict_begin(const Logs&) {}
+  virtual void on_predict_end(const Logs&) {}
+  virtual void on_predict_batch_begin(std::int64_t, const Logs&) {}
+  virtual void on_predict_batch_end(std::int64_t, const Logs&) {}
+
+ protected:
+  Model* model_ = nullptr;
+  TrainParams params_;
+};
+using CallbackPtr = std::shared_ptr<Callback>;
+
+/// Per-epoch logs of a fit() run, as keras.callbacks.History.
+struct History {
+  std::vector<int> epoch;
+  std::map<std::string, std::vector<double>> history;
+};
+
+}  // namespace lockstep

@@ -1,0 +1,128 @@
+#pragma once
+// Model: Keras' compile / fit / evaluate / predict. A subclass says how to build itself and
+// how to run forward; Sequential is the usual one.
+#include <cstdio>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "lockstep/data/dataset.hpp"
+#include "lockstep/layers/layer.hpp"
+#include "lockstep/losses/loss.hpp"
+#include "lockstep/metrics/metric.hpp"
+#include "lockstep/optimizers/optimizer.hpp"
+#include "lockstep/training/callback.hpp"
+
+namespace lockstep {
+
+struct FitOptions {
+  int epochs = 1;
+  /// Steps per epoch; -1: until the dataset is exhausted (a new pass each epoch). When set, one
+  /// iterator runs across epochs (use repeat()); running dry ends training with a warning.
+  std::int64_t steps_per_epoch = -1;
+  /// Batch size for fit(x, y) on in-memory tensors (ignored for datasets, which are batched).
+  std::int64_t batch_size = 32;
+  std::optional<data::Dataset> validation_data;
+  /// Fraction of (x, y) held out for validation, taken from the end before shuffling (Keras).
+  double validation_split = 0.0;
+  std::int64_t validation_steps = -1;
+  /// Shuffle (x, y) each epoch (fit on tensors only).
+  bool shuffle = true;
+  int initial_epoch = 0;
+  /// 0 silent, 1 progress bar, 2 one line per epoch; -1 chooses 1 on a terminal, 2 otherwise.
+  int verbose = -1;
+  std::vector<CallbackPtr> callbacks;
+};
+
+struct EvaluateOptions {
+  std::int64_t batch_size = 32;
+  std::int64_t steps = -1;
+  int verbose = 0;
+  std::vector<CallbackPtr> callbacks;
+};
+
+struct PredictOptions {
+  std::int64_t batch_size = 32;
+  std::int64_t steps = -1;
+  std::vector<CallbackPtr> callbacks;
+};
+
+/// Training throughput of the last fit(), measured after the first 5% of steps.
+struct FitTiming {
+  std::int64_t steps = 0;
+  double seconds = 0;
+  double steps_per_second = 0;
+};
+
+class Model {
+ public:
+  explicit Model(std::string name = "model");
+  virtual ~Model();
+  Model(const Model&) = delete;
+  Model& operator=(const Model&) = delete;
+
+  const std::string& name() const { return name_; }
+
+  void compile(optimizers::OptimizerPtr optimizer, losses::LossPtr loss, std::vector<std::string> metrics = {});
+  void compile(const std::string& optimizer, const std::string& loss, std::vector<std::string> metrics = {});
+  bool compiled() const { return optimizer_ != nullptr; }
+
+  History fit(const data::Dataset& dataset, const FitOptions& options = {});
+  History fit(const Tensor& x, const Tensor& y, const FitOptions& options = {});
+  /// Returns {"loss": ..., metric names...}.
+  Logs evaluate(const data::Dataset& dataset, const EvaluateOptions& options = {});
+  Logs evaluate(const Tensor& x, const Tensor& y, const EvaluateOptions& options = {});
+  /// Outputs for every row of x, in input order.
+  Tensor predict(const Tensor& x, const PredictOptions& options = {});
+  Tensor predict(const data::Dataset& dataset, const PredictOptions& options = {});
+
+  /// Builds the model for input_shape (batch dimension -1) if not yet built.
+  virtual void build(const Shape& input_shape) = 0;
+  virtual bool built() const = 0;
+  /// Forward pass. Returns the output and, when the output layer is a softmax, its logits.
+  struct Output {
+    Tensor output;
+    Tensor logits;
+  };
+  virtual Output forward(const Tensor& x, const layers::CallContext& ctx) const = 0;
+  /// Inference on one batch (training = false).
+  Tensor operator()(const Tensor& x) const;
+
+  virtual std::vector<Variable> variables() const = 0;
+  std::vector<Variable> trainable_variables() const;
+  std::int64_t count_params() const;
+
+  const optimizers::OptimizerPtr& optimizer() const { return optimizer_; }
+  const losses::LossPtr& loss() const { return loss_; }
+  const std::vector<metrics::MetricPtr>& metrics() const { return metrics_; }
+  std::uint64_t seed() const { return seed_; }
+  /// Seed for weights and dropout; call before the model is built.
+  void set_seed(std::uint64_t seed);
+  const FitTiming& last_fit_timing() const { return timing_; }
+
+  /// Set by a callback to end fit() after the current batch (Keras' model.stop_training).
+  bool stop_training = false;
+
+  /// One training step on a batch: forward, loss, gradient, update. Returns the batch's mean loss.
+  double train_step(const Tensor& x, const Tensor& y);
+
+ protected:
+  std::uint64_t seed_;
+
+ private:
+  void check_compiled(const char* what) const;
+  Logs evaluate_impl(const data::Dataset& dataset, std::int64_t steps, const std::vector<CallbackPtr>& callbacks,
+                     int verbose);
+  Logs collect_logs(const char* prefix) const;
+  void reset_metrics();
+
+  std::string name_;
+  optimizers::OptimizerPtr optimizer_;
+  losses::LossPtr loss_;
+  std::vector<metrics::MetricPtr> metrics_;
+  metrics::Mean loss_tracker_{"loss"};
+  FitTiming timing_;
+};
+
+}  // namespace lockstep

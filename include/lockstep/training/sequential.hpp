@@ -1,0 +1,34 @@
+#pragma once
+#include <initializer_list>
+
+#include "lockstep/training/model.hpp"
+
+namespace lockstep {
+
+/// A linear stack of layers. When the first layer declares its input (input_dim, Input), the
+/// model is built at once, so shape mismatches between layers are reported at construction.
+class Sequential final : public Model {
+ public:
+  explicit Sequential(std::vector<layers::LayerPtr> layers = {}, std::string name = "sequential");
+  Sequential(std::initializer_list<layers::LayerPtr> layers) : Sequential(std::vector<layers::LayerPtr>(layers)) {}
+
+  void add(layers::LayerPtr layer);
+  const std::vector<layers::LayerPtr>& layers() const { return layers_; }
+
+  void build(const Shape& input_shape) override;
+  bool built() const override { return built_; }
+  Output forward(const Tensor& x, const layers::CallContext& ctx) const override;
+  std::vector<Variable> variables() const override;
+
+  /// Keras' summary table (layer, output shape, params, totals).
+  std::string summary() const;
+
+ private:
+  void build_layer(std::size_t i);
+  std::vector<layers::LayerPtr> layers_;
+  bool built_ = false;
+  Shape input_shape_;
+  std::vector<Shape> output_shapes_;
+};
+
+}  // namespace lockstep

@@ -1,0 +1,123 @@
+#include "lockstep/layers/core_layers.hpp"
+
+namespace lockstep::layers {
+
+DenseLayer::DenseLayer(const DenseOptions& options)
+    : Layer(options.name), options_(options), activation_(parse_activation(options.activation)) {
+  LOCKSTEP_CHECK(options.units > 0, "Dense: units must be positive, got ", options.units);
+  if (options.input_dim) {
+    LOCKSTEP_CHECK(*options.input_dim > 0, "Dense: input_dim must be positive, got ", *options.input_dim);
+    declared_input_shape_ = Shape{*options.input_dim};
+  }
+  // Validate initializer names now rather than at build time.
+  (void)Initializer{options.kernel_initializer}(Shape{0}, 0);
+  (void)Initializer{options.bias_initializer}(Shape{0}, 0);
+}
+
+Shape DenseLayer::compute_output_shape(const Shape& s) const {
+  LOCKSTEP_CHECK(s.rank() == 2, "layer '", name(), "' (Dense) needs inputs of shape (batch, features), got ",
+                 s.str(), "; add a Flatten layer before it");
+  return Shape{s[0], options_.units};
+}
+
+void DenseLayer::build_impl(const Shape& s, std::uint64_t seed) {
+  (void)compute_output_shape(s);
+  LOCKSTEP_CHECK(s[1] > 0, "layer '", name(), "' (Dense): input shape ", s.str(), " has no features");
+  kernel_ = add_weight("kernel", Shape{s[1], options_.units}, Initializer{options_.kernel_initializer},
+                       mix_seed(seed, 1));
+  if (options_.use_bias) {
+    bias_ = add_weight("bias", Shape{options_.units}, Initializer{options_.bias_initializer}, mix_seed(seed, 2));
+  }
+}
+
+Tensor DenseLayer::linear(const Tensor& x, bool fuse_relu) const {
+  LOCKSTEP_CHECK(built(), "layer '", name(), "' (Dense) is called before it was built");
+  LOCKSTEP_CHECK(x.rank() == 2 && x.dim(1) == kernel_.shape()[0], "layer '", name(), "' (Dense) expects input (",
+                 "batch, ", kernel_.shape()[0], ") but receives ", x.shape().str());
+  return dense(x, kernel_.value(), bias_.defined() ? bias_.value() : Tensor(),
+               fuse_relu ? FusedActivation::kRelu : FusedActivation::kNone);
+}
+
+Tensor DenseLayer::call(const Tensor& x, const CallContext&) const {
+  if (activation_ == ActivationKind::kRelu) return linear(x, true);
+  return apply_activation(activation_, linear(x, false));
+}
+
+Tensor DenseLayer::call_logits(const Tensor& x, const CallContext&) const { return linear(x, false); }
+
+DropoutLayer::DropoutLayer(float rate, std::string name) : Layer(std::move(name)), rate_(rate) {
+  LOCKSTEP_CHECK(rate >= 0.0f && rate < 1.0f, "Dropout: rate must be in [0, 1), got ", rate);
+}
+
+void DropoutLayer::build_impl(const Shape&, std::uint64_t seed) { stream_ = seed; }
+
+Tensor DropoutLayer::call(const Tensor& x, const CallContext& ctx) const {
+  if (!ctx.training || rate_ == 0.0f) return x;
+  return dropout(x, rate_,
+                 DropoutKey{.seed = ctx.seed, .stream = stream_, .step = ctx.step, .first_example = ctx.first_example});
+}
+
+ActivationLayer::ActivationLayer(const std::string& activation, std::string name)
+    : Layer(std::move(name)), kind_(parse_activation(activation)) {}
+
+Tensor ActivationLayer::call(const Tensor& x, const CallContext&) const { return apply_activation(kind_, x); }
+
+Shape FlattenLayer::compute_output_shape(const Shape& s) const {
+  LOCKSTEP_CHECK(s.rank() >= 1, "Flatten needs a batch dimension, got ", s.str());
+  std::int64_t n = 1;
+  for (std::size_t i = 1; i < s.rank(); ++i) n *= s.dims()[i];
+  return Shape{s[0], n};
+}
+
+Tensor FlattenLayer::call(const Tensor& x, const CallContext&) const {
+  return reshape(x, Shape{x.dim(0), x.dim(0) ? x.numel() / x.dim(0) : 0});
+}
+
+ReshapeLayer::ReshapeLayer(Shape target_shape, std::string name)
+    : Layer(std::move(name)), target_(std::move(target_shape)) {}
+
+Shape ReshapeLayer::compute_output_shape(const Shape& s) const {
+  std::int64_t in = 1;
+  for (std::size_t i = 1; i < s.rank(); ++i) in *= s.dims()[i];
+  std::int64_t known = 1;
+  int unknown = -1;
+  std::vector<std::int64_t> dims{s[0]};
+  for (std::size_t i = 0; i < target_.rank(); ++i) {
+    const auto d = target_.dims()[i];
+    if (d == -1) {
+      LOCKSTEP_CHECK(unknown < 0, "Reshape target ", target_.str(), " has more than one -1");
+      unknown = static_cast<int>(i) + 1;
+    } else {
+      known *= d;
+    }
+    dims.push_back(d);
+  }
+  if (unknown > 0) {
+    LOCKSTEP_CHECK(known > 0 && in % known == 0, "layer '", name(), "' (Reshape) cannot reshape input ", s.str(),
+                   " into ", target_.str());
+    dims[static_cast<std::size_t>(unknown)] = in / known;
+  } else {
+    LOCKSTEP_CHECK(known == in, "layer '", name(), "' (Reshape) cannot reshape input ", s.str(), " into ",
+                   target_.str());
+  }
+  return Shape(std::move(dims));
+}
+
+Tensor ReshapeLayer::call(const Tensor& x, const CallContext&) const {
+  Shape out = compute_output_shape(x.shape());
+  return reshape(x, out);
+}
+
+InputLayer::InputLayer(Shape shape, std::string name) : Layer(std::move(name)) { declared_input_shape_ = shape; }
+
+LayerPtr Dense(std::int64_t units, const std::string& activation, std::optional<std::int64_t> input_dim) {
+  return std::make_shared<DenseLayer>(DenseOptions{.units = units, .activation = activation, .input_dim = input_dim});
+}
+LayerPtr Dense(const DenseOptions& options) { return std::make_shared<DenseLayer>(options); }
+LayerPtr Dropout(float rate) { return std::make_shared<DropoutLayer>(rate); }
+LayerPtr Activation(const std::string& activation) { return std::make_shared<ActivationLayer>(activation); }
+LayerPtr Flatten() { return std::make_shared<FlattenLayer>(); }
+LayerPtr Reshape(Shape target_shape) { return std::make_shared<ReshapeLayer>(std::move(target_shape)); }
+LayerPtr Input(Shape shape) { return std::make_shared<InputLayer>(std::move(shape)); }
+
+}  // namespace lockstep::layers

@@ -1,0 +1,68 @@
+#include "lockstep/layers/initializers.hpp"
+
+#include <cmath>
+#include <atomic>
+#include <random>
+
+#include "lockstep/core/error.hpp"
+
+namespace lockstep::layers {
+
+std::uint64_t mix_seed(std::uint64_t a, std::uint64_t b) {
+  std::uint64_t z = a ^ (b + 0x9e3779b97f4a7c15ULL + (a << 6) + (a >> 2));
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+
+Tensor Initializer::operator()(const Shape& shape, std::uint64_t seed) const {
+  Tensor t = Tensor::empty(shape);
+  float* p = t.data<float>();
+  const std::int64_t n = t.numel();
+  // Keras: for a (rows, cols) kernel fan_in = rows, fan_out = cols; for higher ranks the
+  // leading dims are the receptive field.
+  double fan_in = 1, fan_out = 1;
+  if (shape.rank() == 1) {
+    fan_in = fan_out = static_cast<double>(shape[0]);
+  } else if (shape.rank() >= 2) {
+    double receptive = 1;
+    for (std::size_t i = 0; i + 2 < shape.rank(); ++i) receptive *= static_cast<double>(shape.dims()[i]);
+    fan_in = static_cast<double>(shape[-2]) * receptive;
+    fan_out = static_cast<double>(shape[-1]) * receptive;
+  }
+  std::mt19937_64 rng(seed);
+  if (name == "zeros") {
+    for (std::int64_t i = 0; i < n; ++i) p[i] = 0.0f;
+  } else if (name == "ones") {
+    for (std::int64_t i = 0; i < n; ++i) p[i] = 1.0f;
+  } else if (name == "glorot_uniform" || name == "he_uniform") {
+    const double limit = name == "glorot_uniform" ? std::sqrt(6.0 / (fan_in + fan_out)) : std::sqrt(6.0 / fan_in);
+    std::uniform_real_distribution<double> u(-limit, limit);
+    for (std::int64_t i = 0; i < n; ++i) p[i] = static_cast<float>(u(rng));
+  } else if (name == "glorot_normal" || name == "he_normal") {
+    // Truncated at two standard deviations, rescaled as Keras does.
+    const double var = name == "glorot_normal" ? 2.0 / (fan_in + fan_out) : 2.0 / fan_in;
+    const double stddev = std::sqrt(var) / 0.87962566103423978;
+    std::normal_distribution<double> g(0.0, 1.0);
+    for (std::int64_t i = 0; i < n; ++i) {
+      double z;
+      do z = g(rng);
+      while (std::fabs(z) > 2.0);
+      p[i] = static_cast<float>(z * stddev);
+    }
+  } else {
+    throw ValueError("unknown initializer '" + name +
+                     "': expected glorot_uniform, glorot_normal, he_normal, he_uniform, zeros or ones");
+  }
+  return t;
+}
+
+}  // namespace lockstep::layers
+
+namespace lockstep {
+namespace {
+std::atomic<std::uint64_t> g_seed{0};
+}
+void set_random_seed(std::uint64_t seed) { g_seed.store(seed); }
+std::uint64_t random_seed() { return g_seed.load(); }
+}  // namespace lockstep

@@ -1,0 +1,126 @@
+#include "lockstep/losses/loss.hpp"
+
+namespace lockstep::losses {
+
+namespace {
+constexpr float kEpsilon = 1e-7f;  // Keras' backend epsilon
+
+Tensor as_float(const Tensor& t) { return t.dtype() == DType::kF32 ? t : t.to(DType::kF32); }
+
+void check_batch(const char* loss, const Tensor& y_true, const Tensor& y_pred) {
+  LOCKSTEP_CHECK(y_true.defined() && y_pred.defined() && y_pred.rank() >= 1 && y_true.rank() >= 1 &&
+                     y_true.dim(0) == y_pred.dim(0),
+                 loss, ": y_true ", y_true.defined() ? y_true.shape().str() : "undefined", " and y_pred ",
+                 y_pred.defined() ? y_pred.shape().str() : "undefined", " have different batch sizes");
+}
+
+Tensor one_hot(const Tensor& labels, std::int64_t classes) {
+  Tensor lab = labels.dtype() == DType::kI64 ? labels : labels.to(DType::kI64);
+  const std::int64_t n = lab.numel();
+  Tensor out = Tensor::zeros({n, classes});
+  const auto* l = lab.data<std::int64_t>();
+  float* o = out.data<float>();
+  for (std::int64_t i = 0; i < n; ++i) {
+    LOCKSTEP_CHECK(l[i] >= 0 && l[i] < classes, "sparse_categorical_crossentropy: label ", l[i], " at index ", i,
+                   " is outside [0, ", classes, ")");
+    o[i * classes + l[i]] = 1.0f;
+  }
+  return out;
+}
+
+// -sum(target * log(clip(p / sum(p)))) over the class axis, as Keras for probabilities.
+Tensor xent_from_probs(const Tensor& target, const Tensor& probs) {
+  Tensor p = div(probs, sum(probs, -1, true));
+  return neg(sum(mul(target, log(clip(p, kEpsilon, 1.0f - kEpsilon))), -1));
+}
+
+class SparseCCE final : public Loss {
+ public:
+  explicit SparseCCE(CrossentropyOptions o) : o_(o) {}
+  std::string name() const override { return "sparse_categorical_crossentropy"; }
+  Tensor per_example(const Tensor& y_true, const Tensor& y_pred, const Tensor& logits) const override {
+    check_batch("sparse_categorical_crossentropy", y_true, y_pred);
+    LOCKSTEP_CHECK(y_pred.rank() == 2 && y_true.numel() == y_pred.dim(0), "sparse_categorical_crossentropy: y_true ",
+                   y_true.shape().str(), " must hold one integer label per row of y_pred ", y_pred.shape().str());
+    if (o_.from_logits) return sparse_softmax_cross_entropy_with_logits(y_true, y_pred);
+    if (logits.defined()) return sparse_softmax_cross_entropy_with_logits(y_true, logits);
+    return xent_from_probs(one_hot(y_true, y_pred.dim(1)), y_pred);
+  }
+
+ private:
+  CrossentropyOptions o_;
+};
+
+class CCE final : public Loss {
+ public:
+  explicit CCE(CrossentropyOptions o) : o_(o) {}
+  std::string name() const override { return "categorical_crossentropy"; }
+  Tensor per_example(const Tensor& y_true, const Tensor& y_pred, const Tensor& logits) const override {
+    check_batch("categorical_crossentropy", y_true, y_pred);
+    LOCKSTEP_CHECK(y_true.shape() == y_pred.shape(), "categorical_crossentropy: y_true ", y_true.shape().str(),
+                   " and y_pred ", y_pred.shape().str(), " must have the same shape (one-hot targets)");
+    const Tensor t = as_float(y_true);
+    if (o_.from_logits) return softmax_cross_entropy_with_logits(t, y_pred);
+    if (logits.defined()) return softmax_cross_entropy_with_logits(t, logits);
+    return xent_from_probs(t, y_pred);
+  }
+
+ private:
+  CrossentropyOptions o_;
+};
+
+class BCE final : public Loss {
+ public:
+  explicit BCE(CrossentropyOptions o) : o_(o) {}
+  std::string name() const override { return "binary_crossentropy"; }
+  Tensor per_example(const Tensor& y_true, const Tensor& y_pred, const Tensor&) const override {
+    check_batch("binary_crossentropy", y_true, y_pred);
+    LOCKSTEP_CHECK(y_true.numel() == y_pred.numel(), "binary_crossentropy: y_true ", y_true.shape().str(),
+                   " and y_pred ", y_pred.shape().str(), " differ in size");
+    const std::int64_t n = y_pred.dim(0);
+    const Shape s{n, n ? y_pred.numel() / n : 0};
+    const Tensor z = as_float(y_true).reshape(s);
+    const Tensor x = reshape(y_pred, s);
+    if (o_.from_logits) {
+      // max(x, 0) - x z + log(1 + exp(-|x|)): stable for any x.
+      return mean(add(sub(relu(x), mul(x, z)), log(add_scalar(exp(neg(abs(x))), 1.0f))), -1);
+    }
+    const Tensor p = clip(x, kEpsilon, 1.0f - kEpsilon);
+    const Tensor one_minus_z = add_scalar(neg(z), 1.0f);
+    return neg(mean(add(mul(z, log(p)), mul(one_minus_z, log(add_scalar(neg(p), 1.0f)))), -1));
+  }
+
+ private:
+  CrossentropyOptions o_;
+};
+
+class MSE final : public Loss {
+ public:
+  std::string name() const override { return "mean_squared_error"; }
+  Tensor per_example(const Tensor& y_true, const Tensor& y_pred, const Tensor&) const override {
+    check_batch("mean_squared_error", y_true, y_pred);
+    LOCKSTEP_CHECK(y_true.numel() == y_pred.numel(), "mean_squared_error: y_true ", y_true.shape().str(),
+                   " and y_pred ", y_pred.shape().str(), " differ in size");
+    const std::int64_t n = y_pred.dim(0);
+    const Shape s{n, n ? y_pred.numel() / n : 0};
+    return mean(square(sub(reshape(y_pred, s), as_float(y_true).reshape(s))), -1);
+  }
+};
+}  // namespace
+
+LossPtr SparseCategoricalCrossentropy(CrossentropyOptions o) { return std::make_shared<SparseCCE>(o); }
+LossPtr CategoricalCrossentropy(CrossentropyOptions o) { return std::make_shared<CCE>(o); }
+LossPtr BinaryCrossentropy(CrossentropyOptions o) { return std::make_shared<BCE>(o); }
+LossPtr MeanSquaredError() { return std::make_shared<MSE>(); }
+
+LossPtr get(const std::string& name) {
+  if (name == "sparse_categorical_crossentropy") return SparseCategoricalCrossentropy();
+  if (name == "categorical_crossentropy") return CategoricalCrossentropy();
+  if (name == "binary_crossentropy") return BinaryCrossentropy();
+  if (name == "mse" || name == "mean_squared_error") return MeanSquaredError();
+  throw ValueError("unknown loss '" + name +
+                   "': expected sparse_categorical_crossentropy, categorical_crossentropy, binary_crossentropy "
+                   "or mean_squared_error");
+}
+
+}  // namespace lockstep::losses

@@ -1,0 +1,185 @@
+#include <cmath>
+
+#include "lockstep/optimizers/optimizer.hpp"
+
+namespace lockstep::optimizers {
+
+Optimizer::Optimizer(OptimizerOptions options) : options_(std::move(options)) {
+  LOCKSTEP_CHECK(options_.learning_rate >= 0, "optimizer: learning_rate must be >= 0, got ", options_.learning_rate);
+  if (options_.clipnorm) LOCKSTEP_CHECK(*options_.clipnorm > 0, "optimizer: clipnorm must be > 0");
+  if (options_.global_clipnorm) LOCKSTEP_CHECK(*options_.global_clipnorm > 0, "optimizer: global_clipnorm must be > 0");
+  if (options_.clipvalue) LOCKSTEP_CHECK(*options_.clipvalue > 0, "optimizer: clipvalue must be > 0");
+}
+
+double Optimizer::current_learning_rate() const {
+  return options_.schedule ? options_.schedule(iterations_) : options_.learning_rate;
+}
+
+float* Optimizer::slot(const Variable& var, int index) {
+  auto& s = slots_[var.value().impl().get()];
+  if (s.empty()) {
+    for (std::size_t i = 0; i < slot_names().size(); ++i) s.push_back(Tensor::zeros(var.shape()));
+  }
+  return s[static_cast<std::size_t>(index)].data<float>();
+}
+
+std::vector<std::pair<std::string, Tensor>> Optimizer::slots(const Variable& v) {
+  std::vector<std::pair<std::string, Tensor>> out;
+  const auto names = slot_names();
+  if (!names.empty()) slot(v, 0);
+  auto& s = slots_[v.value().impl().get()];
+  for (std::size_t i = 0; i < names.size(); ++i) out.emplace_back(names[i], s[i]);
+  return out;
+}
+
+namespace {
+double sq_norm(const Tensor& g) {
+  const float* p = g.data<float>();
+  double s = 0;
+  for (std::int64_t i = 0; i < g.numel(); ++i) s += static_cast<double>(p[i]) * p[i];
+  return s;
+}
+}  // namespace
+
+void Optimizer::apply_gradients(const std::vector<std::pair<Tensor, Variable>>& grads_and_vars) {
+  double global_scale = 1.0;
+  if (options_.global_clipnorm) {
+    double total = 0;
+    for (const auto& [g, v] : grads_and_vars)
+      if (g.defined()) total += sq_norm(g);
+    const double norm = std::sqrt(total);
+    if (norm > *options_.global_clipnorm) global_scale = *options_.global_clipnorm / norm;
+  }
+  const double lr = current_learning_rate();
+  const std::int64_t step = iterations_;
+  for (const auto& [g, v] : grads_and_vars) {
+    if (!g.defined()) continue;
+    LOCKSTEP_CHECK(g.shape() == v.shape(), name(), ": gradient ", g.shape().str(), " does not match variable '",
+                   v.name(), "' ", v.shape().str());
+    const float* gp = g.data<float>();
+    Tensor clipped;
+    double scale = global_scale;
+    if (options_.clipnorm) {
+      const double norm = std::sqrt(sq_norm(g));
+      if (norm > *options_.clipnorm) scale *= *options_.clipnorm / norm;
+    }
+    if (scale != 1.0 || options_.clipvalue) {
+      clipped = Tensor::empty(g.shape());
+      float* cp = clipped.data<float>();
+      const float cv = options_.clipvalue ? static_cast<float>(*options_.clipvalue) : INFINITY;
+      for (std::int64_t i = 0; i < g.numel(); ++i)
+        cp[i] = std::fmin(std::fmax(static_cast<float>(gp[i] * scale), -cv), cv);
+      gp = cp;
+    }
+    update(v, gp, lr, step);
+  }
+  ++iterations_;
+}
+
+namespace {
+
+class SGDImpl final : public Optimizer {
+ public:
+  explicit SGDImpl(const SGDOptions& o) : Optimizer(o), momentum_(o.momentum), nesterov_(o.nesterov) {
+    LOCKSTEP_CHECK(o.momentum >= 0 && o.momentum <= 1, "SGD: momentum must be in [0, 1], got ", o.momentum);
+  }
+  std::string name() const override { return "SGD"; }
+
+ protected:
+  std::vector<std::string> slot_names() const override {
+    return momentum_ > 0 ? std::vector<std::string>{"momentum"} : std::vector<std::string>{};
+  }
+  void update(const Variable& var, const float* g, double lr_d, std::int64_t) override {
+    float* w = const_cast<float*>(var.value().data<float>());
+    const std::int64_t n = var.shape().numel();
+    const float lr = static_cast<float>(lr_d), mu = static_cast<float>(momentum_);
+    if (momentum_ == 0) {
+      for (std::int64_t i = 0; i < n; ++i) w[i] -= lr * g[i];
+      return;
+    }
+    float* m = slot(var, 0);
+    for (std::int64_t i = 0; i < n; ++i) {
+      // Keras: m = mu m - lr g; w += m (nesterov: w += mu m - lr g).
+      m[i] = mu * m[i] - lr * g[i];
+      w[i] += nesterov_ ? mu * m[i] - lr * g[i] : m[i];
+    }
+  }
+
+ private:
+  double momentum_;
+  bool nesterov_;
+};
+
+class AdamImpl : public Optimizer {
+ public:
+  AdamImpl(const AdamOptions& o, double weight_decay)
+      : Optimizer(o), b1_(o.beta_1), b2_(o.beta_2), eps_(o.epsilon), wd_(weight_decay) {
+    LOCKSTEP_CHECK(o.beta_1 >= 0 && o.beta_1 < 1 && o.beta_2 >= 0 && o.beta_2 < 1,
+                   "Adam: beta_1 and beta_2 must be in [0, 1), got ", o.beta_1, " and ", o.beta_2);
+    LOCKSTEP_CHECK(o.epsilon >= 0, "Adam: epsilon must be >= 0");
+  }
+  std::string name() const override { return wd_ > 0 ? "AdamW" : "Adam"; }
+
+ protected:
+  std::vector<std::string> slot_names() const override { return {"m", "v"}; }
+  void update(const Variable& var, const float* g, double lr, std::int64_t step) override {
+    float* w = const_cast<float*>(var.value().data<float>());
+    float* m = slot(var, 0);
+    float* v = slot(var, 1);
+    const std::int64_t n = var.shape().numel();
+    // Keras' form and Keras' float32 rounding of every constant (the reference agrees to 3e-5
+    // only this way): alpha = lr sqrt(1 - b2^t) / (1 - b1^t); w -= alpha m / (sqrt(v) + eps).
+    const float t = static_cast<float>(step + 1);
+    const float b1_power = std::pow(static_cast<float>(b1_), t);
+    const float b2_power = std::pow(static_cast<float>(b2_), t);
+    const float alpha = static_cast<float>(lr) * std::sqrt(1.0f - b2_power) / (1.0f - b1_power);
+    const float one_b1 = static_cast<float>(1.0 - b1_), one_b2 = static_cast<float>(1.0 - b2_);
+    const float eps = static_cast<float>(eps_);
+    const float decay = static_cast<float>(wd_ * lr);
+    for (std::int64_t i = 0; i < n; ++i) {
+      if (wd_ > 0) w[i] -= w[i] * decay;
+      m[i] += (g[i] - m[i]) * one_b1;
+      v[i] += (g[i] * g[i] - v[i]) * one_b2;
+      w[i] -= (m[i] * alpha) / (std::sqrt(v[i]) + eps);
+    }
+  }
+
+ private:
+  double b1_, b2_, eps_, wd_;
+};
+
+}  // namespace
+
+OptimizerPtr SGD(double lr, double momentum, bool nesterov) {
+  SGDOptions o;
+  o.learning_rate = lr;
+  o.momentum = momentum;
+  o.nesterov = nesterov;
+  return SGD(o);
+}
+OptimizerPtr SGD(const SGDOptions& o) { return std::make_shared<SGDImpl>(o); }
+OptimizerPtr Adam(double lr) {
+  AdamOptions o;
+  o.learning_rate = lr;
+  return Adam(o);
+}
+OptimizerPtr Adam(const AdamOptions& o) { return std::make_shared<AdamImpl>(o, 0.0); }
+OptimizerPtr AdamW(double lr, double wd) {
+  AdamWOptions o;
+  o.learning_rate = lr;
+  o.weight_decay = wd;
+  return AdamW(o);
+}
+OptimizerPtr AdamW(const AdamWOptions& o) {
+  LOCKSTEP_CHECK(o.weight_decay >= 0, "AdamW: weight_decay must be >= 0");
+  return std::make_shared<AdamImpl>(o, o.weight_decay);
+}
+
+OptimizerPtr get(const std::string& name, double lr) {
+  if (name == "sgd" || name == "SGD") return SGD(lr);
+  if (name == "adam" || name == "Adam") return Adam(lr);
+  if (name == "adamw" || name == "AdamW") return AdamW(lr);
+  throw ValueError("unknown optimizer '" + name + "': expected sgd, adam or adamw");
+}
+
+}  // namespace lockstep::optimizers

@@ -1,0 +1,315 @@
+#include "lockstep/training/model.hpp"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+
+#include "lockstep/autograd/gradient_tape.hpp"
+#include "lockstep/layers/initializers.hpp"
+#include "lockstep/training/progbar.hpp"
+
+namespace lockstep {
+
+namespace {
+Tensor as_float(const Tensor& t) { return t.dtype() == DType::kF32 ? t : t.to(DType::kF32); }
+
+// Splits (x, y) into the training part and the held-out last `split` fraction.
+std::pair<data::Dataset, std::optional<data::Dataset>> split_xy(const Tensor& x, const Tensor& y,
+                                                                  const FitOptions& o) {
+  LOCKSTEP_CHECK(x.rank() >= 1 && y.rank() >= 1 && x.dim(0) == y.dim(0), "fit: x ", x.shape().str(), " and y ",
+                 y.shape().str(), " must have the same number of examples");
+  LOCKSTEP_CHECK(o.validation_split >= 0.0 && o.validation_split < 1.0,
+                 "fit: validation_split must be in [0, 1), got ", o.validation_split);
+  LOCKSTEP_CHECK(o.batch_size > 0, "fit: batch_size must be positive, got ", o.batch_size);
+  const std::int64_t n = x.dim(0);
+  const auto n_val = static_cast<std::int64_t>(std::floor(static_cast<double>(n) * o.validation_split));
+  const std::int64_t n_train = n - n_val;
+  data::Dataset train = data::Dataset::from_tensor_slices(x.slice(0, n_train), y.slice(0, n_train));
+  if (o.shuffle) train = train.shuffle(n_train, layers::mix_seed(random_seed(), 0x5f17));
+  train = train.batch(o.batch_size);
+  std::optional<data::Dataset> val;
+  if (n_val > 0) val = data::Dataset::from_tensor_slices(x.slice(n_train, n), y.slice(n_train, n)).batch(o.batch_size);
+  return {train, val};
+}
+
+struct CallbackList {
+  std::vector<CallbackPtr> cbs;
+  template <typename F>
+  void each(F&& f) {
+    for (auto& c : cbs) f(*c);
+  }
+};
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+}  // namespace
+
+Model::Model(std::string name) : seed_(random_seed()), name_(std::move(name)) {}
+Model::~Model() = default;
+
+void Model::set_seed(std::uint64_t seed) {
+  LOCKSTEP_CHECK(!built(), "Model::set_seed must be called before the model is built");
+  seed_ = seed;
+}
+
+void Model::compile(optimizers::OptimizerPtr optimizer, losses::LossPtr loss, std::vector<std::string> metric_names) {
+  LOCKSTEP_CHECK(optimizer && loss, "Model::compile: an optimizer and a loss are required");
+  optimizer_ = std::move(optimizer);
+  loss_ = std::move(loss);
+  metrics_.clear();
+  for (const auto& m : metric_names) metrics_.push_back(metrics::get(m, loss_->name()));
+}
+
+void Model::compile(const std::string& optimizer, const std::string& loss, std::vector<std::string> metric_names) {
+  compile(optimizers::get(optimizer, 0.001), losses::get(loss), std::move(metric_names));
+}
+
+void Model::check_compiled(const char* what) const {
+  LOCKSTEP_CHECK(compiled(), "Model::", what, ": the model must be compiled first (call compile())");
+}
+
+std::vector<Variable> Model::trainable_variables() const {
+  std::vector<Variable> out;
+  for (const auto& v : variables())
+    if (v.trainable()) out.push_back(v);
+  return out;
+}
+
+std::int64_t Model::count_params() const {
+  std::int64_t n = 0;
+  for (const auto& v : variables()) n += v.shape().numel();
+  return n;
+}
+
+Tensor Model::operator()(const Tensor& x) const { return forward(as_float(x), layers::CallContext{}).output; }
+
+void Model::reset_metrics() {
+  loss_tracker_.reset_state();
+  for (auto& m : metrics_) m->reset_state();
+}
+
+Logs Model::collect_logs(const char* prefix) const {
+  Logs logs;
+  logs[std::string(prefix) + "loss"] = loss_tracker_.result();
+  for (const auto& m : metrics_) logs[prefix + m->name()] = m->result();
+  return logs;
+}
+
+double Model::train_step(const Tensor& x_in, const Tensor& y) {
+  check_compiled("train_step");
+  const Tensor x = as_float(x_in);
+  if (!built()) build(Shape(x.shape()));
+  const std::int64_t n = x.dim(0);
+  LOCKSTEP_CHECK(y.rank() >= 1 && y.dim(0) == n, "train_step: x ", x.shape().str(), " and y ", y.shape().str(),
+                 " have different batch sizes");
+  const auto vars = trainable_variables();
+  const layers::CallContext ctx{.training = true,
+                                .seed = seed_,
+                                .step = static_cast<std::uint64_t>(optimizer_->iterations()),
+                                .first_example = 0};
+  Output out;
+  Tensor loss_sum;
+  std::vector<Tensor> grads;
+  {
+    GradientTape tape;
+    out = forward(x, ctx);
+    loss_sum = sum(loss_->per_example(y, out.output, out.logits));
+    // The gradient of the mean over the (global) batch.
+    grads = tape.gradient(scale(loss_sum, n ? 1.0f / static_cast<float>(n) : 0.0f), vars);
+  }
+  std::vector<std::pair<Tensor, Variable>> gv;
+  gv.reserve(vars.size());
+  for (std::size_t i = 0; i < vars.size(); ++i) gv.emplace_back(grads[i], vars[i]);
+  optimizer_->apply_gradients(gv);
+  const double batch_loss = n ? static_cast<double>(loss_sum.item()) / static_cast<double>(n) : 0.0;
+  loss_tracker_.update(batch_loss, static_cast<double>(n));
+  for (auto& m : metrics_) m->update_state(y, out.output);
+  return batch_loss;
+}
+
+History Model::fit(const Tensor& x, const Tensor& y, const FitOptions& options) {
+  auto [train, val] = split_xy(x, y, options);
+  FitOptions o = options;
+  if (val && !o.validation_data) o.validation_data = *val;
+  o.validation_split = 0.0;
+  return fit(train, o);
+}
+
+History Model::fit(const data::Dataset& dataset, const FitOptions& o) {
+  check_compiled("fit");
+  LOCKSTEP_CHECK(o.epochs >= 0, "fit: epochs must be >= 0, got ", o.epochs);
+  LOCKSTEP_CHECK(o.initial_epoch >= 0 && o.initial_epoch <= o.epochs, "fit: initial_epoch ", o.initial_epoch,
+                 " must be in [0, epochs = ", o.epochs, "]");
+  LOCKSTEP_CHECK(o.steps_per_epoch == -1 || o.steps_per_epoch > 0, "fit: steps_per_epoch must be positive or -1");
+  LOCKSTEP_CHECK(o.validation_split == 0.0, "fit: validation_split needs in-memory tensors (fit(x, y, ...))");
+  const std::int64_t card = dataset.cardinality();
+  LOCKSTEP_CHECK(o.steps_per_epoch > 0 || card != data::kInfiniteCardinality,
+                 "fit: the dataset is infinite (repeat()), so steps_per_epoch must be given");
+  const std::int64_t steps = o.steps_per_epoch > 0 ? o.steps_per_epoch : (card >= 0 ? card : -1);
+  const int verbose = o.verbose >= 0 ? o.verbose : (isatty(fileno(stdout)) ? 1 : 2);
+
+  CallbackList cbs{o.callbacks};
+  if (verbose > 0) cbs.cbs.insert(cbs.cbs.begin(), std::make_shared<ProgbarLogger>());
+  const TrainParams params{.epochs = o.epochs, .steps = steps, .verbose = verbose};
+  cbs.each([&](Callback& c) {
+    c.set_model(this);
+    c.set_params(params);
+  });
+
+  History history;
+  stop_training = false;
+  timing_ = FitTiming{};
+  // Throughput is timed after the first 5% of all steps (warm-up: caches, allocator).
+  const std::int64_t total_steps = steps > 0 ? steps * (o.epochs - o.initial_epoch) : -1;
+  const std::int64_t warmup = total_steps > 0 ? std::max<std::int64_t>(1, total_steps / 20) : 1;
+  std::int64_t global_step = 0;
+  std::chrono::steady_clock::time_point timed_start;
+
+  std::unique_ptr<data::Iterator> persistent;
+  if (o.steps_per_epoch > 0) persistent = dataset.make_iterator();
+  Logs logs;
+  cbs.each([&](Callback& c) { c.on_train_begin(logs); });
+  for (int epoch = o.initial_epoch; epoch < o.epochs && !stop_training; ++epoch) {
+    reset_metrics();
+    cbs.each([&](Callback& c) { c.on_epoch_begin(epoch, logs); });
+    std::unique_ptr<data::Iterator> per_epoch;
+    data::Iterator* it = persistent.get();
+    if (!it) {
+      per_epoch = dataset.make_iterator();
+      it = per_epoch.get();
+    }
+    bool ran_dry = false;
+    for (std::int64_t step = 0; steps < 0 || step < steps; ++step) {
+      std::optional<data::Element> batch = it->next();
+      if (!batch) {
+        if (o.steps_per_epoch > 0) ran_dry = true;
+        break;
+      }
+      LOCKSTEP_CHECK(batch->size() >= 2, "fit: dataset elements must be (x, y) pairs, got ", batch->size(),
+                     " component(s)");
+      Logs batch_logs;
+      cbs.each([&](Callback& c) { c.on_train_batch_begin(step, batch_logs); });
+      train_step((*batch)[0], (*batch)[1]);
+      ++global_step;
+      if (global_step == warmup) timed_start = std::chrono::steady_clock::now();
+      batch_logs = collect_logs("");
+      cbs.each([&](Callback& c) { c.on_train_batch_end(step, batch_logs); });
+      if (stop_training) break;
+    }
+    if (global_step > warmup) {
+      timing_.steps = global_step - warmup;
+      timing_.seconds = seconds_since(timed_start);
+      timing_.steps_per_second = timing_.seconds > 0 ? static_cast<double>(timing_.steps) / timing_.seconds : 0;
+    }
+    logs = collect_logs("");
+    if (o.validation_data) {
+      Logs v = evaluate_impl(*o.validation_data, o.validation_steps, {}, 0);
+      for (const auto& [k, val] : v) logs["val_" + k] = val;
+    }
+    cbs.each([&](Callback& c) { c.on_epoch_end(epoch, logs); });
+    history.epoch.push_back(epoch);
+    for (const auto& [k, v] : logs) history.history[k].push_back(v);
+    if (ran_dry) {
+      std::fprintf(stderr,
+                   "WARNING: your input ran out of data; interrupting training. Make sure that your dataset can "
+                   "generate at least steps_per_epoch * epochs batches (use repeat()).\n");
+      break;
+    }
+  }
+  cbs.each([&](Callback& c) { c.on_train_end(logs); });
+  return history;
+}
+
+Logs Model::evaluate_impl(const data::Dataset& dataset, std::int64_t steps, const std::vector<CallbackPtr>& callbacks,
+                          int verbose) {
+  check_compiled("evaluate");
+  const std::int64_t card = dataset.cardinality();
+  LOCKSTEP_CHECK(steps > 0 || card != data::kInfiniteCardinality,
+                 "evaluate: the dataset is infinite (repeat()), so steps must be given");
+  CallbackList cbs{callbacks};
+  cbs.each([&](Callback& c) { c.set_model(this); });
+  reset_metrics();
+  Logs logs;
+  cbs.each([&](Callback& c) { c.on_test_begin(logs); });
+  auto it = dataset.make_iterator();
+  const std::int64_t total = steps > 0 ? steps : card;
+  std::unique_ptr<Progbar> bar;
+  if (verbose == 1) bar = std::make_unique<Progbar>(total);
+  for (std::int64_t step = 0; steps < 0 || step < steps; ++step) {
+    auto batch = it->next();
+    if (!batch) break;
+    LOCKSTEP_CHECK(batch->size() >= 2, "evaluate: dataset elements must be (x, y) pairs");
+    cbs.each([&](Callback& c) { c.on_test_batch_begin(step, logs); });
+    const Tensor x = as_float((*batch)[0]);
+    const Tensor& y = (*batch)[1];
+    if (!built()) build(Shape(x.shape()));
+    const Output out = forward(x, layers::CallContext{});
+    const Tensor per_ex = loss_->per_example(y, out.output, out.logits);
+    const std::int64_t n = x.dim(0);
+    if (n > 0) loss_tracker_.update(static_cast<double>(sum(per_ex).item()) / static_cast<double>(n), static_cast<double>(n));
+    for (auto& m : metrics_) m->update_state(y, out.output);
+    logs = collect_logs("");
+    cbs.each([&](Callback& c) { c.on_test_batch_end(step, logs); });
+    if (bar) {
+      std::vector<std::pair<std::string, double>> vals(logs.begin(), logs.end());
+      bar->update(step + 1, vals);
+    }
+  }
+  logs = collect_logs("");
+  cbs.each([&](Callback& c) { c.on_test_end(logs); });
+  return logs;
+}
+
+Logs Model::evaluate(const data::Dataset& dataset, const EvaluateOptions& o) {
+  return evaluate_impl(dataset, o.steps, o.callbacks, o.verbose);
+}
+
+Logs Model::evaluate(const Tensor& x, const Tensor& y, const EvaluateOptions& o) {
+  LOCKSTEP_CHECK(x.rank() >= 1 && y.rank() >= 1 && x.dim(0) == y.dim(0), "evaluate: x ", x.shape().str(), " and y ",
+                 y.shape().str(), " must have the same number of examples");
+  LOCKSTEP_CHECK(o.batch_size > 0, "evaluate: batch_size must be positive");
+  return evaluate_impl(data::Dataset::from_tensor_slices(x, y).batch(o.batch_size), o.steps, o.callbacks, o.verbose);
+}
+
+Tensor Model::predict(const data::Dataset& dataset, const PredictOptions& o) {
+  LOCKSTEP_CHECK(o.steps > 0 || dataset.cardinality() != data::kInfiniteCardinality,
+                 "predict: the dataset is infinite (repeat()), so steps must be given");
+  CallbackList cbs{o.callbacks};
+  cbs.each([&](Callback& c) { c.set_model(this); });
+  Logs logs;
+  cbs.each([&](Callback& c) { c.on_predict_begin(logs); });
+  std::vector<Tensor> outs;
+  std::int64_t rows = 0;
+  auto it = dataset.make_iterator();
+  for (std::int64_t step = 0; o.steps < 0 || step < o.steps; ++step) {
+    auto batch = it->next();
+    if (!batch) break;
+    cbs.each([&](Callback& c) { c.on_predict_batch_begin(step, logs); });
+    const Tensor x = as_float((*batch)[0]);
+    if (!built()) build(Shape(x.shape()));
+    outs.push_back(forward(x, layers::CallContext{}).output);
+    rows += outs.back().dim(0);
+    cbs.each([&](Callback& c) { c.on_predict_batch_end(step, logs); });
+  }
+  cbs.each([&](Callback& c) { c.on_predict_end(logs); });
+  LOCKSTEP_CHECK(!outs.empty(), "predict: the input produced no batches");
+  std::vector<std::int64_t> dims = outs[0].shape().dims();
+  dims[0] = rows;
+  Tensor result = Tensor::empty(Shape(dims));
+  std::size_t offset = 0;
+  for (const auto& t : outs) {
+    std::memcpy(static_cast<char*>(result.raw_data()) + offset, t.raw_data(), t.nbytes());
+    offset += t.nbytes();
+  }
+  return result;
+}
+
+Tensor Model::predict(const Tensor& x, const PredictOptions& o) {
+  LOCKSTEP_CHECK(o.batch_size > 0, "predict: batch_size must be positive");
+  return predict(data::Dataset::from_tensor_slices(x).batch(o.batch_size), o);
+}
+
+}  // namespace lockstep

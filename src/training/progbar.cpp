@@ -1,0 +1,113 @@
+#include "lockstep/training/progbar.hpp"
+
+#include <unistd.h>
+
+#include <cmath>
+
+namespace lockstep {
+
+namespace {
+std::string format_value(double v) {
+  char buf[32];
+  if (std::fabs(v) >= 1e-3 || v == 0.0) std::snprintf(buf, sizeof buf, "%.4f", v);
+  else std::snprintf(buf, sizeof buf, "%.4e", v);
+  return buf;
+}
+
+// Keras order: loss first, then metrics, then val_ entries.
+std::vector<std::pair<std::string, double>> keras_order(const Logs& logs) {
+  std::vector<std::pair<std::string, double>> vals;
+  auto it = logs.find("loss");
+  if (it != logs.end()) vals.emplace_back(*it);
+  for (const auto& kv : logs)
+    if (kv.first != "loss" && kv.first.rfind("val_", 0) != 0) vals.emplace_back(kv);
+  for (const auto& kv : logs)
+    if (kv.first.rfind("val_", 0) == 0) vals.emplace_back(kv);
+  return vals;
+}
+
+std::string format_time(double seconds) {
+  char buf[32];
+  if (seconds >= 1.0) std::snprintf(buf, sizeof buf, "%.0fs", seconds);
+  else if (seconds >= 1e-3) std::snprintf(buf, sizeof buf, "%.0fms", seconds * 1e3);
+  else std::snprintf(buf, sizeof buf, "%.0fus", seconds * 1e6);
+  return buf;
+}
+}  // namespace
+
+Progbar::Progbar(std::int64_t target, std::FILE* out, int interactive, int width)
+    : target_(target),
+      out_(out),
+      interactive_(interactive < 0 ? isatty(fileno(out)) != 0 : interactive != 0),
+      width_(width),
+      start_(std::chrono::steady_clock::now()),
+      last_draw_(start_) {}
+
+std::string Progbar::render(std::int64_t current, const std::vector<std::pair<std::string, double>>& values,
+                            double elapsed) const {
+  std::string line;
+  if (target_ > 0) {
+    const std::string t = std::to_string(target_);
+    std::string c = std::to_string(current);
+    if (c.size() < t.size()) c.insert(0, t.size() - c.size(), ' ');
+    line = c + "/" + t + " [";
+    const double frac = std::min(1.0, static_cast<double>(current) / static_cast<double>(target_));
+    const int filled = static_cast<int>(frac * width_);
+    if (filled > 0) {
+      line.append(static_cast<std::size_t>(filled - 1), '=');
+      line += current < target_ ? '>' : '=';
+    }
+    line.append(static_cast<std::size_t>(width_ - filled), '.');
+    line += "]";
+  } else {
+    line = std::to_string(current) + "/Unknown";
+  }
+  const double per_step = current > 0 ? elapsed / static_cast<double>(current) : 0.0;
+  if (target_ > 0 && current < target_) {
+    line += " - ETA: " + format_time(per_step * static_cast<double>(target_ - current));
+  } else {
+    line += " - " + format_time(elapsed) + " " + format_time(per_step) + "/step";
+  }
+  for (const auto& [name, v] : values) line += " - " + name + ": " + format_value(v);
+  return line;
+}
+
+void Progbar::update(std::int64_t current, const std::vector<std::pair<std::string, double>>& values, bool finalize) {
+  const auto now = std::chrono::steady_clock::now();
+  const bool done = finalize || (target_ > 0 && current >= target_);
+  if (interactive_) {
+    // Redraw at most every 50 ms, and always at the end.
+    if (!done && std::chrono::duration<double>(now - last_draw_).count() < 0.05) return;
+    last_draw_ = now;
+    const double elapsed = std::chrono::duration<double>(now - start_).count();
+    std::fprintf(out_, "\r%s\033[K%s", render(current, values, elapsed).c_str(), done ? "\n" : "");
+    std::fflush(out_);
+  } else if (done) {
+    const double elapsed = std::chrono::duration<double>(now - start_).count();
+    std::fprintf(out_, "%s\n", render(current, values, elapsed).c_str());
+    std::fflush(out_);
+  }
+}
+
+void ProgbarLogger::on_epoch_begin(int epoch, const Logs&) {
+  if (params_.verbose <= 0) return;
+  std::fprintf(out_, "Epoch %d/%d\n", epoch + 1, params_.epochs);
+  std::fflush(out_);
+  bar_ = std::make_unique<Progbar>(params_.steps, out_, params_.verbose == 1 ? -1 : 0);
+  seen_ = 0;
+}
+
+void ProgbarLogger::on_train_batch_end(std::int64_t batch, const Logs& logs) {
+  seen_ = batch + 1;
+  if (!bar_ || params_.verbose != 1) return;
+  if (params_.steps > 0 && seen_ >= params_.steps) return;  // the epoch's end draws the final line
+  bar_->update(seen_, keras_order(logs));
+}
+
+void ProgbarLogger::on_epoch_end(int, const Logs& logs) {
+  if (!bar_) return;
+  bar_->update(seen_, keras_order(logs), true);
+  bar_.reset();
+}
+
+}  // namespace lockstep
