@@ -25,9 +25,9 @@ InputFile::InputFile(const std::string& path, const char* who) : path_(path), wh
   std::rewind(file_);
   if (got == 2 && magic[0] == 0x1f && magic[1] == 0x8b) {
     // Hand the open file to zlib instead of reopening it by name: then the file we sniffed is
-    // the file we read.
+    // the file we read. The descriptor's offset is wherever stdio's buffering left it.
     const int fd = dup(fileno(file_));
-    gzFile gz = fd >= 0 ? gzdopen(fd, "rb") : nullptr;
+    gzFile gz = fd >= 0 && lseek(fd, 0, SEEK_SET) == 0 ? gzdopen(fd, "rb") : nullptr;
     std::fclose(file_);
     file_ = nullptr;
     if (!gz) {
