@@ -37,7 +37,7 @@ with_apt=1
 for arg in "$@"; do
   case "$arg" in
     --no-apt) with_apt=0 ;;
-    -h | --help) sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h | --help) sed -n '2,10p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) die "unknown argument '$arg' (known: --no-apt, --help)" ;;
   esac
 done

@@ -9,22 +9,12 @@
 using namespace lockstep;
 using lockstep::data::read_idx;
 using lockstep::data::write_idx;
+using lockstep::test::expect_io_error;
 using lockstep::test::read_bytes;
 using lockstep::test::TempDir;
 using lockstep::test::write_bytes;
 
 namespace {
-
-// Expects `fn` to throw IOError whose message contains every one of `parts`.
-template <typename Fn>
-void expect_io_error(Fn fn, std::initializer_list<std::string> parts) {
-  try {
-    fn();
-    FAIL() << "no IOError";
-  } catch (const IOError& e) {
-    for (const auto& p : parts) EXPECT_NE(std::string(e.what()).find(p), std::string::npos) << e.what();
-  }
-}
 
 std::string gzip_bytes(const std::string& raw) {
   TempDir dir;

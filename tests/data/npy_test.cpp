@@ -8,6 +8,7 @@
 using namespace lockstep;
 using lockstep::data::read_npy;
 using lockstep::data::write_npy;
+using lockstep::test::expect_io_error;
 using lockstep::test::read_bytes;
 using lockstep::test::TempDir;
 using lockstep::test::write_bytes;
@@ -15,16 +16,6 @@ using lockstep::test::write_bytes;
 namespace {
 
 std::string fixture(const std::string& name) { return std::string(LOCKSTEP_SOURCE_DIR) + "/tests/data/fixtures/" + name; }
-
-template <typename Fn>
-void expect_io_error(Fn fn, std::initializer_list<std::string> parts) {
-  try {
-    fn();
-    FAIL() << "no IOError";
-  } catch (const IOError& e) {
-    for (const auto& p : parts) EXPECT_NE(std::string(e.what()).find(p), std::string::npos) << e.what();
-  }
-}
 
 bool numpy_available() { return std::system("/usr/bin/python3 -c 'import numpy' >/dev/null 2>&1") == 0; }
 

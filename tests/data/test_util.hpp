@@ -1,6 +1,7 @@
 #pragma once
 // Helpers shared by the data tests: a temporary folder and an environment variable override,
-// both undone on destruction.
+// both undone on destruction, and file and error checks.
+#include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -10,6 +11,8 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+
+#include "lockstep/core/error.hpp"
 
 namespace lockstep::test {
 
@@ -62,6 +65,17 @@ inline void write_bytes(const std::string& path, const std::string& bytes) {
 inline std::string read_bytes(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+// Expects `fn` to throw IOError whose message contains every one of `parts`.
+template <typename Fn>
+void expect_io_error(Fn fn, std::initializer_list<std::string> parts) {
+  try {
+    fn();
+    FAIL() << "no IOError";
+  } catch (const IOError& e) {
+    for (const auto& p : parts) EXPECT_NE(std::string(e.what()).find(p), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace lockstep::test
