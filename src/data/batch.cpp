@@ -52,7 +52,7 @@ class GatherBatchIterator final : public Iterator {
       const auto* src = static_cast<const unsigned char*>(sources_[c].raw_data());
       auto* dst = static_cast<unsigned char*>(out.raw_data());
       const std::size_t row = row_bytes_[c];
-      for (std::int64_t r = 0; r < k;) {
+      for (std::int64_t r = 0; row != 0 && r < k;) {
         std::int64_t run = 1;  // unshuffled input gathers in one copy
         while (r + run < k && rows_[r + run] == rows_[r] + run) ++run;
         std::memcpy(dst + r * row, src + rows_[r] * row, run * row);

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <limits>
 
 #include "lockstep/core/error.hpp"
 #include "lockstep/core/shape.hpp"
@@ -95,6 +96,15 @@ std::uint64_t InputFile::check_data_fits(const Shape& shape, std::size_t element
                                          const char* what) const {
   const std::uint64_t available = max_data_bytes(header_bytes);
   const auto& dims = shape.dims();
+  // Even an empty array must have a shape whose other dimensions multiply without overflow.
+  std::uint64_t nonzero = 1;
+  for (auto d : dims) {
+    const auto ud = static_cast<std::uint64_t>(d);
+    if (ud != 0 && nonzero > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()) / ud) {
+      throw IOError(prefix() + "corrupt header: the dimensions " + shape.str() + " of " + what + " overflow");
+    }
+    if (ud != 0) nonzero *= ud;
+  }
   if (std::find(dims.begin(), dims.end(), 0) != dims.end()) return 0;
   // Multiplying dimension by dimension against the bound also guards against overflow.
   std::uint64_t needed = element_size;

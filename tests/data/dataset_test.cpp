@@ -244,6 +244,11 @@ TEST(DataDataset, IteratorsAndCopiesAreIndependent) {
   EXPECT_EQ(first_a, (std::vector<std::int64_t>{0, 2, 4}));
   EXPECT_EQ(first_b, first_a);
   EXPECT_FALSE(a->next());
+  // An iterator keeps what it needs alive: the Dataset it came from may be gone.
+  auto orphan = Dataset::from_tensor_slices(iota(5)).shuffle(5).repeat(2).batch(4).make_iterator();
+  std::int64_t rows = 0;
+  while (auto b = orphan->next()) rows += b->at(0).dim(0);
+  EXPECT_EQ(rows, 10);
   // Transformations leave the original as it was.
   EXPECT_EQ(ds.take(1).cardinality(), 1);
   EXPECT_EQ(ds.cardinality(), 3);

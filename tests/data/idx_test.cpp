@@ -108,8 +108,10 @@ TEST(DataIdx, TruncatedRawAndGzipNamePath) {
 
 TEST(DataIdx, HugeDimensionsAreRejectedBeforeAllocating) {
   TempDir dir;
-  write_bytes(dir.file("huge"), idx_header(0x0D, {0x7fffffff, 0x7fffffff, 0x7fffffff}) + "abcd");
+  write_bytes(dir.file("huge"), idx_header(0x0D, {0x7fffffff, 0x7fffffff}) + "abcd");
   expect_io_error([&] { read_idx(dir.file("huge")); }, {dir.file("huge"), "truncated"});
+  write_bytes(dir.file("overflow"), idx_header(0x0D, {0x7fffffff, 0x7fffffff, 0x7fffffff, 0}));
+  expect_io_error([&] { read_idx(dir.file("overflow")); }, {dir.file("overflow"), "overflow"});
   write_bytes(dir.file("huge.gz"), gzip_bytes(idx_header(0x08, {0x7fffffff, 0x7fffffff}) + "abcd"));
   expect_io_error([&] { read_idx(dir.file("huge.gz")); }, {dir.file("huge.gz"), "truncated"});
 }

@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <random>
 
 #include "data/test_util.hpp"
 #include "lockstep/data/npy.hpp"
@@ -124,4 +125,26 @@ TEST(DataNpy, WriteRejectsBfloat16AndUnwritablePaths) {
   TempDir dir;
   EXPECT_THROW(write_npy(dir.file("x.npy"), Tensor::zeros({2}, DType::kBF16)), ValueError);
   expect_io_error([&] { write_npy(dir.file("no/dir/x.npy"), Tensor::zeros({2})); }, {dir.file("no/dir/x.npy")});
+}
+
+TEST(DataNpy, CorruptedFilesNeverCrash) {
+  TempDir dir;
+  const std::string good = read_bytes(fixture("i4_fortran_2x3x4.npy"));
+  std::mt19937 rng(99);
+  for (int trial = 0; trial < 400; ++trial) {
+    std::string bytes = good;
+    for (int f = 0; f < 1 + trial % 3; ++f) bytes[rng() % bytes.size()] = static_cast<char>(rng());
+    if (trial % 4 == 0) bytes.resize(rng() % bytes.size());
+    write_bytes(dir.file("fuzz.npy"), bytes);
+    try {
+      read_npy(dir.file("fuzz.npy"));
+    } catch (const IOError& e) {
+      EXPECT_NE(std::string(e.what()).find(dir.file("fuzz.npy")), std::string::npos) << e.what();
+    }
+  }
+  write_bytes(dir.file("overflow.npy"), [] {
+    std::string h = "{'descr': '<f4', 'fortran_order': False, 'shape': (1099511627776, 1099511627776, 0), }\n";
+    return std::string("\x93NUMPY\x01\x00", 8) + static_cast<char>(h.size()) + '\0' + h;
+  }());
+  expect_io_error([&] { read_npy(dir.file("overflow.npy")); }, {dir.file("overflow.npy"), "overflow"});
 }
