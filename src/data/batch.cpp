@@ -1,0 +1,165 @@
+// batch: stacks consecutive elements. Over a row-selection chain (from_tensor_slices, shuffle,
+// repeat, take) it gathers rows of the source tensors straight into the batch, one memcpy per
+// run of consecutive rows, with no per-row tensor; otherwise it stacks the elements it gets.
+#include <algorithm>
+#include <cstring>
+
+#include "data/nodes.hpp"
+
+namespace lockstep::data::detail {
+
+namespace {
+
+// Never reserve more than this many rows ahead: batch_size may be absurdly large.
+constexpr std::int64_t kMaxReserve = 1 << 16;
+
+Shape batched(std::int64_t rows, const Shape& element) {
+  std::vector<std::int64_t> dims{rows};
+  dims.insert(dims.end(), element.dims().begin(), element.dims().end());
+  return Shape(std::move(dims));
+}
+
+class GatherBatchIterator final : public Iterator {
+ public:
+  GatherBatchIterator(NodePtr input, std::int64_t batch_size, bool drop_remainder)
+      : input_(std::move(input)),
+        sources_(*input_->row_source()),
+        indices_(input_->make_index_iterator()),
+        batch_size_(batch_size),
+        drop_remainder_(drop_remainder) {
+    rows_.reserve(static_cast<std::size_t>(std::min(batch_size_, kMaxReserve)));
+    for (const auto& s : sources_) {
+      row_shapes_.push_back(s.shape().tail());
+      row_bytes_.push_back(static_cast<std::size_t>(row_shapes_.back().numel()) * dtype_size(s.dtype()));
+    }
+  }
+
+  std::optional<Element> next() override {
+    rows_.clear();
+    while (indices_ && static_cast<std::int64_t>(rows_.size()) < batch_size_) {
+      if (auto i = indices_->next()) {
+        rows_.push_back(*i);
+      } else {
+        indices_.reset();
+      }
+    }
+    const auto k = static_cast<std::int64_t>(rows_.size());
+    if (k == 0 || (drop_remainder_ && k < batch_size_)) return std::nullopt;
+    Element batch;
+    batch.reserve(sources_.size());
+    for (std::size_t c = 0; c < sources_.size(); ++c) {
+      Tensor out = Tensor::empty(batched(k, row_shapes_[c]), sources_[c].dtype());
+      const auto* src = static_cast<const unsigned char*>(sources_[c].raw_data());
+      auto* dst = static_cast<unsigned char*>(out.raw_data());
+      const std::size_t row = row_bytes_[c];
+      for (std::int64_t r = 0; row != 0 && r < k;) {
+        std::int64_t run = 1;  // unshuffled input gathers in one copy
+        while (r + run < k && rows_[r + run] == rows_[r] + run) ++run;
+        std::memcpy(dst + r * row, src + rows_[r] * row, run * row);
+        r += run;
+      }
+      batch.push_back(std::move(out));
+    }
+    return batch;
+  }
+
+ private:
+  NodePtr input_;  // keeps sources_ alive
+  const std::vector<Tensor>& sources_;
+  std::unique_ptr<IndexIterator> indices_;  // null once exhausted
+  std::int64_t batch_size_;
+  bool drop_remainder_;
+  std::vector<Shape> row_shapes_;
+  std::vector<std::size_t> row_bytes_;
+  std::vector<std::int64_t> rows_;
+};
+
+class StackBatchIterator final : public Iterator {
+ public:
+  StackBatchIterator(std::unique_ptr<Iterator> input, std::int64_t batch_size, bool drop_remainder)
+      : input_(std::move(input)), batch_size_(batch_size), drop_remainder_(drop_remainder) {
+    elements_.reserve(static_cast<std::size_t>(std::min(batch_size_, kMaxReserve)));
+  }
+
+  std::optional<Element> next() override {
+    elements_.clear();
+    while (input_ && static_cast<std::int64_t>(elements_.size()) < batch_size_) {
+      auto e = input_->next();
+      if (!e) {
+        input_.reset();
+        break;
+      }
+      if (!elements_.empty()) check_matches(*e, elements_.front());
+      elements_.push_back(std::move(*e));
+      ++consumed_;
+    }
+    const auto k = static_cast<std::int64_t>(elements_.size());
+    if (k == 0 || (drop_remainder_ && k < batch_size_)) return std::nullopt;
+    const Element& first = elements_.front();
+    Element batch;
+    batch.reserve(first.size());
+    for (std::size_t c = 0; c < first.size(); ++c) {
+      Tensor out = Tensor::empty(batched(k, first[c].shape()), first[c].dtype());
+      const std::size_t bytes = first[c].nbytes();
+      auto* dst = static_cast<unsigned char*>(out.raw_data());
+      for (std::int64_t r = 0; r < k; ++r) {
+        if (bytes) std::memcpy(dst + r * bytes, elements_[r][c].raw_data(), bytes);
+      }
+      batch.push_back(std::move(out));
+    }
+    return batch;
+  }
+
+ private:
+  void check_matches(const Element& e, const Element& first) const {
+    LOCKSTEP_CHECK(e.size() == first.size(), "Dataset::batch: element ", consumed_, " has ", e.size(),
+                   " components but element ", consumed_ - elements_.size(), " (first of its batch) has ",
+                   first.size());
+    for (std::size_t c = 0; c < e.size(); ++c) {
+      LOCKSTEP_CHECK(e[c].dtype() == first[c].dtype() && e[c].shape() == first[c].shape(), "Dataset::batch: element ",
+                     consumed_, " component ", c, " is ", dtype_name(e[c].dtype()), " ", e[c].shape().str(),
+                     " but element ", consumed_ - elements_.size(), " (first of its batch) is ",
+                     dtype_name(first[c].dtype()), " ", first[c].shape().str(),
+                     "; elements of one batch must have equal dtypes and shapes");
+    }
+  }
+
+  std::unique_ptr<Iterator> input_;  // null once exhausted
+  std::int64_t batch_size_;
+  bool drop_remainder_;
+  std::vector<Element> elements_;
+  std::int64_t consumed_ = 0;  // input elements so far: the index errors name
+};
+
+class BatchNode final : public DatasetNode {
+ public:
+  BatchNode(NodePtr input, std::int64_t batch_size, bool drop_remainder)
+      : input_(std::move(input)), batch_size_(batch_size), drop_remainder_(drop_remainder) {}
+
+  std::unique_ptr<Iterator> make_iterator() const override {
+    if (input_->row_source()) return std::make_unique<GatherBatchIterator>(input_, batch_size_, drop_remainder_);
+    return std::make_unique<StackBatchIterator>(input_->make_iterator(), batch_size_, drop_remainder_);
+  }
+  std::int64_t cardinality() const override {
+    const std::int64_t n = input_->cardinality();
+    if (n < 0) return n;
+    return drop_remainder_ ? n / batch_size_ : (n + batch_size_ - 1) / batch_size_;
+  }
+  std::string name() const override {
+    return "batch(batch_size=" + std::to_string(batch_size_) + (drop_remainder_ ? ", drop_remainder=true)" : ")");
+  }
+
+ private:
+  NodePtr input_;
+  std::int64_t batch_size_;
+  bool drop_remainder_;
+};
+
+}  // namespace
+
+NodePtr make_batch_node(NodePtr input, std::int64_t batch_size, bool drop_remainder) {
+  LOCKSTEP_CHECK(batch_size >= 1, "Dataset::batch: batch_size must be >= 1, got ", batch_size);
+  return std::make_shared<BatchNode>(std::move(input), batch_size, drop_remainder);
+}
+
+}  // namespace lockstep::data::detail
