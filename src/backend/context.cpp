@@ -2,6 +2,7 @@
 
 #include <sched.h>
 
+#include <cstdlib>
 #include <thread>
 
 namespace lockstep::backend {
@@ -27,9 +28,19 @@ int available_cores() {
   return hc ? static_cast<int>(hc) : 1;
 }
 
+int default_cpu_threads() {
+  // LOCKSTEP_CPU_THREADS caps the default context's pool (benchmarks compare at equal threads).
+  const int cores = available_cores();
+  if (const char* env = std::getenv("LOCKSTEP_CPU_THREADS")) {
+    const int n = std::atoi(env);
+    if (n > 0) return n;
+  }
+  return cores;
+}
+
 ComputeContext& default_cpu_context() {
   // Leaked on purpose: tensors held in static objects may outlive any destruction order.
-  static ComputeContext* ctx = new ComputeContext(Device{DeviceKind::kCpu, 0}, available_cores());
+  static ComputeContext* ctx = new ComputeContext(Device{DeviceKind::kCpu, 0}, default_cpu_threads());
   return *ctx;
 }
 

@@ -34,6 +34,8 @@ ComputeContext& current_context();
 ComputeContext& default_cpu_context();
 /// Number of cores this process may use (sched affinity).
 int available_cores();
+/// Threads of the default CPU context: LOCKSTEP_CPU_THREADS when set (> 0), else available_cores().
+int default_cpu_threads();
 
 /// Makes `ctx` current on this thread for the guard's lifetime.
 class ContextGuard {

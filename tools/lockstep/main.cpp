@@ -1,1 +1,39 @@
-int main() { return 0; }
+// The `lockstep` command: train, devices. A bad flag prints usage and exits with status 2.
+#include <iostream>
+
+#include "commands.hpp"
+#include "lockstep/core/error.hpp"
+
+int main(int argc, char** argv) {
+  CLI::App app{"lockstep: synchronous data-parallel training of neural networks"};
+  app.require_subcommand(1);
+  lockstep::cli::TrainArgs train_args;
+  lockstep::cli::add_train_command(app, train_args);
+  lockstep::cli::add_devices_command(app);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    // Usage of the command that was being parsed, then the error; status 2 as getopt tools do.
+    const auto subs = app.get_subcommands();
+    std::cerr << (subs.empty() ? app.help() : subs.back()->help()) << "\nerror: " << e.what() << "\n";
+    return 2;
+  }
+  try {
+    if (app.got_subcommand("train")) return lockstep::cli::run_train(train_args);
+    if (app.got_subcommand("devices")) return lockstep::cli::run_devices();
+  } catch (const lockstep::ValueError& e) {
+    std::cerr << "error: " << e.what() << "\n";
+    return 2;
+  } catch (const lockstep::Error& e) {
+    std::cerr << "error: " << e.what() << "\n";
+    return 1;
+  } catch (const std::exception& e) {
+    std::cerr << "error: " << e.what() << "\n";
+    return 1;
+  }
+  return 2;
+}

@@ -1,0 +1,20 @@
+#pragma once
+// Enumeration of the machine's devices.
+#include <string>
+#include <vector>
+
+#include "lockstep/core/device.hpp"
+
+namespace lockstep::backend {
+
+struct DeviceInfo {
+  Device device;
+  std::string description;
+};
+
+/// GPUs when the CUDA backend is built and a device is present; the CPU always.
+std::vector<DeviceInfo> list_local_devices();
+/// Number of CUDA devices visible (0 without the CUDA backend, a driver or a GPU).
+int cuda_device_count();
+
+}  // namespace lockstep::backend

@@ -1,0 +1,29 @@
+#pragma once
+#include <CLI/CLI.hpp>
+
+#include <cstdint>
+#include <string>
+
+namespace lockstep::cli {
+
+struct TrainArgs {
+  std::string dataset = "mnist";
+  int epochs = 5;
+  std::int64_t steps_per_epoch = -1;
+  std::int64_t batch_size = 32;
+  std::string optimizer = "adam";
+  double learning_rate = 1e-3;
+  std::int64_t hidden = 128;
+  double dropout = 0.2;
+  std::uint64_t seed = 0;
+  std::string metrics_out;
+  int verbose = -1;
+};
+
+void add_train_command(CLI::App& app, TrainArgs& args);
+int run_train(const TrainArgs& args);
+
+void add_devices_command(CLI::App& app);
+int run_devices();
+
+}  // namespace lockstep::cli

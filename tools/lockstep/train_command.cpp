@@ -1,0 +1,86 @@
+#include <fstream>
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "commands.hpp"
+#include "lockstep/lockstep.hpp"
+
+namespace lockstep::cli {
+
+void add_train_command(CLI::App& app, TrainArgs& a) {
+  auto* cmd = app.add_subcommand(
+      "train", "Train the flagship MLP (Dense(hidden, relu) -> Dropout -> Dense(10, softmax)) on MNIST or "
+               "Fashion-MNIST and report the test loss and accuracy. With no flags: MNIST, 5 epochs.");
+  cmd->add_option("--dataset", a.dataset, "mnist or fashion_mnist")
+      ->check(CLI::IsMember({"mnist", "fashion_mnist"}))
+      ->capture_default_str();
+  cmd->add_option("--epochs", a.epochs, "Number of epochs")->check(CLI::PositiveNumber)->capture_default_str();
+  cmd->add_option("--steps-per-epoch", a.steps_per_epoch,
+                  "Steps per epoch (default: one pass over the training set)");
+  cmd->add_option("--batch-size", a.batch_size, "Batch size")->check(CLI::PositiveNumber)->capture_default_str();
+  cmd->add_option("--optimizer", a.optimizer, "sgd, adam or adamw")
+      ->check(CLI::IsMember({"sgd", "adam", "adamw"}))
+      ->capture_default_str();
+  cmd->add_option("--learning-rate", a.learning_rate, "Learning rate")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  cmd->add_option("--hidden", a.hidden, "Units of the hidden layer")->check(CLI::PositiveNumber)->capture_default_str();
+  cmd->add_option("--dropout", a.dropout, "Dropout rate in [0, 1)")->check(CLI::Range(0.0, 0.999))->capture_default_str();
+  cmd->add_option("--seed", a.seed, "Seed for weights, shuffling and dropout")->capture_default_str();
+  cmd->add_option("--metrics-out", a.metrics_out,
+                  "Write {test_loss, test_accuracy, train_steps_per_second, history} as JSON to this file");
+  cmd->add_option("--verbose", a.verbose, "0 silent, 1 progress bar, 2 one line per epoch (default: 1 on a "
+                                          "terminal, else 2)")
+      ->check(CLI::Range(-1, 2));
+}
+
+int run_train(const TrainArgs& a) {
+  LOCKSTEP_CHECK(a.steps_per_epoch == -1 || a.steps_per_epoch > 0, "--steps-per-epoch must be positive");
+  set_random_seed(a.seed);
+  const datasets::TrainTest data =
+      a.dataset == "mnist" ? datasets::mnist::load_data() : datasets::fashion_mnist::load_data();
+  const Tensor x_train = flatten_and_scale_images(data.train.x);
+  const Tensor x_test = flatten_and_scale_images(data.test.x);
+  const std::int64_t features = x_train.dim(1);
+
+  Sequential model({layers::Dense(a.hidden, "relu", features), layers::Dropout(static_cast<float>(a.dropout)),
+                    layers::Dense(10, "softmax")});
+  model.compile(optimizers::get(a.optimizer, a.learning_rate), losses::SparseCategoricalCrossentropy(), {"accuracy"});
+  const int verbose = a.verbose;
+  if (verbose != 0) std::cout << model.summary();
+
+  auto ds = data::Dataset::from_tensor_slices(x_train, data.train.y)
+                .shuffle(x_train.dim(0), a.seed)
+                .batch(a.batch_size);
+  FitOptions fit_options{.epochs = a.epochs, .verbose = verbose};
+  if (a.steps_per_epoch > 0) {
+    ds = ds.repeat();
+    fit_options.steps_per_epoch = a.steps_per_epoch;
+  }
+  const History history = model.fit(ds, fit_options);
+  const Logs test = model.evaluate(x_test, data.test.y, {.batch_size = 1024});
+  const double steps_per_second = model.last_fit_timing().steps_per_second;
+  std::printf("test_loss: %.4f - test_accuracy: %.4f - train_steps_per_second: %.1f\n", test.at("loss"),
+              test.at("accuracy"), steps_per_second);
+
+  if (!a.metrics_out.empty()) {
+    nlohmann::json j;
+    j["test_loss"] = test.at("loss");
+    j["test_accuracy"] = test.at("accuracy");
+    j["train_steps_per_second"] = steps_per_second;
+    j["history"] = history.history;
+    j["epochs"] = history.epoch;
+    const std::string tmp = a.metrics_out + ".tmp";
+    {
+      std::ofstream f(tmp);
+      LOCKSTEP_CHECK_T(IOError, f.good(), "cannot write --metrics-out file '", a.metrics_out, "'");
+      f << j.dump(2) << "\n";
+      LOCKSTEP_CHECK_T(IOError, f.good(), "writing '", a.metrics_out, "' failed (disk full?)");
+    }
+    LOCKSTEP_CHECK_T(IOError, std::rename(tmp.c_str(), a.metrics_out.c_str()) == 0, "cannot rename '", tmp, "' to '",
+                     a.metrics_out, "'");
+  }
+  return 0;
+}
+
+}  // namespace lockstep::cli
