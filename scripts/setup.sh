@@ -16,7 +16,7 @@ APT_PACKAGES=(
   libdnnl-dev ocl-icd-opencl-dev
   nlohmann-json3-dev libcli11-dev libfmt-dev zlib1g-dev
   libgtest-dev libgmock-dev libbenchmark-dev
-  dataset-fashion-mnist python3-numpy
+  dataset-fashion-mnist python3-numpy python3-torch
 )
 
 # Where MNIST is downloaded from when no local copy exists (the files are gzip IDX).

@@ -14,6 +14,7 @@ struct TrainArgs {
   std::string optimizer = "adam";
   double learning_rate = 1e-3;
   std::int64_t hidden = 128;
+  std::string activation = "relu";
   double dropout = 0.2;
   std::uint64_t seed = 0;
   std::string metrics_out;

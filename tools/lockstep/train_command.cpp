@@ -1,3 +1,4 @@
+#include <cstdlib>
 #include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -7,6 +8,18 @@
 
 namespace lockstep::cli {
 
+namespace {
+// CLI11's PositiveNumber prints the whole double range for a non-number; say it plainly.
+const CLI::Validator kPositive(
+    [](std::string& s) -> std::string {
+      char* end = nullptr;
+      const double v = std::strtod(s.c_str(), &end);
+      if (s.empty() || *end != '\0' || !(v > 0)) return "must be a positive number, got '" + s + "'";
+      return {};
+    },
+    "POSITIVE");
+}  // namespace
+
 void add_train_command(CLI::App& app, TrainArgs& a) {
   auto* cmd = app.add_subcommand(
       "train", "Train the flagship MLP (Dense(hidden, relu) -> Dropout -> Dense(10, softmax)) on MNIST or "
@@ -14,17 +27,20 @@ void add_train_command(CLI::App& app, TrainArgs& a) {
   cmd->add_option("--dataset", a.dataset, "mnist or fashion_mnist")
       ->check(CLI::IsMember({"mnist", "fashion_mnist"}))
       ->capture_default_str();
-  cmd->add_option("--epochs", a.epochs, "Number of epochs")->check(CLI::PositiveNumber)->capture_default_str();
+  cmd->add_option("--epochs", a.epochs, "Number of epochs")->check(kPositive)->capture_default_str();
   cmd->add_option("--steps-per-epoch", a.steps_per_epoch,
                   "Steps per epoch (default: one pass over the training set)");
-  cmd->add_option("--batch-size", a.batch_size, "Batch size")->check(CLI::PositiveNumber)->capture_default_str();
+  cmd->add_option("--batch-size", a.batch_size, "Batch size")->check(kPositive)->capture_default_str();
   cmd->add_option("--optimizer", a.optimizer, "sgd, adam or adamw")
       ->check(CLI::IsMember({"sgd", "adam", "adamw"}))
       ->capture_default_str();
   cmd->add_option("--learning-rate", a.learning_rate, "Learning rate")
-      ->check(CLI::PositiveNumber)
+      ->check(kPositive)
       ->capture_default_str();
-  cmd->add_option("--hidden", a.hidden, "Units of the hidden layer")->check(CLI::PositiveNumber)->capture_default_str();
+  cmd->add_option("--hidden", a.hidden, "Units of the hidden layer")->check(kPositive)->capture_default_str();
+  cmd->add_option("--activation", a.activation, "Activation of the hidden layer")
+      ->check(CLI::IsMember({"relu", "sigmoid", "tanh", "gelu", "linear"}))
+      ->capture_default_str();
   cmd->add_option("--dropout", a.dropout, "Dropout rate in [0, 1)")->check(CLI::Range(0.0, 0.999))->capture_default_str();
   cmd->add_option("--seed", a.seed, "Seed for weights, shuffling and dropout")->capture_default_str();
   cmd->add_option("--metrics-out", a.metrics_out,
@@ -43,7 +59,7 @@ int run_train(const TrainArgs& a) {
   const Tensor x_test = flatten_and_scale_images(data.test.x);
   const std::int64_t features = x_train.dim(1);
 
-  Sequential model({layers::Dense(a.hidden, "relu", features), layers::Dropout(static_cast<float>(a.dropout)),
+  Sequential model({layers::Dense(a.hidden, a.activation, features), layers::Dropout(static_cast<float>(a.dropout)),
                     layers::Dense(10, "softmax")});
   model.compile(optimizers::get(a.optimizer, a.learning_rate), losses::SparseCategoricalCrossentropy(), {"accuracy"});
   const int verbose = a.verbose;
