@@ -45,6 +45,9 @@ def main(argv=None) -> int:
     ap.add_argument("--perturb", type=float, default=0.0,
                     help="relative error added to every lockstep_* tensor (default 0)")
     ap.add_argument("--loss", choices=LOSS_MODES, default="logits")
+    ap.add_argument("--init-scale", type=float, default=1.0,
+                    help="multiply both glorot kernels by this; e.g. 6 saturates the softmax (loss ~100), "
+                         "a badly conditioned run that tells the loss modes and Adam's constant rounding apart")
     ap.add_argument("--inputs-only", action="store_true", help="write only w0,b0,w1,b1,x,y")
     args = ap.parse_args(argv)
 
@@ -53,9 +56,9 @@ def main(argv=None) -> int:
     torch.set_num_threads(1)
     rng = np.random.default_rng(args.seed)
     init = {
-        "w0": glorot_uniform(rng, args.n_in, args.hidden),
+        "w0": glorot_uniform(rng, args.n_in, args.hidden) * np.float32(args.init_scale),
         "b0": np.zeros(args.hidden, np.float32),
-        "w1": glorot_uniform(rng, args.hidden, args.classes),
+        "w1": glorot_uniform(rng, args.hidden, args.classes) * np.float32(args.init_scale),
         "b1": np.zeros(args.classes, np.float32),
     }
     x = rng.random((args.steps, args.batch, args.n_in), dtype=np.float32)

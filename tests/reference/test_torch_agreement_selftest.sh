@@ -34,7 +34,11 @@ expect() {  # expect NAME WANT_RC CMD...
 "$PY" "$here/make_agreement_fixture.py" "$tmp/clip" --steps 10 --batch 16 --in 20 --hidden 8 --classes 5 \
   --loss clipped-probs >/dev/null
 
+"$PY" "$here/make_agreement_fixture.py" "$tmp/sat" --steps 30 --batch 32 --init-scale 6 >/dev/null
+
 expect "unperturbed fixture agrees" 0 "$PY" "$here/torch_agreement.py" "$tmp/good"
+expect "saturated fixture agrees" 0 "$PY" "$here/torch_agreement.py" "$tmp/sat"
+expect "saturated fixture disagrees under the other loss mode" 1 "$PY" "$here/torch_agreement.py" "$tmp/sat" --loss clipped-probs
 expect "perturbed by 1e-2 disagrees" 1 "$PY" "$here/torch_agreement.py" "$tmp/bad"
 expect "perturbed by 1e-2 agrees at rtol 5e-2" 0 "$PY" "$here/torch_agreement.py" "$tmp/bad" --rtol 5e-2
 expect "clipped-probs fixture agrees in its mode" 0 "$PY" "$here/torch_agreement.py" "$tmp/clip" --loss clipped-probs
@@ -54,6 +58,15 @@ expect "wrong-length lockstep_loss.npy -> exit 2" 2 "$PY" "$here/torch_agreement
 echo "garbage" >"$tmp/good/../garbage.npy"
 cp -r "$tmp/good" "$tmp/corrupt" && cp "$tmp/garbage.npy" "$tmp/corrupt/x.npy"
 expect "corrupt x.npy -> exit 2" 2 "$PY" "$here/torch_agreement.py" "$tmp/corrupt"
+
+# When .venv-ref has TensorFlow, check the reference itself against real Keras.
+VENV_PY="$here/../../.venv-ref/bin/python"
+if [[ -x "$VENV_PY" ]] && "$VENV_PY" -c "import tensorflow" >/dev/null 2>&1; then
+  expect "Keras agrees with the reference (normal)" 0 "$VENV_PY" "$here/keras_crosscheck.py" "$tmp/good"
+  expect "Keras agrees with the reference (saturated)" 0 "$VENV_PY" "$here/keras_crosscheck.py" "$tmp/sat"
+else
+  echo "skip  Keras cross-check (no .venv-ref with tensorflow; run scripts/setup_python.sh)"
+fi
 
 echo "$passed passed, $failed failed"
 [[ $failed -eq 0 ]]
