@@ -179,7 +179,7 @@ def run_tf(steps: int, threads: int, warmup_frac: float) -> float:
             self.times.append(time.perf_counter())
 
     timer = StepTimer()
-    hist = model.fit(ds, epochs=1, steps_per_epoch=steps, verbose=0, callbacks=[timer])
+    hist = model.fit(ds, epochs=1, steps_per_epoch=steps, verbose=0, shuffle=False, callbacks=[timer])
     if len(timer.times) != steps:
         raise RuntimeError(f"timer saw {len(timer.times)} batches, expected {steps}")
     sps = measure(timer.times, warmup_frac)
