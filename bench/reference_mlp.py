@@ -1,0 +1,269 @@
+#!/usr/bin/env python3
+"""Speed reference: trains lockstep's flagship MLP with PyTorch and/or TF/Keras.
+
+Model: Dense(128, relu, input 784) -> Dropout(0.2) -> Dense(10, softmax),
+Adam(1e-3, eps 1e-7), sparse categorical cross-entropy, batch 64, MNIST pixels
+scaled to [0, 1] and flattened to 784.
+
+    python3 bench/reference_mlp.py [--framework torch|tf|both] [--threads 1] [--steps 2000]
+                                   [--warmup-frac 0.05] [--json]
+
+Each framework's throughput is steps/second over the steps after the first
+warm-up fraction (default 5%). With --json the last stdout line is
+{"torch": steps_per_second, "tf": steps_per_second}; a framework that could not
+run is null there, the reason goes to stderr, and the exit code is 3.
+
+Interpreters: PyTorch is Debian's python3-torch (/usr/bin/python3, or
+.venv-ref, which sees system site packages); TensorFlow lives only in .venv-ref
+(scripts/setup_python.sh). Every framework runs in a child process of its own
+(so thread settings never leak between them), started with this interpreter if
+it can import the framework, otherwise with the other of the two.
+
+Data: the IDX gzip files train-images-idx3-ubyte.gz / train-labels-idx1-ubyte.gz
+from the first of $LOCKSTEP_DATA_DIR/mnist, $HOME/.lockstep/datasets/mnist,
+<repo>/../shared/data/mnist, /work/shared/data/mnist that has them; random data
+of the same shape (with a warning) if none has.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import os
+import struct
+import subprocess
+import sys
+import time
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+FRAMEWORKS = ("torch", "tf")
+MODULE = {"torch": "torch", "tf": "tensorflow"}
+BATCH = 64
+
+
+def log(msg: str) -> None:
+    print(f"[reference_mlp] {msg}", file=sys.stderr, flush=True)
+
+
+# ---------------------------------------------------------------------------
+# Data
+# ---------------------------------------------------------------------------
+
+def mnist_dirs() -> list[str]:
+    dirs = []
+    if os.environ.get("LOCKSTEP_DATA_DIR"):
+        dirs.append(os.path.join(os.environ["LOCKSTEP_DATA_DIR"], "mnist"))
+    dirs.append(os.path.join(os.path.expanduser("~"), ".lockstep", "datasets", "mnist"))
+    dirs.append(os.path.normpath(os.path.join(REPO, "..", "shared", "data", "mnist")))
+    dirs.append("/work/shared/data/mnist")
+    return dirs
+
+
+def read_idx(path: str):
+    import numpy as np
+
+    with gzip.open(path, "rb") as f:
+        data = f.read()
+    zero, dtype_code, ndim = struct.unpack(">HBB", data[:4])
+    if zero != 0 or dtype_code != 0x08:
+        raise ValueError(f"{path}: not an unsigned-byte IDX file")
+    dims = struct.unpack(">" + "I" * ndim, data[4:4 + 4 * ndim])
+    arr = np.frombuffer(data, dtype=np.uint8, offset=4 + 4 * ndim)
+    if arr.size != int(np.prod(dims)):
+        raise ValueError(f"{path}: {arr.size} bytes of data, header says {dims}")
+    return arr.reshape(dims)
+
+
+def load_mnist_train():
+    """Returns (x (60000, 784) float32 in [0, 1], y (60000,) int64, source)."""
+    import numpy as np
+
+    for d in mnist_dirs():
+        xi = os.path.join(d, "train-images-idx3-ubyte.gz")
+        yi = os.path.join(d, "train-labels-idx1-ubyte.gz")
+        if os.path.isfile(xi) and os.path.isfile(yi):
+            x = read_idx(xi).reshape(-1, 784).astype(np.float32) / np.float32(255.0)
+            y = read_idx(yi).astype(np.int64)
+            return x, y, d
+    log("WARNING: MNIST not found in " + ", ".join(mnist_dirs()) + "; using random data of MNIST's shape")
+    rng = np.random.default_rng(0)
+    return rng.random((60000, 784), dtype=np.float32), rng.integers(0, 10, 60000, dtype=np.int64), "random"
+
+
+def measure(times: list[float], warmup_frac: float) -> float:
+    """steps/s from per-step end times, after dropping the first warmup_frac of steps."""
+    n = len(times)
+    w = min(max(1, int(round(n * warmup_frac))), n - 2)
+    return (n - 1 - w) / (times[-1] - times[w])
+
+
+# ---------------------------------------------------------------------------
+# The two frameworks (each runs in its own process)
+# ---------------------------------------------------------------------------
+
+def run_torch(steps: int, threads: int, warmup_frac: float) -> float:
+    import numpy as np
+    import torch
+
+    torch.set_num_threads(threads)
+    torch.set_num_interop_threads(1)
+    torch.manual_seed(0)
+    x_np, y_np, src = load_mnist_train()
+    x = torch.from_numpy(x_np)
+    y = torch.from_numpy(y_np)
+    model = torch.nn.Sequential(
+        torch.nn.Linear(784, 128), torch.nn.ReLU(), torch.nn.Dropout(0.2), torch.nn.Linear(128, 10))
+    # Keras' Dense: glorot-uniform kernel, zero bias (speed does not depend on
+    # it, but the loss printed below is then comparable with Keras').
+    for m in model:
+        if isinstance(m, torch.nn.Linear):
+            torch.nn.init.xavier_uniform_(m.weight)
+            torch.nn.init.zeros_(m.bias)
+    # Logits + cross_entropy is how softmax + SparseCategoricalCrossentropy is
+    # written idiomatically (and what Keras computes, see tests/reference).
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3, eps=1e-7)
+    loss_fn = torch.nn.CrossEntropyLoss()
+    model.train()
+    n = x.shape[0]
+    perm = torch.randperm(n)
+    xs, ys = x[perm].contiguous(), y[perm].contiguous()
+    pos = 0
+    times = []
+    loss = None
+    for _ in range(steps):
+        if pos + BATCH > n:  # new epoch: reshuffle once, outside the step
+            perm = torch.randperm(n)
+            xs, ys = x[perm].contiguous(), y[perm].contiguous()
+            pos = 0
+        xb, yb = xs[pos:pos + BATCH], ys[pos:pos + BATCH]
+        pos += BATCH
+        opt.zero_grad(set_to_none=True)
+        loss = loss_fn(model(xb), yb)
+        loss.backward()
+        opt.step()
+        times.append(time.perf_counter())
+    sps = measure(times, warmup_frac)
+    log(f"torch {torch.__version__}: {steps} steps, {threads} thread(s), data={src}, "
+        f"last loss {float(loss):.4f}, {sps:.1f} steps/s")
+    return sps
+
+
+def run_tf(steps: int, threads: int, warmup_frac: float) -> float:
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    import tensorflow as tf
+
+    # Before any op runs: afterwards TF refuses to change them.
+    tf.config.threading.set_intra_op_parallelism_threads(threads)
+    tf.config.threading.set_inter_op_parallelism_threads(1)
+    keras = tf.keras
+    keras.utils.set_random_seed(0)
+    x, y, src = load_mnist_train()
+    model = keras.Sequential([
+        keras.Input(shape=(784,)),
+        keras.layers.Dense(128, activation="relu"),
+        keras.layers.Dropout(0.2),
+        keras.layers.Dense(10, activation="softmax"),
+    ])
+    model.compile(optimizer=keras.optimizers.Adam(1e-3),
+                  loss=keras.losses.SparseCategoricalCrossentropy(), metrics=["accuracy"])
+    ds = (tf.data.Dataset.from_tensor_slices((x, y)).shuffle(60000, seed=0)
+          .batch(BATCH, drop_remainder=True).repeat().prefetch(tf.data.AUTOTUNE))
+
+    class StepTimer(keras.callbacks.Callback):
+        def __init__(self):
+            super().__init__()
+            self.times = []
+
+        def on_train_batch_end(self, batch, logs=None):
+            self.times.append(time.perf_counter())
+
+    timer = StepTimer()
+    hist = model.fit(ds, epochs=1, steps_per_epoch=steps, verbose=0, shuffle=False, callbacks=[timer])
+    if len(timer.times) != steps:
+        raise RuntimeError(f"timer saw {len(timer.times)} batches, expected {steps}")
+    sps = measure(timer.times, warmup_frac)
+    log(f"tensorflow {tf.__version__} (keras {keras.__version__}): {steps} steps, {threads} intra-op thread(s), "
+        f"data={src}, loss {hist.history['loss'][-1]:.4f}, acc {hist.history['accuracy'][-1]:.4f}, "
+        f"{sps:.1f} steps/s")
+    return sps
+
+
+# ---------------------------------------------------------------------------
+# Driver
+# ---------------------------------------------------------------------------
+
+def can_import(python: str, module: str) -> bool:
+    if not os.path.isfile(python):
+        return False
+    code = f"import importlib.util,sys; sys.exit(importlib.util.find_spec('{module}') is None)"
+    return subprocess.run([python, "-c", code], capture_output=True).returncode == 0
+
+
+def pick_python(framework: str) -> str | None:
+    candidates = [sys.executable, "/usr/bin/python3", os.path.join(REPO, ".venv-ref", "bin", "python")]
+    if framework == "tf":
+        candidates = [sys.executable, os.path.join(REPO, ".venv-ref", "bin", "python")]
+    for py in dict.fromkeys(candidates):
+        if can_import(py, MODULE[framework]):
+            return py
+    return None
+
+
+def run_child(framework: str, args) -> float | None:
+    py = pick_python(framework)
+    if py is None:
+        hint = ("apt-get install python3-torch" if framework == "torch"
+                else "run scripts/setup_python.sh to create .venv-ref with tensorflow-cpu")
+        log(f"{framework}: UNAVAILABLE: module '{MODULE[framework]}' not importable by {sys.executable}"
+            f"{'' if framework == 'tf' else ', /usr/bin/python3'} or .venv-ref ({hint})")
+        return None
+    env = dict(os.environ)
+    t = str(args.threads)
+    env.update(OMP_NUM_THREADS=t, MKL_NUM_THREADS=t, OPENBLAS_NUM_THREADS=t, TF_NUM_INTRAOP_THREADS=t,
+               TF_NUM_INTEROP_THREADS="1", TF_CPP_MIN_LOG_LEVEL=env.get("TF_CPP_MIN_LOG_LEVEL", "2"))
+    cmd = [py, os.path.abspath(__file__), "--child", framework, "--threads", t, "--steps", str(args.steps),
+           "--warmup-frac", str(args.warmup_frac)]
+    proc = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, text=True)
+    if proc.returncode != 0:
+        log(f"{framework}: FAILED (exit {proc.returncode}) running {' '.join(cmd)}")
+        return None
+    try:
+        return float(proc.stdout.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        log(f"{framework}: FAILED: unexpected output {proc.stdout!r}")
+        return None
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description="PyTorch / TF-Keras speed reference for lockstep's flagship MLP.")
+    ap.add_argument("--framework", choices=("torch", "tf", "both"), default="both")
+    ap.add_argument("--threads", type=int, default=1, help="compute threads per framework (default 1)")
+    ap.add_argument("--steps", type=int, default=2000, help="training steps (default 2000)")
+    ap.add_argument("--warmup-frac", type=float, default=0.05, help="fraction of steps not timed (default 0.05)")
+    ap.add_argument("--json", action="store_true", help="print {framework: steps_per_second} as the last line")
+    ap.add_argument("--child", choices=FRAMEWORKS, help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    if args.steps < 20:
+        ap.error("--steps must be at least 20")
+    if not 0.0 <= args.warmup_frac < 0.9:
+        ap.error("--warmup-frac must be in [0, 0.9)")
+
+    if args.child:  # in-process run; prints only the number
+        fn = run_torch if args.child == "torch" else run_tf
+        print(fn(args.steps, max(1, args.threads), args.warmup_frac))
+        return 0
+
+    wanted = FRAMEWORKS if args.framework == "both" else (args.framework,)
+    results = {fw: run_child(fw, args) for fw in wanted}
+    if args.json:
+        print(json.dumps(results))
+    else:
+        for fw, sps in results.items():
+            print(f"{fw:6s} {'unavailable' if sps is None else f'{sps:.1f} steps/s'}  "
+                  f"(batch {BATCH}, {args.threads} thread(s), {args.steps} steps)")
+    return 0 if all(v is not None for v in results.values()) else 3
+
+
+if __name__ == "__main__":
+    sys.exit(main())
