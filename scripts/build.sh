@@ -1,0 +1,9 @@
+#!/usr/bin/env bash
+# Configures and builds lockstep into build/ (Release, warnings as errors).
+#   scripts/build.sh [extra cmake -D options]
+set -euo pipefail
+repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$repo_root"
+export PATH="/usr/local/cuda/bin:$PATH"
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DLOCKSTEP_WERROR=ON "$@"
+cmake --build build -j"$(nproc)"

@@ -1,0 +1,8 @@
+#!/usr/bin/env bash
+# README command 2: set up a fresh machine, build, and run every test with ctest.
+set -euo pipefail
+repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+"$repo_root/scripts/setup.sh"
+"$repo_root/scripts/build.sh"
+cd "$repo_root/build"
+ctest --output-on-failure -j"$(nproc)"

@@ -1,0 +1,38 @@
+# Tests that drive the built CLI as a user would, and that compare against Python references.
+set(_cli $<TARGET_FILE:lockstep_cli>)
+set(_expect ${CMAKE_CURRENT_SOURCE_DIR}/cli/expect.sh)
+
+add_test(NAME cli.unknown_flag_is_usage_and_status_2
+         COMMAND ${_expect} 2 "Usage:.*train|error:.*--bogus" ${_cli} train --bogus)
+add_test(NAME cli.unknown_activation_is_usage_and_status_2
+         COMMAND ${_expect} 2 "swish not in" ${_cli} train --activation swish)
+add_test(NAME cli.bad_number_is_status_2
+         COMMAND ${_expect} 2 "must be a positive number, got 'x'" ${_cli} train --epochs x)
+add_test(NAME cli.no_command_is_status_2 COMMAND ${_expect} 2 "subcommand is required" ${_cli})
+add_test(NAME cli.help_is_status_0 COMMAND ${_expect} 0 "--batch-size" ${_cli} train --help)
+add_test(NAME cli.devices_lists_the_cpu COMMAND ${_expect} 0 "cpu:0" ${_cli} devices)
+add_test(NAME cli.missing_data_names_path_and_setup
+         COMMAND ${CMAKE_COMMAND} -E env LOCKSTEP_DATA_DIR=${CMAKE_CURRENT_BINARY_DIR}/no-such-dir
+                 ${_expect} 1 "no-such-dir/mnist/train-images-idx3-ubyte.*scripts/setup.sh" ${_cli} train)
+
+# The flagship job, as README command 1 runs it, must reach Keras-level accuracy.
+add_test(NAME flagship.mnist_accuracy_at_least_0975
+         COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/cli/check_metrics.sh 0.975 ${_cli} train)
+add_test(NAME flagship.fashion_mnist_accuracy_at_least_087
+         COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/cli/check_metrics.sh 0.87 ${_cli} train --dataset fashion_mnist)
+set_tests_properties(flagship.mnist_accuracy_at_least_0975 flagship.fashion_mnist_accuracy_at_least_087
+                     PROPERTIES TIMEOUT 900 RUN_SERIAL TRUE)
+
+# Agreement with PyTorch (Debian's python3-torch) on 20 Adam steps from identical weights and batches.
+add_executable(agreement_driver ${CMAKE_CURRENT_SOURCE_DIR}/reference/agreement_driver.cpp)
+target_link_libraries(agreement_driver PRIVATE lockstep::lockstep lockstep_warnings)
+find_program(LOCKSTEP_SYSTEM_PYTHON NAMES python3 PATHS /usr/bin NO_DEFAULT_PATH)
+if(LOCKSTEP_SYSTEM_PYTHON)
+  set(_dir ${CMAKE_CURRENT_BINARY_DIR}/agreement)
+  add_test(NAME reference.torch_agreement_20_adam_steps
+           COMMAND bash -c "\"$0\" \"$1\" 20 64 && \"$2\" \"$3\" \"$1\" --rtol 1e-4"
+                   $<TARGET_FILE:agreement_driver> ${_dir} ${LOCKSTEP_SYSTEM_PYTHON}
+                   ${CMAKE_CURRENT_SOURCE_DIR}/reference/torch_agreement.py)
+  add_test(NAME reference.agreement_script_selftest
+           COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/reference/test_torch_agreement_selftest.sh)
+endif()
