@@ -13,7 +13,8 @@ std::size_t CachingHostAllocator::size_class(std::size_t nbytes) {
   const std::size_t q = p >> 2;
   std::size_t c = p >> 1;
   while (c < nbytes) c += q;
-  return c;
+  // aligned_alloc needs a multiple of the alignment.
+  return (c + 63) & ~static_cast<std::size_t>(63);
 }
 
 CachingHostAllocator::~CachingHostAllocator() { empty_cache(); }
