@@ -11,10 +11,23 @@ namespace {
 thread_local ComputeContext* t_current = nullptr;
 }
 
-ComputeContext::ComputeContext(Device device, int threads)
+ComputeContext::ComputeContext(Device device, int threads, std::vector<int> cpus)
     : device_(device),
+      cpus_(cpus),
       allocator_(std::make_unique<CachingHostAllocator>()),
-      pool_(std::make_unique<ThreadPool>(threads)) {}
+      pool_(std::make_unique<ThreadPool>(threads, std::move(cpus))) {}
+
+std::vector<int> available_cpu_ids() {
+  std::vector<int> ids;
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof(set), &set) == 0) {
+    for (int c = 0; c < CPU_SETSIZE; ++c)
+      if (CPU_ISSET(c, &set)) ids.push_back(c);
+  }
+  if (ids.empty())
+    for (int c = 0; c < available_cores(); ++c) ids.push_back(c);
+  return ids;
+}
 
 ComputeContext::~ComputeContext() = default;
 

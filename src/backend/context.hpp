@@ -4,6 +4,7 @@
 // computes on it. A thread with no context uses the process's default CPU context (every
 // core), which is what "no strategy" means.
 #include <memory>
+#include <vector>
 
 #include "backend/allocator.hpp"
 #include "backend/thread_pool.hpp"
@@ -13,17 +14,19 @@ namespace lockstep::backend {
 
 class ComputeContext {
  public:
-  /// A CPU context computing on `threads` threads.
-  ComputeContext(Device device, int threads);
+  /// A CPU context computing on `threads` threads (pinned to `cpus` when given).
+  ComputeContext(Device device, int threads, std::vector<int> cpus = {});
   ~ComputeContext();
 
   const Device& device() const { return device_; }
   Allocator& allocator() { return *allocator_; }
   ThreadPool& pool() { return *pool_; }
   int threads() const { return pool_->size(); }
+  const std::vector<int>& cpus() const { return cpus_; }
 
  private:
   Device device_;
+  std::vector<int> cpus_;
   std::unique_ptr<Allocator> allocator_;
   std::unique_ptr<ThreadPool> pool_;
 };
@@ -34,6 +37,8 @@ ComputeContext& current_context();
 ComputeContext& default_cpu_context();
 /// Number of cores this process may use (sched affinity).
 int available_cores();
+/// Their ids.
+std::vector<int> available_cpu_ids();
 /// Threads of the default CPU context: LOCKSTEP_CPU_THREADS when set (> 0), else available_cores().
 int default_cpu_threads();
 

@@ -1,13 +1,29 @@
 #include "backend/thread_pool.hpp"
 
+#include <pthread.h>
+#include <sched.h>
+
 #include <algorithm>
 
 #include "lockstep/core/error.hpp"
 
 namespace lockstep::backend {
 
-ThreadPool::ThreadPool(int threads) : threads_(std::max(1, threads)) {
-  for (int i = 1; i < threads_; ++i) workers_.emplace_back([this, i] { worker_loop(i); });
+bool pin_current_thread(int cpu) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(cpu, &set);
+  return pthread_setaffinity_np(pthread_self(), sizeof(set), &set) == 0;
+}
+
+ThreadPool::ThreadPool(int threads, std::vector<int> cpus) : threads_(std::max(1, threads)) {
+  for (int i = 1; i < threads_; ++i) {
+    const int cpu = static_cast<std::size_t>(i) < cpus.size() ? cpus[static_cast<std::size_t>(i)] : -1;
+    workers_.emplace_back([this, i, cpu] {
+      if (cpu >= 0) pin_current_thread(cpu);  // best effort: a container may forbid it
+      worker_loop(i);
+    });
+  }
 }
 
 ThreadPool::~ThreadPool() {

@@ -12,10 +12,14 @@
 
 namespace lockstep::backend {
 
+/// Pins the calling thread to one CPU; false when the system refuses.
+bool pin_current_thread(int cpu);
+
 class ThreadPool {
  public:
-  /// `threads` >= 1; the pool spawns threads - 1 workers.
-  explicit ThreadPool(int threads);
+  /// `threads` >= 1; the pool spawns threads - 1 workers. With `cpus` (one per thread), worker
+  /// i is pinned to cpus[i] (cpus[0] is left for the calling thread).
+  explicit ThreadPool(int threads, std::vector<int> cpus = {});
   ~ThreadPool();
   ThreadPool(const ThreadPool&) = delete;
   ThreadPool& operator=(const ThreadPool&) = delete;

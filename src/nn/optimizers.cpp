@@ -11,13 +11,17 @@ Optimizer::Optimizer(OptimizerOptions options) : options_(std::move(options)) {
   if (options_.clipvalue) LOCKSTEP_CHECK(*options_.clipvalue > 0, "optimizer: clipvalue must be > 0");
 }
 
-double Optimizer::current_learning_rate() const {
-  return options_.schedule ? options_.schedule(iterations_) : options_.learning_rate;
+double Optimizer::current_learning_rate() const { return learning_rate_at(iterations_); }
+
+double Optimizer::learning_rate_at(std::int64_t step) const {
+  return options_.schedule ? options_.schedule(step) : options_.learning_rate;
 }
 
 float* Optimizer::slot(const Variable& var, int index) {
+  std::lock_guard<std::mutex> lock(slots_mu_);
   auto& s = slots_[var.value().impl().get()];
   if (s.empty()) {
+    // Made on the calling thread, so a replica's slots live on its own device.
     for (std::size_t i = 0; i < slot_names().size(); ++i) s.push_back(Tensor::zeros(var.shape()));
   }
   return s[static_cast<std::size_t>(index)].data<float>();
@@ -27,6 +31,7 @@ std::vector<std::pair<std::string, Tensor>> Optimizer::slots(const Variable& v) 
   std::vector<std::pair<std::string, Tensor>> out;
   const auto names = slot_names();
   if (!names.empty()) slot(v, 0);
+  std::lock_guard<std::mutex> lock(slots_mu_);
   auto& s = slots_[v.value().impl().get()];
   for (std::size_t i = 0; i < names.size(); ++i) out.emplace_back(names[i], s[i]);
   return out;
@@ -42,6 +47,12 @@ double sq_norm(const Tensor& g) {
 }  // namespace
 
 void Optimizer::apply_gradients(const std::vector<std::pair<Tensor, Variable>>& grads_and_vars) {
+  apply_gradients_at(grads_and_vars, iterations_);
+  ++iterations_;
+}
+
+void Optimizer::apply_gradients_at(const std::vector<std::pair<Tensor, Variable>>& grads_and_vars,
+                                   std::int64_t step) {
   double global_scale = 1.0;
   if (options_.global_clipnorm) {
     double total = 0;
@@ -50,8 +61,7 @@ void Optimizer::apply_gradients(const std::vector<std::pair<Tensor, Variable>>& 
     const double norm = std::sqrt(total);
     if (norm > *options_.global_clipnorm) global_scale = *options_.global_clipnorm / norm;
   }
-  const double lr = current_learning_rate();
-  const std::int64_t step = iterations_;
+  const double lr = learning_rate_at(step);
   for (const auto& [g, v] : grads_and_vars) {
     if (!g.defined()) continue;
     LOCKSTEP_CHECK(g.shape() == v.shape(), name(), ": gradient ", g.shape().str(), " does not match variable '",
@@ -73,7 +83,6 @@ void Optimizer::apply_gradients(const std::vector<std::pair<Tensor, Variable>>& 
     }
     update(v, gp, lr, step);
   }
-  ++iterations_;
 }
 
 namespace {

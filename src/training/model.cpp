@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 
 #include "lockstep/autograd/gradient_tape.hpp"
 #include "lockstep/layers/initializers.hpp"
@@ -47,7 +48,8 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 }
 }  // namespace
 
-Model::Model(std::string name) : seed_(random_seed()), name_(std::move(name)) {}
+Model::Model(std::string name)
+    : seed_(random_seed()), name_(std::move(name)), strategy_(distribute::Strategy::current()) {}
 Model::~Model() = default;
 
 void Model::set_seed(std::uint64_t seed) {
@@ -98,18 +100,20 @@ Logs Model::collect_logs(const char* prefix) const {
   return logs;
 }
 
-double Model::train_step(const Tensor& x_in, const Tensor& y) {
-  check_compiled("train_step");
-  const Tensor x = as_float(x_in);
-  if (!built()) build(Shape(x.shape()));
+struct Model::ReplicaStep {
+  double loss_sum = 0;
+  std::int64_t examples = 0;
+  std::vector<std::vector<double>> metric_states;
+};
+
+Model::ReplicaStep Model::replica_train_step(const Tensor& x, const Tensor& y, std::int64_t first_example,
+                                             std::int64_t global_n, std::int64_t step, distribute::ReplicaContext* rc) {
   const std::int64_t n = x.dim(0);
-  LOCKSTEP_CHECK(y.rank() >= 1 && y.dim(0) == n, "train_step: x ", x.shape().str(), " and y ", y.shape().str(),
-                 " have different batch sizes");
-  const auto vars = trainable_variables();
+  const auto vars = trainable_variables();  // each replica resolves them to its own copies
   const layers::CallContext ctx{.training = true,
                                 .seed = seed_,
-                                .step = static_cast<std::uint64_t>(optimizer_->iterations()),
-                                .first_example = 0};
+                                .step = static_cast<std::uint64_t>(step),
+                                .first_example = first_example};
   Output out;
   Tensor loss_sum;
   std::vector<Tensor> grads;
@@ -117,16 +121,88 @@ double Model::train_step(const Tensor& x_in, const Tensor& y) {
     GradientTape tape;
     out = forward(x, ctx);
     loss_sum = sum(loss_->per_example(y, out.output, out.logits));
-    // The gradient of the mean over the (global) batch.
-    grads = tape.gradient(scale(loss_sum, n ? 1.0f / static_cast<float>(n) : 0.0f), vars);
+    // Every replica divides by the GLOBAL batch size, so the summed gradients are the mean
+    // over the global batch whatever the split: N replicas compute what one device would.
+    grads = tape.gradient(scale(loss_sum, global_n ? 1.0f / static_cast<float>(global_n) : 0.0f), vars);
+  }
+  if (rc && rc->num_replicas_in_sync() > 1) {
+    // One fused buffer, all-reduced in one collective (a replica with no rows adds zeros).
+    std::int64_t total = 0;
+    for (const auto& v : vars) total += v.shape().numel();
+    Tensor flat = Tensor::empty({total});
+    float* f = flat.data<float>();
+    std::int64_t off = 0;
+    for (std::size_t i = 0; i < vars.size(); ++i) {
+      const std::int64_t k = vars[i].shape().numel();
+      if (grads[i].defined()) std::memcpy(f + off, grads[i].data<float>(), static_cast<std::size_t>(k) * sizeof(float));
+      else std::memset(f + off, 0, static_cast<std::size_t>(k) * sizeof(float));
+      off += k;
+    }
+    rc->all_reduce_inplace(distribute::ReduceOp::kSum, f, total);
+    off = 0;
+    for (std::size_t i = 0; i < vars.size(); ++i) {
+      const std::int64_t k = vars[i].shape().numel();
+      grads[i] = flat.slice(off, off + k).reshape(vars[i].shape());
+      off += k;
+    }
   }
   std::vector<std::pair<Tensor, Variable>> gv;
   gv.reserve(vars.size());
   for (std::size_t i = 0; i < vars.size(); ++i) gv.emplace_back(grads[i], vars[i]);
-  optimizer_->apply_gradients(gv);
-  const double batch_loss = n ? static_cast<double>(loss_sum.item()) / static_cast<double>(n) : 0.0;
-  loss_tracker_.update(batch_loss, static_cast<double>(n));
-  for (auto& m : metrics_) m->update_state(y, out.output);
+  optimizer_->apply_gradients_at(gv, step);
+
+  ReplicaStep r;
+  r.loss_sum = n ? static_cast<double>(loss_sum.item()) : 0.0;
+  r.examples = n;
+  for (const auto& m : metrics_) {
+    auto local = m->clone_empty();
+    local->update_state(y, out.output);
+    r.metric_states.push_back(local->state());
+  }
+  return r;
+}
+
+void Model::ensure_mirrored() {
+  if (!strategy_ || strategy_->num_replicas_in_sync() == 1) return;
+  for (auto v : variables())
+    if (v.num_copies() != strategy_->num_replicas_in_sync()) v.mirror(strategy_->contexts());
+}
+
+void Model::distribute(distribute::Strategy& strategy) {
+  strategy_ = &strategy;
+  if (built()) ensure_mirrored();
+}
+
+double Model::train_step(const Tensor& x_in, const Tensor& y) {
+  check_compiled("train_step");
+  const Tensor x = as_float(x_in);
+  if (!built()) build(Shape(x.shape()));
+  ensure_mirrored();
+  const std::int64_t n = x.dim(0);
+  LOCKSTEP_CHECK(y.rank() >= 1 && y.dim(0) == n, "train_step: x ", x.shape().str(), " and y ", y.shape().str(),
+                 " have different batch sizes");
+  const std::int64_t step = optimizer_->iterations();
+  std::vector<ReplicaStep> parts;
+  if (!strategy_) {
+    parts.push_back(replica_train_step(x, y, 0, n, step, nullptr));
+  } else {
+    const int replicas = strategy_->num_replicas_in_sync();
+    parts = strategy_->run([&](distribute::ReplicaContext& rc) {
+                      const auto [b, e] = distribute::replica_rows(n, replicas, rc.replica_id_in_sync_group());
+                      return replica_train_step(x.slice(b, e), y.slice(b, e), b, n, step, &rc);
+                    }).values();
+  }
+  optimizer_->finish_step();
+  // Losses and metrics are reduced across replicas before anyone sees them.
+  double loss_sum = 0;
+  for (const auto& p : parts) loss_sum += p.loss_sum;
+  for (std::size_t m = 0; m < metrics_.size(); ++m) {
+    auto& st = metrics_[m]->state();
+    for (const auto& p : parts)
+      for (std::size_t k = 0; k < st.size(); ++k) st[k] += p.metric_states[m][k];
+  }
+  const double batch_loss = n ? loss_sum / static_cast<double>(n) : 0.0;
+  if (n) loss_tracker_.update(batch_loss, static_cast<double>(n));
   return batch_loss;
 }
 
@@ -182,12 +258,14 @@ History Model::fit(const data::Dataset& dataset, const FitOptions& o) {
       it = per_epoch.get();
     }
     bool ran_dry = false;
+    std::int64_t steps_done = 0;
     for (std::int64_t step = 0; steps < 0 || step < steps; ++step) {
       std::optional<data::Element> batch = it->next();
       if (!batch) {
         if (o.steps_per_epoch > 0) ran_dry = true;
         break;
       }
+      ++steps_done;
       LOCKSTEP_CHECK(batch->size() >= 2, "fit: dataset elements must be (x, y) pairs, got ", batch->size(),
                      " component(s)");
       Logs batch_logs;
@@ -198,6 +276,13 @@ History Model::fit(const data::Dataset& dataset, const FitOptions& o) {
       batch_logs = collect_logs("");
       cbs.each([&](Callback& c) { c.on_train_batch_end(step, batch_logs); });
       if (stop_training) break;
+    }
+    if (ran_dry && steps_done == 0) {
+      // Nothing ran this epoch: report no epoch rather than one with empty (zero) logs.
+      std::fprintf(stderr,
+                   "WARNING: your input ran out of data; interrupting training. Make sure that your dataset can "
+                   "generate at least steps_per_epoch * epochs batches (use repeat()).\n");
+      break;
     }
     if (global_step > warmup) {
       timing_.steps = global_step - warmup;

@@ -30,7 +30,14 @@ void add_train_command(CLI::App& app, TrainArgs& a) {
   cmd->add_option("--epochs", a.epochs, "Number of epochs")->check(kPositive)->capture_default_str();
   cmd->add_option("--steps-per-epoch", a.steps_per_epoch,
                   "Steps per epoch (default: one pass over the training set)");
-  cmd->add_option("--batch-size", a.batch_size, "Batch size")->check(kPositive)->capture_default_str();
+  cmd->add_option("--batch-size", a.batch_size, "Batch size per replica (the global batch is this x replicas)")
+      ->check(kPositive)
+      ->capture_default_str();
+  cmd->add_option("--global-batch-size", a.global_batch_size, "Global batch size (instead of --batch-size)")
+      ->check(kPositive);
+  cmd->add_option("--devices", a.devices,
+                  "Devices to train on: cpu:N for N logical CPU devices, or a list like gpu:0,gpu:1 "
+                  "(default: every local device; LOCKSTEP_CPU_DEVICES sets the CPU count)");
   cmd->add_option("--optimizer", a.optimizer, "sgd, adam or adamw")
       ->check(CLI::IsMember({"sgd", "adam", "adamw"}))
       ->capture_default_str();
@@ -50,15 +57,46 @@ void add_train_command(CLI::App& app, TrainArgs& a) {
       ->check(CLI::Range(-1, 2));
 }
 
+namespace {
+distribute::MirroredOptions parse_devices(const std::string& spec) {
+  distribute::MirroredOptions o;
+  if (spec.empty()) return o;
+  // "cpu:N" alone means N logical CPU devices; otherwise a comma-separated device list.
+  if (spec.rfind("cpu:", 0) == 0 && spec.find(',') == std::string::npos) {
+    const Device d = Device::parse(spec);
+    LOCKSTEP_CHECK(d.index >= 1, "--devices cpu:N needs N >= 1, got '", spec, "'");
+    o.num_cpu_devices = d.index;
+    return o;
+  }
+  std::size_t start = 0;
+  while (start <= spec.size()) {
+    const std::size_t comma = spec.find(',', start);
+    const std::string item = spec.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    (void)Device::parse(item);  // a malformed entry is an error naming it
+    o.devices.push_back(item);
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return o;
+}
+}  // namespace
+
 int run_train(const TrainArgs& a) {
   LOCKSTEP_CHECK(a.steps_per_epoch == -1 || a.steps_per_epoch > 0, "--steps-per-epoch must be positive");
   set_random_seed(a.seed);
+  distribute::MirroredStrategy strategy(parse_devices(a.devices));
+  const int replicas = strategy.num_replicas_in_sync();
+  std::printf("Detected %d device%s: ", replicas, replicas == 1 ? "" : "s");
+  for (int r = 0; r < replicas; ++r) std::printf("%s%s", r ? ", " : "", strategy.devices()[static_cast<std::size_t>(r)].str().c_str());
+  std::printf("\n");
+  const std::int64_t global_batch = a.global_batch_size > 0 ? a.global_batch_size : a.batch_size * replicas;
   const datasets::TrainTest data =
       a.dataset == "mnist" ? datasets::mnist::load_data() : datasets::fashion_mnist::load_data();
   const Tensor x_train = flatten_and_scale_images(data.train.x);
   const Tensor x_test = flatten_and_scale_images(data.test.x);
   const std::int64_t features = x_train.dim(1);
 
+  auto scope = strategy.scope();
   Sequential model({layers::Dense(a.hidden, a.activation, features), layers::Dropout(static_cast<float>(a.dropout)),
                     layers::Dense(10, "softmax")});
   model.compile(optimizers::get(a.optimizer, a.learning_rate), losses::SparseCategoricalCrossentropy(), {"accuracy"});
@@ -67,7 +105,7 @@ int run_train(const TrainArgs& a) {
 
   auto ds = data::Dataset::from_tensor_slices(x_train, data.train.y)
                 .shuffle(x_train.dim(0), a.seed)
-                .batch(a.batch_size);
+                .batch(global_batch);
   FitOptions fit_options{.epochs = a.epochs, .verbose = verbose};
   if (a.steps_per_epoch > 0) {
     ds = ds.repeat();
@@ -75,6 +113,7 @@ int run_train(const TrainArgs& a) {
   }
   const History history = model.fit(ds, fit_options);
   const Logs test = model.evaluate(x_test, data.test.y, {.batch_size = 1024});
+  std::fflush(stdout);
   const double steps_per_second = model.last_fit_timing().steps_per_second;
   std::printf("test_loss: %.4f - test_accuracy: %.4f - train_steps_per_second: %.1f\n", test.at("loss"),
               test.at("accuracy"), steps_per_second);
@@ -86,6 +125,8 @@ int run_train(const TrainArgs& a) {
     j["train_steps_per_second"] = steps_per_second;
     j["history"] = history.history;
     j["epochs"] = history.epoch;
+    j["replicas"] = replicas;
+    j["global_batch_size"] = global_batch;
     const std::string tmp = a.metrics_out + ".tmp";
     {
       std::ofstream f(tmp);

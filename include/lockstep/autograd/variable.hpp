@@ -9,27 +9,59 @@
 
 namespace lockstep {
 
+namespace backend {
+class ComputeContext;
+}
+
+/// While alive on a thread, Variables created on it are mirrored over `contexts` (one copy
+/// per replica device). MirroredStrategy::scope() installs one.
+class MirrorScope {
+ public:
+  explicit MirrorScope(std::vector<backend::ComputeContext*> contexts);
+  ~MirrorScope();
+  MirrorScope(const MirrorScope&) = delete;
+  MirrorScope& operator=(const MirrorScope&) = delete;
+  /// The contexts of the innermost scope on this thread (empty when none).
+  static const std::vector<backend::ComputeContext*>* current();
+
+ private:
+  std::vector<backend::ComputeContext*> contexts_;
+  const std::vector<backend::ComputeContext*>* previous_;
+};
+
 class Variable {
  public:
   Variable() = default;
   Variable(Tensor initial_value, std::string name = "", bool trainable = true);
 
   bool defined() const { return impl_ != nullptr; }
-  /// The current value (aliases the variable's storage).
+  /// The current value (aliases the variable's storage). For a mirrored variable: the copy of
+  /// the replica whose compute context is current on this thread, else the primary copy (0).
   const Tensor& value() const;
   const std::string& name() const;
   bool trainable() const;
   const Shape& shape() const { return value().shape(); }
 
+  /// Assigns v. On a mirrored variable, inside a replica: that replica's copy; outside: every copy.
   void assign(const Tensor& v);
   void assign_add(const Tensor& delta);
   void assign_sub(const Tensor& delta);
 
   bool is_same(const Variable& o) const { return impl_ == o.impl_; }
 
+  /// Makes this variable mirrored over `contexts`: one copy per context, each allocated there
+  /// and equal to the current primary value (a broadcast from replica 0). Re-mirroring over the
+  /// same contexts is a no-op.
+  void mirror(const std::vector<backend::ComputeContext*>& contexts);
+  bool mirrored() const { return impl_ && impl_->copies.size() > 1; }
+  int num_copies() const { return impl_ ? static_cast<int>(impl_->copies.size()) : 0; }
+  /// Copy r of a mirrored variable (r = 0 for a plain one).
+  const Tensor& copy(int r) const;
+
  private:
   struct Impl {
-    Tensor value;
+    std::vector<Tensor> copies;  // one per replica; copies[0] is the primary
+    std::vector<backend::ComputeContext*> contexts;
     std::string name;
     bool trainable = true;
   };

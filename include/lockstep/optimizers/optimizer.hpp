@@ -3,6 +3,7 @@
 // variables in place; slots (momentum, Adam moments) are created on first use per variable.
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <unordered_map>
@@ -32,11 +33,17 @@ class Optimizer {
 
   /// Applies one update; gradients may be undefined (the variable is skipped, as Keras warns).
   void apply_gradients(const std::vector<std::pair<Tensor, Variable>>& grads_and_vars);
+  /// The update of step `step` without advancing iterations(): what each replica of a strategy
+  /// runs on its own copies (their slots are its own too); the strategy then calls
+  /// finish_step() once. Safe to call from several replica threads at once.
+  void apply_gradients_at(const std::vector<std::pair<Tensor, Variable>>& grads_and_vars, std::int64_t step);
+  void finish_step() { ++iterations_; }
   /// Number of updates applied so far.
   std::int64_t iterations() const { return iterations_; }
   void set_iterations(std::int64_t it) { iterations_ = it; }
   /// The learning rate the next update uses.
   double current_learning_rate() const;
+  double learning_rate_at(std::int64_t step) const;
   void set_learning_rate(double lr) { options_.learning_rate = lr; options_.schedule = nullptr; }
   const OptimizerOptions& options() const { return options_; }
 
@@ -52,7 +59,8 @@ class Optimizer {
  private:
   OptimizerOptions options_;
   std::int64_t iterations_ = 0;
-  std::unordered_map<const void*, std::vector<Tensor>> slots_;  // keyed by the variable's TensorImpl
+  std::mutex slots_mu_;  // replicas create their slots concurrently
+  std::unordered_map<const void*, std::vector<Tensor>> slots_;  // keyed by the variable copy's TensorImpl
 };
 using OptimizerPtr = std::shared_ptr<Optimizer>;
 

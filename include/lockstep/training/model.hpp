@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "lockstep/data/dataset.hpp"
+#include "lockstep/distribute/strategy.hpp"
 #include "lockstep/layers/layer.hpp"
 #include "lockstep/losses/loss.hpp"
 #include "lockstep/metrics/metric.hpp"
@@ -104,8 +105,16 @@ class Model {
   /// Set by a callback to end fit() after the current batch (Keras' model.stop_training).
   bool stop_training = false;
 
-  /// One training step on a batch: forward, loss, gradient, update. Returns the batch's mean loss.
+  /// One training step on a (global) batch: forward, loss, gradient, update — on every replica
+  /// of the model's strategy, each on its slice, gradients all-reduced. Returns the batch's mean loss.
   double train_step(const Tensor& x, const Tensor& y);
+
+  /// Trains under `strategy` from now on: mirrors the variables (broadcast from replica 0).
+  /// A model made inside strategy.scope() is distributed already. The strategy must outlive
+  /// the model's use of it.
+  void distribute(distribute::Strategy& strategy);
+  distribute::Strategy* strategy() const { return strategy_; }
+  int num_replicas() const { return strategy_ ? strategy_->num_replicas_in_sync() : 1; }
 
  protected:
   std::uint64_t seed_;
@@ -116,12 +125,17 @@ class Model {
                      int verbose);
   Logs collect_logs(const char* prefix) const;
   void reset_metrics();
+  struct ReplicaStep;
+  ReplicaStep replica_train_step(const Tensor& x, const Tensor& y, std::int64_t first_example, std::int64_t global_n,
+                                 std::int64_t step, distribute::ReplicaContext* rc);
+  void ensure_mirrored();
 
   std::string name_;
   optimizers::OptimizerPtr optimizer_;
   losses::LossPtr loss_;
   std::vector<metrics::MetricPtr> metrics_;
   metrics::Mean loss_tracker_{"loss"};
+  distribute::Strategy* strategy_ = nullptr;
   FitTiming timing_;
 };
 

@@ -1,0 +1,31 @@
+#pragma once
+#include <cstddef>
+#include <vector>
+
+#include "lockstep/core/error.hpp"
+
+namespace lockstep::distribute {
+
+/// One value per replica, as tf.distribute's PerReplica: values()[r] belongs to replica r.
+template <typename T>
+class PerReplica {
+ public:
+  PerReplica() = default;
+  explicit PerReplica(std::vector<T> values) : values_(std::move(values)) {}
+  std::size_t size() const { return values_.size(); }
+  const T& operator[](std::size_t r) const {
+    LOCKSTEP_CHECK(r < values_.size(), "PerReplica: replica ", r, " out of range (", values_.size(), " replicas)");
+    return values_[r];
+  }
+  T& operator[](std::size_t r) {
+    LOCKSTEP_CHECK(r < values_.size(), "PerReplica: replica ", r, " out of range (", values_.size(), " replicas)");
+    return values_[r];
+  }
+  const std::vector<T>& values() const { return values_; }
+  std::vector<T>& values() { return values_; }
+
+ private:
+  std::vector<T> values_;
+};
+
+}  // namespace lockstep::distribute

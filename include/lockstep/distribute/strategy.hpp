@@ -1,0 +1,217 @@
+#pragma once
+// Strategies, as tf.distribute: how many replicas train in sync and on which devices.
+//
+//   lockstep::distribute::MirroredStrategy strategy;      // every local device
+//   auto guard = strategy.scope();                        // variables made now are mirrored
+//   auto per_replica = strategy.run([&](ReplicaContext& ctx) { ...; return loss; });
+//   Tensor total = strategy.reduce(ReduceOp::kSum, per_replica);
+//
+// Each replica is a thread bound to its device's compute context (its own allocator and its
+// own share of the cores). A strategy is an ordinary object: two can live in one process.
+#include <chrono>
+#include <exception>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "lockstep/autograd/variable.hpp"
+#include "lockstep/core/device.hpp"
+#include "lockstep/data/dataset.hpp"
+#include "lockstep/distribute/collective.hpp"
+#include "lockstep/distribute/per_replica.hpp"
+#include "lockstep/distribute/reduce_op.hpp"
+
+namespace lockstep::backend {
+class ComputeContext;
+}
+
+namespace lockstep::distribute {
+
+class Strategy;
+
+/// What a replica function sees (tf.distribute.ReplicaContext).
+class ReplicaContext {
+ public:
+  ReplicaContext(Strategy& strategy, int replica_id) : strategy_(strategy), replica_id_(replica_id) {}
+  int replica_id_in_sync_group() const { return replica_id_; }
+  int num_replicas_in_sync() const;
+  const Device& device() const;
+  /// All-reduce across the replicas of this strategy; every replica must call it in the same
+  /// order with the same shape. Returns a new tensor on this replica's device.
+  Tensor all_reduce(ReduceOp op, const Tensor& value);
+  /// In-place all-reduce of a float buffer (what gradient bucketing uses).
+  void all_reduce_inplace(ReduceOp op, float* data, std::int64_t count);
+  Strategy& strategy() { return strategy_; }
+
+ private:
+  Strategy& strategy_;
+  int replica_id_;
+};
+
+/// The error run() throws when a replica function threw: names the replica and keeps the
+/// original exception (nested()).
+class ReplicaError : public DistributedError {
+ public:
+  ReplicaError(int replica_id, const std::string& what, std::exception_ptr nested)
+      : DistributedError(what), replica_id_(replica_id), nested_(std::move(nested)) {}
+  int replica_id() const { return replica_id_; }
+  const std::exception_ptr& nested() const { return nested_; }
+
+ private:
+  int replica_id_;
+  std::exception_ptr nested_;
+};
+
+/// RAII guard returned by Strategy::scope(): variables created while it lives are mirrored.
+class StrategyScope {
+ public:
+  explicit StrategyScope(Strategy& strategy);
+  ~StrategyScope();
+  StrategyScope(StrategyScope&&) = delete;
+  Strategy& strategy() { return strategy_; }
+
+ private:
+  Strategy& strategy_;
+  MirrorScope mirror_;
+  Strategy* previous_;
+};
+
+/// Where a strategy's replicas run: a device, a thread count and (optionally) the cores to
+/// pin to, per replica.
+struct StrategyLayout {
+  std::vector<Device> devices;
+  std::vector<int> threads;
+  std::vector<std::vector<int>> cpus;
+  std::chrono::milliseconds timeout{std::chrono::minutes(5)};
+};
+
+class Strategy {
+ public:
+  virtual ~Strategy();
+  Strategy(const Strategy&) = delete;
+  Strategy& operator=(const Strategy&) = delete;
+
+  int num_replicas_in_sync() const { return static_cast<int>(devices_.size()); }
+  const std::vector<Device>& devices() const { return devices_; }
+  virtual std::string name() const = 0;
+  /// Variables created while the guard lives are mirrored on every replica's device.
+  [[nodiscard]] StrategyScope scope() { return StrategyScope(*this); }
+  /// The strategy whose scope is open on this thread, or null.
+  static Strategy* current();
+
+  /// Runs fn once per replica, each on its replica's thread and device, and waits for all.
+  /// When a replica throws, the others are released from any collective they wait in, and
+  /// ReplicaError (naming the replica) is thrown here once every replica has stopped.
+  template <typename F>
+  auto run(F&& fn) -> PerReplica<std::invoke_result_t<F&, ReplicaContext&>> {
+    using R = std::invoke_result_t<F&, ReplicaContext&>;
+    std::vector<std::optional<R>> results(static_cast<std::size_t>(num_replicas_in_sync()));
+    run_on_replicas([&](ReplicaContext& ctx) { results[static_cast<std::size_t>(ctx.replica_id_in_sync_group())].emplace(fn(ctx)); });
+    std::vector<R> out;
+    out.reserve(results.size());
+    for (auto& r : results) out.push_back(std::move(*r));
+    return PerReplica<R>(std::move(out));
+  }
+  /// run() for functions that return nothing.
+  void run_void(const std::function<void(ReplicaContext&)>& fn) { run_on_replicas(fn); }
+
+  /// Reduces per-replica tensors (same shape) across replicas; with `axis`, also along that
+  /// axis (kSum / kMean: summed or averaged over every element of every replica, as TF does).
+  Tensor reduce(ReduceOp op, const PerReplica<Tensor>& values, std::optional<int> axis = std::nullopt) const;
+  /// Concatenates per-replica tensors along `axis` in replica order.
+  Tensor gather(const PerReplica<Tensor>& values, int axis = 0) const;
+
+  /// Splits each global batch of `dataset` into per-replica slices, as evenly as possible
+  /// (a replica may get zero rows); slices are views, not copies.
+  class DistributedIterator;
+  class DistributedDataset {
+   public:
+    DistributedDataset(data::Dataset dataset, int replicas) : dataset_(std::move(dataset)), replicas_(replicas) {}
+    std::unique_ptr<DistributedIterator> make_iterator() const;
+    const data::Dataset& dataset() const { return dataset_; }
+
+   private:
+    data::Dataset dataset_;
+    int replicas_;
+  };
+  DistributedDataset experimental_distribute_dataset(const data::Dataset& dataset) const {
+    return DistributedDataset(dataset, num_replicas_in_sync());
+  }
+
+  /// Mirrors existing variables onto every replica's device (broadcast from replica 0).
+  void mirror_variables(const std::vector<Variable>& variables);
+  /// Throws DistributedError naming the first variable whose copies differ bit for bit.
+  void check_mirrored(const std::vector<Variable>& variables) const;
+
+  CollectiveGroup& collectives() { return *group_; }
+  backend::ComputeContext& context(int replica);
+  const std::vector<backend::ComputeContext*>& contexts() const { return context_ptrs_; }
+
+ protected:
+  explicit Strategy(StrategyLayout layout);
+
+ private:
+  void run_on_replicas(const std::function<void(ReplicaContext&)>& fn);
+  struct Replicas;
+
+  std::vector<Device> devices_;
+  std::vector<std::unique_ptr<backend::ComputeContext>> contexts_;
+  std::vector<backend::ComputeContext*> context_ptrs_;
+  std::unique_ptr<CollectiveGroup> group_;
+  std::unique_ptr<Replicas> replicas_;
+};
+
+class Strategy::DistributedIterator {
+ public:
+  DistributedIterator(std::unique_ptr<data::Iterator> it, int replicas) : it_(std::move(it)), replicas_(replicas) {}
+  /// The next global batch split into per-replica elements, with each slice's first row
+  /// index in the global batch; nullopt at the end.
+  struct Batch {
+    PerReplica<data::Element> slices;
+    std::vector<std::int64_t> offsets;
+    std::int64_t global_size = 0;
+  };
+  std::optional<Batch> next();
+
+ private:
+  std::unique_ptr<data::Iterator> it_;
+  int replicas_;
+};
+
+/// Rows [begin, end) of replica r when `rows` rows are split over `replicas` as evenly as
+/// possible (the first rows % replicas replicas get one more).
+std::pair<std::int64_t, std::int64_t> replica_rows(std::int64_t rows, int replicas, int r);
+
+struct MirroredOptions {
+  /// Devices to mirror over, e.g. {"cpu:0", "cpu:1"} or {"gpu:0", "gpu:1"}; empty: every
+  /// local device (the GPUs when present, else every logical CPU device).
+  std::vector<std::string> devices;
+  /// Logical CPU devices to create when no GPU is used; 0: $LOCKSTEP_CPU_DEVICES, else one
+  /// per core. More devices than cores is allowed (a warning says they share cores).
+  int num_cpu_devices = 0;
+  /// How long a collective waits for a peer before reporting it.
+  std::chrono::milliseconds collective_timeout{std::chrono::minutes(5)};
+  /// Pin each replica's threads to its own cores.
+  bool pin_threads = true;
+};
+
+class MirroredStrategy final : public Strategy {
+ public:
+  explicit MirroredStrategy(const MirroredOptions& options = {});
+  std::string name() const override { return "MirroredStrategy"; }
+};
+
+/// One replica on one device (tf.distribute.OneDeviceStrategy); runs on the calling thread.
+class OneDeviceStrategy final : public Strategy {
+ public:
+  explicit OneDeviceStrategy(const std::string& device = "cpu:0");
+  std::string name() const override { return "OneDeviceStrategy"; }
+};
+
+/// The number of logical CPU devices a default MirroredStrategy makes: $LOCKSTEP_CPU_DEVICES
+/// if set, else one per available core.
+int default_num_cpu_devices();
+
+}  // namespace lockstep::distribute

@@ -1,0 +1,393 @@
+#include "lockstep/distribute/strategy.hpp"
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <thread>
+
+#include "backend/context.hpp"
+#include "backend/devices.hpp"
+#include "lockstep/tensor/ops.hpp"
+
+namespace lockstep::distribute {
+
+namespace {
+thread_local Strategy* t_current_strategy = nullptr;
+}
+
+// ---------------------------------------------------------------------------------------
+// Replica threads. Replica 0 runs on the caller's thread (no hand-off, and one replica costs
+// nothing over no strategy); replicas 1..N-1 each own a thread that waits for work.
+struct Strategy::Replicas {
+  struct Worker {
+    std::thread thread;
+    std::atomic<std::uint64_t> job{0};
+  };
+  Strategy* owner = nullptr;
+  std::vector<std::unique_ptr<Worker>> workers;  // index r-1 for replica r
+  const std::function<void(ReplicaContext&)>* fn = nullptr;
+  std::atomic<int> remaining{0};
+  std::atomic<bool> stop{false};
+  std::atomic<int> sleepers{0};
+  std::mutex mu;
+  std::condition_variable cv_work, cv_done;
+  std::mutex err_mu;
+  std::exception_ptr first_error;
+  int first_error_replica = -1;
+  bool broken = false;
+
+  void record_error(int r, std::exception_ptr e, const std::string& what) {
+    {
+      std::lock_guard<std::mutex> lock(err_mu);
+      if (!first_error) {
+        first_error = e;
+        first_error_replica = r;
+      }
+    }
+    owner->collectives().abort(r, what);
+  }
+
+  void execute(int r) {
+    ReplicaContext ctx(*owner, r);
+    backend::ContextGuard guard(owner->context(r));
+    try {
+      (*fn)(ctx);
+    } catch (const std::exception& e) {
+      record_error(r, std::current_exception(), e.what());
+    } catch (...) {
+      record_error(r, std::current_exception(), "unknown exception");
+    }
+  }
+
+  void worker_loop(int r) {
+    Worker& w = *workers[static_cast<std::size_t>(r - 1)];
+    const auto& cpus = owner->context(r).cpus();
+    if (!cpus.empty()) backend::pin_current_thread(cpus[0]);
+    std::uint64_t seen = 0;
+    for (;;) {
+      // Spin briefly for the next step, then sleep.
+      for (int i = 0; i < 4000 && w.job.load() == seen && !stop.load(); ++i) {
+        if (i > 100) std::this_thread::yield();
+      }
+      if (w.job.load() == seen && !stop.load()) {
+        std::unique_lock<std::mutex> lock(mu);
+        sleepers.fetch_add(1);
+        cv_work.wait(lock, [&] { return w.job.load() != seen || stop.load(); });
+        sleepers.fetch_sub(1);
+      }
+      if (stop.load()) return;
+      seen = w.job.load();
+      execute(r);
+      if (remaining.fetch_sub(1) == 1) {
+        std::lock_guard<std::mutex> lock(mu);
+        cv_done.notify_all();
+      }
+    }
+  }
+};
+
+Strategy::Strategy(StrategyLayout layout) : devices_(std::move(layout.devices)), replicas_(std::make_unique<Replicas>()) {
+  const auto& threads = layout.threads;
+  const auto& cpus = layout.cpus;
+  const auto timeout = layout.timeout;
+  const int n = static_cast<int>(devices_.size());
+  LOCKSTEP_CHECK(n >= 1, "a strategy needs at least one device");
+  for (int r = 0; r < n; ++r) {
+    contexts_.push_back(std::make_unique<backend::ComputeContext>(devices_[static_cast<std::size_t>(r)],
+                                                                  threads[static_cast<std::size_t>(r)],
+                                                                  cpus[static_cast<std::size_t>(r)]));
+    context_ptrs_.push_back(contexts_.back().get());
+  }
+  group_ = std::make_unique<CollectiveGroup>(n, timeout);
+  replicas_->owner = this;
+  for (int r = 1; r < n; ++r) {
+    replicas_->workers.push_back(std::make_unique<Replicas::Worker>());
+  }
+  for (int r = 1; r < n; ++r) {
+    replicas_->workers[static_cast<std::size_t>(r - 1)]->thread = std::thread([this, r] { replicas_->worker_loop(r); });
+  }
+}
+
+Strategy::~Strategy() {
+  replicas_->stop.store(true);
+  {
+    std::lock_guard<std::mutex> lock(replicas_->mu);
+    replicas_->cv_work.notify_all();
+  }
+  for (auto& w : replicas_->workers) {
+    if (!w->thread.joinable()) continue;
+    // A replica that never finished (reported by run()) cannot be joined without hanging.
+    if (replicas_->broken) w->thread.detach();
+    else w->thread.join();
+  }
+}
+
+backend::ComputeContext& Strategy::context(int replica) {
+  LOCKSTEP_CHECK(replica >= 0 && replica < num_replicas_in_sync(), "replica ", replica, " out of range");
+  return *contexts_[static_cast<std::size_t>(replica)];
+}
+
+Strategy* Strategy::current() { return t_current_strategy; }
+
+void Strategy::run_on_replicas(const std::function<void(ReplicaContext&)>& fn) {
+  Replicas& R = *replicas_;
+  LOCKSTEP_CHECK_T(DistributedError, !R.broken, name(),
+                   ": a replica of this strategy never finished an earlier step; make a new strategy");
+  LOCKSTEP_CHECK_T(DistributedError, R.remaining.load() == 0, name(), "::run is not reentrant");
+  group_->reset();
+  R.first_error = nullptr;
+  R.first_error_replica = -1;
+  R.fn = &fn;
+  const int n = num_replicas_in_sync();
+  R.remaining.store(n - 1);
+  for (auto& w : R.workers) w->job.fetch_add(1);
+  if (R.sleepers.load() > 0) {
+    std::lock_guard<std::mutex> lock(R.mu);
+    R.cv_work.notify_all();
+  }
+  R.execute(0);
+  // Wait for the other replicas. Without a failure there is no deadline (a step may be long);
+  // after one, the others are released from their collectives and must stop within the timeout.
+  for (int i = 0; i < 20000 && R.remaining.load() > 0; ++i) {
+    if (i > 100) std::this_thread::yield();
+  }
+  if (R.remaining.load() > 0) {
+    std::unique_lock<std::mutex> lock(R.mu);
+    for (;;) {
+      const bool failed = group_->aborted();
+      const auto deadline = failed ? group_->timeout() : std::chrono::milliseconds(200);
+      const bool done = R.cv_done.wait_for(lock, deadline, [&] { return R.remaining.load() == 0; });
+      if (done) break;
+      if (failed) {
+        R.broken = true;
+        throw DistributedError(name() + ": " + std::to_string(R.remaining.load()) +
+                               " replica(s) did not stop within " + std::to_string(group_->timeout().count()) +
+                               " ms after replica " + std::to_string(R.first_error_replica) +
+                               " failed; the strategy is unusable");
+      }
+    }
+  }
+  R.fn = nullptr;
+  if (R.first_error) {
+    std::string what;
+    try {
+      std::rethrow_exception(R.first_error);
+    } catch (const std::exception& e) {
+      what = e.what();
+    } catch (...) {
+      what = "unknown exception";
+    }
+    throw ReplicaError(R.first_error_replica,
+                       "replica " + std::to_string(R.first_error_replica) + " of " + std::to_string(n) +
+                           " (" + devices_[static_cast<std::size_t>(R.first_error_replica)].str() + ") failed: " + what,
+                       R.first_error);
+  }
+}
+
+// ---------------------------------------------------------------------------------------
+int ReplicaContext::num_replicas_in_sync() const { return strategy_.num_replicas_in_sync(); }
+const Device& ReplicaContext::device() const {
+  return strategy_.devices()[static_cast<std::size_t>(replica_id_)];
+}
+
+Tensor ReplicaContext::all_reduce(ReduceOp op, const Tensor& value) {
+  LOCKSTEP_CHECK(value.defined() && value.dtype() == DType::kF32, "ReplicaContext::all_reduce: float32 tensors only");
+  Tensor out = value.clone();
+  strategy_.collectives().all_reduce(replica_id_, out.data<float>(), out.numel(), op);
+  return out;
+}
+
+void ReplicaContext::all_reduce_inplace(ReduceOp op, float* data, std::int64_t count) {
+  strategy_.collectives().all_reduce(replica_id_, data, count, op);
+}
+
+StrategyScope::StrategyScope(Strategy& strategy)
+    : strategy_(strategy), mirror_(strategy.contexts()), previous_(t_current_strategy) {
+  t_current_strategy = &strategy;
+}
+StrategyScope::~StrategyScope() { t_current_strategy = previous_; }
+
+// ---------------------------------------------------------------------------------------
+Tensor Strategy::reduce(ReduceOp op, const PerReplica<Tensor>& values, std::optional<int> axis) const {
+  LOCKSTEP_CHECK(values.size() > 0, "Strategy::reduce: no values");
+  if (axis) {
+    LOCKSTEP_CHECK(op == ReduceOp::kSum || op == ReduceOp::kMean, "Strategy::reduce with an axis supports sum and mean");
+    Tensor all = gather(values, *axis);
+    return op == ReduceOp::kSum ? sum(all, *axis) : mean(all, *axis);
+  }
+  const Tensor& first = values[0];
+  for (std::size_t r = 1; r < values.size(); ++r) {
+    LOCKSTEP_CHECK(values[r].shape() == first.shape(), "Strategy::reduce: replica ", r, " has shape ",
+                   values[r].shape().str(), " but replica 0 has ", first.shape().str());
+  }
+  Tensor acc = first.dtype() == DType::kF32 ? first.clone() : first.to(DType::kF32);
+  for (std::size_t r = 1; r < values.size(); ++r) {
+    const Tensor v = values[r].dtype() == DType::kF32 ? values[r] : values[r].to(DType::kF32);
+    acc = (op == ReduceOp::kMax || op == ReduceOp::kMin) ? (op == ReduceOp::kMax ? maximum(acc, v) : neg(maximum(neg(acc), neg(v))))
+                                                         : add(acc, v);
+  }
+  if (op == ReduceOp::kMean) acc = scale(acc, 1.0f / static_cast<float>(values.size()));
+  return acc;
+}
+
+Tensor Strategy::gather(const PerReplica<Tensor>& values, int axis) const {
+  LOCKSTEP_CHECK(values.size() > 0, "Strategy::gather: no values");
+  const Tensor& first = values[0];
+  LOCKSTEP_CHECK(axis == 0, "Strategy::gather: only axis 0 is supported, got ", axis);
+  std::int64_t rows = 0;
+  for (std::size_t r = 0; r < values.size(); ++r) {
+    LOCKSTEP_CHECK(values[r].rank() >= 1 && values[r].shape().tail() == first.shape().tail() &&
+                       values[r].dtype() == first.dtype(),
+                   "Strategy::gather: replica ", r, " has ", values[r].shape().str(), " ", dtype_name(values[r].dtype()),
+                   ", replica 0 has ", first.shape().str(), " ", dtype_name(first.dtype()));
+    rows += values[r].dim(0);
+  }
+  std::vector<std::int64_t> dims = first.shape().dims();
+  dims[0] = rows;
+  Tensor out = Tensor::empty(Shape(dims), first.dtype());
+  std::size_t off = 0;
+  for (const auto& v : values.values()) {
+    if (v.nbytes()) std::memcpy(static_cast<char*>(out.raw_data()) + off, v.raw_data(), v.nbytes());
+    off += v.nbytes();
+  }
+  return out;
+}
+
+std::pair<std::int64_t, std::int64_t> replica_rows(std::int64_t rows, int replicas, int r) {
+  const std::int64_t base = rows / replicas, rem = rows % replicas;
+  const std::int64_t b = r * base + std::min<std::int64_t>(r, rem);
+  return {b, b + base + (r < rem ? 1 : 0)};
+}
+
+std::unique_ptr<Strategy::DistributedIterator> Strategy::DistributedDataset::make_iterator() const {
+  return std::make_unique<DistributedIterator>(dataset_.make_iterator(), replicas_);
+}
+
+std::optional<Strategy::DistributedIterator::Batch> Strategy::DistributedIterator::next() {
+  auto e = it_->next();
+  if (!e) return std::nullopt;
+  LOCKSTEP_CHECK(!e->empty() && (*e)[0].rank() >= 1, "experimental_distribute_dataset: elements must be batches");
+  Batch b;
+  b.global_size = (*e)[0].dim(0);
+  for (std::size_t c = 1; c < e->size(); ++c) {
+    LOCKSTEP_CHECK((*e)[c].rank() >= 1 && (*e)[c].dim(0) == b.global_size, "experimental_distribute_dataset: component ",
+                   c, " has ", (*e)[c].shape().str(), " but component 0 has ", (*e)[0].shape().str());
+  }
+  for (int r = 0; r < replicas_; ++r) {
+    auto [lo, hi] = replica_rows(b.global_size, replicas_, r);
+    data::Element slice;
+    for (const auto& t : *e) slice.push_back(t.slice(lo, hi));
+    b.slices.values().push_back(std::move(slice));
+    b.offsets.push_back(lo);
+  }
+  return b;
+}
+
+void Strategy::mirror_variables(const std::vector<Variable>& variables) {
+  for (auto v : variables) v.mirror(context_ptrs_);
+}
+
+void Strategy::check_mirrored(const std::vector<Variable>& variables) const {
+  for (const auto& v : variables) {
+    for (int r = 1; r < v.num_copies(); ++r) {
+      const Tensor& a = v.copy(0);
+      const Tensor& b = v.copy(r);
+      if (a.nbytes() != b.nbytes() || std::memcmp(a.raw_data(), b.raw_data(), a.nbytes()) != 0) {
+        throw DistributedError("mirrored variable '" + v.name() + "' drifted: replica " + std::to_string(r) +
+                               "'s copy differs from replica 0's");
+      }
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------
+int default_num_cpu_devices() {
+  if (const char* env = std::getenv("LOCKSTEP_CPU_DEVICES")) {
+    char* end = nullptr;
+    const long n = std::strtol(env, &end, 10);
+    LOCKSTEP_CHECK(end != env && *end == '\0' && n >= 1 && n <= 1024, "LOCKSTEP_CPU_DEVICES='", env,
+                   "' is not a device count in [1, 1024]");
+    return static_cast<int>(n);
+  }
+  return backend::available_cores();
+}
+
+namespace {
+using Layout = StrategyLayout;
+
+Layout cpu_layout(const std::vector<int>& indices, int num_devices, bool pin) {
+  const std::vector<int> ids = backend::available_cpu_ids();
+  const int cores = static_cast<int>(ids.size());
+  Layout l;
+  const int n = static_cast<int>(indices.size());
+  if (n > cores) {
+    std::fprintf(stderr,
+                 "WARNING: %d logical CPU devices share %d core(s): replicas will time-slice the cores, so steps "
+                 "are slower than with %d devices\n",
+                 n, cores, cores);
+  }
+  const int per = std::max(1, cores / std::max(1, num_devices));
+  for (int i = 0; i < n; ++i) {
+    const int idx = indices[static_cast<std::size_t>(i)];
+    l.devices.push_back(Device{DeviceKind::kCpu, idx});
+    l.threads.push_back(per);
+    std::vector<int> mine;
+    if (pin && num_devices <= cores) {
+      for (int k = 0; k < per; ++k) mine.push_back(ids[static_cast<std::size_t>(idx * per + k)]);
+    }
+    l.cpus.push_back(std::move(mine));
+  }
+  return l;
+}
+
+Layout mirrored_layout(const MirroredOptions& o) {
+  const int num_cpu = o.num_cpu_devices > 0 ? o.num_cpu_devices : default_num_cpu_devices();
+  std::vector<int> cpu_indices;
+  std::vector<int> gpu_indices;
+  for (const auto& s : o.devices) {
+    const Device d = Device::parse(s);
+    if (d.kind == DeviceKind::kCpu) {
+      LOCKSTEP_CHECK(d.index < num_cpu, "device '", s, "' does not exist: there are ", num_cpu,
+                     " logical CPU devices (cpu:0 .. cpu:", num_cpu - 1, "; set num_cpu_devices or LOCKSTEP_CPU_DEVICES)");
+      cpu_indices.push_back(d.index);
+    } else {
+      gpu_indices.push_back(d.index);
+    }
+  }
+  if (!gpu_indices.empty()) {
+    const int gpus = backend::cuda_device_count();
+    for (int g : gpu_indices) {
+      LOCKSTEP_CHECK(g < gpus, "device 'gpu:", g, "' does not exist: this machine has ", gpus, " GPU(s)",
+                     (gpus == 0 ? " (or lockstep was built without CUDA)" : ""));
+    }
+    throw ValueError("MirroredStrategy: GPU replicas are not supported yet (lockstep has no CUDA kernels); use CPU devices");
+  }
+  for (std::size_t i = 0; i < cpu_indices.size(); ++i)
+    for (std::size_t j = i + 1; j < cpu_indices.size(); ++j)
+      LOCKSTEP_CHECK(cpu_indices[i] != cpu_indices[j], "device 'cpu:", cpu_indices[i], "' is listed twice");
+  if (cpu_indices.empty())
+    for (int i = 0; i < num_cpu; ++i) cpu_indices.push_back(i);
+  Layout l = cpu_layout(cpu_indices, num_cpu, o.pin_threads);
+  l.timeout = o.collective_timeout;
+  return l;
+}
+
+Layout one_device_layout(const std::string& device) {
+  const Device d = Device::parse(device);
+  LOCKSTEP_CHECK(d.kind == DeviceKind::kCpu, "OneDeviceStrategy: GPU devices are not supported yet ('", device, "')");
+  Layout l;
+  l.devices = {d};
+  l.threads = {backend::default_cpu_threads()};
+  l.cpus = {{}};
+  return l;
+}
+}  // namespace
+
+MirroredStrategy::MirroredStrategy(const MirroredOptions& o) : Strategy(mirrored_layout(o)) {}
+
+OneDeviceStrategy::OneDeviceStrategy(const std::string& device) : Strategy(one_device_layout(device)) {}
+
+}  // namespace lockstep::distribute
