@@ -163,6 +163,12 @@ TEST(Clipping, GlobalClipnormUsesTheNormOfAllGradients) {
   opt->apply_gradients({{vec({3.0f, 4.0f}), a}, {vec({12.0f}), b}});
   expect_near_all(values(a), {-3.0 / 13, -4.0 / 13}, 1e-6);
   expect_near_all(values(b), {-12.0 / 13}, 1e-6);
+  // Just above the limit (global norm sqrt(1.81)) is scaled too; each variable alone is below it.
+  Variable c = var({0.0f, 0.0f}, "c"), d = var({0.0f}, "d");
+  const double norm = std::sqrt(0.36 + 0.64 + 0.81);
+  opt->apply_gradients({{vec({0.6f, 0.8f}), c}, {vec({0.9f}), d}});
+  expect_near_all(values(c), {-0.6 / norm, -0.8 / norm}, 1e-6);
+  expect_near_all(values(d), {-0.9 / norm}, 1e-6);
 }
 
 TEST(Clipping, ClipvalueClipsElementwise) {
