@@ -1,0 +1,233 @@
+// Losses against hand formulas and Keras' documented examples; metrics' state and naming.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "lockstep/losses/loss.hpp"
+#include "lockstep/metrics/metric.hpp"
+
+namespace lockstep {
+namespace {
+
+Tensor mat(const std::vector<float>& v, std::int64_t rows, std::int64_t cols) {
+  return Tensor::from_vector(v, Shape{rows, cols});
+}
+Tensor labels(const std::vector<std::int64_t>& v) {
+  return Tensor::from_vector(v, Shape{static_cast<std::int64_t>(v.size())});
+}
+Tensor per_example(const losses::LossPtr& loss, const Tensor& y_true, const Tensor& y_pred) {
+  return loss->per_example(y_true, y_pred, Tensor());
+}
+double logsumexp(const std::vector<double>& x) {
+  double s = 0;
+  for (double v : x) s += std::exp(v);
+  return std::log(s);
+}
+std::string message_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const ValueError& e) {
+    return e.what();
+  }
+  ADD_FAILURE() << "expected ValueError";
+  return "";
+}
+
+TEST(SparseCategoricalCrossentropy, FromLogitsIsLogSumExpMinusTrueLogit) {
+  auto loss = losses::SparseCategoricalCrossentropy({.from_logits = true});
+  const Tensor logits = mat({1, 2, 3, 1, 0, -1}, 2, 3);
+  const auto got = per_example(loss, labels({2, 0}), logits).to_vector<float>();
+  ASSERT_EQ(got.size(), 2u);
+  EXPECT_NEAR(got[0], logsumexp({1, 2, 3}) - 3, 1e-5);
+  EXPECT_NEAR(got[1], logsumexp({1, 0, -1}) - 1, 1e-5);
+  EXPECT_NEAR((*loss)(labels({2, 0}), logits).item(), (got[0] + got[1]) / 2, 1e-6);
+}
+
+TEST(SparseCategoricalCrossentropy, FromProbabilitiesKerasDocExample) {
+  // keras.losses.SparseCategoricalCrossentropy docs: y_true [1, 2],
+  // y_pred [[0.05, 0.95, 0], [0.1, 0.8, 0.1]] -> 1.177.
+  auto loss = losses::SparseCategoricalCrossentropy();
+  const Tensor p = mat({0.05f, 0.95f, 0.0f, 0.1f, 0.8f, 0.1f}, 2, 3);
+  EXPECT_NEAR((*loss)(labels({1, 2}), p).item(), 1.177, 1e-3);
+  EXPECT_NEAR((*loss)(labels({1, 2}), p).item(), -(std::log(0.95) + std::log(0.1)) / 2, 1e-5);
+}
+
+TEST(SparseCategoricalCrossentropy, ZeroProbabilityIsClippedAt1em7) {
+  auto loss = losses::SparseCategoricalCrossentropy();
+  const Tensor p = mat({0.0f, 0.5f, 0.5f}, 1, 3);
+  const float got = per_example(loss, labels({0}), p).to_vector<float>()[0];
+  EXPECT_TRUE(std::isfinite(got));
+  EXPECT_NEAR(got, -std::log(1e-7), 1e-3);
+}
+
+TEST(SparseCategoricalCrossentropy, UnnormalisedProbabilitiesAreRescaled) {
+  // Keras divides y_pred by its sum over the class axis first.
+  auto loss = losses::SparseCategoricalCrossentropy();
+  const Tensor p = mat({1.0f, 1.0f, 2.0f}, 1, 3);
+  EXPECT_NEAR(per_example(loss, labels({2}), p).to_vector<float>()[0], -std::log(0.5), 1e-5);
+}
+
+TEST(SparseCategoricalCrossentropy, LabelOutOfRangeNamesTheIndex) {
+  const Tensor p = mat({0.2f, 0.3f, 0.5f, 0.1f, 0.1f, 0.8f}, 2, 3);
+  for (bool from_logits : {false, true}) {
+    auto loss = losses::SparseCategoricalCrossentropy({.from_logits = from_logits});
+    const std::string msg = message_of([&] { (void)per_example(loss, labels({0, 3}), p); });
+    EXPECT_NE(msg.find("label 3"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("index 1"), std::string::npos) << msg;
+  }
+  auto loss = losses::SparseCategoricalCrossentropy();
+  EXPECT_THROW((void)per_example(loss, labels({-1, 0}), p), ValueError);
+}
+
+TEST(SparseCategoricalCrossentropy, MismatchedBatchNamesBothShapes) {
+  auto loss = losses::SparseCategoricalCrossentropy();
+  const Tensor p = mat({0.2f, 0.3f, 0.5f, 0.1f, 0.1f, 0.8f}, 2, 3);
+  const std::string msg = message_of([&] { (void)per_example(loss, labels({0, 1, 2}), p); });
+  EXPECT_NE(msg.find("(3,)"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("(2, 3)"), std::string::npos) << msg;
+}
+
+TEST(CategoricalCrossentropy, KerasDocExampleAndSoftTargets) {
+  // keras.losses.CategoricalCrossentropy docs: -> 1.177.
+  auto loss = losses::CategoricalCrossentropy();
+  const Tensor t = mat({0, 1, 0, 0, 0, 1}, 2, 3);
+  const Tensor p = mat({0.05f, 0.95f, 0.0f, 0.1f, 0.8f, 0.1f}, 2, 3);
+  EXPECT_NEAR((*loss)(t, p).item(), 1.177, 1e-3);
+  const Tensor soft = mat({0.25f, 0.75f, 0.0f}, 1, 3);
+  const Tensor q = mat({0.5f, 0.25f, 0.25f}, 1, 3);
+  EXPECT_NEAR(per_example(loss, soft, q).to_vector<float>()[0], -(0.25 * std::log(0.5) + 0.75 * std::log(0.25)),
+              1e-5);
+}
+
+TEST(CategoricalCrossentropy, FromLogits) {
+  auto loss = losses::CategoricalCrossentropy({.from_logits = true});
+  const Tensor t = mat({0.5f, 0.5f, 0.0f}, 1, 3);
+  const Tensor z = mat({2.0f, -1.0f, 0.5f}, 1, 3);
+  const double lse = logsumexp({2.0, -1.0, 0.5});
+  EXPECT_NEAR(per_example(loss, t, z).to_vector<float>()[0], 0.5 * (lse - 2.0) + 0.5 * (lse + 1.0), 1e-5);
+}
+
+TEST(CategoricalCrossentropy, ShapeMismatchNamesBothShapes) {
+  auto loss = losses::CategoricalCrossentropy();
+  const std::string msg =
+      message_of([&] { (void)per_example(loss, mat({0, 1, 0, 1}, 2, 2), mat({0.5f, 0.25f, 0.25f, 0, 0, 1}, 2, 3)); });
+  EXPECT_NE(msg.find("(2, 2)"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("(2, 3)"), std::string::npos) << msg;
+}
+
+TEST(BinaryCrossentropy, ProbabilitiesKerasDocExample) {
+  // keras.losses.BinaryCrossentropy docs: y_true [[0, 1], [0, 0]],
+  // y_pred [[0.6, 0.4], [0.4, 0.6]] -> 0.815.
+  auto loss = losses::BinaryCrossentropy();
+  const Tensor t = mat({0, 1, 0, 0}, 2, 2);
+  const Tensor p = mat({0.6f, 0.4f, 0.4f, 0.6f}, 2, 2);
+  const auto got = per_example(loss, t, p).to_vector<float>();
+  EXPECT_NEAR(got[0], -(std::log(0.4) + std::log(0.4)) / 2, 1e-5);
+  EXPECT_NEAR(got[1], -(std::log(0.6) + std::log(0.4)) / 2, 1e-5);
+  EXPECT_NEAR((*loss)(t, p).item(), 0.815, 1e-3);
+}
+
+TEST(BinaryCrossentropy, ProbabilitiesOfZeroAndOneAreClipped) {
+  auto loss = losses::BinaryCrossentropy();
+  const float got = per_example(loss, mat({1}, 1, 1), mat({0}, 1, 1)).to_vector<float>()[0];
+  EXPECT_TRUE(std::isfinite(got));
+  EXPECT_NEAR(got, -std::log(1e-7), 1e-2);
+}
+
+TEST(BinaryCrossentropy, FromLogitsKerasDocExample) {
+  // keras.losses.BinaryCrossentropy(from_logits=True) docs: y_true [0, 1, 0, 0],
+  // y_pred [-18.6, 0.51, 2.94, -12.8] -> 0.865.
+  auto loss = losses::BinaryCrossentropy({.from_logits = true});
+  const std::vector<float> x = {-18.6f, 0.51f, 2.94f, -12.8f}, z = {0, 1, 0, 0};
+  double want = 0;
+  for (std::size_t i = 0; i < 4; ++i) {
+    const double s = 1 / (1 + std::exp(-static_cast<double>(x[i])));
+    want += -(z[i] * std::log(s) + (1 - z[i]) * std::log(1 - s));
+  }
+  want /= 4;
+  const Tensor y_true = Tensor::from_vector(z, Shape{4}), y_pred = Tensor::from_vector(x, Shape{4});
+  EXPECT_NEAR((*loss)(y_true, y_pred).item(), want, 1e-5);
+  EXPECT_NEAR((*loss)(y_true, y_pred).item(), 0.865, 1e-3);
+  // Large logits stay finite (the stable form).
+  const float big = per_example(loss, mat({0}, 1, 1), mat({200.0f}, 1, 1)).to_vector<float>()[0];
+  EXPECT_NEAR(big, 200.0, 1e-3);
+}
+
+TEST(MeanSquaredError, KerasDocExample) {
+  // keras.losses.MeanSquaredError docs: y_true [[0, 1], [0, 0]], y_pred [[1, 1], [1, 0]] -> 0.5.
+  auto loss = losses::MeanSquaredError();
+  const Tensor t = mat({0, 1, 0, 0}, 2, 2), p = mat({1, 1, 1, 0}, 2, 2);
+  const auto got = per_example(loss, t, p).to_vector<float>();
+  EXPECT_NEAR(got[0], 0.5, 1e-7);
+  EXPECT_NEAR(got[1], 0.5, 1e-7);
+  EXPECT_NEAR((*loss)(t, mat({3, -1, 0, 0.5f}, 2, 2)).item(), ((9.0 + 4.0) / 2 + 0.25 / 2) / 2, 1e-6);
+}
+
+TEST(MeanSquaredError, MismatchedBatchNamesBothShapes) {
+  auto loss = losses::MeanSquaredError();
+  const std::string msg = message_of([&] { (void)per_example(loss, mat({0, 1, 0}, 3, 1), mat({1, 1}, 2, 1)); });
+  EXPECT_NE(msg.find("(3, 1)"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("(2, 1)"), std::string::npos) << msg;
+}
+
+TEST(LossesGet, KerasNames) {
+  EXPECT_EQ(losses::get("sparse_categorical_crossentropy")->name(), "sparse_categorical_crossentropy");
+  EXPECT_EQ(losses::get("categorical_crossentropy")->name(), "categorical_crossentropy");
+  EXPECT_EQ(losses::get("binary_crossentropy")->name(), "binary_crossentropy");
+  EXPECT_EQ(losses::get("mse")->name(), "mean_squared_error");
+  EXPECT_EQ(losses::get("mean_squared_error")->name(), "mean_squared_error");
+  const std::string msg = message_of([] { (void)losses::get("hinge_typo"); });
+  EXPECT_NE(msg.find("hinge_typo"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("sparse_categorical_crossentropy"), std::string::npos) << msg;
+}
+
+TEST(Metrics, AccuracyWithSparseLossIsSparseCategoricalAccuracy) {
+  auto m = metrics::get("accuracy", "sparse_categorical_crossentropy");
+  EXPECT_EQ(m->name(), "accuracy");
+  EXPECT_NE(dynamic_cast<metrics::SparseCategoricalAccuracy*>(m.get()), nullptr);
+  // Rows' argmax: 1, 2, 0, 0 against labels 1, 2, 1, 0 -> 3/4.
+  m->update_state(labels({1, 2, 1, 0}), mat({0.1f, 0.8f, 0.1f, 0.2f, 0.3f, 0.5f, 0.6f, 0.3f, 0.1f, 0.9f, 0.05f, 0.05f}, 4, 3));
+  EXPECT_DOUBLE_EQ(m->result(), 0.75);
+  m->update_state(labels({2}), mat({0.9f, 0.05f, 0.05f}, 1, 3));
+  EXPECT_DOUBLE_EQ(m->result(), 3.0 / 5.0);
+  m->reset_state();
+  EXPECT_DOUBLE_EQ(m->result(), 0.0);
+}
+
+TEST(Metrics, AccuracyWithCategoricalLossComparesArgmaxOfOneHot) {
+  auto m = metrics::get("acc", "categorical_crossentropy");
+  EXPECT_EQ(dynamic_cast<metrics::SparseCategoricalAccuracy*>(m.get()), nullptr);
+  m->update_state(mat({0, 1, 1, 0}, 2, 2), mat({0.3f, 0.7f, 0.4f, 0.6f}, 2, 2));
+  EXPECT_DOUBLE_EQ(m->result(), 0.5);
+}
+
+TEST(Metrics, MeanIsWeightedAndResets) {
+  // keras.metrics.Mean docs: update_state([1, 3, 5, 7]) -> 4.
+  metrics::Mean m;
+  m.update_state(Tensor::from_vector<float>({1, 3, 5, 7}, Shape{4}), Tensor());
+  EXPECT_DOUBLE_EQ(m.result(), 4.0);
+  m.reset_state();
+  // sample_weight [1, 1, 0, 0] -> 2.
+  m.update(1, 1);
+  m.update(3, 1);
+  m.update(5, 0);
+  m.update(7, 0);
+  EXPECT_DOUBLE_EQ(m.result(), 2.0);
+  m.reset_state();
+  m.update(2.0, 1.0);
+  m.update(5.0, 3.0);
+  EXPECT_DOUBLE_EQ(m.result(), (2.0 + 15.0) / 4.0);
+  m.reset_state();
+  EXPECT_DOUBLE_EQ(m.result(), 0.0);
+  EXPECT_DOUBLE_EQ(m.state()[1], 0.0);
+}
+
+TEST(Metrics, UnknownNameThrows) {
+  EXPECT_THROW((void)metrics::get("f1_typo", "mse"), ValueError);
+}
+
+}  // namespace
+}  // namespace lockstep

@@ -1,0 +1,65 @@
+// Progbar: Keras' line format and the non-interactive mode.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <string>
+
+#include "lockstep/training/progbar.hpp"
+
+namespace lockstep {
+namespace {
+
+std::string read_all(std::FILE* f) {
+  std::fflush(f);
+  std::rewind(f);
+  std::string s;
+  char buf[256];
+  for (std::size_t n; (n = std::fread(buf, 1, sizeof buf, f)) > 0;) s.append(buf, n);
+  return s;
+}
+
+TEST(Progbar, FinishedLineMatchesKeras) {
+  Progbar bar(1000, stdout, /*interactive=*/0);
+  // 3.2 s over 1000 steps: Keras prints "3s 3ms/step".
+  EXPECT_EQ(bar.render(1000, {{"loss", 0.22104}, {"accuracy", 0.93451}}, 3.2),
+            "1000/1000 [==============================] - 3s 3ms/step - loss: 0.2210 - accuracy: 0.9345");
+}
+
+TEST(Progbar, PartialBarHasAnArrowAndAnEta) {
+  Progbar bar(1000, stdout, 0);
+  const std::string line = bar.render(500, {{"loss", 0.5}}, 1.0);
+  // Keras pads the count to the target's width; 15 of 30 cells filled, the last one '>'.
+  EXPECT_EQ(line.rfind(" 500/1000 [==============>...............]", 0), 0u) << line;
+  EXPECT_NE(line.find(" - ETA: "), std::string::npos) << line;
+  EXPECT_NE(line.find(" - loss: 0.5000"), std::string::npos) << line;
+  const std::string start = bar.render(0, {}, 0.0);
+  EXPECT_EQ(start.rfind("   0/1000 [" + std::string(30, '.') + "]", 0), 0u) << start;
+}
+
+TEST(Progbar, SmallValuesUseScientificNotation) {
+  Progbar bar(10, stdout, 0);
+  const std::string line = bar.render(10, {{"loss", 5e-5}}, 1.0);
+  EXPECT_NE(line.find("loss: 5.0000e-05"), std::string::npos) << line;
+}
+
+TEST(Progbar, NonInteractivePrintsOneLineAtTheEnd) {
+  std::FILE* f = std::tmpfile();
+  ASSERT_NE(f, nullptr);
+  {
+    Progbar bar(10, f, /*interactive=*/0);
+    for (int i = 1; i < 10; ++i) bar.update(i, {{"loss", 1.0 / i}});
+    EXPECT_EQ(read_all(f), "");
+    std::fseek(f, 0, SEEK_END);
+    bar.update(10, {{"loss", 0.1}});
+  }
+  const std::string out = read_all(f);
+  std::fclose(f);
+  EXPECT_EQ(out.rfind("10/10 [==============================]", 0), 0u) << out;
+  EXPECT_EQ(out.find('\r'), std::string::npos) << out;
+  ASSERT_FALSE(out.empty());
+  EXPECT_EQ(out.find('\n'), out.size() - 1) << out;
+  EXPECT_NE(out.find("loss: 0.1000"), std::string::npos) << out;
+}
+
+}  // namespace
+}  // namespace lockstep

@@ -1,0 +1,137 @@
+// Sequential: Keras' summary layout, construction-time shape errors, naming, lazy build.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "lockstep/layers/core_layers.hpp"
+#include "lockstep/training/sequential.hpp"
+#include "training/training_test_util.hpp"
+
+namespace lockstep {
+namespace {
+
+using test::message_of;
+
+std::vector<std::string> lines_of(const std::string& s) {
+  std::vector<std::string> out;
+  std::istringstream in(s);
+  for (std::string line; std::getline(in, line);) out.push_back(line);
+  return out;
+}
+
+const std::string* find_line(const std::vector<std::string>& lines, const std::string& needle) {
+  for (const auto& l : lines)
+    if (l.find(needle) != std::string::npos) return &l;
+  return nullptr;
+}
+
+Sequential flagship() {
+  return Sequential({layers::Dense(128, "relu", 784), layers::Dropout(0.2f), layers::Dense(10, "softmax")});
+}
+
+TEST(Sequential, FlagshipSummaryMatchesKerasLayout) {
+  Sequential model = flagship();
+  ASSERT_TRUE(model.built());
+  const auto lines = lines_of(model.summary());
+  ASSERT_FALSE(lines.empty());
+  EXPECT_EQ(lines[0], "Model: \"sequential\"");
+  // Keras' sequential layout (line_length 65, positions .45/.85/1.0): columns start at 0 (with a
+  // leading space), 29 and 55.
+  const std::string* header = find_line(lines, "Layer (type)");
+  ASSERT_NE(header, nullptr);
+  EXPECT_EQ(header->find(" Layer (type)"), 0u) << *header;
+  EXPECT_EQ(header->find("Output Shape"), 29u) << *header;
+  EXPECT_EQ(header->find("Param #"), 55u) << *header;
+
+  struct Row {
+    const char* name;
+    const char* shape;
+    const char* params;
+  };
+  for (const Row& r : {Row{"dense (Dense)", "(None, 128)", "100480"}, Row{"dropout (Dropout)", "(None, 128)", "0"},
+                       Row{"dense_1 (Dense)", "(None, 10)", "1290"}}) {
+    const std::string* line = find_line(lines, r.name);
+    ASSERT_NE(line, nullptr) << r.name;
+    EXPECT_EQ(line->find(r.name), 1u) << *line;
+    EXPECT_EQ(line->find(r.shape), 29u) << *line;
+    EXPECT_EQ(line->find(r.params, 55), 55u) << *line;
+  }
+  EXPECT_NE(find_line(lines, "Total params: 101,770"), nullptr);
+  EXPECT_NE(find_line(lines, "Trainable params: 101,770"), nullptr);
+  EXPECT_NE(find_line(lines, "Non-trainable params: 0"), nullptr);
+  // Rules of '_' and '=' the width of the table.
+  EXPECT_NE(std::find(lines.begin(), lines.end(), std::string(65, '=')), lines.end());
+  EXPECT_NE(std::find(lines.begin(), lines.end(), std::string(65, '_')), lines.end());
+  EXPECT_EQ(model.count_params(), 101770);
+}
+
+TEST(Sequential, IncompatibleLayersFailAtConstructionNamingBothShapes) {
+  const std::string msg = message_of([] {
+    Sequential model({layers::Dense(10, "relu", 784), layers::Dense(5, "linear", 20)});
+  });
+  EXPECT_NE(msg.find("(None, 20)"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("(None, 10)"), std::string::npos) << msg;
+  // Dense after a rank-3 output suggests Flatten.
+  const std::string msg2 = message_of([] {
+    Sequential model({layers::Input(Shape{28, 28}), layers::Dense(10)});
+  });
+  EXPECT_NE(msg2.find("Flatten"), std::string::npos) << msg2;
+}
+
+TEST(Sequential, CallingOnWrongInputShapeNamesExpectedAndReceived) {
+  Sequential model = flagship();
+  const std::string msg = message_of([&] { (void)model(Tensor::zeros({2, 100})); });
+  EXPECT_NE(msg.find("(None, 784)"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("(2, 100)"), std::string::npos) << msg;
+  EXPECT_EQ(model(Tensor::zeros({3, 784})).shape(), (Shape{3, 10}));
+}
+
+TEST(Sequential, LayersAreNamedLikeKeras) {
+  Sequential model({layers::Dense(4, "relu", 3), layers::Dropout(0.1f), layers::Dense(4), layers::Dropout(0.1f),
+                    layers::Dense(2), layers::Flatten()});
+  std::vector<std::string> names;
+  for (const auto& l : model.layers()) names.push_back(l->name());
+  EXPECT_EQ(names, (std::vector<std::string>{"dense", "dropout", "dense_1", "dropout_1", "dense_2", "flatten"}));
+  // Variables carry the layer's name.
+  EXPECT_EQ(model.variables()[0].name(), "dense/kernel");
+  EXPECT_EQ(model.variables()[3].name(), "dense_1/bias");
+}
+
+TEST(Sequential, FlattenThenDenseInfersFeatures) {
+  Sequential model({layers::Input(Shape{28, 28}), layers::Flatten(), layers::Dense(10, "softmax")});
+  EXPECT_EQ(model.count_params(), 784 * 10 + 10);
+  EXPECT_EQ(model(Tensor::zeros({2, 28, 28})).shape(), (Shape{2, 10}));
+}
+
+TEST(Sequential, WithoutInputDimBuildsOnFirstFit) {
+  Sequential model({layers::Dense(8, "relu"), layers::Dense(2, "softmax")});
+  EXPECT_FALSE(model.built());
+  EXPECT_THROW((void)model.summary(), ValueError);
+  model.compile(optimizers::SGD(0.1), losses::SparseCategoricalCrossentropy());
+  const auto toy = test::make_toy(16);
+  model.fit(toy.x, toy.y, {.epochs = 1, .batch_size = 8, .verbose = 0});
+  EXPECT_TRUE(model.built());
+  EXPECT_EQ(model.count_params(), 2 * 8 + 8 + 8 * 2 + 2);
+  EXPECT_NE(model.summary().find("(None, 8)"), std::string::npos);
+}
+
+TEST(Sequential, SoftmaxOutputsAreProbabilities) {
+  Sequential model = flagship();
+  std::vector<float> v(3 * 784);
+  for (std::size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>((i * 37) % 255) / 255.0f;
+  const auto p = model(Tensor::from_vector(v, Shape{3, 784})).to_vector<float>();
+  for (int r = 0; r < 3; ++r) {
+    double s = 0;
+    for (int c = 0; c < 10; ++c) {
+      EXPECT_GE(p[r * 10 + c], 0.0f);
+      s += p[r * 10 + c];
+    }
+    EXPECT_NEAR(s, 1.0, 1e-5);
+  }
+}
+
+}  // namespace
+}  // namespace lockstep
