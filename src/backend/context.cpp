@@ -14,7 +14,7 @@ thread_local ComputeContext* t_current = nullptr;
 ComputeContext::ComputeContext(Device device, int threads, std::vector<int> cpus)
     : device_(device),
       cpus_(cpus),
-      allocator_(std::make_unique<CachingHostAllocator>()),
+      allocator_(std::make_shared<CachingHostAllocator>()),
       pool_(std::make_unique<ThreadPool>(threads, std::move(cpus))) {}
 
 std::vector<int> available_cpu_ids() {

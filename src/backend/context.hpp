@@ -20,6 +20,7 @@ class ComputeContext {
 
   const Device& device() const { return device_; }
   Allocator& allocator() { return *allocator_; }
+  const std::shared_ptr<Allocator>& allocator_ptr() const { return allocator_; }
   ThreadPool& pool() { return *pool_; }
   int threads() const { return pool_->size(); }
   const std::vector<int>& cpus() const { return cpus_; }
@@ -27,7 +28,7 @@ class ComputeContext {
  private:
   Device device_;
   std::vector<int> cpus_;
-  std::unique_ptr<Allocator> allocator_;
+  std::shared_ptr<Allocator> allocator_;
   std::unique_ptr<ThreadPool> pool_;
 };
 

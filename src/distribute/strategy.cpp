@@ -303,6 +303,12 @@ void Strategy::check_mirrored(const std::vector<Variable>& variables) const {
   }
 }
 
+Tensor compute_average_loss(const Tensor& per_example_loss, std::int64_t global_batch_size) {
+  LOCKSTEP_CHECK(global_batch_size > 0, "compute_average_loss: global_batch_size must be positive, got ",
+                 global_batch_size);
+  return scale(sum(per_example_loss), 1.0f / static_cast<float>(global_batch_size));
+}
+
 // ---------------------------------------------------------------------------------------
 int default_num_cpu_devices() {
   if (const char* env = std::getenv("LOCKSTEP_CPU_DEVICES")) {

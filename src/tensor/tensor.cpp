@@ -39,7 +39,7 @@ Tensor Tensor::empty(const Shape& shape, DType dtype) {
   auto storage = std::make_shared<Storage>();
   storage->nbytes = static_cast<std::size_t>(shape.numel()) * dtype_size(dtype);
   storage->data = ctx.allocator().allocate(storage->nbytes);
-  storage->allocator = &ctx.allocator();
+  storage->allocator = ctx.allocator_ptr();
   storage->device = ctx.device();
   auto impl = std::make_shared<TensorImpl>();
   impl->storage = std::move(storage);

@@ -210,6 +210,10 @@ class OneDeviceStrategy final : public Strategy {
   std::string name() const override { return "OneDeviceStrategy"; }
 };
 
+/// sum(per_example_loss) / global_batch_size: the loss each replica should differentiate so
+/// that the all-reduced (summed) gradients are those of the global batch's mean loss.
+Tensor compute_average_loss(const Tensor& per_example_loss, std::int64_t global_batch_size);
+
 /// The number of logical CPU devices a default MirroredStrategy makes: $LOCKSTEP_CPU_DEVICES
 /// if set, else one per available core.
 int default_num_cpu_devices();

@@ -26,7 +26,9 @@ class Allocator;
 struct Storage {
   void* data = nullptr;
   std::size_t nbytes = 0;
-  backend::Allocator* allocator = nullptr;  // null: not owned (never freed here)
+  // Shared so that memory outliving its device's context (a model kept after its strategy)
+  // still has an allocator to return to.
+  std::shared_ptr<backend::Allocator> allocator;  // null: not owned (never freed here)
   Device device;
   ~Storage();
 };

@@ -1,0 +1,272 @@
+// MirroredStrategy: N replicas compute what one device would; failures are reported, never hung on.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <thread>
+
+#include "lockstep/lockstep.hpp"
+
+using namespace lockstep;
+using namespace lockstep::distribute;
+
+namespace {
+struct Batches {
+  std::vector<Tensor> x, y;
+};
+
+// Global batches of the given sizes (the last may be short) from a fixed random problem.
+Batches make_batches(const std::vector<std::int64_t>& sizes, std::uint64_t seed = 5) {
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<float> u(0.0f, 1.0f);
+  Batches b;
+  for (auto n : sizes) {
+    std::vector<float> xv(static_cast<std::size_t>(n * 20));
+    std::vector<std::int64_t> yv(static_cast<std::size_t>(n));
+    for (auto& v : xv) v = u(rng);
+    for (auto& v : yv) v = static_cast<std::int64_t>(rng() % 5);
+    b.x.push_back(Tensor::from_vector(xv, {n, 20}));
+    b.y.push_back(Tensor::from_vector(yv, {n}));
+  }
+  return b;
+}
+
+std::unique_ptr<Sequential> make_model() {
+  set_random_seed(11);
+  auto m = std::make_unique<Sequential>(std::vector<layers::LayerPtr>{
+      layers::Dense(16, "relu", 20), layers::Dropout(0.3), layers::Dense(5, "softmax")});
+  m->compile(optimizers::Adam(1e-2), losses::SparseCategoricalCrossentropy(), {"accuracy"});
+  return m;
+}
+
+// Trains on the batches with `replicas` CPU replicas (0: no strategy) and returns the weights.
+std::vector<std::vector<float>> train(int replicas, const Batches& b, double* last_loss = nullptr) {
+  std::unique_ptr<MirroredStrategy> strategy;
+  if (replicas > 0) strategy = std::make_unique<MirroredStrategy>(MirroredOptions{.num_cpu_devices = replicas});
+  std::unique_ptr<Sequential> model;
+  if (strategy) {
+    auto scope = strategy->scope();
+    model = make_model();
+  } else {
+    model = make_model();
+  }
+  double loss = 0;
+  for (std::size_t i = 0; i < b.x.size(); ++i) loss = model->train_step(b.x[i], b.y[i]);
+  if (last_loss) *last_loss = loss;
+  if (strategy) strategy->check_mirrored(model->variables());
+  std::vector<std::vector<float>> w;
+  for (const auto& v : model->variables()) w.push_back(v.value().to_vector<float>());
+  return w;
+}
+
+double max_rel_diff(const std::vector<std::vector<float>>& a, const std::vector<std::vector<float>>& b) {
+  double worst = 0;
+  for (std::size_t t = 0; t < a.size(); ++t) {
+    double diff = 0, scale = 1e-30;
+    for (std::size_t i = 0; i < a[t].size(); ++i) {
+      diff = std::max(diff, static_cast<double>(std::fabs(a[t][i] - b[t][i])));
+      scale = std::max(scale, static_cast<double>(std::fabs(b[t][i])));
+    }
+    worst = std::max(worst, diff / scale);
+  }
+  return worst;
+}
+}  // namespace
+
+TEST(Mirrored, NReplicasComputeWhatOneDeviceWould) {
+  // 7 is not divisible by 2, 3 or 4; the short last batch of 2 leaves replicas with no rows.
+  const Batches b = make_batches({12, 7, 12, 9, 2});
+  const auto reference = train(0, b);
+  for (int n : {1, 2, 3, 4}) {
+    const auto w = train(n, b);
+    EXPECT_LE(max_rel_diff(w, reference), 1e-5) << n << " replicas";
+  }
+}
+
+TEST(Mirrored, SameSeedSameReplicasIsBitIdentical) {
+  const Batches b = make_batches({12, 7, 12});
+  const auto a = train(3, b);
+  const auto c = train(3, b);
+  for (std::size_t t = 0; t < a.size(); ++t)
+    EXPECT_EQ(0, std::memcmp(a[t].data(), c[t].data(), a[t].size() * sizeof(float))) << "tensor " << t;
+}
+
+TEST(Mirrored, VariablesMadeInScopeAreMirroredAndDriftIsDetected) {
+  MirroredStrategy strategy({.num_cpu_devices = 3});
+  EXPECT_EQ(strategy.num_replicas_in_sync(), 3);
+  auto scope = strategy.scope();
+  Variable v(Tensor::from_vector<float>({1, 2, 3}, {3}), "v");
+  ASSERT_EQ(v.num_copies(), 3);
+  strategy.check_mirrored({v});
+  // Each replica sees its own copy.
+  auto seen = strategy.run([&](ReplicaContext& ctx) {
+    return v.value().raw_data() == v.copy(ctx.replica_id_in_sync_group()).raw_data();
+  });
+  for (bool s : seen.values()) EXPECT_TRUE(s);
+  const_cast<float*>(v.copy(2).data<float>())[1] = 9.0f;
+  try {
+    strategy.check_mirrored({v});
+    FAIL() << "drift not detected";
+  } catch (const DistributedError& e) {
+    EXPECT_NE(std::string(e.what()).find("'v'"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("replica 2"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Mirrored, ModelBuiltBeforeTheStrategyIsDistributedOnRequest) {
+  const Batches b = make_batches({8, 8});
+  auto model = make_model();  // no strategy exists yet
+  MirroredStrategy strategy({.num_cpu_devices = 2});
+  model->distribute(strategy);
+  for (const auto& v : model->variables()) EXPECT_EQ(v.num_copies(), 2) << v.name();
+  model->train_step(b.x[0], b.y[0]);
+  strategy.check_mirrored(model->variables());
+  EXPECT_LE(max_rel_diff({model->variables()[0].copy(1).to_vector<float>()},
+                         {model->variables()[0].copy(0).to_vector<float>()}),
+            0.0);
+}
+
+TEST(Mirrored, ReplicaExceptionReachesCallerWithReplicaIdAndNothingHangs) {
+  MirroredStrategy strategy({.num_cpu_devices = 3});
+  const auto t0 = std::chrono::steady_clock::now();
+  try {
+    strategy.run_void([&](ReplicaContext& ctx) {
+      if (ctx.replica_id_in_sync_group() == 1) throw ValueError("bad batch on this replica");
+      Tensor t = Tensor::ones({4});
+      ctx.all_reduce(ReduceOp::kSum, t);  // replicas 0 and 2 wait here for replica 1
+    });
+    FAIL() << "no exception";
+  } catch (const ReplicaError& e) {
+    EXPECT_EQ(e.replica_id(), 1);
+    EXPECT_NE(std::string(e.what()).find("replica 1"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("bad batch on this replica"), std::string::npos) << e.what();
+    EXPECT_THROW(std::rethrow_exception(e.nested()), ValueError);
+  }
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(10));
+  // The strategy is usable again afterwards.
+  auto sums = strategy.run([&](ReplicaContext& ctx) {
+    return ctx.all_reduce(ReduceOp::kSum, Tensor::full({2}, static_cast<float>(ctx.replica_id_in_sync_group())));
+  });
+  for (const auto& s : sums.values()) EXPECT_EQ(s.to_vector<float>(), (std::vector<float>{3, 3}));
+}
+
+TEST(Mirrored, StalledReplicaIsReportedByTimeout) {
+  MirroredStrategy strategy({.num_cpu_devices = 2, .collective_timeout = std::chrono::milliseconds(200)});
+  try {
+    strategy.run_void([&](ReplicaContext& ctx) {
+      if (ctx.replica_id_in_sync_group() == 1) std::this_thread::sleep_for(std::chrono::milliseconds(300));
+      Tensor t = Tensor::ones({4});
+      ctx.all_reduce(ReduceOp::kSum, t);
+    });
+    FAIL() << "no exception";
+  } catch (const DistributedError& e) {
+    EXPECT_NE(std::string(e.what()).find("timed out"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("replica(s) 1"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Mirrored, DeviceErrors) {
+  EXPECT_THROW(MirroredStrategy({.devices = {"cpu:x"}}), ValueError);
+  EXPECT_THROW(MirroredStrategy({.devices = {"tpu:0"}}), ValueError);
+  try {
+    MirroredStrategy s({.devices = {"gpu:7"}});
+    FAIL();
+  } catch (const ValueError& e) {
+    EXPECT_NE(std::string(e.what()).find("gpu:7"), std::string::npos) << e.what();
+  }
+  try {
+    MirroredStrategy s({.devices = {"cpu:0", "cpu:5"}, .num_cpu_devices = 2});
+    FAIL();
+  } catch (const ValueError& e) {
+    EXPECT_NE(std::string(e.what()).find("cpu:5"), std::string::npos) << e.what();
+  }
+  // More logical devices than cores is allowed (with a warning).
+  testing::internal::CaptureStderr();
+  MirroredStrategy many({.num_cpu_devices = 6});
+  const std::string err = testing::internal::GetCapturedStderr();
+  EXPECT_EQ(many.num_replicas_in_sync(), 6);
+  EXPECT_NE(err.find("share"), std::string::npos) << err;
+}
+
+TEST(Mirrored, ReduceGatherAndDistributeDataset) {
+  MirroredStrategy strategy({.num_cpu_devices = 3});
+  auto per = strategy.run([](ReplicaContext& ctx) {
+    const float r = static_cast<float>(ctx.replica_id_in_sync_group());
+    return Tensor::full({2}, r + 1.0f);
+  });
+  EXPECT_EQ(strategy.reduce(ReduceOp::kSum, per).to_vector<float>(), (std::vector<float>{6, 6}));
+  EXPECT_EQ(strategy.reduce(ReduceOp::kMean, per).to_vector<float>(), (std::vector<float>{2, 2}));
+  EXPECT_EQ(strategy.reduce(ReduceOp::kMax, per).to_vector<float>(), (std::vector<float>{3, 3}));
+  EXPECT_EQ(strategy.reduce(ReduceOp::kMin, per).to_vector<float>(), (std::vector<float>{1, 1}));
+  EXPECT_FLOAT_EQ(strategy.reduce(ReduceOp::kMean, per, 0).item(), 2.0f);
+  EXPECT_EQ(strategy.gather(per).to_vector<float>(), (std::vector<float>{1, 1, 2, 2, 3, 3}));
+
+  std::vector<float> xs(7);
+  for (int i = 0; i < 7; ++i) xs[static_cast<std::size_t>(i)] = static_cast<float>(i);
+  auto ds = data::Dataset::from_tensor_slices(Tensor::from_vector(xs, {7})).batch(5);
+  auto it = strategy.experimental_distribute_dataset(ds).make_iterator();
+  auto b1 = it->next();
+  ASSERT_TRUE(b1);
+  EXPECT_EQ(b1->slices[0][0].to_vector<float>(), (std::vector<float>{0, 1}));
+  EXPECT_EQ(b1->slices[1][0].to_vector<float>(), (std::vector<float>{2, 3}));
+  EXPECT_EQ(b1->slices[2][0].to_vector<float>(), (std::vector<float>{4}));
+  EXPECT_EQ(b1->offsets, (std::vector<std::int64_t>{0, 2, 4}));
+  auto b2 = it->next();  // the short last batch: 2 rows over 3 replicas
+  ASSERT_TRUE(b2);
+  EXPECT_EQ(b2->slices[2][0].numel(), 0);
+  EXPECT_FALSE(it->next());
+
+  Tensor per_example = Tensor::from_vector<float>({1, 2, 3}, {3});
+  EXPECT_FLOAT_EQ(compute_average_loss(per_example, 6).item(), 1.0f);
+}
+
+TEST(Collectives, AllReduceIsExactAndIdenticalOnEveryReplica) {
+  for (std::int64_t count : {0, 1, 15, 17, 1000, 100003}) {
+    for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kMean, ReduceOp::kMax, ReduceOp::kMin}) {
+      const int n = 3;
+      CollectiveGroup group(n, std::chrono::seconds(30));
+      std::vector<std::vector<float>> bufs(n, std::vector<float>(static_cast<std::size_t>(count)));
+      for (int r = 0; r < n; ++r)
+        for (std::int64_t i = 0; i < count; ++i)
+          bufs[static_cast<std::size_t>(r)][static_cast<std::size_t>(i)] = static_cast<float>((i * 7 + r * 13) % 29) - 10.0f;
+      const auto inputs = bufs;
+      std::vector<std::thread> threads;
+      for (int r = 0; r < n; ++r)
+        threads.emplace_back([&, r] { group.all_reduce(r, bufs[static_cast<std::size_t>(r)].data(), count, op); });
+      for (auto& t : threads) t.join();
+      for (std::int64_t i = 0; i < count; ++i) {
+        const auto u = static_cast<std::size_t>(i);
+        float expect = inputs[0][u];
+        for (int r = 1; r < n; ++r) {
+          const float v = inputs[static_cast<std::size_t>(r)][u];
+          expect = op == ReduceOp::kMax ? std::max(expect, v) : op == ReduceOp::kMin ? std::min(expect, v) : expect + v;
+        }
+        if (op == ReduceOp::kMean) expect /= 3.0f;
+        for (int r = 0; r < n; ++r) ASSERT_EQ(bufs[static_cast<std::size_t>(r)][u], expect) << "count " << count << " i " << i;
+      }
+    }
+  }
+}
+
+TEST(Collectives, MismatchedCountsAreAnError) {
+  CollectiveGroup group(2, std::chrono::seconds(30));
+  std::vector<float> a(10), b(12);
+  std::exception_ptr ea, eb;
+  std::thread t([&] {
+    try {
+      group.all_reduce(1, b.data(), 12, ReduceOp::kSum);
+    } catch (...) {
+      eb = std::current_exception();
+    }
+  });
+  try {
+    group.all_reduce(0, a.data(), 10, ReduceOp::kSum);
+  } catch (...) {
+    ea = std::current_exception();
+  }
+  t.join();
+  EXPECT_TRUE(ea && eb);
+  EXPECT_THROW(std::rethrow_exception(ea), DistributedError);
+}
