@@ -7,7 +7,7 @@
 namespace lockstep::io {
 
 /// TensorFlow's default bucket limits: -DBL_MAX, -1e20/1.1^k ... -1e-12, 0, 1e-12 ... ~1e20,
-/// DBL_MAX (each edge 1.1x the previous, 1549 limits in all). Bucket i counts values v with
+/// DBL_MAX (each edge 1.1x the previous, 1551 limits in all). Bucket i counts values v with
 /// limit[i-1] <= v < limit[i].
 const std::vector<double>& default_histogram_bucket_limits();
 
