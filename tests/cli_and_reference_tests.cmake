@@ -36,3 +36,15 @@ if(LOCKSTEP_SYSTEM_PYTHON)
   add_test(NAME reference.agreement_script_selftest
            COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/reference/test_torch_agreement_selftest.sh)
 endif()
+
+# Our event files and checkpoints, read by TensorBoard's EventAccumulator and safetensors.numpy.
+# The Python side lives in a small venv (scripts/setup_python_io.sh, .venv-io); without it the
+# test reports SKIP (exit 77) instead of failing.
+add_executable(io_reference_driver ${CMAKE_CURRENT_SOURCE_DIR}/reference/io_reference_driver.cpp)
+target_link_libraries(io_reference_driver PRIVATE lockstep::lockstep lockstep_warnings)
+set(_io_py ${PROJECT_SOURCE_DIR}/.venv-io/bin/python)
+add_test(NAME reference.io_tensorboard_and_safetensors_read_our_files
+         COMMAND bash -c "rm -rf \"$1\" && mkdir -p \"$1\" && \"$0\" \"$1\" && { [ -x \"$2\" ] || exit 77; } && \"$2\" \"$3\" \"$1\""
+                 $<TARGET_FILE:io_reference_driver> ${CMAKE_CURRENT_BINARY_DIR}/io_reference ${_io_py}
+                 ${CMAKE_CURRENT_SOURCE_DIR}/reference/io_reference.py)
+set_tests_properties(reference.io_tensorboard_and_safetensors_read_our_files PROPERTIES SKIP_RETURN_CODE 77)

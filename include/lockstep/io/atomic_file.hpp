@@ -1,0 +1,23 @@
+#pragma once
+// Whole-file reads and crash-safe whole-file writes.
+#include <string>
+#include <string_view>
+
+namespace lockstep::io {
+
+/// Replaces `path` with `bytes` so that a reader (or a machine that loses power) sees either the
+/// old file or the new one, never a mix: the bytes go to `path.tmp.<pid>` in the same directory,
+/// which is fsynced, renamed over `path`, and then the directory is fsynced so the rename itself
+/// is durable. On any failure (ENOSPC, EACCES, EROFS, ...) the temporary file is removed, the
+/// previous `path` is left as it was, and IOError names the path, the step that failed and
+/// strerror(errno). Not safe against two processes writing the same path at once (the last
+/// rename wins, but each is whole).
+void write_file_atomic(const std::string& path, std::string_view bytes);
+
+/// The whole content of `path`. IOError names the path when it is missing or unreadable.
+std::string read_file(const std::string& path);
+
+/// Creates `dir` and its parents if missing. IOError names the directory that could not be made.
+void make_directories(const std::string& dir);
+
+}  // namespace lockstep::io

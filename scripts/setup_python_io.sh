@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# A small venv for the io reference tests (tests/reference/*io*): tensorboard (its
+# EventAccumulator reads our event files) and safetensors (reads our checkpoints), with numpy.
+# Far lighter than setup_python.sh (no tensorflow). Idempotent; prints the venv's python as the
+# only line on stdout. LOCKSTEP_PY_IO_VENV overrides the location (default: <repo>/.venv-io).
+set -euo pipefail
+repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+venv="${LOCKSTEP_PY_IO_VENV:-$repo_root/.venv-io}"
+log() { echo "[setup_python_io] $*" >&2; }
+
+if ! /usr/bin/python3 -c 'import venv, ensurepip' 2>/dev/null; then
+  if [[ $(id -u) -ne 0 ]]; then log "error: need root to apt-get install python3-venv"; exit 1; fi
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -q >&2
+  apt-get install -y -q --no-install-recommends python3-venv python3-pip >&2
+fi
+if [[ ! -x "$venv/bin/python" ]]; then
+  log "creating $venv"
+  /usr/bin/python3 -m venv "$venv" >&2
+fi
+py="$venv/bin/python"
+if "$py" -c 'import tensorboard, safetensors.numpy, numpy' 2>/dev/null; then
+  log "python packages present"
+else
+  # numpy < 2: tensorboard's event reader still uses APIs numpy 2 removed in some releases.
+  log "pip install into $venv: tensorboard safetensors numpy"
+  "$py" -m pip install --disable-pip-version-check --no-input -q tensorboard safetensors "numpy<2" >&2
+fi
+"$py" -c 'import tensorboard, safetensors.numpy, numpy' >&2 || { log "error: $venv is incomplete"; exit 1; }
+echo "$py"

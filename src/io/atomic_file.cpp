@@ -1,0 +1,106 @@
+#include "lockstep/io/atomic_file.hpp"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+
+#include "io/fault_injection.hpp"
+#include "lockstep/core/error.hpp"
+
+namespace lockstep::io {
+
+namespace {
+[[noreturn]] void fail(const std::string& path, const char* step, int err) {
+  throw IOError(::lockstep::detail::concat("cannot write '", path, "': ", step, " failed: ", std::strerror(err)));
+}
+
+std::string parent_dir(const std::string& path) {
+  const std::filesystem::path p(path);
+  return p.has_parent_path() ? p.parent_path().string() : std::string(".");
+}
+
+// Removes the temporary file when the write does not get as far as the rename.
+struct TempGuard {
+  std::string tmp;
+  int fd = -1;
+  bool armed = true;
+  ~TempGuard() {
+    if (fd >= 0) ::close(fd);
+    if (armed) ::unlink(tmp.c_str());
+  }
+};
+}  // namespace
+
+void write_file_atomic(const std::string& path, std::string_view bytes) {
+  TempGuard g{path + ".tmp." + std::to_string(::getpid())};
+  g.fd = ::open(g.tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (g.fd < 0) {
+    g.armed = false;  // nothing was created
+    fail(path, ("creating the temporary file '" + g.tmp + "'").c_str(), errno);
+  }
+  const char* p = bytes.data();
+  std::size_t left = bytes.size();
+  while (left > 0) {
+    if (const int injected = detail::g_inject_write_errno.exchange(0); injected != 0) {
+      (void)!::write(g.fd, p, left / 2);  // leave a partial temp file behind, as a full disk would
+      fail(path, "write", injected);
+    }
+    const ssize_t n = ::write(g.fd, p, left);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      fail(path, "write", errno);
+    }
+    p += n;
+    left -= static_cast<std::size_t>(n);
+  }
+  if (::fsync(g.fd) != 0) fail(path, "fsync", errno);
+  const int fd = g.fd;
+  g.fd = -1;
+  if (::close(fd) != 0) fail(path, "close", errno);
+  if (::rename(g.tmp.c_str(), path.c_str()) != 0) fail(path, "rename", errno);
+  g.armed = false;
+  // Without this the rename may be lost on power failure even though the data was synced.
+  const std::string dir = parent_dir(path);
+  const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd >= 0) {
+    const int rc = ::fsync(dfd);
+    const int err = errno;
+    ::close(dfd);
+    // Some filesystems refuse fsync on directories (EINVAL); the file itself is in place.
+    if (rc != 0 && err != EINVAL) fail(path, ("fsync of directory '" + dir + "'").c_str(), err);
+  }
+}
+
+std::string read_file(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) throw IOError(::lockstep::detail::concat("cannot open '", path, "': ", std::strerror(errno)));
+  std::string out;
+  char buf[1 << 16];
+  for (;;) {
+    const ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      const int err = errno;
+      ::close(fd);
+      throw IOError(::lockstep::detail::concat("cannot read '", path, "': ", std::strerror(err)));
+    }
+    if (n == 0) break;
+    out.append(buf, static_cast<std::size_t>(n));
+  }
+  ::close(fd);
+  return out;
+}
+
+void make_directories(const std::string& dir) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) throw IOError(::lockstep::detail::concat("cannot create directory '", dir, "': ", ec.message()));
+  if (!std::filesystem::is_directory(dir, ec))
+    throw IOError(::lockstep::detail::concat("cannot use '", dir, "' as a directory: it exists and is not one"));
+}
+
+}  // namespace lockstep::io

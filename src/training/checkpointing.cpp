@@ -1,0 +1,30 @@
+#include "lockstep/training/checkpointing.hpp"
+
+namespace lockstep {
+
+TrainingState make_training_state(const Model& model, int epoch, std::int64_t batch_in_epoch) {
+  TrainingState s;
+  s.epoch = epoch;
+  s.batch_in_epoch = batch_in_epoch;
+  s.seed = model.seed();
+  if (model.optimizer()) {
+    s.iterations = model.optimizer()->iterations();
+    s.learning_rate = model.optimizer()->current_learning_rate();
+    s.learning_rate_from_schedule = static_cast<bool>(model.optimizer()->options().schedule);
+  }
+  return s;
+}
+
+void save_checkpoint(const std::string& prefix, Model& model, const TrainingState& state,
+                     const CheckpointOptions& options) {
+  LOCKSTEP_CHECK(model.built(), "save_checkpoint: model '", model.name(), "' is not built, so it has no variables yet");
+  io::save_checkpoint(prefix, model.variables(), model.optimizer().get(), state, options);
+}
+
+TrainingState load_checkpoint(const std::string& prefix, Model& model) {
+  LOCKSTEP_CHECK(model.built(), "load_checkpoint: build model '", model.name(),
+                 "' first (call build() or fit one batch) so its variables exist");
+  return io::load_checkpoint(prefix, model.variables(), model.optimizer().get());
+}
+
+}  // namespace lockstep
