@@ -3,6 +3,7 @@
 set -euo pipefail
 repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 "$repo_root/scripts/setup.sh"
+"$repo_root/scripts/setup_python_io.sh" >/dev/null
 "$repo_root/scripts/build.sh"
 cd "$repo_root/build"
 ctest --output-on-failure -j"$(nproc)"
