@@ -204,6 +204,36 @@ void ReplicaContext::all_reduce_inplace(ReduceOp op, float* data, std::int64_t c
   strategy_.collectives().all_reduce(replica_id_, data, count, op);
 }
 
+void ReplicaContext::all_reduce_gradients(std::vector<Tensor>& grads, const std::vector<Variable>& vars) {
+  LOCKSTEP_CHECK(grads.size() == vars.size(), "all_reduce_gradients: ", grads.size(), " gradients for ", vars.size(),
+                 " variables");
+  if (num_replicas_in_sync() == 1) return;
+  std::int64_t total = 0;
+  for (const auto& v : vars) total += v.shape().numel();
+  Tensor flat = Tensor::empty({total});
+  float* f = flat.data<float>();
+  std::int64_t off = 0;
+  for (std::size_t i = 0; i < vars.size(); ++i) {
+    const std::int64_t k = vars[i].shape().numel();
+    const auto bytes = static_cast<std::size_t>(k) * sizeof(float);
+    if (grads[i].defined()) {
+      LOCKSTEP_CHECK(grads[i].numel() == k, "all_reduce_gradients: gradient ", grads[i].shape().str(),
+                     " does not match variable '", vars[i].name(), "' ", vars[i].shape().str());
+      std::memcpy(f + off, grads[i].data<float>(), bytes);
+    } else {
+      std::memset(f + off, 0, bytes);
+    }
+    off += k;
+  }
+  all_reduce_inplace(ReduceOp::kSum, f, total);
+  off = 0;
+  for (std::size_t i = 0; i < vars.size(); ++i) {
+    const std::int64_t k = vars[i].shape().numel();
+    grads[i] = flat.slice(off, off + k).reshape(vars[i].shape());
+    off += k;
+  }
+}
+
 StrategyScope::StrategyScope(Strategy& strategy)
     : strategy_(strategy), mirror_(strategy.contexts()), previous_(t_current_strategy) {
   t_current_strategy = &strategy;

@@ -125,27 +125,7 @@ Model::ReplicaStep Model::replica_train_step(const Tensor& x, const Tensor& y, s
     // over the global batch whatever the split: N replicas compute what one device would.
     grads = tape.gradient(scale(loss_sum, global_n ? 1.0f / static_cast<float>(global_n) : 0.0f), vars);
   }
-  if (rc && rc->num_replicas_in_sync() > 1) {
-    // One fused buffer, all-reduced in one collective (a replica with no rows adds zeros).
-    std::int64_t total = 0;
-    for (const auto& v : vars) total += v.shape().numel();
-    Tensor flat = Tensor::empty({total});
-    float* f = flat.data<float>();
-    std::int64_t off = 0;
-    for (std::size_t i = 0; i < vars.size(); ++i) {
-      const std::int64_t k = vars[i].shape().numel();
-      if (grads[i].defined()) std::memcpy(f + off, grads[i].data<float>(), static_cast<std::size_t>(k) * sizeof(float));
-      else std::memset(f + off, 0, static_cast<std::size_t>(k) * sizeof(float));
-      off += k;
-    }
-    rc->all_reduce_inplace(distribute::ReduceOp::kSum, f, total);
-    off = 0;
-    for (std::size_t i = 0; i < vars.size(); ++i) {
-      const std::int64_t k = vars[i].shape().numel();
-      grads[i] = flat.slice(off, off + k).reshape(vars[i].shape());
-      off += k;
-    }
-  }
+  if (rc) rc->all_reduce_gradients(grads, vars);  // one fused collective
   std::vector<std::pair<Tensor, Variable>> gv;
   gv.reserve(vars.size());
   for (std::size_t i = 0; i < vars.size(); ++i) gv.emplace_back(grads[i], vars[i]);

@@ -43,6 +43,9 @@ class ReplicaContext {
   Tensor all_reduce(ReduceOp op, const Tensor& value);
   /// In-place all-reduce of a float buffer (what gradient bucketing uses).
   void all_reduce_inplace(ReduceOp op, float* data, std::int64_t count);
+  /// Sums the gradients of `vars` over the replicas in one fused collective, replacing
+  /// `grads` with the sums (views of one buffer). An undefined gradient counts as zeros.
+  void all_reduce_gradients(std::vector<Tensor>& grads, const std::vector<Variable>& vars);
   Strategy& strategy() { return strategy_; }
 
  private:
