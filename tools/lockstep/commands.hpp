@@ -26,6 +26,14 @@ struct TrainArgs {
 void add_train_command(CLI::App& app, TrainArgs& args);
 int run_train(const TrainArgs& args);
 
+struct BenchArgs {
+  std::string devices;
+  std::int64_t min_bytes = 4 << 10;
+  std::int64_t max_bytes = 256LL << 20;
+};
+void add_bench_command(CLI::App& app, BenchArgs& args);
+int run_bench_allreduce(const BenchArgs& args);
+
 void add_devices_command(CLI::App& app);
 int run_devices();
 

@@ -10,6 +10,8 @@ int main(int argc, char** argv) {
   lockstep::cli::TrainArgs train_args;
   lockstep::cli::add_train_command(app, train_args);
   lockstep::cli::add_devices_command(app);
+  lockstep::cli::BenchArgs bench_args;
+  lockstep::cli::add_bench_command(app, bench_args);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -25,6 +27,7 @@ int main(int argc, char** argv) {
   try {
     if (app.got_subcommand("train")) return lockstep::cli::run_train(train_args);
     if (app.got_subcommand("devices")) return lockstep::cli::run_devices();
+    if (app.got_subcommand("bench")) return lockstep::cli::run_bench_allreduce(bench_args);
   } catch (const lockstep::ValueError& e) {
     std::cerr << "error: " << e.what() << "\n";
     return 2;

@@ -1,0 +1,93 @@
+// `lockstep bench allreduce`: in-process all-reduce bandwidth between N local devices, with
+// the machine's memcpy bandwidth measured in the same run, in nccl-tests' terms:
+// algbw = bytes / time, busbw = algbw * 2(N-1)/N.
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <vector>
+
+#include "commands.hpp"
+#include "lockstep/lockstep.hpp"
+
+namespace lockstep::cli {
+
+namespace {
+using Clock = std::chrono::steady_clock;
+
+std::string human(std::int64_t bytes) {
+  char buf[32];
+  if (bytes >= (1 << 20)) std::snprintf(buf, sizeof buf, "%lldMiB", static_cast<long long>(bytes >> 20));
+  else std::snprintf(buf, sizeof buf, "%lldKiB", static_cast<long long>(bytes >> 10));
+  return buf;
+}
+
+// Seconds per copy of `bytes`, best of several rounds (one thread, as one replica copies).
+double memcpy_seconds(std::int64_t bytes) {
+  std::vector<char> a(static_cast<std::size_t>(bytes), 1), b(static_cast<std::size_t>(bytes));
+  double best = 1e30;
+  const int reps = bytes >= (64 << 20) ? 3 : std::max(3, static_cast<int>((256LL << 20) / bytes));
+  for (int round = 0; round < 3; ++round) {
+    const auto t0 = Clock::now();
+    for (int i = 0; i < reps; ++i) {
+      std::memcpy(b.data(), a.data(), a.size());
+      a[static_cast<std::size_t>(i) % a.size()] = b[0];  // keep the copies observable
+    }
+    best = std::min(best, std::chrono::duration<double>(Clock::now() - t0).count() / reps);
+  }
+  return best;
+}
+}  // namespace
+
+void add_bench_command(CLI::App& app, BenchArgs& a) {
+  auto* bench = app.add_subcommand("bench", "Benchmarks");
+  bench->require_subcommand(1);
+  auto* ar = bench->add_subcommand("allreduce", "All-reduce bus bandwidth between local devices vs memcpy bandwidth");
+  ar->add_option("--devices", a.devices, "cpu:N for N logical CPU devices (default: every local device)");
+  ar->add_option("--min-bytes", a.min_bytes, "Smallest buffer")->capture_default_str();
+  ar->add_option("--max-bytes", a.max_bytes, "Largest buffer")->capture_default_str();
+}
+
+int run_bench_allreduce(const BenchArgs& a) {
+  distribute::MirroredOptions o;
+  if (!a.devices.empty()) {
+    const Device d = Device::parse(a.devices);
+    LOCKSTEP_CHECK(d.kind == DeviceKind::kCpu && d.index >= 1, "--devices must be cpu:N with N >= 1, got '", a.devices, "'");
+    o.num_cpu_devices = d.index;
+  }
+  LOCKSTEP_CHECK(a.min_bytes >= 4 && a.min_bytes <= a.max_bytes, "--min-bytes must be in [4, --max-bytes]");
+  distribute::MirroredStrategy strategy(o);
+  const int n = strategy.num_replicas_in_sync();
+  const std::int64_t max_count = a.max_bytes / 4;
+  // Each replica's buffer lives on its own device (allocated by its own thread).
+  auto buffers = strategy.run([&](distribute::ReplicaContext&) { return Tensor::full({max_count}, 1.0f); });
+  const double big_copy = memcpy_seconds(std::min<std::int64_t>(a.max_bytes, 256LL << 20));
+  const double memcpy_bw = static_cast<double>(std::min<std::int64_t>(a.max_bytes, 256LL << 20)) / big_copy / 1e9;
+  std::printf("# lockstep bench allreduce: %d replicas (%s), algorithm: in-process reduce-scatter + all-gather\n", n,
+              strategy.devices()[0].str().c_str());
+  std::printf("# memcpy bandwidth (one thread, %s): %.2f GB/s\n",
+              human(std::min<std::int64_t>(a.max_bytes, 256LL << 20)).c_str(), memcpy_bw);
+  std::printf("%10s %12s %10s %12s %12s %14s\n", "size", "count(f32)", "time(us)", "algbw(GB/s)", "busbw(GB/s)",
+              "busbw/memcpy");
+  for (std::int64_t bytes = a.min_bytes; bytes <= a.max_bytes; bytes *= 2) {
+    const std::int64_t count = bytes / 4;
+    const int iters = static_cast<int>(std::max<std::int64_t>(5, std::min<std::int64_t>(2000, (512LL << 20) / bytes)));
+    auto times = strategy.run([&](distribute::ReplicaContext& ctx) {
+      float* p = buffers[static_cast<std::size_t>(ctx.replica_id_in_sync_group())].data<float>();
+      for (int i = 0; i < 2; ++i) ctx.all_reduce_inplace(distribute::ReduceOp::kSum, p, count);  // warm-up
+      strategy.collectives().barrier(ctx.replica_id_in_sync_group(), std::chrono::minutes(5));
+      const auto t0 = Clock::now();
+      for (int i = 0; i < iters; ++i) ctx.all_reduce_inplace(distribute::ReduceOp::kSum, p, count);
+      return std::chrono::duration<double>(Clock::now() - t0).count() / iters;
+    });
+    double t = 0;
+    for (double v : times.values()) t = std::max(t, v);
+    const double algbw = static_cast<double>(bytes) / t / 1e9;
+    const double busbw = algbw * 2.0 * (n - 1) / n;
+    std::printf("%10s %12lld %10.1f %12.2f %12.2f %13.0f%%\n", human(bytes).c_str(), static_cast<long long>(count),
+                t * 1e6, algbw, busbw, 100.0 * busbw / memcpy_bw);
+    std::fflush(stdout);
+  }
+  return 0;
+}
+
+}  // namespace lockstep::cli
