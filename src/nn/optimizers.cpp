@@ -37,6 +37,21 @@ std::vector<std::pair<std::string, Tensor>> Optimizer::slots(const Variable& v) 
   return out;
 }
 
+void Optimizer::broadcast_slots(const Variable& v) {
+  if (v.num_copies() < 2 || slot_names().empty()) return;
+  std::lock_guard<std::mutex> lock(slots_mu_);
+  auto primary = slots_.find(v.copy(0).impl().get());
+  if (primary == slots_.end()) return;
+  for (int r = 1; r < v.num_copies(); ++r) {
+    auto& dst = slots_[v.copy(r).impl().get()];
+    if (dst.empty()) {
+      for (const auto& t : primary->second) dst.push_back(t.clone());
+    } else {
+      for (std::size_t i = 0; i < dst.size(); ++i) dst[i].copy_from(primary->second[i]);
+    }
+  }
+}
+
 namespace {
 double sq_norm(const Tensor& g) {
   const float* p = g.data<float>();

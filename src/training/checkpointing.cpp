@@ -12,6 +12,9 @@ TrainingState make_training_state(const Model& model, int epoch, std::int64_t ba
     s.learning_rate = model.optimizer()->current_learning_rate();
     s.learning_rate_from_schedule = static_cast<bool>(model.optimizer()->options().schedule);
   }
+  // The running averages of the interrupted epoch, so that its logs continue unchanged.
+  for (const auto& [name, state] : model.metric_states())
+    for (std::size_t i = 0; i < state.size(); ++i) s.values["metrics/" + name + "/" + std::to_string(i)] = state[i];
   return s;
 }
 

@@ -5,10 +5,13 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 #include "lockstep/autograd/gradient_tape.hpp"
 #include "lockstep/layers/initializers.hpp"
+#include "lockstep/training/callbacks.hpp"
+#include "lockstep/training/checkpointing.hpp"
 #include "lockstep/training/progbar.hpp"
 
 namespace lockstep {
@@ -42,6 +45,21 @@ struct CallbackList {
     for (auto& c : cbs) f(*c);
   }
 };
+
+// The metric totals a backup stored under "metrics/<name>/<i>".
+std::map<std::string, std::vector<double>> resumed_metric_states(const io::TrainingState& st) {
+  std::map<std::string, std::vector<double>> out;
+  for (const auto& [key, value] : st.values) {
+    if (key.rfind("metrics/", 0) != 0) continue;
+    const auto slash = key.rfind('/');
+    const std::string name = key.substr(8, slash - 8);
+    const auto index = static_cast<std::size_t>(std::stoul(key.substr(slash + 1)));
+    auto& v = out[name];
+    if (v.size() <= index) v.resize(index + 1, 0.0);
+    v[index] = value;
+  }
+  return out;
+}
 
 double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -91,6 +109,22 @@ Tensor Model::operator()(const Tensor& x) const { return forward(as_float(x), la
 void Model::reset_metrics() {
   loss_tracker_.reset_state();
   for (auto& m : metrics_) m->reset_state();
+}
+
+std::map<std::string, std::vector<double>> Model::metric_states() const {
+  std::map<std::string, std::vector<double>> out;
+  out["loss"] = loss_tracker_.state();
+  for (const auto& m : metrics_) out[m->name()] = m->state();
+  return out;
+}
+
+void Model::set_metric_states(const std::map<std::string, std::vector<double>>& states) {
+  auto set = [&](metrics::Metric& m) {
+    auto it = states.find(m.name());
+    if (it != states.end() && it->second.size() == m.state().size()) m.state() = it->second;
+  };
+  set(loss_tracker_);
+  for (auto& m : metrics_) set(*m);
 }
 
 Logs Model::collect_logs(const char* prefix) const {
@@ -224,22 +258,60 @@ History Model::fit(const data::Dataset& dataset, const FitOptions& o) {
   std::int64_t global_step = 0;
   std::chrono::steady_clock::time_point timed_start;
 
-  std::unique_ptr<data::Iterator> persistent;
-  if (o.steps_per_epoch > 0) persistent = dataset.make_iterator();
+  BackupAndRestore* backup = nullptr;
+  for (auto& c : cbs.cbs)
+    if (auto* b = dynamic_cast<BackupAndRestore*>(c.get())) backup = b;
+  LOCKSTEP_CHECK(!backup || built(), "fit: BackupAndRestore needs a built model (give the first layer an input_dim or "
+                                     "call build()) so that a backup can be restored before training starts");
   Logs logs;
   cbs.each([&](Callback& c) { c.on_train_begin(logs); });
-  for (int epoch = o.initial_epoch; epoch < o.epochs && !stop_training; ++epoch) {
+  // Resuming from a backup: continue at its epoch and batch with the same data order. The
+  // shuffle order of a pass depends only on the seed and on how many passes came before,
+  // so the passes of the finished epochs are made (and dropped) again, then the batches
+  // already trained in the interrupted epoch are skipped.
+  int first_epoch = o.initial_epoch;
+  std::int64_t skip_batches = 0;
+  if (backup && backup->restored_state()) {
+    const io::TrainingState& st = *backup->restored_state();
+    LOCKSTEP_CHECK(st.seed == seed_, "fit: the backup was made by a model with seed ", st.seed, ", this model has seed ",
+                   seed_, "; resume with the same seed");
+    LOCKSTEP_CHECK(st.epoch >= o.initial_epoch && st.epoch <= o.epochs, "fit: the backup is at epoch ", st.epoch,
+                   ", outside [initial_epoch, epochs] = [", o.initial_epoch, ", ", o.epochs, "]");
+    first_epoch = st.epoch;
+    skip_batches = st.batch_in_epoch;
+    if (std::getenv("LOCKSTEP_VERBOSE_RESUME") || verbose > 0)
+      std::fprintf(stderr, "Resuming from backup: epoch %d, batch %lld, step %lld\n", st.epoch + 1,
+                   static_cast<long long>(st.batch_in_epoch), static_cast<long long>(optimizer_->iterations()));
+    if (strategy_) {
+      ensure_mirrored();
+      for (const auto& v : trainable_variables()) optimizer_->broadcast_slots(v);
+    }
+  }
+  std::unique_ptr<data::Iterator> persistent;
+  if (o.steps_per_epoch > 0) {
+    persistent = dataset.make_iterator();
+    const std::int64_t skip = static_cast<std::int64_t>(first_epoch - o.initial_epoch) * o.steps_per_epoch + skip_batches;
+    for (std::int64_t i = 0; i < skip && persistent->next(); ++i) {
+    }
+  } else {
+    for (int e = o.initial_epoch; e < first_epoch; ++e) (void)dataset.make_iterator();
+  }
+  for (int epoch = first_epoch; epoch < o.epochs && !stop_training; ++epoch) {
     reset_metrics();
+    const std::int64_t first_step = epoch == first_epoch ? skip_batches : 0;
+    if (first_step > 0) set_metric_states(resumed_metric_states(*backup->restored_state()));
     cbs.each([&](Callback& c) { c.on_epoch_begin(epoch, logs); });
     std::unique_ptr<data::Iterator> per_epoch;
     data::Iterator* it = persistent.get();
     if (!it) {
       per_epoch = dataset.make_iterator();
       it = per_epoch.get();
+      for (std::int64_t i = 0; i < first_step && it->next(); ++i) {
+      }
     }
     bool ran_dry = false;
     std::int64_t steps_done = 0;
-    for (std::int64_t step = 0; steps < 0 || step < steps; ++step) {
+    for (std::int64_t step = first_step; steps < 0 || step < steps; ++step) {
       std::optional<data::Element> batch = it->next();
       if (!batch) {
         if (o.steps_per_epoch > 0) ran_dry = true;

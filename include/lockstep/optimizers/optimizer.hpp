@@ -49,6 +49,9 @@ class Optimizer {
 
   /// Slot tensors of a variable by slot name (for checkpoints); created on demand.
   std::vector<std::pair<std::string, Tensor>> slots(const Variable& v);
+  /// Gives every copy of a mirrored variable the slot values of its primary copy (after a
+  /// checkpoint was loaded into the primary's slots).
+  void broadcast_slots(const Variable& v);
 
  protected:
   /// Updates one variable's data with its (clipped) gradient.

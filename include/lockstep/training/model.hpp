@@ -2,6 +2,7 @@
 // Model: Keras' compile / fit / evaluate / predict. A subclass says how to build itself and
 // how to run forward; Sequential is the usual one.
 #include <cstdio>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -101,6 +102,10 @@ class Model {
   /// Seed for weights and dropout; call before the model is built.
   void set_seed(std::uint64_t seed);
   const FitTiming& last_fit_timing() const { return timing_; }
+  /// The running totals behind the logs ("loss" and each metric: [total, count]); what a
+  /// backup saves so that a resumed epoch reports the same averages.
+  std::map<std::string, std::vector<double>> metric_states() const;
+  void set_metric_states(const std::map<std::string, std::vector<double>>& states);
 
   /// Set by a callback to end fit() after the current batch (Keras' model.stop_training).
   bool stop_training = false;
