@@ -28,6 +28,7 @@ void Hasher::update(const void* data, std::size_t n) {
       tail_len_ = 0;
     }
   }
+  if (tail_len_ != 0) return;  // all of it went into the partial word
   // Word at a time: hashing a 50 MB dataset must cost milliseconds, not a second.
   for (; n >= 8; n -= 8, p += 8) {
     std::uint64_t w;
