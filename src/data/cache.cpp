@@ -302,7 +302,13 @@ class FileCacheNode final : public DatasetNode {
  public:
   FileCacheNode(NodePtr input, std::string path) : input_(std::move(input)), path_(std::move(path)) {}
   std::unique_ptr<Iterator> make_iterator() const override {
-    const std::string header = header_bytes(pipeline_description(*input_));
+    std::string header;
+    {
+      // Once per node: describing hashes every source tensor, and the graph is immutable.
+      std::lock_guard<std::mutex> lock(mu_);
+      if (header_.empty()) header_ = header_bytes(pipeline_description(*input_));
+      header = header_;
+    }
     // The checksum is read through once per file version this node meets; later passes
     // trust a file whose size and modification time have not changed since.
     std::error_code ec;
@@ -334,6 +340,7 @@ class FileCacheNode final : public DatasetNode {
   NodePtr input_;
   std::string path_;
   mutable std::mutex mu_;
+  mutable std::string header_;
   mutable bool verified_ = false;
   mutable std::filesystem::file_time_type verified_mtime_;
   mutable std::uintmax_t verified_size_ = 0;

@@ -41,8 +41,8 @@ class InterleaveIterator final : public Iterator {
 
   std::optional<Element> next() override {
     if (done_) return std::nullopt;
-    if (parallel_ != 1 && workers_.empty()) start();
     try {
+      if (parallel_ != 1 && workers_.empty()) start();
       while (input_ || open_ > 0) {
         if (slots_[cursor_]) {
           if (auto e = take(cursor_)) {
