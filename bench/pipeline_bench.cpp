@@ -5,9 +5,13 @@
 //      busy loop), and both pipelined; the ratio of combined to max(input, compute) should be
 //      within 10% of 1. The bench reserves one core for "compute" in the ThreadBudget, as a
 //      training loop will, so the input side gets the rest.
+// --sleep replaces every busy loop by a sleep of the same length: it checks the pipelining
+// itself (threads, buffers, autotune) on a machine whose cores are busy with other work.
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <string>
+#include <thread>
 
 #include <lockstep/lockstep.hpp>
 
@@ -18,9 +22,15 @@ using lockstep::data::Dataset;
 using lockstep::data::Element;
 
 volatile std::uint64_t g_sink = 0;
+bool g_sleep = false;
+constexpr std::uint64_t kSleepUnit = 1000000;  // "iterations" per ms in --sleep mode
 
 // A fixed amount of arithmetic: CPU time, not wall time, so that an oversubscribed core shows.
 void spin(std::uint64_t iterations) {
+  if (g_sleep) {
+    std::this_thread::sleep_for(std::chrono::nanoseconds(iterations / (kSleepUnit / 1000000)));
+    return;
+  }
   std::uint64_t x = 88172645463325252ull;
   for (std::uint64_t i = 0; i < iterations; ++i) {
     x ^= x << 13;
@@ -34,6 +44,7 @@ double seconds(Clock::time_point t0) { return std::chrono::duration<double>(Cloc
 
 // Iterations that take about `ms` milliseconds on this machine.
 std::uint64_t calibrate(double ms) {
+  if (g_sleep) return static_cast<std::uint64_t>(ms * kSleepUnit);
   std::uint64_t n = 1 << 16;
   for (;;) {
     const auto t0 = Clock::now();
@@ -54,8 +65,9 @@ double drain(const Dataset& ds) {
 
 }  // namespace
 
-int main() try {
+int main(int argc, char** argv) try {
   using lockstep::data::kAutotune;
+  g_sleep = argc > 1 && std::string(argv[1]) == "--sleep";
   std::printf("cores: %d\n", lockstep::data::ThreadBudget::process().cores());
   const std::uint64_t two_ms = calibrate(2.0);
 
