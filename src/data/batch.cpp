@@ -145,6 +145,7 @@ class BatchNode final : public DatasetNode {
     if (n < 0) return n;
     return drop_remainder_ ? n / batch_size_ : (n + batch_size_ - 1) / batch_size_;
   }
+  std::vector<NodePtr> inputs() const override { return {input_}; }
   std::string name() const override {
     return "batch(batch_size=" + std::to_string(batch_size_) + (drop_remainder_ ? ", drop_remainder=true)" : ")");
   }

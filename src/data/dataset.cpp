@@ -25,6 +25,41 @@ Dataset Dataset::batch(std::int64_t batch_size, bool drop_remainder) const {
 Dataset Dataset::repeat(std::int64_t count) const { return Dataset(detail::make_repeat_node(node_, count)); }
 Dataset Dataset::take(std::int64_t count) const { return Dataset(detail::make_take_node(node_, count)); }
 
+Dataset Dataset::from_generator(std::function<Generator()> make_generator, std::int64_t cardinality) {
+  return Dataset(detail::make_generator_node(std::move(make_generator), cardinality));
+}
+Dataset Dataset::range(std::int64_t start, std::int64_t stop, std::int64_t step) {
+  return Dataset(detail::make_range_node(start, stop, step));
+}
+Dataset Dataset::zip(const std::vector<Dataset>& datasets) {
+  std::vector<detail::NodePtr> nodes;
+  for (const auto& d : datasets) nodes.push_back(d.node());
+  return Dataset(detail::make_zip_node(std::move(nodes)));
+}
+Dataset Dataset::concatenate(const Dataset& other) const {
+  return Dataset(detail::make_concatenate_node(node_, other.node()));
+}
+Dataset Dataset::map(MapFn fn, std::int64_t num_parallel_calls, bool deterministic) const {
+  return Dataset(detail::make_map_node(node_, std::move(fn), num_parallel_calls, deterministic));
+}
+Dataset Dataset::filter(Predicate pred) const { return Dataset(detail::make_filter_node(node_, std::move(pred))); }
+Dataset Dataset::unbatch() const { return Dataset(detail::make_unbatch_node(node_)); }
+Dataset Dataset::skip(std::int64_t count) const { return Dataset(detail::make_skip_node(node_, count)); }
+Dataset Dataset::enumerate(std::int64_t start) const { return Dataset(detail::make_enumerate_node(node_, start)); }
+Dataset Dataset::shard(std::int64_t num_shards, std::int64_t index) const {
+  return Dataset(detail::make_shard_node(node_, num_shards, index));
+}
+Dataset Dataset::cache() const { return Dataset(detail::make_memory_cache_node(node_)); }
+Dataset Dataset::cache(const std::string& path) const { return Dataset(detail::make_file_cache_node(node_, path)); }
+Dataset Dataset::prefetch(std::int64_t buffer_size) const {
+  return Dataset(detail::make_prefetch_node(node_, buffer_size));
+}
+Dataset Dataset::interleave(InterleaveFn fn, std::int64_t cycle_length, std::int64_t block_length,
+                            std::int64_t num_parallel_calls) const {
+  return Dataset(
+      detail::make_interleave_node(node_, std::move(fn), cycle_length, block_length, num_parallel_calls));
+}
+
 std::unique_ptr<Iterator> Dataset::make_iterator() const { return node_->make_iterator(); }
 std::int64_t Dataset::cardinality() const { return node_->cardinality(); }
 

@@ -40,6 +40,9 @@ InputFile::InputFile(const std::string& path, const char* who) : path_(path), wh
   }
 }
 
+InputFile::InputFile(std::string bytes, const std::string& name, const char* who)
+    : path_(name), who_(who), disk_size_(bytes.size()), in_memory_(true), memory_(std::move(bytes)) {}
+
 InputFile::~InputFile() {
   if (file_) std::fclose(file_);
   if (gz_) gzclose(static_cast<gzFile>(gz_));
@@ -54,7 +57,11 @@ std::size_t InputFile::read(void* dst, std::size_t n) {
     // gzread counts in unsigned and answers in int, so large reads go in chunks.
     const std::size_t chunk = std::min<std::size_t>(n - total, std::size_t{1} << 30);
     std::size_t got = 0;
-    if (gz_) {
+    if (in_memory_) {
+      got = std::min(chunk, memory_.size() - memory_pos_);
+      std::memcpy(out + total, memory_.data() + memory_pos_, got);
+      memory_pos_ += got;
+    } else if (gz_) {
       const int r = gzread(static_cast<gzFile>(gz_), out + total, static_cast<unsigned>(chunk));
       if (r < 0) {
         int code = 0;

@@ -14,6 +14,9 @@ class InputFile {
   /// Opens `path`; gzip is recognised by its magic bytes 1f 8b. `who` prefixes messages
   /// ("read_idx"). Throws IOError when the file is missing or unreadable.
   InputFile(const std::string& path, const char* who);
+  /// Reads `bytes` (already in memory: a member of an archive) as if they were a raw file
+  /// named `name`.
+  InputFile(std::string bytes, const std::string& name, const char* who);
   ~InputFile();
   InputFile(const InputFile&) = delete;
   InputFile& operator=(const InputFile&) = delete;
@@ -50,6 +53,9 @@ class InputFile {
   std::FILE* file_ = nullptr;
   void* gz_ = nullptr;  // gzFile, kept opaque so that zlib stays a private dependency
   std::uint64_t disk_size_ = 0;
+  bool in_memory_ = false;
+  std::string memory_;
+  std::size_t memory_pos_ = 0;
 };
 
 inline std::uint32_t load_be32(const unsigned char* p) {

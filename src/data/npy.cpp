@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "data/input_file.hpp"
+#include "data/npy_format.hpp"
 
 namespace lockstep::data {
 
@@ -174,8 +175,9 @@ void reverse_axes(const Tensor& src, Tensor& dst) {
 
 }  // namespace
 
-Tensor read_npy(const std::string& path) {
-  detail::InputFile f(path, "read_npy");
+namespace detail {
+
+Tensor read_npy_from(InputFile& f) {
   unsigned char pre[10];
   f.read_exact(pre, 8, "the magic string and version");
   if (std::memcmp(pre, kMagic, kMagicLen) != 0) {
@@ -234,6 +236,13 @@ Tensor read_npy(const std::string& path) {
     return out;
   }
   return stored.reshape(shape);
+}
+
+}  // namespace detail
+
+Tensor read_npy(const std::string& path) {
+  detail::InputFile f(path, "read_npy");
+  return detail::read_npy_from(f);
 }
 
 void write_npy(const std::string& path, const Tensor& tensor) {

@@ -84,6 +84,7 @@ class RepeatNode final : public DatasetNode {
     return n * count_;
   }
   std::string name() const override { return "repeat(count=" + std::to_string(count_) + ")"; }
+  std::vector<NodePtr> inputs() const override { return {input_}; }
 
  private:
   NodePtr input_;
@@ -109,6 +110,7 @@ class TakeNode final : public DatasetNode {
     return std::min(n, count_);
   }
   std::string name() const override { return "take(count=" + std::to_string(count_) + ")"; }
+  std::vector<NodePtr> inputs() const override { return {input_}; }
 
  private:
   NodePtr input_;

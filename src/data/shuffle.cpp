@@ -66,6 +66,10 @@ class ShuffleNode final : public DatasetNode {
   const std::vector<Tensor>* row_source() const override { return input_->row_source(); }
   std::int64_t cardinality() const override { return input_->cardinality(); }
   std::string name() const override { return "shuffle(buffer_size=" + std::to_string(buffer_size_) + ")"; }
+  std::vector<NodePtr> inputs() const override { return {input_}; }
+  std::string fingerprint_part() const override {
+    return name() + "[seed=" + std::to_string(seed_) + (reshuffle_ ? ",reshuffle]" : "]");
+  }
 
  private:
   template <typename T>

@@ -1,4 +1,5 @@
 // from_tensor_slices: the elements are the rows of fixed tensors.
+#include "data/fingerprint.hpp"
 #include "data/nodes.hpp"
 
 namespace lockstep::data::detail {
@@ -54,6 +55,7 @@ class TensorSlicesNode final : public DatasetNode, public std::enable_shared_fro
   }
   std::int64_t cardinality() const override { return components_[0].dim(0); }
   std::string name() const override { return "from_tensor_slices"; }
+  std::string fingerprint_part() const override { return name() + tensors_signature(components_); }
   const std::vector<Tensor>* row_source() const override { return &components_; }
   std::unique_ptr<IndexIterator> make_index_iterator() const override {
     return std::make_unique<RangeIndexIterator>(cardinality());

@@ -44,6 +44,14 @@ class DatasetNode {
   /// For messages: "shuffle(buffer_size=60000)".
   virtual std::string name() const = 0;
 
+  /// The nodes this one reads from (none for a source). Walked to fingerprint a pipeline.
+  virtual std::vector<std::shared_ptr<const DatasetNode>> inputs() const { return {}; }
+  /// This node's part of the pipeline fingerprint that cache(path) stores to tell a stale
+  /// file: by default name(). A source adds what identifies its data (shapes, dtypes and a
+  /// hash of the bytes of from_tensor_slices' tensors); a node whose output does not depend on
+  /// a parameter leaves it out (map's num_parallel_calls).
+  virtual std::string fingerprint_part() const { return name(); }
+
   /// Row-selection fast path. A chain made only of from_tensor_slices and transformations that
   /// merely choose and order rows (shuffle, repeat, take) yields rows of fixed source tensors.
   /// Such a node returns those tensors here and streams the row indices from

@@ -1,0 +1,48 @@
+// MNIST through an input pipeline: a parallel map normalises the images on input threads,
+// then shuffle, batch and prefetch keep the next batch ready while the model trains.
+// Run scripts/setup.sh first for the data.
+#include <iostream>
+
+#include <lockstep/lockstep.hpp>
+
+int main() try {
+  using namespace lockstep;
+  auto [train, test] = datasets::mnist::load_data();
+
+  // TODO(distribute): create the strategy here and build the model under its scope, once
+  // MirroredStrategy exists:
+  //   MirroredStrategy strategy;
+  //   auto guard = strategy.scope();
+  // and scale the batch below to 64 * strategy.num_replicas_in_sync(); the strategy then splits
+  // each global batch with data::split_batch_for_replicas and reserves its compute cores in
+  // data::ThreadBudget::process() while it trains, so that the map below autotunes within the
+  // cores that are left. For now: one device.
+  Sequential model({layers::Dense(128, "relu", /*input_dim=*/784), layers::Dropout(0.2),
+                    layers::Dense(10, "softmax")});
+  model.compile(optimizers::Adam(1e-3), losses::SparseCategoricalCrossentropy(), {"accuracy"});
+
+  // One uint8 image (28, 28) and its label in; a float32 (784,) in [0, 1] and the label out.
+  // Runs on pipeline threads (kAutotune picks how many), so it must not touch shared state.
+  const auto normalise = [](data::Element e) {
+    const auto* px = e[0].data<std::uint8_t>();
+    Tensor x = Tensor::empty({784}, DType::kF32);
+    float* out = x.data<float>();
+    for (int i = 0; i < 784; ++i) out[i] = static_cast<float>(px[i]) / 255.f;
+    return data::Element{x, e[1]};
+  };
+  constexpr std::int64_t kBatch = 64;
+  auto ds = data::Dataset::from_tensor_slices(train.x, train.y)
+                .shuffle(60000)
+                .map(normalise, data::kAutotune)
+                .batch(kBatch)
+                .repeat()
+                .prefetch(data::kAutotune);
+  model.fit(ds, {.epochs = 5, .steps_per_epoch = 60000 / kBatch});
+
+  const Logs result = model.evaluate(flatten_and_scale_images(test.x), test.y, {.batch_size = 256});
+  std::cout << "test loss " << result.at("loss") << ", test accuracy " << result.at("accuracy") << "\n";
+  return 0;
+} catch (const lockstep::Error& e) {
+  std::cerr << "error: " << e.what() << "\n";
+  return 1;
+}

@@ -1,0 +1,51 @@
+#include "data/worker.hpp"
+
+#include <string>
+
+namespace lockstep::data {
+
+FunctionError::FunctionError(const std::string& transformation, std::int64_t element_index,
+                             const std::string& original_message)
+    : Error(transformation + ": the function threw on element " + std::to_string(element_index) +
+            " (0-based, counted in this pass of its input): " + original_message),
+      transformation_(transformation),
+      element_index_(element_index),
+      original_message_(original_message) {}
+
+namespace detail {
+
+backend::ComputeContext& input_context() {
+  // Leaked on purpose, as the default context is: tensors made here may outlive statics.
+  static auto* ctx = new backend::ComputeContext(Device{DeviceKind::kCpu, 0}, 1);
+  return *ctx;
+}
+
+std::thread start_pipeline_thread(std::function<void()> body) {
+  return std::thread([body = std::move(body)] {
+    backend::ContextGuard guard(input_context());
+    body();
+  });
+}
+
+std::exception_ptr function_error(const char* transformation, std::int64_t element_index) {
+  try {
+    throw;
+  } catch (const FunctionError&) {
+    return std::current_exception();
+  } catch (const std::exception& e) {
+    try {
+      throw FunctionError(transformation, element_index, e.what());
+    } catch (...) {
+      return std::current_exception();
+    }
+  } catch (...) {
+    try {
+      throw FunctionError(transformation, element_index, "an exception not derived from std::exception");
+    } catch (...) {
+      return std::current_exception();
+    }
+  }
+}
+
+}  // namespace detail
+}  // namespace lockstep::data

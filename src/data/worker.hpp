@@ -1,0 +1,26 @@
+#pragma once
+// What every pipeline thread shares: the compute context its tensor ops use, and how a user
+// function's exception becomes a FunctionError.
+#include <exception>
+#include <functional>
+#include <thread>
+
+#include "backend/context.hpp"
+#include "lockstep/data/function_error.hpp"
+
+namespace lockstep::data::detail {
+
+/// A one-thread CPU context with its own allocator. Pipeline threads make it current so that
+/// tensor ops in a map function run inline on that thread: the compute pools' parallel_for
+/// serves one caller at a time, and input threads must never take cores from training.
+backend::ComputeContext& input_context();
+
+/// A thread running `body` with input_context() current.
+std::thread start_pipeline_thread(std::function<void()> body);
+
+/// Call inside a catch block around a user function: the exception to report, a FunctionError
+/// naming `transformation` and `element_index` (an exception that already is one, from a
+/// pipeline nested in the function, passes unchanged).
+std::exception_ptr function_error(const char* transformation, std::int64_t element_index);
+
+}  // namespace lockstep::data::detail
