@@ -20,6 +20,11 @@ struct TrainArgs {
   double dropout = 0.2;
   std::uint64_t seed = 0;
   std::string metrics_out;
+  std::string logdir;                   // default runs/<timestamp>
+  bool resume = false;
+  bool save_best = false;
+  std::int64_t backup_every_steps = 0;  // 0: back up at each epoch end
+  bool tensorboard = true;
   int verbose = -1;
 };
 

@@ -1,10 +1,14 @@
 #include <cstdlib>
+#include <ctime>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
 
 #include "commands.hpp"
 #include "lockstep/lockstep.hpp"
+#include "lockstep/training/callbacks.hpp"
+#include "lockstep/training/checkpointing.hpp"
 
 namespace lockstep::cli {
 
@@ -52,6 +56,15 @@ void add_train_command(CLI::App& app, TrainArgs& a) {
   cmd->add_option("--seed", a.seed, "Seed for weights, shuffling and dropout")->capture_default_str();
   cmd->add_option("--metrics-out", a.metrics_out,
                   "Write {test_loss, test_accuracy, train_steps_per_second, history} as JSON to this file");
+  cmd->add_option("--logdir", a.logdir,
+                  "Run directory for TensorBoard logs (train/, validation/), backups and checkpoints "
+                  "(default: runs/<timestamp>)");
+  cmd->add_flag("--resume", a.resume, "Continue the run found in --logdir from its last backup");
+  cmd->add_flag("--save-best", a.save_best, "Keep the checkpoint with the best validation loss in <logdir>/best");
+  cmd->add_option("--backup-every-steps", a.backup_every_steps,
+                  "Also back up every N steps (default: at each epoch end)")
+      ->check(CLI::Range(static_cast<std::int64_t>(0), static_cast<std::int64_t>(1) << 40));
+  cmd->add_flag("!--no-tensorboard", a.tensorboard, "Do not write TensorBoard logs");
   cmd->add_option("--verbose", a.verbose, "0 silent, 1 progress bar, 2 one line per epoch (default: 1 on a "
                                           "terminal, else 2)")
       ->check(CLI::Range(-1, 2));
@@ -81,8 +94,28 @@ distribute::MirroredOptions parse_devices(const std::string& spec) {
 }
 }  // namespace
 
+namespace {
+std::string default_logdir() {
+  char buf[64];
+  const std::time_t now = std::time(nullptr);
+  std::strftime(buf, sizeof buf, "runs/%Y%m%d-%H%M%S", std::localtime(&now));
+  return buf;
+}
+}  // namespace
+
 int run_train(const TrainArgs& a) {
   LOCKSTEP_CHECK(a.steps_per_epoch == -1 || a.steps_per_epoch > 0, "--steps-per-epoch must be positive");
+  LOCKSTEP_CHECK(!a.resume || !a.logdir.empty(), "--resume needs --logdir naming the run to continue");
+  const std::string logdir = a.logdir.empty() ? default_logdir() : a.logdir;
+  const std::string backup_dir = logdir + "/backup";
+  const bool has_backup = std::filesystem::exists(backup_dir + "/checkpoint");
+  if (a.resume) {
+    LOCKSTEP_CHECK_T(IOError, has_backup, "--resume: no backup found in '", backup_dir,
+                     "' (nothing to continue; run without --resume to start a new run)");
+  } else {
+    LOCKSTEP_CHECK(!has_backup, "'", logdir, "' already holds a run; pass --resume to continue it or choose another "
+                   "--logdir");
+  }
   set_random_seed(a.seed);
   distribute::MirroredStrategy strategy(parse_devices(a.devices));
   const int replicas = strategy.num_replicas_in_sync();
@@ -107,6 +140,18 @@ int run_train(const TrainArgs& a) {
                 .shuffle(x_train.dim(0), a.seed)
                 .batch(global_batch);
   FitOptions fit_options{.epochs = a.epochs, .verbose = verbose};
+  fit_options.validation_data = data::Dataset::from_tensor_slices(x_test, data.test.y).batch(1024);
+  std::filesystem::create_directories(logdir);
+  if (verbose != 0) std::printf("Run directory: %s\n", logdir.c_str());
+  if (a.tensorboard) fit_options.callbacks.push_back(std::make_shared<TensorBoard>(TensorBoardOptions{.log_dir = logdir}));
+  fit_options.callbacks.push_back(std::make_shared<BackupAndRestore>(BackupAndRestoreOptions{
+      .backup_dir = backup_dir,
+      .save_freq = a.backup_every_steps > 0 ? SaveFreq::every(a.backup_every_steps) : SaveFreq::epoch(),
+      .delete_checkpoint = false}));
+  if (a.save_best) {
+    fit_options.callbacks.push_back(std::make_shared<ModelCheckpoint>(
+        ModelCheckpointOptions{.filepath = logdir + "/best/ckpt", .monitor = "val_loss", .save_best_only = true}));
+  }
   if (a.steps_per_epoch > 0) {
     ds = ds.repeat();
     fit_options.steps_per_epoch = a.steps_per_epoch;
@@ -115,6 +160,7 @@ int run_train(const TrainArgs& a) {
   const Logs test = model.evaluate(x_test, data.test.y, {.batch_size = 1024});
   std::fflush(stdout);
   const double steps_per_second = model.last_fit_timing().steps_per_second;
+  save_checkpoint(logdir + "/final", model, make_training_state(model, a.epochs, 0));
   std::printf("test_loss: %.4f - test_accuracy: %.4f - train_steps_per_second: %.1f\n", test.at("loss"),
               test.at("accuracy"), steps_per_second);
 
