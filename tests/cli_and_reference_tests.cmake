@@ -78,8 +78,7 @@ add_test(NAME cli.evaluate_writes_metrics_out
          COMMAND bash -c "\"$0\" evaluate --model \"$1/model\" --dataset mnist --batch-size 500 --metrics-out \"$1/eval.json\" && grep -q '\"test_accuracy\"' \"$1/eval.json\""
                  ${_cli} ${_saved})
 add_test(NAME cli.predict_uint8_images_prints_one_class_per_line
-         COMMAND bash -c "out=$(\"$0\" predict --model \"$1/model\" --input \"$1/images.npy\") || exit 1; echo \"$out\"; [ \"$(echo \"$out\" | grep -cE '^[0-9]$')\" -eq 8 ]"
-                 ${_cli} ${_saved})
+         COMMAND ${_expect} 0 "^([0-9]\n){7}[0-9]$" ${_cli} predict --model ${_saved}/model --input ${_saved}/images.npy)
 add_test(NAME cli.predict_float_features_writes_probabilities
          COMMAND bash -c "\"$0\" predict --model \"$1/model\" --input \"$1/features.npy\" --output \"$1/probs.npy\" && test -s \"$1/probs.npy\""
                  ${_cli} ${_saved})
