@@ -36,10 +36,11 @@ void save_model(Model& model, const std::string& dir, const SaveModelOptions& op
 
 /// Rebuilds the Sequential saved in `dir`, builds it, checks every variable (and optimizer slot)
 /// against weights.safetensors by name, shape and dtype, and only then assigns them; recompiles
-/// it when model.json has a compile config. Throws IOError naming the file and the problem for a
-/// missing folder or file, invalid JSON, a wrong format version, a missing, extra or mis-shaped
-/// tensor, or weights that do not match the checksum; ValueError (naming model.json) for an
-/// architecture lockstep cannot build, such as an unknown layer class.
+/// it when model.json has a compile config (restoring the optimizer's slots and step when saved).
+/// Every problem is an IOError naming the file and the problem: a missing folder or file, invalid
+/// JSON, a wrong format version, a missing or mistyped field, an unknown layer, optimizer or loss
+/// class, a config value a layer refuses (naming the layer's index), a missing, extra or
+/// mis-shaped tensor, or weights that do not match model.json's size and checksum.
 std::unique_ptr<Sequential> load_model(const std::string& dir);
 
 }  // namespace lockstep
