@@ -27,5 +27,6 @@
 #include "lockstep/training/callback.hpp"
 #include "lockstep/training/model.hpp"
 #include "lockstep/training/preprocessing.hpp"
+#include "lockstep/training/saved_model.hpp"
 #include "lockstep/training/progbar.hpp"
 #include "lockstep/training/sequential.hpp"

@@ -157,38 +157,42 @@ Checkpoint read_checkpoint(const std::string& prefix) {
   return ck;
 }
 
-TrainingState load_checkpoint(const std::string& prefix, const std::vector<Variable>& variables,
-                              optimizers::Optimizer* optimizer) {
-  Checkpoint ck = read_checkpoint(prefix);
-  const std::string src = prefix + ".safetensors";
+void assign_verified(const SafetensorsContent& content, const std::string& source,
+                     const std::vector<Variable>& variables, optimizers::Optimizer* optimizer) {
   std::set<std::string> used;
   // Every check first; no assignment until all pass.
   std::vector<std::pair<Tensor, Tensor>> copies;  // (destination, source)
   const auto take = [&](const std::string& name, const Tensor& dest, const char* what) {
-    const Tensor* t = ck.tensors.find(name);
-    if (t == nullptr) throw IOError("checkpoint '" + src + "' has no " + what + " '" + name + "'");
+    const Tensor* t = content.find(name);
+    if (t == nullptr) throw IOError(source + " has no " + what + " '" + name + "'");
     if (t->shape() != dest.shape() || t->dtype() != dest.dtype())
-      throw IOError("checkpoint '" + src + "': " + what + " '" + name + "' is " + t->shape().str() + " " +
-                    dtype_name(t->dtype()) + " there but " + dest.shape().str() + " " + dtype_name(dest.dtype()) +
-                    " in the model");
+      throw IOError(source + ": " + what + " '" + name + "' is " + t->shape().str() + " " + dtype_name(t->dtype()) +
+                    " there but " + dest.shape().str() + " " + dtype_name(dest.dtype()) + " in the model");
     used.insert(name);
     copies.emplace_back(dest, *t);
   };
   for (const auto& v : variables) take(v.name(), v.value(), "variable");
-  const bool with_optimizer = optimizer != nullptr && ck.has_optimizer;
-  if (with_optimizer)
+  if (optimizer != nullptr)
     for (const auto& v : variables)
       if (v.trainable())
         for (auto& [slot, t] : optimizer->slots(v)) take(slot_tensor_name(v.name(), slot), t, "optimizer slot");
   std::vector<std::string> extra;
-  for (const auto& [name, t] : ck.tensors.tensors)
-    if (!used.contains(name) && (with_optimizer || name.rfind("optimizer/", 0) != 0)) extra.push_back(name);
+  for (const auto& [name, t] : content.tensors)
+    if (!used.contains(name) && (optimizer != nullptr || name.rfind("optimizer/", 0) != 0)) extra.push_back(name);
   if (!extra.empty()) {
     std::string names;
     for (const auto& n : extra) names += (names.empty() ? "'" : ", '") + n + "'";
-    throw IOError("checkpoint '" + src + "' holds tensors the model does not have: " + names);
+    throw IOError(source + " holds tensors the model does not have: " + names);
   }
-  for (auto& [dest, source] : copies) dest.copy_from(source);
+  for (auto& [dest, src] : copies) dest.copy_from(src);
+}
+
+TrainingState load_checkpoint(const std::string& prefix, const std::vector<Variable>& variables,
+                              optimizers::Optimizer* optimizer) {
+  Checkpoint ck = read_checkpoint(prefix);
+  const bool with_optimizer = optimizer != nullptr && ck.has_optimizer;
+  assign_verified(ck.tensors, "checkpoint '" + prefix + ".safetensors'", variables,
+                  with_optimizer ? optimizer : nullptr);
   if (with_optimizer) optimizer->set_iterations(ck.state.iterations);
   if (optimizer != nullptr && !ck.state.learning_rate_from_schedule && ck.state.learning_rate > 0)
     optimizer->set_learning_rate(ck.state.learning_rate);

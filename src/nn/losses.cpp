@@ -38,6 +38,7 @@ class SparseCCE final : public Loss {
  public:
   explicit SparseCCE(CrossentropyOptions o) : o_(o) {}
   std::string name() const override { return "sparse_categorical_crossentropy"; }
+  bool from_logits() const override { return o_.from_logits; }
   Tensor per_example(const Tensor& y_true, const Tensor& y_pred, const Tensor& logits) const override {
     check_batch("sparse_categorical_crossentropy", y_true, y_pred);
     LOCKSTEP_CHECK(y_pred.rank() == 2 && y_true.numel() == y_pred.dim(0), "sparse_categorical_crossentropy: y_true ",
@@ -55,6 +56,7 @@ class CCE final : public Loss {
  public:
   explicit CCE(CrossentropyOptions o) : o_(o) {}
   std::string name() const override { return "categorical_crossentropy"; }
+  bool from_logits() const override { return o_.from_logits; }
   Tensor per_example(const Tensor& y_true, const Tensor& y_pred, const Tensor& logits) const override {
     check_batch("categorical_crossentropy", y_true, y_pred);
     LOCKSTEP_CHECK(y_true.shape() == y_pred.shape(), "categorical_crossentropy: y_true ", y_true.shape().str(),
@@ -73,6 +75,7 @@ class BCE final : public Loss {
  public:
   explicit BCE(CrossentropyOptions o) : o_(o) {}
   std::string name() const override { return "binary_crossentropy"; }
+  bool from_logits() const override { return o_.from_logits; }
   Tensor per_example(const Tensor& y_true, const Tensor& y_pred, const Tensor&) const override {
     check_batch("binary_crossentropy", y_true, y_pred);
     LOCKSTEP_CHECK(y_true.numel() == y_pred.numel(), "binary_crossentropy: y_true ", y_true.shape().str(),

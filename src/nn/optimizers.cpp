@@ -108,6 +108,9 @@ class SGDImpl final : public Optimizer {
     LOCKSTEP_CHECK(o.momentum >= 0 && o.momentum <= 1, "SGD: momentum must be in [0, 1], got ", o.momentum);
   }
   std::string name() const override { return "SGD"; }
+  std::map<std::string, double> hyperparameters() const override {
+    return {{"momentum", momentum_}, {"nesterov", nesterov_ ? 1.0 : 0.0}};
+  }
 
  protected:
   std::vector<std::string> slot_names() const override {
@@ -143,6 +146,11 @@ class AdamImpl : public Optimizer {
     LOCKSTEP_CHECK(o.epsilon >= 0, "Adam: epsilon must be >= 0");
   }
   std::string name() const override { return wd_ > 0 ? "AdamW" : "Adam"; }
+  std::map<std::string, double> hyperparameters() const override {
+    std::map<std::string, double> h{{"beta_1", b1_}, {"beta_2", b2_}, {"epsilon", eps_}};
+    if (wd_ > 0) h["weight_decay"] = wd_;
+    return h;
+  }
 
  protected:
   std::vector<std::string> slot_names() const override { return {"m", "v"}; }

@@ -79,6 +79,14 @@ Checkpoint read_checkpoint(const std::string& prefix);
 TrainingState load_checkpoint(const std::string& prefix, const std::vector<Variable>& variables,
                               optimizers::Optimizer* optimizer);
 
+/// Checks that `content` holds every variable (and, when `optimizer` is given, every slot of every
+/// trainable variable, created on demand) with the variable's shape and dtype, and no tensor the
+/// model lacks (tensors named "optimizer/..." are ignored when `optimizer` is null); only then
+/// copies them in, so a bad file never half-loads. IOError starts with `source` (e.g.
+/// "checkpoint 'p.safetensors'") and names the missing, unexpected or mis-shaped tensor.
+void assign_verified(const SafetensorsContent& content, const std::string& source,
+                     const std::vector<Variable>& variables, optimizers::Optimizer* optimizer);
+
 /// The safetensors name of an optimizer slot: "optimizer/<variable>/<slot>".
 std::string slot_tensor_name(const std::string& variable_name, const std::string& slot_name);
 

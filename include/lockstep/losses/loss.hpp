@@ -12,6 +12,8 @@ class Loss {
  public:
   virtual ~Loss() = default;
   virtual std::string name() const = 0;
+  /// Whether y_pred are logits (crossentropies' option), so a saved model can be recompiled as it was.
+  virtual bool from_logits() const { return false; }
   /// y_pred are the model's outputs; `logits`, when defined, are the pre-softmax values of a
   /// softmax output layer, which probability-based losses use for numerical stability.
   virtual Tensor per_example(const Tensor& y_true, const Tensor& y_pred, const Tensor& logits) const = 0;

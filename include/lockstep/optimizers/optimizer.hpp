@@ -2,6 +2,7 @@
 // Keras optimizers with Keras' update rules and defaults. apply_gradients() updates the
 // variables in place; slots (momentum, Adam moments) are created on first use per variable.
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -46,6 +47,9 @@ class Optimizer {
   double learning_rate_at(std::int64_t step) const;
   void set_learning_rate(double lr) { options_.learning_rate = lr; options_.schedule = nullptr; }
   const OptimizerOptions& options() const { return options_; }
+  /// The rule's own options beyond OptimizerOptions, by Keras name ("momentum", "nesterov" as
+  /// 0/1, "beta_1", "beta_2", "epsilon", "weight_decay"), so a saved model can rebuild it.
+  virtual std::map<std::string, double> hyperparameters() const { return {}; }
 
   /// Slot tensors of a variable by slot name (for checkpoints); created on demand.
   std::vector<std::pair<std::string, Tensor>> slots(const Variable& v);

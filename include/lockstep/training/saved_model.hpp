@@ -1,0 +1,46 @@
+#pragma once
+// Saved models: a folder that holds everything needed to use a Sequential model again, with no
+// code that describes it (Keras' model.save / keras.models.load_model).
+//   DIR/weights.safetensors  the variables by name ("dense/kernel") and, when the model is compiled,
+//                            the optimizer's slots ("optimizer/dense/kernel/m")
+//   DIR/model.json           format version; the architecture as Keras writes it ({"class_name":
+//                            "Sequential", "config": {"name", "build_input_shape", "layers": [...]}});
+//                            the compile config (optimizer class and options, loss and from_logits,
+//                            metric names, optimizer iterations); the seed; the tensor list; and the
+//                            CRC-32C and size of weights.safetensors
+// Both are written atomically, the weights first and model.json last, so model.json never points
+// at weights that are not on disk; a crash between the two leaves an old model.json whose checksum
+// no longer matches the new weights, which load reports instead of loading a mix.
+#include <memory>
+#include <string>
+
+#include "lockstep/training/sequential.hpp"
+
+namespace lockstep {
+
+/// Bumped whenever the files' meaning changes; load_model refuses any other version.
+inline constexpr int kSavedModelFormatVersion = 1;
+
+struct SaveModelOptions {
+  /// Also save the optimizer's slots and step count, so training resumes exactly (Keras'
+  /// include_optimizer). The compile config itself is always saved when the model is compiled.
+  bool include_optimizer = true;
+};
+
+/// Saves `model` (a built Sequential of Dense, Dropout, Activation, Flatten, Reshape and
+/// InputLayer layers) to `dir`, creating it. A learning-rate schedule is not saved (it is code):
+/// the learning rate current at save time is. Throws ValueError, before writing anything, for a
+/// model that is not a built Sequential or holds a layer of another class (naming it); IOError
+/// when a file cannot be written (the previous files are then left as they were).
+void save_model(Model& model, const std::string& dir, const SaveModelOptions& options = {});
+
+/// Rebuilds the Sequential saved in `dir`, builds it, checks every variable (and optimizer slot)
+/// against weights.safetensors by name, shape and dtype, and only then assigns them; recompiles
+/// it when model.json has a compile config (restoring the optimizer's slots and step when saved).
+/// Every problem is an IOError naming the file and the problem: a missing folder or file, invalid
+/// JSON, a wrong format version, a missing or mistyped field, an unknown layer, optimizer or loss
+/// class, a config value a layer refuses (naming the layer's index), a missing, extra or
+/// mis-shaped tensor, or weights that do not match model.json's size and checksum.
+std::unique_ptr<Sequential> load_model(const std::string& dir);
+
+}  // namespace lockstep

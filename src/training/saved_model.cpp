@@ -1,0 +1,306 @@
+#include "lockstep/training/saved_model.hpp"
+
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <tuple>
+
+#include "lockstep/io/atomic_file.hpp"
+#include "lockstep/io/checkpoint.hpp"
+#include "lockstep/io/crc32c.hpp"
+#include "lockstep/layers/core_layers.hpp"
+
+namespace lockstep {
+
+namespace {
+using nlohmann::json;
+
+constexpr const char* kFormatName = "lockstep-saved-model";
+constexpr const char* kModelFile = "model.json";
+constexpr const char* kWeightsFile = "weights.safetensors";
+constexpr const char* kLayerClasses = "Dense, Dropout, Activation, Flatten, Reshape, InputLayer";
+
+std::string hex32(std::uint32_t v) {
+  std::ostringstream os;
+  os << "0x" << std::hex << v;
+  return os.str();
+}
+
+std::string join_path(const std::string& dir, const char* file) {
+  return (std::filesystem::path(dir) / file).string();
+}
+
+// Keras writes an unknown (batch) dimension as null.
+json shape_to_json(const Shape& s) {
+  json j = json::array();
+  for (auto d : s.dims()) j.push_back(d < 0 ? json(nullptr) : json(d));
+  return j;
+}
+
+Shape shape_from_json(const json& j) {
+  if (!j.is_array()) throw json::type_error::create(302, "a shape must be a list, got " + j.dump(), &j);
+  std::vector<std::int64_t> dims;
+  for (const auto& d : j) dims.push_back(d.is_null() ? -1 : d.get<std::int64_t>());
+  return Shape(std::move(dims));
+}
+
+json layer_to_json(const layers::Layer& l) {
+  json config = {{"name", l.name()}};
+  if (const auto* d = dynamic_cast<const layers::DenseLayer*>(&l)) {
+    const auto& o = d->options();
+    config["units"] = o.units;
+    config["activation"] = layers::activation_name(layers::parse_activation(o.activation));
+    config["use_bias"] = o.use_bias;
+    config["kernel_initializer"] = o.kernel_initializer;
+    config["bias_initializer"] = o.bias_initializer;
+    if (o.input_dim) config["input_dim"] = *o.input_dim;
+  } else if (const auto* dr = dynamic_cast<const layers::DropoutLayer*>(&l)) {
+    config["rate"] = dr->rate();
+  } else if (const auto* a = dynamic_cast<const layers::ActivationLayer*>(&l)) {
+    config["activation"] = layers::activation_name(a->kind());
+  } else if (dynamic_cast<const layers::FlattenLayer*>(&l) != nullptr) {
+  } else if (const auto* r = dynamic_cast<const layers::ReshapeLayer*>(&l)) {
+    config["target_shape"] = r->target_shape().dims();
+  } else if (dynamic_cast<const layers::InputLayer*>(&l) != nullptr) {
+    config["shape"] = l.declared_input_shape()->dims();
+  } else {
+    throw ValueError("save_model: layer '" + l.name() + "' is a " + l.class_name() +
+                     ", which saved models cannot describe yet (supported: " + kLayerClasses + ")");
+  }
+  return {{"class_name", l.class_name()}, {"config", config}};
+}
+
+layers::LayerPtr layer_from_json(const json& j) {
+  const auto cls = j.at("class_name").get<std::string>();
+  const json& c = j.at("config");
+  const auto name = c.at("name").get<std::string>();
+  if (cls == "Dense") {
+    layers::DenseOptions o;
+    o.units = c.at("units").get<std::int64_t>();
+    o.activation = c.at("activation").get<std::string>();
+    o.use_bias = c.at("use_bias").get<bool>();
+    o.kernel_initializer = c.at("kernel_initializer").get<std::string>();
+    o.bias_initializer = c.at("bias_initializer").get<std::string>();
+    if (c.contains("input_dim")) o.input_dim = c.at("input_dim").get<std::int64_t>();
+    o.name = name;
+    return std::make_shared<layers::DenseLayer>(o);
+  }
+  if (cls == "Dropout") return std::make_shared<layers::DropoutLayer>(c.at("rate").get<float>(), name);
+  if (cls == "Activation") return std::make_shared<layers::ActivationLayer>(c.at("activation").get<std::string>(), name);
+  if (cls == "Flatten") return std::make_shared<layers::FlattenLayer>(name);
+  if (cls == "Reshape") return std::make_shared<layers::ReshapeLayer>(shape_from_json(c.at("target_shape")), name);
+  if (cls == "InputLayer") return std::make_shared<layers::InputLayer>(shape_from_json(c.at("shape")), name);
+  throw IOError("unknown layer class_name '" + cls + "' (lockstep knows " + kLayerClasses + ")");
+}
+
+json optimizer_to_json(const optimizers::Optimizer& opt) {
+  const auto& o = opt.options();
+  json config = {{"learning_rate", opt.current_learning_rate()}};
+  if (o.clipnorm) config["clipnorm"] = *o.clipnorm;
+  if (o.global_clipnorm) config["global_clipnorm"] = *o.global_clipnorm;
+  if (o.clipvalue) config["clipvalue"] = *o.clipvalue;
+  for (const auto& [key, value] : opt.hyperparameters()) {
+    if (key == "nesterov") config[key] = value != 0.0;
+    else config[key] = value;
+  }
+  return {{"class_name", opt.name()}, {"config", config}};
+}
+
+template <typename Options>
+void base_options_from_json(const json& c, Options& o) {
+  o.learning_rate = c.at("learning_rate").get<double>();
+  if (c.contains("clipnorm")) o.clipnorm = c.at("clipnorm").get<double>();
+  if (c.contains("global_clipnorm")) o.global_clipnorm = c.at("global_clipnorm").get<double>();
+  if (c.contains("clipvalue")) o.clipvalue = c.at("clipvalue").get<double>();
+}
+
+optimizers::OptimizerPtr optimizer_from_json(const json& j) {
+  const auto cls = j.at("class_name").get<std::string>();
+  const json& c = j.at("config");
+  if (cls == "SGD") {
+    optimizers::SGDOptions o;
+    base_options_from_json(c, o);
+    o.momentum = c.value("momentum", 0.0);
+    o.nesterov = c.value("nesterov", false);
+    return optimizers::SGD(o);
+  }
+  if (cls == "Adam" || cls == "AdamW") {
+    optimizers::AdamWOptions o;
+    base_options_from_json(c, o);
+    o.beta_1 = c.value("beta_1", o.beta_1);
+    o.beta_2 = c.value("beta_2", o.beta_2);
+    o.epsilon = c.value("epsilon", o.epsilon);
+    if (cls == "Adam") return optimizers::Adam(static_cast<const optimizers::AdamOptions&>(o));
+    o.weight_decay = c.value("weight_decay", o.weight_decay);
+    return optimizers::AdamW(o);
+  }
+  throw IOError("unknown optimizer class_name '" + cls + "' (lockstep knows SGD, Adam, AdamW)");
+}
+
+losses::LossPtr loss_from_json(const json& j) {
+  const auto cls = j.at("class_name").get<std::string>();
+  const losses::CrossentropyOptions o{.from_logits = j.at("config").value("from_logits", false)};
+  if (cls == "sparse_categorical_crossentropy") return losses::SparseCategoricalCrossentropy(o);
+  if (cls == "categorical_crossentropy") return losses::CategoricalCrossentropy(o);
+  if (cls == "binary_crossentropy") return losses::BinaryCrossentropy(o);
+  if (cls == "mean_squared_error") return losses::MeanSquaredError();
+  throw IOError("unknown loss class_name '" + cls +
+                "' (lockstep knows sparse_categorical_crossentropy, categorical_crossentropy, binary_crossentropy, "
+                "mean_squared_error)");
+}
+
+// Problems with model.json's content surface as IOError naming the file: the file is what the
+// user has to fix, whichever part of lockstep noticed.
+template <typename F>
+decltype(auto) parse_part(const std::string& json_path, const std::string& what, F&& f) {
+  try {
+    return f();
+  } catch (const json::exception& e) {
+    throw IOError("saved model '" + json_path + "': " + what + ": missing or mistyped field (" + e.what() + ")");
+  } catch (const Error& e) {
+    throw IOError("saved model '" + json_path + "': " + what + ": " + e.what());
+  }
+}
+}  // namespace
+
+void save_model(Model& model, const std::string& dir, const SaveModelOptions& options) {
+  auto* seq = dynamic_cast<Sequential*>(&model);
+  LOCKSTEP_CHECK(seq != nullptr, "save_model: model '", model.name(),
+                 "' is not a Sequential; saved models describe Sequential models only");
+  LOCKSTEP_CHECK(seq->built(), "save_model: model '", model.name(),
+                 "' is not built, so it has no weights yet (give the first layer an input_dim, or call build())");
+  // Describe everything before writing anything, so an unsupported layer leaves no files behind.
+  json layer_list = json::array();
+  for (const auto& l : seq->layers()) layer_list.push_back(layer_to_json(*l));
+
+  io::NamedTensors tensors;
+  for (const auto& v : model.variables()) {
+    LOCKSTEP_CHECK(!v.name().empty(), "save_model: a variable has no name; saved weights are matched by name");
+    tensors.emplace_back(v.name(), v.value());
+  }
+  auto* opt = model.optimizer().get();
+  const bool with_optimizer = opt != nullptr && options.include_optimizer;
+  if (with_optimizer)
+    for (const auto& v : model.variables())
+      if (v.trainable())
+        for (auto& [slot, t] : opt->slots(v)) tensors.emplace_back(io::slot_tensor_name(v.name(), slot), t);
+  const std::string bytes = io::encode_safetensors(
+      tensors, {{"format", kFormatName}, {"format_version", std::to_string(kSavedModelFormatVersion)}});
+
+  json weights = json::array();
+  for (const auto& [name, t] : tensors)
+    weights.push_back({{"name", name}, {"shape", t.shape().dims()}, {"dtype", dtype_name(t.dtype())}});
+  json j = {{"format", kFormatName},
+            {"format_version", kSavedModelFormatVersion},
+            {"model",
+             {{"class_name", "Sequential"},
+              {"config",
+               {{"name", model.name()},
+                {"build_input_shape", shape_to_json(seq->layers().front()->input_shape())},
+                {"layers", layer_list}}}}},
+            {"seed", model.seed()},
+            {"weights_file", kWeightsFile},
+            {"weights_bytes", bytes.size()},
+            {"weights_crc32c", hex32(io::crc32c(bytes))},
+            {"weights", weights}};
+  if (opt != nullptr) {
+    json metric_names = json::array();
+    for (const auto& m : model.metrics()) metric_names.push_back(m->name());
+    const auto& loss = *model.loss();
+    j["compile_config"] = {
+        {"optimizer", optimizer_to_json(*opt)},
+        {"loss", {{"class_name", loss.name()}, {"config", {{"from_logits", loss.from_logits()}}}}},
+        {"metrics", metric_names},
+        {"include_optimizer", with_optimizer},
+        {"iterations", with_optimizer ? opt->iterations() : 0}};
+  }
+  io::make_directories(dir);
+  io::write_file_atomic(join_path(dir, kWeightsFile), bytes);
+  io::write_file_atomic(join_path(dir, kModelFile), j.dump(2) + "\n");
+}
+
+std::unique_ptr<Sequential> load_model(const std::string& dir) {
+  LOCKSTEP_CHECK_T(IOError, std::filesystem::is_directory(dir), "load_model: saved model folder '", dir,
+                   "' does not exist or is not a folder");
+  const std::string json_path = join_path(dir, kModelFile);
+  const std::string weights_path = join_path(dir, kWeightsFile);
+  const auto bad = [&](const std::string& what) { return IOError("saved model '" + json_path + "': " + what); };
+  json j;
+  try {
+    j = json::parse(io::read_file(json_path));
+  } catch (const json::exception& e) {
+    throw bad(std::string("not valid JSON: ") + e.what());
+  }
+  if (!j.is_object() || j.value("format", std::string()) != kFormatName)
+    throw bad(std::string("not a lockstep saved model (no \"format\": \"") + kFormatName + "\")");
+  const json& version = j.value("format_version", json());
+  if (!version.is_number_integer() || version.get<int>() != kSavedModelFormatVersion)
+    throw bad("format version " + version.dump() + " is not the supported version " +
+              std::to_string(kSavedModelFormatVersion));
+
+  // The weights first: a model.json whose weights are truncated or from another save is refused
+  // before anything is built.
+  const auto [want_bytes, want_crc, listed] = parse_part(json_path, "weights record", [&] {
+    return std::tuple(j.at("weights_bytes").get<std::uint64_t>(), j.at("weights_crc32c").get<std::string>(),
+                      j.at("weights").get<std::vector<json>>());
+  });
+  const std::string bytes = io::read_file(weights_path);
+  if (bytes.size() != want_bytes)
+    throw IOError("saved model weights '" + weights_path + "' have " + std::to_string(bytes.size()) + " bytes but " +
+                  json_path + " records " + std::to_string(want_bytes) +
+                  " (truncated, or a save was interrupted between the two files)");
+  if (const std::string have_crc = hex32(io::crc32c(bytes)); have_crc != want_crc)
+    throw IOError("saved model weights '" + weights_path + "' have CRC-32C " + have_crc + " but " + json_path +
+                  " records " + want_crc + " (the file is corrupt, or a save was interrupted between the two files)");
+  const io::SafetensorsContent content = io::decode_safetensors(bytes, weights_path);
+  if (listed.size() != content.tensors.size())
+    throw bad("lists " + std::to_string(listed.size()) + " tensors but " + weights_path + " holds " +
+              std::to_string(content.tensors.size()));
+  for (const auto& e : listed) {
+    const auto name = e.value("name", std::string());
+    const Tensor* t = content.find(name);
+    if (t == nullptr) throw bad("lists tensor '" + name + "', which " + weights_path + " lacks");
+    if (e.value("shape", std::vector<std::int64_t>{}) != t->shape().dims())
+      throw bad("tensor '" + name + "' has shape " + t->shape().str() + " in " + weights_path + " but " +
+                e.value("shape", json::array()).dump() + " in " + kModelFile);
+  }
+
+  const json& arch = parse_part(json_path, "model", [&]() -> const json& {
+    const json& m = j.at("model");
+    const auto cls = m.at("class_name").get<std::string>();
+    if (cls != "Sequential")
+      throw IOError("model class_name '" + cls + "' is not Sequential, the only model class saved models hold");
+    return m.at("config");
+  });
+  auto model = parse_part(json_path, "model", [&] {
+    auto m = std::make_unique<Sequential>(std::vector<layers::LayerPtr>{}, arch.at("name").get<std::string>());
+    m->set_seed(j.at("seed").get<std::uint64_t>());
+    return m;
+  });
+  const auto& layer_list = parse_part(json_path, "model", [&]() -> const json& {
+    const json& l = arch.at("layers");
+    if (!l.is_array() || l.empty()) throw IOError("\"layers\" must be a non-empty list");
+    return l;
+  });
+  for (std::size_t i = 0; i < layer_list.size(); ++i)
+    parse_part(json_path, "layer " + std::to_string(i), [&] { model->add(layer_from_json(layer_list[i])); });
+  parse_part(json_path, "build_input_shape",
+             [&] { model->build(shape_from_json(arch.at("build_input_shape"))); });
+
+  optimizers::Optimizer* restore_optimizer = nullptr;
+  std::int64_t iterations = 0;
+  if (j.contains("compile_config")) {
+    parse_part(json_path, "compile_config", [&] {
+      const json& c = j.at("compile_config");
+      model->compile(optimizer_from_json(c.at("optimizer")), loss_from_json(c.at("loss")),
+                     c.at("metrics").get<std::vector<std::string>>());
+      if (c.at("include_optimizer").get<bool>()) restore_optimizer = model->optimizer().get();
+      iterations = c.at("iterations").get<std::int64_t>();
+    });
+  }
+  io::assign_verified(content, "saved model weights '" + weights_path + "'", model->variables(), restore_optimizer);
+  if (restore_optimizer != nullptr) restore_optimizer->set_iterations(iterations);
+  return model;
+}
+
+}  // namespace lockstep

@@ -1,0 +1,41 @@
+// Fixture for the `lockstep evaluate` / `lockstep predict` CLI tests: trains the flagship MLP
+// briefly on MNIST and saves it, with .npy inputs beside it.
+//   saved_model_fixture DIR  ->  DIR/model/ (model.json, weights.safetensors),
+//                                DIR/images.npy (uint8 (8, 28, 28): the first 8 test images),
+//                                DIR/features.npy (float32 (8, 784): the same, scaled),
+//                                DIR/wrong.npy (float32 (3, 10))
+#include <cstdio>
+#include <filesystem>
+#include <vector>
+
+#include "lockstep/lockstep.hpp"
+
+int main(int argc, char** argv) {
+  using namespace lockstep;
+  if (argc != 2) {
+    std::fprintf(stderr, "usage: %s DIR\n", argv[0]);
+    return 2;
+  }
+  try {
+    const std::string dir = argv[1];
+    std::filesystem::create_directories(dir);
+    const auto data = datasets::mnist::load_data();
+    const Tensor x = flatten_and_scale_images(data.train.x);
+    Sequential model({layers::Dense(128, "relu", 784), layers::Dropout(0.2f), layers::Dense(10, "softmax")},
+                     "flagship");
+    model.compile(optimizers::Adam(1e-3), losses::SparseCategoricalCrossentropy(), {"accuracy"});
+    auto ds = data::Dataset::from_tensor_slices(x, data.train.y).shuffle(x.dim(0), 1).batch(64).repeat();
+    model.fit(ds, {.epochs = 1, .steps_per_epoch = 300, .verbose = 0});
+    save_model(model, dir + "/model");
+
+    const Tensor images = data.test.x.slice(0, 8);
+    data::write_npy(dir + "/images.npy", images);
+    data::write_npy(dir + "/features.npy", flatten_and_scale_images(images));
+    data::write_npy(dir + "/wrong.npy", Tensor::zeros(Shape{3, 10}));
+    std::printf("saved %s/model\n", dir.c_str());
+    return 0;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 1;
+  }
+}

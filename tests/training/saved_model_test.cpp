@@ -1,0 +1,298 @@
+// Saved models: round trips that must be bit-exact (predictions, and training after the load),
+// and every way a saved folder can be wrong, each reported naming the file.
+#include "lockstep/training/saved_model.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "lockstep/io/atomic_file.hpp"
+#include "lockstep/layers/core_layers.hpp"
+
+namespace lockstep {
+namespace {
+
+std::string fresh_dir(const std::string& name) {
+  const auto d = std::filesystem::path(LOCKSTEP_BINARY_DIR) / "test_tmp" / "saved_model" / name;
+  std::filesystem::remove_all(d);
+  std::filesystem::create_directories(d.parent_path());
+  return d.string();
+}
+
+// Deterministic inputs in [0, 1) and labels in [0, classes).
+Tensor inputs(std::int64_t n, std::int64_t features) {
+  std::vector<float> v(static_cast<std::size_t>(n * features));
+  for (std::size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>((i * 37 + 11) % 101) / 101.0f;
+  return Tensor::from_vector(v, Shape{n, features});
+}
+Tensor labels(std::int64_t n, std::int64_t classes) {
+  std::vector<std::int64_t> v(static_cast<std::size_t>(n));
+  for (std::size_t i = 0; i < v.size(); ++i) v[i] = static_cast<std::int64_t>((i * 7) % static_cast<std::size_t>(classes));
+  return Tensor::from_vector(v, Shape{n});
+}
+
+bool same_bits(const Tensor& a, const Tensor& b) {
+  return a.shape() == b.shape() && a.dtype() == b.dtype() && std::memcmp(a.raw_data(), b.raw_data(), a.nbytes()) == 0;
+}
+
+void expect_same_variables(const Model& a, const Model& b) {
+  const auto va = a.variables(), vb = b.variables();
+  ASSERT_EQ(va.size(), vb.size());
+  for (std::size_t i = 0; i < va.size(); ++i) {
+    EXPECT_EQ(va[i].name(), vb[i].name());
+    EXPECT_TRUE(same_bits(va[i].value(), vb[i].value())) << va[i].name();
+  }
+}
+
+std::unique_ptr<Sequential> flagship(std::uint64_t seed) {
+  auto m = std::make_unique<Sequential>(std::vector<layers::LayerPtr>{}, "flagship");
+  m->set_seed(seed);
+  m->add(layers::Dense(128, "relu", 784));
+  m->add(layers::Dropout(0.2f));
+  m->add(layers::Dense(10, "softmax"));
+  m->compile(optimizers::Adam(1e-3), losses::SparseCategoricalCrossentropy(), {"accuracy"});
+  return m;
+}
+
+std::string io_message(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const IOError& e) {
+    return e.what();
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << "expected IOError, got: " << e.what();
+    return "";
+  }
+  ADD_FAILURE() << "expected IOError";
+  return "";
+}
+
+void replace_in_file(const std::string& path, const std::string& from, const std::string& to) {
+  std::string s = io::read_file(path);
+  const auto at = s.find(from);
+  ASSERT_NE(at, std::string::npos) << from << " not in " << path;
+  s.replace(at, from.size(), to);
+  io::write_file_atomic(path, s);
+}
+
+TEST(SavedModel, FlagshipRoundTripIsBitExactAndTrainingContinues) {
+  const std::string dir = fresh_dir("flagship");
+  auto model = flagship(42);
+  const Tensor x = inputs(64, 784), y = labels(64, 10);
+  model->fit(x, y, {.epochs = 2, .batch_size = 16, .verbose = 0});
+  save_model(*model, dir);
+  EXPECT_TRUE(std::filesystem::exists(dir + "/model.json"));
+  EXPECT_TRUE(std::filesystem::exists(dir + "/weights.safetensors"));
+
+  auto loaded = load_model(dir);
+  EXPECT_EQ(loaded->name(), "flagship");
+  EXPECT_EQ(loaded->seed(), 42u);
+  ASSERT_EQ(loaded->layers().size(), 3u);
+  EXPECT_EQ(loaded->layers()[1]->class_name(), "Dropout");
+  EXPECT_EQ(loaded->count_params(), model->count_params());
+  expect_same_variables(*model, *loaded);
+  EXPECT_TRUE(same_bits(model->predict(x), loaded->predict(x)));
+
+  ASSERT_TRUE(loaded->compiled());
+  EXPECT_EQ(loaded->optimizer()->name(), "Adam");
+  EXPECT_EQ(loaded->optimizer()->current_learning_rate(), 1e-3);
+  EXPECT_EQ(loaded->optimizer()->iterations(), model->optimizer()->iterations());
+  EXPECT_EQ(loaded->optimizer()->hyperparameters(), model->optimizer()->hyperparameters());
+  EXPECT_EQ(loaded->loss()->name(), "sparse_categorical_crossentropy");
+  ASSERT_EQ(loaded->metrics().size(), 1u);
+  EXPECT_EQ(loaded->metrics()[0]->name(), "accuracy");
+
+  // Adam's moments and step, and the dropout stream, came back: the next steps are identical.
+  for (int step = 0; step < 3; ++step) EXPECT_EQ(model->train_step(x, y), loaded->train_step(x, y));
+  expect_same_variables(*model, *loaded);
+  const Logs a = model->evaluate(x, y), b = loaded->evaluate(x, y);
+  EXPECT_EQ(a.at("loss"), b.at("loss"));
+  EXPECT_EQ(a.at("accuracy"), b.at("accuracy"));
+}
+
+TEST(SavedModel, WithoutOptimizerStateKeepsCompileConfigOnly) {
+  const std::string dir = fresh_dir("no_optimizer");
+  auto model = flagship(1);
+  model->fit(inputs(32, 784), labels(32, 10), {.epochs = 1, .batch_size = 16, .verbose = 0});
+  save_model(*model, dir, {.include_optimizer = false});
+  auto loaded = load_model(dir);
+  ASSERT_TRUE(loaded->compiled());
+  EXPECT_EQ(loaded->optimizer()->iterations(), 0);
+  expect_same_variables(*model, *loaded);
+}
+
+TEST(SavedModel, ShapeLayersAndOptionsRoundTrip) {
+  const std::string dir = fresh_dir("shapes");
+  Sequential model(
+      {layers::Input(Shape{4, 4}), layers::Flatten(),
+       layers::Dense({.units = 8, .activation = "tanh", .kernel_initializer = "he_normal", .name = "hidden"}),
+       layers::Reshape(Shape{2, -1}), layers::Activation("sigmoid"), layers::Flatten(),
+       layers::Dense({.units = 3, .use_bias = false})},
+      "shapes");
+  ASSERT_TRUE(model.built());
+  const Tensor x = inputs(5, 16).reshape(Shape{5, 4, 4});
+  save_model(model, dir);  // not compiled: no compile config
+  auto loaded = load_model(dir);
+  EXPECT_FALSE(loaded->compiled());
+  ASSERT_EQ(loaded->layers().size(), model.layers().size());
+  for (std::size_t i = 0; i < model.layers().size(); ++i) {
+    EXPECT_EQ(loaded->layers()[i]->class_name(), model.layers()[i]->class_name());
+    EXPECT_EQ(loaded->layers()[i]->name(), model.layers()[i]->name());
+  }
+  const auto& hidden = dynamic_cast<const layers::DenseLayer&>(*loaded->layers()[2]);
+  EXPECT_EQ(hidden.name(), "hidden");
+  EXPECT_EQ(hidden.options().kernel_initializer, "he_normal");
+  EXPECT_FALSE(dynamic_cast<const layers::DenseLayer&>(*loaded->layers()[6]).options().use_bias);
+  EXPECT_EQ(dynamic_cast<const layers::ReshapeLayer&>(*loaded->layers()[3]).target_shape(), (Shape{2, -1}));
+  EXPECT_EQ(dynamic_cast<const layers::ActivationLayer&>(*loaded->layers()[4]).kind(),
+            layers::ActivationKind::kSigmoid);
+  EXPECT_EQ(*loaded->layers()[0]->declared_input_shape(), (Shape{4, 4}));
+  expect_same_variables(model, *loaded);
+  EXPECT_TRUE(same_bits(model(x), (*loaded)(x)));
+}
+
+TEST(SavedModel, ModelBuiltLaterAndSgdOptionsRoundTrip) {
+  const std::string dir = fresh_dir("sgd");
+  Sequential model({layers::Dense(6, "relu"), layers::Dense(2)}, "late");
+  model.build(Shape{-1, 3});
+  optimizers::SGDOptions o;
+  o.learning_rate = 0.05;
+  o.momentum = 0.9;
+  o.nesterov = true;
+  o.clipnorm = 1.5;
+  model.compile(optimizers::SGD(o), losses::SparseCategoricalCrossentropy({.from_logits = true}),
+                {"sparse_categorical_accuracy"});
+  const Tensor x = inputs(8, 3), y = labels(8, 2);
+  model.train_step(x, y);
+  save_model(model, dir);
+  auto loaded = load_model(dir);
+  ASSERT_TRUE(loaded->compiled());
+  EXPECT_EQ(loaded->optimizer()->name(), "SGD");
+  EXPECT_EQ(loaded->optimizer()->hyperparameters(), model.optimizer()->hyperparameters());
+  EXPECT_EQ(loaded->optimizer()->options().clipnorm, std::optional<double>(1.5));
+  EXPECT_TRUE(loaded->loss()->from_logits());
+  EXPECT_EQ(loaded->metrics()[0]->name(), "sparse_categorical_accuracy");
+  EXPECT_EQ(model.train_step(x, y), loaded->train_step(x, y));
+  expect_same_variables(model, *loaded);
+}
+
+TEST(SavedModel, SaveRefusesUnbuiltModelsAndUnknownLayersWritingNothing) {
+  const std::string dir = fresh_dir("refused");
+  Sequential unbuilt({layers::Dense(3)});
+  EXPECT_THROW(save_model(unbuilt, dir), ValueError);
+
+  class Custom final : public layers::Layer {
+   public:
+    Custom() : Layer("custom") {}
+    std::string class_name() const override { return "Custom"; }
+    Shape compute_output_shape(const Shape& s) const override { return s; }
+    Tensor call(const Tensor& x, const layers::CallContext&) const override { return x; }
+  };
+  Sequential custom({layers::Dense(3, "linear", 2), std::make_shared<Custom>()});
+  try {
+    save_model(custom, dir);
+    ADD_FAILURE() << "expected ValueError";
+  } catch (const ValueError& e) {
+    EXPECT_NE(std::string(e.what()).find("'custom' is a Custom"), std::string::npos) << e.what();
+  }
+  EXPECT_FALSE(std::filesystem::exists(dir));
+}
+
+class SavedModelErrors : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fresh_dir(::testing::UnitTest::GetInstance()->current_test_info()->name());
+    auto model = flagship(3);
+    save_model(*model, dir_);
+    json_ = dir_ + "/model.json";
+    weights_ = dir_ + "/weights.safetensors";
+  }
+  std::string dir_, json_, weights_;
+};
+
+TEST_F(SavedModelErrors, MissingFolderOrFile) {
+  const std::string missing = dir_ + "-nope";
+  auto m = io_message([&] { load_model(missing); });
+  EXPECT_NE(m.find(missing), std::string::npos) << m;
+  EXPECT_NE(m.find("does not exist"), std::string::npos) << m;
+
+  std::filesystem::remove(weights_);
+  m = io_message([&] { load_model(dir_); });
+  EXPECT_NE(m.find(weights_), std::string::npos) << m;
+  std::filesystem::remove(json_);
+  m = io_message([&] { load_model(dir_); });
+  EXPECT_NE(m.find(json_), std::string::npos) << m;
+}
+
+TEST_F(SavedModelErrors, TruncatedWeights) {
+  const std::string bytes = io::read_file(weights_);
+  io::write_file_atomic(weights_, bytes.substr(0, bytes.size() / 2));
+  const auto m = io_message([&] { load_model(dir_); });
+  EXPECT_NE(m.find(weights_), std::string::npos) << m;
+  EXPECT_NE(m.find("truncated"), std::string::npos) << m;
+}
+
+TEST_F(SavedModelErrors, CorruptWeights) {
+  std::string bytes = io::read_file(weights_);
+  bytes[bytes.size() - 3] = static_cast<char>(bytes[bytes.size() - 3] ^ 0x40);
+  io::write_file_atomic(weights_, bytes);
+  const auto m = io_message([&] { load_model(dir_); });
+  EXPECT_NE(m.find(weights_), std::string::npos) << m;
+  EXPECT_NE(m.find("CRC-32C"), std::string::npos) << m;
+}
+
+TEST_F(SavedModelErrors, EditedUnitsNameTheMisShapedTensor) {
+  replace_in_file(json_, "\"units\": 10", "\"units\": 11");
+  const auto m = io_message([&] { load_model(dir_); });
+  EXPECT_NE(m.find(weights_), std::string::npos) << m;
+  EXPECT_NE(m.find("'dense_1/kernel' is (128, 10)"), std::string::npos) << m;
+  EXPECT_NE(m.find("(128, 11) float32 in the model"), std::string::npos) << m;
+}
+
+TEST_F(SavedModelErrors, EditedTensorListShape) {
+  replace_in_file(json_, "\"shape\": [\n        128,\n        10\n      ]", "\"shape\": [\n        128,\n        12\n      ]");
+  const auto m = io_message([&] { load_model(dir_); });
+  EXPECT_NE(m.find(json_), std::string::npos) << m;
+  EXPECT_NE(m.find("'dense_1/kernel' has shape (128, 10)"), std::string::npos) << m;
+}
+
+TEST_F(SavedModelErrors, UnknownLayerClass) {
+  replace_in_file(json_, "\"class_name\": \"Dropout\"", "\"class_name\": \"Conv2D\"");
+  const auto m = io_message([&] { load_model(dir_); });
+  EXPECT_NE(m.find(json_), std::string::npos) << m;
+  EXPECT_NE(m.find("layer 1"), std::string::npos) << m;
+  EXPECT_NE(m.find("unknown layer class_name 'Conv2D'"), std::string::npos) << m;
+}
+
+TEST_F(SavedModelErrors, WrongFormatVersion) {
+  replace_in_file(json_, "\"format_version\": 1", "\"format_version\": 99");
+  const auto m = io_message([&] { load_model(dir_); });
+  EXPECT_NE(m.find(json_), std::string::npos) << m;
+  EXPECT_NE(m.find("format version 99 is not the supported version 1"), std::string::npos) << m;
+}
+
+TEST_F(SavedModelErrors, InvalidJsonAndMissingFields) {
+  replace_in_file(json_, "\"rate\":", "\"rate\" ");
+  auto m = io_message([&] { load_model(dir_); });
+  EXPECT_NE(m.find(json_), std::string::npos) << m;
+  EXPECT_NE(m.find("not valid JSON"), std::string::npos) << m;
+
+  replace_in_file(json_, "\"rate\" ", "\"ratio\":");
+  m = io_message([&] { load_model(dir_); });
+  EXPECT_NE(m.find(json_), std::string::npos) << m;
+  EXPECT_NE(m.find("layer 1: missing or mistyped field"), std::string::npos) << m;
+}
+
+TEST_F(SavedModelErrors, BadLayerConfigValueNamesTheFile) {
+  replace_in_file(json_, "\"activation\": \"relu\"", "\"activation\": \"swish\"");
+  const auto m = io_message([&] { load_model(dir_); });
+  EXPECT_NE(m.find(json_), std::string::npos) << m;
+  EXPECT_NE(m.find("swish"), std::string::npos) << m;
+}
+
+}  // namespace
+}  // namespace lockstep

@@ -1,0 +1,124 @@
+#include "model_commands.hpp"
+
+#include <cstdio>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "lockstep/io/atomic_file.hpp"
+#include "lockstep/lockstep.hpp"
+
+namespace lockstep::cli {
+
+namespace {
+// A positive integer, said plainly (CLI11's PositiveNumber prints the whole range).
+const CLI::Validator kPositiveInt(
+    [](std::string& s) -> std::string {
+      char* end = nullptr;
+      const long long v = std::strtoll(s.c_str(), &end, 10);
+      if (s.empty() || *end != '\0' || v <= 0) return "must be a positive integer, got '" + s + "'";
+      return {};
+    },
+    "POSITIVE");
+
+// Rows of features -> the model's input shape (e.g. (N, 784) for the flagship model, or
+// (N, 28, 28) for one that starts with Input(28, 28) and Flatten). The feature counts must match.
+Tensor to_model_input(const Tensor& features, const Sequential& model, const std::string& source) {
+  const Shape& want = model.layers().front()->input_shape();
+  const std::int64_t n = features.dim(0);
+  LOCKSTEP_CHECK(features.rank() >= 2 && features.shape().tail().numel() == want.tail().numel(), source,
+                 " has shape ", features.shape().str(), " but model '", model.name(), "' expects input ", want.str(),
+                 " (", want.tail().numel(), " features per example)");
+  if (features.shape().tail() == want.tail()) return features;
+  std::vector<std::int64_t> dims = want.dims();
+  dims[0] = n;
+  return features.reshape(Shape(std::move(dims)));
+}
+
+std::unique_ptr<Sequential> load(const ModelArgs& a) {
+  auto model = load_model(a.model_dir);
+  std::fprintf(stderr, "Loaded model '%s' from %s (%lld parameters)\n", model->name().c_str(), a.model_dir.c_str(),
+               static_cast<long long>(model->count_params()));
+  return model;
+}
+}  // namespace
+
+void add_model_commands(CLI::App& app, ModelArgs& a) {
+  auto* ev = app.add_subcommand(
+      "evaluate", "Evaluate a saved model (a folder written by save_model) on the test split of MNIST or "
+                  "Fashion-MNIST, with the images flattened and scaled to [0, 1] as `lockstep train` does.");
+  ev->add_option("--model", a.model_dir, "Folder of the saved model (model.json + weights.safetensors)")->required();
+  ev->add_option("--dataset", a.dataset, "mnist or fashion_mnist")
+      ->check(CLI::IsMember({"mnist", "fashion_mnist"}))
+      ->capture_default_str();
+  ev->add_option("--batch-size", a.batch_size, "Batch size")->check(kPositiveInt)->capture_default_str();
+  ev->add_option("--metrics-out", a.metrics_out, "Write {test_loss, test_<metric>, ...} as JSON to this file");
+
+  auto* pr = app.add_subcommand(
+      "predict", "Run a saved model on the examples of a .npy file: uint8 images are flattened and scaled to "
+                 "[0, 1], float32 arrays are used as they are. Prints the predicted class of each example, one "
+                 "per line, or writes the model's outputs to --output.");
+  pr->add_option("--model", a.model_dir, "Folder of the saved model (model.json + weights.safetensors)")->required();
+  pr->add_option("--input", a.input, ".npy file: uint8 images (N, ...) or float32 features (N, ...)")->required();
+  pr->add_option("--output", a.output, "Write the outputs (e.g. class probabilities) to this .npy file");
+  pr->add_option("--batch-size", a.batch_size, "Batch size")->check(kPositiveInt)->capture_default_str();
+}
+
+int run_evaluate(const ModelArgs& a) {
+  auto model = load(a);
+  LOCKSTEP_CHECK(model->compiled(), "the model in '", a.model_dir,
+                 "' was saved before it was compiled, so it has no loss to evaluate; compile it before save_model");
+  const datasets::TrainTest data =
+      a.dataset == "mnist" ? datasets::mnist::load_data() : datasets::fashion_mnist::load_data();
+  const Tensor x = to_model_input(flatten_and_scale_images(data.test.x), *model, "the " + a.dataset + " test split");
+  const Logs logs = model->evaluate(x, data.test.y, {.batch_size = a.batch_size});
+  std::string line = "test_loss: ";
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.4f", logs.at("loss"));
+  line += buf;
+  nlohmann::json j = {{"test_loss", logs.at("loss")}};
+  for (const auto& m : model->metrics()) {
+    std::snprintf(buf, sizeof buf, "%.4f", logs.at(m->name()));
+    line += " - test_" + m->name() + ": " + buf;
+    j["test_" + m->name()] = logs.at(m->name());
+  }
+  std::printf("%s\n", line.c_str());
+  if (!a.metrics_out.empty()) {
+    j["model"] = a.model_dir;
+    j["dataset"] = a.dataset;
+    j["examples"] = x.dim(0);
+    io::write_file_atomic(a.metrics_out, j.dump(2) + "\n");
+  }
+  return 0;
+}
+
+int run_predict(const ModelArgs& a) {
+  auto model = load(a);
+  const Tensor raw = data::read_npy(a.input);
+  const std::string source = "--input '" + a.input + "'";
+  LOCKSTEP_CHECK(raw.rank() >= 2, source, " has shape ", raw.shape().str(), " but model '", model->name(),
+                 "' expects input ", model->layers().front()->input_shape().str(),
+                 ": give a batch of examples (a single one as shape (1, ...))");
+  Tensor x;
+  if (raw.dtype() == DType::kU8) {
+    x = flatten_and_scale_images(raw);
+  } else {
+    // Integer arrays are ambiguous (pixels 0-255, or features?): ask for an explicit dtype.
+    LOCKSTEP_CHECK(raw.dtype() == DType::kF32, source, " holds ", dtype_name(raw.dtype()),
+                   "; give uint8 images (scaled to [0, 1]) or float32 features (used as they are)");
+    x = raw;
+  }
+  x = to_model_input(x, *model, source);
+  const Tensor out = model->predict(x, {.batch_size = a.batch_size});
+  if (!a.output.empty()) {
+    data::write_npy(a.output, out);
+    std::fprintf(stderr, "Wrote outputs %s to %s\n", out.shape().str().c_str(), a.output.c_str());
+    return 0;
+  }
+  const Tensor classes = argmax(out, -1);
+  std::string text;
+  for (const auto c : classes.to_vector<std::int64_t>()) text += std::to_string(c) + "\n";
+  std::fwrite(text.data(), 1, text.size(), stdout);
+  return 0;
+}
+
+}  // namespace lockstep::cli
