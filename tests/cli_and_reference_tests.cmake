@@ -64,3 +64,37 @@ add_test(NAME cli.detected_devices_line
 add_test(NAME cli.malformed_devices_is_status_2 COMMAND ${_expect} 2 "malformed device 'cpu:x'" ${_cli} train --devices cpu:x)
 add_test(NAME cli.missing_gpu_is_status_2 COMMAND ${_expect} 2 "gpu:0' does not exist" ${_cli} train --devices gpu:0)
 set_tests_properties(flagship.mnist_on_2_cpu_devices_accuracy_at_least_0975 PROPERTIES TIMEOUT 900 RUN_SERIAL TRUE)
+
+# Saved models through the CLI: a briefly trained flagship model (the fixture) evaluated and
+# used for predictions; bad inputs are named with both shapes.
+add_executable(saved_model_fixture ${CMAKE_CURRENT_SOURCE_DIR}/cli/saved_model_fixture.cpp)
+target_link_libraries(saved_model_fixture PRIVATE lockstep::lockstep lockstep_warnings)
+set(_saved ${CMAKE_CURRENT_BINARY_DIR}/saved_model_cli)
+add_test(NAME cli.saved_model_fixture COMMAND $<TARGET_FILE:saved_model_fixture> ${_saved})
+set_tests_properties(cli.saved_model_fixture PROPERTIES FIXTURES_SETUP saved_model_cli TIMEOUT 300)
+add_test(NAME cli.evaluate_saved_model_prints_test_accuracy
+         COMMAND ${_expect} 0 "test_loss: [0-9.]+ - test_accuracy: 0\\.(8[5-9]|9)" ${_cli} evaluate --model ${_saved}/model)
+add_test(NAME cli.evaluate_writes_metrics_out
+         COMMAND bash -c "\"$0\" evaluate --model \"$1/model\" --dataset mnist --batch-size 500 --metrics-out \"$1/eval.json\" && grep -q '\"test_accuracy\"' \"$1/eval.json\""
+                 ${_cli} ${_saved})
+add_test(NAME cli.predict_uint8_images_prints_one_class_per_line
+         COMMAND bash -c "out=$(\"$0\" predict --model \"$1/model\" --input \"$1/images.npy\") || exit 1; echo \"$out\"; [ \"$(echo \"$out\" | grep -cE '^[0-9]$')\" -eq 8 ]"
+                 ${_cli} ${_saved})
+add_test(NAME cli.predict_float_features_writes_probabilities
+         COMMAND bash -c "\"$0\" predict --model \"$1/model\" --input \"$1/features.npy\" --output \"$1/probs.npy\" && test -s \"$1/probs.npy\""
+                 ${_cli} ${_saved})
+add_test(NAME cli.predict_wrong_shape_is_status_2_naming_both_shapes
+         COMMAND ${_expect} 2 "wrong.npy' has shape \\(3, 10\\) but model 'flagship' expects input \\(None, 784\\)"
+                 ${_cli} predict --model ${_saved}/model --input ${_saved}/wrong.npy)
+add_test(NAME cli.evaluate_missing_model_is_status_1_naming_it
+         COMMAND ${_expect} 1 "no-such-model' does not exist" ${_cli} evaluate --model ${_saved}/no-such-model)
+add_test(NAME cli.predict_requires_input COMMAND ${_expect} 2 "--input is required" ${_cli} predict --model ${_saved}/model)
+set_tests_properties(cli.evaluate_saved_model_prints_test_accuracy cli.evaluate_writes_metrics_out
+                     cli.predict_uint8_images_prints_one_class_per_line cli.predict_float_features_writes_probabilities
+                     cli.predict_wrong_shape_is_status_2_naming_both_shapes cli.evaluate_missing_model_is_status_1_naming_it
+                     PROPERTIES FIXTURES_REQUIRED saved_model_cli)
+
+# Crash safety: SIGKILL at several moments (some inside a backup write), resume, same weights.
+add_test(NAME cli.sigkill_and_resume_is_bit_identical
+         COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/cli/resume_after_kill.sh ${_cli})
+set_tests_properties(cli.sigkill_and_resume_is_bit_identical PROPERTIES TIMEOUT 600 RUN_SERIAL TRUE)

@@ -185,6 +185,12 @@ void assign_verified(const SafetensorsContent& content, const std::string& sourc
     throw IOError(source + " holds tensors the model does not have: " + names);
   }
   for (auto& [dest, src] : copies) dest.copy_from(src);
+  // A mirrored variable was loaded into its primary copy: every replica gets the same values.
+  for (auto v : variables)
+    if (v.mirrored()) v.assign(v.copy(0));
+  if (optimizer != nullptr)
+    for (const auto& v : variables)
+      if (v.trainable()) optimizer->broadcast_slots(v);
 }
 
 TrainingState load_checkpoint(const std::string& prefix, const std::vector<Variable>& variables,

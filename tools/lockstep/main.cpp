@@ -2,6 +2,7 @@
 #include <iostream>
 
 #include "commands.hpp"
+#include "model_commands.hpp"
 #include "lockstep/core/error.hpp"
 
 int main(int argc, char** argv) {
@@ -12,6 +13,8 @@ int main(int argc, char** argv) {
   lockstep::cli::add_devices_command(app);
   lockstep::cli::BenchArgs bench_args;
   lockstep::cli::add_bench_command(app, bench_args);
+  lockstep::cli::ModelArgs model_args;
+  lockstep::cli::add_model_commands(app, model_args);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -28,6 +31,8 @@ int main(int argc, char** argv) {
     if (app.got_subcommand("train")) return lockstep::cli::run_train(train_args);
     if (app.got_subcommand("devices")) return lockstep::cli::run_devices();
     if (app.got_subcommand("bench")) return lockstep::cli::run_bench_allreduce(bench_args);
+    if (app.got_subcommand("evaluate")) return lockstep::cli::run_evaluate(model_args);
+    if (app.got_subcommand("predict")) return lockstep::cli::run_predict(model_args);
   } catch (const lockstep::ValueError& e) {
     std::cerr << "error: " << e.what() << "\n";
     return 2;

@@ -160,7 +160,7 @@ int run_train(const TrainArgs& a) {
   const Logs test = model.evaluate(x_test, data.test.y, {.batch_size = 1024});
   std::fflush(stdout);
   const double steps_per_second = model.last_fit_timing().steps_per_second;
-  save_checkpoint(logdir + "/final", model, make_training_state(model, a.epochs, 0));
+  save_model(model, logdir + "/model");
   std::printf("test_loss: %.4f - test_accuracy: %.4f - train_steps_per_second: %.1f\n", test.at("loss"),
               test.at("accuracy"), steps_per_second);
 
