@@ -15,14 +15,19 @@ std::string format_value(double v) {
 }
 
 // Keras order: loss first, then metrics, then val_ entries.
+// Shown by the bar in their own way (input share) or not at all (the bar shows time per step).
+bool is_timing_key(const std::string& k) { return k == "input_wait_share" || k == "steps_per_second"; }
+
 std::vector<std::pair<std::string, double>> keras_order(const Logs& logs) {
   std::vector<std::pair<std::string, double>> vals;
   auto it = logs.find("loss");
   if (it != logs.end()) vals.emplace_back(*it);
   for (const auto& kv : logs)
-    if (kv.first != "loss" && kv.first.rfind("val_", 0) != 0) vals.emplace_back(kv);
+    if (kv.first != "loss" && kv.first.rfind("val_", 0) != 0 && !is_timing_key(kv.first)) vals.emplace_back(kv);
   for (const auto& kv : logs)
     if (kv.first.rfind("val_", 0) == 0) vals.emplace_back(kv);
+  it = logs.find("input_wait_share");
+  if (it != logs.end()) vals.emplace_back("input", it->second);
   return vals;
 }
 
@@ -68,7 +73,15 @@ std::string Progbar::render(std::int64_t current, const std::vector<std::pair<st
   } else {
     line += " - " + format_time(elapsed) + " " + format_time(per_step) + "/step";
   }
-  for (const auto& [name, v] : values) line += " - " + name + ": " + format_value(v);
+  for (const auto& [name, v] : values) {
+    if (name == "input") {  // the share of the time spent waiting for input
+      char buf[32];
+      std::snprintf(buf, sizeof buf, " - input: %.0f%%", 100.0 * v);
+      line += buf;
+    } else {
+      line += " - " + name + ": " + format_value(v);
+    }
+  }
   return line;
 }
 

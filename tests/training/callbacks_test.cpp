@@ -121,9 +121,12 @@ TEST(CSVLogger, WritesHeaderAndOneRowPerEpoch) {
   std::getline(in, r0);
   std::getline(in, r1);
   EXPECT_FALSE(std::getline(in, extra));
-  EXPECT_EQ(header, "epoch;accuracy;loss;val_accuracy;val_loss");
+  EXPECT_EQ(header, "epoch;accuracy;input_wait_share;loss;steps_per_second;val_accuracy;val_loss");
   EXPECT_EQ(r1.substr(0, 2), "1;");
-  const double loss1 = std::stod(r1.substr(r1.find(';', r1.find(';') + 1) + 1));
+  // The loss is the fourth column.
+  std::size_t col = 0;
+  for (int i = 0; i < 3; ++i) col = r1.find(';', col) + 1;
+  const double loss1 = std::stod(r1.substr(col));
   EXPECT_EQ(loss1, h.history.at("loss")[1]) << "values are written exactly (shortest round-trip)";
   // append=true adds rows without a second header
   model->fit(d.x, d.y, {.epochs = 1, .batch_size = 50, .verbose = 0,

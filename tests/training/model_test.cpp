@@ -99,7 +99,15 @@ TEST(Model, HistoryHasOneEntryPerEpochWithLossAndMetrics) {
     keys.insert(k);
     EXPECT_EQ(v.size(), 3u) << k;
   }
-  EXPECT_EQ(keys, (std::set<std::string>{"loss", "accuracy", "val_loss", "val_accuracy"}));
+  // Besides Keras' keys, each epoch records its throughput and the share of time spent
+  // waiting for input (what shows an input-bound run).
+  EXPECT_EQ(keys, (std::set<std::string>{"loss", "accuracy", "val_loss", "val_accuracy", "input_wait_share",
+                                         "steps_per_second"}));
+  for (double share : h.history.at("input_wait_share")) {
+    EXPECT_GE(share, 0.0);
+    EXPECT_LE(share, 1.0);
+  }
+  for (double sps : h.history.at("steps_per_second")) EXPECT_GT(sps, 0.0);
   // val_loss is the loss on the validation data with the epoch's final weights.
   const Logs ev = model->evaluate(val.x, val.y, {.batch_size = 5});
   EXPECT_NEAR(h.history.at("val_loss").back(), ev.at("loss"), 1e-6);
@@ -107,7 +115,7 @@ TEST(Model, HistoryHasOneEntryPerEpochWithLossAndMetrics) {
 
   auto plain = small_model();
   const History h2 = plain->fit(toy.x, toy.y, {.epochs = 2, .batch_size = 10, .verbose = 0});
-  EXPECT_EQ(h2.history.size(), 2u);
+  EXPECT_EQ(h2.history.size(), 4u);
   EXPECT_EQ(h2.history.count("val_loss"), 0u);
 }
 
@@ -209,8 +217,10 @@ TEST(Model, CallbackHookOrderAndLogKeys) {
   const std::set<std::string> metrics{"loss", "accuracy"};
   EXPECT_EQ(rec->keys[3], metrics);  // batch_end
   EXPECT_EQ(rec->keys[5], metrics);
-  EXPECT_EQ(rec->keys[6], metrics);  // epoch_end
-  EXPECT_EQ(rec->keys[7], metrics);  // train_end gets the last epoch's logs
+  // Epoch logs also carry the epoch's throughput and the share of time spent waiting for input.
+  const std::set<std::string> epoch_keys{"loss", "accuracy", "input_wait_share", "steps_per_second"};
+  EXPECT_EQ(rec->keys[6], epoch_keys);  // epoch_end
+  EXPECT_EQ(rec->keys[7], epoch_keys);  // train_end gets the last epoch's logs
   EXPECT_EQ(rec->seen_params.epochs, 1);
   EXPECT_EQ(rec->seen_params.steps, 2);
 }

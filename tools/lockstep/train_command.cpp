@@ -138,7 +138,8 @@ int run_train(const TrainArgs& a) {
 
   auto ds = data::Dataset::from_tensor_slices(x_train, data.train.y)
                 .shuffle(x_train.dim(0), a.seed)
-                .batch(global_batch);
+                .batch(global_batch)
+                .prefetch(data::kAutotune);
   FitOptions fit_options{.epochs = a.epochs, .verbose = verbose};
   fit_options.validation_data = data::Dataset::from_tensor_slices(x_test, data.test.y).batch(1024);
   std::filesystem::create_directories(logdir);
