@@ -64,7 +64,7 @@ for n in 1 2; do
   echo "== lockstep, $n replica(s) (--devices cpu:$n), global batch $gbs, $steps steps" >&2
   rc=0
   "$lockstep" train --devices "cpu:$n" --global-batch-size "$gbs" --epochs 1 --steps-per-epoch "$steps" \
-    --verbose 0 --metrics-out "$tmp/lockstep$n.json" >"$tmp/lockstep$n.log" 2>&1 || rc=$?
+    --verbose 0 --logdir "$tmp/run$n" --no-tensorboard --metrics-out "$tmp/lockstep$n.json" >"$tmp/lockstep$n.log" 2>&1 || rc=$?
   if [[ $rc -ne 0 ]]; then
     echo "compare_distributed: lockstep train --devices cpu:$n failed (exit $rc); its last output:" >&2
     tail -n 20 "$tmp/lockstep$n.log" >&2

@@ -7,7 +7,7 @@
 #        else /usr/bin/python3)
 #
 # Runs one after another (never concurrently, so they do not share cores):
-#   lockstep:  LOCKSTEP_CPU_THREADS=T lockstep train --epochs 1 --steps-per-epoch N
+#   lockstep:  LOCKSTEP_CPU_THREADS=T lockstep train --devices cpu:1 --epochs 1 --steps-per-epoch N
 #              --batch-size 64 --metrics-out FILE   (reads train_steps_per_second)
 #   torch, tf: bench/reference_mlp.py --framework both --threads T --steps N --json
 # and prints each steps/s and the ratios lockstep/torch, lockstep/tf,
@@ -43,7 +43,7 @@ export OMP_NUM_THREADS="$threads" OPENBLAS_NUM_THREADS="$threads" MKL_NUM_THREAD
 
 echo "== lockstep ($threads thread(s), $steps steps, batch 64)" >&2
 ls_rc=0
-LOCKSTEP_CPU_THREADS="$threads" "$lockstep" train --epochs 1 --steps-per-epoch "$steps" --batch-size 64 \
+LOCKSTEP_CPU_THREADS="$threads" "$lockstep" train --devices cpu:1 --epochs 1 --steps-per-epoch "$steps" --batch-size 64 --logdir "$tmp/run" --no-tensorboard \
   --metrics-out "$tmp/lockstep.json" >"$tmp/lockstep.log" 2>&1 || ls_rc=$?
 if [[ $ls_rc -ne 0 ]]; then
   echo "compare_mlp: lockstep train failed (exit $ls_rc); its last output:" >&2

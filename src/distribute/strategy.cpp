@@ -348,14 +348,16 @@ int default_num_cpu_devices() {
                    "' is not a device count in [1, 1024]");
     return static_cast<int>(n);
   }
-  return backend::available_cores();
+  return std::min(backend::available_cores(), backend::default_cpu_threads());
 }
 
 namespace {
 using Layout = StrategyLayout;
 
 Layout cpu_layout(const std::vector<int>& indices, int num_devices, bool pin) {
-  const std::vector<int> ids = backend::available_cpu_ids();
+  // LOCKSTEP_CPU_THREADS caps the cores that replicas share (as it caps the default device).
+  std::vector<int> ids = backend::available_cpu_ids();
+  ids.resize(std::min(ids.size(), static_cast<std::size_t>(backend::default_cpu_threads())));
   const int cores = static_cast<int>(ids.size());
   Layout l;
   const int n = static_cast<int>(indices.size());
