@@ -9,14 +9,11 @@ int main() try {
   using namespace lockstep;
   auto [train, test] = datasets::mnist::load_data();
 
-  // TODO(distribute): create the strategy here and build the model under its scope, once
-  // MirroredStrategy exists:
-  //   MirroredStrategy strategy;
-  //   auto guard = strategy.scope();
-  // and scale the batch below to 64 * strategy.num_replicas_in_sync(); the strategy then splits
-  // each global batch with data::split_batch_for_replicas and reserves its compute cores in
-  // data::ThreadBudget::process() while it trains, so that the map below autotunes within the
-  // cores that are left. For now: one device.
+  // Every local device; fit splits each global batch over the replicas and reserves their cores
+  // in data::ThreadBudget while it trains, so the map below autotunes within what is left.
+  distribute::MirroredStrategy strategy;
+  std::cout << "Detected " << strategy.num_replicas_in_sync() << " devices\n";
+  auto guard = strategy.scope();
   Sequential model({layers::Dense(128, "relu", /*input_dim=*/784), layers::Dropout(0.2),
                     layers::Dense(10, "softmax")});
   model.compile(optimizers::Adam(1e-3), losses::SparseCategoricalCrossentropy(), {"accuracy"});
@@ -30,7 +27,7 @@ int main() try {
     for (int i = 0; i < 784; ++i) out[i] = static_cast<float>(px[i]) / 255.f;
     return data::Element{x, e[1]};
   };
-  constexpr std::int64_t kBatch = 64;
+  const std::int64_t kBatch = 32 * strategy.num_replicas_in_sync();  // 32 per replica
   auto ds = data::Dataset::from_tensor_slices(train.x, train.y)
                 .shuffle(60000)
                 .map(normalise, data::kAutotune)

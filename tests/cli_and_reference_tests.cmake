@@ -98,3 +98,9 @@ set_tests_properties(cli.evaluate_saved_model_prints_test_accuracy cli.evaluate_
 add_test(NAME cli.sigkill_and_resume_is_bit_identical
          COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/cli/resume_after_kill.sh ${_cli})
 set_tests_properties(cli.sigkill_and_resume_is_bit_identical PROPERTIES TIMEOUT 600 RUN_SERIAL TRUE)
+
+# find_package(lockstep) works for a user's project after cmake --install.
+add_test(NAME install.find_package_consumer
+         COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/cli/find_package_consumer.sh ${PROJECT_BINARY_DIR}
+                 ${CMAKE_CURRENT_BINARY_DIR}/consumer)
+set_tests_properties(install.find_package_consumer PROPERTIES TIMEOUT 300)

@@ -1,0 +1,95 @@
+// Finite-difference checks for every layer: the gradient with respect to the layer's input
+// (through lockstep::gradcheck) and with respect to each of its variables.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+#include "lockstep/lockstep.hpp"
+
+using namespace lockstep;
+
+namespace {
+Tensor uniform(const Shape& s, std::uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  std::vector<float> v(static_cast<std::size_t>(s.numel()));
+  for (auto& x : v) x = u(rng) >= 0 ? u(rng) * 0.9f + 0.1f : u(rng) * 0.9f - 0.1f;  // away from relu's kink
+  return Tensor::from_vector(v, s);
+}
+
+double weighted(const Tensor& out, const Tensor& w) {
+  double s = 0;
+  for (std::int64_t i = 0; i < out.numel(); ++i) s += static_cast<double>(out.data<float>()[i]) * w.data<float>()[i];
+  return s;
+}
+
+// d sum(w * layer(x)) / d variable, tape vs central differences, for every variable element.
+void check_variables(const layers::Layer& layer, const Tensor& x, const layers::CallContext& ctx) {
+  const Tensor w = uniform(layer.compute_output_shape(x.shape()), 99);
+  std::vector<Tensor> grads;
+  {
+    GradientTape tape;
+    grads = tape.gradient(mul(layer.call(x, ctx), w), layer.trainable_variables());
+  }
+  const auto vars = layer.trainable_variables();
+  for (std::size_t k = 0; k < vars.size(); ++k) {
+    ASSERT_TRUE(grads[k].defined()) << vars[k].name();
+    float* p = const_cast<float*>(vars[k].value().data<float>());
+    for (std::int64_t i = 0; i < vars[k].shape().numel(); ++i) {
+      const float orig = p[i];
+      const float eps = 1e-3f;
+      p[i] = orig + eps;
+      const double hi = weighted(layer.call(x, ctx), w);
+      p[i] = orig - eps;
+      const double lo = weighted(layer.call(x, ctx), w);
+      p[i] = orig;
+      const double numeric = (hi - lo) / (2.0 * eps);
+      EXPECT_NEAR(grads[k].data<float>()[i], numeric, 2e-3 + 2e-2 * std::fabs(numeric))
+          << layer.name() << " " << vars[k].name() << "[" << i << "]";
+    }
+  }
+}
+
+struct LayerCase {
+  const char* name;
+  std::function<layers::LayerPtr()> make;
+  Shape input;
+  bool training = false;
+};
+}  // namespace
+
+class LayerGradcheck : public ::testing::TestWithParam<int> {};
+
+std::vector<LayerCase> layer_cases() {
+  return {
+      {"dense_linear", [] { return layers::Dense(4, "linear", 3); }, {5, 3}},
+      {"dense_relu", [] { return layers::Dense(4, "relu", 3); }, {5, 3}},
+      {"dense_sigmoid", [] { return layers::Dense(4, "sigmoid", 3); }, {5, 3}},
+      {"dense_tanh", [] { return layers::Dense(4, "tanh", 3); }, {5, 3}},
+      {"dense_gelu", [] { return layers::Dense(4, "gelu", 3); }, {5, 3}},
+      {"dense_softmax", [] { return layers::Dense(4, "softmax", 3); }, {5, 3}},
+      {"dense_no_bias", [] { return layers::Dense({.units = 3, .use_bias = false}); }, {4, 6}},
+      {"dropout_training", [] { return layers::Dropout(0.4f); }, {6, 5}, true},
+      {"activation_tanh", [] { return layers::Activation("tanh"); }, {3, 4}},
+      {"activation_log_softmax", [] { return layers::Activation("log_softmax"); }, {3, 4}},
+      {"flatten", [] { return layers::Flatten(); }, {2, 3, 4}},
+      {"reshape", [] { return layers::Reshape({4, -1}); }, {2, 12}},
+  };
+}
+
+TEST_P(LayerGradcheck, InputAndVariableGradientsMatchFiniteDifferences) {
+  const LayerCase c = layer_cases()[static_cast<std::size_t>(GetParam())];
+  auto layer = c.make();
+  std::vector<std::int64_t> dims = c.input.dims();
+  dims[0] = -1;
+  layer->build(Shape(dims), 5);
+  const layers::CallContext ctx{.training = c.training, .seed = 3, .step = 2};
+  const Tensor x = uniform(c.input, 7);
+  const GradcheckResult r = gradcheck([&](const std::vector<Tensor>& in) { return layer->call(in[0], ctx); }, {x});
+  EXPECT_TRUE(r.ok) << c.name << ": " << r.message;
+  check_variables(*layer, x, ctx);
+}
+
+INSTANTIATE_TEST_SUITE_P(EveryLayer, LayerGradcheck, ::testing::Range(0, static_cast<int>(layer_cases().size())),
+                         [](const auto& info) { return std::string(layer_cases()[static_cast<std::size_t>(info.param)].name); });
