@@ -7,7 +7,20 @@
 
 #include "lockstep/core/error.hpp"
 
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define LOCKSTEP_POOL_PAUSE() _mm_pause()
+#else
+#define LOCKSTEP_POOL_PAUSE() ((void)0)
+#endif
+
 namespace lockstep::backend {
+
+namespace {
+// A step is many small ops in a row: workers spin this many rounds for the next one before
+// sleeping, so that an op's hand-off costs well under a microsecond instead of a futex wake.
+constexpr int kSpinRounds = 5000;
+}  // namespace
 
 bool pin_current_thread(int cpu) {
   cpu_set_t set;
@@ -29,7 +42,7 @@ ThreadPool::ThreadPool(int threads, std::vector<int> cpus) : threads_(std::max(1
 ThreadPool::~ThreadPool() {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    stop_ = true;
+    stop_.store(true);
   }
   cv_work_.notify_all();
   for (auto& t : workers_) t.join();
@@ -50,16 +63,18 @@ void ThreadPool::parallel_for(std::int64_t n, std::int64_t grain,
     fn(0, n);
     return;
   }
-  {
+  job_ = &fn;
+  job_n_ = n;
+  job_chunks_ = chunks;
+  error_ = nullptr;
+  // Every worker acknowledges every job (idle ones at once), so no worker can still be reading
+  // this job's fields when the next one is written.
+  pending_.store(threads_ - 1);
+  generation_.fetch_add(1);  // publishes the job (seq_cst)
+  if (sleepers_.load() > 0) {
     std::lock_guard<std::mutex> lock(mu_);
-    job_ = &fn;
-    job_n_ = n;
-    job_chunks_ = chunks;
-    pending_ = chunks - 1;
-    error_ = nullptr;
-    ++generation_;
+    cv_work_.notify_all();
   }
-  cv_work_.notify_all();
   std::exception_ptr mine;
   try {
     std::int64_t b, e;
@@ -68,41 +83,45 @@ void ThreadPool::parallel_for(std::int64_t n, std::int64_t grain,
   } catch (...) {
     mine = std::current_exception();
   }
-  std::unique_lock<std::mutex> lock(mu_);
-  cv_done_.wait(lock, [this] { return pending_ == 0; });
+  for (int i = 0; pending_.load() != 0; ++i) {
+    if (i < 2000) LOCKSTEP_POOL_PAUSE();
+    else std::this_thread::yield();
+  }
   job_ = nullptr;
   if (mine) std::rethrow_exception(mine);
   if (error_) std::rethrow_exception(error_);
 }
 
 void ThreadPool::worker_loop(int index) {
-  std::uint64_t seen = 0;
+  std::uint64_t seen = 0;  // not generation_.load(): a job may be posted before this thread runs
   for (;;) {
-    const std::function<void(std::int64_t, std::int64_t)>* job;
-    std::int64_t n;
-    int chunks;
-    {
-      std::unique_lock<std::mutex> lock(mu_);
-      cv_work_.wait(lock, [&] { return stop_ || generation_ != seen; });
-      if (stop_) return;
-      seen = generation_;
-      job = job_;
-      n = job_n_;
-      chunks = job_chunks_;
+    for (int i = 0; i < kSpinRounds && generation_.load() == seen && !stop_.load(); ++i) {
+      if (i < 1000) LOCKSTEP_POOL_PAUSE();
+      else std::this_thread::yield();
     }
-    if (index < chunks) {
+    if (generation_.load() == seen && !stop_.load()) {
+      std::unique_lock<std::mutex> lock(mu_);
+      sleepers_.fetch_add(1);
+      cv_work_.wait(lock, [&] { return stop_.load() || generation_.load() != seen; });
+      sleepers_.fetch_sub(1);
+    }
+    if (stop_.load()) return;
+    seen = generation_.load();
+    if (index < job_chunks_) {
       std::exception_ptr err;
       try {
         std::int64_t b, e;
-        chunk_bounds(n, chunks, index, &b, &e);
-        (*job)(b, e);
+        chunk_bounds(job_n_, job_chunks_, index, &b, &e);
+        (*job_)(b, e);
       } catch (...) {
         err = std::current_exception();
       }
-      std::lock_guard<std::mutex> lock(mu_);
-      if (err && !error_) error_ = err;
-      if (--pending_ == 0) cv_done_.notify_one();
+      if (err) {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (!error_) error_ = err;
+      }
     }
+    pending_.fetch_sub(1);
   }
 }
 

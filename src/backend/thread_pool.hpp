@@ -36,14 +36,17 @@ class ThreadPool {
   int threads_;
   std::vector<std::thread> workers_;
   std::mutex mu_;
-  std::condition_variable cv_work_, cv_done_;
+  std::condition_variable cv_work_;
+  // The job is written by the caller before generation_ is bumped and read by workers after
+  // they see the new generation; pending_ counts workers still running it.
   const std::function<void(std::int64_t, std::int64_t)>* job_ = nullptr;
   std::int64_t job_n_ = 0;
   int job_chunks_ = 0;
-  std::uint64_t generation_ = 0;
-  int pending_ = 0;
-  bool stop_ = false;
-  std::exception_ptr error_;
+  std::atomic<std::uint64_t> generation_{0};
+  std::atomic<int> pending_{0};
+  std::atomic<int> sleepers_{0};
+  std::atomic<bool> stop_{false};
+  std::exception_ptr error_;  // guarded by mu_
 };
 
 }  // namespace lockstep::backend

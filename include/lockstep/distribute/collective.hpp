@@ -1,9 +1,10 @@
 #pragma once
 // In-process collectives between the replicas (threads) of one strategy, over shared memory.
 //
-// all_reduce is reduce-scatter + all-gather: each replica reduces its own chunk of every
-// replica's buffer, in replica order 0..N-1 (so results are bit-identical run to run and on
-// every replica), then copies the other chunks from their owners. Every wait has a timeout,
+// all_reduce is a reduce-scatter fused with its all-gather: each replica reduces its own chunk
+// of every replica's buffer, in replica order 0..N-1 (so results are bit-identical run to run
+// and on every replica), and writes the result into that chunk of every buffer — one read and
+// N writes per element over shared memory, two barriers per collective. Every wait has a timeout,
 // and a replica that fails aborts the group, so no replica is ever left hanging.
 #include <atomic>
 #include <chrono>

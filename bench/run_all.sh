@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Runs every benchmark behind docs/PERFORMANCE.md, one after another, on an idle machine.
+#   bench/run_all.sh [OUT_DIR]     (default: bench-results/)
+# Needs build/ (scripts/build.sh) and, for the references, .venv-ref (scripts/setup_python.sh).
+set -uo pipefail
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+out="${1:-$repo/bench-results}"
+mkdir -p "$out"
+cd "$repo"
+run() { local name="$1"; shift; echo "== $name: $*"; "$@" 2>&1 | tee "$out/$name.txt"; }
+echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2-), $(date -u)" | tee "$out/machine.txt"
+run gemm build/bin/gemm_bench --benchmark_min_time=0.2
+run allreduce build/bin/lockstep bench allreduce
+run strategy_overhead build/bin/strategy_overhead 1000 5
+run pipeline build/bin/pipeline_bench
+run compare_mlp_1thread bash bench/compare_mlp.sh -t 1 -n 3000
+run compare_mlp_2threads bash bench/compare_mlp.sh -t 2 -n 3000
+run compare_distributed bash bench/compare_distributed.sh -n 3000 -r 1000
