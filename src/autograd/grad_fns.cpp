@@ -40,7 +40,7 @@ G binary_grad(const OpRecord& r, const Tensor& g) {
       Tensor ab = add(a, scale(out, 0.0f)), bb = add(b, scale(out, 0.0f));  // broadcast copies
       const float *pa = ab.data<float>(), *pb = bb.data<float>();
       float *qa = ma.data<float>(), *qb = mb.data<float>();
-      for (std::int64_t i = 0; i < out.numel(); ++i) {
+      for (std::int64_t i = 0, count = out.numel(); i < count; ++i) {
         qa[i] = pa[i] >= pb[i] ? 1.0f : 0.0f;
         qb[i] = 1.0f - qa[i];
       }
@@ -70,7 +70,7 @@ G dense_grad(const OpRecord& r, const Tensor& g_in, const std::array<bool, 3>& n
     const float* y = r.output.data<float>();
     const float* gi = g_in.data<float>();
     float* go = g.data<float>();
-    for (std::int64_t i = 0; i < g.numel(); ++i) go[i] = y[i] > 0.0f ? gi[i] : 0.0f;
+    for (std::int64_t i = 0, count = g.numel(); i < count; ++i) go[i] = y[i] > 0.0f ? gi[i] : 0.0f;
   }
   G out;
   // dx is skipped when x is not watched (the model's input): a whole GEMM saved per step.

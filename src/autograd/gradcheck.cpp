@@ -14,7 +14,7 @@ double weighted_sum(const Tensor& out, const Tensor& w) {
   const float* o = out.data<float>();
   const float* p = w.data<float>();
   double s = 0;
-  for (std::int64_t i = 0; i < out.numel(); ++i) s += static_cast<double>(o[i]) * p[i];
+  for (std::int64_t i = 0, count = out.numel(); i < count; ++i) s += static_cast<double>(o[i]) * p[i];
   return s;
 }
 }  // namespace
@@ -44,7 +44,7 @@ GradcheckResult gradcheck(const std::function<Tensor(const std::vector<Tensor>&)
   for (std::size_t k = 0; k < inputs.size(); ++k) {
     Tensor& x = inputs[k];
     float* p = x.data<float>();
-    for (std::int64_t i = 0; i < x.numel(); ++i) {
+    for (std::int64_t i = 0, count = x.numel(); i < count; ++i) {
       const float orig = p[i];
       p[i] = orig + static_cast<float>(opt.eps);
       const double hi = weighted_sum(f(inputs), weights);

@@ -9,7 +9,7 @@ namespace lockstep::metrics {
 void Mean::update_state(const Tensor& values, const Tensor&) {
   Tensor v = values.dtype() == DType::kF32 ? values : values.to(DType::kF32);
   const float* p = v.data<float>();
-  for (std::int64_t i = 0; i < v.numel(); ++i) state_[0] += p[i];
+  for (std::int64_t i = 0, count = v.numel(); i < count; ++i) state_[0] += p[i];
   state_[1] += static_cast<double>(v.numel());
 }
 
@@ -17,7 +17,7 @@ void SparseCategoricalAccuracy::update_state(const Tensor& y_true, const Tensor&
   if (y_pred.dim(0) == 0) return;
   Tensor m = sparse_categorical_matches(y_true, y_pred);
   const float* p = m.data<float>();
-  for (std::int64_t i = 0; i < m.numel(); ++i) state_[0] += p[i];
+  for (std::int64_t i = 0, count = m.numel(); i < count; ++i) state_[0] += p[i];
   state_[1] += static_cast<double>(m.numel());
 }
 

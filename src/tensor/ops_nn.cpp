@@ -159,7 +159,7 @@ Tensor sparse_categorical_matches(const Tensor& labels, const Tensor& prediction
   const auto* a = arg.data<std::int64_t>();
   const auto* l = lab.data<std::int64_t>();
   float* o = out.data<float>();
-  for (std::int64_t i = 0; i < out.numel(); ++i) o[i] = a[i] == l[i] ? 1.0f : 0.0f;
+  for (std::int64_t i = 0, count = out.numel(); i < count; ++i) o[i] = a[i] == l[i] ? 1.0f : 0.0f;
   return out;
 }
 

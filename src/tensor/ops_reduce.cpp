@@ -45,7 +45,7 @@ Tensor reduce_sum_impl(const char* name, OpType type, const Tensor& a, std::opti
   if (type == OpType::kMean) {
     const float s = count ? post_scale / static_cast<float>(count) : 0.0f;
     float* p = out.data<float>();
-    for (std::int64_t i = 0; i < out.numel(); ++i) p[i] *= s;
+    for (std::int64_t i = 0, count = out.numel(); i < count; ++i) p[i] *= s;
   }
   if (detail::recording({&a})) {
     OpRecord r;

@@ -10,7 +10,7 @@ Tensor flatten_and_scale_images(const Tensor& images) {
   Tensor f = images.to(DType::kF32).reshape({n, features});
   float* p = f.data<float>();
   const float s = images.dtype() == DType::kU8 ? 1.0f / 255.0f : 1.0f;
-  for (std::int64_t i = 0; i < f.numel(); ++i) p[i] *= s;
+  for (std::int64_t i = 0, count = f.numel(); i < count; ++i) p[i] *= s;
   return f;
 }
 
