@@ -10,7 +10,7 @@ struct TrainArgs {
   std::string dataset = "mnist";
   int epochs = 5;
   std::int64_t steps_per_epoch = -1;
-  std::int64_t batch_size = 32;         // per replica
+  std::int64_t batch_size = -1;         // per replica; -1: neither flag given, global batch 32
   std::int64_t global_batch_size = -1;  // overrides batch_size x replicas
   std::string devices;                  // "cpu:N", "gpu:0,gpu:1"; empty: every local device
   std::string optimizer = "adam";

@@ -34,9 +34,10 @@ void add_train_command(CLI::App& app, TrainArgs& a) {
   cmd->add_option("--epochs", a.epochs, "Number of epochs")->check(kPositive)->capture_default_str();
   cmd->add_option("--steps-per-epoch", a.steps_per_epoch,
                   "Steps per epoch (default: one pass over the training set)");
-  cmd->add_option("--batch-size", a.batch_size, "Batch size per replica (the global batch is this x replicas)")
-      ->check(kPositive)
-      ->capture_default_str();
+  cmd->add_option("--batch-size", a.batch_size,
+                  "Batch size per replica (the global batch is this x replicas). Without this flag and "
+                  "--global-batch-size the global batch is 32, Keras' default, split over the replicas")
+      ->check(kPositive);
   cmd->add_option("--global-batch-size", a.global_batch_size, "Global batch size (instead of --batch-size)")
       ->check(kPositive);
   cmd->add_option("--devices", a.devices,
@@ -122,7 +123,12 @@ int run_train(const TrainArgs& a) {
   std::printf("Detected %d device%s: ", replicas, replicas == 1 ? "" : "s");
   for (int r = 0; r < replicas; ++r) std::printf("%s%s", r ? ", " : "", strategy.devices()[static_cast<std::size_t>(r)].str().c_str());
   std::printf("\n");
-  const std::int64_t global_batch = a.global_batch_size > 0 ? a.global_batch_size : a.batch_size * replicas;
+  // Keras' fit(batch_size=32) is the global batch under a strategy; an explicit --batch-size
+  // follows the usual per-replica rule.
+  constexpr std::int64_t kDefaultGlobalBatch = 32;
+  const std::int64_t global_batch = a.global_batch_size > 0 ? a.global_batch_size
+                                    : a.batch_size > 0      ? a.batch_size * replicas
+                                                            : std::max<std::int64_t>(kDefaultGlobalBatch, replicas);
   const datasets::TrainTest data =
       a.dataset == "mnist" ? datasets::mnist::load_data() : datasets::fashion_mnist::load_data();
   const Tensor x_train = flatten_and_scale_images(data.train.x);
