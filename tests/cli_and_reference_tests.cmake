@@ -104,3 +104,9 @@ add_test(NAME install.find_package_consumer
          COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/cli/find_package_consumer.sh ${PROJECT_BINARY_DIR}
                  ${CMAKE_CURRENT_BINARY_DIR}/consumer)
 set_tests_properties(install.find_package_consumer PROPERTIES TIMEOUT 300)
+
+# Debug drift check: with LOCKSTEP_CHECK_MIRRORED=1 every step verifies that all replicas' copies
+# are bit-identical (3 replicas, an uneven split of each batch of 32).
+add_test(NAME cli.mirrored_copies_never_drift
+         COMMAND bash -c "rm -rf \"$0\" && LOCKSTEP_CHECK_MIRRORED=1 exec \"$1\" 0 test_accuracy \"$2\" train --devices cpu:3 --epochs 1 --steps-per-epoch 100 --verbose 0 --no-tensorboard --logdir \"$0\""
+                 ${CMAKE_CURRENT_BINARY_DIR}/drift-run ${_expect} ${_cli})

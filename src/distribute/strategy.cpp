@@ -293,10 +293,38 @@ std::pair<std::int64_t, std::int64_t> replica_rows(std::int64_t rows, int replic
 }
 
 std::unique_ptr<Strategy::DistributedIterator> Strategy::DistributedDataset::make_iterator() const {
-  return std::make_unique<DistributedIterator>(dataset_.make_iterator(), replicas_);
+  return std::make_unique<DistributedIterator>(dataset_.make_iterator(), replicas_, per_replica_batches_);
+}
+
+Strategy::DistributedDataset Strategy::distribute_datasets_from_function(
+    const std::function<data::Dataset(const data::InputContext&)>& fn) const {
+  // One worker: one input pipeline feeding every replica of this strategy.
+  data::InputContext ctx{.num_input_pipelines = 1, .input_pipeline_id = 0, .num_replicas_in_sync = num_replicas_in_sync()};
+  ctx.validate();
+  return DistributedDataset(fn(ctx), num_replicas_in_sync(), /*per_replica_batches=*/true);
+}
+
+std::optional<Strategy::DistributedIterator::Batch> Strategy::DistributedIterator::next_per_replica() {
+  Batch b;
+  for (int r = 0; r < replicas_; ++r) {
+    auto e = it_->next();
+    if (!e) {
+      // A partial step would leave replicas without input: drop it, as a short final round.
+      if (r == 0) return std::nullopt;
+      std::fprintf(stderr, "WARNING: distribute_datasets_from_function: the input ended after %d of %d replicas' "
+                   "batches; the incomplete step is dropped\n", r, replicas_);
+      return std::nullopt;
+    }
+    LOCKSTEP_CHECK(!e->empty() && (*e)[0].rank() >= 1, "distribute_datasets_from_function: elements must be batches");
+    b.offsets.push_back(b.global_size);
+    b.global_size += (*e)[0].dim(0);
+    b.slices.values().push_back(std::move(*e));
+  }
+  return b;
 }
 
 std::optional<Strategy::DistributedIterator::Batch> Strategy::DistributedIterator::next() {
+  if (per_replica_batches_) return next_per_replica();
   auto e = it_->next();
   if (!e) return std::nullopt;
   LOCKSTEP_CHECK(!e->empty() && (*e)[0].rank() >= 1, "experimental_distribute_dataset: elements must be batches");

@@ -209,6 +209,13 @@ double Model::train_step(const Tensor& x_in, const Tensor& y) {
                     }).values();
   }
   optimizer_->finish_step();
+  // Debug check (LOCKSTEP_CHECK_MIRRORED=1): every replica's copy of every variable is still
+  // bit-identical after the update; throws DistributedError naming the first that drifted.
+  static const bool check_mirrored = [] {
+    const char* v = std::getenv("LOCKSTEP_CHECK_MIRRORED");
+    return v && *v && std::string(v) != "0";
+  }();
+  if (check_mirrored && strategy_) strategy_->check_mirrored(variables());
   // Losses and metrics are reduced across replicas before anyone sees them.
   double loss_sum = 0;
   for (const auto& p : parts) loss_sum += p.loss_sum;

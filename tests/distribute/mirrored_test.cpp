@@ -270,3 +270,29 @@ TEST(Collectives, MismatchedCountsAreAnError) {
   EXPECT_TRUE(ea && eb);
   EXPECT_THROW(std::rethrow_exception(ea), DistributedError);
 }
+
+TEST(Mirrored, DistributeDatasetsFromFunctionGivesEachReplicaItsOwnBatch) {
+  MirroredStrategy strategy({.num_cpu_devices = 2});
+  int calls = 0;
+  auto dist = strategy.distribute_datasets_from_function([&](const data::InputContext& ctx) {
+    ++calls;
+    EXPECT_EQ(ctx.num_replicas_in_sync, 2);
+    EXPECT_EQ(ctx.num_input_pipelines, 1);
+    const std::int64_t per_replica = ctx.get_per_replica_batch_size(4);
+    std::vector<float> xs(10);
+    for (int i = 0; i < 10; ++i) xs[static_cast<std::size_t>(i)] = static_cast<float>(i);
+    return data::Dataset::from_tensor_slices(Tensor::from_vector(xs, {10})).batch(per_replica);
+  });
+  EXPECT_EQ(calls, 1);
+  auto it = dist.make_iterator();
+  auto b = it->next();
+  ASSERT_TRUE(b);
+  EXPECT_EQ(b->slices[0][0].to_vector<float>(), (std::vector<float>{0, 1}));
+  EXPECT_EQ(b->slices[1][0].to_vector<float>(), (std::vector<float>{2, 3}));
+  EXPECT_EQ(b->global_size, 4);
+  EXPECT_EQ(b->offsets, (std::vector<std::int64_t>{0, 2}));
+  ASSERT_TRUE(it->next());                     // rows 4..7
+  testing::internal::CaptureStderr();
+  EXPECT_FALSE(it->next());                    // rows 8, 9 feed only replica 0: dropped with a warning
+  EXPECT_NE(testing::internal::GetCapturedStderr().find("dropped"), std::string::npos);
+}

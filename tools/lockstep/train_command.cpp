@@ -96,11 +96,17 @@ distribute::MirroredOptions parse_devices(const std::string& spec) {
 }  // namespace
 
 namespace {
+// runs/<timestamp>, claimed atomically (create_directory fails if it exists), so that two runs
+// started in the same second get runs/<timestamp> and runs/<timestamp>-2.
 std::string default_logdir() {
   char buf[64];
   const std::time_t now = std::time(nullptr);
   std::strftime(buf, sizeof buf, "runs/%Y%m%d-%H%M%S", std::localtime(&now));
-  return buf;
+  std::filesystem::create_directories("runs");
+  for (int i = 1;; ++i) {
+    const std::string name = i == 1 ? std::string(buf) : std::string(buf) + "-" + std::to_string(i);
+    if (std::filesystem::create_directory(name)) return name;
+  }
 }
 }  // namespace
 

@@ -19,6 +19,7 @@
 #include "lockstep/autograd/variable.hpp"
 #include "lockstep/core/device.hpp"
 #include "lockstep/data/dataset.hpp"
+#include "lockstep/data/input_context.hpp"
 #include "lockstep/distribute/collective.hpp"
 #include "lockstep/distribute/per_replica.hpp"
 #include "lockstep/distribute/reduce_op.hpp"
@@ -131,17 +132,26 @@ class Strategy {
   class DistributedIterator;
   class DistributedDataset {
    public:
-    DistributedDataset(data::Dataset dataset, int replicas) : dataset_(std::move(dataset)), replicas_(replicas) {}
+    /// per_replica_batches: the dataset yields per-replica batches, N consecutive ones making
+    /// a step (distribute_datasets_from_function); otherwise it yields global batches to split.
+    DistributedDataset(data::Dataset dataset, int replicas, bool per_replica_batches = false)
+        : dataset_(std::move(dataset)), replicas_(replicas), per_replica_batches_(per_replica_batches) {}
     std::unique_ptr<DistributedIterator> make_iterator() const;
     const data::Dataset& dataset() const { return dataset_; }
 
    private:
     data::Dataset dataset_;
     int replicas_;
+    bool per_replica_batches_;
   };
   DistributedDataset experimental_distribute_dataset(const data::Dataset& dataset) const {
     return DistributedDataset(dataset, num_replicas_in_sync());
   }
+  /// tf.distribute's distribute_datasets_from_function: fn gets an InputContext (pipelines,
+  /// this pipeline's id, replicas; get_per_replica_batch_size) and returns a dataset of
+  /// PER-REPLICA batches; each step gives replica r the next batch in turn.
+  DistributedDataset distribute_datasets_from_function(
+      const std::function<data::Dataset(const data::InputContext&)>& fn) const;
 
   /// Mirrors existing variables onto every replica's device (broadcast from replica 0).
   void mirror_variables(const std::vector<Variable>& variables);
@@ -168,7 +178,8 @@ class Strategy {
 
 class Strategy::DistributedIterator {
  public:
-  DistributedIterator(std::unique_ptr<data::Iterator> it, int replicas) : it_(std::move(it)), replicas_(replicas) {}
+  DistributedIterator(std::unique_ptr<data::Iterator> it, int replicas, bool per_replica_batches = false)
+      : it_(std::move(it)), replicas_(replicas), per_replica_batches_(per_replica_batches) {}
   /// The next global batch split into per-replica elements, with each slice's first row
   /// index in the global batch; nullopt at the end.
   struct Batch {
@@ -179,8 +190,10 @@ class Strategy::DistributedIterator {
   std::optional<Batch> next();
 
  private:
+  std::optional<Batch> next_per_replica();
   std::unique_ptr<data::Iterator> it_;
   int replicas_;
+  bool per_replica_batches_;
 };
 
 /// Rows [begin, end) of replica r when `rows` rows are split over `replicas` as evenly as
