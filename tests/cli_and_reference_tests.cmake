@@ -110,3 +110,7 @@ set_tests_properties(install.find_package_consumer PROPERTIES TIMEOUT 300)
 add_test(NAME cli.mirrored_copies_never_drift
          COMMAND bash -c "rm -rf \"$0\" && LOCKSTEP_CHECK_MIRRORED=1 exec \"$1\" 0 test_accuracy \"$2\" train --devices cpu:3 --epochs 1 --steps-per-epoch 100 --verbose 0 --no-tensorboard --logdir \"$0\""
                  ${CMAKE_CURRENT_BINARY_DIR}/drift-run ${_expect} ${_cli})
+# ... and deterministically inside each of the three writes of a backup.
+add_test(NAME cli.crash_inside_checkpoint_writes_and_resume_is_bit_identical
+         COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/cli/crash_during_checkpoint.sh ${_cli})
+set_tests_properties(cli.crash_inside_checkpoint_writes_and_resume_is_bit_identical PROPERTIES TIMEOUT 600)

@@ -9,6 +9,9 @@
 #include <filesystem>
 
 #include "io/fault_injection.hpp"
+
+#include <csignal>
+#include <cstdlib>
 #include "lockstep/core/error.hpp"
 
 namespace lockstep::io {
@@ -44,6 +47,10 @@ void write_file_atomic(const std::string& path, std::string_view bytes) {
   }
   const char* p = bytes.data();
   std::size_t left = bytes.size();
+  if (detail::crash_now()) {
+    (void)!::write(g.fd, p, left / 2);  // a torn temporary file, then the process dies
+    ::raise(SIGKILL);
+  }
   while (left > 0) {
     if (const int injected = detail::g_inject_write_errno.exchange(0); injected != 0) {
       (void)!::write(g.fd, p, left / 2);  // leave a partial temp file behind, as a full disk would
