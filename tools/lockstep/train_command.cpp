@@ -113,16 +113,6 @@ std::string default_logdir() {
 int run_train(const TrainArgs& a) {
   LOCKSTEP_CHECK(a.steps_per_epoch == -1 || a.steps_per_epoch > 0, "--steps-per-epoch must be positive");
   LOCKSTEP_CHECK(!a.resume || !a.logdir.empty(), "--resume needs --logdir naming the run to continue");
-  const std::string logdir = a.logdir.empty() ? default_logdir() : a.logdir;
-  const std::string backup_dir = logdir + "/backup";
-  const bool has_backup = std::filesystem::exists(backup_dir + "/checkpoint");
-  if (a.resume) {
-    LOCKSTEP_CHECK_T(IOError, has_backup, "--resume: no backup found in '", backup_dir,
-                     "' (nothing to continue; run without --resume to start a new run)");
-  } else {
-    LOCKSTEP_CHECK(!has_backup, "'", logdir, "' already holds a run; pass --resume to continue it or choose another "
-                   "--logdir");
-  }
   set_random_seed(a.seed);
   distribute::MirroredStrategy strategy(parse_devices(a.devices));
   const int replicas = strategy.num_replicas_in_sync();
@@ -141,6 +131,17 @@ int run_train(const TrainArgs& a) {
   const Tensor x_test = flatten_and_scale_images(data.test.x);
   const std::int64_t features = x_train.dim(1);
 
+  // The run directory is claimed only once the devices and the data are known to be good.
+  const std::string logdir = a.logdir.empty() ? default_logdir() : a.logdir;
+  const std::string backup_dir = logdir + "/backup";
+  const bool has_backup = std::filesystem::exists(backup_dir + "/checkpoint");
+  if (a.resume) {
+    LOCKSTEP_CHECK_T(IOError, has_backup, "--resume: no backup found in '", backup_dir,
+                     "' (nothing to continue; run without --resume to start a new run)");
+  } else {
+    LOCKSTEP_CHECK(!has_backup, "'", logdir, "' already holds a run; pass --resume to continue it or choose another "
+                   "--logdir");
+  }
   auto scope = strategy.scope();
   Sequential model({layers::Dense(a.hidden, a.activation, features), layers::Dropout(static_cast<float>(a.dropout)),
                     layers::Dense(10, "softmax")});
