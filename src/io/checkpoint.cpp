@@ -43,17 +43,6 @@ TrainingState state_from_json(const nlohmann::json& j) {
   return s;
 }
 
-std::string dtype_tag(DType d) {
-  switch (d) {
-    case DType::kF32: return "F32";
-    case DType::kF16: return "F16";
-    case DType::kBF16: return "BF16";
-    case DType::kI32: return "I32";
-    case DType::kI64: return "I64";
-    case DType::kU8: return "U8";
-  }
-  return "?";
-}
 }  // namespace
 
 std::string slot_tensor_name(const std::string& variable_name, const std::string& slot_name) {
@@ -85,7 +74,7 @@ void save_checkpoint(const std::string& prefix, const std::vector<Variable>& var
 
   nlohmann::json list = nlohmann::json::array();
   for (const auto& [name, t] : tensors)
-    list.push_back({{"name", name}, {"shape", t.shape().dims()}, {"dtype", dtype_tag(t.dtype())}});
+    list.push_back({{"name", name}, {"shape", t.shape().dims()}, {"dtype", safetensors_dtype(t.dtype())}});
   const std::string tensors_path = prefix + ".safetensors";
   nlohmann::json j = {{"format", kFormatName},
                       {"format_version", kCheckpointFormatVersion},

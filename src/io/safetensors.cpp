@@ -15,18 +15,6 @@ namespace {
 constexpr std::uint64_t kMaxHeaderBytes = 100'000'000;
 constexpr const char* kMetadataKey = "__metadata__";
 
-const char* st_dtype(DType d) {
-  switch (d) {
-    case DType::kF32: return "F32";
-    case DType::kF16: return "F16";
-    case DType::kBF16: return "BF16";
-    case DType::kI32: return "I32";
-    case DType::kI64: return "I64";
-    case DType::kU8: return "U8";
-  }
-  return "?";
-}
-
 bool parse_dtype(const std::string& s, DType* out) {
   static const std::pair<const char*, DType> kTable[] = {{"F32", DType::kF32}, {"F16", DType::kF16},
                                                          {"BF16", DType::kBF16}, {"I32", DType::kI32},
@@ -86,6 +74,18 @@ Entry parse_entry(const std::string& source, const std::string& name, const nloh
 }
 }  // namespace
 
+const char* safetensors_dtype(DType d) {
+  switch (d) {
+    case DType::kF32: return "F32";
+    case DType::kF16: return "F16";
+    case DType::kBF16: return "BF16";
+    case DType::kI32: return "I32";
+    case DType::kI64: return "I64";
+    case DType::kU8: return "U8";
+  }
+  return "?";
+}
+
 const Tensor* SafetensorsContent::find(const std::string& name) const {
   for (const auto& [n, t] : tensors)
     if (n == name) return &t;
@@ -103,7 +103,7 @@ std::string encode_safetensors(const NamedTensors& tensors, const Metadata& meta
     LOCKSTEP_CHECK(t.defined(), "encode_safetensors: tensor '", name, "' is undefined");
     LOCKSTEP_CHECK(t.device().kind == DeviceKind::kCpu, "encode_safetensors: tensor '", name,
                    "' is not on the CPU; copy it to the host first");
-    header[name] = {{"dtype", st_dtype(t.dtype())}, {"shape", t.shape().dims()}, {"data_offsets", {offset, offset + t.nbytes()}}};
+    header[name] = {{"dtype", safetensors_dtype(t.dtype())}, {"shape", t.shape().dims()}, {"data_offsets", {offset, offset + t.nbytes()}}};
     offset += t.nbytes();
   }
   std::string json = header.dump();

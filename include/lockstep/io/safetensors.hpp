@@ -27,6 +27,9 @@ struct SafetensorsContent {
 
 /// The bytes of a safetensors file. dtypes: F32, F16, BF16, I32, I64, U8. Tensors must be host
 /// (CPU) tensors. Names must be unique, non-empty and not "__metadata__": ValueError otherwise.
+/// The format's dtype tag: "F32", "F16", "BF16", "I32", "I64", "U8".
+const char* safetensors_dtype(DType dtype);
+
 std::string encode_safetensors(const NamedTensors& tensors, const Metadata& metadata = {});
 
 /// Parses and checks a whole file image. Every size is checked before it is used: a header
