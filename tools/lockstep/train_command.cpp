@@ -156,7 +156,7 @@ int run_train(const TrainArgs& a) {
   FitOptions fit_options{.epochs = a.epochs, .verbose = verbose};
   fit_options.validation_data = data::Dataset::from_tensor_slices(x_test, data.test.y).batch(1024);
   std::filesystem::create_directories(logdir);
-  if (verbose != 0) std::printf("Run directory: %s\n", logdir.c_str());
+  std::printf("Run directory: %s\n", logdir.c_str());
   if (a.tensorboard) fit_options.callbacks.push_back(std::make_shared<TensorBoard>(TensorBoardOptions{.log_dir = logdir}));
   fit_options.callbacks.push_back(std::make_shared<BackupAndRestore>(BackupAndRestoreOptions{
       .backup_dir = backup_dir,
