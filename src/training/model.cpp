@@ -63,6 +63,18 @@ std::map<std::string, std::vector<double>> resumed_metric_states(const io::Train
   return out;
 }
 
+void warn_input_ran_out() {
+  std::fprintf(stderr,
+               "WARNING: your input ran out of data; interrupting training. Make sure that your dataset can "
+               "generate at least steps_per_epoch * epochs batches (use repeat()).\n");
+}
+
+// Drops up to n elements (batches already trained before a resume).
+void skip_elements(data::Iterator& it, std::int64_t n) {
+  for (std::int64_t i = 0; i < n && it.next(); ++i) {
+  }
+}
+
 double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
@@ -307,8 +319,7 @@ History Model::fit(const data::Dataset& dataset, const FitOptions& o) {
   if (o.steps_per_epoch > 0) {
     persistent = dataset.make_iterator();
     const std::int64_t skip = static_cast<std::int64_t>(first_epoch - o.initial_epoch) * o.steps_per_epoch + skip_batches;
-    for (std::int64_t i = 0; i < skip && persistent->next(); ++i) {
-    }
+    skip_elements(*persistent, skip);
   } else {
     for (int e = o.initial_epoch; e < first_epoch; ++e) (void)dataset.make_iterator();
   }
@@ -322,8 +333,7 @@ History Model::fit(const data::Dataset& dataset, const FitOptions& o) {
     if (!it) {
       per_epoch = dataset.make_iterator();
       it = per_epoch.get();
-      for (std::int64_t i = 0; i < first_step && it->next(); ++i) {
-      }
+      skip_elements(*it, first_step);
     }
     bool ran_dry = false;
     std::int64_t steps_done = 0;
@@ -352,9 +362,7 @@ History Model::fit(const data::Dataset& dataset, const FitOptions& o) {
     }
     if (ran_dry && steps_done == 0) {
       // Nothing ran this epoch: report no epoch rather than one with empty (zero) logs.
-      std::fprintf(stderr,
-                   "WARNING: your input ran out of data; interrupting training. Make sure that your dataset can "
-                   "generate at least steps_per_epoch * epochs batches (use repeat()).\n");
+      warn_input_ran_out();
       break;
     }
     if (global_step > warmup) {
@@ -376,9 +384,7 @@ History Model::fit(const data::Dataset& dataset, const FitOptions& o) {
     history.epoch.push_back(epoch);
     for (const auto& [k, v] : logs) history.history[k].push_back(v);
     if (ran_dry) {
-      std::fprintf(stderr,
-                   "WARNING: your input ran out of data; interrupting training. Make sure that your dataset can "
-                   "generate at least steps_per_epoch * epochs batches (use repeat()).\n");
+      warn_input_ran_out();
       break;
     }
   }

@@ -1,6 +1,8 @@
 // Core layers: shapes, parameter counts, Keras initializers, errors, Dropout and Activation.
 #include <gtest/gtest.h>
 
+#include "common/error_message.hpp"
+
 #include <cmath>
 #include <functional>
 #include <string>
@@ -13,15 +15,7 @@ namespace {
 
 using layers::CallContext;
 
-std::string message_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const ValueError& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "expected ValueError";
-  return "";
-}
+using test::message_of;
 
 struct Stats {
   double mean = 0, stddev = 0, max_abs = 0;

@@ -1,6 +1,8 @@
 // Losses against hand formulas and Keras' documented examples; metrics' state and naming.
 #include <gtest/gtest.h>
 
+#include "common/error_message.hpp"
+
 #include <cmath>
 #include <functional>
 #include <string>
@@ -26,15 +28,7 @@ double logsumexp(const std::vector<double>& x) {
   for (double v : x) s += std::exp(v);
   return std::log(s);
 }
-std::string message_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const ValueError& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "expected ValueError";
-  return "";
-}
+using test::message_of;
 
 TEST(SparseCategoricalCrossentropy, FromLogitsIsLogSumExpMinusTrueLogit) {
   auto loss = losses::SparseCategoricalCrossentropy({.from_logits = true});

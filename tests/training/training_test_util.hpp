@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "common/error_message.hpp"
 #include "lockstep/core/error.hpp"
 #include "lockstep/tensor/tensor.hpp"
 
@@ -36,14 +37,6 @@ inline Toy make_toy(std::int64_t n, double margin = 0.2, std::uint64_t seed = 1)
   return {Tensor::from_vector(xs, Shape{n, 2}), Tensor::from_vector(ys, Shape{n})};
 }
 
-inline std::string message_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const ValueError& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "expected ValueError";
-  return "";
-}
+using test::message_of;  // tests/common/error_message.hpp
 
 }  // namespace lockstep::test

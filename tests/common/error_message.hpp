@@ -1,0 +1,22 @@
+#pragma once
+// The message of the ValueError a callable throws (a test failure when it throws none).
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <string>
+
+#include "lockstep/core/error.hpp"
+
+namespace lockstep::test {
+
+inline std::string message_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const ValueError& e) {
+    return e.what();
+  }
+  ADD_FAILURE() << "expected ValueError";
+  return "";
+}
+
+}  // namespace lockstep::test
