@@ -50,7 +50,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from reference_mlp import load_mnist_train, measure, pick_python, MODULE  # noqa: E402
+from reference_mlp import load_mnist_train, measure, pick_python, run_measurement, MODULE  # noqa: E402
 
 FRAMEWORKS = ("tf", "torch")
 
@@ -232,15 +232,7 @@ def run_child(framework: str, args) -> float | None:
            "--replicas", str(args.replicas), "--global-batch-size", str(args.global_batch_size),
            "--warmup-frac", str(args.warmup_frac), "--tf-intra-op", str(args.tf_intra_op),
            "--tf-inter-op", str(args.tf_inter_op)]
-    proc = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, text=True)
-    if proc.returncode != 0:
-        log(f"{framework}: FAILED (exit {proc.returncode}) running {' '.join(cmd)}")
-        return None
-    try:
-        return float(proc.stdout.strip().splitlines()[-1])
-    except (ValueError, IndexError):
-        log(f"{framework}: FAILED: unexpected output {proc.stdout!r}")
-        return None
+    return run_measurement(framework, cmd, env)
 
 
 def main(argv=None) -> int:

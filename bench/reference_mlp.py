@@ -210,6 +210,19 @@ def pick_python(framework: str) -> str | None:
     return None
 
 
+def run_measurement(framework: str, cmd: list, env: dict) -> float | None:
+    """Runs a child measurement whose last stdout line is its steps/s; None (logged) on failure."""
+    proc = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, text=True)
+    if proc.returncode != 0:
+        log(f"{framework}: FAILED (exit {proc.returncode}) running {' '.join(cmd)}")
+        return None
+    try:
+        return float(proc.stdout.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        log(f"{framework}: FAILED: unexpected output {proc.stdout!r}")
+        return None
+
+
 def run_child(framework: str, args) -> float | None:
     py = pick_python(framework)
     if py is None:
@@ -224,15 +237,7 @@ def run_child(framework: str, args) -> float | None:
                TF_NUM_INTEROP_THREADS="1", TF_CPP_MIN_LOG_LEVEL=env.get("TF_CPP_MIN_LOG_LEVEL", "2"))
     cmd = [py, os.path.abspath(__file__), "--child", framework, "--threads", t, "--steps", str(args.steps),
            "--warmup-frac", str(args.warmup_frac)]
-    proc = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, text=True)
-    if proc.returncode != 0:
-        log(f"{framework}: FAILED (exit {proc.returncode}) running {' '.join(cmd)}")
-        return None
-    try:
-        return float(proc.stdout.strip().splitlines()[-1])
-    except (ValueError, IndexError):
-        log(f"{framework}: FAILED: unexpected output {proc.stdout!r}")
-        return None
+    return run_measurement(framework, cmd, env)
 
 
 def main(argv=None) -> int:
