@@ -286,12 +286,6 @@ Tensor Strategy::gather(const PerReplica<Tensor>& values, int axis) const {
   return out;
 }
 
-std::pair<std::int64_t, std::int64_t> replica_rows(std::int64_t rows, int replicas, int r) {
-  const std::int64_t base = rows / replicas, rem = rows % replicas;
-  const std::int64_t b = r * base + std::min<std::int64_t>(r, rem);
-  return {b, b + base + (r < rem ? 1 : 0)};
-}
-
 std::unique_ptr<Strategy::DistributedIterator> Strategy::DistributedDataset::make_iterator() const {
   return std::make_unique<DistributedIterator>(dataset_.make_iterator(), replicas_, per_replica_batches_);
 }
@@ -327,19 +321,11 @@ std::optional<Strategy::DistributedIterator::Batch> Strategy::DistributedIterato
   if (per_replica_batches_) return next_per_replica();
   auto e = it_->next();
   if (!e) return std::nullopt;
-  LOCKSTEP_CHECK(!e->empty() && (*e)[0].rank() >= 1, "experimental_distribute_dataset: elements must be batches");
   Batch b;
-  b.global_size = (*e)[0].dim(0);
-  for (std::size_t c = 1; c < e->size(); ++c) {
-    LOCKSTEP_CHECK((*e)[c].rank() >= 1 && (*e)[c].dim(0) == b.global_size, "experimental_distribute_dataset: component ",
-                   c, " has ", (*e)[c].shape().str(), " but component 0 has ", (*e)[0].shape().str());
-  }
-  for (int r = 0; r < replicas_; ++r) {
-    auto [lo, hi] = replica_rows(b.global_size, replicas_, r);
-    data::Element slice;
-    for (const auto& t : *e) slice.push_back(t.slice(lo, hi));
+  for (auto& slice : data::split_batch_for_replicas(*e, replicas_)) {
+    b.offsets.push_back(b.global_size);
+    b.global_size += slice[0].dim(0);
     b.slices.values().push_back(std::move(slice));
-    b.offsets.push_back(lo);
   }
   return b;
 }

@@ -10,6 +10,7 @@
 
 #include "backend/context.hpp"
 #include "lockstep/autograd/gradient_tape.hpp"
+#include "lockstep/data/input_context.hpp"
 #include "lockstep/data/thread_budget.hpp"
 #include "lockstep/layers/initializers.hpp"
 #include "lockstep/training/callbacks.hpp"
@@ -214,10 +215,12 @@ double Model::train_step(const Tensor& x_in, const Tensor& y) {
   if (!strategy_) {
     parts.push_back(replica_train_step(x, y, 0, n, step, nullptr));
   } else {
-    const int replicas = strategy_->num_replicas_in_sync();
+    const auto slices = data::split_batch_for_replicas({x, y}, strategy_->num_replicas_in_sync());
+    std::vector<std::int64_t> first_row{0};  // each slice's first row in the global batch
+    for (const auto& s : slices) first_row.push_back(first_row.back() + s[0].dim(0));
     parts = strategy_->run([&](distribute::ReplicaContext& rc) {
-                      const auto [b, e] = distribute::replica_rows(n, replicas, rc.replica_id_in_sync_group());
-                      return replica_train_step(x.slice(b, e), y.slice(b, e), b, n, step, &rc);
+                      const auto r = static_cast<std::size_t>(rc.replica_id_in_sync_group());
+                      return replica_train_step(slices[r][0], slices[r][1], first_row[r], n, step, &rc);
                     }).values();
   }
   optimizer_->finish_step();

@@ -196,9 +196,6 @@ class Strategy::DistributedIterator {
   bool per_replica_batches_;
 };
 
-/// Rows [begin, end) of replica r when `rows` rows are split over `replicas` as evenly as
-/// possible (the first rows % replicas replicas get one more).
-std::pair<std::int64_t, std::int64_t> replica_rows(std::int64_t rows, int replicas, int r);
 
 struct MirroredOptions {
   /// Devices to mirror over, e.g. {"cpu:0", "cpu:1"} or {"gpu:0", "gpu:1"}; empty: every
