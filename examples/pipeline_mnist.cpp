@@ -21,11 +21,7 @@ int main() try {
   // One uint8 image (28, 28) and its label in; a float32 (784,) in [0, 1] and the label out.
   // Runs on pipeline threads (kAutotune picks how many), so it must not touch shared state.
   const auto normalise = [](data::Element e) {
-    const auto* px = e[0].data<std::uint8_t>();
-    Tensor x = Tensor::empty({784}, DType::kF32);
-    float* out = x.data<float>();
-    for (int i = 0; i < 784; ++i) out[i] = static_cast<float>(px[i]) / 255.f;
-    return data::Element{x, e[1]};
+    return data::Element{div(cast(e[0], DType::kF32).reshape({784}), Tensor::scalar(255.0)), e[1]};
   };
   const std::int64_t kBatch = 32 * strategy.num_replicas_in_sync();  // 32 per replica
   auto ds = data::Dataset::from_tensor_slices(train.x, train.y)

@@ -10,11 +10,11 @@
 namespace lockstep {
 
 namespace {
-double weighted_sum(const Tensor& out, const Tensor& w) {
-  const float* o = out.data<float>();
-  const float* p = w.data<float>();
+// In double on the host: the finite difference of a float32 sum would drown in rounding.
+double weighted_sum(const Tensor& out, const std::vector<float>& w) {
+  const std::vector<float> o = out.to_vector<float>();
   double s = 0;
-  for (std::int64_t i = 0, count = out.numel(); i < count; ++i) s += static_cast<double>(o[i]) * p[i];
+  for (std::size_t i = 0; i < o.size(); ++i) s += static_cast<double>(o[i]) * w[i];
   return s;
 }
 }  // namespace
@@ -26,8 +26,8 @@ GradcheckResult gradcheck(const std::function<Tensor(const std::vector<Tensor>&)
     LOCKSTEP_CHECK(t.defined() && t.dtype() == DType::kF32, "gradcheck: every input must be float32");
     inputs.push_back(t.clone());
   }
-  Tensor weights;
-  std::vector<Tensor> analytic;
+  std::vector<float> w;
+  std::vector<std::vector<float>> analytic;
   {
     GradientTape tape;
     for (const Tensor& t : inputs) tape.watch(t);
@@ -35,26 +35,28 @@ GradcheckResult gradcheck(const std::function<Tensor(const std::vector<Tensor>&)
     LOCKSTEP_CHECK(out.defined() && out.dtype() == DType::kF32, "gradcheck: f must return a float32 tensor");
     std::mt19937_64 rng(opt.seed);
     std::uniform_real_distribution<float> u(0.5f, 1.5f);
-    std::vector<float> w(static_cast<std::size_t>(out.numel()));
+    w.resize(static_cast<std::size_t>(out.numel()));
     for (auto& v : w) v = u(rng);
-    weights = Tensor::from_vector(w, out.shape());
-    analytic = tape.gradient(out, inputs, weights);
+    for (const Tensor& g : tape.gradient(out, inputs, Tensor::from_vector(w, out.shape())))
+      analytic.push_back(g.defined() ? g.to_vector<float>() : std::vector<float>());
   }
   GradcheckResult res;
   for (std::size_t k = 0; k < inputs.size(); ++k) {
     Tensor& x = inputs[k];
-    float* p = x.data<float>();
+    // Each element is perturbed through a host copy written back into the input tensor.
+    std::vector<float> p = x.to_vector<float>();
     for (std::int64_t i = 0, count = x.numel(); i < count; ++i) {
-      const float orig = p[i];
-      p[i] = orig + static_cast<float>(opt.eps);
-      const double hi = weighted_sum(f(inputs), weights);
-      p[i] = orig - static_cast<float>(opt.eps);
-      const double lo = weighted_sum(f(inputs), weights);
-      p[i] = orig;
+      const float orig = p[static_cast<std::size_t>(i)];
+      const auto set = [&](float v) { x.copy_from_host(&v, sizeof v, static_cast<std::size_t>(i) * sizeof v); };
+      set(orig + static_cast<float>(opt.eps));
+      const double hi = weighted_sum(f(inputs), w);
+      set(orig - static_cast<float>(opt.eps));
+      const double lo = weighted_sum(f(inputs), w);
+      set(orig);
       const double actual_eps = (static_cast<double>(orig + static_cast<float>(opt.eps)) -
                                  static_cast<double>(orig - static_cast<float>(opt.eps))) / 2.0;
       const double numeric = (hi - lo) / (2.0 * actual_eps);
-      const double a = analytic[k].defined() ? analytic[k].data<float>()[i] : 0.0;
+      const double a = analytic[k].empty() ? 0.0 : analytic[k][static_cast<std::size_t>(i)];
       const double err = std::fabs(a - numeric);
       const double rel = err / std::max(std::fabs(numeric), 1e-12);
       res.max_abs_error = std::max(res.max_abs_error, err);

@@ -1,27 +1,27 @@
 #include "lockstep/autograd/variable.hpp"
 
-#include "backend/context.hpp"
+#include "lockstep/tensor/compute_context.hpp"
 #include "lockstep/tensor/ops.hpp"
 
 namespace lockstep {
 
 namespace {
-thread_local const std::vector<backend::ComputeContext*>* t_mirror = nullptr;
+thread_local const std::vector<ComputeContext*>* t_mirror = nullptr;
 
-Tensor clone_in(backend::ComputeContext* ctx, const Tensor& v, bool trainable) {
-  backend::ContextGuard guard(*ctx);
+Tensor clone_in(ComputeContext* ctx, const Tensor& v, bool trainable) {
+  ComputeScope scope(*ctx);
   Tensor c = v.clone();
   c.impl()->trainable_variable = trainable;
   return c;
 }
 }  // namespace
 
-MirrorScope::MirrorScope(std::vector<backend::ComputeContext*> contexts)
+MirrorScope::MirrorScope(std::vector<ComputeContext*> contexts)
     : contexts_(std::move(contexts)), previous_(t_mirror) {
   t_mirror = &contexts_;
 }
 MirrorScope::~MirrorScope() { t_mirror = previous_; }
-const std::vector<backend::ComputeContext*>* MirrorScope::current() { return t_mirror; }
+const std::vector<ComputeContext*>* MirrorScope::current() { return t_mirror; }
 
 Variable::Variable(Tensor initial_value, std::string name, bool trainable) : impl_(std::make_shared<Impl>()) {
   LOCKSTEP_CHECK(initial_value.defined(), "Variable '", name, "': initial value is undefined");
@@ -33,7 +33,7 @@ Variable::Variable(Tensor initial_value, std::string name, bool trainable) : imp
   if (t_mirror && t_mirror->size() > 1) mirror(*t_mirror);
 }
 
-void Variable::mirror(const std::vector<backend::ComputeContext*>& contexts) {
+void Variable::mirror(const std::vector<ComputeContext*>& contexts) {
   LOCKSTEP_CHECK(impl_, "mirror: undefined Variable");
   if (impl_->contexts == contexts) return;
   const Tensor primary = impl_->copies[0];
@@ -48,7 +48,7 @@ const Tensor& Variable::value() const {
   LOCKSTEP_CHECK(impl_, "use of an undefined Variable");
   const auto& ctxs = impl_->contexts;
   if (ctxs.size() > 1) {
-    const backend::ComputeContext* cur = &backend::current_context();
+    const ComputeContext* cur = &current_compute_context();
     for (std::size_t r = 0; r < ctxs.size(); ++r)
       if (ctxs[r] == cur) return impl_->copies[r];
   }
@@ -73,7 +73,7 @@ void Variable::assign(const Tensor& v) {
   const Tensor src = v.dtype() == value().dtype() ? v : v.to(value().dtype());
   const auto& ctxs = impl_->contexts;
   if (ctxs.size() > 1) {
-    const backend::ComputeContext* cur = &backend::current_context();
+    const ComputeContext* cur = &current_compute_context();
     for (std::size_t r = 0; r < ctxs.size(); ++r) {
       if (ctxs[r] == cur) {
         impl_->copies[r].copy_from(src);

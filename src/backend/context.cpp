@@ -59,6 +59,12 @@ ComputeContext& default_cpu_context() {
 
 ComputeContext& current_context() { return t_current ? *t_current : default_cpu_context(); }
 
+ComputeContext* set_current_context(ComputeContext* ctx) {
+  ComputeContext* prev = t_current;
+  t_current = ctx;
+  return prev;
+}
+
 ContextGuard::ContextGuard(ComputeContext& ctx) : previous_(t_current) { t_current = &ctx; }
 ContextGuard::~ContextGuard() { t_current = previous_; }
 

@@ -43,6 +43,18 @@ std::vector<int> available_cpu_ids();
 /// Threads of the default CPU context: LOCKSTEP_CPU_THREADS when set (> 0), else available_cores().
 int default_cpu_threads();
 
+/// Installs `ctx` (null: none) as this thread's context; returns the previous one (or null).
+ComputeContext* set_current_context(ComputeContext* ctx);
+
+/// What a context is built with (threads and pinning apply to CPU devices).
+struct ContextOptions {
+  int threads = 1;
+  std::vector<int> cpus;
+};
+/// Builds the context of `device` for its kind (registry.cpp): allocator, pool or stream.
+/// Throws ValueError when that kind's backend is not built.
+std::unique_ptr<ComputeContext> make_context(Device device, const ContextOptions& options);
+
 /// Makes `ctx` current on this thread for the guard's lifetime.
 class ContextGuard {
  public:

@@ -1,10 +1,21 @@
 #pragma once
-// The narrow interface every backend implements: a table of primitive float32 kernels.
-// Ops (tensor layer) check shapes and choose; kernels trust their arguments.
+// The device interface every backend implements (ggml's backend interface is the model).
+//
+// A backend provides, per device kind:
+//   * DeviceOps: dtype-independent memory work (copies within the device and to/from the
+//     host, byte comparison), and
+//   * one KernelTable per dtype, filled with designated initialisers. A null entry means
+//     "not supported": supports(kind, dtype, op) says so, and the tensor layer turns a missing
+//     kernel into a ValueError naming the op, the dtype and the device.
+// Pointers are the table's dtype unless a signature says otherwise (labels and indices are
+// int64; masks are the table's dtype). Ops (tensor layer) check shapes; kernels trust them.
+#include <cstddef>
 #include <cstdint>
 
 #include "backend/context.hpp"
 #include "lockstep/core/device.hpp"
+#include "lockstep/core/dtype.hpp"
+#include "lockstep/tensor/reduce_op.hpp"
 
 namespace lockstep::backend {
 
@@ -12,7 +23,8 @@ enum class UnaryOp : std::uint8_t {
   kNeg, kExp, kLog, kSqrt, kSquare, kAbs, kRelu, kSigmoid, kTanh, kGelu,
   kScale, kAddScalar, kPowScalar, kClip
 };
-enum class BinaryOp : std::uint8_t { kAdd, kSub, kMul, kDiv, kMaximum };
+enum class BinaryOp : std::uint8_t { kAdd, kSub, kMul, kDiv, kMaximum, kMinimum };
+enum class CompareOp : std::uint8_t { kEqual, kNotEqual, kLess, kLessEqual, kGreater, kGreaterEqual };
 
 constexpr int kMaxRank = 8;
 /// Output dims and, per operand, element strides (0 on broadcast dimensions).
@@ -23,37 +35,121 @@ struct BroadcastDesc {
   std::int64_t b_strides[kMaxRank] = {};
 };
 
-struct KernelTable {
-  // C = alpha * op(A) @ op(B) + beta * C, row-major.
-  void (*gemm)(ComputeContext&, bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k,
-               float alpha, const float* a, std::int64_t lda, const float* b, std::int64_t ldb, float beta,
-               float* c, std::int64_t ldc);
-  void (*unary)(ComputeContext&, UnaryOp, const float* x, float* y, std::int64_t n, float p0, float p1);
-  // dx = dy * d(op)/dx, given x and y = op(x).
-  void (*unary_backward)(ComputeContext&, UnaryOp, const float* x, const float* y, const float* dy, float* dx,
-                         std::int64_t n, float p0, float p1);
-  void (*binary)(ComputeContext&, BinaryOp, const BroadcastDesc&, const float* a, const float* b, float* out);
-  // Reductions over the middle axis of a [outer, axis, inner] view: out is [outer, inner].
-  void (*reduce_sum)(ComputeContext&, const float* x, float* out, std::int64_t outer, std::int64_t axis,
-                     std::int64_t inner);
-  void (*reduce_max)(ComputeContext&, const float* x, float* out, std::int64_t* argmax, std::int64_t outer,
-                     std::int64_t axis, std::int64_t inner);
-  // Softmax over the last axis of [rows, cols]; log_softmax when `log` is true.
-  void (*softmax)(ComputeContext&, const float* x, float* y, std::int64_t rows, std::int64_t cols, bool log);
-  void (*softmax_backward)(ComputeContext&, const float* y, const float* dy, float* dx, std::int64_t rows,
-                           std::int64_t cols, bool log);
-  // y[r, c] += bias[c], then relu when `relu`; bias may be null.
-  void (*bias_activation)(ComputeContext&, float* y, const float* bias, std::int64_t rows, std::int64_t cols,
-                          bool relu);
-  // loss[r] = -log_softmax(logits)[r, label[r]]; probs = softmax(logits). Labels as int64.
-  void (*sparse_softmax_xent)(ComputeContext&, const float* logits, const std::int64_t* labels, float* loss,
-                              float* probs, std::int64_t rows, std::int64_t cols);
-  // mask[r, u] = keep ? 1/(1-rate) : 0, from the counter-based RNG.
-  void (*dropout_mask)(ComputeContext&, float* mask, std::int64_t rows, std::int64_t cols, float rate,
-                       std::uint64_t seed, std::uint64_t stream, std::uint64_t step, std::int64_t first_row);
+/// Adam/AdamW step constants, already in float32 (Keras' rounding).
+struct AdamStep {
+  float alpha = 0;   // lr * sqrt(1 - b2^t) / (1 - b1^t)
+  float one_minus_b1 = 0, one_minus_b2 = 0, epsilon = 0;
+  float decay = 0;   // lr * weight_decay (AdamW), 0 for Adam
 };
 
-/// The kernels for a device kind; throws ValueError when that backend is not built.
-const KernelTable& kernels(DeviceKind kind);
+/// One row per kernel, for supports() and error messages.
+enum class KernelOp : std::uint8_t {
+  kFill, kCast, kCompare, kGatherRows, kScatterAddRows, kCombine, kArgmax,
+  kGemm, kUnary, kUnaryBackward, kBinary, kReduceSum, kReduceMax, kReduceMaxBackward, kSoftmax,
+  kSoftmaxBackward, kBiasActivation, kSparseSoftmaxXent, kSparseSoftmaxXentBackward, kOneHot, kDropoutMask,
+  kSumSquares, kScaleClip, kSgdUpdate, kAdamUpdate, kFirstOutside,
+  kCount
+};
+const char* kernel_op_name(KernelOp op);
+
+struct KernelTable {
+  // ---- storage: every dtype ----
+  void (*fill)(ComputeContext&, void* dst, std::int64_t n, double value) = nullptr;
+  /// dst[i] = convert(src[i]); src is the table's dtype, dst is `to` (numpy's casting: floats
+  /// to ints truncate toward zero, float32 to 16-bit floats rounds to nearest even).
+  void (*cast)(ComputeContext&, const void* src, DType to, void* dst, std::int64_t n) = nullptr;
+  /// out[i] = a (op) b ? 1 : 0, as uint8, with broadcasting.
+  void (*compare)(ComputeContext&, CompareOp, const BroadcastDesc&, const void* a, const void* b,
+                  std::uint8_t* out) = nullptr;
+  /// dst[r] = src[index[r]] for rows of `row` elements.
+  void (*gather_rows)(ComputeContext&, const void* src, const std::int64_t* index, std::int64_t rows,
+                      std::int64_t row, void* dst) = nullptr;
+  /// dst[index[r]] += src[r].
+  void (*scatter_add_rows)(ComputeContext&, const void* src, const std::int64_t* index, std::int64_t rows,
+                           std::int64_t row, void* dst) = nullptr;
+  /// Elements [begin, end): acc = in[0] (op) in[1] (op) ... in that order (kMean divides by
+  /// n_in at the end), written to every out[j]. Outputs may alias inputs (a collective's
+  /// buffers are both), so each block is combined before any output is written.
+  void (*combine)(ComputeContext&, ReduceOp, const void* const* in, int n_in, void* const* out, int n_out,
+                  std::int64_t begin, std::int64_t end) = nullptr;
+  /// Index of the largest value of each [outer, axis, inner] slice (first one; NaN wins).
+  void (*argmax)(ComputeContext&, const void* x, std::int64_t* arg, std::int64_t outer, std::int64_t axis,
+                 std::int64_t inner) = nullptr;
+
+  // ---- floating-point compute (float32 arithmetic for every floating dtype) ----
+  /// C = alpha * op(A) @ op(B) + beta * C, row-major.
+  void (*gemm)(ComputeContext&, bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k,
+               float alpha, const void* a, std::int64_t lda, const void* b, std::int64_t ldb, float beta, void* c,
+               std::int64_t ldc) = nullptr;
+  void (*unary)(ComputeContext&, UnaryOp, const void* x, void* y, std::int64_t n, float p0, float p1) = nullptr;
+  /// dx = dy * d(op)/dx, given x and y = op(x).
+  void (*unary_backward)(ComputeContext&, UnaryOp, const void* x, const void* y, const void* dy, void* dx,
+                         std::int64_t n, float p0, float p1) = nullptr;
+  void (*binary)(ComputeContext&, BinaryOp, const BroadcastDesc&, const void* a, const void* b, void* out) = nullptr;
+  /// Reductions over the middle axis of an [outer, axis, inner] view: out is [outer, inner];
+  /// `post_scale` multiplies each result (1/axis for a mean).
+  void (*reduce_sum)(ComputeContext&, const void* x, void* out, std::int64_t outer, std::int64_t axis,
+                     std::int64_t inner, float post_scale) = nullptr;
+  void (*reduce_max)(ComputeContext&, const void* x, void* out, std::int64_t* argmax, std::int64_t outer,
+                     std::int64_t axis, std::int64_t inner) = nullptr;
+  /// dx = 0 except dx[arg of each slice] = g (the gradient of reduce_max).
+  void (*reduce_max_backward)(ComputeContext&, const std::int64_t* arg, const void* g, void* dx, std::int64_t outer,
+                              std::int64_t axis, std::int64_t inner) = nullptr;
+  /// Softmax over the last axis of [rows, cols]; log_softmax when `log` is true.
+  void (*softmax)(ComputeContext&, const void* x, void* y, std::int64_t rows, std::int64_t cols, bool log) = nullptr;
+  void (*softmax_backward)(ComputeContext&, const void* y, const void* dy, void* dx, std::int64_t rows,
+                           std::int64_t cols, bool log) = nullptr;
+  /// y[r, c] += bias[c], then relu when `relu`; bias may be null.
+  void (*bias_activation)(ComputeContext&, void* y, const void* bias, std::int64_t rows, std::int64_t cols,
+                          bool relu) = nullptr;
+  /// loss[r] = -log_softmax(logits)[r, label[r]]; probs = softmax(logits).
+  void (*sparse_softmax_xent)(ComputeContext&, const void* logits, const std::int64_t* labels, void* loss,
+                              void* probs, std::int64_t rows, std::int64_t cols) = nullptr;
+  /// dlogits[r, c] = (probs[r, c] - [c == label[r]]) * g[r].
+  void (*sparse_softmax_xent_backward)(ComputeContext&, const void* probs, const std::int64_t* labels,
+                                       const void* g, void* dlogits, std::int64_t rows, std::int64_t cols) = nullptr;
+  /// out = zeros(rows, classes) with out[r, label[r]] = 1.
+  void (*one_hot)(ComputeContext&, const std::int64_t* labels, std::int64_t rows, std::int64_t classes,
+                  void* out) = nullptr;
+  /// mask[r, u] = keep ? 1/(1-rate) : 0, from the counter-based RNG.
+  void (*dropout_mask)(ComputeContext&, void* mask, std::int64_t rows, std::int64_t cols, float rate,
+                       std::uint64_t seed, std::uint64_t stream, std::uint64_t step, std::int64_t first_row) = nullptr;
+
+  // ---- optimizer updates, fused (the variable's memory is updated in place) ----
+  /// sum of x[i]^2, accumulated in double.
+  double (*sum_squares)(ComputeContext&, const void* x, std::int64_t n) = nullptr;
+  /// y[i] = clamp(x[i] * scale, -clip, clip).
+  void (*scale_clip)(ComputeContext&, const void* x, void* y, std::int64_t n, float scale, float clip) = nullptr;
+  /// Keras' SGD: without momentum (m null) w -= lr g; else m = mu m - lr g, w += m
+  /// (nesterov: w += mu m - lr g).
+  void (*sgd_update)(ComputeContext&, void* w, void* m, const void* g, std::int64_t n, float lr, float momentum,
+                     bool nesterov) = nullptr;
+  /// Keras' Adam/AdamW: m += (g - m)(1-b1); v += (g^2 - v)(1-b2); w -= w decay + alpha m / (sqrt v + eps).
+  void (*adam_update)(ComputeContext&, void* w, void* m, void* v, const void* g, std::int64_t n,
+                      const AdamStep& s) = nullptr;
+
+  // ---- integer dtypes ----
+  /// Index of the first value outside [0, limit), or -1.
+  std::int64_t (*first_outside)(ComputeContext&, const void* labels, std::int64_t n, std::int64_t limit) = nullptr;
+};
+
+/// Memory work that does not depend on a dtype.
+struct DeviceOps {
+  /// Within one device (or between two devices of this kind).
+  void (*copy)(ComputeContext&, void* dst, const void* src, std::size_t bytes) = nullptr;
+  void (*copy_to_host)(ComputeContext&, void* host_dst, const void* src, std::size_t bytes) = nullptr;
+  void (*copy_from_host)(ComputeContext&, void* dst, const void* host_src, std::size_t bytes) = nullptr;
+  void (*zero)(ComputeContext&, void* dst, std::size_t bytes) = nullptr;
+  bool (*equal_bytes)(ComputeContext&, const void* a, const void* b, std::size_t bytes) = nullptr;
+};
+
+// ---- the registry (src/backend/registry.cpp: the one place that knows the backends) ----
+/// The kernels of `dtype` on a device kind; an empty table when that backend is not built.
+const KernelTable& kernels(DeviceKind kind, DType dtype);
+const DeviceOps& device_ops(DeviceKind kind);
+/// Whether `op` exists for (kind, dtype).
+bool supports(DeviceKind kind, DType dtype, KernelOp op);
+/// Whether a backend for `kind` is compiled in and has kernels.
+bool backend_available(DeviceKind kind);
 
 }  // namespace lockstep::backend

@@ -1,14 +1,89 @@
-// The one place that knows which backends exist.
+// The one place that knows which backends exist. An optional backend adds its #ifdef here.
 #include "backend/cpu/cpu_kernels.hpp"
 #include "lockstep/core/error.hpp"
 
 namespace lockstep::backend {
 
-const KernelTable& kernels(DeviceKind kind) {
+namespace {
+const KernelTable kNoKernels{};
+const DeviceOps kNoDeviceOps{};
+}  // namespace
+
+const char* kernel_op_name(KernelOp op) {
+  static const char* names[] = {"fill", "cast", "compare", "gather_rows", "scatter_add_rows", "combine", "argmax",
+                                "gemm", "unary", "unary_backward", "binary", "reduce_sum", "reduce_max",
+                                "reduce_max_backward", "softmax", "softmax_backward", "bias_activation",
+                                "sparse_softmax_xent", "sparse_softmax_xent_backward", "one_hot", "dropout_mask",
+                                "sum_squares", "scale_clip", "sgd_update", "adam_update", "first_outside"};
+  static_assert(sizeof(names) / sizeof(names[0]) == static_cast<std::size_t>(KernelOp::kCount));
+  return names[static_cast<std::size_t>(op)];
+}
+
+bool backend_available(DeviceKind kind) {
   switch (kind) {
-    case DeviceKind::kCpu: return cpu::table();
+    case DeviceKind::kCpu: return true;
+    case DeviceKind::kCuda: return false;  // device discovery only: no CUDA kernels yet
+  }
+  return false;
+}
+
+const KernelTable& kernels(DeviceKind kind, DType dtype) {
+  switch (kind) {
+    case DeviceKind::kCpu: return cpu::table(dtype);
+    case DeviceKind::kCuda: return kNoKernels;
+  }
+  return kNoKernels;
+}
+
+const DeviceOps& device_ops(DeviceKind kind) {
+  switch (kind) {
+    case DeviceKind::kCpu: return cpu::device_ops();
+    case DeviceKind::kCuda: return kNoDeviceOps;
+  }
+  return kNoDeviceOps;
+}
+
+bool supports(DeviceKind kind, DType dtype, KernelOp op) {
+  const KernelTable& t = kernels(kind, dtype);
+  switch (op) {
+    case KernelOp::kFill: return t.fill;
+    case KernelOp::kCast: return t.cast;
+    case KernelOp::kCompare: return t.compare;
+    case KernelOp::kGatherRows: return t.gather_rows;
+    case KernelOp::kScatterAddRows: return t.scatter_add_rows;
+    case KernelOp::kCombine: return t.combine;
+    case KernelOp::kArgmax: return t.argmax;
+    case KernelOp::kGemm: return t.gemm;
+    case KernelOp::kUnary: return t.unary;
+    case KernelOp::kUnaryBackward: return t.unary_backward;
+    case KernelOp::kBinary: return t.binary;
+    case KernelOp::kReduceSum: return t.reduce_sum;
+    case KernelOp::kReduceMax: return t.reduce_max;
+    case KernelOp::kReduceMaxBackward: return t.reduce_max_backward;
+    case KernelOp::kSoftmax: return t.softmax;
+    case KernelOp::kSoftmaxBackward: return t.softmax_backward;
+    case KernelOp::kBiasActivation: return t.bias_activation;
+    case KernelOp::kSparseSoftmaxXent: return t.sparse_softmax_xent;
+    case KernelOp::kSparseSoftmaxXentBackward: return t.sparse_softmax_xent_backward;
+    case KernelOp::kOneHot: return t.one_hot;
+    case KernelOp::kDropoutMask: return t.dropout_mask;
+    case KernelOp::kSumSquares: return t.sum_squares;
+    case KernelOp::kScaleClip: return t.scale_clip;
+    case KernelOp::kSgdUpdate: return t.sgd_update;
+    case KernelOp::kAdamUpdate: return t.adam_update;
+    case KernelOp::kFirstOutside: return t.first_outside;
+    case KernelOp::kCount: break;
+  }
+  return false;
+}
+
+std::unique_ptr<ComputeContext> make_context(Device device, const ContextOptions& options) {
+  switch (device.kind) {
+    case DeviceKind::kCpu: return std::make_unique<ComputeContext>(device, options.threads, options.cpus);
     case DeviceKind::kCuda:
-      throw ValueError("no CUDA kernels are built into this lockstep: tensors on gpu devices are not supported yet");
+      throw ValueError("device '" + device.str() +
+                       "': this lockstep has no CUDA kernels yet (device discovery only), so tensors cannot live on "
+                       "a GPU; use cpu devices");
   }
   throw InternalError("unknown device kind");
 }

@@ -1,10 +1,11 @@
 // batch: stacks consecutive elements. Over a row-selection chain (from_tensor_slices, shuffle,
-// repeat, take) it gathers rows of the source tensors straight into the batch, one memcpy per
-// run of consecutive rows, with no per-row tensor; otherwise it stacks the elements it gets.
+// repeat, take) it gathers rows of the source tensors straight into the batch (gather_rows:
+// one copy per run of consecutive rows), with no per-row tensor; otherwise it stacks the
+// elements it gets.
 #include <algorithm>
-#include <cstring>
 
 #include "data/nodes.hpp"
+#include "lockstep/tensor/ops.hpp"
 
 namespace lockstep::data::detail {
 
@@ -12,12 +13,6 @@ namespace {
 
 // Never reserve more than this many rows ahead: batch_size may be absurdly large.
 constexpr std::int64_t kMaxReserve = 1 << 16;
-
-Shape batched(std::int64_t rows, const Shape& element) {
-  std::vector<std::int64_t> dims{rows};
-  dims.insert(dims.end(), element.dims().begin(), element.dims().end());
-  return Shape(std::move(dims));
-}
 
 class GatherBatchIterator final : public Iterator {
  public:
@@ -28,10 +23,6 @@ class GatherBatchIterator final : public Iterator {
         batch_size_(batch_size),
         drop_remainder_(drop_remainder) {
     rows_.reserve(static_cast<std::size_t>(std::min(batch_size_, kMaxReserve)));
-    for (const auto& s : sources_) {
-      row_shapes_.push_back(s.shape().tail());
-      row_bytes_.push_back(static_cast<std::size_t>(row_shapes_.back().numel()) * dtype_size(s.dtype()));
-    }
   }
 
   std::optional<Element> next() override {
@@ -45,21 +36,10 @@ class GatherBatchIterator final : public Iterator {
     }
     const auto k = static_cast<std::int64_t>(rows_.size());
     if (k == 0 || (drop_remainder_ && k < batch_size_)) return std::nullopt;
+    const Tensor index = Tensor::from_vector(rows_, {k});
     Element batch;
     batch.reserve(sources_.size());
-    for (std::size_t c = 0; c < sources_.size(); ++c) {
-      Tensor out = Tensor::empty(batched(k, row_shapes_[c]), sources_[c].dtype());
-      const auto* src = static_cast<const unsigned char*>(sources_[c].raw_data());
-      auto* dst = static_cast<unsigned char*>(out.raw_data());
-      const std::size_t row = row_bytes_[c];
-      for (std::int64_t r = 0; row != 0 && r < k;) {
-        std::int64_t run = 1;  // unshuffled input gathers in one copy
-        while (r + run < k && rows_[r + run] == rows_[r] + run) ++run;
-        std::memcpy(dst + r * row, src + rows_[r] * row, run * row);
-        r += run;
-      }
-      batch.push_back(std::move(out));
-    }
+    for (const Tensor& source : sources_) batch.push_back(gather_rows(source, index));
     return batch;
   }
 
@@ -69,8 +49,6 @@ class GatherBatchIterator final : public Iterator {
   std::unique_ptr<IndexIterator> indices_;  // null once exhausted
   std::int64_t batch_size_;
   bool drop_remainder_;
-  std::vector<Shape> row_shapes_;
-  std::vector<std::size_t> row_bytes_;
   std::vector<std::int64_t> rows_;
 };
 
@@ -98,14 +76,10 @@ class StackBatchIterator final : public Iterator {
     const Element& first = elements_.front();
     Element batch;
     batch.reserve(first.size());
+    std::vector<Tensor> column(static_cast<std::size_t>(k));
     for (std::size_t c = 0; c < first.size(); ++c) {
-      Tensor out = Tensor::empty(batched(k, first[c].shape()), first[c].dtype());
-      const std::size_t bytes = first[c].nbytes();
-      auto* dst = static_cast<unsigned char*>(out.raw_data());
-      for (std::int64_t r = 0; r < k; ++r) {
-        if (bytes) std::memcpy(dst + r * bytes, elements_[r][c].raw_data(), bytes);
-      }
-      batch.push_back(std::move(out));
+      for (std::int64_t r = 0; r < k; ++r) column[static_cast<std::size_t>(r)] = elements_[static_cast<std::size_t>(r)][c];
+      batch.push_back(stack(column));
     }
     return batch;
   }

@@ -1,5 +1,6 @@
 // map: sequential on the iterating thread, or parallel on pipeline threads with a reorder
 // buffer (deterministic) or a completion queue (not), optionally autotuned.
+#include <cstring>
 #include <atomic>
 #include <condition_variable>
 #include <deque>

@@ -78,8 +78,7 @@ class EnumerateIterator final : public Iterator {
   std::optional<Element> next() override {
     auto e = input_->next();
     if (!e) return std::nullopt;
-    Tensor index = Tensor::empty(Shape{}, DType::kI64);
-    *index.data<std::int64_t>() = next_++;
+    Tensor index = Tensor::from_vector(std::vector<std::int64_t>{next_++}, Shape{});
     e->insert(e->begin(), std::move(index));
     return e;
   }

@@ -1,4 +1,5 @@
 // shuffle: tf.data's shuffle buffer, over elements or, on the fast path, over row indices.
+#include <cstring>
 #include <algorithm>
 #include <atomic>
 

@@ -60,8 +60,7 @@ class RangeIterator final : public Iterator {
   std::optional<Element> next() override {
     if (left_ <= 0) return std::nullopt;
     --left_;
-    Tensor t = Tensor::empty(Shape{}, DType::kI64);
-    *t.data<std::int64_t>() = next_;
+    Tensor t = Tensor::from_vector(std::vector<std::int64_t>{next_}, Shape{});
     next_ += left_ > 0 ? step_ : 0;  // never step past the last value: it could overflow
     return Element{std::move(t)};
   }

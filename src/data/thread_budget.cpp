@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <utility>
 
-#include "backend/context.hpp"
+#include "lockstep/tensor/compute_context.hpp"
 #include "lockstep/core/error.hpp"
 
 namespace lockstep::data {
@@ -15,7 +15,7 @@ ThreadBudget::ThreadBudget(int cores) : cores_(cores) {
 ThreadBudget& ThreadBudget::process() {
   // Leaked on purpose, like the default compute context: pipelines in static objects may
   // release leases during static destruction.
-  static ThreadBudget* budget = new ThreadBudget(backend::available_cores());
+  static ThreadBudget* budget = new ThreadBudget(available_cpu_cores());
   return *budget;
 }
 

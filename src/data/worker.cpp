@@ -14,15 +14,15 @@ FunctionError::FunctionError(const std::string& transformation, std::int64_t ele
 
 namespace detail {
 
-backend::ComputeContext& input_context() {
+ComputeContext& input_context() {
   // Leaked on purpose, as the default context is: tensors made here may outlive statics.
-  static auto* ctx = new backend::ComputeContext(Device{DeviceKind::kCpu, 0}, 1);
-  return *ctx;
+  static auto* ctx = new std::shared_ptr<ComputeContext>(make_compute_context(Device{DeviceKind::kCpu, 0}, 1));
+  return **ctx;
 }
 
 std::thread start_pipeline_thread(std::function<void()> body) {
   return std::thread([body = std::move(body)] {
-    backend::ContextGuard guard(input_context());
+    ComputeScope scope(input_context());
     body();
   });
 }

@@ -5,7 +5,7 @@
 #include <functional>
 #include <thread>
 
-#include "backend/context.hpp"
+#include "lockstep/tensor/compute_context.hpp"
 #include "lockstep/data/function_error.hpp"
 
 namespace lockstep::data::detail {
@@ -13,7 +13,7 @@ namespace lockstep::data::detail {
 /// A one-thread CPU context with its own allocator. Pipeline threads make it current so that
 /// tensor ops in a map function run inline on that thread: the compute pools' parallel_for
 /// serves one caller at a time, and input threads must never take cores from training.
-backend::ComputeContext& input_context();
+ComputeContext& input_context();
 
 /// A thread running `body` with input_context() current.
 std::thread start_pipeline_thread(std::function<void()> body);

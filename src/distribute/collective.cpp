@@ -16,16 +16,6 @@
 
 namespace lockstep::distribute {
 
-const char* reduce_op_name(ReduceOp op) {
-  switch (op) {
-    case ReduceOp::kSum: return "sum";
-    case ReduceOp::kMean: return "mean";
-    case ReduceOp::kMax: return "max";
-    case ReduceOp::kMin: return "min";
-  }
-  return "?";
-}
-
 void CollectiveHandle::wait() {
   if (done_) return;
   wait(group_->timeout());

@@ -96,9 +96,8 @@ Strategy::Strategy(StrategyLayout layout) : devices_(std::move(layout.devices)),
   const int n = static_cast<int>(devices_.size());
   LOCKSTEP_CHECK(n >= 1, "a strategy needs at least one device");
   for (int r = 0; r < n; ++r) {
-    contexts_.push_back(std::make_unique<backend::ComputeContext>(devices_[static_cast<std::size_t>(r)],
-                                                                  threads[static_cast<std::size_t>(r)],
-                                                                  cpus[static_cast<std::size_t>(r)]));
+    contexts_.push_back(make_compute_context(devices_[static_cast<std::size_t>(r)], threads[static_cast<std::size_t>(r)],
+                                             cpus[static_cast<std::size_t>(r)]));
     context_ptrs_.push_back(contexts_.back().get());
   }
   group_ = std::make_unique<CollectiveGroup>(n, timeout);
@@ -211,21 +210,20 @@ void ReplicaContext::all_reduce_gradients(std::vector<Tensor>& grads, const std:
   std::int64_t total = 0;
   for (const auto& v : vars) total += v.shape().numel();
   Tensor flat = Tensor::empty({total});
-  float* f = flat.data<float>();
   std::int64_t off = 0;
   for (std::size_t i = 0; i < vars.size(); ++i) {
     const std::int64_t k = vars[i].shape().numel();
-    const auto bytes = static_cast<std::size_t>(k) * sizeof(float);
+    Tensor part = flat.slice(off, off + k);
     if (grads[i].defined()) {
       LOCKSTEP_CHECK(grads[i].numel() == k, "all_reduce_gradients: gradient ", grads[i].shape().str(),
                      " does not match variable '", vars[i].name(), "' ", vars[i].shape().str());
-      std::memcpy(f + off, grads[i].data<float>(), bytes);
+      part.copy_from(grads[i]);
     } else {
-      std::memset(f + off, 0, bytes);
+      part.fill_(0.0);
     }
     off += k;
   }
-  all_reduce_inplace(ReduceOp::kSum, f, total);
+  all_reduce_inplace(ReduceOp::kSum, flat.data<float>(), total);
   off = 0;
   for (std::size_t i = 0; i < vars.size(); ++i) {
     const std::int64_t k = vars[i].shape().numel();
@@ -256,8 +254,7 @@ Tensor Strategy::reduce(ReduceOp op, const PerReplica<Tensor>& values, std::opti
   Tensor acc = first.dtype() == DType::kF32 ? first.clone() : first.to(DType::kF32);
   for (std::size_t r = 1; r < values.size(); ++r) {
     const Tensor v = values[r].dtype() == DType::kF32 ? values[r] : values[r].to(DType::kF32);
-    acc = (op == ReduceOp::kMax || op == ReduceOp::kMin) ? (op == ReduceOp::kMax ? maximum(acc, v) : neg(maximum(neg(acc), neg(v))))
-                                                         : add(acc, v);
+    acc = op == ReduceOp::kMax ? maximum(acc, v) : op == ReduceOp::kMin ? minimum(acc, v) : add(acc, v);
   }
   if (op == ReduceOp::kMean) acc = scale(acc, 1.0f / static_cast<float>(values.size()));
   return acc;
@@ -265,25 +262,8 @@ Tensor Strategy::reduce(ReduceOp op, const PerReplica<Tensor>& values, std::opti
 
 Tensor Strategy::gather(const PerReplica<Tensor>& values, int axis) const {
   LOCKSTEP_CHECK(values.size() > 0, "Strategy::gather: no values");
-  const Tensor& first = values[0];
   LOCKSTEP_CHECK(axis == 0, "Strategy::gather: only axis 0 is supported, got ", axis);
-  std::int64_t rows = 0;
-  for (std::size_t r = 0; r < values.size(); ++r) {
-    LOCKSTEP_CHECK(values[r].rank() >= 1 && values[r].shape().tail() == first.shape().tail() &&
-                       values[r].dtype() == first.dtype(),
-                   "Strategy::gather: replica ", r, " has ", values[r].shape().str(), " ", dtype_name(values[r].dtype()),
-                   ", replica 0 has ", first.shape().str(), " ", dtype_name(first.dtype()));
-    rows += values[r].dim(0);
-  }
-  std::vector<std::int64_t> dims = first.shape().dims();
-  dims[0] = rows;
-  Tensor out = Tensor::empty(Shape(dims), first.dtype());
-  std::size_t off = 0;
-  for (const auto& v : values.values()) {
-    if (v.nbytes()) std::memcpy(static_cast<char*>(out.raw_data()) + off, v.raw_data(), v.nbytes());
-    off += v.nbytes();
-  }
-  return out;
+  return concat(values.values(), 0);
 }
 
 std::unique_ptr<Strategy::DistributedIterator> Strategy::DistributedDataset::make_iterator() const {
@@ -339,7 +319,7 @@ void Strategy::check_mirrored(const std::vector<Variable>& variables) const {
     for (int r = 1; r < v.num_copies(); ++r) {
       const Tensor& a = v.copy(0);
       const Tensor& b = v.copy(r);
-      if (a.nbytes() != b.nbytes() || std::memcmp(a.raw_data(), b.raw_data(), a.nbytes()) != 0) {
+      if (!a.bitwise_equal(b)) {
         throw DistributedError("mirrored variable '" + v.name() + "' drifted: replica " + std::to_string(r) +
                                "'s copy differs from replica 0's");
       }

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <atomic>
 #include <random>
+#include <vector>
 
 #include "lockstep/core/error.hpp"
 
@@ -16,9 +17,9 @@ std::uint64_t mix_seed(std::uint64_t a, std::uint64_t b) {
 }
 
 Tensor Initializer::operator()(const Shape& shape, std::uint64_t seed) const {
-  Tensor t = Tensor::empty(shape);
-  float* p = t.data<float>();
-  const std::int64_t n = t.numel();
+  // Drawn on the host (one RNG stream, whatever the device), then copied to the tensor.
+  const std::int64_t n = shape.numel();
+  std::vector<float> p(static_cast<std::size_t>(n));
   // Keras: for a (rows, cols) kernel fan_in = rows, fan_out = cols; for higher ranks the
   // leading dims are the receptive field.
   double fan_in = 1, fan_out = 1;
@@ -54,7 +55,7 @@ Tensor Initializer::operator()(const Shape& shape, std::uint64_t seed) const {
     throw ValueError("unknown initializer '" + name +
                      "': expected glorot_uniform, glorot_normal, he_normal, he_uniform, zeros or ones");
   }
-  return t;
+  return Tensor::from_vector(p, shape);
 }
 
 }  // namespace lockstep::layers

@@ -14,20 +14,6 @@ void check_batch(const char* loss, const Tensor& y_true, const Tensor& y_pred) {
                  y_pred.defined() ? y_pred.shape().str() : "undefined", " have different batch sizes");
 }
 
-Tensor one_hot(const Tensor& labels, std::int64_t classes) {
-  Tensor lab = labels.dtype() == DType::kI64 ? labels : labels.to(DType::kI64);
-  const std::int64_t n = lab.numel();
-  Tensor out = Tensor::zeros({n, classes});
-  const auto* l = lab.data<std::int64_t>();
-  float* o = out.data<float>();
-  for (std::int64_t i = 0; i < n; ++i) {
-    LOCKSTEP_CHECK(l[i] >= 0 && l[i] < classes, "sparse_categorical_crossentropy: label ", l[i], " at index ", i,
-                   " is outside [0, ", classes, ")");
-    o[i * classes + l[i]] = 1.0f;
-  }
-  return out;
-}
-
 // -sum(target * log(clip(p / sum(p)))) over the class axis, as Keras for probabilities.
 Tensor xent_from_probs(const Tensor& target, const Tensor& probs) {
   Tensor p = div(probs, sum(probs, -1, true));
@@ -45,7 +31,7 @@ class SparseCCE final : public Loss {
                    y_true.shape().str(), " must hold one integer label per row of y_pred ", y_pred.shape().str());
     if (o_.from_logits) return sparse_softmax_cross_entropy_with_logits(y_true, y_pred);
     if (logits.defined()) return sparse_softmax_cross_entropy_with_logits(y_true, logits);
-    return xent_from_probs(one_hot(y_true, y_pred.dim(1)), y_pred);
+    return xent_from_probs(lockstep::one_hot(y_true, y_pred.dim(1)), y_pred);
   }
 
  private:

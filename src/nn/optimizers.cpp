@@ -1,6 +1,7 @@
 #include <cmath>
 
 #include "lockstep/optimizers/optimizer.hpp"
+#include "lockstep/tensor/ops.hpp"
 
 namespace lockstep::optimizers {
 
@@ -17,14 +18,14 @@ double Optimizer::learning_rate_at(std::int64_t step) const {
   return options_.schedule ? options_.schedule(step) : options_.learning_rate;
 }
 
-float* Optimizer::slot(const Variable& var, int index) {
+Tensor Optimizer::slot(const Variable& var, int index) {
   std::lock_guard<std::mutex> lock(slots_mu_);
   auto& s = slots_[var.value().impl().get()];
   if (s.empty()) {
     // Made on the calling thread, so a replica's slots live on its own device.
     for (std::size_t i = 0; i < slot_names().size(); ++i) s.push_back(Tensor::zeros(var.shape()));
   }
-  return s[static_cast<std::size_t>(index)].data<float>();
+  return s[static_cast<std::size_t>(index)];
 }
 
 std::vector<std::pair<std::string, Tensor>> Optimizer::slots(const Variable& v) {
@@ -52,15 +53,6 @@ void Optimizer::broadcast_slots(const Variable& v) {
   }
 }
 
-namespace {
-double sq_norm(const Tensor& g) {
-  const float* p = g.data<float>();
-  double s = 0;
-  for (std::int64_t i = 0, count = g.numel(); i < count; ++i) s += static_cast<double>(p[i]) * p[i];
-  return s;
-}
-}  // namespace
-
 void Optimizer::apply_gradients(const std::vector<std::pair<Tensor, Variable>>& grads_and_vars) {
   apply_gradients_at(grads_and_vars, iterations_);
   ++iterations_;
@@ -72,7 +64,7 @@ void Optimizer::apply_gradients_at(const std::vector<std::pair<Tensor, Variable>
   if (options_.global_clipnorm) {
     double total = 0;
     for (const auto& [g, v] : grads_and_vars)
-      if (g.defined()) total += sq_norm(g);
+      if (g.defined()) total += sum_squares(g);
     const double norm = std::sqrt(total);
     if (norm > *options_.global_clipnorm) global_scale = *options_.global_clipnorm / norm;
   }
@@ -81,22 +73,17 @@ void Optimizer::apply_gradients_at(const std::vector<std::pair<Tensor, Variable>
     if (!g.defined()) continue;
     LOCKSTEP_CHECK(g.shape() == v.shape(), name(), ": gradient ", g.shape().str(), " does not match variable '",
                    v.name(), "' ", v.shape().str());
-    const float* gp = g.data<float>();
-    Tensor clipped;
+    Tensor grad = g;
     double scale = global_scale;
     if (options_.clipnorm) {
-      const double norm = std::sqrt(sq_norm(g));
+      const double norm = std::sqrt(sum_squares(g));
       if (norm > *options_.clipnorm) scale *= *options_.clipnorm / norm;
     }
     if (scale != 1.0 || options_.clipvalue) {
-      clipped = Tensor::empty(g.shape());
-      float* cp = clipped.data<float>();
       const float cv = options_.clipvalue ? static_cast<float>(*options_.clipvalue) : INFINITY;
-      for (std::int64_t i = 0, count = g.numel(); i < count; ++i)
-        cp[i] = std::fmin(std::fmax(static_cast<float>(gp[i] * scale), -cv), cv);
-      gp = cp;
+      grad = scale_and_clip(g, static_cast<float>(scale), cv);
     }
-    update(v, gp, lr, step);
+    update(v, grad, lr, step);
   }
 }
 
@@ -116,39 +103,16 @@ class SGDImpl final : public Optimizer {
   std::vector<std::string> slot_names() const override {
     return momentum_ > 0 ? std::vector<std::string>{"momentum"} : std::vector<std::string>{};
   }
-  void update(const Variable& var, const float* g, double lr_d, std::int64_t) override {
-    float* w = const_cast<float*>(var.value().data<float>());
-    const std::int64_t n = var.shape().numel();
-    const float lr = static_cast<float>(lr_d), mu = static_cast<float>(momentum_);
-    if (momentum_ == 0) {
-      for (std::int64_t i = 0; i < n; ++i) w[i] -= lr * g[i];
-      return;
-    }
-    float* m = slot(var, 0);
-    for (std::int64_t i = 0; i < n; ++i) {
-      // Keras: m = mu m - lr g; w += m (nesterov: w += mu m - lr g).
-      m[i] = mu * m[i] - lr * g[i];
-      w[i] += nesterov_ ? mu * m[i] - lr * g[i] : m[i];
-    }
+  void update(const Variable& var, const Tensor& g, double lr, std::int64_t) override {
+    Tensor w = var.value();  // a handle: the update writes the variable's own memory
+    Tensor m = momentum_ > 0 ? slot(var, 0) : Tensor();
+    sgd_update_(w, m, g, static_cast<float>(lr), static_cast<float>(momentum_), nesterov_);
   }
 
  private:
   double momentum_;
   bool nesterov_;
 };
-
-// One pass over the arrays; restrict and no branch inside, so that it vectorises.
-void adam_loop(float* __restrict w, float* __restrict m, float* __restrict v, const float* __restrict g, std::int64_t n,
-               float alpha, float one_b1, float one_b2, float eps, float decay) {
-  for (std::int64_t i = 0; i < n; ++i) {
-    const float wi = w[i] - w[i] * decay;  // AdamW's decay (decay = 0 for Adam: exact no-op)
-    const float mi = m[i] + (g[i] - m[i]) * one_b1;
-    const float vi = v[i] + (g[i] * g[i] - v[i]) * one_b2;
-    m[i] = mi;
-    v[i] = vi;
-    w[i] = wi - (mi * alpha) / (std::sqrt(vi) + eps);
-  }
-}
 
 class AdamImpl : public Optimizer {
  public:
@@ -167,21 +131,22 @@ class AdamImpl : public Optimizer {
 
  protected:
   std::vector<std::string> slot_names() const override { return {"m", "v"}; }
-  void update(const Variable& var, const float* g, double lr, std::int64_t step) override {
-    float* w = const_cast<float*>(var.value().data<float>());
-    float* m = slot(var, 0);
-    float* v = slot(var, 1);
-    const std::int64_t n = var.shape().numel();
+  void update(const Variable& var, const Tensor& g, double lr, std::int64_t step) override {
+    Tensor w = var.value();  // a handle: the update writes the variable's own memory
+    Tensor m = slot(var, 0);
+    Tensor v = slot(var, 1);
     // Keras' form and Keras' float32 rounding of every constant (the reference agrees to 3e-5
     // only this way): alpha = lr sqrt(1 - b2^t) / (1 - b1^t); w -= alpha m / (sqrt(v) + eps).
     const float t = static_cast<float>(step + 1);
     const float b1_power = std::pow(static_cast<float>(b1_), t);
     const float b2_power = std::pow(static_cast<float>(b2_), t);
     const float alpha = static_cast<float>(lr) * std::sqrt(1.0f - b2_power) / (1.0f - b1_power);
-    const float one_b1 = static_cast<float>(1.0 - b1_), one_b2 = static_cast<float>(1.0 - b2_);
-    const float eps = static_cast<float>(eps_);
-    const float decay = static_cast<float>(wd_ * lr);
-    adam_loop(w, m, v, g, n, alpha, one_b1, one_b2, eps, wd_ > 0 ? decay : 0.0f);
+    const AdamConstants c{.alpha = alpha,
+                          .one_minus_beta_1 = static_cast<float>(1.0 - b1_),
+                          .one_minus_beta_2 = static_cast<float>(1.0 - b2_),
+                          .epsilon = static_cast<float>(eps_),
+                          .decay = wd_ > 0 ? static_cast<float>(wd_ * lr) : 0.0f};
+    adam_update_(w, m, v, g, c);
   }
 
  private:

@@ -1,5 +1,6 @@
 #include "lockstep/tensor/op_record.hpp"
 
+#include "lockstep/tensor/reduce_op.hpp"
 #include "tensor/op_util.hpp"
 
 namespace lockstep {
@@ -15,8 +16,18 @@ OpRecorder* set_current_recorder(OpRecorder* r) {
   return prev;
 }
 
+const char* reduce_op_name(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::kSum: return "sum";
+    case ReduceOp::kMean: return "mean";
+    case ReduceOp::kMax: return "max";
+    case ReduceOp::kMin: return "min";
+  }
+  return "?";
+}
+
 const char* op_name(OpType t) {
-  static const char* names[] = {"add", "sub", "mul", "div", "maximum", "scale", "add_scalar", "pow_scalar",
+  static const char* names[] = {"add", "sub", "mul", "div", "maximum", "minimum", "scale", "add_scalar", "pow_scalar",
                                 "clip", "neg", "exp", "log", "sqrt", "square", "abs", "relu", "sigmoid",
                                 "tanh", "gelu", "softmax", "log_softmax", "matmul", "dense", "sum", "mean",
                                 "reduce_max", "reshape", "slice", "cast",
@@ -28,12 +39,50 @@ const char* op_name(OpType t) {
 
 namespace detail {
 
+const backend::KernelTable& kern(const char* op, const Tensor& t, backend::KernelOp k) {
+  const Device d = t.device();
+  if (!backend::supports(d.kind, t.dtype(), k)) [[unlikely]] {
+    throw ValueError(detail::concat(op, ": not supported for dtype ", dtype_name(t.dtype()), " on ", d.str(), " (the ",
+                                    d.kind == DeviceKind::kCpu ? "cpu" : "cuda", " backend has no ",
+                                    backend::kernel_op_name(k), " kernel for it",
+                                    backend::backend_available(d.kind) ? "" : "; that backend is not built", ")"));
+  }
+  return backend::kernels(d.kind, t.dtype());
+}
+
 void check_float(const char* op, std::initializer_list<const Tensor*> ts) {
+  const Tensor* first = nullptr;
   for (const Tensor* t : ts) {
     LOCKSTEP_CHECK(t->defined(), op, ": an input tensor is undefined");
-    LOCKSTEP_CHECK(t->dtype() == DType::kF32, op, ": expected a float32 tensor, got ", dtype_name(t->dtype()),
-                   " of shape ", t->shape().str(), " (cast it first)");
+    LOCKSTEP_CHECK(is_floating(t->dtype()), op, ": expected a floating tensor (float32, float16 or bfloat16), got ",
+                   dtype_name(t->dtype()), " of shape ", t->shape().str(), " (cast it first)");
+    if (!first) {
+      first = t;
+      continue;
+    }
+    LOCKSTEP_CHECK(t->dtype() == first->dtype(), op, ": inputs have different dtypes, ", dtype_name(first->dtype()),
+                   " and ", dtype_name(t->dtype()), " (cast one of them)");
+    LOCKSTEP_CHECK(t->device().kind == first->device().kind, op, ": inputs are on different devices, ",
+                   first->device().str(), " and ", t->device().str());
   }
+}
+
+void check_integer(const char* op, const Tensor& t, const char* what) {
+  LOCKSTEP_CHECK(t.defined(), op, ": ", what, " are undefined");
+  LOCKSTEP_CHECK(t.dtype() == DType::kI32 || t.dtype() == DType::kI64 || t.dtype() == DType::kU8, op, ": ", what,
+                 " must be integers (int32, int64 or uint8), got ", dtype_name(t.dtype()));
+}
+
+Tensor checked_labels(const char* op, const Tensor& labels, std::int64_t classes) {
+  check_integer(op, labels, "labels");
+  const auto& k = kern(op, labels, backend::KernelOp::kFirstOutside);
+  const std::int64_t bad = k.first_outside(ctx(), labels.raw_data(), labels.numel(), classes);
+  if (bad >= 0) {
+    std::int64_t value = 0;
+    labels.reshape({labels.numel()}).slice(bad, bad + 1).to(DType::kI64).copy_to_host(&value, sizeof value);
+    throw ValueError(detail::concat(op, ": label ", value, " at index ", bad, " is outside [0, ", classes, ")"));
+  }
+  return labels.dtype() == DType::kI64 ? labels : labels.to(DType::kI64);
 }
 
 int normalize_axis(const char* op, int axis, std::size_t rank) {

@@ -9,10 +9,17 @@
 namespace lockstep::detail {
 
 inline backend::ComputeContext& ctx() { return backend::current_context(); }
-inline const backend::KernelTable& kern(const Tensor& t) { return backend::kernels(t.device().kind); }
+/// The kernel table for t's device and dtype, after checking that it has `k`: a missing
+/// kernel is a ValueError naming the op, the dtype and the device.
+const backend::KernelTable& kern(const char* op, const Tensor& t, backend::KernelOp k);
 
-/// Throws unless every tensor is defined and float32.
+/// Throws unless every tensor is defined, floating (float32, float16 or bfloat16), of one
+/// dtype, and on the device of the current compute context's kind.
 void check_float(const char* op, std::initializer_list<const Tensor*> ts);
+/// Throws unless t is defined and of an integer dtype (labels, indices).
+void check_integer(const char* op, const Tensor& t, const char* what);
+/// Integer labels as int64 (cast when needed), each checked to be in [0, classes).
+Tensor checked_labels(const char* op, const Tensor& labels, std::int64_t classes);
 /// Normalises a possibly negative axis against rank, naming the op on error.
 int normalize_axis(const char* op, int axis, std::size_t rank);
 /// Broadcast result shape of a and b, numpy rules; ValueError naming both shapes otherwise.

@@ -11,8 +11,7 @@ using detail::kern;
 
 namespace {
 
-Tensor binary(const char* name, OpType type, BinaryOp op, const Tensor& a, const Tensor& b) {
-  detail::check_float(name, {&a, &b});
+backend::BroadcastDesc broadcast_desc(const char* name, const Tensor& a, const Tensor& b, Shape* out) {
   const Shape out_shape = detail::broadcast_shape(name, a.shape(), b.shape());
   LOCKSTEP_CHECK(out_shape.rank() <= static_cast<std::size_t>(backend::kMaxRank), name, ": rank ",
                  out_shape.rank(), " exceeds ", backend::kMaxRank);
@@ -30,8 +29,17 @@ Tensor binary(const char* name, OpType type, BinaryOp op, const Tensor& a, const
     sa *= da;
     sb *= db;
   }
-  Tensor out = Tensor::empty(out_shape);
-  kern(a).binary(ctx(), op, d, a.data<float>(), b.data<float>(), out.data<float>());
+  *out = out_shape;
+  return d;
+}
+
+Tensor binary(const char* name, OpType type, BinaryOp op, const Tensor& a, const Tensor& b) {
+  detail::check_float(name, {&a, &b});
+  Shape out_shape;
+  const backend::BroadcastDesc d = broadcast_desc(name, a, b, &out_shape);
+  const auto& k = kern(name, a, backend::KernelOp::kBinary);
+  Tensor out = Tensor::empty(out_shape, a.dtype());
+  k.binary(ctx(), op, d, a.raw_data(), b.raw_data(), out.raw_data());
   if (detail::recording({&a, &b})) {
     OpRecord r;
     r.type = type;
@@ -44,8 +52,9 @@ Tensor binary(const char* name, OpType type, BinaryOp op, const Tensor& a, const
 
 Tensor unary(const char* name, OpType type, UnaryOp op, const Tensor& a, float p0 = 0, float p1 = 0) {
   detail::check_float(name, {&a});
-  Tensor out = Tensor::empty(a.shape());
-  kern(a).unary(ctx(), op, a.data<float>(), out.data<float>(), a.numel(), p0, p1);
+  const auto& k = kern(name, a, backend::KernelOp::kUnary);
+  Tensor out = Tensor::empty(a.shape(), a.dtype());
+  k.unary(ctx(), op, a.raw_data(), out.raw_data(), a.numel(), p0, p1);
   if (detail::recording({&a})) {
     OpRecord r;
     r.type = type;
@@ -66,6 +75,34 @@ Tensor mul(const Tensor& a, const Tensor& b) { return binary("mul", OpType::kMul
 Tensor div(const Tensor& a, const Tensor& b) { return binary("div", OpType::kDiv, BinaryOp::kDiv, a, b); }
 Tensor maximum(const Tensor& a, const Tensor& b) {
   return binary("maximum", OpType::kMaximum, BinaryOp::kMaximum, a, b);
+}
+Tensor minimum(const Tensor& a, const Tensor& b) {
+  return binary("minimum", OpType::kMinimum, BinaryOp::kMinimum, a, b);
+}
+
+namespace {
+Tensor compare(const char* name, backend::CompareOp op, const Tensor& a, const Tensor& b) {
+  LOCKSTEP_CHECK(a.defined() && b.defined(), name, ": an input tensor is undefined");
+  LOCKSTEP_CHECK(a.dtype() == b.dtype(), name, ": inputs have different dtypes, ", dtype_name(a.dtype()), " and ",
+                 dtype_name(b.dtype()), " (cast one of them)");
+  Shape out_shape;
+  const backend::BroadcastDesc d = broadcast_desc(name, a, b, &out_shape);
+  const auto& k = kern(name, a, backend::KernelOp::kCompare);
+  Tensor out = Tensor::empty(out_shape, DType::kU8);
+  k.compare(ctx(), op, d, a.raw_data(), b.raw_data(), static_cast<std::uint8_t*>(out.raw_data()));
+  return out;
+}
+}  // namespace
+
+Tensor equal(const Tensor& a, const Tensor& b) { return compare("equal", backend::CompareOp::kEqual, a, b); }
+Tensor not_equal(const Tensor& a, const Tensor& b) { return compare("not_equal", backend::CompareOp::kNotEqual, a, b); }
+Tensor less(const Tensor& a, const Tensor& b) { return compare("less", backend::CompareOp::kLess, a, b); }
+Tensor less_equal(const Tensor& a, const Tensor& b) {
+  return compare("less_equal", backend::CompareOp::kLessEqual, a, b);
+}
+Tensor greater(const Tensor& a, const Tensor& b) { return compare("greater", backend::CompareOp::kGreater, a, b); }
+Tensor greater_equal(const Tensor& a, const Tensor& b) {
+  return compare("greater_equal", backend::CompareOp::kGreaterEqual, a, b);
 }
 
 Tensor scale(const Tensor& a, float s) { return unary("scale", OpType::kScale, UnaryOp::kScale, a, s); }
@@ -106,7 +143,8 @@ Tensor stop_gradient(const Tensor& a) { return a.reshape(a.shape()); }
 
 Tensor cast(const Tensor& a, DType dtype) {
   Tensor out = a.to(dtype);
-  if (a.dtype() == DType::kF32 && dtype == DType::kF32 && detail::recording({&a})) {
+  // Between floating dtypes the gradient flows back (cast to the input's dtype).
+  if (is_floating(a.dtype()) && is_floating(dtype) && detail::recording({&a})) {
     OpRecord r;
     r.type = OpType::kCast;
     r.inputs = {a, Tensor(), Tensor()};

@@ -15,9 +15,9 @@ Tensor matmul(const Tensor& a, const Tensor& b, bool ta, bool tb) {
   const std::int64_t kb = tb ? b.dim(1) : b.dim(0), n = tb ? b.dim(0) : b.dim(1);
   LOCKSTEP_CHECK(k == kb, "matmul: inner dimensions differ: ", a.shape().str(), (ta ? "^T" : ""), " @ ",
                  b.shape().str(), (tb ? "^T" : ""));
-  Tensor out = Tensor::empty({m, n});
-  kern(a).gemm(ctx(), ta, tb, m, n, k, 1.0f, a.data<float>(), a.dim(1), b.data<float>(), b.dim(1), 0.0f,
-               out.data<float>(), n);
+  const auto& kt = kern("matmul", a, backend::KernelOp::kGemm);
+  Tensor out = Tensor::empty({m, n}, a.dtype());
+  kt.gemm(ctx(), ta, tb, m, n, k, 1.0f, a.raw_data(), a.dim(1), b.raw_data(), b.dim(1), 0.0f, out.raw_data(), n);
   if (detail::recording({&a, &b})) {
     OpRecord r;
     r.type = OpType::kMatmul;
@@ -34,19 +34,20 @@ Tensor dense(const Tensor& x, const Tensor& kernel, const Tensor& bias, FusedAct
   detail::check_float("dense", {&x, &kernel});
   LOCKSTEP_CHECK(x.rank() == 2 && kernel.rank() == 2 && x.dim(1) == kernel.dim(0), "dense: input ",
                  x.shape().str(), " does not match kernel ", kernel.shape().str());
+  detail::check_float("dense", {&x, &kernel});
   if (bias.defined()) {
-    detail::check_float("dense", {&bias});
+    detail::check_float("dense", {&x, &bias});
     LOCKSTEP_CHECK(bias.rank() == 1 && bias.dim(0) == kernel.dim(1), "dense: bias ", bias.shape().str(),
                    " does not match kernel ", kernel.shape().str());
   }
   const std::int64_t m = x.dim(0), k = x.dim(1), n = kernel.dim(1);
-  Tensor out = Tensor::empty({m, n});
-  auto& kt = kern(x);
-  kt.gemm(ctx(), false, false, m, n, k, 1.0f, x.data<float>(), k, kernel.data<float>(), n, 0.0f,
-          out.data<float>(), n);
+  const auto& kt = kern("dense", x, backend::KernelOp::kGemm);
+  Tensor out = Tensor::empty({m, n}, x.dtype());
+  kt.gemm(ctx(), false, false, m, n, k, 1.0f, x.raw_data(), k, kernel.raw_data(), n, 0.0f, out.raw_data(), n);
   if (bias.defined() || act == FusedActivation::kRelu) {
-    kt.bias_activation(ctx(), out.data<float>(), bias.defined() ? bias.data<float>() : nullptr, m, n,
-                       act == FusedActivation::kRelu);
+    kern("dense", x, backend::KernelOp::kBiasActivation)
+        .bias_activation(ctx(), out.raw_data(), bias.defined() ? bias.raw_data() : nullptr, m, n,
+                         act == FusedActivation::kRelu);
   }
   if (detail::recording({&x, &kernel, &bias})) {
     OpRecord r;
@@ -67,8 +68,9 @@ Tensor softmax_impl(const char* name, OpType type, const Tensor& a, int axis) {
   LOCKSTEP_CHECK(ax == static_cast<int>(a.rank()) - 1, name, ": only the last axis is supported, got axis ",
                  axis, " for shape ", a.shape().str());
   const std::int64_t cols = a.dim(-1), rows = cols ? a.numel() / cols : 0;
-  Tensor out = Tensor::empty(a.shape());
-  kern(a).softmax(ctx(), a.data<float>(), out.data<float>(), rows, cols, type == OpType::kLogSoftmax);
+  const auto& k = kern(name, a, backend::KernelOp::kSoftmax);
+  Tensor out = Tensor::empty(a.shape(), a.dtype());
+  k.softmax(ctx(), a.raw_data(), out.raw_data(), rows, cols, type == OpType::kLogSoftmax);
   if (detail::recording({&a})) {
     OpRecord r;
     r.type = type;
@@ -88,21 +90,17 @@ Tensor log_softmax(const Tensor& a, int axis) {
 Tensor sparse_softmax_cross_entropy_with_logits(const Tensor& labels, const Tensor& logits) {
   constexpr const char* kName = "sparse_softmax_cross_entropy_with_logits";
   detail::check_float(kName, {&logits});
+  const auto& k = kern(kName, logits, backend::KernelOp::kSparseSoftmaxXent);
   LOCKSTEP_CHECK(logits.rank() == 2, kName, ": logits must be (batch, classes), got ", logits.shape().str());
   LOCKSTEP_CHECK(labels.defined() && labels.numel() == logits.dim(0) && labels.rank() <= 2, kName, ": labels ",
                  (labels.defined() ? labels.shape().str() : std::string("undefined")),
                  " do not match logits ", logits.shape().str(), " (expected (", logits.dim(0), ",))");
-  Tensor lab = labels.dtype() == DType::kI64 ? labels : labels.to(DType::kI64);
   const std::int64_t rows = logits.dim(0), cols = logits.dim(1);
-  const std::int64_t* lp = lab.data<std::int64_t>();
-  for (std::int64_t i = 0; i < rows; ++i) {
-    LOCKSTEP_CHECK(lp[i] >= 0 && lp[i] < cols, kName, ": label ", lp[i], " at index ", i,
-                   " is outside [0, ", cols, ")");
-  }
-  Tensor loss = Tensor::empty({rows});
-  Tensor probs = Tensor::empty(logits.shape());
-  kern(logits).sparse_softmax_xent(ctx(), logits.data<float>(), lp, loss.data<float>(), probs.data<float>(),
-                                   rows, cols);
+  const Tensor lab = detail::checked_labels(kName, labels, cols);
+  Tensor loss = Tensor::empty({rows}, logits.dtype());
+  Tensor probs = Tensor::empty(logits.shape(), logits.dtype());
+  k.sparse_softmax_xent(ctx(), logits.raw_data(), static_cast<const std::int64_t*>(lab.raw_data()), loss.raw_data(),
+                        probs.raw_data(), rows, cols);
   if (detail::recording({&logits})) {
     OpRecord r;
     r.type = OpType::kSparseSoftmaxCE;
@@ -128,15 +126,16 @@ Tensor dropout(const Tensor& x, float rate, const DropoutKey& key) {
   LOCKSTEP_CHECK(rate >= 0.0f && rate < 1.0f, "dropout: rate must be in [0, 1), got ", rate);
   if (rate == 0.0f) return x;
   const std::int64_t rows = x.rank() ? x.dim(0) : 1, cols = rows ? x.numel() / rows : 0;
-  Tensor mask = Tensor::empty(x.shape());
-  auto& kt = kern(x);
-  kt.dropout_mask(ctx(), mask.data<float>(), rows, cols, rate, key.seed, key.stream, key.step, key.first_example);
+  const auto& kt = kern("dropout", x, backend::KernelOp::kDropoutMask);
+  Tensor mask = Tensor::empty(x.shape(), x.dtype());
+  kt.dropout_mask(ctx(), mask.raw_data(), rows, cols, rate, key.seed, key.stream, key.step, key.first_example);
   backend::BroadcastDesc d;
   d.rank = 1;
   d.dims[0] = x.numel();
   d.a_strides[0] = d.b_strides[0] = 1;
-  Tensor out = Tensor::empty(x.shape());
-  kt.binary(ctx(), backend::BinaryOp::kMul, d, x.data<float>(), mask.data<float>(), out.data<float>());
+  Tensor out = Tensor::empty(x.shape(), x.dtype());
+  kern("dropout", x, backend::KernelOp::kBinary)
+      .binary(ctx(), backend::BinaryOp::kMul, d, x.raw_data(), mask.raw_data(), out.raw_data());
   if (detail::recording({&x})) {
     OpRecord r;
     r.type = OpType::kDropout;
@@ -153,14 +152,9 @@ Tensor sparse_categorical_matches(const Tensor& labels, const Tensor& prediction
   LOCKSTEP_CHECK(predictions.rank() == 2 && labels.numel() == predictions.dim(0),
                  "sparse_categorical_matches: labels ", labels.shape().str(), " do not match predictions ",
                  predictions.shape().str());
-  Tensor arg = argmax(predictions, -1);
-  Tensor lab = labels.dtype() == DType::kI64 ? labels : labels.to(DType::kI64);
-  Tensor out = Tensor::empty({predictions.dim(0)});
-  const auto* a = arg.data<std::int64_t>();
-  const auto* l = lab.data<std::int64_t>();
-  float* o = out.data<float>();
-  for (std::int64_t i = 0, count = out.numel(); i < count; ++i) o[i] = a[i] == l[i] ? 1.0f : 0.0f;
-  return out;
+  detail::check_integer("sparse_categorical_matches", labels, "labels");
+  const Tensor lab = labels.dtype() == DType::kI64 ? labels : labels.to(DType::kI64);
+  return cast(equal(argmax(predictions, -1), lab.reshape({predictions.dim(0)})), DType::kF32);
 }
 
 }  // namespace lockstep

@@ -29,24 +29,20 @@ Shape reduced_shape(const Shape& s, int axis, bool keepdims) {
 Tensor reduce_sum_impl(const char* name, OpType type, const Tensor& a, std::optional<int> axis, bool keepdims,
                        float post_scale) {
   detail::check_float(name, {&a});
-  Tensor out;
-  std::int64_t count;
+  const auto& k = kern(name, a, backend::KernelOp::kReduceSum);
+  Shape out_shape;
+  AxisView v;
   if (!axis) {
-    out = Tensor::empty(keepdims ? Shape(std::vector<std::int64_t>(a.rank(), 1)) : Shape{});
-    kern(a).reduce_sum(ctx(), a.data<float>(), out.data<float>(), 1, a.numel(), 1);
-    count = a.numel();
+    out_shape = keepdims ? Shape(std::vector<std::int64_t>(a.rank(), 1)) : Shape{};
+    v.axis = a.numel();
   } else {
     const int ax = detail::normalize_axis(name, *axis, a.rank());
-    const AxisView v = view_of(a.shape(), ax);
-    out = Tensor::empty(reduced_shape(a.shape(), ax, keepdims));
-    kern(a).reduce_sum(ctx(), a.data<float>(), out.data<float>(), v.outer, v.axis, v.inner);
-    count = v.axis;
+    v = view_of(a.shape(), ax);
+    out_shape = reduced_shape(a.shape(), ax, keepdims);
   }
-  if (type == OpType::kMean) {
-    const float s = count ? post_scale / static_cast<float>(count) : 0.0f;
-    float* p = out.data<float>();
-    for (std::int64_t i = 0, count = out.numel(); i < count; ++i) p[i] *= s;
-  }
+  const float s = type != OpType::kMean ? post_scale : (v.axis ? post_scale / static_cast<float>(v.axis) : 0.0f);
+  Tensor out = Tensor::empty(out_shape, a.dtype());
+  k.reduce_sum(ctx(), a.raw_data(), out.raw_data(), v.outer, v.axis, v.inner, s);
   if (detail::recording({&a})) {
     OpRecord r;
     r.type = type;
@@ -72,10 +68,11 @@ Tensor reduce_max(const Tensor& a, int axis, bool keepdims) {
   const int ax = detail::normalize_axis("reduce_max", axis, a.rank());
   const AxisView v = view_of(a.shape(), ax);
   LOCKSTEP_CHECK(v.axis > 0, "reduce_max: empty axis ", axis, " in shape ", a.shape().str());
-  Tensor out = Tensor::empty(reduced_shape(a.shape(), ax, keepdims));
+  const auto& k = kern("reduce_max", a, backend::KernelOp::kReduceMax);
+  Tensor out = Tensor::empty(reduced_shape(a.shape(), ax, keepdims), a.dtype());
   Tensor arg = Tensor::empty(out.shape(), DType::kI64);
-  kern(a).reduce_max(ctx(), a.data<float>(), out.data<float>(), arg.data<std::int64_t>(), v.outer, v.axis,
-                     v.inner);
+  k.reduce_max(ctx(), a.raw_data(), out.raw_data(), static_cast<std::int64_t*>(arg.raw_data()), v.outer, v.axis,
+               v.inner);
   if (detail::recording({&a})) {
     OpRecord r;
     r.type = OpType::kReduceMax;
@@ -90,12 +87,13 @@ Tensor reduce_max(const Tensor& a, int axis, bool keepdims) {
 }
 
 Tensor argmax(const Tensor& a, int axis) {
-  detail::check_float("argmax", {&a});
+  LOCKSTEP_CHECK(a.defined(), "argmax: the input tensor is undefined");
+  const auto& k = kern("argmax", a, backend::KernelOp::kArgmax);
   const int ax = detail::normalize_axis("argmax", axis, a.rank());
   const AxisView v = view_of(a.shape(), ax);
   LOCKSTEP_CHECK(v.axis > 0, "argmax: empty axis ", axis, " in shape ", a.shape().str());
   Tensor arg = Tensor::empty(reduced_shape(a.shape(), ax, false), DType::kI64);
-  kern(a).reduce_max(ctx(), a.data<float>(), nullptr, arg.data<std::int64_t>(), v.outer, v.axis, v.inner);
+  k.argmax(ctx(), a.raw_data(), static_cast<std::int64_t*>(arg.raw_data()), v.outer, v.axis, v.inner);
   return arg;
 }
 

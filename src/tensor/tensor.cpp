@@ -1,31 +1,27 @@
 #include "lockstep/tensor/tensor.hpp"
 
+#include <cstring>
 #include <atomic>
 #include <cstdio>
 
-#include "backend/context.hpp"
+#include "backend/kernels.hpp"
 
 namespace lockstep {
 
 namespace {
 std::atomic<std::uint64_t> g_next_id{1};
 
-template <typename Src, typename Dst>
-void convert(const void* s, void* d, std::int64_t n) {
-  const Src* src = static_cast<const Src*>(s);
-  Dst* dst = static_cast<Dst*>(d);
-  for (std::int64_t i = 0; i < n; ++i) dst[i] = static_cast<Dst>(src[i]);
+backend::ComputeContext& ctx() { return backend::current_context(); }
+const backend::DeviceOps& dev_ops(const Device& d) {
+  const backend::DeviceOps& ops = backend::device_ops(d.kind);
+  LOCKSTEP_CHECK(ops.copy, "tensors on ", d.str(), " are not supported: this lockstep has no backend for it");
+  return ops;
 }
-
-template <typename Dst>
-void convert_from(DType from, const void* s, void* d, std::int64_t n) {
-  switch (from) {
-    case DType::kF32: return convert<float, Dst>(s, d, n);
-    case DType::kI32: return convert<std::int32_t, Dst>(s, d, n);
-    case DType::kI64: return convert<std::int64_t, Dst>(s, d, n);
-    case DType::kU8: return convert<std::uint8_t, Dst>(s, d, n);
-    default: throw ValueError(std::string("Tensor::to: conversion from ") + dtype_name(from) + " is not supported");
-  }
+const backend::KernelTable& table(const Tensor& t, backend::KernelOp op, const char* what) {
+  const Device d = t.device();
+  LOCKSTEP_CHECK(backend::supports(d.kind, t.dtype(), op), what, ": no ", backend::kernel_op_name(op),
+                 " kernel for dtype ", dtype_name(t.dtype()), " on ", d.str());
+  return backend::kernels(d.kind, t.dtype());
 }
 }  // namespace
 
@@ -51,22 +47,40 @@ Tensor Tensor::empty(const Shape& shape, DType dtype) {
 
 Tensor Tensor::zeros(const Shape& shape, DType dtype) {
   Tensor t = empty(shape, dtype);
-  std::memset(t.raw_data(), 0, t.nbytes());
+  dev_ops(t.device()).zero(ctx(), t.raw_data(), t.nbytes());
   return t;
 }
 
-Tensor Tensor::full(const Shape& shape, float value) {
-  Tensor t = empty(shape, DType::kF32);
-  float* p = t.data<float>();
-  for (std::int64_t i = 0, n = t.numel(); i < n; ++i) p[i] = value;
+Tensor Tensor::full(const Shape& shape, double value, DType dtype) {
+  Tensor t = empty(shape, dtype);
+  t.fill_(value);
   return t;
 }
 
-Tensor Tensor::ones(const Shape& shape, DType dtype) {
-  return dtype == DType::kF32 ? full(shape, 1.0f) : full(shape, 1.0f).to(dtype);
+Tensor Tensor::ones(const Shape& shape, DType dtype) { return full(shape, 1.0, dtype); }
+
+Tensor Tensor::scalar(double value, DType dtype) { return full(Shape{}, value, dtype); }
+
+void Tensor::fill_(double value) { table(*this, backend::KernelOp::kFill, "fill").fill(ctx(), raw_data(), numel(), value); }
+
+void Tensor::copy_to_host(void* dst, std::size_t bytes, std::size_t byte_offset) const {
+  LOCKSTEP_CHECK(byte_offset + bytes <= nbytes(), "copy_to_host: bytes [", byte_offset, ", ", byte_offset + bytes,
+                 ") are outside the tensor's ", nbytes());
+  if (bytes) dev_ops(device()).copy_to_host(ctx(), dst, static_cast<const char*>(raw_data()) + byte_offset, bytes);
 }
 
-Tensor Tensor::scalar(float value) { return full(Shape{}, value); }
+void Tensor::copy_from_host(const void* src, std::size_t bytes, std::size_t byte_offset) {
+  LOCKSTEP_CHECK(byte_offset + bytes <= nbytes(), "copy_from_host: bytes [", byte_offset, ", ", byte_offset + bytes,
+                 ") are outside the tensor's ", nbytes());
+  if (bytes) dev_ops(device()).copy_from_host(ctx(), static_cast<char*>(raw_data()) + byte_offset, src, bytes);
+}
+
+bool Tensor::bitwise_equal(const Tensor& o) const {
+  if (shape() != o.shape() || dtype() != o.dtype()) return false;
+  LOCKSTEP_CHECK(device().kind == o.device().kind, "bitwise_equal: tensors on ", device().str(), " and ",
+                 o.device().str());
+  return dev_ops(device()).equal_bytes(ctx(), raw_data(), o.raw_data(), nbytes());
+}
 
 const Shape& Tensor::shape() const {
   LOCKSTEP_CHECK(impl_, "use of an undefined (empty) Tensor");
@@ -96,16 +110,23 @@ void Tensor::check_dtype(DType expected) const {
                  dtype_name(expected));
 }
 
+void Tensor::check_host_access(DType expected) const {
+  check_dtype(expected);
+  LOCKSTEP_CHECK(device().kind == DeviceKind::kCpu, "tensor on ", device().str(),
+                 " is not in host memory: copy it with to(Device{}) or to_vector() first");
+}
+
 float Tensor::item() const {
   LOCKSTEP_CHECK(numel() == 1, "Tensor::item needs exactly one element, got shape ", shape().str());
+  const Tensor f = dtype() == DType::kF32 ? *this : to(DType::kF32);
   float v = 0;
-  convert_from<float>(dtype(), raw_data(), &v, 1);
+  f.copy_to_host(&v, sizeof v);
   return v;
 }
 
 Tensor Tensor::clone() const {
   Tensor t = empty(shape(), dtype());
-  if (nbytes()) std::memcpy(t.raw_data(), raw_data(), nbytes());
+  if (nbytes()) dev_ops(device()).copy(ctx(), t.raw_data(), raw_data(), nbytes());
   return t;
 }
 
@@ -153,29 +174,53 @@ Tensor Tensor::slice(std::int64_t begin, std::int64_t end) const {
 
 Tensor Tensor::to(DType target) const {
   if (target == dtype()) return clone();
+  const auto& k = table(*this, backend::KernelOp::kCast, "Tensor::to");
   Tensor t = empty(shape(), target);
-  switch (target) {
-    case DType::kF32: convert_from<float>(dtype(), raw_data(), t.raw_data(), numel()); break;
-    case DType::kI32: convert_from<std::int32_t>(dtype(), raw_data(), t.raw_data(), numel()); break;
-    case DType::kI64: convert_from<std::int64_t>(dtype(), raw_data(), t.raw_data(), numel()); break;
-    case DType::kU8: convert_from<std::uint8_t>(dtype(), raw_data(), t.raw_data(), numel()); break;
-    default: throw ValueError(std::string("Tensor::to: conversion to ") + dtype_name(target) + " is not supported");
+  LOCKSTEP_CHECK(t.device().kind == device().kind, "Tensor::to(", dtype_name(target), "): the tensor is on ",
+                 device().str(), " but the current context is ", t.device().str());
+  k.cast(ctx(), raw_data(), target, t.raw_data(), numel());
+  return t;
+}
+
+Tensor Tensor::to(const Device& target) const {
+  if (device() == target) return *this;
+  // The memory comes from the current context when it is of the target's kind (for the CPU,
+  // all logical devices share host memory), else from a context the registry builds for the
+  // target (it throws, naming the device, when that backend is not built).
+  backend::ComputeContext* cur = &backend::current_context();
+  std::shared_ptr<backend::ComputeContext> made;
+  if (cur->device().kind != target.kind) {
+    made = backend::make_context(target, {});
+    cur = made.get();
   }
+  backend::ContextGuard guard(*cur);
+  Tensor t = empty(shape(), dtype());
+  t.impl_->storage->device = target;
+  t.copy_from(*this);
   return t;
 }
 
 void Tensor::copy_from(const Tensor& src) {
   LOCKSTEP_CHECK(src.numel() == numel() && src.dtype() == dtype(), "copy_from: source ", src.shape().str(), " ",
                  dtype_name(src.dtype()), " does not fit destination ", shape().str(), " ", dtype_name(dtype()));
-  if (nbytes() && raw_data() != src.raw_data()) std::memcpy(raw_data(), src.raw_data(), nbytes());
+  if (!nbytes() || raw_data() == src.raw_data()) return;
+  const Device from = src.device(), to = device();
+  if (from.kind == to.kind) {
+    dev_ops(to).copy(ctx(), raw_data(), src.raw_data(), nbytes());
+  } else if (from.kind == DeviceKind::kCpu) {
+    dev_ops(to).copy_from_host(ctx(), raw_data(), src.raw_data(), nbytes());
+  } else if (to.kind == DeviceKind::kCpu) {
+    dev_ops(from).copy_to_host(ctx(), raw_data(), src.raw_data(), nbytes());
+  } else {
+    copy_from(src.to(Device{}));  // between two non-host kinds: through the host
+  }
 }
 
 std::string Tensor::str(int max_values) const {
   if (!defined()) return "Tensor(undefined)";
   std::string s = "Tensor(shape=" + shape().str() + ", dtype=" + dtype_name(dtype()) + ", [";
   const std::int64_t n = std::min<std::int64_t>(numel(), max_values);
-  Tensor f = dtype() == DType::kF32 ? *this : to(DType::kF32);
-  const float* p = f.data<float>();
+  const std::vector<float> p = (dtype() == DType::kF32 ? *this : to(DType::kF32)).to_vector<float>();
   char buf[32];
   for (std::int64_t i = 0; i < n; ++i) {
     std::snprintf(buf, sizeof buf, "%s%g", i ? ", " : "", static_cast<double>(p[i]));

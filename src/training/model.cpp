@@ -8,7 +8,7 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "backend/context.hpp"
+#include "lockstep/tensor/compute_context.hpp"
 #include "lockstep/autograd/gradient_tape.hpp"
 #include "lockstep/data/input_context.hpp"
 #include "lockstep/data/thread_budget.hpp"
@@ -288,10 +288,10 @@ History Model::fit(const data::Dataset& dataset, const FitOptions& o) {
   LOCKSTEP_CHECK(!backup || built(), "fit: BackupAndRestore needs a built model (give the first layer an input_dim or "
                                      "call build()) so that a backup can be restored before training starts");
   // Input pipelines may use only the cores that training does not (data::ThreadBudget).
-  int compute_threads = backend::current_context().threads();
+  int compute_threads = context_threads(current_compute_context());
   if (strategy_) {
     compute_threads = 0;
-    for (auto* ctx : strategy_->contexts()) compute_threads += ctx->threads();
+    for (auto* ctx : strategy_->contexts()) compute_threads += context_threads(*ctx);
   }
   const auto compute_lease = data::ThreadBudget::process().reserve_compute(compute_threads);
   Logs logs;
@@ -468,15 +468,7 @@ Tensor Model::predict(const data::Dataset& dataset, const PredictOptions& o) {
   }
   cbs.each([&](Callback& c) { c.on_predict_end(logs); });
   LOCKSTEP_CHECK(!outs.empty(), "predict: the input produced no batches");
-  std::vector<std::int64_t> dims = outs[0].shape().dims();
-  dims[0] = rows;
-  Tensor result = Tensor::empty(Shape(dims));
-  std::size_t offset = 0;
-  for (const auto& t : outs) {
-    std::memcpy(static_cast<char*>(result.raw_data()) + offset, t.raw_data(), t.nbytes());
-    offset += t.nbytes();
-  }
-  return result;
+  return concat(outs, 0);
 }
 
 Tensor Model::predict(const Tensor& x, const PredictOptions& o) {

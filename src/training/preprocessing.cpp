@@ -1,5 +1,7 @@
 #include "lockstep/training/preprocessing.hpp"
 
+#include "lockstep/tensor/ops.hpp"
+
 namespace lockstep {
 
 Tensor flatten_and_scale_images(const Tensor& images) {
@@ -7,11 +9,8 @@ Tensor flatten_and_scale_images(const Tensor& images) {
                  images.shape().str());
   const std::int64_t n = images.dim(0);
   const std::int64_t features = n ? images.numel() / n : 0;
-  Tensor f = images.to(DType::kF32).reshape({n, features});
-  float* p = f.data<float>();
-  const float s = images.dtype() == DType::kU8 ? 1.0f / 255.0f : 1.0f;
-  for (std::int64_t i = 0, count = f.numel(); i < count; ++i) p[i] *= s;
-  return f;
+  const Tensor f = images.to(DType::kF32).reshape({n, features});
+  return images.dtype() == DType::kU8 ? scale(f, 1.0f / 255.0f) : f;
 }
 
 }  // namespace lockstep

@@ -1,3 +1,4 @@
+#include <cstring>
 #include <sys/mount.h>
 
 #include <filesystem>

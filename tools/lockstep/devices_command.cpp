@@ -1,7 +1,6 @@
 #include <iostream>
 
-#include "backend/context.hpp"
-#include "backend/devices.hpp"
+#include "lockstep/tensor/compute_context.hpp"
 #include "commands.hpp"
 
 namespace lockstep::cli {
@@ -11,7 +10,7 @@ void add_devices_command(CLI::App& app) {
 }
 
 int run_devices() {
-  for (const auto& d : backend::list_local_devices()) std::cout << d.device.str() << "  " << d.description << "\n";
+  for (const auto& d : list_local_devices()) std::cout << d.device.str() << "  " << d.description << "\n";
   return 0;
 }
 

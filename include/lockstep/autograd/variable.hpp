@@ -5,28 +5,25 @@
 #include <memory>
 #include <string>
 
+#include "lockstep/tensor/compute_context.hpp"
 #include "lockstep/tensor/tensor.hpp"
 
 namespace lockstep {
-
-namespace backend {
-class ComputeContext;
-}
 
 /// While alive on a thread, Variables created on it are mirrored over `contexts` (one copy
 /// per replica device). MirroredStrategy::scope() installs one.
 class MirrorScope {
  public:
-  explicit MirrorScope(std::vector<backend::ComputeContext*> contexts);
+  explicit MirrorScope(std::vector<ComputeContext*> contexts);
   ~MirrorScope();
   MirrorScope(const MirrorScope&) = delete;
   MirrorScope& operator=(const MirrorScope&) = delete;
   /// The contexts of the innermost scope on this thread (empty when none).
-  static const std::vector<backend::ComputeContext*>* current();
+  static const std::vector<ComputeContext*>* current();
 
  private:
-  std::vector<backend::ComputeContext*> contexts_;
-  const std::vector<backend::ComputeContext*>* previous_;
+  std::vector<ComputeContext*> contexts_;
+  const std::vector<ComputeContext*>* previous_;
 };
 
 class Variable {
@@ -52,7 +49,7 @@ class Variable {
   /// Makes this variable mirrored over `contexts`: one copy per context, each allocated there
   /// and equal to the current primary value (a broadcast from replica 0). Re-mirroring over the
   /// same contexts is a no-op.
-  void mirror(const std::vector<backend::ComputeContext*>& contexts);
+  void mirror(const std::vector<ComputeContext*>& contexts);
   bool mirrored() const { return impl_ && impl_->copies.size() > 1; }
   int num_copies() const { return impl_ ? static_cast<int>(impl_->copies.size()) : 0; }
   /// Copy r of a mirrored variable (r = 0 for a plain one).
@@ -61,7 +58,7 @@ class Variable {
  private:
   struct Impl {
     std::vector<Tensor> copies;  // one per replica; copies[0] is the primary
-    std::vector<backend::ComputeContext*> contexts;
+    std::vector<ComputeContext*> contexts;
     std::string name;
     bool trainable = true;
   };

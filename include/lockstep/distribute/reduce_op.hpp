@@ -1,11 +1,10 @@
 #pragma once
-#include <string>
+#include "lockstep/tensor/reduce_op.hpp"
 
 namespace lockstep::distribute {
 
-enum class ReduceOp { kSum, kMean, kMax, kMin };
-
-/// "sum", "mean", "max", "min"
-const char* reduce_op_name(ReduceOp op);
+// The tensor layer owns the enum (its multi-tensor reduction is what collectives run).
+using ::lockstep::ReduceOp;
+using ::lockstep::reduce_op_name;
 
 }  // namespace lockstep::distribute

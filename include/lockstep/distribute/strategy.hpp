@@ -23,10 +23,8 @@
 #include "lockstep/distribute/collective.hpp"
 #include "lockstep/distribute/per_replica.hpp"
 #include "lockstep/distribute/reduce_op.hpp"
+#include "lockstep/tensor/compute_context.hpp"
 
-namespace lockstep::backend {
-class ComputeContext;
-}
 
 namespace lockstep::distribute {
 
@@ -159,8 +157,8 @@ class Strategy {
   void check_mirrored(const std::vector<Variable>& variables) const;
 
   CollectiveGroup& collectives() { return *group_; }
-  backend::ComputeContext& context(int replica);
-  const std::vector<backend::ComputeContext*>& contexts() const { return context_ptrs_; }
+  ComputeContext& context(int replica);
+  const std::vector<ComputeContext*>& contexts() const { return context_ptrs_; }
 
  protected:
   explicit Strategy(StrategyLayout layout);
@@ -170,8 +168,8 @@ class Strategy {
   struct Replicas;
 
   std::vector<Device> devices_;
-  std::vector<std::unique_ptr<backend::ComputeContext>> contexts_;
-  std::vector<backend::ComputeContext*> context_ptrs_;
+  std::vector<std::shared_ptr<ComputeContext>> contexts_;
+  std::vector<ComputeContext*> context_ptrs_;
   std::unique_ptr<CollectiveGroup> group_;
   std::unique_ptr<Replicas> replicas_;
 };

@@ -59,9 +59,10 @@ class Optimizer {
 
  protected:
   /// Updates one variable's data with its (clipped) gradient.
-  virtual void update(const Variable& var, const float* grad, double lr, std::int64_t step) = 0;
+  virtual void update(const Variable& var, const Tensor& grad, double lr, std::int64_t step) = 0;
   virtual std::vector<std::string> slot_names() const = 0;
-  float* slot(const Variable& var, int index);
+  /// Slot `index` of the variable copy current on this thread (a handle on its memory).
+  Tensor slot(const Variable& var, int index);
 
  private:
   OptimizerOptions options_;

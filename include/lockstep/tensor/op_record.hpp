@@ -11,7 +11,7 @@
 namespace lockstep {
 
 enum class OpType : std::uint8_t {
-  kAdd, kSub, kMul, kDiv, kMaximum, kScale, kAddScalar, kPowScalar, kClip,
+  kAdd, kSub, kMul, kDiv, kMaximum, kMinimum, kScale, kAddScalar, kPowScalar, kClip,
   kNeg, kExp, kLog, kSqrt, kSquare, kAbs, kRelu, kSigmoid, kTanh, kGelu,
   kSoftmax, kLogSoftmax, kMatmul, kDense, kSum, kMean, kReduceMax, kReshape, kSlice,
   kCast, kSparseSoftmaxCE, kSoftmaxCE, kDropout,

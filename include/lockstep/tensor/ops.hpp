@@ -2,10 +2,14 @@
 // Tensor operations as free functions. Each checks its arguments (a ValueError names the op and
 // the offending shapes), computes on the current compute context, and, when a GradientTape is
 // recording on this thread and an input is watched, records itself for reverse mode.
-// Floating-point ops take and return float32 tensors unless stated otherwise.
+// Floating-point ops take float32, float16 or bfloat16 tensors (all inputs of one dtype) and
+// return that dtype unless stated otherwise; 16-bit floats are computed in float32.
 #include <cstdint>
 #include <optional>
+#include <vector>
 
+#include "lockstep/tensor/op_record.hpp"
+#include "lockstep/tensor/reduce_op.hpp"
 #include "lockstep/tensor/tensor.hpp"
 
 namespace lockstep {
@@ -16,6 +20,7 @@ Tensor sub(const Tensor& a, const Tensor& b);
 Tensor mul(const Tensor& a, const Tensor& b);
 Tensor div(const Tensor& a, const Tensor& b);
 Tensor maximum(const Tensor& a, const Tensor& b);
+Tensor minimum(const Tensor& a, const Tensor& b);
 inline Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }
 inline Tensor operator-(const Tensor& a, const Tensor& b) { return sub(a, b); }
 inline Tensor operator*(const Tensor& a, const Tensor& b) { return mul(a, b); }
@@ -44,6 +49,14 @@ Tensor gelu(const Tensor& a);
 Tensor softmax(const Tensor& a, int axis = -1);
 Tensor log_softmax(const Tensor& a, int axis = -1);
 
+// ---- comparisons (any dtype, both inputs of one dtype; broadcasting): uint8 0 / 1 ----
+Tensor equal(const Tensor& a, const Tensor& b);
+Tensor not_equal(const Tensor& a, const Tensor& b);
+Tensor less(const Tensor& a, const Tensor& b);
+Tensor less_equal(const Tensor& a, const Tensor& b);
+Tensor greater(const Tensor& a, const Tensor& b);
+Tensor greater_equal(const Tensor& a, const Tensor& b);
+
 // ---- linear algebra ----
 /// 2-D matrix product op(a) @ op(b).
 Tensor matmul(const Tensor& a, const Tensor& b, bool transpose_a = false, bool transpose_b = false);
@@ -57,7 +70,7 @@ Tensor dense(const Tensor& x, const Tensor& kernel, const Tensor& bias,
 Tensor sum(const Tensor& a, std::optional<int> axis = std::nullopt, bool keepdims = false);
 Tensor mean(const Tensor& a, std::optional<int> axis = std::nullopt, bool keepdims = false);
 Tensor reduce_max(const Tensor& a, int axis, bool keepdims = false);
-/// Index of the largest value along `axis`, as int64 (not differentiable).
+/// Index of the largest value along `axis`, as int64 (any dtype; not differentiable).
 Tensor argmax(const Tensor& a, int axis = -1);
 /// Sums `a` down to `shape` (the reverse of broadcasting `shape` up to a.shape()).
 Tensor sum_to_shape(const Tensor& a, const Shape& shape);
@@ -68,6 +81,24 @@ Tensor reshape(const Tensor& a, const Shape& shape);
 /// Cuts the gradient: the result is a, but the tape treats it as a constant.
 Tensor stop_gradient(const Tensor& a);
 Tensor cast(const Tensor& a, DType dtype);
+/// Concatenation along axis 0 (same dtype and trailing dims). Not recorded.
+Tensor concat(const std::vector<Tensor>& tensors, int axis = 0);
+/// Stacks same-shaped tensors along a new axis 0. Not recorded.
+Tensor stack(const std::vector<Tensor>& tensors);
+/// Rows src[indices[r]] (indices: integer, 1-D, each in [0, src.dim(0))).
+Tensor gather_rows(const Tensor& src, const Tensor& indices);
+/// dst[indices[r]] += src[r], in place (dst: the rows; src: (indices.numel(), row...)).
+void scatter_add_rows(Tensor& dst, const Tensor& indices, const Tensor& src);
+/// (N,) integer labels -> (N, classes) float32 one-hot; a label outside [0, classes) is a
+/// ValueError naming it and its index.
+Tensor one_hot(const Tensor& labels, std::int64_t classes);
+/// Elementwise reduction across same-shaped, same-dtype tensors over elements [begin, end)
+/// of their flattened view: combined in the order given (inputs[0] op inputs[1] op ...; kMean
+/// divides by the count), the result written into every tensor of `outputs` (which may be
+/// the inputs themselves). What the collectives compute with; a fixed order makes results
+/// bit-identical run to run.
+void reduce_across(ReduceOp op, const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs,
+                   std::int64_t begin, std::int64_t end);
 
 // ---- neural-network ops ----
 /// Per-example cross-entropy between integer labels (N,) [any int or u8 dtype] and logits (N, C).
@@ -86,7 +117,33 @@ struct DropoutKey {
 /// Inverted dropout: zeroes each unit with probability rate and scales the rest by 1/(1-rate).
 Tensor dropout(const Tensor& x, float rate, const DropoutKey& key);
 
-/// Fraction of rows whose argmax equals the integer label, per example as float (1 or 0).
+/// Per example, 1 where the argmax of predictions equals the integer label, else 0 (float32).
 Tensor sparse_categorical_matches(const Tensor& labels, const Tensor& predictions);
+
+// ---- gradients: what the autograd layer computes backward passes with ----
+/// dx of a unary op (kNeg ... kClip, the OpTypes of the unary functions above) given its input
+/// x, its output y and the output's gradient dy; p0 and p1 are the op's scalars.
+Tensor unary_grad(OpType op, const Tensor& x, const Tensor& y, const Tensor& dy, float p0 = 0, float p1 = 0);
+/// dx of softmax (log_softmax when `log`) over the last axis, given its output y.
+Tensor softmax_grad(const Tensor& y, const Tensor& dy, bool log);
+/// dx of reduce_max over `axis` of an input of `input_shape`: g at each slice's arg-max, 0 elsewhere.
+Tensor reduce_max_grad(const Tensor& argmax, const Tensor& g, const Shape& input_shape, int axis);
+/// dlogits of sparse_softmax_cross_entropy_with_logits: (probs - onehot(labels)) * g per row.
+Tensor sparse_softmax_cross_entropy_grad(const Tensor& probs, const Tensor& labels, const Tensor& g);
+
+// ---- optimizer updates, fused and in place (a Tensor handle aliases the variable's memory) ----
+/// sum of squares of every element, accumulated in double.
+double sum_squares(const Tensor& a);
+/// clamp(a * scale, -clip, clip) elementwise.
+Tensor scale_and_clip(const Tensor& a, float scale, float clip);
+/// Keras' SGD on float32 w with gradient g; `momentum` (same shape as w) is undefined when mu == 0.
+void sgd_update_(Tensor& w, Tensor& momentum, const Tensor& g, float lr, float mu, bool nesterov);
+/// One Adam/AdamW step on float32 w with moments m, v; constants already rounded to float32.
+struct AdamConstants {
+  float alpha = 0;  // lr * sqrt(1 - b2^t) / (1 - b1^t)
+  float one_minus_beta_1 = 0, one_minus_beta_2 = 0, epsilon = 0;
+  float decay = 0;  // lr * weight_decay (AdamW); 0 for Adam
+};
+void adam_update_(Tensor& w, Tensor& m, Tensor& v, const Tensor& g, const AdamConstants& c);
 
 }  // namespace lockstep

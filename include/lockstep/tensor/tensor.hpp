@@ -6,7 +6,6 @@
 // caching allocator of the compute context current on the creating thread, so steady-state
 // training never reaches the system allocator for tensor data.
 #include <cstdint>
-#include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
@@ -50,15 +49,15 @@ class Tensor {
   static Tensor empty(const Shape& shape, DType dtype = DType::kF32);
   static Tensor zeros(const Shape& shape, DType dtype = DType::kF32);
   static Tensor ones(const Shape& shape, DType dtype = DType::kF32);
-  static Tensor full(const Shape& shape, float value);
-  static Tensor scalar(float value);
-  /// Copies `values` (numel must equal shape.numel()).
+  static Tensor full(const Shape& shape, double value, DType dtype = DType::kF32);
+  static Tensor scalar(double value, DType dtype = DType::kF32);
+  /// Copies `values` (numel must equal shape.numel()) onto the current context's device.
   template <typename T>
   static Tensor from_vector(const std::vector<T>& values, const Shape& shape) {
     LOCKSTEP_CHECK(static_cast<std::int64_t>(values.size()) == shape.numel(), "Tensor::from_vector: ",
                    values.size(), " values cannot fill shape ", shape.str());
     Tensor t = empty(shape, dtype_of_v<T>);
-    if (!values.empty()) std::memcpy(t.raw_data(), values.data(), values.size() * sizeof(T));
+    t.copy_from_host(values.data(), values.size() * sizeof(T));
     return t;
   }
 
@@ -72,25 +71,34 @@ class Tensor {
   std::size_t nbytes() const { return static_cast<std::size_t>(numel()) * dtype_size(dtype()); }
   std::uint64_t id() const;
 
+  /// The address of element 0 on the tensor's device (a host address only for CPU tensors).
+  /// For the backend, the tensor layer and host file readers/writers; everything else
+  /// computes through ops (scripts/check_raw_access.sh enforces it).
   void* raw_data();
   const void* raw_data() const;
-  /// Typed pointer; throws ValueError when T does not match dtype().
+  /// Typed host pointer; throws ValueError when T does not match dtype() or the tensor is not
+  /// in host memory.
   template <typename T>
   T* data() {
-    check_dtype(dtype_of_v<T>);
+    check_host_access(dtype_of_v<T>);
     return static_cast<T*>(raw_data());
   }
   template <typename T>
   const T* data() const {
-    check_dtype(dtype_of_v<T>);
+    check_host_access(dtype_of_v<T>);
     return static_cast<const T*>(raw_data());
   }
+  /// The values, copied to the host (T must be dtype()).
   template <typename T>
   std::vector<T> to_vector() const {
+    check_dtype(dtype_of_v<T>);
     std::vector<T> v(static_cast<std::size_t>(numel()));
-    if (!v.empty()) std::memcpy(v.data(), data<T>(), v.size() * sizeof(T));
+    copy_to_host(v.data(), v.size() * sizeof(T));
     return v;
   }
+  /// Host <-> device copies of `bytes` starting `byte_offset` into this tensor's elements.
+  void copy_to_host(void* dst, std::size_t bytes, std::size_t byte_offset = 0) const;
+  void copy_from_host(const void* src, std::size_t bytes, std::size_t byte_offset = 0);
   /// The single value of a one-element tensor, converted to float.
   float item() const;
 
@@ -100,10 +108,18 @@ class Tensor {
   Tensor reshape(const Shape& shape) const;
   /// View of rows [begin, end) along dimension 0.
   Tensor slice(std::int64_t begin, std::int64_t end) const;
-  /// Converts to another dtype (a copy; a clone when the dtype is the same).
+  /// Converts to another dtype (a copy; a clone when the dtype is the same). Floats to ints
+  /// truncate toward zero (saturating); float32 to float16/bfloat16 rounds to nearest even.
   Tensor to(DType dtype) const;
-  /// Copies src's values into this tensor in place (same numel and dtype).
+  /// The same values on `device` (this tensor itself when it is already there). Memory comes
+  /// from the current context when it is that device's, else from the device's default context.
+  Tensor to(const Device& device) const;
+  /// Copies src's values into this tensor in place (same numel and dtype; any device).
   void copy_from(const Tensor& src);
+  /// Sets every element to `value` (converted to the dtype) in place.
+  void fill_(double value);
+  /// True when both have the same shape, dtype and bytes.
+  bool bitwise_equal(const Tensor& other) const;
   /// True when both alias the same TensorImpl.
   bool is_same(const Tensor& o) const { return impl_ == o.impl_; }
 
@@ -115,6 +131,7 @@ class Tensor {
 
  private:
   void check_dtype(DType expected) const;
+  void check_host_access(DType expected) const;
   std::shared_ptr<TensorImpl> impl_;
 };
 

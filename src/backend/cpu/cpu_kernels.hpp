@@ -1,6 +1,108 @@
 #pragma once
+// The CPU backend: the reference every other backend is tested against. Kernels are written
+// once as templates over the element type; 16-bit floats are loaded to float32, computed, and
+// stored back with round-to-nearest-even (Elem<T>), float32 is loaded and stored as is, so
+// its loops vectorise exactly as hand-written float loops do.
+#include <algorithm>
+#include <cstdint>
+
 #include "backend/kernels.hpp"
+#include "lockstep/core/half.hpp"
 
 namespace lockstep::backend::cpu {
-const KernelTable& table();
+
+/// The CPU table for `dtype` (tables.cpp).
+const KernelTable& table(DType dtype);
+const DeviceOps& device_ops();
+
+template <typename T>
+struct Elem {
+  static float load(T v) { return static_cast<float>(v); }
+  static T store(float v) { return static_cast<T>(v); }
+};
+template <>
+struct Elem<float> {
+  static float load(float v) { return v; }
+  static float store(float v) { return v; }
+};
+template <>
+struct Elem<Float16> {
+  static float load(Float16 v) { return to_float(v); }
+  static Float16 store(float v) { return to_float16(v); }
+};
+template <>
+struct Elem<BFloat16> {
+  static float load(BFloat16 v) { return to_float(v); }
+  static BFloat16 store(float v) { return to_bfloat16(v); }
+};
+
+/// Elementwise loops go parallel only past this many elements: below it a pool wake-up
+/// costs more than the loop.
+constexpr std::int64_t kGrain = 1 << 15;
+
+template <typename F>
+void parallel(ComputeContext& ctx, std::int64_t n, F&& f) {
+  if (n < 2 * kGrain || ctx.threads() == 1) {
+    f(std::int64_t{0}, n);
+  } else {
+    ctx.pool().parallel_for(n, kGrain, f);
+  }
 }
+
+/// Rows split over the pool, each chunk worth about kGrain element-operations.
+template <typename F>
+void parallel_rows(ComputeContext& ctx, std::int64_t rows, std::int64_t cost_per_row, F&& f) {
+  const std::int64_t grain = std::max<std::int64_t>(1, kGrain / std::max<std::int64_t>(1, cost_per_row));
+  if (ctx.threads() == 1 || rows < 2 * grain) {
+    f(std::int64_t{0}, rows);
+  } else {
+    ctx.pool().parallel_for(rows, grain, f);
+  }
+}
+
+// Kernel templates, instantiated in tables.cpp. F: a floating storage type; T: any.
+template <typename T> void fill(ComputeContext&, void*, std::int64_t, double);
+template <typename T> void cast(ComputeContext&, const void*, DType, void*, std::int64_t);
+template <typename T> void compare(ComputeContext&, CompareOp, const BroadcastDesc&, const void*, const void*,
+                                   std::uint8_t*);
+template <typename T> void gather_rows(ComputeContext&, const void*, const std::int64_t*, std::int64_t, std::int64_t,
+                                       void*);
+template <typename T> void scatter_add_rows(ComputeContext&, const void*, const std::int64_t*, std::int64_t,
+                                            std::int64_t, void*);
+template <typename T> void combine(ComputeContext&, ReduceOp, const void* const*, int, void* const*, int,
+                                   std::int64_t, std::int64_t);
+template <typename T> void argmax(ComputeContext&, const void*, std::int64_t*, std::int64_t, std::int64_t,
+                                  std::int64_t);
+template <typename T> std::int64_t first_outside(ComputeContext&, const void*, std::int64_t, std::int64_t);
+
+template <typename F> void gemm(ComputeContext&, bool, bool, std::int64_t, std::int64_t, std::int64_t, float,
+                                const void*, std::int64_t, const void*, std::int64_t, float, void*, std::int64_t);
+template <typename F> void unary(ComputeContext&, UnaryOp, const void*, void*, std::int64_t, float, float);
+template <typename F> void unary_backward(ComputeContext&, UnaryOp, const void*, const void*, const void*, void*,
+                                          std::int64_t, float, float);
+template <typename F> void binary(ComputeContext&, BinaryOp, const BroadcastDesc&, const void*, const void*, void*);
+template <typename F> void reduce_sum(ComputeContext&, const void*, void*, std::int64_t, std::int64_t, std::int64_t,
+                                      float);
+template <typename F> void reduce_max(ComputeContext&, const void*, void*, std::int64_t*, std::int64_t,
+                                      std::int64_t, std::int64_t);
+template <typename F> void reduce_max_backward(ComputeContext&, const std::int64_t*, const void*, void*,
+                                               std::int64_t, std::int64_t, std::int64_t);
+template <typename F> void softmax(ComputeContext&, const void*, void*, std::int64_t, std::int64_t, bool);
+template <typename F> void softmax_backward(ComputeContext&, const void*, const void*, void*, std::int64_t,
+                                            std::int64_t, bool);
+template <typename F> void bias_activation(ComputeContext&, void*, const void*, std::int64_t, std::int64_t, bool);
+template <typename F> double sum_squares(ComputeContext&, const void*, std::int64_t);
+template <typename F> void scale_clip(ComputeContext&, const void*, void*, std::int64_t, float, float);
+
+// float32 only: losses, dropout and optimizer updates keep float32 (master weights).
+void sparse_softmax_xent(ComputeContext&, const void*, const std::int64_t*, void*, void*, std::int64_t,
+                         std::int64_t);
+void sparse_softmax_xent_backward(ComputeContext&, const void*, const std::int64_t*, const void*, void*,
+                                  std::int64_t, std::int64_t);
+void one_hot(ComputeContext&, const std::int64_t*, std::int64_t, std::int64_t, void*);
+void dropout_mask(ComputeContext&, void*, std::int64_t, std::int64_t, float, std::uint64_t, std::uint64_t,
+                  std::uint64_t, std::int64_t);
+void sgd_update(ComputeContext&, void*, void*, const void*, std::int64_t, float, float, bool);
+void adam_update(ComputeContext&, void*, void*, void*, const void*, std::int64_t, const AdamStep&);
+
+}  // namespace lockstep::backend::cpu

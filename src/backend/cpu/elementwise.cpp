@@ -1,77 +1,79 @@
-#include <algorithm>
+// Elementwise kernels: unary ops and their gradients, broadcasting binary ops and comparisons.
 #include <cmath>
+#include <type_traits>
 
 #include "backend/cpu/cpu_kernels.hpp"
 
 namespace lockstep::backend::cpu {
 
 namespace {
-// Elementwise loops go parallel only past this many elements: below it a pool wake-up
-// costs more than the loop.
-constexpr std::int64_t kGrain = 1 << 15;
-
-template <typename F>
-void parallel(ComputeContext& ctx, std::int64_t n, F&& f) {
-  if (n < 2 * kGrain || ctx.threads() == 1) {
-    f(std::int64_t{0}, n);
-  } else {
-    ctx.pool().parallel_for(n, kGrain, f);
-  }
-}
-
 inline float gelu_f(float x) { return 0.5f * x * (1.0f + std::erf(x * 0.70710678118654752f)); }
 inline float gelu_grad_f(float x) {
   const float cdf = 0.5f * (1.0f + std::erf(x * 0.70710678118654752f));
   const float pdf = 0.3989422804014327f * std::exp(-0.5f * x * x);
   return cdf + x * pdf;
 }
+
+template <typename F, typename Fn>
+void map1(const F* x, F* y, std::int64_t b, std::int64_t e, Fn fn) {
+  for (auto i = b; i < e; ++i) y[i] = Elem<F>::store(fn(Elem<F>::load(x[i])));
+}
 }  // namespace
 
-void unary(ComputeContext& ctx, UnaryOp op, const float* x, float* y, std::int64_t n, float p0, float p1) {
+template <typename F>
+void unary(ComputeContext& ctx, UnaryOp op, const void* xv, void* yv, std::int64_t n, float p0, float p1) {
+  const F* x = static_cast<const F*>(xv);
+  F* y = static_cast<F*>(yv);
   parallel(ctx, n, [=](std::int64_t b, std::int64_t e) {
     switch (op) {
-      case UnaryOp::kNeg: for (auto i = b; i < e; ++i) y[i] = -x[i]; break;
-      case UnaryOp::kExp: for (auto i = b; i < e; ++i) y[i] = std::exp(x[i]); break;
-      case UnaryOp::kLog: for (auto i = b; i < e; ++i) y[i] = std::log(x[i]); break;
-      case UnaryOp::kSqrt: for (auto i = b; i < e; ++i) y[i] = std::sqrt(x[i]); break;
-      case UnaryOp::kSquare: for (auto i = b; i < e; ++i) y[i] = x[i] * x[i]; break;
-      case UnaryOp::kAbs: for (auto i = b; i < e; ++i) y[i] = std::fabs(x[i]); break;
-      case UnaryOp::kRelu: for (auto i = b; i < e; ++i) y[i] = x[i] > 0.0f ? x[i] : 0.0f; break;
-      case UnaryOp::kSigmoid: for (auto i = b; i < e; ++i) y[i] = 1.0f / (1.0f + std::exp(-x[i])); break;
-      case UnaryOp::kTanh: for (auto i = b; i < e; ++i) y[i] = std::tanh(x[i]); break;
-      case UnaryOp::kGelu: for (auto i = b; i < e; ++i) y[i] = gelu_f(x[i]); break;
-      case UnaryOp::kScale: for (auto i = b; i < e; ++i) y[i] = x[i] * p0; break;
-      case UnaryOp::kAddScalar: for (auto i = b; i < e; ++i) y[i] = x[i] + p0; break;
-      case UnaryOp::kPowScalar: for (auto i = b; i < e; ++i) y[i] = std::pow(x[i], p0); break;
-      case UnaryOp::kClip: for (auto i = b; i < e; ++i) y[i] = std::min(std::max(x[i], p0), p1); break;
+      case UnaryOp::kNeg: map1(x, y, b, e, [](float v) { return -v; }); break;
+      case UnaryOp::kExp: map1(x, y, b, e, [](float v) { return std::exp(v); }); break;
+      case UnaryOp::kLog: map1(x, y, b, e, [](float v) { return std::log(v); }); break;
+      case UnaryOp::kSqrt: map1(x, y, b, e, [](float v) { return std::sqrt(v); }); break;
+      case UnaryOp::kSquare: map1(x, y, b, e, [](float v) { return v * v; }); break;
+      case UnaryOp::kAbs: map1(x, y, b, e, [](float v) { return std::fabs(v); }); break;
+      case UnaryOp::kRelu: map1(x, y, b, e, [](float v) { return v > 0.0f ? v : 0.0f; }); break;
+      case UnaryOp::kSigmoid: map1(x, y, b, e, [](float v) { return 1.0f / (1.0f + std::exp(-v)); }); break;
+      case UnaryOp::kTanh: map1(x, y, b, e, [](float v) { return std::tanh(v); }); break;
+      case UnaryOp::kGelu: map1(x, y, b, e, gelu_f); break;
+      case UnaryOp::kScale: map1(x, y, b, e, [p0](float v) { return v * p0; }); break;
+      case UnaryOp::kAddScalar: map1(x, y, b, e, [p0](float v) { return v + p0; }); break;
+      case UnaryOp::kPowScalar: map1(x, y, b, e, [p0](float v) { return std::pow(v, p0); }); break;
+      case UnaryOp::kClip: map1(x, y, b, e, [p0, p1](float v) { return std::min(std::max(v, p0), p1); }); break;
     }
   });
 }
 
-void unary_backward(ComputeContext& ctx, UnaryOp op, const float* x, const float* y, const float* dy, float* dx,
+template <typename F>
+void unary_backward(ComputeContext& ctx, UnaryOp op, const void* xv, const void* yv, const void* dyv, void* dxv,
                     std::int64_t n, float p0, float p1) {
-  parallel(ctx, n, [=](std::int64_t b, std::int64_t e) {
+  const F* x = static_cast<const F*>(xv);
+  const F* y = static_cast<const F*>(yv);
+  const F* dy = static_cast<const F*>(dyv);
+  F* dx = static_cast<F*>(dxv);
+  using E = Elem<F>;
+  // fn(x, y, dy) -> dx.
+  auto map = [&](std::int64_t b, std::int64_t e, auto fn) {
+    for (auto i = b; i < e; ++i) dx[i] = E::store(fn(E::load(x[i]), E::load(y[i]), E::load(dy[i])));
+  };
+  parallel(ctx, n, [&](std::int64_t b, std::int64_t e) {
     switch (op) {
-      case UnaryOp::kNeg: for (auto i = b; i < e; ++i) dx[i] = -dy[i]; break;
-      case UnaryOp::kExp: for (auto i = b; i < e; ++i) dx[i] = dy[i] * y[i]; break;
-      case UnaryOp::kLog: for (auto i = b; i < e; ++i) dx[i] = dy[i] / x[i]; break;
-      case UnaryOp::kSqrt: for (auto i = b; i < e; ++i) dx[i] = dy[i] * 0.5f / y[i]; break;
-      case UnaryOp::kSquare: for (auto i = b; i < e; ++i) dx[i] = dy[i] * 2.0f * x[i]; break;
-      case UnaryOp::kAbs:
-        for (auto i = b; i < e; ++i) dx[i] = x[i] > 0.0f ? dy[i] : (x[i] < 0.0f ? -dy[i] : 0.0f);
-        break;
-      case UnaryOp::kRelu: for (auto i = b; i < e; ++i) dx[i] = x[i] > 0.0f ? dy[i] : 0.0f; break;
-      case UnaryOp::kSigmoid: for (auto i = b; i < e; ++i) dx[i] = dy[i] * y[i] * (1.0f - y[i]); break;
-      case UnaryOp::kTanh: for (auto i = b; i < e; ++i) dx[i] = dy[i] * (1.0f - y[i] * y[i]); break;
-      case UnaryOp::kGelu: for (auto i = b; i < e; ++i) dx[i] = dy[i] * gelu_grad_f(x[i]); break;
-      case UnaryOp::kScale: for (auto i = b; i < e; ++i) dx[i] = dy[i] * p0; break;
-      case UnaryOp::kAddScalar: for (auto i = b; i < e; ++i) dx[i] = dy[i]; break;
+      case UnaryOp::kNeg: map(b, e, [](float, float, float g) { return -g; }); break;
+      case UnaryOp::kExp: map(b, e, [](float, float v, float g) { return g * v; }); break;
+      case UnaryOp::kLog: map(b, e, [](float u, float, float g) { return g / u; }); break;
+      case UnaryOp::kSqrt: map(b, e, [](float, float v, float g) { return g * 0.5f / v; }); break;
+      case UnaryOp::kSquare: map(b, e, [](float u, float, float g) { return g * 2.0f * u; }); break;
+      case UnaryOp::kAbs: map(b, e, [](float u, float, float g) { return u > 0.0f ? g : (u < 0.0f ? -g : 0.0f); }); break;
+      case UnaryOp::kRelu: map(b, e, [](float u, float, float g) { return u > 0.0f ? g : 0.0f; }); break;
+      case UnaryOp::kSigmoid: map(b, e, [](float, float v, float g) { return g * v * (1.0f - v); }); break;
+      case UnaryOp::kTanh: map(b, e, [](float, float v, float g) { return g * (1.0f - v * v); }); break;
+      case UnaryOp::kGelu: map(b, e, [](float u, float, float g) { return g * gelu_grad_f(u); }); break;
+      case UnaryOp::kScale: map(b, e, [p0](float, float, float g) { return g * p0; }); break;
+      case UnaryOp::kAddScalar: map(b, e, [](float, float, float g) { return g; }); break;
       case UnaryOp::kPowScalar:
-        for (auto i = b; i < e; ++i) dx[i] = dy[i] * p0 * std::pow(x[i], p0 - 1.0f);
+        map(b, e, [p0](float u, float, float g) { return g * p0 * std::pow(u, p0 - 1.0f); });
         break;
-      case UnaryOp::kClip:
-        for (auto i = b; i < e; ++i) dx[i] = (x[i] >= p0 && x[i] <= p1) ? dy[i] : 0.0f;
-        break;
+      case UnaryOp::kClip: map(b, e, [p0, p1](float u, float, float g) { return (u >= p0 && u <= p1) ? g : 0.0f; }); break;
     }
   });
 }
@@ -84,13 +86,25 @@ inline float apply(float a, float b) {
   if constexpr (Op == BinaryOp::kMul) return a * b;
   if constexpr (Op == BinaryOp::kDiv) return a / b;
   if constexpr (Op == BinaryOp::kMaximum) return a > b ? a : b;
+  if constexpr (Op == BinaryOp::kMinimum) return a < b ? a : b;
 }
 
-template <BinaryOp Op>
-void binary_impl(ComputeContext& ctx, const BroadcastDesc& d, const float* a, const float* b, float* out) {
+template <CompareOp Op, typename T>
+inline std::uint8_t test(T a, T b) {
+  if constexpr (Op == CompareOp::kEqual) return a == b;
+  if constexpr (Op == CompareOp::kNotEqual) return a != b;
+  if constexpr (Op == CompareOp::kLess) return a < b;
+  if constexpr (Op == CompareOp::kLessEqual) return a <= b;
+  if constexpr (Op == CompareOp::kGreater) return a > b;
+  if constexpr (Op == CompareOp::kGreaterEqual) return a >= b;
+}
+
+// out[i] = fn(a[ia], b[ib]) over the broadcast, with fast paths: both contiguous; b a scalar;
+// a a scalar; otherwise an odometer over the output's dimensions.
+template <typename A, typename O, typename Fn>
+void broadcast_apply(ComputeContext& ctx, const BroadcastDesc& d, const A* a, const A* b, O* out, Fn fn) {
   std::int64_t n = 1;
   for (int i = 0; i < d.rank; ++i) n *= d.dims[i];
-  // Fast paths: both contiguous; b a scalar; a a scalar; b broadcast along rows.
   bool a_contig = true, b_contig = true, b_scalar = true, a_scalar = true;
   std::int64_t expect = 1;
   for (int i = d.rank - 1; i >= 0; --i) {
@@ -104,25 +118,24 @@ void binary_impl(ComputeContext& ctx, const BroadcastDesc& d, const float* a, co
   }
   if (a_contig && b_contig) {
     parallel(ctx, n, [=](std::int64_t s, std::int64_t e) {
-      for (auto i = s; i < e; ++i) out[i] = apply<Op>(a[i], b[i]);
+      for (auto i = s; i < e; ++i) out[i] = fn(a[i], b[i]);
     });
     return;
   }
   if (a_contig && b_scalar) {
-    const float bv = b[0];
+    const A bv = b[0];
     parallel(ctx, n, [=](std::int64_t s, std::int64_t e) {
-      for (auto i = s; i < e; ++i) out[i] = apply<Op>(a[i], bv);
+      for (auto i = s; i < e; ++i) out[i] = fn(a[i], bv);
     });
     return;
   }
   if (a_scalar && b_contig) {
-    const float av = a[0];
+    const A av = a[0];
     parallel(ctx, n, [=](std::int64_t s, std::int64_t e) {
-      for (auto i = s; i < e; ++i) out[i] = apply<Op>(av, b[i]);
+      for (auto i = s; i < e; ++i) out[i] = fn(av, b[i]);
     });
     return;
   }
-  // General case: odometer over the output's dimensions.
   parallel(ctx, n, [&](std::int64_t s, std::int64_t e) {
     std::int64_t idx[kMaxRank] = {};
     std::int64_t rem = s, ao = 0, bo = 0;
@@ -133,7 +146,7 @@ void binary_impl(ComputeContext& ctx, const BroadcastDesc& d, const float* a, co
       bo += idx[i] * d.b_strides[i];
     }
     for (auto i = s; i < e; ++i) {
-      out[i] = apply<Op>(a[ao], b[bo]);
+      out[i] = fn(a[ao], b[bo]);
       for (int k = d.rank - 1; k >= 0; --k) {
         ++idx[k];
         ao += d.a_strides[k];
@@ -146,16 +159,72 @@ void binary_impl(ComputeContext& ctx, const BroadcastDesc& d, const float* a, co
     }
   });
 }
+
+template <BinaryOp Op, typename F>
+void binary_impl(ComputeContext& ctx, const BroadcastDesc& d, const F* a, const F* b, F* out) {
+  using E = Elem<F>;
+  broadcast_apply(ctx, d, a, b, out, [](F x, F y) { return E::store(apply<Op>(E::load(x), E::load(y))); });
+}
+
+template <CompareOp Op, typename T>
+void compare_impl(ComputeContext& ctx, const BroadcastDesc& d, const T* a, const T* b, std::uint8_t* out) {
+  using E = Elem<T>;
+  if constexpr (std::is_same_v<T, Float16> || std::is_same_v<T, BFloat16>) {
+    broadcast_apply(ctx, d, a, b, out, [](T x, T y) { return test<Op>(E::load(x), E::load(y)); });
+  } else {
+    broadcast_apply(ctx, d, a, b, out, [](T x, T y) { return test<Op>(x, y); });
+  }
+}
 }  // namespace
 
-void binary(ComputeContext& ctx, BinaryOp op, const BroadcastDesc& d, const float* a, const float* b, float* out) {
+template <typename F>
+void binary(ComputeContext& ctx, BinaryOp op, const BroadcastDesc& d, const void* av, const void* bv, void* ov) {
+  const F* a = static_cast<const F*>(av);
+  const F* b = static_cast<const F*>(bv);
+  F* out = static_cast<F*>(ov);
   switch (op) {
     case BinaryOp::kAdd: return binary_impl<BinaryOp::kAdd>(ctx, d, a, b, out);
     case BinaryOp::kSub: return binary_impl<BinaryOp::kSub>(ctx, d, a, b, out);
     case BinaryOp::kMul: return binary_impl<BinaryOp::kMul>(ctx, d, a, b, out);
     case BinaryOp::kDiv: return binary_impl<BinaryOp::kDiv>(ctx, d, a, b, out);
     case BinaryOp::kMaximum: return binary_impl<BinaryOp::kMaximum>(ctx, d, a, b, out);
+    case BinaryOp::kMinimum: return binary_impl<BinaryOp::kMinimum>(ctx, d, a, b, out);
   }
 }
+
+template <typename T>
+void compare(ComputeContext& ctx, CompareOp op, const BroadcastDesc& d, const void* av, const void* bv,
+             std::uint8_t* out) {
+  const T* a = static_cast<const T*>(av);
+  const T* b = static_cast<const T*>(bv);
+  switch (op) {
+    case CompareOp::kEqual: return compare_impl<CompareOp::kEqual>(ctx, d, a, b, out);
+    case CompareOp::kNotEqual: return compare_impl<CompareOp::kNotEqual>(ctx, d, a, b, out);
+    case CompareOp::kLess: return compare_impl<CompareOp::kLess>(ctx, d, a, b, out);
+    case CompareOp::kLessEqual: return compare_impl<CompareOp::kLessEqual>(ctx, d, a, b, out);
+    case CompareOp::kGreater: return compare_impl<CompareOp::kGreater>(ctx, d, a, b, out);
+    case CompareOp::kGreaterEqual: return compare_impl<CompareOp::kGreaterEqual>(ctx, d, a, b, out);
+  }
+}
+
+#define LOCKSTEP_FLOAT_KERNELS(F)                                                                              \
+  template void unary<F>(ComputeContext&, UnaryOp, const void*, void*, std::int64_t, float, float);           \
+  template void unary_backward<F>(ComputeContext&, UnaryOp, const void*, const void*, const void*, void*,     \
+                                  std::int64_t, float, float);                                                \
+  template void binary<F>(ComputeContext&, BinaryOp, const BroadcastDesc&, const void*, const void*, void*);
+LOCKSTEP_FLOAT_KERNELS(float)
+LOCKSTEP_FLOAT_KERNELS(Float16)
+LOCKSTEP_FLOAT_KERNELS(BFloat16)
+#undef LOCKSTEP_FLOAT_KERNELS
+
+#define LOCKSTEP_COMPARE(T) \
+  template void compare<T>(ComputeContext&, CompareOp, const BroadcastDesc&, const void*, const void*, std::uint8_t*);
+LOCKSTEP_COMPARE(float)
+LOCKSTEP_COMPARE(Float16)
+LOCKSTEP_COMPARE(BFloat16)
+LOCKSTEP_COMPARE(std::int32_t)
+LOCKSTEP_COMPARE(std::int64_t)
+LOCKSTEP_COMPARE(std::uint8_t)
+#undef LOCKSTEP_COMPARE
 
 }  // namespace lockstep::backend::cpu

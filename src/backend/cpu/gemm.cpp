@@ -6,6 +6,8 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <type_traits>
+#include <vector>
 
 #include "backend/cpu/cpu_kernels.hpp"
 #include "lockstep/core/error.hpp"
@@ -28,9 +30,10 @@ void serial_gemm(bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t 
 }
 }  // namespace
 
-void gemm(ComputeContext& ctx, bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k, float alpha,
-          const float* a, std::int64_t lda, const float* b, std::int64_t ldb, float beta, float* c,
-          std::int64_t ldc) {
+namespace {
+void gemm_f32(ComputeContext& ctx, bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k, float alpha,
+              const float* a, std::int64_t lda, const float* b, std::int64_t ldb, float beta, float* c,
+              std::int64_t ldc) {
   const int threads = ctx.threads();
   const double flops = 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
   if (threads <= 1 || flops < 2e6) {
@@ -52,5 +55,43 @@ void gemm(ComputeContext& ctx, bool ta, bool tb, std::int64_t m, std::int64_t n,
     });
   }
 }
+
+
+// 16-bit operands are widened to float32 (exact), multiplied in float32 and rounded once on
+// the way out; a bf16 oneDNN GEMM is the mixed-precision issue's business.
+template <typename F>
+void widen(const F* src, float* dst, std::int64_t n) {
+  for (std::int64_t i = 0; i < n; ++i) dst[i] = Elem<F>::load(src[i]);
+}
+}  // namespace
+
+template <typename F>
+void gemm(ComputeContext& ctx, bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k, float alpha,
+          const void* av, std::int64_t lda, const void* bv, std::int64_t ldb, float beta, void* cv,
+          std::int64_t ldc) {
+  if constexpr (std::is_same_v<F, float>) {
+    gemm_f32(ctx, ta, tb, m, n, k, alpha, static_cast<const float*>(av), lda, static_cast<const float*>(bv), ldb, beta,
+             static_cast<float*>(cv), ldc);
+  } else {
+    const std::int64_t a_rows = ta ? k : m, b_rows = tb ? n : k;
+    std::vector<float> a(static_cast<std::size_t>(a_rows * lda)), b(static_cast<std::size_t>(b_rows * ldb)),
+        c(static_cast<std::size_t>(m * ldc));
+    widen(static_cast<const F*>(av), a.data(), a_rows * lda);
+    widen(static_cast<const F*>(bv), b.data(), b_rows * ldb);
+    F* co = static_cast<F*>(cv);
+    if (beta != 0.0f) widen(co, c.data(), m * ldc);
+    gemm_f32(ctx, ta, tb, m, n, k, alpha, a.data(), lda, b.data(), ldb, beta, c.data(), ldc);
+    for (std::int64_t i = 0; i < m; ++i)
+      for (std::int64_t j = 0; j < n; ++j) co[i * ldc + j] = Elem<F>::store(c[static_cast<std::size_t>(i * ldc + j)]);
+  }
+}
+
+#define LOCKSTEP_GEMM(F)                                                                                   \
+  template void gemm<F>(ComputeContext&, bool, bool, std::int64_t, std::int64_t, std::int64_t, float,     \
+                        const void*, std::int64_t, const void*, std::int64_t, float, void*, std::int64_t);
+LOCKSTEP_GEMM(float)
+LOCKSTEP_GEMM(Float16)
+LOCKSTEP_GEMM(BFloat16)
+#undef LOCKSTEP_GEMM
 
 }  // namespace lockstep::backend::cpu

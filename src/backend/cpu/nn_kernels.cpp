@@ -1,127 +1,158 @@
-#include <algorithm>
+// Reductions, softmax, the fused bias + ReLU, cross-entropy and the dropout mask.
 #include <cmath>
+#include <cstring>
 #include <limits>
 
 #include "backend/cpu/cpu_kernels.hpp"
 
 namespace lockstep::backend::cpu {
 
-namespace {
 template <typename F>
-void parallel_rows(ComputeContext& ctx, std::int64_t rows, std::int64_t cost_per_row, F&& f) {
-  const std::int64_t grain = std::max<std::int64_t>(1, (1 << 15) / std::max<std::int64_t>(1, cost_per_row));
-  if (ctx.threads() == 1 || rows < 2 * grain) {
-    f(std::int64_t{0}, rows);
-  } else {
-    ctx.pool().parallel_for(rows, grain, f);
-  }
-}
-}  // namespace
-
-void reduce_sum(ComputeContext& ctx, const float* x, float* out, std::int64_t outer, std::int64_t axis,
-                std::int64_t inner) {
+void reduce_sum(ComputeContext& ctx, const void* xv, void* outv, std::int64_t outer, std::int64_t axis,
+                std::int64_t inner, float post_scale) {
+  using E = Elem<F>;
+  const F* x = static_cast<const F*>(xv);
+  F* out = static_cast<F*>(outv);
   if (inner == 1) {
     parallel_rows(ctx, outer, axis, [=](std::int64_t b, std::int64_t e) {
       for (auto o = b; o < e; ++o) {
-        const float* p = x + o * axis;
+        const F* p = x + o * axis;
         float s = 0.0f;
-        for (std::int64_t a = 0; a < axis; ++a) s += p[a];
-        out[o] = s;
+        for (std::int64_t a = 0; a < axis; ++a) s += E::load(p[a]);
+        out[o] = E::store(post_scale == 1.0f ? s : s * post_scale);
       }
     });
     return;
   }
-  // Parallel over `inner` columns so each output keeps one summation order.
+  // Parallel over `inner` columns so each output keeps one summation order; the partial sums
+  // are float32 whatever F is.
   for (std::int64_t o = 0; o < outer; ++o) {
-    const float* xo = x + o * axis * inner;
-    float* oo = out + o * inner;
+    const F* xo = x + o * axis * inner;
+    F* oo = out + o * inner;
     parallel_rows(ctx, inner, axis, [=](std::int64_t b, std::int64_t e) {
-      for (auto i = b; i < e; ++i) oo[i] = 0.0f;
-      for (std::int64_t a = 0; a < axis; ++a) {
-        const float* row = xo + a * inner;
-        for (auto i = b; i < e; ++i) oo[i] += row[i];
+      constexpr std::int64_t kBlock = 256;
+      float acc[kBlock];
+      for (std::int64_t s = b; s < e; s += kBlock) {
+        const std::int64_t len = std::min(kBlock, e - s);
+        for (std::int64_t i = 0; i < len; ++i) acc[i] = 0.0f;
+        for (std::int64_t a = 0; a < axis; ++a) {
+          const F* row = xo + a * inner + s;
+          for (std::int64_t i = 0; i < len; ++i) acc[i] += E::load(row[i]);
+        }
+        for (std::int64_t i = 0; i < len; ++i) oo[s + i] = E::store(post_scale == 1.0f ? acc[i] : acc[i] * post_scale);
       }
     });
   }
 }
 
-void reduce_max(ComputeContext&, const float* x, float* out, std::int64_t* argmax, std::int64_t outer,
+template <typename F>
+void reduce_max(ComputeContext&, const void* xv, void* outv, std::int64_t* arg_out, std::int64_t outer,
                 std::int64_t axis, std::int64_t inner) {
+  using E = Elem<F>;
+  const F* x = static_cast<const F*>(xv);
+  F* out = static_cast<F*>(outv);
   for (std::int64_t o = 0; o < outer; ++o) {
     for (std::int64_t i = 0; i < inner; ++i) {
-      const float* p = x + o * axis * inner + i;
-      float best = p[0];
+      const F* p = x + o * axis * inner + i;
+      float best = E::load(p[0]);
       std::int64_t arg = 0;
       for (std::int64_t a = 1; a < axis && !std::isnan(best); ++a) {
-        const float v = p[a * inner];
+        const float v = E::load(p[a * inner]);
         if (v > best || std::isnan(v)) {  // NaN wins, as in numpy
           best = v;
           arg = a;
         }
       }
-      if (out) out[o * inner + i] = best;
-      if (argmax) argmax[o * inner + i] = arg;
+      if (out) out[o * inner + i] = E::store(best);
+      if (arg_out) arg_out[o * inner + i] = arg;
     }
   }
 }
 
-void softmax(ComputeContext& ctx, const float* x, float* y, std::int64_t rows, std::int64_t cols, bool log) {
+template <typename F>
+void reduce_max_backward(ComputeContext&, const std::int64_t* arg, const void* gv, void* dxv, std::int64_t outer,
+                         std::int64_t axis, std::int64_t inner) {
+  const F* g = static_cast<const F*>(gv);
+  F* dx = static_cast<F*>(dxv);
+  const F zero = Elem<F>::store(0.0f);
+  for (std::int64_t i = 0, n = outer * axis * inner; i < n; ++i) dx[i] = zero;
+  for (std::int64_t o = 0; o < outer; ++o)
+    for (std::int64_t i = 0; i < inner; ++i) dx[(o * axis + arg[o * inner + i]) * inner + i] = g[o * inner + i];
+}
+
+template <typename F>
+void softmax(ComputeContext& ctx, const void* xv, void* yv, std::int64_t rows, std::int64_t cols, bool log) {
+  using E = Elem<F>;
+  const F* x = static_cast<const F*>(xv);
+  F* y = static_cast<F*>(yv);
   parallel_rows(ctx, rows, cols * 4, [=](std::int64_t b, std::int64_t e) {
     for (auto r = b; r < e; ++r) {
-      const float* xr = x + r * cols;
-      float* yr = y + r * cols;
+      const F* xr = x + r * cols;
+      F* yr = y + r * cols;
       float m = -std::numeric_limits<float>::infinity();
-      for (std::int64_t c = 0; c < cols; ++c) m = std::max(m, xr[c]);
+      for (std::int64_t c = 0; c < cols; ++c) m = std::max(m, E::load(xr[c]));
       float s = 0.0f;
-      for (std::int64_t c = 0; c < cols; ++c) s += std::exp(xr[c] - m);
+      for (std::int64_t c = 0; c < cols; ++c) s += std::exp(E::load(xr[c]) - m);
       if (log) {
         const float lse = m + std::log(s);
-        for (std::int64_t c = 0; c < cols; ++c) yr[c] = xr[c] - lse;
+        for (std::int64_t c = 0; c < cols; ++c) yr[c] = E::store(E::load(xr[c]) - lse);
       } else {
         const float inv = 1.0f / s;
-        for (std::int64_t c = 0; c < cols; ++c) yr[c] = std::exp(xr[c] - m) * inv;
+        for (std::int64_t c = 0; c < cols; ++c) yr[c] = E::store(std::exp(E::load(xr[c]) - m) * inv);
       }
     }
   });
 }
 
-void softmax_backward(ComputeContext& ctx, const float* y, const float* dy, float* dx, std::int64_t rows,
+template <typename F>
+void softmax_backward(ComputeContext& ctx, const void* yv, const void* dyv, void* dxv, std::int64_t rows,
                       std::int64_t cols, bool log) {
+  using E = Elem<F>;
+  const F* y = static_cast<const F*>(yv);
+  const F* dy = static_cast<const F*>(dyv);
+  F* dx = static_cast<F*>(dxv);
   parallel_rows(ctx, rows, cols * 3, [=](std::int64_t b, std::int64_t e) {
     for (auto r = b; r < e; ++r) {
-      const float* yr = y + r * cols;
-      const float* gr = dy + r * cols;
-      float* dr = dx + r * cols;
+      const F* yr = y + r * cols;
+      const F* gr = dy + r * cols;
+      F* dr = dx + r * cols;
       float s = 0.0f;
       if (log) {
-        for (std::int64_t c = 0; c < cols; ++c) s += gr[c];
-        for (std::int64_t c = 0; c < cols; ++c) dr[c] = gr[c] - std::exp(yr[c]) * s;
+        for (std::int64_t c = 0; c < cols; ++c) s += E::load(gr[c]);
+        for (std::int64_t c = 0; c < cols; ++c) dr[c] = E::store(E::load(gr[c]) - std::exp(E::load(yr[c])) * s);
       } else {
-        for (std::int64_t c = 0; c < cols; ++c) s += gr[c] * yr[c];
-        for (std::int64_t c = 0; c < cols; ++c) dr[c] = yr[c] * (gr[c] - s);
+        for (std::int64_t c = 0; c < cols; ++c) s += E::load(gr[c]) * E::load(yr[c]);
+        for (std::int64_t c = 0; c < cols; ++c) dr[c] = E::store(E::load(yr[c]) * (E::load(gr[c]) - s));
       }
     }
   });
 }
 
-void bias_activation(ComputeContext& ctx, float* y, const float* bias, std::int64_t rows, std::int64_t cols,
+template <typename F>
+void bias_activation(ComputeContext& ctx, void* yv, const void* biasv, std::int64_t rows, std::int64_t cols,
                      bool relu) {
+  using E = Elem<F>;
+  F* y = static_cast<F*>(yv);
+  const F* bias = static_cast<const F*>(biasv);
   parallel_rows(ctx, rows, cols, [=](std::int64_t b, std::int64_t e) {
     for (auto r = b; r < e; ++r) {
-      float* yr = y + r * cols;
+      F* yr = y + r * cols;
       if (bias && relu) {
-        for (std::int64_t c = 0; c < cols; ++c) yr[c] = std::max(yr[c] + bias[c], 0.0f);
+        for (std::int64_t c = 0; c < cols; ++c) yr[c] = E::store(std::max(E::load(yr[c]) + E::load(bias[c]), 0.0f));
       } else if (bias) {
-        for (std::int64_t c = 0; c < cols; ++c) yr[c] += bias[c];
+        for (std::int64_t c = 0; c < cols; ++c) yr[c] = E::store(E::load(yr[c]) + E::load(bias[c]));
       } else if (relu) {
-        for (std::int64_t c = 0; c < cols; ++c) yr[c] = std::max(yr[c], 0.0f);
+        for (std::int64_t c = 0; c < cols; ++c) yr[c] = E::store(std::max(E::load(yr[c]), 0.0f));
       }
     }
   });
 }
 
-void sparse_softmax_xent(ComputeContext& ctx, const float* logits, const std::int64_t* labels, float* loss,
-                         float* probs, std::int64_t rows, std::int64_t cols) {
+void sparse_softmax_xent(ComputeContext& ctx, const void* logitsv, const std::int64_t* labels, void* lossv,
+                         void* probsv, std::int64_t rows, std::int64_t cols) {
+  const float* logits = static_cast<const float*>(logitsv);
+  float* loss = static_cast<float*>(lossv);
+  float* probs = static_cast<float*>(probsv);
   parallel_rows(ctx, rows, cols * 4, [=](std::int64_t b, std::int64_t e) {
     for (auto r = b; r < e; ++r) {
       const float* xr = logits + r * cols;
@@ -140,6 +171,25 @@ void sparse_softmax_xent(ComputeContext& ctx, const float* logits, const std::in
   });
 }
 
+void sparse_softmax_xent_backward(ComputeContext& ctx, const void* probsv, const std::int64_t* labels,
+                                  const void* gv, void* dv, std::int64_t rows, std::int64_t cols) {
+  const float* p = static_cast<const float*>(probsv);
+  const float* g = static_cast<const float*>(gv);
+  float* d = static_cast<float*>(dv);
+  parallel_rows(ctx, rows, cols, [=](std::int64_t b, std::int64_t e) {
+    for (auto i = b; i < e; ++i) {
+      for (std::int64_t c = 0; c < cols; ++c) d[i * cols + c] = p[i * cols + c] * g[i];
+      d[i * cols + labels[i]] -= g[i];
+    }
+  });
+}
+
+void one_hot(ComputeContext&, const std::int64_t* labels, std::int64_t rows, std::int64_t classes, void* outv) {
+  float* out = static_cast<float*>(outv);
+  std::memset(out, 0, static_cast<std::size_t>(rows * classes) * sizeof(float));
+  for (std::int64_t i = 0; i < rows; ++i) out[i * classes + labels[i]] = 1.0f;
+}
+
 namespace {
 // A counter-based generator (SplitMix64 finaliser cascaded over the key words): the value
 // depends only on the key, so masks are identical however rows are split or threaded.
@@ -150,8 +200,9 @@ inline std::uint64_t mix(std::uint64_t z) {
 }
 }  // namespace
 
-void dropout_mask(ComputeContext& ctx, float* mask, std::int64_t rows, std::int64_t cols, float rate,
+void dropout_mask(ComputeContext& ctx, void* maskv, std::int64_t rows, std::int64_t cols, float rate,
                   std::uint64_t seed, std::uint64_t stream, std::uint64_t step, std::int64_t first_row) {
+  float* mask = static_cast<float*>(maskv);
   const float keep_scale = 1.0f / (1.0f - rate);
   // Threshold on 24 random bits: P(drop) = rate to 2^-24.
   const std::uint32_t threshold = static_cast<std::uint32_t>(static_cast<double>(rate) * 16777216.0);
@@ -168,19 +219,20 @@ void dropout_mask(ComputeContext& ctx, float* mask, std::int64_t rows, std::int6
   });
 }
 
-// Declared in the other CPU translation units.
-void gemm(ComputeContext&, bool, bool, std::int64_t, std::int64_t, std::int64_t, float, const float*,
-          std::int64_t, const float*, std::int64_t, float, float*, std::int64_t);
-void unary(ComputeContext&, UnaryOp, const float*, float*, std::int64_t, float, float);
-void unary_backward(ComputeContext&, UnaryOp, const float*, const float*, const float*, float*, std::int64_t,
-                    float, float);
-void binary(ComputeContext&, BinaryOp, const BroadcastDesc&, const float*, const float*, float*);
-
-const KernelTable& table() {
-  static const KernelTable t{gemm,       unary,           unary_backward,    binary,          reduce_sum,
-                             reduce_max, softmax,         softmax_backward,  bias_activation, sparse_softmax_xent,
-                             dropout_mask};
-  return t;
-}
+#define LOCKSTEP_NN_KERNELS(F)                                                                                   \
+  template void reduce_sum<F>(ComputeContext&, const void*, void*, std::int64_t, std::int64_t, std::int64_t,    \
+                              float);                                                                            \
+  template void reduce_max<F>(ComputeContext&, const void*, void*, std::int64_t*, std::int64_t, std::int64_t,   \
+                              std::int64_t);                                                                     \
+  template void reduce_max_backward<F>(ComputeContext&, const std::int64_t*, const void*, void*, std::int64_t,  \
+                                       std::int64_t, std::int64_t);                                              \
+  template void softmax<F>(ComputeContext&, const void*, void*, std::int64_t, std::int64_t, bool);              \
+  template void softmax_backward<F>(ComputeContext&, const void*, const void*, void*, std::int64_t,             \
+                                    std::int64_t, bool);                                                         \
+  template void bias_activation<F>(ComputeContext&, void*, const void*, std::int64_t, std::int64_t, bool);
+LOCKSTEP_NN_KERNELS(float)
+LOCKSTEP_NN_KERNELS(Float16)
+LOCKSTEP_NN_KERNELS(BFloat16)
+#undef LOCKSTEP_NN_KERNELS
 
 }  // namespace lockstep::backend::cpu

@@ -1,0 +1,52 @@
+#pragma once
+// Where tensors are made and computed, as the layers above the tensor layer see it. A
+// backend::ComputeContext (device + allocator + pool or stream + kernel tables) is opaque
+// here: strategies own them, variables keep pointers to them, and ComputeScope makes one
+// current on a thread. The backend's own headers stay private to src/backend and src/tensor.
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "lockstep/core/device.hpp"
+
+namespace lockstep {
+
+namespace backend {
+class ComputeContext;
+}
+using ComputeContext = backend::ComputeContext;
+
+/// A context for `device` with `threads` compute threads (CPU; pinned to `cpus` when given),
+/// built by the backend registry for the device's kind. Throws ValueError when that kind's
+/// backend is not built.
+/// (shared_ptr: its deleter is bound where the type is complete, so holders need not see it.)
+std::shared_ptr<ComputeContext> make_compute_context(const Device& device, int threads = 1, std::vector<int> cpus = {});
+
+/// The context current on this thread (the process's default CPU context when none was set).
+ComputeContext& current_compute_context();
+const Device& context_device(const ComputeContext& ctx);
+int context_threads(const ComputeContext& ctx);
+const std::vector<int>& context_cpus(const ComputeContext& ctx);
+
+/// Makes `ctx` current on this thread for the scope's lifetime.
+class ComputeScope {
+ public:
+  explicit ComputeScope(ComputeContext& ctx);
+  ~ComputeScope();
+  ComputeScope(const ComputeScope&) = delete;
+  ComputeScope& operator=(const ComputeScope&) = delete;
+
+ private:
+  ComputeContext* previous_;
+};
+
+struct LocalDevice {
+  Device device;
+  std::string description;
+};
+/// The GPUs (when the CUDA backend is built and a device is present), then the CPU.
+std::vector<LocalDevice> list_local_devices();
+/// Cores this process may use (its affinity mask).
+int available_cpu_cores();
+
+}  // namespace lockstep

@@ -1,0 +1,233 @@
+// Storage kernels for every dtype (fill, cast, row gather/scatter, the multi-buffer combine
+// that collectives run, argmax, label range checks) and the CPU's DeviceOps.
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <type_traits>
+
+#include "backend/cpu/cpu_kernels.hpp"
+
+namespace lockstep::backend::cpu {
+
+namespace {
+template <typename T>
+constexpr bool kIsHalf = std::is_same_v<T, Float16> || std::is_same_v<T, BFloat16>;
+
+// Numpy's value conversion: through float32 for the 16-bit floats, truncation toward zero
+// for float -> int (out-of-range values are undefined in C++, so they saturate here).
+template <typename To, typename From>
+To convert(From v) {
+  if constexpr (std::is_same_v<To, From>) {
+    return v;
+  } else if constexpr (kIsHalf<From>) {
+    return convert<To>(to_float(v));
+  } else if constexpr (std::is_same_v<To, Float16>) {
+    return to_float16(static_cast<float>(v));
+  } else if constexpr (std::is_same_v<To, BFloat16>) {
+    return to_bfloat16(static_cast<float>(v));
+  } else if constexpr (std::is_integral_v<To> && std::is_floating_point_v<From>) {
+    if (std::isnan(v)) return To{0};
+    constexpr double lo = static_cast<double>(std::numeric_limits<To>::min());
+    constexpr double hi = static_cast<double>(std::numeric_limits<To>::max());
+    const double d = static_cast<double>(v);
+    if (d <= lo) return std::numeric_limits<To>::min();
+    if (d >= hi) return std::numeric_limits<To>::max();
+    return static_cast<To>(d);
+  } else {
+    return static_cast<To>(v);
+  }
+}
+
+template <typename From, typename To>
+void cast_loop(ComputeContext& ctx, const From* src, To* dst, std::int64_t n) {
+  parallel(ctx, n, [=](std::int64_t b, std::int64_t e) {
+    for (auto i = b; i < e; ++i) dst[i] = convert<To>(src[i]);
+  });
+}
+
+template <typename T>
+float as_float(T v) {
+  if constexpr (kIsHalf<T>) return to_float(v);
+  else return static_cast<float>(v);
+}
+}  // namespace
+
+template <typename T>
+void fill(ComputeContext& ctx, void* dstv, std::int64_t n, double value) {
+  T* dst = static_cast<T*>(dstv);
+  const T v = convert<T>(static_cast<std::conditional_t<std::is_integral_v<T>, double, float>>(value));
+  parallel(ctx, n, [=](std::int64_t b, std::int64_t e) {
+    for (auto i = b; i < e; ++i) dst[i] = v;
+  });
+}
+
+template <typename T>
+void cast(ComputeContext& ctx, const void* srcv, DType to, void* dst, std::int64_t n) {
+  const T* src = static_cast<const T*>(srcv);
+  switch (to) {
+    case DType::kF32: return cast_loop(ctx, src, static_cast<float*>(dst), n);
+    case DType::kF16: return cast_loop(ctx, src, static_cast<Float16*>(dst), n);
+    case DType::kBF16: return cast_loop(ctx, src, static_cast<BFloat16*>(dst), n);
+    case DType::kI32: return cast_loop(ctx, src, static_cast<std::int32_t*>(dst), n);
+    case DType::kI64: return cast_loop(ctx, src, static_cast<std::int64_t*>(dst), n);
+    case DType::kU8: return cast_loop(ctx, src, static_cast<std::uint8_t*>(dst), n);
+  }
+}
+
+template <typename T>
+void gather_rows(ComputeContext&, const void* srcv, const std::int64_t* index, std::int64_t rows, std::int64_t row,
+                 void* dstv) {
+  const T* src = static_cast<const T*>(srcv);
+  T* dst = static_cast<T*>(dstv);
+  const auto bytes = static_cast<std::size_t>(row) * sizeof(T);
+  for (std::int64_t r = 0; bytes != 0 && r < rows;) {
+    std::int64_t run = 1;  // consecutive indices (an unshuffled batch) go in one copy
+    while (r + run < rows && index[r + run] == index[r] + run) ++run;
+    std::memcpy(dst + r * row, src + index[r] * row, static_cast<std::size_t>(run) * bytes);
+    r += run;
+  }
+}
+
+template <typename T>
+void scatter_add_rows(ComputeContext&, const void* srcv, const std::int64_t* index, std::int64_t rows,
+                      std::int64_t row, void* dstv) {
+  const T* src = static_cast<const T*>(srcv);
+  T* dst = static_cast<T*>(dstv);
+  for (std::int64_t r = 0; r < rows; ++r) {
+    T* d = dst + index[r] * row;
+    const T* s = src + r * row;
+    for (std::int64_t c = 0; c < row; ++c) {
+      if constexpr (kIsHalf<T>) d[c] = convert<T>(to_float(d[c]) + to_float(s[c]));
+      else d[c] = static_cast<T>(d[c] + s[c]);
+    }
+  }
+}
+
+namespace {
+template <ReduceOp Op, typename A>
+inline A combine2(A a, A b) {
+  if constexpr (Op == ReduceOp::kMax) return a > b ? a : b;
+  else if constexpr (Op == ReduceOp::kMin) return a < b ? a : b;
+  else return a + b;
+}
+
+// Blocks are combined in a local buffer first because outputs may also be inputs. The
+// accumulator is float32 for floating types (and for 16-bit floats, so that N replicas'
+// sum is rounded once), the type itself for integers.
+template <ReduceOp Op, typename T>
+void combine_impl(const T* const* in, int n_in, T* const* out, int n_out, std::int64_t begin, std::int64_t end) {
+  using A = std::conditional_t<kIsHalf<T>, float, std::conditional_t<std::is_integral_v<T>, std::int64_t, T>>;
+  constexpr std::int64_t kBlock = 1024;
+  alignas(64) A acc[kBlock];
+  auto load = [](T v) -> A {
+    if constexpr (kIsHalf<T>) return to_float(v);
+    else return static_cast<A>(v);
+  };
+  for (std::int64_t s = begin; s < end; s += kBlock) {
+    const std::int64_t len = std::min(kBlock, end - s);
+    const T* b0 = in[0] + s;
+    for (std::int64_t i = 0; i < len; ++i) acc[i] = load(b0[i]);
+    for (int j = 1; j < n_in; ++j) {
+      const T* bj = in[j] + s;
+      for (std::int64_t i = 0; i < len; ++i) acc[i] = combine2<Op>(acc[i], load(bj[i]));
+    }
+    if constexpr (Op == ReduceOp::kMean) {
+      const A fn = static_cast<A>(n_in);
+      for (std::int64_t i = 0; i < len; ++i) acc[i] /= fn;
+    }
+    if constexpr (std::is_same_v<A, T>) {
+      // Plain stores: streaming (non-temporal) stores measured 30% slower here even at 256 MiB.
+      for (int j = 0; j < n_out; ++j) std::memcpy(out[j] + s, acc, static_cast<std::size_t>(len) * sizeof(T));
+    } else {
+      for (int j = 0; j < n_out; ++j)
+        for (std::int64_t i = 0; i < len; ++i) out[j][s + i] = convert<T>(acc[i]);
+    }
+  }
+}
+}  // namespace
+
+template <typename T>
+void combine(ComputeContext&, ReduceOp op, const void* const* inv, int n_in, void* const* outv, int n_out,
+             std::int64_t begin, std::int64_t end) {
+  const T* const* in = reinterpret_cast<const T* const*>(inv);
+  T* const* out = reinterpret_cast<T* const*>(outv);
+  switch (op) {
+    case ReduceOp::kSum: return combine_impl<ReduceOp::kSum>(in, n_in, out, n_out, begin, end);
+    case ReduceOp::kMean: return combine_impl<ReduceOp::kMean>(in, n_in, out, n_out, begin, end);
+    case ReduceOp::kMax: return combine_impl<ReduceOp::kMax>(in, n_in, out, n_out, begin, end);
+    case ReduceOp::kMin: return combine_impl<ReduceOp::kMin>(in, n_in, out, n_out, begin, end);
+  }
+}
+
+template <typename T>
+void argmax(ComputeContext&, const void* xv, std::int64_t* arg_out, std::int64_t outer, std::int64_t axis,
+            std::int64_t inner) {
+  const T* x = static_cast<const T*>(xv);
+  for (std::int64_t o = 0; o < outer; ++o) {
+    for (std::int64_t i = 0; i < inner; ++i) {
+      const T* p = x + o * axis * inner + i;
+      float best = as_float(p[0]);
+      std::int64_t arg = 0;
+      for (std::int64_t a = 1; a < axis && !std::isnan(best); ++a) {
+        const float v = as_float(p[a * inner]);
+        if (v > best || std::isnan(v)) {  // NaN wins, as in numpy
+          best = v;
+          arg = a;
+        }
+      }
+      arg_out[o * inner + i] = arg;
+    }
+  }
+}
+
+template <typename T>
+std::int64_t first_outside(ComputeContext&, const void* labelsv, std::int64_t n, std::int64_t limit) {
+  const T* l = static_cast<const T*>(labelsv);
+  for (std::int64_t i = 0; i < n; ++i) {
+    const auto v = static_cast<std::int64_t>(l[i]);
+    if (v < 0 || v >= limit) return i;
+  }
+  return -1;
+}
+
+#define LOCKSTEP_STORAGE_KERNELS(T)                                                                             \
+  template void fill<T>(ComputeContext&, void*, std::int64_t, double);                                         \
+  template void cast<T>(ComputeContext&, const void*, DType, void*, std::int64_t);                             \
+  template void gather_rows<T>(ComputeContext&, const void*, const std::int64_t*, std::int64_t, std::int64_t,  \
+                               void*);                                                                          \
+  template void scatter_add_rows<T>(ComputeContext&, const void*, const std::int64_t*, std::int64_t,           \
+                                    std::int64_t, void*);                                                       \
+  template void combine<T>(ComputeContext&, ReduceOp, const void* const*, int, void* const*, int, std::int64_t, \
+                           std::int64_t);                                                                       \
+  template void argmax<T>(ComputeContext&, const void*, std::int64_t*, std::int64_t, std::int64_t, std::int64_t);
+LOCKSTEP_STORAGE_KERNELS(float)
+LOCKSTEP_STORAGE_KERNELS(Float16)
+LOCKSTEP_STORAGE_KERNELS(BFloat16)
+LOCKSTEP_STORAGE_KERNELS(std::int32_t)
+LOCKSTEP_STORAGE_KERNELS(std::int64_t)
+LOCKSTEP_STORAGE_KERNELS(std::uint8_t)
+#undef LOCKSTEP_STORAGE_KERNELS
+template std::int64_t first_outside<std::int32_t>(ComputeContext&, const void*, std::int64_t, std::int64_t);
+template std::int64_t first_outside<std::int64_t>(ComputeContext&, const void*, std::int64_t, std::int64_t);
+template std::int64_t first_outside<std::uint8_t>(ComputeContext&, const void*, std::int64_t, std::int64_t);
+
+// ---- DeviceOps: host memory is the device's memory ----
+namespace {
+void copy(ComputeContext&, void* dst, const void* src, std::size_t bytes) {
+  if (bytes && dst != src) std::memmove(dst, src, bytes);
+}
+void zero(ComputeContext&, void* dst, std::size_t bytes) {
+  if (bytes) std::memset(dst, 0, bytes);
+}
+bool equal_bytes(ComputeContext&, const void* a, const void* b, std::size_t bytes) {
+  return bytes == 0 || std::memcmp(a, b, bytes) == 0;
+}
+}  // namespace
+
+const DeviceOps& device_ops() {
+  static const DeviceOps ops{
+      .copy = copy, .copy_to_host = copy, .copy_from_host = copy, .zero = zero, .equal_bytes = equal_bytes};
+  return ops;
+}
+
+}  // namespace lockstep::backend::cpu

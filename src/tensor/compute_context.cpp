@@ -1,0 +1,28 @@
+#include "lockstep/tensor/compute_context.hpp"
+
+#include "backend/context.hpp"
+#include "backend/devices.hpp"
+
+namespace lockstep {
+
+std::shared_ptr<ComputeContext> make_compute_context(const Device& device, int threads, std::vector<int> cpus) {
+  return backend::make_context(device, backend::ContextOptions{.threads = threads, .cpus = std::move(cpus)});
+}
+
+ComputeContext& current_compute_context() { return backend::current_context(); }
+const Device& context_device(const ComputeContext& ctx) { return ctx.device(); }
+int context_threads(const ComputeContext& ctx) { return ctx.threads(); }
+const std::vector<int>& context_cpus(const ComputeContext& ctx) { return ctx.cpus(); }
+
+ComputeScope::ComputeScope(ComputeContext& ctx) : previous_(backend::set_current_context(&ctx)) {}
+ComputeScope::~ComputeScope() { backend::set_current_context(previous_); }
+
+std::vector<LocalDevice> list_local_devices() {
+  std::vector<LocalDevice> out;
+  for (const auto& d : backend::list_local_devices()) out.push_back({d.device, d.description});
+  return out;
+}
+
+int available_cpu_cores() { return backend::available_cores(); }
+
+}  // namespace lockstep

@@ -1,0 +1,123 @@
+// Ops that move or combine memory: concat / stack, row gather and scatter, one-hot, and the
+// multi-tensor reduction that collectives compute with.
+#include "tensor/op_util.hpp"
+
+namespace lockstep {
+
+using detail::ctx;
+using detail::kern;
+
+namespace {
+const backend::DeviceOps& device_ops_of(const Tensor& t) { return backend::device_ops(t.device().kind); }
+}  // namespace
+
+Tensor concat(const std::vector<Tensor>& tensors, int axis) {
+  LOCKSTEP_CHECK(!tensors.empty(), "concat: no tensors");
+  LOCKSTEP_CHECK(axis == 0, "concat: only axis 0 is supported, got ", axis);
+  const Tensor& first = tensors[0];
+  std::int64_t rows = 0;
+  for (std::size_t i = 0; i < tensors.size(); ++i) {
+    const Tensor& t = tensors[i];
+    LOCKSTEP_CHECK(t.defined() && t.rank() >= 1 && t.shape().tail() == first.shape().tail() &&
+                       t.dtype() == first.dtype() && t.device().kind == first.device().kind,
+                   "concat: tensor ", i, " is ", t.defined() ? t.shape().str() : "undefined", " ",
+                   t.defined() ? dtype_name(t.dtype()) : "", ", tensor 0 is ", first.shape().str(), " ",
+                   dtype_name(first.dtype()));
+    rows += t.dim(0);
+  }
+  std::vector<std::int64_t> dims = first.shape().dims();
+  dims[0] = rows;
+  Tensor out = Tensor::empty(Shape(std::move(dims)), first.dtype());
+  const auto& ops = device_ops_of(out);
+  std::size_t off = 0;
+  for (const Tensor& t : tensors) {
+    ops.copy(ctx(), static_cast<char*>(out.raw_data()) + off, t.raw_data(), t.nbytes());
+    off += t.nbytes();
+  }
+  return out;
+}
+
+Tensor stack(const std::vector<Tensor>& tensors) {
+  LOCKSTEP_CHECK(!tensors.empty(), "stack: no tensors");
+  std::vector<Tensor> rows;
+  rows.reserve(tensors.size());
+  for (std::size_t i = 0; i < tensors.size(); ++i) {
+    LOCKSTEP_CHECK(tensors[i].defined() && tensors[i].shape() == tensors[0].shape(), "stack: tensor ", i, " is ",
+                   tensors[i].defined() ? tensors[i].shape().str() : "undefined", ", tensor 0 is ",
+                   tensors[0].shape().str());
+    std::vector<std::int64_t> dims{1};
+    for (auto d : tensors[i].shape().dims()) dims.push_back(d);
+    rows.push_back(tensors[i].reshape(Shape(std::move(dims))));
+  }
+  return concat(rows, 0);
+}
+
+Tensor gather_rows(const Tensor& src, const Tensor& indices) {
+  LOCKSTEP_CHECK(src.defined() && src.rank() >= 1, "gather_rows: the source must have rank >= 1");
+  LOCKSTEP_CHECK(indices.defined() && indices.rank() == 1, "gather_rows: indices must be 1-D, got ",
+                 indices.defined() ? indices.shape().str() : "undefined");
+  const Tensor idx = detail::checked_labels("gather_rows", indices, src.dim(0));
+  const auto& k = kern("gather_rows", src, backend::KernelOp::kGatherRows);
+  std::vector<std::int64_t> dims = src.shape().dims();
+  dims[0] = idx.numel();
+  Tensor out = Tensor::empty(Shape(std::move(dims)), src.dtype());
+  const std::int64_t row = src.dim(0) ? src.numel() / src.dim(0) : src.shape().tail().numel();
+  k.gather_rows(ctx(), src.raw_data(), static_cast<const std::int64_t*>(idx.raw_data()), idx.numel(), row,
+                out.raw_data());
+  return out;
+}
+
+void scatter_add_rows(Tensor& dst, const Tensor& indices, const Tensor& src) {
+  LOCKSTEP_CHECK(dst.defined() && dst.rank() >= 1 && src.defined() && src.dtype() == dst.dtype(),
+                 "scatter_add_rows: dst and src must be defined tensors of one dtype");
+  LOCKSTEP_CHECK(indices.defined() && indices.rank() == 1 && src.rank() >= 1 && src.dim(0) == indices.numel() &&
+                     src.shape().tail() == dst.shape().tail(),
+                 "scatter_add_rows: src ", src.shape().str(), " does not match ",
+                 indices.defined() ? indices.shape().str() : "undefined", " indices into dst ", dst.shape().str());
+  const Tensor idx = detail::checked_labels("scatter_add_rows", indices, dst.dim(0));
+  kern("scatter_add_rows", dst, backend::KernelOp::kScatterAddRows)
+      .scatter_add_rows(ctx(), src.raw_data(), static_cast<const std::int64_t*>(idx.raw_data()), idx.numel(),
+                        dst.shape().tail().numel(), dst.raw_data());
+}
+
+Tensor one_hot(const Tensor& labels, std::int64_t classes) {
+  LOCKSTEP_CHECK(classes > 0, "one_hot: classes must be positive, got ", classes);
+  const Tensor lab = detail::checked_labels("one_hot", labels, classes);
+  Tensor out = Tensor::empty({lab.numel(), classes});
+  kern("one_hot", out, backend::KernelOp::kOneHot)
+      .one_hot(ctx(), static_cast<const std::int64_t*>(lab.raw_data()), lab.numel(), classes, out.raw_data());
+  return out;
+}
+
+void reduce_across(ReduceOp op, const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs,
+                   std::int64_t begin, std::int64_t end) {
+  LOCKSTEP_CHECK(!inputs.empty(), "reduce_across: no inputs");
+  const Tensor& first = inputs[0];
+  auto check = [&](const Tensor& t, const char* what, std::size_t i) {
+    LOCKSTEP_CHECK(t.defined() && t.numel() == first.numel() && t.dtype() == first.dtype() &&
+                       t.device().kind == first.device().kind,
+                   "reduce_across: ", what, " ", i, " is ", t.defined() ? t.shape().str() : "undefined", " ",
+                   t.defined() ? dtype_name(t.dtype()) : "", ", input 0 is ", first.shape().str(), " ",
+                   dtype_name(first.dtype()));
+  };
+  std::vector<const void*> in;
+  std::vector<void*> out;
+  in.reserve(inputs.size());
+  out.reserve(outputs.size());
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    check(inputs[i], "input", i);
+    in.push_back(inputs[i].raw_data());
+  }
+  for (std::size_t i = 0; i < outputs.size(); ++i) {
+    check(outputs[i], "output", i);
+    out.push_back(const_cast<void*>(outputs[i].raw_data()));  // outputs are written through their handles
+  }
+  LOCKSTEP_CHECK(0 <= begin && begin <= end && end <= first.numel(), "reduce_across: range [", begin, ", ", end,
+                 ") outside ", first.numel(), " elements");
+  if (begin == end) return;
+  kern("reduce_across", first, backend::KernelOp::kCombine)
+      .combine(ctx(), op, in.data(), static_cast<int>(in.size()), out.data(), static_cast<int>(out.size()), begin,
+               end);
+}
+
+}  // namespace lockstep
