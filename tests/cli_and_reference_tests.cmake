@@ -114,3 +114,14 @@ add_test(NAME cli.mirrored_copies_never_drift
 add_test(NAME cli.crash_inside_checkpoint_writes_and_resume_is_bit_identical
          COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/cli/crash_during_checkpoint.sh ${_cli})
 set_tests_properties(cli.crash_inside_checkpoint_writes_and_resume_is_bit_identical PROPERTIES TIMEOUT 600)
+
+# Layering rules the compiler cannot check (scripts/check_layering.py): raw tensor memory only in
+# the backend, the tensor layer and file readers; private backend headers only below distribute;
+# CMake layer targets list exactly the layers they include. The second test plants violations.
+find_package(Python3 COMPONENTS Interpreter)
+if(Python3_Interpreter_FOUND)
+  add_test(NAME layering.tree_follows_the_rules
+           COMMAND ${Python3_EXECUTABLE} ${PROJECT_SOURCE_DIR}/scripts/check_layering.py ${PROJECT_SOURCE_DIR})
+  add_test(NAME layering.planted_violations_are_reported
+           COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/layering/planted_violations.sh ${PROJECT_SOURCE_DIR})
+endif()

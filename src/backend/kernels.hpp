@@ -15,7 +15,7 @@
 #include "backend/context.hpp"
 #include "lockstep/core/device.hpp"
 #include "lockstep/core/dtype.hpp"
-#include "lockstep/tensor/reduce_op.hpp"
+#include "lockstep/core/reduce_op.hpp"
 
 namespace lockstep::backend {
 

@@ -4,9 +4,20 @@
 #include "lockstep/core/device.hpp"
 #include "lockstep/core/dtype.hpp"
 #include "lockstep/core/error.hpp"
+#include "lockstep/core/reduce_op.hpp"
 #include "lockstep/core/shape.hpp"
 
 namespace lockstep {
+
+const char* reduce_op_name(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::kSum: return "sum";
+    case ReduceOp::kMean: return "mean";
+    case ReduceOp::kMax: return "max";
+    case ReduceOp::kMin: return "min";
+  }
+  return "?";
+}
 
 std::size_t dtype_size(DType d) {
   switch (d) {

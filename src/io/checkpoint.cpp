@@ -56,7 +56,7 @@ void save_checkpoint(const std::string& prefix, const std::vector<Variable>& var
   NamedTensors tensors;
   for (const auto& v : variables) {
     LOCKSTEP_CHECK(!v.name().empty(), "save_checkpoint: a variable has no name; checkpoints match variables by name");
-    tensors.emplace_back(v.name(), v.value());
+    tensors.emplace_back(v.name(), v.read_value());
   }
   const bool with_optimizer = optimizer != nullptr && options.include_optimizer;
   if (with_optimizer) {

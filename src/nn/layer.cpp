@@ -29,7 +29,12 @@ void Layer::build_impl(const Shape&, std::uint64_t) {}
 
 Variable Layer::add_weight(const std::string& wname, const Shape& shape, const Initializer& init,
                            std::uint64_t seed, bool trainable) {
-  Variable v(init(shape, seed), name_ + "/" + wname, trainable);
+  return add_weight(shape, init, seed, VariableOptions{.name = wname, .trainable = trainable});
+}
+
+Variable Layer::add_weight(const Shape& shape, const Initializer& init, std::uint64_t seed, VariableOptions options) {
+  options.name = name_ + "/" + options.name;
+  Variable v(init(shape, seed), options);
   variables_.push_back(v);
   return v;
 }

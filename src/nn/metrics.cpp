@@ -4,24 +4,35 @@
 
 namespace lockstep::metrics {
 
-// Each update reduces on the device and brings back only the batch's total.
-void Mean::update_state(const Tensor& values, const Tensor&) {
-  if (values.numel() == 0) return;
-  const Tensor v = is_floating(values.dtype()) ? values : values.to(DType::kF32);
-  state_[0] += static_cast<double>(sum(v).item());
-  state_[1] += static_cast<double>(v.numel());
+namespace {
+// [total, count] as a float32 tensor; `total` stays on the device (a scalar tensor).
+Tensor total_and_count(const Tensor& total, std::int64_t count) {
+  return concat({total.reshape({1}), Tensor::full({1}, static_cast<double>(count))});
+}
+}  // namespace
+
+void Metric::merge_state(const Tensor& batch_state) {
+  LOCKSTEP_CHECK(batch_state.numel() == static_cast<std::int64_t>(state_.size()), "metric '", name_, "': a state of ",
+                 batch_state.numel(), " values cannot merge into ", state_.size());
+  const std::vector<float> v = batch_state.to(DType::kF32).to_vector<float>();
+  for (std::size_t i = 0; i < v.size(); ++i) state_[i] += static_cast<double>(v[i]);
 }
 
-void SparseCategoricalAccuracy::update_state(const Tensor& y_true, const Tensor& y_pred) {
-  if (y_pred.dim(0) == 0) return;
+Tensor Mean::batch_state(const Tensor& values, const Tensor&) const {
+  if (values.numel() == 0) return Tensor::zeros({2});
+  const Tensor v = values.dtype() == DType::kF32 ? values : values.to(DType::kF32);
+  return total_and_count(sum(v), v.numel());
+}
+
+Tensor SparseCategoricalAccuracy::batch_state(const Tensor& y_true, const Tensor& y_pred) const {
+  if (y_pred.dim(0) == 0) return Tensor::zeros({2});
   const Tensor m = sparse_categorical_matches(y_true, y_pred);
-  state_[0] += static_cast<double>(sum(m).item());
-  state_[1] += static_cast<double>(m.numel());
+  return total_and_count(sum(m), m.numel());
 }
 
-void Accuracy::update_state(const Tensor& y_true, const Tensor& y_pred) {
+Tensor Accuracy::batch_state(const Tensor& y_true, const Tensor& y_pred) const {
   const std::int64_t n = y_pred.rank() ? y_pred.dim(0) : 1;
-  if (n == 0) return;
+  if (n == 0) return Tensor::zeros({2});
   const std::int64_t cols = y_pred.numel() / n;
   LOCKSTEP_CHECK(y_true.numel() == n || y_true.numel() == y_pred.numel(), "accuracy: y_true ", y_true.shape().str(),
                  " does not match y_pred ", y_pred.shape().str());
@@ -35,8 +46,7 @@ void Accuracy::update_state(const Tensor& y_true, const Tensor& y_pred) {
   } else {  // integer labels against class scores
     matches = equal(cast(argmax(y_pred.reshape({n, cols})), DType::kF32), t.reshape({n}));
   }
-  state_[0] += static_cast<double>(sum(cast(matches, DType::kF32)).item());
-  state_[1] += static_cast<double>(n);
+  return total_and_count(sum(cast(matches, DType::kF32)), n);
 }
 
 MetricPtr get(const std::string& name, const std::string& loss_name) {

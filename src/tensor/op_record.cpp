@@ -1,6 +1,5 @@
 #include "lockstep/tensor/op_record.hpp"
 
-#include "lockstep/tensor/reduce_op.hpp"
 #include "tensor/op_util.hpp"
 
 namespace lockstep {
@@ -14,16 +13,6 @@ OpRecorder* set_current_recorder(OpRecorder* r) {
   OpRecorder* prev = t_recorder;
   t_recorder = r;
   return prev;
-}
-
-const char* reduce_op_name(ReduceOp op) {
-  switch (op) {
-    case ReduceOp::kSum: return "sum";
-    case ReduceOp::kMean: return "mean";
-    case ReduceOp::kMax: return "max";
-    case ReduceOp::kMin: return "min";
-  }
-  return "?";
 }
 
 const char* op_name(OpType t) {

@@ -19,7 +19,16 @@
 
 namespace lockstep {
 
+// Per-replica losses and metric states, summed across replicas by the strategy (the only
+// cross-replica reduction of the model's numbers), then merged into the running trackers.
+struct detail::ReplicaNumbers {
+  Tensor loss_sum;
+  std::vector<Tensor> metric_states;
+};
+
 namespace {
+using detail::ReplicaNumbers;
+
 Tensor as_float(const Tensor& t) { return t.dtype() == DType::kF32 ? t : t.to(DType::kF32); }
 
 // Splits (x, y) into the training part and the held-out last `split` fraction.
@@ -79,7 +88,49 @@ void skip_elements(data::Iterator& it, std::int64_t n) {
 double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
+
+// The one path of a batch through the model: fn(slice, first_row, replica) runs once per
+// replica on its slice (data::split_batch_for_replicas, as experimental_distribute_dataset
+// splits) with the slice's first row in the batch, or once on the whole batch without a
+// strategy. Returns the per-replica results in replica order.
+template <typename F>
+auto run_on_slices(distribute::Strategy* strategy, const data::Element& batch, F&& fn)
+    -> distribute::PerReplica<std::invoke_result_t<F&, const data::Element&, std::int64_t, ReplicaInterface*>> {
+  using R = std::invoke_result_t<F&, const data::Element&, std::int64_t, ReplicaInterface*>;
+  if (!strategy) return distribute::PerReplica<R>(std::vector<R>{fn(batch, 0, nullptr)});
+  const auto slices = data::split_batch_for_replicas(batch, strategy->num_replicas_in_sync());
+  std::vector<std::int64_t> first_row{0};
+  for (const auto& sl : slices) first_row.push_back(first_row.back() + sl[0].dim(0));
+  return strategy->run([&](distribute::ReplicaContext& rc) {
+    const auto r = static_cast<std::size_t>(rc.replica_id_in_sync_group());
+    return fn(slices[r], first_row[r], &rc);
+  });
+}
+
+distribute::PerReplica<Tensor> field(const distribute::PerReplica<ReplicaNumbers>& parts,
+                                     const std::function<const Tensor&(const ReplicaNumbers&)>& get) {
+  std::vector<Tensor> out;
+  for (const auto& p : parts.values()) out.push_back(get(p));
+  return distribute::PerReplica<Tensor>(std::move(out));
+}
 }  // namespace
+
+void Model::merge_replica_numbers(const distribute::PerReplica<ReplicaNumbers>& parts, std::int64_t examples,
+                                  double* mean_loss) {
+  const auto summed = [&](const std::function<const Tensor&(const ReplicaNumbers&)>& get) {
+    const auto values = field(parts, get);
+    return strategy_ ? strategy_->reduce(ReduceOp::kSum, values) : values[0];
+  };
+  const double loss_sum = examples ? static_cast<double>(summed([](const ReplicaNumbers& p) -> const Tensor& {
+                                                           return p.loss_sum;
+                                                         }).item())
+                                   : 0.0;
+  for (std::size_t m = 0; m < metrics_.size(); ++m)
+    metrics_[m]->merge_state(summed([m](const ReplicaNumbers& p) -> const Tensor& { return p.metric_states[m]; }));
+  const double batch_loss = examples ? loss_sum / static_cast<double>(examples) : 0.0;
+  if (examples) loss_tracker_.update(batch_loss, static_cast<double>(examples));
+  if (mean_loss) *mean_loss = batch_loss;
+}
 
 Model::Model(std::string name)
     : seed_(random_seed()), name_(std::move(name)), strategy_(distribute::Strategy::current()) {}
@@ -149,20 +200,14 @@ Logs Model::collect_logs(const char* prefix) const {
   return logs;
 }
 
-struct Model::ReplicaStep {
-  double loss_sum = 0;
-  std::int64_t examples = 0;
-  std::vector<std::vector<double>> metric_states;
-};
-
-Model::ReplicaStep Model::replica_train_step(const Tensor& x, const Tensor& y, std::int64_t first_example,
-                                             std::int64_t global_n, std::int64_t step, distribute::ReplicaContext* rc) {
-  const std::int64_t n = x.dim(0);
+detail::ReplicaNumbers Model::replica_train_step(const Tensor& x, const Tensor& y, std::int64_t first_example,
+                                        std::int64_t global_n, std::int64_t step, ReplicaInterface* replica) {
   const auto vars = trainable_variables();  // each replica resolves them to its own copies
   const layers::CallContext ctx{.training = true,
                                 .seed = seed_,
                                 .step = static_cast<std::uint64_t>(step),
-                                .first_example = first_example};
+                                .first_example = first_example,
+                                .replica = replica};
   Output out;
   Tensor loss_sum;
   std::vector<Tensor> grads;
@@ -174,20 +219,14 @@ Model::ReplicaStep Model::replica_train_step(const Tensor& x, const Tensor& y, s
     // over the global batch whatever the split: N replicas compute what one device would.
     grads = tape.gradient(scale(loss_sum, global_n ? 1.0f / static_cast<float>(global_n) : 0.0f), vars);
   }
-  if (rc) rc->all_reduce_gradients(grads, vars);  // one fused collective
+  if (replica) static_cast<distribute::ReplicaContext*>(replica)->all_reduce_gradients(grads, vars);
   std::vector<std::pair<Tensor, Variable>> gv;
   gv.reserve(vars.size());
   for (std::size_t i = 0; i < vars.size(); ++i) gv.emplace_back(grads[i], vars[i]);
   optimizer_->apply_gradients_at(gv, step);
 
-  ReplicaStep r;
-  r.loss_sum = n ? static_cast<double>(loss_sum.item()) : 0.0;
-  r.examples = n;
-  for (const auto& m : metrics_) {
-    auto local = m->clone_empty();
-    local->update_state(y, out.output);
-    r.metric_states.push_back(local->state());
-  }
+  ReplicaNumbers r{.loss_sum = loss_sum};
+  for (const auto& m : metrics_) r.metric_states.push_back(m->batch_state(y, out.output));
   return r;
 }
 
@@ -211,18 +250,9 @@ double Model::train_step(const Tensor& x_in, const Tensor& y) {
   LOCKSTEP_CHECK(y.rank() >= 1 && y.dim(0) == n, "train_step: x ", x.shape().str(), " and y ", y.shape().str(),
                  " have different batch sizes");
   const std::int64_t step = optimizer_->iterations();
-  std::vector<ReplicaStep> parts;
-  if (!strategy_) {
-    parts.push_back(replica_train_step(x, y, 0, n, step, nullptr));
-  } else {
-    const auto slices = data::split_batch_for_replicas({x, y}, strategy_->num_replicas_in_sync());
-    std::vector<std::int64_t> first_row{0};  // each slice's first row in the global batch
-    for (const auto& s : slices) first_row.push_back(first_row.back() + s[0].dim(0));
-    parts = strategy_->run([&](distribute::ReplicaContext& rc) {
-                      const auto r = static_cast<std::size_t>(rc.replica_id_in_sync_group());
-                      return replica_train_step(slices[r][0], slices[r][1], first_row[r], n, step, &rc);
-                    }).values();
-  }
+  const auto parts = run_on_slices(strategy_, {x, y}, [&](const data::Element& s, std::int64_t first, ReplicaInterface* rc) {
+    return replica_train_step(s[0], s[1], first, n, step, rc);
+  });
   optimizer_->finish_step();
   // Debug check (LOCKSTEP_CHECK_MIRRORED=1): every replica's copy of every variable is still
   // bit-identical after the update; throws DistributedError naming the first that drifted.
@@ -232,15 +262,8 @@ double Model::train_step(const Tensor& x_in, const Tensor& y) {
   }();
   if (check_mirrored && strategy_) strategy_->check_mirrored(variables());
   // Losses and metrics are reduced across replicas before anyone sees them.
-  double loss_sum = 0;
-  for (const auto& p : parts) loss_sum += p.loss_sum;
-  for (std::size_t m = 0; m < metrics_.size(); ++m) {
-    auto& st = metrics_[m]->state();
-    for (const auto& p : parts)
-      for (std::size_t k = 0; k < st.size(); ++k) st[k] += p.metric_states[m][k];
-  }
-  const double batch_loss = n ? loss_sum / static_cast<double>(n) : 0.0;
-  if (n) loss_tracker_.update(batch_loss, static_cast<double>(n));
+  double batch_loss = 0;
+  merge_replica_numbers(parts, n, &batch_loss);
   return batch_loss;
 }
 
@@ -417,12 +440,17 @@ Logs Model::evaluate_impl(const data::Dataset& dataset, std::int64_t steps, cons
     cbs.each([&](Callback& c) { c.on_test_batch_begin(step, logs); });
     const Tensor x = as_float((*batch)[0]);
     const Tensor& y = (*batch)[1];
+    LOCKSTEP_CHECK(y.rank() >= 1 && y.dim(0) == x.dim(0), "evaluate: x ", x.shape().str(), " and y ", y.shape().str(),
+                   " have different batch sizes");
     if (!built()) build(Shape(x.shape()));
-    const Output out = forward(x, layers::CallContext{});
-    const Tensor per_ex = loss_->per_example(y, out.output, out.logits);
-    const std::int64_t n = x.dim(0);
-    if (n > 0) loss_tracker_.update(static_cast<double>(sum(per_ex).item()) / static_cast<double>(n), static_cast<double>(n));
-    for (auto& m : metrics_) m->update_state(y, out.output);
+    ensure_mirrored();
+    const auto parts = run_on_slices(strategy_, {x, y}, [&](const data::Element& s, std::int64_t, ReplicaInterface* rc) {
+      const Output out = forward(s[0], layers::CallContext{.replica = rc});
+      ReplicaNumbers r{.loss_sum = sum(loss_->per_example(s[1], out.output, out.logits))};
+      for (const auto& m : metrics_) r.metric_states.push_back(m->batch_state(s[1], out.output));
+      return r;
+    });
+    merge_replica_numbers(parts, x.dim(0), nullptr);
     logs = collect_logs("");
     cbs.each([&](Callback& c) { c.on_test_batch_end(step, logs); });
     if (bar) {
@@ -462,7 +490,11 @@ Tensor Model::predict(const data::Dataset& dataset, const PredictOptions& o) {
     cbs.each([&](Callback& c) { c.on_predict_batch_begin(step, logs); });
     const Tensor x = as_float((*batch)[0]);
     if (!built()) build(Shape(x.shape()));
-    outs.push_back(forward(x, layers::CallContext{}).output);
+    ensure_mirrored();
+    const auto parts = run_on_slices(strategy_, {x}, [&](const data::Element& s, std::int64_t, ReplicaInterface* rc) {
+      return forward(s[0], layers::CallContext{.replica = rc}).output;
+    });
+    outs.push_back(strategy_ ? strategy_->gather(parts) : parts[0]);
     rows += outs.back().dim(0);
     cbs.each([&](Callback& c) { c.on_predict_batch_end(step, logs); });
   }

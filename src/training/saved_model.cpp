@@ -176,7 +176,7 @@ void save_model(Model& model, const std::string& dir, const SaveModelOptions& op
   io::NamedTensors tensors;
   for (const auto& v : model.variables()) {
     LOCKSTEP_CHECK(!v.name().empty(), "save_model: a variable has no name; saved weights are matched by name");
-    tensors.emplace_back(v.name(), v.value());
+    tensors.emplace_back(v.name(), v.read_value());
   }
   auto* opt = model.optimizer().get();
   const bool with_optimizer = opt != nullptr && options.include_optimizer;

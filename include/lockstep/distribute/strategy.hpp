@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "lockstep/autograd/replica_interface.hpp"
 #include "lockstep/autograd/variable.hpp"
 #include "lockstep/core/device.hpp"
 #include "lockstep/data/dataset.hpp"
@@ -30,16 +31,17 @@ namespace lockstep::distribute {
 
 class Strategy;
 
-/// What a replica function sees (tf.distribute.ReplicaContext).
-class ReplicaContext {
+/// What a replica function sees (tf.distribute.ReplicaContext). Layers see it through
+/// ReplicaInterface (layers::CallContext::replica).
+class ReplicaContext final : public ReplicaInterface {
  public:
   ReplicaContext(Strategy& strategy, int replica_id) : strategy_(strategy), replica_id_(replica_id) {}
-  int replica_id_in_sync_group() const { return replica_id_; }
-  int num_replicas_in_sync() const;
+  int replica_id_in_sync_group() const override { return replica_id_; }
+  int num_replicas_in_sync() const override;
   const Device& device() const;
   /// All-reduce across the replicas of this strategy; every replica must call it in the same
   /// order with the same shape. Returns a new tensor on this replica's device.
-  Tensor all_reduce(ReduceOp op, const Tensor& value);
+  Tensor all_reduce(ReduceOp op, const Tensor& value) override;
   /// In-place all-reduce of a float buffer (what gradient bucketing uses).
   void all_reduce_inplace(ReduceOp op, float* data, std::int64_t count);
   /// Sums the gradients of `vars` over the replicas in one fused collective, replacing

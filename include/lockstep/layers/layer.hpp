@@ -1,13 +1,16 @@
 #pragma once
 // Keras-style layers. A layer creates its variables on build(input_shape) (the batch
 // dimension is -1 in shapes), then call() maps a batch to a batch. call() never mutates the
-// layer, so replicas may call one layer from several threads at once.
+// layer object, so replicas may call one layer from several threads at once; a layer's state
+// (moving statistics, counters) lives in non-trainable kOnRead variables, which each replica
+// updates in its own copy during call() (Variable::assign inside a replica).
 #include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "lockstep/autograd/replica_interface.hpp"
 #include "lockstep/autograd/variable.hpp"
 #include "lockstep/layers/initializers.hpp"
 #include "lockstep/tensor/ops.hpp"
@@ -20,6 +23,8 @@ struct CallContext {
   std::uint64_t seed = 0;          // the model's seed (dropout and other randomness)
   std::uint64_t step = 0;          // the optimizer step (dropout masks change per step)
   std::int64_t first_example = 0;  // global index of row 0 of this batch within the global batch
+  /// The replica running this call under a strategy (all-reduce across replicas), else null.
+  ReplicaInterface* replica = nullptr;
 };
 
 class Layer {
@@ -54,6 +59,10 @@ class Layer {
   virtual void build_impl(const Shape& input_shape, std::uint64_t seed);
   Variable add_weight(const std::string& name, const Shape& shape, const Initializer& init, std::uint64_t seed,
                       bool trainable = true);
+  /// A weight with explicit synchronization and aggregation (Keras' add_weight arguments), e.g.
+  /// a moving mean: {.trainable = false, .synchronization = kOnRead, .aggregation = kMean}.
+  /// options.name is the weight's name within the layer.
+  Variable add_weight(const Shape& shape, const Initializer& init, std::uint64_t seed, VariableOptions options);
   std::optional<Shape> declared_input_shape_;
 
  private:

@@ -1,6 +1,8 @@
 #pragma once
-// Keras metrics, stateful. A metric's state is a few float64 numbers (e.g. total and count),
-// exposed so that a strategy can sum the states of all replicas before reading result().
+// Keras metrics, stateful. A metric's state is a few float64 numbers (e.g. total and count).
+// batch_state() computes one batch's contribution on the batch's device, as a float32 tensor;
+// under a strategy each replica computes its own, Strategy::reduce sums them, and
+// merge_state() adds the sum to the running state — one host read per step, not per replica.
 #include <memory>
 #include <string>
 #include <vector>
@@ -14,7 +16,13 @@ class Metric {
   explicit Metric(std::string name) : name_(std::move(name)) {}
   virtual ~Metric() = default;
   const std::string& name() const { return name_; }
-  virtual void update_state(const Tensor& y_true, const Tensor& y_pred) = 0;
+  /// One batch's contribution to state(), as a float32 tensor of state().size() values (zeros
+  /// for an empty batch). Const: replicas may call it concurrently.
+  virtual Tensor batch_state(const Tensor& y_true, const Tensor& y_pred) const = 0;
+  /// Adds a (possibly cross-replica summed) batch_state() to the running state.
+  void merge_state(const Tensor& batch_state);
+  /// merge_state(batch_state(y_true, y_pred))
+  void update_state(const Tensor& y_true, const Tensor& y_pred) { merge_state(batch_state(y_true, y_pred)); }
   double result() const { return state_[1] > 0 ? state_[0] / state_[1] : 0.0; }
   void reset_state() { state_ = {0.0, 0.0}; }
   /// [total, count]; result() = total / count.
@@ -34,7 +42,8 @@ using MetricPtr = std::shared_ptr<Metric>;
 class Mean final : public Metric {
  public:
   explicit Mean(std::string name = "mean") : Metric(std::move(name)) {}
-  void update_state(const Tensor& values, const Tensor&) override;
+  /// [sum of values, count]; the second argument is unused (Keras' Mean takes values only).
+  Tensor batch_state(const Tensor& values, const Tensor&) const override;
   void update(double value, double weight = 1.0) {
     state_[0] += value * weight;
     state_[1] += weight;
@@ -47,7 +56,7 @@ class SparseCategoricalAccuracy final : public Metric {
  public:
   explicit SparseCategoricalAccuracy(std::string name = "sparse_categorical_accuracy")
       : Metric(std::move(name)) {}
-  void update_state(const Tensor& y_true, const Tensor& y_pred) override;
+  Tensor batch_state(const Tensor& y_true, const Tensor& y_pred) const override;
   std::shared_ptr<Metric> clone_empty() const override {
     return std::make_shared<SparseCategoricalAccuracy>(name());
   }
@@ -57,7 +66,7 @@ class SparseCategoricalAccuracy final : public Metric {
 class Accuracy final : public Metric {
  public:
   explicit Accuracy(std::string name = "accuracy") : Metric(std::move(name)) {}
-  void update_state(const Tensor& y_true, const Tensor& y_pred) override;
+  Tensor batch_state(const Tensor& y_true, const Tensor& y_pred) const override;
   std::shared_ptr<Metric> clone_empty() const override { return std::make_shared<Accuracy>(name()); }
 };
 

@@ -1,11 +1,3 @@
 #pragma once
-
-namespace lockstep {
-
-/// How values from several tensors (or replicas) combine.
-enum class ReduceOp { kSum, kMean, kMax, kMin };
-
-/// "sum", "mean", "max", "min"
-const char* reduce_op_name(ReduceOp op);
-
-}  // namespace lockstep
+// ReduceOp lives in core (backends combine with it too); the tensor layer's ops take it.
+#include "lockstep/core/reduce_op.hpp"

@@ -18,6 +18,10 @@
 
 namespace lockstep {
 
+namespace detail {
+struct ReplicaNumbers;  // model.cpp: one replica's loss sum and metric states
+}
+
 struct FitOptions {
   int epochs = 1;
   /// Steps per epoch; -1: until the dataset is exhausted (a new pass each epoch). When set, one
@@ -130,9 +134,11 @@ class Model {
                      int verbose);
   Logs collect_logs(const char* prefix) const;
   void reset_metrics();
-  struct ReplicaStep;
-  ReplicaStep replica_train_step(const Tensor& x, const Tensor& y, std::int64_t first_example, std::int64_t global_n,
-                                 std::int64_t step, distribute::ReplicaContext* rc);
+  detail::ReplicaNumbers replica_train_step(const Tensor& x, const Tensor& y, std::int64_t first_example,
+                                    std::int64_t global_n, std::int64_t step, ReplicaInterface* replica);
+  /// Sums per-replica numbers through the strategy and adds them to the loss and metric trackers.
+  void merge_replica_numbers(const distribute::PerReplica<detail::ReplicaNumbers>& parts, std::int64_t examples,
+                             double* mean_loss);
   void ensure_mirrored();
 
   std::string name_;
