@@ -4,12 +4,7 @@
 
 namespace lockstep::backend {
 
-#ifndef LOCKSTEP_WITH_CUDA
-int cuda_device_count() { return 0; }
-std::string cuda_device_name(int) { return {}; }
-#else
-std::string cuda_device_name(int index);
-#endif
+std::string cuda_device_name(int index);  // registry.cpp: the CUDA backend's, when built
 
 std::vector<DeviceInfo> list_local_devices() {
   std::vector<DeviceInfo> out;

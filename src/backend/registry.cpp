@@ -1,5 +1,8 @@
 // The one place that knows which backends exist. An optional backend adds its #ifdef here.
+#include <string>
+
 #include "backend/cpu/cpu_kernels.hpp"
+#include "backend/devices.hpp"
 #include "lockstep/core/error.hpp"
 
 namespace lockstep::backend {
@@ -8,6 +11,17 @@ namespace {
 const KernelTable kNoKernels{};
 const DeviceOps kNoDeviceOps{};
 }  // namespace
+
+// ---- CUDA: discovery (src/backend/cuda) when built; no kernels yet ----
+#ifdef LOCKSTEP_WITH_CUDA
+std::string cuda_device_name_impl(int index);
+int cuda_device_count_impl();
+int cuda_device_count() { return cuda_device_count_impl(); }
+std::string cuda_device_name(int index) { return cuda_device_name_impl(index); }
+#else
+int cuda_device_count() { return 0; }
+std::string cuda_device_name(int) { return {}; }
+#endif
 
 const char* kernel_op_name(KernelOp op) {
   static const char* names[] = {"fill", "cast", "compare", "gather_rows", "scatter_add_rows", "combine", "argmax",

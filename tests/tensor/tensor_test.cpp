@@ -1,5 +1,7 @@
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "backend/context.hpp"
 #include "lockstep/tensor/tensor.hpp"
 
@@ -50,4 +52,74 @@ TEST(Allocator, ReusesFreedBlocks) {
     Tensor b = Tensor::empty({900});  // same size class as a: served by a second cached block at most once
   }
   EXPECT_LE(ctx.allocator().stats().system_allocations, before + 1);
+}
+
+// ---- the device boundary as a user meets it ----
+#include "common/error_message.hpp"
+#include "lockstep/tensor/ops.hpp"
+
+using lockstep::test::message_of;
+
+namespace {
+bool mentions(const std::string& s, std::initializer_list<const char*> words) {
+  for (const char* w : words)
+    if (s.find(w) == std::string::npos) return false;
+  return true;
+}
+}  // namespace
+
+TEST(DeviceBoundary, SixteenBitFloatsAreStoredAndConvertedBack) {
+  Tensor f = Tensor::from_vector<float>({1.0f, -2.5f, 1.0f / 3.0f, 70000.0f}, {4});
+  Tensor h = f.to(DType::kF16);
+  EXPECT_EQ(h.dtype(), DType::kF16);
+  EXPECT_EQ(h.nbytes(), 8u);
+  const auto back = h.to(DType::kF32).to_vector<float>();
+  EXPECT_EQ(back[0], 1.0f);
+  EXPECT_EQ(back[1], -2.5f);
+  EXPECT_EQ(back[2], 0.333251953125f);          // nearest float16 to 1/3
+  EXPECT_TRUE(std::isinf(back[3]));              // beyond float16's 65504
+  const auto b = f.to(DType::kBF16).to(DType::kF32).to_vector<float>();
+  EXPECT_EQ(b[2], 0.333984375f);                 // nearest bfloat16 to 1/3
+  EXPECT_EQ(b[3], 70144.0f);                     // bfloat16 keeps float32's range
+  EXPECT_EQ(Tensor::full({2}, 3.0, DType::kBF16).to(DType::kF32).to_vector<float>(), (std::vector<float>{3, 3}));
+}
+
+TEST(DeviceBoundary, FillCopyAndCompareGoThroughTheBackend) {
+  Tensor t = Tensor::zeros({5}, DType::kI32);
+  t.fill_(7);
+  EXPECT_EQ(t.to_vector<std::int32_t>(), (std::vector<std::int32_t>(5, 7)));
+  Tensor u = Tensor::empty({5}, DType::kI32);
+  u.copy_from(t);
+  EXPECT_TRUE(u.bitwise_equal(t));
+  std::int32_t one = 1;
+  u.copy_from_host(&one, sizeof one, 2 * sizeof one);
+  EXPECT_FALSE(u.bitwise_equal(t));
+  EXPECT_EQ(u.to_vector<std::int32_t>()[2], 1);
+  EXPECT_TRUE(mentions(message_of([&] { u.copy_from_host(&one, sizeof one, 5 * sizeof one); }), {"outside"}));
+}
+
+TEST(DeviceBoundary, ToDeviceCopiesAndNamesAMissingBackend) {
+  Tensor t = Tensor::from_vector<float>({1, 2}, {2});
+  EXPECT_TRUE(t.to(Device{}).is_same(t));  // already there
+  Tensor moved = t.to(Device{DeviceKind::kCpu, 1});
+  EXPECT_EQ(moved.device(), (Device{DeviceKind::kCpu, 1}));
+  EXPECT_EQ(moved.to_vector<float>(), t.to_vector<float>());
+  const std::string err = message_of([&] { t.to(Device{DeviceKind::kCuda, 0}); });
+  EXPECT_TRUE(mentions(err, {"gpu:0", "CUDA"})) << err;
+}
+
+TEST(DeviceBoundary, AMissingKernelNamesOpDtypeAndDevice) {
+  // Losses stay float32 (mixed precision computes them there): a bfloat16 logit is refused clearly.
+  const Tensor logits = Tensor::zeros({2, 3}, DType::kBF16);
+  const Tensor labels = Tensor::from_vector<std::int64_t>({0, 1}, {2});
+  const std::string err = message_of([&] { sparse_softmax_cross_entropy_with_logits(labels, logits); });
+  EXPECT_TRUE(mentions(err, {"sparse_softmax_cross_entropy_with_logits", "bfloat16", "cpu:0"})) << err;
+  EXPECT_TRUE(mentions(message_of([&] { add(Tensor::zeros({2}), Tensor::zeros({2}, DType::kF16)); }),
+                       {"add", "float32", "float16"}));
+  EXPECT_TRUE(mentions(message_of([&] { (void)Tensor::zeros({2}, DType::kF16).data<float>(); }),
+                       {"float16", "float32"}));
+  // Compute on 16-bit floats works (in float32 inside) and keeps the dtype.
+  const Tensor h = add(Tensor::ones({3}, DType::kF16), Tensor::ones({3}, DType::kF16));
+  EXPECT_EQ(h.dtype(), DType::kF16);
+  EXPECT_EQ(h.to(DType::kF32).to_vector<float>(), (std::vector<float>{2, 2, 2}));
 }

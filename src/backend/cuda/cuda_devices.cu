@@ -6,7 +6,7 @@
 
 namespace lockstep::backend {
 
-int cuda_device_count() {
+int cuda_device_count_impl() {
   int n = 0;
   if (cudaGetDeviceCount(&n) != cudaSuccess) {
     (void)cudaGetLastError();  // clear the sticky error
@@ -15,7 +15,7 @@ int cuda_device_count() {
   return n;
 }
 
-std::string cuda_device_name(int index) {
+std::string cuda_device_name_impl(int index) {
   cudaDeviceProp prop{};
   if (cudaGetDeviceProperties(&prop, index) != cudaSuccess) return "CUDA device";
   return std::string(prop.name) + ", " + std::to_string(prop.totalGlobalMem >> 20) + " MiB, sm_" +
