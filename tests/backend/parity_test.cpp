@@ -275,8 +275,10 @@ const std::vector<Backend>& backends() {
 }
 
 ComputeContext& context_of(DeviceKind kind) {
-  static std::map<DeviceKind, std::shared_ptr<ComputeContext>> contexts;
-  auto& c = contexts[kind];
+  // Leaked, as lockstep's default context is: joining their pools during static destruction
+  // would run the workers' thread-local destructors after statics made later (oneDNN's) are gone.
+  static auto* contexts = new std::map<DeviceKind, std::shared_ptr<ComputeContext>>;
+  auto& c = (*contexts)[kind];
   if (!c) c = make_compute_context(Device{kind, 0}, kind == DeviceKind::kCpu ? 3 : 1);
   return *c;
 }
