@@ -25,6 +25,24 @@ Tensor away_from_zero(const Shape& s, std::uint64_t seed) {
   return t;
 }
 
+// a + s per element, s = +-[0.2, 0.5) at random: the two sides of maximum / minimum differ
+// everywhere (no kink inside the finite difference) and each side wins somewhere.
+Tensor offset_from(const Tensor& a, std::uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<float> u(0.2f, 0.5f);
+  std::vector<float> v = a.to_vector<float>();
+  for (auto& x : v) x += (rng() & 1) ? u(rng) : -u(rng);
+  return Tensor::from_vector(v, a.shape());
+}
+// Multiples of `step` in [lo, hi): exact in the 16-bit dtypes the cast checks go through.
+Tensor grid(const Shape& s, std::uint64_t seed, double lo, double hi, double step) {
+  std::mt19937_64 rng(seed);
+  std::uniform_int_distribution<int> k(static_cast<int>(lo / step), static_cast<int>(hi / step) - 1);
+  std::vector<float> v(static_cast<std::size_t>(s.numel()));
+  for (auto& x : v) x = static_cast<float>(k(rng) * step);
+  return Tensor::from_vector(v, s);
+}
+
 struct OpCase {
   const char* name;
   std::function<Tensor(const std::vector<Tensor>&)> f;
@@ -39,6 +57,7 @@ std::vector<OpCase> cases() {
       {"mul", [](auto& v) { return mul(v[0], v[1]); }, {randn({2, 3}, 5), randn({2, 3}, 6)}},
       {"div", [](auto& v) { return div(v[0], v[1]); }, {randn({2, 3}, 7), randn({2, 3}, 8, 0.5f, 2.0f)}},
       {"maximum", [](auto& v) { return maximum(v[0], v[1]); }, {randn({3, 3}, 9), add_scalar(randn({3, 3}, 9), 0.3f)}},
+      {"minimum", [](auto& v) { return minimum(v[0], v[1]); }, {randn({3, 4}, 52), offset_from(randn({3, 4}, 52), 53)}},
       {"scale", [](auto& v) { return scale(v[0], -2.5f); }, {randn({5}, 10)}},
       {"add_scalar", [](auto& v) { return add_scalar(v[0], 3.0f); }, {randn({5}, 11)}},
       {"pow_scalar", [](auto& v) { return pow_scalar(v[0], 3.0f); }, {randn({5}, 12, 0.5f, 2.0f)}},
@@ -83,6 +102,26 @@ TEST_P(OpGradcheck, MatchesFiniteDifferences) {
 }
 INSTANTIATE_TEST_SUITE_P(EveryOp, OpGradcheck, ::testing::Range<std::size_t>(0, cases().size()),
                          [](const auto& info) { return std::string(cases()[info.param].name); });
+
+TEST(Gradcheck, CastBetweenFloatingDtypes) {
+  // The gradient of a cast is the gradient cast back. On grid inputs, with a step eps that is
+  // also on the grid, x +- eps and 3 (x +- eps) are exact in float16 and bfloat16, so the
+  // finite difference is exact and only the 16-bit rounding of the gradient itself remains.
+  struct Case {
+    const char* name;
+    DType via;
+    DType then;
+    double step;
+  };
+  for (const Case& c : {Case{"float16", DType::kF16, DType::kF16, 1.0 / 256}, Case{"bfloat16", DType::kBF16, DType::kBF16, 1.0 / 64},
+                        Case{"float16 -> bfloat16", DType::kF16, DType::kBF16, 1.0 / 64}}) {
+    const auto f = [c](const std::vector<Tensor>& v) {
+      return cast(cast(scale(cast(v[0], c.via), 3.0f), c.then), DType::kF32);
+    };
+    const GradcheckResult r = gradcheck(f, {grid({4, 5}, 54, 0.5, 1.0, c.step)}, {.eps = 4 * c.step});
+    EXPECT_TRUE(r.ok) << c.name << ": " << r.message << " (max abs error " << r.max_abs_error << ")";
+  }
+}
 
 TEST(Gradcheck, DetectsAWrongGradient) {
   // stop_gradient hides the dependency, so the analytic gradient is zero and must be caught.

@@ -105,6 +105,9 @@ template <typename A, typename O, typename Fn>
 void broadcast_apply(ComputeContext& ctx, const BroadcastDesc& d, const A* a, const A* b, O* out, Fn fn) {
   std::int64_t n = 1;
   for (int i = 0; i < d.rank; ++i) n *= d.dims[i];
+  // Nothing to do for an empty output; the odometer below would divide by its zero dimension
+  // (found by the parity harness: (0, 3) + (3,) raised SIGFPE in a debug build).
+  if (n == 0) return;
   bool a_contig = true, b_contig = true, b_scalar = true, a_scalar = true;
   std::int64_t expect = 1;
   for (int i = d.rank - 1; i >= 0; --i) {

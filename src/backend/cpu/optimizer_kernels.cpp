@@ -20,8 +20,14 @@ template <typename F>
 void scale_clip(ComputeContext& ctx, const void* xv, void* yv, std::int64_t n, float scale, float clip) {
   const F* x = static_cast<const F*>(xv);
   F* y = static_cast<F*>(yv);
+  // Comparisons, not fmin/fmax: those return the non-NaN operand, so a NaN gradient came out as
+  // -clip (or -inf under clipnorm alone) and the step went ahead finite (found by the parity
+  // harness). A NaN stays NaN, as in tf.clip_by_value.
   parallel(ctx, n, [=](std::int64_t b, std::int64_t e) {
-    for (auto i = b; i < e; ++i) y[i] = Elem<F>::store(std::fmin(std::fmax(Elem<F>::load(x[i]) * scale, -clip), clip));
+    for (auto i = b; i < e; ++i) {
+      const float v = Elem<F>::load(x[i]) * scale;
+      y[i] = Elem<F>::store(v < -clip ? -clip : v > clip ? clip : v);
+    }
   });
 }
 

@@ -166,13 +166,20 @@ void argmax(ComputeContext&, const void* xv, std::int64_t* arg_out, std::int64_t
   for (std::int64_t o = 0; o < outer; ++o) {
     for (std::int64_t i = 0; i < inner; ++i) {
       const T* p = x + o * axis * inner + i;
-      float best = as_float(p[0]);
       std::int64_t arg = 0;
-      for (std::int64_t a = 1; a < axis && !std::isnan(best); ++a) {
-        const float v = as_float(p[a * inner]);
-        if (v > best || std::isnan(v)) {  // NaN wins, as in numpy
-          best = v;
-          arg = a;
+      if constexpr (std::is_integral_v<T>) {
+        // Integers compare as themselves: through float32, int32/int64 values past 2^24 that
+        // differ compared equal and the first one won (found by the parity harness).
+        for (std::int64_t a = 1; a < axis; ++a)
+          if (p[a * inner] > p[arg * inner]) arg = a;
+      } else {
+        float best = as_float(p[0]);
+        for (std::int64_t a = 1; a < axis && !std::isnan(best); ++a) {
+          const float v = as_float(p[a * inner]);
+          if (v > best || std::isnan(v)) {  // NaN wins, as in numpy
+            best = v;
+            arg = a;
+          }
         }
       }
       arg_out[o * inner + i] = arg;

@@ -1,0 +1,102 @@
+// Determinism rows. Every parity row already checks that a second run on the same context
+// gives the same bits. Here: GEMM split over a pool. gemm.cpp promises a fixed summation order
+// for a given pool size (so bit-identical results on any context of that size); across pool
+// sizes the blocks oneDNN sees differ and nothing is promised, so there only the float32
+// tolerance is asserted (and whether the bits happen to agree is printed).
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <random>
+
+#include "backend/parity.hpp"
+
+namespace lockstep::parity {
+
+namespace {
+Tensor random_matrix(std::int64_t rows, std::int64_t cols, std::uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<float> u(-1, 1);
+  std::vector<float> v(static_cast<std::size_t>(rows * cols));
+  for (float& x : v) x = u(rng);
+  return Tensor::from_vector(v, {rows, cols});
+}
+
+struct GemmCase {
+  const char* name;
+  std::int64_t m, k, n;
+  bool ta, tb;
+};
+// 6.3 MFLOP with m >= n: C's rows are split over the pool; 3.6 MFLOP with m < n and m < 8 *
+// threads: its columns are.
+const GemmCase kCases[] = {{"rows_nn", 256, 128, 96, false, false}, {"rows_tt", 256, 128, 96, true, true},
+                           {"cols_nn", 12, 300, 500, false, false}, {"cols_tn", 12, 300, 500, true, false}};
+
+Tensor run_gemm(ComputeContext& ctx, const GemmCase& c, const Tensor& a, const Tensor& b, const Tensor& bias) {
+  ComputeScope scope(ctx);
+  if (bias.defined()) return dense(a, b, bias, FusedActivation::kRelu);
+  return matmul(a, b, c.ta, c.tb);
+}
+}  // namespace
+
+TEST(ParityDeterminism, GemmIsBitIdenticalForAGivenPoolSizeAndCloseAcrossSizes) {
+  const auto one = make_compute_context(Device{}, 1);
+  const auto two = make_compute_context(Device{}, 2);
+  const auto other_two = make_compute_context(Device{}, 2);
+  for (const GemmCase& c : kCases) {
+    for (bool fused : {false, true}) {
+      if (fused && (c.ta || c.tb)) continue;
+      SCOPED_TRACE(std::string(c.name) + (fused ? " dense+bias+relu" : " matmul"));
+      const Tensor a = c.ta ? random_matrix(c.k, c.m, 1) : random_matrix(c.m, c.k, 1);
+      const Tensor b = c.tb ? random_matrix(c.n, c.k, 2) : random_matrix(c.k, c.n, 2);
+      const Tensor bias = fused ? random_matrix(1, c.n, 3).reshape({c.n}) : Tensor();
+      const Tensor r2 = run_gemm(*two, c, a, b, bias);
+      EXPECT_TRUE(run_gemm(*two, c, a, b, bias).bitwise_equal(r2)) << "same context, second run";
+      EXPECT_TRUE(run_gemm(*other_two, c, a, b, bias).bitwise_equal(r2)) << "another context of the same size";
+      const Tensor r1 = run_gemm(*one, c, a, b, bias);
+      EXPECT_TRUE(run_gemm(*one, c, a, b, bias).bitwise_equal(r1)) << "one thread, second run";
+      // Across pool sizes: float32's tolerance for a k-term dot product of values in [-1, 1].
+      const std::vector<float> x1 = r1.to_vector<float>(), x2 = r2.to_vector<float>();
+      ASSERT_EQ(x1.size(), x2.size());
+      double worst = 0;
+      for (std::size_t i = 0; i < x1.size(); ++i)
+        worst = std::max(worst, std::fabs(static_cast<double>(x1[i]) - x2[i]));
+      EXPECT_LE(worst, kAccumulationRel * static_cast<double>(c.k) + tolerance(DType::kF32).abs);
+      std::printf("[ gemm %s%s ] 1 vs 2 threads: %s (max |diff| %g)\n", c.name, fused ? " dense" : "",
+                  r1.bitwise_equal(r2) ? "bit-identical" : "differ in the last bits", worst);
+    }
+  }
+}
+
+TEST(ParityDeterminism, RowsAgreeOnOneThreadAndOnThePool) {
+  // The harness runs rows on a 3-thread pool; the serial paths (one thread, the same inputs)
+  // must give results within the same tolerance of it. Bits are not compared (GEMM differs).
+  const auto one = make_compute_context(Device{}, 1);
+  int compared = 0;
+  for (const Row& row : all_rows()) {
+    if (row.check || !supported(row, DeviceKind::kCpu, DType::kF32) ||
+        std::find(row.accepts.begin(), row.accepts.end(), DType::kF32) == row.accepts.end())
+      continue;
+    SCOPED_TRACE(row.name());
+    std::vector<Tensor> in;
+    std::vector<Tensor> pooled;
+    {
+      ComputeScope scope(context_of(DeviceKind::kCpu));
+      in = make_inputs(row, DType::kF32);
+      pooled = row.run(in, DType::kF32);
+    }
+    ComputeScope scope(*one);
+    const std::vector<Tensor> serial = row.run(in, DType::kF32);
+    std::vector<Host> hin;
+    for (const Tensor& t : in) hin.push_back(to_host(t));
+    const std::vector<Expected> want = row.ref(hin, DType::kF32);
+    for (std::size_t i = 0; i < serial.size(); ++i) {
+      Expected e = want[i];
+      e.v = to_host(pooled[i]).v;
+      compare(e, to_host(serial[i]), row.match, "serial output " + std::to_string(i) + " against the pool's");
+    }
+    ++compared;
+  }
+  EXPECT_GT(compared, 100);
+}
+
+}  // namespace lockstep::parity

@@ -1,0 +1,197 @@
+// Parity rows: broadcasting binary ops, unary ops and their gradients (unary_grad).
+#include <cmath>
+
+#include "backend/parity.hpp"
+
+namespace lockstep::parity {
+
+namespace {
+using backend::KernelOp;
+
+// Shapes: equal; broadcast on both sides; a row vector over an odd 263 x 257 (past the
+// 2 * 32768 grain, so the odometer starts mid-tensor in each chunk); empty with broadcasting.
+struct BinaryCase {
+  const char* variant;
+  Shape a, b;
+};
+const BinaryCase kBinaryCases[] = {
+    {"same", {7, 5}, {7, 5}},
+    {"bcast", {4, 1, 3}, {5, 1}},
+    {"row_grain", {263, 257}, {257}},
+    {"empty", {0, 3}, {3}},
+};
+// Only for add: each of the kernel's fast paths, past the grain.
+const BinaryCase kAddCases[] = {
+    {"contig_grain", {65539}, {65539}},
+    {"scalar_b_grain", {67, 1001}, {}},
+    {"scalar_a", {}, {9}},
+    {"scalars", {}, {}},
+    {"empty_both", {0}, {0}},
+};
+
+using Binary = Tensor (*)(const Tensor&, const Tensor&);
+using Ref2 = double (*)(double, double);
+
+Row binary_row(const char* key, Binary f, Ref2 ref, Gen gb, Match m, const BinaryCase& c) {
+  return make_row(
+      key, c.variant, key, floats(), {{KernelOp::kBinary, {}}}, {{c.a, uniform(-2, 2), {}}, {c.b, gb, {}}},
+      [f](const std::vector<Tensor>& in, DType) { return std::vector<Tensor>{f(in[0], in[1])}; },
+      [ref](const std::vector<Host>& in, DType) {
+        Expected e(broadcast(in[0].shape, in[1].shape));
+        for (std::int64_t i = 0; i < e.numel(); ++i)
+          e.set(i, ref(in[0][broadcast_index(e.shape, in[0].shape, i)], in[1][broadcast_index(e.shape, in[1].shape, i)]));
+        return std::vector<Expected>{e};
+      },
+      m);
+}
+
+struct UnaryCase {
+  const char* key;
+  std::function<Tensor(const Tensor&)> f;
+  std::function<double(double)> ref;
+  Gen gen;
+  Match match;
+  std::function<double(double)> acc;  // float32 cancellation inside, relative to this
+};
+
+std::vector<UnaryCase> unary_cases() {
+  auto none = [](double) { return 0.0; };
+  auto phi = [](double x) { return 0.5 * (1.0 + std::erf(x / std::sqrt(2.0))); };
+  return {
+      {"neg", [](const Tensor& x) { return neg(x); }, [](double x) { return -x; }, uniform(-2, 2), Match::kExact, none},
+      {"exp", [](const Tensor& x) { return exp(x); }, [](double x) { return std::exp(x); }, uniform(-4, 4),
+       Match::kRounded, none},
+      {"log", [](const Tensor& x) { return log(x); }, [](double x) { return std::log(x); }, uniform(0.05, 8),
+       Match::kRounded, none},
+      {"sqrt", [](const Tensor& x) { return sqrt(x); }, [](double x) { return std::sqrt(x); }, uniform(0, 9),
+       Match::kRounded, none},
+      {"square", [](const Tensor& x) { return square(x); }, [](double x) { return x * x; }, uniform(-3, 3),
+       Match::kRounded, none},
+      {"abs", [](const Tensor& x) { return abs(x); }, [](double x) { return std::fabs(x); }, uniform(-2, 2),
+       Match::kExact, none},
+      {"relu", [](const Tensor& x) { return relu(x); }, [](double x) { return x > 0 ? x : 0.0; }, uniform(-2, 2),
+       Match::kExact, none},
+      {"sigmoid", [](const Tensor& x) { return sigmoid(x); }, [](double x) { return 1 / (1 + std::exp(-x)); },
+       uniform(-8, 8), Match::kRounded, none},
+      {"tanh", [](const Tensor& x) { return tanh(x); }, [](double x) { return std::tanh(x); }, uniform(-4, 4),
+       Match::kRounded, none},
+      // 1 + erf(x) cancels for negative x: float32's error is relative to |x|.
+      {"gelu", [](const Tensor& x) { return gelu(x); }, [phi](double x) { return x * phi(x); }, uniform(-5, 5),
+       Match::kRounded, [](double x) { return std::fabs(x); }},
+      {"scale", [](const Tensor& x) { return scale(x, -2.5f); }, [](double x) { return x * -2.5; }, uniform(-2, 2),
+       Match::kRounded, none},
+      {"add_scalar", [](const Tensor& x) { return add_scalar(x, 0.75f); }, [](double x) { return x + 0.75; },
+       uniform(-2, 2), Match::kRounded, none},
+      {"pow_scalar", [](const Tensor& x) { return pow_scalar(x, 3.0f); }, [](double x) { return x * x * x; },
+       uniform(-2, 2), Match::kRounded, none},
+      {"pow_scalar_half", [](const Tensor& x) { return pow_scalar(x, 0.5f); }, [](double x) { return std::sqrt(x); },
+       uniform(0, 4), Match::kRounded, none},
+      {"clip", [](const Tensor& x) { return clip(x, -0.5f, 0.75f); },
+       [](double x) { return std::min(std::max(x, -0.5), 0.75); }, uniform(-1.5, 1.5), Match::kExact, none},
+  };
+}
+
+std::string fn_of(const std::string& key) { return key == "pow_scalar_half" ? "pow_scalar" : key; }
+
+Row unary_row(const UnaryCase& u, const char* variant, const Shape& shape) {
+  return make_row(
+      u.key, variant, fn_of(u.key), floats(), {{KernelOp::kUnary, {}}}, {{shape, u.gen, {}}},
+      [f = u.f](const std::vector<Tensor>& in, DType) { return std::vector<Tensor>{f(in[0])}; },
+      [ref = u.ref, acc = u.acc](const std::vector<Host>& in, DType) {
+        Expected e(in[0].shape);
+        for (std::int64_t i = 0; i < e.numel(); ++i) e.set(i, ref(in[0][i]), acc(in[0][i]));
+        return std::vector<Expected>{e};
+      },
+      u.match);
+}
+
+// dx = dy * op'(x), the kernel given x, y = op(x) (generated independently: the formula only
+// reads them) and dy. acc: float32 cancellation inside the formula.
+struct GradCase {
+  OpType op;
+  Gen x, y;
+  float p0, p1;
+  std::function<double(double x, double y, double g)> ref;
+  std::function<double(double x, double y, double g)> acc;
+};
+
+std::vector<GradCase> grad_cases() {
+  auto none = [](double, double, double) { return 0.0; };
+  auto pdf = [](double x) { return std::exp(-0.5 * x * x) / std::sqrt(2 * M_PI); };
+  auto cdf = [](double x) { return 0.5 * (1.0 + std::erf(x / std::sqrt(2.0))); };
+  const Gen any = uniform(-2, 2);
+  return {
+      {OpType::kNeg, any, any, 0, 0, [](double, double, double g) { return -g; }, none},
+      {OpType::kExp, any, uniform(0.01, 50), 0, 0, [](double, double y, double g) { return g * y; }, none},
+      {OpType::kLog, uniform(0.1, 4), any, 0, 0, [](double x, double, double g) { return g / x; }, none},
+      {OpType::kSqrt, any, uniform(0.1, 3), 0, 0, [](double, double y, double g) { return g * 0.5 / y; }, none},
+      {OpType::kSquare, any, any, 0, 0, [](double x, double, double g) { return g * 2 * x; }, none},
+      {OpType::kAbs, away_from_zero(-2, 2, 0.01), any, 0, 0,
+       [](double x, double, double g) { return x > 0 ? g : x < 0 ? -g : 0.0; }, none},
+      {OpType::kRelu, any, any, 0, 0, [](double x, double, double g) { return x > 0 ? g : 0.0; }, none},
+      {OpType::kSigmoid, any, uniform(0, 1), 0, 0, [](double, double y, double g) { return g * y * (1 - y); }, none},
+      {OpType::kTanh, any, uniform(-1, 1), 0, 0, [](double, double y, double g) { return g * (1 - y * y); },
+       [](double, double y, double g) { return std::fabs(g) * y * y; }},
+      {OpType::kGelu, uniform(-4, 4), any, 0, 0,
+       [=](double x, double, double g) { return g * (cdf(x) + x * pdf(x)); },
+       [](double x, double, double g) { return std::fabs(g) * (1 + std::fabs(x)); }},
+      {OpType::kScale, any, any, -2.5f, 0, [](double, double, double g) { return g * -2.5; }, none},
+      {OpType::kAddScalar, any, any, 0.75f, 0, [](double, double, double g) { return g; }, none},
+      {OpType::kPowScalar, any, any, 3.0f, 0, [](double x, double, double g) { return g * 3 * x * x; }, none},
+      {OpType::kClip, uniform(-1.5, 1.5), any, -0.5f, 0.75f,
+       [](double x, double, double g) { return x >= -0.5 && x <= 0.75 ? g : 0.0; }, none},
+  };
+}
+
+Row grad_row(const GradCase& c) {
+  const Shape s{263, 257};  // past the grain
+  Row r = make_row(
+      std::string("unary_grad_") + op_name(c.op), "grain", "unary_grad", floats(),
+      {{KernelOp::kUnaryBackward, {}}}, {{s, c.x, {}}, {s, c.y, {}}, {s, uniform(-1, 1), {}}},
+      [c](const std::vector<Tensor>& in, DType) {
+        return std::vector<Tensor>{unary_grad(c.op, in[0], in[1], in[2], c.p0, c.p1)};
+      },
+      [c](const std::vector<Host>& in, DType) {
+        Expected e(in[0].shape);
+        for (std::int64_t i = 0; i < e.numel(); ++i)
+          e.set(i, c.ref(in[0][i], in[1][i], in[2][i]), c.acc(in[0][i], in[1][i], in[2][i]));
+        return std::vector<Expected>{e};
+      });
+  r.op = op_name(c.op);  // a missing backward kernel names the forward op
+  return r;
+}
+}  // namespace
+
+std::vector<Row> elementwise_rows() {
+  std::vector<Row> rows;
+  struct B {
+    const char* key;
+    Binary f;
+    Ref2 ref;
+    Gen gb;
+    Match m;
+  };
+  const B binaries[] = {
+      {"add", add, [](double a, double b) { return a + b; }, uniform(-2, 2), Match::kRounded},
+      {"sub", sub, [](double a, double b) { return a - b; }, uniform(-2, 2), Match::kRounded},
+      {"mul", mul, [](double a, double b) { return a * b; }, uniform(-2, 2), Match::kRounded},
+      {"div", div, [](double a, double b) { return a / b; }, away_from_zero(-2, 2, 0.5), Match::kRounded},
+      {"maximum", maximum, [](double a, double b) { return a > b ? a : b; }, uniform(-2, 2), Match::kExact},
+      {"minimum", minimum, [](double a, double b) { return a < b ? a : b; }, uniform(-2, 2), Match::kExact},
+  };
+  for (const B& b : binaries)
+    for (const BinaryCase& c : kBinaryCases) rows.push_back(binary_row(b.key, b.f, b.ref, b.gb, b.m, c));
+  for (const BinaryCase& c : kAddCases) rows.push_back(binary_row("add", add, binaries[0].ref, uniform(-2, 2), Match::kRounded, c));
+
+  for (const UnaryCase& u : unary_cases()) {
+    rows.push_back(unary_row(u, "odd", {2, 3, 5}));
+    rows.push_back(unary_row(u, "grain", {65539}));
+  }
+  rows.push_back(unary_row(unary_cases()[0], "empty", {0, 4}));
+  rows.push_back(unary_row(unary_cases()[1], "scalar", {}));
+
+  for (const GradCase& c : grad_cases()) rows.push_back(grad_row(c));
+  return rows;
+}
+
+}  // namespace lockstep::parity

@@ -1,0 +1,260 @@
+// Parity rows: losses and their gradients, dropout, and the fused optimizer updates.
+#include <cmath>
+#include <limits>
+
+#include "backend/parity.hpp"
+
+namespace lockstep::parity {
+
+namespace {
+using backend::KernelOp;
+
+struct Lse {
+  double max, lse;
+};
+Lse lse_of(const Host& x, std::int64_t r, std::int64_t cols) {
+  double m = -INFINITY, s = 0;
+  for (std::int64_t c = 0; c < cols; ++c) m = std::max(m, x[r * cols + c]);
+  for (std::int64_t c = 0; c < cols; ++c) s += std::exp(x[r * cols + c] - m);
+  return {m, m + std::log(s)};
+}
+
+struct XentCase {
+  const char* variant;
+  std::int64_t rows, cols;
+  DType label_dtype;
+  Shape label_shape;
+  Gen logits;
+};
+
+Row sparse_xent_row(const XentCase& c) {
+  std::vector<Need> needs{{KernelOp::kSparseSoftmaxXent, {}}, {KernelOp::kFirstOutside, c.label_dtype}};
+  if (c.label_dtype != DType::kI64) needs.push_back({KernelOp::kCast, c.label_dtype});
+  return make_row(
+      "sparse_softmax_cross_entropy_with_logits", c.variant, "sparse_softmax_cross_entropy_with_logits", floats(),
+      needs, {{c.label_shape, labels(c.cols), c.label_dtype}, {{c.rows, c.cols}, c.logits, {}}},
+      [](const std::vector<Tensor>& in, DType) {
+        return std::vector<Tensor>{sparse_softmax_cross_entropy_with_logits(in[0], in[1])};
+      },
+      [c](const std::vector<Host>& in, DType) {
+        Expected e({c.rows});
+        for (std::int64_t r = 0; r < c.rows; ++r) {
+          const Lse l = lse_of(in[1], r, c.cols);
+          const double xl = in[1][r * c.cols + static_cast<std::int64_t>(in[0][r])];
+          e.set(r, l.lse - xl, std::fabs(xl) + std::fabs(l.max) + std::fabs(l.lse));
+        }
+        return std::vector<Expected>{e};
+      });
+}
+
+// One Keras SGD step: the variable (and momentum) after it.
+Row sgd_row(const char* key, bool momentum, bool nesterov) {
+  const Shape s{67591};
+  constexpr float kLr = 0.05f, kMu = 0.9f;
+  std::vector<InputSpec> inputs{{s, uniform(-1, 1), {}}};
+  if (momentum) inputs.push_back({s, uniform(-0.1, 0.1), {}});
+  inputs.push_back({s, uniform(-1, 1), {}});
+  return make_row(
+      key, "grain", "SGD", floats(), {{KernelOp::kSgdUpdate, {}}}, inputs,
+      [=](const std::vector<Tensor>& in, DType) {
+        Tensor w = in[0].clone(), m = momentum ? in[1].clone() : Tensor();
+        sgd_update_(w, m, in.back(), kLr, momentum ? kMu : 0.0f, nesterov);
+        return momentum ? std::vector<Tensor>{w, m} : std::vector<Tensor>{w};
+      },
+      [=](const std::vector<Host>& in, DType) {
+        const double lr = kLr, mu = kMu;
+        Expected w(s), m(s);
+        for (std::int64_t i = 0; i < s.numel(); ++i) {
+          const double wi = in[0][i], g = in.back()[i];
+          if (!momentum) {
+            w.set(i, wi - lr * g, 0, std::fabs(wi) + std::fabs(lr * g));
+            continue;
+          }
+          const double mi = mu * in[1][i] - lr * g;
+          m.set(i, mi, 0, std::fabs(mu * in[1][i]) + std::fabs(lr * g));
+          const double step = nesterov ? mu * mi - lr * g : mi;
+          w.set(i, wi + step, 0, std::fabs(wi) + std::fabs(mi) + std::fabs(lr * g));
+        }
+        return momentum ? std::vector<Expected>{w, m} : std::vector<Expected>{w};
+      });
+}
+
+Row adam_row(const char* key, float decay) {
+  const Shape s{67591};
+  const AdamConstants k{.alpha = 1e-3f, .one_minus_beta_1 = 0.1f, .one_minus_beta_2 = 0.001f, .epsilon = 1e-7f,
+                        .decay = decay};
+  return make_row(
+      key, "grain", "Adam", floats(), {{KernelOp::kAdamUpdate, {}}},
+      {{s, uniform(-1, 1), {}}, {s, uniform(-0.1, 0.1), {}}, {s, uniform(0, 0.01), {}}, {s, uniform(-1, 1), {}}},
+      [k](const std::vector<Tensor>& in, DType) {
+        Tensor w = in[0].clone(), m = in[1].clone(), v = in[2].clone();
+        adam_update_(w, m, v, in[3], k);
+        return std::vector<Tensor>{w, m, v};
+      },
+      [k, s](const std::vector<Host>& in, DType) {
+        Expected w(s), m(s), v(s);
+        const double b1 = k.one_minus_beta_1, b2 = k.one_minus_beta_2;
+        for (std::int64_t i = 0; i < s.numel(); ++i) {
+          const double g = in[3][i], mi = in[1][i] + (g - in[1][i]) * b1, vi = in[2][i] + (g * g - in[2][i]) * b2;
+          m.set(i, mi, 0, std::fabs(in[1][i]) + std::fabs((g - in[1][i]) * b1));
+          v.set(i, vi, 0, std::fabs(in[2][i]) + std::fabs((g * g - in[2][i]) * b2));
+          const double step = k.alpha * mi / (std::sqrt(vi) + k.epsilon);
+          w.set(i, in[0][i] - in[0][i] * k.decay - step, 0, std::fabs(in[0][i]) + std::fabs(step));
+        }
+        return std::vector<Expected>{w, m, v};
+      });
+}
+
+// clamp(x * scale, -clip, clip); NaN stays NaN (a non-finite gradient must stay visible).
+Row scale_and_clip_row(const char* variant, const Shape& s, const Gen& gen, float sc, float cl) {
+  return make_row(
+      "scale_and_clip", variant, "scale_and_clip", floats(), {{KernelOp::kScaleClip, {}}}, {{s, gen, {}}},
+      [=](const std::vector<Tensor>& in, DType) { return std::vector<Tensor>{scale_and_clip(in[0], sc, cl)}; },
+      [=](const std::vector<Host>& in, DType) {
+        Expected e(s);
+        const double c = cl;
+        for (std::int64_t i = 0; i < s.numel(); ++i) {
+          const double v = in[0][i] * static_cast<double>(sc);
+          e.set(i, std::isnan(v) ? v : std::min(std::max(v, -c), c));
+        }
+        return std::vector<Expected>{e};
+      });
+}
+
+// Dropout's mask is random: each output is 0 or x / (1 - rate), and about `rate` of them are 0.
+Row dropout_row(const char* variant, const Shape& s, float rate) {
+  Row r = make_row(
+      "dropout", variant, "dropout", floats(), {{KernelOp::kDropoutMask, {}}, {KernelOp::kBinary, {}}},
+      {{s, away_from_zero(-1, 1, 0.01), {}}},
+      [rate](const std::vector<Tensor>& in, DType) {
+        return std::vector<Tensor>{dropout(in[0], rate, {.seed = 11, .stream = 2, .step = 7, .first_example = 5})};
+      },
+      nullptr);
+  r.check = [rate](const std::vector<Host>& in, const std::vector<Host>& out) {
+    int bad = 0;
+    std::int64_t zeros = 0;
+    const double keep = 1.0 / (1.0 - static_cast<double>(rate));
+    for (std::int64_t i = 0; i < in[0].numel(); ++i) {
+      const double x = in[0][i], y = out[0][i];
+      if (y == 0) {
+        ++zeros;
+      } else if (std::fabs(y - x * keep) > 1e-5 * std::fabs(x * keep)) {
+        if (++bad <= 4) ADD_FAILURE() << "element " << i << ": " << y << " is neither 0 nor " << x * keep;
+      }
+    }
+    const double n = static_cast<double>(in[0].numel()), p = static_cast<double>(rate);
+    const double share = static_cast<double>(zeros) / n, sigma = std::sqrt(p * (1 - p) / n);
+    if (std::fabs(share - p) > 5 * sigma) {
+      ADD_FAILURE() << "dropped " << share << " of the units, expected " << p << " +- " << 5 * sigma;
+      ++bad;
+    }
+    return bad;
+  };
+  return r;
+}
+}  // namespace
+
+std::vector<Row> nn_update_rows() {
+  std::vector<Row> rows;
+  const XentCase xent_cases[] = {
+      {"i64_labels", 7, 5, DType::kI64, {7}, uniform(-3, 3)},
+      {"i32_labels", 7, 5, DType::kI32, {7}, uniform(-3, 3)},
+      {"u8_labels_2d", 7, 5, DType::kU8, {7, 1}, uniform(-3, 3)},
+      {"grain", 300, 257, DType::kI64, {300}, uniform(-3, 3)},
+      {"stable", 6, 4, DType::kI64, {6}, uniform(80, 100)},
+  };
+  for (const XentCase& c : xent_cases) rows.push_back(sparse_xent_row(c));
+
+  rows.push_back(make_row(
+      "softmax_cross_entropy_with_logits", "odd", "softmax_cross_entropy_with_logits", floats(),
+      {{KernelOp::kSoftmax, {}}, {KernelOp::kBinary, {}}, {KernelOp::kReduceSum, {}}, {KernelOp::kUnary, {}}},
+      {{{6, 5}, uniform(0, 1), {}}, {{6, 5}, uniform(-3, 3), {}}},
+      [](const std::vector<Tensor>& in, DType) {
+        return std::vector<Tensor>{softmax_cross_entropy_with_logits(in[0], in[1])};
+      },
+      [](const std::vector<Host>& in, DType) {
+        // Composed of log_softmax, mul and sum: a 16-bit row rounds each term twice.
+        Expected e({6});
+        for (std::int64_t r = 0; r < 6; ++r) {
+          const Lse l = lse_of(in[1], r, 5);
+          double s = 0, terms = 0, acc = 0;
+          for (std::int64_t c = 0; c < 5; ++c) {
+            const double t = in[0][r * 5 + c], ls = in[1][r * 5 + c] - l.lse;
+            s -= t * ls;
+            terms += std::fabs(t * ls);
+            acc += std::fabs(t) * (std::fabs(in[1][r * 5 + c]) + std::fabs(l.lse));
+          }
+          e.set(r, s, acc + terms, 2 * terms);
+        }
+        return std::vector<Expected>{e};
+      }));
+
+  for (const Shape& s : {Shape{7, 5}, Shape{300, 257}}) {
+    rows.push_back(make_row(
+        "sparse_softmax_cross_entropy_grad", s[0] > 100 ? "grain" : "odd", "sparse_softmax_cross_entropy_grad",
+        floats(), {{KernelOp::kSparseSoftmaxXentBackward, {}}},
+        {{s, uniform(0, 1), {}}, {{s[0]}, labels(s[1]), DType::kI64}, {{s[0]}, uniform(-1, 1), {}}},
+        [](const std::vector<Tensor>& in, DType) {
+          return std::vector<Tensor>{sparse_softmax_cross_entropy_grad(in[0], in[1], in[2])};
+        },
+        [s](const std::vector<Host>& in, DType) {
+          Expected e(s);
+          for (std::int64_t r = 0; r < s[0]; ++r)
+            for (std::int64_t c = 0; c < s[1]; ++c)
+              e.set(r * s[1] + c, (in[0][r * s[1] + c] - (c == static_cast<std::int64_t>(in[1][r]) ? 1 : 0)) * in[2][r],
+                    std::fabs(in[2][r]));
+          return std::vector<Expected>{e};
+        }));
+  }
+
+  rows.push_back(make_row(
+      "sparse_categorical_matches", "ties", "sparse_categorical_matches", floats(),
+      {{KernelOp::kArgmax, {}}, {KernelOp::kCompare, DType::kI64}, {KernelOp::kCast, DType::kU8}},
+      {{{9}, labels(4), DType::kI64}, {{9, 4}, coarse(), {}}},
+      [](const std::vector<Tensor>& in, DType) {
+        return std::vector<Tensor>{sparse_categorical_matches(in[0], in[1])};
+      },
+      [](const std::vector<Host>& in, DType) {
+        Expected e({9});
+        for (std::int64_t r = 0; r < 9; ++r) {
+          std::int64_t best = 0;
+          for (std::int64_t c = 1; c < 4; ++c)
+            if (in[1][r * 4 + c] > in[1][r * 4 + best]) best = c;
+          e.set(r, best == static_cast<std::int64_t>(in[0][r]) ? 1.0 : 0.0);
+        }
+        return std::vector<Expected>{e};
+      },
+      Match::kExact));
+
+  rows.push_back(dropout_row("grain", {67, 1001}, 0.3f));
+  rows.push_back(dropout_row("rank1", {400}, 0.5f));
+
+  for (const Shape& s : {Shape{67591}, Shape{0, 3}}) {
+    rows.push_back(make_row(
+        "sum_squares", s.numel() ? "grain" : "empty", "sum_squares", floats(), {{KernelOp::kSumSquares, {}}},
+        {{s, uniform(-2, 2), {}}},
+        [](const std::vector<Tensor>& in, DType) {
+          return std::vector<Tensor>{Tensor::scalar(sum_squares(in[0]), DType::kF32)};
+        },
+        [](const std::vector<Host>& in, DType) {
+          Expected e(Shape{});
+          double s2 = 0;
+          for (double v : in[0].v) s2 += v * v;
+          e.set(0, s2);
+          return std::vector<Expected>{e};
+        }));
+  }
+
+  rows.push_back(scale_and_clip_row("grain", {67591}, uniform(-3, 3), 0.7f, 1.0f));
+  rows.push_back(scale_and_clip_row("nonfinite", {16}, specials(), 2.0f, 1.0f));
+  rows.push_back(scale_and_clip_row("nonfinite_noclip", {16}, specials(), 0.5f, INFINITY));  // clipnorm alone
+
+  rows.push_back(sgd_row("sgd_update", false, false));
+  rows.push_back(sgd_row("sgd_update_momentum", true, false));
+  rows.push_back(sgd_row("sgd_update_nesterov", true, true));
+  rows.push_back(adam_row("adam_update", 0.0f));
+  rows.push_back(adam_row("adamw_update", 1e-4f));
+  return rows;
+}
+
+}  // namespace lockstep::parity
