@@ -162,8 +162,8 @@ TEST(Mirrored, StalledReplicaIsReportedByTimeout) {
     });
     FAIL() << "no exception";
   } catch (const DistributedError& e) {
-    EXPECT_NE(std::string(e.what()).find("timed out"), std::string::npos) << e.what();
-    EXPECT_NE(std::string(e.what()).find("replica(s) 1"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("all_reduce #1 timed out"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("member(s) 1 never arrived"), std::string::npos) << e.what();
   }
 }
 
@@ -220,55 +220,6 @@ TEST(Mirrored, ReduceGatherAndDistributeDataset) {
 
   Tensor per_example = Tensor::from_vector<float>({1, 2, 3}, {3});
   EXPECT_FLOAT_EQ(compute_average_loss(per_example, 6).item(), 1.0f);
-}
-
-TEST(Collectives, AllReduceIsExactAndIdenticalOnEveryReplica) {
-  for (std::int64_t count : {0, 1, 15, 17, 1000, 100003}) {
-    for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kMean, ReduceOp::kMax, ReduceOp::kMin}) {
-      const int n = 3;
-      CollectiveGroup group(n, std::chrono::seconds(30));
-      std::vector<std::vector<float>> bufs(n, std::vector<float>(static_cast<std::size_t>(count)));
-      for (int r = 0; r < n; ++r)
-        for (std::int64_t i = 0; i < count; ++i)
-          bufs[static_cast<std::size_t>(r)][static_cast<std::size_t>(i)] = static_cast<float>((i * 7 + r * 13) % 29) - 10.0f;
-      const auto inputs = bufs;
-      std::vector<std::thread> threads;
-      for (int r = 0; r < n; ++r)
-        threads.emplace_back([&, r] { group.all_reduce(r, bufs[static_cast<std::size_t>(r)].data(), count, op); });
-      for (auto& t : threads) t.join();
-      for (std::int64_t i = 0; i < count; ++i) {
-        const auto u = static_cast<std::size_t>(i);
-        float expect = inputs[0][u];
-        for (int r = 1; r < n; ++r) {
-          const float v = inputs[static_cast<std::size_t>(r)][u];
-          expect = op == ReduceOp::kMax ? std::max(expect, v) : op == ReduceOp::kMin ? std::min(expect, v) : expect + v;
-        }
-        if (op == ReduceOp::kMean) expect /= 3.0f;
-        for (int r = 0; r < n; ++r) ASSERT_EQ(bufs[static_cast<std::size_t>(r)][u], expect) << "count " << count << " i " << i;
-      }
-    }
-  }
-}
-
-TEST(Collectives, MismatchedCountsAreAnError) {
-  CollectiveGroup group(2, std::chrono::seconds(30));
-  std::vector<float> a(10), b(12);
-  std::exception_ptr ea, eb;
-  std::thread t([&] {
-    try {
-      group.all_reduce(1, b.data(), 12, ReduceOp::kSum);
-    } catch (...) {
-      eb = std::current_exception();
-    }
-  });
-  try {
-    group.all_reduce(0, a.data(), 10, ReduceOp::kSum);
-  } catch (...) {
-    ea = std::current_exception();
-  }
-  t.join();
-  EXPECT_TRUE(ea && eb);
-  EXPECT_THROW(std::rethrow_exception(ea), DistributedError);
 }
 
 TEST(Mirrored, DistributeDatasetsFromFunctionGivesEachReplicaItsOwnBatch) {
