@@ -16,6 +16,8 @@
 #include "lockstep/data/npz.hpp"
 #include "lockstep/data/thread_budget.hpp"
 #include "lockstep/datasets/fashion_mnist.hpp"
+#include "lockstep/distribute/collective_group.hpp"
+#include "lockstep/distribute/strategy.hpp"
 #include "lockstep/datasets/mnist.hpp"
 #include "lockstep/layers/core_layers.hpp"
 #include "lockstep/layers/initializers.hpp"

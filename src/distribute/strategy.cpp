@@ -47,7 +47,7 @@ struct Strategy::Replicas {
         first_error_replica = r;
       }
     }
-    owner->collectives().abort(r, what);
+    owner->communicator(r).abort(what);
   }
 
   void execute(int r) {
@@ -92,7 +92,6 @@ struct Strategy::Replicas {
 Strategy::Strategy(StrategyLayout layout) : devices_(std::move(layout.devices)), replicas_(std::make_unique<Replicas>()) {
   const auto& threads = layout.threads;
   const auto& cpus = layout.cpus;
-  const auto timeout = layout.timeout;
   const int n = static_cast<int>(devices_.size());
   LOCKSTEP_CHECK(n >= 1, "a strategy needs at least one device");
   for (int r = 0; r < n; ++r) {
@@ -100,7 +99,7 @@ Strategy::Strategy(StrategyLayout layout) : devices_(std::move(layout.devices)),
                                              cpus[static_cast<std::size_t>(r)]));
     context_ptrs_.push_back(contexts_.back().get());
   }
-  group_ = std::make_unique<CollectiveGroup>(n, timeout);
+  group_ = make_collective_group(layout.cross_device_ops, n, {.timeout = layout.timeout});
   replicas_->owner = this;
   for (int r = 1; r < n; ++r) {
     replicas_->workers.push_back(std::make_unique<Replicas::Worker>());
@@ -156,7 +155,7 @@ void Strategy::run_on_replicas(const std::function<void(ReplicaContext&)>& fn) {
   if (R.remaining.load() > 0) {
     std::unique_lock<std::mutex> lock(R.mu);
     for (;;) {
-      const bool failed = group_->aborted();
+      const bool failed = group_->failed();
       const auto deadline = failed ? group_->timeout() : std::chrono::milliseconds(200);
       const bool done = R.cv_done.wait_for(lock, deadline, [&] { return R.remaining.load() == 0; });
       if (done) break;
@@ -192,15 +191,13 @@ const Device& ReplicaContext::device() const {
   return strategy_.devices()[static_cast<std::size_t>(replica_id_)];
 }
 
-Tensor ReplicaContext::all_reduce(ReduceOp op, const Tensor& value) {
-  LOCKSTEP_CHECK(value.defined() && value.dtype() == DType::kF32, "ReplicaContext::all_reduce: float32 tensors only");
-  Tensor out = value.clone();
-  strategy_.collectives().all_reduce(replica_id_, out.data<float>(), out.numel(), op);
-  return out;
-}
+Communicator& ReplicaContext::communicator() { return strategy_.communicator(replica_id_); }
 
-void ReplicaContext::all_reduce_inplace(ReduceOp op, float* data, std::int64_t count) {
-  strategy_.collectives().all_reduce(replica_id_, data, count, op);
+Tensor ReplicaContext::all_reduce(ReduceOp op, const Tensor& value) {
+  LOCKSTEP_CHECK(value.defined(), "ReplicaContext::all_reduce: the value is an undefined tensor");
+  Tensor out = value.clone();
+  communicator().all_reduce(out, op)->wait();
+  return out;
 }
 
 void ReplicaContext::all_reduce_gradients(std::vector<Tensor>& grads, const std::vector<Variable>& vars) {
@@ -223,7 +220,7 @@ void ReplicaContext::all_reduce_gradients(std::vector<Tensor>& grads, const std:
     }
     off += k;
   }
-  all_reduce_inplace(ReduceOp::kSum, flat.data<float>(), total);
+  communicator().all_reduce(flat, ReduceOp::kSum)->wait();
   off = 0;
   for (std::size_t i = 0; i < vars.size(); ++i) {
     const std::int64_t k = vars[i].shape().numel();
@@ -405,6 +402,7 @@ Layout mirrored_layout(const MirroredOptions& o) {
     for (int i = 0; i < num_cpu; ++i) cpu_indices.push_back(i);
   Layout l = cpu_layout(cpu_indices, num_cpu, o.pin_threads);
   l.timeout = o.collective_timeout;
+  l.cross_device_ops = o.cross_device_ops;
   return l;
 }
 

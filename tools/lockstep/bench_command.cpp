@@ -72,11 +72,12 @@ int run_bench_allreduce(const BenchArgs& a) {
     const std::int64_t count = bytes / 4;
     const int iters = static_cast<int>(std::max<std::int64_t>(5, std::min<std::int64_t>(2000, (512LL << 20) / bytes)));
     auto times = strategy.run([&](distribute::ReplicaContext& ctx) {
-      float* p = buffers[static_cast<std::size_t>(ctx.replica_id_in_sync_group())].data<float>();
-      for (int i = 0; i < 2; ++i) ctx.all_reduce_inplace(distribute::ReduceOp::kSum, p, count);  // warm-up
-      strategy.collectives().barrier(ctx.replica_id_in_sync_group(), std::chrono::minutes(5));
+      distribute::Communicator& comm = ctx.communicator();
+      Tensor view = buffers[static_cast<std::size_t>(ctx.replica_id_in_sync_group())].slice(0, count);
+      for (int i = 0; i < 2; ++i) comm.all_reduce(view, distribute::ReduceOp::kSum)->wait();  // warm-up
+      comm.barrier()->wait();
       const auto t0 = Clock::now();
-      for (int i = 0; i < iters; ++i) ctx.all_reduce_inplace(distribute::ReduceOp::kSum, p, count);
+      for (int i = 0; i < iters; ++i) comm.all_reduce(view, distribute::ReduceOp::kSum)->wait();
       return std::chrono::duration<double>(Clock::now() - t0).count() / iters;
     });
     double t = 0;

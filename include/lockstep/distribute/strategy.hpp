@@ -21,7 +21,7 @@
 #include "lockstep/core/device.hpp"
 #include "lockstep/data/dataset.hpp"
 #include "lockstep/data/input_context.hpp"
-#include "lockstep/distribute/collective.hpp"
+#include "lockstep/distribute/collective_group.hpp"
 #include "lockstep/distribute/per_replica.hpp"
 #include "lockstep/distribute/reduce_op.hpp"
 #include "lockstep/tensor/compute_context.hpp"
@@ -39,14 +39,15 @@ class ReplicaContext final : public ReplicaInterface {
   int replica_id_in_sync_group() const override { return replica_id_; }
   int num_replicas_in_sync() const override;
   const Device& device() const;
-  /// All-reduce across the replicas of this strategy; every replica must call it in the same
-  /// order with the same shape. Returns a new tensor on this replica's device.
+  /// All-reduce across the replicas of this strategy (any dtype the collectives support);
+  /// every replica must call it in the same order with the same element count and dtype.
+  /// Returns a new tensor on this replica's device.
   Tensor all_reduce(ReduceOp op, const Tensor& value) override;
-  /// In-place all-reduce of a float buffer (what gradient bucketing uses).
-  void all_reduce_inplace(ReduceOp op, float* data, std::int64_t count);
   /// Sums the gradients of `vars` over the replicas in one fused collective, replacing
   /// `grads` with the sums (views of one buffer). An undefined gradient counts as zeros.
   void all_reduce_gradients(std::vector<Tensor>& grads, const std::vector<Variable>& vars);
+  /// This replica's member of the strategy's collective group, for collectives of its own.
+  Communicator& communicator();
   Strategy& strategy() { return strategy_; }
 
  private:
@@ -89,6 +90,7 @@ struct StrategyLayout {
   std::vector<int> threads;
   std::vector<std::vector<int>> cpus;
   std::chrono::milliseconds timeout{std::chrono::minutes(5)};
+  CollectiveImplementation cross_device_ops = CollectiveImplementation::kSharedMemory;
 };
 
 class Strategy {
@@ -158,7 +160,9 @@ class Strategy {
   /// Throws DistributedError naming the first variable whose copies differ bit for bit.
   void check_mirrored(const std::vector<Variable>& variables) const;
 
+  /// The replicas' collective group (member r is replica r).
   CollectiveGroup& collectives() { return *group_; }
+  Communicator& communicator(int replica) { return group_->member(replica); }
   ComputeContext& context(int replica);
   const std::vector<ComputeContext*>& contexts() const { return context_ptrs_; }
 
@@ -208,6 +212,9 @@ struct MirroredOptions {
   std::chrono::milliseconds collective_timeout{std::chrono::minutes(5)};
   /// Pin each replica's threads to its own cores.
   bool pin_threads = true;
+  /// How replicas all-reduce (tf.distribute's cross_device_ops): in-process shared memory, or
+  /// the loopback transport that tests use to run everything over messages.
+  CollectiveImplementation cross_device_ops = CollectiveImplementation::kSharedMemory;
 };
 
 class MirroredStrategy final : public Strategy {

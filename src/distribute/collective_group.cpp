@@ -1,0 +1,26 @@
+#include "lockstep/distribute/collective_group.hpp"
+
+#include "distribute/loopback_group.hpp"
+#include "distribute/shared_memory_group.hpp"
+
+namespace lockstep::distribute {
+
+const char* collective_implementation_name(CollectiveImplementation implementation) {
+  switch (implementation) {
+    case CollectiveImplementation::kSharedMemory: return "shared_memory";
+    case CollectiveImplementation::kLoopback: return "loopback";
+  }
+  return "unknown";
+}
+
+std::unique_ptr<CollectiveGroup> make_collective_group(CollectiveImplementation implementation, int size,
+                                                       const CollectiveOptions& options) {
+  switch (implementation) {
+    case CollectiveImplementation::kSharedMemory: return std::make_unique<SharedMemoryGroup>(size, options);
+    case CollectiveImplementation::kLoopback: return std::make_unique<LoopbackGroup>(size, options);
+  }
+  throw ValueError("make_collective_group: unknown implementation " +
+                   std::to_string(static_cast<int>(implementation)));
+}
+
+}  // namespace lockstep::distribute

@@ -1,0 +1,135 @@
+#include "distribute/shared_memory_group.hpp"
+
+#include <sstream>
+#include <thread>
+
+#include "lockstep/tensor/ops.hpp"
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define LOCKSTEP_PAUSE() _mm_pause()
+#else
+#define LOCKSTEP_PAUSE() ((void)0)
+#endif
+
+namespace lockstep::distribute {
+
+SharedMemoryGroup::SharedMemoryGroup(int size, const CollectiveOptions& options)
+    : GroupBase(CollectiveImplementation::kSharedMemory, size, options),
+      member_generation_(std::make_unique<std::atomic<std::uint64_t>[]>(static_cast<std::size_t>(size))) {
+  for (int p = 0; p < 2; ++p) {
+    signatures_[p].resize(static_cast<std::size_t>(size));
+    inputs_[p].resize(static_cast<std::size_t>(size));
+  }
+  for (int r = 0; r < size; ++r) member_generation_[static_cast<std::size_t>(r)].store(0);
+}
+
+SharedMemoryGroup::~SharedMemoryGroup() { shutdown(); }
+
+void SharedMemoryGroup::wake_transport() {
+  std::lock_guard<std::mutex> lock(mu_);
+  cv_.notify_all();
+}
+
+void SharedMemoryGroup::reset_transport() {
+  std::lock_guard<std::mutex> lock(mu_);
+  arrived_.store(0);
+  const std::uint64_t gen = generation_.fetch_add(1) + 1;
+  for (int r = 0; r < size(); ++r) member_generation_[static_cast<std::size_t>(r)].store(gen);
+  for (auto& slots : inputs_)
+    for (auto& t : slots) t = Tensor();
+}
+
+void SharedMemoryGroup::arrive_and_wait(int rank, const CollectiveCall& call, const Deadline& deadline) {
+  check_failed(rank, call);
+  const std::uint64_t gen = generation_.load();
+  member_generation_[static_cast<std::size_t>(rank)].store(gen + 1);
+  if (arrived_.fetch_add(1) + 1 == size()) {
+    arrived_.store(0);
+    generation_.fetch_add(1);
+    if (sleepers_.load() > 0) {
+      std::lock_guard<std::mutex> lock(mu_);
+      cv_.notify_all();
+    }
+    return;
+  }
+  for (int i = 0; i < 2000; ++i) {
+    if (generation_.load() != gen) return;
+    if (failed()) throw_failed(rank, call);
+    if (i < 200) LOCKSTEP_PAUSE();
+    else std::this_thread::yield();
+  }
+  std::unique_lock<std::mutex> lock(mu_);
+  sleepers_.fetch_add(1);
+  cv_.wait_until(lock, deadline.at, [&] { return generation_.load() != gen || failed(); });
+  sleepers_.fetch_sub(1);
+  if (generation_.load() != gen) return;
+  lock.unlock();
+  if (failed()) throw_failed(rank, call);
+  std::vector<int> missing;
+  for (int r = 0; r < size(); ++r)
+    if (member_generation_[static_cast<std::size_t>(r)].load() <= gen) missing.push_back(r);
+  fail_timeout(rank, call, deadline.after, missing);
+}
+
+void SharedMemoryGroup::throw_mismatch(int rank, const CollectiveCall& call, int parity, const Deadline& deadline) {
+  const auto& sigs = signatures_[parity];
+  std::size_t j = 1;
+  while (sigs[j] == sigs[0]) ++j;
+  std::ostringstream os;
+  os << call.name() << ": members disagree: member 0 called " << sigs[0].str() << ", member " << j << " called "
+     << sigs[j].str();
+  // Nobody may publish its next collective over these signatures before everyone read them.
+  arrive_and_wait(rank, call, deadline);
+  inputs_[parity][static_cast<std::size_t>(rank)] = Tensor();
+  throw DistributedError(os.str());
+}
+
+void SharedMemoryGroup::run(int rank, const CollectiveCall& call, const Deadline& deadline) {
+  const int p = static_cast<int>(call.seq & 1);
+  const auto r = static_cast<std::size_t>(rank);
+  const CollectiveSignature& sig = call.signature;
+  signatures_[p][r] = sig;
+  inputs_[p][r] = call.in;
+  arrive_and_wait(rank, call, deadline);  // every member's tensors are published and final
+  for (int j = 1; j < size(); ++j)
+    if (!(signatures_[p][static_cast<std::size_t>(j)] == signatures_[p][0])) throw_mismatch(rank, call, p, deadline);
+  if (sig.kind == CollectiveKind::kBarrier) return;
+
+  const std::vector<Tensor>& ins = inputs_[p];
+  switch (sig.kind) {
+    case CollectiveKind::kAllReduce: {
+      // This member combines its chunk of every member's tensor, in member order, and writes
+      // the result into that chunk of every tensor: one read and N writes per element.
+      std::int64_t b = 0, e = 0;
+      chunk_range(sig.in_numel, dtype_size(sig.dtype), size(), rank, &b, &e);
+      reduce_across(sig.op, ins, ins, b, e);
+      break;
+    }
+    case CollectiveKind::kReduceScatter: {
+      const std::int64_t k = sig.out_numel;
+      std::vector<Tensor> chunks;
+      chunks.reserve(ins.size());
+      for (const Tensor& t : ins) chunks.push_back(t.slice(rank * k, (rank + 1) * k));
+      reduce_across(sig.op, chunks, {call.out}, 0, k);
+      break;
+    }
+    case CollectiveKind::kAllGather: {
+      const std::int64_t k = sig.in_numel;
+      for (int j = 0; j < size(); ++j) call.out.slice(j * k, (j + 1) * k).copy_from(ins[static_cast<std::size_t>(j)]);
+      break;
+    }
+    case CollectiveKind::kBroadcast:
+      if (rank != sig.root) {
+        Tensor t = call.out;
+        t.copy_from(ins[static_cast<std::size_t>(sig.root)]);
+      }
+      break;
+    case CollectiveKind::kBarrier: break;
+  }
+  // Every member's part is written; nobody may use or change its tensors before that.
+  arrive_and_wait(rank, call, deadline);
+  inputs_[p][r] = Tensor();
+}
+
+}  // namespace lockstep::distribute

@@ -1,0 +1,48 @@
+#pragma once
+// CollectiveImplementation::kSharedMemory: members publish their tensors in the group and
+// compute on each other's tensors through the tensor layer (reduce_across, copy_from).
+#include <atomic>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "distribute/group_base.hpp"
+
+namespace lockstep::distribute {
+
+class SharedMemoryGroup final : public GroupBase {
+ public:
+  SharedMemoryGroup(int size, const CollectiveOptions& options);
+  ~SharedMemoryGroup() override;
+
+ protected:
+  void run(int rank, const CollectiveCall& call, const Deadline& deadline) override;
+  void wake_transport() override;
+  void reset_transport() override;
+
+ private:
+  /// A barrier over the members that spins briefly, then sleeps: peers on other cores arrive
+  /// within microseconds, but a spinning waiter on an oversubscribed machine steals the core
+  /// its peer needs (DESIGN-NOTES).
+  void arrive_and_wait(int rank, const CollectiveCall& call, const Deadline& deadline);
+  [[noreturn]] void throw_mismatch(int rank, const CollectiveCall& call, int parity, const Deadline& deadline);
+
+  // What each member published for its current collective (its signature and input), indexed
+  // [seq % 2][member]: a member may publish its next collective's while a slow peer still
+  // reads the current one's (a barrier has no second barrier to hold it back), never the one
+  // after. Outputs need no slot: a member writes other members' tensors only in all_reduce,
+  // where they are the inputs.
+  std::vector<CollectiveSignature> signatures_[2];
+  std::vector<Tensor> inputs_[2];
+
+  // Sense-reversing barrier state.
+  std::atomic<int> arrived_{0};
+  std::atomic<std::uint64_t> generation_{0};
+  std::unique_ptr<std::atomic<std::uint64_t>[]> member_generation_;  // the generation each member last arrived in
+  std::atomic<int> sleepers_{0};
+  std::mutex mu_;
+  std::condition_variable cv_;
+};
+
+}  // namespace lockstep::distribute
