@@ -17,6 +17,7 @@
 #include "lockstep/data/thread_budget.hpp"
 #include "lockstep/datasets/fashion_mnist.hpp"
 #include "lockstep/distribute/collective_group.hpp"
+#include "lockstep/distribute/gradient_reducer.hpp"
 #include "lockstep/distribute/strategy.hpp"
 #include "lockstep/datasets/mnist.hpp"
 #include "lockstep/layers/core_layers.hpp"

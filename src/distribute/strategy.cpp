@@ -100,6 +100,7 @@ Strategy::Strategy(StrategyLayout layout) : devices_(std::move(layout.devices)),
     context_ptrs_.push_back(contexts_.back().get());
   }
   group_ = make_collective_group(layout.cross_device_ops, n, {.timeout = layout.timeout});
+  for (int r = 0; r < n; ++r) reducers_.push_back(std::make_unique<GradientReducer>(layout.bucket_cap_bytes));
   replicas_->owner = this;
   for (int r = 1; r < n; ++r) {
     replicas_->workers.push_back(std::make_unique<Replicas::Worker>());
@@ -201,32 +202,12 @@ Tensor ReplicaContext::all_reduce(ReduceOp op, const Tensor& value) {
 }
 
 void ReplicaContext::all_reduce_gradients(std::vector<Tensor>& grads, const std::vector<Variable>& vars) {
-  LOCKSTEP_CHECK(grads.size() == vars.size(), "all_reduce_gradients: ", grads.size(), " gradients for ", vars.size(),
-                 " variables");
-  if (num_replicas_in_sync() == 1) return;
-  std::int64_t total = 0;
-  for (const auto& v : vars) total += v.shape().numel();
-  Tensor flat = Tensor::empty({total});
-  std::int64_t off = 0;
-  for (std::size_t i = 0; i < vars.size(); ++i) {
-    const std::int64_t k = vars[i].shape().numel();
-    Tensor part = flat.slice(off, off + k);
-    if (grads[i].defined()) {
-      LOCKSTEP_CHECK(grads[i].numel() == k, "all_reduce_gradients: gradient ", grads[i].shape().str(),
-                     " does not match variable '", vars[i].name(), "' ", vars[i].shape().str());
-      part.copy_from(grads[i]);
-    } else {
-      part.fill_(0.0);
-    }
-    off += k;
-  }
-  communicator().all_reduce(flat, ReduceOp::kSum)->wait();
-  off = 0;
-  for (std::size_t i = 0; i < vars.size(); ++i) {
-    const std::int64_t k = vars[i].shape().numel();
-    grads[i] = flat.slice(off, off + k).reshape(vars[i].shape());
-    off += k;
-  }
+  strategy_.reducers_[static_cast<std::size_t>(replica_id_)]->all_reduce(communicator(), grads, vars);
+}
+
+const GradientReducer& Strategy::gradient_reducer(int replica) const {
+  LOCKSTEP_CHECK(replica >= 0 && replica < num_replicas_in_sync(), "replica ", replica, " out of range");
+  return *reducers_[static_cast<std::size_t>(replica)];
 }
 
 StrategyScope::StrategyScope(Strategy& strategy)
@@ -403,6 +384,7 @@ Layout mirrored_layout(const MirroredOptions& o) {
   Layout l = cpu_layout(cpu_indices, num_cpu, o.pin_threads);
   l.timeout = o.collective_timeout;
   l.cross_device_ops = o.cross_device_ops;
+  l.bucket_cap_bytes = o.bucket_cap_bytes;
   return l;
 }
 

@@ -411,3 +411,62 @@ TEST(CollectivesAcrossImplementations, BitIdenticalResults) {
     }
   }
 }
+
+// ---------------------------------------------------------------------------------------
+TEST(GradientBuckets, ReverseOrderCappedByBytesAndSplitByDtype) {
+  std::vector<Variable> vars{Variable(Tensor::zeros({10})), Variable(Tensor::zeros({3, 4})),
+                             Variable(Tensor::zeros({2}, DType::kF16)), Variable(Tensor::zeros({5})),
+                             Variable(Tensor::zeros({100}))};
+  const auto one = assign_gradient_buckets(vars, GradientReducer::kDefaultBucketCapBytes);
+  ASSERT_EQ(one.size(), 3u);  // f32 {4, 3}, f16 {2}, f32 {1, 0}
+  EXPECT_EQ(one[0].variables, (std::vector<std::size_t>{4, 3}));
+  EXPECT_EQ(one[0].offsets, (std::vector<std::int64_t>{0, 100}));
+  EXPECT_EQ(one[0].numel, 105);
+  EXPECT_EQ(one[1].dtype, DType::kF16);
+  EXPECT_EQ(one[2].variables, (std::vector<std::size_t>{1, 0}));
+  const auto small = assign_gradient_buckets(vars, 64);  // 16 floats
+  ASSERT_EQ(small.size(), 5u);  // every gradient alone: the cap or a dtype change splits each pair
+  EXPECT_EQ(small[0].variables, (std::vector<std::size_t>{4}));
+  EXPECT_EQ(small[1].variables, (std::vector<std::size_t>{3}));
+  EXPECT_EQ(small[3].variables, (std::vector<std::size_t>{1}));
+}
+
+TEST_P(Collectives, BucketedGradientsEqualOneBucket) {
+  const int n = 3;
+  auto group = make(n);
+  std::vector<Variable> vars;
+  for (std::int64_t k : {7, 33, 1, 64, 5}) vars.emplace_back(Tensor::zeros({k}));
+  vars.emplace_back(Tensor::zeros({4, 4}));
+  std::vector<std::vector<Tensor>> results;
+  for (std::size_t cap : {GradientReducer::kDefaultBucketCapBytes, std::size_t{128}}) {
+    std::vector<std::vector<Tensor>> got(n);
+    std::vector<GradientReducer> reducers(n, GradientReducer(cap));
+    expect_no_errors(run_members(*group, [&](int r, Communicator& comm) {
+      std::mt19937 rng(static_cast<unsigned>(r));
+      std::normal_distribution<float> d;
+      std::vector<Tensor> grads;
+      for (std::size_t i = 0; i < vars.size(); ++i) {
+        if (i == 2 && r == 1) {
+          grads.emplace_back();  // undefined: zeros
+          continue;
+        }
+        std::vector<float> v(static_cast<std::size_t>(vars[i].value().numel()));
+        for (auto& x : v) x = d(rng);
+        grads.push_back(Tensor::from_vector(v, vars[i].shape()));
+      }
+      for (int step = 0; step < 2; ++step) {  // the second step reuses the cached layout
+        std::vector<Tensor> g = grads;
+        reducers[static_cast<std::size_t>(r)].all_reduce(comm, g, vars);
+        got[static_cast<std::size_t>(r)] = g;
+      }
+    }));
+    EXPECT_EQ(reducers[0].buckets().size(), cap == 128 ? 5u : 1u);
+    for (int r = 1; r < n; ++r)
+      for (std::size_t i = 0; i < vars.size(); ++i) {
+        EXPECT_EQ(got[static_cast<std::size_t>(r)][i].shape(), vars[i].shape());
+        EXPECT_TRUE(got[static_cast<std::size_t>(r)][i].bitwise_equal(got[0][i])) << "member " << r << " var " << i;
+      }
+    results.push_back(got[0]);
+  }
+  for (std::size_t i = 0; i < vars.size(); ++i) EXPECT_TRUE(results[0][i].bitwise_equal(results[1][i])) << "var " << i;
+}

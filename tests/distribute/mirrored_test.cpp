@@ -43,10 +43,12 @@ std::unique_ptr<Sequential> make_model() {
 
 // Trains on the batches with `replicas` CPU replicas (0: no strategy) and returns the weights.
 std::vector<std::vector<float>> train(int replicas, const Batches& b,
-                                      CollectiveImplementation impl = CollectiveImplementation::kSharedMemory) {
+                                      CollectiveImplementation impl = CollectiveImplementation::kSharedMemory,
+                                      std::size_t bucket_cap_bytes = GradientReducer::kDefaultBucketCapBytes) {
   std::unique_ptr<MirroredStrategy> strategy;
   if (replicas > 0)
-    strategy = std::make_unique<MirroredStrategy>(MirroredOptions{.num_cpu_devices = replicas, .cross_device_ops = impl});
+    strategy = std::make_unique<MirroredStrategy>(MirroredOptions{
+        .num_cpu_devices = replicas, .cross_device_ops = impl, .bucket_cap_bytes = bucket_cap_bytes});
   std::unique_ptr<Sequential> model;
   if (strategy) {
     auto scope = strategy->scope();
@@ -107,6 +109,20 @@ TEST_P(MirroredOver, NReplicasComputeWhatOneDeviceWould) {
 TEST_P(MirroredOver, SameSeedSameReplicasIsBitIdentical) {
   const Batches b = make_batches({12, 7, 12});
   EXPECT_TRUE(bit_identical(train(3, b, GetParam()), train(3, b, GetParam())));
+}
+
+TEST_P(MirroredOver, SmallGradientBucketsTrainBitIdenticallyToOne) {
+  const Batches b = make_batches({12, 7, 12});
+  // 64 bytes: every variable's gradient (the smallest has 5 floats) in a bucket of its own.
+  EXPECT_TRUE(bit_identical(train(3, b, GetParam(), 64), train(3, b, GetParam())));
+  MirroredStrategy strategy({.num_cpu_devices = 2, .cross_device_ops = GetParam(), .bucket_cap_bytes = 64});
+  std::unique_ptr<Sequential> model;
+  {
+    auto scope = strategy.scope();
+    model = make_model();
+  }
+  model->train_step(b.x[0], b.y[0]);
+  EXPECT_EQ(strategy.gradient_reducer(1).buckets().size(), model->trainable_variables().size());
 }
 
 TEST(Mirrored, BothCrossDeviceOpsTrainBitIdentically) {

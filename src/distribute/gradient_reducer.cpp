@@ -1,0 +1,87 @@
+#include "lockstep/distribute/gradient_reducer.hpp"
+
+namespace lockstep::distribute {
+
+std::vector<GradientBucket> assign_gradient_buckets(const std::vector<Variable>& variables, std::size_t cap_bytes) {
+  std::vector<GradientBucket> buckets;
+  std::size_t bytes = 0;
+  for (std::size_t n = variables.size(); n-- > 0;) {
+    const Tensor& v = variables[n].value();
+    const std::size_t b = v.nbytes();
+    if (buckets.empty() || buckets.back().dtype != v.dtype() || (bytes > 0 && bytes + b > cap_bytes)) {
+      buckets.push_back(GradientBucket{.dtype = v.dtype()});
+      bytes = 0;
+    }
+    GradientBucket& bucket = buckets.back();
+    bucket.variables.push_back(n);
+    bucket.offsets.push_back(bucket.numel);
+    bucket.numel += v.numel();
+    bytes += b;
+  }
+  return buckets;
+}
+
+GradientReducer::GradientReducer(std::size_t bucket_cap_bytes) : cap_bytes_(bucket_cap_bytes) {
+  LOCKSTEP_CHECK(bucket_cap_bytes > 0, "GradientReducer: the bucket cap must be positive");
+}
+
+const std::vector<GradientBucket>& GradientReducer::layout_for(const std::vector<Variable>& variables) {
+  bool same = variables.size() == variables_.size();
+  for (std::size_t i = 0; same && i < variables.size(); ++i) {
+    const Tensor& v = variables[i].value();
+    same = variables[i].is_same(variables_[i]) && v.numel() == numels_[i] && v.dtype() == dtypes_[i];
+  }
+  if (!same) {
+    buckets_ = assign_gradient_buckets(variables, cap_bytes_);
+    variables_ = variables;
+    numels_.clear();
+    dtypes_.clear();
+    for (const auto& v : variables) {
+      numels_.push_back(v.value().numel());
+      dtypes_.push_back(v.value().dtype());
+    }
+  }
+  return buckets_;
+}
+
+void GradientReducer::all_reduce(Communicator& comm, std::vector<Tensor>& grads, const std::vector<Variable>& variables) {
+  LOCKSTEP_CHECK(grads.size() == variables.size(), "all_reduce_gradients: ", grads.size(), " gradients for ",
+                 variables.size(), " variables");
+  for (std::size_t i = 0; i < grads.size(); ++i) {
+    LOCKSTEP_CHECK(!grads[i].defined() || grads[i].numel() == variables[i].value().numel(),
+                   "all_reduce_gradients: gradient ", grads[i].shape().str(), " does not match variable '",
+                   variables[i].name(), "' ", variables[i].shape().str());
+  }
+  if (comm.size() == 1) return;
+  const auto& layout = layout_for(variables);
+  std::vector<Tensor> buffers;
+  std::vector<WorkPtr> works;
+  buffers.reserve(layout.size());
+  works.reserve(layout.size());
+  for (const GradientBucket& bucket : layout) {
+    // Fresh buffers every step (the caching allocator makes them cheap): the gradients handed
+    // out last step are views of the previous ones, and a caller may still hold them.
+    Tensor buffer = Tensor::empty({bucket.numel}, bucket.dtype);
+    for (std::size_t k = 0; k < bucket.variables.size(); ++k) {
+      const std::size_t i = bucket.variables[k];
+      const std::int64_t off = bucket.offsets[k];
+      Tensor part = buffer.slice(off, off + variables[i].value().numel());
+      if (!grads[i].defined()) part.fill_(0.0);
+      else if (grads[i].dtype() == bucket.dtype) part.copy_from(grads[i]);
+      else part.copy_from(grads[i].to(bucket.dtype));
+    }
+    works.push_back(comm.all_reduce(buffer, ReduceOp::kSum));
+    buffers.push_back(std::move(buffer));
+  }
+  for (auto& w : works) w->wait();
+  for (std::size_t b = 0; b < layout.size(); ++b) {
+    const GradientBucket& bucket = layout[b];
+    for (std::size_t k = 0; k < bucket.variables.size(); ++k) {
+      const std::size_t i = bucket.variables[k];
+      const std::int64_t off = bucket.offsets[k];
+      grads[i] = buffers[b].slice(off, off + variables[i].value().numel()).reshape(variables[i].shape());
+    }
+  }
+}
+
+}  // namespace lockstep::distribute
