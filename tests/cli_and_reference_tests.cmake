@@ -94,6 +94,15 @@ set_tests_properties(cli.evaluate_saved_model_prints_test_accuracy cli.evaluate_
                      cli.predict_wrong_shape_is_status_2_naming_both_shapes cli.evaluate_missing_model_is_status_1_naming_it
                      PROPERTIES FIXTURES_REQUIRED saved_model_cli)
 
+# Adversarial inputs through the CLI (tests/cli/hostile_inputs.sh): one entry per class of bad
+# input; README's "Tests" section lists them.
+set(_hostile_cases deep_json)
+foreach(_case IN LISTS _hostile_cases)
+  add_test(NAME cli.hostile.${_case}
+           COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/cli/hostile_inputs.sh ${_cli} ${_saved} ${_case})
+  set_tests_properties(cli.hostile.${_case} PROPERTIES FIXTURES_REQUIRED saved_model_cli TIMEOUT 300)
+endforeach()
+
 # Crash safety: SIGKILL at several moments (some inside a backup write), resume, same weights.
 add_test(NAME cli.sigkill_and_resume_is_bit_identical
          COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/cli/resume_after_kill.sh ${_cli})

@@ -5,6 +5,7 @@
 #include <set>
 #include <sstream>
 
+#include "io/json_guard.hpp"
 #include "lockstep/io/atomic_file.hpp"
 #include "lockstep/io/crc32c.hpp"
 
@@ -97,12 +98,7 @@ Checkpoint read_checkpoint(const std::string& prefix) {
   const auto bad = [&](const std::string& what) -> IOError {
     return IOError("checkpoint '" + json_path + "': " + what);
   };
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(read_file(json_path));
-  } catch (const nlohmann::json::exception& e) {
-    throw bad(std::string("not valid JSON: ") + e.what());
-  }
+  const nlohmann::json j = detail::parse_json(read_file(json_path), "checkpoint '" + json_path + "'");
   if (!j.is_object() || j.value("format", std::string()) != kFormatName)
     throw bad(std::string("not a lockstep checkpoint record (no \"format\": \"") + kFormatName + "\")");
   const auto version = j.value("format_version", -1);

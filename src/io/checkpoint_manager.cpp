@@ -3,6 +3,7 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
+#include "io/json_guard.hpp"
 #include "lockstep/io/atomic_file.hpp"
 
 namespace lockstep::io {
@@ -24,7 +25,7 @@ CheckpointManager::CheckpointManager(std::string directory, CheckpointManagerOpt
   const std::string p = pointer_path(directory_);
   if (!fs::exists(p)) return;
   try {
-    const auto j = nlohmann::json::parse(read_file(p));
+    const auto j = detail::parse_json(read_file(p), "checkpoint pointer file '" + p + "'");
     kept_ = j.at("all").get<std::vector<std::string>>();
     next_number_ = j.at("next_number").get<std::int64_t>();
   } catch (const nlohmann::json::exception& e) {

@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# hostile_inputs.sh LOCKSTEP SAVED_MODEL_FIXTURE_DIR CASE : one class of adversarial input
+# (edited files, hostile flags, faults) driven through the CLI; each CASE is one ctest entry
+# (cli.hostile.CASE). Passes when lockstep refuses it with the right exit status and a message
+# naming the problem, and nothing outside the run directory is touched.
+set -uo pipefail
+cli="$1"; saved="$2"; case="$3"
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+work="$(mktemp -d)"
+trap 'rm -rf "$work"' EXIT
+expect() { "$here/expect.sh" "$@" || exit 1; }
+fail() { echo "FAIL: $*"; exit 1; }
+# A short real run (2 steps, one device) whose run directory the cases then edit.
+quick=(train --steps-per-epoch 2 --batch-size 8 --devices cpu:1 --verbose 0 --no-tensorboard)
+first_run() { "$cli" "${quick[@]}" --epochs 1 --logdir "$work/run" "$@" >/dev/null || fail "the first run failed"; }
+# subst FILE REGEX REPLACEMENT: the first match replaced (python: a 200 kB replacement is too
+# long for sed's command line); "DEEP" in REPLACEMENT stands for a 100,000-deep array.
+subst() {
+  python3 - "$@" <<'PY' || fail "subst $2 in $1"
+import re, sys
+path, pattern, repl = sys.argv[1:4]
+repl = repl.replace("DEEP", "[" * 100000 + "]" * 100000)
+text = open(path).read()
+new, n = re.subn(pattern, lambda m: repl, text, count=1)
+if n != 1: sys.exit("no match for %r in %s" % (pattern, path))
+open(path, "w").write(new)
+PY
+}
+
+case "$case" in
+deep_json)  # a 100,000-deep array in model.json, in the backup record and in the pointer file
+  cp -r "$saved/model" "$work/model"
+  subst "$work/model/model.json" '"format_version": 1' '"format_version": DEEP'
+  expect 1 "model.json' is not valid JSON: arrays and objects are nested deeper than 64" \
+    "$cli" evaluate --model "$work/model"
+  expect 1 "model.json' is not valid JSON: arrays and objects are nested deeper than 64" \
+    "$cli" predict --model "$work/model" --input "$saved/images.npy"
+  first_run
+  cp "$work/run/backup/checkpoint" "$work/pointer"
+  subst "$work/run/backup/checkpoint" '"all": \[' '"all": [DEEP, '
+  expect 1 "backup/checkpoint' is not valid JSON: arrays and objects are nested deeper than 64" \
+    "$cli" "${quick[@]}" --epochs 1 --logdir "$work/run" --resume
+  cp "$work/pointer" "$work/run/backup/checkpoint"
+  record="$(ls "$work"/run/backup/backup-*.json | tail -1)"
+  subst "$record" '"epoch": [0-9]+' '"epoch": DEEP'
+  expect 1 "$(basename "$record")' is not valid JSON: arrays and objects are nested deeper than 64" \
+    "$cli" "${quick[@]}" --epochs 1 --logdir "$work/run" --resume
+  ;;
+*)
+  fail "unknown case '$case'"
+  ;;
+esac
+echo "ok: $case"
