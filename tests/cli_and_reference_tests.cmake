@@ -96,7 +96,7 @@ set_tests_properties(cli.evaluate_saved_model_prints_test_accuracy cli.evaluate_
 
 # Adversarial inputs through the CLI (tests/cli/hostile_inputs.sh): one entry per class of bad
 # input; README's "Tests" section lists them.
-set(_hostile_cases deep_json)
+set(_hostile_cases deep_json pointer_escape)
 foreach(_case IN LISTS _hostile_cases)
   add_test(NAME cli.hostile.${_case}
            COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/cli/hostile_inputs.sh ${_cli} ${_saved} ${_case})

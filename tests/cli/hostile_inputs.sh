@@ -46,6 +46,15 @@ deep_json)  # a 100,000-deep array in model.json, in the backup record and in th
   expect 1 "$(basename "$record")' is not valid JSON: arrays and objects are nested deeper than 64" \
     "$cli" "${quick[@]}" --epochs 1 --logdir "$work/run" --resume
   ;;
+pointer_escape)  # backup/checkpoint edited to list "../../victim": clean-up must not delete it
+  first_run
+  echo keep >"$work/victim.json"; echo keep >"$work/victim.safetensors"
+  subst "$work/run/backup/checkpoint" '"all": \[' '"all": ["../../victim", '
+  # Two more epochs save two more backups, so the oldest listed name would be cleaned up.
+  expect 1 "backup/checkpoint' names '../../victim', which is not a file name inside" \
+    "$cli" "${quick[@]}" --epochs 3 --logdir "$work/run" --resume
+  [[ -f "$work/victim.json" && -f "$work/victim.safetensors" ]] || fail "files outside the run directory were deleted"
+  ;;
 *)
   fail "unknown case '$case'"
   ;;

@@ -8,6 +8,7 @@
 #include "io_test_util.hpp"
 #include "lockstep/io/atomic_file.hpp"
 #include "lockstep/io/checkpoint_manager.hpp"
+#include "lockstep/io/file_name.hpp"
 #include "lockstep/io/safetensors.hpp"
 
 using namespace lockstep;
@@ -43,4 +44,38 @@ TEST(HostileFiles, DeeplyNestedJsonIsRefusedInEveryRecord) {
   write(dir + "/deep.safetensors", bytes + header);
   expect_io_error([&] { read_safetensors(dir + "/deep.safetensors"); },
                   {dir + "/deep.safetensors", "nested deeper than 64 levels"});
+}
+
+// An edited pointer once made the clean-up of old backups delete <anything>.json/.safetensors.
+TEST(HostileFiles, PointerNamesOutsideTheDirectoryAreRefusedBeforeAnyUse) {
+  const std::string root = fresh_dir("pointer_escape");
+  const std::string dir = root + "/run/backup";
+  Fixture a;
+  {
+    CheckpointManager m(dir, {.max_to_keep = 2});
+    m.save(a.vars(), a.opt.get(), {});
+  }
+  write(root + "/victim.json", "keep me");
+  write(root + "/victim.safetensors", "keep me");
+  for (const std::string& bad : std::vector<std::string>{"../../victim", "/etc/passwd", "sub/ckpt-1", "..", ".", "", "a\\b"}) {
+    nlohmann::json p = {{"all", {bad, "ckpt-1"}}, {"latest", "ckpt-1"}, {"next_number", 2}};
+    write(dir + "/checkpoint", p.dump());
+    expect_io_error([&] { CheckpointManager m(dir, {.max_to_keep = 1}); },
+                    {dir + "/checkpoint", "names '", "not a file name inside"});
+  }
+  EXPECT_TRUE(std::filesystem::exists(root + "/victim.json"));
+  EXPECT_TRUE(std::filesystem::exists(root + "/victim.safetensors"));
+  // "latest" must be the newest of "all", and the next number a positive integer.
+  write(dir + "/checkpoint", nlohmann::json({{"all", {"ckpt-1"}}, {"latest", "../x"}, {"next_number", 2}}).dump());
+  expect_io_error([&] { CheckpointManager m(dir); }, {dir + "/checkpoint", "\"latest\" is '../x'"});
+  write(dir + "/checkpoint", nlohmann::json({{"all", {"ckpt-1"}}, {"latest", "ckpt-1"}, {"next_number", -3}}).dump());
+  expect_io_error([&] { CheckpointManager m(dir); }, {dir + "/checkpoint", "\"next_number\" is -3"});
+}
+
+TEST(FileName, PlainNamesOnly) {
+  EXPECT_TRUE(is_plain_file_name("backup-3"));
+  EXPECT_TRUE(is_plain_file_name("..hidden"));
+  for (const std::string& bad : std::vector<std::string>{"", ".", "..", "../x", "a/b", "/abs", "a\\b", std::string("a\0b", 3)})
+    EXPECT_FALSE(is_plain_file_name(bad)) << bad;
+  EXPECT_EQ(path_in_directory("d", "f", "test"), "d/f");
 }
