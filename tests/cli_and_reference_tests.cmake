@@ -96,7 +96,10 @@ set_tests_properties(cli.evaluate_saved_model_prints_test_accuracy cli.evaluate_
 
 # Adversarial inputs through the CLI (tests/cli/hostile_inputs.sh): one entry per class of bad
 # input; README's "Tests" section lists them.
-set(_hostile_cases deep_json pointer_escape)
+set(_hostile_cases deep_json pointer_escape device_count)
+if(NOT LOCKSTEP_SANITIZE)  # ulimit -v leaves a sanitizer no room for its shadow memory
+  list(APPEND _hostile_cases thread_start_failure)
+endif()
 foreach(_case IN LISTS _hostile_cases)
   add_test(NAME cli.hostile.${_case}
            COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/cli/hostile_inputs.sh ${_cli} ${_saved} ${_case})

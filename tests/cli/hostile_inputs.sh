@@ -55,6 +55,18 @@ pointer_escape)  # backup/checkpoint edited to list "../../victim": clean-up mus
     "$cli" "${quick[@]}" --epochs 3 --logdir "$work/run" --resume
   [[ -f "$work/victim.json" && -f "$work/victim.safetensors" ]] || fail "files outside the run directory were deleted"
   ;;
+device_count)  # one upper bound for --devices cpu:N (train, bench) and LOCKSTEP_CPU_DEVICES
+  expect 2 "--devices cpu:N needs N in \[1, 1024\], got 'cpu:40000'" "$cli" train --devices cpu:40000
+  expect 2 "--devices must be cpu:N with N in \[1, 1024\], got 'cpu:40000'" "$cli" bench allreduce --devices cpu:40000
+  expect 2 "LOCKSTEP_CPU_DEVICES='40000' is not a device count in \[1, 1024\]" \
+    env LOCKSTEP_CPU_DEVICES=40000 "$cli" bench allreduce
+  ;;
+thread_start_failure)  # replica threads that cannot be created: reported, never std::terminate
+  (ulimit -v 2000000
+   "$here/expect.sh" 1 "cannot start the thread of replica [0-9]+: .*\(1000 replicas asked for, [0-9]+ started\)" \
+     "$cli" train --devices cpu:1000 --epochs 1 --steps-per-epoch 1 --verbose 0 --no-tensorboard --logdir "$work/run") ||
+    exit 1
+  ;;
 *)
   fail "unknown case '$case'"
   ;;

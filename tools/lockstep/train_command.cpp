@@ -78,7 +78,8 @@ distribute::MirroredOptions parse_devices(const std::string& spec) {
   // "cpu:N" alone means N logical CPU devices; otherwise a comma-separated device list.
   if (spec.rfind("cpu:", 0) == 0 && spec.find(',') == std::string::npos) {
     const Device d = Device::parse(spec);
-    LOCKSTEP_CHECK(d.index >= 1, "--devices cpu:N needs N >= 1, got '", spec, "'");
+    LOCKSTEP_CHECK(d.index >= 1 && d.index <= distribute::kMaxCpuDevices, "--devices cpu:N needs N in [1, ",
+                   distribute::kMaxCpuDevices, "], got '", spec, "'");
     o.num_cpu_devices = d.index;
     return o;
   }
