@@ -7,7 +7,7 @@ add_test(NAME cli.unknown_flag_is_usage_and_status_2
 add_test(NAME cli.unknown_activation_is_usage_and_status_2
          COMMAND ${_expect} 2 "swish not in" ${_cli} train --activation swish)
 add_test(NAME cli.bad_number_is_status_2
-         COMMAND ${_expect} 2 "must be a positive number, got 'x'" ${_cli} train --epochs x)
+         COMMAND ${_expect} 2 "must be a finite positive number, got 'x'" ${_cli} train --epochs x)
 add_test(NAME cli.no_command_is_status_2 COMMAND ${_expect} 2 "subcommand is required" ${_cli})
 add_test(NAME cli.help_is_status_0 COMMAND ${_expect} 0 "--batch-size" ${_cli} train --help)
 add_test(NAME cli.devices_lists_the_cpu COMMAND ${_expect} 0 "cpu:0" ${_cli} devices)
@@ -96,7 +96,7 @@ set_tests_properties(cli.evaluate_saved_model_prints_test_accuracy cli.evaluate_
 
 # Adversarial inputs through the CLI (tests/cli/hostile_inputs.sh): one entry per class of bad
 # input; README's "Tests" section lists them.
-set(_hostile_cases deep_json pointer_escape device_count)
+set(_hostile_cases deep_json pointer_escape device_count nonfinite_flags nan_loss)
 if(NOT LOCKSTEP_SANITIZE)  # ulimit -v leaves a sanitizer no room for its shadow memory
   list(APPEND _hostile_cases thread_start_failure)
 endif()

@@ -11,7 +11,8 @@ trap 'rm -rf "$work"' EXIT
 expect() { "$here/expect.sh" "$@" || exit 1; }
 fail() { echo "FAIL: $*"; exit 1; }
 # A short real run (2 steps, one device) whose run directory the cases then edit.
-quick=(train --steps-per-epoch 2 --batch-size 8 --devices cpu:1 --verbose 0 --no-tensorboard)
+base=(train --batch-size 8 --devices cpu:1 --verbose 0 --no-tensorboard)
+quick=("${base[@]}" --steps-per-epoch 2)
 first_run() { "$cli" "${quick[@]}" --epochs 1 --logdir "$work/run" "$@" >/dev/null || fail "the first run failed"; }
 # subst FILE REGEX REPLACEMENT: the first match replaced (python: a 200 kB replacement is too
 # long for sed's command line); "DEEP" in REPLACEMENT stands for a 100,000-deep array.
@@ -66,6 +67,19 @@ thread_start_failure)  # replica threads that cannot be created: reported, never
    "$here/expect.sh" 1 "cannot start the thread of replica [0-9]+: .*\(1000 replicas asked for, [0-9]+ started\)" \
      "$cli" train --devices cpu:1000 --epochs 1 --steps-per-epoch 1 --verbose 0 --no-tensorboard --logdir "$work/run") ||
     exit 1
+  ;;
+nonfinite_flags)  # inf, 1e309 (overflows to inf) and nan hyper-parameters are refused at the flag
+  for v in inf 1e309 nan -inf; do
+    expect 2 "--learning-rate: must be a finite positive number, got '$v'" "$cli" train --learning-rate "$v"
+  done
+  for v in nan inf 1 -0.5; do
+    expect 2 "--dropout: must be a number in \[0, 1\), got '$v'" "$cli" train --dropout "$v"
+  done
+  ;;
+nan_loss)  # a run whose loss becomes NaN ends with a clear non-zero exit and saves no model
+  expect 1 "training diverged: the loss became NaN or infinite at epoch 1, batch [0-9]+" \
+    "$cli" "${base[@]}" --epochs 1 --steps-per-epoch 20 --optimizer sgd --learning-rate 1e30 --logdir "$work/run"
+  [[ ! -e "$work/run/model" ]] || fail "a diverged run saved a model"
   ;;
 *)
   fail "unknown case '$case'"

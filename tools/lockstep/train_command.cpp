@@ -1,3 +1,4 @@
+#include <cmath>
 #include <cstdlib>
 #include <ctime>
 #include <filesystem>
@@ -13,15 +14,25 @@
 namespace lockstep::cli {
 
 namespace {
-// CLI11's PositiveNumber prints the whole double range for a non-number; say it plainly.
+// CLI11's PositiveNumber prints the whole double range for a non-number; say it plainly. "inf",
+// "nan" and "1e309" (which overflows to inf) are refused: they train to NaN.
 const CLI::Validator kPositive(
     [](std::string& s) -> std::string {
       char* end = nullptr;
       const double v = std::strtod(s.c_str(), &end);
-      if (s.empty() || *end != '\0' || !(v > 0)) return "must be a positive number, got '" + s + "'";
+      if (s.empty() || *end != '\0' || !std::isfinite(v) || !(v > 0))
+        return "must be a finite positive number, got '" + s + "'";
       return {};
     },
     "POSITIVE");
+const CLI::Validator kRate(
+    [](std::string& s) -> std::string {
+      char* end = nullptr;
+      const double v = std::strtod(s.c_str(), &end);
+      if (s.empty() || *end != '\0' || !(v >= 0 && v < 1)) return "must be a number in [0, 1), got '" + s + "'";
+      return {};
+    },
+    "[0, 1)");
 }  // namespace
 
 void add_train_command(CLI::App& app, TrainArgs& a) {
@@ -53,7 +64,7 @@ void add_train_command(CLI::App& app, TrainArgs& a) {
   cmd->add_option("--activation", a.activation, "Activation of the hidden layer")
       ->check(CLI::IsMember({"relu", "sigmoid", "tanh", "gelu", "linear"}))
       ->capture_default_str();
-  cmd->add_option("--dropout", a.dropout, "Dropout rate in [0, 1)")->check(CLI::Range(0.0, 0.999))->capture_default_str();
+  cmd->add_option("--dropout", a.dropout, "Dropout rate in [0, 1)")->check(kRate)->capture_default_str();
   cmd->add_option("--seed", a.seed, "Seed for weights, shuffling and dropout")->capture_default_str();
   cmd->add_option("--metrics-out", a.metrics_out,
                   "Write {test_loss, test_accuracy, train_steps_per_second, history} as JSON to this file");
@@ -155,6 +166,9 @@ int run_train(const TrainArgs& a) {
                 .batch(global_batch)
                 .prefetch(data::kAutotune);
   FitOptions fit_options{.epochs = a.epochs, .verbose = verbose};
+  // First, so that no other callback sees a batch after the loss went NaN.
+  const auto nan_guard = std::make_shared<TerminateOnNaN>();
+  fit_options.callbacks.push_back(nan_guard);
   fit_options.validation_data = data::Dataset::from_tensor_slices(x_test, data.test.y).batch(1024);
   std::filesystem::create_directories(logdir);
   std::printf("Run directory: %s\n", logdir.c_str());
@@ -172,6 +186,11 @@ int run_train(const TrainArgs& a) {
     fit_options.steps_per_epoch = a.steps_per_epoch;
   }
   const History history = model.fit(ds, fit_options);
+  // A diverged run is a failure, not a result: no model is saved and the exit status says so.
+  if (nan_guard->terminated())
+    throw Error(detail::concat("training diverged: the loss became NaN or infinite at epoch ", nan_guard->epoch() + 1,
+                               ", batch ", nan_guard->batch() + 1,
+                               "; no model was saved (try a lower --learning-rate, and start a new run)"));
   const Logs test = model.evaluate(x_test, data.test.y, {.batch_size = 1024});
   std::fflush(stdout);
   const double steps_per_second = model.last_fit_timing().steps_per_second;

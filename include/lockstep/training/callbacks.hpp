@@ -130,7 +130,18 @@ class LearningRateScheduler final : public Callback {
 /// Stops training at the first batch whose loss is NaN or infinite.
 class TerminateOnNaN final : public Callback {
  public:
+  void on_epoch_begin(int epoch, const Logs& logs) override;
   void on_train_batch_end(std::int64_t batch, const Logs& logs) override;
+  /// Whether it stopped training, and where (epoch, batch: 0-based), so that a caller can report
+  /// the divergence instead of treating the stopped run as finished.
+  bool terminated() const { return terminated_; }
+  int epoch() const { return epoch_; }
+  std::int64_t batch() const { return batch_; }
+
+ private:
+  bool terminated_ = false;
+  int epoch_ = 0;
+  std::int64_t batch_ = 0;
 };
 
 struct CSVLoggerOptions {
