@@ -27,22 +27,18 @@ CheckpointManager::CheckpointManager(std::string directory, CheckpointManagerOpt
   if (!fs::exists(p)) return;
   const std::string source = "checkpoint pointer file '" + p + "'";
   const auto j = detail::parse_json(read_file(p), source);
-  std::string latest;
   try {
     kept_ = j.at("all").get<std::vector<std::string>>();
-    latest = j.at("latest").get<std::string>();
-    next_number_ = j.at("next_number").get<std::int64_t>();
   } catch (const nlohmann::json::exception& e) {
     throw IOError(source + " is malformed: " + e.what());
   }
+  const std::string latest = detail::string_field(j, "latest", source);
+  next_number_ = detail::integer_field(j, "next_number", 1, std::int64_t{1} << 53, source);
   // Every name is checked before any is used: clean-up deletes <dir>/<name>.* for old ones.
   for (const auto& name : kept_) (void)path_in_directory(directory_, name, source);
   if (latest != (kept_.empty() ? std::string() : kept_.back()))
     throw IOError(source + " is malformed: \"latest\" is '" + latest + "' but the last of \"all\" is '" +
                   (kept_.empty() ? std::string() : kept_.back()) + "'");
-  if (next_number_ < 1 || next_number_ > (std::int64_t{1} << 53))
-    throw IOError(source + " is malformed: \"next_number\" is " + std::to_string(next_number_) +
-                  ", not in [1, 2^53]");
 }
 
 std::string CheckpointManager::save(const std::vector<Variable>& variables, optimizers::Optimizer* optimizer,

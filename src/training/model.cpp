@@ -331,6 +331,8 @@ History Model::fit(const data::Dataset& dataset, const FitOptions& o) {
                    seed_, "; resume with the same seed");
     LOCKSTEP_CHECK(st.epoch >= o.initial_epoch && st.epoch <= o.epochs, "fit: the backup is at epoch ", st.epoch,
                    ", outside [initial_epoch, epochs] = [", o.initial_epoch, ", ", o.epochs, "]");
+    LOCKSTEP_CHECK(steps < 0 || st.batch_in_epoch <= steps, "fit: the backup is at batch ", st.batch_in_epoch,
+                   " of epoch ", st.epoch + 1, ", past its ", steps, " steps per epoch");
     first_epoch = st.epoch;
     skip_batches = st.batch_in_epoch;
     if (std::getenv("LOCKSTEP_VERBOSE_RESUME") || verbose > 0)

@@ -229,8 +229,9 @@ std::unique_ptr<Sequential> load_model(const std::string& dir) {
   const json j = io::detail::parse_json(io::read_file(json_path), "saved model '" + json_path + "'");
   if (!j.is_object() || j.value("format", std::string()) != kFormatName)
     throw bad(std::string("not a lockstep saved model (no \"format\": \"") + kFormatName + "\")");
+  // Compared as written: get<int>() would read 4294967297 as 1, and 1.5 as 1.
   const json& version = j.value("format_version", json());
-  if (!version.is_number_integer() || version.get<int>() != kSavedModelFormatVersion)
+  if (!version.is_number_integer() || version.dump() != std::to_string(kSavedModelFormatVersion))
     throw bad("format version " + version.dump() + " is not the supported version " +
               std::to_string(kSavedModelFormatVersion));
 

@@ -81,6 +81,13 @@ nan_loss)  # a run whose loss becomes NaN ends with a clear non-zero exit and sa
     "$cli" "${base[@]}" --epochs 1 --steps-per-epoch 20 --optimizer sgd --learning-rate 1e30 --logdir "$work/run"
   [[ ! -e "$work/run/model" ]] || fail "a diverged run saved a model"
   ;;
+state_edit)  # the backup's training state edited ("iterations": -1 trained to NaN with status 0)
+  first_run
+  record="$(ls "$work"/run/backup/backup-*.json | tail -1)"
+  subst "$record" '"iterations": [0-9]+' '"iterations": -1'
+  expect 1 "$(basename "$record")': the record's CRC-32C is .* \(the record was edited or is corrupt\)" \
+    "$cli" "${quick[@]}" --epochs 2 --logdir "$work/run" --resume
+  ;;
 *)
   fail "unknown case '$case'"
   ;;

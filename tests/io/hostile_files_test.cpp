@@ -8,6 +8,7 @@
 #include "io_test_util.hpp"
 #include "lockstep/io/atomic_file.hpp"
 #include "lockstep/io/checkpoint_manager.hpp"
+#include "lockstep/io/crc32c.hpp"
 #include "lockstep/io/file_name.hpp"
 #include "lockstep/io/safetensors.hpp"
 
@@ -24,6 +25,16 @@ struct Fixture {
 };
 
 void write(const std::string& path, const std::string& text) { std::ofstream(path, std::ios::binary) << text; }
+
+// What a (buggy) writer that computes the record CRC correctly would leave: the record's own
+// CRC made to match, so that the range checks behind it are reached.
+void write_with_crc(const std::string& path, nlohmann::json j) {
+  j.erase("record_crc32c");
+  char buf[16];
+  std::snprintf(buf, sizeof buf, "0x%x", crc32c(j.dump()));
+  j["record_crc32c"] = buf;
+  write(path, j.dump(2));
+}
 }  // namespace
 
 // 100,000-deep arrays once overflowed the stack while the error message was built.
@@ -78,4 +89,47 @@ TEST(FileName, PlainNamesOnly) {
   for (const std::string& bad : std::vector<std::string>{"", ".", "..", "../x", "a/b", "/abs", "a\\b", std::string("a\0b", 3)})
     EXPECT_FALSE(is_plain_file_name(bad)) << bad;
   EXPECT_EQ(path_in_directory("d", "f", "test"), "d/f");
+}
+
+// The training state was neither CRC-covered nor range-checked: "iterations": -1 trained to NaN.
+TEST(HostileFiles, TrainingStateIsCrcCoveredAndEveryFieldRangeChecked) {
+  const std::string dir = fresh_dir("state_fields");
+  Fixture a;
+  save_checkpoint(dir + "/ck", a.vars(), a.opt.get(), {.epoch = 2, .batch_in_epoch = 3, .values = {{"m/0", 1.5}}});
+  const std::string path = dir + "/ck.json";
+  const auto good = nlohmann::json::parse(read_file(path));
+  ASSERT_TRUE(good.contains("record_crc32c"));
+  EXPECT_EQ(read_checkpoint(dir + "/ck").state.batch_in_epoch, 3);
+
+  auto edited = good;
+  edited["state"]["iterations"] = -1;
+  write(path, edited.dump(2));  // edited by hand: the record's CRC no longer matches
+  expect_io_error([&] { read_checkpoint(dir + "/ck"); }, {path, "the record's CRC-32C is", "edited or is corrupt"});
+
+  const std::pair<const char*, nlohmann::json> bad_fields[] = {
+      {"iterations", -1}, {"epoch", 2.5}, {"epoch", -1}, {"batch_in_epoch", "3"}, {"seed", -1},
+      {"learning_rate", nullptr}, {"learning_rate", -0.5}, {"loss_scale", 0}, {"learning_rate_from_schedule", 1}};
+  for (const auto& [key, value] : bad_fields) {
+    edited = good;
+    edited["state"][key] = value;
+    write_with_crc(path, edited);
+    expect_io_error([&] { read_checkpoint(dir + "/ck"); }, {path, std::string("\"") + key + "\" is " + value.dump()});
+  }
+  edited = good;
+  edited["state"]["values"]["m/0"] = nullptr;
+  write_with_crc(path, edited);
+  expect_io_error([&] { read_checkpoint(dir + "/ck"); }, {path, "\"m/0\" is null"});
+  edited = good;
+  edited["state"].erase("iterations");
+  write_with_crc(path, edited);
+  expect_io_error([&] { read_checkpoint(dir + "/ck"); }, {path, "no \"iterations\""});
+  // A version past 32 bits is not truncated to one lockstep knows.
+  edited = good;
+  edited["format_version"] = 4294967296LL + kCheckpointFormatVersion;
+  write_with_crc(path, edited);
+  expect_io_error([&] { read_checkpoint(dir + "/ck"); }, {path, "format version 429496729"});
+  edited = good;
+  edited["tensors_file"] = "../elsewhere.safetensors";
+  write_with_crc(path, edited);
+  expect_io_error([&] { read_checkpoint(dir + "/ck"); }, {path, "not a file name inside"});
 }

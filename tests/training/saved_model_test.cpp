@@ -275,6 +275,13 @@ TEST_F(SavedModelErrors, WrongFormatVersion) {
   EXPECT_NE(m.find("format version 99 is not the supported version 1"), std::string::npos) << m;
 }
 
+// get<int>() once read 4294967297 as 1.
+TEST_F(SavedModelErrors, FormatVersionPast32BitsIsNotTruncated) {
+  replace_in_file(json_, "\"format_version\": 1", "\"format_version\": 4294967297");
+  const auto m = io_message([&] { load_model(dir_); });
+  EXPECT_NE(m.find("format version 4294967297 is not the supported version 1"), std::string::npos) << m;
+}
+
 TEST_F(SavedModelErrors, InvalidJsonAndMissingFields) {
   replace_in_file(json_, "\"rate\":", "\"rate\" ");
   auto m = io_message([&] { load_model(dir_); });
