@@ -30,7 +30,8 @@ nlohmann::json state_to_json(const TrainingState& s) {
           {"learning_rate", s.learning_rate},
           {"learning_rate_from_schedule", s.learning_rate_from_schedule},
           {"loss_scale", s.loss_scale},
-          {"values", s.values}};
+          {"values", s.values},
+          {"run_config", s.run_config}};
 }
 
 // Every field is range-checked: the record is CRC-covered, but a CRC only says the bytes are
@@ -51,6 +52,10 @@ TrainingState state_from_json(const nlohmann::json& j, const std::string& what) 
   for (auto it = values->begin(); it != values->end(); ++it)
     s.values[it.key()] = detail::number_field(*values, it.key().c_str(), -std::numeric_limits<double>::max(),
                                               std::numeric_limits<double>::max(), what + " \"values\"");
+  const auto config = j.find("run_config");
+  if (config == j.end() || !config->is_object()) throw IOError(what + ": \"run_config\" is missing or not an object");
+  for (auto it = config->begin(); it != config->end(); ++it)
+    s.run_config[it.key()] = detail::string_field(*config, it.key().c_str(), what + " \"run_config\"");
   return s;
 }
 

@@ -88,6 +88,22 @@ state_edit)  # the backup's training state edited ("iterations": -1 trained to N
   expect 1 "$(basename "$record")': the record's CRC-32C is .* \(the record was edited or is corrupt\)" \
     "$cli" "${quick[@]}" --epochs 2 --logdir "$work/run" --resume
   ;;
+resume_mismatch)  # --resume with other flags mixed old and new values; a pointer listing nothing started afresh
+  first_run
+  resume=("$cli" "${base[@]}" --logdir "$work/run" --resume)
+  expect 2 "was made with other flags: --learning-rate 0.001 \(now 0.01\), --optimizer adam \(now sgd\)" \
+    "${resume[@]}" --steps-per-epoch 2 --epochs 1 --learning-rate 0.01 --optimizer sgd
+  expect 2 "--batch-size global batch 8 \(now global batch 16\)" "${resume[@]}" --steps-per-epoch 2 --epochs 1 --global-batch-size 16
+  expect 2 "--steps-per-epoch 2 \(now 3\)" "${resume[@]}" --steps-per-epoch 3 --epochs 1
+  for flag in "--dataset fashion_mnist" "--activation tanh" "--dropout 0.5" "--hidden 64" "--seed 5"; do
+    # shellcheck disable=SC2086
+    expect 2 "other flags: ${flag%% *} " "${resume[@]}" --steps-per-epoch 2 --epochs 1 $flag
+  done
+  expect 0 "Resuming with --epochs 2 \(the run was started with --epochs 1\)" \
+    "${resume[@]}" --steps-per-epoch 2 --epochs 2
+  printf '{"all": [], "latest": "", "next_number": 9}' >"$work/run/backup/checkpoint"
+  expect 1 "--resume: '.*backup/checkpoint' lists no backup" "${resume[@]}" --steps-per-epoch 2 --epochs 2
+  ;;
 *)
   fail "unknown case '$case'"
   ;;

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.hpp"
+#include "run_directory.hpp"
 #include "lockstep/lockstep.hpp"
 #include "lockstep/training/callbacks.hpp"
 #include "lockstep/training/checkpointing.hpp"
@@ -147,9 +148,11 @@ int run_train(const TrainArgs& a) {
   const std::string logdir = a.logdir.empty() ? default_logdir() : a.logdir;
   const std::string backup_dir = logdir + "/backup";
   const bool has_backup = std::filesystem::exists(backup_dir + "/checkpoint");
+  const RunConfig run_config = make_run_config(a, global_batch);
   if (a.resume) {
     LOCKSTEP_CHECK_T(IOError, has_backup, "--resume: no backup found in '", backup_dir,
                      "' (nothing to continue; run without --resume to start a new run)");
+    check_resume(backup_dir, run_config);
   } else {
     LOCKSTEP_CHECK(!has_backup, "'", logdir, "' already holds a run; pass --resume to continue it or choose another "
                    "--logdir");
@@ -176,7 +179,8 @@ int run_train(const TrainArgs& a) {
   fit_options.callbacks.push_back(std::make_shared<BackupAndRestore>(BackupAndRestoreOptions{
       .backup_dir = backup_dir,
       .save_freq = a.backup_every_steps > 0 ? SaveFreq::every(a.backup_every_steps) : SaveFreq::epoch(),
-      .delete_checkpoint = false}));
+      .delete_checkpoint = false,
+      .run_config = run_config}));
   if (a.save_best) {
     fit_options.callbacks.push_back(std::make_shared<ModelCheckpoint>(
         ModelCheckpointOptions{.filepath = logdir + "/best/ckpt", .monitor = "val_loss", .save_best_only = true}));

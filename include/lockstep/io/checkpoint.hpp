@@ -44,6 +44,9 @@ struct TrainingState {
   double loss_scale = 1.0;
   /// Callbacks' own state by key, e.g. "early_stopping/best".
   std::map<std::string, double> values;
+  /// The configuration of the run that saved it (BackupAndRestoreOptions::run_config: for
+  /// `lockstep train`, its flags), so that a resume can refuse to mix old and new settings.
+  std::map<std::string, std::string> run_config;
 };
 
 struct CheckpointOptions {

@@ -230,6 +230,9 @@ struct BackupAndRestoreOptions {
   /// Remove the backup when training ends normally (Keras' delete_checkpoint).
   bool delete_checkpoint = true;
   bool is_chief = true;
+  /// The run's configuration (e.g. the CLI's flags), stored in every backup's TrainingState so
+  /// that whoever resumes can check it is continuing the same run.
+  std::map<std::string, std::string> run_config;
 };
 
 /// Saves a checkpoint with its TrainingState to backup_dir at each epoch end (and every N
