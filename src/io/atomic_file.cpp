@@ -38,7 +38,23 @@ struct TempGuard {
 };
 }  // namespace
 
+void check_output_path(const std::string& path, const std::string& what) {
+  const auto bad = [&](const std::string& why) {
+    return IOError(::lockstep::detail::concat(what, " '", path, "' cannot be written: ", why));
+  };
+  if (path.empty()) throw bad("the path is empty");
+  const std::string dir = parent_dir(path);
+  struct stat st {};
+  if (::stat(dir.c_str(), &st) != 0) throw bad("its directory '" + dir + "': " + std::strerror(errno));
+  if (!S_ISDIR(st.st_mode)) throw bad("'" + dir + "' is not a directory");
+  if (::access(dir.c_str(), W_OK) != 0) throw bad("its directory '" + dir + "': " + std::strerror(errno));
+  // The file is replaced by a rename: onto a device (/dev/full), a pipe (/dev/stdout) or a
+  // directory that would replace the node itself, not write into it.
+  if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) throw bad("it exists and is not a regular file");
+}
+
 void write_file_atomic(const std::string& path, std::string_view bytes) {
+  check_output_path(path, "file");
   TempGuard g{path + ".tmp." + std::to_string(::getpid())};
   g.fd = ::open(g.tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (g.fd < 0) {
@@ -52,7 +68,8 @@ void write_file_atomic(const std::string& path, std::string_view bytes) {
     ::raise(SIGKILL);
   }
   while (left > 0) {
-    if (const int injected = detail::g_inject_write_errno.exchange(0); injected != 0) {
+    if (const int injected = detail::inject_enospc_for(path) ? ENOSPC : detail::g_inject_write_errno.exchange(0);
+        injected != 0) {
       (void)!::write(g.fd, p, left / 2);  // leave a partial temp file behind, as a full disk would
       fail(path, "write", injected);
     }

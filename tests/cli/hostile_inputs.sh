@@ -104,6 +104,29 @@ resume_mismatch)  # --resume with other flags mixed old and new values; a pointe
   printf '{"all": [], "latest": "", "next_number": 9}' >"$work/run/backup/checkpoint"
   expect 1 "--resume: '.*backup/checkpoint' lists no backup" "${resume[@]}" --steps-per-epoch 2 --epochs 2
   ;;
+output_write_failure)  # a full disk (LOCKSTEP_INJECT_ENOSPC) or an unreplaceable target is a non-zero exit
+  expect 1 "cannot write '$work/m.json': write failed: No space left on device" \
+    env LOCKSTEP_INJECT_ENOSPC="$work/m.json" "$cli" "${quick[@]}" --epochs 1 --logdir "$work/run" --metrics-out "$work/m.json"
+  [[ ! -e "$work/m.json" ]] || fail "a failed write left $work/m.json"
+  ! ls "$work" | grep -q '\.tmp\.' || fail "a failed write left its temporary file"
+  expect 1 "No space left on device" env LOCKSTEP_INJECT_ENOSPC="$work/e.json" \
+    "$cli" evaluate --model "$saved/model" --metrics-out "$work/e.json"
+  expect 1 "No space left on device" env LOCKSTEP_INJECT_ENOSPC="$work/p.npy" \
+    "$cli" predict --model "$saved/model" --input "$saved/images.npy" --output "$work/p.npy"
+  # /dev/full cannot be renamed onto (that would replace the device node): refused up front.
+  expect 1 "--metrics-out '/dev/full' cannot be written: it exists and is not a regular file" \
+    "$cli" "${quick[@]}" --epochs 1 --logdir "$work/run2" --metrics-out /dev/full
+  [[ -c /dev/full ]] || fail "/dev/full is no longer a device"
+  ;;
+output_path_checked_first)  # --metrics-out into a missing directory failed only after the training
+  expect 1 "--metrics-out '$work/missing/m.json' cannot be written: its directory '$work/missing': No such file" \
+    "$cli" "${quick[@]}" --epochs 1 --logdir "$work/run" --metrics-out "$work/missing/m.json"
+  [[ ! -e "$work/run" ]] || fail "the run started before its output path was checked"
+  expect 1 "--output '$work/missing/p.npy' cannot be written" \
+    "$cli" predict --model "$saved/model" --input "$saved/images.npy" --output "$work/missing/p.npy"
+  expect 1 "--metrics-out '$work' cannot be written: it exists and is not a regular file" \
+    "$cli" evaluate --model "$saved/model" --metrics-out "$work"
+  ;;
 *)
   fail "unknown case '$case'"
   ;;

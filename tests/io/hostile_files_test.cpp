@@ -1,6 +1,8 @@
 // Files edited by someone else (or by an attacker): every one is refused with an IOError naming
 // the file, and none makes lockstep crash, read or delete outside its directory, or trust a
 // value it did not check.
+#include <sys/stat.h>
+
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -132,4 +134,21 @@ TEST(HostileFiles, TrainingStateIsCrcCoveredAndEveryFieldRangeChecked) {
   edited["tensors_file"] = "../elsewhere.safetensors";
   write_with_crc(path, edited);
   expect_io_error([&] { read_checkpoint(dir + "/ck"); }, {path, "not a file name inside"});
+}
+
+// The rename of an atomic write replaces whatever is at the path: a device, a pipe or a
+// directory there is refused (as root, `--metrics-out /dev/full` would have replaced the node).
+TEST(HostileFiles, AtomicWritesRefuseTargetsThatAreNotRegularFiles) {
+  const std::string dir = fresh_dir("not_regular");
+  const std::string fifo = dir + "/pipe";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  expect_io_error([&] { write_file_atomic(fifo, "x"); }, {fifo, "is not a regular file"});
+  struct stat st {};
+  ASSERT_EQ(::stat(fifo.c_str(), &st), 0);
+  EXPECT_TRUE(S_ISFIFO(st.st_mode));
+  std::filesystem::create_directories(dir + "/sub");
+  expect_io_error([&] { write_file_atomic(dir + "/sub", "x"); }, {dir + "/sub", "is not a regular file"});
+  expect_io_error([&] { check_output_path(dir + "/missing/f", "--metrics-out"); },
+                  {"--metrics-out '" + dir + "/missing/f' cannot be written", "No such file"});
+  EXPECT_NO_THROW(check_output_path(dir + "/new-file", "--metrics-out"));
 }

@@ -64,6 +64,7 @@ void add_model_commands(CLI::App& app, ModelArgs& a) {
 }
 
 int run_evaluate(const ModelArgs& a) {
+  if (!a.metrics_out.empty()) io::check_output_path(a.metrics_out, "--metrics-out");
   auto model = load(a);
   LOCKSTEP_CHECK(model->compiled(), "the model in '", a.model_dir,
                  "' was saved before it was compiled, so it has no loss to evaluate; compile it before save_model");
@@ -92,6 +93,7 @@ int run_evaluate(const ModelArgs& a) {
 }
 
 int run_predict(const ModelArgs& a) {
+  if (!a.output.empty()) io::check_output_path(a.output, "--output");
   auto model = load(a);
   const Tensor raw = data::read_npy(a.input);
   const std::string source = "--input '" + a.input + "'";
@@ -110,7 +112,7 @@ int run_predict(const ModelArgs& a) {
   x = to_model_input(x, *model, source);
   const Tensor out = model->predict(x, {.batch_size = a.batch_size});
   if (!a.output.empty()) {
-    data::write_npy(a.output, out);
+    io::write_file_atomic(a.output, data::encode_npy(out, "--output '" + a.output + "'"));
     std::fprintf(stderr, "Wrote outputs %s to %s\n", out.shape().str().c_str(), a.output.c_str());
     return 0;
   }

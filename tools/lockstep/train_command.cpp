@@ -2,12 +2,12 @@
 #include <cstdlib>
 #include <ctime>
 #include <filesystem>
-#include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
 
 #include "commands.hpp"
 #include "run_directory.hpp"
+#include "lockstep/io/atomic_file.hpp"
 #include "lockstep/lockstep.hpp"
 #include "lockstep/training/callbacks.hpp"
 #include "lockstep/training/checkpointing.hpp"
@@ -126,6 +126,8 @@ std::string default_logdir() {
 int run_train(const TrainArgs& a) {
   LOCKSTEP_CHECK(a.steps_per_epoch == -1 || a.steps_per_epoch > 0, "--steps-per-epoch must be positive");
   LOCKSTEP_CHECK(!a.resume || !a.logdir.empty(), "--resume needs --logdir naming the run to continue");
+  // Before any training: a result that cannot be written is found out now, not after an hour.
+  if (!a.metrics_out.empty()) io::check_output_path(a.metrics_out, "--metrics-out");
   set_random_seed(a.seed);
   distribute::MirroredStrategy strategy(parse_devices(a.devices));
   const int replicas = strategy.num_replicas_in_sync();
@@ -211,15 +213,7 @@ int run_train(const TrainArgs& a) {
     j["epochs"] = history.epoch;
     j["replicas"] = replicas;
     j["global_batch_size"] = global_batch;
-    const std::string tmp = a.metrics_out + ".tmp";
-    {
-      std::ofstream f(tmp);
-      LOCKSTEP_CHECK_T(IOError, f.good(), "cannot write --metrics-out file '", a.metrics_out, "'");
-      f << j.dump(2) << "\n";
-      LOCKSTEP_CHECK_T(IOError, f.good(), "writing '", a.metrics_out, "' failed (disk full?)");
-    }
-    LOCKSTEP_CHECK_T(IOError, std::rename(tmp.c_str(), a.metrics_out.c_str()) == 0, "cannot rename '", tmp, "' to '",
-                     a.metrics_out, "'");
+    io::write_file_atomic(a.metrics_out, j.dump(2) + "\n");
   }
   return 0;
 }
