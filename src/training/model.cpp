@@ -435,6 +435,7 @@ Logs Model::evaluate_impl(const data::Dataset& dataset, std::int64_t steps, cons
   const std::int64_t total = steps > 0 ? steps : card;
   std::unique_ptr<Progbar> bar;
   if (verbose == 1) bar = std::make_unique<Progbar>(total);
+  std::int64_t examples = 0;
   for (std::int64_t step = 0; steps < 0 || step < steps; ++step) {
     auto batch = it->next();
     if (!batch) break;
@@ -453,6 +454,7 @@ Logs Model::evaluate_impl(const data::Dataset& dataset, std::int64_t steps, cons
       return r;
     });
     merge_replica_numbers(parts, x.dim(0), nullptr);
+    examples += x.dim(0);
     logs = collect_logs("");
     cbs.each([&](Callback& c) { c.on_test_batch_end(step, logs); });
     if (bar) {
@@ -460,6 +462,8 @@ Logs Model::evaluate_impl(const data::Dataset& dataset, std::int64_t steps, cons
       bar->update(step + 1, vals);
     }
   }
+  // Keras refuses this too: the mean of no examples would read as a loss of 0.
+  LOCKSTEP_CHECK(examples > 0, "evaluate: the data produced no examples, so there is no loss to report");
   logs = collect_logs("");
   cbs.each([&](Callback& c) { c.on_test_end(logs); });
   return logs;

@@ -127,6 +127,23 @@ output_path_checked_first)  # --metrics-out into a missing directory failed only
   expect 1 "--metrics-out '$work' cannot be written: it exists and is not a regular file" \
     "$cli" evaluate --model "$saved/model" --metrics-out "$work"
   ;;
+empty_dataset)  # valid IDX files holding 0 images: an error naming the file and the count
+  real="${LOCKSTEP_DATA_DIR:-$HOME/.lockstep/datasets}/mnist"
+  for split in train t10k; do
+    rm -rf "$work/data"; mkdir -p "$work/data/mnist"
+    ln -s "$real"/* "$work/data/mnist/"
+    rm -f "$work/data/mnist/$split"-*
+    python3 - "$work/data/mnist/$split" <<'PY'
+import struct, sys
+open(sys.argv[1] + "-images-idx3-ubyte", "wb").write(bytes([0, 0, 8, 3]) + struct.pack(">III", 0, 28, 28))
+open(sys.argv[1] + "-labels-idx1-ubyte", "wb").write(bytes([0, 0, 8, 1]) + struct.pack(">I", 0))
+PY
+    expect 1 "MNIST: '$work/data/mnist/$split-images-idx3-ubyte' holds 0 images" \
+      env LOCKSTEP_DATA_DIR="$work/data" "$cli" "${quick[@]}" --epochs 1 --logdir "$work/run-$split"
+  done
+  expect 1 "MNIST: '$work/data/mnist/t10k-images-idx3-ubyte' holds 0 images" \
+    env LOCKSTEP_DATA_DIR="$work/data" "$cli" evaluate --model "$saved/model"
+  ;;
 *)
   fail "unknown case '$case'"
   ;;

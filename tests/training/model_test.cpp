@@ -145,6 +145,14 @@ TEST(Model, PredictReturnsRowsInInputOrder) {
   }
 }
 
+// No examples is no loss, not a loss of 0 (Keras refuses it as well).
+TEST(Model, EvaluateOnNoExamplesIsAnError) {
+  auto model = small_model();
+  const auto toy = make_toy(8);
+  model->fit(toy.x, toy.y, {.epochs = 1, .batch_size = 4, .verbose = 0});
+  EXPECT_THROW(model->evaluate(toy.x.slice(0, 0), toy.y.slice(0, 0)), ValueError);
+}
+
 TEST(Model, EvaluateWeightsBatchesByExampleCount) {
   auto model = small_model();
   const auto toy = make_toy(20);
