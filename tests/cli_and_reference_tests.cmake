@@ -97,7 +97,8 @@ set_tests_properties(cli.evaluate_saved_model_prints_test_accuracy cli.evaluate_
 # Adversarial inputs through the CLI (tests/cli/hostile_inputs.sh): one entry per class of bad
 # input; README's "Tests" section lists them.
 set(_hostile_cases deep_json pointer_escape device_count nonfinite_flags nan_loss state_edit resume_mismatch
-    output_write_failure output_path_checked_first empty_dataset)
+    output_write_failure output_path_checked_first empty_dataset
+    concurrent_runs stale_temporaries)
 if(NOT LOCKSTEP_SANITIZE)  # ulimit -v leaves a sanitizer no room for its shadow memory
   list(APPEND _hostile_cases thread_start_failure)
 endif()

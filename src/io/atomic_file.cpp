@@ -1,6 +1,7 @@
 #include "lockstep/io/atomic_file.hpp"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -24,6 +25,19 @@ namespace {
 std::string parent_dir(const std::string& path) {
   const std::filesystem::path p(path);
   return p.has_parent_path() ? p.parent_path().string() : std::string(".");
+}
+
+// A write's temporary file is <path>.tmp.<pid>: the pid says whose it is, so that
+// remove_stale_temporaries can tell a dead writer's leftovers from a live writer's file.
+constexpr const char* kTempInfix = ".tmp.";
+
+// The pid of a temporary file's name, or -1 when the name is not one.
+long temp_owner(const std::string& name) {
+  const auto at = name.rfind(kTempInfix);
+  if (at == std::string::npos || at == 0) return -1;
+  const std::string digits = name.substr(at + std::strlen(kTempInfix));
+  if (digits.empty() || digits.size() > 9 || digits.find_first_not_of("0123456789") != std::string::npos) return -1;
+  return std::stol(digits);
 }
 
 // Removes the temporary file when the write does not get as far as the rename.
@@ -55,7 +69,7 @@ void check_output_path(const std::string& path, const std::string& what) {
 
 void write_file_atomic(const std::string& path, std::string_view bytes) {
   check_output_path(path, "file");
-  TempGuard g{path + ".tmp." + std::to_string(::getpid())};
+  TempGuard g{path + kTempInfix + std::to_string(::getpid())};
   g.fd = ::open(g.tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (g.fd < 0) {
     g.armed = false;  // nothing was created
@@ -97,6 +111,23 @@ void write_file_atomic(const std::string& path, std::string_view bytes) {
     // Some filesystems refuse fsync on directories (EINVAL); the file itself is in place.
     if (rc != 0 && err != EINVAL) fail(path, ("fsync of directory '" + dir + "'").c_str(), err);
   }
+}
+
+int remove_stale_temporaries(const std::string& directory) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  int removed = 0;
+  // Symlinks are not followed: only the directory's own tree is cleaned.
+  for (fs::recursive_directory_iterator it(directory, ec), end; !ec && it != end; it.increment(ec)) {
+    if (!it->is_regular_file(ec) || it->is_symlink(ec)) continue;
+    const long pid = temp_owner(it->path().filename().string());
+    if (pid <= 0 || pid == ::getpid()) continue;
+    // ESRCH: no such process. EPERM means it exists (another user's): keep its file.
+    if (::kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH) continue;
+    std::error_code rm;
+    if (fs::remove(it->path(), rm)) ++removed;
+  }
+  return removed;
 }
 
 std::string read_file(const std::string& path) {

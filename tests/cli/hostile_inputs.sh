@@ -7,7 +7,8 @@ set -uo pipefail
 cli="$1"; saved="$2"; case="$3"
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 work="$(mktemp -d)"
-trap 'rm -rf "$work"' EXIT
+# (kill only a pid that was set: "kill -9 0" would kill the whole process group, ctest included)
+trap '[[ -n "${bg:-}" ]] && kill -9 "$bg" 2>/dev/null; rm -rf "$work"' EXIT
 expect() { "$here/expect.sh" "$@" || exit 1; }
 fail() { echo "FAIL: $*"; exit 1; }
 # A short real run (2 steps, one device) whose run directory the cases then edit.
@@ -143,6 +144,24 @@ PY
   done
   expect 1 "MNIST: '$work/data/mnist/t10k-images-idx3-ubyte' holds 0 images" \
     env LOCKSTEP_DATA_DIR="$work/data" "$cli" evaluate --model "$saved/model"
+  ;;
+concurrent_runs)  # two runs at once on one --logdir: the second is refused naming the first's pid
+  "$cli" "${base[@]}" --epochs 1 --steps-per-epoch 1000000 --logdir "$work/run" >"$work/first.log" 2>&1 &
+  bg=$!
+  for _ in $(seq 600); do grep -q "^$bg$" "$work/run/lockstep.lock" 2>/dev/null && break; sleep 0.1; done
+  grep -q "^$bg$" "$work/run/lockstep.lock" || { cat "$work/first.log"; fail "the first run never took its lock"; }
+  expect 1 "run directory '$work/run' is in use by process $bg" "$cli" "${quick[@]}" --epochs 1 --logdir "$work/run"
+  kill -9 "$bg"; wait "$bg" 2>/dev/null
+  # Killed, it holds nothing: the kernel released its lock (stale pid in the file or not).
+  expect 0 "test_accuracy" "$cli" "${quick[@]}" --epochs 1 --logdir "$work/run"
+  ;;
+stale_temporaries)  # killed writes left *.tmp.<pid> files forever; a run opening its directory removes them
+  first_run --backup-every-steps 1
+  dead="$(bash -c 'echo $$')"  # that shell has exited: no process has this pid now
+  touch "$work/run/backup/backup-7.json.tmp.$dead" "$work/run/backup/backup-7.safetensors.tmp.$dead"
+  expect 0 "Removed 2 temporary file\(s\) left in $work/run by killed runs" \
+    "$cli" "${quick[@]}" --epochs 2 --logdir "$work/run" --resume
+  ! ls "$work/run/backup" | grep -q '\.tmp\.' || fail "stale temporaries are still there"
   ;;
 *)
   fail "unknown case '$case'"

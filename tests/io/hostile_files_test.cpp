@@ -1,7 +1,12 @@
 // Files edited by someone else (or by an attacker): every one is refused with an IOError naming
 // the file, and none makes lockstep crash, read or delete outside its directory, or trust a
 // value it did not check.
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -11,6 +16,7 @@
 #include "lockstep/io/atomic_file.hpp"
 #include "lockstep/io/checkpoint_manager.hpp"
 #include "lockstep/io/crc32c.hpp"
+#include "lockstep/io/directory_lock.hpp"
 #include "lockstep/io/file_name.hpp"
 #include "lockstep/io/safetensors.hpp"
 
@@ -151,4 +157,56 @@ TEST(HostileFiles, AtomicWritesRefuseTargetsThatAreNotRegularFiles) {
   expect_io_error([&] { check_output_path(dir + "/missing/f", "--metrics-out"); },
                   {"--metrics-out '" + dir + "/missing/f' cannot be written", "No such file"});
   EXPECT_NO_THROW(check_output_path(dir + "/new-file", "--metrics-out"));
+}
+
+// Two runs at once on one directory both "succeeded", overwriting each other's backups.
+TEST(DirectoryLockTest, ASecondHolderIsRefusedNamingTheFirstAndADeadHolderReleasesIt) {
+  const std::string dir = fresh_dir("lock");
+  {
+    DirectoryLock first(dir);
+    expect_io_error([&] { DirectoryLock second(dir); },
+                    {"run directory '" + dir + "' is in use by process " + std::to_string(::getpid())});
+  }
+  EXPECT_NO_THROW(DirectoryLock again(dir));
+
+  // A holder killed with SIGKILL never unlocks: the kernel releases its lock. The child only
+  // makes raw system calls (it is forked from a process that may have threads).
+  const std::string path = dir + "/" + DirectoryLock::kFileName;
+  int ready[2];
+  ASSERT_EQ(::pipe(ready), 0);
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    const int fd = ::open(path.c_str(), O_RDWR | O_CREAT, 0644);
+    if (fd < 0 || ::flock(fd, LOCK_EX) != 0) ::_exit(1);
+    (void)!::write(ready[1], "x", 1);
+    for (;;) ::pause();
+  }
+  char c;
+  ASSERT_EQ(::read(ready[0], &c, 1), 1);
+  expect_io_error([&] { DirectoryLock while_child_holds(dir); }, {"is in use by process"});
+  ::kill(child, SIGKILL);
+  ::waitpid(child, nullptr, 0);
+  EXPECT_NO_THROW(DirectoryLock after_the_crash(dir));
+  ::close(ready[0]);
+  ::close(ready[1]);
+}
+
+// Killed writes left <name>.tmp.<pid> files forever.
+TEST(HostileFiles, StaleTemporariesOfDeadWritersAreRemovedAndLiveOnesKept) {
+  const std::string dir = fresh_dir("stale_tmp");
+  const pid_t dead = ::fork();
+  ASSERT_GE(dead, 0);
+  if (dead == 0) ::_exit(0);
+  ::waitpid(dead, nullptr, 0);  // now no process has this pid (until it is reused)
+  std::filesystem::create_directories(dir + "/backup");
+  const std::string d = std::to_string(dead);
+  for (const std::string& f : std::vector<std::string>{"/backup/backup-3.json.tmp." + d, "/model.json.tmp." + d, "/mine.tmp." + std::to_string(::getpid()),
+                              "/init.tmp.1", "/backup/checkpoint", "/x.tmp.12ab", "/.tmp." + d})
+    write(dir + f, "x");
+  EXPECT_EQ(remove_stale_temporaries(dir), 2);
+  EXPECT_FALSE(std::filesystem::exists(dir + "/backup/backup-3.json.tmp." + d));
+  EXPECT_FALSE(std::filesystem::exists(dir + "/model.json.tmp." + d));
+  for (const std::string& f : std::vector<std::string>{"/mine.tmp." + std::to_string(::getpid()), "/init.tmp.1", "/backup/checkpoint", "/x.tmp.12ab"})
+    EXPECT_TRUE(std::filesystem::exists(dir + f)) << f;
 }

@@ -8,6 +8,7 @@
 #include "commands.hpp"
 #include "run_directory.hpp"
 #include "lockstep/io/atomic_file.hpp"
+#include "lockstep/io/directory_lock.hpp"
 #include "lockstep/lockstep.hpp"
 #include "lockstep/training/callbacks.hpp"
 #include "lockstep/training/checkpointing.hpp"
@@ -148,6 +149,15 @@ int run_train(const TrainArgs& a) {
 
   // The run directory is claimed only once the devices and the data are known to be good.
   const std::string logdir = a.logdir.empty() ? default_logdir() : a.logdir;
+  if (a.resume)
+    LOCKSTEP_CHECK_T(IOError, std::filesystem::is_directory(logdir), "--resume: run directory '", logdir,
+                     "' does not exist (nothing to continue; run without --resume to start a new run)");
+  io::make_directories(logdir);
+  // Held until the process ends: a second run on this directory fails here, naming this one.
+  const io::DirectoryLock lock(logdir);
+  // Writes of killed runs left these; a live writer's (lockstep evaluate into the run) is kept.
+  if (const int stale = io::remove_stale_temporaries(logdir); stale > 0)
+    std::fprintf(stderr, "Removed %d temporary file(s) left in %s by killed runs\n", stale, logdir.c_str());
   const std::string backup_dir = logdir + "/backup";
   const bool has_backup = std::filesystem::exists(backup_dir + "/checkpoint");
   const RunConfig run_config = make_run_config(a, global_batch);
@@ -175,7 +185,6 @@ int run_train(const TrainArgs& a) {
   const auto nan_guard = std::make_shared<TerminateOnNaN>();
   fit_options.callbacks.push_back(nan_guard);
   fit_options.validation_data = data::Dataset::from_tensor_slices(x_test, data.test.y).batch(1024);
-  std::filesystem::create_directories(logdir);
   std::printf("Run directory: %s\n", logdir.c_str());
   if (a.tensorboard) fit_options.callbacks.push_back(std::make_shared<TensorBoard>(TensorBoardOptions{.log_dir = logdir}));
   fit_options.callbacks.push_back(std::make_shared<BackupAndRestore>(BackupAndRestoreOptions{
