@@ -42,7 +42,7 @@ ThreadPool::ThreadPool(int threads, std::vector<int> cpus) : threads_(std::max(1
     } catch (const std::system_error& e) {
       // No destructor runs for a half-made pool, and destroying a joinable thread terminates.
       stop_and_join();
-      throw Error("cannot start compute thread " + std::to_string(i) + " of " + std::to_string(threads_) + ": " +
+      throw ResourceError("cannot start compute thread " + std::to_string(i) + " of " + std::to_string(threads_) + ": " +
                   e.what() + " (" + std::to_string(i) + " running); lower LOCKSTEP_CPU_THREADS or raise the "
                   "process's limits (ulimit -u, ulimit -v)");
     }

@@ -62,8 +62,22 @@ class HeaderParser {
   }
 
  private:
+  // One line, the reason first: the header ends in a newline (and may hold anything), so it is
+  // quoted with control characters escaped and cut to a readable length.
   [[noreturn]] void fail(const std::string& why) const {
-    throw IOError(f_.prefix() + "cannot parse the .npy header " + s_ + ": " + why);
+    std::string shown;
+    for (const char c : s_.substr(0, 200)) {
+      if (c == '\n') shown += "\\n";
+      else if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) shown += "\\x" + hex_byte(c);
+      else shown += c;
+    }
+    if (s_.size() > 200) shown += "...";
+    throw IOError(f_.prefix() + "cannot parse the .npy header: " + why + " (header: \"" + shown + "\")");
+  }
+  static std::string hex_byte(char c) {
+    const char* digits = "0123456789abcdef";
+    const auto u = static_cast<unsigned char>(c);
+    return {digits[u >> 4], digits[u & 15]};
   }
   void skip_space() {
     while (i_ < s_.size() && std::isspace(static_cast<unsigned char>(s_[i_]))) ++i_;

@@ -163,6 +163,38 @@ stale_temporaries)  # killed writes left *.tmp.<pid> files forever; a run openin
     "$cli" "${quick[@]}" --epochs 2 --logdir "$work/run" --resume
   ! ls "$work/run/backup" | grep -q '\.tmp\.' || fail "stale temporaries are still there"
   ;;
+flag_values)  # values that used to wrap, truncate or crash are refused with their reason
+  expect 2 "--seed: must be an integer in \[0, 2\^64 - 1\], got '-1'" "$cli" train --seed -1
+  expect 2 "--seed: must be an integer in \[0, 2\^64 - 1\], got '18446744073709551616'" \
+    "$cli" train --seed 18446744073709551616
+  expect 2 "--batch-size 4611686018427387904 x 2 replicas overflows 64 bits" \
+    "$cli" train --batch-size 4611686018427387904 --devices cpu:2
+  expect 2 "\(784, 4611686018427387904\): the number of elements overflows 64 bits" \
+    "$cli" "${quick[@]}" --epochs 1 --hidden 4611686018427387904 --logdir "$work/run1"
+  # Too big for the machine: the bytes asked are named (under a sanitizer malloc may return null).
+  expect 1 "Tensor::empty \(784, 1000000000000\) float32 on cpu:0: cannot allocate 3136000000000000 bytes \\(2.8 PiB\\)" \
+    env ASAN_OPTIONS=allocator_may_return_null=1 TSAN_OPTIONS=allocator_may_return_null=1 \
+    "$cli" "${quick[@]}" --epochs 1 --hidden 1000000000000 --logdir "$work/run2"
+  ;;
+file_values)  # a saved model's version past 32 bits; empty and malformed .npy inputs
+  cp -r "$saved/model" "$work/model"
+  subst "$work/model/model.json" '"format_version": 1' '"format_version": 4294967297'
+  expect 1 "format version 4294967297 is not the supported version 1" "$cli" evaluate --model "$work/model"
+  python3 - "$work" <<'PY'
+import sys
+def npy(path, header):
+    h = (header + " " * 64)[:118 - 10] + "\n"
+    open(path, "wb").write(b"\x93NUMPY\x01\x00" + bytes([len(h), 0]) + h.encode())
+npy(sys.argv[1] + "/empty.npy", "{'descr': '|u1', 'fortran_order': False, 'shape': (0, 28, 28), }")
+npy(sys.argv[1] + "/bad.npy", "{'descr': '|u1', 'fortran_order': False, 'shape': (2, x), }")
+PY
+  expect 2 "empty.npy' has shape \(0, 28, 28\): it holds no examples to predict" \
+    "$cli" predict --model "$saved/model" --input "$work/empty.npy"
+  out="$("$cli" predict --model "$saved/model" --input "$work/bad.npy" 2>&1)" && fail "a bad header was read"
+  last="$(printf '%s\n' "$out" | tail -1)"
+  [[ "$last" == "error: "*"bad.npy"*"cannot parse the .npy header: "*"(header: "* ]] ||
+    fail "the reason is not on the error's own (last) line: $out"
+  ;;
 *)
   fail "unknown case '$case'"
   ;;

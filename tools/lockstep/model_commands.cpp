@@ -100,6 +100,7 @@ int run_predict(const ModelArgs& a) {
   LOCKSTEP_CHECK(raw.rank() >= 2, source, " has shape ", raw.shape().str(), " but model '", model->name(),
                  "' expects input ", model->layers().front()->input_shape().str(),
                  ": give a batch of examples (a single one as shape (1, ...))");
+  LOCKSTEP_CHECK(raw.dim(0) > 0, source, " has shape ", raw.shape().str(), ": it holds no examples to predict");
   Tensor x;
   if (raw.dtype() == DType::kU8) {
     x = flatten_and_scale_images(raw);

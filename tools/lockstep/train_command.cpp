@@ -1,8 +1,10 @@
+#include <cerrno>
 #include <cmath>
 #include <cstdlib>
 #include <ctime>
 #include <filesystem>
 #include <iostream>
+#include <limits>
 #include <nlohmann/json.hpp>
 
 #include "commands.hpp"
@@ -27,6 +29,18 @@ const CLI::Validator kPositive(
       return {};
     },
     "POSITIVE");
+// CLI11 turns "-1" and "18446744073709551616" into 2^64 - 1 for an unsigned option: only digits
+// that fit in 64 bits are a seed.
+const CLI::Validator kSeed(
+    [](std::string& s) -> std::string {
+      errno = 0;
+      char* end = nullptr;
+      (void)std::strtoull(s.c_str(), &end, 10);
+      if (s.empty() || s.find_first_not_of("0123456789") != std::string::npos || *end != '\0' || errno == ERANGE)
+        return "must be an integer in [0, 2^64 - 1], got '" + s + "'";
+      return {};
+    },
+    "UINT64");
 const CLI::Validator kRate(
     [](std::string& s) -> std::string {
       char* end = nullptr;
@@ -67,7 +81,7 @@ void add_train_command(CLI::App& app, TrainArgs& a) {
       ->check(CLI::IsMember({"relu", "sigmoid", "tanh", "gelu", "linear"}))
       ->capture_default_str();
   cmd->add_option("--dropout", a.dropout, "Dropout rate in [0, 1)")->check(kRate)->capture_default_str();
-  cmd->add_option("--seed", a.seed, "Seed for weights, shuffling and dropout")->capture_default_str();
+  cmd->add_option("--seed", a.seed, "Seed for weights, shuffling and dropout")->check(kSeed)->capture_default_str();
   cmd->add_option("--metrics-out", a.metrics_out,
                   "Write {test_loss, test_accuracy, train_steps_per_second, history} as JSON to this file");
   cmd->add_option("--logdir", a.logdir,
@@ -138,6 +152,8 @@ int run_train(const TrainArgs& a) {
   // Keras' fit(batch_size=32) is the global batch under a strategy; an explicit --batch-size
   // follows the usual per-replica rule.
   constexpr std::int64_t kDefaultGlobalBatch = 32;
+  LOCKSTEP_CHECK(a.batch_size <= std::numeric_limits<std::int64_t>::max() / replicas, "--batch-size ", a.batch_size,
+                 " x ", replicas, " replicas overflows 64 bits; give a smaller --batch-size");
   const std::int64_t global_batch = a.global_batch_size > 0 ? a.global_batch_size
                                     : a.batch_size > 0      ? a.batch_size * replicas
                                                             : std::max<std::int64_t>(kDefaultGlobalBatch, replicas);
