@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <charconv>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -64,8 +65,13 @@ std::map<std::string, std::vector<double>> resumed_metric_states(const io::Train
   for (const auto& [key, value] : st.values) {
     if (key.rfind("metrics/", 0) != 0) continue;
     const auto slash = key.rfind('/');
+    // A key this code did not write (a metric's state has a handful of numbers) is not restored.
+    std::size_t index = 0;
+    const char* first = key.data() + slash + 1;
+    const char* last = key.data() + key.size();
+    const auto [end, ec] = std::from_chars(first, last, index);
+    if (slash < 8 || ec != std::errc() || end != last || first == last || index >= 64) continue;
     const std::string name = key.substr(8, slash - 8);
-    const auto index = static_cast<std::size_t>(std::stoul(key.substr(slash + 1)));
     auto& v = out[name];
     if (v.size() <= index) v.resize(index + 1, 0.0);
     v[index] = value;
