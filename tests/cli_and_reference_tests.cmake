@@ -7,7 +7,7 @@ add_test(NAME cli.unknown_flag_is_usage_and_status_2
 add_test(NAME cli.unknown_activation_is_usage_and_status_2
          COMMAND ${_expect} 2 "swish not in" ${_cli} train --activation swish)
 add_test(NAME cli.bad_number_is_status_2
-         COMMAND ${_expect} 2 "must be a positive number, got 'x'" ${_cli} train --epochs x)
+         COMMAND ${_expect} 2 "must be a finite positive number, got 'x'" ${_cli} train --epochs x)
 add_test(NAME cli.no_command_is_status_2 COMMAND ${_expect} 2 "subcommand is required" ${_cli})
 add_test(NAME cli.help_is_status_0 COMMAND ${_expect} 0 "--batch-size" ${_cli} train --help)
 add_test(NAME cli.devices_lists_the_cpu COMMAND ${_expect} 0 "cpu:0" ${_cli} devices)
@@ -93,6 +93,20 @@ set_tests_properties(cli.evaluate_saved_model_prints_test_accuracy cli.evaluate_
                      cli.predict_uint8_images_prints_one_class_per_line cli.predict_float_features_writes_probabilities
                      cli.predict_wrong_shape_is_status_2_naming_both_shapes cli.evaluate_missing_model_is_status_1_naming_it
                      PROPERTIES FIXTURES_REQUIRED saved_model_cli)
+
+# Adversarial inputs through the CLI (tests/cli/hostile_inputs.sh): one entry per class of bad
+# input; README's "Tests" section lists them.
+set(_hostile_cases deep_json pointer_escape device_count nonfinite_flags nan_loss state_edit resume_mismatch
+    output_write_failure output_path_checked_first empty_dataset
+    concurrent_runs stale_temporaries flag_values file_values)
+if(NOT LOCKSTEP_SANITIZE)  # ulimit -v leaves a sanitizer no room for its shadow memory
+  list(APPEND _hostile_cases thread_start_failure)
+endif()
+foreach(_case IN LISTS _hostile_cases)
+  add_test(NAME cli.hostile.${_case}
+           COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/cli/hostile_inputs.sh ${_cli} ${_saved} ${_case})
+  set_tests_properties(cli.hostile.${_case} PROPERTIES FIXTURES_REQUIRED saved_model_cli TIMEOUT 300)
+endforeach()
 
 # Crash safety: SIGKILL at several moments (some inside a backup write), resume, same weights.
 add_test(NAME cli.sigkill_and_resume_is_bit_identical

@@ -1,9 +1,32 @@
 #include "backend/allocator.hpp"
 
+#include <cstdio>
 #include <cstdlib>
-#include <new>
+#include <string>
+
+#include "lockstep/core/error.hpp"
 
 namespace lockstep::backend {
+
+namespace {
+// Past this, size_class's doubling would overflow; no machine has that much memory anyway.
+constexpr std::size_t kMaxBytes = std::size_t{1} << 60;
+
+// "cannot allocate 3136000000000 bytes (2.9 TiB) of host memory": the size asked, plainly.
+std::string out_of_memory(std::size_t nbytes) {
+  const char* units[] = {"bytes", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+  double v = static_cast<double>(nbytes);
+  int u = 0;
+  while (v >= 1024 && u < 6) {
+    v /= 1024;
+    ++u;
+  }
+  char buf[160];
+  std::snprintf(buf, sizeof buf, "cannot allocate %zu bytes (%.1f %s) of host memory: out of memory", nbytes, v,
+                units[u]);
+  return buf;
+}
+}  // namespace
 
 std::size_t CachingHostAllocator::size_class(std::size_t nbytes) {
   if (nbytes <= 64) return 64;
@@ -20,6 +43,7 @@ std::size_t CachingHostAllocator::size_class(std::size_t nbytes) {
 CachingHostAllocator::~CachingHostAllocator() { empty_cache(); }
 
 void* CachingHostAllocator::allocate(std::size_t nbytes) {
+  if (nbytes > kMaxBytes) throw ResourceError(out_of_memory(nbytes));
   const std::size_t cls = size_class(nbytes);
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -36,7 +60,11 @@ void* CachingHostAllocator::allocate(std::size_t nbytes) {
     stats_.bytes_in_use += cls;
   }
   void* p = std::aligned_alloc(64, cls);
-  if (!p) throw std::bad_alloc();
+  if (!p) {
+    std::lock_guard<std::mutex> lock(mu_);
+    stats_.bytes_in_use -= cls;
+    throw ResourceError(out_of_memory(nbytes));
+  }
   return p;
 }
 

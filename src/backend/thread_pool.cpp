@@ -4,6 +4,8 @@
 #include <sched.h>
 
 #include <algorithm>
+#include <string>
+#include <system_error>
 
 #include "lockstep/core/error.hpp"
 
@@ -32,14 +34,24 @@ bool pin_current_thread(int cpu) {
 ThreadPool::ThreadPool(int threads, std::vector<int> cpus) : threads_(std::max(1, threads)) {
   for (int i = 1; i < threads_; ++i) {
     const int cpu = static_cast<std::size_t>(i) < cpus.size() ? cpus[static_cast<std::size_t>(i)] : -1;
-    workers_.emplace_back([this, i, cpu] {
-      if (cpu >= 0) pin_current_thread(cpu);  // best effort: a container may forbid it
-      worker_loop(i);
-    });
+    try {
+      workers_.emplace_back([this, i, cpu] {
+        if (cpu >= 0) pin_current_thread(cpu);  // best effort: a container may forbid it
+        worker_loop(i);
+      });
+    } catch (const std::system_error& e) {
+      // No destructor runs for a half-made pool, and destroying a joinable thread terminates.
+      stop_and_join();
+      throw ResourceError("cannot start compute thread " + std::to_string(i) + " of " + std::to_string(threads_) + ": " +
+                  e.what() + " (" + std::to_string(i) + " running); lower LOCKSTEP_CPU_THREADS or raise the "
+                  "process's limits (ulimit -u, ulimit -v)");
+    }
   }
 }
 
-ThreadPool::~ThreadPool() {
+ThreadPool::~ThreadPool() { stop_and_join(); }
+
+void ThreadPool::stop_and_join() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     stop_.store(true);

@@ -32,6 +32,7 @@ class ThreadPool {
 
  private:
   void worker_loop(int index);
+  void stop_and_join();
 
   int threads_;
   std::vector<std::thread> workers_;

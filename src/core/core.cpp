@@ -53,7 +53,9 @@ std::int64_t Shape::operator[](int i) const {
 
 std::int64_t Shape::numel() const {
   std::int64_t n = 1;
-  for (auto d : dims_) n *= d;
+  // An overflowed count would allocate a wrapped-around size (--hidden 2^62 once did).
+  for (auto d : dims_)
+    LOCKSTEP_CHECK(!__builtin_mul_overflow(n, d, &n), "Shape ", str(), ": the number of elements overflows 64 bits");
   return n;
 }
 

@@ -42,6 +42,11 @@ Split load_split(const std::vector<std::string>& dirs, const std::string& prefix
                   s.y.shape().str() + ", not uint8 labels of shape (" + std::to_string(s.x.dim(0)) +
                   ",) to match the images in '" + images_path + "'");
   }
+  // Valid IDX, but nothing to train or test on: "test_loss: 0.0000" or "Dense: input_dim must be
+  // positive" would follow, naming neither the file nor the cause.
+  if (s.x.dim(0) == 0)
+    throw IOError(std::string(dataset) + ": '" + images_path + "' holds 0 images; the " +
+                  (prefix == "train" ? "training" : "test") + " split needs at least one");
   return s;
 }
 

@@ -62,8 +62,22 @@ class HeaderParser {
   }
 
  private:
+  // One line, the reason first: the header ends in a newline (and may hold anything), so it is
+  // quoted with control characters escaped and cut to a readable length.
   [[noreturn]] void fail(const std::string& why) const {
-    throw IOError(f_.prefix() + "cannot parse the .npy header " + s_ + ": " + why);
+    std::string shown;
+    for (const char c : s_.substr(0, 200)) {
+      if (c == '\n') shown += "\\n";
+      else if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) shown += "\\x" + hex_byte(c);
+      else shown += c;
+    }
+    if (s_.size() > 200) shown += "...";
+    throw IOError(f_.prefix() + "cannot parse the .npy header: " + why + " (header: \"" + shown + "\")");
+  }
+  static std::string hex_byte(char c) {
+    const char* digits = "0123456789abcdef";
+    const auto u = static_cast<unsigned char>(c);
+    return {digits[u >> 4], digits[u & 15]};
   }
   void skip_space() {
     while (i_ < s_.size() && std::isspace(static_cast<unsigned char>(s_[i_]))) ++i_;
@@ -245,7 +259,7 @@ Tensor read_npy(const std::string& path) {
   return detail::read_npy_from(f);
 }
 
-void write_npy(const std::string& path, const Tensor& tensor) {
+std::string encode_npy(const Tensor& tensor, const std::string& what) {
   const char* descr = nullptr;
   switch (tensor.dtype()) {
     case DType::kF32: descr = kLittleHost ? "<f4" : ">f4"; break;
@@ -254,9 +268,9 @@ void write_npy(const std::string& path, const Tensor& tensor) {
     case DType::kI64: descr = kLittleHost ? "<i8" : ">i8"; break;
     case DType::kU8: descr = "|u1"; break;
     case DType::kBF16:
-      throw ValueError("write_npy: '" + path + "': bfloat16 has no numpy dtype; convert the tensor to float32 first");
+      throw ValueError(what + ": bfloat16 has no numpy dtype; convert the tensor to float32 first");
   }
-  LOCKSTEP_CHECK(tensor.device().kind == DeviceKind::kCpu, "write_npy: '", path, "': tensor is on ",
+  LOCKSTEP_CHECK(tensor.device().kind == DeviceKind::kCpu, what, ": tensor is on ",
                  tensor.device().str(), "; copy it to the CPU first");
   std::string dims;
   for (std::size_t i = 0; i < tensor.rank(); ++i) dims += (i ? ", " : "") + std::to_string(tensor.shape().dims()[i]);
@@ -276,12 +290,17 @@ void write_npy(const std::string& path, const Tensor& tensor) {
   for (std::size_t b = 0; b < (v2 ? 4u : 2u); ++b) bytes += static_cast<char>((len >> (8 * b)) & 0xff);
   bytes += header;
 
+  if (tensor.nbytes()) bytes.append(static_cast<const char*>(tensor.raw_data()), tensor.nbytes());
+  return bytes;
+}
+
+void write_npy(const std::string& path, const Tensor& tensor) {
+  const std::string bytes = encode_npy(tensor, "write_npy: '" + path + "'");
   const std::string tmp = path + ".partial";
   const std::string prefix = "write_npy: '" + path + "': ";
   std::FILE* file = std::fopen(tmp.c_str(), "wb");
   if (!file) throw IOError(prefix + "cannot open '" + tmp + "' for writing: " + std::strerror(errno));
   bool ok = std::fwrite(bytes.data(), 1, bytes.size(), file) == bytes.size();
-  if (ok && tensor.nbytes()) ok = std::fwrite(tensor.raw_data(), 1, tensor.nbytes(), file) == tensor.nbytes();
   if (std::fclose(file) != 0) ok = false;
   if (!ok || std::rename(tmp.c_str(), path.c_str()) != 0) {
     const std::string why = std::strerror(errno);

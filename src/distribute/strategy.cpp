@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <system_error>
 #include <thread>
 
 #include "backend/context.hpp"
@@ -87,6 +88,21 @@ struct Strategy::Replicas {
       }
     }
   }
+
+  // Stops and joins the threads started so far (all of them, or fewer when starting one failed).
+  void stop_threads() {
+    stop.store(true);
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      cv_work.notify_all();
+    }
+    for (auto& w : workers) {
+      if (!w->thread.joinable()) continue;
+      // A replica that never finished (reported by run()) cannot be joined without hanging.
+      if (broken) w->thread.detach();
+      else w->thread.join();
+    }
+  }
 };
 
 Strategy::Strategy(StrategyLayout layout) : devices_(std::move(layout.devices)), replicas_(std::make_unique<Replicas>()) {
@@ -106,23 +122,21 @@ Strategy::Strategy(StrategyLayout layout) : devices_(std::move(layout.devices)),
     replicas_->workers.push_back(std::make_unique<Replicas::Worker>());
   }
   for (int r = 1; r < n; ++r) {
-    replicas_->workers[static_cast<std::size_t>(r - 1)]->thread = std::thread([this, r] { replicas_->worker_loop(r); });
+    try {
+      replicas_->workers[static_cast<std::size_t>(r - 1)]->thread = std::thread([this, r] { replicas_->worker_loop(r); });
+    } catch (const std::system_error& e) {
+      // Out of threads or address space: the threads already started must be stopped and joined
+      // here (no destructor runs for a half-made object, and a joinable std::thread that is
+      // destroyed calls std::terminate).
+      replicas_->stop_threads();
+      throw DistributedError("cannot start the thread of replica " + std::to_string(r) + ": " + e.what() + " (" +
+                             std::to_string(n) + " replicas asked for, " + std::to_string(r) +
+                             " started); ask for fewer devices or raise the process's limits (ulimit -u, ulimit -v)");
+    }
   }
 }
 
-Strategy::~Strategy() {
-  replicas_->stop.store(true);
-  {
-    std::lock_guard<std::mutex> lock(replicas_->mu);
-    replicas_->cv_work.notify_all();
-  }
-  for (auto& w : replicas_->workers) {
-    if (!w->thread.joinable()) continue;
-    // A replica that never finished (reported by run()) cannot be joined without hanging.
-    if (replicas_->broken) w->thread.detach();
-    else w->thread.join();
-  }
-}
+Strategy::~Strategy() { replicas_->stop_threads(); }
 
 backend::ComputeContext& Strategy::context(int replica) {
   LOCKSTEP_CHECK(replica >= 0 && replica < num_replicas_in_sync(), "replica ", replica, " out of range");
@@ -317,8 +331,8 @@ int default_num_cpu_devices() {
   if (const char* env = std::getenv("LOCKSTEP_CPU_DEVICES")) {
     char* end = nullptr;
     const long n = std::strtol(env, &end, 10);
-    LOCKSTEP_CHECK(end != env && *end == '\0' && n >= 1 && n <= 1024, "LOCKSTEP_CPU_DEVICES='", env,
-                   "' is not a device count in [1, 1024]");
+    LOCKSTEP_CHECK(end != env && *end == '\0' && n >= 1 && n <= kMaxCpuDevices, "LOCKSTEP_CPU_DEVICES='", env,
+                   "' is not a device count in [1, ", kMaxCpuDevices, "]");
     return static_cast<int>(n);
   }
   return std::min(backend::available_cores(), backend::default_cpu_threads());
@@ -355,6 +369,9 @@ Layout cpu_layout(const std::vector<int>& indices, int num_devices, bool pin) {
 }
 
 Layout mirrored_layout(const MirroredOptions& o) {
+  LOCKSTEP_CHECK(o.num_cpu_devices >= 0 && o.num_cpu_devices <= kMaxCpuDevices, "MirroredStrategy: ",
+                 o.num_cpu_devices, " logical CPU devices asked for; the count must be in [1, ", kMaxCpuDevices,
+                 "] (0: the default)");
   const int num_cpu = o.num_cpu_devices > 0 ? o.num_cpu_devices : default_num_cpu_devices();
   std::vector<int> cpu_indices;
   std::vector<int> gpu_indices;

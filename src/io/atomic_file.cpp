@@ -1,6 +1,7 @@
 #include "lockstep/io/atomic_file.hpp"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -26,6 +27,19 @@ std::string parent_dir(const std::string& path) {
   return p.has_parent_path() ? p.parent_path().string() : std::string(".");
 }
 
+// A write's temporary file is <path>.tmp.<pid>: the pid says whose it is, so that
+// remove_stale_temporaries can tell a dead writer's leftovers from a live writer's file.
+constexpr const char* kTempInfix = ".tmp.";
+
+// The pid of a temporary file's name, or -1 when the name is not one.
+long temp_owner(const std::string& name) {
+  const auto at = name.rfind(kTempInfix);
+  if (at == std::string::npos || at == 0) return -1;
+  const std::string digits = name.substr(at + std::strlen(kTempInfix));
+  if (digits.empty() || digits.size() > 9 || digits.find_first_not_of("0123456789") != std::string::npos) return -1;
+  return std::stol(digits);
+}
+
 // Removes the temporary file when the write does not get as far as the rename.
 struct TempGuard {
   std::string tmp;
@@ -38,8 +52,24 @@ struct TempGuard {
 };
 }  // namespace
 
+void check_output_path(const std::string& path, const std::string& what) {
+  const auto bad = [&](const std::string& why) {
+    return IOError(::lockstep::detail::concat(what, " '", path, "' cannot be written: ", why));
+  };
+  if (path.empty()) throw bad("the path is empty");
+  const std::string dir = parent_dir(path);
+  struct stat st {};
+  if (::stat(dir.c_str(), &st) != 0) throw bad("its directory '" + dir + "': " + std::strerror(errno));
+  if (!S_ISDIR(st.st_mode)) throw bad("'" + dir + "' is not a directory");
+  if (::access(dir.c_str(), W_OK) != 0) throw bad("its directory '" + dir + "': " + std::strerror(errno));
+  // The file is replaced by a rename: onto a device (/dev/full), a pipe (/dev/stdout) or a
+  // directory that would replace the node itself, not write into it.
+  if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) throw bad("it exists and is not a regular file");
+}
+
 void write_file_atomic(const std::string& path, std::string_view bytes) {
-  TempGuard g{path + ".tmp." + std::to_string(::getpid())};
+  check_output_path(path, "file");
+  TempGuard g{path + kTempInfix + std::to_string(::getpid())};
   g.fd = ::open(g.tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (g.fd < 0) {
     g.armed = false;  // nothing was created
@@ -52,7 +82,8 @@ void write_file_atomic(const std::string& path, std::string_view bytes) {
     ::raise(SIGKILL);
   }
   while (left > 0) {
-    if (const int injected = detail::g_inject_write_errno.exchange(0); injected != 0) {
+    if (const int injected = detail::inject_enospc_for(path) ? ENOSPC : detail::g_inject_write_errno.exchange(0);
+        injected != 0) {
       (void)!::write(g.fd, p, left / 2);  // leave a partial temp file behind, as a full disk would
       fail(path, "write", injected);
     }
@@ -80,6 +111,23 @@ void write_file_atomic(const std::string& path, std::string_view bytes) {
     // Some filesystems refuse fsync on directories (EINVAL); the file itself is in place.
     if (rc != 0 && err != EINVAL) fail(path, ("fsync of directory '" + dir + "'").c_str(), err);
   }
+}
+
+int remove_stale_temporaries(const std::string& directory) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  int removed = 0;
+  // Symlinks are not followed: only the directory's own tree is cleaned.
+  for (fs::recursive_directory_iterator it(directory, ec), end; !ec && it != end; it.increment(ec)) {
+    if (!it->is_regular_file(ec) || it->is_symlink(ec)) continue;
+    const long pid = temp_owner(it->path().filename().string());
+    if (pid <= 0 || pid == ::getpid()) continue;
+    // ESRCH: no such process. EPERM means it exists (another user's): keep its file.
+    if (::kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH) continue;
+    std::error_code rm;
+    if (fs::remove(it->path(), rm)) ++removed;
+  }
+  return removed;
 }
 
 std::string read_file(const std::string& path) {

@@ -1,12 +1,15 @@
 #include "lockstep/io/checkpoint.hpp"
 
 #include <filesystem>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
 
+#include "io/json_guard.hpp"
 #include "lockstep/io/atomic_file.hpp"
 #include "lockstep/io/crc32c.hpp"
+#include "lockstep/io/file_name.hpp"
 
 namespace lockstep::io {
 
@@ -27,20 +30,40 @@ nlohmann::json state_to_json(const TrainingState& s) {
           {"learning_rate", s.learning_rate},
           {"learning_rate_from_schedule", s.learning_rate_from_schedule},
           {"loss_scale", s.loss_scale},
-          {"values", s.values}};
+          {"values", s.values},
+          {"run_config", s.run_config}};
 }
 
-TrainingState state_from_json(const nlohmann::json& j) {
+// Every field is range-checked: the record is CRC-covered, but a CRC only says the bytes are
+// the ones written, and "iterations": -1 must not reach the optimizer even from a buggy writer.
+TrainingState state_from_json(const nlohmann::json& j, const std::string& what) {
+  constexpr std::int64_t kMaxCount = std::int64_t{1} << 62;
   TrainingState s;
-  s.epoch = j.at("epoch").get<int>();
-  s.batch_in_epoch = j.at("batch_in_epoch").get<std::int64_t>();
-  s.iterations = j.at("iterations").get<std::int64_t>();
-  s.seed = j.at("seed").get<std::uint64_t>();
-  s.learning_rate = j.at("learning_rate").get<double>();
-  s.learning_rate_from_schedule = j.at("learning_rate_from_schedule").get<bool>();
-  s.loss_scale = j.at("loss_scale").get<double>();
-  s.values = j.at("values").get<std::map<std::string, double>>();
+  s.epoch = static_cast<int>(detail::integer_field(j, "epoch", 0, std::numeric_limits<int>::max() - 1, what));
+  s.batch_in_epoch = detail::integer_field(j, "batch_in_epoch", 0, kMaxCount, what);
+  s.iterations = detail::integer_field(j, "iterations", 0, kMaxCount, what);
+  s.seed = detail::unsigned_field(j, "seed", what);
+  s.learning_rate = detail::number_field(j, "learning_rate", 0, std::numeric_limits<double>::max(), what);
+  s.learning_rate_from_schedule = detail::bool_field(j, "learning_rate_from_schedule", what);
+  s.loss_scale = detail::number_field(j, "loss_scale", std::numeric_limits<double>::min(),
+                                      std::numeric_limits<double>::max(), what);
+  const auto values = j.find("values");
+  if (values == j.end() || !values->is_object()) throw IOError(what + ": \"values\" is missing or not an object");
+  for (auto it = values->begin(); it != values->end(); ++it)
+    s.values[it.key()] = detail::number_field(*values, it.key().c_str(), -std::numeric_limits<double>::max(),
+                                              std::numeric_limits<double>::max(), what + " \"values\"");
+  const auto config = j.find("run_config");
+  if (config == j.end() || !config->is_object()) throw IOError(what + ": \"run_config\" is missing or not an object");
+  for (auto it = config->begin(); it != config->end(); ++it)
+    s.run_config[it.key()] = detail::string_field(*config, it.key().c_str(), what + " \"run_config\"");
   return s;
+}
+
+// The CRC of the whole record but its own field: nlohmann's objects are sorted maps and its
+// numbers print in their shortest round-trip form, so a parsed record dumps to the same bytes.
+std::string record_crc(nlohmann::json j) {
+  j.erase("record_crc32c");
+  return hex32(crc32c(j.dump()));
 }
 
 }  // namespace
@@ -85,6 +108,7 @@ void save_checkpoint(const std::string& prefix, const std::vector<Variable>& var
                       {"optimizer", optimizer ? optimizer->name() : std::string()},
                       {"state", state_to_json(state)},
                       {"tensors", list}};
+  j["record_crc32c"] = record_crc(j);
   const std::filesystem::path parent = std::filesystem::path(prefix).parent_path();
   if (!parent.empty()) make_directories(parent.string());
   write_file_atomic(tensors_path, bytes);
@@ -97,32 +121,33 @@ Checkpoint read_checkpoint(const std::string& prefix) {
   const auto bad = [&](const std::string& what) -> IOError {
     return IOError("checkpoint '" + json_path + "': " + what);
   };
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(read_file(json_path));
-  } catch (const nlohmann::json::exception& e) {
-    throw bad(std::string("not valid JSON: ") + e.what());
-  }
+  const std::string what = "checkpoint '" + json_path + "'";
+  const nlohmann::json j = detail::parse_json(read_file(json_path), what);
   if (!j.is_object() || j.value("format", std::string()) != kFormatName)
     throw bad(std::string("not a lockstep checkpoint record (no \"format\": \"") + kFormatName + "\")");
-  const auto version = j.value("format_version", -1);
-  if (version != kCheckpointFormatVersion)
-    throw bad("format version " + std::to_string(version) + " is not the supported version " +
+  // Any integer: a version from the future is named as such, not truncated to one we know.
+  const auto version = j.contains("format_version") && j["format_version"].is_number_integer()
+                           ? j["format_version"].dump()
+                           : std::string("(missing or not an integer)");
+  if (version != std::to_string(kCheckpointFormatVersion))
+    throw bad("format version " + version + " is not the supported version " +
               std::to_string(kCheckpointFormatVersion));
+  const std::string want_record_crc = detail::string_field(j, "record_crc32c", what);
+  if (const std::string have = record_crc(j); have != want_record_crc)
+    throw bad("the record's CRC-32C is " + have + " but it records " + want_record_crc +
+              " (the record was edited or is corrupt)");
   Checkpoint ck;
-  std::vector<nlohmann::json> listed;
-  std::uint64_t want_bytes = 0;
-  std::string want_crc;
-  try {
-    ck.state = state_from_json(j.at("state"));
-    ck.has_optimizer = j.at("has_optimizer").get<bool>();
-    ck.optimizer_name = j.at("optimizer").get<std::string>();
-    want_bytes = j.at("tensors_bytes").get<std::uint64_t>();
-    want_crc = j.at("tensors_crc32c").get<std::string>();
-    listed = j.at("tensors").get<std::vector<nlohmann::json>>();
-  } catch (const nlohmann::json::exception& e) {
-    throw bad(std::string("missing or mistyped field: ") + e.what());
-  }
+  ck.state = state_from_json(j.value("state", nlohmann::json()), what + " \"state\"");
+  ck.has_optimizer = detail::bool_field(j, "has_optimizer", what);
+  ck.optimizer_name = detail::string_field(j, "optimizer", what);
+  const auto want_bytes = static_cast<std::uint64_t>(
+      detail::integer_field(j, "tensors_bytes", 8, std::numeric_limits<std::int64_t>::max(), what));
+  const std::string want_crc = detail::string_field(j, "tensors_crc32c", what);
+  // Not used to find the tensors (they are <prefix>.safetensors), but never a path elsewhere.
+  (void)path_in_directory(".", detail::string_field(j, "tensors_file", what), what + " \"tensors_file\"");
+  const auto listed_it = j.find("tensors");
+  if (listed_it == j.end() || !listed_it->is_array()) throw bad("\"tensors\" is missing or not a list");
+  const nlohmann::json& listed = *listed_it;
   const std::string bytes = read_file(tensors_path);
   if (bytes.size() != want_bytes)
     throw IOError("checkpoint '" + tensors_path + "' has " + std::to_string(bytes.size()) + " bytes but " + json_path +
@@ -136,10 +161,10 @@ Checkpoint read_checkpoint(const std::string& prefix) {
     throw bad("lists " + std::to_string(listed.size()) + " tensors but " + tensors_path + " holds " +
               std::to_string(ck.tensors.tensors.size()));
   for (const auto& e : listed) {
-    const auto name = e.value("name", std::string());
+    const auto name = detail::string_field(e, "name", what + " \"tensors\"");
     const Tensor* t = ck.tensors.find(name);
     if (t == nullptr) throw bad("lists tensor '" + name + "', which " + tensors_path + " lacks");
-    if (e.value("shape", std::vector<std::int64_t>{}) != t->shape().dims())
+    if (!e.contains("shape") || e["shape"] != nlohmann::json(t->shape().dims()))
       throw bad("tensor '" + name + "' has shape " + t->shape().str() + " in " + tensors_path + " but " +
                 e.value("shape", nlohmann::json::array()).dump() + " in the record");
   }

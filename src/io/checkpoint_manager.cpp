@@ -3,7 +3,9 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
+#include "io/json_guard.hpp"
 #include "lockstep/io/atomic_file.hpp"
+#include "lockstep/io/file_name.hpp"
 
 namespace lockstep::io {
 
@@ -23,13 +25,20 @@ CheckpointManager::CheckpointManager(std::string directory, CheckpointManagerOpt
   LOCKSTEP_CHECK(options_.max_to_keep >= 0, "CheckpointManager: max_to_keep must be >= 0, got ", options_.max_to_keep);
   const std::string p = pointer_path(directory_);
   if (!fs::exists(p)) return;
+  const std::string source = "checkpoint pointer file '" + p + "'";
+  const auto j = detail::parse_json(read_file(p), source);
   try {
-    const auto j = nlohmann::json::parse(read_file(p));
     kept_ = j.at("all").get<std::vector<std::string>>();
-    next_number_ = j.at("next_number").get<std::int64_t>();
   } catch (const nlohmann::json::exception& e) {
-    throw IOError("checkpoint pointer file '" + p + "' is malformed: " + e.what());
+    throw IOError(source + " is malformed: " + e.what());
   }
+  const std::string latest = detail::string_field(j, "latest", source);
+  next_number_ = detail::integer_field(j, "next_number", 1, std::int64_t{1} << 53, source);
+  // Every name is checked before any is used: clean-up deletes <dir>/<name>.* for old ones.
+  for (const auto& name : kept_) (void)path_in_directory(directory_, name, source);
+  if (latest != (kept_.empty() ? std::string() : kept_.back()))
+    throw IOError(source + " is malformed: \"latest\" is '" + latest + "' but the last of \"all\" is '" +
+                  (kept_.empty() ? std::string() : kept_.back()) + "'");
 }
 
 std::string CheckpointManager::save(const std::vector<Variable>& variables, optimizers::Optimizer* optimizer,

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "io/json_guard.hpp"
 #include "lockstep/io/atomic_file.hpp"
 
 namespace lockstep::io {
@@ -127,12 +128,7 @@ SafetensorsContent decode_safetensors(std::string_view bytes, const std::string&
   if (n > kMaxHeaderBytes) bad(source, "header length " + std::to_string(n) + " exceeds the 100 MB limit");
   const std::string_view header_text = bytes.substr(8, n);
   if (header_text.empty() || header_text.front() != '{') bad(source, "header does not start with '{'");
-  nlohmann::json header;
-  try {
-    header = nlohmann::json::parse(header_text);
-  } catch (const nlohmann::json::exception& e) {
-    bad(source, std::string("header is not valid JSON: ") + e.what());
-  }
+  const nlohmann::json header = detail::parse_json(header_text, "safetensors file '" + source + "': header");
   if (!header.is_object()) bad(source, "header is not a JSON object");
   const std::string_view data = bytes.substr(8 + n);
 

@@ -1,5 +1,6 @@
 #include "lockstep/layers/initializers.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <atomic>
 #include <random>
@@ -17,9 +18,11 @@ std::uint64_t mix_seed(std::uint64_t a, std::uint64_t b) {
 }
 
 Tensor Initializer::operator()(const Shape& shape, std::uint64_t seed) const {
-  // Drawn on the host (one RNG stream, whatever the device), then copied to the tensor.
+  // Drawn on the host (one RNG stream, whatever the device) in chunks copied into the tensor.
+  // The tensor is made first: an impossible size is refused, naming the bytes asked, before any
+  // host buffer of that size (a bare std::bad_alloc once said neither).
   const std::int64_t n = shape.numel();
-  std::vector<float> p(static_cast<std::size_t>(n));
+  Tensor out = Tensor::empty(shape);
   // Keras: for a (rows, cols) kernel fan_in = rows, fan_out = cols; for higher ranks the
   // leading dims are the receptive field.
   double fan_in = 1, fan_out = 1;
@@ -32,30 +35,39 @@ Tensor Initializer::operator()(const Shape& shape, std::uint64_t seed) const {
     fan_out = static_cast<double>(shape[-1]) * receptive;
   }
   std::mt19937_64 rng(seed);
+  std::vector<float> p(static_cast<std::size_t>(std::min<std::int64_t>(n, std::int64_t{1} << 16)));
+  // Values in order 0..n-1 from one generator, whatever the chunking.
+  const auto fill = [&](auto&& next) {
+    for (std::int64_t at = 0; at < n; at += static_cast<std::int64_t>(p.size())) {
+      const auto m = static_cast<std::size_t>(std::min<std::int64_t>(n - at, static_cast<std::int64_t>(p.size())));
+      for (std::size_t i = 0; i < m; ++i) p[i] = next();
+      out.copy_from_host(p.data(), m * sizeof(float), static_cast<std::size_t>(at) * sizeof(float));
+    }
+  };
   if (name == "zeros") {
-    for (std::int64_t i = 0; i < n; ++i) p[i] = 0.0f;
+    fill([] { return 0.0f; });
   } else if (name == "ones") {
-    for (std::int64_t i = 0; i < n; ++i) p[i] = 1.0f;
+    fill([] { return 1.0f; });
   } else if (name == "glorot_uniform" || name == "he_uniform") {
     const double limit = name == "glorot_uniform" ? std::sqrt(6.0 / (fan_in + fan_out)) : std::sqrt(6.0 / fan_in);
     std::uniform_real_distribution<double> u(-limit, limit);
-    for (std::int64_t i = 0; i < n; ++i) p[i] = static_cast<float>(u(rng));
+    fill([&] { return static_cast<float>(u(rng)); });
   } else if (name == "glorot_normal" || name == "he_normal") {
     // Truncated at two standard deviations, rescaled as Keras does.
     const double var = name == "glorot_normal" ? 2.0 / (fan_in + fan_out) : 2.0 / fan_in;
     const double stddev = std::sqrt(var) / 0.87962566103423978;
     std::normal_distribution<double> g(0.0, 1.0);
-    for (std::int64_t i = 0; i < n; ++i) {
+    fill([&] {
       double z;
       do z = g(rng);
       while (std::fabs(z) > 2.0);
-      p[i] = static_cast<float>(z * stddev);
-    }
+      return static_cast<float>(z * stddev);
+    });
   } else {
     throw ValueError("unknown initializer '" + name +
                      "': expected glorot_uniform, glorot_normal, he_normal, he_uniform, zeros or ones");
   }
-  return Tensor::from_vector(p, shape);
+  return out;
 }
 
 }  // namespace lockstep::layers

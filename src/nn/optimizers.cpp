@@ -5,11 +5,31 @@
 
 namespace lockstep::optimizers {
 
+namespace {
+// An infinite or NaN hyper-parameter trains to NaN and is saved as JSON null, which nothing can
+// load back: refused where it is given.
+void check_finite_at_least(double v, double lo, bool inclusive, const char* what) {
+  LOCKSTEP_CHECK(std::isfinite(v) && (inclusive ? v >= lo : v > lo), "optimizer: ", what, " must be a finite number ",
+                 inclusive ? ">= " : "> ", lo, ", got ", v);
+}
+}  // namespace
+
 Optimizer::Optimizer(OptimizerOptions options) : options_(std::move(options)) {
-  LOCKSTEP_CHECK(options_.learning_rate >= 0, "optimizer: learning_rate must be >= 0, got ", options_.learning_rate);
-  if (options_.clipnorm) LOCKSTEP_CHECK(*options_.clipnorm > 0, "optimizer: clipnorm must be > 0");
-  if (options_.global_clipnorm) LOCKSTEP_CHECK(*options_.global_clipnorm > 0, "optimizer: global_clipnorm must be > 0");
-  if (options_.clipvalue) LOCKSTEP_CHECK(*options_.clipvalue > 0, "optimizer: clipvalue must be > 0");
+  check_finite_at_least(options_.learning_rate, 0, true, "learning_rate");
+  if (options_.clipnorm) check_finite_at_least(*options_.clipnorm, 0, false, "clipnorm");
+  if (options_.global_clipnorm) check_finite_at_least(*options_.global_clipnorm, 0, false, "global_clipnorm");
+  if (options_.clipvalue) check_finite_at_least(*options_.clipvalue, 0, false, "clipvalue");
+}
+
+void Optimizer::set_learning_rate(double lr) {
+  check_finite_at_least(lr, 0, true, "learning_rate");
+  options_.learning_rate = lr;
+  options_.schedule = nullptr;
+}
+
+void Optimizer::set_iterations(std::int64_t it) {
+  LOCKSTEP_CHECK(it >= 0, "optimizer: iterations must be >= 0, got ", it);
+  iterations_ = it;
 }
 
 double Optimizer::current_learning_rate() const { return learning_rate_at(iterations_); }
@@ -120,7 +140,7 @@ class AdamImpl : public Optimizer {
       : Optimizer(o), b1_(o.beta_1), b2_(o.beta_2), eps_(o.epsilon), wd_(weight_decay) {
     LOCKSTEP_CHECK(o.beta_1 >= 0 && o.beta_1 < 1 && o.beta_2 >= 0 && o.beta_2 < 1,
                    "Adam: beta_1 and beta_2 must be in [0, 1), got ", o.beta_1, " and ", o.beta_2);
-    LOCKSTEP_CHECK(o.epsilon >= 0, "Adam: epsilon must be >= 0");
+    check_finite_at_least(o.epsilon, 0, true, "epsilon");
   }
   std::string name() const override { return wd_ > 0 ? "AdamW" : "Adam"; }
   std::map<std::string, double> hyperparameters() const override {
@@ -176,7 +196,7 @@ OptimizerPtr AdamW(double lr, double wd) {
   return AdamW(o);
 }
 OptimizerPtr AdamW(const AdamWOptions& o) {
-  LOCKSTEP_CHECK(o.weight_decay >= 0, "AdamW: weight_decay must be >= 0");
+  check_finite_at_least(o.weight_decay, 0, true, "weight_decay");
   return std::make_shared<AdamImpl>(o, o.weight_decay);
 }
 

@@ -3,6 +3,7 @@
 #include <cstring>
 #include <atomic>
 #include <cstdio>
+#include <limits>
 
 #include "backend/kernels.hpp"
 
@@ -33,8 +34,16 @@ Tensor Tensor::empty(const Shape& shape, DType dtype) {
   for (auto d : shape.dims()) LOCKSTEP_CHECK(d >= 0, "Tensor::empty: negative dimension in shape ", shape.str());
   auto& ctx = backend::current_context();
   auto storage = std::make_shared<Storage>();
-  storage->nbytes = static_cast<std::size_t>(shape.numel()) * dtype_size(dtype);
-  storage->data = ctx.allocator().allocate(storage->nbytes);
+  const std::int64_t numel = shape.numel();
+  LOCKSTEP_CHECK(numel <= std::numeric_limits<std::int64_t>::max() / static_cast<std::int64_t>(dtype_size(dtype)),
+                 "Tensor::empty: ", shape.str(), " ", dtype_name(dtype), " needs more bytes than fit in 64 bits");
+  storage->nbytes = static_cast<std::size_t>(numel) * dtype_size(dtype);
+  try {
+    storage->data = ctx.allocator().allocate(storage->nbytes);
+  } catch (const ResourceError& e) {
+    throw ResourceError(::lockstep::detail::concat("Tensor::empty ", shape.str(), " ", dtype_name(dtype), " on ",
+                                                   ctx.device().str(), ": ", e.what()));
+  }
   storage->allocator = ctx.allocator_ptr();
   storage->device = ctx.device();
   auto impl = std::make_shared<TensorImpl>();

@@ -137,11 +137,15 @@ void LearningRateScheduler::on_epoch_begin(int epoch, const Logs&) {
   if (verbose_ > 0) std::printf("\nEpoch %d: LearningRateScheduler setting learning rate to %g.\n", epoch + 1, lr);
 }
 
+void TerminateOnNaN::on_epoch_begin(int epoch, const Logs&) { epoch_ = epoch; }
+
 void TerminateOnNaN::on_train_batch_end(std::int64_t batch, const Logs& logs) {
   const auto it = logs.find("loss");
   if (it != logs.end() && !std::isfinite(it->second)) {
     std::printf("Batch %lld: Invalid loss, terminating training\n", static_cast<long long>(batch));
     model_->stop_training = true;
+    terminated_ = true;
+    batch_ = batch;
   }
 }
 

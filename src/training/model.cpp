@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <charconv>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -64,8 +65,13 @@ std::map<std::string, std::vector<double>> resumed_metric_states(const io::Train
   for (const auto& [key, value] : st.values) {
     if (key.rfind("metrics/", 0) != 0) continue;
     const auto slash = key.rfind('/');
+    // A key this code did not write (a metric's state has a handful of numbers) is not restored.
+    std::size_t index = 0;
+    const char* first = key.data() + slash + 1;
+    const char* last = key.data() + key.size();
+    const auto [end, ec] = std::from_chars(first, last, index);
+    if (slash < 8 || ec != std::errc() || end != last || first == last || index >= 64) continue;
     const std::string name = key.substr(8, slash - 8);
-    const auto index = static_cast<std::size_t>(std::stoul(key.substr(slash + 1)));
     auto& v = out[name];
     if (v.size() <= index) v.resize(index + 1, 0.0);
     v[index] = value;
@@ -331,6 +337,8 @@ History Model::fit(const data::Dataset& dataset, const FitOptions& o) {
                    seed_, "; resume with the same seed");
     LOCKSTEP_CHECK(st.epoch >= o.initial_epoch && st.epoch <= o.epochs, "fit: the backup is at epoch ", st.epoch,
                    ", outside [initial_epoch, epochs] = [", o.initial_epoch, ", ", o.epochs, "]");
+    LOCKSTEP_CHECK(steps < 0 || st.batch_in_epoch <= steps, "fit: the backup is at batch ", st.batch_in_epoch,
+                   " of epoch ", st.epoch + 1, ", past its ", steps, " steps per epoch");
     first_epoch = st.epoch;
     skip_batches = st.batch_in_epoch;
     if (std::getenv("LOCKSTEP_VERBOSE_RESUME") || verbose > 0)
@@ -433,6 +441,7 @@ Logs Model::evaluate_impl(const data::Dataset& dataset, std::int64_t steps, cons
   const std::int64_t total = steps > 0 ? steps : card;
   std::unique_ptr<Progbar> bar;
   if (verbose == 1) bar = std::make_unique<Progbar>(total);
+  std::int64_t examples = 0;
   for (std::int64_t step = 0; steps < 0 || step < steps; ++step) {
     auto batch = it->next();
     if (!batch) break;
@@ -451,6 +460,7 @@ Logs Model::evaluate_impl(const data::Dataset& dataset, std::int64_t steps, cons
       return r;
     });
     merge_replica_numbers(parts, x.dim(0), nullptr);
+    examples += x.dim(0);
     logs = collect_logs("");
     cbs.each([&](Callback& c) { c.on_test_batch_end(step, logs); });
     if (bar) {
@@ -458,6 +468,8 @@ Logs Model::evaluate_impl(const data::Dataset& dataset, std::int64_t steps, cons
       bar->update(step + 1, vals);
     }
   }
+  // Keras refuses this too: the mean of no examples would read as a loss of 0.
+  LOCKSTEP_CHECK(examples > 0, "evaluate: the data produced no examples, so there is no loss to report");
   logs = collect_logs("");
   cbs.each([&](Callback& c) { c.on_test_end(logs); });
   return logs;

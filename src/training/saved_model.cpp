@@ -5,6 +5,7 @@
 #include <sstream>
 #include <tuple>
 
+#include "io/json_guard.hpp"
 #include "lockstep/io/atomic_file.hpp"
 #include "lockstep/io/checkpoint.hpp"
 #include "lockstep/io/crc32c.hpp"
@@ -225,16 +226,12 @@ std::unique_ptr<Sequential> load_model(const std::string& dir) {
   const std::string json_path = join_path(dir, kModelFile);
   const std::string weights_path = join_path(dir, kWeightsFile);
   const auto bad = [&](const std::string& what) { return IOError("saved model '" + json_path + "': " + what); };
-  json j;
-  try {
-    j = json::parse(io::read_file(json_path));
-  } catch (const json::exception& e) {
-    throw bad(std::string("not valid JSON: ") + e.what());
-  }
+  const json j = io::detail::parse_json(io::read_file(json_path), "saved model '" + json_path + "'");
   if (!j.is_object() || j.value("format", std::string()) != kFormatName)
     throw bad(std::string("not a lockstep saved model (no \"format\": \"") + kFormatName + "\")");
+  // Compared as written: get<int>() would read 4294967297 as 1, and 1.5 as 1.
   const json& version = j.value("format_version", json());
-  if (!version.is_number_integer() || version.get<int>() != kSavedModelFormatVersion)
+  if (!version.is_number_integer() || version.dump() != std::to_string(kSavedModelFormatVersion))
     throw bad("format version " + version.dump() + " is not the supported version " +
               std::to_string(kSavedModelFormatVersion));
 

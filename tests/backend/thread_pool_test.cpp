@@ -4,7 +4,9 @@
 #include <numeric>
 #include <stdexcept>
 
+#include "backend/allocator.hpp"
 #include "backend/context.hpp"
+#include "lockstep/core/error.hpp"
 #include "backend/thread_pool.hpp"
 
 using lockstep::backend::ThreadPool;
@@ -51,4 +53,27 @@ TEST(ThreadPool, ExceptionsReachTheCaller) {
   std::atomic<int> count{0};
   pool.parallel_for(100, 1, [&](std::int64_t b, std::int64_t e) { count += static_cast<int>(e - b); });
   EXPECT_EQ(count.load(), 100);
+}
+
+// Under a sanitizer a refused allocation aborts unless it may return null, as malloc does.
+#if defined(__SANITIZE_ADDRESS__)
+extern "C" const char* __asan_default_options() { return "allocator_may_return_null=1"; }
+#endif
+#if defined(__SANITIZE_THREAD__)
+extern "C" const char* __tsan_default_options() { return "allocator_may_return_null=1"; }
+#endif
+
+// A bare std::bad_alloc (from --hidden 10^12) said neither what nor how much.
+TEST(Allocator, FailureNamesTheBytesAsked) {
+  lockstep::backend::CachingHostAllocator a;
+  for (const std::size_t n : {std::size_t{1} << 59, std::size_t{1} << 62}) {
+    try {
+      (void)a.allocate(n);
+      ADD_FAILURE() << "allocated " << n << " bytes";
+    } catch (const lockstep::ResourceError& e) {
+      EXPECT_NE(std::string(e.what()).find("cannot allocate " + std::to_string(n) + " bytes"), std::string::npos)
+          << e.what();
+    }
+  }
+  EXPECT_EQ(a.stats().bytes_in_use, 0u);
 }

@@ -14,6 +14,13 @@ TEST(Shape, PrintsLikeKeras) {
   EXPECT_THROW((Shape{2, 3})[2], ValueError);
 }
 
+// (784, 2^62) once wrapped around to a small allocation size.
+TEST(Shape, ElementCountOverflowIsAnError) {
+  EXPECT_THROW((Shape{784, std::int64_t{1} << 62}).numel(), ValueError);
+  EXPECT_EQ((Shape{std::int64_t{1} << 31, std::int64_t{1} << 31}).numel(), std::int64_t{1} << 62);
+  EXPECT_EQ((Shape{0, 28, 28}).tail().numel(), 784);
+}
+
 TEST(Device, ParsesAndRejects) {
   EXPECT_EQ(Device::parse("cpu:3").index, 3);
   EXPECT_EQ(Device::parse("GPU:1").kind, DeviceKind::kCuda);

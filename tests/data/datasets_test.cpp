@@ -84,6 +84,24 @@ TEST(DataDatasets, MismatchedLabelsNameTheFiles) {
   }
 }
 
+// Valid IDX files with no images once gave "test_loss: 0.0000" (status 0) or "Dense: input_dim must
+// be positive"; the split's file and the count are named instead.
+TEST(DataDatasets, EmptySplitsNameTheFileAndTheCount) {
+  for (const char* split : {"train", "t10k"}) {
+    TempDir dir;
+    write_fake_mnist(dir.path(), 4, false);
+    const std::string images = dir.file(std::string(split) + "-images-idx3-ubyte");
+    data::write_idx(images, Tensor::zeros({0, 28, 28}, DType::kU8));
+    data::write_idx(dir.file(std::string(split) + "-labels-idx1-ubyte"), Tensor::zeros({0}, DType::kU8));
+    try {
+      datasets::mnist::load_data(dir.path());
+      FAIL() << "no IOError for an empty " << split << " split";
+    } catch (const IOError& e) {
+      EXPECT_NE(std::string(e.what()).find("'" + images + "' holds 0 images"), std::string::npos) << e.what();
+    }
+  }
+}
+
 namespace {
 void check_real(const datasets::TrainTest& d) {
   EXPECT_EQ(d.train.x.shape(), (Shape{60000, 28, 28}));

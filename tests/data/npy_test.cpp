@@ -118,6 +118,17 @@ TEST(DataNpy, ErrorsNameTheFile) {
     write_bytes(dir.file("parse.npy"), with_header(dict));
     expect_io_error([&] { read_npy(dir.file("parse.npy")); }, {dir.file("parse.npy"), "header"});
   }
+  // One line, the reason first (the header's own newline once put the reason on a second line).
+  write_bytes(dir.file("parse.npy"), with_header("{'descr': '<f4', 'fortran_order': False, 'shape': (2, x), }"));
+  try {
+    read_npy(dir.file("parse.npy"));
+    ADD_FAILURE() << "no IOError";
+  } catch (const IOError& e) {
+    const std::string m = e.what();
+    EXPECT_EQ(m.find('\n'), std::string::npos) << m;
+    EXPECT_LT(m.find("cannot parse the .npy header: "), m.find("(header: \"{'descr'")) << m;
+    EXPECT_NE(m.find("), }\\n\")"), std::string::npos) << m;
+  }
   write_bytes(dir.file("version.npy"), std::string("\x93NUMPY\x07\x00", 8) + "xxxx");
   expect_io_error([&] { read_npy(dir.file("version.npy")); }, {dir.file("version.npy"), "version 7.0"});
 }

@@ -80,7 +80,7 @@ TEST(Checkpoint, BitFlipTruncationVersionAndModelMismatchAreRejectedWithoutLoadi
   auto j = nlohmann::json::parse(good_json);
   j["format_version"] = 99;
   std::ofstream(dir + "/ck.json") << j.dump();
-  expect_io_error([&] { load_checkpoint(dir + "/ck", b.vars(), b.opt.get()); }, {dir + "/ck.json", "version 99", "version 1"});
+  expect_io_error([&] { load_checkpoint(dir + "/ck", b.vars(), b.opt.get()); }, {dir + "/ck.json", "version 99", "version " + std::to_string(kCheckpointFormatVersion)});
   std::ofstream(dir + "/ck.json") << good_json;
 
   Variable wrong_shape(Tensor::zeros({3, 2}), "dense/kernel");

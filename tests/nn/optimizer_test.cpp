@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -236,6 +237,28 @@ TEST(Options, InvalidValuesThrow) {
   EXPECT_THROW(optimizers::SGD(s), ValueError);
   EXPECT_THROW(optimizers::AdamW(1e-3, -0.1), ValueError);
   EXPECT_THROW(optimizers::get("rmsprop_typo", 0.1), ValueError);
+}
+
+// inf and NaN hyper-parameters once trained to NaN and were saved as JSON null (unloadable).
+TEST(Options, NonFiniteHyperParametersAndNegativeIterationsAreRefused) {
+  const double inf = std::numeric_limits<double>::infinity(), nan = std::numeric_limits<double>::quiet_NaN();
+  for (const double bad : {inf, -inf, nan}) {
+    EXPECT_THROW(optimizers::Adam(bad), ValueError) << bad;
+    EXPECT_THROW(optimizers::SGD(bad), ValueError) << bad;
+    EXPECT_THROW(optimizers::AdamW(1e-3, bad), ValueError) << bad;
+    optimizers::AdamOptions a;
+    a.epsilon = bad;
+    EXPECT_THROW(optimizers::Adam(a), ValueError) << bad;
+    optimizers::SGDOptions s;
+    s.clipnorm = bad;
+    EXPECT_THROW(optimizers::SGD(s), ValueError) << bad;
+    auto opt = optimizers::Adam(1e-3);
+    EXPECT_THROW(opt->set_learning_rate(bad), ValueError) << bad;
+    EXPECT_DOUBLE_EQ(opt->current_learning_rate(), 1e-3);
+  }
+  auto opt = optimizers::Adam(1e-3);
+  EXPECT_THROW(opt->set_iterations(-1), ValueError);
+  EXPECT_EQ(opt->iterations(), 0);
 }
 
 TEST(Options, GetByName) {

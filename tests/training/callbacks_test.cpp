@@ -4,6 +4,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "lockstep/io/checkpoint_manager.hpp"
 #include "lockstep/io/event_file_reader.hpp"
 #include "lockstep/lockstep.hpp"
 #include "lockstep/training/callbacks.hpp"
@@ -203,4 +204,18 @@ TEST(BackupAndRestore, SavesEachEpochAndRestoresAtTrainBegin) {
   EXPECT_EQ(restore->restored_state()->iterations, 8);
   EXPECT_EQ(fresh->optimizer()->iterations(), 8);
   EXPECT_EQ(fresh->variables()[0].value().to_vector<float>(), model->variables()[0].value().to_vector<float>());
+}
+
+// The run's configuration travels with every backup, so a resume can check it (lockstep train).
+TEST(BackupAndRestore, StoresTheRunConfigurationInEveryBackup) {
+  const std::string dir = fresh_dir("backup_config");
+  Data d;
+  auto model = make_model();
+  const std::map<std::string, std::string> config{{"--learning-rate", "0.001"}, {"--optimizer", "adam"}};
+  auto backup = std::make_shared<BackupAndRestore>(
+      BackupAndRestoreOptions{.backup_dir = dir, .delete_checkpoint = false, .run_config = config});
+  model->fit(d.x, d.y, {.epochs = 1, .batch_size = 50, .verbose = 0, .callbacks = {backup}});
+  const io::CheckpointManager manager(dir);
+  ASSERT_TRUE(manager.latest());
+  EXPECT_EQ(io::read_checkpoint(*manager.latest()).state.run_config, config);
 }

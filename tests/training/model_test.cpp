@@ -145,6 +145,19 @@ TEST(Model, PredictReturnsRowsInInputOrder) {
   }
 }
 
+// (0, 28, 28) once flattened to (0, 0), so messages about it named the wrong shape.
+TEST(Preprocessing, FlatteningNoImagesKeepsTheFeatureCount) {
+  EXPECT_EQ(flatten_and_scale_images(Tensor::zeros({0, 28, 28}, DType::kU8)).shape(), (Shape{0, 784}));
+}
+
+// No examples is no loss, not a loss of 0 (Keras refuses it as well).
+TEST(Model, EvaluateOnNoExamplesIsAnError) {
+  auto model = small_model();
+  const auto toy = make_toy(8);
+  model->fit(toy.x, toy.y, {.epochs = 1, .batch_size = 4, .verbose = 0});
+  EXPECT_THROW(model->evaluate(toy.x.slice(0, 0), toy.y.slice(0, 0)), ValueError);
+}
+
 TEST(Model, EvaluateWeightsBatchesByExampleCount) {
   auto model = small_model();
   const auto toy = make_toy(20);

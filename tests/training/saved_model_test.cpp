@@ -275,6 +275,13 @@ TEST_F(SavedModelErrors, WrongFormatVersion) {
   EXPECT_NE(m.find("format version 99 is not the supported version 1"), std::string::npos) << m;
 }
 
+// get<int>() once read 4294967297 as 1.
+TEST_F(SavedModelErrors, FormatVersionPast32BitsIsNotTruncated) {
+  replace_in_file(json_, "\"format_version\": 1", "\"format_version\": 4294967297");
+  const auto m = io_message([&] { load_model(dir_); });
+  EXPECT_NE(m.find("format version 4294967297 is not the supported version 1"), std::string::npos) << m;
+}
+
 TEST_F(SavedModelErrors, InvalidJsonAndMissingFields) {
   replace_in_file(json_, "\"rate\":", "\"rate\" ");
   auto m = io_message([&] { load_model(dir_); });
@@ -285,6 +292,19 @@ TEST_F(SavedModelErrors, InvalidJsonAndMissingFields) {
   m = io_message([&] { load_model(dir_); });
   EXPECT_NE(m.find(json_), std::string::npos) << m;
   EXPECT_NE(m.find("layer 1: missing or mistyped field"), std::string::npos) << m;
+}
+
+// 100,000-deep arrays once overflowed the stack while the error was built (a segfault).
+TEST_F(SavedModelErrors, DeeplyNestedJsonIsRefusedBeforeAnythingRecurses) {
+  const std::string deep = std::string(100000, '[') + std::string(100000, ']');
+  replace_in_file(json_, "\"format_version\": 1", "\"format_version\": " + deep);
+  auto m = io_message([&] { load_model(dir_); });
+  EXPECT_NE(m.find(json_), std::string::npos) << m;
+  EXPECT_NE(m.find("nested deeper than 64 levels"), std::string::npos) << m;
+  // Nesting inside a string is text, not structure.
+  io::write_file_atomic(json_, "{\"format\": \"" + std::string(1000, '[') + "\"}");
+  m = io_message([&] { load_model(dir_); });
+  EXPECT_NE(m.find("not a lockstep saved model"), std::string::npos) << m;
 }
 
 TEST_F(SavedModelErrors, BadLayerConfigValueNamesTheFile) {

@@ -51,7 +51,8 @@ int run_bench_allreduce(const BenchArgs& a) {
   distribute::MirroredOptions o;
   if (!a.devices.empty()) {
     const Device d = Device::parse(a.devices);
-    LOCKSTEP_CHECK(d.kind == DeviceKind::kCpu && d.index >= 1, "--devices must be cpu:N with N >= 1, got '", a.devices, "'");
+    LOCKSTEP_CHECK(d.kind == DeviceKind::kCpu && d.index >= 1 && d.index <= distribute::kMaxCpuDevices,
+                   "--devices must be cpu:N with N in [1, ", distribute::kMaxCpuDevices, "], got '", a.devices, "'");
     o.num_cpu_devices = d.index;
   }
   LOCKSTEP_CHECK(a.min_bytes >= 4 && a.min_bytes <= a.max_bytes, "--min-bytes must be in [4, --max-bytes]");

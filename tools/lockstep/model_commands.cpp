@@ -64,6 +64,7 @@ void add_model_commands(CLI::App& app, ModelArgs& a) {
 }
 
 int run_evaluate(const ModelArgs& a) {
+  if (!a.metrics_out.empty()) io::check_output_path(a.metrics_out, "--metrics-out");
   auto model = load(a);
   LOCKSTEP_CHECK(model->compiled(), "the model in '", a.model_dir,
                  "' was saved before it was compiled, so it has no loss to evaluate; compile it before save_model");
@@ -92,12 +93,14 @@ int run_evaluate(const ModelArgs& a) {
 }
 
 int run_predict(const ModelArgs& a) {
+  if (!a.output.empty()) io::check_output_path(a.output, "--output");
   auto model = load(a);
   const Tensor raw = data::read_npy(a.input);
   const std::string source = "--input '" + a.input + "'";
   LOCKSTEP_CHECK(raw.rank() >= 2, source, " has shape ", raw.shape().str(), " but model '", model->name(),
                  "' expects input ", model->layers().front()->input_shape().str(),
                  ": give a batch of examples (a single one as shape (1, ...))");
+  LOCKSTEP_CHECK(raw.dim(0) > 0, source, " has shape ", raw.shape().str(), ": it holds no examples to predict");
   Tensor x;
   if (raw.dtype() == DType::kU8) {
     x = flatten_and_scale_images(raw);
@@ -110,7 +113,7 @@ int run_predict(const ModelArgs& a) {
   x = to_model_input(x, *model, source);
   const Tensor out = model->predict(x, {.batch_size = a.batch_size});
   if (!a.output.empty()) {
-    data::write_npy(a.output, out);
+    io::write_file_atomic(a.output, data::encode_npy(out, "--output '" + a.output + "'"));
     std::fprintf(stderr, "Wrote outputs %s to %s\n", out.shape().str().c_str(), a.output.c_str());
     return 0;
   }

@@ -1,11 +1,16 @@
+#include <cerrno>
+#include <cmath>
 #include <cstdlib>
 #include <ctime>
 #include <filesystem>
-#include <fstream>
 #include <iostream>
+#include <limits>
 #include <nlohmann/json.hpp>
 
 #include "commands.hpp"
+#include "run_directory.hpp"
+#include "lockstep/io/atomic_file.hpp"
+#include "lockstep/io/directory_lock.hpp"
 #include "lockstep/lockstep.hpp"
 #include "lockstep/training/callbacks.hpp"
 #include "lockstep/training/checkpointing.hpp"
@@ -13,15 +18,37 @@
 namespace lockstep::cli {
 
 namespace {
-// CLI11's PositiveNumber prints the whole double range for a non-number; say it plainly.
+// CLI11's PositiveNumber prints the whole double range for a non-number; say it plainly. "inf",
+// "nan" and "1e309" (which overflows to inf) are refused: they train to NaN.
 const CLI::Validator kPositive(
     [](std::string& s) -> std::string {
       char* end = nullptr;
       const double v = std::strtod(s.c_str(), &end);
-      if (s.empty() || *end != '\0' || !(v > 0)) return "must be a positive number, got '" + s + "'";
+      if (s.empty() || *end != '\0' || !std::isfinite(v) || !(v > 0))
+        return "must be a finite positive number, got '" + s + "'";
       return {};
     },
     "POSITIVE");
+// CLI11 turns "-1" and "18446744073709551616" into 2^64 - 1 for an unsigned option: only digits
+// that fit in 64 bits are a seed.
+const CLI::Validator kSeed(
+    [](std::string& s) -> std::string {
+      errno = 0;
+      char* end = nullptr;
+      (void)std::strtoull(s.c_str(), &end, 10);
+      if (s.empty() || s.find_first_not_of("0123456789") != std::string::npos || *end != '\0' || errno == ERANGE)
+        return "must be an integer in [0, 2^64 - 1], got '" + s + "'";
+      return {};
+    },
+    "UINT64");
+const CLI::Validator kRate(
+    [](std::string& s) -> std::string {
+      char* end = nullptr;
+      const double v = std::strtod(s.c_str(), &end);
+      if (s.empty() || *end != '\0' || !(v >= 0 && v < 1)) return "must be a number in [0, 1), got '" + s + "'";
+      return {};
+    },
+    "[0, 1)");
 }  // namespace
 
 void add_train_command(CLI::App& app, TrainArgs& a) {
@@ -53,8 +80,8 @@ void add_train_command(CLI::App& app, TrainArgs& a) {
   cmd->add_option("--activation", a.activation, "Activation of the hidden layer")
       ->check(CLI::IsMember({"relu", "sigmoid", "tanh", "gelu", "linear"}))
       ->capture_default_str();
-  cmd->add_option("--dropout", a.dropout, "Dropout rate in [0, 1)")->check(CLI::Range(0.0, 0.999))->capture_default_str();
-  cmd->add_option("--seed", a.seed, "Seed for weights, shuffling and dropout")->capture_default_str();
+  cmd->add_option("--dropout", a.dropout, "Dropout rate in [0, 1)")->check(kRate)->capture_default_str();
+  cmd->add_option("--seed", a.seed, "Seed for weights, shuffling and dropout")->check(kSeed)->capture_default_str();
   cmd->add_option("--metrics-out", a.metrics_out,
                   "Write {test_loss, test_accuracy, train_steps_per_second, history} as JSON to this file");
   cmd->add_option("--logdir", a.logdir,
@@ -78,7 +105,8 @@ distribute::MirroredOptions parse_devices(const std::string& spec) {
   // "cpu:N" alone means N logical CPU devices; otherwise a comma-separated device list.
   if (spec.rfind("cpu:", 0) == 0 && spec.find(',') == std::string::npos) {
     const Device d = Device::parse(spec);
-    LOCKSTEP_CHECK(d.index >= 1, "--devices cpu:N needs N >= 1, got '", spec, "'");
+    LOCKSTEP_CHECK(d.index >= 1 && d.index <= distribute::kMaxCpuDevices, "--devices cpu:N needs N in [1, ",
+                   distribute::kMaxCpuDevices, "], got '", spec, "'");
     o.num_cpu_devices = d.index;
     return o;
   }
@@ -113,6 +141,8 @@ std::string default_logdir() {
 int run_train(const TrainArgs& a) {
   LOCKSTEP_CHECK(a.steps_per_epoch == -1 || a.steps_per_epoch > 0, "--steps-per-epoch must be positive");
   LOCKSTEP_CHECK(!a.resume || !a.logdir.empty(), "--resume needs --logdir naming the run to continue");
+  // Before any training: a result that cannot be written is found out now, not after an hour.
+  if (!a.metrics_out.empty()) io::check_output_path(a.metrics_out, "--metrics-out");
   set_random_seed(a.seed);
   distribute::MirroredStrategy strategy(parse_devices(a.devices));
   const int replicas = strategy.num_replicas_in_sync();
@@ -122,6 +152,8 @@ int run_train(const TrainArgs& a) {
   // Keras' fit(batch_size=32) is the global batch under a strategy; an explicit --batch-size
   // follows the usual per-replica rule.
   constexpr std::int64_t kDefaultGlobalBatch = 32;
+  LOCKSTEP_CHECK(a.batch_size <= std::numeric_limits<std::int64_t>::max() / replicas, "--batch-size ", a.batch_size,
+                 " x ", replicas, " replicas overflows 64 bits; give a smaller --batch-size");
   const std::int64_t global_batch = a.global_batch_size > 0 ? a.global_batch_size
                                     : a.batch_size > 0      ? a.batch_size * replicas
                                                             : std::max<std::int64_t>(kDefaultGlobalBatch, replicas);
@@ -133,11 +165,22 @@ int run_train(const TrainArgs& a) {
 
   // The run directory is claimed only once the devices and the data are known to be good.
   const std::string logdir = a.logdir.empty() ? default_logdir() : a.logdir;
+  if (a.resume)
+    LOCKSTEP_CHECK_T(IOError, std::filesystem::is_directory(logdir), "--resume: run directory '", logdir,
+                     "' does not exist (nothing to continue; run without --resume to start a new run)");
+  io::make_directories(logdir);
+  // Held until the process ends: a second run on this directory fails here, naming this one.
+  const io::DirectoryLock lock(logdir);
+  // Writes of killed runs left these; a live writer's (lockstep evaluate into the run) is kept.
+  if (const int stale = io::remove_stale_temporaries(logdir); stale > 0)
+    std::fprintf(stderr, "Removed %d temporary file(s) left in %s by killed runs\n", stale, logdir.c_str());
   const std::string backup_dir = logdir + "/backup";
   const bool has_backup = std::filesystem::exists(backup_dir + "/checkpoint");
+  const RunConfig run_config = make_run_config(a, global_batch);
   if (a.resume) {
     LOCKSTEP_CHECK_T(IOError, has_backup, "--resume: no backup found in '", backup_dir,
                      "' (nothing to continue; run without --resume to start a new run)");
+    check_resume(backup_dir, run_config);
   } else {
     LOCKSTEP_CHECK(!has_backup, "'", logdir, "' already holds a run; pass --resume to continue it or choose another "
                    "--logdir");
@@ -154,14 +197,17 @@ int run_train(const TrainArgs& a) {
                 .batch(global_batch)
                 .prefetch(data::kAutotune);
   FitOptions fit_options{.epochs = a.epochs, .verbose = verbose};
+  // First, so that no other callback sees a batch after the loss went NaN.
+  const auto nan_guard = std::make_shared<TerminateOnNaN>();
+  fit_options.callbacks.push_back(nan_guard);
   fit_options.validation_data = data::Dataset::from_tensor_slices(x_test, data.test.y).batch(1024);
-  std::filesystem::create_directories(logdir);
   std::printf("Run directory: %s\n", logdir.c_str());
   if (a.tensorboard) fit_options.callbacks.push_back(std::make_shared<TensorBoard>(TensorBoardOptions{.log_dir = logdir}));
   fit_options.callbacks.push_back(std::make_shared<BackupAndRestore>(BackupAndRestoreOptions{
       .backup_dir = backup_dir,
       .save_freq = a.backup_every_steps > 0 ? SaveFreq::every(a.backup_every_steps) : SaveFreq::epoch(),
-      .delete_checkpoint = false}));
+      .delete_checkpoint = false,
+      .run_config = run_config}));
   if (a.save_best) {
     fit_options.callbacks.push_back(std::make_shared<ModelCheckpoint>(
         ModelCheckpointOptions{.filepath = logdir + "/best/ckpt", .monitor = "val_loss", .save_best_only = true}));
@@ -171,6 +217,11 @@ int run_train(const TrainArgs& a) {
     fit_options.steps_per_epoch = a.steps_per_epoch;
   }
   const History history = model.fit(ds, fit_options);
+  // A diverged run is a failure, not a result: no model is saved and the exit status says so.
+  if (nan_guard->terminated())
+    throw Error(detail::concat("training diverged: the loss became NaN or infinite at epoch ", nan_guard->epoch() + 1,
+                               ", batch ", nan_guard->batch() + 1,
+                               "; no model was saved (try a lower --learning-rate, and start a new run)"));
   const Logs test = model.evaluate(x_test, data.test.y, {.batch_size = 1024});
   std::fflush(stdout);
   const double steps_per_second = model.last_fit_timing().steps_per_second;
@@ -187,15 +238,7 @@ int run_train(const TrainArgs& a) {
     j["epochs"] = history.epoch;
     j["replicas"] = replicas;
     j["global_batch_size"] = global_batch;
-    const std::string tmp = a.metrics_out + ".tmp";
-    {
-      std::ofstream f(tmp);
-      LOCKSTEP_CHECK_T(IOError, f.good(), "cannot write --metrics-out file '", a.metrics_out, "'");
-      f << j.dump(2) << "\n";
-      LOCKSTEP_CHECK_T(IOError, f.good(), "writing '", a.metrics_out, "' failed (disk full?)");
-    }
-    LOCKSTEP_CHECK_T(IOError, std::rename(tmp.c_str(), a.metrics_out.c_str()) == 0, "cannot rename '", tmp, "' to '",
-                     a.metrics_out, "'");
+    io::write_file_atomic(a.metrics_out, j.dump(2) + "\n");
   }
   return 0;
 }

@@ -27,6 +27,11 @@ class InternalError : public Error {
  public:
   using Error::Error;
 };
+/// The machine ran out of something a valid request needs: memory, threads.
+class ResourceError : public Error {
+ public:
+  using Error::Error;
+};
 /// A peer or replica that failed, or a collective that timed out.
 class DistributedError : public Error {
  public:

@@ -22,4 +22,8 @@ Tensor read_npy(const std::string& path);
 /// The file is written under a temporary name and renamed, so readers never see half a file.
 void write_npy(const std::string& path, const Tensor& tensor);
 
+/// The bytes write_npy writes, for a caller with its own writer (the CLI writes them with
+/// io::write_file_atomic). `what` starts error messages.
+std::string encode_npy(const Tensor& tensor, const std::string& what = "encode_npy");
+
 }  // namespace lockstep::data

@@ -244,6 +244,11 @@ class OneDeviceStrategy final : public Strategy {
 /// that the all-reduced (summed) gradients are those of the global batch's mean loss.
 Tensor compute_average_loss(const Tensor& per_example_loss, std::int64_t global_batch_size);
 
+/// The most logical CPU devices a strategy makes, however they are asked for
+/// (MirroredOptions::num_cpu_devices, $LOCKSTEP_CPU_DEVICES, the CLI's --devices cpu:N): each is a
+/// replica thread with its own compute context, and past this a machine runs out of threads.
+inline constexpr int kMaxCpuDevices = 1024;
+
 /// The number of logical CPU devices a default MirroredStrategy makes: $LOCKSTEP_CPU_DEVICES
 /// if set, else one per available core.
 int default_num_cpu_devices();

@@ -12,7 +12,20 @@ namespace lockstep::io {
 /// previous `path` is left as it was, and IOError names the path, the step that failed and
 /// strerror(errno). Not safe against two processes writing the same path at once (the last
 /// rename wins, but each is whole).
+/// check_output_path(path) comes first.
 void write_file_atomic(const std::string& path, std::string_view bytes);
+
+/// Checks, before any work whose result goes to `path`, that write_file_atomic can write it: its
+/// directory exists and is writable, and `path` is absent or a regular file (never a device such
+/// as /dev/full, a pipe or a directory, which the rename would replace). IOError "<what> '<path>'
+/// cannot be written: <why>" (e.g. what = "--metrics-out").
+void check_output_path(const std::string& path, const std::string& what);
+
+/// Deletes, in `directory` and below, the temporary files (<name>.tmp.<pid>) that
+/// write_file_atomic left when its process was killed mid-write: those whose pid is not a running
+/// process. A live writer's temporary file is kept (PID reuse can only make it keep too much).
+/// Returns how many were removed; unreadable entries are skipped.
+int remove_stale_temporaries(const std::string& directory);
 
 /// The whole content of `path`. IOError names the path when it is missing or unreadable.
 std::string read_file(const std::string& path);

@@ -3,7 +3,8 @@
 //   P.safetensors  the variables by name ("dense/kernel") and the optimizer's slots
 //                  ("optimizer/dense/kernel/m"), in the order of the variable list
 //   P.json         the commit record: format version, TrainingState, the tensor list with
-//                  shapes, and the CRC-32C and size of P.safetensors
+//                  shapes, the CRC-32C and size of P.safetensors, and the CRC-32C of the record
+//                  itself (so an edited epoch or iteration count is refused, not trained on)
 // Both are written with write_file_atomic, the tensors first and the JSON last, so the JSON
 // never describes tensors that are not fully on disk; a crash between the two leaves an old JSON
 // whose checksum no longer matches, which load reports instead of loading a mix. To keep a
@@ -21,7 +22,7 @@
 namespace lockstep::io {
 
 /// Bumped whenever the files' meaning changes; load refuses any other version.
-inline constexpr int kCheckpointFormatVersion = 1;
+inline constexpr int kCheckpointFormatVersion = 2;  // 2: the record carries its own CRC
 
 /// Where training stands, everything beyond tensors needed to resume it.
 struct TrainingState {
@@ -43,6 +44,9 @@ struct TrainingState {
   double loss_scale = 1.0;
   /// Callbacks' own state by key, e.g. "early_stopping/best".
   std::map<std::string, double> values;
+  /// The configuration of the run that saved it (BackupAndRestoreOptions::run_config: for
+  /// `lockstep train`, its flags), so that a resume can refuse to mix old and new settings.
+  std::map<std::string, std::string> run_config;
 };
 
 struct CheckpointOptions {
@@ -66,9 +70,10 @@ struct Checkpoint {
   std::string optimizer_name;
 };
 
-/// Reads P.json and P.safetensors and checks the format version, the checksum and size of the
-/// tensors file, and that the tensors are exactly those the JSON lists. IOError names the file
-/// and the problem (wrong version: the expected and the found one).
+/// Reads P.json and P.safetensors and checks the format version, the record's own checksum, the
+/// range of every TrainingState field, the checksum and size of the tensors file, and that the
+/// tensors are exactly those the JSON lists. IOError names the file and the problem (wrong
+/// version: the expected and the found one; a field: its name, value and allowed range).
 Checkpoint read_checkpoint(const std::string& prefix);
 
 /// read_checkpoint, then checks every variable (and, when the checkpoint has them and

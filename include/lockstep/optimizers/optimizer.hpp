@@ -41,11 +41,13 @@ class Optimizer {
   void finish_step() { ++iterations_; }
   /// Number of updates applied so far.
   std::int64_t iterations() const { return iterations_; }
-  void set_iterations(std::int64_t it) { iterations_ = it; }
+  /// ValueError for a negative count (it numbers the updates, and Adam's bias correction uses it).
+  void set_iterations(std::int64_t it);
   /// The learning rate the next update uses.
   double current_learning_rate() const;
   double learning_rate_at(std::int64_t step) const;
-  void set_learning_rate(double lr) { options_.learning_rate = lr; options_.schedule = nullptr; }
+  /// Replaces the rate (and any schedule); ValueError unless lr is finite and >= 0.
+  void set_learning_rate(double lr);
   const OptimizerOptions& options() const { return options_; }
   /// The rule's own options beyond OptimizerOptions, by Keras name ("momentum", "nesterov" as
   /// 0/1, "beta_1", "beta_2", "epsilon", "weight_decay"), so a saved model can rebuild it.

@@ -130,7 +130,18 @@ class LearningRateScheduler final : public Callback {
 /// Stops training at the first batch whose loss is NaN or infinite.
 class TerminateOnNaN final : public Callback {
  public:
+  void on_epoch_begin(int epoch, const Logs& logs) override;
   void on_train_batch_end(std::int64_t batch, const Logs& logs) override;
+  /// Whether it stopped training, and where (epoch, batch: 0-based), so that a caller can report
+  /// the divergence instead of treating the stopped run as finished.
+  bool terminated() const { return terminated_; }
+  int epoch() const { return epoch_; }
+  std::int64_t batch() const { return batch_; }
+
+ private:
+  bool terminated_ = false;
+  int epoch_ = 0;
+  std::int64_t batch_ = 0;
 };
 
 struct CSVLoggerOptions {
@@ -219,6 +230,9 @@ struct BackupAndRestoreOptions {
   /// Remove the backup when training ends normally (Keras' delete_checkpoint).
   bool delete_checkpoint = true;
   bool is_chief = true;
+  /// The run's configuration (e.g. the CLI's flags), stored in every backup's TrainingState so
+  /// that whoever resumes can check it is continuing the same run.
+  std::map<std::string, std::string> run_config;
 };
 
 /// Saves a checkpoint with its TrainingState to backup_dir at each epoch end (and every N

@@ -1,0 +1,60 @@
+#include "run_directory.hpp"
+
+#include <cstdio>
+
+#include "lockstep/core/error.hpp"
+#include "lockstep/io/checkpoint_manager.hpp"
+
+namespace lockstep::cli {
+
+namespace {
+// Continuing for more (or fewer) epochs is meaningful; every other flag changes the run.
+constexpr const char* kMayChange = "--epochs";
+
+std::string exact(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.17g", v);
+  return buf;
+}
+}  // namespace
+
+RunConfig make_run_config(const TrainArgs& a, std::int64_t global_batch) {
+  return {{"--dataset", a.dataset},
+          {"--epochs", std::to_string(a.epochs)},
+          {"--steps-per-epoch", a.steps_per_epoch > 0 ? std::to_string(a.steps_per_epoch) : "one pass"},
+          {"--batch-size", "global batch " + std::to_string(global_batch)},
+          {"--optimizer", a.optimizer},
+          {"--learning-rate", exact(a.learning_rate)},
+          {"--hidden", std::to_string(a.hidden)},
+          {"--activation", a.activation},
+          {"--dropout", exact(a.dropout)},
+          {"--seed", std::to_string(a.seed)}};
+}
+
+void check_resume(const std::string& backup_dir, const RunConfig& now) {
+  const io::CheckpointManager manager(backup_dir);
+  const auto latest = manager.latest();
+  LOCKSTEP_CHECK_T(IOError, latest.has_value(), "--resume: '", backup_dir,
+                   "/checkpoint' lists no backup, so there is nothing to continue (run without --resume to start a "
+                   "new run in another --logdir)");
+  const RunConfig then = io::read_checkpoint(*latest).state.run_config;
+  LOCKSTEP_CHECK_T(IOError, !then.empty(), "--resume: backup '", *latest,
+                   "' records no run configuration (it was not made by `lockstep train`), so it cannot be checked");
+  std::string differences;
+  for (const auto& [flag, value] : now) {
+    const auto it = then.find(flag);
+    const std::string old = it == then.end() ? std::string("(not recorded)") : it->second;
+    if (old == value) continue;
+    if (flag == kMayChange) {
+      std::printf("Resuming with %s %s (the run was started with %s %s)\n", flag.c_str(), value.c_str(), flag.c_str(),
+                  old.c_str());
+      continue;
+    }
+    differences += (differences.empty() ? "" : ", ") + flag + " " + old + " (now " + value + ")";
+  }
+  LOCKSTEP_CHECK(differences.empty(), "--resume: the run in '", backup_dir,
+                 "' was made with other flags: ", differences,
+                 "; resume with the run's own flags, or start a new run in another --logdir");
+}
+
+}  // namespace lockstep::cli

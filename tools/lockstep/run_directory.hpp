@@ -1,0 +1,25 @@
+#pragma once
+// What `lockstep train` checks before it trains into a run directory: that a resumed run is the
+// same run (its flags are stored with every backup and compared), and (run_directory.cpp) that
+// the directory is not in use.
+#include <cstdint>
+#include <map>
+#include <string>
+
+#include "commands.hpp"
+
+namespace lockstep::cli {
+
+using RunConfig = std::map<std::string, std::string>;
+
+/// The flags that define a run, by flag name. The batch is the global one (--batch-size x
+/// replicas, or --global-batch-size), since that is what the data order and the updates depend on.
+RunConfig make_run_config(const TrainArgs& args, std::int64_t global_batch);
+
+/// For --resume: the latest backup in `backup_dir` must exist (a pointer listing none is an
+/// error, not a fresh start) and must have been made with `now`'s flags. ValueError names every
+/// flag that differs; a different --epochs is allowed and said on stdout (fit refuses fewer
+/// epochs than the backup has finished).
+void check_resume(const std::string& backup_dir, const RunConfig& now);
+
+}  // namespace lockstep::cli
