@@ -101,7 +101,7 @@ class GroupBase::Member final : public Communicator {
   void check_defined(const char* op, const Tensor& t, const char* what) const {
     LOCKSTEP_CHECK(t.defined(), op, " on member ", rank_, ": the ", what, " is an undefined tensor");
   }
-  static Tensor flat(const Tensor& t) { return t.reshape(Shape{t.numel()}); }
+  static Tensor flat(const Tensor& t) { return t.rank() == 1 ? t : t.reshape(Shape{t.numel()}); }
 
   GroupBase& group_;
   const int rank_;

@@ -37,7 +37,10 @@ bool QueuedWork::wait(std::chrono::milliseconds timeout) {
 
 void QueuedWork::execute(const Deadline& deadline) {
   {
-    ComputeScope scope(*context_);  // tensors it makes (received chunks) live on the member's device
+    // Tensors it makes (received chunks) come from the member's device. The collectives use
+    // only copies and reduce_across, which leave the context's compute pool alone: the member's
+    // own thread may be computing on it meanwhile, and a pool serves one thread at a time.
+    ComputeScope scope(*context_);
     try {
       group_.execute(rank_, call_, deadline);
     } catch (...) {

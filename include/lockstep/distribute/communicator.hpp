@@ -10,7 +10,9 @@
 // Tensors may have any dtype that reduce_across supports (float32, float16, bfloat16, int32,
 // int64, uint8) and any shape; collectives see them as flat arrays of numel() elements.
 // Arguments that are wrong on this member alone (an undefined tensor, sizes that do not fit
-// the group) throw ValueError at once and start nothing.
+// the group) throw ValueError at once and start nothing. A collective runs in the compute
+// context current on the thread that started it (tensors it makes come from there), which
+// must outlive it.
 #include <string>
 
 #include "lockstep/distribute/reduce_op.hpp"
