@@ -181,7 +181,7 @@ void GroupBase::fail(const std::string& what) {
     failed_.store(true, std::memory_order_release);
   }
   wake_transport();
-  for (auto& q : queues_) q->hurry();  // what is queued fails now, not at the next tick
+  for (auto& q : queues_) q->hurry();  // what is queued runs (and fails) now
 }
 
 void GroupBase::throw_failed(int rank, const CollectiveCall& call) const {
@@ -206,6 +206,11 @@ void GroupBase::fail_timeout(int rank, const CollectiveCall& call, std::chrono::
   }
   fail(os.str());
   throw DistributedError(os.str());
+}
+
+void GroupBase::hurry_peers(int rank) {
+  for (std::size_t r = 0; r < queues_.size(); ++r)
+    if (static_cast<int>(r) != rank) queues_[r]->hurry();
 }
 
 std::vector<int> GroupBase::members_behind(std::uint64_t seq) const {

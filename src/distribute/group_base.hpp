@@ -45,6 +45,9 @@ class GroupBase : public CollectiveGroup {
                                  const std::vector<int>& missing);
   /// The members that have not started collective number `seq` yet.
   std::vector<int> members_behind(std::uint64_t seq) const;
+  /// Member `rank` has waited for its peers inside a collective for a while: a peer may have
+  /// started its part and gone on without waiting, so its progress thread must run it now.
+  void hurry_peers(int rank);
 
  protected:
   /// Member `rank`'s part of `call` (size() > 1); blocking waits give up at `deadline` (with

@@ -51,6 +51,12 @@ std::vector<LoopbackGroup::Bytes> LoopbackGroup::receive(int rank, const std::ve
       if (in.from[static_cast<std::size_t>(s)].empty()) return false;
     return true;
   };
+  if (!all_there() && !failed()) {
+    // A sender may have started its part and gone on without waiting: it must progress now.
+    lock.unlock();
+    hurry_peers(rank);
+    lock.lock();
+  }
   in.cv.wait_until(lock, deadline.at, [&] { return all_there() || failed(); });
   if (!all_there()) {
     lock.unlock();

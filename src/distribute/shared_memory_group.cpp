@@ -58,6 +58,7 @@ void SharedMemoryGroup::arrive_and_wait(int rank, const CollectiveCall& call, co
     if (failed()) throw_failed(rank, call);
     if (i < 200) LOCKSTEP_PAUSE();
     else std::this_thread::yield();
+    if (i == 200) hurry_peers(rank);  // a late peer may have left its part to its progress thread
   }
   std::unique_lock<std::mutex> lock(mu_);
   sleepers_.fetch_add(1);

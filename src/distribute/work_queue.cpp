@@ -66,23 +66,21 @@ WorkQueue::~WorkQueue() {
 void WorkQueue::push(std::shared_ptr<QueuedWork> work) {
   std::unique_lock<std::mutex> lock(mu_);
   if (!thread_.joinable()) thread_ = std::thread([this] { progress_loop(); });
-  const auto now = Clock::now();
-  work->pushed_at_ = now;
-  last_push_ = now;
   // An older work still queued: its starter went on without waiting for it.
   const bool older_waiting = !queue_.empty();
   queue_.push_back(std::move(work));
   if (older_waiting) hurry_ = true;
-  const bool wake = thread_state_ == ThreadState::kDormant || (hurry_ && thread_state_ != ThreadState::kAwake);
+  const bool wake = older_waiting && thread_sleeping_ && !running_;
   lock.unlock();
   if (wake) work_cv_.notify_one();
 }
 
 void WorkQueue::hurry() {
   std::unique_lock<std::mutex> lock(mu_);
-  if (hurry_ || queue_.empty() || running_) return;
+  if (queue_.empty() || (hurry_ && !thread_sleeping_)) return;
   hurry_ = true;
-  const bool wake = thread_state_ != ThreadState::kAwake;
+  // While another thread runs a work, run_front wakes the progress thread when it is done.
+  const bool wake = thread_sleeping_ && !running_;
   lock.unlock();
   if (wake) work_cv_.notify_one();
 }
@@ -99,6 +97,7 @@ void WorkQueue::run_front(std::unique_lock<std::mutex>& lock, const Deadline* li
   lock.lock();
   running_ = false;
   if (waiters_sleeping_ > 0) done_cv_.notify_all();
+  if (thread_sleeping_ && (stop_ || (hurry_ && !queue_.empty()))) work_cv_.notify_one();
 }
 
 bool WorkQueue::wait(QueuedWork& work, const Deadline& deadline) {
@@ -121,9 +120,9 @@ bool WorkQueue::wait_idle(Clock::time_point deadline) {
   std::unique_lock<std::mutex> lock(mu_);
   for (;;) {
     if (queue_.empty() && !running_) return true;
-    if (!hurry_) {
+    if (!hurry_ || thread_sleeping_) {
       hurry_ = true;
-      if (thread_state_ != ThreadState::kAwake) work_cv_.notify_one();
+      if (thread_sleeping_ && !running_) work_cv_.notify_one();
     }
     if (Clock::now() >= deadline) return false;
     ++waiters_sleeping_;
@@ -132,32 +131,20 @@ bool WorkQueue::wait_idle(Clock::time_point deadline) {
   }
 }
 
-void WorkQueue::sleep(std::unique_lock<std::mutex>& lock, ThreadState state, Clock::time_point until) {
-  thread_state_ = state;
-  if (state == ThreadState::kDormant) work_cv_.wait(lock);
-  else work_cv_.wait_until(lock, until);
-  thread_state_ = ThreadState::kAwake;
-}
-
 void WorkQueue::progress_loop() {
   std::unique_lock<std::mutex> lock(mu_);
   for (;;) {
-    const auto now = Clock::now();
-    if (!queue_.empty() && !running_) {
-      // A young work is probably about to be waited for, and run, by its starter.
-      const auto ready = queue_.front()->pushed_at_ + kGrace;
-      if (hurry_ || now >= ready) {
-        hurry_ = false;
-        run_front(lock, nullptr);
-      } else {
-        sleep(lock, ThreadState::kTicking, ready);
-      }
+    if (hurry_ && !queue_.empty() && !running_) {
+      run_front(lock, nullptr);
       continue;
     }
-    hurry_ = false;
-    if (stop_ && queue_.empty()) return;
-    if (now - last_push_ < kStayAwake) sleep(lock, ThreadState::kTicking, now + kTick);
-    else sleep(lock, ThreadState::kDormant, {});
+    if (queue_.empty()) {
+      hurry_ = false;
+      if (stop_) return;
+    }
+    thread_sleeping_ = true;
+    work_cv_.wait(lock);  // hurry(), a push behind an unclaimed work, a finished run, or stop
+    thread_sleeping_ = false;
   }
 }
 

@@ -34,7 +34,7 @@ class QueuedWork final : public Work {
   QueuedWork(GroupBase& group, WorkQueue* queue, int rank, CollectiveCall call, ComputeContext& context,
              std::chrono::milliseconds timeout);
 
-  /// Polling instead of waiting: the progress thread runs it now rather than at its next tick.
+  /// Polling instead of waiting: wakes the progress thread to run it.
   bool is_completed() const override;
   bool wait(std::chrono::milliseconds timeout) override;
   std::exception_ptr exception() const override;
@@ -60,23 +60,19 @@ class QueuedWork final : public Work {
   const std::chrono::milliseconds timeout_;
   std::atomic<int> state_{kQueued};  // kQueued -> kRunning under the queue's lock
   std::exception_ptr error_;         // written before state_ becomes kDone
-  Clock::time_point pushed_at_;      // guarded by the queue's lock
 };
 
 // When the progress thread runs a work. Waking a sleeping thread for every collective costs a
 // futex wake and, on a machine whose cores all compute, a context switch on a busy core and
 // often the work itself, stolen from a starter that was about to wait for it (measured: 15-20 us
-// per all-reduce, more than 1% of a flagship step). So a push does not wake it: the progress
-// thread looks at the queue every kTick while collectives are being started, and runs a work
-// once it is kGrace old and still unclaimed; it runs one at once when its starter polls it
-// (is_completed) or starts another without waiting. A thread idle for kStayAwake sleeps until
-// the next push wakes it.
+// per all-reduce, more than 1% of a flagship step); a thread that looks at the queue on a timer
+// instead preempts a computing replica every tick (see docs/PERFORMANCE.md for what a 2 ms
+// tick cost the flagship's 2 replicas on 2 cores). So the progress thread sleeps until someone needs a queued work to
+// progress: its starter polls it (is_completed) or starts another without waiting, a peer has
+// waited for this member inside a collective for a while (GroupBase::hurry_peers), or the group
+// failed. As in MPI, a collective progresses while somebody waits for it or polls it.
 class WorkQueue {
  public:
-  static constexpr std::chrono::microseconds kGrace{100};
-  static constexpr std::chrono::milliseconds kTick{2};
-  static constexpr std::chrono::seconds kStayAwake{1};
-
   explicit WorkQueue(std::chrono::milliseconds timeout) : timeout_(timeout) {}
   /// Runs what is still queued, then stops the progress thread.
   ~WorkQueue();
@@ -95,8 +91,6 @@ class WorkQueue {
   void hurry();
 
  private:
-  enum class ThreadState { kAwake, kTicking, kDormant };
-  void sleep(std::unique_lock<std::mutex>& lock, ThreadState state, Clock::time_point until);
   void progress_loop();
   /// Runs the oldest queued work with `lock` released, giving up on peers after the queue's
   /// timeout or at `limit`, whichever comes first.
@@ -110,8 +104,7 @@ class WorkQueue {
   bool running_ = false;  // a thread runs a work of this queue
   bool stop_ = false;
   bool hurry_ = false;    // run the oldest work now, however young
-  ThreadState thread_state_ = ThreadState::kAwake;
-  Clock::time_point last_push_;
+  bool thread_sleeping_ = false;  // the progress thread waits on work_cv_
   int waiters_sleeping_ = 0;
   std::thread thread_;  // started with the first push: groups never used cost no thread
 };
