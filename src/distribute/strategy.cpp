@@ -54,6 +54,7 @@ struct Strategy::Replicas {
   void execute(int r) {
     ReplicaContext ctx(*owner, r);
     backend::ContextGuard guard(owner->context(r));
+    const CurrentReplicaScope current(&ctx);
     try {
       (*fn)(ctx);
     } catch (const std::exception& e) {
@@ -184,6 +185,7 @@ void Strategy::run_on_replicas(const std::function<void(ReplicaContext&)>& fn) {
     }
   }
   R.fn = nullptr;
+  ++steps_run_;
   if (R.first_error) {
     std::string what;
     try {
@@ -217,6 +219,22 @@ Tensor ReplicaContext::all_reduce(ReduceOp op, const Tensor& value) {
 
 void ReplicaContext::all_reduce_gradients(std::vector<Tensor>& grads, const std::vector<Variable>& vars) {
   strategy_.reducers_[static_cast<std::size_t>(replica_id_)]->all_reduce(communicator(), grads, vars);
+}
+
+std::int64_t ReplicaContext::first_example() const {
+  const DistributedBatch* b = strategy_.batch_in_step_;
+  return b ? b->offsets[static_cast<std::size_t>(replica_id_)] : 0;
+}
+std::int64_t ReplicaContext::global_batch_size() const {
+  const DistributedBatch* b = strategy_.batch_in_step_;
+  return b ? b->global_size : 0;
+}
+std::uint64_t ReplicaContext::step_index() const { return strategy_.steps_run_; }
+
+ReplicaContext* get_replica_context() {
+  // Only ReplicaContext implements ReplicaInterface in this library; a test double would not be
+  // a distribute-layer replica, so this asks rather than assumes.
+  return dynamic_cast<ReplicaContext*>(current_replica());
 }
 
 const GradientReducer& Strategy::gradient_reducer(int replica) const {
@@ -324,6 +342,19 @@ Tensor compute_average_loss(const Tensor& per_example_loss, std::int64_t global_
   LOCKSTEP_CHECK(global_batch_size > 0, "compute_average_loss: global_batch_size must be positive, got ",
                  global_batch_size);
   return scale(sum(per_example_loss), 1.0f / static_cast<float>(global_batch_size));
+}
+
+Tensor compute_average_loss(const Tensor& per_example_loss) {
+  LOCKSTEP_CHECK(per_example_loss.defined() && per_example_loss.rank() >= 1,
+                 "compute_average_loss: expects per-example losses (rank >= 1), got ",
+                 per_example_loss.defined() ? per_example_loss.shape().str() : std::string("an undefined tensor"));
+  const std::int64_t local = per_example_loss.dim(0);
+  const ReplicaInterface* r = current_replica();
+  std::int64_t global = local;
+  if (r) global = r->global_batch_size() > 0 ? r->global_batch_size() : local * r->num_replicas_in_sync();
+  // An empty slice of a non-empty batch contributes 0; an empty batch has no mean (as TF: 0).
+  if (global == 0) return scale(sum(per_example_loss), 0.0f);
+  return compute_average_loss(per_example_loss, global);
 }
 
 // ---------------------------------------------------------------------------------------

@@ -1,5 +1,6 @@
 #include "lockstep/metrics/metric.hpp"
 
+#include "lockstep/autograd/replica_interface.hpp"
 #include "lockstep/tensor/ops.hpp"
 
 namespace lockstep::metrics {
@@ -15,7 +16,44 @@ void Metric::merge_state(const Tensor& batch_state) {
   LOCKSTEP_CHECK(batch_state.numel() == static_cast<std::int64_t>(state_.size()), "metric '", name_, "': a state of ",
                  batch_state.numel(), " values cannot merge into ", state_.size());
   const std::vector<float> v = batch_state.to(DType::kF32).to_vector<float>();
-  for (std::size_t i = 0; i < v.size(); ++i) state_[i] += static_cast<double>(v[i]);
+  add_to_state(std::vector<double>(v.begin(), v.end()));
+}
+
+void Metric::add_to_state(const std::vector<double>& delta) {
+  const ReplicaInterface* replica = current_replica();
+  if (!replica || replica->num_replicas_in_sync() == 1) {
+    for (std::size_t i = 0; i < delta.size(); ++i) state_[i] += delta[i];
+    return;
+  }
+  std::lock_guard<std::mutex> lock(shares_mu_);
+  const auto r = static_cast<std::size_t>(replica->replica_id_in_sync_group());
+  if (replica_shares_.size() <= r) replica_shares_.resize(r + 1);
+  auto& share = replica_shares_[r];
+  if (share.empty()) share.assign(state_.size(), 0.0);
+  for (std::size_t i = 0; i < delta.size(); ++i) share[i] += delta[i];
+}
+
+void Metric::fold_replica_shares() const {
+  std::lock_guard<std::mutex> lock(shares_mu_);
+  for (auto& share : replica_shares_) {
+    for (std::size_t i = 0; i < share.size(); ++i) state_[i] += share[i];
+    share.clear();
+  }
+}
+
+std::vector<double>& Metric::state() {
+  fold_replica_shares();
+  return state_;
+}
+const std::vector<double>& Metric::state() const {
+  fold_replica_shares();
+  return state_;
+}
+
+void Metric::reset_state() {
+  std::lock_guard<std::mutex> lock(shares_mu_);
+  replica_shares_.clear();
+  for (auto& v : state_) v = 0.0;
 }
 
 Tensor Mean::batch_state(const Tensor& values, const Tensor&) const {

@@ -1,6 +1,8 @@
 #include <cmath>
 
 #include "lockstep/optimizers/optimizer.hpp"
+
+#include "lockstep/autograd/replica_interface.hpp"
 #include "lockstep/tensor/ops.hpp"
 
 namespace lockstep::optimizers {
@@ -29,10 +31,10 @@ void Optimizer::set_learning_rate(double lr) {
 
 void Optimizer::set_iterations(std::int64_t it) {
   LOCKSTEP_CHECK(it >= 0, "optimizer: iterations must be >= 0, got ", it);
-  iterations_ = it;
+  iterations_.store(it);
 }
 
-double Optimizer::current_learning_rate() const { return learning_rate_at(iterations_); }
+double Optimizer::current_learning_rate() const { return learning_rate_at(iterations_.load()); }
 
 double Optimizer::learning_rate_at(std::int64_t step) const {
   return options_.schedule ? options_.schedule(step) : options_.learning_rate;
@@ -74,8 +76,51 @@ void Optimizer::broadcast_slots(const Variable& v) {
 }
 
 void Optimizer::apply_gradients(const std::vector<std::pair<Tensor, Variable>>& grads_and_vars) {
-  apply_gradients_at(grads_and_vars, iterations_);
-  ++iterations_;
+  ReplicaInterface* replica = current_replica();
+  if (!replica) {
+    const std::int64_t step = iterations_.load();
+    apply_gradients_at(grads_and_vars, step);
+    iterations_.store(step + 1);
+    return;
+  }
+  // Inside strategy.run, as TF's merge_call: the gradients are summed over the replicas first,
+  // then every replica applies the same update to its own copies.
+  const int n = replica->num_replicas_in_sync();
+  std::vector<Tensor> grads;
+  std::vector<Variable> vars;
+  for (const auto& [g, v] : grads_and_vars) {
+    if (!g.defined()) continue;  // skipped, as outside; every replica must skip the same ones
+    LOCKSTEP_CHECK(v.num_copies() == n || n == 1, name(), ".apply_gradients: variable '", v.name(), "' has ",
+                   v.num_copies(), " cop", v.num_copies() == 1 ? "y" : "ies", " but ", n,
+                   " replicas are in sync: it was not created in the distribution strategy's scope. It is most "
+                   "likely because some layers, model, or optimizer was being created outside the distribution "
+                   "strategy scope. Create the model inside `auto scope = strategy.scope();`, or call "
+                   "model.distribute(strategy) before training");
+    grads.push_back(g);
+    vars.push_back(v);
+  }
+  // Read the step before the all-reduce: no replica can finish the all-reduce (and so count the
+  // step) before every replica has read it.
+  const std::int64_t step = iterations_.load();
+  if (n > 1) replica->all_reduce_gradients(grads, vars);
+  std::vector<std::pair<Tensor, Variable>> reduced;
+  reduced.reserve(grads.size());
+  for (std::size_t i = 0; i < grads.size(); ++i) reduced.emplace_back(grads[i], vars[i]);
+  apply_gradients_at(reduced, step);
+  // The step counts once: the first replica to get here moves it from `step` to `step + 1`, the
+  // others find it moved. No replica can read it for the next step before its own exchange, and
+  // none can count step + 1 without it, so every replica's next read is exactly step + 1.
+  std::int64_t expected = step;
+  iterations_.compare_exchange_strong(expected, step + 1);
+}
+
+void Optimizer::apply_gradients(const std::vector<Tensor>& grads, const std::vector<Variable>& vars) {
+  LOCKSTEP_CHECK(grads.size() == vars.size(), name(), ".apply_gradients: ", grads.size(), " gradients for ",
+                 vars.size(), " variables");
+  std::vector<std::pair<Tensor, Variable>> gv;
+  gv.reserve(grads.size());
+  for (std::size_t i = 0; i < grads.size(); ++i) gv.emplace_back(grads[i], vars[i]);
+  apply_gradients(gv);
 }
 
 void Optimizer::apply_gradients_at(const std::vector<std::pair<Tensor, Variable>>& grads_and_vars,

@@ -85,6 +85,13 @@ void warn_input_ran_out() {
                "generate at least steps_per_epoch * epochs batches (use repeat()).\n");
 }
 
+void warn_pass_ended_epoch(std::int64_t steps_done, std::int64_t steps_per_epoch) {
+  std::fprintf(stderr,
+               "WARNING: the dataset's pass ended after %lld of steps_per_epoch = %lld steps; this epoch ends "
+               "here and the next one starts a fresh pass (use repeat() for longer epochs).\n",
+               static_cast<long long>(steps_done), static_cast<long long>(steps_per_epoch));
+}
+
 // Drops up to n elements (batches already trained before a resume).
 void skip_elements(data::Iterator& it, std::int64_t n) {
   for (std::int64_t i = 0; i < n && it.next(); ++i) {
@@ -147,8 +154,30 @@ void Model::set_seed(std::uint64_t seed) {
   seed_ = seed;
 }
 
+void Model::check_strategy_scope(const char* what) {
+  distribute::Strategy* open = distribute::Strategy::current();
+  if (!open || open == strategy_) return;
+  if (!strategy_ && !built()) {
+    strategy_ = open;  // no variables yet: they are made under this scope when the model builds
+    return;
+  }
+  if (strategy_)
+    throw ValueError(std::string("Model::") + what + ": the model was made in the scope of one " + strategy_->name() +
+                     " and is now used in the scope of another " + open->name() +
+                     "; mixing different strategies is not supported. Make the model inside the scope of the "
+                     "strategy that trains it, or call model.distribute(strategy)");
+  const std::vector<Variable> vars = variables();
+  throw ValueError(std::string("Model::") + what + ": variable '" + (vars.empty() ? std::string("?") : vars[0].name()) +
+                   "' was not created in the distribution strategy scope of " + open->name() +
+                   ". It is most likely because some layers, model, or optimizer was being created outside the "
+                   "distribution strategy scope. Make sure your code looks similar to the following:\n"
+                   "  auto scope = strategy.scope();\n  auto model = make_model();\n  model.compile(...);\n"
+                   "or call model.distribute(strategy) to mirror a model made outside the scope");
+}
+
 void Model::compile(optimizers::OptimizerPtr optimizer, losses::LossPtr loss, std::vector<std::string> metric_names) {
   LOCKSTEP_CHECK(optimizer && loss, "Model::compile: an optimizer and a loss are required");
+  check_strategy_scope("compile");
   optimizer_ = std::move(optimizer);
   loss_ = std::move(loss);
   metrics_.clear();
@@ -177,6 +206,21 @@ std::int64_t Model::count_params() const {
 }
 
 Tensor Model::operator()(const Tensor& x) const { return forward(as_float(x), layers::CallContext{}).output; }
+
+Tensor Model::operator()(const Tensor& x, const layers::CallContext& given) const {
+  layers::CallContext ctx = given;
+  if (!ctx.replica) ctx.replica = current_replica();
+  if (ctx.seed == 0) ctx.seed = seed_;
+  if (ctx.training && ctx.step == 0 && ctx.first_example == 0) {
+    if (ctx.replica) {
+      ctx.step = ctx.replica->step_index();
+      ctx.first_example = ctx.replica->first_example();
+    } else {
+      ctx.step = training_calls_.fetch_add(1);
+    }
+  }
+  return forward(as_float(x), ctx).output;
+}
 
 void Model::reset_metrics() {
   loss_tracker_.reset_state();
@@ -283,6 +327,7 @@ History Model::fit(const Tensor& x, const Tensor& y, const FitOptions& options) 
 
 History Model::fit(const data::Dataset& dataset, const FitOptions& o) {
   check_compiled("fit");
+  check_strategy_scope("fit");
   LOCKSTEP_CHECK(o.epochs >= 0, "fit: epochs must be >= 0, got ", o.epochs);
   LOCKSTEP_CHECK(o.initial_epoch >= 0 && o.initial_epoch <= o.epochs, "fit: initial_epoch ", o.initial_epoch,
                  " must be in [0, epochs = ", o.epochs, "]");
@@ -349,11 +394,29 @@ History Model::fit(const data::Dataset& dataset, const FitOptions& o) {
       for (const auto& v : trainable_variables()) optimizer_->broadcast_slots(v);
     }
   }
+  // With steps_per_epoch, one iterator runs on across epochs (Keras' EpochIterator). When the
+  // dataset's length is known, a pass that has been used up is replaced by a fresh one at the
+  // next epoch's start, so steps_per_epoch = the dataset's length is a fresh pass each epoch,
+  // and a pass that runs out within an epoch ends that epoch early (with a warning) rather
+  // than training.
   std::unique_ptr<data::Iterator> persistent;
+  const bool renew_passes = o.steps_per_epoch > 0 && card >= 0;
+  std::int64_t taken_from_pass = 0;  // batches taken from `persistent`'s pass
   if (o.steps_per_epoch > 0) {
+    // Replays the epochs before the resumed one to find the pass and the position in it.
+    std::int64_t passes_before = 0;
+    for (int e = o.initial_epoch; e <= first_epoch; ++e) {
+      if (renew_passes && taken_from_pass >= card) {
+        ++passes_before;
+        taken_from_pass = 0;
+      }
+      if (e < first_epoch)
+        taken_from_pass += renew_passes ? std::min(o.steps_per_epoch, card - taken_from_pass) : o.steps_per_epoch;
+    }
+    taken_from_pass += skip_batches;
+    for (std::int64_t p = 0; p < passes_before; ++p) (void)dataset.make_iterator();
     persistent = dataset.make_iterator();
-    const std::int64_t skip = static_cast<std::int64_t>(first_epoch - o.initial_epoch) * o.steps_per_epoch + skip_batches;
-    skip_elements(*persistent, skip);
+    skip_elements(*persistent, taken_from_pass);
   } else {
     for (int e = o.initial_epoch; e < first_epoch; ++e) (void)dataset.make_iterator();
   }
@@ -362,6 +425,10 @@ History Model::fit(const data::Dataset& dataset, const FitOptions& o) {
     const std::int64_t first_step = epoch == first_epoch ? skip_batches : 0;
     if (first_step > 0) set_metric_states(resumed_metric_states(*backup->restored_state()));
     cbs.each([&](Callback& c) { c.on_epoch_begin(epoch, logs); });
+    if (renew_passes && taken_from_pass >= card) {
+      persistent = dataset.make_iterator();
+      taken_from_pass = 0;
+    }
     std::unique_ptr<data::Iterator> per_epoch;
     data::Iterator* it = persistent.get();
     if (!it) {
@@ -376,12 +443,19 @@ History Model::fit(const data::Dataset& dataset, const FitOptions& o) {
     const auto epoch_start = std::chrono::steady_clock::now();
     for (std::int64_t step = first_step; steps < 0 || step < steps; ++step) {
       const auto wait_start = std::chrono::steady_clock::now();
-      std::optional<data::Element> batch = it->next();
+      std::optional<data::Element> batch =
+          renew_passes && taken_from_pass >= card ? std::nullopt : it->next();
       input_seconds += seconds_since(wait_start);
       if (!batch) {
-        if (o.steps_per_epoch > 0) ran_dry = true;
+        if (renew_passes && steps_done > 0) {
+          warn_pass_ended_epoch(steps_done, o.steps_per_epoch);
+          taken_from_pass = card;  // the next epoch starts a fresh pass
+        } else if (o.steps_per_epoch > 0) {
+          ran_dry = true;
+        }
         break;
       }
+      ++taken_from_pass;
       ++steps_done;
       LOCKSTEP_CHECK(batch->size() >= 2, "fit: dataset elements must be (x, y) pairs, got ", batch->size(),
                      " component(s)");

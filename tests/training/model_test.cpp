@@ -186,15 +186,34 @@ TEST(Model, EvaluateWeightsBatchesByExampleCount) {
   EXPECT_NEAR(ev.at("accuracy"), correct / 20.0, 1e-12);
 }
 
-TEST(Model, StepsPerEpochOnAFiniteDatasetStopsWhenItRunsDry) {
+TEST(Model, StepsPerEpochOnAFiniteDatasetEndsAnEpochWhenThePassEndsAndGoesOn) {
   auto model = small_model();
   const auto toy = make_toy(10);
   auto rec = std::make_shared<Recorder>();
-  // 10 batches of 1, 4 steps per epoch: epochs 0 and 1 run 4, epoch 2 runs the last 2.
+  // 10 batches of 1, 4 steps per epoch (Keras 3): epochs 0 and 1 run 4, epoch 2 the pass's
+  // last 2, then epochs 3 and 4 run 4 each from a fresh pass.
   const History h = model->fit(data::Dataset::from_tensor_slices(toy.x, toy.y).batch(1),
                                {.epochs = 5, .steps_per_epoch = 4, .verbose = 0, .callbacks = {rec}});
-  EXPECT_EQ(h.epoch, (std::vector<int>{0, 1, 2}));
-  EXPECT_EQ(rec->batches, 10);
+  EXPECT_EQ(h.epoch, (std::vector<int>{0, 1, 2, 3, 4}));
+  EXPECT_EQ(rec->batches, 18);
+}
+
+TEST(Model, StepsPerEpochEqualToTheDatasetLengthIsAFreshPassEachEpoch) {
+  const auto toy = make_toy(12);
+  // Two equal datasets: a dataset counts its passes (each pass shuffles differently).
+  const auto make_ds = [&] { return data::Dataset::from_tensor_slices(toy.x, toy.y).shuffle(12, 3).batch(4); };
+  ASSERT_EQ(make_ds().cardinality(), 3);
+  // The same training as fit without steps_per_epoch (a pass per epoch): same weights.
+  set_random_seed(5);
+  auto with = small_model();
+  set_random_seed(5);
+  auto without = small_model();
+  const History a = with->fit(make_ds(), {.epochs = 3, .steps_per_epoch = 3, .verbose = 0});
+  const History b = without->fit(make_ds(), {.epochs = 3, .verbose = 0});
+  EXPECT_EQ(a.epoch, (std::vector<int>{0, 1, 2}));
+  EXPECT_EQ(a.history.at("loss"), b.history.at("loss"));
+  for (std::size_t i = 0; i < with->variables().size(); ++i)
+    EXPECT_EQ(with->variables()[i].value().to_vector<float>(), without->variables()[i].value().to_vector<float>());
 }
 
 TEST(Model, InitialEpochResumesNumbering) {

@@ -1,8 +1,13 @@
 #pragma once
-// What a layer may ask of the replica it runs in, without depending on the distribute layer
-// above it: distribute::ReplicaContext implements this, and layers::CallContext carries a
-// pointer to it (null when no strategy runs the call). SyncBatchNormalization-style layers
-// all-reduce their batch statistics through it.
+// What the layers below the distribute layer may ask of the replica they run in:
+// distribute::ReplicaContext implements this. A layer reaches it through
+// layers::CallContext::replica (null when no strategy runs the call); an optimizer or a metric
+// through current_replica(), the replica whose function runs on this thread, which is how
+// `optimizer.apply_gradients` inside `strategy.run` knows to all-reduce (TF's merge_call).
+#include <cstdint>
+#include <vector>
+
+#include "lockstep/autograd/variable.hpp"
 #include "lockstep/core/reduce_op.hpp"
 #include "lockstep/tensor/tensor.hpp"
 
@@ -16,6 +21,32 @@ class ReplicaInterface {
   /// All-reduce across the replicas; every replica must call it in the same order with the same
   /// shape. Returns a new tensor on this replica's device.
   virtual Tensor all_reduce(ReduceOp op, const Tensor& value) = 0;
+  /// Sums the gradients of `vars` across the replicas in place (bucketed; an undefined gradient
+  /// counts as zeros). Every replica must call it with the same variables.
+  virtual void all_reduce_gradients(std::vector<Tensor>& grads, const std::vector<Variable>& vars) = 0;
+  /// When the strategy ran this function on a distributed batch (strategy.run(fn, batch)): the
+  /// global row index of this replica's first row, and the global batch's size; else 0 and 0.
+  virtual std::int64_t first_example() const = 0;
+  virtual std::int64_t global_batch_size() const = 0;
+  /// How many steps (strategy.run calls) the strategy ran before this one: the same on every
+  /// replica, so it keys per-step randomness (dropout) identically whatever the replica count.
+  virtual std::uint64_t step_index() const = 0;
+};
+
+/// The replica whose function runs on this thread, or null outside strategy.run.
+ReplicaInterface* current_replica();
+
+/// Makes `replica` current on this thread while it lives (the strategy sets it around each
+/// replica function; nested scopes restore the previous one).
+class CurrentReplicaScope {
+ public:
+  explicit CurrentReplicaScope(ReplicaInterface* replica);
+  ~CurrentReplicaScope();
+  CurrentReplicaScope(const CurrentReplicaScope&) = delete;
+  CurrentReplicaScope& operator=(const CurrentReplicaScope&) = delete;
+
+ private:
+  ReplicaInterface* previous_;
 };
 
 }  // namespace lockstep

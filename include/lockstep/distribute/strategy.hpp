@@ -6,6 +6,10 @@
 //   auto per_replica = strategy.run([&](ReplicaContext& ctx) { ...; return loss; });
 //   Tensor total = strategy.reduce(ReduceOp::kSum, per_replica);
 //
+// TensorFlow's custom loop: strategy.run(fn, batch) hands each replica its slice of a
+// distributed batch; inside, model(x, {.training = true}), compute_average_loss(per_example)
+// and optimizer->apply_gradients(...) (which all-reduces and counts the step once) work as in TF.
+//
 // Each replica is a thread bound to its device's compute context (its own allocator and its
 // own share of the cores). A strategy is an ordinary object: two can live in one process.
 #include <chrono>
@@ -19,6 +23,7 @@
 #include "lockstep/autograd/replica_interface.hpp"
 #include "lockstep/autograd/variable.hpp"
 #include "lockstep/core/device.hpp"
+#include "lockstep/core/error.hpp"
 #include "lockstep/data/dataset.hpp"
 #include "lockstep/data/input_context.hpp"
 #include "lockstep/distribute/collective_group.hpp"
@@ -31,6 +36,14 @@
 namespace lockstep::distribute {
 
 class Strategy;
+
+/// One step's input from a distributed dataset: each replica's slice (replica order), each
+/// slice's first row index in the global batch, and the global batch's size.
+struct DistributedBatch {
+  PerReplica<data::Element> slices;
+  std::vector<std::int64_t> offsets;
+  std::int64_t global_size = 0;
+};
 
 /// What a replica function sees (tf.distribute.ReplicaContext). Layers see it through
 /// ReplicaInterface (layers::CallContext::replica).
@@ -48,7 +61,10 @@ class ReplicaContext final : public ReplicaInterface {
   /// per bucket of at most MirroredOptions::bucket_cap_bytes, started as soon as it is packed),
   /// replacing `grads` with the sums (views of the bucket buffers). An undefined gradient
   /// counts as zeros.
-  void all_reduce_gradients(std::vector<Tensor>& grads, const std::vector<Variable>& vars);
+  void all_reduce_gradients(std::vector<Tensor>& grads, const std::vector<Variable>& vars) override;
+  std::int64_t first_example() const override;
+  std::int64_t global_batch_size() const override;
+  std::uint64_t step_index() const override;
   /// This replica's member of the strategy's collective group, for collectives of its own.
   Communicator& communicator();
   Strategy& strategy() { return strategy_; }
@@ -126,6 +142,24 @@ class Strategy {
   }
   /// run() for functions that return nothing.
   void run_void(const std::function<void(ReplicaContext&)>& fn) { run_on_replicas(fn); }
+  /// TF's strategy.run(fn, args=(dist_batch,)): runs fn(slice) on every replica with that
+  /// replica's slice of `batch` (from a DistributedIterator). Inside, ReplicaContext's
+  /// first_example() and global_batch_size() describe the slice, so model(x, {.training = true})
+  /// keys dropout by global example and compute_average_loss(per_example) divides by the
+  /// global batch size.
+  template <typename F>
+  auto run(F&& fn, const DistributedBatch& batch) -> PerReplica<std::invoke_result_t<F&, const data::Element&>> {
+    LOCKSTEP_CHECK(batch.slices.size() == static_cast<std::size_t>(num_replicas_in_sync()) &&
+                       batch.offsets.size() == batch.slices.size(),
+                   name(), "::run: the batch has ", batch.slices.size(), " slices, but ", num_replicas_in_sync(),
+                   " replicas are in sync (distribute the dataset with this strategy)");
+    const BatchInStep in_step(*this, batch);
+    return run([&](ReplicaContext& ctx) {
+      return fn(batch.slices[static_cast<std::size_t>(ctx.replica_id_in_sync_group())]);
+    });
+  }
+  /// How many steps (run calls) this strategy has run.
+  std::uint64_t steps_run() const { return steps_run_; }
 
   /// Reduces per-replica tensors (same shape) across replicas; with `axis`, also along that
   /// axis (kSum / kMean: summed or averaged over every element of every replica, as TF does).
@@ -179,6 +213,16 @@ class Strategy {
   friend class ReplicaContext;
   void run_on_replicas(const std::function<void(ReplicaContext&)>& fn);
   struct Replicas;
+  // The distributed batch of the run in progress (run(fn, batch)), for ReplicaContext.
+  struct BatchInStep {
+    BatchInStep(Strategy& s, const DistributedBatch& b) : s_(s) { s_.batch_in_step_ = &b; }
+    ~BatchInStep() { s_.batch_in_step_ = nullptr; }
+    BatchInStep(const BatchInStep&) = delete;
+    BatchInStep& operator=(const BatchInStep&) = delete;
+    Strategy& s_;
+  };
+  const DistributedBatch* batch_in_step_ = nullptr;
+  std::uint64_t steps_run_ = 0;
 
   std::vector<Device> devices_;
   std::vector<std::shared_ptr<ComputeContext>> contexts_;
@@ -194,11 +238,7 @@ class Strategy::DistributedIterator {
       : it_(std::move(it)), replicas_(replicas), per_replica_batches_(per_replica_batches) {}
   /// The next global batch split into per-replica elements, with each slice's first row
   /// index in the global batch; nullopt at the end.
-  struct Batch {
-    PerReplica<data::Element> slices;
-    std::vector<std::int64_t> offsets;
-    std::int64_t global_size = 0;
-  };
+  using Batch = DistributedBatch;
   std::optional<Batch> next();
 
  private:
@@ -243,6 +283,14 @@ class OneDeviceStrategy final : public Strategy {
 /// sum(per_example_loss) / global_batch_size: the loss each replica should differentiate so
 /// that the all-reduced (summed) gradients are those of the global batch's mean loss.
 Tensor compute_average_loss(const Tensor& per_example_loss, std::int64_t global_batch_size);
+/// TF's compute_average_loss without a global batch size: inside strategy.run(fn, batch) the
+/// batch's global size (exact, even when the split is uneven); inside another replica function
+/// the per-replica size times the replicas (TF's rule); outside a strategy, the batch's size.
+Tensor compute_average_loss(const Tensor& per_example_loss);
+
+/// The replica context of the replica function running on this thread (tf.distribute's
+/// get_replica_context()), or null outside strategy.run.
+ReplicaContext* get_replica_context();
 
 /// The most logical CPU devices a strategy makes, however they are asked for
 /// (MirroredOptions::num_cpu_devices, $LOCKSTEP_CPU_DEVICES, the CLI's --devices cpu:N): each is a

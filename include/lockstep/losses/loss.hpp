@@ -17,6 +17,8 @@ class Loss {
   /// y_pred are the model's outputs; `logits`, when defined, are the pre-softmax values of a
   /// softmax output layer, which probability-based losses use for numerical stability.
   virtual Tensor per_example(const Tensor& y_true, const Tensor& y_pred, const Tensor& logits) const = 0;
+  /// Keras' reduction="none": one loss per example, e.g. for compute_average_loss in a custom loop.
+  Tensor per_example(const Tensor& y_true, const Tensor& y_pred) const { return per_example(y_true, y_pred, Tensor()); }
   /// Mean over the batch (Keras' default sum_over_batch_size reduction).
   Tensor operator()(const Tensor& y_true, const Tensor& y_pred) const {
     return mean(per_example(y_true, y_pred, Tensor()));

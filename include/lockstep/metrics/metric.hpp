@@ -3,7 +3,12 @@
 // batch_state() computes one batch's contribution on the batch's device, as a float32 tensor;
 // under a strategy each replica computes its own, Strategy::reduce sums them, and
 // merge_state() adds the sum to the running state — one host read per step, not per replica.
+// A custom loop may also call update_state() inside strategy.run, as in TF: each replica then
+// adds to its own share of the state (TF's SyncOnRead metric variables), and reading the
+// state (result(), state()) outside folds the shares in replica order, so the result is the
+// same on every run.
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -23,17 +28,26 @@ class Metric {
   void merge_state(const Tensor& batch_state);
   /// merge_state(batch_state(y_true, y_pred))
   void update_state(const Tensor& y_true, const Tensor& y_pred) { merge_state(batch_state(y_true, y_pred)); }
-  double result() const { return state_[1] > 0 ? state_[0] / state_[1] : 0.0; }
-  void reset_state() { state_ = {0.0, 0.0}; }
-  /// [total, count]; result() = total / count.
-  std::vector<double>& state() { return state_; }
-  const std::vector<double>& state() const { return state_; }
+  double result() const {
+    const auto& s = state();
+    return s[1] > 0 ? s[0] / s[1] : 0.0;
+  }
+  void reset_state();
+  /// [total, count]; result() = total / count. Call outside strategy.run.
+  std::vector<double>& state();
+  const std::vector<double>& state() const;
   virtual std::shared_ptr<Metric> clone_empty() const = 0;
 
  protected:
-  std::vector<double> state_{0.0, 0.0};
+  /// Adds `delta` to the state, or inside strategy.run to this replica's share of it.
+  void add_to_state(const std::vector<double>& delta);
 
  private:
+  void fold_replica_shares() const;
+
+  mutable std::vector<double> state_{0.0, 0.0};
+  mutable std::mutex shares_mu_;
+  mutable std::vector<std::vector<double>> replica_shares_;  // [replica][i], added by update_state in replicas
   std::string name_;
 };
 using MetricPtr = std::shared_ptr<Metric>;
@@ -44,10 +58,7 @@ class Mean final : public Metric {
   explicit Mean(std::string name = "mean") : Metric(std::move(name)) {}
   /// [sum of values, count]; the second argument is unused (Keras' Mean takes values only).
   Tensor batch_state(const Tensor& values, const Tensor&) const override;
-  void update(double value, double weight = 1.0) {
-    state_[0] += value * weight;
-    state_[1] += weight;
-  }
+  void update(double value, double weight = 1.0) { add_to_state({value * weight, weight}); }
   std::shared_ptr<Metric> clone_empty() const override { return std::make_shared<Mean>(name()); }
 };
 

@@ -1,6 +1,7 @@
 #pragma once
 // Keras optimizers with Keras' update rules and defaults. apply_gradients() updates the
 // variables in place; slots (momentum, Adam moments) are created on first use per variable.
+#include <atomic>
 #include <functional>
 #include <map>
 #include <memory>
@@ -33,14 +34,20 @@ class Optimizer {
   virtual std::string name() const = 0;
 
   /// Applies one update; gradients may be undefined (the variable is skipped, as Keras warns).
+  /// Inside strategy.run (a replica function), as TF: the gradients are all-reduced (summed)
+  /// across the replicas, each replica updates its own copies, and iterations() advances once
+  /// for the step, not once per replica. Throws ValueError when a variable is not mirrored
+  /// over the replicas (the model was made outside strategy.scope()).
   void apply_gradients(const std::vector<std::pair<Tensor, Variable>>& grads_and_vars);
+  /// apply_gradients(zip(grads, vars)): the i-th gradient belongs to the i-th variable.
+  void apply_gradients(const std::vector<Tensor>& grads, const std::vector<Variable>& vars);
   /// The update of step `step` without advancing iterations(): what each replica of a strategy
   /// runs on its own copies (their slots are its own too); the strategy then calls
   /// finish_step() once. Safe to call from several replica threads at once.
   void apply_gradients_at(const std::vector<std::pair<Tensor, Variable>>& grads_and_vars, std::int64_t step);
-  void finish_step() { ++iterations_; }
+  void finish_step() { iterations_.fetch_add(1); }
   /// Number of updates applied so far.
-  std::int64_t iterations() const { return iterations_; }
+  std::int64_t iterations() const { return iterations_.load(); }
   /// ValueError for a negative count (it numbers the updates, and Adam's bias correction uses it).
   void set_iterations(std::int64_t it);
   /// The learning rate the next update uses.
@@ -68,7 +75,7 @@ class Optimizer {
 
  private:
   OptimizerOptions options_;
-  std::int64_t iterations_ = 0;
+  std::atomic<std::int64_t> iterations_{0};  // replicas of apply_gradients count a step once
   std::mutex slots_mu_;  // replicas create their slots concurrently
   std::unordered_map<const void*, std::vector<Tensor>> slots_;  // keyed by the variable copy's TensorImpl
 };

@@ -1,6 +1,7 @@
 #pragma once
 // Model: Keras' compile / fit / evaluate / predict. A subclass says how to build itself and
 // how to run forward; Sequential is the usual one.
+#include <atomic>
 #include <cstdio>
 #include <map>
 #include <memory>
@@ -70,6 +71,8 @@ class Model {
 
   const std::string& name() const { return name_; }
 
+  /// Inside a strategy's scope, the model must have been made in that scope (or distributed
+  /// to it with distribute()); otherwise ValueError with Keras' message and the fix.
   void compile(optimizers::OptimizerPtr optimizer, losses::LossPtr loss, std::vector<std::string> metrics = {});
   void compile(const std::string& optimizer, const std::string& loss, std::vector<std::string> metrics = {});
   bool compiled() const { return optimizer_ != nullptr; }
@@ -94,6 +97,12 @@ class Model {
   virtual Output forward(const Tensor& x, const layers::CallContext& ctx) const = 0;
   /// Inference on one batch (training = false).
   Tensor operator()(const Tensor& x) const;
+  /// Keras' model(x, training=True): a call with `ctx`, whose fields left at their defaults are
+  /// filled in: the replica running this thread (current_replica()), the model's seed and, for
+  /// a training call, the step and first example that key dropout — inside strategy.run(fn,
+  /// batch) the strategy's step and this slice's global row, so N replicas draw the masks one
+  /// device would; outside a strategy, a count of the model's training calls.
+  Tensor operator()(const Tensor& x, const layers::CallContext& ctx) const;
 
   virtual std::vector<Variable> variables() const = 0;
   std::vector<Variable> trainable_variables() const;
@@ -130,6 +139,10 @@ class Model {
 
  private:
   void check_compiled(const char* what) const;
+  /// Keras' rule: a model used (compile/fit) inside a strategy's scope must have been made in
+  /// it; ValueError with Keras' message and the fix otherwise. An unbuilt model without a
+  /// strategy adopts the open scope's (its variables will be made under it).
+  void check_strategy_scope(const char* what);
   Logs evaluate_impl(const data::Dataset& dataset, std::int64_t steps, const std::vector<CallbackPtr>& callbacks,
                      int verbose);
   Logs collect_logs(const char* prefix) const;
@@ -148,6 +161,7 @@ class Model {
   metrics::Mean loss_tracker_{"loss"};
   distribute::Strategy* strategy_ = nullptr;
   FitTiming timing_;
+  mutable std::atomic<std::uint64_t> training_calls_{0};  // operator()(x, {.training = true}) outside a strategy
 };
 
 }  // namespace lockstep
