@@ -425,7 +425,8 @@ History Model::fit(const data::Dataset& dataset, const FitOptions& o) {
     const std::int64_t first_step = epoch == first_epoch ? skip_batches : 0;
     if (first_step > 0) set_metric_states(resumed_metric_states(*backup->restored_state()));
     cbs.each([&](Callback& c) { c.on_epoch_begin(epoch, logs); });
-    if (renew_passes && taken_from_pass >= card) {
+    // (The replay above already renewed the resumed epoch's pass.)
+    if (renew_passes && taken_from_pass >= card && epoch != first_epoch) {
       persistent = dataset.make_iterator();
       taken_from_pass = 0;
     }
@@ -447,8 +448,8 @@ History Model::fit(const data::Dataset& dataset, const FitOptions& o) {
           renew_passes && taken_from_pass >= card ? std::nullopt : it->next();
       input_seconds += seconds_since(wait_start);
       if (!batch) {
-        if (renew_passes && steps_done > 0) {
-          warn_pass_ended_epoch(steps_done, o.steps_per_epoch);
+        if (renew_passes && step > 0) {  // step, not steps_done: a resumed epoch ran batches before
+          warn_pass_ended_epoch(step, o.steps_per_epoch);
           taken_from_pass = card;  // the next epoch starts a fresh pass
         } else if (o.steps_per_epoch > 0) {
           ran_dry = true;

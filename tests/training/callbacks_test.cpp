@@ -219,3 +219,45 @@ TEST(BackupAndRestore, StoresTheRunConfigurationInEveryBackup) {
   ASSERT_TRUE(manager.latest());
   EXPECT_EQ(io::read_checkpoint(*manager.latest()).state.run_config, config);
 }
+
+// fit(steps_per_epoch) on a dataset of known length renews a used-up pass at the next epoch
+// (Keras 3); a resumed run must find the same pass and place in it. 10 batches, 4 steps per
+// epoch: epochs run 4, 4, 2 (the pass ends), then 4, 4 from a fresh, differently shuffled pass.
+// Crashes after batch 10 (between the pass's end and its epoch's end) and 13 (inside pass 2).
+TEST(BackupAndRestore, ResumeWithStepsPerEpochFindsItsPassAndPlace) {
+  Data d;
+  const Tensor x = d.x.slice(0, 10), y = d.y.slice(0, 10);
+  const auto make_ds = [&] { return data::Dataset::from_tensor_slices(x, y).shuffle(10, 7).batch(1); };
+  const FitOptions run{.epochs = 5, .steps_per_epoch = 4, .verbose = 0};
+  set_random_seed(3);
+  auto want = make_model();
+  want->fit(make_ds(), run);
+  ASSERT_EQ(want->optimizer()->iterations(), 18);
+  for (int crash_after : {10, 13}) {
+    SCOPED_TRACE("crash after batch " + std::to_string(crash_after));
+    const std::string dir = fresh_dir("resume_passes_" + std::to_string(crash_after));
+    {
+      set_random_seed(3);
+      auto crashed = make_model();
+      int seen = 0;
+      FitOptions o = run;
+      o.callbacks = {std::make_shared<BackupAndRestore>(BackupAndRestoreOptions{
+                         .backup_dir = dir, .save_freq = SaveFreq::every(1), .delete_checkpoint = false}),
+                     std::make_shared<LambdaCallback>(LambdaCallbackOptions{
+                         .on_train_batch_end = [&](std::int64_t, const Logs&) {
+                           if (++seen == crash_after) throw std::runtime_error("simulated crash");
+                         }})};
+      EXPECT_THROW(crashed->fit(make_ds(), o), std::runtime_error);
+    }
+    set_random_seed(3);
+    auto resumed = make_model();
+    FitOptions o = run;
+    o.callbacks = {std::make_shared<BackupAndRestore>(
+        BackupAndRestoreOptions{.backup_dir = dir, .save_freq = SaveFreq::every(1), .delete_checkpoint = false})};
+    resumed->fit(make_ds(), o);
+    EXPECT_EQ(resumed->optimizer()->iterations(), 18);
+    for (std::size_t i = 0; i < want->variables().size(); ++i)
+      EXPECT_EQ(resumed->variables()[i].value().to_vector<float>(), want->variables()[i].value().to_vector<float>())
+          << want->variables()[i].name();
+  }
+}
