@@ -4,7 +4,7 @@
 # did not make training slower.
 #
 #   bench/compare_commits.sh [--base REF] [--head | --head-ref REF] [-n STEPS] [-r ROUNDS]
-#                            [--tolerance T] [--head-build DIR] [-j JOBS] [-h]
+#                            [--tolerance T] [--head-build DIR] [--base-build DIR] [-j JOBS] [-h]
 #     --base REF        baseline commit (default 479a28f); built in a git worktree in a temp dir
 #     --head            measure the working tree of this checkout (the default)
 #     --head-ref REF    measure commit REF (also in a temp worktree) instead of the working tree
@@ -13,6 +13,9 @@
 #     --tolerance T     PASS when head >= (1 - T) x base (default 0.03)
 #     --head-build DIR  build dir for the working tree (default build-compare/head, kept between
 #                       runs so that a rerun only recompiles what changed; build/ is never touched)
+#     --base-build DIR  keep the baseline's worktree (DIR/src) and build (DIR/build) between runs,
+#                       so the baseline can be built beforehand, e.g. while the machine is busy
+#                       (default: a temporary worktree and build, removed at exit)
 #     -j JOBS           parallel build jobs (default: nproc); builds run under nice -n 10
 #   env: LOCKSTEP_DATA_DIR etc. are passed to both builds alike (MNIST must be there).
 #
@@ -30,7 +33,7 @@
 set -euo pipefail
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-usage() { sed -n '2,29p' "$0" >&2; exit 2; }
+usage() { sed -n '2,32p' "$0" >&2; exit 2; }
 die() { echo "compare_commits: error: $*" >&2; exit 1; }
 base_ref=479a28f
 head_ref=""
@@ -38,6 +41,7 @@ steps=6000
 rounds=5
 tolerance=0.03
 head_build="$repo/build-compare/head"
+base_keep=""
 jobs="$(nproc)"
 while (($#)); do
   case "$1" in
@@ -48,6 +52,7 @@ while (($#)); do
     -r) [[ $# -ge 2 ]] || usage; rounds="$2"; shift 2 ;;
     --tolerance) [[ $# -ge 2 ]] || usage; tolerance="$2"; shift 2 ;;
     --head-build) [[ $# -ge 2 ]] || usage; head_build="$2"; shift 2 ;;
+    --base-build) [[ $# -ge 2 ]] || usage; base_keep="$2"; shift 2 ;;
     -j) [[ $# -ge 2 ]] || usage; jobs="$2"; shift 2 ;;
     -h|--help) usage ;;
     *) echo "compare_commits: unknown argument '$1'" >&2; usage ;;
@@ -191,8 +196,19 @@ add_worktree() {  # PATH COMMIT: a detached worktree of COMMIT at PATH (removed 
   git -C "$repo" worktree add --detach --quiet "$1" "$2" >&2 || die "git worktree add $1 $2 failed"
 }
 
-add_worktree "$tmp/base-src" "$base_commit"
-base_bin="$(build "base $base_label" "$tmp/base-src" "$tmp/base-build")"
+if [[ -n "$base_keep" ]]; then
+  mkdir -p "$base_keep"
+  base_keep="$(cd "$base_keep" && pwd)"
+  if [[ -d "$base_keep/src" ]]; then
+    git -C "$base_keep/src" checkout --detach --quiet "$base_commit" >&2 || die "cannot check out $base_commit in $base_keep/src"
+  else
+    git -C "$repo" worktree add --detach --quiet "$base_keep/src" "$base_commit" >&2 || die "git worktree add $base_keep/src failed"
+  fi
+  base_bin="$(build "base $base_label" "$base_keep/src" "$base_keep/build")"
+else
+  add_worktree "$tmp/base-src" "$base_commit"
+  base_bin="$(build "base $base_label" "$tmp/base-src" "$tmp/base-build")"
+fi
 if [[ -n "$head_ref" ]]; then
   add_worktree "$tmp/head-src" "$head_commit"
   head_bin="$(build "head $head_label" "$tmp/head-src" "$tmp/head-build")"
