@@ -208,3 +208,23 @@ OptimizerPtr get(const std::string& name, double lr) {
 }
 
 }  // namespace lockstep::optimizers
+
+namespace lockstep::optimizers {
+OptimizerPtr get(const std::string& name, Schedule schedule) {
+  LOCKSTEP_CHECK(static_cast<bool>(schedule), "optimizers::get: the schedule is empty");
+  const double first = schedule(0);
+  OptimizerOptions base;
+  base.learning_rate = std::isfinite(first) && first >= 0 ? first : 0.0;
+  base.schedule = std::move(schedule);
+  if (name == "sgd" || name == "SGD") {
+    SGDOptions o;
+    static_cast<OptimizerOptions&>(o) = base;
+    return SGD(o);
+  }
+  AdamWOptions o;
+  static_cast<OptimizerOptions&>(o) = base;
+  if (name == "adam" || name == "Adam") return Adam(static_cast<const AdamOptions&>(o));
+  if (name == "adamw" || name == "AdamW") return AdamW(o);
+  throw ValueError("unknown optimizer '" + name + "': expected sgd, adam or adamw");
+}
+}  // namespace lockstep::optimizers
