@@ -6,6 +6,7 @@
 #include <random>
 
 #include "lockstep/autograd/gradient_tape.hpp"
+#include "common/relative_error.hpp"
 #include "lockstep/lockstep.hpp"
 #include "lockstep/training/callbacks.hpp"
 #include "training/training_test_util.hpp"
@@ -15,6 +16,7 @@ namespace {
 
 using distribute::MirroredStrategy;
 using distribute::ReplicaContext;
+using test::max_rel_diff;
 
 struct Data {
   Tensor x, y;
@@ -44,18 +46,6 @@ std::vector<std::vector<float>> values(const std::vector<Variable>& vars) {
   return w;
 }
 
-double max_rel_diff(const std::vector<std::vector<float>>& a, const std::vector<std::vector<float>>& b) {
-  double worst = 0;
-  for (std::size_t t = 0; t < a.size(); ++t) {
-    double diff = 0, scale = 1e-30;
-    for (std::size_t i = 0; i < a[t].size(); ++i) {
-      diff = std::max(diff, static_cast<double>(std::fabs(a[t][i] - b[t][i])));
-      scale = std::max(scale, static_cast<double>(std::fabs(b[t][i])));
-    }
-    worst = std::max(worst, diff / scale);
-  }
-  return worst;
-}
 
 // fit for 2 epochs on batches of `batch`, accumulating k of them; replicas 0: no strategy.
 std::vector<std::vector<float>> fit_weights(int replicas, std::int64_t batch, int k, std::int64_t* updates = nullptr) {
