@@ -3,10 +3,12 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <filesystem>
 #include <limits>
 
 #include "lockstep/autograd/gradient_tape.hpp"
 #include "lockstep/lockstep.hpp"
+#include "lockstep/training/checkpointing.hpp"
 #include "training/training_test_util.hpp"
 
 namespace lockstep {
@@ -163,6 +165,28 @@ TEST(LossScale, SkippedStepsAndTheScaleAreInTheEpochLogsUnderMirroredStrategy) {
   EXPECT_EQ(h.history.at("loss_scale")[0], 4);
   EXPECT_EQ(model.optimizer()->iterations(), 3);
   strategy.check_mirrored(model.variables());  // every replica skipped the same step
+}
+
+TEST(LossScale, TheScaleAndItsCountersResumeFromACheckpoint) {
+  const auto dir = std::filesystem::path(LOCKSTEP_BINARY_DIR) / "test_tmp" / "mixed_precision";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  auto make = [] {
+    set_random_seed(1);
+    auto m = std::make_unique<Sequential>(std::vector<layers::LayerPtr>{layers::Dense(2, "linear", 3)});
+    m->compile(optimizers::LossScale(optimizers::Adam(1e-3)), losses::MeanSquaredError());
+    m->build(Shape{-1, 3});
+    return m;
+  };
+  auto saved = make();
+  dynamic_cast<optimizers::LossScaleOptimizer&>(*saved->optimizer()).set_state(64, 17, 3);
+  save_checkpoint((dir / "ckpt").string(), *saved, make_training_state(*saved, 0, 0));
+  auto restored = make();
+  load_checkpoint((dir / "ckpt").string(), *restored);
+  const auto& ls = dynamic_cast<const optimizers::LossScaleOptimizer&>(*restored->optimizer());
+  EXPECT_EQ(ls.loss_scale(), 64);
+  EXPECT_EQ(ls.step_counter(), 17);
+  EXPECT_EQ(ls.skipped_steps(), 3);
 }
 
 TEST(LossScale, BadOptionsAreValueErrors) {
