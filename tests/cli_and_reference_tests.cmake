@@ -175,3 +175,14 @@ add_test(NAME cli.unknown_policy_is_status_2
 add_test(NAME backend.parity_gemm_rows_with_onednn_bf16
          COMMAND ${CMAKE_COMMAND} -E env LOCKSTEP_BF16_GEMM=onednn $<TARGET_FILE:backend_tests>
                  --gtest_filter=*matmul*:*dense*:*Gemm*)
+
+# Every schedule against Keras' own (keras.optimizers.schedules) where .venv-ref has TF/Keras
+# (scripts/setup_python.sh); without it the test reports SKIP (exit 77).
+add_executable(schedules_driver ${CMAKE_CURRENT_SOURCE_DIR}/reference/schedules_driver.cpp)
+target_link_libraries(schedules_driver PRIVATE lockstep::lockstep lockstep_warnings)
+set(_ref_py ${PROJECT_SOURCE_DIR}/.venv-ref/bin/python)
+add_test(NAME reference.schedules_match_keras
+         COMMAND bash -c "\"$0\" > \"$1\" && { [ -x \"$2\" ] || exit 77; } && \"$2\" \"$3\" \"$1\""
+                 $<TARGET_FILE:schedules_driver> ${CMAKE_CURRENT_BINARY_DIR}/schedules.txt ${_ref_py}
+                 ${CMAKE_CURRENT_SOURCE_DIR}/reference/keras_schedules.py)
+set_tests_properties(reference.schedules_match_keras PROPERTIES SKIP_RETURN_CODE 77)
