@@ -139,3 +139,50 @@ if(Python3_Interpreter_FOUND)
   add_test(NAME layering.planted_violations_are_reported
            COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/layering/planted_violations.sh ${PROJECT_SOURCE_DIR})
 endif()
+
+# Large-batch recipes through the CLI (issue 10): the rate actually used is printed; bad
+# schedule flags are status 2 naming the flag.
+set(_lr_run ${CMAKE_CURRENT_BINARY_DIR}/lr_run)
+add_test(NAME cli.lr_schedule_prints_the_rate_it_uses
+         COMMAND bash -c "rm -rf \"$0\" && \"$1\" 0 \"Learning rate: 0.002 \\\\(--learning-rate 0.001 x global batch 64 / base batch 32, linear scaling\\\\); schedule: linear warmup from 0 over 2 steps, then cosine decay to 0 over 2 steps\" \"$2\" train --epochs 1 --steps-per-epoch 4 --global-batch-size 64 --lr-scaling linear --lr-schedule cosine --warmup-epochs 0.5 --verbose 0 --no-tensorboard --logdir \"$0\""
+                 ${_lr_run} ${_expect} ${_cli})
+add_test(NAME cli.unknown_lr_schedule_is_status_2
+         COMMAND ${_expect} 2 "--lr-schedule: linear not in" ${_cli} train --lr-schedule linear)
+add_test(NAME cli.unknown_lr_scaling_is_status_2
+         COMMAND ${_expect} 2 "--lr-scaling: sqrt not in" ${_cli} train --lr-scaling sqrt)
+add_test(NAME cli.negative_warmup_is_status_2
+         COMMAND ${_expect} 2 "--warmup-epochs: must be a finite number >= 0, got '-1'" ${_cli} train --warmup-epochs -1)
+add_test(NAME cli.warmup_longer_than_training_is_status_2
+         COMMAND ${_expect} 2 "--warmup-epochs 3 is longer than the training \\(2 epochs\\)" ${_cli} train --epochs 2
+                 --warmup-epochs 3)
+add_test(NAME cli.gradient_accumulation_below_1_is_status_2
+         COMMAND ${_expect} 2 "--gradient-accumulation-steps: Value 0 not in range" ${_cli} train
+                 --gradient-accumulation-steps 0)
+add_test(NAME cli.backup_inside_an_accumulation_group_is_status_2
+         COMMAND ${_expect} 2 "--backup-every-steps 5 must be a multiple of --gradient-accumulation-steps 2" ${_cli}
+                 train --gradient-accumulation-steps 2 --backup-every-steps 5)
+
+# Mixed precision (issue 10): the flagship under both mixed policies reaches float32's test
+# accuracy to 0.3 points; a bad policy name is status 2 naming the flag.
+add_test(NAME flagship.mixed_precision_within_0_3_points_of_float32
+         COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/cli/check_policy_accuracy.sh 0.3 ${_cli} mixed_bfloat16 mixed_float16)
+set_tests_properties(flagship.mixed_precision_within_0_3_points_of_float32 PROPERTIES TIMEOUT 1500 RUN_SERIAL TRUE)
+add_test(NAME cli.unknown_policy_is_status_2
+         COMMAND ${_expect} 2 "--policy: mixed_int8 not in" ${_cli} train --policy mixed_int8)
+
+# The bfloat16 GEMM through oneDNN's matmul (AVX512_BF16 machines use it by default): the GEMM
+# parity rows with it forced. Where oneDNN has no bf16 matmul it falls back, saying so.
+add_test(NAME backend.parity_gemm_rows_with_onednn_bf16
+         COMMAND ${CMAKE_COMMAND} -E env LOCKSTEP_BF16_GEMM=onednn $<TARGET_FILE:backend_tests>
+                 --gtest_filter=*matmul*:*dense*:*Gemm*)
+
+# Every schedule against Keras' own (keras.optimizers.schedules) where .venv-ref has TF/Keras
+# (scripts/setup_python.sh); without it the test reports SKIP (exit 77).
+add_executable(schedules_driver ${CMAKE_CURRENT_SOURCE_DIR}/reference/schedules_driver.cpp)
+target_link_libraries(schedules_driver PRIVATE lockstep::lockstep lockstep_warnings)
+set(_ref_py ${PROJECT_SOURCE_DIR}/.venv-ref/bin/python)
+add_test(NAME reference.schedules_match_keras
+         COMMAND bash -c "\"$0\" > \"$1\" && { [ -x \"$2\" ] || exit 77; } && \"$2\" \"$3\" \"$1\""
+                 $<TARGET_FILE:schedules_driver> ${CMAKE_CURRENT_BINARY_DIR}/schedules.txt ${_ref_py}
+                 ${CMAKE_CURRENT_SOURCE_DIR}/reference/keras_schedules.py)
+set_tests_properties(reference.schedules_match_keras PROPERTIES SKIP_RETURN_CODE 77)

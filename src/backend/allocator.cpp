@@ -1,5 +1,6 @@
 #include "backend/allocator.hpp"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -54,10 +55,12 @@ void* CachingHostAllocator::allocate(std::size_t nbytes) {
       ++stats_.cache_hits;
       stats_.bytes_in_use += cls;
       stats_.bytes_cached -= cls;
+      stats_.peak_bytes_in_use = std::max(stats_.peak_bytes_in_use, stats_.bytes_in_use);
       return p;
     }
     ++stats_.system_allocations;
     stats_.bytes_in_use += cls;
+    stats_.peak_bytes_in_use = std::max(stats_.peak_bytes_in_use, stats_.bytes_in_use);
   }
   void* p = std::aligned_alloc(64, cls);
   if (!p) {
@@ -80,6 +83,11 @@ void CachingHostAllocator::release(void* ptr, std::size_t nbytes) {
 AllocatorStats CachingHostAllocator::stats() const {
   std::lock_guard<std::mutex> lock(mu_);
   return stats_;
+}
+
+void CachingHostAllocator::reset_peak() {
+  std::lock_guard<std::mutex> lock(mu_);
+  stats_.peak_bytes_in_use = stats_.bytes_in_use;
 }
 
 void CachingHostAllocator::empty_cache() {

@@ -14,6 +14,7 @@ struct AllocatorStats {
   std::uint64_t cache_hits = 0;          // allocations served from the cache
   std::uint64_t bytes_in_use = 0;
   std::uint64_t bytes_cached = 0;
+  std::uint64_t peak_bytes_in_use = 0;   // high-water mark of bytes_in_use since the last reset_peak()
 };
 
 class Allocator {
@@ -22,6 +23,8 @@ class Allocator {
   virtual void* allocate(std::size_t nbytes) = 0;
   virtual void release(void* ptr, std::size_t nbytes) = 0;
   virtual AllocatorStats stats() const = 0;
+  /// Starts a new high-water mark at the bytes in use now.
+  virtual void reset_peak() {}
 };
 
 /// Host allocator with 64-byte alignment and power-of-two-ish size classes.
@@ -36,6 +39,7 @@ class CachingHostAllocator final : public Allocator {
   void* allocate(std::size_t nbytes) override;
   void release(void* ptr, std::size_t nbytes) override;
   AllocatorStats stats() const override;
+  void reset_peak() override;
   /// Returns every cached block to the system.
   void empty_cache();
 

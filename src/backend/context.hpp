@@ -20,6 +20,7 @@ class ComputeContext {
 
   const Device& device() const { return device_; }
   Allocator& allocator() { return *allocator_; }
+  const Allocator& allocator() const { return *allocator_; }
   const std::shared_ptr<Allocator>& allocator_ptr() const { return allocator_; }
   ThreadPool& pool() { return *pool_; }
   int threads() const { return pool_->size(); }

@@ -118,6 +118,7 @@ Strategy::Strategy(StrategyLayout layout) : devices_(std::move(layout.devices)),
   }
   group_ = make_collective_group(layout.cross_device_ops, n, {.timeout = layout.timeout});
   for (int r = 0; r < n; ++r) reducers_.push_back(std::make_unique<GradientReducer>(layout.bucket_cap_bytes));
+  no_sync_.assign(static_cast<std::size_t>(n), 0);
   replicas_->owner = this;
   for (int r = 1; r < n; ++r) {
     replicas_->workers.push_back(std::make_unique<Replicas::Worker>());
@@ -217,8 +218,15 @@ Tensor ReplicaContext::all_reduce(ReduceOp op, const Tensor& value) {
   return out;
 }
 
-void ReplicaContext::all_reduce_gradients(std::vector<Tensor>& grads, const std::vector<Variable>& vars) {
-  strategy_.reducers_[static_cast<std::size_t>(replica_id_)]->all_reduce(communicator(), grads, vars);
+bool ReplicaContext::all_reduce_gradients(std::vector<Tensor>& grads, const std::vector<Variable>& vars) {
+  const auto r = static_cast<std::size_t>(replica_id_);
+  if (strategy_.no_sync_[r]) {
+    strategy_.held_back_.add(grads, vars);
+    return false;
+  }
+  if (!strategy_.held_back_.empty()) grads = strategy_.held_back_.take(grads, vars);
+  strategy_.reducers_[r]->all_reduce(communicator(), grads, vars);
+  return true;
 }
 
 std::int64_t ReplicaContext::first_example() const {
@@ -236,6 +244,15 @@ ReplicaContext* get_replica_context() {
   // a distribute-layer replica, so this asks rather than assumes.
   return dynamic_cast<ReplicaContext*>(current_replica());
 }
+
+NoSyncScope ReplicaContext::no_sync(bool enabled) { return NoSyncScope(strategy_, replica_id_, enabled); }
+
+NoSyncScope::NoSyncScope(Strategy& strategy, int replica_id, bool enabled)
+    : strategy_(strategy), replica_id_(replica_id),
+      previous_(strategy.no_sync_[static_cast<std::size_t>(replica_id)] != 0) {
+  if (enabled) strategy_.no_sync_[static_cast<std::size_t>(replica_id_)] = 1;
+}
+NoSyncScope::~NoSyncScope() { strategy_.no_sync_[static_cast<std::size_t>(replica_id_)] = previous_ ? 1 : 0; }
 
 const GradientReducer& Strategy::gradient_reducer(int replica) const {
   LOCKSTEP_CHECK(replica >= 0 && replica < num_replicas_in_sync(), "replica ", replica, " out of range");

@@ -5,6 +5,7 @@ namespace lockstep::layers {
 DenseLayer::DenseLayer(const DenseOptions& options)
     : Layer(options.name), options_(options), activation_(parse_activation(options.activation)) {
   LOCKSTEP_CHECK(options.units > 0, "Dense: units must be positive, got ", options.units);
+  if (!options.dtype.empty()) set_dtype_policy(mixed_precision::Policy(options.dtype));
   if (options.input_dim) {
     LOCKSTEP_CHECK(*options.input_dim > 0, "Dense: input_dim must be positive, got ", *options.input_dim);
     declared_input_shape_ = Shape{*options.input_dim};
@@ -34,7 +35,7 @@ Tensor DenseLayer::linear(const Tensor& x, bool fuse_relu) const {
   LOCKSTEP_CHECK(built(), "layer '", name(), "' (Dense) is called before it was built");
   LOCKSTEP_CHECK(x.rank() == 2 && x.dim(1) == kernel_.shape()[0], "layer '", name(), "' (Dense) expects input (",
                  "batch, ", kernel_.shape()[0], ") but receives ", x.shape().str());
-  return dense(x, kernel_.value(), bias_.defined() ? bias_.value() : Tensor(),
+  return dense(autocast(x), autocast(kernel_.value()), bias_.defined() ? autocast(bias_.value()) : Tensor(),
                fuse_relu ? FusedActivation::kRelu : FusedActivation::kNone);
 }
 
@@ -60,7 +61,7 @@ Tensor DropoutLayer::call(const Tensor& x, const CallContext& ctx) const {
 ActivationLayer::ActivationLayer(const std::string& activation, std::string name)
     : Layer(std::move(name)), kind_(parse_activation(activation)) {}
 
-Tensor ActivationLayer::call(const Tensor& x, const CallContext&) const { return apply_activation(kind_, x); }
+Tensor ActivationLayer::call(const Tensor& x, const CallContext&) const { return apply_activation(kind_, autocast(x)); }
 
 Shape FlattenLayer::compute_output_shape(const Shape& s) const {
   LOCKSTEP_CHECK(s.rank() >= 1, "Flatten needs a batch dimension, got ", s.str());

@@ -39,6 +39,11 @@ Variable Layer::add_weight(const Shape& shape, const Initializer& init, std::uin
   return v;
 }
 
+Tensor Layer::autocast(const Tensor& x) const {
+  if (!x.defined() || !is_floating(x.dtype()) || x.dtype() == compute_dtype()) return x;
+  return cast(x, compute_dtype());
+}
+
 std::vector<Variable> Layer::trainable_variables() const {
   std::vector<Variable> out;
   for (const auto& v : variables_)

@@ -102,7 +102,8 @@ void Optimizer::apply_gradients(const std::vector<std::pair<Tensor, Variable>>& 
   // Read the step before the all-reduce: no replica can finish the all-reduce (and so count the
   // step) before every replica has read it.
   const std::int64_t step = iterations_.load();
-  if (n > 1) replica->all_reduce_gradients(grads, vars);
+  // Under no_sync (gradient accumulation) the gradients are only held back: no update, no step.
+  if (!replica->all_reduce_gradients(grads, vars)) return;
   std::vector<std::pair<Tensor, Variable>> reduced;
   reduced.reserve(grads.size());
   for (std::size_t i = 0; i < grads.size(); ++i) reduced.emplace_back(grads[i], vars[i]);
@@ -252,4 +253,24 @@ OptimizerPtr get(const std::string& name, double lr) {
   throw ValueError("unknown optimizer '" + name + "': expected sgd, adam or adamw");
 }
 
+}  // namespace lockstep::optimizers
+
+namespace lockstep::optimizers {
+OptimizerPtr get(const std::string& name, Schedule schedule) {
+  LOCKSTEP_CHECK(static_cast<bool>(schedule), "optimizers::get: the schedule is empty");
+  const double first = schedule(0);
+  OptimizerOptions base;
+  base.learning_rate = std::isfinite(first) && first >= 0 ? first : 0.0;
+  base.schedule = std::move(schedule);
+  if (name == "sgd" || name == "SGD") {
+    SGDOptions o;
+    static_cast<OptimizerOptions&>(o) = base;
+    return SGD(o);
+  }
+  AdamWOptions o;
+  static_cast<OptimizerOptions&>(o) = base;
+  if (name == "adam" || name == "Adam") return Adam(static_cast<const AdamOptions&>(o));
+  if (name == "adamw" || name == "AdamW") return AdamW(o);
+  throw ValueError("unknown optimizer '" + name + "': expected sgd, adam or adamw");
+}
 }  // namespace lockstep::optimizers

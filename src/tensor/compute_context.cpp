@@ -12,6 +12,11 @@ std::shared_ptr<ComputeContext> make_compute_context(const Device& device, int t
 ComputeContext& current_compute_context() { return backend::current_context(); }
 const Device& context_device(const ComputeContext& ctx) { return ctx.device(); }
 int context_threads(const ComputeContext& ctx) { return ctx.threads(); }
+std::uint64_t context_peak_bytes(const ComputeContext& ctx) {
+  return ctx.allocator().stats().peak_bytes_in_use;
+}
+std::uint64_t context_bytes_in_use(const ComputeContext& ctx) { return ctx.allocator().stats().bytes_in_use; }
+void reset_context_peak_bytes(ComputeContext& ctx) { ctx.allocator().reset_peak(); }
 const std::vector<int>& context_cpus(const ComputeContext& ctx) { return ctx.cpus(); }
 
 ComputeScope::ComputeScope(ComputeContext& ctx) : previous_(backend::set_current_context(&ctx)) {}

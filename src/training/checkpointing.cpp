@@ -1,5 +1,9 @@
 #include "lockstep/training/checkpointing.hpp"
 
+#include <algorithm>
+
+#include "lockstep/optimizers/loss_scale_optimizer.hpp"
+
 namespace lockstep {
 
 TrainingState make_training_state(const Model& model, int epoch, std::int64_t batch_in_epoch) {
@@ -11,6 +15,12 @@ TrainingState make_training_state(const Model& model, int epoch, std::int64_t ba
     s.iterations = model.optimizer()->iterations();
     s.learning_rate = model.optimizer()->current_learning_rate();
     s.learning_rate_from_schedule = static_cast<bool>(model.optimizer()->options().schedule);
+    // Dynamic loss scaling resumes where it was, so that a resumed float16 run stays identical.
+    if (const auto* ls = dynamic_cast<const optimizers::LossScaleOptimizer*>(model.optimizer().get())) {
+      s.loss_scale = ls->loss_scale();
+      s.values["loss_scale/step_counter"] = static_cast<double>(ls->step_counter());
+      s.values["loss_scale/skipped_steps"] = static_cast<double>(ls->skipped_steps());
+    }
   }
   // The running averages of the interrupted epoch, so that its logs continue unchanged.
   for (const auto& [name, state] : model.metric_states())
@@ -27,7 +37,16 @@ void save_checkpoint(const std::string& prefix, Model& model, const TrainingStat
 TrainingState load_checkpoint(const std::string& prefix, Model& model) {
   LOCKSTEP_CHECK(model.built(), "load_checkpoint: build model '", model.name(),
                  "' first (call build() or fit one batch) so its variables exist");
-  return io::load_checkpoint(prefix, model.variables(), model.optimizer().get());
+  TrainingState st = io::load_checkpoint(prefix, model.variables(), model.optimizer().get());
+  if (auto* ls = dynamic_cast<optimizers::LossScaleOptimizer*>(model.optimizer().get())) {
+    const auto value = [&](const char* key) {
+      const auto it = st.values.find(key);
+      return it == st.values.end() ? 0.0 : it->second;
+    };
+    ls->set_state(std::max(1.0, st.loss_scale), static_cast<std::int64_t>(value("loss_scale/step_counter")),
+                  static_cast<std::int64_t>(value("loss_scale/skipped_steps")));
+  }
+  return st;
 }
 
 }  // namespace lockstep

@@ -13,7 +13,9 @@
 #include "lockstep/autograd/gradient_tape.hpp"
 #include "lockstep/data/input_context.hpp"
 #include "lockstep/data/thread_budget.hpp"
+#include "lockstep/layers/dtype_policy.hpp"
 #include "lockstep/layers/initializers.hpp"
+#include "lockstep/optimizers/loss_scale_optimizer.hpp"
 #include "lockstep/training/callbacks.hpp"
 #include "lockstep/training/checkpointing.hpp"
 #include "lockstep/training/progbar.hpp"
@@ -25,6 +27,9 @@ namespace lockstep {
 struct detail::ReplicaNumbers {
   Tensor loss_sum;
   std::vector<Tensor> metric_states;
+  // Under loss scaling: whether the (all-reduced, so on every replica the same) gradients were
+  // finite, i.e. whether the update was applied.
+  bool gradients_finite = true;
 };
 
 namespace {
@@ -175,9 +180,14 @@ void Model::check_strategy_scope(const char* what) {
                    "or call model.distribute(strategy) to mirror a model made outside the scope");
 }
 
-void Model::compile(optimizers::OptimizerPtr optimizer, losses::LossPtr loss, std::vector<std::string> metric_names) {
+void Model::compile(optimizers::OptimizerPtr optimizer, losses::LossPtr loss, std::vector<std::string> metric_names,
+                    bool auto_scale_loss) {
   LOCKSTEP_CHECK(optimizer && loss, "Model::compile: an optimizer and a loss are required");
   check_strategy_scope("compile");
+  // float16 gradients underflow without loss scaling (bfloat16 has float32's range and needs none).
+  if (auto_scale_loss && mixed_precision::global_policy().name() == "mixed_float16" &&
+      !dynamic_cast<optimizers::LossScaleOptimizer*>(optimizer.get()))
+    optimizer = optimizers::LossScale(std::move(optimizer));
   optimizer_ = std::move(optimizer);
   loss_ = std::move(loss);
   metrics_.clear();
@@ -251,13 +261,15 @@ Logs Model::collect_logs(const char* prefix) const {
 }
 
 detail::ReplicaNumbers Model::replica_train_step(const Tensor& x, const Tensor& y, std::int64_t first_example,
-                                        std::int64_t global_n, std::int64_t step, ReplicaInterface* replica) {
+                                        std::int64_t global_n, std::int64_t step, ReplicaInterface* replica,
+                                        GradientUse use) {
   const auto vars = trainable_variables();  // each replica resolves them to its own copies
   const layers::CallContext ctx{.training = true,
                                 .seed = seed_,
                                 .step = static_cast<std::uint64_t>(step),
                                 .first_example = first_example,
                                 .replica = replica};
+  const auto* loss_scale = dynamic_cast<const optimizers::LossScaleOptimizer*>(optimizer_.get());
   Output out;
   Tensor loss_sum;
   std::vector<Tensor> grads;
@@ -267,16 +279,28 @@ detail::ReplicaNumbers Model::replica_train_step(const Tensor& x, const Tensor& 
     loss_sum = sum(loss_->per_example(y, out.output, out.logits));
     // Every replica divides by the GLOBAL batch size, so the summed gradients are the mean
     // over the global batch whatever the split: N replicas compute what one device would.
-    grads = tape.gradient(scale(loss_sum, global_n ? 1.0f / static_cast<float>(global_n) : 0.0f), vars);
+    const double factor =
+        (global_n ? 1.0 / static_cast<double>(global_n) : 0.0) * (loss_scale ? loss_scale->loss_scale() : 1.0);
+    grads = tape.gradient(scale(loss_sum, static_cast<float>(factor)), vars);
   }
+  ReplicaNumbers r{.loss_sum = loss_sum};
+  for (const auto& m : metrics_) r.metric_states.push_back(m->batch_state(y, out.output));
+  if (use == GradientUse::kHoldBack) {
+    accumulated_.add(grads, vars);
+    return r;
+  }
+  if (use == GradientUse::kApplyGroup) grads = accumulated_.take(grads, vars);
   if (replica) static_cast<distribute::ReplicaContext*>(replica)->all_reduce_gradients(grads, vars);
+  // The sums are identical on every replica, so every replica makes the same decision: the
+  // all-reduce already carried any replica's inf or NaN to all of them.
+  if (loss_scale && !loss_scale->unscale(grads)) {
+    r.gradients_finite = false;
+    return r;
+  }
   std::vector<std::pair<Tensor, Variable>> gv;
   gv.reserve(vars.size());
   for (std::size_t i = 0; i < vars.size(); ++i) gv.emplace_back(grads[i], vars[i]);
   optimizer_->apply_gradients_at(gv, step);
-
-  ReplicaNumbers r{.loss_sum = loss_sum};
-  for (const auto& m : metrics_) r.metric_states.push_back(m->batch_state(y, out.output));
   return r;
 }
 
@@ -291,7 +315,12 @@ void Model::distribute(distribute::Strategy& strategy) {
   if (built()) ensure_mirrored();
 }
 
-double Model::train_step(const Tensor& x_in, const Tensor& y) {
+double Model::train_step(const Tensor& x, const Tensor& y) {
+  return train_micro_step(x, y, 0, x.rank() >= 1 ? x.dim(0) : 0, GradientUse::kApply);
+}
+
+double Model::train_micro_step(const Tensor& x_in, const Tensor& y, std::int64_t first_example,
+                               std::int64_t group_examples, GradientUse use) {
   check_compiled("train_step");
   const Tensor x = as_float(x_in);
   if (!built()) build(Shape(x.shape()));
@@ -301,9 +330,17 @@ double Model::train_step(const Tensor& x_in, const Tensor& y) {
                  " have different batch sizes");
   const std::int64_t step = optimizer_->iterations();
   const auto parts = run_on_slices(strategy_, {x, y}, [&](const data::Element& s, std::int64_t first, ReplicaInterface* rc) {
-    return replica_train_step(s[0], s[1], first, n, step, rc);
+    return replica_train_step(s[0], s[1], first_example + first, group_examples, step, rc, use);
   });
-  optimizer_->finish_step();
+  if (use == GradientUse::kHoldBack) {
+    double batch_loss = 0;
+    merge_replica_numbers(parts, n, &batch_loss);
+    return batch_loss;
+  }
+  const bool applied = parts[0].gradients_finite;
+  if (auto* loss_scale = dynamic_cast<optimizers::LossScaleOptimizer*>(optimizer_.get()))
+    loss_scale->update_scale(applied);
+  if (applied) optimizer_->finish_step();
   // Debug check (LOCKSTEP_CHECK_MIRRORED=1): every replica's copy of every variable is still
   // bit-identical after the update; throws DistributedError naming the first that drifted.
   static const bool check_mirrored = [] {
@@ -333,6 +370,10 @@ History Model::fit(const data::Dataset& dataset, const FitOptions& o) {
                  " must be in [0, epochs = ", o.epochs, "]");
   LOCKSTEP_CHECK(o.steps_per_epoch == -1 || o.steps_per_epoch > 0, "fit: steps_per_epoch must be positive or -1");
   LOCKSTEP_CHECK(o.validation_split == 0.0, "fit: validation_split needs in-memory tensors (fit(x, y, ...))");
+  LOCKSTEP_CHECK(o.gradient_accumulation_steps >= 1, "fit: gradient_accumulation_steps must be >= 1, got ",
+                 o.gradient_accumulation_steps);
+  const std::int64_t accumulation = o.gradient_accumulation_steps;
+  accumulated_.clear();
   const std::int64_t card = dataset.cardinality();
   LOCKSTEP_CHECK(o.steps_per_epoch > 0 || card != data::kInfiniteCardinality,
                  "fit: the dataset is infinite (repeat()), so steps_per_epoch must be given");
@@ -437,38 +478,65 @@ History Model::fit(const data::Dataset& dataset, const FitOptions& o) {
       it = per_epoch.get();
       skip_elements(*it, first_step);
     }
+    // Peak memory per device over the epoch: what the epoch line and History report.
+    std::vector<ComputeContext*> devices{&current_compute_context()};
+    if (strategy_) devices = strategy_->contexts();
+    for (auto* d : devices) reset_context_peak_bytes(*d);
     bool ran_dry = false;
     std::int64_t steps_done = 0;
     // Time spent waiting for input, so that an input-bound run shows itself ("input: 40%").
     double input_seconds = 0;
     const auto epoch_start = std::chrono::steady_clock::now();
-    for (std::int64_t step = first_step; steps < 0 || step < steps; ++step) {
-      const auto wait_start = std::chrono::steady_clock::now();
-      std::optional<data::Element> batch =
-          renew_passes && taken_from_pass >= card ? std::nullopt : it->next();
-      input_seconds += seconds_since(wait_start);
-      if (!batch) {
-        if (renew_passes && step > 0) {  // step, not steps_done: a resumed epoch ran batches before
-          warn_pass_ended_epoch(step, o.steps_per_epoch);
-          taken_from_pass = card;  // the next epoch starts a fresh pass
-        } else if (o.steps_per_epoch > 0) {
-          ran_dry = true;
+    // Each group of batches is read first: with gradient accumulation every batch's loss is
+    // divided by all the group's examples, so that k batches give the gradient of one batch k
+    // times larger (a short last group included). Without it a group is one batch.
+    std::vector<data::Element> group;
+    bool exhausted = false;
+    for (std::int64_t step = first_step; !exhausted && !stop_training && (steps < 0 || step < steps);) {
+      group.clear();
+      const std::int64_t room = steps < 0 ? accumulation : std::min<std::int64_t>(accumulation, steps - step);
+      while (static_cast<std::int64_t>(group.size()) < room) {
+        const auto wait_start = std::chrono::steady_clock::now();
+        std::optional<data::Element> batch =
+            renew_passes && taken_from_pass >= card ? std::nullopt : it->next();
+        input_seconds += seconds_since(wait_start);
+        if (!batch) {
+          // Batches this epoch has had, a resumed epoch's earlier ones included.
+          const std::int64_t had = step + static_cast<std::int64_t>(group.size());
+          if (renew_passes && had > 0) {
+            warn_pass_ended_epoch(had, o.steps_per_epoch);
+            taken_from_pass = card;  // the next epoch starts a fresh pass
+          } else if (o.steps_per_epoch > 0) {
+            ran_dry = true;
+          }
+          exhausted = true;
+          break;
         }
-        break;
+        ++taken_from_pass;
+        LOCKSTEP_CHECK(batch->size() >= 2, "fit: dataset elements must be (x, y) pairs, got ", batch->size(),
+                       " component(s)");
+        group.push_back(std::move(*batch));
       }
-      ++taken_from_pass;
-      ++steps_done;
-      LOCKSTEP_CHECK(batch->size() >= 2, "fit: dataset elements must be (x, y) pairs, got ", batch->size(),
-                     " component(s)");
-      Logs batch_logs;
-      cbs.each([&](Callback& c) { c.on_train_batch_begin(step, batch_logs); });
-      train_step((*batch)[0], (*batch)[1]);
-      ++global_step;
-      if (global_step == warmup) timed_start = std::chrono::steady_clock::now();
-      batch_logs = collect_logs("");
-      cbs.each([&](Callback& c) { c.on_train_batch_end(step, batch_logs); });
-      if (stop_training) break;
+      std::int64_t group_examples = 0;
+      for (const auto& b : group) group_examples += b[0].rank() >= 1 ? b[0].dim(0) : 0;
+      std::int64_t first_example = 0;
+      for (std::size_t j = 0; j < group.size() && !stop_training; ++j, ++step) {
+        ++steps_done;
+        Logs batch_logs;
+        cbs.each([&](Callback& c) { c.on_train_batch_begin(step, batch_logs); });
+        const GradientUse use = group.size() == 1        ? GradientUse::kApply
+                                : j + 1 < group.size() ? GradientUse::kHoldBack
+                                                        : GradientUse::kApplyGroup;
+        train_micro_step(group[j][0], group[j][1], first_example, group_examples, use);
+        first_example += group[j][0].dim(0);
+        ++global_step;
+        if (global_step == warmup) timed_start = std::chrono::steady_clock::now();
+        batch_logs = collect_logs("");
+        cbs.each([&](Callback& c) { c.on_train_batch_end(step, batch_logs); });
+      }
     }
+    // Training stopped within a group: its held-back gradients are not applied.
+    accumulated_.clear();
     if (ran_dry && steps_done == 0) {
       // Nothing ran this epoch: report no epoch rather than one with empty (zero) logs.
       warn_input_ran_out();
@@ -480,6 +548,13 @@ History Model::fit(const data::Dataset& dataset, const FitOptions& o) {
       timing_.steps_per_second = timing_.seconds > 0 ? static_cast<double>(timing_.steps) / timing_.seconds : 0;
     }
     logs = collect_logs("");
+    std::uint64_t peak = 0;
+    for (auto* d : devices) peak = std::max(peak, context_peak_bytes(*d));
+    logs["peak_memory_mib"] = static_cast<double>(peak) / (1024.0 * 1024.0);
+    if (const auto* ls = dynamic_cast<const optimizers::LossScaleOptimizer*>(optimizer_.get())) {
+      logs["loss_scale"] = ls->loss_scale();
+      logs["skipped_steps"] = static_cast<double>(ls->skipped_steps());
+    }
     const double epoch_seconds = seconds_since(epoch_start);
     if (steps_done > 0 && epoch_seconds > 0) {
       logs["input_wait_share"] = input_seconds / epoch_seconds;

@@ -91,12 +91,16 @@ Model::Output Sequential::forward(const Tensor& x, const layers::CallContext& ct
   Tensor h = x;
   const std::size_t last = layers_.size() - 1;
   for (std::size_t i = 0; i < last; ++i) h = layers_[i]->call(h, ctx);
+  // The final softmax and the loss are computed in float32 whatever the layers' policy
+  // (Keras' advice for mixed precision, applied for the user): a 16-bit softmax loses the
+  // small probabilities that the loss and its gradient are made of.
+  const auto f32 = [](const Tensor& t) { return is_floating(t.dtype()) && t.dtype() != DType::kF32 ? cast(t, DType::kF32) : t; };
   Output out;
   if (layers_[last]->has_softmax_output()) {
-    out.logits = layers_[last]->call_logits(h, ctx);
+    out.logits = f32(layers_[last]->call_logits(h, ctx));
     out.output = softmax(out.logits);
   } else {
-    out.output = layers_[last]->call(h, ctx);
+    out.output = f32(layers_[last]->call(h, ctx));
   }
   return out;
 }

@@ -7,10 +7,12 @@
 #include <random>
 #include <thread>
 
+#include "common/relative_error.hpp"
 #include "lockstep/lockstep.hpp"
 
 using namespace lockstep;
 using namespace lockstep::distribute;
+using lockstep::test::max_rel_diff;
 
 namespace {
 struct Batches {
@@ -63,18 +65,6 @@ std::vector<std::vector<float>> train(int replicas, const Batches& b,
   return w;
 }
 
-double max_rel_diff(const std::vector<std::vector<float>>& a, const std::vector<std::vector<float>>& b) {
-  double worst = 0;
-  for (std::size_t t = 0; t < a.size(); ++t) {
-    double diff = 0, scale = 1e-30;
-    for (std::size_t i = 0; i < a[t].size(); ++i) {
-      diff = std::max(diff, static_cast<double>(std::fabs(a[t][i] - b[t][i])));
-      scale = std::max(scale, static_cast<double>(std::fabs(b[t][i])));
-    }
-    worst = std::max(worst, diff / scale);
-  }
-  return worst;
-}
 }  // namespace
 
 // The tests that any implementation of the replicas' collectives must pass.

@@ -122,7 +122,7 @@ TEST(CSVLogger, WritesHeaderAndOneRowPerEpoch) {
   std::getline(in, r0);
   std::getline(in, r1);
   EXPECT_FALSE(std::getline(in, extra));
-  EXPECT_EQ(header, "epoch;accuracy;input_wait_share;loss;steps_per_second;val_accuracy;val_loss");
+  EXPECT_EQ(header, "epoch;accuracy;input_wait_share;loss;peak_memory_mib;steps_per_second;val_accuracy;val_loss");
   EXPECT_EQ(r1.substr(0, 2), "1;");
   // The loss is the fourth column.
   std::size_t col = 0;

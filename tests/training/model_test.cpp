@@ -99,10 +99,12 @@ TEST(Model, HistoryHasOneEntryPerEpochWithLossAndMetrics) {
     keys.insert(k);
     EXPECT_EQ(v.size(), 3u) << k;
   }
-  // Besides Keras' keys, each epoch records its throughput and the share of time spent
-  // waiting for input (what shows an input-bound run).
+  // Besides Keras' keys, each epoch records its throughput, the share of time spent waiting
+  // for input (what shows an input-bound run) and the devices' peak memory.
   EXPECT_EQ(keys, (std::set<std::string>{"loss", "accuracy", "val_loss", "val_accuracy", "input_wait_share",
-                                         "steps_per_second"}));
+                                         "steps_per_second", "peak_memory_mib"}));
+  // At least the weights, their gradients and the batch are held during a step.
+  for (double mib : h.history.at("peak_memory_mib")) EXPECT_GT(mib * 1024 * 1024, 4.0 * model->count_params());
   for (double share : h.history.at("input_wait_share")) {
     EXPECT_GE(share, 0.0);
     EXPECT_LE(share, 1.0);
@@ -115,7 +117,7 @@ TEST(Model, HistoryHasOneEntryPerEpochWithLossAndMetrics) {
 
   auto plain = small_model();
   const History h2 = plain->fit(toy.x, toy.y, {.epochs = 2, .batch_size = 10, .verbose = 0});
-  EXPECT_EQ(h2.history.size(), 4u);
+  EXPECT_EQ(h2.history.size(), 5u);
   EXPECT_EQ(h2.history.count("val_loss"), 0u);
 }
 
@@ -249,8 +251,10 @@ TEST(Model, CallbackHookOrderAndLogKeys) {
   const std::set<std::string> metrics{"loss", "accuracy"};
   EXPECT_EQ(rec->keys[3], metrics);  // batch_end
   EXPECT_EQ(rec->keys[5], metrics);
-  // Epoch logs also carry the epoch's throughput and the share of time spent waiting for input.
-  const std::set<std::string> epoch_keys{"loss", "accuracy", "input_wait_share", "steps_per_second"};
+  // Epoch logs also carry the epoch's throughput, the share of time spent waiting for input and
+  // the devices' peak memory.
+  const std::set<std::string> epoch_keys{"loss", "accuracy", "input_wait_share", "steps_per_second",
+                                         "peak_memory_mib"};
   EXPECT_EQ(rec->keys[6], epoch_keys);  // epoch_end
   EXPECT_EQ(rec->keys[7], epoch_keys);  // train_end gets the last epoch's logs
   EXPECT_EQ(rec->seen_params.epochs, 1);

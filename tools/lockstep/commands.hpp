@@ -26,6 +26,12 @@ struct TrainArgs {
   std::int64_t backup_every_steps = 0;  // 0: back up at each epoch end
   bool tensorboard = true;
   int verbose = -1;
+  std::string lr_schedule = "constant";  // constant | cosine | exponential | piecewise
+  double warmup_epochs = 0;              // linear warmup from 0, in epochs (may be fractional)
+  std::string lr_scaling = "none";       // none | linear (x global batch / lr_base_batch)
+  std::int64_t lr_base_batch = 32;       // the batch --learning-rate was tuned for
+  std::int64_t gradient_accumulation_steps = 1;
+  std::string policy = "float32";        // float32 | mixed_float16 | mixed_bfloat16
 };
 
 void add_train_command(CLI::App& app, TrainArgs& args);

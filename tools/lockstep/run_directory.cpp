@@ -28,7 +28,12 @@ RunConfig make_run_config(const TrainArgs& a, std::int64_t global_batch) {
           {"--hidden", std::to_string(a.hidden)},
           {"--activation", a.activation},
           {"--dropout", exact(a.dropout)},
-          {"--seed", std::to_string(a.seed)}};
+          {"--seed", std::to_string(a.seed)},
+          {"--policy", a.policy},
+          {"--gradient-accumulation-steps", std::to_string(a.gradient_accumulation_steps)},
+          {"--lr-schedule", a.lr_schedule},
+          {"--warmup-epochs", exact(a.warmup_epochs)},
+          {"--lr-scaling", a.lr_scaling == "linear" ? "linear from base batch " + std::to_string(a.lr_base_batch) : "none"}};
 }
 
 void check_resume(const std::string& backup_dir, const RunConfig& now) {

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.hpp"
+#include "learning_rate.hpp"
 #include "run_directory.hpp"
 #include "lockstep/io/atomic_file.hpp"
 #include "lockstep/io/directory_lock.hpp"
@@ -49,6 +50,15 @@ const CLI::Validator kRate(
       return {};
     },
     "[0, 1)");
+const CLI::Validator kNonNegative(
+    [](std::string& s) -> std::string {
+      char* end = nullptr;
+      const double v = std::strtod(s.c_str(), &end);
+      if (s.empty() || *end != '\0' || !std::isfinite(v) || !(v >= 0))
+        return "must be a finite number >= 0, got '" + s + "'";
+      return {};
+    },
+    ">= 0");
 }  // namespace
 
 void add_train_command(CLI::App& app, TrainArgs& a) {
@@ -96,6 +106,32 @@ void add_train_command(CLI::App& app, TrainArgs& a) {
   cmd->add_option("--verbose", a.verbose, "0 silent, 1 progress bar, 2 one line per epoch (default: 1 on a "
                                           "terminal, else 2)")
       ->check(CLI::Range(-1, 2));
+  cmd->add_option("--policy", a.policy,
+                  "Mixed precision (Keras' dtype policies): layers compute in float16 or bfloat16, variables, the "
+                  "final softmax and the loss stay float32")
+      ->check(CLI::IsMember({"float32", "mixed_float16", "mixed_bfloat16"}))
+      ->capture_default_str();
+  cmd->add_option("--gradient-accumulation-steps", a.gradient_accumulation_steps,
+                  "Sum the gradients of K batches and apply them as one update (all-reduced once): the "
+                  "update of a K times larger batch in the memory of one")
+      ->check(CLI::Range(static_cast<std::int64_t>(1), static_cast<std::int64_t>(1) << 20))
+      ->capture_default_str();
+  cmd->add_option("--lr-schedule", a.lr_schedule,
+                  "Learning-rate schedule after any warmup: constant, cosine (to 0 by the end), exponential (to a "
+                  "tenth by the end) or piecewise (x0.1 at 1/2 and x0.01 at 3/4 of the steps)")
+      ->check(CLI::IsMember({"constant", "cosine", "exponential", "piecewise"}))
+      ->capture_default_str();
+  cmd->add_option("--warmup-epochs", a.warmup_epochs,
+                  "Raise the learning rate linearly from 0 over this many epochs (may be fractional; at most --epochs)")
+      ->check(kNonNegative)
+      ->capture_default_str();
+  cmd->add_option("--lr-scaling", a.lr_scaling,
+                  "linear: multiply --learning-rate by global batch / --lr-base-batch (the linear scaling rule)")
+      ->check(CLI::IsMember({"none", "linear"}))
+      ->capture_default_str();
+  cmd->add_option("--lr-base-batch", a.lr_base_batch, "The global batch --learning-rate was tuned for (--lr-scaling)")
+      ->check(kPositive)
+      ->capture_default_str();
 }
 
 namespace {
@@ -141,6 +177,10 @@ std::string default_logdir() {
 int run_train(const TrainArgs& a) {
   LOCKSTEP_CHECK(a.steps_per_epoch == -1 || a.steps_per_epoch > 0, "--steps-per-epoch must be positive");
   LOCKSTEP_CHECK(!a.resume || !a.logdir.empty(), "--resume needs --logdir naming the run to continue");
+  // A backup inside an accumulation group would lose the group's held-back gradients.
+  LOCKSTEP_CHECK(a.backup_every_steps % a.gradient_accumulation_steps == 0, "--backup-every-steps ",
+                 a.backup_every_steps, " must be a multiple of --gradient-accumulation-steps ",
+                 a.gradient_accumulation_steps, " (a backup within a group would lose its gradients)");
   // Before any training: a result that cannot be written is found out now, not after an hour.
   if (!a.metrics_out.empty()) io::check_output_path(a.metrics_out, "--metrics-out");
   set_random_seed(a.seed);
@@ -162,6 +202,13 @@ int run_train(const TrainArgs& a) {
   const Tensor x_train = flatten_and_scale_images(data.train.x);
   const Tensor x_test = flatten_and_scale_images(data.test.x);
   const std::int64_t features = x_train.dim(1);
+  // Optimizer updates per epoch (what the schedule counts): a group of accumulated batches is
+  // one, and never spans two epochs.
+  const std::int64_t batches_per_epoch =
+      a.steps_per_epoch > 0 ? a.steps_per_epoch : (x_train.dim(0) + global_batch - 1) / global_batch;
+  const std::int64_t k = a.gradient_accumulation_steps;
+  const LearningRatePlan lr = plan_learning_rate(a, (batches_per_epoch + k - 1) / k, global_batch * k);
+  std::printf("%s\n", lr.description.c_str());
 
   // The run directory is claimed only once the devices and the data are known to be good.
   const std::string logdir = a.logdir.empty() ? default_logdir() : a.logdir;
@@ -186,9 +233,11 @@ int run_train(const TrainArgs& a) {
                    "--logdir");
   }
   auto scope = strategy.scope();
+  mixed_precision::set_global_policy(a.policy);
+  if (a.policy != "float32") std::printf("Mixed precision policy: %s\n", a.policy.c_str());
   Sequential model({layers::Dense(a.hidden, a.activation, features), layers::Dropout(static_cast<float>(a.dropout)),
                     layers::Dense(10, "softmax")});
-  model.compile(optimizers::get(a.optimizer, a.learning_rate), losses::SparseCategoricalCrossentropy(), {"accuracy"});
+  model.compile(optimizers::get(a.optimizer, lr.schedule), losses::SparseCategoricalCrossentropy(), {"accuracy"});
   const int verbose = a.verbose;
   if (verbose != 0) std::cout << model.summary();
 
@@ -196,7 +245,9 @@ int run_train(const TrainArgs& a) {
                 .shuffle(x_train.dim(0), a.seed)
                 .batch(global_batch)
                 .prefetch(data::kAutotune);
-  FitOptions fit_options{.epochs = a.epochs, .verbose = verbose};
+  FitOptions fit_options{.epochs = a.epochs,
+                         .verbose = verbose,
+                         .gradient_accumulation_steps = static_cast<int>(a.gradient_accumulation_steps)};
   // First, so that no other callback sees a batch after the loss went NaN.
   const auto nan_guard = std::make_shared<TerminateOnNaN>();
   fit_options.callbacks.push_back(nan_guard);
@@ -238,6 +289,10 @@ int run_train(const TrainArgs& a) {
     j["epochs"] = history.epoch;
     j["replicas"] = replicas;
     j["global_batch_size"] = global_batch;
+    j["gradient_accumulation_steps"] = a.gradient_accumulation_steps;
+    j["policy"] = a.policy;
+    j["learning_rate"] = lr.peak;
+    j["warmup_steps"] = lr.warmup_steps;
     io::write_file_atomic(a.metrics_out, j.dump(2) + "\n");
   }
   return 0;

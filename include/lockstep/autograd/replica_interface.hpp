@@ -22,8 +22,9 @@ class ReplicaInterface {
   /// shape. Returns a new tensor on this replica's device.
   virtual Tensor all_reduce(ReduceOp op, const Tensor& value) = 0;
   /// Sums the gradients of `vars` across the replicas in place (bucketed; an undefined gradient
-  /// counts as zeros). Every replica must call it with the same variables.
-  virtual void all_reduce_gradients(std::vector<Tensor>& grads, const std::vector<Variable>& vars) = 0;
+  /// counts as zeros). Every replica must call it with the same variables. False when the
+  /// gradients were only held back (gradient accumulation's no_sync): nothing to apply yet.
+  virtual bool all_reduce_gradients(std::vector<Tensor>& grads, const std::vector<Variable>& vars) = 0;
   /// When the strategy ran this function on a distributed batch (strategy.run(fn, batch)): the
   /// global row index of this replica's first row, and the global batch's size; else 0 and 0.
   virtual std::int64_t first_example() const = 0;

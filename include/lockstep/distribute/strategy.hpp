@@ -27,6 +27,7 @@
 #include "lockstep/data/dataset.hpp"
 #include "lockstep/data/input_context.hpp"
 #include "lockstep/distribute/collective_group.hpp"
+#include "lockstep/distribute/gradient_accumulator.hpp"
 #include "lockstep/distribute/gradient_reducer.hpp"
 #include "lockstep/distribute/per_replica.hpp"
 #include "lockstep/distribute/reduce_op.hpp"
@@ -36,6 +37,7 @@
 namespace lockstep::distribute {
 
 class Strategy;
+class NoSyncScope;
 
 /// One step's input from a distributed dataset: each replica's slice (replica order), each
 /// slice's first row index in the global batch, and the global batch's size.
@@ -60,11 +62,19 @@ class ReplicaContext final : public ReplicaInterface {
   /// Sums the gradients of `vars` over the replicas, bucketed (GradientReducer: one collective
   /// per bucket of at most MirroredOptions::bucket_cap_bytes, started as soon as it is packed),
   /// replacing `grads` with the sums (views of the bucket buffers). An undefined gradient
-  /// counts as zeros.
-  void all_reduce_gradients(std::vector<Tensor>& grads, const std::vector<Variable>& vars) override;
+  /// counts as zeros. Gradients held back by no_sync() are added in first. Under no_sync()
+  /// it only adds `grads` to them (no collective, `grads` unchanged) and returns false: there
+  /// is nothing to apply yet.
+  bool all_reduce_gradients(std::vector<Tensor>& grads, const std::vector<Variable>& vars) override;
   std::int64_t first_example() const override;
   std::int64_t global_batch_size() const override;
   std::uint64_t step_index() const override;
+  /// PyTorch DDP's no_sync(), for gradient accumulation in a custom loop: while the scope
+  /// lives, all_reduce_gradients() sums this replica's gradients locally; the first call after
+  /// it all-reduces the sums of the whole group. Every replica must open it for the same
+  /// micro-steps. The sums are kept by the strategy, so a group may span several run() calls.
+  /// `enabled` = false gives a scope that does nothing: `auto quiet = rc.no_sync(micro + 1 < k);`
+  [[nodiscard]] NoSyncScope no_sync(bool enabled = true);
   /// This replica's member of the strategy's collective group, for collectives of its own.
   Communicator& communicator();
   Strategy& strategy() { return strategy_; }
@@ -72,6 +82,19 @@ class ReplicaContext final : public ReplicaInterface {
  private:
   Strategy& strategy_;
   int replica_id_;
+};
+
+/// RAII guard from ReplicaContext::no_sync().
+class NoSyncScope {
+ public:
+  NoSyncScope(Strategy& strategy, int replica_id, bool enabled);
+  ~NoSyncScope();
+  NoSyncScope(NoSyncScope&&) = delete;
+
+ private:
+  Strategy& strategy_;
+  int replica_id_;
+  bool previous_;
 };
 
 /// The error run() throws when a replica function threw: names the replica and keeps the
@@ -211,6 +234,7 @@ class Strategy {
 
  private:
   friend class ReplicaContext;
+  friend class NoSyncScope;
   void run_on_replicas(const std::function<void(ReplicaContext&)>& fn);
   struct Replicas;
   // The distributed batch of the run in progress (run(fn, batch)), for ReplicaContext.
@@ -229,6 +253,8 @@ class Strategy {
   std::vector<ComputeContext*> context_ptrs_;
   std::unique_ptr<CollectiveGroup> group_;
   std::vector<std::unique_ptr<GradientReducer>> reducers_;  // one per replica: no sharing between threads
+  GradientAccumulator held_back_;  // gradients summed under ReplicaContext::no_sync()
+  std::vector<char> no_sync_;      // per replica: inside a no_sync() scope
   std::unique_ptr<Replicas> replicas_;
 };
 

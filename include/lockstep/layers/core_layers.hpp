@@ -12,6 +12,8 @@ struct DenseOptions {
   std::string bias_initializer = "zeros";
   std::optional<std::int64_t> input_dim;
   std::string name;
+  /// The layer's dtype policy by name (Keras' dtype=); empty: the global policy.
+  std::string dtype;
 };
 
 class DenseLayer final : public Layer {
@@ -59,7 +61,7 @@ class ActivationLayer final : public Layer {
   Shape compute_output_shape(const Shape& s) const override { return s; }
   Tensor call(const Tensor& x, const CallContext& ctx) const override;
   bool has_softmax_output() const override { return kind_ == ActivationKind::kSoftmax; }
-  Tensor call_logits(const Tensor& x, const CallContext&) const override { return x; }
+  Tensor call_logits(const Tensor& x, const CallContext&) const override { return autocast(x); }
   ActivationKind kind() const { return kind_; }
 
  private:

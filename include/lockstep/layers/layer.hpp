@@ -12,6 +12,7 @@
 
 #include "lockstep/autograd/replica_interface.hpp"
 #include "lockstep/autograd/variable.hpp"
+#include "lockstep/layers/dtype_policy.hpp"
 #include "lockstep/layers/initializers.hpp"
 #include "lockstep/tensor/ops.hpp"
 
@@ -51,6 +52,11 @@ class Layer {
   virtual bool has_softmax_output() const { return false; }
   virtual Tensor call_logits(const Tensor&, const CallContext&) const { return Tensor(); }
 
+  /// The layer's mixed-precision policy: the global policy when the layer was made, unless set.
+  const mixed_precision::Policy& dtype_policy() const { return policy_; }
+  void set_dtype_policy(const mixed_precision::Policy& policy) { policy_ = policy; }
+  DType compute_dtype() const { return policy_.compute_dtype(); }
+
   const std::vector<Variable>& variables() const { return variables_; }
   std::vector<Variable> trainable_variables() const;
   std::int64_t count_params() const;
@@ -64,8 +70,12 @@ class Layer {
   /// options.name is the weight's name within the layer.
   Variable add_weight(const Shape& shape, const Initializer& init, std::uint64_t seed, VariableOptions options);
   std::optional<Shape> declared_input_shape_;
+  /// A floating tensor in the compute dtype (a recorded cast when it is not): what call() does
+  /// to its inputs and to the values of its variables (Keras' autocast).
+  Tensor autocast(const Tensor& x) const;
 
  private:
+  mixed_precision::Policy policy_ = mixed_precision::global_policy();
   std::string name_;
   bool built_ = false;
   Shape input_shape_;

@@ -61,12 +61,13 @@ class Optimizer {
   virtual std::map<std::string, double> hyperparameters() const { return {}; }
 
   /// Slot tensors of a variable by slot name (for checkpoints); created on demand.
-  std::vector<std::pair<std::string, Tensor>> slots(const Variable& v);
+  virtual std::vector<std::pair<std::string, Tensor>> slots(const Variable& v);
   /// Gives every copy of a mirrored variable the slot values of its primary copy (after a
   /// checkpoint was loaded into the primary's slots).
-  void broadcast_slots(const Variable& v);
+  virtual void broadcast_slots(const Variable& v);
 
  protected:
+  friend class LossScaleOptimizer;  // runs its inner optimizer's rule
   /// Updates one variable's data with its (clipped) gradient.
   virtual void update(const Variable& var, const Tensor& grad, double lr, std::int64_t step) = 0;
   virtual std::vector<std::string> slot_names() const = 0;
@@ -103,5 +104,7 @@ OptimizerPtr AdamW(double learning_rate = 0.001, double weight_decay = 0.004);
 OptimizerPtr AdamW(const AdamWOptions& options);
 /// By name ("sgd", "adam", "adamw") with a learning rate.
 OptimizerPtr get(const std::string& name, double learning_rate);
+/// By name, with a learning-rate schedule (optimizers/schedules.hpp) and the rule's defaults.
+OptimizerPtr get(const std::string& name, Schedule schedule);
 
 }  // namespace lockstep::optimizers

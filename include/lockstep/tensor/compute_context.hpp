@@ -3,6 +3,7 @@
 // backend::ComputeContext (device + allocator + pool or stream + kernel tables) is opaque
 // here: strategies own them, variables keep pointers to them, and ComputeScope makes one
 // current on a thread. The backend's own headers stay private to src/backend and src/tensor.
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -27,6 +28,11 @@ ComputeContext& current_compute_context();
 const Device& context_device(const ComputeContext& ctx);
 int context_threads(const ComputeContext& ctx);
 const std::vector<int>& context_cpus(const ComputeContext& ctx);
+/// The most bytes of tensor memory the context's allocator held at once since the last reset
+/// (its high-water mark; cached free blocks are not counted), and the reset.
+std::uint64_t context_peak_bytes(const ComputeContext& ctx);
+std::uint64_t context_bytes_in_use(const ComputeContext& ctx);
+void reset_context_peak_bytes(ComputeContext& ctx);
 
 /// Makes `ctx` current on this thread for the scope's lifetime.
 class ComputeScope {

@@ -40,6 +40,12 @@ struct FitOptions {
   /// 0 silent, 1 progress bar, 2 one line per epoch; -1 chooses 1 on a terminal, 2 otherwise.
   int verbose = -1;
   std::vector<CallbackPtr> callbacks;
+  /// Gradient accumulation: the gradients of k consecutive batches are summed (no collective
+  /// in between) and applied as one update, all-reduced once: k batches of B train as one
+  /// batch of k x B would. Callbacks, logs and steps_per_epoch still count batches; the
+  /// optimizer (and so any schedule) counts updates. A group never spans two epochs: the
+  /// last one of an epoch may be shorter.
+  int gradient_accumulation_steps = 1;
 };
 
 struct EvaluateOptions {
@@ -73,7 +79,11 @@ class Model {
 
   /// Inside a strategy's scope, the model must have been made in that scope (or distributed
   /// to it with distribute()); otherwise ValueError with Keras' message and the fix.
-  void compile(optimizers::OptimizerPtr optimizer, losses::LossPtr loss, std::vector<std::string> metrics = {});
+  /// Under the mixed_float16 policy the optimizer is wrapped in a LossScaleOptimizer unless
+  /// auto_scale_loss is false (Keras' compile argument); the epoch logs then carry
+  /// "loss_scale" and "skipped_steps".
+  void compile(optimizers::OptimizerPtr optimizer, losses::LossPtr loss, std::vector<std::string> metrics = {},
+               bool auto_scale_loss = true);
   void compile(const std::string& optimizer, const std::string& loss, std::vector<std::string> metrics = {});
   bool compiled() const { return optimizer_ != nullptr; }
 
@@ -147,8 +157,16 @@ class Model {
                      int verbose);
   Logs collect_logs(const char* prefix) const;
   void reset_metrics();
+  /// What a replica does with its gradients of one batch: apply them (all-reduced), hold them
+  /// back for gradient accumulation, or add the held-back ones and apply the group's sum.
+  enum class GradientUse { kApply, kHoldBack, kApplyGroup };
   detail::ReplicaNumbers replica_train_step(const Tensor& x, const Tensor& y, std::int64_t first_example,
-                                    std::int64_t global_n, std::int64_t step, ReplicaInterface* replica);
+                                    std::int64_t global_n, std::int64_t step, ReplicaInterface* replica,
+                                    GradientUse use);
+  /// train_step on one batch of an accumulation group: its loss is divided by all the group's
+  /// examples (`group_examples`), its rows numbered from `first_example` within the group.
+  double train_micro_step(const Tensor& x, const Tensor& y, std::int64_t first_example, std::int64_t group_examples,
+                          GradientUse use);
   /// Sums per-replica numbers through the strategy and adds them to the loss and metric trackers.
   void merge_replica_numbers(const distribute::PerReplica<detail::ReplicaNumbers>& parts, std::int64_t examples,
                              double* mean_loss);
@@ -162,6 +180,7 @@ class Model {
   distribute::Strategy* strategy_ = nullptr;
   FitTiming timing_;
   mutable std::atomic<std::uint64_t> training_calls_{0};  // operator()(x, {.training = true}) outside a strategy
+  distribute::GradientAccumulator accumulated_;  // fit's held-back gradients (gradient accumulation)
 };
 
 }  // namespace lockstep

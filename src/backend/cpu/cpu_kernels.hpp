@@ -100,6 +100,7 @@ void sparse_softmax_xent(ComputeContext&, const void*, const std::int64_t*, void
 void sparse_softmax_xent_backward(ComputeContext&, const void*, const std::int64_t*, const void*, void*,
                                   std::int64_t, std::int64_t);
 void one_hot(ComputeContext&, const std::int64_t*, std::int64_t, std::int64_t, void*);
+template <typename F>
 void dropout_mask(ComputeContext&, void*, std::int64_t, std::int64_t, float, std::uint64_t, std::uint64_t,
                   std::uint64_t, std::int64_t);
 void sgd_update(ComputeContext&, void*, void*, const void*, std::int64_t, float, float, bool);

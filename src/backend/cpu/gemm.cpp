@@ -6,6 +6,12 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <dnnl.hpp>
+#include <map>
+#include <tuple>
 #include <type_traits>
 #include <vector>
 
@@ -31,34 +37,121 @@ void serial_gemm(bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t 
 }  // namespace
 
 namespace {
-void gemm_f32(ComputeContext& ctx, bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k, float alpha,
-              const float* a, std::int64_t lda, const float* b, std::int64_t ldb, float beta, float* c,
-              std::int64_t ldc) {
+// Splits C over the device's pool: serial(i0, i1, j0, j1) computes C's block rows [i0, i1) x
+// columns [j0, j1), single-threaded. Only the output is split, so every dot product keeps one
+// summation order for a given pool size.
+template <typename Serial>
+void split_output(ComputeContext& ctx, std::int64_t m, std::int64_t n, std::int64_t k, Serial&& serial) {
   const int threads = ctx.threads();
   const double flops = 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
   if (threads <= 1 || flops < 2e6) {
-    serial_gemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
-    return;
-  }
-  if (m >= n || m >= 8 * threads) {
-    // Row blocks of C: rows [i0, i1) of op(A).
+    serial(0, m, 0, n);
+  } else if (m >= n || m >= 8 * threads) {
     const std::int64_t grain = std::max<std::int64_t>(8, (m + threads - 1) / threads);
-    ctx.pool().parallel_for(m, grain, [&](std::int64_t i0, std::int64_t i1) {
-      const float* a_blk = ta ? a + i0 : a + i0 * lda;
-      serial_gemm(ta, tb, i1 - i0, n, k, alpha, a_blk, lda, b, ldb, beta, c + i0 * ldc, ldc);
-    });
+    ctx.pool().parallel_for(m, grain, [&](std::int64_t i0, std::int64_t i1) { serial(i0, i1, 0, n); });
   } else {
     const std::int64_t grain = std::max<std::int64_t>(16, (n + threads - 1) / threads);
-    ctx.pool().parallel_for(n, grain, [&](std::int64_t j0, std::int64_t j1) {
-      const float* b_blk = tb ? b + j0 * ldb : b + j0;
-      serial_gemm(ta, tb, m, j1 - j0, k, alpha, a, lda, b_blk, ldb, beta, c + j0, ldc);
-    });
+    ctx.pool().parallel_for(n, grain, [&](std::int64_t j0, std::int64_t j1) { serial(0, m, j0, j1); });
   }
 }
 
+void gemm_f32(ComputeContext& ctx, bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k, float alpha,
+              const float* a, std::int64_t lda, const float* b, std::int64_t ldb, float beta, float* c,
+              std::int64_t ldc) {
+  split_output(ctx, m, n, k, [&](std::int64_t i0, std::int64_t i1, std::int64_t j0, std::int64_t j1) {
+    const float* a_blk = ta ? a + i0 : a + i0 * lda;
+    const float* b_blk = tb ? b + j0 * ldb : b + j0;
+    serial_gemm(ta, tb, i1 - i0, j1 - j0, k, alpha, a_blk, lda, b_blk, ldb, beta, c + i0 * ldc + j0, ldc);
+  });
+}
 
-// 16-bit operands are widened to float32 (exact), multiplied in float32 and rounded once on
-// the way out; a bf16 oneDNN GEMM is the mixed-precision issue's business.
+// bfloat16 x bfloat16 with float32 accumulation and a float32 result: oneDNN's matmul, whose
+// AVX512_BF16 / AMX kernels do twice the float32 rate. Used where the CPU has them (oneDNN
+// reports its ISA; LOCKSTEP_BF16_GEMM=onednn|widen overrides, for tests and benchmarks).
+bool onednn_has_bf16_matmul() {
+  // A CPU without AVX512 has no oneDNN bf16 matmul at all: creating one throws.
+  try {
+    const dnnl::engine engine(dnnl::engine::kind::cpu, 0);
+    using dt = dnnl::memory::data_type;
+    using tag = dnnl::memory::format_tag;
+    const dnnl::memory::desc a({4, 4}, dt::bf16, tag::ab), c({4, 4}, dt::f32, tag::ab);
+    (void)dnnl::matmul::primitive_desc(dnnl::matmul::desc(a, a, c), engine);
+    return true;
+  } catch (const dnnl::error&) {
+    return false;
+  }
+}
+
+bool native_bf16_gemm() {
+  static const bool native = [] {
+    const char* e = std::getenv("LOCKSTEP_BF16_GEMM");
+    if (e && std::strcmp(e, "widen") == 0) return false;
+    const bool forced = e && std::strcmp(e, "onednn") == 0;
+    const auto isa = static_cast<unsigned>(dnnl_get_effective_cpu_isa());
+    const auto bf16 = static_cast<unsigned>(dnnl_cpu_isa_avx512_core_bf16);
+    if (!forced && (isa & bf16) != bf16) return false;
+    if (onednn_has_bf16_matmul()) return true;
+    std::fprintf(stderr, "lockstep: oneDNN has no bfloat16 matmul on this CPU; bfloat16 GEMMs are computed in float32\n");
+    return false;
+  }();
+  return native;
+}
+
+void serial_matmul_bf16(bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k, const BFloat16* a,
+                        std::int64_t lda, const BFloat16* b, std::int64_t ldb, float* c, std::int64_t ldc) {
+  thread_local bool single = (omp_set_num_threads(1), true);
+  (void)single;
+  if (m == 0 || n == 0) return;
+  if (k == 0) {
+    for (std::int64_t i = 0; i < m; ++i) std::fill(c + i * ldc, c + i * ldc + n, 0.0f);
+    return;
+  }
+  using dims = dnnl::memory::dims;
+  using dt = dnnl::memory::data_type;
+  static const dnnl::engine engine(dnnl::engine::kind::cpu, 0);
+  thread_local dnnl::stream stream(engine);
+  // oneDNN's primitive cache would find the kernel again, but making its descriptor costs more
+  // than a small GEMM: the primitives of the shapes a thread has seen are kept here.
+  using Key = std::tuple<bool, bool, std::int64_t, std::int64_t, std::int64_t, std::int64_t, std::int64_t, std::int64_t>;
+  thread_local std::map<Key, dnnl::matmul> primitives;
+  const Key key{ta, tb, m, n, k, lda, ldb, ldc};
+  auto it = primitives.find(key);
+  const dnnl::memory::desc a_md({m, k}, dt::bf16, ta ? dims{1, lda} : dims{lda, 1});
+  const dnnl::memory::desc b_md({k, n}, dt::bf16, tb ? dims{1, ldb} : dims{ldb, 1});
+  const dnnl::memory::desc c_md({m, n}, dt::f32, dims{ldc, 1});
+  if (it == primitives.end()) {
+    if (primitives.size() >= 256) primitives.clear();
+    const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a_md, b_md, c_md), engine);
+    it = primitives.emplace(key, dnnl::matmul(pd)).first;
+  }
+  dnnl::memory am(a_md, engine, const_cast<BFloat16*>(a));
+  dnnl::memory bm(b_md, engine, const_cast<BFloat16*>(b));
+  dnnl::memory cm(c_md, engine, c);
+  it->second.execute(stream, {{DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, bm}, {DNNL_ARG_DST, cm}});
+  stream.wait();
+}
+
+void gemm_bf16_native(ComputeContext& ctx, bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k,
+                      float alpha, const BFloat16* a, std::int64_t lda, const BFloat16* b, std::int64_t ldb,
+                      float beta, BFloat16* c, std::int64_t ldc) {
+  // The float32 product is rounded to bfloat16 once, with alpha and beta applied in float32.
+  thread_local std::vector<float> product;
+  product.resize(static_cast<std::size_t>(m * n));
+  float* p = product.data();
+  split_output(ctx, m, n, k, [&](std::int64_t i0, std::int64_t i1, std::int64_t j0, std::int64_t j1) {
+    const BFloat16* a_blk = ta ? a + i0 : a + i0 * lda;
+    const BFloat16* b_blk = tb ? b + j0 * ldb : b + j0;
+    serial_matmul_bf16(ta, tb, i1 - i0, j1 - j0, k, a_blk, lda, b_blk, ldb, p + i0 * n + j0, n);
+    for (std::int64_t i = i0; i < i1; ++i)
+      for (std::int64_t j = j0; j < j1; ++j) {
+        const float v = alpha * p[i * n + j];
+        c[i * ldc + j] = Elem<BFloat16>::store(beta == 0.0f ? v : v + beta * Elem<BFloat16>::load(c[i * ldc + j]));
+      }
+  });
+}
+
+// Elsewhere 16-bit operands are widened to float32 (exact), multiplied in float32 and rounded
+// once on the way out.
 template <typename F>
 void widen(const F* src, float* dst, std::int64_t n) {
   for (std::int64_t i = 0; i < n; ++i) dst[i] = Elem<F>::load(src[i]);
@@ -69,6 +162,13 @@ template <typename F>
 void gemm(ComputeContext& ctx, bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k, float alpha,
           const void* av, std::int64_t lda, const void* bv, std::int64_t ldb, float beta, void* cv,
           std::int64_t ldc) {
+  if constexpr (std::is_same_v<F, BFloat16>) {
+    if (native_bf16_gemm()) {
+      gemm_bf16_native(ctx, ta, tb, m, n, k, alpha, static_cast<const BFloat16*>(av), lda,
+                       static_cast<const BFloat16*>(bv), ldb, beta, static_cast<BFloat16*>(cv), ldc);
+      return;
+    }
+  }
   if constexpr (std::is_same_v<F, float>) {
     gemm_f32(ctx, ta, tb, m, n, k, alpha, static_cast<const float*>(av), lda, static_cast<const float*>(bv), ldb, beta,
              static_cast<float*>(cv), ldc);

@@ -200,20 +200,23 @@ inline std::uint64_t mix(std::uint64_t z) {
 }
 }  // namespace
 
+// The mask is in the activations' dtype (a 16-bit mask rounds 1 / (1 - rate) once, as TF's does).
+template <typename F>
 void dropout_mask(ComputeContext& ctx, void* maskv, std::int64_t rows, std::int64_t cols, float rate,
                   std::uint64_t seed, std::uint64_t stream, std::uint64_t step, std::int64_t first_row) {
-  float* mask = static_cast<float*>(maskv);
-  const float keep_scale = 1.0f / (1.0f - rate);
+  F* mask = static_cast<F*>(maskv);
+  const F keep_scale = Elem<F>::store(1.0f / (1.0f - rate));
+  const F zero = Elem<F>::store(0.0f);
   // Threshold on 24 random bits: P(drop) = rate to 2^-24.
   const std::uint32_t threshold = static_cast<std::uint32_t>(static_cast<double>(rate) * 16777216.0);
   const std::uint64_t base = mix(mix(mix(seed + 0x9e3779b97f4a7c15ULL) ^ stream) ^ step);
   parallel_rows(ctx, rows, cols * 2, [=](std::int64_t b, std::int64_t e) {
     for (auto r = b; r < e; ++r) {
       const std::uint64_t row_key = mix(base ^ static_cast<std::uint64_t>(first_row + r));
-      float* mr = mask + r * cols;
+      F* mr = mask + r * cols;
       for (std::int64_t c = 0; c < cols; ++c) {
         const auto bits = static_cast<std::uint32_t>(mix(row_key + static_cast<std::uint64_t>(c)) >> 40);
-        mr[c] = bits < threshold ? 0.0f : keep_scale;
+        mr[c] = bits < threshold ? zero : keep_scale;
       }
     }
   });
@@ -229,7 +232,9 @@ void dropout_mask(ComputeContext& ctx, void* maskv, std::int64_t rows, std::int6
   template void softmax<F>(ComputeContext&, const void*, void*, std::int64_t, std::int64_t, bool);              \
   template void softmax_backward<F>(ComputeContext&, const void*, const void*, void*, std::int64_t,             \
                                     std::int64_t, bool);                                                         \
-  template void bias_activation<F>(ComputeContext&, void*, const void*, std::int64_t, std::int64_t, bool);
+  template void bias_activation<F>(ComputeContext&, void*, const void*, std::int64_t, std::int64_t, bool);     \
+  template void dropout_mask<F>(ComputeContext&, void*, std::int64_t, std::int64_t, float, std::uint64_t,       \
+                                std::uint64_t, std::uint64_t, std::int64_t);
 LOCKSTEP_NN_KERNELS(float)
 LOCKSTEP_NN_KERNELS(Float16)
 LOCKSTEP_NN_KERNELS(BFloat16)

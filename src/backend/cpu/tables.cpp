@@ -32,19 +32,19 @@ constexpr KernelTable floating_table() {
   t.softmax = softmax<F>;
   t.softmax_backward = softmax_backward<F>;
   t.bias_activation = bias_activation<F>;
+  t.dropout_mask = dropout_mask<F>;
   t.sum_squares = sum_squares<F>;
   t.scale_clip = scale_clip<F>;
   return t;
 }
 
 constexpr KernelTable f32_table() {
-  // Losses, dropout masks and optimizer updates stay float32 (master weights and the loss
-  // are float32 under mixed precision too).
+  // Losses and optimizer updates stay float32 (master weights and the loss are float32
+  // under mixed precision too).
   KernelTable t = floating_table<float>();
   t.sparse_softmax_xent = sparse_softmax_xent;
   t.sparse_softmax_xent_backward = sparse_softmax_xent_backward;
   t.one_hot = one_hot;
-  t.dropout_mask = dropout_mask;
   t.sgd_update = sgd_update;
   t.adam_update = adam_update;
   return t;

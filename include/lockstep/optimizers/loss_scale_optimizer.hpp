@@ -1,0 +1,68 @@
+#pragma once
+// Keras' LossScaleOptimizer: dynamic loss scaling for float16 training. The loss is multiplied
+// by the scale before differentiation, so that small gradients do not underflow float16; the
+// gradients are divided by it before the update. A step whose gradients are not all finite is
+// skipped and the scale halved; after `dynamic_growth_steps` finite steps in a row it doubles.
+// compile() wraps the optimizer in one under the mixed_float16 policy, as Keras does.
+//
+// In a custom loop:
+//   auto grads = tape.gradient(lso.scale_loss(loss), vars);
+//   ... all-reduce ...
+//   const bool finite = lso.unscale(grads);     // the same on every replica: the sums are
+//   if (finite) lso.apply_gradients_at(...);    // identical, so no extra collective is needed
+//   lso.update_scale(finite);                   // once per step, outside the replicas
+#include <atomic>
+#include <cstdint>
+#include <vector>
+
+#include "lockstep/optimizers/optimizer.hpp"
+
+namespace lockstep::optimizers {
+
+struct LossScaleOptions {
+  double initial_scale = 32768.0;  // 2^15, Keras' default
+  std::int64_t dynamic_growth_steps = 2000;
+};
+
+class LossScaleOptimizer final : public Optimizer {
+ public:
+  explicit LossScaleOptimizer(OptimizerPtr inner, LossScaleOptions options = {});
+  /// The inner rule's name, so that a saved model rebuilds the rule (its policy rewraps it).
+  std::string name() const override { return inner_->name(); }
+  std::map<std::string, double> hyperparameters() const override { return inner_->hyperparameters(); }
+  std::vector<std::pair<std::string, Tensor>> slots(const Variable& v) override { return inner_->slots(v); }
+  void broadcast_slots(const Variable& v) override { inner_->broadcast_slots(v); }
+  const OptimizerPtr& inner_optimizer() const { return inner_; }
+
+  double loss_scale() const { return scale_; }
+  /// Finite steps since the scale last changed.
+  std::int64_t step_counter() const { return counter_; }
+  /// Steps skipped because a gradient was infinite or NaN.
+  std::int64_t skipped_steps() const { return skipped_; }
+  /// The loss times the scale: what to differentiate.
+  Tensor scale_loss(const Tensor& loss) const;
+  /// Divides every gradient by the scale (replacing it); returns whether all are finite.
+  /// Thread-safe: each replica unscales its own gradients.
+  bool unscale(std::vector<Tensor>& grads) const;
+  /// Once per step: count a finite step (doubling the scale after dynamic_growth_steps of them)
+  /// or halve the scale and count a skipped step.
+  void update_scale(bool finite);
+  /// For checkpoints: the scale, the growth counter and the skipped count.
+  void set_state(double scale, std::int64_t counter, std::int64_t skipped);
+
+ protected:
+  void update(const Variable& var, const Tensor& grad, double lr, std::int64_t step) override;
+  std::vector<std::string> slot_names() const override;
+
+ private:
+  OptimizerPtr inner_;
+  LossScaleOptions options_;
+  double scale_;
+  std::int64_t counter_ = 0;
+  std::int64_t skipped_ = 0;
+};
+
+/// Wraps `inner` (which must not be one already).
+OptimizerPtr LossScale(OptimizerPtr inner, LossScaleOptions options = {});
+
+}  // namespace lockstep::optimizers

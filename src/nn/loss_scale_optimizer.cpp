@@ -1,0 +1,70 @@
+#include "lockstep/optimizers/loss_scale_optimizer.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include "lockstep/tensor/ops.hpp"
+
+namespace lockstep::optimizers {
+
+LossScaleOptimizer::LossScaleOptimizer(OptimizerPtr inner, LossScaleOptions options)
+    : Optimizer(inner ? inner->options() : OptimizerOptions{}), inner_(std::move(inner)), options_(options),
+      scale_(options.initial_scale) {
+  LOCKSTEP_CHECK(inner_ != nullptr, "LossScaleOptimizer: the inner optimizer is null");
+  LOCKSTEP_CHECK(dynamic_cast<const LossScaleOptimizer*>(inner_.get()) == nullptr,
+                 "LossScaleOptimizer: the inner optimizer is a LossScaleOptimizer already");
+  LOCKSTEP_CHECK(std::isfinite(options.initial_scale) && options.initial_scale >= 1,
+                 "LossScaleOptimizer: initial_scale must be a finite number >= 1, got ", options.initial_scale);
+  LOCKSTEP_CHECK(options.dynamic_growth_steps >= 1, "LossScaleOptimizer: dynamic_growth_steps must be >= 1, got ",
+                 options.dynamic_growth_steps);
+  set_iterations(inner_->iterations());
+}
+
+Tensor LossScaleOptimizer::scale_loss(const Tensor& loss) const { return scale(loss, static_cast<float>(scale_)); }
+
+bool LossScaleOptimizer::unscale(std::vector<Tensor>& grads) const {
+  const auto inverse = static_cast<float>(1.0 / scale_);
+  bool finite = true;
+  for (auto& g : grads) {
+    if (!g.defined()) continue;
+    g = scale(g, inverse);
+    // A sum of squares in double is finite exactly when every element is.
+    if (finite && !std::isfinite(sum_squares(g))) finite = false;
+  }
+  return finite;
+}
+
+void LossScaleOptimizer::update_scale(bool finite) {
+  if (!finite) {
+    // Never below 1: a scale under 1 would push small gradients further into underflow.
+    scale_ = std::max(1.0, scale_ / 2);
+    counter_ = 0;
+    ++skipped_;
+    return;
+  }
+  if (++counter_ >= options_.dynamic_growth_steps) {
+    // Doubling stops where float32 could no longer hold the scaled loss.
+    if (scale_ < 1e30) scale_ *= 2;
+    counter_ = 0;
+  }
+}
+
+void LossScaleOptimizer::set_state(double scale, std::int64_t counter, std::int64_t skipped) {
+  LOCKSTEP_CHECK(std::isfinite(scale) && scale >= 1 && counter >= 0 && skipped >= 0,
+                 "LossScaleOptimizer: bad state (scale ", scale, ", counter ", counter, ", skipped ", skipped, ")");
+  scale_ = scale;
+  counter_ = counter;
+  skipped_ = skipped;
+}
+
+void LossScaleOptimizer::update(const Variable& var, const Tensor& grad, double lr, std::int64_t step) {
+  inner_->update(var, grad, lr, step);
+}
+
+std::vector<std::string> LossScaleOptimizer::slot_names() const { return inner_->slot_names(); }
+
+OptimizerPtr LossScale(OptimizerPtr inner, LossScaleOptions options) {
+  return std::make_shared<LossScaleOptimizer>(std::move(inner), options);
+}
+
+}  // namespace lockstep::optimizers
