@@ -21,7 +21,8 @@ const char* op_name(OpType t) {
                                 "tanh", "gelu", "softmax", "log_softmax", "matmul", "dense", "sum", "mean",
                                 "reduce_max", "reshape", "slice", "cast",
                                 "sparse_softmax_cross_entropy_with_logits",
-                                "softmax_cross_entropy_with_logits", "dropout"};
+                                "softmax_cross_entropy_with_logits", "dropout", "conv2d", "max_pool2d",
+                                "avg_pool2d", "zero_pad2d"};
   static_assert(sizeof(names) / sizeof(names[0]) == static_cast<std::size_t>(OpType::kCount));
   return names[static_cast<std::size_t>(t)];
 }

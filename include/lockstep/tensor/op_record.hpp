@@ -14,8 +14,8 @@ enum class OpType : std::uint8_t {
   kAdd, kSub, kMul, kDiv, kMaximum, kMinimum, kScale, kAddScalar, kPowScalar, kClip,
   kNeg, kExp, kLog, kSqrt, kSquare, kAbs, kRelu, kSigmoid, kTanh, kGelu,
   kSoftmax, kLogSoftmax, kMatmul, kDense, kSum, kMean, kReduceMax, kReshape, kSlice,
-  kCast, kSparseSoftmaxCE, kSoftmaxCE, kDropout,
-  kCount
+  kCast, kSparseSoftmaxCE, kSoftmaxCE, kDropout, kConv2d, kMaxPool2d, kAvgPool2d,
+  kZeroPad2d, kCount
 };
 const char* op_name(OpType t);
 
@@ -26,6 +26,8 @@ struct OpRecord {
   std::array<Tensor, 2> saved;  // what the gradient needs besides inputs/output
   float f0 = 0, f1 = 0;
   std::int64_t i0 = 0, i1 = 0;
+  /// A window op's geometry (strides, dilation, padding, groups; see ops_conv.cpp).
+  std::array<std::int64_t, 10> geometry{};
 };
 
 class OpRecorder {
