@@ -7,6 +7,7 @@
 namespace lockstep::cli {
 
 struct TrainArgs {
+  std::string model = "mlp";            // model_zoo.hpp: mlp or cnn
   std::string dataset = "mnist";
   int epochs = 5;
   std::int64_t steps_per_epoch = -1;
@@ -17,7 +18,7 @@ struct TrainArgs {
   double learning_rate = 1e-3;
   std::int64_t hidden = 128;
   std::string activation = "relu";
-  double dropout = 0.2;
+  double dropout = -1;                  // -1: the model's default (mlp 0.2, cnn 0.5)
   std::uint64_t seed = 0;
   std::string metrics_out;
   std::string logdir;                   // default runs/<timestamp>

@@ -19,7 +19,7 @@ std::string exact(double v) {
 }  // namespace
 
 RunConfig make_run_config(const TrainArgs& a, std::int64_t global_batch) {
-  return {{"--dataset", a.dataset},
+  RunConfig config{{"--dataset", a.dataset},
           {"--epochs", std::to_string(a.epochs)},
           {"--steps-per-epoch", a.steps_per_epoch > 0 ? std::to_string(a.steps_per_epoch) : "one pass"},
           {"--batch-size", "global batch " + std::to_string(global_batch)},
@@ -29,6 +29,9 @@ RunConfig make_run_config(const TrainArgs& a, std::int64_t global_batch) {
           {"--activation", a.activation},
           {"--dropout", exact(a.dropout)},
           {"--seed", std::to_string(a.seed)}};
+  // Recorded only for other models, so that runs made before --model existed still resume.
+  if (a.model != "mlp") config["--model"] = a.model;
+  return config;
 }
 
 void check_resume(const std::string& backup_dir, const RunConfig& now) {
