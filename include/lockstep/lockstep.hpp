@@ -23,6 +23,7 @@
 #include "lockstep/layers/conv_layers.hpp"
 #include "lockstep/layers/core_layers.hpp"
 #include "lockstep/layers/initializers.hpp"
+#include "lockstep/layers/normalization_layers.hpp"
 #include "lockstep/losses/loss.hpp"
 #include "lockstep/metrics/metric.hpp"
 #include "lockstep/optimizers/optimizer.hpp"

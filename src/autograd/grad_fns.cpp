@@ -143,6 +143,7 @@ std::array<Tensor, 3> op_backward(const OpRecord& r, const Tensor& g, const std:
     case OpType::kSoftmaxCE: break;
     case OpType::kDropout: return {mul(g, r.saved[0]), {}, {}};
     case OpType::kConv2d: return conv2d_grad(r, g, needs);
+    case OpType::kCustom: return r.custom->backward(r, g, needs);
     case OpType::kZeroPad2d: {
       // saved[0]: the padded output's row (of C channels) for each input row.
       const std::int64_t c = x.dim(3);

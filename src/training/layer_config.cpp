@@ -2,6 +2,7 @@
 
 #include "lockstep/layers/conv_layers.hpp"
 #include "lockstep/layers/core_layers.hpp"
+#include "lockstep/layers/normalization_layers.hpp"
 
 namespace lockstep::detail {
 
@@ -10,7 +11,7 @@ using nlohmann::json;
 
 constexpr const char* kLayerClasses =
     "Dense, Dropout, Activation, Flatten, Reshape, InputLayer, Conv2D, DepthwiseConv2D, MaxPooling2D, "
-    "AveragePooling2D, GlobalAveragePooling2D, ZeroPadding2D, Rescaling";
+    "AveragePooling2D, GlobalAveragePooling2D, ZeroPadding2D, Rescaling, BatchNormalization";
 
 layers::Pair pair_from_json(const json& j) {
   // Keras accepts an int for a square window.
@@ -80,6 +81,14 @@ json layer_to_json(const layers::Layer& l) {
   } else if (const auto* rs = dynamic_cast<const layers::RescalingLayer*>(&l)) {
     config["scale"] = rs->scale();
     config["offset"] = rs->offset();
+  } else if (const auto* bn = dynamic_cast<const layers::BatchNormalizationLayer*>(&l)) {
+    const auto& o = bn->options();
+    config.update({{"axis", -1}, {"momentum", o.momentum}, {"epsilon", o.epsilon}, {"center", o.center},
+                   {"scale", o.scale}, {"beta_initializer", o.beta_initializer},
+                   {"gamma_initializer", o.gamma_initializer},
+                   {"moving_mean_initializer", o.moving_mean_initializer},
+                   {"moving_variance_initializer", o.moving_variance_initializer},
+                   {"synchronized", o.synchronized}});
   } else {
     throw ValueError("save_model: layer '" + l.name() + "' is a " + l.class_name() +
                      ", which saved models cannot describe yet (supported: " + kLayerClasses + ")");
@@ -152,6 +161,23 @@ layers::LayerPtr layer_from_json(const json& j) {
   }
   if (cls == "Rescaling")
     return std::make_shared<layers::RescalingLayer>(c.at("scale").get<float>(), c.value("offset", 0.0f), name);
+  if (cls == "BatchNormalization") {
+    const json& axis = c.value("axis", json(-1));
+    if (axis != json(-1) && axis != json::array({-1}))
+      throw IOError("BatchNormalization axis " + axis.dump() + " is not supported (only the last axis, -1)");
+    layers::BatchNormalizationOptions o;
+    o.momentum = c.at("momentum").get<float>();
+    o.epsilon = c.at("epsilon").get<float>();
+    o.center = c.at("center").get<bool>();
+    o.scale = c.at("scale").get<bool>();
+    o.beta_initializer = c.at("beta_initializer").get<std::string>();
+    o.gamma_initializer = c.at("gamma_initializer").get<std::string>();
+    o.moving_mean_initializer = c.at("moving_mean_initializer").get<std::string>();
+    o.moving_variance_initializer = c.at("moving_variance_initializer").get<std::string>();
+    o.synchronized = c.value("synchronized", false);
+    o.name = name;
+    return std::make_shared<layers::BatchNormalizationLayer>(o);
+  }
   throw IOError("unknown layer class_name '" + cls + "' (lockstep knows " + kLayerClasses + ")");
 }
 

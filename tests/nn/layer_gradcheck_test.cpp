@@ -92,6 +92,10 @@ std::vector<LayerCase> layer_cases() {
       {"global_average_pooling2d", [] { return layers::GlobalAveragePooling2D(); }, {2, 3, 4, 5}},
       {"zero_padding2d", [] { return layers::ZeroPadding2D({Pair{1, 0}, Pair{2, 1}}); }, {2, 3, 2, 2}},
       {"rescaling", [] { return layers::Rescaling(0.5f, -1.0f); }, {3, 4}},
+      {"batch_normalization_training", [] { return layers::BatchNormalization(); }, {6, 3}, true},
+      {"batch_normalization_training_nhwc", [] { return layers::BatchNormalization({.center = false}); },
+       {2, 3, 2, 2}, true},
+      {"batch_normalization_inference", [] { return layers::BatchNormalization(); }, {4, 3}},
   };
 }
 

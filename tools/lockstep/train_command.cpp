@@ -171,7 +171,8 @@ int run_train(const TrainArgs& a) {
   const auto to_input = [&](const Tensor& images) {
     const Tensor rows = flatten_and_scale_images(images);
     std::vector<std::int64_t> dims{rows.dim(0)};
-    for (auto d : model_input_shape(a.model, image).dims()) dims.push_back(d);
+    const Shape per_example = model_input_shape(a.model, image);
+    for (auto d : per_example.dims()) dims.push_back(d);
     return rows.reshape(Shape(std::move(dims)));
   };
   const Tensor x_train = to_input(data.train.x);
