@@ -139,3 +139,26 @@ if(Python3_Interpreter_FOUND)
   add_test(NAME layering.planted_violations_are_reported
            COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/layering/planted_violations.sh ${PROJECT_SOURCE_DIR})
 endif()
+
+# Keras' simple MNIST convnet from the CLI (--model cnn): accuracy, and evaluate / predict on the
+# model it saves. Epochs, batch and learning rate are the fastest found to clear the bar on 2 cores.
+add_test(NAME flagship.cnn_mnist_accuracy_at_least_099
+         COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/cli/check_metrics.sh 0.99 ${_cli} train --model cnn --epochs 5
+                 --global-batch-size 64 --learning-rate 2e-3 --no-tensorboard)
+set_tests_properties(flagship.cnn_mnist_accuracy_at_least_099 PROPERTIES TIMEOUT 1200 RUN_SERIAL TRUE)
+set(_cnn ${CMAKE_CURRENT_BINARY_DIR}/cnn_cli)
+add_test(NAME cli.cnn_fixture
+         COMMAND bash -c "rm -rf \"$1\" && \"$0\" train --model cnn --epochs 1 --steps-per-epoch 40 --verbose 0 --no-tensorboard --logdir \"$1\""
+                 ${_cli} ${_cnn})
+set_tests_properties(cli.cnn_fixture PROPERTIES FIXTURES_SETUP cnn_cli TIMEOUT 300)
+add_test(NAME cli.cnn_evaluate_prints_test_accuracy
+         COMMAND ${_expect} 0 "test_loss: [0-9.]+ - test_accuracy: 0\\.[5-9]" ${_cli} evaluate --model ${_cnn}/model)
+add_test(NAME cli.cnn_predict_uint8_images_prints_one_class_per_line
+         COMMAND bash -c "out=$(\"$0\" predict --model \"$1/model\" --input \"$2/images.npy\") || exit 1; echo \"$out\"; [ \"$(echo \"$out\" | grep -cE '^[0-9]$')\" -eq 8 ]"
+                 ${_cli} ${_cnn} ${_saved})
+add_test(NAME cli.cnn_predict_wrong_shape_names_the_input_shape
+         COMMAND ${_expect} 2 "wrong.npy' has shape \\(3, 10\\) but model 'simple_convnet' expects input \\(None, 28, 28, 1\\)"
+                 ${_cli} predict --model ${_cnn}/model --input ${_saved}/wrong.npy)
+set_tests_properties(cli.cnn_evaluate_prints_test_accuracy cli.cnn_predict_uint8_images_prints_one_class_per_line
+                     cli.cnn_predict_wrong_shape_names_the_input_shape PROPERTIES FIXTURES_REQUIRED "cnn_cli;saved_model_cli")
+add_test(NAME cli.unknown_model_is_status_2 COMMAND ${_expect} 2 "resnet50 not in" ${_cli} train --model resnet50)
