@@ -162,3 +162,21 @@ add_test(NAME cli.cnn_predict_wrong_shape_names_the_input_shape
 set_tests_properties(cli.cnn_evaluate_prints_test_accuracy cli.cnn_predict_uint8_images_prints_one_class_per_line
                      cli.cnn_predict_wrong_shape_names_the_input_shape PROPERTIES FIXTURES_REQUIRED "cnn_cli;saved_model_cli")
 add_test(NAME cli.unknown_model_is_status_2 COMMAND ${_expect} 2 "resnet50 not in" ${_cli} train --model resnet50)
+
+# --data FILE.npz: the input shape and the classes come from the file; a bad file is an error
+# naming it and the problem, with no run directory made.
+add_test(NAME cli.data_npz_trains_the_cnn_on_its_image_shape
+         COMMAND bash -c "rm -rf \"$2\" \"$2-mlp\" && \"$0\" train --model cnn --data \"$1/colors.npz\" --epochs 3 --verbose 2 --no-tensorboard --logdir \"$2\" | tee /dev/stderr | grep -E 'input_layer .*\\(None, 16, 16, 3\\)' && grep -q '\"units\": 3' \"$2/model/model.json\" && \"$0\" train --data \"$1/colors.npz\" --epochs 2 --verbose 0 --no-tensorboard --logdir \"$2-mlp\" --metrics-out \"$2.json\" && grep -qE '\"test_accuracy\": (0\\.9|1)' \"$2.json\""
+                 ${_cli} ${_saved} ${CMAKE_CURRENT_BINARY_DIR}/npz-run)
+add_test(NAME cli.data_npz_without_y_test_is_an_error_naming_it
+         COMMAND bash -c "rm -rf \"$2\"; \"$0\" \"$1\" \"no_y_test.npz': has no array 'y_test'\" \"$3\" train --data \"$4/no_y_test.npz\" --logdir \"$2\" && [ ! -e \"$2\" ]"
+                 ${_expect} 1 ${CMAKE_CURRENT_BINARY_DIR}/npz-bad ${_cli} ${_saved})
+add_test(NAME cli.data_npz_with_mismatched_lengths_is_an_error_naming_them
+         COMMAND ${_expect} 1 "mismatched.npz': x_train has 300 examples but y_train has 299 labels" ${_cli} train
+                 --data ${_saved}/mismatched.npz --logdir ${CMAKE_CURRENT_BINARY_DIR}/npz-bad2)
+add_test(NAME cli.data_npz_not_a_zip_is_an_error_naming_it
+         COMMAND ${_expect} 1 "model.json': not an .npz file" ${_cli} train --data ${_saved}/model/model.json
+                 --logdir ${CMAKE_CURRENT_BINARY_DIR}/npz-bad3)
+set_tests_properties(cli.data_npz_trains_the_cnn_on_its_image_shape cli.data_npz_without_y_test_is_an_error_naming_it
+                     cli.data_npz_with_mismatched_lengths_is_an_error_naming_them cli.data_npz_not_a_zip_is_an_error_naming_it
+                     PROPERTIES FIXTURES_REQUIRED saved_model_cli)

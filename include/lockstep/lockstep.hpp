@@ -20,6 +20,7 @@
 #include "lockstep/distribute/gradient_reducer.hpp"
 #include "lockstep/distribute/strategy.hpp"
 #include "lockstep/datasets/mnist.hpp"
+#include "lockstep/datasets/npz_dataset.hpp"
 #include "lockstep/layers/conv_layers.hpp"
 #include "lockstep/layers/core_layers.hpp"
 #include "lockstep/layers/initializers.hpp"

@@ -31,6 +31,7 @@ RunConfig make_run_config(const TrainArgs& a, std::int64_t global_batch) {
           {"--seed", std::to_string(a.seed)}};
   // Recorded only for other models, so that runs made before --model existed still resume.
   if (a.model != "mlp") config["--model"] = a.model;
+  if (!a.data.empty()) config["--data"] = a.data;
   return config;
 }
 

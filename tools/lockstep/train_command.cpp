@@ -64,6 +64,10 @@ void add_train_command(CLI::App& app, TrainArgs& a) {
   cmd->add_option("--dataset", a.dataset, "mnist or fashion_mnist")
       ->check(CLI::IsMember({"mnist", "fashion_mnist"}))
       ->capture_default_str();
+  cmd->add_option("--data", a.data,
+                  "Train on an .npz file instead of --dataset: arrays x_train, y_train, x_test, y_test as "
+                  "keras.datasets returns them (uint8 images are scaled to [0, 1]); the input shape and the "
+                  "number of classes come from the data");
   cmd->add_option("--epochs", a.epochs, "Number of epochs")->check(kPositive)->capture_default_str();
   cmd->add_option("--steps-per-epoch", a.steps_per_epoch,
                   "Steps per epoch (default: one pass over the training set)");
@@ -164,10 +168,17 @@ int run_train(const TrainArgs& a) {
   const std::int64_t global_batch = a.global_batch_size > 0 ? a.global_batch_size
                                     : a.batch_size > 0      ? a.batch_size * replicas
                                                             : std::max<std::int64_t>(kDefaultGlobalBatch, replicas);
-  const datasets::TrainTest data =
-      a.dataset == "mnist" ? datasets::mnist::load_data() : datasets::fashion_mnist::load_data();
+  const datasets::TrainTest data = !a.data.empty()      ? datasets::load_npz(a.data)
+                                    : a.dataset == "mnist" ? datasets::mnist::load_data()
+                                                           : datasets::fashion_mnist::load_data();
+  const std::int64_t classes = a.data.empty() ? 10 : datasets::num_classes(data);
+  LOCKSTEP_CHECK(classes >= 2, "--data '", a.data, "': the labels hold ", classes,
+                 " class; a classifier needs at least 2");
   // Images (N, H, W) become (N, H, W, 1) for a convolutional model, rows of features for the MLP.
-  const Shape image{data.train.x.dim(1), data.train.x.dim(2), 1};
+  Shape image = data.train.x.shape().tail();
+  if (image.rank() == 2) image = Shape{image[0], image[1], 1};
+  LOCKSTEP_CHECK(a.model == "mlp" || image.rank() == 3, "--model ", a.model, " needs images (N, height, width) or "
+                 "(N, height, width, channels), but the examples have shape ", image.str());
   const auto to_input = [&](const Tensor& images) {
     const Tensor rows = flatten_and_scale_images(images);
     std::vector<std::int64_t> dims{rows.dim(0)};
@@ -203,7 +214,7 @@ int run_train(const TrainArgs& a) {
                    "--logdir");
   }
   auto scope = strategy.scope();
-  const std::unique_ptr<Sequential> built = build_model(a, image, 10, resolved.dropout);
+  const std::unique_ptr<Sequential> built = build_model(a, image, classes, resolved.dropout);
   Sequential& model = *built;
   model.compile(optimizers::get(a.optimizer, a.learning_rate), losses::SparseCategoricalCrossentropy(), {"accuracy"});
   const int verbose = a.verbose;
