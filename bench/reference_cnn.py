@@ -106,13 +106,9 @@ def run_child(framework: str, args) -> float | None:
     if py is None:
         common.log(f"{framework}: UNAVAILABLE: module '{common.MODULE[framework]}' not importable")
         return None
-    env = dict(os.environ)
-    t = str(args.threads)
-    env.update(OMP_NUM_THREADS=t, MKL_NUM_THREADS=t, OPENBLAS_NUM_THREADS=t, TF_NUM_INTRAOP_THREADS=t,
-               TF_NUM_INTEROP_THREADS="1", TF_CPP_MIN_LOG_LEVEL=env.get("TF_CPP_MIN_LOG_LEVEL", "2"))
-    cmd = [py, os.path.abspath(__file__), "--child", framework, "--threads", t, "--steps", str(args.steps),
-           "--batch", str(args.batch), "--warmup-frac", str(args.warmup_frac)]
-    return common.run_measurement(framework, cmd, env)
+    cmd = [py, os.path.abspath(__file__), "--child", framework, "--threads", str(args.threads), "--steps",
+           str(args.steps), "--batch", str(args.batch), "--warmup-frac", str(args.warmup_frac)]
+    return common.run_measurement(framework, cmd, common.child_env(args.threads))
 
 
 def main(argv=None) -> int:

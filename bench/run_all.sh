@@ -16,4 +16,5 @@ run pipeline build/bin/pipeline_bench
 run compare_mlp_1thread bash bench/compare_mlp.sh -t 1 -n 3000
 run compare_mlp_2threads bash bench/compare_mlp.sh -t 2 -n 3000
 run compare_distributed bash bench/compare_distributed.sh -n 3000 -r 1000
+run compare_cnn bash bench/compare_cnn.sh -t 2 -n 300 -b 128
 run compare_commits bash bench/compare_commits.sh
