@@ -166,7 +166,7 @@ add_test(NAME cli.unknown_model_is_status_2 COMMAND ${_expect} 2 "resnet50 not i
 # --data FILE.npz: the input shape and the classes come from the file; a bad file is an error
 # naming it and the problem, with no run directory made.
 add_test(NAME cli.data_npz_trains_the_cnn_on_its_image_shape
-         COMMAND bash -c "rm -rf \"$2\" \"$2-mlp\" && \"$0\" train --model cnn --data \"$1/colors.npz\" --epochs 3 --verbose 2 --no-tensorboard --logdir \"$2\" | tee /dev/stderr | grep -E 'input_layer .*\\(None, 16, 16, 3\\)' && grep -q '\"units\": 3' \"$2/model/model.json\" && \"$0\" train --data \"$1/colors.npz\" --epochs 2 --verbose 0 --no-tensorboard --logdir \"$2-mlp\" --metrics-out \"$2.json\" && grep -qE '\"test_accuracy\": (0\\.9|1)' \"$2.json\""
+         COMMAND bash -c "rm -rf \"$2\" \"$2-mlp\" && \"$0\" train --model cnn --data \"$1/colors.npz\" --epochs 3 --verbose 2 --no-tensorboard --logdir \"$2\" | tee /dev/stderr | grep -E 'input_layer .*\\(None, 16, 16, 3\\)' && grep -q '\"units\": 3' \"$2/model/model.json\" && \"$0\" train --data \"$1/colors.npz\" --epochs 2 --verbose 0 --no-tensorboard --logdir \"$2-mlp\" --metrics-out \"$2.json\" && grep -qE '\"test_accuracy\": (0\\.9|1)' \"$2.json\" && \"$0\" evaluate --model \"$2/model\" --data \"$1/colors.npz\" | grep -E 'test_accuracy: (0\\.9|1)'"
                  ${_cli} ${_saved} ${CMAKE_CURRENT_BINARY_DIR}/npz-run)
 add_test(NAME cli.data_npz_without_y_test_is_an_error_naming_it
          COMMAND bash -c "rm -rf \"$2\"; \"$0\" \"$1\" \"no_y_test.npz': has no array 'y_test'\" \"$3\" train --data \"$4/no_y_test.npz\" --logdir \"$2\" && [ ! -e \"$2\" ]"
