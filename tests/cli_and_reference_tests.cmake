@@ -145,7 +145,13 @@ endif()
 add_test(NAME flagship.cnn_mnist_accuracy_at_least_099
          COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/cli/check_metrics.sh 0.99 ${_cli} train --model cnn --epochs 5
                  --global-batch-size 64 --learning-rate 2e-3 --no-tensorboard)
-set_tests_properties(flagship.cnn_mnist_accuracy_at_least_099 PROPERTIES TIMEOUT 1200 RUN_SERIAL TRUE)
+# Fashion-MNIST is harder: with Keras' Dropout(0.5) the test accuracy first passes 0.90 at epoch 7
+# (0.9001) and is 0.9029 after 9 (2 devices, batch 32, Adam(1e-3): deterministic for a device count).
+add_test(NAME flagship.cnn_fashion_mnist_accuracy_at_least_090
+         COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/cli/check_metrics.sh 0.90 ${_cli} train --model cnn --dataset fashion_mnist
+                 --epochs 9 --no-tensorboard)
+set_tests_properties(flagship.cnn_mnist_accuracy_at_least_099 flagship.cnn_fashion_mnist_accuracy_at_least_090
+                     PROPERTIES TIMEOUT 1500 RUN_SERIAL TRUE)
 set(_cnn ${CMAKE_CURRENT_BINARY_DIR}/cnn_cli)
 add_test(NAME cli.cnn_fixture
          COMMAND bash -c "rm -rf \"$1\" && \"$0\" train --model cnn --epochs 1 --steps-per-epoch 40 --verbose 0 --no-tensorboard --logdir \"$1\""
