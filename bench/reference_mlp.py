@@ -231,13 +231,19 @@ def run_child(framework: str, args) -> float | None:
         log(f"{framework}: UNAVAILABLE: module '{MODULE[framework]}' not importable by {sys.executable}"
             f"{'' if framework == 'tf' else ', /usr/bin/python3'} or .venv-ref ({hint})")
         return None
-    env = dict(os.environ)
     t = str(args.threads)
-    env.update(OMP_NUM_THREADS=t, MKL_NUM_THREADS=t, OPENBLAS_NUM_THREADS=t, TF_NUM_INTRAOP_THREADS=t,
-               TF_NUM_INTEROP_THREADS="1", TF_CPP_MIN_LOG_LEVEL=env.get("TF_CPP_MIN_LOG_LEVEL", "2"))
     cmd = [py, os.path.abspath(__file__), "--child", framework, "--threads", t, "--steps", str(args.steps),
            "--warmup-frac", str(args.warmup_frac)]
-    return run_measurement(framework, cmd, env)
+    return run_measurement(framework, cmd, child_env(args.threads))
+
+
+def child_env(threads: int) -> dict:
+    """The environment of a measurement child: every thread pool sized to `threads`."""
+    env = dict(os.environ)
+    t = str(threads)
+    env.update(OMP_NUM_THREADS=t, MKL_NUM_THREADS=t, OPENBLAS_NUM_THREADS=t, TF_NUM_INTRAOP_THREADS=t,
+               TF_NUM_INTEROP_THREADS="1", TF_CPP_MIN_LOG_LEVEL=env.get("TF_CPP_MIN_LOG_LEVEL", "2"))
+    return env
 
 
 def main(argv=None) -> int:

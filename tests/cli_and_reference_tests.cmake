@@ -186,3 +186,49 @@ add_test(NAME reference.schedules_match_keras
                  $<TARGET_FILE:schedules_driver> ${CMAKE_CURRENT_BINARY_DIR}/schedules.txt ${_ref_py}
                  ${CMAKE_CURRENT_SOURCE_DIR}/reference/keras_schedules.py)
 set_tests_properties(reference.schedules_match_keras PROPERTIES SKIP_RETURN_CODE 77)
+# Keras' simple MNIST convnet from the CLI (--model cnn): accuracy, and evaluate / predict on the
+# model it saves. Epochs, batch and learning rate are the fastest found to clear the bar on 2 cores.
+add_test(NAME flagship.cnn_mnist_accuracy_at_least_099
+         COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/cli/check_metrics.sh 0.99 ${_cli} train --model cnn --epochs 5
+                 --global-batch-size 64 --learning-rate 2e-3 --no-tensorboard)
+# Fashion-MNIST is harder: with Keras' Dropout(0.5) the test accuracy first passes 0.90 at epoch 7
+# (0.9001) and is 0.9029 after 9 (2 devices, batch 32, Adam(1e-3): deterministic for a device count).
+add_test(NAME flagship.cnn_fashion_mnist_accuracy_at_least_090
+         COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/cli/check_metrics.sh 0.90 ${_cli} train --model cnn --dataset fashion_mnist
+                 --epochs 9 --no-tensorboard)
+set_tests_properties(flagship.cnn_mnist_accuracy_at_least_099 flagship.cnn_fashion_mnist_accuracy_at_least_090
+                     PROPERTIES TIMEOUT 1500 RUN_SERIAL TRUE)
+set(_cnn ${CMAKE_CURRENT_BINARY_DIR}/cnn_cli)
+add_test(NAME cli.cnn_fixture
+         COMMAND bash -c "rm -rf \"$1\" && \"$0\" train --model cnn --epochs 1 --steps-per-epoch 40 --verbose 0 --no-tensorboard --logdir \"$1\""
+                 ${_cli} ${_cnn})
+set_tests_properties(cli.cnn_fixture PROPERTIES FIXTURES_SETUP cnn_cli TIMEOUT 300)
+add_test(NAME cli.cnn_evaluate_prints_test_accuracy
+         COMMAND ${_expect} 0 "test_loss: [0-9.]+ - test_accuracy: 0\\.[5-9]" ${_cli} evaluate --model ${_cnn}/model)
+add_test(NAME cli.cnn_predict_uint8_images_prints_one_class_per_line
+         COMMAND bash -c "out=$(\"$0\" predict --model \"$1/model\" --input \"$2/images.npy\") || exit 1; echo \"$out\"; [ \"$(echo \"$out\" | grep -cE '^[0-9]$')\" -eq 8 ]"
+                 ${_cli} ${_cnn} ${_saved})
+add_test(NAME cli.cnn_predict_wrong_shape_names_the_input_shape
+         COMMAND ${_expect} 2 "wrong.npy' has shape \\(3, 10\\) but model 'simple_convnet' expects input \\(None, 28, 28, 1\\)"
+                 ${_cli} predict --model ${_cnn}/model --input ${_saved}/wrong.npy)
+set_tests_properties(cli.cnn_evaluate_prints_test_accuracy cli.cnn_predict_uint8_images_prints_one_class_per_line
+                     cli.cnn_predict_wrong_shape_names_the_input_shape PROPERTIES FIXTURES_REQUIRED "cnn_cli;saved_model_cli")
+add_test(NAME cli.unknown_model_is_status_2 COMMAND ${_expect} 2 "resnet50 not in" ${_cli} train --model resnet50)
+
+# --data FILE.npz: the input shape and the classes come from the file; a bad file is an error
+# naming it and the problem, with no run directory made.
+add_test(NAME cli.data_npz_trains_the_cnn_on_its_image_shape
+         COMMAND bash -c "rm -rf \"$2\" \"$2-mlp\" && \"$0\" train --model cnn --data \"$1/colors.npz\" --epochs 3 --verbose 2 --no-tensorboard --logdir \"$2\" | tee /dev/stderr | grep -E 'input_layer .*\\(None, 16, 16, 3\\)' && grep -q '\"units\": 3' \"$2/model/model.json\" && \"$0\" train --data \"$1/colors.npz\" --epochs 2 --verbose 0 --no-tensorboard --logdir \"$2-mlp\" --metrics-out \"$2.json\" && grep -qE '\"test_accuracy\": (0\\.9|1)' \"$2.json\" && \"$0\" evaluate --model \"$2/model\" --data \"$1/colors.npz\" | grep -E 'test_accuracy: (0\\.9|1)'"
+                 ${_cli} ${_saved} ${CMAKE_CURRENT_BINARY_DIR}/npz-run)
+add_test(NAME cli.data_npz_without_y_test_is_an_error_naming_it
+         COMMAND bash -c "rm -rf \"$2\"; \"$0\" \"$1\" \"no_y_test.npz': has no array 'y_test'\" \"$3\" train --data \"$4/no_y_test.npz\" --logdir \"$2\" && [ ! -e \"$2\" ]"
+                 ${_expect} 1 ${CMAKE_CURRENT_BINARY_DIR}/npz-bad ${_cli} ${_saved})
+add_test(NAME cli.data_npz_with_mismatched_lengths_is_an_error_naming_them
+         COMMAND ${_expect} 1 "mismatched.npz': x_train has 300 examples but y_train has 299 labels" ${_cli} train
+                 --data ${_saved}/mismatched.npz --logdir ${CMAKE_CURRENT_BINARY_DIR}/npz-bad2)
+add_test(NAME cli.data_npz_not_a_zip_is_an_error_naming_it
+         COMMAND ${_expect} 1 "model.json': not an .npz file" ${_cli} train --data ${_saved}/model/model.json
+                 --logdir ${CMAKE_CURRENT_BINARY_DIR}/npz-bad3)
+set_tests_properties(cli.data_npz_trains_the_cnn_on_its_image_shape cli.data_npz_without_y_test_is_an_error_naming_it
+                     cli.data_npz_with_mismatched_lengths_is_an_error_naming_them cli.data_npz_not_a_zip_is_an_error_naming_it
+                     PROPERTIES FIXTURES_REQUIRED saved_model_cli)

@@ -1,5 +1,6 @@
 // One gradient function per OpType. Each returns the gradient for every input (undefined for
 // inputs that take none), computed with ordinary ops while recording is paused.
+#include <algorithm>
 #include <cmath>
 
 #include "lockstep/autograd/gradient_tape.hpp"
@@ -61,6 +62,31 @@ G dense_grad(const OpRecord& r, const Tensor& g_in, const std::array<bool, 3>& n
   if (b.defined() && needs[2]) out[2] = sum(g, 0);
   return out;
 }
+Conv2dOptions conv_options(const OpRecord& r) {
+  const auto& g = r.geometry;
+  return {.strides = {g[0], g[1]}, .dilation = {g[2], g[3]}, .padding = {g[4], g[5], g[6], g[7]}, .groups = g[8]};
+}
+Pool2dOptions pool_options(const OpRecord& r) {
+  const auto& g = r.geometry;
+  return {.pool_size = {g[0], g[1]}, .strides = {g[2], g[3]}, .padding = {g[4], g[5], g[6], g[7]}};
+}
+
+G conv2d_grad(const OpRecord& r, const Tensor& g, const std::array<bool, 3>& needs) {
+  const Tensor& x = r.inputs[0];
+  const Tensor& w = r.inputs[1];
+  const Tensor& b = r.inputs[2];
+  const Conv2dOptions o = conv_options(r);
+  G out;
+  // As for Dense: no input gradient for the model's input (the first convolution's is the
+  // largest of the backward pass).
+  if (needs[0]) out[0] = conv2d_input_grad(w, g, x.shape(), o);
+  if (needs[1] || (b.defined() && needs[2])) {
+    auto [dw, db] = conv2d_kernel_grad(x, g, w.shape(), b.defined(), o);
+    out[1] = dw;
+    out[2] = db;
+  }
+  return out;
+}
 }  // namespace
 
 std::array<Tensor, 3> op_backward(const OpRecord& r, const Tensor& g, const std::array<bool, 3>& needs) {
@@ -116,6 +142,17 @@ std::array<Tensor, 3> op_backward(const OpRecord& r, const Tensor& g, const std:
       return G{Tensor(), sparse_softmax_cross_entropy_grad(r.saved[0], r.inputs[0], g), Tensor()};
     case OpType::kSoftmaxCE: break;
     case OpType::kDropout: return {mul(g, r.saved[0]), {}, {}};
+    case OpType::kConv2d: return conv2d_grad(r, g, needs);
+    case OpType::kCustom: return r.custom->backward(r, g, needs);
+    case OpType::kZeroPad2d: {
+      // saved[0]: the padded output's row (of C channels) for each input row.
+      const std::int64_t c = x.dim(3);
+      return {gather_rows(g.reshape({g.numel() / std::max<std::int64_t>(c, 1), c}), r.saved[0]).reshape(x.shape()),
+              {}, {}};
+    }
+    case OpType::kMaxPool2d:
+    case OpType::kAvgPool2d:
+      return {pool2d_grad(r.type == OpType::kMaxPool2d, x, r.output, g, pool_options(r)), {}, {}};
     case OpType::kCount: break;
   }
   throw InternalError(std::string("no gradient function for op ") + op_name(r.type));

@@ -42,12 +42,37 @@ struct AdamStep {
   float decay = 0;   // lr * weight_decay (AdamW), 0 for Adam
 };
 
+/// A 2-D convolution over NHWC tensors: input [n, h, w, c], output [n, oh, ow, oc], kernel in
+/// Keras' HWIO layout [kh, kw, c / groups, oc] (output channel o belongs to group o / (oc /
+/// groups)); Keras' DepthwiseConv2D kernel [kh, kw, c, multiplier] is groups == c. Padding is
+/// explicit (ops turn "same" into numbers); outputs are sized by the caller.
+struct Conv2dDesc {
+  std::int64_t n = 0, h = 0, w = 0, c = 0;
+  std::int64_t oh = 0, ow = 0, oc = 0;
+  std::int64_t kh = 1, kw = 1;
+  std::int64_t stride_h = 1, stride_w = 1, dilation_h = 1, dilation_w = 1;
+  std::int64_t pad_top = 0, pad_left = 0, pad_bottom = 0, pad_right = 0;
+  std::int64_t groups = 1;
+};
+
+/// 2-D max or average pooling over NHWC tensors; average pooling divides by the number of
+/// window elements inside the input (padding excluded, as TensorFlow's "same").
+struct Pool2dDesc {
+  std::int64_t n = 0, h = 0, w = 0, c = 0;
+  std::int64_t oh = 0, ow = 0;
+  std::int64_t kh = 1, kw = 1;
+  std::int64_t stride_h = 1, stride_w = 1;
+  std::int64_t pad_top = 0, pad_left = 0, pad_bottom = 0, pad_right = 0;
+  bool max = true;
+};
+
 /// One row per kernel, for supports() and error messages.
 enum class KernelOp : std::uint8_t {
   kFill, kCast, kCompare, kGatherRows, kScatterAddRows, kCombine, kArgmax,
   kGemm, kUnary, kUnaryBackward, kBinary, kReduceSum, kReduceMax, kReduceMaxBackward, kSoftmax,
   kSoftmaxBackward, kBiasActivation, kSparseSoftmaxXent, kSparseSoftmaxXentBackward, kOneHot, kDropoutMask,
   kSumSquares, kScaleClip, kSgdUpdate, kAdamUpdate, kFirstOutside,
+  kConv2d, kConv2dBackwardData, kConv2dBackwardWeights, kPool2d, kPool2dBackward,
   kCount
 };
 const char* kernel_op_name(KernelOp op);
@@ -114,6 +139,23 @@ struct KernelTable {
   /// mask[r, u] = keep ? 1/(1-rate) : 0, from the counter-based RNG.
   void (*dropout_mask)(ComputeContext&, void* mask, std::int64_t rows, std::int64_t cols, float rate,
                        std::uint64_t seed, std::uint64_t stream, std::uint64_t step, std::int64_t first_row) = nullptr;
+
+  // ---- convolution and pooling (float32) ----
+  /// y = conv(x, w) [+ bias]; bias may be null.
+  void (*conv2d)(ComputeContext&, const Conv2dDesc&, const void* x, const void* w, const void* bias,
+                 void* y) = nullptr;
+  /// dx of conv2d from the kernel and dy.
+  void (*conv2d_backward_data)(ComputeContext&, const Conv2dDesc&, const void* w, const void* dy,
+                               void* dx) = nullptr;
+  /// dw (and db when not null) of conv2d from x and dy. The batch is split over the pool in
+  /// fixed parts whose partial sums are added in part order (bit-reproducible per pool size).
+  void (*conv2d_backward_weights)(ComputeContext&, const Conv2dDesc&, const void* x, const void* dy, void* dw,
+                                  void* db) = nullptr;
+  void (*pool2d)(ComputeContext&, const Pool2dDesc&, const void* x, void* y) = nullptr;
+  /// dx of pool2d given its input x, its output y and dy; max pooling sends each gradient to the
+  /// first (row-major) element of its window equal to the maximum.
+  void (*pool2d_backward)(ComputeContext&, const Pool2dDesc&, const void* x, const void* y, const void* dy,
+                          void* dx) = nullptr;
 
   // ---- optimizer updates, fused (the variable's memory is updated in place) ----
   /// sum of x[i]^2, accumulated in double.

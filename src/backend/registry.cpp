@@ -28,7 +28,9 @@ const char* kernel_op_name(KernelOp op) {
                                 "gemm", "unary", "unary_backward", "binary", "reduce_sum", "reduce_max",
                                 "reduce_max_backward", "softmax", "softmax_backward", "bias_activation",
                                 "sparse_softmax_xent", "sparse_softmax_xent_backward", "one_hot", "dropout_mask",
-                                "sum_squares", "scale_clip", "sgd_update", "adam_update", "first_outside"};
+                                "sum_squares", "scale_clip", "sgd_update", "adam_update", "first_outside",
+                                "conv2d", "conv2d_backward_data", "conv2d_backward_weights", "pool2d",
+                                "pool2d_backward"};
   static_assert(sizeof(names) / sizeof(names[0]) == static_cast<std::size_t>(KernelOp::kCount));
   return names[static_cast<std::size_t>(op)];
 }
@@ -86,6 +88,11 @@ bool supports(DeviceKind kind, DType dtype, KernelOp op) {
     case KernelOp::kSgdUpdate: return t.sgd_update;
     case KernelOp::kAdamUpdate: return t.adam_update;
     case KernelOp::kFirstOutside: return t.first_outside;
+    case KernelOp::kConv2d: return t.conv2d;
+    case KernelOp::kConv2dBackwardData: return t.conv2d_backward_data;
+    case KernelOp::kConv2dBackwardWeights: return t.conv2d_backward_weights;
+    case KernelOp::kPool2d: return t.pool2d;
+    case KernelOp::kPool2dBackward: return t.pool2d_backward;
     case KernelOp::kCount: break;
   }
   return false;

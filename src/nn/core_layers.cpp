@@ -71,7 +71,8 @@ Shape FlattenLayer::compute_output_shape(const Shape& s) const {
 }
 
 Tensor FlattenLayer::call(const Tensor& x, const CallContext&) const {
-  return reshape(x, Shape{x.dim(0), x.dim(0) ? x.numel() / x.dim(0) : 0});
+  // From the shape, not numel / rows: a replica's empty slice still has (0, features).
+  return reshape(x, compute_output_shape(x.shape()));
 }
 
 ReshapeLayer::ReshapeLayer(Shape target_shape, std::string name)

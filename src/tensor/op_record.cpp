@@ -21,9 +21,22 @@ const char* op_name(OpType t) {
                                 "tanh", "gelu", "softmax", "log_softmax", "matmul", "dense", "sum", "mean",
                                 "reduce_max", "reshape", "slice", "cast",
                                 "sparse_softmax_cross_entropy_with_logits",
-                                "softmax_cross_entropy_with_logits", "dropout"};
+                                "softmax_cross_entropy_with_logits", "dropout", "conv2d", "max_pool2d",
+                                "avg_pool2d", "zero_pad2d", "custom"};
   static_assert(sizeof(names) / sizeof(names[0]) == static_cast<std::size_t>(OpType::kCount));
   return names[static_cast<std::size_t>(t)];
+}
+
+void record_custom(const std::array<Tensor, 3>& inputs, const Tensor& output,
+                   std::shared_ptr<const CustomGradient> gradient) {
+  LOCKSTEP_CHECK(gradient != nullptr && output.defined(), "record_custom: needs an output and a gradient");
+  if (!detail::recording({&inputs[0], &inputs[1], &inputs[2]})) return;
+  OpRecord r;
+  r.type = OpType::kCustom;
+  r.inputs = inputs;
+  r.output = output;
+  r.custom = std::move(gradient);
+  detail::record(r);
 }
 
 namespace detail {

@@ -10,17 +10,20 @@
 #include "lockstep/io/checkpoint.hpp"
 #include "lockstep/io/crc32c.hpp"
 #include "lockstep/layers/core_layers.hpp"
+#include "training/layer_config.hpp"
 
 namespace lockstep {
 
 namespace {
 using nlohmann::json;
+using detail::layer_from_json;
+using detail::layer_to_json;
+using detail::shape_from_json;
+using detail::shape_to_json;
 
 constexpr const char* kFormatName = "lockstep-saved-model";
 constexpr const char* kModelFile = "model.json";
 constexpr const char* kWeightsFile = "weights.safetensors";
-constexpr const char* kLayerClasses = "Dense, Dropout, Activation, Flatten, Reshape, InputLayer";
-
 std::string hex32(std::uint32_t v) {
   std::ostringstream os;
   os << "0x" << std::hex << v;
@@ -29,69 +32,6 @@ std::string hex32(std::uint32_t v) {
 
 std::string join_path(const std::string& dir, const char* file) {
   return (std::filesystem::path(dir) / file).string();
-}
-
-// Keras writes an unknown (batch) dimension as null.
-json shape_to_json(const Shape& s) {
-  json j = json::array();
-  for (auto d : s.dims()) j.push_back(d < 0 ? json(nullptr) : json(d));
-  return j;
-}
-
-Shape shape_from_json(const json& j) {
-  if (!j.is_array()) throw json::type_error::create(302, "a shape must be a list, got " + j.dump(), &j);
-  std::vector<std::int64_t> dims;
-  for (const auto& d : j) dims.push_back(d.is_null() ? -1 : d.get<std::int64_t>());
-  return Shape(std::move(dims));
-}
-
-json layer_to_json(const layers::Layer& l) {
-  json config = {{"name", l.name()}};
-  if (const auto* d = dynamic_cast<const layers::DenseLayer*>(&l)) {
-    const auto& o = d->options();
-    config["units"] = o.units;
-    config["activation"] = layers::activation_name(layers::parse_activation(o.activation));
-    config["use_bias"] = o.use_bias;
-    config["kernel_initializer"] = o.kernel_initializer;
-    config["bias_initializer"] = o.bias_initializer;
-    if (o.input_dim) config["input_dim"] = *o.input_dim;
-  } else if (const auto* dr = dynamic_cast<const layers::DropoutLayer*>(&l)) {
-    config["rate"] = dr->rate();
-  } else if (const auto* a = dynamic_cast<const layers::ActivationLayer*>(&l)) {
-    config["activation"] = layers::activation_name(a->kind());
-  } else if (dynamic_cast<const layers::FlattenLayer*>(&l) != nullptr) {
-  } else if (const auto* r = dynamic_cast<const layers::ReshapeLayer*>(&l)) {
-    config["target_shape"] = r->target_shape().dims();
-  } else if (dynamic_cast<const layers::InputLayer*>(&l) != nullptr) {
-    config["shape"] = l.declared_input_shape()->dims();
-  } else {
-    throw ValueError("save_model: layer '" + l.name() + "' is a " + l.class_name() +
-                     ", which saved models cannot describe yet (supported: " + kLayerClasses + ")");
-  }
-  return {{"class_name", l.class_name()}, {"config", config}};
-}
-
-layers::LayerPtr layer_from_json(const json& j) {
-  const auto cls = j.at("class_name").get<std::string>();
-  const json& c = j.at("config");
-  const auto name = c.at("name").get<std::string>();
-  if (cls == "Dense") {
-    layers::DenseOptions o;
-    o.units = c.at("units").get<std::int64_t>();
-    o.activation = c.at("activation").get<std::string>();
-    o.use_bias = c.at("use_bias").get<bool>();
-    o.kernel_initializer = c.at("kernel_initializer").get<std::string>();
-    o.bias_initializer = c.at("bias_initializer").get<std::string>();
-    if (c.contains("input_dim")) o.input_dim = c.at("input_dim").get<std::int64_t>();
-    o.name = name;
-    return std::make_shared<layers::DenseLayer>(o);
-  }
-  if (cls == "Dropout") return std::make_shared<layers::DropoutLayer>(c.at("rate").get<float>(), name);
-  if (cls == "Activation") return std::make_shared<layers::ActivationLayer>(c.at("activation").get<std::string>(), name);
-  if (cls == "Flatten") return std::make_shared<layers::FlattenLayer>(name);
-  if (cls == "Reshape") return std::make_shared<layers::ReshapeLayer>(shape_from_json(c.at("target_shape")), name);
-  if (cls == "InputLayer") return std::make_shared<layers::InputLayer>(shape_from_json(c.at("shape")), name);
-  throw IOError("unknown layer class_name '" + cls + "' (lockstep knows " + kLayerClasses + ")");
 }
 
 json optimizer_to_json(const optimizers::Optimizer& opt) {

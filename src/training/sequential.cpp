@@ -9,11 +9,14 @@
 namespace lockstep {
 
 namespace {
+// Keras' to_snake_case: a capital starts a word when a lowercase letter follows it or precedes
+// it, so "Conv2D" is "conv2d" and "MaxPooling2D" is "max_pooling2d".
 std::string snake_case(const std::string& s) {
   std::string out;
+  const auto lower = [&](std::size_t i) { return i < s.size() && std::islower(static_cast<unsigned char>(s[i])); };
   for (std::size_t i = 0; i < s.size(); ++i) {
     const auto c = static_cast<unsigned char>(s[i]);
-    if (std::isupper(c) && i > 0) out += '_';
+    if (std::isupper(c) && i > 0 && (lower(i + 1) || lower(i - 1))) out += '_';
     out += static_cast<char>(std::tolower(c));
   }
   return out;

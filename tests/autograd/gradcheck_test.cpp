@@ -88,6 +88,28 @@ std::vector<OpCase> cases() {
        {randn({4, 3}, 42)}},
       {"softmax_xent", [](auto& v) { return softmax_cross_entropy_with_logits(softmax(v[0]), v[1]); },
        {randn({4, 3}, 43), randn({4, 3}, 44)}},
+      {"conv2d_valid_bias", [](auto& v) { return conv2d(v[0], v[1], v[2]); },
+       {randn({2, 5, 6, 3}, 60), randn({3, 3, 3, 4}, 61), randn({4}, 62)}},
+      {"conv2d_same_strided", [](auto& v) {
+         return conv2d(v[0], v[1], Tensor(), {.strides = {2, 2}, .padding = {1, 1, 0, 1}});
+       },
+       {randn({2, 5, 4, 2}, 63), randn({3, 2, 2, 3}, 64)}},
+      {"conv2d_dilated", [](auto& v) { return conv2d(v[0], v[1], v[2], {.dilation = {2, 1}}); },
+       {randn({1, 7, 5, 2}, 65), randn({2, 3, 2, 3}, 66), randn({3}, 67)}},
+      {"conv2d_depthwise", [](auto& v) { return conv2d(v[0], v[1], v[2], {.padding = {1, 1, 1, 1}, .groups = 3}); },
+       {randn({2, 4, 4, 3}, 68), randn({3, 3, 1, 6}, 69), randn({6}, 70)}},
+      {"max_pool2d", [](auto& v) { return max_pool2d(v[0], {.pool_size = {2, 2}, .strides = {2, 2}}); },
+       {randn({2, 4, 6, 3}, 71)}},
+      {"max_pool2d_overlapping_same", [](auto& v) {
+         return max_pool2d(v[0], {.pool_size = {3, 3}, .strides = {2, 1}, .padding = {1, 1, 1, 1}});
+       },
+       {randn({1, 5, 4, 2}, 72)}},
+      {"zero_pad2d", [](auto& v) { return mul(zero_pad2d(v[0], {1, 0, 2, 1}), v[1]); },
+       {randn({2, 3, 2, 2}, 74), randn({2, 4, 5, 2}, 75)}},
+      {"avg_pool2d_same", [](auto& v) {
+         return avg_pool2d(v[0], {.pool_size = {2, 2}, .strides = {2, 2}, .padding = {0, 1, 0, 1}});
+       },
+       {randn({2, 5, 5, 3}, 73)}},
   };
 }
 }  // namespace

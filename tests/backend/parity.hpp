@@ -128,6 +128,7 @@ std::vector<Row> elementwise_rows();
 std::vector<Row> linalg_reduce_rows();
 std::vector<Row> storage_rows();
 std::vector<Row> nn_update_rows();
+std::vector<Row> conv_pool_rows();
 const std::vector<Row>& all_rows();
 
 // ---- naive reference helpers ----

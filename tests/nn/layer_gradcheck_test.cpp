@@ -8,6 +8,7 @@
 #include "lockstep/lockstep.hpp"
 
 using namespace lockstep;
+using lockstep::layers::Pair;
 
 namespace {
 Tensor uniform(const Shape& s, std::uint64_t seed) {
@@ -75,6 +76,26 @@ std::vector<LayerCase> layer_cases() {
       {"activation_log_softmax", [] { return layers::Activation("log_softmax"); }, {3, 4}},
       {"flatten", [] { return layers::Flatten(); }, {2, 3, 4}},
       {"reshape", [] { return layers::Reshape({4, -1}); }, {2, 12}},
+      {"conv2d_valid_tanh", [] { return layers::Conv2D(3, {3, 2}, "tanh"); }, {2, 5, 4, 2}},
+      {"conv2d_same_strided", [] { return layers::Conv2D(4, {3, 3}, "linear", "same", {2, 2}); }, {2, 5, 6, 3}},
+      {"conv2d_dilated_grouped_no_bias",
+       [] {
+         return layers::Conv2D(
+             {.filters = 4, .kernel_size = {2, 2}, .dilation_rate = {2, 1}, .groups = 2, .use_bias = false});
+       },
+       {1, 5, 4, 4}},
+      {"depthwise_conv2d_same",
+       [] { return layers::DepthwiseConv2D({.kernel_size = {3, 3}, .padding = "same", .depth_multiplier = 2}); },
+       {2, 4, 5, 3}},
+      {"max_pooling2d", [] { return layers::MaxPooling2D(); }, {2, 4, 5, 3}},
+      {"average_pooling2d_same", [] { return layers::AveragePooling2D({3, 3}, Pair{2, 2}, "same"); }, {2, 5, 5, 2}},
+      {"global_average_pooling2d", [] { return layers::GlobalAveragePooling2D(); }, {2, 3, 4, 5}},
+      {"zero_padding2d", [] { return layers::ZeroPadding2D({Pair{1, 0}, Pair{2, 1}}); }, {2, 3, 2, 2}},
+      {"rescaling", [] { return layers::Rescaling(0.5f, -1.0f); }, {3, 4}},
+      {"batch_normalization_training", [] { return layers::BatchNormalization(); }, {6, 3}, true},
+      {"batch_normalization_training_nhwc", [] { return layers::BatchNormalization({.center = false}); },
+       {2, 3, 2, 2}, true},
+      {"batch_normalization_inference", [] { return layers::BatchNormalization(); }, {4, 3}},
   };
 }
 

@@ -11,7 +11,9 @@
 #include <vector>
 
 #include "lockstep/io/atomic_file.hpp"
+#include "lockstep/layers/conv_layers.hpp"
 #include "lockstep/layers/core_layers.hpp"
+#include "lockstep/layers/normalization_layers.hpp"
 
 namespace lockstep {
 namespace {
@@ -155,6 +157,38 @@ TEST(SavedModel, ShapeLayersAndOptionsRoundTrip) {
   EXPECT_TRUE(same_bits(model(x), (*loaded)(x)));
 }
 
+TEST(SavedModel, ConvolutionalLayersAndBatchNormStateRoundTrip) {
+  const std::string dir = fresh_dir("conv");
+  Sequential model(
+      {layers::Input(Shape{6, 6, 2}), layers::Rescaling(0.5f, 0.25f), layers::ZeroPadding2D({layers::Pair{1, 0}, layers::Pair{0, 1}}),
+       layers::Conv2D({.filters = 4, .kernel_size = {3, 2}, .strides = {2, 1}, .padding = "same", .use_bias = false}),
+       layers::BatchNormalization({.momentum = 0.8f, .epsilon = 1e-2f, .synchronized = true}),
+       layers::DepthwiseConv2D({.kernel_size = {2, 2}, .depth_multiplier = 2, .dilation_rate = {1, 2}, .activation = "relu"}),
+       layers::AveragePooling2D({2, 1}, layers::Pair{1, 1}, "same"), layers::MaxPooling2D({2, 2}),
+       layers::GlobalAveragePooling2D(), layers::Dense(3, "softmax")},
+      "convs");
+  model.compile(optimizers::Adam(1e-2), losses::SparseCategoricalCrossentropy(), {"accuracy"});
+  const Tensor x = inputs(5, 72).reshape(Shape{5, 6, 6, 2}), y = labels(5, 3);
+  model.train_step(x, y);  // moves the BatchNormalization statistics away from their initial values
+  save_model(model, dir);
+  auto loaded = load_model(dir);
+  ASSERT_EQ(loaded->layers().size(), model.layers().size());
+  for (std::size_t i = 0; i < model.layers().size(); ++i)
+    EXPECT_EQ(loaded->layers()[i]->class_name(), model.layers()[i]->class_name());
+  const auto& bn = dynamic_cast<const layers::BatchNormalizationLayer&>(*loaded->layers()[4]);
+  EXPECT_EQ(bn.options().momentum, 0.8f);
+  EXPECT_TRUE(bn.options().synchronized);
+  const auto& conv = dynamic_cast<const layers::Conv2DLayer&>(*loaded->layers()[3]);
+  EXPECT_EQ(conv.options().strides, (layers::Pair{2, 1}));
+  EXPECT_EQ(conv.options().padding, "same");
+  EXPECT_EQ(dynamic_cast<const layers::DepthwiseConv2DLayer&>(*loaded->layers()[5]).options().dilation_rate,
+            (layers::Pair{1, 2}));
+  expect_same_variables(model, *loaded);
+  EXPECT_TRUE(same_bits(model(x), (*loaded)(x)));
+  EXPECT_EQ(model.train_step(x, y), loaded->train_step(x, y));
+  expect_same_variables(model, *loaded);
+}
+
 TEST(SavedModel, ModelBuiltLaterAndSgdOptionsRoundTrip) {
   const std::string dir = fresh_dir("sgd");
   Sequential model({layers::Dense(6, "relu"), layers::Dense(2)}, "late");
@@ -261,11 +295,11 @@ TEST_F(SavedModelErrors, EditedTensorListShape) {
 }
 
 TEST_F(SavedModelErrors, UnknownLayerClass) {
-  replace_in_file(json_, "\"class_name\": \"Dropout\"", "\"class_name\": \"Conv2D\"");
+  replace_in_file(json_, "\"class_name\": \"Dropout\"", "\"class_name\": \"LSTM\"");
   const auto m = io_message([&] { load_model(dir_); });
   EXPECT_NE(m.find(json_), std::string::npos) << m;
   EXPECT_NE(m.find("layer 1"), std::string::npos) << m;
-  EXPECT_NE(m.find("unknown layer class_name 'Conv2D'"), std::string::npos) << m;
+  EXPECT_NE(m.find("unknown layer class_name 'LSTM'"), std::string::npos) << m;
 }
 
 TEST_F(SavedModelErrors, WrongFormatVersion) {

@@ -7,7 +7,9 @@
 namespace lockstep::cli {
 
 struct TrainArgs {
+  std::string model = "mlp";            // model_zoo.hpp: mlp or cnn
   std::string dataset = "mnist";
+  std::string data;                     // an .npz (x_train, y_train, x_test, y_test) instead of --dataset
   int epochs = 5;
   std::int64_t steps_per_epoch = -1;
   std::int64_t batch_size = -1;         // per replica; -1: neither flag given, global batch 32
@@ -17,7 +19,7 @@ struct TrainArgs {
   double learning_rate = 1e-3;
   std::int64_t hidden = 128;
   std::string activation = "relu";
-  double dropout = 0.2;
+  double dropout = -1;                  // -1: the model's default (mlp 0.2, cnn 0.5)
   std::uint64_t seed = 0;
   std::string metrics_out;
   std::string logdir;                   // default runs/<timestamp>

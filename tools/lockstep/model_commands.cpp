@@ -50,6 +50,7 @@ void add_model_commands(CLI::App& app, ModelArgs& a) {
   ev->add_option("--dataset", a.dataset, "mnist or fashion_mnist")
       ->check(CLI::IsMember({"mnist", "fashion_mnist"}))
       ->capture_default_str();
+  ev->add_option("--data", a.data, "Evaluate on the x_test / y_test arrays of this .npz instead of --dataset");
   ev->add_option("--batch-size", a.batch_size, "Batch size")->check(kPositiveInt)->capture_default_str();
   ev->add_option("--metrics-out", a.metrics_out, "Write {test_loss, test_<metric>, ...} as JSON to this file");
 
@@ -68,9 +69,11 @@ int run_evaluate(const ModelArgs& a) {
   auto model = load(a);
   LOCKSTEP_CHECK(model->compiled(), "the model in '", a.model_dir,
                  "' was saved before it was compiled, so it has no loss to evaluate; compile it before save_model");
-  const datasets::TrainTest data =
-      a.dataset == "mnist" ? datasets::mnist::load_data() : datasets::fashion_mnist::load_data();
-  const Tensor x = to_model_input(flatten_and_scale_images(data.test.x), *model, "the " + a.dataset + " test split");
+  const datasets::TrainTest data = !a.data.empty()      ? datasets::load_npz(a.data)
+                                    : a.dataset == "mnist" ? datasets::mnist::load_data()
+                                                           : datasets::fashion_mnist::load_data();
+  const std::string source = a.data.empty() ? "the " + a.dataset + " test split" : "x_test of '" + a.data + "'";
+  const Tensor x = to_model_input(flatten_and_scale_images(data.test.x), *model, source);
   const Logs logs = model->evaluate(x, data.test.y, {.batch_size = a.batch_size});
   std::string line = "test_loss: ";
   char buf[64];
@@ -85,7 +88,7 @@ int run_evaluate(const ModelArgs& a) {
   std::printf("%s\n", line.c_str());
   if (!a.metrics_out.empty()) {
     j["model"] = a.model_dir;
-    j["dataset"] = a.dataset;
+    j["dataset"] = a.data.empty() ? a.dataset : a.data;
     j["examples"] = x.dim(0);
     io::write_file_atomic(a.metrics_out, j.dump(2) + "\n");
   }

@@ -11,6 +11,7 @@ namespace lockstep::cli {
 struct ModelArgs {
   std::string model_dir;              // --model: the saved model's folder
   std::string dataset = "mnist";      // evaluate: mnist or fashion_mnist (its test split)
+  std::string data;                   // evaluate: an .npz's x_test / y_test instead of --dataset
   std::int64_t batch_size = 1024;
   std::string metrics_out;            // evaluate: JSON file for the results
   std::string input;                  // predict: .npy of uint8 images or float32 features

@@ -19,7 +19,7 @@ std::string exact(double v) {
 }  // namespace
 
 RunConfig make_run_config(const TrainArgs& a, std::int64_t global_batch) {
-  return {{"--dataset", a.dataset},
+  RunConfig config{{"--dataset", a.dataset},
           {"--epochs", std::to_string(a.epochs)},
           {"--steps-per-epoch", a.steps_per_epoch > 0 ? std::to_string(a.steps_per_epoch) : "one pass"},
           {"--batch-size", "global batch " + std::to_string(global_batch)},
@@ -34,6 +34,10 @@ RunConfig make_run_config(const TrainArgs& a, std::int64_t global_batch) {
           {"--lr-schedule", a.lr_schedule},
           {"--warmup-epochs", exact(a.warmup_epochs)},
           {"--lr-scaling", a.lr_scaling == "linear" ? "linear from base batch " + std::to_string(a.lr_base_batch) : "none"}};
+  // Recorded only for other models, so that runs made before --model existed still resume.
+  if (a.model != "mlp") config["--model"] = a.model;
+  if (!a.data.empty()) config["--data"] = a.data;
+  return config;
 }
 
 void check_resume(const std::string& backup_dir, const RunConfig& now) {

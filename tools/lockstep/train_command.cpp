@@ -9,6 +9,7 @@
 
 #include "commands.hpp"
 #include "learning_rate.hpp"
+#include "model_zoo.hpp"
 #include "run_directory.hpp"
 #include "lockstep/io/atomic_file.hpp"
 #include "lockstep/io/directory_lock.hpp"
@@ -63,11 +64,20 @@ const CLI::Validator kNonNegative(
 
 void add_train_command(CLI::App& app, TrainArgs& a) {
   auto* cmd = app.add_subcommand(
-      "train", "Train the flagship MLP (Dense(hidden, relu) -> Dropout -> Dense(10, softmax)) on MNIST or "
-               "Fashion-MNIST and report the test loss and accuracy. With no flags: MNIST, 5 epochs.");
+      "train", "Train a model (by default the flagship MLP: Dense(hidden, relu) -> Dropout -> Dense(10, softmax)) "
+               "on MNIST or Fashion-MNIST and report the test loss and accuracy. With no flags: MNIST, 5 epochs.");
+  cmd->add_option("--model", a.model,
+                  "mlp (the flagship MLP) or cnn (Keras' simple MNIST convnet: Conv2D(32, 3, relu) -> "
+                  "MaxPooling2D -> Conv2D(64, 3, relu) -> MaxPooling2D -> Flatten -> Dropout -> Dense(10, softmax))")
+      ->check(CLI::IsMember(std::vector<std::string>(std::begin(kModelNames), std::end(kModelNames))))
+      ->capture_default_str();
   cmd->add_option("--dataset", a.dataset, "mnist or fashion_mnist")
       ->check(CLI::IsMember({"mnist", "fashion_mnist"}))
       ->capture_default_str();
+  cmd->add_option("--data", a.data,
+                  "Train on an .npz file instead of --dataset: arrays x_train, y_train, x_test, y_test as "
+                  "keras.datasets returns them (uint8 images are scaled to [0, 1]); the input shape and the "
+                  "number of classes come from the data");
   cmd->add_option("--epochs", a.epochs, "Number of epochs")->check(kPositive)->capture_default_str();
   cmd->add_option("--steps-per-epoch", a.steps_per_epoch,
                   "Steps per epoch (default: one pass over the training set)");
@@ -86,11 +96,12 @@ void add_train_command(CLI::App& app, TrainArgs& a) {
   cmd->add_option("--learning-rate", a.learning_rate, "Learning rate")
       ->check(kPositive)
       ->capture_default_str();
-  cmd->add_option("--hidden", a.hidden, "Units of the hidden layer")->check(kPositive)->capture_default_str();
-  cmd->add_option("--activation", a.activation, "Activation of the hidden layer")
+  cmd->add_option("--hidden", a.hidden, "Units of the hidden layer (mlp)")->check(kPositive)->capture_default_str();
+  cmd->add_option("--activation", a.activation, "Activation of the hidden layer (mlp)")
       ->check(CLI::IsMember({"relu", "sigmoid", "tanh", "gelu", "linear"}))
       ->capture_default_str();
-  cmd->add_option("--dropout", a.dropout, "Dropout rate in [0, 1)")->check(kRate)->capture_default_str();
+  cmd->add_option("--dropout", a.dropout, "Dropout rate in [0, 1) (default: 0.2 for mlp, 0.5 for cnn)")
+      ->check(kRate);
   cmd->add_option("--seed", a.seed, "Seed for weights, shuffling and dropout")->check(kSeed)->capture_default_str();
   cmd->add_option("--metrics-out", a.metrics_out,
                   "Write {test_loss, test_accuracy, train_steps_per_second, history} as JSON to this file");
@@ -197,11 +208,28 @@ int run_train(const TrainArgs& a) {
   const std::int64_t global_batch = a.global_batch_size > 0 ? a.global_batch_size
                                     : a.batch_size > 0      ? a.batch_size * replicas
                                                             : std::max<std::int64_t>(kDefaultGlobalBatch, replicas);
-  const datasets::TrainTest data =
-      a.dataset == "mnist" ? datasets::mnist::load_data() : datasets::fashion_mnist::load_data();
-  const Tensor x_train = flatten_and_scale_images(data.train.x);
-  const Tensor x_test = flatten_and_scale_images(data.test.x);
-  const std::int64_t features = x_train.dim(1);
+  const datasets::TrainTest data = !a.data.empty()      ? datasets::load_npz(a.data)
+                                    : a.dataset == "mnist" ? datasets::mnist::load_data()
+                                                           : datasets::fashion_mnist::load_data();
+  const std::int64_t classes = a.data.empty() ? 10 : datasets::num_classes(data);
+  LOCKSTEP_CHECK(classes >= 2, "--data '", a.data, "': the labels hold ", classes,
+                 " class; a classifier needs at least 2");
+  // Images (N, H, W) become (N, H, W, 1) for a convolutional model, rows of features for the MLP.
+  Shape image = data.train.x.shape().tail();
+  if (image.rank() == 2) image = Shape{image[0], image[1], 1};
+  LOCKSTEP_CHECK(a.model == "mlp" || image.rank() == 3, "--model ", a.model, " needs images (N, height, width) or "
+                 "(N, height, width, channels), but the examples have shape ", image.str());
+  const auto to_input = [&](const Tensor& images) {
+    const Tensor rows = flatten_and_scale_images(images);
+    std::vector<std::int64_t> dims{rows.dim(0)};
+    const Shape per_example = model_input_shape(a.model, image);
+    for (auto d : per_example.dims()) dims.push_back(d);
+    return rows.reshape(Shape(std::move(dims)));
+  };
+  const Tensor x_train = to_input(data.train.x);
+  const Tensor x_test = to_input(data.test.x);
+  TrainArgs resolved = a;
+  if (resolved.dropout < 0) resolved.dropout = default_dropout(a.model);
   // Optimizer updates per epoch (what the schedule counts): a group of accumulated batches is
   // one, and never spans two epochs.
   const std::int64_t batches_per_epoch =
@@ -223,7 +251,7 @@ int run_train(const TrainArgs& a) {
     std::fprintf(stderr, "Removed %d temporary file(s) left in %s by killed runs\n", stale, logdir.c_str());
   const std::string backup_dir = logdir + "/backup";
   const bool has_backup = std::filesystem::exists(backup_dir + "/checkpoint");
-  const RunConfig run_config = make_run_config(a, global_batch);
+  const RunConfig run_config = make_run_config(resolved, global_batch);
   if (a.resume) {
     LOCKSTEP_CHECK_T(IOError, has_backup, "--resume: no backup found in '", backup_dir,
                      "' (nothing to continue; run without --resume to start a new run)");
@@ -235,8 +263,8 @@ int run_train(const TrainArgs& a) {
   auto scope = strategy.scope();
   mixed_precision::set_global_policy(a.policy);
   if (a.policy != "float32") std::printf("Mixed precision policy: %s\n", a.policy.c_str());
-  Sequential model({layers::Dense(a.hidden, a.activation, features), layers::Dropout(static_cast<float>(a.dropout)),
-                    layers::Dense(10, "softmax")});
+  const std::unique_ptr<Sequential> built = build_model(a, image, classes, resolved.dropout);
+  Sequential& model = *built;
   model.compile(optimizers::get(a.optimizer, lr.schedule), losses::SparseCategoricalCrossentropy(), {"accuracy"});
   const int verbose = a.verbose;
   if (verbose != 0) std::cout << model.summary();

@@ -4,6 +4,7 @@
 // recording on this thread and an input is watched, records itself for reverse mode.
 // Floating-point ops take float32, float16 or bfloat16 tensors (all inputs of one dtype) and
 // return that dtype unless stated otherwise; 16-bit floats are computed in float32.
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <vector>
@@ -117,6 +118,42 @@ struct DropoutKey {
 /// Inverted dropout: zeroes each unit with probability rate and scales the rest by 1/(1-rate).
 Tensor dropout(const Tensor& x, float rate, const DropoutKey& key);
 
+// ---- convolution and pooling: NHWC activations, float32 ----
+/// Zero padding of a 2-D window op, in elements on each side.
+struct Padding2d {
+  std::int64_t top = 0, bottom = 0, left = 0, right = 0;
+};
+/// Keras' padding="same" along one spatial dimension (TensorFlow's rule): the output has
+/// ceil(in / stride) elements and the odd padding element goes after. {before, after}.
+std::array<std::int64_t, 2> same_padding(std::int64_t in, std::int64_t window, std::int64_t stride,
+                                         std::int64_t dilation = 1);
+/// Output length of a window op along one dimension: floor((in + pad - dilated window) / stride) + 1.
+std::int64_t window_output_size(std::int64_t in, std::int64_t window, std::int64_t stride, std::int64_t dilation,
+                                std::int64_t pad_before, std::int64_t pad_after);
+struct Conv2dOptions {
+  std::array<std::int64_t, 2> strides{1, 1};
+  std::array<std::int64_t, 2> dilation{1, 1};
+  Padding2d padding;
+  /// Channel groups: the kernel is (kh, kw, C / groups, OC); groups == C with OC = C * m is a
+  /// depthwise convolution with Keras' DepthwiseConv2D kernel (kh, kw, C, m).
+  std::int64_t groups = 1;
+};
+/// x (N, H, W, C) * kernel (KH, KW, C / groups, OC) [+ bias (OC); may be undefined] -> (N, OH, OW, OC).
+Tensor conv2d(const Tensor& x, const Tensor& kernel, const Tensor& bias, const Conv2dOptions& options = {});
+struct Pool2dOptions {
+  std::array<std::int64_t, 2> pool_size{2, 2};
+  std::array<std::int64_t, 2> strides{2, 2};
+  Padding2d padding;
+};
+/// Max pooling of x (N, H, W, C); padded positions never win.
+Tensor max_pool2d(const Tensor& x, const Pool2dOptions& options = {});
+/// Average pooling of x (N, H, W, C): each window's mean over its elements inside x (padding
+/// excluded, as TensorFlow's "same").
+Tensor avg_pool2d(const Tensor& x, const Pool2dOptions& options = {});
+
+/// x (N, H, W, C) surrounded by zeros: (N, H + top + bottom, W + left + right, C).
+Tensor zero_pad2d(const Tensor& x, const Padding2d& padding);
+
 /// Per example, 1 where the argmax of predictions equals the integer label, else 0 (float32).
 Tensor sparse_categorical_matches(const Tensor& labels, const Tensor& predictions);
 
@@ -130,6 +167,16 @@ Tensor softmax_grad(const Tensor& y, const Tensor& dy, bool log);
 Tensor reduce_max_grad(const Tensor& argmax, const Tensor& g, const Shape& input_shape, int axis);
 /// dlogits of sparse_softmax_cross_entropy_with_logits: (probs - onehot(labels)) * g per row.
 Tensor sparse_softmax_cross_entropy_grad(const Tensor& probs, const Tensor& labels, const Tensor& g);
+
+/// dx of conv2d, for an input of `input_shape`.
+Tensor conv2d_input_grad(const Tensor& kernel, const Tensor& dy, const Shape& input_shape,
+                         const Conv2dOptions& options);
+/// {dkernel, dbias} of conv2d for a kernel of `kernel_shape`; dbias is undefined unless with_bias.
+std::array<Tensor, 2> conv2d_kernel_grad(const Tensor& x, const Tensor& dy, const Shape& kernel_shape,
+                                         bool with_bias, const Conv2dOptions& options);
+/// dx of max_pool2d (max) or avg_pool2d, given its input x, output y and dy. Max pooling sends
+/// each gradient to the first element (row-major in the window) equal to the window's maximum.
+Tensor pool2d_grad(bool max, const Tensor& x, const Tensor& y, const Tensor& dy, const Pool2dOptions& options);
 
 // ---- optimizer updates, fused and in place (a Tensor handle aliases the variable's memory) ----
 /// sum of squares of every element, accumulated in double.

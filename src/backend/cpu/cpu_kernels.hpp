@@ -105,5 +105,10 @@ void dropout_mask(ComputeContext&, void*, std::int64_t, std::int64_t, float, std
                   std::uint64_t, std::int64_t);
 void sgd_update(ComputeContext&, void*, void*, const void*, std::int64_t, float, float, bool);
 void adam_update(ComputeContext&, void*, void*, void*, const void*, std::int64_t, const AdamStep&);
+void conv2d(ComputeContext&, const Conv2dDesc&, const void*, const void*, const void*, void*);
+void conv2d_backward_data(ComputeContext&, const Conv2dDesc&, const void*, const void*, void*);
+void conv2d_backward_weights(ComputeContext&, const Conv2dDesc&, const void*, const void*, void*, void*);
+void pool2d(ComputeContext&, const Pool2dDesc&, const void*, void*);
+void pool2d_backward(ComputeContext&, const Pool2dDesc&, const void*, const void*, const void*, void*);
 
 }  // namespace lockstep::backend::cpu

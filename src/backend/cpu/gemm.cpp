@@ -3,7 +3,6 @@
 // every dot product's summation order fixed for a given pool size (bit-reproducible), and
 // oneDNN's own OpenMP team is pinned to one thread so that no second pool fights for cores.
 #include <dnnl.h>
-#include <omp.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -16,6 +15,7 @@
 #include <vector>
 
 #include "backend/cpu/cpu_kernels.hpp"
+#include "backend/cpu/onednn.hpp"
 #include "lockstep/core/error.hpp"
 
 namespace lockstep::backend::cpu {
@@ -23,8 +23,7 @@ namespace lockstep::backend::cpu {
 namespace {
 void serial_gemm(bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k, float alpha, const float* a,
                  std::int64_t lda, const float* b, std::int64_t ldb, float beta, float* c, std::int64_t ldc) {
-  thread_local bool single = (omp_set_num_threads(1), true);
-  (void)single;
+  onednn::single_threaded();
   if (m == 0 || n == 0) return;
   if (k == 0) {
     for (std::int64_t i = 0; i < m; ++i)

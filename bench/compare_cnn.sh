@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# Compares lockstep's training throughput on Keras' simple MNIST convnet (lockstep train --model
+# cnn) with PyTorch and TF/Keras, on this machine, with the same thread count.
+#
+#   bench/compare_cnn.sh [-t THREADS] [-n STEPS] [-b BATCH]   (defaults: 2 threads, 300 steps, batch 128)
+#   env: LOCKSTEP_BIN (default build/bin/lockstep), REF_PYTHON (as bench/compare_mlp.sh)
+#
+# Runs one after another (never concurrently):
+#   lockstep, one device:  LOCKSTEP_CPU_THREADS=T lockstep train --model cnn --devices cpu:1 ...
+#   lockstep, T replicas:  lockstep train --model cnn --devices cpu:T ... (one core each)
+#   torch, tf:             bench/reference_cnn.py --threads T --steps N --batch B --json
+# all at global batch B, and prints each steps/s and lockstep/max(torch, tf).
+set -euo pipefail
+
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+threads=2 steps=300 batch=128
+while getopts "t:n:b:h" opt; do
+  case "$opt" in
+    t) threads="$OPTARG" ;;
+    n) steps="$OPTARG" ;;
+    b) batch="$OPTARG" ;;
+    *) sed -n '2,13p' "$0"; exit 2 ;;
+  esac
+done
+lockstep="${LOCKSTEP_BIN:-$repo/build/bin/lockstep}"
+[[ -x "$lockstep" ]] || { echo "compare_cnn: error: lockstep binary not found at $lockstep (build it, or set LOCKSTEP_BIN)" >&2; exit 1; }
+py="${REF_PYTHON:-}"
+if [[ -z "$py" ]]; then
+  if [[ -x "$repo/.venv-ref/bin/python" ]]; then py="$repo/.venv-ref/bin/python"; else py=/usr/bin/python3; fi
+fi
+tmp="$(mktemp -d)"
+trap 'rm -rf "$tmp"' EXIT
+export OMP_NUM_THREADS="$threads" OPENBLAS_NUM_THREADS="$threads" MKL_NUM_THREADS="$threads"
+
+run_lockstep() {  # name, devices, extra env
+  local name="$1" devices="$2"
+  echo "== lockstep $name ($devices, $steps steps, global batch $batch)" >&2
+  if ! env $3 "$lockstep" train --model cnn --devices "$devices" --epochs 1 --steps-per-epoch "$steps" \
+      --global-batch-size "$batch" --logdir "$tmp/$name" --no-tensorboard --verbose 0 \
+      --metrics-out "$tmp/$name.json" >"$tmp/$name.log" 2>&1; then
+    echo "compare_cnn: lockstep $name failed; its last output:" >&2
+    tail -n 20 "$tmp/$name.log" >&2
+  fi
+}
+run_lockstep one_device cpu:1 "LOCKSTEP_CPU_THREADS=$threads"
+run_lockstep replicas "cpu:$threads" ""
+
+echo "== PyTorch and TF/Keras references ($py)" >&2
+"$py" "$repo/bench/reference_cnn.py" --framework both --threads "$threads" --steps "$steps" --batch "$batch" \
+  --json >"$tmp/ref.out" || true
+
+"$py" - "$tmp" "$threads" "$steps" "$batch" <<'PYEOF'
+import json, sys
+tmp, threads, steps, batch = sys.argv[1:5]
+sps = {}
+for name in ("one_device", "replicas"):
+    try:
+        with open(f"{tmp}/{name}.json") as f:
+            sps[f"lockstep_{name}"] = float(json.load(f)["train_steps_per_second"])
+    except (OSError, ValueError, KeyError) as e:
+        print(f"compare_cnn: no steps/s from lockstep {name}: {e}", file=sys.stderr)
+        sps[f"lockstep_{name}"] = None
+ref = {}
+try:
+    with open(f"{tmp}/ref.out") as f:
+        ref = json.loads([l for l in f.read().splitlines() if l.strip()][-1])
+except (OSError, ValueError, IndexError) as e:
+    print(f"compare_cnn: no result from bench/reference_cnn.py: {e}", file=sys.stderr)
+sps["torch"], sps["tf"] = ref.get("torch"), ref.get("tf")
+print(f"simple MNIST convnet, global batch {batch}, {steps} steps, {threads} thread(s)")
+for k, v in sps.items():
+    print(f"  {k:20s} {'unavailable' if v is None else f'{v:8.2f} steps/s'}")
+best = max([v for v in (sps["torch"], sps["tf"]) if v is not None], default=None)
+for k in ("lockstep_one_device", "lockstep_replicas"):
+    v = sps[k]
+    print(f"  {k + '/max(torch,tf)':36s} " + ("n/a" if v is None or not best else f"{v / best:5.2f}x"))
+sys.exit(0 if all(v is not None for v in sps.values()) else 1)
+PYEOF

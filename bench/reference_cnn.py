@@ -1,0 +1,141 @@
+#!/usr/bin/env python3
+"""Speed reference: Keras' "simple MNIST convnet" (lockstep train --model cnn) in PyTorch and TF/Keras.
+
+Model: Input (28, 28, 1) -> Conv2D(32, 3, relu) -> MaxPooling2D(2) -> Conv2D(64, 3, relu) ->
+MaxPooling2D(2) -> Flatten -> Dropout(0.5) -> Dense(10, softmax); Adam(1e-3, eps 1e-7), sparse
+categorical cross-entropy, batch 128 (--batch), MNIST scaled to [0, 1].
+
+    python3 bench/reference_cnn.py [--framework torch|tf|both] [--threads 1] [--steps 300]
+                                   [--batch 128] [--warmup-frac 0.05] [--json]
+
+Same conventions as bench/reference_mlp.py (whose data loading, timing and interpreter choice it
+uses): one child process per framework, steps/s after the warm-up fraction, with --json the last
+stdout line is {"torch": steps_per_second, "tf": steps_per_second} (null and exit 3 for a
+framework that could not run). PyTorch runs NCHW (its native layout), TF NHWC.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import reference_mlp as common  # noqa: E402
+
+FRAMEWORKS = ("torch", "tf")
+
+
+def run_torch(steps: int, threads: int, warmup_frac: float, batch: int) -> float:
+    import torch
+
+    torch.set_num_threads(threads)
+    torch.set_num_interop_threads(1)
+    torch.manual_seed(0)
+    x_np, y_np, src = common.load_mnist_train()
+    x = torch.from_numpy(x_np).reshape(-1, 1, 28, 28)
+    y = torch.from_numpy(y_np)
+    nn = torch.nn
+    model = nn.Sequential(nn.Conv2d(1, 32, 3), nn.ReLU(), nn.MaxPool2d(2), nn.Conv2d(32, 64, 3), nn.ReLU(),
+                          nn.MaxPool2d(2), nn.Flatten(), nn.Dropout(0.5), nn.Linear(1600, 10))
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3, eps=1e-7)
+    loss_fn = nn.CrossEntropyLoss()
+    model.train()
+    n = x.shape[0]
+    perm = torch.randperm(n)
+    xs, ys = x[perm].contiguous(), y[perm].contiguous()
+    pos, times, loss = 0, [], None
+    for _ in range(steps):
+        if pos + batch > n:
+            perm = torch.randperm(n)
+            xs, ys = x[perm].contiguous(), y[perm].contiguous()
+            pos = 0
+        xb, yb = xs[pos:pos + batch], ys[pos:pos + batch]
+        pos += batch
+        opt.zero_grad(set_to_none=True)
+        loss = loss_fn(model(xb), yb)
+        loss.backward()
+        opt.step()
+        times.append(time.perf_counter())
+    sps = common.measure(times, warmup_frac)
+    common.log(f"cnn torch {torch.__version__}: {steps} steps of {batch}, {threads} thread(s), data={src}, "
+               f"last loss {float(loss):.4f}, {sps:.2f} steps/s")
+    return sps
+
+
+def run_tf(steps: int, threads: int, warmup_frac: float, batch: int) -> float:
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    import tensorflow as tf
+
+    tf.config.threading.set_intra_op_parallelism_threads(threads)
+    tf.config.threading.set_inter_op_parallelism_threads(1)
+    keras = tf.keras
+    keras.utils.set_random_seed(0)
+    x, y, src = common.load_mnist_train()
+    x = x.reshape(-1, 28, 28, 1)
+    layers = keras.layers
+    model = keras.Sequential([
+        keras.Input(shape=(28, 28, 1)), layers.Conv2D(32, 3, activation="relu"), layers.MaxPooling2D(2),
+        layers.Conv2D(64, 3, activation="relu"), layers.MaxPooling2D(2), layers.Flatten(), layers.Dropout(0.5),
+        layers.Dense(10, activation="softmax")])
+    model.compile(optimizer=keras.optimizers.Adam(1e-3), loss=keras.losses.SparseCategoricalCrossentropy(),
+                  metrics=["accuracy"])
+    ds = (tf.data.Dataset.from_tensor_slices((x, y)).shuffle(60000, seed=0)
+          .batch(batch, drop_remainder=True).repeat().prefetch(tf.data.AUTOTUNE))
+
+    class StepTimer(keras.callbacks.Callback):
+        def __init__(self):
+            super().__init__()
+            self.times = []
+
+        def on_train_batch_end(self, b, logs=None):
+            self.times.append(time.perf_counter())
+
+    timer = StepTimer()
+    hist = model.fit(ds, epochs=1, steps_per_epoch=steps, verbose=0, shuffle=False, callbacks=[timer])
+    sps = common.measure(timer.times, warmup_frac)
+    common.log(f"cnn tensorflow {tf.__version__}: {steps} steps of {batch}, {threads} intra-op thread(s), "
+               f"data={src}, loss {hist.history['loss'][-1]:.4f}, {sps:.2f} steps/s")
+    return sps
+
+
+def run_child(framework: str, args) -> float | None:
+    py = common.pick_python(framework)
+    if py is None:
+        common.log(f"{framework}: UNAVAILABLE: module '{common.MODULE[framework]}' not importable")
+        return None
+    cmd = [py, os.path.abspath(__file__), "--child", framework, "--threads", str(args.threads), "--steps",
+           str(args.steps), "--batch", str(args.batch), "--warmup-frac", str(args.warmup_frac)]
+    return common.run_measurement(framework, cmd, common.child_env(args.threads))
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description="PyTorch / TF-Keras speed reference for lockstep's --model cnn.")
+    ap.add_argument("--framework", choices=("torch", "tf", "both"), default="both")
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--steps", type=int, default=300)
+    ap.add_argument("--batch", type=int, default=128)
+    ap.add_argument("--warmup-frac", type=float, default=0.05)
+    ap.add_argument("--json", action="store_true")
+    ap.add_argument("--child", choices=FRAMEWORKS, help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    if args.steps < 20:
+        ap.error("--steps must be at least 20")
+    if args.child:
+        fn = run_torch if args.child == "torch" else run_tf
+        print(fn(args.steps, max(1, args.threads), args.warmup_frac, args.batch))
+        return 0
+    wanted = FRAMEWORKS if args.framework == "both" else (args.framework,)
+    results = {fw: run_child(fw, args) for fw in wanted}
+    if args.json:
+        print(json.dumps(results))
+    else:
+        for fw, sps in results.items():
+            print(f"{fw:6s} {'unavailable' if sps is None else f'{sps:.2f} steps/s'}  (batch {args.batch})")
+    return 0 if all(v is not None for v in results.values()) else 3
+
+
+if __name__ == "__main__":
+    sys.exit(main())

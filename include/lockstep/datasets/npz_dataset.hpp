@@ -1,0 +1,20 @@
+#pragma once
+// A dataset in an .npz archive laid out as keras.datasets returns one:
+// np.savez(path, x_train=..., y_train=..., x_test=..., y_test=...).
+#include <string>
+
+#include "lockstep/datasets/split.hpp"
+
+namespace lockstep::datasets {
+
+/// Reads the four arrays. x_* hold one example per row (any rank >= 2, uint8 or float32, the
+/// same per-example shape in both splits); y_* are integer class labels, (N,) or (N, 1), in
+/// [0, classes). Throws IOError naming the file and the problem: not an .npz, a missing array,
+/// x and y of different lengths, an empty split, mismatched example shapes, labels that are
+/// not integers or are negative.
+TrainTest load_npz(const std::string& path);
+
+/// Classes of a dataset's labels: the largest label of either split, plus one.
+std::int64_t num_classes(const TrainTest& data);
+
+}  // namespace lockstep::datasets

@@ -1,0 +1,168 @@
+#pragma once
+// Convolution and pooling layers with Keras' names, arguments and defaults, channels_last
+// (NHWC) only: Conv2D, DepthwiseConv2D, MaxPooling2D, AveragePooling2D,
+// GlobalAveragePooling2D, ZeroPadding2D, Rescaling.
+#include <array>
+
+#include "lockstep/layers/layer.hpp"
+
+namespace lockstep::layers {
+
+using Pair = std::array<std::int64_t, 2>;
+
+/// Keras' padding argument: "valid" (none) or "same" (output = ceil(input / stride)).
+enum class PaddingMode { kValid, kSame };
+PaddingMode parse_padding(const std::string& name);
+std::string padding_name(PaddingMode mode);
+
+struct Conv2DOptions {
+  std::int64_t filters = 0;
+  Pair kernel_size{0, 0};
+  Pair strides{1, 1};
+  std::string padding = "valid";
+  Pair dilation_rate{1, 1};
+  std::int64_t groups = 1;
+  std::string activation = "linear";
+  bool use_bias = true;
+  std::string kernel_initializer = "glorot_uniform";
+  std::string bias_initializer = "zeros";
+  std::string name;
+};
+
+class Conv2DLayer final : public Layer {
+ public:
+  explicit Conv2DLayer(const Conv2DOptions& options);
+  std::string class_name() const override { return "Conv2D"; }
+  Shape compute_output_shape(const Shape& input_shape) const override;
+  Tensor call(const Tensor& x, const CallContext& ctx) const override;
+  bool has_softmax_output() const override { return activation_ == ActivationKind::kSoftmax; }
+  Tensor call_logits(const Tensor& x, const CallContext& ctx) const override;
+  const Conv2DOptions& options() const { return options_; }
+  const Variable& kernel() const { return kernel_; }
+  const Variable& bias() const { return bias_; }
+
+ protected:
+  void build_impl(const Shape& input_shape, std::uint64_t seed) override;
+
+ private:
+  Conv2dOptions geometry(const Shape& input_shape) const;
+  Conv2DOptions options_;
+  PaddingMode padding_;
+  ActivationKind activation_;
+  Variable kernel_, bias_;
+};
+
+struct DepthwiseConv2DOptions {
+  Pair kernel_size{0, 0};
+  Pair strides{1, 1};
+  std::string padding = "valid";
+  std::int64_t depth_multiplier = 1;
+  Pair dilation_rate{1, 1};
+  std::string activation = "linear";
+  bool use_bias = true;
+  std::string depthwise_initializer = "glorot_uniform";
+  std::string bias_initializer = "zeros";
+  std::string name;
+};
+
+/// Kernel (kh, kw, channels, depth_multiplier), as Keras'; output channel c * m + j.
+class DepthwiseConv2DLayer final : public Layer {
+ public:
+  explicit DepthwiseConv2DLayer(const DepthwiseConv2DOptions& options);
+  std::string class_name() const override { return "DepthwiseConv2D"; }
+  Shape compute_output_shape(const Shape& input_shape) const override;
+  Tensor call(const Tensor& x, const CallContext& ctx) const override;
+  const DepthwiseConv2DOptions& options() const { return options_; }
+  const Variable& kernel() const { return kernel_; }
+  const Variable& bias() const { return bias_; }
+
+ protected:
+  void build_impl(const Shape& input_shape, std::uint64_t seed) override;
+
+ private:
+  Conv2dOptions geometry(const Shape& input_shape) const;
+  DepthwiseConv2DOptions options_;
+  PaddingMode padding_;
+  ActivationKind activation_;
+  Variable kernel_, bias_;
+};
+
+struct Pooling2DOptions {
+  Pair pool_size{2, 2};
+  /// Keras' strides=None: the pool size.
+  std::optional<Pair> strides;
+  std::string padding = "valid";
+  std::string name;
+};
+
+/// MaxPooling2D (max) and AveragePooling2D.
+class Pooling2DLayer final : public Layer {
+ public:
+  Pooling2DLayer(bool max, const Pooling2DOptions& options);
+  std::string class_name() const override { return max_ ? "MaxPooling2D" : "AveragePooling2D"; }
+  Shape compute_output_shape(const Shape& input_shape) const override;
+  Tensor call(const Tensor& x, const CallContext& ctx) const override;
+  const Pooling2DOptions& options() const { return options_; }
+  Pair strides() const { return options_.strides.value_or(options_.pool_size); }
+
+ private:
+  Pool2dOptions geometry(const Shape& input_shape) const;
+  bool max_;
+  Pooling2DOptions options_;
+  PaddingMode padding_;
+};
+
+/// Mean over height and width: (N, H, W, C) -> (N, C), or (N, 1, 1, C) with keepdims.
+class GlobalAveragePooling2DLayer final : public Layer {
+ public:
+  explicit GlobalAveragePooling2DLayer(bool keepdims = false, std::string name = "");
+  std::string class_name() const override { return "GlobalAveragePooling2D"; }
+  Shape compute_output_shape(const Shape& input_shape) const override;
+  Tensor call(const Tensor& x, const CallContext& ctx) const override;
+  bool keepdims() const { return keepdims_; }
+
+ private:
+  bool keepdims_;
+};
+
+class ZeroPadding2DLayer final : public Layer {
+ public:
+  /// ((top, bottom), (left, right)); Keras' padding=1 is {{1, 1}, {1, 1}}.
+  explicit ZeroPadding2DLayer(std::array<Pair, 2> padding, std::string name = "");
+  std::string class_name() const override { return "ZeroPadding2D"; }
+  Shape compute_output_shape(const Shape& input_shape) const override;
+  Tensor call(const Tensor& x, const CallContext& ctx) const override;
+  const std::array<Pair, 2>& padding() const { return padding_; }
+
+ private:
+  std::array<Pair, 2> padding_;
+};
+
+/// x * scale + offset (e.g. Rescaling(1 / 255.) for pixels).
+class RescalingLayer final : public Layer {
+ public:
+  explicit RescalingLayer(float scale, float offset = 0.0f, std::string name = "");
+  std::string class_name() const override { return "Rescaling"; }
+  Shape compute_output_shape(const Shape& s) const override { return s; }
+  Tensor call(const Tensor& x, const CallContext& ctx) const override;
+  float scale() const { return scale_; }
+  float offset() const { return offset_; }
+
+ private:
+  float scale_, offset_;
+};
+
+// Keras-style factories.
+LayerPtr Conv2D(std::int64_t filters, Pair kernel_size, const std::string& activation = "linear",
+                const std::string& padding = "valid", Pair strides = {1, 1});
+LayerPtr Conv2D(const Conv2DOptions& options);
+LayerPtr DepthwiseConv2D(const DepthwiseConv2DOptions& options);
+LayerPtr MaxPooling2D(Pair pool_size = {2, 2}, std::optional<Pair> strides = std::nullopt,
+                      const std::string& padding = "valid");
+LayerPtr AveragePooling2D(Pair pool_size = {2, 2}, std::optional<Pair> strides = std::nullopt,
+                          const std::string& padding = "valid");
+LayerPtr GlobalAveragePooling2D(bool keepdims = false);
+LayerPtr ZeroPadding2D(std::array<Pair, 2> padding = {Pair{1, 1}, Pair{1, 1}});
+LayerPtr Rescaling(float scale, float offset = 0.0f);
+
+}  // namespace lockstep::layers

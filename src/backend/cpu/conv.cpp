@@ -1,0 +1,240 @@
+// Convolution through oneDNN's convolution primitives (forward, backward data, backward
+// weights) on NHWC activations and Keras' HWIO kernels, described to oneDNN by strides so no
+// caller reorders anything. The batch is split over the device's pool into fixed parts, one
+// single-threaded primitive per part; primitives are cached per thread and shape, so a
+// steady-state step creates none. Backward weights sums the parts' partial gradients in part
+// order: bit-reproducible for a given pool size.
+#include <algorithm>
+#include <array>
+#include <memory>
+#include <optional>
+#include <unordered_map>
+#include <vector>
+
+#include "backend/cpu/conv_common.hpp"
+#include "backend/cpu/cpu_kernels.hpp"
+#include "backend/cpu/onednn.hpp"
+#include "lockstep/core/error.hpp"
+
+namespace lockstep::backend::cpu {
+
+namespace {
+using dnnl::memory;
+using Dims = memory::dims;
+
+memory::desc kernel_desc(const Conv2dDesc& d) {
+  const std::int64_t g = d.groups, ocg = d.oc / g, icg = d.c / g;
+  if (g == 1) return memory::desc({d.oc, d.c, d.kh, d.kw}, kF32, Dims{1, d.oc, d.kw * d.c * d.oc, d.c * d.oc});
+  return memory::desc({g, ocg, icg, d.kh, d.kw}, kF32, Dims{ocg, 1, d.oc, d.kw * icg * d.oc, icg * d.oc});
+}
+memory::desc any_kernel_desc(const Conv2dDesc& d) {
+  const std::int64_t g = d.groups;
+  if (g == 1) return memory::desc({d.oc, d.c, d.kh, d.kw}, kF32, memory::format_tag::any);
+  return memory::desc({g, d.oc / g, d.c / g, d.kh, d.kw}, kF32, memory::format_tag::any);
+}
+
+struct Geometry {
+  Dims strides, dilates, pad_l, pad_r;
+};
+Geometry geometry(const Conv2dDesc& d) {
+  // oneDNN counts dilation from 0 (no dilation), Keras from 1.
+  return {{d.stride_h, d.stride_w}, {d.dilation_h - 1, d.dilation_w - 1}, {d.pad_top, d.pad_left},
+          {d.pad_bottom, d.pad_right}};
+}
+
+dnnl::convolution_forward::primitive_desc forward_pd(const Conv2dDesc& d, bool bias) {
+  const Geometry g = geometry(d);
+  const memory::desc src = nhwc(d.n, d.c, d.h, d.w), dst = nhwc(d.n, d.oc, d.oh, d.ow);
+  const memory::desc b = bias ? memory::desc({d.oc}, kF32, memory::format_tag::a) : memory::desc();
+  dnnl::convolution_forward::desc cd(dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct, src,
+                                     any_kernel_desc(d), b, dst, g.strides, g.dilates, g.pad_l, g.pad_r);
+  return {cd, onednn::engine()};
+}
+
+// The kernel in the layout a primitive chose, reordered from (or to) Keras' layout.
+struct KernelMemory {
+  memory user, chosen;
+  std::optional<dnnl::reorder> reorder;
+  KernelMemory(const Conv2dDesc& d, const memory::desc& chosen_desc, bool to_user) {
+    user = memory(kernel_desc(d), onednn::engine(), DNNL_MEMORY_NONE);
+    if (chosen_desc == user.get_desc()) {
+      chosen = user;
+    } else {
+      chosen = memory(chosen_desc, onednn::engine());
+      reorder = to_user ? dnnl::reorder(chosen, user) : dnnl::reorder(user, chosen);
+    }
+  }
+};
+
+struct Forward {
+  dnnl::convolution_forward prim;
+  memory src, bias, dst;
+  KernelMemory kernel;
+  Forward(const Conv2dDesc& d, bool has_bias, const dnnl::convolution_forward::primitive_desc& pd)
+      : prim(pd), kernel(d, pd.weights_desc(), false) {
+    src = memory(pd.src_desc(), onednn::engine(), DNNL_MEMORY_NONE);
+    dst = memory(pd.dst_desc(), onednn::engine(), DNNL_MEMORY_NONE);
+    if (has_bias) bias = memory(pd.bias_desc(), onednn::engine(), DNNL_MEMORY_NONE);
+  }
+};
+
+struct BackwardData {
+  dnnl::convolution_backward_data prim;
+  memory diff_src, diff_dst;
+  KernelMemory kernel;
+  BackwardData(const Conv2dDesc& d, const dnnl::convolution_backward_data::primitive_desc& pd)
+      : prim(pd), kernel(d, pd.weights_desc(), false) {
+    diff_src = memory(pd.diff_src_desc(), onednn::engine(), DNNL_MEMORY_NONE);
+    diff_dst = memory(pd.diff_dst_desc(), onednn::engine(), DNNL_MEMORY_NONE);
+  }
+};
+
+struct BackwardWeights {
+  dnnl::convolution_backward_weights prim;
+  memory src, diff_dst, diff_bias;
+  KernelMemory kernel;
+  BackwardWeights(const Conv2dDesc& d, bool has_bias, const dnnl::convolution_backward_weights::primitive_desc& pd)
+      : prim(pd), kernel(d, pd.diff_weights_desc(), true) {
+    src = memory(pd.src_desc(), onednn::engine(), DNNL_MEMORY_NONE);
+    diff_dst = memory(pd.diff_dst_desc(), onednn::engine(), DNNL_MEMORY_NONE);
+    if (has_bias) diff_bias = memory(pd.diff_bias_desc(), onednn::engine(), DNNL_MEMORY_NONE);
+  }
+};
+
+std::array<std::int64_t, 18> key_of(const Conv2dDesc& d, bool bias) {
+  return {d.n, d.h, d.w, d.c, d.oh, d.ow, d.oc, d.kh, d.kw, d.stride_h, d.stride_w, d.dilation_h, d.dilation_w,
+          d.pad_top, d.pad_left, d.pad_bottom, d.pad_right, d.groups * 2 + (bias ? 1 : 0)};
+}
+
+template <typename Entry, typename Make>
+Entry& cached(const Conv2dDesc& d, bool bias, Make&& make) {
+  thread_local PrimitiveCache<std::array<std::int64_t, 18>, Entry> cache;
+  return cache.get(key_of(d, bias), make);
+}
+
+Forward& forward_entry(const Conv2dDesc& d, bool bias) {
+  return cached<Forward>(d, bias, [&] { return std::make_unique<Forward>(d, bias, forward_pd(d, bias)); });
+}
+
+BackwardData& backward_data_entry(const Conv2dDesc& d) {
+  return cached<BackwardData>(d, false, [&] {
+    const Geometry g = geometry(d);
+    dnnl::convolution_backward_data::desc bd(dnnl::algorithm::convolution_direct, nhwc(d.n, d.c, d.h, d.w),
+                                             any_kernel_desc(d), nhwc(d.n, d.oc, d.oh, d.ow), g.strides, g.dilates,
+                                             g.pad_l, g.pad_r);
+    return std::make_unique<BackwardData>(
+        d, dnnl::convolution_backward_data::primitive_desc(bd, onednn::engine(), forward_pd(d, false)));
+  });
+}
+
+BackwardWeights& backward_weights_entry(const Conv2dDesc& d, bool bias) {
+  return cached<BackwardWeights>(d, bias, [&] {
+    const Geometry g = geometry(d);
+    const memory::desc b = bias ? memory::desc({d.oc}, kF32, memory::format_tag::a) : memory::desc();
+    dnnl::convolution_backward_weights::desc bd(dnnl::algorithm::convolution_direct, nhwc(d.n, d.c, d.h, d.w),
+                                                any_kernel_desc(d), b, nhwc(d.n, d.oc, d.oh, d.ow), g.strides,
+                                                g.dilates, g.pad_l, g.pad_r);
+    return std::make_unique<BackwardWeights>(
+        d, bias, dnnl::convolution_backward_weights::primitive_desc(bd, onednn::engine(), forward_pd(d, bias)));
+  });
+}
+
+double conv_flops(const Conv2dDesc& d) {
+  return 2.0 * static_cast<double>(d.n * d.oh * d.ow * d.oc) * static_cast<double>(d.kh * d.kw * (d.c / d.groups));
+}
+
+Conv2dDesc part_of(const Conv2dDesc& d, std::int64_t rows) {
+  Conv2dDesc p = d;
+  p.n = rows;
+  return p;
+}
+}  // namespace
+
+void conv2d(ComputeContext& ctx, const Conv2dDesc& d, const void* x, const void* w, const void* bias, void* y) {
+  const BatchParts parts(ctx, d.n, conv_flops(d));
+  const auto* xs = static_cast<const float*>(x);
+  auto* ys = static_cast<float*>(y);
+  parts.run(ctx, [&](std::int64_t, std::int64_t n0, std::int64_t n1) {
+    guarded("conv2d", [&] {
+      Forward& f = forward_entry(part_of(d, n1 - n0), bias != nullptr);
+      f.src.set_data_handle(const_cast<float*>(xs + n0 * d.h * d.w * d.c));
+      f.dst.set_data_handle(ys + n0 * d.oh * d.ow * d.oc);
+      f.kernel.user.set_data_handle(const_cast<void*>(w));
+      dnnl::stream& s = onednn::stream();
+      if (f.kernel.reorder) f.kernel.reorder->execute(s, f.kernel.user, f.kernel.chosen);
+      std::unordered_map<int, memory> args{
+          {DNNL_ARG_SRC, f.src}, {DNNL_ARG_WEIGHTS, f.kernel.chosen}, {DNNL_ARG_DST, f.dst}};
+      if (bias) {
+        f.bias.set_data_handle(const_cast<void*>(bias));
+        args[DNNL_ARG_BIAS] = f.bias;
+      }
+      f.prim.execute(s, args);
+      s.wait();
+    });
+  });
+}
+
+void conv2d_backward_data(ComputeContext& ctx, const Conv2dDesc& d, const void* w, const void* dy, void* dx) {
+  const BatchParts parts(ctx, d.n, conv_flops(d));
+  const auto* dys = static_cast<const float*>(dy);
+  auto* dxs = static_cast<float*>(dx);
+  parts.run(ctx, [&](std::int64_t, std::int64_t n0, std::int64_t n1) {
+    guarded("conv2d_backward_data", [&] {
+      BackwardData& b = backward_data_entry(part_of(d, n1 - n0));
+      b.diff_dst.set_data_handle(const_cast<float*>(dys + n0 * d.oh * d.ow * d.oc));
+      b.diff_src.set_data_handle(dxs + n0 * d.h * d.w * d.c);
+      b.kernel.user.set_data_handle(const_cast<void*>(w));
+      dnnl::stream& s = onednn::stream();
+      if (b.kernel.reorder) b.kernel.reorder->execute(s, b.kernel.user, b.kernel.chosen);
+      b.prim.execute(s, {{DNNL_ARG_DIFF_DST, b.diff_dst}, {DNNL_ARG_WEIGHTS, b.kernel.chosen},
+                         {DNNL_ARG_DIFF_SRC, b.diff_src}});
+      s.wait();
+    });
+  });
+}
+
+void conv2d_backward_weights(ComputeContext& ctx, const Conv2dDesc& d, const void* x, const void* dy, void* dw,
+                             void* db) {
+  const BatchParts parts(ctx, d.n, conv_flops(d));
+  const std::int64_t wn = d.kh * d.kw * (d.c / d.groups) * d.oc, bn = db ? d.oc : 0;
+  if (d.n == 0) {
+    std::fill_n(static_cast<float*>(dw), wn, 0.0f);
+    if (db) std::fill_n(static_cast<float*>(db), bn, 0.0f);
+    return;
+  }
+  // Part 0 writes the result; the others write partial sums added afterwards in part order.
+  thread_local std::vector<float> t_partial;
+  std::vector<float>& partial = t_partial;  // the caller's, not each pool thread's
+  partial.resize(static_cast<std::size_t>((parts.count() - 1) * (wn + bn)));
+  const auto* xs = static_cast<const float*>(x);
+  const auto* dys = static_cast<const float*>(dy);
+  parts.run(ctx, [&](std::int64_t p, std::int64_t n0, std::int64_t n1) {
+    guarded("conv2d_backward_weights", [&] {
+      float* out_w = p == 0 ? static_cast<float*>(dw) : partial.data() + (p - 1) * (wn + bn);
+      float* out_b = p == 0 ? static_cast<float*>(db) : out_w + wn;
+      BackwardWeights& b = backward_weights_entry(part_of(d, n1 - n0), db != nullptr);
+      b.src.set_data_handle(const_cast<float*>(xs + n0 * d.h * d.w * d.c));
+      b.diff_dst.set_data_handle(const_cast<float*>(dys + n0 * d.oh * d.ow * d.oc));
+      b.kernel.user.set_data_handle(out_w);
+      dnnl::stream& s = onednn::stream();
+      std::unordered_map<int, memory> args{
+          {DNNL_ARG_SRC, b.src}, {DNNL_ARG_DIFF_DST, b.diff_dst}, {DNNL_ARG_DIFF_WEIGHTS, b.kernel.chosen}};
+      if (db) {
+        b.diff_bias.set_data_handle(out_b);
+        args[DNNL_ARG_DIFF_BIAS] = b.diff_bias;
+      }
+      b.prim.execute(s, args);
+      if (b.kernel.reorder) b.kernel.reorder->execute(s, b.kernel.chosen, b.kernel.user);
+      s.wait();
+    });
+  });
+  auto* w_out = static_cast<float*>(dw);
+  auto* b_out = static_cast<float*>(db);
+  for (std::int64_t p = 1; p < parts.count(); ++p) {
+    const float* src = partial.data() + (p - 1) * (wn + bn);
+    for (std::int64_t i = 0; i < wn; ++i) w_out[i] += src[i];
+    for (std::int64_t i = 0; i < bn; ++i) b_out[i] += src[wn + i];
+  }
+}
+
+}  // namespace lockstep::backend::cpu

@@ -1,0 +1,78 @@
+#pragma once
+// What the oneDNN convolution and pooling kernels share: NHWC descriptors, the per-thread
+// primitive cache and the split of a batch over a device's pool.
+#include <algorithm>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "backend/context.hpp"
+#include "backend/cpu/onednn.hpp"
+#include "lockstep/core/error.hpp"
+
+namespace lockstep::backend::cpu {
+
+inline constexpr dnnl::memory::data_type kF32 = dnnl::memory::data_type::f32;
+
+/// An NHWC activation, in oneDNN's logical (n, c, h, w) order.
+inline dnnl::memory::desc nhwc(std::int64_t n, std::int64_t c, std::int64_t h, std::int64_t w) {
+  return dnnl::memory::desc({n, c, h, w}, kF32, dnnl::memory::format_tag::nhwc);
+}
+
+/// Primitives by shape, one cache per thread (a primitive's memory objects carry the data
+/// handles of the call in progress). Past kMaxEntries shapes it starts over: a model has few.
+template <typename Key, typename Entry>
+class PrimitiveCache {
+ public:
+  template <typename Make>
+  Entry& get(const Key& key, Make&& make) {
+    auto it = entries_.find(key);
+    if (it != entries_.end()) return *it->second;
+    if (entries_.size() >= kMaxEntries) entries_.clear();
+    return *entries_.emplace(key, make()).first->second;
+  }
+
+ private:
+  static constexpr std::size_t kMaxEntries = 64;
+  std::map<Key, std::unique_ptr<Entry>> entries_;
+};
+
+/// The batch in fixed parts, one per pool thread (one part when the work is too small to
+/// split); part boundaries depend only on n and the number of parts.
+class BatchParts {
+ public:
+  BatchParts(ComputeContext& ctx, std::int64_t n, double flops)
+      : n_(n), count_(ctx.threads() <= 1 || flops < 1e6 || n <= 1 ? 1 : std::min<std::int64_t>(ctx.threads(), n)) {}
+  std::int64_t count() const { return count_; }
+  /// fn(part, first_row, end_row) for every part, in parallel; nothing for an empty batch.
+  template <typename F>
+  void run(ComputeContext& ctx, F&& fn) const {
+    if (n_ == 0) return;
+    onednn::single_threaded();
+    if (count_ == 1) {
+      fn(std::int64_t{0}, std::int64_t{0}, n_);
+      return;
+    }
+    ctx.pool().parallel_for(count_, 1, [&](std::int64_t b, std::int64_t e) {
+      onednn::single_threaded();
+      for (std::int64_t p = b; p < e; ++p) fn(p, p * n_ / count_, (p + 1) * n_ / count_);
+    });
+  }
+
+ private:
+  std::int64_t n_, count_;
+};
+
+/// Runs fn, turning a oneDNN error into an InternalError naming the kernel.
+template <typename F>
+void guarded(const char* kernel, F&& fn) {
+  try {
+    fn();
+  } catch (const dnnl::error& e) {
+    throw InternalError(std::string(kernel) + ": oneDNN failed: " + e.what() + " (status " +
+                        std::to_string(static_cast<int>(e.status)) + ")");
+  }
+}
+
+}  // namespace lockstep::backend::cpu

@@ -1,0 +1,145 @@
+// Pooling: forward (max and average) and average's backward through oneDNN's pooling
+// primitives on NHWC tensors, split over the pool by batch parts like convolution. Max
+// pooling's backward is a loop here: oneDNN's needs the forward's opaque workspace, which
+// would have to live on the tape; finding each window's maximum again in x is as cheap.
+#include <array>
+#include <memory>
+
+#include "backend/cpu/conv_common.hpp"
+#include "backend/cpu/cpu_kernels.hpp"
+
+namespace lockstep::backend::cpu {
+
+namespace {
+using dnnl::memory;
+using Dims = memory::dims;
+
+dnnl::algorithm algorithm_of(const Pool2dDesc& d) {
+  return d.max ? dnnl::algorithm::pooling_max : dnnl::algorithm::pooling_avg_exclude_padding;
+}
+
+dnnl::pooling_forward::primitive_desc forward_pd(const Pool2dDesc& d, dnnl::prop_kind kind) {
+  dnnl::pooling_forward::desc pd(kind, algorithm_of(d), nhwc(d.n, d.c, d.h, d.w), nhwc(d.n, d.c, d.oh, d.ow),
+                                 Dims{d.stride_h, d.stride_w}, Dims{d.kh, d.kw}, Dims{d.pad_top, d.pad_left},
+                                 Dims{d.pad_bottom, d.pad_right});
+  return {pd, onednn::engine()};
+}
+
+struct Forward {
+  dnnl::pooling_forward prim;
+  memory src, dst;
+  explicit Forward(const dnnl::pooling_forward::primitive_desc& pd) : prim(pd) {
+    src = memory(pd.src_desc(), onednn::engine(), DNNL_MEMORY_NONE);
+    dst = memory(pd.dst_desc(), onednn::engine(), DNNL_MEMORY_NONE);
+  }
+};
+
+struct Backward {
+  dnnl::pooling_backward prim;
+  memory diff_src, diff_dst;
+  explicit Backward(const dnnl::pooling_backward::primitive_desc& pd) : prim(pd) {
+    diff_src = memory(pd.diff_src_desc(), onednn::engine(), DNNL_MEMORY_NONE);
+    diff_dst = memory(pd.diff_dst_desc(), onednn::engine(), DNNL_MEMORY_NONE);
+  }
+};
+
+using Key = std::array<std::int64_t, 15>;
+Key key_of(const Pool2dDesc& d) {
+  return {d.n, d.h, d.w, d.c, d.oh, d.ow, d.kh, d.kw, d.stride_h, d.stride_w, d.pad_top, d.pad_left,
+          d.pad_bottom, d.pad_right, d.max ? 1 : 0};
+}
+
+Pool2dDesc part_of(const Pool2dDesc& d, std::int64_t rows) {
+  Pool2dDesc p = d;
+  p.n = rows;
+  return p;
+}
+
+double pool_cost(const Pool2dDesc& d) { return static_cast<double>(d.n * d.oh * d.ow * d.c * d.kh * d.kw); }
+
+void max_pool_backward_rows(const Pool2dDesc& d, const float* x, const float* y, const float* dy, float* dx,
+                            std::int64_t n0, std::int64_t n1) {
+  const std::int64_t c = d.c;
+  std::fill(dx + n0 * d.h * d.w * c, dx + n1 * d.h * d.w * c, 0.0f);
+  for (std::int64_t n = n0; n < n1; ++n) {
+    const float* xn = x + n * d.h * d.w * c;
+    float* dxn = dx + n * d.h * d.w * c;
+    for (std::int64_t oy = 0; oy < d.oh; ++oy) {
+      const std::int64_t y0 = std::max<std::int64_t>(0, oy * d.stride_h - d.pad_top);
+      const std::int64_t y1 = std::min<std::int64_t>(d.h, oy * d.stride_h - d.pad_top + d.kh);
+      for (std::int64_t ox = 0; ox < d.ow; ++ox) {
+        const std::int64_t x0 = std::max<std::int64_t>(0, ox * d.stride_w - d.pad_left);
+        const std::int64_t x1 = std::min<std::int64_t>(d.w, ox * d.stride_w - d.pad_left + d.kw);
+        const std::int64_t o = ((n * d.oh + oy) * d.ow + ox) * c;
+        for (std::int64_t ch = 0; ch < c; ++ch) {
+          const float m = y[o + ch];
+          bool done = false;
+          for (std::int64_t iy = y0; iy < y1 && !done; ++iy) {
+            for (std::int64_t ix = x0; ix < x1; ++ix) {
+              const std::int64_t i = (iy * d.w + ix) * c + ch;
+              if (xn[i] == m) {
+                dxn[i] += dy[o + ch];
+                done = true;
+                break;
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+}
+}  // namespace
+
+void pool2d(ComputeContext& ctx, const Pool2dDesc& d, const void* x, void* y) {
+  const BatchParts parts(ctx, d.n, pool_cost(d));
+  const auto* xs = static_cast<const float*>(x);
+  auto* ys = static_cast<float*>(y);
+  parts.run(ctx, [&](std::int64_t, std::int64_t n0, std::int64_t n1) {
+    guarded("pool2d", [&] {
+      thread_local PrimitiveCache<Key, Forward> cache;
+      const Pool2dDesc p = part_of(d, n1 - n0);
+      Forward& f = cache.get(key_of(p), [&] {
+        return std::make_unique<Forward>(forward_pd(p, dnnl::prop_kind::forward_inference));
+      });
+      f.src.set_data_handle(const_cast<float*>(xs + n0 * d.h * d.w * d.c));
+      f.dst.set_data_handle(ys + n0 * d.oh * d.ow * d.c);
+      dnnl::stream& s = onednn::stream();
+      f.prim.execute(s, {{DNNL_ARG_SRC, f.src}, {DNNL_ARG_DST, f.dst}});
+      s.wait();
+    });
+  });
+}
+
+void pool2d_backward(ComputeContext& ctx, const Pool2dDesc& d, const void* x, const void* y, const void* dy,
+                     void* dx) {
+  const BatchParts parts(ctx, d.n, pool_cost(d));
+  const auto* dys = static_cast<const float*>(dy);
+  auto* dxs = static_cast<float*>(dx);
+  if (d.max) {
+    parts.run(ctx, [&](std::int64_t, std::int64_t n0, std::int64_t n1) {
+      max_pool_backward_rows(d, static_cast<const float*>(x), static_cast<const float*>(y), dys, dxs, n0, n1);
+    });
+    return;
+  }
+  parts.run(ctx, [&](std::int64_t, std::int64_t n0, std::int64_t n1) {
+    guarded("pool2d_backward", [&] {
+      thread_local PrimitiveCache<Key, Backward> cache;
+      const Pool2dDesc p = part_of(d, n1 - n0);
+      Backward& b = cache.get(key_of(p), [&] {
+        dnnl::pooling_backward::desc bd(algorithm_of(p), nhwc(p.n, p.c, p.h, p.w), nhwc(p.n, p.c, p.oh, p.ow),
+                                        Dims{p.stride_h, p.stride_w}, Dims{p.kh, p.kw}, Dims{p.pad_top, p.pad_left},
+                                        Dims{p.pad_bottom, p.pad_right});
+        return std::make_unique<Backward>(dnnl::pooling_backward::primitive_desc(
+            bd, onednn::engine(), forward_pd(p, dnnl::prop_kind::forward_training)));
+      });
+      b.diff_dst.set_data_handle(const_cast<float*>(dys + n0 * d.oh * d.ow * d.c));
+      b.diff_src.set_data_handle(dxs + n0 * d.h * d.w * d.c);
+      dnnl::stream& s = onednn::stream();
+      b.prim.execute(s, {{DNNL_ARG_DIFF_DST, b.diff_dst}, {DNNL_ARG_DIFF_SRC, b.diff_src}});
+      s.wait();
+    });
+  });
+}
+
+}  // namespace lockstep::backend::cpu

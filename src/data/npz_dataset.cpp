@@ -1,0 +1,62 @@
+#include "lockstep/datasets/npz_dataset.hpp"
+
+#include "lockstep/data/npz.hpp"
+#include "lockstep/tensor/ops.hpp"
+
+namespace lockstep::datasets {
+
+namespace {
+bool is_integer(DType d) { return d == DType::kU8 || d == DType::kI32 || d == DType::kI64; }
+}  // namespace
+
+TrainTest load_npz(const std::string& path) {
+  const auto arrays = data::read_npz(path);
+  const auto fail = [&](const std::string& what) { return IOError("dataset '" + path + "': " + what); };
+  const auto get = [&](const char* name) {
+    const auto it = arrays.find(name);
+    if (it == arrays.end()) {
+      std::string have;
+      for (const auto& [k, v] : arrays) have += (have.empty() ? "" : ", ") + k;
+      throw fail(std::string("has no array '") + name + "' (it needs x_train, y_train, x_test, y_test; it holds " +
+                 (have.empty() ? "none" : have) + ")");
+    }
+    return it->second;
+  };
+  TrainTest d{{get("x_train"), get("y_train")}, {get("x_test"), get("y_test")}};
+  for (const auto& [split, s] : {std::pair<const char*, const Split&>{"train", d.train}, {"test", d.test}}) {
+    const std::string x = std::string("x_") + split, y = std::string("y_") + split;
+    if (s.x.rank() < 2)
+      throw fail(x + " has shape " + s.x.shape().str() + "; it needs one example per row (N, ...)");
+    if (s.x.dtype() != DType::kU8 && s.x.dtype() != DType::kF32)
+      throw fail(x + " holds " + dtype_name(s.x.dtype()) + "; give uint8 images or float32 features");
+    if (s.x.dim(0) == 0) throw fail(x + " has no examples");
+    if (!is_integer(s.y.dtype()))
+      throw fail(y + " holds " + dtype_name(s.y.dtype()) + "; give integer class labels");
+    if (!(s.y.rank() == 1 || (s.y.rank() == 2 && s.y.dim(1) == 1)))
+      throw fail(y + " has shape " + s.y.shape().str() + "; give one class label per example, (N,) or (N, 1)");
+    if (s.y.dim(0) != s.x.dim(0))
+      throw fail(x + " has " + std::to_string(s.x.dim(0)) + " examples but " + y + " has " +
+                 std::to_string(s.y.dim(0)) + " labels");
+  }
+  if (d.train.x.shape().tail() != d.test.x.shape().tail())
+    throw fail("x_train examples are " + d.train.x.shape().tail().str() + " but x_test examples are " +
+               d.test.x.shape().tail().str());
+  for (Split* s : {&d.train, &d.test}) {
+    s->y = s->y.reshape({s->y.dim(0)}).to(DType::kI64);
+    const auto labels = s->y.to_vector<std::int64_t>();
+    for (std::size_t i = 0; i < labels.size(); ++i)
+      if (labels[i] < 0)
+        throw fail(std::string(s == &d.train ? "y_train" : "y_test") + "[" + std::to_string(i) + "] is " +
+                   std::to_string(labels[i]) + "; class labels start at 0");
+  }
+  return d;
+}
+
+std::int64_t num_classes(const TrainTest& d) {
+  std::int64_t top = 0;
+  for (const Split* s : {&d.train, &d.test})
+    for (auto v : s->y.to(DType::kI64).to_vector<std::int64_t>()) top = std::max(top, v);
+  return top + 1;
+}
+
+}  // namespace lockstep::datasets

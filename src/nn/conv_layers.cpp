@@ -1,0 +1,247 @@
+#include "lockstep/layers/conv_layers.hpp"
+
+#include <string>
+
+namespace lockstep::layers {
+
+namespace {
+std::string pair_str(const std::array<std::int64_t, 2>& p) { return detail::concat("(", p[0], ", ", p[1], ")"); }
+
+void check_positive(const char* layer, const char* what, const Pair& p) {
+  LOCKSTEP_CHECK(p[0] > 0 && p[1] > 0, layer, ": ", what, " must be positive, got ", pair_str(p));
+}
+
+void check_image(const std::string& name, const char* cls, const Shape& s) {
+  LOCKSTEP_CHECK(s.rank() == 4, "layer '", name, "' (", cls,
+                 ") needs inputs of shape (batch, height, width, channels), got ", s.str(),
+                 "; add a Reshape layer before it (channels_last is the only data_format)");
+}
+
+Padding2d padding_for(PaddingMode mode, const Shape& x, const Pair& window, const Pair& strides,
+                      const Pair& dilation) {
+  if (mode == PaddingMode::kValid) return {};
+  const auto h = same_padding(x[1], window[0], strides[0], dilation[0]);
+  const auto w = same_padding(x[2], window[1], strides[1], dilation[1]);
+  return {h[0], h[1], w[0], w[1]};
+}
+
+// Keras' output length along one spatial dimension (an unknown -1 stays unknown).
+std::int64_t output_length(std::int64_t in, PaddingMode mode, std::int64_t window, std::int64_t stride,
+                           std::int64_t dilation) {
+  if (in < 0) return -1;
+  if (mode == PaddingMode::kSame) return (in + stride - 1) / stride;
+  return window_output_size(in, window, stride, dilation, 0, 0);
+}
+
+Shape window_output_shape(const std::string& name, const char* cls, const Shape& s, PaddingMode mode,
+                          const Pair& window, const Pair& strides, const Pair& dilation, std::int64_t channels) {
+  check_image(name, cls, s);
+  const std::int64_t h = output_length(s[1], mode, window[0], strides[0], dilation[0]);
+  const std::int64_t w = output_length(s[2], mode, window[1], strides[1], dilation[1]);
+  LOCKSTEP_CHECK(h != 0 && w != 0, "layer '", name, "' (", cls, "): the window ", pair_str(window), " (dilation ",
+                 pair_str(dilation), ") does not fit the input ", s.str(), " with padding \"",
+                 padding_name(mode), "\"");
+  return Shape{s[0], h, w, channels};
+}
+
+void check_dilation_and_strides(const char* cls, const Pair& strides, const Pair& dilation) {
+  LOCKSTEP_CHECK((strides[0] == 1 && strides[1] == 1) || (dilation[0] == 1 && dilation[1] == 1), cls,
+                 ": strides > 1 are not supported together with dilation_rate > 1 (as in Keras), got strides ",
+                 pair_str(strides), " and dilation_rate ", pair_str(dilation));
+}
+}  // namespace
+
+PaddingMode parse_padding(const std::string& name) {
+  if (name == "valid") return PaddingMode::kValid;
+  if (name == "same") return PaddingMode::kSame;
+  throw ValueError("unknown padding '" + name + "': expected \"valid\" or \"same\"");
+}
+std::string padding_name(PaddingMode mode) { return mode == PaddingMode::kValid ? "valid" : "same"; }
+
+// ---- Conv2D ----
+Conv2DLayer::Conv2DLayer(const Conv2DOptions& o)
+    : Layer(o.name), options_(o), padding_(parse_padding(o.padding)), activation_(parse_activation(o.activation)) {
+  LOCKSTEP_CHECK(o.filters > 0, "Conv2D: filters must be positive, got ", o.filters);
+  check_positive("Conv2D", "kernel_size", o.kernel_size);
+  check_positive("Conv2D", "strides", o.strides);
+  check_positive("Conv2D", "dilation_rate", o.dilation_rate);
+  check_dilation_and_strides("Conv2D", o.strides, o.dilation_rate);
+  LOCKSTEP_CHECK(o.groups > 0 && o.filters % o.groups == 0, "Conv2D: filters (", o.filters,
+                 ") must be a multiple of groups (", o.groups, ")");
+  (void)Initializer{o.kernel_initializer}(Shape{0}, 0);
+  (void)Initializer{o.bias_initializer}(Shape{0}, 0);
+}
+
+Shape Conv2DLayer::compute_output_shape(const Shape& s) const {
+  return window_output_shape(name(), "Conv2D", s, padding_, options_.kernel_size, options_.strides,
+                             options_.dilation_rate, options_.filters);
+}
+
+void Conv2DLayer::build_impl(const Shape& s, std::uint64_t seed) {
+  (void)compute_output_shape(s);
+  const std::int64_t c = s[3];
+  LOCKSTEP_CHECK(c > 0 && c % options_.groups == 0, "layer '", name(), "' (Conv2D): the input's channels (", c,
+                 ") must be a positive multiple of groups (", options_.groups, ")");
+  kernel_ = add_weight("kernel", Shape{options_.kernel_size[0], options_.kernel_size[1], c / options_.groups,
+                                       options_.filters},
+                       Initializer{options_.kernel_initializer}, mix_seed(seed, 1));
+  if (options_.use_bias)
+    bias_ = add_weight("bias", Shape{options_.filters}, Initializer{options_.bias_initializer}, mix_seed(seed, 2));
+}
+
+Conv2dOptions Conv2DLayer::geometry(const Shape& x) const {
+  return {.strides = options_.strides,
+          .dilation = options_.dilation_rate,
+          .padding = padding_for(padding_, x, options_.kernel_size, options_.strides, options_.dilation_rate),
+          .groups = options_.groups};
+}
+
+Tensor Conv2DLayer::call_logits(const Tensor& x, const CallContext&) const {
+  LOCKSTEP_CHECK(built(), "layer '", name(), "' (Conv2D) is called before it was built");
+  check_image(name(), "Conv2D", x.shape());
+  return conv2d(x, kernel_.value(), bias_.defined() ? bias_.value() : Tensor(), geometry(x.shape()));
+}
+
+Tensor Conv2DLayer::call(const Tensor& x, const CallContext& ctx) const {
+  return apply_activation(activation_, call_logits(x, ctx));
+}
+
+// ---- DepthwiseConv2D ----
+DepthwiseConv2DLayer::DepthwiseConv2DLayer(const DepthwiseConv2DOptions& o)
+    : Layer(o.name), options_(o), padding_(parse_padding(o.padding)), activation_(parse_activation(o.activation)) {
+  check_positive("DepthwiseConv2D", "kernel_size", o.kernel_size);
+  check_positive("DepthwiseConv2D", "strides", o.strides);
+  check_positive("DepthwiseConv2D", "dilation_rate", o.dilation_rate);
+  check_dilation_and_strides("DepthwiseConv2D", o.strides, o.dilation_rate);
+  LOCKSTEP_CHECK(o.depth_multiplier > 0, "DepthwiseConv2D: depth_multiplier must be positive, got ",
+                 o.depth_multiplier);
+  (void)Initializer{o.depthwise_initializer}(Shape{0}, 0);
+  (void)Initializer{o.bias_initializer}(Shape{0}, 0);
+}
+
+Shape DepthwiseConv2DLayer::compute_output_shape(const Shape& s) const {
+  check_image(name(), "DepthwiseConv2D", s);
+  return window_output_shape(name(), "DepthwiseConv2D", s, padding_, options_.kernel_size, options_.strides,
+                             options_.dilation_rate, s[3] < 0 ? -1 : s[3] * options_.depth_multiplier);
+}
+
+void DepthwiseConv2DLayer::build_impl(const Shape& s, std::uint64_t seed) {
+  (void)compute_output_shape(s);
+  LOCKSTEP_CHECK(s[3] > 0, "layer '", name(), "' (DepthwiseConv2D): input ", s.str(), " has no channels");
+  kernel_ = add_weight("kernel", Shape{options_.kernel_size[0], options_.kernel_size[1], s[3], options_.depth_multiplier},
+                       Initializer{options_.depthwise_initializer}, mix_seed(seed, 1));
+  if (options_.use_bias)
+    bias_ = add_weight("bias", Shape{s[3] * options_.depth_multiplier}, Initializer{options_.bias_initializer},
+                       mix_seed(seed, 2));
+}
+
+Conv2dOptions DepthwiseConv2DLayer::geometry(const Shape& x) const {
+  return {.strides = options_.strides,
+          .dilation = options_.dilation_rate,
+          .padding = padding_for(padding_, x, options_.kernel_size, options_.strides, options_.dilation_rate),
+          .groups = x[3]};
+}
+
+Tensor DepthwiseConv2DLayer::call(const Tensor& x, const CallContext&) const {
+  LOCKSTEP_CHECK(built(), "layer '", name(), "' (DepthwiseConv2D) is called before it was built");
+  check_image(name(), "DepthwiseConv2D", x.shape());
+  const Shape& k = kernel_.shape();
+  // (kh, kw, C, m) and the grouped kernel (kh, kw, 1, C * m) are the same memory.
+  const Tensor grouped = reshape(kernel_.value(), Shape{k[0], k[1], 1, k[2] * k[3]});
+  return apply_activation(activation_,
+                          conv2d(x, grouped, bias_.defined() ? bias_.value() : Tensor(), geometry(x.shape())));
+}
+
+// ---- pooling ----
+Pooling2DLayer::Pooling2DLayer(bool max, const Pooling2DOptions& o)
+    : Layer(o.name), max_(max), options_(o), padding_(parse_padding(o.padding)) {
+  const char* cls = max ? "MaxPooling2D" : "AveragePooling2D";
+  check_positive(cls, "pool_size", o.pool_size);
+  if (o.strides) check_positive(cls, "strides", *o.strides);
+}
+
+Shape Pooling2DLayer::compute_output_shape(const Shape& s) const {
+  const char* cls = max_ ? "MaxPooling2D" : "AveragePooling2D";
+  check_image(name(), cls, s);
+  return window_output_shape(name(), cls, s, padding_, options_.pool_size, strides(), {1, 1}, s[3]);
+}
+
+Pool2dOptions Pooling2DLayer::geometry(const Shape& x) const {
+  return {.pool_size = options_.pool_size,
+          .strides = strides(),
+          .padding = padding_for(padding_, x, options_.pool_size, strides(), {1, 1})};
+}
+
+Tensor Pooling2DLayer::call(const Tensor& x, const CallContext&) const {
+  check_image(name(), max_ ? "MaxPooling2D" : "AveragePooling2D", x.shape());
+  return max_ ? max_pool2d(x, geometry(x.shape())) : avg_pool2d(x, geometry(x.shape()));
+}
+
+// ---- GlobalAveragePooling2D ----
+GlobalAveragePooling2DLayer::GlobalAveragePooling2DLayer(bool keepdims, std::string name)
+    : Layer(std::move(name)), keepdims_(keepdims) {}
+
+Shape GlobalAveragePooling2DLayer::compute_output_shape(const Shape& s) const {
+  check_image(name(), "GlobalAveragePooling2D", s);
+  return keepdims_ ? Shape{s[0], 1, 1, s[3]} : Shape{s[0], s[3]};
+}
+
+Tensor GlobalAveragePooling2DLayer::call(const Tensor& x, const CallContext&) const {
+  check_image(name(), "GlobalAveragePooling2D", x.shape());
+  // (N, H * W, C) averaged over its middle axis: one reduction kernel, any floating dtype.
+  const Tensor m = mean(reshape(x, Shape{x.dim(0), x.dim(1) * x.dim(2), x.dim(3)}), 1);
+  return keepdims_ ? reshape(m, Shape{x.dim(0), 1, 1, x.dim(3)}) : m;
+}
+
+// ---- ZeroPadding2D ----
+ZeroPadding2DLayer::ZeroPadding2DLayer(std::array<Pair, 2> padding, std::string name)
+    : Layer(std::move(name)), padding_(padding) {
+  for (const Pair& p : padding_)
+    LOCKSTEP_CHECK(p[0] >= 0 && p[1] >= 0, "ZeroPadding2D: padding must not be negative, got ((", padding_[0][0],
+                   ", ", padding_[0][1], "), (", padding_[1][0], ", ", padding_[1][1], "))");
+}
+
+Shape ZeroPadding2DLayer::compute_output_shape(const Shape& s) const {
+  check_image(name(), "ZeroPadding2D", s);
+  const auto grow = [](std::int64_t d, const Pair& p) { return d < 0 ? d : d + p[0] + p[1]; };
+  return Shape{s[0], grow(s[1], padding_[0]), grow(s[2], padding_[1]), s[3]};
+}
+
+Tensor ZeroPadding2DLayer::call(const Tensor& x, const CallContext&) const {
+  check_image(name(), "ZeroPadding2D", x.shape());
+  return zero_pad2d(x, {padding_[0][0], padding_[0][1], padding_[1][0], padding_[1][1]});
+}
+
+// ---- Rescaling ----
+RescalingLayer::RescalingLayer(float scale, float offset, std::string name)
+    : Layer(std::move(name)), scale_(scale), offset_(offset) {}
+
+Tensor RescalingLayer::call(const Tensor& x, const CallContext&) const {
+  const Tensor y = scale_ == 1.0f ? x : lockstep::scale(x, scale_);
+  return offset_ == 0.0f ? y : add_scalar(y, offset_);
+}
+
+// ---- factories ----
+LayerPtr Conv2D(std::int64_t filters, Pair kernel_size, const std::string& activation, const std::string& padding,
+                Pair strides) {
+  return std::make_shared<Conv2DLayer>(Conv2DOptions{.filters = filters,
+                                                     .kernel_size = kernel_size,
+                                                     .strides = strides,
+                                                     .padding = padding,
+                                                     .activation = activation});
+}
+LayerPtr Conv2D(const Conv2DOptions& options) { return std::make_shared<Conv2DLayer>(options); }
+LayerPtr DepthwiseConv2D(const DepthwiseConv2DOptions& options) {
+  return std::make_shared<DepthwiseConv2DLayer>(options);
+}
+LayerPtr MaxPooling2D(Pair pool_size, std::optional<Pair> strides, const std::string& padding) {
+  return std::make_shared<Pooling2DLayer>(true, Pooling2DOptions{pool_size, strides, padding, ""});
+}
+LayerPtr AveragePooling2D(Pair pool_size, std::optional<Pair> strides, const std::string& padding) {
+  return std::make_shared<Pooling2DLayer>(false, Pooling2DOptions{pool_size, strides, padding, ""});
+}
+LayerPtr GlobalAveragePooling2D(bool keepdims) { return std::make_shared<GlobalAveragePooling2DLayer>(keepdims); }
+LayerPtr ZeroPadding2D(std::array<Pair, 2> padding) { return std::make_shared<ZeroPadding2DLayer>(padding); }
+LayerPtr Rescaling(float scale, float offset) { return std::make_shared<RescalingLayer>(scale, offset); }
+
+}  // namespace lockstep::layers

@@ -1,0 +1,20 @@
+#pragma once
+// A layer as {"class_name", "config"} JSON with Keras' class and argument names: what saved
+// models write and read for each layer lockstep has.
+#include <nlohmann/json.hpp>
+
+#include "lockstep/layers/layer.hpp"
+
+namespace lockstep::detail {
+
+/// Keras writes an unknown (batch) dimension as null.
+nlohmann::json shape_to_json(const Shape& s);
+Shape shape_from_json(const nlohmann::json& j);
+
+/// Throws ValueError naming the layer when its class has no description.
+nlohmann::json layer_to_json(const layers::Layer& layer);
+/// Throws IOError naming an unknown class_name (and the classes known); nlohmann's exceptions
+/// for missing or mistyped fields.
+layers::LayerPtr layer_from_json(const nlohmann::json& j);
+
+}  // namespace lockstep::detail

@@ -1,0 +1,238 @@
+// Parity rows: conv2d (strides, dilation, padding, groups, depthwise) with its input and
+// kernel gradients, max / average pooling and their gradients, against naive double loops.
+#include <cmath>
+#include <limits>
+
+#include "backend/parity.hpp"
+
+namespace lockstep::parity {
+
+namespace {
+using backend::KernelOp;
+
+struct ConvCase {
+  const char* variant;
+  Shape x, k;  // NHWC input, (kh, kw, c / groups, oc) kernel
+  Conv2dOptions o;
+  bool bias;
+};
+// split: 1.5 MFLOP over 7 examples, so the 3-thread parity pool splits the batch unevenly.
+const ConvCase kConvCases[] = {
+    {"split_bias", {7, 12, 11, 8}, {3, 3, 8, 16}, {}, true},
+    {"strided_dilated_padded", {3, 9, 10, 4}, {3, 2, 4, 5}, {.strides = {2, 3}, .dilation = {2, 1}, .padding = {2, 2, 0, 1}},
+     false},
+    {"depthwise", {5, 8, 8, 6}, {3, 3, 1, 12}, {.padding = {1, 1, 1, 1}, .groups = 6}, true},
+    {"grouped", {2, 6, 7, 4}, {2, 2, 2, 6}, {.strides = {1, 2}, .groups = 2}, false},
+};
+
+struct ConvGeom {
+  std::int64_t n, h, w, c, kh, kw, icg, oc, ocg, oh, ow;
+};
+ConvGeom geom(const ConvCase& c) {
+  ConvGeom g{c.x[0], c.x[1], c.x[2], c.x[3], c.k[0], c.k[1], c.k[2], c.k[3], c.k[3] / c.o.groups, 0, 0};
+  g.oh = window_output_size(g.h, g.kh, c.o.strides[0], c.o.dilation[0], c.o.padding.top, c.o.padding.bottom);
+  g.ow = window_output_size(g.w, g.kw, c.o.strides[1], c.o.dilation[1], c.o.padding.left, c.o.padding.right);
+  return g;
+}
+
+// Calls f(y index, x index, kernel index) for every term of the convolution.
+template <typename F>
+void for_each_term(const ConvCase& c, F&& f) {
+  const ConvGeom g = geom(c);
+  for (std::int64_t n = 0; n < g.n; ++n)
+    for (std::int64_t oy = 0; oy < g.oh; ++oy)
+      for (std::int64_t ox = 0; ox < g.ow; ++ox)
+        for (std::int64_t o = 0; o < g.oc; ++o) {
+          const std::int64_t yi = ((n * g.oh + oy) * g.ow + ox) * g.oc + o, grp = o / g.ocg;
+          for (std::int64_t ky = 0; ky < g.kh; ++ky) {
+            const std::int64_t iy = oy * c.o.strides[0] - c.o.padding.top + ky * c.o.dilation[0];
+            if (iy < 0 || iy >= g.h) continue;
+            for (std::int64_t kx = 0; kx < g.kw; ++kx) {
+              const std::int64_t ix = ox * c.o.strides[1] - c.o.padding.left + kx * c.o.dilation[1];
+              if (ix < 0 || ix >= g.w) continue;
+              for (std::int64_t ci = 0; ci < g.icg; ++ci)
+                f(yi, ((n * g.h + iy) * g.w + ix) * g.c + grp * g.icg + ci, ((ky * g.kw + kx) * g.icg + ci) * g.oc + o);
+            }
+          }
+        }
+}
+
+// Sums of terms with the sum of their magnitudes, then the Expected.
+struct Sums {
+  std::vector<double> s, acc;
+  explicit Sums(std::int64_t n) : s(static_cast<std::size_t>(n)), acc(static_cast<std::size_t>(n)) {}
+  void add(std::int64_t i, double t) {
+    s[static_cast<std::size_t>(i)] += t;
+    acc[static_cast<std::size_t>(i)] += std::fabs(t);
+  }
+  Expected to(const Shape& shape) const {
+    Expected e(shape);
+    for (std::int64_t i = 0; i < shape.numel(); ++i) e.set(i, s[static_cast<std::size_t>(i)], acc[static_cast<std::size_t>(i)]);
+    return e;
+  }
+};
+
+Row conv_forward_row(const ConvCase& c) {
+  const ConvGeom g = geom(c);
+  std::vector<InputSpec> inputs{{c.x, uniform(-1, 1), {}}, {c.k, uniform(-1, 1), {}}};
+  if (c.bias) inputs.push_back({{g.oc}, uniform(-1, 1), {}});
+  return make_row(
+      c.bias ? "conv2d_bias" : "conv2d", c.variant, "conv2d", floats(), {{KernelOp::kConv2d, {}}}, inputs,
+      [c](const std::vector<Tensor>& in, DType) {
+        return std::vector<Tensor>{conv2d(in[0], in[1], c.bias ? in[2] : Tensor(), c.o)};
+      },
+      [c, g](const std::vector<Host>& in, DType) {
+        const Shape ys{g.n, g.oh, g.ow, g.oc};
+        Sums s(ys.numel());
+        for_each_term(c, [&](std::int64_t yi, std::int64_t xi, std::int64_t ki) { s.add(yi, in[0][xi] * in[1][ki]); });
+        if (c.bias)
+          for (std::int64_t i = 0; i < ys.numel(); ++i) s.add(i, in[2][i % g.oc]);
+        return std::vector<Expected>{s.to(ys)};
+      });
+}
+
+Row conv_input_grad_row(const ConvCase& c) {
+  const ConvGeom g = geom(c);
+  return make_row(
+      "conv2d_input_grad", c.variant, "conv2d_input_grad", floats(), {{KernelOp::kConv2dBackwardData, {}}},
+      {{c.k, uniform(-1, 1), {}}, {{g.n, g.oh, g.ow, g.oc}, uniform(-1, 1), {}}},
+      [c](const std::vector<Tensor>& in, DType) {
+        return std::vector<Tensor>{conv2d_input_grad(in[0], in[1], c.x, c.o)};
+      },
+      [c](const std::vector<Host>& in, DType) {
+        Sums s(c.x.numel());
+        for_each_term(c, [&](std::int64_t yi, std::int64_t xi, std::int64_t ki) { s.add(xi, in[1][yi] * in[0][ki]); });
+        return std::vector<Expected>{s.to(c.x)};
+      });
+}
+
+Row conv_kernel_grad_row(const ConvCase& c) {
+  const ConvGeom g = geom(c);
+  return make_row(
+      c.bias ? "conv2d_kernel_grad_bias" : "conv2d_kernel_grad", c.variant, "conv2d_kernel_grad", floats(),
+      {{KernelOp::kConv2dBackwardWeights, {}}},
+      {{c.x, uniform(-1, 1), {}}, {{g.n, g.oh, g.ow, g.oc}, uniform(-1, 1), {}}},
+      [c](const std::vector<Tensor>& in, DType) {
+        auto [dw, db] = conv2d_kernel_grad(in[0], in[1], c.k, c.bias, c.o);
+        return c.bias ? std::vector<Tensor>{dw, db} : std::vector<Tensor>{dw};
+      },
+      [c, g](const std::vector<Host>& in, DType) {
+        Sums s(c.k.numel()), b(g.oc);
+        for_each_term(c, [&](std::int64_t yi, std::int64_t xi, std::int64_t ki) { s.add(ki, in[0][xi] * in[1][yi]); });
+        std::vector<Expected> out{s.to(c.k)};
+        if (c.bias) {
+          for (std::int64_t i = 0; i < in[1].numel(); ++i) b.add(i % g.oc, in[1][i]);
+          out.push_back(b.to({g.oc}));
+        }
+        return out;
+      });
+}
+
+struct PoolCase {
+  const char* variant;
+  Shape x;
+  Pool2dOptions o;
+};
+// split: 2.3M window reads over 9 examples (the pool splits the batch).
+const PoolCase kPoolCases[] = {
+    {"valid", {3, 9, 8, 5}, {}},
+    {"same_overlapping", {4, 7, 7, 5}, {.pool_size = {3, 3}, .strides = {2, 2}, .padding = {1, 1, 1, 1}}},
+    {"split", {9, 32, 32, 32}, {.pool_size = {3, 3}, .strides = {1, 1}}},
+};
+
+struct PoolGeom {
+  std::int64_t n, h, w, c, oh, ow;
+};
+PoolGeom geom(const PoolCase& p) {
+  return {p.x[0], p.x[1], p.x[2], p.x[3],
+          window_output_size(p.x[1], p.o.pool_size[0], p.o.strides[0], 1, p.o.padding.top, p.o.padding.bottom),
+          window_output_size(p.x[2], p.o.pool_size[1], p.o.strides[1], 1, p.o.padding.left, p.o.padding.right)};
+}
+
+// f(y index, indices of x inside the window, in row-major window order).
+template <typename F>
+void for_each_window(const PoolCase& p, F&& f) {
+  const PoolGeom g = geom(p);
+  std::vector<std::int64_t> idx;
+  for (std::int64_t n = 0; n < g.n; ++n)
+    for (std::int64_t oy = 0; oy < g.oh; ++oy)
+      for (std::int64_t ox = 0; ox < g.ow; ++ox)
+        for (std::int64_t ch = 0; ch < g.c; ++ch) {
+          idx.clear();
+          for (std::int64_t ky = 0; ky < p.o.pool_size[0]; ++ky)
+            for (std::int64_t kx = 0; kx < p.o.pool_size[1]; ++kx) {
+              const std::int64_t iy = oy * p.o.strides[0] - p.o.padding.top + ky;
+              const std::int64_t ix = ox * p.o.strides[1] - p.o.padding.left + kx;
+              if (iy >= 0 && iy < g.h && ix >= 0 && ix < g.w) idx.push_back(((n * g.h + iy) * g.w + ix) * g.c + ch);
+            }
+          f(((n * g.oh + oy) * g.ow + ox) * g.c + ch, idx);
+        }
+}
+
+Row pool_row(const PoolCase& p, bool max) {
+  const PoolGeom g = geom(p);
+  const Shape ys{g.n, g.oh, g.ow, g.c};
+  return make_row(
+      max ? "max_pool2d" : "avg_pool2d", p.variant, max ? "max_pool2d" : "avg_pool2d", floats(),
+      {{KernelOp::kPool2d, {}}}, {{p.x, uniform(-2, 2), {}}},
+      [p, max](const std::vector<Tensor>& in, DType) {
+        return std::vector<Tensor>{max ? max_pool2d(in[0], p.o) : avg_pool2d(in[0], p.o)};
+      },
+      [p, max, ys](const std::vector<Host>& in, DType) {
+        Expected e(ys);
+        for_each_window(p, [&](std::int64_t yi, const std::vector<std::int64_t>& idx) {
+          double m = -std::numeric_limits<double>::infinity(), s = 0, acc = 0;
+          for (std::int64_t i : idx) m = std::max(m, in[0][i]), s += in[0][i], acc += std::fabs(in[0][i]);
+          if (max) e.set(yi, m);
+          else e.set(yi, s / static_cast<double>(idx.size()), acc / static_cast<double>(idx.size()));
+        });
+        return std::vector<Expected>{e};
+      });
+}
+
+// The gradient row's inputs are x and dy; y is computed by the forward op (on the row's dtype).
+Row pool_grad_row(const PoolCase& p, bool max) {
+  const PoolGeom g = geom(p);
+  const Shape ys{g.n, g.oh, g.ow, g.c};
+  return make_row(
+      // The forward op runs first, so it is what a dtype error names.
+      max ? "max_pool2d_grad" : "avg_pool2d_grad", p.variant, max ? "max_pool2d" : "avg_pool2d", floats(),
+      {{KernelOp::kPool2d, {}}, {KernelOp::kPool2dBackward, {}}}, {{p.x, uniform(-2, 2), {}}, {ys, uniform(-1, 1), {}}},
+      [p, max](const std::vector<Tensor>& in, DType) {
+        const Tensor y = max ? max_pool2d(in[0], p.o) : avg_pool2d(in[0], p.o);
+        return std::vector<Tensor>{pool2d_grad(max, in[0], y, in[1], p.o)};
+      },
+      [p, max](const std::vector<Host>& in, DType) {
+        Sums s(p.x.numel());
+        for_each_window(p, [&](std::int64_t yi, const std::vector<std::int64_t>& idx) {
+          if (max) {
+            std::int64_t best = idx[0];
+            for (std::int64_t i : idx)
+              if (in[0][i] > in[0][best]) best = i;
+            s.add(best, in[1][yi]);
+          } else {
+            for (std::int64_t i : idx) s.add(i, in[1][yi] / static_cast<double>(idx.size()));
+          }
+        });
+        return std::vector<Expected>{s.to(p.x)};
+      });
+}
+}  // namespace
+
+std::vector<Row> conv_pool_rows() {
+  std::vector<Row> rows;
+  for (const ConvCase& c : kConvCases) {
+    rows.push_back(conv_forward_row(c));
+    rows.push_back(conv_input_grad_row(c));
+    rows.push_back(conv_kernel_grad_row(c));
+  }
+  for (const PoolCase& p : kPoolCases) {
+    for (bool max : {true, false}) {
+      rows.push_back(pool_row(p, max));
+      rows.push_back(pool_grad_row(p, max));
+    }
+  }
+  return rows;
+}
+
+}  // namespace lockstep::parity

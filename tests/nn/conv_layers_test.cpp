@@ -1,0 +1,124 @@
+// Convolution and pooling layers: Keras' output shapes and parameter counts, values on small
+// inputs worked out by hand, and the errors for inputs they cannot take.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "common/error_message.hpp"
+#include "lockstep/layers/conv_layers.hpp"
+#include "lockstep/layers/core_layers.hpp"
+
+namespace lockstep {
+namespace {
+
+using layers::CallContext;
+using layers::Pair;
+using test::message_of;
+
+Tensor iota(const Shape& s, float scale = 1.0f) {
+  std::vector<float> v(static_cast<std::size_t>(s.numel()));
+  for (std::size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>(i) * scale;
+  return Tensor::from_vector(v, s);
+}
+
+TEST(Conv2D, KerasSimpleConvnetShapesAndParamCounts) {
+  // keras.io's "simple MNIST convnet" summary: 320, 18,496 and 16,010 parameters.
+  auto c1 = layers::Conv2D(32, {3, 3}, "relu");
+  c1->build(Shape{-1, 28, 28, 1}, 1);
+  EXPECT_EQ(c1->compute_output_shape(Shape{-1, 28, 28, 1}), (Shape{-1, 26, 26, 32}));
+  EXPECT_EQ(c1->count_params(), 320);
+  auto p1 = layers::MaxPooling2D({2, 2});
+  EXPECT_EQ(p1->compute_output_shape(Shape{-1, 26, 26, 32}), (Shape{-1, 13, 13, 32}));
+  auto c2 = layers::Conv2D(64, {3, 3}, "relu");
+  c2->build(Shape{-1, 13, 13, 32}, 2);
+  EXPECT_EQ(c2->compute_output_shape(Shape{-1, 13, 13, 32}), (Shape{-1, 11, 11, 64}));
+  EXPECT_EQ(c2->count_params(), 18496);
+  EXPECT_EQ(p1->compute_output_shape(Shape{-1, 11, 11, 64}), (Shape{-1, 5, 5, 64}));
+  auto* conv = dynamic_cast<layers::Conv2DLayer*>(c2.get());
+  ASSERT_NE(conv, nullptr);
+  EXPECT_EQ(conv->kernel().shape(), (Shape{3, 3, 32, 64}));  // Keras' HWIO
+}
+
+TEST(Conv2D, SamePaddingIsCeilOfInputOverStride) {
+  auto c = layers::Conv2D(2, {3, 3}, "linear", "same", {2, 2});
+  c->build(Shape{-1, 7, 6, 3}, 1);
+  EXPECT_EQ(c->compute_output_shape(Shape{-1, 7, 6, 3}), (Shape{-1, 4, 3, 2}));
+  EXPECT_EQ(c->call(Tensor::ones({2, 7, 6, 3}), CallContext{}).shape(), (Shape{2, 4, 3, 2}));
+}
+
+TEST(Conv2D, OnesKernelSumsEachWindowPlusBias) {
+  auto c = layers::Conv2D({.filters = 1, .kernel_size = {2, 2}, .kernel_initializer = "ones", .bias_initializer = "ones"});
+  c->build(Shape{-1, 3, 3, 1}, 0);
+  // x = 0..8 in a 3x3 image: windows {0,1,3,4} = 8, {1,2,4,5} = 12, {3,4,6,7} = 20, {4,5,7,8} = 24.
+  const auto y = c->call(iota({1, 3, 3, 1}), CallContext{}).to_vector<float>();
+  EXPECT_EQ(y, (std::vector<float>{9, 13, 21, 25}));
+}
+
+TEST(DepthwiseConv2D, EachChannelHasItsOwnFiltersInKerasOrder) {
+  auto d = layers::DepthwiseConv2D({.kernel_size = {1, 1}, .depth_multiplier = 2, .use_bias = false});
+  d->build(Shape{-1, 1, 1, 2}, 0);
+  EXPECT_EQ(d->count_params(), 4);
+  auto* dw = dynamic_cast<layers::DepthwiseConv2DLayer*>(d.get());
+  ASSERT_NE(dw, nullptr);
+  ASSERT_EQ(dw->kernel().shape(), (Shape{1, 1, 2, 2}));
+  dw->kernel().assign(Tensor::from_vector<float>({1, 2, 3, 4}, {1, 1, 2, 2}));
+  // Output channel c * multiplier + j = x[c] * kernel[c, j]: (5*1, 5*2, 7*3, 7*4).
+  const auto y = d->call(Tensor::from_vector<float>({5, 7}, {1, 1, 1, 2}), CallContext{}).to_vector<float>();
+  EXPECT_EQ(y, (std::vector<float>{5, 10, 21, 28}));
+}
+
+TEST(Pooling2D, StridesDefaultToPoolSizeAndSameAverageExcludesPadding) {
+  auto m = layers::MaxPooling2D({2, 2});
+  const auto ym = m->call(iota({1, 3, 4, 1}), CallContext{}).to_vector<float>();
+  EXPECT_EQ(ym, (std::vector<float>{5, 7}));  // valid: the last row is dropped
+  auto a = layers::AveragePooling2D({2, 2}, std::nullopt, "same");
+  EXPECT_EQ(a->compute_output_shape(Shape{-1, 3, 3, 1}), (Shape{-1, 2, 2, 1}));
+  // 0..8 in 3x3, padded after: windows {0,1,3,4} -> 2, {2,5} -> 3.5, {6,7} -> 6.5, {8} -> 8.
+  const auto ya = a->call(iota({1, 3, 3, 1}), CallContext{}).to_vector<float>();
+  EXPECT_EQ(ya, (std::vector<float>{2, 3.5f, 6.5f, 8}));
+}
+
+TEST(GlobalAveragePooling2D, MeansOverHeightAndWidthPerChannel) {
+  auto g = layers::GlobalAveragePooling2D();
+  EXPECT_EQ(g->compute_output_shape(Shape{-1, 2, 2, 2}), (Shape{-1, 2}));
+  // Channel 0 holds 0, 2, 4, 6 and channel 1 holds 1, 3, 5, 7.
+  EXPECT_EQ(g->call(iota({1, 2, 2, 2}), CallContext{}).to_vector<float>(), (std::vector<float>{3, 4}));
+  EXPECT_EQ(layers::GlobalAveragePooling2D(true)->call(iota({1, 2, 2, 2}), CallContext{}).shape(),
+            (Shape{1, 1, 1, 2}));
+}
+
+TEST(ZeroPadding2D, SurroundsWithZeros) {
+  auto z = layers::ZeroPadding2D({Pair{1, 0}, Pair{0, 1}});
+  EXPECT_EQ(z->compute_output_shape(Shape{-1, 1, 2, 1}), (Shape{-1, 2, 3, 1}));
+  const auto y = z->call(Tensor::from_vector<float>({1, 2}, {1, 1, 2, 1}), CallContext{}).to_vector<float>();
+  EXPECT_EQ(y, (std::vector<float>{0, 0, 0, 1, 2, 0}));
+}
+
+TEST(Rescaling, ScalesThenOffsets) {
+  auto r = layers::Rescaling(1.0f / 255.0f, -0.5f);
+  const auto y = r->call(Tensor::from_vector<float>({0, 255}, {1, 2}), CallContext{}).to_vector<float>();
+  EXPECT_FLOAT_EQ(y[0], -0.5f);
+  EXPECT_FLOAT_EQ(y[1], 0.5f);
+}
+
+TEST(ConvLayers, BadArgumentsAndInputsAreValueErrorsNamingThem) {
+  EXPECT_NE(message_of([] { layers::Conv2D(8, {3, 3}, "linear", "full"); }).find("unknown padding 'full'"),
+            std::string::npos);
+  EXPECT_NE(message_of([] { layers::Conv2D(0, {3, 3}); }).find("filters must be positive"), std::string::npos);
+  EXPECT_NE(message_of([] {
+              layers::Conv2D({.filters = 2, .kernel_size = {3, 3}, .strides = {2, 2}, .dilation_rate = {2, 2}});
+            }).find("dilation_rate"),
+            std::string::npos);
+  auto c = layers::Conv2D(4, {3, 3});
+  EXPECT_NE(message_of([&] { c->build(Shape{-1, 28, 28}, 0); }).find("(batch, height, width, channels)"),
+            std::string::npos);
+  EXPECT_NE(message_of([&] { c->build(Shape{-1, 2, 5, 1}, 0); }).find("does not fit the input"), std::string::npos);
+  auto grouped = layers::Conv2D({.filters = 4, .kernel_size = {1, 1}, .groups = 2});
+  EXPECT_NE(message_of([&] { grouped->build(Shape{-1, 4, 4, 3}, 0); }).find("multiple of groups"),
+            std::string::npos);
+  EXPECT_NE(message_of([] { layers::MaxPooling2D({0, 2}); }).find("pool_size must be positive"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace lockstep

@@ -1,0 +1,32 @@
+#include "model_zoo.hpp"
+
+#include "lockstep/layers/conv_layers.hpp"
+#include "lockstep/layers/core_layers.hpp"
+
+namespace lockstep::cli {
+
+double default_dropout(const std::string& model) { return model == "cnn" ? 0.5 : 0.2; }
+
+Shape model_input_shape(const std::string& model, const Shape& image) {
+  if (model == "mlp") return Shape{image.numel()};
+  return image;
+}
+
+std::unique_ptr<Sequential> build_model(const TrainArgs& a, const Shape& image, std::int64_t classes,
+                                        double dropout) {
+  const auto rate = static_cast<float>(dropout);
+  if (a.model == "mlp") {
+    return std::make_unique<Sequential>(std::vector<layers::LayerPtr>{
+        layers::Dense(a.hidden, a.activation, image.numel()), layers::Dropout(rate), layers::Dense(classes, "softmax")});
+  }
+  if (a.model == "cnn") {
+    return std::make_unique<Sequential>(
+        std::vector<layers::LayerPtr>{layers::Input(image), layers::Conv2D(32, {3, 3}, "relu"), layers::MaxPooling2D({2, 2}),
+                                      layers::Conv2D(64, {3, 3}, "relu"), layers::MaxPooling2D({2, 2}), layers::Flatten(),
+                                      layers::Dropout(rate), layers::Dense(classes, "softmax")},
+        "simple_convnet");
+  }
+  throw ValueError("--model: unknown model '" + a.model + "' (expected mlp or cnn)");
+}
+
+}  // namespace lockstep::cli

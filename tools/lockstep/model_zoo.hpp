@@ -1,0 +1,28 @@
+#pragma once
+// The models `lockstep train --model NAME` builds.
+#include <memory>
+#include <string>
+
+#include "commands.hpp"
+#include "lockstep/training/sequential.hpp"
+
+namespace lockstep::cli {
+
+/// The names --model accepts.
+inline const char* const kModelNames[] = {"mlp", "cnn"};
+
+/// The Dropout rate of --model's network when --dropout is not given (mlp 0.2, cnn 0.5 as in
+/// Keras' example).
+double default_dropout(const std::string& model);
+
+/// mlp: Dense(hidden, activation) -> Dropout -> Dense(classes, softmax) on flattened images.
+/// cnn: Keras' "simple MNIST convnet": Conv2D(32, 3, relu) -> MaxPooling2D(2) -> Conv2D(64, 3,
+/// relu) -> MaxPooling2D(2) -> Flatten -> Dropout -> Dense(classes, softmax) on (28, 28, 1) images.
+/// `image` is one example's (height, width, channels).
+std::unique_ptr<Sequential> build_model(const TrainArgs& args, const Shape& image, std::int64_t classes,
+                                        double dropout);
+
+/// The shape one example of `model` takes for images of (height, width, channels).
+Shape model_input_shape(const std::string& model, const Shape& image);
+
+}  // namespace lockstep::cli
