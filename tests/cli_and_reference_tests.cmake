@@ -139,3 +139,16 @@ if(Python3_Interpreter_FOUND)
   add_test(NAME layering.planted_violations_are_reported
            COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/layering/planted_violations.sh ${PROJECT_SOURCE_DIR})
 endif()
+
+# MultiWorkerMirroredStrategy under mpirun -np 2 (skipped when lockstep is built without MPI):
+# the collectives across workers, over Open MPI's shared-memory transport and over TCP loopback
+# (--mca btl self,tcp, the path machines on a network use).
+if(LOCKSTEP_WITH_MPI)
+  set(_mpirun ${CMAKE_CURRENT_SOURCE_DIR}/cli/mpirun.sh)
+  add_test(NAME multi_worker.collectives_over_shared_memory
+           COMMAND ${_mpirun} 2 -- $<TARGET_FILE:distribute_tests> --gtest_filter=MultiWorker.*)
+  add_test(NAME multi_worker.collectives_over_tcp
+           COMMAND ${_mpirun} 2 --mca btl self,tcp -- $<TARGET_FILE:distribute_tests> --gtest_filter=MultiWorker.*)
+  set_tests_properties(multi_worker.collectives_over_shared_memory multi_worker.collectives_over_tcp
+                       PROPERTIES TIMEOUT 300 FAIL_REGULAR_EXPRESSION "SKIPPED|FAILED")
+endif()

@@ -239,7 +239,19 @@ detail::ReplicaNumbers Model::replica_train_step(const Tensor& x, const Tensor& 
 void Model::ensure_mirrored() {
   if (!strategy_ || strategy_->num_replicas_in_sync() == 1) return;
   for (auto v : variables())
-    if (v.num_copies() != strategy_->num_replicas_in_sync()) v.mirror(strategy_->contexts());
+    if (v.num_copies() != strategy_->num_local_replicas()) v.mirror(strategy_->contexts());
+  // Several workers start from the chief's variables (its initial or restored weights): the
+  // same seed would give the same ones, but a worker need not have built them alike.
+  if (strategy_->num_workers() > 1 && synced_workers_ != strategy_) {
+    std::vector<std::vector<Tensor>> copies;
+    for (const auto& v : variables()) {
+      std::vector<Tensor> mine;
+      for (int r = 0; r < v.num_copies(); ++r) mine.push_back(v.copy(r));
+      copies.push_back(std::move(mine));
+    }
+    strategy_->broadcast_from_chief(copies);
+    synced_workers_ = strategy_;
+  }
 }
 
 void Model::distribute(distribute::Strategy& strategy) {
@@ -292,7 +304,10 @@ History Model::fit(const data::Dataset& dataset, const FitOptions& o) {
   LOCKSTEP_CHECK(o.steps_per_epoch > 0 || card != data::kInfiniteCardinality,
                  "fit: the dataset is infinite (repeat()), so steps_per_epoch must be given");
   const std::int64_t steps = o.steps_per_epoch > 0 ? o.steps_per_epoch : (card >= 0 ? card : -1);
-  const int verbose = o.verbose >= 0 ? o.verbose : (isatty(fileno(stdout)) ? 1 : 2);
+  // Only the chief of several workers reports progress (and writes files: the callbacks'
+  // is_chief options).
+  const bool chief = !strategy_ || strategy_->is_chief();
+  const int verbose = !chief ? 0 : o.verbose >= 0 ? o.verbose : (isatty(fileno(stdout)) ? 1 : 2);
 
   CallbackList cbs{o.callbacks};
   if (verbose > 0) cbs.cbs.insert(cbs.cbs.begin(), std::make_shared<ProgbarLogger>());
@@ -440,7 +455,7 @@ Logs Model::evaluate_impl(const data::Dataset& dataset, std::int64_t steps, cons
   auto it = dataset.make_iterator();
   const std::int64_t total = steps > 0 ? steps : card;
   std::unique_ptr<Progbar> bar;
-  if (verbose == 1) bar = std::make_unique<Progbar>(total);
+  if (verbose == 1 && (!strategy_ || strategy_->is_chief())) bar = std::make_unique<Progbar>(total);
   std::int64_t examples = 0;
   for (std::int64_t step = 0; steps < 0 || step < steps; ++step) {
     auto batch = it->next();

@@ -26,6 +26,7 @@ struct TrainArgs {
   std::int64_t backup_every_steps = 0;  // 0: back up at each epoch end
   bool tensorboard = true;
   int verbose = -1;
+  double collective_timeout = 60;       // seconds a collective waits for a peer (worker or replica)
 };
 
 void add_train_command(CLI::App& app, TrainArgs& args);

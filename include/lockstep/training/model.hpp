@@ -147,6 +147,8 @@ class Model {
   std::vector<metrics::MetricPtr> metrics_;
   metrics::Mean loss_tracker_{"loss"};
   distribute::Strategy* strategy_ = nullptr;
+  // The strategy whose workers took the chief's variables (ensure_mirrored), once per strategy.
+  const distribute::Strategy* synced_workers_ = nullptr;
   FitTiming timing_;
 };
 
