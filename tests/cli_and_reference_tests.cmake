@@ -151,4 +151,13 @@ if(LOCKSTEP_WITH_MPI)
            COMMAND ${_mpirun} 2 --mca btl self,tcp -- $<TARGET_FILE:distribute_tests> --gtest_filter=MultiWorker.*)
   set_tests_properties(multi_worker.collectives_over_shared_memory multi_worker.collectives_over_tcp
                        PROPERTIES TIMEOUT 300 FAIL_REGULAR_EXPRESSION "SKIPPED|FAILED")
+  # The flagship on 2 workers x 1 device ends bit-identical to 1 process x 2 devices, reaches
+  # Keras-level accuracy, and only the chief writes (tests/cli/multi_worker_train.sh).
+  set(_mw_train ${CMAKE_CURRENT_SOURCE_DIR}/cli/multi_worker_train.sh)
+  add_test(NAME multi_worker.train_matches_two_devices_over_shared_memory
+           COMMAND ${_mw_train} ${_cli} ${_mpirun} ${CMAKE_CURRENT_BINARY_DIR}/mw-train-shm 0.975)
+  add_test(NAME multi_worker.train_matches_two_devices_over_tcp
+           COMMAND ${_mw_train} ${_cli} ${_mpirun} ${CMAKE_CURRENT_BINARY_DIR}/mw-train-tcp 0.975 --mca btl self,tcp)
+  set_tests_properties(multi_worker.train_matches_two_devices_over_shared_memory
+                       multi_worker.train_matches_two_devices_over_tcp PROPERTIES TIMEOUT 900 RUN_SERIAL TRUE)
 endif()
