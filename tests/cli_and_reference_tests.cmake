@@ -160,4 +160,11 @@ if(LOCKSTEP_WITH_MPI)
            COMMAND ${_mw_train} ${_cli} ${_mpirun} ${CMAKE_CURRENT_BINARY_DIR}/mw-train-tcp 0.975 --mca btl self,tcp)
   set_tests_properties(multi_worker.train_matches_two_devices_over_shared_memory
                        multi_worker.train_matches_two_devices_over_tcp PROPERTIES TIMEOUT 900 RUN_SERIAL TRUE)
+  # A worker SIGKILLed mid-training stops the job within the timeout naming its rank, and
+  # --resume finishes bit-identical; a SIGSTOPped one is named by the survivor's timeout.
+  add_test(NAME multi_worker.lost_worker_is_named_and_resume_is_bit_identical
+           COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/cli/multi_worker_kill.sh ${_cli} ${_mpirun}
+                   ${CMAKE_CURRENT_BINARY_DIR}/mw-kill)
+  set_tests_properties(multi_worker.lost_worker_is_named_and_resume_is_bit_identical
+                       PROPERTIES TIMEOUT 600 RUN_SERIAL TRUE)
 endif()
