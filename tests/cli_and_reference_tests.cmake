@@ -167,4 +167,10 @@ if(LOCKSTEP_WITH_MPI)
                    ${CMAKE_CURRENT_BINARY_DIR}/mw-kill)
   set_tests_properties(multi_worker.lost_worker_is_named_and_resume_is_bit_identical
                        PROPERTIES TIMEOUT 600 RUN_SERIAL TRUE)
+  # The cross-worker bench runs (tiny sizes; the figures come from an idle machine).
+  add_test(NAME multi_worker.bench_allreduce_workers_runs
+           COMMAND ${_expect} 0 "16KiB +4096 +[0-9.]+ +[0-9.]+ +[0-9.]+ +[0-9.]+ +[0-9]+%" ${_mpirun} 2 -- ${_cli} bench allreduce --workers --devices cpu:1
+                   --min-bytes 4096 --max-bytes 16384)
+  add_test(NAME multi_worker.bench_allreduce_workers_needs_mpirun
+           COMMAND ${_expect} 2 "runs under mpirun with 2 or more ranks" ${_cli} bench allreduce --workers)
 endif()

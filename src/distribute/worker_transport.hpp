@@ -47,6 +47,9 @@ class WorkerTransport {
   virtual std::string failure() const = 0;
   /// What the current exchange still waits for ("worker(s) 1 in all_reduce #12"), or "".
   virtual std::string waiting_for() const = 0;
+  /// For benchmarks: seconds per MPI_Allreduce (sum, in place) of `data` over every worker, the
+  /// slowest worker's mean over `iterations` after a warm-up. Every worker must call it alike.
+  virtual double time_raw_all_reduce(std::vector<float>& data, int iterations) = 0;
 };
 
 }  // namespace lockstep::distribute

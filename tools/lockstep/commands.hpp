@@ -36,6 +36,7 @@ struct BenchArgs {
   std::string devices;
   std::int64_t min_bytes = 4 << 10;
   std::int64_t max_bytes = 256LL << 20;
+  bool workers = false;  // across the workers of an MPI job, against raw MPI_Allreduce
 };
 void add_bench_command(CLI::App& app, BenchArgs& args);
 int run_bench_allreduce(const BenchArgs& args);

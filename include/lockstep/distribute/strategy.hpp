@@ -302,6 +302,12 @@ class MultiWorkerMirroredStrategy final : public Strategy {
   std::string name() const override { return "MultiWorkerMirroredStrategy"; }
 };
 
+/// For benchmarks (`lockstep bench allreduce --workers`): seconds per raw MPI_Allreduce
+/// (in-place float32 sum) of a host copy of `values` across the job's workers, the slowest
+/// worker's mean over `iterations`. Every worker must call it alike; throws ValueError when
+/// this process is not a worker of an MPI job.
+double time_raw_mpi_all_reduce(const Tensor& values, int iterations);
+
 /// One replica on one device (tf.distribute.OneDeviceStrategy); runs on the calling thread.
 class OneDeviceStrategy final : public Strategy {
  public:
