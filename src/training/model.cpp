@@ -285,6 +285,25 @@ double Model::train_step(const Tensor& x_in, const Tensor& y) {
   return batch_loss;
 }
 
+void Model::check_workers_start_alike(int first_epoch, std::int64_t skip_batches) {
+  // Workers that resumed from different backups (or one from none: --logdir not shared) would
+  // run different numbers of steps and meet in mismatched collectives much later.
+  const double here[3] = {static_cast<double>(first_epoch), static_cast<double>(skip_batches),
+                          static_cast<double>(optimizer_->iterations())};
+  std::vector<Tensor> mine;
+  for (int r = 0; r < strategy_->num_local_replicas(); ++r)
+    mine.push_back(Tensor::from_vector(std::vector<float>{static_cast<float>(here[0]), static_cast<float>(here[1]),
+                                                         static_cast<float>(here[2])},
+                                       {3}));
+  const distribute::PerReplica<Tensor> values(std::move(mine));
+  const auto hi = strategy_->reduce(ReduceOp::kMax, values).to_vector<float>();
+  const auto lo = strategy_->reduce(ReduceOp::kMin, values).to_vector<float>();
+  LOCKSTEP_CHECK_T(DistributedError, hi == lo, "fit: the workers do not start at the same point: this worker (",
+                   strategy_->worker_index(), ") starts at epoch ", first_epoch + 1, ", batch ", skip_batches, ", step ",
+                   optimizer_->iterations(), ", others elsewhere (steps ", lo[2], " to ", hi[2],
+                   "); every worker must read the same backup (put --logdir on a shared filesystem)");
+}
+
 History Model::fit(const Tensor& x, const Tensor& y, const FitOptions& options) {
   auto [train, val] = split_xy(x, y, options);
   FitOptions o = options;
@@ -364,6 +383,7 @@ History Model::fit(const data::Dataset& dataset, const FitOptions& o) {
       for (const auto& v : trainable_variables()) optimizer_->broadcast_slots(v);
     }
   }
+  if (strategy_ && strategy_->num_workers() > 1) check_workers_start_alike(first_epoch, skip_batches);
   std::unique_ptr<data::Iterator> persistent;
   if (o.steps_per_epoch > 0) {
     persistent = dataset.make_iterator();

@@ -140,6 +140,8 @@ class Model {
   void merge_replica_numbers(const distribute::PerReplica<detail::ReplicaNumbers>& parts, std::int64_t examples,
                              double* mean_loss);
   void ensure_mirrored();
+  /// Under several workers: DistributedError unless every worker resumes at the same point.
+  void check_workers_start_alike(int first_epoch, std::int64_t skip_batches);
 
   std::string name_;
   optimizers::OptimizerPtr optimizer_;
