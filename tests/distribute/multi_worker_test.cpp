@@ -8,6 +8,7 @@
 #include <random>
 #include <thread>
 
+#include "distribute/member_threads.hpp"
 #include "distribute/worker_transport.hpp"
 #include "lockstep/lockstep.hpp"
 
@@ -21,24 +22,9 @@ bool multi_worker() { return launched_under_mpi() && built_with_mpi() && WorkerT
 #define REQUIRE_WORKERS() \
   if (!multi_worker()) GTEST_SKIP() << "needs mpirun -np 2 and a build with MPI"
 
-// Runs fn(local member, communicator) on one thread per local member, each on its own
-// compute context; rethrows the first failure.
+// Runs fn(local member, communicator) on one thread per local member; rethrows the first failure.
 void run_local(CollectiveGroup& group, const std::function<void(int, Communicator&)>& fn) {
-  std::vector<std::exception_ptr> errors(static_cast<std::size_t>(group.size()));
-  std::vector<std::thread> threads;
-  for (int r = 0; r < group.size(); ++r) {
-    threads.emplace_back([&, r] {
-      const auto context = make_compute_context(Device{DeviceKind::kCpu, r}, 1);
-      ComputeScope scope(*context);
-      try {
-        fn(r, group.member(r));
-      } catch (...) {
-        errors[static_cast<std::size_t>(r)] = std::current_exception();
-      }
-    });
-  }
-  for (auto& t : threads) t.join();
-  for (auto& e : errors)
+  for (auto& e : run_members(group, fn))
     if (e) std::rethrow_exception(e);
 }
 

@@ -37,6 +37,15 @@ double memcpy_seconds(std::int64_t bytes) {
   }
   return best;
 }
+
+// Seconds per in-place sum all-reduce of `view` by this member, after a warm-up, from a barrier.
+double all_reduce_seconds(distribute::Communicator& comm, Tensor& view, int iters) {
+  for (int i = 0; i < 2; ++i) comm.all_reduce(view, distribute::ReduceOp::kSum)->wait();
+  comm.barrier()->wait();
+  const auto t0 = Clock::now();
+  for (int i = 0; i < iters; ++i) comm.all_reduce(view, distribute::ReduceOp::kSum)->wait();
+  return std::chrono::duration<double>(Clock::now() - t0).count() / iters;
+}
 }  // namespace
 
 void add_bench_command(CLI::App& app, BenchArgs& a) {
@@ -73,13 +82,8 @@ int run_bench_allreduce_workers(const BenchArgs& a, const distribute::MirroredOp
     const std::int64_t count = bytes / 4;
     const int iters = static_cast<int>(std::max<std::int64_t>(5, std::min<std::int64_t>(1000, (256LL << 20) / bytes)));
     auto times = strategy.run([&](distribute::ReplicaContext& ctx) {
-      distribute::Communicator& comm = ctx.communicator();
       Tensor view = buffers[static_cast<std::size_t>(ctx.local_replica_id())].slice(0, count);
-      for (int i = 0; i < 2; ++i) comm.all_reduce(view, distribute::ReduceOp::kSum)->wait();  // warm-up
-      comm.barrier()->wait();
-      const auto t0 = Clock::now();
-      for (int i = 0; i < iters; ++i) comm.all_reduce(view, distribute::ReduceOp::kSum)->wait();
-      return Tensor::full({1}, std::chrono::duration<double>(Clock::now() - t0).count() / iters);
+      return Tensor::full({1}, all_reduce_seconds(ctx.communicator(), view, iters));
     });
     const double ours = strategy.reduce(distribute::ReduceOp::kMax, times).item();
     const double raw = distribute::time_raw_mpi_all_reduce(buffers[0].slice(0, count), iters);
@@ -125,13 +129,8 @@ int run_bench_allreduce(const BenchArgs& a) {
     const std::int64_t count = bytes / 4;
     const int iters = static_cast<int>(std::max<std::int64_t>(5, std::min<std::int64_t>(2000, (512LL << 20) / bytes)));
     auto times = strategy.run([&](distribute::ReplicaContext& ctx) {
-      distribute::Communicator& comm = ctx.communicator();
-      Tensor view = buffers[static_cast<std::size_t>(ctx.replica_id_in_sync_group())].slice(0, count);
-      for (int i = 0; i < 2; ++i) comm.all_reduce(view, distribute::ReduceOp::kSum)->wait();  // warm-up
-      comm.barrier()->wait();
-      const auto t0 = Clock::now();
-      for (int i = 0; i < iters; ++i) comm.all_reduce(view, distribute::ReduceOp::kSum)->wait();
-      return std::chrono::duration<double>(Clock::now() - t0).count() / iters;
+      Tensor view = buffers[static_cast<std::size_t>(ctx.local_replica_id())].slice(0, count);
+      return all_reduce_seconds(ctx.communicator(), view, iters);
     });
     double t = 0;
     for (double v : times.values()) t = std::max(t, v);
