@@ -379,7 +379,20 @@ History Model::fit(const data::Dataset& dataset, const FitOptions& o) {
       std::fprintf(stderr, "Resuming from backup: epoch %d, batch %lld, step %lld\n", st.epoch + 1,
                    static_cast<long long>(st.batch_in_epoch), static_cast<long long>(optimizer_->iterations()));
     if (strategy_) {
-      ensure_mirrored();
+      ensure_mirrored();  // under several workers: the chief's restored variables
+      if (strategy_->num_workers() > 1) {
+        // And its restored optimizer slots: each worker's primary copy takes the chief's (the
+        // other local replicas' stand-ins are dropped; broadcast_slots fills them below).
+        std::vector<std::vector<Tensor>> slots;
+        for (const auto& v : trainable_variables()) {
+          for (const auto& [name, t] : optimizer_->slots(v)) {
+            std::vector<Tensor> copies{t};
+            for (int r = 1; r < strategy_->num_local_replicas(); ++r) copies.push_back(t.clone());
+            slots.push_back(std::move(copies));
+          }
+        }
+        strategy_->broadcast_from_chief(slots);
+      }
       for (const auto& v : trainable_variables()) optimizer_->broadcast_slots(v);
     }
   }
