@@ -17,6 +17,7 @@ APT_PACKAGES=(
   nlohmann-json3-dev libcli11-dev libfmt-dev zlib1g-dev libprotobuf-dev protobuf-compiler
   libgtest-dev libgmock-dev libbenchmark-dev
   dataset-fashion-mnist python3-numpy python3-torch
+  libopenmpi-dev openmpi-bin
 )
 
 # Where MNIST is downloaded from when no local copy exists (the files are gzip IDX).

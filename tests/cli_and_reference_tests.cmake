@@ -232,3 +232,37 @@ add_test(NAME cli.data_npz_not_a_zip_is_an_error_naming_it
 set_tests_properties(cli.data_npz_trains_the_cnn_on_its_image_shape cli.data_npz_without_y_test_is_an_error_naming_it
                      cli.data_npz_with_mismatched_lengths_is_an_error_naming_them cli.data_npz_not_a_zip_is_an_error_naming_it
                      PROPERTIES FIXTURES_REQUIRED saved_model_cli)
+# MultiWorkerMirroredStrategy under mpirun -np 2 (skipped when lockstep is built without MPI):
+# the collectives across workers, over Open MPI's shared-memory transport and over TCP loopback
+# (--mca btl self,tcp, the path machines on a network use).
+if(LOCKSTEP_WITH_MPI)
+  set(_mpirun ${CMAKE_CURRENT_SOURCE_DIR}/cli/mpirun.sh)
+  add_test(NAME multi_worker.collectives_over_shared_memory
+           COMMAND ${_mpirun} 2 -- $<TARGET_FILE:distribute_tests> --gtest_filter=MultiWorker.*)
+  add_test(NAME multi_worker.collectives_over_tcp
+           COMMAND ${_mpirun} 2 --mca btl self,tcp -- $<TARGET_FILE:distribute_tests> --gtest_filter=MultiWorker.*)
+  set_tests_properties(multi_worker.collectives_over_shared_memory multi_worker.collectives_over_tcp
+                       PROPERTIES TIMEOUT 300 FAIL_REGULAR_EXPRESSION "SKIPPED|FAILED")
+  # The flagship on 2 workers x 1 device ends bit-identical to 1 process x 2 devices, reaches
+  # Keras-level accuracy, and only the chief writes (tests/cli/multi_worker_train.sh).
+  set(_mw_train ${CMAKE_CURRENT_SOURCE_DIR}/cli/multi_worker_train.sh)
+  add_test(NAME multi_worker.train_matches_two_devices_over_shared_memory
+           COMMAND ${_mw_train} ${_cli} ${_mpirun} ${CMAKE_CURRENT_BINARY_DIR}/mw-train-shm 0.975)
+  add_test(NAME multi_worker.train_matches_two_devices_over_tcp
+           COMMAND ${_mw_train} ${_cli} ${_mpirun} ${CMAKE_CURRENT_BINARY_DIR}/mw-train-tcp 0.975 --mca btl self,tcp)
+  set_tests_properties(multi_worker.train_matches_two_devices_over_shared_memory
+                       multi_worker.train_matches_two_devices_over_tcp PROPERTIES TIMEOUT 900 RUN_SERIAL TRUE)
+  # A worker SIGKILLed mid-training stops the job within the timeout naming its rank, and
+  # --resume finishes bit-identical; a SIGSTOPped one is named by the survivor's timeout.
+  add_test(NAME multi_worker.lost_worker_is_named_and_resume_is_bit_identical
+           COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/cli/multi_worker_kill.sh ${_cli} ${_mpirun}
+                   ${CMAKE_CURRENT_BINARY_DIR}/mw-kill)
+  set_tests_properties(multi_worker.lost_worker_is_named_and_resume_is_bit_identical
+                       PROPERTIES TIMEOUT 600 RUN_SERIAL TRUE)
+  # The cross-worker bench runs (tiny sizes; the figures come from an idle machine).
+  add_test(NAME multi_worker.bench_allreduce_workers_runs
+           COMMAND ${_expect} 0 "16KiB +4096 +[0-9.]+ +[0-9.]+ +[0-9.]+ +[0-9.]+ +[0-9]+%" ${_mpirun} 2 -- ${_cli} bench allreduce --workers --devices cpu:1
+                   --min-bytes 4096 --max-bytes 16384)
+  add_test(NAME multi_worker.bench_allreduce_workers_needs_mpirun
+           COMMAND ${_expect} 2 "runs under mpirun with 2 or more ranks" ${_cli} bench allreduce --workers)
+endif()

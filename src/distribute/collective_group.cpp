@@ -1,6 +1,7 @@
 #include "lockstep/distribute/collective_group.hpp"
 
 #include "distribute/loopback_group.hpp"
+#include "distribute/multi_worker_group.hpp"
 #include "distribute/shared_memory_group.hpp"
 
 namespace lockstep::distribute {
@@ -9,6 +10,7 @@ const char* collective_implementation_name(CollectiveImplementation implementati
   switch (implementation) {
     case CollectiveImplementation::kSharedMemory: return "shared_memory";
     case CollectiveImplementation::kLoopback: return "loopback";
+    case CollectiveImplementation::kMpi: return "mpi";
   }
   return "unknown";
 }
@@ -18,6 +20,8 @@ std::unique_ptr<CollectiveGroup> make_collective_group(CollectiveImplementation 
   switch (implementation) {
     case CollectiveImplementation::kSharedMemory: return std::make_unique<SharedMemoryGroup>(size, options);
     case CollectiveImplementation::kLoopback: return std::make_unique<LoopbackGroup>(size, options);
+    case CollectiveImplementation::kMpi:
+      return std::make_unique<MultiWorkerGroup>(WorkerTransport::world(), size, options);
   }
   throw ValueError("make_collective_group: unknown implementation " +
                    std::to_string(static_cast<int>(implementation)));

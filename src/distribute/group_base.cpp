@@ -40,8 +40,8 @@ std::string CollectiveCall::name() const { return std::string(collective_kind_na
 class GroupBase::Member final : public Communicator {
  public:
   Member(GroupBase& group, int rank) : group_(group), rank_(rank) {}
-  int rank() const override { return rank_; }
-  int size() const override { return group_.size(); }
+  int rank() const override { return group_.first_rank() + rank_; }
+  int size() const override { return group_.world_size(); }
 
   WorkPtr all_reduce(Tensor& t, ReduceOp op) override {
     check_defined("all_reduce", t, "tensor");
@@ -108,9 +108,16 @@ class GroupBase::Member final : public Communicator {
 };
 
 // ---------------------------------------------------------------------------------------
-GroupBase::GroupBase(CollectiveImplementation implementation, int size, const CollectiveOptions& options)
-    : implementation_(implementation), size_(size), timeout_(options.timeout) {
+GroupBase::GroupBase(CollectiveImplementation implementation, int size, const CollectiveOptions& options, int world_size,
+                     int first_rank)
+    : implementation_(implementation),
+      size_(size),
+      world_size_(world_size > 0 ? world_size : size),
+      first_rank_(first_rank),
+      timeout_(options.timeout) {
   LOCKSTEP_CHECK(size >= 1, "a collective group needs at least one member, got ", size);
+  LOCKSTEP_CHECK(first_rank >= 0 && first_rank + size <= world_size_, "members [", first_rank, ", ", first_rank + size,
+                 ") are not in a group of ", world_size_);
   LOCKSTEP_CHECK(options.timeout.count() > 0, "CollectiveOptions::timeout must be positive, got ",
                  options.timeout.count(), " ms");
   started_ = std::make_unique<std::atomic<std::uint64_t>[]>(static_cast<std::size_t>(size));
@@ -140,7 +147,7 @@ WorkPtr GroupBase::start(int rank, CollectiveCall call) {
   // Only the member's own thread starts its collectives; peers read the count (members_behind).
   call.seq = started_[r].load(std::memory_order_relaxed) + 1;
   started_[r].store(call.seq, std::memory_order_release);
-  const bool now = size_ == 1 || failed();  // nothing to wait for, or it fails at once
+  const bool now = world_size_ == 1 || failed();  // nothing to wait for, or it fails at once
   auto work = std::make_shared<QueuedWork>(*this, now ? nullptr : queues_[r].get(), rank, std::move(call),
                                            current_compute_context(), timeout_);
   if (now) work->execute(Deadline::in(timeout_));
@@ -150,7 +157,7 @@ WorkPtr GroupBase::start(int rank, CollectiveCall call) {
 
 void GroupBase::execute(int rank, const CollectiveCall& call, const Deadline& deadline) {
   check_failed(rank, call);
-  if (size_ == 1) return run_single(call);
+  if (world_size_ == 1) return run_single(call);
   try {
     run(rank, call, deadline);
   } catch (const DistributedError&) {
@@ -198,7 +205,7 @@ void GroupBase::fail_timeout(int rank, const CollectiveCall& call, std::chrono::
   std::ostringstream os;
   os << call.name() << " timed out after " << timeout.count() << " ms on member " << rank;
   if (missing.empty()) {
-    os << ": every member started it, but it did not complete";
+    os << ": " << stall_detail();
   } else {
     os << ": member(s)";
     for (int m : missing) os << " " << m;

@@ -16,10 +16,17 @@ namespace lockstep::distribute {
 
 class GroupBase : public CollectiveGroup {
  public:
-  GroupBase(CollectiveImplementation implementation, int size, const CollectiveOptions& options);
+  /// `size` members in this process, which are ranks [first_rank, first_rank + size) of a group
+  /// of `world_size` (a multi-process group; in-process groups: first_rank 0, world_size = size).
+  GroupBase(CollectiveImplementation implementation, int size, const CollectiveOptions& options, int world_size = 0,
+            int first_rank = 0);
   ~GroupBase() override;
 
   int size() const override { return size_; }
+  /// The members of the whole group, in every process; what Communicator::size() says.
+  int world_size() const { return world_size_; }
+  /// Communicator::rank() of local member 0.
+  int first_rank() const { return first_rank_; }
   Communicator& member(int rank) override;
   std::chrono::milliseconds timeout() const override { return timeout_; }
   CollectiveImplementation implementation() const override { return implementation_; }
@@ -57,6 +64,8 @@ class GroupBase : public CollectiveGroup {
   virtual void wake_transport() = 0;
   /// reset(): forget every collective's state (none is in flight).
   virtual void reset_transport() = 0;
+  /// What a collective that every local member started still waits for, for its timeout error.
+  virtual std::string stall_detail() const { return "every member started it, but it did not complete"; }
   /// Derived destructors call it first: fails what is still pending and stops the progress
   /// threads while run() can still be called.
   void shutdown();
@@ -67,6 +76,8 @@ class GroupBase : public CollectiveGroup {
 
   const CollectiveImplementation implementation_;
   const int size_;
+  const int world_size_;
+  const int first_rank_;
   const std::chrono::milliseconds timeout_;
   std::vector<std::unique_ptr<Member>> members_;
   std::vector<std::unique_ptr<WorkQueue>> queues_;

@@ -15,7 +15,11 @@
 namespace lockstep::distribute {
 
 SharedMemoryGroup::SharedMemoryGroup(int size, const CollectiveOptions& options)
-    : GroupBase(CollectiveImplementation::kSharedMemory, size, options),
+    : SharedMemoryGroup(CollectiveImplementation::kSharedMemory, size, options, size, 0) {}
+
+SharedMemoryGroup::SharedMemoryGroup(CollectiveImplementation implementation, int size, const CollectiveOptions& options,
+                                     int world_size, int first_rank)
+    : GroupBase(implementation, size, options, world_size, first_rank),
       member_generation_(std::make_unique<std::atomic<std::uint64_t>[]>(static_cast<std::size_t>(size))) {
   for (int p = 0; p < 2; ++p) {
     signatures_[p].resize(static_cast<std::size_t>(size));

@@ -11,17 +11,20 @@
 
 namespace lockstep::distribute {
 
-class SharedMemoryGroup final : public GroupBase {
+class SharedMemoryGroup : public GroupBase {
  public:
   SharedMemoryGroup(int size, const CollectiveOptions& options);
   ~SharedMemoryGroup() override;
 
  protected:
+  /// For groups whose local members meet here and reach other processes' members through a
+  /// transport of their own (MpiGroup).
+  SharedMemoryGroup(CollectiveImplementation implementation, int size, const CollectiveOptions& options,
+                    int world_size, int first_rank);
   void run(int rank, const CollectiveCall& call, const Deadline& deadline) override;
   void wake_transport() override;
   void reset_transport() override;
 
- private:
   /// A barrier over the members that spins briefly, then sleeps: peers on other cores arrive
   /// within microseconds, but a spinning waiter on an oversubscribed machine steals the core
   /// its peer needs (DESIGN-NOTES).
@@ -36,6 +39,7 @@ class SharedMemoryGroup final : public GroupBase {
   std::vector<CollectiveSignature> signatures_[2];
   std::vector<Tensor> inputs_[2];
 
+ private:
   // Sense-reversing barrier state.
   std::atomic<int> arrived_{0};
   std::atomic<std::uint64_t> generation_{0};

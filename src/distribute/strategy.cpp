@@ -11,6 +11,7 @@
 
 #include "backend/context.hpp"
 #include "backend/devices.hpp"
+#include "distribute/worker_transport.hpp"
 #include "lockstep/tensor/ops.hpp"
 
 namespace lockstep::distribute {
@@ -106,7 +107,11 @@ struct Strategy::Replicas {
   }
 };
 
-Strategy::Strategy(StrategyLayout layout) : devices_(std::move(layout.devices)), replicas_(std::make_unique<Replicas>()) {
+Strategy::Strategy(StrategyLayout layout)
+    : devices_(std::move(layout.devices)),
+      num_workers_(layout.num_workers),
+      worker_index_(layout.worker_index),
+      replicas_(std::make_unique<Replicas>()) {
   const auto& threads = layout.threads;
   const auto& cpus = layout.cpus;
   const int n = static_cast<int>(devices_.size());
@@ -141,7 +146,7 @@ Strategy::Strategy(StrategyLayout layout) : devices_(std::move(layout.devices)),
 Strategy::~Strategy() { replicas_->stop_threads(); }
 
 backend::ComputeContext& Strategy::context(int replica) {
-  LOCKSTEP_CHECK(replica >= 0 && replica < num_replicas_in_sync(), "replica ", replica, " out of range");
+  LOCKSTEP_CHECK(replica >= 0 && replica < num_local_replicas(), "replica ", replica, " out of range");
   return *contexts_[static_cast<std::size_t>(replica)];
 }
 
@@ -156,7 +161,7 @@ void Strategy::run_on_replicas(const std::function<void(ReplicaContext&)>& fn) {
   R.first_error = nullptr;
   R.first_error_replica = -1;
   R.fn = &fn;
-  const int n = num_replicas_in_sync();
+  const int n = num_local_replicas();
   R.remaining.store(n - 1);
   for (auto& w : R.workers) w->job.fetch_add(1);
   if (R.sleepers.load() > 0) {
@@ -205,6 +210,10 @@ void Strategy::run_on_replicas(const std::function<void(ReplicaContext&)>& fn) {
 
 // ---------------------------------------------------------------------------------------
 int ReplicaContext::num_replicas_in_sync() const { return strategy_.num_replicas_in_sync(); }
+int ReplicaContext::num_local_replicas() const { return strategy_.num_local_replicas(); }
+int ReplicaContext::replica_id_in_sync_group() const {
+  return strategy_.worker_index() * strategy_.num_local_replicas() + replica_id_;
+}
 const Device& ReplicaContext::device() const {
   return strategy_.devices()[static_cast<std::size_t>(replica_id_)];
 }
@@ -255,7 +264,7 @@ NoSyncScope::NoSyncScope(Strategy& strategy, int replica_id, bool enabled)
 NoSyncScope::~NoSyncScope() { strategy_.no_sync_[static_cast<std::size_t>(replica_id_)] = previous_ ? 1 : 0; }
 
 const GradientReducer& Strategy::gradient_reducer(int replica) const {
-  LOCKSTEP_CHECK(replica >= 0 && replica < num_replicas_in_sync(), "replica ", replica, " out of range");
+  LOCKSTEP_CHECK(replica >= 0 && replica < num_local_replicas(), "replica ", replica, " out of range");
   return *reducers_[static_cast<std::size_t>(replica)];
 }
 
@@ -268,6 +277,7 @@ StrategyScope::~StrategyScope() { t_current_strategy = previous_; }
 // ---------------------------------------------------------------------------------------
 Tensor Strategy::reduce(ReduceOp op, const PerReplica<Tensor>& values, std::optional<int> axis) const {
   LOCKSTEP_CHECK(values.size() > 0, "Strategy::reduce: no values");
+  if (num_workers_ > 1) return reduce_across_workers(op, values, axis);
   if (axis) {
     LOCKSTEP_CHECK(op == ReduceOp::kSum || op == ReduceOp::kMean, "Strategy::reduce with an axis supports sum and mean");
     Tensor all = gather(values, *axis);
@@ -290,19 +300,120 @@ Tensor Strategy::reduce(ReduceOp op, const PerReplica<Tensor>& values, std::opti
 Tensor Strategy::gather(const PerReplica<Tensor>& values, int axis) const {
   LOCKSTEP_CHECK(values.size() > 0, "Strategy::gather: no values");
   LOCKSTEP_CHECK(axis == 0, "Strategy::gather: only axis 0 is supported, got ", axis);
+  if (num_workers_ > 1) return gather_across_workers(values);
   return concat(values.values(), 0);
 }
 
+// Across workers the replicas' values travel through the strategy's own collective group, so
+// that they are combined as the gradients are: in replica order within a worker, then in
+// worker order. They run the replicas (a const strategy's threads are still its own).
+Tensor Strategy::reduce_across_workers(ReduceOp op, const PerReplica<Tensor>& values, std::optional<int> axis) const {
+  LOCKSTEP_CHECK(static_cast<int>(values.size()) == num_local_replicas(), "Strategy::reduce: ", values.size(),
+                 " values for ", num_local_replicas(), " local replicas");
+  if (axis) LOCKSTEP_CHECK(op == ReduceOp::kSum || op == ReduceOp::kMean, "Strategy::reduce with an axis supports sum and mean");
+  Strategy* self = replicas_->owner;
+  std::vector<Tensor> sums(values.size()), counts(values.size());
+  self->run_on_replicas([&](ReplicaContext& ctx) {
+    const auto r = static_cast<std::size_t>(ctx.local_replica_id());
+    const Tensor& v = values[r];
+    Tensor t = axis ? sum(v.dtype() == DType::kF32 ? v : v.to(DType::kF32), *axis)
+                    : (v.dtype() == DType::kF32 ? v.clone() : v.to(DType::kF32));
+    ctx.communicator().all_reduce(t, op == ReduceOp::kMean ? ReduceOp::kSum : op)->wait();
+    sums[r] = t;
+    if (axis && op == ReduceOp::kMean) {
+      Tensor c = Tensor::full({1}, static_cast<float>(v.dim(*axis)));
+      ctx.communicator().all_reduce(c, ReduceOp::kSum)->wait();
+      counts[r] = c;
+    }
+  });
+  Tensor acc = sums[0];
+  if (op == ReduceOp::kMean) {
+    const float n = axis ? counts[0].item() : static_cast<float>(num_replicas_in_sync());
+    acc = scale(acc, 1.0f / n);
+  }
+  return acc;
+}
+
+Tensor Strategy::gather_across_workers(const PerReplica<Tensor>& values) const {
+  LOCKSTEP_CHECK(static_cast<int>(values.size()) == num_local_replicas(), "Strategy::gather: ", values.size(),
+                 " values for ", num_local_replicas(), " local replicas");
+  const Tensor& first = values[0];
+  LOCKSTEP_CHECK(first.rank() >= 1, "Strategy::gather: values must have a batch axis");
+  const std::int64_t row = first.numel() / std::max<std::int64_t>(1, first.dim(0));
+  const int n = num_replicas_in_sync();
+  Strategy* self = replicas_->owner;
+  // Row counts first (they may differ), then every replica's rows padded to the longest.
+  std::vector<Tensor> all_rows(values.size());
+  self->run_on_replicas([&](ReplicaContext& ctx) {
+    const auto r = static_cast<std::size_t>(ctx.local_replica_id());
+    Tensor mine = Tensor::full({1}, static_cast<float>(values[r].dim(0)));
+    Tensor out = Tensor::empty({n}, DType::kF32);
+    ctx.communicator().all_gather(mine, out)->wait();
+    all_rows[r] = out;
+  });
+  std::vector<std::int64_t> rows(static_cast<std::size_t>(n));
+  std::int64_t longest = 0;
+  for (int j = 0; j < n; ++j) {
+    rows[static_cast<std::size_t>(j)] = static_cast<std::int64_t>(all_rows[0].slice(j, j + 1).item());
+    longest = std::max(longest, rows[static_cast<std::size_t>(j)]);
+  }
+  std::vector<Tensor> gathered(values.size());
+  self->run_on_replicas([&](ReplicaContext& ctx) {
+    const auto r = static_cast<std::size_t>(ctx.local_replica_id());
+    const Tensor& v = values[r];
+    LOCKSTEP_CHECK(v.dtype() == first.dtype() && v.numel() == v.dim(0) * row, "Strategy::gather: replica ", r,
+                   " has ", v.shape().str(), " ", dtype_name(v.dtype()), ", replica 0 has ", first.shape().str(), " ",
+                   dtype_name(first.dtype()));
+    Tensor padded = Tensor::zeros({longest * row}, v.dtype());
+    if (v.numel() > 0) padded.slice(0, v.numel()).copy_from(v.reshape(Shape{v.numel()}));
+    Tensor out = Tensor::empty({longest * row * n}, v.dtype());
+    ctx.communicator().all_gather(padded, out)->wait();
+    gathered[r] = out;
+  });
+  std::vector<Tensor> parts;
+  for (int j = 0; j < n; ++j) {
+    const std::int64_t b = j * longest * row;
+    std::vector<std::int64_t> dims = first.shape().dims();
+    dims[0] = rows[static_cast<std::size_t>(j)];
+    parts.push_back(gathered[0].slice(b, b + dims[0] * row).reshape(Shape(dims)));
+  }
+  return concat(parts, 0);
+}
+
+void Strategy::broadcast_from_chief(const std::vector<std::vector<Tensor>>& tensors) {
+  if (num_workers_ == 1) return;
+  for (const auto& copies : tensors)
+    LOCKSTEP_CHECK(static_cast<int>(copies.size()) == num_local_replicas(), "broadcast_from_chief: ", copies.size(),
+                   " copies for ", num_local_replicas(), " local replicas");
+  run_on_replicas([&](ReplicaContext& ctx) {
+    const auto r = static_cast<std::size_t>(ctx.local_replica_id());
+    std::vector<WorkPtr> works;
+    for (const auto& copies : tensors) {
+      Tensor t = copies[r];
+      works.push_back(ctx.communicator().broadcast(t, 0));
+    }
+    for (auto& w : works) w->wait();
+  });
+}
+
 std::unique_ptr<Strategy::DistributedIterator> Strategy::DistributedDataset::make_iterator() const {
-  return std::make_unique<DistributedIterator>(dataset_.make_iterator(), replicas_, per_replica_batches_);
+  return std::make_unique<DistributedIterator>(dataset_.make_iterator(), replicas_, per_replica_batches_, first_replica_,
+                                               local_replicas_);
+}
+
+Strategy::DistributedDataset Strategy::experimental_distribute_dataset(const data::Dataset& dataset) const {
+  return DistributedDataset(dataset, num_replicas_in_sync(), false, worker_index_ * num_local_replicas(),
+                            num_local_replicas());
 }
 
 Strategy::DistributedDataset Strategy::distribute_datasets_from_function(
     const std::function<data::Dataset(const data::InputContext&)>& fn) const {
-  // One worker: one input pipeline feeding every replica of this strategy.
-  data::InputContext ctx{.num_input_pipelines = 1, .input_pipeline_id = 0, .num_replicas_in_sync = num_replicas_in_sync()};
+  // One input pipeline per worker, feeding that worker's replicas.
+  data::InputContext ctx{.num_input_pipelines = num_workers_,
+                         .input_pipeline_id = worker_index_,
+                         .num_replicas_in_sync = num_replicas_in_sync()};
   ctx.validate();
-  return DistributedDataset(fn(ctx), num_replicas_in_sync(), /*per_replica_batches=*/true);
+  return DistributedDataset(fn(ctx), num_local_replicas(), /*per_replica_batches=*/true);
 }
 
 std::optional<Strategy::DistributedIterator::Batch> Strategy::DistributedIterator::next_per_replica() {
@@ -329,10 +440,15 @@ std::optional<Strategy::DistributedIterator::Batch> Strategy::DistributedIterato
   auto e = it_->next();
   if (!e) return std::nullopt;
   Batch b;
-  for (auto& slice : data::split_batch_for_replicas(*e, replicas_)) {
-    b.offsets.push_back(b.global_size);
-    b.global_size += slice[0].dim(0);
-    b.slices.values().push_back(std::move(slice));
+  auto slices = data::split_batch_for_replicas(*e, replicas_);
+  for (int r = 0; r < replicas_; ++r) {
+    auto& slice = slices[static_cast<std::size_t>(r)];
+    const std::int64_t rows = slice[0].dim(0);
+    if (r >= first_replica_ && r < first_replica_ + local_replicas_) {
+      b.offsets.push_back(b.global_size);
+      b.slices.values().push_back(std::move(slice));
+    }
+    b.global_size += rows;
   }
   return b;
 }
@@ -446,6 +562,8 @@ Layout mirrored_layout(const MirroredOptions& o) {
       LOCKSTEP_CHECK(cpu_indices[i] != cpu_indices[j], "device 'cpu:", cpu_indices[i], "' is listed twice");
   if (cpu_indices.empty())
     for (int i = 0; i < num_cpu; ++i) cpu_indices.push_back(i);
+  LOCKSTEP_CHECK(o.cross_device_ops != CollectiveImplementation::kMpi,
+                 "MirroredStrategy: cross_device_ops kMpi spans workers; use MultiWorkerMirroredStrategy");
   Layout l = cpu_layout(cpu_indices, num_cpu, o.pin_threads);
   l.timeout = o.collective_timeout;
   l.cross_device_ops = o.cross_device_ops;
@@ -462,9 +580,29 @@ Layout one_device_layout(const std::string& device) {
   l.cpus = {{}};
   return l;
 }
+
+Layout multi_worker_layout(const MultiWorkerOptions& o) {
+  MirroredOptions local = o.local;
+  local.cross_device_ops = CollectiveImplementation::kSharedMemory;
+  Layout l = mirrored_layout(local);
+  const bool launched = launched_under_mpi();
+  if (!launched || !built_with_mpi()) {
+    if (o.notice || launched)
+      std::fprintf(stderr, "MultiWorkerMirroredStrategy: %s; training as MirroredStrategy on one worker\n",
+                   launched ? "lockstep was built without MPI (LOCKSTEP_WITH_MPI=OFF)" : "not launched under MPI (mpirun)");
+    return l;
+  }
+  WorkerTransport& world = WorkerTransport::world();
+  l.num_workers = world.size();
+  l.worker_index = world.rank();
+  l.cross_device_ops = CollectiveImplementation::kMpi;
+  return l;
+}
 }  // namespace
 
 MirroredStrategy::MirroredStrategy(const MirroredOptions& o) : Strategy(mirrored_layout(o)) {}
+
+MultiWorkerMirroredStrategy::MultiWorkerMirroredStrategy(const MultiWorkerOptions& o) : Strategy(multi_worker_layout(o)) {}
 
 OneDeviceStrategy::OneDeviceStrategy(const std::string& device) : Strategy(one_device_layout(device)) {}
 

@@ -307,7 +307,19 @@ detail::ReplicaNumbers Model::replica_train_step(const Tensor& x, const Tensor& 
 void Model::ensure_mirrored() {
   if (!strategy_ || strategy_->num_replicas_in_sync() == 1) return;
   for (auto v : variables())
-    if (v.num_copies() != strategy_->num_replicas_in_sync()) v.mirror(strategy_->contexts());
+    if (v.num_copies() != strategy_->num_local_replicas()) v.mirror(strategy_->contexts());
+  // Several workers start from the chief's variables (its initial or restored weights): the
+  // same seed would give the same ones, but a worker need not have built them alike.
+  if (strategy_->num_workers() > 1 && synced_workers_ != strategy_) {
+    std::vector<std::vector<Tensor>> copies;
+    for (const auto& v : variables()) {
+      std::vector<Tensor> mine;
+      for (int r = 0; r < v.num_copies(); ++r) mine.push_back(v.copy(r));
+      copies.push_back(std::move(mine));
+    }
+    strategy_->broadcast_from_chief(copies);
+    synced_workers_ = strategy_;
+  }
 }
 
 void Model::distribute(distribute::Strategy& strategy) {
@@ -354,6 +366,25 @@ double Model::train_micro_step(const Tensor& x_in, const Tensor& y, std::int64_t
   return batch_loss;
 }
 
+void Model::check_workers_start_alike(int first_epoch, std::int64_t skip_batches) {
+  // Workers that resumed from different backups (or one from none: --logdir not shared) would
+  // run different numbers of steps and meet in mismatched collectives much later.
+  const double here[3] = {static_cast<double>(first_epoch), static_cast<double>(skip_batches),
+                          static_cast<double>(optimizer_->iterations())};
+  std::vector<Tensor> mine;
+  for (int r = 0; r < strategy_->num_local_replicas(); ++r)
+    mine.push_back(Tensor::from_vector(std::vector<float>{static_cast<float>(here[0]), static_cast<float>(here[1]),
+                                                         static_cast<float>(here[2])},
+                                       {3}));
+  const distribute::PerReplica<Tensor> values(std::move(mine));
+  const auto hi = strategy_->reduce(ReduceOp::kMax, values).to_vector<float>();
+  const auto lo = strategy_->reduce(ReduceOp::kMin, values).to_vector<float>();
+  LOCKSTEP_CHECK_T(DistributedError, hi == lo, "fit: the workers do not start at the same point: this worker (",
+                   strategy_->worker_index(), ") starts at epoch ", first_epoch + 1, ", batch ", skip_batches, ", step ",
+                   optimizer_->iterations(), ", others elsewhere (steps ", lo[2], " to ", hi[2],
+                   "); every worker must read the same backup (put --logdir on a shared filesystem)");
+}
+
 History Model::fit(const Tensor& x, const Tensor& y, const FitOptions& options) {
   auto [train, val] = split_xy(x, y, options);
   FitOptions o = options;
@@ -378,7 +409,10 @@ History Model::fit(const data::Dataset& dataset, const FitOptions& o) {
   LOCKSTEP_CHECK(o.steps_per_epoch > 0 || card != data::kInfiniteCardinality,
                  "fit: the dataset is infinite (repeat()), so steps_per_epoch must be given");
   const std::int64_t steps = o.steps_per_epoch > 0 ? o.steps_per_epoch : (card >= 0 ? card : -1);
-  const int verbose = o.verbose >= 0 ? o.verbose : (isatty(fileno(stdout)) ? 1 : 2);
+  // Only the chief of several workers reports progress (and writes files: the callbacks'
+  // is_chief options).
+  const bool chief = !strategy_ || strategy_->is_chief();
+  const int verbose = !chief ? 0 : o.verbose >= 0 ? o.verbose : (isatty(fileno(stdout)) ? 1 : 2);
 
   CallbackList cbs{o.callbacks};
   if (verbose > 0) cbs.cbs.insert(cbs.cbs.begin(), std::make_shared<ProgbarLogger>());
@@ -431,10 +465,24 @@ History Model::fit(const data::Dataset& dataset, const FitOptions& o) {
       std::fprintf(stderr, "Resuming from backup: epoch %d, batch %lld, step %lld\n", st.epoch + 1,
                    static_cast<long long>(st.batch_in_epoch), static_cast<long long>(optimizer_->iterations()));
     if (strategy_) {
-      ensure_mirrored();
+      ensure_mirrored();  // under several workers: the chief's restored variables
+      if (strategy_->num_workers() > 1) {
+        // And its restored optimizer slots: each worker's primary copy takes the chief's (the
+        // other local replicas' stand-ins are dropped; broadcast_slots fills them below).
+        std::vector<std::vector<Tensor>> slots;
+        for (const auto& v : trainable_variables()) {
+          for (const auto& [name, t] : optimizer_->slots(v)) {
+            std::vector<Tensor> copies{t};
+            for (int r = 1; r < strategy_->num_local_replicas(); ++r) copies.push_back(t.clone());
+            slots.push_back(std::move(copies));
+          }
+        }
+        strategy_->broadcast_from_chief(slots);
+      }
       for (const auto& v : trainable_variables()) optimizer_->broadcast_slots(v);
     }
   }
+  if (strategy_ && strategy_->num_workers() > 1) check_workers_start_alike(first_epoch, skip_batches);
   // With steps_per_epoch, one iterator runs on across epochs (Keras' EpochIterator). When the
   // dataset's length is known, a pass that has been used up is replaced by a fresh one at the
   // next epoch's start, so steps_per_epoch = the dataset's length is a fresh pass each epoch,
@@ -590,7 +638,7 @@ Logs Model::evaluate_impl(const data::Dataset& dataset, std::int64_t steps, cons
   auto it = dataset.make_iterator();
   const std::int64_t total = steps > 0 ? steps : card;
   std::unique_ptr<Progbar> bar;
-  if (verbose == 1) bar = std::make_unique<Progbar>(total);
+  if (verbose == 1 && (!strategy_ || strategy_->is_chief())) bar = std::make_unique<Progbar>(total);
   std::int64_t examples = 0;
   for (std::int64_t step = 0; steps < 0 || step < steps; ++step) {
     auto batch = it->next();

@@ -11,6 +11,7 @@
 #include <random>
 #include <thread>
 
+#include "distribute/member_threads.hpp"
 #include "lockstep/lockstep.hpp"
 
 using namespace lockstep;
@@ -21,28 +22,6 @@ namespace {
 constexpr CollectiveImplementation kImplementations[] = {CollectiveImplementation::kSharedMemory,
                                                          CollectiveImplementation::kLoopback};
 constexpr ReduceOp kOps[] = {ReduceOp::kSum, ReduceOp::kMean, ReduceOp::kMax, ReduceOp::kMin};
-
-// Runs fn(rank, communicator) on one thread per member, each on a compute context of its own
-// (as a strategy's replicas: a context's pool serves one thread at a time); returns what each
-// threw (or null).
-std::vector<std::exception_ptr> run_members(CollectiveGroup& group,
-                                            const std::function<void(int, Communicator&)>& fn) {
-  std::vector<std::exception_ptr> errors(static_cast<std::size_t>(group.size()));
-  std::vector<std::thread> threads;
-  for (int r = 0; r < group.size(); ++r) {
-    threads.emplace_back([&, r] {
-      const auto context = make_compute_context(Device{DeviceKind::kCpu, r}, 1);
-      ComputeScope scope(*context);
-      try {
-        fn(r, group.member(r));
-      } catch (...) {
-        errors[static_cast<std::size_t>(r)] = std::current_exception();
-      }
-    });
-  }
-  for (auto& t : threads) t.join();
-  return errors;
-}
 
 void expect_no_errors(const std::vector<std::exception_ptr>& errors) {
   for (std::size_t r = 0; r < errors.size(); ++r) {

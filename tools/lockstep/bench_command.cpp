@@ -1,6 +1,7 @@
 // `lockstep bench allreduce`: in-process all-reduce bandwidth between N local devices, with
 // the machine's memcpy bandwidth measured in the same run, in nccl-tests' terms:
-// algbw = bytes / time, busbw = algbw * 2(N-1)/N.
+// algbw = bytes / time, busbw = algbw * 2(N-1)/N. With --workers (under mpirun): our
+// all-reduce across every worker's replicas against raw MPI_Allreduce of the same data.
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -36,6 +37,15 @@ double memcpy_seconds(std::int64_t bytes) {
   }
   return best;
 }
+
+// Seconds per in-place sum all-reduce of `view` by this member, after a warm-up, from a barrier.
+double all_reduce_seconds(distribute::Communicator& comm, Tensor& view, int iters) {
+  for (int i = 0; i < 2; ++i) comm.all_reduce(view, distribute::ReduceOp::kSum)->wait();
+  comm.barrier()->wait();
+  const auto t0 = Clock::now();
+  for (int i = 0; i < iters; ++i) comm.all_reduce(view, distribute::ReduceOp::kSum)->wait();
+  return std::chrono::duration<double>(Clock::now() - t0).count() / iters;
+}
 }  // namespace
 
 void add_bench_command(CLI::App& app, BenchArgs& a) {
@@ -45,7 +55,52 @@ void add_bench_command(CLI::App& app, BenchArgs& a) {
   ar->add_option("--devices", a.devices, "cpu:N for N logical CPU devices (default: every local device)");
   ar->add_option("--min-bytes", a.min_bytes, "Smallest buffer")->capture_default_str();
   ar->add_option("--max-bytes", a.max_bytes, "Largest buffer")->capture_default_str();
+  ar->add_flag("--workers", a.workers,
+               "Under mpirun: all-reduce across the workers (each with --devices) against raw MPI_Allreduce");
 }
+
+namespace {
+int run_bench_allreduce_workers(const BenchArgs& a, const distribute::MirroredOptions& local) {
+  distribute::MultiWorkerMirroredStrategy strategy({.local = local, .notice = false});
+  LOCKSTEP_CHECK(strategy.num_workers() > 1, "bench allreduce --workers runs under mpirun with 2 or more ranks "
+                 "(mpirun -np 2 lockstep bench allreduce --workers)");
+  const int n = strategy.num_replicas_in_sync();
+  const int workers = strategy.num_workers();
+  const bool chief = strategy.is_chief();
+  const std::int64_t max_count = a.max_bytes / 4;
+  auto buffers = strategy.run([&](distribute::ReplicaContext&) { return Tensor::full({max_count}, 1.0f); });
+  if (chief) {
+    std::printf("# lockstep bench allreduce --workers: %d workers x %d replicas (%s); ours: in-process "
+                "reduce-scatter, cross-worker reduce-scatter + all-gather over MPI point-to-point, local copy-out; "
+                "raw: MPI_Allreduce (in place, float32 sum) across the %d ranks\n",
+                workers, strategy.num_local_replicas(), strategy.devices()[0].str().c_str(), workers);
+    std::printf("# busbw = algbw * 2(P-1)/P, P = %d replicas for ours, %d ranks for MPI\n", n, workers);
+    std::printf("%10s %12s %12s %12s %12s %12s %10s\n", "size", "count(f32)", "ours(us)", "ours_busbw", "mpi(us)",
+                "mpi_busbw", "ours/mpi");
+  }
+  for (std::int64_t bytes = a.min_bytes; bytes <= a.max_bytes; bytes *= 2) {
+    const std::int64_t count = bytes / 4;
+    const int iters = static_cast<int>(std::max<std::int64_t>(5, std::min<std::int64_t>(1000, (256LL << 20) / bytes)));
+    auto times = strategy.run([&](distribute::ReplicaContext& ctx) {
+      Tensor view = buffers[static_cast<std::size_t>(ctx.local_replica_id())].slice(0, count);
+      return Tensor::full({1}, all_reduce_seconds(ctx.communicator(), view, iters));
+    });
+    const double ours = strategy.reduce(distribute::ReduceOp::kMax, times).item();
+    const double raw = distribute::time_raw_mpi_all_reduce(buffers[0].slice(0, count), iters);
+    const double ours_bus = static_cast<double>(bytes) / ours / 1e9 * 2.0 * (n - 1) / n;
+    const double raw_bus = static_cast<double>(bytes) / raw / 1e9 * 2.0 * (workers - 1) / workers;
+    if (chief) {
+      std::printf("%10s %12lld %12.1f %12.2f %12.1f %12.2f %9.0f%%\n", human(bytes).c_str(),
+                  static_cast<long long>(count), ours * 1e6, ours_bus, raw * 1e6, raw_bus, 100.0 * ours_bus / raw_bus);
+      std::fflush(stdout);
+    }
+  }
+  if (chief)
+    std::printf("# PyTorch gloo on the same sizes: python3 bench/allreduce_gloo.py --workers %d --min-bytes %lld "
+                "--max-bytes %lld\n", workers, static_cast<long long>(a.min_bytes), static_cast<long long>(a.max_bytes));
+  return 0;
+}
+}  // namespace
 
 int run_bench_allreduce(const BenchArgs& a) {
   distribute::MirroredOptions o;
@@ -56,6 +111,7 @@ int run_bench_allreduce(const BenchArgs& a) {
     o.num_cpu_devices = d.index;
   }
   LOCKSTEP_CHECK(a.min_bytes >= 4 && a.min_bytes <= a.max_bytes, "--min-bytes must be in [4, --max-bytes]");
+  if (a.workers) return run_bench_allreduce_workers(a, o);
   distribute::MirroredStrategy strategy(o);
   const int n = strategy.num_replicas_in_sync();
   const std::int64_t max_count = a.max_bytes / 4;
@@ -73,13 +129,8 @@ int run_bench_allreduce(const BenchArgs& a) {
     const std::int64_t count = bytes / 4;
     const int iters = static_cast<int>(std::max<std::int64_t>(5, std::min<std::int64_t>(2000, (512LL << 20) / bytes)));
     auto times = strategy.run([&](distribute::ReplicaContext& ctx) {
-      distribute::Communicator& comm = ctx.communicator();
-      Tensor view = buffers[static_cast<std::size_t>(ctx.replica_id_in_sync_group())].slice(0, count);
-      for (int i = 0; i < 2; ++i) comm.all_reduce(view, distribute::ReduceOp::kSum)->wait();  // warm-up
-      comm.barrier()->wait();
-      const auto t0 = Clock::now();
-      for (int i = 0; i < iters; ++i) comm.all_reduce(view, distribute::ReduceOp::kSum)->wait();
-      return std::chrono::duration<double>(Clock::now() - t0).count() / iters;
+      Tensor view = buffers[static_cast<std::size_t>(ctx.local_replica_id())].slice(0, count);
+      return all_reduce_seconds(ctx.communicator(), view, iters);
     });
     double t = 0;
     for (double v : times.values()) t = std::max(t, v);

@@ -34,6 +34,7 @@ struct TrainArgs {
   std::int64_t lr_base_batch = 32;       // the batch --learning-rate was tuned for
   std::int64_t gradient_accumulation_steps = 1;
   std::string policy = "float32";        // float32 | mixed_float16 | mixed_bfloat16
+  double collective_timeout = 60;       // seconds a collective waits for a peer (worker or replica)
 };
 
 void add_train_command(CLI::App& app, TrainArgs& args);
@@ -43,6 +44,7 @@ struct BenchArgs {
   std::string devices;
   std::int64_t min_bytes = 4 << 10;
   std::int64_t max_bytes = 256LL << 20;
+  bool workers = false;  // across the workers of an MPI job, against raw MPI_Allreduce
 };
 void add_bench_command(CLI::App& app, BenchArgs& args);
 int run_bench_allreduce(const BenchArgs& args);

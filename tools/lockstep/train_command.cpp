@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <iostream>
 #include <limits>
+#include <optional>
 #include <nlohmann/json.hpp>
 
 #include "commands.hpp"
@@ -114,6 +115,11 @@ void add_train_command(CLI::App& app, TrainArgs& a) {
                   "Also back up every N steps (default: at each epoch end)")
       ->check(CLI::Range(static_cast<std::int64_t>(0), static_cast<std::int64_t>(1) << 40));
   cmd->add_flag("!--no-tensorboard", a.tensorboard, "Do not write TensorBoard logs");
+  cmd->add_option("--collective-timeout", a.collective_timeout,
+                  "Seconds a collective waits for a peer (a replica, or under mpirun another worker) before the "
+                  "run fails naming it")
+      ->check(kPositive)
+      ->capture_default_str();
   cmd->add_option("--verbose", a.verbose, "0 silent, 1 progress bar, 2 one line per epoch (default: 1 on a "
                                           "terminal, else 2)")
       ->check(CLI::Range(-1, 2));
@@ -195,11 +201,22 @@ int run_train(const TrainArgs& a) {
   // Before any training: a result that cannot be written is found out now, not after an hour.
   if (!a.metrics_out.empty()) io::check_output_path(a.metrics_out, "--metrics-out");
   set_random_seed(a.seed);
-  distribute::MirroredStrategy strategy(parse_devices(a.devices));
+  LOCKSTEP_CHECK(a.collective_timeout <= 1e9, "--collective-timeout ", a.collective_timeout, " s is too long");
+  distribute::MultiWorkerOptions strategy_options{.local = parse_devices(a.devices), .notice = false};
+  strategy_options.local.collective_timeout =
+      std::max(std::chrono::milliseconds(1), std::chrono::milliseconds(static_cast<std::int64_t>(a.collective_timeout * 1000)));
+  // Under mpirun each rank is a worker with these local devices; otherwise one process.
+  distribute::MultiWorkerMirroredStrategy strategy(strategy_options);
   const int replicas = strategy.num_replicas_in_sync();
-  std::printf("Detected %d device%s: ", replicas, replicas == 1 ? "" : "s");
-  for (int r = 0; r < replicas; ++r) std::printf("%s%s", r ? ", " : "", strategy.devices()[static_cast<std::size_t>(r)].str().c_str());
-  std::printf("\n");
+  // Other workers write nothing shared: no files, no output but errors.
+  const bool chief = strategy.is_chief();
+  if (chief) {
+    std::printf("Detected %d device%s: ", replicas, replicas == 1 ? "" : "s");
+    const int local = strategy.num_local_replicas();
+    for (int r = 0; r < local; ++r) std::printf("%s%s", r ? ", " : "", strategy.devices()[static_cast<std::size_t>(r)].str().c_str());
+    if (strategy.num_workers() > 1) std::printf(" on each of %d workers (MPI ranks)", strategy.num_workers());
+    std::printf("\n");
+  }
   // Keras' fit(batch_size=32) is the global batch under a strategy; an explicit --batch-size
   // follows the usual per-replica rule.
   constexpr std::int64_t kDefaultGlobalBatch = 32;
@@ -236,37 +253,42 @@ int run_train(const TrainArgs& a) {
       a.steps_per_epoch > 0 ? a.steps_per_epoch : (x_train.dim(0) + global_batch - 1) / global_batch;
   const std::int64_t k = a.gradient_accumulation_steps;
   const LearningRatePlan lr = plan_learning_rate(a, (batches_per_epoch + k - 1) / k, global_batch * k);
-  std::printf("%s\n", lr.description.c_str());
+  if (chief) std::printf("%s\n", lr.description.c_str());
 
   // The run directory is claimed only once the devices and the data are known to be good.
-  const std::string logdir = a.logdir.empty() ? default_logdir() : a.logdir;
+  // Another worker reads the chief's backups from --logdir (a shared or identical path) and
+  // without it has none to read.
+  const std::string logdir = a.logdir.empty() ? (chief ? default_logdir() : std::string()) : a.logdir;
   if (a.resume)
     LOCKSTEP_CHECK_T(IOError, std::filesystem::is_directory(logdir), "--resume: run directory '", logdir,
                      "' does not exist (nothing to continue; run without --resume to start a new run)");
-  io::make_directories(logdir);
-  // Held until the process ends: a second run on this directory fails here, naming this one.
-  const io::DirectoryLock lock(logdir);
-  // Writes of killed runs left these; a live writer's (lockstep evaluate into the run) is kept.
-  if (const int stale = io::remove_stale_temporaries(logdir); stale > 0)
-    std::fprintf(stderr, "Removed %d temporary file(s) left in %s by killed runs\n", stale, logdir.c_str());
-  const std::string backup_dir = logdir + "/backup";
-  const bool has_backup = std::filesystem::exists(backup_dir + "/checkpoint");
+  std::optional<io::DirectoryLock> lock;
+  if (chief) {
+    io::make_directories(logdir);
+    // Held until the process ends: a second run on this directory fails here, naming this one.
+    lock.emplace(logdir);
+    // Writes of killed runs left these; a live writer's (lockstep evaluate into the run) is kept.
+    if (const int stale = io::remove_stale_temporaries(logdir); stale > 0)
+      std::fprintf(stderr, "Removed %d temporary file(s) left in %s by killed runs\n", stale, logdir.c_str());
+  }
+  const std::string backup_dir = logdir.empty() ? std::string() : logdir + "/backup";
+  const bool has_backup = !logdir.empty() && std::filesystem::exists(backup_dir + "/checkpoint");
   const RunConfig run_config = make_run_config(resolved, global_batch);
   if (a.resume) {
     LOCKSTEP_CHECK_T(IOError, has_backup, "--resume: no backup found in '", backup_dir,
                      "' (nothing to continue; run without --resume to start a new run)");
     check_resume(backup_dir, run_config);
-  } else {
+  } else if (chief) {
     LOCKSTEP_CHECK(!has_backup, "'", logdir, "' already holds a run; pass --resume to continue it or choose another "
                    "--logdir");
   }
   auto scope = strategy.scope();
   mixed_precision::set_global_policy(a.policy);
-  if (a.policy != "float32") std::printf("Mixed precision policy: %s\n", a.policy.c_str());
+  if (chief && a.policy != "float32") std::printf("Mixed precision policy: %s\n", a.policy.c_str());
   const std::unique_ptr<Sequential> built = build_model(a, image, classes, resolved.dropout);
   Sequential& model = *built;
   model.compile(optimizers::get(a.optimizer, lr.schedule), losses::SparseCategoricalCrossentropy(), {"accuracy"});
-  const int verbose = a.verbose;
+  const int verbose = chief ? a.verbose : 0;
   if (verbose != 0) std::cout << model.summary();
 
   auto ds = data::Dataset::from_tensor_slices(x_train, data.train.y)
@@ -280,14 +302,18 @@ int run_train(const TrainArgs& a) {
   const auto nan_guard = std::make_shared<TerminateOnNaN>();
   fit_options.callbacks.push_back(nan_guard);
   fit_options.validation_data = data::Dataset::from_tensor_slices(x_test, data.test.y).batch(1024);
-  std::printf("Run directory: %s\n", logdir.c_str());
-  if (a.tensorboard) fit_options.callbacks.push_back(std::make_shared<TensorBoard>(TensorBoardOptions{.log_dir = logdir}));
-  fit_options.callbacks.push_back(std::make_shared<BackupAndRestore>(BackupAndRestoreOptions{
-      .backup_dir = backup_dir,
-      .save_freq = a.backup_every_steps > 0 ? SaveFreq::every(a.backup_every_steps) : SaveFreq::epoch(),
-      .delete_checkpoint = false,
-      .run_config = run_config}));
-  if (a.save_best) {
+  if (chief) std::printf("Run directory: %s\n", logdir.c_str());
+  if (a.tensorboard && chief)
+    fit_options.callbacks.push_back(std::make_shared<TensorBoard>(TensorBoardOptions{.log_dir = logdir}));
+  if (!backup_dir.empty()) {
+    fit_options.callbacks.push_back(std::make_shared<BackupAndRestore>(BackupAndRestoreOptions{
+        .backup_dir = backup_dir,
+        .save_freq = a.backup_every_steps > 0 ? SaveFreq::every(a.backup_every_steps) : SaveFreq::epoch(),
+        .delete_checkpoint = false,
+        .is_chief = chief,
+        .run_config = run_config}));
+  }
+  if (a.save_best && chief) {
     fit_options.callbacks.push_back(std::make_shared<ModelCheckpoint>(
         ModelCheckpointOptions{.filepath = logdir + "/best/ckpt", .monitor = "val_loss", .save_best_only = true}));
   }
@@ -303,6 +329,7 @@ int run_train(const TrainArgs& a) {
                                "; no model was saved (try a lower --learning-rate, and start a new run)"));
   const Logs test = model.evaluate(x_test, data.test.y, {.batch_size = 1024});
   std::fflush(stdout);
+  if (!chief) return 0;
   const double steps_per_second = model.last_fit_timing().steps_per_second;
   save_model(model, logdir + "/model");
   std::printf("test_loss: %.4f - test_accuracy: %.4f - train_steps_per_second: %.1f\n", test.at("loss"),
@@ -316,6 +343,7 @@ int run_train(const TrainArgs& a) {
     j["history"] = history.history;
     j["epochs"] = history.epoch;
     j["replicas"] = replicas;
+    j["workers"] = strategy.num_workers();
     j["global_batch_size"] = global_batch;
     j["gradient_accumulation_steps"] = a.gradient_accumulation_steps;
     j["policy"] = a.policy;

@@ -18,6 +18,8 @@ class ReplicaInterface {
   virtual ~ReplicaInterface() = default;
   virtual int replica_id_in_sync_group() const = 0;
   virtual int num_replicas_in_sync() const = 0;
+  /// The replicas of this process (worker), which hold the copies of a mirrored variable.
+  virtual int num_local_replicas() const = 0;
   /// All-reduce across the replicas; every replica must call it in the same order with the same
   /// shape. Returns a new tensor on this replica's device.
   virtual Tensor all_reduce(ReduceOp op, const Tensor& value) = 0;

@@ -27,9 +27,17 @@ enum class CollectiveImplementation {
   /// network transport would; no member reads another's tensor. For tests: it runs the
   /// protocol a multi-process implementation needs, in one process.
   kLoopback,
+  /// Members in several processes, the workers of an MPI job (mpirun -np W), `size` of them
+  /// in each: hierarchical (local members in shared memory, then across workers over MPI;
+  /// MultiWorkerMirroredStrategy). Communicator::rank() is worker * size + local member and
+  /// size() is W * size; results are bit-identical run to run, and to one process's group of
+  /// W * size members when size == 1 (or W == 1) and for max, min and integer sums in any
+  /// layout. Needs a build with MPI (LOCKSTEP_WITH_MPI) and every worker making its groups in
+  /// the same order with the same size.
+  kMpi,
 };
 
-/// "shared_memory", "loopback"
+/// "shared_memory", "loopback", "mpi"
 const char* collective_implementation_name(CollectiveImplementation implementation);
 
 struct CollectiveOptions {
@@ -56,7 +64,7 @@ class CollectiveGroup {
   virtual void reset() = 0;
 };
 
-/// A group of `size` members (>= 1) in this process.
+/// A group of `size` members (>= 1) in this process (kMpi: in each worker process).
 std::unique_ptr<CollectiveGroup> make_collective_group(CollectiveImplementation implementation, int size,
                                                        const CollectiveOptions& options = {});
 

@@ -51,9 +51,13 @@ struct DistributedBatch {
 /// ReplicaInterface (layers::CallContext::replica).
 class ReplicaContext final : public ReplicaInterface {
  public:
-  ReplicaContext(Strategy& strategy, int replica_id) : strategy_(strategy), replica_id_(replica_id) {}
-  int replica_id_in_sync_group() const override { return replica_id_; }
+  /// local_replica: the replica's index among this worker's replicas.
+  ReplicaContext(Strategy& strategy, int local_replica) : strategy_(strategy), replica_id_(local_replica) {}
+  /// Across every worker: worker_index() * (replicas per worker) + local_replica_id().
+  int replica_id_in_sync_group() const override;
   int num_replicas_in_sync() const override;
+  /// The replica's index among this worker's replicas (run()'s results are in this order).
+  int local_replica_id() const { return replica_id_; }
   const Device& device() const;
   /// All-reduce across the replicas of this strategy (any dtype the collectives support);
   /// every replica must call it in the same order with the same element count and dtype.
@@ -66,6 +70,7 @@ class ReplicaContext final : public ReplicaInterface {
   /// it only adds `grads` to them (no collective, `grads` unchanged) and returns false: there
   /// is nothing to apply yet.
   bool all_reduce_gradients(std::vector<Tensor>& grads, const std::vector<Variable>& vars) override;
+  int num_local_replicas() const override;
   std::int64_t first_example() const override;
   std::int64_t global_batch_size() const override;
   std::uint64_t step_index() const override;
@@ -81,7 +86,7 @@ class ReplicaContext final : public ReplicaInterface {
 
  private:
   Strategy& strategy_;
-  int replica_id_;
+  int replica_id_;  // local
 };
 
 /// RAII guard from ReplicaContext::no_sync().
@@ -134,6 +139,10 @@ struct StrategyLayout {
   std::chrono::milliseconds timeout{std::chrono::minutes(5)};
   CollectiveImplementation cross_device_ops = CollectiveImplementation::kSharedMemory;
   std::size_t bucket_cap_bytes = GradientReducer::kDefaultBucketCapBytes;
+  /// Processes training in sync (each with these devices) and this one's index among them;
+  /// more than one needs cross_device_ops = kMpi.
+  int num_workers = 1;
+  int worker_index = 0;
 };
 
 class Strategy {
@@ -142,7 +151,16 @@ class Strategy {
   Strategy(const Strategy&) = delete;
   Strategy& operator=(const Strategy&) = delete;
 
-  int num_replicas_in_sync() const { return static_cast<int>(devices_.size()); }
+  /// Replicas in sync across every worker (tf.distribute's num_replicas_in_sync).
+  int num_replicas_in_sync() const { return num_local_replicas() * num_workers_; }
+  /// This worker's replicas: one per device in devices().
+  int num_local_replicas() const { return static_cast<int>(devices_.size()); }
+  /// The processes that train in sync (MultiWorkerMirroredStrategy; 1 for the others) and
+  /// this one's index among them; the chief, worker 0, is the one that writes files.
+  int num_workers() const { return num_workers_; }
+  int worker_index() const { return worker_index_; }
+  bool is_chief() const { return worker_index_ == 0; }
+  /// This worker's devices, one per local replica.
   const std::vector<Device>& devices() const { return devices_; }
   virtual std::string name() const = 0;
   /// Variables created while the guard lives are mirrored on every replica's device.
@@ -150,14 +168,15 @@ class Strategy {
   /// The strategy whose scope is open on this thread, or null.
   static Strategy* current();
 
-  /// Runs fn once per replica, each on its replica's thread and device, and waits for all.
+  /// Runs fn once per local replica, each on its replica's thread and device, and waits for
+  /// all; the results are this worker's, in local replica order.
   /// When a replica throws, the others are released from any collective they wait in, and
   /// ReplicaError (naming the replica) is thrown here once every replica has stopped.
   template <typename F>
   auto run(F&& fn) -> PerReplica<std::invoke_result_t<F&, ReplicaContext&>> {
     using R = std::invoke_result_t<F&, ReplicaContext&>;
-    std::vector<std::optional<R>> results(static_cast<std::size_t>(num_replicas_in_sync()));
-    run_on_replicas([&](ReplicaContext& ctx) { results[static_cast<std::size_t>(ctx.replica_id_in_sync_group())].emplace(fn(ctx)); });
+    std::vector<std::optional<R>> results(static_cast<std::size_t>(num_local_replicas()));
+    run_on_replicas([&](ReplicaContext& ctx) { results[static_cast<std::size_t>(ctx.local_replica_id())].emplace(fn(ctx)); });
     std::vector<R> out;
     out.reserve(results.size());
     for (auto& r : results) out.push_back(std::move(*r));
@@ -172,22 +191,24 @@ class Strategy {
   /// global batch size.
   template <typename F>
   auto run(F&& fn, const DistributedBatch& batch) -> PerReplica<std::invoke_result_t<F&, const data::Element&>> {
-    LOCKSTEP_CHECK(batch.slices.size() == static_cast<std::size_t>(num_replicas_in_sync()) &&
+    LOCKSTEP_CHECK(batch.slices.size() == static_cast<std::size_t>(num_local_replicas()) &&
                        batch.offsets.size() == batch.slices.size(),
-                   name(), "::run: the batch has ", batch.slices.size(), " slices, but ", num_replicas_in_sync(),
-                   " replicas are in sync (distribute the dataset with this strategy)");
+                   name(), "::run: the batch has ", batch.slices.size(), " slices, but this worker has ",
+                   num_local_replicas(), " replicas (distribute the dataset with this strategy)");
     const BatchInStep in_step(*this, batch);
     return run([&](ReplicaContext& ctx) {
-      return fn(batch.slices[static_cast<std::size_t>(ctx.replica_id_in_sync_group())]);
+      return fn(batch.slices[static_cast<std::size_t>(ctx.local_replica_id())]);
     });
   }
   /// How many steps (run calls) this strategy has run.
   std::uint64_t steps_run() const { return steps_run_; }
 
-  /// Reduces per-replica tensors (same shape) across replicas; with `axis`, also along that
-  /// axis (kSum / kMean: summed or averaged over every element of every replica, as TF does).
+  /// Reduces per-replica tensors (same shape) across replicas, of every worker (every worker
+  /// must call it alike); with `axis`, also along that axis (kSum / kMean: summed or averaged
+  /// over every element of every replica, as TF does).
   Tensor reduce(ReduceOp op, const PerReplica<Tensor>& values, std::optional<int> axis = std::nullopt) const;
-  /// Concatenates per-replica tensors along `axis` in replica order.
+  /// Concatenates per-replica tensors along `axis` in replica order, of every worker (every
+  /// worker must call it alike; their row counts may differ).
   Tensor gather(const PerReplica<Tensor>& values, int axis = 0) const;
 
   /// Splits each global batch of `dataset` into per-replica slices, as evenly as possible
@@ -197,8 +218,15 @@ class Strategy {
    public:
     /// per_replica_batches: the dataset yields per-replica batches, N consecutive ones making
     /// a step (distribute_datasets_from_function); otherwise it yields global batches to split.
-    DistributedDataset(data::Dataset dataset, int replicas, bool per_replica_batches = false)
-        : dataset_(std::move(dataset)), replicas_(replicas), per_replica_batches_(per_replica_batches) {}
+    /// first_replica, local_replicas: the slices of each global batch this worker keeps
+    /// (default: all `replicas`).
+    DistributedDataset(data::Dataset dataset, int replicas, bool per_replica_batches = false, int first_replica = 0,
+                       int local_replicas = -1)
+        : dataset_(std::move(dataset)),
+          replicas_(replicas),
+          per_replica_batches_(per_replica_batches),
+          first_replica_(first_replica),
+          local_replicas_(local_replicas < 0 ? replicas : local_replicas) {}
     std::unique_ptr<DistributedIterator> make_iterator() const;
     const data::Dataset& dataset() const { return dataset_; }
 
@@ -206,22 +234,31 @@ class Strategy {
     data::Dataset dataset_;
     int replicas_;
     bool per_replica_batches_;
+    int first_replica_;
+    int local_replicas_;
   };
-  DistributedDataset experimental_distribute_dataset(const data::Dataset& dataset) const {
-    return DistributedDataset(dataset, num_replicas_in_sync());
-  }
+  /// Under several workers each reads every global batch and keeps its replicas' slices (TF's
+  /// AutoShardPolicy.DATA); distribute_datasets_from_function gives each its own pipeline.
+  DistributedDataset experimental_distribute_dataset(const data::Dataset& dataset) const;
   /// tf.distribute's distribute_datasets_from_function: fn gets an InputContext (pipelines,
   /// this pipeline's id, replicas; get_per_replica_batch_size) and returns a dataset of
-  /// PER-REPLICA batches; each step gives replica r the next batch in turn.
+  /// PER-REPLICA batches; each step gives replica r the next batch in turn. Under several
+  /// workers fn runs once per worker with num_input_pipelines = num_workers() and
+  /// input_pipeline_id = worker_index(): shard the input there (Dataset::shard).
   DistributedDataset distribute_datasets_from_function(
       const std::function<data::Dataset(const data::InputContext&)>& fn) const;
 
   /// Mirrors existing variables onto every replica's device (broadcast from replica 0).
   void mirror_variables(const std::vector<Variable>& variables);
+  /// Makes every worker's copies of `tensors` (one per local replica each, e.g. a mirrored
+  /// variable's copies) the chief's replica 0's: how workers start from the same weights and
+  /// optimizer state. A no-op on one worker.
+  void broadcast_from_chief(const std::vector<std::vector<Tensor>>& tensors);
   /// Throws DistributedError naming the first variable whose copies differ bit for bit.
   void check_mirrored(const std::vector<Variable>& variables) const;
 
-  /// The replicas' collective group (member r is replica r).
+  /// The replicas' collective group (member r is local replica r; its rank is the replica's
+  /// replica_id_in_sync_group).
   CollectiveGroup& collectives() { return *group_; }
   Communicator& communicator(int replica) { return group_->member(replica); }
   /// Replica r's gradient bucketing (all_reduce_gradients), e.g. to see its bucket layout.
@@ -236,6 +273,8 @@ class Strategy {
   friend class ReplicaContext;
   friend class NoSyncScope;
   void run_on_replicas(const std::function<void(ReplicaContext&)>& fn);
+  Tensor reduce_across_workers(ReduceOp op, const PerReplica<Tensor>& values, std::optional<int> axis) const;
+  Tensor gather_across_workers(const PerReplica<Tensor>& values) const;
   struct Replicas;
   // The distributed batch of the run in progress (run(fn, batch)), for ReplicaContext.
   struct BatchInStep {
@@ -249,6 +288,8 @@ class Strategy {
   std::uint64_t steps_run_ = 0;
 
   std::vector<Device> devices_;
+  int num_workers_ = 1;
+  int worker_index_ = 0;
   std::vector<std::shared_ptr<ComputeContext>> contexts_;
   std::vector<ComputeContext*> context_ptrs_;
   std::unique_ptr<CollectiveGroup> group_;
@@ -260,10 +301,17 @@ class Strategy {
 
 class Strategy::DistributedIterator {
  public:
-  DistributedIterator(std::unique_ptr<data::Iterator> it, int replicas, bool per_replica_batches = false)
-      : it_(std::move(it)), replicas_(replicas), per_replica_batches_(per_replica_batches) {}
-  /// The next global batch split into per-replica elements, with each slice's first row
-  /// index in the global batch; nullopt at the end.
+  DistributedIterator(std::unique_ptr<data::Iterator> it, int replicas, bool per_replica_batches = false,
+                      int first_replica = 0, int local_replicas = -1)
+      : it_(std::move(it)),
+        replicas_(replicas),
+        per_replica_batches_(per_replica_batches),
+        first_replica_(first_replica),
+        local_replicas_(local_replicas < 0 ? replicas : local_replicas) {}
+  /// The next global batch split into per-replica elements (this worker's replicas'), with
+  /// each slice's first row index in the global batch; nullopt at the end. Per-replica
+  /// batches (distribute_datasets_from_function) come from this worker's own pipeline, and
+  /// global_size then counts this worker's rows only.
   using Batch = DistributedBatch;
   std::optional<Batch> next();
 
@@ -272,6 +320,8 @@ class Strategy::DistributedIterator {
   std::unique_ptr<data::Iterator> it_;
   int replicas_;
   bool per_replica_batches_;
+  int first_replica_;
+  int local_replicas_;
 };
 
 
@@ -287,7 +337,8 @@ struct MirroredOptions {
   /// Pin each replica's threads to its own cores.
   bool pin_threads = true;
   /// How replicas all-reduce (tf.distribute's cross_device_ops): in-process shared memory, or
-  /// the loopback transport that tests use to run everything over messages.
+  /// the loopback transport that tests use to run everything over messages (kMpi is
+  /// MultiWorkerMirroredStrategy's).
   CollectiveImplementation cross_device_ops = CollectiveImplementation::kSharedMemory;
   /// Gradient bucket size (PyTorch DDP's bucket_cap_mb; its default, 25 MiB).
   std::size_t bucket_cap_bytes = GradientReducer::kDefaultBucketCapBytes;
@@ -298,6 +349,31 @@ class MirroredStrategy final : public Strategy {
   explicit MirroredStrategy(const MirroredOptions& options = {});
   std::string name() const override { return "MirroredStrategy"; }
 };
+
+struct MultiWorkerOptions {
+  /// This worker's devices and collective settings (cross_device_ops is ignored: across
+  /// workers it is MPI, in process shared memory).
+  MirroredOptions local;
+  /// Print the one-line notice when the process was not launched under MPI (launched under
+  /// MPI by a build without it, the notice is always printed).
+  bool notice = true;
+};
+
+/// tf.distribute.MultiWorkerMirroredStrategy on MPI: launched by `mpirun -np W program`, each
+/// rank is a worker with its local devices, and the replicas of all workers train in sync
+/// (hierarchical all-reduce: in process, then across workers). Not launched under MPI (or
+/// built without it), it is a MirroredStrategy on one worker and says so in one line.
+class MultiWorkerMirroredStrategy final : public Strategy {
+ public:
+  explicit MultiWorkerMirroredStrategy(const MultiWorkerOptions& options = {});
+  std::string name() const override { return "MultiWorkerMirroredStrategy"; }
+};
+
+/// For benchmarks (`lockstep bench allreduce --workers`): seconds per raw MPI_Allreduce
+/// (in-place float32 sum) of a host copy of `values` across the job's workers, the slowest
+/// worker's mean over `iterations`. Every worker must call it alike; throws ValueError when
+/// this process is not a worker of an MPI job.
+double time_raw_mpi_all_reduce(const Tensor& values, int iterations);
 
 /// One replica on one device (tf.distribute.OneDeviceStrategy); runs on the calling thread.
 class OneDeviceStrategy final : public Strategy {

@@ -171,6 +171,8 @@ class Model {
   void merge_replica_numbers(const distribute::PerReplica<detail::ReplicaNumbers>& parts, std::int64_t examples,
                              double* mean_loss);
   void ensure_mirrored();
+  /// Under several workers: DistributedError unless every worker resumes at the same point.
+  void check_workers_start_alike(int first_epoch, std::int64_t skip_batches);
 
   std::string name_;
   optimizers::OptimizerPtr optimizer_;
@@ -178,6 +180,8 @@ class Model {
   std::vector<metrics::MetricPtr> metrics_;
   metrics::Mean loss_tracker_{"loss"};
   distribute::Strategy* strategy_ = nullptr;
+  // The strategy whose workers took the chief's variables (ensure_mirrored), once per strategy.
+  const distribute::Strategy* synced_workers_ = nullptr;
   FitTiming timing_;
   mutable std::atomic<std::uint64_t> training_calls_{0};  // operator()(x, {.training = true}) outside a strategy
   distribute::GradientAccumulator accumulated_;  // fit's held-back gradients (gradient accumulation)

@@ -1,0 +1,55 @@
+#pragma once
+// The other processes of a multi-worker job (MPI ranks = workers), seen as byte transfers.
+// lockstep calls MPI from one thread only (MPI_THREAD_FUNNELED): the transport's progress
+// thread initializes MPI at first use, starts the transfers of one exchange at a time with
+// non-blocking calls and polls them against a deadline, so that a peer that died or stalled
+// becomes an error naming it instead of a hang. Built without MPI, world() throws.
+#include <chrono>
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace lockstep::distribute {
+
+/// True when the environment says an MPI launcher started this process (OMPI_COMM_WORLD_SIZE,
+/// PMIX_RANK, PMI_SIZE), whether or not lockstep was built with MPI.
+bool launched_under_mpi();
+/// True when lockstep was built with MPI (LOCKSTEP_WITH_MPI).
+bool built_with_mpi();
+
+class WorkerTransport {
+ public:
+  using Bytes = std::vector<std::byte>;
+  /// One message to or from `peer`. The buffer is shared: after a failed exchange, transfers
+  /// that MPI may still be writing keep it alive until the process ends.
+  struct Transfer {
+    int peer = 0;
+    std::shared_ptr<Bytes> bytes;
+  };
+
+  /// The job's transport (MPI_COMM_WORLD), started at the first call; MPI ends when the process
+  /// does: MPI_Finalize, or MPI_Abort once an exchange failed (the job cannot go on in step).
+  static WorkerTransport& world();
+
+  virtual ~WorkerTransport() = default;
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  /// Starts every send and receive (tag: what the group uses to keep its messages apart), and
+  /// returns once all completed. Receives must be sized to their messages. Throws
+  /// DistributedError naming `what` and the workers whose messages had not arrived when
+  /// `deadline` passed (`timeout` is how long that was), or whose connection failed; the
+  /// transport then stays failed: every later exchange throws at once.
+  virtual void exchange(int tag, const std::vector<Transfer>& sends, const std::vector<Transfer>& receives,
+                        std::chrono::steady_clock::time_point deadline, std::chrono::milliseconds timeout,
+                        const std::string& what) = 0;
+  /// Why the transport failed; empty while it is healthy.
+  virtual std::string failure() const = 0;
+  /// What the current exchange still waits for ("worker(s) 1 in all_reduce #12"), or "".
+  virtual std::string waiting_for() const = 0;
+  /// For benchmarks: seconds per MPI_Allreduce (sum, in place) of `data` over every worker, the
+  /// slowest worker's mean over `iterations` after a warm-up. Every worker must call it alike.
+  virtual double time_raw_all_reduce(std::vector<float>& data, int iterations) = 0;
+};
+
+}  // namespace lockstep::distribute

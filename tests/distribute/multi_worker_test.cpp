@@ -1,0 +1,176 @@
+// Collectives and MultiWorkerMirroredStrategy across worker processes. These tests need two
+// MPI ranks: ctest runs this binary under `mpirun -np 2` (tests/cli_and_reference_tests.cmake);
+// run plainly (gtest discovery, one process) they skip.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <functional>
+#include <random>
+#include <thread>
+
+#include "distribute/member_threads.hpp"
+#include "distribute/worker_transport.hpp"
+#include "lockstep/lockstep.hpp"
+
+using namespace lockstep;
+using namespace lockstep::distribute;
+
+namespace {
+
+bool multi_worker() { return launched_under_mpi() && built_with_mpi() && WorkerTransport::world().size() >= 2; }
+
+#define REQUIRE_WORKERS() \
+  if (!multi_worker()) GTEST_SKIP() << "needs mpirun -np 2 and a build with MPI"
+
+// Runs fn(local member, communicator) on one thread per local member; rethrows the first failure.
+void run_local(CollectiveGroup& group, const std::function<void(int, Communicator&)>& fn) {
+  for (auto& e : run_members(group, fn))
+    if (e) std::rethrow_exception(e);
+}
+
+// Replica g's input: 1003 floats that are not exactly representable sums of each other.
+std::vector<float> input_of(int g, std::int64_t n) {
+  std::mt19937 rng(1234 + static_cast<unsigned>(g));
+  std::uniform_real_distribution<float> d(-1.0f, 1.0f);
+  std::vector<float> v(static_cast<std::size_t>(n));
+  for (auto& x : v) x = d(rng);
+  return v;
+}
+
+// What one process's group of `n` members computes from input_of(0..n-1): the reference the
+// multi-worker result must equal bit for bit (one local member per worker).
+std::vector<float> in_process_all_reduce(int n, std::int64_t count, ReduceOp op) {
+  auto group = make_collective_group(CollectiveImplementation::kSharedMemory, n);
+  std::vector<std::vector<float>> out(static_cast<std::size_t>(n));
+  run_local(*group, [&](int r, Communicator& c) {
+    Tensor t = Tensor::from_vector(input_of(r, count), {count});
+    c.all_reduce(t, op)->wait();
+    out[static_cast<std::size_t>(r)] = t.to_vector<float>();
+  });
+  return out[0];
+}
+
+TEST(MultiWorker, RanksAndSizesSpanTheWorkers) {
+  REQUIRE_WORKERS();
+  const int w = WorkerTransport::world().rank(), W = WorkerTransport::world().size();
+  auto group = make_collective_group(CollectiveImplementation::kMpi, 2);
+  EXPECT_EQ(group->size(), 2);
+  EXPECT_EQ(group->member(0).size(), 2 * W);
+  EXPECT_EQ(group->member(0).rank(), 2 * w);
+  EXPECT_EQ(group->member(1).rank(), 2 * w + 1);
+}
+
+TEST(MultiWorker, OneDevicePerWorkerAllReduceIsBitIdenticalToOneProcess) {
+  REQUIRE_WORKERS();
+  const int w = WorkerTransport::world().rank(), W = WorkerTransport::world().size();
+  auto group = make_collective_group(CollectiveImplementation::kMpi, 1);
+  const std::int64_t n = 1003;
+  for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kMean, ReduceOp::kMax, ReduceOp::kMin}) {
+    Tensor t = Tensor::from_vector(input_of(w, n), {n});
+    run_local(*group, [&](int, Communicator& c) { c.all_reduce(t, op)->wait(); });
+    const std::vector<float> want = in_process_all_reduce(W, n, op);
+    const std::vector<float> got = t.to_vector<float>();
+    ASSERT_EQ(got.size(), want.size());
+    EXPECT_EQ(0, std::memcmp(got.data(), want.data(), got.size() * sizeof(float))) << reduce_op_name(op);
+  }
+}
+
+TEST(MultiWorker, TwoDevicesPerWorkerCollectivesAreExact) {
+  REQUIRE_WORKERS();
+  const int w = WorkerTransport::world().rank(), W = WorkerTransport::world().size();
+  constexpr int D = 2;
+  const int N = W * D;
+  auto group = make_collective_group(CollectiveImplementation::kMpi, D);
+  const std::int64_t k = 37;
+  run_local(*group, [&](int d, Communicator& c) {
+    const int g = w * D + d;
+    ASSERT_EQ(c.rank(), g);
+    // all_reduce: integers in float32 sum exactly, whatever the order.
+    Tensor t = Tensor::full({k}, static_cast<double>(g + 1));
+    c.all_reduce(t, ReduceOp::kSum)->wait();
+    EXPECT_EQ(t.to_vector<float>()[5], static_cast<float>(N * (N + 1) / 2));
+    Tensor m = Tensor::full({k}, static_cast<double>(g));
+    c.all_reduce(m, ReduceOp::kMax)->wait();
+    EXPECT_EQ(m.to_vector<float>()[0], static_cast<float>(N - 1));
+    Tensor mean = Tensor::full({k}, static_cast<double>(2 * g));
+    c.all_reduce(mean, ReduceOp::kMean)->wait();
+    EXPECT_EQ(mean.to_vector<float>()[3], static_cast<float>(N - 1));
+    // reduce_scatter: replica j gets the sum of everyone's block j.
+    std::vector<float> in(static_cast<std::size_t>(N * k));
+    for (std::size_t i = 0; i < in.size(); ++i) in[i] = static_cast<float>(g * 1000 + static_cast<int>(i));
+    Tensor rs_in = Tensor::from_vector(in, {N * k});
+    Tensor rs_out = Tensor::empty({k});
+    c.reduce_scatter(rs_in, rs_out, ReduceOp::kSum)->wait();
+    const float first = static_cast<float>(1000 * (N * (N - 1) / 2) + N * g * k);
+    EXPECT_EQ(rs_out.to_vector<float>()[0], first);
+    // all_gather: block j of the output is replica j's input.
+    Tensor ag_in = Tensor::full({k}, static_cast<double>(g));
+    Tensor ag_out = Tensor::empty({N * k});
+    c.all_gather(ag_in, ag_out)->wait();
+    const auto gathered = ag_out.to_vector<float>();
+    for (int j = 0; j < N; ++j) EXPECT_EQ(gathered[static_cast<std::size_t>(j * k + 1)], static_cast<float>(j));
+    // broadcast from a replica of the last worker.
+    Tensor b = Tensor::full({k}, static_cast<double>(g));
+    c.broadcast(b, N - 1)->wait();
+    EXPECT_EQ(b.to_vector<float>()[2], static_cast<float>(N - 1));
+    c.barrier()->wait();
+  });
+}
+
+TEST(MultiWorker, WorkersThatDisagreeGetAnErrorAndTheGroupGoesOn) {
+  REQUIRE_WORKERS();
+  const int w = WorkerTransport::world().rank();
+  auto group = make_collective_group(CollectiveImplementation::kMpi, 1);
+  Tensor t = Tensor::ones({w == 0 ? 10 : 11});
+  try {
+    group->member(0).all_reduce(t, ReduceOp::kSum)->wait();
+    ADD_FAILURE() << "no error";
+  } catch (const DistributedError& e) {
+    EXPECT_NE(std::string(e.what()).find("workers disagree: worker 0 called all_reduce(10 x float32, sum)"),
+              std::string::npos)
+        << e.what();
+  }
+  group->reset();
+  Tensor u = Tensor::ones({4});
+  group->member(0).all_reduce(u, ReduceOp::kSum)->wait();
+  EXPECT_EQ(u.to_vector<float>()[0], static_cast<float>(WorkerTransport::world().size()));
+}
+
+TEST(MultiWorker, StrategyCountsReplicasOfEveryWorkerAndReducesAcrossThem) {
+  REQUIRE_WORKERS();
+  const int w = WorkerTransport::world().rank(), W = WorkerTransport::world().size();
+  MultiWorkerMirroredStrategy strategy({.local = {.num_cpu_devices = 2, .pin_threads = false}});
+  EXPECT_EQ(strategy.num_workers(), W);
+  EXPECT_EQ(strategy.worker_index(), w);
+  EXPECT_EQ(strategy.is_chief(), w == 0);
+  EXPECT_EQ(strategy.num_local_replicas(), 2);
+  EXPECT_EQ(strategy.num_replicas_in_sync(), 2 * W);
+  auto ids = strategy.run([](ReplicaContext& ctx) { return ctx.replica_id_in_sync_group(); });
+  EXPECT_EQ(ids[0], 2 * w);
+  EXPECT_EQ(ids[1], 2 * w + 1);
+  auto values = strategy.run([](ReplicaContext& ctx) {
+    return Tensor::full({3}, static_cast<double>(ctx.replica_id_in_sync_group() + 1));
+  });
+  const int N = 2 * W;
+  EXPECT_EQ(strategy.reduce(ReduceOp::kSum, values).to_vector<float>()[0], static_cast<float>(N * (N + 1) / 2));
+  EXPECT_EQ(strategy.reduce(ReduceOp::kMax, values).to_vector<float>()[1], static_cast<float>(N));
+  // gather: every worker gets every replica's rows in replica order (row counts differ).
+  auto rows = strategy.run([](ReplicaContext& ctx) {
+    const int g = ctx.replica_id_in_sync_group();
+    return Tensor::full({g + 1, 2}, static_cast<double>(g));
+  });
+  const Tensor all = strategy.gather(rows);
+  ASSERT_EQ(all.dim(0), N * (N + 1) / 2);
+  EXPECT_EQ(all.to_vector<float>().back(), static_cast<float>(N - 1));
+  // One input pipeline per worker.
+  data::InputContext seen;
+  (void)strategy.distribute_datasets_from_function([&](const data::InputContext& ctx) {
+    seen = ctx;
+    return data::Dataset::from_tensor_slices(Tensor::zeros({8, 1})).batch(2);
+  });
+  EXPECT_EQ(seen.num_input_pipelines, W);
+  EXPECT_EQ(seen.input_pipeline_id, w);
+  EXPECT_EQ(seen.num_replicas_in_sync, N);
+}
+
+}  // namespace
