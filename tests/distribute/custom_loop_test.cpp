@@ -11,10 +11,12 @@
 #include <vector>
 
 #include "common/error_message.hpp"
+#include "common/relative_error.hpp"
 #include "lockstep/lockstep.hpp"
 
 using namespace lockstep;
 using namespace lockstep::distribute;
+using lockstep::test::max_rel_diff;
 
 namespace {
 
@@ -44,19 +46,6 @@ std::vector<std::vector<float>> weights_of(const Model& m) {
   std::vector<std::vector<float>> w;
   for (const auto& v : m.variables()) w.push_back(v.value().to_vector<float>());
   return w;
-}
-
-double max_rel_diff(const std::vector<std::vector<float>>& a, const std::vector<std::vector<float>>& b) {
-  double worst = 0;
-  for (std::size_t t = 0; t < a.size(); ++t) {
-    double diff = 0, scale = 1e-30;
-    for (std::size_t i = 0; i < a[t].size(); ++i) {
-      diff = std::max(diff, static_cast<double>(std::fabs(a[t][i] - b[t][i])));
-      scale = std::max(scale, static_cast<double>(std::fabs(b[t][i])));
-    }
-    worst = std::max(worst, diff / scale);
-  }
-  return worst;
 }
 
 struct LoopResult {

@@ -98,8 +98,7 @@ bool native_bf16_gemm() {
 
 void serial_matmul_bf16(bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k, const BFloat16* a,
                         std::int64_t lda, const BFloat16* b, std::int64_t ldb, float* c, std::int64_t ldc) {
-  thread_local bool single = (omp_set_num_threads(1), true);
-  (void)single;
+  onednn::single_threaded();
   if (m == 0 || n == 0) return;
   if (k == 0) {
     for (std::int64_t i = 0; i < m; ++i) std::fill(c + i * ldc, c + i * ldc + n, 0.0f);
@@ -107,8 +106,8 @@ void serial_matmul_bf16(bool ta, bool tb, std::int64_t m, std::int64_t n, std::i
   }
   using dims = dnnl::memory::dims;
   using dt = dnnl::memory::data_type;
-  static const dnnl::engine engine(dnnl::engine::kind::cpu, 0);
-  thread_local dnnl::stream stream(engine);
+  const dnnl::engine& engine = onednn::engine();
+  dnnl::stream& stream = onednn::stream();
   // oneDNN's primitive cache would find the kernel again, but making its descriptor costs more
   // than a small GEMM: the primitives of the shapes a thread has seen are kept here.
   using Key = std::tuple<bool, bool, std::int64_t, std::int64_t, std::int64_t, std::int64_t, std::int64_t, std::int64_t>;
