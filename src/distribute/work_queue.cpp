@@ -69,18 +69,21 @@ void WorkQueue::push(std::shared_ptr<QueuedWork> work) {
   // An older work still queued: its starter went on without waiting for it.
   const bool older_waiting = !queue_.empty();
   queue_.push_back(std::move(work));
-  if (older_waiting) hurry_ = true;
-  const bool wake = older_waiting && thread_sleeping_ && !running_;
+  const bool wake = older_waiting && request_progress();
   lock.unlock();
   if (wake) work_cv_.notify_one();
 }
 
-void WorkQueue::hurry() {
-  std::unique_lock<std::mutex> lock(mu_);
-  if (queue_.empty() || (hurry_ && !thread_sleeping_)) return;
+bool WorkQueue::request_progress() {
   hurry_ = true;
   // While another thread runs a work, run_front wakes the progress thread when it is done.
-  const bool wake = thread_sleeping_ && !running_;
+  return thread_sleeping_ && !running_;
+}
+
+void WorkQueue::hurry() {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (queue_.empty()) return;
+  const bool wake = request_progress();
   lock.unlock();
   if (wake) work_cv_.notify_one();
 }
@@ -120,10 +123,7 @@ bool WorkQueue::wait_idle(Clock::time_point deadline) {
   std::unique_lock<std::mutex> lock(mu_);
   for (;;) {
     if (queue_.empty() && !running_) return true;
-    if (!hurry_ || thread_sleeping_) {
-      hurry_ = true;
-      if (thread_sleeping_ && !running_) work_cv_.notify_one();
-    }
+    if (request_progress()) work_cv_.notify_one();
     if (Clock::now() >= deadline) return false;
     ++waiters_sleeping_;
     done_cv_.wait_until(lock, deadline);

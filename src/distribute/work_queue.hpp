@@ -92,6 +92,9 @@ class WorkQueue {
 
  private:
   void progress_loop();
+  /// With mu_ held: the queued works must progress now (hurry_); true when the sleeping progress
+  /// thread is to be woken for it (the caller notifies work_cv_).
+  bool request_progress();
   /// Runs the oldest queued work with `lock` released, giving up on peers after the queue's
   /// timeout or at `limit`, whichever comes first.
   void run_front(std::unique_lock<std::mutex>& lock, const Deadline* limit);

@@ -21,7 +21,7 @@ void Metric::merge_state(const Tensor& batch_state) {
 
 void Metric::add_to_state(const std::vector<double>& delta) {
   const ReplicaInterface* replica = current_replica();
-  if (!replica || replica->num_replicas_in_sync() == 1) {
+  if (!replica || replica->num_local_replicas() == 1) {  // one thread updates this metric
     for (std::size_t i = 0; i < delta.size(); ++i) state_[i] += delta[i];
     return;
   }

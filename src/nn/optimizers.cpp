@@ -14,6 +14,13 @@ void check_finite_at_least(double v, double lo, bool inclusive, const char* what
   LOCKSTEP_CHECK(std::isfinite(v) && (inclusive ? v >= lo : v > lo), "optimizer: ", what, " must be a finite number ",
                  inclusive ? ">= " : "> ", lo, ", got ", v);
 }
+
+std::vector<std::pair<Tensor, Variable>> zip_pairs(const std::vector<Tensor>& grads, const std::vector<Variable>& vars) {
+  std::vector<std::pair<Tensor, Variable>> gv;
+  gv.reserve(grads.size());
+  for (std::size_t i = 0; i < grads.size(); ++i) gv.emplace_back(grads[i], vars[i]);
+  return gv;
+}
 }  // namespace
 
 Optimizer::Optimizer(OptimizerOptions options) : options_(std::move(options)) {
@@ -104,10 +111,7 @@ void Optimizer::apply_gradients(const std::vector<std::pair<Tensor, Variable>>& 
   const std::int64_t step = iterations_.load();
   // Under no_sync (gradient accumulation) the gradients are only held back: no update, no step.
   if (!replica->all_reduce_gradients(grads, vars)) return;
-  std::vector<std::pair<Tensor, Variable>> reduced;
-  reduced.reserve(grads.size());
-  for (std::size_t i = 0; i < grads.size(); ++i) reduced.emplace_back(grads[i], vars[i]);
-  apply_gradients_at(reduced, step);
+  apply_gradients_at(zip_pairs(grads, vars), step);
   // The step counts once: the first replica to get here moves it from `step` to `step + 1`, the
   // others find it moved. No replica can read it for the next step before its own exchange, and
   // none can count step + 1 without it, so every replica's next read is exactly step + 1.
@@ -118,10 +122,7 @@ void Optimizer::apply_gradients(const std::vector<std::pair<Tensor, Variable>>& 
 void Optimizer::apply_gradients(const std::vector<Tensor>& grads, const std::vector<Variable>& vars) {
   LOCKSTEP_CHECK(grads.size() == vars.size(), name(), ".apply_gradients: ", grads.size(), " gradients for ",
                  vars.size(), " variables");
-  std::vector<std::pair<Tensor, Variable>> gv;
-  gv.reserve(grads.size());
-  for (std::size_t i = 0; i < grads.size(); ++i) gv.emplace_back(grads[i], vars[i]);
-  apply_gradients(gv);
+  apply_gradients(zip_pairs(grads, vars));
 }
 
 void Optimizer::apply_gradients_at(const std::vector<std::pair<Tensor, Variable>>& grads_and_vars,
