@@ -20,17 +20,49 @@ int next_tag() {
   return 1 + groups.fetch_add(1) % 32000;
 }
 
-std::shared_ptr<WorkerTransport::Bytes> pack(const Tensor& t, std::int64_t begin, std::int64_t end) {
-  const std::size_t es = dtype_size(t.dtype());
-  auto b = std::make_shared<WorkerTransport::Bytes>(static_cast<std::size_t>(end - begin) * es);
-  if (!b->empty()) t.copy_to_host(b->data(), b->size(), static_cast<std::size_t>(begin) * es);
-  return b;
-}
+using Transfer = WorkerTransport::Transfer;
+using Bytes = WorkerTransport::Bytes;
 
-Tensor unpack(const WorkerTransport::Bytes& bytes, DType dtype) {
-  Tensor t = Tensor::empty({static_cast<std::int64_t>(bytes.size() / dtype_size(dtype))}, dtype);
-  if (!bytes.empty()) t.copy_from_host(bytes.data(), bytes.size());
-  return t;
+// Elements [begin, end) of `t` as a message to or from `peer`. A host tensor's own memory
+// travels (no staging copy: the cross-worker step is memory-bound, and each copy cost as much
+// as the transfer); `keep` then holds the tensor's storage, so memory MPI may still touch
+// after a failed exchange stays allocated. A device tensor is staged through host bytes:
+// `finish` copies a staged receive into the tensor.
+struct Window {
+  Transfer transfer;
+  Tensor target;  // set: a staged receive, copied into target at byte `offset` by finish()
+  std::size_t offset = 0;
+
+  static Window of(int peer, const Tensor& t, std::int64_t begin, std::int64_t end, bool receive) {
+    const std::size_t es = dtype_size(t.dtype());
+    const std::size_t offset = static_cast<std::size_t>(begin) * es, size = static_cast<std::size_t>(end - begin) * es;
+    Window w;
+    if (t.device().kind == DeviceKind::kCpu) {
+      auto keep = std::make_shared<Tensor>(t);
+      // Host bytes of a CPU tensor: what this transport exists to move (check_layering allows it here).
+      auto* base = static_cast<std::byte*>(keep->raw_data());
+      w.transfer = Transfer{peer, base + offset, size, std::move(keep)};
+      return w;
+    }
+    auto bytes = std::make_shared<Bytes>(size);
+    if (!receive && size) t.copy_to_host(bytes->data(), size, offset);
+    w.transfer = Transfer::of(peer, std::move(bytes));
+    if (receive) {
+      w.target = t;
+      w.offset = offset;
+    }
+    return w;
+  }
+  void finish() {
+    if (target.defined() && transfer.size) target.copy_from_host(transfer.data, transfer.size, offset);
+  }
+};
+
+std::vector<Transfer> transfers(const std::vector<Window>& windows) {
+  std::vector<Transfer> out;
+  out.reserve(windows.size());
+  for (const Window& w : windows) out.push_back(w.transfer);
+  return out;
 }
 
 // Elements [begin, end) of t become their sum divided by `count`, in t's dtype.
@@ -59,19 +91,19 @@ MultiWorkerGroup::MultiWorkerGroup(WorkerTransport& transport, int local_size, c
   if (workers_ == 1) return;
   // Every worker must have as many local members: ranks are worker * local_size + member.
   std::vector<Transfer> sends, receives;
+  auto mine = std::make_shared<Bytes>(sizeof(std::int32_t));
+  const auto local = static_cast<std::int32_t>(local_size);
+  std::memcpy(mine->data(), &local, sizeof local);
   for (int j = 0; j < workers_; ++j) {
     if (j == worker_) continue;
-    auto mine = std::make_shared<Bytes>(sizeof(std::int32_t));
-    const auto n = static_cast<std::int32_t>(local_size);
-    std::memcpy(mine->data(), &n, sizeof n);
-    sends.push_back({j, mine});
-    receives.push_back({j, std::make_shared<Bytes>(sizeof(std::int32_t))});
+    sends.push_back(Transfer::of(j, mine));
+    receives.push_back(Transfer::of(j, std::make_shared<Bytes>(sizeof(std::int32_t))));
   }
   const Deadline deadline = Deadline::in(timeout());
   transport_.exchange(tag_, sends, receives, deadline.at, deadline.after, "the group's set-up");
   for (const Transfer& t : receives) {
     std::int32_t n = 0;
-    std::memcpy(&n, t.bytes->data(), sizeof n);
+    std::memcpy(&n, t.data, sizeof n);
     LOCKSTEP_CHECK(n == local_size, "multi-worker collectives: worker ", t.peer, " has ", n, " local replica(s), worker ",
                    worker_, " has ", local_size, "; every worker needs the same number (the same --devices)");
   }
@@ -97,17 +129,18 @@ void MultiWorkerGroup::check_signatures(const CollectiveCall& call, const Deadli
   using Wire = std::array<std::byte, sizeof(Header)>;
   const Wire wire = std::bit_cast<Wire>(Header{call.seq, call.signature});
   std::vector<Transfer> sends, receives;
+  const auto mine = std::make_shared<Bytes>(wire.begin(), wire.end());
   for (int j = 0; j < workers_; ++j) {
     if (j == worker_) continue;
-    sends.push_back({j, std::make_shared<Bytes>(wire.begin(), wire.end())});
-    receives.push_back({j, std::make_shared<Bytes>(wire.size())});
+    sends.push_back(Transfer::of(j, mine));
+    receives.push_back(Transfer::of(j, std::make_shared<Bytes>(wire.size())));
   }
   exchange(sends, receives, call, deadline);
   std::vector<Header> headers(static_cast<std::size_t>(workers_));
   headers[static_cast<std::size_t>(worker_)] = Header{call.seq, call.signature};
   for (const Transfer& t : receives) {
     Wire w;
-    std::copy(t.bytes->begin(), t.bytes->end(), w.begin());
+    std::memcpy(w.data(), t.data, w.size());
     headers[static_cast<std::size_t>(t.peer)] = std::bit_cast<Header>(w);
   }
   for (std::size_t j = 1; j < headers.size(); ++j) {
@@ -122,41 +155,41 @@ void MultiWorkerGroup::check_signatures(const CollectiveCall& call, const Deadli
 
 void MultiWorkerGroup::reduce_ranges(Tensor& t, ReduceOp op, const std::vector<Range>& ranges, const CollectiveCall& call,
                                      const Deadline& deadline) {
-  const DType dtype = t.dtype();
   const auto [b, e] = ranges[static_cast<std::size_t>(worker_)];
-  std::vector<Transfer> sends, receives;
+  // Worker j's chunk goes to j straight from `t`; the others' parts of ours arrive in
+  // scratch tensors (from the context's caching allocator: no allocation in steady state).
+  std::vector<Window> sends, receives;
+  std::vector<Tensor> chunks(static_cast<std::size_t>(workers_));
+  chunks[static_cast<std::size_t>(worker_)] = t.slice(b, e);
   for (int j = 0; j < workers_; ++j) {
     if (j == worker_) continue;
     const auto [jb, je] = ranges[static_cast<std::size_t>(j)];
-    sends.push_back({j, pack(t, jb, je)});
-    receives.push_back({j, std::make_shared<Bytes>(static_cast<std::size_t>(e - b) * dtype_size(dtype))});
+    sends.push_back(Window::of(j, t, jb, je, false));
+    Tensor& theirs = chunks[static_cast<std::size_t>(j)];
+    theirs = Tensor::empty({e - b}, t.dtype());
+    receives.push_back(Window::of(j, theirs, 0, e - b, true));
   }
-  exchange(sends, receives, call, deadline);
+  exchange(transfers(sends), transfers(receives), call, deadline);
   if (b == e) return;
-  Tensor mine = t.slice(b, e);
-  std::vector<Tensor> chunks(static_cast<std::size_t>(workers_));
-  chunks[static_cast<std::size_t>(worker_)] = mine;
-  for (const Transfer& r : receives) chunks[static_cast<std::size_t>(r.peer)] = unpack(*r.bytes, dtype);
-  reduce_across(op, chunks, {mine}, 0, e - b);
+  for (Window& w : receives) w.finish();
+  reduce_across(op, chunks, {chunks[static_cast<std::size_t>(worker_)]}, 0, e - b);
 }
 
 void MultiWorkerGroup::gather_ranges(Tensor& t, const std::vector<Range>& ranges, const CollectiveCall& call,
                                      const Deadline& deadline) {
-  const std::size_t es = dtype_size(t.dtype());
   const auto [b, e] = ranges[static_cast<std::size_t>(worker_)];
-  const auto mine = pack(t, b, e);
-  std::vector<Transfer> sends, receives;
+  std::vector<Window> sends, receives;
+  const Window mine = Window::of(worker_, t, b, e, false);
   for (int j = 0; j < workers_; ++j) {
     if (j == worker_) continue;
     const auto [jb, je] = ranges[static_cast<std::size_t>(j)];
-    sends.push_back({j, mine});
-    receives.push_back({j, std::make_shared<Bytes>(static_cast<std::size_t>(je - jb) * es)});
+    Window to = mine;
+    to.transfer.peer = j;
+    sends.push_back(to);
+    receives.push_back(Window::of(j, t, jb, je, true));
   }
-  exchange(sends, receives, call, deadline);
-  for (const Transfer& r : receives) {
-    if (r.bytes->empty()) continue;
-    t.copy_from_host(r.bytes->data(), r.bytes->size(), static_cast<std::size_t>(ranges[static_cast<std::size_t>(r.peer)].first) * es);
-  }
+  exchange(transfers(sends), transfers(receives), call, deadline);
+  for (Window& w : receives) w.finish();
 }
 
 void MultiWorkerGroup::cross_workers(const CollectiveCall& call, const Deadline& deadline, const Tensor& buffer_in,
@@ -197,18 +230,16 @@ void MultiWorkerGroup::cross_workers(const CollectiveCall& call, const Deadline&
     }
     case CollectiveKind::kBroadcast: {
       const int root_worker = sig.root / local;
-      std::vector<Transfer> sends, receives;
+      std::vector<Window> sends, receives;
+      (void)broadcast_source;
       if (worker_ == root_worker) {
-        (void)broadcast_source;
-        const auto all = pack(buffer, 0, sig.in_numel);
         for (int j = 0; j < workers_; ++j)
-          if (j != worker_) sends.push_back({j, all});
+          if (j != worker_) sends.push_back(Window::of(j, buffer, 0, sig.in_numel, false));
       } else {
-        receives.push_back({root_worker, std::make_shared<Bytes>(static_cast<std::size_t>(sig.in_numel) * dtype_size(sig.dtype))});
+        receives.push_back(Window::of(root_worker, buffer, 0, sig.in_numel, true));
       }
-      exchange(sends, receives, call, deadline);
-      if (!receives.empty() && !receives[0].bytes->empty())
-        buffer.copy_from_host(receives[0].bytes->data(), receives[0].bytes->size());
+      exchange(transfers(sends), transfers(receives), call, deadline);
+      for (Window& w : receives) w.finish();
       break;
     }
     case CollectiveKind::kBarrier: break;  // the signature exchange was the barrier

@@ -21,11 +21,22 @@ bool built_with_mpi();
 class WorkerTransport {
  public:
   using Bytes = std::vector<std::byte>;
-  /// One message to or from `peer`. The buffer is shared: after a failed exchange, transfers
-  /// that MPI may still be writing keep it alive until the process ends.
+  /// One message to or from `peer`: `size` bytes at `data`, host memory that `keep` keeps
+  /// alive (a Bytes buffer, or a host tensor's storage, so that messages go straight from and
+  /// into tensors without a staging copy). After a failed exchange, transfers that MPI may
+  /// still be writing hold on to `keep` until the process ends.
   struct Transfer {
     int peer = 0;
-    std::shared_ptr<Bytes> bytes;
+    std::byte* data = nullptr;
+    std::size_t size = 0;
+    std::shared_ptr<const void> keep;
+
+    /// A message in a fresh (or given) byte buffer.
+    static Transfer of(int peer, std::shared_ptr<Bytes> bytes) {
+      Transfer t{peer, bytes->data(), bytes->size(), nullptr};
+      t.keep = std::move(bytes);
+      return t;
+    }
   };
 
   /// The job's transport (MPI_COMM_WORLD), started at the first call; MPI ends when the process
