@@ -125,26 +125,40 @@ auto run_on_slices(distribute::Strategy* strategy, const data::Element& batch, F
   });
 }
 
-distribute::PerReplica<Tensor> field(const distribute::PerReplica<ReplicaNumbers>& parts,
-                                     const std::function<const Tensor&(const ReplicaNumbers&)>& get) {
-  std::vector<Tensor> out;
-  for (const auto& p : parts.values()) out.push_back(get(p));
-  return distribute::PerReplica<Tensor>(std::move(out));
-}
 }  // namespace
 
 void Model::merge_replica_numbers(const distribute::PerReplica<ReplicaNumbers>& parts, std::int64_t examples,
                                   double* mean_loss) {
-  const auto summed = [&](const std::function<const Tensor&(const ReplicaNumbers&)>& get) {
-    const auto values = field(parts, get);
-    return strategy_ ? strategy_->reduce(ReduceOp::kSum, values) : values[0];
+  // Each replica's loss sum and metric states travel as one vector, so a step costs one
+  // cross-replica reduction of its numbers, not one per number: across workers each is a
+  // collective round trip (element-wise sums, so the result is what separate reductions gave).
+  const ReplicaNumbers& first = parts[0];
+  std::vector<std::int64_t> sizes;
+  if (examples) sizes.push_back(1);
+  for (const Tensor& t : first.metric_states) sizes.push_back(t.numel());
+  if (sizes.empty()) {
+    if (mean_loss) *mean_loss = 0.0;
+    return;
+  }
+  std::vector<Tensor> packed;
+  for (const ReplicaNumbers& p : parts.values()) {
+    std::vector<Tensor> pieces;
+    if (examples) pieces.push_back(as_float(p.loss_sum).reshape({1}));
+    for (const Tensor& t : p.metric_states) pieces.push_back(t.reshape({t.numel()}));
+    packed.push_back(pieces.size() == 1 ? pieces[0] : concat(pieces, 0));
+  }
+  const distribute::PerReplica<Tensor> values(std::move(packed));
+  const Tensor total = strategy_ ? strategy_->reduce(ReduceOp::kSum, values) : values[0];
+  std::int64_t at = 0;
+  const auto next = [&](std::size_t i) {
+    const Tensor part = total.slice(at, at + sizes[i]);
+    at += sizes[i];
+    return part;
   };
-  const double loss_sum = examples ? static_cast<double>(summed([](const ReplicaNumbers& p) -> const Tensor& {
-                                                           return p.loss_sum;
-                                                         }).item())
-                                   : 0.0;
+  std::size_t i = 0;
+  const double loss_sum = examples ? static_cast<double>(next(i++).item()) : 0.0;
   for (std::size_t m = 0; m < metrics_.size(); ++m)
-    metrics_[m]->merge_state(summed([m](const ReplicaNumbers& p) -> const Tensor& { return p.metric_states[m]; }));
+    metrics_[m]->merge_state(next(i++).reshape(first.metric_states[m].shape()));
   const double batch_loss = examples ? loss_sum / static_cast<double>(examples) : 0.0;
   if (examples) loss_tracker_.update(batch_loss, static_cast<double>(examples));
   if (mean_loss) *mean_loss = batch_loss;
