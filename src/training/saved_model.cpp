@@ -196,6 +196,8 @@ std::unique_ptr<Sequential> load_model(const std::string& dir) {
   return model;
 }
 
+bool is_keras_file(const std::string& path) { return detail::is_keras_archive_path(path); }
+
 void save_weights(const Model& model, const std::string& path) {
   LOCKSTEP_CHECK(detail::is_keras_weights_path(path), "save_weights: '", path,
                  "' must end in .weights.h5 (Keras' rule for weights files)");

@@ -106,6 +106,10 @@ void add_train_command(CLI::App& app, TrainArgs& a) {
   cmd->add_option("--seed", a.seed, "Seed for weights, shuffling and dropout")->check(kSeed)->capture_default_str();
   cmd->add_option("--metrics-out", a.metrics_out,
                   "Write {test_loss, test_accuracy, train_steps_per_second, history} as JSON to this file");
+  cmd->add_option("--save-model", a.save_model,
+                  "Also save the trained model to this path: FILE.keras is a Keras 3 archive that "
+                  "keras.saving.load_model reads (weights and compile config), any other path a lockstep "
+                  "saved-model folder (as <logdir>/model)");
   cmd->add_option("--logdir", a.logdir,
                   "Run directory for TensorBoard logs (train/, validation/), backups and checkpoints "
                   "(default: runs/<timestamp>)");
@@ -200,6 +204,7 @@ int run_train(const TrainArgs& a) {
                  a.gradient_accumulation_steps, " (a backup within a group would lose its gradients)");
   // Before any training: a result that cannot be written is found out now, not after an hour.
   if (!a.metrics_out.empty()) io::check_output_path(a.metrics_out, "--metrics-out");
+  if (!a.save_model.empty() && is_keras_file(a.save_model)) io::check_output_path(a.save_model, "--save-model");
   set_random_seed(a.seed);
   LOCKSTEP_CHECK(a.collective_timeout <= 1e9, "--collective-timeout ", a.collective_timeout, " s is too long");
   distribute::MultiWorkerOptions strategy_options{.local = parse_devices(a.devices), .notice = false};
@@ -332,6 +337,10 @@ int run_train(const TrainArgs& a) {
   if (!chief) return 0;
   const double steps_per_second = model.last_fit_timing().steps_per_second;
   save_model(model, logdir + "/model");
+  if (!a.save_model.empty()) {
+    save_model(model, a.save_model);
+    std::fprintf(stderr, "Saved the model to %s\n", a.save_model.c_str());
+  }
   std::printf("test_loss: %.4f - test_accuracy: %.4f - train_steps_per_second: %.1f\n", test.at("loss"),
               test.at("accuracy"), steps_per_second);
 

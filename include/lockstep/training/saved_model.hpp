@@ -53,6 +53,9 @@ void save_model(Model& model, const std::string& dir, const SaveModelOptions& op
 /// naming the file and the problem.
 std::unique_ptr<Sequential> load_model(const std::string& dir);
 
+/// True when save_model / load_model treat `path` as a Keras archive (it ends in ".keras").
+bool is_keras_file(const std::string& path);
+
 /// Keras' model.save_weights / load_weights: a `.weights.h5` file (the HDF5 layout of a .keras
 /// archive's model.weights.h5), written atomically. load_weights checks every layer's weights by
 /// count and shape before assigning any: IOError naming the file and the weight otherwise.
