@@ -94,6 +94,42 @@ set_tests_properties(cli.evaluate_saved_model_prints_test_accuracy cli.evaluate_
                      cli.predict_wrong_shape_is_status_2_naming_both_shapes cli.evaluate_missing_model_is_status_1_naming_it
                      PROPERTIES FIXTURES_REQUIRED saved_model_cli)
 
+# Keras archives through the CLI: the fixture's model as model.keras predicts exactly what its
+# folder does; each broken copy exits 1 naming the file and the problem.
+add_test(NAME cli.keras_file_predicts_what_the_folder_model_does
+         COMMAND bash -c "\"$0\" predict --model \"$1/model\" --input \"$1/features.npy\" --output \"$1/probs-folder.npy\" && \"$0\" predict --model \"$1/model.keras\" --input \"$1/features.npy\" --output \"$1/probs-keras.npy\" && cmp \"$1/probs-folder.npy\" \"$1/probs-keras.npy\""
+                 ${_cli} ${_saved})
+add_test(NAME cli.keras_file_evaluates
+         COMMAND ${_expect} 0 "test_loss: [0-9.]+ - test_accuracy: 0\\.(8[5-9]|9)" ${_cli} evaluate --model ${_saved}/model.keras)
+add_test(NAME cli.keras_truncated_is_status_1_naming_it
+         COMMAND ${_expect} 1 "truncated.keras': truncated" ${_cli} predict --model ${_saved}/truncated.keras
+                 --input ${_saved}/features.npy)
+add_test(NAME cli.keras_not_zip_is_status_1_naming_it
+         COMMAND ${_expect} 1 "not_zip.keras': not a zip archive" ${_cli} evaluate --model ${_saved}/not_zip.keras)
+add_test(NAME cli.keras_unsupported_layer_is_status_1_naming_file_layer_and_class
+         COMMAND ${_expect} 1 "lstm.keras': layer 'lstm' \\(LSTM\\): this layer class is not supported by lockstep"
+                 ${_cli} evaluate --model ${_saved}/lstm.keras)
+add_test(NAME cli.keras_missing_weight_is_status_1_naming_it
+         COMMAND ${_expect} 1 "missing_weight.keras': model.weights.h5 has no weight layers/dense_1/vars/1"
+                 ${_cli} predict --model ${_saved}/missing_weight.keras --input ${_saved}/features.npy)
+add_test(NAME cli.keras_wrong_shape_is_status_1_naming_both_shapes
+         COMMAND ${_expect} 1 "weight layers/dense_1/vars/1 .* has shape \\(9,\\) but the model's is \\(10,\\)"
+                 ${_cli} predict --model ${_saved}/wrong_shape.keras --input ${_saved}/features.npy)
+# --save-model's path is checked before training: nothing is trained, no run directory is made.
+add_test(NAME cli.save_model_to_a_missing_folder_fails_before_training
+         COMMAND bash -c "rm -rf \"$3\"; \"$0\" 1 \"--save-model '$2/no-such-dir/m.keras' cannot be written\" \"$1\" train --data \"$2/colors.npz\" --save-model \"$2/no-such-dir/m.keras\" --logdir \"$3\" && [ ! -e \"$3\" ]"
+                 ${_expect} ${_cli} ${_saved} ${CMAKE_CURRENT_BINARY_DIR}/save-model-bad)
+add_test(NAME cli.train_save_model_writes_a_keras_file_that_evaluates
+         COMMAND bash -c "rm -rf \"$2\" \"$2.keras\" && \"$0\" train --model cnn --data \"$1/colors.npz\" --epochs 1 --verbose 0 --no-tensorboard --logdir \"$2\" --save-model \"$2.keras\" && \"$0\" evaluate --model \"$2.keras\" --data \"$1/colors.npz\" | grep -E 'test_accuracy: '"
+                 ${_cli} ${_saved} ${CMAKE_CURRENT_BINARY_DIR}/save-model-run)
+set_tests_properties(cli.keras_file_predicts_what_the_folder_model_does cli.keras_file_evaluates
+                     cli.keras_truncated_is_status_1_naming_it cli.keras_not_zip_is_status_1_naming_it
+                     cli.keras_unsupported_layer_is_status_1_naming_file_layer_and_class
+                     cli.keras_missing_weight_is_status_1_naming_it cli.keras_wrong_shape_is_status_1_naming_both_shapes
+                     cli.save_model_to_a_missing_folder_fails_before_training
+                     cli.train_save_model_writes_a_keras_file_that_evaluates
+                     PROPERTIES FIXTURES_REQUIRED saved_model_cli)
+
 # Adversarial inputs through the CLI (tests/cli/hostile_inputs.sh): one entry per class of bad
 # input; README's "Tests" section lists them.
 set(_hostile_cases deep_json pointer_escape device_count nonfinite_flags nan_loss state_edit resume_mismatch

@@ -198,7 +198,7 @@ std::string encode_hdf5(const H5Content& content) {
 }
 
 H5Content decode_hdf5(std::string_view bytes, const std::string& source) {
-  const auto fail = [&](const std::string& what) { return IOError("HDF5 file '" + source + "': " + what); };
+  const auto fail = [&](const std::string& what) { return IOError(source + ": " + what); };
   static constexpr std::string_view kSignature("\x89HDF\r\n\x1a\n", 8);
   if (bytes.substr(0, kSignature.size()) != kSignature)
     throw fail("not an HDF5 file (no HDF5 signature at its start; " + std::to_string(bytes.size()) + " bytes)");

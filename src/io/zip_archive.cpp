@@ -108,8 +108,11 @@ std::vector<ZipEntry> decode_zip(std::string_view bytes, const std::string& sour
       break;
     }
   }
-  if (end == std::string_view::npos)
-    r.fail("not a zip archive, or truncated: no end-of-central-directory record at its end");
+  if (end == std::string_view::npos) {
+    if (bytes.substr(0, 4) == std::string_view("PK\x03\x04", 4))
+      r.fail("truncated: it starts as a zip archive but has no end-of-central-directory record at its end");
+    r.fail("not a zip archive (no end-of-central-directory record at its end)");
+  }
   const std::uint16_t disk = r.u16(end + 4, "end record");
   const std::uint16_t cd_disk = r.u16(end + 6, "end record");
   const std::uint16_t count = r.u16(end + 10, "end record");

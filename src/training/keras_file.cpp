@@ -69,7 +69,7 @@ std::string encode_keras_weights(const Sequential& model) {
 
 void assign_keras_weights(const std::string& bytes, const std::string& source, Sequential& model) {
   const io::H5Content h5 = io::decode_hdf5(bytes, source);
-  const auto bad = [&](const std::string& what) { return IOError("Keras weights '" + source + "': " + what); };
+  const auto bad = [&](const std::string& what) { return IOError(source + " " + what); };
   io::SafetensorsContent by_name;  // the file's tensors under the model's variable names
   std::set<std::string> used;
   std::map<std::string, bool> layer_seen;
@@ -117,7 +117,7 @@ void assign_keras_weights(const std::string& bytes, const std::string& source, S
     throw bad("holds " + d.path + ", which layer '" + layer + "' does not have (it has " + std::to_string(count) +
               " weights)");
   }
-  io::assign_verified(by_name, "Keras weights '" + source + "'", model.variables(), nullptr);
+  io::assign_verified(by_name, source, model.variables(), nullptr);
 }
 
 void save_keras_archive(const Sequential& model, const std::string& path) {
@@ -141,7 +141,7 @@ std::unique_ptr<Sequential> load_keras_archive(const std::string& path) {
   };
   const nlohmann::json config = io::detail::parse_json(entry(kConfigEntry), "Keras file '" + path + "': config.json");
   auto model = sequential_from_keras_config(config, path);
-  assign_keras_weights(entry(kWeightsEntry), path + ": " + kWeightsEntry, *model);
+  assign_keras_weights(entry(kWeightsEntry), "Keras file '" + path + "': " + kWeightsEntry, *model);
   return model;
 }
 

@@ -21,7 +21,7 @@ std::unique_ptr<Sequential> load_keras_archive(const std::string& path);
 /// The bytes of model.weights.h5 for `model`.
 std::string encode_keras_weights(const Sequential& model);
 /// Checks the weights file `bytes` against `model` (every layer's group, count, shapes) and only
-/// then assigns them. `source` names the file in errors.
+/// then assigns them. Errors start with `source`, e.g. "Keras file 'm.keras': model.weights.h5".
 void assign_keras_weights(const std::string& bytes, const std::string& source, Sequential& model);
 
 }  // namespace lockstep::detail

@@ -209,7 +209,8 @@ void load_weights(Model& model, const std::string& path) {
   LOCKSTEP_CHECK(detail::is_keras_weights_path(path), "load_weights: '", path,
                  "' must end in .weights.h5 (Keras' rule for weights files)");
   built_sequential(model, "load_weights");
-  detail::assign_keras_weights(io::read_file(path), path, dynamic_cast<Sequential&>(model));
+  detail::assign_keras_weights(io::read_file(path), "Keras weights file '" + path + "'",
+                               dynamic_cast<Sequential&>(model));
 }
 
 }  // namespace lockstep

@@ -36,7 +36,7 @@ std::string encode_hdf5(const H5Content& content);
 
 /// Every group and dataset of the HDF5 file whose whole content is `bytes`. Floating datasets are
 /// read as float32 and integer ones as int64; string attributes are kept, others skipped. IOError
-/// naming `source` and the problem (not HDF5, truncated, a dataset of another type or too large
+/// "<source>: <problem>" (source names the file, e.g. "HDF5 file 'w.h5'") (not HDF5, truncated, a dataset of another type or too large
 /// for the file), with libhdf5's own description where it has one.
 H5Content decode_hdf5(std::string_view bytes, const std::string& source);
 
