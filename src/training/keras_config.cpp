@@ -387,8 +387,10 @@ std::unique_ptr<Sequential> sequential_from_keras_config(const json& j, const st
   for (const auto& entry : config.at("layers")) {
     const LayerReader r(source, entry);
     if (r.cls() == "InputLayer") {
-      if (input || !model->layers().empty()) r.fail("an InputLayer must come first, once");
+      if (!model->layers().empty()) r.fail("an InputLayer must come first, once");
       input = Shape(input_batch_shape(r));
+      // Kept as lockstep's InputLayer, so the layer list (and a save back) is Keras' own.
+      model->add(std::make_shared<layers::InputLayer>(input->tail(), r.name().empty() ? "input_layer" : r.name()));
       continue;
     }
     const json ours = r.to_lockstep();
@@ -402,7 +404,7 @@ std::unique_ptr<Sequential> sequential_from_keras_config(const json& j, const st
       r.fail(e.what());
     }
   }
-  if (model->layers().empty()) throw bad("the Sequential has no layers");
+  if (model->layers().size() == (input ? 1u : 0u)) throw bad("the Sequential has no layers");
   if (!input) {
     const json& b = config.value("build_input_shape", json());
     if (b.is_null()) throw bad("the model has no input shape (no InputLayer, no build_input_shape): it was saved unbuilt");
@@ -413,7 +415,7 @@ std::unique_ptr<Sequential> sequential_from_keras_config(const json& j, const st
     }
   }
   try {
-    model->build(*input);
+    if (!model->built()) model->build(*input);
   } catch (const Error& e) {
     throw bad(std::string("the layers do not fit together: ") + e.what());
   }
