@@ -222,6 +222,15 @@ add_test(NAME reference.schedules_match_keras
                  $<TARGET_FILE:schedules_driver> ${CMAKE_CURRENT_BINARY_DIR}/schedules.txt ${_ref_py}
                  ${CMAKE_CURRENT_SOURCE_DIR}/reference/keras_schedules.py)
 set_tests_properties(reference.schedules_match_keras PROPERTIES SKIP_RETURN_CODE 77)
+# Keras 3 files both ways against real Keras (tests/reference/keras_files.py) where .venv-ref has
+# TF/Keras; SKIP (exit 77) without it.
+add_executable(keras_files_driver ${CMAKE_CURRENT_SOURCE_DIR}/reference/keras_files_driver.cpp)
+target_link_libraries(keras_files_driver PRIVATE lockstep::lockstep lockstep_warnings)
+add_test(NAME reference.keras_files_load_and_save_both_ways
+         COMMAND bash -c "{ [ -x \"$0\" ] || exit 77; } && rm -rf \"$2\" && \"$0\" \"$1\" \"$2\" \"$3\" \"$4\""
+                 ${_ref_py} ${CMAKE_CURRENT_SOURCE_DIR}/reference/keras_files.py ${CMAKE_CURRENT_BINARY_DIR}/keras_files
+                 ${_cli} $<TARGET_FILE:keras_files_driver>)
+set_tests_properties(reference.keras_files_load_and_save_both_ways PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 600)
 # Keras' simple MNIST convnet from the CLI (--model cnn): accuracy, and evaluate / predict on the
 # model it saves. Epochs, batch and learning rate are the fastest found to clear the bar on 2 cores.
 add_test(NAME flagship.cnn_mnist_accuracy_at_least_099

@@ -1,5 +1,6 @@
 #include "training/keras_file.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <ctime>
 #include <map>
@@ -12,6 +13,7 @@
 #include "lockstep/io/zip_archive.hpp"
 #include "lockstep/layers/core_layers.hpp"
 #include "training/keras_config.hpp"
+#include "training/layer_config.hpp"
 
 namespace lockstep::detail {
 
@@ -26,16 +28,26 @@ bool ends_with(const std::string& s, const std::string& suffix) {
   return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
-// The layers that own a weights group: all but InputLayer (which Keras does not count as a layer
-// of a Sequential).
-std::vector<const layers::Layer*> weight_layers(const Sequential& model) {
-  std::vector<const layers::Layer*> out;
-  for (const auto& l : model.layers())
-    if (dynamic_cast<const layers::InputLayer*>(l.get()) == nullptr) out.push_back(l.get());
+// The layers that own a weights group, each with its group: all but InputLayer (which Keras does
+// not count as a layer of a Sequential), in order. Keras names the groups not by layer name
+// (names are often generated, so not reproducible) but by class, numbered within the model:
+// layers/dense, layers/dense_1, layers/conv2d, ... (saving_lib's _save_container_state).
+struct WeightLayer {
+  const layers::Layer* layer;
+  std::string group;  // "layers/dense_1/vars"
+};
+std::vector<WeightLayer> weight_layers(const Sequential& model) {
+  std::vector<WeightLayer> out;
+  std::map<std::string, int> used;
+  for (const auto& l : model.layers()) {
+    if (dynamic_cast<const layers::InputLayer*>(l.get()) != nullptr) continue;
+    const std::string base = snake_case(l->class_name());
+    const auto [it, fresh] = used.try_emplace(base, 0);
+    const std::string name = fresh ? base : base + "_" + std::to_string(++it->second);
+    out.push_back({l.get(), "layers/" + name + "/vars"});
+  }
   return out;
 }
-
-std::string vars_group(const std::string& layer) { return "layers/" + layer + "/vars"; }
 
 std::string date_saved() {
   const std::time_t now = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
@@ -53,14 +65,14 @@ bool is_keras_weights_path(const std::string& path) { return ends_with(path, ".w
 std::string encode_keras_weights(const Sequential& model) {
   LOCKSTEP_CHECK(model.built(), "save_model: model '", model.name(), "' is not built, so it has no weights yet");
   io::H5Content h5;
-  for (const auto* l : weight_layers(model)) {
-    h5.groups.push_back({vars_group(l->name()), {{"name", l->name()}}});
+  for (const auto& [l, group] : weight_layers(model)) {
+    h5.groups.push_back({group, {{"name", l->name()}}});
     const auto& vars = l->variables();
     for (std::size_t i = 0; i < vars.size(); ++i) {
       const Tensor value = vars[i].read_value();
       LOCKSTEP_CHECK(value.dtype() == DType::kF32, "save_model: variable '", vars[i].name(), "' is ",
                      dtype_name(value.dtype()), "; Keras files are written with float32 variables");
-      h5.datasets.push_back({vars_group(l->name()) + "/" + std::to_string(i), value});
+      h5.datasets.push_back({group + "/" + std::to_string(i), value});
     }
   }
   h5.groups.push_back({"vars", {{"name", model.name()}}});
@@ -72,28 +84,24 @@ void assign_keras_weights(const std::string& bytes, const std::string& source, S
   const auto bad = [&](const std::string& what) { return IOError(source + " " + what); };
   io::SafetensorsContent by_name;  // the file's tensors under the model's variable names
   std::set<std::string> used;
-  std::map<std::string, bool> layer_seen;
   const auto layers = weight_layers(model);
-  for (const auto* l : layers) layer_seen[l->name()] = false;
-  for (const auto* l : layers) {
-    const std::string group = vars_group(l->name());
+  for (const auto& [l, group] : layers) {
     const auto& vars = l->variables();
+    const std::string who = "layer '" + l->name() + "' (" + l->class_name() + ")";
     if (h5.find_group(group) == nullptr) {
       if (vars.empty()) continue;  // nothing to load (Keras writes the group anyway)
-      throw bad("has no group " + group + " for layer '" + l->name() + "' (" + l->class_name() + ", " +
-                std::to_string(vars.size()) + " weights)");
+      throw bad("has no group " + group + " for " + who + ", which has " + std::to_string(vars.size()) + " weights");
     }
-    layer_seen[l->name()] = true;
     for (std::size_t i = 0; i < vars.size(); ++i) {
       const std::string path = group + "/" + std::to_string(i);
       const Tensor* t = h5.find_dataset(path);
       const Tensor want = vars[i].value();
       if (t == nullptr)
-        throw bad("has no weight " + path + " (layer '" + l->name() + "' (" + l->class_name() + ") variable '" +
-                  vars[i].name() + "', shape " + want.shape().str() + ")");
+        throw bad("has no weight " + path + " (" + who + " variable '" + vars[i].name() + "', shape " +
+                  want.shape().str() + ")");
       if (t->shape() != want.shape())
-        throw bad("weight " + path + " (layer '" + l->name() + "' (" + l->class_name() + ") variable '" +
-                  vars[i].name() + "') has shape " + t->shape().str() + " but the model's is " + want.shape().str());
+        throw bad("weight " + path + " (" + who + " variable '" + vars[i].name() + "') has shape " + t->shape().str() +
+                  " but the model's is " + want.shape().str());
       if (t->dtype() != want.dtype())
         throw bad("weight " + path + " holds " + dtype_name(t->dtype()) + " values but variable '" + vars[i].name() +
                   "' is " + dtype_name(want.dtype()));
@@ -103,19 +111,14 @@ void assign_keras_weights(const std::string& bytes, const std::string& source, S
   }
   // Nothing in the file may go unused: a weight or layer the model lacks means another model.
   for (const auto& d : h5.datasets) {
-    if (d.path.rfind("layers/", 0) != 0) continue;  // optimizer/..., the model's own vars
-    const auto rest = d.path.substr(7);
-    const auto slash = rest.find('/');
-    const std::string layer = rest.substr(0, slash);
-    const auto it = layer_seen.find(layer);
-    if (it == layer_seen.end())
-      throw bad("holds weights for layer '" + layer + "', which model '" + model.name() + "' does not have");
-    if (used.count(d.path)) continue;
-    std::size_t count = 0;
-    for (const auto* l : layers)
-      if (l->name() == layer) count = l->variables().size();
-    throw bad("holds " + d.path + ", which layer '" + layer + "' does not have (it has " + std::to_string(count) +
-              " weights)");
+    if (d.path.rfind("layers/", 0) != 0 || used.count(d.path)) continue;  // optimizer/..., vars/...
+    const std::string group = d.path.substr(0, d.path.rfind('/'));
+    const auto it = std::find_if(layers.begin(), layers.end(), [&](const WeightLayer& w) { return w.group == group; });
+    if (it == layers.end())
+      throw bad("holds " + d.path + ", but model '" + model.name() + "' has no layer whose weights go to " + group +
+                " (another model's file, or layers in another order)");
+    throw bad("holds " + d.path + ", but layer '" + it->layer->name() + "' (" + it->layer->class_name() + ") has " +
+              std::to_string(it->layer->variables().size()) + " weights");
   }
   io::assign_verified(by_name, source, model.variables(), nullptr);
 }

@@ -1,8 +1,8 @@
 #pragma once
 // Keras 3 files: `.keras` archives (a zip of metadata.json, config.json and model.weights.h5) and
 // `.weights.h5` files. The weights file holds, for every layer with or without variables, the
-// group layers/<layer name>/vars (attribute name = the layer's name) with its variables as
-// datasets "0", "1", ... in Keras' creation order (Dense and Conv2D: kernel, bias;
+// group layers/<class in snake_case, numbered per class: dense, dense_1, ...>/vars (attribute
+// name = the layer's name) with its variables as datasets "0", "1", ... in Keras' creation order (Dense and Conv2D: kernel, bias;
 // BatchNormalization: gamma, beta, moving_mean, moving_variance), and an empty top-level vars.
 #include <memory>
 #include <string>

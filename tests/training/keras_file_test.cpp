@@ -189,6 +189,25 @@ TEST(KerasFile, WeightsFileRoundTripAndMismatch) {
   EXPECT_THROW(save_weights(*model, dir + "/m.h5"), ValueError);
 }
 
+// Keras finds a layer's weights by class and position, not by name (names are often generated).
+TEST(KerasFile, WeightGroupsAreNamedByClassAndPosition) {
+  const std::string dir = fresh_dir("group_names");
+  Sequential model({layers::Dense({.units = 3, .input_dim = 2, .name = "hidden"}), layers::Dropout(0.1f),
+                    layers::Dense({.units = 2, .name = "out"})},
+                   "named");
+  save_weights(model, dir + "/w.weights.h5");
+  const io::H5Content h5 = io::decode_hdf5(io::read_file(dir + "/w.weights.h5"), "w");
+  ASSERT_NE(h5.find_group("layers/dense_1/vars"), nullptr);
+  EXPECT_EQ(h5.find_group("layers/dense/vars")->attributes.at("name"), "hidden");
+  EXPECT_EQ(h5.find_group("layers/dense_1/vars")->attributes.at("name"), "out");
+  EXPECT_TRUE(same_bits(*h5.find_dataset("layers/dense_1/vars/0"), model.layers()[2]->variables()[0].read_value()));
+  // The same architecture under other names takes the weights.
+  Sequential other({layers::Dense(3, "linear", 2), layers::Dropout(0.1f), layers::Dense(2)}, "other");
+  load_weights(other, dir + "/w.weights.h5");
+  const Tensor x = inputs(4, 2);
+  EXPECT_TRUE(same_bits(model.predict(x), other.predict(x)));
+}
+
 // A good archive of mlp(), with one entry replaced.
 class BrokenArchive : public ::testing::Test {
  protected:
@@ -274,10 +293,10 @@ TEST_F(BrokenArchive, WrongShapeAndExtraWeightsAreNamed) {
   for (auto& d : h5_.datasets)
     if (d.path == "layers/dense/vars/0") d.value = Tensor::zeros(Shape{4, 8});
   h5_.datasets.push_back({"layers/dense/vars/2", Tensor::zeros(Shape{8})});
-  EXPECT_HAS(load_message("extra.keras"), "holds layers/dense/vars/2, which layer 'dense' does not have (it has 2 weights)");
+  EXPECT_HAS(load_message("extra.keras"), "holds layers/dense/vars/2, but layer 'dense' (Dense) has 2 weights");
   h5_.datasets.pop_back();
   h5_.datasets.push_back({"layers/lstm/vars/0", Tensor::zeros(Shape{8})});
-  EXPECT_HAS(load_message("other_layer.keras"), "holds weights for layer 'lstm', which model 'mlp' does not have");
+  EXPECT_HAS(load_message("other_layer.keras"), "holds layers/lstm/vars/0, but model 'mlp' has no layer whose weights go to layers/lstm/vars");
 }
 
 TEST_F(BrokenArchive, UnknownCompileConfigLoadsUncompiled) {
