@@ -189,6 +189,26 @@ TEST(KerasFile, WeightsFileRoundTripAndMismatch) {
   EXPECT_THROW(save_weights(*model, dir + "/m.h5"), ValueError);
 }
 
+TEST(KerasFile, PolicyAndLogitsLossRoundTrip) {
+  const std::string dir = fresh_dir("policy");
+  Sequential model({layers::Dense({.units = 4, .activation = "relu", .input_dim = 3, .dtype = "mixed_bfloat16"}),
+                    layers::Dense(2)},
+                   "mixed");
+  model.compile(optimizers::AdamW({}), losses::SparseCategoricalCrossentropy({.from_logits = true}),
+                {"sparse_categorical_accuracy"});
+  save_model(model, dir + "/m.keras");
+  auto loaded = load_model(dir + "/m.keras");
+  EXPECT_EQ(loaded->layers()[1]->dtype_policy().name(), "mixed_bfloat16");
+  EXPECT_EQ(loaded->layers()[2]->dtype_policy().name(), "float32");
+  ASSERT_TRUE(loaded->compiled());
+  EXPECT_EQ(loaded->optimizer()->name(), "AdamW");
+  EXPECT_EQ(loaded->optimizer()->hyperparameters(), model.optimizer()->hyperparameters());
+  EXPECT_TRUE(loaded->loss()->from_logits());
+  EXPECT_EQ(loaded->metrics()[0]->name(), "sparse_categorical_accuracy");
+  const Tensor x = inputs(6, 3);
+  EXPECT_TRUE(same_bits(model.predict(x), loaded->predict(x)));
+}
+
 // Keras finds a layer's weights by class and position, not by name (names are often generated).
 TEST(KerasFile, WeightGroupsAreNamedByClassAndPosition) {
   const std::string dir = fresh_dir("group_names");
