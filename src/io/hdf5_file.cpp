@@ -197,7 +197,7 @@ std::string encode_hdf5(const H5Content& content) {
   return bytes;
 }
 
-H5Content decode_hdf5(std::string_view bytes, const std::string& source) {
+H5Content decode_hdf5(std::string_view bytes, const std::string& source, const H5ReadOptions& options) {
   const auto fail = [&](const std::string& what) { return IOError(source + ": " + what); };
   static constexpr std::string_view kSignature("\x89HDF\r\n\x1a\n", 8);
   if (bytes.substr(0, kSignature.size()) != kSignature)
@@ -236,7 +236,7 @@ H5Content decode_hdf5(std::string_view bytes, const std::string& source) {
     const H5I_type_t kind = H5Iget_type(object);
     if (kind == H5I_GROUP) {
       H5Group g{link.name, {}};
-      for (const auto& key : attribute_names(object)) {
+      for (const auto& key : options.attributes ? attribute_names(object) : std::vector<std::string>{}) {
         std::string value;
         if (read_string_attribute(object, key, value)) g.attributes[key] = value;
       }

@@ -53,7 +53,7 @@ void write_broken_keras_files(const std::string& dir) {
                                    {"config", {{"name", "lstm"}, {"units", 16}}},
                                    {"registered_name", nullptr}};
   io::write_file_atomic(dir + "/lstm.keras", with("config.json", config.dump()));
-  io::H5Content h5 = io::decode_hdf5(io::find_entry(entries, "model.weights.h5")->bytes, "model.weights.h5");
+  io::H5Content h5 = io::decode_hdf5(io::find_entry(entries, "model.weights.h5")->bytes, "model.weights.h5", {.attributes = true});
   io::H5Content missing = h5;
   std::erase_if(missing.datasets, [](const io::H5Dataset& d) { return d.path == "layers/dense_1/vars/1"; });
   io::write_file_atomic(dir + "/missing_weight.keras", with("model.weights.h5", io::encode_hdf5(missing)));

@@ -152,7 +152,7 @@ TEST(KerasFile, ArchiveHasKerasLayout) {
   EXPECT_EQ(config["compile_config"]["optimizer"]["class_name"], "SGD");
   EXPECT_EQ(config["compile_config"]["loss"], "sparse_categorical_crossentropy");
 
-  const io::H5Content h5 = io::decode_hdf5(entries[2].bytes, "model.weights.h5");
+  const io::H5Content h5 = io::decode_hdf5(entries[2].bytes, "model.weights.h5", {.attributes = true});
   // Keras' order: Dense kernel, bias; BatchNormalization gamma, beta, moving_mean, moving_variance.
   const auto bn = model->layers()[1]->variables();
   for (std::size_t i = 0; i < 4; ++i) {
@@ -216,7 +216,7 @@ TEST(KerasFile, WeightGroupsAreNamedByClassAndPosition) {
                     layers::Dense({.units = 2, .name = "out"})},
                    "named");
   save_weights(model, dir + "/w.weights.h5");
-  const io::H5Content h5 = io::decode_hdf5(io::read_file(dir + "/w.weights.h5"), "w");
+  const io::H5Content h5 = io::decode_hdf5(io::read_file(dir + "/w.weights.h5"), "w", {.attributes = true});
   ASSERT_NE(h5.find_group("layers/dense_1/vars"), nullptr);
   EXPECT_EQ(h5.find_group("layers/dense/vars")->attributes.at("name"), "hidden");
   EXPECT_EQ(h5.find_group("layers/dense_1/vars")->attributes.at("name"), "out");
@@ -236,7 +236,7 @@ class BrokenArchive : public ::testing::Test {
     save_model(*mlp(), dir_ + "/good.keras");
     entries_ = io::decode_zip(io::read_file(dir_ + "/good.keras"), "good.keras");
     config_ = json::parse(io::find_entry(entries_, "config.json")->bytes);
-    h5_ = io::decode_hdf5(io::find_entry(entries_, "model.weights.h5")->bytes, "w");
+    h5_ = io::decode_hdf5(io::find_entry(entries_, "model.weights.h5")->bytes, "w", {.attributes = true});
   }
   // Writes the archive with config_ and h5_ as they are now; returns load_model's message.
   std::string load_message(const std::string& name) {

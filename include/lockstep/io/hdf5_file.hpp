@@ -34,10 +34,17 @@ struct H5Content {
 /// float32 or int64. ValueError for another dtype or a path that is empty or repeated.
 std::string encode_hdf5(const H5Content& content);
 
+struct H5ReadOptions {
+  /// Also read groups' string attributes. Off for loading: libhdf5 follows a variable-length
+  /// string into the file's global heap without checking it, so a corrupt file can crash it there
+  /// (found by flipping bits of Keras weight files); nothing lockstep loads needs the attributes.
+  bool attributes = false;
+};
+
 /// Every group and dataset of the HDF5 file whose whole content is `bytes`. Floating datasets are
 /// read as float32 and integer ones as int64; string attributes are kept, others skipped. IOError
 /// "<source>: <problem>" (source names the file, e.g. "HDF5 file 'w.h5'") (not HDF5, truncated, a dataset of another type or too large
 /// for the file), with libhdf5's own description where it has one.
-H5Content decode_hdf5(std::string_view bytes, const std::string& source);
+H5Content decode_hdf5(std::string_view bytes, const std::string& source, const H5ReadOptions& options = {});
 
 }  // namespace lockstep::io
