@@ -122,7 +122,17 @@ add_test(NAME cli.save_model_to_a_missing_folder_fails_before_training
 add_test(NAME cli.train_save_model_writes_a_keras_file_that_evaluates
          COMMAND bash -c "rm -rf \"$2\" \"$2.keras\" && \"$0\" train --model cnn --data \"$1/colors.npz\" --epochs 1 --verbose 0 --no-tensorboard --logdir \"$2\" --save-model \"$2.keras\" && \"$0\" evaluate --model \"$2.keras\" --data \"$1/colors.npz\" | grep -E 'test_accuracy: '"
                  ${_cli} ${_saved} ${CMAKE_CURRENT_BINARY_DIR}/save-model-run)
+# --model FILE.keras trains that model from its weights: one step keeps the fixture's accuracy
+# (a fresh model after one step is near chance); a file that does not fit the data fails first.
+add_test(NAME cli.train_model_keras_file_starts_from_its_weights
+         COMMAND bash -c "rm -rf \"$2\" && \"$0\" train --model \"$1/model.keras\" --epochs 1 --steps-per-epoch 1 --verbose 0 --no-tensorboard --logdir \"$2\" | grep -E 'test_accuracy: 0\\.(8[5-9]|9)'"
+                 ${_cli} ${_saved} ${CMAKE_CURRENT_BINARY_DIR}/train-keras-file)
+add_test(NAME cli.train_model_keras_file_not_fitting_the_data_is_status_2_before_the_run
+         COMMAND bash -c "rm -rf \"$3\"; \"$0\" 2 \"model.keras' takes examples of shape .784,. .784 values. but the data's are .16, 16, 3.\" \"$1\" train --model \"$2/model.keras\" --data \"$2/colors.npz\" --logdir \"$3\" && [ ! -e \"$3\" ]"
+                 ${_expect} ${_cli} ${_saved} ${CMAKE_CURRENT_BINARY_DIR}/train-keras-file-bad)
 set_tests_properties(cli.keras_file_predicts_what_the_folder_model_does cli.keras_file_evaluates
+                     cli.train_model_keras_file_starts_from_its_weights
+                     cli.train_model_keras_file_not_fitting_the_data_is_status_2_before_the_run
                      cli.keras_truncated_is_status_1_naming_it cli.keras_not_zip_is_status_1_naming_it
                      cli.keras_unsupported_layer_is_status_1_naming_file_layer_and_class
                      cli.keras_missing_weight_is_status_1_naming_it cli.keras_wrong_shape_is_status_1_naming_both_shapes

@@ -68,9 +68,18 @@ void add_train_command(CLI::App& app, TrainArgs& a) {
       "train", "Train a model (by default the flagship MLP: Dense(hidden, relu) -> Dropout -> Dense(10, softmax)) "
                "on MNIST or Fashion-MNIST and report the test loss and accuracy. With no flags: MNIST, 5 epochs.");
   cmd->add_option("--model", a.model,
-                  "mlp (the flagship MLP) or cnn (Keras' simple MNIST convnet: Conv2D(32, 3, relu) -> "
-                  "MaxPooling2D -> Conv2D(64, 3, relu) -> MaxPooling2D -> Flatten -> Dropout -> Dense(10, softmax))")
-      ->check(CLI::IsMember(std::vector<std::string>(std::begin(kModelNames), std::end(kModelNames))))
+                  "mlp (the flagship MLP), cnn (Keras' simple MNIST convnet: Conv2D(32, 3, relu) -> "
+                  "MaxPooling2D -> Conv2D(64, 3, relu) -> MaxPooling2D -> Flatten -> Dropout -> Dense(10, softmax)) "
+                  "or FILE.keras (a Keras 3 Sequential: its layers, dtype policies and weights, trained further with "
+                  "this command's optimizer and loss; --hidden, --activation and --dropout do not apply)")
+      ->check(CLI::Validator(
+          [](std::string& s) -> std::string {
+            for (const char* name : kModelNames)
+              if (s == name) return {};
+            if (is_keras_file(s)) return {};
+            return "must be mlp, cnn or a FILE.keras, got '" + s + "'";
+          },
+          "mlp|cnn|FILE.keras"))
       ->capture_default_str();
   cmd->add_option("--dataset", a.dataset, "mnist or fashion_mnist")
       ->check(CLI::IsMember({"mnist", "fashion_mnist"}))
@@ -239,12 +248,27 @@ int run_train(const TrainArgs& a) {
   // Images (N, H, W) become (N, H, W, 1) for a convolutional model, rows of features for the MLP.
   Shape image = data.train.x.shape().tail();
   if (image.rank() == 2) image = Shape{image[0], image[1], 1};
-  LOCKSTEP_CHECK(a.model == "mlp" || image.rank() == 3, "--model ", a.model, " needs images (N, height, width) or "
-                 "(N, height, width, channels), but the examples have shape ", image.str());
+  // A Keras file fixes the input and output shapes; it is read now so that a bad file or a
+  // mismatch with the data is found before the run directory is claimed.
+  std::optional<Shape> file_input;
+  if (is_keras_file(a.model)) {
+    const auto file = load_model(a.model);
+    file_input = file->layers().front()->input_shape().tail();
+    const auto& last = *file->layers().back();
+    const std::int64_t outputs = last.compute_output_shape(last.input_shape())[-1];
+    LOCKSTEP_CHECK(file_input->numel() == image.numel(), "--model '", a.model, "' takes examples of shape ",
+                   file_input->str(), " (", file_input->numel(), " values) but the data's are ", image.str(), " (",
+                   image.numel(), " values)");
+    LOCKSTEP_CHECK(outputs >= classes, "--model '", a.model, "' has ", outputs, " outputs but the labels hold ",
+                   classes, " classes");
+  }
+  LOCKSTEP_CHECK(a.model == "mlp" || file_input || image.rank() == 3, "--model ", a.model,
+                 " needs images (N, height, width) or (N, height, width, channels), but the examples have shape ",
+                 image.str());
   const auto to_input = [&](const Tensor& images) {
     const Tensor rows = flatten_and_scale_images(images);
     std::vector<std::int64_t> dims{rows.dim(0)};
-    const Shape per_example = model_input_shape(a.model, image);
+    const Shape per_example = file_input ? *file_input : model_input_shape(a.model, image);
     for (auto d : per_example.dims()) dims.push_back(d);
     return rows.reshape(Shape(std::move(dims)));
   };
@@ -290,7 +314,10 @@ int run_train(const TrainArgs& a) {
   auto scope = strategy.scope();
   mixed_precision::set_global_policy(a.policy);
   if (chief && a.policy != "float32") std::printf("Mixed precision policy: %s\n", a.policy.c_str());
-  const std::unique_ptr<Sequential> built = build_model(a, image, classes, resolved.dropout);
+  // Made under the strategy's scope, so its variables are mirrored; a Keras file's weights are
+  // its starting point (Keras' load_model, then fit).
+  const std::unique_ptr<Sequential> built =
+      file_input ? load_model(a.model) : build_model(a, image, classes, resolved.dropout);
   Sequential& model = *built;
   model.compile(optimizers::get(a.optimizer, lr.schedule), losses::SparseCategoricalCrossentropy(), {"accuracy"});
   const int verbose = chief ? a.verbose : 0;
