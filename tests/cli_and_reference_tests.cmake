@@ -279,8 +279,8 @@ add_test(NAME cli.data_npz_without_y_test_is_an_error_naming_it
          COMMAND bash -c "rm -rf \"$2\"; \"$0\" \"$1\" \"no_y_test.npz': has no array 'y_test'\" \"$3\" train --data \"$4/no_y_test.npz\" --logdir \"$2\" && [ ! -e \"$2\" ]"
                  ${_expect} 1 ${CMAKE_CURRENT_BINARY_DIR}/npz-bad ${_cli} ${_saved})
 add_test(NAME cli.data_npz_with_mismatched_lengths_is_an_error_naming_them
-         COMMAND ${_expect} 1 "mismatched.npz': x_train has 300 examples but y_train has 299 labels" ${_cli} train
-                 --data ${_saved}/mismatched.npz --logdir ${CMAKE_CURRENT_BINARY_DIR}/npz-bad2)
+         COMMAND bash -c "rm -rf \"$3\"; \"$0\" 1 \"mismatched.npz': x_train has 300 examples but y_train has 299 labels\" \"$1\" train --data \"$2/mismatched.npz\" --logdir \"$3\" && [ ! -e \"$3\" ]"
+                 ${_expect} ${_cli} ${_saved} ${CMAKE_CURRENT_BINARY_DIR}/npz-bad2)
 add_test(NAME cli.data_npz_not_a_zip_is_an_error_naming_it
          COMMAND ${_expect} 1 "model.json': not an .npz file" ${_cli} train --data ${_saved}/model/model.json
                  --logdir ${CMAKE_CURRENT_BINARY_DIR}/npz-bad3)
