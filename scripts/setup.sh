@@ -14,7 +14,7 @@ set -euo pipefail
 APT_PACKAGES=(
   cmake ninja-build g++
   libdnnl-dev ocl-icd-opencl-dev
-  nlohmann-json3-dev libcli11-dev libfmt-dev zlib1g-dev libprotobuf-dev protobuf-compiler
+  nlohmann-json3-dev libcli11-dev libfmt-dev zlib1g-dev libhdf5-dev libprotobuf-dev protobuf-compiler
   libgtest-dev libgmock-dev libbenchmark-dev
   dataset-fashion-mnist python3-numpy python3-torch
   libopenmpi-dev openmpi-bin

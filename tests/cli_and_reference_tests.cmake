@@ -94,6 +94,52 @@ set_tests_properties(cli.evaluate_saved_model_prints_test_accuracy cli.evaluate_
                      cli.predict_wrong_shape_is_status_2_naming_both_shapes cli.evaluate_missing_model_is_status_1_naming_it
                      PROPERTIES FIXTURES_REQUIRED saved_model_cli)
 
+# Keras archives through the CLI: the fixture's model as model.keras predicts exactly what its
+# folder does; each broken copy exits 1 naming the file and the problem.
+add_test(NAME cli.keras_file_predicts_what_the_folder_model_does
+         COMMAND bash -c "\"$0\" predict --model \"$1/model\" --input \"$1/features.npy\" --output \"$1/probs-folder.npy\" && \"$0\" predict --model \"$1/model.keras\" --input \"$1/features.npy\" --output \"$1/probs-keras.npy\" && cmp \"$1/probs-folder.npy\" \"$1/probs-keras.npy\""
+                 ${_cli} ${_saved})
+add_test(NAME cli.keras_file_evaluates
+         COMMAND ${_expect} 0 "test_loss: [0-9.]+ - test_accuracy: 0\\.(8[5-9]|9)" ${_cli} evaluate --model ${_saved}/model.keras)
+add_test(NAME cli.keras_truncated_is_status_1_naming_it
+         COMMAND ${_expect} 1 "truncated.keras': truncated" ${_cli} predict --model ${_saved}/truncated.keras
+                 --input ${_saved}/features.npy)
+add_test(NAME cli.keras_not_zip_is_status_1_naming_it
+         COMMAND ${_expect} 1 "not_zip.keras': not a zip archive" ${_cli} evaluate --model ${_saved}/not_zip.keras)
+add_test(NAME cli.keras_unsupported_layer_is_status_1_naming_file_layer_and_class
+         COMMAND ${_expect} 1 "lstm.keras': layer 'lstm' \\(LSTM\\): this layer class is not supported by lockstep"
+                 ${_cli} evaluate --model ${_saved}/lstm.keras)
+add_test(NAME cli.keras_missing_weight_is_status_1_naming_it
+         COMMAND ${_expect} 1 "missing_weight.keras': model.weights.h5 has no weight layers/dense_1/vars/1"
+                 ${_cli} predict --model ${_saved}/missing_weight.keras --input ${_saved}/features.npy)
+add_test(NAME cli.keras_wrong_shape_is_status_1_naming_both_shapes
+         COMMAND ${_expect} 1 "weight layers/dense_1/vars/1 .* has shape \\(9,\\) but the model's is \\(10,\\)"
+                 ${_cli} predict --model ${_saved}/wrong_shape.keras --input ${_saved}/features.npy)
+# --save-model's path is checked before training: nothing is trained, no run directory is made.
+add_test(NAME cli.save_model_to_a_missing_folder_fails_before_training
+         COMMAND bash -c "rm -rf \"$3\"; \"$0\" 1 \"--save-model '$2/no-such-dir/m.keras' cannot be written\" \"$1\" train --data \"$2/colors.npz\" --save-model \"$2/no-such-dir/m.keras\" --logdir \"$3\" && [ ! -e \"$3\" ]"
+                 ${_expect} ${_cli} ${_saved} ${CMAKE_CURRENT_BINARY_DIR}/save-model-bad)
+add_test(NAME cli.train_save_model_writes_a_keras_file_that_evaluates
+         COMMAND bash -c "rm -rf \"$2\" \"$2.keras\" && \"$0\" train --model cnn --data \"$1/colors.npz\" --epochs 1 --verbose 0 --no-tensorboard --logdir \"$2\" --save-model \"$2.keras\" && \"$0\" evaluate --model \"$2.keras\" --data \"$1/colors.npz\" | grep -E 'test_accuracy: '"
+                 ${_cli} ${_saved} ${CMAKE_CURRENT_BINARY_DIR}/save-model-run)
+# --model FILE.keras trains that model from its weights: one step keeps the fixture's accuracy
+# (a fresh model after one step is near chance); a file that does not fit the data fails first.
+add_test(NAME cli.train_model_keras_file_starts_from_its_weights
+         COMMAND bash -c "rm -rf \"$2\" && \"$0\" train --model \"$1/model.keras\" --epochs 1 --steps-per-epoch 1 --verbose 0 --no-tensorboard --logdir \"$2\" | grep -E 'test_accuracy: 0\\.(8[5-9]|9)'"
+                 ${_cli} ${_saved} ${CMAKE_CURRENT_BINARY_DIR}/train-keras-file)
+add_test(NAME cli.train_model_keras_file_not_fitting_the_data_is_status_2_before_the_run
+         COMMAND bash -c "rm -rf \"$3\"; \"$0\" 2 \"model.keras' takes examples of shape .784,. .784 values. but the data's are .16, 16, 3.\" \"$1\" train --model \"$2/model.keras\" --data \"$2/colors.npz\" --logdir \"$3\" && [ ! -e \"$3\" ]"
+                 ${_expect} ${_cli} ${_saved} ${CMAKE_CURRENT_BINARY_DIR}/train-keras-file-bad)
+set_tests_properties(cli.keras_file_predicts_what_the_folder_model_does cli.keras_file_evaluates
+                     cli.train_model_keras_file_starts_from_its_weights
+                     cli.train_model_keras_file_not_fitting_the_data_is_status_2_before_the_run
+                     cli.keras_truncated_is_status_1_naming_it cli.keras_not_zip_is_status_1_naming_it
+                     cli.keras_unsupported_layer_is_status_1_naming_file_layer_and_class
+                     cli.keras_missing_weight_is_status_1_naming_it cli.keras_wrong_shape_is_status_1_naming_both_shapes
+                     cli.save_model_to_a_missing_folder_fails_before_training
+                     cli.train_save_model_writes_a_keras_file_that_evaluates
+                     PROPERTIES FIXTURES_REQUIRED saved_model_cli)
+
 # Adversarial inputs through the CLI (tests/cli/hostile_inputs.sh): one entry per class of bad
 # input; README's "Tests" section lists them.
 set(_hostile_cases deep_json pointer_escape device_count nonfinite_flags nan_loss state_edit resume_mismatch
@@ -186,6 +232,15 @@ add_test(NAME reference.schedules_match_keras
                  $<TARGET_FILE:schedules_driver> ${CMAKE_CURRENT_BINARY_DIR}/schedules.txt ${_ref_py}
                  ${CMAKE_CURRENT_SOURCE_DIR}/reference/keras_schedules.py)
 set_tests_properties(reference.schedules_match_keras PROPERTIES SKIP_RETURN_CODE 77)
+# Keras 3 files both ways against real Keras (tests/reference/keras_files.py) where .venv-ref has
+# TF/Keras; SKIP (exit 77) without it.
+add_executable(keras_files_driver ${CMAKE_CURRENT_SOURCE_DIR}/reference/keras_files_driver.cpp)
+target_link_libraries(keras_files_driver PRIVATE lockstep::lockstep lockstep_warnings)
+add_test(NAME reference.keras_files_load_and_save_both_ways
+         COMMAND bash -c "{ [ -x \"$0\" ] || exit 77; } && rm -rf \"$2\" && \"$0\" \"$1\" \"$2\" \"$3\" \"$4\""
+                 ${_ref_py} ${CMAKE_CURRENT_SOURCE_DIR}/reference/keras_files.py ${CMAKE_CURRENT_BINARY_DIR}/keras_files
+                 ${_cli} $<TARGET_FILE:keras_files_driver>)
+set_tests_properties(reference.keras_files_load_and_save_both_ways PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 600)
 # Keras' simple MNIST convnet from the CLI (--model cnn): accuracy, and evaluate / predict on the
 # model it saves. Epochs, batch and learning rate are the fastest found to clear the bar on 2 cores.
 add_test(NAME flagship.cnn_mnist_accuracy_at_least_099
@@ -213,7 +268,7 @@ add_test(NAME cli.cnn_predict_wrong_shape_names_the_input_shape
                  ${_cli} predict --model ${_cnn}/model --input ${_saved}/wrong.npy)
 set_tests_properties(cli.cnn_evaluate_prints_test_accuracy cli.cnn_predict_uint8_images_prints_one_class_per_line
                      cli.cnn_predict_wrong_shape_names_the_input_shape PROPERTIES FIXTURES_REQUIRED "cnn_cli;saved_model_cli")
-add_test(NAME cli.unknown_model_is_status_2 COMMAND ${_expect} 2 "resnet50 not in" ${_cli} train --model resnet50)
+add_test(NAME cli.unknown_model_is_status_2 COMMAND ${_expect} 2 "must be mlp, cnn or a FILE.keras, got 'resnet50'" ${_cli} train --model resnet50)
 
 # --data FILE.npz: the input shape and the classes come from the file; a bad file is an error
 # naming it and the problem, with no run directory made.
@@ -224,8 +279,8 @@ add_test(NAME cli.data_npz_without_y_test_is_an_error_naming_it
          COMMAND bash -c "rm -rf \"$2\"; \"$0\" \"$1\" \"no_y_test.npz': has no array 'y_test'\" \"$3\" train --data \"$4/no_y_test.npz\" --logdir \"$2\" && [ ! -e \"$2\" ]"
                  ${_expect} 1 ${CMAKE_CURRENT_BINARY_DIR}/npz-bad ${_cli} ${_saved})
 add_test(NAME cli.data_npz_with_mismatched_lengths_is_an_error_naming_them
-         COMMAND ${_expect} 1 "mismatched.npz': x_train has 300 examples but y_train has 299 labels" ${_cli} train
-                 --data ${_saved}/mismatched.npz --logdir ${CMAKE_CURRENT_BINARY_DIR}/npz-bad2)
+         COMMAND bash -c "rm -rf \"$3\"; \"$0\" 1 \"mismatched.npz': x_train has 300 examples but y_train has 299 labels\" \"$1\" train --data \"$2/mismatched.npz\" --logdir \"$3\" && [ ! -e \"$3\" ]"
+                 ${_expect} ${_cli} ${_saved} ${CMAKE_CURRENT_BINARY_DIR}/npz-bad2)
 add_test(NAME cli.data_npz_not_a_zip_is_an_error_naming_it
          COMMAND ${_expect} 1 "model.json': not an .npz file" ${_cli} train --data ${_saved}/model/model.json
                  --logdir ${CMAKE_CURRENT_BINARY_DIR}/npz-bad3)

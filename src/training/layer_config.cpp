@@ -1,5 +1,7 @@
 #include "training/layer_config.hpp"
 
+#include <cctype>
+
 #include "lockstep/layers/conv_layers.hpp"
 #include "lockstep/layers/core_layers.hpp"
 #include "lockstep/layers/normalization_layers.hpp"
@@ -22,6 +24,19 @@ layers::Pair pair_from_json(const json& j) {
 }
 json pair_to_json(const layers::Pair& p) { return json::array({p[0], p[1]}); }
 }  // namespace
+
+// Keras' to_snake_case: a capital starts a word when a lowercase letter follows it or precedes
+// it, so "Conv2D" is "conv2d" and "MaxPooling2D" is "max_pooling2d".
+std::string snake_case(const std::string& s) {
+  std::string out;
+  const auto lower = [&](std::size_t i) { return i < s.size() && std::islower(static_cast<unsigned char>(s[i])); };
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    if (std::isupper(c) && i > 0 && (lower(i + 1) || lower(i - 1))) out += '_';
+    out += static_cast<char>(std::tolower(c));
+  }
+  return out;
+}
 
 json shape_to_json(const Shape& s) {
   json j = json::array();

@@ -2,10 +2,15 @@
 // A layer as {"class_name", "config"} JSON with Keras' class and argument names: what saved
 // models write and read for each layer lockstep has.
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "lockstep/layers/layer.hpp"
 
 namespace lockstep::detail {
+
+/// Keras' to_snake_case of a class name ("MaxPooling2D" -> "max_pooling2d"): default layer names,
+/// and the names of layers' groups in Keras weight files.
+std::string snake_case(const std::string& class_name);
 
 /// Keras writes an unknown (batch) dimension as null.
 nlohmann::json shape_to_json(const Shape& s);

@@ -10,6 +10,8 @@
 #include "lockstep/io/checkpoint.hpp"
 #include "lockstep/io/crc32c.hpp"
 #include "lockstep/layers/core_layers.hpp"
+#include "training/compile_config.hpp"
+#include "training/keras_file.hpp"
 #include "training/layer_config.hpp"
 
 namespace lockstep {
@@ -17,6 +19,9 @@ namespace lockstep {
 namespace {
 using nlohmann::json;
 using detail::layer_from_json;
+using detail::loss_from_json;
+using detail::optimizer_from_json;
+using detail::optimizer_to_json;
 using detail::layer_to_json;
 using detail::shape_from_json;
 using detail::shape_to_json;
@@ -34,60 +39,13 @@ std::string join_path(const std::string& dir, const char* file) {
   return (std::filesystem::path(dir) / file).string();
 }
 
-json optimizer_to_json(const optimizers::Optimizer& opt) {
-  const auto& o = opt.options();
-  json config = {{"learning_rate", opt.current_learning_rate()}};
-  if (o.clipnorm) config["clipnorm"] = *o.clipnorm;
-  if (o.global_clipnorm) config["global_clipnorm"] = *o.global_clipnorm;
-  if (o.clipvalue) config["clipvalue"] = *o.clipvalue;
-  for (const auto& [key, value] : opt.hyperparameters()) {
-    if (key == "nesterov") config[key] = value != 0.0;
-    else config[key] = value;
-  }
-  return {{"class_name", opt.name()}, {"config", config}};
-}
-
-template <typename Options>
-void base_options_from_json(const json& c, Options& o) {
-  o.learning_rate = c.at("learning_rate").get<double>();
-  if (c.contains("clipnorm")) o.clipnorm = c.at("clipnorm").get<double>();
-  if (c.contains("global_clipnorm")) o.global_clipnorm = c.at("global_clipnorm").get<double>();
-  if (c.contains("clipvalue")) o.clipvalue = c.at("clipvalue").get<double>();
-}
-
-optimizers::OptimizerPtr optimizer_from_json(const json& j) {
-  const auto cls = j.at("class_name").get<std::string>();
-  const json& c = j.at("config");
-  if (cls == "SGD") {
-    optimizers::SGDOptions o;
-    base_options_from_json(c, o);
-    o.momentum = c.value("momentum", 0.0);
-    o.nesterov = c.value("nesterov", false);
-    return optimizers::SGD(o);
-  }
-  if (cls == "Adam" || cls == "AdamW") {
-    optimizers::AdamWOptions o;
-    base_options_from_json(c, o);
-    o.beta_1 = c.value("beta_1", o.beta_1);
-    o.beta_2 = c.value("beta_2", o.beta_2);
-    o.epsilon = c.value("epsilon", o.epsilon);
-    if (cls == "Adam") return optimizers::Adam(static_cast<const optimizers::AdamOptions&>(o));
-    o.weight_decay = c.value("weight_decay", o.weight_decay);
-    return optimizers::AdamW(o);
-  }
-  throw IOError("unknown optimizer class_name '" + cls + "' (lockstep knows SGD, Adam, AdamW)");
-}
-
-losses::LossPtr loss_from_json(const json& j) {
-  const auto cls = j.at("class_name").get<std::string>();
-  const losses::CrossentropyOptions o{.from_logits = j.at("config").value("from_logits", false)};
-  if (cls == "sparse_categorical_crossentropy") return losses::SparseCategoricalCrossentropy(o);
-  if (cls == "categorical_crossentropy") return losses::CategoricalCrossentropy(o);
-  if (cls == "binary_crossentropy") return losses::BinaryCrossentropy(o);
-  if (cls == "mean_squared_error") return losses::MeanSquaredError();
-  throw IOError("unknown loss class_name '" + cls +
-                "' (lockstep knows sparse_categorical_crossentropy, categorical_crossentropy, binary_crossentropy, "
-                "mean_squared_error)");
+const Sequential* built_sequential(const Model& model, const char* who) {
+  const auto* seq = dynamic_cast<const Sequential*>(&model);
+  LOCKSTEP_CHECK(seq != nullptr, who, ": model '", model.name(),
+                 "' is not a Sequential; saved models describe Sequential models only");
+  LOCKSTEP_CHECK(seq->built(), who, ": model '", model.name(),
+                 "' is not built, so it has no weights yet (give the first layer an input_dim, or call build())");
+  return seq;
 }
 
 // Problems with model.json's content surface as IOError naming the file: the file is what the
@@ -105,11 +63,8 @@ decltype(auto) parse_part(const std::string& json_path, const std::string& what,
 }  // namespace
 
 void save_model(Model& model, const std::string& dir, const SaveModelOptions& options) {
-  auto* seq = dynamic_cast<Sequential*>(&model);
-  LOCKSTEP_CHECK(seq != nullptr, "save_model: model '", model.name(),
-                 "' is not a Sequential; saved models describe Sequential models only");
-  LOCKSTEP_CHECK(seq->built(), "save_model: model '", model.name(),
-                 "' is not built, so it has no weights yet (give the first layer an input_dim, or call build())");
+  const Sequential* seq = built_sequential(model, "save_model");
+  if (detail::is_keras_archive_path(dir)) return detail::save_keras_archive(*seq, dir);
   // Describe everything before writing anything, so an unsupported layer leaves no files behind.
   json layer_list = json::array();
   for (const auto& l : seq->layers()) layer_list.push_back(layer_to_json(*l));
@@ -161,6 +116,7 @@ void save_model(Model& model, const std::string& dir, const SaveModelOptions& op
 }
 
 std::unique_ptr<Sequential> load_model(const std::string& dir) {
+  if (detail::is_keras_archive_path(dir)) return detail::load_keras_archive(dir);
   LOCKSTEP_CHECK_T(IOError, std::filesystem::is_directory(dir), "load_model: saved model folder '", dir,
                    "' does not exist or is not a folder");
   const std::string json_path = join_path(dir, kModelFile);
@@ -238,6 +194,23 @@ std::unique_ptr<Sequential> load_model(const std::string& dir) {
   io::assign_verified(content, "saved model weights '" + weights_path + "'", model->variables(), restore_optimizer);
   if (restore_optimizer != nullptr) restore_optimizer->set_iterations(iterations);
   return model;
+}
+
+bool is_keras_file(const std::string& path) { return detail::is_keras_archive_path(path); }
+
+void save_weights(const Model& model, const std::string& path) {
+  LOCKSTEP_CHECK(detail::is_keras_weights_path(path), "save_weights: '", path,
+                 "' must end in .weights.h5 (Keras' rule for weights files)");
+  const std::string bytes = detail::encode_keras_weights(*built_sequential(model, "save_weights"));
+  io::write_file_atomic(path, bytes);
+}
+
+void load_weights(Model& model, const std::string& path) {
+  LOCKSTEP_CHECK(detail::is_keras_weights_path(path), "load_weights: '", path,
+                 "' must end in .weights.h5 (Keras' rule for weights files)");
+  built_sequential(model, "load_weights");
+  detail::assign_keras_weights(io::read_file(path), "Keras weights file '" + path + "'",
+                               dynamic_cast<Sequential&>(model));
 }
 
 }  // namespace lockstep

@@ -5,23 +5,11 @@
 #include <map>
 
 #include "lockstep/layers/initializers.hpp"
+#include "training/layer_config.hpp"
 
 namespace lockstep {
 
 namespace {
-// Keras' to_snake_case: a capital starts a word when a lowercase letter follows it or precedes
-// it, so "Conv2D" is "conv2d" and "MaxPooling2D" is "max_pooling2d".
-std::string snake_case(const std::string& s) {
-  std::string out;
-  const auto lower = [&](std::size_t i) { return i < s.size() && std::islower(static_cast<unsigned char>(s[i])); };
-  for (std::size_t i = 0; i < s.size(); ++i) {
-    const auto c = static_cast<unsigned char>(s[i]);
-    if (std::isupper(c) && i > 0 && (lower(i + 1) || lower(i - 1))) out += '_';
-    out += static_cast<char>(std::tolower(c));
-  }
-  return out;
-}
-
 std::string with_commas(std::int64_t n) {
   const std::string digits = std::to_string(n);
   std::string s;
@@ -45,7 +33,7 @@ Sequential::Sequential(std::vector<layers::LayerPtr> layer_list, std::string nam
 void Sequential::add(layers::LayerPtr layer) {
   LOCKSTEP_CHECK(layer != nullptr, "Sequential::add: null layer");
   if (layer->name().empty()) {
-    const std::string base = snake_case(layer->class_name());
+    const std::string base = detail::snake_case(layer->class_name());
     int count = 0;
     for (const auto& l : layers_)
       if (l->class_name() == layer->class_name()) ++count;

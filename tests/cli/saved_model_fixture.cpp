@@ -6,11 +6,20 @@
 //                                DIR/wrong.npy (float32 (3, 10)),
 //                                DIR/colors.npz (--data: 3 classes of uint8 (16, 16, 3) images,
 //                                  class c brightest in channel c), DIR/no_y_test.npz (without
-//                                  y_test), DIR/mismatched.npz (one label short)
+//                                  y_test), DIR/mismatched.npz (one label short),
+//                                DIR/model.keras (the same model as a Keras archive) and broken
+//                                  copies of it: truncated.keras (half of it), not_zip.keras,
+//                                  lstm.keras (an LSTM layer in config.json), missing_weight.keras
+//                                  (no layers/dense_1/vars/1), wrong_shape.keras (that bias (9,))
 #include <cstdio>
 #include <filesystem>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
+#include "lockstep/io/atomic_file.hpp"
+#include "lockstep/io/hdf5_file.hpp"
+#include "lockstep/io/zip_archive.hpp"
 #include "lockstep/lockstep.hpp"
 
 namespace {
@@ -23,6 +32,34 @@ lockstep::datasets::Split colors(std::int64_t n, std::uint32_t seed) {
     for (std::int64_t p = 0; p < 16 * 16; ++p) x[static_cast<std::size_t>((e * 256 + p) * 3 + c)] += 120;
   }
   return {lockstep::Tensor::from_vector(x, {n, 16, 16, 3}), lockstep::Tensor::from_vector(y, {n})};
+}
+
+// Broken copies of a good .keras archive, each with one problem.
+void write_broken_keras_files(const std::string& dir) {
+  using namespace lockstep;
+  const std::string good = io::read_file(dir + "/model.keras");
+  io::write_file_atomic(dir + "/truncated.keras", good.substr(0, good.size() / 2));
+  io::write_file_atomic(dir + "/not_zip.keras", "this is not a zip archive\n");
+  const auto entries = io::decode_zip(good, "model.keras");
+  const auto with = [&](const std::string& name, const std::string& bytes) {
+    auto copy = entries;
+    for (auto& e : copy)
+      if (e.name == name) e.bytes = bytes;
+    return io::encode_zip(copy);
+  };
+  nlohmann::json config = nlohmann::json::parse(io::find_entry(entries, "config.json")->bytes);
+  config["config"]["layers"][1] = {{"module", "keras.layers"},
+                                   {"class_name", "LSTM"},
+                                   {"config", {{"name", "lstm"}, {"units", 16}}},
+                                   {"registered_name", nullptr}};
+  io::write_file_atomic(dir + "/lstm.keras", with("config.json", config.dump()));
+  io::H5Content h5 = io::decode_hdf5(io::find_entry(entries, "model.weights.h5")->bytes, "model.weights.h5", {.attributes = true});
+  io::H5Content missing = h5;
+  std::erase_if(missing.datasets, [](const io::H5Dataset& d) { return d.path == "layers/dense_1/vars/1"; });
+  io::write_file_atomic(dir + "/missing_weight.keras", with("model.weights.h5", io::encode_hdf5(missing)));
+  for (auto& d : h5.datasets)
+    if (d.path == "layers/dense_1/vars/1") d.value = Tensor::zeros(Shape{9});
+  io::write_file_atomic(dir + "/wrong_shape.keras", with("model.weights.h5", io::encode_hdf5(h5)));
 }
 }  // namespace
 
@@ -43,6 +80,8 @@ int main(int argc, char** argv) {
     auto ds = data::Dataset::from_tensor_slices(x, data.train.y).shuffle(x.dim(0), 1).batch(64).repeat();
     model.fit(ds, {.epochs = 1, .steps_per_epoch = 300, .verbose = 0});
     save_model(model, dir + "/model");
+    save_model(model, dir + "/model.keras");
+    write_broken_keras_files(dir);
 
     const Tensor images = data.test.x.slice(0, 8);
     data::write_npy(dir + "/images.npy", images);

@@ -22,6 +22,7 @@ struct TrainArgs {
   double dropout = -1;                  // -1: the model's default (mlp 0.2, cnn 0.5)
   std::uint64_t seed = 0;
   std::string metrics_out;
+  std::string save_model;               // also save the trained model here (FILE.keras: a Keras archive)
   std::string logdir;                   // default runs/<timestamp>
   bool resume = false;
   bool save_best = false;

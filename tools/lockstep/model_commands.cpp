@@ -20,6 +20,10 @@ const CLI::Validator kPositiveInt(
     },
     "POSITIVE");
 
+constexpr const char* kModelHelp =
+    "The saved model: a folder written by save_model (model.json + weights.safetensors) or a Keras 3 "
+    "FILE.keras (from keras' model.save or lockstep train --save-model)";
+
 // Rows of features -> the model's input shape (e.g. (N, 784) for the flagship model, or
 // (N, 28, 28) for one that starts with Input(28, 28) and Flatten). The feature counts must match.
 Tensor to_model_input(const Tensor& features, const Sequential& model, const std::string& source) {
@@ -44,9 +48,9 @@ std::unique_ptr<Sequential> load(const ModelArgs& a) {
 
 void add_model_commands(CLI::App& app, ModelArgs& a) {
   auto* ev = app.add_subcommand(
-      "evaluate", "Evaluate a saved model (a folder written by save_model) on the test split of MNIST or "
+      "evaluate", "Evaluate a saved model (a save_model folder or a .keras file) on the test split of MNIST or "
                   "Fashion-MNIST, with the images flattened and scaled to [0, 1] as `lockstep train` does.");
-  ev->add_option("--model", a.model_dir, "Folder of the saved model (model.json + weights.safetensors)")->required();
+  ev->add_option("--model", a.model_dir, kModelHelp)->required();
   ev->add_option("--dataset", a.dataset, "mnist or fashion_mnist")
       ->check(CLI::IsMember({"mnist", "fashion_mnist"}))
       ->capture_default_str();
@@ -58,7 +62,7 @@ void add_model_commands(CLI::App& app, ModelArgs& a) {
       "predict", "Run a saved model on the examples of a .npy file: uint8 images are flattened and scaled to "
                  "[0, 1], float32 arrays are used as they are. Prints the predicted class of each example, one "
                  "per line, or writes the model's outputs to --output.");
-  pr->add_option("--model", a.model_dir, "Folder of the saved model (model.json + weights.safetensors)")->required();
+  pr->add_option("--model", a.model_dir, kModelHelp)->required();
   pr->add_option("--input", a.input, ".npy file: uint8 images (N, ...) or float32 features (N, ...)")->required();
   pr->add_option("--output", a.output, "Write the outputs (e.g. class probabilities) to this .npy file");
   pr->add_option("--batch-size", a.batch_size, "Batch size")->check(kPositiveInt)->capture_default_str();

@@ -68,9 +68,18 @@ void add_train_command(CLI::App& app, TrainArgs& a) {
       "train", "Train a model (by default the flagship MLP: Dense(hidden, relu) -> Dropout -> Dense(10, softmax)) "
                "on MNIST or Fashion-MNIST and report the test loss and accuracy. With no flags: MNIST, 5 epochs.");
   cmd->add_option("--model", a.model,
-                  "mlp (the flagship MLP) or cnn (Keras' simple MNIST convnet: Conv2D(32, 3, relu) -> "
-                  "MaxPooling2D -> Conv2D(64, 3, relu) -> MaxPooling2D -> Flatten -> Dropout -> Dense(10, softmax))")
-      ->check(CLI::IsMember(std::vector<std::string>(std::begin(kModelNames), std::end(kModelNames))))
+                  "mlp (the flagship MLP), cnn (Keras' simple MNIST convnet: Conv2D(32, 3, relu) -> "
+                  "MaxPooling2D -> Conv2D(64, 3, relu) -> MaxPooling2D -> Flatten -> Dropout -> Dense(10, softmax)) "
+                  "or FILE.keras (a Keras 3 Sequential: its layers, dtype policies and weights, trained further with "
+                  "this command's optimizer and loss; --hidden, --activation and --dropout do not apply)")
+      ->check(CLI::Validator(
+          [](std::string& s) -> std::string {
+            for (const char* name : kModelNames)
+              if (s == name) return {};
+            if (is_keras_file(s)) return {};
+            return "must be mlp, cnn or a FILE.keras, got '" + s + "'";
+          },
+          "mlp|cnn|FILE.keras"))
       ->capture_default_str();
   cmd->add_option("--dataset", a.dataset, "mnist or fashion_mnist")
       ->check(CLI::IsMember({"mnist", "fashion_mnist"}))
@@ -106,6 +115,10 @@ void add_train_command(CLI::App& app, TrainArgs& a) {
   cmd->add_option("--seed", a.seed, "Seed for weights, shuffling and dropout")->check(kSeed)->capture_default_str();
   cmd->add_option("--metrics-out", a.metrics_out,
                   "Write {test_loss, test_accuracy, train_steps_per_second, history} as JSON to this file");
+  cmd->add_option("--save-model", a.save_model,
+                  "Also save the trained model to this path: FILE.keras is a Keras 3 archive that "
+                  "keras.saving.load_model reads (weights and compile config), any other path a lockstep "
+                  "saved-model folder (as <logdir>/model)");
   cmd->add_option("--logdir", a.logdir,
                   "Run directory for TensorBoard logs (train/, validation/), backups and checkpoints "
                   "(default: runs/<timestamp>)");
@@ -200,6 +213,7 @@ int run_train(const TrainArgs& a) {
                  a.gradient_accumulation_steps, " (a backup within a group would lose its gradients)");
   // Before any training: a result that cannot be written is found out now, not after an hour.
   if (!a.metrics_out.empty()) io::check_output_path(a.metrics_out, "--metrics-out");
+  if (!a.save_model.empty() && is_keras_file(a.save_model)) io::check_output_path(a.save_model, "--save-model");
   set_random_seed(a.seed);
   LOCKSTEP_CHECK(a.collective_timeout <= 1e9, "--collective-timeout ", a.collective_timeout, " s is too long");
   distribute::MultiWorkerOptions strategy_options{.local = parse_devices(a.devices), .notice = false};
@@ -234,12 +248,27 @@ int run_train(const TrainArgs& a) {
   // Images (N, H, W) become (N, H, W, 1) for a convolutional model, rows of features for the MLP.
   Shape image = data.train.x.shape().tail();
   if (image.rank() == 2) image = Shape{image[0], image[1], 1};
-  LOCKSTEP_CHECK(a.model == "mlp" || image.rank() == 3, "--model ", a.model, " needs images (N, height, width) or "
-                 "(N, height, width, channels), but the examples have shape ", image.str());
+  // A Keras file fixes the input and output shapes; it is read now so that a bad file or a
+  // mismatch with the data is found before the run directory is claimed.
+  std::optional<Shape> file_input;
+  if (is_keras_file(a.model)) {
+    const auto file = load_model(a.model);
+    file_input = file->layers().front()->input_shape().tail();
+    const auto& last = *file->layers().back();
+    const std::int64_t outputs = last.compute_output_shape(last.input_shape())[-1];
+    LOCKSTEP_CHECK(file_input->numel() == image.numel(), "--model '", a.model, "' takes examples of shape ",
+                   file_input->str(), " (", file_input->numel(), " values) but the data's are ", image.str(), " (",
+                   image.numel(), " values)");
+    LOCKSTEP_CHECK(outputs >= classes, "--model '", a.model, "' has ", outputs, " outputs but the labels hold ",
+                   classes, " classes");
+  }
+  LOCKSTEP_CHECK(a.model == "mlp" || file_input || image.rank() == 3, "--model ", a.model,
+                 " needs images (N, height, width) or (N, height, width, channels), but the examples have shape ",
+                 image.str());
   const auto to_input = [&](const Tensor& images) {
     const Tensor rows = flatten_and_scale_images(images);
     std::vector<std::int64_t> dims{rows.dim(0)};
-    const Shape per_example = model_input_shape(a.model, image);
+    const Shape per_example = file_input ? *file_input : model_input_shape(a.model, image);
     for (auto d : per_example.dims()) dims.push_back(d);
     return rows.reshape(Shape(std::move(dims)));
   };
@@ -285,7 +314,10 @@ int run_train(const TrainArgs& a) {
   auto scope = strategy.scope();
   mixed_precision::set_global_policy(a.policy);
   if (chief && a.policy != "float32") std::printf("Mixed precision policy: %s\n", a.policy.c_str());
-  const std::unique_ptr<Sequential> built = build_model(a, image, classes, resolved.dropout);
+  // Made under the strategy's scope, so its variables are mirrored; a Keras file's weights are
+  // its starting point (Keras' load_model, then fit).
+  const std::unique_ptr<Sequential> built =
+      file_input ? load_model(a.model) : build_model(a, image, classes, resolved.dropout);
   Sequential& model = *built;
   model.compile(optimizers::get(a.optimizer, lr.schedule), losses::SparseCategoricalCrossentropy(), {"accuracy"});
   const int verbose = chief ? a.verbose : 0;
@@ -332,6 +364,10 @@ int run_train(const TrainArgs& a) {
   if (!chief) return 0;
   const double steps_per_second = model.last_fit_timing().steps_per_second;
   save_model(model, logdir + "/model");
+  if (!a.save_model.empty()) {
+    save_model(model, a.save_model);
+    std::fprintf(stderr, "Saved the model to %s\n", a.save_model.c_str());
+  }
   std::printf("test_loss: %.4f - test_accuracy: %.4f - train_steps_per_second: %.1f\n", test.at("loss"),
               test.at("accuracy"), steps_per_second);
 

@@ -1,6 +1,9 @@
 #pragma once
-// Saved models: a folder that holds everything needed to use a Sequential model again, with no
-// code that describes it (Keras' model.save / keras.models.load_model).
+// Saved models: everything needed to use a Sequential model again, with no code that describes it
+// (Keras' model.save / keras.saving.load_model), in one of two formats, chosen by the path:
+//   PATH.keras   a Keras 3 archive (zip of metadata.json, config.json, model.weights.h5), which
+//                Keras loads and writes; weights and compile config, not the optimizer's state
+//   any other    a folder in lockstep's own format, described below (optimizer state included)
 //   DIR/weights.safetensors  the variables by name ("dense/kernel") and, when the model is compiled,
 //                            the optimizer's slots ("optimizer/dense/kernel/m")
 //   DIR/model.json           format version; the architecture as Keras writes it ({"class_name":
@@ -27,8 +30,9 @@ struct SaveModelOptions {
   bool include_optimizer = true;
 };
 
-/// Saves `model` (a built Sequential of Dense, Dropout, Activation, Flatten, Reshape and
-/// InputLayer layers) to `dir`, creating it. A learning-rate schedule is not saved (it is code):
+/// Saves `model` (a built Sequential of lockstep's layers) to `dir`, creating it; when `dir` ends
+/// in ".keras", as the Keras 3 archive of that name instead (written atomically; its compile
+/// config is Keras', optimizer variables are not written, as Keras' include_optimizer=False). A learning-rate schedule is not saved (it is code):
 /// the learning rate current at save time is. Throws ValueError, before writing anything, for a
 /// model that is not a built Sequential or holds a layer of another class (naming it); IOError
 /// when a file cannot be written (the previous files are then left as they were).
@@ -41,6 +45,23 @@ void save_model(Model& model, const std::string& dir, const SaveModelOptions& op
 /// JSON, a wrong format version, a missing or mistyped field, an unknown layer, optimizer or loss
 /// class, a config value a layer refuses (naming the layer's index), a missing, extra or
 /// mis-shaped tensor, or weights that do not match model.json's size and checksum.
+/// A path ending in ".keras" is read as a Keras 3 archive: the architecture from config.json
+/// (every layer class and argument translated, or an IOError naming the file, the layer, its class
+/// and the argument), the weights from model.weights.h5 (checked by count and shape, then
+/// assigned), compiled from its compile config when lockstep has its optimizer, loss and metrics
+/// (else uncompiled, with a WARNING, as Keras). A truncated or corrupt archive is an IOError
+/// naming the file and the problem.
 std::unique_ptr<Sequential> load_model(const std::string& dir);
+
+/// True when save_model / load_model treat `path` as a Keras archive (it ends in ".keras").
+bool is_keras_file(const std::string& path);
+
+/// Keras' model.save_weights / load_weights: a `.weights.h5` file (the HDF5 layout of a .keras
+/// archive's model.weights.h5), written atomically. load_weights checks every layer's weights by
+/// count and shape before assigning any: IOError naming the file and the weight otherwise.
+/// ValueError for a path not ending in ".weights.h5" (Keras' rule) or a model that is not a built
+/// Sequential.
+void save_weights(const Model& model, const std::string& path);
+void load_weights(Model& model, const std::string& path);
 
 }  // namespace lockstep

@@ -1,0 +1,50 @@
+#pragma once
+// HDF5 files held in memory (libhdf5's core driver): what Keras 3 keeps weights in
+// (`.weights.h5`, and `model.weights.h5` inside a `.keras` archive). Only what those files use:
+// groups with string attributes, and contiguous float32 / int64 datasets.
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "lockstep/tensor/tensor.hpp"
+
+namespace lockstep::io {
+
+struct H5Group {
+  std::string path;  // "layers/dense/vars", no leading '/'
+  std::map<std::string, std::string> attributes;
+};
+
+struct H5Dataset {
+  std::string path;  // "layers/dense/vars/0"
+  Tensor value;      // a host tensor
+};
+
+struct H5Content {
+  /// Parents before children (as written, and as read: in name order).
+  std::vector<H5Group> groups;
+  std::vector<H5Dataset> datasets;
+  const H5Group* find_group(const std::string& path) const;
+  const Tensor* find_dataset(const std::string& path) const;
+};
+
+/// The bytes of an HDF5 file holding `content`: each group (parents made as needed) with its
+/// attributes as UTF-8 strings (as h5py writes them), each dataset contiguous, little-endian
+/// float32 or int64. ValueError for another dtype or a path that is empty or repeated.
+std::string encode_hdf5(const H5Content& content);
+
+struct H5ReadOptions {
+  /// Also read groups' string attributes. Off for loading: libhdf5 follows a variable-length
+  /// string into the file's global heap without checking it, so a corrupt file can crash it there
+  /// (found by flipping bits of Keras weight files); nothing lockstep loads needs the attributes.
+  bool attributes = false;
+};
+
+/// Every group and dataset of the HDF5 file whose whole content is `bytes`. Floating datasets are
+/// read as float32 and integer ones as int64; string attributes are kept, others skipped. IOError
+/// "<source>: <problem>" (source names the file, e.g. "HDF5 file 'w.h5'") (not HDF5, truncated, a dataset of another type or too large
+/// for the file), with libhdf5's own description where it has one.
+H5Content decode_hdf5(std::string_view bytes, const std::string& source, const H5ReadOptions& options = {});
+
+}  // namespace lockstep::io

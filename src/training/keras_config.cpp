@@ -1,0 +1,440 @@
+#include "training/keras_config.hpp"
+
+#include <cctype>
+#include <cstdio>
+#include <optional>
+#include <map>
+#include <set>
+
+#include "lockstep/layers/core_layers.hpp"
+#include "training/compile_config.hpp"
+#include "training/layer_config.hpp"
+
+namespace lockstep::detail {
+
+namespace {
+using nlohmann::json;
+
+constexpr const char* kKerasLayers =
+    "InputLayer, Dense, Dropout, Activation, Flatten, Reshape, Conv2D, DepthwiseConv2D, MaxPooling2D, "
+    "AveragePooling2D, GlobalAveragePooling2D, ZeroPadding2D, Rescaling, BatchNormalization";
+
+// For each Keras class lockstep has: the config arguments its layer takes (layer_config.cpp's
+// names, which are Keras'). Anything else in a config must be Keras' "off" (null or false) or one
+// of the arguments handled below (name, trainable, dtype, data_format, a Dropout seed).
+const std::map<std::string, std::set<std::string>>& layer_arguments() {
+  static const std::map<std::string, std::set<std::string>> args = {
+      {"Dense", {"units", "activation", "use_bias", "kernel_initializer", "bias_initializer"}},
+      {"Dropout", {"rate"}},
+      {"Activation", {"activation"}},
+      {"Flatten", {}},
+      {"Reshape", {"target_shape"}},
+      {"Conv2D",
+       {"filters", "kernel_size", "strides", "padding", "dilation_rate", "groups", "activation", "use_bias",
+        "kernel_initializer", "bias_initializer"}},
+      {"DepthwiseConv2D",
+       {"kernel_size", "strides", "padding", "depth_multiplier", "dilation_rate", "activation", "use_bias",
+        "depthwise_initializer", "bias_initializer"}},
+      {"MaxPooling2D", {"pool_size", "strides", "padding"}},
+      {"AveragePooling2D", {"pool_size", "strides", "padding"}},
+      {"GlobalAveragePooling2D", {"keepdims"}},
+      {"ZeroPadding2D", {"padding"}},
+      {"Rescaling", {"scale", "offset"}},
+      {"BatchNormalization",
+       {"axis", "momentum", "epsilon", "center", "scale", "beta_initializer", "gamma_initializer",
+        "moving_mean_initializer", "moving_variance_initializer", "synchronized"}},
+  };
+  return args;
+}
+const std::set<std::string> kWithDataFormat = {"Flatten", "Conv2D", "DepthwiseConv2D", "MaxPooling2D",
+                                               "AveragePooling2D", "GlobalAveragePooling2D", "ZeroPadding2D"};
+
+// lockstep's initializer names <-> Keras' classes.
+const std::map<std::string, std::string> kInitializers = {
+    {"glorot_uniform", "GlorotUniform"}, {"glorot_normal", "GlorotNormal"}, {"he_normal", "HeNormal"},
+    {"he_uniform", "HeUniform"},         {"zeros", "Zeros"},                {"ones", "Ones"}};
+
+bool is_off(const json& v) { return v.is_null() || v == json(false); }
+
+bool is_initializer_key(const std::string& key) {
+  return key.size() > 12 && key.compare(key.size() - 12, 12, "_initializer") == 0;
+}
+
+json keras_object(const std::string& module, const std::string& cls, json config) {
+  return {{"module", module}, {"class_name", cls}, {"config", std::move(config)}, {"registered_name", nullptr}};
+}
+
+json policy_to_keras(const std::string& name) {
+  return keras_object("keras", "DTypePolicy", {{"name", name}});
+}
+
+json initializer_to_keras(const std::string& name) {
+  const auto it = kInitializers.find(name);
+  LOCKSTEP_CHECK(it != kInitializers.end(), "save_model: initializer '", name, "' has no Keras class");
+  const bool random = name != "zeros" && name != "ones";
+  return keras_object("keras.initializers", it->second, random ? json{{"seed", nullptr}} : json::object());
+}
+
+class LayerReader {
+ public:
+  LayerReader(const std::string& source, const json& layer) : source_(source) {
+    if (!layer.is_object() || !layer.contains("class_name") || !layer.at("class_name").is_string())
+      throw IOError("Keras file '" + source + "': a layer of the model has no class_name: " + clip(layer));
+    cls_ = layer.at("class_name").get<std::string>();
+    if (!layer.contains("config") || !layer.at("config").is_object())
+      throw IOError("Keras file '" + source + "': a " + cls_ + " layer has no config object");
+    config_ = layer.at("config");
+    name_ = config_.value("name", json()).is_string() ? config_.at("name").get<std::string>() : std::string();
+  }
+  const std::string& cls() const { return cls_; }
+  const std::string& name() const { return name_; }
+  const json& config() const { return config_; }
+
+  [[noreturn]] void fail(const std::string& what) const {
+    throw IOError("Keras file '" + source_ + "': layer '" + name_ + "' (" + cls_ + "): " + what);
+  }
+  [[noreturn]] void unsupported(const std::string& key, const json& value) const {
+    fail("argument " + key + "=" + clip(value) + " is not supported by lockstep");
+  }
+
+  // A dtype policy: a name, or {"class_name": "DTypePolicy", "config": {"name": ...}}.
+  std::string policy() const {
+    const json& d = config_.value("dtype", json());
+    if (d.is_null()) return "float32";
+    if (d.is_string()) return d.get<std::string>();
+    if (d.is_object() && d.value("class_name", json()) == json("DTypePolicy") && d.contains("config") &&
+        d.at("config").value("name", json()).is_string())
+      return d.at("config").at("name").get<std::string>();
+    unsupported("dtype", d);
+  }
+
+  // The lockstep config (layer_config.cpp's JSON) of this layer.
+  json to_lockstep() const {
+    const auto& table = layer_arguments();
+    const auto known = table.find(cls_);
+    if (known == table.end())
+      fail("this layer class is not supported by lockstep (it reads " + std::string(kKerasLayers) + ")");
+    if (name_.empty()) fail("the config has no name");
+    json out = {{"name", name_}};
+    for (const auto& [key, value] : config_.items()) {
+      if (key == "name" || key == "dtype") continue;
+      if (known->second.count(key)) {
+        out[key] = is_initializer_key(key) ? json(initializer(key, value)) : value;
+      } else if (key == "trainable") {
+        if (value != json(true)) fail("trainable=" + clip(value) + ": lockstep layers are always trainable");
+      } else if (key == "data_format" && kWithDataFormat.count(cls_)) {
+        if (!value.is_null() && value != json("channels_last"))
+          fail("data_format=" + clip(value) + ": lockstep layers are channels_last (NHWC) only");
+      } else if (key == "seed" && cls_ == "Dropout") {
+        // Dropout masks come from the model's seed (keyed per layer, step and example): no Keras
+        // seed would reproduce Keras' masks anyway, so a seed is accepted and not used.
+      } else if (key == "renorm_momentum" && cls_ == "BatchNormalization") {
+        // Only read by renorm, which must be off (below).
+      } else if (!is_off(value)) {
+        unsupported(key, value);
+      }
+    }
+    if ((cls_ == "MaxPooling2D" || cls_ == "AveragePooling2D") && out.value("strides", json()).is_null())
+      out["strides"] = out.value("pool_size", json());  // Keras: strides default to the pool size
+    if (cls_ == "Rescaling")
+      for (const char* key : {"scale", "offset"})
+        if (out.contains(key) && !out.at(key).is_number())
+          fail(std::string(key) + "=" + clip(out.at(key)) + ": lockstep's Rescaling takes one number");
+    return {{"class_name", cls_}, {"config", out}};
+  }
+
+ private:
+  std::string initializer(const std::string& key, const json& v) const {
+    if (v.is_string()) {
+      const std::string s = v.get<std::string>();
+      if (kInitializers.count(s)) return s;
+      for (const auto& [ours, keras] : kInitializers)
+        if (keras == s) return ours;
+    } else if (v.is_object() && v.value("class_name", json()).is_string()) {
+      const std::string k = v.at("class_name").get<std::string>();
+      for (const auto& [ours, keras] : kInitializers) {
+        if (keras != k) continue;
+        // Initial values come from lockstep's own seeded generator, so a seed changes nothing
+        // that matters after load (the weights are read from the file); any other option would.
+        const json config = v.value("config", json::object());
+        for (const auto& [ck, cv] : config.items())
+          if (ck != "seed" && !cv.is_null()) unsupported(key + "." + ck, cv);
+        return ours;
+      }
+    }
+    unsupported(key, v);
+  }
+
+  static std::string clip(const json& v) {
+    std::string s = v.dump();
+    return s.size() > 200 ? s.substr(0, 200) + "..." : s;
+  }
+
+  const std::string& source_;
+  std::string cls_;
+  std::string name_;
+  json config_;
+};
+
+// The Keras config of one lockstep layer (Keras' serialisation around layer_config.cpp's JSON).
+json layer_to_keras(const layers::Layer& l) {
+  json j = layer_to_json(l);
+  const std::string cls = j.at("class_name").get<std::string>();
+  json& c = j.at("config");
+  json config = {{"name", l.name()}, {"trainable", true}, {"dtype", policy_to_keras(l.dtype_policy().name())}};
+  for (auto& [key, value] : c.items()) {
+    if (key == "name" || key == "input_dim") continue;  // the InputLayer gives the input shape
+    config[key] = is_initializer_key(key) ? initializer_to_keras(value.get<std::string>()) : value;
+  }
+  if (kWithDataFormat.count(cls)) config["data_format"] = "channels_last";
+  if (cls == "Dropout") config.update({{"seed", nullptr}, {"noise_shape", nullptr}});
+  return {{"module", "keras.layers"},
+          {"class_name", cls},
+          {"config", config},
+          {"registered_name", nullptr},
+          {"build_config", {{"input_shape", shape_to_json(l.input_shape())}}}};
+}
+
+std::string keras_loss_class(const std::string& snake) {
+  std::string out;
+  bool upper = true;
+  for (char ch : snake) {
+    if (ch == '_') {
+      upper = true;
+      continue;
+    }
+    out += upper ? static_cast<char>(std::toupper(static_cast<unsigned char>(ch))) : ch;
+    upper = false;
+  }
+  return out;
+}
+
+json compile_to_keras(const Model& model) {
+  json opt = optimizer_to_json(*model.optimizer());
+  json& oc = opt.at("config");
+  std::string lower = opt.at("class_name").get<std::string>();
+  for (auto& ch : lower) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  oc["name"] = lower;
+  const auto& loss = *model.loss();
+  json keras_loss = loss.name();
+  if (loss.from_logits())
+    keras_loss = keras_object("keras.losses", keras_loss_class(loss.name()),
+                              {{"name", loss.name()}, {"reduction", "sum_over_batch_size"}, {"from_logits", true}});
+  json metrics = json::array();
+  for (const auto& m : model.metrics()) metrics.push_back(m->name());
+  return {{"optimizer", keras_object("keras.optimizers", opt.at("class_name").get<std::string>(), oc)},
+          {"loss", keras_loss},
+          {"loss_weights", nullptr},
+          {"metrics", metrics},
+          {"weighted_metrics", nullptr},
+          {"run_eagerly", false},
+          {"steps_per_execution", 1},
+          {"jit_compile", false}};
+}
+
+// Keras' compile config -> lockstep's; a string naming what lockstep cannot express otherwise.
+struct CompileParts {
+  json optimizer, loss;
+  std::vector<std::string> metrics;
+};
+
+std::string compile_from_keras(const json& c, CompileParts& out) {
+  if (!c.is_object()) return "compile_config is not an object";
+  for (const auto& [key, value] : c.items()) {
+    if (key == "optimizer" || key == "loss" || key == "metrics") continue;
+    if (key == "run_eagerly" || key == "steps_per_execution" || key == "jit_compile" || key == "auto_scale_loss")
+      continue;  // how Keras runs a step, not what it computes
+    if (!is_off(value)) return "compile argument " + key + "=" + value.dump() + " is not supported";
+  }
+  const json& o = c.value("optimizer", json());
+  std::string cls;
+  json oc = json::object();
+  if (o.is_string()) {
+    cls = o.get<std::string>() == "sgd" ? "SGD" : o.get<std::string>() == "adam" ? "Adam"
+                                           : o.get<std::string>() == "adamw"   ? "AdamW"
+                                                                                : o.get<std::string>();
+    oc["learning_rate"] = cls == "SGD" ? 0.01 : 0.001;
+  } else if (o.is_object() && o.value("class_name", json()).is_string() && o.value("config", json()).is_object()) {
+    cls = o.at("class_name").get<std::string>();
+    for (const auto& [key, value] : o.at("config").items()) {
+      if (key == "name" || key == "ema_momentum" || key == "ema_overwrite_frequency") continue;
+      if (key == "learning_rate" && !value.is_number())
+        return "optimizer learning_rate=" + value.dump().substr(0, 120) + " (a schedule) is not supported";
+      if (key == "weight_decay" && cls != "AdamW") {
+        if (!value.is_null()) return "optimizer " + cls + " weight_decay is not supported (use AdamW)";
+        continue;
+      }
+      static const std::set<std::string> kOptimizerArgs = {"learning_rate", "clipnorm", "global_clipnorm",
+                                                           "clipvalue",     "momentum", "nesterov",
+                                                           "beta_1",        "beta_2",   "epsilon",
+                                                           "weight_decay"};
+      if (kOptimizerArgs.count(key)) {
+        if (!value.is_null()) oc[key] = value;
+      } else if (!is_off(value)) {
+        return "optimizer argument " + key + "=" + value.dump() + " is not supported";
+      }
+    }
+  } else {
+    return "optimizer " + o.dump().substr(0, 120) + " is not supported";
+  }
+  if (cls != "SGD" && cls != "Adam" && cls != "AdamW") return "optimizer " + cls + " is not supported (SGD, Adam, AdamW)";
+  out.optimizer = {{"class_name", cls}, {"config", oc}};
+
+  const json& l = c.value("loss", json());
+  static const std::map<std::string, std::string> kLosses = {
+      {"SparseCategoricalCrossentropy", "sparse_categorical_crossentropy"},
+      {"CategoricalCrossentropy", "categorical_crossentropy"},
+      {"BinaryCrossentropy", "binary_crossentropy"},
+      {"MeanSquaredError", "mean_squared_error"}};
+  if (l.is_string()) {
+    std::string name = l.get<std::string>();
+    if (kLosses.count(name)) name = kLosses.at(name);
+    if (name == "mse") name = "mean_squared_error";
+    out.loss = {{"class_name", name}, {"config", json::object()}};
+  } else if (l.is_object() && l.value("class_name", json()).is_string() && kLosses.count(l.at("class_name"))) {
+    json lc = json::object();
+    const json config = l.value("config", json::object());
+    for (const auto& [key, value] : config.items()) {
+      if (key == "name" || key == "dtype" || (key == "axis" && value == json(-1))) continue;
+      if (key == "reduction" && value == json("sum_over_batch_size")) continue;
+      if (key == "label_smoothing" && value == json(0) ) continue;
+      if (key == "from_logits") lc["from_logits"] = value;
+      else if (!is_off(value)) return "loss argument " + key + "=" + value.dump() + " is not supported";
+    }
+    out.loss = {{"class_name", kLosses.at(l.at("class_name").get<std::string>())}, {"config", lc}};
+  } else {
+    return "loss " + l.dump().substr(0, 120) + " is not supported";
+  }
+  const json& m = c.value("metrics", json());
+  if (!m.is_null()) {
+    if (!m.is_array()) return "metrics " + m.dump().substr(0, 120) + " are not supported (a list of names is)";
+    for (const auto& e : m) {
+      if (!e.is_string()) return "metric " + e.dump().substr(0, 120) + " is not supported (names are)";
+      out.metrics.push_back(e.get<std::string>());
+    }
+  }
+  return {};
+}
+
+std::vector<std::int64_t> input_batch_shape(const LayerReader& r) {
+  for (const auto& [key, value] : r.config().items()) {
+    if (key == "name" || key == "batch_shape" || key == "batch_input_shape") continue;
+    if (key == "dtype") {
+      if (r.policy() != "float32") r.unsupported("dtype", value);
+    } else if (!is_off(value)) {
+      r.unsupported(key, value);
+    }
+  }
+  const json& s = r.config().contains("batch_shape") ? r.config().at("batch_shape")
+                                                      : r.config().value("batch_input_shape", json());
+  if (!s.is_array() || s.empty() || !s.at(0).is_null())
+    r.fail("batch_shape=" + s.dump() + " must be a list starting with the (None) batch dimension");
+  try {
+    return shape_from_json(s).dims();
+  } catch (const json::exception&) {
+    r.fail("batch_shape=" + s.dump() + " must hold integers after the batch dimension");
+  }
+}
+}  // namespace
+
+json keras_model_config(const Sequential& model) {
+  LOCKSTEP_CHECK(model.built(), "save_model: model '", model.name(), "' is not built, so it has no weights yet");
+  const auto& first = *model.layers().front();
+  std::string input_name = "input_layer";
+  if (dynamic_cast<const layers::InputLayer*>(&first) != nullptr) input_name = first.name();
+  json list = json::array({{{"module", "keras.layers"},
+                            {"class_name", "InputLayer"},
+                            {"config",
+                             {{"batch_shape", shape_to_json(first.input_shape())},
+                              {"dtype", "float32"},
+                              {"sparse", false},
+                              {"ragged", false},
+                              {"name", input_name},
+                              {"optional", false}}},
+                            {"registered_name", nullptr}}});
+  for (const auto& l : model.layers())
+    if (dynamic_cast<const layers::InputLayer*>(l.get()) == nullptr) list.push_back(layer_to_keras(*l));
+  const json shape = shape_to_json(first.input_shape());
+  json j = {{"module", "keras"},
+            {"class_name", "Sequential"},
+            {"config",
+             {{"name", model.name()},
+              {"trainable", true},
+              {"dtype", policy_to_keras("float32")},
+              {"layers", list},
+              {"build_input_shape", shape}}},
+            {"registered_name", nullptr},
+            {"build_config", {{"input_shape", shape}}}};
+  if (model.compiled()) j["compile_config"] = compile_to_keras(model);
+  return j;
+}
+
+std::unique_ptr<Sequential> sequential_from_keras_config(const json& j, const std::string& source) {
+  const auto bad = [&](const std::string& what) { return IOError("Keras file '" + source + "': " + what); };
+  if (!j.is_object() || !j.value("class_name", json()).is_string())
+    throw bad("config.json does not describe a model (no class_name)");
+  const std::string cls = j.at("class_name").get<std::string>();
+  if (cls != "Sequential")
+    throw bad("the model is a " + cls +
+              " model; lockstep reads Sequential models only (keras.Sequential of the layers " + kKerasLayers + ")");
+  const json& config = j.value("config", json());
+  if (!config.is_object() || !config.value("layers", json()).is_array())
+    throw bad("the Sequential config has no list of layers");
+  const std::string name = config.value("name", json()).is_string() ? config.at("name").get<std::string>() : "sequential";
+  auto model = std::make_unique<Sequential>(std::vector<layers::LayerPtr>{}, name);
+
+  std::optional<Shape> input;
+  for (const auto& entry : config.at("layers")) {
+    const LayerReader r(source, entry);
+    if (r.cls() == "InputLayer") {
+      if (!model->layers().empty()) r.fail("an InputLayer must come first, once");
+      input = Shape(input_batch_shape(r));
+      // Kept as lockstep's InputLayer, so the layer list (and a save back) is Keras' own.
+      model->add(std::make_shared<layers::InputLayer>(input->tail(), r.name().empty() ? "input_layer" : r.name()));
+      continue;
+    }
+    const json ours = r.to_lockstep();
+    try {
+      layers::LayerPtr layer = layer_from_json(ours);
+      layer->set_dtype_policy(mixed_precision::Policy(r.policy()));
+      model->add(std::move(layer));
+    } catch (const json::exception& e) {
+      r.fail(std::string("missing or mistyped argument (") + e.what() + ")");
+    } catch (const Error& e) {
+      r.fail(e.what());
+    }
+  }
+  if (model->layers().size() == (input ? 1u : 0u)) throw bad("the Sequential has no layers");
+  if (!input) {
+    const json& b = config.value("build_input_shape", json());
+    if (b.is_null()) throw bad("the model has no input shape (no InputLayer, no build_input_shape): it was saved unbuilt");
+    try {
+      input = shape_from_json(b);
+    } catch (const json::exception&) {
+      throw bad("build_input_shape=" + b.dump() + " is not a shape");
+    }
+  }
+  try {
+    if (!model->built()) model->build(*input);
+  } catch (const Error& e) {
+    throw bad(std::string("the layers do not fit together: ") + e.what());
+  }
+
+  if (j.contains("compile_config") && !j.at("compile_config").is_null()) {
+    CompileParts parts;
+    std::string problem = compile_from_keras(j.at("compile_config"), parts);
+    if (problem.empty()) {
+      try {
+        model->compile(optimizer_from_json(parts.optimizer), loss_from_json(parts.loss), parts.metrics);
+      } catch (const std::exception& e) {
+        problem = e.what();
+      }
+    }
+    if (!problem.empty())
+      std::fprintf(stderr, "WARNING: Keras file '%s': the model is loaded uncompiled: %s\n", source.c_str(),
+                   problem.c_str());
+  }
+  return model;
+}
+
+}  // namespace lockstep::detail

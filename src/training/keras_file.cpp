@@ -1,0 +1,151 @@
+#include "training/keras_file.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <ctime>
+#include <map>
+#include <set>
+
+#include "io/json_guard.hpp"
+#include "lockstep/io/atomic_file.hpp"
+#include "lockstep/io/checkpoint.hpp"
+#include "lockstep/io/hdf5_file.hpp"
+#include "lockstep/io/zip_archive.hpp"
+#include "lockstep/layers/core_layers.hpp"
+#include "training/keras_config.hpp"
+#include "training/layer_config.hpp"
+
+namespace lockstep::detail {
+
+namespace {
+constexpr const char* kConfigEntry = "config.json";
+constexpr const char* kMetadataEntry = "metadata.json";
+constexpr const char* kWeightsEntry = "model.weights.h5";
+// The Keras release whose files these were checked against (tests/reference/keras_files.py).
+constexpr const char* kKerasVersion = "3.15.1";
+
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+// The layers that own a weights group, each with its group: all but InputLayer (which Keras does
+// not count as a layer of a Sequential), in order. Keras names the groups not by layer name
+// (names are often generated, so not reproducible) but by class, numbered within the model:
+// layers/dense, layers/dense_1, layers/conv2d, ... (saving_lib's _save_container_state).
+struct WeightLayer {
+  const layers::Layer* layer;
+  std::string group;  // "layers/dense_1/vars"
+};
+std::vector<WeightLayer> weight_layers(const Sequential& model) {
+  std::vector<WeightLayer> out;
+  std::map<std::string, int> used;
+  for (const auto& l : model.layers()) {
+    if (dynamic_cast<const layers::InputLayer*>(l.get()) != nullptr) continue;
+    const std::string base = snake_case(l->class_name());
+    const auto [it, fresh] = used.try_emplace(base, 0);
+    const std::string name = fresh ? base : base + "_" + std::to_string(++it->second);
+    out.push_back({l.get(), "layers/" + name + "/vars"});
+  }
+  return out;
+}
+
+std::string date_saved() {
+  const std::time_t now = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
+  std::tm tm{};
+  gmtime_r(&now, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%d@%H:%M:%S", &tm);
+  return buf;
+}
+}  // namespace
+
+bool is_keras_archive_path(const std::string& path) { return ends_with(path, ".keras"); }
+bool is_keras_weights_path(const std::string& path) { return ends_with(path, ".weights.h5"); }
+
+std::string encode_keras_weights(const Sequential& model) {
+  LOCKSTEP_CHECK(model.built(), "save_model: model '", model.name(), "' is not built, so it has no weights yet");
+  io::H5Content h5;
+  for (const auto& [l, group] : weight_layers(model)) {
+    h5.groups.push_back({group, {{"name", l->name()}}});
+    const auto& vars = l->variables();
+    for (std::size_t i = 0; i < vars.size(); ++i) {
+      const Tensor value = vars[i].read_value();
+      LOCKSTEP_CHECK(value.dtype() == DType::kF32, "save_model: variable '", vars[i].name(), "' is ",
+                     dtype_name(value.dtype()), "; Keras files are written with float32 variables");
+      h5.datasets.push_back({group + "/" + std::to_string(i), value});
+    }
+  }
+  h5.groups.push_back({"vars", {{"name", model.name()}}});
+  return io::encode_hdf5(h5);
+}
+
+void assign_keras_weights(const std::string& bytes, const std::string& source, Sequential& model) {
+  const io::H5Content h5 = io::decode_hdf5(bytes, source);
+  const auto bad = [&](const std::string& what) { return IOError(source + " " + what); };
+  io::SafetensorsContent by_name;  // the file's tensors under the model's variable names
+  std::set<std::string> used;
+  const auto layers = weight_layers(model);
+  for (const auto& [l, group] : layers) {
+    const auto& vars = l->variables();
+    const std::string who = "layer '" + l->name() + "' (" + l->class_name() + ")";
+    if (h5.find_group(group) == nullptr) {
+      if (vars.empty()) continue;  // nothing to load (Keras writes the group anyway)
+      throw bad("has no group " + group + " for " + who + ", which has " + std::to_string(vars.size()) + " weights");
+    }
+    for (std::size_t i = 0; i < vars.size(); ++i) {
+      const std::string path = group + "/" + std::to_string(i);
+      const Tensor* t = h5.find_dataset(path);
+      const Tensor want = vars[i].value();
+      if (t == nullptr)
+        throw bad("has no weight " + path + " (" + who + " variable '" + vars[i].name() + "', shape " +
+                  want.shape().str() + ")");
+      if (t->shape() != want.shape())
+        throw bad("weight " + path + " (" + who + " variable '" + vars[i].name() + "') has shape " + t->shape().str() +
+                  " but the model's is " + want.shape().str());
+      if (t->dtype() != want.dtype())
+        throw bad("weight " + path + " holds " + dtype_name(t->dtype()) + " values but variable '" + vars[i].name() +
+                  "' is " + dtype_name(want.dtype()));
+      by_name.tensors.emplace_back(vars[i].name(), *t);
+      used.insert(path);
+    }
+  }
+  // Nothing in the file may go unused: a weight or layer the model lacks means another model.
+  for (const auto& d : h5.datasets) {
+    if (d.path.rfind("layers/", 0) != 0 || used.count(d.path)) continue;  // optimizer/..., vars/...
+    const std::string group = d.path.substr(0, d.path.rfind('/'));
+    const auto it = std::find_if(layers.begin(), layers.end(), [&](const WeightLayer& w) { return w.group == group; });
+    if (it == layers.end())
+      throw bad("holds " + d.path + ", but model '" + model.name() + "' has no layer whose weights go to " + group +
+                " (another model's file, or layers in another order)");
+    throw bad("holds " + d.path + ", but layer '" + it->layer->name() + "' (" + it->layer->class_name() + ") has " +
+              std::to_string(it->layer->variables().size()) + " weights");
+  }
+  io::assign_verified(by_name, source, model.variables(), nullptr);
+}
+
+void save_keras_archive(const Sequential& model, const std::string& path) {
+  io::check_output_path(path, "save_model");
+  const nlohmann::json config = keras_model_config(model);
+  const nlohmann::json metadata = {
+      {"keras_version", kKerasVersion}, {"date_saved", date_saved()}, {"saved_by", "lockstep"}};
+  const std::string zip = io::encode_zip({{kMetadataEntry, metadata.dump()},
+                                          {kConfigEntry, config.dump()},
+                                          {kWeightsEntry, encode_keras_weights(model)}});
+  io::write_file_atomic(path, zip);
+}
+
+std::unique_ptr<Sequential> load_keras_archive(const std::string& path) {
+  const std::string bytes = io::read_file(path);
+  const std::vector<io::ZipEntry> entries = io::decode_zip(bytes, path);
+  const auto entry = [&](const char* name) -> const std::string& {
+    const io::ZipEntry* e = io::find_entry(entries, name);
+    if (e == nullptr) throw IOError("Keras file '" + path + "' has no " + name + " (it is not a Keras 3 .keras archive)");
+    return e->bytes;
+  };
+  const nlohmann::json config = io::detail::parse_json(entry(kConfigEntry), "Keras file '" + path + "': config.json");
+  auto model = sequential_from_keras_config(config, path);
+  assign_keras_weights(entry(kWeightsEntry), "Keras file '" + path + "': " + kWeightsEntry, *model);
+  return model;
+}
+
+}  // namespace lockstep::detail

@@ -1,0 +1,201 @@
+#!/usr/bin/env python3
+"""Keras 3 files in both directions, against real Keras (TF backend, .venv-ref).
+
+usage: keras_files.py DIR LOCKSTEP_CLI KERAS_FILES_DRIVER
+
+(a) Keras builds, trains briefly and saves a Sequential convnet and an MLP (both with
+    BatchNormalization, so its moving statistics matter); `lockstep predict --model F.keras`
+    gives Keras' predictions (relative 1e-5, float32). Keras' save_weights file loads into
+    lockstep too (load_weights), and lockstep's re-save of a Keras file loads back in Keras.
+(b) lockstep trains an MLP and a convnet and saves .keras files; keras.saving.load_model reads
+    them and predicts what `lockstep predict` does, and compiles them as lockstep did.
+(c) Keras models lockstep cannot read (an LSTM layer, a Functional model): the CLI exits 1 with a
+    message naming the file, the layer class and the layer's name (or the model class).
+
+Exit 0 all agree, 1 a disagreement, 77 (skip) when tensorflow/keras are not importable.
+"""
+import os
+import subprocess
+import sys
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")
+try:
+    import numpy as np
+    import keras
+except ImportError as e:  # no reference environment: skip, do not fail
+    print(f"SKIP: {e}")
+    sys.exit(77)
+
+RTOL = 1e-5
+failures = []
+
+
+def check(ok, what):
+    print(("ok:   " if ok else "FAIL: ") + what)
+    if not ok:
+        failures.append(what)
+
+
+def rel(a, b):
+    return float(np.max(np.abs(a - b)) / max(float(np.max(np.abs(b))), 1e-30))
+
+
+def run(*args):
+    return subprocess.run([str(a) for a in args], capture_output=True, text=True)
+
+
+def lockstep_predict(cli, model, x, out_dir, tag):
+    xin, out = os.path.join(out_dir, f"{tag}_x.npy"), os.path.join(out_dir, f"{tag}_pred.npy")
+    np.save(xin, x.astype(np.float32))
+    r = run(cli, "predict", "--model", model, "--input", xin, "--output", out)
+    if r.returncode != 0:
+        check(False, f"lockstep predict {model}: exit {r.returncode}: {r.stderr.strip()}")
+        return None
+    return np.load(out)
+
+
+def keras_models():
+    keras.utils.set_random_seed(3)
+    convnet = keras.Sequential(
+        [
+            keras.Input((12, 12, 3)),
+            keras.layers.Rescaling(1.0 / 255, offset=-0.1),
+            keras.layers.ZeroPadding2D(((1, 0), (0, 1))),
+            keras.layers.Conv2D(8, 3, activation="relu"),
+            keras.layers.BatchNormalization(momentum=0.8),
+            keras.layers.DepthwiseConv2D(3, padding="same", depth_multiplier=2, dilation_rate=2),
+            keras.layers.MaxPooling2D(),
+            keras.layers.AveragePooling2D(2, strides=1, padding="same"),
+            keras.layers.Conv2D(6, 2, strides=2, padding="same", activation="tanh", use_bias=False),
+            keras.layers.GlobalAveragePooling2D(),
+            keras.layers.Dropout(0.3),
+            keras.layers.Dense(4, activation="softmax"),
+        ],
+        name="keras_convnet",
+    )
+    mlp = keras.Sequential(
+        [
+            keras.Input((5, 4)),
+            keras.layers.Flatten(),
+            keras.layers.Dense(32, activation="gelu", kernel_initializer="he_normal"),
+            keras.layers.BatchNormalization(epsilon=1e-2, center=False),
+            keras.layers.Dropout(0.2),
+            keras.layers.Dense(16),
+            keras.layers.Activation("sigmoid"),
+            keras.layers.Reshape((4, 4)),
+            keras.layers.Flatten(),
+            keras.layers.Dense(4, activation="softmax"),
+        ],
+        name="keras_mlp",
+    )
+    return [convnet, mlp]
+
+
+def part_a(d, cli, driver):
+    rng = np.random.RandomState(0)
+    for model in keras_models():
+        shape = model.input_shape[1:]
+        scale = 255.0 if len(shape) == 3 else 1.0
+        x = (rng.rand(48, *shape) * scale).astype(np.float32)
+        y = rng.randint(0, 4, 48)
+        model.compile(keras.optimizers.Adam(1e-2), "sparse_categorical_crossentropy", metrics=["accuracy"])
+        model.fit(x, y, epochs=2, batch_size=16, verbose=0)  # moves BatchNormalization's statistics
+        path = os.path.join(d, f"{model.name}.keras")
+        model.save(path)
+        want = model.predict(x, verbose=0)
+        got = lockstep_predict(cli, path, x, d, model.name)
+        if got is not None:
+            e = rel(got, want)
+            check(got.shape == want.shape and e <= RTOL, f"(a) {model.name}: lockstep predicts Keras' outputs (rel {e:.2e})")
+        # Keras' save_weights file, loaded into lockstep's copy of the model.
+        weights = os.path.join(d, f"{model.name}.weights.h5")
+        model.save_weights(weights)
+        out = os.path.join(d, f"{model.name}_w_pred.npy")
+        r = run(driver, "load-weights", path, weights, os.path.join(d, f"{model.name}_x.npy"), out)
+        if r.returncode != 0:
+            check(False, f"(a) {model.name}: load_weights: {r.stderr.strip()}")
+        else:
+            e = rel(np.load(out), want)
+            check(e <= RTOL, f"(a) {model.name}: Keras' .weights.h5 loads in lockstep (rel {e:.2e})")
+        # lockstep's re-save of Keras' file is a file Keras reads back as the same model.
+        again = os.path.join(d, f"{model.name}_resaved.keras")
+        r = run(driver, "resave", path, again)
+        if r.returncode != 0:
+            check(False, f"(a) {model.name}: resave: {r.stderr.strip()}")
+            continue
+        back = keras.saving.load_model(again)
+        e = rel(back.predict(x, verbose=0), want)
+        check(e <= RTOL, f"(a) {model.name}: lockstep's re-save loads in Keras and predicts the same (rel {e:.2e})")
+        check([l.__class__.__name__ for l in back.layers] == [l.__class__.__name__ for l in model.layers],
+              f"(a) {model.name}: same layer classes after the re-save")
+
+
+def part_b(d, cli, driver):
+    rng = np.random.RandomState(1)
+    for kind, shape in (("mlp", (6, 5)), ("cnn", (10, 10, 2))):
+        x = rng.rand(64, *shape).astype(np.float32)
+        y = (x.reshape(64, -1).sum(axis=1) * 7).astype(np.int64) % 3
+        np.save(os.path.join(d, f"b_{kind}_x.npy"), x)
+        np.save(os.path.join(d, f"b_{kind}_y.npy"), y)
+        path = os.path.join(d, f"lockstep_{kind}.keras")
+        r = run(driver, "train", kind, path, os.path.join(d, f"b_{kind}_x.npy"), os.path.join(d, f"b_{kind}_y.npy"))
+        if r.returncode != 0:
+            check(False, f"(b) lockstep train {kind}: {r.stderr.strip()}")
+            continue
+        model = keras.saving.load_model(path)
+        want = lockstep_predict(cli, path, x, d, f"b_{kind}")
+        if want is None:
+            continue
+        got = model.predict(x, verbose=0)
+        e = rel(got, want)
+        check(got.shape == want.shape and e <= RTOL, f"(b) lockstep_{kind}: Keras predicts lockstep's outputs (rel {e:.2e})")
+        bn = [l for l in model.layers if isinstance(l, keras.layers.BatchNormalization)]
+        check(bool(bn) and float(np.max(np.abs(bn[0].moving_mean.numpy()))) > 0,
+              f"(b) lockstep_{kind}: the trained moving statistics arrived")
+        check(model.optimizer.__class__.__name__ == "Adam" and abs(float(model.optimizer.learning_rate) - 1e-2) < 1e-9
+              and model.loss == "sparse_categorical_crossentropy",
+              f"(b) lockstep_{kind}: compiled as lockstep compiled it (Adam 1e-2, sparse_categorical_crossentropy)")
+
+
+def part_c(d, cli):
+    lstm = keras.Sequential([keras.Input((5, 3)), keras.layers.LSTM(4, name="my_lstm"), keras.layers.Dense(2)])
+    path = os.path.join(d, "lstm.keras")
+    lstm.save(path)
+    r = run(cli, "predict", "--model", path, "--input", os.path.join(d, "keras_mlp_x.npy"))
+    msg = r.stderr.strip()
+    check(r.returncode == 1 and "lstm.keras" in msg and "layer 'my_lstm' (LSTM)" in msg and "not supported" in msg,
+          f"(c) an LSTM layer: exit {r.returncode}, message: {msg}")
+    inp = keras.Input((4,))
+    functional = keras.Model(inp, keras.layers.Dense(2)(keras.layers.Dense(3)(inp)))
+    path = os.path.join(d, "functional.keras")
+    functional.save(path)
+    r = run(cli, "evaluate", "--model", path)
+    msg = r.stderr.strip()
+    check(r.returncode == 1 and "functional.keras" in msg and "Functional" in msg,
+          f"(c) a Functional model: exit {r.returncode}, message: {msg}")
+    reg = keras.Sequential([keras.Input((4,)), keras.layers.Dense(2, kernel_regularizer="l2", name="reg")])
+    path = os.path.join(d, "regularizer.keras")
+    reg.save(path)
+    r = run(cli, "evaluate", "--model", path)
+    msg = r.stderr.strip()
+    check(r.returncode == 1 and "layer 'reg' (Dense): argument kernel_regularizer=" in msg,
+          f"(c) an argument lockstep lacks: exit {r.returncode}, message: {msg}")
+
+
+def main():
+    if len(sys.argv) != 4:
+        print(__doc__)
+        return 2
+    d, cli, driver = sys.argv[1:]
+    os.makedirs(d, exist_ok=True)
+    print(f"keras {keras.__version__}")
+    part_a(d, cli, driver)
+    part_b(d, cli, driver)
+    part_c(d, cli)
+    print(f"{len(failures)} failure(s)")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

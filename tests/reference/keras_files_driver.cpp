@@ -1,0 +1,61 @@
+// lockstep's side of tests/reference/keras_files.py (Keras 3 files in both directions):
+//   keras_files_driver train mlp|cnn OUT.keras X.npy Y.npy   train briefly, save as .keras
+//   keras_files_driver resave IN.keras OUT.keras             load a Keras-made file, save it again
+//   keras_files_driver load-weights MODEL.keras W.weights.h5 X.npy OUT.npy
+//                                                            load a model, then Keras' save_weights
+//                                                            file into it; write its predictions
+// Errors: message on stderr, exit 1.
+#include <cstdio>
+#include <string>
+
+#include "lockstep/lockstep.hpp"
+
+namespace {
+using namespace lockstep;
+
+std::unique_ptr<Sequential> make(const std::string& kind, const Shape& example) {
+  std::vector<layers::LayerPtr> l{layers::Input(example)};
+  if (kind == "mlp") {
+    l.insert(l.end(), {layers::Flatten(), layers::Dense(16, "relu"), layers::BatchNormalization(), layers::Dropout(0.2f),
+                       layers::Dense(3, "softmax")});
+  } else {
+    l.insert(l.end(), {layers::Rescaling(0.5f), layers::ZeroPadding2D(),
+                       layers::Conv2D({.filters = 6, .kernel_size = {3, 3}, .activation = "relu"}),
+                       layers::BatchNormalization({.momentum = 0.9f}),
+                       layers::DepthwiseConv2D({.kernel_size = {3, 3}, .padding = "same", .depth_multiplier = 2}),
+                       layers::MaxPooling2D(), layers::AveragePooling2D({2, 2}, layers::Pair{1, 1}, "same"),
+                       layers::Conv2D({.filters = 4, .kernel_size = {2, 2}, .strides = {2, 2}, .padding = "same",
+                                       .activation = "tanh"}),
+                       layers::GlobalAveragePooling2D(), layers::Dropout(0.1f), layers::Dense(3, "softmax")});
+  }
+  auto m = std::make_unique<Sequential>(l, "lockstep_" + kind);
+  m->compile(optimizers::Adam(1e-2), losses::SparseCategoricalCrossentropy(), {"accuracy"});
+  return m;
+}
+}  // namespace
+
+int main(int argc, char** argv) {
+  const std::vector<std::string> a(argv + 1, argv + argc);
+  try {
+    if (a.size() == 5 && a[0] == "train") {
+      const Tensor x = data::read_npy(a[3]), y = data::read_npy(a[4]);
+      auto m = make(a[1], x.shape().tail());
+      m->fit(x, y, {.epochs = 3, .batch_size = 16, .verbose = 0});
+      save_model(*m, a[2]);
+    } else if (a.size() == 3 && a[0] == "resave") {
+      save_model(*load_model(a[1]), a[2]);
+    } else if (a.size() == 5 && a[0] == "load-weights") {
+      auto m = load_model(a[1]);
+      for (auto& v : m->variables()) v.assign(Tensor::zeros(v.value().shape()));  // only the file's values count
+      load_weights(*m, a[2]);
+      data::write_npy(a[4], m->predict(data::read_npy(a[3])));
+    } else {
+      std::fprintf(stderr, "usage: see the header of keras_files_driver.cpp\n");
+      return 2;
+    }
+    return 0;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 1;
+  }
+}

@@ -1,0 +1,371 @@
+// Keras 3 files (.keras archives, .weights.h5): lockstep's own round trips are bit-exact, the
+// files have Keras' layout, and every way a file can be wrong is an IOError naming the file, the
+// layer and the problem, with nothing half-loaded and nothing half-written.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "lockstep/io/atomic_file.hpp"
+#include "lockstep/io/hdf5_file.hpp"
+#include "lockstep/io/zip_archive.hpp"
+#include "lockstep/layers/conv_layers.hpp"
+#include "lockstep/layers/core_layers.hpp"
+#include "lockstep/layers/normalization_layers.hpp"
+#include "lockstep/training/saved_model.hpp"
+
+namespace lockstep {
+namespace {
+using nlohmann::json;
+
+std::string fresh_dir(const std::string& name) {
+  const auto d = std::filesystem::path(LOCKSTEP_BINARY_DIR) / "test_tmp" / "keras_file" / name;
+  std::filesystem::remove_all(d);
+  std::filesystem::create_directories(d);
+  return d.string();
+}
+
+Tensor inputs(std::int64_t n, std::int64_t features) {
+  std::vector<float> v(static_cast<std::size_t>(n * features));
+  for (std::size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>((i * 37 + 11) % 101) / 101.0f;
+  return Tensor::from_vector(v, Shape{n, features});
+}
+Tensor labels(std::int64_t n, std::int64_t classes) {
+  std::vector<std::int64_t> v(static_cast<std::size_t>(n));
+  for (std::size_t i = 0; i < v.size(); ++i) v[i] = static_cast<std::int64_t>((i * 7) % static_cast<std::size_t>(classes));
+  return Tensor::from_vector(v, Shape{n});
+}
+
+bool same_bits(const Tensor& a, const Tensor& b) {
+  return a.shape() == b.shape() && a.dtype() == b.dtype() && std::memcmp(a.raw_data(), b.raw_data(), a.nbytes()) == 0;
+}
+
+void expect_same_variables(const Model& a, const Model& b) {
+  const auto va = a.variables(), vb = b.variables();
+  ASSERT_EQ(va.size(), vb.size());
+  for (std::size_t i = 0; i < va.size(); ++i) {
+    EXPECT_EQ(va[i].name(), vb[i].name());
+    EXPECT_TRUE(same_bits(va[i].read_value(), vb[i].read_value())) << va[i].name();
+  }
+}
+
+std::string io_message(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const IOError& e) {
+    return e.what();
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << "expected IOError, got: " << e.what();
+    return "";
+  }
+  ADD_FAILURE() << "expected IOError";
+  return "";
+}
+
+#define EXPECT_HAS(message, needle) \
+  EXPECT_NE((message).find(needle), std::string::npos) << "message: " << (message) << "\nmissing: " << (needle)
+
+// Every layer class lockstep has, BatchNormalization with moved statistics.
+std::unique_ptr<Sequential> convnet() {
+  auto m = std::make_unique<Sequential>(
+      std::vector<layers::LayerPtr>{
+          layers::Input(Shape{6, 6, 2}), layers::Rescaling(0.5f, 0.25f),
+          layers::ZeroPadding2D({layers::Pair{1, 0}, layers::Pair{0, 1}}),
+          layers::Conv2D({.filters = 4, .kernel_size = {3, 2}, .strides = {2, 1}, .padding = "same"}),
+          layers::BatchNormalization({.momentum = 0.8f, .epsilon = 1e-2f}),
+          layers::DepthwiseConv2D({.kernel_size = {2, 2}, .depth_multiplier = 2, .dilation_rate = {1, 2},
+                                   .activation = "relu"}),
+          layers::AveragePooling2D({2, 1}, layers::Pair{1, 1}, "same"), layers::MaxPooling2D({2, 2}),
+          layers::Flatten(), layers::Dropout(0.3f), layers::Reshape(Shape{2, -1}), layers::Activation("tanh"),
+          layers::Flatten(), layers::Dense(3, "softmax")},
+      "convs");
+  m->compile(optimizers::Adam(1e-2), losses::SparseCategoricalCrossentropy(), {"accuracy"});
+  const Tensor x = inputs(5, 72).reshape(Shape{5, 6, 6, 2});
+  m->train_step(x, labels(5, 3));
+  return m;
+}
+
+std::unique_ptr<Sequential> mlp() {
+  auto m = std::make_unique<Sequential>(
+      std::vector<layers::LayerPtr>{layers::Dense(8, "relu", 4), layers::BatchNormalization(),
+                                    layers::Dense(2, "softmax")},
+      "mlp");
+  m->compile(optimizers::SGD(0.1), losses::SparseCategoricalCrossentropy(), {"accuracy"});
+  m->train_step(inputs(8, 4), labels(8, 2));
+  return m;
+}
+
+TEST(KerasFile, RoundTripIsBitExact) {
+  const std::string dir = fresh_dir("round_trip");
+  auto model = convnet();
+  const Tensor x = inputs(7, 72).reshape(Shape{7, 6, 6, 2});
+  save_model(*model, dir + "/m.keras");
+  auto loaded = load_model(dir + "/m.keras");
+  EXPECT_EQ(loaded->name(), "convs");
+  ASSERT_EQ(loaded->layers().size(), model->layers().size());
+  for (std::size_t i = 0; i < model->layers().size(); ++i) {
+    EXPECT_EQ(loaded->layers()[i]->class_name(), model->layers()[i]->class_name());
+    EXPECT_EQ(loaded->layers()[i]->name(), model->layers()[i]->name());
+  }
+  const auto& bn = dynamic_cast<const layers::BatchNormalizationLayer&>(*loaded->layers()[4]);
+  EXPECT_EQ(bn.options().momentum, 0.8f);
+  EXPECT_EQ(bn.options().epsilon, 1e-2f);
+  const auto& conv = dynamic_cast<const layers::Conv2DLayer&>(*loaded->layers()[3]);
+  EXPECT_EQ(conv.options().strides, (layers::Pair{2, 1}));
+  EXPECT_EQ(conv.options().padding, "same");
+  expect_same_variables(*model, *loaded);
+  EXPECT_TRUE(same_bits(model->predict(x), loaded->predict(x)));
+  // The compile config came back (the optimizer's state does not travel in Keras files).
+  ASSERT_TRUE(loaded->compiled());
+  EXPECT_EQ(loaded->optimizer()->name(), "Adam");
+  EXPECT_EQ(loaded->optimizer()->current_learning_rate(), 1e-2);
+  EXPECT_EQ(loaded->optimizer()->hyperparameters(), model->optimizer()->hyperparameters());
+  EXPECT_EQ(loaded->optimizer()->iterations(), 0);
+  EXPECT_EQ(loaded->loss()->name(), "sparse_categorical_crossentropy");
+  ASSERT_EQ(loaded->metrics().size(), 1u);
+  EXPECT_EQ(loaded->metrics()[0]->name(), "accuracy");
+  // Saved again, the archive is the same but for metadata.json's date.
+  save_model(*loaded, dir + "/again.keras");
+  const auto a = io::decode_zip(io::read_file(dir + "/m.keras"), "m"), b = io::decode_zip(io::read_file(dir + "/again.keras"), "a");
+  EXPECT_EQ(io::find_entry(a, "config.json")->bytes, io::find_entry(b, "config.json")->bytes);
+}
+
+TEST(KerasFile, ArchiveHasKerasLayout) {
+  const std::string dir = fresh_dir("layout");
+  auto model = mlp();
+  save_model(*model, dir + "/m.keras");
+  const auto entries = io::decode_zip(io::read_file(dir + "/m.keras"), "m.keras");
+  ASSERT_EQ(entries.size(), 3u);
+  EXPECT_EQ(entries[0].name, "metadata.json");
+  EXPECT_EQ(entries[1].name, "config.json");
+  EXPECT_EQ(entries[2].name, "model.weights.h5");
+  const json config = json::parse(entries[1].bytes);
+  EXPECT_EQ(config["class_name"], "Sequential");
+  const json& list = config["config"]["layers"];
+  ASSERT_EQ(list.size(), 4u);
+  EXPECT_EQ(list[0]["class_name"], "InputLayer");
+  EXPECT_EQ(list[0]["config"]["batch_shape"], json::parse("[null, 4]"));
+  EXPECT_EQ(list[1]["config"]["kernel_initializer"]["class_name"], "GlorotUniform");
+  EXPECT_EQ(list[1]["config"]["dtype"]["config"]["name"], "float32");
+  EXPECT_EQ(list[2]["class_name"], "BatchNormalization");
+  EXPECT_EQ(config["compile_config"]["optimizer"]["class_name"], "SGD");
+  EXPECT_EQ(config["compile_config"]["loss"], "sparse_categorical_crossentropy");
+
+  const io::H5Content h5 = io::decode_hdf5(entries[2].bytes, "model.weights.h5", {.attributes = true});
+  // Keras' order: Dense kernel, bias; BatchNormalization gamma, beta, moving_mean, moving_variance.
+  const auto bn = model->layers()[1]->variables();
+  for (std::size_t i = 0; i < 4; ++i) {
+    const Tensor* t = h5.find_dataset("layers/batch_normalization/vars/" + std::to_string(i));
+    ASSERT_NE(t, nullptr);
+    EXPECT_TRUE(same_bits(*t, bn[i].read_value())) << bn[i].name();
+  }
+  EXPECT_EQ(bn[2].name(), "batch_normalization/moving_mean");
+  ASSERT_NE(h5.find_group("layers/dense/vars"), nullptr);
+  EXPECT_EQ(h5.find_group("layers/dense/vars")->attributes.at("name"), "dense");
+  EXPECT_NE(h5.find_group("vars"), nullptr);
+}
+
+TEST(KerasFile, WeightsFileRoundTripAndMismatch) {
+  const std::string dir = fresh_dir("weights");
+  auto model = mlp();
+  save_weights(*model, dir + "/m.weights.h5");
+  auto other = std::make_unique<Sequential>(
+      std::vector<layers::LayerPtr>{layers::Dense(8, "relu", 4), layers::BatchNormalization(),
+                                    layers::Dense(2, "softmax")},
+      "mlp");
+  load_weights(*other, dir + "/m.weights.h5");
+  expect_same_variables(*model, *other);
+  const Tensor x = inputs(5, 4);
+  EXPECT_TRUE(same_bits(model->predict(x), other->predict(x)));
+
+  Sequential wider({layers::Dense(9, "relu", 4), layers::BatchNormalization(), layers::Dense(2, "softmax")}, "mlp");
+  const auto before = wider.variables()[0].read_value();
+  const std::string m = io_message([&] { load_weights(wider, dir + "/m.weights.h5"); });
+  EXPECT_HAS(m, "m.weights.h5");
+  EXPECT_HAS(m, "weight layers/dense/vars/0");
+  EXPECT_HAS(m, "has shape (4, 8) but the model's is (4, 9)");
+  EXPECT_TRUE(same_bits(before, wider.variables()[0].read_value())) << "nothing half-loaded";
+  EXPECT_THROW(save_weights(*model, dir + "/m.h5"), ValueError);
+}
+
+TEST(KerasFile, PolicyAndLogitsLossRoundTrip) {
+  const std::string dir = fresh_dir("policy");
+  Sequential model({layers::Dense({.units = 4, .activation = "relu", .input_dim = 3, .dtype = "mixed_bfloat16"}),
+                    layers::Dense(2)},
+                   "mixed");
+  model.compile(optimizers::AdamW({}), losses::SparseCategoricalCrossentropy({.from_logits = true}),
+                {"sparse_categorical_accuracy"});
+  save_model(model, dir + "/m.keras");
+  auto loaded = load_model(dir + "/m.keras");
+  EXPECT_EQ(loaded->layers()[1]->dtype_policy().name(), "mixed_bfloat16");
+  EXPECT_EQ(loaded->layers()[2]->dtype_policy().name(), "float32");
+  ASSERT_TRUE(loaded->compiled());
+  EXPECT_EQ(loaded->optimizer()->name(), "AdamW");
+  EXPECT_EQ(loaded->optimizer()->hyperparameters(), model.optimizer()->hyperparameters());
+  EXPECT_TRUE(loaded->loss()->from_logits());
+  EXPECT_EQ(loaded->metrics()[0]->name(), "sparse_categorical_accuracy");
+  const Tensor x = inputs(6, 3);
+  EXPECT_TRUE(same_bits(model.predict(x), loaded->predict(x)));
+}
+
+// Keras finds a layer's weights by class and position, not by name (names are often generated).
+TEST(KerasFile, WeightGroupsAreNamedByClassAndPosition) {
+  const std::string dir = fresh_dir("group_names");
+  Sequential model({layers::Dense({.units = 3, .input_dim = 2, .name = "hidden"}), layers::Dropout(0.1f),
+                    layers::Dense({.units = 2, .name = "out"})},
+                   "named");
+  save_weights(model, dir + "/w.weights.h5");
+  const io::H5Content h5 = io::decode_hdf5(io::read_file(dir + "/w.weights.h5"), "w", {.attributes = true});
+  ASSERT_NE(h5.find_group("layers/dense_1/vars"), nullptr);
+  EXPECT_EQ(h5.find_group("layers/dense/vars")->attributes.at("name"), "hidden");
+  EXPECT_EQ(h5.find_group("layers/dense_1/vars")->attributes.at("name"), "out");
+  EXPECT_TRUE(same_bits(*h5.find_dataset("layers/dense_1/vars/0"), model.layers()[2]->variables()[0].read_value()));
+  // The same architecture under other names takes the weights.
+  Sequential other({layers::Dense(3, "linear", 2), layers::Dropout(0.1f), layers::Dense(2)}, "other");
+  load_weights(other, dir + "/w.weights.h5");
+  const Tensor x = inputs(4, 2);
+  EXPECT_TRUE(same_bits(model.predict(x), other.predict(x)));
+}
+
+// A good archive of mlp(), with one entry replaced.
+class BrokenArchive : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fresh_dir(::testing::UnitTest::GetInstance()->current_test_info()->name());
+    save_model(*mlp(), dir_ + "/good.keras");
+    entries_ = io::decode_zip(io::read_file(dir_ + "/good.keras"), "good.keras");
+    config_ = json::parse(io::find_entry(entries_, "config.json")->bytes);
+    h5_ = io::decode_hdf5(io::find_entry(entries_, "model.weights.h5")->bytes, "w", {.attributes = true});
+  }
+  // Writes the archive with config_ and h5_ as they are now; returns load_model's message.
+  std::string load_message(const std::string& name) {
+    auto copy = entries_;
+    for (auto& e : copy) {
+      if (e.name == "config.json") e.bytes = config_.dump();
+      if (e.name == "model.weights.h5") e.bytes = io::encode_hdf5(h5_);
+    }
+    const std::string path = dir_ + "/" + name;
+    io::write_file_atomic(path, io::encode_zip(copy));
+    std::string m = io_message([&] { load_model(path); });
+    EXPECT_HAS(m, name);
+    return m;
+  }
+  json& layer(std::size_t i) { return config_["config"]["layers"][i]; }
+  std::string dir_;
+  std::vector<io::ZipEntry> entries_;
+  json config_;
+  io::H5Content h5_;
+};
+
+TEST_F(BrokenArchive, UnsupportedLayerNamesFileLayerAndClass) {
+  layer(2) = {{"module", "keras.layers"}, {"class_name", "LSTM"}, {"config", {{"name", "lstm"}, {"units", 4}}}};
+  const std::string m = load_message("lstm.keras");
+  EXPECT_HAS(m, "layer 'lstm' (LSTM): this layer class is not supported by lockstep");
+  EXPECT_HAS(m, "BatchNormalization");  // the classes it has
+}
+
+TEST_F(BrokenArchive, FunctionalModelIsNamed) {
+  config_["class_name"] = "Functional";
+  EXPECT_HAS(load_message("functional.keras"), "the model is a Functional model; lockstep reads Sequential models only");
+}
+
+TEST_F(BrokenArchive, UnsupportedArgumentIsNamed) {
+  layer(1)["config"]["kernel_regularizer"] = {{"class_name", "L2"}, {"config", {{"l2", 0.01}}}};
+  EXPECT_HAS(load_message("regularizer.keras"), "layer 'dense' (Dense): argument kernel_regularizer=");
+  layer(1)["config"].erase("kernel_regularizer");
+  layer(1)["config"]["data_format"] = "channels_first";
+  EXPECT_HAS(load_message("data_format.keras"), "layer 'dense' (Dense): argument data_format=\"channels_first\"");
+  layer(1)["config"].erase("data_format");
+  layer(2)["config"]["renorm"] = true;
+  EXPECT_HAS(load_message("renorm.keras"), "layer 'batch_normalization' (BatchNormalization): argument renorm=true");
+  layer(2)["config"]["renorm"] = false;
+  layer(1)["config"]["kernel_initializer"] = {{"class_name", "Orthogonal"}, {"config", json::object()}};
+  EXPECT_HAS(load_message("initializer.keras"), "argument kernel_initializer=");
+  layer(1)["config"]["kernel_initializer"] = "glorot_uniform";
+  layer(1)["config"]["dtype"] = "float64";
+  EXPECT_HAS(load_message("dtype.keras"), "layer 'dense' (Dense): unknown dtype policy 'float64'");
+  layer(1)["config"]["dtype"] = "float32";
+  layer(1)["config"]["activation"] = "swish";
+  EXPECT_HAS(load_message("activation.keras"), "layer 'dense' (Dense): unknown activation 'swish'");
+  layer(1)["config"]["activation"] = "relu";
+  layer(1)["config"].erase("units");
+  EXPECT_HAS(load_message("units.keras"), "layer 'dense' (Dense): missing or mistyped argument");
+}
+
+TEST_F(BrokenArchive, MissingWeightIsNamed) {
+  std::erase_if(h5_.datasets, [](const io::H5Dataset& d) { return d.path == "layers/dense_1/vars/1"; });
+  EXPECT_HAS(load_message("missing.keras"),
+             "model.weights.h5 has no weight layers/dense_1/vars/1 (layer 'dense_1' (Dense) variable 'dense_1/bias'");
+}
+
+TEST_F(BrokenArchive, MissingLayerGroupIsNamed) {
+  std::erase_if(h5_.datasets, [](const io::H5Dataset& d) { return d.path.rfind("layers/batch_normalization/", 0) == 0; });
+  std::erase_if(h5_.groups, [](const io::H5Group& g) { return g.path == "layers/batch_normalization/vars"; });
+  EXPECT_HAS(load_message("no_group.keras"), "has no group layers/batch_normalization/vars");
+}
+
+TEST_F(BrokenArchive, WrongShapeAndExtraWeightsAreNamed) {
+  for (auto& d : h5_.datasets)
+    if (d.path == "layers/dense/vars/0") d.value = Tensor::zeros(Shape{8, 4});
+  EXPECT_HAS(load_message("shape.keras"), "weight layers/dense/vars/0 (layer 'dense' (Dense) variable 'dense/kernel') "
+                                          "has shape (8, 4) but the model's is (4, 8)");
+  for (auto& d : h5_.datasets)
+    if (d.path == "layers/dense/vars/0") d.value = Tensor::zeros(Shape{4, 8});
+  h5_.datasets.push_back({"layers/dense/vars/2", Tensor::zeros(Shape{8})});
+  EXPECT_HAS(load_message("extra.keras"), "holds layers/dense/vars/2, but layer 'dense' (Dense) has 2 weights");
+  h5_.datasets.pop_back();
+  h5_.datasets.push_back({"layers/lstm/vars/0", Tensor::zeros(Shape{8})});
+  EXPECT_HAS(load_message("other_layer.keras"), "holds layers/lstm/vars/0, but model 'mlp' has no layer whose weights go to layers/lstm/vars");
+}
+
+TEST_F(BrokenArchive, UnknownCompileConfigLoadsUncompiled) {
+  config_["compile_config"]["optimizer"] = {{"class_name", "RMSprop"}, {"config", {{"learning_rate", 0.001}}}};
+  auto copy = entries_;
+  for (auto& e : copy)
+    if (e.name == "config.json") e.bytes = config_.dump();
+  io::write_file_atomic(dir_ + "/rmsprop.keras", io::encode_zip(copy));
+  ::testing::internal::CaptureStderr();
+  auto m = load_model(dir_ + "/rmsprop.keras");
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  EXPECT_FALSE(m->compiled());
+  EXPECT_HAS(err, "WARNING: Keras file '");
+  EXPECT_HAS(err, "optimizer RMSprop is not supported");
+  EXPECT_TRUE(same_bits(m->predict(inputs(3, 4)), mlp()->predict(inputs(3, 4))));
+}
+
+TEST_F(BrokenArchive, NotAnArchiveOrCutShortIsNamed) {
+  const std::string good = io::read_file(dir_ + "/good.keras");
+  io::write_file_atomic(dir_ + "/cut.keras", good.substr(0, good.size() - 100));
+  EXPECT_HAS(io_message([&] { load_model(dir_ + "/cut.keras"); }), "cut.keras': truncated");
+  io::write_file_atomic(dir_ + "/text.keras", "{\"class_name\": \"Sequential\"}");
+  EXPECT_HAS(io_message([&] { load_model(dir_ + "/text.keras"); }), "text.keras': not a zip archive");
+  EXPECT_HAS(io_message([&] { load_model(dir_ + "/absent.keras"); }), "absent.keras");
+  io::write_file_atomic(dir_ + "/no_config.keras", io::encode_zip({entries_[0], entries_[2]}));
+  EXPECT_HAS(io_message([&] { load_model(dir_ + "/no_config.keras"); }), "no_config.keras' has no config.json");
+  auto copy = entries_;
+  copy[1].bytes = "{\"class_name\": ";
+  io::write_file_atomic(dir_ + "/bad_json.keras", io::encode_zip(copy));
+  EXPECT_HAS(io_message([&] { load_model(dir_ + "/bad_json.keras"); }), "bad_json.keras': config.json is not valid JSON");
+  copy = entries_;
+  copy[2].bytes = copy[2].bytes.substr(0, copy[2].bytes.size() / 2);
+  io::write_file_atomic(dir_ + "/cut_h5.keras", io::encode_zip(copy));
+  EXPECT_HAS(io_message([&] { load_model(dir_ + "/cut_h5.keras"); }), "cut_h5.keras': model.weights.h5: cannot be opened");
+}
+
+TEST(KerasFile, FailedSaveLeavesThePreviousFile) {
+  const std::string dir = fresh_dir("failed_save");
+  auto model = mlp();
+  save_model(*model, dir + "/m.keras");
+  const std::string before = io::read_file(dir + "/m.keras");
+  Sequential unbuilt({layers::Dense(3)}, "unbuilt");
+  EXPECT_THROW(save_model(unbuilt, dir + "/m.keras"), ValueError);
+  EXPECT_EQ(io::read_file(dir + "/m.keras"), before);
+  EXPECT_THROW(save_model(*model, dir + "/no-such-dir/m.keras"), IOError);
+  EXPECT_FALSE(std::filesystem::exists(dir + "/no-such-dir"));
+  for (const auto& e : std::filesystem::directory_iterator(dir))
+    EXPECT_EQ(e.path().filename(), "m.keras") << "a temporary file was left: " << e.path();
+}
+
+}  // namespace
+}  // namespace lockstep
