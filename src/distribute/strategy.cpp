@@ -277,9 +277,32 @@ StrategyScope::StrategyScope(Strategy& strategy)
 StrategyScope::~StrategyScope() { t_current_strategy = previous_; }
 
 // ---------------------------------------------------------------------------------------
-Tensor Strategy::reduce(ReduceOp op, const PerReplica<Tensor>& values, std::optional<int> axis) const {
-  LOCKSTEP_CHECK(values.size() > 0, "Strategy::reduce: no values");
-  if (num_workers_ > 1) return reduce_across_workers(op, values, axis);
+namespace {
+// Results of reduce and gather live on the host (TF's default destination), whatever device
+// the replicas' values are on; host values stay as they are (views, no copy).
+PerReplica<Tensor> on_host(const PerReplica<Tensor>& values) {
+  bool all_host = true;
+  for (std::size_t r = 0; r < values.size(); ++r) all_host &= values[r].device().kind == DeviceKind::kCpu;
+  if (all_host) return values;
+  std::vector<Tensor> out;
+  for (std::size_t r = 0; r < values.size(); ++r)
+    out.push_back(values[r].device().kind == DeviceKind::kCpu ? values[r] : values[r].to(Device{}));
+  return PerReplica<Tensor>(std::move(out));
+}
+}  // namespace
+
+data::Element to_current_device(const data::Element& element) {
+  const Device here = backend::current_context().device();
+  data::Element out = element;
+  for (auto& t : out)
+    if (t.defined() && t.device().kind != here.kind) t = t.to(here);
+  return out;
+}
+
+Tensor Strategy::reduce(ReduceOp op, const PerReplica<Tensor>& replica_values, std::optional<int> axis) const {
+  LOCKSTEP_CHECK(replica_values.size() > 0, "Strategy::reduce: no values");
+  if (num_workers_ > 1) return reduce_across_workers(op, replica_values, axis);
+  const PerReplica<Tensor> values = on_host(replica_values);
   if (axis) {
     LOCKSTEP_CHECK(op == ReduceOp::kSum || op == ReduceOp::kMean, "Strategy::reduce with an axis supports sum and mean");
     Tensor all = gather(values, *axis);
@@ -303,7 +326,7 @@ Tensor Strategy::gather(const PerReplica<Tensor>& values, int axis) const {
   LOCKSTEP_CHECK(values.size() > 0, "Strategy::gather: no values");
   LOCKSTEP_CHECK(axis == 0, "Strategy::gather: only axis 0 is supported, got ", axis);
   if (num_workers_ > 1) return gather_across_workers(values);
-  return concat(values.values(), 0);
+  return concat(on_host(values).values(), 0);
 }
 
 // Across workers the replicas' values travel through the strategy's own collective group, so
@@ -670,6 +693,9 @@ Layout multi_worker_layout(const MultiWorkerOptions& o) {
                    launched ? "lockstep was built without MPI (LOCKSTEP_WITH_MPI=OFF)" : "not launched under MPI (mpirun)");
     return l;
   }
+  LOCKSTEP_CHECK(l.devices.front().kind == DeviceKind::kCpu, "MultiWorkerMirroredStrategy: GPU replicas across "
+                 "workers are not supported yet (NCCL across processes is not built); use CPU devices "
+                 "(--devices cpu:N) or one worker");
   WorkerTransport& world = WorkerTransport::world();
   l.num_workers = world.size();
   l.worker_index = world.rank();

@@ -132,6 +132,10 @@ class StrategyScope {
 
 /// Where a strategy's replicas run: a device, a thread count and (optionally) the cores to
 /// pin to, per replica.
+/// `element` with every tensor on the device of this thread's compute context (a replica's
+/// GPU): host slices are copied there; tensors already of that kind are kept (no copy).
+data::Element to_current_device(const data::Element& element);
+
 struct StrategyLayout {
   std::vector<Device> devices;
   std::vector<int> threads;
@@ -199,7 +203,7 @@ class Strategy {
                    num_local_replicas(), " replicas (distribute the dataset with this strategy)");
     const BatchInStep in_step(*this, batch);
     return run([&](ReplicaContext& ctx) {
-      return fn(batch.slices[static_cast<std::size_t>(ctx.local_replica_id())]);
+      return fn(to_current_device(batch.slices[static_cast<std::size_t>(ctx.local_replica_id())]));
     });
   }
   /// How many steps (run calls) this strategy has run.

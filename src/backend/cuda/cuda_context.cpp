@@ -27,12 +27,16 @@ void check(cublasStatus_t s, const char* what) {
 }
 
 int device_count() {
-  int n = 0;
-  if (cudaGetDeviceCount(&n) != cudaSuccess) {
-    (void)cudaGetLastError();  // no driver or no device: clear the sticky error
-    return 0;
-  }
-  return n;
+  // Asked once: the devices a process sees do not change while it runs.
+  static const int count = [] {
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess) {
+      (void)cudaGetLastError();  // no driver or no device: clear the sticky error
+      return 0;
+    }
+    return n;
+  }();
+  return count;
 }
 
 std::string device_name(int index) {
@@ -99,8 +103,6 @@ void read_back(ComputeContext& ctx, void* host, const void* dev, std::size_t byt
   check(cudaStreamSynchronize(s), "cudaStreamSynchronize");
 }
 
-bool equal_bytes(ComputeContext& ctx, const void* a, const void* b, std::size_t bytes);  // storage.cu
-
 namespace {
 int device_of_pointer(const void* p) {
   cudaPointerAttributes attr{};
@@ -111,13 +113,28 @@ int device_of_pointer(const void* p) {
   return attr.type == cudaMemoryTypeDevice ? attr.device : -1;
 }
 
+// DeviceOps may run with a CPU context current (a host thread assigning a variable's GPU
+// copy, reading a result): then the GPU is the one that holds the memory.
+CudaDevice& device_for(ComputeContext& ctx, const void* dev_ptr) {
+  if (ctx.native()) return device(ctx);
+  const int idx = device_of_pointer(dev_ptr);
+  if (idx < 0) throw InternalError("a CUDA memory operation on " + ctx.device().str() + " got a pointer that is not "
+                                   "GPU memory");
+  CudaDevice& d = device_state(idx);
+  check(cudaSetDevice(idx), "cudaSetDevice");
+  return d;
+}
+
 void copy(ComputeContext& ctx, void* dst, const void* src, std::size_t bytes) {
   if (!bytes || dst == src) return;
-  CudaDevice& d = device(ctx);
+  CudaDevice& d = device_for(ctx, dst);
   // Between two GPUs (a broadcast from replica 0): the source's stream may still be writing it,
   // and the copy must be done before that device reuses the block.
-  const int from = device_of_pointer(src), to = device_of_pointer(dst);
-  const int other = from != d.index ? from : to != d.index ? to : -1;
+  int other = -1;
+  if (device_count() > 1) {
+    const int from = device_of_pointer(src), to = device_of_pointer(dst);
+    other = from >= 0 && from != d.index ? from : to >= 0 && to != d.index ? to : -1;
+  }
   if (other >= 0) {
     check(cudaStreamSynchronize(device_state(other).stream), "cudaStreamSynchronize (peer)");
     check(cudaSetDevice(d.index), "cudaSetDevice");
@@ -127,21 +144,35 @@ void copy(ComputeContext& ctx, void* dst, const void* src, std::size_t bytes) {
 }
 
 void copy_to_host(ComputeContext& ctx, void* host, const void* src, std::size_t bytes) {
-  if (bytes) read_back(ctx, host, src, bytes);
+  if (!bytes) return;
+  cudaStream_t s = device_for(ctx, src).stream;
+  check(cudaMemcpyAsync(host, src, bytes, cudaMemcpyDeviceToHost, s), "cudaMemcpyAsync (to host)");
+  check(cudaStreamSynchronize(s), "cudaStreamSynchronize");
 }
 
 void copy_from_host(ComputeContext& ctx, void* dst, const void* host, std::size_t bytes) {
   if (!bytes) return;
-  cudaStream_t s = stream(ctx);
+  cudaStream_t s = device_for(ctx, dst).stream;
   check(cudaMemcpyAsync(dst, host, bytes, cudaMemcpyHostToDevice, s), "cudaMemcpyAsync (from host)");
   // The host buffer may be freed or reused as soon as this returns.
   check(cudaStreamSynchronize(s), "cudaStreamSynchronize");
 }
 
 void zero(ComputeContext& ctx, void* dst, std::size_t bytes) {
-  if (bytes) check(cudaMemsetAsync(dst, 0, bytes, stream(ctx)), "cudaMemsetAsync");
+  if (bytes) check(cudaMemsetAsync(dst, 0, bytes, device_for(ctx, dst).stream), "cudaMemsetAsync");
 }
 }  // namespace
+
+bool equal_bytes_on(ComputeContext& ctx, const void* a, const void* b, std::size_t bytes);  // storage.cu
+bool equal_bytes(ComputeContext& ctx, const void* a, const void* b, std::size_t bytes) {
+  if (bytes == 0 || a == b) return true;
+  if (ctx.native()) return equal_bytes_on(ctx, a, b, bytes);
+  // A host thread comparing two GPU tensors (check_mirrored): on their GPU's context.
+  CudaDevice& d = device_for(ctx, a);
+  ComputeContext gpu(Device{DeviceKind::kCuda, d.index},
+                     std::make_shared<CudaCachingAllocator>(d.index, "gpu:" + std::to_string(d.index), 0), &d);
+  return equal_bytes_on(gpu, a, b, bytes);
+}
 
 const DeviceOps& device_ops() {
   static const DeviceOps ops{.copy = copy,

@@ -57,7 +57,7 @@ void dropout_mask(ComputeContext&, void*, std::int64_t, std::int64_t, float, std
 void sgd_update(ComputeContext&, void*, void*, const void*, std::int64_t, float, float, bool);
 void adam_update(ComputeContext&, void*, void*, void*, const void*, std::int64_t, const AdamStep&);
 
-bool equal_bytes(ComputeContext&, const void*, const void*, std::size_t);
+bool equal_bytes_on(ComputeContext&, const void*, const void*, std::size_t);
 
 }  // namespace lockstep::backend::cuda
 

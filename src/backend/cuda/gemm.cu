@@ -110,9 +110,10 @@ void gemm(ComputeContext& ctx, bool ta, bool tb, std::int64_t m, std::int64_t n,
     return;
   }
   const std::uint32_t al_a = alignment(a), al_b = alignment(b), al_c = alignment(c);
-  GemmKey key{ta, tb, m, n, k, lda, ldb, ldc, static_cast<int>(data_type<F>()) * 1000000 +
-                                                 static_cast<int>(std::min({al_a, al_b, al_c})),
-              beta == 0.0f};
+  // A plan asks for its operands' alignments: one per (dtype, alignment of each operand).
+  const auto lg = [](std::uint32_t a) { return static_cast<int>(__builtin_ctz(a)); };
+  GemmKey key{ta, tb, m, n, k, lda, ldb, ldc,
+              (static_cast<int>(data_type<F>()) << 24) | (lg(al_a) << 16) | (lg(al_b) << 8) | lg(al_c), beta == 0.0f};
   GemmPlan* plan = nullptr;
   {
     std::lock_guard<std::mutex> lock(d.plans_mu);
