@@ -2,9 +2,9 @@
 # The one command for a GPU machine (issue 13): runs the gpu tests, the backend-parity rows on
 # CUDA, 4 logical replicas on one GPU against one device, and the GPU benchmarks against PyTorch,
 # and writes one report. Made for a machine without a compiler or a package registry (an H200
-# with a CUDA 13 driver and PyTorch 2.11 in its python3): its binaries come from gpu-bundle/
-# (scripts/gpu_bundle.sh, run where nvcc is, then carried along), else from build/ (a build
-# with CUDA on this machine). About 8 minutes at most: every phase has a time limit.
+# with a CUDA 13 driver and PyTorch 2.11 in its python3): its binaries come from gpu-bundle/ or
+# gpu-bundle.tar.xz (scripts/gpu_bundle.sh, run where nvcc is, then carried along), else from
+# build/ (a build with CUDA on this machine). About 8 minutes at most: every phase has a time limit.
 #   scripts/gpu_check.sh [bundle-or-build-dir]      report: $OUT/gpu_check_report.txt (or ./)
 set -uo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -17,6 +17,10 @@ say() { printf '%s\n' "$*" | tee -a "$report"; }
 
 # ---- binaries ----
 dir="${1:-}"
+if [[ -z "$dir" && ! -x gpu-bundle/bin/gpu_tests && -f gpu-bundle.tar.xz ]]; then
+  unpack="${TMPDIR:-/tmp}/lockstep-gpu-check"
+  rm -rf "$unpack" && mkdir -p "$unpack" && tar -xJf gpu-bundle.tar.xz -C "$unpack" && dir="$unpack/gpu-bundle"
+fi
 if [[ -z "$dir" ]]; then
   if [[ -x gpu-bundle/bin/gpu_tests ]]; then dir=gpu-bundle; else dir=build; fi
 fi

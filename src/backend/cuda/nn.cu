@@ -206,8 +206,9 @@ void reduce_sum(ComputeContext& ctx, const void* xv, void* outv, std::int64_t ou
   cudaStream_t s = stream(ctx);
   const std::int64_t cols = outer * inner;
   if (cols == 0) return;
-  if (axis == 0) {
-    check(cudaMemsetAsync(out, 0, static_cast<std::size_t>(cols) * sizeof(F), s), "cudaMemsetAsync");
+  if (axis == 0) {  // 0 * post_scale, as on the CPU: the mean of nothing is NaN
+    column_finish_kernel<F><<<blocks_for(cols), kThreads, 0, s>>>(nullptr, out, cols, 0, post_scale);
+    check_launch("reduce_sum");
     return;
   }
   if (inner == 1) {
