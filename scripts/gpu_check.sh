@@ -57,6 +57,12 @@ if ! ldd "$gpu_tests" | grep -q "not found"; then :; else
   say "ERROR: gpu_tests lacks libraries:"; ldd "$gpu_tests" | grep "not found" | tee -a "$report"; exit 1
 fi
 
+gpus="$("$gpu_tests" --gtest_filter=NoDevice.ReportsHowManyGpusAreVisible 2>&1 | grep -m1 'GPUs visible:')"
+say "$gpus"
+if [[ "${gpus##*: }" == "0" || -z "$gpus" ]]; then
+  say "ERROR: lockstep sees no GPU here (driver, CUDA_VISIBLE_DEVICES?); nothing to check"; exit 1
+fi
+
 status=0
 phase() {  # phase NAME SECONDS CMD...: runs with a limit, logs the tail, records failure
   local name="$1" limit="$2"; shift 2
@@ -64,8 +70,8 @@ phase() {  # phase NAME SECONDS CMD...: runs with a limit, logs the tail, record
   local t0=$SECONDS log="$report_dir/gpu_check_$name.log"
   timeout --kill-after=10 "$limit" "$@" >"$log" 2>&1
   local rc=$?
-  tail -n 40 "$log" | tee -a "$report" >/dev/null
-  grep -E '^\[  (PASSED|FAILED|SKIPPED) \]|^\[  FAILED  \]' "$log" | tail -n 30 >>"$report"
+  tail -n 40 "$log" >>"$report"
+  tail -n 12 "$log"
   say "---- $name: exit $rc in $((SECONDS - t0))s (full log: $log)"
   [[ $rc -ne 0 ]] && status=1
   return 0
