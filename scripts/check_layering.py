@@ -23,6 +23,7 @@ RAW_ACCESS_ALLOWED = {
     "src/data/cache.cpp", "src/data/fingerprint.cpp", "src/io/safetensors.cpp", "src/io/hdf5_file.cpp",
     "src/distribute/multi_worker_group.cpp",  # sends host tensors' bytes to other workers, no staging copy
     "include/lockstep/tensor/tensor.hpp",  # declares them
+    "src/distribute/nccl/nccl_group.cpp",  # NCCL reads and writes the members' device memory itself
 }
 RAW_ACCESS_DIRS = ("src/backend/", "src/tensor/")
 PRIVATE_BACKEND_ALLOWED = ("src/backend/", "src/tensor/", "src/distribute/")

@@ -82,9 +82,12 @@ Tensor Variable::read_value() const {
   if (impl_->synchronization != VariableSynchronization::kOnRead || impl_->copies.size() == 1 ||
       impl_->aggregation == VariableAggregation::kOnlyFirstReplica)
     return impl_->copies[0];
-  // In replica order, so the aggregate is the same bits every time.
-  Tensor acc = impl_->copies[0];
-  for (std::size_t i = 1; i < impl_->copies.size(); ++i) acc = add(acc, impl_->copies[i]);
+  // In replica order, so the aggregate is the same bits every time; on this thread's device
+  // (the host, outside the replicas) when the copies are on another kind (GPUs).
+  const DeviceKind here = context_device(current_compute_context()).kind;
+  auto local = [&](const Tensor& t) { return t.device().kind == here ? t : t.to(context_device(current_compute_context())); };
+  Tensor acc = local(impl_->copies[0]);
+  for (std::size_t i = 1; i < impl_->copies.size(); ++i) acc = add(acc, local(impl_->copies[i]));
   if (impl_->aggregation == VariableAggregation::kMean)
     acc = scale(acc, 1.0f / static_cast<float>(impl_->copies.size()));
   return acc;

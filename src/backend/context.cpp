@@ -17,6 +17,9 @@ ComputeContext::ComputeContext(Device device, int threads, std::vector<int> cpus
       allocator_(std::make_shared<CachingHostAllocator>()),
       pool_(std::make_unique<ThreadPool>(threads, std::move(cpus))) {}
 
+ComputeContext::ComputeContext(Device device, std::shared_ptr<Allocator> allocator, void* native)
+    : device_(device), allocator_(std::move(allocator)), pool_(std::make_unique<ThreadPool>(1)), native_(native) {}
+
 std::vector<int> available_cpu_ids() {
   std::vector<int> ids;
   cpu_set_t set;

@@ -3,6 +3,7 @@
 // makes its context current with ContextGuard; every op on that thread allocates from and
 // computes on it. A thread with no context uses the process's default CPU context (every
 // core), which is what "no strategy" means.
+#include <cstdint>
 #include <memory>
 #include <vector>
 
@@ -16,6 +17,10 @@ class ComputeContext {
  public:
   /// A CPU context computing on `threads` threads (pinned to `cpus` when given).
   ComputeContext(Device device, int threads, std::vector<int> cpus = {});
+  /// A device context of another backend: its allocator and the backend's own state for the
+  /// device (`native`, e.g. the CUDA stream and library handles; not owned). Its pool has one
+  /// thread (the caller): the device computes, not the pool.
+  ComputeContext(Device device, std::shared_ptr<Allocator> allocator, void* native);
   ~ComputeContext();
 
   const Device& device() const { return device_; }
@@ -25,12 +30,15 @@ class ComputeContext {
   ThreadPool& pool() { return *pool_; }
   int threads() const { return pool_->size(); }
   const std::vector<int>& cpus() const { return cpus_; }
+  /// The backend's state for this device (null for the CPU).
+  void* native() const { return native_; }
 
  private:
   Device device_;
   std::vector<int> cpus_;
   std::shared_ptr<Allocator> allocator_;
   std::unique_ptr<ThreadPool> pool_;
+  void* native_ = nullptr;
 };
 
 /// The context current on this thread (the default CPU context when none was set).
@@ -51,6 +59,9 @@ ComputeContext* set_current_context(ComputeContext* ctx);
 struct ContextOptions {
   int threads = 1;
   std::vector<int> cpus;
+  /// GPU devices: the most bytes of tensor memory this context may hold (a logical device's
+  /// share of the GPU, TF's memory_limit); 0: no limit but the device's memory.
+  std::uint64_t memory_limit = 0;
 };
 /// Builds the context of `device` for its kind (registry.cpp): allocator, pool or stream.
 /// Throws ValueError when that kind's backend is not built.

@@ -16,5 +16,9 @@ struct DeviceInfo {
 std::vector<DeviceInfo> list_local_devices();
 /// Number of CUDA devices visible (0 without the CUDA backend, a driver or a GPU).
 int cuda_device_count();
+class ComputeContext;
+/// The cudaStream_t (as void*) a CUDA context computes on; null for other contexts or without
+/// the CUDA backend. For collectives that enqueue on the device (NCCL).
+void* cuda_stream(ComputeContext& ctx);
 
 }  // namespace lockstep::backend

@@ -4,6 +4,9 @@
 #include "backend/cpu/cpu_kernels.hpp"
 #include "backend/devices.hpp"
 #include "lockstep/core/error.hpp"
+#ifdef LOCKSTEP_WITH_CUDA
+#include "backend/cuda/cuda_backend.hpp"
+#endif
 
 namespace lockstep::backend {
 
@@ -12,15 +15,19 @@ const KernelTable kNoKernels{};
 const DeviceOps kNoDeviceOps{};
 }  // namespace
 
-// ---- CUDA: discovery (src/backend/cuda) when built; no kernels yet ----
+// ---- CUDA (src/backend/cuda) when built ----
 #ifdef LOCKSTEP_WITH_CUDA
-std::string cuda_device_name_impl(int index);
-int cuda_device_count_impl();
-int cuda_device_count() { return cuda_device_count_impl(); }
-std::string cuda_device_name(int index) { return cuda_device_name_impl(index); }
+constexpr bool kWithCuda = true;
+int cuda_device_count() { return cuda::device_count(); }
+std::string cuda_device_name(int index) { return cuda::device_name(index); }
+void* cuda_stream(ComputeContext& ctx) {
+  return ctx.device().kind == DeviceKind::kCuda ? cuda::stream_of(ctx) : nullptr;
+}
 #else
+constexpr bool kWithCuda = false;
 int cuda_device_count() { return 0; }
 std::string cuda_device_name(int) { return {}; }
+void* cuda_stream(ComputeContext&) { return nullptr; }
 #endif
 
 const char* kernel_op_name(KernelOp op) {
@@ -38,7 +45,7 @@ const char* kernel_op_name(KernelOp op) {
 bool backend_available(DeviceKind kind) {
   switch (kind) {
     case DeviceKind::kCpu: return true;
-    case DeviceKind::kCuda: return false;  // device discovery only: no CUDA kernels yet
+    case DeviceKind::kCuda: return kWithCuda;
   }
   return false;
 }
@@ -46,7 +53,12 @@ bool backend_available(DeviceKind kind) {
 const KernelTable& kernels(DeviceKind kind, DType dtype) {
   switch (kind) {
     case DeviceKind::kCpu: return cpu::table(dtype);
-    case DeviceKind::kCuda: return kNoKernels;
+    case DeviceKind::kCuda:
+#ifdef LOCKSTEP_WITH_CUDA
+      return cuda::table(dtype);
+#else
+      return kNoKernels;
+#endif
   }
   return kNoKernels;
 }
@@ -54,7 +66,12 @@ const KernelTable& kernels(DeviceKind kind, DType dtype) {
 const DeviceOps& device_ops(DeviceKind kind) {
   switch (kind) {
     case DeviceKind::kCpu: return cpu::device_ops();
-    case DeviceKind::kCuda: return kNoDeviceOps;
+    case DeviceKind::kCuda:
+#ifdef LOCKSTEP_WITH_CUDA
+      return cuda::device_ops();
+#else
+      return kNoDeviceOps;
+#endif
   }
   return kNoDeviceOps;
 }
@@ -102,9 +119,13 @@ std::unique_ptr<ComputeContext> make_context(Device device, const ContextOptions
   switch (device.kind) {
     case DeviceKind::kCpu: return std::make_unique<ComputeContext>(device, options.threads, options.cpus);
     case DeviceKind::kCuda:
+#ifdef LOCKSTEP_WITH_CUDA
+      return cuda::make_context(device, options);
+#else
       throw ValueError("device '" + device.str() +
-                       "': this lockstep has no CUDA kernels yet (device discovery only), so tensors cannot live on "
+                       "': this lockstep was built without CUDA (LOCKSTEP_WITH_CUDA=OFF), so tensors cannot live on "
                        "a GPU; use cpu devices");
+#endif
   }
   throw InternalError("unknown device kind");
 }

@@ -2,6 +2,7 @@
 
 #include "distribute/loopback_group.hpp"
 #include "distribute/multi_worker_group.hpp"
+#include "distribute/nccl_group.hpp"
 #include "distribute/shared_memory_group.hpp"
 
 namespace lockstep::distribute {
@@ -11,6 +12,7 @@ const char* collective_implementation_name(CollectiveImplementation implementati
     case CollectiveImplementation::kSharedMemory: return "shared_memory";
     case CollectiveImplementation::kLoopback: return "loopback";
     case CollectiveImplementation::kMpi: return "mpi";
+    case CollectiveImplementation::kNccl: return "nccl";
   }
   return "unknown";
 }
@@ -22,6 +24,7 @@ std::unique_ptr<CollectiveGroup> make_collective_group(CollectiveImplementation 
     case CollectiveImplementation::kLoopback: return std::make_unique<LoopbackGroup>(size, options);
     case CollectiveImplementation::kMpi:
       return std::make_unique<MultiWorkerGroup>(WorkerTransport::world(), size, options);
+    case CollectiveImplementation::kNccl: return make_nccl_group(size, options);
   }
   throw ValueError("make_collective_group: unknown implementation " +
                    std::to_string(static_cast<int>(implementation)));

@@ -90,15 +90,21 @@ void SharedMemoryGroup::throw_mismatch(int rank, const CollectiveCall& call, int
   throw DistributedError(os.str());
 }
 
+void SharedMemoryGroup::agree(int rank, const CollectiveCall& call, const Deadline& deadline, bool publish_input) {
+  const int p = static_cast<int>(call.seq & 1);
+  const auto r = static_cast<std::size_t>(rank);
+  signatures_[p][r] = call.signature;
+  if (publish_input) inputs_[p][r] = call.in;
+  arrive_and_wait(rank, call, deadline);  // every member's tensors are published and final
+  for (int j = 1; j < size(); ++j)
+    if (!(signatures_[p][static_cast<std::size_t>(j)] == signatures_[p][0])) throw_mismatch(rank, call, p, deadline);
+}
+
 void SharedMemoryGroup::run(int rank, const CollectiveCall& call, const Deadline& deadline) {
   const int p = static_cast<int>(call.seq & 1);
   const auto r = static_cast<std::size_t>(rank);
   const CollectiveSignature& sig = call.signature;
-  signatures_[p][r] = sig;
-  inputs_[p][r] = call.in;
-  arrive_and_wait(rank, call, deadline);  // every member's tensors are published and final
-  for (int j = 1; j < size(); ++j)
-    if (!(signatures_[p][static_cast<std::size_t>(j)] == signatures_[p][0])) throw_mismatch(rank, call, p, deadline);
+  agree(rank, call, deadline, true);
   if (sig.kind == CollectiveKind::kBarrier) return;
 
   const std::vector<Tensor>& ins = inputs_[p];

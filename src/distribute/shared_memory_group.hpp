@@ -30,6 +30,9 @@ class SharedMemoryGroup : public GroupBase {
   /// its peer needs (DESIGN-NOTES).
   void arrive_and_wait(int rank, const CollectiveCall& call, const Deadline& deadline);
   [[noreturn]] void throw_mismatch(int rank, const CollectiveCall& call, int parity, const Deadline& deadline);
+  /// Publishes this member's signature (and input, when `publish_input`), waits for every
+  /// member, and throws the mismatch error when they disagree (the group stays usable).
+  void agree(int rank, const CollectiveCall& call, const Deadline& deadline, bool publish_input);
 
   // What each member published for its current collective (its signature and input), indexed
   // [seq % 2][member]: a member may publish its next collective's while a slow peer still

@@ -1,5 +1,6 @@
 #include "lockstep/distribute/strategy.hpp"
 
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <cstdio>
@@ -11,6 +12,7 @@
 
 #include "backend/context.hpp"
 #include "backend/devices.hpp"
+#include "backend/kernels.hpp"
 #include "distribute/worker_transport.hpp"
 #include "lockstep/tensor/ops.hpp"
 
@@ -118,10 +120,10 @@ Strategy::Strategy(StrategyLayout layout)
   LOCKSTEP_CHECK(n >= 1, "a strategy needs at least one device");
   for (int r = 0; r < n; ++r) {
     contexts_.push_back(make_compute_context(devices_[static_cast<std::size_t>(r)], threads[static_cast<std::size_t>(r)],
-                                             cpus[static_cast<std::size_t>(r)]));
+                                             cpus[static_cast<std::size_t>(r)], layout.memory_limit));
     context_ptrs_.push_back(contexts_.back().get());
   }
-  group_ = make_collective_group(layout.cross_device_ops, n, {.timeout = layout.timeout});
+  group_ = make_collective_group(layout.cross_device_ops, n, {.timeout = layout.timeout, .devices = devices_});
   for (int r = 0; r < n; ++r) reducers_.push_back(std::make_unique<GradientReducer>(layout.bucket_cap_bytes));
   no_sync_.assign(static_cast<std::size_t>(n), 0);
   replicas_->owner = this;
@@ -275,9 +277,32 @@ StrategyScope::StrategyScope(Strategy& strategy)
 StrategyScope::~StrategyScope() { t_current_strategy = previous_; }
 
 // ---------------------------------------------------------------------------------------
-Tensor Strategy::reduce(ReduceOp op, const PerReplica<Tensor>& values, std::optional<int> axis) const {
-  LOCKSTEP_CHECK(values.size() > 0, "Strategy::reduce: no values");
-  if (num_workers_ > 1) return reduce_across_workers(op, values, axis);
+namespace {
+// Results of reduce and gather live on the host (TF's default destination), whatever device
+// the replicas' values are on; host values stay as they are (views, no copy).
+PerReplica<Tensor> on_host(const PerReplica<Tensor>& values) {
+  bool all_host = true;
+  for (std::size_t r = 0; r < values.size(); ++r) all_host &= values[r].device().kind == DeviceKind::kCpu;
+  if (all_host) return values;
+  std::vector<Tensor> out;
+  for (std::size_t r = 0; r < values.size(); ++r)
+    out.push_back(values[r].device().kind == DeviceKind::kCpu ? values[r] : values[r].to(Device{}));
+  return PerReplica<Tensor>(std::move(out));
+}
+}  // namespace
+
+data::Element to_current_device(const data::Element& element) {
+  const Device here = backend::current_context().device();
+  data::Element out = element;
+  for (auto& t : out)
+    if (t.defined() && t.device().kind != here.kind) t = t.to(here);
+  return out;
+}
+
+Tensor Strategy::reduce(ReduceOp op, const PerReplica<Tensor>& replica_values, std::optional<int> axis) const {
+  LOCKSTEP_CHECK(replica_values.size() > 0, "Strategy::reduce: no values");
+  if (num_workers_ > 1) return reduce_across_workers(op, replica_values, axis);
+  const PerReplica<Tensor> values = on_host(replica_values);
   if (axis) {
     LOCKSTEP_CHECK(op == ReduceOp::kSum || op == ReduceOp::kMean, "Strategy::reduce with an axis supports sum and mean");
     Tensor all = gather(values, *axis);
@@ -301,7 +326,7 @@ Tensor Strategy::gather(const PerReplica<Tensor>& values, int axis) const {
   LOCKSTEP_CHECK(values.size() > 0, "Strategy::gather: no values");
   LOCKSTEP_CHECK(axis == 0, "Strategy::gather: only axis 0 is supported, got ", axis);
   if (num_workers_ > 1) return gather_across_workers(values);
-  return concat(values.values(), 0);
+  return concat(on_host(values).values(), 0);
 }
 
 // Across workers the replicas' values travel through the strategy's own collective group, so
@@ -532,14 +557,81 @@ Layout cpu_layout(const std::vector<int>& indices, int num_devices, bool pin) {
   return l;
 }
 
+// "gpu:0x4" -> four entries gpu:0; anything else as it is.
+std::vector<std::string> expand_logical(const std::vector<std::string>& devices) {
+  std::vector<std::string> out;
+  for (const auto& s : devices) {
+    const std::size_t x = s.rfind('x');
+    const bool gpu = s.rfind("gpu:", 0) == 0 || s.rfind("GPU:", 0) == 0 || s.rfind("cuda:", 0) == 0;
+    if (!gpu || x == std::string::npos || x < s.find(':')) {
+      out.push_back(s);
+      continue;
+    }
+    const std::string count = s.substr(x + 1);
+    char* end = nullptr;
+    const long n = std::strtol(count.c_str(), &end, 10);
+    LOCKSTEP_CHECK(!count.empty() && *end == '\0' && n >= 1 && n <= 64, "device '", s,
+                   "': logical devices on a GPU are written gpu:N xK with K in [1, 64], e.g. gpu:0x4");
+    for (long i = 0; i < n; ++i) out.push_back(s.substr(0, x));
+  }
+  return out;
+}
+
+// Replicas on GPUs: one thread each (the GPU computes). Replicas sharing a GPU enqueue on its
+// one stream, so the shared-memory group's combine kernels see each other's tensors in order;
+// replicas on distinct GPUs go through NCCL.
+Layout gpu_layout(const std::vector<int>& gpus, const MirroredOptions& o) {
+  const int count = backend::cuda_device_count();
+  for (int g : gpus) {
+    LOCKSTEP_CHECK(g < count, "device 'gpu:", g, "' does not exist: this machine has ", count, " GPU(s)",
+                   (count == 0 ? " (or lockstep was built without CUDA)" : ""));
+  }
+  LOCKSTEP_CHECK(backend::backend_available(DeviceKind::kCuda), "MirroredStrategy on GPUs: this lockstep was built "
+                 "without CUDA (LOCKSTEP_WITH_CUDA=OFF)");
+  std::vector<int> distinct;
+  bool shared = false;
+  for (int g : gpus) {
+    if (std::find(distinct.begin(), distinct.end(), g) == distinct.end()) distinct.push_back(g);
+    else shared = true;
+  }
+  Layout l;
+  for (int g : gpus) {
+    l.devices.push_back(Device{DeviceKind::kCuda, g});
+    l.threads.push_back(1);
+    l.cpus.emplace_back();
+  }
+  l.memory_limit = o.gpu_memory_limit;
+  l.timeout = o.collective_timeout;
+  l.bucket_cap_bytes = o.bucket_cap_bytes;
+  l.cross_device_ops = o.cross_device_ops;
+  if (distinct.size() > 1) {
+    LOCKSTEP_CHECK(!shared, "MirroredStrategy: replicas on ", distinct.size(), " GPUs with some GPU holding several "
+                   "(logical devices): NCCL needs one replica per GPU and replicas sharing a GPU reduce through its "
+                   "memory; use one replica per GPU, or all replicas on one GPU");
+    LOCKSTEP_CHECK(o.cross_device_ops != CollectiveImplementation::kLoopback, "MirroredStrategy: cross_device_ops "
+                   "loopback works on one GPU only; replicas on several GPUs all-reduce over NCCL");
+    l.cross_device_ops = CollectiveImplementation::kNccl;
+  } else if (o.cross_device_ops == CollectiveImplementation::kNccl) {
+    LOCKSTEP_CHECK(!shared, "MirroredStrategy: cross_device_ops nccl needs one replica per GPU (NCCL cannot have two "
+                   "ranks on one GPU); replicas sharing a GPU use shared_memory");
+  }
+  return l;
+}
+
+bool cpu_devices_asked(const MirroredOptions& o) {
+  return o.num_cpu_devices > 0 || std::getenv("LOCKSTEP_CPU_DEVICES") != nullptr;
+}
+
 Layout mirrored_layout(const MirroredOptions& o) {
   LOCKSTEP_CHECK(o.num_cpu_devices >= 0 && o.num_cpu_devices <= kMaxCpuDevices, "MirroredStrategy: ",
                  o.num_cpu_devices, " logical CPU devices asked for; the count must be in [1, ", kMaxCpuDevices,
                  "] (0: the default)");
+  LOCKSTEP_CHECK(o.cross_device_ops != CollectiveImplementation::kMpi,
+                 "MirroredStrategy: cross_device_ops kMpi spans workers; use MultiWorkerMirroredStrategy");
   const int num_cpu = o.num_cpu_devices > 0 ? o.num_cpu_devices : default_num_cpu_devices();
   std::vector<int> cpu_indices;
   std::vector<int> gpu_indices;
-  for (const auto& s : o.devices) {
+  for (const auto& s : expand_logical(o.devices)) {
     const Device d = Device::parse(s);
     if (d.kind == DeviceKind::kCpu) {
       LOCKSTEP_CHECK(d.index < num_cpu, "device '", s, "' does not exist: there are ", num_cpu,
@@ -549,21 +641,27 @@ Layout mirrored_layout(const MirroredOptions& o) {
       gpu_indices.push_back(d.index);
     }
   }
-  if (!gpu_indices.empty()) {
-    const int gpus = backend::cuda_device_count();
-    for (int g : gpu_indices) {
-      LOCKSTEP_CHECK(g < gpus, "device 'gpu:", g, "' does not exist: this machine has ", gpus, " GPU(s)",
-                     (gpus == 0 ? " (or lockstep was built without CUDA)" : ""));
+  LOCKSTEP_CHECK(cpu_indices.empty() || gpu_indices.empty(), "MirroredStrategy: devices mix CPUs and GPUs; mirror over "
+                 "one kind");
+  if (o.devices.empty() && !cpu_devices_asked(o)) {
+    // Every local GPU (TF's default); the CPU devices only when there is none.
+    const int gpus = backend::backend_available(DeviceKind::kCuda) ? backend::cuda_device_count() : 0;
+    for (int g = 0; g < gpus; ++g) gpu_indices.push_back(g);
+    if (gpus == 0 && backend::backend_available(DeviceKind::kCuda)) {
+      static std::once_flag notice;
+      std::call_once(notice, [] {
+        std::fprintf(stderr, "MirroredStrategy: no GPU visible; mirroring over the logical CPU devices\n");
+      });
     }
-    throw ValueError("MirroredStrategy: GPU replicas are not supported yet (lockstep has no CUDA kernels); use CPU devices");
   }
+  if (!gpu_indices.empty()) return gpu_layout(gpu_indices, o);
+  LOCKSTEP_CHECK(o.cross_device_ops != CollectiveImplementation::kNccl,
+                 "MirroredStrategy: cross_device_ops nccl is for GPU replicas; these are CPU devices");
   for (std::size_t i = 0; i < cpu_indices.size(); ++i)
     for (std::size_t j = i + 1; j < cpu_indices.size(); ++j)
       LOCKSTEP_CHECK(cpu_indices[i] != cpu_indices[j], "device 'cpu:", cpu_indices[i], "' is listed twice");
   if (cpu_indices.empty())
     for (int i = 0; i < num_cpu; ++i) cpu_indices.push_back(i);
-  LOCKSTEP_CHECK(o.cross_device_ops != CollectiveImplementation::kMpi,
-                 "MirroredStrategy: cross_device_ops kMpi spans workers; use MultiWorkerMirroredStrategy");
   Layout l = cpu_layout(cpu_indices, num_cpu, o.pin_threads);
   l.timeout = o.collective_timeout;
   l.cross_device_ops = o.cross_device_ops;
@@ -573,7 +671,10 @@ Layout mirrored_layout(const MirroredOptions& o) {
 
 Layout one_device_layout(const std::string& device) {
   const Device d = Device::parse(device);
-  LOCKSTEP_CHECK(d.kind == DeviceKind::kCpu, "OneDeviceStrategy: GPU devices are not supported yet ('", device, "')");
+  if (d.kind == DeviceKind::kCuda) {
+    MirroredOptions o;
+    return gpu_layout({d.index}, o);
+  }
   Layout l;
   l.devices = {d};
   l.threads = {backend::default_cpu_threads()};
@@ -592,6 +693,9 @@ Layout multi_worker_layout(const MultiWorkerOptions& o) {
                    launched ? "lockstep was built without MPI (LOCKSTEP_WITH_MPI=OFF)" : "not launched under MPI (mpirun)");
     return l;
   }
+  LOCKSTEP_CHECK(l.devices.front().kind == DeviceKind::kCpu, "MultiWorkerMirroredStrategy: GPU replicas across "
+                 "workers are not supported yet (NCCL across processes is not built); use CPU devices "
+                 "(--devices cpu:N) or one worker");
   WorkerTransport& world = WorkerTransport::world();
   l.num_workers = world.size();
   l.worker_index = world.rank();

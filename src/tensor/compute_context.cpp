@@ -5,8 +5,10 @@
 
 namespace lockstep {
 
-std::shared_ptr<ComputeContext> make_compute_context(const Device& device, int threads, std::vector<int> cpus) {
-  return backend::make_context(device, backend::ContextOptions{.threads = threads, .cpus = std::move(cpus)});
+std::shared_ptr<ComputeContext> make_compute_context(const Device& device, int threads, std::vector<int> cpus,
+                                                     std::uint64_t memory_limit) {
+  return backend::make_context(
+      device, backend::ContextOptions{.threads = threads, .cpus = std::move(cpus), .memory_limit = memory_limit});
 }
 
 ComputeContext& current_compute_context() { return backend::current_context(); }

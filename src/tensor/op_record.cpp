@@ -41,8 +41,18 @@ void record_custom(const std::array<Tensor, 3>& inputs, const Tensor& output,
 
 namespace detail {
 
+void check_context_kind(const char* op, const Tensor& t) {
+  const Device& c = ctx().device();
+  if (c.kind != t.device().kind) [[unlikely]] {
+    throw ValueError(detail::concat(op, ": the tensor is on ", t.device().str(), " but this thread computes on ",
+                                    c.str(), "; compute inside strategy.run (or a ComputeScope of its device), or "
+                                    "copy it with to(Device)"));
+  }
+}
+
 const backend::KernelTable& kern(const char* op, const Tensor& t, backend::KernelOp k) {
   const Device d = t.device();
+  check_context_kind(op, t);
   if (!backend::supports(d.kind, t.dtype(), k)) [[unlikely]] {
     throw ValueError(detail::concat(op, ": not supported for dtype ", dtype_name(t.dtype()), " on ", d.str(), " (the ",
                                     d.kind == DeviceKind::kCpu ? "cpu" : "cuda", " backend has no ",

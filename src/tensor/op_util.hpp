@@ -13,6 +13,10 @@ inline backend::ComputeContext& ctx() { return backend::current_context(); }
 /// kernel is a ValueError naming the op, the dtype and the device.
 const backend::KernelTable& kern(const char* op, const Tensor& t, backend::KernelOp k);
 
+/// Throws ValueError unless t lives on a device of the current context's kind: a kernel runs
+/// on the current context (its stream, its allocator for the outputs), so a GPU tensor read
+/// with a CPU context current (outside strategy.run) is an error naming both, never a crash.
+void check_context_kind(const char* op, const Tensor& t);
 /// Throws unless every tensor is defined, floating (float32, float16 or bfloat16), of one
 /// dtype, and on the device of the current compute context's kind.
 void check_float(const char* op, std::initializer_list<const Tensor*> ts);

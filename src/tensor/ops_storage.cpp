@@ -7,10 +7,6 @@ namespace lockstep {
 using detail::ctx;
 using detail::kern;
 
-namespace {
-const backend::DeviceOps& device_ops_of(const Tensor& t) { return backend::device_ops(t.device().kind); }
-}  // namespace
-
 Tensor concat(const std::vector<Tensor>& tensors, int axis) {
   LOCKSTEP_CHECK(!tensors.empty(), "concat: no tensors");
   LOCKSTEP_CHECK(axis == 0, "concat: only axis 0 is supported, got ", axis);
@@ -27,12 +23,13 @@ Tensor concat(const std::vector<Tensor>& tensors, int axis) {
   }
   std::vector<std::int64_t> dims = first.shape().dims();
   dims[0] = rows;
+  // On the current context's device; the pieces may be of another kind (a host thread joining
+  // replicas' GPU results), which copy_from handles.
   Tensor out = Tensor::empty(Shape(std::move(dims)), first.dtype());
-  const auto& ops = device_ops_of(out);
-  std::size_t off = 0;
+  std::int64_t row = 0;
   for (const Tensor& t : tensors) {
-    ops.copy(ctx(), static_cast<char*>(out.raw_data()) + off, t.raw_data(), t.nbytes());
-    off += t.nbytes();
+    out.slice(row, row + t.dim(0)).copy_from(t);
+    row += t.dim(0);
   }
   return out;
 }

@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "backend/kernels.hpp"
+#include "tensor/op_util.hpp"
 
 namespace lockstep {
 
@@ -20,6 +21,7 @@ const backend::DeviceOps& dev_ops(const Device& d) {
 }
 const backend::KernelTable& table(const Tensor& t, backend::KernelOp op, const char* what) {
   const Device d = t.device();
+  detail::check_context_kind(what, t);
   LOCKSTEP_CHECK(backend::supports(d.kind, t.dtype(), op), what, ": no ", backend::kernel_op_name(op),
                  " kernel for dtype ", dtype_name(t.dtype()), " on ", d.str());
   return backend::kernels(d.kind, t.dtype());
@@ -134,8 +136,10 @@ float Tensor::item() const {
 }
 
 Tensor Tensor::clone() const {
+  // On the current context's device, which may be of another kind (a host value mirrored onto
+  // a GPU): copy_from picks the copy.
   Tensor t = empty(shape(), dtype());
-  if (nbytes()) dev_ops(device()).copy(ctx(), t.raw_data(), raw_data(), nbytes());
+  t.copy_from(*this);
   return t;
 }
 

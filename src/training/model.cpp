@@ -121,7 +121,7 @@ auto run_on_slices(distribute::Strategy* strategy, const data::Element& batch, F
   for (const auto& sl : slices) first_row.push_back(first_row.back() + sl[0].dim(0));
   return strategy->run([&](distribute::ReplicaContext& rc) {
     const auto r = static_cast<std::size_t>(rc.replica_id_in_sync_group());
-    return fn(slices[r], first_row[r], &rc);
+    return fn(distribute::to_current_device(slices[r]), first_row[r], &rc);
   });
 }
 

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "backend/context.hpp"
+#include "backend/devices.hpp"
 #include "lockstep/tensor/tensor.hpp"
 
 using namespace lockstep;
@@ -104,6 +105,12 @@ TEST(DeviceBoundary, ToDeviceCopiesAndNamesAMissingBackend) {
   Tensor moved = t.to(Device{DeviceKind::kCpu, 1});
   EXPECT_EQ(moved.device(), (Device{DeviceKind::kCpu, 1}));
   EXPECT_EQ(moved.to_vector<float>(), t.to_vector<float>());
+  if (backend::cuda_device_count() > 0) {  // a GPU session: the copy is there and back
+    const Tensor on_gpu = t.to(Device{DeviceKind::kCuda, 0});
+    EXPECT_EQ(on_gpu.device(), (Device{DeviceKind::kCuda, 0}));
+    EXPECT_EQ(on_gpu.to_vector<float>(), t.to_vector<float>());
+    return;
+  }
   const std::string err = message_of([&] { t.to(Device{DeviceKind::kCuda, 0}); });
   EXPECT_TRUE(mentions(err, {"gpu:0", "CUDA"})) << err;
 }

@@ -98,8 +98,9 @@ void add_train_command(CLI::App& app, TrainArgs& a) {
   cmd->add_option("--global-batch-size", a.global_batch_size, "Global batch size (instead of --batch-size)")
       ->check(kPositive);
   cmd->add_option("--devices", a.devices,
-                  "Devices to train on: cpu:N for N logical CPU devices, or a list like gpu:0,gpu:1 "
-                  "(default: every local device; LOCKSTEP_CPU_DEVICES sets the CPU count)");
+                  "Devices to train on: cpu:N for N logical CPU devices, or a list like gpu:0,gpu:1; gpu:0x4 is "
+                  "four replicas on gpu:0 (default: every local GPU, else every logical CPU device; "
+                  "LOCKSTEP_CPU_DEVICES sets the CPU count)");
   cmd->add_option("--optimizer", a.optimizer, "sgd, adam or adamw")
       ->check(CLI::IsMember({"sgd", "adam", "adamw"}))
       ->capture_default_str();
@@ -180,7 +181,8 @@ distribute::MirroredOptions parse_devices(const std::string& spec) {
   while (start <= spec.size()) {
     const std::size_t comma = spec.find(',', start);
     const std::string item = spec.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
-    (void)Device::parse(item);  // a malformed entry is an error naming it
+    // A malformed entry is an error naming it; "gpu:0x4" (logical devices) is the strategy's to check.
+    if (item.find('x') == std::string::npos) (void)Device::parse(item);
     o.devices.push_back(item);
     if (comma == std::string::npos) break;
     start = comma + 1;

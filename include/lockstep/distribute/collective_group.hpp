@@ -11,6 +11,9 @@
 //   w->wait();                            // t holds the sum
 #include <chrono>
 #include <memory>
+#include <vector>
+
+#include "lockstep/core/device.hpp"
 
 #include "lockstep/distribute/communicator.hpp"
 
@@ -35,14 +38,24 @@ enum class CollectiveImplementation {
   /// layout. Needs a build with MPI (LOCKSTEP_WITH_MPI) and every worker making its groups in
   /// the same order with the same size.
   kMpi,
+  /// One member per GPU of this machine, over NCCL (ncclCommInitAll; CollectiveOptions::devices
+  /// names each member's GPU, all different: NCCL refuses two ranks on one GPU). Collectives are
+  /// enqueued on each member's stream after the members agree on the signature (as every
+  /// implementation does); a Work completes when the device has finished it, and a wait past
+  /// the timeout aborts the communicators (ncclCommAbort). Members' tensors must be on their
+  /// GPUs. Results are identical on every member; kMean is NCCL's ncclAvg. Needs a build with
+  /// NCCL (LOCKSTEP_WITH_NCCL).
+  kNccl,
 };
 
-/// "shared_memory", "loopback", "mpi"
+/// "shared_memory", "loopback", "mpi", "nccl"
 const char* collective_implementation_name(CollectiveImplementation implementation);
 
 struct CollectiveOptions {
   /// How long a member waits for a peer inside a collective, and Work::wait()'s default.
   std::chrono::milliseconds timeout{std::chrono::minutes(5)};
+  /// kNccl: member r's GPU (devices[r]); the other implementations ignore it.
+  std::vector<Device> devices;
 };
 
 class CollectiveGroup {

@@ -132,6 +132,10 @@ class StrategyScope {
 
 /// Where a strategy's replicas run: a device, a thread count and (optionally) the cores to
 /// pin to, per replica.
+/// `element` with every tensor on the device of this thread's compute context (a replica's
+/// GPU): host slices are copied there; tensors already of that kind are kept (no copy).
+data::Element to_current_device(const data::Element& element);
+
 struct StrategyLayout {
   std::vector<Device> devices;
   std::vector<int> threads;
@@ -143,6 +147,8 @@ struct StrategyLayout {
   /// more than one needs cross_device_ops = kMpi.
   int num_workers = 1;
   int worker_index = 0;
+  /// GPU contexts: each holds at most this many bytes (0: no limit but the GPU's).
+  std::uint64_t memory_limit = 0;
 };
 
 class Strategy {
@@ -197,7 +203,7 @@ class Strategy {
                    num_local_replicas(), " replicas (distribute the dataset with this strategy)");
     const BatchInStep in_step(*this, batch);
     return run([&](ReplicaContext& ctx) {
-      return fn(batch.slices[static_cast<std::size_t>(ctx.local_replica_id())]);
+      return fn(to_current_device(batch.slices[static_cast<std::size_t>(ctx.local_replica_id())]));
     });
   }
   /// How many steps (run calls) this strategy has run.
@@ -327,8 +333,14 @@ class Strategy::DistributedIterator {
 
 struct MirroredOptions {
   /// Devices to mirror over, e.g. {"cpu:0", "cpu:1"} or {"gpu:0", "gpu:1"}; empty: every
-  /// local device (the GPUs when present, else every logical CPU device).
+  /// local device (every GPU when there is one and num_cpu_devices / $LOCKSTEP_CPU_DEVICES
+  /// are not set, else every logical CPU device). "gpu:0x4" is four logical devices on gpu:0
+  /// (TF's logical GPU devices; listing gpu:0 four times is the same): replicas sharing a GPU
+  /// reduce through its memory, replicas on distinct GPUs through NCCL; mixing the two is an
+  /// error.
   std::vector<std::string> devices;
+  /// Each GPU replica's memory limit in bytes (TF's memory_limit of a logical device); 0: none.
+  std::uint64_t gpu_memory_limit = 0;
   /// Logical CPU devices to create when no GPU is used; 0: $LOCKSTEP_CPU_DEVICES, else one
   /// per core. More devices than cores is allowed (a warning says they share cores).
   int num_cpu_devices = 0;

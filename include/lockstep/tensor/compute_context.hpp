@@ -18,10 +18,12 @@ class ComputeContext;
 using ComputeContext = backend::ComputeContext;
 
 /// A context for `device` with `threads` compute threads (CPU; pinned to `cpus` when given),
-/// built by the backend registry for the device's kind. Throws ValueError when that kind's
-/// backend is not built.
+/// built by the backend registry for the device's kind. A GPU context holds at most
+/// `memory_limit` bytes of tensors (0: the GPU's memory), TF's logical-device memory limit.
+/// Throws ValueError when that kind's backend is not built or the device does not exist.
 /// (shared_ptr: its deleter is bound where the type is complete, so holders need not see it.)
-std::shared_ptr<ComputeContext> make_compute_context(const Device& device, int threads = 1, std::vector<int> cpus = {});
+std::shared_ptr<ComputeContext> make_compute_context(const Device& device, int threads = 1, std::vector<int> cpus = {},
+                                                     std::uint64_t memory_limit = 0);
 
 /// The context current on this thread (the process's default CPU context when none was set).
 ComputeContext& current_compute_context();

@@ -1,0 +1,193 @@
+// GPU benchmarks of issue 13, one process, gpu:0 (scripts/gpu_check.sh runs it and compares):
+//   mlp      the flagship MLP (Dense(128, relu) -> Dropout(0.2) -> Dense(10, softmax), Adam,
+//            784 inputs) on gpu:0, batches already on the device; steps/s at batch 64 and 1024
+//   gemm     cuBLASLt GEMM TFLOP/s (float32, bfloat16, float16) for the measured peak (the best
+//            of large square GEMMs) and the GEMMs of interest at batch 1024 (the flagship's first
+//            layer; a Dense(4096) layer of a big MLP); each with its share of that dtype's peak
+//   allreduce  bus bandwidth of a float32 all-reduce among 4 logical replicas on gpu:0 (through
+//            device memory), against the device's copy bandwidth (clone of a large tensor)
+//   convnet  not run: convolution is not built for CUDA yet (cuDNN), so it says so
+// Prints a table, and with --json one JSON object as the last line. Without a GPU: exit 77.
+//   gpu_bench [--json] [--quick]
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <map>
+#include <memory>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "backend/devices.hpp"
+#include "backend/kernels.hpp"
+#include "lockstep/lockstep.hpp"
+
+using namespace lockstep;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+const Device kGpu0{DeviceKind::kCuda, 0};
+bool g_quick = false;
+
+double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+// Waits for the GPU's stream (a one-element read orders after everything queued before it).
+void sync(const Tensor& t) { (void)t.reshape({t.numel()}).slice(0, 1).to(Device{}); }
+
+double mlp_steps_per_second(std::int64_t batch) {
+  distribute::OneDeviceStrategy strategy("gpu:0");
+  std::unique_ptr<Sequential> model;
+  {
+    auto scope = strategy.scope();
+    set_random_seed(1);
+    model = std::make_unique<Sequential>(std::vector<layers::LayerPtr>{
+        layers::Dense(128, "relu", 784), layers::Dropout(0.2), layers::Dense(10, "softmax")});
+    model->compile(optimizers::Adam(1e-3), losses::SparseCategoricalCrossentropy(), {"accuracy"});
+  }
+  // 8 batches of MNIST-shaped random data, on the GPU (PyTorch's reference keeps them there too).
+  std::mt19937 rng(3);
+  std::uniform_real_distribution<float> u(0.0f, 1.0f);
+  std::vector<Tensor> xs, ys;
+  {
+    ComputeScope on(strategy.context(0));
+    for (int i = 0; i < 8; ++i) {
+      std::vector<float> xv(static_cast<std::size_t>(batch * 784));
+      std::vector<std::int64_t> yv(static_cast<std::size_t>(batch));
+      for (auto& v : xv) v = u(rng);
+      for (auto& v : yv) v = static_cast<std::int64_t>(rng() % 10);
+      xs.push_back(Tensor::from_vector(xv, {batch, 784}));
+      ys.push_back(Tensor::from_vector(yv, {batch}));
+    }
+  }
+  const int warmup = 30, steps = g_quick ? 100 : (batch >= 1024 ? 400 : 1000);
+  for (int i = 0; i < warmup; ++i) (void)model->train_step(xs[i % 8], ys[i % 8]);
+  const auto t0 = Clock::now();
+  for (int i = 0; i < steps; ++i) (void)model->train_step(xs[i % 8], ys[i % 8]);  // reads the loss: syncs
+  return steps / seconds_since(t0);
+}
+
+struct GemmResult {
+  std::string name;
+  double tflops = 0;
+};
+
+double gemm_tflops(ComputeContext& ctx, DType dt, std::int64_t m, std::int64_t n, std::int64_t k) {
+  ComputeScope on(ctx);
+  const Tensor a = Tensor::full({m, k}, 0.01, dt), b = Tensor::full({k, n}, 0.02, dt);
+  Tensor c = Tensor::zeros({m, n}, dt);
+  const auto& kt = backend::kernels(DeviceKind::kCuda, dt);
+  auto once = [&] {
+    kt.gemm(ctx, false, false, m, n, k, 1.0f, a.raw_data(), k, b.raw_data(), n, 0.0f, c.raw_data(), n);
+  };
+  for (int i = 0; i < 3; ++i) once();
+  sync(c);
+  const double flop = 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
+  const int iters = static_cast<int>(std::clamp(2e12 / flop, 10.0, 2000.0)) / (g_quick ? 4 : 1) + 1;
+  const auto t0 = Clock::now();
+  for (int i = 0; i < iters; ++i) once();
+  sync(c);
+  return flop * iters / seconds_since(t0) / 1e12;
+}
+
+struct Bandwidth {
+  double allreduce_busbw_gbs = 0, copy_gbs = 0;
+};
+
+Bandwidth allreduce_bandwidth(int members, std::int64_t numel) {
+  Bandwidth r;
+  const std::size_t bytes = static_cast<std::size_t>(numel) * sizeof(float);
+  {
+    const auto ctx = make_compute_context(kGpu0);
+    ComputeScope on(*ctx);
+    const Tensor src = Tensor::ones({numel});
+    Tensor dst = src.clone();
+    for (int i = 0; i < 2; ++i) dst.copy_from(src);
+    sync(dst);
+    const int iters = g_quick ? 5 : 20;
+    const auto t0 = Clock::now();
+    for (int i = 0; i < iters; ++i) dst.copy_from(src);
+    sync(dst);
+    r.copy_gbs = 2.0 * static_cast<double>(bytes) * iters / seconds_since(t0) / 1e9;  // read + write
+  }
+  auto group = distribute::make_collective_group(distribute::CollectiveImplementation::kSharedMemory, members);
+  std::vector<double> elapsed(static_cast<std::size_t>(members));
+  std::vector<std::thread> threads;
+  for (int m = 0; m < members; ++m) {
+    threads.emplace_back([&, m] {
+      const auto ctx = make_compute_context(kGpu0);
+      ComputeScope on(*ctx);
+      Tensor t = Tensor::ones({numel});
+      auto& c = group->member(m);
+      for (int i = 0; i < 2; ++i) c.all_reduce(t, ReduceOp::kSum)->wait();
+      sync(t);
+      c.barrier()->wait();
+      const int iters = g_quick ? 5 : 20;
+      const auto t0 = Clock::now();
+      for (int i = 0; i < iters; ++i) c.all_reduce(t, ReduceOp::kSum)->wait();
+      sync(t);
+      elapsed[static_cast<std::size_t>(m)] = seconds_since(t0) / iters;
+    });
+  }
+  for (auto& t : threads) t.join();
+  const double per = *std::max_element(elapsed.begin(), elapsed.end());
+  // NCCL's bus bandwidth: algorithm bandwidth x 2 (n - 1) / n.
+  r.allreduce_busbw_gbs = static_cast<double>(bytes) / per / 1e9 * 2.0 * (members - 1) / members;
+  return r;
+}
+}  // namespace
+
+int main(int argc, char** argv) {
+  bool json = false;
+  for (int i = 1; i < argc; ++i) {
+    if (!std::strcmp(argv[i], "--json")) json = true;
+    else if (!std::strcmp(argv[i], "--quick")) g_quick = true;
+    else {
+      std::fprintf(stderr, "usage: gpu_bench [--json] [--quick]\n");
+      return 2;
+    }
+  }
+  if (!backend::backend_available(DeviceKind::kCuda) || backend::cuda_device_count() == 0) {
+    std::fprintf(stderr, "gpu_bench: no GPU visible (or built without CUDA)\n");
+    return 77;
+  }
+  std::printf("gpu_bench on %s\n", backend::list_local_devices().front().description.c_str());
+  std::map<std::string, double> out;
+  for (std::int64_t b : {64, 1024}) {
+    const double sps = mlp_steps_per_second(b);
+    std::printf("  flagship MLP, batch %5lld: %9.1f steps/s\n", static_cast<long long>(b), sps);
+    out["mlp_b" + std::to_string(b) + "_steps_per_s"] = sps;
+  }
+  const auto ctx = make_compute_context(kGpu0);
+  const std::pair<DType, const char*> dtypes[] = {{DType::kF32, "f32"}, {DType::kBF16, "bf16"}, {DType::kF16, "f16"}};
+  for (const auto& [dt, name] : dtypes) {
+    double peak = 0;
+    for (std::int64_t s : {4096, 8192}) peak = std::max(peak, gemm_tflops(*ctx, dt, s, s, s));
+    const double first = gemm_tflops(*ctx, dt, 1024, 128, 784);
+    const double big = gemm_tflops(*ctx, dt, 1024, 4096, 4096);
+    std::printf("  GEMM %-4s: measured peak %7.1f TFLOP/s; batch 1024: 1024x4096x4096 %7.1f (%3.0f%%), "
+                "flagship 1024x128x784 %6.1f (%3.0f%%)\n",
+                name, peak, big, 100 * big / peak, first, 100 * first / peak);
+    out[std::string("gemm_") + name + "_peak_tflops"] = peak;
+    out[std::string("gemm_") + name + "_b1024_4096_tflops"] = big;
+    out[std::string("gemm_") + name + "_b1024_flagship_tflops"] = first;
+  }
+  const Bandwidth bw = allreduce_bandwidth(4, std::int64_t{64} << 20);  // 256 MiB of float32
+  std::printf("  all-reduce, 4 logical replicas on gpu:0, 256 MiB: bus bandwidth %7.1f GB/s; device copy "
+              "bandwidth %7.1f GB/s (%3.0f%%)\n",
+              bw.allreduce_busbw_gbs, bw.copy_gbs, 100 * bw.allreduce_busbw_gbs / bw.copy_gbs);
+  out["allreduce_4_logical_busbw_gbs"] = bw.allreduce_busbw_gbs;
+  out["device_copy_gbs"] = bw.copy_gbs;
+  std::printf("  convnet: not run (convolution and pooling are not built for CUDA yet)\n");
+  if (json) {
+    std::string s = "{";
+    for (const auto& [k, v] : out) {
+      char buf[96];
+      std::snprintf(buf, sizeof buf, "%s\"%s\": %.4g", s.size() > 1 ? ", " : "", k.c_str(), v);
+      s += buf;
+    }
+    std::printf("%s}\n", s.c_str());
+  }
+  return 0;
+}

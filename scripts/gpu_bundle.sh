@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# Builds, on a machine with the CUDA toolkit (nvcc), what scripts/gpu_check.sh runs on a GPU
+# machine that has no compiler or package registry: gpu-bundle/bin (gpu_tests, backend_tests,
+# gpu_bench) and gpu-bundle/lib (the shared libraries they need that such a machine may lack:
+# oneDNN, protobuf, libstdc++, the CUDA runtime). cuBLASLt and NCCL are too large to carry
+# (hundreds of MiB); gpu_check.sh takes them from the GPU machine's PyTorch (its nvidia-* wheels)
+# or CUDA install. It is packed into gpu-bundle.tar.xz, which must stay well under 64 MiB (what a
+# device run may carry, with the working tree).
+#   scripts/gpu_bundle.sh [cuda architectures, default 90 (H200)]
+set -euo pipefail
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$repo"
+arch="${1:-90}"
+export PATH="/usr/local/cuda/bin:$PATH"
+launcher=()
+command -v ccache >/dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_CUDA_COMPILER_LAUNCHER=ccache)
+# No MPI (its runtime and plugins would have to travel too), no -march=native (the GPU machine's
+# CPU may lack this one's extensions).
+cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DLOCKSTEP_WERROR=ON -DLOCKSTEP_WITH_CUDA=ON \
+      -DLOCKSTEP_WITH_MPI=OFF -DLOCKSTEP_NATIVE=OFF -DLOCKSTEP_BUILD_EXAMPLES=OFF \
+      -DCMAKE_CUDA_ARCHITECTURES="$arch" "${launcher[@]}" >/dev/null
+cmake --build build-gpu --target gpu_tests backend_tests gpu_bench -j"$(nproc)"
+rm -rf gpu-bundle
+mkdir -p gpu-bundle/bin gpu-bundle/lib
+cp build-gpu/tests/gpu_tests build-gpu/tests/backend_tests build-gpu/bin/gpu_bench gpu-bundle/bin/
+strip gpu-bundle/bin/*
+# Shared libraries, except glibc's own and the CUDA libraries the GPU machine brings.
+for b in gpu-bundle/bin/*; do
+  ldd "$b" | awk '/=> \// {print $3}'
+done | sort -u | while read -r lib; do
+  case "$(basename "$lib")" in
+    libc.so*|libm.so*|libdl.so*|librt.so*|libpthread.so*|ld-linux*|libcuda.so*) continue ;;
+    libcublas*|libnccl*) continue ;;  # hundreds of MiB: from the GPU machine's PyTorch or CUDA
+  esac
+  cp -L "$lib" gpu-bundle/lib/
+done
+strip --strip-unneeded gpu-bundle/lib/* 2>/dev/null || true
+git rev-parse HEAD > gpu-bundle/COMMIT
+ls -la gpu-bundle/bin gpu-bundle/lib
+# One compressed file to carry (oneDNN alone is ~40 MiB uncompressed); gpu_check.sh unpacks it.
+tar -cJf gpu-bundle.tar.xz gpu-bundle
+size_kib=$(du -sk gpu-bundle.tar.xz | cut -f1)
+echo "gpu-bundle.tar.xz: ${size_kib} KiB ($(du -sk gpu-bundle | cut -f1) KiB unpacked), built from $(cat gpu-bundle/COMMIT) for sm_${arch}"
+echo "carry it to the GPU machine with the working tree, then run: scripts/gpu_check.sh"
+if (( size_kib > 56 * 1024 )); then echo "gpu_bundle: too large to carry to a device run (64 MiB with the tree)" >&2; exit 1; fi

@@ -1,0 +1,122 @@
+#!/usr/bin/env bash
+# The one command for a GPU machine (issue 13): runs the gpu tests, the backend-parity rows on
+# CUDA, 4 logical replicas on one GPU against one device, and the GPU benchmarks against PyTorch,
+# and writes one report. Made for a machine without a compiler or a package registry (an H200
+# with a CUDA 13 driver and PyTorch 2.11 in its python3): its binaries come from gpu-bundle/ or
+# gpu-bundle.tar.xz (scripts/gpu_bundle.sh, run where nvcc is, then carried along), else from
+# build/ (a build with CUDA on this machine). About 8 minutes at most: every phase has a time limit.
+#   scripts/gpu_check.sh [bundle-or-build-dir]      report: $OUT/gpu_check_report.txt (or ./)
+set -uo pipefail
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$repo"
+report_dir="${OUT:-$repo}"
+report="$report_dir/gpu_check_report.txt"
+mkdir -p "$report_dir"
+: >"$report"
+say() { printf '%s\n' "$*" | tee -a "$report"; }
+
+# ---- binaries ----
+dir="${1:-}"
+if [[ -z "$dir" && ! -x gpu-bundle/bin/gpu_tests && -f gpu-bundle.tar.xz ]]; then
+  unpack="${TMPDIR:-/tmp}/lockstep-gpu-check"
+  rm -rf "$unpack" && mkdir -p "$unpack" && tar -xJf gpu-bundle.tar.xz -C "$unpack" && dir="$unpack/gpu-bundle"
+fi
+if [[ -z "$dir" ]]; then
+  if [[ -x gpu-bundle/bin/gpu_tests ]]; then dir=gpu-bundle; else dir=build; fi
+fi
+if [[ -x "$dir/bin/gpu_tests" ]]; then
+  bin="$dir/bin"; gpu_tests="$bin/gpu_tests"; backend_tests="$bin/backend_tests"; gpu_bench="$bin/gpu_bench"
+elif [[ -x "$dir/tests/gpu_tests" ]]; then
+  gpu_tests="$dir/tests/gpu_tests"; backend_tests="$dir/tests/backend_tests"; gpu_bench="$dir/bin/gpu_bench"
+else
+  echo "gpu_check: no gpu_tests under $dir: run scripts/gpu_bundle.sh where nvcc is and carry gpu-bundle/," >&2
+  echo "gpu_check: or build here (scripts/build.sh) when this machine has the CUDA toolkit" >&2
+  exit 1
+fi
+
+# ---- libraries: the bundle's, then cuBLASLt / NCCL / cudart from PyTorch's wheels or CUDA ----
+libs=()
+[[ -d "$dir/lib" ]] && libs+=("$(cd "$dir/lib" && pwd)")
+py="${PYTHON:-python3}"
+site="$("$py" -c 'import torch, os; print(os.path.dirname(os.path.dirname(torch.__file__)))' 2>/dev/null || true)"
+for pattern in 'libcublasLt.so.13*' 'libnccl.so.2*' 'libcudart.so.13*'; do
+  found=""
+  for root in ${site:+"$site/nvidia" "$site/torch/lib"} /usr/local/cuda/lib64 /usr/local/cuda/lib /usr/lib/x86_64-linux-gnu; do
+    [[ -d "$root" ]] || continue
+    f="$(find "$root" -name "$pattern" -print -quit 2>/dev/null)"
+    if [[ -n "$f" ]]; then found="$(dirname "$f")"; break; fi
+  done
+  if [[ -n "$found" ]]; then libs+=("$found"); else say "WARNING: no ${pattern%%.so*} found (PyTorch's nvidia wheels, /usr/local/cuda)"; fi
+done
+LD_LIBRARY_PATH="$(IFS=:; echo "${libs[*]}")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+export LD_LIBRARY_PATH
+
+say "gpu_check on $(hostname), $(date -u +%FT%TZ), commit $(cat "$dir/COMMIT" 2>/dev/null || git rev-parse HEAD 2>/dev/null)"
+command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee -a "$report"
+if ! ldd "$gpu_tests" | grep -q "not found"; then :; else
+  say "ERROR: gpu_tests lacks libraries:"; ldd "$gpu_tests" | grep "not found" | tee -a "$report"; exit 1
+fi
+
+gpus="$("$gpu_tests" --gtest_filter=NoDevice.ReportsHowManyGpusAreVisible 2>&1 | grep -m1 'GPUs visible:')"
+say "$gpus"
+if [[ "${gpus##*: }" == "0" || -z "$gpus" ]]; then
+  say "ERROR: lockstep sees no GPU here (driver, CUDA_VISIBLE_DEVICES?); nothing to check"; exit 1
+fi
+
+status=0
+phase() {  # phase NAME SECONDS CMD...: runs with a limit, logs the tail, records failure
+  local name="$1" limit="$2"; shift 2
+  say ""; say "==== $name (limit ${limit}s) ===="
+  local t0=$SECONDS log="$report_dir/gpu_check_$name.log"
+  timeout --kill-after=10 "$limit" "$@" >"$log" 2>&1
+  local rc=$?
+  tail -n 40 "$log" >>"$report"
+  tail -n 12 "$log"
+  say "---- $name: exit $rc in $((SECONDS - t0))s (full log: $log)"
+  [[ $rc -ne 0 ]] && status=1
+  return 0
+}
+
+phase gpu_tests 180 "$gpu_tests" --gtest_brief=1
+say "4 logical replicas on one GPU vs one device (1e-5):"
+grep -E 'FourLogicalReplicas' "$report_dir/gpu_check_gpu_tests.log" | tee -a "$report"
+grep -q 'FAILED.*FourLogicalReplicas' "$report_dir/gpu_check_gpu_tests.log" && say "  FAILED" || say "  (not listed as failed above)"
+phase parity_cuda 90 "$backend_tests" --gtest_brief=1 '--gtest_filter=*cuda*:ParityBackends.Cuda'
+phase gpu_bench 70 "$gpu_bench" --json
+phase torch_reference 140 "$py" bench/reference_gpu.py --json
+
+# ---- ratios ----
+ours="$(tail -n 1 "$report_dir/gpu_check_gpu_bench.log" 2>/dev/null)"
+theirs="$(tail -n 1 "$report_dir/gpu_check_torch_reference.log" 2>/dev/null)"
+say ""; say "==== ratios ===="
+"$py" - "$ours" "$theirs" <<'PY' | tee -a "$report"
+import json, sys
+def load(s):
+    try:
+        return json.loads(s)
+    except Exception:
+        return {}
+ours, theirs = load(sys.argv[1]), load(sys.argv[2])
+def ratio(a, b):
+    return f"{a / b:.2f}x" if a and b else "n/a"
+for b in (64, 1024):
+    l = ours.get(f"mlp_b{b}_steps_per_s")
+    e, c = theirs.get(f"mlp_b{b}_eager"), theirs.get(f"mlp_b{b}_compile")
+    print(f"flagship MLP batch {b:4d}: lockstep {l or 0:8.1f} steps/s; torch eager {e or 0:8.1f} ({ratio(l, e)}, goal >= 1.5x); "
+          f"torch.compile {c or 0:8.1f} ({ratio(l, c)})")
+ce, cc = theirs.get("convnet_b128_eager"), theirs.get("convnet_b128_compile")
+print(f"convnet batch 128: lockstep not run (no CUDA convolution yet); torch eager {ce or 0:.1f}, compile {cc or 0:.1f} steps/s")
+for d in ("f32", "bf16", "f16"):
+    peak, big = ours.get(f"gemm_{d}_peak_tflops"), ours.get(f"gemm_{d}_b1024_4096_tflops")
+    first = ours.get(f"gemm_{d}_b1024_flagship_tflops")
+    t = theirs.get(f"torch_gemm_{d}_8192_tflops")
+    print(f"GEMM {d:4s}: measured peak {peak or 0:7.1f} TFLOP/s (torch 8192^3: {t or 0:7.1f}); batch 1024 "
+          f"1024x4096x4096 {big or 0:7.1f} = {100 * big / peak if big and peak else 0:.0f}% of peak (goal >= 70%); "
+          f"flagship layer {first or 0:.1f} = {100 * first / peak if first and peak else 0:.0f}%")
+bw, cp = ours.get("allreduce_4_logical_busbw_gbs"), ours.get("device_copy_gbs")
+print(f"all-reduce among 4 logical replicas: bus bandwidth {bw or 0:.1f} GB/s vs device copy {cp or 0:.1f} GB/s "
+      f"({100 * bw / cp if bw and cp else 0:.0f}%)")
+PY
+say ""
+say "gpu_check: $([[ $status -eq 0 ]] && echo "every phase passed" || echo "SOME PHASE FAILED (see above)"); report: $report"
+exit $status

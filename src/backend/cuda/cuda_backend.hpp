@@ -1,0 +1,25 @@
+#pragma once
+// The CUDA backend as the registry sees it (plain C++: no CUDA header leaks out of
+// src/backend/cuda). Built only with LOCKSTEP_WITH_CUDA.
+#include <memory>
+#include <string>
+
+#include "backend/kernels.hpp"
+
+namespace lockstep::backend::cuda {
+
+/// Visible CUDA devices (0 without a driver or a GPU: never an error).
+int device_count();
+/// "NVIDIA H200, 143771 MiB, sm_90"
+std::string device_name(int index);
+/// The kernels of `dtype` on a CUDA device (tables.cu).
+const KernelTable& table(DType dtype);
+const DeviceOps& device_ops();
+/// A context on GPU `device.index`: a caching allocator of that device (limited to
+/// options.memory_limit bytes when set) and the device's stream. Throws ValueError naming the
+/// device when it does not exist.
+std::unique_ptr<ComputeContext> make_context(Device device, const ContextOptions& options);
+/// The cudaStream_t a CUDA context computes on (as void*, for NCCL).
+void* stream_of(ComputeContext& ctx);
+
+}  // namespace lockstep::backend::cuda

@@ -1,0 +1,186 @@
+// Device discovery, per-device state (stream, cuBLASLt handle), contexts and the CUDA
+// DeviceOps. No driver or no GPU means zero devices, never an error: the CPU backend is
+// always there; asking for gpu:N that does not exist is a ValueError naming it.
+#include <cuda_runtime.h>
+
+#include <array>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "backend/cuda/cuda_allocator.hpp"
+#include "backend/cuda/cuda_backend.hpp"
+#include "backend/cuda/cuda_device.hpp"
+
+namespace lockstep::backend::cuda {
+
+void check(cudaError_t e, const char* what) {
+  if (e == cudaSuccess) return;
+  (void)cudaGetLastError();
+  throw InternalError(std::string("CUDA error in ") + what + ": " + cudaGetErrorName(e) + " (" +
+                      cudaGetErrorString(e) + ")");
+}
+
+void check(cublasStatus_t s, const char* what) {
+  if (s == CUBLAS_STATUS_SUCCESS) return;
+  throw InternalError(std::string("cuBLASLt error in ") + what + ": status " + std::to_string(static_cast<int>(s)));
+}
+
+int device_count() {
+  // Asked once: the devices a process sees do not change while it runs.
+  static const int count = [] {
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess) {
+      (void)cudaGetLastError();  // no driver or no device: clear the sticky error
+      return 0;
+    }
+    return n;
+  }();
+  return count;
+}
+
+std::string device_name(int index) {
+  cudaDeviceProp prop{};
+  if (cudaGetDeviceProperties(&prop, index) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return "CUDA device";
+  }
+  return std::string(prop.name) + ", " + std::to_string(prop.totalGlobalMem >> 20) + " MiB, sm_" +
+         std::to_string(prop.major) + std::to_string(prop.minor);
+}
+
+namespace {
+constexpr int kMaxDevices = 64;
+std::mutex g_devices_mu;
+std::array<CudaDevice*, kMaxDevices> g_devices{};  // leaked: tensors in statics outlive any order
+
+void no_such_device(int index, int count) {
+  throw ValueError("device 'gpu:" + std::to_string(index) + "' does not exist: this machine has " +
+                   std::to_string(count) + " GPU(s) visible to CUDA" +
+                   (count == 0 ? " (no NVIDIA driver or GPU, or CUDA_VISIBLE_DEVICES hides them)"
+                               : " (gpu:0 .. gpu:" + std::to_string(count - 1) + ")") +
+                   "; use cpu devices or another GPU");
+}
+}  // namespace
+
+CudaDevice& device_state(int index) {
+  const int count = device_count();
+  if (index < 0 || index >= count || index >= kMaxDevices) no_such_device(index, count);
+  std::lock_guard<std::mutex> lock(g_devices_mu);
+  if (!g_devices[static_cast<std::size_t>(index)]) {
+    auto d = std::make_unique<CudaDevice>();
+    d->index = index;
+    d->name = device_name(index);
+    check(cudaSetDevice(index), "cudaSetDevice");
+    check(cudaStreamCreateWithFlags(&d->stream, cudaStreamNonBlocking), "cudaStreamCreate");
+    check(cublasLtCreate(&d->lt), "cublasLtCreate");
+    d->workspace_bytes = std::size_t{32} << 20;  // what cuBLAS itself reserves on Hopper
+    check(cudaMalloc(&d->workspace, d->workspace_bytes), "cudaMalloc (cuBLASLt workspace)");
+    g_devices[static_cast<std::size_t>(index)] = d.release();
+  }
+  return *g_devices[static_cast<std::size_t>(index)];
+}
+
+CudaDevice& device(ComputeContext& ctx) {
+  auto* d = static_cast<CudaDevice*>(ctx.native());
+  if (!d) throw InternalError("a CUDA kernel ran on the non-CUDA context of " + ctx.device().str());
+  // Cheap when it is current already; a thread may serve contexts of several GPUs.
+  check(cudaSetDevice(d->index), "cudaSetDevice");
+  return *d;
+}
+
+void* stream_of(ComputeContext& ctx) { return device(ctx).stream; }
+
+std::unique_ptr<ComputeContext> make_context(Device dev, const ContextOptions& options) {
+  CudaDevice& d = device_state(dev.index);
+  auto alloc = std::make_shared<CudaCachingAllocator>(d.index, dev.str() + " (" + d.name + ")", options.memory_limit);
+  return std::make_unique<ComputeContext>(dev, std::move(alloc), &d);
+}
+
+void read_back(ComputeContext& ctx, void* host, const void* dev, std::size_t bytes) {
+  cudaStream_t s = stream(ctx);
+  check(cudaMemcpyAsync(host, dev, bytes, cudaMemcpyDeviceToHost, s), "cudaMemcpyAsync (to host)");
+  check(cudaStreamSynchronize(s), "cudaStreamSynchronize");
+}
+
+namespace {
+int device_of_pointer(const void* p) {
+  cudaPointerAttributes attr{};
+  if (cudaPointerGetAttributes(&attr, p) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return -1;
+  }
+  return attr.type == cudaMemoryTypeDevice ? attr.device : -1;
+}
+
+// DeviceOps may run with a CPU context current (a host thread assigning a variable's GPU
+// copy, reading a result): then the GPU is the one that holds the memory.
+CudaDevice& device_for(ComputeContext& ctx, const void* dev_ptr) {
+  if (ctx.native()) return device(ctx);
+  const int idx = device_of_pointer(dev_ptr);
+  if (idx < 0) throw InternalError("a CUDA memory operation on " + ctx.device().str() + " got a pointer that is not "
+                                   "GPU memory");
+  CudaDevice& d = device_state(idx);
+  check(cudaSetDevice(idx), "cudaSetDevice");
+  return d;
+}
+
+void copy(ComputeContext& ctx, void* dst, const void* src, std::size_t bytes) {
+  if (!bytes || dst == src) return;
+  CudaDevice& d = device_for(ctx, dst);
+  // Between two GPUs (a broadcast from replica 0): the source's stream may still be writing it,
+  // and the copy must be done before that device reuses the block.
+  int other = -1;
+  if (device_count() > 1) {
+    const int from = device_of_pointer(src), to = device_of_pointer(dst);
+    other = from >= 0 && from != d.index ? from : to >= 0 && to != d.index ? to : -1;
+  }
+  if (other >= 0) {
+    check(cudaStreamSynchronize(device_state(other).stream), "cudaStreamSynchronize (peer)");
+    check(cudaSetDevice(d.index), "cudaSetDevice");
+  }
+  check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, d.stream), "cudaMemcpyAsync (device to device)");
+  if (other >= 0) check(cudaStreamSynchronize(d.stream), "cudaStreamSynchronize");
+}
+
+void copy_to_host(ComputeContext& ctx, void* host, const void* src, std::size_t bytes) {
+  if (!bytes) return;
+  cudaStream_t s = device_for(ctx, src).stream;
+  check(cudaMemcpyAsync(host, src, bytes, cudaMemcpyDeviceToHost, s), "cudaMemcpyAsync (to host)");
+  check(cudaStreamSynchronize(s), "cudaStreamSynchronize");
+}
+
+void copy_from_host(ComputeContext& ctx, void* dst, const void* host, std::size_t bytes) {
+  if (!bytes) return;
+  cudaStream_t s = device_for(ctx, dst).stream;
+  check(cudaMemcpyAsync(dst, host, bytes, cudaMemcpyHostToDevice, s), "cudaMemcpyAsync (from host)");
+  // The host buffer may be freed or reused as soon as this returns.
+  check(cudaStreamSynchronize(s), "cudaStreamSynchronize");
+}
+
+void zero(ComputeContext& ctx, void* dst, std::size_t bytes) {
+  if (bytes) check(cudaMemsetAsync(dst, 0, bytes, device_for(ctx, dst).stream), "cudaMemsetAsync");
+}
+}  // namespace
+
+bool equal_bytes_on(ComputeContext& ctx, const void* a, const void* b, std::size_t bytes);  // storage.cu
+bool equal_bytes(ComputeContext& ctx, const void* a, const void* b, std::size_t bytes) {
+  if (bytes == 0 || a == b) return true;
+  if (ctx.native()) return equal_bytes_on(ctx, a, b, bytes);
+  // A host thread comparing two GPU tensors (check_mirrored): on their GPU's context.
+  CudaDevice& d = device_for(ctx, a);
+  ComputeContext gpu(Device{DeviceKind::kCuda, d.index},
+                     std::make_shared<CudaCachingAllocator>(d.index, "gpu:" + std::to_string(d.index), 0), &d);
+  return equal_bytes_on(gpu, a, b, bytes);
+}
+
+const DeviceOps& device_ops() {
+  static const DeviceOps ops{.copy = copy,
+                             .copy_to_host = copy_to_host,
+                             .copy_from_host = copy_from_host,
+                             .zero = zero,
+                             .equal_bytes = equal_bytes};
+  return ops;
+}
+
+}  // namespace lockstep::backend::cuda

@@ -1,0 +1,79 @@
+#pragma once
+// Host-side state of the CUDA backend: error checks that throw lockstep's errors, the device
+// state a context points to, and scratch memory. Plain C++ over the CUDA runtime (no kernels),
+// so that the files without kernels compile with the host compiler.
+#include <cublasLt.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <string>
+#include <tuple>
+
+#include "backend/kernels.hpp"
+#include "lockstep/core/error.hpp"
+
+namespace lockstep::backend::cuda {
+
+/// Throws InternalError naming `what` and CUDA's message unless `e` is cudaSuccess.
+void check(cudaError_t e, const char* what);
+void check(cublasStatus_t s, const char* what);
+/// After a launch: a bad configuration is reported here, a fault at the next synchronisation.
+inline void check_launch(const char* kernel) { check(cudaGetLastError(), kernel); }
+
+struct GemmKey {
+  bool ta, tb;
+  std::int64_t m, n, k, lda, ldb, ldc;
+  int dtype;
+  bool beta_zero;
+  bool operator<(const GemmKey& o) const {
+    return std::tie(ta, tb, m, n, k, lda, ldb, ldc, dtype, beta_zero) <
+           std::tie(o.ta, o.tb, o.m, o.n, o.k, o.lda, o.ldb, o.ldc, o.dtype, o.beta_zero);
+  }
+};
+struct GemmPlan;  // gemm.cu
+
+/// One per physical GPU, made on first use and kept for the process (as the CUDA runtime's
+/// own per-device state is): every context of the device enqueues on its one stream, so work
+/// from several logical replicas (and the collectives between them) runs in the order the host
+/// issued it, and memory freed on the host is reused only by work queued after it.
+struct CudaDevice {
+  int index = 0;
+  std::string name;
+  cudaStream_t stream = nullptr;
+  cublasLtHandle_t lt = nullptr;
+  void* workspace = nullptr;  // cuBLASLt's, used by one GEMM at a time (the stream orders them)
+  std::size_t workspace_bytes = 0;
+  std::mutex plans_mu;
+  std::map<GemmKey, GemmPlan*> plans;  // leaked with the device
+};
+
+/// The device state of a CUDA context; makes its GPU current on the calling thread.
+CudaDevice& device(ComputeContext& ctx);
+inline cudaStream_t stream(ComputeContext& ctx) { return device(ctx).stream; }
+/// Device state of GPU `index` (made on first use); throws ValueError when there is none.
+CudaDevice& device_state(int index);
+
+/// Device memory for a kernel's scratch (partial sums, a result to read back), from the
+/// context's allocator; released when it goes out of scope (work queued after on the same
+/// stream may reuse it, which the stream orders).
+class Scratch {
+ public:
+  Scratch(ComputeContext& ctx, std::size_t bytes) : alloc_(ctx.allocator()), bytes_(bytes), p_(alloc_.allocate(bytes)) {}
+  ~Scratch() { alloc_.release(p_, bytes_); }
+  Scratch(const Scratch&) = delete;
+  Scratch& operator=(const Scratch&) = delete;
+  template <typename T>
+  T* as() const { return static_cast<T*>(p_); }
+
+ private:
+  Allocator& alloc_;
+  std::size_t bytes_;
+  void* p_;
+};
+
+/// Copies `bytes` from device memory to the host and waits for it (and everything before it).
+void read_back(ComputeContext& ctx, void* host, const void* dev, std::size_t bytes);
+
+}  // namespace lockstep::backend::cuda

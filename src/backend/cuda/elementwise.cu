@@ -1,0 +1,177 @@
+// Elementwise kernels: unary ops and their gradients, broadcasting binary ops, the fused
+// bias + ReLU and scale-and-clip. float32 arithmetic for every floating dtype; the math
+// functions are CUDA's (expf, erff, ...: within a few ulps of the CPU's libm, which the
+// parity tolerances allow).
+#include "backend/cuda/cuda_common.cuh"
+#include "backend/cuda/cuda_kernels.hpp"
+
+namespace lockstep::backend::cuda {
+
+namespace {
+__device__ inline float gelu_f(float x) { return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f)); }
+__device__ inline float gelu_grad_f(float x) {
+  const float cdf = 0.5f * (1.0f + erff(x * 0.70710678118654752f));
+  const float pdf = 0.3989422804014327f * expf(-0.5f * x * x);
+  return cdf + x * pdf;
+}
+
+__device__ inline float unary_f(UnaryOp op, float v, float p0, float p1) {
+  switch (op) {
+    case UnaryOp::kNeg: return -v;
+    case UnaryOp::kExp: return expf(v);
+    case UnaryOp::kLog: return logf(v);
+    case UnaryOp::kSqrt: return sqrtf(v);
+    case UnaryOp::kSquare: return v * v;
+    case UnaryOp::kAbs: return fabsf(v);
+    case UnaryOp::kRelu: return v > 0.0f ? v : 0.0f;
+    case UnaryOp::kSigmoid: return 1.0f / (1.0f + expf(-v));
+    case UnaryOp::kTanh: return tanhf(v);
+    case UnaryOp::kGelu: return gelu_f(v);
+    case UnaryOp::kScale: return v * p0;
+    case UnaryOp::kAddScalar: return v + p0;
+    case UnaryOp::kPowScalar: return powf(v, p0);
+    case UnaryOp::kClip: {  // std::min(std::max(v, lo), hi), as on the CPU: NaN stays NaN
+      const float m = v < p0 ? p0 : v;
+      return p1 < m ? p1 : m;
+    }
+  }
+  return v;
+}
+
+__device__ inline float unary_grad_f(UnaryOp op, float u, float v, float g, float p0, float p1) {
+  switch (op) {
+    case UnaryOp::kNeg: return -g;
+    case UnaryOp::kExp: return g * v;
+    case UnaryOp::kLog: return g / u;
+    case UnaryOp::kSqrt: return g * 0.5f / v;
+    case UnaryOp::kSquare: return g * 2.0f * u;
+    case UnaryOp::kAbs: return u > 0.0f ? g : (u < 0.0f ? -g : 0.0f);
+    case UnaryOp::kRelu: return u > 0.0f ? g : 0.0f;
+    case UnaryOp::kSigmoid: return g * v * (1.0f - v);
+    case UnaryOp::kTanh: return g * (1.0f - v * v);
+    case UnaryOp::kGelu: return g * gelu_grad_f(u);
+    case UnaryOp::kScale: return g * p0;
+    case UnaryOp::kAddScalar: return g;
+    case UnaryOp::kPowScalar: return g * p0 * powf(u, p0 - 1.0f);
+    case UnaryOp::kClip: return (u >= p0 && u <= p1) ? g : 0.0f;
+  }
+  return g;
+}
+
+template <typename F>
+__global__ void unary_kernel(UnaryOp op, const F* x, F* y, std::int64_t n, float p0, float p1) {
+  LOCKSTEP_GRID_LOOP(i, n) y[i] = Elem<F>::store(unary_f(op, Elem<F>::load(x[i]), p0, p1));
+}
+
+template <typename F>
+__global__ void unary_backward_kernel(UnaryOp op, const F* x, const F* y, const F* dy, F* dx, std::int64_t n, float p0,
+                                      float p1) {
+  using E = Elem<F>;
+  LOCKSTEP_GRID_LOOP(i, n) {
+    // Only the ops whose gradient reads x or y touch them (the tensor layer may pass null).
+    const float u = x ? E::load(x[i]) : 0.0f;
+    const float v = y ? E::load(y[i]) : 0.0f;
+    dx[i] = E::store(unary_grad_f(op, u, v, E::load(dy[i]), p0, p1));
+  }
+}
+
+__device__ inline float binary_f(BinaryOp op, float a, float b) {
+  switch (op) {
+    case BinaryOp::kAdd: return a + b;
+    case BinaryOp::kSub: return a - b;
+    case BinaryOp::kMul: return a * b;
+    case BinaryOp::kDiv: return a / b;
+    case BinaryOp::kMaximum: return a > b ? a : b;
+    case BinaryOp::kMinimum: return a < b ? a : b;
+  }
+  return a;
+}
+
+template <typename F>
+__global__ void binary_kernel(BinaryOp op, BroadcastDesc d, BcastKind kind, const F* a, const F* b, F* out,
+                              std::int64_t n) {
+  using E = Elem<F>;
+  LOCKSTEP_GRID_LOOP(i, n) {
+    std::int64_t ao, bo;
+    bcast_offsets(d, kind, i, &ao, &bo);
+    out[i] = E::store(binary_f(op, E::load(a[ao]), E::load(b[bo])));
+  }
+}
+
+template <typename F>
+__global__ void bias_activation_kernel(F* y, const F* bias, std::int64_t rows, std::int64_t cols, bool relu) {
+  using E = Elem<F>;
+  LOCKSTEP_GRID_LOOP(i, rows * cols) {
+    float v = E::load(y[i]);
+    if (bias) v += E::load(bias[i % cols]);
+    if (relu) v = v > 0.0f ? v : 0.0f;
+    y[i] = E::store(v);
+  }
+}
+
+template <typename F>
+__global__ void scale_clip_kernel(const F* x, F* y, std::int64_t n, float scale, float clip) {
+  LOCKSTEP_GRID_LOOP(i, n) {
+    // Comparisons, not fminf/fmaxf: a NaN stays NaN (as on the CPU, and tf.clip_by_value).
+    const float v = Elem<F>::load(x[i]) * scale;
+    y[i] = Elem<F>::store(v < -clip ? -clip : v > clip ? clip : v);
+  }
+}
+}  // namespace
+
+template <typename F>
+void unary(ComputeContext& ctx, UnaryOp op, const void* x, void* y, std::int64_t n, float p0, float p1) {
+  if (n == 0) return;
+  unary_kernel<F><<<blocks_for(n), kThreads, 0, stream(ctx)>>>(op, static_cast<const F*>(x), static_cast<F*>(y), n, p0,
+                                                              p1);
+  check_launch("unary");
+}
+
+template <typename F>
+void unary_backward(ComputeContext& ctx, UnaryOp op, const void* x, const void* y, const void* dy, void* dx,
+                    std::int64_t n, float p0, float p1) {
+  if (n == 0) return;
+  unary_backward_kernel<F><<<blocks_for(n), kThreads, 0, stream(ctx)>>>(
+      op, static_cast<const F*>(x), static_cast<const F*>(y), static_cast<const F*>(dy), static_cast<F*>(dx), n, p0, p1);
+  check_launch("unary_backward");
+}
+
+template <typename F>
+void binary(ComputeContext& ctx, BinaryOp op, const BroadcastDesc& d, const void* a, const void* b, void* out) {
+  std::int64_t n = 0;
+  const BcastKind kind = bcast_kind(d, &n);
+  if (n == 0) return;
+  binary_kernel<F><<<blocks_for(n), kThreads, 0, stream(ctx)>>>(op, d, kind, static_cast<const F*>(a),
+                                                               static_cast<const F*>(b), static_cast<F*>(out), n);
+  check_launch("binary");
+}
+
+template <typename F>
+void bias_activation(ComputeContext& ctx, void* y, const void* bias, std::int64_t rows, std::int64_t cols, bool relu) {
+  if (rows * cols == 0 || (!bias && !relu)) return;
+  bias_activation_kernel<F><<<blocks_for(rows * cols), kThreads, 0, stream(ctx)>>>(
+      static_cast<F*>(y), static_cast<const F*>(bias), rows, cols, relu);
+  check_launch("bias_activation");
+}
+
+template <typename F>
+void scale_clip(ComputeContext& ctx, const void* x, void* y, std::int64_t n, float scale, float clip) {
+  if (n == 0) return;
+  scale_clip_kernel<F><<<blocks_for(n), kThreads, 0, stream(ctx)>>>(static_cast<const F*>(x), static_cast<F*>(y), n,
+                                                                   scale, clip);
+  check_launch("scale_clip");
+}
+
+#define LOCKSTEP_CUDA_ELEMENTWISE(F)                                                                          \
+  template void unary<F>(ComputeContext&, UnaryOp, const void*, void*, std::int64_t, float, float);           \
+  template void unary_backward<F>(ComputeContext&, UnaryOp, const void*, const void*, const void*, void*,     \
+                                  std::int64_t, float, float);                                                \
+  template void binary<F>(ComputeContext&, BinaryOp, const BroadcastDesc&, const void*, const void*, void*);  \
+  template void bias_activation<F>(ComputeContext&, void*, const void*, std::int64_t, std::int64_t, bool);   \
+  template void scale_clip<F>(ComputeContext&, const void*, void*, std::int64_t, float, float);
+LOCKSTEP_CUDA_ELEMENTWISE(float)
+LOCKSTEP_CUDA_ELEMENTWISE(Float16)
+LOCKSTEP_CUDA_ELEMENTWISE(BFloat16)
+#undef LOCKSTEP_CUDA_ELEMENTWISE
+
+}  // namespace lockstep::backend::cuda

@@ -1,0 +1,325 @@
+// Reductions, softmax, cross-entropy, one-hot and the dropout mask. Every reduction has a fixed
+// order (per-lane strided partials, then a fixed shuffle tree; column sums in row order), so a
+// kernel gives the same bits on every run; no atomics.
+#include <limits>
+
+#include "backend/cuda/cuda_common.cuh"
+#include "backend/cuda/cuda_kernels.hpp"
+
+namespace lockstep::backend::cuda {
+
+namespace {
+// ---- reduce_sum ----
+template <typename F>
+__global__ void row_sum_kernel(const F* x, F* out, std::int64_t rows, std::int64_t axis, float post_scale) {
+  const int lane = threadIdx.x % 32;
+  LOCKSTEP_WARP_ROW_LOOP(r, rows) {
+    const F* p = x + r * axis;
+    float s = 0.0f;
+    for (std::int64_t a = lane; a < axis; a += 32) s += Elem<F>::load(p[a]);
+    s = warp_sum(s);
+    if (lane == 0) out[r] = Elem<F>::store(post_scale == 1.0f ? s : s * post_scale);
+  }
+}
+
+// Few long rows: a block per row, its 256 partials added in a fixed tree.
+template <typename F>
+__global__ void long_row_sum_kernel(const F* x, F* out, std::int64_t axis, float post_scale) {
+  __shared__ float part[kThreads / 32];
+  const F* p = x + static_cast<std::int64_t>(blockIdx.x) * axis;
+  float s = 0.0f;
+  for (std::int64_t a = threadIdx.x; a < axis; a += kThreads) s += Elem<F>::load(p[a]);
+  s = warp_sum(s);
+  if (threadIdx.x % 32 == 0) part[threadIdx.x / 32] = s;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    float t = 0.0f;
+    for (int w = 0; w < kThreads / 32; ++w) t += part[w];
+    out[blockIdx.x] = Elem<F>::store(post_scale == 1.0f ? t : t * post_scale);
+  }
+}
+
+// Columns: partial sums of `seg` consecutive rows of the axis per thread (float32), then the
+// partials of each column added in segment order.
+template <typename F>
+__global__ void column_partial_kernel(const F* x, float* part, std::int64_t outer, std::int64_t axis,
+                                      std::int64_t inner, std::int64_t segs, std::int64_t seg) {
+  LOCKSTEP_GRID_LOOP(t, outer * inner * segs) {
+    const std::int64_t col = t % (outer * inner), s = t / (outer * inner);
+    const std::int64_t o = col / inner, i = col - o * inner;
+    const F* p = x + o * axis * inner + i;
+    const std::int64_t a0 = s * seg, a1 = a0 + seg < axis ? a0 + seg : axis;
+    float acc = 0.0f;
+    for (std::int64_t a = a0; a < a1; ++a) acc += Elem<F>::load(p[a * inner]);
+    part[t] = acc;
+  }
+}
+template <typename F>
+__global__ void column_finish_kernel(const float* part, F* out, std::int64_t cols, std::int64_t segs,
+                                     float post_scale) {
+  LOCKSTEP_GRID_LOOP(c, cols) {
+    float acc = 0.0f;
+    for (std::int64_t s = 0; s < segs; ++s) acc += part[s * cols + c];
+    out[c] = Elem<F>::store(post_scale == 1.0f ? acc : acc * post_scale);
+  }
+}
+
+// ---- reduce_max ----
+template <typename F>
+__global__ void reduce_max_kernel(const F* x, F* out, std::int64_t* arg, std::int64_t outer, std::int64_t axis,
+                                  std::int64_t inner) {
+  const int lane = threadIdx.x % 32;
+  LOCKSTEP_WARP_ROW_LOOP(r, outer * inner) {
+    const std::int64_t o = r / inner, in = r - o * inner;
+    const F* p = x + o * axis * inner + in;
+    ArgBest b{Elem<F>::load(p[0]), 0};
+    for (std::int64_t a = lane; a < axis; a += 32) b = arg_better(b, ArgBest{Elem<F>::load(p[a * inner]), a});
+    b = warp_arg_best(b);
+    if (lane == 0) {
+      if (out) out[r] = Elem<F>::store(b.v);
+      if (arg) arg[r] = b.i;
+    }
+  }
+}
+
+template <typename F>
+__global__ void reduce_max_backward_kernel(const std::int64_t* arg, const F* g, F* dx, std::int64_t outer,
+                                           std::int64_t axis, std::int64_t inner) {
+  LOCKSTEP_GRID_LOOP(r, outer * inner) {
+    const std::int64_t o = r / inner, i = r - o * inner;
+    dx[(o * axis + arg[r]) * inner + i] = g[r];
+  }
+}
+
+// ---- softmax ----
+template <typename F>
+__global__ void softmax_kernel(const F* x, F* y, std::int64_t rows, std::int64_t cols, bool log) {
+  using E = Elem<F>;
+  const int lane = threadIdx.x % 32;
+  LOCKSTEP_WARP_ROW_LOOP(r, rows) {
+    const F* xr = x + r * cols;
+    F* yr = y + r * cols;
+    float m = -INFINITY;
+    for (std::int64_t c = lane; c < cols; c += 32) m = fmaxf(m, E::load(xr[c]));
+    m = __shfl_sync(0xffffffffu, warp_max(m), 0);
+    float s = 0.0f;
+    for (std::int64_t c = lane; c < cols; c += 32) s += expf(E::load(xr[c]) - m);
+    s = __shfl_sync(0xffffffffu, warp_sum(s), 0);
+    if (log) {
+      const float lse = m + logf(s);
+      for (std::int64_t c = lane; c < cols; c += 32) yr[c] = E::store(E::load(xr[c]) - lse);
+    } else {
+      const float inv = 1.0f / s;
+      for (std::int64_t c = lane; c < cols; c += 32) yr[c] = E::store(expf(E::load(xr[c]) - m) * inv);
+    }
+  }
+}
+
+template <typename F>
+__global__ void softmax_backward_kernel(const F* y, const F* dy, F* dx, std::int64_t rows, std::int64_t cols,
+                                        bool log) {
+  using E = Elem<F>;
+  const int lane = threadIdx.x % 32;
+  LOCKSTEP_WARP_ROW_LOOP(r, rows) {
+    const F* yr = y + r * cols;
+    const F* gr = dy + r * cols;
+    F* dr = dx + r * cols;
+    float s = 0.0f;
+    for (std::int64_t c = lane; c < cols; c += 32) s += log ? E::load(gr[c]) : E::load(gr[c]) * E::load(yr[c]);
+    s = __shfl_sync(0xffffffffu, warp_sum(s), 0);
+    for (std::int64_t c = lane; c < cols; c += 32) {
+      dr[c] = log ? E::store(E::load(gr[c]) - expf(E::load(yr[c])) * s) : E::store(E::load(yr[c]) * (E::load(gr[c]) - s));
+    }
+  }
+}
+
+// ---- cross-entropy (float32) ----
+__global__ void xent_kernel(const float* logits, const std::int64_t* labels, float* loss, float* probs,
+                            std::int64_t rows, std::int64_t cols) {
+  const int lane = threadIdx.x % 32;
+  LOCKSTEP_WARP_ROW_LOOP(r, rows) {
+    const float* xr = logits + r * cols;
+    float* pr = probs + r * cols;
+    float m = -INFINITY;
+    for (std::int64_t c = lane; c < cols; c += 32) m = fmaxf(m, xr[c]);
+    m = __shfl_sync(0xffffffffu, warp_max(m), 0);
+    float s = 0.0f;
+    for (std::int64_t c = lane; c < cols; c += 32) {
+      const float e = expf(xr[c] - m);
+      pr[c] = e;
+      s += e;
+    }
+    s = __shfl_sync(0xffffffffu, warp_sum(s), 0);
+    const float inv = 1.0f / s;
+    for (std::int64_t c = lane; c < cols; c += 32) pr[c] *= inv;
+    if (lane == 0) loss[r] = -(xr[labels[r]] - m - logf(s));
+  }
+}
+
+__global__ void xent_backward_kernel(const float* p, const std::int64_t* labels, const float* g, float* d,
+                                     std::int64_t rows, std::int64_t cols) {
+  LOCKSTEP_GRID_LOOP(i, rows * cols) {
+    const std::int64_t r = i / cols, c = i - r * cols;
+    const float v = p[i] * g[r];
+    d[i] = c == labels[r] ? v - g[r] : v;
+  }
+}
+
+__global__ void one_hot_kernel(const std::int64_t* labels, std::int64_t rows, std::int64_t classes, float* out) {
+  LOCKSTEP_GRID_LOOP(i, rows * classes) {
+    const std::int64_t r = i / classes;
+    out[i] = i - r * classes == labels[r] ? 1.0f : 0.0f;
+  }
+}
+
+// ---- dropout: the CPU's counter-based keying, bit for bit ----
+__host__ __device__ inline std::uint64_t mix(std::uint64_t z) {
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+
+template <typename F>
+__global__ void dropout_kernel(F* mask, std::int64_t rows, std::int64_t cols, std::uint32_t threshold,
+                               std::uint64_t base, std::int64_t first_row, F keep, F zero) {
+  LOCKSTEP_GRID_LOOP(i, rows * cols) {
+    const std::int64_t r = i / cols, c = i - r * cols;
+    const std::uint64_t row_key = mix(base ^ static_cast<std::uint64_t>(first_row + r));
+    const auto bits = static_cast<std::uint32_t>(mix(row_key + static_cast<std::uint64_t>(c)) >> 40);
+    mask[i] = bits < threshold ? zero : keep;
+  }
+}
+
+template <typename F>
+F host_store(float v) {
+  if constexpr (std::is_same_v<F, Float16>) return to_float16(v);
+  else if constexpr (std::is_same_v<F, BFloat16>) return to_bfloat16(v);
+  else return v;
+}
+}  // namespace
+
+template <typename F>
+void reduce_sum(ComputeContext& ctx, const void* xv, void* outv, std::int64_t outer, std::int64_t axis,
+                std::int64_t inner, float post_scale) {
+  const F* x = static_cast<const F*>(xv);
+  F* out = static_cast<F*>(outv);
+  cudaStream_t s = stream(ctx);
+  const std::int64_t cols = outer * inner;
+  if (cols == 0) return;
+  if (axis == 0) {  // 0 * post_scale, as on the CPU: the mean of nothing is NaN
+    column_finish_kernel<F><<<blocks_for(cols), kThreads, 0, s>>>(nullptr, out, cols, 0, post_scale);
+    check_launch("reduce_sum");
+    return;
+  }
+  if (inner == 1) {
+    if (outer < 64 && axis >= 8192) {
+      long_row_sum_kernel<F><<<static_cast<unsigned>(outer), kThreads, 0, s>>>(x, out, axis, post_scale);
+    } else {
+      row_sum_kernel<F><<<row_blocks(outer), kThreads, 0, s>>>(x, out, outer, axis, post_scale);
+    }
+    check_launch("reduce_sum");
+    return;
+  }
+  // Enough threads to fill the GPU: split the axis into segments when there are few columns.
+  std::int64_t segs = 1;
+  while (cols * segs < 65536 && axis / (segs * 2) >= 16) segs *= 2;
+  const std::int64_t seg = (axis + segs - 1) / segs;
+  Scratch part(ctx, static_cast<std::size_t>(cols * segs) * sizeof(float));
+  column_partial_kernel<F><<<blocks_for(cols * segs), kThreads, 0, s>>>(x, part.as<float>(), outer, axis, inner, segs,
+                                                                       seg);
+  column_finish_kernel<F><<<blocks_for(cols), kThreads, 0, s>>>(part.as<float>(), out, cols, segs, post_scale);
+  check_launch("reduce_sum");
+}
+
+template <typename F>
+void reduce_max(ComputeContext& ctx, const void* x, void* out, std::int64_t* arg, std::int64_t outer,
+                std::int64_t axis, std::int64_t inner) {
+  if (outer * inner == 0) return;
+  reduce_max_kernel<F><<<row_blocks(outer * inner), kThreads, 0, stream(ctx)>>>(
+      static_cast<const F*>(x), static_cast<F*>(out), arg, outer, axis, inner);
+  check_launch("reduce_max");
+}
+
+template <typename F>
+void reduce_max_backward(ComputeContext& ctx, const std::int64_t* arg, const void* g, void* dx, std::int64_t outer,
+                         std::int64_t axis, std::int64_t inner) {
+  const std::int64_t n = outer * axis * inner;
+  if (n == 0) return;
+  cudaStream_t s = stream(ctx);
+  check(cudaMemsetAsync(dx, 0, static_cast<std::size_t>(n) * sizeof(F), s), "cudaMemsetAsync");  // 0.0 in every float
+  reduce_max_backward_kernel<F><<<blocks_for(outer * inner), kThreads, 0, s>>>(arg, static_cast<const F*>(g),
+                                                                              static_cast<F*>(dx), outer, axis, inner);
+  check_launch("reduce_max_backward");
+}
+
+template <typename F>
+void softmax(ComputeContext& ctx, const void* x, void* y, std::int64_t rows, std::int64_t cols, bool log) {
+  if (rows * cols == 0) return;
+  softmax_kernel<F><<<row_blocks(rows), kThreads, 0, stream(ctx)>>>(static_cast<const F*>(x), static_cast<F*>(y), rows,
+                                                                   cols, log);
+  check_launch("softmax");
+}
+
+template <typename F>
+void softmax_backward(ComputeContext& ctx, const void* y, const void* dy, void* dx, std::int64_t rows,
+                      std::int64_t cols, bool log) {
+  if (rows * cols == 0) return;
+  softmax_backward_kernel<F><<<row_blocks(rows), kThreads, 0, stream(ctx)>>>(
+      static_cast<const F*>(y), static_cast<const F*>(dy), static_cast<F*>(dx), rows, cols, log);
+  check_launch("softmax_backward");
+}
+
+void sparse_softmax_xent(ComputeContext& ctx, const void* logits, const std::int64_t* labels, void* loss, void* probs,
+                         std::int64_t rows, std::int64_t cols) {
+  if (rows == 0) return;
+  xent_kernel<<<row_blocks(rows), kThreads, 0, stream(ctx)>>>(static_cast<const float*>(logits), labels,
+                                                             static_cast<float*>(loss), static_cast<float*>(probs),
+                                                             rows, cols);
+  check_launch("sparse_softmax_xent");
+}
+
+void sparse_softmax_xent_backward(ComputeContext& ctx, const void* probs, const std::int64_t* labels, const void* g,
+                                  void* d, std::int64_t rows, std::int64_t cols) {
+  if (rows * cols == 0) return;
+  xent_backward_kernel<<<blocks_for(rows * cols), kThreads, 0, stream(ctx)>>>(
+      static_cast<const float*>(probs), labels, static_cast<const float*>(g), static_cast<float*>(d), rows, cols);
+  check_launch("sparse_softmax_xent_backward");
+}
+
+void one_hot(ComputeContext& ctx, const std::int64_t* labels, std::int64_t rows, std::int64_t classes, void* out) {
+  if (rows * classes == 0) return;
+  one_hot_kernel<<<blocks_for(rows * classes), kThreads, 0, stream(ctx)>>>(labels, rows, classes,
+                                                                          static_cast<float*>(out));
+  check_launch("one_hot");
+}
+
+template <typename F>
+void dropout_mask(ComputeContext& ctx, void* mask, std::int64_t rows, std::int64_t cols, float rate, std::uint64_t seed,
+                  std::uint64_t stream_id, std::uint64_t step, std::int64_t first_row) {
+  if (rows * cols == 0) return;
+  const std::uint32_t threshold = static_cast<std::uint32_t>(static_cast<double>(rate) * 16777216.0);
+  const std::uint64_t base = mix(mix(mix(seed + 0x9e3779b97f4a7c15ULL) ^ stream_id) ^ step);
+  dropout_kernel<F><<<blocks_for(rows * cols), kThreads, 0, stream(ctx)>>>(
+      static_cast<F*>(mask), rows, cols, threshold, base, first_row, host_store<F>(1.0f / (1.0f - rate)),
+      host_store<F>(0.0f));
+  check_launch("dropout_mask");
+}
+
+#define LOCKSTEP_CUDA_NN(F)                                                                                      \
+  template void reduce_sum<F>(ComputeContext&, const void*, void*, std::int64_t, std::int64_t, std::int64_t,    \
+                              float);                                                                            \
+  template void reduce_max<F>(ComputeContext&, const void*, void*, std::int64_t*, std::int64_t, std::int64_t,   \
+                              std::int64_t);                                                                     \
+  template void reduce_max_backward<F>(ComputeContext&, const std::int64_t*, const void*, void*, std::int64_t,  \
+                                       std::int64_t, std::int64_t);                                              \
+  template void softmax<F>(ComputeContext&, const void*, void*, std::int64_t, std::int64_t, bool);              \
+  template void softmax_backward<F>(ComputeContext&, const void*, const void*, void*, std::int64_t,             \
+                                    std::int64_t, bool);                                                         \
+  template void dropout_mask<F>(ComputeContext&, void*, std::int64_t, std::int64_t, float, std::uint64_t,       \
+                                std::uint64_t, std::uint64_t, std::int64_t);
+LOCKSTEP_CUDA_NN(float)
+LOCKSTEP_CUDA_NN(Float16)
+LOCKSTEP_CUDA_NN(BFloat16)
+#undef LOCKSTEP_CUDA_NN
+
+}  // namespace lockstep::backend::cuda

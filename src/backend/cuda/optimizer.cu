@@ -1,0 +1,97 @@
+// Fused optimizer updates (one pass over a variable's memory per step) and the sum of squares
+// that gradient clipping needs, accumulated in double in a fixed order.
+#include <algorithm>
+
+#include "backend/cuda/cuda_common.cuh"
+#include "backend/cuda/cuda_kernels.hpp"
+
+namespace lockstep::backend::cuda {
+
+namespace {
+constexpr int kSumBlocks = 512;
+
+template <typename F>
+__global__ void sum_squares_partial(const F* x, std::int64_t n, double* part) {
+  __shared__ double warp_part[kThreads / 32];
+  double s = 0;
+  LOCKSTEP_GRID_LOOP(i, n) {
+    const double v = Elem<F>::load(x[i]);
+    s += v * v;
+  }
+  s = warp_sum(s);
+  if (threadIdx.x % 32 == 0) warp_part[threadIdx.x / 32] = s;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    double t = 0;
+    for (int w = 0; w < kThreads / 32; ++w) t += warp_part[w];
+    part[blockIdx.x] = t;
+  }
+}
+
+__global__ void sum_partials(const double* part, int n, double* out) {
+  if (threadIdx.x == 0 && blockIdx.x == 0) {
+    double t = 0;
+    for (int i = 0; i < n; ++i) t += part[i];
+    *out = t;
+  }
+}
+
+__global__ void sgd_kernel(float* w, float* m, const float* g, std::int64_t n, float lr, float mu, bool nesterov) {
+  LOCKSTEP_GRID_LOOP(i, n) {
+    if (!m) {
+      w[i] -= lr * g[i];
+    } else {
+      const float mi = mu * m[i] - lr * g[i];
+      m[i] = mi;
+      w[i] += nesterov ? mu * mi - lr * g[i] : mi;
+    }
+  }
+}
+
+__global__ void adam_kernel(float* w, float* m, float* v, const float* g, std::int64_t n, AdamStep s) {
+  LOCKSTEP_GRID_LOOP(i, n) {
+    const float gi = g[i];
+    const float wi = w[i] - w[i] * s.decay;
+    const float mi = m[i] + (gi - m[i]) * s.one_minus_b1;
+    const float vi = v[i] + (gi * gi - v[i]) * s.one_minus_b2;
+    m[i] = mi;
+    v[i] = vi;
+    w[i] = wi - (mi * s.alpha) / (sqrtf(vi) + s.epsilon);
+  }
+}
+}  // namespace
+
+template <typename F>
+double sum_squares(ComputeContext& ctx, const void* x, std::int64_t n) {
+  if (n == 0) return 0;
+  cudaStream_t s = stream(ctx);
+  const unsigned blocks = std::min<unsigned>(blocks_for(n), kSumBlocks);
+  Scratch part(ctx, (blocks + 1) * sizeof(double));
+  sum_squares_partial<F><<<blocks, kThreads, 0, s>>>(static_cast<const F*>(x), n, part.as<double>());
+  sum_partials<<<1, 32, 0, s>>>(part.as<double>(), static_cast<int>(blocks), part.as<double>() + blocks);
+  check_launch("sum_squares");
+  double host = 0;
+  read_back(ctx, &host, part.as<double>() + blocks, sizeof host);
+  return host;
+}
+
+void sgd_update(ComputeContext& ctx, void* w, void* m, const void* g, std::int64_t n, float lr, float momentum,
+                bool nesterov) {
+  if (n == 0) return;
+  sgd_kernel<<<blocks_for(n), kThreads, 0, stream(ctx)>>>(static_cast<float*>(w), static_cast<float*>(m),
+                                                         static_cast<const float*>(g), n, lr, momentum, nesterov);
+  check_launch("sgd_update");
+}
+
+void adam_update(ComputeContext& ctx, void* w, void* m, void* v, const void* g, std::int64_t n, const AdamStep& s) {
+  if (n == 0) return;
+  adam_kernel<<<blocks_for(n), kThreads, 0, stream(ctx)>>>(static_cast<float*>(w), static_cast<float*>(m),
+                                                          static_cast<float*>(v), static_cast<const float*>(g), n, s);
+  check_launch("adam_update");
+}
+
+template double sum_squares<float>(ComputeContext&, const void*, std::int64_t);
+template double sum_squares<Float16>(ComputeContext&, const void*, std::int64_t);
+template double sum_squares<BFloat16>(ComputeContext&, const void*, std::int64_t);
+
+}  // namespace lockstep::backend::cuda

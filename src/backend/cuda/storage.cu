@@ -1,0 +1,347 @@
+// Storage kernels for every dtype (fill, cast, compare, row gather/scatter, the multi-buffer
+// combine that collectives run, argmax, label range checks) and byte comparison. Each follows
+// the CPU backend's semantics (src/backend/cpu/storage.cpp) element for element.
+#include <climits>
+#include <cmath>
+#include <limits>
+
+#include "backend/cuda/cuda_common.cuh"
+#include "backend/cuda/cuda_kernels.hpp"
+
+namespace lockstep::backend::cuda {
+
+BcastKind bcast_kind(const BroadcastDesc& d, std::int64_t* numel) {
+  std::int64_t n = 1;
+  bool a_contig = true, b_contig = true, b_scalar = true, a_scalar = true;
+  for (int i = d.rank - 1; i >= 0; --i) {
+    if (d.dims[i] != 1) {
+      a_contig &= d.a_strides[i] == n;
+      b_contig &= d.b_strides[i] == n;
+      b_scalar &= d.b_strides[i] == 0;
+      a_scalar &= d.a_strides[i] == 0;
+    }
+    n *= d.dims[i];
+  }
+  *numel = n;
+  if (a_contig && b_contig) return BcastKind::kContiguous;
+  if (a_contig && b_scalar) return BcastKind::kScalarB;
+  if (a_scalar && b_contig) return BcastKind::kScalarA;
+  return BcastKind::kGeneral;
+}
+
+namespace {
+// numpy's conversions, as the CPU's convert<To>(From): 16-bit floats through float32, floats to
+// integers truncated toward zero and saturated (NaN -> 0), integers to integers wrapped.
+template <typename To, typename From>
+__device__ To convert(From v) {
+  if constexpr (std::is_same_v<To, From>) {
+    return v;
+  } else if constexpr (kIsHalf<From>) {
+    return convert<To>(Elem<From>::load(v));
+  } else if constexpr (kIsHalf<To>) {
+    return Elem<To>::store(static_cast<float>(v));
+  } else if constexpr (std::is_integral_v<To> && std::is_floating_point_v<From>) {
+    if (v != v) return To{0};
+    const double lo = static_cast<double>(std::numeric_limits<To>::min());
+    const double hi = static_cast<double>(std::numeric_limits<To>::max());
+    const double d = static_cast<double>(v);
+    if (d <= lo) return std::numeric_limits<To>::min();
+    if (d >= hi) return std::numeric_limits<To>::max();
+    return static_cast<To>(d);
+  } else {
+    return static_cast<To>(v);
+  }
+}
+
+template <typename T>
+__global__ void fill_kernel(T* dst, std::int64_t n, T v) {
+  LOCKSTEP_GRID_LOOP(i, n) dst[i] = v;
+}
+
+template <typename From, typename To>
+__global__ void cast_kernel(const From* src, To* dst, std::int64_t n) {
+  LOCKSTEP_GRID_LOOP(i, n) dst[i] = convert<To>(src[i]);
+}
+
+template <typename T>
+__device__ inline auto compare_value(T v) {
+  if constexpr (kIsHalf<T>) return Elem<T>::load(v);
+  else return v;
+}
+
+template <typename T>
+__global__ void compare_kernel(CompareOp op, BroadcastDesc d, BcastKind kind, const T* a, const T* b,
+                               std::uint8_t* out, std::int64_t n) {
+  LOCKSTEP_GRID_LOOP(i, n) {
+    std::int64_t ao, bo;
+    bcast_offsets(d, kind, i, &ao, &bo);
+    const auto x = compare_value(a[ao]);
+    const auto y = compare_value(b[bo]);
+    bool r = false;
+    switch (op) {
+      case CompareOp::kEqual: r = x == y; break;
+      case CompareOp::kNotEqual: r = x != y; break;
+      case CompareOp::kLess: r = x < y; break;
+      case CompareOp::kLessEqual: r = x <= y; break;
+      case CompareOp::kGreater: r = x > y; break;
+      case CompareOp::kGreaterEqual: r = x >= y; break;
+    }
+    out[i] = r ? 1 : 0;
+  }
+}
+
+template <typename T>
+__global__ void gather_kernel(const T* src, const std::int64_t* index, std::int64_t rows, std::int64_t row, T* dst) {
+  LOCKSTEP_GRID_LOOP(i, rows * row) {
+    const std::int64_t r = i / row, c = i - r * row;
+    dst[i] = src[index[r] * row + c];
+  }
+}
+
+// One thread per column, rows in order: repeated indices add in the CPU's order, without atomics
+// (bit-reproducible, and bit-identical to the CPU for every dtype).
+template <typename T>
+__global__ void scatter_add_kernel(const T* src, const std::int64_t* index, std::int64_t rows, std::int64_t row,
+                                   T* dst) {
+  LOCKSTEP_GRID_LOOP(c, row) {
+    for (std::int64_t r = 0; r < rows; ++r) {
+      T* d = dst + index[r] * row + c;
+      const T s = src[r * row + c];
+      if constexpr (kIsHalf<T>) *d = Elem<T>::store(Elem<T>::load(*d) + Elem<T>::load(s));
+      else *d = static_cast<T>(*d + s);
+    }
+  }
+}
+
+constexpr int kMaxCombine = 64;
+struct CombinePtrs {
+  const void* in[kMaxCombine];
+  void* out[kMaxCombine];
+};
+
+template <ReduceOp Op, typename A>
+__device__ inline A combine2(A a, A b) {
+  if constexpr (Op == ReduceOp::kMax) return a > b ? a : b;
+  else if constexpr (Op == ReduceOp::kMin) return a < b ? a : b;
+  else return a + b;
+}
+
+// Each thread reads element i of every input, then writes it to every output: outputs may
+// alias inputs element for element. Left fold in input order, float32 for 16-bit floats,
+// int64 for integers (the CPU's accumulators).
+template <ReduceOp Op, typename T>
+__global__ void combine_kernel(CombinePtrs p, int n_in, int n_out, std::int64_t begin, std::int64_t end) {
+  using A = std::conditional_t<kIsHalf<T>, float, std::conditional_t<std::is_integral_v<T>, std::int64_t, T>>;
+  auto load = [](T v) -> A {
+    if constexpr (kIsHalf<T>) return Elem<T>::load(v);
+    else return static_cast<A>(v);
+  };
+  LOCKSTEP_GRID_LOOP(k, end - begin) {
+    const std::int64_t i = begin + k;
+    A acc = load(static_cast<const T*>(p.in[0])[i]);
+    for (int j = 1; j < n_in; ++j) acc = combine2<Op>(acc, load(static_cast<const T*>(p.in[j])[i]));
+    if constexpr (Op == ReduceOp::kMean) acc /= static_cast<A>(n_in);
+    T out;
+    if constexpr (kIsHalf<T>) out = Elem<T>::store(acc);
+    else out = static_cast<T>(acc);
+    for (int j = 0; j < n_out; ++j) static_cast<T*>(p.out[j])[i] = out;
+  }
+}
+
+// A warp per output: lanes scan strided, then the first-largest rule (NaN wins) picks. Integers
+// compare as themselves (through float32, large int32/int64 values would tie).
+template <typename T>
+__global__ void argmax_kernel(const T* x, std::int64_t* arg, std::int64_t outer, std::int64_t axis, std::int64_t inner) {
+  const int lane = threadIdx.x % 32;
+  LOCKSTEP_WARP_ROW_LOOP(r, outer * inner) {
+    const std::int64_t o = r / inner, in = r - o * inner;
+    const T* p = x + o * axis * inner + in;
+    if constexpr (std::is_integral_v<T>) {
+      std::int64_t best_i = -1;
+      T best{};
+      for (std::int64_t a = lane; a < axis; a += 32) {
+        const T v = p[a * inner];
+        if (best_i < 0 || v > best) best = v, best_i = a;
+      }
+      for (int off = 16; off > 0; off >>= 1) {
+        const T ov = __shfl_down_sync(0xffffffffu, best, off);
+        const std::int64_t oi = __shfl_down_sync(0xffffffffu, best_i, off);
+        if (oi >= 0 && (best_i < 0 || ov > best || (ov == best && oi < best_i))) best = ov, best_i = oi;
+      }
+      if (lane == 0) arg[r] = best_i < 0 ? 0 : best_i;
+    } else {
+      ArgBest b{Elem<T>::load(p[0]), 0};
+      for (std::int64_t a = lane; a < axis; a += 32) b = arg_better(b, ArgBest{Elem<T>::load(p[a * inner]), a});
+      b = warp_arg_best(b);
+      if (lane == 0) arg[r] = b.i;
+    }
+  }
+}
+
+template <typename T>
+__global__ void first_outside_kernel(const T* l, std::int64_t n, std::int64_t limit, unsigned long long* first) {
+  LOCKSTEP_GRID_LOOP(i, n) {
+    const auto v = static_cast<std::int64_t>(l[i]);
+    if (v < 0 || v >= limit) atomicMin(first, static_cast<unsigned long long>(i));  // min: order-free
+  }
+}
+
+__global__ void differ_kernel(const unsigned char* a, const unsigned char* b, std::int64_t n, int* differ) {
+  LOCKSTEP_GRID_LOOP(i, n) {
+    if (a[i] != b[i]) *differ = 1;
+  }
+}
+
+template <typename T>
+T host_value(double value) {
+  // What the CPU's fill stores: floats through float32, integers from the double.
+  if constexpr (std::is_same_v<T, Float16>) return to_float16(static_cast<float>(value));
+  else if constexpr (std::is_same_v<T, BFloat16>) return to_bfloat16(static_cast<float>(value));
+  else if constexpr (std::is_floating_point_v<T>) return static_cast<T>(value);
+  else {
+    if (std::isnan(value)) return T{0};
+    const double lo = static_cast<double>(std::numeric_limits<T>::min());
+    const double hi = static_cast<double>(std::numeric_limits<T>::max());
+    if (value <= lo) return std::numeric_limits<T>::min();
+    if (value >= hi) return std::numeric_limits<T>::max();
+    return static_cast<T>(value);
+  }
+}
+
+template <typename From, typename To>
+void cast_to(ComputeContext& ctx, const From* src, void* dst, std::int64_t n) {
+  cast_kernel<From, To><<<blocks_for(n), kThreads, 0, stream(ctx)>>>(src, static_cast<To*>(dst), n);
+  check_launch("cast");
+}
+}  // namespace
+
+template <typename T>
+void fill(ComputeContext& ctx, void* dst, std::int64_t n, double value) {
+  if (n == 0) return;
+  fill_kernel<T><<<blocks_for(n), kThreads, 0, stream(ctx)>>>(static_cast<T*>(dst), n, host_value<T>(value));
+  check_launch("fill");
+}
+
+template <typename T>
+void cast(ComputeContext& ctx, const void* srcv, DType to, void* dst, std::int64_t n) {
+  if (n == 0) return;
+  const T* src = static_cast<const T*>(srcv);
+  switch (to) {
+    case DType::kF32: return cast_to<T, float>(ctx, src, dst, n);
+    case DType::kF16: return cast_to<T, Float16>(ctx, src, dst, n);
+    case DType::kBF16: return cast_to<T, BFloat16>(ctx, src, dst, n);
+    case DType::kI32: return cast_to<T, std::int32_t>(ctx, src, dst, n);
+    case DType::kI64: return cast_to<T, std::int64_t>(ctx, src, dst, n);
+    case DType::kU8: return cast_to<T, std::uint8_t>(ctx, src, dst, n);
+  }
+}
+
+template <typename T>
+void compare(ComputeContext& ctx, CompareOp op, const BroadcastDesc& d, const void* a, const void* b,
+             std::uint8_t* out) {
+  std::int64_t n = 0;
+  const BcastKind kind = bcast_kind(d, &n);
+  if (n == 0) return;
+  compare_kernel<T><<<blocks_for(n), kThreads, 0, stream(ctx)>>>(op, d, kind, static_cast<const T*>(a),
+                                                                static_cast<const T*>(b), out, n);
+  check_launch("compare");
+}
+
+template <typename T>
+void gather_rows(ComputeContext& ctx, const void* src, const std::int64_t* index, std::int64_t rows, std::int64_t row,
+                 void* dst) {
+  if (rows * row == 0) return;
+  gather_kernel<T><<<blocks_for(rows * row), kThreads, 0, stream(ctx)>>>(static_cast<const T*>(src), index, rows, row,
+                                                                        static_cast<T*>(dst));
+  check_launch("gather_rows");
+}
+
+template <typename T>
+void scatter_add_rows(ComputeContext& ctx, const void* src, const std::int64_t* index, std::int64_t rows,
+                      std::int64_t row, void* dst) {
+  if (rows * row == 0) return;
+  scatter_add_kernel<T><<<blocks_for(row), kThreads, 0, stream(ctx)>>>(static_cast<const T*>(src), index, rows, row,
+                                                                      static_cast<T*>(dst));
+  check_launch("scatter_add_rows");
+}
+
+template <typename T>
+void combine(ComputeContext& ctx, ReduceOp op, const void* const* in, int n_in, void* const* out, int n_out,
+             std::int64_t begin, std::int64_t end) {
+  if (end <= begin) return;
+  LOCKSTEP_CHECK(n_in >= 1 && n_in <= kMaxCombine && n_out <= kMaxCombine, "combine on ", ctx.device().str(), ": ",
+                 n_in, " inputs and ", n_out, " outputs; the CUDA kernel takes 1 to ", kMaxCombine, " of each");
+  CombinePtrs p{};
+  for (int j = 0; j < n_in; ++j) p.in[j] = in[j];
+  for (int j = 0; j < n_out; ++j) p.out[j] = out[j];
+  const unsigned g = blocks_for(end - begin);
+  cudaStream_t s = stream(ctx);
+  switch (op) {
+    case ReduceOp::kSum: combine_kernel<ReduceOp::kSum, T><<<g, kThreads, 0, s>>>(p, n_in, n_out, begin, end); break;
+    case ReduceOp::kMean: combine_kernel<ReduceOp::kMean, T><<<g, kThreads, 0, s>>>(p, n_in, n_out, begin, end); break;
+    case ReduceOp::kMax: combine_kernel<ReduceOp::kMax, T><<<g, kThreads, 0, s>>>(p, n_in, n_out, begin, end); break;
+    case ReduceOp::kMin: combine_kernel<ReduceOp::kMin, T><<<g, kThreads, 0, s>>>(p, n_in, n_out, begin, end); break;
+  }
+  check_launch("combine");
+}
+
+template <typename T>
+void argmax(ComputeContext& ctx, const void* x, std::int64_t* arg, std::int64_t outer, std::int64_t axis,
+            std::int64_t inner) {
+  if (outer * inner == 0) return;
+  argmax_kernel<T><<<row_blocks(outer * inner), kThreads, 0, stream(ctx)>>>(static_cast<const T*>(x), arg, outer, axis,
+                                                                           inner);
+  check_launch("argmax");
+}
+
+template <typename T>
+std::int64_t first_outside(ComputeContext& ctx, const void* labels, std::int64_t n, std::int64_t limit) {
+  if (n == 0) return -1;
+  Scratch first(ctx, sizeof(unsigned long long));
+  cudaStream_t s = stream(ctx);
+  check(cudaMemsetAsync(first.as<void>(), 0xff, sizeof(unsigned long long), s), "cudaMemsetAsync");
+  first_outside_kernel<T><<<blocks_for(n), kThreads, 0, s>>>(static_cast<const T*>(labels), n, limit,
+                                                            first.as<unsigned long long>());
+  check_launch("first_outside");
+  unsigned long long host = 0;
+  read_back(ctx, &host, first.as<void>(), sizeof host);
+  return host == ULLONG_MAX ? -1 : static_cast<std::int64_t>(host);
+}
+
+bool equal_bytes_on(ComputeContext& ctx, const void* a, const void* b, std::size_t bytes) {
+  Scratch differ(ctx, sizeof(int));
+  cudaStream_t s = stream(ctx);
+  check(cudaMemsetAsync(differ.as<void>(), 0, sizeof(int), s), "cudaMemsetAsync");
+  const auto n = static_cast<std::int64_t>(bytes);
+  differ_kernel<<<blocks_for(n), kThreads, 0, s>>>(static_cast<const unsigned char*>(a),
+                                                  static_cast<const unsigned char*>(b), n, differ.as<int>());
+  check_launch("equal_bytes");
+  int host = 0;
+  read_back(ctx, &host, differ.as<void>(), sizeof host);
+  return host == 0;
+}
+
+#define LOCKSTEP_CUDA_STORAGE(T)                                                                                \
+  template void fill<T>(ComputeContext&, void*, std::int64_t, double);                                         \
+  template void cast<T>(ComputeContext&, const void*, DType, void*, std::int64_t);                             \
+  template void compare<T>(ComputeContext&, CompareOp, const BroadcastDesc&, const void*, const void*,         \
+                           std::uint8_t*);                                                                      \
+  template void gather_rows<T>(ComputeContext&, const void*, const std::int64_t*, std::int64_t, std::int64_t,  \
+                               void*);                                                                          \
+  template void scatter_add_rows<T>(ComputeContext&, const void*, const std::int64_t*, std::int64_t,           \
+                                    std::int64_t, void*);                                                       \
+  template void combine<T>(ComputeContext&, ReduceOp, const void* const*, int, void* const*, int, std::int64_t, \
+                           std::int64_t);                                                                       \
+  template void argmax<T>(ComputeContext&, const void*, std::int64_t*, std::int64_t, std::int64_t, std::int64_t);
+LOCKSTEP_CUDA_STORAGE(float)
+LOCKSTEP_CUDA_STORAGE(Float16)
+LOCKSTEP_CUDA_STORAGE(BFloat16)
+LOCKSTEP_CUDA_STORAGE(std::int32_t)
+LOCKSTEP_CUDA_STORAGE(std::int64_t)
+LOCKSTEP_CUDA_STORAGE(std::uint8_t)
+#undef LOCKSTEP_CUDA_STORAGE
+template std::int64_t first_outside<std::int32_t>(ComputeContext&, const void*, std::int64_t, std::int64_t);
+template std::int64_t first_outside<std::int64_t>(ComputeContext&, const void*, std::int64_t, std::int64_t);
+template std::int64_t first_outside<std::uint8_t>(ComputeContext&, const void*, std::int64_t, std::int64_t);
+
+}  // namespace lockstep::backend::cuda

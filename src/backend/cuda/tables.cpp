@@ -1,0 +1,78 @@
+// The CUDA backend's kernel tables, one per dtype: the CPU tables' rows (src/backend/cpu/
+// tables.cpp) except convolution and pooling, which are not built for CUDA yet (cuDNN: a
+// missing-kernel ValueError until then).
+#include "backend/cuda/cuda_backend.hpp"
+#include "backend/cuda/cuda_kernels.hpp"
+
+namespace lockstep::backend::cuda {
+
+namespace {
+template <typename T>
+constexpr KernelTable storage_table() {
+  return KernelTable{
+      .fill = fill<T>,
+      .cast = cast<T>,
+      .compare = compare<T>,
+      .gather_rows = gather_rows<T>,
+      .scatter_add_rows = scatter_add_rows<T>,
+      .combine = combine<T>,
+      .argmax = argmax<T>,
+  };
+}
+
+template <typename F>
+constexpr KernelTable floating_table() {
+  KernelTable t = storage_table<F>();
+  t.gemm = gemm<F>;
+  t.unary = unary<F>;
+  t.unary_backward = unary_backward<F>;
+  t.binary = binary<F>;
+  t.reduce_sum = reduce_sum<F>;
+  t.reduce_max = reduce_max<F>;
+  t.reduce_max_backward = reduce_max_backward<F>;
+  t.softmax = softmax<F>;
+  t.softmax_backward = softmax_backward<F>;
+  t.bias_activation = bias_activation<F>;
+  t.dropout_mask = dropout_mask<F>;
+  t.sum_squares = sum_squares<F>;
+  t.scale_clip = scale_clip<F>;
+  return t;
+}
+
+constexpr KernelTable f32_table() {
+  KernelTable t = floating_table<float>();
+  t.sparse_softmax_xent = sparse_softmax_xent;
+  t.sparse_softmax_xent_backward = sparse_softmax_xent_backward;
+  t.one_hot = one_hot;
+  t.sgd_update = sgd_update;
+  t.adam_update = adam_update;
+  return t;
+}
+
+template <typename I>
+constexpr KernelTable integer_table() {
+  KernelTable t = storage_table<I>();
+  t.first_outside = first_outside<I>;
+  return t;
+}
+}  // namespace
+
+const KernelTable& table(DType dtype) {
+  static const KernelTable f32 = f32_table();
+  static const KernelTable f16 = floating_table<Float16>();
+  static const KernelTable bf16 = floating_table<BFloat16>();
+  static const KernelTable i32 = integer_table<std::int32_t>();
+  static const KernelTable i64 = integer_table<std::int64_t>();
+  static const KernelTable u8 = integer_table<std::uint8_t>();
+  switch (dtype) {
+    case DType::kF32: return f32;
+    case DType::kF16: return f16;
+    case DType::kBF16: return bf16;
+    case DType::kI32: return i32;
+    case DType::kI64: return i64;
+    case DType::kU8: return u8;
+  }
+  return f32;
+}
+
+}  // namespace lockstep::backend::cuda

@@ -1,0 +1,81 @@
+// GPU kernels beyond the parity table (tests/backend, which runs every op x dtype on CUDA when a
+// GPU is visible): bit-identical dropout masks and 16-bit roundings across backends, gradients
+// on the GPU. Skipped without a GPU.
+#include <cstring>
+#include <random>
+
+#include "gpu_test_util.hpp"
+
+using namespace lockstep;
+using namespace lockstep::gpu_test;
+
+namespace {
+const Device kGpu0{DeviceKind::kCuda, 0};
+
+std::vector<std::uint8_t> bytes_of(const Tensor& t) {
+  const Tensor h = t.device().kind == DeviceKind::kCpu ? t : t.to(Device{});
+  std::vector<std::uint8_t> b(h.nbytes());
+  h.copy_to_host(b.data(), b.size());
+  return b;
+}
+}  // namespace
+
+TEST(GpuCompute, DropoutMasksAreBitIdenticalAcrossBackends) {
+  LOCKSTEP_REQUIRE_GPU();
+  const auto gpu = make_compute_context(kGpu0);
+  for (DType dt : {DType::kF32, DType::kF16, DType::kBF16}) {
+    for (float rate : {0.1f, 0.3f, 0.5f}) {
+      const DropoutKey key{.seed = 42, .stream = 3, .step = 17, .first_example = 1000};
+      const Tensor cpu = dropout(Tensor::ones({257, 129}, dt), rate, key);
+      Tensor on_gpu;
+      {
+        ComputeScope scope(*gpu);
+        on_gpu = dropout(Tensor::ones({257, 129}, dt), rate, key);
+      }
+      EXPECT_EQ(bytes_of(cpu), bytes_of(on_gpu)) << dtype_name(dt) << " rate " << rate;
+    }
+  }
+}
+
+TEST(GpuCompute, HalfRoundingsAreBitIdenticalAcrossBackends) {
+  LOCKSTEP_REQUIRE_GPU();
+  std::mt19937 rng(3);
+  std::vector<float> v;
+  std::uniform_real_distribution<float> u(-70000.0f, 70000.0f);
+  for (int i = 0; i < 4096; ++i) v.push_back(i % 3 ? u(rng) : u(rng) * 1e-7f);  // subnormal halves too
+  const Tensor host = Tensor::from_vector(v, {4096});
+  const auto gpu = make_compute_context(kGpu0);
+  for (DType dt : {DType::kF16, DType::kBF16, DType::kI32, DType::kU8}) {
+    const Tensor cpu = host.to(dt);
+    Tensor g;
+    {
+      ComputeScope scope(*gpu);
+      g = host.to(kGpu0).to(dt);
+    }
+    EXPECT_EQ(bytes_of(cpu), bytes_of(g)) << dtype_name(dt);
+  }
+}
+
+TEST(GpuCompute, GradientsOnTheGpuPassGradcheck) {
+  LOCKSTEP_REQUIRE_GPU();
+  const auto gpu = make_compute_context(kGpu0);
+  ComputeScope scope(*gpu);
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  auto rand = [&](std::int64_t r, std::int64_t c) {
+    std::vector<float> v(static_cast<std::size_t>(r * c));
+    for (auto& x : v) x = u(rng);
+    return Tensor::from_vector(v, {r, c});
+  };
+  const Tensor x = rand(6, 5), w = rand(5, 4), b = rand(1, 4);
+  const Tensor labels = Tensor::from_vector<std::int64_t>({0, 3, 1, 2, 3, 0}, {6});
+  const auto loss = [&](const std::vector<Tensor>& in) {
+    const Tensor h = tanh(add(matmul(in[0], in[1]), in[2]));
+    return sparse_softmax_cross_entropy_with_logits(labels, h);
+  };
+  const GradcheckResult r = gradcheck(loss, {x, w, b});
+  EXPECT_TRUE(r.ok) << r.message;
+  const auto soft = [](const std::vector<Tensor>& in) { return softmax(mul(in[0], in[0]), -1); };
+  const GradcheckResult s = gradcheck(soft, {x});
+  EXPECT_TRUE(s.ok) << s.message;
+}

@@ -1,0 +1,246 @@
+// Replicas on GPUs: collectives among logical replicas on one GPU (through its memory) and
+// across GPUs (NCCL), N replicas computing what one device would, fit on a GPU, and a model too
+// big for a logical device's memory limit. Skipped without a GPU (NCCL rows: without two).
+#include <cstring>
+#include <random>
+#include <thread>
+
+#include "common/relative_error.hpp"
+#include "gpu_test_util.hpp"
+
+using namespace lockstep;
+using namespace lockstep::distribute;
+using namespace lockstep::gpu_test;
+using lockstep::test::max_rel_diff;
+
+namespace {
+// fn(rank, communicator) on one thread per member, member r on a context of devices[r].
+std::vector<std::exception_ptr> run_members(CollectiveGroup& group, const std::vector<Device>& devices,
+                                            const std::function<void(int, Communicator&)>& fn) {
+  std::vector<std::exception_ptr> errors(static_cast<std::size_t>(group.size()));
+  std::vector<std::thread> threads;
+  for (int r = 0; r < group.size(); ++r) {
+    threads.emplace_back([&, r] {
+      try {
+        const auto ctx = make_compute_context(devices[static_cast<std::size_t>(r)]);
+        ComputeScope scope(*ctx);
+        fn(r, group.member(r));
+      } catch (...) {
+        errors[static_cast<std::size_t>(r)] = std::current_exception();
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  return errors;
+}
+
+std::vector<float> member_values(int r, std::int64_t n) {
+  std::vector<float> v(static_cast<std::size_t>(n));
+  for (std::int64_t i = 0; i < n; ++i) v[static_cast<std::size_t>(i)] = 0.25f * static_cast<float>((i * 7 + r * 13) % 97) - 3.0f;
+  return v;
+}
+
+// The collectives' results on `devices`, checked against sums computed here in member order.
+void check_collectives(CollectiveImplementation impl, const std::vector<Device>& devices, bool exact) {
+  const int n = static_cast<int>(devices.size());
+  const std::int64_t len = 1000003;  // not a multiple of anything
+  auto group = make_collective_group(impl, n, {.timeout = std::chrono::seconds(60), .devices = devices});
+  std::vector<float> sum(static_cast<std::size_t>(len), 0.0f), mx(static_cast<std::size_t>(len), -1e30f);
+  for (int r = 0; r < n; ++r) {
+    const auto v = member_values(r, len);
+    for (std::size_t i = 0; i < v.size(); ++i) sum[i] += v[i], mx[i] = std::max(mx[i], v[i]);
+  }
+  std::vector<std::vector<float>> got_sum(n), got_max(n), got_scatter(n), got_gather(n), got_bcast(n);
+  const std::int64_t chunk = 4096;
+  const auto errors = run_members(*group, devices, [&](int r, Communicator& c) {
+    const auto ru = static_cast<std::size_t>(r);
+    Tensor t = Tensor::from_vector(member_values(r, len), {len});
+    c.all_reduce(t, ReduceOp::kSum)->wait();
+    got_sum[ru] = t.to_vector<float>();
+    Tensor m = Tensor::from_vector(member_values(r, len), {len});
+    c.all_reduce(m, ReduceOp::kMax)->wait();
+    got_max[ru] = m.to_vector<float>();
+    const Tensor in = Tensor::from_vector(member_values(r, chunk * n), {chunk * n});
+    Tensor out = Tensor::empty({chunk});
+    c.reduce_scatter(in, out, ReduceOp::kSum)->wait();
+    got_scatter[ru] = out.to_vector<float>();
+    const Tensor mine = Tensor::full({chunk}, static_cast<double>(r));
+    Tensor all = Tensor::empty({chunk * n});
+    c.all_gather(mine, all)->wait();
+    got_gather[ru] = all.to_vector<float>();
+    Tensor b = Tensor::from_vector(member_values(r, 999), {999});
+    c.broadcast(b, n - 1)->wait();
+    got_bcast[ru] = b.to_vector<float>();
+    c.barrier()->wait();
+  });
+  for (int r = 0; r < n; ++r)
+    if (errors[static_cast<std::size_t>(r)]) std::rethrow_exception(errors[static_cast<std::size_t>(r)]);
+  std::vector<float> scattered(static_cast<std::size_t>(chunk * n), 0.0f);
+  for (int q = 0; q < n; ++q) {
+    const auto v = member_values(q, chunk * n);
+    for (std::size_t i = 0; i < v.size(); ++i) scattered[i] += v[i];
+  }
+  for (int r = 0; r < n; ++r) {
+    const auto ru = static_cast<std::size_t>(r);
+    if (exact) EXPECT_EQ(got_sum[ru], sum) << "member " << r;
+    else EXPECT_LE(max_rel_diff({got_sum[ru]}, {sum}), 1e-6) << "member " << r;
+    EXPECT_EQ(got_sum[ru], got_sum[0]) << "members differ";
+    EXPECT_EQ(got_max[ru], mx) << "member " << r;
+    for (std::int64_t i = 0; i < chunk; ++i)
+      ASSERT_NEAR(got_scatter[ru][static_cast<std::size_t>(i)], scattered[static_cast<std::size_t>(r * chunk + i)], 1e-4)
+          << "member " << r << " element " << i;
+    for (int q = 0; q < n; ++q)
+      EXPECT_EQ(got_gather[ru][static_cast<std::size_t>(q * chunk)], static_cast<float>(q)) << "member " << r;
+    EXPECT_EQ(got_bcast[ru], member_values(n - 1, 999)) << "member " << r;
+  }
+}
+
+struct Batches {
+  std::vector<Tensor> x, y;
+};
+Batches make_batches(const std::vector<std::int64_t>& sizes, std::int64_t features = 20) {
+  std::mt19937_64 rng(5);
+  std::uniform_real_distribution<float> u(0.0f, 1.0f);
+  Batches b;
+  for (auto n : sizes) {
+    std::vector<float> xv(static_cast<std::size_t>(n * features));
+    std::vector<std::int64_t> yv(static_cast<std::size_t>(n));
+    for (auto& v : xv) v = u(rng);
+    for (auto& v : yv) v = static_cast<std::int64_t>(rng() % 5);
+    b.x.push_back(Tensor::from_vector(xv, {n, features}));
+    b.y.push_back(Tensor::from_vector(yv, {n}));
+  }
+  return b;
+}
+
+std::unique_ptr<Sequential> make_model() {
+  set_random_seed(11);
+  auto m = std::make_unique<Sequential>(std::vector<layers::LayerPtr>{
+      layers::Dense(16, "relu", 20), layers::Dropout(0.3), layers::Dense(5, "softmax")});
+  m->compile(optimizers::Adam(1e-2), losses::SparseCategoricalCrossentropy(), {"accuracy"});
+  return m;
+}
+
+// Trains on the batches under `strategy` (null: none, on the CPU) and returns the weights.
+std::vector<std::vector<float>> train(Strategy* strategy, const Batches& b) {
+  std::unique_ptr<Sequential> model;
+  if (strategy) {
+    auto scope = strategy->scope();
+    model = make_model();
+  } else {
+    model = make_model();
+  }
+  for (std::size_t i = 0; i < b.x.size(); ++i) model->train_step(b.x[i], b.y[i]);
+  if (strategy) strategy->check_mirrored(model->variables());
+  std::vector<std::vector<float>> w;
+  for (const auto& v : model->variables()) w.push_back(v.value().to_vector<float>());
+  return w;
+}
+}  // namespace
+
+TEST(GpuReplicas, CollectivesAmongLogicalReplicasOnOneGpu) {
+  LOCKSTEP_REQUIRE_GPU();
+  // The same chunks, combined in the same member order as on the CPU: the same bits.
+  check_collectives(CollectiveImplementation::kSharedMemory, std::vector<Device>(4, Device{DeviceKind::kCuda, 0}),
+                    true);
+}
+
+TEST(GpuReplicas, CollectivesOverNcclAcrossGpus) {
+  LOCKSTEP_REQUIRE_GPUS(2);
+  std::vector<Device> devices;
+  for (int g = 0; g < gpus(); ++g) devices.push_back(Device{DeviceKind::kCuda, g});
+  check_collectives(CollectiveImplementation::kNccl, devices, false);
+}
+
+TEST(GpuReplicas, NcclMismatchIsADistributedErrorOnEveryMember) {
+  LOCKSTEP_REQUIRE_GPUS(2);
+  const std::vector<Device> devices{Device{DeviceKind::kCuda, 0}, Device{DeviceKind::kCuda, 1}};
+  auto group = make_collective_group(CollectiveImplementation::kNccl, 2, {.timeout = std::chrono::seconds(20),
+                                                                         .devices = devices});
+  const auto errors = run_members(*group, devices, [](int r, Communicator& c) {
+    Tensor t = Tensor::zeros({r == 0 ? 10 : 11});
+    c.all_reduce(t, ReduceOp::kSum)->wait();
+  });
+  for (const auto& e : errors) {
+    ASSERT_TRUE(e);
+    EXPECT_TRUE(has(message_of([&] { std::rethrow_exception(e); }), "disagree"));
+  }
+}
+
+TEST(GpuReplicas, FourLogicalReplicasOnOneGpuComputeWhatOneDeviceWould) {
+  LOCKSTEP_REQUIRE_GPU();
+  // 7 is not divisible by 4; the short last batch of 2 leaves two replicas with no rows.
+  const Batches b = make_batches({12, 7, 12, 9, 2});
+  OneDeviceStrategy one("gpu:0");
+  const auto reference = train(&one, b);
+  MirroredStrategy four({.devices = {"gpu:0x4"}});
+  EXPECT_EQ(four.num_replicas_in_sync(), 4);
+  EXPECT_LE(max_rel_diff(train(&four, b), reference), 1e-5);
+  MirroredStrategy listed({.devices = {"gpu:0", "gpu:0", "gpu:0"}});
+  EXPECT_LE(max_rel_diff(train(&listed, b), reference), 1e-5);
+  // And the GPU computes what the CPU does, to float32 rounding over a few Adam steps.
+  EXPECT_LE(max_rel_diff(reference, train(nullptr, b)), 1e-4);
+}
+
+TEST(GpuReplicas, OneReplicaPerGpuOverNcclComputesWhatOneDeviceWould) {
+  LOCKSTEP_REQUIRE_GPUS(2);
+  const Batches b = make_batches({12, 7, 12, 9, 2});
+  OneDeviceStrategy one("gpu:0");
+  const auto reference = train(&one, b);
+  MirroredStrategy all;  // every GPU
+  EXPECT_EQ(all.num_replicas_in_sync(), gpus());
+  EXPECT_LE(max_rel_diff(train(&all, b), reference), 1e-5);
+}
+
+namespace {
+// fit() on a learnable rule (the label is the index of the largest of the first five features)
+// under `strategy`; checks that it learns and reports its memory.
+void fit_learns(MirroredStrategy& strategy) {
+  std::unique_ptr<Sequential> model;
+  {
+    auto scope = strategy.scope();
+    model = make_model();
+  }
+  const Batches b = make_batches({2048});
+  std::vector<float> xv = b.x[0].to_vector<float>();
+  std::vector<std::int64_t> yv(2048);
+  for (std::size_t i = 0; i < yv.size(); ++i) {
+    std::size_t best = 0;
+    for (std::size_t k = 1; k < 5; ++k)
+      if (xv[i * 20 + k] > xv[i * 20 + best]) best = k;
+    yv[i] = static_cast<std::int64_t>(best);
+  }
+  const Tensor x = Tensor::from_vector(xv, {2048, 20}), y = Tensor::from_vector(yv, {2048});
+  const History h = model->fit(x, y, {.epochs = 8, .batch_size = 64, .verbose = 0});
+  const auto& loss = h.history.at("loss");
+  EXPECT_LT(loss.back(), 0.8 * loss.front());
+  EXPECT_GT(h.history.at("accuracy").back(), 0.45);  // chance: 0.2
+  EXPECT_GT(h.history.at("peak_memory_mib").back(), 0.0);
+}
+}  // namespace
+
+TEST(GpuReplicas, FitOnTheGpuLearnsAndReportsItsMemory) {
+  LOCKSTEP_REQUIRE_GPU();
+  MirroredStrategy strategy({.devices = {"gpu:0x2"}});
+  fit_learns(strategy);
+}
+
+TEST(NoDevice, FitOnTwoCpuDevicesLearnsWhatTheGpuTestExpects) {
+  // The same task and thresholds on CPU devices, so the GPU test's expectations are checked
+  // wherever the suite runs.
+  MirroredStrategy strategy({.num_cpu_devices = 2});
+  fit_learns(strategy);
+}
+
+TEST(GpuReplicas, AModelTooBigForTheMemoryLimitIsANamedErrorNotAHang) {
+  LOCKSTEP_REQUIRE_GPU();
+  MirroredStrategy strategy({.devices = {"gpu:0x2"}, .gpu_memory_limit = 4 << 20});  // 4 MiB per replica
+  const std::string err = message_of([&] {
+    auto scope = strategy.scope();
+    set_random_seed(1);
+    Sequential m({layers::Dense(4096, "relu", 1024), layers::Dense(10, "softmax")});  // 16 MiB of weights
+    m.compile(optimizers::Adam(1e-3), losses::SparseCategoricalCrossentropy(), {});
+    m.train_step(Tensor::zeros({8, 1024}), Tensor::zeros({8}, DType::kI64));
+  });
+  EXPECT_TRUE(has(err, "gpu:0") && has(err, "asked for") && has(err, "free")) << err;
+}

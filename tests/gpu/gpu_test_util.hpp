@@ -1,0 +1,42 @@
+#pragma once
+// What the gpu tests share: the skip without a device, and small helpers.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "backend/devices.hpp"
+#include "backend/kernels.hpp"
+#include "lockstep/lockstep.hpp"
+
+namespace lockstep::gpu_test {
+
+inline int gpus() { return backend::backend_available(DeviceKind::kCuda) ? backend::cuda_device_count() : 0; }
+
+inline std::string why_no_gpu() {
+  return backend::backend_available(DeviceKind::kCuda)
+             ? "no GPU is visible; the gpu tests run on a GPU machine (scripts/gpu_check.sh)"
+             : "this lockstep was built without CUDA";
+}
+
+/// Skips the test (GTEST_SKIP) unless `n` GPUs are visible.
+#define LOCKSTEP_REQUIRE_GPUS(n)                                                                   \
+  do {                                                                                             \
+    if (::lockstep::gpu_test::gpus() < (n))                                                        \
+      GTEST_SKIP() << "needs " << (n) << " GPU(s), " << ::lockstep::gpu_test::gpus()               \
+                   << " visible: " << ::lockstep::gpu_test::why_no_gpu();                          \
+  } while (0)
+#define LOCKSTEP_REQUIRE_GPU() LOCKSTEP_REQUIRE_GPUS(1)
+
+template <typename F>
+std::string message_of(F&& f) {
+  try {
+    f();
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return "";
+}
+
+inline bool has(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+
+}  // namespace lockstep::gpu_test
