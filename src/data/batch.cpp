@@ -1,7 +1,7 @@
 // batch: stacks consecutive elements. Over a row-selection chain (from_tensor_slices, shuffle,
 // repeat, take) it gathers rows of the source tensors straight into the batch (gather_rows:
-// one copy per run of consecutive rows), with no per-row tensor; otherwise it stacks the
-// elements it gets.
+// one copy per run of consecutive rows), with no per-row tensor, or hands the rows over
+// ungathered (RowBatch); otherwise it stacks the elements it gets.
 #include <algorithm>
 
 #include "data/nodes.hpp"
@@ -14,42 +14,49 @@ namespace {
 // Never reserve more than this many rows ahead: batch_size may be absurdly large.
 constexpr std::int64_t kMaxReserve = 1 << 16;
 
-class GatherBatchIterator final : public Iterator {
+// The batches of a row-selection chain as row indices (RowBatch); gathering them is the
+// consumer's (GatherBatchIterator below, or fit's replicas).
+class RowBatchMaker final : public RowBatchIterator {
  public:
-  GatherBatchIterator(NodePtr input, std::int64_t batch_size, bool drop_remainder)
+  RowBatchMaker(NodePtr input, std::int64_t batch_size, bool drop_remainder)
       : input_(std::move(input)),
-        sources_(*input_->row_source()),
         indices_(input_->make_index_iterator()),
         batch_size_(batch_size),
-        drop_remainder_(drop_remainder) {
-    rows_.reserve(static_cast<std::size_t>(std::min(batch_size_, kMaxReserve)));
-  }
+        drop_remainder_(drop_remainder) {}
 
-  std::optional<Element> next() override {
-    rows_.clear();
-    while (indices_ && static_cast<std::int64_t>(rows_.size()) < batch_size_) {
+  std::optional<RowBatch> next() override {
+    RowBatch b{.owner = input_, .sources = input_->row_source(), .rows = {}};
+    b.rows.reserve(static_cast<std::size_t>(std::min(batch_size_, kMaxReserve)));
+    while (indices_ && b.size() < batch_size_) {
       if (auto i = indices_->next()) {
-        rows_.push_back(*i);
+        b.rows.push_back(*i);
       } else {
         indices_.reset();
       }
     }
-    const auto k = static_cast<std::int64_t>(rows_.size());
-    if (k == 0 || (drop_remainder_ && k < batch_size_)) return std::nullopt;
-    const Tensor index = Tensor::from_vector(rows_, {k});
-    Element batch;
-    batch.reserve(sources_.size());
-    for (const Tensor& source : sources_) batch.push_back(gather_rows(source, index));
-    return batch;
+    if (b.size() == 0 || (drop_remainder_ && b.size() < batch_size_)) return std::nullopt;
+    return b;
   }
 
  private:
-  NodePtr input_;  // keeps sources_ alive
-  const std::vector<Tensor>& sources_;
+  NodePtr input_;  // owns the sources
   std::unique_ptr<IndexIterator> indices_;  // null once exhausted
   std::int64_t batch_size_;
   bool drop_remainder_;
-  std::vector<std::int64_t> rows_;
+};
+
+class GatherBatchIterator final : public Iterator {
+ public:
+  explicit GatherBatchIterator(std::unique_ptr<RowBatchIterator> batches) : batches_(std::move(batches)) {}
+
+  std::optional<Element> next() override {
+    auto b = batches_->next();
+    if (!b) return std::nullopt;
+    return b->gather();
+  }
+
+ private:
+  std::unique_ptr<RowBatchIterator> batches_;
 };
 
 class StackBatchIterator final : public Iterator {
@@ -111,8 +118,13 @@ class BatchNode final : public DatasetNode {
       : input_(std::move(input)), batch_size_(batch_size), drop_remainder_(drop_remainder) {}
 
   std::unique_ptr<Iterator> make_iterator() const override {
-    if (input_->row_source()) return std::make_unique<GatherBatchIterator>(input_, batch_size_, drop_remainder_);
+    if (auto rows = make_row_batch_iterator()) return std::make_unique<GatherBatchIterator>(std::move(rows));
     return std::make_unique<StackBatchIterator>(input_->make_iterator(), batch_size_, drop_remainder_);
+  }
+  bool row_batches() const override { return input_->row_source() != nullptr; }
+  std::unique_ptr<RowBatchIterator> make_row_batch_iterator() const override {
+    if (!row_batches()) return nullptr;
+    return std::make_unique<RowBatchMaker>(input_, batch_size_, drop_remainder_);
   }
   std::int64_t cardinality() const override {
     const std::int64_t n = input_->cardinality();
@@ -138,3 +150,19 @@ NodePtr make_batch_node(NodePtr input, std::int64_t batch_size, bool drop_remain
 }
 
 }  // namespace lockstep::data::detail
+
+namespace lockstep::data {
+
+Element RowBatch::gather(std::int64_t begin, std::int64_t end) const {
+  LOCKSTEP_CHECK(sources != nullptr, "RowBatch::gather: the batch has no sources");
+  LOCKSTEP_CHECK(begin >= 0 && begin <= end && end <= size(), "RowBatch::gather: rows [", begin, ", ", end,
+                 ") are outside the batch of ", size());
+  const Tensor index = Tensor::from_vector(std::vector<std::int64_t>(rows.begin() + begin, rows.begin() + end),
+                                           {end - begin});
+  Element out;
+  out.reserve(sources->size());
+  for (const Tensor& source : *sources) out.push_back(gather_rows(source, index));
+  return out;
+}
+
+}  // namespace lockstep::data

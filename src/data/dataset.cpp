@@ -61,6 +61,9 @@ Dataset Dataset::interleave(InterleaveFn fn, std::int64_t cycle_length, std::int
 }
 
 std::unique_ptr<Iterator> Dataset::make_iterator() const { return node_->make_iterator(); }
+std::unique_ptr<RowBatchIterator> Dataset::make_row_batch_iterator() const {
+  return node_->row_batches() ? node_->make_row_batch_iterator() : nullptr;
+}
 std::int64_t Dataset::cardinality() const { return node_->cardinality(); }
 
 Dataset::RangeIterator::RangeIterator(std::shared_ptr<Iterator> it) : it_(std::move(it)), current_(it_->next()) {}

@@ -1,5 +1,7 @@
 #include "lockstep/data/input_context.hpp"
 
+#include <algorithm>
+
 namespace lockstep::data {
 
 void InputContext::validate() const {
@@ -33,15 +35,20 @@ std::vector<Element> split_batch_for_replicas(const Element& global_batch, int n
                    "; every component of a batch must have the same number of rows");
   }
   const std::int64_t rows = global_batch[0].dim(0);
-  const std::int64_t base = rows / num_replicas, extra = rows % num_replicas;
   std::vector<Element> out(static_cast<std::size_t>(num_replicas));
-  std::int64_t begin = 0;
   for (int r = 0; r < num_replicas; ++r) {
-    const std::int64_t end = begin + base + (r < extra ? 1 : 0);
+    const auto [begin, end] = replica_rows(rows, num_replicas, r);
     for (const auto& t : global_batch) out[r].push_back(t.slice(begin, end));
-    begin = end;
   }
   return out;
+}
+
+std::pair<std::int64_t, std::int64_t> replica_rows(std::int64_t rows, int num_replicas, int replica) {
+  LOCKSTEP_CHECK(num_replicas >= 1 && replica >= 0 && replica < num_replicas && rows >= 0, "replica_rows: replica ",
+                 replica, " of ", num_replicas, " (", rows, " rows) does not exist");
+  const std::int64_t base = rows / num_replicas, extra = rows % num_replicas;
+  const std::int64_t begin = replica * base + std::min<std::int64_t>(replica, extra);
+  return {begin, begin + base + (replica < extra ? 1 : 0)};
 }
 
 std::vector<std::string> shard_files(const std::vector<std::string>& files, int num_shards, int index) {

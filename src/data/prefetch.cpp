@@ -154,6 +154,11 @@ class PrefetchNode final : public DatasetNode {
     if (buffer_size_ == 0) return input_->make_iterator();
     return std::make_unique<PrefetchIterator>(input_->make_iterator(), buffer_size_);
   }
+  // A row batch is only its indices: nothing worth a thread to produce ahead.
+  bool row_batches() const override { return input_->row_batches(); }
+  std::unique_ptr<RowBatchIterator> make_row_batch_iterator() const override {
+    return input_->make_row_batch_iterator();
+  }
   std::int64_t cardinality() const override { return input_->cardinality(); }
   std::string name() const override {
     return "prefetch(buffer_size=" + (buffer_size_ == kAutotune ? std::string("autotune") : std::to_string(buffer_size_)) +

@@ -1,5 +1,5 @@
-// repeat and take: they only count passes and elements, so each is written once over both
-// elements and row indices.
+// repeat and take: they only count passes and elements, so each is written once over
+// elements, row indices and row batches.
 #include <algorithm>
 #include <functional>
 
@@ -75,6 +75,11 @@ class RepeatNode final : public DatasetNode {
     return std::make_unique<RepeatIterator<std::int64_t>>([in = input_] { return in->make_index_iterator(); },
                                                           count_);
   }
+  bool row_batches() const override { return input_->row_batches(); }
+  std::unique_ptr<RowBatchIterator> make_row_batch_iterator() const override {
+    if (!input_->row_batches()) return nullptr;
+    return std::make_unique<RepeatIterator<RowBatch>>([in = input_] { return in->make_row_batch_iterator(); }, count_);
+  }
   const std::vector<Tensor>* row_source() const override { return input_->row_source(); }
   std::int64_t cardinality() const override {  // as tf.data's RepeatDataset
     const std::int64_t n = input_->cardinality();
@@ -100,6 +105,11 @@ class TakeNode final : public DatasetNode {
   std::unique_ptr<IndexIterator> make_index_iterator() const override {
     if (!input_->row_source()) return nullptr;
     return std::make_unique<TakeIterator<std::int64_t>>(input_->make_index_iterator(), count_);
+  }
+  bool row_batches() const override { return input_->row_batches(); }
+  std::unique_ptr<RowBatchIterator> make_row_batch_iterator() const override {
+    if (!input_->row_batches()) return nullptr;
+    return std::make_unique<TakeIterator<RowBatch>>(input_->make_row_batch_iterator(), count_);
   }
   const std::vector<Tensor>* row_source() const override { return input_->row_source(); }
   std::int64_t cardinality() const override {  // as tf.data's TakeDataset

@@ -19,6 +19,7 @@
 #include "lockstep/training/callbacks.hpp"
 #include "lockstep/training/checkpointing.hpp"
 #include "lockstep/training/progbar.hpp"
+#include "training/fit_batch.hpp"
 
 namespace lockstep {
 
@@ -33,6 +34,8 @@ struct detail::ReplicaNumbers {
 };
 
 namespace {
+using detail::FitBatch;
+using detail::FitInput;
 using detail::ReplicaNumbers;
 
 Tensor as_float(const Tensor& t) { return t.dtype() == DType::kF32 ? t : t.to(DType::kF32); }
@@ -97,12 +100,6 @@ void warn_pass_ended_epoch(std::int64_t steps_done, std::int64_t steps_per_epoch
                static_cast<long long>(steps_done), static_cast<long long>(steps_per_epoch));
 }
 
-// Drops up to n elements (batches already trained before a resume).
-void skip_elements(data::Iterator& it, std::int64_t n) {
-  for (std::int64_t i = 0; i < n && it.next(); ++i) {
-  }
-}
-
 double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
@@ -110,18 +107,29 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 // The one path of a batch through the model: fn(slice, first_row, replica) runs once per
 // replica on its slice (data::split_batch_for_replicas, as experimental_distribute_dataset
 // splits) with the slice's first row in the batch, or once on the whole batch without a
-// strategy. Returns the per-replica results in replica order.
+// strategy. A batch of rows is gathered there: each replica its own slice, on its own thread.
+// Returns the per-replica results in replica order.
 template <typename F>
-auto run_on_slices(distribute::Strategy* strategy, const data::Element& batch, F&& fn)
+auto run_on_slices(distribute::Strategy* strategy, const FitBatch& batch, F&& fn)
     -> distribute::PerReplica<std::invoke_result_t<F&, const data::Element&, std::int64_t, ReplicaInterface*>> {
   using R = std::invoke_result_t<F&, const data::Element&, std::int64_t, ReplicaInterface*>;
-  if (!strategy) return distribute::PerReplica<R>(std::vector<R>{fn(batch, 0, nullptr)});
-  const auto slices = data::split_batch_for_replicas(batch, strategy->num_replicas_in_sync());
-  std::vector<std::int64_t> first_row{0};
-  for (const auto& sl : slices) first_row.push_back(first_row.back() + sl[0].dim(0));
+  if (!strategy) {
+    const data::Element whole = batch.tensors() ? *batch.tensors() : batch.part(0, batch.size());
+    return distribute::PerReplica<R>(std::vector<R>{fn(whole, 0, nullptr)});
+  }
+  const int n = strategy->num_replicas_in_sync();
+  if (batch.tensors()) {
+    const auto slices = data::split_batch_for_replicas(*batch.tensors(), n);
+    std::vector<std::int64_t> first_row{0};
+    for (const auto& sl : slices) first_row.push_back(first_row.back() + sl[0].dim(0));
+    return strategy->run([&](distribute::ReplicaContext& rc) {
+      const auto r = static_cast<std::size_t>(rc.replica_id_in_sync_group());
+      return fn(distribute::to_current_device(slices[r]), first_row[r], &rc);
+    });
+  }
   return strategy->run([&](distribute::ReplicaContext& rc) {
-    const auto r = static_cast<std::size_t>(rc.replica_id_in_sync_group());
-    return fn(distribute::to_current_device(slices[r]), first_row[r], &rc);
+    const auto [begin, end] = data::replica_rows(batch.size(), n, rc.replica_id_in_sync_group());
+    return fn(distribute::to_current_device(batch.part(begin, end)), begin, &rc);
   });
 }
 
@@ -342,21 +350,29 @@ void Model::distribute(distribute::Strategy& strategy) {
 }
 
 double Model::train_step(const Tensor& x, const Tensor& y) {
-  return train_micro_step(x, y, 0, x.rank() >= 1 ? x.dim(0) : 0, GradientUse::kApply);
+  return train_micro_step(FitBatch({x, y}), 0, x.rank() >= 1 ? x.dim(0) : 0, GradientUse::kApply);
 }
 
-double Model::train_micro_step(const Tensor& x_in, const Tensor& y, std::int64_t first_example,
-                               std::int64_t group_examples, GradientUse use) {
+double Model::train_micro_step(const FitBatch& batch_in, std::int64_t first_example, std::int64_t group_examples,
+                               GradientUse use) {
   check_compiled("train_step");
-  const Tensor x = as_float(x_in);
-  if (!built()) build(Shape(x.shape()));
+  // Tensors are checked (and cast) here; a batch of rows comes from one table of rows, so its
+  // components agree, and each replica casts its own slice.
+  std::optional<FitBatch> cast;
+  if (const data::Element* t = batch_in.tensors()) {
+    const Tensor x = as_float((*t)[0]);
+    const Tensor& y = (*t)[1];
+    LOCKSTEP_CHECK(x.rank() >= 1 && y.rank() >= 1 && y.dim(0) == x.dim(0), "train_step: x ", x.shape().str(),
+                   " and y ", y.shape().str(), " have different batch sizes");
+    cast.emplace(data::Element{x, y});
+  }
+  const FitBatch& batch = cast ? *cast : batch_in;
+  if (!built()) build(batch.shape(0));
   ensure_mirrored();
-  const std::int64_t n = x.dim(0);
-  LOCKSTEP_CHECK(y.rank() >= 1 && y.dim(0) == n, "train_step: x ", x.shape().str(), " and y ", y.shape().str(),
-                 " have different batch sizes");
+  const std::int64_t n = batch.size();
   const std::int64_t step = optimizer_->iterations();
-  const auto parts = run_on_slices(strategy_, {x, y}, [&](const data::Element& s, std::int64_t first, ReplicaInterface* rc) {
-    return replica_train_step(s[0], s[1], first_example + first, group_examples, step, rc, use);
+  const auto parts = run_on_slices(strategy_, batch, [&](const data::Element& s, std::int64_t first, ReplicaInterface* rc) {
+    return replica_train_step(as_float(s[0]), s[1], first_example + first, group_examples, step, rc, use);
   });
   if (use == GradientUse::kHoldBack) {
     double batch_loss = 0;
@@ -457,6 +473,12 @@ History Model::fit(const data::Dataset& dataset, const FitOptions& o) {
     for (auto* ctx : strategy_->contexts()) compute_threads += context_threads(*ctx);
   }
   const auto compute_lease = data::ThreadBudget::process().reserve_compute(compute_threads);
+  // When training keeps every core busy, a pipeline thread gathering the batch would take a
+  // core from a replica (and every replica waits for the slowest): the replicas gather their
+  // own slices instead, in parallel (FitInput's row batches, where the pipeline has them).
+  const bool gather_in_replicas =
+      data::ThreadBudget::process().compute_reserved() >= data::ThreadBudget::process().cores();
+  const auto open_pass = [&] { return std::make_unique<FitInput>(dataset, gather_in_replicas); };
   Logs logs;
   cbs.each([&](Callback& c) { c.on_train_begin(logs); });
   // Resuming from a backup: continue at its epoch and batch with the same data order. The
@@ -502,7 +524,7 @@ History Model::fit(const data::Dataset& dataset, const FitOptions& o) {
   // next epoch's start, so steps_per_epoch = the dataset's length is a fresh pass each epoch,
   // and a pass that runs out within an epoch ends that epoch early (with a warning) rather
   // than training.
-  std::unique_ptr<data::Iterator> persistent;
+  std::unique_ptr<FitInput> persistent;
   const bool renew_passes = o.steps_per_epoch > 0 && card >= 0;
   std::int64_t taken_from_pass = 0;  // batches taken from `persistent`'s pass
   if (o.steps_per_epoch > 0) {
@@ -517,11 +539,11 @@ History Model::fit(const data::Dataset& dataset, const FitOptions& o) {
         taken_from_pass += renew_passes ? std::min(o.steps_per_epoch, card - taken_from_pass) : o.steps_per_epoch;
     }
     taken_from_pass += skip_batches;
-    for (std::int64_t p = 0; p < passes_before; ++p) (void)dataset.make_iterator();
-    persistent = dataset.make_iterator();
-    skip_elements(*persistent, taken_from_pass);
+    for (std::int64_t p = 0; p < passes_before; ++p) (void)open_pass();
+    persistent = open_pass();
+    persistent->skip(taken_from_pass);
   } else {
-    for (int e = o.initial_epoch; e < first_epoch; ++e) (void)dataset.make_iterator();
+    for (int e = o.initial_epoch; e < first_epoch; ++e) (void)open_pass();
   }
   for (int epoch = first_epoch; epoch < o.epochs && !stop_training; ++epoch) {
     reset_metrics();
@@ -530,15 +552,15 @@ History Model::fit(const data::Dataset& dataset, const FitOptions& o) {
     cbs.each([&](Callback& c) { c.on_epoch_begin(epoch, logs); });
     // (The replay above already renewed the resumed epoch's pass.)
     if (renew_passes && taken_from_pass >= card && epoch != first_epoch) {
-      persistent = dataset.make_iterator();
+      persistent = open_pass();
       taken_from_pass = 0;
     }
-    std::unique_ptr<data::Iterator> per_epoch;
-    data::Iterator* it = persistent.get();
+    std::unique_ptr<FitInput> per_epoch;
+    FitInput* it = persistent.get();
     if (!it) {
-      per_epoch = dataset.make_iterator();
+      per_epoch = open_pass();
       it = per_epoch.get();
-      skip_elements(*it, first_step);
+      it->skip(first_step);
     }
     // Peak memory per device over the epoch: what the epoch line and History report.
     std::vector<ComputeContext*> devices{&current_compute_context()};
@@ -552,15 +574,14 @@ History Model::fit(const data::Dataset& dataset, const FitOptions& o) {
     // Each group of batches is read first: with gradient accumulation every batch's loss is
     // divided by all the group's examples, so that k batches give the gradient of one batch k
     // times larger (a short last group included). Without it a group is one batch.
-    std::vector<data::Element> group;
+    std::vector<FitBatch> group;
     bool exhausted = false;
     for (std::int64_t step = first_step; !exhausted && !stop_training && (steps < 0 || step < steps);) {
       group.clear();
       const std::int64_t room = steps < 0 ? accumulation : std::min<std::int64_t>(accumulation, steps - step);
       while (static_cast<std::int64_t>(group.size()) < room) {
         const auto wait_start = std::chrono::steady_clock::now();
-        std::optional<data::Element> batch =
-            renew_passes && taken_from_pass >= card ? std::nullopt : it->next();
+        std::optional<FitBatch> batch = renew_passes && taken_from_pass >= card ? std::nullopt : it->next();
         input_seconds += seconds_since(wait_start);
         if (!batch) {
           // Batches this epoch has had, a resumed epoch's earlier ones included.
@@ -575,12 +596,12 @@ History Model::fit(const data::Dataset& dataset, const FitOptions& o) {
           break;
         }
         ++taken_from_pass;
-        LOCKSTEP_CHECK(batch->size() >= 2, "fit: dataset elements must be (x, y) pairs, got ", batch->size(),
-                       " component(s)");
+        LOCKSTEP_CHECK(batch->components() >= 2, "fit: dataset elements must be (x, y) pairs, got ",
+                       batch->components(), " component(s)");
         group.push_back(std::move(*batch));
       }
       std::int64_t group_examples = 0;
-      for (const auto& b : group) group_examples += b[0].rank() >= 1 ? b[0].dim(0) : 0;
+      for (const auto& b : group) group_examples += b.size();
       std::int64_t first_example = 0;
       for (std::size_t j = 0; j < group.size() && !stop_training; ++j, ++step) {
         ++steps_done;
@@ -589,8 +610,8 @@ History Model::fit(const data::Dataset& dataset, const FitOptions& o) {
         const GradientUse use = group.size() == 1        ? GradientUse::kApply
                                 : j + 1 < group.size() ? GradientUse::kHoldBack
                                                         : GradientUse::kApplyGroup;
-        train_micro_step(group[j][0], group[j][1], first_example, group_examples, use);
-        first_example += group[j][0].dim(0);
+        train_micro_step(group[j], first_example, group_examples, use);
+        first_example += group[j].size();
         ++global_step;
         if (global_step == warmup) timed_start = std::chrono::steady_clock::now();
         batch_logs = collect_logs("");
@@ -665,7 +686,7 @@ Logs Model::evaluate_impl(const data::Dataset& dataset, std::int64_t steps, cons
                    " have different batch sizes");
     if (!built()) build(Shape(x.shape()));
     ensure_mirrored();
-    const auto parts = run_on_slices(strategy_, {x, y}, [&](const data::Element& s, std::int64_t, ReplicaInterface* rc) {
+    const auto parts = run_on_slices(strategy_, FitBatch({x, y}), [&](const data::Element& s, std::int64_t, ReplicaInterface* rc) {
       const Output out = forward(s[0], layers::CallContext{.replica = rc});
       ReplicaNumbers r{.loss_sum = sum(loss_->per_example(s[1], out.output, out.logits))};
       for (const auto& m : metrics_) r.metric_states.push_back(m->batch_state(s[1], out.output));
@@ -715,7 +736,7 @@ Tensor Model::predict(const data::Dataset& dataset, const PredictOptions& o) {
     const Tensor x = as_float((*batch)[0]);
     if (!built()) build(Shape(x.shape()));
     ensure_mirrored();
-    const auto parts = run_on_slices(strategy_, {x}, [&](const data::Element& s, std::int64_t, ReplicaInterface* rc) {
+    const auto parts = run_on_slices(strategy_, FitBatch({x}), [&](const data::Element& s, std::int64_t, ReplicaInterface* rc) {
       return forward(s[0], layers::CallContext{.replica = rc}).output;
     });
     outs.push_back(strategy_ ? strategy_->gather(parts) : parts[0]);

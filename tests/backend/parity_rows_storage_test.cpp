@@ -211,7 +211,9 @@ std::vector<Row> storage_rows() {
   };
   for (const IndexDtype& id : kIndexDtypes) {
     for (const GatherCase& c : {GatherCase{"rows", {9, 4}, 14}, GatherCase{"rank1", {9}, 14},
-                                GatherCase{"empty_indices", {9, 4}, 0}, GatherCase{"wide_rows", {40, 300}, 60}}) {
+                                GatherCase{"empty_indices", {9, 4}, 0}, GatherCase{"wide_rows", {40, 300}, 60},
+                                // Large enough to be split over a multi-thread device's pool.
+                                GatherCase{"batch_over_threads", {200, 784}, 300}}) {
       rows.push_back(make_row(
           std::string("gather_rows") + id.suffix, c.variant, "gather_rows", all_dtypes(),
           index_needs(KernelOp::kGatherRows, id.dtype),

@@ -130,6 +130,10 @@ class Dataset {
                      std::int64_t num_parallel_calls = 1) const;
 
   std::unique_ptr<Iterator> make_iterator() const;
+  /// The pass as batches whose rows are not copied yet (DatasetNode::make_row_batch_iterator),
+  /// or null when the pipeline is not batch() over rows of tensors, possibly followed by
+  /// prefetch, repeat and take. Its batches gathered equal make_iterator()'s elements.
+  std::unique_ptr<RowBatchIterator> make_row_batch_iterator() const;
   /// Number of elements, kInfiniteCardinality (-1) or kUnknownCardinality (-2).
   std::int64_t cardinality() const;
   const std::shared_ptr<const DatasetNode>& node() const { return node_; }

@@ -33,6 +33,25 @@ class BasicIterator {
 using Iterator = BasicIterator<Element>;
 using IndexIterator = BasicIterator<std::int64_t>;
 
+class DatasetNode;
+
+/// A batch of the row-selection fast path (see DatasetNode::row_source) before its rows are
+/// copied: component c of the batch is gather_rows(sources[c], rows). A consumer gathers the
+/// parts it needs where it needs them -- fit has every replica gather its own slice on its own
+/// core -- and gets exactly what batch() would have given. Holds the node that owns `sources`.
+struct RowBatch {
+  std::shared_ptr<const DatasetNode> owner;
+  const std::vector<Tensor>* sources = nullptr;
+  std::vector<std::int64_t> rows;
+
+  std::int64_t size() const { return static_cast<std::int64_t>(rows.size()); }
+  /// Every component's rows [begin, end) of the batch, gathered on the calling thread's
+  /// compute context: equal to slicing the batch that batch() makes.
+  Element gather(std::int64_t begin, std::int64_t end) const;
+  Element gather() const { return gather(0, size()); }
+};
+using RowBatchIterator = BasicIterator<RowBatch>;
+
 class DatasetNode {
  public:
   virtual ~DatasetNode() = default;
@@ -59,6 +78,13 @@ class DatasetNode {
   /// a view per row and per component. Every other node keeps these defaults (no fast path).
   virtual const std::vector<Tensor>* row_source() const { return nullptr; }
   virtual std::unique_ptr<IndexIterator> make_index_iterator() const { return nullptr; }
+  /// The same fast path one level up: batch() over a row source streams its batches as
+  /// RowBatch, and prefetch, repeat and take above it pass them on (prefetch without a thread:
+  /// making a RowBatch costs only its indices). row_batches() says so without starting a pass
+  /// (a pass counts: shuffle's order depends on how many came before); make_row_batch_iterator()
+  /// is null where it is false.
+  virtual bool row_batches() const { return false; }
+  virtual std::unique_ptr<RowBatchIterator> make_row_batch_iterator() const { return nullptr; }
 };
 
 }  // namespace lockstep::data

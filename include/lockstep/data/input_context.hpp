@@ -3,6 +3,7 @@
 // reads (tf.distribute.InputContext), and how a global batch splits across replicas.
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "lockstep/data/dataset_node.hpp"
@@ -29,6 +30,8 @@ struct InputContext {
 /// the global batch's storage. Every component must have rank >= 1 and the same first
 /// dimension (ValueError naming the component otherwise).
 std::vector<Element> split_batch_for_replicas(const Element& global_batch, int num_replicas);
+/// The rows [first, second) of a batch of `rows` that replica `replica` gets under that rule.
+std::pair<std::int64_t, std::int64_t> replica_rows(std::int64_t rows, int num_replicas, int replica);
 
 /// The files of shard `index` of `num_shards`: file i goes to shard i % num_shards, so every
 /// worker reads whole files and the shards partition the list. ValueError when there are fewer

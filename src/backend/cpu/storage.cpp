@@ -75,17 +75,21 @@ void cast(ComputeContext& ctx, const void* srcv, DType to, void* dst, std::int64
 }
 
 template <typename T>
-void gather_rows(ComputeContext&, const void* srcv, const std::int64_t* index, std::int64_t rows, std::int64_t row,
-                 void* dstv) {
+void gather_rows(ComputeContext& ctx, const void* srcv, const std::int64_t* index, std::int64_t rows,
+                 std::int64_t row, void* dstv) {
   const T* src = static_cast<const T*>(srcv);
   T* dst = static_cast<T*>(dstv);
   const auto bytes = static_cast<std::size_t>(row) * sizeof(T);
-  for (std::int64_t r = 0; bytes != 0 && r < rows;) {
-    std::int64_t run = 1;  // consecutive indices (an unshuffled batch) go in one copy
-    while (r + run < rows && index[r + run] == index[r] + run) ++run;
-    std::memcpy(dst + r * row, src + index[r] * row, static_cast<std::size_t>(run) * bytes);
-    r += run;
-  }
+  if (bytes == 0) return;
+  // A batch of shuffled rows is memory-bound: the device's threads copy parts of it at once.
+  parallel_rows(ctx, rows, row, [&](std::int64_t begin, std::int64_t end) {
+    for (std::int64_t r = begin; r < end;) {
+      std::int64_t run = 1;  // consecutive indices (an unshuffled batch) go in one copy
+      while (r + run < end && index[r + run] == index[r] + run) ++run;
+      std::memcpy(dst + r * row, src + index[r] * row, static_cast<std::size_t>(run) * bytes);
+      r += run;
+    }
+  });
 }
 
 template <typename T>

@@ -1,0 +1,51 @@
+#include "training/fit_batch.hpp"
+
+#include <vector>
+
+namespace lockstep::detail {
+
+std::int64_t FitBatch::size() const {
+  if (rows_) return rows_->size();
+  return !tensors_.empty() && tensors_[0].rank() >= 1 ? tensors_[0].dim(0) : 0;
+}
+
+Shape FitBatch::shape(std::size_t c) const {
+  if (!rows_) return tensors_.at(c).shape();
+  std::vector<std::int64_t> dims{rows_->size()};
+  const Shape row = rows_->sources->at(c).shape().tail();
+  for (auto d : row.dims()) dims.push_back(d);
+  return Shape(std::move(dims));
+}
+
+data::Element FitBatch::part(std::int64_t begin, std::int64_t end) const {
+  if (rows_) return rows_->gather(begin, end);
+  data::Element out;
+  out.reserve(tensors_.size());
+  for (const auto& t : tensors_) out.push_back(t.slice(begin, end));
+  return out;
+}
+
+FitInput::FitInput(const data::Dataset& dataset, bool row_batches) {
+  if (row_batches) rows_ = dataset.make_row_batch_iterator();
+  if (!rows_) elements_ = dataset.make_iterator();
+}
+
+std::optional<FitBatch> FitInput::next() {
+  if (rows_) {
+    auto b = rows_->next();
+    if (!b) return std::nullopt;
+    return FitBatch(std::move(*b));
+  }
+  auto e = elements_->next();
+  if (!e) return std::nullopt;
+  return FitBatch(std::move(*e));
+}
+
+void FitInput::skip(std::int64_t n) {
+  for (std::int64_t i = 0; i < n; ++i) {
+    const bool got = rows_ ? rows_->next().has_value() : elements_->next().has_value();
+    if (!got) return;
+  }
+}
+
+}  // namespace lockstep::detail

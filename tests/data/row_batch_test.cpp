@@ -1,0 +1,93 @@
+// Row batches: batch() over rows of tensors hands its batches over ungathered (for fit's
+// replicas to gather their own slices); gathered, they are exactly batch()'s elements.
+#include <gtest/gtest.h>
+
+#include <vector>
+
+#include "lockstep/data/dataset.hpp"
+#include "lockstep/data/input_context.hpp"
+#include "lockstep/tensor/ops.hpp"
+
+using namespace lockstep;
+using data::Dataset;
+using data::Element;
+
+namespace {
+
+Tensor features(std::int64_t n) {
+  std::vector<float> v(static_cast<std::size_t>(n * 3));
+  for (std::size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>(i) * 0.5f;
+  return Tensor::from_vector(v, {n, 3});
+}
+Tensor labels(std::int64_t n) {
+  std::vector<std::int64_t> v(static_cast<std::size_t>(n));
+  for (std::size_t i = 0; i < v.size(); ++i) v[i] = static_cast<std::int64_t>(i * 7 % 10);
+  return Tensor::from_vector(v, {n});
+}
+
+// The same pipeline twice (its own shuffle pass counter each time).
+Dataset pipeline(std::int64_t n) {
+  return Dataset::from_tensor_slices(features(n), labels(n))
+      .shuffle(n, 5)
+      .batch(4)
+      .prefetch(data::kAutotune)
+      .repeat(2)
+      .take(5);
+}
+
+void expect_same(const Element& a, const Element& b, int batch) {
+  ASSERT_EQ(a.size(), b.size()) << "batch " << batch;
+  for (std::size_t c = 0; c < a.size(); ++c) {
+    EXPECT_EQ(a[c].shape(), b[c].shape()) << "batch " << batch << " component " << c;
+    EXPECT_EQ(a[c].dtype(), b[c].dtype()) << "batch " << batch << " component " << c;
+    EXPECT_TRUE(a[c].bitwise_equal(b[c])) << "batch " << batch << " component " << c;
+  }
+}
+
+}  // namespace
+
+TEST(RowBatches, GatheredTheyAreBatchesElements) {
+  // 10 examples in batches of 4: 4, 4, 2 per pass, reshuffled in the second pass, 5 taken.
+  auto elements = pipeline(10).make_iterator();
+  auto rows = pipeline(10).make_row_batch_iterator();
+  ASSERT_NE(rows, nullptr);
+  int count = 0;
+  for (;; ++count) {
+    auto e = elements->next();
+    auto r = rows->next();
+    ASSERT_EQ(e.has_value(), r.has_value()) << "batch " << count;
+    if (!e) break;
+    EXPECT_EQ(r->size(), (*e)[0].dim(0));
+    expect_same(r->gather(), *e, count);
+    // Every replica's part is that slice of the gathered batch, an empty one included.
+    for (int replicas : {2, 3, 5}) {
+      const auto slices = data::split_batch_for_replicas(*e, replicas);
+      for (int k = 0; k < replicas; ++k) {
+        const auto [begin, end] = data::replica_rows(r->size(), replicas, k);
+        expect_same(r->gather(begin, end), slices[static_cast<std::size_t>(k)], count);
+      }
+    }
+  }
+  EXPECT_EQ(count, 3 + 2);
+}
+
+TEST(RowBatches, OtherPipelinesHaveNoneAndLoseNoPass) {
+  const Dataset shuffled = Dataset::from_tensor_slices(features(8), labels(8)).shuffle(8, 3);
+  const Dataset mapped = shuffled.map([](Element e) { return e; }).batch(4);
+  EXPECT_EQ(mapped.make_row_batch_iterator(), nullptr);
+  EXPECT_EQ(shuffled.batch(4).repeat().map([](Element e) { return e; }).make_row_batch_iterator(), nullptr);
+  EXPECT_EQ(Dataset::from_tensor_slices(features(8)).make_row_batch_iterator(), nullptr) << "not batched";
+  // Asking made no pass: the next pass of `shuffled` is still its first.
+  const Dataset fresh = Dataset::from_tensor_slices(features(8), labels(8)).shuffle(8, 3);
+  expect_same(*shuffled.batch(8).make_iterator()->next(), *fresh.batch(8).make_iterator()->next(), 0);
+}
+
+TEST(RowBatches, APartOutsideTheBatchIsAnError) {
+  auto rows = Dataset::from_tensor_slices(features(6), labels(6)).batch(4).make_row_batch_iterator();
+  ASSERT_NE(rows, nullptr);
+  const auto b = rows->next();
+  ASSERT_TRUE(b.has_value());
+  EXPECT_THROW((void)b->gather(2, 5), ValueError);
+  EXPECT_THROW((void)b->gather(3, 2), ValueError);
+  EXPECT_EQ(b->gather(4, 4)[0].dim(0), 0);
+}

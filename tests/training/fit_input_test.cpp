@@ -1,0 +1,83 @@
+// fit where training keeps every core busy: each replica gathers its own slice of a batch of
+// rows (data::RowBatch) instead of a pipeline thread gathering the whole batch. It must train
+// exactly as the gathered batches do.
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "lockstep/data/thread_budget.hpp"
+#include "lockstep/lockstep.hpp"
+
+namespace lockstep {
+namespace {
+
+using distribute::MirroredStrategy;
+
+struct Data {
+  Tensor x, y;
+};
+Data make_data(std::int64_t n) {
+  std::mt19937_64 rng(11);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  std::vector<float> xv(static_cast<std::size_t>(n * 12));
+  std::vector<std::int64_t> yv(static_cast<std::size_t>(n));
+  for (auto& v : xv) v = u(rng);
+  for (auto& v : yv) v = static_cast<std::int64_t>(rng() % 4);
+  return {Tensor::from_vector(xv, {n, 12}), Tensor::from_vector(yv, {n})};
+}
+
+struct Result {
+  std::vector<std::vector<float>> weights;
+  std::map<std::string, std::vector<double>> history;
+};
+
+// Trains a fresh model under `replicas` devices on `make_ds()`, or on it behind an identity
+// map (which has no row batches, so fit reads gathered elements).
+Result train(int replicas, bool through_map, const std::function<data::Dataset()>& make_ds, const FitOptions& o) {
+  MirroredStrategy strategy({.num_cpu_devices = replicas});
+  std::unique_ptr<Sequential> model;
+  {
+    auto scope = strategy.scope();
+    set_random_seed(4);
+    model = std::make_unique<Sequential>(std::vector<layers::LayerPtr>{
+        layers::Dense(8, "relu", 12), layers::Dropout(0.3), layers::Dense(4, "softmax")});
+    model->compile(optimizers::Adam(1e-2), losses::SparseCategoricalCrossentropy(), {"accuracy"});
+  }
+  data::Dataset ds = make_ds();
+  if (through_map) ds = ds.map([](data::Element e) { return e; });
+  const History h = model->fit(ds, o);
+  strategy.check_mirrored(model->variables());
+  Result r{{}, h.history};
+  for (const auto& v : model->variables()) r.weights.push_back(v.value().to_vector<float>());
+  return r;
+}
+
+TEST(FitInput, ReplicasGatheringTheirSlicesTrainAsGatheredBatches) {
+  // Whatever the machine, training holds every core: fit takes the row batches.
+  auto& budget = data::ThreadBudget::process();
+  const auto hold = budget.reserve_compute(budget.cores());
+  const Data d = make_data(41);
+  // 41 examples in batches of 8: the last batch has one row, so some replicas get none.
+  const auto finite = [&] { return data::Dataset::from_tensor_slices(d.x, d.y).shuffle(41, 2).batch(8); };
+  const auto endless = [&] {
+    return data::Dataset::from_tensor_slices(d.x, d.y).shuffle(41, 2).batch(6).prefetch(data::kAutotune).repeat();
+  };
+  for (int replicas : {1, 2, 3}) {
+    const FitOptions per_pass{.epochs = 2, .verbose = 0};
+    const Result a = train(replicas, false, finite, per_pass);
+    const Result b = train(replicas, true, finite, per_pass);
+    EXPECT_EQ(a.weights, b.weights) << replicas << " replicas, one pass per epoch";
+    EXPECT_EQ(a.history.at("loss"), b.history.at("loss")) << replicas << " replicas";
+    EXPECT_EQ(a.history.at("accuracy"), b.history.at("accuracy")) << replicas << " replicas";
+
+    FitOptions steps{.epochs = 2, .verbose = 0, .gradient_accumulation_steps = 2};
+    steps.steps_per_epoch = 9;  // across passes of 7 batches, accumulating pairs
+    const Result c = train(replicas, false, endless, steps);
+    const Result e = train(replicas, true, endless, steps);
+    EXPECT_EQ(c.weights, e.weights) << replicas << " replicas, steps_per_epoch over a repeated pipeline";
+    EXPECT_EQ(c.history.at("loss"), e.history.at("loss")) << replicas << " replicas";
+  }
+}
+
+}  // namespace
+}  // namespace lockstep
