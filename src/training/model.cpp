@@ -137,36 +137,40 @@ auto run_on_slices(distribute::Strategy* strategy, const FitBatch& batch, F&& fn
 
 void Model::merge_replica_numbers(const distribute::PerReplica<ReplicaNumbers>& parts, std::int64_t examples,
                                   double* mean_loss) {
-  // Each replica's loss sum and metric states travel as one vector, so a step costs one
-  // cross-replica reduction of its numbers, not one per number: across workers each is a
-  // collective round trip (element-wise sums, so the result is what separate reductions gave).
-  const ReplicaNumbers& first = parts[0];
-  std::vector<std::int64_t> sizes;
-  if (examples) sizes.push_back(1);
-  for (const Tensor& t : first.metric_states) sizes.push_back(t.numel());
-  if (sizes.empty()) {
+  // A replica's numbers: its loss sum (when the batch had examples) and each metric's state.
+  const auto numbers = [&](const ReplicaNumbers& p) {
+    std::vector<Tensor> pieces;
+    if (examples) pieces.push_back(as_float(p.loss_sum).reshape({1}));
+    for (const Tensor& t : p.metric_states) pieces.push_back(t);
+    return pieces;
+  };
+  std::vector<Tensor> totals = numbers(parts[0]);
+  if (totals.empty()) {
     if (mean_loss) *mean_loss = 0.0;
     return;
   }
-  std::vector<Tensor> packed;
-  for (const ReplicaNumbers& p : parts.values()) {
-    std::vector<Tensor> pieces;
-    if (examples) pieces.push_back(as_float(p.loss_sum).reshape({1}));
-    for (const Tensor& t : p.metric_states) pieces.push_back(t.reshape({t.numel()}));
-    packed.push_back(pieces.size() == 1 ? pieces[0] : concat(pieces, 0));
+  if (strategy_) {
+    // Each replica's numbers travel as one vector, so a step costs one cross-replica
+    // reduction, not one per number: across workers each is a collective round trip
+    // (element-wise sums, so the result is what separate reductions gave). Without a
+    // strategy there is nothing to reduce and the numbers are used as they are.
+    std::vector<Tensor> packed;
+    for (const ReplicaNumbers& p : parts.values()) {
+      std::vector<Tensor> pieces = numbers(p);
+      for (Tensor& t : pieces) t = t.reshape({t.numel()});
+      packed.push_back(pieces.size() == 1 ? pieces[0] : concat(pieces, 0));
+    }
+    const Tensor total = strategy_->reduce(ReduceOp::kSum, distribute::PerReplica<Tensor>(std::move(packed)));
+    std::int64_t at = 0;
+    for (Tensor& t : totals) {
+      const Shape shape = t.shape();
+      t = total.slice(at, at + t.numel()).reshape(shape);
+      at += shape.numel();
+    }
   }
-  const distribute::PerReplica<Tensor> values(std::move(packed));
-  const Tensor total = strategy_ ? strategy_->reduce(ReduceOp::kSum, values) : values[0];
-  std::int64_t at = 0;
-  const auto next = [&](std::size_t i) {
-    const Tensor part = total.slice(at, at + sizes[i]);
-    at += sizes[i];
-    return part;
-  };
   std::size_t i = 0;
-  const double loss_sum = examples ? static_cast<double>(next(i++).item()) : 0.0;
-  for (std::size_t m = 0; m < metrics_.size(); ++m)
-    metrics_[m]->merge_state(next(i++).reshape(first.metric_states[m].shape()));
+  const double loss_sum = examples ? static_cast<double>(totals[i++].item()) : 0.0;
+  for (std::size_t m = 0; m < metrics_.size(); ++m) metrics_[m]->merge_state(totals[i++]);
   const double batch_loss = examples ? loss_sum / static_cast<double>(examples) : 0.0;
   if (examples) loss_tracker_.update(batch_loss, static_cast<double>(examples));
   if (mean_loss) *mean_loss = batch_loss;
