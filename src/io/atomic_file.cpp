@@ -61,10 +61,12 @@ void check_output_path(const std::string& path, const std::string& what) {
   struct stat st {};
   if (::stat(dir.c_str(), &st) != 0) throw bad("its directory '" + dir + "': " + std::strerror(errno));
   if (!S_ISDIR(st.st_mode)) throw bad("'" + dir + "' is not a directory");
-  if (::access(dir.c_str(), W_OK) != 0) throw bad("its directory '" + dir + "': " + std::strerror(errno));
   // The file is replaced by a rename: onto a device (/dev/full), a pipe (/dev/stdout) or a
-  // directory that would replace the node itself, not write into it.
+  // directory that would replace the node itself, not write into it. Checked before the
+  // directory's permission, so the message names that problem even where /dev is read-only
+  // (containers).
   if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) throw bad("it exists and is not a regular file");
+  if (::access(dir.c_str(), W_OK) != 0) throw bad("its directory '" + dir + "': " + std::strerror(errno));
 }
 
 void write_file_atomic(const std::string& path, std::string_view bytes) {
