@@ -132,12 +132,16 @@ struct PoolCase {
   const char* variant;
   Shape x;
   Pool2dOptions o;
+  bool ties = false;  // a few values only (parity's coarse()), as after a ReLU: max pooling's
+                      // gradient must go to each window's first maximum
 };
 // split: 2.3M window reads over 9 examples (the pool splits the batch).
 const PoolCase kPoolCases[] = {
     {"valid", {3, 9, 8, 5}, {}},
     {"same_overlapping", {4, 7, 7, 5}, {.pool_size = {3, 3}, .strides = {2, 2}, .padding = {1, 1, 1, 1}}},
     {"split", {9, 32, 32, 32}, {.pool_size = {3, 3}, .strides = {1, 1}}},
+    {"ties", {3, 6, 6, 19}, {}, true},
+    {"ties_overlapping", {2, 7, 7, 12}, {.pool_size = {3, 3}, .strides = {2, 2}, .padding = {1, 1, 1, 1}}, true},
 };
 
 struct PoolGeom {
@@ -174,7 +178,7 @@ Row pool_row(const PoolCase& p, bool max) {
   const Shape ys{g.n, g.oh, g.ow, g.c};
   return make_row(
       max ? "max_pool2d" : "avg_pool2d", p.variant, max ? "max_pool2d" : "avg_pool2d", floats(),
-      {{KernelOp::kPool2d, {}}}, {{p.x, uniform(-2, 2), {}}},
+      {{KernelOp::kPool2d, {}}}, {{p.x, p.ties ? coarse() : uniform(-2, 2), {}}},
       [p, max](const std::vector<Tensor>& in, DType) {
         return std::vector<Tensor>{max ? max_pool2d(in[0], p.o) : avg_pool2d(in[0], p.o)};
       },
@@ -197,7 +201,8 @@ Row pool_grad_row(const PoolCase& p, bool max) {
   return make_row(
       // The forward op runs first, so it is what a dtype error names.
       max ? "max_pool2d_grad" : "avg_pool2d_grad", p.variant, max ? "max_pool2d" : "avg_pool2d", floats(),
-      {{KernelOp::kPool2d, {}}, {KernelOp::kPool2dBackward, {}}}, {{p.x, uniform(-2, 2), {}}, {ys, uniform(-1, 1), {}}},
+      {{KernelOp::kPool2d, {}}, {KernelOp::kPool2dBackward, {}}},
+      {{p.x, p.ties ? coarse() : uniform(-2, 2), {}}, {ys, uniform(-1, 1), {}}},
       [p, max](const std::vector<Tensor>& in, DType) {
         const Tensor y = max ? max_pool2d(in[0], p.o) : avg_pool2d(in[0], p.o);
         return std::vector<Tensor>{pool2d_grad(max, in[0], y, in[1], p.o)};

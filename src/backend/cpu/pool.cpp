@@ -4,6 +4,11 @@
 // would have to live on the tape; finding each window's maximum again in x is as cheap.
 #include <array>
 #include <memory>
+#include <vector>
+
+#if defined(__AVX2__)
+#include <immintrin.h>
+#endif
 
 #include "backend/cpu/conv_common.hpp"
 #include "backend/cpu/cpu_kernels.hpp"
@@ -61,6 +66,13 @@ void max_pool_backward_rows(const Pool2dDesc& d, const float* x, const float* y,
                             std::int64_t n0, std::int64_t n1) {
   const std::int64_t c = d.c;
   std::fill(dx + n0 * d.h * d.w * c, dx + n1 * d.h * d.w * c, 0.0f);
+  // Each window's gradient goes to its first maximum in row-major order (as TF's). The channel
+  // loop is innermost and branch-free, so it vectorises over NHWC's contiguous channels: `left`
+  // holds the gradient a window has not handed out yet, and the first x equal to the maximum
+  // takes it.
+  thread_local std::vector<float> left;
+  left.resize(static_cast<std::size_t>(c));
+  float* __restrict const rest = left.data();
   for (std::int64_t n = n0; n < n1; ++n) {
     const float* xn = x + n * d.h * d.w * c;
     float* dxn = dx + n * d.h * d.w * c;
@@ -71,17 +83,28 @@ void max_pool_backward_rows(const Pool2dDesc& d, const float* x, const float* y,
         const std::int64_t x0 = std::max<std::int64_t>(0, ox * d.stride_w - d.pad_left);
         const std::int64_t x1 = std::min<std::int64_t>(d.w, ox * d.stride_w - d.pad_left + d.kw);
         const std::int64_t o = ((n * d.oh + oy) * d.ow + ox) * c;
-        for (std::int64_t ch = 0; ch < c; ++ch) {
-          const float m = y[o + ch];
-          bool done = false;
-          for (std::int64_t iy = y0; iy < y1 && !done; ++iy) {
-            for (std::int64_t ix = x0; ix < x1; ++ix) {
-              const std::int64_t i = (iy * d.w + ix) * c + ch;
-              if (xn[i] == m) {
-                dxn[i] += dy[o + ch];
-                done = true;
-                break;
-              }
+        const float* __restrict m = y + o;
+        std::copy(dy + o, dy + o + c, rest);
+        for (std::int64_t iy = y0; iy < y1; ++iy) {
+          for (std::int64_t ix = x0; ix < x1; ++ix) {
+            const std::int64_t i = (iy * d.w + ix) * c;
+            const float* __restrict xi = xn + i;
+            float* __restrict dxi = dxn + i;
+            std::int64_t ch = 0;
+#if defined(__AVX2__)
+            // Spelled out: under -ftrapping-math GCC will not vectorise a float compare.
+            for (; ch + 8 <= c; ch += 8) {
+              const __m256 r = _mm256_loadu_ps(rest + ch);
+              const __m256 hit = _mm256_cmp_ps(_mm256_loadu_ps(xi + ch), _mm256_loadu_ps(m + ch), _CMP_EQ_OQ);
+              _mm256_storeu_ps(dxi + ch, _mm256_add_ps(_mm256_loadu_ps(dxi + ch), _mm256_and_ps(hit, r)));
+              _mm256_storeu_ps(rest + ch, _mm256_andnot_ps(hit, r));
+            }
+#endif
+            for (; ch < c; ++ch) {
+              const float r = rest[ch];
+              const bool hit = xi[ch] == m[ch];
+              dxi[ch] += hit ? r : 0.0f;
+              rest[ch] = hit ? 0.0f : r;
             }
           }
         }
