@@ -91,13 +91,12 @@ struct BackwardData {
 
 struct BackwardWeights {
   dnnl::convolution_backward_weights prim;
-  memory src, diff_dst, diff_bias;
+  memory src, diff_dst;
   KernelMemory kernel;
-  BackwardWeights(const Conv2dDesc& d, bool has_bias, const dnnl::convolution_backward_weights::primitive_desc& pd)
+  BackwardWeights(const Conv2dDesc& d, const dnnl::convolution_backward_weights::primitive_desc& pd)
       : prim(pd), kernel(d, pd.diff_weights_desc(), true) {
     src = memory(pd.src_desc(), onednn::engine(), DNNL_MEMORY_NONE);
     diff_dst = memory(pd.diff_dst_desc(), onednn::engine(), DNNL_MEMORY_NONE);
-    if (has_bias) diff_bias = memory(pd.diff_bias_desc(), onednn::engine(), DNNL_MEMORY_NONE);
   }
 };
 
@@ -127,20 +126,42 @@ BackwardData& backward_data_entry(const Conv2dDesc& d) {
   });
 }
 
-BackwardWeights& backward_weights_entry(const Conv2dDesc& d, bool bias) {
-  return cached<BackwardWeights>(d, bias, [&] {
+// Without the bias: bias_gradient computes it.
+BackwardWeights& backward_weights_entry(const Conv2dDesc& d) {
+  return cached<BackwardWeights>(d, false, [&] {
     const Geometry g = geometry(d);
-    const memory::desc b = bias ? memory::desc({d.oc}, kF32, memory::format_tag::a) : memory::desc();
     dnnl::convolution_backward_weights::desc bd(dnnl::algorithm::convolution_direct, nhwc(d.n, d.c, d.h, d.w),
-                                                any_kernel_desc(d), b, nhwc(d.n, d.oc, d.oh, d.ow), g.strides,
+                                                any_kernel_desc(d), nhwc(d.n, d.oc, d.oh, d.ow), g.strides,
                                                 g.dilates, g.pad_l, g.pad_r);
     return std::make_unique<BackwardWeights>(
-        d, bias, dnnl::convolution_backward_weights::primitive_desc(bd, onednn::engine(), forward_pd(d, bias)));
+        d, dnnl::convolution_backward_weights::primitive_desc(bd, onednn::engine(), forward_pd(d, false)));
   });
 }
 
 double conv_flops(const Conv2dDesc& d) {
   return 2.0 * static_cast<double>(d.n * d.oh * d.ow * d.oc) * static_cast<double>(d.kh * d.kw * (d.c / d.groups));
+}
+
+// The bias gradient: dy's column sums over a part's rows. Not left to oneDNN's backward
+// weights, whose NHWC bias reduction is scalar-compiled code accumulating in memory (a third
+// of the first convnet layer's backward). Blocks of rows are summed first, then the blocks,
+// which also keeps the float32 rounding error of a long sum small; the order is fixed.
+void bias_gradient(const float* dy, std::int64_t rows, std::int64_t oc, float* db) {
+  constexpr std::int64_t kBlock = 128;
+  thread_local std::vector<float> t_block;
+  t_block.resize(static_cast<std::size_t>(oc));
+  float* __restrict block = t_block.data();
+  float* __restrict out = db;
+  std::fill_n(out, oc, 0.0f);
+  for (std::int64_t r0 = 0; r0 < rows; r0 += kBlock) {
+    const std::int64_t r1 = std::min(rows, r0 + kBlock);
+    std::fill_n(block, oc, 0.0f);
+    for (std::int64_t r = r0; r < r1; ++r) {
+      const float* __restrict row = dy + r * oc;
+      for (std::int64_t c = 0; c < oc; ++c) block[c] += row[c];
+    }
+    for (std::int64_t c = 0; c < oc; ++c) out[c] += block[c];
+  }
 }
 
 Conv2dDesc part_of(const Conv2dDesc& d, std::int64_t rows) {
@@ -212,18 +233,13 @@ void conv2d_backward_weights(ComputeContext& ctx, const Conv2dDesc& d, const voi
     guarded("conv2d_backward_weights", [&] {
       float* out_w = p == 0 ? static_cast<float*>(dw) : partial.data() + (p - 1) * (wn + bn);
       float* out_b = p == 0 ? static_cast<float*>(db) : out_w + wn;
-      BackwardWeights& b = backward_weights_entry(part_of(d, n1 - n0), db != nullptr);
+      BackwardWeights& b = backward_weights_entry(part_of(d, n1 - n0));
       b.src.set_data_handle(const_cast<float*>(xs + n0 * d.h * d.w * d.c));
       b.diff_dst.set_data_handle(const_cast<float*>(dys + n0 * d.oh * d.ow * d.oc));
       b.kernel.user.set_data_handle(out_w);
       dnnl::stream& s = onednn::stream();
-      std::unordered_map<int, memory> args{
-          {DNNL_ARG_SRC, b.src}, {DNNL_ARG_DIFF_DST, b.diff_dst}, {DNNL_ARG_DIFF_WEIGHTS, b.kernel.chosen}};
-      if (db) {
-        b.diff_bias.set_data_handle(out_b);
-        args[DNNL_ARG_DIFF_BIAS] = b.diff_bias;
-      }
-      b.prim.execute(s, args);
+      b.prim.execute(s, {{DNNL_ARG_SRC, b.src}, {DNNL_ARG_DIFF_DST, b.diff_dst}, {DNNL_ARG_DIFF_WEIGHTS, b.kernel.chosen}});
+      if (db) bias_gradient(dys + n0 * d.oh * d.ow * d.oc, (n1 - n0) * d.oh * d.ow, d.oc, out_b);
       if (b.kernel.reorder) b.kernel.reorder->execute(s, b.kernel.chosen, b.kernel.user);
       s.wait();
     });
