@@ -8,14 +8,21 @@
 set -euo pipefail
 cli="$1"; mpirun="$2"; work="$3"
 timeout_s=5
-flags=(train --devices cpu:1 --epochs 2 --steps-per-epoch 300 --backup-every-steps 40 --verbose 2 --seed 3
+# Long enough (3000 steps) that a loaded machine (a container build) is still training when the
+# worker is killed, a few seconds after the first backup.
+flags=(train --devices cpu:1 --epochs 2 --steps-per-epoch 1500 --backup-every-steps 200 --verbose 2 --seed 3
        --no-tensorboard --collective-timeout "$timeout_s")
 rm -rf "$work" && mkdir -p "$work" && cd "$work"
 
-rank_pid() {  # rank_pid MPIRUN_PID RANK: the pid of that rank (a child of mpirun)
+rank_pid() {  # rank_pid MPIRUN_PID RANK: the pid of that rank (a child of mpirun), waiting up to 5 s
   local p
-  for p in $(pgrep -P "$1"); do
-    if tr '\0' '\n' < "/proc/$p/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=$2"; then echo "$p"; return; fi
+  for _ in $(seq 100); do
+    for p in $(pgrep -P "$1"); do
+      if { tr '\0' '\n' < "/proc/$p/environ"; } 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=$2"; then
+        echo "$p"; return
+      fi
+    done
+    sleep 0.05
   done
 }
 wait_for_backup() {  # wait_for_backup DIR: until a backup exists and training went on a little
