@@ -64,18 +64,25 @@ G dense_grad(const OpRecord& r, const Tensor& g_in, const std::array<bool, 3>& n
 }
 Conv2dOptions conv_options(const OpRecord& r) {
   const auto& g = r.geometry;
-  return {.strides = {g[0], g[1]}, .dilation = {g[2], g[3]}, .padding = {g[4], g[5], g[6], g[7]}, .groups = g[8]};
+  return {.strides = {g[0], g[1]},
+          .dilation = {g[2], g[3]},
+          .padding = {g[4], g[5], g[6], g[7]},
+          .groups = g[8],
+          .activation = static_cast<FusedActivation>(g[9])};
 }
 Pool2dOptions pool_options(const OpRecord& r) {
   const auto& g = r.geometry;
   return {.pool_size = {g[0], g[1]}, .strides = {g[2], g[3]}, .padding = {g[4], g[5], g[6], g[7]}};
 }
 
-G conv2d_grad(const OpRecord& r, const Tensor& g, const std::array<bool, 3>& needs) {
+G conv2d_grad(const OpRecord& r, const Tensor& g_in, const std::array<bool, 3>& needs) {
   const Tensor& x = r.inputs[0];
   const Tensor& w = r.inputs[1];
   const Tensor& b = r.inputs[2];
-  const Conv2dOptions o = conv_options(r);
+  Conv2dOptions o = conv_options(r);
+  // A fused ReLU's gradient, from the output (y > 0 exactly where conv + bias > 0).
+  const Tensor g = o.activation == FusedActivation::kRelu ? unary_grad(OpType::kRelu, r.output, r.output, g_in) : g_in;
+  o.activation = FusedActivation::kNone;
   G out;
   // As for Dense: no input gradient for the model's input (the first convolution's is the
   // largest of the backward pass).

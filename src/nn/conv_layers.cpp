@@ -96,14 +96,22 @@ Conv2dOptions Conv2DLayer::geometry(const Shape& x) const {
           .groups = options_.groups};
 }
 
-Tensor Conv2DLayer::call_logits(const Tensor& x, const CallContext&) const {
+Tensor Conv2DLayer::convolve(const Tensor& x, FusedActivation act) const {
   LOCKSTEP_CHECK(built(), "layer '", name(), "' (Conv2D) is called before it was built");
   check_image(name(), "Conv2D", x.shape());
-  return conv2d(x, kernel_.value(), bias_.defined() ? bias_.value() : Tensor(), geometry(x.shape()));
+  Conv2dOptions o = geometry(x.shape());
+  o.activation = act;
+  return conv2d(x, kernel_.value(), bias_.defined() ? bias_.value() : Tensor(), o);
 }
 
-Tensor Conv2DLayer::call(const Tensor& x, const CallContext& ctx) const {
-  return apply_activation(activation_, call_logits(x, ctx));
+Tensor Conv2DLayer::call_logits(const Tensor& x, const CallContext&) const {
+  return convolve(x, FusedActivation::kNone);
+}
+
+Tensor Conv2DLayer::call(const Tensor& x, const CallContext&) const {
+  // ReLU in the convolution's own pass over its output, as Dense does.
+  if (activation_ == ActivationKind::kRelu) return convolve(x, FusedActivation::kRelu);
+  return apply_activation(activation_, convolve(x, FusedActivation::kNone));
 }
 
 // ---- DepthwiseConv2D ----

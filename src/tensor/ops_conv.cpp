@@ -59,6 +59,7 @@ backend::Conv2dDesc conv_desc(const char* op, const Shape& x, const Shape& k, co
   d.pad_top = o.padding.top, d.pad_bottom = o.padding.bottom, d.pad_left = o.padding.left,
   d.pad_right = o.padding.right;
   d.groups = o.groups;
+  d.relu = o.activation == FusedActivation::kRelu;
   d.oh = window_output_size(d.h, d.kh, d.stride_h, d.dilation_h, d.pad_top, d.pad_bottom);
   d.ow = window_output_size(d.w, d.kw, d.stride_w, d.dilation_w, d.pad_left, d.pad_right);
   LOCKSTEP_CHECK(d.oh > 0 && d.ow > 0, op, ": the ", k[0], "x", k[1], " kernel (dilation ", pair_str(o.dilation),
@@ -92,7 +93,7 @@ backend::Pool2dDesc pool_desc(const char* op, const Shape& x, const Pool2dOption
 
 std::array<std::int64_t, 10> conv_geometry(const Conv2dOptions& o) {
   return {o.strides[0], o.strides[1], o.dilation[0], o.dilation[1], o.padding.top, o.padding.bottom,
-          o.padding.left, o.padding.right, o.groups, 0};
+          o.padding.left, o.padding.right, o.groups, static_cast<std::int64_t>(o.activation)};
 }
 std::array<std::int64_t, 10> pool_geometry(const Pool2dOptions& o) {
   return {o.pool_size[0], o.pool_size[1], o.strides[0], o.strides[1], o.padding.top, o.padding.bottom,

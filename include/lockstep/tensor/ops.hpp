@@ -137,6 +137,9 @@ struct Conv2dOptions {
   /// Channel groups: the kernel is (kh, kw, C / groups, OC); groups == C with OC = C * m is a
   /// depthwise convolution with Keras' DepthwiseConv2D kernel (kh, kw, C, m).
   std::int64_t groups = 1;
+  /// kRelu: y = max(conv + bias, 0) in the kernel itself (one pass over y fewer than conv then
+  /// relu); its gradient is taken from y.
+  FusedActivation activation = FusedActivation::kNone;
 };
 /// x (N, H, W, C) * kernel (KH, KW, C / groups, OC) [+ bias (OC); may be undefined] -> (N, OH, OW, OC).
 Tensor conv2d(const Tensor& x, const Tensor& kernel, const Tensor& bias, const Conv2dOptions& options = {});

@@ -48,7 +48,12 @@ dnnl::convolution_forward::primitive_desc forward_pd(const Conv2dDesc& d, bool b
   const memory::desc b = bias ? memory::desc({d.oc}, kF32, memory::format_tag::a) : memory::desc();
   dnnl::convolution_forward::desc cd(dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct, src,
                                      any_kernel_desc(d), b, dst, g.strides, g.dilates, g.pad_l, g.pad_r);
-  return {cd, onednn::engine()};
+  if (!d.relu) return {cd, onednn::engine()};
+  dnnl::post_ops ops;
+  ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, 0.0f, 0.0f);
+  dnnl::primitive_attr attr;
+  attr.set_post_ops(ops);
+  return {cd, attr, onednn::engine()};
 }
 
 // The kernel in the layout a primitive chose, reordered from (or to) Keras' layout.
@@ -102,7 +107,7 @@ struct BackwardWeights {
 
 std::array<std::int64_t, 18> key_of(const Conv2dDesc& d, bool bias) {
   return {d.n, d.h, d.w, d.c, d.oh, d.ow, d.oc, d.kh, d.kw, d.stride_h, d.stride_w, d.dilation_h, d.dilation_w,
-          d.pad_top, d.pad_left, d.pad_bottom, d.pad_right, d.groups * 2 + (bias ? 1 : 0)};
+          d.pad_top, d.pad_left, d.pad_bottom, d.pad_right, (d.groups * 2 + (bias ? 1 : 0)) * 2 + (d.relu ? 1 : 0)};
 }
 
 template <typename Entry, typename Make>
