@@ -65,12 +65,14 @@ def run_torch(steps: int, threads: int, warmup_frac: float, batch: int) -> float
     return sps
 
 
-def run_tf(steps: int, threads: int, warmup_frac: float, batch: int) -> float:
+def run_tf(steps: int, threads: int, warmup_frac: float, batch: int, tf_threads: str = "tuned") -> float:
+    """tf_threads "tuned": intra-op = threads, inter-op = 1; "default": TF's own choice."""
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     import tensorflow as tf
 
-    tf.config.threading.set_intra_op_parallelism_threads(threads)
-    tf.config.threading.set_inter_op_parallelism_threads(1)
+    if tf_threads == "tuned":
+        tf.config.threading.set_intra_op_parallelism_threads(threads)
+        tf.config.threading.set_inter_op_parallelism_threads(1)
     keras = tf.keras
     keras.utils.set_random_seed(0)
     x, y, src = common.load_mnist_train()
@@ -96,7 +98,10 @@ def run_tf(steps: int, threads: int, warmup_frac: float, batch: int) -> float:
     timer = StepTimer()
     hist = model.fit(ds, epochs=1, steps_per_epoch=steps, verbose=0, shuffle=False, callbacks=[timer])
     sps = common.measure(timer.times, warmup_frac)
-    common.log(f"cnn tensorflow {tf.__version__}: {steps} steps of {batch}, {threads} intra-op thread(s), "
+    setting = (f"{threads} intra-op / 1 inter-op thread(s)" if tf_threads == "tuned" else
+               f"TF's default threads (intra-op {tf.config.threading.get_intra_op_parallelism_threads() or 'auto'}, "
+               f"inter-op {tf.config.threading.get_inter_op_parallelism_threads() or 'auto'})")
+    common.log(f"cnn tensorflow {tf.__version__}: {steps} steps of {batch}, {setting}, "
                f"data={src}, loss {hist.history['loss'][-1]:.4f}, {sps:.2f} steps/s")
     return sps
 
@@ -108,7 +113,19 @@ def run_child(framework: str, args) -> float | None:
         return None
     cmd = [py, os.path.abspath(__file__), "--child", framework, "--threads", str(args.threads), "--steps",
            str(args.steps), "--batch", str(args.batch), "--warmup-frac", str(args.warmup_frac)]
-    return common.run_measurement(framework, cmd, common.child_env(args.threads))
+    if framework != "tf":
+        return common.run_measurement(framework, cmd, common.child_env(args.threads))
+    # TF: its default thread settings and the tuned ones (intra-op = threads, inter-op = 1), one
+    # after the other; the faster is the reference.
+    tuned = common.run_measurement("tf", cmd + ["--tf-threads", "tuned"], common.child_env(args.threads))
+    env = common.child_env(args.threads)
+    for k in ("TF_NUM_INTRAOP_THREADS", "TF_NUM_INTEROP_THREADS"):
+        env.pop(k, None)
+    default = common.run_measurement("tf", cmd + ["--tf-threads", "default"], env)
+    got = [v for v in (tuned, default) if v is not None]
+    if got:
+        common.log(f"tf: tuned threads {tuned}, default threads {default} steps/s; keeping the faster")
+    return max(got) if got else None
 
 
 def main(argv=None) -> int:
@@ -120,12 +137,15 @@ def main(argv=None) -> int:
     ap.add_argument("--warmup-frac", type=float, default=0.05)
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--child", choices=FRAMEWORKS, help=argparse.SUPPRESS)
+    ap.add_argument("--tf-threads", choices=("tuned", "default"), default="tuned", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.steps < 20:
         ap.error("--steps must be at least 20")
     if args.child:
-        fn = run_torch if args.child == "torch" else run_tf
-        print(fn(args.steps, max(1, args.threads), args.warmup_frac, args.batch))
+        if args.child == "torch":
+            print(run_torch(args.steps, max(1, args.threads), args.warmup_frac, args.batch))
+        else:
+            print(run_tf(args.steps, max(1, args.threads), args.warmup_frac, args.batch, args.tf_threads))
         return 0
     wanted = FRAMEWORKS if args.framework == "both" else (args.framework,)
     results = {fw: run_child(fw, args) for fw in wanted}

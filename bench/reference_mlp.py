@@ -240,6 +240,9 @@ def run_child(framework: str, args) -> float | None:
 def child_env(threads: int) -> dict:
     """The environment of a measurement child: every thread pool sized to `threads`."""
     env = dict(os.environ)
+    # These pin OpenBLAS to older kernels on the project's machines: the reference gets its best.
+    for k in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE"):
+        env.pop(k, None)
     t = str(threads)
     env.update(OMP_NUM_THREADS=t, MKL_NUM_THREADS=t, OPENBLAS_NUM_THREADS=t, TF_NUM_INTRAOP_THREADS=t,
                TF_NUM_INTEROP_THREADS="1", TF_CPP_MIN_LOG_LEVEL=env.get("TF_CPP_MIN_LOG_LEVEL", "2"))
