@@ -20,8 +20,9 @@ class Sequential final : public Model {
   Output forward(const Tensor& x, const layers::CallContext& ctx) const override;
   std::vector<Variable> variables() const override;
 
-  /// Keras' summary table (layer, output shape, params, totals).
-  std::string summary() const;
+  Shape input_shape() const override;
+  Shape output_shape() const override;
+  std::string summary() const override;
 
  private:
   void build_layer(std::size_t i);
