@@ -80,7 +80,7 @@ class Functional final : public Model {
 
   /// Keras' model.layers: the InputLayer first, then by depth from the inputs (ties in the order
   /// Keras' graph walk from the output meets them). Variables follow this order.
-  const std::vector<layers::LayerPtr>& layers() const { return layers_; }
+  const std::vector<layers::LayerPtr>& layers() const override { return layers_; }
   const std::vector<Node>& nodes() const { return nodes_; }
   std::size_t output_node() const { return nodes_.size() - 1; }
 

@@ -122,6 +122,8 @@ class Model {
   Tensor operator()(const Tensor& x, const layers::CallContext& ctx) const;
 
   virtual std::vector<Variable> variables() const = 0;
+  /// Keras' model.layers: every layer once, in the order of variables().
+  virtual const std::vector<layers::LayerPtr>& layers() const = 0;
   std::vector<Variable> trainable_variables() const;
   std::int64_t count_params() const;
 

@@ -13,7 +13,7 @@ class Sequential final : public Model {
   Sequential(std::initializer_list<layers::LayerPtr> layers) : Sequential(std::vector<layers::LayerPtr>(layers)) {}
 
   void add(layers::LayerPtr layer);
-  const std::vector<layers::LayerPtr>& layers() const { return layers_; }
+  const std::vector<layers::LayerPtr>& layers() const override { return layers_; }
 
   void build(const Shape& input_shape) override;
   bool built() const override { return built_; }
