@@ -46,11 +46,12 @@ json functional_config(const Functional& m, const LayerToJson& layer_json) {
     entry["inbound_nodes"] = inbound;
     list.push_back(entry);
   }
+  // One input and one output are written as Keras writes them: the reference itself, not a list.
   return {{"name", m.name()},
           {"trainable", true},
           {"layers", list},
-          {"input_layers", json::array({history(m, 0)})},
-          {"output_layers", json::array({history(m, m.output_node())})}};
+          {"input_layers", history(m, 0)},
+          {"output_layers", history(m, m.output_node())}};
 }
 
 std::unique_ptr<Functional> functional_from_config(const json& config, const LayerFromJson& make_layer,
@@ -105,6 +106,12 @@ std::unique_ptr<Functional> functional_from_config(const json& config, const Lay
       while (p.done < p.nodes.size()) {
         const json& node = p.nodes[p.done];
         const json& args = node.is_object() ? node.value("args", json()) : node;
+        const json kwargs = node.is_object() ? node.value("kwargs", json::object()) : json::object();
+        if (kwargs.is_object())
+          for (const auto& [key, value] : kwargs.items())
+            if (!value.is_null())
+              fail(source, "layer '" + p.name + "': call " + std::to_string(p.done) + " has the argument " + key + "=" +
+                               value.dump().substr(0, 100) + ", which lockstep's layers do not take");
         if (!args.is_array() || args.empty())
           fail(source, "layer '" + p.name + "': inbound node " + std::to_string(p.done) + " has no arguments");
         const bool list = args.size() == 1 && args[0].is_array();
@@ -131,13 +138,15 @@ std::unique_ptr<Functional> functional_from_config(const json& config, const Lay
                        " takes a tensor that no layer of the model makes (a missing layer or node index)");
 
   const auto endpoint = [&](const char* key) {
-    const json& list = config.value(key, json());
-    if (!list.is_array() || list.size() != 1)
-      fail(source, std::string(key) + " must list one tensor (lockstep's Functional models have one input and one "
-                   "output), got " + list.dump().substr(0, 200));
-    const auto ref = reference(list[0], source);
+    // [name, node, 0] (Keras' form for one tensor) or a list of one of them.
+    json one = config.value(key, json());
+    if (one.is_array() && one.size() == 1 && one[0].is_array()) one = one[0];
+    if (!one.is_array() || one.empty() || one[0].is_array())
+      fail(source, std::string(key) + " must name one tensor (lockstep's Functional models have one input and one "
+                   "output), got " + config.value(key, json()).dump().substr(0, 200));
+    const auto ref = reference(one, source);
     const auto it = tensors.find(ref);
-    if (it == tensors.end()) fail(source, std::string(key) + " names " + list[0].dump() + ", which no layer makes");
+    if (it == tensors.end()) fail(source, std::string(key) + " names " + one.dump() + ", which no layer makes");
     return it->second;
   };
   const KerasTensor in = endpoint("input_layers"), out = endpoint("output_layers");

@@ -41,13 +41,14 @@ std::string join_path(const std::string& dir, const char* file) {
   return (std::filesystem::path(dir) / file).string();
 }
 
-const Sequential* built_sequential(const Model& model, const char* who) {
-  const auto* seq = dynamic_cast<const Sequential*>(&model);
-  LOCKSTEP_CHECK(seq != nullptr, who, ": model '", model.name(),
-                 "' is not a Sequential; saved models describe Sequential models only");
-  LOCKSTEP_CHECK(seq->built(), who, ": model '", model.name(),
+// A Sequential or a Functional, built.
+const Model& built_model(const Model& model, const char* who) {
+  LOCKSTEP_CHECK(dynamic_cast<const Sequential*>(&model) != nullptr || dynamic_cast<const Functional*>(&model) != nullptr,
+                 who, ": model '", model.name(),
+                 "' is neither a Sequential nor a Functional; saved models describe those two classes only");
+  LOCKSTEP_CHECK(model.built(), who, ": model '", model.name(),
                  "' is not built, so it has no weights yet (give the first layer an input_dim, or call build())");
-  return seq;
+  return model;
 }
 
 // The architecture as Keras' get_config() writes it, with layer_config.cpp's layers.
@@ -56,7 +57,7 @@ json architecture(const Model& model) {
     return {{"class_name", "Functional"}, {"config", detail::functional_config(*f, [](const layers::Layer& l) {
                return layer_to_json(l);
              })}};
-  const Sequential* seq = built_sequential(model, "save_model");
+  const auto* seq = dynamic_cast<const Sequential*>(&built_model(model, "save_model"));
   json layer_list = json::array();
   for (const auto& l : seq->layers()) layer_list.push_back(layer_to_json(*l));
   return {{"class_name", "Sequential"},
@@ -81,12 +82,8 @@ decltype(auto) parse_part(const std::string& json_path, const std::string& what,
 }  // namespace
 
 void save_model(Model& model, const std::string& dir, const SaveModelOptions& options) {
-  const bool functional = dynamic_cast<const Functional*>(&model) != nullptr;
   if (detail::is_keras_archive_path(dir)) {
-    LOCKSTEP_CHECK(!functional, "save_model: '", dir, "': model '", model.name(),
-                   "' is a Functional model; lockstep writes .keras files of Sequential models only (save it to a "
-                   "folder in lockstep's format instead)");
-    return detail::save_keras_archive(*built_sequential(model, "save_model"), dir);
+    return detail::save_keras_archive(built_model(model, "save_model"), dir);
   }
   // Describe everything before writing anything, so an unsupported layer leaves no files behind.
   const json arch = architecture(model);
@@ -226,16 +223,15 @@ bool is_keras_file(const std::string& path) { return detail::is_keras_archive_pa
 void save_weights(const Model& model, const std::string& path) {
   LOCKSTEP_CHECK(detail::is_keras_weights_path(path), "save_weights: '", path,
                  "' must end in .weights.h5 (Keras' rule for weights files)");
-  const std::string bytes = detail::encode_keras_weights(*built_sequential(model, "save_weights"));
+  const std::string bytes = detail::encode_keras_weights(built_model(model, "save_weights"));
   io::write_file_atomic(path, bytes);
 }
 
 void load_weights(Model& model, const std::string& path) {
   LOCKSTEP_CHECK(detail::is_keras_weights_path(path), "load_weights: '", path,
                  "' must end in .weights.h5 (Keras' rule for weights files)");
-  built_sequential(model, "load_weights");
-  detail::assign_keras_weights(io::read_file(path), "Keras weights file '" + path + "'",
-                               dynamic_cast<Sequential&>(model));
+  built_model(model, "load_weights");
+  detail::assign_keras_weights(io::read_file(path), "Keras weights file '" + path + "'", model);
 }
 
 }  // namespace lockstep

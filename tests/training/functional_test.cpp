@@ -6,9 +6,13 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <algorithm>
 #include <filesystem>
+#include <nlohmann/json.hpp>
 
 #include "common/error_message.hpp"
+#include "lockstep/io/atomic_file.hpp"
+#include "lockstep/io/zip_archive.hpp"
 #include "lockstep/lockstep.hpp"
 
 namespace lockstep {
@@ -199,8 +203,50 @@ TEST(Functional, SavedModelRoundTripPredictsTheSameAndKeepsTraining) {
   const auto a = model.variables(), b = loaded->variables();
   ASSERT_EQ(a.size(), b.size());
   for (std::size_t i = 0; i < a.size(); ++i) EXPECT_TRUE(same_bits(a[i].value(), b[i].value())) << a[i].name();
-  EXPECT_MESSAGE(save_model(model, dir + ".keras"), "is a Functional model; lockstep writes .keras files of Sequential");
+  // And as a Keras file: the same layers, weights and predictions.
+  save_model(model, dir + ".keras");
+  auto from_keras = load_model(dir + ".keras");
+  ASSERT_NE(dynamic_cast<Functional*>(from_keras.get()), nullptr);
+  EXPECT_EQ(from_keras->summary(), loaded->summary());
+  EXPECT_TRUE(same_bits(from_keras->predict(images(4, 6)), loaded->predict(images(4, 6))));
 }
 
+}  // namespace
+}  // namespace lockstep
+
+namespace lockstep {
+namespace {
+// A Keras file's call arguments: Keras writes {"mask": null} for BatchNormalization (accepted);
+// any other value is a keyword lockstep's layers do not take (refused, naming it).
+TEST(Functional, KerasCallKeywordsThatAreSetAreRefusedNamingThem) {
+  const auto dir = (std::filesystem::path(LOCKSTEP_BINARY_DIR) / "test_tmp" / "functional").string();
+  std::filesystem::create_directories(dir);
+  const auto [in, sum] = residual_block();
+  Functional model(in, call(layers::Dense(3, "softmax"), call(layers::Flatten(), sum)), "residual");
+  save_model(model, dir + "/kw.keras");
+  auto entries = io::decode_zip(io::read_file(dir + "/kw.keras"), "kw.keras");
+  auto& config = *std::find_if(entries.begin(), entries.end(), [](const auto& e) { return e.name == "config.json"; });
+  auto j = nlohmann::json::parse(config.bytes);
+  auto& bn = j["config"]["layers"][2];
+  ASSERT_EQ(bn["class_name"], "BatchNormalization");
+  for (const auto& [value, ok] : {std::pair{nlohmann::json(nullptr), true}, std::pair{nlohmann::json(true), false}}) {
+    bn["inbound_nodes"][0]["kwargs"] = {{"mask", nullptr}, {"training", value}};
+    config.bytes = j.dump();
+    io::write_file_atomic(dir + "/kw2.keras", io::encode_zip(entries));
+    if (ok) {
+      EXPECT_TRUE(same_bits(load_model(dir + "/kw2.keras")->predict(images(2, 1)), model.predict(images(2, 1))));
+    } else {
+      try {
+        load_model(dir + "/kw2.keras");
+        ADD_FAILURE() << "no error";
+      } catch (const IOError& e) {
+        EXPECT_NE(std::string(e.what()).find("kw2.keras': layer 'batch_normalization': call 0 has the argument "
+                                             "training=true, which lockstep's layers do not take"),
+                  std::string::npos)
+            << e.what();
+      }
+    }
+  }
+}
 }  // namespace
 }  // namespace lockstep

@@ -72,7 +72,7 @@ void add_train_command(CLI::App& app, TrainArgs& a) {
                   "MaxPooling2D -> Conv2D(64, 3, relu) -> MaxPooling2D -> Flatten -> Dropout -> Dense(10, softmax)), "
                   "resnet20 (ResNet-20, He et al. 2016: 3 stages of 3 residual blocks with BatchNormalization, "
                   "16/32/64 filters, on the data's image shape) "
-                  "or FILE.keras (a Keras 3 Sequential: its layers, dtype policies and weights, trained further with "
+                  "or FILE.keras (a Keras 3 Sequential or Functional model: its layers, dtype policies and weights, trained further with "
                   "this command's optimizer and loss; --hidden, --activation and --dropout do not apply)")
       ->check(CLI::Validator(
           [](std::string& s) -> std::string {
@@ -217,12 +217,7 @@ int run_train(const TrainArgs& a) {
                  a.gradient_accumulation_steps, " (a backup within a group would lose its gradients)");
   // Before any training: a result that cannot be written is found out now, not after an hour.
   if (!a.metrics_out.empty()) io::check_output_path(a.metrics_out, "--metrics-out");
-  if (!a.save_model.empty() && is_keras_file(a.save_model)) {
-    LOCKSTEP_CHECK(a.model != "resnet20", "--save-model '", a.save_model, "': --model resnet20 is a Functional model, "
-                   "and lockstep writes .keras files of Sequential models only; give a folder to save it in lockstep's "
-                   "format");
-    io::check_output_path(a.save_model, "--save-model");
-  }
+  if (!a.save_model.empty() && is_keras_file(a.save_model)) io::check_output_path(a.save_model, "--save-model");
   set_random_seed(a.seed);
   LOCKSTEP_CHECK(a.collective_timeout <= 1e9, "--collective-timeout ", a.collective_timeout, " s is too long");
   distribute::MultiWorkerOptions strategy_options{.local = parse_devices(a.devices), .notice = false};

@@ -33,7 +33,7 @@ struct SaveModelOptions {
 };
 
 /// Saves `model` (a built Sequential or a Functional of lockstep's layers) to `dir`, creating it;
-/// when `dir` ends in ".keras", as the Keras 3 archive of that name instead (Sequential models only) (written atomically; its compile
+/// when `dir` ends in ".keras", as the Keras 3 archive of that name instead (written atomically; its compile
 /// config is Keras', optimizer variables are not written, as Keras' include_optimizer=False). A learning-rate schedule is not saved (it is code):
 /// the learning rate current at save time is. Throws ValueError, before writing anything, for a
 /// model that is not a built Sequential or holds a layer of another class (naming it); IOError
@@ -62,7 +62,7 @@ bool is_keras_file(const std::string& path);
 /// archive's model.weights.h5), written atomically. load_weights checks every layer's weights by
 /// count and shape before assigning any: IOError naming the file and the weight otherwise.
 /// ValueError for a path not ending in ".weights.h5" (Keras' rule) or a model that is not a built
-/// Sequential.
+/// Sequential or Functional.
 void save_weights(const Model& model, const std::string& path);
 void load_weights(Model& model, const std::string& path);
 
