@@ -295,7 +295,7 @@ add_test(NAME cli.resnet20_mnist_three_steps
 add_test(NAME cli.resnet20_data_npz_trains_saves_and_evaluates
          COMMAND bash -c "rm -rf \"$2\" \"$2.keras\" && \"$0\" train --model resnet20 --data \"$1/colors.npz\" --epochs 1 --steps-per-epoch 3 --batch-size 16 --verbose 2 --no-tensorboard --logdir \"$2\" --save-model \"$2.keras\" | tee /dev/stderr | grep -E 'add_8 \\(Add\\) +\\(None, 4, 4, 64\\) +0 +activation_16\\[0\\]\\[0\\]' && grep -q '\"class_name\": \"Functional\"' \"$2/model/model.json\" && \"$0\" evaluate --model \"$2/model\" --data \"$1/colors.npz\" > \"$2.folder.txt\" && \"$0\" evaluate --model \"$2.keras\" --data \"$1/colors.npz\" > \"$2.keras.txt\" && grep -E 'test_loss: [0-9.]+ - test_accuracy: ' \"$2.keras.txt\" && cmp \"$2.folder.txt\" \"$2.keras.txt\""
                  ${_cli} ${_saved} ${CMAKE_CURRENT_BINARY_DIR}/resnet20-npz)
-set_tests_properties(cli.resnet20_mnist_three_steps PROPERTIES TIMEOUT 300)
+set_tests_properties(cli.resnet20_mnist_three_steps PROPERTIES TIMEOUT 600)
 set_tests_properties(cli.resnet20_data_npz_trains_saves_and_evaluates PROPERTIES FIXTURES_REQUIRED saved_model_cli TIMEOUT 300)
 # MultiWorkerMirroredStrategy under mpirun -np 2 (skipped when lockstep is built without MPI):
 # the collectives across workers, over Open MPI's shared-memory transport and over TCP loopback

@@ -94,7 +94,8 @@ std::unique_ptr<Functional> functional_from_config(const json& config, const Lay
 
   // Layers are listed by depth, but a shared layer's later call may wait for layers after it.
   const auto input_of = [&](const Pending& p, const json& arg) -> const KerasTensor* {
-    if (!arg.is_object() || arg.value("class_name", json()) != json("__keras_tensor__") || !arg.contains("config"))
+    if (!arg.is_object() || arg.value("class_name", json()) != json("__keras_tensor__") || !arg.contains("config") ||
+        !arg.at("config").is_object())
       fail(source, "layer '" + p.name + "': an argument is not a symbolic tensor: " + arg.dump().substr(0, 200));
     const auto ref = reference(arg.at("config").value("keras_history", json()), source);
     const auto it = tensors.find(ref);

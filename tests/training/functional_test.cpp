@@ -246,6 +246,18 @@ TEST(Functional, KerasCallKeywordsThatAreSetAreRefusedNamingThem) {
             << e.what();
       }
     }
+  }  // A call argument that is not a symbolic tensor is named, not followed.
+  bn["inbound_nodes"][0]["kwargs"] = nlohmann::json::object();
+  bn["inbound_nodes"][0]["args"][0]["config"] = "conv2d";
+  config.bytes = j.dump();
+  io::write_file_atomic(dir + "/kw3.keras", io::encode_zip(entries));
+  try {
+    load_model(dir + "/kw3.keras");
+    ADD_FAILURE() << "no error";
+  } catch (const IOError& e) {
+    EXPECT_NE(std::string(e.what()).find("kw3.keras': layer 'batch_normalization': an argument is not a symbolic tensor"),
+              std::string::npos)
+        << e.what();
   }
 }
 }  // namespace

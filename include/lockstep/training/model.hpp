@@ -1,6 +1,6 @@
 #pragma once
 // Model: Keras' compile / fit / evaluate / predict. A subclass says how to build itself and
-// how to run forward; Sequential is the usual one.
+// how to run forward; Sequential and Functional are the two.
 #include <atomic>
 #include <cstdio>
 #include <map>

@@ -19,6 +19,7 @@
 #include <memory>
 #include <string>
 
+#include "lockstep/training/functional.hpp"
 #include "lockstep/training/sequential.hpp"
 
 namespace lockstep {
@@ -36,7 +37,7 @@ struct SaveModelOptions {
 /// when `dir` ends in ".keras", as the Keras 3 archive of that name instead (written atomically; its compile
 /// config is Keras', optimizer variables are not written, as Keras' include_optimizer=False). A learning-rate schedule is not saved (it is code):
 /// the learning rate current at save time is. Throws ValueError, before writing anything, for a
-/// model that is not a built Sequential or holds a layer of another class (naming it); IOError
+/// model that is not a built Sequential or Functional or holds a layer of another class (naming it); IOError
 /// when a file cannot be written (the previous files are then left as they were).
 void save_model(Model& model, const std::string& dir, const SaveModelOptions& options = {});
 
