@@ -268,7 +268,7 @@ add_test(NAME cli.cnn_predict_wrong_shape_names_the_input_shape
                  ${_cli} predict --model ${_cnn}/model --input ${_saved}/wrong.npy)
 set_tests_properties(cli.cnn_evaluate_prints_test_accuracy cli.cnn_predict_uint8_images_prints_one_class_per_line
                      cli.cnn_predict_wrong_shape_names_the_input_shape PROPERTIES FIXTURES_REQUIRED "cnn_cli;saved_model_cli")
-add_test(NAME cli.unknown_model_is_status_2 COMMAND ${_expect} 2 "must be mlp, cnn or a FILE.keras, got 'resnet50'" ${_cli} train --model resnet50)
+add_test(NAME cli.unknown_model_is_status_2 COMMAND ${_expect} 2 "must be mlp, cnn, resnet20 or a FILE.keras, got 'resnet50'" ${_cli} train --model resnet50)
 
 # --data FILE.npz: the input shape and the classes come from the file; a bad file is an error
 # naming it and the problem, with no run directory made.
@@ -287,6 +287,16 @@ add_test(NAME cli.data_npz_not_a_zip_is_an_error_naming_it
 set_tests_properties(cli.data_npz_trains_the_cnn_on_its_image_shape cli.data_npz_without_y_test_is_an_error_naming_it
                      cli.data_npz_with_mismatched_lengths_is_an_error_naming_them cli.data_npz_not_a_zip_is_an_error_naming_it
                      PROPERTIES FIXTURES_REQUIRED saved_model_cli)
+# --model resnet20 (a Functional model): three steps on MNIST; on the .npz's (16, 16, 3) images its
+# summary shows the residual connections, and the saved folder and .keras file evaluate alike.
+add_test(NAME cli.resnet20_mnist_three_steps
+         COMMAND bash -c "rm -rf \"$1\" && \"$0\" train --model resnet20 --epochs 1 --steps-per-epoch 3 --batch-size 8 --verbose 2 --no-tensorboard --logdir \"$1\" | grep -E 'test_loss: [0-9.]+ - test_accuracy: '"
+                 ${_cli} ${CMAKE_CURRENT_BINARY_DIR}/resnet20-mnist)
+add_test(NAME cli.resnet20_data_npz_trains_saves_and_evaluates
+         COMMAND bash -c "rm -rf \"$2\" \"$2.keras\" && \"$0\" train --model resnet20 --data \"$1/colors.npz\" --epochs 1 --steps-per-epoch 3 --batch-size 16 --verbose 2 --no-tensorboard --logdir \"$2\" --save-model \"$2.keras\" | tee /dev/stderr | grep -E 'add_8 \\(Add\\) +\\(None, 4, 4, 64\\) +0 +activation_16\\[0\\]\\[0\\]' && grep -q '\"class_name\": \"Functional\"' \"$2/model/model.json\" && \"$0\" evaluate --model \"$2/model\" --data \"$1/colors.npz\" > \"$2.folder.txt\" && \"$0\" evaluate --model \"$2.keras\" --data \"$1/colors.npz\" > \"$2.keras.txt\" && grep -E 'test_loss: [0-9.]+ - test_accuracy: ' \"$2.keras.txt\" && cmp \"$2.folder.txt\" \"$2.keras.txt\""
+                 ${_cli} ${_saved} ${CMAKE_CURRENT_BINARY_DIR}/resnet20-npz)
+set_tests_properties(cli.resnet20_mnist_three_steps PROPERTIES TIMEOUT 600)
+set_tests_properties(cli.resnet20_data_npz_trains_saves_and_evaluates PROPERTIES FIXTURES_REQUIRED saved_model_cli TIMEOUT 300)
 # MultiWorkerMirroredStrategy under mpirun -np 2 (skipped when lockstep is built without MPI):
 # the collectives across workers, over Open MPI's shared-memory transport and over TCP loopback
 # (--mca btl self,tcp, the path machines on a network use).

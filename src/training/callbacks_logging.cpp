@@ -70,9 +70,9 @@ void TensorBoard::on_train_begin(const Logs&) {
   train_ = std::make_unique<io::EventFileWriter>((std::filesystem::path(o_.log_dir) / "train").string());
   batches_ = 0;
   if (o_.write_model_summary)
-    if (const auto* seq = dynamic_cast<const Sequential*>(model_); seq != nullptr && seq->built()) {
+    if (model_->built()) {
       // Markdown renders the table's columns only inside a code block.
-      train_->add_text("model_summary", "```\n" + seq->summary() + "\n```", 0);
+      train_->add_text("model_summary", "```\n" + model_->summary() + "\n```", 0);
     }
   train_->flush();
 }

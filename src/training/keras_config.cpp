@@ -7,7 +7,11 @@
 #include <set>
 
 #include "lockstep/layers/core_layers.hpp"
+#include "lockstep/layers/merge_layers.hpp"
+#include "lockstep/training/functional.hpp"
+#include "lockstep/training/sequential.hpp"
 #include "training/compile_config.hpp"
+#include "training/functional_config.hpp"
 #include "training/layer_config.hpp"
 
 namespace lockstep::detail {
@@ -17,7 +21,7 @@ using nlohmann::json;
 
 constexpr const char* kKerasLayers =
     "InputLayer, Dense, Dropout, Activation, Flatten, Reshape, Conv2D, DepthwiseConv2D, MaxPooling2D, "
-    "AveragePooling2D, GlobalAveragePooling2D, ZeroPadding2D, Rescaling, BatchNormalization";
+    "AveragePooling2D, GlobalAveragePooling2D, ZeroPadding2D, Rescaling, BatchNormalization, Add";
 
 // For each Keras class lockstep has: the config arguments its layer takes (layer_config.cpp's
 // names, which are Keras'). Anything else in a config must be Keras' "off" (null or false) or one
@@ -40,6 +44,7 @@ const std::map<std::string, std::set<std::string>>& layer_arguments() {
       {"GlobalAveragePooling2D", {"keepdims"}},
       {"ZeroPadding2D", {"padding"}},
       {"Rescaling", {"scale", "offset"}},
+      {"Add", {}},
       {"BatchNormalization",
        {"axis", "momentum", "epsilon", "center", "scale", "beta_initializer", "gamma_initializer",
         "moving_mean_initializer", "moving_variance_initializer", "synchronized"}},
@@ -316,6 +321,56 @@ std::string compile_from_keras(const json& c, CompileParts& out) {
   return {};
 }
 
+json input_layer_to_keras(const std::string& name, const Shape& batch_shape) {
+  return {{"module", "keras.layers"},
+          {"class_name", "InputLayer"},
+          {"config",
+           {{"batch_shape", shape_to_json(batch_shape)},
+            {"dtype", "float32"},
+            {"sparse", false},
+            {"ragged", false},
+            {"name", name},
+            {"optional", false}}},
+          {"registered_name", nullptr}};
+}
+
+// The lockstep layer a Keras layer entry describes, with its dtype policy; IOError naming it.
+layers::LayerPtr layer_from_keras(const LayerReader& r) {
+  const json ours = r.to_lockstep();
+  try {
+    layers::LayerPtr layer = layer_from_json(ours);
+    layer->set_dtype_policy(mixed_precision::Policy(r.policy()));
+    return layer;
+  } catch (const json::exception& e) {
+    r.fail(std::string("missing or mistyped argument (") + e.what() + ")");
+  } catch (const Error& e) {
+    r.fail(e.what());
+  }
+}
+
+json functional_to_keras(const Functional& model) {
+  json config = functional_config(model, [&](const layers::Layer& l) {
+    if (dynamic_cast<const layers::InputLayer*>(&l) != nullptr) return input_layer_to_keras(l.name(), model.input_shape());
+    return layer_to_keras(l);
+  });
+  // Keras writes a merge layer's build shape as the list of its inputs' shapes.
+  for (std::size_t i = 0; i < model.layers().size(); ++i) {
+    if (dynamic_cast<const layers::MergeLayer*>(model.layers()[i].get()) == nullptr) continue;
+    for (const auto& n : model.nodes()) {
+      if (n.layer != i) continue;
+      json shapes = json::array();
+      for (auto in : n.inputs) shapes.push_back(shape_to_json(model.nodes()[in].output_shape));
+      config["layers"][i]["build_config"] = {{"input_shape", shapes}};
+      break;
+    }
+  }
+  return {{"module", "keras.src.models.functional"},
+          {"class_name", "Functional"},
+          {"config", config},
+          {"registered_name", "Functional"},
+          {"build_config", {{"input_shape", nullptr}}}};
+}
+
 std::vector<std::int64_t> input_batch_shape(const LayerReader& r) {
   for (const auto& [key, value] : r.config().items()) {
     if (key == "name" || key == "batch_shape" || key == "batch_input_shape") continue;
@@ -335,48 +390,8 @@ std::vector<std::int64_t> input_batch_shape(const LayerReader& r) {
     r.fail("batch_shape=" + s.dump() + " must hold integers after the batch dimension");
   }
 }
-}  // namespace
-
-json keras_model_config(const Sequential& model) {
-  LOCKSTEP_CHECK(model.built(), "save_model: model '", model.name(), "' is not built, so it has no weights yet");
-  const auto& first = *model.layers().front();
-  std::string input_name = "input_layer";
-  if (dynamic_cast<const layers::InputLayer*>(&first) != nullptr) input_name = first.name();
-  json list = json::array({{{"module", "keras.layers"},
-                            {"class_name", "InputLayer"},
-                            {"config",
-                             {{"batch_shape", shape_to_json(first.input_shape())},
-                              {"dtype", "float32"},
-                              {"sparse", false},
-                              {"ragged", false},
-                              {"name", input_name},
-                              {"optional", false}}},
-                            {"registered_name", nullptr}}});
-  for (const auto& l : model.layers())
-    if (dynamic_cast<const layers::InputLayer*>(l.get()) == nullptr) list.push_back(layer_to_keras(*l));
-  const json shape = shape_to_json(first.input_shape());
-  json j = {{"module", "keras"},
-            {"class_name", "Sequential"},
-            {"config",
-             {{"name", model.name()},
-              {"trainable", true},
-              {"dtype", policy_to_keras("float32")},
-              {"layers", list},
-              {"build_input_shape", shape}}},
-            {"registered_name", nullptr},
-            {"build_config", {{"input_shape", shape}}}};
-  if (model.compiled()) j["compile_config"] = compile_to_keras(model);
-  return j;
-}
-
-std::unique_ptr<Sequential> sequential_from_keras_config(const json& j, const std::string& source) {
+std::unique_ptr<Sequential> sequential_from_keras_layers(const json& j, const std::string& source) {
   const auto bad = [&](const std::string& what) { return IOError("Keras file '" + source + "': " + what); };
-  if (!j.is_object() || !j.value("class_name", json()).is_string())
-    throw bad("config.json does not describe a model (no class_name)");
-  const std::string cls = j.at("class_name").get<std::string>();
-  if (cls != "Sequential")
-    throw bad("the model is a " + cls +
-              " model; lockstep reads Sequential models only (keras.Sequential of the layers " + kKerasLayers + ")");
   const json& config = j.value("config", json());
   if (!config.is_object() || !config.value("layers", json()).is_array())
     throw bad("the Sequential config has no list of layers");
@@ -393,13 +408,9 @@ std::unique_ptr<Sequential> sequential_from_keras_config(const json& j, const st
       model->add(std::make_shared<layers::InputLayer>(input->tail(), r.name().empty() ? "input_layer" : r.name()));
       continue;
     }
-    const json ours = r.to_lockstep();
+    layers::LayerPtr layer = layer_from_keras(r);
     try {
-      layers::LayerPtr layer = layer_from_json(ours);
-      layer->set_dtype_policy(mixed_precision::Policy(r.policy()));
       model->add(std::move(layer));
-    } catch (const json::exception& e) {
-      r.fail(std::string("missing or mistyped argument (") + e.what() + ")");
     } catch (const Error& e) {
       r.fail(e.what());
     }
@@ -420,12 +431,16 @@ std::unique_ptr<Sequential> sequential_from_keras_config(const json& j, const st
     throw bad(std::string("the layers do not fit together: ") + e.what());
   }
 
+  return model;
+}
+
+void compile_from_keras_file(const json& j, Model& model, const std::string& source) {
   if (j.contains("compile_config") && !j.at("compile_config").is_null()) {
     CompileParts parts;
     std::string problem = compile_from_keras(j.at("compile_config"), parts);
     if (problem.empty()) {
       try {
-        model->compile(optimizer_from_json(parts.optimizer), loss_from_json(parts.loss), parts.metrics);
+        model.compile(optimizer_from_json(parts.optimizer), loss_from_json(parts.loss), parts.metrics);
       } catch (const std::exception& e) {
         problem = e.what();
       }
@@ -434,7 +449,63 @@ std::unique_ptr<Sequential> sequential_from_keras_config(const json& j, const st
       std::fprintf(stderr, "WARNING: Keras file '%s': the model is loaded uncompiled: %s\n", source.c_str(),
                    problem.c_str());
   }
-  return model;
+}
+}  // namespace
+
+json keras_model_config(const Model& any) {
+  LOCKSTEP_CHECK(any.built(), "save_model: model '", any.name(), "' is not built, so it has no weights yet");
+  if (const auto* f = dynamic_cast<const Functional*>(&any)) {
+    json j = functional_to_keras(*f);
+    if (f->compiled()) j["compile_config"] = compile_to_keras(*f);
+    return j;
+  }
+  const auto* seq = dynamic_cast<const Sequential*>(&any);
+  LOCKSTEP_CHECK(seq != nullptr, "save_model: model '", any.name(), "' is neither a Sequential nor a Functional");
+  const Sequential& model = *seq;
+  const auto& first = *model.layers().front();
+  std::string input_name = "input_layer";
+  if (dynamic_cast<const layers::InputLayer*>(&first) != nullptr) input_name = first.name();
+  json list = json::array({input_layer_to_keras(input_name, first.input_shape())});
+  for (const auto& l : model.layers())
+    if (dynamic_cast<const layers::InputLayer*>(l.get()) == nullptr) list.push_back(layer_to_keras(*l));
+  const json shape = shape_to_json(first.input_shape());
+  json j = {{"module", "keras"},
+            {"class_name", "Sequential"},
+            {"config",
+             {{"name", model.name()},
+              {"trainable", true},
+              {"dtype", policy_to_keras("float32")},
+              {"layers", list},
+              {"build_input_shape", shape}}},
+            {"registered_name", nullptr},
+            {"build_config", {{"input_shape", shape}}}};
+  if (model.compiled()) j["compile_config"] = compile_to_keras(model);
+  return j;
+}
+
+std::unique_ptr<Model> model_from_keras_config(const json& j, const std::string& source) {
+  const auto bad = [&](const std::string& what) { return IOError("Keras file '" + source + "': " + what); };
+  if (!j.is_object() || !j.value("class_name", json()).is_string())
+    throw bad("config.json does not describe a model (no class_name)");
+  const std::string cls = j.at("class_name").get<std::string>();
+  std::unique_ptr<Model> result;
+  if (cls == "Functional") {
+    result = functional_from_config(
+        j.value("config", json()),
+        [&](const json& entry) {
+          const LayerReader r(source, entry);
+          // Its inputs come from "inbound_nodes", its weights from the file.
+          return layer_from_keras(r);
+        },
+        std::nullopt, "Keras file '" + source + "'");
+  } else if (cls != "Sequential") {
+    throw bad("the model is a " + cls +
+              " model; lockstep reads Sequential and Functional models only (of the layers " + kKerasLayers + ")");
+  } else {
+    result = sequential_from_keras_layers(j, source);
+  }
+  compile_from_keras_file(j, *result, source);
+  return result;
 }
 
 }  // namespace lockstep::detail

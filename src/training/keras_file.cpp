@@ -12,6 +12,7 @@
 #include "lockstep/io/hdf5_file.hpp"
 #include "lockstep/io/zip_archive.hpp"
 #include "lockstep/layers/core_layers.hpp"
+#include "lockstep/training/sequential.hpp"
 #include "training/keras_config.hpp"
 #include "training/layer_config.hpp"
 
@@ -28,19 +29,21 @@ bool ends_with(const std::string& s, const std::string& suffix) {
   return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
-// The layers that own a weights group, each with its group: all but InputLayer (which Keras does
-// not count as a layer of a Sequential), in order. Keras names the groups not by layer name
+// The layers that own a weights group, each with its group: model.layers() in order, but for a
+// Sequential's InputLayer (which Keras does not count as a layer of a Sequential; a Functional's
+// is). Keras names the groups not by layer name
 // (names are often generated, so not reproducible) but by class, numbered within the model:
 // layers/dense, layers/dense_1, layers/conv2d, ... (saving_lib's _save_container_state).
 struct WeightLayer {
   const layers::Layer* layer;
   std::string group;  // "layers/dense_1/vars"
 };
-std::vector<WeightLayer> weight_layers(const Sequential& model) {
+std::vector<WeightLayer> weight_layers(const Model& model) {
   std::vector<WeightLayer> out;
   std::map<std::string, int> used;
+  const bool sequential = dynamic_cast<const Sequential*>(&model) != nullptr;
   for (const auto& l : model.layers()) {
-    if (dynamic_cast<const layers::InputLayer*>(l.get()) != nullptr) continue;
+    if (sequential && dynamic_cast<const layers::InputLayer*>(l.get()) != nullptr) continue;
     const std::string base = snake_case(l->class_name());
     const auto [it, fresh] = used.try_emplace(base, 0);
     const std::string name = fresh ? base : base + "_" + std::to_string(++it->second);
@@ -62,7 +65,7 @@ std::string date_saved() {
 bool is_keras_archive_path(const std::string& path) { return ends_with(path, ".keras"); }
 bool is_keras_weights_path(const std::string& path) { return ends_with(path, ".weights.h5"); }
 
-std::string encode_keras_weights(const Sequential& model) {
+std::string encode_keras_weights(const Model& model) {
   LOCKSTEP_CHECK(model.built(), "save_model: model '", model.name(), "' is not built, so it has no weights yet");
   io::H5Content h5;
   for (const auto& [l, group] : weight_layers(model)) {
@@ -79,7 +82,7 @@ std::string encode_keras_weights(const Sequential& model) {
   return io::encode_hdf5(h5);
 }
 
-void assign_keras_weights(const std::string& bytes, const std::string& source, Sequential& model) {
+void assign_keras_weights(const std::string& bytes, const std::string& source, Model& model) {
   const io::H5Content h5 = io::decode_hdf5(bytes, source);
   const auto bad = [&](const std::string& what) { return IOError(source + " " + what); };
   io::SafetensorsContent by_name;  // the file's tensors under the model's variable names
@@ -123,7 +126,7 @@ void assign_keras_weights(const std::string& bytes, const std::string& source, S
   io::assign_verified(by_name, source, model.variables(), nullptr);
 }
 
-void save_keras_archive(const Sequential& model, const std::string& path) {
+void save_keras_archive(const Model& model, const std::string& path) {
   io::check_output_path(path, "save_model");
   const nlohmann::json config = keras_model_config(model);
   const nlohmann::json metadata = {
@@ -134,7 +137,7 @@ void save_keras_archive(const Sequential& model, const std::string& path) {
   io::write_file_atomic(path, zip);
 }
 
-std::unique_ptr<Sequential> load_keras_archive(const std::string& path) {
+std::unique_ptr<Model> load_keras_archive(const std::string& path) {
   const std::string bytes = io::read_file(path);
   const std::vector<io::ZipEntry> entries = io::decode_zip(bytes, path);
   const auto entry = [&](const char* name) -> const std::string& {
@@ -143,7 +146,7 @@ std::unique_ptr<Sequential> load_keras_archive(const std::string& path) {
     return e->bytes;
   };
   const nlohmann::json config = io::detail::parse_json(entry(kConfigEntry), "Keras file '" + path + "': config.json");
-  auto model = sequential_from_keras_config(config, path);
+  auto model = model_from_keras_config(config, path);
   assign_keras_weights(entry(kWeightsEntry), "Keras file '" + path + "': " + kWeightsEntry, *model);
   return model;
 }

@@ -1,27 +1,28 @@
 #pragma once
 // Keras 3 files: `.keras` archives (a zip of metadata.json, config.json and model.weights.h5) and
-// `.weights.h5` files. The weights file holds, for every layer with or without variables, the
+// `.weights.h5` files. The weights file holds, for every layer with or without variables (and, in a
+// Functional model, its InputLayer: Keras' model.layers), the
 // group layers/<class in snake_case, numbered per class: dense, dense_1, ...>/vars (attribute
 // name = the layer's name) with its variables as datasets "0", "1", ... in Keras' creation order (Dense and Conv2D: kernel, bias;
 // BatchNormalization: gamma, beta, moving_mean, moving_variance), and an empty top-level vars.
 #include <memory>
 #include <string>
 
-#include "lockstep/training/sequential.hpp"
+#include "lockstep/training/model.hpp"
 
 namespace lockstep::detail {
 
 bool is_keras_archive_path(const std::string& path);   // ends in ".keras"
 bool is_keras_weights_path(const std::string& path);   // ends in ".weights.h5"
 
-/// Writes model (a built Sequential) to `path` atomically; nothing is written on an error.
-void save_keras_archive(const Sequential& model, const std::string& path);
-std::unique_ptr<Sequential> load_keras_archive(const std::string& path);
+/// Writes model (a built Sequential or Functional) to `path` atomically; nothing is written on an error.
+void save_keras_archive(const Model& model, const std::string& path);
+std::unique_ptr<Model> load_keras_archive(const std::string& path);
 
 /// The bytes of model.weights.h5 for `model`.
-std::string encode_keras_weights(const Sequential& model);
+std::string encode_keras_weights(const Model& model);
 /// Checks the weights file `bytes` against `model` (every layer's group, count, shapes) and only
 /// then assigns them. Errors start with `source`, e.g. "Keras file 'm.keras': model.weights.h5".
-void assign_keras_weights(const std::string& bytes, const std::string& source, Sequential& model);
+void assign_keras_weights(const std::string& bytes, const std::string& source, Model& model);
 
 }  // namespace lockstep::detail

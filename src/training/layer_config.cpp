@@ -4,6 +4,7 @@
 
 #include "lockstep/layers/conv_layers.hpp"
 #include "lockstep/layers/core_layers.hpp"
+#include "lockstep/layers/merge_layers.hpp"
 #include "lockstep/layers/normalization_layers.hpp"
 
 namespace lockstep::detail {
@@ -13,7 +14,7 @@ using nlohmann::json;
 
 constexpr const char* kLayerClasses =
     "Dense, Dropout, Activation, Flatten, Reshape, InputLayer, Conv2D, DepthwiseConv2D, MaxPooling2D, "
-    "AveragePooling2D, GlobalAveragePooling2D, ZeroPadding2D, Rescaling, BatchNormalization";
+    "AveragePooling2D, GlobalAveragePooling2D, ZeroPadding2D, Rescaling, BatchNormalization, Add";
 
 layers::Pair pair_from_json(const json& j) {
   // Keras accepts an int for a square window.
@@ -104,6 +105,7 @@ json layer_to_json(const layers::Layer& l) {
                    {"moving_mean_initializer", o.moving_mean_initializer},
                    {"moving_variance_initializer", o.moving_variance_initializer},
                    {"synchronized", o.synchronized}});
+  } else if (dynamic_cast<const layers::AddLayer*>(&l) != nullptr) {
   } else {
     throw ValueError("save_model: layer '" + l.name() + "' is a " + l.class_name() +
                      ", which saved models cannot describe yet (supported: " + kLayerClasses + ")");
@@ -193,6 +195,7 @@ layers::LayerPtr layer_from_json(const json& j) {
     o.name = name;
     return std::make_shared<layers::BatchNormalizationLayer>(o);
   }
+  if (cls == "Add") return std::make_shared<layers::AddLayer>(name);
   throw IOError("unknown layer class_name '" + cls + "' (lockstep knows " + kLayerClasses + ")");
 }
 

@@ -180,6 +180,10 @@ Model::Model(std::string name)
     : seed_(random_seed()), name_(std::move(name)), strategy_(distribute::Strategy::current()) {}
 Model::~Model() = default;
 
+Tensor Model::as_float32(const Tensor& t) {
+  return is_floating(t.dtype()) && t.dtype() != DType::kF32 ? cast(t, DType::kF32) : t;
+}
+
 void Model::set_seed(std::uint64_t seed) {
   LOCKSTEP_CHECK(!built(), "Model::set_seed must be called before the model is built");
   seed_ = seed;

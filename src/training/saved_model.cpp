@@ -10,7 +10,9 @@
 #include "lockstep/io/checkpoint.hpp"
 #include "lockstep/io/crc32c.hpp"
 #include "lockstep/layers/core_layers.hpp"
+#include "lockstep/training/functional.hpp"
 #include "training/compile_config.hpp"
+#include "training/functional_config.hpp"
 #include "training/keras_file.hpp"
 #include "training/layer_config.hpp"
 
@@ -39,13 +41,30 @@ std::string join_path(const std::string& dir, const char* file) {
   return (std::filesystem::path(dir) / file).string();
 }
 
-const Sequential* built_sequential(const Model& model, const char* who) {
-  const auto* seq = dynamic_cast<const Sequential*>(&model);
-  LOCKSTEP_CHECK(seq != nullptr, who, ": model '", model.name(),
-                 "' is not a Sequential; saved models describe Sequential models only");
-  LOCKSTEP_CHECK(seq->built(), who, ": model '", model.name(),
+// A Sequential or a Functional, built.
+const Model& built_model(const Model& model, const char* who) {
+  LOCKSTEP_CHECK(dynamic_cast<const Sequential*>(&model) != nullptr || dynamic_cast<const Functional*>(&model) != nullptr,
+                 who, ": model '", model.name(),
+                 "' is neither a Sequential nor a Functional; saved models describe those two classes only");
+  LOCKSTEP_CHECK(model.built(), who, ": model '", model.name(),
                  "' is not built, so it has no weights yet (give the first layer an input_dim, or call build())");
-  return seq;
+  return model;
+}
+
+// The architecture as Keras' get_config() writes it, with layer_config.cpp's layers.
+json architecture(const Model& model) {
+  if (const auto* f = dynamic_cast<const Functional*>(&model))
+    return {{"class_name", "Functional"}, {"config", detail::functional_config(*f, [](const layers::Layer& l) {
+               return layer_to_json(l);
+             })}};
+  const auto* seq = dynamic_cast<const Sequential*>(&built_model(model, "save_model"));
+  json layer_list = json::array();
+  for (const auto& l : seq->layers()) layer_list.push_back(layer_to_json(*l));
+  return {{"class_name", "Sequential"},
+          {"config",
+           {{"name", model.name()},
+            {"build_input_shape", shape_to_json(seq->layers().front()->input_shape())},
+            {"layers", layer_list}}}};
 }
 
 // Problems with model.json's content surface as IOError naming the file: the file is what the
@@ -63,11 +82,11 @@ decltype(auto) parse_part(const std::string& json_path, const std::string& what,
 }  // namespace
 
 void save_model(Model& model, const std::string& dir, const SaveModelOptions& options) {
-  const Sequential* seq = built_sequential(model, "save_model");
-  if (detail::is_keras_archive_path(dir)) return detail::save_keras_archive(*seq, dir);
+  if (detail::is_keras_archive_path(dir)) {
+    return detail::save_keras_archive(built_model(model, "save_model"), dir);
+  }
   // Describe everything before writing anything, so an unsupported layer leaves no files behind.
-  json layer_list = json::array();
-  for (const auto& l : seq->layers()) layer_list.push_back(layer_to_json(*l));
+  const json arch = architecture(model);
 
   io::NamedTensors tensors;
   for (const auto& v : model.variables()) {
@@ -88,12 +107,7 @@ void save_model(Model& model, const std::string& dir, const SaveModelOptions& op
     weights.push_back({{"name", name}, {"shape", t.shape().dims()}, {"dtype", dtype_name(t.dtype())}});
   json j = {{"format", kFormatName},
             {"format_version", kSavedModelFormatVersion},
-            {"model",
-             {{"class_name", "Sequential"},
-              {"config",
-               {{"name", model.name()},
-                {"build_input_shape", shape_to_json(seq->layers().front()->input_shape())},
-                {"layers", layer_list}}}}},
+            {"model", arch},
             {"seed", model.seed()},
             {"weights_file", kWeightsFile},
             {"weights_bytes", bytes.size()},
@@ -115,7 +129,7 @@ void save_model(Model& model, const std::string& dir, const SaveModelOptions& op
   io::write_file_atomic(join_path(dir, kModelFile), j.dump(2) + "\n");
 }
 
-std::unique_ptr<Sequential> load_model(const std::string& dir) {
+std::unique_ptr<Model> load_model(const std::string& dir) {
   if (detail::is_keras_archive_path(dir)) return detail::load_keras_archive(dir);
   LOCKSTEP_CHECK_T(IOError, std::filesystem::is_directory(dir), "load_model: saved model folder '", dir,
                    "' does not exist or is not a folder");
@@ -158,27 +172,35 @@ std::unique_ptr<Sequential> load_model(const std::string& dir) {
                 e.value("shape", json::array()).dump() + " in " + kModelFile);
   }
 
-  const json& arch = parse_part(json_path, "model", [&]() -> const json& {
+  const auto [cls, arch] = parse_part(json_path, "model", [&] {
     const json& m = j.at("model");
-    const auto cls = m.at("class_name").get<std::string>();
-    if (cls != "Sequential")
-      throw IOError("model class_name '" + cls + "' is not Sequential, the only model class saved models hold");
-    return m.at("config");
+    const auto c = m.at("class_name").get<std::string>();
+    if (c != "Sequential" && c != "Functional")
+      throw IOError("model class_name '" + c + "' is not Sequential or Functional, the model classes saved models hold");
+    return std::pair<std::string, const json&>(c, m.at("config"));
   });
-  auto model = parse_part(json_path, "model", [&] {
-    auto m = std::make_unique<Sequential>(std::vector<layers::LayerPtr>{}, arch.at("name").get<std::string>());
-    m->set_seed(j.at("seed").get<std::uint64_t>());
-    return m;
-  });
-  const auto& layer_list = parse_part(json_path, "model", [&]() -> const json& {
-    const json& l = arch.at("layers");
-    if (!l.is_array() || l.empty()) throw IOError("\"layers\" must be a non-empty list");
-    return l;
-  });
-  for (std::size_t i = 0; i < layer_list.size(); ++i)
-    parse_part(json_path, "layer " + std::to_string(i), [&] { model->add(layer_from_json(layer_list[i])); });
-  parse_part(json_path, "build_input_shape",
-             [&] { model->build(shape_from_json(arch.at("build_input_shape"))); });
+  std::unique_ptr<Model> model;
+  if (cls == "Functional") {
+    const auto seed = parse_part(json_path, "seed", [&] { return j.at("seed").get<std::uint64_t>(); });
+    model = detail::functional_from_config(
+        arch, [&](const json& entry) { return parse_part(json_path, "layer", [&] { return layer_from_json(entry); }); },
+        seed, "saved model '" + json_path + "'");
+  } else {
+    auto seq = parse_part(json_path, "model", [&] {
+      auto m = std::make_unique<Sequential>(std::vector<layers::LayerPtr>{}, arch.at("name").get<std::string>());
+      m->set_seed(j.at("seed").get<std::uint64_t>());
+      return m;
+    });
+    const auto& layer_list = parse_part(json_path, "model", [&]() -> const json& {
+      const json& l = arch.at("layers");
+      if (!l.is_array() || l.empty()) throw IOError("\"layers\" must be a non-empty list");
+      return l;
+    });
+    for (std::size_t i = 0; i < layer_list.size(); ++i)
+      parse_part(json_path, "layer " + std::to_string(i), [&] { seq->add(layer_from_json(layer_list[i])); });
+    parse_part(json_path, "build_input_shape", [&] { seq->build(shape_from_json(arch.at("build_input_shape"))); });
+    model = std::move(seq);
+  }
 
   optimizers::Optimizer* restore_optimizer = nullptr;
   std::int64_t iterations = 0;
@@ -201,16 +223,15 @@ bool is_keras_file(const std::string& path) { return detail::is_keras_archive_pa
 void save_weights(const Model& model, const std::string& path) {
   LOCKSTEP_CHECK(detail::is_keras_weights_path(path), "save_weights: '", path,
                  "' must end in .weights.h5 (Keras' rule for weights files)");
-  const std::string bytes = detail::encode_keras_weights(*built_sequential(model, "save_weights"));
+  const std::string bytes = detail::encode_keras_weights(built_model(model, "save_weights"));
   io::write_file_atomic(path, bytes);
 }
 
 void load_weights(Model& model, const std::string& path) {
   LOCKSTEP_CHECK(detail::is_keras_weights_path(path), "load_weights: '", path,
                  "' must end in .weights.h5 (Keras' rule for weights files)");
-  built_sequential(model, "load_weights");
-  detail::assign_keras_weights(io::read_file(path), "Keras weights file '" + path + "'",
-                               dynamic_cast<Sequential&>(model));
+  built_model(model, "load_weights");
+  detail::assign_keras_weights(io::read_file(path), "Keras weights file '" + path + "'", model);
 }
 
 }  // namespace lockstep

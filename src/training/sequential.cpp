@@ -6,25 +6,9 @@
 
 #include "lockstep/layers/initializers.hpp"
 #include "training/layer_config.hpp"
+#include "training/summary_table.hpp"
 
 namespace lockstep {
-
-namespace {
-std::string with_commas(std::int64_t n) {
-  const std::string digits = std::to_string(n);
-  std::string s;
-  for (std::size_t i = 0; i < digits.size(); ++i) {
-    if (i > 0 && (digits.size() - i) % 3 == 0 && digits[i - 1] != '-') s += ',';
-    s += digits[i];
-  }
-  return s;
-}
-
-std::string pad(std::string s, std::size_t width) {
-  if (s.size() < width) s.append(width - s.size(), ' ');
-  return s;
-}
-}  // namespace
 
 Sequential::Sequential(std::vector<layers::LayerPtr> layer_list, std::string name) : Model(std::move(name)) {
   for (auto& l : layer_list) add(std::move(l));
@@ -82,18 +66,10 @@ Model::Output Sequential::forward(const Tensor& x, const layers::CallContext& ct
   Tensor h = x;
   const std::size_t last = layers_.size() - 1;
   for (std::size_t i = 0; i < last; ++i) h = layers_[i]->call(h, ctx);
-  // The final softmax and the loss are computed in float32 whatever the layers' policy
-  // (Keras' advice for mixed precision, applied for the user): a 16-bit softmax loses the
-  // small probabilities that the loss and its gradient are made of.
-  const auto f32 = [](const Tensor& t) { return is_floating(t.dtype()) && t.dtype() != DType::kF32 ? cast(t, DType::kF32) : t; };
-  Output out;
-  if (layers_[last]->has_softmax_output()) {
-    out.logits = f32(layers_[last]->call_logits(h, ctx));
-    out.output = softmax(out.logits);
-  } else {
-    out.output = f32(layers_[last]->call(h, ctx));
-  }
-  return out;
+  const layers::Layer& output_layer = *layers_[last];
+  return output_in_float32(output_layer, [&](bool logits) {
+    return logits ? output_layer.call_logits(h, ctx) : output_layer.call(h, ctx);
+  });
 }
 
 std::vector<Variable> Sequential::variables() const {
@@ -103,25 +79,22 @@ std::vector<Variable> Sequential::variables() const {
   return out;
 }
 
+Shape Sequential::input_shape() const {
+  LOCKSTEP_CHECK(built_, "Sequential '", name(), "' is not built yet, so it has no input shape");
+  return input_shape_;
+}
+
+Shape Sequential::output_shape() const {
+  LOCKSTEP_CHECK(built_, "Sequential '", name(), "' is not built yet, so it has no output shape");
+  return output_shapes_.back();
+}
+
 std::string Sequential::summary() const {
   LOCKSTEP_CHECK(built_, "Sequential::summary: the model is not built yet; give the first layer an input_dim or "
                          "call build(input_shape)");
-  const std::string rule(65, '_'), thick(65, '=');
-  std::string s = "Model: \"" + name() + "\"\n" + rule + "\n";
-  s += pad(" Layer (type)", 29) + pad("Output Shape", 26) + "Param #\n" + thick + "\n";
-  std::int64_t total = 0, trainable = 0;
-  for (std::size_t i = 0; i < layers_.size(); ++i) {
-    const auto& l = layers_[i];
-    s += pad(" " + l->name() + " (" + l->class_name() + ")", 29) + pad(output_shapes_[i].str(), 26) +
-         std::to_string(l->count_params()) + "\n";
-    total += l->count_params();
-    for (const auto& v : l->trainable_variables()) trainable += v.shape().numel();
-  }
-  s += thick + "\n";
-  s += "Total params: " + with_commas(total) + "\n";
-  s += "Trainable params: " + with_commas(trainable) + "\n";
-  s += "Non-trainable params: " + with_commas(total - trainable) + "\n" + rule + "\n";
-  return s;
+  std::vector<detail::SummaryRow> rows;
+  for (std::size_t i = 0; i < layers_.size(); ++i) rows.push_back({layers_[i].get(), output_shapes_[i], {}});
+  return detail::summary_table(name(), rows, /*connected=*/false);
 }
 
 }  // namespace lockstep

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <functional>
 #include <random>
 
 #include "lockstep/lockstep.hpp"
@@ -22,7 +23,7 @@ Tensor random_tensor(const Shape& shape, std::uint64_t seed, float lo = -1.0f, f
   return Tensor::from_vector(v, shape);
 }
 
-std::unique_ptr<Sequential> make_model() {
+std::unique_ptr<Model> make_model() {
   set_random_seed(21);
   auto m = std::make_unique<Sequential>(std::vector<layers::LayerPtr>{
       // No biases before the normalisations: their gradients would be 0 up to rounding.
@@ -35,22 +36,51 @@ std::unique_ptr<Sequential> make_model() {
   return m;
 }
 
-// Trains on global batches of 10, 7 and 2 (on 3 replicas: 4/3/3, 3/2/2 and 1/1/0 rows).
-std::vector<std::vector<float>> train(int replicas) {
+// A residual network in the functional API: Conv-SyncBN-ReLU-Conv-SyncBN + a 1x1 projection
+// shortcut with SyncBN, Add, ReLU, then a second block with the identity shortcut.
+std::unique_ptr<Model> make_residual_model() {
+  set_random_seed(22);
+  const auto conv_bn = [](const KerasTensor& x, std::int64_t filters, std::int64_t kernel) {
+    return call(layers::BatchNormalization({.momentum = 0.9f, .synchronized = true}),
+                call(layers::Conv2D({.filters = filters, .kernel_size = {kernel, kernel}, .padding = "same",
+                                     .use_bias = false}),
+                     x));
+  };
+  const auto relu = [](const KerasTensor& x) { return call(layers::Activation("relu"), x); };
+  const KerasTensor in = Input({5, 5, 2});
+  KerasTensor x = relu(call(layers::Add(), {conv_bn(in, 4, 1), conv_bn(relu(conv_bn(in, 4, 3)), 4, 3)}));
+  x = relu(call(layers::Add(), {x, conv_bn(relu(conv_bn(x, 4, 3)), 4, 3)}));
+  auto m = std::make_unique<Functional>(in, call(layers::Dense(3, "softmax"), call(layers::GlobalAveragePooling2D(), x)));
+  m->compile(optimizers::SGD(0.1), losses::SparseCategoricalCrossentropy(), {"accuracy"});
+  return m;
+}
+
+struct Trained {
+  std::vector<std::vector<float>> weights;
+  std::vector<double> losses;
+};
+
+// Trains on global batches of 10, 7 and 2 (on 3 replicas: 4/3/3, 3/2/2 and 1/1/0 rows), `rounds`
+// times over.
+Trained train_model(int replicas, const std::function<std::unique_ptr<Model>()>& make, int rounds = 1) {
   std::unique_ptr<MirroredStrategy> strategy;
-  std::unique_ptr<Sequential> model;
+  std::unique_ptr<Model> model;
   if (replicas > 0) {
     strategy = std::make_unique<MirroredStrategy>(MirroredOptions{.num_cpu_devices = replicas});
     auto scope = strategy->scope();
-    model = make_model();
+    model = make();
   } else {
-    model = make_model();
+    model = make();
   }
-  std::uint64_t seed = 1;
-  for (std::int64_t n : {10, 7, 2}) {
-    std::vector<std::int64_t> labels(static_cast<std::size_t>(n));
-    for (std::size_t i = 0; i < labels.size(); ++i) labels[i] = static_cast<std::int64_t>((i * 7 + seed) % 3);
-    model->train_step(random_tensor({n, 5, 5, 2}, seed++, 0.0f, 2.0f), Tensor::from_vector(labels, {n}));
+  Trained out;
+  for (int round = 0; round < rounds; ++round) {
+    std::uint64_t seed = 1;
+    for (std::int64_t n : {10, 7, 2}) {
+      std::vector<std::int64_t> labels(static_cast<std::size_t>(n));
+      for (std::size_t i = 0; i < labels.size(); ++i) labels[i] = static_cast<std::int64_t>((i * 7 + seed) % 3);
+      out.losses.push_back(
+          model->train_step(random_tensor({n, 5, 5, 2}, seed++, 0.0f, 2.0f), Tensor::from_vector(labels, {n})));
+    }
   }
   if (strategy) {
     strategy->check_mirrored(model->variables());
@@ -59,15 +89,14 @@ std::vector<std::vector<float>> train(int replicas) {
       for (int r = 1; r < v.num_copies(); ++r)
         EXPECT_TRUE(v.copy(r).bitwise_equal(v.copy(0))) << v.name() << " copy " << r;
   }
-  std::vector<std::vector<float>> w;
-  for (const auto& v : model->variables()) w.push_back(v.read_value().to_vector<float>());
-  return w;
+  for (const auto& v : model->variables()) out.weights.push_back(v.read_value().to_vector<float>());
+  return out;
 }
 
-TEST(SyncBatchNormalization, ThreeReplicasWithAnUnevenSplitEndWithOneDevicesWeightsAndMovingStatistics) {
-  const auto reference = train(0);
+void expect_replicas_match_one_device(const std::function<std::unique_ptr<Model>()>& make, int rounds) {
+  const auto reference = train_model(0, make, rounds).weights;
   for (int n : {1, 3}) {
-    const auto w = train(n);
+    const auto w = train_model(n, make, rounds).weights;
     ASSERT_EQ(w.size(), reference.size());
     for (std::size_t t = 0; t < w.size(); ++t) {
       double scale = 1e-30;
@@ -76,6 +105,18 @@ TEST(SyncBatchNormalization, ThreeReplicasWithAnUnevenSplitEndWithOneDevicesWeig
         EXPECT_LE(std::fabs(w[t][i] - reference[t][i]), 1e-5 * scale) << n << " replicas, variable " << t << "[" << i << "]";
     }
   }
+}
+
+TEST(SyncBatchNormalization, ThreeReplicasWithAnUnevenSplitEndWithOneDevicesWeightsAndMovingStatistics) {
+  expect_replicas_match_one_device(make_model, 1);
+}
+
+TEST(SyncBatchNormalization, AResidualFunctionalModelTrainsAndOneOrThreeReplicasEndWithOneDevicesWeights) {
+  // Its loss falls: the mean over the last pass of the batches is below the first's.
+  const auto losses = train_model(0, make_residual_model, 4).losses;
+  const double first = (losses[0] + losses[1] + losses[2]) / 3, last = (losses[9] + losses[10] + losses[11]) / 3;
+  EXPECT_LT(last, 0.9 * first) << "first pass " << first << ", last pass " << last;
+  expect_replicas_match_one_device(make_residual_model, 4);
 }
 
 // The layer called in training on each replica's slice, as fit does; the outputs gathered.

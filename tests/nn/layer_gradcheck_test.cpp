@@ -114,3 +114,13 @@ TEST_P(LayerGradcheck, InputAndVariableGradientsMatchFiniteDifferences) {
 
 INSTANTIATE_TEST_SUITE_P(EveryLayer, LayerGradcheck, ::testing::Range(0, static_cast<int>(layer_cases().size())),
                          [](const auto& info) { return std::string(layer_cases()[static_cast<std::size_t>(info.param)].name); });
+
+// Add takes a list: the gradient of every input is the output's gradient.
+TEST(MergeLayerGradcheck, AddOfThreeInputsMatchesFiniteDifferences) {
+  const auto add = std::dynamic_pointer_cast<layers::MergeLayer>(layers::Add());
+  add->build_merge({Shape{-1, 3, 2}, Shape{-1, 3, 2}, Shape{-1, 3, 2}}, 5);
+  const std::vector<Tensor> xs{uniform({4, 3, 2}, 1), uniform({4, 3, 2}, 2), uniform({4, 3, 2}, 3)};
+  const GradcheckResult r =
+      gradcheck([&](const std::vector<Tensor>& in) { return add->merge(in, layers::CallContext{}); }, xs);
+  EXPECT_TRUE(r.ok) << r.message;
+}

@@ -3,14 +3,14 @@
 
 usage: keras_files.py DIR LOCKSTEP_CLI KERAS_FILES_DRIVER
 
-(a) Keras builds, trains briefly and saves a Sequential convnet and an MLP (both with
-    BatchNormalization, so its moving statistics matter); `lockstep predict --model F.keras`
+(a) Keras builds, trains briefly and saves a Sequential convnet, an MLP (both with
+    BatchNormalization, so its moving statistics matter) and a Functional residual network (Add); `lockstep predict --model F.keras`
     gives Keras' predictions (relative 1e-5, float32). Keras' save_weights file loads into
     lockstep too (load_weights), and lockstep's re-save of a Keras file loads back in Keras.
-(b) lockstep trains an MLP and a convnet and saves .keras files; keras.saving.load_model reads
+(b) lockstep trains an MLP, a convnet and ResNet-20 (a Functional model) and saves .keras files; keras.saving.load_model reads
     them and predicts what `lockstep predict` does, and compiles them as lockstep did.
-(c) Keras models lockstep cannot read (an LSTM layer, a Functional model): the CLI exits 1 with a
-    message naming the file, the layer class and the layer's name (or the model class).
+(c) Keras models lockstep cannot read (an LSTM layer, a Functional model of two inputs): the CLI
+    exits 1 with a message naming the file, the layer class and the layer's name (or the problem).
 
 Exit 0 all agree, 1 a disagreement, 77 (skip) when tensorflow/keras are not importable.
 """
@@ -89,14 +89,23 @@ def keras_models():
         ],
         name="keras_mlp",
     )
-    return [convnet, mlp]
+    inp = keras.Input((6, 6, 2))
+    y = keras.layers.Conv2D(2, 3, padding="same", use_bias=False)(inp)
+    y = keras.layers.Activation("relu")(keras.layers.BatchNormalization(momentum=0.8)(y))
+    x = keras.layers.Add()([inp, y])
+    x = keras.layers.Conv2D(4, 1, strides=2)(x)
+    shortcut = keras.layers.BatchNormalization()(x)
+    x = keras.layers.Add()([shortcut, keras.layers.Conv2D(4, 3, padding="same")(shortcut)])
+    out = keras.layers.Dense(4, activation="softmax")(keras.layers.GlobalAveragePooling2D()(x))
+    residual = keras.Model(inp, out, name="keras_residual")
+    return [convnet, mlp, residual]
 
 
 def part_a(d, cli, driver):
     rng = np.random.RandomState(0)
     for model in keras_models():
         shape = model.input_shape[1:]
-        scale = 255.0 if len(shape) == 3 else 1.0
+        scale = 255.0 if model.name == "keras_convnet" else 1.0
         x = (rng.rand(48, *shape) * scale).astype(np.float32)
         y = rng.randint(0, 4, 48)
         model.compile(keras.optimizers.Adam(1e-2), "sparse_categorical_crossentropy", metrics=["accuracy"])
@@ -133,7 +142,7 @@ def part_a(d, cli, driver):
 
 def part_b(d, cli, driver):
     rng = np.random.RandomState(1)
-    for kind, shape in (("mlp", (6, 5)), ("cnn", (10, 10, 2))):
+    for kind, shape in (("mlp", (6, 5)), ("cnn", (10, 10, 2)), ("resnet20", (8, 8, 3))):
         x = rng.rand(64, *shape).astype(np.float32)
         y = (x.reshape(64, -1).sum(axis=1) * 7).astype(np.int64) % 3
         np.save(os.path.join(d, f"b_{kind}_x.npy"), x)
@@ -166,14 +175,14 @@ def part_c(d, cli):
     msg = r.stderr.strip()
     check(r.returncode == 1 and "lstm.keras" in msg and "layer 'my_lstm' (LSTM)" in msg and "not supported" in msg,
           f"(c) an LSTM layer: exit {r.returncode}, message: {msg}")
-    inp = keras.Input((4,))
-    functional = keras.Model(inp, keras.layers.Dense(2)(keras.layers.Dense(3)(inp)))
-    path = os.path.join(d, "functional.keras")
+    a, b = keras.Input((4,)), keras.Input((4,))
+    functional = keras.Model([a, b], keras.layers.Add()([keras.layers.Dense(3)(a), keras.layers.Dense(3)(b)]))
+    path = os.path.join(d, "two_inputs.keras")
     functional.save(path)
     r = run(cli, "evaluate", "--model", path)
     msg = r.stderr.strip()
-    check(r.returncode == 1 and "functional.keras" in msg and "Functional" in msg,
-          f"(c) a Functional model: exit {r.returncode}, message: {msg}")
+    check(r.returncode == 1 and "two_inputs.keras" in msg and "input_layers must name one tensor" in msg,
+          f"(c) a Functional model of two inputs: exit {r.returncode}, message: {msg}")
     reg = keras.Sequential([keras.Input((4,)), keras.layers.Dense(2, kernel_regularizer="l2", name="reg")])
     path = os.path.join(d, "regularizer.keras")
     reg.save(path)

@@ -1,5 +1,5 @@
 // lockstep's side of tests/reference/keras_files.py (Keras 3 files in both directions):
-//   keras_files_driver train mlp|cnn OUT.keras X.npy Y.npy   train briefly, save as .keras
+//   keras_files_driver train mlp|cnn|resnet20 OUT.keras X.npy Y.npy   train briefly, save as .keras
 //   keras_files_driver resave IN.keras OUT.keras             load a Keras-made file, save it again
 //   keras_files_driver load-weights MODEL.keras W.weights.h5 X.npy OUT.npy
 //                                                            load a model, then Keras' save_weights
@@ -13,7 +13,12 @@
 namespace {
 using namespace lockstep;
 
-std::unique_ptr<Sequential> make(const std::string& kind, const Shape& example) {
+std::unique_ptr<Model> make(const std::string& kind, const Shape& example) {
+  if (kind == "resnet20") {
+    auto m = applications::ResNet20({.input_shape = example, .classes = 3, .name = "lockstep_resnet20"});
+    m->compile(optimizers::Adam(1e-2), losses::SparseCategoricalCrossentropy(), {"accuracy"});
+    return m;
+  }
   std::vector<layers::LayerPtr> l{layers::Input(example)};
   if (kind == "mlp") {
     l.insert(l.end(), {layers::Flatten(), layers::Dense(16, "relu"), layers::BatchNormalization(), layers::Dropout(0.2f),

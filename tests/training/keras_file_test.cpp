@@ -265,9 +265,10 @@ TEST_F(BrokenArchive, UnsupportedLayerNamesFileLayerAndClass) {
   EXPECT_HAS(m, "BatchNormalization");  // the classes it has
 }
 
-TEST_F(BrokenArchive, FunctionalModelIsNamed) {
-  config_["class_name"] = "Functional";
-  EXPECT_HAS(load_message("functional.keras"), "the model is a Functional model; lockstep reads Sequential models only");
+TEST_F(BrokenArchive, SubclassedModelIsNamed) {
+  config_["class_name"] = "MyModel";
+  EXPECT_HAS(load_message("subclass.keras"),
+             "the model is a MyModel model; lockstep reads Sequential and Functional models only");
 }
 
 TEST_F(BrokenArchive, UnsupportedArgumentIsNamed) {

@@ -26,8 +26,8 @@ constexpr const char* kModelHelp =
 
 // Rows of features -> the model's input shape (e.g. (N, 784) for the flagship model, or
 // (N, 28, 28) for one that starts with Input(28, 28) and Flatten). The feature counts must match.
-Tensor to_model_input(const Tensor& features, const Sequential& model, const std::string& source) {
-  const Shape& want = model.layers().front()->input_shape();
+Tensor to_model_input(const Tensor& features, const Model& model, const std::string& source) {
+  const Shape want = model.input_shape();
   const std::int64_t n = features.dim(0);
   LOCKSTEP_CHECK(features.rank() >= 2 && features.shape().tail().numel() == want.tail().numel(), source,
                  " has shape ", features.shape().str(), " but model '", model.name(), "' expects input ", want.str(),
@@ -38,7 +38,7 @@ Tensor to_model_input(const Tensor& features, const Sequential& model, const std
   return features.reshape(Shape(std::move(dims)));
 }
 
-std::unique_ptr<Sequential> load(const ModelArgs& a) {
+std::unique_ptr<Model> load(const ModelArgs& a) {
   auto model = load_model(a.model_dir);
   std::fprintf(stderr, "Loaded model '%s' from %s (%lld parameters)\n", model->name().c_str(), a.model_dir.c_str(),
                static_cast<long long>(model->count_params()));
@@ -105,7 +105,7 @@ int run_predict(const ModelArgs& a) {
   const Tensor raw = data::read_npy(a.input);
   const std::string source = "--input '" + a.input + "'";
   LOCKSTEP_CHECK(raw.rank() >= 2, source, " has shape ", raw.shape().str(), " but model '", model->name(),
-                 "' expects input ", model->layers().front()->input_shape().str(),
+                 "' expects input ", model->input_shape().str(),
                  ": give a batch of examples (a single one as shape (1, ...))");
   LOCKSTEP_CHECK(raw.dim(0) > 0, source, " has shape ", raw.shape().str(), ": it holds no examples to predict");
   Tensor x;

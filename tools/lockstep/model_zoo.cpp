@@ -2,6 +2,8 @@
 
 #include "lockstep/layers/conv_layers.hpp"
 #include "lockstep/layers/core_layers.hpp"
+#include "lockstep/training/applications.hpp"
+#include "lockstep/training/sequential.hpp"
 
 namespace lockstep::cli {
 
@@ -12,7 +14,7 @@ Shape model_input_shape(const std::string& model, const Shape& image) {
   return image;
 }
 
-std::unique_ptr<Sequential> build_model(const TrainArgs& a, const Shape& image, std::int64_t classes,
+std::unique_ptr<Model> build_model(const TrainArgs& a, const Shape& image, std::int64_t classes,
                                         double dropout) {
   const auto rate = static_cast<float>(dropout);
   if (a.model == "mlp") {
@@ -26,7 +28,8 @@ std::unique_ptr<Sequential> build_model(const TrainArgs& a, const Shape& image, 
                                       layers::Dropout(rate), layers::Dense(classes, "softmax")},
         "simple_convnet");
   }
-  throw ValueError("--model: unknown model '" + a.model + "' (expected mlp or cnn)");
+  if (a.model == "resnet20") return applications::ResNet20({.input_shape = image, .classes = classes});
+  throw ValueError("--model: unknown model '" + a.model + "' (expected mlp, cnn or resnet20)");
 }
 
 }  // namespace lockstep::cli

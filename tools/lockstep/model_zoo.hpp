@@ -4,12 +4,12 @@
 #include <string>
 
 #include "commands.hpp"
-#include "lockstep/training/sequential.hpp"
+#include "lockstep/training/model.hpp"
 
 namespace lockstep::cli {
 
 /// The names --model accepts.
-inline const char* const kModelNames[] = {"mlp", "cnn"};
+inline const char* const kModelNames[] = {"mlp", "cnn", "resnet20"};
 
 /// The Dropout rate of --model's network when --dropout is not given (mlp 0.2, cnn 0.5 as in
 /// Keras' example).
@@ -18,8 +18,9 @@ double default_dropout(const std::string& model);
 /// mlp: Dense(hidden, activation) -> Dropout -> Dense(classes, softmax) on flattened images.
 /// cnn: Keras' "simple MNIST convnet": Conv2D(32, 3, relu) -> MaxPooling2D(2) -> Conv2D(64, 3,
 /// relu) -> MaxPooling2D(2) -> Flatten -> Dropout -> Dense(classes, softmax) on (28, 28, 1) images.
+/// resnet20: applications::ResNet20 on images of any (height, width, channels) (no Dropout).
 /// `image` is one example's (height, width, channels).
-std::unique_ptr<Sequential> build_model(const TrainArgs& args, const Shape& image, std::int64_t classes,
+std::unique_ptr<Model> build_model(const TrainArgs& args, const Shape& image, std::int64_t classes,
                                         double dropout);
 
 /// The shape one example of `model` takes for images of (height, width, channels).

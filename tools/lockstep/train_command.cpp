@@ -69,17 +69,19 @@ void add_train_command(CLI::App& app, TrainArgs& a) {
                "on MNIST or Fashion-MNIST and report the test loss and accuracy. With no flags: MNIST, 5 epochs.");
   cmd->add_option("--model", a.model,
                   "mlp (the flagship MLP), cnn (Keras' simple MNIST convnet: Conv2D(32, 3, relu) -> "
-                  "MaxPooling2D -> Conv2D(64, 3, relu) -> MaxPooling2D -> Flatten -> Dropout -> Dense(10, softmax)) "
-                  "or FILE.keras (a Keras 3 Sequential: its layers, dtype policies and weights, trained further with "
+                  "MaxPooling2D -> Conv2D(64, 3, relu) -> MaxPooling2D -> Flatten -> Dropout -> Dense(10, softmax)), "
+                  "resnet20 (ResNet-20, He et al. 2016: 3 stages of 3 residual blocks with BatchNormalization, "
+                  "16/32/64 filters, on the data's image shape) "
+                  "or FILE.keras (a Keras 3 Sequential or Functional model: its layers, dtype policies and weights, trained further with "
                   "this command's optimizer and loss; --hidden, --activation and --dropout do not apply)")
       ->check(CLI::Validator(
           [](std::string& s) -> std::string {
             for (const char* name : kModelNames)
               if (s == name) return {};
             if (is_keras_file(s)) return {};
-            return "must be mlp, cnn or a FILE.keras, got '" + s + "'";
+            return "must be mlp, cnn, resnet20 or a FILE.keras, got '" + s + "'";
           },
-          "mlp|cnn|FILE.keras"))
+          "mlp|cnn|resnet20|FILE.keras"))
       ->capture_default_str();
   cmd->add_option("--dataset", a.dataset, "mnist or fashion_mnist")
       ->check(CLI::IsMember({"mnist", "fashion_mnist"}))
@@ -111,7 +113,7 @@ void add_train_command(CLI::App& app, TrainArgs& a) {
   cmd->add_option("--activation", a.activation, "Activation of the hidden layer (mlp)")
       ->check(CLI::IsMember({"relu", "sigmoid", "tanh", "gelu", "linear"}))
       ->capture_default_str();
-  cmd->add_option("--dropout", a.dropout, "Dropout rate in [0, 1) (default: 0.2 for mlp, 0.5 for cnn)")
+  cmd->add_option("--dropout", a.dropout, "Dropout rate in [0, 1) (default: 0.2 for mlp, 0.5 for cnn; resnet20 has no Dropout)")
       ->check(kRate);
   cmd->add_option("--seed", a.seed, "Seed for weights, shuffling and dropout")->check(kSeed)->capture_default_str();
   cmd->add_option("--metrics-out", a.metrics_out,
@@ -255,9 +257,8 @@ int run_train(const TrainArgs& a) {
   std::optional<Shape> file_input;
   if (is_keras_file(a.model)) {
     const auto file = load_model(a.model);
-    file_input = file->layers().front()->input_shape().tail();
-    const auto& last = *file->layers().back();
-    const std::int64_t outputs = last.compute_output_shape(last.input_shape())[-1];
+    file_input = file->input_shape().tail();
+    const std::int64_t outputs = file->output_shape()[-1];
     LOCKSTEP_CHECK(file_input->numel() == image.numel(), "--model '", a.model, "' takes examples of shape ",
                    file_input->str(), " (", file_input->numel(), " values) but the data's are ", image.str(), " (",
                    image.numel(), " values)");
@@ -318,9 +319,9 @@ int run_train(const TrainArgs& a) {
   if (chief && a.policy != "float32") std::printf("Mixed precision policy: %s\n", a.policy.c_str());
   // Made under the strategy's scope, so its variables are mirrored; a Keras file's weights are
   // its starting point (Keras' load_model, then fit).
-  const std::unique_ptr<Sequential> built =
+  const std::unique_ptr<Model> built =
       file_input ? load_model(a.model) : build_model(a, image, classes, resolved.dropout);
-  Sequential& model = *built;
+  Model& model = *built;
   model.compile(optimizers::get(a.optimizer, lr.schedule), losses::SparseCategoricalCrossentropy(), {"accuracy"});
   const int verbose = chief ? a.verbose : 0;
   if (verbose != 0) std::cout << model.summary();

@@ -1,6 +1,6 @@
 #pragma once
 // Model: Keras' compile / fit / evaluate / predict. A subclass says how to build itself and
-// how to run forward; Sequential is the usual one.
+// how to run forward; Sequential and Functional are the two.
 #include <atomic>
 #include <cstdio>
 #include <map>
@@ -106,6 +106,12 @@ class Model {
     Tensor logits;
   };
   virtual Output forward(const Tensor& x, const layers::CallContext& ctx) const = 0;
+  /// The shape one batch of input has (batch dimension -1); the model must be built.
+  virtual Shape input_shape() const = 0;
+  /// The shape of forward()'s output for input_shape() (batch dimension -1).
+  virtual Shape output_shape() const = 0;
+  /// Keras' summary table (layer, output shape, params, totals); the model must be built.
+  virtual std::string summary() const = 0;
   /// Inference on one batch (training = false).
   Tensor operator()(const Tensor& x) const;
   /// Keras' model(x, training=True): a call with `ctx`, whose fields left at their defaults are
@@ -116,6 +122,8 @@ class Model {
   Tensor operator()(const Tensor& x, const layers::CallContext& ctx) const;
 
   virtual std::vector<Variable> variables() const = 0;
+  /// Keras' model.layers: every layer once, in the order of variables().
+  virtual const std::vector<layers::LayerPtr>& layers() const = 0;
   std::vector<Variable> trainable_variables() const;
   std::int64_t count_params() const;
 
@@ -146,9 +154,26 @@ class Model {
   int num_replicas() const { return strategy_ ? strategy_->num_replicas_in_sync() : 1; }
 
  protected:
+  /// How every model's forward ends, given its output layer and a way to run that layer on its
+  /// input(s) (`run(true)`: the layer's call_logits). The final softmax and the loss are computed
+  /// in float32 whatever the layers' policy (Keras' advice for mixed precision, applied for the
+  /// user): a 16-bit softmax loses the small probabilities that the loss and its gradient are
+  /// made of. A softmax output layer also returns its logits, so the loss is computed stably.
+  template <typename Run>
+  static Output output_in_float32(const layers::Layer& last, Run&& run) {
+    Output out;
+    if (last.has_softmax_output()) {
+      out.logits = as_float32(run(true));
+      out.output = softmax(out.logits);
+    } else {
+      out.output = as_float32(run(false));
+    }
+    return out;
+  }
   std::uint64_t seed_;
 
  private:
+  static Tensor as_float32(const Tensor& t);
   void check_compiled(const char* what) const;
   /// Keras' rule: a model used (compile/fit) inside a strategy's scope must have been made in
   /// it; ValueError with Keras' message and the fix otherwise. An unbuilt model without a

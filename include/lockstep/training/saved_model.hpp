@@ -1,5 +1,5 @@
 #pragma once
-// Saved models: everything needed to use a Sequential model again, with no code that describes it
+// Saved models: everything needed to use a Sequential or Functional model again, with no code that describes it
 // (Keras' model.save / keras.saving.load_model), in one of two formats, chosen by the path:
 //   PATH.keras   a Keras 3 archive (zip of metadata.json, config.json, model.weights.h5), which
 //                Keras loads and writes; weights and compile config, not the optimizer's state
@@ -7,7 +7,9 @@
 //   DIR/weights.safetensors  the variables by name ("dense/kernel") and, when the model is compiled,
 //                            the optimizer's slots ("optimizer/dense/kernel/m")
 //   DIR/model.json           format version; the architecture as Keras writes it ({"class_name":
-//                            "Sequential", "config": {"name", "build_input_shape", "layers": [...]}});
+//                            "Sequential", "config": {"name", "build_input_shape", "layers": [...]}}, or
+//                            "Functional" with each layer's "inbound_nodes", "input_layers" and
+//                            "output_layers", as Keras 3's Functional.get_config());
 //                            the compile config (optimizer class and options, loss and from_logits,
 //                            metric names, optimizer iterations); the seed; the tensor list; and the
 //                            CRC-32C and size of weights.safetensors
@@ -17,6 +19,7 @@
 #include <memory>
 #include <string>
 
+#include "lockstep/training/functional.hpp"
 #include "lockstep/training/sequential.hpp"
 
 namespace lockstep {
@@ -30,15 +33,15 @@ struct SaveModelOptions {
   bool include_optimizer = true;
 };
 
-/// Saves `model` (a built Sequential of lockstep's layers) to `dir`, creating it; when `dir` ends
-/// in ".keras", as the Keras 3 archive of that name instead (written atomically; its compile
+/// Saves `model` (a built Sequential or a Functional of lockstep's layers) to `dir`, creating it;
+/// when `dir` ends in ".keras", as the Keras 3 archive of that name instead (written atomically; its compile
 /// config is Keras', optimizer variables are not written, as Keras' include_optimizer=False). A learning-rate schedule is not saved (it is code):
 /// the learning rate current at save time is. Throws ValueError, before writing anything, for a
-/// model that is not a built Sequential or holds a layer of another class (naming it); IOError
+/// model that is not a built Sequential or Functional or holds a layer of another class (naming it); IOError
 /// when a file cannot be written (the previous files are then left as they were).
 void save_model(Model& model, const std::string& dir, const SaveModelOptions& options = {});
 
-/// Rebuilds the Sequential saved in `dir`, builds it, checks every variable (and optimizer slot)
+/// Rebuilds the Sequential or Functional saved in `dir`, builds it, checks every variable (and optimizer slot)
 /// against weights.safetensors by name, shape and dtype, and only then assigns them; recompiles
 /// it when model.json has a compile config (restoring the optimizer's slots and step when saved).
 /// Every problem is an IOError naming the file and the problem: a missing folder or file, invalid
@@ -51,7 +54,7 @@ void save_model(Model& model, const std::string& dir, const SaveModelOptions& op
 /// assigned), compiled from its compile config when lockstep has its optimizer, loss and metrics
 /// (else uncompiled, with a WARNING, as Keras). A truncated or corrupt archive is an IOError
 /// naming the file and the problem.
-std::unique_ptr<Sequential> load_model(const std::string& dir);
+std::unique_ptr<Model> load_model(const std::string& dir);
 
 /// True when save_model / load_model treat `path` as a Keras archive (it ends in ".keras").
 bool is_keras_file(const std::string& path);
@@ -60,7 +63,7 @@ bool is_keras_file(const std::string& path);
 /// archive's model.weights.h5), written atomically. load_weights checks every layer's weights by
 /// count and shape before assigning any: IOError naming the file and the weight otherwise.
 /// ValueError for a path not ending in ".weights.h5" (Keras' rule) or a model that is not a built
-/// Sequential.
+/// Sequential or Functional.
 void save_weights(const Model& model, const std::string& path);
 void load_weights(Model& model, const std::string& path);
 

@@ -13,15 +13,16 @@ class Sequential final : public Model {
   Sequential(std::initializer_list<layers::LayerPtr> layers) : Sequential(std::vector<layers::LayerPtr>(layers)) {}
 
   void add(layers::LayerPtr layer);
-  const std::vector<layers::LayerPtr>& layers() const { return layers_; }
+  const std::vector<layers::LayerPtr>& layers() const override { return layers_; }
 
   void build(const Shape& input_shape) override;
   bool built() const override { return built_; }
   Output forward(const Tensor& x, const layers::CallContext& ctx) const override;
   std::vector<Variable> variables() const override;
 
-  /// Keras' summary table (layer, output shape, params, totals).
-  std::string summary() const;
+  Shape input_shape() const override;
+  Shape output_shape() const override;
+  std::string summary() const override;
 
  private:
   void build_layer(std::size_t i);

@@ -1,0 +1,103 @@
+#pragma once
+// Keras' functional API: a model as a graph of layer calls.
+//
+//   auto inputs = lockstep::Input({32, 32, 3});
+//   auto x = lockstep::call(layers::Conv2D(16, {3, 3}, "relu", "same"), inputs);
+//   auto y = lockstep::call(layers::Conv2D(16, {3, 3}, "linear", "same"), x);
+//   x = lockstep::call(layers::Add(), {x, y});                 // a merge layer takes a list
+//   auto outputs = lockstep::call(layers::Dense(10, "softmax"), lockstep::call(layers::Flatten(), x));
+//   lockstep::Functional model(inputs, outputs);               // Keras' keras.Model(inputs, outputs)
+//
+// A call on symbolic tensors only computes the output shape (an error naming the layer and the
+// shapes when the layer cannot take them); the model builds its layers, in Keras' layer order, with
+// seeds from the model's seed, so a Functional and the equivalent Sequential start from the same
+// weights. Layers made without a name are named by the model as Sequential names them ("conv2d",
+// "conv2d_1", ... in layer order). A layer may be called more than once (shared weights), on
+// inputs of the shape it was first called on.
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "lockstep/training/model.hpp"
+
+namespace lockstep {
+
+namespace detail {
+struct KerasNode;
+}
+
+class KerasTensor;
+/// Keras' keras.Input: a symbolic input of `shape` per example (no batch dimension).
+KerasTensor Input(Shape shape, std::string name = "");
+/// Calls `layer` on a symbolic tensor (Keras' layer(x)). ValueError naming the layer and the
+/// shapes when it cannot take x, or when the layer was called (or built) before on another shape.
+KerasTensor call(const layers::LayerPtr& layer, const KerasTensor& x);
+/// Calls a merge layer (Add) on a list of symbolic tensors: lockstep::call(layers::Add(), {a, b}).
+KerasTensor call(const layers::LayerPtr& layer, const std::vector<KerasTensor>& xs);
+
+/// A symbolic tensor: the output of lockstep::Input or of a layer called on symbolic tensors.
+/// Holds its producing layer and inputs (shared, cheap to copy).
+class KerasTensor {
+ public:
+  KerasTensor() = default;
+  bool defined() const { return node_ != nullptr; }
+  /// Batch dimension -1, e.g. (None, 8, 8, 16).
+  const Shape& shape() const;
+  /// The layer whose output this is (an InputLayer for lockstep::Input).
+  const layers::LayerPtr& layer() const;
+  /// The tensors the layer was called on (none for an input).
+  const std::vector<KerasTensor>& inputs() const;
+  /// Whether the layer was called on a list (a merge layer).
+  bool list_call() const;
+  const detail::KerasNode* node() const { return node_.get(); }
+
+ private:
+  explicit KerasTensor(std::shared_ptr<const detail::KerasNode> node) : node_(std::move(node)) {}
+  friend KerasTensor Input(Shape, std::string);
+  friend KerasTensor call(const layers::LayerPtr&, const std::vector<KerasTensor>&);
+  std::shared_ptr<const detail::KerasNode> node_;
+};
+
+/// Keras' Functional model (keras.Model(inputs, outputs)): one input, one output. forward() runs
+/// the layers' calls in topological order and ends as Sequential does (a final softmax and the
+/// loss in float32). ValueError at construction when `outputs` is not computed from `inputs`
+/// alone (naming the input it depends on instead) or a layer cannot take its inputs.
+class Functional final : public Model {
+ public:
+  /// `seed`: the model's seed (weights and dropout), by default the global one as for every model.
+  Functional(const KerasTensor& inputs, const KerasTensor& outputs, std::string name = "functional",
+             std::optional<std::uint64_t> seed = std::nullopt);
+
+  /// One layer call of the graph, in execution (topological) order.
+  struct Node {
+    std::size_t layer;                // index into layers()
+    std::vector<std::size_t> inputs;  // indices of earlier nodes
+    bool list_call = false;           // called on a list (merge layers)
+    Shape output_shape;
+    int index_in_layer = 0;           // Keras' node_index: this call's number among the layer's calls
+  };
+
+  /// Keras' model.layers: the InputLayer first, then by depth from the inputs (ties in the order
+  /// Keras' graph walk from the output meets them). Variables follow this order.
+  const std::vector<layers::LayerPtr>& layers() const override { return layers_; }
+  const std::vector<Node>& nodes() const { return nodes_; }
+  std::size_t output_node() const { return nodes_.size() - 1; }
+
+  void build(const Shape& input_shape) override;
+  bool built() const override { return true; }
+  Output forward(const Tensor& x, const layers::CallContext& ctx) const override;
+  std::vector<Variable> variables() const override;
+  Shape input_shape() const override { return nodes_.front().output_shape; }
+  Shape output_shape() const override { return nodes_.back().output_shape; }
+  /// Keras' table with a "Connected to" column ("conv2d[0][0]").
+  std::string summary() const override;
+
+ private:
+  Tensor run_node(const Node& node, const std::vector<Tensor>& values, const layers::CallContext& ctx,
+                  bool logits) const;
+  std::vector<layers::LayerPtr> layers_;
+  std::vector<Node> nodes_;  // nodes_[0] is the input, nodes_.back() the output
+};
+
+}  // namespace lockstep

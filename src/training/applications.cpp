@@ -1,0 +1,39 @@
+#include "lockstep/training/applications.hpp"
+
+#include "lockstep/layers/conv_layers.hpp"
+#include "lockstep/layers/core_layers.hpp"
+#include "lockstep/layers/merge_layers.hpp"
+#include "lockstep/layers/normalization_layers.hpp"
+
+namespace lockstep::applications {
+
+std::unique_ptr<Functional> ResNet20(const ResNet20Options& o) {
+  LOCKSTEP_CHECK(o.input_shape.rank() == 3, "ResNet20: input_shape must be (height, width, channels), got ",
+                 o.input_shape.str());
+  LOCKSTEP_CHECK(o.classes >= 1, "ResNet20: classes must be positive, got ", o.classes);
+  // Conv (no bias: the BN's beta is one) -> BN, optionally followed by ReLU.
+  const auto conv_bn = [&](const KerasTensor& x, std::int64_t filters, std::int64_t kernel, std::int64_t stride) {
+    const auto conv = layers::Conv2D({.filters = filters, .kernel_size = {kernel, kernel}, .strides = {stride, stride},
+                                      .padding = "same", .use_bias = false, .kernel_initializer = "he_normal"});
+    return call(layers::BatchNormalization({.synchronized = o.synchronized_batch_norm}), call(conv, x));
+  };
+  const auto relu = [](const KerasTensor& x) { return call(layers::Activation("relu"), x); };
+
+  const KerasTensor inputs = Input(o.input_shape);
+  KerasTensor x = relu(conv_bn(inputs, 16, 3, 1));
+  std::int64_t filters = 16;
+  for (int stage = 0; stage < 3; ++stage, filters *= 2) {
+    for (int block = 0; block < 3; ++block) {
+      const std::int64_t stride = stage > 0 && block == 0 ? 2 : 1;
+      const KerasTensor y = conv_bn(relu(conv_bn(x, filters, 3, stride)), filters, 3, 1);
+      const KerasTensor shortcut = stride == 1 ? x : conv_bn(x, filters, 1, stride);
+      x = relu(call(layers::Add(), {shortcut, y}));  // Keras' example: add([x, y])
+    }
+  }
+  x = call(layers::GlobalAveragePooling2D(), x);
+  const KerasTensor outputs =
+      call(layers::Dense({.units = o.classes, .activation = "softmax", .kernel_initializer = "he_normal"}), x);
+  return std::make_unique<Functional>(inputs, outputs, o.name);
+}
+
+}  // namespace lockstep::applications

@@ -1,0 +1,308 @@
+#include "lockstep/training/functional.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <map>
+#include <set>
+
+#include "lockstep/layers/core_layers.hpp"
+#include "lockstep/layers/initializers.hpp"
+#include "lockstep/layers/merge_layers.hpp"
+#include "training/layer_config.hpp"
+#include "training/summary_table.hpp"
+
+namespace lockstep {
+
+namespace detail {
+struct KerasNode {
+  layers::LayerPtr layer;
+  std::vector<KerasTensor> inputs;
+  Shape shape;
+  bool list_call = false;
+  bool auto_named = false;  // the layer had no name: the model names it
+  std::uint64_t id = 0;     // creation order (Keras' node_index counts a layer's calls in it)
+};
+}  // namespace detail
+
+namespace {
+std::atomic<std::uint64_t> next_node_id{0};
+
+std::string describe(const layers::Layer& l) { return "layer '" + l.name() + "' (" + l.class_name() + ")"; }
+
+std::string shapes_str(const std::vector<KerasTensor>& xs) {
+  std::string s;
+  for (std::size_t i = 0; i < xs.size(); ++i) s += (i ? ", " : "") + xs[i].shape().str();
+  return xs.size() == 1 ? s : "[" + s + "]";
+}
+
+// The input shapes `layer` was called on before, within the graph that leads to `xs`.
+const detail::KerasNode* earlier_call(const layers::Layer* layer, const std::vector<KerasTensor>& xs) {
+  std::set<const detail::KerasNode*> seen;
+  std::vector<const detail::KerasNode*> stack;
+  for (const auto& x : xs) stack.push_back(x.node());
+  while (!stack.empty()) {
+    const auto* n = stack.back();
+    stack.pop_back();
+    if (!seen.insert(n).second) continue;
+    if (n->layer.get() == layer) return n;
+    for (const auto& in : n->inputs) stack.push_back(in.node());
+  }
+  return nullptr;
+}
+
+std::vector<Shape> shapes_of(const std::vector<KerasTensor>& xs) {
+  std::vector<Shape> out;
+  for (const auto& x : xs) out.push_back(x.shape());
+  return out;
+}
+}  // namespace
+
+const Shape& KerasTensor::shape() const {
+  LOCKSTEP_CHECK(node_ != nullptr, "KerasTensor: an undefined (default-constructed) symbolic tensor has no shape");
+  return node_->shape;
+}
+const layers::LayerPtr& KerasTensor::layer() const {
+  LOCKSTEP_CHECK(node_ != nullptr, "KerasTensor: an undefined (default-constructed) symbolic tensor has no layer");
+  return node_->layer;
+}
+const std::vector<KerasTensor>& KerasTensor::inputs() const {
+  LOCKSTEP_CHECK(node_ != nullptr, "KerasTensor: an undefined (default-constructed) symbolic tensor has no inputs");
+  return node_->inputs;
+}
+bool KerasTensor::list_call() const { return node_ != nullptr && node_->list_call; }
+
+KerasTensor Input(Shape shape, std::string name) {
+  for (auto d : shape.dims())
+    LOCKSTEP_CHECK(d > 0, "Input: shape ", shape.str(), " must be positive sizes per example (no batch dimension)");
+  auto node = std::make_shared<detail::KerasNode>();
+  node->auto_named = name.empty();
+  node->layer = std::make_shared<layers::InputLayer>(shape, name.empty() ? "input_layer" : std::move(name));
+  node->shape = layers::with_batch_dim(shape);
+  node->id = next_node_id++;
+  return KerasTensor(std::move(node));
+}
+
+KerasTensor call(const layers::LayerPtr& layer, const KerasTensor& x) { return call(layer, std::vector<KerasTensor>{x}); }
+
+KerasTensor call(const layers::LayerPtr& layer, const std::vector<KerasTensor>& xs) {
+  LOCKSTEP_CHECK(layer != nullptr, "lockstep::call: the layer is null");
+  LOCKSTEP_CHECK(!xs.empty(), "lockstep::call: ", layer->class_name(), " is called on an empty list of tensors");
+  for (const auto& x : xs)
+    LOCKSTEP_CHECK(x.defined(), "lockstep::call: ", layer->class_name(),
+                   " is called on an undefined symbolic tensor (use lockstep::Input or a layer's output)");
+  LOCKSTEP_CHECK(dynamic_cast<const layers::InputLayer*>(layer.get()) == nullptr,
+                 "lockstep::call: an InputLayer cannot be called; use lockstep::Input(shape) for a model's input");
+  auto node = std::make_shared<detail::KerasNode>();
+  // Named now, for this call's messages; the model numbers the names when it is made.
+  if (layer->name().empty()) {
+    layer->set_name(detail::snake_case(layer->class_name()));
+    node->auto_named = true;
+  }
+  const auto* merge = dynamic_cast<const layers::MergeLayer*>(layer.get());
+  node->list_call = merge != nullptr;
+  LOCKSTEP_CHECK(merge != nullptr || xs.size() == 1, describe(*layer), " takes one input but is called on a list of ",
+                 xs.size(), ": ", shapes_str(xs), " (merge layers such as Add take lists)");
+  const Shape& in = xs.front().shape();
+  if (merge == nullptr) {
+    if (layer->built())
+      LOCKSTEP_CHECK(layer->input_shape().tail() == in.tail(), describe(*layer), " was built for input shape ",
+                     layer->input_shape().str(), " and cannot be called on ", in.str());
+    if (const auto* before = earlier_call(layer.get(), xs))
+      LOCKSTEP_CHECK(before->inputs.front().shape().tail() == in.tail(), describe(*layer), " is called on ", in.str(),
+                     " but was called before on ", before->inputs.front().shape().str(),
+                     " (a shared layer takes inputs of one shape)");
+  }
+  try {
+    node->shape = merge ? merge->merge_output_shape(shapes_of(xs)) : layer->compute_output_shape(in);
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    if (what.find("layer '" + layer->name() + "'") != std::string::npos) throw ValueError("lockstep::call: " + what);
+    throw ValueError("lockstep::call: " + describe(*layer) + " cannot be called on " + shapes_str(xs) + ": " + what);
+  }
+  node->layer = layer;
+  node->inputs = xs;
+  node->id = next_node_id++;
+  return KerasTensor(std::move(node));
+}
+
+Functional::Functional(const KerasTensor& inputs, const KerasTensor& outputs, std::string name,
+                       std::optional<std::uint64_t> seed)
+    : Model(std::move(name)) {
+  if (seed) seed_ = *seed;
+  LOCKSTEP_CHECK(inputs.defined() && outputs.defined(), "Functional '", this->name(),
+                 "': inputs and outputs must be symbolic tensors (lockstep::Input and layer calls)");
+  LOCKSTEP_CHECK(inputs.inputs().empty() && dynamic_cast<const layers::InputLayer*>(inputs.layer().get()) != nullptr,
+                 "Functional '", this->name(), "': inputs must be a lockstep::Input(shape), got the output of ",
+                 describe(*inputs.layer()));
+  const detail::KerasNode* input = inputs.node();
+
+  // Keras' map_graph: a walk from the output that stops at the input gives the nodes in a
+  // topological order (post-order) and each layer's first visit (pre-order, Keras' tie-break).
+  std::vector<const detail::KerasNode*> order;
+  std::map<const detail::KerasNode*, std::size_t> index;
+  std::map<const layers::Layer*, std::size_t> first_visit;
+  std::set<const detail::KerasNode*> in_progress;
+  const auto walk = [&](auto& self, const detail::KerasNode* n) -> void {
+    if (index.count(n)) return;
+    LOCKSTEP_CHECK(!in_progress.count(n), "Functional '", this->name(), "': the graph has a cycle at ", describe(*n->layer));
+    first_visit.try_emplace(n->layer.get(), first_visit.size());
+    if (n != input) {
+      LOCKSTEP_CHECK(!n->inputs.empty(), "Functional '", this->name(), "': the output is not reachable from the inputs "
+                     "alone: it depends on ", describe(*n->layer), " of shape ", n->shape.str(),
+                     ", which is not the model's input ", describe(*input->layer), " of shape ", input->shape.str());
+      in_progress.insert(n);
+      for (const auto& x : n->inputs) self(self, x.node());
+      in_progress.erase(n);
+    }
+    index.emplace(n, order.size());
+    order.push_back(n);
+  };
+  walk(walk, outputs.node());
+  // The input first (it has no inputs, so this keeps the order topological).
+  std::stable_partition(order.begin(), order.end(), [&](const auto* n) { return n == input; });
+  for (std::size_t i = 0; i < order.size(); ++i) index[order[i]] = i;
+
+  // Depths (Keras': 0 at the output, a node deeper than all its consumers; a layer as deep as
+  // its deepest node), then layers by decreasing depth, ties by first visit.
+  std::vector<int> depth(order.size(), 0);
+  for (std::size_t i = order.size(); i-- > 0;)
+    for (const auto& x : order[i]->inputs) {
+      int& d = depth[index.at(x.node())];
+      d = std::max(d, depth[i] + 1);
+    }
+  std::map<const layers::Layer*, int> layer_depth;
+  std::map<const layers::Layer*, layers::LayerPtr> owner;
+  for (std::size_t i = 0; i < order.size(); ++i) {
+    int& d = layer_depth[order[i]->layer.get()];
+    d = std::max(d, depth[i]);
+    owner[order[i]->layer.get()] = order[i]->layer;
+  }
+  for (const auto& [l, ptr] : owner) layers_.push_back(ptr);
+  std::sort(layers_.begin(), layers_.end(), [&](const auto& a, const auto& b) {
+    const int da = layer_depth.at(a.get()), db = layer_depth.at(b.get());
+    return da != db ? da > db : first_visit.at(a.get()) < first_visit.at(b.get());
+  });
+  std::map<const layers::Layer*, std::size_t> layer_index;
+  for (std::size_t i = 0; i < layers_.size(); ++i) layer_index[layers_[i].get()] = i;
+
+  // Unnamed layers are numbered per class in layer order, around the names users gave.
+  std::set<const layers::Layer*> auto_named;
+  for (const auto* n : order)
+    if (n->auto_named && !n->layer->built()) auto_named.insert(n->layer.get());
+  std::set<std::string> taken;
+  for (const auto& l : layers_)
+    if (!auto_named.count(l.get())) {
+      LOCKSTEP_CHECK(taken.insert(l->name()).second, "Functional '", this->name(), "': two layers are named '",
+                     l->name(), "'; layer names must be unique within a model");
+    }
+  std::map<std::string, int> used;
+  for (const auto& l : layers_) {
+    if (!auto_named.count(l.get())) continue;
+    const std::string base = l->class_name() == "InputLayer" ? "input_layer" : detail::snake_case(l->class_name());
+    for (int& k = used[base];; ++k) {
+      const std::string candidate = k == 0 ? base : base + "_" + std::to_string(k);
+      if (taken.insert(candidate).second) {
+        l->set_name(candidate);
+        break;
+      }
+    }
+  }
+
+  // Build every layer in layer order (Sequential's seeds: the model's, mixed with the index),
+  // on the inputs of its first call; every later call must have the same input shape.
+  std::vector<const detail::KerasNode*> first_call(layers_.size(), nullptr);
+  for (const auto* n : order) {
+    auto& f = first_call[layer_index.at(n->layer.get())];
+    if (f == nullptr || n->id < f->id) f = n;
+  }
+  for (std::size_t i = 0; i < layers_.size(); ++i) {
+    const auto* n = first_call[i];
+    auto& l = *layers_[i];
+    try {
+      if (n == input) {
+        l.build(n->shape, layers::mix_seed(seed_, i + 1));
+      } else if (auto* merge = dynamic_cast<layers::MergeLayer*>(&l)) {
+        merge->build_merge(shapes_of(n->inputs), layers::mix_seed(seed_, i + 1));
+      } else {
+        l.build(n->inputs.front().shape(), layers::mix_seed(seed_, i + 1));
+      }
+    } catch (const Error& e) {
+      throw ValueError("Functional '" + this->name() + "': " + describe(l) + " cannot be built for " +
+                       shapes_str(n == input ? std::vector<KerasTensor>{inputs} : n->inputs) + ": " + e.what());
+    }
+  }
+
+  std::map<const layers::Layer*, int> calls;
+  std::vector<const detail::KerasNode*> by_id = order;
+  std::sort(by_id.begin(), by_id.end(), [](const auto* a, const auto* b) { return a->id < b->id; });
+  std::map<const detail::KerasNode*, int> index_in_layer;
+  for (const auto* n : by_id) index_in_layer[n] = calls[n->layer.get()]++;
+  for (const auto* n : order) {
+    Node node{.layer = layer_index.at(n->layer.get()), .inputs = {}, .list_call = n->list_call,
+              .output_shape = n->shape, .index_in_layer = index_in_layer.at(n)};
+    for (const auto& x : n->inputs) node.inputs.push_back(index.at(x.node()));
+    if (n != input && !n->list_call)
+      LOCKSTEP_CHECK(n->inputs.front().shape().tail() == layers_[node.layer]->input_shape().tail(), "Functional '",
+                     this->name(), "': ", describe(*layers_[node.layer]), " is called on ", n->inputs.front().shape().str(),
+                     " and on ", layers_[node.layer]->input_shape().str(), " (a shared layer takes inputs of one shape)");
+    nodes_.push_back(std::move(node));
+  }
+}
+
+void Functional::build(const Shape& input_shape) {
+  LOCKSTEP_CHECK(input_shape.rank() == this->input_shape().rank() && input_shape.tail() == this->input_shape().tail(),
+                 "Functional '", name(), "' takes inputs of shape ", this->input_shape().str(), ", not ", input_shape.str());
+}
+
+Tensor Functional::run_node(const Node& node, const std::vector<Tensor>& values, const layers::CallContext& ctx,
+                            bool logits) const {
+  const layers::Layer& l = *layers_[node.layer];
+  if (node.list_call) {
+    std::vector<Tensor> xs;
+    for (auto i : node.inputs) xs.push_back(values[i]);
+    return dynamic_cast<const layers::MergeLayer&>(l).merge(xs, ctx);
+  }
+  const Tensor& x = values[node.inputs.front()];
+  return logits ? l.call_logits(x, ctx) : l.call(x, ctx);
+}
+
+Model::Output Functional::forward(const Tensor& x, const layers::CallContext& ctx) const {
+  const Shape& want = input_shape();
+  LOCKSTEP_CHECK(x.rank() == want.rank() && x.shape().tail() == want.tail(), "Functional '", name(),
+                 "' expects input shape ", want.str(), " but received ", x.shape().str());
+  std::vector<Tensor> values(nodes_.size());
+  values[0] = x;
+  const std::size_t last = output_node();
+  for (std::size_t i = 1; i < last; ++i) values[i] = run_node(nodes_[i], values, ctx, false);
+  if (last == 0) return output_in_float32(*layers_[0], [&](bool) { return x; });
+  return output_in_float32(*layers_[nodes_[last].layer],
+                           [&](bool logits) { return run_node(nodes_[last], values, ctx, logits); });
+}
+
+std::vector<Variable> Functional::variables() const {
+  std::vector<Variable> out;
+  for (const auto& l : layers_)
+    for (const auto& v : l->variables()) out.push_back(v);
+  return out;
+}
+
+std::string Functional::summary() const {
+  std::vector<detail::SummaryRow> rows;
+  for (std::size_t i = 0; i < layers_.size(); ++i) {
+    detail::SummaryRow row{layers_[i].get(), {}, {}};
+    bool first = true;
+    for (const auto& n : nodes_) {
+      if (n.layer != i) continue;
+      if (first) row.output_shape = n.output_shape;
+      first = false;
+      for (auto in : n.inputs) {
+        const auto& src = nodes_[in];
+        row.connected_to.push_back(layers_[src.layer]->name() + "[" + std::to_string(src.index_in_layer) + "][0]");
+      }
+    }
+    rows.push_back(std::move(row));
+  }
+  return detail::summary_table(name(), rows, /*connected=*/true);
+}
+
+}  // namespace lockstep

@@ -1,0 +1,161 @@
+#include "training/functional_config.hpp"
+
+#include <map>
+
+#include "lockstep/layers/core_layers.hpp"
+#include "training/layer_config.hpp"
+
+namespace lockstep::detail {
+
+namespace {
+using nlohmann::json;
+
+json history(const Functional& m, std::size_t node) {
+  const auto& n = m.nodes()[node];
+  return json::array({m.layers()[n.layer]->name(), n.index_in_layer, 0});
+}
+
+json keras_tensor(const Functional& m, std::size_t node) {
+  return {{"class_name", "__keras_tensor__"},
+          {"config",
+           {{"shape", shape_to_json(m.nodes()[node].output_shape)}, {"dtype", "float32"}, {"keras_history", history(m, node)}}}};
+}
+
+[[noreturn]] void fail(const std::string& source, const std::string& what) { throw IOError(source + ": " + what); }
+
+// [layer name, node index, tensor index] of a keras tensor (or of an input_layers entry).
+std::pair<std::string, int> reference(const json& h, const std::string& source) {
+  if (!h.is_array() || h.size() != 3 || !h[0].is_string() || !h[1].is_number_integer() || h[2] != json(0))
+    fail(source, "a tensor reference must be [layer name, node index, 0], got " + h.dump().substr(0, 200));
+  return {h[0].get<std::string>(), h[1].get<int>()};
+}
+}  // namespace
+
+json functional_config(const Functional& m, const LayerToJson& layer_json) {
+  json list = json::array();
+  for (std::size_t i = 0; i < m.layers().size(); ++i) {
+    json entry = layer_json(*m.layers()[i]);
+    entry["name"] = m.layers()[i]->name();
+    json inbound = json::array();
+    for (const auto& n : m.nodes()) {
+      if (n.layer != i || n.inputs.empty()) continue;
+      json args = json::array();
+      for (auto in : n.inputs) args.push_back(keras_tensor(m, in));
+      inbound.push_back({{"args", n.list_call ? json::array({args}) : args}, {"kwargs", json::object()}});
+    }
+    entry["inbound_nodes"] = inbound;
+    list.push_back(entry);
+  }
+  // One input and one output are written as Keras writes them: the reference itself, not a list.
+  return {{"name", m.name()},
+          {"trainable", true},
+          {"layers", list},
+          {"input_layers", history(m, 0)},
+          {"output_layers", history(m, m.output_node())}};
+}
+
+std::unique_ptr<Functional> functional_from_config(const json& config, const LayerFromJson& make_layer,
+                                                   std::optional<std::uint64_t> seed, const std::string& source) {
+  if (!config.is_object() || !config.value("layers", json()).is_array() || config.at("layers").empty())
+    fail(source, "the Functional config has no list of layers");
+  const std::string name = config.value("name", json()).is_string() ? config.at("name").get<std::string>() : "functional";
+
+  // Each layer with the calls still to make; the tensors made so far by (layer, node index).
+  struct Pending {
+    std::string name;
+    layers::LayerPtr layer;
+    json nodes;
+    std::size_t done = 0;
+  };
+  std::vector<Pending> pending;
+  std::map<std::pair<std::string, int>, KerasTensor> tensors;
+  for (const auto& entry : config.at("layers")) {
+    if (!entry.is_object() || !entry.value("name", json()).is_string())
+      fail(source, "a layer of the Functional config has no name: " + entry.dump().substr(0, 200));
+    const std::string lname = entry.at("name").get<std::string>();
+    for (const auto& p : pending)
+      if (p.name == lname) fail(source, "two layers are named '" + lname + "'");
+    if (entry.value("class_name", json()) == json("InputLayer")) {
+      const json& c = entry.value("config", json());
+      const json& s = c.is_object() ? c.value("batch_shape", c.value("shape", json())) : json();
+      try {
+        Shape shape = shape_from_json(s);
+        if (c.contains("batch_shape")) shape = shape.tail();
+        tensors[{lname, 0}] = Input(shape, lname);
+      } catch (const std::exception& e) {
+        fail(source, "InputLayer '" + lname + "': its shape " + s.dump().substr(0, 200) + " is not a shape (" + e.what() + ")");
+      }
+      continue;
+    }
+    const json& nodes = entry.value("inbound_nodes", json());
+    if (!nodes.is_array()) fail(source, "layer '" + lname + "' has no list of inbound_nodes");
+    pending.push_back({lname, make_layer(entry), nodes});
+  }
+
+  // Layers are listed by depth, but a shared layer's later call may wait for layers after it.
+  const auto input_of = [&](const Pending& p, const json& arg) -> const KerasTensor* {
+    if (!arg.is_object() || arg.value("class_name", json()) != json("__keras_tensor__") || !arg.contains("config") ||
+        !arg.at("config").is_object())
+      fail(source, "layer '" + p.name + "': an argument is not a symbolic tensor: " + arg.dump().substr(0, 200));
+    const auto ref = reference(arg.at("config").value("keras_history", json()), source);
+    const auto it = tensors.find(ref);
+    return it == tensors.end() ? nullptr : &it->second;
+  };
+  for (bool progress = true; progress;) {
+    progress = false;
+    for (auto& p : pending) {
+      while (p.done < p.nodes.size()) {
+        const json& node = p.nodes[p.done];
+        const json& args = node.is_object() ? node.value("args", json()) : node;
+        const json kwargs = node.is_object() ? node.value("kwargs", json::object()) : json::object();
+        if (kwargs.is_object())
+          for (const auto& [key, value] : kwargs.items())
+            if (!value.is_null())
+              fail(source, "layer '" + p.name + "': call " + std::to_string(p.done) + " has the argument " + key + "=" +
+                               value.dump().substr(0, 100) + ", which lockstep's layers do not take");
+        if (!args.is_array() || args.empty())
+          fail(source, "layer '" + p.name + "': inbound node " + std::to_string(p.done) + " has no arguments");
+        const bool list = args.size() == 1 && args[0].is_array();
+        std::vector<KerasTensor> xs;
+        for (const auto& arg : list ? args[0] : args) {
+          const KerasTensor* t = input_of(p, arg);
+          if (t == nullptr) break;
+          xs.push_back(*t);
+        }
+        if (xs.size() != (list ? args[0] : args).size()) break;  // an input is not made yet
+        try {
+          tensors[{p.name, static_cast<int>(p.done)}] = list ? call(p.layer, xs) : call(p.layer, xs.front());
+        } catch (const Error& e) {
+          fail(source, e.what());
+        }
+        ++p.done;
+        progress = true;
+      }
+    }
+  }
+  for (const auto& p : pending)
+    if (p.done < p.nodes.size())
+      fail(source, "layer '" + p.name + "': call " + std::to_string(p.done) +
+                       " takes a tensor that no layer of the model makes (a missing layer or node index)");
+
+  const auto endpoint = [&](const char* key) {
+    // [name, node, 0] (Keras' form for one tensor) or a list of one of them.
+    json one = config.value(key, json());
+    if (one.is_array() && one.size() == 1 && one[0].is_array()) one = one[0];
+    if (!one.is_array() || one.empty() || one[0].is_array())
+      fail(source, std::string(key) + " must name one tensor (lockstep's Functional models have one input and one "
+                   "output), got " + config.value(key, json()).dump().substr(0, 200));
+    const auto ref = reference(one, source);
+    const auto it = tensors.find(ref);
+    if (it == tensors.end()) fail(source, std::string(key) + " names " + one.dump() + ", which no layer makes");
+    return it->second;
+  };
+  const KerasTensor in = endpoint("input_layers"), out = endpoint("output_layers");
+  try {
+    return std::make_unique<Functional>(in, out, name, seed);
+  } catch (const Error& e) {
+    fail(source, e.what());
+  }
+}
+
+}  // namespace lockstep::detail

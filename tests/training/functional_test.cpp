@@ -1,0 +1,264 @@
+// The functional API: a Functional model computes what the equivalent Sequential does (forward
+// and a training step), its layers and variables come in Keras' order, ResNet-20 has the paper's
+// shape, saved models round-trip it, and every wrong graph is an error naming layer and shapes.
+#include "lockstep/training/functional.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <algorithm>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "common/error_message.hpp"
+#include "lockstep/io/atomic_file.hpp"
+#include "lockstep/io/zip_archive.hpp"
+#include "lockstep/lockstep.hpp"
+
+namespace lockstep {
+namespace {
+using test::message_of;
+
+#define EXPECT_MESSAGE(stmt, text)                                                              \
+  do {                                                                                          \
+    const std::string m_ = message_of([&] { (void)(stmt); });                                   \
+    EXPECT_NE(m_.find(text), std::string::npos) << "message: " << m_ << "\nexpected: " << text; \
+  } while (0)
+
+Tensor images(std::int64_t n, std::uint64_t salt) {
+  std::vector<float> v(static_cast<std::size_t>(n * 6 * 6 * 2));
+  for (std::size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>((i * 37 + salt * 11) % 101) / 101.0f;
+  return Tensor::from_vector(v, Shape{n, 6, 6, 2});
+}
+Tensor labels(std::int64_t n) {
+  std::vector<std::int64_t> v(static_cast<std::size_t>(n));
+  for (std::size_t i = 0; i < v.size(); ++i) v[i] = static_cast<std::int64_t>((i * 7) % 3);
+  return Tensor::from_vector(v, Shape{n});
+}
+bool same_bits(const Tensor& a, const Tensor& b) {
+  return a.shape() == b.shape() && a.dtype() == b.dtype() && std::memcmp(a.raw_data(), b.raw_data(), a.nbytes()) == 0;
+}
+
+std::vector<layers::LayerPtr> convnet_layers() {
+  return {layers::Conv2D({.filters = 4, .kernel_size = {3, 3}, .padding = "same", .use_bias = false}),
+          layers::BatchNormalization(), layers::Activation("relu"), layers::MaxPooling2D(),
+          layers::Flatten(), layers::Dropout(0.3f), layers::Dense(3, "softmax")};
+}
+
+TEST(Functional, ComputesWhatTheEquivalentSequentialDoesForwardAndInATrainingStep) {
+  set_random_seed(5);
+  auto seq_layers = convnet_layers();
+  seq_layers.insert(seq_layers.begin(), layers::Input({6, 6, 2}));
+  Sequential seq(seq_layers);
+  const KerasTensor in = Input({6, 6, 2});
+  KerasTensor x = in;
+  for (const auto& l : convnet_layers()) x = call(l, x);
+  Functional fun(in, x);
+  // Same layer names and variables in the same order; the same seed gives the same initial weights.
+  const auto vs = seq.variables(), vf = fun.variables();
+  ASSERT_EQ(vs.size(), vf.size());
+  for (std::size_t i = 0; i < vs.size(); ++i) {
+    EXPECT_EQ(vs[i].name(), vf[i].name());
+    EXPECT_TRUE(same_bits(vs[i].value(), vf[i].value())) << vs[i].name();
+    // And whatever the weights are, the two compute alike: set them to the Sequential's, moved.
+    vs[i].assign(add_scalar(vs[i].value(), 0.01f * static_cast<float>(i + 1)));
+    vf[i].assign(vs[i].value());
+  }
+  EXPECT_EQ(fun.input_shape(), (Shape{-1, 6, 6, 2}));
+  EXPECT_EQ(fun.output_shape(), (Shape{-1, 3}));
+  EXPECT_TRUE(same_bits(fun(images(5, 1)), seq(images(5, 1))));
+
+  EXPECT_TRUE(same_bits(fun(images(5, 1), {.training = true}), seq(images(5, 1), {.training = true})));
+
+  // One fit step each (Dropout and BatchNormalization in training mode): the same loss and weights.
+  for (Model* m : {static_cast<Model*>(&seq), static_cast<Model*>(&fun)})
+    m->compile(optimizers::SGD(0.1), losses::SparseCategoricalCrossentropy(), {"accuracy"});
+  const auto hs = seq.fit(images(8, 2), labels(8), {.batch_size = 8, .shuffle = false, .verbose = 0});
+  const auto hf = fun.fit(images(8, 2), labels(8), {.batch_size = 8, .shuffle = false, .verbose = 0});
+  EXPECT_EQ(hs.history.at("loss"), hf.history.at("loss"));
+  for (std::size_t i = 0; i < vs.size(); ++i) {
+    EXPECT_TRUE(same_bits(vs[i].value(), vf[i].value())) << vs[i].name();
+  }
+  EXPECT_TRUE(same_bits(fun.predict(images(4, 3)), seq.predict(images(4, 3))));
+}
+
+// A residual block: y = relu(bn(conv(x))); out = Add([x, y]).
+struct Residual {
+  KerasTensor in, out;
+};
+Residual residual_block() {
+  const KerasTensor in = Input({6, 6, 2});
+  const KerasTensor y = call(layers::Activation("relu"),
+                             call(layers::BatchNormalization(),
+                                  call(layers::Conv2D({.filters = 2, .kernel_size = {3, 3}, .padding = "same"}), in)));
+  return {in, call(layers::Add(), {in, y})};
+}
+
+TEST(Functional, OrdersLayersAsKerasAndSummarisesTheirConnections) {
+  const auto [in, sum] = residual_block();
+  const KerasTensor out = call(layers::Dense(3, "softmax"), call(layers::Flatten(), sum));
+  Functional model(in, out, "residual");
+  std::vector<std::string> names;
+  for (const auto& l : model.layers()) names.push_back(l->name());
+  EXPECT_EQ(names, (std::vector<std::string>{"input_layer", "conv2d", "batch_normalization", "activation", "add",
+                                             "flatten", "dense"}));
+  std::vector<std::string> vars;
+  for (const auto& v : model.variables()) vars.push_back(v.name());
+  EXPECT_EQ(vars, (std::vector<std::string>{"conv2d/kernel", "conv2d/bias", "batch_normalization/gamma",
+                                            "batch_normalization/beta", "batch_normalization/moving_mean",
+                                            "batch_normalization/moving_variance", "dense/kernel", "dense/bias"}));
+  const std::string s = model.summary();
+  EXPECT_NE(s.find("Connected to"), std::string::npos) << s;
+  EXPECT_NE(s.find(" add (Add)"), std::string::npos) << s;
+  EXPECT_NE(s.find("input_layer[0][0]"), std::string::npos) << s;
+  EXPECT_NE(s.find("activation[0][0]"), std::string::npos) << s;
+  EXPECT_NE(s.find("Total params: " + std::to_string(model.count_params())), std::string::npos) << s;
+  // The output is the input plus the branch.
+  model.variables()[0].assign(Tensor::zeros({3, 3, 2, 2}));  // the branch: relu(bn(0)) = relu(beta) = 0
+  const Tensor x = images(2, 4);
+  Functional to_sum(in, sum, "sum");
+  EXPECT_TRUE(same_bits(to_sum(x), x));
+}
+
+TEST(Functional, AnAddOfDifferentShapesIsAnErrorNamingTheLayerAndTheShapes) {
+  const KerasTensor in = Input({8, 8, 3});
+  const KerasTensor a = call(layers::Conv2D(16, {3, 3}, "relu", "same"), in);
+  const KerasTensor b = call(layers::Conv2D(32, {3, 3}, "relu", "same"), in);
+  EXPECT_MESSAGE(call(layers::Add(), {a, b}),
+                 "layer 'add' (Add) needs inputs of one shape, got [(None, 8, 8, 16), (None, 8, 8, 32)]");
+  EXPECT_MESSAGE(call(layers::Add(), a), "layer 'add' (Add) should be called on a list of at least 2 inputs, got 1");
+  EXPECT_MESSAGE(call(layers::Dense(4), {a, b}), "layer 'dense' (Dense) takes one input but is called on a list of 2");
+  EXPECT_MESSAGE(call(layers::Dense(4), a), "layer 'dense' (Dense) needs inputs of shape (batch, features), got (None, 8, 8, 16)");
+  EXPECT_MESSAGE(call(layers::Dense(4), KerasTensor()), "undefined symbolic tensor");
+}
+
+TEST(Functional, AnOutputNotComputedFromTheInputsIsAnErrorNamingWhatItDependsOn) {
+  const KerasTensor in = Input({4});
+  const KerasTensor other = Input({4}, "other_input");
+  const KerasTensor out = call(layers::Add(), {call(layers::Dense(4), in), call(layers::Dense(4), other)});
+  EXPECT_MESSAGE(Functional(in, out), "the output is not reachable from the inputs alone: it depends on layer "
+                                      "'other_input' (InputLayer) of shape (None, 4), which is not the model's input");
+  EXPECT_MESSAGE(Functional(call(layers::Dense(2), in), out), "inputs must be a lockstep::Input(shape)");
+}
+
+TEST(Functional, ALayerReusedOnAnotherShapeIsAnErrorNamingBothShapes) {
+  const KerasTensor in = Input({8});
+  const auto dense = layers::Dense(16);
+  const KerasTensor h = call(dense, in);
+  // Along one path: found at the call.
+  EXPECT_MESSAGE(call(dense, h), "layer 'dense' (Dense) is called on (None, 16) but was called before on (None, 8)");
+  // On two branches: found when the model is made.
+  const auto shared = layers::Dense(4, "linear");
+  const KerasTensor a = call(shared, in);
+  const KerasTensor b = call(shared, call(layers::Dense(3), in));
+  EXPECT_MESSAGE(Functional(in, call(layers::Add(), {a, b})), "is called on (None, 3) and on (None, 8)");
+  // Reused on the same shape, the layer's weights are shared: one set of variables.
+  const auto twice = layers::Dense(8, "tanh");
+  Functional siamese(in, call(layers::Add(), {call(twice, in), call(twice, call(layers::Dense(8), in))}));
+  EXPECT_EQ(siamese.variables().size(), 4u);  // the shared layer's kernel and bias, the other Dense's
+  EXPECT_EQ(siamese(Tensor::zeros({2, 8})).shape(), (Shape{2, 8}));
+}
+
+TEST(ResNet20, HasThePapersLayersAndWeightsAndTakesAnyImageShape) {
+  auto cifar = applications::ResNet20({.input_shape = {32, 32, 3}, .classes = 10});
+  int convs = 0, adds = 0, norms = 0;
+  for (const auto& l : cifar->layers()) {
+    convs += l->class_name() == "Conv2D";
+    adds += l->class_name() == "Add";
+    norms += l->class_name() == "BatchNormalization";
+  }
+  EXPECT_EQ(convs, 21);  // 19 on the main path (+ the Dense: 20 weighted layers) and 2 projections
+  EXPECT_EQ(adds, 9);
+  EXPECT_EQ(norms, 21);
+  // 0.27M parameters (He et al., table 6), counted by hand: see applications.hpp's layers.
+  EXPECT_EQ(cifar->count_params(), 274042);
+  std::int64_t trainable = 0;
+  for (const auto& v : cifar->trainable_variables()) trainable += v.shape().numel();
+  EXPECT_EQ(cifar->count_params() - trainable, 2 * 784);  // moving mean and variance of 784 channels
+  EXPECT_EQ(cifar->output_shape(), (Shape{-1, 10}));
+  auto mnist = applications::ResNet20({.input_shape = {28, 28, 1}, .classes = 10});
+  EXPECT_EQ(mnist->input_shape(), (Shape{-1, 28, 28, 1}));
+  const Tensor p = (*mnist)(Tensor::zeros({2, 28, 28, 1}));
+  EXPECT_EQ(p.shape(), (Shape{2, 10}));
+  EXPECT_NEAR(sum(p).to_vector<float>()[0], 2.0f, 1e-5f);
+  EXPECT_MESSAGE(applications::ResNet20({.input_shape = {784}}), "ResNet20: input_shape must be (height, width, channels)");
+}
+
+TEST(Functional, SavedModelRoundTripPredictsTheSameAndKeepsTraining) {
+  const auto dir = (std::filesystem::path(LOCKSTEP_BINARY_DIR) / "test_tmp" / "functional" / "saved").string();
+  std::filesystem::remove_all(dir);
+  set_random_seed(9);
+  const auto [in, sum] = residual_block();
+  Functional model(in, call(layers::Dense(3, "softmax"), call(layers::Flatten(), sum)), "residual");
+  model.compile(optimizers::Adam(1e-2), losses::SparseCategoricalCrossentropy(), {"accuracy"});
+  model.fit(images(8, 5), labels(8), {.batch_size = 4, .verbose = 0});
+  save_model(model, dir);
+  auto loaded = load_model(dir);
+  ASSERT_NE(dynamic_cast<Functional*>(loaded.get()), nullptr);
+  EXPECT_EQ(loaded->summary(), model.summary());
+  EXPECT_TRUE(same_bits(loaded->predict(images(4, 6)), model.predict(images(4, 6))));
+  // The optimizer's state came too: the next step is the same.
+  model.fit(images(8, 7), labels(8), {.batch_size = 8, .shuffle = false, .verbose = 0});
+  loaded->fit(images(8, 7), labels(8), {.batch_size = 8, .shuffle = false, .verbose = 0});
+  const auto a = model.variables(), b = loaded->variables();
+  ASSERT_EQ(a.size(), b.size());
+  for (std::size_t i = 0; i < a.size(); ++i) EXPECT_TRUE(same_bits(a[i].value(), b[i].value())) << a[i].name();
+  // And as a Keras file: the same layers, weights and predictions.
+  save_model(model, dir + ".keras");
+  auto from_keras = load_model(dir + ".keras");
+  ASSERT_NE(dynamic_cast<Functional*>(from_keras.get()), nullptr);
+  EXPECT_EQ(from_keras->summary(), loaded->summary());
+  EXPECT_TRUE(same_bits(from_keras->predict(images(4, 6)), loaded->predict(images(4, 6))));
+}
+
+}  // namespace
+}  // namespace lockstep
+
+namespace lockstep {
+namespace {
+// A Keras file's call arguments: Keras writes {"mask": null} for BatchNormalization (accepted);
+// any other value is a keyword lockstep's layers do not take (refused, naming it).
+TEST(Functional, KerasCallKeywordsThatAreSetAreRefusedNamingThem) {
+  const auto dir = (std::filesystem::path(LOCKSTEP_BINARY_DIR) / "test_tmp" / "functional").string();
+  std::filesystem::create_directories(dir);
+  const auto [in, sum] = residual_block();
+  Functional model(in, call(layers::Dense(3, "softmax"), call(layers::Flatten(), sum)), "residual");
+  save_model(model, dir + "/kw.keras");
+  auto entries = io::decode_zip(io::read_file(dir + "/kw.keras"), "kw.keras");
+  auto& config = *std::find_if(entries.begin(), entries.end(), [](const auto& e) { return e.name == "config.json"; });
+  auto j = nlohmann::json::parse(config.bytes);
+  auto& bn = j["config"]["layers"][2];
+  ASSERT_EQ(bn["class_name"], "BatchNormalization");
+  for (const auto& [value, ok] : {std::pair{nlohmann::json(nullptr), true}, std::pair{nlohmann::json(true), false}}) {
+    bn["inbound_nodes"][0]["kwargs"] = {{"mask", nullptr}, {"training", value}};
+    config.bytes = j.dump();
+    io::write_file_atomic(dir + "/kw2.keras", io::encode_zip(entries));
+    if (ok) {
+      EXPECT_TRUE(same_bits(load_model(dir + "/kw2.keras")->predict(images(2, 1)), model.predict(images(2, 1))));
+    } else {
+      try {
+        load_model(dir + "/kw2.keras");
+        ADD_FAILURE() << "no error";
+      } catch (const IOError& e) {
+        EXPECT_NE(std::string(e.what()).find("kw2.keras': layer 'batch_normalization': call 0 has the argument "
+                                             "training=true, which lockstep's layers do not take"),
+                  std::string::npos)
+            << e.what();
+      }
+    }
+  }  // A call argument that is not a symbolic tensor is named, not followed.
+  bn["inbound_nodes"][0]["kwargs"] = nlohmann::json::object();
+  bn["inbound_nodes"][0]["args"][0]["config"] = "conv2d";
+  config.bytes = j.dump();
+  io::write_file_atomic(dir + "/kw3.keras", io::encode_zip(entries));
+  try {
+    load_model(dir + "/kw3.keras");
+    ADD_FAILURE() << "no error";
+  } catch (const IOError& e) {
+    EXPECT_NE(std::string(e.what()).find("kw3.keras': layer 'batch_normalization': an argument is not a symbolic tensor"),
+              std::string::npos)
+        << e.what();
+  }
+}
+}  // namespace
+}  // namespace lockstep
