@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "backend/cpu/cpu_kernels.hpp"
+#include "backend/cpu/half_convert.hpp"
 #include "backend/cpu/onednn.hpp"
 #include "lockstep/core/error.hpp"
 
@@ -150,9 +151,13 @@ void gemm_bf16_native(ComputeContext& ctx, bool ta, bool tb, std::int64_t m, std
 
 // Elsewhere 16-bit operands are widened to float32 (exact), multiplied in float32 and rounded
 // once on the way out.
-template <typename F>
-void widen(const F* src, float* dst, std::int64_t n) {
-  for (std::int64_t i = 0; i < n; ++i) dst[i] = Elem<F>::load(src[i]);
+// Per-thread float32 copies of the operands, kept between calls (a step's GEMMs have the same
+// shapes every step, so after the first step nothing is allocated).
+float* scratch(int which, std::int64_t n) {
+  thread_local std::vector<float> buffers[3];
+  auto& b = buffers[which];
+  if (b.size() < static_cast<std::size_t>(n)) b.resize(static_cast<std::size_t>(n));
+  return b.data();
 }
 }  // namespace
 
@@ -172,15 +177,15 @@ void gemm(ComputeContext& ctx, bool ta, bool tb, std::int64_t m, std::int64_t n,
              static_cast<float*>(cv), ldc);
   } else {
     const std::int64_t a_rows = ta ? k : m, b_rows = tb ? n : k;
-    std::vector<float> a(static_cast<std::size_t>(a_rows * lda)), b(static_cast<std::size_t>(b_rows * ldb)),
-        c(static_cast<std::size_t>(m * ldc));
-    widen(static_cast<const F*>(av), a.data(), a_rows * lda);
-    widen(static_cast<const F*>(bv), b.data(), b_rows * ldb);
+    float* a = scratch(0, a_rows * lda);
+    float* b = scratch(1, b_rows * ldb);
+    float* c = scratch(2, m * ldc);
+    widen_half(static_cast<const F*>(av), a, a_rows * lda);
+    widen_half(static_cast<const F*>(bv), b, b_rows * ldb);
     F* co = static_cast<F*>(cv);
-    if (beta != 0.0f) widen(co, c.data(), m * ldc);
-    gemm_f32(ctx, ta, tb, m, n, k, alpha, a.data(), lda, b.data(), ldb, beta, c.data(), ldc);
-    for (std::int64_t i = 0; i < m; ++i)
-      for (std::int64_t j = 0; j < n; ++j) co[i * ldc + j] = Elem<F>::store(c[static_cast<std::size_t>(i * ldc + j)]);
+    if (beta != 0.0f) widen_half(co, c, m * ldc);
+    gemm_f32(ctx, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    for (std::int64_t i = 0; i < m; ++i) narrow_half(c + i * ldc, co + i * ldc, n);
   }
 }
 

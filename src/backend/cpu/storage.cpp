@@ -6,6 +6,7 @@
 #include <type_traits>
 
 #include "backend/cpu/cpu_kernels.hpp"
+#include "backend/cpu/half_convert.hpp"
 
 namespace lockstep::backend::cpu {
 
@@ -41,7 +42,13 @@ To convert(From v) {
 template <typename From, typename To>
 void cast_loop(ComputeContext& ctx, const From* src, To* dst, std::int64_t n) {
   parallel(ctx, n, [=](std::int64_t b, std::int64_t e) {
-    for (auto i = b; i < e; ++i) dst[i] = convert<To>(src[i]);
+    if constexpr (std::is_same_v<From, float> && kIsHalf<To>) {
+      narrow_half(src + b, dst + b, e - b);
+    } else if constexpr (kIsHalf<From> && std::is_same_v<To, float>) {
+      widen_half(src + b, dst + b, e - b);
+    } else {
+      for (auto i = b; i < e; ++i) dst[i] = convert<To>(src[i]);
+    }
   });
 }
 

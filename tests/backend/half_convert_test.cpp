@@ -1,0 +1,76 @@
+// The bulk 16-bit conversions (F16C where built for it) give exactly the scalar conversions'
+// bits, which the GPU backend and every stored tensor rely on: all 65,536 float16 patterns
+// widen, and floats around every rounding boundary, subnormals, overflow, infinities and NaNs
+// with payloads narrow, at every offset of an 8-wide block.
+#include <gtest/gtest.h>
+
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include "backend/cpu/half_convert.hpp"
+
+namespace lockstep::backend::cpu {
+namespace {
+
+TEST(HalfConvert, EveryFloat16WidensToTheScalarBits) {
+  std::vector<Float16> h(65536 + 5);  // a tail that is not a whole block
+  for (std::size_t i = 0; i < h.size(); ++i) h[i].bits = static_cast<std::uint16_t>(i);
+  std::vector<float> got(h.size());
+  widen_f16(h.data(), got.data(), static_cast<std::int64_t>(h.size()));
+  for (std::size_t i = 0; i < h.size(); ++i)
+    ASSERT_EQ(std::bit_cast<std::uint32_t>(got[i]), std::bit_cast<std::uint32_t>(to_float(h[i])))
+        << "float16 bits 0x" << std::hex << h[i].bits;
+}
+
+std::vector<float> hard_floats() {
+  std::vector<float> v;
+  // Every float16 value, and the floats half an ulp of float16 away (ties) and next to them.
+  for (std::uint32_t b = 0; b < 0x10000; ++b) {
+    const float f = to_float(Float16{static_cast<std::uint16_t>(b)});
+    if (std::isnan(f)) continue;
+    v.push_back(f);
+    const float up = std::nextafter(f, std::numeric_limits<float>::infinity());
+    const float mid = f + (to_float(Float16{static_cast<std::uint16_t>(b + 1)}) - f) / 2;
+    if (std::isfinite(mid)) {
+      v.push_back(mid);
+      v.push_back(std::nextafter(mid, 0.0f));
+      v.push_back(std::nextafter(mid, std::numeric_limits<float>::infinity()));
+    }
+    v.push_back(up);
+  }
+  for (float f : {65504.0f, 65519.99f, 65520.0f, 65536.0f, 1e30f, 6e-8f, 3e-8f, 2.9e-8f, 1e-40f, -1e-45f,
+                  std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity()})
+    v.push_back(f);
+  // NaNs with payloads and both signs: the scalar code makes them canonical.
+  for (std::uint32_t nan : {0x7fc00000u, 0xffc00000u, 0x7f800001u, 0x7fa12345u, 0xff812345u, 0x7fffffffu})
+    v.push_back(std::bit_cast<float>(nan));
+  std::mt19937 rng(7);
+  std::uniform_int_distribution<std::uint32_t> bits;
+  for (int i = 0; i < 100000; ++i) v.push_back(std::bit_cast<float>(bits(rng)));
+  return v;
+}
+
+TEST(HalfConvert, FloatsNarrowToTheScalarBitsAtEveryBlockOffset) {
+  const std::vector<float> v = hard_floats();
+  for (std::size_t offset = 0; offset < 8; offset += 3) {
+    const auto n = static_cast<std::int64_t>(v.size() - offset);
+    std::vector<Float16> h(static_cast<std::size_t>(n));
+    std::vector<BFloat16> b(static_cast<std::size_t>(n));
+    narrow_f16(v.data() + offset, h.data(), n);
+    narrow_bf16(v.data() + offset, b.data(), n);
+    for (std::int64_t i = 0; i < n; ++i) {
+      const float f = v[offset + static_cast<std::size_t>(i)];
+      ASSERT_EQ(h[static_cast<std::size_t>(i)].bits, to_float16(f).bits)
+          << "float bits 0x" << std::hex << std::bit_cast<std::uint32_t>(f);
+      ASSERT_EQ(b[static_cast<std::size_t>(i)].bits, to_bfloat16(f).bits)
+          << "float bits 0x" << std::hex << std::bit_cast<std::uint32_t>(f);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace lockstep::backend::cpu
