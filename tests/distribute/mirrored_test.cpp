@@ -1,6 +1,8 @@
 // MirroredStrategy: N replicas compute what one device would; failures are reported, never hung on.
 #include <gtest/gtest.h>
 
+#include <atomic>
+
 #include <chrono>
 #include <cmath>
 #include <cstring>
@@ -187,9 +189,23 @@ TEST_P(MirroredOver, StalledReplicaIsReportedByTimeout) {
   o.collective_timeout = std::chrono::milliseconds(200);
   MirroredStrategy strategy(o);
   try {
+    // Replica 1 stalls until replica 0 has timed out (not for a fixed time: a 300 ms stall lost
+    // that race on a loaded machine), then arrives, finds the group aborted and stops.
+    std::atomic<bool> timed_out{false};
     strategy.run_void([&](ReplicaContext& ctx) {
-      if (ctx.replica_id_in_sync_group() == 1) std::this_thread::sleep_for(std::chrono::milliseconds(300));
       Tensor t = Tensor::ones({4});
+      if (ctx.replica_id_in_sync_group() == 0) {
+        try {
+          ctx.all_reduce(ReduceOp::kSum, t);
+        } catch (...) {
+          timed_out = true;
+          throw;
+        }
+        return;
+      }
+      const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+      while (!timed_out && std::chrono::steady_clock::now() < give_up)
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
       ctx.all_reduce(ReduceOp::kSum, t);
     });
     FAIL() << "no exception";
