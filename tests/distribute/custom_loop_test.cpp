@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "common/error_message.hpp"
+#include "common/random_data.hpp"
 #include "common/relative_error.hpp"
 #include "lockstep/lockstep.hpp"
 
@@ -20,18 +21,8 @@ using lockstep::test::max_rel_diff;
 
 namespace {
 
-struct Data {
-  Tensor x, y;
-};
-Data make_data(std::int64_t n, std::uint64_t seed = 9) {
-  std::mt19937_64 rng(seed);
-  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
-  std::vector<float> xv(static_cast<std::size_t>(n * 12));
-  std::vector<std::int64_t> yv(static_cast<std::size_t>(n));
-  for (auto& v : xv) v = u(rng);
-  for (auto& v : yv) v = static_cast<std::int64_t>(rng() % 4);
-  return {Tensor::from_vector(xv, {n, 12}), Tensor::from_vector(yv, {n})};
-}
+using Data = test::Classification;
+Data make_data(std::int64_t n, std::uint64_t seed = 9) { return test::random_classification(n, 12, 4, seed); }
 
 // Logits out (TF's tutorial model), so the loop's loss and fit's are the same computation.
 std::unique_ptr<Sequential> make_model() {

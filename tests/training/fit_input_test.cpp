@@ -5,6 +5,7 @@
 
 #include <random>
 
+#include "common/random_data.hpp"
 #include "lockstep/data/thread_budget.hpp"
 #include "lockstep/lockstep.hpp"
 
@@ -13,18 +14,8 @@ namespace {
 
 using distribute::MirroredStrategy;
 
-struct Data {
-  Tensor x, y;
-};
-Data make_data(std::int64_t n) {
-  std::mt19937_64 rng(11);
-  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
-  std::vector<float> xv(static_cast<std::size_t>(n * 12));
-  std::vector<std::int64_t> yv(static_cast<std::size_t>(n));
-  for (auto& v : xv) v = u(rng);
-  for (auto& v : yv) v = static_cast<std::int64_t>(rng() % 4);
-  return {Tensor::from_vector(xv, {n, 12}), Tensor::from_vector(yv, {n})};
-}
+using Data = test::Classification;
+Data make_data(std::int64_t n) { return test::random_classification(n, 12, 4, 11); }
 
 struct Result {
   std::vector<std::vector<float>> weights;

@@ -6,6 +6,7 @@
 #include <random>
 
 #include "lockstep/autograd/gradient_tape.hpp"
+#include "common/random_data.hpp"
 #include "common/relative_error.hpp"
 #include "lockstep/lockstep.hpp"
 #include "lockstep/training/callbacks.hpp"
@@ -18,18 +19,8 @@ using distribute::MirroredStrategy;
 using distribute::ReplicaContext;
 using test::max_rel_diff;
 
-struct Data {
-  Tensor x, y;
-};
-Data make_data(std::int64_t n) {
-  std::mt19937_64 rng(7);
-  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
-  std::vector<float> xv(static_cast<std::size_t>(n * 20));
-  std::vector<std::int64_t> yv(static_cast<std::size_t>(n));
-  for (auto& v : xv) v = u(rng);
-  for (auto& v : yv) v = static_cast<std::int64_t>(rng() % 5);
-  return {Tensor::from_vector(xv, {n, 20}), Tensor::from_vector(yv, {n})};
-}
+using Data = test::Classification;
+Data make_data(std::int64_t n) { return test::random_classification(n, 20, 5, 7); }
 
 std::unique_ptr<Sequential> make_model() {
   set_random_seed(3);
