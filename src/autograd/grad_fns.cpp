@@ -48,13 +48,17 @@ Tensor expand_reduced(const Tensor& g, const OpRecord& r) {
   return g.reshape(Shape(std::move(dims)));
 }
 
+// The gradient before an op's fused activation (dense, conv2d), from the op's output y:
+// relu'(x) is read off y, since y > 0 exactly where x > 0.
+Tensor before_activation(FusedActivation act, const Tensor& y, const Tensor& g) {
+  return act == FusedActivation::kRelu ? unary_grad(OpType::kRelu, y, y, g) : g;
+}
+
 G dense_grad(const OpRecord& r, const Tensor& g_in, const std::array<bool, 3>& needs) {
   const Tensor& x = r.inputs[0];
   const Tensor& w = r.inputs[1];
   const Tensor& b = r.inputs[2];
-  Tensor g = g_in;
-  // relu'(x) is read off the output: y > 0 exactly where x > 0.
-  if (static_cast<FusedActivation>(r.i0) == FusedActivation::kRelu) g = unary_grad(OpType::kRelu, r.output, r.output, g_in);
+  const Tensor g = before_activation(static_cast<FusedActivation>(r.i0), r.output, g_in);
   G out;
   // dx is skipped when x is not watched (the model's input): a whole GEMM saved per step.
   if (needs[0]) out[0] = matmul(g, w, false, true);
@@ -80,9 +84,8 @@ G conv2d_grad(const OpRecord& r, const Tensor& g_in, const std::array<bool, 3>& 
   const Tensor& w = r.inputs[1];
   const Tensor& b = r.inputs[2];
   Conv2dOptions o = conv_options(r);
-  // A fused ReLU's gradient, from the output (y > 0 exactly where conv + bias > 0).
-  const Tensor g = o.activation == FusedActivation::kRelu ? unary_grad(OpType::kRelu, r.output, r.output, g_in) : g_in;
-  o.activation = FusedActivation::kNone;
+  const Tensor g = before_activation(o.activation, r.output, g_in);
+  o.activation = FusedActivation::kNone;  // the backward convolutions have none
   G out;
   // As for Dense: no input gradient for the model's input (the first convolution's is the
   // largest of the backward pass).
