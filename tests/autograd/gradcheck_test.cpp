@@ -90,6 +90,8 @@ std::vector<OpCase> cases() {
        {randn({4, 3}, 43), randn({4, 3}, 44)}},
       {"conv2d_valid_bias", [](auto& v) { return conv2d(v[0], v[1], v[2]); },
        {randn({2, 5, 6, 3}, 60), randn({3, 3, 3, 4}, 61), randn({4}, 62)}},
+      {"conv2d_fused_relu", [](auto& v) { return conv2d(v[0], v[1], v[2], {.activation = FusedActivation::kRelu}); },
+       {randn({2, 5, 6, 3}, 76), randn({3, 3, 3, 4}, 77), randn({4}, 78)}},
       {"conv2d_same_strided", [](auto& v) {
          return conv2d(v[0], v[1], Tensor(), {.strides = {2, 2}, .padding = {1, 1, 0, 1}});
        },

@@ -19,6 +19,7 @@ struct ConvCase {
 // split: 1.5 MFLOP over 7 examples, so the 3-thread parity pool splits the batch unevenly.
 const ConvCase kConvCases[] = {
     {"split_bias", {7, 12, 11, 8}, {3, 3, 8, 16}, {}, true},
+    {"split_bias_relu", {7, 12, 11, 8}, {3, 3, 8, 16}, {.activation = FusedActivation::kRelu}, true},
     {"strided_dilated_padded", {3, 9, 10, 4}, {3, 2, 4, 5}, {.strides = {2, 3}, .dilation = {2, 1}, .padding = {2, 2, 0, 1}},
      false},
     {"depthwise", {5, 8, 8, 6}, {3, 3, 1, 12}, {.padding = {1, 1, 1, 1}, .groups = 6}, true},
@@ -87,6 +88,8 @@ Row conv_forward_row(const ConvCase& c) {
         for_each_term(c, [&](std::int64_t yi, std::int64_t xi, std::int64_t ki) { s.add(yi, in[0][xi] * in[1][ki]); });
         if (c.bias)
           for (std::int64_t i = 0; i < ys.numel(); ++i) s.add(i, in[2][i % g.oc]);
+        if (c.o.activation == FusedActivation::kRelu)
+          for (double& v : s.s) v = std::max(v, 0.0);
         return std::vector<Expected>{s.to(ys)};
       });
 }
