@@ -2,6 +2,7 @@
 // Adam): training steps/s and peak memory per device under float32, mixed_bfloat16 and
 // mixed_float16, in one process, interleaved rounds, best round of each.
 //   mixed_precision_bench [--units U] [--layers L] [--batch B] [--steps S] [--rounds R] [--devices N]
+//                         [--policy P]   (P: run only this policy and float32, e.g. to profile it)
 // "step memory" is the peak over a step minus what was held before it (weights, optimizer
 // slots): activations, gradients and the 16-bit copies of the weights that the layers read;
 // "activation memory" is what a forward pass under a tape holds, less those 16-bit copies.
@@ -13,6 +14,7 @@
 #include <memory>
 #include <random>
 #include <string>
+#include <vector>
 
 #include <lockstep/lockstep.hpp>
 #include <lockstep/tensor/compute_context.hpp>
@@ -23,6 +25,7 @@ namespace {
 struct Args {
   std::int64_t units = 2048, layers = 8, batch = 256;
   int steps = 30, rounds = 3, devices = 1;
+  std::string policy;  // empty: all three
 };
 
 struct Result {
@@ -84,6 +87,10 @@ int main(int argc, char** argv) try {
   Args a;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string k = argv[i];
+    if (k == "--policy") {
+      a.policy = argv[i + 1];
+      continue;
+    }
     const long long v = std::atoll(argv[i + 1]);
     if (k == "--units") a.units = v;
     else if (k == "--layers") a.layers = v;
@@ -91,7 +98,7 @@ int main(int argc, char** argv) try {
     else if (k == "--steps") a.steps = static_cast<int>(v);
     else if (k == "--rounds") a.rounds = static_cast<int>(v);
     else if (k == "--devices") a.devices = static_cast<int>(v);
-    else throw ValueError("unknown flag " + k + " (--units --layers --batch --steps --rounds --devices)");
+    else throw ValueError("unknown flag " + k + " (--units --layers --batch --steps --rounds --devices --policy)");
   }
   LOCKSTEP_CHECK(a.units > 0 && a.layers > 0 && a.batch > 0 && a.steps > 0 && a.rounds > 0 && a.devices > 0,
                  "every flag must be positive");
@@ -104,10 +111,15 @@ int main(int argc, char** argv) try {
   const Tensor x = Tensor::from_vector(xv, {a.batch, a.units});
   const Tensor y = Tensor::from_vector(yv, {a.batch});
   distribute::MirroredStrategy strategy({.num_cpu_devices = a.devices});
-  const char* policies[] = {"float32", "mixed_bfloat16", "mixed_float16"};
+  std::vector<std::string> policies{"float32", "mixed_bfloat16", "mixed_float16"};
+  if (!a.policy.empty()) {
+    LOCKSTEP_CHECK(a.policy == "float32" || a.policy == "mixed_bfloat16" || a.policy == "mixed_float16",
+                   "--policy must be float32, mixed_bfloat16 or mixed_float16, not '" + a.policy + "'");
+    policies = {a.policy};
+  }
   std::map<std::string, Result> best;
   for (int round = 0; round < a.rounds; ++round)
-    for (const char* p : policies) {
+    for (const std::string& p : policies) {
       const Result r = run(p, a, strategy, x, y);
       if (r.steps_per_second > best[p].steps_per_second) best[p] = r;
     }
@@ -120,13 +132,13 @@ int main(int argc, char** argv) try {
   std::printf("%-16s %10s %12s %12s %12s %10s %10s\n", "policy", "steps/s", "peak MiB", "step MiB", "activ. MiB",
               "x float32", "last loss");
   const Result& base = best["float32"];
-  for (const char* p : policies) {
+  for (const std::string& p : policies) {
     const Result& r = best[p];
-    std::printf("%-16s %10.2f %12.1f %12.1f %12.1f %10.2f %10.4f\n", p, r.steps_per_second, r.peak_mib, r.step_mib,
+    std::printf("%-16s %10.2f %12.1f %12.1f %12.1f %10.2f %10.4f\n", p.c_str(), r.steps_per_second, r.peak_mib, r.step_mib,
                 r.activation_mib, base.steps_per_second > 0 ? r.steps_per_second / base.steps_per_second : 0.0, r.loss);
   }
   const auto ratio = [&](const char* p) {
-    return base.activation_mib > 0 ? best[p].activation_mib / base.activation_mib : 0.0;
+    return base.activation_mib > 0 && best.count(p) ? best[p].activation_mib / base.activation_mib : 0.0;
   };
   std::printf("activation memory vs float32: mixed_bfloat16 %.2f x, mixed_float16 %.2f x\n", ratio("mixed_bfloat16"),
               ratio("mixed_float16"));

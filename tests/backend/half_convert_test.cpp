@@ -1,7 +1,8 @@
 // The bulk 16-bit conversions (F16C where built for it) give exactly the scalar conversions'
 // bits, which the GPU backend and every stored tensor rely on: all 65,536 float16 patterns
 // widen, and floats around every rounding boundary, subnormals, overflow, infinities and NaNs
-// with payloads narrow, at every offset of an 8-wide block.
+// with payloads narrow, at offsets across an 8- and a 16-wide block; all 65,536 bfloat16
+// patterns widen, and bfloat16's ties narrow.
 #include <gtest/gtest.h>
 
 #include <bit>
@@ -26,6 +27,16 @@ TEST(HalfConvert, EveryFloat16WidensToTheScalarBits) {
         << "float16 bits 0x" << std::hex << h[i].bits;
 }
 
+TEST(HalfConvert, EveryBFloat16WidensToTheScalarBits) {
+  std::vector<BFloat16> h(65536 + 13);  // a tail that is not a whole 8- or 16-wide block
+  for (std::size_t i = 0; i < h.size(); ++i) h[i].bits = static_cast<std::uint16_t>(i);
+  std::vector<float> got(h.size());
+  widen_bf16(h.data(), got.data(), static_cast<std::int64_t>(h.size()));
+  for (std::size_t i = 0; i < h.size(); ++i)
+    ASSERT_EQ(std::bit_cast<std::uint32_t>(got[i]), std::bit_cast<std::uint32_t>(to_float(h[i])))
+        << "bfloat16 bits 0x" << std::hex << h[i].bits;
+}
+
 std::vector<float> hard_floats() {
   std::vector<float> v;
   // Every float16 value, and the floats half an ulp of float16 away (ties) and next to them.
@@ -42,6 +53,10 @@ std::vector<float> hard_floats() {
     }
     v.push_back(up);
   }
+  // bfloat16's ties (the low 16 bits exactly 0x8000, even and odd kept bits), their neighbours,
+  // and the largest finite floats, which round to infinity.
+  for (std::uint32_t hi : {0x0000u, 0x0001u, 0x3f80u, 0x3f81u, 0x7f7fu, 0x8000u, 0xbf80u, 0xbf81u, 0xff7fu})
+    for (std::uint32_t lo : {0x7fffu, 0x8000u, 0x8001u, 0xffffu}) v.push_back(std::bit_cast<float>(hi << 16 | lo));
   for (float f : {65504.0f, 65519.99f, 65520.0f, 65536.0f, 1e30f, 6e-8f, 3e-8f, 2.9e-8f, 1e-40f, -1e-45f,
                   std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity()})
     v.push_back(f);
@@ -56,7 +71,7 @@ std::vector<float> hard_floats() {
 
 TEST(HalfConvert, FloatsNarrowToTheScalarBitsAtEveryBlockOffset) {
   const std::vector<float> v = hard_floats();
-  for (std::size_t offset = 0; offset < 8; offset += 3) {
+  for (std::size_t offset = 0; offset < 16; offset += 3) {
     const auto n = static_cast<std::int64_t>(v.size() - offset);
     std::vector<Float16> h(static_cast<std::size_t>(n));
     std::vector<BFloat16> b(static_cast<std::size_t>(n));

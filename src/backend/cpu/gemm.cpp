@@ -97,10 +97,32 @@ bool native_bf16_gemm() {
   return native;
 }
 
+// out (m x k, row-major) = the transpose of the k x m block at a (row stride lda), in 32 x 32 tiles.
+void transpose_bf16(const BFloat16* a, std::int64_t lda, std::int64_t k, std::int64_t m, BFloat16* out) {
+  constexpr std::int64_t kTile = 32;
+  for (std::int64_t r0 = 0; r0 < k; r0 += kTile)
+    for (std::int64_t c0 = 0; c0 < m; c0 += kTile) {
+      const std::int64_t r1 = std::min(k, r0 + kTile), c1 = std::min(m, c0 + kTile);
+      for (std::int64_t r = r0; r < r1; ++r)
+        for (std::int64_t c = c0; c < c1; ++c) out[c * k + r] = a[r * lda + c];
+    }
+}
+
 void serial_matmul_bf16(bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k, const BFloat16* a,
                         std::int64_t lda, const BFloat16* b, std::int64_t ldb, float* c, std::int64_t ldc) {
   onednn::single_threaded();
   if (m == 0 || n == 0) return;
+  if (ta && k > 0) {
+    // oneDNN 2.6 has no AMX (brgemm) matmul for a transposed A: it falls back to its AVX-512
+    // gemm at 0.75x the rate. A weight gradient (x^T dy) is such a product; its A is small next
+    // to the product (k = the batch), so a row-major copy pays for itself.
+    thread_local std::vector<BFloat16> at;
+    at.resize(static_cast<std::size_t>(m * k));
+    transpose_bf16(a, lda, k, m, at.data());
+    a = at.data();
+    lda = k;
+    ta = false;
+  }
   if (k == 0) {
     for (std::int64_t i = 0; i < m; ++i) std::fill(c + i * ldc, c + i * ldc + n, 0.0f);
     return;
@@ -141,11 +163,16 @@ void gemm_bf16_native(ComputeContext& ctx, bool ta, bool tb, std::int64_t m, std
     const BFloat16* a_blk = ta ? a + i0 : a + i0 * lda;
     const BFloat16* b_blk = tb ? b + j0 * ldb : b + j0;
     serial_matmul_bf16(ta, tb, i1 - i0, j1 - j0, k, a_blk, lda, b_blk, ldb, p + i0 * n + j0, n);
-    for (std::int64_t i = i0; i < i1; ++i)
+    for (std::int64_t i = i0; i < i1; ++i) {
+      if (alpha == 1.0f && beta == 0.0f) {  // every GEMM of a layer: the vector narrowing
+        narrow_bf16(p + i * n + j0, c + i * ldc + j0, j1 - j0);
+        continue;
+      }
       for (std::int64_t j = j0; j < j1; ++j) {
         const float v = alpha * p[i * n + j];
         c[i * ldc + j] = Elem<BFloat16>::store(beta == 0.0f ? v : v + beta * Elem<BFloat16>::load(c[i * ldc + j]));
       }
+    }
   });
 }
 

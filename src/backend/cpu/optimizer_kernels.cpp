@@ -31,19 +31,25 @@ void scale_clip(ComputeContext& ctx, const void* xv, void* yv, std::int64_t n, f
   });
 }
 
-void sgd_update(ComputeContext&, void* wv, void* mv, const void* gv, std::int64_t n, float lr, float mu,
+void sgd_update(ComputeContext& ctx, void* wv, void* mv, const void* gv, std::int64_t n, float lr, float mu,
                 bool nesterov) {
-  float* __restrict w = static_cast<float*>(wv);
-  const float* __restrict g = static_cast<const float*>(gv);
-  if (!mv) {
-    for (std::int64_t i = 0; i < n; ++i) w[i] -= lr * g[i];
-    return;
-  }
-  float* __restrict m = static_cast<float*>(mv);
-  for (std::int64_t i = 0; i < n; ++i) {
-    m[i] = mu * m[i] - lr * g[i];
-    w[i] += nesterov ? mu * m[i] - lr * g[i] : m[i];
-  }
+  float* w = static_cast<float*>(wv);
+  const float* g = static_cast<const float*>(gv);
+  float* m = static_cast<float*>(mv);
+  parallel(ctx, n, [=](std::int64_t b, std::int64_t e) {
+    float* __restrict wb = w + b;
+    const float* __restrict gb = g + b;
+    const std::int64_t len = e - b;
+    if (!m) {
+      for (std::int64_t i = 0; i < len; ++i) wb[i] -= lr * gb[i];
+      return;
+    }
+    float* __restrict mb = m + b;
+    for (std::int64_t i = 0; i < len; ++i) {
+      mb[i] = mu * mb[i] - lr * gb[i];
+      wb[i] += nesterov ? mu * mb[i] - lr * gb[i] : mb[i];
+    }
+  });
 }
 
 namespace {
@@ -61,9 +67,17 @@ void adam_loop(float* __restrict w, float* __restrict m, float* __restrict v, co
 }
 }  // namespace
 
-void adam_update(ComputeContext&, void* w, void* m, void* v, const void* g, std::int64_t n, const AdamStep& s) {
-  adam_loop(static_cast<float*>(w), static_cast<float*>(m), static_cast<float*>(v), static_cast<const float*>(g), n,
-            s.alpha, s.one_minus_b1, s.one_minus_b2, s.epsilon, s.decay);
+// Elementwise, so splitting it over the device's threads changes no bit; one thread alone reached
+// about half the memory bandwidth (Adam was 17% of a mixed_bfloat16 step on one 2-thread device).
+void adam_update(ComputeContext& ctx, void* wv, void* mv, void* vv, const void* gv, std::int64_t n,
+                 const AdamStep& s) {
+  float* w = static_cast<float*>(wv);
+  float* m = static_cast<float*>(mv);
+  float* v = static_cast<float*>(vv);
+  const float* g = static_cast<const float*>(gv);
+  parallel(ctx, n, [=](std::int64_t b, std::int64_t e) {
+    adam_loop(w + b, m + b, v + b, g + b, e - b, s.alpha, s.one_minus_b1, s.one_minus_b2, s.epsilon, s.decay);
+  });
 }
 
 #define LOCKSTEP_OPT_KERNELS(F)                                          \
