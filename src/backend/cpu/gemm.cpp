@@ -108,8 +108,10 @@ void transpose_bf16(const BFloat16* a, std::int64_t lda, std::int64_t k, std::in
     }
 }
 
+// c is float32, or bfloat16 with bf16_out (oneDNN rounds to nearest even on the way out).
 void serial_matmul_bf16(bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k, const BFloat16* a,
-                        std::int64_t lda, const BFloat16* b, std::int64_t ldb, float* c, std::int64_t ldc) {
+                        std::int64_t lda, const BFloat16* b, std::int64_t ldb, void* c, std::int64_t ldc,
+                        bool bf16_out = false) {
   onednn::single_threaded();
   if (m == 0 || n == 0) return;
   if (ta && k > 0) {
@@ -124,7 +126,10 @@ void serial_matmul_bf16(bool ta, bool tb, std::int64_t m, std::int64_t n, std::i
     ta = false;
   }
   if (k == 0) {
-    for (std::int64_t i = 0; i < m; ++i) std::fill(c + i * ldc, c + i * ldc + n, 0.0f);
+    for (std::int64_t i = 0; i < m; ++i) {
+      if (bf16_out) std::fill(static_cast<BFloat16*>(c) + i * ldc, static_cast<BFloat16*>(c) + i * ldc + n, BFloat16{});
+      else std::fill(static_cast<float*>(c) + i * ldc, static_cast<float*>(c) + i * ldc + n, 0.0f);
+    }
     return;
   }
   using dims = dnnl::memory::dims;
@@ -133,13 +138,14 @@ void serial_matmul_bf16(bool ta, bool tb, std::int64_t m, std::int64_t n, std::i
   dnnl::stream& stream = onednn::stream();
   // oneDNN's primitive cache would find the kernel again, but making its descriptor costs more
   // than a small GEMM: the primitives of the shapes a thread has seen are kept here.
-  using Key = std::tuple<bool, bool, std::int64_t, std::int64_t, std::int64_t, std::int64_t, std::int64_t, std::int64_t>;
+  using Key =
+      std::tuple<bool, bool, bool, std::int64_t, std::int64_t, std::int64_t, std::int64_t, std::int64_t, std::int64_t>;
   thread_local std::map<Key, dnnl::matmul> primitives;
-  const Key key{ta, tb, m, n, k, lda, ldb, ldc};
+  const Key key{ta, tb, bf16_out, m, n, k, lda, ldb, ldc};
   auto it = primitives.find(key);
   const dnnl::memory::desc a_md({m, k}, dt::bf16, ta ? dims{1, lda} : dims{lda, 1});
   const dnnl::memory::desc b_md({k, n}, dt::bf16, tb ? dims{1, ldb} : dims{ldb, 1});
-  const dnnl::memory::desc c_md({m, n}, dt::f32, dims{ldc, 1});
+  const dnnl::memory::desc c_md({m, n}, bf16_out ? dt::bf16 : dt::f32, dims{ldc, 1});
   if (it == primitives.end()) {
     if (primitives.size() >= 256) primitives.clear();
     const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a_md, b_md, c_md), engine);
@@ -155,7 +161,19 @@ void serial_matmul_bf16(bool ta, bool tb, std::int64_t m, std::int64_t n, std::i
 void gemm_bf16_native(ComputeContext& ctx, bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k,
                       float alpha, const BFloat16* a, std::int64_t lda, const BFloat16* b, std::int64_t ldb,
                       float beta, BFloat16* c, std::int64_t ldc) {
-  // The float32 product is rounded to bfloat16 once, with alpha and beta applied in float32.
+  if (alpha == 1.0f && beta == 0.0f) {
+    // Every GEMM of a layer. oneDNN rounds the float32 accumulators to bfloat16 as it stores them
+    // (nearest even, as lockstep's narrowing; a subnormal result flushes to zero, as in TF on
+    // CPU): no float32 product goes through memory, which for a 2048 x 2048 weight gradient was
+    // a 16 MiB write and read per layer.
+    split_output(ctx, m, n, k, [&](std::int64_t i0, std::int64_t i1, std::int64_t j0, std::int64_t j1) {
+      const BFloat16* a_blk = ta ? a + i0 : a + i0 * lda;
+      const BFloat16* b_blk = tb ? b + j0 * ldb : b + j0;
+      serial_matmul_bf16(ta, tb, i1 - i0, j1 - j0, k, a_blk, lda, b_blk, ldb, c + i0 * ldc + j0, ldc, true);
+    });
+    return;
+  }
+  // Otherwise the float32 product is rounded to bfloat16 once, with alpha and beta applied in float32.
   thread_local std::vector<float> product;
   product.resize(static_cast<std::size_t>(m * n));
   float* p = product.data();
@@ -163,16 +181,11 @@ void gemm_bf16_native(ComputeContext& ctx, bool ta, bool tb, std::int64_t m, std
     const BFloat16* a_blk = ta ? a + i0 : a + i0 * lda;
     const BFloat16* b_blk = tb ? b + j0 * ldb : b + j0;
     serial_matmul_bf16(ta, tb, i1 - i0, j1 - j0, k, a_blk, lda, b_blk, ldb, p + i0 * n + j0, n);
-    for (std::int64_t i = i0; i < i1; ++i) {
-      if (alpha == 1.0f && beta == 0.0f) {  // every GEMM of a layer: the vector narrowing
-        narrow_bf16(p + i * n + j0, c + i * ldc + j0, j1 - j0);
-        continue;
-      }
+    for (std::int64_t i = i0; i < i1; ++i)
       for (std::int64_t j = j0; j < j1; ++j) {
         const float v = alpha * p[i * n + j];
         c[i * ldc + j] = Elem<BFloat16>::store(beta == 0.0f ? v : v + beta * Elem<BFloat16>::load(c[i * ldc + j]));
       }
-    }
   });
 }
 
