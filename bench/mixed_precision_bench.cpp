@@ -2,7 +2,7 @@
 // Adam): training steps/s and peak memory per device under float32, mixed_bfloat16 and
 // mixed_float16, in one process, interleaved rounds, best round of each.
 //   mixed_precision_bench [--units U] [--layers L] [--batch B] [--steps S] [--rounds R] [--devices N]
-//                         [--policy P]   (P: run only this policy and float32, e.g. to profile it)
+//                         [--policy P]   (P: run only this policy, e.g. to profile it)
 // "step memory" is the peak over a step minus what was held before it (weights, optimizer
 // slots): activations, gradients and the 16-bit copies of the weights that the layers read;
 // "activation memory" is what a forward pass under a tape holds, less those 16-bit copies.

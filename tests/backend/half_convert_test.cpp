@@ -1,8 +1,8 @@
 // The bulk 16-bit conversions (F16C where built for it) give exactly the scalar conversions'
-// bits, which the GPU backend and every stored tensor rely on: all 65,536 float16 patterns
-// widen, and floats around every rounding boundary, subnormals, overflow, infinities and NaNs
-// with payloads narrow, at offsets across an 8- and a 16-wide block; all 65,536 bfloat16
-// patterns widen, and bfloat16's ties narrow.
+// bits, which the GPU backend and every stored tensor rely on: all 65,536 float16 and bfloat16
+// patterns widen, and floats around every rounding boundary (float16's and bfloat16's ties),
+// subnormals, overflow, infinities and NaNs with payloads narrow, at offsets across an 8- and a
+// 16-wide block.
 #include <gtest/gtest.h>
 
 #include <bit>
@@ -17,24 +17,24 @@
 namespace lockstep::backend::cpu {
 namespace {
 
-TEST(HalfConvert, EveryFloat16WidensToTheScalarBits) {
-  std::vector<Float16> h(65536 + 5);  // a tail that is not a whole block
+// All 65,536 bit patterns of F, and a tail that is not a whole 8- or 16-wide block.
+template <typename F, typename Widen>
+void expect_every_pattern_widens_to_the_scalar_bits(Widen widen) {
+  std::vector<F> h(65536 + 13);
   for (std::size_t i = 0; i < h.size(); ++i) h[i].bits = static_cast<std::uint16_t>(i);
   std::vector<float> got(h.size());
-  widen_f16(h.data(), got.data(), static_cast<std::int64_t>(h.size()));
+  widen(h.data(), got.data(), static_cast<std::int64_t>(h.size()));
   for (std::size_t i = 0; i < h.size(); ++i)
     ASSERT_EQ(std::bit_cast<std::uint32_t>(got[i]), std::bit_cast<std::uint32_t>(to_float(h[i])))
-        << "float16 bits 0x" << std::hex << h[i].bits;
+        << "16-bit pattern 0x" << std::hex << h[i].bits;
+}
+
+TEST(HalfConvert, EveryFloat16WidensToTheScalarBits) {
+  expect_every_pattern_widens_to_the_scalar_bits<Float16>(widen_f16);
 }
 
 TEST(HalfConvert, EveryBFloat16WidensToTheScalarBits) {
-  std::vector<BFloat16> h(65536 + 13);  // a tail that is not a whole 8- or 16-wide block
-  for (std::size_t i = 0; i < h.size(); ++i) h[i].bits = static_cast<std::uint16_t>(i);
-  std::vector<float> got(h.size());
-  widen_bf16(h.data(), got.data(), static_cast<std::int64_t>(h.size()));
-  for (std::size_t i = 0; i < h.size(); ++i)
-    ASSERT_EQ(std::bit_cast<std::uint32_t>(got[i]), std::bit_cast<std::uint32_t>(to_float(h[i])))
-        << "bfloat16 bits 0x" << std::hex << h[i].bits;
+  expect_every_pattern_widens_to_the_scalar_bits<BFloat16>(widen_bf16);
 }
 
 std::vector<float> hard_floats() {

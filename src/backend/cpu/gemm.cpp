@@ -161,25 +161,22 @@ void serial_matmul_bf16(bool ta, bool tb, std::int64_t m, std::int64_t n, std::i
 void gemm_bf16_native(ComputeContext& ctx, bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k,
                       float alpha, const BFloat16* a, std::int64_t lda, const BFloat16* b, std::int64_t ldb,
                       float beta, BFloat16* c, std::int64_t ldc) {
-  if (alpha == 1.0f && beta == 0.0f) {
-    // Every GEMM of a layer. oneDNN rounds the float32 accumulators to bfloat16 as it stores them
-    // (nearest even, as lockstep's narrowing; a subnormal result flushes to zero, as in TF on
-    // CPU): no float32 product goes through memory, which for a 2048 x 2048 weight gradient was
-    // a 16 MiB write and read per layer.
-    split_output(ctx, m, n, k, [&](std::int64_t i0, std::int64_t i1, std::int64_t j0, std::int64_t j1) {
-      const BFloat16* a_blk = ta ? a + i0 : a + i0 * lda;
-      const BFloat16* b_blk = tb ? b + j0 * ldb : b + j0;
-      serial_matmul_bf16(ta, tb, i1 - i0, j1 - j0, k, a_blk, lda, b_blk, ldb, c + i0 * ldc + j0, ldc, true);
-    });
-    return;
-  }
-  // Otherwise the float32 product is rounded to bfloat16 once, with alpha and beta applied in float32.
+  // alpha = 1, beta = 0 (every GEMM of a layer): oneDNN rounds the float32 accumulators to
+  // bfloat16 as it stores them (nearest even, as lockstep's narrowing; a subnormal result flushes
+  // to zero, as in TF on CPU), so no float32 product goes through memory, which for a 2048 x 2048
+  // weight gradient was a 16 MiB write and read per layer. Otherwise the float32 product is
+  // rounded to bfloat16 once, with alpha and beta applied in float32.
+  const bool direct = alpha == 1.0f && beta == 0.0f;
   thread_local std::vector<float> product;
-  product.resize(static_cast<std::size_t>(m * n));
+  if (!direct) product.resize(static_cast<std::size_t>(m * n));
   float* p = product.data();
   split_output(ctx, m, n, k, [&](std::int64_t i0, std::int64_t i1, std::int64_t j0, std::int64_t j1) {
     const BFloat16* a_blk = ta ? a + i0 : a + i0 * lda;
     const BFloat16* b_blk = tb ? b + j0 * ldb : b + j0;
+    if (direct) {
+      serial_matmul_bf16(ta, tb, i1 - i0, j1 - j0, k, a_blk, lda, b_blk, ldb, c + i0 * ldc + j0, ldc, true);
+      return;
+    }
     serial_matmul_bf16(ta, tb, i1 - i0, j1 - j0, k, a_blk, lda, b_blk, ldb, p + i0 * n + j0, n);
     for (std::int64_t i = i0; i < i1; ++i)
       for (std::int64_t j = j0; j < j1; ++j) {
