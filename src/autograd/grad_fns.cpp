@@ -49,16 +49,16 @@ Tensor expand_reduced(const Tensor& g, const OpRecord& r) {
 }
 
 // The gradient before an op's fused activation (dense, conv2d), from the op's output y:
-// relu'(x) is read off y, since y > 0 exactly where x > 0.
-Tensor before_activation(FusedActivation act, const Tensor& y, const Tensor& g) {
-  return act == FusedActivation::kRelu ? unary_grad(OpType::kRelu, y, y, g) : g;
+// relu'(x) is read off y, since y > 0 exactly where x > 0. `masked`: g is zero there already.
+Tensor before_activation(FusedActivation act, const Tensor& y, const Tensor& g, bool masked) {
+  return act == FusedActivation::kRelu && !masked ? unary_grad(OpType::kRelu, y, y, g) : g;
 }
 
-G dense_grad(const OpRecord& r, const Tensor& g_in, const std::array<bool, 3>& needs) {
+G dense_grad(const OpRecord& r, const Tensor& g_in, const std::array<bool, 3>& needs, bool masked) {
   const Tensor& x = r.inputs[0];
   const Tensor& w = r.inputs[1];
   const Tensor& b = r.inputs[2];
-  const Tensor g = before_activation(static_cast<FusedActivation>(r.i0), r.output, g_in);
+  const Tensor g = before_activation(static_cast<FusedActivation>(r.i0), r.output, g_in, masked);
   G out;
   // dx is skipped when x is not watched (the model's input): a whole GEMM saved per step.
   if (needs[0]) out[0] = matmul(g, w, false, true);
@@ -79,12 +79,12 @@ Pool2dOptions pool_options(const OpRecord& r) {
   return {.pool_size = {g[0], g[1]}, .strides = {g[2], g[3]}, .padding = {g[4], g[5], g[6], g[7]}};
 }
 
-G conv2d_grad(const OpRecord& r, const Tensor& g_in, const std::array<bool, 3>& needs) {
+G conv2d_grad(const OpRecord& r, const Tensor& g_in, const std::array<bool, 3>& needs, bool masked) {
   const Tensor& x = r.inputs[0];
   const Tensor& w = r.inputs[1];
   const Tensor& b = r.inputs[2];
   Conv2dOptions o = conv_options(r);
-  const Tensor g = before_activation(o.activation, r.output, g_in);
+  const Tensor g = before_activation(o.activation, r.output, g_in, masked);
   o.activation = FusedActivation::kNone;  // the backward convolutions have none
   G out;
   // As for Dense: no input gradient for the model's input (the first convolution's is the
@@ -99,7 +99,19 @@ G conv2d_grad(const OpRecord& r, const Tensor& g_in, const std::array<bool, 3>& 
 }
 }  // namespace
 
-std::array<Tensor, 3> op_backward(const OpRecord& r, const Tensor& g, const std::array<bool, 3>& needs) {
+bool masks_by_relu(const OpRecord& r) {
+  switch (r.type) {
+    case OpType::kRelu: return true;
+    case OpType::kDense: return static_cast<FusedActivation>(r.i0) == FusedActivation::kRelu;
+    case OpType::kConv2d: return conv_options(r).activation == FusedActivation::kRelu;
+    default: return false;
+  }
+}
+
+bool returns_relu_masked(const OpRecord& r) { return r.type == OpType::kMaxPool2d; }
+
+std::array<Tensor, 3> op_backward(const OpRecord& r, const Tensor& g, const std::array<bool, 3>& needs,
+                                  const BackwardHints& hints) {
   const Tensor& x = r.inputs[0];
   switch (r.type) {
     case OpType::kAdd:
@@ -118,7 +130,7 @@ std::array<Tensor, 3> op_backward(const OpRecord& r, const Tensor& g, const std:
     case OpType::kSqrt: return {unary_backward(r, g), {}, {}};
     case OpType::kSquare: return {unary_backward(r, g), {}, {}};
     case OpType::kAbs: return {unary_backward(r, g), {}, {}};
-    case OpType::kRelu: return {unary_backward(r, g), {}, {}};
+    case OpType::kRelu: return {hints.output_gradient_masked ? g : unary_backward(r, g), {}, {}};
     case OpType::kSigmoid: return {unary_backward(r, g), {}, {}};
     case OpType::kTanh: return {unary_backward(r, g), {}, {}};
     case OpType::kGelu: return {unary_backward(r, g), {}, {}};
@@ -133,7 +145,7 @@ std::array<Tensor, 3> op_backward(const OpRecord& r, const Tensor& g, const std:
       if (needs[1]) gb = tb ? matmul(g, a, true, ta) : matmul(a, g, !ta, false);
       return {ga, gb, {}};
     }
-    case OpType::kDense: return dense_grad(r, g, needs);
+    case OpType::kDense: return dense_grad(r, g, needs, hints.output_gradient_masked);
     case OpType::kSum: return {add(scale(x, 0.0f), expand_reduced(g, r)), {}, {}};
     case OpType::kMean: {
       const std::int64_t count = r.i0 < 0 ? x.numel() : x.dim(static_cast<int>(r.i0));
@@ -152,7 +164,7 @@ std::array<Tensor, 3> op_backward(const OpRecord& r, const Tensor& g, const std:
       return G{Tensor(), sparse_softmax_cross_entropy_grad(r.saved[0], r.inputs[0], g), Tensor()};
     case OpType::kSoftmaxCE: break;
     case OpType::kDropout: return {mul(g, r.saved[0]), {}, {}};
-    case OpType::kConv2d: return conv2d_grad(r, g, needs);
+    case OpType::kConv2d: return conv2d_grad(r, g, needs, hints.output_gradient_masked);
     case OpType::kCustom: return r.custom->backward(r, g, needs);
     case OpType::kZeroPad2d: {
       // saved[0]: the padded output's row (of C channels) for each input row.
@@ -161,8 +173,8 @@ std::array<Tensor, 3> op_backward(const OpRecord& r, const Tensor& g, const std:
               {}, {}};
     }
     case OpType::kMaxPool2d:
-    case OpType::kAvgPool2d:
-      return {pool2d_grad(r.type == OpType::kMaxPool2d, x, r.output, g, pool_options(r)), {}, {}};
+      return {pool2d_grad(true, x, r.output, g, pool_options(r), hints.input_from_relu), {}, {}};
+    case OpType::kAvgPool2d: return {pool2d_grad(false, x, r.output, g, pool_options(r)), {}, {}};
     case OpType::kCount: break;
   }
   throw InternalError(std::string("no gradient function for op ") + op_name(r.type));

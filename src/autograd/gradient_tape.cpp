@@ -1,6 +1,7 @@
 #include "lockstep/autograd/gradient_tape.hpp"
 
 #include <unordered_map>
+#include <unordered_set>
 
 #include "lockstep/tensor/ops.hpp"
 
@@ -13,10 +14,20 @@ struct NoRecording {
   ~NoRecording() { set_current_recorder(saved); }
 };
 
-void accumulate(std::unordered_map<std::uint64_t, Tensor>& grads, const Tensor& input, const Tensor& g) {
+// A tensor's gradient so far, and whether every part of it came already masked by the ReLU
+// that produced the tensor (BackwardHints).
+struct Accumulated {
+  Tensor sum;
+  bool masked = true;
+};
+
+void accumulate(std::unordered_map<std::uint64_t, Accumulated>& grads, const Tensor& input, const Tensor& g,
+                bool masked) {
   if (!g.defined()) return;
-  auto [it, inserted] = grads.try_emplace(input.id(), g);
-  if (!inserted) it->second = add(it->second, g);
+  auto [it, inserted] = grads.try_emplace(input.id(), Accumulated{g, masked});
+  if (inserted) return;
+  it->second.sum = add(it->second.sum, g);
+  it->second.masked = it->second.masked && masked;
 }
 }  // namespace
 
@@ -62,33 +73,41 @@ std::vector<Tensor> GradientTape::gradient(const Tensor& target, const std::vect
                  "GradientTape::gradient called twice on a non-persistent tape (make it GradientTape(true))");
   used_ = true;
   NoRecording pause;
-  std::unordered_map<std::uint64_t, Tensor> grads;
+  std::unordered_map<std::uint64_t, Accumulated> grads;
   if (output_gradient.defined()) {
     LOCKSTEP_CHECK(output_gradient.shape() == target.shape(), "GradientTape::gradient: output_gradient ",
                    output_gradient.shape().str(), " does not match target ", target.shape().str());
-    grads.emplace(target.id(), output_gradient);
+    grads.emplace(target.id(), Accumulated{output_gradient, false});
   } else {
-    grads.emplace(target.id(), Tensor::ones(target.shape()));
+    grads.emplace(target.id(), Accumulated{Tensor::ones(target.shape()), false});
   }
+  // Outputs of ops that mask their gradient by ReLU: a pooling over one may pre-mask.
+  std::unordered_set<std::uint64_t> relu_outputs;
+  for (const OpRecord& r : records_)
+    if (masks_by_relu(r)) relu_outputs.insert(r.output.id());
   for (auto it = records_.rbegin(); it != records_.rend(); ++it) {
     auto g = grads.find(it->output.id());
     if (g == grads.end()) continue;
-    const Tensor gout = g->second;
+    const Tensor gout = g->second.sum;
     std::array<bool, 3> needs;
     for (int i = 0; i < 3; ++i) {
       const Tensor& in = it->inputs[i];
       needs[i] = in.defined() && (in.impl()->trainable_variable || watched_.count(in.id()));
     }
-    const std::array<Tensor, 3> gin = op_backward(*it, gout, needs);
+    BackwardHints hints;
+    hints.input_from_relu = it->inputs[0].defined() && relu_outputs.count(it->inputs[0].id()) > 0;
+    hints.output_gradient_masked = g->second.masked && masks_by_relu(*it);
+    const bool masked_input0 = hints.input_from_relu && returns_relu_masked(*it);
+    const std::array<Tensor, 3> gin = op_backward(*it, gout, needs, hints);
     for (int i = 0; i < 3; ++i) {
-      if (needs[i]) accumulate(grads, it->inputs[i], gin[i]);
+      if (needs[i]) accumulate(grads, it->inputs[i], gin[i], i == 0 && masked_input0);
     }
   }
   std::vector<Tensor> out;
   out.reserve(sources.size());
   for (const Tensor& s : sources) {
     auto g = grads.find(s.id());
-    out.push_back(g == grads.end() ? Tensor() : g->second);
+    out.push_back(g == grads.end() ? Tensor() : g->second.sum);
   }
   if (!persistent_) records_.clear();
   return out;

@@ -65,6 +65,10 @@ struct Pool2dDesc {
   std::int64_t stride_h = 1, stride_w = 1;
   std::int64_t pad_top = 0, pad_left = 0, pad_bottom = 0, pad_right = 0;
   bool max = true;
+  /// Max pooling's backward only: x is a ReLU's output whose gradient the ReLU masks anyway,
+  /// so a window whose maximum is not positive hands out no gradient (the ReLU would zero it):
+  /// the result is then already masked and the ReLU's own pass can be skipped.
+  bool relu_input = false;
 };
 
 /// One row per kernel, for supports() and error messages.

@@ -196,9 +196,11 @@ std::array<Tensor, 2> conv2d_kernel_grad(const Tensor& x, const Tensor& dy, cons
   return {dw, db};
 }
 
-Tensor pool2d_grad(bool max, const Tensor& x, const Tensor& y, const Tensor& dy, const Pool2dOptions& o) {
+Tensor pool2d_grad(bool max, const Tensor& x, const Tensor& y, const Tensor& dy, const Pool2dOptions& o,
+                   bool relu_input) {
   detail::check_float("pool2d_grad", {&x, &y, &dy});
-  const backend::Pool2dDesc d = pool_desc("pool2d_grad", x.shape(), o, max);
+  backend::Pool2dDesc d = pool_desc("pool2d_grad", x.shape(), o, max);
+  d.relu_input = max && relu_input;
   const Shape out{d.n, d.oh, d.ow, d.c};
   LOCKSTEP_CHECK(y.shape() == out && dy.shape() == out, "pool2d_grad: y ", y.shape().str(), " and dy ",
                  dy.shape().str(), " do not match the output ", out.str());

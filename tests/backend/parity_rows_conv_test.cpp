@@ -20,6 +20,10 @@ struct ConvCase {
 const ConvCase kConvCases[] = {
     {"split_bias", {7, 12, 11, 8}, {3, 3, 8, 16}, {}, true},
     {"split_bias_relu", {7, 12, 11, 8}, {3, 3, 8, 16}, {.activation = FusedActivation::kRelu}, true},
+    // 3x3, stride 1, channels in 16s: oneDNN's Winograd where the CPU has it (forward and
+    // kernel gradient), the direct kernel elsewhere; both must meet the same tolerance.
+    {"winograd_bias_relu", {5, 10, 9, 16}, {3, 3, 16, 32}, {.activation = FusedActivation::kRelu}, true},
+    {"winograd_padded", {3, 8, 8, 32}, {3, 3, 32, 16}, {.padding = {1, 1, 1, 1}}, false},
     {"strided_dilated_padded", {3, 9, 10, 4}, {3, 2, 4, 5}, {.strides = {2, 3}, .dilation = {2, 1}, .padding = {2, 2, 0, 1}},
      false},
     {"depthwise", {5, 8, 8, 6}, {3, 3, 1, 12}, {.padding = {1, 1, 1, 1}, .groups = 6}, true},
@@ -141,6 +145,7 @@ struct PoolCase {
 // split: 2.3M window reads over 9 examples (the pool splits the batch).
 const PoolCase kPoolCases[] = {
     {"valid", {3, 9, 8, 5}, {}},
+    {"valid_odd", {2, 7, 9, 16}, {}},  // a last row and column no window covers
     {"same_overlapping", {4, 7, 7, 5}, {.pool_size = {3, 3}, .strides = {2, 2}, .padding = {1, 1, 1, 1}}},
     {"split", {9, 32, 32, 32}, {.pool_size = {3, 3}, .strides = {1, 1}}},
     {"ties", {3, 6, 6, 19}, {}, true},
@@ -198,26 +203,28 @@ Row pool_row(const PoolCase& p, bool max) {
 }
 
 // The gradient row's inputs are x and dy; y is computed by the forward op (on the row's dtype).
-Row pool_grad_row(const PoolCase& p, bool max) {
+// relu_input (max only): x is taken for a ReLU's output, so windows whose maximum is not
+// positive hand out nothing (what the ReLU's mask would leave of their gradient).
+Row pool_grad_row(const PoolCase& p, bool max, bool relu_input = false) {
   const PoolGeom g = geom(p);
   const Shape ys{g.n, g.oh, g.ow, g.c};
   return make_row(
       // The forward op runs first, so it is what a dtype error names.
-      max ? "max_pool2d_grad" : "avg_pool2d_grad", p.variant, max ? "max_pool2d" : "avg_pool2d", floats(),
-      {{KernelOp::kPool2d, {}}, {KernelOp::kPool2dBackward, {}}},
+      max ? (relu_input ? "max_pool2d_grad_relu_input" : "max_pool2d_grad") : "avg_pool2d_grad", p.variant,
+      max ? "max_pool2d" : "avg_pool2d", floats(), {{KernelOp::kPool2d, {}}, {KernelOp::kPool2dBackward, {}}},
       {{p.x, p.ties ? coarse() : uniform(-2, 2), {}}, {ys, uniform(-1, 1), {}}},
-      [p, max](const std::vector<Tensor>& in, DType) {
+      [p, max, relu_input](const std::vector<Tensor>& in, DType) {
         const Tensor y = max ? max_pool2d(in[0], p.o) : avg_pool2d(in[0], p.o);
-        return std::vector<Tensor>{pool2d_grad(max, in[0], y, in[1], p.o)};
+        return std::vector<Tensor>{pool2d_grad(max, in[0], y, in[1], p.o, relu_input)};
       },
-      [p, max](const std::vector<Host>& in, DType) {
+      [p, max, relu_input](const std::vector<Host>& in, DType) {
         Sums s(p.x.numel());
         for_each_window(p, [&](std::int64_t yi, const std::vector<std::int64_t>& idx) {
           if (max) {
             std::int64_t best = idx[0];
             for (std::int64_t i : idx)
               if (in[0][i] > in[0][best]) best = i;
-            s.add(best, in[1][yi]);
+            if (!relu_input || in[0][best] > 0) s.add(best, in[1][yi]);
           } else {
             for (std::int64_t i : idx) s.add(i, in[1][yi] / static_cast<double>(idx.size()));
           }
@@ -239,6 +246,7 @@ std::vector<Row> conv_pool_rows() {
       rows.push_back(pool_row(p, max));
       rows.push_back(pool_grad_row(p, max));
     }
+    rows.push_back(pool_grad_row(p, true, true));
   }
   return rows;
 }

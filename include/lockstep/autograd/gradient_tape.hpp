@@ -46,9 +46,28 @@ class GradientTape final : public OpRecorder {
   std::vector<OpRecord> records_;
 };
 
+/// What the tape knows about an op's neighbours, which lets op_backward skip a pass.
+/// Max pooling over a ReLU's output (a convnet's conv -> pool) is the case: the ReLU masks the
+/// pooling gradient by x > 0, and x > 0 at a window's maximum exactly when the maximum is, so the
+/// pooling backward can apply the mask to its (4x smaller) output gradient for free, and the
+/// ReLU, when every gradient it receives is masked so, need not make its pass over the tensor.
+struct BackwardHints {
+  /// inputs[0] is the output of an op that masks its gradient by ReLU (masks_by_relu).
+  bool input_from_relu = false;
+  /// The output gradient is already zero wherever this op's ReLU would zero it.
+  bool output_gradient_masked = false;
+};
+
+/// True when r's backward multiplies its output gradient by relu'(output) first: relu, and
+/// dense and conv2d with a fused ReLU.
+bool masks_by_relu(const OpRecord& r);
+/// True when op_backward, told input_from_relu, returns gradients already masked by that ReLU.
+bool returns_relu_masked(const OpRecord& r);
+
 /// Computes input gradients of one recorded op given the gradient of its output. Entries for
 /// inputs that take no gradient are left undefined; `needs[i]` false lets an op skip input i.
 std::array<Tensor, 3> op_backward(const OpRecord& r, const Tensor& grad_output,
-                                  const std::array<bool, 3>& needs = {true, true, true});
+                                  const std::array<bool, 3>& needs = {true, true, true},
+                                  const BackwardHints& hints = {});
 
 }  // namespace lockstep

@@ -179,7 +179,10 @@ std::array<Tensor, 2> conv2d_kernel_grad(const Tensor& x, const Tensor& dy, cons
                                          bool with_bias, const Conv2dOptions& options);
 /// dx of max_pool2d (max) or avg_pool2d, given its input x, output y and dy. Max pooling sends
 /// each gradient to the first element (row-major in the window) equal to the window's maximum.
-Tensor pool2d_grad(bool max, const Tensor& x, const Tensor& y, const Tensor& dy, const Pool2dOptions& options);
+/// relu_input (max pooling only): x is the output of a ReLU whose backward masks the result
+/// anyway; windows whose maximum is not positive then hand out nothing (see GradientTape).
+Tensor pool2d_grad(bool max, const Tensor& x, const Tensor& y, const Tensor& dy, const Pool2dOptions& options,
+                   bool relu_input = false);
 
 // ---- optimizer updates, fused and in place (a Tensor handle aliases the variable's memory) ----
 /// sum of squares of every element, accumulated in double.

@@ -62,20 +62,65 @@ Pool2dDesc part_of(const Pool2dDesc& d, std::int64_t rows) {
 
 double pool_cost(const Pool2dDesc& d) { return static_cast<double>(d.n * d.oh * d.ow * d.c * d.kh * d.kw); }
 
+// One window's gradient `rest` (c channels) to its first maximum in row-major order (as TF's).
+// The channel loop is innermost and branch-free, so it vectorises over NHWC's contiguous
+// channels: `rest` holds what the window has not handed out yet, and the first x equal to the
+// maximum takes it. kStore: the window owns its elements (no other window overlaps them), so it
+// writes them, zeros included, instead of adding to a zeroed dx.
+template <bool kStore>
+void max_pool_window(const Pool2dDesc& d, const float* xn, const float* __restrict m, float* __restrict rest,
+                     float* dxn, std::int64_t y0, std::int64_t y1, std::int64_t x0, std::int64_t x1) {
+  const std::int64_t c = d.c;
+  for (std::int64_t iy = y0; iy < y1; ++iy) {
+    for (std::int64_t ix = x0; ix < x1; ++ix) {
+      const std::int64_t i = (iy * d.w + ix) * c;
+      const float* __restrict xi = xn + i;
+      float* __restrict dxi = dxn + i;
+      std::int64_t ch = 0;
+#if defined(__AVX2__)
+      // Spelled out: under -ftrapping-math GCC will not vectorise a float compare.
+      for (; ch + 8 <= c; ch += 8) {
+        const __m256 r = _mm256_loadu_ps(rest + ch);
+        const __m256 hit = _mm256_cmp_ps(_mm256_loadu_ps(xi + ch), _mm256_loadu_ps(m + ch), _CMP_EQ_OQ);
+        const __m256 take = _mm256_and_ps(hit, r);
+        _mm256_storeu_ps(dxi + ch, kStore ? take : _mm256_add_ps(_mm256_loadu_ps(dxi + ch), take));
+        _mm256_storeu_ps(rest + ch, _mm256_andnot_ps(hit, r));
+      }
+#endif
+      for (; ch < c; ++ch) {
+        const float r = rest[ch];
+        const bool hit = xi[ch] == m[ch];
+        const float take = hit ? r : 0.0f;
+        dxi[ch] = kStore ? take : dxi[ch] + take;
+        rest[ch] = hit ? 0.0f : r;
+      }
+    }
+  }
+}
+
 void max_pool_backward_rows(const Pool2dDesc& d, const float* x, const float* y, const float* dy, float* dx,
                             std::int64_t n0, std::int64_t n1) {
   const std::int64_t c = d.c;
-  std::fill(dx + n0 * d.h * d.w * c, dx + n1 * d.h * d.w * c, 0.0f);
-  // Each window's gradient goes to its first maximum in row-major order (as TF's). The channel
-  // loop is innermost and branch-free, so it vectorises over NHWC's contiguous channels: `left`
-  // holds the gradient a window has not handed out yet, and the first x equal to the maximum
-  // takes it.
+  // Windows that tile x without overlap or gaps (stride == pool size, no padding: Keras'
+  // default) write every element they cover, so only the rows and columns past the last window
+  // are zeroed; otherwise dx is zeroed and windows add into it.
+  const bool tiles = d.stride_h == d.kh && d.stride_w == d.kw && d.pad_top == 0 && d.pad_left == 0 &&
+                     d.pad_bottom == 0 && d.pad_right == 0;
+  const std::int64_t covered_h = tiles ? d.oh * d.kh : 0, covered_w = tiles ? d.ow * d.kw : 0;
   thread_local std::vector<float> left;
   left.resize(static_cast<std::size_t>(c));
   float* __restrict const rest = left.data();
   for (std::int64_t n = n0; n < n1; ++n) {
     const float* xn = x + n * d.h * d.w * c;
     float* dxn = dx + n * d.h * d.w * c;
+    if (!tiles) {
+      std::fill(dxn, dxn + d.h * d.w * c, 0.0f);
+    } else {
+      for (std::int64_t iy = 0; iy < d.h; ++iy) {
+        const std::int64_t from = iy < covered_h ? covered_w : 0;
+        std::fill(dxn + (iy * d.w + from) * c, dxn + (iy + 1) * d.w * c, 0.0f);
+      }
+    }
     for (std::int64_t oy = 0; oy < d.oh; ++oy) {
       const std::int64_t y0 = std::max<std::int64_t>(0, oy * d.stride_h - d.pad_top);
       const std::int64_t y1 = std::min<std::int64_t>(d.h, oy * d.stride_h - d.pad_top + d.kh);
@@ -84,30 +129,21 @@ void max_pool_backward_rows(const Pool2dDesc& d, const float* x, const float* y,
         const std::int64_t x1 = std::min<std::int64_t>(d.w, ox * d.stride_w - d.pad_left + d.kw);
         const std::int64_t o = ((n * d.oh + oy) * d.ow + ox) * c;
         const float* __restrict m = y + o;
-        std::copy(dy + o, dy + o + c, rest);
-        for (std::int64_t iy = y0; iy < y1; ++iy) {
-          for (std::int64_t ix = x0; ix < x1; ++ix) {
-            const std::int64_t i = (iy * d.w + ix) * c;
-            const float* __restrict xi = xn + i;
-            float* __restrict dxi = dxn + i;
-            std::int64_t ch = 0;
+        const float* __restrict g = dy + o;
+        if (d.relu_input) {
+          std::int64_t ch = 0;
 #if defined(__AVX2__)
-            // Spelled out: under -ftrapping-math GCC will not vectorise a float compare.
-            for (; ch + 8 <= c; ch += 8) {
-              const __m256 r = _mm256_loadu_ps(rest + ch);
-              const __m256 hit = _mm256_cmp_ps(_mm256_loadu_ps(xi + ch), _mm256_loadu_ps(m + ch), _CMP_EQ_OQ);
-              _mm256_storeu_ps(dxi + ch, _mm256_add_ps(_mm256_loadu_ps(dxi + ch), _mm256_and_ps(hit, r)));
-              _mm256_storeu_ps(rest + ch, _mm256_andnot_ps(hit, r));
-            }
-#endif
-            for (; ch < c; ++ch) {
-              const float r = rest[ch];
-              const bool hit = xi[ch] == m[ch];
-              dxi[ch] += hit ? r : 0.0f;
-              rest[ch] = hit ? 0.0f : r;
-            }
+          for (; ch + 8 <= c; ch += 8) {
+            const __m256 pos = _mm256_cmp_ps(_mm256_loadu_ps(m + ch), _mm256_setzero_ps(), _CMP_GT_OQ);
+            _mm256_storeu_ps(rest + ch, _mm256_and_ps(pos, _mm256_loadu_ps(g + ch)));
           }
+#endif
+          for (; ch < c; ++ch) rest[ch] = m[ch] > 0.0f ? g[ch] : 0.0f;
+        } else {
+          std::copy(g, g + c, rest);
         }
+        if (tiles) max_pool_window<true>(d, xn, m, rest, dxn, y0, y1, x0, x1);
+        else max_pool_window<false>(d, xn, m, rest, dxn, y0, y1, x0, x1);
       }
     }
   }
