@@ -6,7 +6,7 @@
 #include <memory>
 #include <vector>
 
-#if defined(__AVX2__)
+#if defined(__AVX2__) || defined(__AVX512F__)
 #include <immintrin.h>
 #endif
 
@@ -98,6 +98,63 @@ void max_pool_window(const Pool2dDesc& d, const float* xn, const float* __restri
   }
 }
 
+// The common case (Keras' default 2x2 pool, stride 2, no padding) without the generic loop's
+// `rest` in memory: a window's four elements are compared in registers and each written once.
+// `first` hands the window's gradient to its first maximum in row-major order, as TF does.
+void max_pool_backward_2x2(const Pool2dDesc& d, const float* xn, const float* y, const float* dy, float* dxn,
+                           std::int64_t n) {
+  const std::int64_t c = d.c, row = d.w * c;
+  for (std::int64_t oy = 0; oy < d.oh; ++oy) {
+    for (std::int64_t ox = 0; ox < d.ow; ++ox) {
+      const std::int64_t o = ((n * d.oh + oy) * d.ow + ox) * c, i = (2 * oy * d.w + 2 * ox) * c;
+      const float* __restrict m = y + o;
+      const float* __restrict g = dy + o;
+      const float* __restrict x0 = xn + i;
+      const float* __restrict x1 = xn + i + row;
+      float* __restrict d0 = dxn + i;
+      float* __restrict d1 = dxn + i + row;
+      std::int64_t ch = 0;
+#if defined(__AVX512F__)
+      for (; ch + 16 <= c; ch += 16) {
+        const __m512 mv = _mm512_loadu_ps(m + ch);
+        __mmask16 left = d.relu_input ? _mm512_cmp_ps_mask(mv, _mm512_setzero_ps(), _CMP_GT_OQ) : __mmask16(0xFFFF);
+        const __m512 gv = _mm512_loadu_ps(g + ch);
+        const float* xs[4] = {x0 + ch, x0 + c + ch, x1 + ch, x1 + c + ch};
+        float* ds[4] = {d0 + ch, d0 + c + ch, d1 + ch, d1 + c + ch};
+        for (int k = 0; k < 4; ++k) {
+          const __mmask16 hit = _mm512_mask_cmp_ps_mask(left, _mm512_loadu_ps(xs[k]), mv, _CMP_EQ_OQ);
+          _mm512_storeu_ps(ds[k], _mm512_maskz_mov_ps(hit, gv));
+          left = static_cast<__mmask16>(left & ~hit);
+        }
+      }
+#elif defined(__AVX2__)
+      for (; ch + 8 <= c; ch += 8) {
+        const __m256 mv = _mm256_loadu_ps(m + ch);
+        __m256 left = _mm256_loadu_ps(g + ch);
+        if (d.relu_input) left = _mm256_and_ps(_mm256_cmp_ps(mv, _mm256_setzero_ps(), _CMP_GT_OQ), left);
+        const float* xs[4] = {x0 + ch, x0 + c + ch, x1 + ch, x1 + c + ch};
+        float* ds[4] = {d0 + ch, d0 + c + ch, d1 + ch, d1 + c + ch};
+        for (int k = 0; k < 4; ++k) {
+          const __m256 hit = _mm256_cmp_ps(_mm256_loadu_ps(xs[k]), mv, _CMP_EQ_OQ);
+          _mm256_storeu_ps(ds[k], _mm256_and_ps(hit, left));
+          left = _mm256_andnot_ps(hit, left);
+        }
+      }
+#endif
+      for (; ch < c; ++ch) {
+        float left = d.relu_input && !(m[ch] > 0.0f) ? 0.0f : g[ch];
+        const float* xs[4] = {x0 + ch, x0 + c + ch, x1 + ch, x1 + c + ch};
+        float* ds[4] = {d0 + ch, d0 + c + ch, d1 + ch, d1 + c + ch};
+        for (int k = 0; k < 4; ++k) {
+          const bool hit = *xs[k] == m[ch];
+          *ds[k] = hit ? left : 0.0f;
+          left = hit ? 0.0f : left;
+        }
+      }
+    }
+  }
+}
+
 void max_pool_backward_rows(const Pool2dDesc& d, const float* x, const float* y, const float* dy, float* dx,
                             std::int64_t n0, std::int64_t n1) {
   const std::int64_t c = d.c;
@@ -120,6 +177,10 @@ void max_pool_backward_rows(const Pool2dDesc& d, const float* x, const float* y,
         const std::int64_t from = iy < covered_h ? covered_w : 0;
         std::fill(dxn + (iy * d.w + from) * c, dxn + (iy + 1) * d.w * c, 0.0f);
       }
+    }
+    if (tiles && d.kh == 2 && d.kw == 2) {
+      max_pool_backward_2x2(d, xn, y, dy, dxn, n);
+      continue;
     }
     for (std::int64_t oy = 0; oy < d.oh; ++oy) {
       const std::int64_t y0 = std::max<std::int64_t>(0, oy * d.stride_h - d.pad_top);
