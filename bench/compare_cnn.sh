@@ -2,25 +2,32 @@
 # Compares lockstep's training throughput on Keras' simple MNIST convnet (lockstep train --model
 # cnn) with PyTorch and TF/Keras, on this machine, with the same thread count.
 #
-#   bench/compare_cnn.sh [-t THREADS] [-n STEPS] [-b BATCH]   (defaults: 2 threads, 300 steps, batch 128)
+#   bench/compare_cnn.sh [-t THREADS] [-n STEPS] [-b BATCH] [-r ROUNDS]
+#     (defaults: 2 threads, 300 steps, batch 128, 1 round)
 #   env: LOCKSTEP_BIN (default build/bin/lockstep), REF_PYTHON (as bench/compare_mlp.sh)
 #
-# Runs one after another (never concurrently):
+# Runs one after another (never concurrently), ROUNDS times in turn:
 #   lockstep, one device:  LOCKSTEP_CPU_THREADS=T lockstep train --model cnn --devices cpu:1 ...
 #   lockstep, T replicas:  lockstep train --model cnn --devices cpu:T ... (one core each)
 #   torch, tf:             bench/reference_cnn.py --threads T --steps N --batch B --json
-# all at global batch B, and prints each steps/s and lockstep/max(torch, tf).
+# all at global batch B, and prints each one's best steps/s over the rounds (with every round's
+# figure) and lockstep/max(torch, tf). Interleaved rounds give each the same share of a shared
+# VM's slow and fast minutes; the best of each is what it can do on this machine.
 set -euo pipefail
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-threads=2 steps=300 batch=128
-while getopts "t:n:b:h" opt; do
+threads=2 steps=300 batch=128 rounds=1
+while getopts "t:n:b:r:h" opt; do
   case "$opt" in
     t) threads="$OPTARG" ;;
     n) steps="$OPTARG" ;;
     b) batch="$OPTARG" ;;
-    *) sed -n '2,13p' "$0"; exit 2 ;;
+    r) rounds="$OPTARG" ;;
+    *) sed -n '2,16p' "$0"; exit 2 ;;
   esac
+done
+for v in "$threads" "$steps" "$batch" "$rounds"; do
+  [[ "$v" =~ ^[1-9][0-9]*$ ]] || { echo "compare_cnn: '$v' is not a positive integer" >&2; exit 2; }
 done
 lockstep="${LOCKSTEP_BIN:-$repo/build/bin/lockstep}"
 [[ -x "$lockstep" ]] || { echo "compare_cnn: error: lockstep binary not found at $lockstep (build it, or set LOCKSTEP_BIN)" >&2; exit 1; }
@@ -34,7 +41,7 @@ export OMP_NUM_THREADS="$threads" OPENBLAS_NUM_THREADS="$threads" MKL_NUM_THREAD
 
 run_lockstep() {  # name, devices, extra env
   local name="$1" devices="$2"
-  echo "== lockstep $name ($devices, $steps steps, global batch $batch)" >&2
+  echo "== round $round: lockstep ${name%.*} ($devices, $steps steps, global batch $batch)" >&2
   if ! env $3 "$lockstep" train --model cnn --devices "$devices" --epochs 1 --steps-per-epoch "$steps" \
       --global-batch-size "$batch" --logdir "$tmp/$name" --no-tensorboard --verbose 0 \
       --metrics-out "$tmp/$name.json" >"$tmp/$name.log" 2>&1; then
@@ -42,34 +49,38 @@ run_lockstep() {  # name, devices, extra env
     tail -n 20 "$tmp/$name.log" >&2
   fi
 }
-run_lockstep one_device cpu:1 "LOCKSTEP_CPU_THREADS=$threads"
-run_lockstep replicas "cpu:$threads" ""
+for ((round = 1; round <= rounds; round++)); do
+  run_lockstep "one_device.$round" cpu:1 "LOCKSTEP_CPU_THREADS=$threads"
+  run_lockstep "replicas.$round" "cpu:$threads" ""
+  echo "== round $round: PyTorch and TF/Keras references ($py)" >&2
+  "$py" "$repo/bench/reference_cnn.py" --framework both --threads "$threads" --steps "$steps" --batch "$batch" \
+    --json >"$tmp/ref.$round.out" || true
+done
 
-echo "== PyTorch and TF/Keras references ($py)" >&2
-"$py" "$repo/bench/reference_cnn.py" --framework both --threads "$threads" --steps "$steps" --batch "$batch" \
-  --json >"$tmp/ref.out" || true
-
-"$py" - "$tmp" "$threads" "$steps" "$batch" <<'PYEOF'
+"$py" - "$tmp" "$threads" "$steps" "$batch" "$rounds" <<'PYEOF'
 import json, sys
-tmp, threads, steps, batch = sys.argv[1:5]
-sps = {}
-for name in ("one_device", "replicas"):
+tmp, threads, steps, batch, rounds = sys.argv[1:6]
+every = {k: [] for k in ("lockstep_one_device", "lockstep_replicas", "torch", "tf")}
+for r in range(1, int(rounds) + 1):
+    for name in ("one_device", "replicas"):
+        try:
+            with open(f"{tmp}/{name}.{r}.json") as f:
+                every[f"lockstep_{name}"].append(float(json.load(f)["train_steps_per_second"]))
+        except (OSError, ValueError, KeyError) as e:
+            print(f"compare_cnn: round {r}: no steps/s from lockstep {name}: {e}", file=sys.stderr)
     try:
-        with open(f"{tmp}/{name}.json") as f:
-            sps[f"lockstep_{name}"] = float(json.load(f)["train_steps_per_second"])
-    except (OSError, ValueError, KeyError) as e:
-        print(f"compare_cnn: no steps/s from lockstep {name}: {e}", file=sys.stderr)
-        sps[f"lockstep_{name}"] = None
-ref = {}
-try:
-    with open(f"{tmp}/ref.out") as f:
-        ref = json.loads([l for l in f.read().splitlines() if l.strip()][-1])
-except (OSError, ValueError, IndexError) as e:
-    print(f"compare_cnn: no result from bench/reference_cnn.py: {e}", file=sys.stderr)
-sps["torch"], sps["tf"] = ref.get("torch"), ref.get("tf")
-print(f"simple MNIST convnet, global batch {batch}, {steps} steps, {threads} thread(s)")
+        with open(f"{tmp}/ref.{r}.out") as f:
+            ref = json.loads([l for l in f.read().splitlines() if l.strip()][-1])
+        for fw in ("torch", "tf"):
+            if ref.get(fw) is not None:
+                every[fw].append(float(ref[fw]))
+    except (OSError, ValueError, IndexError) as e:
+        print(f"compare_cnn: round {r}: no result from bench/reference_cnn.py: {e}", file=sys.stderr)
+sps = {k: (max(v) if v else None) for k, v in every.items()}
+print(f"simple MNIST convnet, global batch {batch}, {steps} steps, {threads} thread(s), best of {rounds} round(s)")
 for k, v in sps.items():
-    print(f"  {k:20s} {'unavailable' if v is None else f'{v:8.2f} steps/s'}")
+    rounds_txt = "" if int(rounds) == 1 else "  (rounds: " + ", ".join(f"{x:.2f}" for x in every[k]) + ")"
+    print(f"  {k:20s} {'unavailable' if v is None else f'{v:8.2f} steps/s'}{rounds_txt}")
 best = max([v for v in (sps["torch"], sps["tf"]) if v is not None], default=None)
 for k in ("lockstep_one_device", "lockstep_replicas"):
     v = sps[k]
