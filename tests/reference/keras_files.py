@@ -67,6 +67,8 @@ def keras_models():
             keras.layers.DepthwiseConv2D(3, padding="same", depth_multiplier=2, dilation_rate=2),
             keras.layers.MaxPooling2D(),
             keras.layers.AveragePooling2D(2, strides=1, padding="same"),
+            # 16 -> 32 channels, 3x3, stride 1: lockstep's Winograd convolution where the CPU has it
+            keras.layers.Conv2D(32, 3, padding="same", activation="relu"),
             keras.layers.Conv2D(6, 2, strides=2, padding="same", activation="tanh", use_bias=False),
             keras.layers.GlobalAveragePooling2D(),
             keras.layers.Dropout(0.3),
