@@ -2,8 +2,10 @@
 # Data-parallel scaling of the flagship MNIST MLP on this machine's CPUs (issue 9): what `fit`
 # keeps of what the strategy gains, strong and weak scaling, and TF / PyTorch on the same model.
 #
-#   bench/compare_scaling.sh [-n STEPS] [-r REF_STEPS] [-b "G1 G2 ..."] [--no-reference] [--json]
+#   bench/compare_scaling.sh [-n STEPS] [-r REF_STEPS] [-b "G1 G2 ..."] [-R ROUNDS] [--no-reference] [--json]
 #     -n  timed lockstep steps per run (default 2000)
+#     -R  rounds of the lockstep runs (default 1): all of a batch size's lockstep runs, in turn,
+#         ROUNDS times; each figure is its best round (a shared VM drifts by tens of percent)
 #     -r  steps for the (slower) TF and torch runs (default 400)
 #     -b  global batch sizes (default "128 256"; each must be even)
 #     --no-reference  skip TF MirroredStrategy and torch DDP
@@ -30,10 +32,11 @@
 set -euo pipefail
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-usage() { sed -n '2,30p' "$0" >&2; exit 2; }
+usage() { sed -n '2,33p' "$0" >&2; exit 2; }
 steps=2000
 ref_steps=400
 batches="128 256"
+rounds=1
 reference=1
 json=0
 while (($#)); do
@@ -41,13 +44,14 @@ while (($#)); do
     -n) [[ $# -ge 2 ]] || usage; steps="$2"; shift 2 ;;
     -r) [[ $# -ge 2 ]] || usage; ref_steps="$2"; shift 2 ;;
     -b) [[ $# -ge 2 ]] || usage; batches="$2"; shift 2 ;;
+    -R) [[ $# -ge 2 ]] || usage; rounds="$2"; shift 2 ;;
     --no-reference) reference=0; shift ;;
     --json) json=1; shift ;;
     -h|--help) usage ;;
     *) echo "compare_scaling: unknown argument '$1'" >&2; usage ;;
   esac
 done
-for v in "$steps" "$ref_steps" $batches; do
+for v in "$steps" "$ref_steps" "$rounds" $batches; do
   [[ "$v" =~ ^[1-9][0-9]*$ ]] || { echo "compare_scaling: '$v' is not a positive integer" >&2; exit 2; }
 done
 [[ -n "${batches// /}" ]] || { echo "compare_scaling: -b needs at least one batch size" >&2; exit 2; }
@@ -96,7 +100,7 @@ run_train() {  # KEY REPLICAS G [env...]: lockstep train; prints steps/s or FAIL
   local key="$1" r="$2" g="$3"; shift 3
   local rc=0
   env "$@" "$lockstep" train --devices "cpu:$r" --global-batch-size "$g" --epochs 1 --steps-per-epoch "$train_steps" \
-    --verbose 0 --logdir "$tmp/run-$key" --no-tensorboard --metrics-out "$tmp/$key.json" >"$tmp/$key.log" 2>&1 || rc=$?
+    --verbose 0 --logdir "$tmp/run-$key-$round" --no-tensorboard --metrics-out "$tmp/$key.json" >"$tmp/$key.log" 2>&1 || rc=$?
   if [[ $rc -ne 0 ]]; then
     echo "compare_scaling: $key: lockstep train failed (exit $rc); its last output:" >&2
     tail -n 5 "$tmp/$key.log" >&2
@@ -112,6 +116,8 @@ measure() {  # KEY VALUE: records it, counts failures
 }
 
 for g in $batches; do
+ for ((round = 1; round <= rounds; round++)); do
+  ((rounds == 1)) || note "G=$g: round $round of $rounds"
   for cfg in core1 rep1 rep2; do
     case "$cfg" in
       core1) r=1; envs=(LOCKSTEP_CPU_THREADS=1); label="one core" ;;
@@ -140,6 +146,7 @@ for g in $batches; do
   else
     note "G=$g: fewer than 2 cores (or no taskset): no independent-process reference"
   fi
+ done
   if ((reference)); then
     for r in 1 2; do
       note "G=$g: TF MirroredStrategy and torch DDP, $r replica(s), $ref_steps steps ($py)"
@@ -156,23 +163,28 @@ for g in $batches; do
   fi
 done
 
-python3 - "$results" "$batches" "$steps" "$ref_steps" "$json" "$cores" "$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')" <<'PYEOF'
+python3 - "$results" "$batches" "$steps" "$ref_steps" "$json" "$cores" "$rounds" "$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')" <<'PYEOF'
 import json, sys
 
-path, batches, steps, ref_steps, as_json, cores, cpu = sys.argv[1:8]
+path, batches, steps, ref_steps, as_json, cores, rounds, cpu = sys.argv[1:9]
 batches = [int(b) for b in batches.split()]
-vals = {}
+vals = {}  # a key's best round (rounds that failed count for nothing; the exit code says so)
 for line in open(path):
     k, v = line.split()
     try:
-        vals[k] = float(v)
+        x = float(v)
     except ValueError:
-        vals[k] = None
+        x = None
+    if x is not None and (vals.get(k) is None or x > vals[k]):
+        vals[k] = x
+    else:
+        vals.setdefault(k, None)
 get = lambda k: vals.get(k)
 ratio = lambda a, b: None if a is None or not b else a / b
 
 rows = [("core1", "one core (1 thread)"), ("rep1", f"1 replica ({cores} threads)"), ("rep2", "2 replicas")]
-out = {"cpu": cpu, "cores": int(cores), "steps": int(steps), "reference_steps": int(ref_steps), "batches": {}}
+out = {"cpu": cpu, "cores": int(cores), "steps": int(steps), "rounds": int(rounds), "reference_steps": int(ref_steps),
+       "batches": {}}
 for g in batches:
     b = {}
     for key, _ in rows:
@@ -203,7 +215,7 @@ if as_json == "1":
 f = lambda v: "n/a" if v is None else f"{v:.1f}"
 r = lambda v: "n/a" if v is None else f"{v:.3f}"
 print(f"flagship MLP (Dense(128, relu) -> Dropout(0.2) -> Dense(10, softmax), Adam), MNIST; {cpu}, {cores} cores")
-print(f"lockstep: {steps} timed steps per run; TF / torch: {ref_steps} steps; global steps/s")
+print(f"lockstep: {steps} timed steps per run, best of {rounds} round(s); TF / torch: {ref_steps} steps; global steps/s")
 print("TF / torch: bench/reference_distributed.py, 1 replica on one thread (one-core row), 2 replicas (last row)")
 for g in batches:
     b = out["batches"][str(g)]

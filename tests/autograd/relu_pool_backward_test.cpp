@@ -8,18 +8,12 @@
 
 #include "lockstep/autograd/gradient_tape.hpp"
 #include "lockstep/tensor/ops.hpp"
+#include "common/random_data.hpp"
+
 
 using namespace lockstep;
 
 namespace {
-Tensor uniform(const Shape& s, std::uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
-  std::vector<float> v(static_cast<std::size_t>(s.numel()));
-  for (auto& x : v) x = u(rng);
-  return Tensor::from_vector(v, s);
-}
-
 void expect_equal(const Tensor& got, const Tensor& want, const char* what) {
   ASSERT_TRUE(got.defined()) << what;
   ASSERT_EQ(got.shape(), want.shape()) << what;
@@ -36,11 +30,11 @@ void expect_equal(const Tensor& got, const Tensor& want, const char* what) {
 // x (N, 9, 9, 16) -> conv2d 3x3 (16 filters, bias, ReLU) -> a (N, 7, 7, 16) -> max_pool2d 2x2
 // -> p (N, 3, 3, 16); the loss is sum(p * r) [+ sum(a * r2) when a has a second reader].
 struct Net {
-  Tensor x = uniform({3, 9, 9, 16}, 1);
-  Tensor w = uniform({3, 3, 16, 16}, 2);
-  Tensor b = uniform({16}, 3);
-  Tensor r = uniform({3, 3, 3, 16}, 4);
-  Tensor r2 = uniform({3, 7, 7, 16}, 5);
+  Tensor x = test::random_uniform({3, 9, 9, 16}, 1);
+  Tensor w = test::random_uniform({3, 3, 16, 16}, 2);
+  Tensor b = test::random_uniform({16}, 3);
+  Tensor r = test::random_uniform({3, 3, 3, 16}, 4);
+  Tensor r2 = test::random_uniform({3, 7, 7, 16}, 5);
   Conv2dOptions conv{.activation = FusedActivation::kRelu};
   Pool2dOptions pool{};
 
@@ -98,8 +92,8 @@ TEST(ReluPoolBackward, ASecondReaderOfTheReluOutputIsStillMasked) {
 
 // Pooling over something that is not a ReLU's output keeps negative maxima's gradients.
 TEST(ReluPoolBackward, MaxPoolOverANonReluInputPassesNegativeMaximaTheirGradient) {
-  const Tensor x = uniform({2, 6, 6, 8}, 7);
-  const Tensor r = uniform({2, 3, 3, 8}, 8);
+  const Tensor x = test::random_uniform({2, 6, 6, 8}, 7);
+  const Tensor r = test::random_uniform({2, 3, 3, 8}, 8);
   GradientTape tape;
   tape.watch(x);
   const Tensor p = max_pool2d(x, {});

@@ -1,7 +1,7 @@
 #pragma once
-// A random classification problem for training tests: x uniform in [-1, 1) of shape
-// (n, features), then int64 labels in [0, classes), drawn in that order from one mt19937_64
-// seeded with `seed` (so a test's data depends only on its arguments).
+// Random test data that depends only on its arguments: float32 uniforms, and a classification
+// problem (x uniform in [-1, 1) of shape (n, features), then int64 labels in [0, classes), drawn
+// in that order from one mt19937_64 seeded with `seed`).
 #include <cstdint>
 #include <random>
 #include <vector>
@@ -9,6 +9,15 @@
 #include "lockstep/tensor/tensor.hpp"
 
 namespace lockstep::test {
+
+/// float32 uniform in [lo, hi), drawn from an mt19937_64 seeded with `seed`.
+inline Tensor random_uniform(const Shape& shape, std::uint64_t seed, float lo = -1.0f, float hi = 1.0f) {
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<float> u(lo, hi);
+  std::vector<float> v(static_cast<std::size_t>(shape.numel()));
+  for (auto& e : v) e = u(rng);
+  return Tensor::from_vector(v, shape);
+}
 
 struct Classification {
   Tensor x, y;

@@ -9,19 +9,13 @@
 #include <random>
 
 #include "lockstep/lockstep.hpp"
+#include "common/random_data.hpp"
+
 
 using namespace lockstep;
 using namespace lockstep::distribute;
 
 namespace {
-
-Tensor random_tensor(const Shape& shape, std::uint64_t seed, float lo = -1.0f, float hi = 1.0f) {
-  std::mt19937_64 rng(seed);
-  std::uniform_real_distribution<float> u(lo, hi);
-  std::vector<float> v(static_cast<std::size_t>(shape.numel()));
-  for (auto& e : v) e = u(rng);
-  return Tensor::from_vector(v, shape);
-}
 
 std::unique_ptr<Model> make_model() {
   set_random_seed(21);
@@ -79,7 +73,7 @@ Trained train_model(int replicas, const std::function<std::unique_ptr<Model>()>&
       std::vector<std::int64_t> labels(static_cast<std::size_t>(n));
       for (std::size_t i = 0; i < labels.size(); ++i) labels[i] = static_cast<std::int64_t>((i * 7 + seed) % 3);
       out.losses.push_back(
-          model->train_step(random_tensor({n, 5, 5, 2}, seed++, 0.0f, 2.0f), Tensor::from_vector(labels, {n})));
+          model->train_step(test::random_uniform({n, 5, 5, 2}, seed++, 0.0f, 2.0f), Tensor::from_vector(labels, {n})));
     }
   }
   if (strategy) {
@@ -130,7 +124,7 @@ Tensor call_on_replicas(MirroredStrategy& strategy, const layers::Layer& layer, 
 }
 
 TEST(BatchNormalization, UnsynchronisedReplicasNormaliseTheirOwnSliceAndAverageTheirMovingStatistics) {
-  const Tensor x = random_tensor({9, 2}, 7, 0.0f, 4.0f);
+  const Tensor x = test::random_uniform({9, 2}, 7, 0.0f, 4.0f);
   MirroredStrategy strategy({.num_cpu_devices = 3});
   auto bn = layers::BatchNormalization({.momentum = 0.5f});
   bn->build(Shape{-1, 2}, 0);

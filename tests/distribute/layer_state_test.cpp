@@ -10,6 +10,8 @@
 
 #include "lockstep/io/checkpoint.hpp"
 #include "lockstep/lockstep.hpp"
+#include "common/random_data.hpp"
+
 
 using namespace lockstep;
 using namespace lockstep::distribute;
@@ -65,14 +67,6 @@ class GlobalCentering final : public layers::Layer {
     return sub(x, div(total, count));
   }
 };
-
-Tensor random_tensor(const Shape& shape, std::uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
-  std::vector<float> v(static_cast<std::size_t>(shape.numel()));
-  for (auto& e : v) e = u(rng);
-  return Tensor::from_vector(v, shape);
-}
 
 Tensor random_labels(std::int64_t n, std::int64_t classes, std::uint64_t seed) {
   std::mt19937_64 rng(seed);
@@ -137,7 +131,7 @@ TEST(LayerState, LayerStateUpdatedDuringFitIsPerReplicaAndSumsToTheGlobalCount) 
   Sequential model({layers::Dense(8, "relu", /*input_dim=*/5), counter, layers::Dense(3, "softmax")});
   model.compile(optimizers::SGD(0.1), losses::SparseCategoricalCrossentropy(), {"accuracy"});
   // 5 steps of a global batch of 9: the replicas take 5 and 4 rows.
-  const Tensor x = random_tensor({45, 5}, 1);
+  const Tensor x = test::random_uniform({45, 5}, 1);
   const Tensor y = random_labels(45, 3, 2);
   model.fit(x, y, {.epochs = 1, .batch_size = 9, .shuffle = false, .verbose = 0});
   EXPECT_EQ(scalar(counter->seen().read_value()), 45.0f);
@@ -158,7 +152,7 @@ TEST(LayerState, LayerStateUpdatedDuringFitIsPerReplicaAndSumsToTheGlobalCount) 
 
 TEST(LayerState, LayerAllReducesThroughCallContextLikeSyncBatchNorm) {
   GlobalCentering layer;
-  const Tensor x = random_tensor({7, 4}, 3);
+  const Tensor x = test::random_uniform({7, 4}, 3);
   const Tensor expected = layer.call(x, layers::CallContext{});
   MirroredStrategy strategy({.num_cpu_devices = 3});
   const auto slices = data::split_batch_for_replicas({x}, 3);
@@ -178,7 +172,7 @@ TEST(LayerState, EvaluateAndPredictSplitOverReplicasMatchOneDevice) {
   Sequential model({layers::Dense(16, "relu", /*input_dim=*/6), std::make_shared<GlobalCentering>(), counter,
                     layers::Dense(4, "softmax")});
   model.compile(optimizers::Adam(1e-3), losses::SparseCategoricalCrossentropy(), {"accuracy"});
-  const Tensor x = random_tensor({23, 6}, 4);
+  const Tensor x = test::random_uniform({23, 6}, 4);
   const Tensor y = random_labels(23, 4, 5);
   // Inside a batch the centering uses the batch's mean: splitting must not change it.
   const Logs one = model.evaluate(x, y, {.batch_size = 8});
