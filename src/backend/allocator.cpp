@@ -34,17 +34,21 @@ std::string out_of_memory(std::size_t nbytes) {
 }  // namespace
 
 namespace {
-// Blocks this large (a dataset's arrays, a big layer's activations) go on 2 MiB pages where the
-// kernel offers transparent huge pages on request (madvise mode, Debian's default): a batch
-// gathered from shuffled rows of a 188 MB MNIST array otherwise takes a TLB miss per row (4 KiB
-// pages cover 12 MB of it at a time), which made the gather a sixth of an MLP step.
+// Blocks this large (a dataset's arrays) go on 2 MiB pages where the kernel offers transparent
+// huge pages on request (madvise mode, Debian's default): a batch gathered from shuffled rows of
+// the 188 MB MNIST array otherwise takes a TLB miss per row (4 KiB pages cover 12 MB of it at a
+// time), which made the gather a sixth of an MLP step. Activations, read in order, gain nothing
+// measurable from it, and 2 MiB-aligned blocks would all share their low 21 address bits (cache
+// sets); with the threshold at 4 MiB the convnet measured no better and possibly worse, so only
+// blocks of 64 MiB and more get it.
 constexpr std::size_t kHugePage = std::size_t{2} << 20;
-constexpr std::size_t kHugeFrom = 2 * kHugePage;
+constexpr std::size_t kHugeFrom = std::size_t{64} << 20;
 
 void* system_allocate(std::size_t cls) {
   if (cls < kHugeFrom) return std::aligned_alloc(64, cls);
   // size_class's classes above 64 bytes are multiples of a quarter of a power of two, so every
   // class from 4 MiB up is a multiple of 2 MiB, as aligned_alloc needs.
+  static_assert(kHugeFrom >= 2 * kHugePage);
   void* p = std::aligned_alloc(kHugePage, cls);
 #if defined(__linux__) && defined(MADV_HUGEPAGE)
   if (p) (void)madvise(p, cls, MADV_HUGEPAGE);  // advice only: without THP the block is as before
