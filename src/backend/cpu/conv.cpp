@@ -97,13 +97,12 @@ std::optional<dnnl::convolution_forward::primitive_desc> winograd_forward_pd(con
   }
 }
 
-// An NHWC tensor (user) and the layout a primitive chose for it (chosen), with the reorder
-// between them when they differ.
-struct ActivationMemory {
+// A tensor in lockstep's layout (user: NHWC activations, Keras' HWIO kernels) and in the layout
+// a primitive chose for it (chosen), with the reorder between them when the two differ.
+struct ReorderedMemory {
   memory user, chosen;
   std::optional<dnnl::reorder> reorder;
-  ActivationMemory() = default;
-  ActivationMemory(const memory::desc& user_desc, const memory::desc& chosen_desc, bool to_user) {
+  ReorderedMemory(const memory::desc& user_desc, const memory::desc& chosen_desc, bool to_user) {
     user = memory(user_desc, onednn::engine(), DNNL_MEMORY_NONE);
     if (chosen_desc == user_desc) {
       chosen = user;
@@ -120,31 +119,15 @@ struct ActivationMemory {
   }
 };
 
-// The kernel in the layout a primitive chose, reordered from (or to) Keras' layout.
-struct KernelMemory {
-  memory user, chosen;
-  std::optional<dnnl::reorder> reorder;
-  KernelMemory(const Conv2dDesc& d, const memory::desc& chosen_desc, bool to_user) {
-    user = memory(kernel_desc(d), onednn::engine(), DNNL_MEMORY_NONE);
-    if (chosen_desc == user.get_desc()) {
-      chosen = user;
-    } else {
-      chosen = memory(chosen_desc, onednn::engine());
-      reorder = to_user ? dnnl::reorder(chosen, user) : dnnl::reorder(user, chosen);
-    }
-  }
-};
-
 struct Forward {
   dnnl::convolution_forward prim;
   memory bias;
-  ActivationMemory src, dst;
-  KernelMemory kernel;
+  ReorderedMemory src, dst, kernel;
   Forward(const Conv2dDesc& d, bool has_bias, const dnnl::convolution_forward::primitive_desc& pd)
       : prim(pd),
         src(nhwc(d.n, d.c, d.h, d.w), pd.src_desc(), false),
         dst(nhwc(d.n, d.oc, d.oh, d.ow), pd.dst_desc(), true),
-        kernel(d, pd.weights_desc(), false) {
+        kernel(kernel_desc(d), pd.weights_desc(), false) {
     if (has_bias) bias = memory(pd.bias_desc(), onednn::engine(), DNNL_MEMORY_NONE);
   }
 };
@@ -152,9 +135,9 @@ struct Forward {
 struct BackwardData {
   dnnl::convolution_backward_data prim;
   memory diff_src, diff_dst;
-  KernelMemory kernel;
+  ReorderedMemory kernel;
   BackwardData(const Conv2dDesc& d, const dnnl::convolution_backward_data::primitive_desc& pd)
-      : prim(pd), kernel(d, pd.weights_desc(), false) {
+      : prim(pd), kernel(kernel_desc(d), pd.weights_desc(), false) {
     diff_src = memory(pd.diff_src_desc(), onednn::engine(), DNNL_MEMORY_NONE);
     diff_dst = memory(pd.diff_dst_desc(), onednn::engine(), DNNL_MEMORY_NONE);
   }
@@ -162,13 +145,12 @@ struct BackwardData {
 
 struct BackwardWeights {
   dnnl::convolution_backward_weights prim;
-  ActivationMemory src, diff_dst;
-  KernelMemory kernel;
+  ReorderedMemory src, diff_dst, kernel;
   BackwardWeights(const Conv2dDesc& d, const dnnl::convolution_backward_weights::primitive_desc& pd)
       : prim(pd),
         src(nhwc(d.n, d.c, d.h, d.w), pd.src_desc(), false),
         diff_dst(nhwc(d.n, d.oc, d.oh, d.ow), pd.diff_dst_desc(), false),
-        kernel(d, pd.diff_weights_desc(), true) {}
+        kernel(kernel_desc(d), pd.diff_weights_desc(), true) {}
 };
 
 std::array<std::int64_t, 18> key_of(const Conv2dDesc& d, bool bias) {
@@ -267,7 +249,7 @@ void conv2d(ComputeContext& ctx, const Conv2dDesc& d, const void* x, const void*
       f.dst.user.set_data_handle(ys + n0 * d.oh * d.ow * d.oc);
       f.kernel.user.set_data_handle(const_cast<void*>(w));
       dnnl::stream& s = onednn::stream();
-      if (f.kernel.reorder) f.kernel.reorder->execute(s, f.kernel.user, f.kernel.chosen);
+      f.kernel.to_chosen(s);
       f.src.to_chosen(s);
       std::unordered_map<int, memory> args{
           {DNNL_ARG_SRC, f.src.chosen}, {DNNL_ARG_WEIGHTS, f.kernel.chosen}, {DNNL_ARG_DST, f.dst.chosen}};
@@ -293,7 +275,7 @@ void conv2d_backward_data(ComputeContext& ctx, const Conv2dDesc& d, const void* 
       b.diff_src.set_data_handle(dxs + n0 * d.h * d.w * d.c);
       b.kernel.user.set_data_handle(const_cast<void*>(w));
       dnnl::stream& s = onednn::stream();
-      if (b.kernel.reorder) b.kernel.reorder->execute(s, b.kernel.user, b.kernel.chosen);
+      b.kernel.to_chosen(s);
       b.prim.execute(s, {{DNNL_ARG_DIFF_DST, b.diff_dst}, {DNNL_ARG_WEIGHTS, b.kernel.chosen},
                          {DNNL_ARG_DIFF_SRC, b.diff_src}});
       s.wait();
@@ -331,7 +313,7 @@ void conv2d_backward_weights(ComputeContext& ctx, const Conv2dDesc& d, const voi
                          {DNNL_ARG_DIFF_DST, b.diff_dst.chosen},
                          {DNNL_ARG_DIFF_WEIGHTS, b.kernel.chosen}});
       if (db) bias_gradient(dys + n0 * d.oh * d.ow * d.oc, (n1 - n0) * d.oh * d.ow, d.oc, out_b);
-      if (b.kernel.reorder) b.kernel.reorder->execute(s, b.kernel.chosen, b.kernel.user);
+      b.kernel.to_user(s);
       s.wait();
     });
   });
