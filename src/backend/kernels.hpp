@@ -53,7 +53,8 @@ struct Conv2dDesc {
   std::int64_t stride_h = 1, stride_w = 1, dilation_h = 1, dilation_w = 1;
   std::int64_t pad_top = 0, pad_left = 0, pad_bottom = 0, pad_right = 0;
   std::int64_t groups = 1;
-  bool relu = false;  // forward only: max(conv + bias, 0)
+  bool relu = false;      // forward only: max(conv + bias, 0)
+  bool winograd = false;  // forward only: a Winograd kernel may compute it (Conv2dOptions::winograd)
 };
 
 /// 2-D max or average pooling over NHWC tensors; average pooling divides by the number of

@@ -96,22 +96,23 @@ Conv2dOptions Conv2DLayer::geometry(const Shape& x) const {
           .groups = options_.groups};
 }
 
-Tensor Conv2DLayer::convolve(const Tensor& x, FusedActivation act) const {
+Tensor Conv2DLayer::convolve(const Tensor& x, FusedActivation act, bool training) const {
   LOCKSTEP_CHECK(built(), "layer '", name(), "' (Conv2D) is called before it was built");
   check_image(name(), "Conv2D", x.shape());
   Conv2dOptions o = geometry(x.shape());
   o.activation = act;
+  o.winograd = training;  // inference keeps the direct kernel's numbers
   return conv2d(x, kernel_.value(), bias_.defined() ? bias_.value() : Tensor(), o);
 }
 
-Tensor Conv2DLayer::call_logits(const Tensor& x, const CallContext&) const {
-  return convolve(x, FusedActivation::kNone);
+Tensor Conv2DLayer::call_logits(const Tensor& x, const CallContext& ctx) const {
+  return convolve(x, FusedActivation::kNone, ctx.training);
 }
 
-Tensor Conv2DLayer::call(const Tensor& x, const CallContext&) const {
+Tensor Conv2DLayer::call(const Tensor& x, const CallContext& ctx) const {
   // ReLU in the convolution's own pass over its output, as Dense does.
-  if (activation_ == ActivationKind::kRelu) return convolve(x, FusedActivation::kRelu);
-  return apply_activation(activation_, convolve(x, FusedActivation::kNone));
+  if (activation_ == ActivationKind::kRelu) return convolve(x, FusedActivation::kRelu, ctx.training);
+  return apply_activation(activation_, convolve(x, FusedActivation::kNone, ctx.training));
 }
 
 // ---- DepthwiseConv2D ----

@@ -60,6 +60,7 @@ backend::Conv2dDesc conv_desc(const char* op, const Shape& x, const Shape& k, co
   d.pad_right = o.padding.right;
   d.groups = o.groups;
   d.relu = o.activation == FusedActivation::kRelu;
+  d.winograd = o.winograd;
   d.oh = window_output_size(d.h, d.kh, d.stride_h, d.dilation_h, d.pad_top, d.pad_bottom);
   d.ow = window_output_size(d.w, d.kw, d.stride_w, d.dilation_w, d.pad_left, d.pad_right);
   LOCKSTEP_CHECK(d.oh > 0 && d.ow > 0, op, ": the ", k[0], "x", k[1], " kernel (dilation ", pair_str(o.dilation),

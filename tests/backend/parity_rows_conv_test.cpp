@@ -20,10 +20,11 @@ struct ConvCase {
 const ConvCase kConvCases[] = {
     {"split_bias", {7, 12, 11, 8}, {3, 3, 8, 16}, {}, true},
     {"split_bias_relu", {7, 12, 11, 8}, {3, 3, 8, 16}, {.activation = FusedActivation::kRelu}, true},
-    // 3x3, stride 1, channels in 16s: oneDNN's Winograd where the CPU has it (forward and
-    // kernel gradient), the direct kernel elsewhere; both must meet the same tolerance.
-    {"winograd_bias_relu", {5, 10, 9, 16}, {3, 3, 16, 32}, {.activation = FusedActivation::kRelu}, true},
-    {"winograd_padded", {3, 8, 8, 32}, {3, 3, 32, 16}, {.padding = {1, 1, 1, 1}}, false},
+    // 3x3, stride 1, channels in 16s, C * OC >= 2048: oneDNN's Winograd where the CPU has it
+    // (forward and kernel gradient), the direct kernel elsewhere; both must meet the same tolerance.
+    {"winograd_bias_relu", {4, 10, 9, 32}, {3, 3, 32, 64}, {.activation = FusedActivation::kRelu, .winograd = true},
+     true},
+    {"winograd_padded", {2, 8, 8, 64}, {3, 3, 64, 32}, {.padding = {1, 1, 1, 1}, .winograd = true}, false},
     {"strided_dilated_padded", {3, 9, 10, 4}, {3, 2, 4, 5}, {.strides = {2, 3}, .dilation = {2, 1}, .padding = {2, 2, 0, 1}},
      false},
     {"depthwise", {5, 8, 8, 6}, {3, 3, 1, 12}, {.padding = {1, 1, 1, 1}, .groups = 6}, true},

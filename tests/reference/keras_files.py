@@ -8,7 +8,9 @@ usage: keras_files.py DIR LOCKSTEP_CLI KERAS_FILES_DRIVER
     gives Keras' predictions (relative 1e-5, float32). Keras' save_weights file loads into
     lockstep too (load_weights), and lockstep's re-save of a Keras file loads back in Keras.
 (b) lockstep trains an MLP, a convnet and ResNet-20 (a Functional model) and saves .keras files; keras.saving.load_model reads
-    them and predicts what `lockstep predict` does, and compiles them as lockstep did.
+    them and predicts what `lockstep predict` does (relative 1e-5, or twice the change a one-ulp
+    perturbation of the input makes to Keras' own predictions where the trained model is that
+    sensitive: float32 cannot agree more closely than that), and compiles them as lockstep did.
 (c) Keras models lockstep cannot read (an LSTM layer, a Functional model of two inputs): the CLI
     exits 1 with a message naming the file, the layer class and the layer's name (or the problem).
 
@@ -64,11 +66,11 @@ def keras_models():
             keras.layers.ZeroPadding2D(((1, 0), (0, 1))),
             keras.layers.Conv2D(8, 3, activation="relu"),
             keras.layers.BatchNormalization(momentum=0.8),
-            keras.layers.DepthwiseConv2D(3, padding="same", depth_multiplier=2, dilation_rate=2),
+            keras.layers.DepthwiseConv2D(3, padding="same", depth_multiplier=4, dilation_rate=2),
             keras.layers.MaxPooling2D(),
             keras.layers.AveragePooling2D(2, strides=1, padding="same"),
-            # 16 -> 32 channels, 3x3, stride 1: lockstep's Winograd convolution where the CPU has it
-            keras.layers.Conv2D(32, 3, padding="same", activation="relu"),
+            # 32 -> 64 channels, 3x3, stride 1: lockstep's Winograd convolution where the CPU has it
+            keras.layers.Conv2D(64, 3, padding="same", activation="relu"),
             keras.layers.Conv2D(6, 2, strides=2, padding="same", activation="tanh", use_bias=False),
             keras.layers.GlobalAveragePooling2D(),
             keras.layers.Dropout(0.3),
@@ -160,7 +162,13 @@ def part_b(d, cli, driver):
             continue
         got = model.predict(x, verbose=0)
         e = rel(got, want)
-        check(got.shape == want.shape and e <= RTOL, f"(b) lockstep_{kind}: Keras predicts lockstep's outputs (rel {e:.2e})")
+        # Keras against itself, the input moved by one float32 ulp or so: the model's own noise floor.
+        jitter = np.random.RandomState(2).uniform(-1.2e-7, 1.2e-7, x.shape)
+        floor = rel(model.predict((x * (1 + jitter)).astype(np.float32), verbose=0), got)
+        tol = max(RTOL, 2 * floor)
+        check(got.shape == want.shape and e <= tol,
+              f"(b) lockstep_{kind}: Keras predicts lockstep's outputs (rel {e:.2e}; tolerance {tol:.1e}, "
+              f"Keras' own change for a one-ulp input change {floor:.1e})")
         bn = [l for l in model.layers if isinstance(l, keras.layers.BatchNormalization)]
         check(bool(bn) and float(np.max(np.abs(bn[0].moving_mean.numpy()))) > 0,
               f"(b) lockstep_{kind}: the trained moving statistics arrived")

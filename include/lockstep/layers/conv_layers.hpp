@@ -46,7 +46,7 @@ class Conv2DLayer final : public Layer {
 
  private:
   Conv2dOptions geometry(const Shape& input_shape) const;
-  Tensor convolve(const Tensor& x, FusedActivation activation) const;
+  Tensor convolve(const Tensor& x, FusedActivation activation, bool training) const;
   Conv2DOptions options_;
   PaddingMode padding_;
   ActivationKind activation_;

@@ -140,6 +140,12 @@ struct Conv2dOptions {
   /// kRelu: y = max(conv + bias, 0) in the kernel itself (one pass over y fewer than conv then
   /// relu); its gradient is taken from y.
   FusedActivation activation = FusedActivation::kNone;
+  /// The forward may run a Winograd kernel where the backend has a faster one for the shape
+  /// (CPU: 3x3, stride 1, many channels), with a few times the direct kernel's float32 rounding
+  /// error. Layers set it for training passes only, so that inference (predict, evaluate) gives
+  /// the direct kernel's numbers, as other frameworks' do. The kernel gradient may use Winograd
+  /// whatever this says (it is only ever part of training).
+  bool winograd = false;
 };
 /// x (N, H, W, C) * kernel (KH, KW, C / groups, OC) [+ bias (OC); may be undefined] -> (N, OH, OW, OC).
 Tensor conv2d(const Tensor& x, const Tensor& kernel, const Tensor& bias, const Conv2dOptions& options = {});

@@ -5,8 +5,9 @@
 // steady-state step creates none. Backward weights sums the parts' partial gradients in part
 // order: bit-reproducible for a given pool size.
 //
-// Forward and backward weights of a 3x3, stride-1 convolution run oneDNN's Winograd F(4x4, 3x3)
-// where oneDNN has it for the shape (AVX-512, channels in blocks of 16): 2.25x fewer multiplies,
+// Backward weights of a 3x3, stride-1 convolution, and its forward in training passes
+// (Conv2dOptions::winograd), run oneDNN's Winograd F(4x4, 3x3) where oneDNN has it and it pays
+// (winograd_shape): 2.25x fewer multiplies,
 // measured 1.5x (forward) and 1.2x (backward weights) faster than the direct kernel on a
 // convnet's second layer, reorders to and from its blocked layout included. Its rounding error is
 // a few times the direct kernel's (relative RMS ~5e-7 against a float64 sum, direct ~1.5e-7).
@@ -60,12 +61,16 @@ bool winograd_allowed() {
   return allowed;
 }
 
-// A shape Winograd F(4x4, 3x3) computes without padding channels to oneDNN's blocks of 16
-// (a first layer's one input channel, padded, made it 4x slower than direct); oneDNN decides
-// the rest (ISA, sizes).
+// A shape Winograd F(4x4, 3x3) computes faster than the direct kernel, reorders included: channels
+// in oneDNN's blocks of 16 (a first layer's one input channel, padded, made it 4x slower), and
+// enough of them that the multiplies saved outweigh the two reorders of the activations, whose
+// cost grows with C + OC while the saving grows with C * OC. Measured (DESIGN-NOTES): 32 -> 64
+// channels gain 1.5x forward; ResNet-20's 16 -> 16 lost end to end. oneDNN decides the rest (ISA,
+// sizes).
 bool winograd_shape(const Conv2dDesc& d) {
+  constexpr std::int64_t kMinChannelProduct = 32 * 64;
   return winograd_allowed() && d.kh == 3 && d.kw == 3 && d.stride_h == 1 && d.stride_w == 1 && d.dilation_h == 1 &&
-         d.dilation_w == 1 && d.groups == 1 && d.c % 16 == 0 && d.oc % 16 == 0;
+         d.dilation_w == 1 && d.groups == 1 && d.c % 16 == 0 && d.oc % 16 == 0 && d.c * d.oc >= kMinChannelProduct;
 }
 
 // The direct kernel on NHWC, or (winograd) Winograd on layouts oneDNN picks.
@@ -88,6 +93,7 @@ dnnl::convolution_forward::primitive_desc forward_pd(const Conv2dDesc& d, bool b
 }
 
 // Winograd's forward primitive for d, or none where oneDNN has no Winograd kernel for it.
+// (The kernel gradient asks for it as a hint whatever d.winograd says.)
 std::optional<dnnl::convolution_forward::primitive_desc> winograd_forward_pd(const Conv2dDesc& d, bool bias) {
   if (!winograd_shape(d)) return std::nullopt;
   try {
@@ -155,7 +161,8 @@ struct BackwardWeights {
 
 std::array<std::int64_t, 18> key_of(const Conv2dDesc& d, bool bias) {
   return {d.n, d.h, d.w, d.c, d.oh, d.ow, d.oc, d.kh, d.kw, d.stride_h, d.stride_w, d.dilation_h, d.dilation_w,
-          d.pad_top, d.pad_left, d.pad_bottom, d.pad_right, (d.groups * 2 + (bias ? 1 : 0)) * 2 + (d.relu ? 1 : 0)};
+          d.pad_top, d.pad_left, d.pad_bottom, d.pad_right,
+          ((d.groups * 2 + (bias ? 1 : 0)) * 2 + (d.relu ? 1 : 0)) * 2 + (d.winograd ? 1 : 0)};
 }
 
 template <typename Entry, typename Make>
@@ -166,7 +173,7 @@ Entry& cached(const Conv2dDesc& d, bool bias, Make&& make) {
 
 Forward& forward_entry(const Conv2dDesc& d, bool bias) {
   return cached<Forward>(d, bias, [&] {
-    auto pd = winograd_forward_pd(d, bias);
+    auto pd = d.winograd ? winograd_forward_pd(d, bias) : std::nullopt;
     return std::make_unique<Forward>(d, bias, pd ? *pd : forward_pd(d, bias, false));
   });
 }
