@@ -31,9 +31,7 @@ std::string out_of_memory(std::size_t nbytes) {
                 units[u]);
   return buf;
 }
-}  // namespace
 
-namespace {
 // Blocks this large (a dataset's arrays) go on 2 MiB pages where the kernel offers transparent
 // huge pages on request (madvise mode, Debian's default): a batch gathered from shuffled rows of
 // the 188 MB MNIST array otherwise takes a TLB miss per row (4 KiB pages cover 12 MB of it at a

@@ -76,10 +76,9 @@ bool winograd_shape(const Conv2dDesc& d) {
 // The direct kernel on NHWC, or (winograd) Winograd on layouts oneDNN picks.
 dnnl::convolution_forward::primitive_desc forward_pd(const Conv2dDesc& d, bool bias, bool winograd) {
   const Geometry g = geometry(d);
-  const memory::desc any_src({d.n, d.c, d.h, d.w}, kF32, memory::format_tag::any);
-  const memory::desc any_dst({d.n, d.oc, d.oh, d.ow}, kF32, memory::format_tag::any);
-  const memory::desc src = winograd ? any_src : nhwc(d.n, d.c, d.h, d.w);
-  const memory::desc dst = winograd ? any_dst : nhwc(d.n, d.oc, d.oh, d.ow);
+  const auto any = memory::format_tag::any;
+  const memory::desc src = winograd ? memory::desc({d.n, d.c, d.h, d.w}, kF32, any) : nhwc(d.n, d.c, d.h, d.w);
+  const memory::desc dst = winograd ? memory::desc({d.n, d.oc, d.oh, d.ow}, kF32, any) : nhwc(d.n, d.oc, d.oh, d.ow);
   const memory::desc b = bias ? memory::desc({d.oc}, kF32, memory::format_tag::a) : memory::desc();
   const auto alg = winograd ? dnnl::algorithm::convolution_winograd : dnnl::algorithm::convolution_direct;
   dnnl::convolution_forward::desc cd(dnnl::prop_kind::forward_training, alg, src, any_kernel_desc(d), b, dst,
@@ -171,7 +170,10 @@ Entry& cached(const Conv2dDesc& d, bool bias, Make&& make) {
   return cache.get(key_of(d, bias), make);
 }
 
-Forward& forward_entry(const Conv2dDesc& d, bool bias) {
+Forward& forward_entry(const Conv2dDesc& desc, bool bias) {
+  // Where Winograd does not apply, a training and an inference call share one direct primitive.
+  Conv2dDesc d = desc;
+  d.winograd = desc.winograd && winograd_shape(d);
   return cached<Forward>(d, bias, [&] {
     auto pd = d.winograd ? winograd_forward_pd(d, bias) : std::nullopt;
     return std::make_unique<Forward>(d, bias, pd ? *pd : forward_pd(d, bias, false));

@@ -99,8 +99,8 @@ void max_pool_window(const Pool2dDesc& d, const float* xn, const float* __restri
 }
 
 // The common case (Keras' default 2x2 pool, stride 2, no padding) without the generic loop's
-// `rest` in memory: a window's four elements are compared in registers and each written once.
-// `first` hands the window's gradient to its first maximum in row-major order, as TF does.
+// `rest` in memory: a window's four elements are compared in registers and each written once;
+// the window's gradient goes to its first maximum in row-major order, as TF's.
 void max_pool_backward_2x2(const Pool2dDesc& d, const float* xn, const float* y, const float* dy, float* dxn,
                            std::int64_t n) {
   const std::int64_t c = d.c, row = d.w * c;

@@ -96,14 +96,17 @@ void gather_rows(ComputeContext& ctx, const void* srcv, const std::int64_t* inde
   constexpr std::size_t kPrefetchBytes = 8192;
   const std::size_t prefetch_bytes = std::min(bytes, kPrefetchBytes);
   const char* base = static_cast<const char*>(srcv);
+  // Rows [from, to) of the batch, clipped to the part's end.
+  auto prefetch_rows = [&](std::int64_t from, std::int64_t to, std::int64_t end) {
+    for (std::int64_t a = from; a < std::min(end, to); ++a)
+      for (std::size_t b = 0; b < prefetch_bytes; b += 64) __builtin_prefetch(base + index[a] * bytes + b);
+  };
   parallel_rows(ctx, rows, row, [&](std::int64_t begin, std::int64_t end) {
-    for (std::int64_t r = begin; r < std::min(end, begin + kAhead); ++r)
-      for (std::size_t b = 0; b < prefetch_bytes; b += 64) __builtin_prefetch(base + index[r] * bytes + b);
+    prefetch_rows(begin, begin + kAhead, end);
     for (std::int64_t r = begin; r < end;) {
       std::int64_t run = 1;  // consecutive indices (an unshuffled batch) go in one copy
       while (r + run < end && index[r + run] == index[r] + run) ++run;
-      for (std::int64_t a = r + kAhead; a < std::min(end, r + run + kAhead); ++a)
-        for (std::size_t b = 0; b < prefetch_bytes; b += 64) __builtin_prefetch(base + index[a] * bytes + b);
+      prefetch_rows(r + kAhead, r + run + kAhead, end);
       std::memcpy(dst + r * row, src + index[r] * row, static_cast<std::size_t>(run) * bytes);
       r += run;
     }
