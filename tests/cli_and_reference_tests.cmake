@@ -298,14 +298,16 @@ add_test(NAME cli.resnet20_data_npz_trains_saves_and_evaluates
 set_tests_properties(cli.resnet20_mnist_three_steps PROPERTIES TIMEOUT 600)
 set_tests_properties(cli.resnet20_data_npz_trains_saves_and_evaluates PROPERTIES FIXTURES_REQUIRED saved_model_cli TIMEOUT 300)
 # MultiWorkerMirroredStrategy under mpirun -np 2 (skipped when lockstep is built without MPI):
-# the collectives across workers, over Open MPI's shared-memory transport and over TCP loopback
-# (--mca btl self,tcp, the path machines on a network use).
+# the collectives across workers, in lockstep's shared-memory segment (the default for workers on
+# one machine) and over MPI's messages on TCP loopback (LOCKSTEP_WORKER_SHM=0 --mca btl self,tcp,
+# the path machines on a network use).
 if(LOCKSTEP_WITH_MPI)
   set(_mpirun ${CMAKE_CURRENT_SOURCE_DIR}/cli/mpirun.sh)
   add_test(NAME multi_worker.collectives_over_shared_memory
            COMMAND ${_mpirun} 2 -- $<TARGET_FILE:distribute_tests> --gtest_filter=MultiWorker.*)
   add_test(NAME multi_worker.collectives_over_tcp
-           COMMAND ${_mpirun} 2 --mca btl self,tcp -- $<TARGET_FILE:distribute_tests> --gtest_filter=MultiWorker.*)
+           COMMAND ${_mpirun} 2 -x LOCKSTEP_WORKER_SHM=0 --mca btl self,tcp -- $<TARGET_FILE:distribute_tests>
+                   --gtest_filter=MultiWorker.*)
   set_tests_properties(multi_worker.collectives_over_shared_memory multi_worker.collectives_over_tcp
                        PROPERTIES TIMEOUT 300 FAIL_REGULAR_EXPRESSION "SKIPPED|FAILED")
   # The flagship on 2 workers x 1 device ends bit-identical to 1 process x 2 devices, reaches
@@ -314,7 +316,7 @@ if(LOCKSTEP_WITH_MPI)
   add_test(NAME multi_worker.train_matches_two_devices_over_shared_memory
            COMMAND ${_mw_train} ${_cli} ${_mpirun} ${CMAKE_CURRENT_BINARY_DIR}/mw-train-shm 0.975)
   add_test(NAME multi_worker.train_matches_two_devices_over_tcp
-           COMMAND ${_mw_train} ${_cli} ${_mpirun} ${CMAKE_CURRENT_BINARY_DIR}/mw-train-tcp 0.975 --mca btl self,tcp)
+           COMMAND ${_mw_train} ${_cli} ${_mpirun} ${CMAKE_CURRENT_BINARY_DIR}/mw-train-tcp 0.975 -x LOCKSTEP_WORKER_SHM=0 --mca btl self,tcp)
   set_tests_properties(multi_worker.train_matches_two_devices_over_shared_memory
                        multi_worker.train_matches_two_devices_over_tcp PROPERTIES TIMEOUT 900 RUN_SERIAL TRUE)
   # A worker SIGKILLed mid-training stops the job within the timeout naming its rank, and
@@ -322,8 +324,12 @@ if(LOCKSTEP_WITH_MPI)
   add_test(NAME multi_worker.lost_worker_is_named_and_resume_is_bit_identical
            COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/cli/multi_worker_kill.sh ${_cli} ${_mpirun}
                    ${CMAKE_CURRENT_BINARY_DIR}/mw-kill)
+  add_test(NAME multi_worker.lost_worker_is_named_over_mpi_messages
+           COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/cli/multi_worker_kill.sh ${_cli} ${_mpirun}
+                   ${CMAKE_CURRENT_BINARY_DIR}/mw-kill-mpi)
   set_tests_properties(multi_worker.lost_worker_is_named_and_resume_is_bit_identical
-                       PROPERTIES TIMEOUT 600 RUN_SERIAL TRUE)
+                       multi_worker.lost_worker_is_named_over_mpi_messages PROPERTIES TIMEOUT 600 RUN_SERIAL TRUE)
+  set_tests_properties(multi_worker.lost_worker_is_named_over_mpi_messages PROPERTIES ENVIRONMENT LOCKSTEP_WORKER_SHM=0)
   # The cross-worker bench runs (tiny sizes; the figures come from an idle machine).
   add_test(NAME multi_worker.bench_allreduce_workers_runs
            COMMAND ${_expect} 0 "16KiB +4096 +[0-9.]+ +[0-9.]+ +[0-9.]+ +[0-9.]+ +[0-9]+%" ${_mpirun} 2 -- ${_cli} bench allreduce --workers --devices cpu:1

@@ -1,9 +1,14 @@
 #include "distribute/multi_worker_group.hpp"
 
+#include <unistd.h>
+
 #include <array>
 #include <atomic>
 #include <bit>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <mutex>
 #include <sstream>
 
 #include "lockstep/tensor/ops.hpp"
@@ -74,10 +79,45 @@ void divide(const Tensor& t, std::int64_t begin, std::int64_t end, int count) {
   part.copy_from(q.dtype() == part.dtype() ? q : q.to(part.dtype()));
 }
 
-struct Header {
-  std::uint64_t seq = 0;
-  CollectiveSignature signature;
+using Header = HostSegment::Header;
+
+// What a worker says of itself when a group is made.
+struct WorkerInfo {
+  std::int32_t local_size = 0;
+  std::int32_t pid = 0;
+  std::uint64_t machine = 0;  // this_machine()
 };
+
+// The same on every process of one machine (one boot of one host), and different on another:
+// FNV-1a of the host name and the kernel's boot id.
+std::uint64_t this_machine() {
+  std::string id(256, '\0');
+  if (gethostname(id.data(), id.size() - 1) != 0) id.clear();
+  id.resize(std::strlen(id.c_str()));
+  if (std::FILE* f = std::fopen("/proc/sys/kernel/random/boot_id", "r")) {
+    char boot[64] = {};
+    if (std::fgets(boot, sizeof boot, f)) id += std::string("/") + boot;
+    std::fclose(f);
+  }
+  std::uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : id) h = (h ^ c) * 1099511628211ull;
+  return h;
+}
+
+template <typename T>
+Bytes to_bytes(const T& value) {
+  const auto wire = std::bit_cast<std::array<std::byte, sizeof(T)>>(value);
+  return Bytes(wire.begin(), wire.end());
+}
+
+template <typename T>
+T from_bytes(const Bytes& bytes) {
+  std::array<std::byte, sizeof(T)> wire;
+  LOCKSTEP_CHECK(bytes.size() == wire.size(), "multi-worker collectives: a message of ", bytes.size(),
+                 " bytes where ", wire.size(), " were expected");
+  std::memcpy(wire.data(), bytes.data(), wire.size());
+  return std::bit_cast<T>(wire);
+}
 }  // namespace
 
 MultiWorkerGroup::MultiWorkerGroup(WorkerTransport& transport, int local_size, const CollectiveOptions& options)
@@ -89,30 +129,44 @@ MultiWorkerGroup::MultiWorkerGroup(WorkerTransport& transport, int local_size, c
       tag_(next_tag()) {
   for (auto& slots : outputs_) slots.resize(static_cast<std::size_t>(local_size));
   if (workers_ == 1) return;
-  // Every worker must have as many local members: ranks are worker * local_size + member.
-  std::vector<Transfer> sends, receives;
-  auto mine = std::make_shared<Bytes>(sizeof(std::int32_t));
-  const auto local = static_cast<std::int32_t>(local_size);
-  std::memcpy(mine->data(), &local, sizeof local);
-  for (int j = 0; j < workers_; ++j) {
-    if (j == worker_) continue;
-    sends.push_back(Transfer::of(j, mine));
-    receives.push_back(Transfer::of(j, std::make_shared<Bytes>(sizeof(std::int32_t))));
-  }
+  // Every worker must have as many local members: ranks are worker * local_size + member. Which
+  // machine each runs on decides whether they can meet in shared memory.
+  const WorkerInfo me{static_cast<std::int32_t>(local_size), static_cast<std::int32_t>(getpid()), this_machine()};
   const Deadline deadline = Deadline::in(timeout());
-  transport_.exchange(tag_, sends, receives, deadline.at, deadline.after, "the group's set-up");
-  for (const Transfer& t : receives) {
-    std::int32_t n = 0;
-    std::memcpy(&n, t.data, sizeof n);
-    LOCKSTEP_CHECK(n == local_size, "multi-worker collectives: worker ", t.peer, " has ", n, " local replica(s), worker ",
-                   worker_, " has ", local_size, "; every worker needs the same number (the same --devices)");
+  const std::vector<Bytes> all = transport_.all_to_all(tag_, to_bytes(me), deadline.at, deadline.after,
+                                                       "the group's set-up");
+  bool one_machine = true;
+  std::vector<std::int32_t> pids;
+  for (int j = 0; j < workers_; ++j) {
+    const WorkerInfo info = from_bytes<WorkerInfo>(all[static_cast<std::size_t>(j)]);
+    LOCKSTEP_CHECK(info.local_size == local_size, "multi-worker collectives: worker ", j, " has ", info.local_size,
+                   " local replica(s), worker ", worker_, " has ", local_size,
+                   "; every worker needs the same number (the same --devices)");
+    one_machine = one_machine && info.machine == me.machine;
+    pids.push_back(info.pid);
+  }
+  if (!one_machine) {
+    host_note_ = "the workers run on several machines";
+  } else if (const char* env = std::getenv("LOCKSTEP_WORKER_SHM"); env && std::string(env) == "0") {
+    host_note_ = "LOCKSTEP_WORKER_SHM=0";
+  } else {
+    std::string why;
+    host_ = HostSegment::open(transport_, tag_, kSlotBytes, pids, deadline, &why);
+    if (!host_) {
+      host_note_ = "shared memory is unavailable (" + why + ")";
+      static std::once_flag said;
+      std::call_once(said, [&] {
+        std::fprintf(stderr, "lockstep: the workers on this machine use MPI's messages: %s\n", host_note_.c_str());
+      });
+    }
   }
 }
 
 MultiWorkerGroup::~MultiWorkerGroup() { shutdown(); }
 
 std::string MultiWorkerGroup::stall_detail() const {
-  const std::string w = transport_.waiting_for();
+  std::string w = host_ ? host_->waiting_for() : std::string();
+  if (w.empty()) w = transport_.waiting_for();
   return w.empty() ? SharedMemoryGroup::stall_detail() : "it still waits for " + w;
 }
 
@@ -126,23 +180,14 @@ void MultiWorkerGroup::exchange(const std::vector<Transfer>& sends, const std::v
 void MultiWorkerGroup::check_signatures(const CollectiveCall& call, const Deadline& deadline) {
   // Every worker sends its header to every other, so all see all and agree on the verdict;
   // receiving them is also the cross-worker barrier.
-  using Wire = std::array<std::byte, sizeof(Header)>;
-  const Wire wire = std::bit_cast<Wire>(Header{call.seq, call.signature});
-  std::vector<Transfer> sends, receives;
-  const auto mine = std::make_shared<Bytes>(wire.begin(), wire.end());
-  for (int j = 0; j < workers_; ++j) {
-    if (j == worker_) continue;
-    sends.push_back(Transfer::of(j, mine));
-    receives.push_back(Transfer::of(j, std::make_shared<Bytes>(wire.size())));
-  }
-  exchange(sends, receives, call, deadline);
-  std::vector<Header> headers(static_cast<std::size_t>(workers_));
-  headers[static_cast<std::size_t>(worker_)] = Header{call.seq, call.signature};
-  for (const Transfer& t : receives) {
-    Wire w;
-    std::memcpy(w.data(), t.data, w.size());
-    headers[static_cast<std::size_t>(t.peer)] = std::bit_cast<Header>(w);
-  }
+  const std::vector<Bytes> all = transport_.all_to_all(tag_, to_bytes(Header{call.seq, call.signature}), deadline.at,
+                                                       deadline.after, call.name() + " (" + call.signature.str() + ")");
+  std::vector<Header> headers;
+  for (const Bytes& b : all) headers.push_back(from_bytes<Header>(b));
+  check_headers(call, headers);
+}
+
+void MultiWorkerGroup::check_headers(const CollectiveCall& call, const std::vector<Header>& headers) {
   for (std::size_t j = 1; j < headers.size(); ++j) {
     if (headers[j].seq == headers[0].seq && headers[j].signature == headers[0].signature) continue;
     std::ostringstream os;
@@ -151,6 +196,108 @@ void MultiWorkerGroup::check_signatures(const CollectiveCall& call, const Deadli
        << headers[j].seq;
     throw DistributedError(os.str());
   }
+}
+
+bool MultiWorkerGroup::cross_workers_on_host(const CollectiveCall& call, const Deadline& deadline, Tensor& buffer,
+                                             ReduceOp op, bool divide_after) {
+  const CollectiveSignature& sig = call.signature;
+  const int local = size();
+  const int set = host_->next_set();
+  // What this worker publishes: elements [pb, pe) of the buffer, at the same place in its slot,
+  // but for all_reduce and reduce_scatter its own chunk, which only it reads.
+  std::int64_t pb = 0, pe = 0;
+  std::int64_t own_b = 0, own_e = 0;
+  switch (sig.kind) {
+    case CollectiveKind::kAllReduce:
+      pe = sig.in_numel;
+      chunk_range(pe, dtype_size(sig.dtype), workers_, worker_, &own_b, &own_e);
+      break;
+    case CollectiveKind::kReduceScatter:
+      pe = sig.in_numel;
+      own_b = worker_ * sig.out_numel * local;
+      own_e = own_b + sig.out_numel * local;
+      break;
+    case CollectiveKind::kAllGather: {
+      const std::int64_t block = sig.in_numel * local;
+      pb = worker_ * block;
+      pe = pb + block;
+      break;
+    }
+    case CollectiveKind::kBroadcast:
+      if (sig.root / local == worker_) pe = sig.in_numel;
+      break;
+    case CollectiveKind::kBarrier: break;
+  }
+  const std::size_t es = dtype_size(sig.dtype);
+  // Every worker that agrees on the signature decides alike.
+  const std::int64_t n = sig.kind == CollectiveKind::kAllGather ? sig.in_numel * local : sig.in_numel;
+  const bool fits = static_cast<std::size_t>(n) * es <= host_->slot_bytes();
+  host_->header(set, worker_) = Header{call.seq, sig};
+  if (fits && pe > pb) {
+    const Tensor mine = host_->slot(set, worker_, pe - pb, sig.dtype);
+    const auto publish = [&](std::int64_t b, std::int64_t e) {
+      if (e > b) mine.slice(b - pb, e - pb).copy_from(buffer.slice(b, e));
+    };
+    publish(pb, std::max(pb, own_b));
+    publish(std::max(pb, own_e), pe);
+  }
+  const std::string what = call.name() + " (" + sig.str() + ")";
+  const auto barrier = [&] {
+    try {
+      host_->arrive_and_wait(deadline, what);
+    } catch (const DistributedError& e) {
+      transport_.abandon(e.what());  // the workers are out of step for good: fail the group and the job
+      throw;
+    }
+  };
+  barrier();
+  std::vector<Header> headers;
+  for (int j = 0; j < workers_; ++j) headers.push_back(host_->header(set, j));
+  check_headers(call, headers);
+  if (!fits) return false;
+
+  const auto slot = [&](int j, std::int64_t numel) { return host_->slot(set, j, numel, sig.dtype); };
+  std::vector<Tensor> slots;
+  switch (sig.kind) {
+    case CollectiveKind::kAllReduce: {
+      // Worker j folds chunk j of everyone's (its own from its buffer) into its buffer and its
+      // slot; after the second barrier every worker copies the others' chunks out of theirs.
+      for (int j = 0; j < workers_; ++j) slots.push_back(j == worker_ ? buffer : slot(j, n));
+      const Tensor mine = slot(worker_, n);
+      reduce_across(op, slots, {buffer, mine}, own_b, own_e);
+      if (divide_after) {
+        divide(buffer, own_b, own_e, world_size());
+        if (own_e > own_b) mine.slice(own_b, own_e).copy_from(buffer.slice(own_b, own_e));
+      }
+      barrier();
+      for (int j = 0; j < workers_; ++j) {
+        std::int64_t b = 0, e = 0;
+        chunk_range(n, es, workers_, j, &b, &e);
+        if (j != worker_ && e > b) buffer.slice(b, e).copy_from(slots[static_cast<std::size_t>(j)].slice(b, e));
+      }
+      break;
+    }
+    case CollectiveKind::kReduceScatter: {
+      // This worker's block of the buffer is the fold of everyone's.
+      for (int j = 0; j < workers_; ++j) slots.push_back(j == worker_ ? buffer : slot(j, n));
+      reduce_across(op, slots, {buffer}, own_b, own_e);
+      if (divide_after) divide(buffer, own_b, own_e, world_size());
+      break;
+    }
+    case CollectiveKind::kAllGather: {
+      const std::int64_t block = pe - pb;
+      for (int j = 0; j < workers_; ++j)
+        if (j != worker_ && block) buffer.slice(j * block, (j + 1) * block).copy_from(slot(j, block));
+      break;
+    }
+    case CollectiveKind::kBroadcast: {
+      const int root_worker = sig.root / local;
+      if (root_worker != worker_ && n) buffer.copy_from(slot(root_worker, n));
+      break;
+    }
+    case CollectiveKind::kBarrier: break;  // the barrier was the collective
+  }
+  return true;
 }
 
 void MultiWorkerGroup::reduce_ranges(Tensor& t, ReduceOp op, const std::vector<Range>& ranges, const CollectiveCall& call,
@@ -201,7 +348,11 @@ void MultiWorkerGroup::cross_workers(const CollectiveCall& call, const Deadline&
   const ReduceOp op = sig.op == ReduceOp::kMean && local > 1 ? ReduceOp::kSum : sig.op;
   const bool divide_after = sig.op == ReduceOp::kMean && local > 1;
   Tensor buffer = buffer_in;
-  if (workers_ > 1) check_signatures(call, deadline);
+  if (workers_ > 1 && host_) {
+    if (cross_workers_on_host(call, deadline, buffer, op, divide_after)) return;
+  } else if (workers_ > 1) {
+    check_signatures(call, deadline);
+  }
   std::vector<Range> ranges(static_cast<std::size_t>(workers_));
   const auto mine = [&] { return ranges[static_cast<std::size_t>(worker_)]; };
   switch (sig.kind) {

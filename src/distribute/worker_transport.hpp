@@ -54,8 +54,32 @@ class WorkerTransport {
   virtual void exchange(int tag, const std::vector<Transfer>& sends, const std::vector<Transfer>& receives,
                         std::chrono::steady_clock::time_point deadline, std::chrono::milliseconds timeout,
                         const std::string& what) = 0;
+  /// Sends `mine` to every other worker and returns every worker's bytes, in worker order (this
+  /// worker's own at its index). Every worker calls it alike, with as many bytes. Throws as
+  /// exchange() does.
+  std::vector<Bytes> all_to_all(int tag, const Bytes& mine, std::chrono::steady_clock::time_point deadline,
+                                std::chrono::milliseconds timeout, const std::string& what) {
+    std::vector<Transfer> sends, receives;
+    auto own = std::make_shared<Bytes>(mine);
+    std::vector<std::shared_ptr<Bytes>> theirs(static_cast<std::size_t>(size()));
+    for (int j = 0; j < size(); ++j) {
+      if (j == rank()) continue;
+      sends.push_back(Transfer::of(j, own));
+      theirs[static_cast<std::size_t>(j)] = std::make_shared<Bytes>(mine.size());
+      receives.push_back(Transfer::of(j, theirs[static_cast<std::size_t>(j)]));
+    }
+    if (!sends.empty()) exchange(tag, sends, receives, deadline, timeout, what);
+    std::vector<Bytes> all(static_cast<std::size_t>(size()));
+    for (int j = 0; j < size(); ++j)
+      all[static_cast<std::size_t>(j)] = j == rank() ? mine : *theirs[static_cast<std::size_t>(j)];
+    return all;
+  }
   /// Why the transport failed; empty while it is healthy.
   virtual std::string failure() const = 0;
+  /// The job cannot go on in step (a worker on this machine died or stalled in shared memory):
+  /// the transport fails with `why` as if an exchange had, so later exchanges throw and MPI
+  /// aborts at exit instead of waiting for the lost worker.
+  virtual void abandon(const std::string& why) = 0;
   /// What the current exchange still waits for ("worker(s) 1 in all_reduce #12"), or "".
   virtual std::string waiting_for() const = 0;
   /// For benchmarks: seconds per MPI_Allreduce (sum, in place) of `data` over every worker, the

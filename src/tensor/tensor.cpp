@@ -56,6 +56,20 @@ Tensor Tensor::empty(const Shape& shape, DType dtype) {
   return Tensor(std::move(impl));
 }
 
+Tensor Tensor::wrap(void* data, const Shape& shape, DType dtype, const Device& device) {
+  for (auto d : shape.dims()) LOCKSTEP_CHECK(d >= 0, "Tensor::wrap: negative dimension in shape ", shape.str());
+  auto storage = std::make_shared<Storage>();
+  storage->data = data;
+  storage->nbytes = static_cast<std::size_t>(shape.numel()) * dtype_size(dtype);
+  storage->device = device;  // no allocator: never freed here
+  auto impl = std::make_shared<TensorImpl>();
+  impl->storage = std::move(storage);
+  impl->shape = shape;
+  impl->dtype = dtype;
+  impl->id = g_next_id.fetch_add(1, std::memory_order_relaxed);
+  return Tensor(std::move(impl));
+}
+
 Tensor Tensor::zeros(const Shape& shape, DType dtype) {
   Tensor t = empty(shape, dtype);
   dev_ops(t.device()).zero(ctx(), t.raw_data(), t.nbytes());

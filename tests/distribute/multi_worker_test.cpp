@@ -3,12 +3,14 @@
 // run plainly (gtest discovery, one process) they skip.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <random>
 #include <thread>
 
 #include "distribute/member_threads.hpp"
+#include "distribute/multi_worker_group.hpp"
 #include "distribute/worker_transport.hpp"
 #include "lockstep/lockstep.hpp"
 
@@ -117,20 +119,60 @@ TEST(MultiWorker, TwoDevicesPerWorkerCollectivesAreExact) {
   });
 }
 
+// Workers on one machine meet in lockstep's shared-memory segment, unless LOCKSTEP_WORKER_SHM=0
+// (what the tests over TCP set, so that they take MPI's messages as workers on a network do).
+TEST(MultiWorker, WorkersOnOneMachineMeetInSharedMemoryUnlessTurnedOff) {
+  REQUIRE_WORKERS();
+  auto group = make_collective_group(CollectiveImplementation::kMpi, 1);
+  const auto* mw = dynamic_cast<const MultiWorkerGroup*>(group.get());
+  ASSERT_NE(mw, nullptr);
+  const char* env = std::getenv("LOCKSTEP_WORKER_SHM");
+  const bool off = env && std::string(env) == "0";
+  EXPECT_EQ(mw->uses_shared_memory(), !off) << mw->shared_memory_note();
+  if (off) {
+    EXPECT_EQ(mw->shared_memory_note(), "LOCKSTEP_WORKER_SHM=0");
+  }
+}
+
+// Larger than a shared-memory slot, the data goes over MPI; the fold, and so the bits, are the
+// same, and the next small collective is back in shared memory.
+TEST(MultiWorker, CollectivesLargerThanASlotStayBitIdentical) {
+  REQUIRE_WORKERS();
+  const int w = WorkerTransport::world().rank(), W = WorkerTransport::world().size();
+  auto group = make_collective_group(CollectiveImplementation::kMpi, 1);
+  const auto big = static_cast<std::int64_t>(MultiWorkerGroup::kSlotBytes / sizeof(float)) + 1003;
+  for (std::int64_t n : {big, std::int64_t{5000}, big}) {
+    Tensor t = Tensor::from_vector(input_of(w, n), {n});
+    group->member(0).all_reduce(t, ReduceOp::kSum)->wait();
+    const std::vector<float> want = in_process_all_reduce(W, n, ReduceOp::kSum);
+    const std::vector<float> got = t.to_vector<float>();
+    ASSERT_EQ(got.size(), want.size());
+    EXPECT_EQ(0, std::memcmp(got.data(), want.data(), got.size() * sizeof(float))) << n << " elements";
+  }
+  Tensor b = Tensor::full({big}, static_cast<double>(w));
+  group->member(0).broadcast(b, W - 1)->wait();
+  EXPECT_EQ(b.to_vector<float>()[static_cast<std::size_t>(big - 1)], static_cast<float>(W - 1));
+}
+
 TEST(MultiWorker, WorkersThatDisagreeGetAnErrorAndTheGroupGoesOn) {
   REQUIRE_WORKERS();
   const int w = WorkerTransport::world().rank();
   auto group = make_collective_group(CollectiveImplementation::kMpi, 1);
-  Tensor t = Tensor::ones({w == 0 ? 10 : 11});
-  try {
-    group->member(0).all_reduce(t, ReduceOp::kSum)->wait();
-    ADD_FAILURE() << "no error";
-  } catch (const DistributedError& e) {
-    EXPECT_NE(std::string(e.what()).find("workers disagree: worker 0 called all_reduce(10 x float32, sum)"),
-              std::string::npos)
-        << e.what();
+  // Sizes on both sides of a shared-memory slot, too: the disagreement is found before the
+  // workers take different paths for the data.
+  const auto big = static_cast<std::int64_t>(MultiWorkerGroup::kSlotBytes / sizeof(float)) + 1;
+  for (std::int64_t other : {std::int64_t{11}, big}) {
+    Tensor t = Tensor::ones({w == 0 ? 10 : other});
+    try {
+      group->member(0).all_reduce(t, ReduceOp::kSum)->wait();
+      ADD_FAILURE() << "no error";
+    } catch (const DistributedError& e) {
+      EXPECT_NE(std::string(e.what()).find("workers disagree: worker 0 called all_reduce(10 x float32, sum)"),
+                std::string::npos)
+          << e.what();
+    }
+    group->reset();
   }
-  group->reset();
   Tensor u = Tensor::ones({4});
   group->member(0).all_reduce(u, ReduceOp::kSum)->wait();
   EXPECT_EQ(u.to_vector<float>()[0], static_cast<float>(WorkerTransport::world().size()));

@@ -51,6 +51,10 @@ class Tensor {
   static Tensor ones(const Shape& shape, DType dtype = DType::kF32);
   static Tensor full(const Shape& shape, double value, DType dtype = DType::kF32);
   static Tensor scalar(double value, DType dtype = DType::kF32);
+  /// A tensor over `data`, memory it does not own and never frees (on `device`, the host by
+  /// default): memory that something else maps, such as the segment the workers of one
+  /// machine share. The memory must outlive the tensor and every view of it.
+  static Tensor wrap(void* data, const Shape& shape, DType dtype, const Device& device = {});
   /// Copies `values` (numel must equal shape.numel()) onto the current context's device.
   template <typename T>
   static Tensor from_vector(const std::vector<T>& values, const Shape& shape) {

@@ -65,6 +65,11 @@ class MpiTransport final : public WorkerTransport {
     return failure_;
   }
 
+  void abandon(const std::string& why) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (failure_.empty()) failure_ = why;
+  }
+
   std::string waiting_for() const override {
     std::lock_guard<std::mutex> lock(mu_);
     return waiting_for_;
