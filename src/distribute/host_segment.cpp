@@ -11,14 +11,8 @@
 #include <sstream>
 #include <thread>
 
+#include "distribute/cpu_pause.hpp"
 #include "lockstep/core/error.hpp"
-
-#if defined(__x86_64__) || defined(__i386__)
-#include <immintrin.h>
-#define LOCKSTEP_PAUSE() _mm_pause()
-#else
-#define LOCKSTEP_PAUSE() ((void)0)
-#endif
 
 namespace lockstep::distribute {
 
@@ -178,7 +172,7 @@ void HostSegment::arrive_and_wait(const Deadline& deadline, const std::string& w
     for (int j = 0; j < workers_ && all; ++j) all = line(j).arrivals.load(std::memory_order_acquire) >= target;
     if (all) break;
     if (spins < 256) {
-      LOCKSTEP_PAUSE();
+      cpu_pause();
       continue;
     }
     const auto now = Clock::now();

@@ -231,7 +231,8 @@ bool MultiWorkerGroup::cross_workers_on_host(const CollectiveCall& call, const D
   const std::size_t es = dtype_size(sig.dtype);
   // Every worker that agrees on the signature decides alike.
   const std::int64_t n = sig.kind == CollectiveKind::kAllGather ? sig.in_numel * local : sig.in_numel;
-  const bool fits = static_cast<std::size_t>(n) * es <= host_->slot_bytes();
+  const bool fits = static_cast<std::size_t>(n) * es <= host_->slot_bytes() &&
+                    (!buffer.defined() || buffer.device().kind == DeviceKind::kCpu);
   host_->header(set, worker_) = Header{call.seq, sig};
   if (fits && pe > pb) {
     const Tensor mine = host_->slot(set, worker_, pe - pb, sig.dtype);

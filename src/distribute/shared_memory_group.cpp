@@ -3,14 +3,8 @@
 #include <sstream>
 #include <thread>
 
+#include "distribute/cpu_pause.hpp"
 #include "lockstep/tensor/ops.hpp"
-
-#if defined(__x86_64__) || defined(__i386__)
-#include <immintrin.h>
-#define LOCKSTEP_PAUSE() _mm_pause()
-#else
-#define LOCKSTEP_PAUSE() ((void)0)
-#endif
 
 namespace lockstep::distribute {
 
@@ -60,7 +54,7 @@ void SharedMemoryGroup::arrive_and_wait(int rank, const CollectiveCall& call, co
   for (int i = 0; i < 2000; ++i) {
     if (generation_.load() != gen) return;
     if (failed()) throw_failed(rank, call);
-    if (i < 200) LOCKSTEP_PAUSE();
+    if (i < 200) cpu_pause();
     else std::this_thread::yield();
     if (i == 200) hurry_peers(rank);  // a late peer may have left its part to its progress thread
   }

@@ -28,6 +28,17 @@ const backend::KernelTable& table(const Tensor& t, backend::KernelOp op, const c
 }
 }  // namespace
 
+namespace {
+std::shared_ptr<TensorImpl> new_impl(std::shared_ptr<Storage> storage, const Shape& shape, DType dtype) {
+  auto impl = std::make_shared<TensorImpl>();
+  impl->storage = std::move(storage);
+  impl->shape = shape;
+  impl->dtype = dtype;
+  impl->id = g_next_id.fetch_add(1, std::memory_order_relaxed);
+  return impl;
+}
+}  // namespace
+
 Storage::~Storage() {
   if (allocator) allocator->release(data, nbytes);
 }
@@ -48,12 +59,7 @@ Tensor Tensor::empty(const Shape& shape, DType dtype) {
   }
   storage->allocator = ctx.allocator_ptr();
   storage->device = ctx.device();
-  auto impl = std::make_shared<TensorImpl>();
-  impl->storage = std::move(storage);
-  impl->shape = shape;
-  impl->dtype = dtype;
-  impl->id = g_next_id.fetch_add(1, std::memory_order_relaxed);
-  return Tensor(std::move(impl));
+  return Tensor(new_impl(std::move(storage), shape, dtype));
 }
 
 Tensor Tensor::wrap(void* data, const Shape& shape, DType dtype, const Device& device) {
@@ -62,12 +68,7 @@ Tensor Tensor::wrap(void* data, const Shape& shape, DType dtype, const Device& d
   storage->data = data;
   storage->nbytes = static_cast<std::size_t>(shape.numel()) * dtype_size(dtype);
   storage->device = device;  // no allocator: never freed here
-  auto impl = std::make_shared<TensorImpl>();
-  impl->storage = std::move(storage);
-  impl->shape = shape;
-  impl->dtype = dtype;
-  impl->id = g_next_id.fetch_add(1, std::memory_order_relaxed);
-  return Tensor(std::move(impl));
+  return Tensor(new_impl(std::move(storage), shape, dtype));
 }
 
 Tensor Tensor::zeros(const Shape& shape, DType dtype) {

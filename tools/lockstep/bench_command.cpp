@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <vector>
 
@@ -72,10 +73,16 @@ int run_bench_allreduce_workers(const BenchArgs& a, const distribute::MirroredOp
   const std::int64_t max_count = a.max_bytes / 4;
   auto buffers = strategy.run([&](distribute::ReplicaContext&) { return Tensor::full({max_count}, 1.0f); });
   if (chief) {
+    const char* shm = std::getenv("LOCKSTEP_WORKER_SHM");
+    const bool shm_off = shm && std::string(shm) == "0";
     std::printf("# lockstep bench allreduce --workers: %d workers x %d replicas (%s); ours: in-process "
-                "reduce-scatter, cross-worker reduce-scatter + all-gather over MPI point-to-point, local copy-out; "
-                "raw: MPI_Allreduce (in place, float32 sum) across the %d ranks\n",
-                workers, strategy.num_local_replicas(), strategy.devices()[0].str().c_str(), workers);
+                "reduce-scatter, then across workers %s, local copy-out; raw: MPI_Allreduce (in place, float32 "
+                "sum) across the %d ranks\n",
+                workers, strategy.num_local_replicas(), strategy.devices()[0].str().c_str(),
+                shm_off ? "reduce-scatter + all-gather over MPI point-to-point (LOCKSTEP_WORKER_SHM=0)"
+                        : "in lockstep's shared-memory segment when every worker runs on this machine and the "
+                          "buffer fits a 4 MiB slot, else reduce-scatter + all-gather over MPI point-to-point",
+                workers);
     std::printf("# busbw = algbw * 2(P-1)/P, P = %d replicas for ours, %d ranks for MPI; each time: the slowest "
                 "worker's mean, best of %d interleaved rounds\n", n, workers, kRounds);
     std::printf("%10s %12s %12s %12s %12s %12s %10s\n", "size", "count(f32)", "ours(us)", "ours_busbw", "mpi(us)",
