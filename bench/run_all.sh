@@ -20,6 +20,7 @@ run() { local name="$1"; shift; echo "== $name: $*"; "$@" 2>&1 | tee "$out/$name
 echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2-), $(date -u)" | tee "$out/machine.txt"
 run gemm build/bin/gemm_bench --benchmark_min_time=0.2
 run allreduce build/bin/lockstep bench allreduce
+command -v mpirun > /dev/null && run compare_workers bash bench/compare_workers.sh -R 5
 run strategy_overhead build/bin/strategy_overhead 1000 5
 run pipeline build/bin/pipeline_bench
 run compare_mlp_1thread bash bench/compare_mlp.sh -t 1 -n 3000
