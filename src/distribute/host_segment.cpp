@@ -6,8 +6,10 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <new>
+#include <random>
 #include <sstream>
 #include <thread>
 
@@ -33,18 +35,21 @@ std::string list(const std::vector<int>& workers) {
 
 std::string errno_text(const char* call) { return std::string(call) + ": " + std::strerror(errno); }
 
-// Every worker learns whether every worker succeeded: one byte each, through the transport.
-bool all_ok(WorkerTransport& transport, int tag, bool ok, const std::string& error, const Deadline& deadline,
-            std::string* why) {
-  Bytes mine(1 + 200, std::byte{0});
+// Every worker learns whether every worker succeeded, and what each said (its error, or for
+// worker 0 after creating the segment, its name): one status byte and some text each.
+bool all_ok(WorkerTransport& transport, int tag, bool ok, const std::string& text, const Deadline& deadline,
+            std::string* why, std::string* chief_text = nullptr) {
+  constexpr std::size_t kText = 200;
+  Bytes mine(1 + kText, std::byte{0});
   mine[0] = std::byte{ok ? std::uint8_t{1} : std::uint8_t{0}};
-  std::memcpy(mine.data() + 1, error.data(), std::min<std::size_t>(error.size(), 199));
+  std::memcpy(mine.data() + 1, text.data(), std::min(text.size(), kText - 1));
   const std::vector<Bytes> all =
       transport.all_to_all(tag, mine, deadline.at, deadline.after, "the shared-memory segment's set-up");
+  const auto text_of = [](const Bytes& b) { return std::string(reinterpret_cast<const char*>(b.data() + 1)); };
+  if (chief_text) *chief_text = text_of(all[0]);
   for (std::size_t j = 0; j < all.size(); ++j) {
     if (all[j][0] == std::byte{1}) continue;
-    if (why && why->empty())
-      *why = "worker " + std::to_string(j) + ": " + reinterpret_cast<const char*>(all[j].data() + 1);
+    if (why && why->empty()) *why = "worker " + std::to_string(j) + ": " + text_of(all[j]);
     ok = false;
   }
   return ok;
@@ -58,17 +63,19 @@ std::unique_ptr<HostSegment> HostSegment::open(WorkerTransport& transport, int t
   slot_bytes = round_up(slot_bytes, kPage);
   const std::size_t control = round_up(sizeof(Line) * static_cast<std::size_t>(workers), kPage);
   const std::size_t bytes = control + 2 * static_cast<std::size_t>(workers) * slot_bytes;
-  // Worker 0's pid and the group's tag name the segment alike on every worker of this job.
-  const std::string name = "/lockstep-" + std::to_string(pids[0]) + "-" + std::to_string(tag);
-
-  // 1. Worker 0 creates it, with its pages reserved up front: a full /dev/shm is an error here
-  //    (ENOSPC), not a SIGBUS at the first collective.
-  std::string error;
+  // 1. Worker 0 creates it under a fresh name (its pid, the group's tag and a random part, so
+  //    that no other job's segment is ever opened or removed), with its pages reserved up front:
+  //    a full /dev/shm is an error here (ENOSPC), not a SIGBUS at the first collective.
+  std::string error, name;
   if (worker == 0) {
-    int fd = shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
-    if (fd < 0 && errno == EEXIST) {  // left by a job whose worker 0 had this pid and died early
-      shm_unlink(name.c_str());
+    std::random_device entropy;
+    int fd = -1;
+    for (int attempt = 0; attempt < 4 && fd < 0; ++attempt) {
+      char id[80];
+      std::snprintf(id, sizeof id, "/lockstep-%d-%d-%08x%08x", static_cast<int>(pids[0]), tag, entropy(), entropy());
+      name = id;
       fd = shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
+      if (fd < 0 && errno != EEXIST) break;
     }
     if (fd < 0) {
       error = errno_text("shm_open");
@@ -82,7 +89,7 @@ std::unique_ptr<HostSegment> HostSegment::open(WorkerTransport& transport, int t
       close(fd);
     }
   }
-  if (!all_ok(transport, tag, error.empty(), error, deadline, why)) {
+  if (!all_ok(transport, tag, error.empty(), worker == 0 && error.empty() ? name : error, deadline, why, &name)) {
     if (worker == 0 && error.empty()) shm_unlink(name.c_str());
     return nullptr;
   }
