@@ -308,7 +308,12 @@ if(LOCKSTEP_WITH_MPI)
   add_test(NAME multi_worker.collectives_over_tcp
            COMMAND ${_mpirun} 2 -x LOCKSTEP_WORKER_SHM=0 --mca btl self,tcp -- $<TARGET_FILE:distribute_tests>
                    --gtest_filter=MultiWorker.*)
+  # Slots of 64 GiB do not fit /dev/shm: the workers say so and use MPI's messages.
+  add_test(NAME multi_worker.collectives_without_room_in_dev_shm
+           COMMAND ${_mpirun} 2 -x LOCKSTEP_WORKER_SHM_SLOT_MIB=65536 -- $<TARGET_FILE:distribute_tests>
+                   --gtest_filter=MultiWorker.*)
   set_tests_properties(multi_worker.collectives_over_shared_memory multi_worker.collectives_over_tcp
+                       multi_worker.collectives_without_room_in_dev_shm
                        PROPERTIES TIMEOUT 300 FAIL_REGULAR_EXPRESSION "SKIPPED|FAILED")
   # The flagship on 2 workers x 1 device ends bit-identical to 1 process x 2 devices, reaches
   # Keras-level accuracy, and only the chief writes (tests/cli/multi_worker_train.sh).

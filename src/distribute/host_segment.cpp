@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/mman.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -77,16 +78,21 @@ std::unique_ptr<HostSegment> HostSegment::open(WorkerTransport& transport, int t
       fd = shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
       if (fd < 0 && errno != EEXIST) break;
     }
+    struct statvfs fs{};
     if (fd < 0) {
       error = errno_text("shm_open");
+    } else if (fstatvfs(fd, &fs) == 0 && fs.f_bavail * fs.f_frsize < bytes) {
+      // Checked first: tmpfs would fill the memory it has before posix_fallocate failed.
+      error = "the segment needs " + std::to_string((bytes + (1 << 20) - 1) >> 20) + " MiB and /dev/shm has " +
+              std::to_string((fs.f_bavail * fs.f_frsize) >> 20) + " MiB free";
     } else {
       const int rc = ftruncate(fd, static_cast<off_t>(bytes)) != 0 ? errno
                                                                     : posix_fallocate(fd, 0, static_cast<off_t>(bytes));
-      if (rc != 0) {
-        error = std::string("reserving ") + std::to_string(bytes >> 20) + " MiB in /dev/shm: " + std::strerror(rc);
-        shm_unlink(name.c_str());
-      }
+      if (rc != 0) error = std::string("reserving ") + std::to_string(bytes >> 20) + " MiB in /dev/shm: " + std::strerror(rc);
+    }
+    if (fd >= 0) {
       close(fd);
+      if (!error.empty()) shm_unlink(name.c_str());
     }
   }
   if (!all_ok(transport, tag, error.empty(), worker == 0 && error.empty() ? name : error, deadline, why, &name)) {

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <array>
+#include <cerrno>
 #include <atomic>
 #include <bit>
 #include <cstdio>
@@ -151,7 +152,7 @@ MultiWorkerGroup::MultiWorkerGroup(WorkerTransport& transport, int local_size, c
     host_note_ = "LOCKSTEP_WORKER_SHM=0";
   } else {
     std::string why;
-    host_ = HostSegment::open(transport_, tag_, kSlotBytes, pids, deadline, &why);
+    host_ = HostSegment::open(transport_, tag_, slot_bytes(), pids, deadline, &why);
     if (!host_) {
       host_note_ = "shared memory is unavailable (" + why + ")";
       static std::once_flag said;
@@ -163,6 +164,18 @@ MultiWorkerGroup::MultiWorkerGroup(WorkerTransport& transport, int local_size, c
 }
 
 MultiWorkerGroup::~MultiWorkerGroup() { shutdown(); }
+
+std::size_t MultiWorkerGroup::slot_bytes() {
+  const char* env = std::getenv("LOCKSTEP_WORKER_SHM_SLOT_MIB");
+  if (!env) return std::size_t{4} << 20;
+  char* end = nullptr;
+  errno = 0;
+  const long long mib = std::strtoll(env, &end, 10);
+  if (errno != 0 || end == env || *end != '\0' || mib < 1 || mib > 65536)
+    throw ValueError(std::string("LOCKSTEP_WORKER_SHM_SLOT_MIB must be a whole number of MiB in [1, 65536], got '") +
+                     env + "'");
+  return static_cast<std::size_t>(mib) << 20;
+}
 
 std::string MultiWorkerGroup::stall_detail() const {
   std::string w = host_ ? host_->waiting_for() : std::string();

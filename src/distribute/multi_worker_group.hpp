@@ -36,8 +36,10 @@ class MultiWorkerGroup final : public SharedMemoryGroup {
   /// `shared_memory_note()` says why not otherwise.
   bool uses_shared_memory() const { return host_ != nullptr; }
   const std::string& shared_memory_note() const { return host_note_; }
-  /// A slot's bytes: collectives up to this size per worker move through shared memory.
-  static constexpr std::size_t kSlotBytes = std::size_t{4} << 20;
+  /// A slot's bytes: collectives up to this size per worker move through shared memory (4 MiB,
+  /// or LOCKSTEP_WORKER_SHM_SLOT_MIB; a segment holds two slots per worker). Throws ValueError
+  /// naming a setting that is not a whole number of MiB in [1, 65536].
+  static std::size_t slot_bytes();
 
  protected:
   void run(int rank, const CollectiveCall& call, const Deadline& deadline) override;
