@@ -312,8 +312,13 @@ if(LOCKSTEP_WITH_MPI)
   add_test(NAME multi_worker.collectives_without_room_in_dev_shm
            COMMAND ${_mpirun} 2 -x LOCKSTEP_WORKER_SHM_SLOT_MIB=65536 -- $<TARGET_FILE:distribute_tests>
                    --gtest_filter=MultiWorker.*)
+  # Worker 0 alone has LOCKSTEP_WORKER_SHM=0: every worker takes MPI's messages.
+  add_test(NAME multi_worker.one_worker_turns_shared_memory_off
+           COMMAND ${_mpirun} 1 -- env LOCKSTEP_TEST_MIXED_SHM=1 LOCKSTEP_WORKER_SHM=0 $<TARGET_FILE:distribute_tests>
+                   --gtest_filter=MultiWorkerMixed.* : -np 1 env LOCKSTEP_TEST_MIXED_SHM=1 $<TARGET_FILE:distribute_tests>
+                   --gtest_filter=MultiWorkerMixed.*)
   set_tests_properties(multi_worker.collectives_over_shared_memory multi_worker.collectives_over_tcp
-                       multi_worker.collectives_without_room_in_dev_shm
+                       multi_worker.collectives_without_room_in_dev_shm multi_worker.one_worker_turns_shared_memory_off
                        PROPERTIES TIMEOUT 300 FAIL_REGULAR_EXPRESSION "SKIPPED|FAILED")
   # The flagship on 2 workers x 1 device ends bit-identical to 1 process x 2 devices, reaches
   # Keras-level accuracy, and only the chief writes (tests/cli/multi_worker_train.sh).

@@ -3,9 +3,9 @@
 #include <unistd.h>
 
 #include <array>
-#include <cerrno>
 #include <atomic>
 #include <bit>
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -86,7 +86,10 @@ using Header = HostSegment::Header;
 struct WorkerInfo {
   std::int32_t local_size = 0;
   std::int32_t pid = 0;
-  std::uint64_t machine = 0;  // this_machine()
+  std::uint64_t machine = 0;     // this_machine()
+  std::uint64_t slot_bytes = 0;  // its LOCKSTEP_WORKER_SHM_SLOT_MIB; 0: not a valid setting
+  std::int32_t shared_memory = 1;  // 0: LOCKSTEP_WORKER_SHM=0
+  std::int32_t unused = 0;
 };
 
 // The same on every process of one machine (one boot of one host), and different on another:
@@ -130,29 +133,45 @@ MultiWorkerGroup::MultiWorkerGroup(WorkerTransport& transport, int local_size, c
       tag_(next_tag()) {
   for (auto& slots : outputs_) slots.resize(static_cast<std::size_t>(local_size));
   if (workers_ == 1) return;
-  // Every worker must have as many local members: ranks are worker * local_size + member. Which
-  // machine each runs on decides whether they can meet in shared memory.
-  const WorkerInfo me{static_cast<std::int32_t>(local_size), static_cast<std::int32_t>(getpid()), this_machine()};
+  // Every worker must have as many local members: ranks are worker * local_size + member.
+  // Whether they meet in shared memory is decided alike everywhere from what all of them say:
+  // every worker on this machine, none with LOCKSTEP_WORKER_SHM=0, worker 0's slot size.
+  WorkerInfo me{static_cast<std::int32_t>(local_size), static_cast<std::int32_t>(getpid()), this_machine()};
+  std::string bad_setting;
+  try {
+    me.slot_bytes = slot_bytes();
+  } catch (const ValueError& e) {
+    bad_setting = e.what();
+  }
+  const char* env = std::getenv("LOCKSTEP_WORKER_SHM");
+  me.shared_memory = env && std::string(env) == "0" ? 0 : 1;
   const Deadline deadline = Deadline::in(timeout());
   const std::vector<Bytes> all = transport_.all_to_all(tag_, to_bytes(me), deadline.at, deadline.after,
                                                        "the group's set-up");
-  bool one_machine = true;
+  if (!bad_setting.empty()) throw ValueError(bad_setting);
+  bool one_machine = true, wanted = true;
   std::vector<std::int32_t> pids;
+  std::vector<WorkerInfo> infos;
   for (int j = 0; j < workers_; ++j) {
     const WorkerInfo info = from_bytes<WorkerInfo>(all[static_cast<std::size_t>(j)]);
     LOCKSTEP_CHECK(info.local_size == local_size, "multi-worker collectives: worker ", j, " has ", info.local_size,
                    " local replica(s), worker ", worker_, " has ", local_size,
                    "; every worker needs the same number (the same --devices)");
+    if (info.slot_bytes == 0)
+      throw ValueError("multi-worker collectives: worker " + std::to_string(j) +
+                       " has an invalid LOCKSTEP_WORKER_SHM_SLOT_MIB (it says which)");
     one_machine = one_machine && info.machine == me.machine;
+    wanted = wanted && info.shared_memory != 0;
     pids.push_back(info.pid);
+    infos.push_back(info);
   }
   if (!one_machine) {
     host_note_ = "the workers run on several machines";
-  } else if (const char* env = std::getenv("LOCKSTEP_WORKER_SHM"); env && std::string(env) == "0") {
+  } else if (!wanted) {
     host_note_ = "LOCKSTEP_WORKER_SHM=0";
   } else {
     std::string why;
-    host_ = HostSegment::open(transport_, tag_, slot_bytes(), pids, deadline, &why);
+    host_ = HostSegment::open(transport_, tag_, infos[0].slot_bytes, pids, deadline, &why);
     if (!host_) {
       host_note_ = "shared memory is unavailable (" + why + ")";
       static std::once_flag said;

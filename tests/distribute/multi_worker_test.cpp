@@ -147,6 +147,25 @@ TEST(MultiWorker, WorkersOnOneMachineMeetInSharedMemoryUnlessTurnedOff) {
   }
 }
 
+// Whether the workers meet in shared memory is decided alike on all of them: one worker with
+// LOCKSTEP_WORKER_SHM=0 (the ctest entry multi_worker.one_worker_turns_shared_memory_off starts
+// worker 0 so) turns it off for every worker, instead of leaving the others waiting in it.
+TEST(MultiWorkerMixed, OneWorkerTurningSharedMemoryOffTurnsItOffForAll) {
+  REQUIRE_WORKERS();
+  if (!std::getenv("LOCKSTEP_TEST_MIXED_SHM")) GTEST_SKIP() << "run by multi_worker.one_worker_turns_shared_memory_off";
+  const int w = WorkerTransport::world().rank(), W = WorkerTransport::world().size();
+  auto group = make_collective_group(CollectiveImplementation::kMpi, 1);
+  const auto* mw = dynamic_cast<const MultiWorkerGroup*>(group.get());
+  ASSERT_NE(mw, nullptr);
+  EXPECT_FALSE(mw->uses_shared_memory());
+  EXPECT_EQ(mw->shared_memory_note(), "LOCKSTEP_WORKER_SHM=0");
+  const std::int64_t n = 1003;
+  Tensor t = Tensor::from_vector(input_of(w, n), {n});
+  group->member(0).all_reduce(t, ReduceOp::kSum)->wait();
+  const std::vector<float> want = in_process_all_reduce(W, n, ReduceOp::kSum);
+  EXPECT_EQ(0, std::memcmp(t.to_vector<float>().data(), want.data(), want.size() * sizeof(float)));
+}
+
 // Larger than a shared-memory slot, the data goes over MPI; the fold, and so the bits, are the
 // same, and the next small collective is back in shared memory.
 TEST(MultiWorker, CollectivesLargerThanASlotStayBitIdentical) {
