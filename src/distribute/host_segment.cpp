@@ -171,8 +171,9 @@ std::string HostSegment::waiting_for() const {
   return waiting_for_;
 }
 
-void HostSegment::arrive_and_wait(const Deadline& deadline, const std::string& what) {
-  if (!failure_.empty()) throw DistributedError(what + " failed: the workers' shared memory failed earlier: " + failure_);
+void HostSegment::arrive_and_wait(const Deadline& deadline, const std::function<std::string()>& describe) {
+  if (!failure_.empty())
+    throw DistributedError(describe() + " failed: the workers' shared memory failed earlier: " + failure_);
   const std::uint64_t target = ++arrivals_;
   line(worker_).arrivals.store(target, std::memory_order_release);
   // Peers on other cores arrive within microseconds: spin first, then yield the core (an
@@ -191,6 +192,7 @@ void HostSegment::arrive_and_wait(const Deadline& deadline, const std::string& w
     const auto now = Clock::now();
     if (now - last_check >= std::chrono::milliseconds(50)) {
       last_check = now;
+      const std::string what = describe();
       const std::vector<int> late = missing(target);
       {
         std::lock_guard<std::mutex> lock(waiting_mu_);

@@ -14,6 +14,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -49,16 +50,16 @@ class HostSegment {
   /// its next collective while a slower one still reads the current one (never the one after:
   /// every collective ends with a barrier that the next one's publishing follows).
   int next_set() { return static_cast<int>(collectives_++ & 1); }
-  std::uint64_t collectives() const { return collectives_; }
   /// Worker `worker`'s slot of `set`: `numel` elements of `dtype` (at most slot_bytes()).
   Tensor slot(int set, int worker, std::int64_t numel, DType dtype) const;
   /// This worker's header for `set` (written before a barrier), or another worker's (read after).
   Header& header(int set, int worker);
 
   /// Announces this worker at its next barrier and waits until every worker arrived there.
-  /// Throws DistributedError naming `what` and the workers that did not arrive by `deadline`
-  /// or whose process is gone; the segment then stays failed: every later barrier throws.
-  void arrive_and_wait(const Deadline& deadline, const std::string& what);
+  /// Throws DistributedError naming what `what()` says (asked only on the slow path: a barrier
+  /// that completes builds no string) and the workers that did not arrive by `deadline` or whose
+  /// process is gone; the segment then stays failed: every later barrier throws.
+  void arrive_and_wait(const Deadline& deadline, const std::function<std::string()>& what);
   /// What the current barrier still waits for ("worker(s) 1 in all_reduce #12 (...)"), or "".
   std::string waiting_for() const;
 

@@ -82,6 +82,9 @@ void divide(const Tensor& t, std::int64_t begin, std::int64_t end, int count) {
 
 using Header = HostSegment::Header;
 
+// "all_reduce #12 (all_reduce(1000 x float32, sum))": how errors and stall reports name a call.
+std::string describe(const CollectiveCall& call) { return call.name() + " (" + call.signature.str() + ")"; }
+
 // What a worker says of itself when a group is made.
 struct WorkerInfo {
   std::int32_t local_size = 0;
@@ -151,7 +154,7 @@ MultiWorkerGroup::MultiWorkerGroup(WorkerTransport& transport, int local_size, c
   if (!bad_setting.empty()) throw ValueError(bad_setting);
   bool one_machine = true, wanted = true;
   std::vector<std::int32_t> pids;
-  std::vector<WorkerInfo> infos;
+  std::uint64_t chief_slot_bytes = 0;
   for (int j = 0; j < workers_; ++j) {
     const WorkerInfo info = from_bytes<WorkerInfo>(all[static_cast<std::size_t>(j)]);
     LOCKSTEP_CHECK(info.local_size == local_size, "multi-worker collectives: worker ", j, " has ", info.local_size,
@@ -163,7 +166,7 @@ MultiWorkerGroup::MultiWorkerGroup(WorkerTransport& transport, int local_size, c
     one_machine = one_machine && info.machine == me.machine;
     wanted = wanted && info.shared_memory != 0;
     pids.push_back(info.pid);
-    infos.push_back(info);
+    if (j == 0) chief_slot_bytes = info.slot_bytes;
   }
   if (!one_machine) {
     host_note_ = "the workers run on several machines";
@@ -171,7 +174,7 @@ MultiWorkerGroup::MultiWorkerGroup(WorkerTransport& transport, int local_size, c
     host_note_ = "LOCKSTEP_WORKER_SHM=0";
   } else {
     std::string why;
-    host_ = HostSegment::open(transport_, tag_, infos[0].slot_bytes, pids, deadline, &why);
+    host_ = HostSegment::open(transport_, tag_, chief_slot_bytes, pids, deadline, &why);
     if (!host_) {
       host_note_ = "shared memory is unavailable (" + why + ")";
       static std::once_flag said;
@@ -206,14 +209,14 @@ void MultiWorkerGroup::exchange(const std::vector<Transfer>& sends, const std::v
                                 const CollectiveCall& call, const Deadline& deadline) {
   if (sends.empty() && receives.empty()) return;
   transport_.exchange(tag_, sends, receives, deadline.at, deadline.after,
-                      call.name() + " (" + call.signature.str() + ")");
+                      describe(call));
 }
 
 void MultiWorkerGroup::check_signatures(const CollectiveCall& call, const Deadline& deadline) {
   // Every worker sends its header to every other, so all see all and agree on the verdict;
   // receiving them is also the cross-worker barrier.
   const std::vector<Bytes> all = transport_.all_to_all(tag_, to_bytes(Header{call.seq, call.signature}), deadline.at,
-                                                       deadline.after, call.name() + " (" + call.signature.str() + ")");
+                                                       deadline.after, describe(call));
   std::vector<Header> headers;
   for (const Bytes& b : all) headers.push_back(from_bytes<Header>(b));
   check_headers(call, headers);
@@ -274,10 +277,9 @@ bool MultiWorkerGroup::cross_workers_on_host(const CollectiveCall& call, const D
     publish(pb, std::max(pb, own_b));
     publish(std::max(pb, own_e), pe);
   }
-  const std::string what = call.name() + " (" + sig.str() + ")";
   const auto barrier = [&] {
     try {
-      host_->arrive_and_wait(deadline, what);
+      host_->arrive_and_wait(deadline, [&] { return describe(call); });
     } catch (const DistributedError& e) {
       transport_.abandon(e.what());  // the workers are out of step for good: fail the group and the job
       throw;
