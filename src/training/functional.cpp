@@ -247,6 +247,9 @@ Functional::Functional(const KerasTensor& inputs, const KerasTensor& outputs, st
                      " and on ", layers_[node.layer]->input_shape().str(), " (a shared layer takes inputs of one shape)");
     nodes_.push_back(std::move(node));
   }
+  last_use_.assign(nodes_.size(), 0);
+  for (std::size_t i = 1; i < nodes_.size(); ++i)
+    for (std::size_t j : nodes_[i].inputs) last_use_[j] = i;
 }
 
 void Functional::build(const Shape& input_shape) {
@@ -276,13 +279,10 @@ Model::Output Functional::forward(const Tensor& x, const layers::CallContext& ct
   // A node's output is let go after its last consumer ran: holding every one until the end kept
   // a whole forward pass alive (ResNet-20 evaluating at batch 1024 peaked at 5 GB). A tape still
   // holds what backward needs.
-  std::vector<std::size_t> last_use(nodes_.size(), 0);
-  for (std::size_t i = 1; i <= last; ++i)
-    for (std::size_t j : nodes_[i].inputs) last_use[j] = i;
   for (std::size_t i = 1; i < last; ++i) {
     values[i] = run_node(nodes_[i], values, ctx, false);
     for (std::size_t j : nodes_[i].inputs)
-      if (last_use[j] == i) values[j] = Tensor();
+      if (last_use_[j] == i) values[j] = Tensor();
   }
   if (last == 0) return output_in_float32(*layers_[0], [&](bool) { return x; });
   return output_in_float32(*layers_[nodes_[last].layer],

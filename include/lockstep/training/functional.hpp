@@ -98,6 +98,9 @@ class Functional final : public Model {
                   bool logits) const;
   std::vector<layers::LayerPtr> layers_;
   std::vector<Node> nodes_;  // nodes_[0] is the input, nodes_.back() the output
+  // last_use_[i]: the last node that reads node i's output (0: none). forward() lets an output
+  // go once that node ran.
+  std::vector<std::size_t> last_use_;
 };
 
 }  // namespace lockstep
