@@ -60,6 +60,19 @@ std::int64_t floats_past_a_slot(const CollectiveGroup& group, std::int64_t extra
   return static_cast<std::int64_t>(slot / sizeof(float)) + extra;
 }
 
+// This worker all-reduces input_of(worker, n) through `group` (one local member): success when it
+// gets, bit for bit, what one process of W members computes.
+::testing::AssertionResult all_reduce_is_one_process_bits(CollectiveGroup& group, std::int64_t n, ReduceOp op) {
+  const int w = WorkerTransport::world().rank(), W = WorkerTransport::world().size();
+  Tensor t = Tensor::from_vector(input_of(w, n), {n});
+  group.member(0).all_reduce(t, op)->wait();
+  const std::vector<float> want = in_process_all_reduce(W, n, op);
+  const std::vector<float> got = t.to_vector<float>();
+  if (got.size() == want.size() && std::memcmp(got.data(), want.data(), got.size() * sizeof(float)) == 0)
+    return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << reduce_op_name(op) << " of " << n << " elements differs from one process's";
+}
+
 TEST(MultiWorker, RanksAndSizesSpanTheWorkers) {
   REQUIRE_WORKERS();
   const int w = WorkerTransport::world().rank(), W = WorkerTransport::world().size();
@@ -72,17 +85,9 @@ TEST(MultiWorker, RanksAndSizesSpanTheWorkers) {
 
 TEST(MultiWorker, OneDevicePerWorkerAllReduceIsBitIdenticalToOneProcess) {
   REQUIRE_WORKERS();
-  const int w = WorkerTransport::world().rank(), W = WorkerTransport::world().size();
   auto group = make_collective_group(CollectiveImplementation::kMpi, 1);
-  const std::int64_t n = 1003;
-  for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kMean, ReduceOp::kMax, ReduceOp::kMin}) {
-    Tensor t = Tensor::from_vector(input_of(w, n), {n});
-    run_local(*group, [&](int, Communicator& c) { c.all_reduce(t, op)->wait(); });
-    const std::vector<float> want = in_process_all_reduce(W, n, op);
-    const std::vector<float> got = t.to_vector<float>();
-    ASSERT_EQ(got.size(), want.size());
-    EXPECT_EQ(0, std::memcmp(got.data(), want.data(), got.size() * sizeof(float))) << reduce_op_name(op);
-  }
+  for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kMean, ReduceOp::kMax, ReduceOp::kMin})
+    EXPECT_TRUE(all_reduce_is_one_process_bits(*group, 1003, op));
 }
 
 TEST(MultiWorker, TwoDevicesPerWorkerCollectivesAreExact) {
@@ -153,17 +158,12 @@ TEST(MultiWorker, WorkersOnOneMachineMeetInSharedMemoryUnlessTurnedOff) {
 TEST(MultiWorkerMixed, OneWorkerTurningSharedMemoryOffTurnsItOffForAll) {
   REQUIRE_WORKERS();
   if (!std::getenv("LOCKSTEP_TEST_MIXED_SHM")) GTEST_SKIP() << "run by multi_worker.one_worker_turns_shared_memory_off";
-  const int w = WorkerTransport::world().rank(), W = WorkerTransport::world().size();
   auto group = make_collective_group(CollectiveImplementation::kMpi, 1);
   const auto* mw = dynamic_cast<const MultiWorkerGroup*>(group.get());
   ASSERT_NE(mw, nullptr);
   EXPECT_FALSE(mw->uses_shared_memory());
   EXPECT_EQ(mw->shared_memory_note(), "LOCKSTEP_WORKER_SHM=0");
-  const std::int64_t n = 1003;
-  Tensor t = Tensor::from_vector(input_of(w, n), {n});
-  group->member(0).all_reduce(t, ReduceOp::kSum)->wait();
-  const std::vector<float> want = in_process_all_reduce(W, n, ReduceOp::kSum);
-  EXPECT_EQ(0, std::memcmp(t.to_vector<float>().data(), want.data(), want.size() * sizeof(float)));
+  EXPECT_TRUE(all_reduce_is_one_process_bits(*group, 1003, ReduceOp::kSum));
 }
 
 // Larger than a shared-memory slot, the data goes over MPI; the fold, and so the bits, are the
@@ -173,14 +173,8 @@ TEST(MultiWorker, CollectivesLargerThanASlotStayBitIdentical) {
   const int w = WorkerTransport::world().rank(), W = WorkerTransport::world().size();
   auto group = make_collective_group(CollectiveImplementation::kMpi, 1);
   const std::int64_t big = floats_past_a_slot(*group, 1003);
-  for (std::int64_t n : {big, std::int64_t{5000}, big}) {
-    Tensor t = Tensor::from_vector(input_of(w, n), {n});
-    group->member(0).all_reduce(t, ReduceOp::kSum)->wait();
-    const std::vector<float> want = in_process_all_reduce(W, n, ReduceOp::kSum);
-    const std::vector<float> got = t.to_vector<float>();
-    ASSERT_EQ(got.size(), want.size());
-    EXPECT_EQ(0, std::memcmp(got.data(), want.data(), got.size() * sizeof(float))) << n << " elements";
-  }
+  for (std::int64_t n : {big, std::int64_t{5000}, big})
+    EXPECT_TRUE(all_reduce_is_one_process_bits(*group, n, ReduceOp::kSum));
   Tensor b = Tensor::full({big}, static_cast<double>(w));
   group->member(0).broadcast(b, W - 1)->wait();
   EXPECT_EQ(b.to_vector<float>()[static_cast<std::size_t>(big - 1)], static_cast<float>(W - 1));
