@@ -1,5 +1,7 @@
 #include "lockstep/distribute/gradient_reducer.hpp"
 
+#include <algorithm>
+
 namespace lockstep::distribute {
 
 std::vector<GradientBucket> assign_gradient_buckets(const std::vector<Variable>& variables, std::size_t cap_bytes) {
@@ -44,14 +46,36 @@ const std::vector<GradientBucket>& GradientReducer::layout_for(const std::vector
   return buckets_;
 }
 
-void GradientReducer::all_reduce(Communicator& comm, std::vector<Tensor>& grads, const std::vector<Variable>& variables) {
-  LOCKSTEP_CHECK(grads.size() == variables.size(), "all_reduce_gradients: ", grads.size(), " gradients for ",
-                 variables.size(), " variables");
+void GradientReducer::check(const std::vector<Tensor>& grads, const std::vector<Variable>& variables,
+                            const char* what) {
+  LOCKSTEP_CHECK(grads.size() == variables.size(), what, ": ", grads.size(), " gradients for ", variables.size(),
+                 " variables");
   for (std::size_t i = 0; i < grads.size(); ++i) {
-    LOCKSTEP_CHECK(!grads[i].defined() || grads[i].numel() == variables[i].value().numel(),
-                   "all_reduce_gradients: gradient ", grads[i].shape().str(), " does not match variable '",
-                   variables[i].name(), "' ", variables[i].shape().str());
+    LOCKSTEP_CHECK(!grads[i].defined() || grads[i].numel() == variables[i].value().numel(), what, ": gradient ",
+                   grads[i].shape().str(), " does not match variable '", variables[i].name(), "' ",
+                   variables[i].shape().str());
   }
+}
+
+Tensor GradientReducer::pack(const GradientBucket& bucket, const std::vector<Tensor>& grads,
+                             const std::vector<Variable>& variables, std::int64_t numel) {
+  // Fresh buffers every step (the caching allocator makes them cheap): the gradients handed
+  // out last step are views of the previous ones, and a caller may still hold them.
+  Tensor buffer = Tensor::empty({numel}, bucket.dtype);
+  for (std::size_t k = 0; k < bucket.variables.size(); ++k) {
+    const std::size_t i = bucket.variables[k];
+    const std::int64_t off = bucket.offsets[k];
+    Tensor part = buffer.slice(off, off + variables[i].value().numel());
+    if (!grads[i].defined()) part.fill_(0.0);
+    else if (grads[i].dtype() == bucket.dtype) part.copy_from(grads[i]);
+    else part.copy_from(grads[i].to(bucket.dtype));
+  }
+  if (numel > bucket.numel) buffer.slice(bucket.numel, numel).fill_(0.0);
+  return buffer;
+}
+
+void GradientReducer::all_reduce(Communicator& comm, std::vector<Tensor>& grads, const std::vector<Variable>& variables) {
+  check(grads, variables, "all_reduce_gradients");
   if (comm.size() == 1) return;
   const auto& layout = layout_for(variables);
   std::vector<Tensor> buffers;
@@ -59,17 +83,7 @@ void GradientReducer::all_reduce(Communicator& comm, std::vector<Tensor>& grads,
   buffers.reserve(layout.size());
   works.reserve(layout.size());
   for (const GradientBucket& bucket : layout) {
-    // Fresh buffers every step (the caching allocator makes them cheap): the gradients handed
-    // out last step are views of the previous ones, and a caller may still hold them.
-    Tensor buffer = Tensor::empty({bucket.numel}, bucket.dtype);
-    for (std::size_t k = 0; k < bucket.variables.size(); ++k) {
-      const std::size_t i = bucket.variables[k];
-      const std::int64_t off = bucket.offsets[k];
-      Tensor part = buffer.slice(off, off + variables[i].value().numel());
-      if (!grads[i].defined()) part.fill_(0.0);
-      else if (grads[i].dtype() == bucket.dtype) part.copy_from(grads[i]);
-      else part.copy_from(grads[i].to(bucket.dtype));
-    }
+    Tensor buffer = pack(bucket, grads, variables, bucket.numel);
     works.push_back(comm.all_reduce(buffer, ReduceOp::kSum));
     buffers.push_back(std::move(buffer));
   }
@@ -80,6 +94,45 @@ void GradientReducer::all_reduce(Communicator& comm, std::vector<Tensor>& grads,
       const std::size_t i = bucket.variables[k];
       const std::int64_t off = bucket.offsets[k];
       grads[i] = buffers[b].slice(off, off + variables[i].value().numel()).reshape(variables[i].shape());
+    }
+  }
+}
+
+std::int64_t GradientReducer::shard_size(const GradientBucket& bucket, int members) {
+  return (bucket.numel + members - 1) / members;
+}
+
+void GradientReducer::reduce_scatter(Communicator& comm, const std::vector<Tensor>& grads,
+                                     const std::vector<Variable>& variables, std::vector<GradientShard>& shards) {
+  check(grads, variables, "reduce_scatter_gradients");
+  shards.clear();
+  const int n = comm.size();
+  const std::int64_t rank = comm.rank();
+  const auto& layout = layout_for(variables);
+  std::vector<Tensor> outs;
+  std::vector<WorkPtr> works;
+  outs.reserve(layout.size());
+  works.reserve(layout.size());
+  for (const GradientBucket& bucket : layout) {
+    // NCCL's chunking: member r gets elements [r*k, (r+1)*k) of the bucket, padded with zeros
+    // to n*k. Each element is summed in member order, as all_reduce sums it: the same bits.
+    const std::int64_t k = shard_size(bucket, n);
+    Tensor buffer = pack(bucket, grads, variables, k * n);
+    Tensor out = Tensor::empty({k}, bucket.dtype);
+    works.push_back(comm.reduce_scatter(buffer, out, ReduceOp::kSum));
+    outs.push_back(std::move(out));
+  }
+  for (auto& w : works) w->wait();
+  for (std::size_t b = 0; b < layout.size(); ++b) {
+    const GradientBucket& bucket = layout[b];
+    const std::int64_t k = shard_size(bucket, n);
+    const std::int64_t lo = rank * k, hi = std::min(bucket.numel, lo + k);
+    for (std::size_t j = 0; j < bucket.variables.size(); ++j) {
+      const std::size_t i = bucket.variables[j];
+      const std::int64_t off = bucket.offsets[j], end = off + variables[i].value().numel();
+      const std::int64_t a = std::max(lo, off), e = std::min(hi, end);
+      if (a >= e) continue;
+      shards.push_back(GradientShard{.variable = i, .begin = a - off, .end = e - off, .grad = outs[b].slice(a - lo, e - lo)});
     }
   }
 }

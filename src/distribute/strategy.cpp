@@ -126,6 +126,13 @@ Strategy::Strategy(StrategyLayout layout)
   group_ = make_collective_group(layout.cross_device_ops, n, {.timeout = layout.timeout, .devices = devices_});
   for (int r = 0; r < n; ++r) reducers_.push_back(std::make_unique<GradientReducer>(layout.bucket_cap_bytes));
   no_sync_.assign(static_cast<std::size_t>(n), 0);
+  // Sharding needs every copy of a variable in this process's host memory: each replica writes
+  // its updated shard into the others' copies.
+  const char* env = std::getenv("LOCKSTEP_SHARD_UPDATE");
+  bool all_cpu = true;
+  for (const Device& d : devices_) all_cpu = all_cpu && d.kind == DeviceKind::kCpu;
+  shard_update_ = layout.shard_optimizer_update && !(env && std::string(env) == "0") && n > 1 &&
+                  num_workers_ == 1 && all_cpu;
   replicas_->owner = this;
   for (int r = 1; r < n; ++r) {
     replicas_->workers.push_back(std::make_unique<Replicas::Worker>());
@@ -238,6 +245,42 @@ bool ReplicaContext::all_reduce_gradients(std::vector<Tensor>& grads, const std:
   if (!strategy_.held_back_.empty()) grads = strategy_.held_back_.take(grads, vars);
   strategy_.reducers_[r]->all_reduce(communicator(), grads, vars);
   return true;
+}
+
+bool ReplicaContext::shards_update(const std::vector<Variable>& vars) const {
+  if (!strategy_.shard_update_) return false;
+  const int n = strategy_.num_local_replicas();
+  for (const Variable& v : vars)
+    if (v.num_copies() != n || v.value().dtype() != DType::kF32) return false;
+  return true;
+}
+
+bool ReplicaContext::reduce_scatter_gradients(std::vector<Tensor>& grads, const std::vector<Variable>& vars,
+                                              std::vector<GradientShard>& shards) {
+  const auto r = static_cast<std::size_t>(replica_id_);
+  shards.clear();
+  if (strategy_.no_sync_[r]) {
+    strategy_.held_back_.add(grads, vars);
+    return false;
+  }
+  if (!strategy_.held_back_.empty()) grads = strategy_.held_back_.take(grads, vars);
+  strategy_.reducers_[r]->reduce_scatter(communicator(), grads, vars, shards);
+  return true;
+}
+
+void ReplicaContext::all_gather_shards(const std::vector<Variable>& vars, const std::vector<GradientShard>& shards) {
+  // Nobody reads a copy between the reduce-scatter (which every replica has left before any
+  // writes) and this barrier, and each element is written by its one owner: no races.
+  for (const GradientShard& s : shards) {
+    const Variable& v = vars[s.variable];
+    const Tensor mine = v.copy(replica_id_).reshape({v.value().numel()}).slice(s.begin, s.end);
+    for (int q = 0; q < v.num_copies(); ++q) {
+      if (q == replica_id_) continue;
+      Tensor theirs = v.copy(q).reshape({v.value().numel()}).slice(s.begin, s.end);
+      theirs.copy_from(mine);
+    }
+  }
+  communicator().barrier()->wait();
 }
 
 std::int64_t ReplicaContext::first_example() const {
@@ -603,6 +646,7 @@ Layout gpu_layout(const std::vector<int>& gpus, const MirroredOptions& o) {
   l.memory_limit = o.gpu_memory_limit;
   l.timeout = o.collective_timeout;
   l.bucket_cap_bytes = o.bucket_cap_bytes;
+  l.shard_optimizer_update = o.shard_optimizer_update;
   l.cross_device_ops = o.cross_device_ops;
   if (distinct.size() > 1) {
     LOCKSTEP_CHECK(!shared, "MirroredStrategy: replicas on ", distinct.size(), " GPUs with some GPU holding several "
@@ -666,6 +710,7 @@ Layout mirrored_layout(const MirroredOptions& o) {
   l.timeout = o.collective_timeout;
   l.cross_device_ops = o.cross_device_ops;
   l.bucket_cap_bytes = o.bucket_cap_bytes;
+  l.shard_optimizer_update = o.shard_optimizer_update;
   return l;
 }
 

@@ -47,20 +47,30 @@ double Optimizer::learning_rate_at(std::int64_t step) const {
   return options_.schedule ? options_.schedule(step) : options_.learning_rate;
 }
 
-Tensor Optimizer::slot(const Variable& var, int index) {
+std::vector<Tensor> Optimizer::slots_of(const Variable& var, bool shared) {
+  const std::size_t count = slot_names().size();
+  if (count == 0) return {};
   std::lock_guard<std::mutex> lock(slots_mu_);
-  auto& s = slots_[var.value().impl().get()];
+  auto& s = slots_[(shared ? var.copy(0) : var.value()).impl().get()];
   if (s.empty()) {
     // Made on the calling thread, so a replica's slots live on its own device.
-    for (std::size_t i = 0; i < slot_names().size(); ++i) s.push_back(Tensor::zeros(var.shape()));
+    for (std::size_t i = 0; i < count; ++i) s.push_back(Tensor::zeros(var.shape()));
   }
-  return s[static_cast<std::size_t>(index)];
+  return s;
 }
+
+void Optimizer::update(const Variable& var, const Tensor& grad, double lr, std::int64_t step) {
+  Tensor w = var.value();  // a handle: the update writes the variable's own memory
+  std::vector<Tensor> slots = slots_of(var);
+  update_rule(w, slots, grad, lr, step);
+}
+
+bool Optimizer::elementwise() const { return !options_.clipnorm && !options_.global_clipnorm; }
 
 std::vector<std::pair<std::string, Tensor>> Optimizer::slots(const Variable& v) {
   std::vector<std::pair<std::string, Tensor>> out;
   const auto names = slot_names();
-  if (!names.empty()) slot(v, 0);
+  slots_of(v);
   std::lock_guard<std::mutex> lock(slots_mu_);
   auto& s = slots_[v.value().impl().get()];
   for (std::size_t i = 0; i < names.size(); ++i) out.emplace_back(names[i], s[i]);
@@ -110,13 +120,35 @@ void Optimizer::apply_gradients(const std::vector<std::pair<Tensor, Variable>>& 
   // step) before every replica has read it.
   const std::int64_t step = iterations_.load();
   // Under no_sync (gradient accumulation) the gradients are only held back: no update, no step.
-  if (!replica->all_reduce_gradients(grads, vars)) return;
-  apply_gradients_at(zip_pairs(grads, vars), step);
+  if (!apply_gradients_in_replica(*replica, grads, vars, step)) return;
   // The step counts once: the first replica to get here moves it from `step` to `step + 1`, the
   // others find it moved. No replica can read it for the next step before its own exchange, and
   // none can count step + 1 without it, so every replica's next read is exactly step + 1.
   std::int64_t expected = step;
   iterations_.compare_exchange_strong(expected, step + 1);
+}
+
+bool Optimizer::apply_gradients_in_replica(ReplicaInterface& replica, std::vector<Tensor>& grads,
+                                           const std::vector<Variable>& vars, std::int64_t step) {
+  if (!(elementwise() && replica.shards_update(vars))) {
+    if (!replica.all_reduce_gradients(grads, vars)) return false;
+    apply_gradients_at(zip_pairs(grads, vars), step);
+    return true;
+  }
+  std::vector<GradientShard> shards;
+  if (!replica.reduce_scatter_gradients(grads, vars, shards)) return false;
+  const double lr = learning_rate_at(step);
+  for (GradientShard& s : shards) {
+    const Variable& v = vars[s.variable];
+    const std::int64_t numel = v.value().numel();
+    Tensor w = v.value().reshape({numel}).slice(s.begin, s.end);
+    std::vector<Tensor> slots = slots_of(v, true);
+    for (Tensor& t : slots) t = t.reshape({numel}).slice(s.begin, s.end);
+    const Tensor grad = options_.clipvalue ? scale_and_clip(s.grad, 1.0f, static_cast<float>(*options_.clipvalue)) : s.grad;
+    update_rule(w, slots, grad, lr, step);
+  }
+  replica.all_gather_shards(vars, shards);
+  return true;
 }
 
 void Optimizer::apply_gradients(const std::vector<Tensor>& grads, const std::vector<Variable>& vars) {
@@ -170,9 +202,8 @@ class SGDImpl final : public Optimizer {
   std::vector<std::string> slot_names() const override {
     return momentum_ > 0 ? std::vector<std::string>{"momentum"} : std::vector<std::string>{};
   }
-  void update(const Variable& var, const Tensor& g, double lr, std::int64_t) override {
-    Tensor w = var.value();  // a handle: the update writes the variable's own memory
-    Tensor m = momentum_ > 0 ? slot(var, 0) : Tensor();
+  void update_rule(Tensor& w, std::vector<Tensor>& slots, const Tensor& g, double lr, std::int64_t) override {
+    Tensor m = momentum_ > 0 ? slots[0] : Tensor();
     sgd_update_(w, m, g, static_cast<float>(lr), static_cast<float>(momentum_), nesterov_);
   }
 
@@ -198,10 +229,9 @@ class AdamImpl : public Optimizer {
 
  protected:
   std::vector<std::string> slot_names() const override { return {"m", "v"}; }
-  void update(const Variable& var, const Tensor& g, double lr, std::int64_t step) override {
-    Tensor w = var.value();  // a handle: the update writes the variable's own memory
-    Tensor m = slot(var, 0);
-    Tensor v = slot(var, 1);
+  void update_rule(Tensor& w, std::vector<Tensor>& slots, const Tensor& g, double lr, std::int64_t step) override {
+    Tensor& m = slots[0];
+    Tensor& v = slots[1];
     // Keras' form and Keras' float32 rounding of every constant (the reference agrees to 3e-5
     // only this way): alpha = lr sqrt(1 - b2^t) / (1 - b1^t); w -= alpha m / (sqrt(v) + eps).
     const float t = static_cast<float>(step + 1);

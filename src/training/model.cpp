@@ -320,7 +320,12 @@ detail::ReplicaNumbers Model::replica_train_step(const Tensor& x, const Tensor& 
     return r;
   }
   if (use == GradientUse::kApplyGroup) grads = accumulated_.take(grads, vars);
-  if (replica) static_cast<distribute::ReplicaContext*>(replica)->all_reduce_gradients(grads, vars);
+  if (replica && !loss_scale) {
+    // Summed over the replicas and applied, sharded over them where the strategy allows.
+    optimizer_->apply_gradients_in_replica(*replica, grads, vars, step);
+    return r;
+  }
+  if (replica) replica->all_reduce_gradients(grads, vars);
   // The sums are identical on every replica, so every replica makes the same decision: the
   // all-reduce already carried any replica's inf or NaN to all of them.
   if (loss_scale && !loss_scale->unscale(grads)) {

@@ -13,6 +13,16 @@
 
 namespace lockstep {
 
+/// One replica's part of a sharded optimizer update (ZeRO stage 1): elements [begin, end) of
+/// variable `variable` (an index into the list handed over, flattened), and their gradient
+/// summed over every replica (`grad`: end - begin elements, flat).
+struct GradientShard {
+  std::size_t variable = 0;
+  std::int64_t begin = 0;
+  std::int64_t end = 0;
+  Tensor grad;
+};
+
 class ReplicaInterface {
  public:
   virtual ~ReplicaInterface() = default;
@@ -27,6 +37,20 @@ class ReplicaInterface {
   /// counts as zeros). Every replica must call it with the same variables. False when the
   /// gradients were only held back (gradient accumulation's no_sync): nothing to apply yet.
   virtual bool all_reduce_gradients(std::vector<Tensor>& grads, const std::vector<Variable>& vars) = 0;
+  /// ZeRO stage 1: whether the replicas share the update of `vars` (each updates its shard of
+  /// every variable, the copies then exchange the shards) rather than each updating all of its
+  /// copies. What the strategy allows (more than one replica, all in this process and in host
+  /// memory, float32 variables, not turned off); the optimizer adds its own conditions.
+  virtual bool shards_update(const std::vector<Variable>& vars) const = 0;
+  /// As all_reduce_gradients, but the sums are reduce-scattered: `shards` receives only the
+  /// elements this replica updates, with their summed gradients (`grads` is left as it is).
+  /// False (and no shards) when the gradients were held back by no_sync.
+  virtual bool reduce_scatter_gradients(std::vector<Tensor>& grads, const std::vector<Variable>& vars,
+                                        std::vector<GradientShard>& shards) = 0;
+  /// After this replica updated `shards` of its own copies: writes them into every other
+  /// replica's copies and returns once every replica's shards are in every copy (the
+  /// all-gather of the updated weights).
+  virtual void all_gather_shards(const std::vector<Variable>& vars, const std::vector<GradientShard>& shards) = 0;
   /// When the strategy ran this function on a distributed batch (strategy.run(fn, batch)): the
   /// global row index of this replica's first row, and the global batch's size; else 0 and 0.
   virtual std::int64_t first_example() const = 0;

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "lockstep/autograd/replica_interface.hpp"
 #include "lockstep/autograd/variable.hpp"
 #include "lockstep/distribute/communicator.hpp"
 
@@ -36,11 +37,24 @@ class GradientReducer {
   /// Every member must call it with the same variables.
   void all_reduce(Communicator& comm, std::vector<Tensor>& grads, const std::vector<Variable>& variables);
 
+  /// ZeRO stage 1's reduce-scatter: the same sums, but this member receives only its shard of
+  /// each bucket (elements [r*k, (r+1)*k) of a bucket of numel elements, k = ceil(numel / size);
+  /// the last members' shards may be short or empty), as one GradientShard per variable the
+  /// shard touches. `grads` is left as it is.
+  void reduce_scatter(Communicator& comm, const std::vector<Tensor>& grads, const std::vector<Variable>& variables,
+                      std::vector<GradientShard>& shards);
+
   std::size_t bucket_cap_bytes() const { return cap_bytes_; }
   /// The layout of the last call.
   const std::vector<GradientBucket>& buckets() const { return buckets_; }
 
  private:
+  static void check(const std::vector<Tensor>& grads, const std::vector<Variable>& variables, const char* what);
+  /// The bucket's gradients packed into a fresh buffer of `numel` >= bucket.numel elements
+  /// (undefined gradients and the tail are zeros).
+  static Tensor pack(const GradientBucket& bucket, const std::vector<Tensor>& grads,
+                     const std::vector<Variable>& variables, std::int64_t numel);
+  static std::int64_t shard_size(const GradientBucket& bucket, int members);
   const std::vector<GradientBucket>& layout_for(const std::vector<Variable>& variables);
 
   std::size_t cap_bytes_;

@@ -70,6 +70,15 @@ class ReplicaContext final : public ReplicaInterface {
   /// it only adds `grads` to them (no collective, `grads` unchanged) and returns false: there
   /// is nothing to apply yet.
   bool all_reduce_gradients(std::vector<Tensor>& grads, const std::vector<Variable>& vars) override;
+  /// True when MirroredOptions::shard_optimizer_update is on (and $LOCKSTEP_SHARD_UPDATE is not
+  /// 0), this strategy has more than one replica, one worker, CPU devices only, and every
+  /// variable in `vars` is float32 (and mirrored over the replicas).
+  bool shards_update(const std::vector<Variable>& vars) const override;
+  /// The gradient buckets are reduce-scattered (same buckets, same sums as all_reduce_gradients);
+  /// no_sync() as there.
+  bool reduce_scatter_gradients(std::vector<Tensor>& grads, const std::vector<Variable>& vars,
+                                std::vector<GradientShard>& shards) override;
+  void all_gather_shards(const std::vector<Variable>& vars, const std::vector<GradientShard>& shards) override;
   int num_local_replicas() const override;
   std::int64_t first_example() const override;
   std::int64_t global_batch_size() const override;
@@ -143,6 +152,7 @@ struct StrategyLayout {
   std::chrono::milliseconds timeout{std::chrono::minutes(5)};
   CollectiveImplementation cross_device_ops = CollectiveImplementation::kSharedMemory;
   std::size_t bucket_cap_bytes = GradientReducer::kDefaultBucketCapBytes;
+  bool shard_optimizer_update = true;
   /// Processes training in sync (each with these devices) and this one's index among them;
   /// more than one needs cross_device_ops = kMpi.
   int num_workers = 1;
@@ -302,6 +312,7 @@ class Strategy {
   std::vector<std::unique_ptr<GradientReducer>> reducers_;  // one per replica: no sharing between threads
   GradientAccumulator held_back_;  // gradients summed under ReplicaContext::no_sync()
   std::vector<char> no_sync_;      // per replica: inside a no_sync() scope
+  bool shard_update_ = false;      // MirroredOptions::shard_optimizer_update, where it applies
   std::unique_ptr<Replicas> replicas_;
 };
 
@@ -354,6 +365,14 @@ struct MirroredOptions {
   CollectiveImplementation cross_device_ops = CollectiveImplementation::kSharedMemory;
   /// Gradient bucket size (PyTorch DDP's bucket_cap_mb; its default, 25 MiB).
   std::size_t bucket_cap_bytes = GradientReducer::kDefaultBucketCapBytes;
+  /// ZeRO stage 1 on CPU replicas: the optimizer update is split over the replicas (each
+  /// updates its shard of every variable right after the gradients' reduce-scatter, then the
+  /// updated shards are copied into every replica's copy), so the memory-bound update is done
+  /// once per step, not once per replica, and the optimizer's slots (Adam's moments) are held
+  /// once, not per replica. The weights are bit-identical either way. Used for SGD, Adam and
+  /// AdamW without clipnorm / global_clipnorm and without loss scaling, on float32 variables;
+  /// false (or $LOCKSTEP_SHARD_UPDATE=0) makes every replica update all of its copies.
+  bool shard_optimizer_update = true;
 };
 
 class MirroredStrategy final : public Strategy {

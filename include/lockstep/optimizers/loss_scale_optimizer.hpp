@@ -52,6 +52,11 @@ class LossScaleOptimizer final : public Optimizer {
 
  protected:
   void update(const Variable& var, const Tensor& grad, double lr, std::int64_t step) override;
+  void update_rule(Tensor& w, std::vector<Tensor>& slots, const Tensor& grad, double lr, std::int64_t step) override {
+    inner_->update_rule(w, slots, grad, lr, step);
+  }
+  /// Never sharded: unscaling checks every gradient for inf/NaN first.
+  bool elementwise() const override { return false; }
   std::vector<std::string> slot_names() const override;
 
  private:

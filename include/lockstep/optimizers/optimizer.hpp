@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "lockstep/autograd/replica_interface.hpp"
 #include "lockstep/autograd/variable.hpp"
 
 namespace lockstep::optimizers {
@@ -46,6 +47,16 @@ class Optimizer {
   /// finish_step() once. Safe to call from several replica threads at once.
   void apply_gradients_at(const std::vector<std::pair<Tensor, Variable>>& grads_and_vars, std::int64_t step);
   void finish_step() { iterations_.fetch_add(1); }
+  /// One replica's part of step `step` inside a strategy (what apply_gradients runs in
+  /// strategy.run, and fit's train step): sums `grads` over the replicas and updates this
+  /// replica's copies of `vars`. Where the strategy and this optimizer allow it (see
+  /// MirroredOptions::shard_optimizer_update), ZeRO stage 1: the gradients are
+  /// reduce-scattered, this replica updates its shard of every variable (the slots of a
+  /// variable are then one tensor shared by its copies) and the shards are gathered into every
+  /// copy; the weights come out bit-identical to the unsharded update. False when no_sync held
+  /// the gradients back. Does not advance iterations().
+  bool apply_gradients_in_replica(ReplicaInterface& replica, std::vector<Tensor>& grads, const std::vector<Variable>& vars,
+                                  std::int64_t step);
   /// Number of updates applied so far.
   std::int64_t iterations() const { return iterations_.load(); }
   /// ValueError for a negative count (it numbers the updates, and Adam's bias correction uses it).
@@ -68,11 +79,19 @@ class Optimizer {
 
  protected:
   friend class LossScaleOptimizer;  // runs its inner optimizer's rule
-  /// Updates one variable's data with its (clipped) gradient.
-  virtual void update(const Variable& var, const Tensor& grad, double lr, std::int64_t step) = 0;
+  /// Updates one variable's data with its (clipped) gradient: update_rule on the copy current
+  /// on this thread and that copy's slots.
+  virtual void update(const Variable& var, const Tensor& grad, double lr, std::int64_t step);
+  /// The rule itself, on tensors of one shape: `w` and `slots` (slot_names() order) are
+  /// handles on (parts of) a variable's and its slots' memory, updated in place.
+  virtual void update_rule(Tensor& w, std::vector<Tensor>& slots, const Tensor& grad, double lr, std::int64_t step) = 0;
   virtual std::vector<std::string> slot_names() const = 0;
-  /// Slot `index` of the variable copy current on this thread (a handle on its memory).
-  Tensor slot(const Variable& var, int index);
+  /// Whether the update of one element needs only that element (no clipnorm /
+  /// global_clipnorm), so that replicas can share the update (ZeRO stage 1).
+  virtual bool elementwise() const;
+  /// The slots of the variable copy current on this thread (handles on their memory); with
+  /// `shared`, those of copy 0, which every copy then uses (a sharded update).
+  std::vector<Tensor> slots_of(const Variable& var, bool shared = false);
 
  private:
   OptimizerOptions options_;
