@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# The sharded optimizer update (ZeRO stage 1, MirroredOptions::shard_optimizer_update) against
+# every replica updating all of its copies ($LOCKSTEP_SHARD_UPDATE=0), on the flagship MLP with
+# 2 CPU replicas, in interleaved rounds (this VM drifts by tens of percent within minutes, so
+# only pairs measured back to back compare).
+#
+#   bench/compare_shard_update.sh [-n STEPS] [-R ROUNDS] [-b "G1 G2 ..."]
+#     -n  timed steps per run (default 2000)
+#     -R  rounds (default 8): in each, for each global batch, bare train_step sharded, then
+#         unsharded, then `lockstep train` sharded, then unsharded
+#     -b  global batch sizes (default "128 256")
+#   env: LOCKSTEP_BIN (default build/bin/lockstep), STRATEGY_OVERHEAD_BIN (default
+#        build/bin/strategy_overhead)
+# Prints, per global batch and measure, the median and best steps/s of each and the ratio of the
+# medians (sharded / unsharded), and the median of the per-round ratios. Exit 1 if a run fails,
+# 2 on bad usage.
+set -euo pipefail
+
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+usage() { sed -n '2,16p' "$0" >&2; exit 2; }
+steps=2000
+rounds=8
+batches="128 256"
+while (($#)); do
+  case "$1" in
+    -n) [[ $# -ge 2 ]] || usage; steps="$2"; shift 2 ;;
+    -R) [[ $# -ge 2 ]] || usage; rounds="$2"; shift 2 ;;
+    -b) [[ $# -ge 2 ]] || usage; batches="$2"; shift 2 ;;
+    -h|--help) usage ;;
+    *) echo "compare_shard_update: unknown argument '$1'" >&2; usage ;;
+  esac
+done
+for v in "$steps" "$rounds" $batches; do
+  [[ "$v" =~ ^[1-9][0-9]*$ ]] || { echo "compare_shard_update: '$v' is not a positive integer" >&2; exit 2; }
+done
+((steps >= 100)) || { echo "compare_shard_update: -n must be >= 100" >&2; exit 2; }
+lockstep="${LOCKSTEP_BIN:-$repo/build/bin/lockstep}"
+bare="${STRATEGY_OVERHEAD_BIN:-$repo/build/bin/strategy_overhead}"
+for b in "$lockstep" "$bare"; do
+  [[ -x "$b" ]] || { echo "compare_shard_update: $b not found; build it first" >&2; exit 1; }
+done
+tmp="$(mktemp -d)"
+trap 'rm -rf "$tmp"' EXIT
+
+run() {  # SHARD(1|0) KIND(bare|train) G: prints steps/s
+  local shard="$1" kind="$2" g="$3" out
+  if [[ "$kind" == bare ]]; then
+    out="$(LOCKSTEP_SHARD_UPDATE=$shard "$bare" --replicas 2 --batch "$g" --steps "$steps" 2>"$tmp/err")" ||
+      { echo "compare_shard_update: strategy_overhead failed: $(tail -n 3 "$tmp/err")" >&2; exit 1; }
+    echo "${out#steps_per_second }"
+  else
+    # fit warms up on its first 5% of steps; run that many more so both time `steps`.
+    LOCKSTEP_SHARD_UPDATE=$shard "$lockstep" train --devices cpu:2 --global-batch-size "$g" --epochs 1 \
+      --steps-per-epoch $((steps + steps / 19)) --verbose 0 --logdir "$tmp/run" --no-tensorboard \
+      --metrics-out "$tmp/m.json" >"$tmp/log" 2>&1 ||
+      { echo "compare_shard_update: lockstep train failed: $(tail -n 3 "$tmp/log")" >&2; exit 1; }
+    rm -rf "$tmp/run"
+    python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["train_steps_per_second"])' "$tmp/m.json"
+  fi
+}
+
+for ((round = 1; round <= rounds; ++round)); do
+  echo "== round $round of $rounds" >&2
+  for g in $batches; do
+    for kind in bare train; do
+      for shard in 1 0; do echo "$g $kind $shard $(run "$shard" "$kind" "$g")" >>"$tmp/results"; done
+    done
+  done
+done
+
+echo "flagship MLP, 2 CPU replicas; $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(nproc) cores"
+echo "$rounds interleaved rounds of $steps timed steps; global steps/s"
+python3 - "$tmp/results" <<'EOF'
+import statistics, sys
+rows = [l.split() for l in open(sys.argv[1])]
+print(f"{'G':>5} {'measure':<16} {'sharded med':>12} {'best':>9} {'unsharded med':>14} {'best':>9} {'ratio of medians':>17} {'median ratio':>13}")
+for g in dict.fromkeys(r[0] for r in rows):
+    for kind, label in (("bare", "bare train_step"), ("train", "lockstep train")):
+        on = [float(r[3]) for r in rows if r[0] == g and r[1] == kind and r[2] == "1"]
+        off = [float(r[3]) for r in rows if r[0] == g and r[1] == kind and r[2] == "0"]
+        ratios = [a / b for a, b in zip(on, off)]
+        print(f"{g:>5} {label:<16} {statistics.median(on):>12.1f} {max(on):>9.1f} {statistics.median(off):>14.1f} "
+              f"{max(off):>9.1f} {statistics.median(on) / statistics.median(off):>17.3f} {statistics.median(ratios):>13.3f}")
+EOF
