@@ -51,7 +51,10 @@ std::vector<Tensor> Optimizer::slots_of(const Variable& var, bool shared) {
   const std::size_t count = slot_names().size();
   if (count == 0) return {};
   std::lock_guard<std::mutex> lock(slots_mu_);
-  auto& s = slots_[(shared ? var.copy(0) : var.value()).impl().get()];
+  const void* primary = var.copy(0).impl().get();
+  const void* key = shared ? primary : var.value().impl().get();
+  if (shared) sharded_.insert(primary);
+  auto& s = slots_[key];
   if (s.empty()) {
     // Made on the calling thread, so a replica's slots live on its own device.
     for (std::size_t i = 0; i < count; ++i) s.push_back(Tensor::zeros(var.shape()));
@@ -82,6 +85,7 @@ void Optimizer::broadcast_slots(const Variable& v) {
   std::lock_guard<std::mutex> lock(slots_mu_);
   auto primary = slots_.find(v.copy(0).impl().get());
   if (primary == slots_.end()) return;
+  sharded_.erase(primary->first);  // every copy holds them again
   for (int r = 1; r < v.num_copies(); ++r) {
     auto& dst = slots_[v.copy(r).impl().get()];
     if (dst.empty()) {
@@ -159,6 +163,17 @@ void Optimizer::apply_gradients(const std::vector<Tensor>& grads, const std::vec
 
 void Optimizer::apply_gradients_at(const std::vector<std::pair<Tensor, Variable>>& grads_and_vars,
                                    std::int64_t step) {
+  {
+    // After a sharded update only copy 0's slots are whole: every replica refuses before any
+    // of them updates anything, so the copies stay alike.
+    std::lock_guard<std::mutex> lock(slots_mu_);
+    for (const auto& [g, v] : grads_and_vars) {
+      LOCKSTEP_CHECK(!(g.defined() && v.num_copies() > 1 && sharded_.count(v.copy(0).impl().get())), name(),
+                     ": the slots of variable '", v.name(), "' were last updated sharded over the replicas "
+                     "(MirroredOptions::shard_optimizer_update) and only its first copy holds them; call "
+                     "optimizer.broadcast_slots(variable) for every variable before updating it unsharded");
+    }
+  }
   double global_scale = 1.0;
   if (options_.global_clipnorm) {
     double total = 0;

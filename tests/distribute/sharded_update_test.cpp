@@ -148,3 +148,71 @@ TEST(ShardedUpdate, TheStrategySaysWhenItShards) {
     for (int r = 0; r < 2; ++r) EXPECT_EQ(answers[r], option ? 1 : 0) << "replica " << r;
   }
 }
+
+namespace {
+// One sharded step through apply_gradients, then one step the pre-TF way (all_reduce_gradients
+// and apply_gradients_at on every replica: each updates all of its copy), on 2 replicas.
+struct Switched {
+  std::string error;  // what the unsharded step said before broadcast_slots
+  std::vector<std::vector<float>> weights;
+};
+Switched shard_then_unsharded(bool shard) {
+  const auto d = test::random_classification(20, 12, 3, 23);
+  MirroredStrategy strategy({.num_cpu_devices = 2, .shard_optimizer_update = shard});
+  auto ds = strategy.experimental_distribute_dataset(data::Dataset::from_tensor_slices(d.x, d.y).batch(10));
+  auto scope = strategy.scope();
+  auto model = make_model();
+  auto opt = optimizers::Adam(1e-2);
+  auto loss = losses::SparseCategoricalCrossentropy();
+  auto it = ds.make_iterator();
+  const auto grads_of = [&](const data::Element& xy) {
+    GradientTape tape;
+    const Tensor l = compute_average_loss(loss->per_example(xy[1], (*model)(xy[0], {.training = true})));
+    return tape.gradient(l, model->trainable_variables());
+  };
+  const auto first = it->next();
+  strategy.run(
+      [&](const data::Element& xy) {
+        opt->apply_gradients(grads_of(xy), model->trainable_variables());
+        return 0;
+      },
+      *first);
+  const auto second = it->next();
+  const auto manual_step = [&] {
+    strategy.run(
+        [&](const data::Element& xy) {
+          auto grads = grads_of(xy);
+          const auto vars = model->trainable_variables();
+          get_replica_context()->all_reduce_gradients(grads, vars);
+          std::vector<std::pair<Tensor, Variable>> gv;
+          for (std::size_t i = 0; i < vars.size(); ++i) gv.emplace_back(grads[i], vars[i]);
+          opt->apply_gradients_at(gv, opt->iterations());
+          return 0;
+        },
+        *second);
+  };
+  Switched out;
+  // The refused step below still counts as a run (dropout is keyed by the run count), so the
+  // unsharded reference makes one empty run in its place.
+  if (!shard) strategy.run([](const data::Element&) { return 0; }, *second);
+  try {
+    manual_step();
+  } catch (const std::exception& e) {
+    out.error = e.what();
+    for (const auto& v : model->trainable_variables()) opt->broadcast_slots(v);
+    manual_step();
+  }
+  strategy.check_mirrored(model->variables());
+  for (const auto& v : model->variables()) out.weights.push_back(v.value().to_vector<float>());
+  return out;
+}
+}  // namespace
+
+TEST(ShardedUpdate, AnUnshardedUpdateAfterAShardedOneAsksForBroadcastSlotsThenMatches) {
+  const Switched want = shard_then_unsharded(false);
+  EXPECT_EQ(want.error, "");
+  const Switched got = shard_then_unsharded(true);
+  EXPECT_NE(got.error.find("broadcast_slots"), std::string::npos) << got.error;
+  EXPECT_NE(got.error.find("sharded"), std::string::npos) << got.error;
+  EXPECT_EQ(got.weights, want.weights);
+}

@@ -9,6 +9,7 @@
 #include <optional>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -74,7 +75,9 @@ class Optimizer {
   /// Slot tensors of a variable by slot name (for checkpoints); created on demand.
   virtual std::vector<std::pair<std::string, Tensor>> slots(const Variable& v);
   /// Gives every copy of a mirrored variable the slot values of its primary copy (after a
-  /// checkpoint was loaded into the primary's slots).
+  /// checkpoint was loaded into the primary's slots, or before training unsharded a variable
+  /// whose update was sharded: only the primary's slots are whole then, and an unsharded update
+  /// of another copy is a ValueError saying so until this is called).
   virtual void broadcast_slots(const Variable& v);
 
  protected:
@@ -98,6 +101,7 @@ class Optimizer {
   std::atomic<std::int64_t> iterations_{0};  // replicas of apply_gradients count a step once
   std::mutex slots_mu_;  // replicas create their slots concurrently
   std::unordered_map<const void*, std::vector<Tensor>> slots_;  // keyed by the variable copy's TensorImpl
+  std::unordered_set<const void*> sharded_;  // copy 0 keys whose slots only copy 0 holds (sharded)
 };
 using OptimizerPtr = std::shared_ptr<Optimizer>;
 
