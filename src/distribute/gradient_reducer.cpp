@@ -137,4 +137,54 @@ void GradientReducer::reduce_scatter(Communicator& comm, const std::vector<Tenso
   }
 }
 
+void GradientReducer::all_gather(Communicator& comm, std::vector<Tensor>& values,
+                                 const std::function<bool(int)>& writes) {
+  LOCKSTEP_CHECK(values.size() == variables_.size(), "all_gather_shards: ", values.size(), " tensors for the ",
+                 variables_.size(), " variables of the last reduce-scatter");
+  for (std::size_t i = 0; i < values.size(); ++i)
+    LOCKSTEP_CHECK(values[i].defined() && values[i].numel() == numels_[i] && values[i].dtype() == dtypes_[i],
+                   "all_gather_shards: the tensor for variable '", variables_[i].name(), "' does not match it");
+  const int n = comm.size();
+  const std::int64_t rank = comm.rank();
+  std::vector<Tensor> flat;
+  flat.reserve(values.size());
+  for (std::size_t i = 0; i < values.size(); ++i) flat.push_back(values[i].reshape({numels_[i]}));
+  // Calls fn(i, variable's [a, e), bucket's [a, e)) for the parts of the bucket's [lo, hi).
+  const auto each_part = [&](const GradientBucket& bucket, std::int64_t lo, std::int64_t hi, const auto& fn) {
+    for (std::size_t j = 0; j < bucket.variables.size(); ++j) {
+      const std::size_t i = bucket.variables[j];
+      const std::int64_t off = bucket.offsets[j];
+      const std::int64_t a = std::max(lo, off), e = std::min(hi, off + numels_[i]);
+      if (a < e) fn(i, a - off, e - off, a, e);
+    }
+  };
+  std::vector<Tensor> outs;
+  std::vector<WorkPtr> works;
+  outs.reserve(buckets_.size());
+  works.reserve(buckets_.size());
+  for (const GradientBucket& bucket : buckets_) {
+    const std::int64_t k = shard_size(bucket, n);
+    const std::int64_t lo = rank * k, hi = std::min(bucket.numel, lo + k);
+    Tensor mine = Tensor::zeros({k}, bucket.dtype);  // the padding past the bucket's end stays zero
+    each_part(bucket, lo, hi, [&](std::size_t i, std::int64_t vb, std::int64_t ve, std::int64_t bb, std::int64_t) {
+      mine.slice(bb - lo, bb - lo + (ve - vb)).copy_from(flat[i].slice(vb, ve));
+    });
+    Tensor out = Tensor::empty({k * n}, bucket.dtype);
+    works.push_back(comm.all_gather(mine, out));
+    outs.push_back(std::move(out));
+  }
+  for (auto& w : works) w->wait();
+  for (std::size_t b = 0; b < buckets_.size(); ++b) {
+    const GradientBucket& bucket = buckets_[b];
+    const std::int64_t k = shard_size(bucket, n);
+    for (int m = 0; m < n; ++m) {
+      if (!writes(m)) continue;
+      const std::int64_t lo = m * k, hi = std::min(bucket.numel, lo + k);
+      each_part(bucket, lo, hi, [&](std::size_t i, std::int64_t vb, std::int64_t ve, std::int64_t bb, std::int64_t be) {
+        flat[i].slice(vb, ve).copy_from(outs[b].slice(bb, be));
+      });
+    }
+  }
+}
+
 }  // namespace lockstep::distribute

@@ -126,13 +126,13 @@ Strategy::Strategy(StrategyLayout layout)
   group_ = make_collective_group(layout.cross_device_ops, n, {.timeout = layout.timeout, .devices = devices_});
   for (int r = 0; r < n; ++r) reducers_.push_back(std::make_unique<GradientReducer>(layout.bucket_cap_bytes));
   no_sync_.assign(static_cast<std::size_t>(n), 0);
-  // Sharding needs every copy of a variable in this process's host memory: each replica writes
-  // its updated shard into the others' copies.
+  // Sharding needs every copy of a variable in host memory: each replica writes its updated
+  // shard into this process's other copies (one worker) or all-gathers the shards (several).
   const char* env = std::getenv("LOCKSTEP_SHARD_UPDATE");
   bool all_cpu = true;
   for (const Device& d : devices_) all_cpu = all_cpu && d.kind == DeviceKind::kCpu;
-  shard_update_ = layout.shard_optimizer_update && !(env && std::string(env) == "0") && n > 1 &&
-                  num_workers_ == 1 && all_cpu;
+  shard_update_ = layout.shard_optimizer_update && !(env && std::string(env) == "0") && n * num_workers_ > 1 &&
+                  all_cpu;
   replicas_->owner = this;
   for (int r = 1; r < n; ++r) {
     replicas_->workers.push_back(std::make_unique<Replicas::Worker>());
@@ -269,6 +269,16 @@ bool ReplicaContext::reduce_scatter_gradients(std::vector<Tensor>& grads, const 
 }
 
 void ReplicaContext::all_gather_shards(const std::vector<Variable>& vars, const std::vector<GradientShard>& shards) {
+  if (strategy_.num_workers_ > 1) {
+    // The other workers' shards come through the collective; each replica writes its own copies.
+    std::vector<Tensor> mine;
+    mine.reserve(vars.size());
+    for (const Variable& v : vars) mine.push_back(v.copy(replica_id_));
+    const int me = replica_id_in_sync_group();
+    strategy_.reducers_[static_cast<std::size_t>(replica_id_)]->all_gather(communicator(), mine,
+                                                                           [me](int m) { return m != me; });
+    return;
+  }
   // Nobody reads a copy between the reduce-scatter (which every replica has left before any
   // writes) and this barrier, and each element is written by its one owner: no races.
   for (const GradientShard& s : shards) {
@@ -281,6 +291,18 @@ void ReplicaContext::all_gather_shards(const std::vector<Variable>& vars, const 
     }
   }
   communicator().barrier()->wait();
+}
+
+std::vector<Variable> ReplicaContext::sharded_variables() const {
+  return strategy_.reducers_[static_cast<std::size_t>(replica_id_)]->variables();
+}
+
+void ReplicaContext::all_gather_shared_state(std::vector<Tensor>& state) {
+  // Each shard is written once in this process: replica l writes the other workers' replicas l.
+  const int local = strategy_.num_local_replicas(), worker = strategy_.worker_index(), l = replica_id_;
+  strategy_.reducers_[static_cast<std::size_t>(replica_id_)]->all_gather(
+      communicator(), state, [=](int m) { return m / local != worker && m % local == l; });
+  communicator().barrier()->wait();  // every replica's writes are done before any reads
 }
 
 std::int64_t ReplicaContext::first_example() const {

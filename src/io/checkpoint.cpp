@@ -85,7 +85,7 @@ void save_checkpoint(const std::string& prefix, const std::vector<Variable>& var
   if (with_optimizer) {
     for (const auto& v : variables)
       if (v.trainable())
-        for (auto& [slot, t] : optimizer->slots(v)) tensors.emplace_back(slot_tensor_name(v.name(), slot), t);
+        for (auto& [slot, t] : optimizer->slots_to_save(v)) tensors.emplace_back(slot_tensor_name(v.name(), slot), t);
     state.iterations = optimizer->iterations();
   }
   if (optimizer != nullptr) {

@@ -47,13 +47,14 @@ double Optimizer::learning_rate_at(std::int64_t step) const {
   return options_.schedule ? options_.schedule(step) : options_.learning_rate;
 }
 
-std::vector<Tensor> Optimizer::slots_of(const Variable& var, bool shared) {
+std::vector<Tensor> Optimizer::slots_of(const Variable& var, bool shared, bool partial) {
   const std::size_t count = slot_names().size();
   if (count == 0) return {};
   std::lock_guard<std::mutex> lock(slots_mu_);
   const void* primary = var.copy(0).impl().get();
   const void* key = shared ? primary : var.value().impl().get();
   if (shared) sharded_.insert(primary);
+  if (shared && partial) partial_.insert(primary);
   auto& s = slots_[key];
   if (s.empty()) {
     // Made on the calling thread, so a replica's slots live on its own device.
@@ -80,9 +81,44 @@ std::vector<std::pair<std::string, Tensor>> Optimizer::slots(const Variable& v) 
   return out;
 }
 
-void Optimizer::broadcast_slots(const Variable& v) {
-  if (v.num_copies() < 2 || slot_names().empty()) return;
+std::vector<std::pair<std::string, Tensor>> Optimizer::slots_to_save(const Variable& v) {
+  {
+    std::lock_guard<std::mutex> lock(slots_mu_);
+    LOCKSTEP_CHECK(!partial_.count(v.copy(0).impl().get()), name(), ": the slots of variable '", v.name(),
+                   "' are sharded over the workers (the sharded optimizer update) and this worker holds only its "
+                   "shards; call model.gather_optimizer_slots() on every worker before saving them (fit does at "
+                   "every epoch's end, and BackupAndRestore before each backup)");
+  }
+  return slots(v);
+}
+
+bool Optimizer::slots_sharded_over_workers() {
   std::lock_guard<std::mutex> lock(slots_mu_);
+  return !partial_.empty();
+}
+
+void Optimizer::gather_slot_shards(ReplicaInterface& replica) {
+  const std::size_t count = slot_names().size();
+  const std::vector<Variable> vars = replica.sharded_variables();
+  if (count == 0 || vars.empty()) return;
+  std::vector<std::vector<Tensor>> slots;
+  slots.reserve(vars.size());
+  for (const Variable& v : vars) slots.push_back(slots_of(v, true));
+  for (std::size_t i = 0; i < count; ++i) {
+    std::vector<Tensor> state;
+    state.reserve(vars.size());
+    for (const auto& s : slots) state.push_back(s[i]);
+    replica.all_gather_shared_state(state);
+  }
+  std::lock_guard<std::mutex> lock(slots_mu_);
+  for (const Variable& v : vars) partial_.erase(v.copy(0).impl().get());
+}
+
+void Optimizer::broadcast_slots(const Variable& v) {
+  if (slot_names().empty()) return;
+  std::lock_guard<std::mutex> lock(slots_mu_);
+  partial_.erase(v.copy(0).impl().get());  // loaded whole (a checkpoint), or the caller knows
+  if (v.num_copies() < 2) return;
   auto primary = slots_.find(v.copy(0).impl().get());
   if (primary == slots_.end()) return;
   sharded_.erase(primary->first);  // every copy holds them again
@@ -142,11 +178,16 @@ bool Optimizer::apply_gradients_in_replica(ReplicaInterface& replica, std::vecto
   std::vector<GradientShard> shards;
   if (!replica.reduce_scatter_gradients(grads, vars, shards)) return false;
   const double lr = learning_rate_at(step);
+  const bool across_workers = replica.num_replicas_in_sync() > replica.num_local_replicas();
+  // Over several workers each one's slots of a variable go partial, also where it holds none of
+  // its shards: a save then asks for them to be gathered rather than writing stale ones.
+  if (across_workers)
+    for (const Variable& v : vars) (void)slots_of(v, true, true);
   for (GradientShard& s : shards) {
     const Variable& v = vars[s.variable];
     const std::int64_t numel = v.value().numel();
     Tensor w = v.value().reshape({numel}).slice(s.begin, s.end);
-    std::vector<Tensor> slots = slots_of(v, true);
+    std::vector<Tensor> slots = slots_of(v, true, across_workers);
     for (Tensor& t : slots) t = t.reshape({numel}).slice(s.begin, s.end);
     const Tensor grad = options_.clipvalue ? scale_and_clip(s.grad, 1.0f, static_cast<float>(*options_.clipvalue)) : s.grad;
     update_rule(w, slots, grad, lr, step);
@@ -168,10 +209,13 @@ void Optimizer::apply_gradients_at(const std::vector<std::pair<Tensor, Variable>
     // of them updates anything, so the copies stay alike.
     std::lock_guard<std::mutex> lock(slots_mu_);
     for (const auto& [g, v] : grads_and_vars) {
-      LOCKSTEP_CHECK(!(g.defined() && v.num_copies() > 1 && sharded_.count(v.copy(0).impl().get())), name(),
-                     ": the slots of variable '", v.name(), "' were last updated sharded over the replicas "
-                     "(MirroredOptions::shard_optimizer_update) and only its first copy holds them; call "
-                     "optimizer.broadcast_slots(variable) for every variable before updating it unsharded");
+      const void* primary = v.copy(0).impl().get();
+      LOCKSTEP_CHECK(!(g.defined() && ((v.num_copies() > 1 && sharded_.count(primary)) || partial_.count(primary))),
+                     name(), ": the slots of variable '", v.name(), "' were last updated sharded over the replicas "
+                     "(MirroredOptions::shard_optimizer_update) and only its first copy holds them (over several "
+                     "workers, only this worker's shards of them); call model.gather_optimizer_slots() on every "
+                     "worker if the replicas span several, then optimizer.broadcast_slots(variable) for every "
+                     "variable, before updating it unsharded");
     }
   }
   double global_scale = 1.0;

@@ -106,6 +106,7 @@ void BackupAndRestore::on_epoch_end(int epoch, const Logs&) { save(epoch + 1, 0)
 
 void BackupAndRestore::save(int epoch, std::int64_t batch_in_epoch) {
   LOCKSTEP_ASSERT(model_ != nullptr);
+  model_->gather_optimizer_slots();  // every worker runs this callback (it restores on each)
   TrainingState state = make_training_state(*model_, epoch, batch_in_epoch);
   state.run_config = o_.run_config;
   manager_.save(model_->variables(), model_->optimizer().get(), state, {.is_chief = o_.is_chief});

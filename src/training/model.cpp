@@ -357,6 +357,11 @@ void Model::ensure_mirrored() {
   }
 }
 
+void Model::gather_optimizer_slots() {
+  if (!strategy_ || strategy_->num_workers() == 1 || !optimizer_ || !optimizer_->slots_sharded_over_workers()) return;
+  strategy_->run_void([&](distribute::ReplicaContext& ctx) { optimizer_->gather_slot_shards(ctx); });
+}
+
 void Model::distribute(distribute::Strategy& strategy) {
   strategy_ = &strategy;
   if (built()) ensure_mirrored();
@@ -660,6 +665,7 @@ History Model::fit(const data::Dataset& dataset, const FitOptions& o) {
       Logs v = evaluate_impl(*o.validation_data, o.validation_steps, {}, 0);
       for (const auto& [k, val] : v) logs["val_" + k] = val;
     }
+    gather_optimizer_slots();  // an epoch-end checkpoint (on the chief alone) finds them whole
     cbs.each([&](Callback& c) { c.on_epoch_end(epoch, logs); });
     history.epoch.push_back(epoch);
     for (const auto& [k, v] : logs) history.history[k].push_back(v);
@@ -668,6 +674,7 @@ History Model::fit(const data::Dataset& dataset, const FitOptions& o) {
       break;
     }
   }
+  gather_optimizer_slots();
   cbs.each([&](Callback& c) { c.on_train_end(logs); });
   return history;
 }

@@ -39,8 +39,8 @@ class ReplicaInterface {
   virtual bool all_reduce_gradients(std::vector<Tensor>& grads, const std::vector<Variable>& vars) = 0;
   /// ZeRO stage 1: whether the replicas share the update of `vars` (each updates its shard of
   /// every variable, the copies then exchange the shards) rather than each updating all of its
-  /// copies. What the strategy allows (more than one replica, all in this process and in host
-  /// memory, float32 variables, not turned off); the optimizer adds its own conditions.
+  /// copies. What the strategy allows (more than one replica, CPU devices, float32 variables,
+  /// not turned off); the optimizer adds its own conditions.
   virtual bool shards_update(const std::vector<Variable>& vars) const = 0;
   /// As all_reduce_gradients, but the sums are reduce-scattered: `shards` receives only the
   /// elements this replica updates, with their summed gradients (`grads` is left as it is).
@@ -51,6 +51,13 @@ class ReplicaInterface {
   /// replica's copies and returns once every replica's shards are in every copy (the
   /// all-gather of the updated weights).
   virtual void all_gather_shards(const std::vector<Variable>& vars, const std::vector<GradientShard>& shards) = 0;
+  /// The variables of this replica's last reduce_scatter_gradients, in its order.
+  virtual std::vector<Variable> sharded_variables() const = 0;
+  /// For state kept beside the variables and updated by shards (an optimizer's slots) when the
+  /// replicas span several workers: `state` holds one tensor per sharded_variables(), shared by
+  /// this worker's replicas and up to date in their shards only. Every replica calls it with the
+  /// same tensors; when it returns they hold every worker's shards.
+  virtual void all_gather_shared_state(std::vector<Tensor>& state) = 0;
   /// When the strategy ran this function on a distributed batch (strategy.run(fn, batch)): the
   /// global row index of this replica's first row, and the global batch's size; else 0 and 0.
   virtual std::int64_t first_example() const = 0;

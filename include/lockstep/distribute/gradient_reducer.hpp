@@ -4,6 +4,7 @@
 // is packed, so that fewer, larger collectives carry every gradient.
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "lockstep/autograd/replica_interface.hpp"
@@ -43,6 +44,14 @@ class GradientReducer {
   /// shard touches. `grads` is left as it is.
   void reduce_scatter(Communicator& comm, const std::vector<Tensor>& grads, const std::vector<Variable>& variables,
                       std::vector<GradientShard>& shards);
+
+  /// ZeRO stage 1's all-gather, on the layout of the last call: `values` holds one tensor per
+  /// variable of that call (its shape and dtype) whose elements in this member's shards are up
+  /// to date. Every member's shards are gathered, and those of each member m with writes(m) are
+  /// written into `values`. Every member must call it with the same layout.
+  void all_gather(Communicator& comm, std::vector<Tensor>& values, const std::function<bool(int)>& writes);
+  /// The variables of the last call, in its order.
+  const std::vector<Variable>& variables() const { return variables_; }
 
   std::size_t bucket_cap_bytes() const { return cap_bytes_; }
   /// The layout of the last call.

@@ -71,14 +71,18 @@ class ReplicaContext final : public ReplicaInterface {
   /// is nothing to apply yet.
   bool all_reduce_gradients(std::vector<Tensor>& grads, const std::vector<Variable>& vars) override;
   /// True when MirroredOptions::shard_optimizer_update is on (and $LOCKSTEP_SHARD_UPDATE is not
-  /// 0), this strategy has more than one replica, one worker, CPU devices only, and every
-  /// variable in `vars` is float32 (and mirrored over the replicas).
+  /// 0), this strategy has more than one replica (on one worker or several), CPU devices only,
+  /// and every variable in `vars` is float32 (and mirrored over the local replicas).
   bool shards_update(const std::vector<Variable>& vars) const override;
   /// The gradient buckets are reduce-scattered (same buckets, same sums as all_reduce_gradients);
   /// no_sync() as there.
   bool reduce_scatter_gradients(std::vector<Tensor>& grads, const std::vector<Variable>& vars,
                                 std::vector<GradientShard>& shards) override;
+  /// One worker: each replica copies its shards into the other replicas' copies. Several: each
+  /// replica all-gathers every replica's shards into its own copies (GradientReducer::all_gather).
   void all_gather_shards(const std::vector<Variable>& vars, const std::vector<GradientShard>& shards) override;
+  std::vector<Variable> sharded_variables() const override;
+  void all_gather_shared_state(std::vector<Tensor>& state) override;
   int num_local_replicas() const override;
   std::int64_t first_example() const override;
   std::int64_t global_batch_size() const override;
@@ -367,9 +371,11 @@ struct MirroredOptions {
   std::size_t bucket_cap_bytes = GradientReducer::kDefaultBucketCapBytes;
   /// ZeRO stage 1 on CPU replicas: the optimizer update is split over the replicas (each
   /// updates its shard of every variable right after the gradients' reduce-scatter, then the
-  /// updated shards are copied into every replica's copy), so the memory-bound update is done
-  /// once per step, not once per replica, and the optimizer's slots (Adam's moments) are held
-  /// once, not per replica. The weights are bit-identical either way. Used for SGD, Adam and
+  /// updated shards are copied into every replica's copy, or all-gathered across workers), so
+  /// the memory-bound update is done once per step, not once per replica, and the optimizer's
+  /// slots (Adam's moments) are held once, not per replica; across workers each worker holds
+  /// only its shards of them until Model::gather_optimizer_slots() (fit runs it at every epoch's
+  /// end). The weights are bit-identical either way. Used for SGD, Adam and
   /// AdamW without clipnorm / global_clipnorm and without loss scaling, on float32 variables;
   /// false (or $LOCKSTEP_SHARD_UPDATE=0) makes every replica update all of its copies.
   bool shard_optimizer_update = true;

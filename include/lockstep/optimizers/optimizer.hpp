@@ -74,6 +74,15 @@ class Optimizer {
 
   /// Slot tensors of a variable by slot name (for checkpoints); created on demand.
   virtual std::vector<std::pair<std::string, Tensor>> slots(const Variable& v);
+  /// slots(v) for saving: a ValueError while this worker holds only its shards of them (the
+  /// update was sharded over several workers since Model::gather_optimizer_slots() last ran).
+  std::vector<std::pair<std::string, Tensor>> slots_to_save(const Variable& v);
+  /// Whether a sharded update over several workers left some variable's slots in shards, one
+  /// per worker (each worker holds only its own, until gather_slot_shards).
+  bool slots_sharded_over_workers();
+  /// Inside strategy.run, on every replica of every worker: all-gathers the slots of the
+  /// variables of the last sharded update, so that every worker holds them whole again.
+  void gather_slot_shards(ReplicaInterface& replica);
   /// Gives every copy of a mirrored variable the slot values of its primary copy (after a
   /// checkpoint was loaded into the primary's slots, or before training unsharded a variable
   /// whose update was sharded: only the primary's slots are whole then, and an unsharded update
@@ -93,8 +102,9 @@ class Optimizer {
   /// global_clipnorm), so that replicas can share the update (ZeRO stage 1).
   virtual bool elementwise() const;
   /// The slots of the variable copy current on this thread (handles on their memory); with
-  /// `shared`, those of copy 0, which every copy then uses (a sharded update).
-  std::vector<Tensor> slots_of(const Variable& var, bool shared = false);
+  /// `shared`, those of copy 0, which every copy then uses (a sharded update); with `partial`
+  /// too, this worker's replicas update only their shards of them (the replicas span workers).
+  std::vector<Tensor> slots_of(const Variable& var, bool shared = false, bool partial = false);
 
  private:
   OptimizerOptions options_;
@@ -102,6 +112,7 @@ class Optimizer {
   std::mutex slots_mu_;  // replicas create their slots concurrently
   std::unordered_map<const void*, std::vector<Tensor>> slots_;  // keyed by the variable copy's TensorImpl
   std::unordered_set<const void*> sharded_;  // copy 0 keys whose slots only copy 0 holds (sharded)
+  std::unordered_set<const void*> partial_;  // copy 0 keys whose slots hold only this worker's shards
 };
 using OptimizerPtr = std::shared_ptr<Optimizer>;
 

@@ -151,6 +151,11 @@ class Model {
   /// the model's use of it.
   void distribute(distribute::Strategy& strategy);
   distribute::Strategy* strategy() const { return strategy_; }
+  /// After training whose optimizer update was sharded over several workers, each worker holds
+  /// only its shards of the optimizer's slots: this all-gathers them, so that every worker holds
+  /// them whole (and a checkpoint can be written). Every worker must call it; a no-op otherwise.
+  /// fit calls it at every epoch's end and BackupAndRestore before each backup.
+  void gather_optimizer_slots();
   int num_replicas() const { return strategy_ ? strategy_->num_replicas_in_sync() : 1; }
 
  protected:
