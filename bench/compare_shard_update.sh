@@ -4,11 +4,13 @@
 # 2 CPU replicas, in interleaved rounds (this VM drifts by tens of percent within minutes, so
 # only pairs measured back to back compare).
 #
-#   bench/compare_shard_update.sh [-n STEPS] [-R ROUNDS] [-b "G1 G2 ..."]
+#   bench/compare_shard_update.sh [-n STEPS] [-R ROUNDS] [-b "G1 G2 ..."] [-w]
 #     -n  timed steps per run (default 2000)
 #     -R  rounds (default 8): in each, for each global batch, bare train_step sharded, then
 #         unsharded, then `lockstep train` sharded, then unsharded
 #     -b  global batch sizes (default "128 256")
+#     -w  also 2 workers x 1 device (`mpirun -np 2 lockstep train --devices cpu:1`, workers in
+#         lockstep's shared-memory segment), sharded then unsharded, in each round
 #   env: LOCKSTEP_BIN (default build/bin/lockstep), STRATEGY_OVERHEAD_BIN (default
 #        build/bin/strategy_overhead)
 # Prints, per global batch and measure, the median and best steps/s of each and the ratio of the
@@ -17,15 +19,17 @@
 set -euo pipefail
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-usage() { sed -n '2,16p' "$0" >&2; exit 2; }
+usage() { sed -n '2,18p' "$0" >&2; exit 2; }
 steps=2000
 rounds=8
 batches="128 256"
+kinds="bare train"
 while (($#)); do
   case "$1" in
     -n) [[ $# -ge 2 ]] || usage; steps="$2"; shift 2 ;;
     -R) [[ $# -ge 2 ]] || usage; rounds="$2"; shift 2 ;;
     -b) [[ $# -ge 2 ]] || usage; batches="$2"; shift 2 ;;
+    -w) kinds="bare train workers"; shift ;;
     -h|--help) usage ;;
     *) echo "compare_shard_update: unknown argument '$1'" >&2; usage ;;
   esac
@@ -41,6 +45,10 @@ for b in "$lockstep" "$bare"; do
 done
 tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
+if [[ "$kinds" == *workers* ]]; then
+  command -v mpirun >/dev/null || { echo "compare_shard_update: -w needs mpirun (apt-get install openmpi-bin)" >&2; exit 1; }
+  export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+fi
 
 run() {  # SHARD(1|0) KIND(bare|train) G: prints steps/s
   local shard="$1" kind="$2" g="$3" out
@@ -49,8 +57,11 @@ run() {  # SHARD(1|0) KIND(bare|train) G: prints steps/s
       { echo "compare_shard_update: strategy_overhead failed: $(tail -n 3 "$tmp/err")" >&2; exit 1; }
     echo "${out#steps_per_second }"
   else
+    local launch=() devices=cpu:2
+    if [[ "$kind" == workers ]]; then launch=(mpirun -np 2); devices=cpu:1; fi
     # fit warms up on its first 5% of steps; run that many more so both time `steps`.
-    LOCKSTEP_SHARD_UPDATE=$shard "$lockstep" train --devices cpu:2 --global-batch-size "$g" --epochs 1 \
+    LOCKSTEP_SHARD_UPDATE=$shard LOCKSTEP_WORKER_SHM=1 "${launch[@]}" "$lockstep" train --devices "$devices" \
+      --global-batch-size "$g" --epochs 1 \
       --steps-per-epoch $((steps + steps / 19)) --verbose 0 --logdir "$tmp/run" --no-tensorboard \
       --metrics-out "$tmp/m.json" >"$tmp/log" 2>&1 ||
       { echo "compare_shard_update: lockstep train failed: $(tail -n 3 "$tmp/log")" >&2; exit 1; }
@@ -62,7 +73,7 @@ run() {  # SHARD(1|0) KIND(bare|train) G: prints steps/s
 for ((round = 1; round <= rounds; ++round)); do
   echo "== round $round of $rounds" >&2
   for g in $batches; do
-    for kind in bare train; do
+    for kind in $kinds; do
       for shard in 1 0; do echo "$g $kind $shard $(run "$shard" "$kind" "$g")" >>"$tmp/results"; done
     done
   done
@@ -75,7 +86,9 @@ import statistics, sys
 rows = [l.split() for l in open(sys.argv[1])]
 print(f"{'G':>5} {'measure':<16} {'sharded med':>12} {'best':>9} {'unsharded med':>14} {'best':>9} {'ratio of medians':>17} {'median ratio':>13}")
 for g in dict.fromkeys(r[0] for r in rows):
-    for kind, label in (("bare", "bare train_step"), ("train", "lockstep train")):
+    for kind, label in (("bare", "bare train_step"), ("train", "lockstep train"), ("workers", "2 workers x 1")):
+        if not any(r[1] == kind for r in rows):
+            continue
         on = [float(r[3]) for r in rows if r[0] == g and r[1] == kind and r[2] == "1"]
         off = [float(r[3]) for r in rows if r[0] == g and r[1] == kind and r[2] == "0"]
         ratios = [a / b for a, b in zip(on, off)]
