@@ -27,7 +27,11 @@ run compare_mlp_1thread bash bench/compare_mlp.sh -t 1 -n 3000
 run compare_mlp_2threads bash bench/compare_mlp.sh -t 2 -n 3000
 run compare_distributed bash bench/compare_distributed.sh -n 3000 -r 1000
 run compare_scaling bash bench/compare_scaling.sh -n 1500 -r 300
-run compare_shard_update bash bench/compare_shard_update.sh -R 6
+if command -v mpirun > /dev/null; then
+  run compare_shard_update bash bench/compare_shard_update.sh -R 6 -b "32 128 256" -w
+else
+  run compare_shard_update bash bench/compare_shard_update.sh -R 6
+fi
 run compare_cnn bash bench/compare_cnn.sh -t 2 -n 300 -b 128
 run compare_commits bash bench/compare_commits.sh
 run mixed_precision build/bin/mixed_precision_bench --steps 30 --rounds 3
