@@ -165,7 +165,9 @@ void GradientReducer::all_gather(Communicator& comm, std::vector<Tensor>& values
   for (const GradientBucket& bucket : buckets_) {
     const std::int64_t k = shard_size(bucket, n);
     const std::int64_t lo = rank * k, hi = std::min(bucket.numel, lo + k);
-    Tensor mine = Tensor::zeros({k}, bucket.dtype);  // the padding past the bucket's end stays zero
+    // A bucket's variables are contiguous, so only the padding past its end is not copied over.
+    Tensor mine = Tensor::empty({k}, bucket.dtype);
+    if (hi - lo < k) mine.slice(std::max<std::int64_t>(hi - lo, 0), k).fill_(0.0);
     each_part(bucket, lo, hi, [&](std::size_t i, std::int64_t vb, std::int64_t ve, std::int64_t bb, std::int64_t) {
       mine.slice(bb - lo, bb - lo + (ve - vb)).copy_from(flat[i].slice(vb, ve));
     });
