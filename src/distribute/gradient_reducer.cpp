@@ -98,6 +98,21 @@ void GradientReducer::all_reduce(Communicator& comm, std::vector<Tensor>& grads,
   }
 }
 
+namespace {
+// For each variable with elements in the bucket's range [lo, hi): fn(i, its first and past-last
+// element there, where the first one sits in the bucket).
+template <typename F>
+void for_each_part(const GradientBucket& bucket, const std::vector<std::int64_t>& numels, std::int64_t lo,
+                   std::int64_t hi, F&& fn) {
+  for (std::size_t j = 0; j < bucket.variables.size(); ++j) {
+    const std::size_t i = bucket.variables[j];
+    const std::int64_t off = bucket.offsets[j];
+    const std::int64_t a = std::max(lo, off), e = std::min(hi, off + numels[i]);
+    if (a < e) fn(i, a - off, e - off, a);
+  }
+}
+}  // namespace
+
 std::int64_t GradientReducer::shard_size(const GradientBucket& bucket, int members) {
   return (bucket.numel + members - 1) / members;
 }
@@ -127,13 +142,9 @@ void GradientReducer::reduce_scatter(Communicator& comm, const std::vector<Tenso
     const GradientBucket& bucket = layout[b];
     const std::int64_t k = shard_size(bucket, n);
     const std::int64_t lo = rank * k, hi = std::min(bucket.numel, lo + k);
-    for (std::size_t j = 0; j < bucket.variables.size(); ++j) {
-      const std::size_t i = bucket.variables[j];
-      const std::int64_t off = bucket.offsets[j], end = off + variables[i].value().numel();
-      const std::int64_t a = std::max(lo, off), e = std::min(hi, end);
-      if (a >= e) continue;
-      shards.push_back(GradientShard{.variable = i, .begin = a - off, .end = e - off, .grad = outs[b].slice(a - lo, e - lo)});
-    }
+    for_each_part(bucket, numels_, lo, hi, [&](std::size_t i, std::int64_t vb, std::int64_t ve, std::int64_t at) {
+      shards.push_back(GradientShard{.variable = i, .begin = vb, .end = ve, .grad = outs[b].slice(at - lo, at - lo + (ve - vb))});
+    });
   }
 }
 
@@ -149,15 +160,6 @@ void GradientReducer::all_gather(Communicator& comm, std::vector<Tensor>& values
   std::vector<Tensor> flat;
   flat.reserve(values.size());
   for (std::size_t i = 0; i < values.size(); ++i) flat.push_back(values[i].reshape({numels_[i]}));
-  // Calls fn(i, variable's [a, e), bucket's [a, e)) for the parts of the bucket's [lo, hi).
-  const auto each_part = [&](const GradientBucket& bucket, std::int64_t lo, std::int64_t hi, const auto& fn) {
-    for (std::size_t j = 0; j < bucket.variables.size(); ++j) {
-      const std::size_t i = bucket.variables[j];
-      const std::int64_t off = bucket.offsets[j];
-      const std::int64_t a = std::max(lo, off), e = std::min(hi, off + numels_[i]);
-      if (a < e) fn(i, a - off, e - off, a, e);
-    }
-  };
   std::vector<Tensor> outs;
   std::vector<WorkPtr> works;
   outs.reserve(buckets_.size());
@@ -168,8 +170,8 @@ void GradientReducer::all_gather(Communicator& comm, std::vector<Tensor>& values
     // A bucket's variables are contiguous, so only the padding past its end is not copied over.
     Tensor mine = Tensor::empty({k}, bucket.dtype);
     if (hi - lo < k) mine.slice(std::max<std::int64_t>(hi - lo, 0), k).fill_(0.0);
-    each_part(bucket, lo, hi, [&](std::size_t i, std::int64_t vb, std::int64_t ve, std::int64_t bb, std::int64_t) {
-      mine.slice(bb - lo, bb - lo + (ve - vb)).copy_from(flat[i].slice(vb, ve));
+    for_each_part(bucket, numels_, lo, hi, [&](std::size_t i, std::int64_t vb, std::int64_t ve, std::int64_t at) {
+      mine.slice(at - lo, at - lo + (ve - vb)).copy_from(flat[i].slice(vb, ve));
     });
     Tensor out = Tensor::empty({k * n}, bucket.dtype);
     works.push_back(comm.all_gather(mine, out));
@@ -182,8 +184,8 @@ void GradientReducer::all_gather(Communicator& comm, std::vector<Tensor>& values
     for (int m = 0; m < n; ++m) {
       if (!writes(m)) continue;
       const std::int64_t lo = m * k, hi = std::min(bucket.numel, lo + k);
-      each_part(bucket, lo, hi, [&](std::size_t i, std::int64_t vb, std::int64_t ve, std::int64_t bb, std::int64_t be) {
-        flat[i].slice(vb, ve).copy_from(outs[b].slice(bb, be));
+      for_each_part(bucket, numels_, lo, hi, [&](std::size_t i, std::int64_t vb, std::int64_t ve, std::int64_t at) {
+        flat[i].slice(vb, ve).copy_from(outs[b].slice(at, at + (ve - vb)));
       });
     }
   }
