@@ -20,7 +20,13 @@ namespace lockstep::distribute {
 
 namespace {
 thread_local Strategy* t_current_strategy = nullptr;
+
+// MirroredOptions::shard_optimizer_update, unless $LOCKSTEP_SHARD_UPDATE is 0.
+bool shard_update_wanted(bool option) {
+  const char* env = std::getenv("LOCKSTEP_SHARD_UPDATE");
+  return option && !(env && std::string(env) == "0");
 }
+}  // namespace
 
 // ---------------------------------------------------------------------------------------
 // Replica threads. Replica 0 runs on the caller's thread (no hand-off, and one replica costs
@@ -128,11 +134,9 @@ Strategy::Strategy(StrategyLayout layout)
   no_sync_.assign(static_cast<std::size_t>(n), 0);
   // Sharding needs every copy of a variable in host memory: each replica writes its updated
   // shard into this process's other copies (one worker) or all-gathers the shards (several).
-  const char* env = std::getenv("LOCKSTEP_SHARD_UPDATE");
   bool all_cpu = true;
   for (const Device& d : devices_) all_cpu = all_cpu && d.kind == DeviceKind::kCpu;
-  shard_update_ = layout.shard_optimizer_update && !(env && std::string(env) == "0") && n * num_workers_ > 1 &&
-                  all_cpu;
+  shard_update_ = shard_update_wanted(layout.shard_optimizer_update) && n * num_workers_ > 1 && all_cpu;
   replicas_->owner = this;
   for (int r = 1; r < n; ++r) {
     replicas_->workers.push_back(std::make_unique<Replicas::Worker>());
@@ -767,6 +771,14 @@ Layout multi_worker_layout(const MultiWorkerOptions& o) {
   l.num_workers = world.size();
   l.worker_index = world.rank();
   l.cross_device_ops = CollectiveImplementation::kMpi;
+  // The workers shard the optimizer update alike: one whose options or LOCKSTEP_SHARD_UPDATE say
+  // no turns it off for all (else its all-reduce would meet the others' reduce-scatter at the
+  // first step). A tag above the collective groups' (multi_worker_group.cpp: 1..32000).
+  constexpr int kLayoutTag = 32500;
+  const auto deadline = std::chrono::steady_clock::now() + local.collective_timeout;
+  const WorkerTransport::Bytes mine{std::byte{shard_update_wanted(l.shard_optimizer_update) ? std::uint8_t{1} : std::uint8_t{0}}};
+  for (const auto& theirs : world.all_to_all(kLayoutTag, mine, deadline, local.collective_timeout, "the strategy's set-up"))
+    l.shard_optimizer_update = l.shard_optimizer_update && theirs.at(0) == std::byte{1};
   return l;
 }
 }  // namespace

@@ -294,4 +294,19 @@ TEST(MultiWorker, ShardedUpdateAcrossWorkersMatchesTheUnshardedOneAndGathersTheS
   }
 }
 
+// Whether the update is sharded is decided alike on every worker: one worker with
+// LOCKSTEP_SHARD_UPDATE=0 (the ctest entry multi_worker.one_worker_turns_sharding_off starts
+// worker 0 so) turns it off for all, instead of its all-reduce meeting the others'
+// reduce-scatter at the first step.
+TEST(MultiWorkerMixedShard, OneWorkerTurningShardingOffTurnsItOffForAll) {
+  REQUIRE_WORKERS();
+  if (!std::getenv("LOCKSTEP_TEST_MIXED_SHARD")) GTEST_SKIP() << "run by multi_worker.one_worker_turns_sharding_off";
+  const ShardedRun asked = train_across_workers(1, true);
+  const ShardedRun whole = train_across_workers(1, false);
+  EXPECT_FALSE(asked.sharded_over_workers);
+  EXPECT_FALSE(asked.save_refused);
+  EXPECT_EQ(asked.weights, whole.weights);
+  EXPECT_EQ(asked.slots, whole.slots);
+}
+
 }  // namespace
