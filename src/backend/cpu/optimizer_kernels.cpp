@@ -2,6 +2,7 @@
 #include <cmath>
 
 #include "backend/cpu/cpu_kernels.hpp"
+#include "backend/cpu/flush_denormals.hpp"
 
 namespace lockstep::backend::cpu {
 
@@ -37,6 +38,7 @@ void sgd_update(ComputeContext& ctx, void* wv, void* mv, const void* gv, std::in
   const float* g = static_cast<const float*>(gv);
   float* m = static_cast<float*>(mv);
   parallel(ctx, n, [=](std::int64_t b, std::int64_t e) {
+    const FlushDenormals flush;  // the momentum decays by mu every step
     float* __restrict wb = w + b;
     const float* __restrict gb = g + b;
     const std::int64_t len = e - b;
@@ -76,6 +78,7 @@ void adam_update(ComputeContext& ctx, void* wv, void* mv, void* vv, const void* 
   float* v = static_cast<float*>(vv);
   const float* g = static_cast<const float*>(gv);
   parallel(ctx, n, [=](std::int64_t b, std::int64_t e) {
+    const FlushDenormals flush;  // the moments decay by beta_1, beta_2 every step
     adam_loop(w + b, m + b, v + b, g + b, e - b, s.alpha, s.one_minus_b1, s.one_minus_b2, s.epsilon, s.decay);
   });
 }
