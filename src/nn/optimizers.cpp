@@ -47,14 +47,13 @@ double Optimizer::learning_rate_at(std::int64_t step) const {
   return options_.schedule ? options_.schedule(step) : options_.learning_rate;
 }
 
-std::vector<Tensor> Optimizer::slots_of(const Variable& var, bool shared, bool partial) {
+std::vector<Tensor> Optimizer::slots_of(const Variable& var, bool shared) {
   const std::size_t count = slot_names().size();
   if (count == 0) return {};
   std::lock_guard<std::mutex> lock(slots_mu_);
   const void* primary = var.copy(0).impl().get();
   const void* key = shared ? primary : var.value().impl().get();
   if (shared) sharded_.insert(primary);
-  if (shared && partial) partial_.insert(primary);
   auto& s = slots_[key];
   if (s.empty()) {
     // Made on the calling thread, so a replica's slots live on its own device.
@@ -178,16 +177,17 @@ bool Optimizer::apply_gradients_in_replica(ReplicaInterface& replica, std::vecto
   std::vector<GradientShard> shards;
   if (!replica.reduce_scatter_gradients(grads, vars, shards)) return false;
   const double lr = learning_rate_at(step);
-  const bool across_workers = replica.num_replicas_in_sync() > replica.num_local_replicas();
-  // Over several workers each one's slots of a variable go partial, also where it holds none of
-  // its shards: a save then asks for them to be gathered rather than writing stale ones.
-  if (across_workers)
-    for (const Variable& v : vars) (void)slots_of(v, true, true);
+  if (replica.num_replicas_in_sync() > replica.num_local_replicas()) {
+    // Over several workers each one's slots of a variable go partial, also where it holds none
+    // of its shards: a save then asks for them to be gathered rather than writing stale ones.
+    std::lock_guard<std::mutex> lock(slots_mu_);
+    for (const Variable& v : vars) partial_.insert(v.copy(0).impl().get());
+  }
   for (GradientShard& s : shards) {
     const Variable& v = vars[s.variable];
     const std::int64_t numel = v.value().numel();
     Tensor w = v.value().reshape({numel}).slice(s.begin, s.end);
-    std::vector<Tensor> slots = slots_of(v, true, across_workers);
+    std::vector<Tensor> slots = slots_of(v, true);
     for (Tensor& t : slots) t = t.reshape({numel}).slice(s.begin, s.end);
     const Tensor grad = options_.clipvalue ? scale_and_clip(s.grad, 1.0f, static_cast<float>(*options_.clipvalue)) : s.grad;
     update_rule(w, slots, grad, lr, step);

@@ -102,9 +102,8 @@ class Optimizer {
   /// global_clipnorm), so that replicas can share the update (ZeRO stage 1).
   virtual bool elementwise() const;
   /// The slots of the variable copy current on this thread (handles on their memory); with
-  /// `shared`, those of copy 0, which every copy then uses (a sharded update); with `partial`
-  /// too, this worker's replicas update only their shards of them (the replicas span workers).
-  std::vector<Tensor> slots_of(const Variable& var, bool shared = false, bool partial = false);
+  /// `shared`, those of copy 0, which every copy then uses (a sharded update).
+  std::vector<Tensor> slots_of(const Variable& var, bool shared = false);
 
  private:
   OptimizerOptions options_;
