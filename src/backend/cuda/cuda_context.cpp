@@ -4,6 +4,8 @@
 #include <cuda_runtime.h>
 
 #include <array>
+#include <cstdlib>
+#include <cstring>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -24,6 +26,14 @@ void check(cudaError_t e, const char* what) {
 void check(cublasStatus_t s, const char* what) {
   if (s == CUBLAS_STATUS_SUCCESS) return;
   throw InternalError(std::string("cuBLASLt error in ") + what + ": status " + std::to_string(static_cast<int>(s)));
+}
+
+bool tf32_allowed() {
+  static const bool on = [] {
+    const char* e = std::getenv("LOCKSTEP_CUDA_TF32");
+    return e && std::strcmp(e, "1") == 0;
+  }();
+  return on;
 }
 
 int device_count() {

@@ -22,6 +22,10 @@ void check(cublasStatus_t s, const char* what);
 /// After a launch: a bad configuration is reported here, a fault at the next synchronisation.
 inline void check_launch(const char* kernel) { check(cudaGetLastError(), kernel); }
 
+/// Whether float32 GEMMs and convolutions may use TF32 tensor cores (LOCKSTEP_CUDA_TF32=1):
+/// TF32 keeps 10 mantissa bits, far outside float32's parity tolerance, so it is opt-in.
+bool tf32_allowed();
+
 struct GemmKey {
   bool ta, tb;
   std::int64_t m, n, k, lda, ldb, ldc;

@@ -57,6 +57,13 @@ void dropout_mask(ComputeContext&, void*, std::int64_t, std::int64_t, float, std
 void sgd_update(ComputeContext&, void*, void*, const void*, std::int64_t, float, float, bool);
 void adam_update(ComputeContext&, void*, void*, void*, const void*, std::int64_t, const AdamStep&);
 
+// float32 only: convolution through cuDNN (conv.cu), pooling (pool.cu).
+void conv2d(ComputeContext&, const Conv2dDesc&, const void*, const void*, const void*, void*);
+void conv2d_backward_data(ComputeContext&, const Conv2dDesc&, const void*, const void*, void*);
+void conv2d_backward_weights(ComputeContext&, const Conv2dDesc&, const void*, const void*, void*, void*);
+void pool2d(ComputeContext&, const Pool2dDesc&, const void*, void*);
+void pool2d_backward(ComputeContext&, const Pool2dDesc&, const void*, const void*, const void*, void*);
+
 bool equal_bytes_on(ComputeContext&, const void*, const void*, std::size_t);
 
 }  // namespace lockstep::backend::cuda

@@ -3,8 +3,6 @@
 // accumulation and one rounding of the result (as the CPU's widening GEMM). Row-major C =
 // op(A) op(B) is the column-major C^T = op(B)^T op(A)^T: B and A swap places, nothing moves.
 // A plan (descriptors and the heuristic's algorithm) is made once per shape and kept.
-#include <cstdlib>
-#include <cstring>
 
 #include "backend/cuda/cuda_common.cuh"
 #include "backend/cuda/cuda_kernels.hpp"
@@ -25,14 +23,6 @@ __global__ void scale_kernel(F* c, std::int64_t m, std::int64_t n, std::int64_t 
     F* p = c + r * ldc + col;
     *p = Elem<F>::store(beta == 0.0f ? 0.0f : beta * Elem<F>::load(*p));
   }
-}
-
-bool tf32_allowed() {
-  static const bool on = [] {
-    const char* e = std::getenv("LOCKSTEP_CUDA_TF32");
-    return e && std::strcmp(e, "1") == 0;
-  }();
-  return on;
 }
 
 template <typename F>

@@ -1,6 +1,5 @@
 // The CUDA backend's kernel tables, one per dtype: the CPU tables' rows (src/backend/cpu/
-// tables.cpp) except convolution and pooling, which are not built for CUDA yet (cuDNN: a
-// missing-kernel ValueError until then).
+// tables.cpp), convolution (cuDNN) and pooling included, float32 as on the CPU.
 #include "backend/cuda/cuda_backend.hpp"
 #include "backend/cuda/cuda_kernels.hpp"
 
@@ -46,6 +45,11 @@ constexpr KernelTable f32_table() {
   t.one_hot = one_hot;
   t.sgd_update = sgd_update;
   t.adam_update = adam_update;
+  t.conv2d = conv2d;
+  t.conv2d_backward_data = conv2d_backward_data;
+  t.conv2d_backward_weights = conv2d_backward_weights;
+  t.pool2d = pool2d;
+  t.pool2d_backward = pool2d_backward;
   return t;
 }
 

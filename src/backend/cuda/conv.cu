@@ -1,0 +1,328 @@
+// Convolution through cuDNN (its convolution API: forward, backward data, backward filter) on
+// NHWC activations, float32. What lockstep's semantics need around it:
+//   * Keras' kernels are HWIO ([kh, kw, c / groups, oc]); cuDNN's NHWC filters are KRSC
+//     ([oc, kh, kw, c / groups]), so the kernel is transposed on the way in and the kernel
+//     gradient on the way out (a [kh kw c/g, oc] matrix transpose: weights are small).
+//   * cuDNN pads symmetrically; Keras' "same" with a stride may pad one more row or column at
+//     the bottom / right. Where cuDNN's symmetric padding (top, left) gives other output sizes
+//     than the descriptor's, the input is padded explicitly into scratch (and the input gradient
+//     cropped from it).
+//   * The bias and the fused ReLU are lockstep's bias_activation kernel after cuDNN's forward
+//     (NHWC: the bias is a row vector); the bias gradient is reduce_sum's fixed-tree column sums.
+//   * Algorithms come from cuDNN's heuristics (not a timed search, which may pick another
+//     algorithm on the next run), deterministic ones only, FMA math only unless TF32 is allowed
+//     (the same rule as GEMM: LOCKSTEP_CUDA_TF32=1): the same bits on every run.
+// A plan (descriptors, algorithms, workspace sizes) is made once per shape and device and kept.
+// cuDNN handles must not be used by two threads at once; logical replicas of one GPU share its
+// handle, so calls take the device's lock (they only enqueue on the device's one stream).
+#include <cudnn.h>
+
+#include <array>
+#include <limits>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "backend/cuda/cuda_common.cuh"
+#include "backend/cuda/cuda_kernels.hpp"
+#include "backend/cuda/window_math.hpp"
+
+namespace lockstep::backend::cuda {
+
+namespace {
+void check_dnn(cudnnStatus_t s, const char* what) {
+  if (s == CUDNN_STATUS_SUCCESS) return;
+  throw InternalError(std::string("cuDNN error in ") + what + ": " + cudnnGetErrorString(s) + " (status " +
+                      std::to_string(static_cast<int>(s)) + ")");
+}
+
+// ---- layout kernels ----
+// dst [cols, rows] = src [rows, cols]^T.
+__global__ void transpose_kernel(const float* src, float* dst, std::int64_t rows, std::int64_t cols) {
+  LOCKSTEP_GRID_LOOP(i, rows * cols) dst[i] = src[window::transpose_source(i, rows, cols)];
+}
+void transpose(cudaStream_t s, const float* src, float* dst, std::int64_t rows, std::int64_t cols) {
+  transpose_kernel<<<blocks_for(rows * cols), kThreads, 0, s>>>(src, dst, rows, cols);
+  check_launch("conv2d (kernel transpose)");
+}
+
+// dst[n, y, x, c] = src[n, y + oy, x + ox, c] inside src, else 0: pads (oy, ox < 0) or crops.
+__global__ void window_copy_kernel(const float* src, std::int64_t sh, std::int64_t sw, float* dst, std::int64_t n,
+                                   std::int64_t dh, std::int64_t dw, std::int64_t c, std::int64_t oy,
+                                   std::int64_t ox) {
+  LOCKSTEP_GRID_LOOP(i, n * dh * dw * c) {
+    const std::int64_t from = window::window_copy_source(i, sh, sw, dh, dw, c, oy, ox);
+    dst[i] = from >= 0 ? src[from] : 0.0f;
+  }
+}
+
+// ---- plans ----
+using Key = std::array<std::int64_t, 18>;
+Key key_of(const Conv2dDesc& d) {
+  return {d.n, d.h, d.w, d.c, d.oh, d.ow, d.oc, d.kh, d.kw, d.stride_h, d.stride_w, d.dilation_h, d.dilation_w,
+          d.pad_top, d.pad_left, d.pad_bottom, d.pad_right, d.groups};
+}
+
+template <typename Perf>
+struct Candidates {
+  std::vector<Perf> list;  // usable algorithms, best first
+  std::size_t next = 0;    // the one in use
+  const Perf& current() const { return list[next]; }
+};
+
+struct Plan {
+  cudnnTensorDescriptor_t x = nullptr, y = nullptr;
+  cudnnFilterDescriptor_t w = nullptr;
+  cudnnConvolutionDescriptor_t conv = nullptr;
+  bool explicit_pad = false;  // x is padded into scratch first (hp x wp)
+  std::int64_t hp = 0, wp = 0;
+  Candidates<cudnnConvolutionFwdAlgoPerf_t> fwd;
+  Candidates<cudnnConvolutionBwdDataAlgoPerf_t> bwd_data;
+  Candidates<cudnnConvolutionBwdFilterAlgoPerf_t> bwd_filter;
+  bool fwd_ready = false, bwd_data_ready = false, bwd_filter_ready = false;
+};
+
+// A workspace larger than this is not worth it (a logical device may have little memory).
+constexpr std::size_t kMaxWorkspace = std::size_t{256} << 20;
+
+struct DnnState {
+  cudnnHandle_t handle = nullptr;
+  std::map<Key, std::unique_ptr<Plan>> plans;  // kept for the process, like the GEMM plans
+};
+std::mutex g_dnn_mu;                        // guards g_dnn and every use of a handle
+std::array<DnnState*, 64> g_dnn{};          // per GPU index, leaked with the device
+
+cudnnMathType_t math_type() { return tf32_allowed() ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH; }
+
+int narrow(std::int64_t v, const char* what) {
+  if (v < 0 || v > std::numeric_limits<int>::max())
+    throw ValueError(std::string("conv2d on the GPU: ") + what + " = " + std::to_string(v) +
+                     " does not fit cuDNN's int dimensions");
+  return static_cast<int>(v);
+}
+
+DnnState& dnn_state(CudaDevice& dev) {  // g_dnn_mu held
+  DnnState*& s = g_dnn[static_cast<std::size_t>(dev.index)];
+  if (!s) {
+    auto st = std::make_unique<DnnState>();
+    check_dnn(cudnnCreate(&st->handle), "cudnnCreate");
+    check_dnn(cudnnSetStream(st->handle, dev.stream), "cudnnSetStream");
+    s = st.release();
+  }
+  return *s;
+}
+
+Plan& plan_for(DnnState& st, const Conv2dDesc& d) {  // g_dnn_mu held
+  auto& slot = st.plans[key_of(d)];
+  if (slot) return *slot;
+  auto p = std::make_unique<Plan>();
+  check_dnn(cudnnCreateTensorDescriptor(&p->x), "cudnnCreateTensorDescriptor");
+  check_dnn(cudnnCreateTensorDescriptor(&p->y), "cudnnCreateTensorDescriptor");
+  check_dnn(cudnnCreateFilterDescriptor(&p->w), "cudnnCreateFilterDescriptor");
+  check_dnn(cudnnCreateConvolutionDescriptor(&p->conv), "cudnnCreateConvolutionDescriptor");
+  const int cg = narrow(d.c / d.groups, "input channels per group");
+  check_dnn(cudnnSetFilter4dDescriptor(p->w, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NHWC, narrow(d.oc, "output channels"), cg,
+                                       narrow(d.kh, "kernel height"), narrow(d.kw, "kernel width")),
+            "cudnnSetFilter4dDescriptor");
+  check_dnn(cudnnSetTensor4dDescriptor(p->y, CUDNN_TENSOR_NHWC, CUDNN_DATA_FLOAT, narrow(d.n, "batch"),
+                                       narrow(d.oc, "output channels"), narrow(d.oh, "output height"),
+                                       narrow(d.ow, "output width")),
+            "cudnnSetTensor4dDescriptor");
+  // First try cuDNN's own (symmetric) padding; fall back to padding explicitly when the output
+  // sizes differ from the descriptor's (padding past the last window never matters).
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    p->explicit_pad = attempt == 1;
+    p->hp = p->explicit_pad ? d.h + d.pad_top + d.pad_bottom : d.h;
+    p->wp = p->explicit_pad ? d.w + d.pad_left + d.pad_right : d.w;
+    const int pad_h = p->explicit_pad ? 0 : narrow(d.pad_top, "padding"),
+              pad_w = p->explicit_pad ? 0 : narrow(d.pad_left, "padding");
+    check_dnn(cudnnSetTensor4dDescriptor(p->x, CUDNN_TENSOR_NHWC, CUDNN_DATA_FLOAT, narrow(d.n, "batch"),
+                                         narrow(d.c, "channels"), narrow(p->hp, "height"), narrow(p->wp, "width")),
+              "cudnnSetTensor4dDescriptor");
+    check_dnn(cudnnSetConvolution2dDescriptor(p->conv, pad_h, pad_w, narrow(d.stride_h, "stride"),
+                                              narrow(d.stride_w, "stride"), narrow(d.dilation_h, "dilation"),
+                                              narrow(d.dilation_w, "dilation"), CUDNN_CROSS_CORRELATION,
+                                              CUDNN_DATA_FLOAT),
+              "cudnnSetConvolution2dDescriptor");
+    check_dnn(cudnnSetConvolutionGroupCount(p->conv, narrow(d.groups, "groups")), "cudnnSetConvolutionGroupCount");
+    check_dnn(cudnnSetConvolutionMathType(p->conv, math_type()), "cudnnSetConvolutionMathType");
+    int n = 0, c = 0, h = 0, w = 0;
+    check_dnn(cudnnGetConvolution2dForwardOutputDim(p->conv, p->x, p->w, &n, &c, &h, &w),
+              "cudnnGetConvolution2dForwardOutputDim");
+    if (n == d.n && c == d.oc && h == d.oh && w == d.ow) break;
+    if (attempt == 1)
+      throw InternalError("conv2d on the GPU: cuDNN computes a " + std::to_string(h) + "x" + std::to_string(w) +
+                          " output where lockstep expects " + std::to_string(d.oh) + "x" + std::to_string(d.ow));
+  }
+  slot = std::move(p);
+  return *slot;
+}
+
+// The usable algorithms from a heuristic's list: supported, deterministic, the math type asked
+// for, a workspace within kMaxWorkspace; best first. An empty list is an error naming the shape.
+template <typename Perf>
+void choose(Candidates<Perf>& out, const Perf* perf, int returned, const Conv2dDesc& d, const char* which) {
+  // The math type asked for first (FMA: no TF32), then any other as a last resort.
+  const cudnnMathType_t math = math_type();
+  for (int pass = 0; pass < 2 && out.list.empty(); ++pass) {
+    for (int i = 0; i < returned; ++i) {
+      const Perf& p = perf[i];
+      if (p.status != CUDNN_STATUS_SUCCESS || p.determinism != CUDNN_DETERMINISTIC || p.memory > kMaxWorkspace) continue;
+      if (pass == 0 && p.mathType != math) continue;
+      out.list.push_back(p);
+    }
+  }
+  if (out.list.empty())
+    throw InternalError(std::string("cuDNN has no deterministic ") + which + " algorithm for a " + std::to_string(d.kh) +
+                        "x" + std::to_string(d.kw) + " convolution of " + std::to_string(d.c) + " -> " +
+                        std::to_string(d.oc) + " channels (groups " + std::to_string(d.groups) + ", input " +
+                        std::to_string(d.h) + "x" + std::to_string(d.w) + ")");
+}
+
+// Runs call(algorithm, workspace, bytes) with the plan's current algorithm; an algorithm cuDNN
+// then refuses (NOT_SUPPORTED despite the heuristic) is dropped for the next one.
+template <typename Perf, typename Call>
+void run_with(ComputeContext& ctx, Candidates<Perf>& c, const char* what, Call&& call) {
+  for (;;) {
+    const Perf& p = c.current();
+    Scratch ws(ctx, p.memory ? p.memory : 1);
+    const cudnnStatus_t s = call(p.algo, p.memory ? ws.as<void>() : nullptr, p.memory);
+    if (s == CUDNN_STATUS_NOT_SUPPORTED && c.next + 1 < c.list.size()) {
+      ++c.next;
+      continue;
+    }
+    check_dnn(s, what);
+    return;
+  }
+}
+
+struct Locked {
+  std::lock_guard<std::mutex> lock{g_dnn_mu};
+};
+}  // namespace
+
+void conv2d(ComputeContext& ctx, const Conv2dDesc& d, const void* x, const void* w, const void* bias, void* y) {
+  if (d.n * d.oh * d.ow * d.oc == 0) return;
+  CudaDevice& dev = device(ctx);
+  const std::int64_t kn = d.kh * d.kw * (d.c / d.groups);  // rows of the HWIO kernel matrix
+  Scratch w_krsc(ctx, static_cast<std::size_t>(kn * d.oc) * sizeof(float));
+  transpose(dev.stream, static_cast<const float*>(w), w_krsc.as<float>(), kn, d.oc);
+  {
+    Locked locked;
+    DnnState& st = dnn_state(dev);
+    Plan& p = plan_for(st, d);
+    if (!p.fwd_ready) {
+      cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
+      int returned = 0;
+      check_dnn(cudnnGetConvolutionForwardAlgorithm_v7(st.handle, p.x, p.w, p.conv, p.y,
+                                                       CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &returned, perf),
+                "cudnnGetConvolutionForwardAlgorithm_v7");
+      choose(p.fwd, perf, returned, d, "forward");
+      p.fwd_ready = true;
+    }
+    const float* src = static_cast<const float*>(x);
+    std::unique_ptr<Scratch> padded;
+    if (p.explicit_pad) {
+      padded = std::make_unique<Scratch>(ctx, static_cast<std::size_t>(d.n * p.hp * p.wp * d.c) * sizeof(float));
+      window_copy_kernel<<<blocks_for(d.n * p.hp * p.wp * d.c), kThreads, 0, dev.stream>>>(
+          src, d.h, d.w, padded->as<float>(), d.n, p.hp, p.wp, d.c, -d.pad_top, -d.pad_left);
+      check_launch("conv2d (padding)");
+      src = padded->as<float>();
+    }
+    const float one = 1.0f, zero = 0.0f;
+    run_with(ctx, p.fwd, "cudnnConvolutionForward", [&](cudnnConvolutionFwdAlgo_t algo, void* ws, std::size_t bytes) {
+      return cudnnConvolutionForward(st.handle, &one, p.x, src, p.w, w_krsc.as<float>(), p.conv, algo, ws, bytes, &zero,
+                                     p.y, y);
+    });
+  }
+  bias_activation<float>(ctx, y, bias, d.n * d.oh * d.ow, d.oc, d.relu);
+}
+
+void conv2d_backward_data(ComputeContext& ctx, const Conv2dDesc& d, const void* w, const void* dy, void* dx) {
+  if (d.n * d.h * d.w * d.c == 0) return;
+  CudaDevice& dev = device(ctx);
+  if (d.oh * d.ow * d.oc == 0) {
+    check(cudaMemsetAsync(dx, 0, static_cast<std::size_t>(d.n * d.h * d.w * d.c) * sizeof(float), dev.stream),
+          "cudaMemsetAsync");
+    return;
+  }
+  const std::int64_t kn = d.kh * d.kw * (d.c / d.groups);
+  Scratch w_krsc(ctx, static_cast<std::size_t>(kn * d.oc) * sizeof(float));
+  transpose(dev.stream, static_cast<const float*>(w), w_krsc.as<float>(), kn, d.oc);
+  Locked locked;
+  DnnState& st = dnn_state(dev);
+  Plan& p = plan_for(st, d);
+  if (!p.bwd_data_ready) {
+    cudnnConvolutionBwdDataAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
+    int returned = 0;
+    check_dnn(cudnnGetConvolutionBackwardDataAlgorithm_v7(st.handle, p.w, p.y, p.conv, p.x,
+                                                          CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &returned, perf),
+              "cudnnGetConvolutionBackwardDataAlgorithm_v7");
+    choose(p.bwd_data, perf, returned, d, "backward-data");
+    p.bwd_data_ready = true;
+  }
+  float* dst = static_cast<float*>(dx);
+  std::unique_ptr<Scratch> padded;
+  if (p.explicit_pad) {
+    padded = std::make_unique<Scratch>(ctx, static_cast<std::size_t>(d.n * p.hp * p.wp * d.c) * sizeof(float));
+    dst = padded->as<float>();
+  }
+  const float one = 1.0f, zero = 0.0f;
+  run_with(ctx, p.bwd_data, "cudnnConvolutionBackwardData",
+           [&](cudnnConvolutionBwdDataAlgo_t algo, void* ws, std::size_t bytes) {
+             return cudnnConvolutionBackwardData(st.handle, &one, p.w, w_krsc.as<float>(), p.y, dy, p.conv, algo, ws,
+                                                 bytes, &zero, p.x, dst);
+           });
+  if (p.explicit_pad) {  // the input's gradient is the padded one's interior
+    window_copy_kernel<<<blocks_for(d.n * d.h * d.w * d.c), kThreads, 0, dev.stream>>>(
+        dst, p.hp, p.wp, static_cast<float*>(dx), d.n, d.h, d.w, d.c, d.pad_top, d.pad_left);
+    check_launch("conv2d_backward_data (crop)");
+  }
+}
+
+void conv2d_backward_weights(ComputeContext& ctx, const Conv2dDesc& d, const void* x, const void* dy, void* dw,
+                             void* db) {
+  CudaDevice& dev = device(ctx);
+  const std::int64_t kn = d.kh * d.kw * (d.c / d.groups);
+  if (d.n * d.oh * d.ow == 0) {  // no terms: zero gradients
+    check(cudaMemsetAsync(dw, 0, static_cast<std::size_t>(kn * d.oc) * sizeof(float), dev.stream), "cudaMemsetAsync");
+    if (db) check(cudaMemsetAsync(db, 0, static_cast<std::size_t>(d.oc) * sizeof(float), dev.stream), "cudaMemsetAsync");
+    return;
+  }
+  Scratch dw_krsc(ctx, static_cast<std::size_t>(kn * d.oc) * sizeof(float));
+  {
+    Locked locked;
+    DnnState& st = dnn_state(dev);
+    Plan& p = plan_for(st, d);
+    if (!p.bwd_filter_ready) {
+      cudnnConvolutionBwdFilterAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
+      int returned = 0;
+      check_dnn(cudnnGetConvolutionBackwardFilterAlgorithm_v7(st.handle, p.x, p.y, p.conv, p.w,
+                                                              CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &returned, perf),
+                "cudnnGetConvolutionBackwardFilterAlgorithm_v7");
+      choose(p.bwd_filter, perf, returned, d, "backward-filter");
+      p.bwd_filter_ready = true;
+    }
+    const float* src = static_cast<const float*>(x);
+    std::unique_ptr<Scratch> padded;
+    if (p.explicit_pad) {
+      padded = std::make_unique<Scratch>(ctx, static_cast<std::size_t>(d.n * p.hp * p.wp * d.c) * sizeof(float));
+      window_copy_kernel<<<blocks_for(d.n * p.hp * p.wp * d.c), kThreads, 0, dev.stream>>>(
+          src, d.h, d.w, padded->as<float>(), d.n, p.hp, p.wp, d.c, -d.pad_top, -d.pad_left);
+      check_launch("conv2d_backward_weights (padding)");
+      src = padded->as<float>();
+    }
+    const float one = 1.0f, zero = 0.0f;
+    run_with(ctx, p.bwd_filter, "cudnnConvolutionBackwardFilter",
+             [&](cudnnConvolutionBwdFilterAlgo_t algo, void* ws, std::size_t bytes) {
+               return cudnnConvolutionBackwardFilter(st.handle, &one, p.x, src, p.y, dy, p.conv, algo, ws, bytes,
+                                                     &zero, p.w, dw_krsc.as<float>());
+             });
+  }
+  transpose(dev.stream, dw_krsc.as<float>(), static_cast<float*>(dw), d.oc, kn);
+  if (db) reduce_sum<float>(ctx, dy, db, 1, d.n * d.oh * d.ow, d.oc, 1.0f);
+}
+
+}  // namespace lockstep::backend::cuda
