@@ -2,7 +2,7 @@
 # Builds, on a machine with the CUDA toolkit (nvcc), what scripts/gpu_check.sh runs on a GPU
 # machine that has no compiler or package registry: gpu-bundle/bin (gpu_tests, backend_tests,
 # gpu_bench) and gpu-bundle/lib (the shared libraries they need that such a machine may lack:
-# oneDNN, protobuf, libstdc++, the CUDA runtime). cuBLASLt and NCCL are too large to carry
+# oneDNN, protobuf, libstdc++, the CUDA runtime). cuBLASLt, cuDNN and NCCL are too large to carry
 # (hundreds of MiB); gpu_check.sh takes them from the GPU machine's PyTorch (its nvidia-* wheels)
 # or CUDA install. It is packed into gpu-bundle.tar.xz, which must stay well under 64 MiB (what a
 # device run may carry, with the working tree).
@@ -30,7 +30,9 @@ for b in gpu-bundle/bin/*; do
 done | sort -u | while read -r lib; do
   case "$(basename "$lib")" in
     libc.so*|libm.so*|libdl.so*|librt.so*|libpthread.so*|ld-linux*|libcuda.so*) continue ;;
-    libcublas*|libnccl*) continue ;;  # hundreds of MiB: from the GPU machine's PyTorch or CUDA
+    # Hundreds of MiB: from the GPU machine's PyTorch or CUDA. cuDNN's front library is small, but it
+    # loads its sub-libraries (engines, ~1 GiB) at run time and they must be of its own version.
+    libcublas*|libnccl*|libcudnn*) continue ;;
   esac
   cp -L "$lib" gpu-bundle/lib/
 done

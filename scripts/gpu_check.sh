@@ -34,24 +34,28 @@ else
   exit 1
 fi
 
-# ---- libraries: the bundle's, then cuBLASLt / NCCL / cudart from PyTorch's wheels or CUDA ----
+# ---- libraries: the bundle's, then cuBLASLt / cuDNN / NCCL / cudart from PyTorch's wheels or CUDA
+# (cuDNN's runtime-compiled engines need NVRTC, which comes from the same place) ----
 libs=()
+lib_notes=()
 [[ -d "$dir/lib" ]] && libs+=("$(cd "$dir/lib" && pwd)")
 py="${PYTHON:-python3}"
 site="$("$py" -c 'import torch, os; print(os.path.dirname(os.path.dirname(torch.__file__)))' 2>/dev/null || true)"
-for pattern in 'libcublasLt.so.13*' 'libnccl.so.2*' 'libcudart.so.13*'; do
+for pattern in 'libcublasLt.so.13*' 'libcudnn.so.9*' 'libnccl.so.2*' 'libcudart.so.13*' 'libnvrtc.so.13*'; do
   found=""
   for root in ${site:+"$site/nvidia" "$site/torch/lib"} /usr/local/cuda/lib64 /usr/local/cuda/lib /usr/lib/x86_64-linux-gnu; do
     [[ -d "$root" ]] || continue
     f="$(find "$root" -name "$pattern" -print -quit 2>/dev/null)"
     if [[ -n "$f" ]]; then found="$(dirname "$f")"; break; fi
   done
-  if [[ -n "$found" ]]; then libs+=("$found"); else say "WARNING: no ${pattern%%.so*} found (PyTorch's nvidia wheels, /usr/local/cuda)"; fi
+  if [[ -n "$found" ]]; then libs+=("$found"); lib_notes+=("${pattern%%.so*} from $found");
+  else lib_notes+=("WARNING: no ${pattern%%.so*} found (PyTorch's nvidia wheels, /usr/local/cuda)"); fi
 done
 LD_LIBRARY_PATH="$(IFS=:; echo "${libs[*]}")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export LD_LIBRARY_PATH
 
 say "gpu_check on $(hostname), $(date -u +%FT%TZ), commit $(cat "$dir/COMMIT" 2>/dev/null || git rev-parse HEAD 2>/dev/null)"
+for note in "${lib_notes[@]}"; do say "$note"; done
 command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee -a "$report"
 if ! ldd "$gpu_tests" | grep -q "not found"; then :; else
   say "ERROR: gpu_tests lacks libraries:"; ldd "$gpu_tests" | grep "not found" | tee -a "$report"; exit 1
@@ -105,7 +109,9 @@ for b in (64, 1024):
     print(f"flagship MLP batch {b:4d}: lockstep {l or 0:8.1f} steps/s; torch eager {e or 0:8.1f} ({ratio(l, e)}, goal >= 1.5x); "
           f"torch.compile {c or 0:8.1f} ({ratio(l, c)})")
 ce, cc = theirs.get("convnet_b128_eager"), theirs.get("convnet_b128_compile")
-print(f"convnet batch 128: lockstep not run (no CUDA convolution yet); torch eager {ce or 0:.1f}, compile {cc or 0:.1f} steps/s")
+cl = ours.get("convnet_b128_steps_per_s")
+print(f"convnet batch 128: lockstep {cl or 0:8.1f} steps/s; torch eager {ce or 0:8.1f} ({ratio(cl, ce)}); "
+      f"torch.compile {cc or 0:8.1f} ({ratio(cl, cc)})")
 for d in ("f32", "bf16", "f16"):
     peak, big = ours.get(f"gemm_{d}_peak_tflops"), ours.get(f"gemm_{d}_b1024_4096_tflops")
     first = ours.get(f"gemm_{d}_b1024_flagship_tflops")
