@@ -10,8 +10,8 @@
 //   * The bias and the fused ReLU are lockstep's bias_activation kernel after cuDNN's forward
 //     (NHWC: the bias is a row vector); the bias gradient is reduce_sum's fixed-tree column sums.
 //   * Algorithms come from cuDNN's heuristics (not a timed search, which may pick another
-//     algorithm on the next run), deterministic ones only, FMA math only unless TF32 is allowed
-//     (the same rule as GEMM: LOCKSTEP_CUDA_TF32=1): the same bits on every run.
+//     algorithm on the next run), deterministic ones with FMA math unless TF32 is allowed (the
+//     same rule as GEMM: LOCKSTEP_CUDA_TF32=1) wherever cuDNN has one: the same bits on every run.
 // A plan (descriptors, algorithms, workspace sizes) is made once per shape and device and kept.
 // cuDNN handles must not be used by two threads at once; logical replicas of one GPU share its
 // handle, so calls take the device's lock (they only enqueue on the device's one stream).
@@ -160,25 +160,29 @@ Plan& plan_for(DnnState& st, const Conv2dDesc& d) {  // g_dnn_mu held
   return *slot;
 }
 
-// The usable algorithms from a heuristic's list: supported, deterministic, the math type asked
-// for, a workspace within kMaxWorkspace; best first. An empty list is an error naming the shape.
+// The usable algorithms from a heuristic's list, best first within each tier: first those with
+// the math type asked for (FMA: no TF32), deterministic, a workspace within kMaxWorkspace; where
+// cuDNN has none of those, non-deterministic ones (float32 still, run-to-run bits may differ),
+// then other math types, then any workspace: training slower or less reproducible beats not
+// training. An empty list is an error naming the shape.
 template <typename Perf>
 void choose(Candidates<Perf>& out, const Perf* perf, int returned, const Conv2dDesc& d, const char* which) {
-  // The math type asked for first (FMA: no TF32), then any other as a last resort.
   const cudnnMathType_t math = math_type();
-  for (int pass = 0; pass < 2 && out.list.empty(); ++pass) {
+  for (int tier = 0; tier < 4 && out.list.empty(); ++tier) {
     for (int i = 0; i < returned; ++i) {
       const Perf& p = perf[i];
-      if (p.status != CUDNN_STATUS_SUCCESS || p.determinism != CUDNN_DETERMINISTIC || p.memory > kMaxWorkspace) continue;
-      if (pass == 0 && p.mathType != math) continue;
+      if (p.status != CUDNN_STATUS_SUCCESS) continue;
+      if (tier < 3 && p.memory > kMaxWorkspace) continue;
+      if (tier < 2 && p.mathType != math) continue;
+      if (tier == 0 && p.determinism != CUDNN_DETERMINISTIC) continue;
       out.list.push_back(p);
     }
   }
   if (out.list.empty())
-    throw InternalError(std::string("cuDNN has no deterministic ") + which + " algorithm for a " + std::to_string(d.kh) +
-                        "x" + std::to_string(d.kw) + " convolution of " + std::to_string(d.c) + " -> " +
+    throw InternalError(std::string("cuDNN has no ") + which + " algorithm for a " + std::to_string(d.kh) + "x" +
+                        std::to_string(d.kw) + " convolution of " + std::to_string(d.c) + " -> " +
                         std::to_string(d.oc) + " channels (groups " + std::to_string(d.groups) + ", input " +
-                        std::to_string(d.h) + "x" + std::to_string(d.w) + ")");
+                        std::to_string(d.h) + "x" + std::to_string(d.w) + ", batch " + std::to_string(d.n) + ")");
 }
 
 // Runs call(algorithm, workspace, bytes) with the plan's current algorithm; an algorithm cuDNN
