@@ -1,5 +1,6 @@
 #pragma once
 // Enumeration of the machine's devices.
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -16,6 +17,9 @@ struct DeviceInfo {
 std::vector<DeviceInfo> list_local_devices();
 /// Number of CUDA devices visible (0 without the CUDA backend, a driver or a GPU).
 int cuda_device_count();
+/// NVML's utilisation of CUDA device `index` in percent; none without the CUDA backend, NVML
+/// or the device.
+std::optional<double> cuda_utilization_percent(int index);
 class ComputeContext;
 /// The cudaStream_t (as void*) a CUDA context computes on; null for other contexts or without
 /// the CUDA backend. For collectives that enqueue on the device (NCCL).

@@ -19,6 +19,10 @@ std::uint64_t context_peak_bytes(const ComputeContext& ctx) {
 }
 std::uint64_t context_bytes_in_use(const ComputeContext& ctx) { return ctx.allocator().stats().bytes_in_use; }
 void reset_context_peak_bytes(ComputeContext& ctx) { ctx.allocator().reset_peak(); }
+std::optional<double> context_utilization_percent(const ComputeContext& ctx) {
+  if (ctx.device().kind != DeviceKind::kCuda) return std::nullopt;
+  return backend::cuda_utilization_percent(ctx.device().index);
+}
 const std::vector<int>& context_cpus(const ComputeContext& ctx) { return ctx.cpus(); }
 
 ComputeScope::ComputeScope(ComputeContext& ctx) : previous_(backend::set_current_context(&ctx)) {}

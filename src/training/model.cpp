@@ -20,6 +20,7 @@
 #include "lockstep/training/checkpointing.hpp"
 #include "lockstep/training/progbar.hpp"
 #include "training/fit_batch.hpp"
+#include "training/gpu_utilization.hpp"
 
 namespace lockstep {
 
@@ -584,6 +585,7 @@ History Model::fit(const data::Dataset& dataset, const FitOptions& o) {
     std::vector<ComputeContext*> devices{&current_compute_context()};
     if (strategy_) devices = strategy_->contexts();
     for (auto* d : devices) reset_context_peak_bytes(*d);
+    detail::GpuUtilization utilization(devices);
     bool ran_dry = false;
     std::int64_t steps_done = 0;
     // Time spent waiting for input, so that an input-bound run shows itself ("input: 40%").
@@ -634,6 +636,7 @@ History Model::fit(const data::Dataset& dataset, const FitOptions& o) {
         if (global_step == warmup) timed_start = std::chrono::steady_clock::now();
         batch_logs = collect_logs("");
         cbs.each([&](Callback& c) { c.on_train_batch_end(step, batch_logs); });
+        utilization.maybe_sample();
       }
     }
     // Training stopped within a group: its held-back gradients are not applied.
@@ -652,6 +655,7 @@ History Model::fit(const data::Dataset& dataset, const FitOptions& o) {
     std::uint64_t peak = 0;
     for (auto* d : devices) peak = std::max(peak, context_peak_bytes(*d));
     logs["peak_memory_mib"] = static_cast<double>(peak) / (1024.0 * 1024.0);
+    if (const auto u = utilization.take_mean()) logs["gpu_utilization"] = *u;
     if (const auto* ls = dynamic_cast<const optimizers::LossScaleOptimizer*>(optimizer_.get())) {
       logs["loss_scale"] = ls->loss_scale();
       logs["skipped_steps"] = static_cast<double>(ls->skipped_steps());

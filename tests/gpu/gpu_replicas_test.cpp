@@ -216,6 +216,16 @@ void fit_learns(MirroredStrategy& strategy) {
   EXPECT_LT(loss.back(), 0.8 * loss.front());
   EXPECT_GT(h.history.at("accuracy").back(), 0.45);  // chance: 0.2
   EXPECT_GT(h.history.at("peak_memory_mib").back(), 0.0);
+  // NVML's utilisation of the GPUs, where NVML is there (it comes with the driver); never on CPUs.
+  const bool on_gpu = context_device(strategy.context(0)).kind == DeviceKind::kCuda;
+  if (on_gpu && context_utilization_percent(strategy.context(0))) {
+    ASSERT_TRUE(h.history.count("gpu_utilization"));
+    EXPECT_GE(h.history.at("gpu_utilization").back(), 0.0);
+    EXPECT_LE(h.history.at("gpu_utilization").back(), 100.0);
+  }
+  if (!on_gpu) {
+    EXPECT_FALSE(h.history.count("gpu_utilization"));
+  }
 }
 }  // namespace
 

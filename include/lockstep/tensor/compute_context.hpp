@@ -5,6 +5,7 @@
 // current on a thread. The backend's own headers stay private to src/backend and src/tensor.
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -35,6 +36,10 @@ const std::vector<int>& context_cpus(const ComputeContext& ctx);
 std::uint64_t context_peak_bytes(const ComputeContext& ctx);
 std::uint64_t context_bytes_in_use(const ComputeContext& ctx);
 void reset_context_peak_bytes(ComputeContext& ctx);
+/// The utilisation of the context's GPU in percent (NVML: share of the last sample period with a
+/// kernel running; shared by every context on that GPU), or none for CPU contexts and where NVML
+/// is not there.
+std::optional<double> context_utilization_percent(const ComputeContext& ctx);
 
 /// Makes `ctx` current on this thread for the scope's lifetime.
 class ComputeScope {

@@ -2,6 +2,7 @@
 // The CUDA backend as the registry sees it (plain C++: no CUDA header leaks out of
 // src/backend/cuda). Built only with LOCKSTEP_WITH_CUDA.
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "backend/kernels.hpp"
@@ -19,6 +20,9 @@ const DeviceOps& device_ops();
 /// options.memory_limit bytes when set) and the device's stream. Throws ValueError naming the
 /// device when it does not exist.
 std::unique_ptr<ComputeContext> make_context(Device device, const ContextOptions& options);
+/// NVML's utilisation of GPU `index` (percent of the last sample period with a kernel running),
+/// or none without NVML (nvml.cpp loads it at run time) or a GPU.
+std::optional<double> utilization_percent(int index);
 /// The cudaStream_t a CUDA context computes on (as void*, for NCCL).
 void* stream_of(ComputeContext& ctx);
 
