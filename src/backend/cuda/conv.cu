@@ -202,6 +202,29 @@ void run_with(ComputeContext& ctx, Candidates<Perf>& c, const char* what, Call&&
   }
 }
 
+// Rows of the HWIO kernel matrix ([kh kw c/g, oc]).
+std::int64_t kernel_rows(const Conv2dDesc& d) { return d.kh * d.kw * (d.c / d.groups); }
+
+// The HWIO kernel w as cuDNN's KRSC, in scratch.
+std::unique_ptr<Scratch> krsc_kernel(ComputeContext& ctx, cudaStream_t s, const Conv2dDesc& d, const void* w) {
+  const std::int64_t kn = kernel_rows(d);
+  auto out = std::make_unique<Scratch>(ctx, static_cast<std::size_t>(kn * d.oc) * sizeof(float));
+  transpose(s, static_cast<const float*>(w), out->as<float>(), kn, d.oc);
+  return out;
+}
+
+// x padded explicitly into scratch where the plan says so (else null: cuDNN pads).
+std::unique_ptr<Scratch> padded_input(ComputeContext& ctx, cudaStream_t s, const Conv2dDesc& d, const Plan& p,
+                                      const void* x) {
+  if (!p.explicit_pad) return nullptr;
+  const std::int64_t n = d.n * p.hp * p.wp * d.c;
+  auto padded = std::make_unique<Scratch>(ctx, static_cast<std::size_t>(n) * sizeof(float));
+  window_copy_kernel<<<blocks_for(n), kThreads, 0, s>>>(static_cast<const float*>(x), d.h, d.w, padded->as<float>(),
+                                                        d.n, p.hp, p.wp, d.c, -d.pad_top, -d.pad_left);
+  check_launch("conv2d (padding)");
+  return padded;
+}
+
 struct Locked {
   std::lock_guard<std::mutex> lock{g_dnn_mu};
 };
@@ -210,9 +233,7 @@ struct Locked {
 void conv2d(ComputeContext& ctx, const Conv2dDesc& d, const void* x, const void* w, const void* bias, void* y) {
   if (d.n * d.oh * d.ow * d.oc == 0) return;
   CudaDevice& dev = device(ctx);
-  const std::int64_t kn = d.kh * d.kw * (d.c / d.groups);  // rows of the HWIO kernel matrix
-  Scratch w_krsc(ctx, static_cast<std::size_t>(kn * d.oc) * sizeof(float));
-  transpose(dev.stream, static_cast<const float*>(w), w_krsc.as<float>(), kn, d.oc);
+  const std::unique_ptr<Scratch> w_krsc = krsc_kernel(ctx, dev.stream, d, w);
   {
     Locked locked;
     DnnState& st = dnn_state(dev);
@@ -226,18 +247,11 @@ void conv2d(ComputeContext& ctx, const Conv2dDesc& d, const void* x, const void*
       choose(p.fwd, perf, returned, d, "forward");
       p.fwd_ready = true;
     }
-    const float* src = static_cast<const float*>(x);
-    std::unique_ptr<Scratch> padded;
-    if (p.explicit_pad) {
-      padded = std::make_unique<Scratch>(ctx, static_cast<std::size_t>(d.n * p.hp * p.wp * d.c) * sizeof(float));
-      window_copy_kernel<<<blocks_for(d.n * p.hp * p.wp * d.c), kThreads, 0, dev.stream>>>(
-          src, d.h, d.w, padded->as<float>(), d.n, p.hp, p.wp, d.c, -d.pad_top, -d.pad_left);
-      check_launch("conv2d (padding)");
-      src = padded->as<float>();
-    }
+    const std::unique_ptr<Scratch> padded = padded_input(ctx, dev.stream, d, p, x);
+    const float* src = padded ? padded->as<float>() : static_cast<const float*>(x);
     const float one = 1.0f, zero = 0.0f;
     run_with(ctx, p.fwd, "cudnnConvolutionForward", [&](cudnnConvolutionFwdAlgo_t algo, void* ws, std::size_t bytes) {
-      return cudnnConvolutionForward(st.handle, &one, p.x, src, p.w, w_krsc.as<float>(), p.conv, algo, ws, bytes, &zero,
+      return cudnnConvolutionForward(st.handle, &one, p.x, src, p.w, w_krsc->as<float>(), p.conv, algo, ws, bytes, &zero,
                                      p.y, y);
     });
   }
@@ -252,9 +266,7 @@ void conv2d_backward_data(ComputeContext& ctx, const Conv2dDesc& d, const void* 
           "cudaMemsetAsync");
     return;
   }
-  const std::int64_t kn = d.kh * d.kw * (d.c / d.groups);
-  Scratch w_krsc(ctx, static_cast<std::size_t>(kn * d.oc) * sizeof(float));
-  transpose(dev.stream, static_cast<const float*>(w), w_krsc.as<float>(), kn, d.oc);
+  const std::unique_ptr<Scratch> w_krsc = krsc_kernel(ctx, dev.stream, d, w);
   Locked locked;
   DnnState& st = dnn_state(dev);
   Plan& p = plan_for(st, d);
@@ -276,7 +288,7 @@ void conv2d_backward_data(ComputeContext& ctx, const Conv2dDesc& d, const void* 
   const float one = 1.0f, zero = 0.0f;
   run_with(ctx, p.bwd_data, "cudnnConvolutionBackwardData",
            [&](cudnnConvolutionBwdDataAlgo_t algo, void* ws, std::size_t bytes) {
-             return cudnnConvolutionBackwardData(st.handle, &one, p.w, w_krsc.as<float>(), p.y, dy, p.conv, algo, ws,
+             return cudnnConvolutionBackwardData(st.handle, &one, p.w, w_krsc->as<float>(), p.y, dy, p.conv, algo, ws,
                                                  bytes, &zero, p.x, dst);
            });
   if (p.explicit_pad) {  // the input's gradient is the padded one's interior
@@ -289,7 +301,7 @@ void conv2d_backward_data(ComputeContext& ctx, const Conv2dDesc& d, const void* 
 void conv2d_backward_weights(ComputeContext& ctx, const Conv2dDesc& d, const void* x, const void* dy, void* dw,
                              void* db) {
   CudaDevice& dev = device(ctx);
-  const std::int64_t kn = d.kh * d.kw * (d.c / d.groups);
+  const std::int64_t kn = kernel_rows(d);
   if (d.n * d.oh * d.ow == 0) {  // no terms: zero gradients
     check(cudaMemsetAsync(dw, 0, static_cast<std::size_t>(kn * d.oc) * sizeof(float), dev.stream), "cudaMemsetAsync");
     if (db) check(cudaMemsetAsync(db, 0, static_cast<std::size_t>(d.oc) * sizeof(float), dev.stream), "cudaMemsetAsync");
@@ -309,15 +321,8 @@ void conv2d_backward_weights(ComputeContext& ctx, const Conv2dDesc& d, const voi
       choose(p.bwd_filter, perf, returned, d, "backward-filter");
       p.bwd_filter_ready = true;
     }
-    const float* src = static_cast<const float*>(x);
-    std::unique_ptr<Scratch> padded;
-    if (p.explicit_pad) {
-      padded = std::make_unique<Scratch>(ctx, static_cast<std::size_t>(d.n * p.hp * p.wp * d.c) * sizeof(float));
-      window_copy_kernel<<<blocks_for(d.n * p.hp * p.wp * d.c), kThreads, 0, dev.stream>>>(
-          src, d.h, d.w, padded->as<float>(), d.n, p.hp, p.wp, d.c, -d.pad_top, -d.pad_left);
-      check_launch("conv2d_backward_weights (padding)");
-      src = padded->as<float>();
-    }
+    const std::unique_ptr<Scratch> padded = padded_input(ctx, dev.stream, d, p, x);
+    const float* src = padded ? padded->as<float>() : static_cast<const float*>(x);
     const float one = 1.0f, zero = 0.0f;
     run_with(ctx, p.bwd_filter, "cudnnConvolutionBackwardFilter",
              [&](cudnnConvolutionBwdFilterAlgo_t algo, void* ws, std::size_t bytes) {
