@@ -75,8 +75,10 @@ for b in "$gpu_tests" "$backend_tests" "$gpu_bench" ${cli:+"$cli"}; do
   if missing "$b" >/dev/null; then say "ERROR: $(basename "$b") lacks libraries:"; missing "$b" | tee -a "$report"; exit 1; fi
 done
 
-gpus="$("${ours[@]}" "$gpu_tests" --gtest_filter=NoDevice.ReportsHowManyGpusAreVisible 2>&1 | grep -m1 'GPUs visible:')"
+count_out="$("${ours[@]}" "$gpu_tests" --gtest_filter=NoDevice.ReportsHowManyGpusAreVisible 2>&1)"
+gpus="$(grep -m1 'GPUs visible:' <<<"$count_out")"
 say "$gpus"
+grep -m1 'GPU stack:' <<<"$count_out" | tee -a "$report"
 if [[ "${gpus##*: }" == "0" || -z "$gpus" ]]; then
   say "ERROR: lockstep sees no GPU here (driver, CUDA_VISIBLE_DEVICES?); nothing to check"; exit 1
 fi

@@ -17,6 +17,8 @@ struct DeviceInfo {
 std::vector<DeviceInfo> list_local_devices();
 /// Number of CUDA devices visible (0 without the CUDA backend, a driver or a GPU).
 int cuda_device_count();
+/// The GPU software stack (driver, runtime, cuDNN, NVML) in one line; empty without the CUDA backend.
+std::string cuda_runtime_summary();
 /// NVML's utilisation of CUDA device `index` in percent; none without the CUDA backend, NVML
 /// or the device.
 std::optional<double> cuda_utilization_percent(int index);

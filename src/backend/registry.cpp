@@ -21,6 +21,7 @@ constexpr bool kWithCuda = true;
 int cuda_device_count() { return cuda::device_count(); }
 std::string cuda_device_name(int index) { return cuda::device_name(index); }
 std::optional<double> cuda_utilization_percent(int index) { return cuda::utilization_percent(index); }
+std::string cuda_runtime_summary() { return cuda::runtime_summary(); }
 void* cuda_stream(ComputeContext& ctx) {
   return ctx.device().kind == DeviceKind::kCuda ? cuda::stream_of(ctx) : nullptr;
 }
@@ -29,6 +30,7 @@ constexpr bool kWithCuda = false;
 int cuda_device_count() { return 0; }
 std::string cuda_device_name(int) { return {}; }
 std::optional<double> cuda_utilization_percent(int) { return std::nullopt; }
+std::string cuda_runtime_summary() { return {}; }
 void* cuda_stream(ComputeContext&) { return nullptr; }
 #endif
 

@@ -34,6 +34,8 @@ std::vector<LocalDevice> list_local_devices() {
   return out;
 }
 
+std::string gpu_runtime_summary() { return backend::cuda_runtime_summary(); }
+
 int available_cpu_cores() { return backend::available_cores(); }
 
 }  // namespace lockstep

@@ -13,6 +13,9 @@ Device missing_gpu() { return Device{DeviceKind::kCuda, gpus()}; }
 TEST(NoDevice, ReportsHowManyGpusAreVisible) {
   // scripts/gpu_check.sh and tests/gpu/check_skip.sh read this line.
   std::printf("GPUs visible: %d\n", gpus());
+  const std::string stack = gpu_runtime_summary();  // scripts/gpu_check.sh records it
+  if (!stack.empty()) std::printf("GPU stack: %s\n", stack.c_str());
+  EXPECT_EQ(stack.empty(), !backend::backend_available(DeviceKind::kCuda)) << stack;
   EXPECT_EQ(gpus() > 0, backend::list_local_devices().front().device.kind == DeviceKind::kCuda);
 }
 

@@ -59,6 +59,9 @@ struct LocalDevice {
 };
 /// The GPUs (when the CUDA backend is built and a device is present), then the CPU.
 std::vector<LocalDevice> list_local_devices();
+/// The GPU software stack this process runs on, in one line ("CUDA driver 13.0, runtime 13.0,
+/// cuDNN 9.19.0 (built with 9.19.0), NVML: yes"); empty when lockstep is built without CUDA.
+std::string gpu_runtime_summary();
 /// Cores this process may use (its affinity mask).
 int available_cpu_cores();
 

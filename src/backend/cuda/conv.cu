@@ -230,6 +230,14 @@ struct Locked {
 };
 }  // namespace
 
+std::string cudnn_version() {
+  const auto v = [](std::size_t n) {
+    // cuDNN 9 numbers versions major * 10000 + minor * 100 + patch.
+    return std::to_string(n / 10000) + "." + std::to_string(n / 100 % 100) + "." + std::to_string(n % 100);
+  };
+  return v(cudnnGetVersion()) + " (built with " + v(CUDNN_VERSION) + ")";
+}
+
 void conv2d(ComputeContext& ctx, const Conv2dDesc& d, const void* x, const void* w, const void* bias, void* y) {
   if (d.n * d.oh * d.ow * d.oc == 0) return;
   CudaDevice& dev = device(ctx);

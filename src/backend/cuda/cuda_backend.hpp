@@ -20,6 +20,9 @@ const DeviceOps& device_ops();
 /// options.memory_limit bytes when set) and the device's stream. Throws ValueError naming the
 /// device when it does not exist.
 std::unique_ptr<ComputeContext> make_context(Device device, const ContextOptions& options);
+/// The GPU software stack this process runs on, for reports: "CUDA driver 13.0, runtime 13.0,
+/// cuDNN 9.19.0 (built with 9.19.0), NVML: yes". Never throws (no driver: "driver: none").
+std::string runtime_summary();
 /// NVML's utilisation of GPU `index` (percent of the last sample period with a kernel running),
 /// or none without NVML (nvml.cpp loads it at run time) or a GPU.
 std::optional<double> utilization_percent(int index);

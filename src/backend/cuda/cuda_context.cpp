@@ -49,6 +49,16 @@ int device_count() {
   return count;
 }
 
+std::string runtime_summary() {
+  const auto v = [](int n) { return std::to_string(n / 1000) + "." + std::to_string(n % 1000 / 10); };
+  int driver = 0, runtime = 0;
+  if (cudaDriverGetVersion(&driver) != cudaSuccess) driver = 0;
+  if (cudaRuntimeGetVersion(&runtime) != cudaSuccess) runtime = 0;
+  (void)cudaGetLastError();
+  return std::string("CUDA driver ") + (driver ? v(driver) : "none") + ", runtime " + (runtime ? v(runtime) : "?") +
+         ", cuDNN " + cudnn_version() + ", NVML: " + (nvml_available() ? "yes" : "no");
+}
+
 std::string device_name(int index) {
   cudaDeviceProp prop{};
   if (cudaGetDeviceProperties(&prop, index) != cudaSuccess) {

@@ -22,6 +22,11 @@ void check(cublasStatus_t s, const char* what);
 /// After a launch: a bad configuration is reported here, a fault at the next synchronisation.
 inline void check_launch(const char* kernel) { check(cudaGetLastError(), kernel); }
 
+/// The cuDNN library's version (major.minor.patch) and the one these headers are from (conv.cu).
+std::string cudnn_version();
+/// Whether NVML could be loaded and initialised (nvml.cpp).
+bool nvml_available();
+
 /// Whether float32 GEMMs and convolutions may use TF32 tensor cores (LOCKSTEP_CUDA_TF32=1):
 /// TF32 keeps 10 mantissa bits, far outside float32's parity tolerance, so it is opt-in.
 bool tf32_allowed();

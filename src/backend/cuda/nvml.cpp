@@ -10,6 +10,7 @@
 #include <optional>
 
 #include "backend/cuda/cuda_backend.hpp"
+#include "backend/cuda/cuda_device.hpp"
 
 namespace lockstep::backend::cuda {
 
@@ -43,6 +44,8 @@ const Nvml& nvml() {
   return n;
 }
 }  // namespace
+
+bool nvml_available() { return nvml().ok; }
 
 std::optional<double> utilization_percent(int index) {
   if (index < 0 || index >= device_count()) return std::nullopt;
