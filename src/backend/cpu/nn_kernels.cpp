@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "backend/cpu/cpu_kernels.hpp"
+#include "backend/dropout_rng.hpp"
 
 namespace lockstep::backend::cpu {
 
@@ -190,16 +191,6 @@ void one_hot(ComputeContext&, const std::int64_t* labels, std::int64_t rows, std
   for (std::int64_t i = 0; i < rows; ++i) out[i * classes + labels[i]] = 1.0f;
 }
 
-namespace {
-// A counter-based generator (SplitMix64 finaliser cascaded over the key words): the value
-// depends only on the key, so masks are identical however rows are split or threaded.
-inline std::uint64_t mix(std::uint64_t z) {
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-  return z ^ (z >> 31);
-}
-}  // namespace
-
 // The mask is in the activations' dtype (a 16-bit mask rounds 1 / (1 - rate) once, as TF's does).
 template <typename F>
 void dropout_mask(ComputeContext& ctx, void* maskv, std::int64_t rows, std::int64_t cols, float rate,
@@ -207,17 +198,13 @@ void dropout_mask(ComputeContext& ctx, void* maskv, std::int64_t rows, std::int6
   F* mask = static_cast<F*>(maskv);
   const F keep_scale = Elem<F>::store(1.0f / (1.0f - rate));
   const F zero = Elem<F>::store(0.0f);
-  // Threshold on 24 random bits: P(drop) = rate to 2^-24.
-  const std::uint32_t threshold = static_cast<std::uint32_t>(static_cast<double>(rate) * 16777216.0);
-  const std::uint64_t base = mix(mix(mix(seed + 0x9e3779b97f4a7c15ULL) ^ stream) ^ step);
+  const std::uint32_t threshold = dropout::threshold(rate);
+  const std::uint64_t key = dropout::step_key(seed, stream, step);
   parallel_rows(ctx, rows, cols * 2, [=](std::int64_t b, std::int64_t e) {
     for (auto r = b; r < e; ++r) {
-      const std::uint64_t row_key = mix(base ^ static_cast<std::uint64_t>(first_row + r));
+      const std::uint64_t row_key = dropout::row_key(key, first_row + r);
       F* mr = mask + r * cols;
-      for (std::int64_t c = 0; c < cols; ++c) {
-        const auto bits = static_cast<std::uint32_t>(mix(row_key + static_cast<std::uint64_t>(c)) >> 40);
-        mr[c] = bits < threshold ? zero : keep_scale;
-      }
+      for (std::int64_t c = 0; c < cols; ++c) mr[c] = dropout::dropped(row_key, c, threshold) ? zero : keep_scale;
     }
   });
 }

@@ -5,6 +5,7 @@
 
 #include "backend/cuda/cuda_common.cuh"
 #include "backend/cuda/cuda_kernels.hpp"
+#include "backend/dropout_rng.hpp"
 
 namespace lockstep::backend::cuda {
 
@@ -172,21 +173,13 @@ __global__ void one_hot_kernel(const std::int64_t* labels, std::int64_t rows, st
   }
 }
 
-// ---- dropout: the CPU's counter-based keying, bit for bit ----
-__host__ __device__ inline std::uint64_t mix(std::uint64_t z) {
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-  return z ^ (z >> 31);
-}
-
+// ---- dropout: the keying every backend shares (backend/dropout_rng.hpp) ----
 template <typename F>
 __global__ void dropout_kernel(F* mask, std::int64_t rows, std::int64_t cols, std::uint32_t threshold,
-                               std::uint64_t base, std::int64_t first_row, F keep, F zero) {
+                               std::uint64_t key, std::int64_t first_row, F keep, F zero) {
   LOCKSTEP_GRID_LOOP(i, rows * cols) {
     const std::int64_t r = i / cols, c = i - r * cols;
-    const std::uint64_t row_key = mix(base ^ static_cast<std::uint64_t>(first_row + r));
-    const auto bits = static_cast<std::uint32_t>(mix(row_key + static_cast<std::uint64_t>(c)) >> 40);
-    mask[i] = bits < threshold ? zero : keep;
+    mask[i] = dropout::dropped(dropout::row_key(key, first_row + r), c, threshold) ? zero : keep;
   }
 }
 
@@ -297,10 +290,9 @@ template <typename F>
 void dropout_mask(ComputeContext& ctx, void* mask, std::int64_t rows, std::int64_t cols, float rate, std::uint64_t seed,
                   std::uint64_t stream_id, std::uint64_t step, std::int64_t first_row) {
   if (rows * cols == 0) return;
-  const std::uint32_t threshold = static_cast<std::uint32_t>(static_cast<double>(rate) * 16777216.0);
-  const std::uint64_t base = mix(mix(mix(seed + 0x9e3779b97f4a7c15ULL) ^ stream_id) ^ step);
   dropout_kernel<F><<<blocks_for(rows * cols), kThreads, 0, stream(ctx)>>>(
-      static_cast<F*>(mask), rows, cols, threshold, base, first_row, host_store<F>(1.0f / (1.0f - rate)),
+      static_cast<F*>(mask), rows, cols, dropout::threshold(rate), dropout::step_key(seed, stream_id, step), first_row,
+      host_store<F>(1.0f / (1.0f - rate)),
       host_store<F>(0.0f));
   check_launch("dropout_mask");
 }

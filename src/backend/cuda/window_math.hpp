@@ -7,13 +7,8 @@
 #include <cstdint>
 #include <limits>
 
+#include "backend/host_device.hpp"
 #include "backend/kernels.hpp"
-
-#if defined(__CUDACC__)
-#define LOCKSTEP_HOST_DEVICE __host__ __device__
-#else
-#define LOCKSTEP_HOST_DEVICE
-#endif
 
 namespace lockstep::backend::cuda::window {
 
