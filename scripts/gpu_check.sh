@@ -56,7 +56,7 @@ for pattern in 'libcublasLt.so.13*' 'libcudnn.so.9*' 'libnccl.so.2*' 'libcudart.
   if [[ -n "$found" ]]; then libs+=("$found"); lib_notes+=("${pattern%%.so*} from $found");
   else lib_notes+=("WARNING: no ${pattern%%.so*} found (PyTorch's nvidia wheels, /usr/local/cuda)"); fi
 done
-# Only lockstep's binaries run with these (`ours CMD`): PyTorch's reference keeps the machine's
+# Only lockstep's binaries run with these (`"${with_libs[@]}" CMD`): PyTorch's reference keeps the machine's
 # own libraries (ours are Debian 12's: an older libstdc++ first in its path could break torch).
 lib_path="$(IFS=:; echo "${libs[*]}")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 missing() { LD_LIBRARY_PATH="$lib_path" ldd "$1" 2>&1 | grep -E "not found"; }
@@ -65,7 +65,7 @@ if [[ -d "$dir/lib/fallback" ]] && missing "$gpu_tests" >/dev/null; then
   lib_path="$(cd "$dir/lib/fallback" && pwd):$lib_path"
   lib_notes+=("libstdc++ / libgcc_s: the bundle's (this machine's are older)")
 fi
-ours=(env "LD_LIBRARY_PATH=$lib_path")
+with_libs=(env "LD_LIBRARY_PATH=$lib_path")
 
 say "gpu_check on $(hostname), $(date -u +%FT%TZ), commit $(cat "$dir/COMMIT" 2>/dev/null || git rev-parse HEAD 2>/dev/null)"
 for note in "${lib_notes[@]}"; do say "$note"; done
@@ -75,7 +75,7 @@ for b in "$gpu_tests" "$backend_tests" "$gpu_bench" ${cli:+"$cli"}; do
   if missing "$b" >/dev/null; then say "ERROR: $(basename "$b") lacks libraries:"; missing "$b" | tee -a "$report"; exit 1; fi
 done
 
-count_out="$("${ours[@]}" "$gpu_tests" --gtest_filter=NoDevice.ReportsHowManyGpusAreVisible 2>&1)"
+count_out="$("${with_libs[@]}" "$gpu_tests" --gtest_filter=NoDevice.ReportsHowManyGpusAreVisible 2>&1)"
 gpus="$(grep -m1 'GPUs visible:' <<<"$count_out")"
 say "$gpus"
 grep -m1 'GPU stack:' <<<"$count_out" | tee -a "$report"
@@ -97,26 +97,26 @@ phase() {  # phase NAME SECONDS CMD...: runs with a limit, logs the tail, record
   return 0
 }
 
-phase gpu_tests 150 "${ours[@]}" "$gpu_tests" --gtest_brief=1
+phase gpu_tests 150 "${with_libs[@]}" "$gpu_tests" --gtest_brief=1
 say "4 logical replicas on one GPU vs one device (1e-5):"
 grep -E 'FourLogicalReplicas' "$report_dir/gpu_check_gpu_tests.log" | tee -a "$report"
 grep -q 'FAILED.*FourLogicalReplicas' "$report_dir/gpu_check_gpu_tests.log" && say "  FAILED" || say "  (not listed as failed above)"
-phase parity_cuda 80 "${ours[@]}" "$backend_tests" --gtest_brief=1 '--gtest_filter=*cuda*:ParityBackends.Cuda'
+phase parity_cuda 80 "${with_libs[@]}" "$backend_tests" --gtest_brief=1 '--gtest_filter=*cuda*:ParityBackends.Cuda'
 # The flagship's and the convnet's test accuracy on MNIST, trained on the GPU by the CLI with the
 # CPU suite's settings and thresholds (tests/cli_and_reference_tests.cmake: flagship.*).
 if [[ -x "$cli" && -f "$data_dir/mnist/train-images-idx3-ubyte.gz" ]]; then
   export LOCKSTEP_DATA_DIR="$data_dir"
   runs="${TMPDIR:-/tmp}/lockstep-gpu-check-runs"
   rm -rf "$runs"
-  phase mlp_accuracy 45 tests/cli/check_metrics.sh 0.975 "${ours[@]}" "$cli" train --devices gpu:0 --no-tensorboard \
+  phase mlp_accuracy 45 tests/cli/check_metrics.sh 0.975 "${with_libs[@]}" "$cli" train --devices gpu:0 --no-tensorboard \
     --logdir "$runs/mlp"
-  phase cnn_accuracy 90 tests/cli/check_metrics.sh 0.99 "${ours[@]}" "$cli" train --model cnn --devices gpu:0x2 --epochs 5 \
+  phase cnn_accuracy 90 tests/cli/check_metrics.sh 0.99 "${with_libs[@]}" "$cli" train --model cnn --devices gpu:0x2 --epochs 5 \
     --global-batch-size 64 --learning-rate 2e-3 --no-tensorboard --logdir "$runs/cnn"
 else
   say ""; say "accuracy runs skipped: no lockstep CLI or no MNIST under $data_dir (scripts/gpu_bundle.sh carries both)"
   status=1
 fi
-phase gpu_bench 70 "${ours[@]}" "$gpu_bench" --json
+phase gpu_bench 70 "${with_libs[@]}" "$gpu_bench" --json
 phase torch_reference 120 "$py" bench/reference_gpu.py --json
 
 # ---- ratios ----
