@@ -78,10 +78,10 @@ struct Plan {
   cudnnConvolutionDescriptor_t conv = nullptr;
   bool explicit_pad = false;  // x is padded into scratch first (hp x wp)
   std::int64_t hp = 0, wp = 0;
+  // Chosen on a direction's first call (an empty list: not yet; choose never leaves one empty).
   Candidates<cudnnConvolutionFwdAlgoPerf_t> fwd;
   Candidates<cudnnConvolutionBwdDataAlgoPerf_t> bwd_data;
   Candidates<cudnnConvolutionBwdFilterAlgoPerf_t> bwd_filter;
-  bool fwd_ready = false, bwd_data_ready = false, bwd_filter_ready = false;
 };
 
 // A workspace larger than this is not worth it (a logical device may have little memory).
@@ -185,6 +185,17 @@ void choose(Candidates<Perf>& out, const Perf* perf, int returned, const Conv2dD
                         std::to_string(d.h) + "x" + std::to_string(d.w) + ", batch " + std::to_string(d.n) + ")");
 }
 
+// On a direction's first call: asks cuDNN's heuristic (get(requested, &returned, perf), one of
+// the cudnnGet…Algorithm_v7 calls) for its kCount algorithms and chooses among them.
+template <int kCount, typename Perf, typename Get>
+void ensure_chosen(Candidates<Perf>& c, const Conv2dDesc& d, const char* which, const char* api, Get&& get) {
+  if (!c.list.empty()) return;
+  Perf perf[kCount];
+  int returned = 0;
+  check_dnn(get(kCount, &returned, perf), api);
+  choose(c, perf, returned, d, which);
+}
+
 // Runs call(algorithm, workspace, bytes) with the plan's current algorithm; an algorithm cuDNN
 // then refuses (NOT_SUPPORTED despite the heuristic) is dropped for the next one.
 template <typename Perf, typename Call>
@@ -246,15 +257,10 @@ void conv2d(ComputeContext& ctx, const Conv2dDesc& d, const void* x, const void*
     Locked locked;
     DnnState& st = dnn_state(dev);
     Plan& p = plan_for(st, d);
-    if (!p.fwd_ready) {
-      cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
-      int returned = 0;
-      check_dnn(cudnnGetConvolutionForwardAlgorithm_v7(st.handle, p.x, p.w, p.conv, p.y,
-                                                       CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &returned, perf),
-                "cudnnGetConvolutionForwardAlgorithm_v7");
-      choose(p.fwd, perf, returned, d, "forward");
-      p.fwd_ready = true;
-    }
+    ensure_chosen<CUDNN_CONVOLUTION_FWD_ALGO_COUNT>(
+        p.fwd, d, "forward", "cudnnGetConvolutionForwardAlgorithm_v7", [&](int n, int* r, auto* perf) {
+          return cudnnGetConvolutionForwardAlgorithm_v7(st.handle, p.x, p.w, p.conv, p.y, n, r, perf);
+        });
     const std::unique_ptr<Scratch> padded = padded_input(ctx, dev.stream, d, p, x);
     const float* src = padded ? padded->as<float>() : static_cast<const float*>(x);
     const float one = 1.0f, zero = 0.0f;
@@ -278,15 +284,10 @@ void conv2d_backward_data(ComputeContext& ctx, const Conv2dDesc& d, const void* 
   Locked locked;
   DnnState& st = dnn_state(dev);
   Plan& p = plan_for(st, d);
-  if (!p.bwd_data_ready) {
-    cudnnConvolutionBwdDataAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
-    int returned = 0;
-    check_dnn(cudnnGetConvolutionBackwardDataAlgorithm_v7(st.handle, p.w, p.y, p.conv, p.x,
-                                                          CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &returned, perf),
-              "cudnnGetConvolutionBackwardDataAlgorithm_v7");
-    choose(p.bwd_data, perf, returned, d, "backward-data");
-    p.bwd_data_ready = true;
-  }
+  ensure_chosen<CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT>(
+      p.bwd_data, d, "backward-data", "cudnnGetConvolutionBackwardDataAlgorithm_v7", [&](int n, int* r, auto* perf) {
+        return cudnnGetConvolutionBackwardDataAlgorithm_v7(st.handle, p.w, p.y, p.conv, p.x, n, r, perf);
+      });
   float* dst = static_cast<float*>(dx);
   std::unique_ptr<Scratch> padded;
   if (p.explicit_pad) {
@@ -320,15 +321,11 @@ void conv2d_backward_weights(ComputeContext& ctx, const Conv2dDesc& d, const voi
     Locked locked;
     DnnState& st = dnn_state(dev);
     Plan& p = plan_for(st, d);
-    if (!p.bwd_filter_ready) {
-      cudnnConvolutionBwdFilterAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
-      int returned = 0;
-      check_dnn(cudnnGetConvolutionBackwardFilterAlgorithm_v7(st.handle, p.x, p.y, p.conv, p.w,
-                                                              CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &returned, perf),
-                "cudnnGetConvolutionBackwardFilterAlgorithm_v7");
-      choose(p.bwd_filter, perf, returned, d, "backward-filter");
-      p.bwd_filter_ready = true;
-    }
+    ensure_chosen<CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT>(
+        p.bwd_filter, d, "backward-filter", "cudnnGetConvolutionBackwardFilterAlgorithm_v7",
+        [&](int n, int* r, auto* perf) {
+          return cudnnGetConvolutionBackwardFilterAlgorithm_v7(st.handle, p.x, p.y, p.conv, p.w, n, r, perf);
+        });
     const std::unique_ptr<Scratch> padded = padded_input(ctx, dev.stream, d, p, x);
     const float* src = padded ? padded->as<float>() : static_cast<const float*>(x);
     const float one = 1.0f, zero = 0.0f;
