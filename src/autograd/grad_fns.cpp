@@ -103,7 +103,8 @@ bool masks_by_relu(const OpRecord& r) {
   switch (r.type) {
     case OpType::kRelu: return true;
     case OpType::kDense: return static_cast<FusedActivation>(r.i0) == FusedActivation::kRelu;
-    case OpType::kConv2d: return conv_options(r).activation == FusedActivation::kRelu;
+    case OpType::kConv2d:
+    case OpType::kConv2dMaxPool2d: return conv_options(r).activation == FusedActivation::kRelu;
     default: return false;
   }
 }
@@ -175,6 +176,10 @@ std::array<Tensor, 3> op_backward(const OpRecord& r, const Tensor& g, const std:
     case OpType::kMaxPool2d:
       return {pool2d_grad(true, x, r.output, g, pool_options(r), hints.input_from_relu), {}, {}};
     case OpType::kAvgPool2d: return {pool2d_grad(false, x, r.output, g, pool_options(r)), {}, {}};
+    case OpType::kConv2dMaxPool2d:
+      // Masks by the ReLU itself (from y), whether or not g already is.
+      return conv2d_max_pool2d_grad(x, r.inputs[1], r.inputs[2].defined(), r.output, r.saved[0], g, conv_options(r),
+                                    {r.i0, r.i1}, needs);
     case OpType::kCount: break;
   }
   throw InternalError(std::string("no gradient function for op ") + op_name(r.type));

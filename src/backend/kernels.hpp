@@ -72,6 +72,19 @@ struct Pool2dDesc {
   bool relu_input = false;
 };
 
+/// Whether conv2d_max_pool2d can compute max_pool2d(conv2d(x)) for these descriptors (pool's
+/// input is conv's output): a stride-1, undilated, ungrouped convolution whose window holds at
+/// most kMaxFusedConvTaps inputs (kh * kw * c: a first layer's; the kernel keeps a block of
+/// filters' taps in registers), pooled by windows that tile its output (stride == pool size,
+/// no padding) and hold at most 255 elements (a window index is a byte).
+inline constexpr std::int64_t kMaxFusedConvTaps = 32;
+inline bool conv_max_pool_fusable(const Conv2dDesc& c, const Pool2dDesc& p) {
+  return p.max && c.stride_h == 1 && c.stride_w == 1 && c.dilation_h == 1 && c.dilation_w == 1 && c.groups == 1 &&
+         c.kh * c.kw * c.c <= kMaxFusedConvTaps && p.stride_h == p.kh && p.stride_w == p.kw && p.pad_top == 0 &&
+         p.pad_left == 0 && p.pad_bottom == 0 && p.pad_right == 0 && p.kh * p.kw <= 255 && p.h == c.oh &&
+         p.w == c.ow && p.c == c.oc && p.n == c.n;
+}
+
 /// One row per kernel, for supports() and error messages.
 enum class KernelOp : std::uint8_t {
   kFill, kCast, kCompare, kGatherRows, kScatterAddRows, kCombine, kArgmax,
@@ -79,6 +92,7 @@ enum class KernelOp : std::uint8_t {
   kSoftmaxBackward, kBiasActivation, kSparseSoftmaxXent, kSparseSoftmaxXentBackward, kOneHot, kDropoutMask,
   kSumSquares, kScaleClip, kSgdUpdate, kAdamUpdate, kFirstOutside,
   kConv2d, kConv2dBackwardData, kConv2dBackwardWeights, kPool2d, kPool2dBackward,
+  kConv2dMaxPool2d, kConv2dMaxPool2dBackwardWeights, kMaxUnpool2d,
   kCount
 };
 const char* kernel_op_name(KernelOp op);
@@ -162,6 +176,22 @@ struct KernelTable {
   /// first (row-major) element of its window equal to the maximum.
   void (*pool2d_backward)(ComputeContext&, const Pool2dDesc&, const void* x, const void* y, const void* dy,
                           void* dx) = nullptr;
+  /// y = max_pool2d(conv2d(x, w, bias)) (conv's relu applied) without storing the convolution's
+  /// output, for descriptors conv_max_pool_fusable accepts; `arg` [n, p.oh, p.ow, oc] gets the
+  /// row-major index inside its window of each maximum (the first of equal ones; a NaN wins).
+  void (*conv2d_max_pool2d)(ComputeContext&, const Conv2dDesc& c, const Pool2dDesc& p, const void* x, const void* w,
+                            const void* bias, void* y, std::uint8_t* arg) = nullptr;
+  /// dw (and db when not null) of conv2d_max_pool2d from x, its y and arg, and dy: each dy goes
+  /// to its window's arg (when p.relu_input, only where y > 0). Summed in fixed batch parts, in
+  /// part order, as conv2d_backward_weights.
+  void (*conv2d_max_pool2d_backward_weights)(ComputeContext&, const Conv2dDesc& c, const Pool2dDesc& p,
+                                             const void* x, const void* y, const std::uint8_t* arg, const void* dy,
+                                             void* dw, void* db) = nullptr;
+  /// The gradient of max pooling's input [n, p.h, p.w, c] from y, arg (as conv2d_max_pool2d
+  /// writes them) and dy: dy at each window's arg (when p.relu_input, only where y > 0), zero
+  /// elsewhere.
+  void (*max_unpool2d)(ComputeContext&, const Pool2dDesc& p, const void* y, const std::uint8_t* arg, const void* dy,
+                       void* dx) = nullptr;
 
   // ---- optimizer updates, fused (the variable's memory is updated in place) ----
   /// sum of x[i]^2, accumulated in double.

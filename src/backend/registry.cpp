@@ -41,7 +41,8 @@ const char* kernel_op_name(KernelOp op) {
                                 "sparse_softmax_xent", "sparse_softmax_xent_backward", "one_hot", "dropout_mask",
                                 "sum_squares", "scale_clip", "sgd_update", "adam_update", "first_outside",
                                 "conv2d", "conv2d_backward_data", "conv2d_backward_weights", "pool2d",
-                                "pool2d_backward"};
+                                "pool2d_backward", "conv2d_max_pool2d", "conv2d_max_pool2d_backward_weights",
+                                "max_unpool2d"};
   static_assert(sizeof(names) / sizeof(names[0]) == static_cast<std::size_t>(KernelOp::kCount));
   return names[static_cast<std::size_t>(op)];
 }
@@ -114,6 +115,9 @@ bool supports(DeviceKind kind, DType dtype, KernelOp op) {
     case KernelOp::kConv2dBackwardWeights: return t.conv2d_backward_weights;
     case KernelOp::kPool2d: return t.pool2d;
     case KernelOp::kPool2dBackward: return t.pool2d_backward;
+    case KernelOp::kConv2dMaxPool2d: return t.conv2d_max_pool2d;
+    case KernelOp::kConv2dMaxPool2dBackwardWeights: return t.conv2d_max_pool2d_backward_weights;
+    case KernelOp::kMaxUnpool2d: return t.max_unpool2d;
     case KernelOp::kCount: break;
   }
   return false;

@@ -115,6 +115,20 @@ Tensor Conv2DLayer::call(const Tensor& x, const CallContext& ctx) const {
   return apply_activation(activation_, convolve(x, FusedActivation::kNone, ctx.training));
 }
 
+Tensor Conv2DLayer::call_then(const Layer& next, const Tensor& x, const CallContext&) const {
+  const auto* pool = dynamic_cast<const Pooling2DLayer*>(&next);
+  if (pool == nullptr || !pool->is_max() ||
+      (activation_ != ActivationKind::kRelu && activation_ != ActivationKind::kLinear))
+    return Tensor();
+  if (!built() || x.rank() != 4) return Tensor();  // call() says what is wrong
+  Conv2dOptions o = geometry(x.shape());
+  o.activation = activation_ == ActivationKind::kRelu ? FusedActivation::kRelu : FusedActivation::kNone;
+  const Tensor bias = bias_.defined() ? bias_.value() : Tensor();
+  const Pool2dOptions po = pool->geometry(compute_output_shape(x.shape()));
+  if (!conv2d_max_pool2d_supported(x, kernel_.value(), bias, o, po)) return Tensor();
+  return conv2d_max_pool2d(x, kernel_.value(), bias, o, po);
+}
+
 // ---- DepthwiseConv2D ----
 DepthwiseConv2DLayer::DepthwiseConv2DLayer(const DepthwiseConv2DOptions& o)
     : Layer(o.name), options_(o), padding_(parse_padding(o.padding)), activation_(parse_activation(o.activation)) {

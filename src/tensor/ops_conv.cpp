@@ -118,16 +118,23 @@ Tensor pool_impl(const char* name, bool max, const Tensor& x, const Pool2dOption
   }
   return y;
 }
+
+// conv2d's argument checks, shared by the fused conv2d_max_pool2d (`op` names the one called).
+backend::Conv2dDesc checked_conv(const char* op, const Tensor& x, const Tensor& kernel, const Tensor& bias,
+                                 const Conv2dOptions& o) {
+  detail::check_float(op, {&x, &kernel});
+  const backend::Conv2dDesc d = conv_desc(op, x.shape(), kernel.shape(), o);
+  if (bias.defined()) {
+    detail::check_float(op, {&x, &bias});
+    LOCKSTEP_CHECK(bias.rank() == 1 && bias.dim(0) == d.oc, op, ": bias ", bias.shape().str(),
+                   " does not match the kernel's ", d.oc, " filters");
+  }
+  return d;
+}
 }  // namespace
 
 Tensor conv2d(const Tensor& x, const Tensor& kernel, const Tensor& bias, const Conv2dOptions& o) {
-  detail::check_float("conv2d", {&x, &kernel});
-  const backend::Conv2dDesc d = conv_desc("conv2d", x.shape(), kernel.shape(), o);
-  if (bias.defined()) {
-    detail::check_float("conv2d", {&x, &bias});
-    LOCKSTEP_CHECK(bias.rank() == 1 && bias.dim(0) == d.oc, "conv2d: bias ", bias.shape().str(),
-                   " does not match the kernel's ", d.oc, " filters");
-  }
+  const backend::Conv2dDesc d = checked_conv("conv2d", x, kernel, bias, o);
   const auto& k = kern("conv2d", x, backend::KernelOp::kConv2d);
   Tensor y = Tensor::empty({d.n, d.oh, d.ow, d.oc}, x.dtype());
   k.conv2d(ctx(), d, x.raw_data(), kernel.raw_data(), bias.defined() ? bias.raw_data() : nullptr, y.raw_data());
@@ -143,6 +150,59 @@ Tensor conv2d(const Tensor& x, const Tensor& kernel, const Tensor& bias, const C
 }
 
 Tensor max_pool2d(const Tensor& x, const Pool2dOptions& o) { return pool_impl("max_pool2d", true, x, o); }
+
+namespace {
+// The descriptors of conv2d_max_pool2d, checked as conv2d and max_pool2d check theirs.
+std::pair<backend::Conv2dDesc, backend::Pool2dDesc> conv_pool_descs(const Tensor& x, const Tensor& kernel,
+                                                                    const Tensor& bias, const Conv2dOptions& o,
+                                                                    const Pool2dOptions& po) {
+  const backend::Conv2dDesc d = checked_conv("conv2d_max_pool2d", x, kernel, bias, o);
+  backend::Pool2dDesc p = pool_desc("conv2d_max_pool2d", Shape{d.n, d.oh, d.ow, d.oc}, po, true);
+  p.relu_input = d.relu;
+  return {d, p};
+}
+}  // namespace
+
+bool conv2d_max_pool2d_supported(const Tensor& x, const Tensor& kernel, const Tensor& bias, const Conv2dOptions& o,
+                                 const Pool2dOptions& po) {
+  if (!x.defined() || !kernel.defined() || !is_floating(x.dtype()) ||
+      !backend::supports(x.device().kind, x.dtype(), backend::KernelOp::kConv2dMaxPool2d))
+    return false;
+  try {
+    const auto [d, p] = conv_pool_descs(x, kernel, bias, o, po);
+    return backend::conv_max_pool_fusable(d, p);
+  } catch (const Error&) {
+    return false;  // arguments conv2d or max_pool2d reject: they say why
+  }
+}
+
+Tensor conv2d_max_pool2d(const Tensor& x, const Tensor& kernel, const Tensor& bias, const Conv2dOptions& o,
+                         const Pool2dOptions& po) {
+  const auto [d, p] = conv_pool_descs(x, kernel, bias, o, po);
+  const auto& k = kern("conv2d_max_pool2d", x, backend::KernelOp::kConv2dMaxPool2d);
+  LOCKSTEP_CHECK(backend::conv_max_pool_fusable(d, p), "conv2d_max_pool2d: no fused kernel for a ", d.kh, "x", d.kw,
+                 " convolution over ", d.c, " channels (strides ", pair_str(o.strides), ", dilation ",
+                 pair_str(o.dilation), ", groups ", d.groups, ") pooled by ", pair_str(po.pool_size), " windows (strides ",
+                 pair_str(po.strides), "): it takes stride 1, no dilation or groups, kernel height * width * channels <= ",
+                 backend::kMaxFusedConvTaps, ", and pool windows that tile the output (strides == pool size, no "
+                 "padding); call conv2d and max_pool2d (see conv2d_max_pool2d_supported)");
+  Tensor y = Tensor::empty({d.n, p.oh, p.ow, d.oc}, x.dtype());
+  Tensor arg = Tensor::empty({d.n, p.oh, p.ow, d.oc}, DType::kU8);
+  k.conv2d_max_pool2d(ctx(), d, p, x.raw_data(), kernel.raw_data(), bias.defined() ? bias.raw_data() : nullptr,
+                      y.raw_data(), static_cast<std::uint8_t*>(arg.raw_data()));
+  if (detail::recording({&x, &kernel, &bias})) {
+    OpRecord r;
+    r.type = OpType::kConv2dMaxPool2d;
+    r.inputs = {x, kernel, bias};
+    r.output = y;
+    r.saved = {arg, Tensor()};
+    r.geometry = conv_geometry(o);
+    r.i0 = po.pool_size[0];
+    r.i1 = po.pool_size[1];
+    detail::record(r);
+  }
+  return y;
+}
 Tensor avg_pool2d(const Tensor& x, const Pool2dOptions& o) { return pool_impl("avg_pool2d", false, x, o); }
 
 Tensor zero_pad2d(const Tensor& x, const Padding2d& p) {
@@ -209,6 +269,40 @@ Tensor pool2d_grad(bool max, const Tensor& x, const Tensor& y, const Tensor& dy,
   Tensor dx = Tensor::empty(x.shape(), x.dtype());
   k.pool2d_backward(ctx(), d, x.raw_data(), y.raw_data(), dy.raw_data(), dx.raw_data());
   return dx;
+}
+
+std::array<Tensor, 3> conv2d_max_pool2d_grad(const Tensor& x, const Tensor& kernel, bool with_bias, const Tensor& y,
+                                            const Tensor& arg, const Tensor& dy, const Conv2dOptions& o,
+                                            const std::array<std::int64_t, 2>& pool_size, const std::array<bool, 3>& needs) {
+  detail::check_float("conv2d_max_pool2d_grad", {&x, &kernel, &y, &dy});
+  const backend::Conv2dDesc d = conv_desc("conv2d_max_pool2d_grad", x.shape(), kernel.shape(), o);
+  backend::Pool2dDesc p = pool_desc("conv2d_max_pool2d_grad", Shape{d.n, d.oh, d.ow, d.oc},
+                                    {.pool_size = pool_size, .strides = pool_size}, true);
+  p.relu_input = d.relu;
+  const Shape out{d.n, p.oh, p.ow, d.oc};
+  LOCKSTEP_CHECK(y.shape() == out && dy.shape() == out && arg.shape() == out && arg.dtype() == DType::kU8,
+                 "conv2d_max_pool2d_grad: y ", y.shape().str(), ", arg ", arg.shape().str(), " and dy ", dy.shape().str(),
+                 " do not match the output ", out.str());
+  std::array<Tensor, 3> g;
+  if (needs[1] || (with_bias && needs[2])) {
+    const auto& k = kern("conv2d_max_pool2d_grad", dy, backend::KernelOp::kConv2dMaxPool2dBackwardWeights);
+    g[1] = Tensor::empty(kernel.shape(), dy.dtype());
+    if (with_bias) g[2] = Tensor::empty({d.oc}, dy.dtype());
+    k.conv2d_max_pool2d_backward_weights(ctx(), d, p, x.raw_data(), y.raw_data(),
+                                         static_cast<const std::uint8_t*>(arg.raw_data()), dy.raw_data(),
+                                         g[1].raw_data(), with_bias ? g[2].raw_data() : nullptr);
+  }
+  if (needs[0]) {
+    // The convolution's output gradient, then the convolution's own input gradient.
+    const auto& k = kern("conv2d_max_pool2d_grad", dy, backend::KernelOp::kMaxUnpool2d);
+    Tensor dconv = Tensor::empty({d.n, d.oh, d.ow, d.oc}, dy.dtype());
+    k.max_unpool2d(ctx(), p, y.raw_data(), static_cast<const std::uint8_t*>(arg.raw_data()), dy.raw_data(),
+                   dconv.raw_data());
+    Conv2dOptions plain = o;
+    plain.activation = FusedActivation::kNone;
+    g[0] = conv2d_input_grad(kernel, dconv, x.shape(), plain);
+  }
+  return g;
 }
 
 }  // namespace lockstep

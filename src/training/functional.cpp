@@ -269,6 +269,14 @@ Tensor Functional::run_node(const Node& node, const std::vector<Tensor>& values,
   return logits ? l.call_logits(x, ctx) : l.call(x, ctx);
 }
 
+bool Functional::fuses_with_next(std::size_t i) const {
+  const Node& node = nodes_[i];
+  const Node& next = nodes_[i + 1];
+  // Nodes are in topological order, so only later nodes read node i.
+  return !node.list_call && !next.list_call && next.inputs.size() == 1 && next.inputs.front() == i &&
+         last_use_[i] == i + 1;
+}
+
 Model::Output Functional::forward(const Tensor& x, const layers::CallContext& ctx) const {
   const Shape& want = input_shape();
   LOCKSTEP_CHECK(x.rank() == want.rank() && x.shape().tail() == want.tail(), "Functional '", name(),
@@ -280,6 +288,19 @@ Model::Output Functional::forward(const Tensor& x, const layers::CallContext& ct
   // a whole forward pass alive (ResNet-20 evaluating at batch 1024 peaked at 5 GB). A tape still
   // holds what backward needs.
   for (std::size_t i = 1; i < last; ++i) {
+    // Node i and the next one as one fused op (Conv2D then MaxPooling2D) where the next is
+    // node i's only reader and not the output node.
+    if (i + 1 < last && fuses_with_next(i)) {
+      const Node& next = nodes_[i + 1];
+      if (Tensor fused = layers_[nodes_[i].layer]->call_then(*layers_[next.layer], values[nodes_[i].inputs.front()], ctx);
+          fused.defined()) {
+        values[i + 1] = std::move(fused);
+        for (std::size_t j : nodes_[i].inputs)
+          if (last_use_[j] == i) values[j] = Tensor();
+        ++i;
+        continue;
+      }
+    }
     values[i] = run_node(nodes_[i], values, ctx, false);
     for (std::size_t j : nodes_[i].inputs)
       if (last_use_[j] == i) values[j] = Tensor();

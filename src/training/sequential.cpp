@@ -65,7 +65,17 @@ Model::Output Sequential::forward(const Tensor& x, const layers::CallContext& ct
                  "' expects input shape ", input_shape_.str(), " but received ", x.shape().str());
   Tensor h = x;
   const std::size_t last = layers_.size() - 1;
-  for (std::size_t i = 0; i < last; ++i) h = layers_[i]->call(h, ctx);
+  for (std::size_t i = 0; i < last; ++i) {
+    // A pair with a fused op (Conv2D then MaxPooling2D) runs as one, unless the second is the output layer.
+    if (i + 1 < last) {
+      if (Tensor fused = layers_[i]->call_then(*layers_[i + 1], h, ctx); fused.defined()) {
+        h = std::move(fused);
+        ++i;
+        continue;
+      }
+    }
+    h = layers_[i]->call(h, ctx);
+  }
   const layers::Layer& output_layer = *layers_[last];
   return output_in_float32(output_layer, [&](bool logits) {
     return logits ? output_layer.call_logits(h, ctx) : output_layer.call(h, ctx);

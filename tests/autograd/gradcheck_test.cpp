@@ -147,6 +147,20 @@ TEST(Gradcheck, CastBetweenFloatingDtypes) {
   }
 }
 
+TEST(Gradcheck, FusedConvolutionAndMaxPooling) {
+  // conv2d_max_pool2d with its input, kernel and bias gradients ("same" padding, 2 channels,
+  // 3x2 pool windows); inputs spread so that no window's maximum changes within the difference.
+  const auto f = [](const std::vector<Tensor>& v) {
+    return conv2d_max_pool2d(v[0], v[1], v[2], {.padding = {1, 1, 1, 1}, .activation = FusedActivation::kRelu},
+                             {.pool_size = {3, 2}, .strides = {3, 2}});
+  };
+  const std::vector<Tensor> in{randn({2, 6, 5, 2}, 76, -2, 2), randn({3, 3, 2, 5}, 77), randn({5}, 78)};
+  if (!conv2d_max_pool2d_supported(in[0], in[1], in[2], {.padding = {1, 1, 1, 1}}, {.pool_size = {3, 2}, .strides = {3, 2}}))
+    GTEST_SKIP() << "this CPU build has no fused conv2d_max_pool2d kernel (it needs AVX-512)";
+  const GradcheckResult r = gradcheck(f, in);
+  EXPECT_TRUE(r.ok) << r.message << " (max abs error " << r.max_abs_error << ")";
+}
+
 TEST(Gradcheck, DetectsAWrongGradient) {
   // stop_gradient hides the dependency, so the analytic gradient is zero and must be caught.
   const GradcheckResult r = gradcheck([](auto& v) { return mul(stop_gradient(v[0]), v[0]); }, {randn({3}, 50)});

@@ -1,9 +1,11 @@
 // Parity rows: conv2d (strides, dilation, padding, groups, depthwise) with its input and
-// kernel gradients, max / average pooling and their gradients, against naive double loops.
+// kernel gradients, max / average pooling and their gradients, and the fused convolution +
+// max pooling with its gradients, against naive double loops.
 #include <cmath>
 #include <limits>
 
 #include "backend/parity.hpp"
+#include "lockstep/autograd/gradient_tape.hpp"
 
 namespace lockstep::parity {
 
@@ -233,6 +235,148 @@ Row pool_grad_row(const PoolCase& p, bool max, bool relu_input = false) {
         return std::vector<Expected>{s.to(p.x)};
       });
 }
+// conv2d_max_pool2d: a convolution the fused kernel takes, then max pooling by windows that
+// tile its output.
+struct ConvPoolCase {
+  ConvCase conv;
+  std::array<std::int64_t, 2> pool;
+  bool ties = false;  // x and kernel from a few values whose sums are exact in float32: equal
+                      // window elements are common, and the first of them must win
+};
+// batch: 2.7 MFLOP over 7 examples, so the 3-thread parity pool splits the batch unevenly.
+const ConvPoolCase kConvPoolCases[] = {
+    {{"batch_relu", {7, 28, 28, 1}, {3, 3, 1, 32}, {.activation = FusedActivation::kRelu}, true}, {2, 2}},
+    // "same" padding, 3 channels, 20 filters (a partial block of 16), an odd output (a last row
+    // no window covers), no bias.
+    {{"same_rgb_partial", {3, 9, 11, 3}, {3, 3, 3, 20}, {.padding = {1, 1, 1, 1}}, false}, {2, 2}},
+    {{"wide_window", {2, 10, 9, 2}, {2, 4, 2, 17}, {.padding = {0, 1, 2, 1}, .activation = FusedActivation::kRelu}, true},
+     {3, 2}},
+    {{"ties_relu", {3, 8, 8, 2}, {3, 3, 2, 16}, {.activation = FusedActivation::kRelu}, true}, {2, 2}, true},
+};
+
+Pool2dOptions pool_options_of(const ConvPoolCase& c) { return {.pool_size = c.pool, .strides = c.pool}; }
+
+// Halves and units: with parity's coarse() inputs every product and sum is exact in float32.
+Gen units() {
+  return [](std::mt19937_64& r, DType, std::int64_t) -> double {
+    constexpr double kValues[] = {-1.0, -0.5, 0.0, 0.5, 1.0};
+    return kValues[r() % 5];
+  };
+}
+
+// The convolution in double, then per window (row-major) its first maximum: calls
+// f(y index, winning conv index, max) for every pooling window, with `conv`/`acc` the conv's
+// values and sums of magnitudes.
+struct ConvPoolRef {
+  std::vector<double> conv, acc;
+  ConvPoolRef(const ConvPoolCase& c, const std::vector<Host>& in) {
+    const ConvGeom g = geom(c.conv);
+    const std::int64_t n = g.n * g.oh * g.ow * g.oc;
+    conv.assign(static_cast<std::size_t>(n), 0.0);
+    acc.assign(static_cast<std::size_t>(n), 0.0);
+    for_each_term(c.conv, [&](std::int64_t yi, std::int64_t xi, std::int64_t ki) {
+      conv[static_cast<std::size_t>(yi)] += in[0][xi] * in[1][ki];
+      acc[static_cast<std::size_t>(yi)] += std::fabs(in[0][xi] * in[1][ki]);
+    });
+    if (c.conv.bias)
+      for (std::int64_t i = 0; i < n; ++i) {
+        conv[static_cast<std::size_t>(i)] += in[2][i % g.oc];
+        acc[static_cast<std::size_t>(i)] += std::fabs(in[2][i % g.oc]);
+      }
+  }
+  template <typename F>
+  void for_each_window(const ConvPoolCase& c, F&& f) const {
+    const ConvGeom g = geom(c.conv);
+    const std::int64_t ph = g.oh / c.pool[0], pw = g.ow / c.pool[1];
+    for (std::int64_t n = 0; n < g.n; ++n)
+      for (std::int64_t py = 0; py < ph; ++py)
+        for (std::int64_t px = 0; px < pw; ++px)
+          for (std::int64_t o = 0; o < g.oc; ++o) {
+            std::int64_t best = -1;
+            for (std::int64_t wy = 0; wy < c.pool[0]; ++wy)
+              for (std::int64_t wx = 0; wx < c.pool[1]; ++wx) {
+                const std::int64_t i = ((n * g.oh + py * c.pool[0] + wy) * g.ow + px * c.pool[1] + wx) * g.oc + o;
+                if (best < 0 || conv[static_cast<std::size_t>(i)] > conv[static_cast<std::size_t>(best)]) best = i;
+              }
+            f(((n * ph + py) * pw + px) * g.oc + o, best, conv[static_cast<std::size_t>(best)]);
+          }
+  }
+};
+
+std::vector<InputSpec> conv_pool_inputs(const ConvPoolCase& c) {
+  const Gen x = c.ties ? coarse() : uniform(-1, 1), k = c.ties ? units() : uniform(-1, 1);
+  std::vector<InputSpec> inputs{{c.conv.x, x, {}}, {c.conv.k, k, {}}};
+  if (c.conv.bias) inputs.push_back({{c.conv.k[3]}, c.ties ? units() : uniform(-1, 1), {}});
+  return inputs;
+}
+
+Shape pooled_shape(const ConvPoolCase& c) {
+  const ConvGeom g = geom(c.conv);
+  return {g.n, g.oh / c.pool[0], g.ow / c.pool[1], g.oc};
+}
+
+Row conv_pool_row(const ConvPoolCase& c) {
+  const bool relu = c.conv.o.activation == FusedActivation::kRelu;
+  return make_row(
+      "conv2d_max_pool2d", c.conv.variant, "conv2d_max_pool2d", floats(), {{KernelOp::kConv2dMaxPool2d, {}}},
+      conv_pool_inputs(c),
+      [c](const std::vector<Tensor>& in, DType) {
+        return std::vector<Tensor>{
+            conv2d_max_pool2d(in[0], in[1], c.conv.bias ? in[2] : Tensor(), c.conv.o, pool_options_of(c))};
+      },
+      [c, relu](const std::vector<Host>& in, DType) {
+        const ConvPoolRef ref(c, in);
+        Expected e(pooled_shape(c));
+        ref.for_each_window(c, [&](std::int64_t yi, std::int64_t best, double m) {
+          e.set(yi, relu ? std::max(m, 0.0) : m, ref.acc[static_cast<std::size_t>(best)]);
+        });
+        return std::vector<Expected>{e};
+      });
+}
+
+// The gradients by a GradientTape (dx through the convolution's own input gradient), of
+// sum(y * dy) for a given dy.
+Row conv_pool_grad_row(const ConvPoolCase& c) {
+  const bool relu = c.conv.o.activation == FusedActivation::kRelu;
+  std::vector<InputSpec> inputs = conv_pool_inputs(c);
+  inputs.push_back({pooled_shape(c), c.ties ? units() : uniform(-1, 1), {}});
+  return make_row(
+      "conv2d_max_pool2d_grad", c.conv.variant, "conv2d_max_pool2d", floats(),
+      {{KernelOp::kConv2dMaxPool2d, {}},
+       {KernelOp::kConv2dMaxPool2dBackwardWeights, {}},
+       {KernelOp::kMaxUnpool2d, {}},
+       {KernelOp::kConv2dBackwardData, {}}},
+      inputs,
+      [c](const std::vector<Tensor>& in, DType) {
+        const Tensor bias = c.conv.bias ? in[2] : Tensor();
+        GradientTape tape;
+        std::vector<Tensor> sources{in[0], in[1]};
+        if (c.conv.bias) sources.push_back(bias);
+        for (const Tensor& t : sources) tape.watch(t);
+        const Tensor y = conv2d_max_pool2d(in[0], in[1], bias, c.conv.o, pool_options_of(c));
+        return tape.gradient(sum(mul(y, in.back())), sources);
+      },
+      [c, relu](const std::vector<Host>& in, DType) {
+        const ConvPoolRef ref(c, in);
+        const ConvGeom g = geom(c.conv);
+        const Host& dy = in.back();
+        std::vector<double> dconv(ref.conv.size(), 0.0);
+        ref.for_each_window(c, [&](std::int64_t yi, std::int64_t best, double m) {
+          if (!relu || m > 0) dconv[static_cast<std::size_t>(best)] = dy[yi];
+        });
+        Sums dx(c.conv.x.numel()), dk(c.conv.k.numel()), db(g.oc);
+        for_each_term(c.conv, [&](std::int64_t yi, std::int64_t xi, std::int64_t ki) {
+          dx.add(xi, dconv[static_cast<std::size_t>(yi)] * in[1][ki]);
+          dk.add(ki, dconv[static_cast<std::size_t>(yi)] * in[0][xi]);
+        });
+        std::vector<Expected> out{dx.to(c.conv.x), dk.to(c.conv.k)};
+        if (c.conv.bias) {
+          for (std::size_t i = 0; i < dconv.size(); ++i) db.add(static_cast<std::int64_t>(i) % g.oc, dconv[i]);
+          out.push_back(db.to({g.oc}));
+        }
+        return out;
+      });
+}
 }  // namespace
 
 std::vector<Row> conv_pool_rows() {
@@ -248,6 +392,10 @@ std::vector<Row> conv_pool_rows() {
       rows.push_back(pool_grad_row(p, max));
     }
     rows.push_back(pool_grad_row(p, true, true));
+  }
+  for (const ConvPoolCase& c : kConvPoolCases) {
+    rows.push_back(conv_pool_row(c));
+    rows.push_back(conv_pool_grad_row(c));
   }
   return rows;
 }

@@ -37,6 +37,8 @@ class Conv2DLayer final : public Layer {
   Tensor call(const Tensor& x, const CallContext& ctx) const override;
   bool has_softmax_output() const override { return activation_ == ActivationKind::kSoftmax; }
   Tensor call_logits(const Tensor& x, const CallContext& ctx) const override;
+  /// With a MaxPooling2D next (and a linear or relu activation): conv2d_max_pool2d.
+  Tensor call_then(const Layer& next, const Tensor& x, const CallContext& ctx) const override;
   const Conv2DOptions& options() const { return options_; }
   const Variable& kernel() const { return kernel_; }
   const Variable& bias() const { return bias_; }
@@ -105,9 +107,11 @@ class Pooling2DLayer final : public Layer {
   Tensor call(const Tensor& x, const CallContext& ctx) const override;
   const Pooling2DOptions& options() const { return options_; }
   Pair strides() const { return options_.strides.value_or(options_.pool_size); }
+  bool is_max() const { return max_; }
+  /// The op's options for an input of this shape ("same" turned into padding).
+  Pool2dOptions geometry(const Shape& input_shape) const;
 
  private:
-  Pool2dOptions geometry(const Shape& input_shape) const;
   bool max_;
   Pooling2DOptions options_;
   PaddingMode padding_;

@@ -51,6 +51,12 @@ class Layer {
   /// that cross-entropy is computed stably as Keras does. Undefined for other layers.
   virtual bool has_softmax_output() const { return false; }
   virtual Tensor call_logits(const Tensor&, const CallContext&) const { return Tensor(); }
+  /// next.call(call(x)) in one fused op where this layer and `next` have one (Conv2D then
+  /// MaxPooling2D: conv2d_max_pool2d), else undefined. Models call it where `next` is the only
+  /// reader of this layer's output, since that output then exists nowhere.
+  virtual Tensor call_then(const Layer& /*next*/, const Tensor& /*x*/, const CallContext& /*ctx*/) const {
+    return Tensor();
+  }
 
   /// The layer's mixed-precision policy: the global policy when the layer was made, unless set.
   const mixed_precision::Policy& dtype_policy() const { return policy_; }

@@ -160,6 +160,19 @@ Tensor max_pool2d(const Tensor& x, const Pool2dOptions& options = {});
 /// excluded, as TensorFlow's "same").
 Tensor avg_pool2d(const Tensor& x, const Pool2dOptions& options = {});
 
+/// max_pool2d(conv2d(x, kernel, bias, conv), pool) in one pass, never storing the convolution's
+/// output; the gradient goes straight to each window's first maximum. For what a backend's fused
+/// kernel takes (the CPU built for AVX-512, float32: a stride-1 convolution whose window holds at
+/// most 32 inputs, such as a first layer's 3x3 over 1 or 3 channels, pooled by windows that tile
+/// its output); anything else is a ValueError, so callers ask conv2d_max_pool2d_supported first.
+Tensor conv2d_max_pool2d(const Tensor& x, const Tensor& kernel, const Tensor& bias, const Conv2dOptions& conv,
+                         const Pool2dOptions& pool);
+/// Whether conv2d_max_pool2d takes these arguments on x's device (false also for arguments
+/// conv2d or max_pool2d would reject). Layers fuse a Conv2D with the MaxPooling2D that alone
+/// reads it when this says so.
+bool conv2d_max_pool2d_supported(const Tensor& x, const Tensor& kernel, const Tensor& bias, const Conv2dOptions& conv,
+                                 const Pool2dOptions& pool);
+
 /// x (N, H, W, C) surrounded by zeros: (N, H + top + bottom, W + left + right, C).
 Tensor zero_pad2d(const Tensor& x, const Padding2d& padding);
 
@@ -189,6 +202,14 @@ std::array<Tensor, 2> conv2d_kernel_grad(const Tensor& x, const Tensor& dy, cons
 /// anyway; windows whose maximum is not positive then hand out nothing (see GradientTape).
 Tensor pool2d_grad(bool max, const Tensor& x, const Tensor& y, const Tensor& dy, const Pool2dOptions& options,
                    bool relu_input = false);
+
+/// {dx, dkernel, dbias} of the fused conv2d_max_pool2d from its output y and the byte `arg` it
+/// recorded (each window's first maximum); each is undefined unless `needs` asks for it (dbias
+/// also unless with_bias).
+std::array<Tensor, 3> conv2d_max_pool2d_grad(const Tensor& x, const Tensor& kernel, bool with_bias, const Tensor& y,
+                                            const Tensor& arg, const Tensor& dy, const Conv2dOptions& conv,
+                                            const std::array<std::int64_t, 2>& pool_size,
+                                            const std::array<bool, 3>& needs);
 
 // ---- optimizer updates, fused and in place (a Tensor handle aliases the variable's memory) ----
 /// sum of squares of every element, accumulated in double.

@@ -94,6 +94,9 @@ class Functional final : public Model {
   std::string summary() const override;
 
  private:
+  /// Whether node i and node i + 1 may run as one fused op: i + 1 reads node i alone, and no
+  /// other node reads node i.
+  bool fuses_with_next(std::size_t i) const;
   Tensor run_node(const Node& node, const std::vector<Tensor>& values, const layers::CallContext& ctx,
                   bool logits) const;
   std::vector<layers::LayerPtr> layers_;

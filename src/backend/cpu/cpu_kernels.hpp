@@ -110,5 +110,15 @@ void conv2d_backward_data(ComputeContext&, const Conv2dDesc&, const void*, const
 void conv2d_backward_weights(ComputeContext&, const Conv2dDesc&, const void*, const void*, void*, void*);
 void pool2d(ComputeContext&, const Pool2dDesc&, const void*, void*);
 void pool2d_backward(ComputeContext&, const Pool2dDesc&, const void*, const void*, const void*, void*);
+// conv_pool.cpp, written for AVX-512 F/BW/VL (elsewhere the table leaves them out and the ops take
+// the unfused path).
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
+#define LOCKSTEP_CPU_CONV_MAX_POOL 1
+void conv2d_max_pool2d(ComputeContext&, const Conv2dDesc&, const Pool2dDesc&, const void*, const void*, const void*,
+                       void*, std::uint8_t*);
+void conv2d_max_pool2d_backward_weights(ComputeContext&, const Conv2dDesc&, const Pool2dDesc&, const void*,
+                                        const void*, const std::uint8_t*, const void*, void*, void*);
+void max_unpool2d(ComputeContext&, const Pool2dDesc&, const void*, const std::uint8_t*, const void*, void*);
+#endif
 
 }  // namespace lockstep::backend::cpu

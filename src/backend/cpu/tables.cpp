@@ -53,6 +53,11 @@ constexpr KernelTable f32_table() {
   t.conv2d_backward_weights = conv2d_backward_weights;
   t.pool2d = pool2d;
   t.pool2d_backward = pool2d_backward;
+#ifdef LOCKSTEP_CPU_CONV_MAX_POOL
+  t.conv2d_max_pool2d = conv2d_max_pool2d;
+  t.conv2d_max_pool2d_backward_weights = conv2d_max_pool2d_backward_weights;
+  t.max_unpool2d = max_unpool2d;
+#endif
   return t;
 }
 

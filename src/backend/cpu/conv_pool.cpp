@@ -1,0 +1,238 @@
+// A convnet's first convolution and the max pooling after it in one pass, never storing the
+// convolution's output (DESIGN-NOTES, "Convolution and max pooling in one pass").
+//
+// Why: in Keras' MNIST convnet the first convolution (3x3, one input channel, 32 filters) does
+// 3% of the step's multiplies but writes an 11 MB output at batch 128, which max pooling's
+// forward, its backward, the kernel gradient and the bias gradient then each read or write in
+// full: about a quarter of a step, all memory-bound (PERFORMANCE 9). Here each pooling window's
+// convolutions are computed in registers, only the window's maximum and the index of its first
+// maximum (a byte) are stored, and the backward sends each gradient to that index directly.
+//
+// How: a convolution whose window holds at most kMaxFusedConvTaps inputs (kh * kw * c) keeps
+// the taps of 16 filters in zmm registers (K of them, K a template argument) and broadcasts each
+// input once per tap; the backward accumulates the kernel gradient of 16 filters in K registers
+// per example. The batch is split into BatchParts like the oneDNN convolutions; the kernel
+// gradient's parts are added in part order (bit-reproducible for a given pool size). The
+// forward's numbers do not depend on the split.
+#include "backend/cpu/cpu_kernels.hpp"
+
+#ifdef LOCKSTEP_CPU_CONV_MAX_POOL
+#include <immintrin.h>
+
+#include <algorithm>
+#include <array>
+#include <cstring>
+#include <limits>
+#include <utility>
+#include <vector>
+
+#include "backend/cpu/conv_common.hpp"
+
+namespace lockstep::backend::cpu {
+
+namespace {
+constexpr std::int64_t kLanes = 16;
+
+// The padded input's size and where a window's taps lie from its top-left input, in floats.
+struct Taps {
+  std::int64_t hp = 0, wp = 0, row = 0;  // padded height, width, floats per padded row
+  std::int64_t count = 0;                // kh * kw * c, in the kernel's (ky, kx, ci) order
+  std::array<std::int64_t, kMaxFusedConvTaps> offset{};
+};
+Taps taps_of(const Conv2dDesc& c) {
+  Taps t;
+  t.hp = c.h + c.pad_top + c.pad_bottom;
+  t.wp = c.w + c.pad_left + c.pad_right;
+  t.row = t.wp * c.c;
+  for (std::int64_t ky = 0; ky < c.kh; ++ky)
+    for (std::int64_t kx = 0; kx < c.kw; ++kx)
+      for (std::int64_t ci = 0; ci < c.c; ++ci) t.offset[static_cast<std::size_t>(t.count++)] = ky * t.row + kx * c.c + ci;
+  return t;
+}
+
+bool pads(const Conv2dDesc& c) { return c.pad_top || c.pad_bottom || c.pad_left || c.pad_right; }
+
+// Example n of x; copied into `scratch` with its zero border when the convolution pads, so the
+// inner loops read every tap without a bounds check.
+const float* example(const Conv2dDesc& c, const Taps& t, const float* x, std::int64_t n, std::vector<float>& scratch) {
+  const float* xn = x + n * c.h * c.w * c.c;
+  if (!pads(c)) return xn;
+  scratch.assign(static_cast<std::size_t>(t.hp * t.row), 0.0f);
+  for (std::int64_t iy = 0; iy < c.h; ++iy)
+    std::memcpy(scratch.data() + (iy + c.pad_top) * t.row + c.pad_left * c.c, xn + iy * c.w * c.c,
+                static_cast<std::size_t>(c.w * c.c) * sizeof(float));
+  return scratch.data();
+}
+
+__mmask16 lanes_from(std::int64_t o0, std::int64_t oc) {
+  return oc - o0 >= kLanes ? __mmask16(0xFFFF) : static_cast<__mmask16>((1u << (oc - o0)) - 1u);
+}
+
+// One example: y and arg of every pooling window, 16 filters at a time.
+template <int K>
+void forward_example(const Conv2dDesc& c, const Pool2dDesc& p, const Taps& t, const float* xp, const float* w,
+                     const float* bias, float* yn, std::uint8_t* an) {
+  const std::int64_t oc = c.oc;
+  const __m512 lowest = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
+  for (std::int64_t o0 = 0; o0 < oc; o0 += kLanes) {
+    const __mmask16 lanes = lanes_from(o0, oc);
+    __m512 wv[K];
+    for (int k = 0; k < K; ++k) wv[k] = _mm512_maskz_loadu_ps(lanes, w + k * oc + o0);
+    const __m512 bv = bias ? _mm512_maskz_loadu_ps(lanes, static_cast<const float*>(bias) + o0) : _mm512_setzero_ps();
+    for (std::int64_t py = 0; py < p.oh; ++py) {
+      for (std::int64_t px = 0; px < p.ow; ++px) {
+        __m512 best = lowest;
+        __m512i arg = _mm512_setzero_si512();
+        int q = 0;
+        for (std::int64_t wy = 0; wy < p.kh; ++wy) {
+          for (std::int64_t wx = 0; wx < p.kw; ++wx, ++q) {
+            const float* base = xp + (py * p.kh + wy) * t.row + (px * p.kw + wx) * c.c;
+            __m512 acc = bv;
+            for (int k = 0; k < K; ++k) acc = _mm512_fmadd_ps(_mm512_set1_ps(base[t.offset[k]]), wv[k], acc);
+            // The first maximum wins (later equal ones do not), and so does a NaN, once.
+            const __mmask16 ordered = _mm512_cmp_ps_mask(best, best, _CMP_ORD_Q);
+            const __mmask16 wins = _mm512_mask_cmp_ps_mask(ordered, acc, best, _CMP_NLE_UQ);
+            best = _mm512_mask_mov_ps(best, wins, acc);
+            arg = _mm512_mask_mov_epi32(arg, wins, _mm512_set1_epi32(q));
+          }
+        }
+        // relu(max) == max(relu); a NaN stays NaN (an ordered compare is false for it).
+        if (c.relu) best = _mm512_mask_mov_ps(best, _mm512_cmp_ps_mask(best, _mm512_setzero_ps(), _CMP_LT_OQ), _mm512_setzero_ps());
+        const std::int64_t i = (py * p.ow + px) * oc + o0;
+        _mm512_mask_storeu_ps(yn + i, lanes, best);
+        _mm512_mask_cvtepi32_storeu_epi8(an + i, lanes, arg);
+      }
+    }
+  }
+}
+
+// One example's kernel gradient (added to dw) and bias gradient (added to db), 16 filters at a
+// time, summed over the example in registers first.
+template <int K>
+void backward_example(const Conv2dDesc& c, const Pool2dDesc& p, const Taps& t, const float* xp, const float* yn,
+                      const std::uint8_t* an, const float* dyn, float* dw, float* db) {
+  const std::int64_t oc = c.oc;
+  const __m512 zero = _mm512_setzero_ps();
+  for (std::int64_t o0 = 0; o0 < oc; o0 += kLanes) {
+    const __mmask16 lanes = lanes_from(o0, oc);
+    __m512 acc[K];
+    for (int k = 0; k < K; ++k) acc[k] = zero;
+    __m512 bacc = zero;
+    for (std::int64_t py = 0; py < p.oh; ++py) {
+      for (std::int64_t px = 0; px < p.ow; ++px) {
+        const std::int64_t i = (py * p.ow + px) * oc + o0;
+        __m512 g = _mm512_maskz_loadu_ps(lanes, dyn + i);
+        if (p.relu_input) g = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(_mm512_maskz_loadu_ps(lanes, yn + i), zero, _CMP_GT_OQ), g);
+        bacc = _mm512_add_ps(bacc, g);
+        const __m512i arg = _mm512_maskz_cvtepu8_epi32(lanes, _mm_maskz_loadu_epi8(lanes, an + i));
+        int q = 0;
+        for (std::int64_t wy = 0; wy < p.kh; ++wy) {
+          for (std::int64_t wx = 0; wx < p.kw; ++wx, ++q) {
+            const __mmask16 hit = _mm512_mask_cmpeq_epi32_mask(lanes, arg, _mm512_set1_epi32(q));
+            if (hit == 0) continue;
+            const __m512 gq = _mm512_maskz_mov_ps(hit, g);
+            const float* base = xp + (py * p.kh + wy) * t.row + (px * p.kw + wx) * c.c;
+            for (int k = 0; k < K; ++k) acc[k] = _mm512_fmadd_ps(_mm512_set1_ps(base[t.offset[k]]), gq, acc[k]);
+          }
+        }
+      }
+    }
+    for (int k = 0; k < K; ++k) {
+      float* out = dw + k * oc + o0;
+      _mm512_mask_storeu_ps(out, lanes, _mm512_add_ps(_mm512_maskz_loadu_ps(lanes, out), acc[k]));
+    }
+    if (db) _mm512_mask_storeu_ps(db + o0, lanes, _mm512_add_ps(_mm512_maskz_loadu_ps(lanes, db + o0), bacc));
+  }
+}
+
+using ForwardFn = void (*)(const Conv2dDesc&, const Pool2dDesc&, const Taps&, const float*, const float*,
+                           const float*, float*, std::uint8_t*);
+using BackwardFn = void (*)(const Conv2dDesc&, const Pool2dDesc&, const Taps&, const float*, const float*,
+                            const std::uint8_t*, const float*, float*, float*);
+template <std::size_t... I>
+constexpr std::array<ForwardFn, sizeof...(I)> forward_fns(std::index_sequence<I...>) {
+  return {&forward_example<static_cast<int>(I) + 1>...};
+}
+template <std::size_t... I>
+constexpr std::array<BackwardFn, sizeof...(I)> backward_fns(std::index_sequence<I...>) {
+  return {&backward_example<static_cast<int>(I) + 1>...};
+}
+constexpr auto kForward = forward_fns(std::make_index_sequence<kMaxFusedConvTaps>());
+constexpr auto kBackward = backward_fns(std::make_index_sequence<kMaxFusedConvTaps>());
+
+double fused_flops(const Conv2dDesc& c, const Pool2dDesc& p) {
+  return 2.0 * static_cast<double>(c.n * p.oh * p.ow * p.kh * p.kw * c.oc * c.kh * c.kw * c.c);
+}
+}  // namespace
+
+void conv2d_max_pool2d(ComputeContext& ctx, const Conv2dDesc& c, const Pool2dDesc& p, const void* x, const void* w,
+                       const void* bias, void* y, std::uint8_t* arg) {
+  const Taps t = taps_of(c);
+  const ForwardFn fn = kForward[static_cast<std::size_t>(t.count - 1)];
+  const auto* xs = static_cast<const float*>(x);
+  auto* ys = static_cast<float*>(y);
+  const std::int64_t per_y = p.oh * p.ow * c.oc;
+  BatchParts(ctx, c.n, fused_flops(c, p)).run(ctx, [&](std::int64_t, std::int64_t n0, std::int64_t n1) {
+    thread_local std::vector<float> scratch;
+    for (std::int64_t n = n0; n < n1; ++n)
+      fn(c, p, t, example(c, t, xs, n, scratch), static_cast<const float*>(w), static_cast<const float*>(bias),
+         ys + n * per_y, arg + n * per_y);
+  });
+}
+
+void conv2d_max_pool2d_backward_weights(ComputeContext& ctx, const Conv2dDesc& c, const Pool2dDesc& p, const void* x,
+                                        const void* y, const std::uint8_t* arg, const void* dy, void* dw, void* db) {
+  const Taps t = taps_of(c);
+  const BackwardFn fn = kBackward[static_cast<std::size_t>(t.count - 1)];
+  const std::int64_t wn = t.count * c.oc, bn = db ? c.oc : 0, per_y = p.oh * p.ow * c.oc;
+  const BatchParts parts(ctx, c.n, fused_flops(c, p));
+  // Part 0 writes the result; the others write partial sums added afterwards in part order.
+  thread_local std::vector<float> t_partial;
+  std::vector<float>& partial = t_partial;  // the caller's, not each pool thread's
+  partial.assign(static_cast<std::size_t>((parts.count() - 1) * (wn + bn)), 0.0f);
+  std::fill_n(static_cast<float*>(dw), wn, 0.0f);
+  if (db) std::fill_n(static_cast<float*>(db), bn, 0.0f);
+  const auto* xs = static_cast<const float*>(x);
+  const auto* ys = static_cast<const float*>(y);
+  const auto* dys = static_cast<const float*>(dy);
+  parts.run(ctx, [&](std::int64_t part, std::int64_t n0, std::int64_t n1) {
+    float* out_w = part == 0 ? static_cast<float*>(dw) : partial.data() + (part - 1) * (wn + bn);
+    float* out_b = !db ? nullptr : part == 0 ? static_cast<float*>(db) : out_w + wn;
+    thread_local std::vector<float> scratch;
+    for (std::int64_t n = n0; n < n1; ++n)
+      fn(c, p, t, example(c, t, xs, n, scratch), ys + n * per_y, arg + n * per_y, dys + n * per_y, out_w, out_b);
+  });
+  auto* w_out = static_cast<float*>(dw);
+  auto* b_out = static_cast<float*>(db);
+  for (std::int64_t part = 1; part < parts.count(); ++part) {
+    const float* src = partial.data() + (part - 1) * (wn + bn);
+    for (std::int64_t i = 0; i < wn; ++i) w_out[i] += src[i];
+    for (std::int64_t i = 0; i < bn; ++i) b_out[i] += src[wn + i];
+  }
+}
+
+void max_unpool2d(ComputeContext& ctx, const Pool2dDesc& p, const void* y, const std::uint8_t* arg, const void* dy,
+                  void* dx) {
+  const auto* ys = static_cast<const float*>(y);
+  const auto* dys = static_cast<const float*>(dy);
+  auto* dxs = static_cast<float*>(dx);
+  const std::int64_t c = p.c, per_x = p.h * p.w * c, per_y = p.oh * p.ow * c;
+  BatchParts(ctx, p.n, static_cast<double>(p.n * per_x)).run(ctx, [&](std::int64_t, std::int64_t n0, std::int64_t n1) {
+    for (std::int64_t n = n0; n < n1; ++n) {
+      float* dxn = dxs + n * per_x;
+      std::fill_n(dxn, per_x, 0.0f);
+      for (std::int64_t py = 0; py < p.oh; ++py)
+        for (std::int64_t px = 0; px < p.ow; ++px)
+          for (std::int64_t ch = 0; ch < c; ++ch) {
+            const std::int64_t i = n * per_y + (py * p.ow + px) * c + ch;
+            if (p.relu_input && !(ys[i] > 0.0f)) continue;
+            const std::int64_t a = arg[i], iy = py * p.kh + a / p.kw, ix = px * p.kw + a % p.kw;
+            dxn[(iy * p.w + ix) * c + ch] = dys[i];
+          }
+    }
+  });
+}
+
+}  // namespace lockstep::backend::cpu
+
+#endif  // LOCKSTEP_CPU_CONV_MAX_POOL

@@ -1,0 +1,160 @@
+// A Conv2D whose only reader is a MaxPooling2D runs as one fused op (conv2d_max_pool2d) in
+// Sequential and Functional models, where the backend has the kernel; the results and the
+// gradients must be those of the two layers called one after the other.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+
+#include "lockstep/lockstep.hpp"
+
+namespace lockstep {
+namespace {
+
+Tensor random_tensor(const Shape& s, std::uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  std::vector<float> v(static_cast<std::size_t>(s.numel()));
+  for (auto& x : v) x = u(rng);
+  return Tensor::from_vector(v, s);
+}
+
+// The op types recorded while it is installed (every op is offered to it).
+class OpLog : public OpRecorder {
+ public:
+  OpLog() : previous_(set_current_recorder(this)) {}
+  ~OpLog() override { set_current_recorder(previous_); }
+  OpLog(const OpLog&) = delete;
+  OpLog& operator=(const OpLog&) = delete;
+  bool wants(const Tensor* const*, int) const override { return true; }
+  void record(const OpRecord& r) override { types.push_back(r.type); }
+  std::size_t count(OpType t) const { return static_cast<std::size_t>(std::count(types.begin(), types.end(), t)); }
+  std::vector<OpType> types;
+
+ private:
+  OpRecorder* previous_;
+};
+
+// |got - want| <= 1e-5 * max |want| (+ a tiny floor), elementwise; the two sum in other orders.
+void expect_close(const Tensor& got, const Tensor& want, const std::string& what) {
+  ASSERT_TRUE(got.defined() && want.defined()) << what;
+  ASSERT_EQ(got.shape(), want.shape()) << what;
+  const auto g = got.to_vector<float>(), w = want.to_vector<float>();
+  float scale = 1e-6f;
+  for (float v : w) scale = std::max(scale, std::fabs(v));
+  std::size_t bad = 0;
+  for (std::size_t i = 0; i < g.size(); ++i) bad += !(std::fabs(g[i] - w[i]) <= 1e-5f * scale);
+  EXPECT_EQ(bad, 0u) << what << ": " << bad << " of " << g.size() << " elements differ by more than 1e-5 * " << scale;
+}
+
+// Each layer's call() in turn: the unfused reference, with the same variables.
+Tensor layer_by_layer(const std::vector<layers::LayerPtr>& ls, Tensor h) {
+  for (const auto& l : ls) h = l->call(h, {});
+  return h;
+}
+
+bool fused_kernel_here() {
+  const Tensor x = Tensor::zeros({1, 4, 4, 1}), k = Tensor::zeros({3, 3, 1, 2});
+  return conv2d_max_pool2d_supported(x, k, Tensor(), {}, {});
+}
+
+TEST(ConvPoolFusion, SequentialFusesTheFirstConvolutionWithItsPoolingAndComputesTheSame) {
+  if (!fused_kernel_here()) GTEST_SKIP() << "this CPU build has no fused conv2d_max_pool2d kernel (it needs AVX-512)";
+  set_random_seed(7);
+  // The first Conv2D (3x3 over 1 channel: 9 taps) is fused with its pooling; the second (3x3
+  // over 8 channels: 72 taps) is not, and the last MaxPooling2D feeds Flatten as usual.
+  const std::vector<layers::LayerPtr> ls{layers::Conv2D(8, {3, 3}, "relu"), layers::MaxPooling2D({2, 2}),
+                                         layers::Conv2D(6, {3, 3}, "relu"), layers::MaxPooling2D({2, 2}),
+                                         layers::Flatten(),                  layers::Dense(3)};
+  Sequential model(ls);
+  model.build(Shape{-1, 14, 14, 1});
+  const Tensor x = random_tensor({5, 14, 14, 1}, 1);
+  Tensor y;
+  {
+    OpLog log;
+    y = model(x);
+    EXPECT_EQ(log.count(OpType::kConv2dMaxPool2d), 1u);
+    EXPECT_EQ(log.count(OpType::kConv2d), 1u);
+    EXPECT_EQ(log.count(OpType::kMaxPool2d), 1u);
+  }
+  expect_close(y, layer_by_layer(ls, x), "output");
+
+  // The gradient of every variable, through the fused op's backward.
+  const Tensor r = random_tensor(y.shape(), 2);
+  const auto vars = model.variables();
+  const auto grads = [&](bool fused) {
+    GradientTape tape;
+    const Tensor out = fused ? model(x) : layer_by_layer(ls, x);
+    return tape.gradient(sum(mul(out, r)), vars);
+  };
+  const auto got = grads(true), want = grads(false);
+  for (std::size_t i = 0; i < vars.size(); ++i) expect_close(got[i], want[i], vars[i].name());
+}
+
+TEST(ConvPoolFusion, LinearActivationAndSamePaddingAreFusedToo) {
+  if (!fused_kernel_here()) GTEST_SKIP() << "this CPU build has no fused conv2d_max_pool2d kernel (it needs AVX-512)";
+  set_random_seed(8);
+  // 3 input channels, 20 filters (a partial block of 16), an odd 9x11 output pooled 2x2.
+  const std::vector<layers::LayerPtr> ls{layers::Conv2D(20, {3, 3}, "linear", "same"), layers::MaxPooling2D({2, 2}),
+                                         layers::Flatten(), layers::Dense(2)};
+  Sequential model(ls);
+  model.build(Shape{-1, 9, 11, 3});
+  const Tensor x = random_tensor({4, 9, 11, 3}, 3);
+  OpLog log;
+  const Tensor y = model(x);
+  EXPECT_EQ(log.count(OpType::kConv2dMaxPool2d), 1u);
+  expect_close(y, layer_by_layer(ls, x), "output");
+}
+
+TEST(ConvPoolFusion, FunctionalFusesAConvolutionOnlyWhereThePoolingIsItsOnlyReader) {
+  if (!fused_kernel_here()) GTEST_SKIP() << "this CPU build has no fused conv2d_max_pool2d kernel (it needs AVX-512)";
+  set_random_seed(9);
+  // a -> MaxPooling2D alone (fused); b -> MaxPooling2D and AveragePooling2D (not fused: b's
+  // output is needed twice).
+  const auto conv_a = layers::Conv2D(4, {3, 3}, "relu"), conv_b = layers::Conv2D(4, {3, 3}, "relu");
+  const auto pool_a = layers::MaxPooling2D({2, 2}), pool_b = layers::MaxPooling2D({2, 2});
+  const auto avg_b = layers::AveragePooling2D({2, 2});
+  const auto add = layers::Add(), flatten = layers::Flatten(), dense = layers::Dense(2);
+  const KerasTensor in = Input({10, 10, 1});
+  const KerasTensor a = call(conv_a, in), b = call(conv_b, in);
+  const KerasTensor merged = call(add, {call(pool_a, a), call(pool_b, b), call(avg_b, b)});
+  Functional model(in, call(dense, call(flatten, merged)));
+  const Tensor x = random_tensor({3, 10, 10, 1}, 4);
+  Tensor y;
+  {
+    OpLog log;
+    y = model(x);
+    EXPECT_EQ(log.count(OpType::kConv2dMaxPool2d), 1u);
+    EXPECT_EQ(log.count(OpType::kConv2d), 1u);
+  }
+  const Tensor ya = pool_a->call(conv_a->call(x, {}), {});
+  const Tensor bx = conv_b->call(x, {});
+  const auto* merge = dynamic_cast<const layers::MergeLayer*>(add.get());
+  ASSERT_NE(merge, nullptr);
+  const Tensor m = merge->merge({ya, pool_b->call(bx, {}), avg_b->call(bx, {})}, {});
+  expect_close(y, dense->call(flatten->call(m, {}), {}), "output");
+}
+
+TEST(ConvPoolFusion, TheOpRefusesWhatItsKernelDoesNotTakeAndSaysWhy) {
+  if (!fused_kernel_here()) GTEST_SKIP() << "this CPU build has no fused conv2d_max_pool2d kernel (it needs AVX-512)";
+  const Tensor x = Tensor::zeros({2, 8, 8, 4}), k = Tensor::zeros({3, 3, 4, 8});  // 36 taps
+  EXPECT_FALSE(conv2d_max_pool2d_supported(x, k, Tensor(), {}, {}));
+  try {
+    (void)conv2d_max_pool2d(x, k, Tensor(), {}, {});
+    ADD_FAILURE() << "expected a ValueError";
+  } catch (const ValueError& e) {
+    EXPECT_NE(std::string(e.what()).find("kernel height * width * channels <= 32"), std::string::npos) << e.what();
+  }
+  // Overlapping pool windows, strides, a shape conv2d itself rejects: not fused either.
+  const Tensor k1 = Tensor::zeros({3, 3, 1, 2});                          // 9 taps on 1 channel...
+  EXPECT_FALSE(conv2d_max_pool2d_supported(x, k1, Tensor(), {}, {}));  // ...do not match x's 4 channels
+  const Tensor x1 = Tensor::zeros({2, 8, 8, 1}), k9 = Tensor::zeros({3, 3, 1, 8});
+  EXPECT_TRUE(conv2d_max_pool2d_supported(x1, k9, Tensor(), {}, {}));
+  EXPECT_FALSE(conv2d_max_pool2d_supported(x1, k9, Tensor(), {}, {.pool_size = {3, 3}, .strides = {2, 2}}));
+  EXPECT_FALSE(conv2d_max_pool2d_supported(x1, k9, Tensor(), {.strides = {2, 2}}, {}));
+  EXPECT_FALSE(conv2d_max_pool2d_supported(cast(x1, DType::kBF16), cast(k9, DType::kBF16), Tensor(), {}, {}));
+}
+
+}  // namespace
+}  // namespace lockstep
