@@ -32,14 +32,17 @@ namespace lockstep::backend::cpu {
 
 namespace {
 constexpr std::int64_t kLanes = 16;
+constexpr int kGroup = 4;  // window elements convolved at once (a 2x2 pooling window's)
 
-// The padded input's size and where a window's taps lie from its top-left input, in floats.
+// The padded input's size, where a convolution window's taps lie from its top-left input, and
+// where a pooling window's elements (convolutions) start from the pooling window's, in floats.
 struct Taps {
   std::int64_t hp = 0, wp = 0, row = 0;  // padded height, width, floats per padded row
   std::int64_t count = 0;                // kh * kw * c, in the kernel's (ky, kx, ci) order
   std::array<std::int64_t, kMaxFusedConvTaps> offset{};
+  std::array<std::int64_t, 256> element{};  // row-major in the pooling window (at most 255)
 };
-Taps taps_of(const Conv2dDesc& c) {
+Taps taps_of(const Conv2dDesc& c, const Pool2dDesc& p) {
   Taps t;
   t.hp = c.h + c.pad_top + c.pad_bottom;
   t.wp = c.w + c.pad_left + c.pad_right;
@@ -47,6 +50,7 @@ Taps taps_of(const Conv2dDesc& c) {
   for (std::int64_t ky = 0; ky < c.kh; ++ky)
     for (std::int64_t kx = 0; kx < c.kw; ++kx)
       for (std::int64_t ci = 0; ci < c.c; ++ci) t.offset[static_cast<std::size_t>(t.count++)] = ky * t.row + kx * c.c + ci;
+  for (std::int64_t q = 0; q < p.kh * p.kw; ++q) t.element[static_cast<std::size_t>(q)] = (q / p.kw) * t.row + (q % p.kw) * c.c;
   return t;
 }
 
@@ -74,6 +78,7 @@ void forward_example(const Conv2dDesc& c, const Pool2dDesc& p, const Taps& t, co
                      const float* bias, float* yn, std::uint8_t* an) {
   const std::int64_t oc = c.oc;
   const __m512 lowest = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
+  const std::int64_t window = p.kh * p.kw;
   for (std::int64_t o0 = 0; o0 < oc; o0 += kLanes) {
     const __mmask16 lanes = lanes_from(o0, oc);
     __m512 wv[K];
@@ -83,17 +88,25 @@ void forward_example(const Conv2dDesc& c, const Pool2dDesc& p, const Taps& t, co
       for (std::int64_t px = 0; px < p.ow; ++px) {
         __m512 best = lowest;
         __m512i arg = _mm512_setzero_si512();
-        int q = 0;
-        for (std::int64_t wy = 0; wy < p.kh; ++wy) {
-          for (std::int64_t wx = 0; wx < p.kw; ++wx, ++q) {
-            const float* base = xp + (py * p.kh + wy) * t.row + (px * p.kw + wx) * c.c;
-            __m512 acc = bv;
-            for (int k = 0; k < K; ++k) acc = _mm512_fmadd_ps(_mm512_set1_ps(base[t.offset[k]]), wv[k], acc);
+        const float* corner = xp + py * p.kh * t.row + px * p.kw * c.c;
+        // The window's elements kGroup at a time: independent sums, so the FMAs of one do not
+        // wait for the last (a single chain of K FMAs ran at a quarter of the FMA rate).
+        for (std::int64_t q0 = 0; q0 < window; q0 += kGroup) {
+          const float* base[kGroup];
+          for (int j = 0; j < kGroup; ++j) {
+            const std::int64_t q = std::min(q0 + j, window - 1);  // past the end: the last again
+            base[j] = corner + t.element[static_cast<std::size_t>(q)];
+          }
+          __m512 acc[kGroup];
+          for (int j = 0; j < kGroup; ++j) acc[j] = bv;
+          for (int k = 0; k < K; ++k)
+            for (int j = 0; j < kGroup; ++j) acc[j] = _mm512_fmadd_ps(_mm512_set1_ps(base[j][t.offset[k]]), wv[k], acc[j]);
+          for (int j = 0; j < kGroup && q0 + j < window; ++j) {
             // The first maximum wins (later equal ones do not), and so does a NaN, once.
             const __mmask16 ordered = _mm512_cmp_ps_mask(best, best, _CMP_ORD_Q);
-            const __mmask16 wins = _mm512_mask_cmp_ps_mask(ordered, acc, best, _CMP_NLE_UQ);
-            best = _mm512_mask_mov_ps(best, wins, acc);
-            arg = _mm512_mask_mov_epi32(arg, wins, _mm512_set1_epi32(q));
+            const __mmask16 wins = _mm512_mask_cmp_ps_mask(ordered, acc[j], best, _CMP_NLE_UQ);
+            best = _mm512_mask_mov_ps(best, wins, acc[j]);
+            arg = _mm512_mask_mov_epi32(arg, wins, _mm512_set1_epi32(static_cast<int>(q0 + j)));
           }
         }
         // relu(max) == max(relu); a NaN stays NaN (an ordered compare is false for it).
@@ -111,7 +124,7 @@ void forward_example(const Conv2dDesc& c, const Pool2dDesc& p, const Taps& t, co
 template <int K>
 void backward_example(const Conv2dDesc& c, const Pool2dDesc& p, const Taps& t, const float* xp, const float* yn,
                       const std::uint8_t* an, const float* dyn, float* dw, float* db) {
-  const std::int64_t oc = c.oc;
+  const std::int64_t oc = c.oc, window = p.kh * p.kw;
   const __m512 zero = _mm512_setzero_ps();
   for (std::int64_t o0 = 0; o0 < oc; o0 += kLanes) {
     const __mmask16 lanes = lanes_from(o0, oc);
@@ -125,15 +138,13 @@ void backward_example(const Conv2dDesc& c, const Pool2dDesc& p, const Taps& t, c
         if (p.relu_input) g = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(_mm512_maskz_loadu_ps(lanes, yn + i), zero, _CMP_GT_OQ), g);
         bacc = _mm512_add_ps(bacc, g);
         const __m512i arg = _mm512_maskz_cvtepu8_epi32(lanes, _mm_maskz_loadu_epi8(lanes, an + i));
-        int q = 0;
-        for (std::int64_t wy = 0; wy < p.kh; ++wy) {
-          for (std::int64_t wx = 0; wx < p.kw; ++wx, ++q) {
-            const __mmask16 hit = _mm512_mask_cmpeq_epi32_mask(lanes, arg, _mm512_set1_epi32(q));
-            if (hit == 0) continue;
-            const __m512 gq = _mm512_maskz_mov_ps(hit, g);
-            const float* base = xp + (py * p.kh + wy) * t.row + (px * p.kw + wx) * c.c;
-            for (int k = 0; k < K; ++k) acc[k] = _mm512_fmadd_ps(_mm512_set1_ps(base[t.offset[k]]), gq, acc[k]);
-          }
+        const float* corner = xp + py * p.kh * t.row + px * p.kw * c.c;
+        for (std::int64_t q = 0; q < window; ++q) {
+          const __mmask16 hit = _mm512_mask_cmpeq_epi32_mask(lanes, arg, _mm512_set1_epi32(static_cast<int>(q)));
+          if (hit == 0) continue;
+          const __m512 gq = _mm512_maskz_mov_ps(hit, g);
+          const float* base = corner + t.element[static_cast<std::size_t>(q)];
+          for (int k = 0; k < K; ++k) acc[k] = _mm512_fmadd_ps(_mm512_set1_ps(base[t.offset[k]]), gq, acc[k]);
         }
       }
     }
@@ -167,7 +178,7 @@ double fused_flops(const Conv2dDesc& c, const Pool2dDesc& p) {
 
 void conv2d_max_pool2d(ComputeContext& ctx, const Conv2dDesc& c, const Pool2dDesc& p, const void* x, const void* w,
                        const void* bias, void* y, std::uint8_t* arg) {
-  const Taps t = taps_of(c);
+  const Taps t = taps_of(c, p);
   const ForwardFn fn = kForward[static_cast<std::size_t>(t.count - 1)];
   const auto* xs = static_cast<const float*>(x);
   auto* ys = static_cast<float*>(y);
@@ -182,7 +193,7 @@ void conv2d_max_pool2d(ComputeContext& ctx, const Conv2dDesc& c, const Pool2dDes
 
 void conv2d_max_pool2d_backward_weights(ComputeContext& ctx, const Conv2dDesc& c, const Pool2dDesc& p, const void* x,
                                         const void* y, const std::uint8_t* arg, const void* dy, void* dw, void* db) {
-  const Taps t = taps_of(c);
+  const Taps t = taps_of(c, p);
   const BackwardFn fn = kBackward[static_cast<std::size_t>(t.count - 1)];
   const std::int64_t wn = t.count * c.oc, bn = db ? c.oc : 0, per_y = p.oh * p.ow * c.oc;
   const BatchParts parts(ctx, c.n, fused_flops(c, p));
