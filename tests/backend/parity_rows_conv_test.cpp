@@ -251,7 +251,11 @@ const ConvPoolCase kConvPoolCases[] = {
     {{"same_rgb_partial", {3, 9, 11, 3}, {3, 3, 3, 20}, {.padding = {1, 1, 1, 1}}, false}, {2, 2}},
     {{"wide_window", {2, 10, 9, 2}, {2, 4, 2, 17}, {.padding = {0, 1, 2, 1}, .activation = FusedActivation::kRelu}, true},
      {3, 2}},
-    {{"ties_relu", {3, 8, 8, 2}, {3, 3, 2, 16}, {.activation = FusedActivation::kRelu}, true}, {2, 2}, true},
+    // 9 taps: two blocks of 16 filters a pass, the second partial (20) or absent (8).
+    {{"pair_partial", {2, 7, 8, 1}, {3, 3, 1, 20}, {}, true}, {2, 2}},
+    {{"pair_absent", {2, 6, 6, 1}, {2, 2, 1, 8}, {.activation = FusedActivation::kRelu}, false}, {2, 2}},
+    {{"ties_relu", {3, 8, 8, 1}, {3, 3, 1, 24}, {.activation = FusedActivation::kRelu}, true}, {2, 2}, true},
+    {{"ties_wide", {2, 8, 8, 2}, {3, 3, 2, 16}, {}, true}, {2, 2}, true},
 };
 
 Pool2dOptions pool_options_of(const ConvPoolCase& c) { return {.pool_size = c.pool, .strides = c.pool}; }

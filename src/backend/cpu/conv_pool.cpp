@@ -72,22 +72,37 @@ __mmask16 lanes_from(std::int64_t o0, std::int64_t oc) {
   return oc - o0 >= kLanes ? __mmask16(0xFFFF) : static_cast<__mmask16>((1u << (oc - o0)) - 1u);
 }
 
-// One example: y and arg of every pooling window, 16 filters at a time.
+// Blocks of 16 filters a pass takes: two where their taps fit in registers beside the sums
+// (each broadcast input then feeds two FMAs), else one.
+template <int K>
+constexpr int kBlocks = K <= 11 ? 2 : 1;
+
+// The lanes of block b of the pass starting at filter o0 (none past the last filter).
+__mmask16 block_lanes(std::int64_t o0, int b, std::int64_t oc) {
+  const std::int64_t first = o0 + b * kLanes;
+  return first < oc ? lanes_from(first, oc) : __mmask16(0);
+}
+
+// One example: y and arg of every pooling window, kBlocks<K> * 16 filters at a time.
 template <int K>
 void forward_example(const Conv2dDesc& c, const Pool2dDesc& p, const Taps& t, const float* xp, const float* w,
                      const float* bias, float* yn, std::uint8_t* an) {
-  const std::int64_t oc = c.oc;
+  constexpr int B = kBlocks<K>;
+  const std::int64_t oc = c.oc, window = p.kh * p.kw;
   const __m512 lowest = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
-  const std::int64_t window = p.kh * p.kw;
-  for (std::int64_t o0 = 0; o0 < oc; o0 += kLanes) {
-    const __mmask16 lanes = lanes_from(o0, oc);
-    __m512 wv[K];
-    for (int k = 0; k < K; ++k) wv[k] = _mm512_maskz_loadu_ps(lanes, w + k * oc + o0);
-    const __m512 bv = bias ? _mm512_maskz_loadu_ps(lanes, static_cast<const float*>(bias) + o0) : _mm512_setzero_ps();
+  for (std::int64_t o0 = 0; o0 < oc; o0 += B * kLanes) {
+    __mmask16 lanes[B];
+    __m512 wv[B][K], bv[B];
+    for (int b = 0; b < B; ++b) {
+      lanes[b] = block_lanes(o0, b, oc);
+      for (int k = 0; k < K; ++k) wv[b][k] = _mm512_maskz_loadu_ps(lanes[b], w + k * oc + o0 + b * kLanes);
+      bv[b] = bias ? _mm512_maskz_loadu_ps(lanes[b], bias + o0 + b * kLanes) : _mm512_setzero_ps();
+    }
     for (std::int64_t py = 0; py < p.oh; ++py) {
       for (std::int64_t px = 0; px < p.ow; ++px) {
-        __m512 best = lowest;
-        __m512i arg = _mm512_setzero_si512();
+        __m512 best[B];
+        __m512i arg[B];
+        for (int b = 0; b < B; ++b) best[b] = lowest, arg[b] = _mm512_setzero_si512();
         const float* corner = xp + py * p.kh * t.row + px * p.kw * c.c;
         // The window's elements kGroup at a time: independent sums, so the FMAs of one do not
         // wait for the last (a single chain of K FMAs ran at a quarter of the FMA rate).
@@ -97,62 +112,95 @@ void forward_example(const Conv2dDesc& c, const Pool2dDesc& p, const Taps& t, co
             const std::int64_t q = std::min(q0 + j, window - 1);  // past the end: the last again
             base[j] = corner + t.element[static_cast<std::size_t>(q)];
           }
-          __m512 acc[kGroup];
-          for (int j = 0; j < kGroup; ++j) acc[j] = bv;
+          __m512 acc[B][kGroup];
+          for (int b = 0; b < B; ++b)
+            for (int j = 0; j < kGroup; ++j) acc[b][j] = bv[b];
           for (int k = 0; k < K; ++k)
-            for (int j = 0; j < kGroup; ++j) acc[j] = _mm512_fmadd_ps(_mm512_set1_ps(base[j][t.offset[k]]), wv[k], acc[j]);
+            for (int j = 0; j < kGroup; ++j) {
+              const __m512 xv = _mm512_set1_ps(base[j][t.offset[k]]);
+              for (int b = 0; b < B; ++b) acc[b][j] = _mm512_fmadd_ps(xv, wv[b][k], acc[b][j]);
+            }
           for (int j = 0; j < kGroup && q0 + j < window; ++j) {
-            // The first maximum wins (later equal ones do not), and so does a NaN, once.
-            const __mmask16 ordered = _mm512_cmp_ps_mask(best, best, _CMP_ORD_Q);
-            const __mmask16 wins = _mm512_mask_cmp_ps_mask(ordered, acc[j], best, _CMP_NLE_UQ);
-            best = _mm512_mask_mov_ps(best, wins, acc[j]);
-            arg = _mm512_mask_mov_epi32(arg, wins, _mm512_set1_epi32(static_cast<int>(q0 + j)));
+            const __m512i q = _mm512_set1_epi32(static_cast<int>(q0 + j));
+            for (int b = 0; b < B; ++b) {
+              // The first maximum wins (later equal ones do not), and so does a NaN, once.
+              const __mmask16 ordered = _mm512_cmp_ps_mask(best[b], best[b], _CMP_ORD_Q);
+              const __mmask16 wins = _mm512_mask_cmp_ps_mask(ordered, acc[b][j], best[b], _CMP_NLE_UQ);
+              best[b] = _mm512_mask_mov_ps(best[b], wins, acc[b][j]);
+              arg[b] = _mm512_mask_mov_epi32(arg[b], wins, q);
+            }
           }
         }
-        // relu(max) == max(relu); a NaN stays NaN (an ordered compare is false for it).
-        if (c.relu) best = _mm512_mask_mov_ps(best, _mm512_cmp_ps_mask(best, _mm512_setzero_ps(), _CMP_LT_OQ), _mm512_setzero_ps());
         const std::int64_t i = (py * p.ow + px) * oc + o0;
-        _mm512_mask_storeu_ps(yn + i, lanes, best);
-        _mm512_mask_cvtepi32_storeu_epi8(an + i, lanes, arg);
+        for (int b = 0; b < B; ++b) {
+          // relu(max) == max(relu); a NaN stays NaN (an ordered compare is false for it).
+          if (c.relu)
+            best[b] = _mm512_mask_mov_ps(best[b], _mm512_cmp_ps_mask(best[b], _mm512_setzero_ps(), _CMP_LT_OQ),
+                                         _mm512_setzero_ps());
+          _mm512_mask_storeu_ps(yn + i + b * kLanes, lanes[b], best[b]);
+          _mm512_mask_cvtepi32_storeu_epi8(an + i + b * kLanes, lanes[b], arg[b]);
+        }
       }
     }
   }
 }
 
-// One example's kernel gradient (added to dw) and bias gradient (added to db), 16 filters at a
-// time, summed over the example in registers first.
+// One example's kernel gradient (added to dw) and bias gradient (added to db), kBlocks<K> * 16
+// filters at a time, summed over the example in registers first.
 template <int K>
 void backward_example(const Conv2dDesc& c, const Pool2dDesc& p, const Taps& t, const float* xp, const float* yn,
                       const std::uint8_t* an, const float* dyn, float* dw, float* db) {
+  constexpr int B = kBlocks<K>;
   const std::int64_t oc = c.oc, window = p.kh * p.kw;
   const __m512 zero = _mm512_setzero_ps();
-  for (std::int64_t o0 = 0; o0 < oc; o0 += kLanes) {
-    const __mmask16 lanes = lanes_from(o0, oc);
-    __m512 acc[K];
-    for (int k = 0; k < K; ++k) acc[k] = zero;
-    __m512 bacc = zero;
+  for (std::int64_t o0 = 0; o0 < oc; o0 += B * kLanes) {
+    __mmask16 lanes[B];
+    __m512 acc[B][K], bacc[B];
+    for (int b = 0; b < B; ++b) {
+      lanes[b] = block_lanes(o0, b, oc);
+      for (int k = 0; k < K; ++k) acc[b][k] = zero;
+      bacc[b] = zero;
+    }
     for (std::int64_t py = 0; py < p.oh; ++py) {
       for (std::int64_t px = 0; px < p.ow; ++px) {
         const std::int64_t i = (py * p.ow + px) * oc + o0;
-        __m512 g = _mm512_maskz_loadu_ps(lanes, dyn + i);
-        if (p.relu_input) g = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(_mm512_maskz_loadu_ps(lanes, yn + i), zero, _CMP_GT_OQ), g);
-        bacc = _mm512_add_ps(bacc, g);
-        const __m512i arg = _mm512_maskz_cvtepu8_epi32(lanes, _mm_maskz_loadu_epi8(lanes, an + i));
+        __m512 g[B];
+        __m512i arg[B];
+        for (int b = 0; b < B; ++b) {
+          const std::int64_t ib = i + b * kLanes;
+          g[b] = _mm512_maskz_loadu_ps(lanes[b], dyn + ib);
+          if (p.relu_input)
+            g[b] = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(_mm512_maskz_loadu_ps(lanes[b], yn + ib), zero, _CMP_GT_OQ), g[b]);
+          bacc[b] = _mm512_add_ps(bacc[b], g[b]);
+          arg[b] = _mm512_maskz_cvtepu8_epi32(lanes[b], _mm_maskz_loadu_epi8(lanes[b], an + ib));
+        }
         const float* corner = xp + py * p.kh * t.row + px * p.kw * c.c;
         for (std::int64_t q = 0; q < window; ++q) {
-          const __mmask16 hit = _mm512_mask_cmpeq_epi32_mask(lanes, arg, _mm512_set1_epi32(static_cast<int>(q)));
-          if (hit == 0) continue;
-          const __m512 gq = _mm512_maskz_mov_ps(hit, g);
+          const __m512i qv = _mm512_set1_epi32(static_cast<int>(q));
+          __m512 gq[B];
+          __mmask16 any = 0;
+          for (int b = 0; b < B; ++b) {
+            const __mmask16 hit = _mm512_mask_cmpeq_epi32_mask(lanes[b], arg[b], qv);
+            gq[b] = _mm512_maskz_mov_ps(hit, g[b]);
+            any = static_cast<__mmask16>(any | hit);
+          }
+          if (any == 0) continue;
           const float* base = corner + t.element[static_cast<std::size_t>(q)];
-          for (int k = 0; k < K; ++k) acc[k] = _mm512_fmadd_ps(_mm512_set1_ps(base[t.offset[k]]), gq, acc[k]);
+          for (int k = 0; k < K; ++k) {
+            const __m512 xv = _mm512_set1_ps(base[t.offset[k]]);
+            for (int b = 0; b < B; ++b) acc[b][k] = _mm512_fmadd_ps(xv, gq[b], acc[b][k]);
+          }
         }
       }
     }
-    for (int k = 0; k < K; ++k) {
-      float* out = dw + k * oc + o0;
-      _mm512_mask_storeu_ps(out, lanes, _mm512_add_ps(_mm512_maskz_loadu_ps(lanes, out), acc[k]));
+    for (int b = 0; b < B; ++b) {
+      const std::int64_t ob = o0 + b * kLanes;
+      for (int k = 0; k < K; ++k) {
+        float* out = dw + k * oc + ob;
+        _mm512_mask_storeu_ps(out, lanes[b], _mm512_add_ps(_mm512_maskz_loadu_ps(lanes[b], out), acc[b][k]));
+      }
+      if (db) _mm512_mask_storeu_ps(db + ob, lanes[b], _mm512_add_ps(_mm512_maskz_loadu_ps(lanes[b], db + ob), bacc[b]));
     }
-    if (db) _mm512_mask_storeu_ps(db + o0, lanes, _mm512_add_ps(_mm512_maskz_loadu_ps(lanes, db + o0), bacc));
   }
 }
 
