@@ -32,6 +32,7 @@ if command -v mpirun > /dev/null; then
 else
   run compare_shard_update bash bench/compare_shard_update.sh -R 6
 fi
+run conv_pool env LOCKSTEP_CPU_THREADS=1 build/bin/conv_pool_bench
 run compare_cnn bash bench/compare_cnn.sh -t 2 -n 300 -b 128
 run compare_commits bash bench/compare_commits.sh
 run mixed_precision build/bin/mixed_precision_bench --steps 30 --rounds 3

@@ -156,7 +156,7 @@ TEST(Gradcheck, FusedConvolutionAndMaxPooling) {
   };
   const std::vector<Tensor> in{randn({2, 6, 5, 2}, 76, -2, 2), randn({3, 3, 2, 5}, 77), randn({5}, 78)};
   if (!conv2d_max_pool2d_supported(in[0], in[1], in[2], {.padding = {1, 1, 1, 1}}, {.pool_size = {3, 2}, .strides = {3, 2}}))
-    GTEST_SKIP() << "this CPU build has no fused conv2d_max_pool2d kernel (it needs AVX-512)";
+    GTEST_SKIP() << "no fused conv2d_max_pool2d kernel here (it needs AVX-512, and LOCKSTEP_CONV_ALGORITHM=direct leaves it out)";
   const GradcheckResult r = gradcheck(f, in);
   EXPECT_TRUE(r.ok) << r.message << " (max abs error " << r.max_abs_error << ")";
 }

@@ -60,7 +60,7 @@ bool fused_kernel_here() {
 }
 
 TEST(ConvPoolFusion, SequentialFusesTheFirstConvolutionWithItsPoolingAndComputesTheSame) {
-  if (!fused_kernel_here()) GTEST_SKIP() << "this CPU build has no fused conv2d_max_pool2d kernel (it needs AVX-512)";
+  if (!fused_kernel_here()) GTEST_SKIP() << "no fused conv2d_max_pool2d kernel here (it needs AVX-512, and LOCKSTEP_CONV_ALGORITHM=direct leaves it out)";
   set_random_seed(7);
   // The first Conv2D (3x3 over 1 channel: 9 taps) is fused with its pooling; the second (3x3
   // over 8 channels: 72 taps) is not, and the last MaxPooling2D feeds Flatten as usual.
@@ -93,7 +93,7 @@ TEST(ConvPoolFusion, SequentialFusesTheFirstConvolutionWithItsPoolingAndComputes
 }
 
 TEST(ConvPoolFusion, LinearActivationAndSamePaddingAreFusedToo) {
-  if (!fused_kernel_here()) GTEST_SKIP() << "this CPU build has no fused conv2d_max_pool2d kernel (it needs AVX-512)";
+  if (!fused_kernel_here()) GTEST_SKIP() << "no fused conv2d_max_pool2d kernel here (it needs AVX-512, and LOCKSTEP_CONV_ALGORITHM=direct leaves it out)";
   set_random_seed(8);
   // 3 input channels, 20 filters (a partial block of 16), an odd 9x11 output pooled 2x2.
   const std::vector<layers::LayerPtr> ls{layers::Conv2D(20, {3, 3}, "linear", "same"), layers::MaxPooling2D({2, 2}),
@@ -108,7 +108,7 @@ TEST(ConvPoolFusion, LinearActivationAndSamePaddingAreFusedToo) {
 }
 
 TEST(ConvPoolFusion, FunctionalFusesAConvolutionOnlyWhereThePoolingIsItsOnlyReader) {
-  if (!fused_kernel_here()) GTEST_SKIP() << "this CPU build has no fused conv2d_max_pool2d kernel (it needs AVX-512)";
+  if (!fused_kernel_here()) GTEST_SKIP() << "no fused conv2d_max_pool2d kernel here (it needs AVX-512, and LOCKSTEP_CONV_ALGORITHM=direct leaves it out)";
   set_random_seed(9);
   // a -> MaxPooling2D alone (fused); b -> MaxPooling2D and AveragePooling2D (not fused: b's
   // output is needed twice).
@@ -137,7 +137,7 @@ TEST(ConvPoolFusion, FunctionalFusesAConvolutionOnlyWhereThePoolingIsItsOnlyRead
 }
 
 TEST(ConvPoolFusion, TheOpRefusesWhatItsKernelDoesNotTakeAndSaysWhy) {
-  if (!fused_kernel_here()) GTEST_SKIP() << "this CPU build has no fused conv2d_max_pool2d kernel (it needs AVX-512)";
+  if (!fused_kernel_here()) GTEST_SKIP() << "no fused conv2d_max_pool2d kernel here (it needs AVX-512, and LOCKSTEP_CONV_ALGORITHM=direct leaves it out)";
   const Tensor x = Tensor::zeros({2, 8, 8, 4}), k = Tensor::zeros({3, 3, 4, 8});  // 36 taps
   EXPECT_FALSE(conv2d_max_pool2d_supported(x, k, Tensor(), {}, {}));
   try {

@@ -11,7 +11,7 @@
 // measured 1.5x (forward) and 1.2x (backward weights) faster than the direct kernel on a
 // convnet's second layer, reorders to and from its blocked layout included. Its rounding error is
 // a few times the direct kernel's (relative RMS ~5e-7 against a float64 sum, direct ~1.5e-7).
-// LOCKSTEP_CONV_ALGORITHM=direct turns it off. Backward data stays direct: Winograd measured no
+// LOCKSTEP_CONV_ALGORITHM=direct turns it off (and the fused conv2d_max_pool2d). Backward data stays direct: Winograd measured no
 // faster there.
 #include <algorithm>
 #include <array>
@@ -53,13 +53,7 @@ Geometry geometry(const Conv2dDesc& d) {
           {d.pad_bottom, d.pad_right}};
 }
 
-bool winograd_allowed() {
-  static const bool allowed = [] {
-    const char* v = std::getenv("LOCKSTEP_CONV_ALGORITHM");
-    return v == nullptr || std::strcmp(v, "direct") != 0;
-  }();
-  return allowed;
-}
+bool winograd_allowed() { return !direct_convolutions_only(); }
 
 // A shape Winograd F(4x4, 3x3) computes faster than the direct kernel, reorders included: channels
 // in oneDNN's blocks of 16 (a first layer's one input channel, padded, made it 4x slower), and
@@ -246,6 +240,14 @@ Conv2dDesc part_of(const Conv2dDesc& d, std::int64_t rows) {
   return p;
 }
 }  // namespace
+
+bool direct_convolutions_only() {
+  static const bool direct = [] {
+    const char* v = std::getenv("LOCKSTEP_CONV_ALGORITHM");
+    return v != nullptr && std::strcmp(v, "direct") == 0;
+  }();
+  return direct;
+}
 
 void conv2d(ComputeContext& ctx, const Conv2dDesc& d, const void* x, const void* w, const void* bias, void* y) {
   const BatchParts parts(ctx, d.n, conv_flops(d));

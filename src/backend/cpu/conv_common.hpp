@@ -64,6 +64,10 @@ class BatchParts {
   std::int64_t n_, count_;
 };
 
+/// LOCKSTEP_CONV_ALGORITHM=direct: every convolution on oneDNN's direct kernel (no Winograd,
+/// no fused conv2d_max_pool2d), read once (conv.cpp).
+bool direct_convolutions_only();
+
 /// Runs fn, turning a oneDNN error into an InternalError naming the kernel.
 template <typename F>
 void guarded(const char* kernel, F&& fn) {

@@ -1,5 +1,6 @@
 // The CPU backend's kernel tables, one per dtype. What a row leaves out is unsupported for
 // that dtype (supports() says so; ops raise a ValueError naming op, dtype and device).
+#include "backend/cpu/conv_common.hpp"
 #include "backend/cpu/cpu_kernels.hpp"
 
 namespace lockstep::backend::cpu {
@@ -53,11 +54,6 @@ constexpr KernelTable f32_table() {
   t.conv2d_backward_weights = conv2d_backward_weights;
   t.pool2d = pool2d;
   t.pool2d_backward = pool2d_backward;
-#ifdef LOCKSTEP_CPU_CONV_MAX_POOL
-  t.conv2d_max_pool2d = conv2d_max_pool2d;
-  t.conv2d_max_pool2d_backward_weights = conv2d_max_pool2d_backward_weights;
-  t.max_unpool2d = max_unpool2d;
-#endif
   return t;
 }
 
@@ -70,7 +66,17 @@ constexpr KernelTable integer_table() {
 }  // namespace
 
 const KernelTable& table(DType dtype) {
-  static const KernelTable f32 = f32_table();
+  static const KernelTable f32 = [] {
+    KernelTable t = f32_table();
+#ifdef LOCKSTEP_CPU_CONV_MAX_POOL
+    if (!direct_convolutions_only()) {  // LOCKSTEP_CONV_ALGORITHM=direct leaves the fused kernel out
+      t.conv2d_max_pool2d = conv2d_max_pool2d;
+      t.conv2d_max_pool2d_backward_weights = conv2d_max_pool2d_backward_weights;
+      t.max_unpool2d = max_unpool2d;
+    }
+#endif
+    return t;
+  }();
   static const KernelTable f16 = floating_table<Float16>();
   static const KernelTable bf16 = floating_table<BFloat16>();
   static const KernelTable i32 = integer_table<std::int32_t>();
