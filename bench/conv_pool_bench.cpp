@@ -47,7 +47,7 @@ int main(int argc, char** argv) {
   const Conv2dOptions conv{.activation = FusedActivation::kRelu, .winograd = true};
   const Pool2dOptions pool{};
   if (!conv2d_max_pool2d_supported(x, k, b, conv, pool)) {
-    std::printf("conv_pool_bench: this build has no fused conv2d_max_pool2d kernel (it needs AVX-512)\n");
+    std::printf("conv_pool_bench: no fused conv2d_max_pool2d kernel here (it needs AVX-512, and LOCKSTEP_CONV_ALGORITHM=direct leaves it out)\n");
     return 0;
   }
   const Tensor dy = random_tensor({batch, 13, 13, 32}, 4);
