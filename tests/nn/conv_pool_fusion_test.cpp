@@ -5,20 +5,12 @@
 
 #include <algorithm>
 #include <cmath>
-#include <random>
 
+#include "common/random_data.hpp"
 #include "lockstep/lockstep.hpp"
 
 namespace lockstep {
 namespace {
-
-Tensor random_tensor(const Shape& s, std::uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
-  std::vector<float> v(static_cast<std::size_t>(s.numel()));
-  for (auto& x : v) x = u(rng);
-  return Tensor::from_vector(v, s);
-}
 
 // The op types recorded while it is installed (every op is offered to it).
 class OpLog : public OpRecorder {
@@ -69,7 +61,7 @@ TEST(ConvPoolFusion, SequentialFusesTheFirstConvolutionWithItsPoolingAndComputes
                                          layers::Flatten(),                  layers::Dense(3)};
   Sequential model(ls);
   model.build(Shape{-1, 14, 14, 1});
-  const Tensor x = random_tensor({5, 14, 14, 1}, 1);
+  const Tensor x = test::random_uniform({5, 14, 14, 1}, 1);
   Tensor y;
   {
     OpLog log;
@@ -81,7 +73,7 @@ TEST(ConvPoolFusion, SequentialFusesTheFirstConvolutionWithItsPoolingAndComputes
   expect_close(y, layer_by_layer(ls, x), "output");
 
   // The gradient of every variable, through the fused op's backward.
-  const Tensor r = random_tensor(y.shape(), 2);
+  const Tensor r = test::random_uniform(y.shape(), 2);
   const auto vars = model.variables();
   const auto grads = [&](bool fused) {
     GradientTape tape;
@@ -100,7 +92,7 @@ TEST(ConvPoolFusion, LinearActivationAndSamePaddingAreFusedToo) {
                                          layers::Flatten(), layers::Dense(2)};
   Sequential model(ls);
   model.build(Shape{-1, 9, 11, 3});
-  const Tensor x = random_tensor({4, 9, 11, 3}, 3);
+  const Tensor x = test::random_uniform({4, 9, 11, 3}, 3);
   OpLog log;
   const Tensor y = model(x);
   EXPECT_EQ(log.count(OpType::kConv2dMaxPool2d), 1u);
@@ -120,7 +112,7 @@ TEST(ConvPoolFusion, FunctionalFusesAConvolutionOnlyWhereThePoolingIsItsOnlyRead
   const KerasTensor a = call(conv_a, in), b = call(conv_b, in);
   const KerasTensor merged = call(add, {call(pool_a, a), call(pool_b, b), call(avg_b, b)});
   Functional model(in, call(dense, call(flatten, merged)));
-  const Tensor x = random_tensor({3, 10, 10, 1}, 4);
+  const Tensor x = test::random_uniform({3, 10, 10, 1}, 4);
   Tensor y;
   {
     OpLog log;

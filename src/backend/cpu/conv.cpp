@@ -303,38 +303,27 @@ void conv2d_backward_weights(ComputeContext& ctx, const Conv2dDesc& d, const voi
     if (db) std::fill_n(static_cast<float*>(db), bn, 0.0f);
     return;
   }
-  // Part 0 writes the result; the others write partial sums added afterwards in part order.
-  thread_local std::vector<float> t_partial;
-  std::vector<float>& partial = t_partial;  // the caller's, not each pool thread's
-  partial.resize(static_cast<std::size_t>((parts.count() - 1) * (wn + bn)));
+  const PartSums sums(parts, wn, bn, dw, db);
   const auto* xs = static_cast<const float*>(x);
   const auto* dys = static_cast<const float*>(dy);
   parts.run(ctx, [&](std::int64_t p, std::int64_t n0, std::int64_t n1) {
     guarded("conv2d_backward_weights", [&] {
-      float* out_w = p == 0 ? static_cast<float*>(dw) : partial.data() + (p - 1) * (wn + bn);
-      float* out_b = p == 0 ? static_cast<float*>(db) : out_w + wn;
       BackwardWeights& b = backward_weights_entry(part_of(d, n1 - n0));
       b.src.user.set_data_handle(const_cast<float*>(xs + n0 * d.h * d.w * d.c));
       b.diff_dst.user.set_data_handle(const_cast<float*>(dys + n0 * d.oh * d.ow * d.oc));
-      b.kernel.user.set_data_handle(out_w);
+      b.kernel.user.set_data_handle(sums.weights(p));
       dnnl::stream& s = onednn::stream();
       b.src.to_chosen(s);
       b.diff_dst.to_chosen(s);
       b.prim.execute(s, {{DNNL_ARG_SRC, b.src.chosen},
                          {DNNL_ARG_DIFF_DST, b.diff_dst.chosen},
                          {DNNL_ARG_DIFF_WEIGHTS, b.kernel.chosen}});
-      if (db) bias_gradient(dys + n0 * d.oh * d.ow * d.oc, (n1 - n0) * d.oh * d.ow, d.oc, out_b);
+      if (db) bias_gradient(dys + n0 * d.oh * d.ow * d.oc, (n1 - n0) * d.oh * d.ow, d.oc, sums.bias(p));
       b.kernel.to_user(s);
       s.wait();
     });
   });
-  auto* w_out = static_cast<float*>(dw);
-  auto* b_out = static_cast<float*>(db);
-  for (std::int64_t p = 1; p < parts.count(); ++p) {
-    const float* src = partial.data() + (p - 1) * (wn + bn);
-    for (std::int64_t i = 0; i < wn; ++i) w_out[i] += src[i];
-    for (std::int64_t i = 0; i < bn; ++i) b_out[i] += src[wn + i];
-  }
+  sums.finish();
 }
 
 }  // namespace lockstep::backend::cpu

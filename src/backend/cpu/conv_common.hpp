@@ -6,6 +6,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "backend/context.hpp"
 #include "backend/cpu/onednn.hpp"
@@ -62,6 +63,37 @@ class BatchParts {
 
  private:
   std::int64_t n_, count_;
+};
+
+/// A kernel gradient (wn values) and a bias gradient (bn, 0 without one) summed over a batch's
+/// parts: part 0 writes the result, every other part a partial sum of its own, which finish()
+/// adds in part order, so a given pool size is bit-reproducible. Made on the calling thread
+/// (the partial sums are that thread's buffer, reused across calls).
+class PartSums {
+ public:
+  PartSums(const BatchParts& parts, std::int64_t wn, std::int64_t bn, void* dw, void* db)
+      : count_(parts.count()), wn_(wn), bn_(bn), dw_(static_cast<float*>(dw)), db_(static_cast<float*>(db)),
+        partial_(buffer()) {
+    partial_.assign(static_cast<std::size_t>((count_ - 1) * (wn_ + bn_)), 0.0f);
+  }
+  float* weights(std::int64_t part) const { return part == 0 ? dw_ : partial_.data() + (part - 1) * (wn_ + bn_); }
+  float* bias(std::int64_t part) const { return bn_ == 0 ? nullptr : part == 0 ? db_ : weights(part) + wn_; }
+  void finish() const {
+    for (std::int64_t p = 1; p < count_; ++p) {
+      const float* src = weights(p);
+      for (std::int64_t i = 0; i < wn_; ++i) dw_[i] += src[i];
+      for (std::int64_t i = 0; i < bn_; ++i) db_[i] += src[wn_ + i];
+    }
+  }
+
+ private:
+  static std::vector<float>& buffer() {
+    thread_local std::vector<float> b;
+    return b;
+  }
+  std::int64_t count_, wn_, bn_;
+  float *dw_, *db_;
+  std::vector<float>& partial_;
 };
 
 /// LOCKSTEP_CONV_ALGORITHM=direct: every convolution on oneDNN's direct kernel (no Winograd,

@@ -245,29 +245,20 @@ void conv2d_max_pool2d_backward_weights(ComputeContext& ctx, const Conv2dDesc& c
   const BackwardFn fn = kBackward[static_cast<std::size_t>(t.count - 1)];
   const std::int64_t wn = t.count * c.oc, bn = db ? c.oc : 0, per_y = p.oh * p.ow * c.oc;
   const BatchParts parts(ctx, c.n, fused_flops(c, p));
-  // Part 0 writes the result; the others write partial sums added afterwards in part order.
-  thread_local std::vector<float> t_partial;
-  std::vector<float>& partial = t_partial;  // the caller's, not each pool thread's
-  partial.assign(static_cast<std::size_t>((parts.count() - 1) * (wn + bn)), 0.0f);
+  // Each example adds to its part's sums, so they start at zero.
+  const PartSums sums(parts, wn, bn, dw, db);
   std::fill_n(static_cast<float*>(dw), wn, 0.0f);
   if (db) std::fill_n(static_cast<float*>(db), bn, 0.0f);
   const auto* xs = static_cast<const float*>(x);
   const auto* ys = static_cast<const float*>(y);
   const auto* dys = static_cast<const float*>(dy);
   parts.run(ctx, [&](std::int64_t part, std::int64_t n0, std::int64_t n1) {
-    float* out_w = part == 0 ? static_cast<float*>(dw) : partial.data() + (part - 1) * (wn + bn);
-    float* out_b = !db ? nullptr : part == 0 ? static_cast<float*>(db) : out_w + wn;
     thread_local std::vector<float> scratch;
     for (std::int64_t n = n0; n < n1; ++n)
-      fn(c, p, t, example(c, t, xs, n, scratch), ys + n * per_y, arg + n * per_y, dys + n * per_y, out_w, out_b);
+      fn(c, p, t, example(c, t, xs, n, scratch), ys + n * per_y, arg + n * per_y, dys + n * per_y,
+         sums.weights(part), sums.bias(part));
   });
-  auto* w_out = static_cast<float*>(dw);
-  auto* b_out = static_cast<float*>(db);
-  for (std::int64_t part = 1; part < parts.count(); ++part) {
-    const float* src = partial.data() + (part - 1) * (wn + bn);
-    for (std::int64_t i = 0; i < wn; ++i) w_out[i] += src[i];
-    for (std::int64_t i = 0; i < bn; ++i) b_out[i] += src[wn + i];
-  }
+  sums.finish();
 }
 
 void max_unpool2d(ComputeContext& ctx, const Pool2dDesc& p, const void* y, const std::uint8_t* arg, const void* dy,
