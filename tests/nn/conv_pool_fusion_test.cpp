@@ -128,6 +128,23 @@ TEST(ConvPoolFusion, FunctionalFusesAConvolutionOnlyWhereThePoolingIsItsOnlyRead
   expect_close(y, dense->call(flatten->call(m, {}), {}), "output");
 }
 
+TEST(ConvPoolFusion, AnEmptyBatchGivesAnEmptyOutputAndZeroGradients) {
+  // A replica whose slice of an uneven global batch is empty.
+  if (!fused_kernel_here()) GTEST_SKIP() << "no fused conv2d_max_pool2d kernel here (it needs AVX-512, and LOCKSTEP_CONV_ALGORITHM=direct leaves it out)";
+  const Tensor x = Tensor::zeros({0, 8, 8, 1});
+  const Tensor k = test::random_uniform({3, 3, 1, 4}, 5), b = test::random_uniform({4}, 6);
+  GradientTape tape;
+  tape.watch(k);
+  tape.watch(b);
+  const Tensor y = conv2d_max_pool2d(x, k, b, {.activation = FusedActivation::kRelu}, {});
+  EXPECT_EQ(y.shape(), (Shape{0, 3, 3, 4}));
+  const auto g = tape.gradient(sum(y), std::vector<Tensor>{k, b});
+  for (const Tensor& t : g) {
+    ASSERT_TRUE(t.defined());
+    for (float v : t.to_vector<float>()) EXPECT_EQ(v, 0.0f);
+  }
+}
+
 TEST(ConvPoolFusion, TheOpRefusesWhatItsKernelDoesNotTakeAndSaysWhy) {
   if (!fused_kernel_here()) GTEST_SKIP() << "no fused conv2d_max_pool2d kernel here (it needs AVX-512, and LOCKSTEP_CONV_ALGORITHM=direct leaves it out)";
   const Tensor x = Tensor::zeros({2, 8, 8, 4}), k = Tensor::zeros({3, 3, 4, 8});  // 36 taps
