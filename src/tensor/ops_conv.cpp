@@ -150,6 +150,7 @@ Tensor conv2d(const Tensor& x, const Tensor& kernel, const Tensor& bias, const C
 }
 
 Tensor max_pool2d(const Tensor& x, const Pool2dOptions& o) { return pool_impl("max_pool2d", true, x, o); }
+Tensor avg_pool2d(const Tensor& x, const Pool2dOptions& o) { return pool_impl("avg_pool2d", false, x, o); }
 
 namespace {
 // The descriptors of conv2d_max_pool2d, checked as conv2d and max_pool2d check theirs.
@@ -160,6 +161,17 @@ std::pair<backend::Conv2dDesc, backend::Pool2dDesc> conv_pool_descs(const Tensor
   backend::Pool2dDesc p = pool_desc("conv2d_max_pool2d", Shape{d.n, d.oh, d.ow, d.oc}, po, true);
   p.relu_input = d.relu;
   return {d, p};
+}
+
+// The shapes the fused kernel takes (backend::conv_max_pool_fusable), or a ValueError naming the rule.
+void check_fusable(const char* op, const backend::Conv2dDesc& d, const backend::Pool2dDesc& p) {
+  LOCKSTEP_CHECK(backend::conv_max_pool_fusable(d, p), op, ": no fused kernel for a ", d.kh, "x", d.kw,
+                 " convolution over ", d.c, " channels (strides (", d.stride_h, ", ", d.stride_w, "), dilation (",
+                 d.dilation_h, ", ", d.dilation_w, "), groups ", d.groups, ") pooled by (", p.kh, ", ", p.kw,
+                 ") windows (strides (", p.stride_h, ", ", p.stride_w, ")): it takes stride 1, no dilation or groups, "
+                 "kernel height * width * channels <= ", backend::kMaxFusedConvTaps,
+                 ", and pool windows that tile the output (strides == pool size, no padding); call conv2d and "
+                 "max_pool2d (see conv2d_max_pool2d_supported)");
 }
 }  // namespace
 
@@ -180,12 +192,7 @@ Tensor conv2d_max_pool2d(const Tensor& x, const Tensor& kernel, const Tensor& bi
                          const Pool2dOptions& po) {
   const auto [d, p] = conv_pool_descs(x, kernel, bias, o, po);
   const auto& k = kern("conv2d_max_pool2d", x, backend::KernelOp::kConv2dMaxPool2d);
-  LOCKSTEP_CHECK(backend::conv_max_pool_fusable(d, p), "conv2d_max_pool2d: no fused kernel for a ", d.kh, "x", d.kw,
-                 " convolution over ", d.c, " channels (strides ", pair_str(o.strides), ", dilation ",
-                 pair_str(o.dilation), ", groups ", d.groups, ") pooled by ", pair_str(po.pool_size), " windows (strides ",
-                 pair_str(po.strides), "): it takes stride 1, no dilation or groups, kernel height * width * channels <= ",
-                 backend::kMaxFusedConvTaps, ", and pool windows that tile the output (strides == pool size, no "
-                 "padding); call conv2d and max_pool2d (see conv2d_max_pool2d_supported)");
+  check_fusable("conv2d_max_pool2d", d, p);
   Tensor y = Tensor::empty({d.n, p.oh, p.ow, d.oc}, x.dtype());
   Tensor arg = Tensor::empty({d.n, p.oh, p.ow, d.oc}, DType::kU8);
   k.conv2d_max_pool2d(ctx(), d, p, x.raw_data(), kernel.raw_data(), bias.defined() ? bias.raw_data() : nullptr,
@@ -203,7 +210,6 @@ Tensor conv2d_max_pool2d(const Tensor& x, const Tensor& kernel, const Tensor& bi
   }
   return y;
 }
-Tensor avg_pool2d(const Tensor& x, const Pool2dOptions& o) { return pool_impl("avg_pool2d", false, x, o); }
 
 Tensor zero_pad2d(const Tensor& x, const Padding2d& p) {
   check_nhwc("zero_pad2d", x);
@@ -280,6 +286,7 @@ std::array<Tensor, 3> conv2d_max_pool2d_grad(const Tensor& x, const Tensor& kern
                                     {.pool_size = pool_size, .strides = pool_size}, true);
   p.relu_input = d.relu;
   const Shape out{d.n, p.oh, p.ow, d.oc};
+  check_fusable("conv2d_max_pool2d_grad", d, p);
   LOCKSTEP_CHECK(y.shape() == out && dy.shape() == out && arg.shape() == out && arg.dtype() == DType::kU8,
                  "conv2d_max_pool2d_grad: y ", y.shape().str(), ", arg ", arg.shape().str(), " and dy ", dy.shape().str(),
                  " do not match the output ", out.str());

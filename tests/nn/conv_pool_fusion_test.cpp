@@ -155,6 +155,9 @@ TEST(ConvPoolFusion, TheOpRefusesWhatItsKernelDoesNotTakeAndSaysWhy) {
   } catch (const ValueError& e) {
     EXPECT_NE(std::string(e.what()).find("kernel height * width * channels <= 32"), std::string::npos) << e.what();
   }
+  // Its gradient function checks the same rule (the kernel behind it trusts the shapes).
+  const Tensor y = Tensor::zeros({2, 3, 3, 8}), arg = Tensor::zeros({2, 3, 3, 8}, DType::kU8);
+  EXPECT_THROW((void)conv2d_max_pool2d_grad(x, k, false, y, arg, y, {}, {2, 2}, {true, true, false}), ValueError);
   // Overlapping pool windows, strides, a shape conv2d itself rejects: not fused either.
   const Tensor k1 = Tensor::zeros({3, 3, 1, 2});                          // 9 taps on 1 channel...
   EXPECT_FALSE(conv2d_max_pool2d_supported(x, k1, Tensor(), {}, {}));  // ...do not match x's 4 channels
