@@ -9,11 +9,12 @@
 // maximum (a byte) are stored, and the backward sends each gradient to that index directly.
 //
 // How: a convolution whose window holds at most kMaxFusedConvTaps inputs (kh * kw * c) keeps
-// the taps of 16 filters in zmm registers (K of them, K a template argument) and broadcasts each
-// input once per tap; the backward accumulates the kernel gradient of 16 filters in K registers
-// per example. The batch is split into BatchParts like the oneDNN convolutions; the kernel
-// gradient's parts are added in part order (bit-reproducible for a given pool size). The
-// forward's numbers do not depend on the split.
+// the taps of 16 filters in zmm registers (K of them, K a template argument; two blocks of 16
+// filters where both fit, so each broadcast input feeds two FMAs), and a pooling window's
+// elements are summed as 4 independent FMA chains. The backward accumulates the kernel gradient
+// in K registers per block, per example. The batch is split into BatchParts like the oneDNN
+// convolutions; the kernel gradient's parts are added in part order (PartSums: bit-reproducible
+// for a given pool size). The forward's numbers do not depend on the split.
 #include "backend/cpu/cpu_kernels.hpp"
 
 #ifdef LOCKSTEP_CPU_CONV_MAX_POOL
