@@ -11,8 +11,9 @@
 #   lockstep, T replicas:  lockstep train --model cnn --devices cpu:T ... (one core each)
 #   torch, tf:             bench/reference_cnn.py --threads T --steps N --batch B --json
 # all at global batch B, and prints each one's best steps/s over the rounds (with every round's
-# figure) and lockstep/max(torch, tf). Interleaved rounds give each the same share of a shared
-# VM's slow and fast minutes; the best of each is what it can do on this machine.
+# figure) and lockstep/max(torch, tf), with the seconds of steal (/proc/stat) during the run.
+# Interleaved rounds give each the same share of a shared VM's slow and fast minutes; the best
+# of each is what it can do on this machine.
 set -euo pipefail
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -49,6 +50,10 @@ run_lockstep() {  # name, devices, extra env
     tail -n 20 "$tmp/$name.log" >&2
   fi
 }
+# Time a shared VM's host took from it (steal, /proc/stat's 8th cpu field) while all of it ran:
+# a run with much of it compares frameworks that each lost a different share.
+steal_ticks() { awk '/^cpu /{print $9}' /proc/stat 2>/dev/null || echo 0; }
+steal0="$(steal_ticks)" start="$(date +%s)"
 for ((round = 1; round <= rounds; round++)); do
   run_lockstep "one_device.$round" cpu:1 "LOCKSTEP_CPU_THREADS=$threads"
   run_lockstep "replicas.$round" "cpu:$threads" ""
@@ -57,9 +62,10 @@ for ((round = 1; round <= rounds; round++)); do
     --json >"$tmp/ref.$round.out" || true
 done
 
-"$py" - "$tmp" "$threads" "$steps" "$batch" "$rounds" <<'PYEOF'
+steal_s=$(( ($(steal_ticks) - steal0) / $(getconf CLK_TCK) )) elapsed_s=$(( $(date +%s) - start ))
+"$py" - "$tmp" "$threads" "$steps" "$batch" "$rounds" "$steal_s" "$elapsed_s" <<'PYEOF'
 import json, sys
-tmp, threads, steps, batch, rounds = sys.argv[1:6]
+tmp, threads, steps, batch, rounds, steal_s, elapsed_s = sys.argv[1:8]
 every = {k: [] for k in ("lockstep_one_device", "lockstep_replicas", "torch", "tf")}
 for r in range(1, int(rounds) + 1):
     for name in ("one_device", "replicas"):
@@ -78,6 +84,7 @@ for r in range(1, int(rounds) + 1):
         print(f"compare_cnn: round {r}: no result from bench/reference_cnn.py: {e}", file=sys.stderr)
 sps = {k: (max(v) if v else None) for k, v in every.items()}
 print(f"simple MNIST convnet, global batch {batch}, {steps} steps, {threads} thread(s), best of {rounds} round(s)")
+print(f"  steal (time the VM's host took): {steal_s} s over the run's {elapsed_s} s")
 for k, v in sps.items():
     rounds_txt = "" if int(rounds) == 1 else "  (rounds: " + ", ".join(f"{x:.2f}" for x in every[k]) + ")"
     print(f"  {k:20s} {'unavailable' if v is None else f'{v:8.2f} steps/s'}{rounds_txt}")
