@@ -153,12 +153,13 @@ Tensor max_pool2d(const Tensor& x, const Pool2dOptions& o) { return pool_impl("m
 Tensor avg_pool2d(const Tensor& x, const Pool2dOptions& o) { return pool_impl("avg_pool2d", false, x, o); }
 
 namespace {
-// The descriptors of conv2d_max_pool2d, checked as conv2d and max_pool2d check theirs.
-std::pair<backend::Conv2dDesc, backend::Pool2dDesc> conv_pool_descs(const Tensor& x, const Tensor& kernel,
-                                                                    const Tensor& bias, const Conv2dOptions& o,
-                                                                    const Pool2dOptions& po) {
-  const backend::Conv2dDesc d = checked_conv("conv2d_max_pool2d", x, kernel, bias, o);
-  backend::Pool2dDesc p = pool_desc("conv2d_max_pool2d", Shape{d.n, d.oh, d.ow, d.oc}, po, true);
+// The descriptors of conv2d_max_pool2d (and of its gradient: `op`), checked as conv2d and
+// max_pool2d check theirs.
+std::pair<backend::Conv2dDesc, backend::Pool2dDesc> conv_pool_descs(const char* op, const Tensor& x,
+                                                                    const Tensor& kernel, const Tensor& bias,
+                                                                    const Conv2dOptions& o, const Pool2dOptions& po) {
+  const backend::Conv2dDesc d = checked_conv(op, x, kernel, bias, o);
+  backend::Pool2dDesc p = pool_desc(op, Shape{d.n, d.oh, d.ow, d.oc}, po, true);
   p.relu_input = d.relu;
   return {d, p};
 }
@@ -181,7 +182,7 @@ bool conv2d_max_pool2d_supported(const Tensor& x, const Tensor& kernel, const Te
       !backend::supports(x.device().kind, x.dtype(), backend::KernelOp::kConv2dMaxPool2d))
     return false;
   try {
-    const auto [d, p] = conv_pool_descs(x, kernel, bias, o, po);
+    const auto [d, p] = conv_pool_descs("conv2d_max_pool2d", x, kernel, bias, o, po);
     return backend::conv_max_pool_fusable(d, p);
   } catch (const Error&) {
     return false;  // arguments conv2d or max_pool2d reject: they say why
@@ -190,7 +191,7 @@ bool conv2d_max_pool2d_supported(const Tensor& x, const Tensor& kernel, const Te
 
 Tensor conv2d_max_pool2d(const Tensor& x, const Tensor& kernel, const Tensor& bias, const Conv2dOptions& o,
                          const Pool2dOptions& po) {
-  const auto [d, p] = conv_pool_descs(x, kernel, bias, o, po);
+  const auto [d, p] = conv_pool_descs("conv2d_max_pool2d", x, kernel, bias, o, po);
   const auto& k = kern("conv2d_max_pool2d", x, backend::KernelOp::kConv2dMaxPool2d);
   check_fusable("conv2d_max_pool2d", d, p);
   Tensor y = Tensor::empty({d.n, p.oh, p.ow, d.oc}, x.dtype());
@@ -280,11 +281,9 @@ Tensor pool2d_grad(bool max, const Tensor& x, const Tensor& y, const Tensor& dy,
 std::array<Tensor, 3> conv2d_max_pool2d_grad(const Tensor& x, const Tensor& kernel, bool with_bias, const Tensor& y,
                                             const Tensor& arg, const Tensor& dy, const Conv2dOptions& o,
                                             const std::array<std::int64_t, 2>& pool_size, const std::array<bool, 3>& needs) {
-  detail::check_float("conv2d_max_pool2d_grad", {&x, &kernel, &y, &dy});
-  const backend::Conv2dDesc d = conv_desc("conv2d_max_pool2d_grad", x.shape(), kernel.shape(), o);
-  backend::Pool2dDesc p = pool_desc("conv2d_max_pool2d_grad", Shape{d.n, d.oh, d.ow, d.oc},
-                                    {.pool_size = pool_size, .strides = pool_size}, true);
-  p.relu_input = d.relu;
+  detail::check_float("conv2d_max_pool2d_grad", {&x, &y, &dy});  // the kernel: with x, below
+  const auto [d, p] = conv_pool_descs("conv2d_max_pool2d_grad", x, kernel, Tensor(), o,
+                                      {.pool_size = pool_size, .strides = pool_size});
   const Shape out{d.n, p.oh, p.ow, d.oc};
   check_fusable("conv2d_max_pool2d_grad", d, p);
   LOCKSTEP_CHECK(y.shape() == out && dy.shape() == out && arg.shape() == out && arg.dtype() == DType::kU8,

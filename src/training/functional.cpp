@@ -288,22 +288,17 @@ Model::Output Functional::forward(const Tensor& x, const layers::CallContext& ct
   // a whole forward pass alive (ResNet-20 evaluating at batch 1024 peaked at 5 GB). A tape still
   // holds what backward needs.
   for (std::size_t i = 1; i < last; ++i) {
+    const Node& node = nodes_[i];
     // Node i and the next one as one fused op (Conv2D then MaxPooling2D) where the next is
-    // node i's only reader and not the output node.
-    if (i + 1 < last && fuses_with_next(i)) {
-      const Node& next = nodes_[i + 1];
-      if (Tensor fused = layers_[nodes_[i].layer]->call_then(*layers_[next.layer], values[nodes_[i].inputs.front()], ctx);
-          fused.defined()) {
-        values[i + 1] = std::move(fused);
-        for (std::size_t j : nodes_[i].inputs)
-          if (last_use_[j] == i) values[j] = Tensor();
-        ++i;
-        continue;
-      }
-    }
-    values[i] = run_node(nodes_[i], values, ctx, false);
-    for (std::size_t j : nodes_[i].inputs)
-      if (last_use_[j] == i) values[j] = Tensor();
+    // node i's only reader and not the output node: node i's own output then never exists.
+    Tensor fused;
+    if (i + 1 < last && fuses_with_next(i))
+      fused = layers_[node.layer]->call_then(*layers_[nodes_[i + 1].layer], values[node.inputs.front()], ctx);
+    const std::size_t ran = i;
+    if (fused.defined()) values[++i] = std::move(fused);
+    else values[i] = run_node(node, values, ctx, false);
+    for (std::size_t j : node.inputs)
+      if (last_use_[j] == ran) values[j] = Tensor();
   }
   if (last == 0) return output_in_float32(*layers_[0], [&](bool) { return x; });
   return output_in_float32(*layers_[nodes_[last].layer],

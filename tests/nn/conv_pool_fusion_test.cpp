@@ -46,13 +46,23 @@ Tensor layer_by_layer(const std::vector<layers::LayerPtr>& ls, Tensor h) {
   return h;
 }
 
+constexpr const char* kNoFusedKernel =
+    "no fused conv2d_max_pool2d kernel here (it needs AVX-512, and LOCKSTEP_CONV_ALGORITHM=direct leaves it out)";
 bool fused_kernel_here() {
   const Tensor x = Tensor::zeros({1, 4, 4, 1}), k = Tensor::zeros({3, 3, 1, 2});
   return conv2d_max_pool2d_supported(x, k, Tensor(), {}, {});
 }
 
+// model(x), checking how many ops of each type its forward pass recorded.
+Tensor forward_counting(const Model& model, const Tensor& x, const std::vector<std::pair<OpType, std::size_t>>& expected) {
+  OpLog log;
+  Tensor y = model(x);
+  for (const auto& [type, n] : expected) EXPECT_EQ(log.count(type), n) << op_name(type);
+  return y;
+}
+
 TEST(ConvPoolFusion, SequentialFusesTheFirstConvolutionWithItsPoolingAndComputesTheSame) {
-  if (!fused_kernel_here()) GTEST_SKIP() << "no fused conv2d_max_pool2d kernel here (it needs AVX-512, and LOCKSTEP_CONV_ALGORITHM=direct leaves it out)";
+  if (!fused_kernel_here()) GTEST_SKIP() << kNoFusedKernel;
   set_random_seed(7);
   // The first Conv2D (3x3 over 1 channel: 9 taps) is fused with its pooling; the second (3x3
   // over 8 channels: 72 taps) is not, and the last MaxPooling2D feeds Flatten as usual.
@@ -62,14 +72,7 @@ TEST(ConvPoolFusion, SequentialFusesTheFirstConvolutionWithItsPoolingAndComputes
   Sequential model(ls);
   model.build(Shape{-1, 14, 14, 1});
   const Tensor x = test::random_uniform({5, 14, 14, 1}, 1);
-  Tensor y;
-  {
-    OpLog log;
-    y = model(x);
-    EXPECT_EQ(log.count(OpType::kConv2dMaxPool2d), 1u);
-    EXPECT_EQ(log.count(OpType::kConv2d), 1u);
-    EXPECT_EQ(log.count(OpType::kMaxPool2d), 1u);
-  }
+  const Tensor y = forward_counting(model, x, {{OpType::kConv2dMaxPool2d, 1}, {OpType::kConv2d, 1}, {OpType::kMaxPool2d, 1}});
   expect_close(y, layer_by_layer(ls, x), "output");
 
   // The gradient of every variable, through the fused op's backward.
@@ -85,7 +88,7 @@ TEST(ConvPoolFusion, SequentialFusesTheFirstConvolutionWithItsPoolingAndComputes
 }
 
 TEST(ConvPoolFusion, LinearActivationAndSamePaddingAreFusedToo) {
-  if (!fused_kernel_here()) GTEST_SKIP() << "no fused conv2d_max_pool2d kernel here (it needs AVX-512, and LOCKSTEP_CONV_ALGORITHM=direct leaves it out)";
+  if (!fused_kernel_here()) GTEST_SKIP() << kNoFusedKernel;
   set_random_seed(8);
   // 3 input channels, 20 filters (a partial block of 16), an odd 9x11 output pooled 2x2.
   const std::vector<layers::LayerPtr> ls{layers::Conv2D(20, {3, 3}, "linear", "same"), layers::MaxPooling2D({2, 2}),
@@ -93,14 +96,12 @@ TEST(ConvPoolFusion, LinearActivationAndSamePaddingAreFusedToo) {
   Sequential model(ls);
   model.build(Shape{-1, 9, 11, 3});
   const Tensor x = test::random_uniform({4, 9, 11, 3}, 3);
-  OpLog log;
-  const Tensor y = model(x);
-  EXPECT_EQ(log.count(OpType::kConv2dMaxPool2d), 1u);
+  const Tensor y = forward_counting(model, x, {{OpType::kConv2dMaxPool2d, 1}});
   expect_close(y, layer_by_layer(ls, x), "output");
 }
 
 TEST(ConvPoolFusion, FunctionalFusesAConvolutionOnlyWhereThePoolingIsItsOnlyReader) {
-  if (!fused_kernel_here()) GTEST_SKIP() << "no fused conv2d_max_pool2d kernel here (it needs AVX-512, and LOCKSTEP_CONV_ALGORITHM=direct leaves it out)";
+  if (!fused_kernel_here()) GTEST_SKIP() << kNoFusedKernel;
   set_random_seed(9);
   // a -> MaxPooling2D alone (fused); b -> MaxPooling2D and AveragePooling2D (not fused: b's
   // output is needed twice).
@@ -113,13 +114,7 @@ TEST(ConvPoolFusion, FunctionalFusesAConvolutionOnlyWhereThePoolingIsItsOnlyRead
   const KerasTensor merged = call(add, {call(pool_a, a), call(pool_b, b), call(avg_b, b)});
   Functional model(in, call(dense, call(flatten, merged)));
   const Tensor x = test::random_uniform({3, 10, 10, 1}, 4);
-  Tensor y;
-  {
-    OpLog log;
-    y = model(x);
-    EXPECT_EQ(log.count(OpType::kConv2dMaxPool2d), 1u);
-    EXPECT_EQ(log.count(OpType::kConv2d), 1u);
-  }
+  const Tensor y = forward_counting(model, x, {{OpType::kConv2dMaxPool2d, 1}, {OpType::kConv2d, 1}});
   const Tensor ya = pool_a->call(conv_a->call(x, {}), {});
   const Tensor bx = conv_b->call(x, {});
   const auto* merge = dynamic_cast<const layers::MergeLayer*>(add.get());
@@ -130,7 +125,7 @@ TEST(ConvPoolFusion, FunctionalFusesAConvolutionOnlyWhereThePoolingIsItsOnlyRead
 
 TEST(ConvPoolFusion, AnEmptyBatchGivesAnEmptyOutputAndZeroGradients) {
   // A replica whose slice of an uneven global batch is empty.
-  if (!fused_kernel_here()) GTEST_SKIP() << "no fused conv2d_max_pool2d kernel here (it needs AVX-512, and LOCKSTEP_CONV_ALGORITHM=direct leaves it out)";
+  if (!fused_kernel_here()) GTEST_SKIP() << kNoFusedKernel;
   const Tensor x = Tensor::zeros({0, 8, 8, 1});
   const Tensor k = test::random_uniform({3, 3, 1, 4}, 5), b = test::random_uniform({4}, 6);
   GradientTape tape;
@@ -146,7 +141,7 @@ TEST(ConvPoolFusion, AnEmptyBatchGivesAnEmptyOutputAndZeroGradients) {
 }
 
 TEST(ConvPoolFusion, TheOpRefusesWhatItsKernelDoesNotTakeAndSaysWhy) {
-  if (!fused_kernel_here()) GTEST_SKIP() << "no fused conv2d_max_pool2d kernel here (it needs AVX-512, and LOCKSTEP_CONV_ALGORITHM=direct leaves it out)";
+  if (!fused_kernel_here()) GTEST_SKIP() << kNoFusedKernel;
   const Tensor x = Tensor::zeros({2, 8, 8, 4}), k = Tensor::zeros({3, 3, 4, 8});  // 36 taps
   EXPECT_FALSE(conv2d_max_pool2d_supported(x, k, Tensor(), {}, {}));
   try {

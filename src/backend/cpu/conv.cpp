@@ -11,8 +11,8 @@
 // measured 1.5x (forward) and 1.2x (backward weights) faster than the direct kernel on a
 // convnet's second layer, reorders to and from its blocked layout included. Its rounding error is
 // a few times the direct kernel's (relative RMS ~5e-7 against a float64 sum, direct ~1.5e-7).
-// LOCKSTEP_CONV_ALGORITHM=direct turns it off (and the fused conv2d_max_pool2d). Backward data stays direct: Winograd measured no
-// faster there.
+// LOCKSTEP_CONV_ALGORITHM=direct turns it off (and the fused conv2d_max_pool2d). Backward data
+// stays direct: Winograd measured no faster there.
 #include <algorithm>
 #include <array>
 #include <cstdlib>
