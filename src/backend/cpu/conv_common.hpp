@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "backend/context.hpp"
+#include "backend/cpu/cpu_kernels.hpp"
 #include "backend/cpu/onednn.hpp"
 #include "lockstep/core/error.hpp"
 
@@ -43,8 +44,17 @@ class PrimitiveCache {
 /// split); part boundaries depend only on n and the number of parts.
 class BatchParts {
  public:
+  /// Below this many flops a kernel runs as one part: a pool wake-up would cost more.
+  static constexpr double kMinParallelFlops = 1e6;
   BatchParts(ComputeContext& ctx, std::int64_t n, double flops)
-      : n_(n), count_(ctx.threads() <= 1 || flops < 1e6 || n <= 1 ? 1 : std::min<std::int64_t>(ctx.threads(), n)) {}
+      : n_(n),
+        count_(ctx.threads() <= 1 || flops < kMinParallelFlops || n <= 1 ? 1
+                                                                          : std::min<std::int64_t>(ctx.threads(), n)) {}
+  /// The cost to pass for a memory-bound kernel (pooling, unpooling) that reads and writes
+  /// `values` floats in all: it splits from the size an elementwise loop does (2 * kGrain
+  /// values). Counted as flops, a convnet's second max pooling (128 x 11 x 11 x 64 values, 4 MB,
+  /// under 1e6 compares) ran on one thread while the other waited.
+  static double memory_bound(double values) { return values * (kMinParallelFlops / (2.0 * kGrain)); }
   std::int64_t count() const { return count_; }
   /// fn(part, first_row, end_row) for every part, in parallel; nothing for an empty batch.
   template <typename F>

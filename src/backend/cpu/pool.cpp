@@ -60,7 +60,10 @@ Pool2dDesc part_of(const Pool2dDesc& d, std::int64_t rows) {
   return p;
 }
 
-double pool_cost(const Pool2dDesc& d) { return static_cast<double>(d.n * d.oh * d.ow * d.c * d.kh * d.kw); }
+// Memory-bound: x read and y written (the backward also reads y and dy and writes dx).
+double pool_cost(const Pool2dDesc& d) {
+  return BatchParts::memory_bound(static_cast<double>(d.n * d.c * (d.h * d.w + d.oh * d.ow)));
+}
 
 // One window's gradient `rest` (c channels) to its first maximum in row-major order (as TF's).
 // The channel loop is innermost and branch-free, so it vectorises over NHWC's contiguous
