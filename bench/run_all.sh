@@ -27,6 +27,8 @@ run compare_mlp_1thread bash bench/compare_mlp.sh -t 1 -n 3000
 run compare_mlp_2threads bash bench/compare_mlp.sh -t 2 -n 3000
 run compare_distributed bash bench/compare_distributed.sh -n 3000 -r 1000
 run compare_scaling bash bench/compare_scaling.sh -n 1500 -r 300
+run fit_overhead_1replica build/bin/fit_overhead --replicas 1 --rounds 15
+run fit_overhead_2replicas build/bin/fit_overhead --replicas 2 --rounds 15
 if command -v mpirun > /dev/null; then
   run compare_shard_update bash bench/compare_shard_update.sh -R 6 -b "32 128 256" -w
 else

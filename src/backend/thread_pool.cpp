@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <string>
 #include <system_error>
+#include <utility>
 
 #include "lockstep/core/error.hpp"
 
@@ -22,6 +23,9 @@ namespace {
 // A step is many small ops in a row: workers spin this many rounds for the next one before
 // sleeping, so that an op's hand-off costs well under a microsecond instead of a futex wake.
 constexpr int kSpinRounds = 5000;
+// The pool whose worker this thread is (null elsewhere): a parallel_for it calls on that pool
+// runs inline (see parallel_for).
+thread_local const ThreadPool* t_worker_of = nullptr;
 }  // namespace
 
 bool pin_current_thread(int cpu) {
@@ -37,6 +41,7 @@ ThreadPool::ThreadPool(int threads, std::vector<int> cpus) : threads_(std::max(1
     try {
       workers_.emplace_back([this, i, cpu] {
         if (cpu >= 0) pin_current_thread(cpu);  // best effort: a container may forbid it
+        t_worker_of = this;
         worker_loop(i);
       });
     } catch (const std::system_error& e) {
@@ -71,7 +76,9 @@ void ThreadPool::parallel_for(std::int64_t n, std::int64_t grain,
   if (n <= 0) return;
   grain = std::max<std::int64_t>(1, grain);
   const int chunks = static_cast<int>(std::min<std::int64_t>(threads_, (n + grain - 1) / grain));
-  if (chunks <= 1) {
+  // A worker in an IdleWork chunk: its peers may be in chunks too, and it is one of the threads
+  // a job would wait for.
+  if (chunks <= 1 || t_worker_of == this) {
     fn(0, n);
     return;
   }
@@ -108,7 +115,8 @@ void ThreadPool::worker_loop(int index) {
   std::uint64_t seen = 0;  // not generation_.load(): a job may be posted before this thread runs
   for (;;) {
     for (int i = 0; i < kSpinRounds && generation_.load() == seen && !stop_.load(); ++i) {
-      if (i < 1000) LOCKSTEP_POOL_PAUSE();
+      if (run_idle_chunk()) i = 0;  // busy, not waiting: the spin starts over
+      else if (i < 1000) LOCKSTEP_POOL_PAUSE();
       else std::this_thread::yield();
     }
     if (generation_.load() == seen && !stop_.load()) {
@@ -135,6 +143,63 @@ void ThreadPool::worker_loop(int index) {
     }
     pending_.fetch_sub(1);
   }
+}
+
+void ThreadPool::IdleWork::run(std::int64_t chunk) {
+  try {
+    fn_(chunk);
+  } catch (...) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!error_) error_ = std::current_exception();
+  }
+}
+
+bool ThreadPool::run_idle_chunk() {
+  if (idle_.load(std::memory_order_relaxed) == nullptr) return false;
+  idle_users_.fetch_add(1);  // before idle_ is read again: retract() waits for it
+  bool ran = false;
+  if (IdleWork* w = idle_.load()) {
+    const std::int64_t chunk = w->next_.fetch_add(1);
+    if (chunk < w->chunks_) {
+      w->run(chunk);
+      ran = true;
+    }
+  }
+  idle_users_.fetch_sub(1);
+  return ran;
+}
+
+bool ThreadPool::offer(IdleWork& work) {
+  if (workers_.empty()) return false;
+  IdleWork* none = nullptr;
+  return idle_.compare_exchange_strong(none, &work);
+}
+
+void ThreadPool::retract(IdleWork& work) {
+  IdleWork* mine = &work;
+  idle_.compare_exchange_strong(mine, nullptr);
+  // A worker that registered before the exchange may still claim a chunk; one that registers
+  // after it reads null.
+  for (int i = 0; idle_users_.load() != 0; ++i) {
+    if (i < 2000) LOCKSTEP_POOL_PAUSE();
+    else std::this_thread::yield();
+  }
+}
+
+void ThreadPool::finish(IdleWork& work) {
+  for (std::int64_t c = work.next_.fetch_add(1); c < work.chunks_; c = work.next_.fetch_add(1)) work.run(c);
+  retract(work);
+  std::exception_ptr error;
+  {
+    std::lock_guard<std::mutex> lock(work.mu_);
+    error = std::exchange(work.error_, nullptr);
+  }
+  if (error) std::rethrow_exception(error);
+}
+
+void ThreadPool::withdraw(IdleWork& work) {
+  work.next_.fetch_add(work.chunks_);  // no chunk claimed from here on runs
+  retract(work);
 }
 
 }  // namespace lockstep::backend

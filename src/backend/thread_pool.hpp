@@ -2,6 +2,8 @@
 // A device's compute pool: `size()` threads, the calling thread being one of them.
 // parallel_for splits [0, n) into at most size() contiguous chunks; chunk boundaries depend
 // only on n, grain and size(), so a given pool size always computes bit-identical results.
+// Between parallel_fors the workers wait; IdleWork gives them something to do meanwhile (the
+// next batch's gather, in fit), in chunks short enough not to delay the next parallel_for.
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
@@ -27,11 +29,43 @@ class ThreadPool {
   int size() const { return threads_; }
   /// Runs fn(begin, end) over chunks of [0, n), each at least `grain` long, and waits.
   /// Exceptions thrown by fn are rethrown here (the first one).
+  /// Called from one of this pool's workers (inside an IdleWork chunk), it runs fn(0, n) there:
+  /// the other threads may be busy with chunks of their own.
   void parallel_for(std::int64_t n, std::int64_t grain,
                     const std::function<void(std::int64_t, std::int64_t)>& fn);
 
+  /// Work for the moments the workers would otherwise spend waiting for the next parallel_for:
+  /// fn(i) for every i in [0, chunks), each chunk run once, by a worker between jobs or by the
+  /// thread that calls finish(). A chunk should take microseconds: a parallel_for waits for the
+  /// workers in one. fn's exceptions are rethrown by finish().
+  class IdleWork {
+   public:
+    IdleWork(std::int64_t chunks, std::function<void(std::int64_t)> fn) : fn_(std::move(fn)), chunks_(chunks) {}
+
+   private:
+    friend class ThreadPool;
+    void run(std::int64_t chunk);
+    std::function<void(std::int64_t)> fn_;
+    std::int64_t chunks_;
+    std::atomic<std::int64_t> next_{0};  // the next chunk to claim
+    std::mutex mu_;
+    std::exception_ptr error_;  // guarded by mu_
+  };
+  /// Offers `work` to the workers; false (and nothing offered) when another IdleWork is still
+  /// out, or the pool has no workers. `work` must outlive finish() or withdraw().
+  bool offer(IdleWork& work);
+  /// Runs the chunks no worker has claimed, on the calling thread, waits for those in flight
+  /// and rethrows the first exception of any chunk. Afterwards `work` is the caller's again.
+  void finish(IdleWork& work);
+  /// Takes `work` back undone: chunks not claimed yet are dropped, those in flight waited for.
+  void withdraw(IdleWork& work);
+
  private:
   void worker_loop(int index);
+  /// Claims and runs one chunk of the offered IdleWork; false when there was none to run.
+  bool run_idle_chunk();
+  /// Takes `work` off offer and waits until no worker is inside a chunk of it.
+  void retract(IdleWork& work);
   void stop_and_join();
 
   int threads_;
@@ -48,6 +82,10 @@ class ThreadPool {
   std::atomic<int> sleepers_{0};
   std::atomic<bool> stop_{false};
   std::exception_ptr error_;  // guarded by mu_
+  // The offered IdleWork; idle_users_ counts workers that may be reading it (they register
+  // before they load idle_, so retract() can wait them out).
+  std::atomic<IdleWork*> idle_{nullptr};
+  std::atomic<int> idle_users_{0};
 };
 
 }  // namespace lockstep::backend

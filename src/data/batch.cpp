@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "data/nodes.hpp"
+#include "lockstep/tensor/compute_context.hpp"
 #include "lockstep/tensor/ops.hpp"
 
 namespace lockstep::data::detail {
@@ -153,16 +154,96 @@ NodePtr make_batch_node(NodePtr input, std::int64_t batch_size, bool drop_remain
 
 namespace lockstep::data {
 
+namespace {
+Tensor index_of(const RowBatch& b, const char* op, std::int64_t begin, std::int64_t end) {
+  LOCKSTEP_CHECK(b.sources != nullptr, op, ": the batch has no sources");
+  LOCKSTEP_CHECK(begin >= 0 && begin <= end && end <= b.size(), op, ": rows [", begin, ", ", end,
+                 ") are outside the batch of ", b.size());
+  return Tensor::from_vector(std::vector<std::int64_t>(b.rows.begin() + begin, b.rows.begin() + end), {end - begin});
+}
+
+// A chunk of a gather ahead: about this many bytes, a few microseconds of copying, so that a
+// worker in one delays the pool's next job by no more than that.
+constexpr std::int64_t kAheadChunkBytes = 32 << 10;
+}  // namespace
+
 Element RowBatch::gather(std::int64_t begin, std::int64_t end) const {
-  LOCKSTEP_CHECK(sources != nullptr, "RowBatch::gather: the batch has no sources");
-  LOCKSTEP_CHECK(begin >= 0 && begin <= end && end <= size(), "RowBatch::gather: rows [", begin, ", ", end,
-                 ") are outside the batch of ", size());
-  const Tensor index = Tensor::from_vector(std::vector<std::int64_t>(rows.begin() + begin, rows.begin() + end),
-                                           {end - begin});
+  const Tensor index = index_of(*this, "RowBatch::gather", begin, end);
   Element out;
   out.reserve(sources->size());
   for (const Tensor& source : *sources) out.push_back(gather_rows(source, index));
   return out;
+}
+
+struct PendingRows::State {
+  RowBatch batch;  // its node keeps the sources alive
+  std::int64_t begin = 0, end = 0;
+  // Offered to the context's pool: the slice's tensors, and the chunks that fill them.
+  Element out;
+  std::unique_ptr<IdleWork> work;
+  bool taken = false;
+};
+
+PendingRows::PendingRows(std::unique_ptr<State> state) : s_(std::move(state)) {}
+PendingRows::PendingRows(PendingRows&&) noexcept = default;
+PendingRows& PendingRows::operator=(PendingRows&& other) noexcept {
+  if (this != &other) {
+    PendingRows dropped(std::move(*this));
+    s_ = std::move(other.s_);
+  }
+  return *this;
+}
+PendingRows::~PendingRows() = default;  // an untaken work is withdrawn by its destructor
+std::int64_t PendingRows::begin() const { return s_->begin; }
+std::int64_t PendingRows::end() const { return s_->end; }
+
+Element PendingRows::take() {
+  LOCKSTEP_CHECK(s_ && !s_->taken, "PendingRows::take: the rows were taken already");
+  s_->taken = true;
+  if (!s_->work) return s_->batch.gather(s_->begin, s_->end);
+  s_->work->finish();
+  return std::move(s_->out);
+}
+
+PendingRows RowBatch::gather_ahead(std::int64_t begin, std::int64_t end) const {
+  auto s = std::make_unique<PendingRows::State>();
+  const Tensor index = index_of(*this, "RowBatch::gather_ahead", begin, end);
+  s->batch = *this;
+  s->begin = begin;
+  s->end = end;
+  ComputeContext& ctx = current_compute_context();
+  if (context_device(ctx).kind != DeviceKind::kCpu || context_threads(ctx) < 2 || begin == end)
+    return PendingRows(std::move(s));
+  // Chunks: (component, first row, end row), in component order.
+  struct Chunk {
+    std::size_t component;
+    std::int64_t r0, r1;
+  };
+  std::vector<Chunk> chunks;
+  for (std::size_t c = 0; c < sources->size(); ++c) {
+    const Tensor& src = (*sources)[c];
+    std::vector<std::int64_t> dims = src.shape().dims();
+    dims[0] = end - begin;
+    s->out.push_back(Tensor::empty(Shape(std::move(dims)), src.dtype()));
+    const std::int64_t row_bytes =
+        std::max<std::int64_t>(1, src.shape().tail().numel() * static_cast<std::int64_t>(dtype_size(src.dtype())));
+    const std::int64_t per_chunk = std::max<std::int64_t>(1, kAheadChunkBytes / row_bytes);
+    for (std::int64_t r = 0; r < end - begin; r += per_chunk)
+      chunks.push_back({c, r, std::min(end - begin, r + per_chunk)});
+  }
+  const auto n = static_cast<std::int64_t>(chunks.size());
+  const std::vector<Tensor>* srcs = sources;
+  Element* out = &s->out;
+  s->work = std::make_unique<IdleWork>(ctx, n, [srcs, out, index, chunks = std::move(chunks)](std::int64_t i) {
+    const Chunk& ch = chunks[static_cast<std::size_t>(i)];
+    Tensor dst = (*out)[ch.component].slice(ch.r0, ch.r1);
+    gather_rows_into(dst, (*srcs)[ch.component], index.slice(ch.r0, ch.r1));
+  });
+  if (!s->work->offered()) {  // another gather is out: take() gathers
+    s->work.reset();
+    s->out.clear();
+  }
+  return PendingRows(std::move(s));
 }
 
 }  // namespace lockstep::data

@@ -2,6 +2,7 @@
 
 #include "backend/context.hpp"
 #include "backend/devices.hpp"
+#include "lockstep/core/error.hpp"
 
 namespace lockstep {
 
@@ -27,6 +28,36 @@ const std::vector<int>& context_cpus(const ComputeContext& ctx) { return ctx.cpu
 
 ComputeScope::ComputeScope(ComputeContext& ctx) : previous_(backend::set_current_context(&ctx)) {}
 ComputeScope::~ComputeScope() { backend::set_current_context(previous_); }
+
+struct IdleWork::Impl {
+  ComputeContext* ctx;
+  backend::ThreadPool::IdleWork work;
+  bool offered = false, finished = false;
+  Impl(ComputeContext& c, std::int64_t chunks, std::function<void(std::int64_t)> fn)
+      : ctx(&c), work(chunks, [ctx = &c, fn = std::move(fn)](std::int64_t i) {
+          // On a pool thread, or on the caller in finish(): either way on ctx.
+          const ComputeScope scope(*ctx);
+          fn(i);
+        }) {}
+};
+
+IdleWork::IdleWork(ComputeContext& ctx, std::int64_t chunks, std::function<void(std::int64_t)> fn)
+    : impl_(std::make_unique<Impl>(ctx, chunks, std::move(fn))) {
+  impl_->offered = ctx.device().kind == DeviceKind::kCpu && ctx.pool().offer(impl_->work);
+}
+
+IdleWork::~IdleWork() {
+  if (impl_->offered && !impl_->finished) impl_->ctx->pool().withdraw(impl_->work);
+}
+
+bool IdleWork::offered() const { return impl_->offered; }
+
+void IdleWork::finish() {
+  LOCKSTEP_CHECK(!impl_->finished, "IdleWork::finish: already finished");
+  impl_->finished = true;
+  // Not offered: nothing else can take a chunk, and finish() runs them all.
+  impl_->ctx->pool().finish(impl_->work);
+}
 
 std::vector<LocalDevice> list_local_devices() {
   std::vector<LocalDevice> out;

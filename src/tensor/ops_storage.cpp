@@ -1,5 +1,7 @@
 // Ops that move or combine memory: concat / stack, row gather and scatter, one-hot, and the
 // multi-tensor reduction that collectives compute with.
+#include <utility>
+
 #include "tensor/op_util.hpp"
 
 namespace lockstep {
@@ -49,19 +51,39 @@ Tensor stack(const std::vector<Tensor>& tensors) {
   return concat(rows, 0);
 }
 
-Tensor gather_rows(const Tensor& src, const Tensor& indices) {
-  LOCKSTEP_CHECK(src.defined() && src.rank() >= 1, "gather_rows: the source must have rank >= 1");
-  LOCKSTEP_CHECK(indices.defined() && indices.rank() == 1, "gather_rows: indices must be 1-D, got ",
+namespace {
+// The checked indices and the row length of a gather from src.
+std::pair<Tensor, std::int64_t> gather_plan(const char* op, const Tensor& src, const Tensor& indices) {
+  LOCKSTEP_CHECK(src.defined() && src.rank() >= 1, op, ": the source must have rank >= 1");
+  LOCKSTEP_CHECK(indices.defined() && indices.rank() == 1, op, ": indices must be 1-D, got ",
                  indices.defined() ? indices.shape().str() : "undefined");
-  const Tensor idx = detail::checked_labels("gather_rows", indices, src.dim(0));
+  Tensor idx = detail::checked_labels(op, indices, src.dim(0));
+  const std::int64_t row = src.dim(0) ? src.numel() / src.dim(0) : src.shape().tail().numel();
+  return {std::move(idx), row};
+}
+}  // namespace
+
+Tensor gather_rows(const Tensor& src, const Tensor& indices) {
+  const auto [idx, row] = gather_plan("gather_rows", src, indices);
   const auto& k = kern("gather_rows", src, backend::KernelOp::kGatherRows);
   std::vector<std::int64_t> dims = src.shape().dims();
   dims[0] = idx.numel();
   Tensor out = Tensor::empty(Shape(std::move(dims)), src.dtype());
-  const std::int64_t row = src.dim(0) ? src.numel() / src.dim(0) : src.shape().tail().numel();
   k.gather_rows(ctx(), src.raw_data(), static_cast<const std::int64_t*>(idx.raw_data()), idx.numel(), row,
                 out.raw_data());
   return out;
+}
+
+void gather_rows_into(Tensor& dst, const Tensor& src, const Tensor& indices) {
+  const auto [idx, row] = gather_plan("gather_rows_into", src, indices);
+  LOCKSTEP_CHECK(dst.defined() && dst.dtype() == src.dtype() && dst.device() == src.device() && dst.rank() >= 1 &&
+                     dst.dim(0) == idx.numel() && dst.shape().tail() == src.shape().tail(),
+                 "gather_rows_into: dst ", dst.defined() ? dst.shape().str() : "undefined", " cannot hold ",
+                 idx.numel(), " rows of ", src.shape().str(), " (", dtype_name(src.dtype()), " on ", src.device().str(),
+                 ")");
+  kern("gather_rows_into", src, backend::KernelOp::kGatherRows)
+      .gather_rows(ctx(), src.raw_data(), static_cast<const std::int64_t*>(idx.raw_data()), idx.numel(), row,
+                   dst.raw_data());
 }
 
 void scatter_add_rows(Tensor& dst, const Tensor& indices, const Tensor& src) {

@@ -17,7 +17,15 @@ Shape FitBatch::shape(std::size_t c) const {
   return Shape(std::move(dims));
 }
 
-data::Element FitBatch::part(std::int64_t begin, std::int64_t end) const {
+data::Element FitBatch::part(std::int64_t begin, std::int64_t end, int slot) const {
+  if (rows_ && ahead_ && slot >= 0 && static_cast<std::size_t>(slot) < ahead_->size()) {
+    std::optional<data::PendingRows>& pending = (*ahead_)[static_cast<std::size_t>(slot)];
+    if (pending && pending->begin() == begin && pending->end() == end) {
+      data::Element out = pending->take();
+      pending.reset();
+      return out;
+    }
+  }
   if (rows_) return rows_->gather(begin, end);
   data::Element out;
   out.reserve(tensors_.size());
@@ -25,12 +33,39 @@ data::Element FitBatch::part(std::int64_t begin, std::int64_t end) const {
   return out;
 }
 
+void FitBatch::make_slots(int slots) const {
+  if (!rows_) return;
+  if (!ahead_) ahead_ = std::make_shared<std::vector<std::optional<data::PendingRows>>>();
+  if (ahead_->size() < static_cast<std::size_t>(slots)) ahead_->resize(static_cast<std::size_t>(slots));
+}
+
+void FitBatch::gather_ahead(int slot, std::int64_t begin, std::int64_t end) const {
+  if (!rows_ || !ahead_ || slot < 0 || static_cast<std::size_t>(slot) >= ahead_->size()) return;
+  std::optional<data::PendingRows>& pending = (*ahead_)[static_cast<std::size_t>(slot)];
+  if (!pending) pending.emplace(rows_->gather_ahead(begin, end));
+}
+
 FitInput::FitInput(const data::Dataset& dataset, bool row_batches) {
   if (row_batches) rows_ = dataset.make_row_batch_iterator();
   if (!rows_) elements_ = dataset.make_iterator();
 }
 
+const FitBatch* FitInput::peek() {
+  if (!rows_) return nullptr;
+  if (!ahead_) {
+    auto b = rows_->next();
+    if (!b) return nullptr;
+    ahead_.emplace(std::move(*b));
+  }
+  return &*ahead_;
+}
+
 std::optional<FitBatch> FitInput::next() {
+  if (ahead_) {
+    std::optional<FitBatch> b = std::move(ahead_);
+    ahead_.reset();
+    return b;
+  }
   if (rows_) {
     auto b = rows_->next();
     if (!b) return std::nullopt;
@@ -43,7 +78,7 @@ std::optional<FitBatch> FitInput::next() {
 
 void FitInput::skip(std::int64_t n) {
   for (std::int64_t i = 0; i < n; ++i) {
-    const bool got = rows_ ? rows_->next().has_value() : elements_->next().has_value();
+    const bool got = next().has_value();
     if (!got) return;
   }
 }

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <vector>
 
 #include "lockstep/data/dataset.hpp"
 #include "lockstep/core/shape.hpp"
@@ -27,12 +28,22 @@ class FitBatch {
   /// The shape of component c of the whole batch.
   Shape shape(std::size_t c) const;
   /// Rows [begin, end) of every component, gathered on the calling thread's context for a
-  /// batch of rows (a view for tensors).
-  data::Element part(std::int64_t begin, std::int64_t end) const;
+  /// batch of rows (a view for tensors). `slot` (a replica) takes its gather_ahead of that
+  /// range if it started one.
+  data::Element part(std::int64_t begin, std::int64_t end, int slot = 0) const;
+
+  /// A batch of rows: makes room for `slots` gathers ahead (on the calling thread, before the
+  /// replicas start them concurrently, each in its own slot). Nothing for tensors.
+  void make_slots(int slots) const;
+  /// A batch of rows: starts slot's gather of rows [begin, end) on the calling thread's
+  /// context (data::RowBatch::gather_ahead), for part() to take. Nothing for tensors.
+  void gather_ahead(int slot, std::int64_t begin, std::int64_t end) const;
 
  private:
   data::Element tensors_;
   std::optional<data::RowBatch> rows_;
+  // Gathers ahead by slot; shared by the copies of this batch.
+  mutable std::shared_ptr<std::vector<std::optional<data::PendingRows>>> ahead_;
 };
 
 /// One pass over a dataset as FitBatches: row batches when asked for and the pipeline has
@@ -42,12 +53,16 @@ class FitInput {
  public:
   FitInput(const data::Dataset& dataset, bool row_batches);
   std::optional<FitBatch> next();
+  /// The batch next() will return, read ahead, where it is a batch of rows (those come from
+  /// index work, never a wait on a map); null otherwise or at the end of the pass.
+  const FitBatch* peek();
   /// Drops up to n batches (those trained before a resume).
   void skip(std::int64_t n);
 
  private:
   std::unique_ptr<data::Iterator> elements_;
   std::unique_ptr<data::RowBatchIterator> rows_;
+  std::optional<FitBatch> ahead_;
 };
 
 }  // namespace lockstep::detail

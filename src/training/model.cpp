@@ -109,28 +109,41 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 // replica on its slice (data::split_batch_for_replicas, as experimental_distribute_dataset
 // splits) with the slice's first row in the batch, or once on the whole batch without a
 // strategy. A batch of rows is gathered there: each replica its own slice, on its own thread.
+// With `next` (fit's following batch) each replica then starts gathering its slice of that one
+// (FitBatch::gather_ahead), which its pool's workers copy while they would wait between ops.
 // Returns the per-replica results in replica order.
 template <typename F>
-auto run_on_slices(distribute::Strategy* strategy, const FitBatch& batch, F&& fn)
+auto run_on_slices(distribute::Strategy* strategy, const FitBatch& batch, F&& fn, const FitBatch* next = nullptr)
     -> distribute::PerReplica<std::invoke_result_t<F&, const data::Element&, std::int64_t, ReplicaInterface*>> {
   using R = std::invoke_result_t<F&, const data::Element&, std::int64_t, ReplicaInterface*>;
+  const int n = strategy ? strategy->num_replicas_in_sync() : 1;
+  if (next) next->make_slots(n);
+  const auto ahead = [&](int replica) {
+    if (!next) return;
+    const auto [begin, end] = data::replica_rows(next->size(), n, replica);
+    next->gather_ahead(replica, begin, end);
+  };
   if (!strategy) {
     const data::Element whole = batch.tensors() ? *batch.tensors() : batch.part(0, batch.size());
+    ahead(0);
     return distribute::PerReplica<R>(std::vector<R>{fn(whole, 0, nullptr)});
   }
-  const int n = strategy->num_replicas_in_sync();
   if (batch.tensors()) {
     const auto slices = data::split_batch_for_replicas(*batch.tensors(), n);
     std::vector<std::int64_t> first_row{0};
     for (const auto& sl : slices) first_row.push_back(first_row.back() + sl[0].dim(0));
     return strategy->run([&](distribute::ReplicaContext& rc) {
       const auto r = static_cast<std::size_t>(rc.replica_id_in_sync_group());
+      ahead(rc.replica_id_in_sync_group());
       return fn(distribute::to_current_device(slices[r]), first_row[r], &rc);
     });
   }
   return strategy->run([&](distribute::ReplicaContext& rc) {
-    const auto [begin, end] = data::replica_rows(batch.size(), n, rc.replica_id_in_sync_group());
-    return fn(distribute::to_current_device(batch.part(begin, end)), begin, &rc);
+    const int r = rc.replica_id_in_sync_group();
+    const auto [begin, end] = data::replica_rows(batch.size(), n, r);
+    data::Element slice = batch.part(begin, end, r);
+    ahead(r);
+    return fn(distribute::to_current_device(slice), begin, &rc);
   });
 }
 
@@ -373,7 +386,7 @@ double Model::train_step(const Tensor& x, const Tensor& y) {
 }
 
 double Model::train_micro_step(const FitBatch& batch_in, std::int64_t first_example, std::int64_t group_examples,
-                               GradientUse use) {
+                               GradientUse use, const FitBatch* next) {
   check_compiled("train_step");
   // Tensors are checked (and cast) here; a batch of rows comes from one table of rows, so its
   // components agree, and each replica casts its own slice.
@@ -392,7 +405,7 @@ double Model::train_micro_step(const FitBatch& batch_in, std::int64_t first_exam
   const std::int64_t step = optimizer_->iterations();
   const auto parts = run_on_slices(strategy_, batch, [&](const data::Element& s, std::int64_t first, ReplicaInterface* rc) {
     return replica_train_step(as_float(s[0]), s[1], first_example + first, group_examples, step, rc, use);
-  });
+  }, next);
   if (use == GradientUse::kHoldBack) {
     double batch_loss = 0;
     merge_replica_numbers(parts, n, &batch_loss);
@@ -498,6 +511,12 @@ History Model::fit(const data::Dataset& dataset, const FitOptions& o) {
   const bool gather_in_replicas =
       data::ThreadBudget::process().compute_reserved() >= data::ThreadBudget::process().cores();
   const auto open_pass = [&] { return std::make_unique<FitInput>(dataset, gather_in_replicas); };
+  // The replicas gather the next batch's slices ahead (run_on_slices); LOCKSTEP_GATHER_AHEAD=0
+  // turns that off, read per fit so that bench/fit_overhead can compare both in one process.
+  const bool gather_ahead = [] {
+    const char* v = std::getenv("LOCKSTEP_GATHER_AHEAD");
+    return v == nullptr || std::strcmp(v, "0") != 0;
+  }();
   Logs logs;
   cbs.each([&](Callback& c) { c.on_train_begin(logs); });
   // Resuming from a backup: continue at its epoch and batch with the same data order. The
@@ -630,7 +649,14 @@ History Model::fit(const data::Dataset& dataset, const FitOptions& o) {
         const GradientUse use = group.size() == 1        ? GradientUse::kApply
                                 : j + 1 < group.size() ? GradientUse::kHoldBack
                                                         : GradientUse::kApplyGroup;
-        train_micro_step(group[j], first_example, group_examples, use);
+        // The batch after this one, where it is known without waiting: the replicas gather it
+        // ahead. Not past the epoch's last step (validation comes first) nor into a new pass.
+        const FitBatch* next = !gather_ahead              ? nullptr
+                               : j + 1 < group.size() ? &group[j + 1]
+                               : (steps >= 0 && step + 1 >= steps) || (renew_passes && taken_from_pass >= card)
+                                   ? nullptr
+                                   : it->peek();
+        train_micro_step(group[j], first_example, group_examples, use, next);
         first_example += group[j].size();
         ++global_step;
         if (global_step == warmup) timed_start = std::chrono::steady_clock::now();

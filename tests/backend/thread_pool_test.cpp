@@ -1,6 +1,9 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
+#include <thread>
+#include <vector>
 #include <numeric>
 #include <stdexcept>
 
@@ -53,6 +56,101 @@ TEST(ThreadPool, ExceptionsReachTheCaller) {
   std::atomic<int> count{0};
   pool.parallel_for(100, 1, [&](std::int64_t b, std::int64_t e) { count += static_cast<int>(e - b); });
   EXPECT_EQ(count.load(), 100);
+}
+
+// IdleWork: the chunks of work that a pool's workers take while they wait between jobs (fit's
+// gather of the next batch). Whoever runs them, each chunk runs exactly once.
+TEST(ThreadPool, IdleWorkRunsEveryChunkOnce) {
+  ThreadPool pool(3);
+  std::vector<std::atomic<int>> runs(500);
+  ThreadPool::IdleWork work(500, [&](std::int64_t i) { ++runs[static_cast<std::size_t>(i)]; });
+  ASSERT_TRUE(pool.offer(work));
+  ThreadPool::IdleWork other(1, [](std::int64_t) {});
+  EXPECT_FALSE(pool.offer(other)) << "one IdleWork at a time";
+  // Jobs in between, as ops between two steps: the workers take chunks after each.
+  std::atomic<std::int64_t> total{0};
+  for (int job = 0; job < 20; ++job)
+    pool.parallel_for(1000, 1, [&](std::int64_t b, std::int64_t e) { total += e - b; });
+  EXPECT_EQ(total.load(), 20 * 1000) << "jobs run whole while idle work is out";
+  pool.finish(work);
+  for (std::size_t i = 0; i < runs.size(); ++i) ASSERT_EQ(runs[i].load(), 1) << "chunk " << i;
+  EXPECT_TRUE(pool.offer(other)) << "a finished work is off the pool";
+  pool.finish(other);
+}
+
+TEST(ThreadPool, IdleWorkersTakeChunksBetweenJobs) {
+  ThreadPool pool(2);
+  const auto owner = std::this_thread::get_id();
+  std::atomic<int> by_workers{0}, runs{0};
+  ThreadPool::IdleWork work(64, [&](std::int64_t) {
+    if (std::this_thread::get_id() != owner) ++by_workers;
+    ++runs;
+  });
+  ASSERT_TRUE(pool.offer(work));
+  // A worker spins for the next job a while after each one and takes chunks meanwhile; a
+  // loaded machine may keep it off its core for a time, hence the deadline.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (runs.load() < 64 && std::chrono::steady_clock::now() < deadline)
+    pool.parallel_for(2, 1, [](std::int64_t, std::int64_t) {});
+  pool.finish(work);
+  EXPECT_EQ(runs.load(), 64);
+  EXPECT_GT(by_workers.load(), 0) << "no chunk ran on a worker: the owner did all the work";
+}
+
+TEST(ThreadPool, FinishRethrowsAChunksExceptionAndThePoolGoesOn) {
+  ThreadPool pool(2);
+  ThreadPool::IdleWork work(40, [](std::int64_t i) {
+    if (i == 17) throw std::runtime_error("chunk 17 failed");
+  });
+  ASSERT_TRUE(pool.offer(work));
+  pool.parallel_for(10, 1, [](std::int64_t, std::int64_t) {});
+  EXPECT_THROW(pool.finish(work), std::runtime_error);
+  std::atomic<int> runs{0};
+  ThreadPool::IdleWork next(5, [&](std::int64_t) { ++runs; });
+  ASSERT_TRUE(pool.offer(next));
+  pool.finish(next);
+  EXPECT_EQ(runs.load(), 5);
+}
+
+TEST(ThreadPool, WithdrawnWorkRunsNoChunkAfterwards) {
+  ThreadPool pool(3);
+  std::atomic<int> runs{0};
+  ThreadPool::IdleWork work(100000, [&](std::int64_t) {
+    ++runs;
+    std::this_thread::sleep_for(std::chrono::microseconds(20));
+  });
+  ASSERT_TRUE(pool.offer(work));
+  pool.parallel_for(3, 1, [](std::int64_t, std::int64_t) {});
+  std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  pool.withdraw(work);
+  const int at_withdraw = runs.load();
+  EXPECT_LT(at_withdraw, 100000);
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  EXPECT_EQ(runs.load(), at_withdraw) << "a chunk ran after withdraw returned";
+}
+
+TEST(ThreadPool, AParallelForInsideAnIdleChunkRunsInline) {
+  // A worker in a chunk cannot wait for its peers (they may be in chunks too): the kernels an
+  // idle chunk calls split nothing there. On the owner (finish) they split as usual.
+  ThreadPool pool(3);
+  std::vector<std::int64_t> sums(32, -1);
+  ThreadPool::IdleWork work(32, [&](std::int64_t i) {
+    std::atomic<std::int64_t> sum{0};
+    pool.parallel_for(1000, 1, [&](std::int64_t b, std::int64_t e) {
+      for (auto k = b; k < e; ++k) sum += k;
+    });
+    sums[static_cast<std::size_t>(i)] = sum.load();
+  });
+  ASSERT_TRUE(pool.offer(work));
+  for (int job = 0; job < 50; ++job) pool.parallel_for(3, 1, [](std::int64_t, std::int64_t) {});
+  pool.finish(work);
+  for (std::int64_t s : sums) EXPECT_EQ(s, 999 * 1000 / 2);
+}
+
+TEST(ThreadPool, APoolWithoutWorkersRefusesIdleWork) {
+  ThreadPool pool(1);
+  ThreadPool::IdleWork work(3, [](std::int64_t) {});
+  EXPECT_FALSE(pool.offer(work));
 }
 
 // Under a sanitizer a refused allocation aborts unless it may return null, as malloc does.

@@ -4,6 +4,7 @@
 
 #include <vector>
 
+#include "backend/context.hpp"
 #include "lockstep/data/dataset.hpp"
 #include "lockstep/data/input_context.hpp"
 #include "lockstep/tensor/ops.hpp"
@@ -14,10 +15,10 @@ using data::Element;
 
 namespace {
 
-Tensor features(std::int64_t n) {
-  std::vector<float> v(static_cast<std::size_t>(n * 3));
+Tensor features(std::int64_t n, std::int64_t width = 3) {
+  std::vector<float> v(static_cast<std::size_t>(n * width));
   for (std::size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>(i) * 0.5f;
-  return Tensor::from_vector(v, {n, 3});
+  return Tensor::from_vector(v, {n, width});
 }
 Tensor labels(std::int64_t n) {
   std::vector<std::int64_t> v(static_cast<std::size_t>(n));
@@ -90,4 +91,56 @@ TEST(RowBatches, APartOutsideTheBatchIsAnError) {
   EXPECT_THROW((void)b->gather(2, 5), ValueError);
   EXPECT_THROW((void)b->gather(3, 2), ValueError);
   EXPECT_EQ(b->gather(4, 4)[0].dim(0), 0);
+}
+
+TEST(RowBatches, GatheredAheadTheyAreTheGatheredSlices) {
+  // Rows of 12 KB: a gather ahead copies a few rows per chunk, so a slice is many chunks, some
+  // copied by the pool's workers between jobs, the rest by take().
+  const std::int64_t n = 37, width = 3000;
+  const auto make = [&] {
+    return Dataset::from_tensor_slices(features(n, width), labels(n)).shuffle(n, 9).batch(16).prefetch(data::kAutotune);
+  };
+  for (int threads : {1, 3}) {
+    backend::ComputeContext ctx(Device{}, threads);
+    const backend::ContextGuard guard(ctx);
+    auto rows = make().make_row_batch_iterator();
+    ASSERT_NE(rows, nullptr);
+    int count = 0;
+    while (auto r = rows->next()) {
+      for (int replicas : {1, 2, 3}) {
+        for (int k = 0; k < replicas; ++k) {
+          const auto [begin, end] = data::replica_rows(r->size(), replicas, k);
+          data::PendingRows ahead = r->gather_ahead(begin, end);
+          EXPECT_EQ(ahead.begin(), begin);
+          EXPECT_EQ(ahead.end(), end);
+          // Ops in between, as a training step's: the workers copy rows after each.
+          for (int job = 0; job < 4; ++job) ctx.pool().parallel_for(threads, 1, [](std::int64_t, std::int64_t) {});
+          expect_same(ahead.take(), r->gather(begin, end), count);
+          EXPECT_THROW((void)ahead.take(), ValueError) << "taken twice";
+        }
+      }
+      ++count;
+    }
+    EXPECT_EQ(count, 3) << threads << " threads";
+  }
+}
+
+TEST(RowBatches, ASecondGatherAheadOnABusyPoolAndAnUntakenOneAreSafe) {
+  backend::ComputeContext ctx(Device{}, 3);
+  const backend::ContextGuard guard(ctx);
+  auto rows = Dataset::from_tensor_slices(features(12, 3000), labels(12)).batch(12).make_row_batch_iterator();
+  ASSERT_NE(rows, nullptr);
+  const auto b = rows->next();
+  ASSERT_TRUE(b.has_value());
+  {
+    data::PendingRows first = b->gather_ahead(0, 6);
+    data::PendingRows second = b->gather_ahead(6, 12);  // the pool has one out already: take() gathers
+    data::PendingRows dropped = b->gather_ahead(0, 12);
+    expect_same(second.take(), b->gather(6, 12), 0);
+    expect_same(first.take(), b->gather(0, 6), 0);
+  }  // `dropped` is withdrawn here, untaken
+  data::PendingRows again = b->gather_ahead(0, 12);
+  ctx.pool().parallel_for(3, 1, [](std::int64_t, std::int64_t) {});
+  expect_same(again.take(), b->gather(0, 12), 1);
+  EXPECT_THROW((void)b->gather_ahead(5, 13), ValueError);
 }

@@ -35,6 +35,27 @@ using IndexIterator = BasicIterator<std::int64_t>;
 
 class DatasetNode;
 
+/// Rows [begin, end) of a RowBatch being gathered ahead of their use (RowBatch::gather_ahead).
+/// Dropping it untaken withdraws the work; it must not outlive the compute context it was
+/// started on.
+class PendingRows {
+ public:
+  PendingRows(PendingRows&&) noexcept;
+  PendingRows& operator=(PendingRows&&) noexcept;
+  ~PendingRows();
+  std::int64_t begin() const;
+  std::int64_t end() const;
+  /// What RowBatch::gather(begin, end) returns. The rows no worker has copied yet are copied
+  /// here; call it on the thread that started the gather. Once.
+  Element take();
+
+ private:
+  friend struct RowBatch;
+  struct State;
+  explicit PendingRows(std::unique_ptr<State> state);
+  std::unique_ptr<State> s_;
+};
+
 /// A batch of the row-selection fast path (see DatasetNode::row_source) before its rows are
 /// copied: component c of the batch is gather_rows(sources[c], rows). A consumer gathers the
 /// parts it needs where it needs them -- fit has every replica gather its own slice on its own
@@ -49,6 +70,11 @@ struct RowBatch {
   /// compute context: equal to slicing the batch that batch() makes.
   Element gather(std::int64_t begin, std::int64_t end) const;
   Element gather() const { return gather(0, size()); }
+  /// Starts gathering rows [begin, end) on the calling thread's compute context, to be taken
+  /// later on this thread. Where that context is a CPU pool with workers, they copy the rows in
+  /// short chunks while they would otherwise wait between two ops: fit gathers a replica's
+  /// slice of the next batch so while the replica trains on this one. Elsewhere take() gathers.
+  PendingRows gather_ahead(std::int64_t begin, std::int64_t end) const;
 };
 using RowBatchIterator = BasicIterator<RowBatch>;
 

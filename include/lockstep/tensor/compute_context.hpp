@@ -4,6 +4,7 @@
 // here: strategies own them, variables keep pointers to them, and ComputeScope makes one
 // current on a thread. The backend's own headers stay private to src/backend and src/tensor.
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -51,6 +52,30 @@ class ComputeScope {
 
  private:
   ComputeContext* previous_;
+};
+
+/// Work for the moments a CPU context's compute threads would spend waiting between two ops
+/// (fit gathers the next batch so): fn(i) for every i in [0, chunks), once each, in short
+/// chunks (a few microseconds: the next op waits for the threads inside one), taken by the
+/// pool's idle threads with `ctx` current, and what they have not taken by finish() runs there,
+/// on the calling thread. Where the context has no idle threads (one thread, a GPU) or has
+/// another IdleWork out, nothing is offered and finish() runs every chunk. Destroyed unfinished,
+/// it is withdrawn: chunks not started never run. It must not outlive `ctx`.
+class IdleWork {
+ public:
+  IdleWork(ComputeContext& ctx, std::int64_t chunks, std::function<void(std::int64_t)> fn);
+  ~IdleWork();
+  IdleWork(const IdleWork&) = delete;
+  IdleWork& operator=(const IdleWork&) = delete;
+  /// Whether the pool's threads may take chunks (false: finish() does all of them).
+  bool offered() const;
+  /// Runs the chunks not taken yet, waits for those in flight, rethrows the first exception
+  /// of any chunk. Once.
+  void finish();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
 };
 
 struct LocalDevice {

@@ -88,6 +88,9 @@ Tensor concat(const std::vector<Tensor>& tensors, int axis = 0);
 Tensor stack(const std::vector<Tensor>& tensors);
 /// Rows src[indices[r]] (indices: integer, 1-D, each in [0, src.dim(0))).
 Tensor gather_rows(const Tensor& src, const Tensor& indices);
+/// The same rows written into dst (dst: (indices.numel(), row...), src's dtype and device), e.g.
+/// a slice of a batch being gathered in parts.
+void gather_rows_into(Tensor& dst, const Tensor& src, const Tensor& indices);
 /// dst[indices[r]] += src[r], in place (dst: the rows; src: (indices.numel(), row...)).
 void scatter_add_rows(Tensor& dst, const Tensor& indices, const Tensor& src);
 /// (N,) integer labels -> (N, classes) float32 one-hot; a label outside [0, classes) is a

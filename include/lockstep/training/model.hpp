@@ -196,8 +196,9 @@ class Model {
                                     GradientUse use);
   /// train_step on one batch of an accumulation group: its loss is divided by all the group's
   /// examples (`group_examples`), its rows numbered from `first_example` within the group.
+  /// `next`: the batch that follows, whose slices the replicas start gathering ahead.
   double train_micro_step(const detail::FitBatch& batch, std::int64_t first_example, std::int64_t group_examples,
-                          GradientUse use);
+                          GradientUse use, const detail::FitBatch* next = nullptr);
   /// Sums per-replica numbers through the strategy and adds them to the loss and metric trackers.
   void merge_replica_numbers(const distribute::PerReplica<detail::ReplicaNumbers>& parts, std::int64_t examples,
                              double* mean_loss);
