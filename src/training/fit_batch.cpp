@@ -2,6 +2,8 @@
 
 #include <vector>
 
+#include "lockstep/tensor/compute_context.hpp"
+
 namespace lockstep::detail {
 
 std::int64_t FitBatch::size() const {
@@ -41,6 +43,8 @@ void FitBatch::make_slots(int slots) const {
 
 void FitBatch::gather_ahead(int slot, std::int64_t begin, std::int64_t end) const {
   if (!rows_ || !ahead_ || slot < 0 || static_cast<std::size_t>(slot) >= ahead_->size()) return;
+  // A pool of one thread has no worker to give it to: part() gathers, as without it.
+  if (context_threads(current_compute_context()) < 2) return;
   std::optional<data::PendingRows>& pending = (*ahead_)[static_cast<std::size_t>(slot)];
   if (!pending) pending.emplace(rows_->gather_ahead(begin, end));
 }
