@@ -24,6 +24,8 @@
 
 #include <lockstep/lockstep.hpp>
 
+#include "flagship.hpp"
+
 using namespace lockstep;
 
 namespace {
@@ -63,14 +65,7 @@ int main(int argc, char** argv) try {
   distribute::MirroredStrategy strategy({.num_cpu_devices = replicas});
   LOCKSTEP_CHECK(strategy.num_replicas_in_sync() == replicas, "fit_overhead: got ", strategy.num_replicas_in_sync(),
                  " replicas, asked for ", replicas);
-  set_random_seed(1);
-  std::unique_ptr<Sequential> model;
-  {
-    auto scope = strategy.scope();
-    model = std::make_unique<Sequential>(std::vector<layers::LayerPtr>{
-        layers::Dense(128, "relu", 784), layers::Dropout(0.2), layers::Dense(10, "softmax")});
-    model->compile(optimizers::Adam(1e-3), losses::SparseCategoricalCrossentropy(), {"accuracy"});
-  }
+  const std::unique_ptr<Sequential> model = make_flagship(&strategy);
   const auto dataset =
       data::Dataset::from_tensor_slices(x, y).shuffle(x.dim(0), 7).batch(batch).prefetch(data::kAutotune);
   const int warmup = std::max(2, steps / 20);

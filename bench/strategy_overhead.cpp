@@ -19,6 +19,8 @@
 
 #include <lockstep/lockstep.hpp>
 
+#include "flagship.hpp"
+
 using namespace lockstep;
 
 namespace {
@@ -26,19 +28,7 @@ constexpr std::int64_t kExamples = 12800;
 
 double steps_per_second(distribute::Strategy* strategy, const Tensor& x, const Tensor& y, std::int64_t batch, int steps,
                         int warmup) {
-  set_random_seed(1);
-  std::unique_ptr<Sequential> model;
-  auto make = [&] {
-    model = std::make_unique<Sequential>(std::vector<layers::LayerPtr>{
-        layers::Dense(128, "relu", 784), layers::Dropout(0.2), layers::Dense(10, "softmax")});
-    model->compile(optimizers::Adam(1e-3), losses::SparseCategoricalCrossentropy(), {"accuracy"});
-  };
-  if (strategy) {
-    auto scope = strategy->scope();
-    make();
-  } else {
-    make();
-  }
+  const std::unique_ptr<Sequential> model = make_flagship(strategy);
   const std::int64_t batches = x.dim(0) / batch;
   std::int64_t next = 0;
   auto step = [&] {
