@@ -55,7 +55,8 @@ class ThreadPool {
   /// out, or the pool has no workers. `work` must outlive finish() or withdraw().
   bool offer(IdleWork& work);
   /// Runs the chunks no worker has claimed, on the calling thread, waits for those in flight
-  /// and rethrows the first exception of any chunk. Afterwards `work` is the caller's again.
+  /// and rethrows the first exception of any chunk. Afterwards no other thread touches `work`
+  /// (an IdleWork runs once: it is not offered again).
   void finish(IdleWork& work);
   /// Takes `work` back undone: chunks not claimed yet are dropped, those in flight waited for.
   void withdraw(IdleWork& work);
