@@ -231,6 +231,32 @@ std::vector<Row> storage_rows() {
           },
           Match::kExact));
     }
+    // gather_rows_into writes rows [2, 2 + count) of a larger tensor (a slice of a batch, as a gather
+    // ahead fills one): those rows are the gathered ones, the others keep their values.
+    for (const GatherCase& c : {GatherCase{"slice_of_dst", {40, 300}, 20}, GatherCase{"rank1_slice", {9}, 14}}) {
+      std::vector<std::int64_t> dst_dims = c.src.dims();
+      dst_dims[0] = c.count + 5;
+      rows.push_back(make_row(
+          std::string("gather_rows_into") + id.suffix, c.variant, "gather_rows_into", all_dtypes(),
+          index_needs(KernelOp::kGatherRows, id.dtype),
+          {{Shape(dst_dims), wide(), {}}, {c.src, wide(), {}}, {{c.count}, row_indices(c.src[0]), id.dtype}},
+          [count = c.count](const std::vector<Tensor>& in, DType) {
+            Tensor dst = in[0].clone();
+            Tensor part = dst.slice(2, 2 + count);
+            gather_rows_into(part, in[1], in[2]);
+            return std::vector<Tensor>{dst};
+          },
+          [](const std::vector<Host>& in, DType) {
+            const std::int64_t row = in[1].numel() / in[1].shape[0];
+            Expected e{in[0].shape};
+            for (std::int64_t i = 0; i < in[0].numel(); ++i) e.set(i, in[0][i]);
+            for (std::int64_t r = 0; r < in[2].numel(); ++r)
+              for (std::int64_t k = 0; k < row; ++k)
+                e.set((2 + r) * row + k, in[1][static_cast<std::int64_t>(in[2][r]) * row + k]);
+            return std::vector<Expected>{e};
+          },
+          Match::kExact));
+    }
     if (id.dtype == DType::kU8) continue;
     rows.push_back(make_row(
         std::string("scatter_add_rows") + id.suffix, "repeats", "scatter_add_rows", all_dtypes(),
