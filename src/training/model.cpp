@@ -641,6 +641,14 @@ History Model::fit(const data::Dataset& dataset, const FitOptions& o) {
       }
       std::int64_t group_examples = 0;
       for (const auto& b : group) group_examples += b.size();
+      // The batch after group[j], where it is known without waiting: the replicas gather it
+      // ahead. Not past the epoch's last step (validation comes first) nor into a new pass.
+      const auto batch_after = [&](std::size_t j) -> const FitBatch* {
+        if (!gather_ahead) return nullptr;
+        if (j + 1 < group.size()) return &group[j + 1];
+        if ((steps >= 0 && step + 1 >= steps) || (renew_passes && taken_from_pass >= card)) return nullptr;
+        return it->peek();
+      };
       std::int64_t first_example = 0;
       for (std::size_t j = 0; j < group.size() && !stop_training; ++j, ++step) {
         ++steps_done;
@@ -649,14 +657,7 @@ History Model::fit(const data::Dataset& dataset, const FitOptions& o) {
         const GradientUse use = group.size() == 1        ? GradientUse::kApply
                                 : j + 1 < group.size() ? GradientUse::kHoldBack
                                                         : GradientUse::kApplyGroup;
-        // The batch after this one, where it is known without waiting: the replicas gather it
-        // ahead. Not past the epoch's last step (validation comes first) nor into a new pass.
-        const FitBatch* next = !gather_ahead              ? nullptr
-                               : j + 1 < group.size() ? &group[j + 1]
-                               : (steps >= 0 && step + 1 >= steps) || (renew_passes && taken_from_pass >= card)
-                                   ? nullptr
-                                   : it->peek();
-        train_micro_step(group[j], first_example, group_examples, use, next);
+        train_micro_step(group[j], first_example, group_examples, use, batch_after(j));
         first_example += group[j].size();
         ++global_step;
         if (global_step == warmup) timed_start = std::chrono::steady_clock::now();

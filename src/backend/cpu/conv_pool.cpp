@@ -268,7 +268,8 @@ void max_unpool2d(ComputeContext& ctx, const Pool2dDesc& p, const void* y, const
   const auto* dys = static_cast<const float*>(dy);
   auto* dxs = static_cast<float*>(dx);
   const std::int64_t c = p.c, per_x = p.h * p.w * c, per_y = p.oh * p.ow * c;
-  BatchParts(ctx, p.n, BatchParts::memory_bound(static_cast<double>(p.n * (per_x + 2 * per_y)))).run(ctx, [&](std::int64_t, std::int64_t n0, std::int64_t n1) {
+  const BatchParts parts(ctx, p.n, BatchParts::memory_bound(static_cast<double>(p.n * (per_x + 2 * per_y))));
+  parts.run(ctx, [&](std::int64_t, std::int64_t n0, std::int64_t n1) {
     for (std::int64_t n = n0; n < n1; ++n) {
       float* dxn = dxs + n * per_x;
       std::fill_n(dxn, per_x, 0.0f);
