@@ -4,11 +4,13 @@
 //   strategy_overhead [STEPS [ROUNDS]]
 //       global batch 128 with no strategy, with MirroredStrategy on one device (same cores) and
 //       on 2 devices, interleaved rounds, best round of each; prints the ratios.
-//   strategy_overhead --replicas R --batch B [--steps N]
+//   strategy_overhead --replicas R --batch B [--steps N] [--bucket-cap BYTES]
 //       one measurement: MirroredStrategy over R logical CPU devices at global batch B (what
 //       `lockstep train --devices cpu:R --global-batch-size B` trains, LOCKSTEP_CPU_THREADS
 //       applying alike), 5% warm-up steps (at least 20), then N timed steps (default 2000);
-//       prints "steps_per_second X".
+//       prints "steps_per_second X". --bucket-cap sets MirroredOptions::bucket_cap_bytes (the
+//       flagship's gradients are one bucket at the default 25 MiB; with 65536, three), e.g. to
+//       compare the exchange overlapped with backward and not (LOCKSTEP_OVERLAP_GRADIENTS=0).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -43,7 +45,7 @@ double steps_per_second(distribute::Strategy* strategy, const Tensor& x, const T
 
 int usage() {
   std::fprintf(stderr, "usage: strategy_overhead [STEPS [ROUNDS]]\n"
-                       "       strategy_overhead --replicas R --batch B [--steps N]\n");
+                       "       strategy_overhead --replicas R --batch B [--steps N] [--bucket-cap BYTES]\n");
   return 2;
 }
 
@@ -51,15 +53,17 @@ int usage() {
 int one_measurement(int argc, char** argv, const Tensor& x_all, const Tensor& y_all) {
   int replicas = 0, steps = 2000;
   std::int64_t batch = 0;
+  long long cap = static_cast<long long>(distribute::GradientReducer::kDefaultBucketCapBytes);
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string flag = argv[i];
     if (flag == "--replicas") replicas = std::atoi(argv[i + 1]);
     else if (flag == "--batch") batch = std::atoll(argv[i + 1]);
     else if (flag == "--steps") steps = std::atoi(argv[i + 1]);
+    else if (flag == "--bucket-cap") cap = std::atoll(argv[i + 1]);
     else return usage();
   }
-  if (argc % 2 == 0 || replicas < 1 || batch < replicas || batch > kExamples || steps < 1) return usage();
-  distribute::MirroredStrategy strategy({.num_cpu_devices = replicas});
+  if (argc % 2 == 0 || replicas < 1 || batch < replicas || batch > kExamples || steps < 1 || cap < 1) return usage();
+  distribute::MirroredStrategy strategy({.num_cpu_devices = replicas, .bucket_cap_bytes = static_cast<std::size_t>(cap)});
   if (strategy.num_replicas_in_sync() != replicas) {
     std::fprintf(stderr, "strategy_overhead: got %d replicas, asked for %d\n", strategy.num_replicas_in_sync(), replicas);
     return 1;

@@ -68,6 +68,11 @@ void GradientTape::record(const OpRecord& r) {
 
 std::vector<Tensor> GradientTape::gradient(const Tensor& target, const std::vector<Tensor>& sources,
                                            const Tensor& output_gradient) {
+  return gradient(target, sources, output_gradient, GradientReady());
+}
+
+std::vector<Tensor> GradientTape::gradient(const Tensor& target, const std::vector<Tensor>& sources,
+                                           const Tensor& output_gradient, const GradientReady& on_ready) {
   LOCKSTEP_CHECK(target.defined(), "GradientTape::gradient: the target is undefined");
   LOCKSTEP_CHECK(persistent_ || !used_,
                  "GradientTape::gradient called twice on a non-persistent tape (make it GradientTape(true))");
@@ -81,44 +86,71 @@ std::vector<Tensor> GradientTape::gradient(const Tensor& target, const std::vect
   } else {
     grads.emplace(target.id(), Accumulated{Tensor::ones(target.shape()), false});
   }
+  auto gradient_of = [&](const Tensor& s) {
+    const auto g = grads.find(s.id());
+    return g == grads.end() ? Tensor() : g->second.sum;
+  };
+  // For on_ready: a source's gradient is final once the walk has passed the first record that
+  // reads it. final_after[k] lists the sources whose first reader is record k; sources that no
+  // record reads are final before the walk starts.
+  std::vector<std::vector<std::size_t>> final_after;
+  if (on_ready) {
+    std::unordered_map<std::uint64_t, std::size_t> first_reader;
+    for (const Tensor& s : sources) first_reader.emplace(s.id(), records_.size());
+    for (std::size_t k = records_.size(); k-- > 0;)
+      for (const Tensor& in : records_[k].inputs)
+        if (in.defined())
+          if (auto f = first_reader.find(in.id()); f != first_reader.end()) f->second = k;
+    final_after.resize(records_.size());
+    for (std::size_t i = 0; i < sources.size(); ++i) {
+      const std::size_t k = first_reader.at(sources[i].id());
+      if (k == records_.size()) on_ready(i, gradient_of(sources[i]));
+      else final_after[k].push_back(i);
+    }
+  }
   // Outputs of ops that mask their gradient by ReLU: a pooling over one may pre-mask.
   std::unordered_set<std::uint64_t> relu_outputs;
   for (const OpRecord& r : records_)
     if (masks_by_relu(r)) relu_outputs.insert(r.output.id());
-  for (auto it = records_.rbegin(); it != records_.rend(); ++it) {
-    auto g = grads.find(it->output.id());
-    if (g == grads.end()) continue;
-    const Tensor gout = g->second.sum;
-    std::array<bool, 3> needs;
-    for (int i = 0; i < 3; ++i) {
-      const Tensor& in = it->inputs[i];
-      needs[i] = in.defined() && (in.impl()->trainable_variable || watched_.count(in.id()));
+  for (std::size_t k = records_.size(); k-- > 0;) {
+    const OpRecord& rec = records_[k];
+    if (auto g = grads.find(rec.output.id()); g != grads.end()) {
+      const Tensor gout = g->second.sum;
+      std::array<bool, 3> needs;
+      for (int i = 0; i < 3; ++i) {
+        const Tensor& in = rec.inputs[i];
+        needs[i] = in.defined() && (in.impl()->trainable_variable || watched_.count(in.id()));
+      }
+      BackwardHints hints;
+      hints.input_from_relu = rec.inputs[0].defined() && relu_outputs.count(rec.inputs[0].id()) > 0;
+      hints.output_gradient_masked = g->second.masked && masks_by_relu(rec);
+      const bool masked_input0 = hints.input_from_relu && returns_relu_masked(rec);
+      const std::array<Tensor, 3> gin = op_backward(rec, gout, needs, hints);
+      for (int i = 0; i < 3; ++i) {
+        if (needs[i]) accumulate(grads, rec.inputs[i], gin[i], i == 0 && masked_input0);
+      }
     }
-    BackwardHints hints;
-    hints.input_from_relu = it->inputs[0].defined() && relu_outputs.count(it->inputs[0].id()) > 0;
-    hints.output_gradient_masked = g->second.masked && masks_by_relu(*it);
-    const bool masked_input0 = hints.input_from_relu && returns_relu_masked(*it);
-    const std::array<Tensor, 3> gin = op_backward(*it, gout, needs, hints);
-    for (int i = 0; i < 3; ++i) {
-      if (needs[i]) accumulate(grads, it->inputs[i], gin[i], i == 0 && masked_input0);
-    }
+    if (on_ready)
+      for (std::size_t i : final_after[k]) on_ready(i, gradient_of(sources[i]));
   }
   std::vector<Tensor> out;
   out.reserve(sources.size());
-  for (const Tensor& s : sources) {
-    auto g = grads.find(s.id());
-    out.push_back(g == grads.end() ? Tensor() : g->second.sum);
-  }
+  for (const Tensor& s : sources) out.push_back(gradient_of(s));
   if (!persistent_) records_.clear();
   return out;
 }
 
 std::vector<Tensor> GradientTape::gradient(const Tensor& target, const std::vector<Variable>& sources,
                                            const Tensor& output_gradient) {
+  return gradient(target, sources, output_gradient, GradientReady());
+}
+
+std::vector<Tensor> GradientTape::gradient(const Tensor& target, const std::vector<Variable>& sources,
+                                           const Tensor& output_gradient, const GradientReady& on_ready) {
   std::vector<Tensor> values;
   values.reserve(sources.size());
   for (const auto& v : sources) values.push_back(v.value());
-  return gradient(target, values, output_gradient);
+  return gradient(target, values, output_gradient, on_ready);
 }
 
 }  // namespace lockstep

@@ -36,6 +36,9 @@ const std::vector<GradientBucket>& GradientReducer::layout_for(const std::vector
   if (!same) {
     buckets_ = assign_gradient_buckets(variables, cap_bytes_);
     variables_ = variables;
+    bucket_of_.assign(variables.size(), 0);
+    for (std::size_t b = 0; b < buckets_.size(); ++b)
+      for (std::size_t i : buckets_[b].variables) bucket_of_[i] = b;
     numels_.clear();
     dtypes_.clear();
     for (const auto& v : variables) {
@@ -74,28 +77,106 @@ Tensor GradientReducer::pack(const GradientBucket& bucket, const std::vector<Ten
   return buffer;
 }
 
-void GradientReducer::all_reduce(Communicator& comm, std::vector<Tensor>& grads, const std::vector<Variable>& variables) {
-  check(grads, variables, "all_reduce_gradients");
-  if (comm.size() == 1) return;
+void GradientReducer::begin(Communicator& comm, const std::vector<Variable>& variables, GradientExchange kind) {
+  exchange_ = Exchange{};  // an unfinished one's works failed with their peers; nobody waits for them
   const auto& layout = layout_for(variables);
-  std::vector<Tensor> buffers;
-  std::vector<WorkPtr> works;
-  buffers.reserve(layout.size());
-  works.reserve(layout.size());
-  for (const GradientBucket& bucket : layout) {
-    Tensor buffer = pack(bucket, grads, variables, bucket.numel);
-    works.push_back(comm.all_reduce(buffer, ReduceOp::kSum));
-    buffers.push_back(std::move(buffer));
+  Exchange& x = exchange_;
+  x.kind = kind;
+  x.grads.assign(variables.size(), Tensor());
+  x.handed.assign(variables.size(), 0);
+  for (const GradientBucket& bucket : layout) x.missing.push_back(bucket.variables.size());
+  x.buffers.reserve(layout.size());
+  x.outs.reserve(layout.size());
+  x.works.reserve(layout.size());
+  x.comm = &comm;
+}
+
+bool GradientReducer::in_progress(const std::vector<Variable>& variables, GradientExchange kind) const {
+  if (exchange_.comm == nullptr || exchange_.kind != kind || variables.size() != variables_.size()) return false;
+  for (std::size_t i = 0; i < variables.size(); ++i)
+    if (!variables[i].is_same(variables_[i])) return false;
+  return true;
+}
+
+void GradientReducer::ready(std::size_t i, const Tensor& grad) {
+  Exchange& x = exchange_;
+  LOCKSTEP_CHECK(x.comm != nullptr, "GradientReducer::ready: no exchange was begun");
+  LOCKSTEP_CHECK(i < x.handed.size() && !x.handed[i], "GradientReducer::ready: variable ", i,
+                 i < x.handed.size() ? " was handed over twice" : " is not one of the exchange's");
+  LOCKSTEP_CHECK(!grad.defined() || grad.numel() == numels_[i], "gradient exchange: gradient ", grad.shape().str(),
+                 " does not match variable '", variables_[i].name(), "' ", variables_[i].shape().str());
+  x.grads[i] = grad;
+  x.handed[i] = 1;
+  if (--x.missing[bucket_of_[i]] == 0) start_ready_buckets();
+}
+
+void GradientReducer::start_ready_buckets() {
+  Exchange& x = exchange_;
+  const int n = x.comm->size();
+  // In bucket order, whatever order the gradients come in: every member starts the same
+  // collectives in the same order.
+  for (; x.started < buckets_.size() && x.missing[x.started] == 0; ++x.started) {
+    const GradientBucket& bucket = buckets_[x.started];
+    if (!x.finishing) ++started_early_;
+    if (x.kind == GradientExchange::kAllReduce) {
+      Tensor buffer = pack(bucket, x.grads, variables_, bucket.numel);
+      x.works.push_back(x.comm->all_reduce(buffer, ReduceOp::kSum));
+      x.buffers.push_back(std::move(buffer));
+    } else {
+      // NCCL's chunking: member r gets elements [r*k, (r+1)*k) of the bucket, padded with zeros
+      // to n*k. Each element is summed in member order, as all_reduce sums it: the same bits.
+      const std::int64_t k = shard_size(bucket, n);
+      Tensor buffer = pack(bucket, x.grads, variables_, k * n);
+      Tensor out = Tensor::empty({k}, bucket.dtype);
+      x.works.push_back(x.comm->reduce_scatter(buffer, out, ReduceOp::kSum));
+      x.buffers.push_back(std::move(buffer));
+      x.outs.push_back(std::move(out));
+    }
   }
-  for (auto& w : works) w->wait();
-  for (std::size_t b = 0; b < layout.size(); ++b) {
-    const GradientBucket& bucket = layout[b];
+}
+
+void GradientReducer::finish(const std::vector<Tensor>& grads, GradientExchange kind, const char* what) {
+  Exchange& x = exchange_;
+  LOCKSTEP_CHECK(x.comm != nullptr && x.kind == kind, what, ": no such gradient exchange was begun");
+  // Ended whatever happens here: its collectives have started, so it cannot be finished again.
+  struct End {
+    Communicator*& comm;
+    ~End() { comm = nullptr; }
+  } end{x.comm};
+  x.finishing = true;
+  check(grads, variables_, what);
+  for (std::size_t i = 0; i < grads.size(); ++i) {
+    if (x.handed[i]) {
+      // The sums are of what was handed over; anything else here would be silently dropped.
+      LOCKSTEP_CHECK(grads[i].defined() == x.grads[i].defined() &&
+                         (!grads[i].defined() || grads[i].impl() == x.grads[i].impl()),
+                     what, ": the gradient of variable '", variables_[i].name(),
+                     "' is not the one handed over during the backward pass");
+    } else {
+      ready(i, grads[i]);
+    }
+  }
+  for (auto& w : x.works) w->wait();
+}
+
+void GradientReducer::finish_all_reduce(std::vector<Tensor>& grads) {
+  finish(grads, GradientExchange::kAllReduce, "all_reduce_gradients");
+  for (std::size_t b = 0; b < buckets_.size(); ++b) {
+    const GradientBucket& bucket = buckets_[b];
     for (std::size_t k = 0; k < bucket.variables.size(); ++k) {
       const std::size_t i = bucket.variables[k];
       const std::int64_t off = bucket.offsets[k];
-      grads[i] = buffers[b].slice(off, off + variables[i].value().numel()).reshape(variables[i].shape());
+      grads[i] = exchange_.buffers[b].slice(off, off + numels_[i]).reshape(variables_[i].shape());
     }
   }
+  exchange_ = Exchange{};
+}
+
+void GradientReducer::all_reduce(Communicator& comm, std::vector<Tensor>& grads, const std::vector<Variable>& variables) {
+  check(grads, variables, "all_reduce_gradients");
+  if (comm.size() == 1) return;
+  begin(comm, variables, GradientExchange::kAllReduce);
+  finish_all_reduce(grads);
 }
 
 namespace {
@@ -120,32 +201,25 @@ std::int64_t GradientReducer::shard_size(const GradientBucket& bucket, int membe
 void GradientReducer::reduce_scatter(Communicator& comm, const std::vector<Tensor>& grads,
                                      const std::vector<Variable>& variables, std::vector<GradientShard>& shards) {
   check(grads, variables, "reduce_scatter_gradients");
+  begin(comm, variables, GradientExchange::kReduceScatter);
+  finish_reduce_scatter(grads, shards);
+}
+
+void GradientReducer::finish_reduce_scatter(const std::vector<Tensor>& grads, std::vector<GradientShard>& shards) {
   shards.clear();
-  const int n = comm.size();
-  const std::int64_t rank = comm.rank();
-  const auto& layout = layout_for(variables);
-  std::vector<Tensor> outs;
-  std::vector<WorkPtr> works;
-  outs.reserve(layout.size());
-  works.reserve(layout.size());
-  for (const GradientBucket& bucket : layout) {
-    // NCCL's chunking: member r gets elements [r*k, (r+1)*k) of the bucket, padded with zeros
-    // to n*k. Each element is summed in member order, as all_reduce sums it: the same bits.
-    const std::int64_t k = shard_size(bucket, n);
-    Tensor buffer = pack(bucket, grads, variables, k * n);
-    Tensor out = Tensor::empty({k}, bucket.dtype);
-    works.push_back(comm.reduce_scatter(buffer, out, ReduceOp::kSum));
-    outs.push_back(std::move(out));
-  }
-  for (auto& w : works) w->wait();
-  for (std::size_t b = 0; b < layout.size(); ++b) {
-    const GradientBucket& bucket = layout[b];
+  const int n = exchange_.comm ? exchange_.comm->size() : 0;
+  const std::int64_t rank = exchange_.comm ? exchange_.comm->rank() : 0;
+  finish(grads, GradientExchange::kReduceScatter, "reduce_scatter_gradients");
+  for (std::size_t b = 0; b < buckets_.size(); ++b) {
+    const GradientBucket& bucket = buckets_[b];
     const std::int64_t k = shard_size(bucket, n);
     const std::int64_t lo = rank * k, hi = std::min(bucket.numel, lo + k);
+    const Tensor& out = exchange_.outs[b];
     for_each_part(bucket, numels_, lo, hi, [&](std::size_t i, std::int64_t vb, std::int64_t ve, std::int64_t at) {
-      shards.push_back(GradientShard{.variable = i, .begin = vb, .end = ve, .grad = outs[b].slice(at - lo, at - lo + (ve - vb))});
+      shards.push_back(GradientShard{.variable = i, .begin = vb, .end = ve, .grad = out.slice(at - lo, at - lo + (ve - vb))});
     });
   }
+  exchange_ = Exchange{};
 }
 
 void GradientReducer::all_gather(Communicator& comm, std::vector<Tensor>& values,

@@ -21,11 +21,14 @@ namespace lockstep::distribute {
 namespace {
 thread_local Strategy* t_current_strategy = nullptr;
 
-// MirroredOptions::shard_optimizer_update, unless $LOCKSTEP_SHARD_UPDATE is 0.
-bool shard_update_wanted(bool option) {
-  const char* env = std::getenv("LOCKSTEP_SHARD_UPDATE");
-  return option && !(env && std::string(env) == "0");
+// False when the environment variable is set to 0.
+bool env_flag_not_zero(const char* name) {
+  const char* env = std::getenv(name);
+  return !(env && std::string(env) == "0");
 }
+
+// MirroredOptions::shard_optimizer_update, unless $LOCKSTEP_SHARD_UPDATE is 0.
+bool shard_update_wanted(bool option) { return option && env_flag_not_zero("LOCKSTEP_SHARD_UPDATE"); }
 }  // namespace
 
 // ---------------------------------------------------------------------------------------
@@ -137,6 +140,8 @@ Strategy::Strategy(StrategyLayout layout)
   bool all_cpu = true;
   for (const Device& d : devices_) all_cpu = all_cpu && d.kind == DeviceKind::kCpu;
   shard_update_ = shard_update_wanted(layout.shard_optimizer_update) && n * num_workers_ > 1 && all_cpu;
+  // Workers may differ here: either way every bucket's collective starts in bucket order.
+  overlap_gradients_ = env_flag_not_zero("LOCKSTEP_OVERLAP_GRADIENTS");
   replicas_->owner = this;
   for (int r = 1; r < n; ++r) {
     replicas_->workers.push_back(std::make_unique<Replicas::Worker>());
@@ -247,8 +252,20 @@ bool ReplicaContext::all_reduce_gradients(std::vector<Tensor>& grads, const std:
     return false;
   }
   if (!strategy_.held_back_.empty()) grads = strategy_.held_back_.take(grads, vars);
-  strategy_.reducers_[r]->all_reduce(communicator(), grads, vars);
+  GradientReducer& reducer = *strategy_.reducers_[r];
+  if (reducer.in_progress(vars, GradientExchange::kAllReduce)) reducer.finish_all_reduce(grads);
+  else reducer.all_reduce(communicator(), grads, vars);
   return true;
+}
+
+GradientReadyFn ReplicaContext::begin_gradient_exchange(const std::vector<Variable>& vars, GradientExchange kind) {
+  const auto r = static_cast<std::size_t>(replica_id_);
+  if (!strategy_.overlap_gradients_ || strategy_.no_sync_[r] || !strategy_.held_back_.empty() ||
+      num_replicas_in_sync() == 1)
+    return {};
+  GradientReducer& reducer = *strategy_.reducers_[r];
+  reducer.begin(communicator(), vars, kind);
+  return [&reducer](std::size_t i, const Tensor& grad) { reducer.ready(i, grad); };
 }
 
 bool ReplicaContext::shards_update(const std::vector<Variable>& vars) const {
@@ -268,7 +285,9 @@ bool ReplicaContext::reduce_scatter_gradients(std::vector<Tensor>& grads, const 
     return false;
   }
   if (!strategy_.held_back_.empty()) grads = strategy_.held_back_.take(grads, vars);
-  strategy_.reducers_[r]->reduce_scatter(communicator(), grads, vars, shards);
+  GradientReducer& reducer = *strategy_.reducers_[r];
+  if (reducer.in_progress(vars, GradientExchange::kReduceScatter)) reducer.finish_reduce_scatter(grads, shards);
+  else reducer.reduce_scatter(communicator(), grads, vars, shards);
   return true;
 }
 

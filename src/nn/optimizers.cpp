@@ -167,9 +167,13 @@ void Optimizer::apply_gradients(const std::vector<std::pair<Tensor, Variable>>& 
   iterations_.compare_exchange_strong(expected, step + 1);
 }
 
+GradientExchange Optimizer::gradient_exchange(const ReplicaInterface& replica, const std::vector<Variable>& vars) const {
+  return elementwise() && replica.shards_update(vars) ? GradientExchange::kReduceScatter : GradientExchange::kAllReduce;
+}
+
 bool Optimizer::apply_gradients_in_replica(ReplicaInterface& replica, std::vector<Tensor>& grads,
                                            const std::vector<Variable>& vars, std::int64_t step) {
-  if (!(elementwise() && replica.shards_update(vars))) {
+  if (gradient_exchange(replica, vars) == GradientExchange::kAllReduce) {
     if (!replica.all_reduce_gradients(grads, vars)) return false;
     apply_gradients_at(zip_pairs(grads, vars), step);
     return true;

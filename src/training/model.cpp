@@ -325,7 +325,13 @@ detail::ReplicaNumbers Model::replica_train_step(const Tensor& x, const Tensor& 
     // over the global batch whatever the split: N replicas compute what one device would.
     const double factor =
         (global_n ? 1.0 / static_cast<double>(global_n) : 0.0) * (loss_scale ? loss_scale->loss_scale() : 1.0);
-    grads = tape.gradient(scale(loss_sum, static_cast<float>(factor)), vars);
+    // Each gradient bucket's exchange starts as soon as the backward pass has made its last
+    // gradient final, while the pass goes on (not when gradients are accumulated first).
+    const GradientReadyFn on_ready =
+        replica && use == GradientUse::kApply
+            ? replica->begin_gradient_exchange(vars, optimizer_->gradient_exchange(*replica, vars))
+            : GradientReadyFn();
+    grads = tape.gradient(scale(loss_sum, static_cast<float>(factor)), vars, Tensor(), on_ready);
   }
   ReplicaNumbers r{.loss_sum = loss_sum};
   for (const auto& m : metrics_) r.metric_states.push_back(m->batch_state(y, out.output));

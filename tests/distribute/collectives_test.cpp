@@ -453,3 +453,89 @@ TEST_P(Collectives, BucketedGradientsEqualOneBucket) {
   }
   for (std::size_t i = 0; i < vars.size(); ++i) EXPECT_TRUE(results[0][i].bitwise_equal(results[1][i])) << "var " << i;
 }
+
+// Gradients handed over one by one during the backward pass (begin / ready / finish): each
+// bucket starts once all of its gradients are in and every earlier bucket has started, and the
+// sums are those of the exchange after the backward pass, bit for bit.
+TEST_P(Collectives, GradientsHandedOverDuringBackwardStartTheirBucketsInOrder) {
+  const int n = 3;
+  auto group = make(n);
+  std::vector<Variable> vars;
+  for (std::int64_t k : {7, 33, 1, 64, 5}) vars.emplace_back(Tensor::zeros({k}));
+  vars.emplace_back(Tensor::zeros({4, 4}));
+  // 128-byte buckets: {5, 4}, {3}, {2}, {1}, {0}. Handed over in this order, the buckets started
+  // after each hand-over are:
+  const std::vector<std::size_t> order{0, 5, 3, 4, 2, 1};
+  const std::vector<std::size_t> started{0, 0, 0, 2, 3, 5};
+  for (GradientExchange kind : {GradientExchange::kAllReduce, GradientExchange::kReduceScatter}) {
+    std::vector<std::vector<Tensor>> after(n), overlapped(n);
+    std::vector<std::vector<GradientShard>> shards_after(n), shards_overlapped(n);
+    std::vector<GradientReducer> reducers(n, GradientReducer(128));
+    expect_no_errors(run_members(*group, [&](int r, Communicator& comm) {
+      const auto m = static_cast<std::size_t>(r);
+      std::mt19937 rng(static_cast<unsigned>(r));
+      std::normal_distribution<float> d;
+      std::vector<Tensor> grads;
+      for (std::size_t i = 0; i < vars.size(); ++i) {
+        std::vector<float> v(static_cast<std::size_t>(vars[i].value().numel()));
+        for (auto& x : v) x = d(rng);
+        grads.push_back(Tensor::from_vector(v, vars[i].shape()));
+      }
+      GradientReducer& reducer = reducers[m];
+      after[m] = grads;
+      if (kind == GradientExchange::kAllReduce) reducer.all_reduce(comm, after[m], vars);
+      else reducer.reduce_scatter(comm, grads, vars, shards_after[m]);
+
+      reducer.begin(comm, vars, kind);
+      EXPECT_TRUE(reducer.in_progress(vars, kind));
+      for (std::size_t j = 0; j < order.size(); ++j) {
+        reducer.ready(order[j], grads[order[j]]);
+        EXPECT_EQ(reducer.buckets_started(), started[j]) << "after handing over variable " << order[j];
+      }
+      overlapped[m] = grads;
+      if (kind == GradientExchange::kAllReduce) reducer.finish_all_reduce(overlapped[m]);
+      else reducer.finish_reduce_scatter(grads, shards_overlapped[m]);
+      EXPECT_FALSE(reducer.in_progress(vars, kind));
+    }));
+    for (int r = 0; r < n; ++r) {
+      const auto m = static_cast<std::size_t>(r);
+      for (std::size_t i = 0; i < vars.size(); ++i)
+        EXPECT_TRUE(overlapped[m][i].bitwise_equal(after[m][i])) << "member " << r << " var " << i;
+      ASSERT_EQ(shards_overlapped[m].size(), shards_after[m].size()) << "member " << r;
+      for (std::size_t s = 0; s < shards_after[m].size(); ++s) {
+        EXPECT_EQ(shards_overlapped[m][s].variable, shards_after[m][s].variable);
+        EXPECT_EQ(shards_overlapped[m][s].begin, shards_after[m][s].begin);
+        EXPECT_TRUE(shards_overlapped[m][s].grad.bitwise_equal(shards_after[m][s].grad)) << "member " << r;
+      }
+    }
+    if (kind == GradientExchange::kReduceScatter) {
+      EXPECT_FALSE(shards_after[0].empty());
+    }
+  }
+}
+
+// The exchange sums what was handed over: finishing it with other gradients, handing one over
+// twice, or finishing one never begun is an error, not a silent wrong sum.
+TEST(GradientExchangeErrors, MisuseIsNamed) {
+  auto group = make_collective_group(CollectiveImplementation::kSharedMemory, 1, {});
+  Communicator& comm = group->member(0);
+  std::vector<Variable> vars{Variable(Tensor::zeros({3})), Variable(Tensor::zeros({2}))};
+  std::vector<Tensor> grads{Tensor::ones({3}), Tensor::ones({2})};
+  GradientReducer reducer;
+  EXPECT_THROW(reducer.finish_all_reduce(grads), ValueError);
+  reducer.begin(comm, vars, GradientExchange::kAllReduce);
+  reducer.ready(1, grads[1]);
+  EXPECT_THROW(reducer.ready(1, grads[1]), ValueError);
+  EXPECT_THROW(reducer.ready(0, Tensor::ones({4})), ValueError);
+  std::vector<Tensor> other{grads[0], Tensor::ones({2})};
+  try {
+    reducer.finish_all_reduce(other);
+    ADD_FAILURE() << "finishing with another gradient did not throw";
+  } catch (const ValueError& e) {
+    EXPECT_TRUE(contains(e.what(), "not the one handed over")) << e.what();
+  }
+  EXPECT_FALSE(reducer.in_progress(vars, GradientExchange::kAllReduce));  // a failed finish ends it
+  std::vector<GradientShard> shards;
+  reducer.begin(comm, vars, GradientExchange::kAllReduce);
+  EXPECT_THROW(reducer.finish_reduce_scatter(grads, shards), ValueError);
+}

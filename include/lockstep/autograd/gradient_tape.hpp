@@ -3,6 +3,7 @@
 // that reads a watched tensor (a trainable Variable's value, a tensor passed to watch(), or
 // the output of a recorded op) is recorded; gradient() walks the records backwards.
 // A tape belongs to the thread that made it. Nested tapes each record.
+#include <functional>
 #include <memory>
 #include <unordered_map>
 #include <unordered_set>
@@ -32,6 +33,17 @@ class GradientTape final : public OpRecorder {
                                const Tensor& output_gradient = Tensor());
   std::vector<Tensor> gradient(const Tensor& target, const std::vector<Variable>& sources,
                                const Tensor& output_gradient = Tensor());
+
+  /// Called with a source's index and its gradient the moment that gradient is final (no op
+  /// left to walk reads the source), while the walk goes on: what lets a data-parallel replica
+  /// start all-reducing the last layers' gradients during the backward pass of the first ones
+  /// (PyTorch DDP's autograd hooks). Sources that take no gradient are reported first, with an
+  /// undefined tensor; every index is reported exactly once, before gradient() returns.
+  using GradientReady = std::function<void(std::size_t source, const Tensor& gradient)>;
+  std::vector<Tensor> gradient(const Tensor& target, const std::vector<Tensor>& sources,
+                               const Tensor& output_gradient, const GradientReady& on_ready);
+  std::vector<Tensor> gradient(const Tensor& target, const std::vector<Variable>& sources,
+                               const Tensor& output_gradient, const GradientReady& on_ready);
 
   // OpRecorder
   bool wants(const Tensor* const* inputs, int n) const override;

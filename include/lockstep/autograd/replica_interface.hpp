@@ -5,6 +5,7 @@
 // through current_replica(), the replica whose function runs on this thread, which is how
 // `optimizer.apply_gradients` inside `strategy.run` knows to all-reduce (TF's merge_call).
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "lockstep/autograd/variable.hpp"
@@ -22,6 +23,14 @@ struct GradientShard {
   std::int64_t end = 0;
   Tensor grad;
 };
+
+/// How a replica's gradients are summed across the replicas: every replica receives every sum
+/// (all_reduce_gradients), or only the sums of the elements it updates (reduce_scatter_gradients).
+enum class GradientExchange { kAllReduce, kReduceScatter };
+
+/// Called with a variable's index and its final gradient during the backward pass
+/// (GradientTape::GradientReady's signature).
+using GradientReadyFn = std::function<void(std::size_t variable, const Tensor& gradient)>;
 
 class ReplicaInterface {
  public:
@@ -47,6 +56,14 @@ class ReplicaInterface {
   /// False (and no shards) when the gradients were held back by no_sync.
   virtual bool reduce_scatter_gradients(std::vector<Tensor>& grads, const std::vector<Variable>& vars,
                                         std::vector<GradientShard>& shards) = 0;
+  /// Overlaps the exchange with the backward pass (PyTorch DDP's Reducer hooks): returns what
+  /// the tape should call with each of `vars`' gradients as soon as it is final. Each bucket's
+  /// collective starts once its gradients are all in, while the backward pass goes on; the next
+  /// all_reduce_gradients (kAllReduce) or reduce_scatter_gradients (kReduceScatter) of the same
+  /// `vars`, with the gradients the tape returned, finishes it. An empty function where nothing
+  /// can start early (under no_sync, or with gradients held back by it); those calls then do
+  /// the whole exchange, as without this.
+  virtual GradientReadyFn begin_gradient_exchange(const std::vector<Variable>& vars, GradientExchange kind) = 0;
   /// After this replica updated `shards` of its own copies: writes them into every other
   /// replica's copies and returns once every replica's shards are in every copy (the
   /// all-gather of the updated weights).

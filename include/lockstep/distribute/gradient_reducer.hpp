@@ -1,7 +1,9 @@
 #pragma once
 // Gradient bucketing (PyTorch DDP's Reducer): a replica's gradients are packed into a few
 // buffers ("buckets") and each bucket is all-reduced with one collective, started as soon as it
-// is packed, so that fewer, larger collectives carry every gradient.
+// is packed, so that fewer, larger collectives carry every gradient. Handed over one by one as
+// the backward pass makes them final (begin / ready / finish_*), a bucket starts as soon as its
+// last gradient is in, while the backward pass of the earlier layers still runs.
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -45,6 +47,25 @@ class GradientReducer {
   void reduce_scatter(Communicator& comm, const std::vector<Tensor>& grads, const std::vector<Variable>& variables,
                       std::vector<GradientShard>& shards);
 
+  /// The same exchanges, fed during the backward pass. begin() starts one for `variables` (any
+  /// exchange begun and not finished is dropped: its collectives' peers failed with it); ready(i,
+  /// g) hands over variable i's final gradient, and starts every bucket, in bucket order, whose
+  /// gradients are then all in; finish_* hands over the gradients not yet handed over (from
+  /// `grads`, which must hold the ones already handed over), waits for every bucket and
+  /// delivers the sums as all_reduce / reduce_scatter do. Each bucket is packed and summed as
+  /// there, and buckets start in the same order: the same collectives, the same bits.
+  void begin(Communicator& comm, const std::vector<Variable>& variables, GradientExchange kind);
+  void ready(std::size_t i, const Tensor& grad);
+  /// Whether an exchange of `variables` of this kind was begun and not finished.
+  bool in_progress(const std::vector<Variable>& variables, GradientExchange kind) const;
+  void finish_all_reduce(std::vector<Tensor>& grads);
+  void finish_reduce_scatter(const std::vector<Tensor>& grads, std::vector<GradientShard>& shards);
+  /// Buckets whose collective the exchange in progress has started (for tests and benches).
+  std::size_t buckets_started() const { return exchange_.started; }
+  /// Over every exchange so far: the buckets started by ready(), before finish_* was called
+  /// (during the backward pass when the tape hands the gradients over).
+  std::size_t buckets_started_early() const { return started_early_; }
+
   /// ZeRO stage 1's all-gather, on the layout of the last call: `values` holds one tensor per
   /// variable of that call (its shape and dtype) whose elements in this member's shards are up
   /// to date. Every member's shards are gathered, and those of each member m with writes(m) are
@@ -66,11 +87,32 @@ class GradientReducer {
   static std::int64_t shard_size(const GradientBucket& bucket, int members);
   const std::vector<GradientBucket>& layout_for(const std::vector<Variable>& variables);
 
+  /// Starts exchange_'s next buckets whose gradients are all in.
+  void start_ready_buckets();
+  /// Hands over what finish_* finds not handed over yet, checks the rest, waits for every bucket.
+  void finish(const std::vector<Tensor>& grads, GradientExchange kind, const char* what);
+
   std::size_t cap_bytes_;
   std::vector<Variable> variables_;  // what buckets_ was computed for
+  std::vector<std::size_t> bucket_of_;  // per variable of variables_: its bucket
   std::vector<std::int64_t> numels_;
   std::vector<DType> dtypes_;
   std::vector<GradientBucket> buckets_;
+
+  std::size_t started_early_ = 0;
+  // The exchange begun and not finished.
+  struct Exchange {
+    Communicator* comm = nullptr;  // null: none in progress
+    GradientExchange kind = GradientExchange::kAllReduce;
+    std::vector<Tensor> grads;         // per variable: what ready() handed over
+    std::vector<char> handed;          // per variable: ready() called
+    std::vector<std::size_t> missing;  // per bucket: gradients not handed over yet
+    std::size_t started = 0;           // buckets [0, started) have their collective started
+    bool finishing = false;            // in finish_*: what starts now does not start early
+    std::vector<Tensor> buffers;       // per started bucket: its packed gradients (all-reduced in place)
+    std::vector<Tensor> outs;          // per started bucket, reduce-scatter: this member's shard
+    std::vector<WorkPtr> works;
+  } exchange_;
 };
 
 }  // namespace lockstep::distribute

@@ -78,6 +78,9 @@ class ReplicaContext final : public ReplicaInterface {
   /// no_sync() as there.
   bool reduce_scatter_gradients(std::vector<Tensor>& grads, const std::vector<Variable>& vars,
                                 std::vector<GradientShard>& shards) override;
+  /// Empty also with one replica in sync (nothing to exchange), and when $LOCKSTEP_OVERLAP_GRADIENTS
+  /// is 0 (every exchange then starts after the backward pass; for comparisons).
+  GradientReadyFn begin_gradient_exchange(const std::vector<Variable>& vars, GradientExchange kind) override;
   /// One worker: each replica copies its shards into the other replicas' copies. Several: each
   /// replica all-gathers every replica's shards into its own copies (GradientReducer::all_gather).
   void all_gather_shards(const std::vector<Variable>& vars, const std::vector<GradientShard>& shards) override;
@@ -317,6 +320,7 @@ class Strategy {
   GradientAccumulator held_back_;  // gradients summed under ReplicaContext::no_sync()
   std::vector<char> no_sync_;      // per replica: inside a no_sync() scope
   bool shard_update_ = false;      // MirroredOptions::shard_optimizer_update, where it applies
+  bool overlap_gradients_ = true;  // $LOCKSTEP_OVERLAP_GRADIENTS is not 0
   std::unique_ptr<Replicas> replicas_;
 };
 

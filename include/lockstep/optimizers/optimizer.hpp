@@ -48,6 +48,10 @@ class Optimizer {
   /// finish_step() once. Safe to call from several replica threads at once.
   void apply_gradients_at(const std::vector<std::pair<Tensor, Variable>>& grads_and_vars, std::int64_t step);
   void finish_step() { iterations_.fetch_add(1); }
+  /// How apply_gradients_in_replica will exchange `vars`' gradients on `replica`: reduce-scatter
+  /// where it shards the update, else all-reduce. What a train step tells the replica before its
+  /// backward pass, to overlap the exchange with it (ReplicaInterface::begin_gradient_exchange).
+  GradientExchange gradient_exchange(const ReplicaInterface& replica, const std::vector<Variable>& vars) const;
   /// One replica's part of step `step` inside a strategy (what apply_gradients runs in
   /// strategy.run, and fit's train step): sums `grads` over the replicas and updates this
   /// replica's copies of `vars`. Where the strategy and this optimizer allow it (see
