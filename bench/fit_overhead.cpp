@@ -67,7 +67,7 @@ int main(int argc, char** argv) try {
                  " replicas, asked for ", replicas);
   const std::unique_ptr<Sequential> model = make_flagship(&strategy);
   const auto dataset =
-      data::Dataset::from_tensor_slices(x, y).shuffle(x.dim(0), 7).batch(batch).prefetch(data::kAutotune);
+      data::Dataset::from_tensor_slices(x, y).shuffle(x.dim(0), 7).batch(batch).prefetch(data::kAutotune).repeat();
   const int warmup = std::max(2, steps / 20);
 
   const std::int64_t batches = x.dim(0) / batch;

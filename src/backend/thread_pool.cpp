@@ -26,6 +26,8 @@ constexpr int kSpinRounds = 5000;
 // The pool whose worker this thread is (null elsewhere): a parallel_for it calls on that pool
 // runs inline (see parallel_for).
 thread_local const ThreadPool* t_worker_of = nullptr;
+// The pool this thread drives and helps while it waits (HelperScope).
+thread_local ThreadPool* t_helps = nullptr;
 }  // namespace
 
 bool pin_current_thread(int cpu) {
@@ -170,7 +172,6 @@ bool ThreadPool::run_idle_chunk() {
 }
 
 bool ThreadPool::offer(IdleWork& work) {
-  if (workers_.empty()) return false;
   IdleWork* none = nullptr;
   return idle_.compare_exchange_strong(none, &work);
 }
@@ -185,6 +186,11 @@ void ThreadPool::retract(IdleWork& work) {
     else std::this_thread::yield();
   }
 }
+
+ThreadPool::HelperScope::HelperScope(ThreadPool* pool) : previous_(t_helps) { t_helps = pool; }
+ThreadPool::HelperScope::~HelperScope() { t_helps = previous_; }
+
+bool help_idle_work() { return t_helps != nullptr && t_helps->help_while_waiting(); }
 
 void ThreadPool::finish(IdleWork& work) {
   for (std::int64_t c = work.next_.fetch_add(1); c < work.chunks_; c = work.next_.fetch_add(1)) work.run(c);

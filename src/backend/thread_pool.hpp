@@ -17,6 +17,12 @@ namespace lockstep::backend {
 /// Pins the calling thread to one CPU; false when the system refuses.
 bool pin_current_thread(int cpu);
 
+class ThreadPool;
+/// Runs one chunk of the idle work of the pool this thread drives (ThreadPool::HelperScope);
+/// false when it drives none or there is nothing to run. What a barrier's spin calls: only the
+/// thread that drives a pool may run its chunks, since a chunk may call parallel_for on it.
+bool help_idle_work();
+
 class ThreadPool {
  public:
   /// `threads` >= 1; the pool spawns threads - 1 workers. With `cpus` (one per thread), worker
@@ -51,9 +57,27 @@ class ThreadPool {
     std::mutex mu_;
     std::exception_ptr error_;  // guarded by mu_
   };
-  /// Offers `work` to the workers; false (and nothing offered) when another IdleWork is still
-  /// out, or the pool has no workers. `work` must outlive finish() or withdraw().
+  /// Offers `work` to the workers, and to the thread that drives the pool while it waits for
+  /// something else (help_while_waiting); false (and nothing offered) when another IdleWork is
+  /// still out. `work` must outlive finish() or withdraw().
   bool offer(IdleWork& work);
+  /// For the thread that drives this pool (the one that calls parallel_for), while it waits for
+  /// something other than the pool (its peers at a barrier, its next step): runs one chunk of
+  /// the offered IdleWork; false when there was none to run. So a replica of one thread, which
+  /// has no workers, still gathers its next batch in the time it would spend waiting.
+  bool help_while_waiting() { return run_idle_chunk(); }
+  /// Makes `pool` the one help_idle_work() helps on this thread while it lives (a strategy's
+  /// replica thread, for its context's pool); nested scopes restore the previous one.
+  class HelperScope {
+   public:
+    explicit HelperScope(ThreadPool* pool);
+    ~HelperScope();
+    HelperScope(const HelperScope&) = delete;
+    HelperScope& operator=(const HelperScope&) = delete;
+
+   private:
+    ThreadPool* previous_;
+  };
   /// Runs the chunks no worker has claimed, on the calling thread, waits for those in flight
   /// and rethrows the first exception of any chunk. Afterwards no other thread touches `work`
   /// (an IdleWork runs once: it is not offered again).

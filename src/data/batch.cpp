@@ -205,7 +205,7 @@ Element PendingRows::take() {
   return std::move(s_->out);
 }
 
-PendingRows RowBatch::gather_ahead(std::int64_t begin, std::int64_t end) const {
+PendingRows RowBatch::gather_ahead(std::int64_t begin, std::int64_t end, bool caller_waits) const {
   LOCKSTEP_CHECK(sources != nullptr && begin >= 0 && begin <= end && end <= size(), "RowBatch::gather_ahead: rows [",
                  begin, ", ", end, ") are outside the batch of ", size());
   auto s = std::make_unique<PendingRows::State>();
@@ -213,7 +213,7 @@ PendingRows RowBatch::gather_ahead(std::int64_t begin, std::int64_t end) const {
   s->begin = begin;
   s->end = end;
   ComputeContext& ctx = current_compute_context();
-  if (context_device(ctx).kind != DeviceKind::kCpu || context_threads(ctx) < 2 || begin == end)
+  if (context_device(ctx).kind != DeviceKind::kCpu || (context_threads(ctx) < 2 && !caller_waits) || begin == end)
     return PendingRows(std::move(s));  // no idle threads to give it to: take() gathers
   const Tensor index = index_of(*this, "RowBatch::gather_ahead", begin, end);
   // Chunks: (component, first row, end row), in component order.

@@ -3,6 +3,7 @@
 #include <sstream>
 #include <thread>
 
+#include "backend/thread_pool.hpp"
 #include "distribute/cpu_pause.hpp"
 #include "lockstep/tensor/ops.hpp"
 
@@ -54,6 +55,11 @@ void SharedMemoryGroup::arrive_and_wait(int rank, const CollectiveCall& call, co
   for (int i = 0; i < 2000; ++i) {
     if (generation_.load() != gen) return;
     if (failed()) throw_failed(rank, call);
+    // A replica's own thread copies a chunk of its next batch meanwhile (a few microseconds).
+    if (backend::help_idle_work()) {
+      i = 0;
+      continue;
+    }
     if (i < 200) cpu_pause();
     else std::this_thread::yield();
     if (i == 200) hurry_peers(rank);  // a late peer may have left its part to its progress thread

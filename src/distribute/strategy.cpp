@@ -13,6 +13,7 @@
 #include "backend/context.hpp"
 #include "backend/devices.hpp"
 #include "backend/kernels.hpp"
+#include "backend/thread_pool.hpp"
 #include "distribute/worker_transport.hpp"
 #include "lockstep/tensor/ops.hpp"
 
@@ -66,6 +67,8 @@ struct Strategy::Replicas {
   void execute(int r) {
     ReplicaContext ctx(*owner, r);
     backend::ContextGuard guard(owner->context(r));
+    // Its waits for peers (in collectives) run chunks of its context's idle work.
+    const backend::ThreadPool::HelperScope helper(&owner->context(r).pool());
     const CurrentReplicaScope current(&ctx);
     try {
       (*fn)(ctx);
@@ -81,10 +84,13 @@ struct Strategy::Replicas {
     const auto& cpus = owner->context(r).cpus();
     if (!cpus.empty()) backend::pin_current_thread(cpus[0]);
     std::uint64_t seen = 0;
+    // Between steps it gathers its slice of the next batch, if one was offered.
+    const backend::ThreadPool::HelperScope helper(&owner->context(r).pool());
     for (;;) {
       // Spin briefly for the next step, then sleep.
       for (int i = 0; i < 4000 && w.job.load() == seen && !stop.load(); ++i) {
-        if (i > 100) std::this_thread::yield();
+        if (backend::help_idle_work()) i = 0;
+        else if (i > 100) std::this_thread::yield();
       }
       if (w.job.load() == seen && !stop.load()) {
         std::unique_lock<std::mutex> lock(mu);
@@ -189,8 +195,12 @@ void Strategy::run_on_replicas(const std::function<void(ReplicaContext&)>& fn) {
   R.execute(0);
   // Wait for the other replicas. Without a failure there is no deadline (a step may be long);
   // after one, the others are released from their collectives and must stop within the timeout.
-  for (int i = 0; i < 20000 && R.remaining.load() > 0; ++i) {
-    if (i > 100) std::this_thread::yield();
+  {
+    const backend::ThreadPool::HelperScope helper(&context(0).pool());
+    for (int i = 0; i < 20000 && R.remaining.load() > 0; ++i) {
+      if (backend::help_idle_work()) i = 0;
+      else if (i > 100) std::this_thread::yield();
+    }
   }
   if (R.remaining.load() > 0) {
     std::unique_lock<std::mutex> lock(R.mu);

@@ -76,11 +76,15 @@ Tensor gather_rows(const Tensor& src, const Tensor& indices) {
 
 void gather_rows_into(Tensor& dst, const Tensor& src, const Tensor& indices) {
   const auto [idx, row] = gather_plan("gather_rows_into", src, indices);
-  LOCKSTEP_CHECK(dst.defined() && dst.dtype() == src.dtype() && dst.device() == src.device() && dst.rank() >= 1 &&
-                     dst.dim(0) == idx.numel() && dst.shape().tail() == src.shape().tail(),
-                 "gather_rows_into: dst ", dst.defined() ? dst.shape().str() : "undefined", " cannot hold ",
-                 idx.numel(), " rows of ", src.shape().str(), " (", dtype_name(src.dtype()), " on ", src.device().str(),
-                 ")");
+  // Host memory is one memory: a replica on cpu:1 may fill its slice from a batch on cpu:0.
+  const bool same_memory = dst.defined() && (dst.device() == src.device() || (dst.device().kind == DeviceKind::kCpu &&
+                                                                               src.device().kind == DeviceKind::kCpu));
+  LOCKSTEP_CHECK(same_memory && dst.dtype() == src.dtype() && dst.rank() >= 1 && dst.dim(0) == idx.numel() &&
+                     dst.shape().tail() == src.shape().tail(),
+                 "gather_rows_into: dst ", dst.defined() ? dst.shape().str() : "undefined", " (",
+                 dst.defined() ? dtype_name(dst.dtype()) : "-", " on ", dst.defined() ? dst.device().str() : "-",
+                 ") cannot hold ", idx.numel(), " rows of ", src.shape().str(), " (", dtype_name(src.dtype()), " on ",
+                 src.device().str(), ")");
   kern("gather_rows_into", src, backend::KernelOp::kGatherRows)
       .gather_rows(ctx(), src.raw_data(), static_cast<const std::int64_t*>(idx.raw_data()), idx.numel(), row,
                    dst.raw_data());

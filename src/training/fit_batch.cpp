@@ -41,12 +41,13 @@ void FitBatch::make_slots(int slots) const {
   if (ahead_->size() < static_cast<std::size_t>(slots)) ahead_->resize(static_cast<std::size_t>(slots));
 }
 
-void FitBatch::gather_ahead(int slot, std::int64_t begin, std::int64_t end) const {
+void FitBatch::gather_ahead(int slot, std::int64_t begin, std::int64_t end, bool caller_waits) const {
   if (!rows_ || !ahead_ || slot < 0 || static_cast<std::size_t>(slot) >= ahead_->size()) return;
-  // A pool of one thread has no worker to give it to: part() gathers, as without it.
-  if (context_threads(current_compute_context()) < 2) return;
+  // A pool of one thread that waits for nobody has no time to give it: part() gathers, as
+  // without it (and no state is built per step for nothing).
+  if (context_threads(current_compute_context()) < 2 && !caller_waits) return;
   std::optional<data::PendingRows>& pending = (*ahead_)[static_cast<std::size_t>(slot)];
-  if (!pending) pending.emplace(rows_->gather_ahead(begin, end));
+  if (!pending) pending.emplace(rows_->gather_ahead(begin, end, caller_waits));
 }
 
 FitInput::FitInput(const data::Dataset& dataset, bool row_batches) {

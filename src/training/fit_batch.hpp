@@ -36,8 +36,9 @@ class FitBatch {
   /// replicas start them concurrently, each in its own slot). Nothing for tensors.
   void make_slots(int slots) const;
   /// A batch of rows: starts slot's gather of rows [begin, end) on the calling thread's
-  /// context (data::RowBatch::gather_ahead), for part() to take. Nothing for tensors.
-  void gather_ahead(int slot, std::int64_t begin, std::int64_t end) const;
+  /// context (data::RowBatch::gather_ahead, with `caller_waits`), for part() to take. Nothing
+  /// for tensors, nor where no thread would wait (one thread, and it does not wait for peers).
+  void gather_ahead(int slot, std::int64_t begin, std::int64_t end, bool caller_waits) const;
 
  private:
   data::Element tensors_;

@@ -121,7 +121,9 @@ auto run_on_slices(distribute::Strategy* strategy, const FitBatch& batch, F&& fn
   const auto ahead = [&](int replica) {
     if (!next) return;
     const auto [begin, end] = data::replica_rows(next->size(), n, replica);
-    next->gather_ahead(replica, begin, end);
+    // With peers, a replica waits for them (at the gradient exchange, for the next step) and
+    // gathers while it waits, even on one thread.
+    next->gather_ahead(replica, begin, end, n > 1);
   };
   if (!strategy) {
     const data::Element whole = batch.tensors() ? *batch.tensors() : batch.part(0, batch.size());

@@ -147,10 +147,28 @@ TEST(ThreadPool, AParallelForInsideAnIdleChunkRunsInline) {
   for (std::int64_t s : sums) EXPECT_EQ(s, 999 * 1000 / 2);
 }
 
-TEST(ThreadPool, APoolWithoutWorkersRefusesIdleWork) {
+// The thread that drives a pool runs chunks while it waits for something else (a replica for
+// its peers); so a pool without workers takes idle work too, and only the driving thread helps.
+TEST(ThreadPool, TheDrivingThreadRunsChunksWhileItWaitsEvenWithoutWorkers) {
   ThreadPool pool(1);
-  ThreadPool::IdleWork work(3, [](std::int64_t) {});
-  EXPECT_FALSE(pool.offer(work));
+  std::vector<int> runs(3, 0);
+  ThreadPool::IdleWork work(3, [&](std::int64_t i) { ++runs[static_cast<std::size_t>(i)]; });
+  ASSERT_TRUE(pool.offer(work));
+  EXPECT_FALSE(lockstep::backend::help_idle_work()) << "this thread does not drive the pool yet";
+  bool other_thread_helped = true;
+  {
+    const ThreadPool::HelperScope helper(&pool);
+    std::thread([&] { other_thread_helped = lockstep::backend::help_idle_work(); }).join();
+    EXPECT_TRUE(lockstep::backend::help_idle_work());
+    EXPECT_TRUE(lockstep::backend::help_idle_work());
+  }
+  EXPECT_FALSE(other_thread_helped) << "a thread that does not drive the pool ran a chunk";
+  EXPECT_FALSE(lockstep::backend::help_idle_work()) << "the scope is over";
+  EXPECT_EQ(runs, (std::vector<int>{1, 1, 0}));
+  pool.finish(work);  // the rest
+  EXPECT_EQ(runs, (std::vector<int>{1, 1, 1}));
+  const ThreadPool::HelperScope helper(&pool);
+  EXPECT_FALSE(lockstep::backend::help_idle_work()) << "nothing offered";
 }
 
 // Under a sanitizer a refused allocation aborts unless it may return null, as malloc does.

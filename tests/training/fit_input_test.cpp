@@ -3,6 +3,8 @@
 // exactly as the gathered batches do.
 #include <gtest/gtest.h>
 
+#include <memory>
+#include <optional>
 #include <random>
 
 #include "backend/context.hpp"
@@ -75,13 +77,12 @@ TEST(FitInput, ReplicasGatheringTheirSlicesTrainAsGatheredBatches) {
 // The replicas' pools gather the next batch ahead while they train on this one (fit's look-ahead
 // by one batch); it must train exactly as gathering each slice when its step starts, whatever
 // ends an epoch: the end of a pass, steps_per_epoch over a repeated pipeline, accumulation
-// groups, or a callback that stops training with the next batch already read ahead.
+// groups, or a callback that stops training with the next batch already read ahead. Without a
+// strategy the pool's workers gather (3 threads); with 2 and 3 replicas each replica's own thread
+// also gathers while it waits for its peers, on pools of any size (one thread each here).
 TEST(FitInput, GatheringTheNextBatchAheadTrainsAsGatheringItInline) {
   auto& budget = data::ThreadBudget::process();
   const auto hold = budget.reserve_compute(budget.cores());
-  // No strategy: fit computes on the current context, a pool of 3 threads on any machine.
-  backend::ComputeContext ctx(Device{}, 3);
-  const backend::ContextGuard guard(ctx);
   // Rows of 1.2 KB: a slice of a batch is several chunks of a gather ahead.
   const Data d = test::random_classification(150, 300, 4, 5);
   struct Case {
@@ -99,33 +100,46 @@ TEST(FitInput, GatheringTheNextBatchAheadTrainsAsGatheringItInline) {
   const Case cases[] = {{"one pass per epoch", finite, {.epochs = 2, .verbose = 0}, false},
                         {"steps_per_epoch over a repeated pipeline, pairs accumulated", endless, steps, false},
                         {"stopped by a callback, then fit again", endless, {.epochs = 2, .verbose = 0}, true}};
-  for (const Case& c : cases) {
-    Result r[2];
-    for (int ahead : {0, 1}) {
-      ::setenv("LOCKSTEP_GATHER_AHEAD", ahead ? "1" : "0", 1);
-      set_random_seed(4);
-      Sequential model(std::vector<layers::LayerPtr>{layers::Dense(8, "relu", 300), layers::Dropout(0.3),
-                                                     layers::Dense(4, "softmax")});
-      model.compile(optimizers::Adam(1e-2), losses::SparseCategoricalCrossentropy(), {"accuracy"});
-      const data::Dataset ds = c.make();
-      FitOptions o = c.options;
-      if (c.stop_early) {
-        o.steps_per_epoch = 6;
-        o.callbacks.push_back(std::make_shared<LambdaCallback>(LambdaCallbackOptions{
-            .on_train_batch_end = [&](std::int64_t b, const Logs&) { model.stop_training = b == 2; }}));
+  for (int replicas : {0, 2, 3}) {
+    // No strategy: fit computes on the current context, a pool of 3 threads on any machine.
+    backend::ComputeContext ctx(Device{}, 3);
+    const backend::ContextGuard guard(ctx);
+    for (const Case& c : cases) {
+      SCOPED_TRACE(std::string(c.what) + (replicas ? ", " + std::to_string(replicas) + " replicas" : ", no strategy"));
+      Result r[2];
+      for (int ahead : {0, 1}) {
+        ::setenv("LOCKSTEP_GATHER_AHEAD", ahead ? "1" : "0", 1);
+        std::unique_ptr<distribute::MirroredStrategy> strategy;
+        if (replicas) strategy = std::make_unique<distribute::MirroredStrategy>(
+                          distribute::MirroredOptions{.num_cpu_devices = replicas});
+        std::optional<distribute::StrategyScope> scope;
+        if (strategy) scope.emplace(*strategy);
+        set_random_seed(4);
+        Sequential model(std::vector<layers::LayerPtr>{layers::Dense(8, "relu", 300), layers::Dropout(0.3),
+                                                       layers::Dense(4, "softmax")});
+        model.compile(optimizers::Adam(1e-2), losses::SparseCategoricalCrossentropy(), {"accuracy"});
+        const data::Dataset ds = c.make();
+        FitOptions o = c.options;
+        if (c.stop_early) {
+          o.steps_per_epoch = 6;
+          o.callbacks.push_back(std::make_shared<LambdaCallback>(LambdaCallbackOptions{
+              .on_train_batch_end = [&](std::int64_t b, const Logs&) { model.stop_training = b == 2; }}));
+        }
+        History h = model.fit(ds, o);
+        if (c.stop_early) {
+          o.callbacks.clear();
+          const History more = model.fit(ds, o);
+          h.history["loss"].insert(h.history["loss"].end(), more.history.at("loss").begin(),
+                                   more.history.at("loss").end());
+        }
+        if (strategy) strategy->check_mirrored(model.variables());
+        for (const auto& v : model.variables()) r[ahead].weights.push_back(v.value().to_vector<float>());
+        r[ahead].history = h.history;
       }
-      History h = model.fit(ds, o);
-      if (c.stop_early) {
-        o.callbacks.clear();
-        const History more = model.fit(ds, o);
-        h.history["loss"].insert(h.history["loss"].end(), more.history.at("loss").begin(), more.history.at("loss").end());
-      }
-      for (const auto& v : model.variables()) r[ahead].weights.push_back(v.value().to_vector<float>());
-      r[ahead].history = h.history;
+      ::unsetenv("LOCKSTEP_GATHER_AHEAD");
+      EXPECT_EQ(r[1].weights, r[0].weights);
+      EXPECT_EQ(r[1].history.at("loss"), r[0].history.at("loss"));
     }
-    ::unsetenv("LOCKSTEP_GATHER_AHEAD");
-    EXPECT_EQ(r[1].weights, r[0].weights) << c.what;
-    EXPECT_EQ(r[1].history.at("loss"), r[0].history.at("loss")) << c.what;
   }
 }
 

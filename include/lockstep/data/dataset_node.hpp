@@ -73,8 +73,11 @@ struct RowBatch {
   /// Starts gathering rows [begin, end) on the calling thread's compute context, to be taken
   /// later on this thread. Where that context is a CPU pool with workers, they copy the rows in
   /// short chunks while they would otherwise wait between two ops: fit gathers a replica's
-  /// slice of the next batch so while the replica trains on this one. Elsewhere take() gathers.
-  PendingRows gather_ahead(std::int64_t begin, std::int64_t end) const;
+  /// slice of the next batch so while the replica trains on this one. `caller_waits`: the
+  /// calling thread will also wait for others before it takes the rows (a replica for its peers),
+  /// and copies chunks meanwhile (ThreadPool::help_while_waiting), so a pool of one thread takes
+  /// the work too. Elsewhere take() gathers.
+  PendingRows gather_ahead(std::int64_t begin, std::int64_t end, bool caller_waits = false) const;
 };
 using RowBatchIterator = BasicIterator<RowBatch>;
 
