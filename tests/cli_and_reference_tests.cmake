@@ -322,9 +322,14 @@ if(LOCKSTEP_WITH_MPI)
            COMMAND ${_mpirun} 1 -- env LOCKSTEP_TEST_MIXED_SHARD=1 LOCKSTEP_SHARD_UPDATE=0 $<TARGET_FILE:distribute_tests>
                    --gtest_filter=MultiWorkerMixedShard.* : -np 1 env LOCKSTEP_TEST_MIXED_SHARD=1
                    $<TARGET_FILE:distribute_tests> --gtest_filter=MultiWorkerMixedShard.*)
+  # Worker 0 alone has LOCKSTEP_OVERLAP_GRADIENTS=0: the others still start buckets during backward.
+  add_test(NAME multi_worker.one_worker_turns_overlap_off
+           COMMAND ${_mpirun} 1 -- env LOCKSTEP_TEST_MIXED_OVERLAP=1 LOCKSTEP_OVERLAP_GRADIENTS=0
+                   $<TARGET_FILE:distribute_tests> --gtest_filter=MultiWorkerMixedOverlap.* : -np 1 env
+                   LOCKSTEP_TEST_MIXED_OVERLAP=1 $<TARGET_FILE:distribute_tests> --gtest_filter=MultiWorkerMixedOverlap.*)
   set_tests_properties(multi_worker.collectives_over_shared_memory multi_worker.collectives_over_tcp
                        multi_worker.collectives_without_room_in_dev_shm multi_worker.one_worker_turns_shared_memory_off
-                       multi_worker.one_worker_turns_sharding_off
+                       multi_worker.one_worker_turns_sharding_off multi_worker.one_worker_turns_overlap_off
                        PROPERTIES TIMEOUT 300 FAIL_REGULAR_EXPRESSION "SKIPPED|FAILED")
   # The flagship on 2 workers x 1 device ends bit-identical to 1 process x 2 devices, reaches
   # Keras-level accuracy, and only the chief writes (tests/cli/multi_worker_train.sh).

@@ -251,12 +251,17 @@ struct ShardedRun {
   std::vector<std::vector<float>> weights, slots;
   bool sharded_over_workers = false;
   bool save_refused = false;
+  std::size_t buckets = 0;
+  std::size_t started_early = 0;  // buckets local replica 0 started during backward
 };
 
-ShardedRun train_across_workers(int local_devices, bool shard) {
+ShardedRun train_across_workers(int local_devices, bool shard,
+                                std::size_t bucket_cap = GradientReducer::kDefaultBucketCapBytes) {
   const auto d = test::random_classification(50, 12, 3, 17);
-  MultiWorkerMirroredStrategy strategy(
-      {.local = {.num_cpu_devices = local_devices, .pin_threads = false, .shard_optimizer_update = shard}});
+  MultiWorkerMirroredStrategy strategy({.local = {.num_cpu_devices = local_devices,
+                                                  .pin_threads = false,
+                                                  .bucket_cap_bytes = bucket_cap,
+                                                  .shard_optimizer_update = shard}});
   auto scope = strategy.scope();
   set_random_seed(5);
   // 12 -> 16 -> 3: 259 parameters, a prime: every replica count cuts shards inside variables.
@@ -276,7 +281,44 @@ ShardedRun train_across_workers(int local_devices, bool shard) {
   for (const auto& v : model.variables()) run.weights.push_back(v.value().to_vector<float>());
   for (const auto& v : model.trainable_variables())
     for (const auto& [name, t] : opt->slots_to_save(v)) run.slots.push_back(t.to_vector<float>());
+  run.buckets = strategy.gradient_reducer(0).buckets().size();
+  run.started_early = strategy.gradient_reducer(0).buckets_started_early();
   return run;
+}
+
+// Buckets started during the backward pass cross workers as they do after it: the same
+// collectives in the same order, the same bits (128-byte buckets: 4 of them), sharded or not.
+TEST(MultiWorker, BucketsStartedDuringBackwardGiveTheSameBitsAsAfterIt) {
+  REQUIRE_WORKERS();
+  for (int local : {1, 2}) {
+    for (bool shard : {true, false}) {
+      SCOPED_TRACE(std::to_string(local) + " device(s) per worker, " + (shard ? "sharded" : "unsharded"));
+      ::setenv("LOCKSTEP_OVERLAP_GRADIENTS", "0", 1);
+      const ShardedRun after = train_across_workers(local, shard, 128);
+      ::unsetenv("LOCKSTEP_OVERLAP_GRADIENTS");
+      const ShardedRun during = train_across_workers(local, shard, 128);
+      ASSERT_EQ(during.buckets, 4u);
+      EXPECT_EQ(after.started_early, 0u);
+      EXPECT_EQ(during.started_early, 5 * during.buckets) << "every bucket of the 5 steps starts during backward";
+      EXPECT_EQ(during.weights, after.weights);
+      EXPECT_EQ(during.slots, after.slots);
+    }
+  }
+}
+
+// Workers need not agree on the overlap: buckets start in bucket order either way. Worker 0 alone
+// has LOCKSTEP_OVERLAP_GRADIENTS=0 (the ctest entry multi_worker.one_worker_turns_overlap_off).
+TEST(MultiWorkerMixedOverlap, OneWorkerWithoutTheOverlapTrainsAsNone) {
+  REQUIRE_WORKERS();
+  if (!std::getenv("LOCKSTEP_TEST_MIXED_OVERLAP")) GTEST_SKIP() << "run by multi_worker.one_worker_turns_overlap_off";
+  const bool off_here = std::getenv("LOCKSTEP_OVERLAP_GRADIENTS") != nullptr;  // worker 0
+  const ShardedRun mixed = train_across_workers(2, true, 128);
+  EXPECT_EQ(mixed.started_early == 0, off_here) << "each worker overlaps as its own environment says";
+  ::setenv("LOCKSTEP_OVERLAP_GRADIENTS", "0", 1);
+  const ShardedRun none = train_across_workers(2, true, 128);
+  EXPECT_EQ(none.started_early, 0u);
+  EXPECT_EQ(mixed.weights, none.weights);
+  EXPECT_EQ(mixed.slots, none.slots);
 }
 
 TEST(MultiWorker, ShardedUpdateAcrossWorkersMatchesTheUnshardedOneAndGathersTheSlots) {
