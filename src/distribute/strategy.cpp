@@ -77,6 +77,9 @@ struct Strategy::Replicas {
     } catch (...) {
       record_error(r, std::current_exception(), "unknown exception");
     }
+    // A gradient exchange lives within one step: one that this step began and did not finish
+    // (it threw during backward) must not be taken for the next step's.
+    owner->reducers_[static_cast<std::size_t>(r)]->abandon();
   }
 
   void worker_loop(int r) {

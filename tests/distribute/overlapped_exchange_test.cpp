@@ -119,3 +119,24 @@ TEST(OverlappedExchange, GradientAccumulationExchangesOnceAtTheEnd) {
   }
   EXPECT_EQ(weights[1], weights[0]);
 }
+
+// A step whose backward pass fails after the exchange began leaves nothing behind: the next
+// step's exchange is its own, and sums what it should.
+TEST(OverlappedExchange, AnExchangeLeftUnfinishedByAFailedStepIsDropped) {
+  MirroredStrategy strategy({.num_cpu_devices = 2});
+  auto scope = strategy.scope();
+  Variable v(Tensor::zeros({4}));
+  const std::vector<Variable> vars{v};
+  EXPECT_THROW(strategy.run_void([&](ReplicaContext& rc) {
+    const GradientReadyFn ready = rc.begin_gradient_exchange(vars, GradientExchange::kAllReduce);
+    ASSERT_TRUE(ready);
+    ready(0, Tensor::full({4}, 100.0f));  // its one bucket starts
+    throw ValueError("backward failed");
+  }), std::exception);
+  const auto sums = strategy.run([&](ReplicaContext& rc) {
+    std::vector<Tensor> grads{Tensor::full({4}, static_cast<float>(rc.replica_id_in_sync_group() + 1))};
+    EXPECT_TRUE(rc.all_reduce_gradients(grads, vars));
+    return grads[0];
+  });
+  for (int r = 0; r < 2; ++r) EXPECT_EQ(sums[r].to_vector<float>(), std::vector<float>(4, 3.0f)) << "replica " << r;
+}

@@ -60,7 +60,8 @@ class ReplicaInterface {
   /// the tape should call with each of `vars`' gradients as soon as it is final. Each bucket's
   /// collective starts once its gradients are all in, while the backward pass goes on; the next
   /// all_reduce_gradients (kAllReduce) or reduce_scatter_gradients (kReduceScatter) of the same
-  /// `vars`, with the gradients the tape returned, finishes it. An empty function where nothing
+  /// `vars`, with the gradients the tape returned, finishes it, within the same strategy.run
+  /// (one left unfinished when the function returns or throws is dropped). An empty function where nothing
   /// can start early (under no_sync, or with gradients held back by it); those calls then do
   /// the whole exchange, as without this.
   virtual GradientReadyFn begin_gradient_exchange(const std::vector<Variable>& vars, GradientExchange kind) = 0;

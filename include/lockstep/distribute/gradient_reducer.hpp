@@ -56,6 +56,10 @@ class GradientReducer {
   /// there, and buckets start in the same order: the same collectives, the same bits.
   void begin(Communicator& comm, const std::vector<Variable>& variables, GradientExchange kind);
   void ready(std::size_t i, const Tensor& grad);
+  /// Drops an exchange begun and not finished (its replica function ended first: it threw, or
+  /// never finished it); its started collectives still run, in order, whenever later ones are
+  /// waited for. Nothing when none is in progress.
+  void abandon() { exchange_ = Exchange{}; }
   /// Whether an exchange of `variables` of this kind was begun and not finished.
   bool in_progress(const std::vector<Variable>& variables, GradientExchange kind) const;
   void finish_all_reduce(std::vector<Tensor>& grads);
