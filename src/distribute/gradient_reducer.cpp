@@ -116,6 +116,10 @@ void GradientReducer::start_ready_buckets() {
   // In bucket order, whatever order the gradients come in: every member starts the same
   // collectives in the same order.
   for (; x.started < buckets_.size() && x.missing[x.started] == 0; ++x.started) {
+    // The last bucket waits for finish_*: when it is complete the backward pass is over, and
+    // started before the replica's last work (its metrics), it would let a peer that waits for
+    // it hand it to this member's progress thread, a thread switch on a busy core.
+    if (!x.finishing && x.started + 1 == buckets_.size()) break;
     const GradientBucket& bucket = buckets_[x.started];
     if (!x.finishing) ++started_early_;
     if (x.kind == GradientExchange::kAllReduce) {
@@ -156,6 +160,8 @@ void GradientReducer::finish(const std::vector<Tensor>& grads, GradientExchange 
       ready(i, grads[i]);
     }
   }
+  start_ready_buckets();  // the last one, when every gradient was handed over during backward
+  LOCKSTEP_CHECK(x.started == buckets_.size(), what, ": ", buckets_.size() - x.started, " gradient bucket(s) never started");
   for (auto& w : x.works) w->wait();
 }
 

@@ -50,7 +50,8 @@ class GradientReducer {
   /// The same exchanges, fed during the backward pass. begin() starts one for `variables` (any
   /// exchange begun and not finished is dropped: its collectives' peers failed with it); ready(i,
   /// g) hands over variable i's final gradient, and starts every bucket, in bucket order, whose
-  /// gradients are then all in; finish_* hands over the gradients not yet handed over (from
+  /// gradients are then all in, except the last bucket, which finish_* starts (when it is
+  /// complete no backward is left to overlap); finish_* hands over the gradients not yet handed over (from
   /// `grads`, which must hold the ones already handed over), waits for every bucket and
   /// delivers the sums as all_reduce / reduce_scatter do. Each bucket is packed and summed as
   /// there, and buckets start in the same order: the same collectives, the same bits.
