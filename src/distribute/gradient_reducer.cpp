@@ -179,8 +179,10 @@ void GradientReducer::finish_all_reduce(std::vector<Tensor>& grads) {
 }
 
 void GradientReducer::all_reduce(Communicator& comm, std::vector<Tensor>& grads, const std::vector<Variable>& variables) {
-  check(grads, variables, "all_reduce_gradients");
-  if (comm.size() == 1) return;
+  if (comm.size() == 1) {
+    check(grads, variables, "all_reduce_gradients");  // finish_* checks them otherwise
+    return;
+  }
   begin(comm, variables, GradientExchange::kAllReduce);
   finish_all_reduce(grads);
 }
@@ -206,8 +208,7 @@ std::int64_t GradientReducer::shard_size(const GradientBucket& bucket, int membe
 
 void GradientReducer::reduce_scatter(Communicator& comm, const std::vector<Tensor>& grads,
                                      const std::vector<Variable>& variables, std::vector<GradientShard>& shards) {
-  check(grads, variables, "reduce_scatter_gradients");
-  begin(comm, variables, GradientExchange::kReduceScatter);
+  begin(comm, variables, GradientExchange::kReduceScatter);  // finish_reduce_scatter checks the gradients
   finish_reduce_scatter(grads, shards);
 }
 

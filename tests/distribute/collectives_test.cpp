@@ -414,12 +414,18 @@ TEST(GradientBuckets, ReverseOrderCappedByBytesAndSplitByDtype) {
   EXPECT_EQ(small[3].variables, (std::vector<std::size_t>{1}));
 }
 
-TEST_P(Collectives, BucketedGradientsEqualOneBucket) {
-  const int n = 3;
-  auto group = make(n);
+// Six float32 variables; with 128-byte buckets they fill five: {5, 4}, {3}, {2}, {1}, {0}.
+static std::vector<Variable> bucket_test_variables() {
   std::vector<Variable> vars;
   for (std::int64_t k : {7, 33, 1, 64, 5}) vars.emplace_back(Tensor::zeros({k}));
   vars.emplace_back(Tensor::zeros({4, 4}));
+  return vars;
+}
+
+TEST_P(Collectives, BucketedGradientsEqualOneBucket) {
+  const int n = 3;
+  auto group = make(n);
+  const std::vector<Variable> vars = bucket_test_variables();
   std::vector<std::vector<Tensor>> results;
   for (std::size_t cap : {GradientReducer::kDefaultBucketCapBytes, std::size_t{128}}) {
     std::vector<std::vector<Tensor>> got(n);
@@ -460,9 +466,7 @@ TEST_P(Collectives, BucketedGradientsEqualOneBucket) {
 TEST_P(Collectives, GradientsHandedOverDuringBackwardStartTheirBucketsInOrder) {
   const int n = 3;
   auto group = make(n);
-  std::vector<Variable> vars;
-  for (std::int64_t k : {7, 33, 1, 64, 5}) vars.emplace_back(Tensor::zeros({k}));
-  vars.emplace_back(Tensor::zeros({4, 4}));
+  const std::vector<Variable> vars = bucket_test_variables();
   // 128-byte buckets: {5, 4}, {3}, {2}, {1}, {0}. Handed over in this order, the buckets started
   // after each hand-over are (the last one waits for finish: no backward is left to overlap):
   const std::vector<std::size_t> order{0, 5, 3, 4, 2, 1};
