@@ -9,7 +9,9 @@ namespace {
 using backend::KernelOp;
 
 // Shapes: equal; broadcast on both sides; a row vector over an odd 263 x 257 (past the
-// 2 * 32768 grain, so the odometer starts mid-tensor in each chunk); empty with broadcasting.
+// 2 * 32768 grain, so the odometer starts mid-tensor in each chunk); a column over it; an outer
+// product (each input repeats along one axis); channels over NHWC (the collapse to rows x
+// channels: BatchNorm's and a bias's shape); empty with broadcasting.
 struct BinaryCase {
   const char* variant;
   Shape a, b;
@@ -18,6 +20,10 @@ const BinaryCase kBinaryCases[] = {
     {"same", {7, 5}, {7, 5}},
     {"bcast", {4, 1, 3}, {5, 1}},
     {"row_grain", {263, 257}, {257}},
+    {"column_grain", {263, 257}, {263, 1}},
+    {"outer_grain", {263, 1}, {1, 257}},
+    {"channels_grain", {5, 29, 31, 16}, {16}},
+    {"channels_a", {16}, {3, 5, 7, 16}},
     {"empty", {0, 3}, {3}},
 };
 // Only for add: each of the kernel's fast paths, past the grain.

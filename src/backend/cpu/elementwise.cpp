@@ -1,4 +1,5 @@
 // Elementwise kernels: unary ops and their gradients, broadcasting binary ops and comparisons.
+#include <algorithm>
 #include <cmath>
 #include <type_traits>
 
@@ -99,8 +100,46 @@ inline std::uint8_t test(T a, T b) {
   if constexpr (Op == CompareOp::kGreaterEqual) return a >= b;
 }
 
+// The broadcast's dimensions with size-1 ones dropped and neighbours merged where both inputs
+// step through them as one (a row-major block, or both repeating it): (R, C) + (C,) stays two
+// dimensions, (N, H, W, C) + (C,) becomes (N*H*W, C), (4, 5, 3) + (4, 5, 3) one.
+struct Collapsed {
+  int rank = 0;
+  std::int64_t dims[kMaxRank] = {};
+  std::int64_t a_strides[kMaxRank] = {};
+  std::int64_t b_strides[kMaxRank] = {};
+};
+
+Collapsed collapse(const BroadcastDesc& d) {
+  Collapsed c;
+  for (int i = 0; i < d.rank; ++i) {
+    if (d.dims[i] == 1) continue;
+    const int k = c.rank - 1;
+    if (k >= 0 && c.a_strides[k] == d.a_strides[i] * d.dims[i] && c.b_strides[k] == d.b_strides[i] * d.dims[i]) {
+      c.dims[k] *= d.dims[i];
+      c.a_strides[k] = d.a_strides[i];
+      c.b_strides[k] = d.b_strides[i];
+      continue;
+    }
+    c.dims[c.rank] = d.dims[i];
+    c.a_strides[c.rank] = d.a_strides[i];
+    c.b_strides[c.rank] = d.b_strides[i];
+    ++c.rank;
+  }
+  return c;
+}
+
+// out[i, j] = fn(a[ao + j * SA], b[bo + j * SB]) for one run of the innermost dimension. With
+// the strides known at compile time (0 or 1) the loop vectorises: a row of (R, C) + (C,) is one
+// vector operation, not C odometer steps.
+template <int SA, int SB, typename A, typename O, typename Fn>
+inline void inner_run(const A* a, const A* b, O* out, std::int64_t len, Fn fn) {
+  for (std::int64_t j = 0; j < len; ++j) out[j] = fn(a[j * SA], b[j * SB]);
+}
+
 // out[i] = fn(a[ia], b[ib]) over the broadcast, with fast paths: both contiguous; b a scalar;
-// a a scalar; otherwise an odometer over the output's dimensions.
+// a a scalar; otherwise runs of the innermost (collapsed) dimension, an odometer over the others.
+// Each output element is fn of the same two inputs whichever path computes it: the same bits.
 template <typename A, typename O, typename Fn>
 void broadcast_apply(ComputeContext& ctx, const BroadcastDesc& d, const A* a, const A* b, O* out, Fn fn) {
   std::int64_t n = 1;
@@ -108,55 +147,58 @@ void broadcast_apply(ComputeContext& ctx, const BroadcastDesc& d, const A* a, co
   // Nothing to do for an empty output; the odometer below would divide by its zero dimension
   // (found by the parity harness: (0, 3) + (3,) raised SIGFPE in a debug build).
   if (n == 0) return;
-  bool a_contig = true, b_contig = true, b_scalar = true, a_scalar = true;
-  std::int64_t expect = 1;
-  for (int i = d.rank - 1; i >= 0; --i) {
-    if (d.dims[i] != 1) {
-      a_contig &= d.a_strides[i] == expect;
-      b_contig &= d.b_strides[i] == expect;
-      b_scalar &= d.b_strides[i] == 0;
-      a_scalar &= d.a_strides[i] == 0;
+  const Collapsed c = collapse(d);
+  if (c.rank == 0) {  // every dimension 1: one element
+    out[0] = fn(a[0], b[0]);
+    return;
+  }
+  const int last = c.rank - 1;
+  const std::int64_t sa = c.a_strides[last], sb = c.b_strides[last];
+  if (c.rank == 1) {
+    if (sa == 1 && sb == 1) {
+      parallel(ctx, n, [=](std::int64_t s, std::int64_t e) { inner_run<1, 1>(a + s, b + s, out + s, e - s, fn); });
+      return;
     }
-    expect *= d.dims[i];
+    if (sa == 1 && sb == 0) {
+      parallel(ctx, n, [=](std::int64_t s, std::int64_t e) { inner_run<1, 0>(a + s, b, out + s, e - s, fn); });
+      return;
+    }
+    if (sa == 0 && sb == 1) {
+      parallel(ctx, n, [=](std::int64_t s, std::int64_t e) { inner_run<0, 1>(a, b + s, out + s, e - s, fn); });
+      return;
+    }
   }
-  if (a_contig && b_contig) {
-    parallel(ctx, n, [=](std::int64_t s, std::int64_t e) {
-      for (auto i = s; i < e; ++i) out[i] = fn(a[i], b[i]);
-    });
-    return;
-  }
-  if (a_contig && b_scalar) {
-    const A bv = b[0];
-    parallel(ctx, n, [=](std::int64_t s, std::int64_t e) {
-      for (auto i = s; i < e; ++i) out[i] = fn(a[i], bv);
-    });
-    return;
-  }
-  if (a_scalar && b_contig) {
-    const A av = a[0];
-    parallel(ctx, n, [=](std::int64_t s, std::int64_t e) {
-      for (auto i = s; i < e; ++i) out[i] = fn(av, b[i]);
-    });
-    return;
-  }
+  const std::int64_t inner = c.dims[last];
   parallel(ctx, n, [&](std::int64_t s, std::int64_t e) {
+    // Position of element s: its index in each outer dimension, and the inputs' offsets.
     std::int64_t idx[kMaxRank] = {};
-    std::int64_t rem = s, ao = 0, bo = 0;
-    for (int i = d.rank - 1; i >= 0; --i) {
-      idx[i] = rem % d.dims[i];
-      rem /= d.dims[i];
-      ao += idx[i] * d.a_strides[i];
-      bo += idx[i] * d.b_strides[i];
+    std::int64_t rem = s / inner, ao = 0, bo = 0;
+    std::int64_t j = s % inner;
+    for (int i = last - 1; i >= 0; --i) {
+      idx[i] = rem % c.dims[i];
+      rem /= c.dims[i];
+      ao += idx[i] * c.a_strides[i];
+      bo += idx[i] * c.b_strides[i];
     }
-    for (auto i = s; i < e; ++i) {
-      out[i] = fn(a[ao], b[bo]);
-      for (int k = d.rank - 1; k >= 0; --k) {
+    for (std::int64_t i = s; i < e;) {
+      const std::int64_t len = std::min(inner - j, e - i);
+      const A* ar = a + ao + j * sa;
+      const A* br = b + bo + j * sb;
+      if (sa == 1 && sb == 1) inner_run<1, 1>(ar, br, out + i, len, fn);
+      else if (sa == 1 && sb == 0) inner_run<1, 0>(ar, br, out + i, len, fn);
+      else if (sa == 0 && sb == 1) inner_run<0, 1>(ar, br, out + i, len, fn);
+      else
+        for (std::int64_t k = 0; k < len; ++k) out[i + k] = fn(ar[k * sa], br[k * sb]);
+      i += len;
+      j = 0;
+      // Next run: advance the outer odometer by one.
+      for (int k = last - 1; k >= 0; --k) {
         ++idx[k];
-        ao += d.a_strides[k];
-        bo += d.b_strides[k];
-        if (idx[k] < d.dims[k]) break;
-        ao -= idx[k] * d.a_strides[k];
-        bo -= idx[k] * d.b_strides[k];
+        ao += c.a_strides[k];
+        bo += c.b_strides[k];
+        if (idx[k] < c.dims[k]) break;
+        ao -= idx[k] * c.a_strides[k];
+        bo -= idx[k] * c.b_strides[k];
         idx[k] = 0;
       }
     }
