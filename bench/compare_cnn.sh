@@ -1,15 +1,16 @@
 #!/usr/bin/env bash
-# Compares lockstep's training throughput on Keras' simple MNIST convnet (lockstep train --model
-# cnn) with PyTorch and TF/Keras, on this machine, with the same thread count.
+# Compares lockstep's training throughput on a convnet with PyTorch and TF/Keras, on this machine,
+# with the same thread count: Keras' simple MNIST convnet (lockstep train --model cnn) or ResNet-20
+# with BatchNormalization (-m resnet20; bench/reference_cnn.py describes both models).
 #
-#   bench/compare_cnn.sh [-t THREADS] [-n STEPS] [-b BATCH] [-r ROUNDS]
-#     (defaults: 2 threads, 300 steps, batch 128, 1 round)
+#   bench/compare_cnn.sh [-m cnn|resnet20] [-t THREADS] [-n STEPS] [-b BATCH] [-r ROUNDS]
+#     (defaults: cnn, 2 threads, 300 steps, batch 128, 1 round)
 #   env: LOCKSTEP_BIN (default build/bin/lockstep), REF_PYTHON (as bench/compare_mlp.sh)
 #
 # Runs one after another (never concurrently), ROUNDS times in turn:
-#   lockstep, one device:  LOCKSTEP_CPU_THREADS=T lockstep train --model cnn --devices cpu:1 ...
-#   lockstep, T replicas:  lockstep train --model cnn --devices cpu:T ... (one core each)
-#   torch, tf:             bench/reference_cnn.py --threads T --steps N --batch B --json
+#   lockstep, one device:  LOCKSTEP_CPU_THREADS=T lockstep train --model M --devices cpu:1 ...
+#   lockstep, T replicas:  lockstep train --model M --devices cpu:T ... (one core each)
+#   torch, tf:             bench/reference_cnn.py --model M --threads T --steps N --batch B --json
 # all at global batch B, and prints each one's best steps/s over the rounds (with every round's
 # figure) and lockstep/max(torch, tf), with the seconds of steal (/proc/stat) during the run.
 # Interleaved rounds give each the same share of a shared VM's slow and fast minutes; the best
@@ -17,16 +18,18 @@
 set -euo pipefail
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-threads=2 steps=300 batch=128 rounds=1
-while getopts "t:n:b:r:h" opt; do
+model=cnn threads=2 steps=300 batch=128 rounds=1
+while getopts "m:t:n:b:r:h" opt; do
   case "$opt" in
+    m) model="$OPTARG" ;;
     t) threads="$OPTARG" ;;
     n) steps="$OPTARG" ;;
     b) batch="$OPTARG" ;;
     r) rounds="$OPTARG" ;;
-    *) sed -n '2,16p' "$0"; exit 2 ;;
+    *) sed -n '2,17p' "$0"; exit 2 ;;
   esac
 done
+[[ "$model" == cnn || "$model" == resnet20 ]] || { echo "compare_cnn: -m must be cnn or resnet20, got '$model'" >&2; exit 2; }
 for v in "$threads" "$steps" "$batch" "$rounds"; do
   [[ "$v" =~ ^[1-9][0-9]*$ ]] || { echo "compare_cnn: '$v' is not a positive integer" >&2; exit 2; }
 done
@@ -43,7 +46,7 @@ export OMP_NUM_THREADS="$threads" OPENBLAS_NUM_THREADS="$threads" MKL_NUM_THREAD
 run_lockstep() {  # name, devices, extra env
   local name="$1" devices="$2"
   echo "== round $round: lockstep ${name%.*} ($devices, $steps steps, global batch $batch)" >&2
-  if ! env $3 "$lockstep" train --model cnn --devices "$devices" --epochs 1 --steps-per-epoch "$steps" \
+  if ! env $3 "$lockstep" train --model "$model" --devices "$devices" --epochs 1 --steps-per-epoch "$steps" \
       --global-batch-size "$batch" --logdir "$tmp/$name" --no-tensorboard --verbose 0 \
       --metrics-out "$tmp/$name.json" >"$tmp/$name.log" 2>&1; then
     echo "compare_cnn: lockstep $name failed; its last output:" >&2
@@ -58,14 +61,14 @@ for ((round = 1; round <= rounds; round++)); do
   run_lockstep "one_device.$round" cpu:1 "LOCKSTEP_CPU_THREADS=$threads"
   run_lockstep "replicas.$round" "cpu:$threads" ""
   echo "== round $round: PyTorch and TF/Keras references ($py)" >&2
-  "$py" "$repo/bench/reference_cnn.py" --framework both --threads "$threads" --steps "$steps" --batch "$batch" \
+  "$py" "$repo/bench/reference_cnn.py" --model "$model" --framework both --threads "$threads" --steps "$steps" --batch "$batch" \
     --json >"$tmp/ref.$round.out" || true
 done
 
 steal_s=$(( ($(steal_ticks) - steal0) / $(getconf CLK_TCK) )) elapsed_s=$(( $(date +%s) - start ))
-"$py" - "$tmp" "$threads" "$steps" "$batch" "$rounds" "$steal_s" "$elapsed_s" <<'PYEOF'
+"$py" - "$tmp" "$threads" "$steps" "$batch" "$rounds" "$steal_s" "$elapsed_s" "$model" <<'PYEOF'
 import json, sys
-tmp, threads, steps, batch, rounds, steal_s, elapsed_s = sys.argv[1:8]
+tmp, threads, steps, batch, rounds, steal_s, elapsed_s, model = sys.argv[1:9]
 every = {k: [] for k in ("lockstep_one_device", "lockstep_replicas", "torch", "tf")}
 for r in range(1, int(rounds) + 1):
     for name in ("one_device", "replicas"):
@@ -83,7 +86,7 @@ for r in range(1, int(rounds) + 1):
     except (OSError, ValueError, IndexError) as e:
         print(f"compare_cnn: round {r}: no result from bench/reference_cnn.py: {e}", file=sys.stderr)
 sps = {k: (max(v) if v else None) for k, v in every.items()}
-print(f"simple MNIST convnet, global batch {batch}, {steps} steps, {threads} thread(s), best of {rounds} round(s)")
+print(f"{'simple MNIST convnet' if model == 'cnn' else 'ResNet-20 on MNIST'}, global batch {batch}, {steps} steps, {threads} thread(s), best of {rounds} round(s)")
 print(f"  steal (time the VM's host took): {steal_s} s over the run's {elapsed_s} s")
 for k, v in sps.items():
     rounds_txt = "" if int(rounds) == 1 else "  (rounds: " + ", ".join(f"{x:.2f}" for x in every[k]) + ")"

@@ -1,12 +1,19 @@
 #!/usr/bin/env python3
-"""Speed reference: Keras' "simple MNIST convnet" (lockstep train --model cnn) in PyTorch and TF/Keras.
+"""Speed reference: lockstep train's convnets (--model cnn, --model resnet20) in PyTorch and TF/Keras.
 
-Model: Input (28, 28, 1) -> Conv2D(32, 3, relu) -> MaxPooling2D(2) -> Conv2D(64, 3, relu) ->
-MaxPooling2D(2) -> Flatten -> Dropout(0.5) -> Dense(10, softmax); Adam(1e-3, eps 1e-7), sparse
-categorical cross-entropy, batch 128 (--batch), MNIST scaled to [0, 1].
+--model cnn (Keras' "simple MNIST convnet"): Input (28, 28, 1) -> Conv2D(32, 3, relu) ->
+MaxPooling2D(2) -> Conv2D(64, 3, relu) -> MaxPooling2D(2) -> Flatten -> Dropout(0.5) ->
+Dense(10, softmax).
+--model resnet20 (lockstep's applications::ResNet20, Keras' ResNet v1 example): Conv(16, 3)-BN-ReLU,
+three stages of three residual blocks (16, 32, 64 filters; each Conv-BN-ReLU-Conv-BN plus the
+shortcut, a 1x1 Conv-BN where the block strides by 2; Add; ReLU), global average pooling,
+Dense(10, softmax); convolutions "same" without bias, BatchNormalization with Keras' momentum 0.99
+and epsilon 1e-3.
+Both: Adam(1e-3, eps 1e-7), sparse categorical cross-entropy, batch 128 (--batch), MNIST scaled
+to [0, 1].
 
-    python3 bench/reference_cnn.py [--framework torch|tf|both] [--threads 1] [--steps 300]
-                                   [--batch 128] [--warmup-frac 0.05] [--json]
+    python3 bench/reference_cnn.py [--model cnn|resnet20] [--framework torch|tf|both] [--threads 1]
+                                   [--steps 300] [--batch 128] [--warmup-frac 0.05] [--json]
 
 Same conventions as bench/reference_mlp.py (whose data loading, timing and interpreter choice it
 uses): one child process per framework, steps/s after the warm-up fraction, with --json the last
@@ -28,7 +35,54 @@ import reference_mlp as common  # noqa: E402
 FRAMEWORKS = ("torch", "tf")
 
 
-def run_torch(steps: int, threads: int, warmup_frac: float, batch: int) -> float:
+def torch_resnet20(torch):
+    nn = torch.nn
+
+    def conv_bn(cin, cout, k, stride):
+        # Keras "same" with stride 2 on an even size pads (0, 1); torch pads symmetrically: the
+        # same cost, which is what this reference measures.
+        return [nn.Conv2d(cin, cout, k, stride, padding=k // 2, bias=False),
+                nn.BatchNorm2d(cout, eps=1e-3, momentum=0.01)]
+
+    class Block(nn.Module):
+        def __init__(self, cin, cout, stride):
+            super().__init__()
+            self.body = nn.Sequential(*conv_bn(cin, cout, 3, stride), nn.ReLU(), *conv_bn(cout, cout, 3, 1))
+            self.shortcut = nn.Sequential(*conv_bn(cin, cout, 1, stride)) if stride != 1 else nn.Identity()
+
+        def forward(self, x):
+            return torch.relu(self.shortcut(x) + self.body(x))
+
+    layers, cin = [*conv_bn(1, 16, 3, 1), nn.ReLU()], 16
+    for stage, filters in enumerate((16, 32, 64)):
+        for block in range(3):
+            layers.append(Block(cin, filters, 2 if stage > 0 and block == 0 else 1))
+            cin = filters
+    layers += [nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(64, 10)]
+    return nn.Sequential(*layers)
+
+
+def keras_resnet20(keras):
+    layers = keras.layers
+
+    def conv_bn(x, filters, k, stride):
+        x = layers.Conv2D(filters, k, strides=stride, padding="same", use_bias=False,
+                          kernel_initializer="he_normal")(x)
+        return layers.BatchNormalization()(x)
+
+    inputs = keras.Input(shape=(28, 28, 1))
+    x = layers.Activation("relu")(conv_bn(inputs, 16, 3, 1))
+    for stage, filters in enumerate((16, 32, 64)):
+        for block in range(3):
+            stride = 2 if stage > 0 and block == 0 else 1
+            y = conv_bn(layers.Activation("relu")(conv_bn(x, filters, 3, stride)), filters, 3, 1)
+            shortcut = x if stride == 1 else conv_bn(x, filters, 1, stride)
+            x = layers.Activation("relu")(layers.add([shortcut, y]))
+    x = layers.GlobalAveragePooling2D()(x)
+    return keras.Model(inputs, layers.Dense(10, activation="softmax", kernel_initializer="he_normal")(x))
+
+
+def run_torch(steps: int, threads: int, warmup_frac: float, batch: int, model_name: str = "cnn") -> float:
     import torch
 
     torch.set_num_threads(threads)
@@ -38,8 +92,11 @@ def run_torch(steps: int, threads: int, warmup_frac: float, batch: int) -> float
     x = torch.from_numpy(x_np).reshape(-1, 1, 28, 28)
     y = torch.from_numpy(y_np)
     nn = torch.nn
-    model = nn.Sequential(nn.Conv2d(1, 32, 3), nn.ReLU(), nn.MaxPool2d(2), nn.Conv2d(32, 64, 3), nn.ReLU(),
-                          nn.MaxPool2d(2), nn.Flatten(), nn.Dropout(0.5), nn.Linear(1600, 10))
+    if model_name == "resnet20":
+        model = torch_resnet20(torch)
+    else:
+        model = nn.Sequential(nn.Conv2d(1, 32, 3), nn.ReLU(), nn.MaxPool2d(2), nn.Conv2d(32, 64, 3), nn.ReLU(),
+                              nn.MaxPool2d(2), nn.Flatten(), nn.Dropout(0.5), nn.Linear(1600, 10))
     opt = torch.optim.Adam(model.parameters(), lr=1e-3, eps=1e-7)
     loss_fn = nn.CrossEntropyLoss()
     model.train()
@@ -60,12 +117,13 @@ def run_torch(steps: int, threads: int, warmup_frac: float, batch: int) -> float
         opt.step()
         times.append(time.perf_counter())
     sps = common.measure(times, warmup_frac)
-    common.log(f"cnn torch {torch.__version__}: {steps} steps of {batch}, {threads} thread(s), data={src}, "
+    common.log(f"{model_name} torch {torch.__version__}: {steps} steps of {batch}, {threads} thread(s), data={src}, "
                f"last loss {float(loss):.4f}, {sps:.2f} steps/s")
     return sps
 
 
-def run_tf(steps: int, threads: int, warmup_frac: float, batch: int, tf_threads: str = "tuned") -> float:
+def run_tf(steps: int, threads: int, warmup_frac: float, batch: int, tf_threads: str = "tuned",
+           model_name: str = "cnn") -> float:
     """tf_threads "tuned": intra-op = threads, inter-op = 1; "default": TF's own choice."""
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     import tensorflow as tf
@@ -78,10 +136,13 @@ def run_tf(steps: int, threads: int, warmup_frac: float, batch: int, tf_threads:
     x, y, src = common.load_mnist_train()
     x = x.reshape(-1, 28, 28, 1)
     layers = keras.layers
-    model = keras.Sequential([
-        keras.Input(shape=(28, 28, 1)), layers.Conv2D(32, 3, activation="relu"), layers.MaxPooling2D(2),
-        layers.Conv2D(64, 3, activation="relu"), layers.MaxPooling2D(2), layers.Flatten(), layers.Dropout(0.5),
-        layers.Dense(10, activation="softmax")])
+    if model_name == "resnet20":
+        model = keras_resnet20(keras)
+    else:
+        model = keras.Sequential([
+            keras.Input(shape=(28, 28, 1)), layers.Conv2D(32, 3, activation="relu"), layers.MaxPooling2D(2),
+            layers.Conv2D(64, 3, activation="relu"), layers.MaxPooling2D(2), layers.Flatten(), layers.Dropout(0.5),
+            layers.Dense(10, activation="softmax")])
     model.compile(optimizer=keras.optimizers.Adam(1e-3), loss=keras.losses.SparseCategoricalCrossentropy(),
                   metrics=["accuracy"])
     ds = (tf.data.Dataset.from_tensor_slices((x, y)).shuffle(60000, seed=0)
@@ -101,7 +162,7 @@ def run_tf(steps: int, threads: int, warmup_frac: float, batch: int, tf_threads:
     setting = (f"{threads} intra-op / 1 inter-op thread(s)" if tf_threads == "tuned" else
                f"TF's default threads (intra-op {tf.config.threading.get_intra_op_parallelism_threads() or 'auto'}, "
                f"inter-op {tf.config.threading.get_inter_op_parallelism_threads() or 'auto'})")
-    common.log(f"cnn tensorflow {tf.__version__}: {steps} steps of {batch}, {setting}, "
+    common.log(f"{model_name} tensorflow {tf.__version__}: {steps} steps of {batch}, {setting}, "
                f"data={src}, loss {hist.history['loss'][-1]:.4f}, {sps:.2f} steps/s")
     return sps
 
@@ -112,7 +173,7 @@ def run_child(framework: str, args) -> float | None:
         common.log(f"{framework}: UNAVAILABLE: module '{common.MODULE[framework]}' not importable")
         return None
     cmd = [py, os.path.abspath(__file__), "--child", framework, "--threads", str(args.threads), "--steps",
-           str(args.steps), "--batch", str(args.batch), "--warmup-frac", str(args.warmup_frac)]
+           str(args.steps), "--batch", str(args.batch), "--warmup-frac", str(args.warmup_frac), "--model", args.model]
     if framework != "tf":
         return common.run_measurement(framework, cmd, common.child_env(args.threads))
     # TF: its default thread settings and the tuned ones (intra-op = threads, inter-op = 1), one
@@ -129,7 +190,8 @@ def run_child(framework: str, args) -> float | None:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description="PyTorch / TF-Keras speed reference for lockstep's --model cnn.")
+    ap = argparse.ArgumentParser(description="PyTorch / TF-Keras speed reference for lockstep's --model cnn / resnet20.")
+    ap.add_argument("--model", choices=("cnn", "resnet20"), default="cnn")
     ap.add_argument("--framework", choices=("torch", "tf", "both"), default="both")
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--steps", type=int, default=300)
@@ -143,9 +205,9 @@ def main(argv=None) -> int:
         ap.error("--steps must be at least 20")
     if args.child:
         if args.child == "torch":
-            print(run_torch(args.steps, max(1, args.threads), args.warmup_frac, args.batch))
+            print(run_torch(args.steps, max(1, args.threads), args.warmup_frac, args.batch, args.model))
         else:
-            print(run_tf(args.steps, max(1, args.threads), args.warmup_frac, args.batch, args.tf_threads))
+            print(run_tf(args.steps, max(1, args.threads), args.warmup_frac, args.batch, args.tf_threads, args.model))
         return 0
     wanted = FRAMEWORKS if args.framework == "both" else (args.framework,)
     results = {fw: run_child(fw, args) for fw in wanted}

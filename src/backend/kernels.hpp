@@ -93,6 +93,7 @@ enum class KernelOp : std::uint8_t {
   kSumSquares, kScaleClip, kSgdUpdate, kAdamUpdate, kFirstOutside,
   kConv2d, kConv2dBackwardData, kConv2dBackwardWeights, kPool2d, kPool2dBackward,
   kConv2dMaxPool2d, kConv2dMaxPool2dBackwardWeights, kMaxUnpool2d,
+  kBatchNormReduce, kBatchNormApply, kBatchNormBackward,
   kCount
 };
 const char* kernel_op_name(KernelOp op);
@@ -192,6 +193,22 @@ struct KernelTable {
   /// elsewhere.
   void (*max_unpool2d)(ComputeContext&, const Pool2dDesc& p, const void* y, const std::uint8_t* arg, const void* dy,
                        void* dx) = nullptr;
+
+  // ---- BatchNormalization over x [rows, cols] (cols = channels; float32). Every per-channel
+  // argument is [cols]. A per-channel sum is taken over a fixed partition of the rows, each part
+  // accumulated in double and the parts added in order: the same bits whatever the pool. ----
+  /// dy null: out[c] = sum_r (x[r, c] - mean[c])^2. dy given: out[c] = sum_r dy[r, c] and
+  /// out[cols + c] = sum_r dy[r, c] (x[r, c] - mean[c]) inv_std[c] (beta's and gamma's gradients).
+  void (*batch_norm_reduce)(ComputeContext&, const void* x, const void* mean, const void* dy, const void* inv_std,
+                            void* out, std::int64_t rows, std::int64_t cols) = nullptr;
+  /// y[r, c] = (x[r, c] - mean[c]) scale[c] + offset[c]; offset may be null.
+  void (*batch_norm_apply)(ComputeContext&, const void* x, const void* mean, const void* scale, const void* offset,
+                           void* y, std::int64_t rows, std::int64_t cols) = nullptr;
+  /// The input's gradient through the batch statistics:
+  /// dx[r, c] = scale[c] (dy[r, c] - mean_dy[c] - (x[r, c] - mean[c]) inv_std[c] mean_dy_xhat[c]).
+  void (*batch_norm_backward)(ComputeContext&, const void* dy, const void* x, const void* mean, const void* inv_std,
+                              const void* scale, const void* mean_dy, const void* mean_dy_xhat, void* dx,
+                              std::int64_t rows, std::int64_t cols) = nullptr;
 
   // ---- optimizer updates, fused (the variable's memory is updated in place) ----
   /// sum of x[i]^2, accumulated in double.

@@ -42,7 +42,7 @@ const char* kernel_op_name(KernelOp op) {
                                 "sum_squares", "scale_clip", "sgd_update", "adam_update", "first_outside",
                                 "conv2d", "conv2d_backward_data", "conv2d_backward_weights", "pool2d",
                                 "pool2d_backward", "conv2d_max_pool2d", "conv2d_max_pool2d_backward_weights",
-                                "max_unpool2d"};
+                                "max_unpool2d", "batch_norm_reduce", "batch_norm_apply", "batch_norm_backward"};
   static_assert(sizeof(names) / sizeof(names[0]) == static_cast<std::size_t>(KernelOp::kCount));
   return names[static_cast<std::size_t>(op)];
 }
@@ -118,6 +118,9 @@ bool supports(DeviceKind kind, DType dtype, KernelOp op) {
     case KernelOp::kConv2dMaxPool2d: return t.conv2d_max_pool2d;
     case KernelOp::kConv2dMaxPool2dBackwardWeights: return t.conv2d_max_pool2d_backward_weights;
     case KernelOp::kMaxUnpool2d: return t.max_unpool2d;
+    case KernelOp::kBatchNormReduce: return t.batch_norm_reduce;
+    case KernelOp::kBatchNormApply: return t.batch_norm_apply;
+    case KernelOp::kBatchNormBackward: return t.batch_norm_backward;
     case KernelOp::kCount: break;
   }
   return false;

@@ -5,26 +5,57 @@
 namespace lockstep::layers {
 
 namespace {
-// sum over replicas, differentiable: the gradient of every replica's input is the sum of the
-// replicas' output gradients (an all-reduce in the backward pass, in the same tape order on
-// every replica).
-class AllReduceSumGradient final : public CustomGradient {
+// Pauses this thread's tape: the normalisation's passes are recorded as one op.
+class RecordingPaused {
  public:
-  explicit AllReduceSumGradient(ReplicaInterface* replica) : replica_(replica) {}
-  const char* name() const override { return "all_reduce_sum"; }
-  std::array<Tensor, 3> backward(const OpRecord&, const Tensor& g, const std::array<bool, 3>&) const override {
-    return {replica_->all_reduce(ReduceOp::kSum, g), {}, {}};
+  RecordingPaused() : previous_(set_current_recorder(nullptr)) {}
+  ~RecordingPaused() { set_current_recorder(previous_); }
+  RecordingPaused(const RecordingPaused&) = delete;
+  RecordingPaused& operator=(const RecordingPaused&) = delete;
+
+ private:
+  OpRecorder* previous_;
+};
+
+// The gradient of y = (x - mean) * k + beta, k = gamma * inv_std. In training mean and inv_std
+// are the statistics of x's rows (of every replica's rows when synchronised): two fused passes
+// over x and dy, as cuDNN's and PyTorch's batch norm backward. In inference they are the moving
+// statistics, constants: dx = dy * k. Synchronised, the input's gradient
+// needs the GLOBAL sums of dy and dy * xhat (one all-reduce, made by every replica in the same
+// tape order); gamma's and beta's gradients are the replica's own sums, all-reduced with the
+// other variables' gradients by the optimizer.
+class BatchNormGradient final : public CustomGradient {
+ public:
+  // count 0: inference (the statistics do not depend on x).
+  BatchNormGradient(Tensor mean, Tensor inv_std, Tensor k, double count, ReplicaInterface* sync)
+      : mean_(std::move(mean)), inv_std_(std::move(inv_std)), k_(std::move(k)), count_(count), sync_(sync) {}
+  const char* name() const override { return "batch_normalization"; }
+  std::array<Tensor, 3> backward(const OpRecord& r, const Tensor& g, const std::array<bool, 3>& needs) const override {
+    const Tensor& x = r.inputs[0];
+    const auto [sum_dy, sum_dy_xhat] = batch_norm_grad_sums(g, x, mean_, inv_std_);
+    std::array<Tensor, 3> out;
+    if (needs[0] && count_ == 0) out[0] = mul(g, k_);
+    if (needs[0] && count_ > 0) {
+      Tensor total_dy = sum_dy, total_dy_xhat = sum_dy_xhat;
+      if (sync_) {
+        const std::int64_t c = sum_dy.numel();
+        const Tensor both = sync_->all_reduce(ReduceOp::kSum, concat({sum_dy, sum_dy_xhat}, 0));
+        total_dy = both.slice(0, c);
+        total_dy_xhat = both.slice(c, 2 * c);
+      }
+      const auto inv_n = static_cast<float>(1.0 / count_);
+      out[0] = batch_norm_input_grad(g, x, mean_, inv_std_, k_, scale(total_dy, inv_n), scale(total_dy_xhat, inv_n));
+    }
+    if (needs[1]) out[1] = sum_dy_xhat;
+    if (needs[2]) out[2] = sum_dy;
+    return out;
   }
 
  private:
-  ReplicaInterface* replica_;
+  Tensor mean_, inv_std_, k_;
+  double count_;
+  ReplicaInterface* sync_;
 };
-
-Tensor all_reduce_sum(ReplicaInterface* replica, const Tensor& x) {
-  const Tensor y = replica->all_reduce(ReduceOp::kSum, x);
-  record_custom({x, Tensor(), Tensor()}, y, std::make_shared<AllReduceSumGradient>(replica));
-  return y;
-}
 
 VariableOptions state(const char* name) {
   return {.name = name,
@@ -54,11 +85,21 @@ void BatchNormalizationLayer::build_impl(const Shape& s, std::uint64_t seed) {
       add_weight(c, Initializer{options_.moving_variance_initializer}, mix_seed(seed, 4), state("moving_variance"));
 }
 
-Tensor BatchNormalizationLayer::normalize(const Tensor& x2d, const Tensor& mean, const Tensor& variance) const {
-  Tensor k = pow_scalar(add_scalar(variance, options_.epsilon), -0.5f);
-  if (gamma_.defined()) k = mul(k, gamma_.value());
-  Tensor y = mul(sub(x2d, mean), k);
-  return beta_.defined() ? add(y, beta_.value()) : y;
+// y = (x - mean) * k + beta with k = gamma / sqrt(variance + epsilon), in one pass, its gradient
+// recorded as one op. count: the rows the statistics are of (0: the moving statistics).
+Tensor BatchNormalizationLayer::normalize(const Tensor& x, const Tensor& mean, const Tensor& variance, double count,
+                                          ReplicaInterface* sync) const {
+  const Tensor gamma = gamma_.defined() ? gamma_.value() : Tensor();
+  const Tensor beta = beta_.defined() ? beta_.value() : Tensor();
+  Tensor inv_std, k, y;
+  {
+    const RecordingPaused paused;
+    inv_std = pow_scalar(add_scalar(variance, options_.epsilon), -0.5f);
+    k = gamma.defined() ? mul(inv_std, gamma) : inv_std;
+    y = batch_norm_apply(x, mean, k, beta);
+  }
+  record_custom({x, gamma, beta}, y, std::make_shared<BatchNormGradient>(mean, inv_std, k, count, sync));
+  return y;
 }
 
 Tensor BatchNormalizationLayer::call(const Tensor& x, const CallContext& ctx) const {
@@ -67,8 +108,13 @@ Tensor BatchNormalizationLayer::call(const Tensor& x, const CallContext& ctx) co
   LOCKSTEP_CHECK(x.rank() >= 2 && x.dim(-1) == c, "layer '", name(), "' (BatchNormalization) expects ", c,
                  " channels on the last axis but receives ", x.shape().str());
   const std::int64_t rows = x.numel() / c;
+  // As Keras 3: 16-bit inputs are normalised in float32 (their statistics overflow float16),
+  // and the output is cast back.
+  const DType dtype = x.dtype();
   const Tensor x2d = reshape(x, Shape{rows, c});
-  if (!ctx.training) return reshape(normalize(x2d, moving_mean_.value(), moving_variance_.value()), x.shape());
+  const Tensor xf = dtype == DType::kF32 ? x2d : cast(x2d, DType::kF32);
+  const auto output = [&](const Tensor& y) { return reshape(dtype == DType::kF32 ? y : cast(y, dtype), x.shape()); };
+  if (!ctx.training) return output(normalize(xf, moving_mean_.value(), moving_variance_.value(), 0, nullptr));
 
   ReplicaInterface* sync = options_.synchronized && ctx.replica && ctx.replica->num_replicas_in_sync() > 1
                                ? ctx.replica
@@ -76,18 +122,22 @@ Tensor BatchNormalizationLayer::call(const Tensor& x, const CallContext& ctx) co
   double count = static_cast<double>(rows);
   if (sync) count = sync->all_reduce(ReduceOp::kSum, Tensor::full({1}, count)).item();
   if (count == 0) return x;
-  const auto total = [&](const Tensor& t) { return sync ? all_reduce_sum(sync, sum(t, 0)) : sum(t, 0); };
-  // Two passes (mean, then the mean square deviation): no cancellation for large means.
-  const Tensor mean = scale(total(x2d), static_cast<float>(1.0 / count));
-  const Tensor variance = scale(total(square(sub(x2d, mean))), static_cast<float>(1.0 / count));
-  const Tensor y = normalize(x2d, mean, variance);
+  Tensor mean, variance;
+  {
+    const RecordingPaused paused;
+    const auto total = [&](const Tensor& t) { return sync ? sync->all_reduce(ReduceOp::kSum, t) : t; };
+    // Two passes (mean, then the mean square deviation): no cancellation for large means.
+    mean = scale(total(sum(xf, 0)), static_cast<float>(1.0 / count));
+    variance = scale(total(batch_norm_squared_deviations(xf, mean)), static_cast<float>(1.0 / count));
+  }
+  const Tensor y = normalize(xf, mean, variance, count, sync);
   // Synchronised replicas all know the global statistics, an empty slice's included.
   if (sync || rows > 0) {
     const float m = options_.momentum;
-    moving_mean_.assign(add(scale(moving_mean_.value(), m), scale(stop_gradient(mean), 1.0f - m)));
-    moving_variance_.assign(add(scale(moving_variance_.value(), m), scale(stop_gradient(variance), 1.0f - m)));
+    moving_mean_.assign(add(scale(moving_mean_.value(), m), scale(mean, 1.0f - m)));
+    moving_variance_.assign(add(scale(moving_variance_.value(), m), scale(variance, 1.0f - m)));
   }
-  return reshape(y, x.shape());
+  return output(y);
 }
 
 LayerPtr BatchNormalization(const BatchNormalizationOptions& options) {

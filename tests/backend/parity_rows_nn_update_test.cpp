@@ -214,6 +214,93 @@ std::vector<Row> nn_update_rows() {
         }));
   }
 
+  // BatchNormalization's fused passes: a small odd case, and one past the grain and the row
+  // partition (4099 rows: parts of unequal length, run in parallel).
+  for (const Shape& s : {Shape{7, 5}, Shape{4099, 33}}) {
+    const std::string variant = s[0] > 100 ? "grain" : "odd";
+    const std::int64_t rows_n = s[0], cols = s[1];
+    const Shape c{cols};
+    const auto at = [cols](std::int64_t r, std::int64_t k) { return r * cols + k; };
+    rows.push_back(make_row(
+        "batch_norm_squared_deviations", variant, "batch_norm_squared_deviations", floats(),
+        {{KernelOp::kBatchNormReduce, {}}}, {{s, uniform(-2, 2), {}}, {c, uniform(-0.5, 0.5), {}}},
+        [](const std::vector<Tensor>& in, DType) {
+          return std::vector<Tensor>{batch_norm_squared_deviations(in[0], in[1])};
+        },
+        [=](const std::vector<Host>& in, DType) {
+          Expected e(c);
+          for (std::int64_t k = 0; k < cols; ++k) {
+            double sum = 0, mag = 0;
+            for (std::int64_t r = 0; r < rows_n; ++r) {
+              const double d = in[0][at(r, k)] - in[1][k];
+              sum += d * d;
+              mag += std::fabs(d) * (std::fabs(in[0][at(r, k)]) + std::fabs(in[1][k]));
+            }
+            e.set(k, sum, 0, 2 * mag);
+          }
+          return std::vector<Expected>{e};
+        }));
+    for (const bool offset : {true, false}) {
+      rows.push_back(make_row(
+          offset ? "batch_norm_apply" : "batch_norm_apply_no_offset", variant, "batch_norm_apply", floats(),
+          {{KernelOp::kBatchNormApply, {}}},
+          {{s, uniform(-2, 2), {}}, {c, uniform(-0.5, 0.5), {}}, {c, uniform(-3, 3), {}}, {c, uniform(-1, 1), {}}},
+          [offset](const std::vector<Tensor>& in, DType) {
+            return std::vector<Tensor>{batch_norm_apply(in[0], in[1], in[2], offset ? in[3] : Tensor())};
+          },
+          [=](const std::vector<Host>& in, DType) {
+            Expected e(s);
+            for (std::int64_t r = 0; r < rows_n; ++r)
+              for (std::int64_t k = 0; k < cols; ++k) {
+                const double x = in[0][at(r, k)], m = in[1][k], sc = in[2][k], o = offset ? in[3][k] : 0.0;
+                e.set(at(r, k), (x - m) * sc + o, 0, (std::fabs(x) + std::fabs(m)) * std::fabs(sc) + std::fabs(o));
+              }
+            return std::vector<Expected>{e};
+          }));
+    }
+    rows.push_back(make_row(
+        "batch_norm_grad_sums", variant, "batch_norm_grad_sums", floats(), {{KernelOp::kBatchNormReduce, {}}},
+        {{s, uniform(-1, 1), {}}, {s, uniform(-2, 2), {}}, {c, uniform(-0.5, 0.5), {}}, {c, uniform(0.5, 2), {}}},
+        [](const std::vector<Tensor>& in, DType) {
+          const auto sums = batch_norm_grad_sums(in[0], in[1], in[2], in[3]);
+          return std::vector<Tensor>{sums[0], sums[1]};
+        },
+        [=](const std::vector<Host>& in, DType) {
+          Expected dy_sum(c), dy_xhat_sum(c);
+          for (std::int64_t k = 0; k < cols; ++k) {
+            double a = 0, b = 0, a_terms = 0, b_terms = 0;
+            for (std::int64_t r = 0; r < rows_n; ++r) {
+              const double g = in[0][at(r, k)], x = in[1][at(r, k)], m = in[2][k], is = in[3][k];
+              a += g;
+              b += g * (x - m) * is;
+              a_terms += std::fabs(g);
+              b_terms += std::fabs(g) * (std::fabs(x) + std::fabs(m)) * is;
+            }
+            dy_sum.set(k, a, 0, a_terms);
+            dy_xhat_sum.set(k, b, 0, 3 * b_terms);
+          }
+          return std::vector<Expected>{dy_sum, dy_xhat_sum};
+        }));
+    rows.push_back(make_row(
+        "batch_norm_input_grad", variant, "batch_norm_input_grad", floats(), {{KernelOp::kBatchNormBackward, {}}},
+        {{s, uniform(-1, 1), {}}, {s, uniform(-2, 2), {}}, {c, uniform(-0.5, 0.5), {}}, {c, uniform(0.5, 2), {}},
+         {c, uniform(-3, 3), {}}, {c, uniform(-0.2, 0.2), {}}, {c, uniform(-0.2, 0.2), {}}},
+        [](const std::vector<Tensor>& in, DType) {
+          return std::vector<Tensor>{batch_norm_input_grad(in[0], in[1], in[2], in[3], in[4], in[5], in[6])};
+        },
+        [=](const std::vector<Host>& in, DType) {
+          Expected e(s);
+          for (std::int64_t r = 0; r < rows_n; ++r)
+            for (std::int64_t k = 0; k < cols; ++k) {
+              const double g = in[0][at(r, k)], x = in[1][at(r, k)], m = in[2][k], is = in[3][k], sc = in[4][k];
+              const double mdy = in[5][k], mdyx = in[6][k];
+              e.set(at(r, k), sc * (g - mdy - (x - m) * is * mdyx), 0,
+                    3 * std::fabs(sc) * (std::fabs(g) + std::fabs(mdy) + (std::fabs(x) + std::fabs(m)) * is * std::fabs(mdyx)));
+            }
+          return std::vector<Expected>{e};
+        }));
+  }
+
   rows.push_back(make_row(
       "sparse_categorical_matches", "ties", "sparse_categorical_matches", floats(),
       {{KernelOp::kArgmax, {}}, {KernelOp::kCompare, DType::kI64}, {KernelOp::kCast, DType::kU8}},

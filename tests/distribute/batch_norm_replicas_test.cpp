@@ -87,6 +87,11 @@ Trained train_model(int replicas, const std::function<std::unique_ptr<Model>()>&
   return out;
 }
 
+// Within 2e-5 of each variable's largest magnitude. The batch of 2 rows is normalised to +-1 per
+// channel whatever its values, so the Dense layer's normalisation hands back an input gradient
+// that is a difference of nearly equal terms: one float32 rounding of the all-reduced sums (3
+// replicas) against the one device's shows there, and flows into every earlier variable. Without
+// that batch both agree within 4e-6.
 void expect_replicas_match_one_device(const std::function<std::unique_ptr<Model>()>& make, int rounds) {
   const auto reference = train_model(0, make, rounds).weights;
   for (int n : {1, 3}) {
@@ -96,7 +101,7 @@ void expect_replicas_match_one_device(const std::function<std::unique_ptr<Model>
       double scale = 1e-30;
       for (float v : reference[t]) scale = std::max(scale, static_cast<double>(std::fabs(v)));
       for (std::size_t i = 0; i < w[t].size(); ++i)
-        EXPECT_LE(std::fabs(w[t][i] - reference[t][i]), 1e-5 * scale) << n << " replicas, variable " << t << "[" << i << "]";
+        EXPECT_LE(std::fabs(w[t][i] - reference[t][i]), 2e-5 * scale) << n << " replicas, variable " << t << "[" << i << "]";
     }
   }
 }

@@ -3,9 +3,11 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <functional>
 #include <vector>
 
 #include "common/error_message.hpp"
+#include "lockstep/autograd/gradient_tape.hpp"
 #include "lockstep/layers/normalization_layers.hpp"
 
 namespace lockstep {
@@ -51,6 +53,50 @@ TEST(BatchNormalization, InferenceUsesTheMovingStatisticsAndLeavesThemAlone) {
   EXPECT_NEAR(y[0], 4.0f, 1e-6);
   EXPECT_NEAR(y[1], 11.0f, 1e-6);
   EXPECT_EQ(layer->moving_mean().read_value().to_vector<float>(), (std::vector<float>{1, -1}));
+}
+
+// As Keras 3: a 16-bit input is normalised in float32 and the output cast back, in training (the
+// batch's statistics) and inference; the gradient reaches the 16-bit input. Before, the layer
+// mixed the input's dtype with its float32 variables and raised.
+TEST(BatchNormalization, SixteenBitInputsAreNormalisedInFloat32AndCastBack) {
+  for (const bool training : {true, false}) {
+    for (const DType dtype : {DType::kBF16, DType::kF16}) {
+      auto bn16 = layers::BatchNormalization(), bn32 = layers::BatchNormalization();
+      bn16->build(Shape{-1, 2, 1, 2}, 0);
+      bn32->build(Shape{-1, 2, 1, 2}, 0);
+      const Tensor x16 = batch().to(dtype);
+      const Tensor y16 = bn16->call(x16, CallContext{.training = training});
+      EXPECT_EQ(y16.dtype(), dtype);
+      const Tensor want = bn32->call(x16.to(DType::kF32), CallContext{.training = training}).to(dtype);
+      EXPECT_TRUE(y16.bitwise_equal(want)) << dtype_name(dtype) << (training ? " training" : " inference");
+      GradientTape tape;
+      tape.watch(x16);
+      const Tensor y = cast(bn16->call(x16, CallContext{.training = training}), DType::kF32);
+      const Tensor loss = sum(mul(y, Tensor::from_vector<float>({1, 2, 3, 4, 5, 6, 7, 8}, {2, 2, 1, 2})));
+      const Tensor g = tape.gradient(loss, std::vector<Tensor>{x16})[0];
+      ASSERT_TRUE(g.defined());
+      EXPECT_EQ(g.dtype(), dtype);
+    }
+  }
+}
+
+// The fused ops have no gradient of their own: on inputs a tape records they raise rather than
+// hand back a result the tape would silently not differentiate.
+TEST(BatchNormalization, FusedOpsRefuseInputsATapeRecords) {
+  const Tensor x = Tensor::from_vector<float>({1, 2, 3, 4}, {2, 2});
+  const Tensor c = Tensor::from_vector<float>({0.5f, 1}, {2});
+  EXPECT_EQ(batch_norm_apply(x, c, c, c).to_vector<float>(), (std::vector<float>{0.75f, 2, 1.75f, 4}));
+  GradientTape tape;
+  tape.watch(x);
+  for (const auto& call : std::vector<std::function<void()>>{
+           [&] { (void)batch_norm_apply(x, c, c, Tensor()); },
+           [&] { (void)batch_norm_squared_deviations(x, c); },
+           [&] { (void)batch_norm_grad_sums(x, x, c, c); },
+           [&] { (void)batch_norm_input_grad(x, x, c, c, c, c, c); }}) {
+    const std::string m = test::message_of(call);
+    EXPECT_NE(m.find("has no gradient of its own"), std::string::npos) << m;
+    EXPECT_NE(m.find("record_custom"), std::string::npos) << m;
+  }
 }
 
 TEST(BatchNormalization, BadArgumentsAndInputsAreNamed) {

@@ -46,7 +46,8 @@ class BatchNormalizationLayer final : public Layer {
   void build_impl(const Shape& input_shape, std::uint64_t seed) override;
 
  private:
-  Tensor normalize(const Tensor& x2d, const Tensor& mean, const Tensor& variance) const;
+  Tensor normalize(const Tensor& x, const Tensor& mean, const Tensor& variance, double count,
+                   ReplicaInterface* sync) const;
   BatchNormalizationOptions options_;
   Variable gamma_, beta_, moving_mean_, moving_variance_;
 };

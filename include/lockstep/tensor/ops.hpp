@@ -121,6 +121,23 @@ struct DropoutKey {
 /// Inverted dropout: zeroes each unit with probability rate and scales the rest by 1/(1-rate).
 Tensor dropout(const Tensor& x, float rate, const DropoutKey& key);
 
+/// BatchNormalization's fused passes over x (rows, channels), float32 (kernels of no other dtype);
+/// every per-channel tensor is (channels,), of x's dtype. Per-channel sums are exact to float32's rounding of a double sum, the same
+/// bits whatever the threads. They are not differentiable themselves (an error while a tape
+/// records their inputs): the layer records their gradient as one op (record_custom).
+/// sum over rows of (x - mean)^2.
+Tensor batch_norm_squared_deviations(const Tensor& x, const Tensor& mean);
+/// (x - mean) * scale + offset; offset may be undefined.
+Tensor batch_norm_apply(const Tensor& x, const Tensor& mean, const Tensor& scale, const Tensor& offset);
+/// {sum over rows of dy, sum over rows of dy * (x - mean) * inv_std}: beta's and gamma's gradients.
+std::array<Tensor, 2> batch_norm_grad_sums(const Tensor& dy, const Tensor& x, const Tensor& mean,
+                                           const Tensor& inv_std);
+/// The input's gradient through the batch's statistics, for y = (x - mean) * scale + offset with
+/// scale = gamma * inv_std: scale * (dy - mean_dy - (x - mean) * inv_std * mean_dy_xhat), where
+/// mean_dy and mean_dy_xhat are batch_norm_grad_sums divided by the (global) number of rows.
+Tensor batch_norm_input_grad(const Tensor& dy, const Tensor& x, const Tensor& mean, const Tensor& inv_std,
+                             const Tensor& scale, const Tensor& mean_dy, const Tensor& mean_dy_xhat);
+
 // ---- convolution and pooling: NHWC activations, float32 ----
 /// Zero padding of a 2-D window op, in elements on each side.
 struct Padding2d {

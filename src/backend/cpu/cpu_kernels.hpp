@@ -110,6 +110,13 @@ void conv2d_backward_data(ComputeContext&, const Conv2dDesc&, const void*, const
 void conv2d_backward_weights(ComputeContext&, const Conv2dDesc&, const void*, const void*, void*, void*);
 void pool2d(ComputeContext&, const Pool2dDesc&, const void*, void*);
 void pool2d_backward(ComputeContext&, const Pool2dDesc&, const void*, const void*, const void*, void*);
+// batch_norm.cpp
+void batch_norm_reduce(ComputeContext&, const void*, const void*, const void*, const void*, void*, std::int64_t,
+                       std::int64_t);
+void batch_norm_apply(ComputeContext&, const void*, const void*, const void*, const void*, void*, std::int64_t,
+                      std::int64_t);
+void batch_norm_backward(ComputeContext&, const void*, const void*, const void*, const void*, const void*,
+                         const void*, const void*, void*, std::int64_t, std::int64_t);
 // conv_pool.cpp, written for AVX-512 F/BW/VL (elsewhere the table leaves them out and the ops take
 // the unfused path).
 #if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)

@@ -63,6 +63,13 @@ void conv2d_backward_data(ComputeContext&, const Conv2dDesc&, const void*, const
 void conv2d_backward_weights(ComputeContext&, const Conv2dDesc&, const void*, const void*, void*, void*);
 void pool2d(ComputeContext&, const Pool2dDesc&, const void*, void*);
 void pool2d_backward(ComputeContext&, const Pool2dDesc&, const void*, const void*, const void*, void*);
+// float32 only: batch normalisation's passes (nn.cu).
+void batch_norm_reduce(ComputeContext&, const void*, const void*, const void*, const void*, void*, std::int64_t,
+                       std::int64_t);
+void batch_norm_apply(ComputeContext&, const void*, const void*, const void*, const void*, void*, std::int64_t,
+                      std::int64_t);
+void batch_norm_backward(ComputeContext&, const void*, const void*, const void*, const void*, const void*,
+                         const void*, const void*, void*, std::int64_t, std::int64_t);
 
 bool equal_bytes_on(ComputeContext&, const void*, const void*, std::size_t);
 

@@ -1,6 +1,6 @@
-// Reductions, softmax, cross-entropy, one-hot and the dropout mask. Every reduction has a fixed
-// order (per-lane strided partials, then a fixed shuffle tree; column sums in row order), so a
-// kernel gives the same bits on every run; no atomics.
+// Reductions, softmax, cross-entropy, one-hot, the dropout mask and batch normalisation. Every
+// reduction has a fixed order (per-lane strided partials, then a fixed shuffle tree; column sums in
+// row order), so a kernel gives the same bits on every run; no atomics.
 #include <limits>
 
 #include "backend/cuda/cuda_common.cuh"
@@ -62,6 +62,64 @@ __global__ void column_finish_kernel(const float* part, F* out, std::int64_t col
     float acc = 0.0f;
     for (std::int64_t s = 0; s < segs; ++s) acc += part[s * cols + c];
     out[c] = Elem<F>::store(post_scale == 1.0f ? acc : acc * post_scale);
+  }
+}
+
+// ---- batch normalisation (float32) ----
+// Per-channel sums as reduce_sum's columns: each thread sums `seg` consecutive rows of one
+// channel (in double), then each channel's partials are added in segment order. part holds
+// [sums][segs][cols].
+__global__ void batch_norm_partial_kernel(const float* x, const float* mean, const float* dy, const float* inv_std,
+                                          double* part, std::int64_t rows, std::int64_t cols, std::int64_t segs,
+                                          std::int64_t seg) {
+  LOCKSTEP_GRID_LOOP(t, cols * segs) {
+    const std::int64_t c = t % cols, s = t / cols;
+    const std::int64_t r0 = s * seg, r1 = r0 + seg < rows ? r0 + seg : rows;
+    const float m = mean[c];
+    double a = 0.0, b = 0.0;
+    if (!dy) {
+      for (std::int64_t r = r0; r < r1; ++r) {
+        const float d = x[r * cols + c] - m;
+        a += static_cast<double>(d) * d;
+      }
+    } else {
+      const float is = inv_std[c];
+      for (std::int64_t r = r0; r < r1; ++r) {
+        const float g = dy[r * cols + c];
+        const float xhat = (x[r * cols + c] - m) * is;
+        a += g;
+        b += static_cast<double>(g * xhat);
+      }
+      part[cols * segs + t] = b;
+    }
+    part[t] = a;
+  }
+}
+__global__ void batch_norm_finish_kernel(const double* part, float* out, std::int64_t cols, std::int64_t segs,
+                                         std::int64_t sums) {
+  LOCKSTEP_GRID_LOOP(i, cols * sums) {
+    const std::int64_t k = i / cols, c = i - k * cols;
+    const double* p = part + k * cols * segs;
+    double acc = 0.0;
+    for (std::int64_t s = 0; s < segs; ++s) acc += p[s * cols + c];
+    out[i] = static_cast<float>(acc);
+  }
+}
+__global__ void batch_norm_apply_kernel(const float* x, const float* mean, const float* scale, const float* offset,
+                                        float* y, std::int64_t n, std::int64_t cols) {
+  LOCKSTEP_GRID_LOOP(i, n) {
+    const std::int64_t c = i % cols;
+    const float v = (x[i] - mean[c]) * scale[c];
+    y[i] = offset ? v + offset[c] : v;
+  }
+}
+__global__ void batch_norm_backward_kernel(const float* dy, const float* x, const float* mean, const float* inv_std,
+                                           const float* scale, const float* mean_dy, const float* mean_dy_xhat,
+                                           float* dx, std::int64_t n, std::int64_t cols) {
+  LOCKSTEP_GRID_LOOP(i, n) {
+    const std::int64_t c = i % cols;
+    const float xhat = (x[i] - mean[c]) * inv_std[c];
+    dx[i] = scale[c] * (dy[i] - mean_dy[c] - xhat * mean_dy_xhat[c]);
   }
 }
 
@@ -295,6 +353,43 @@ void dropout_mask(ComputeContext& ctx, void* mask, std::int64_t rows, std::int64
       host_store<F>(1.0f / (1.0f - rate)),
       host_store<F>(0.0f));
   check_launch("dropout_mask");
+}
+
+void batch_norm_reduce(ComputeContext& ctx, const void* x, const void* mean, const void* dy, const void* inv_std,
+                       void* out, std::int64_t rows, std::int64_t cols) {
+  if (cols == 0) return;
+  const std::int64_t sums = dy ? 2 : 1;
+  std::int64_t segs = 1;
+  while (cols * segs < 65536 && rows / (segs * 2) >= 16) segs *= 2;
+  const std::int64_t seg = (rows + segs - 1) / segs;
+  cudaStream_t s = stream(ctx);
+  Scratch part(ctx, static_cast<std::size_t>(cols * segs * sums) * sizeof(double));
+  batch_norm_partial_kernel<<<blocks_for(cols * segs), kThreads, 0, s>>>(
+      static_cast<const float*>(x), static_cast<const float*>(mean), static_cast<const float*>(dy),
+      static_cast<const float*>(inv_std), part.as<double>(), rows, cols, segs, seg);
+  batch_norm_finish_kernel<<<blocks_for(cols * sums), kThreads, 0, s>>>(part.as<double>(), static_cast<float*>(out),
+                                                                          cols, segs, sums);
+  check_launch("batch_norm_reduce");
+}
+
+void batch_norm_apply(ComputeContext& ctx, const void* x, const void* mean, const void* scale, const void* offset,
+                      void* y, std::int64_t rows, std::int64_t cols) {
+  if (rows * cols == 0) return;
+  batch_norm_apply_kernel<<<blocks_for(rows * cols), kThreads, 0, stream(ctx)>>>(
+      static_cast<const float*>(x), static_cast<const float*>(mean), static_cast<const float*>(scale),
+      static_cast<const float*>(offset), static_cast<float*>(y), rows * cols, cols);
+  check_launch("batch_norm_apply");
+}
+
+void batch_norm_backward(ComputeContext& ctx, const void* dy, const void* x, const void* mean, const void* inv_std,
+                         const void* scale, const void* mean_dy, const void* mean_dy_xhat, void* dx, std::int64_t rows,
+                         std::int64_t cols) {
+  if (rows * cols == 0) return;
+  batch_norm_backward_kernel<<<blocks_for(rows * cols), kThreads, 0, stream(ctx)>>>(
+      static_cast<const float*>(dy), static_cast<const float*>(x), static_cast<const float*>(mean),
+      static_cast<const float*>(inv_std), static_cast<const float*>(scale), static_cast<const float*>(mean_dy),
+      static_cast<const float*>(mean_dy_xhat), static_cast<float*>(dx), rows * cols, cols);
+  check_launch("batch_norm_backward");
 }
 
 #define LOCKSTEP_CUDA_NN(F)                                                                                      \

@@ -50,6 +50,9 @@ constexpr KernelTable f32_table() {
   t.conv2d_backward_weights = conv2d_backward_weights;
   t.pool2d = pool2d;
   t.pool2d_backward = pool2d_backward;
+  t.batch_norm_reduce = batch_norm_reduce;
+  t.batch_norm_apply = batch_norm_apply;
+  t.batch_norm_backward = batch_norm_backward;
   return t;
 }
 
