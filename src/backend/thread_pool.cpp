@@ -190,7 +190,7 @@ void ThreadPool::retract(IdleWork& work) {
 ThreadPool::HelperScope::HelperScope(ThreadPool* pool) : previous_(t_helps) { t_helps = pool; }
 ThreadPool::HelperScope::~HelperScope() { t_helps = previous_; }
 
-bool help_idle_work() { return t_helps != nullptr && t_helps->help_while_waiting(); }
+bool help_idle_work() { return t_helps != nullptr && t_helps->run_idle_chunk(); }
 
 void ThreadPool::finish(IdleWork& work) {
   for (std::int64_t c = work.next_.fetch_add(1); c < work.chunks_; c = work.next_.fetch_add(1)) work.run(c);

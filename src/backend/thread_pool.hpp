@@ -58,14 +58,11 @@ class ThreadPool {
     std::exception_ptr error_;  // guarded by mu_
   };
   /// Offers `work` to the workers, and to the thread that drives the pool while it waits for
-  /// something else (help_while_waiting); false (and nothing offered) when another IdleWork is
+  /// something other than the pool (its peers at a barrier, its next step: help_idle_work), so
+  /// that a replica of one thread, which has no workers, still gathers its next batch in the
+  /// time it would spend waiting; false (and nothing offered) when another IdleWork is
   /// still out. `work` must outlive finish() or withdraw().
   bool offer(IdleWork& work);
-  /// For the thread that drives this pool (the one that calls parallel_for), while it waits for
-  /// something other than the pool (its peers at a barrier, its next step): runs one chunk of
-  /// the offered IdleWork; false when there was none to run. So a replica of one thread, which
-  /// has no workers, still gathers its next batch in the time it would spend waiting.
-  bool help_while_waiting() { return run_idle_chunk(); }
   /// Makes `pool` the one help_idle_work() helps on this thread while it lives (a strategy's
   /// replica thread, for its context's pool); nested scopes restore the previous one.
   class HelperScope {
@@ -89,6 +86,7 @@ class ThreadPool {
   void worker_loop(int index);
   /// Claims and runs one chunk of the offered IdleWork; false when there was none to run.
   bool run_idle_chunk();
+  friend bool help_idle_work();
   /// Takes `work` off offer and waits until no worker is inside a chunk of it.
   void retract(IdleWork& work);
   void stop_and_join();

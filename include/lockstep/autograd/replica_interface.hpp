@@ -8,6 +8,7 @@
 #include <functional>
 #include <vector>
 
+#include "lockstep/autograd/gradient_tape.hpp"
 #include "lockstep/autograd/variable.hpp"
 #include "lockstep/core/reduce_op.hpp"
 #include "lockstep/tensor/tensor.hpp"
@@ -28,9 +29,8 @@ struct GradientShard {
 /// (all_reduce_gradients), or only the sums of the elements it updates (reduce_scatter_gradients).
 enum class GradientExchange { kAllReduce, kReduceScatter };
 
-/// Called with a variable's index and its final gradient during the backward pass
-/// (GradientTape::GradientReady's signature).
-using GradientReadyFn = std::function<void(std::size_t variable, const Tensor& gradient)>;
+/// Called with a variable's index and its final gradient during the backward pass.
+using GradientReadyFn = GradientTape::GradientReady;
 
 class ReplicaInterface {
  public:

@@ -75,7 +75,7 @@ struct RowBatch {
   /// short chunks while they would otherwise wait between two ops: fit gathers a replica's
   /// slice of the next batch so while the replica trains on this one. `caller_waits`: the
   /// calling thread will also wait for others before it takes the rows (a replica for its peers),
-  /// and copies chunks meanwhile (ThreadPool::help_while_waiting), so a pool of one thread takes
+  /// and copies chunks meanwhile (backend::help_idle_work), so a pool of one thread takes
   /// the work too. Elsewhere take() gathers.
   PendingRows gather_ahead(std::int64_t begin, std::int64_t end, bool caller_waits = false) const;
 };

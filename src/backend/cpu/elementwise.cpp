@@ -132,9 +132,18 @@ Collapsed collapse(const BroadcastDesc& d) {
 // out[i, j] = fn(a[ao + j * SA], b[bo + j * SB]) for one run of the innermost dimension. With
 // the strides known at compile time (0 or 1) the loop vectorises: a row of (R, C) + (C,) is one
 // vector operation, not C odometer steps.
+// A repeated input is read once before the loop: out may alias it as far as the compiler knows.
 template <int SA, int SB, typename A, typename O, typename Fn>
 inline void inner_run(const A* a, const A* b, O* out, std::int64_t len, Fn fn) {
-  for (std::int64_t j = 0; j < len; ++j) out[j] = fn(a[j * SA], b[j * SB]);
+  if constexpr (SA == 0) {
+    const A av = a[0];
+    for (std::int64_t j = 0; j < len; ++j) out[j] = fn(av, b[j * SB]);
+  } else if constexpr (SB == 0) {
+    const A bv = b[0];
+    for (std::int64_t j = 0; j < len; ++j) out[j] = fn(a[j], bv);
+  } else {
+    for (std::int64_t j = 0; j < len; ++j) out[j] = fn(a[j], b[j]);
+  }
 }
 
 // out[i] = fn(a[ia], b[ib]) over the broadcast, with fast paths: both contiguous; b a scalar;
