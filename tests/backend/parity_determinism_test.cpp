@@ -67,6 +67,40 @@ TEST(ParityDeterminism, GemmIsBitIdenticalForAGivenPoolSizeAndCloseAcrossSizes) 
   }
 }
 
+// BatchNormalization's per-channel sums are over a fixed partition of the rows, added in order:
+// the same bits on one thread as on the pool (what SyncBatchNorm's "N replicas = one device"
+// and a resumed run's bit-identity lean on).
+TEST(ParityDeterminism, BatchNormSumsAreBitIdenticalOnOneThreadAndOnThePool) {
+  const std::int64_t rows = 4099, cols = 33;
+  std::mt19937_64 rng(5);
+  std::uniform_real_distribution<float> u(-2.0f, 2.0f);
+  std::vector<float> xv(static_cast<std::size_t>(rows * cols)), gv(xv.size()), mv(static_cast<std::size_t>(cols));
+  for (float& v : xv) v = u(rng);
+  for (float& v : gv) v = u(rng);
+  for (float& v : mv) v = u(rng) * 0.25f;
+  // Channel 0 of dy cancels: 1e16 first, -1e16 last, ones between. Even in double, 1e16 + 1 is
+  // 1e16, so that sum depends on the order in which the rows are added, visibly in float32: a
+  // partition that followed the pool's chunks would give other bits.
+  for (std::int64_t r = 0; r < rows; ++r)
+    gv[static_cast<std::size_t>(r * cols)] = r == 0 ? 1e16f : r == rows - 1 ? -1e16f : 1.0f;
+  const Tensor x = Tensor::from_vector(xv, {rows, cols}), dy = Tensor::from_vector(gv, {rows, cols});
+  const Tensor mean = Tensor::from_vector(mv, {cols}), inv_std = Tensor::full({cols}, 0.75);
+  const auto sums = [&] {
+    const auto g = batch_norm_grad_sums(dy, x, mean, inv_std);
+    return std::array<Tensor, 3>{batch_norm_squared_deviations(x, mean), g[0], g[1]};
+  };
+  std::array<Tensor, 3> pooled;
+  {
+    ComputeScope scope(context_of(DeviceKind::kCpu));
+    ASSERT_GT(context_of(DeviceKind::kCpu).threads(), 1);
+    pooled = sums();
+  }
+  const auto one = make_compute_context(Device{}, 1);
+  ComputeScope scope(*one);
+  const std::array<Tensor, 3> serial = sums();
+  for (std::size_t i = 0; i < serial.size(); ++i) EXPECT_TRUE(serial[i].bitwise_equal(pooled[i])) << "sum " << i;
+}
+
 TEST(ParityDeterminism, RowsAgreeOnOneThreadAndOnThePool) {
   // The harness runs rows on a 3-thread pool; the serial paths (one thread, the same inputs)
   // must give results within the same tolerance of it. Bits are not compared (GEMM differs).

@@ -294,8 +294,8 @@ std::vector<Row> nn_update_rows() {
             for (std::int64_t k = 0; k < cols; ++k) {
               const double g = in[0][at(r, k)], x = in[1][at(r, k)], m = in[2][k], is = in[3][k], sc = in[4][k];
               const double mdy = in[5][k], mdyx = in[6][k];
-              e.set(at(r, k), sc * (g - mdy - (x - m) * is * mdyx), 0,
-                    3 * std::fabs(sc) * (std::fabs(g) + std::fabs(mdy) + (std::fabs(x) + std::fabs(m)) * is * std::fabs(mdyx)));
+              const double terms = std::fabs(g) + std::fabs(mdy) + (std::fabs(x) + std::fabs(m)) * is * std::fabs(mdyx);
+              e.set(at(r, k), sc * (g - mdy - (x - m) * is * mdyx), 0, 3 * std::fabs(sc) * terms);
             }
           return std::vector<Expected>{e};
         }));

@@ -31,7 +31,8 @@ void batch_norm_reduce(ComputeContext& ctx, const void* xv, const void* meanv, c
   thread_local std::vector<double> scratch;
   scratch.assign(static_cast<std::size_t>(kParts * width), 0.0);
   double* parts = scratch.data();
-  parallel_rows(ctx, kParts, std::max<std::int64_t>(1, rows / kParts) * cols * sums, [=](std::int64_t b, std::int64_t e) {
+  const std::int64_t part_cost = std::max<std::int64_t>(1, rows / kParts) * cols * sums;
+  parallel_rows(ctx, kParts, part_cost, [=](std::int64_t b, std::int64_t e) {
     for (std::int64_t p = b; p < e; ++p) {
       double* acc = parts + p * width;
       const std::int64_t r1 = part_begin(p + 1, rows);
