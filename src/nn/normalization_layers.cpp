@@ -32,9 +32,11 @@ class BatchNormGradient final : public CustomGradient {
   const char* name() const override { return "batch_normalization"; }
   std::array<Tensor, 3> backward(const OpRecord& r, const Tensor& g, const std::array<bool, 3>& needs) const override {
     const Tensor& x = r.inputs[0];
-    const auto [sum_dy, sum_dy_xhat] = batch_norm_grad_sums(g, x, mean_, inv_std_);
     std::array<Tensor, 3> out;
     if (needs[0] && count_ == 0) out[0] = mul(g, k_);
+    // The sums: for gamma's and beta's gradients, and in training for the input's.
+    if (!needs[1] && !needs[2] && (!needs[0] || count_ == 0)) return out;
+    const auto [sum_dy, sum_dy_xhat] = batch_norm_grad_sums(g, x, mean_, inv_std_);
     if (needs[0] && count_ > 0) {
       Tensor total_dy = sum_dy, total_dy_xhat = sum_dy_xhat;
       if (sync_) {

@@ -146,9 +146,9 @@ inline void inner_run(const A* a, const A* b, O* out, std::int64_t len, Fn fn) {
   }
 }
 
-// out[i] = fn(a[ia], b[ib]) over the broadcast, with fast paths: both contiguous; b a scalar;
-// a a scalar; otherwise runs of the innermost (collapsed) dimension, an odometer over the others.
-// Each output element is fn of the same two inputs whichever path computes it: the same bits.
+// out[i] = fn(a[ia], b[ib]) over the broadcast: runs of the innermost (collapsed) dimension, an
+// odometer over the others (none where both inputs collapse to one run: contiguous, or a scalar
+// beside a contiguous one). Each output element is fn of the same two inputs: the same bits.
 template <typename A, typename O, typename Fn>
 void broadcast_apply(ComputeContext& ctx, const BroadcastDesc& d, const A* a, const A* b, O* out, Fn fn) {
   std::int64_t n = 1;
@@ -163,20 +163,6 @@ void broadcast_apply(ComputeContext& ctx, const BroadcastDesc& d, const A* a, co
   }
   const int last = c.rank - 1;
   const std::int64_t sa = c.a_strides[last], sb = c.b_strides[last];
-  if (c.rank == 1) {
-    if (sa == 1 && sb == 1) {
-      parallel(ctx, n, [=](std::int64_t s, std::int64_t e) { inner_run<1, 1>(a + s, b + s, out + s, e - s, fn); });
-      return;
-    }
-    if (sa == 1 && sb == 0) {
-      parallel(ctx, n, [=](std::int64_t s, std::int64_t e) { inner_run<1, 0>(a + s, b, out + s, e - s, fn); });
-      return;
-    }
-    if (sa == 0 && sb == 1) {
-      parallel(ctx, n, [=](std::int64_t s, std::int64_t e) { inner_run<0, 1>(a, b + s, out + s, e - s, fn); });
-      return;
-    }
-  }
   const std::int64_t inner = c.dims[last];
   parallel(ctx, n, [&](std::int64_t s, std::int64_t e) {
     // Position of element s: its index in each outer dimension, and the inputs' offsets.

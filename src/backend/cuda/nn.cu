@@ -41,7 +41,13 @@ __global__ void long_row_sum_kernel(const F* x, F* out, std::int64_t axis, float
 }
 
 // Columns: partial sums of `seg` consecutive rows of the axis per thread (float32), then the
-// partials of each column added in segment order.
+// partials of each column added in segment order. Enough segments to fill the GPU when there
+// are few columns (reduce_sum's and batch normalisation's rule).
+std::int64_t column_segments(std::int64_t cols, std::int64_t axis) {
+  std::int64_t segs = 1;
+  while (cols * segs < 65536 && axis / (segs * 2) >= 16) segs *= 2;
+  return segs;
+}
 template <typename F>
 __global__ void column_partial_kernel(const F* x, float* part, std::int64_t outer, std::int64_t axis,
                                       std::int64_t inner, std::int64_t segs, std::int64_t seg) {
@@ -271,9 +277,7 @@ void reduce_sum(ComputeContext& ctx, const void* xv, void* outv, std::int64_t ou
     check_launch("reduce_sum");
     return;
   }
-  // Enough threads to fill the GPU: split the axis into segments when there are few columns.
-  std::int64_t segs = 1;
-  while (cols * segs < 65536 && axis / (segs * 2) >= 16) segs *= 2;
+  const std::int64_t segs = column_segments(cols, axis);
   const std::int64_t seg = (axis + segs - 1) / segs;
   Scratch part(ctx, static_cast<std::size_t>(cols * segs) * sizeof(float));
   column_partial_kernel<F><<<blocks_for(cols * segs), kThreads, 0, s>>>(x, part.as<float>(), outer, axis, inner, segs,
@@ -359,8 +363,7 @@ void batch_norm_reduce(ComputeContext& ctx, const void* x, const void* mean, con
                        void* out, std::int64_t rows, std::int64_t cols) {
   if (cols == 0) return;
   const std::int64_t sums = dy ? 2 : 1;
-  std::int64_t segs = 1;
-  while (cols * segs < 65536 && rows / (segs * 2) >= 16) segs *= 2;
+  const std::int64_t segs = column_segments(cols, rows);
   const std::int64_t seg = (rows + segs - 1) / segs;
   cudaStream_t s = stream(ctx);
   Scratch part(ctx, static_cast<std::size_t>(cols * segs * sums) * sizeof(double));
