@@ -236,6 +236,19 @@ struct DeviceOps {
   void (*copy_from_host)(ComputeContext&, void* dst, const void* host_src, std::size_t bytes) = nullptr;
   void (*zero)(ComputeContext&, void* dst, std::size_t bytes) = nullptr;
   bool (*equal_bytes)(ComputeContext&, const void* a, const void* b, std::size_t bytes) = nullptr;
+
+  // ---- copies beside the device's work (DeviceUpload); null where work runs in order (CPU) ----
+  // A fence is an opaque mark in a device's queue of work; each is consumed by the one call it
+  // is handed to.
+  /// A fence after the work queued so far on the context's compute stream (copy_stream = false)
+  /// or on its device's copy stream (true).
+  void* (*record_fence)(ComputeContext&, bool copy_stream) = nullptr;
+  /// Queues a copy of host memory to `dst` on the device's copy stream, after `after` (may be
+  /// null) has passed. The host memory may be reused as soon as it returns.
+  void (*copy_from_host_beside)(ComputeContext&, void* dst, const void* host, std::size_t bytes,
+                                void* after) = nullptr;
+  /// The work queued on the context's compute stream from now on waits for `fence`.
+  void (*wait_fence)(ComputeContext&, void* fence) = nullptr;
 };
 
 // ---- the registry (src/backend/registry.cpp: the one place that knows the backends) ----

@@ -93,6 +93,8 @@ CudaDevice& device_state(int index) {
     d->name = device_name(index);
     check(cudaSetDevice(index), "cudaSetDevice");
     check(cudaStreamCreateWithFlags(&d->stream, cudaStreamNonBlocking), "cudaStreamCreate");
+    check(cudaStreamCreateWithFlags(&d->copy_stream, cudaStreamNonBlocking), "cudaStreamCreate (copies)");
+    d->staging = make_staging_pool(index).release();  // leaked with the device
     check(cublasLtCreate(&d->lt), "cublasLtCreate");
     d->workspace_bytes = std::size_t{32} << 20;  // what cuBLAS itself reserves on Hopper
     check(cudaMalloc(&d->workspace, d->workspace_bytes), "cudaMalloc (cuBLASLt workspace)");
@@ -172,10 +174,31 @@ void copy_to_host(ComputeContext& ctx, void* host, const void* src, std::size_t 
 
 void copy_from_host(ComputeContext& ctx, void* dst, const void* host, std::size_t bytes) {
   if (!bytes) return;
-  cudaStream_t s = device_for(ctx, dst).stream;
-  check(cudaMemcpyAsync(dst, host, bytes, cudaMemcpyHostToDevice, s), "cudaMemcpyAsync (from host)");
-  // The host buffer may be freed or reused as soon as this returns.
-  check(cudaStreamSynchronize(s), "cudaStreamSynchronize");
+  CudaDevice& d = device_for(ctx, dst);
+  copy_host_to_device(d, d.stream, dst, host, bytes);
+}
+
+void* record_fence(ComputeContext& ctx, bool copy_stream) {
+  CudaDevice& d = device(ctx);
+  cudaEvent_t e = take_event(d);
+  check(cudaEventRecord(e, copy_stream ? d.copy_stream : d.stream), "cudaEventRecord (fence)");
+  return e;
+}
+
+void copy_from_host_beside(ComputeContext& ctx, void* dst, const void* host, std::size_t bytes, void* after) {
+  CudaDevice& d = device(ctx);
+  if (after) {
+    // The wait takes the event's state now: the event may go back to the pool at once.
+    check(cudaStreamWaitEvent(d.copy_stream, static_cast<cudaEvent_t>(after), 0), "cudaStreamWaitEvent (copy)");
+    give_event(d, static_cast<cudaEvent_t>(after));
+  }
+  if (bytes) copy_host_to_device(d, d.copy_stream, dst, host, bytes);
+}
+
+void wait_fence(ComputeContext& ctx, void* fence) {
+  CudaDevice& d = device(ctx);
+  check(cudaStreamWaitEvent(d.stream, static_cast<cudaEvent_t>(fence), 0), "cudaStreamWaitEvent (compute)");
+  give_event(d, static_cast<cudaEvent_t>(fence));
 }
 
 void zero(ComputeContext& ctx, void* dst, std::size_t bytes) {
@@ -199,7 +222,10 @@ const DeviceOps& device_ops() {
                              .copy_to_host = copy_to_host,
                              .copy_from_host = copy_from_host,
                              .zero = zero,
-                             .equal_bytes = equal_bytes};
+                             .equal_bytes = equal_bytes,
+                             .record_fence = record_fence,
+                             .copy_from_host_beside = copy_from_host_beside,
+                             .wait_fence = wait_fence};
   return ops;
 }
 

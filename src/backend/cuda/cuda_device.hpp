@@ -7,11 +7,14 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <tuple>
+#include <vector>
 
 #include "backend/kernels.hpp"
+#include "backend/staging_pool.hpp"
 #include "lockstep/core/error.hpp"
 
 namespace lockstep::backend::cuda {
@@ -56,7 +59,25 @@ struct CudaDevice {
   std::size_t workspace_bytes = 0;
   std::mutex plans_mu;
   std::map<GemmKey, GemmPlan*> plans;  // leaked with the device
+  // Pinned blocks that host-to-device copies go through, so that the host does not wait for
+  // them (staging.cpp).
+  StagingPool* staging = nullptr;
+  // Copies started ahead of their use (DeviceOps::copy_from_host_beside) run here, beside the
+  // compute stream, ordered against it by events.
+  cudaStream_t copy_stream = nullptr;
+  std::mutex events_mu;
+  std::vector<cudaEvent_t> free_events;  // for fences; leaked with the device
 };
+
+/// Copies host memory to `dst` on `stream` through the device's pinned staging blocks: the host
+/// waits neither for the transfer nor for the work queued before it (only, when every block is
+/// in flight, for the oldest). Without pinned memory it copies directly and waits.
+/// The staging pool of GPU `device` (made with its state).
+std::unique_ptr<StagingPool> make_staging_pool(int device);
+void copy_host_to_device(CudaDevice& d, cudaStream_t stream, void* dst, const void* host, std::size_t bytes);
+/// An event of the device's pool (DisableTiming) and its return.
+cudaEvent_t take_event(CudaDevice& d);
+void give_event(CudaDevice& d, cudaEvent_t e);
 
 /// The device state of a CUDA context; makes its GPU current on the calling thread.
 CudaDevice& device(ComputeContext& ctx);

@@ -1,0 +1,103 @@
+// Host-to-device copies that the host does not wait for: the staging pool over pinned memory
+// (backend/staging_pool.hpp has the rule), events as its fences, and the device's pool of events
+// for the fences of DeviceOps (copies beside the compute stream).
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstring>
+#include <memory>
+
+#include "backend/cuda/cuda_device.hpp"
+
+namespace lockstep::backend::cuda {
+
+namespace {
+class PinnedBlocks final : public StagingPool::Ops {
+ public:
+  explicit PinnedBlocks(int device) : device_(device) {}
+  void* allocate(std::size_t bytes) override {
+    void* p = nullptr;
+    // Portable: the block is pinned for every GPU of the process, whichever is current.
+    if (cudaHostAlloc(&p, bytes, cudaHostAllocPortable) != cudaSuccess) {
+      (void)cudaGetLastError();  // pinned memory is limited (ulimit -l, a container): the slow way
+      return nullptr;
+    }
+    return p;
+  }
+  void free(void* block) override {
+    (void)cudaFreeHost(block);
+    (void)cudaGetLastError();
+  }
+  void* make_fence() override {
+    check(cudaSetDevice(device_), "cudaSetDevice");  // an event belongs to the device current when made
+    cudaEvent_t e = nullptr;
+    check(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreate (staging)");
+    return e;
+  }
+  bool passed(void* fence) override {
+    const cudaError_t q = cudaEventQuery(static_cast<cudaEvent_t>(fence));
+    if (q == cudaErrorNotReady) return false;
+    check(q, "cudaEventQuery (staging)");
+    return true;
+  }
+  void wait(void* fence) override {
+    check(cudaEventSynchronize(static_cast<cudaEvent_t>(fence)), "cudaEventSynchronize (staging)");
+  }
+
+ private:
+  const int device_;
+};
+
+// Blocks of up to 16 MiB, 64 MiB per GPU: a copy of a few batches in flight; a larger copy goes
+// in pieces, the host waiting only for the oldest piece once 64 MiB are in flight.
+constexpr std::size_t kMaxBlock = std::size_t{16} << 20;
+constexpr std::size_t kCapacity = std::size_t{64} << 20;
+}  // namespace
+
+std::unique_ptr<StagingPool> make_staging_pool(int device) {
+  return std::make_unique<StagingPool>(std::make_unique<PinnedBlocks>(device), kMaxBlock, kCapacity);
+}
+
+void copy_host_to_device(CudaDevice& d, cudaStream_t stream, void* dst, const void* host, std::size_t bytes) {
+  auto* out = static_cast<char*>(dst);
+  const auto* in = static_cast<const char*>(host);
+  while (bytes > 0) {
+    const std::size_t n = std::min(bytes, d.staging->max_block());
+    auto lease = d.staging->acquire(n);
+    if (!lease) {
+      // From pageable memory CUDA waits for the stream's earlier work; then for the transfer too,
+      // since the host memory may be freed or reused as soon as this returns.
+      check(cudaMemcpyAsync(out, in, bytes, cudaMemcpyHostToDevice, stream), "cudaMemcpyAsync (from host)");
+      check(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
+      return;
+    }
+    std::memcpy(lease->host(), in, n);
+    check(cudaMemcpyAsync(out, lease->host(), n, cudaMemcpyHostToDevice, stream), "cudaMemcpyAsync (staged)");
+    check(cudaEventRecord(static_cast<cudaEvent_t>(lease->fence()), stream), "cudaEventRecord (staging)");
+    out += n;
+    in += n;
+    bytes -= n;
+  }
+}
+
+cudaEvent_t take_event(CudaDevice& d) {
+  {
+    std::lock_guard<std::mutex> lock(d.events_mu);
+    if (!d.free_events.empty()) {
+      cudaEvent_t e = d.free_events.back();
+      d.free_events.pop_back();
+      return e;
+    }
+  }
+  check(cudaSetDevice(d.index), "cudaSetDevice");
+  cudaEvent_t e = nullptr;
+  check(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreate (fence)");
+  return e;
+}
+
+void give_event(CudaDevice& d, cudaEvent_t e) {
+  std::lock_guard<std::mutex> lock(d.events_mu);
+  d.free_events.push_back(e);
+}
+
+}  // namespace lockstep::backend::cuda
