@@ -110,6 +110,12 @@ if [[ -x "$cli" && -f "$data_dir/mnist/train-images-idx3-ubyte.gz" ]]; then
   rm -rf "$runs"
   phase mlp_accuracy 45 tests/cli/check_metrics.sh 0.975 "${with_libs[@]}" "$cli" train --devices gpu:0 --no-tensorboard \
     --logdir "$runs/mlp"
+  # fit's prefetch to device (the next batch copied on the copy stream while a step runs) against
+  # copying each batch in order before its step: one epoch of the flagship each.
+  phase prefetch_ab 30 bash -c 'runs="$1"; shift; for p in 1 0; do
+      echo "LOCKSTEP_PREFETCH_TO_DEVICE=$p: $(LOCKSTEP_PREFETCH_TO_DEVICE=$p "$@" --epochs 1 --verbose 2 \
+        --logdir "$runs/prefetch$p" 2>&1 | grep -o "train_steps_per_second: [0-9.]*")"; done' \
+    _ "$runs" "${with_libs[@]}" "$cli" train --devices gpu:0 --no-tensorboard
   phase cnn_accuracy 90 tests/cli/check_metrics.sh 0.99 "${with_libs[@]}" "$cli" train --model cnn --devices gpu:0x2 --epochs 5 \
     --global-batch-size 64 --learning-rate 2e-3 --no-tensorboard --logdir "$runs/cnn"
 else
@@ -123,7 +129,7 @@ phase torch_reference 120 "$py" bench/reference_gpu.py --json
 ours="$(tail -n 1 "$report_dir/gpu_check_gpu_bench.log" 2>/dev/null)"
 theirs="$(tail -n 1 "$report_dir/gpu_check_torch_reference.log" 2>/dev/null)"
 say ""; say "==== ratios ===="
-"$py" - "$ours" "$theirs" <<'PY' | tee -a "$report"
+"$py" - "$ours" "$theirs" "$report_dir/gpu_check_prefetch_ab.log" <<'PY' | tee -a "$report"
 import json, sys
 def load(s):
     try:
@@ -149,6 +155,12 @@ for d in ("f32", "bf16", "f16"):
     print(f"GEMM {d:4s}: measured peak {peak or 0:7.1f} TFLOP/s (torch 8192^3: {t or 0:7.1f}); batch 1024 "
           f"1024x4096x4096 {big or 0:7.1f} = {100 * big / peak if big and peak else 0:.0f}% of peak (goal >= 70%); "
           f"flagship layer {first or 0:.1f} = {100 * first / peak if first and peak else 0:.0f}%")
+try:
+    for line in open(sys.argv[3]):
+        if line.startswith("LOCKSTEP_PREFETCH_TO_DEVICE="):
+            print(f"fit, flagship on gpu:0, one epoch: {line.strip()}")
+except OSError:
+    pass
 bw, cp = ours.get("allreduce_4_logical_busbw_gbs"), ours.get("device_copy_gbs")
 print(f"all-reduce among 4 logical replicas: bus bandwidth {bw or 0:.1f} GB/s vs device copy {cp or 0:.1f} GB/s "
       f"({100 * bw / cp if bw and cp else 0:.0f}%)")

@@ -23,7 +23,7 @@ std::int64_t InputContext::get_per_replica_batch_size(std::int64_t global_batch_
   return global_batch_size / num_replicas_in_sync;
 }
 
-std::vector<Element> split_batch_for_replicas(const Element& global_batch, int num_replicas) {
+void check_splittable(const Element& global_batch, int num_replicas) {
   LOCKSTEP_CHECK(num_replicas >= 1, "split_batch_for_replicas: num_replicas must be >= 1, got ", num_replicas);
   LOCKSTEP_CHECK(!global_batch.empty(), "split_batch_for_replicas: the batch has no components");
   for (std::size_t c = 0; c < global_batch.size(); ++c) {
@@ -34,6 +34,10 @@ std::vector<Element> split_batch_for_replicas(const Element& global_batch, int n
                    t.shape().str(), " but component 0 has ", global_batch[0].shape().str(),
                    "; every component of a batch must have the same number of rows");
   }
+}
+
+std::vector<Element> split_batch_for_replicas(const Element& global_batch, int num_replicas) {
+  check_splittable(global_batch, num_replicas);
   const std::int64_t rows = global_batch[0].dim(0);
   std::vector<Element> out(static_cast<std::size_t>(num_replicas));
   for (int r = 0; r < num_replicas; ++r) {

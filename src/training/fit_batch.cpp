@@ -19,7 +19,21 @@ Shape FitBatch::shape(std::size_t c) const {
   return Shape(std::move(dims));
 }
 
+bool FitBatch::uploaded(int slot) const {
+  return uploads_ && slot >= 0 && static_cast<std::size_t>(slot) < uploads_->size() &&
+         (*uploads_)[static_cast<std::size_t>(slot)] && (*uploads_)[static_cast<std::size_t>(slot)]->copy.started();
+}
+
 data::Element FitBatch::part(std::int64_t begin, std::int64_t end, int slot) const {
+  if (uploads_ && slot >= 0 && static_cast<std::size_t>(slot) < uploads_->size()) {
+    std::optional<Upload>& up = (*uploads_)[static_cast<std::size_t>(slot)];
+    if (up && up->begin == begin && up->end == end && up->copy.started()) {
+      data::Element out = up->copy.take();
+      up.reset();
+      return out;
+    }
+    up.reset();  // another range, or never started: its memory goes back
+  }
   if (rows_ && ahead_ && slot >= 0 && static_cast<std::size_t>(slot) < ahead_->size()) {
     std::optional<data::PendingRows>& pending = (*ahead_)[static_cast<std::size_t>(slot)];
     if (pending && pending->begin() == begin && pending->end() == end) {
@@ -36,9 +50,38 @@ data::Element FitBatch::part(std::int64_t begin, std::int64_t end, int slot) con
 }
 
 void FitBatch::make_slots(int slots) const {
-  if (!rows_) return;
-  if (!ahead_) ahead_ = std::make_shared<std::vector<std::optional<data::PendingRows>>>();
-  if (ahead_->size() < static_cast<std::size_t>(slots)) ahead_->resize(static_cast<std::size_t>(slots));
+  const auto n = static_cast<std::size_t>(slots);
+  if (rows_) {
+    if (!ahead_) ahead_ = std::make_shared<std::vector<std::optional<data::PendingRows>>>();
+    if (ahead_->size() < n) ahead_->resize(n);
+  } else {
+    if (!uploads_) uploads_ = std::make_shared<std::vector<std::optional<Upload>>>();
+    if (uploads_->size() < n) uploads_->resize(n);
+  }
+}
+
+void FitBatch::reserve_upload(int slot, std::int64_t begin, std::int64_t end) const {
+  if (rows_ || !uploads_ || slot < 0 || static_cast<std::size_t>(slot) >= uploads_->size()) return;
+  if (context_device(current_compute_context()).kind == DeviceKind::kCpu) return;
+  std::vector<Shape> shapes;
+  std::vector<DType> dtypes;
+  for (const Tensor& t : tensors_) {
+    if (t.rank() < 1 || t.device().kind != DeviceKind::kCpu) return;  // a scalar, or not from the host
+    std::vector<std::int64_t> dims = t.shape().dims();
+    dims[0] = end - begin;
+    shapes.emplace_back(std::move(dims));
+    dtypes.push_back(t.dtype());
+  }
+  (*uploads_)[static_cast<std::size_t>(slot)].emplace(Upload{begin, end, DeviceUpload(shapes, dtypes)});
+}
+
+void FitBatch::start_upload(int slot) const {
+  if (!uploads_ || slot < 0 || static_cast<std::size_t>(slot) >= uploads_->size()) return;
+  std::optional<Upload>& up = (*uploads_)[static_cast<std::size_t>(slot)];
+  if (!up) return;
+  data::Element host;
+  for (const Tensor& t : tensors_) host.push_back(t.slice(up->begin, up->end));
+  up->copy.start(host);
 }
 
 void FitBatch::gather_ahead(int slot, std::int64_t begin, std::int64_t end, bool caller_waits) const {
@@ -50,17 +93,27 @@ void FitBatch::gather_ahead(int slot, std::int64_t begin, std::int64_t end, bool
   if (!pending) pending.emplace(rows_->gather_ahead(begin, end, caller_waits));
 }
 
-FitInput::FitInput(const data::Dataset& dataset, bool row_batches) {
+FitInput::FitInput(const data::Dataset& dataset, bool row_batches, bool peek_elements)
+    : peek_elements_(peek_elements) {
   if (row_batches) rows_ = dataset.make_row_batch_iterator();
   if (!rows_) elements_ = dataset.make_iterator();
 }
 
 const FitBatch* FitInput::peek() {
-  if (!rows_) return nullptr;
-  if (!ahead_) {
+  if (ahead_) return &*ahead_;
+  if (rows_) {
     auto b = rows_->next();
     if (!b) return nullptr;
     ahead_.emplace(std::move(*b));
+  } else if (peek_elements_ && !ended_) {
+    auto e = elements_->next();
+    if (!e) {
+      ended_ = true;  // next() says so without asking the iterator again
+      return nullptr;
+    }
+    ahead_.emplace(std::move(*e));
+  } else {
+    return nullptr;
   }
   return &*ahead_;
 }
@@ -76,6 +129,7 @@ std::optional<FitBatch> FitInput::next() {
     if (!b) return std::nullopt;
     return FitBatch(std::move(*b));
   }
+  if (ended_) return std::nullopt;
   auto e = elements_->next();
   if (!e) return std::nullopt;
   return FitBatch(std::move(*e));

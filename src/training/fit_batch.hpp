@@ -11,6 +11,7 @@
 
 #include "lockstep/data/dataset.hpp"
 #include "lockstep/core/shape.hpp"
+#include "lockstep/tensor/device_upload.hpp"
 
 namespace lockstep::detail {
 
@@ -32,19 +33,32 @@ class FitBatch {
   /// range if it started one.
   data::Element part(std::int64_t begin, std::int64_t end, int slot = 0) const;
 
-  /// A batch of rows: makes room for `slots` gathers ahead (on the calling thread, before the
-  /// replicas start them concurrently, each in its own slot). Nothing for tensors.
+  /// Makes room for `slots` gathers or uploads ahead (on the calling thread, before the replicas
+  /// start them concurrently, each in its own slot).
   void make_slots(int slots) const;
   /// A batch of rows: starts slot's gather of rows [begin, end) on the calling thread's
   /// context (data::RowBatch::gather_ahead, with `caller_waits`), for part() to take. Nothing
   /// for tensors, nor where no thread would wait (one thread, and it does not wait for peers).
   void gather_ahead(int slot, std::int64_t begin, std::int64_t end, bool caller_waits) const;
+  /// Tensors, on a calling thread that computes on a GPU: reserves device memory there for
+  /// slot's rows [begin, end) and marks the device's work so far (DeviceUpload). Before the step
+  /// that the copy is to run beside is queued.
+  void reserve_upload(int slot, std::int64_t begin, std::int64_t end) const;
+  /// After that step is queued: starts the copy, for part() to take.
+  void start_upload(int slot) const;
+  /// Whether slot has a started upload for part() to take.
+  bool uploaded(int slot) const;
 
  private:
   data::Element tensors_;
   std::optional<data::RowBatch> rows_;
-  // Gathers ahead by slot; shared by the copies of this batch.
+  // Gathers and uploads ahead by slot; shared by the copies of this batch.
+  struct Upload {
+    std::int64_t begin, end;
+    DeviceUpload copy;
+  };
   mutable std::shared_ptr<std::vector<std::optional<data::PendingRows>>> ahead_;
+  mutable std::shared_ptr<std::vector<std::optional<Upload>>> uploads_;
 };
 
 /// One pass over a dataset as FitBatches: row batches when asked for and the pipeline has
@@ -52,10 +66,12 @@ class FitBatch {
 /// of the same dataset yields the same examples in the same order.
 class FitInput {
  public:
-  FitInput(const data::Dataset& dataset, bool row_batches);
+  /// `peek_elements`: peek() reads elements ahead too (for uploads ahead to a GPU).
+  FitInput(const data::Dataset& dataset, bool row_batches, bool peek_elements = false);
   std::optional<FitBatch> next();
   /// The batch next() will return, read ahead, where it is a batch of rows (those come from
-  /// index work, never a wait on a map); null otherwise or at the end of the pass.
+  /// index work, never a wait on a map) or with `peek_elements`; null otherwise or at the end
+  /// of the pass.
   const FitBatch* peek();
   /// Drops up to n batches (those trained before a resume).
   void skip(std::int64_t n);
@@ -64,6 +80,8 @@ class FitInput {
   std::unique_ptr<data::Iterator> elements_;
   std::unique_ptr<data::RowBatchIterator> rows_;
   std::optional<FitBatch> ahead_;
+  bool peek_elements_ = false;
+  bool ended_ = false;
 };
 
 }  // namespace lockstep::detail

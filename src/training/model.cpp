@@ -106,11 +106,14 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 }
 
 // The one path of a batch through the model: fn(slice, first_row, replica) runs once per
-// replica on its slice (data::split_batch_for_replicas, as experimental_distribute_dataset
-// splits) with the slice's first row in the batch, or once on the whole batch without a
-// strategy. A batch of rows is gathered there: each replica its own slice, on its own thread.
-// With `next` (fit's following batch) each replica then starts gathering its slice of that one
-// (FitBatch::gather_ahead), which its pool's workers copy while they would wait between ops.
+// replica on its slice (data::replica_rows, as experimental_distribute_dataset splits) with
+// the slice's first row in the batch, or once on the whole batch without a strategy. A batch of rows is gathered there: each replica its own slice, on its own thread.
+// With `next` (fit's following batch) each replica then prepares its slice of that one:
+// - on a CPU it starts gathering it (FitBatch::gather_ahead), which its pool's workers copy
+//   while they would wait between ops;
+// - on a GPU it copies it to the device beside this step (TF's prefetch_to_device): memory is
+//   reserved before the step is queued and the copy started after (FitBatch::reserve_upload,
+//   start_upload), so that it runs on the copy stream while the step computes.
 // Returns the per-replica results in replica order.
 template <typename F>
 auto run_on_slices(distribute::Strategy* strategy, const FitBatch& batch, F&& fn, const FitBatch* next = nullptr)
@@ -118,34 +121,28 @@ auto run_on_slices(distribute::Strategy* strategy, const FitBatch& batch, F&& fn
   using R = std::invoke_result_t<F&, const data::Element&, std::int64_t, ReplicaInterface*>;
   const int n = strategy ? strategy->num_replicas_in_sync() : 1;
   if (next) next->make_slots(n);
-  const auto ahead = [&](int replica) {
-    if (!next) return;
+  const auto run = [&](int replica, const data::Element& slice, std::int64_t first_row, ReplicaInterface* rc) {
+    if (!next) return fn(distribute::to_current_device(slice), first_row, rc);
     const auto [begin, end] = data::replica_rows(next->size(), n, replica);
+    const bool upload = context_device(current_compute_context()).kind != DeviceKind::kCpu;
     // With peers, a replica waits for them (at the gradient exchange, for the next step) and
     // gathers while it waits, even on one thread.
-    next->gather_ahead(replica, begin, end, n > 1);
+    if (upload) next->reserve_upload(replica, begin, end);
+    else next->gather_ahead(replica, begin, end, n > 1);
+    R result = fn(distribute::to_current_device(slice), first_row, rc);
+    if (upload) next->start_upload(replica);
+    return result;
   };
   if (!strategy) {
-    const data::Element whole = batch.tensors() ? *batch.tensors() : batch.part(0, batch.size());
-    ahead(0);
-    return distribute::PerReplica<R>(std::vector<R>{fn(whole, 0, nullptr)});
+    const data::Element whole =
+        batch.tensors() && !batch.uploaded(0) ? *batch.tensors() : batch.part(0, batch.size(), 0);
+    return distribute::PerReplica<R>(std::vector<R>{run(0, whole, 0, nullptr)});
   }
-  if (batch.tensors()) {
-    const auto slices = data::split_batch_for_replicas(*batch.tensors(), n);
-    std::vector<std::int64_t> first_row{0};
-    for (const auto& sl : slices) first_row.push_back(first_row.back() + sl[0].dim(0));
-    return strategy->run([&](distribute::ReplicaContext& rc) {
-      const auto r = static_cast<std::size_t>(rc.replica_id_in_sync_group());
-      ahead(rc.replica_id_in_sync_group());
-      return fn(distribute::to_current_device(slices[r]), first_row[r], &rc);
-    });
-  }
+  if (batch.tensors()) data::check_splittable(*batch.tensors(), n);
   return strategy->run([&](distribute::ReplicaContext& rc) {
     const int r = rc.replica_id_in_sync_group();
     const auto [begin, end] = data::replica_rows(batch.size(), n, r);
-    data::Element slice = batch.part(begin, end, r);
-    ahead(r);
-    return fn(distribute::to_current_device(slice), begin, &rc);
+    return run(r, batch.part(begin, end, r), begin, &rc);
   });
 }
 
@@ -396,17 +393,15 @@ double Model::train_step(const Tensor& x, const Tensor& y) {
 double Model::train_micro_step(const FitBatch& batch_in, std::int64_t first_example, std::int64_t group_examples,
                                GradientUse use, const FitBatch* next) {
   check_compiled("train_step");
-  // Tensors are checked (and cast) here; a batch of rows comes from one table of rows, so its
-  // components agree, and each replica casts its own slice.
-  std::optional<FitBatch> cast;
+  // Tensors are checked here; a batch of rows comes from one table of rows, so its components
+  // agree. Each replica casts its own slice (on its device, after the copy: fewer bytes).
   if (const data::Element* t = batch_in.tensors()) {
-    const Tensor x = as_float((*t)[0]);
+    const Tensor& x = (*t)[0];
     const Tensor& y = (*t)[1];
     LOCKSTEP_CHECK(x.rank() >= 1 && y.rank() >= 1 && y.dim(0) == x.dim(0), "train_step: x ", x.shape().str(),
                    " and y ", y.shape().str(), " have different batch sizes");
-    cast.emplace(data::Element{x, y});
   }
-  const FitBatch& batch = cast ? *cast : batch_in;
+  const FitBatch& batch = batch_in;
   if (!built()) build(batch.shape(0));
   ensure_mirrored();
   const std::int64_t n = batch.size();
@@ -516,15 +511,26 @@ History Model::fit(const data::Dataset& dataset, const FitOptions& o) {
   // When training keeps every core busy, a pipeline thread gathering the batch would take a
   // core from a replica (and every replica waits for the slowest): the replicas gather their
   // own slices instead, in parallel (FitInput's row batches, where the pipeline has them).
+  // Replicas on GPUs take the pipeline's batches (their threads only queue work) and copy the
+  // next one to their device while a step runs (run_on_slices), so fit reads one batch ahead.
+  bool on_gpus = false;
+  if (strategy_) {
+    for (auto* c : strategy_->contexts()) on_gpus |= context_device(*c).kind != DeviceKind::kCpu;
+  } else {
+    on_gpus = context_device(current_compute_context()).kind != DeviceKind::kCpu;
+  }
   const bool gather_in_replicas =
-      data::ThreadBudget::process().compute_reserved() >= data::ThreadBudget::process().cores();
-  const auto open_pass = [&] { return std::make_unique<FitInput>(dataset, gather_in_replicas); };
+      !on_gpus && data::ThreadBudget::process().compute_reserved() >= data::ThreadBudget::process().cores();
+  const auto open_pass = [&] { return std::make_unique<FitInput>(dataset, gather_in_replicas, on_gpus); };
   // The replicas gather the next batch's slices ahead (run_on_slices); LOCKSTEP_GATHER_AHEAD=0
   // turns that off, read per fit so that bench/fit_overhead can compare both in one process.
-  const bool gather_ahead = [] {
-    const char* v = std::getenv("LOCKSTEP_GATHER_AHEAD");
+  // On GPUs the next batch is copied to the devices ahead instead; LOCKSTEP_PREFETCH_TO_DEVICE=0
+  // turns that off (for comparisons, and for the GPU test that it changes no result).
+  const auto env_on = [](const char* name) {
+    const char* v = std::getenv(name);
     return v == nullptr || std::strcmp(v, "0") != 0;
-  }();
+  };
+  const bool read_ahead = on_gpus ? env_on("LOCKSTEP_PREFETCH_TO_DEVICE") : env_on("LOCKSTEP_GATHER_AHEAD");
   Logs logs;
   cbs.each([&](Callback& c) { c.on_train_begin(logs); });
   // Resuming from a backup: continue at its epoch and batch with the same data order. The
@@ -652,10 +658,13 @@ History Model::fit(const data::Dataset& dataset, const FitOptions& o) {
       // The batch after group[j], where it is known without waiting: the replicas gather it
       // ahead. Not past the epoch's last step (validation comes first) nor into a new pass.
       const auto batch_after = [&](std::size_t j) -> const FitBatch* {
-        if (!gather_ahead) return nullptr;
+        if (!read_ahead) return nullptr;
         if (j + 1 < group.size()) return &group[j + 1];
         if ((steps >= 0 && step + 1 >= steps) || (renew_passes && taken_from_pass >= card)) return nullptr;
-        return it->peek();
+        const auto wait_start = std::chrono::steady_clock::now();
+        const FitBatch* peeked = it->peek();  // may wait for the pipeline (elements read ahead)
+        input_seconds += seconds_since(wait_start);
+        return peeked;
       };
       std::int64_t first_example = 0;
       for (std::size_t j = 0; j < group.size() && !stop_training; ++j, ++step) {

@@ -1,6 +1,7 @@
 // Replicas on GPUs: collectives among logical replicas on one GPU (through its memory) and
 // across GPUs (NCCL), N replicas computing what one device would, fit on a GPU, and a model too
 // big for a logical device's memory limit. Skipped without a GPU (NCCL rows: without two).
+#include <algorithm>
 #include <cstring>
 #include <random>
 #include <thread>
@@ -253,4 +254,53 @@ TEST(GpuReplicas, AModelTooBigForTheMemoryLimitIsANamedErrorNotAHang) {
     m.train_step(Tensor::zeros({8, 1024}), Tensor::zeros({8}, DType::kI64));
   });
   EXPECT_TRUE(has(err, "gpu:0") && has(err, "asked for") && has(err, "free")) << err;
+}
+
+namespace {
+// fit() on `strategy` from a dataset pipeline, its weights and losses, with the next batch
+// copied to the devices ahead (prefetch_to_device) or not.
+std::pair<std::vector<std::vector<float>>, std::vector<double>> fit_with_prefetch(MirroredStrategy& strategy,
+                                                                                  bool prefetch) {
+  if (prefetch) ::unsetenv("LOCKSTEP_PREFETCH_TO_DEVICE");
+  else ::setenv("LOCKSTEP_PREFETCH_TO_DEVICE", "0", 1);
+  std::unique_ptr<Sequential> model;
+  {
+    auto scope = strategy.scope();
+    model = make_model();
+  }
+  const Batches b = make_batches({1000});
+  // x as uint8 pixels: each replica casts its own slice, on its device. The label is the index of
+  // the largest of the first five.
+  std::vector<std::uint8_t> pixels;
+  for (float v : b.x[0].to_vector<float>()) pixels.push_back(static_cast<std::uint8_t>(v * 32.0f));  // 0 .. 31
+  std::vector<std::int64_t> labels(1000);
+  for (std::size_t i = 0; i < labels.size(); ++i)
+    labels[i] = std::max_element(pixels.begin() + static_cast<std::ptrdiff_t>(i * 20),
+                                 pixels.begin() + static_cast<std::ptrdiff_t>(i * 20 + 5)) -
+                (pixels.begin() + static_cast<std::ptrdiff_t>(i * 20));
+  const Tensor x = Tensor::from_vector(pixels, {1000, 20}), y = Tensor::from_vector(labels, {1000});
+  // 1000 = 15 batches of 64 and one of 40: the last is split unevenly over 3 replicas.
+  const History h = model->fit(x, y, {.epochs = 2, .batch_size = 64, .shuffle = true, .verbose = 0});
+  ::unsetenv("LOCKSTEP_PREFETCH_TO_DEVICE");
+  std::vector<std::vector<float>> w;
+  for (const auto& v : model->variables()) w.push_back(v.value().to_vector<float>());
+  return {w, h.history.at("loss")};
+}
+}  // namespace
+
+TEST(GpuReplicas, PrefetchToDeviceChangesNoResult) {
+  LOCKSTEP_REQUIRE_GPU();
+  MirroredStrategy strategy({.devices = {"gpu:0x3"}});
+  const auto ahead = fit_with_prefetch(strategy, true);
+  const auto in_order = fit_with_prefetch(strategy, false);
+  EXPECT_EQ(ahead.first, in_order.first);  // bit-identical weights
+  EXPECT_EQ(ahead.second, in_order.second);
+}
+
+TEST(NoDevice, FitFromUint8PixelsOnThreeCpuDevicesComputesWhatTheGpuTestCompares) {
+  // The GPU test's fit on CPU devices (where nothing is copied ahead): it runs and learns.
+  MirroredStrategy strategy({.num_cpu_devices = 3});
+  const auto [weights, loss] = fit_with_prefetch(strategy, true);
+  ASSERT_EQ(loss.size(), 2u);
+  EXPECT_LT(loss.back(), loss.front());
 }

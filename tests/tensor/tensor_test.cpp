@@ -4,6 +4,8 @@
 
 #include "backend/context.hpp"
 #include "backend/devices.hpp"
+#include "common/error_message.hpp"
+#include "lockstep/tensor/device_upload.hpp"
 #include "lockstep/tensor/tensor.hpp"
 
 using namespace lockstep;
@@ -129,4 +131,33 @@ TEST(DeviceBoundary, AMissingKernelNamesOpDtypeAndDevice) {
   const Tensor h = add(Tensor::ones({3}, DType::kF16), Tensor::ones({3}, DType::kF16));
   EXPECT_EQ(h.dtype(), DType::kF16);
   EXPECT_EQ(h.to(DType::kF32).to_vector<float>(), (std::vector<float>{2, 2, 2}));
+}
+
+// DeviceUpload on a CPU context (the GPU path: tests/gpu/gpu_memory_test.cpp): nothing is reserved
+// or copied, take() hands out the host tensors themselves, and misuse is a named error.
+TEST(DeviceUpload, OnACpuContextTakeHandsOutTheHostTensorsUncopied) {
+  const Tensor x = Tensor::from_vector<float>({1, 2, 3, 4, 5, 6}, {3, 2});
+  const Tensor y = Tensor::from_vector<std::int64_t>({7, 8, 9}, {3});
+  DeviceUpload up({x.shape(), y.shape()}, {DType::kF32, DType::kI64});
+  EXPECT_FALSE(up.started());
+  EXPECT_NE(lockstep::test::message_of([&] { (void)up.take(); }).find("not started"), std::string::npos);
+  up.start({x, y});
+  EXPECT_TRUE(up.started());
+  const std::vector<Tensor> got = up.take();
+  ASSERT_EQ(got.size(), 2u);
+  EXPECT_EQ(got[0].raw_data(), x.raw_data());
+  EXPECT_EQ(got[1].raw_data(), y.raw_data());
+  EXPECT_NE(lockstep::test::message_of([&] { (void)up.take(); }).find("taken already"), std::string::npos);
+}
+
+TEST(DeviceUpload, TensorsOtherThanTheReservedOnesAreANamedError) {
+  const Tensor x = Tensor::zeros({3, 2});
+  DeviceUpload wrong_shape({Shape({4, 2})}, {DType::kF32});
+  const std::string err = lockstep::test::message_of([&] { wrong_shape.start({x}); });
+  EXPECT_NE(err.find("(3, 2)"), std::string::npos) << err;
+  EXPECT_NE(err.find("(4, 2)"), std::string::npos) << err;
+  DeviceUpload wrong_dtype({Shape({3, 2})}, {DType::kI64});
+  EXPECT_NE(lockstep::test::message_of([&] { wrong_dtype.start({x}); }).find("int64"), std::string::npos);
+  DeviceUpload wrong_count({Shape({3, 2}), Shape({3})}, {DType::kF32, DType::kI64});
+  EXPECT_NE(lockstep::test::message_of([&] { wrong_count.start({x}); }).find("1 tensors for 2"), std::string::npos);
 }

@@ -30,6 +30,9 @@ struct InputContext {
 /// the global batch's storage. Every component must have rank >= 1 and the same first
 /// dimension (ValueError naming the component otherwise).
 std::vector<Element> split_batch_for_replicas(const Element& global_batch, int num_replicas);
+/// Throws unless every component of the batch has a first dimension, all of one length: what
+/// split_batch_for_replicas checks before it splits.
+void check_splittable(const Element& global_batch, int num_replicas);
 /// The rows [first, second) of a batch of `rows` that replica `replica` gets under that rule.
 std::pair<std::int64_t, std::int64_t> replica_rows(std::int64_t rows, int num_replicas, int replica);
 

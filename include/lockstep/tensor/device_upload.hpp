@@ -1,0 +1,44 @@
+#pragma once
+// Host tensors copied to the current context's device ahead of their use: TF's
+// prefetch_to_device, as fit uses it for the next batch. Three moments, so that the copy runs
+// beside the step that is running instead of before the next one:
+// - the constructor takes the device memory and marks the device's work queued so far (the
+//   memory may have been used by it: the copy runs after it);
+// - start() copies from the host on the device's copy stream, beside the work queued between the
+//   two (the step), through pinned staging memory, so the host does not wait;
+// - take() makes the work queued from then on wait for the copy, and hands the device tensors out.
+// On a device whose work runs in order on the host (CPU), nothing is reserved or copied: take()
+// returns the host tensors themselves.
+#include <memory>
+#include <vector>
+
+#include "lockstep/core/shape.hpp"
+#include "lockstep/tensor/tensor.hpp"
+
+namespace lockstep {
+
+class DeviceUpload {
+ public:
+  /// Device memory for tensors of these shapes and dtypes, on the current context's device.
+  DeviceUpload(const std::vector<Shape>& shapes, const std::vector<DType>& dtypes);
+  /// A copy never taken is waited for by the device's later work (its memory may then be reused).
+  ~DeviceUpload();
+  DeviceUpload(DeviceUpload&&) noexcept;
+  DeviceUpload& operator=(DeviceUpload&&) noexcept;
+  DeviceUpload(const DeviceUpload&) = delete;
+  DeviceUpload& operator=(const DeviceUpload&) = delete;
+
+  /// Starts copying `host` (host tensors of the constructor's shapes and dtypes, in order). The
+  /// host tensors may be changed or freed as soon as it returns. Once only.
+  void start(const std::vector<Tensor>& host);
+  bool started() const;
+  /// The tensors on the device (after start()); the device's work queued from now on waits for
+  /// the copy. Once only, on a thread whose current context is the constructor's.
+  std::vector<Tensor> take();
+
+ private:
+  struct State;
+  std::unique_ptr<State> s_;
+};
+
+}  // namespace lockstep

@@ -1,0 +1,97 @@
+#include "lockstep/tensor/device_upload.hpp"
+
+#include "backend/context.hpp"
+#include "backend/kernels.hpp"
+#include "lockstep/core/error.hpp"
+
+namespace lockstep {
+
+struct DeviceUpload::State {
+  backend::ComputeContext* ctx = nullptr;
+  const backend::DeviceOps* ops = nullptr;  // null: the device works in order (take() hands out the host tensors)
+  std::vector<Shape> shapes;
+  std::vector<DType> dtypes;
+  std::vector<Tensor> tensors;  // on the device (reserved), or the host tensors
+  void* after = nullptr;        // the fence before which the reserved memory may still be in use
+  void* done = nullptr;         // the copies' fence
+  bool started = false, taken = false;
+
+  // Consumes the fences left: the device's later work waits for them, so that memory freed
+  // after this is not written by a copy still running. Never throws (a destructor calls it).
+  void settle() noexcept {
+    for (void** f : {&after, &done}) {
+      if (!*f) continue;
+      try {
+        ops->wait_fence(*ctx, *f);
+      } catch (...) {  // a failed device: nothing left to order
+      }
+      *f = nullptr;
+    }
+  }
+};
+
+DeviceUpload::DeviceUpload(const std::vector<Shape>& shapes, const std::vector<DType>& dtypes)
+    : s_(std::make_unique<State>()) {
+  LOCKSTEP_CHECK(shapes.size() == dtypes.size(), "DeviceUpload: ", shapes.size(), " shapes but ", dtypes.size(),
+                 " dtypes");
+  s_->ctx = &backend::current_context();
+  s_->shapes = shapes;
+  s_->dtypes = dtypes;
+  const backend::DeviceOps& ops = backend::device_ops(s_->ctx->device().kind);
+  if (!ops.copy_from_host_beside) return;
+  s_->ops = &ops;
+  for (std::size_t i = 0; i < shapes.size(); ++i) s_->tensors.push_back(Tensor::empty(shapes[i], dtypes[i]));
+  s_->after = ops.record_fence(*s_->ctx, false);
+}
+
+DeviceUpload::~DeviceUpload() {
+  if (s_ && s_->ops) s_->settle();
+}
+DeviceUpload::DeviceUpload(DeviceUpload&&) noexcept = default;
+DeviceUpload& DeviceUpload::operator=(DeviceUpload&& other) noexcept {
+  if (this != &other) {
+    if (s_ && s_->ops) s_->settle();
+    s_ = std::move(other.s_);
+  }
+  return *this;
+}
+
+bool DeviceUpload::started() const { return s_ && s_->started; }
+
+void DeviceUpload::start(const std::vector<Tensor>& host) {
+  LOCKSTEP_CHECK(s_ && !s_->started, "DeviceUpload::start: started already");
+  LOCKSTEP_CHECK(host.size() == s_->shapes.size(), "DeviceUpload::start: ", host.size(), " tensors for ",
+                 s_->shapes.size(), " reserved");
+  for (std::size_t i = 0; i < host.size(); ++i) {
+    const Tensor& t = host[i];
+    LOCKSTEP_CHECK(t.defined() && t.device().kind == DeviceKind::kCpu && t.shape() == s_->shapes[i] &&
+                       t.dtype() == s_->dtypes[i],
+                   "DeviceUpload::start: tensor ", i, " is ", t.defined() ? t.shape().str() : "undefined", " ",
+                   t.defined() ? dtype_name(t.dtype()) : "", " on ", t.defined() ? t.device().str() : "-",
+                   ", reserved for ", s_->shapes[i].str(), " ", dtype_name(s_->dtypes[i]), " from the host");
+  }
+  s_->started = true;
+  if (!s_->ops) {
+    s_->tensors = host;
+    return;
+  }
+  for (std::size_t i = 0; i < host.size(); ++i) {
+    if (!host[i].nbytes()) continue;
+    void* after = s_->after;
+    s_->after = nullptr;  // consumed by the first copy; the copy stream keeps the rest in order
+    s_->ops->copy_from_host_beside(*s_->ctx, s_->tensors[i].raw_data(), host[i].raw_data(), host[i].nbytes(), after);
+  }
+  s_->done = s_->ops->record_fence(*s_->ctx, true);
+}
+
+std::vector<Tensor> DeviceUpload::take() {
+  LOCKSTEP_CHECK(s_ && s_->started && !s_->taken, "DeviceUpload::take: ",
+                 s_ && s_->taken ? "taken already" : "not started");
+  LOCKSTEP_CHECK(&backend::current_context() == s_->ctx, "DeviceUpload::take: the upload is for ",
+                 s_->ctx->device().str(), " but this thread computes on ", backend::current_context().device().str());
+  s_->taken = true;
+  if (s_->ops) s_->settle();
+  return std::move(s_->tensors);
+}
+
+}  // namespace lockstep
