@@ -19,23 +19,31 @@ Shape FitBatch::shape(std::size_t c) const {
   return Shape(std::move(dims));
 }
 
+namespace {
+// Slot `slot` of per-slot state, or null where there is none (no slots made, or out of range).
+template <typename T>
+std::optional<T>* slot_of(const std::shared_ptr<std::vector<std::optional<T>>>& slots, int slot) {
+  if (!slots || slot < 0 || static_cast<std::size_t>(slot) >= slots->size()) return nullptr;
+  return &(*slots)[static_cast<std::size_t>(slot)];
+}
+}  // namespace
+
 bool FitBatch::uploaded(int slot) const {
-  return uploads_ && slot >= 0 && static_cast<std::size_t>(slot) < uploads_->size() &&
-         (*uploads_)[static_cast<std::size_t>(slot)] && (*uploads_)[static_cast<std::size_t>(slot)]->copy.started();
+  const auto* up = slot_of(uploads_, slot);
+  return up && *up && (*up)->copy.started();
 }
 
 data::Element FitBatch::part(std::int64_t begin, std::int64_t end, int slot) const {
-  if (uploads_ && slot >= 0 && static_cast<std::size_t>(slot) < uploads_->size()) {
-    std::optional<Upload>& up = (*uploads_)[static_cast<std::size_t>(slot)];
-    if (up && up->begin == begin && up->end == end && up->copy.started()) {
-      data::Element out = up->copy.take();
-      up.reset();
+  if (auto* up = slot_of(uploads_, slot)) {
+    if (*up && (*up)->begin == begin && (*up)->end == end && (*up)->copy.started()) {
+      data::Element out = (*up)->copy.take();
+      up->reset();
       return out;
     }
-    up.reset();  // another range, or never started: its memory goes back
+    up->reset();  // another range, or never started: its memory goes back
   }
-  if (rows_ && ahead_ && slot >= 0 && static_cast<std::size_t>(slot) < ahead_->size()) {
-    std::optional<data::PendingRows>& pending = (*ahead_)[static_cast<std::size_t>(slot)];
+  if (auto* slot_ahead = rows_ ? slot_of(ahead_, slot) : nullptr) {
+    std::optional<data::PendingRows>& pending = *slot_ahead;
     if (pending && pending->begin() == begin && pending->end() == end) {
       data::Element out = pending->take();
       pending.reset();
@@ -61,8 +69,8 @@ void FitBatch::make_slots(int slots) const {
 }
 
 void FitBatch::reserve_upload(int slot, std::int64_t begin, std::int64_t end) const {
-  if (rows_ || !uploads_ || slot < 0 || static_cast<std::size_t>(slot) >= uploads_->size()) return;
-  if (context_device(current_compute_context()).kind == DeviceKind::kCpu) return;
+  auto* up = rows_ ? nullptr : slot_of(uploads_, slot);
+  if (!up) return;
   std::vector<Shape> shapes;
   std::vector<DType> dtypes;
   for (const Tensor& t : tensors_) {
@@ -72,25 +80,24 @@ void FitBatch::reserve_upload(int slot, std::int64_t begin, std::int64_t end) co
     shapes.emplace_back(std::move(dims));
     dtypes.push_back(t.dtype());
   }
-  (*uploads_)[static_cast<std::size_t>(slot)].emplace(Upload{begin, end, DeviceUpload(shapes, dtypes)});
+  up->emplace(Upload{begin, end, DeviceUpload(shapes, dtypes)});
 }
 
 void FitBatch::start_upload(int slot) const {
-  if (!uploads_ || slot < 0 || static_cast<std::size_t>(slot) >= uploads_->size()) return;
-  std::optional<Upload>& up = (*uploads_)[static_cast<std::size_t>(slot)];
-  if (!up) return;
+  auto* up = slot_of(uploads_, slot);
+  if (!up || !*up) return;
   data::Element host;
-  for (const Tensor& t : tensors_) host.push_back(t.slice(up->begin, up->end));
-  up->copy.start(host);
+  for (const Tensor& t : tensors_) host.push_back(t.slice((*up)->begin, (*up)->end));
+  (*up)->copy.start(host);
 }
 
 void FitBatch::gather_ahead(int slot, std::int64_t begin, std::int64_t end, bool caller_waits) const {
-  if (!rows_ || !ahead_ || slot < 0 || static_cast<std::size_t>(slot) >= ahead_->size()) return;
+  auto* pending = rows_ ? slot_of(ahead_, slot) : nullptr;
+  if (!pending) return;
   // A pool of one thread that waits for nobody has no time to give it: part() gathers, as
   // without it (and no state is built per step for nothing).
   if (context_threads(current_compute_context()) < 2 && !caller_waits) return;
-  std::optional<data::PendingRows>& pending = (*ahead_)[static_cast<std::size_t>(slot)];
-  if (!pending) pending.emplace(rows_->gather_ahead(begin, end, caller_waits));
+  if (!*pending) pending->emplace(rows_->gather_ahead(begin, end, caller_waits));
 }
 
 FitInput::FitInput(const data::Dataset& dataset, bool row_batches, bool peek_elements)

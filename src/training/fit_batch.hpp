@@ -40,9 +40,9 @@ class FitBatch {
   /// context (data::RowBatch::gather_ahead, with `caller_waits`), for part() to take. Nothing
   /// for tensors, nor where no thread would wait (one thread, and it does not wait for peers).
   void gather_ahead(int slot, std::int64_t begin, std::int64_t end, bool caller_waits) const;
-  /// Tensors, on a calling thread that computes on a GPU: reserves device memory there for
-  /// slot's rows [begin, end) and marks the device's work so far (DeviceUpload). Before the step
-  /// that the copy is to run beside is queued.
+  /// Tensors, for a calling thread that computes on a GPU (the caller decides): reserves device
+  /// memory there for slot's rows [begin, end) and marks the device's work so far
+  /// (DeviceUpload). Before the step that the copy is to run beside is queued.
   void reserve_upload(int slot, std::int64_t begin, std::int64_t end) const;
   /// After that step is queued: starts the copy, for part() to take.
   void start_upload(int slot) const;

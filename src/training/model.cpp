@@ -107,7 +107,8 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 
 // The one path of a batch through the model: fn(slice, first_row, replica) runs once per
 // replica on its slice (data::replica_rows, as experimental_distribute_dataset splits) with
-// the slice's first row in the batch, or once on the whole batch without a strategy. A batch of rows is gathered there: each replica its own slice, on its own thread.
+// the slice's first row in the batch, or once on the whole batch without a strategy. A batch
+// of rows is gathered there: each replica its own slice, on its own thread.
 // With `next` (fit's following batch) each replica then prepares its slice of that one:
 // - on a CPU it starts gathering it (FitBatch::gather_ahead), which its pool's workers copy
 //   while they would wait between ops;
@@ -501,12 +502,12 @@ History Model::fit(const data::Dataset& dataset, const FitOptions& o) {
     if (auto* b = dynamic_cast<BackupAndRestore*>(c.get())) backup = b;
   LOCKSTEP_CHECK(!backup || built(), "fit: BackupAndRestore needs a built model (give the first layer an input_dim or "
                                      "call build()) so that a backup can be restored before training starts");
+  // The contexts training computes on: the replicas', or the current one without a strategy.
+  const std::vector<ComputeContext*> devices =
+      strategy_ ? strategy_->contexts() : std::vector<ComputeContext*>{&current_compute_context()};
   // Input pipelines may use only the cores that training does not (data::ThreadBudget).
-  int compute_threads = context_threads(current_compute_context());
-  if (strategy_) {
-    compute_threads = 0;
-    for (auto* ctx : strategy_->contexts()) compute_threads += context_threads(*ctx);
-  }
+  int compute_threads = 0;
+  for (auto* ctx : devices) compute_threads += context_threads(*ctx);
   const auto compute_lease = data::ThreadBudget::process().reserve_compute(compute_threads);
   // When training keeps every core busy, a pipeline thread gathering the batch would take a
   // core from a replica (and every replica waits for the slowest): the replicas gather their
@@ -514,11 +515,7 @@ History Model::fit(const data::Dataset& dataset, const FitOptions& o) {
   // Replicas on GPUs take the pipeline's batches (their threads only queue work) and copy the
   // next one to their device while a step runs (run_on_slices), so fit reads one batch ahead.
   bool on_gpus = false;
-  if (strategy_) {
-    for (auto* c : strategy_->contexts()) on_gpus |= context_device(*c).kind != DeviceKind::kCpu;
-  } else {
-    on_gpus = context_device(current_compute_context()).kind != DeviceKind::kCpu;
-  }
+  for (auto* ctx : devices) on_gpus |= context_device(*ctx).kind != DeviceKind::kCpu;
   const bool gather_in_replicas =
       !on_gpus && data::ThreadBudget::process().compute_reserved() >= data::ThreadBudget::process().cores();
   const auto open_pass = [&] { return std::make_unique<FitInput>(dataset, gather_in_replicas, on_gpus); };
@@ -615,8 +612,6 @@ History Model::fit(const data::Dataset& dataset, const FitOptions& o) {
       it->skip(first_step);
     }
     // Peak memory per device over the epoch: what the epoch line and History report.
-    std::vector<ComputeContext*> devices{&current_compute_context()};
-    if (strategy_) devices = strategy_->contexts();
     for (auto* d : devices) reset_context_peak_bytes(*d);
     detail::GpuUtilization utilization(devices);
     bool ran_dry = false;

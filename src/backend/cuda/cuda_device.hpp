@@ -69,11 +69,11 @@ struct CudaDevice {
   std::vector<cudaEvent_t> free_events;  // for fences; leaked with the device
 };
 
+/// The staging pool of GPU `device` (made with its state).
+std::unique_ptr<StagingPool> make_staging_pool(int device);
 /// Copies host memory to `dst` on `stream` through the device's pinned staging blocks: the host
 /// waits neither for the transfer nor for the work queued before it (only, when every block is
 /// in flight, for the oldest). Without pinned memory it copies directly and waits.
-/// The staging pool of GPU `device` (made with its state).
-std::unique_ptr<StagingPool> make_staging_pool(int device);
 void copy_host_to_device(CudaDevice& d, cudaStream_t stream, void* dst, const void* host, std::size_t bytes);
 /// An event of the device's pool (DisableTiming) and its return.
 cudaEvent_t take_event(CudaDevice& d);

@@ -12,6 +12,14 @@
 namespace lockstep::backend::cuda {
 
 namespace {
+// An event of GPU `device` (it belongs to the device current when made), without timing.
+cudaEvent_t new_event(int device, const char* what) {
+  check(cudaSetDevice(device), "cudaSetDevice");
+  cudaEvent_t e = nullptr;
+  check(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), what);
+  return e;
+}
+
 class PinnedBlocks final : public StagingPool::Ops {
  public:
   explicit PinnedBlocks(int device) : device_(device) {}
@@ -28,12 +36,7 @@ class PinnedBlocks final : public StagingPool::Ops {
     (void)cudaFreeHost(block);
     (void)cudaGetLastError();
   }
-  void* make_fence() override {
-    check(cudaSetDevice(device_), "cudaSetDevice");  // an event belongs to the device current when made
-    cudaEvent_t e = nullptr;
-    check(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreate (staging)");
-    return e;
-  }
+  void* make_fence() override { return new_event(device_, "cudaEventCreate (staging)"); }
   bool passed(void* fence) override {
     const cudaError_t q = cudaEventQuery(static_cast<cudaEvent_t>(fence));
     if (q == cudaErrorNotReady) return false;
@@ -89,10 +92,7 @@ cudaEvent_t take_event(CudaDevice& d) {
       return e;
     }
   }
-  check(cudaSetDevice(d.index), "cudaSetDevice");
-  cudaEvent_t e = nullptr;
-  check(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreate (fence)");
-  return e;
+  return new_event(d.index, "cudaEventCreate (fence)");
 }
 
 void give_event(CudaDevice& d, cudaEvent_t e) {
