@@ -87,7 +87,7 @@ inline bool conv_max_pool_fusable(const Conv2dDesc& c, const Pool2dDesc& p) {
 
 /// One row per kernel, for supports() and error messages.
 enum class KernelOp : std::uint8_t {
-  kFill, kCast, kCompare, kGatherRows, kScatterAddRows, kCombine, kArgmax,
+  kFill, kCast, kCastScaled, kCompare, kGatherRows, kScatterAddRows, kCombine, kArgmax,
   kGemm, kUnary, kUnaryBackward, kBinary, kReduceSum, kReduceMax, kReduceMaxBackward, kSoftmax,
   kSoftmaxBackward, kBiasActivation, kSparseSoftmaxXent, kSparseSoftmaxXentBackward, kOneHot, kDropoutMask,
   kSumSquares, kScaleClip, kSgdUpdate, kAdamUpdate, kFirstOutside,
@@ -104,6 +104,9 @@ struct KernelTable {
   /// dst[i] = convert(src[i]); src is the table's dtype, dst is `to` (numpy's casting: floats
   /// to ints truncate toward zero, float32 to 16-bit floats rounds to nearest even).
   void (*cast)(ComputeContext&, const void* src, DType to, void* dst, std::int64_t n) = nullptr;
+  /// dst[i] = float32(src[i]) * scale, rounded once (integer tables): a cast and a Rescaling in
+  /// one pass, what a model that scales its own uint8 pixels does first.
+  void (*cast_scaled)(ComputeContext&, const void* src, float scale, float* dst, std::int64_t n) = nullptr;
   /// out[i] = a (op) b ? 1 : 0, as uint8, with broadcasting.
   void (*compare)(ComputeContext&, CompareOp, const BroadcastDesc&, const void* a, const void* b,
                   std::uint8_t* out) = nullptr;

@@ -20,7 +20,8 @@ std::unique_ptr<Functional> ResNet20(const ResNet20Options& o) {
   const auto relu = [](const KerasTensor& x) { return call(layers::Activation("relu"), x); };
 
   const KerasTensor inputs = Input(o.input_shape);
-  KerasTensor x = relu(conv_bn(inputs, 16, 3, 1));
+  const KerasTensor scaled = o.include_rescaling ? call(layers::Rescaling(1.0f / 255.0f), inputs) : inputs;
+  KerasTensor x = relu(conv_bn(scaled, 16, 3, 1));
   std::int64_t filters = 16;
   for (int stage = 0; stage < 3; ++stage, filters *= 2) {
     for (int block = 0; block < 3; ++block) {

@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "lockstep/tensor/compute_context.hpp"
+#include "lockstep/training/preprocessing.hpp"
 #include "lockstep/autograd/gradient_tape.hpp"
 #include "lockstep/data/input_context.hpp"
 #include "lockstep/data/thread_budget.hpp"
@@ -194,6 +195,13 @@ Model::Model(std::string name)
     : seed_(random_seed()), name_(std::move(name)), strategy_(distribute::Strategy::current()) {}
 Model::~Model() = default;
 
+Tensor Model::input_of(const Tensor& x) const {
+  // Integer pixels go to a model that scales its own input as they are: its Rescaling casts and
+  // scales them in one pass (cast_and_scale), the same floats as casting here first.
+  if (!is_floating(x.dtype()) && rescales_its_input(*this)) return x;
+  return as_float(x);
+}
+
 Tensor Model::as_float32(const Tensor& t) {
   return is_floating(t.dtype()) && t.dtype() != DType::kF32 ? cast(t, DType::kF32) : t;
 }
@@ -259,7 +267,7 @@ std::int64_t Model::count_params() const {
   return n;
 }
 
-Tensor Model::operator()(const Tensor& x) const { return forward(as_float(x), layers::CallContext{}).output; }
+Tensor Model::operator()(const Tensor& x) const { return forward(input_of(x), layers::CallContext{}).output; }
 
 Tensor Model::operator()(const Tensor& x, const layers::CallContext& given) const {
   layers::CallContext ctx = given;
@@ -273,7 +281,7 @@ Tensor Model::operator()(const Tensor& x, const layers::CallContext& given) cons
       ctx.step = training_calls_.fetch_add(1);
     }
   }
-  return forward(as_float(x), ctx).output;
+  return forward(input_of(x), ctx).output;
 }
 
 void Model::reset_metrics() {
@@ -408,7 +416,7 @@ double Model::train_micro_step(const FitBatch& batch_in, std::int64_t first_exam
   const std::int64_t n = batch.size();
   const std::int64_t step = optimizer_->iterations();
   const auto parts = run_on_slices(strategy_, batch, [&](const data::Element& s, std::int64_t first, ReplicaInterface* rc) {
-    return replica_train_step(as_float(s[0]), s[1], first_example + first, group_examples, step, rc, use);
+    return replica_train_step(input_of(s[0]), s[1], first_example + first, group_examples, step, rc, use);
   }, next);
   if (use == GradientUse::kHoldBack) {
     double batch_loss = 0;
@@ -743,7 +751,7 @@ Logs Model::evaluate_impl(const data::Dataset& dataset, std::int64_t steps, cons
     if (!batch) break;
     LOCKSTEP_CHECK(batch->size() >= 2, "evaluate: dataset elements must be (x, y) pairs");
     cbs.each([&](Callback& c) { c.on_test_batch_begin(step, logs); });
-    const Tensor x = as_float((*batch)[0]);
+    const Tensor x = input_of((*batch)[0]);
     const Tensor& y = (*batch)[1];
     LOCKSTEP_CHECK(y.rank() >= 1 && y.dim(0) == x.dim(0), "evaluate: x ", x.shape().str(), " and y ", y.shape().str(),
                    " have different batch sizes");
@@ -796,7 +804,7 @@ Tensor Model::predict(const data::Dataset& dataset, const PredictOptions& o) {
     auto batch = it->next();
     if (!batch) break;
     cbs.each([&](Callback& c) { c.on_predict_batch_begin(step, logs); });
-    const Tensor x = as_float((*batch)[0]);
+    const Tensor x = input_of((*batch)[0]);
     if (!built()) build(Shape(x.shape()));
     ensure_mirrored();
     const auto parts = run_on_slices(strategy_, FitBatch({x}), [&](const data::Element& s, std::int64_t, ReplicaInterface* rc) {

@@ -1,17 +1,35 @@
 #include "lockstep/training/preprocessing.hpp"
 
+#include "lockstep/layers/conv_layers.hpp"
+#include "lockstep/layers/core_layers.hpp"
 #include "lockstep/tensor/ops.hpp"
+#include "lockstep/training/model.hpp"
 
 namespace lockstep {
 
+namespace {
+// From the shape, not numel / n: (0, 28, 28) has 784 features, not 0.
+Tensor flatten(const Tensor& images, const char* what) {
+  LOCKSTEP_CHECK(images.rank() >= 1, what, ": images need a batch dimension, got ", images.shape().str());
+  return images.reshape({images.dim(0), images.shape().tail().numel()});
+}
+}  // namespace
+
 Tensor flatten_and_scale_images(const Tensor& images) {
-  LOCKSTEP_CHECK(images.rank() >= 1, "flatten_and_scale_images: images need a batch dimension, got ",
-                 images.shape().str());
-  const std::int64_t n = images.dim(0);
-  // From the shape, not numel / n: (0, 28, 28) has 784 features, not 0.
-  const std::int64_t features = images.shape().tail().numel();
-  const Tensor f = images.to(DType::kF32).reshape({n, features});
+  const Tensor f = flatten(images, "flatten_and_scale_images").to(DType::kF32);
   return images.dtype() == DType::kU8 ? scale(f, 1.0f / 255.0f) : f;
+}
+
+bool rescales_its_input(const Model& model) {
+  for (const auto& layer : model.layers()) {
+    if (dynamic_cast<const layers::InputLayer*>(layer.get())) continue;
+    return dynamic_cast<const layers::RescalingLayer*>(layer.get()) != nullptr;
+  }
+  return false;
+}
+
+Tensor flatten_images_for(const Tensor& images, bool model_rescales) {
+  return model_rescales ? flatten(images, "flatten_images_for") : flatten_and_scale_images(images);
 }
 
 }  // namespace lockstep

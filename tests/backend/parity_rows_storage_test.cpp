@@ -42,6 +42,22 @@ Row cast_row(DType to, const char* variant, const Shape& shape) {
       Match::kExact);
 }
 
+// An integer tensor cast to float32 and scaled in one pass (a model's Rescaling of its pixels):
+// exactly the float32 cast times the float32 scale, rounded once.
+Row cast_and_scale_row(const char* variant, const Shape& shape, float s) {
+  return make_row(
+      "cast_and_scale", variant, "cast_and_scale", {DType::kU8, DType::kI32, DType::kI64},
+      {{KernelOp::kCastScaled, {}}}, {{shape, cast_values(), {}}},
+      [s](const std::vector<Tensor>& in, DType) { return std::vector<Tensor>{cast_and_scale(in[0], s)}; },
+      [s](const std::vector<Host>& in, DType from) {
+        Expected e(in[0].shape);
+        for (std::int64_t i = 0; i < e.numel(); ++i)
+          e.set(i, round_to(cast_ref(in[0][i], from, DType::kF32) * static_cast<double>(s), DType::kF32));
+        return std::vector<Expected>{e};
+      },
+      Match::kExact);
+}
+
 Row full_row(const char* variant, double value) {
   return make_row(
       "full", variant, "full", all_dtypes(), {{KernelOp::kFill, {}}}, {},
@@ -172,6 +188,8 @@ std::vector<Row> storage_rows() {
   rows.push_back(compare_row("less", less, compares[2].test, "wide", {40, 9}, {40, 9}, wide()));
 
   for (DType to : kAllDTypes) rows.push_back(cast_row(to, "grain", {263, 257}));
+  rows.push_back(cast_and_scale_row("pixels", {5, 7}, 1.0f / 255.0f));
+  rows.push_back(cast_and_scale_row("split", {2049, 1024}, -0.37f));  // past the kernel's split size
   rows.push_back(cast_row(DType::kF16, "empty", {0, 2}));
 
   rows.push_back(full_row("neg_half", -2.5));

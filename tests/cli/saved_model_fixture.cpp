@@ -82,10 +82,23 @@ int main(int argc, char** argv) {
     save_model(model, dir + "/model");
     save_model(model, dir + "/model.keras");
     write_broken_keras_files(dir);
+    // The same network scaling its own pixels (Keras' preprocessing inside the model), trained on
+    // the uint8 images as they are.
+    Sequential rescaling({layers::Input(Shape{784}), layers::Rescaling(1.0f / 255.0f), layers::Dense(128, "relu"),
+                          layers::Dropout(0.2f), layers::Dense(10, "softmax")},
+                         "rescaling");
+    rescaling.compile(optimizers::Adam(1e-3), losses::SparseCategoricalCrossentropy(), {"accuracy"});
+    rescaling.fit(data::Dataset::from_tensor_slices(flatten_images_for(data.train.x, true), data.train.y)
+                      .shuffle(x.dim(0), 1)
+                      .batch(64)
+                      .repeat(),
+                  {.epochs = 1, .steps_per_epoch = 300, .verbose = 0});
+    save_model(rescaling, dir + "/rescaling.keras");
 
     const Tensor images = data.test.x.slice(0, 8);
     data::write_npy(dir + "/images.npy", images);
     data::write_npy(dir + "/features.npy", flatten_and_scale_images(images));
+    data::write_npy(dir + "/pixels.npy", images.reshape({8, 784}).to(DType::kF32));  // unscaled
     data::write_npy(dir + "/wrong.npy", Tensor::zeros(Shape{3, 10}));
     const auto train = colors(300, 1), test = colors(100, 2);
     data::write_npz(dir + "/colors.npz", {{"x_train", train.x}, {"y_train", train.y}, {"x_test", test.x}, {"y_test", test.y}});

@@ -74,6 +74,60 @@ TEST(FitInput, ReplicasGatheringTheirSlicesTrainAsGatheredBatches) {
   }
 }
 
+// `lockstep train` keeps uint8 images as bytes through the pipeline and gives its models a
+// Rescaling(1 / 255) first layer (flatten_images_for): the replicas gather a quarter of the
+// bytes and each casts its own slice. The model must then train exactly as the same model
+// without Rescaling on pixels scaled beforehand (flatten_and_scale_images), on 1 to 3 replicas.
+TEST(FitInput, PixelsRescaledByTheModelTrainAsPixelsScaledBeforehand) {
+  auto& budget = data::ThreadBudget::process();
+  const auto hold = budget.reserve_compute(budget.cores());
+  constexpr std::int64_t kN = 45, kPixels = 30;
+  std::mt19937 rng(9);
+  std::vector<std::uint8_t> pixels(static_cast<std::size_t>(kN * kPixels));
+  for (auto& p : pixels) p = static_cast<std::uint8_t>(rng() % 256);
+  const Tensor images = Tensor::from_vector(pixels, Shape{kN, 5, 6});
+  const Tensor labels = make_data(kN).y;
+  const Tensor raw = flatten_images_for(images, true);
+  ASSERT_EQ(raw.dtype(), DType::kU8);
+  ASSERT_EQ(raw.shape(), (Shape{kN, kPixels}));
+  const Tensor scaled = flatten_images_for(images, false);
+  ASSERT_EQ(scaled.dtype(), DType::kF32);
+
+  for (int replicas : {1, 2, 3}) {
+    MirroredStrategy strategy({.num_cpu_devices = replicas});
+    std::vector<std::unique_ptr<Sequential>> models;
+    for (bool rescale : {true, false}) {
+      auto scope = strategy.scope();
+      auto model = std::make_unique<Sequential>(std::vector<layers::LayerPtr>{layers::Input(Shape{kPixels})});
+      if (rescale) model->add(layers::Rescaling(1.0f / 255.0f));
+      model->add(layers::Dense(8, "relu"));
+      model->add(layers::Dense(4, "softmax"));
+      models.push_back(std::move(model));
+      models.back()->compile(optimizers::Adam(1e-2), losses::SparseCategoricalCrossentropy(), {"accuracy"});
+    }
+    ASSERT_TRUE(rescales_its_input(*models[0]));
+    ASSERT_FALSE(rescales_its_input(*models[1]));
+    // The same starting weights (Rescaling moves the Dense layers' seeds).
+    const auto from = models[0]->variables(), to = models[1]->variables();
+    ASSERT_EQ(from.size(), to.size());
+    for (std::size_t i = 0; i < from.size(); ++i) to[i].assign(from[i].value());
+    std::vector<std::map<std::string, std::vector<double>>> histories;
+    for (int m = 0; m < 2; ++m) {
+      const Tensor& x = m == 0 ? raw : scaled;
+      histories.push_back(
+          models[static_cast<std::size_t>(m)]
+              ->fit(data::Dataset::from_tensor_slices(x, labels).shuffle(kN, 3).batch(8), {.epochs = 2, .verbose = 0})
+              .history);
+    }
+    for (std::size_t i = 0; i < from.size(); ++i)
+      EXPECT_EQ(from[i].value().to_vector<float>(), to[i].value().to_vector<float>())
+          << replicas << " replicas, " << from[i].name();
+    EXPECT_EQ(histories[0].at("loss"), histories[1].at("loss")) << replicas << " replicas";
+    // And the trained model predicts from the bytes what the other predicts from the floats.
+    EXPECT_EQ(models[0]->predict(raw).to_vector<float>(), models[1]->predict(scaled).to_vector<float>());
+  }
+}
+
 // The replicas' pools gather the next batch ahead while they train on this one (fit's look-ahead
 // by one batch); it must train exactly as gathering each slice when its step starts, whatever
 // ends an epoch: the end of a pass, steps_per_epoch over a repeated pipeline, accumulation

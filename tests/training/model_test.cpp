@@ -10,7 +10,9 @@
 
 #include "lockstep/data/dataset.hpp"
 #include "lockstep/datasets/mnist.hpp"
+#include "lockstep/layers/conv_layers.hpp"
 #include "lockstep/layers/core_layers.hpp"
+#include "lockstep/training/applications.hpp"
 #include "lockstep/training/preprocessing.hpp"
 #include "lockstep/training/sequential.hpp"
 #include "training/training_test_util.hpp"
@@ -150,6 +152,29 @@ TEST(Model, PredictReturnsRowsInInputOrder) {
 // (0, 28, 28) once flattened to (0, 0), so messages about it named the wrong shape.
 TEST(Preprocessing, FlatteningNoImagesKeepsTheFeatureCount) {
   EXPECT_EQ(flatten_and_scale_images(Tensor::zeros({0, 28, 28}, DType::kU8)).shape(), (Shape{0, 784}));
+}
+
+// A model scales its own input when its first layer after any Input is Rescaling; the CLI then
+// gives it the pixels as they are.
+TEST(Preprocessing, AModelRescalesItsInputWhenItStartsWithRescaling) {
+  EXPECT_TRUE(rescales_its_input(Sequential({layers::Rescaling(0.5f), layers::Dense(2)})));
+  EXPECT_TRUE(rescales_its_input(Sequential({layers::Input(Shape{3}), layers::Rescaling(0.5f), layers::Dense(2)})));
+  EXPECT_FALSE(rescales_its_input(Sequential({layers::Input(Shape{3}), layers::Dense(2), layers::Rescaling(0.5f)})));
+  EXPECT_FALSE(rescales_its_input(Sequential({layers::Dense(2, "linear", 3)})));
+  EXPECT_FALSE(rescales_its_input(Sequential()));
+  EXPECT_TRUE(rescales_its_input(*applications::ResNet20({.input_shape = Shape{8, 8, 1}, .include_rescaling = true})));
+  EXPECT_FALSE(rescales_its_input(*applications::ResNet20({.input_shape = Shape{8, 8, 1}})));
+
+  const Tensor images = Tensor::from_vector(std::vector<std::uint8_t>{0, 51, 255, 3, 4, 5}, Shape{1, 2, 3});
+  const Tensor raw = flatten_images_for(images, true);
+  EXPECT_EQ(raw.dtype(), DType::kU8);
+  EXPECT_EQ(raw.shape(), (Shape{1, 6}));
+  EXPECT_EQ(raw.to_vector<std::uint8_t>(), images.to_vector<std::uint8_t>());
+  const Tensor scaled = flatten_images_for(images, false);
+  EXPECT_EQ(scaled.dtype(), DType::kF32);
+  EXPECT_EQ(scaled.to_vector<float>(), flatten_and_scale_images(images).to_vector<float>());
+  EXPECT_FLOAT_EQ(scaled.to_vector<float>()[1], 0.2f);
+  EXPECT_EQ(flatten_images_for(Tensor::zeros({0, 28, 28}, DType::kU8), true).shape(), (Shape{0, 784}));
 }
 
 // No examples is no loss, not a loss of 0 (Keras refuses it as well).

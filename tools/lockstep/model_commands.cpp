@@ -49,7 +49,8 @@ std::unique_ptr<Model> load(const ModelArgs& a) {
 void add_model_commands(CLI::App& app, ModelArgs& a) {
   auto* ev = app.add_subcommand(
       "evaluate", "Evaluate a saved model (a save_model folder or a .keras file) on the test split of MNIST or "
-                  "Fashion-MNIST, with the images flattened and scaled to [0, 1] as `lockstep train` does.");
+                  "Fashion-MNIST, with the images flattened and scaled to [0, 1] as `lockstep train` does (by the "
+                  "model when it starts with Rescaling, as lockstep train's own models do).");
   ev->add_option("--model", a.model_dir, kModelHelp)->required();
   ev->add_option("--dataset", a.dataset, "mnist or fashion_mnist")
       ->check(CLI::IsMember({"mnist", "fashion_mnist"}))
@@ -60,7 +61,7 @@ void add_model_commands(CLI::App& app, ModelArgs& a) {
 
   auto* pr = app.add_subcommand(
       "predict", "Run a saved model on the examples of a .npy file: uint8 images are flattened and scaled to "
-                 "[0, 1], float32 arrays are used as they are. Prints the predicted class of each example, one "
+                 "[0, 1] (by the model when it starts with Rescaling), float32 arrays are used as they are. Prints the predicted class of each example, one "
                  "per line, or writes the model's outputs to --output.");
   pr->add_option("--model", a.model_dir, kModelHelp)->required();
   pr->add_option("--input", a.input, ".npy file: uint8 images (N, ...) or float32 features (N, ...)")->required();
@@ -77,7 +78,7 @@ int run_evaluate(const ModelArgs& a) {
                                     : a.dataset == "mnist" ? datasets::mnist::load_data()
                                                            : datasets::fashion_mnist::load_data();
   const std::string source = a.data.empty() ? "the " + a.dataset + " test split" : "x_test of '" + a.data + "'";
-  const Tensor x = to_model_input(flatten_and_scale_images(data.test.x), *model, source);
+  const Tensor x = to_model_input(flatten_images_for(data.test.x, rescales_its_input(*model)), *model, source);
   const Logs logs = model->evaluate(x, data.test.y, {.batch_size = a.batch_size});
   std::string line = "test_loss: ";
   char buf[64];
@@ -110,11 +111,12 @@ int run_predict(const ModelArgs& a) {
   LOCKSTEP_CHECK(raw.dim(0) > 0, source, " has shape ", raw.shape().str(), ": it holds no examples to predict");
   Tensor x;
   if (raw.dtype() == DType::kU8) {
-    x = flatten_and_scale_images(raw);
+    x = flatten_images_for(raw, rescales_its_input(*model));
   } else {
     // Integer arrays are ambiguous (pixels 0-255, or features?): ask for an explicit dtype.
     LOCKSTEP_CHECK(raw.dtype() == DType::kF32, source, " holds ", dtype_name(raw.dtype()),
-                   "; give uint8 images (scaled to [0, 1]) or float32 features (used as they are)");
+                   "; give uint8 images (scaled to [0, 1], by the model if it starts with Rescaling) or float32 "
+                   "features (used as they are)");
     x = raw;
   }
   x = to_model_input(x, *model, source);

@@ -255,8 +255,14 @@ int run_train(const TrainArgs& a) {
   // A Keras file fixes the input and output shapes; it is read now so that a bad file or a
   // mismatch with the data is found before the run directory is claimed.
   std::optional<Shape> file_input;
+  // uint8 images stay uint8 through the pipeline when the model scales them itself: a Keras
+  // file's model if it starts with Rescaling, the zoo's always (it then adds Rescaling(1 / 255)).
+  // A quarter of the bytes to shuffle and gather (each replica its own slice), or to copy to a
+  // GPU; the model sees the same floats as from pixels scaled beforehand (DESIGN-NOTES, "Data").
+  bool model_rescales = data.train.x.dtype() == DType::kU8 && data.test.x.dtype() == DType::kU8;
   if (is_keras_file(a.model)) {
     const auto file = load_model(a.model);
+    model_rescales = rescales_its_input(*file);
     file_input = file->input_shape().tail();
     const std::int64_t outputs = file->output_shape()[-1];
     LOCKSTEP_CHECK(file_input->numel() == image.numel(), "--model '", a.model, "' takes examples of shape ",
@@ -269,7 +275,7 @@ int run_train(const TrainArgs& a) {
                  " needs images (N, height, width) or (N, height, width, channels), but the examples have shape ",
                  image.str());
   const auto to_input = [&](const Tensor& images) {
-    const Tensor rows = flatten_and_scale_images(images);
+    const Tensor rows = flatten_images_for(images, model_rescales);
     std::vector<std::int64_t> dims{rows.dim(0)};
     const Shape per_example = file_input ? *file_input : model_input_shape(a.model, image);
     for (auto d : per_example.dims()) dims.push_back(d);
@@ -320,7 +326,7 @@ int run_train(const TrainArgs& a) {
   // Made under the strategy's scope, so its variables are mirrored; a Keras file's weights are
   // its starting point (Keras' load_model, then fit).
   const std::unique_ptr<Model> built =
-      file_input ? load_model(a.model) : build_model(a, image, classes, resolved.dropout);
+      file_input ? load_model(a.model) : build_model(a, image, classes, resolved.dropout, model_rescales);
   Model& model = *built;
   model.compile(optimizers::get(a.optimizer, lr.schedule), losses::SparseCategoricalCrossentropy(), {"accuracy"});
   const int verbose = chief ? a.verbose : 0;

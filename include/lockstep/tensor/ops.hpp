@@ -82,6 +82,10 @@ Tensor reshape(const Tensor& a, const Shape& shape);
 /// Cuts the gradient: the result is a, but the tape treats it as a constant.
 Tensor stop_gradient(const Tensor& a);
 Tensor cast(const Tensor& a, DType dtype);
+/// float32(a) * s for an integer tensor (uint8 pixels), in one pass where the backend has the
+/// fused kernel (else a cast, then a scale): cast(a, kF32) then scale(.., s), bit for bit. Not
+/// recorded (an integer input has no gradient).
+Tensor cast_and_scale(const Tensor& a, float s);
 /// Concatenation along axis 0 (same dtype and trailing dims). Not recorded.
 Tensor concat(const std::vector<Tensor>& tensors, int axis = 0);
 /// Stacks same-shaped tensors along a new axis 0. Not recorded.

@@ -13,6 +13,9 @@ struct ResNet20Options {
   /// BatchNormalization(synchronized=true) everywhere: under a strategy the batch statistics are
   /// the global batch's (Keras 3's SyncBatchNorm).
   bool synchronized_batch_norm = false;
+  /// Rescaling(1 / 255) right after the Input, so the model takes uint8 pixels (Keras
+  /// applications' include_preprocessing).
+  bool include_rescaling = false;
   std::string name = "resnet20";
 };
 

@@ -179,6 +179,9 @@ class Model {
 
  private:
   static Tensor as_float32(const Tensor& t);
+  /// x as forward() takes it: float32, or integer pixels as they are when the model rescales its
+  /// own input (rescales_its_input).
+  Tensor input_of(const Tensor& x) const;
   void check_compiled(const char* what) const;
   /// Keras' rule: a model used (compile/fit) inside a strategy's scope must have been made in
   /// it; ValueError with Keras' message and the fix otherwise. An unbuilt model without a

@@ -3,7 +3,20 @@
 
 namespace lockstep {
 
+class Model;
+
 /// uint8 images (N, ...) -> float32 (N, prod(...)) scaled to [0, 1]: the usual MNIST input.
 Tensor flatten_and_scale_images(const Tensor& images);
+
+/// Whether `model` scales its own input: its first layer after any Input is Rescaling (Keras'
+/// preprocessing inside the model, as `lockstep train`'s own models on uint8 images do). Such a
+/// model is given images as their pixels.
+bool rescales_its_input(const Model& model);
+
+/// Images (N, ...) -> (N, prod(...)) for a model that does (`model_rescales`) or does not scale
+/// its own input: the pixels as they are for the first (uint8 stays uint8: a quarter of float32's
+/// bytes to shuffle, gather and copy to a device; each replica casts its own slice), and
+/// flatten_and_scale_images for the second. Either way the model sees the same numbers.
+Tensor flatten_images_for(const Tensor& images, bool model_rescales);
 
 }  // namespace lockstep
