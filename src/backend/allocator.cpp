@@ -1,6 +1,7 @@
 #include "backend/allocator.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -42,7 +43,28 @@ std::string out_of_memory(std::size_t nbytes) {
 constexpr std::size_t kHugePage = std::size_t{2} << 20;
 constexpr std::size_t kHugeFrom = std::size_t{64} << 20;
 
+// Blocks from 16 KiB up start at one of 8 offsets in a page ("colours" 512 bytes apart), in turn.
+// glibc serves large blocks with mmap, page-aligned, so a variable, its Adam moments and its
+// gradient all started at the same offset in their pages: the four streams of the update then
+// fell in the same cache sets, and Adam over 100K parameters on a pool of 2 threads took 24 us
+// instead of 15 (AMD EPYC VM). Colouring is the classic cure (Bonwick's slab allocator). The
+// system block's address is kept just before the block, for the free.
+constexpr std::size_t kColourFrom = std::size_t{16} << 10;
+constexpr std::size_t kColourStep = 512;
+constexpr std::size_t kColours = 8;
+constexpr std::size_t kHeader = 64;  // keeps the block 64-byte aligned
+bool coloured(std::size_t cls) { return cls >= kColourFrom && cls < kHugeFrom; }
+
 void* system_allocate(std::size_t cls) {
+  if (coloured(cls)) {
+    static std::atomic<std::size_t> next{0};
+    const std::size_t colour = next.fetch_add(1, std::memory_order_relaxed) % kColours;
+    char* raw = static_cast<char*>(std::aligned_alloc(64, cls + kHeader + (kColours - 1) * kColourStep));
+    if (!raw) return nullptr;
+    char* p = raw + kHeader + colour * kColourStep;
+    reinterpret_cast<char**>(p)[-1] = raw;
+    return p;
+  }
   if (cls < kHugeFrom) return std::aligned_alloc(64, cls);
   // size_class's classes above 64 bytes are multiples of a quarter of a power of two, so every
   // class from 4 MiB up is a multiple of 2 MiB, as aligned_alloc needs.
@@ -52,6 +74,10 @@ void* system_allocate(std::size_t cls) {
   if (p) (void)madvise(p, cls, MADV_HUGEPAGE);  // advice only: without THP the block is as before
 #endif
   return p;
+}
+
+void system_free(void* p, std::size_t cls) {
+  std::free(coloured(cls) ? static_cast<char**>(p)[-1] : p);
 }
 }  // namespace
 
@@ -119,7 +145,7 @@ void CachingHostAllocator::reset_peak() {
 void CachingHostAllocator::empty_cache() {
   std::lock_guard<std::mutex> lock(mu_);
   for (auto& [cls, blocks] : free_) {
-    for (void* p : blocks) std::free(p);
+    for (void* p : blocks) system_free(p, cls);
   }
   free_.clear();
   stats_.bytes_cached = 0;

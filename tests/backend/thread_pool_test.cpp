@@ -1,7 +1,11 @@
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstring>
+#include <mutex>
+#include <set>
 #include <thread>
 #include <vector>
 #include <numeric>
@@ -9,6 +13,7 @@
 
 #include "backend/allocator.hpp"
 #include "backend/context.hpp"
+#include "backend/cpu/cpu_kernels.hpp"
 #include "lockstep/core/error.hpp"
 #include "backend/thread_pool.hpp"
 
@@ -192,4 +197,48 @@ TEST(Allocator, FailureNamesTheBytesAsked) {
     }
   }
   EXPECT_EQ(a.stats().bytes_in_use, 0u);
+}
+
+// Large blocks start at different offsets in their pages (colours), so that the streams of an
+// elementwise kernel over a variable, its optimizer moments and its gradient do not all fall in
+// the same cache sets. Blocks stay 64-byte aligned, writable over their whole size, reused by
+// size, and freed by empty_cache (ASan checks the frees).
+TEST(Allocator, LargeBlocksAreSpreadOverPageOffsets) {
+  lockstep::backend::CachingHostAllocator a;
+  constexpr std::size_t kBytes = 401408;  // the flagship's 784 x 128 kernel
+  std::vector<void*> blocks;
+  std::set<std::uintptr_t> offsets;
+  for (int i = 0; i < 8; ++i) {
+    void* p = a.allocate(kBytes);
+    ASSERT_EQ(reinterpret_cast<std::uintptr_t>(p) % 64, 0u);
+    std::memset(p, i, kBytes);
+    offsets.insert(reinterpret_cast<std::uintptr_t>(p) % 4096);
+    blocks.push_back(p);
+  }
+  EXPECT_GE(offsets.size(), 4u) << "8 large blocks share " << offsets.size() << " page offset(s)";
+  for (void* p : blocks) a.release(p, kBytes);
+  EXPECT_EQ(a.allocate(kBytes), blocks.back());  // the cache hands a block back as it was
+  a.release(blocks.back(), kBytes);
+  a.empty_cache();
+  EXPECT_EQ(a.stats().bytes_cached, 0u);
+}
+
+// Elementwise loops split so that the threads' chunks do not start a whole number of pages apart
+// (an even split of the flagship's kernel does: 2 x 49 pages), and still cover [0, n) once.
+TEST(ThreadPool, ElementwiseChunksStartOffPageMultiplesAndCoverTheRange) {
+  lockstep::backend::ComputeContext ctx(lockstep::Device{lockstep::DeviceKind::kCpu, 0}, 2);
+  for (std::int64_t n : {std::int64_t{100352}, std::int64_t{65536}, std::int64_t{1} << 20, std::int64_t{100001}}) {
+    std::vector<std::pair<std::int64_t, std::int64_t>> seen;
+    std::mutex mu;
+    lockstep::backend::cpu::parallel(ctx, n, [&](std::int64_t b, std::int64_t e) {
+      std::lock_guard<std::mutex> lock(mu);
+      seen.emplace_back(b, e);
+    });
+    std::sort(seen.begin(), seen.end());
+    ASSERT_EQ(seen.size(), 2u) << n;
+    EXPECT_EQ(seen[0].first, 0);
+    EXPECT_EQ(seen[0].second, seen[1].first);
+    EXPECT_EQ(seen[1].second, n);
+    EXPECT_NE(seen[1].first * 4 % 4096, 0) << "n = " << n << ": float chunks " << seen[1].first << " elements apart";
+  }
 }
