@@ -14,32 +14,21 @@ Shape model_input_shape(const std::string& model, const Shape& image) {
   return image;
 }
 
-std::unique_ptr<Model> build_model(const TrainArgs& a, const Shape& image, std::int64_t classes, double dropout,
-                                   bool rescale) {
+std::unique_ptr<Model> build_model(const TrainArgs& a, const Shape& image, std::int64_t classes,
+                                        double dropout) {
   const auto rate = static_cast<float>(dropout);
   if (a.model == "mlp") {
-    // Without Rescaling, the layers (so the initial weights) of before it was added.
-    auto model = std::make_unique<Sequential>();
-    if (rescale) {
-      model->add(layers::Input(Shape{image.numel()}));
-      model->add(layers::Rescaling(1.0f / 255.0f));
-    }
-    model->add(rescale ? layers::Dense(a.hidden, a.activation) : layers::Dense(a.hidden, a.activation, image.numel()));
-    model->add(layers::Dropout(rate));
-    model->add(layers::Dense(classes, "softmax"));
-    return model;
+    return std::make_unique<Sequential>(std::vector<layers::LayerPtr>{
+        layers::Dense(a.hidden, a.activation, image.numel()), layers::Dropout(rate), layers::Dense(classes, "softmax")});
   }
   if (a.model == "cnn") {
-    auto model = std::make_unique<Sequential>(std::vector<layers::LayerPtr>{layers::Input(image)}, "simple_convnet");
-    if (rescale) model->add(layers::Rescaling(1.0f / 255.0f));
-    for (auto l : {layers::Conv2D(32, {3, 3}, "relu"), layers::MaxPooling2D({2, 2}), layers::Conv2D(64, {3, 3}, "relu"),
-                   layers::MaxPooling2D({2, 2}), layers::Flatten(), layers::Dropout(rate),
-                   layers::Dense(classes, "softmax")})
-      model->add(l);
-    return model;
+    return std::make_unique<Sequential>(
+        std::vector<layers::LayerPtr>{layers::Input(image), layers::Conv2D(32, {3, 3}, "relu"), layers::MaxPooling2D({2, 2}),
+                                      layers::Conv2D(64, {3, 3}, "relu"), layers::MaxPooling2D({2, 2}), layers::Flatten(),
+                                      layers::Dropout(rate), layers::Dense(classes, "softmax")},
+        "simple_convnet");
   }
-  if (a.model == "resnet20")
-    return applications::ResNet20({.input_shape = image, .classes = classes, .include_rescaling = rescale});
+  if (a.model == "resnet20") return applications::ResNet20({.input_shape = image, .classes = classes});
   throw ValueError("--model: unknown model '" + a.model + "' (expected mlp, cnn or resnet20)");
 }
 

@@ -19,10 +19,9 @@ double default_dropout(const std::string& model);
 /// cnn: Keras' "simple MNIST convnet": Conv2D(32, 3, relu) -> MaxPooling2D(2) -> Conv2D(64, 3,
 /// relu) -> MaxPooling2D(2) -> Flatten -> Dropout -> Dense(classes, softmax) on (28, 28, 1) images.
 /// resnet20: applications::ResNet20 on images of any (height, width, channels) (no Dropout).
-/// `image` is one example's (height, width, channels). With `rescale` the model starts with
-/// Rescaling(1 / 255) and takes uint8 pixels (flatten_images_for).
-std::unique_ptr<Model> build_model(const TrainArgs& args, const Shape& image, std::int64_t classes, double dropout,
-                                   bool rescale);
+/// `image` is one example's (height, width, channels).
+std::unique_ptr<Model> build_model(const TrainArgs& args, const Shape& image, std::int64_t classes,
+                                        double dropout);
 
 /// The shape one example of `model` takes for images of (height, width, channels).
 Shape model_input_shape(const std::string& model, const Shape& image);

@@ -255,11 +255,10 @@ int run_train(const TrainArgs& a) {
   // A Keras file fixes the input and output shapes; it is read now so that a bad file or a
   // mismatch with the data is found before the run directory is claimed.
   std::optional<Shape> file_input;
-  // uint8 images stay uint8 through the pipeline when the model scales them itself: a Keras
-  // file's model if it starts with Rescaling, the zoo's always (it then adds Rescaling(1 / 255)).
-  // A quarter of the bytes to shuffle and gather (each replica its own slice), or to copy to a
-  // GPU; the model sees the same floats as from pixels scaled beforehand (DESIGN-NOTES, "Data").
-  bool model_rescales = data.train.x.dtype() == DType::kU8 && data.test.x.dtype() == DType::kU8;
+  // uint8 images stay uint8 through the pipeline when the model scales them itself (a Keras
+  // file's model that starts with Rescaling), and are scaled to [0, 1] beforehand for any other,
+  // the zoo's included: on CPUs a Rescaling layer first measured no faster (DESIGN-NOTES, "Data").
+  bool model_rescales = false;
   if (is_keras_file(a.model)) {
     const auto file = load_model(a.model);
     model_rescales = rescales_its_input(*file);
@@ -326,7 +325,7 @@ int run_train(const TrainArgs& a) {
   // Made under the strategy's scope, so its variables are mirrored; a Keras file's weights are
   // its starting point (Keras' load_model, then fit).
   const std::unique_ptr<Model> built =
-      file_input ? load_model(a.model) : build_model(a, image, classes, resolved.dropout, model_rescales);
+      file_input ? load_model(a.model) : build_model(a, image, classes, resolved.dropout);
   Model& model = *built;
   model.compile(optimizers::get(a.optimizer, lr.schedule), losses::SparseCategoricalCrossentropy(), {"accuracy"});
   const int verbose = chief ? a.verbose : 0;
