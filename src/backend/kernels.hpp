@@ -104,8 +104,8 @@ struct KernelTable {
   /// dst[i] = convert(src[i]); src is the table's dtype, dst is `to` (numpy's casting: floats
   /// to ints truncate toward zero, float32 to 16-bit floats rounds to nearest even).
   void (*cast)(ComputeContext&, const void* src, DType to, void* dst, std::int64_t n) = nullptr;
-  /// dst[i] = float32(src[i]) * scale, rounded once (integer tables): a cast and a Rescaling in
-  /// one pass, what a model that scales its own uint8 pixels does first.
+  /// dst[i] = float32(src[i]) * scale, rounded once (integer tables of both backends): a cast and
+  /// a Rescaling in one pass, what a model that scales its own uint8 pixels does first.
   void (*cast_scaled)(ComputeContext&, const void* src, float scale, float* dst, std::int64_t n) = nullptr;
   /// out[i] = a (op) b ? 1 : 0, as uint8, with broadcasting.
   void (*compare)(ComputeContext&, CompareOp, const BroadcastDesc&, const void* a, const void* b,

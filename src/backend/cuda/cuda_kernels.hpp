@@ -25,6 +25,7 @@ template <typename T> void combine(ComputeContext&, ReduceOp, const void* const*
 template <typename T> void argmax(ComputeContext&, const void*, std::int64_t*, std::int64_t, std::int64_t,
                                   std::int64_t);
 template <typename T> std::int64_t first_outside(ComputeContext&, const void*, std::int64_t, std::int64_t);
+template <typename T> void cast_scaled(ComputeContext&, const void*, float, float*, std::int64_t);
 
 template <typename F> void gemm(ComputeContext&, bool, bool, std::int64_t, std::int64_t, std::int64_t, float,
                                 const void*, std::int64_t, const void*, std::int64_t, float, void*, std::int64_t);

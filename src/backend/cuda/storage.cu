@@ -63,6 +63,12 @@ __global__ void cast_kernel(const From* src, To* dst, std::int64_t n) {
   LOCKSTEP_GRID_LOOP(i, n) dst[i] = convert<To>(src[i]);
 }
 
+// float32(src) * scale, one rounding (the CPU kernel's rule: a Rescaling of integer pixels).
+template <typename T>
+__global__ void cast_scaled_kernel(const T* src, float scale, float* dst, std::int64_t n) {
+  LOCKSTEP_GRID_LOOP(i, n) dst[i] = __fmul_rn(static_cast<float>(src[i]), scale);
+}
+
 template <typename T>
 __device__ inline auto compare_value(T v) {
   if constexpr (kIsHalf<T>) return Elem<T>::load(v);
@@ -295,6 +301,13 @@ void argmax(ComputeContext& ctx, const void* x, std::int64_t* arg, std::int64_t 
 }
 
 template <typename T>
+void cast_scaled(ComputeContext& ctx, const void* src, float scale, float* dst, std::int64_t n) {
+  if (n == 0) return;
+  cast_scaled_kernel<T><<<blocks_for(n), kThreads, 0, stream(ctx)>>>(static_cast<const T*>(src), scale, dst, n);
+  check_launch("cast_scaled");
+}
+
+template <typename T>
 std::int64_t first_outside(ComputeContext& ctx, const void* labels, std::int64_t n, std::int64_t limit) {
   if (n == 0) return -1;
   Scratch first(ctx, sizeof(unsigned long long));
@@ -343,5 +356,8 @@ LOCKSTEP_CUDA_STORAGE(std::uint8_t)
 template std::int64_t first_outside<std::int32_t>(ComputeContext&, const void*, std::int64_t, std::int64_t);
 template std::int64_t first_outside<std::int64_t>(ComputeContext&, const void*, std::int64_t, std::int64_t);
 template std::int64_t first_outside<std::uint8_t>(ComputeContext&, const void*, std::int64_t, std::int64_t);
+template void cast_scaled<std::int32_t>(ComputeContext&, const void*, float, float*, std::int64_t);
+template void cast_scaled<std::int64_t>(ComputeContext&, const void*, float, float*, std::int64_t);
+template void cast_scaled<std::uint8_t>(ComputeContext&, const void*, float, float*, std::int64_t);
 
 }  // namespace lockstep::backend::cuda

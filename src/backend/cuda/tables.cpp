@@ -60,6 +60,7 @@ template <typename I>
 constexpr KernelTable integer_table() {
   KernelTable t = storage_table<I>();
   t.first_outside = first_outside<I>;
+  t.cast_scaled = cast_scaled<I>;
   return t;
 }
 }  // namespace
