@@ -50,7 +50,7 @@ void add_model_commands(CLI::App& app, ModelArgs& a) {
   auto* ev = app.add_subcommand(
       "evaluate", "Evaluate a saved model (a save_model folder or a .keras file) on the test split of MNIST or "
                   "Fashion-MNIST, with the images flattened and scaled to [0, 1] as `lockstep train` does (by the "
-                  "model when it starts with Rescaling, as lockstep train's own models do).");
+                  "model itself when it starts with Rescaling: it is given the uint8 pixels).");
   ev->add_option("--model", a.model_dir, kModelHelp)->required();
   ev->add_option("--dataset", a.dataset, "mnist or fashion_mnist")
       ->check(CLI::IsMember({"mnist", "fashion_mnist"}))

@@ -9,8 +9,8 @@ class Model;
 Tensor flatten_and_scale_images(const Tensor& images);
 
 /// Whether `model` scales its own input: its first layer after any Input is Rescaling (Keras'
-/// preprocessing inside the model, as `lockstep train`'s own models on uint8 images do). Such a
-/// model is given images as their pixels.
+/// preprocessing inside the model). `lockstep train`, `evaluate` and `predict` give such a model
+/// images as their pixels.
 bool rescales_its_input(const Model& model);
 
 /// Images (N, ...) -> (N, prod(...)) for a model that does (`model_rescales`) or does not scale
