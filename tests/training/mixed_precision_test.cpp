@@ -91,6 +91,29 @@ TEST(Policy, MixedFloat16ComputesWhatFloat32DoesToFloat16Precision) {
   expect_mixed_close_to_float32("mixed_float16", 4e-3);
 }
 
+// A model that scales its own pixels (Rescaling first) is given them as uint8 (Model::input_of);
+// under a 16-bit policy Rescaling casts them to the compute dtype and scales there, as Keras
+// does. Its outputs must equal, bit for bit, those of the same weights without Rescaling on
+// pixels scaled to float32 beforehand (the first layer then casts them), under every policy.
+TEST(Policy, PixelsRescaledByTheModelGiveWhatPixelsScaledBeforehandDo) {
+  std::vector<std::uint8_t> pixels(6 * 20);
+  for (std::size_t i = 0; i < pixels.size(); ++i) pixels[i] = static_cast<std::uint8_t>((i * 37 + 11) % 256);
+  const Tensor raw = Tensor::from_vector(pixels, Shape{6, 20});
+  const Tensor scaled = flatten_and_scale_images(raw);
+  for (const char* policy : {"float32", "mixed_bfloat16", "mixed_float16"}) {
+    PolicyGuard guard(policy);
+    Sequential with({layers::Input(Shape{20}), layers::Rescaling(1.0f / 255.0f), layers::Dense(7, "relu"),
+                     layers::Dense(3, "softmax")});
+    Sequential without({layers::Input(Shape{20}), layers::Dense(7, "relu"), layers::Dense(3, "softmax")});
+    with.build(Shape{-1, 20});
+    without.build(Shape{-1, 20});
+    const auto from = with.variables(), to = without.variables();
+    ASSERT_EQ(from.size(), to.size());
+    for (std::size_t i = 0; i < from.size(); ++i) to[i].assign(from[i].value());
+    EXPECT_EQ(with.predict(raw).to_vector<float>(), without.predict(scaled).to_vector<float>()) << policy;
+  }
+}
+
 TEST(Policy, HiddenActivationsAreSixteenBit) {
   PolicyGuard guard("mixed_bfloat16");
   auto dense = layers::Dense(4, "relu", 3);
