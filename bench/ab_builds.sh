@@ -48,8 +48,9 @@ run() {
     return
   fi
   rm -rf "$tmp/run"
-  "$1" train --model "$model" --devices "$devices" --global-batch-size "$batch" --epochs 1 --steps-per-epoch "$steps" --verbose 0 \
-    --logdir "$tmp/run" --no-tensorboard --metrics-out "$tmp/m.json" >"$tmp/log" 2>&1 ||
+  "$1" train --model "$model" --devices "$devices" --global-batch-size "$batch" --epochs 1 \
+    --steps-per-epoch "$steps" --verbose 0 --logdir "$tmp/run" --no-tensorboard --metrics-out "$tmp/m.json" \
+    >"$tmp/log" 2>&1 ||
     { echo "ab_builds: $1 train failed:" >&2; tail -n 3 "$tmp/log" >&2; exit 1; }
   python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["train_steps_per_second"])' "$tmp/m.json"
 }

@@ -75,7 +75,11 @@ int main(int argc, char** argv) try {
   const auto from = model->variables(), to = model_bytes->variables();
   for (std::size_t i = 0; i < from.size(); ++i) to[i].assign(from[i].value());
   const auto pipeline = [&](const Tensor& features) {
-    return data::Dataset::from_tensor_slices(features, y).shuffle(x.dim(0), 7).batch(batch).prefetch(data::kAutotune).repeat();
+    return data::Dataset::from_tensor_slices(features, y)
+        .shuffle(x.dim(0), 7)
+        .batch(batch)
+        .prefetch(data::kAutotune)
+        .repeat();
   };
   const auto dataset = pipeline(x), dataset_bytes = pipeline(x_bytes);
   const int warmup = std::max(2, steps / 20);

@@ -35,8 +35,8 @@ void* cuda_stream(ComputeContext&) { return nullptr; }
 #endif
 
 const char* kernel_op_name(KernelOp op) {
-  static const char* names[] = {"fill", "cast", "cast_scaled", "compare", "gather_rows", "scatter_add_rows", "combine", "argmax",
-                                "gemm", "unary", "unary_backward", "binary", "reduce_sum", "reduce_max",
+  static const char* names[] = {"fill", "cast", "cast_scaled", "compare", "gather_rows", "scatter_add_rows",
+                                "combine", "argmax", "gemm", "unary", "unary_backward", "binary", "reduce_sum", "reduce_max",
                                 "reduce_max_backward", "softmax", "softmax_backward", "bias_activation",
                                 "sparse_softmax_xent", "sparse_softmax_xent_backward", "one_hot", "dropout_mask",
                                 "sum_squares", "scale_clip", "sgd_update", "adam_update", "first_outside",

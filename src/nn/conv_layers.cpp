@@ -242,12 +242,13 @@ RescalingLayer::RescalingLayer(float scale, float offset, std::string name)
 Tensor RescalingLayer::call(const Tensor& x, const CallContext&) const {
   // Integer pixels (a model given them as they are, Model::input_of): cast and scaled in one pass
   // under a float32 policy; cast to the compute dtype first otherwise, as Keras does.
-  if (!is_floating(x.dtype()) && compute_dtype() == DType::kF32 && scale_ != 1.0f) {
-    const Tensor y = cast_and_scale(x, scale_);
-    return offset_ == 0.0f ? y : add_scalar(y, offset_);
+  Tensor y;
+  if (!is_floating(x.dtype()) && compute_dtype() == DType::kF32) {
+    y = cast_and_scale(x, scale_);
+  } else {
+    const Tensor in = is_floating(x.dtype()) ? x : cast(x, compute_dtype());
+    y = scale_ == 1.0f ? in : lockstep::scale(in, scale_);
   }
-  const Tensor in = is_floating(x.dtype()) ? x : cast(x, compute_dtype());
-  const Tensor y = scale_ == 1.0f ? in : lockstep::scale(in, scale_);
   return offset_ == 0.0f ? y : add_scalar(y, offset_);
 }
 

@@ -157,7 +157,8 @@ Tensor cast(const Tensor& a, DType dtype) {
 Tensor cast_and_scale(const Tensor& a, float s) {
   LOCKSTEP_CHECK(!is_floating(a.dtype()), "cast_and_scale: takes an integer tensor, got ", dtype_name(a.dtype()),
                  " (scale a floating one with scale())");
-  if (!backend::supports(a.device().kind, a.dtype(), backend::KernelOp::kCastScaled)) return scale(cast(a, DType::kF32), s);
+  if (!backend::supports(a.device().kind, a.dtype(), backend::KernelOp::kCastScaled))
+    return scale(cast(a, DType::kF32), s);
   const auto& k = detail::kern("cast_and_scale", a, backend::KernelOp::kCastScaled);
   Tensor out = Tensor::empty(a.shape(), DType::kF32);
   k.cast_scaled(detail::ctx(), a.raw_data(), s, static_cast<float*>(out.raw_data()), a.numel());

@@ -61,8 +61,9 @@ void add_model_commands(CLI::App& app, ModelArgs& a) {
 
   auto* pr = app.add_subcommand(
       "predict", "Run a saved model on the examples of a .npy file: uint8 images are flattened and scaled to "
-                 "[0, 1] (by the model when it starts with Rescaling), float32 arrays are used as they are. Prints the predicted class of each example, one "
-                 "per line, or writes the model's outputs to --output.");
+                 "[0, 1] (by the model when it starts with Rescaling), float32 arrays are used as they are. "
+                 "Prints the predicted class of each example, one per line, or writes the model's outputs to "
+                 "--output.");
   pr->add_option("--model", a.model_dir, kModelHelp)->required();
   pr->add_option("--input", a.input, ".npy file: uint8 images (N, ...) or float32 features (N, ...)")->required();
   pr->add_option("--output", a.output, "Write the outputs (e.g. class probabilities) to this .npy file");

@@ -53,10 +53,12 @@ void parallel(ComputeContext& ctx, std::int64_t n, F&& f) {
     f(std::int64_t{0}, n);
     return;
   }
-  // The pool's chunks: [i * base + min(i, rem), ...) for i < chunks, each at least kGrain long.
+  // The pool's chunks (ThreadPool::parallel_for): [i * base + min(i, rem), ...) for i < chunks,
+  // each at least kGrain long. Monotonic and clamped, the skewed bounds still tile [0, n) should
+  // the pool split otherwise.
   const std::int64_t chunks = std::min<std::int64_t>(ctx.threads(), (n + kGrain - 1) / kGrain);
   const std::int64_t base = n / chunks;
-  const auto skew = [=](std::int64_t x) { return x >= n ? n : x + kChunkSkew * (x / base); };
+  const auto skew = [=](std::int64_t x) { return std::min(n, x + kChunkSkew * (x / base)); };
   ctx.pool().parallel_for(n, kGrain, [&](std::int64_t b, std::int64_t e) { f(skew(b), skew(e)); });
 }
 
