@@ -87,7 +87,7 @@ inline bool conv_max_pool_fusable(const Conv2dDesc& c, const Pool2dDesc& p) {
 
 /// One row per kernel, for supports() and error messages.
 enum class KernelOp : std::uint8_t {
-  kFill, kCast, kCastScaled, kCompare, kGatherRows, kScatterAddRows, kCombine, kArgmax,
+  kFill, kCast, kCastScaled, kCompare, kGatherRows, kGatherRowsScaled, kScatterAddRows, kCombine, kArgmax,
   kGemm, kUnary, kUnaryBackward, kBinary, kReduceSum, kReduceMax, kReduceMaxBackward, kSoftmax,
   kSoftmaxBackward, kBiasActivation, kSparseSoftmaxXent, kSparseSoftmaxXentBackward, kOneHot, kDropoutMask,
   kSumSquares, kScaleClip, kSgdUpdate, kAdamUpdate, kFirstOutside,
@@ -113,6 +113,10 @@ struct KernelTable {
   /// dst[r] = src[index[r]] for rows of `row` elements.
   void (*gather_rows)(ComputeContext&, const void* src, const std::int64_t* index, std::int64_t rows,
                       std::int64_t row, void* dst) = nullptr;
+  /// dst[r] = float32(src[index[r]]) * scale, as cast_scaled rounds it (integer tables): a batch of
+  /// integer pixels gathered as the floats a model takes, reading a quarter of the bytes for uint8.
+  void (*gather_rows_scaled)(ComputeContext&, const void* src, const std::int64_t* index, std::int64_t rows,
+                             std::int64_t row, float scale, float* dst) = nullptr;
   /// dst[index[r]] += src[r].
   void (*scatter_add_rows)(ComputeContext&, const void* src, const std::int64_t* index, std::int64_t rows,
                            std::int64_t row, void* dst) = nullptr;

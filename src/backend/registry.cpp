@@ -35,7 +35,8 @@ void* cuda_stream(ComputeContext&) { return nullptr; }
 #endif
 
 const char* kernel_op_name(KernelOp op) {
-  static const char* names[] = {"fill", "cast", "cast_scaled", "compare", "gather_rows", "scatter_add_rows",
+  static const char* names[] = {"fill", "cast", "cast_scaled", "compare", "gather_rows", "gather_rows_scaled",
+                                "scatter_add_rows",
                                 "combine", "argmax", "gemm", "unary", "unary_backward", "binary", "reduce_sum", "reduce_max",
                                 "reduce_max_backward", "softmax", "softmax_backward", "bias_activation",
                                 "sparse_softmax_xent", "sparse_softmax_xent_backward", "one_hot", "dropout_mask",
@@ -89,6 +90,7 @@ bool supports(DeviceKind kind, DType dtype, KernelOp op) {
     case KernelOp::kCastScaled: return t.cast_scaled;
     case KernelOp::kCompare: return t.compare;
     case KernelOp::kGatherRows: return t.gather_rows;
+    case KernelOp::kGatherRowsScaled: return t.gather_rows_scaled;
     case KernelOp::kScatterAddRows: return t.scatter_add_rows;
     case KernelOp::kCombine: return t.combine;
     case KernelOp::kArgmax: return t.argmax;

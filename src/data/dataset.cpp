@@ -39,6 +39,10 @@ Dataset Dataset::zip(const std::vector<Dataset>& datasets) {
 Dataset Dataset::concatenate(const Dataset& other) const {
   return Dataset(detail::make_concatenate_node(node_, other.node()));
 }
+Dataset Dataset::cast_and_scale(float scale, std::size_t component) const {
+  return Dataset(detail::make_cast_and_scale_node(node_, component, scale));
+}
+
 Dataset Dataset::map(MapFn fn, std::int64_t num_parallel_calls, bool deterministic) const {
   return Dataset(detail::make_map_node(node_, std::move(fn), num_parallel_calls, deterministic));
 }

@@ -30,6 +30,8 @@ NodePtr make_shard_node(NodePtr input, std::int64_t num_shards, std::int64_t ind
 // reshape.cpp
 NodePtr make_unbatch_node(NodePtr input);
 NodePtr make_enumerate_node(NodePtr input, std::int64_t start);
+// cast_and_scale.cpp
+NodePtr make_cast_and_scale_node(NodePtr input, std::size_t component, float scale);
 // map.cpp
 NodePtr make_map_node(NodePtr input, MapFn fn, std::int64_t num_parallel_calls, bool deterministic);
 // cache.cpp

@@ -80,7 +80,7 @@ class RepeatNode final : public DatasetNode {
     if (!input_->row_batches()) return nullptr;
     return std::make_unique<RepeatIterator<RowBatch>>([in = input_] { return in->make_row_batch_iterator(); }, count_);
   }
-  const std::vector<Tensor>* row_source() const override { return input_->row_source(); }
+  const RowSource* row_source() const override { return input_->row_source(); }
   std::int64_t cardinality() const override {  // as tf.data's RepeatDataset
     const std::int64_t n = input_->cardinality();
     if (count_ < 0) return n == 0 ? 0 : kInfiniteCardinality;
@@ -111,7 +111,7 @@ class TakeNode final : public DatasetNode {
     if (!input_->row_batches()) return nullptr;
     return std::make_unique<TakeIterator<RowBatch>>(input_->make_row_batch_iterator(), count_);
   }
-  const std::vector<Tensor>* row_source() const override { return input_->row_source(); }
+  const RowSource* row_source() const override { return input_->row_source(); }
   std::int64_t cardinality() const override {  // as tf.data's TakeDataset
     const std::int64_t n = input_->cardinality();
     if (count_ < 0) return n;

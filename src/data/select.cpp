@@ -108,7 +108,7 @@ class CountingNode final : public DatasetNode {
     if (!input_->row_source()) return nullptr;
     return make<std::int64_t>(input_->make_index_iterator());
   }
-  const std::vector<Tensor>* row_source() const override { return input_->row_source(); }
+  const RowSource* row_source() const override { return input_->row_source(); }
   std::int64_t cardinality() const override {
     const std::int64_t n = input_->cardinality();
     if (n < 0) return n;

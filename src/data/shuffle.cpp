@@ -64,7 +64,7 @@ class ShuffleNode final : public DatasetNode {
     if (!input_->row_source()) return nullptr;
     return make<std::int64_t>(input_->make_index_iterator());
   }
-  const std::vector<Tensor>* row_source() const override { return input_->row_source(); }
+  const RowSource* row_source() const override { return input_->row_source(); }
   std::int64_t cardinality() const override { return input_->cardinality(); }
   std::string name() const override { return "shuffle(buffer_size=" + std::to_string(buffer_size_) + ")"; }
   std::vector<NodePtr> inputs() const override { return {input_}; }

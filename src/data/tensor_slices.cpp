@@ -49,20 +49,20 @@ class RangeIndexIterator final : public IndexIterator {
 
 class TensorSlicesNode final : public DatasetNode, public std::enable_shared_from_this<TensorSlicesNode> {
  public:
-  explicit TensorSlicesNode(std::vector<Tensor> components) : components_(std::move(components)) {}
+  explicit TensorSlicesNode(std::vector<Tensor> components) : rows_{.tensors = std::move(components), .scales = {}} {}
   std::unique_ptr<Iterator> make_iterator() const override {
-    return std::make_unique<SliceIterator>(shared_from_this(), components_);
+    return std::make_unique<SliceIterator>(shared_from_this(), rows_.tensors);
   }
-  std::int64_t cardinality() const override { return components_[0].dim(0); }
+  std::int64_t cardinality() const override { return rows_.tensors[0].dim(0); }
   std::string name() const override { return "from_tensor_slices"; }
-  std::string fingerprint_part() const override { return name() + tensors_signature(components_); }
-  const std::vector<Tensor>* row_source() const override { return &components_; }
+  std::string fingerprint_part() const override { return name() + tensors_signature(rows_.tensors); }
+  const RowSource* row_source() const override { return &rows_; }
   std::unique_ptr<IndexIterator> make_index_iterator() const override {
     return std::make_unique<RangeIndexIterator>(cardinality());
   }
 
  private:
-  std::vector<Tensor> components_;
+  RowSource rows_;
 };
 
 }  // namespace

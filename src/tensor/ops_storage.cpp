@@ -74,20 +74,42 @@ Tensor gather_rows(const Tensor& src, const Tensor& indices) {
   return out;
 }
 
-void gather_rows_into(Tensor& dst, const Tensor& src, const Tensor& indices) {
-  const auto [idx, row] = gather_plan("gather_rows_into", src, indices);
-  // Host memory is one memory: a replica on cpu:1 may fill its slice from a batch on cpu:0.
+namespace {
+// dst can hold the gather of idx's rows of src as `dtype`: defined, that dtype, idx.numel() rows
+// of src's row shape, and in src's memory (host memory is one memory: a replica on cpu:1 may
+// fill its slice from a batch on cpu:0).
+void check_gather_dst(const char* op, const Tensor& dst, const Tensor& src, const Tensor& idx, DType dtype) {
   const bool same_memory = dst.defined() && (dst.device() == src.device() || (dst.device().kind == DeviceKind::kCpu &&
                                                                                src.device().kind == DeviceKind::kCpu));
-  LOCKSTEP_CHECK(same_memory && dst.dtype() == src.dtype() && dst.rank() >= 1 && dst.dim(0) == idx.numel() &&
+  LOCKSTEP_CHECK(same_memory && dst.dtype() == dtype && dst.rank() >= 1 && dst.dim(0) == idx.numel() &&
                      dst.shape().tail() == src.shape().tail(),
-                 "gather_rows_into: dst ", dst.defined() ? dst.shape().str() : "undefined", " (",
+                 op, ": dst ", dst.defined() ? dst.shape().str() : "undefined", " (",
                  dst.defined() ? dtype_name(dst.dtype()) : "-", " on ", dst.defined() ? dst.device().str() : "-",
                  ") cannot hold ", idx.numel(), " rows of ", src.shape().str(), " (", dtype_name(src.dtype()), " on ",
-                 src.device().str(), ")");
+                 src.device().str(), ") as ", dtype_name(dtype));
+}
+}  // namespace
+
+void gather_rows_into(Tensor& dst, const Tensor& src, const Tensor& indices) {
+  const auto [idx, row] = gather_plan("gather_rows_into", src, indices);
+  check_gather_dst("gather_rows_into", dst, src, idx, src.dtype());
   kern("gather_rows_into", src, backend::KernelOp::kGatherRows)
       .gather_rows(ctx(), src.raw_data(), static_cast<const std::int64_t*>(idx.raw_data()), idx.numel(), row,
                    dst.raw_data());
+}
+
+void gather_rows_scaled_into(Tensor& dst, const Tensor& src, const Tensor& indices, float s) {
+  LOCKSTEP_CHECK(!src.defined() || !is_floating(src.dtype()), "gather_rows_scaled_into: takes an integer source, got ",
+                 dtype_name(src.dtype()), " (gather a floating one with gather_rows_into)");
+  const auto [idx, row] = gather_plan("gather_rows_scaled_into", src, indices);
+  check_gather_dst("gather_rows_scaled_into", dst, src, idx, DType::kF32);
+  if (!backend::supports(src.device().kind, src.dtype(), backend::KernelOp::kGatherRowsScaled)) {
+    dst.copy_from(cast_and_scale(gather_rows(src, idx), s));
+    return;
+  }
+  kern("gather_rows_scaled_into", src, backend::KernelOp::kGatherRowsScaled)
+      .gather_rows_scaled(ctx(), src.raw_data(), static_cast<const std::int64_t*>(idx.raw_data()), idx.numel(), row, s,
+                          static_cast<float*>(dst.raw_data()));
 }
 
 void scatter_add_rows(Tensor& dst, const Tensor& indices, const Tensor& src) {

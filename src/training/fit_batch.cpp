@@ -14,7 +14,7 @@ std::int64_t FitBatch::size() const {
 Shape FitBatch::shape(std::size_t c) const {
   if (!rows_) return tensors_.at(c).shape();
   std::vector<std::int64_t> dims{rows_->size()};
-  const Shape row = rows_->sources->at(c).shape().tail();
+  const Shape row = rows_->sources->tensors.at(c).shape().tail();
   for (auto d : row.dims()) dims.push_back(d);
   return Shape(std::move(dims));
 }

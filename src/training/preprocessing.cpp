@@ -17,7 +17,7 @@ Tensor flatten(const Tensor& images, const char* what) {
 
 Tensor flatten_and_scale_images(const Tensor& images) {
   const Tensor f = flatten(images, "flatten_and_scale_images").to(DType::kF32);
-  return images.dtype() == DType::kU8 ? scale(f, 1.0f / 255.0f) : f;
+  return images.dtype() == DType::kU8 ? scale(f, kPixelScale) : f;
 }
 
 bool rescales_its_input(const Model& model) {

@@ -275,6 +275,38 @@ std::vector<Row> storage_rows() {
           },
           Match::kExact));
     }
+    // Integer rows gathered as float32 times a scale (a pipeline's uint8 pixels,
+    // Dataset::cast_and_scale) into rows [2, 2 + count) of a float32 tensor: exactly cast_ref
+    // times the float32 scale, rounded once, as cast_and_scale; the other rows keep their values.
+    for (const GatherCase& c : {GatherCase{"rows", {9, 4}, 14}, GatherCase{"empty_indices", {9, 4}, 0},
+                                GatherCase{"rank1", {9}, 14}, GatherCase{"batch_over_threads", {200, 784}, 300}}) {
+      std::vector<std::int64_t> dst_dims = c.src.dims();
+      dst_dims[0] = c.count + 5;
+      constexpr float kScale = 1.0f / 255.0f;
+      rows.push_back(make_row(
+          std::string("gather_rows_scaled_into") + id.suffix, c.variant, "gather_rows_scaled_into",
+          {DType::kU8, DType::kI32, DType::kI64}, index_needs(KernelOp::kGatherRowsScaled, id.dtype),
+          {{Shape(dst_dims), wide(), DType::kF32}, {c.src, cast_values(), {}}, {{c.count}, row_indices(c.src[0]), id.dtype}},
+          [count = c.count](const std::vector<Tensor>& in, DType) {
+            Tensor dst = in[0].clone();
+            Tensor part = dst.slice(2, 2 + count);
+            gather_rows_scaled_into(part, in[1], in[2], kScale);
+            return std::vector<Tensor>{dst};
+          },
+          [](const std::vector<Host>& in, DType from) {
+            const std::int64_t row = in[1].numel() / in[1].shape[0];
+            Expected e{in[0].shape};
+            for (std::int64_t i = 0; i < in[0].numel(); ++i) e.set(i, in[0][i]);
+            for (std::int64_t r = 0; r < in[2].numel(); ++r)
+              for (std::int64_t k = 0; k < row; ++k)
+                e.set((2 + r) * row + k,
+                      round_to(cast_ref(in[1][static_cast<std::int64_t>(in[2][r]) * row + k], from, DType::kF32) *
+                                   static_cast<double>(kScale),
+                               DType::kF32));
+            return std::vector<Expected>{e};
+          },
+          Match::kExact));
+    }
     if (id.dtype == DType::kU8) continue;
     rows.push_back(make_row(
         std::string("scatter_add_rows") + id.suffix, "repeats", "scatter_add_rows", all_dtypes(),

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "backend/context.hpp"
+#include "common/error_message.hpp"
 #include "lockstep/data/dataset.hpp"
 #include "lockstep/data/input_context.hpp"
 #include "lockstep/tensor/ops.hpp"
@@ -143,4 +144,90 @@ TEST(RowBatches, ASecondGatherAheadOnABusyPoolAndAnUntakenOneAreSafe) {
   ctx.pool().parallel_for(3, 1, [](std::int64_t, std::int64_t) {});
   expect_same(again.take(), b->gather(0, 12), 1);
   EXPECT_THROW((void)b->gather_ahead(5, 13), ValueError);
+}
+
+namespace {
+Tensor pixels(std::int64_t n, std::int64_t width) {
+  std::vector<std::uint8_t> v(static_cast<std::size_t>(n * width));
+  for (std::size_t i = 0; i < v.size(); ++i) v[i] = static_cast<std::uint8_t>(i * 37 % 256);
+  return Tensor::from_vector(v, {n, width});
+}
+}  // namespace
+
+// cast_and_scale over rows of uint8 pixels: its batches stay row batches (gathered by the
+// replicas, cast as they are gathered), and every batch, gathered whole, in replicas' parts or
+// ahead on a pool, holds exactly the floats of pixels scaled beforehand (cast, then times the
+// scale) -- as does the same cast over a pipeline without the fast path (after a map).
+TEST(RowBatches, CastAndScaleGathersBytesAsTheFloatsOfPixelsScaledBeforehand) {
+  const std::int64_t n = 37, width = 3000;  // rows of 3000 bytes: a gather ahead is several chunks
+  const float s = 1.0f / 255.0f;
+  const Tensor bytes = pixels(n, width);
+  const Tensor floats = scale(cast(bytes, DType::kF32), s);
+  const auto reference = [&] { return Dataset::from_tensor_slices(floats, labels(n)).shuffle(n, 9).batch(16); };
+  const auto fused = [&] {
+    return Dataset::from_tensor_slices(bytes, labels(n)).cast_and_scale(s).shuffle(n, 9).batch(16).prefetch(2);
+  };
+  // Without the fast path: the cast is applied element by element.
+  const auto mapped = [&] {
+    return Dataset::from_tensor_slices(bytes, labels(n)).map([](Element e) { return e; }).cast_and_scale(s).shuffle(n, 9).batch(16);
+  };
+  ASSERT_EQ(mapped().make_row_batch_iterator(), nullptr);
+  for (int threads : {1, 3}) {
+    backend::ComputeContext ctx(Device{}, threads);
+    const backend::ContextGuard guard(ctx);
+    auto expected = reference().make_iterator();
+    auto elements = fused().make_iterator();
+    auto slow = mapped().make_iterator();
+    auto rows = fused().make_row_batch_iterator();
+    ASSERT_NE(rows, nullptr) << "cast_and_scale keeps the row-batch fast path";
+    int count = 0;
+    while (auto want = expected->next()) {
+      auto r = rows->next();
+      ASSERT_TRUE(r.has_value()) << "batch " << count;
+      ASSERT_EQ((*want)[0].dtype(), DType::kF32);
+      expect_same(r->gather(), *want, count);
+      expect_same(*elements->next(), *want, count);
+      expect_same(*slow->next(), *want, count);
+      for (int replicas : {2, 3}) {
+        for (int k = 0; k < replicas; ++k) {
+          const auto [begin, end] = data::replica_rows(r->size(), replicas, k);
+          // One thread: as a replica that waits for its peers (gathers the bytes, take() casts);
+          // three: the workers cast as they gather.
+          data::PendingRows ahead = r->gather_ahead(begin, end, /*caller_waits=*/threads == 1);
+          for (int job = 0; job < 4; ++job) ctx.pool().parallel_for(threads, 1, [](std::int64_t, std::int64_t) {});
+          expect_same(ahead.take(), data::split_batch_for_replicas(*want, replicas)[static_cast<std::size_t>(k)], count);
+        }
+      }
+      ++count;
+    }
+    EXPECT_FALSE(rows->next().has_value());
+    EXPECT_EQ(count, 3) << threads << " threads";
+  }
+}
+
+namespace {
+void expect_message(const std::function<void()>& f, std::initializer_list<const char*> parts) {
+  const std::string m = test::message_of(f);
+  for (const char* p : parts) EXPECT_NE(m.find(p), std::string::npos) << "'" << p << "' not in: " << m;
+}
+}  // namespace
+
+TEST(RowBatches, CastAndScaleRejectsFloatsAndMissingComponentsWhereItIsCalled) {
+  const Dataset floats = Dataset::from_tensor_slices(features(6), labels(6));
+  expect_message([&] { (void)floats.cast_and_scale(0.5f); }, {"component 0", "float32", "integer"});
+  expect_message([&] { (void)floats.cast_and_scale(0.5f, 2); },
+                                    {"component 2", "out of range", "2 components"});
+  // Twice on one component: the second sees floats.
+  const Dataset once = Dataset::from_tensor_slices(pixels(6, 4), labels(6)).cast_and_scale(0.5f);
+  EXPECT_THROW((void)once.cast_and_scale(0.5f), ValueError);
+  // Where the rows' source is unknown (after a map), at the element, naming it.
+  const Dataset late = floats.map([](Element e) { return e; }).cast_and_scale(0.5f);
+  auto it = late.make_iterator();
+  expect_message([&] { (void)it->next(); }, {"element 0", "float32"});
+  // Labels (component 1, int64) may be cast too; the fingerprint tells scales apart.
+  const Dataset labels_cast = Dataset::from_tensor_slices(features(6), labels(6)).cast_and_scale(0.25f, 1).batch(6);
+  const Element b = *labels_cast.make_iterator()->next();
+  EXPECT_EQ(b[1].dtype(), DType::kF32);
+  EXPECT_EQ(b[1].to_vector<float>()[1], 7 * 0.25f);
+  EXPECT_NE(once.node()->name(), Dataset::from_tensor_slices(pixels(6, 4)).cast_and_scale(0.25f).node()->name());
 }

@@ -74,10 +74,39 @@ TEST(FitInput, ReplicasGatheringTheirSlicesTrainAsGatheredBatches) {
   }
 }
 
-// `lockstep train` keeps uint8 images as bytes through the pipeline and gives its models a
-// Rescaling(1 / 255) first layer (flatten_images_for): the replicas gather a quarter of the
-// bytes and each casts its own slice. The model must then train exactly as the same model
-// without Rescaling on pixels scaled beforehand (flatten_and_scale_images), on 1 to 3 replicas.
+// `lockstep train`'s pipeline: uint8 pixels cast to floats by the pipeline as each replica
+// gathers its slice (Dataset::cast_and_scale; on one-core replicas the bytes are gathered ahead
+// and cast when the step takes them). Training must be exactly training on pixels scaled
+// beforehand, on 1 to 3 replicas, with the row batches and without (behind a map).
+TEST(FitInput, PixelsCastByThePipelineTrainAsPixelsScaledBeforehand) {
+  auto& budget = data::ThreadBudget::process();
+  const auto hold = budget.reserve_compute(budget.cores());
+  constexpr std::int64_t kN = 41;
+  std::mt19937 rng(5);
+  std::vector<std::uint8_t> pixels(static_cast<std::size_t>(kN * 12));
+  for (auto& p : pixels) p = static_cast<std::uint8_t>(rng() % 256);
+  const Tensor bytes = Tensor::from_vector(pixels, Shape{kN, 12});
+  const Tensor floats = flatten_and_scale_images(bytes);
+  const Tensor labels = make_data(kN).y;
+  const auto scaled_before = [&] { return data::Dataset::from_tensor_slices(floats, labels).shuffle(kN, 2).batch(8); };
+  const auto cast_by_pipeline = [&] {
+    return data::Dataset::from_tensor_slices(bytes, labels).cast_and_scale(kPixelScale).shuffle(kN, 2).batch(8);
+  };
+  ASSERT_NE(cast_by_pipeline().make_row_batch_iterator(), nullptr);
+  for (int replicas : {1, 2, 3}) {
+    const FitOptions o{.epochs = 2, .verbose = 0};
+    const Result want = train(replicas, false, scaled_before, o);
+    for (bool through_map : {false, true}) {
+      const Result got = train(replicas, through_map, cast_by_pipeline, o);
+      EXPECT_EQ(got.weights, want.weights) << replicas << " replicas" << (through_map ? ", behind a map" : "");
+      EXPECT_EQ(got.history.at("loss"), want.history.at("loss")) << replicas << " replicas";
+    }
+  }
+}
+
+// A model that starts with Rescaling(1 / 255) (a Keras file's, which `lockstep train` then gives
+// its images as bytes, flatten_images_for) must train exactly as the same model without
+// Rescaling on pixels scaled beforehand (flatten_and_scale_images), on 1 to 3 replicas.
 TEST(FitInput, PixelsRescaledByTheModelTrainAsPixelsScaledBeforehand) {
   auto& budget = data::ThreadBudget::process();
   const auto hold = budget.reserve_compute(budget.cores());

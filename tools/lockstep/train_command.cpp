@@ -256,8 +256,10 @@ int run_train(const TrainArgs& a) {
   // mismatch with the data is found before the run directory is claimed.
   std::optional<Shape> file_input;
   // uint8 images stay uint8 through the pipeline when the model scales them itself (a Keras
-  // file's model that starts with Rescaling), and are scaled to [0, 1] beforehand for any other,
-  // the zoo's included: on CPUs a Rescaling layer first measured no faster (DESIGN-NOTES, "Data").
+  // file's model that starts with Rescaling). For any other, the zoo's included, the training
+  // pipeline scales them to [0, 1] as it gathers a batch (Dataset::cast_and_scale: the rows are
+  // read as bytes, a quarter of the floats' traffic, and the model gets the same floats as
+  // from pixels scaled beforehand); the test set is scaled once, up front.
   bool model_rescales = false;
   if (is_keras_file(a.model)) {
     const auto file = load_model(a.model);
@@ -273,15 +275,17 @@ int run_train(const TrainArgs& a) {
   LOCKSTEP_CHECK(a.model == "mlp" || file_input || image.rank() == 3, "--model ", a.model,
                  " needs images (N, height, width) or (N, height, width, channels), but the examples have shape ",
                  image.str());
-  const auto to_input = [&](const Tensor& images) {
-    const Tensor rows = flatten_images_for(images, model_rescales);
+  // Pixels the pipeline scales as it gathers them (train set only, see above).
+  const bool pipeline_scales = !model_rescales && data.train.x.dtype() == DType::kU8;
+  const auto to_input = [&](const Tensor& images, bool keep_bytes) {
+    const Tensor rows = flatten_images_for(images, model_rescales || keep_bytes);
     std::vector<std::int64_t> dims{rows.dim(0)};
     const Shape per_example = file_input ? *file_input : model_input_shape(a.model, image);
     for (auto d : per_example.dims()) dims.push_back(d);
     return rows.reshape(Shape(std::move(dims)));
   };
-  const Tensor x_train = to_input(data.train.x);
-  const Tensor x_test = to_input(data.test.x);
+  const Tensor x_train = to_input(data.train.x, pipeline_scales);
+  const Tensor x_test = to_input(data.test.x, false);
   TrainArgs resolved = a;
   if (resolved.dropout < 0) resolved.dropout = default_dropout(a.model);
   // Optimizer updates per epoch (what the schedule counts): a group of accumulated batches is
@@ -331,8 +335,9 @@ int run_train(const TrainArgs& a) {
   const int verbose = chief ? a.verbose : 0;
   if (verbose != 0) std::cout << model.summary();
 
-  auto ds = data::Dataset::from_tensor_slices(x_train, data.train.y)
-                .shuffle(x_train.dim(0), a.seed)
+  auto source = data::Dataset::from_tensor_slices(x_train, data.train.y);
+  if (pipeline_scales) source = source.cast_and_scale(kPixelScale);
+  auto ds = source.shuffle(x_train.dim(0), a.seed)
                 .batch(global_batch)
                 .prefetch(data::kAutotune);
   FitOptions fit_options{.epochs = a.epochs,

@@ -90,6 +90,15 @@ class Dataset {
   /// context, never on the compute pools). A throwing fn gives FunctionError naming the
   /// element's index in map's input and carrying the original message; the pass then ends.
   Dataset map(MapFn fn, std::int64_t num_parallel_calls = 1, bool deterministic = true) const;
+  /// Component `component` of every element, an integer tensor (uint8 pixels), becomes
+  /// float32(x) * scale, rounded once (cast_and_scale): TF's
+  /// `ds.map(lambda x, y: (tf.cast(x, tf.float32) * scale, y))`, or Keras' Rescaling in the
+  /// pipeline. Unlike such a map, batch() still gathers rows straight from the tensors of
+  /// from_tensor_slices below it (shuffle, repeat, take, skip, shard in between), casting in the
+  /// same pass: the rows are read as stored, a quarter of the bytes of their floats for uint8.
+  /// A floating component, or one out of range, is a ValueError (here where the rows' source is
+  /// known, else at the element).
+  Dataset cast_and_scale(float scale, std::size_t component = 0) const;
   /// Keeps the elements for which pred is true. cardinality() is then unknown.
   Dataset filter(Predicate pred) const;
   /// Splits every element along dimension 0 into its rows; all components of one element must

@@ -56,13 +56,32 @@ class PendingRows {
   std::unique_ptr<State> s_;
 };
 
+/// Where the rows of a row-selection chain come from (DatasetNode::row_source): fixed tensors,
+/// and how a row of each becomes the element's component: as stored, or cast to float32 and
+/// scaled (Dataset::cast_and_scale, which the gather then does in the same pass).
+struct RowSource {
+  std::vector<Tensor> tensors;
+  /// Empty, or one per tensor: the scale of a component that is cast to float32, nullopt for
+  /// one kept as stored.
+  std::vector<std::optional<float>> scales;
+
+  std::size_t size() const { return tensors.size(); }
+  std::optional<float> scale(std::size_t c) const { return c < scales.size() ? scales[c] : std::nullopt; }
+  /// The dtype of component c in the elements.
+  DType dtype(std::size_t c) const;
+  /// Component c of rows `index` (1-D int64), as the elements hold it, gathered on the calling
+  /// thread's compute context; gather_into writes them into dst ((index.numel(), row...), dtype(c)).
+  Tensor gather(std::size_t c, const Tensor& index) const;
+  void gather_into(std::size_t c, Tensor& dst, const Tensor& index) const;
+};
+
 /// A batch of the row-selection fast path (see DatasetNode::row_source) before its rows are
-/// copied: component c of the batch is gather_rows(sources[c], rows). A consumer gathers the
+/// copied: component c of the batch is sources->gather(c, rows). A consumer gathers the
 /// parts it needs where it needs them -- fit has every replica gather its own slice on its own
 /// core -- and gets exactly what batch() would have given. Holds the node that owns `sources`.
 struct RowBatch {
   std::shared_ptr<const DatasetNode> owner;
-  const std::vector<Tensor>* sources = nullptr;
+  const RowSource* sources = nullptr;
   std::vector<std::int64_t> rows;
 
   std::int64_t size() const { return static_cast<std::int64_t>(rows.size()); }
@@ -101,11 +120,12 @@ class DatasetNode {
   virtual std::string fingerprint_part() const { return name(); }
 
   /// Row-selection fast path. A chain made only of from_tensor_slices and transformations that
-  /// merely choose and order rows (shuffle, repeat, take) yields rows of fixed source tensors.
-  /// Such a node returns those tensors here and streams the row indices from
-  /// make_index_iterator(), so that batch gathers rows with one memcpy each instead of building
-  /// a view per row and per component. Every other node keeps these defaults (no fast path).
-  virtual const std::vector<Tensor>* row_source() const { return nullptr; }
+  /// merely choose and order rows (shuffle, repeat, take) or cast and scale them
+  /// (cast_and_scale) yields rows of fixed source tensors. Such a node returns those tensors
+  /// here and streams the row indices from make_index_iterator(), so that batch gathers rows
+  /// with one memcpy each instead of building a view per row and per component. Every other
+  /// node keeps these defaults (no fast path).
+  virtual const RowSource* row_source() const { return nullptr; }
   virtual std::unique_ptr<IndexIterator> make_index_iterator() const { return nullptr; }
   /// The same fast path one level up: batch() over a row source streams its batches as
   /// RowBatch, and prefetch, repeat and take above it pass them on (prefetch without a thread:

@@ -95,6 +95,10 @@ Tensor gather_rows(const Tensor& src, const Tensor& indices);
 /// The same rows written into dst (dst: (indices.numel(), row...), src's dtype and device), e.g.
 /// a slice of a batch being gathered in parts.
 void gather_rows_into(Tensor& dst, const Tensor& src, const Tensor& indices);
+/// cast_and_scale of those rows, bit for bit, in one pass where the backend has the fused kernel:
+/// integer rows (uint8 pixels) read as stored and written into dst as float32 (dst: float32,
+/// (indices.numel(), row...)).
+void gather_rows_scaled_into(Tensor& dst, const Tensor& src, const Tensor& indices, float s);
 /// dst[indices[r]] += src[r], in place (dst: the rows; src: (indices.numel(), row...)).
 void scatter_add_rows(Tensor& dst, const Tensor& indices, const Tensor& src);
 /// (N,) integer labels -> (N, classes) float32 one-hot; a label outside [0, classes) is a

@@ -5,7 +5,11 @@ namespace lockstep {
 
 class Model;
 
-/// uint8 images (N, ...) -> float32 (N, prod(...)) scaled to [0, 1]: the usual MNIST input.
+/// What uint8 pixels are multiplied by to lie in [0, 1] (after a cast to float32).
+inline constexpr float kPixelScale = 1.0f / 255.0f;
+
+/// uint8 images (N, ...) -> float32 (N, prod(...)) scaled to [0, 1] (times kPixelScale): the
+/// usual MNIST input.
 Tensor flatten_and_scale_images(const Tensor& images);
 
 /// Whether `model` scales its own input: its first layer after any Input is Rescaling (Keras'

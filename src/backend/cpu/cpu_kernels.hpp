@@ -77,6 +77,8 @@ void parallel_rows(ComputeContext& ctx, std::int64_t rows, std::int64_t cost_per
 template <typename T> void fill(ComputeContext&, void*, std::int64_t, double);
 template <typename T> void cast(ComputeContext&, const void*, DType, void*, std::int64_t);
 template <typename T> void cast_scaled(ComputeContext&, const void*, float, float*, std::int64_t);
+template <typename T> void gather_rows_scaled(ComputeContext&, const void*, const std::int64_t*, std::int64_t,
+                                              std::int64_t, float, float*);
 template <typename T> void compare(ComputeContext&, CompareOp, const BroadcastDesc&, const void*, const void*,
                                    std::uint8_t*);
 template <typename T> void gather_rows(ComputeContext&, const void*, const std::int64_t*, std::int64_t, std::int64_t,

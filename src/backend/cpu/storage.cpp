@@ -114,6 +114,40 @@ void gather_rows(ComputeContext& ctx, const void* srcv, const std::int64_t* inde
 }
 
 template <typename T>
+void gather_rows_scaled(ComputeContext& ctx, const void* srcv, const std::int64_t* index, std::int64_t rows,
+                        std::int64_t row, float scale, float* dst) {
+  const T* src = static_cast<const T*>(srcv);
+  const auto bytes = static_cast<std::size_t>(row) * sizeof(T);
+  if (bytes == 0) return;
+  // Rows are taken in blocks of about kBlockBytes: first one load per cache line of every row of
+  // the block, then the block is converted from cache. The loads do not depend on each other, so
+  // their misses overlap; converting row by row, each row's misses came one row at a time, and
+  // prefetch instructions did not help (AMD EPYC VM: 64 random uint8 rows of 784 bytes in 11.5 to
+  // 17.7 us with or without __builtin_prefetch 2 to 64 rows ahead, 7.5 us this way; the float
+  // rows' memcpy above measured no better with it).
+  constexpr std::size_t kBlockBytes = 16 << 10;
+  const auto per_block = static_cast<std::int64_t>(std::max<std::size_t>(1, kBlockBytes / bytes));
+  const char* base = static_cast<const char*>(srcv);
+  parallel_rows(ctx, rows, row, [&](std::int64_t begin, std::int64_t end) {
+    for (std::int64_t b0 = begin; b0 < end; b0 += per_block) {
+      const std::int64_t b1 = std::min(end, b0 + per_block);
+      unsigned touched = 0;
+      for (std::int64_t r = b0; r < b1; ++r) {
+        const char* p = base + index[r] * static_cast<std::int64_t>(bytes);
+        for (std::size_t o = 0; o < bytes; o += 64) touched += static_cast<unsigned char>(p[o]);
+        touched += static_cast<unsigned char>(p[bytes - 1]);
+      }
+      asm volatile("" : : "r"(touched));  // the loads are the point: keep them
+      for (std::int64_t r = b0; r < b1; ++r) {
+        const T* s = src + index[r] * row;
+        float* d = dst + r * row;
+        for (std::int64_t i = 0; i < row; ++i) d[i] = convert<float>(s[i]) * scale;  // as cast_scaled
+      }
+    }
+  });
+}
+
+template <typename T>
 void scatter_add_rows(ComputeContext&, const void* srcv, const std::int64_t* index, std::int64_t rows,
                       std::int64_t row, void* dstv) {
   const T* src = static_cast<const T*>(srcv);
@@ -269,6 +303,12 @@ template std::int64_t first_outside<std::uint8_t>(ComputeContext&, const void*, 
 template void cast_scaled<std::int32_t>(ComputeContext&, const void*, float, float*, std::int64_t);
 template void cast_scaled<std::int64_t>(ComputeContext&, const void*, float, float*, std::int64_t);
 template void cast_scaled<std::uint8_t>(ComputeContext&, const void*, float, float*, std::int64_t);
+template void gather_rows_scaled<std::int32_t>(ComputeContext&, const void*, const std::int64_t*, std::int64_t,
+                                               std::int64_t, float, float*);
+template void gather_rows_scaled<std::int64_t>(ComputeContext&, const void*, const std::int64_t*, std::int64_t,
+                                               std::int64_t, float, float*);
+template void gather_rows_scaled<std::uint8_t>(ComputeContext&, const void*, const std::int64_t*, std::int64_t,
+                                               std::int64_t, float, float*);
 
 // ---- DeviceOps: host memory is the device's memory ----
 namespace {
