@@ -50,7 +50,8 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from reference_mlp import load_mnist_train, measure, pick_python, run_measurement, MODULE  # noqa: E402
+from reference_mlp import (load_mnist_train, measure, pick_python, run_measurement, MODULE,  # noqa: E402
+                           blas_in_use, without_blas_pins)
 
 FRAMEWORKS = ("tf", "torch")
 
@@ -180,7 +181,7 @@ def torch_worker(rank: int, args, port: int, out_file: str) -> None:
         dist.barrier()
         if rank == 0:
             sps = measure(times, args.warmup_frac)
-            log(f"torch {torch.__version__} DDP gloo, {world} processes x 1 thread, "
+            log(f"torch {torch.__version__} DDP gloo (BLAS: {blas_in_use()}), {world} processes x 1 thread, "
                 f"{args.steps} steps at global batch {gb} ({lb}/process), data={src}, "
                 f"rank-0 last loss {float(loss):.4f}, {sps:.1f} steps/s")
             with open(out_file, "w") as f:
@@ -222,7 +223,7 @@ def run_child(framework: str, args) -> float | None:
         if subprocess.run([py, "-c", code], capture_output=True).returncode != 0:
             log(f"torch: UNAVAILABLE: {py}'s torch has no torch.distributed with the gloo backend")
             return None
-    env = dict(os.environ)
+    env = without_blas_pins(dict(os.environ))
     env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     if framework == "tf":
         env.pop("TF_NUM_INTRAOP_THREADS", None)

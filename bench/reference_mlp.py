@@ -28,6 +28,7 @@ of the same shape (with a warning) if none has.
 from __future__ import annotations
 
 import argparse
+import ctypes
 import gzip
 import json
 import os
@@ -144,7 +145,7 @@ def run_torch(steps: int, threads: int, warmup_frac: float) -> float:
         opt.step()
         times.append(time.perf_counter())
     sps = measure(times, warmup_frac)
-    log(f"torch {torch.__version__}: {steps} steps, {threads} thread(s), data={src}, "
+    log(f"torch {torch.__version__} (BLAS: {blas_in_use()}): {steps} steps, {threads} thread(s), data={src}, "
         f"last loss {float(loss):.4f}, {sps:.1f} steps/s")
     return sps
 
@@ -237,12 +238,36 @@ def run_child(framework: str, args) -> float | None:
     return run_measurement(framework, cmd, child_env(args.threads))
 
 
-def child_env(threads: int) -> dict:
-    """The environment of a measurement child: every thread pool sized to `threads`."""
-    env = dict(os.environ)
-    # These pin OpenBLAS to older kernels on the project's machines: the reference gets its best.
+def without_blas_pins(env: dict) -> dict:
+    """`env` without the variables that pin OpenBLAS to older kernels on the project's machines:
+    the reference gets its best."""
     for k in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE"):
         env.pop(k, None)
+    return env
+
+
+def blas_in_use() -> str:
+    """The BLAS libraries this process has loaded, and OpenBLAS's kernel (core) where it is one."""
+    libs = set()
+    with open("/proc/self/maps") as f:
+        for line in f:
+            parts = line.split()
+            if len(parts) >= 6 and "blas" in os.path.basename(parts[-1]):
+                libs.add(parts[-1])
+    desc = ", ".join(sorted(libs)) or "no BLAS library loaded"
+    for path in sorted(libs):
+        try:
+            corename = ctypes.CDLL(path).openblas_get_corename
+        except (OSError, AttributeError):
+            continue
+        corename.restype = ctypes.c_char_p
+        return f"{desc}; {os.path.basename(path)} runs OpenBLAS kernel {corename().decode()}"
+    return desc
+
+
+def child_env(threads: int) -> dict:
+    """The environment of a measurement child: every thread pool sized to `threads`."""
+    env = without_blas_pins(dict(os.environ))
     t = str(threads)
     env.update(OMP_NUM_THREADS=t, MKL_NUM_THREADS=t, OPENBLAS_NUM_THREADS=t, TF_NUM_INTRAOP_THREADS=t,
                TF_NUM_INTEROP_THREADS="1", TF_CPP_MIN_LOG_LEVEL=env.get("TF_CPP_MIN_LOG_LEVEL", "2"))
