@@ -26,6 +26,8 @@ template <typename T> void argmax(ComputeContext&, const void*, std::int64_t*, s
                                   std::int64_t);
 template <typename T> std::int64_t first_outside(ComputeContext&, const void*, std::int64_t, std::int64_t);
 template <typename T> void cast_scaled(ComputeContext&, const void*, float, float*, std::int64_t);
+template <typename T> void gather_rows_scaled(ComputeContext&, const void*, const std::int64_t*, std::int64_t,
+                                              std::int64_t, float, float*);
 
 template <typename F> void gemm(ComputeContext&, bool, bool, std::int64_t, std::int64_t, std::int64_t, float,
                                 const void*, std::int64_t, const void*, std::int64_t, float, void*, std::int64_t);

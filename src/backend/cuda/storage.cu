@@ -104,6 +104,16 @@ __global__ void gather_kernel(const T* src, const std::int64_t* index, std::int6
   }
 }
 
+// Rows of integers gathered as float32 * scale, one rounding (cast_scaled_kernel's rule).
+template <typename T>
+__global__ void gather_scaled_kernel(const T* src, const std::int64_t* index, std::int64_t rows, std::int64_t row,
+                                     float scale, float* dst) {
+  LOCKSTEP_GRID_LOOP(i, rows * row) {
+    const std::int64_t r = i / row, c = i - r * row;
+    dst[i] = __fmul_rn(static_cast<float>(src[index[r] * row + c]), scale);
+  }
+}
+
 // One thread per column, rows in order: repeated indices add in the CPU's order, without atomics
 // (bit-reproducible, and bit-identical to the CPU for every dtype).
 template <typename T>
@@ -263,6 +273,15 @@ void gather_rows(ComputeContext& ctx, const void* src, const std::int64_t* index
 }
 
 template <typename T>
+void gather_rows_scaled(ComputeContext& ctx, const void* src, const std::int64_t* index, std::int64_t rows,
+                        std::int64_t row, float scale, float* dst) {
+  if (rows * row == 0) return;
+  gather_scaled_kernel<T><<<blocks_for(rows * row), kThreads, 0, stream(ctx)>>>(static_cast<const T*>(src), index, rows,
+                                                                               row, scale, dst);
+  check_launch("gather_rows_scaled");
+}
+
+template <typename T>
 void scatter_add_rows(ComputeContext& ctx, const void* src, const std::int64_t* index, std::int64_t rows,
                       std::int64_t row, void* dst) {
   if (rows * row == 0) return;
@@ -359,5 +378,11 @@ template std::int64_t first_outside<std::uint8_t>(ComputeContext&, const void*, 
 template void cast_scaled<std::int32_t>(ComputeContext&, const void*, float, float*, std::int64_t);
 template void cast_scaled<std::int64_t>(ComputeContext&, const void*, float, float*, std::int64_t);
 template void cast_scaled<std::uint8_t>(ComputeContext&, const void*, float, float*, std::int64_t);
+template void gather_rows_scaled<std::int32_t>(ComputeContext&, const void*, const std::int64_t*, std::int64_t,
+                                               std::int64_t, float, float*);
+template void gather_rows_scaled<std::int64_t>(ComputeContext&, const void*, const std::int64_t*, std::int64_t,
+                                               std::int64_t, float, float*);
+template void gather_rows_scaled<std::uint8_t>(ComputeContext&, const void*, const std::int64_t*, std::int64_t,
+                                               std::int64_t, float, float*);
 
 }  // namespace lockstep::backend::cuda

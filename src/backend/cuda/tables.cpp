@@ -61,6 +61,7 @@ constexpr KernelTable integer_table() {
   KernelTable t = storage_table<I>();
   t.first_outside = first_outside<I>;
   t.cast_scaled = cast_scaled<I>;
+  t.gather_rows_scaled = gather_rows_scaled<I>;
   return t;
 }
 }  // namespace
