@@ -98,6 +98,14 @@ enum class KernelOp : std::uint8_t {
 };
 const char* kernel_op_name(KernelOp op);
 
+/// Explicit instantiations of the integer tables' own kernels, for a backend's kernel file to
+/// expand in its namespace for each integer dtype (both backends declare these templates).
+#define LOCKSTEP_INTEGER_KERNELS(I)                                                                    \
+  template std::int64_t first_outside<I>(ComputeContext&, const void*, std::int64_t, std::int64_t);   \
+  template void cast_scaled<I>(ComputeContext&, const void*, float, float*, std::int64_t);            \
+  template void gather_rows_scaled<I>(ComputeContext&, const void*, const std::int64_t*, std::int64_t, \
+                                      std::int64_t, float, float*);
+
 struct KernelTable {
   // ---- storage: every dtype ----
   void (*fill)(ComputeContext&, void* dst, std::int64_t n, double value) = nullptr;

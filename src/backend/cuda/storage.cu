@@ -372,17 +372,9 @@ LOCKSTEP_CUDA_STORAGE(std::int32_t)
 LOCKSTEP_CUDA_STORAGE(std::int64_t)
 LOCKSTEP_CUDA_STORAGE(std::uint8_t)
 #undef LOCKSTEP_CUDA_STORAGE
-template std::int64_t first_outside<std::int32_t>(ComputeContext&, const void*, std::int64_t, std::int64_t);
-template std::int64_t first_outside<std::int64_t>(ComputeContext&, const void*, std::int64_t, std::int64_t);
-template std::int64_t first_outside<std::uint8_t>(ComputeContext&, const void*, std::int64_t, std::int64_t);
-template void cast_scaled<std::int32_t>(ComputeContext&, const void*, float, float*, std::int64_t);
-template void cast_scaled<std::int64_t>(ComputeContext&, const void*, float, float*, std::int64_t);
-template void cast_scaled<std::uint8_t>(ComputeContext&, const void*, float, float*, std::int64_t);
-template void gather_rows_scaled<std::int32_t>(ComputeContext&, const void*, const std::int64_t*, std::int64_t,
-                                               std::int64_t, float, float*);
-template void gather_rows_scaled<std::int64_t>(ComputeContext&, const void*, const std::int64_t*, std::int64_t,
-                                               std::int64_t, float, float*);
-template void gather_rows_scaled<std::uint8_t>(ComputeContext&, const void*, const std::int64_t*, std::int64_t,
-                                               std::int64_t, float, float*);
+LOCKSTEP_INTEGER_KERNELS(std::int32_t)
+LOCKSTEP_INTEGER_KERNELS(std::int64_t)
+LOCKSTEP_INTEGER_KERNELS(std::uint8_t)
+#undef LOCKSTEP_INTEGER_KERNELS
 
 }  // namespace lockstep::backend::cuda
