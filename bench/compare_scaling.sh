@@ -28,11 +28,15 @@
 #   fit / bare            train / train_step per configuration      (goal >= 0.90 for every one)
 #   strong scaling        train 2 replicas / train one core, at G   (goal >= 1.6 at G = 128)
 #   weak scaling          train 2 replicas at G / two one-core processes at G/2 (goal >= 0.95)
+# Where build/bin/core_handoff is built (or $CORE_HANDOFF_BIN), each 2-replica run is labelled
+# with where the host placed the two CPUs, probed for a second before and after it: "near" (SMT
+# siblings sharing caches), "far" (two cores) or "mixed" (it moved). Two replicas of one process
+# share cache lines every step and change speed with it; the label of each best round is printed.
 # Exit 1 if a lockstep run fails, 2 on bad usage, else 0 (whether or not goals are met).
 set -euo pipefail
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-usage() { sed -n '2,33p' "$0" >&2; exit 2; }
+usage() { sed -n '2,37p' "$0" >&2; exit 2; }
 steps=2000
 ref_steps=400
 batches="128 256"
@@ -114,6 +118,21 @@ measure() {  # KEY VALUE: records it, counts failures
   record "$1" "$2"
   [[ "$2" != FAILED ]] || failed=1
 }
+probe_bin="${CORE_HANDOFF_BIN:-$repo/build/bin/core_handoff}"
+[[ -x "$probe_bin" ]] || probe_bin=""
+probe() {  # near or far: the one-way hand-off between the first two CPUs over one second
+  "$probe_bin" --seconds 1 --interval-ms 1000 | awk '/^intervals:/ {print ($2 > 0 ? "near" : "far")}'
+}
+measure_placed() {  # KEY COMMAND...: measures like measure "$KEY" "$(COMMAND...)", labelled with the placement
+  local key="$1" before="" after="" value; shift
+  [[ -z "$probe_bin" ]] || before="$(probe)"
+  value="$("$@")"
+  [[ -z "$probe_bin" ]] || after="$(probe)"
+  measure "$key" "$value"
+  [[ -z "$probe_bin" ]] || echo "$key $value $([[ "$before" == "$after" ]] && echo "$before" || echo mixed)" >>"$placements"
+}
+placements="$tmp/placements"
+: >"$placements"
 
 for g in $batches; do
  for ((round = 1; round <= rounds; round++)); do
@@ -125,8 +144,13 @@ for g in $batches; do
       rep2) r=2; envs=(); label="2 replicas" ;;
     esac
     note "G=$g, $label: bare train_step, then lockstep train ($steps timed steps each)"
-    measure "bare_${cfg}_$g" "$(run_bare "bare_${cfg}_$g" "$r" "$g" "${envs[@]}")"
-    measure "train_${cfg}_$g" "$(run_train "train_${cfg}_$g" "$r" "$g" "${envs[@]}")"
+    if ((r == 2)); then
+      measure_placed "bare_${cfg}_$g" run_bare "bare_${cfg}_$g" "$r" "$g" "${envs[@]}"
+      measure_placed "train_${cfg}_$g" run_train "train_${cfg}_$g" "$r" "$g" "${envs[@]}"
+    else
+      measure "bare_${cfg}_$g" "$(run_bare "bare_${cfg}_$g" "$r" "$g" "${envs[@]}")"
+      measure "train_${cfg}_$g" "$(run_train "train_${cfg}_$g" "$r" "$g" "${envs[@]}")"
+    fi
   done
   if ((cores >= 2)) && command -v taskset >/dev/null; then
     half=$((g / 2))
@@ -163,12 +187,17 @@ for g in $batches; do
   fi
 done
 
-python3 - "$results" "$batches" "$steps" "$ref_steps" "$json" "$cores" "$rounds" "$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')" <<'PYEOF'
+python3 - "$results" "$batches" "$steps" "$ref_steps" "$json" "$cores" "$rounds" "$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')" "$placements" <<'PYEOF'
 import json, sys
 
-path, batches, steps, ref_steps, as_json, cores, rounds, cpu = sys.argv[1:9]
+path, batches, steps, ref_steps, as_json, cores, rounds, cpu, placement_path = sys.argv[1:10]
+placed = {}  # (key, value) -> placement label, for the 2-replica runs
+for line in open(placement_path):
+    k, v, label = line.split()
+    placed[(k, v)] = label
 batches = [int(b) for b in batches.split()]
 vals = {}  # a key's best round (rounds that failed count for nothing; the exit code says so)
+best_label = {}  # its placement label, where one was probed
 for line in open(path):
     k, v = line.split()
     try:
@@ -177,6 +206,7 @@ for line in open(path):
         x = None
     if x is not None and (vals.get(k) is None or x > vals[k]):
         vals[k] = x
+        best_label[k] = placed.get((k, v))
     else:
         vals.setdefault(k, None)
 get = lambda k: vals.get(k)
@@ -189,7 +219,8 @@ for g in batches:
     b = {}
     for key, _ in rows:
         bare, train = get(f"bare_{key}_{g}"), get(f"train_{key}_{g}")
-        b[key] = {"bare": bare, "train": train, "fit_over_bare": ratio(train, bare)}
+        b[key] = {"bare": bare, "train": train, "fit_over_bare": ratio(train, bare),
+                  "placement": {"bare": best_label.get(f"bare_{key}_{g}"), "train": best_label.get(f"train_{key}_{g}")}}
     b["pair"] = {"bare": get(f"pair_bare_{g}"), "train": get(f"pair_train_{g}")}
     for fw in ("tf", "torch"):
         b[fw] = {"rep1": get(f"{fw}_rep1_{g}"), "rep2": get(f"{fw}_rep2_{g}")}
@@ -229,6 +260,9 @@ for g in batches:
         torch = f(b["torch"][ref]) if ref else "-"
         print(f"  {label:36s} {f(b[key]['bare']):>10s} {f(b[key]['train']):>14s} {r(b[key]['fit_over_bare']):>10s}"
               f" {tf:>11s} {torch:>10s}")
+    pl = b["rep2"]["placement"]
+    if pl["bare"] or pl["train"]:
+        print(f"  {'  (2 replicas: CPUs placed ' + str(pl['bare']) + ' / ' + str(pl['train']) + ')':36s}")
     print(f"  {'2 x one core side by side, ' + str(g // 2) + ' each':36s} {f(b['pair']['bare']):>10s}"
           f" {f(b['pair']['train']):>14s}")
     print(f"  strong scaling (2 replicas / one core): train {r(b['strong_train'])}, bare {r(b['strong_bare'])}")
