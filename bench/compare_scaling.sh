@@ -119,7 +119,7 @@ measure() {  # KEY VALUE: records it, counts failures
   [[ "$2" != FAILED ]] || failed=1
 }
 probe_bin="${CORE_HANDOFF_BIN:-$repo/build/bin/core_handoff}"
-[[ -x "$probe_bin" ]] || probe_bin=""
+[[ -x "$probe_bin" ]] && ((cores >= 2)) || probe_bin=""
 probe() {  # near or far: the one-way hand-off between the first two CPUs over one second
   "$probe_bin" --seconds 1 --interval-ms 1000 | awk '/^intervals:/ {print ($2 > 0 ? "near" : "far")}'
 }
