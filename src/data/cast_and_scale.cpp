@@ -2,6 +2,7 @@
 // row-selection chain it is part of the row source, so batch gathers the rows as stored and
 // casts them in the same pass: uint8 pixels are read as a quarter of the bytes of their floats.
 #include <cstdio>
+#include <string>
 
 #include "data/nodes.hpp"
 #include "lockstep/tensor/ops.hpp"
@@ -12,6 +13,22 @@ namespace {
 
 constexpr const char* kWho = "Dataset::cast_and_scale";
 
+// The rule, wherever it is checked: `component` names one of `components`, and that component
+// (dtype_of(component), asked once it exists) is an integer tensor. `element`: the element's
+// index where one is checked, -1 where the row source is (the message is built only on failure).
+template <typename DTypeOf>
+void check_castable(std::size_t component, std::size_t components, DTypeOf&& dtype_of, std::int64_t element) {
+  const auto where = [element] { return element < 0 ? std::string() : " of element " + std::to_string(element); };
+  const auto holder = [element] {
+    return element < 0 ? std::string("the elements have ") : "element " + std::to_string(element) + " has ";
+  };
+  LOCKSTEP_CHECK(component < components, kWho, ": component ", component, " is out of range: ", holder(), components,
+                 " components");
+  const DType dtype = dtype_of(component);
+  LOCKSTEP_CHECK(!is_floating(dtype), kWho, ": component ", component, where(), " is ", dtype_name(dtype),
+                 "; it casts integer tensors (uint8 pixels) to float32");
+}
+
 class CastAndScaleIterator final : public Iterator {
  public:
   CastAndScaleIterator(std::unique_ptr<Iterator> input, std::size_t component, float scale)
@@ -19,11 +36,8 @@ class CastAndScaleIterator final : public Iterator {
   std::optional<Element> next() override {
     auto e = input_->next();
     if (!e) return std::nullopt;
-    LOCKSTEP_CHECK(component_ < e->size(), kWho, ": component ", component_, " is out of range: element ", index_,
-                   " has ", e->size(), " components");
+    check_castable(component_, e->size(), [&](std::size_t c) { return (*e)[c].dtype(); }, index_);
     Tensor& x = (*e)[component_];
-    LOCKSTEP_CHECK(!is_floating(x.dtype()), kWho, ": component ", component_, " of element ", index_, " is ",
-                   dtype_name(x.dtype()), "; it casts integer tensors (uint8 pixels) to float32");
     x = cast_and_scale(x, scale_);
     ++index_;
     return e;
@@ -42,10 +56,7 @@ class CastAndScaleNode final : public DatasetNode {
       : input_(std::move(input)), component_(component), scale_(scale) {
     if (const RowSource* in = input_->row_source()) {
       // Known now: a bad component or dtype fails here, not at the first batch.
-      LOCKSTEP_CHECK(component_ < in->size(), kWho, ": component ", component_, " is out of range: the elements have ",
-                     in->size(), " components");
-      LOCKSTEP_CHECK(!is_floating(in->dtype(component_)), kWho, ": component ", component_, " is ",
-                     dtype_name(in->dtype(component_)), "; it casts integer tensors (uint8 pixels) to float32");
+      check_castable(component_, in->size(), [in](std::size_t c) { return in->dtype(c); }, -1);
       rows_ = *in;
       rows_->scales.resize(rows_->size());
       rows_->scales[component_] = scale_;
