@@ -67,7 +67,7 @@ if ((placement)); then
   [[ -x "$probe_bin" ]] || { echo "ab_builds: -p needs $probe_bin (cmake --build build --target core_handoff)" >&2; exit 2; }
 fi
 probe() {  # prints near or far: the one-way hand-off over one second
-  "$probe_bin" --seconds 1 --interval-ms 1000 | awk '/^intervals:/ {print ($2 > 0 ? "near" : "far")}'
+  "$probe_bin" --seconds 1 --interval-ms 1000 --label
 }
 labelled() {  # BIN: "steps/s label", or "steps/s -" without -p
   if ((placement == 0)); then echo "$(run "$1") -"; return; fi

@@ -121,7 +121,7 @@ measure() {  # KEY VALUE: records it, counts failures
 probe_bin="${CORE_HANDOFF_BIN:-$repo/build/bin/core_handoff}"
 [[ -x "$probe_bin" ]] && ((cores >= 2)) || probe_bin=""
 probe() {  # near or far: the one-way hand-off between the first two CPUs over one second
-  "$probe_bin" --seconds 1 --interval-ms 1000 | awk '/^intervals:/ {print ($2 > 0 ? "near" : "far")}'
+  "$probe_bin" --seconds 1 --interval-ms 1000 --label
 }
 measure_placed() {  # KEY COMMAND...: measures like measure "$KEY" "$(COMMAND...)", labelled with the placement
   local key="$1" before="" after="" value; shift
