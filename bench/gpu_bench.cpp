@@ -7,7 +7,8 @@
 //   allreduce  bus bandwidth of a float32 all-reduce among 4 logical replicas on gpu:0 (through
 //            device memory), against the device's copy bandwidth (clone of a large tensor)
 //   convnet  Keras' simple MNIST convnet (cuDNN convolutions) on gpu:0, batch 128, steps/s
-// Prints a table, and with --json one JSON object as the last line. Without a GPU: exit 77.
+// Prints a table, and with --json one JSON object of the figures so far after each part (the
+// last line holds them all). Without a GPU: exit 77.
 //   gpu_bench [--json] [--quick]
 #include <algorithm>
 #include <chrono>
@@ -84,14 +85,22 @@ std::unique_ptr<Sequential> convnet() {
       layers::Dense(10, "softmax")});
 }
 
-struct GemmResult {
-  std::string name;
-  double tflops = 0;
-};
+// Uniform [0, 1) values from a cheap generator (xorshift), uploaded to the current device.
+Tensor random_matrix(std::int64_t rows, std::int64_t cols, std::uint64_t seed) {
+  std::vector<float> v(static_cast<std::size_t>(rows * cols));
+  std::uint64_t x = 0x9E3779B97F4A7C15ull * (seed + 1);
+  for (auto& e : v) {
+    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+    e = static_cast<float>(x >> 40) * (1.0f / 16777216.0f);
+  }
+  return Tensor::from_vector(v, {rows, cols});
+}
 
 double gemm_tflops(ComputeContext& ctx, DType dt, std::int64_t m, std::int64_t n, std::int64_t k) {
   ComputeScope on(ctx);
-  const Tensor a = Tensor::full({m, k}, 0.01, dt), b = Tensor::full({k, n}, 0.02, dt);
+  // Random operands: a constant or zero matrix draws less power and runs faster than real data
+  // (PyTorch's reference multiplies torch.rand matrices).
+  const Tensor a = random_matrix(m, k, 1).to(dt), b = random_matrix(k, n, 2).to(dt);
   Tensor c = Tensor::zeros({m, n}, dt);
   const auto& kt = backend::kernels(DeviceKind::kCuda, dt);
   auto once = [&] {
@@ -155,6 +164,7 @@ Bandwidth allreduce_bandwidth(int members, std::int64_t numel) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);  // lines reach gpu_check's log even if it is cut off
   bool json = false;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--json")) json = true;
@@ -170,10 +180,24 @@ int main(int argc, char** argv) {
   }
   std::printf("gpu_bench on %s\n", backend::list_local_devices().front().description.c_str());
   std::map<std::string, double> out;
+  // With --json, the figures so far as one JSON line after each part (the last line is the whole
+  // run's): a part that hangs or fails past gpu_check's time limit loses only itself.
+  auto emit = [&] {
+    if (!json) return;
+    std::string s = "{";
+    for (const auto& [k, v] : out) {
+      char buf[96];
+      std::snprintf(buf, sizeof buf, "%s\"%s\": %.4g", s.size() > 1 ? ", " : "", k.c_str(), v);
+      s += buf;
+    }
+    std::printf("%s}\n", s.c_str());
+    std::fflush(stdout);
+  };
   for (std::int64_t b : {64, 1024}) {
     const double sps = steps_per_second(flagship, {784}, b);
     std::printf("  flagship MLP, batch %5lld: %9.1f steps/s\n", static_cast<long long>(b), sps);
     out["mlp_b" + std::to_string(b) + "_steps_per_s"] = sps;
+    emit();
   }
   const auto ctx = make_compute_context(kGpu0);
   const std::pair<DType, const char*> dtypes[] = {{DType::kF32, "f32"}, {DType::kBF16, "bf16"}, {DType::kF16, "f16"}};
@@ -188,6 +212,7 @@ int main(int argc, char** argv) {
     out[std::string("gemm_") + name + "_peak_tflops"] = peak;
     out[std::string("gemm_") + name + "_b1024_4096_tflops"] = big;
     out[std::string("gemm_") + name + "_b1024_flagship_tflops"] = first;
+    emit();
   }
   const Bandwidth bw = allreduce_bandwidth(4, std::int64_t{64} << 20);  // 256 MiB of float32
   std::printf("  all-reduce, 4 logical replicas on gpu:0, 256 MiB: bus bandwidth %7.1f GB/s; device copy "
@@ -195,17 +220,10 @@ int main(int argc, char** argv) {
               bw.allreduce_busbw_gbs, bw.copy_gbs, 100 * bw.allreduce_busbw_gbs / bw.copy_gbs);
   out["allreduce_4_logical_busbw_gbs"] = bw.allreduce_busbw_gbs;
   out["device_copy_gbs"] = bw.copy_gbs;
+  emit();
   const double conv_sps = steps_per_second(convnet, {28, 28, 1}, 128);
   std::printf("  Keras' simple convnet, batch 128: %9.1f steps/s\n", conv_sps);
   out["convnet_b128_steps_per_s"] = conv_sps;
-  if (json) {
-    std::string s = "{";
-    for (const auto& [k, v] : out) {
-      char buf[96];
-      std::snprintf(buf, sizeof buf, "%s\"%s\": %.4g", s.size() > 1 ? ", " : "", k.c_str(), v);
-      s += buf;
-    }
-    std::printf("%s}\n", s.c_str());
-  }
+  emit();
   return 0;
 }
