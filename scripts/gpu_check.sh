@@ -20,7 +20,13 @@ say() { printf '%s\n' "$*" | tee -a "$report"; }
 dir="${1:-}"
 if [[ -z "$dir" && ! -x gpu-bundle/bin/gpu_tests && -f gpu-bundle.tar.xz ]]; then
   unpack="${TMPDIR:-/tmp}/lockstep-gpu-check"
-  rm -rf "$unpack" && mkdir -p "$unpack" && tar -xJf gpu-bundle.tar.xz -C "$unpack" && dir="$unpack/gpu-bundle"
+  rm -rf "$unpack" && mkdir -p "$unpack"
+  # Python's tarfile where the machine has no xz program (tar -J needs one).
+  if tar -xJf gpu-bundle.tar.xz -C "$unpack" 2>/dev/null ||
+     "${PYTHON:-python3}" -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])' \
+       gpu-bundle.tar.xz "$unpack"; then
+    dir="$unpack/gpu-bundle"
+  fi
 fi
 if [[ -z "$dir" ]]; then
   if [[ -x gpu-bundle/bin/gpu_tests ]]; then dir=gpu-bundle; else dir=build; fi
