@@ -154,8 +154,7 @@ std::string encode_hdf5(const H5Content& content) {
   for (const auto& g : content.groups) check_path(g.path, seen);
   for (const auto& d : content.datasets) {
     check_path(d.path, seen);
-    LOCKSTEP_CHECK(d.value.defined() && d.value.device().kind == DeviceKind::kCpu, "encode_hdf5: dataset '", d.path,
-                   "' must be a defined host tensor");
+    LOCKSTEP_CHECK(d.value.defined(), "encode_hdf5: dataset '", d.path, "' is an undefined tensor");
     LOCKSTEP_CHECK(d.value.dtype() == DType::kF32 || d.value.dtype() == DType::kI64, "encode_hdf5: dataset '",
                    d.path, "' is ", dtype_name(d.value.dtype()), "; only float32 and int64 are written");
   }
@@ -172,6 +171,8 @@ std::string encode_hdf5(const H5Content& content) {
     for (const auto& [key, value] : g.attributes) write_string_attribute(group, key, value, g.path);
   }
   for (const auto& d : content.datasets) {
+    // A GPU's tensors (a model trained there) are copied to the host to be written.
+    const Tensor value = d.value.device().kind == DeviceKind::kCpu ? d.value : d.value.to(Device{});
     const std::string parent = parent_of(d.path);
     const Handle group(parent.empty() ? H5Gopen2(file, "/", H5P_DEFAULT) : ensure_group(file, parent), H5Gclose);
     const auto& dims = d.value.shape().dims();
@@ -185,7 +186,7 @@ std::string encode_hdf5(const H5Content& content) {
                          H5Dclose);
     if (!group.ok() || !dataset.ok() ||
         H5Dwrite(dataset, is_float ? H5T_NATIVE_FLOAT : H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT,
-                 d.value.raw_data()) < 0)
+                 value.raw_data()) < 0)
       throw IOError("encode_hdf5: cannot write dataset '" + d.path + "'" + h5_error());
   }
   if (H5Fflush(file, H5F_SCOPE_GLOBAL) < 0) throw IOError("encode_hdf5: cannot flush the file" + h5_error());

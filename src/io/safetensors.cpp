@@ -98,12 +98,14 @@ std::string encode_safetensors(const NamedTensors& tensors, const Metadata& meta
   if (!metadata.empty()) header[kMetadataKey] = metadata;
   std::set<std::string> seen;
   std::uint64_t offset = 0;
+  // A GPU's tensors (a model trained there) are copied to the host to be written.
+  std::vector<Tensor> on_host;
+  on_host.reserve(tensors.size());
   for (const auto& [name, t] : tensors) {
     LOCKSTEP_CHECK(!name.empty() && name != kMetadataKey, "encode_safetensors: invalid tensor name '", name, "'");
     LOCKSTEP_CHECK(seen.insert(name).second, "encode_safetensors: tensor name '", name, "' appears twice");
     LOCKSTEP_CHECK(t.defined(), "encode_safetensors: tensor '", name, "' is undefined");
-    LOCKSTEP_CHECK(t.device().kind == DeviceKind::kCpu, "encode_safetensors: tensor '", name,
-                   "' is not on the CPU; copy it to the host first");
+    on_host.push_back(t.device().kind == DeviceKind::kCpu ? t : t.to(Device{}));
     header[name] = {{"dtype", safetensors_dtype(t.dtype())}, {"shape", t.shape().dims()}, {"data_offsets", {offset, offset + t.nbytes()}}};
     offset += t.nbytes();
   }
@@ -114,7 +116,7 @@ std::string encode_safetensors(const NamedTensors& tensors, const Metadata& meta
   const std::uint64_t n = json.size();
   for (int i = 0; i < 8; ++i) out.push_back(static_cast<char>((n >> (8 * i)) & 0xff));
   out += json;
-  for (const auto& [name, t] : tensors) out.append(static_cast<const char*>(t.raw_data()), t.nbytes());
+  for (const Tensor& t : on_host) out.append(static_cast<const char*>(t.raw_data()), t.nbytes());
   return out;
 }
 

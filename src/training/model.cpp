@@ -368,7 +368,19 @@ detail::ReplicaNumbers Model::replica_train_step(const Tensor& x, const Tensor& 
 }
 
 void Model::ensure_mirrored() {
-  if (!strategy_ || strategy_->num_replicas_in_sync() == 1) return;
+  if (!strategy_) return;
+  if (strategy_->num_replicas_in_sync() == 1) {
+    // One replica keeps its variables unmirrored, on its device: a GPU's one replica (OneDeviceStrategy("gpu:0"))
+    // takes them from the host where they were built; a CPU's leaves them where they are.
+    // (All logical CPU devices share the host's memory.)
+    const Device& device = context_device(*strategy_->contexts().front());
+    for (auto v : variables()) {
+      const Device& at = v.value().device();
+      if (at != device && !(at.kind == DeviceKind::kCpu && device.kind == DeviceKind::kCpu))
+        v.mirror(strategy_->contexts());
+    }
+    return;
+  }
   for (auto v : variables())
     if (v.num_copies() != strategy_->num_local_replicas()) v.mirror(strategy_->contexts());
   // Several workers start from the chief's variables (its initial or restored weights): the

@@ -65,6 +65,14 @@ GemmPlan* make_plan(CudaDevice& d, const GemmKey& key, std::uint32_t align_a, st
   const std::uint64_t ws = d.workspace_bytes;
   check(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws),
         "cublasLtMatmulPreferenceSetAttribute");
+  // Split-K only with partial sums kept in float32 (the compute type), added in a separate pass: the
+  // default also allows adding them in the output type (in the workspace, or in place in the
+  // output), which for float16 / bfloat16 rounds every partial sum (seen on an H200: 2-4 float16
+  // ulps off a 12x150 by 150x700 product, beyond the CPU's one rounding).
+  const std::uint32_t reductions = CUBLASLT_REDUCTION_SCHEME_NONE | CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
+  check(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &reductions,
+                                             sizeof reductions),
+        "cublasLtMatmulPreferenceSetAttribute");
   // The first operand is our B: its alignment is align_b.
   check(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &align_b, sizeof align_b),
         "cublasLtMatmulPreferenceSetAttribute");
