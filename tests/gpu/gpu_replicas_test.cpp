@@ -303,6 +303,14 @@ TEST(GpuReplicas, PrefetchToDeviceChangesNoResult) {
               in_order.second[1], ahead.second[0], ahead.second[1]);
 }
 
+TEST(GpuReplicas, FitOnOneGpuIsDeterministic) {
+  LOCKSTEP_REQUIRE_GPU();
+  MirroredStrategy strategy({.devices = {"gpu:0"}});
+  const auto first = fit_with_prefetch(strategy, true);
+  EXPECT_EQ(fit_with_prefetch(strategy, true), first);
+  std::printf("losses on 1 GPU device: %.6f %.6f\n", first.second[0], first.second[1]);
+}
+
 TEST(NoDevice, FitFromUint8PixelsOnThreeCpuDevicesComputesWhatTheGpuTestCompares) {
   // The GPU test's fit on CPU devices (where nothing is copied ahead): it runs and learns.
   MirroredStrategy strategy({.num_cpu_devices = 3});

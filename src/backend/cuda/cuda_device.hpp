@@ -57,6 +57,10 @@ struct CudaDevice {
   cublasLtHandle_t lt = nullptr;
   void* workspace = nullptr;  // cuBLASLt's, used by one GEMM at a time (the stream orders them)
   std::size_t workspace_bytes = 0;
+  // Held while a GEMM is queued: one cublasLtMatmul may queue several kernels that share the
+  // workspace (split-K and its reduction, a clear of stream-K's counters), and the threads of
+  // several logical replicas queue on the one stream; without it their kernels could interleave.
+  std::mutex gemm_mu;
   std::mutex plans_mu;
   std::map<GemmKey, GemmPlan*> plans;  // leaked with the device
   // Pinned blocks that host-to-device copies go through, so that the host does not wait for

@@ -119,6 +119,7 @@ void gemm(ComputeContext& ctx, bool ta, bool tb, std::int64_t m, std::int64_t n,
     if (it == d.plans.end()) it = d.plans.emplace(key, make_plan<F>(d, key, al_a, al_b, al_c)).first;
     plan = it->second;
   }
+  const std::lock_guard<std::mutex> queue(d.gemm_mu);
   check(cublasLtMatmul(d.lt, plan->op, &alpha, b, plan->a, a, plan->b, &beta, c, plan->c, c, plan->c, &plan->algo,
                        d.workspace, d.workspace_bytes, d.stream),
         "cublasLtMatmul");
