@@ -89,12 +89,11 @@ Tensor read_idx(const std::string& path) {
   return t;
 }
 
-void write_idx(const std::string& path, const Tensor& tensor, const IdxWriteOptions& options) {
+void write_idx(const std::string& path, const Tensor& tensor_anywhere, const IdxWriteOptions& options) {
+  const Tensor tensor = tensor_anywhere.on_host();
   const unsigned char code = code_of_dtype(tensor.dtype());
   LOCKSTEP_CHECK(tensor.rank() >= 1 && tensor.rank() <= 255, "write_idx: IDX holds ranks 1 to 255, not shape ",
                  tensor.shape().str());
-  LOCKSTEP_CHECK(tensor.device().kind == DeviceKind::kCpu, "write_idx: tensor is on ", tensor.device().str(),
-                 "; copy it to the CPU first");
   std::vector<unsigned char> bytes(4 + 4 * tensor.rank() + tensor.nbytes());
   bytes[2] = code;
   bytes[3] = static_cast<unsigned char>(tensor.rank());

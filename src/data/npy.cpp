@@ -259,7 +259,8 @@ Tensor read_npy(const std::string& path) {
   return detail::read_npy_from(f);
 }
 
-std::string encode_npy(const Tensor& tensor, const std::string& what) {
+std::string encode_npy(const Tensor& tensor_anywhere, const std::string& what) {
+  const Tensor tensor = tensor_anywhere.on_host();
   const char* descr = nullptr;
   switch (tensor.dtype()) {
     case DType::kF32: descr = kLittleHost ? "<f4" : ">f4"; break;
@@ -270,8 +271,6 @@ std::string encode_npy(const Tensor& tensor, const std::string& what) {
     case DType::kBF16:
       throw ValueError(what + ": bfloat16 has no numpy dtype; convert the tensor to float32 first");
   }
-  LOCKSTEP_CHECK(tensor.device().kind == DeviceKind::kCpu, what, ": tensor is on ",
-                 tensor.device().str(), "; copy it to the CPU first");
   std::string dims;
   for (std::size_t i = 0; i < tensor.rank(); ++i) dims += (i ? ", " : "") + std::to_string(tensor.shape().dims()[i]);
   if (tensor.rank() == 1) dims += ',';  // a Python 1-tuple

@@ -171,8 +171,7 @@ std::string encode_hdf5(const H5Content& content) {
     for (const auto& [key, value] : g.attributes) write_string_attribute(group, key, value, g.path);
   }
   for (const auto& d : content.datasets) {
-    // A GPU's tensors (a model trained there) are copied to the host to be written.
-    const Tensor value = d.value.device().kind == DeviceKind::kCpu ? d.value : d.value.to(Device{});
+    const Tensor value = d.value.on_host();
     const std::string parent = parent_of(d.path);
     const Handle group(parent.empty() ? H5Gopen2(file, "/", H5P_DEFAULT) : ensure_group(file, parent), H5Gclose);
     const auto& dims = d.value.shape().dims();

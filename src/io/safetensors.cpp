@@ -98,14 +98,13 @@ std::string encode_safetensors(const NamedTensors& tensors, const Metadata& meta
   if (!metadata.empty()) header[kMetadataKey] = metadata;
   std::set<std::string> seen;
   std::uint64_t offset = 0;
-  // A GPU's tensors (a model trained there) are copied to the host to be written.
   std::vector<Tensor> on_host;
   on_host.reserve(tensors.size());
   for (const auto& [name, t] : tensors) {
     LOCKSTEP_CHECK(!name.empty() && name != kMetadataKey, "encode_safetensors: invalid tensor name '", name, "'");
     LOCKSTEP_CHECK(seen.insert(name).second, "encode_safetensors: tensor name '", name, "' appears twice");
     LOCKSTEP_CHECK(t.defined(), "encode_safetensors: tensor '", name, "' is undefined");
-    on_host.push_back(t.device().kind == DeviceKind::kCpu ? t : t.to(Device{}));
+    on_host.push_back(t.on_host());
     header[name] = {{"dtype", safetensors_dtype(t.dtype())}, {"shape", t.shape().dims()}, {"data_offsets", {offset, offset + t.nbytes()}}};
     offset += t.nbytes();
   }

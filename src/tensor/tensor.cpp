@@ -210,6 +210,8 @@ Tensor Tensor::to(DType target) const {
   return t;
 }
 
+Tensor Tensor::on_host() const { return device().kind == DeviceKind::kCpu ? *this : to(Device{}); }
+
 Tensor Tensor::to(const Device& target) const {
   if (device() == target) return *this;
   // The memory comes from the current context when it is of the target's kind (for the CPU,

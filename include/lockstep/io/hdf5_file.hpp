@@ -18,7 +18,7 @@ struct H5Group {
 
 struct H5Dataset {
   std::string path;  // "layers/dense/vars/0"
-  Tensor value;      // a host tensor
+  Tensor value;      // read: a host tensor; written: from any device (copied to the host)
 };
 
 struct H5Content {

@@ -118,6 +118,9 @@ class Tensor {
   /// The same values on `device` (this tensor itself when it is already there). Memory comes
   /// from the current context when it is that device's, else from the device's default context.
   Tensor to(const Device& device) const;
+  /// This tensor if its memory is the host's (any CPU device), else its values copied to the
+  /// host: what a writer of files or bytes reads (a model trained on a GPU is saved from there).
+  Tensor on_host() const;
   /// Copies src's values into this tensor in place (same numel and dtype; any device).
   void copy_from(const Tensor& src);
   /// Sets every element to `value` (converted to the dtype) in place.
