@@ -4,9 +4,9 @@
 # and writes one report. Made for a machine without a compiler or a package registry (an H200
 # with a CUDA 13 driver and PyTorch 2.11 in its python3): its binaries come from gpu-bundle/ or
 # gpu-bundle.tar.xz (scripts/gpu_bundle.sh, run where nvcc is, then carried along), else from
-# build/ (a build with CUDA on this machine). At most 10 minutes: every phase has a time limit
-# (120 + 60 + 45 + 30 + 60 + 60 + 150 + 90 s), and they usually take far less (about 4 minutes in
-# all on an H200, most of it PyTorch compiling).
+# build/ (a build with CUDA on this machine). At most 11 minutes: every phase has a time limit
+# (120 + 60 + 45 + 30 + 60 + 40 + 60 + 150 + 90 s), and they usually take far less (about 2½
+# minutes in all on an H200, most of it PyTorch compiling).
 #   scripts/gpu_check.sh [bundle-or-build-dir]      report: $OUT/gpu_check_report.txt (or ./)
 set -uo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -126,6 +126,8 @@ if [[ -x "$cli" && -f "$data_dir/mnist/train-images-idx3-ubyte.gz" ]]; then
     _ "$runs" "${with_libs[@]}" "$cli" train --devices gpu:0 --no-tensorboard
   phase cnn_accuracy 60 tests/cli/check_metrics.sh 0.99 "${with_libs[@]}" "$cli" train --model cnn --devices gpu:0x2 --epochs 5 \
     --global-batch-size 64 --learning-rate 2e-3 --no-tensorboard --logdir "$runs/cnn"
+  # Weights written from the GPU (.keras and a lockstep folder), read back and run by predict.
+  phase save_load 40 tests/gpu/save_and_predict.sh "$runs/save" gpu:0 "$py" "${with_libs[@]}" "$cli"
 else
   say ""; say "accuracy runs skipped: no lockstep CLI or no MNIST under $data_dir (scripts/gpu_bundle.sh carries both)"
   status=1
