@@ -7,6 +7,8 @@
 //   allreduce  bus bandwidth of a float32 all-reduce among 4 logical replicas on gpu:0 (through
 //            device memory), against the device's copy bandwidth (clone of a large tensor)
 //   convnet  Keras' simple MNIST convnet (cuDNN convolutions) on gpu:0, batch 128, steps/s
+//   logical  the flagship at global batch 1024 on 4 logical replicas of gpu:0 (MirroredStrategy
+//            over gpu:0x4), steps/s against one device
 // Prints a table, and with --json one JSON object of the figures so far after each part (the
 // last line holds them all). Without a GPU: exit 77.
 //   gpu_bench [--json] [--quick]
@@ -37,10 +39,16 @@ double seconds_since(Clock::time_point t0) { return std::chrono::duration<double
 // Waits for the GPU's stream (a one-element read orders after everything queued before it).
 void sync(const Tensor& t) { (void)t.reshape({t.numel()}).slice(0, 1).to(Device{}); }
 
-// Steps/s of `make`'s model on gpu:0 at `batch`, inputs of `shape` (per example), Adam(1e-3).
+// Steps/s of `make`'s model at global batch `batch`, inputs of `shape` (per example), Adam(1e-3):
+// on gpu:0 alone, or with `logical` > 1 on that many logical replicas of gpu:0 (MirroredStrategy
+// over gpu:0xN, each replica a slice of the batch, gradients all-reduced through device memory).
 double steps_per_second(const std::function<std::unique_ptr<Sequential>()>& make, const Shape& shape,
-                        std::int64_t batch) {
-  distribute::OneDeviceStrategy strategy("gpu:0");
+                        std::int64_t batch, int logical = 1) {
+  std::unique_ptr<distribute::Strategy> owned;
+  if (logical > 1) owned = std::make_unique<distribute::MirroredStrategy>(
+                       distribute::MirroredOptions{.devices = {"gpu:0x" + std::to_string(logical)}});
+  else owned = std::make_unique<distribute::OneDeviceStrategy>("gpu:0");
+  distribute::Strategy& strategy = *owned;
   std::unique_ptr<Sequential> model;
   {
     auto scope = strategy.scope();
@@ -224,6 +232,13 @@ int main(int argc, char** argv) {
   const double conv_sps = steps_per_second(convnet, {28, 28, 1}, 128);
   std::printf("  Keras' simple convnet, batch 128: %9.1f steps/s\n", conv_sps);
   out["convnet_b128_steps_per_s"] = conv_sps;
+  emit();
+  // The flagship at global batch 1024 on 4 logical replicas of gpu:0 (256 rows each), against
+  // one device above: what sharing one GPU among replicas costs.
+  const double logical_sps = steps_per_second(flagship, {784}, 1024, 4);
+  std::printf("  flagship MLP, batch 1024 on 4 logical replicas of gpu:0: %9.1f steps/s (%.2fx one device)\n",
+              logical_sps, logical_sps / out["mlp_b1024_steps_per_s"]);
+  out["mlp_b1024_4logical_steps_per_s"] = logical_sps;
   emit();
   return 0;
 }

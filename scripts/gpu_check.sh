@@ -167,6 +167,8 @@ for b in (64, 1024):
     e, c = theirs.get(f"mlp_b{b}_eager"), theirs.get(f"mlp_b{b}_compile")
     print(f"flagship MLP batch {b:4d}: lockstep {l or 0:8.1f} steps/s; torch eager{cfg(f'mlp_b{b}_eager')} {e or 0:8.1f} "
           f"({ratio(l, e)}, goal >= 1.5x); torch.compile{cfg(f'mlp_b{b}_compile')} {c or 0:8.1f} ({ratio(l, c)})")
+lg, one = ours.get("mlp_b1024_4logical_steps_per_s"), ours.get("mlp_b1024_steps_per_s")
+print(f"flagship MLP batch 1024 on 4 logical replicas of gpu:0: {lg or 0:8.1f} steps/s = {ratio(lg, one)} one device")
 ce, cc = theirs.get("convnet_b128_eager"), theirs.get("convnet_b128_compile")
 cl = ours.get("convnet_b128_steps_per_s")
 print(f"convnet batch 128: lockstep {cl or 0:8.1f} steps/s; torch eager{cfg('convnet_b128_eager')} {ce or 0:8.1f} "
