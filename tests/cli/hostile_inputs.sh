@@ -62,6 +62,11 @@ device_count)  # one upper bound for --devices cpu:N (train, bench) and LOCKSTEP
   expect 2 "--devices must be cpu:N with N in \[1, 1024\], got 'cpu:40000'" "$cli" bench allreduce --devices cpu:40000
   expect 2 "LOCKSTEP_CPU_DEVICES='40000' is not a device count in \[1, 1024\]" \
     env LOCKSTEP_CPU_DEVICES=40000 "$cli" bench allreduce
+  # A GPU memory limit where the replicas are CPU devices is refused, not ignored.
+  expect 2 "--gpu-memory-limit applies to GPU replicas; this run trains on CPU devices \(cpu:0" \
+    "$cli" train --devices cpu:1 --gpu-memory-limit 64 --epochs 1 --steps-per-epoch 1 --verbose 0 --no-tensorboard \
+    --logdir "$work/run"
+  expect 2 "--gpu-memory-limit: must be a finite positive number, got '-1'" "$cli" train --gpu-memory-limit -1
   ;;
 thread_start_failure)  # replica threads that cannot be created: reported, never std::terminate
   (ulimit -v 2000000

@@ -36,6 +36,7 @@ struct TrainArgs {
   std::int64_t gradient_accumulation_steps = 1;
   std::string policy = "float32";        // float32 | mixed_float16 | mixed_bfloat16
   double collective_timeout = 60;       // seconds a collective waits for a peer (worker or replica)
+  double gpu_memory_limit_mib = 0;      // each GPU replica's memory limit (0: none)
 };
 
 void add_train_command(CLI::App& app, TrainArgs& args);

@@ -103,6 +103,11 @@ void add_train_command(CLI::App& app, TrainArgs& a) {
                   "Devices to train on: cpu:N for N logical CPU devices, or a list like gpu:0,gpu:1; gpu:0x4 is "
                   "four replicas on gpu:0 (default: every local GPU, else every logical CPU device; "
                   "LOCKSTEP_CPU_DEVICES sets the CPU count)");
+  cmd->add_option("--gpu-memory-limit", a.gpu_memory_limit_mib,
+                  "Each GPU replica's memory limit in MiB (TF's memory_limit of a logical GPU device; e.g. with "
+                  "--devices gpu:0x4): a step that needs more fails naming the device, the bytes asked and the "
+                  "bytes free")
+      ->check(kPositive);
   cmd->add_option("--optimizer", a.optimizer, "sgd, adam or adamw")
       ->check(CLI::IsMember({"sgd", "adam", "adamw"}))
       ->capture_default_str();
@@ -220,12 +225,17 @@ int run_train(const TrainArgs& a) {
   if (!a.save_model.empty() && is_keras_file(a.save_model)) io::check_output_path(a.save_model, "--save-model");
   set_random_seed(a.seed);
   LOCKSTEP_CHECK(a.collective_timeout <= 1e9, "--collective-timeout ", a.collective_timeout, " s is too long");
+  LOCKSTEP_CHECK(a.gpu_memory_limit_mib <= 1e9, "--gpu-memory-limit ", a.gpu_memory_limit_mib, " MiB is too large");
   distribute::MultiWorkerOptions strategy_options{.local = parse_devices(a.devices), .notice = false};
+  strategy_options.local.gpu_memory_limit = static_cast<std::uint64_t>(a.gpu_memory_limit_mib * 1048576.0);
   strategy_options.local.collective_timeout =
       std::max(std::chrono::milliseconds(1), std::chrono::milliseconds(static_cast<std::int64_t>(a.collective_timeout * 1000)));
   // Under mpirun each rank is a worker with these local devices; otherwise one process.
   distribute::MultiWorkerMirroredStrategy strategy(strategy_options);
   const int replicas = strategy.num_replicas_in_sync();
+  LOCKSTEP_CHECK(a.gpu_memory_limit_mib == 0 || strategy.devices().front().kind != DeviceKind::kCpu,
+                 "--gpu-memory-limit applies to GPU replicas; this run trains on CPU devices (",
+                 strategy.devices().front().str(), ", ...), which share the host's memory");
   // Other workers write nothing shared: no files, no output but errors.
   const bool chief = strategy.is_chief();
   if (chief) {
