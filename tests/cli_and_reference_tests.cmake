@@ -193,6 +193,12 @@ if(Python3_Interpreter_FOUND)
            COMMAND ${Python3_EXECUTABLE} ${PROJECT_SOURCE_DIR}/scripts/check_layering.py ${PROJECT_SOURCE_DIR})
   add_test(NAME layering.planted_violations_are_reported
            COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/layering/planted_violations.sh ${PROJECT_SOURCE_DIR})
+  # A model trained on an emulated GPU (gpu.emulated in tests/CMakeLists.txt says why), saved as
+  # .keras and as a folder, loaded and run by predict: what gpu_check.sh's save_load runs on a GPU.
+  add_test(NAME gpu.emulated_save_and_predict
+           COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/gpu/save_and_predict.sh ${CMAKE_CURRENT_BINARY_DIR}/emulated_save gpu:0
+                   ${Python3_EXECUTABLE} ${_cli})
+  set_tests_properties(gpu.emulated_save_and_predict PROPERTIES TIMEOUT 600 ENVIRONMENT LOCKSTEP_EMULATED_GPUS=1)
 endif()
 
 # Large-batch recipes through the CLI (issue 10): the rate actually used is printed; bad

@@ -1,4 +1,5 @@
 // The one place that knows which backends exist. An optional backend adds its #ifdef here.
+#include <cstdlib>
 #include <string>
 
 #include "backend/cpu/cpu_kernels.hpp"
@@ -13,24 +14,74 @@ namespace lockstep::backend {
 namespace {
 const KernelTable kNoKernels{};
 const DeviceOps kNoDeviceOps{};
+
+// ---- Emulated GPUs: the device boundary tested where no GPU is ----
+// With LOCKSTEP_EMULATED_GPUS=1 and no real GPU visible (or CUDA not built), gpu:0 exists: a device
+// of kind kCuda whose memory is host memory and whose kernels and copies are the CPU's (copies
+// "beside" the work are done at once). Everything that depends on where a tensor lives -- which
+// device a model's variables are on, the copies at the boundary, fit's uploads ahead, the writers
+// -- then runs as on a GPU, so the gpu tests can run in CI (ctest's gpu.emulated). CUDA itself is
+// not tested this way: its kernels, streams and libraries need the real device. One GPU at most
+// (several would need NCCL).
+int emulated_gpus_from_env() {
+  const char* v = std::getenv("LOCKSTEP_EMULATED_GPUS");
+  if (v == nullptr || *v == '\0' || std::string(v) == "0") return 0;
+  LOCKSTEP_CHECK(std::string(v) == "1", "LOCKSTEP_EMULATED_GPUS='", v, "': only 1 emulated GPU (or 0) is supported");
+  return 1;
+}
+
+void* emulated_fence(ComputeContext&, bool) {
+  static char mark;  // work on an emulated GPU is done when queued: every fence has passed
+  return &mark;
+}
+void emulated_copy_beside(ComputeContext& ctx, void* dst, const void* host, std::size_t bytes, void*) {
+  if (bytes) cpu::device_ops().copy_from_host(ctx, dst, host, bytes);
+}
+void emulated_wait(ComputeContext&, void*) {}
+
+const DeviceOps& emulated_device_ops() {
+  static const DeviceOps ops = [] {
+    DeviceOps o = cpu::device_ops();
+    o.record_fence = emulated_fence;
+    o.copy_from_host_beside = emulated_copy_beside;
+    o.wait_fence = emulated_wait;
+    return o;
+  }();
+  return ops;
+}
 }  // namespace
 
 // ---- CUDA (src/backend/cuda) when built ----
 #ifdef LOCKSTEP_WITH_CUDA
 constexpr bool kWithCuda = true;
-int cuda_device_count() { return cuda::device_count(); }
-std::string cuda_device_name(int index) { return cuda::device_name(index); }
-std::optional<double> cuda_utilization_percent(int index) { return cuda::utilization_percent(index); }
-std::string cuda_runtime_summary() { return cuda::runtime_summary(); }
-void* cuda_stream(ComputeContext& ctx) {
-  return ctx.device().kind == DeviceKind::kCuda ? cuda::stream_of(ctx) : nullptr;
-}
+int real_cuda_device_count() { return cuda::device_count(); }
 #else
 constexpr bool kWithCuda = false;
-int cuda_device_count() { return 0; }
-std::string cuda_device_name(int) { return {}; }
+int real_cuda_device_count() { return 0; }
+#endif
+
+int emulated_gpus() {
+  static const int n = real_cuda_device_count() == 0 ? emulated_gpus_from_env() : 0;
+  return n;
+}
+bool gpus_emulated() { return emulated_gpus() > 0; }
+
+int cuda_device_count() { return gpus_emulated() ? emulated_gpus() : real_cuda_device_count(); }
+#ifdef LOCKSTEP_WITH_CUDA
+std::string cuda_device_name(int index) {
+  return gpus_emulated() ? "emulated GPU (host memory, CPU kernels)" : cuda::device_name(index);
+}
+std::optional<double> cuda_utilization_percent(int index) {
+  return gpus_emulated() ? std::nullopt : cuda::utilization_percent(index);
+}
+std::string cuda_runtime_summary() { return gpus_emulated() ? "emulated (LOCKSTEP_EMULATED_GPUS)" : cuda::runtime_summary(); }
+void* cuda_stream(ComputeContext& ctx) {
+  return ctx.device().kind == DeviceKind::kCuda && !gpus_emulated() ? cuda::stream_of(ctx) : nullptr;
+}
+#else
+std::string cuda_device_name(int) { return gpus_emulated() ? "emulated GPU (host memory, CPU kernels)" : ""; }
 std::optional<double> cuda_utilization_percent(int) { return std::nullopt; }
-std::string cuda_runtime_summary() { return {}; }
+std::string cuda_runtime_summary() { return gpus_emulated() ? "emulated (LOCKSTEP_EMULATED_GPUS)" : ""; }
 void* cuda_stream(ComputeContext&) { return nullptr; }
 #endif
 
@@ -51,7 +102,7 @@ const char* kernel_op_name(KernelOp op) {
 bool backend_available(DeviceKind kind) {
   switch (kind) {
     case DeviceKind::kCpu: return true;
-    case DeviceKind::kCuda: return kWithCuda;
+    case DeviceKind::kCuda: return kWithCuda || gpus_emulated();
   }
   return false;
 }
@@ -60,6 +111,7 @@ const KernelTable& kernels(DeviceKind kind, DType dtype) {
   switch (kind) {
     case DeviceKind::kCpu: return cpu::table(dtype);
     case DeviceKind::kCuda:
+      if (gpus_emulated()) return cpu::table(dtype);
 #ifdef LOCKSTEP_WITH_CUDA
       return cuda::table(dtype);
 #else
@@ -73,6 +125,7 @@ const DeviceOps& device_ops(DeviceKind kind) {
   switch (kind) {
     case DeviceKind::kCpu: return cpu::device_ops();
     case DeviceKind::kCuda:
+      if (gpus_emulated()) return emulated_device_ops();
 #ifdef LOCKSTEP_WITH_CUDA
       return cuda::device_ops();
 #else
@@ -133,6 +186,11 @@ std::unique_ptr<ComputeContext> make_context(Device device, const ContextOptions
   switch (device.kind) {
     case DeviceKind::kCpu: return std::make_unique<ComputeContext>(device, options.threads, options.cpus);
     case DeviceKind::kCuda:
+      if (gpus_emulated()) {
+        LOCKSTEP_CHECK(device.index >= 0 && device.index < emulated_gpus(), "device '", device.str(),
+                       "' does not exist: ", emulated_gpus(), " emulated GPU(s)");
+        return std::make_unique<ComputeContext>(device, 1);  // host memory, the CPU's kernels
+      }
 #ifdef LOCKSTEP_WITH_CUDA
       return cuda::make_context(device, options);
 #else

@@ -51,7 +51,7 @@ TEST(GpuMemory, HostToDeviceAndBackThroughTo) {
 }
 
 TEST(GpuMemory, OutOfMemoryNamesDeviceBytesAskedAndFree) {
-  LOCKSTEP_REQUIRE_GPU();
+  LOCKSTEP_REQUIRE_REAL_GPU();
   const auto ctx = make_compute_context(kGpu0);
   ComputeScope scope(*ctx);
   // 2^48 floats = 1 PiB: no GPU has it.
@@ -63,7 +63,7 @@ TEST(GpuMemory, OutOfMemoryNamesDeviceBytesAskedAndFree) {
 }
 
 TEST(GpuMemory, AMemoryLimitIsEnforcedAndNamed) {
-  LOCKSTEP_REQUIRE_GPU();
+  LOCKSTEP_REQUIRE_REAL_GPU();
   const auto ctx = make_compute_context(kGpu0, 1, {}, 1 << 20);  // a 1 MiB logical device
   ComputeScope scope(*ctx);
   const Tensor small = Tensor::zeros({1000});

@@ -245,7 +245,7 @@ TEST(NoDevice, FitOnTwoCpuDevicesLearnsWhatTheGpuTestExpects) {
 }
 
 TEST(GpuReplicas, AModelTooBigForTheMemoryLimitIsANamedErrorNotAHang) {
-  LOCKSTEP_REQUIRE_GPU();
+  LOCKSTEP_REQUIRE_REAL_GPU();
   MirroredStrategy strategy({.devices = {"gpu:0x2"}, .gpu_memory_limit = 4 << 20});  // 4 MiB per replica
   const std::string err = message_of([&] {
     auto scope = strategy.scope();
