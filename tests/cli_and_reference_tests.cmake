@@ -355,6 +355,13 @@ if(LOCKSTEP_WITH_MPI)
            COMMAND ${_mw_train} ${_cli} ${_mpirun} ${CMAKE_CURRENT_BINARY_DIR}/mw-train-tcp 0.975 -x LOCKSTEP_WORKER_SHM=0 --mca btl self,tcp)
   set_tests_properties(multi_worker.train_matches_two_devices_over_shared_memory
                        multi_worker.train_matches_two_devices_over_tcp PROPERTIES TIMEOUT 900 RUN_SERIAL TRUE)
+  # GPU replicas across workers (one GPU each, host copies over MPI) on emulated GPUs (gpu.emulated
+  # says why): 2 workers x gpu:0 end bit-identical to 1 process x cpu:2.
+  add_test(NAME multi_worker.train_on_emulated_gpus_matches_two_devices
+           COMMAND ${_mw_train} ${_cli} ${_mpirun} ${CMAKE_CURRENT_BINARY_DIR}/mw-train-gpu 0.9 -x LOCKSTEP_EMULATED_GPUS=1
+                   -- --epochs 1 --steps-per-epoch 400)
+  set_tests_properties(multi_worker.train_on_emulated_gpus_matches_two_devices PROPERTIES TIMEOUT 900 RUN_SERIAL TRUE
+                       ENVIRONMENT "WORKER_DEVICES=gpu:0;LOCKSTEP_EMULATED_GPUS=1")
   # A worker SIGKILLed mid-training stops the job within the timeout naming its rank, and
   # --resume finishes bit-identical; a SIGSTOPped one is named by the survivor's timeout.
   add_test(NAME multi_worker.lost_worker_is_named_and_resume_is_bit_identical

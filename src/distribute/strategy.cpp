@@ -796,9 +796,16 @@ Layout multi_worker_layout(const MultiWorkerOptions& o) {
                    launched ? "lockstep was built without MPI (LOCKSTEP_WITH_MPI=OFF)" : "not launched under MPI (mpirun)");
     return l;
   }
-  LOCKSTEP_CHECK(l.devices.front().kind == DeviceKind::kCpu, "MultiWorkerMirroredStrategy: GPU replicas across "
-                 "workers are not supported yet (NCCL across processes is not built); use CPU devices "
-                 "(--devices cpu:N) or one worker");
+  // GPU replicas across workers: each worker's replicas on one GPU (one process per GPU, as
+  // mpirun -np G runs it; or logical replicas gpu:KxN). They combine through that GPU's memory,
+  // and across workers through host copies over MPI (MultiWorkerGroup stages device tensors);
+  // NCCL across processes is not built, and replicas on several GPUs of one worker would need it.
+  if (l.devices.front().kind != DeviceKind::kCpu) {
+    for (const Device& d : l.devices)
+      LOCKSTEP_CHECK(d == l.devices.front(), "MultiWorkerMirroredStrategy: this worker's replicas are on ",
+                     l.devices.front().str(), " and ", d.str(), "; across workers each worker's replicas must share "
+                     "one GPU (run one worker per GPU: --devices gpu:K), since NCCL across processes is not built");
+  }
   WorkerTransport& world = WorkerTransport::world();
   l.num_workers = world.size();
   l.worker_index = world.rank();

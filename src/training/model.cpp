@@ -369,25 +369,27 @@ detail::ReplicaNumbers Model::replica_train_step(const Tensor& x, const Tensor& 
 
 void Model::ensure_mirrored() {
   if (!strategy_) return;
-  if (strategy_->num_replicas_in_sync() == 1) {
-    // One replica keeps its variables unmirrored, on its device: a GPU's one replica (OneDeviceStrategy("gpu:0"))
-    // takes them from the host where they were built; a CPU's leaves them where they are.
-    // (All logical CPU devices share the host's memory.)
-    const Device& device = context_device(*strategy_->contexts().front());
-    for (auto v : variables()) {
-      const Device& at = v.value().device();
-      if (at != device && !(at.kind == DeviceKind::kCpu && device.kind == DeviceKind::kCpu))
-        v.mirror(strategy_->contexts());
+  // A copy of each variable per local replica, on its device. One local replica (alone, or one
+  // per worker) keeps its variables unmirrored, on its device: a GPU's replica takes them from
+  // the host where they were built; a CPU's leaves them where they are (all logical CPU devices
+  // share the host's memory).
+  const int local = strategy_->num_local_replicas();
+  const Device& device = context_device(*strategy_->contexts().front());
+  const std::vector<Variable> vars = variables();
+  for (auto v : vars) {
+    if (local > 1) {
+      if (v.num_copies() != local) v.mirror(strategy_->contexts());
+      continue;
     }
-    return;
+    const Device& at = v.value().device();
+    if (at != device && !(at.kind == DeviceKind::kCpu && device.kind == DeviceKind::kCpu))
+      v.mirror(strategy_->contexts());
   }
-  for (auto v : variables())
-    if (v.num_copies() != strategy_->num_local_replicas()) v.mirror(strategy_->contexts());
   // Several workers start from the chief's variables (its initial or restored weights): the
   // same seed would give the same ones, but a worker need not have built them alike.
   if (strategy_->num_workers() > 1 && synced_workers_ != strategy_) {
     std::vector<std::vector<Tensor>> copies;
-    for (const auto& v : variables()) {
+    for (const auto& v : vars) {
       std::vector<Tensor> mine;
       for (int r = 0; r < v.num_copies(); ++r) mine.push_back(v.copy(r));
       copies.push_back(std::move(mine));

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # multi_worker_train.sh CLI MPIRUN_SH WORK MIN_ACCURACY [MPIRUN_ARGS...] -- [TRAIN_FLAGS...]
 # Trains with `CLI train --devices cpu:2` in one process and with `mpirun -np 2 CLI train
-# --devices cpu:1` (one device on each of two workers) and passes when
+# --devices cpu:1` (one device on each of two workers; $WORKER_DEVICES instead of cpu:1, e.g.
+# gpu:0 with LOCKSTEP_EMULATED_GPUS=1 passed to the ranks) and passes when
 #   - the two saved models are bit-identical (one local device per worker: the same fold),
 #   - the multi-worker run's test accuracy is >= MIN_ACCURACY,
 #   - exactly one set of outputs was written: one event file per TensorBoard folder, one
@@ -16,12 +17,15 @@ rm -rf "$work" && mkdir -p "$work/cwd" && cd "$work/cwd"
 
 "$cli" train --devices cpu:2 "${flags[@]}" --logdir "$work/one" --metrics-out "$work/one.json" > "$work/one.log" 2>&1 \
   || { cat "$work/one.log"; echo "FAIL: the one-process run failed"; exit 1; }
-"$mpirun" 2 "${mpi_args[@]}" -- "$cli" train --devices cpu:1 "${flags[@]}" --logdir "$work/two" \
+worker_devices="${WORKER_DEVICES:-cpu:1}"
+# What the chief prints for them: "cpu:1" is one logical CPU device, cpu:0; a GPU is itself.
+[[ "$worker_devices" == cpu:* ]] && shown=cpu:0 || shown="$worker_devices"
+"$mpirun" 2 "${mpi_args[@]}" -- "$cli" train --devices "$worker_devices" "${flags[@]}" --logdir "$work/two" \
   --metrics-out "$work/two.json" > "$work/two.log" 2>&1 \
   || { cat "$work/two.log"; echo "FAIL: the mpirun run failed"; exit 1; }
 cat "$work/two.log"
 
-grep -q "Detected 2 devices: cpu:0 on each of 2 workers" "$work/two.log" \
+grep -q "Detected 2 devices: $shown on each of 2 workers" "$work/two.log" \
   || { echo "FAIL: the mpirun run did not train on 2 workers"; exit 1; }
 for f in model.json weights.safetensors; do
   cmp "$work/one/model/$f" "$work/two/model/$f" || { echo "FAIL: model/$f differs between the layouts"; exit 1; }
