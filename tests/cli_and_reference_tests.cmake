@@ -199,6 +199,17 @@ if(Python3_Interpreter_FOUND)
            COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/gpu/save_and_predict.sh ${CMAKE_CURRENT_BINARY_DIR}/emulated_save gpu:0
                    ${Python3_EXECUTABLE} ${_cli})
   set_tests_properties(gpu.emulated_save_and_predict PROPERTIES TIMEOUT 600 ENVIRONMENT LOCKSTEP_EMULATED_GPUS=1)
+  # With a GPU and no --devices, lockstep train takes the GPU (MirroredStrategy's default), and a
+  # GPU index past the last is an error naming it.
+  add_test(NAME gpu.emulated_train_takes_the_gpu_by_default
+           COMMAND ${_expect} 0 "Detected 1 device: gpu:0$" bash -c
+                   "exec \"$1\" train --epochs 1 --steps-per-epoch 2 --verbose 0 --no-tensorboard --logdir \"$(mktemp -d)/run\""
+                   _ ${_cli})
+  add_test(NAME gpu.emulated_gpu_past_the_last_is_named
+           COMMAND ${_expect} 2 "gpu:1' does not exist: this machine has 1 GPU" ${_cli} train --devices gpu:1
+                   --epochs 1 --steps-per-epoch 2 --verbose 0 --no-tensorboard --logdir ${CMAKE_CURRENT_BINARY_DIR}/emulated_past)
+  set_tests_properties(gpu.emulated_train_takes_the_gpu_by_default gpu.emulated_gpu_past_the_last_is_named
+                       PROPERTIES TIMEOUT 300 ENVIRONMENT LOCKSTEP_EMULATED_GPUS=1)
 endif()
 
 # Large-batch recipes through the CLI (issue 10): the rate actually used is printed; bad
