@@ -21,13 +21,15 @@ const DeviceOps kNoDeviceOps{};
 // "beside" the work are done at once). Everything that depends on where a tensor lives -- which
 // device a model's variables are on, the copies at the boundary, fit's uploads ahead, the writers
 // -- then runs as on a GPU, so the gpu tests can run in CI (ctest's gpu.emulated). CUDA itself is
-// not tested this way: its kernels, streams and libraries need the real device. One GPU at most
-// (several would need NCCL).
+// not tested this way: its kernels, streams and libraries need the real device. Up to 8; replicas
+// on several of them reduce through host memory (the shared-memory group), not NCCL.
 int emulated_gpus_from_env() {
   const char* v = std::getenv("LOCKSTEP_EMULATED_GPUS");
-  if (v == nullptr || *v == '\0' || std::string(v) == "0") return 0;
-  LOCKSTEP_CHECK(std::string(v) == "1", "LOCKSTEP_EMULATED_GPUS='", v, "': only 1 emulated GPU (or 0) is supported");
-  return 1;
+  if (v == nullptr || *v == '\0') return 0;
+  const std::string s(v);
+  LOCKSTEP_CHECK(s.size() == 1 && s[0] >= '0' && s[0] <= '8', "LOCKSTEP_EMULATED_GPUS='", s,
+                 "': the number of emulated GPUs must be 0 to 8");
+  return s[0] - '0';
 }
 
 void* emulated_fence(ComputeContext&, bool) {

@@ -1,5 +1,6 @@
 #include "lockstep/distribute/collective_group.hpp"
 
+#include "backend/devices.hpp"
 #include "distribute/loopback_group.hpp"
 #include "distribute/multi_worker_group.hpp"
 #include "distribute/nccl_group.hpp"
@@ -24,7 +25,10 @@ std::unique_ptr<CollectiveGroup> make_collective_group(CollectiveImplementation 
     case CollectiveImplementation::kLoopback: return std::make_unique<LoopbackGroup>(size, options);
     case CollectiveImplementation::kMpi:
       return std::make_unique<MultiWorkerGroup>(WorkerTransport::world(), size, options);
-    case CollectiveImplementation::kNccl: return make_nccl_group(size, options);
+    case CollectiveImplementation::kNccl:
+      LOCKSTEP_CHECK(!backend::gpus_emulated(), "collectives over NCCL need real GPUs; these are emulated "
+                     "(LOCKSTEP_EMULATED_GPUS), so use the shared-memory implementation");
+      return make_nccl_group(size, options);
   }
   throw ValueError("make_collective_group: unknown implementation " +
                    std::to_string(static_cast<int>(implementation)));

@@ -712,7 +712,10 @@ Layout gpu_layout(const std::vector<int>& gpus, const MirroredOptions& o) {
                    "memory; use one replica per GPU, or all replicas on one GPU");
     LOCKSTEP_CHECK(o.cross_device_ops != CollectiveImplementation::kLoopback, "MirroredStrategy: cross_device_ops "
                    "loopback works on one GPU only; replicas on several GPUs all-reduce over NCCL");
-    l.cross_device_ops = CollectiveImplementation::kNccl;
+    // Emulated GPUs (LOCKSTEP_EMULATED_GPUS) have host memory and no NCCL: the shared-memory group
+    // reduces them, so that the rest of a layout over several GPUs is tested without one.
+    l.cross_device_ops =
+        backend::gpus_emulated() ? CollectiveImplementation::kSharedMemory : CollectiveImplementation::kNccl;
   } else if (o.cross_device_ops == CollectiveImplementation::kNccl) {
     LOCKSTEP_CHECK(!shared, "MirroredStrategy: cross_device_ops nccl needs one replica per GPU (NCCL cannot have two "
                    "ranks on one GPU); replicas sharing a GPU use shared_memory");

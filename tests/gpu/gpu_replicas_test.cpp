@@ -148,14 +148,14 @@ TEST(GpuReplicas, CollectivesAmongLogicalReplicasOnOneGpu) {
 }
 
 TEST(GpuReplicas, CollectivesOverNcclAcrossGpus) {
-  LOCKSTEP_REQUIRE_GPUS(2);
+  LOCKSTEP_REQUIRE_REAL_GPUS(2);
   std::vector<Device> devices;
   for (int g = 0; g < gpus(); ++g) devices.push_back(Device{DeviceKind::kCuda, g});
   check_collectives(CollectiveImplementation::kNccl, devices, false);
 }
 
 TEST(GpuReplicas, NcclMismatchIsADistributedErrorOnEveryMember) {
-  LOCKSTEP_REQUIRE_GPUS(2);
+  LOCKSTEP_REQUIRE_REAL_GPUS(2);
   const std::vector<Device> devices{Device{DeviceKind::kCuda, 0}, Device{DeviceKind::kCuda, 1}};
   auto group = make_collective_group(CollectiveImplementation::kNccl, 2, {.timeout = std::chrono::seconds(20),
                                                                          .devices = devices});

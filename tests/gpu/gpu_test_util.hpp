@@ -26,14 +26,15 @@ inline std::string why_no_gpu() {
                    << " visible: " << ::lockstep::gpu_test::why_no_gpu();                          \
   } while (0)
 #define LOCKSTEP_REQUIRE_GPU() LOCKSTEP_REQUIRE_GPUS(1)
-/// Skips the test unless a real GPU is visible: what only CUDA does (its allocator's memory
-/// limits and out-of-memory figures), not an emulated GPU (LOCKSTEP_EMULATED_GPUS, which runs
+/// Skips the test unless real GPUs are visible: what only CUDA does (its allocator's memory
+/// limits and out-of-memory figures, NCCL), not an emulated GPU (LOCKSTEP_EMULATED_GPUS, which runs
 /// the rest of the gpu tests in CI on host memory with the CPU's kernels).
-#define LOCKSTEP_REQUIRE_REAL_GPU()                                                                \
+#define LOCKSTEP_REQUIRE_REAL_GPUS(n)                                                              \
   do {                                                                                             \
-    LOCKSTEP_REQUIRE_GPU();                                                                        \
-    if (::lockstep::backend::gpus_emulated()) GTEST_SKIP() << "needs a real GPU: gpu:0 is emulated"; \
+    LOCKSTEP_REQUIRE_GPUS(n);                                                                      \
+    if (::lockstep::backend::gpus_emulated()) GTEST_SKIP() << "needs real GPUs: these are emulated"; \
   } while (0)
+#define LOCKSTEP_REQUIRE_REAL_GPU() LOCKSTEP_REQUIRE_REAL_GPUS(1)
 
 template <typename F>
 std::string message_of(F&& f) {
