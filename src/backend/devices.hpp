@@ -16,7 +16,7 @@ struct DeviceInfo {
 /// GPUs when the CUDA backend is built and a device is present; the CPU always.
 std::vector<DeviceInfo> list_local_devices();
 /// Number of CUDA devices visible (0 without the CUDA backend, a driver or a GPU), or the emulated
-/// ones (LOCKSTEP_EMULATED_GPUS=1 where none is visible: host memory and the CPU's kernels, for
+/// ones (LOCKSTEP_EMULATED_GPUS=N where none is visible: host memory and the CPU's kernels, for
 /// testing the device boundary; registry.cpp).
 int cuda_device_count();
 /// Whether gpu:N are emulated (LOCKSTEP_EMULATED_GPUS).

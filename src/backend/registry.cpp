@@ -16,13 +16,13 @@ const KernelTable kNoKernels{};
 const DeviceOps kNoDeviceOps{};
 
 // ---- Emulated GPUs: the device boundary tested where no GPU is ----
-// With LOCKSTEP_EMULATED_GPUS=1 and no real GPU visible (or CUDA not built), gpu:0 exists: a device
-// of kind kCuda whose memory is host memory and whose kernels and copies are the CPU's (copies
-// "beside" the work are done at once). Everything that depends on where a tensor lives -- which
+// With LOCKSTEP_EMULATED_GPUS=N (up to 8) and no real GPU visible (or CUDA not built), gpu:0 ..
+// gpu:N-1 exist: devices of kind kCuda whose memory is host memory and whose kernels and copies
+// are the CPU's (copies "beside" the work are done at once). Everything that depends on where a tensor lives -- which
 // device a model's variables are on, the copies at the boundary, fit's uploads ahead, the writers
 // -- then runs as on a GPU, so the gpu tests can run in CI (ctest's gpu.emulated). CUDA itself is
-// not tested this way: its kernels, streams and libraries need the real device. Up to 8; replicas
-// on several of them reduce through host memory (the shared-memory group), not NCCL.
+// not tested this way: its kernels, streams and libraries need the real device. Replicas on several
+// of them reduce through host memory (the shared-memory group), not NCCL.
 int emulated_gpus_from_env() {
   const char* v = std::getenv("LOCKSTEP_EMULATED_GPUS");
   if (v == nullptr || *v == '\0') return 0;
@@ -69,23 +69,39 @@ int emulated_gpus() {
 bool gpus_emulated() { return emulated_gpus() > 0; }
 
 int cuda_device_count() { return gpus_emulated() ? emulated_gpus() : real_cuda_device_count(); }
+// Each answers for the emulated GPUs first, then for the CUDA backend when built.
+std::string cuda_device_name([[maybe_unused]] int index) {
+  if (gpus_emulated()) return "emulated GPU (host memory, CPU kernels)";
 #ifdef LOCKSTEP_WITH_CUDA
-std::string cuda_device_name(int index) {
-  return gpus_emulated() ? "emulated GPU (host memory, CPU kernels)" : cuda::device_name(index);
-}
-std::optional<double> cuda_utilization_percent(int index) {
-  return gpus_emulated() ? std::nullopt : cuda::utilization_percent(index);
-}
-std::string cuda_runtime_summary() { return gpus_emulated() ? "emulated (LOCKSTEP_EMULATED_GPUS)" : cuda::runtime_summary(); }
-void* cuda_stream(ComputeContext& ctx) {
-  return ctx.device().kind == DeviceKind::kCuda && !gpus_emulated() ? cuda::stream_of(ctx) : nullptr;
-}
+  return cuda::device_name(index);
 #else
-std::string cuda_device_name(int) { return gpus_emulated() ? "emulated GPU (host memory, CPU kernels)" : ""; }
-std::optional<double> cuda_utilization_percent(int) { return std::nullopt; }
-std::string cuda_runtime_summary() { return gpus_emulated() ? "emulated (LOCKSTEP_EMULATED_GPUS)" : ""; }
-void* cuda_stream(ComputeContext&) { return nullptr; }
+  return {};
 #endif
+}
+std::optional<double> cuda_utilization_percent([[maybe_unused]] int index) {
+  if (gpus_emulated()) return std::nullopt;
+#ifdef LOCKSTEP_WITH_CUDA
+  return cuda::utilization_percent(index);
+#else
+  return std::nullopt;
+#endif
+}
+std::string cuda_runtime_summary() {
+  if (gpus_emulated()) return "emulated (LOCKSTEP_EMULATED_GPUS)";
+#ifdef LOCKSTEP_WITH_CUDA
+  return cuda::runtime_summary();
+#else
+  return {};
+#endif
+}
+void* cuda_stream(ComputeContext& ctx) {
+  if (gpus_emulated() || ctx.device().kind != DeviceKind::kCuda) return nullptr;
+#ifdef LOCKSTEP_WITH_CUDA
+  return cuda::stream_of(ctx);
+#else
+  return nullptr;
+#endif
+}
 
 const char* kernel_op_name(KernelOp op) {
   static const char* names[] = {"fill", "cast", "cast_scaled", "compare", "gather_rows", "gather_rows_scaled",
