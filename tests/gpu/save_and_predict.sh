@@ -3,7 +3,7 @@
 # CI on an emulated GPU (ctest's gpu.emulated_save_and_predict, LOCKSTEP_EMULATED_GPUS=1).
 #   tests/gpu/save_and_predict.sh DIR DEVICES PYTHON CMD...   (CMD: the lockstep CLI, maybe behind env)
 # Trains the flagship for 200 steps on DEVICES (e.g. gpu:0), saves it as DIR/m.keras and as a
-# lockstep folder, then `lockstep predict`s the first 100 MNIST test images ($LOCKSTEP_DATA_DIR,
+# lockstep folder (DIR/run/model), then `lockstep predict`s the first 100 MNIST test images ($LOCKSTEP_DATA_DIR,
 # else ~/.lockstep/datasets) with each (PYTHON, the standard library alone, writes them as .npy).
 # Passes when both give the same classes, most of them right, and the probabilities sum to 1.
 set -euo pipefail
@@ -24,12 +24,11 @@ with gzip.open(f"{src}/t10k-labels-idx1-ubyte.gz") as f:
     f.read(8)
     open(f"{out}/labels.txt", "w").write(" ".join(str(b) for b in f.read(100)))
 PY
+# One run writes both: the .keras file asked for, and the lockstep folder every run saves in its logdir.
 "$@" train --devices "$devices" --epochs 1 --steps-per-epoch 200 --no-tensorboard --verbose 0 --logdir "$dir/run" \
   --save-model "$dir/m.keras"
-"$@" train --devices "$devices" --epochs 1 --steps-per-epoch 200 --no-tensorboard --verbose 0 --logdir "$dir/run2" \
-  --save-model "$dir/folder"
 "$@" predict --model "$dir/m.keras" --input "$dir/images.npy" --output "$dir/p.npy"
-"$@" predict --model "$dir/folder" --input "$dir/images.npy" > "$dir/classes.txt"
+"$@" predict --model "$dir/run/model" --input "$dir/images.npy" > "$dir/classes.txt"
 "$py" - "$dir" <<'PY'
 import ast, struct, sys
 d = sys.argv[1]
