@@ -90,7 +90,7 @@ enum class KernelOp : std::uint8_t {
   kFill, kCast, kCastScaled, kCompare, kGatherRows, kGatherRowsScaled, kScatterAddRows, kCombine, kArgmax,
   kGemm, kUnary, kUnaryBackward, kBinary, kReduceSum, kReduceMax, kReduceMaxBackward, kSoftmax,
   kSoftmaxBackward, kBiasActivation, kSparseSoftmaxXent, kSparseSoftmaxXentBackward, kOneHot, kDropoutMask,
-  kSumSquares, kScaleClip, kSgdUpdate, kAdamUpdate, kFirstOutside,
+  kSumSquares, kScaleClip, kSgdUpdate, kAdamUpdate, kSgdUpdateSummed, kAdamUpdateSummed, kFirstOutside,
   kConv2d, kConv2dBackwardData, kConv2dBackwardWeights, kPool2d, kPool2dBackward,
   kConv2dMaxPool2d, kConv2dMaxPool2dBackwardWeights, kMaxUnpool2d,
   kBatchNormReduce, kBatchNormApply, kBatchNormBackward,
@@ -237,6 +237,14 @@ struct KernelTable {
   /// Keras' Adam/AdamW: m += (g - m)(1-b1); v += (g^2 - v)(1-b2); w -= w decay + alpha m / (sqrt v + eps).
   void (*adam_update)(ComputeContext&, void* w, void* m, void* v, const void* g, std::int64_t n,
                       const AdamStep& s) = nullptr;
+  /// sgd_update and adam_update for the sharded update of replicas that share memory: the
+  /// gradient is the replicas' own gradients g[0..n_g) summed in that order, ((g[0] + g[1]) +
+  /// g[2]) ..., bit for bit combine's kSum, and the new w is also stored into copies[0..n_copies)
+  /// (the other replicas' copies of these elements). No bucket is packed, no sum written.
+  void (*sgd_update_summed)(ComputeContext&, void* w, void* m, const void* const* g, int n_g, void* const* copies,
+                            int n_copies, std::int64_t n, float lr, float momentum, bool nesterov) = nullptr;
+  void (*adam_update_summed)(ComputeContext&, void* w, void* m, void* v, const void* const* g, int n_g,
+                             void* const* copies, int n_copies, std::int64_t n, const AdamStep& s) = nullptr;
 
   // ---- integer dtypes ----
   /// Index of the first value outside [0, limit), or -1.

@@ -109,7 +109,8 @@ const char* kernel_op_name(KernelOp op) {
                                 "combine", "argmax", "gemm", "unary", "unary_backward", "binary", "reduce_sum", "reduce_max",
                                 "reduce_max_backward", "softmax", "softmax_backward", "bias_activation",
                                 "sparse_softmax_xent", "sparse_softmax_xent_backward", "one_hot", "dropout_mask",
-                                "sum_squares", "scale_clip", "sgd_update", "adam_update", "first_outside",
+                                "sum_squares", "scale_clip", "sgd_update", "adam_update", "sgd_update_summed",
+                                "adam_update_summed", "first_outside",
                                 "conv2d", "conv2d_backward_data", "conv2d_backward_weights", "pool2d",
                                 "pool2d_backward", "conv2d_max_pool2d", "conv2d_max_pool2d_backward_weights",
                                 "max_unpool2d", "batch_norm_reduce", "batch_norm_apply", "batch_norm_backward"};
@@ -183,6 +184,8 @@ bool supports(DeviceKind kind, DType dtype, KernelOp op) {
     case KernelOp::kScaleClip: return t.scale_clip;
     case KernelOp::kSgdUpdate: return t.sgd_update;
     case KernelOp::kAdamUpdate: return t.adam_update;
+    case KernelOp::kSgdUpdateSummed: return t.sgd_update_summed;
+    case KernelOp::kAdamUpdateSummed: return t.adam_update_summed;
     case KernelOp::kFirstOutside: return t.first_outside;
     case KernelOp::kConv2d: return t.conv2d;
     case KernelOp::kConv2dBackwardData: return t.conv2d_backward_data;

@@ -229,6 +229,16 @@ void GradientReducer::finish_reduce_scatter(const std::vector<Tensor>& grads, st
   exchange_ = Exchange{};
 }
 
+void GradientReducer::for_each_owned(const std::vector<Variable>& variables, int members, int rank,
+                                     const std::function<void(std::size_t, std::int64_t, std::int64_t)>& fn) {
+  for (const GradientBucket& bucket : layout_for(variables)) {
+    const std::int64_t k = shard_size(bucket, members);
+    const std::int64_t lo = rank * k, hi = std::min(bucket.numel, lo + k);
+    for_each_part(bucket, numels_, lo, hi,
+                  [&](std::size_t i, std::int64_t vb, std::int64_t ve, std::int64_t) { fn(i, vb, ve); });
+  }
+}
+
 void GradientReducer::all_gather(Communicator& comm, std::vector<Tensor>& values,
                                  const std::function<bool(int)>& writes) {
   LOCKSTEP_CHECK(values.size() == variables_.size(), "all_gather_shards: ", values.size(), " tensors for the ",

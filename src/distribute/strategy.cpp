@@ -149,6 +149,10 @@ Strategy::Strategy(StrategyLayout layout)
   bool all_cpu = true;
   for (const Device& d : devices_) all_cpu = all_cpu && d.kind == DeviceKind::kCpu;
   shard_update_ = shard_update_wanted(layout.shard_optimizer_update) && n * num_workers_ > 1 && all_cpu;
+  // One process's replicas share the host's memory: they read each other's gradients in place
+  // ($LOCKSTEP_GRADIENTS_IN_PLACE=0 reduce-scatters them as across workers; for comparisons).
+  gradients_in_place_ = shard_update_ && num_workers_ == 1 && env_flag_not_zero("LOCKSTEP_GRADIENTS_IN_PLACE");
+  published_grads_.resize(static_cast<std::size_t>(n));
   // Workers may differ here: either way every bucket's collective starts in bucket order.
   overlap_gradients_ = env_flag_not_zero("LOCKSTEP_OVERLAP_GRADIENTS");
   replicas_->owner = this;
@@ -273,8 +277,9 @@ bool ReplicaContext::all_reduce_gradients(std::vector<Tensor>& grads, const std:
 
 GradientReadyFn ReplicaContext::begin_gradient_exchange(const std::vector<Variable>& vars, GradientExchange kind) {
   const auto r = static_cast<std::size_t>(replica_id_);
+  // Gradients read in place (reduce_scatter_gradients) are not exchanged: nothing to start early.
   if (!strategy_.overlap_gradients_ || strategy_.no_sync_[r] || !strategy_.held_back_.empty() ||
-      num_replicas_in_sync() == 1)
+      num_replicas_in_sync() == 1 || (kind == GradientExchange::kReduceScatter && strategy_.gradients_in_place_))
     return {};
   GradientReducer& reducer = *strategy_.reducers_[r];
   reducer.begin(communicator(), vars, kind);
@@ -299,6 +304,30 @@ bool ReplicaContext::reduce_scatter_gradients(std::vector<Tensor>& grads, const 
   }
   if (!strategy_.held_back_.empty()) grads = strategy_.held_back_.take(grads, vars);
   GradientReducer& reducer = *strategy_.reducers_[r];
+  if (strategy_.gradients_in_place_) {
+    // Replicas that share memory exchange nothing: each publishes its gradients and, once all
+    // are published, updates its shard reading every replica's where it lies and writing the
+    // new weights into every copy (GradientShard::parts, ::copies). No bucket is packed, no sum
+    // written and read back, and one barrier fewer than reduce-scatter + all-gather.
+    GradientReducer::check(grads, vars, "reduce_scatter_gradients");
+    strategy_.published_grads_[r] = grads;
+    communicator().barrier()->wait();  // every replica's gradients are final and published
+    const int n = num_local_replicas();
+    reducer.for_each_owned(vars, n, replica_id_, [&](std::size_t i, std::int64_t b, std::int64_t e) {
+      const Variable& v = vars[i];
+      const std::int64_t numel = v.value().numel();
+      GradientShard s{.variable = i, .begin = b, .end = e};
+      for (int q = 0; q < n; ++q) {
+        const Tensor& g = strategy_.published_grads_[static_cast<std::size_t>(q)][i];
+        if (!g.defined()) s.parts.push_back(Tensor::zeros({e - b}));  // counts as zeros, as in a bucket
+        else if (g.dtype() != DType::kF32) s.parts.push_back(g.reshape({numel}).slice(b, e).to(DType::kF32));
+        else s.parts.push_back(g.reshape({numel}).slice(b, e));
+        if (q != replica_id_) s.copies.push_back(v.copy(q).reshape({numel}).slice(b, e));
+      }
+      shards.push_back(std::move(s));
+    });
+    return true;
+  }
   if (reducer.in_progress(vars, GradientExchange::kReduceScatter)) reducer.finish_reduce_scatter(grads, shards);
   else reducer.reduce_scatter(communicator(), grads, vars, shards);
   return true;
@@ -318,6 +347,7 @@ void ReplicaContext::all_gather_shards(const std::vector<Variable>& vars, const 
   // Nobody reads a copy between the reduce-scatter (which every replica has left before any
   // writes) and this barrier, and each element is written by its one owner: no races.
   for (const GradientShard& s : shards) {
+    if (!s.copies.empty()) continue;  // the update wrote them
     const Variable& v = vars[s.variable];
     const Tensor mine = v.copy(replica_id_).reshape({v.value().numel()}).slice(s.begin, s.end);
     for (int q = 0; q < v.num_copies(); ++q) {
@@ -327,6 +357,8 @@ void ReplicaContext::all_gather_shards(const std::vector<Variable>& vars, const 
     }
   }
   communicator().barrier()->wait();
+  // Every replica has read the gradients this one published (GradientShard::parts).
+  if (strategy_.gradients_in_place_) strategy_.published_grads_[static_cast<std::size_t>(replica_id_)].clear();
 }
 
 std::vector<Variable> ReplicaContext::sharded_variables() const {

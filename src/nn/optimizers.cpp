@@ -193,8 +193,17 @@ bool Optimizer::apply_gradients_in_replica(ReplicaInterface& replica, std::vecto
     Tensor w = v.value().reshape({numel}).slice(s.begin, s.end);
     std::vector<Tensor> slots = slots_of(v, true);
     for (Tensor& t : slots) t = t.reshape({numel}).slice(s.begin, s.end);
-    const Tensor grad = options_.clipvalue ? scale_and_clip(s.grad, 1.0f, static_cast<float>(*options_.clipvalue)) : s.grad;
+    // The replicas' gradients read where they lie: summed within the update where the rule can
+    // (no clipvalue between the sum and the rule), else summed here first.
+    if (!s.grad.defined() && !options_.clipvalue && update_rule_summed(w, slots, s.parts, s.copies, lr, step)) continue;
+    Tensor g = s.grad;
+    if (!g.defined()) {
+      g = Tensor::empty({s.end - s.begin});
+      reduce_across(ReduceOp::kSum, s.parts, {g}, 0, g.numel());
+    }
+    const Tensor grad = options_.clipvalue ? scale_and_clip(g, 1.0f, static_cast<float>(*options_.clipvalue)) : g;
     update_rule(w, slots, grad, lr, step);
+    for (Tensor& c : s.copies) c.copy_from(w);
   }
   replica.all_gather_shards(vars, shards);
   return true;
@@ -269,6 +278,12 @@ class SGDImpl final : public Optimizer {
     Tensor m = momentum_ > 0 ? slots[0] : Tensor();
     sgd_update_(w, m, g, static_cast<float>(lr), static_cast<float>(momentum_), nesterov_);
   }
+  bool update_rule_summed(Tensor& w, std::vector<Tensor>& slots, const std::vector<Tensor>& grads,
+                          const std::vector<Tensor>& copies, double lr, std::int64_t) override {
+    Tensor m = momentum_ > 0 ? slots[0] : Tensor();
+    sgd_update_(w, m, grads, copies, static_cast<float>(lr), static_cast<float>(momentum_), nesterov_);
+    return true;
+  }
 
  private:
   double momentum_;
@@ -293,8 +308,16 @@ class AdamImpl : public Optimizer {
  protected:
   std::vector<std::string> slot_names() const override { return {"m", "v"}; }
   void update_rule(Tensor& w, std::vector<Tensor>& slots, const Tensor& g, double lr, std::int64_t step) override {
-    Tensor& m = slots[0];
-    Tensor& v = slots[1];
+    adam_update_(w, slots[0], slots[1], g, constants(lr, step));
+  }
+  bool update_rule_summed(Tensor& w, std::vector<Tensor>& slots, const std::vector<Tensor>& grads,
+                          const std::vector<Tensor>& copies, double lr, std::int64_t step) override {
+    adam_update_(w, slots[0], slots[1], grads, copies, constants(lr, step));
+    return true;
+  }
+
+ private:
+  AdamConstants constants(double lr, std::int64_t step) const {
     // Keras' form and Keras' float32 rounding of every constant (the reference agrees to 3e-5
     // only this way): alpha = lr sqrt(1 - b2^t) / (1 - b1^t); w -= alpha m / (sqrt(v) + eps).
     const float t = static_cast<float>(step + 1);
@@ -306,10 +329,9 @@ class AdamImpl : public Optimizer {
                           .one_minus_beta_2 = static_cast<float>(1.0 - b2_),
                           .epsilon = static_cast<float>(eps_),
                           .decay = wd_ > 0 ? static_cast<float>(wd_ * lr) : 0.0f};
-    adam_update_(w, m, v, g, c);
+    return c;
   }
 
- private:
   double b1_, b2_, eps_, wd_;
 };
 

@@ -14,6 +14,37 @@ void check_slot(const char* op, const Tensor& w, const Tensor& t, const char* wh
                  t.defined() ? dtype_name(t.dtype()) : "", " does not match the variable ", w.shape().str(), " ",
                  dtype_name(w.dtype()));
 }
+
+backend::AdamStep adam_step(const AdamConstants& c) {
+  return {.alpha = c.alpha,
+          .one_minus_b1 = c.one_minus_beta_1,
+          .one_minus_b2 = c.one_minus_beta_2,
+          .epsilon = c.epsilon,
+          .decay = c.decay};
+}
+
+struct Pointers {
+  std::vector<const void*> grads;
+  std::vector<void*> copies;
+};
+
+Pointers summed_operands(const char* op, const Tensor& w, const std::vector<Tensor>& grads,
+                         const std::vector<Tensor>& copies) {
+  LOCKSTEP_CHECK(!grads.empty(), op, ": no gradient to sum");
+  Pointers p;
+  for (const Tensor& g : grads) {
+    check_slot(op, w, g, "gradient");
+    p.grads.push_back(g.raw_data());
+  }
+  const auto* wb = static_cast<const std::byte*>(w.raw_data());
+  for (const Tensor& c : copies) {
+    check_slot(op, w, c, "copy");
+    const auto* cb = static_cast<const std::byte*>(c.raw_data());
+    LOCKSTEP_CHECK(cb + c.nbytes() <= wb || wb + w.nbytes() <= cb, op, ": a copy overlaps the variable it copies");
+    p.copies.push_back(const_cast<void*>(c.raw_data()));  // written through its handle
+  }
+  return p;
+}
 }  // namespace
 
 double sum_squares(const Tensor& a) {
@@ -42,12 +73,28 @@ void adam_update_(Tensor& w, Tensor& m, Tensor& v, const Tensor& g, const AdamCo
   check_slot("Adam", w, g, "gradient");
   check_slot("Adam", w, m, "first moment");
   check_slot("Adam", w, v, "second moment");
-  const backend::AdamStep s{.alpha = c.alpha,
-                            .one_minus_b1 = c.one_minus_beta_1,
-                            .one_minus_b2 = c.one_minus_beta_2,
-                            .epsilon = c.epsilon,
-                            .decay = c.decay};
-  k.adam_update(ctx(), w.raw_data(), m.raw_data(), v.raw_data(), g.raw_data(), w.numel(), s);
+  k.adam_update(ctx(), w.raw_data(), m.raw_data(), v.raw_data(), g.raw_data(), w.numel(), adam_step(c));
+}
+
+
+void sgd_update_(Tensor& w, Tensor& momentum, const std::vector<Tensor>& grads, const std::vector<Tensor>& copies,
+                 float lr, float mu, bool nesterov) {
+  const auto& k = kern("SGD (summed gradients)", w, backend::KernelOp::kSgdUpdateSummed);
+  const Pointers p = summed_operands("SGD", w, grads, copies);
+  if (momentum.defined()) check_slot("SGD", w, momentum, "momentum");
+  k.sgd_update_summed(ctx(), w.raw_data(), momentum.defined() ? momentum.raw_data() : nullptr, p.grads.data(),
+                      static_cast<int>(p.grads.size()), p.copies.data(), static_cast<int>(p.copies.size()), w.numel(),
+                      lr, mu, nesterov);
+}
+
+void adam_update_(Tensor& w, Tensor& m, Tensor& v, const std::vector<Tensor>& grads, const std::vector<Tensor>& copies,
+                  const AdamConstants& c) {
+  const auto& k = kern("Adam (summed gradients)", w, backend::KernelOp::kAdamUpdateSummed);
+  const Pointers p = summed_operands("Adam", w, grads, copies);
+  check_slot("Adam", w, m, "first moment");
+  check_slot("Adam", w, v, "second moment");
+  k.adam_update_summed(ctx(), w.raw_data(), m.raw_data(), v.raw_data(), p.grads.data(), static_cast<int>(p.grads.size()),
+                       p.copies.data(), static_cast<int>(p.copies.size()), w.numel(), adam_step(c));
 }
 
 }  // namespace lockstep

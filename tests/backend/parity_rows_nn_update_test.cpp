@@ -1,4 +1,5 @@
 // Parity rows: losses and their gradients, dropout, and the fused optimizer updates.
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <memory>
@@ -48,25 +49,58 @@ Row sparse_xent_row(const XentCase& c) {
       });
 }
 
-// One Keras SGD step: the variable (and momentum) after it.
-Row sgd_row(const char* key, bool momentum, bool nesterov) {
+// The gradient inputs of an update row: one gradient (parts == 0), or `parts` replicas'
+// gradients for the summed kernels (GradientShard::parts), whose sum the reference rounds to
+// float32 in order, as combine's kSum does, so the rest of the row checks the update alone.
+void add_gradients(std::vector<InputSpec>& inputs, const Shape& s, int parts) {
+  for (int j = 0; j < std::max(parts, 1); ++j) inputs.push_back({s, uniform(-1, 1), {}});
+}
+double gradient_at(const std::vector<Host>& in, std::size_t first, int parts, std::int64_t i) {
+  if (parts == 0) return in[first][i];
+  float g = static_cast<float>(in[first][i]);
+  for (int j = 1; j < parts; ++j) g += static_cast<float>(in[first + static_cast<std::size_t>(j)][i]);
+  return g;
+}
+std::vector<Tensor> gradients_of(const std::vector<Tensor>& in, std::size_t first) {
+  return {in.begin() + static_cast<std::ptrdiff_t>(first), in.end()};
+}
+// The summed kernels also write the new weights into two other copies: the same values as w.
+constexpr int kCopies = 2;
+std::vector<Tensor> fresh_copies(const Shape& s) {
+  std::vector<Tensor> c;
+  for (int j = 0; j < kCopies; ++j) c.push_back(Tensor::zeros(s));
+  return c;
+}
+
+// One Keras SGD step: the variable (and momentum) after it; with `parts`, the summed kernel.
+Row sgd_row(const char* key, bool momentum, bool nesterov, int parts = 0) {
   const Shape s{67591};
   constexpr float kLr = 0.05f, kMu = 0.9f;
   std::vector<InputSpec> inputs{{s, uniform(-1, 1), {}}};
   if (momentum) inputs.push_back({s, uniform(-0.1, 0.1), {}});
-  inputs.push_back({s, uniform(-1, 1), {}});
+  const std::size_t first = inputs.size();
+  add_gradients(inputs, s, parts);
   return make_row(
-      key, "grain", "SGD", floats(), {{KernelOp::kSgdUpdate, {}}}, inputs,
+      key, "grain", "SGD", floats(), {{parts ? KernelOp::kSgdUpdateSummed : KernelOp::kSgdUpdate, {}}}, inputs,
       [=](const std::vector<Tensor>& in, DType) {
         Tensor w = in[0].clone(), m = momentum ? in[1].clone() : Tensor();
-        sgd_update_(w, m, in.back(), kLr, momentum ? kMu : 0.0f, nesterov);
-        return momentum ? std::vector<Tensor>{w, m} : std::vector<Tensor>{w};
+        std::vector<Tensor> out;
+        if (parts) {
+          const std::vector<Tensor> copies = fresh_copies(s);
+          sgd_update_(w, m, gradients_of(in, first), copies, kLr, momentum ? kMu : 0.0f, nesterov);
+          out = copies;
+        } else {
+          sgd_update_(w, m, in.back(), kLr, momentum ? kMu : 0.0f, nesterov);
+        }
+        out.insert(out.begin(), w);
+        if (momentum) out.insert(out.begin() + 1, m);
+        return out;
       },
       [=](const std::vector<Host>& in, DType) {
         const double lr = kLr, mu = kMu;
         Expected w(s), m(s);
         for (std::int64_t i = 0; i < s.numel(); ++i) {
-          const double wi = in[0][i], g = in.back()[i];
+          const double wi = in[0][i], g = gradient_at(in, first, parts, i);
           if (!momentum) {
             w.set(i, wi - lr * g, 0, std::fabs(wi) + std::fabs(lr * g));
             continue;
@@ -76,33 +110,48 @@ Row sgd_row(const char* key, bool momentum, bool nesterov) {
           const double step = nesterov ? mu * mi - lr * g : mi;
           w.set(i, wi + step, 0, std::fabs(wi) + std::fabs(mi) + std::fabs(lr * g));
         }
-        return momentum ? std::vector<Expected>{w, m} : std::vector<Expected>{w};
+        std::vector<Expected> out{w};
+        if (momentum) out.push_back(m);
+        for (int j = 0; parts && j < kCopies; ++j) out.push_back(w);
+        return out;
       });
 }
 
-Row adam_row(const char* key, float decay) {
+Row adam_row(const char* key, float decay, int parts = 0) {
   const Shape s{67591};
   const AdamConstants k{.alpha = 1e-3f, .one_minus_beta_1 = 0.1f, .one_minus_beta_2 = 0.001f, .epsilon = 1e-7f,
                         .decay = decay};
+  std::vector<InputSpec> inputs{{s, uniform(-1, 1), {}}, {s, uniform(-0.1, 0.1), {}}, {s, uniform(0, 0.01), {}}};
+  constexpr std::size_t first = 3;
+  add_gradients(inputs, s, parts);
   return make_row(
-      key, "grain", "Adam", floats(), {{KernelOp::kAdamUpdate, {}}},
-      {{s, uniform(-1, 1), {}}, {s, uniform(-0.1, 0.1), {}}, {s, uniform(0, 0.01), {}}, {s, uniform(-1, 1), {}}},
-      [k](const std::vector<Tensor>& in, DType) {
+      key, "grain", "Adam", floats(), {{parts ? KernelOp::kAdamUpdateSummed : KernelOp::kAdamUpdate, {}}}, inputs,
+      [=](const std::vector<Tensor>& in, DType) {
         Tensor w = in[0].clone(), m = in[1].clone(), v = in[2].clone();
-        adam_update_(w, m, v, in[3], k);
-        return std::vector<Tensor>{w, m, v};
+        std::vector<Tensor> out;
+        if (parts) {
+          out = fresh_copies(s);
+          adam_update_(w, m, v, gradients_of(in, first), out, k);
+        } else {
+          adam_update_(w, m, v, in[3], k);
+        }
+        out.insert(out.begin(), {w, m, v});
+        return out;
       },
-      [k, s](const std::vector<Host>& in, DType) {
+      [=](const std::vector<Host>& in, DType) {
         Expected w(s), m(s), v(s);
         const double b1 = k.one_minus_beta_1, b2 = k.one_minus_beta_2;
         for (std::int64_t i = 0; i < s.numel(); ++i) {
-          const double g = in[3][i], mi = in[1][i] + (g - in[1][i]) * b1, vi = in[2][i] + (g * g - in[2][i]) * b2;
+          const double g = gradient_at(in, first, parts, i), mi = in[1][i] + (g - in[1][i]) * b1,
+                       vi = in[2][i] + (g * g - in[2][i]) * b2;
           m.set(i, mi, 0, std::fabs(in[1][i]) + std::fabs((g - in[1][i]) * b1));
           v.set(i, vi, 0, std::fabs(in[2][i]) + std::fabs((g * g - in[2][i]) * b2));
           const double step = k.alpha * mi / (std::sqrt(vi) + k.epsilon);
           w.set(i, in[0][i] - in[0][i] * k.decay - step, 0, std::fabs(in[0][i]) + std::fabs(step));
         }
-        return std::vector<Expected>{w, m, v};
+        std::vector<Expected> out{w, m, v};
+        for (int j = 0; parts && j < kCopies; ++j) out.push_back(w);
+        return out;
       });
 }
 
@@ -348,6 +397,11 @@ std::vector<Row> nn_update_rows() {
   rows.push_back(sgd_row("sgd_update_nesterov", true, true));
   rows.push_back(adam_row("adam_update", 0.0f));
   rows.push_back(adam_row("adamw_update", 1e-4f));
+  // The sharded update of replicas that share memory: 2 and 3 replicas' gradients.
+  rows.push_back(sgd_row("sgd_update_summed", false, false, 2));
+  rows.push_back(sgd_row("sgd_update_summed_nesterov", true, true, 3));
+  rows.push_back(adam_row("adam_update_summed", 0.0f, 2));
+  rows.push_back(adam_row("adamw_update_summed", 1e-4f, 3));
   return rows;
 }
 

@@ -1,6 +1,7 @@
 // ZeRO stage 1 on CPU replicas (MirroredOptions::shard_optimizer_update): each replica updates
 // its shard of every variable after the gradients' reduce-scatter and the shards are copied
-// into every copy. What a user relies on: the weights and the optimizer's slots come out
+// into every copy; or, as one process's replicas do by default, reading every replica's
+// gradients in place and writing every copy within the update ($LOCKSTEP_GRADIENTS_IN_PLACE). What a user relies on: the weights and the optimizer's slots come out
 // bit-identical to every replica updating everything (so checkpoints, resumes and the
 // 1-vs-N equivalences are unchanged), through fit's train step and through apply_gradients in
 // a custom loop, for every rule and for shards that split variables unevenly.
@@ -43,10 +44,21 @@ Trained collect(Model& model, optimizers::Optimizer& opt) {
   return t;
 }
 
+// A strategy of `replicas` CPU replicas; a sharded update reads the gradients in place or
+// reduce-scatters them.
+std::unique_ptr<MirroredStrategy> cpu_strategy(int replicas, bool shard, bool in_place) {
+  if (!in_place) ::setenv("LOCKSTEP_GRADIENTS_IN_PLACE", "0", 1);
+  auto strategy = std::make_unique<MirroredStrategy>(
+      MirroredOptions{.num_cpu_devices = replicas, .shard_optimizer_update = shard});
+  ::unsetenv("LOCKSTEP_GRADIENTS_IN_PLACE");
+  return strategy;
+}
+
 // Five global batches of 10 through train_step (fit's step), on `replicas` CPU replicas.
-Trained fit_steps(int replicas, bool shard, MakeOptimizer make_optimizer) {
+Trained fit_steps(int replicas, bool shard, MakeOptimizer make_optimizer, bool in_place = true) {
   const auto d = test::random_classification(50, 12, 3, 17);
-  MirroredStrategy strategy({.num_cpu_devices = replicas, .shard_optimizer_update = shard});
+  auto owned = cpu_strategy(replicas, shard, in_place);
+  MirroredStrategy& strategy = *owned;
   auto scope = strategy.scope();
   auto model = make_model();
   auto opt = make_optimizer();
@@ -57,9 +69,10 @@ Trained fit_steps(int replicas, bool shard, MakeOptimizer make_optimizer) {
 }
 
 // The same through the TF tutorial's loop: apply_gradients inside strategy.run.
-Trained custom_loop_steps(int replicas, bool shard, MakeOptimizer make_optimizer) {
+Trained custom_loop_steps(int replicas, bool shard, MakeOptimizer make_optimizer, bool in_place = true) {
   const auto d = test::random_classification(50, 12, 3, 17);
-  MirroredStrategy strategy({.num_cpu_devices = replicas, .shard_optimizer_update = shard});
+  auto owned = cpu_strategy(replicas, shard, in_place);
+  MirroredStrategy& strategy = *owned;
   auto ds = strategy.experimental_distribute_dataset(data::Dataset::from_tensor_slices(d.x, d.y).batch(10));
   auto scope = strategy.scope();
   auto model = make_model();
@@ -119,7 +132,10 @@ TEST(ShardedUpdate, FitStepsGiveTheSameBitsAsUnshardedOn2And3Replicas) {
       SCOPED_TRACE(std::string(rule.name) + ", replicas = " + std::to_string(replicas));
       const Trained want = fit_steps(replicas, false, rule.make);
       EXPECT_EQ(want.iterations, 5);
-      expect_same(fit_steps(replicas, true, rule.make), want);
+      for (bool in_place : {true, false}) {
+        SCOPED_TRACE(in_place ? "gradients read in place" : "gradients reduce-scattered");
+        expect_same(fit_steps(replicas, true, rule.make, in_place), want);
+      }
     }
   }
 }
@@ -130,7 +146,10 @@ TEST(ShardedUpdate, ApplyGradientsInsideRunGivesTheSameBitsAsUnsharded) {
       SCOPED_TRACE(std::string(rule.name) + ", replicas = " + std::to_string(replicas));
       const Trained want = custom_loop_steps(replicas, false, rule.make);
       EXPECT_EQ(want.iterations, 5);  // once per step, not per replica
-      expect_same(custom_loop_steps(replicas, true, rule.make), want);
+      for (bool in_place : {true, false}) {
+        SCOPED_TRACE(in_place ? "gradients read in place" : "gradients reduce-scattered");
+        expect_same(custom_loop_steps(replicas, true, rule.make, in_place), want);
+      }
     }
   }
 }

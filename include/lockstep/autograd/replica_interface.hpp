@@ -18,11 +18,20 @@ namespace lockstep {
 /// One replica's part of a sharded optimizer update (ZeRO stage 1): elements [begin, end) of
 /// variable `variable` (an index into the list handed over, flattened), and their gradient
 /// summed over every replica (`grad`: end - begin elements, flat).
+///
+/// Replicas that share memory exchange nothing: `grad` is then undefined and `parts` holds every
+/// replica's own gradient of these elements, in member order, where its backward pass left them,
+/// to be summed in that order (((parts[0] + parts[1]) + ...), the bits of the collectives' sum) by
+/// the update itself; `copies` holds the other replicas' copies of these elements, which the
+/// update writes its new values into as well (all_gather_shards then moves nothing). Both are
+/// flat views, valid until all_gather_shards returns.
 struct GradientShard {
   std::size_t variable = 0;
   std::int64_t begin = 0;
   std::int64_t end = 0;
   Tensor grad;
+  std::vector<Tensor> parts;
+  std::vector<Tensor> copies;
 };
 
 /// How a replica's gradients are summed across the replicas: every replica receives every sum
@@ -52,8 +61,9 @@ class ReplicaInterface {
   /// not turned off); the optimizer adds its own conditions.
   virtual bool shards_update(const std::vector<Variable>& vars) const = 0;
   /// As all_reduce_gradients, but the sums are reduce-scattered: `shards` receives only the
-  /// elements this replica updates, with their summed gradients (`grads` is left as it is).
-  /// False (and no shards) when the gradients were held back by no_sync.
+  /// elements this replica updates, with their summed gradients, or the replicas' gradients to
+  /// sum and the copies to write (GradientShard; `grads` is left as it is, and must stay so until
+  /// all_gather_shards). False (and no shards) when the gradients were held back by no_sync.
   virtual bool reduce_scatter_gradients(std::vector<Tensor>& grads, const std::vector<Variable>& vars,
                                         std::vector<GradientShard>& shards) = 0;
   /// Overlaps the exchange with the backward pass (PyTorch DDP's Reducer hooks): returns what
@@ -65,9 +75,9 @@ class ReplicaInterface {
   /// can start early (under no_sync, or with gradients held back by it); those calls then do
   /// the whole exchange, as without this.
   virtual GradientReadyFn begin_gradient_exchange(const std::vector<Variable>& vars, GradientExchange kind) = 0;
-  /// After this replica updated `shards` of its own copies: writes them into every other
-  /// replica's copies and returns once every replica's shards are in every copy (the
-  /// all-gather of the updated weights).
+  /// After this replica updated `shards` of its own copies (and wrote any GradientShard::copies):
+  /// writes them into every other replica's copies and returns once every replica's shards are
+  /// in every copy (the all-gather of the updated weights).
   virtual void all_gather_shards(const std::vector<Variable>& vars, const std::vector<GradientShard>& shards) = 0;
   /// The variables of this replica's last reduce_scatter_gradients, in its order.
   virtual std::vector<Variable> sharded_variables() const = 0;

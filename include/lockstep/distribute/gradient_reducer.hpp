@@ -76,6 +76,11 @@ class GradientReducer {
   /// to date. Every member's shards are gathered, and those of each member m with writes(m) are
   /// written into `values`. Every member must call it with the same layout.
   void all_gather(Communicator& comm, std::vector<Tensor>& values, const std::function<bool(int)>& writes);
+  /// The elements that member `rank` of `members` updates in a sharded update of `variables`:
+  /// the ranges reduce_scatter gives it, bucket by bucket. fn(variable index, first, past-last
+  /// element of the flattened variable). The layout becomes the last call's.
+  void for_each_owned(const std::vector<Variable>& variables, int members, int rank,
+                      const std::function<void(std::size_t, std::int64_t, std::int64_t)>& fn);
   /// The variables of the last call, in its order.
   const std::vector<Variable>& variables() const { return variables_; }
 
@@ -83,8 +88,11 @@ class GradientReducer {
   /// The layout of the last call.
   const std::vector<GradientBucket>& buckets() const { return buckets_; }
 
- private:
+ /// One gradient per variable, each undefined or of its variable's element count; `what`
+  /// names the call in the error.
   static void check(const std::vector<Tensor>& grads, const std::vector<Variable>& variables, const char* what);
+
+ private:
   /// The bucket's gradients packed into a fresh buffer of `numel` >= bucket.numel elements
   /// (undefined gradients and the tail are zeros).
   static Tensor pack(const GradientBucket& bucket, const std::vector<Tensor>& grads,

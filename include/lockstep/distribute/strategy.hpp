@@ -75,7 +75,9 @@ class ReplicaContext final : public ReplicaInterface {
   /// and every variable in `vars` is float32 (and mirrored over the local replicas).
   bool shards_update(const std::vector<Variable>& vars) const override;
   /// The gradient buckets are reduce-scattered (same buckets, same sums as all_reduce_gradients);
-  /// no_sync() as there.
+  /// no_sync() as there. On one worker nothing is exchanged: every replica's gradients are read
+  /// where they lie by the update (GradientShard::parts; $LOCKSTEP_GRADIENTS_IN_PLACE=0 turns
+  /// that off, for comparisons), the same sums, bit for bit.
   bool reduce_scatter_gradients(std::vector<Tensor>& grads, const std::vector<Variable>& vars,
                                 std::vector<GradientShard>& shards) override;
   /// Empty also with one replica in sync (nothing to exchange), and when $LOCKSTEP_OVERLAP_GRADIENTS
@@ -321,6 +323,10 @@ class Strategy {
   std::vector<char> no_sync_;      // per replica: inside a no_sync() scope
   bool shard_update_ = false;      // MirroredOptions::shard_optimizer_update, where it applies
   bool overlap_gradients_ = true;  // $LOCKSTEP_OVERLAP_GRADIENTS is not 0
+  bool gradients_in_place_ = false;  // a sharded update reads the replicas' gradients where they lie
+  // Per local replica: its gradients of the sharded update in progress, read by every replica
+  // between reduce_scatter_gradients' barrier and all_gather_shards' (gradients_in_place_).
+  std::vector<std::vector<Tensor>> published_grads_;
   std::unique_ptr<Replicas> replicas_;
 };
 

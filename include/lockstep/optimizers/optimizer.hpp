@@ -101,6 +101,13 @@ class Optimizer {
   /// The rule itself, on tensors of one shape: `w` and `slots` (slot_names() order) are
   /// handles on (parts of) a variable's and its slots' memory, updated in place.
   virtual void update_rule(Tensor& w, std::vector<Tensor>& slots, const Tensor& grad, double lr, std::int64_t step) = 0;
+  /// update_rule for a shard whose gradient is `grads` summed in their order (((grads[0] +
+  /// grads[1]) + ...): GradientShard::parts) and whose new values also go into `copies`, in one
+  /// pass; true if done. The default returns false and the caller sums, updates and copies.
+  virtual bool update_rule_summed(Tensor& /*w*/, std::vector<Tensor>& /*slots*/, const std::vector<Tensor>& /*grads*/,
+                                  const std::vector<Tensor>& /*copies*/, double /*lr*/, std::int64_t /*step*/) {
+    return false;
+  }
   virtual std::vector<std::string> slot_names() const = 0;
   /// Whether the update of one element needs only that element (no clipnorm /
   /// global_clipnorm), so that replicas can share the update (ZeRO stage 1).

@@ -253,5 +253,13 @@ struct AdamConstants {
   float decay = 0;  // lr * weight_decay (AdamW); 0 for Adam
 };
 void adam_update_(Tensor& w, Tensor& m, Tensor& v, const Tensor& g, const AdamConstants& c);
+/// The sharded update of replicas that share memory (GradientShard::parts): the updates above
+/// with the gradient given as `grads` summed in their order, ((grads[0] + grads[1]) + ...), the
+/// bits of reduce_across's kSum, and the new weights also written into `copies` (each w's element
+/// count, not overlapping it). One pass over the memory: no summed gradient is written.
+void sgd_update_(Tensor& w, Tensor& momentum, const std::vector<Tensor>& grads, const std::vector<Tensor>& copies,
+                 float lr, float mu, bool nesterov);
+void adam_update_(Tensor& w, Tensor& m, Tensor& v, const std::vector<Tensor>& grads, const std::vector<Tensor>& copies,
+                  const AdamConstants& c);
 
 }  // namespace lockstep

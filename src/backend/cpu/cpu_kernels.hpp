@@ -121,6 +121,10 @@ void dropout_mask(ComputeContext&, void*, std::int64_t, std::int64_t, float, std
                   std::uint64_t, std::int64_t);
 void sgd_update(ComputeContext&, void*, void*, const void*, std::int64_t, float, float, bool);
 void adam_update(ComputeContext&, void*, void*, void*, const void*, std::int64_t, const AdamStep&);
+void sgd_update_summed(ComputeContext&, void*, void*, const void* const*, int, void* const*, int, std::int64_t, float,
+                       float, bool);
+void adam_update_summed(ComputeContext&, void*, void*, void*, const void* const*, int, void* const*, int, std::int64_t,
+                        const AdamStep&);
 void conv2d(ComputeContext&, const Conv2dDesc&, const void*, const void*, const void*, void*);
 void conv2d_backward_data(ComputeContext&, const Conv2dDesc&, const void*, const void*, void*);
 void conv2d_backward_weights(ComputeContext&, const Conv2dDesc&, const void*, const void*, void*, void*);

@@ -1,5 +1,7 @@
 // Fused optimizer updates: one pass over a variable's memory per step.
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 
 #include "backend/cpu/cpu_kernels.hpp"
 #include "backend/cpu/flush_denormals.hpp"
@@ -32,6 +34,20 @@ void scale_clip(ComputeContext& ctx, const void* xv, void* yv, std::int64_t n, f
   });
 }
 
+namespace {
+void sgd_loop(float* __restrict w, float* __restrict m, const float* __restrict g, std::int64_t n, float lr, float mu,
+              bool nesterov) {
+  if (!m) {
+    for (std::int64_t i = 0; i < n; ++i) w[i] -= lr * g[i];
+    return;
+  }
+  for (std::int64_t i = 0; i < n; ++i) {
+    m[i] = mu * m[i] - lr * g[i];
+    w[i] += nesterov ? mu * m[i] - lr * g[i] : m[i];
+  }
+}
+}  // namespace
+
 void sgd_update(ComputeContext& ctx, void* wv, void* mv, const void* gv, std::int64_t n, float lr, float mu,
                 bool nesterov) {
   float* w = static_cast<float*>(wv);
@@ -39,18 +55,7 @@ void sgd_update(ComputeContext& ctx, void* wv, void* mv, const void* gv, std::in
   float* m = static_cast<float*>(mv);
   parallel(ctx, n, [=](std::int64_t b, std::int64_t e) {
     const FlushDenormals flush;  // the momentum decays by mu every step
-    float* __restrict wb = w + b;
-    const float* __restrict gb = g + b;
-    const std::int64_t len = e - b;
-    if (!m) {
-      for (std::int64_t i = 0; i < len; ++i) wb[i] -= lr * gb[i];
-      return;
-    }
-    float* __restrict mb = m + b;
-    for (std::int64_t i = 0; i < len; ++i) {
-      mb[i] = mu * mb[i] - lr * gb[i];
-      wb[i] += nesterov ? mu * mb[i] - lr * gb[i] : mb[i];
-    }
+    sgd_loop(w + b, m ? m + b : nullptr, g + b, e - b, lr, mu, nesterov);
   });
 }
 
@@ -80,6 +85,63 @@ void adam_update(ComputeContext& ctx, void* wv, void* mv, void* vv, const void* 
   parallel(ctx, n, [=](std::int64_t b, std::int64_t e) {
     const FlushDenormals flush;  // the moments decay by beta_1, beta_2 every step
     adam_loop(w + b, m + b, v + b, g + b, e - b, s.alpha, s.one_minus_b1, s.one_minus_b2, s.epsilon, s.decay);
+  });
+}
+
+namespace {
+// The sharded update of replicas that share memory, block by block: the replicas' gradients
+// summed into a block on the stack as combine sums them (before the update's flush of
+// subnormals, so the sum has the all-reduce's bits), the update on it, and the new weights copied
+// into the other replicas' copies while they are in L1. One pass where the reduce-scatter packed
+// every gradient into a bucket, wrote the sums and the update read them back.
+template <typename Update>
+void summed_update(ComputeContext& ctx, float* w, const void* const* gv, int n_g, void* const* copies_v, int n_copies,
+                   std::int64_t n, const Update& update) {
+  const float* const* g = reinterpret_cast<const float* const*>(gv);
+  float* const* copies = reinterpret_cast<float* const*>(copies_v);
+  parallel(ctx, n, [&](std::int64_t b, std::int64_t e) {
+    constexpr std::int64_t kBlock = 1024;
+    alignas(64) float acc[kBlock];
+    for (std::int64_t s = b; s < e; s += kBlock) {
+      const std::int64_t len = std::min(kBlock, e - s);
+      const float* gs = g[0] + s;
+      if (n_g > 1) {
+        const float* __restrict g0 = g[0] + s;
+        const float* __restrict g1 = g[1] + s;
+        for (std::int64_t i = 0; i < len; ++i) acc[i] = g0[i] + g1[i];
+        for (int j = 2; j < n_g; ++j) {
+          const float* __restrict gj = g[j] + s;
+          for (std::int64_t i = 0; i < len; ++i) acc[i] += gj[i];
+        }
+        gs = acc;
+      }
+      {
+        const FlushDenormals flush;
+        update(s, len, gs);
+      }
+      for (int c = 0; c < n_copies; ++c)
+        std::memcpy(copies[c] + s, w + s, static_cast<std::size_t>(len) * sizeof(float));
+    }
+  });
+}
+}  // namespace
+
+void sgd_update_summed(ComputeContext& ctx, void* wv, void* mv, const void* const* g, int n_g, void* const* copies,
+                       int n_copies, std::int64_t n, float lr, float mu, bool nesterov) {
+  float* w = static_cast<float*>(wv);
+  float* m = static_cast<float*>(mv);
+  summed_update(ctx, w, g, n_g, copies, n_copies, n, [=](std::int64_t s, std::int64_t len, const float* gs) {
+    sgd_loop(w + s, m ? m + s : nullptr, gs, len, lr, mu, nesterov);
+  });
+}
+
+void adam_update_summed(ComputeContext& ctx, void* wv, void* mv, void* vv, const void* const* g, int n_g,
+                        void* const* copies, int n_copies, std::int64_t n, const AdamStep& a) {
+  float* w = static_cast<float*>(wv);
+  float* m = static_cast<float*>(mv);
+  float* v = static_cast<float*>(vv);
+  summed_update(ctx, w, g, n_g, copies, n_copies, n, [=](std::int64_t s, std::int64_t len, const float* gs) {
+    adam_loop(w + s, m + s, v + s, gs, len, a.alpha, a.one_minus_b1, a.one_minus_b2, a.epsilon, a.decay);
   });
 }
 

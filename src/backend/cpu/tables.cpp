@@ -49,6 +49,8 @@ constexpr KernelTable f32_table() {
   t.one_hot = one_hot;
   t.sgd_update = sgd_update;
   t.adam_update = adam_update;
+  t.sgd_update_summed = sgd_update_summed;
+  t.adam_update_summed = adam_update_summed;
   t.conv2d = conv2d;
   t.conv2d_backward_data = conv2d_backward_data;
   t.conv2d_backward_weights = conv2d_backward_weights;
