@@ -30,12 +30,12 @@ class Rng {
     s_[3] = rotl(s_[3], 45);
     return result;
   }
-  /// Uniform in [0, bound), bound > 0, without modulo bias.
+  /// Uniform in [0, bound), bound > 0, without modulo bias: r is rejected below 2^64 mod bound,
+  /// which is less than bound, so that division is needed only when r < bound (almost never).
   std::uint64_t below(std::uint64_t bound) {
-    const std::uint64_t threshold = (0 - bound) % bound;  // 2^64 mod bound
     for (;;) {
       const std::uint64_t r = next();
-      if (r >= threshold) return r % bound;
+      if (r >= bound || r >= (0 - bound) % bound) return r % bound;
     }
   }
 
