@@ -153,6 +153,7 @@ Strategy::Strategy(StrategyLayout layout)
   // ($LOCKSTEP_GRADIENTS_IN_PLACE=0 reduce-scatters them as across workers; for comparisons).
   gradients_in_place_ = shard_update_ && num_workers_ == 1 && env_flag_not_zero("LOCKSTEP_GRADIENTS_IN_PLACE");
   published_grads_.resize(static_cast<std::size_t>(n));
+  published_vars_.resize(static_cast<std::size_t>(n));
   // Workers may differ here: either way every bucket's collective starts in bucket order.
   overlap_gradients_ = env_flag_not_zero("LOCKSTEP_OVERLAP_GRADIENTS");
   replicas_->owner = this;
@@ -311,8 +312,20 @@ bool ReplicaContext::reduce_scatter_gradients(std::vector<Tensor>& grads, const 
     // written and read back, and one barrier fewer than reduce-scatter + all-gather.
     GradientReducer::check(grads, vars, "reduce_scatter_gradients");
     strategy_.published_grads_[r] = grads;
+    strategy_.published_vars_[r] = vars;
     communicator().barrier()->wait();  // every replica's gradients are final and published
     const int n = num_local_replicas();
+    // A barrier compares no arguments, as a collective does: every replica checks here that all
+    // passed the same variables (each finds the same disagreement and throws), rather than read
+    // past another's list. Each reads copies of the lists, which outlive a replica that throws.
+    for (int q = 0; q < n; ++q) {
+      const std::vector<Variable>& theirs = strategy_.published_vars_[static_cast<std::size_t>(q)];
+      bool same = theirs.size() == vars.size();
+      for (std::size_t i = 0; same && i < vars.size(); ++i) same = theirs[i].is_same(vars[i]);
+      LOCKSTEP_CHECK_T(DistributedError, same, "reduce_scatter_gradients: replicas disagree: replica ", q, " passed ",
+                       theirs.size(), " variables", theirs.size() == vars.size() ? " (other ones)" : "", ", replica ",
+                       replica_id_, " passed ", vars.size(), "; every replica must update the same variables");
+    }
     reducer.for_each_owned(vars, n, replica_id_, [&](std::size_t i, std::int64_t b, std::int64_t e) {
       const Variable& v = vars[i];
       const std::int64_t numel = v.value().numel();
@@ -358,7 +371,10 @@ void ReplicaContext::all_gather_shards(const std::vector<Variable>& vars, const 
   }
   communicator().barrier()->wait();
   // Every replica has read the gradients this one published (GradientShard::parts).
-  if (strategy_.gradients_in_place_) strategy_.published_grads_[static_cast<std::size_t>(replica_id_)].clear();
+  if (strategy_.gradients_in_place_) {
+    strategy_.published_grads_[static_cast<std::size_t>(replica_id_)].clear();
+    strategy_.published_vars_[static_cast<std::size_t>(replica_id_)].clear();
+  }
 }
 
 std::vector<Variable> ReplicaContext::sharded_variables() const {

@@ -235,3 +235,42 @@ TEST(ShardedUpdate, AnUnshardedUpdateAfterAShardedOneAsksForBroadcastSlotsThenMa
   EXPECT_NE(got.error.find("sharded"), std::string::npos) << got.error;
   EXPECT_EQ(got.weights, want.weights);
 }
+
+// A barrier compares no arguments: replicas that pass apply_gradients different variables must
+// still get the error a collective gives (and the strategy go on), not read past a list.
+TEST(ShardedUpdate, ReplicasUpdatingDifferentVariablesGetAnErrorAndTheStrategyGoesOn) {
+  const auto d = test::random_classification(20, 12, 3, 31);
+  for (bool in_place : {true, false}) {
+    SCOPED_TRACE(in_place ? "gradients read in place" : "gradients reduce-scattered");
+    auto strategy = cpu_strategy(2, true, in_place);
+    auto ds = strategy->experimental_distribute_dataset(data::Dataset::from_tensor_slices(d.x, d.y).batch(10));
+    auto scope = strategy->scope();
+    auto model = make_model();
+    auto opt = optimizers::Adam(1e-2);
+    auto loss = losses::SparseCategoricalCrossentropy();
+    auto it = ds.make_iterator();
+    const auto batch = it->next();
+    const auto step = [&](bool alike) {
+      strategy->run(
+          [&](const data::Element& xy) {
+            GradientTape tape;
+            const Tensor l = compute_average_loss(loss->per_example(xy[1], (*model)(xy[0], {.training = true})));
+            auto vars = model->trainable_variables();
+            if (!alike && get_replica_context()->replica_id_in_sync_group() == 1) vars.pop_back();
+            opt->apply_gradients(tape.gradient(l, vars), vars);
+            return 0;
+          },
+          *batch);
+    };
+    try {
+      step(false);
+      ADD_FAILURE() << "replicas updating different variables trained";
+    } catch (const DistributedError& e) {
+      EXPECT_NE(std::string(e.what()).find("disagree"), std::string::npos) << e.what();
+    }
+    EXPECT_EQ(opt->iterations(), 0);
+    step(true);
+    EXPECT_EQ(opt->iterations(), 1);
+    strategy->check_mirrored(model->variables());
+  }
+}

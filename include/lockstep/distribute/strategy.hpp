@@ -327,6 +327,7 @@ class Strategy {
   // Per local replica: its gradients of the sharded update in progress, read by every replica
   // between reduce_scatter_gradients' barrier and all_gather_shards' (gradients_in_place_).
   std::vector<std::vector<Tensor>> published_grads_;
+  std::vector<std::vector<Variable>> published_vars_;  // their variables, alike
   std::unique_ptr<Replicas> replicas_;
 };
 
