@@ -88,7 +88,7 @@ class GradientReducer {
   /// The layout of the last call.
   const std::vector<GradientBucket>& buckets() const { return buckets_; }
 
- /// One gradient per variable, each undefined or of its variable's element count; `what`
+  /// One gradient per variable, each undefined or of its variable's element count; `what`
   /// names the call in the error.
   static void check(const std::vector<Tensor>& grads, const std::vector<Variable>& variables, const char* what);
 
