@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "backend/cpu/combine_block.hpp"
 #include "backend/cpu/cpu_kernels.hpp"
 #include "backend/cpu/flush_denormals.hpp"
 
@@ -90,10 +91,10 @@ void adam_update(ComputeContext& ctx, void* wv, void* mv, void* vv, const void* 
 
 namespace {
 // The sharded update of replicas that share memory, block by block: the replicas' gradients
-// summed into a block on the stack as combine sums them (before the update's flush of
-// subnormals, so the sum has the all-reduce's bits), the update on it, and the new weights copied
-// into the other replicas' copies while they are in L1. One pass where the reduce-scatter packed
-// every gradient into a bucket, wrote the sums and the update read them back.
+// summed into a block on the stack by combine's own block sum (combine_block.hpp), before the
+// update's flush of subnormals, so the sum has the all-reduce's bits; the update on it; and the
+// new weights copied into the other replicas' copies while they are in L1. One pass where the
+// reduce-scatter packed every gradient into a bucket, wrote the sums and the update read them back.
 template <typename Update>
 void summed_update(ComputeContext& ctx, float* w, const void* const* gv, int n_g, void* const* copies_v, int n_copies,
                    std::int64_t n, const Update& update) {
@@ -106,13 +107,7 @@ void summed_update(ComputeContext& ctx, float* w, const void* const* gv, int n_g
       const std::int64_t len = std::min(kBlock, e - s);
       const float* gs = g[0] + s;
       if (n_g > 1) {
-        const float* __restrict g0 = g[0] + s;
-        const float* __restrict g1 = g[1] + s;
-        for (std::int64_t i = 0; i < len; ++i) acc[i] = g0[i] + g1[i];
-        for (int j = 2; j < n_g; ++j) {
-          const float* __restrict gj = g[j] + s;
-          for (std::int64_t i = 0; i < len; ++i) acc[i] += gj[i];
-        }
+        combine_block<ReduceOp::kSum>(g, n_g, s, len, acc, [](float v) { return v; });
         gs = acc;
       }
       {

@@ -6,6 +6,7 @@
 #include <limits>
 #include <type_traits>
 
+#include "backend/cpu/combine_block.hpp"
 #include "backend/cpu/cpu_kernels.hpp"
 #include "backend/cpu/half_convert.hpp"
 
@@ -163,13 +164,6 @@ void scatter_add_rows(ComputeContext&, const void* srcv, const std::int64_t* ind
 }
 
 namespace {
-template <ReduceOp Op, typename A>
-inline A combine2(A a, A b) {
-  if constexpr (Op == ReduceOp::kMax) return a > b ? a : b;
-  else if constexpr (Op == ReduceOp::kMin) return a < b ? a : b;
-  else return a + b;
-}
-
 // Blocks are combined in a local buffer first because outputs may also be inputs. The
 // accumulator is float32 for floating types (and for 16-bit floats, so that N replicas'
 // sum is rounded once), the type itself for integers.
@@ -184,21 +178,7 @@ void combine_impl(const T* const* in, int n_in, T* const* out, int n_out, std::i
   };
   for (std::int64_t s = begin; s < end; s += kBlock) {
     const std::int64_t len = std::min(kBlock, end - s);
-    const T* b0 = in[0] + s;
-    int rest = 1;  // the first input not yet combined
-    if (n_in >= 2) {
-      // The first two inputs in one pass: a separate copy into acc costs 25% of a 2-replica
-      // all-reduce.
-      const T* b1 = in[1] + s;
-      for (std::int64_t i = 0; i < len; ++i) acc[i] = combine2<Op>(load(b0[i]), load(b1[i]));
-      rest = 2;
-    } else {
-      for (std::int64_t i = 0; i < len; ++i) acc[i] = load(b0[i]);
-    }
-    for (int j = rest; j < n_in; ++j) {
-      const T* bj = in[j] + s;
-      for (std::int64_t i = 0; i < len; ++i) acc[i] = combine2<Op>(acc[i], load(bj[i]));
-    }
+    combine_block<Op>(in, n_in, s, len, acc, load);
     if constexpr (Op == ReduceOp::kMean) {
       const A fn = static_cast<A>(n_in);
       for (std::int64_t i = 0; i < len; ++i) acc[i] /= fn;
