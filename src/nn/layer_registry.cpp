@@ -5,6 +5,7 @@
 
 #include "lockstep/layers/conv_layers.hpp"
 #include "lockstep/layers/core_layers.hpp"
+#include "lockstep/layers/layer_normalization.hpp"
 #include "lockstep/layers/merge_layers.hpp"
 #include "lockstep/layers/normalization_layers.hpp"
 
@@ -33,6 +34,7 @@ std::vector<LayerClass> builtin_classes() {
       {"ZeroPadding2D", &ZeroPadding2DLayer::from_config, kChannelsLast},
       {"Rescaling", &RescalingLayer::from_config},
       {"BatchNormalization", &BatchNormalizationLayer::from_config},
+      {"LayerNormalization", &LayerNormalizationLayer::from_config},
       {"Add", &AddLayer::from_config},
   };
 }
