@@ -26,6 +26,7 @@
 #include "lockstep/layers/core_layers.hpp"
 #include "lockstep/layers/dtype_policy.hpp"
 #include "lockstep/layers/initializers.hpp"
+#include "lockstep/layers/layer_normalization.hpp"
 #include "lockstep/layers/merge_layers.hpp"
 #include "lockstep/layers/normalization_layers.hpp"
 #include "lockstep/losses/loss.hpp"

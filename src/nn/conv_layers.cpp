@@ -1,5 +1,6 @@
 #include "lockstep/layers/conv_layers.hpp"
 
+#include <nlohmann/json.hpp>
 #include <string>
 
 namespace lockstep::layers {
@@ -48,6 +49,15 @@ void check_dilation_and_strides(const char* cls, const Pair& strides, const Pair
   LOCKSTEP_CHECK((strides[0] == 1 && strides[1] == 1) || (dilation[0] == 1 && dilation[1] == 1), cls,
                  ": strides > 1 are not supported together with dilation_rate > 1 (as in Keras), got strides ",
                  pair_str(strides), " and dilation_rate ", pair_str(dilation));
+}
+
+// Keras writes a pair as a list and accepts an int for a square window.
+nlohmann::json pair_to_json(const Pair& p) { return nlohmann::json::array({p[0], p[1]}); }
+Pair pair_from_json(const nlohmann::json& j) {
+  if (j.is_number_integer()) return {j.get<std::int64_t>(), j.get<std::int64_t>()};
+  const auto v = j.get<std::vector<std::int64_t>>();
+  if (v.size() != 2) throw nlohmann::json::type_error::create(302, "expected 2 integers, got " + j.dump(), &j);
+  return {v[0], v[1]};
 }
 }  // namespace
 
@@ -250,6 +260,107 @@ Tensor RescalingLayer::call(const Tensor& x, const CallContext&) const {
     y = scale_ == 1.0f ? in : lockstep::scale(in, scale_);
   }
   return offset_ == 0.0f ? y : add_scalar(y, offset_);
+}
+
+// ---- configurations (Keras' get_config / from_config) ----
+using nlohmann::json;
+
+json Conv2DLayer::get_config() const {
+  json c = Layer::get_config();
+  const auto& o = options_;
+  c.update({{"filters", o.filters}, {"kernel_size", pair_to_json(o.kernel_size)}, {"strides", pair_to_json(o.strides)},
+            {"padding", o.padding}, {"dilation_rate", pair_to_json(o.dilation_rate)}, {"groups", o.groups},
+            {"activation", activation_name(activation_)}, {"use_bias", o.use_bias},
+            {"kernel_initializer", o.kernel_initializer}, {"bias_initializer", o.bias_initializer}});
+  return c;
+}
+LayerPtr Conv2DLayer::from_config(const json& c) {
+  Conv2DOptions o;
+  o.filters = c.at("filters").get<std::int64_t>();
+  o.kernel_size = pair_from_json(c.at("kernel_size"));
+  o.strides = pair_from_json(c.at("strides"));
+  o.padding = c.at("padding").get<std::string>();
+  o.dilation_rate = pair_from_json(c.at("dilation_rate"));
+  o.groups = c.at("groups").get<std::int64_t>();
+  o.activation = c.at("activation").get<std::string>();
+  o.use_bias = c.at("use_bias").get<bool>();
+  o.kernel_initializer = c.at("kernel_initializer").get<std::string>();
+  o.bias_initializer = c.at("bias_initializer").get<std::string>();
+  o.name = c.at("name").get<std::string>();
+  return std::make_shared<Conv2DLayer>(o);
+}
+
+json DepthwiseConv2DLayer::get_config() const {
+  json c = Layer::get_config();
+  const auto& o = options_;
+  c.update({{"kernel_size", pair_to_json(o.kernel_size)}, {"strides", pair_to_json(o.strides)},
+            {"padding", o.padding}, {"depth_multiplier", o.depth_multiplier},
+            {"dilation_rate", pair_to_json(o.dilation_rate)}, {"activation", activation_name(activation_)},
+            {"use_bias", o.use_bias}, {"depthwise_initializer", o.depthwise_initializer},
+            {"bias_initializer", o.bias_initializer}});
+  return c;
+}
+LayerPtr DepthwiseConv2DLayer::from_config(const json& c) {
+  DepthwiseConv2DOptions o;
+  o.kernel_size = pair_from_json(c.at("kernel_size"));
+  o.strides = pair_from_json(c.at("strides"));
+  o.padding = c.at("padding").get<std::string>();
+  o.depth_multiplier = c.at("depth_multiplier").get<std::int64_t>();
+  o.dilation_rate = pair_from_json(c.at("dilation_rate"));
+  o.activation = c.at("activation").get<std::string>();
+  o.use_bias = c.at("use_bias").get<bool>();
+  o.depthwise_initializer = c.at("depthwise_initializer").get<std::string>();
+  o.bias_initializer = c.at("bias_initializer").get<std::string>();
+  o.name = c.at("name").get<std::string>();
+  return std::make_shared<DepthwiseConv2DLayer>(o);
+}
+
+json Pooling2DLayer::get_config() const {
+  json c = Layer::get_config();
+  c.update({{"pool_size", pair_to_json(options_.pool_size)}, {"strides", pair_to_json(strides())},
+            {"padding", options_.padding}});
+  return c;
+}
+LayerPtr Pooling2DLayer::from_config(bool max, const json& c) {
+  const json& strides = c.value("strides", json());
+  return std::make_shared<Pooling2DLayer>(
+      max, Pooling2DOptions{pair_from_json(c.at("pool_size")),
+                            strides.is_null() ? std::nullopt : std::optional<Pair>(pair_from_json(strides)),
+                            c.at("padding").get<std::string>(), c.at("name").get<std::string>()});
+}
+
+json GlobalAveragePooling2DLayer::get_config() const {
+  json c = Layer::get_config();
+  c["keepdims"] = keepdims_;
+  return c;
+}
+LayerPtr GlobalAveragePooling2DLayer::from_config(const json& c) {
+  return std::make_shared<GlobalAveragePooling2DLayer>(c.value("keepdims", false), c.at("name").get<std::string>());
+}
+
+json ZeroPadding2DLayer::get_config() const {
+  json c = Layer::get_config();
+  c["padding"] = json::array({pair_to_json(padding_[0]), pair_to_json(padding_[1])});
+  return c;
+}
+LayerPtr ZeroPadding2DLayer::from_config(const json& c) {
+  const json& p = c.at("padding");
+  if (!p.is_array() || p.size() != 2) throw json::type_error::create(302, "padding must be ((t, b), (l, r))", &p);
+  return std::make_shared<ZeroPadding2DLayer>(std::array<Pair, 2>{pair_from_json(p[0]), pair_from_json(p[1])},
+                                              c.at("name").get<std::string>());
+}
+
+json RescalingLayer::get_config() const {
+  json c = Layer::get_config();
+  c.update({{"scale", scale_}, {"offset", offset_}});
+  return c;
+}
+LayerPtr RescalingLayer::from_config(const json& c) {
+  for (const char* key : {"scale", "offset"})
+    if (c.contains(key) && !c.at(key).is_number())
+      throw ValueError(std::string(key) + "=" + c.at(key).dump() + ": lockstep's Rescaling takes one number");
+  return std::make_shared<RescalingLayer>(c.at("scale").get<float>(), c.value("offset", 0.0f),
+                                          c.at("name").get<std::string>());
 }
 
 // ---- factories ----

@@ -1,5 +1,9 @@
 #include "lockstep/layers/core_layers.hpp"
 
+#include <nlohmann/json.hpp>
+
+#include "lockstep/layers/layer_registry.hpp"
+
 namespace lockstep::layers {
 
 DenseLayer::DenseLayer(const DenseOptions& options)
@@ -111,6 +115,69 @@ Tensor ReshapeLayer::call(const Tensor& x, const CallContext&) const {
 }
 
 InputLayer::InputLayer(Shape shape, std::string name) : Layer(std::move(name)) { declared_input_shape_ = shape; }
+
+// Configurations (Keras' get_config / from_config).
+using nlohmann::json;
+
+json DenseLayer::get_config() const {
+  json c = Layer::get_config();
+  const auto& o = options_;
+  c.update({{"units", o.units}, {"activation", activation_name(activation_)}, {"use_bias", o.use_bias},
+            {"kernel_initializer", o.kernel_initializer}, {"bias_initializer", o.bias_initializer}});
+  if (o.input_dim) c["input_dim"] = *o.input_dim;
+  return c;
+}
+LayerPtr DenseLayer::from_config(const json& c) {
+  DenseOptions o;
+  o.units = c.at("units").get<std::int64_t>();
+  o.activation = c.at("activation").get<std::string>();
+  o.use_bias = c.at("use_bias").get<bool>();
+  o.kernel_initializer = c.at("kernel_initializer").get<std::string>();
+  o.bias_initializer = c.at("bias_initializer").get<std::string>();
+  if (c.contains("input_dim")) o.input_dim = c.at("input_dim").get<std::int64_t>();
+  o.name = c.at("name").get<std::string>();
+  return std::make_shared<DenseLayer>(o);
+}
+
+json DropoutLayer::get_config() const {
+  json c = Layer::get_config();
+  c["rate"] = rate_;
+  return c;
+}
+LayerPtr DropoutLayer::from_config(const json& c) {
+  return std::make_shared<DropoutLayer>(c.at("rate").get<float>(), c.at("name").get<std::string>());
+}
+
+json ActivationLayer::get_config() const {
+  json c = Layer::get_config();
+  c["activation"] = activation_name(kind_);
+  return c;
+}
+LayerPtr ActivationLayer::from_config(const json& c) {
+  return std::make_shared<ActivationLayer>(c.at("activation").get<std::string>(), c.at("name").get<std::string>());
+}
+
+LayerPtr FlattenLayer::from_config(const json& c) {
+  return std::make_shared<FlattenLayer>(c.at("name").get<std::string>());
+}
+
+json ReshapeLayer::get_config() const {
+  json c = Layer::get_config();
+  c["target_shape"] = target_.dims();
+  return c;
+}
+LayerPtr ReshapeLayer::from_config(const json& c) {
+  return std::make_shared<ReshapeLayer>(shape_from_json(c.at("target_shape")), c.at("name").get<std::string>());
+}
+
+json InputLayer::get_config() const {
+  json c = Layer::get_config();
+  c["shape"] = declared_input_shape()->dims();
+  return c;
+}
+LayerPtr InputLayer::from_config(const json& c) {
+  return std::make_shared<InputLayer>(shape_from_json(c.at("shape")), c.at("name").get<std::string>());
+}
 
 LayerPtr Dense(std::int64_t units, const std::string& activation, std::optional<std::int64_t> input_dim) {
   return std::make_shared<DenseLayer>(DenseOptions{.units = units, .activation = activation, .input_dim = input_dim});

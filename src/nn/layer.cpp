@@ -1,5 +1,7 @@
 #include "lockstep/layers/layer.hpp"
 
+#include <nlohmann/json.hpp>
+
 namespace lockstep::layers {
 
 Shape with_batch_dim(const Shape& per_example) {
@@ -9,6 +11,8 @@ Shape with_batch_dim(const Shape& per_example) {
 }
 
 Layer::Layer(std::string name) : name_(std::move(name)) {}
+
+nlohmann::json Layer::get_config() const { return {{"name", name_}}; }
 
 void Layer::build(const Shape& input_shape, std::uint64_t seed) {
   if (built_) {

@@ -1,5 +1,7 @@
 #include "lockstep/layers/merge_layers.hpp"
 
+#include <nlohmann/json.hpp>
+
 namespace lockstep::layers {
 
 std::string MergeLayer::shapes_str(const std::vector<Shape>& shapes) {
@@ -44,6 +46,10 @@ Tensor AddLayer::merge(const std::vector<Tensor>& inputs, const CallContext&) co
   Tensor y = autocast(inputs[0]);
   for (std::size_t i = 1; i < inputs.size(); ++i) y = add(y, autocast(inputs[i]));
   return y;
+}
+
+LayerPtr AddLayer::from_config(const nlohmann::json& c) {
+  return std::make_shared<AddLayer>(c.at("name").get<std::string>());
 }
 
 LayerPtr Add() { return std::make_shared<AddLayer>(); }

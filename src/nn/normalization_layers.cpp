@@ -1,6 +1,9 @@
 #include "lockstep/layers/normalization_layers.hpp"
 
 #include <memory>
+#include <nlohmann/json.hpp>
+
+#include "lockstep/layers/layer_registry.hpp"
 
 namespace lockstep::layers {
 
@@ -140,6 +143,32 @@ Tensor BatchNormalizationLayer::call(const Tensor& x, const CallContext& ctx) co
     moving_variance_.assign(add(scale(moving_variance_.value(), m), scale(variance, 1.0f - m)));
   }
   return output(y);
+}
+
+nlohmann::json BatchNormalizationLayer::get_config() const {
+  nlohmann::json c = Layer::get_config();
+  const auto& o = options_;
+  c.update({{"axis", -1}, {"momentum", o.momentum}, {"epsilon", o.epsilon}, {"center", o.center}, {"scale", o.scale},
+            {"beta_initializer", o.beta_initializer}, {"gamma_initializer", o.gamma_initializer},
+            {"moving_mean_initializer", o.moving_mean_initializer},
+            {"moving_variance_initializer", o.moving_variance_initializer}, {"synchronized", o.synchronized}});
+  return c;
+}
+
+LayerPtr BatchNormalizationLayer::from_config(const nlohmann::json& c) {
+  check_last_axis(c, "BatchNormalization");
+  BatchNormalizationOptions o;
+  o.momentum = c.at("momentum").get<float>();
+  o.epsilon = c.at("epsilon").get<float>();
+  o.center = c.at("center").get<bool>();
+  o.scale = c.at("scale").get<bool>();
+  o.beta_initializer = c.at("beta_initializer").get<std::string>();
+  o.gamma_initializer = c.at("gamma_initializer").get<std::string>();
+  o.moving_mean_initializer = c.at("moving_mean_initializer").get<std::string>();
+  o.moving_variance_initializer = c.at("moving_variance_initializer").get<std::string>();
+  o.synchronized = c.value("synchronized", false);
+  o.name = c.at("name").get<std::string>();
+  return std::make_shared<BatchNormalizationLayer>(o);
 }
 
 LayerPtr BatchNormalization(const BatchNormalizationOptions& options) {

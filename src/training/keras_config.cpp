@@ -7,6 +7,7 @@
 #include <set>
 
 #include "lockstep/layers/core_layers.hpp"
+#include "lockstep/layers/layer_registry.hpp"
 #include "lockstep/layers/merge_layers.hpp"
 #include "lockstep/training/functional.hpp"
 #include "lockstep/training/sequential.hpp"
@@ -19,40 +20,10 @@ namespace lockstep::detail {
 namespace {
 using nlohmann::json;
 
-constexpr const char* kKerasLayers =
-    "InputLayer, Dense, Dropout, Activation, Flatten, Reshape, Conv2D, DepthwiseConv2D, MaxPooling2D, "
-    "AveragePooling2D, GlobalAveragePooling2D, ZeroPadding2D, Rescaling, BatchNormalization, Add";
-
-// For each Keras class lockstep has: the config arguments its layer takes (layer_config.cpp's
-// names, which are Keras'). Anything else in a config must be Keras' "off" (null or false) or one
-// of the arguments handled below (name, trainable, dtype, data_format, a Dropout seed).
-const std::map<std::string, std::set<std::string>>& layer_arguments() {
-  static const std::map<std::string, std::set<std::string>> args = {
-      {"Dense", {"units", "activation", "use_bias", "kernel_initializer", "bias_initializer"}},
-      {"Dropout", {"rate"}},
-      {"Activation", {"activation"}},
-      {"Flatten", {}},
-      {"Reshape", {"target_shape"}},
-      {"Conv2D",
-       {"filters", "kernel_size", "strides", "padding", "dilation_rate", "groups", "activation", "use_bias",
-        "kernel_initializer", "bias_initializer"}},
-      {"DepthwiseConv2D",
-       {"kernel_size", "strides", "padding", "depth_multiplier", "dilation_rate", "activation", "use_bias",
-        "depthwise_initializer", "bias_initializer"}},
-      {"MaxPooling2D", {"pool_size", "strides", "padding"}},
-      {"AveragePooling2D", {"pool_size", "strides", "padding"}},
-      {"GlobalAveragePooling2D", {"keepdims"}},
-      {"ZeroPadding2D", {"padding"}},
-      {"Rescaling", {"scale", "offset"}},
-      {"Add", {}},
-      {"BatchNormalization",
-       {"axis", "momentum", "epsilon", "center", "scale", "beta_initializer", "gamma_initializer",
-        "moving_mean_initializer", "moving_variance_initializer", "synchronized"}},
-  };
-  return args;
-}
-const std::set<std::string> kWithDataFormat = {"Flatten", "Conv2D", "DepthwiseConv2D", "MaxPooling2D",
-                                               "AveragePooling2D", "GlobalAveragePooling2D", "ZeroPadding2D"};
+// Keras arguments lockstep accepts whatever their value, for any class: randomness comes from the
+// model's seed (keyed per layer, step and example), so no Keras seed would reproduce Keras' draws
+// anyway; renorm_momentum is only read by renorm, which must be off.
+const std::set<std::string> kIgnoredArguments = {"seed", "renorm_momentum"};
 
 // lockstep's initializer names <-> Keras' classes.
 const std::map<std::string, std::string> kInitializers = {
@@ -113,39 +84,32 @@ class LayerReader {
     unsupported("dtype", d);
   }
 
-  // The lockstep config (layer_config.cpp's JSON) of this layer.
-  json to_lockstep() const {
-    const auto& table = layer_arguments();
-    const auto known = table.find(cls_);
-    if (known == table.end())
-      fail("this layer class is not supported by lockstep (it reads " + std::string(kKerasLayers) + ")");
+  // The lockstep config (the layer's get_config() JSON) of this layer: Keras' own arguments
+  // (trainable, dtype, the arguments lockstep fixes, the ignored ones) taken out.
+  json to_lockstep(const layers::LayerClass& c) const {
     if (name_.empty()) fail("the config has no name");
     json out = {{"name", name_}};
     for (const auto& [key, value] : config_.items()) {
-      if (key == "name" || key == "dtype") continue;
-      if (known->second.count(key)) {
-        out[key] = is_initializer_key(key) ? json(initializer(key, value)) : value;
-      } else if (key == "trainable") {
+      if (key == "name" || key == "dtype" || kIgnoredArguments.count(key)) continue;
+      if (key == "trainable") {
         if (value != json(true)) fail("trainable=" + clip(value) + ": lockstep layers are always trainable");
-      } else if (key == "data_format" && kWithDataFormat.count(cls_)) {
-        if (!value.is_null() && value != json("channels_last"))
-          fail("data_format=" + clip(value) + ": lockstep layers are channels_last (NHWC) only");
-      } else if (key == "seed" && cls_ == "Dropout") {
-        // Dropout masks come from the model's seed (keyed per layer, step and example): no Keras
-        // seed would reproduce Keras' masks anyway, so a seed is accepted and not used.
-      } else if (key == "renorm_momentum" && cls_ == "BatchNormalization") {
-        // Only read by renorm, which must be off (below).
-      } else if (!is_off(value)) {
-        unsupported(key, value);
+      } else if (c.keras_fixed.contains(key)) {
+        if (!is_off(value) && value != c.keras_fixed.at(key))
+          fail("argument " + key + "=" + clip(value) + " is not supported by lockstep (its " + cls_ + " has " +
+               key + "=" + c.keras_fixed.at(key).dump() + " only)");
+      } else {
+        out[key] = is_initializer_key(key) ? json(initializer(key, value)) : value;
       }
     }
-    if ((cls_ == "MaxPooling2D" || cls_ == "AveragePooling2D") && out.value("strides", json()).is_null())
-      out["strides"] = out.value("pool_size", json());  // Keras: strides default to the pool size
-    if (cls_ == "Rescaling")
-      for (const char* key : {"scale", "offset"})
-        if (out.contains(key) && !out.at(key).is_number())
-          fail(std::string(key) + "=" + clip(out.at(key)) + ": lockstep's Rescaling takes one number");
-    return {{"class_name", cls_}, {"config", out}};
+    return out;
+  }
+
+  // Refuses an argument of the file that `layer` does not have (its get_config() lacks it),
+  // unless it is Keras' "off".
+  void check_arguments(const json& ours, const layers::Layer& layer) const {
+    const json has = layer.get_config();
+    for (const auto& [key, value] : ours.items())
+      if (!has.contains(key) && !is_off(value)) unsupported(key, config_.at(key));
   }
 
  private:
@@ -181,20 +145,17 @@ class LayerReader {
   json config_;
 };
 
-// The Keras config of one lockstep layer (Keras' serialisation around layer_config.cpp's JSON).
+// The Keras config of one lockstep layer (Keras' serialisation around its get_config()).
 json layer_to_keras(const layers::Layer& l) {
-  json j = layer_to_json(l);
-  const std::string cls = j.at("class_name").get<std::string>();
-  json& c = j.at("config");
+  const json ours = layer_to_json(l).at("config");  // ValueError for an unregistered class
   json config = {{"name", l.name()}, {"trainable", true}, {"dtype", policy_to_keras(l.dtype_policy().name())}};
-  for (auto& [key, value] : c.items()) {
+  for (const auto& [key, value] : ours.items()) {
     if (key == "name" || key == "input_dim") continue;  // the InputLayer gives the input shape
     config[key] = is_initializer_key(key) ? initializer_to_keras(value.get<std::string>()) : value;
   }
-  if (kWithDataFormat.count(cls)) config["data_format"] = "channels_last";
-  if (cls == "Dropout") config.update({{"seed", nullptr}, {"noise_shape", nullptr}});
+  config.update(layers::find_layer_class(l.class_name())->keras_fixed);
   return {{"module", "keras.layers"},
-          {"class_name", cls},
+          {"class_name", l.class_name()},
           {"config", config},
           {"registered_name", nullptr},
           {"build_config", {{"input_shape", shape_to_json(l.input_shape())}}}};
@@ -336,16 +297,20 @@ json input_layer_to_keras(const std::string& name, const Shape& batch_shape) {
 
 // The lockstep layer a Keras layer entry describes, with its dtype policy; IOError naming it.
 layers::LayerPtr layer_from_keras(const LayerReader& r) {
-  const json ours = r.to_lockstep();
+  const auto c = layers::find_layer_class(r.cls());
+  if (!c) r.fail("this layer class is not supported by lockstep (it reads " + layers::layer_class_names() + ")");
+  const json ours = r.to_lockstep(*c);
+  layers::LayerPtr layer;
   try {
-    layers::LayerPtr layer = layer_from_json(ours);
+    layer = c->from_config(ours);
     layer->set_dtype_policy(mixed_precision::Policy(r.policy()));
-    return layer;
   } catch (const json::exception& e) {
     r.fail(std::string("missing or mistyped argument (") + e.what() + ")");
   } catch (const Error& e) {
     r.fail(e.what());
   }
+  r.check_arguments(ours, *layer);
+  return layer;
 }
 
 json functional_to_keras(const Functional& model) {
@@ -500,7 +465,8 @@ std::unique_ptr<Model> model_from_keras_config(const json& j, const std::string&
         std::nullopt, "Keras file '" + source + "'");
   } else if (cls != "Sequential") {
     throw bad("the model is a " + cls +
-              " model; lockstep reads Sequential and Functional models only (of the layers " + kKerasLayers + ")");
+              " model; lockstep reads Sequential and Functional models only (of the layers " +
+              layers::layer_class_names() + ")");
   } else {
     result = sequential_from_keras_layers(j, source);
   }

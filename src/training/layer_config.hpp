@@ -1,10 +1,10 @@
 #pragma once
 // A layer as {"class_name", "config"} JSON with Keras' class and argument names: what saved
-// models write and read for each layer lockstep has.
+// models write and read for each registered layer class (lockstep/layers/layer_registry.hpp).
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "lockstep/layers/layer.hpp"
+#include "lockstep/layers/layer_registry.hpp"
 
 namespace lockstep::detail {
 
@@ -13,10 +13,10 @@ namespace lockstep::detail {
 std::string snake_case(const std::string& class_name);
 
 /// Keras writes an unknown (batch) dimension as null.
-nlohmann::json shape_to_json(const Shape& s);
-Shape shape_from_json(const nlohmann::json& j);
+using layers::shape_from_json;
+using layers::shape_to_json;
 
-/// Throws ValueError naming the layer when its class has no description.
+/// Throws ValueError naming the layer when its class is not registered.
 nlohmann::json layer_to_json(const layers::Layer& layer);
 /// Throws IOError naming an unknown class_name (and the classes known); nlohmann's exceptions
 /// for missing or mistyped fields.

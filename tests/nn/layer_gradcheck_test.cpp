@@ -96,6 +96,9 @@ std::vector<LayerCase> layer_cases() {
       {"batch_normalization_training_nhwc", [] { return layers::BatchNormalization({.center = false}); },
        {2, 3, 2, 2}, true},
       {"batch_normalization_inference", [] { return layers::BatchNormalization(); }, {4, 3}},
+      {"layer_normalization", [] { return layers::LayerNormalization(); }, {4, 5}},
+      {"layer_normalization_3d_no_center",
+       [] { return layers::LayerNormalization({.epsilon = 1e-2f, .center = false}); }, {2, 3, 4}},
   };
 }
 

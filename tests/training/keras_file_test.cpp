@@ -14,53 +14,21 @@
 #include "lockstep/layers/core_layers.hpp"
 #include "lockstep/layers/normalization_layers.hpp"
 #include "lockstep/training/saved_model.hpp"
+#include "training/model_io_test_util.hpp"
 
 namespace lockstep {
 namespace {
 using nlohmann::json;
+using test::expect_same_variables;
+using test::inputs;
+using test::io_message;
+using test::labels;
+using test::same_bits;
 
 std::string fresh_dir(const std::string& name) {
-  const auto d = std::filesystem::path(LOCKSTEP_BINARY_DIR) / "test_tmp" / "keras_file" / name;
-  std::filesystem::remove_all(d);
+  const std::string d = test::fresh_test_dir("keras_file", name);
   std::filesystem::create_directories(d);
-  return d.string();
-}
-
-Tensor inputs(std::int64_t n, std::int64_t features) {
-  std::vector<float> v(static_cast<std::size_t>(n * features));
-  for (std::size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>((i * 37 + 11) % 101) / 101.0f;
-  return Tensor::from_vector(v, Shape{n, features});
-}
-Tensor labels(std::int64_t n, std::int64_t classes) {
-  std::vector<std::int64_t> v(static_cast<std::size_t>(n));
-  for (std::size_t i = 0; i < v.size(); ++i) v[i] = static_cast<std::int64_t>((i * 7) % static_cast<std::size_t>(classes));
-  return Tensor::from_vector(v, Shape{n});
-}
-
-bool same_bits(const Tensor& a, const Tensor& b) {
-  return a.shape() == b.shape() && a.dtype() == b.dtype() && std::memcmp(a.raw_data(), b.raw_data(), a.nbytes()) == 0;
-}
-
-void expect_same_variables(const Model& a, const Model& b) {
-  const auto va = a.variables(), vb = b.variables();
-  ASSERT_EQ(va.size(), vb.size());
-  for (std::size_t i = 0; i < va.size(); ++i) {
-    EXPECT_EQ(va[i].name(), vb[i].name());
-    EXPECT_TRUE(same_bits(va[i].read_value(), vb[i].read_value())) << va[i].name();
-  }
-}
-
-std::string io_message(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const IOError& e) {
-    return e.what();
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << "expected IOError, got: " << e.what();
-    return "";
-  }
-  ADD_FAILURE() << "expected IOError";
-  return "";
+  return d;
 }
 
 #define EXPECT_HAS(message, needle) \

@@ -14,41 +14,17 @@
 #include "lockstep/layers/conv_layers.hpp"
 #include "lockstep/layers/core_layers.hpp"
 #include "lockstep/layers/normalization_layers.hpp"
+#include "training/model_io_test_util.hpp"
 
 namespace lockstep {
 namespace {
+using test::expect_same_variables;
+using test::inputs;
+using test::io_message;
+using test::labels;
+using test::same_bits;
 
-std::string fresh_dir(const std::string& name) {
-  const auto d = std::filesystem::path(LOCKSTEP_BINARY_DIR) / "test_tmp" / "saved_model" / name;
-  std::filesystem::remove_all(d);
-  std::filesystem::create_directories(d.parent_path());
-  return d.string();
-}
-
-// Deterministic inputs in [0, 1) and labels in [0, classes).
-Tensor inputs(std::int64_t n, std::int64_t features) {
-  std::vector<float> v(static_cast<std::size_t>(n * features));
-  for (std::size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>((i * 37 + 11) % 101) / 101.0f;
-  return Tensor::from_vector(v, Shape{n, features});
-}
-Tensor labels(std::int64_t n, std::int64_t classes) {
-  std::vector<std::int64_t> v(static_cast<std::size_t>(n));
-  for (std::size_t i = 0; i < v.size(); ++i) v[i] = static_cast<std::int64_t>((i * 7) % static_cast<std::size_t>(classes));
-  return Tensor::from_vector(v, Shape{n});
-}
-
-bool same_bits(const Tensor& a, const Tensor& b) {
-  return a.shape() == b.shape() && a.dtype() == b.dtype() && std::memcmp(a.raw_data(), b.raw_data(), a.nbytes()) == 0;
-}
-
-void expect_same_variables(const Model& a, const Model& b) {
-  const auto va = a.variables(), vb = b.variables();
-  ASSERT_EQ(va.size(), vb.size());
-  for (std::size_t i = 0; i < va.size(); ++i) {
-    EXPECT_EQ(va[i].name(), vb[i].name());
-    EXPECT_TRUE(same_bits(va[i].value(), vb[i].value())) << va[i].name();
-  }
-}
+std::string fresh_dir(const std::string& name) { return test::fresh_test_dir("saved_model", name); }
 
 std::unique_ptr<Sequential> flagship(std::uint64_t seed) {
   auto m = std::make_unique<Sequential>(std::vector<layers::LayerPtr>{}, "flagship");
@@ -58,19 +34,6 @@ std::unique_ptr<Sequential> flagship(std::uint64_t seed) {
   m->add(layers::Dense(10, "softmax"));
   m->compile(optimizers::Adam(1e-3), losses::SparseCategoricalCrossentropy(), {"accuracy"});
   return m;
-}
-
-std::string io_message(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const IOError& e) {
-    return e.what();
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << "expected IOError, got: " << e.what();
-    return "";
-  }
-  ADD_FAILURE() << "expected IOError";
-  return "";
 }
 
 void replace_in_file(const std::string& path, const std::string& from, const std::string& to) {

@@ -33,6 +33,8 @@ class Conv2DLayer final : public Layer {
  public:
   explicit Conv2DLayer(const Conv2DOptions& options);
   std::string class_name() const override { return "Conv2D"; }
+  nlohmann::json get_config() const override;
+  static LayerPtr from_config(const nlohmann::json& config);
   Shape compute_output_shape(const Shape& input_shape) const override;
   Tensor call(const Tensor& x, const CallContext& ctx) const override;
   bool has_softmax_output() const override { return activation_ == ActivationKind::kSoftmax; }
@@ -73,6 +75,8 @@ class DepthwiseConv2DLayer final : public Layer {
  public:
   explicit DepthwiseConv2DLayer(const DepthwiseConv2DOptions& options);
   std::string class_name() const override { return "DepthwiseConv2D"; }
+  nlohmann::json get_config() const override;
+  static LayerPtr from_config(const nlohmann::json& config);
   Shape compute_output_shape(const Shape& input_shape) const override;
   Tensor call(const Tensor& x, const CallContext& ctx) const override;
   const DepthwiseConv2DOptions& options() const { return options_; }
@@ -103,6 +107,9 @@ class Pooling2DLayer final : public Layer {
  public:
   Pooling2DLayer(bool max, const Pooling2DOptions& options);
   std::string class_name() const override { return max_ ? "MaxPooling2D" : "AveragePooling2D"; }
+  nlohmann::json get_config() const override;
+  /// MaxPooling2D (max) or AveragePooling2D; Keras' strides=null is the pool size.
+  static LayerPtr from_config(bool max, const nlohmann::json& config);
   Shape compute_output_shape(const Shape& input_shape) const override;
   Tensor call(const Tensor& x, const CallContext& ctx) const override;
   const Pooling2DOptions& options() const { return options_; }
@@ -122,6 +129,8 @@ class GlobalAveragePooling2DLayer final : public Layer {
  public:
   explicit GlobalAveragePooling2DLayer(bool keepdims = false, std::string name = "");
   std::string class_name() const override { return "GlobalAveragePooling2D"; }
+  nlohmann::json get_config() const override;
+  static LayerPtr from_config(const nlohmann::json& config);
   Shape compute_output_shape(const Shape& input_shape) const override;
   Tensor call(const Tensor& x, const CallContext& ctx) const override;
   bool keepdims() const { return keepdims_; }
@@ -135,6 +144,8 @@ class ZeroPadding2DLayer final : public Layer {
   /// ((top, bottom), (left, right)); Keras' padding=1 is {{1, 1}, {1, 1}}.
   explicit ZeroPadding2DLayer(std::array<Pair, 2> padding, std::string name = "");
   std::string class_name() const override { return "ZeroPadding2D"; }
+  nlohmann::json get_config() const override;
+  static LayerPtr from_config(const nlohmann::json& config);
   Shape compute_output_shape(const Shape& input_shape) const override;
   Tensor call(const Tensor& x, const CallContext& ctx) const override;
   const std::array<Pair, 2>& padding() const { return padding_; }
@@ -148,6 +159,8 @@ class RescalingLayer final : public Layer {
  public:
   explicit RescalingLayer(float scale, float offset = 0.0f, std::string name = "");
   std::string class_name() const override { return "Rescaling"; }
+  nlohmann::json get_config() const override;
+  static LayerPtr from_config(const nlohmann::json& config);
   Shape compute_output_shape(const Shape& s) const override { return s; }
   Tensor call(const Tensor& x, const CallContext& ctx) const override;
   float scale() const { return scale_; }

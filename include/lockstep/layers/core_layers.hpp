@@ -20,6 +20,8 @@ class DenseLayer final : public Layer {
  public:
   explicit DenseLayer(const DenseOptions& options);
   std::string class_name() const override { return "Dense"; }
+  nlohmann::json get_config() const override;
+  static LayerPtr from_config(const nlohmann::json& config);
   Shape compute_output_shape(const Shape& input_shape) const override;
   Tensor call(const Tensor& x, const CallContext& ctx) const override;
   bool has_softmax_output() const override { return activation_ == ActivationKind::kSoftmax; }
@@ -42,6 +44,8 @@ class DropoutLayer final : public Layer {
  public:
   explicit DropoutLayer(float rate, std::string name = "");
   std::string class_name() const override { return "Dropout"; }
+  nlohmann::json get_config() const override;
+  static LayerPtr from_config(const nlohmann::json& config);
   Shape compute_output_shape(const Shape& s) const override { return s; }
   Tensor call(const Tensor& x, const CallContext& ctx) const override;
   float rate() const { return rate_; }
@@ -58,6 +62,8 @@ class ActivationLayer final : public Layer {
  public:
   explicit ActivationLayer(const std::string& activation, std::string name = "");
   std::string class_name() const override { return "Activation"; }
+  nlohmann::json get_config() const override;
+  static LayerPtr from_config(const nlohmann::json& config);
   Shape compute_output_shape(const Shape& s) const override { return s; }
   Tensor call(const Tensor& x, const CallContext& ctx) const override;
   bool has_softmax_output() const override { return kind_ == ActivationKind::kSoftmax; }
@@ -72,6 +78,7 @@ class FlattenLayer final : public Layer {
  public:
   explicit FlattenLayer(std::string name = "") : Layer(std::move(name)) {}
   std::string class_name() const override { return "Flatten"; }
+  static LayerPtr from_config(const nlohmann::json& config);
   Shape compute_output_shape(const Shape& s) const override;
   Tensor call(const Tensor& x, const CallContext& ctx) const override;
 };
@@ -81,6 +88,8 @@ class ReshapeLayer final : public Layer {
   /// target_shape excludes the batch dimension; one entry may be -1.
   explicit ReshapeLayer(Shape target_shape, std::string name = "");
   std::string class_name() const override { return "Reshape"; }
+  nlohmann::json get_config() const override;
+  static LayerPtr from_config(const nlohmann::json& config);
   Shape compute_output_shape(const Shape& s) const override;
   Tensor call(const Tensor& x, const CallContext& ctx) const override;
   const Shape& target_shape() const { return target_; }
@@ -94,6 +103,8 @@ class InputLayer final : public Layer {
  public:
   explicit InputLayer(Shape shape, std::string name = "");
   std::string class_name() const override { return "InputLayer"; }
+  nlohmann::json get_config() const override;
+  static LayerPtr from_config(const nlohmann::json& config);
   Shape compute_output_shape(const Shape& s) const override { return s; }
   Tensor call(const Tensor& x, const CallContext&) const override { return x; }
 };

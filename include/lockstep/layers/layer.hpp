@@ -6,6 +6,7 @@
 // updates in its own copy during call() (Variable::assign inside a replica).
 #include <cstdint>
 #include <memory>
+#include <nlohmann/json_fwd.hpp>
 #include <optional>
 #include <string>
 #include <vector>
@@ -36,6 +37,10 @@ class Layer {
   virtual std::string class_name() const = 0;
   const std::string& name() const { return name_; }
   void set_name(std::string n) { name_ = std::move(n); }
+  /// Keras' get_config(): the layer's name and constructor arguments under Keras' names, what its
+  /// class's registered from_config (layer_registry.hpp) makes it again from. This base gives the
+  /// name only: a layer with arguments adds them.
+  virtual nlohmann::json get_config() const;
 
   /// Creates variables for input_shape (batch dimension -1); throws ValueError naming the shape
   /// and the layer when it cannot accept it. Idempotent for the same shape.

@@ -34,6 +34,7 @@ class AddLayer final : public MergeLayer {
  public:
   explicit AddLayer(std::string name = "") : MergeLayer(std::move(name)) {}
   std::string class_name() const override { return "Add"; }
+  static LayerPtr from_config(const nlohmann::json& config);
   Shape merge_output_shape(const std::vector<Shape>& input_shapes) const override;
   Tensor merge(const std::vector<Tensor>& inputs, const CallContext& ctx) const override;
 };

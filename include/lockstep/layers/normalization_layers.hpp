@@ -34,6 +34,8 @@ class BatchNormalizationLayer final : public Layer {
  public:
   explicit BatchNormalizationLayer(const BatchNormalizationOptions& options = {});
   std::string class_name() const override { return "BatchNormalization"; }
+  nlohmann::json get_config() const override;
+  static LayerPtr from_config(const nlohmann::json& config);
   Shape compute_output_shape(const Shape& s) const override { return s; }
   Tensor call(const Tensor& x, const CallContext& ctx) const override;
   const BatchNormalizationOptions& options() const { return options_; }

@@ -1,0 +1,102 @@
+#include "lockstep/layers/layer_registry.hpp"
+
+#include <map>
+#include <mutex>
+
+#include "lockstep/layers/conv_layers.hpp"
+#include "lockstep/layers/core_layers.hpp"
+#include "lockstep/layers/layer_normalization.hpp"
+#include "lockstep/layers/merge_layers.hpp"
+#include "lockstep/layers/normalization_layers.hpp"
+
+namespace lockstep::layers {
+
+namespace {
+using nlohmann::json;
+
+// Keras' image layers take a data_format; lockstep's are NHWC only.
+const json kChannelsLast = {{"data_format", "channels_last"}};
+
+// One row per layer class lockstep has.
+std::vector<LayerClass> builtin_classes() {
+  return {
+      {"InputLayer", &InputLayer::from_config},
+      {"Dense", &DenseLayer::from_config},
+      {"Dropout", &DropoutLayer::from_config, {{"seed", nullptr}, {"noise_shape", nullptr}}},
+      {"Activation", &ActivationLayer::from_config},
+      {"Flatten", &FlattenLayer::from_config, kChannelsLast},
+      {"Reshape", &ReshapeLayer::from_config},
+      {"Conv2D", &Conv2DLayer::from_config, kChannelsLast},
+      {"DepthwiseConv2D", &DepthwiseConv2DLayer::from_config, kChannelsLast},
+      {"MaxPooling2D", [](const json& c) { return Pooling2DLayer::from_config(true, c); }, kChannelsLast},
+      {"AveragePooling2D", [](const json& c) { return Pooling2DLayer::from_config(false, c); }, kChannelsLast},
+      {"GlobalAveragePooling2D", &GlobalAveragePooling2DLayer::from_config, kChannelsLast},
+      {"ZeroPadding2D", &ZeroPadding2DLayer::from_config, kChannelsLast},
+      {"Rescaling", &RescalingLayer::from_config},
+      {"BatchNormalization", &BatchNormalizationLayer::from_config},
+      {"LayerNormalization", &LayerNormalizationLayer::from_config},
+      {"Add", &AddLayer::from_config},
+  };
+}
+
+struct Registry {
+  Registry() {
+    for (auto& c : builtin_classes()) classes.emplace(c.class_name, std::move(c));
+  }
+  std::mutex mutex;
+  std::map<std::string, LayerClass> classes;
+};
+
+Registry& registry() {
+  static Registry r;
+  return r;
+}
+}  // namespace
+
+std::optional<LayerClass> find_layer_class(const std::string& class_name) {
+  auto& r = registry();
+  const std::lock_guard lock(r.mutex);
+  const auto it = r.classes.find(class_name);
+  if (it == r.classes.end()) return std::nullopt;
+  return it->second;
+}
+
+std::string layer_class_names() {
+  auto& r = registry();
+  const std::lock_guard lock(r.mutex);
+  std::string names;
+  for (const auto& [name, c] : r.classes) names += (names.empty() ? "" : ", ") + name;
+  return names;
+}
+
+void register_layer_class(LayerClass layer_class) {
+  LOCKSTEP_CHECK(!layer_class.class_name.empty(), "register_layer_class: the class name is empty");
+  LOCKSTEP_CHECK(static_cast<bool>(layer_class.from_config), "register_layer_class: class '",
+                 layer_class.class_name, "' has no from_config");
+  auto& r = registry();
+  const std::lock_guard lock(r.mutex);
+  const std::string name = layer_class.class_name;
+  LOCKSTEP_CHECK(r.classes.emplace(name, std::move(layer_class)).second, "register_layer_class: class '", name,
+                 "' is registered already");
+}
+
+json shape_to_json(const Shape& s) {
+  json j = json::array();
+  for (auto d : s.dims()) j.push_back(d < 0 ? json(nullptr) : json(d));
+  return j;
+}
+
+Shape shape_from_json(const json& j) {
+  if (!j.is_array()) throw json::type_error::create(302, "a shape must be a list, got " + j.dump(), &j);
+  std::vector<std::int64_t> dims;
+  for (const auto& d : j) dims.push_back(d.is_null() ? -1 : d.get<std::int64_t>());
+  return Shape(std::move(dims));
+}
+
+void check_last_axis(const json& config, const std::string& class_name) {
+  const json& axis = config.value("axis", json(-1));
+  if (axis != json(-1) && axis != json::array({-1}))
+    throw ValueError(class_name + " axis " + axis.dump() + " is not supported (only the last axis, -1)");
+}
+
+}  // namespace lockstep::layers
