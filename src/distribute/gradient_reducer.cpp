@@ -223,7 +223,7 @@ void GradientReducer::finish_reduce_scatter(const std::vector<Tensor>& grads, st
     const std::int64_t lo = rank * k, hi = std::min(bucket.numel, lo + k);
     const Tensor& out = exchange_.outs[b];
     for_each_part(bucket, numels_, lo, hi, [&](std::size_t i, std::int64_t vb, std::int64_t ve, std::int64_t at) {
-      shards.push_back(GradientShard{.variable = i, .begin = vb, .end = ve, .grad = out.slice(at - lo, at - lo + (ve - vb))});
+      shards.push_back(GradientShard{.variable = i, .begin = vb, .end = ve, .grads = {out.slice(at - lo, at - lo + (ve - vb))}});
     });
   }
   exchange_ = Exchange{};
