@@ -15,6 +15,13 @@ void check_finite_at_least(double v, double lo, bool inclusive, const char* what
                  inclusive ? ">= " : "> ", lo, ", got ", v);
 }
 
+// Whether this worker holds only its shards of `v`'s slots (a sharded update over several
+// workers). A rule without slots has nothing that shards could leave incomplete.
+bool in_shards(const std::weak_ptr<ShardedSlots>& holder, std::size_t slot_count, const Variable& v) {
+  const auto h = holder.lock();
+  return h && slot_count > 0 && h->only_shards_here(v);
+}
+
 std::vector<std::pair<Tensor, Variable>> zip_pairs(const std::vector<Tensor>& grads, const std::vector<Variable>& vars) {
   std::vector<std::pair<Tensor, Variable>> gv;
   gv.reserve(grads.size());
@@ -60,7 +67,7 @@ std::vector<Tensor> Optimizer::slots_of(const Variable& var) {
 }
 
 bool Optimizer::slots_sharded(const Variable& v) const {
-  if (const auto holder = sharded_slots_.lock(); holder && holder->only_shards_here(v)) return true;
+  if (in_shards(sharded_slots_, slot_names().size(), v)) return true;
   if (v.num_copies() < 2) return false;
   const auto primary = slots_.find(v.copy(0).impl().get());
   const auto other = slots_.find(v.copy(1).impl().get());
@@ -131,8 +138,7 @@ std::vector<std::pair<std::string, Tensor>> Optimizer::slots(const Variable& v) 
 std::vector<std::pair<std::string, Tensor>> Optimizer::slots_to_save(const Variable& v) {
   {
     std::lock_guard<std::mutex> lock(slots_mu_);
-    const auto holder = sharded_slots_.lock();
-    LOCKSTEP_CHECK(!(holder && holder->only_shards_here(v)), name(), ": the slots of variable '", v.name(),
+    LOCKSTEP_CHECK(!in_shards(sharded_slots_, slot_names().size(), v), name(), ": the slots of variable '", v.name(),
                    "' are sharded over the workers (the sharded optimizer update) and this worker holds only its "
                    "shards; call model.gather_optimizer_slots() on every worker before saving them (fit does at "
                    "every epoch's end, and BackupAndRestore before each backup)");
