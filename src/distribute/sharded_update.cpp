@@ -24,11 +24,12 @@ GradientReadyFn ShardedUpdate::begin(int replica, const std::vector<Variable>& v
   const auto r = static_cast<std::size_t>(replica);
   const bool scatter = sharded(vars, rule);
   // Gradients read in place are not exchanged: nothing to start early.
-  if (!options_.overlap || no_sync_[r] || !held_back_.empty() || options_.num_local_replicas * options_.num_workers == 1 ||
-      (scatter && options_.gradients_in_place))
+  const bool alone = options_.num_local_replicas * options_.num_workers == 1;
+  if (!options_.overlap || no_sync_[r] || !held_back_.empty() || alone || (scatter && options_.gradients_in_place))
     return {};
   GradientReducer& reducer = *reducers_[r];
-  reducer.begin(group_.member(replica), vars, scatter ? GradientExchange::kReduceScatter : GradientExchange::kAllReduce);
+  const GradientExchange kind = scatter ? GradientExchange::kReduceScatter : GradientExchange::kAllReduce;
+  reducer.begin(group_.member(replica), vars, kind);
   return [&reducer](std::size_t i, const Tensor& grad) { reducer.ready(i, grad); };
 }
 
@@ -66,7 +67,7 @@ void ShardedUpdate::read_in_place(int replica, const std::vector<Tensor>& grads,
   // new weights into every copy (GradientShard::grads, ::copies). No bucket is packed, no sum
   // written and read back, and one barrier fewer than reduce-scatter + all-gather.
   const auto r = static_cast<std::size_t>(replica);
-  GradientReducer::check(grads, vars, "reduce_scatter_gradients");
+  GradientReducer::check(grads, vars, "the sharded update");
   published_grads_[r] = grads;
   published_vars_[r] = vars;
   group_.member(replica).barrier()->wait();  // every replica's gradients are final and published
@@ -78,7 +79,7 @@ void ShardedUpdate::read_in_place(int replica, const std::vector<Tensor>& grads,
     const std::vector<Variable>& theirs = published_vars_[static_cast<std::size_t>(q)];
     bool same = theirs.size() == vars.size();
     for (std::size_t i = 0; same && i < vars.size(); ++i) same = theirs[i].is_same(vars[i]);
-    LOCKSTEP_CHECK_T(DistributedError, same, "reduce_scatter_gradients: replicas disagree: replica ", q, " passed ",
+    LOCKSTEP_CHECK_T(DistributedError, same, "the sharded update: replicas disagree: replica ", q, " passed ",
                      theirs.size(), " variables", theirs.size() == vars.size() ? " (other ones)" : "", ", replica ",
                      replica, " passed ", vars.size(), "; every replica must update the same variables");
   }
