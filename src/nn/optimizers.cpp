@@ -113,7 +113,7 @@ void Optimizer::Rule::apply(const std::vector<Variable>& vars, const std::vector
     }
     const Tensor grad = clipvalue ? scale_and_clip(g, 1.0f, static_cast<float>(*clipvalue)) : g;
     o_.update_rule(w, slots, grad, lr, step);
-    for (const Tensor& c : s.copies) Tensor(c).copy_from(w);
+    for (Tensor c : s.copies) c.copy_from(w);  // handles on the other copies' memory
   }
 }
 
