@@ -216,14 +216,14 @@ void GradientReducer::finish_reduce_scatter(const std::vector<Tensor>& grads, st
   shards.clear();
   const int n = exchange_.comm ? exchange_.comm->size() : 0;
   const std::int64_t rank = exchange_.comm ? exchange_.comm->rank() : 0;
-  finish(grads, GradientExchange::kReduceScatter, "reduce_scatter_gradients");
+  finish(grads, GradientExchange::kReduceScatter, "the sharded update's reduce-scatter");
   for (std::size_t b = 0; b < buckets_.size(); ++b) {
     const GradientBucket& bucket = buckets_[b];
     const std::int64_t k = shard_size(bucket, n);
     const std::int64_t lo = rank * k, hi = std::min(bucket.numel, lo + k);
     const Tensor& out = exchange_.outs[b];
     for_each_part(bucket, numels_, lo, hi, [&](std::size_t i, std::int64_t vb, std::int64_t ve, std::int64_t at) {
-      shards.push_back(GradientShard{.variable = i, .begin = vb, .end = ve, .grad = out.slice(at - lo, at - lo + (ve - vb))});
+      shards.push_back(GradientShard{.variable = i, .begin = vb, .end = ve, .grads = {out.slice(at - lo, at - lo + (ve - vb))}});
     });
   }
   exchange_ = Exchange{};
@@ -241,11 +241,12 @@ void GradientReducer::for_each_owned(const std::vector<Variable>& variables, int
 
 void GradientReducer::all_gather(Communicator& comm, std::vector<Tensor>& values,
                                  const std::function<bool(int)>& writes) {
-  LOCKSTEP_CHECK(values.size() == variables_.size(), "all_gather_shards: ", values.size(), " tensors for the ",
-                 variables_.size(), " variables of the last reduce-scatter");
+  LOCKSTEP_CHECK(values.size() == variables_.size(), "the sharded update's all-gather: ", values.size(),
+                 " tensors for the ", variables_.size(), " variables of the last reduce-scatter");
   for (std::size_t i = 0; i < values.size(); ++i)
     LOCKSTEP_CHECK(values[i].defined() && values[i].numel() == numels_[i] && values[i].dtype() == dtypes_[i],
-                   "all_gather_shards: the tensor for variable '", variables_[i].name(), "' does not match it");
+                   "the sharded update's all-gather: the tensor for variable '", variables_[i].name(),
+                   "' does not match it");
   const int n = comm.size();
   const std::int64_t rank = comm.rank();
   std::vector<Tensor> flat;

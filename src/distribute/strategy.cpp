@@ -1,19 +1,15 @@
 #include "lockstep/distribute/strategy.hpp"
 
 #include <algorithm>
-#include <atomic>
-#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
-#include <system_error>
-#include <thread>
 
 #include "backend/context.hpp"
 #include "backend/devices.hpp"
 #include "backend/kernels.hpp"
-#include "backend/thread_pool.hpp"
+#include "distribute/replica_threads.hpp"
 #include "distribute/worker_transport.hpp"
 #include "lockstep/tensor/ops.hpp"
 
@@ -32,101 +28,6 @@ bool env_flag_not_zero(const char* name) {
 bool shard_update_wanted(bool option) { return option && env_flag_not_zero("LOCKSTEP_SHARD_UPDATE"); }
 }  // namespace
 
-// ---------------------------------------------------------------------------------------
-// Replica threads. Replica 0 runs on the caller's thread (no hand-off, and one replica costs
-// nothing over no strategy); replicas 1..N-1 each own a thread that waits for work.
-struct Strategy::Replicas {
-  struct Worker {
-    std::thread thread;
-    std::atomic<std::uint64_t> job{0};
-  };
-  Strategy* owner = nullptr;
-  std::vector<std::unique_ptr<Worker>> workers;  // index r-1 for replica r
-  const std::function<void(ReplicaContext&)>* fn = nullptr;
-  std::atomic<int> remaining{0};
-  std::atomic<bool> stop{false};
-  std::atomic<int> sleepers{0};
-  std::mutex mu;
-  std::condition_variable cv_work, cv_done;
-  std::mutex err_mu;
-  std::exception_ptr first_error;
-  int first_error_replica = -1;
-  bool broken = false;
-
-  void record_error(int r, std::exception_ptr e, const std::string& what) {
-    {
-      std::lock_guard<std::mutex> lock(err_mu);
-      if (!first_error) {
-        first_error = e;
-        first_error_replica = r;
-      }
-    }
-    owner->communicator(r).abort(what);
-  }
-
-  void execute(int r) {
-    ReplicaContext ctx(*owner, r);
-    backend::ContextGuard guard(owner->context(r));
-    // Its waits for peers (in collectives) run chunks of its context's idle work.
-    const backend::ThreadPool::HelperScope helper(&owner->context(r).pool());
-    const CurrentReplicaScope current(&ctx);
-    try {
-      (*fn)(ctx);
-    } catch (const std::exception& e) {
-      record_error(r, std::current_exception(), e.what());
-    } catch (...) {
-      record_error(r, std::current_exception(), "unknown exception");
-    }
-    // A gradient exchange lives within one step: one that this step began and did not finish
-    // (it threw during backward) must not be taken for the next step's.
-    owner->reducers_[static_cast<std::size_t>(r)]->abandon();
-  }
-
-  void worker_loop(int r) {
-    Worker& w = *workers[static_cast<std::size_t>(r - 1)];
-    const auto& cpus = owner->context(r).cpus();
-    if (!cpus.empty()) backend::pin_current_thread(cpus[0]);
-    std::uint64_t seen = 0;
-    // Between steps it gathers its slice of the next batch, if one was offered.
-    const backend::ThreadPool::HelperScope helper(&owner->context(r).pool());
-    for (;;) {
-      // Spin briefly for the next step, then sleep.
-      for (int i = 0; i < 4000 && w.job.load() == seen && !stop.load(); ++i) {
-        if (backend::help_idle_work()) i = 0;
-        else if (i > 100) std::this_thread::yield();
-      }
-      if (w.job.load() == seen && !stop.load()) {
-        std::unique_lock<std::mutex> lock(mu);
-        sleepers.fetch_add(1);
-        cv_work.wait(lock, [&] { return w.job.load() != seen || stop.load(); });
-        sleepers.fetch_sub(1);
-      }
-      if (stop.load()) return;
-      seen = w.job.load();
-      execute(r);
-      if (remaining.fetch_sub(1) == 1) {
-        std::lock_guard<std::mutex> lock(mu);
-        cv_done.notify_all();
-      }
-    }
-  }
-
-  // Stops and joins the threads started so far (all of them, or fewer when starting one failed).
-  void stop_threads() {
-    stop.store(true);
-    {
-      std::lock_guard<std::mutex> lock(mu);
-      cv_work.notify_all();
-    }
-    for (auto& w : workers) {
-      if (!w->thread.joinable()) continue;
-      // A replica that never finished (reported by run()) cannot be joined without hanging.
-      if (broken) w->thread.detach();
-      else w->thread.join();
-    }
-  }
-};
-
 Strategy::Strategy(StrategyLayout layout)
     : devices_(std::move(layout.devices)),
       num_workers_(layout.num_workers),
@@ -142,40 +43,24 @@ Strategy::Strategy(StrategyLayout layout)
     context_ptrs_.push_back(contexts_.back().get());
   }
   group_ = make_collective_group(layout.cross_device_ops, n, {.timeout = layout.timeout, .devices = devices_});
-  for (int r = 0; r < n; ++r) reducers_.push_back(std::make_unique<GradientReducer>(layout.bucket_cap_bytes));
-  no_sync_.assign(static_cast<std::size_t>(n), 0);
+  ShardedUpdateOptions update{.num_local_replicas = n,
+                              .num_workers = num_workers_,
+                              .worker_index = worker_index_,
+                              .bucket_cap_bytes = layout.bucket_cap_bytes};
   // Sharding needs every copy of a variable in host memory: each replica writes its updated
   // shard into this process's other copies (one worker) or all-gathers the shards (several).
   bool all_cpu = true;
   for (const Device& d : devices_) all_cpu = all_cpu && d.kind == DeviceKind::kCpu;
-  shard_update_ = shard_update_wanted(layout.shard_optimizer_update) && n * num_workers_ > 1 && all_cpu;
+  update.shard = shard_update_wanted(layout.shard_optimizer_update) && n * num_workers_ > 1 && all_cpu;
   // One process's replicas share the host's memory: they read each other's gradients in place
   // ($LOCKSTEP_GRADIENTS_IN_PLACE=0 reduce-scatters them as across workers; for comparisons).
-  gradients_in_place_ = shard_update_ && num_workers_ == 1 && env_flag_not_zero("LOCKSTEP_GRADIENTS_IN_PLACE");
-  published_grads_.resize(static_cast<std::size_t>(n));
-  published_vars_.resize(static_cast<std::size_t>(n));
+  update.gradients_in_place = update.shard && num_workers_ == 1 && env_flag_not_zero("LOCKSTEP_GRADIENTS_IN_PLACE");
   // Workers may differ here: either way every bucket's collective starts in bucket order.
-  overlap_gradients_ = env_flag_not_zero("LOCKSTEP_OVERLAP_GRADIENTS");
+  update.overlap = env_flag_not_zero("LOCKSTEP_OVERLAP_GRADIENTS");
+  update_ = std::make_shared<ShardedUpdate>(*group_, update);
   replicas_->owner = this;
-  for (int r = 1; r < n; ++r) {
-    replicas_->workers.push_back(std::make_unique<Replicas::Worker>());
-  }
-  for (int r = 1; r < n; ++r) {
-    try {
-      replicas_->workers[static_cast<std::size_t>(r - 1)]->thread = std::thread([this, r] { replicas_->worker_loop(r); });
-    } catch (const std::system_error& e) {
-      // Out of threads or address space: the threads already started must be stopped and joined
-      // here (no destructor runs for a half-made object, and a joinable std::thread that is
-      // destroyed calls std::terminate).
-      replicas_->stop_threads();
-      throw DistributedError("cannot start the thread of replica " + std::to_string(r) + ": " + e.what() + " (" +
-                             std::to_string(n) + " replicas asked for, " + std::to_string(r) +
-                             " started); ask for fewer devices or raise the process's limits (ulimit -u, ulimit -v)");
-    }
-  }
+  start_replica_threads();
 }
-
-Strategy::~Strategy() { replicas_->stop_threads(); }
 
 backend::ComputeContext& Strategy::context(int replica) {
   LOCKSTEP_CHECK(replica >= 0 && replica < num_local_replicas(), "replica ", replica, " out of range");
@@ -184,261 +69,11 @@ backend::ComputeContext& Strategy::context(int replica) {
 
 Strategy* Strategy::current() { return t_current_strategy; }
 
-void Strategy::run_on_replicas(const std::function<void(ReplicaContext&)>& fn) {
-  Replicas& R = *replicas_;
-  LOCKSTEP_CHECK_T(DistributedError, !R.broken, name(),
-                   ": a replica of this strategy never finished an earlier step; make a new strategy");
-  LOCKSTEP_CHECK_T(DistributedError, R.remaining.load() == 0, name(), "::run is not reentrant");
-  group_->reset();
-  R.first_error = nullptr;
-  R.first_error_replica = -1;
-  R.fn = &fn;
-  const int n = num_local_replicas();
-  R.remaining.store(n - 1);
-  for (auto& w : R.workers) w->job.fetch_add(1);
-  if (R.sleepers.load() > 0) {
-    std::lock_guard<std::mutex> lock(R.mu);
-    R.cv_work.notify_all();
-  }
-  R.execute(0);
-  // Wait for the other replicas. Without a failure there is no deadline (a step may be long);
-  // after one, the others are released from their collectives and must stop within the timeout.
-  {
-    const backend::ThreadPool::HelperScope helper(&context(0).pool());
-    for (int i = 0; i < 20000 && R.remaining.load() > 0; ++i) {
-      if (backend::help_idle_work()) i = 0;
-      else if (i > 100) std::this_thread::yield();
-    }
-  }
-  if (R.remaining.load() > 0) {
-    std::unique_lock<std::mutex> lock(R.mu);
-    for (;;) {
-      const bool failed = group_->failed();
-      const auto deadline = failed ? group_->timeout() : std::chrono::milliseconds(200);
-      const bool done = R.cv_done.wait_for(lock, deadline, [&] { return R.remaining.load() == 0; });
-      if (done) break;
-      if (failed) {
-        R.broken = true;
-        throw DistributedError(name() + ": " + std::to_string(R.remaining.load()) +
-                               " replica(s) did not stop within " + std::to_string(group_->timeout().count()) +
-                               " ms after replica " + std::to_string(R.first_error_replica) +
-                               " failed; the strategy is unusable");
-      }
-    }
-  }
-  R.fn = nullptr;
-  ++steps_run_;
-  if (R.first_error) {
-    std::string what;
-    try {
-      std::rethrow_exception(R.first_error);
-    } catch (const std::exception& e) {
-      what = e.what();
-    } catch (...) {
-      what = "unknown exception";
-    }
-    throw ReplicaError(R.first_error_replica,
-                       "replica " + std::to_string(R.first_error_replica) + " of " + std::to_string(n) +
-                           " (" + devices_[static_cast<std::size_t>(R.first_error_replica)].str() + ") failed: " + what,
-                       R.first_error);
-  }
-}
-
-// ---------------------------------------------------------------------------------------
-int ReplicaContext::num_replicas_in_sync() const { return strategy_.num_replicas_in_sync(); }
-int ReplicaContext::num_local_replicas() const { return strategy_.num_local_replicas(); }
-int ReplicaContext::replica_id_in_sync_group() const {
-  return strategy_.worker_index() * strategy_.num_local_replicas() + replica_id_;
-}
-const Device& ReplicaContext::device() const {
-  return strategy_.devices()[static_cast<std::size_t>(replica_id_)];
-}
-
-Communicator& ReplicaContext::communicator() { return strategy_.communicator(replica_id_); }
-
-Tensor ReplicaContext::all_reduce(ReduceOp op, const Tensor& value) {
-  LOCKSTEP_CHECK(value.defined(), "ReplicaContext::all_reduce: the value is an undefined tensor");
-  Tensor out = value.clone();
-  communicator().all_reduce(out, op)->wait();
-  return out;
-}
-
-bool ReplicaContext::all_reduce_gradients(std::vector<Tensor>& grads, const std::vector<Variable>& vars) {
-  const auto r = static_cast<std::size_t>(replica_id_);
-  if (strategy_.no_sync_[r]) {
-    strategy_.held_back_.add(grads, vars);
-    return false;
-  }
-  if (!strategy_.held_back_.empty()) grads = strategy_.held_back_.take(grads, vars);
-  GradientReducer& reducer = *strategy_.reducers_[r];
-  if (reducer.in_progress(vars, GradientExchange::kAllReduce)) reducer.finish_all_reduce(grads);
-  else reducer.all_reduce(communicator(), grads, vars);
-  return true;
-}
-
-GradientReadyFn ReplicaContext::begin_gradient_exchange(const std::vector<Variable>& vars, GradientExchange kind) {
-  const auto r = static_cast<std::size_t>(replica_id_);
-  // Gradients read in place (reduce_scatter_gradients) are not exchanged: nothing to start early.
-  if (!strategy_.overlap_gradients_ || strategy_.no_sync_[r] || !strategy_.held_back_.empty() ||
-      num_replicas_in_sync() == 1 || (kind == GradientExchange::kReduceScatter && strategy_.gradients_in_place_))
-    return {};
-  GradientReducer& reducer = *strategy_.reducers_[r];
-  reducer.begin(communicator(), vars, kind);
-  return [&reducer](std::size_t i, const Tensor& grad) { reducer.ready(i, grad); };
-}
-
-bool ReplicaContext::shards_update(const std::vector<Variable>& vars) const {
-  if (!strategy_.shard_update_) return false;
-  const int n = strategy_.num_local_replicas();
-  for (const Variable& v : vars)
-    if (v.num_copies() != n || v.value().dtype() != DType::kF32) return false;
-  return true;
-}
-
-bool ReplicaContext::reduce_scatter_gradients(std::vector<Tensor>& grads, const std::vector<Variable>& vars,
-                                              std::vector<GradientShard>& shards) {
-  const auto r = static_cast<std::size_t>(replica_id_);
-  shards.clear();
-  if (strategy_.no_sync_[r]) {
-    strategy_.held_back_.add(grads, vars);
-    return false;
-  }
-  if (!strategy_.held_back_.empty()) grads = strategy_.held_back_.take(grads, vars);
-  GradientReducer& reducer = *strategy_.reducers_[r];
-  if (strategy_.gradients_in_place_) {
-    // Replicas that share memory exchange nothing: each publishes its gradients and, once all
-    // are published, updates its shard reading every replica's where it lies and writing the
-    // new weights into every copy (GradientShard::parts, ::copies). No bucket is packed, no sum
-    // written and read back, and one barrier fewer than reduce-scatter + all-gather.
-    GradientReducer::check(grads, vars, "reduce_scatter_gradients");
-    strategy_.published_grads_[r] = grads;
-    strategy_.published_vars_[r] = vars;
-    communicator().barrier()->wait();  // every replica's gradients are final and published
-    const int n = num_local_replicas();
-    // A barrier compares no arguments, as a collective does: every replica checks here that all
-    // passed the same variables (each finds the same disagreement and throws), rather than read
-    // past another's list. Each reads copies of the lists, which outlive a replica that throws.
-    for (int q = 0; q < n; ++q) {
-      const std::vector<Variable>& theirs = strategy_.published_vars_[static_cast<std::size_t>(q)];
-      bool same = theirs.size() == vars.size();
-      for (std::size_t i = 0; same && i < vars.size(); ++i) same = theirs[i].is_same(vars[i]);
-      LOCKSTEP_CHECK_T(DistributedError, same, "reduce_scatter_gradients: replicas disagree: replica ", q, " passed ",
-                       theirs.size(), " variables", theirs.size() == vars.size() ? " (other ones)" : "", ", replica ",
-                       replica_id_, " passed ", vars.size(), "; every replica must update the same variables");
-    }
-    reducer.for_each_owned(vars, n, replica_id_, [&](std::size_t i, std::int64_t b, std::int64_t e) {
-      const Variable& v = vars[i];
-      const std::int64_t numel = v.value().numel();
-      GradientShard s{.variable = i, .begin = b, .end = e};
-      for (int q = 0; q < n; ++q) {
-        const Tensor& g = strategy_.published_grads_[static_cast<std::size_t>(q)][i];
-        if (!g.defined()) s.parts.push_back(Tensor::zeros({e - b}));  // counts as zeros, as in a bucket
-        else if (g.dtype() != DType::kF32) s.parts.push_back(g.reshape({numel}).slice(b, e).to(DType::kF32));
-        else s.parts.push_back(g.reshape({numel}).slice(b, e));
-        if (q != replica_id_) s.copies.push_back(v.copy(q).reshape({numel}).slice(b, e));
-      }
-      shards.push_back(std::move(s));
-    });
-    return true;
-  }
-  if (reducer.in_progress(vars, GradientExchange::kReduceScatter)) reducer.finish_reduce_scatter(grads, shards);
-  else reducer.reduce_scatter(communicator(), grads, vars, shards);
-  return true;
-}
-
-void ReplicaContext::all_gather_shards(const std::vector<Variable>& vars, const std::vector<GradientShard>& shards) {
-  if (strategy_.num_workers_ > 1) {
-    // The other workers' shards come through the collective; each replica writes its own copies.
-    std::vector<Tensor> mine;
-    mine.reserve(vars.size());
-    for (const Variable& v : vars) mine.push_back(v.copy(replica_id_));
-    const int me = replica_id_in_sync_group();
-    strategy_.reducers_[static_cast<std::size_t>(replica_id_)]->all_gather(communicator(), mine,
-                                                                           [me](int m) { return m != me; });
-    return;
-  }
-  // Nobody reads a copy between the reduce-scatter (which every replica has left before any
-  // writes) and this barrier, and each element is written by its one owner: no races.
-  for (const GradientShard& s : shards) {
-    if (!s.copies.empty()) continue;  // the update wrote them
-    const Variable& v = vars[s.variable];
-    const Tensor mine = v.copy(replica_id_).reshape({v.value().numel()}).slice(s.begin, s.end);
-    for (int q = 0; q < v.num_copies(); ++q) {
-      if (q == replica_id_) continue;
-      Tensor theirs = v.copy(q).reshape({v.value().numel()}).slice(s.begin, s.end);
-      theirs.copy_from(mine);
-    }
-  }
-  communicator().barrier()->wait();
-  // Every replica has read the gradients this one published (GradientShard::parts).
-  if (strategy_.gradients_in_place_) {
-    strategy_.published_grads_[static_cast<std::size_t>(replica_id_)].clear();
-    strategy_.published_vars_[static_cast<std::size_t>(replica_id_)].clear();
-  }
-}
-
-std::vector<Variable> ReplicaContext::sharded_variables() const {
-  return strategy_.reducers_[static_cast<std::size_t>(replica_id_)]->variables();
-}
-
-void ReplicaContext::all_gather_shared_state(std::vector<Tensor>& state) {
-  // Each shard is written once in this process: replica l writes the other workers' replicas l.
-  const int local = strategy_.num_local_replicas(), worker = strategy_.worker_index(), l = replica_id_;
-  strategy_.reducers_[static_cast<std::size_t>(replica_id_)]->all_gather(
-      communicator(), state, [=](int m) { return m / local != worker && m % local == l; });
-  communicator().barrier()->wait();  // every replica's writes are done before any reads
-}
-
-std::int64_t ReplicaContext::first_example() const {
-  const DistributedBatch* b = strategy_.batch_in_step_;
-  return b ? b->offsets[static_cast<std::size_t>(replica_id_)] : 0;
-}
-std::int64_t ReplicaContext::global_batch_size() const {
-  const DistributedBatch* b = strategy_.batch_in_step_;
-  return b ? b->global_size : 0;
-}
-std::uint64_t ReplicaContext::step_index() const { return strategy_.steps_run_; }
-
-ReplicaContext* get_replica_context() {
-  // Only ReplicaContext implements ReplicaInterface in this library; a test double would not be
-  // a distribute-layer replica, so this asks rather than assumes.
-  return dynamic_cast<ReplicaContext*>(current_replica());
-}
-
-NoSyncScope ReplicaContext::no_sync(bool enabled) { return NoSyncScope(strategy_, replica_id_, enabled); }
-
-NoSyncScope::NoSyncScope(Strategy& strategy, int replica_id, bool enabled)
-    : strategy_(strategy), replica_id_(replica_id),
-      previous_(strategy.no_sync_[static_cast<std::size_t>(replica_id)] != 0) {
-  if (enabled) strategy_.no_sync_[static_cast<std::size_t>(replica_id_)] = 1;
-}
-NoSyncScope::~NoSyncScope() { strategy_.no_sync_[static_cast<std::size_t>(replica_id_)] = previous_ ? 1 : 0; }
-
-const GradientReducer& Strategy::gradient_reducer(int replica) const {
-  LOCKSTEP_CHECK(replica >= 0 && replica < num_local_replicas(), "replica ", replica, " out of range");
-  return *reducers_[static_cast<std::size_t>(replica)];
-}
-
 StrategyScope::StrategyScope(Strategy& strategy)
     : strategy_(strategy), mirror_(strategy.contexts()), previous_(t_current_strategy) {
   t_current_strategy = &strategy;
 }
 StrategyScope::~StrategyScope() { t_current_strategy = previous_; }
-
-// ---------------------------------------------------------------------------------------
-namespace {
-// Results of reduce and gather live on the host (TF's default destination), whatever device
-// the replicas' values are on; host values stay as they are (views, no copy).
-PerReplica<Tensor> on_host(const PerReplica<Tensor>& values) {
-  bool all_host = true;
-  for (std::size_t r = 0; r < values.size(); ++r) all_host &= values[r].device().kind == DeviceKind::kCpu;
-  if (all_host) return values;
-  std::vector<Tensor> out;
-  for (std::size_t r = 0; r < values.size(); ++r)
-    out.push_back(values[r].device().kind == DeviceKind::kCpu ? values[r] : values[r].to(Device{}));
-  return PerReplica<Tensor>(std::move(out));
-}
-}  // namespace
 
 data::Element to_current_device(const data::Element& element) {
   const Device here = backend::current_context().device();
@@ -448,127 +83,6 @@ data::Element to_current_device(const data::Element& element) {
   return out;
 }
 
-Tensor Strategy::reduce(ReduceOp op, const PerReplica<Tensor>& replica_values, std::optional<int> axis) const {
-  LOCKSTEP_CHECK(replica_values.size() > 0, "Strategy::reduce: no values");
-  if (num_workers_ > 1) return reduce_across_workers(op, replica_values, axis);
-  const PerReplica<Tensor> values = on_host(replica_values);
-  if (axis) {
-    LOCKSTEP_CHECK(op == ReduceOp::kSum || op == ReduceOp::kMean, "Strategy::reduce with an axis supports sum and mean");
-    Tensor all = gather(values, *axis);
-    return op == ReduceOp::kSum ? sum(all, *axis) : mean(all, *axis);
-  }
-  const Tensor& first = values[0];
-  for (std::size_t r = 1; r < values.size(); ++r) {
-    LOCKSTEP_CHECK(values[r].shape() == first.shape(), "Strategy::reduce: replica ", r, " has shape ",
-                   values[r].shape().str(), " but replica 0 has ", first.shape().str());
-  }
-  Tensor acc = first.dtype() == DType::kF32 ? first.clone() : first.to(DType::kF32);
-  for (std::size_t r = 1; r < values.size(); ++r) {
-    const Tensor v = values[r].dtype() == DType::kF32 ? values[r] : values[r].to(DType::kF32);
-    acc = op == ReduceOp::kMax ? maximum(acc, v) : op == ReduceOp::kMin ? minimum(acc, v) : add(acc, v);
-  }
-  if (op == ReduceOp::kMean) acc = scale(acc, 1.0f / static_cast<float>(values.size()));
-  return acc;
-}
-
-Tensor Strategy::gather(const PerReplica<Tensor>& values, int axis) const {
-  LOCKSTEP_CHECK(values.size() > 0, "Strategy::gather: no values");
-  LOCKSTEP_CHECK(axis == 0, "Strategy::gather: only axis 0 is supported, got ", axis);
-  if (num_workers_ > 1) return gather_across_workers(values);
-  return concat(on_host(values).values(), 0);
-}
-
-// Across workers the replicas' values travel through the strategy's own collective group, so
-// that they are combined as the gradients are: in replica order within a worker, then in
-// worker order. They run the replicas (a const strategy's threads are still its own).
-Tensor Strategy::reduce_across_workers(ReduceOp op, const PerReplica<Tensor>& values, std::optional<int> axis) const {
-  LOCKSTEP_CHECK(static_cast<int>(values.size()) == num_local_replicas(), "Strategy::reduce: ", values.size(),
-                 " values for ", num_local_replicas(), " local replicas");
-  if (axis) LOCKSTEP_CHECK(op == ReduceOp::kSum || op == ReduceOp::kMean, "Strategy::reduce with an axis supports sum and mean");
-  Strategy* self = replicas_->owner;
-  std::vector<Tensor> sums(values.size()), counts(values.size());
-  self->run_on_replicas([&](ReplicaContext& ctx) {
-    const auto r = static_cast<std::size_t>(ctx.local_replica_id());
-    const Tensor& v = values[r];
-    Tensor t = axis ? sum(v.dtype() == DType::kF32 ? v : v.to(DType::kF32), *axis)
-                    : (v.dtype() == DType::kF32 ? v.clone() : v.to(DType::kF32));
-    ctx.communicator().all_reduce(t, op == ReduceOp::kMean ? ReduceOp::kSum : op)->wait();
-    sums[r] = t;
-    if (axis && op == ReduceOp::kMean) {
-      Tensor c = Tensor::full({1}, static_cast<float>(v.dim(*axis)));
-      ctx.communicator().all_reduce(c, ReduceOp::kSum)->wait();
-      counts[r] = c;
-    }
-  });
-  Tensor acc = sums[0];
-  if (op == ReduceOp::kMean) {
-    const float n = axis ? counts[0].item() : static_cast<float>(num_replicas_in_sync());
-    acc = scale(acc, 1.0f / n);
-  }
-  return acc;
-}
-
-Tensor Strategy::gather_across_workers(const PerReplica<Tensor>& values) const {
-  LOCKSTEP_CHECK(static_cast<int>(values.size()) == num_local_replicas(), "Strategy::gather: ", values.size(),
-                 " values for ", num_local_replicas(), " local replicas");
-  const Tensor& first = values[0];
-  LOCKSTEP_CHECK(first.rank() >= 1, "Strategy::gather: values must have a batch axis");
-  const std::int64_t row = first.numel() / std::max<std::int64_t>(1, first.dim(0));
-  const int n = num_replicas_in_sync();
-  Strategy* self = replicas_->owner;
-  // Row counts first (they may differ), then every replica's rows padded to the longest.
-  std::vector<Tensor> all_rows(values.size());
-  self->run_on_replicas([&](ReplicaContext& ctx) {
-    const auto r = static_cast<std::size_t>(ctx.local_replica_id());
-    Tensor mine = Tensor::full({1}, static_cast<float>(values[r].dim(0)));
-    Tensor out = Tensor::empty({n}, DType::kF32);
-    ctx.communicator().all_gather(mine, out)->wait();
-    all_rows[r] = out;
-  });
-  std::vector<std::int64_t> rows(static_cast<std::size_t>(n));
-  std::int64_t longest = 0;
-  for (int j = 0; j < n; ++j) {
-    rows[static_cast<std::size_t>(j)] = static_cast<std::int64_t>(all_rows[0].slice(j, j + 1).item());
-    longest = std::max(longest, rows[static_cast<std::size_t>(j)]);
-  }
-  std::vector<Tensor> gathered(values.size());
-  self->run_on_replicas([&](ReplicaContext& ctx) {
-    const auto r = static_cast<std::size_t>(ctx.local_replica_id());
-    const Tensor& v = values[r];
-    LOCKSTEP_CHECK(v.dtype() == first.dtype() && v.numel() == v.dim(0) * row, "Strategy::gather: replica ", r,
-                   " has ", v.shape().str(), " ", dtype_name(v.dtype()), ", replica 0 has ", first.shape().str(), " ",
-                   dtype_name(first.dtype()));
-    Tensor padded = Tensor::zeros({longest * row}, v.dtype());
-    if (v.numel() > 0) padded.slice(0, v.numel()).copy_from(v.reshape(Shape{v.numel()}));
-    Tensor out = Tensor::empty({longest * row * n}, v.dtype());
-    ctx.communicator().all_gather(padded, out)->wait();
-    gathered[r] = out;
-  });
-  std::vector<Tensor> parts;
-  for (int j = 0; j < n; ++j) {
-    const std::int64_t b = j * longest * row;
-    std::vector<std::int64_t> dims = first.shape().dims();
-    dims[0] = rows[static_cast<std::size_t>(j)];
-    parts.push_back(gathered[0].slice(b, b + dims[0] * row).reshape(Shape(dims)));
-  }
-  return concat(parts, 0);
-}
-
-void Strategy::broadcast_from_chief(const std::vector<std::vector<Tensor>>& tensors) {
-  if (num_workers_ == 1) return;
-  for (const auto& copies : tensors)
-    LOCKSTEP_CHECK(static_cast<int>(copies.size()) == num_local_replicas(), "broadcast_from_chief: ", copies.size(),
-                   " copies for ", num_local_replicas(), " local replicas");
-  run_on_replicas([&](ReplicaContext& ctx) {
-    const auto r = static_cast<std::size_t>(ctx.local_replica_id());
-    std::vector<WorkPtr> works;
-    for (const auto& copies : tensors) {
-      Tensor t = copies[r];
-      works.push_back(ctx.communicator().broadcast(t, 0));
-    }
-    for (auto& w : works) w->wait();
-  });
-}
 
 std::unique_ptr<Strategy::DistributedIterator> Strategy::DistributedDataset::make_iterator() const {
   return std::make_unique<DistributedIterator>(dataset_.make_iterator(), replicas_, per_replica_batches_, first_replica_,

@@ -15,6 +15,13 @@ void check_finite_at_least(double v, double lo, bool inclusive, const char* what
                  inclusive ? ">= " : "> ", lo, ", got ", v);
 }
 
+// Whether this worker holds only its shards of `v`'s slots (a sharded update over several
+// workers). A rule without slots has nothing that shards could leave incomplete.
+bool in_shards(const std::weak_ptr<ShardedSlots>& holder, std::size_t slot_count, const Variable& v) {
+  const auto h = holder.lock();
+  return h && slot_count > 0 && h->only_shards_here(v);
+}
+
 std::vector<std::pair<Tensor, Variable>> zip_pairs(const std::vector<Tensor>& grads, const std::vector<Variable>& vars) {
   std::vector<std::pair<Tensor, Variable>> gv;
   gv.reserve(grads.size());
@@ -47,19 +54,67 @@ double Optimizer::learning_rate_at(std::int64_t step) const {
   return options_.schedule ? options_.schedule(step) : options_.learning_rate;
 }
 
-std::vector<Tensor> Optimizer::slots_of(const Variable& var, bool shared) {
+std::vector<Tensor> Optimizer::slots_of(const Variable& var) {
   const std::size_t count = slot_names().size();
   if (count == 0) return {};
   std::lock_guard<std::mutex> lock(slots_mu_);
-  const void* primary = var.copy(0).impl().get();
-  const void* key = shared ? primary : var.value().impl().get();
-  if (shared) sharded_.insert(primary);
-  auto& s = slots_[key];
+  auto& s = slots_[var.value().impl().get()];
   if (s.empty()) {
     // Made on the calling thread, so a replica's slots live on its own device.
     for (std::size_t i = 0; i < count; ++i) s.push_back(Tensor::zeros(var.shape()));
   }
   return s;
+}
+
+bool Optimizer::slots_sharded(const Variable& v) const {
+  if (in_shards(sharded_slots_, slot_names().size(), v)) return true;
+  if (v.num_copies() < 2) return false;
+  const auto primary = slots_.find(v.copy(0).impl().get());
+  const auto other = slots_.find(v.copy(1).impl().get());
+  return primary != slots_.end() && other != slots_.end() && !primary->second.empty() &&
+         other->second[0].impl() == primary->second[0].impl();
+}
+
+std::vector<Tensor> Optimizer::Rule::shared_slots(const Variable& var) {
+  const std::size_t count = o_.slot_names().size();
+  if (count == 0) return {};
+  std::lock_guard<std::mutex> lock(o_.slots_mu_);
+  auto& s = o_.slots_[var.copy(0).impl().get()];
+  if (s.empty()) {
+    for (std::size_t i = 0; i < count; ++i) s.push_back(Tensor::zeros(var.shape()));
+  }
+  // Every copy uses them from now on: each element is updated by its one owner.
+  for (int r = 1; r < var.num_copies(); ++r) o_.slots_[var.copy(r).impl().get()] = s;
+  return s;
+}
+
+void Optimizer::Rule::slots_sharded_by(std::weak_ptr<ShardedSlots> holder) {
+  std::lock_guard<std::mutex> lock(o_.slots_mu_);
+  o_.sharded_slots_ = std::move(holder);
+}
+
+void Optimizer::Rule::apply(const std::vector<Variable>& vars, const std::vector<GradientShard>& ranges,
+                            std::int64_t step) {
+  const double lr = o_.learning_rate_at(step);
+  const auto& clipvalue = o_.options_.clipvalue;
+  for (const GradientShard& s : ranges) {
+    const Variable& v = vars[s.variable];
+    const std::int64_t numel = v.value().numel();
+    Tensor w = v.value().reshape({numel}).slice(s.begin, s.end);
+    std::vector<Tensor> slots = shared_slots(v);
+    for (Tensor& t : slots) t = t.reshape({numel}).slice(s.begin, s.end);
+    // The replicas' gradients read where they lie: summed within the update where the rule can
+    // (no clipvalue between the sum and the rule), else summed here first.
+    if (s.grads.size() > 1 && !clipvalue && o_.update_rule_summed(w, slots, s.grads, s.copies, lr, step)) continue;
+    Tensor g = s.grads[0];
+    if (s.grads.size() > 1) {
+      g = Tensor::empty({s.end - s.begin});
+      reduce_across(ReduceOp::kSum, s.grads, {g}, 0, g.numel());
+    }
+    const Tensor grad = clipvalue ? scale_and_clip(g, 1.0f, static_cast<float>(*clipvalue)) : g;
+    o_.update_rule(w, slots, grad, lr, step);
+    for (Tensor c : s.copies) c.copy_from(w);  // handles on the other copies' memory
+  }
 }
 
 void Optimizer::update(const Variable& var, const Tensor& grad, double lr, std::int64_t step) {
@@ -83,7 +138,7 @@ std::vector<std::pair<std::string, Tensor>> Optimizer::slots(const Variable& v) 
 std::vector<std::pair<std::string, Tensor>> Optimizer::slots_to_save(const Variable& v) {
   {
     std::lock_guard<std::mutex> lock(slots_mu_);
-    LOCKSTEP_CHECK(!partial_.count(v.copy(0).impl().get()), name(), ": the slots of variable '", v.name(),
+    LOCKSTEP_CHECK(!in_shards(sharded_slots_, slot_names().size(), v), name(), ": the slots of variable '", v.name(),
                    "' are sharded over the workers (the sharded optimizer update) and this worker holds only its "
                    "shards; call model.gather_optimizer_slots() on every worker before saving them (fit does at "
                    "every epoch's end, and BackupAndRestore before each backup)");
@@ -91,39 +146,19 @@ std::vector<std::pair<std::string, Tensor>> Optimizer::slots_to_save(const Varia
   return slots(v);
 }
 
-bool Optimizer::slots_sharded_over_workers() {
-  std::lock_guard<std::mutex> lock(slots_mu_);
-  return !partial_.empty();
-}
-
-void Optimizer::gather_slot_shards(ReplicaInterface& replica) {
-  const std::size_t count = slot_names().size();
-  const std::vector<Variable> vars = replica.sharded_variables();
-  if (count == 0 || vars.empty()) return;
-  std::vector<std::vector<Tensor>> slots;
-  slots.reserve(vars.size());
-  for (const Variable& v : vars) slots.push_back(slots_of(v, true));
-  for (std::size_t i = 0; i < count; ++i) {
-    std::vector<Tensor> state;
-    state.reserve(vars.size());
-    for (const auto& s : slots) state.push_back(s[i]);
-    replica.all_gather_shared_state(state);
-  }
-  std::lock_guard<std::mutex> lock(slots_mu_);
-  for (const Variable& v : vars) partial_.erase(v.copy(0).impl().get());
-}
-
 void Optimizer::broadcast_slots(const Variable& v) {
   if (slot_names().empty()) return;
   std::lock_guard<std::mutex> lock(slots_mu_);
-  partial_.erase(v.copy(0).impl().get());  // loaded whole (a checkpoint), or the caller knows
+  // Loaded whole (a checkpoint), or the caller knows.
+  if (const auto holder = sharded_slots_.lock()) holder->made_whole(v);
   if (v.num_copies() < 2) return;
   auto primary = slots_.find(v.copy(0).impl().get());
   if (primary == slots_.end()) return;
-  sharded_.erase(primary->first);  // every copy holds them again
   for (int r = 1; r < v.num_copies(); ++r) {
     auto& dst = slots_[v.copy(r).impl().get()];
-    if (dst.empty()) {
+    // Copies that shared the primary's slots (a sharded update) get their own again.
+    if (dst.empty() || dst[0].impl() == primary->second[0].impl()) {
+      dst.clear();
       for (const auto& t : primary->second) dst.push_back(t.clone());
     } else {
       for (std::size_t i = 0; i < dst.size(); ++i) dst[i].copy_from(primary->second[i]);
@@ -167,45 +202,14 @@ void Optimizer::apply_gradients(const std::vector<std::pair<Tensor, Variable>>& 
   iterations_.compare_exchange_strong(expected, step + 1);
 }
 
-GradientExchange Optimizer::gradient_exchange(const ReplicaInterface& replica, const std::vector<Variable>& vars) const {
-  return elementwise() && replica.shards_update(vars) ? GradientExchange::kReduceScatter : GradientExchange::kAllReduce;
-}
-
 bool Optimizer::apply_gradients_in_replica(ReplicaInterface& replica, std::vector<Tensor>& grads,
                                            const std::vector<Variable>& vars, std::int64_t step) {
-  if (gradient_exchange(replica, vars) == GradientExchange::kAllReduce) {
-    if (!replica.all_reduce_gradients(grads, vars)) return false;
-    apply_gradients_at(zip_pairs(grads, vars), step);
-    return true;
+  switch (replica.exchange_gradients(grads, vars, elementwise_rule(), step)) {
+    case GradientsExchanged::kHeldBack: return false;
+    case GradientsExchanged::kApplied: return true;
+    case GradientsExchanged::kSummed: break;
   }
-  std::vector<GradientShard> shards;
-  if (!replica.reduce_scatter_gradients(grads, vars, shards)) return false;
-  const double lr = learning_rate_at(step);
-  if (replica.num_replicas_in_sync() > replica.num_local_replicas()) {
-    // Over several workers each one's slots of a variable go partial, also where it holds none
-    // of its shards: a save then asks for them to be gathered rather than writing stale ones.
-    std::lock_guard<std::mutex> lock(slots_mu_);
-    for (const Variable& v : vars) partial_.insert(v.copy(0).impl().get());
-  }
-  for (GradientShard& s : shards) {
-    const Variable& v = vars[s.variable];
-    const std::int64_t numel = v.value().numel();
-    Tensor w = v.value().reshape({numel}).slice(s.begin, s.end);
-    std::vector<Tensor> slots = slots_of(v, true);
-    for (Tensor& t : slots) t = t.reshape({numel}).slice(s.begin, s.end);
-    // The replicas' gradients read where they lie: summed within the update where the rule can
-    // (no clipvalue between the sum and the rule), else summed here first.
-    if (!s.grad.defined() && !options_.clipvalue && update_rule_summed(w, slots, s.parts, s.copies, lr, step)) continue;
-    Tensor g = s.grad;
-    if (!g.defined()) {
-      g = Tensor::empty({s.end - s.begin});
-      reduce_across(ReduceOp::kSum, s.parts, {g}, 0, g.numel());
-    }
-    const Tensor grad = options_.clipvalue ? scale_and_clip(g, 1.0f, static_cast<float>(*options_.clipvalue)) : g;
-    update_rule(w, slots, grad, lr, step);
-    for (Tensor& c : s.copies) c.copy_from(w);
-  }
-  replica.all_gather_shards(vars, shards);
+  apply_gradients_at(zip_pairs(grads, vars), step);
   return true;
 }
 
@@ -218,12 +222,12 @@ void Optimizer::apply_gradients(const std::vector<Tensor>& grads, const std::vec
 void Optimizer::apply_gradients_at(const std::vector<std::pair<Tensor, Variable>>& grads_and_vars,
                                    std::int64_t step) {
   {
-    // After a sharded update only copy 0's slots are whole: every replica refuses before any
-    // of them updates anything, so the copies stay alike.
+    // After a sharded update the copies share copy 0's slots (over several workers, each holds
+    // only its shards of them): every replica refuses before any of them updates anything, so
+    // the copies stay alike.
     std::lock_guard<std::mutex> lock(slots_mu_);
     for (const auto& [g, v] : grads_and_vars) {
-      const void* primary = v.copy(0).impl().get();
-      LOCKSTEP_CHECK(!(g.defined() && ((v.num_copies() > 1 && sharded_.count(primary)) || partial_.count(primary))),
+      LOCKSTEP_CHECK(!(g.defined() && slots_sharded(v)),
                      name(), ": the slots of variable '", v.name(), "' were last updated sharded over the replicas "
                      "(MirroredOptions::shard_optimizer_update) and only its first copy holds them (over several "
                      "workers, only this worker's shards of them); call model.gather_optimizer_slots() on every "

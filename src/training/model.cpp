@@ -337,7 +337,7 @@ detail::ReplicaNumbers Model::replica_train_step(const Tensor& x, const Tensor& 
     // gradient final, while the pass goes on (not when gradients are accumulated first).
     const GradientReadyFn on_ready =
         replica && use == GradientUse::kApply
-            ? replica->begin_gradient_exchange(vars, optimizer_->gradient_exchange(*replica, vars))
+            ? replica->begin_gradient_exchange(vars, optimizer_->elementwise_rule())
             : GradientReadyFn();
     grads = tape.gradient(scale(loss_sum, static_cast<float>(factor)), vars, Tensor(), on_ready);
   }
@@ -400,8 +400,7 @@ void Model::ensure_mirrored() {
 }
 
 void Model::gather_optimizer_slots() {
-  if (!strategy_ || strategy_->num_workers() == 1 || !optimizer_ || !optimizer_->slots_sharded_over_workers()) return;
-  strategy_->run_void([&](distribute::ReplicaContext& ctx) { optimizer_->gather_slot_shards(ctx); });
+  if (strategy_ && optimizer_) strategy_->gather_sharded_slots(optimizer_->elementwise_rule());
 }
 
 void Model::distribute(distribute::Strategy& strategy) {

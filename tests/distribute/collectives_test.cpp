@@ -509,7 +509,7 @@ TEST_P(Collectives, GradientsHandedOverDuringBackwardStartTheirBucketsInOrder) {
       for (std::size_t s = 0; s < shards_after[m].size(); ++s) {
         EXPECT_EQ(shards_overlapped[m][s].variable, shards_after[m][s].variable);
         EXPECT_EQ(shards_overlapped[m][s].begin, shards_after[m][s].begin);
-        EXPECT_TRUE(shards_overlapped[m][s].grad.bitwise_equal(shards_after[m][s].grad)) << "member " << r;
+        EXPECT_TRUE(shards_overlapped[m][s].grads[0].bitwise_equal(shards_after[m][s].grads[0])) << "member " << r;
       }
     }
     if (kind == GradientExchange::kReduceScatter) {

@@ -270,7 +270,7 @@ ShardedRun train_across_workers(int local_devices, bool shard,
   model.compile(opt, losses::SparseCategoricalCrossentropy(), {"accuracy"});
   for (std::int64_t b = 0; b < 50; b += 10) model.train_step(d.x.slice(b, b + 10), d.y.slice(b, b + 10));
   ShardedRun run;
-  run.sharded_over_workers = opt->slots_sharded_over_workers();
+  run.sharded_over_workers = strategy.sharded_update().slots_partial();
   try {
     (void)opt->slots_to_save(model.trainable_variables()[0]);
   } catch (const ValueError& e) {

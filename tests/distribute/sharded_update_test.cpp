@@ -274,3 +274,39 @@ TEST(ShardedUpdate, ReplicasUpdatingDifferentVariablesGetAnErrorAndTheStrategyGo
     strategy->check_mirrored(model->variables());
   }
 }
+
+// The sharded update asks the optimizer only for its elementwise rule: none where one element's
+// update needs more than that element (a norm over a variable or all of them, loss scaling's
+// check of every gradient), and then every replica updates all of its copies.
+TEST(ShardedUpdate, OnlyAnElementwiseRuleIsHandedOver) {
+  EXPECT_NE(adam()->elementwise_rule(), nullptr);
+  EXPECT_NE(adamw_clipvalue()->elementwise_rule(), nullptr);
+  EXPECT_NE(sgd_nesterov()->elementwise_rule(), nullptr);
+  EXPECT_EQ(adam_global_clipnorm()->elementwise_rule(), nullptr);
+  optimizers::SGDOptions clipnorm;
+  clipnorm.clipnorm = 1.0;
+  EXPECT_EQ(optimizers::SGD(clipnorm)->elementwise_rule(), nullptr);
+  EXPECT_EQ(optimizers::LossScale(adam())->elementwise_rule(), nullptr);
+}
+
+// On one worker every copy of a sharded variable uses copy 0's slots (so a checkpoint read from
+// any copy finds them whole), and nothing is held in shards.
+TEST(ShardedUpdate, OnOneWorkerTheCopiesShareWholeSlots) {
+  const auto d = test::random_classification(20, 12, 3, 37);
+  MirroredStrategy strategy({.num_cpu_devices = 2});
+  auto scope = strategy.scope();
+  auto model = make_model();
+  auto opt = adam();
+  model->compile(opt, losses::SparseCategoricalCrossentropy());
+  model->train_step(d.x, d.y);
+  EXPECT_FALSE(strategy.sharded_update().slots_partial());
+  const auto vars = model->trainable_variables();
+  const auto seen = strategy.run([&](ReplicaContext&) {
+    std::vector<std::vector<float>> s;
+    for (const auto& v : vars)
+      for (const auto& [name, t] : opt->slots_to_save(v)) s.push_back(t.to_vector<float>());
+    return s;
+  });
+  EXPECT_EQ(seen[1], seen[0]);
+  EXPECT_NE(seen[0][0], std::vector<float>(seen[0][0].size(), 0.0f));  // updated, not fresh zeros
+}

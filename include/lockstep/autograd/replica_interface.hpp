@@ -3,9 +3,12 @@
 // distribute::ReplicaContext implements this. A layer reaches it through
 // layers::CallContext::replica (null when no strategy runs the call); an optimizer or a metric
 // through current_replica(), the replica whose function runs on this thread, which is how
-// `optimizer.apply_gradients` inside `strategy.run` knows to all-reduce (TF's merge_call).
+// `optimizer.apply_gradients` inside `strategy.run` knows to exchange the gradients (TF's
+// merge_call). The exchange and the sharded update (distribute::ShardedUpdate) are the
+// distribute layer's; an optimizer hands it only its elementwise rule (ElementwiseRule).
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <vector>
 
 #include "lockstep/autograd/gradient_tape.hpp"
@@ -15,84 +18,109 @@
 
 namespace lockstep {
 
-/// One replica's part of a sharded optimizer update (ZeRO stage 1): elements [begin, end) of
-/// variable `variable` (an index into the list handed over, flattened), and their gradient
-/// summed over every replica (`grad`: end - begin elements, flat).
-///
-/// Replicas that share memory exchange nothing: `grad` is then undefined and `parts` holds every
-/// replica's own gradient of these elements, in member order, where its backward pass left them,
-/// to be summed in that order (((parts[0] + parts[1]) + ...), the bits of the collectives' sum) by
-/// the update itself; `copies` holds the other replicas' copies of these elements, which the
-/// update writes its new values into as well (all_gather_shards then moves nothing). Both are
-/// flat views, valid until all_gather_shards returns.
+/// One range of a sharded update (ZeRO stage 1): elements [begin, end) of variable `variable`
+/// (an index into the list handed over, flattened). `grads` are flat views whose sum, taken in
+/// their order (((grads[0] + grads[1]) + ...), the bits of the collectives' sum), is the range's
+/// gradient summed over every replica: one tensor when the collective summed it already, every
+/// replica's own gradient where replicas share memory and the update reads them in place.
+/// `copies` are the other replicas' copies of the range (flat views), which the update writes
+/// its new values into as well; empty when the strategy copies them itself afterwards.
 struct GradientShard {
   std::size_t variable = 0;
   std::int64_t begin = 0;
   std::int64_t end = 0;
-  Tensor grad;
-  std::vector<Tensor> parts;
+  std::vector<Tensor> grads;
   std::vector<Tensor> copies;
 };
 
-/// How a replica's gradients are summed across the replicas: every replica receives every sum
-/// (all_reduce_gradients), or only the sums of the elements it updates (reduce_scatter_gradients).
-enum class GradientExchange { kAllReduce, kReduceScatter };
+/// The sharded update's record of slots held in shards across workers (each worker updates,
+/// and so holds, only its ranges of them until they are gathered).
+class ShardedSlots {
+ public:
+  virtual ~ShardedSlots() = default;
+  /// Whether this worker holds only its shards of `var`'s slots.
+  virtual bool only_shards_here(const Variable& var) const = 0;
+  /// `var`'s slots are whole here again (loaded from a checkpoint, or broadcast).
+  virtual void made_whole(const Variable& var) = 0;
+};
+
+/// What a sharded update asks of an optimizer (Optimizer::elementwise_rule): its rule, where
+/// the update of one element needs only that element, so that the replicas can share it.
+class ElementwiseRule {
+ public:
+  virtual ~ElementwiseRule() = default;
+  /// Applies step `step`'s rule to this replica's copy of each range of `vars` (and its
+  /// `copies`), with the slots that every copy shares (shared_slots).
+  virtual void apply(const std::vector<Variable>& vars, const std::vector<GradientShard>& ranges, std::int64_t step) = 0;
+  /// The slot tensors (whole) of `var` that a sharded update updates: copy 0's, which every
+  /// copy uses from then on (until Optimizer::broadcast_slots gives each its own again).
+  virtual std::vector<Tensor> shared_slots(const Variable& var) = 0;
+  /// What this rule's owner asks before it hands out or updates slots unsharded: whether this
+  /// process holds only its shards of them (ShardedSlots). The sharded update registers itself.
+  virtual void slots_sharded_by(std::weak_ptr<ShardedSlots> holder) = 0;
+};
 
 /// Called with a variable's index and its final gradient during the backward pass.
 using GradientReadyFn = GradientTape::GradientReady;
 
+/// Which replica this is, among how many.
+struct ReplicaIds {
+  int replica_id_in_sync_group = 0;
+  int num_replicas_in_sync = 1;
+  /// The replicas of this process (worker), which hold the copies of a mirrored variable.
+  int num_local_replicas = 1;
+};
+
+/// Where the step in progress is. When the strategy ran this function on a distributed batch
+/// (strategy.run(fn, batch)): the global row index of this replica's first row, and the global
+/// batch's size; else 0 and 0. step_index: how many steps (strategy.run calls) the strategy ran
+/// before this one, the same on every replica, so it keys per-step randomness (dropout)
+/// identically whatever the replica count.
+struct ReplicaPosition {
+  std::int64_t first_example = 0;
+  std::int64_t global_batch_size = 0;
+  std::uint64_t step_index = 0;
+};
+
+/// What exchange_gradients did: held them back (no_sync: nothing to apply yet), summed them in
+/// place (every replica then applies the whole update to its own copies), or summed and
+/// applied them itself, sharded over the replicas.
+enum class GradientsExchanged { kHeldBack, kSummed, kApplied };
+
 class ReplicaInterface {
  public:
   virtual ~ReplicaInterface() = default;
-  virtual int replica_id_in_sync_group() const = 0;
-  virtual int num_replicas_in_sync() const = 0;
-  /// The replicas of this process (worker), which hold the copies of a mirrored variable.
-  virtual int num_local_replicas() const = 0;
+  virtual ReplicaIds ids() const = 0;
+  virtual ReplicaPosition position() const = 0;
   /// All-reduce across the replicas; every replica must call it in the same order with the same
   /// shape. Returns a new tensor on this replica's device.
   virtual Tensor all_reduce(ReduceOp op, const Tensor& value) = 0;
-  /// Sums the gradients of `vars` across the replicas in place (bucketed; an undefined gradient
-  /// counts as zeros). Every replica must call it with the same variables. False when the
-  /// gradients were only held back (gradient accumulation's no_sync): nothing to apply yet.
-  virtual bool all_reduce_gradients(std::vector<Tensor>& grads, const std::vector<Variable>& vars) = 0;
-  /// ZeRO stage 1: whether the replicas share the update of `vars` (each updates its shard of
-  /// every variable, the copies then exchange the shards) rather than each updating all of its
-  /// copies. What the strategy allows (more than one replica, CPU devices, float32 variables,
-  /// not turned off); the optimizer adds its own conditions.
-  virtual bool shards_update(const std::vector<Variable>& vars) const = 0;
-  /// As all_reduce_gradients, but the sums are reduce-scattered: `shards` receives only the
-  /// elements this replica updates, with their summed gradients, or the replicas' gradients to
-  /// sum and the copies to write (GradientShard; `grads` is left as it is, and must stay so until
-  /// all_gather_shards). False (and no shards) when the gradients were held back by no_sync.
-  virtual bool reduce_scatter_gradients(std::vector<Tensor>& grads, const std::vector<Variable>& vars,
-                                        std::vector<GradientShard>& shards) = 0;
+  /// Sums the gradients of `vars` across the replicas (an undefined gradient counts as zeros)
+  /// and, where `rule` is given and the strategy shards the update, applies step `step` of it
+  /// sharded over the replicas (kApplied); otherwise replaces `grads` with the sums (kSummed).
+  /// Every replica must call it with the same variables.
+  virtual GradientsExchanged exchange_gradients(std::vector<Tensor>& grads, const std::vector<Variable>& vars,
+                                                ElementwiseRule* rule, std::int64_t step) = 0;
   /// Overlaps the exchange with the backward pass (PyTorch DDP's Reducer hooks): returns what
   /// the tape should call with each of `vars`' gradients as soon as it is final. Each bucket's
   /// collective starts once its gradients are all in, while the backward pass goes on; the next
-  /// all_reduce_gradients (kAllReduce) or reduce_scatter_gradients (kReduceScatter) of the same
-  /// `vars`, with the gradients the tape returned, finishes it, within the same strategy.run
-  /// (one left unfinished when the function returns or throws is dropped). An empty function where nothing
-  /// can start early (under no_sync, or with gradients held back by it); those calls then do
-  /// the whole exchange, as without this.
-  virtual GradientReadyFn begin_gradient_exchange(const std::vector<Variable>& vars, GradientExchange kind) = 0;
-  /// After this replica updated `shards` of its own copies (and wrote any GradientShard::copies):
-  /// writes them into every other replica's copies and returns once every replica's shards are
-  /// in every copy (the all-gather of the updated weights).
-  virtual void all_gather_shards(const std::vector<Variable>& vars, const std::vector<GradientShard>& shards) = 0;
-  /// The variables of this replica's last reduce_scatter_gradients, in its order.
-  virtual std::vector<Variable> sharded_variables() const = 0;
-  /// For state kept beside the variables and updated by shards (an optimizer's slots) when the
-  /// replicas span several workers: `state` holds one tensor per sharded_variables(), shared by
-  /// this worker's replicas and up to date in their shards only. Every replica calls it with the
-  /// same tensors; when it returns they hold every worker's shards.
-  virtual void all_gather_shared_state(std::vector<Tensor>& state) = 0;
-  /// When the strategy ran this function on a distributed batch (strategy.run(fn, batch)): the
-  /// global row index of this replica's first row, and the global batch's size; else 0 and 0.
-  virtual std::int64_t first_example() const = 0;
-  virtual std::int64_t global_batch_size() const = 0;
-  /// How many steps (strategy.run calls) the strategy ran before this one: the same on every
-  /// replica, so it keys per-step randomness (dropout) identically whatever the replica count.
-  virtual std::uint64_t step_index() const = 0;
+  /// exchange_gradients of the same `vars` and rule, with the gradients the tape returned,
+  /// finishes it, within the same strategy.run (one left unfinished when the function returns or
+  /// throws is dropped). An empty function where nothing can start early (under no_sync, or
+  /// with gradients held back by it); exchange_gradients then does the whole exchange.
+  virtual GradientReadyFn begin_gradient_exchange(const std::vector<Variable>& vars, ElementwiseRule* rule) = 0;
+
+  int replica_id_in_sync_group() const { return ids().replica_id_in_sync_group; }
+  int num_replicas_in_sync() const { return ids().num_replicas_in_sync; }
+  int num_local_replicas() const { return ids().num_local_replicas; }
+  std::int64_t first_example() const { return position().first_example; }
+  std::int64_t global_batch_size() const { return position().global_batch_size; }
+  std::uint64_t step_index() const { return position().step_index; }
+  /// exchange_gradients without a rule: sums `grads` over the replicas in place (bucketed).
+  /// False when the gradients were only held back (gradient accumulation's no_sync).
+  bool all_reduce_gradients(std::vector<Tensor>& grads, const std::vector<Variable>& vars) {
+    return exchange_gradients(grads, vars, nullptr, 0) != GradientsExchanged::kHeldBack;
+  }
 };
 
 /// The replica whose function runs on this thread, or null outside strategy.run.

@@ -15,6 +15,10 @@
 
 namespace lockstep::distribute {
 
+/// How a replica's gradients are summed across the replicas: every replica receives every sum
+/// (all-reduce), or only the sums of the elements it updates (reduce-scatter, a sharded update).
+enum class GradientExchange { kAllReduce, kReduceScatter };
+
 struct GradientBucket {
   DType dtype = DType::kF32;
   std::int64_t numel = 0;

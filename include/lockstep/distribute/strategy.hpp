@@ -31,6 +31,7 @@
 #include "lockstep/distribute/gradient_reducer.hpp"
 #include "lockstep/distribute/per_replica.hpp"
 #include "lockstep/distribute/reduce_op.hpp"
+#include "lockstep/distribute/sharded_update.hpp"
 #include "lockstep/tensor/compute_context.hpp"
 
 
@@ -53,9 +54,10 @@ class ReplicaContext final : public ReplicaInterface {
  public:
   /// local_replica: the replica's index among this worker's replicas.
   ReplicaContext(Strategy& strategy, int local_replica) : strategy_(strategy), replica_id_(local_replica) {}
-  /// Across every worker: worker_index() * (replicas per worker) + local_replica_id().
-  int replica_id_in_sync_group() const override;
-  int num_replicas_in_sync() const override;
+  /// replica_id_in_sync_group: across every worker, worker_index() * (replicas per worker) +
+  /// local_replica_id().
+  ReplicaIds ids() const override;
+  ReplicaPosition position() const override;
   /// The replica's index among this worker's replicas (run()'s results are in this order).
   int local_replica_id() const { return replica_id_; }
   const Device& device() const;
@@ -63,35 +65,25 @@ class ReplicaContext final : public ReplicaInterface {
   /// every replica must call it in the same order with the same element count and dtype.
   /// Returns a new tensor on this replica's device.
   Tensor all_reduce(ReduceOp op, const Tensor& value) override;
-  /// Sums the gradients of `vars` over the replicas, bucketed (GradientReducer: one collective
-  /// per bucket of at most MirroredOptions::bucket_cap_bytes, started as soon as it is packed),
-  /// replacing `grads` with the sums (views of the bucket buffers). An undefined gradient
-  /// counts as zeros. Gradients held back by no_sync() are added in first. Under no_sync()
-  /// it only adds `grads` to them (no collective, `grads` unchanged) and returns false: there
-  /// is nothing to apply yet.
-  bool all_reduce_gradients(std::vector<Tensor>& grads, const std::vector<Variable>& vars) override;
-  /// True when MirroredOptions::shard_optimizer_update is on (and $LOCKSTEP_SHARD_UPDATE is not
-  /// 0), this strategy has more than one replica (on one worker or several), CPU devices only,
-  /// and every variable in `vars` is float32 (and mirrored over the local replicas).
-  bool shards_update(const std::vector<Variable>& vars) const override;
-  /// The gradient buckets are reduce-scattered (same buckets, same sums as all_reduce_gradients);
-  /// no_sync() as there. On one worker nothing is exchanged: every replica's gradients are read
-  /// where they lie by the update (GradientShard::parts; $LOCKSTEP_GRADIENTS_IN_PLACE=0 turns
-  /// that off, for comparisons), the same sums, bit for bit.
-  bool reduce_scatter_gradients(std::vector<Tensor>& grads, const std::vector<Variable>& vars,
-                                std::vector<GradientShard>& shards) override;
+  /// The strategy's ShardedUpdate does it. Without a rule, or where the update is not sharded:
+  /// the gradients of `vars` are summed over the replicas, bucketed (GradientReducer: one
+  /// collective per bucket of at most MirroredOptions::bucket_cap_bytes, started as soon as it
+  /// is packed), replacing `grads` with the sums (views of the bucket buffers). Sharded: the
+  /// same buckets are reduce-scattered (same sums), or on one worker every replica's gradients
+  /// are read where they lie by the update ($LOCKSTEP_GRADIENTS_IN_PLACE=0 turns that off, for
+  /// comparisons), the same sums, bit for bit; the rule updates this replica's ranges and the
+  /// ranges reach every copy. An undefined gradient counts as zeros. Gradients held back by
+  /// no_sync() are added in first; under no_sync() it only adds `grads` to them.
+  GradientsExchanged exchange_gradients(std::vector<Tensor>& grads, const std::vector<Variable>& vars,
+                                        ElementwiseRule* rule, std::int64_t step) override;
   /// Empty also with one replica in sync (nothing to exchange), and when $LOCKSTEP_OVERLAP_GRADIENTS
   /// is 0 (every exchange then starts after the backward pass; for comparisons).
-  GradientReadyFn begin_gradient_exchange(const std::vector<Variable>& vars, GradientExchange kind) override;
-  /// One worker: each replica copies its shards into the other replicas' copies. Several: each
-  /// replica all-gathers every replica's shards into its own copies (GradientReducer::all_gather).
-  void all_gather_shards(const std::vector<Variable>& vars, const std::vector<GradientShard>& shards) override;
-  std::vector<Variable> sharded_variables() const override;
-  void all_gather_shared_state(std::vector<Tensor>& state) override;
-  int num_local_replicas() const override;
-  std::int64_t first_example() const override;
-  std::int64_t global_batch_size() const override;
-  std::uint64_t step_index() const override;
+  GradientReadyFn begin_gradient_exchange(const std::vector<Variable>& vars, ElementwiseRule* rule) override;
+  /// True when MirroredOptions::shard_optimizer_update is on (and $LOCKSTEP_SHARD_UPDATE is not
+  /// 0), this strategy has more than one replica (on one worker or several), CPU devices only,
+  /// and every variable in `vars` is float32 (and mirrored over the local replicas): then an
+  /// optimizer with an elementwise rule has its update sharded.
+  bool shards_update(const std::vector<Variable>& vars) const;
   /// PyTorch DDP's no_sync(), for gradient accumulation in a custom loop: while the scope
   /// lives, all_reduce_gradients() sums this replica's gradients locally; the first call after
   /// it all-reduces the sums of the whole group. Every replica must open it for the same
@@ -288,6 +280,11 @@ class Strategy {
   Communicator& communicator(int replica) { return group_->member(replica); }
   /// Replica r's gradient bucketing (all_reduce_gradients), e.g. to see its bucket layout.
   const GradientReducer& gradient_reducer(int replica) const;
+  /// The replicas' optimizer update: the gradient exchange and ZeRO stage 1.
+  const ShardedUpdate& sharded_update() const { return *update_; }
+  /// Model::gather_optimizer_slots: when a sharded update over several workers left `rule`'s
+  /// slots in shards, all-gathers them on every replica (every worker must call it alike).
+  void gather_sharded_slots(ElementwiseRule* rule);
   ComputeContext& context(int replica);
   const std::vector<ComputeContext*>& contexts() const { return context_ptrs_; }
 
@@ -298,6 +295,8 @@ class Strategy {
   friend class ReplicaContext;
   friend class NoSyncScope;
   void run_on_replicas(const std::function<void(ReplicaContext&)>& fn);
+  // Starts replicas 1..N-1's threads (replica_threads.cpp).
+  void start_replica_threads();
   Tensor reduce_across_workers(ReduceOp op, const PerReplica<Tensor>& values, std::optional<int> axis) const;
   Tensor gather_across_workers(const PerReplica<Tensor>& values) const;
   struct Replicas;
@@ -318,16 +317,7 @@ class Strategy {
   std::vector<std::shared_ptr<ComputeContext>> contexts_;
   std::vector<ComputeContext*> context_ptrs_;
   std::unique_ptr<CollectiveGroup> group_;
-  std::vector<std::unique_ptr<GradientReducer>> reducers_;  // one per replica: no sharing between threads
-  GradientAccumulator held_back_;  // gradients summed under ReplicaContext::no_sync()
-  std::vector<char> no_sync_;      // per replica: inside a no_sync() scope
-  bool shard_update_ = false;      // MirroredOptions::shard_optimizer_update, where it applies
-  bool overlap_gradients_ = true;  // $LOCKSTEP_OVERLAP_GRADIENTS is not 0
-  bool gradients_in_place_ = false;  // a sharded update reads the replicas' gradients where they lie
-  // Per local replica: its gradients of the sharded update in progress, read by every replica
-  // between reduce_scatter_gradients' barrier and all_gather_shards' (gradients_in_place_).
-  std::vector<std::vector<Tensor>> published_grads_;
-  std::vector<std::vector<Variable>> published_vars_;  // their variables, alike
+  std::shared_ptr<ShardedUpdate> update_;  // shared: optimizers hold it weakly (ShardedSlots)
   std::unique_ptr<Replicas> replicas_;
 };
 

@@ -9,7 +9,6 @@
 #include <optional>
 #include <string>
 #include <unordered_map>
-#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -48,20 +47,19 @@ class Optimizer {
   /// finish_step() once. Safe to call from several replica threads at once.
   void apply_gradients_at(const std::vector<std::pair<Tensor, Variable>>& grads_and_vars, std::int64_t step);
   void finish_step() { iterations_.fetch_add(1); }
-  /// How apply_gradients_in_replica will exchange `vars`' gradients on `replica`: reduce-scatter
-  /// where it shards the update, else all-reduce. What a train step tells the replica before its
-  /// backward pass, to overlap the exchange with it (ReplicaInterface::begin_gradient_exchange).
-  GradientExchange gradient_exchange(const ReplicaInterface& replica, const std::vector<Variable>& vars) const;
   /// One replica's part of step `step` inside a strategy (what apply_gradients runs in
-  /// strategy.run, and fit's train step): sums `grads` over the replicas and updates this
-  /// replica's copies of `vars`. Where the strategy and this optimizer allow it (see
-  /// MirroredOptions::shard_optimizer_update), ZeRO stage 1: the gradients are
-  /// reduce-scattered, this replica updates its shard of every variable (the slots of a
-  /// variable are then one tensor shared by its copies) and the shards are gathered into every
-  /// copy; the weights come out bit-identical to the unsharded update. False when no_sync held
-  /// the gradients back. Does not advance iterations().
+  /// strategy.run, and fit's train step): hands `grads` to the replica's exchange with this
+  /// optimizer's elementwise rule, which sums them over the replicas and, where the strategy
+  /// shards the update (MirroredOptions::shard_optimizer_update), applies the rule to this
+  /// replica's shard of every variable itself (distribute::ShardedUpdate); otherwise this
+  /// replica applies the whole update to its copies. The weights come out bit-identical either
+  /// way. False when no_sync held the gradients back. Does not advance iterations().
   bool apply_gradients_in_replica(ReplicaInterface& replica, std::vector<Tensor>& grads, const std::vector<Variable>& vars,
                                   std::int64_t step);
+  /// The rule a sharded update applies to ranges, or null where the update of one element
+  /// needs more than that element (clipnorm, global_clipnorm, loss scaling): every replica then
+  /// updates all of its copies.
+  ElementwiseRule* elementwise_rule() { return elementwise() ? &rule_ : nullptr; }
   /// Number of updates applied so far.
   std::int64_t iterations() const { return iterations_.load(); }
   /// ValueError for a negative count (it numbers the updates, and Adam's bias correction uses it).
@@ -81,16 +79,10 @@ class Optimizer {
   /// slots(v) for saving: a ValueError while this worker holds only its shards of them (the
   /// update was sharded over several workers since Model::gather_optimizer_slots() last ran).
   std::vector<std::pair<std::string, Tensor>> slots_to_save(const Variable& v);
-  /// Whether a sharded update over several workers left some variable's slots in shards, one
-  /// per worker (each worker holds only its own, until gather_slot_shards).
-  bool slots_sharded_over_workers();
-  /// Inside strategy.run, on every replica of every worker: all-gathers the slots of the
-  /// variables of the last sharded update, so that every worker holds them whole again.
-  void gather_slot_shards(ReplicaInterface& replica);
   /// Gives every copy of a mirrored variable the slot values of its primary copy (after a
   /// checkpoint was loaded into the primary's slots, or before training unsharded a variable
-  /// whose update was sharded: only the primary's slots are whole then, and an unsharded update
-  /// of another copy is a ValueError saying so until this is called).
+  /// whose update was sharded: its copies share the primary's slots then, and an unsharded
+  /// update is a ValueError saying so until this is called).
   virtual void broadcast_slots(const Variable& v);
 
  protected:
@@ -102,7 +94,7 @@ class Optimizer {
   /// handles on (parts of) a variable's and its slots' memory, updated in place.
   virtual void update_rule(Tensor& w, std::vector<Tensor>& slots, const Tensor& grad, double lr, std::int64_t step) = 0;
   /// update_rule for a shard whose gradient is `grads` summed in their order (((grads[0] +
-  /// grads[1]) + ...): GradientShard::parts) and whose new values also go into `copies`, in one
+  /// grads[1]) + ...): GradientShard::grads) and whose new values also go into `copies`, in one
   /// pass; true if done. The default returns false and the caller sums, updates and copies.
   virtual bool update_rule_summed(Tensor& /*w*/, std::vector<Tensor>& /*slots*/, const std::vector<Tensor>& /*grads*/,
                                   const std::vector<Tensor>& /*copies*/, double /*lr*/, std::int64_t /*step*/) {
@@ -112,17 +104,33 @@ class Optimizer {
   /// Whether the update of one element needs only that element (no clipnorm /
   /// global_clipnorm), so that replicas can share the update (ZeRO stage 1).
   virtual bool elementwise() const;
-  /// The slots of the variable copy current on this thread (handles on their memory); with
-  /// `shared`, those of copy 0, which every copy then uses (a sharded update).
-  std::vector<Tensor> slots_of(const Variable& var, bool shared = false);
+  /// The slots of the variable copy current on this thread (handles on their memory).
+  std::vector<Tensor> slots_of(const Variable& var);
 
  private:
+  // The optimizer as the sharded update sees it: the rule on ranges, and the slots.
+  class Rule final : public ElementwiseRule {
+   public:
+    explicit Rule(Optimizer& o) : o_(o) {}
+    void apply(const std::vector<Variable>& vars, const std::vector<GradientShard>& ranges, std::int64_t step) override;
+    std::vector<Tensor> shared_slots(const Variable& var) override;
+    void slots_sharded_by(std::weak_ptr<ShardedSlots> holder) override;
+
+   private:
+    Optimizer& o_;
+  };
+  // Whether `v`'s slots are shared by its copies or held in shards here (a sharded update):
+  // an unsharded update or a save would find them incomplete. Under slots_mu_.
+  bool slots_sharded(const Variable& v) const;
+
   OptimizerOptions options_;
   std::atomic<std::int64_t> iterations_{0};  // replicas of apply_gradients count a step once
-  std::mutex slots_mu_;  // replicas create their slots concurrently
-  std::unordered_map<const void*, std::vector<Tensor>> slots_;  // keyed by the variable copy's TensorImpl
-  std::unordered_set<const void*> sharded_;  // copy 0 keys whose slots only copy 0 holds (sharded)
-  std::unordered_set<const void*> partial_;  // copy 0 keys whose slots hold only this worker's shards
+  mutable std::mutex slots_mu_;  // replicas create their slots concurrently
+  // Per variable copy (keyed by its TensorImpl), as a mirrored variable's copies: each replica's
+  // own. After a sharded update every copy's entry holds copy 0's tensors (shared_slots).
+  std::unordered_map<const void*, std::vector<Tensor>> slots_;
+  std::weak_ptr<ShardedSlots> sharded_slots_;  // the sharded update that holds some of them in shards
+  Rule rule_{*this};
 };
 using OptimizerPtr = std::shared_ptr<Optimizer>;
 

@@ -1,0 +1,90 @@
+#include "distribute/replica_threads.hpp"
+
+#include <system_error>
+
+namespace lockstep::distribute {
+
+void Strategy::start_replica_threads() {
+  const int n = num_local_replicas();
+  replicas_->owner = this;
+  for (int r = 1; r < n; ++r) {
+    replicas_->workers.push_back(std::make_unique<Replicas::Worker>());
+  }
+  for (int r = 1; r < n; ++r) {
+    try {
+      replicas_->workers[static_cast<std::size_t>(r - 1)]->thread = std::thread([this, r] { replicas_->worker_loop(r); });
+    } catch (const std::system_error& e) {
+      // Out of threads or address space: the threads already started must be stopped and joined
+      // here (no destructor runs for a half-made object, and a joinable std::thread that is
+      // destroyed calls std::terminate).
+      replicas_->stop_threads();
+      throw DistributedError("cannot start the thread of replica " + std::to_string(r) + ": " + e.what() + " (" +
+                             std::to_string(n) + " replicas asked for, " + std::to_string(r) +
+                             " started); ask for fewer devices or raise the process's limits (ulimit -u, ulimit -v)");
+    }
+  }
+}
+
+Strategy::~Strategy() { replicas_->stop_threads(); }
+
+void Strategy::run_on_replicas(const std::function<void(ReplicaContext&)>& fn) {
+  Replicas& R = *replicas_;
+  LOCKSTEP_CHECK_T(DistributedError, !R.broken, name(),
+                   ": a replica of this strategy never finished an earlier step; make a new strategy");
+  LOCKSTEP_CHECK_T(DistributedError, R.remaining.load() == 0, name(), "::run is not reentrant");
+  group_->reset();
+  R.first_error = nullptr;
+  R.first_error_replica = -1;
+  R.fn = &fn;
+  const int n = num_local_replicas();
+  R.remaining.store(n - 1);
+  for (auto& w : R.workers) w->job.fetch_add(1);
+  if (R.sleepers.load() > 0) {
+    std::lock_guard<std::mutex> lock(R.mu);
+    R.cv_work.notify_all();
+  }
+  R.execute(0);
+  // Wait for the other replicas. Without a failure there is no deadline (a step may be long);
+  // after one, the others are released from their collectives and must stop within the timeout.
+  {
+    const backend::ThreadPool::HelperScope helper(&context(0).pool());
+    for (int i = 0; i < 20000 && R.remaining.load() > 0; ++i) {
+      if (backend::help_idle_work()) i = 0;
+      else if (i > 100) std::this_thread::yield();
+    }
+  }
+  if (R.remaining.load() > 0) {
+    std::unique_lock<std::mutex> lock(R.mu);
+    for (;;) {
+      const bool failed = group_->failed();
+      const auto deadline = failed ? group_->timeout() : std::chrono::milliseconds(200);
+      const bool done = R.cv_done.wait_for(lock, deadline, [&] { return R.remaining.load() == 0; });
+      if (done) break;
+      if (failed) {
+        R.broken = true;
+        throw DistributedError(name() + ": " + std::to_string(R.remaining.load()) +
+                               " replica(s) did not stop within " + std::to_string(group_->timeout().count()) +
+                               " ms after replica " + std::to_string(R.first_error_replica) +
+                               " failed; the strategy is unusable");
+      }
+    }
+  }
+  R.fn = nullptr;
+  ++steps_run_;
+  if (R.first_error) {
+    std::string what;
+    try {
+      std::rethrow_exception(R.first_error);
+    } catch (const std::exception& e) {
+      what = e.what();
+    } catch (...) {
+      what = "unknown exception";
+    }
+    throw ReplicaError(R.first_error_replica,
+                       "replica " + std::to_string(R.first_error_replica) + " of " + std::to_string(n) +
+                           " (" + devices_[static_cast<std::size_t>(R.first_error_replica)].str() + ") failed: " + what,
+                       R.first_error);
+  }
+}
+
+}  // namespace lockstep::distribute
