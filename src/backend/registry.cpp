@@ -104,16 +104,11 @@ void* cuda_stream(ComputeContext& ctx) {
 }
 
 const char* kernel_op_name(KernelOp op) {
-  static const char* names[] = {"fill", "cast", "cast_scaled", "compare", "gather_rows", "gather_rows_scaled",
-                                "scatter_add_rows",
-                                "combine", "argmax", "gemm", "unary", "unary_backward", "binary", "reduce_sum", "reduce_max",
-                                "reduce_max_backward", "softmax", "softmax_backward", "bias_activation",
-                                "sparse_softmax_xent", "sparse_softmax_xent_backward", "one_hot", "dropout_mask",
-                                "sum_squares", "scale_clip", "sgd_update", "adam_update", "sgd_update_summed",
-                                "adam_update_summed", "first_outside",
-                                "conv2d", "conv2d_backward_data", "conv2d_backward_weights", "pool2d",
-                                "pool2d_backward", "conv2d_max_pool2d", "conv2d_max_pool2d_backward_weights",
-                                "max_unpool2d", "batch_norm_reduce", "batch_norm_apply", "batch_norm_backward"};
+  static const char* const names[] = {
+#define LOCKSTEP_KERNEL_OP(name, Op, dtypes, ret, params) #name,
+#include "backend/kernel_ops.def"
+#undef LOCKSTEP_KERNEL_OP
+  };
   static_assert(sizeof(names) / sizeof(names[0]) == static_cast<std::size_t>(KernelOp::kCount));
   return names[static_cast<std::size_t>(op)];
 }
@@ -157,47 +152,10 @@ const DeviceOps& device_ops(DeviceKind kind) {
 bool supports(DeviceKind kind, DType dtype, KernelOp op) {
   const KernelTable& t = kernels(kind, dtype);
   switch (op) {
-    case KernelOp::kFill: return t.fill;
-    case KernelOp::kCast: return t.cast;
-    case KernelOp::kCastScaled: return t.cast_scaled;
-    case KernelOp::kCompare: return t.compare;
-    case KernelOp::kGatherRows: return t.gather_rows;
-    case KernelOp::kGatherRowsScaled: return t.gather_rows_scaled;
-    case KernelOp::kScatterAddRows: return t.scatter_add_rows;
-    case KernelOp::kCombine: return t.combine;
-    case KernelOp::kArgmax: return t.argmax;
-    case KernelOp::kGemm: return t.gemm;
-    case KernelOp::kUnary: return t.unary;
-    case KernelOp::kUnaryBackward: return t.unary_backward;
-    case KernelOp::kBinary: return t.binary;
-    case KernelOp::kReduceSum: return t.reduce_sum;
-    case KernelOp::kReduceMax: return t.reduce_max;
-    case KernelOp::kReduceMaxBackward: return t.reduce_max_backward;
-    case KernelOp::kSoftmax: return t.softmax;
-    case KernelOp::kSoftmaxBackward: return t.softmax_backward;
-    case KernelOp::kBiasActivation: return t.bias_activation;
-    case KernelOp::kSparseSoftmaxXent: return t.sparse_softmax_xent;
-    case KernelOp::kSparseSoftmaxXentBackward: return t.sparse_softmax_xent_backward;
-    case KernelOp::kOneHot: return t.one_hot;
-    case KernelOp::kDropoutMask: return t.dropout_mask;
-    case KernelOp::kSumSquares: return t.sum_squares;
-    case KernelOp::kScaleClip: return t.scale_clip;
-    case KernelOp::kSgdUpdate: return t.sgd_update;
-    case KernelOp::kAdamUpdate: return t.adam_update;
-    case KernelOp::kSgdUpdateSummed: return t.sgd_update_summed;
-    case KernelOp::kAdamUpdateSummed: return t.adam_update_summed;
-    case KernelOp::kFirstOutside: return t.first_outside;
-    case KernelOp::kConv2d: return t.conv2d;
-    case KernelOp::kConv2dBackwardData: return t.conv2d_backward_data;
-    case KernelOp::kConv2dBackwardWeights: return t.conv2d_backward_weights;
-    case KernelOp::kPool2d: return t.pool2d;
-    case KernelOp::kPool2dBackward: return t.pool2d_backward;
-    case KernelOp::kConv2dMaxPool2d: return t.conv2d_max_pool2d;
-    case KernelOp::kConv2dMaxPool2dBackwardWeights: return t.conv2d_max_pool2d_backward_weights;
-    case KernelOp::kMaxUnpool2d: return t.max_unpool2d;
-    case KernelOp::kBatchNormReduce: return t.batch_norm_reduce;
-    case KernelOp::kBatchNormApply: return t.batch_norm_apply;
-    case KernelOp::kBatchNormBackward: return t.batch_norm_backward;
+#define LOCKSTEP_KERNEL_OP(name, Op, dtypes, ret, params) \
+  case KernelOp::Op: return t.name != nullptr;
+#include "backend/kernel_ops.def"
+#undef LOCKSTEP_KERNEL_OP
     case KernelOp::kCount: break;
   }
   return false;
