@@ -107,7 +107,7 @@ TEST(DeviceBoundary, ToDeviceCopiesAndNamesAMissingBackend) {
   Tensor moved = t.to(Device{DeviceKind::kCpu, 1});
   EXPECT_EQ(moved.device(), (Device{DeviceKind::kCpu, 1}));
   EXPECT_EQ(moved.to_vector<float>(), t.to_vector<float>());
-  if (backend::cuda_device_count() > 0) {  // a GPU session: the copy is there and back
+  if (backend::device_kind(DeviceKind::kCuda).count() > 0) {  // a GPU session: the copy is there and back
     const Tensor on_gpu = t.to(Device{DeviceKind::kCuda, 0});
     EXPECT_EQ(on_gpu.device(), (Device{DeviceKind::kCuda, 0}));
     EXPECT_EQ(on_gpu.to_vector<float>(), t.to_vector<float>());
