@@ -182,12 +182,12 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  if (!backend::backend_available(DeviceKind::kCuda) || backend::cuda_device_count() == 0) {
+  if (backend::device_kind(DeviceKind::kCuda).count() == 0) {
     std::fprintf(stderr, "gpu_bench: no GPU visible (or built without CUDA)\n");
     return 77;
   }
   std::printf("gpu_bench on %s\n", backend::list_local_devices().front().description.c_str());
-  if (backend::gpus_emulated())
+  if (backend::device_kind(DeviceKind::kCuda).emulated())
     std::printf("  (LOCKSTEP_EMULATED_GPUS: a smoke test of this program; every figure below is the CPU's)\n");
   std::map<std::string, double> out;
   // With --json, the figures so far as one JSON line after each part (the last line is the whole

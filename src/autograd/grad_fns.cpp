@@ -137,13 +137,16 @@ std::array<Tensor, 3> op_backward(const OpRecord& r, const Tensor& g, const std:
     case OpType::kGelu: return {unary_backward(r, g), {}, {}};
     case OpType::kSoftmax:
     case OpType::kLogSoftmax: return {softmax_grad(r.output, g, r.type == OpType::kLogSoftmax), {}, {}};
-    case OpType::kMatmul: {
+    case OpType::kMatmul:
+    case OpType::kBatchMatmul: {
+      // The same products for one matrix or per batch entry.
+      const auto product = r.type == OpType::kMatmul ? matmul : batch_matmul;
       const Tensor& a = r.inputs[0];
       const Tensor& b = r.inputs[1];
       const bool ta = r.i0, tb = r.i1;
       Tensor ga, gb;
-      if (needs[0]) ga = ta ? matmul(b, g, tb, true) : matmul(g, b, false, !tb);
-      if (needs[1]) gb = tb ? matmul(g, a, true, ta) : matmul(a, g, !ta, false);
+      if (needs[0]) ga = ta ? product(b, g, tb, true) : product(g, b, false, !tb);
+      if (needs[1]) gb = tb ? product(g, a, true, ta) : product(a, g, !ta, false);
       return {ga, gb, {}};
     }
     case OpType::kDense: return dense_grad(r, g, needs, hints.output_gradient_masked);

@@ -14,25 +14,21 @@
 
 namespace lockstep::backend {
 
-namespace {
-// Past this, size_class's doubling would overflow; no machine has that much memory anyway.
-constexpr std::size_t kMaxBytes = std::size_t{1} << 60;
-
-// "cannot allocate 3136000000000 bytes (2.9 TiB) of host memory": the size asked, plainly.
-std::string out_of_memory(std::size_t nbytes) {
+std::string bytes_and_units(std::uint64_t bytes) {
   const char* units[] = {"bytes", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
-  double v = static_cast<double>(nbytes);
+  double v = static_cast<double>(bytes);
   int u = 0;
   while (v >= 1024 && u < 6) {
     v /= 1024;
     ++u;
   }
-  char buf[160];
-  std::snprintf(buf, sizeof buf, "cannot allocate %zu bytes (%.1f %s) of host memory: out of memory", nbytes, v,
-                units[u]);
+  if (u == 0) return std::to_string(bytes) + " bytes";
+  char buf[96];
+  std::snprintf(buf, sizeof buf, "%llu bytes (%.1f %s)", static_cast<unsigned long long>(bytes), v, units[u]);
   return buf;
 }
 
+namespace {
 // Blocks this large (a dataset's arrays) go on 2 MiB pages where the kernel offers transparent
 // huge pages on request (madvise mode, Debian's default): a batch gathered from shuffled rows of
 // the 188 MB MNIST array otherwise takes a TLB miss per row (4 KiB pages cover 12 MB of it at a
@@ -54,8 +50,9 @@ constexpr std::size_t kColourStep = 512;
 constexpr std::size_t kColours = 8;
 constexpr std::size_t kHeader = 64;  // keeps the block 64-byte aligned
 bool coloured(std::size_t cls) { return cls >= kColourFrom && cls < kHugeFrom; }
+}  // namespace
 
-void* system_allocate(std::size_t cls) {
+void* HostMemory::allocate(std::size_t cls, const char**) {
   if (coloured(cls)) {
     static std::atomic<std::size_t> next{0};
     const std::size_t colour = next.fetch_add(1, std::memory_order_relaxed) % kColours;
@@ -76,12 +73,11 @@ void* system_allocate(std::size_t cls) {
   return p;
 }
 
-void system_free(void* p, std::size_t cls) {
-  std::free(coloured(cls) ? static_cast<char**>(p)[-1] : p);
+void HostMemory::free(void* block, std::size_t cls) {
+  std::free(coloured(cls) ? static_cast<char**>(block)[-1] : block);
 }
-}  // namespace
 
-std::size_t CachingHostAllocator::size_class(std::size_t nbytes) {
+std::size_t HostMemory::size_class(std::size_t nbytes) {
   if (nbytes <= 64) return 64;
   // Round up to a quarter of the next power of two: at most 25% waste, few classes.
   std::size_t p = 64;
@@ -93,62 +89,9 @@ std::size_t CachingHostAllocator::size_class(std::size_t nbytes) {
   return (c + 63) & ~static_cast<std::size_t>(63);
 }
 
-CachingHostAllocator::~CachingHostAllocator() { empty_cache(); }
-
-void* CachingHostAllocator::allocate(std::size_t nbytes) {
-  if (nbytes > kMaxBytes) throw ResourceError(out_of_memory(nbytes));
-  const std::size_t cls = size_class(nbytes);
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    auto it = free_.find(cls);
-    if (it != free_.end() && !it->second.empty()) {
-      void* p = it->second.back();
-      it->second.pop_back();
-      ++stats_.cache_hits;
-      stats_.bytes_in_use += cls;
-      stats_.bytes_cached -= cls;
-      stats_.peak_bytes_in_use = std::max(stats_.peak_bytes_in_use, stats_.bytes_in_use);
-      return p;
-    }
-    ++stats_.system_allocations;
-    stats_.bytes_in_use += cls;
-    stats_.peak_bytes_in_use = std::max(stats_.peak_bytes_in_use, stats_.bytes_in_use);
-  }
-  void* p = system_allocate(cls);
-  if (!p) {
-    std::lock_guard<std::mutex> lock(mu_);
-    stats_.bytes_in_use -= cls;
-    throw ResourceError(out_of_memory(nbytes));
-  }
-  return p;
-}
-
-void CachingHostAllocator::release(void* ptr, std::size_t nbytes) {
-  if (!ptr) return;
-  const std::size_t cls = size_class(nbytes);
-  std::lock_guard<std::mutex> lock(mu_);
-  free_[cls].push_back(ptr);
-  stats_.bytes_in_use -= cls;
-  stats_.bytes_cached += cls;
-}
-
-AllocatorStats CachingHostAllocator::stats() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return stats_;
-}
-
-void CachingHostAllocator::reset_peak() {
-  std::lock_guard<std::mutex> lock(mu_);
-  stats_.peak_bytes_in_use = stats_.bytes_in_use;
-}
-
-void CachingHostAllocator::empty_cache() {
-  std::lock_guard<std::mutex> lock(mu_);
-  for (auto& [cls, blocks] : free_) {
-    for (void* p : blocks) system_free(p, cls);
-  }
-  free_.clear();
-  stats_.bytes_cached = 0;
+// "cannot allocate 3136000000000 bytes (2.9 TiB) of host memory": the size asked, plainly.
+std::string HostMemory::out_of_memory(const OutOfMemory& e) const {
+  return "cannot allocate " + bytes_and_units(e.asked) + " of host memory: out of memory";
 }
 
 }  // namespace lockstep::backend

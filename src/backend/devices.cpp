@@ -1,16 +1,15 @@
 #include "backend/devices.hpp"
 
-#include "backend/context.hpp"
-
 namespace lockstep::backend {
-
-std::string cuda_device_name(int index);  // registry.cpp: the CUDA backend's, when built
 
 std::vector<DeviceInfo> list_local_devices() {
   std::vector<DeviceInfo> out;
-  const int gpus = cuda_device_count();
-  for (int i = 0; i < gpus; ++i) out.push_back({Device{DeviceKind::kCuda, i}, cuda_device_name(i)});
-  out.push_back({Device{DeviceKind::kCpu, 0}, "CPU, " + std::to_string(available_cores()) + " cores"});
+  for (DeviceKind kind : device_kinds()) {
+    const DeviceKindBackend& b = device_kind(kind);
+    // The logical CPU devices are the strategy's split of the one CPU.
+    const int n = kind == DeviceKind::kCpu ? 1 : b.count();
+    for (int i = 0; i < n; ++i) out.push_back({Device{kind, i}, b.name(i)});
+  }
   return out;
 }
 

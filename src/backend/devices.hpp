@@ -1,34 +1,58 @@
 #pragma once
-// Enumeration of the machine's devices.
+// The device kinds the registry knows (registry.cpp: one row per kind) and what each answers
+// about its devices. Nothing outside src/backend asks a backend (CUDA, ...) directly.
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "backend/context.hpp"
 #include "lockstep/core/device.hpp"
+#include "lockstep/core/dtype.hpp"
 
 namespace lockstep::backend {
+
+struct KernelTable;
+struct DeviceOps;
+
+/// One device kind as the registry sees it: its kernels, its contexts and its devices.
+class DeviceKindBackend {
+ public:
+  virtual ~DeviceKindBackend() = default;
+  /// Whether a backend for the kind is compiled in (or emulated) and has kernels.
+  virtual bool available() const = 0;
+  /// Devices of the kind visible (0 without the backend, a driver or a device: never an error).
+  virtual int count() const = 0;
+  /// Whether the devices are emulated: host memory and the CPU's kernels (LOCKSTEP_EMULATED_GPUS).
+  virtual bool emulated() const { return false; }
+  /// "NVIDIA H200, 143771 MiB, sm_90", "CPU, 16 cores".
+  virtual std::string name(int index) const = 0;
+  /// The share of the last sample period with a kernel running, in percent; none where the
+  /// kind or the machine cannot say.
+  virtual std::optional<double> utilization_percent(int /*index*/) const { return std::nullopt; }
+  /// The kind's software stack (driver, runtime, libraries) in one line; empty where none.
+  virtual std::string runtime_summary() const { return {}; }
+  /// The native queue (a cudaStream_t, as void*) `ctx` computes on, for collectives that enqueue
+  /// on the device (NCCL); null where work runs in order on the host.
+  virtual void* stream(ComputeContext& /*ctx*/) const { return nullptr; }
+  virtual const KernelTable& kernels(DType dtype) const = 0;
+  virtual const DeviceOps& device_ops() const = 0;
+  /// Throws ValueError naming the device when it does not exist or the backend is not built.
+  virtual std::unique_ptr<ComputeContext> make_context(Device device, const ContextOptions& options) const = 0;
+};
+
+/// The registry's row for `kind`.
+const DeviceKindBackend& device_kind(DeviceKind kind);
+/// Every device kind, the CPU last (accelerators first, as list_local_devices and the default
+/// strategy take them).
+const std::vector<DeviceKind>& device_kinds();
 
 struct DeviceInfo {
   Device device;
   std::string description;
 };
 
-/// GPUs when the CUDA backend is built and a device is present; the CPU always.
+/// The devices of every available kind, accelerators first; the CPU always (as cpu:0).
 std::vector<DeviceInfo> list_local_devices();
-/// Number of CUDA devices visible (0 without the CUDA backend, a driver or a GPU), or the emulated
-/// ones (LOCKSTEP_EMULATED_GPUS=N where none is visible: host memory and the CPU's kernels, for
-/// testing the device boundary; registry.cpp).
-int cuda_device_count();
-/// Whether gpu:N are emulated (LOCKSTEP_EMULATED_GPUS).
-bool gpus_emulated();
-/// The GPU software stack (driver, runtime, cuDNN, NVML) in one line; empty without the CUDA backend.
-std::string cuda_runtime_summary();
-/// NVML's utilisation of CUDA device `index` in percent; none without the CUDA backend, NVML
-/// or the device.
-std::optional<double> cuda_utilization_percent(int index);
-class ComputeContext;
-/// The cudaStream_t (as void*) a CUDA context computes on; null for other contexts or without
-/// the CUDA backend. For collectives that enqueue on the device (NCCL).
-void* cuda_stream(ComputeContext& ctx);
 
 }  // namespace lockstep::backend

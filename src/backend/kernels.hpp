@@ -4,17 +4,19 @@
 // A backend provides, per device kind:
 //   * DeviceOps: dtype-independent memory work (copies within the device and to/from the
 //     host, byte comparison), and
-//   * one KernelTable per dtype, filled with designated initialisers. A null entry means
-//     "not supported": supports(kind, dtype, op) says so, and the tensor layer turns a missing
-//     kernel into a ValueError naming the op, the dtype and the device.
-// Pointers are the table's dtype unless a signature says otherwise (labels and indices are
-// int64; masks are the table's dtype). Ops (tensor layer) check shapes; kernels trust them.
+//   * one KernelTable per dtype, whose fields are the op list's rows (kernel_ops.def: each op's
+//     name, dtypes and signature, written once); backend_kernels.inc declares a backend's
+//     kernels from it and builds its tables. A null entry means "not supported":
+//     supports(kind, dtype, op) says so, and the tensor layer turns a missing kernel into a
+//     ValueError naming the op, the dtype and the device.
 #include <cstddef>
 #include <cstdint>
+#include <type_traits>
 
 #include "backend/context.hpp"
 #include "lockstep/core/device.hpp"
 #include "lockstep/core/dtype.hpp"
+#include "lockstep/core/half.hpp"
 #include "lockstep/core/reduce_op.hpp"
 
 namespace lockstep::backend {
@@ -85,171 +87,63 @@ inline bool conv_max_pool_fusable(const Conv2dDesc& c, const Pool2dDesc& p) {
          p.w == c.ow && p.c == c.oc && p.n == c.n;
 }
 
-/// One row per kernel, for supports() and error messages.
+/// One enumerator per row of the op list, for supports() and error messages.
 enum class KernelOp : std::uint8_t {
-  kFill, kCast, kCastScaled, kCompare, kGatherRows, kGatherRowsScaled, kScatterAddRows, kCombine, kArgmax,
-  kGemm, kUnary, kUnaryBackward, kBinary, kReduceSum, kReduceMax, kReduceMaxBackward, kSoftmax,
-  kSoftmaxBackward, kBiasActivation, kSparseSoftmaxXent, kSparseSoftmaxXentBackward, kOneHot, kDropoutMask,
-  kSumSquares, kScaleClip, kSgdUpdate, kAdamUpdate, kSgdUpdateSummed, kAdamUpdateSummed, kFirstOutside,
-  kConv2d, kConv2dBackwardData, kConv2dBackwardWeights, kPool2d, kPool2dBackward,
-  kConv2dMaxPool2d, kConv2dMaxPool2dBackwardWeights, kMaxUnpool2d,
-  kBatchNormReduce, kBatchNormApply, kBatchNormBackward,
+#define LOCKSTEP_KERNEL_OP(name, Op, dtypes, ret, params) Op,
+#include "backend/kernel_ops.def"
+#undef LOCKSTEP_KERNEL_OP
   kCount
 };
 const char* kernel_op_name(KernelOp op);
 
-/// Explicit instantiations of the integer tables' own kernels, for a backend's kernel file to
-/// expand in its namespace for each integer dtype (both backends declare these templates).
-#define LOCKSTEP_INTEGER_KERNELS(I)                                                                    \
-  template std::int64_t first_outside<I>(ComputeContext&, const void*, std::int64_t, std::int64_t);   \
-  template void cast_scaled<I>(ComputeContext&, const void*, float, float*, std::int64_t);            \
-  template void gather_rows_scaled<I>(ComputeContext&, const void*, const std::int64_t*, std::int64_t, \
-                                      std::int64_t, float, float*);
+/// The dtypes an op's row names (kernel_ops.def's third column).
+enum class KernelDTypes : std::uint8_t { kAny, kFloating, kInteger, kF32 };
+template <typename T>
+constexpr bool holds(KernelDTypes d) {
+  constexpr bool floating = std::is_same_v<T, float> || std::is_same_v<T, Float16> || std::is_same_v<T, BFloat16>;
+  switch (d) {
+    case KernelDTypes::kAny: return true;
+    case KernelDTypes::kFloating: return floating;
+    case KernelDTypes::kInteger: return !floating;
+    case KernelDTypes::kF32: return std::is_same_v<T, float>;
+  }
+  return false;
+}
 
+/// A backend's kernels for one dtype: a field per row of the op list, null where the backend
+/// has no kernel for that dtype.
 struct KernelTable {
-  // ---- storage: every dtype ----
-  void (*fill)(ComputeContext&, void* dst, std::int64_t n, double value) = nullptr;
-  /// dst[i] = convert(src[i]); src is the table's dtype, dst is `to` (numpy's casting: floats
-  /// to ints truncate toward zero, float32 to 16-bit floats rounds to nearest even).
-  void (*cast)(ComputeContext&, const void* src, DType to, void* dst, std::int64_t n) = nullptr;
-  /// dst[i] = float32(src[i]) * scale, rounded once (integer tables of both backends): a cast and
-  /// a Rescaling in one pass, what a model that scales its own uint8 pixels does first.
-  void (*cast_scaled)(ComputeContext&, const void* src, float scale, float* dst, std::int64_t n) = nullptr;
-  /// out[i] = a (op) b ? 1 : 0, as uint8, with broadcasting.
-  void (*compare)(ComputeContext&, CompareOp, const BroadcastDesc&, const void* a, const void* b,
-                  std::uint8_t* out) = nullptr;
-  /// dst[r] = src[index[r]] for rows of `row` elements.
-  void (*gather_rows)(ComputeContext&, const void* src, const std::int64_t* index, std::int64_t rows,
-                      std::int64_t row, void* dst) = nullptr;
-  /// dst[r] = float32(src[index[r]]) * scale, as cast_scaled rounds it (integer tables): a batch of
-  /// integer pixels gathered as the floats a model takes, reading a quarter of the bytes for uint8.
-  void (*gather_rows_scaled)(ComputeContext&, const void* src, const std::int64_t* index, std::int64_t rows,
-                             std::int64_t row, float scale, float* dst) = nullptr;
-  /// dst[index[r]] += src[r].
-  void (*scatter_add_rows)(ComputeContext&, const void* src, const std::int64_t* index, std::int64_t rows,
-                           std::int64_t row, void* dst) = nullptr;
-  /// Elements [begin, end): acc = in[0] (op) in[1] (op) ... in that order (kMean divides by
-  /// n_in at the end), written to every out[j]. Outputs may alias inputs (a collective's
-  /// buffers are both), so each block is combined before any output is written.
-  void (*combine)(ComputeContext&, ReduceOp, const void* const* in, int n_in, void* const* out, int n_out,
-                  std::int64_t begin, std::int64_t end) = nullptr;
-  /// Index of the largest value of each [outer, axis, inner] slice (first one; NaN wins).
-  void (*argmax)(ComputeContext&, const void* x, std::int64_t* arg, std::int64_t outer, std::int64_t axis,
-                 std::int64_t inner) = nullptr;
-
-  // ---- floating-point compute (float32 arithmetic for every floating dtype) ----
-  /// C = alpha * op(A) @ op(B) + beta * C, row-major.
-  void (*gemm)(ComputeContext&, bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k,
-               float alpha, const void* a, std::int64_t lda, const void* b, std::int64_t ldb, float beta, void* c,
-               std::int64_t ldc) = nullptr;
-  void (*unary)(ComputeContext&, UnaryOp, const void* x, void* y, std::int64_t n, float p0, float p1) = nullptr;
-  /// dx = dy * d(op)/dx, given x and y = op(x).
-  void (*unary_backward)(ComputeContext&, UnaryOp, const void* x, const void* y, const void* dy, void* dx,
-                         std::int64_t n, float p0, float p1) = nullptr;
-  void (*binary)(ComputeContext&, BinaryOp, const BroadcastDesc&, const void* a, const void* b, void* out) = nullptr;
-  /// Reductions over the middle axis of an [outer, axis, inner] view: out is [outer, inner];
-  /// `post_scale` multiplies each result (1/axis for a mean).
-  void (*reduce_sum)(ComputeContext&, const void* x, void* out, std::int64_t outer, std::int64_t axis,
-                     std::int64_t inner, float post_scale) = nullptr;
-  void (*reduce_max)(ComputeContext&, const void* x, void* out, std::int64_t* argmax, std::int64_t outer,
-                     std::int64_t axis, std::int64_t inner) = nullptr;
-  /// dx = 0 except dx[arg of each slice] = g (the gradient of reduce_max).
-  void (*reduce_max_backward)(ComputeContext&, const std::int64_t* arg, const void* g, void* dx, std::int64_t outer,
-                              std::int64_t axis, std::int64_t inner) = nullptr;
-  /// Softmax over the last axis of [rows, cols]; log_softmax when `log` is true.
-  void (*softmax)(ComputeContext&, const void* x, void* y, std::int64_t rows, std::int64_t cols, bool log) = nullptr;
-  void (*softmax_backward)(ComputeContext&, const void* y, const void* dy, void* dx, std::int64_t rows,
-                           std::int64_t cols, bool log) = nullptr;
-  /// y[r, c] += bias[c], then relu when `relu`; bias may be null.
-  void (*bias_activation)(ComputeContext&, void* y, const void* bias, std::int64_t rows, std::int64_t cols,
-                          bool relu) = nullptr;
-  /// loss[r] = -log_softmax(logits)[r, label[r]]; probs = softmax(logits).
-  void (*sparse_softmax_xent)(ComputeContext&, const void* logits, const std::int64_t* labels, void* loss,
-                              void* probs, std::int64_t rows, std::int64_t cols) = nullptr;
-  /// dlogits[r, c] = (probs[r, c] - [c == label[r]]) * g[r].
-  void (*sparse_softmax_xent_backward)(ComputeContext&, const void* probs, const std::int64_t* labels,
-                                       const void* g, void* dlogits, std::int64_t rows, std::int64_t cols) = nullptr;
-  /// out = zeros(rows, classes) with out[r, label[r]] = 1.
-  void (*one_hot)(ComputeContext&, const std::int64_t* labels, std::int64_t rows, std::int64_t classes,
-                  void* out) = nullptr;
-  /// mask[r, u] = keep ? 1/(1-rate) : 0, from the counter-based RNG.
-  void (*dropout_mask)(ComputeContext&, void* mask, std::int64_t rows, std::int64_t cols, float rate,
-                       std::uint64_t seed, std::uint64_t stream, std::uint64_t step, std::int64_t first_row) = nullptr;
-
-  // ---- convolution and pooling (float32) ----
-  /// y = conv(x, w) [+ bias]; bias may be null.
-  void (*conv2d)(ComputeContext&, const Conv2dDesc&, const void* x, const void* w, const void* bias,
-                 void* y) = nullptr;
-  /// dx of conv2d from the kernel and dy.
-  void (*conv2d_backward_data)(ComputeContext&, const Conv2dDesc&, const void* w, const void* dy,
-                               void* dx) = nullptr;
-  /// dw (and db when not null) of conv2d from x and dy. The batch is split over the pool in
-  /// fixed parts whose partial sums are added in part order (bit-reproducible per pool size).
-  void (*conv2d_backward_weights)(ComputeContext&, const Conv2dDesc&, const void* x, const void* dy, void* dw,
-                                  void* db) = nullptr;
-  void (*pool2d)(ComputeContext&, const Pool2dDesc&, const void* x, void* y) = nullptr;
-  /// dx of pool2d given its input x, its output y and dy; max pooling sends each gradient to the
-  /// first (row-major) element of its window equal to the maximum.
-  void (*pool2d_backward)(ComputeContext&, const Pool2dDesc&, const void* x, const void* y, const void* dy,
-                          void* dx) = nullptr;
-  /// y = max_pool2d(conv2d(x, w, bias)) (conv's relu applied) without storing the convolution's
-  /// output, for descriptors conv_max_pool_fusable accepts; `arg` [n, p.oh, p.ow, oc] gets the
-  /// row-major index inside its window of each maximum (the first of equal ones; a NaN wins).
-  void (*conv2d_max_pool2d)(ComputeContext&, const Conv2dDesc& c, const Pool2dDesc& p, const void* x, const void* w,
-                            const void* bias, void* y, std::uint8_t* arg) = nullptr;
-  /// dw (and db when not null) of conv2d_max_pool2d from x, its y and arg, and dy: each dy goes
-  /// to its window's arg (when p.relu_input, only where y > 0). Summed in fixed batch parts, in
-  /// part order, as conv2d_backward_weights.
-  void (*conv2d_max_pool2d_backward_weights)(ComputeContext&, const Conv2dDesc& c, const Pool2dDesc& p,
-                                             const void* x, const void* y, const std::uint8_t* arg, const void* dy,
-                                             void* dw, void* db) = nullptr;
-  /// The gradient of max pooling's input [n, p.h, p.w, c] from y, arg (as conv2d_max_pool2d
-  /// writes them) and dy: dy at each window's arg (when p.relu_input, only where y > 0), zero
-  /// elsewhere.
-  void (*max_unpool2d)(ComputeContext&, const Pool2dDesc& p, const void* y, const std::uint8_t* arg, const void* dy,
-                       void* dx) = nullptr;
-
-  // ---- BatchNormalization over x [rows, cols] (cols = channels; float32). Every per-channel
-  // argument is [cols]. A per-channel sum is taken over a fixed partition of the rows, each part
-  // accumulated in double and the parts added in order: the same bits whatever the pool. ----
-  /// dy null: out[c] = sum_r (x[r, c] - mean[c])^2. dy given: out[c] = sum_r dy[r, c] and
-  /// out[cols + c] = sum_r dy[r, c] (x[r, c] - mean[c]) inv_std[c] (beta's and gamma's gradients).
-  void (*batch_norm_reduce)(ComputeContext&, const void* x, const void* mean, const void* dy, const void* inv_std,
-                            void* out, std::int64_t rows, std::int64_t cols) = nullptr;
-  /// y[r, c] = (x[r, c] - mean[c]) scale[c] + offset[c]; offset may be null.
-  void (*batch_norm_apply)(ComputeContext&, const void* x, const void* mean, const void* scale, const void* offset,
-                           void* y, std::int64_t rows, std::int64_t cols) = nullptr;
-  /// The input's gradient through the batch statistics:
-  /// dx[r, c] = scale[c] (dy[r, c] - mean_dy[c] - (x[r, c] - mean[c]) inv_std[c] mean_dy_xhat[c]).
-  void (*batch_norm_backward)(ComputeContext&, const void* dy, const void* x, const void* mean, const void* inv_std,
-                              const void* scale, const void* mean_dy, const void* mean_dy_xhat, void* dx,
-                              std::int64_t rows, std::int64_t cols) = nullptr;
-
-  // ---- optimizer updates, fused (the variable's memory is updated in place) ----
-  /// sum of x[i]^2, accumulated in double.
-  double (*sum_squares)(ComputeContext&, const void* x, std::int64_t n) = nullptr;
-  /// y[i] = clamp(x[i] * scale, -clip, clip).
-  void (*scale_clip)(ComputeContext&, const void* x, void* y, std::int64_t n, float scale, float clip) = nullptr;
-  /// Keras' SGD: without momentum (m null) w -= lr g; else m = mu m - lr g, w += m
-  /// (nesterov: w += mu m - lr g).
-  void (*sgd_update)(ComputeContext&, void* w, void* m, const void* g, std::int64_t n, float lr, float momentum,
-                     bool nesterov) = nullptr;
-  /// Keras' Adam/AdamW: m += (g - m)(1-b1); v += (g^2 - v)(1-b2); w -= w decay + alpha m / (sqrt v + eps).
-  void (*adam_update)(ComputeContext&, void* w, void* m, void* v, const void* g, std::int64_t n,
-                      const AdamStep& s) = nullptr;
-  /// sgd_update and adam_update for the sharded update of replicas that share memory: the
-  /// gradient is the replicas' own gradients g[0..n_g) summed in that order, ((g[0] + g[1]) +
-  /// g[2]) ..., bit for bit combine's kSum, and the new w is also stored into copies[0..n_copies)
-  /// (the other replicas' copies of these elements). No bucket is packed, no sum written.
-  void (*sgd_update_summed)(ComputeContext&, void* w, void* m, const void* const* g, int n_g, void* const* copies,
-                            int n_copies, std::int64_t n, float lr, float momentum, bool nesterov) = nullptr;
-  void (*adam_update_summed)(ComputeContext&, void* w, void* m, void* v, const void* const* g, int n_g,
-                             void* const* copies, int n_copies, std::int64_t n, const AdamStep& s) = nullptr;
-
-  // ---- integer dtypes ----
-  /// Index of the first value outside [0, limit), or -1.
-  std::int64_t (*first_outside)(ComputeContext&, const void* labels, std::int64_t n, std::int64_t limit) = nullptr;
+#define LOCKSTEP_KERNEL_OP(name, Op, dtypes, ret, params) ret(*name) params = nullptr;
+#include "backend/kernel_ops.def"
+#undef LOCKSTEP_KERNEL_OP
 };
+
+/// What a backend has, as build_table (backend_kernels.inc) asks it: a backend's traits derive
+/// from this and say only what differs. built: the kernel is compiled into the backend
+/// (constexpr, so a kernel it lacks is never named); enabled: the kernel is wanted in this process.
+struct AllKernels {
+  static constexpr bool built(KernelOp) { return true; }
+  static bool enabled(KernelOp) { return true; }
+};
+/// The fused convolution + max pooling kernels (optional in every backend).
+constexpr bool fused_conv_pool(KernelOp op) {
+  return op == KernelOp::kConv2dMaxPool2d || op == KernelOp::kConv2dMaxPool2dBackwardWeights ||
+         op == KernelOp::kMaxUnpool2d;
+}
+
+// Explicit instantiations of a backend's kernel templates, for its kernel files to expand in its
+// namespace: LOCKSTEP_INSTANTIATE_KERNEL(Floating, gemm) instantiates gemm for the dtypes its row
+// names, with the signature the op list declared (decltype of the declaration).
+#define LOCKSTEP_INSTANTIATE_KERNEL(dtypes, name) LOCKSTEP_INSTANTIATE_KERNEL_##dtypes(name)
+#define LOCKSTEP_INSTANTIATE_KERNEL_AS(name, T) template decltype(name<T>) name<T>;
+#define LOCKSTEP_INSTANTIATE_KERNEL_Floating(name)                                          \
+  LOCKSTEP_INSTANTIATE_KERNEL_AS(name, float) LOCKSTEP_INSTANTIATE_KERNEL_AS(name, Float16) \
+  LOCKSTEP_INSTANTIATE_KERNEL_AS(name, BFloat16)
+#define LOCKSTEP_INSTANTIATE_KERNEL_Integer(name)                                                          \
+  LOCKSTEP_INSTANTIATE_KERNEL_AS(name, std::int32_t) LOCKSTEP_INSTANTIATE_KERNEL_AS(name, std::int64_t) \
+  LOCKSTEP_INSTANTIATE_KERNEL_AS(name, std::uint8_t)
+#define LOCKSTEP_INSTANTIATE_KERNEL_Any(name) \
+  LOCKSTEP_INSTANTIATE_KERNEL_Floating(name) LOCKSTEP_INSTANTIATE_KERNEL_Integer(name)
 
 /// Memory work that does not depend on a dtype.
 struct DeviceOps {

@@ -1,4 +1,5 @@
-// The one place that knows which backends exist. An optional backend adds its #ifdef here.
+// The one place that knows which backends exist: a row per device kind (device_kind). An
+// optional backend adds its #ifdef here.
 #include <cstdlib>
 #include <string>
 
@@ -51,176 +52,155 @@ const DeviceOps& emulated_device_ops() {
   }();
   return ops;
 }
-}  // namespace
 
-// ---- CUDA (src/backend/cuda) when built ----
+// ---- the rows: one per device kind ----
+class CpuKind final : public DeviceKindBackend {
+ public:
+  bool available() const override { return true; }
+  int count() const override { return 1; }
+  std::string name(int) const override { return "CPU, " + std::to_string(available_cores()) + " cores"; }
+  const KernelTable& kernels(DType dtype) const override { return cpu::table(dtype); }
+  const DeviceOps& device_ops() const override { return cpu::device_ops(); }
+  std::unique_ptr<ComputeContext> make_context(Device device, const ContextOptions& options) const override {
+    return std::make_unique<ComputeContext>(device, options.threads, options.cpus);
+  }
+};
+
+// GPUs: CUDA's (src/backend/cuda) when built and a GPU is visible, else the emulated ones.
 #ifdef LOCKSTEP_WITH_CUDA
-constexpr bool kWithCuda = true;
 int real_cuda_device_count() { return cuda::device_count(); }
 #else
-constexpr bool kWithCuda = false;
 int real_cuda_device_count() { return 0; }
 #endif
 
-int emulated_gpus() {
-  static const int n = real_cuda_device_count() == 0 ? emulated_gpus_from_env() : 0;
-  return n;
-}
-bool gpus_emulated() { return emulated_gpus() > 0; }
+class GpuKind final : public DeviceKindBackend {
+ public:
+  bool available() const override {
+#ifdef LOCKSTEP_WITH_CUDA
+    return true;
+#else
+    return emulated();
+#endif
+  }
+  bool emulated() const override { return emulated_gpus() > 0; }
+  int count() const override { return emulated() ? emulated_gpus() : real_cuda_device_count(); }
+  std::string name([[maybe_unused]] int index) const override {
+    if (emulated()) return "emulated GPU (host memory, CPU kernels)";
+#ifdef LOCKSTEP_WITH_CUDA
+    return cuda::device_name(index);
+#else
+    return {};
+#endif
+  }
+  std::optional<double> utilization_percent([[maybe_unused]] int index) const override {
+#ifdef LOCKSTEP_WITH_CUDA
+    if (!emulated()) return cuda::utilization_percent(index);
+#endif
+    return std::nullopt;
+  }
+  std::string runtime_summary() const override {
+    if (emulated()) return "emulated (LOCKSTEP_EMULATED_GPUS)";
+#ifdef LOCKSTEP_WITH_CUDA
+    return cuda::runtime_summary();
+#else
+    return {};
+#endif
+  }
+  void* stream([[maybe_unused]] ComputeContext& ctx) const override {
+#ifdef LOCKSTEP_WITH_CUDA
+    if (!emulated() && ctx.device().kind == DeviceKind::kCuda) return cuda::stream_of(ctx);
+#endif
+    return nullptr;
+  }
+  const KernelTable& kernels(DType dtype) const override {
+    if (emulated()) return cpu::table(dtype);
+#ifdef LOCKSTEP_WITH_CUDA
+    return cuda::table(dtype);
+#else
+    return kNoKernels;
+#endif
+  }
+  const DeviceOps& device_ops() const override {
+    if (emulated()) return emulated_device_ops();
+#ifdef LOCKSTEP_WITH_CUDA
+    return cuda::device_ops();
+#else
+    return kNoDeviceOps;
+#endif
+  }
+  std::unique_ptr<ComputeContext> make_context(Device device, const ContextOptions& options) const override {
+    if (emulated()) {
+      LOCKSTEP_CHECK(device.index >= 0 && device.index < emulated_gpus(), "device '", device.str(),
+                     "' does not exist: ", emulated_gpus(), " emulated GPU(s)");
+      return std::make_unique<ComputeContext>(device, 1);  // host memory, the CPU's kernels
+    }
+#ifdef LOCKSTEP_WITH_CUDA
+    return cuda::make_context(device, options);
+#else
+    (void)options;
+    throw ValueError("device '" + device.str() +
+                     "': this lockstep was built without CUDA (LOCKSTEP_WITH_CUDA=OFF), so tensors cannot live on "
+                     "a GPU; use cpu devices");
+#endif
+  }
 
-int cuda_device_count() { return gpus_emulated() ? emulated_gpus() : real_cuda_device_count(); }
-// Each answers for the emulated GPUs first, then for the CUDA backend when built.
-std::string cuda_device_name([[maybe_unused]] int index) {
-  if (gpus_emulated()) return "emulated GPU (host memory, CPU kernels)";
-#ifdef LOCKSTEP_WITH_CUDA
-  return cuda::device_name(index);
-#else
-  return {};
-#endif
+ private:
+  static int emulated_gpus() {
+    static const int n = real_cuda_device_count() == 0 ? emulated_gpus_from_env() : 0;
+    return n;
+  }
+};
+
+}  // namespace
+
+// The registry: a device kind's row. A new kind is a backend folder and a row here.
+const DeviceKindBackend& device_kind(DeviceKind kind) {
+  switch (kind) {
+    case DeviceKind::kCpu: {
+      static const CpuKind cpu;
+      return cpu;
+    }
+    case DeviceKind::kCuda: {
+      static const GpuKind gpu;
+      return gpu;
+    }
+  }
+  throw InternalError("unknown device kind");
 }
-std::optional<double> cuda_utilization_percent([[maybe_unused]] int index) {
-  if (gpus_emulated()) return std::nullopt;
-#ifdef LOCKSTEP_WITH_CUDA
-  return cuda::utilization_percent(index);
-#else
-  return std::nullopt;
-#endif
-}
-std::string cuda_runtime_summary() {
-  if (gpus_emulated()) return "emulated (LOCKSTEP_EMULATED_GPUS)";
-#ifdef LOCKSTEP_WITH_CUDA
-  return cuda::runtime_summary();
-#else
-  return {};
-#endif
-}
-void* cuda_stream(ComputeContext& ctx) {
-  if (gpus_emulated() || ctx.device().kind != DeviceKind::kCuda) return nullptr;
-#ifdef LOCKSTEP_WITH_CUDA
-  return cuda::stream_of(ctx);
-#else
-  return nullptr;
-#endif
+
+const std::vector<DeviceKind>& device_kinds() {
+  static const std::vector<DeviceKind> kinds{DeviceKind::kCuda, DeviceKind::kCpu};
+  return kinds;
 }
 
 const char* kernel_op_name(KernelOp op) {
-  static const char* names[] = {"fill", "cast", "cast_scaled", "compare", "gather_rows", "gather_rows_scaled",
-                                "scatter_add_rows",
-                                "combine", "argmax", "gemm", "unary", "unary_backward", "binary", "reduce_sum", "reduce_max",
-                                "reduce_max_backward", "softmax", "softmax_backward", "bias_activation",
-                                "sparse_softmax_xent", "sparse_softmax_xent_backward", "one_hot", "dropout_mask",
-                                "sum_squares", "scale_clip", "sgd_update", "adam_update", "sgd_update_summed",
-                                "adam_update_summed", "first_outside",
-                                "conv2d", "conv2d_backward_data", "conv2d_backward_weights", "pool2d",
-                                "pool2d_backward", "conv2d_max_pool2d", "conv2d_max_pool2d_backward_weights",
-                                "max_unpool2d", "batch_norm_reduce", "batch_norm_apply", "batch_norm_backward"};
+  static const char* const names[] = {
+#define LOCKSTEP_KERNEL_OP(name, Op, dtypes, ret, params) #name,
+#include "backend/kernel_ops.def"
+#undef LOCKSTEP_KERNEL_OP
+  };
   static_assert(sizeof(names) / sizeof(names[0]) == static_cast<std::size_t>(KernelOp::kCount));
   return names[static_cast<std::size_t>(op)];
 }
 
-bool backend_available(DeviceKind kind) {
-  switch (kind) {
-    case DeviceKind::kCpu: return true;
-    case DeviceKind::kCuda: return kWithCuda || gpus_emulated();
-  }
-  return false;
-}
-
-const KernelTable& kernels(DeviceKind kind, DType dtype) {
-  switch (kind) {
-    case DeviceKind::kCpu: return cpu::table(dtype);
-    case DeviceKind::kCuda:
-      if (gpus_emulated()) return cpu::table(dtype);
-#ifdef LOCKSTEP_WITH_CUDA
-      return cuda::table(dtype);
-#else
-      return kNoKernels;
-#endif
-  }
-  return kNoKernels;
-}
-
-const DeviceOps& device_ops(DeviceKind kind) {
-  switch (kind) {
-    case DeviceKind::kCpu: return cpu::device_ops();
-    case DeviceKind::kCuda:
-      if (gpus_emulated()) return emulated_device_ops();
-#ifdef LOCKSTEP_WITH_CUDA
-      return cuda::device_ops();
-#else
-      return kNoDeviceOps;
-#endif
-  }
-  return kNoDeviceOps;
-}
+bool backend_available(DeviceKind kind) { return device_kind(kind).available(); }
+const KernelTable& kernels(DeviceKind kind, DType dtype) { return device_kind(kind).kernels(dtype); }
+const DeviceOps& device_ops(DeviceKind kind) { return device_kind(kind).device_ops(); }
 
 bool supports(DeviceKind kind, DType dtype, KernelOp op) {
   const KernelTable& t = kernels(kind, dtype);
   switch (op) {
-    case KernelOp::kFill: return t.fill;
-    case KernelOp::kCast: return t.cast;
-    case KernelOp::kCastScaled: return t.cast_scaled;
-    case KernelOp::kCompare: return t.compare;
-    case KernelOp::kGatherRows: return t.gather_rows;
-    case KernelOp::kGatherRowsScaled: return t.gather_rows_scaled;
-    case KernelOp::kScatterAddRows: return t.scatter_add_rows;
-    case KernelOp::kCombine: return t.combine;
-    case KernelOp::kArgmax: return t.argmax;
-    case KernelOp::kGemm: return t.gemm;
-    case KernelOp::kUnary: return t.unary;
-    case KernelOp::kUnaryBackward: return t.unary_backward;
-    case KernelOp::kBinary: return t.binary;
-    case KernelOp::kReduceSum: return t.reduce_sum;
-    case KernelOp::kReduceMax: return t.reduce_max;
-    case KernelOp::kReduceMaxBackward: return t.reduce_max_backward;
-    case KernelOp::kSoftmax: return t.softmax;
-    case KernelOp::kSoftmaxBackward: return t.softmax_backward;
-    case KernelOp::kBiasActivation: return t.bias_activation;
-    case KernelOp::kSparseSoftmaxXent: return t.sparse_softmax_xent;
-    case KernelOp::kSparseSoftmaxXentBackward: return t.sparse_softmax_xent_backward;
-    case KernelOp::kOneHot: return t.one_hot;
-    case KernelOp::kDropoutMask: return t.dropout_mask;
-    case KernelOp::kSumSquares: return t.sum_squares;
-    case KernelOp::kScaleClip: return t.scale_clip;
-    case KernelOp::kSgdUpdate: return t.sgd_update;
-    case KernelOp::kAdamUpdate: return t.adam_update;
-    case KernelOp::kSgdUpdateSummed: return t.sgd_update_summed;
-    case KernelOp::kAdamUpdateSummed: return t.adam_update_summed;
-    case KernelOp::kFirstOutside: return t.first_outside;
-    case KernelOp::kConv2d: return t.conv2d;
-    case KernelOp::kConv2dBackwardData: return t.conv2d_backward_data;
-    case KernelOp::kConv2dBackwardWeights: return t.conv2d_backward_weights;
-    case KernelOp::kPool2d: return t.pool2d;
-    case KernelOp::kPool2dBackward: return t.pool2d_backward;
-    case KernelOp::kConv2dMaxPool2d: return t.conv2d_max_pool2d;
-    case KernelOp::kConv2dMaxPool2dBackwardWeights: return t.conv2d_max_pool2d_backward_weights;
-    case KernelOp::kMaxUnpool2d: return t.max_unpool2d;
-    case KernelOp::kBatchNormReduce: return t.batch_norm_reduce;
-    case KernelOp::kBatchNormApply: return t.batch_norm_apply;
-    case KernelOp::kBatchNormBackward: return t.batch_norm_backward;
+#define LOCKSTEP_KERNEL_OP(name, Op, dtypes, ret, params) \
+  case KernelOp::Op: return t.name != nullptr;
+#include "backend/kernel_ops.def"
+#undef LOCKSTEP_KERNEL_OP
     case KernelOp::kCount: break;
   }
   return false;
 }
 
 std::unique_ptr<ComputeContext> make_context(Device device, const ContextOptions& options) {
-  switch (device.kind) {
-    case DeviceKind::kCpu: return std::make_unique<ComputeContext>(device, options.threads, options.cpus);
-    case DeviceKind::kCuda:
-      if (gpus_emulated()) {
-        LOCKSTEP_CHECK(device.index >= 0 && device.index < emulated_gpus(), "device '", device.str(),
-                       "' does not exist: ", emulated_gpus(), " emulated GPU(s)");
-        return std::make_unique<ComputeContext>(device, 1);  // host memory, the CPU's kernels
-      }
-#ifdef LOCKSTEP_WITH_CUDA
-      return cuda::make_context(device, options);
-#else
-      throw ValueError("device '" + device.str() +
-                       "': this lockstep was built without CUDA (LOCKSTEP_WITH_CUDA=OFF), so tensors cannot live on "
-                       "a GPU; use cpu devices");
-#endif
-  }
-  throw InternalError("unknown device kind");
+  return device_kind(device.kind).make_context(device, options);
 }
 
 }  // namespace lockstep::backend

@@ -74,19 +74,27 @@ std::string Shape::str() const {
   return s + ")";
 }
 
+namespace {
+// How users name each device kind: `name` is how str() writes it; parse also takes `alias`.
+struct DeviceKindName {
+  DeviceKind kind;
+  const char* name;
+  const char* alias;
+};
+constexpr DeviceKindName kDeviceKindNames[] = {{DeviceKind::kCpu, "cpu", nullptr}, {DeviceKind::kCuda, "gpu", "cuda"}};
+}  // namespace
+
 Device Device::parse(const std::string& s) {
   std::string lower;
   for (char c : s) lower += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   const auto colon = lower.find(':');
   const std::string kind = lower.substr(0, colon);
   Device d;
-  if (kind == "cpu") {
-    d.kind = DeviceKind::kCpu;
-  } else if (kind == "gpu" || kind == "cuda") {
-    d.kind = DeviceKind::kCuda;
-  } else {
-    throw ValueError("malformed device '" + s + "': expected cpu, cpu:N, gpu:N or cuda:N");
-  }
+  const DeviceKindName* named = nullptr;
+  for (const DeviceKindName& k : kDeviceKindNames)
+    if (kind == k.name || (k.alias && kind == k.alias)) named = &k;
+  if (!named) throw ValueError("malformed device '" + s + "': expected cpu, cpu:N, gpu:N or cuda:N");
+  d.kind = named->kind;
   if (colon != std::string::npos) {
     const std::string idx = lower.substr(colon + 1);
     int v = -1;
@@ -100,7 +108,9 @@ Device Device::parse(const std::string& s) {
 }
 
 std::string Device::str() const {
-  return std::string(kind == DeviceKind::kCpu ? "cpu:" : "gpu:") + std::to_string(index);
+  for (const DeviceKindName& k : kDeviceKindNames)
+    if (k.kind == kind) return std::string(k.name) + ":" + std::to_string(index);
+  return "unknown:" + std::to_string(index);
 }
 
 }  // namespace lockstep

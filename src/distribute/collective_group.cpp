@@ -26,7 +26,7 @@ std::unique_ptr<CollectiveGroup> make_collective_group(CollectiveImplementation 
     case CollectiveImplementation::kMpi:
       return std::make_unique<MultiWorkerGroup>(WorkerTransport::world(), size, options);
     case CollectiveImplementation::kNccl:
-      LOCKSTEP_CHECK(!backend::gpus_emulated(), "collectives over NCCL need real GPUs; these are emulated "
+      LOCKSTEP_CHECK(!backend::device_kind(DeviceKind::kCuda).emulated(), "collectives over NCCL need real GPUs; these are emulated "
                      "(LOCKSTEP_EMULATED_GPUS), so use the shared-memory implementation");
       return make_nccl_group(size, options);
   }

@@ -21,8 +21,7 @@ std::uint64_t context_peak_bytes(const ComputeContext& ctx) {
 std::uint64_t context_bytes_in_use(const ComputeContext& ctx) { return ctx.allocator().stats().bytes_in_use; }
 void reset_context_peak_bytes(ComputeContext& ctx) { ctx.allocator().reset_peak(); }
 std::optional<double> context_utilization_percent(const ComputeContext& ctx) {
-  if (ctx.device().kind != DeviceKind::kCuda) return std::nullopt;
-  return backend::cuda_utilization_percent(ctx.device().index);
+  return backend::device_kind(ctx.device().kind).utilization_percent(ctx.device().index);
 }
 const std::vector<int>& context_cpus(const ComputeContext& ctx) { return ctx.cpus(); }
 
@@ -65,7 +64,7 @@ std::vector<LocalDevice> list_local_devices() {
   return out;
 }
 
-std::string gpu_runtime_summary() { return backend::cuda_runtime_summary(); }
+std::string gpu_runtime_summary() { return backend::device_kind(DeviceKind::kCuda).runtime_summary(); }
 
 int available_cpu_cores() { return backend::available_cores(); }
 

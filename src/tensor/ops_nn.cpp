@@ -7,6 +7,20 @@ namespace lockstep {
 using detail::ctx;
 using detail::kern;
 
+namespace {
+// matmul's and batch_matmul's record: the operands and their transposes.
+void record_product(OpType type, const Tensor& a, const Tensor& b, const Tensor& out, bool ta, bool tb) {
+  if (!detail::recording({&a, &b})) return;
+  OpRecord r;
+  r.type = type;
+  r.inputs = {a, b, Tensor()};
+  r.output = out;
+  r.i0 = ta;
+  r.i1 = tb;
+  detail::record(r);
+}
+}  // namespace
+
 Tensor matmul(const Tensor& a, const Tensor& b, bool ta, bool tb) {
   detail::check_float("matmul", {&a, &b});
   LOCKSTEP_CHECK(a.rank() == 2 && b.rank() == 2, "matmul: expected 2-D tensors, got ", a.shape().str(), " and ",
@@ -18,15 +32,24 @@ Tensor matmul(const Tensor& a, const Tensor& b, bool ta, bool tb) {
   const auto& kt = kern("matmul", a, backend::KernelOp::kGemm);
   Tensor out = Tensor::empty({m, n}, a.dtype());
   kt.gemm(ctx(), ta, tb, m, n, k, 1.0f, a.raw_data(), a.dim(1), b.raw_data(), b.dim(1), 0.0f, out.raw_data(), n);
-  if (detail::recording({&a, &b})) {
-    OpRecord r;
-    r.type = OpType::kMatmul;
-    r.inputs = {a, b, Tensor()};
-    r.output = out;
-    r.i0 = ta;
-    r.i1 = tb;
-    detail::record(r);
-  }
+  record_product(OpType::kMatmul, a, b, out, ta, tb);
+  return out;
+}
+
+Tensor batch_matmul(const Tensor& a, const Tensor& b, bool ta, bool tb) {
+  detail::check_float("batch_matmul", {&a, &b});
+  LOCKSTEP_CHECK(a.rank() == 3 && b.rank() == 3 && a.dim(0) == b.dim(0), "batch_matmul: expected 3-D tensors ",
+                 "[batch, m, k] and [batch, k, n] of one batch size, got ", a.shape().str(), " and ", b.shape().str());
+  const std::int64_t batch = a.dim(0);
+  const std::int64_t m = ta ? a.dim(2) : a.dim(1), k = ta ? a.dim(1) : a.dim(2);
+  const std::int64_t kb = tb ? b.dim(2) : b.dim(1), n = tb ? b.dim(1) : b.dim(2);
+  LOCKSTEP_CHECK(k == kb, "batch_matmul: inner dimensions differ: ", a.shape().str(), (ta ? "^T" : ""), " @ ",
+                 b.shape().str(), (tb ? "^T" : ""));
+  const auto& kt = kern("batch_matmul", a, backend::KernelOp::kBatchGemm);
+  Tensor out = Tensor::empty({batch, m, n}, a.dtype());
+  kt.batch_gemm(ctx(), batch, ta, tb, m, n, k, 1.0f, a.raw_data(), a.dim(2), a.dim(1) * a.dim(2), b.raw_data(),
+                b.dim(2), b.dim(1) * b.dim(2), 0.0f, out.raw_data(), n, m * n);
+  record_product(OpType::kBatchMatmul, a, b, out, ta, tb);
   return out;
 }
 

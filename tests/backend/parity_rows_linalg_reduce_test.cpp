@@ -1,4 +1,4 @@
-// Parity rows: matmul (every transpose), dense, sum / mean, reduce_max, argmax, softmax and
+// Parity rows: matmul and batch_matmul (every transpose), dense, sum / mean, reduce_max, argmax, softmax and
 // log_softmax, and their gradients.
 #include <cmath>
 #include <tuple>
@@ -50,6 +50,36 @@ Row matmul_row(bool ta, bool tb, const Mkn& c) {
       [ta, tb](const std::vector<Host>& in, DType) {
         return std::vector<Expected>{matmul_ref(in[0], in[1], ta, tb, nullptr, false)};
       });
+}
+
+// batch_matmul: matmul_ref of each entry.
+Expected batch_matmul_ref(const Host& a, const Host& b, bool ta, bool tb) {
+  const std::int64_t batch = a.shape[0], m = ta ? a.shape[2] : a.shape[1], n = tb ? b.shape[1] : b.shape[2];
+  const auto entry = [](const Host& h, std::int64_t i) {
+    Host e;
+    e.shape = Shape{h.shape[1], h.shape[2]};
+    e.dtype = h.dtype;
+    const std::int64_t size = h.shape[1] * h.shape[2];
+    e.v.assign(h.v.begin() + i * size, h.v.begin() + (i + 1) * size);
+    return e;
+  };
+  Expected out({batch, m, n});
+  for (std::int64_t i = 0; i < batch; ++i) {
+    const Expected e = matmul_ref(entry(a, i), entry(b, i), ta, tb, nullptr, false);
+    for (std::int64_t j = 0; j < m * n; ++j) out.set(i * m * n + j, e.v[j], e.acc[j], e.mag[j]);
+  }
+  return out;
+}
+
+Row batch_matmul_row(bool ta, bool tb, std::int64_t batch, const Mkn& c) {
+  const std::string key = std::string("batch_matmul_") + (ta ? "t" : "n") + (tb ? "t" : "n");
+  const Shape a = ta ? Shape{batch, c.k, c.m} : Shape{batch, c.m, c.k};
+  const Shape b = tb ? Shape{batch, c.n, c.k} : Shape{batch, c.k, c.n};
+  return make_row(
+      key, c.variant, "batch_matmul", floats(), {{KernelOp::kBatchGemm, {}}},
+      {{a, uniform(-1, 1), {}}, {b, uniform(-1, 1), {}}},
+      [ta, tb](const std::vector<Tensor>& in, DType) { return std::vector<Tensor>{batch_matmul(in[0], in[1], ta, tb)}; },
+      [ta, tb](const std::vector<Host>& in, DType) { return std::vector<Expected>{batch_matmul_ref(in[0], in[1], ta, tb)}; });
 }
 
 Row dense_row(bool bias, bool relu, const Mkn& c) {
@@ -230,6 +260,10 @@ std::vector<Row> linalg_reduce_rows() {
       for (const Mkn& c : kMatmulCases) rows.push_back(matmul_row(ta, tb, c));
   rows.push_back(matmul_row(false, false, {"k0", 3, 0, 4}));
   rows.push_back(matmul_row(false, false, {"m0", 0, 5, 4}));
+  for (bool ta : {false, true})
+    for (bool tb : {false, true}) rows.push_back(batch_matmul_row(ta, tb, 3, {"odd", 7, 9, 5}));
+  rows.push_back(batch_matmul_row(false, false, 2, {"rowsplit", 130, 100, 90}));
+  rows.push_back(batch_matmul_row(false, false, 0, {"batch0", 3, 4, 2}));
   for (bool bias : {false, true})
     for (bool relu : {false, true})
       for (const Mkn& c : {Mkn{"odd", 33, 47, 21}, Mkn{"rowsplit", 130, 100, 90}}) rows.push_back(dense_row(bias, relu, c));

@@ -266,7 +266,7 @@ const std::vector<Backend>& backends() {
     std::vector<Backend> b{{DeviceKind::kCpu, "cpu", true, ""}};
     Backend cuda{DeviceKind::kCuda, "cuda", false, ""};
     if (!backend::backend_available(DeviceKind::kCuda)) cuda.why_not = "this build's CUDA backend has no kernels";
-    else if (backend::cuda_device_count() == 0) cuda.why_not = "no GPU is visible";
+    else if (backend::device_kind(DeviceKind::kCuda).count() == 0) cuda.why_not = "no GPU is visible";
     else cuda.available = true;
     b.push_back(cuda);
     return b;

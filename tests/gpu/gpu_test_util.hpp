@@ -10,7 +10,7 @@
 
 namespace lockstep::gpu_test {
 
-inline int gpus() { return backend::backend_available(DeviceKind::kCuda) ? backend::cuda_device_count() : 0; }
+inline int gpus() { return backend::device_kind(DeviceKind::kCuda).count(); }
 
 inline std::string why_no_gpu() {
   return backend::backend_available(DeviceKind::kCuda)
@@ -32,7 +32,7 @@ inline std::string why_no_gpu() {
 #define LOCKSTEP_REQUIRE_REAL_GPUS(n)                                                              \
   do {                                                                                             \
     LOCKSTEP_REQUIRE_GPUS(n);                                                                      \
-    if (::lockstep::backend::gpus_emulated()) GTEST_SKIP() << "needs real GPUs: these are emulated"; \
+    if (::lockstep::backend::device_kind(::lockstep::DeviceKind::kCuda).emulated()) GTEST_SKIP() << "needs real GPUs: these are emulated"; \
   } while (0)
 #define LOCKSTEP_REQUIRE_REAL_GPU() LOCKSTEP_REQUIRE_REAL_GPUS(1)
 

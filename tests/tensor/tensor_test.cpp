@@ -6,6 +6,7 @@
 #include "backend/devices.hpp"
 #include "common/error_message.hpp"
 #include "lockstep/tensor/device_upload.hpp"
+#include "lockstep/tensor/ops.hpp"
 #include "lockstep/tensor/tensor.hpp"
 
 using namespace lockstep;
@@ -107,7 +108,7 @@ TEST(DeviceBoundary, ToDeviceCopiesAndNamesAMissingBackend) {
   Tensor moved = t.to(Device{DeviceKind::kCpu, 1});
   EXPECT_EQ(moved.device(), (Device{DeviceKind::kCpu, 1}));
   EXPECT_EQ(moved.to_vector<float>(), t.to_vector<float>());
-  if (backend::cuda_device_count() > 0) {  // a GPU session: the copy is there and back
+  if (backend::device_kind(DeviceKind::kCuda).count() > 0) {  // a GPU session: the copy is there and back
     const Tensor on_gpu = t.to(Device{DeviceKind::kCuda, 0});
     EXPECT_EQ(on_gpu.device(), (Device{DeviceKind::kCuda, 0}));
     EXPECT_EQ(on_gpu.to_vector<float>(), t.to_vector<float>());
@@ -160,4 +161,36 @@ TEST(DeviceUpload, TensorsOtherThanTheReservedOnesAreANamedError) {
   EXPECT_NE(lockstep::test::message_of([&] { wrong_dtype.start({x}); }).find("int64"), std::string::npos);
   DeviceUpload wrong_count({Shape({3, 2}), Shape({3})}, {DType::kF32, DType::kI64});
   EXPECT_NE(lockstep::test::message_of([&] { wrong_count.start({x}); }).find("1 tensors for 2"), std::string::npos);
+}
+
+// Each entry of a batched product is matmul's of that entry, bit for bit, whatever the transposes.
+TEST(BatchMatmul, EachEntryIsMatmulOfThatEntry) {
+  std::vector<float> av(2 * 3 * 4), bv(2 * 4 * 5);
+  for (std::size_t i = 0; i < av.size(); ++i) av[i] = std::sin(static_cast<float>(i)) * 0.7f;
+  for (std::size_t i = 0; i < bv.size(); ++i) bv[i] = std::cos(static_cast<float>(i)) * 1.3f;
+  const Tensor a = Tensor::from_vector<float>(av, {2, 3, 4}), b = Tensor::from_vector<float>(bv, {2, 4, 5});
+  const Tensor out = batch_matmul(a, b);
+  EXPECT_EQ(out.shape(), (Shape{2, 3, 5}));
+  std::vector<float> atv(av.size());  // a with each entry transposed: [2, 4, 3]
+  for (std::size_t i = 0; i < 2; ++i)
+    for (std::size_t r = 0; r < 3; ++r)
+      for (std::size_t p = 0; p < 4; ++p) atv[i * 12 + p * 3 + r] = av[i * 12 + r * 4 + p];
+  const Tensor a_t = Tensor::from_vector<float>(atv, {2, 4, 3});
+  const Tensor out_t = batch_matmul(a_t, b, true, false);
+  for (std::int64_t i = 0; i < 2; ++i) {
+    const Tensor ai = a.slice(i, i + 1).reshape({3, 4}), bi = b.slice(i, i + 1).reshape({4, 5});
+    EXPECT_TRUE(out.slice(i, i + 1).reshape({3, 5}).bitwise_equal(matmul(ai, bi))) << "entry " << i;
+    const Tensor ati = a_t.slice(i, i + 1).reshape({4, 3});
+    EXPECT_TRUE(out_t.slice(i, i + 1).reshape({3, 5}).bitwise_equal(matmul(ati, bi, true, false))) << "entry " << i;
+  }
+}
+
+TEST(BatchMatmul, MismatchedShapesNameBoth) {
+  const Tensor a = Tensor::zeros({2, 3, 4}), b = Tensor::zeros({3, 4, 5}), c = Tensor::zeros({2, 5, 5});
+  const std::string batch = test::message_of([&] { (void)batch_matmul(a, b); });
+  EXPECT_NE(batch.find("(2, 3, 4)"), std::string::npos) << batch;
+  EXPECT_NE(batch.find("(3, 4, 5)"), std::string::npos) << batch;
+  const std::string inner = test::message_of([&] { (void)batch_matmul(a, c); });
+  EXPECT_NE(inner.find("inner dimensions differ"), std::string::npos) << inner;
+  EXPECT_THROW((void)batch_matmul(Tensor::zeros({3, 4}), Tensor::zeros({4, 5})), ValueError);
 }

@@ -14,7 +14,7 @@ namespace lockstep {
 enum class OpType : std::uint8_t {
   kAdd, kSub, kMul, kDiv, kMaximum, kMinimum, kScale, kAddScalar, kPowScalar, kClip,
   kNeg, kExp, kLog, kSqrt, kSquare, kAbs, kRelu, kSigmoid, kTanh, kGelu,
-  kSoftmax, kLogSoftmax, kMatmul, kDense, kSum, kMean, kReduceMax, kReshape, kSlice,
+  kSoftmax, kLogSoftmax, kMatmul, kBatchMatmul, kDense, kSum, kMean, kReduceMax, kReshape, kSlice,
   kCast, kSparseSoftmaxCE, kSoftmaxCE, kDropout, kConv2d, kMaxPool2d, kAvgPool2d,
   kZeroPad2d, kConv2dMaxPool2d, kCustom, kCount
 };

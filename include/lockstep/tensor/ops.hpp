@@ -61,6 +61,9 @@ Tensor greater_equal(const Tensor& a, const Tensor& b);
 // ---- linear algebra ----
 /// 2-D matrix product op(a) @ op(b).
 Tensor matmul(const Tensor& a, const Tensor& b, bool transpose_a = false, bool transpose_b = false);
+/// Batched matrix product: out[i] = op(a[i]) @ op(b[i]) for a [batch, m, k] and b [batch, k, n]
+/// (as transposed), out [batch, m, n]; each entry's bits are matmul's of that entry.
+Tensor batch_matmul(const Tensor& a, const Tensor& b, bool transpose_a = false, bool transpose_b = false);
 enum class FusedActivation { kNone, kRelu };
 /// x (N, in) @ kernel (in, out) + bias (out) [, relu]; bias may be undefined. One pass over the output.
 Tensor dense(const Tensor& x, const Tensor& kernel, const Tensor& bias,

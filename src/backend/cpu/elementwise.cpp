@@ -247,24 +247,9 @@ void compare(ComputeContext& ctx, CompareOp op, const BroadcastDesc& d, const vo
   }
 }
 
-#define LOCKSTEP_FLOAT_KERNELS(F)                                                                              \
-  template void unary<F>(ComputeContext&, UnaryOp, const void*, void*, std::int64_t, float, float);           \
-  template void unary_backward<F>(ComputeContext&, UnaryOp, const void*, const void*, const void*, void*,     \
-                                  std::int64_t, float, float);                                                \
-  template void binary<F>(ComputeContext&, BinaryOp, const BroadcastDesc&, const void*, const void*, void*);
-LOCKSTEP_FLOAT_KERNELS(float)
-LOCKSTEP_FLOAT_KERNELS(Float16)
-LOCKSTEP_FLOAT_KERNELS(BFloat16)
-#undef LOCKSTEP_FLOAT_KERNELS
-
-#define LOCKSTEP_COMPARE(T) \
-  template void compare<T>(ComputeContext&, CompareOp, const BroadcastDesc&, const void*, const void*, std::uint8_t*);
-LOCKSTEP_COMPARE(float)
-LOCKSTEP_COMPARE(Float16)
-LOCKSTEP_COMPARE(BFloat16)
-LOCKSTEP_COMPARE(std::int32_t)
-LOCKSTEP_COMPARE(std::int64_t)
-LOCKSTEP_COMPARE(std::uint8_t)
-#undef LOCKSTEP_COMPARE
+LOCKSTEP_INSTANTIATE_KERNEL(Floating, unary)
+LOCKSTEP_INSTANTIATE_KERNEL(Floating, unary_backward)
+LOCKSTEP_INSTANTIATE_KERNEL(Floating, binary)
+LOCKSTEP_INSTANTIATE_KERNEL(Any, compare)
 
 }  // namespace lockstep::backend::cpu

@@ -226,12 +226,6 @@ void gemm(ComputeContext& ctx, bool ta, bool tb, std::int64_t m, std::int64_t n,
   }
 }
 
-#define LOCKSTEP_GEMM(F)                                                                                   \
-  template void gemm<F>(ComputeContext&, bool, bool, std::int64_t, std::int64_t, std::int64_t, float,     \
-                        const void*, std::int64_t, const void*, std::int64_t, float, void*, std::int64_t);
-LOCKSTEP_GEMM(float)
-LOCKSTEP_GEMM(Float16)
-LOCKSTEP_GEMM(BFloat16)
-#undef LOCKSTEP_GEMM
+LOCKSTEP_INSTANTIATE_KERNEL(Floating, gemm)
 
 }  // namespace lockstep::backend::cpu

@@ -209,22 +209,12 @@ void dropout_mask(ComputeContext& ctx, void* maskv, std::int64_t rows, std::int6
   });
 }
 
-#define LOCKSTEP_NN_KERNELS(F)                                                                                   \
-  template void reduce_sum<F>(ComputeContext&, const void*, void*, std::int64_t, std::int64_t, std::int64_t,    \
-                              float);                                                                            \
-  template void reduce_max<F>(ComputeContext&, const void*, void*, std::int64_t*, std::int64_t, std::int64_t,   \
-                              std::int64_t);                                                                     \
-  template void reduce_max_backward<F>(ComputeContext&, const std::int64_t*, const void*, void*, std::int64_t,  \
-                                       std::int64_t, std::int64_t);                                              \
-  template void softmax<F>(ComputeContext&, const void*, void*, std::int64_t, std::int64_t, bool);              \
-  template void softmax_backward<F>(ComputeContext&, const void*, const void*, void*, std::int64_t,             \
-                                    std::int64_t, bool);                                                         \
-  template void bias_activation<F>(ComputeContext&, void*, const void*, std::int64_t, std::int64_t, bool);     \
-  template void dropout_mask<F>(ComputeContext&, void*, std::int64_t, std::int64_t, float, std::uint64_t,       \
-                                std::uint64_t, std::uint64_t, std::int64_t);
-LOCKSTEP_NN_KERNELS(float)
-LOCKSTEP_NN_KERNELS(Float16)
-LOCKSTEP_NN_KERNELS(BFloat16)
-#undef LOCKSTEP_NN_KERNELS
+LOCKSTEP_INSTANTIATE_KERNEL(Floating, reduce_sum)
+LOCKSTEP_INSTANTIATE_KERNEL(Floating, reduce_max)
+LOCKSTEP_INSTANTIATE_KERNEL(Floating, reduce_max_backward)
+LOCKSTEP_INSTANTIATE_KERNEL(Floating, softmax)
+LOCKSTEP_INSTANTIATE_KERNEL(Floating, softmax_backward)
+LOCKSTEP_INSTANTIATE_KERNEL(Floating, bias_activation)
+LOCKSTEP_INSTANTIATE_KERNEL(Floating, dropout_mask)
 
 }  // namespace lockstep::backend::cpu

@@ -140,12 +140,7 @@ void adam_update_summed(ComputeContext& ctx, void* wv, void* mv, void* vv, const
   });
 }
 
-#define LOCKSTEP_OPT_KERNELS(F)                                          \
-  template double sum_squares<F>(ComputeContext&, const void*, std::int64_t); \
-  template void scale_clip<F>(ComputeContext&, const void*, void*, std::int64_t, float, float);
-LOCKSTEP_OPT_KERNELS(float)
-LOCKSTEP_OPT_KERNELS(Float16)
-LOCKSTEP_OPT_KERNELS(BFloat16)
-#undef LOCKSTEP_OPT_KERNELS
+LOCKSTEP_INSTANTIATE_KERNEL(Floating, sum_squares)
+LOCKSTEP_INSTANTIATE_KERNEL(Floating, scale_clip)
 
 }  // namespace lockstep::backend::cpu

@@ -260,27 +260,15 @@ void cast_scaled(ComputeContext& ctx, const void* srcv, float scale, float* dst,
   ctx.pool().parallel_for(n, kSplitGrain, run);
 }
 
-#define LOCKSTEP_STORAGE_KERNELS(T)                                                                             \
-  template void fill<T>(ComputeContext&, void*, std::int64_t, double);                                         \
-  template void cast<T>(ComputeContext&, const void*, DType, void*, std::int64_t);                             \
-  template void gather_rows<T>(ComputeContext&, const void*, const std::int64_t*, std::int64_t, std::int64_t,  \
-                               void*);                                                                          \
-  template void scatter_add_rows<T>(ComputeContext&, const void*, const std::int64_t*, std::int64_t,           \
-                                    std::int64_t, void*);                                                       \
-  template void combine<T>(ComputeContext&, ReduceOp, const void* const*, int, void* const*, int, std::int64_t, \
-                           std::int64_t);                                                                       \
-  template void argmax<T>(ComputeContext&, const void*, std::int64_t*, std::int64_t, std::int64_t, std::int64_t);
-LOCKSTEP_STORAGE_KERNELS(float)
-LOCKSTEP_STORAGE_KERNELS(Float16)
-LOCKSTEP_STORAGE_KERNELS(BFloat16)
-LOCKSTEP_STORAGE_KERNELS(std::int32_t)
-LOCKSTEP_STORAGE_KERNELS(std::int64_t)
-LOCKSTEP_STORAGE_KERNELS(std::uint8_t)
-#undef LOCKSTEP_STORAGE_KERNELS
-LOCKSTEP_INTEGER_KERNELS(std::int32_t)
-LOCKSTEP_INTEGER_KERNELS(std::int64_t)
-LOCKSTEP_INTEGER_KERNELS(std::uint8_t)
-#undef LOCKSTEP_INTEGER_KERNELS
+LOCKSTEP_INSTANTIATE_KERNEL(Any, fill)
+LOCKSTEP_INSTANTIATE_KERNEL(Any, cast)
+LOCKSTEP_INSTANTIATE_KERNEL(Any, gather_rows)
+LOCKSTEP_INSTANTIATE_KERNEL(Any, scatter_add_rows)
+LOCKSTEP_INSTANTIATE_KERNEL(Any, combine)
+LOCKSTEP_INSTANTIATE_KERNEL(Any, argmax)
+LOCKSTEP_INSTANTIATE_KERNEL(Integer, first_outside)
+LOCKSTEP_INSTANTIATE_KERNEL(Integer, cast_scaled)
+LOCKSTEP_INSTANTIATE_KERNEL(Integer, gather_rows_scaled)
 
 // ---- DeviceOps: host memory is the device's memory ----
 namespace {

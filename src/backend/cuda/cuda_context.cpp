@@ -115,7 +115,8 @@ void* stream_of(ComputeContext& ctx) { return device(ctx).stream; }
 
 std::unique_ptr<ComputeContext> make_context(Device dev, const ContextOptions& options) {
   CudaDevice& d = device_state(dev.index);
-  auto alloc = std::make_shared<CudaCachingAllocator>(d.index, dev.str() + " (" + d.name + ")", options.memory_limit);
+  auto alloc = std::make_shared<CudaCachingAllocator>(CudaMemory{d.index, dev.str() + " (" + d.name + ")"},
+                                                      options.memory_limit);
   return std::make_unique<ComputeContext>(dev, std::move(alloc), &d);
 }
 
@@ -213,7 +214,7 @@ bool equal_bytes(ComputeContext& ctx, const void* a, const void* b, std::size_t 
   // A host thread comparing two GPU tensors (check_mirrored): on their GPU's context.
   CudaDevice& d = device_for(ctx, a);
   ComputeContext gpu(Device{DeviceKind::kCuda, d.index},
-                     std::make_shared<CudaCachingAllocator>(d.index, "gpu:" + std::to_string(d.index), 0), &d);
+                     std::make_shared<CudaCachingAllocator>(CudaMemory{d.index, "gpu:" + std::to_string(d.index)}), &d);
   return equal_bytes_on(gpu, a, b, bytes);
 }
 

@@ -162,16 +162,10 @@ void scale_clip(ComputeContext& ctx, const void* x, void* y, std::int64_t n, flo
   check_launch("scale_clip");
 }
 
-#define LOCKSTEP_CUDA_ELEMENTWISE(F)                                                                          \
-  template void unary<F>(ComputeContext&, UnaryOp, const void*, void*, std::int64_t, float, float);           \
-  template void unary_backward<F>(ComputeContext&, UnaryOp, const void*, const void*, const void*, void*,     \
-                                  std::int64_t, float, float);                                                \
-  template void binary<F>(ComputeContext&, BinaryOp, const BroadcastDesc&, const void*, const void*, void*);  \
-  template void bias_activation<F>(ComputeContext&, void*, const void*, std::int64_t, std::int64_t, bool);   \
-  template void scale_clip<F>(ComputeContext&, const void*, void*, std::int64_t, float, float);
-LOCKSTEP_CUDA_ELEMENTWISE(float)
-LOCKSTEP_CUDA_ELEMENTWISE(Float16)
-LOCKSTEP_CUDA_ELEMENTWISE(BFloat16)
-#undef LOCKSTEP_CUDA_ELEMENTWISE
+LOCKSTEP_INSTANTIATE_KERNEL(Floating, unary)
+LOCKSTEP_INSTANTIATE_KERNEL(Floating, unary_backward)
+LOCKSTEP_INSTANTIATE_KERNEL(Floating, binary)
+LOCKSTEP_INSTANTIATE_KERNEL(Floating, bias_activation)
+LOCKSTEP_INSTANTIATE_KERNEL(Floating, scale_clip)
 
 }  // namespace lockstep::backend::cuda

@@ -125,11 +125,6 @@ void gemm(ComputeContext& ctx, bool ta, bool tb, std::int64_t m, std::int64_t n,
         "cublasLtMatmul");
 }
 
-template void gemm<float>(ComputeContext&, bool, bool, std::int64_t, std::int64_t, std::int64_t, float, const void*,
-                          std::int64_t, const void*, std::int64_t, float, void*, std::int64_t);
-template void gemm<Float16>(ComputeContext&, bool, bool, std::int64_t, std::int64_t, std::int64_t, float, const void*,
-                            std::int64_t, const void*, std::int64_t, float, void*, std::int64_t);
-template void gemm<BFloat16>(ComputeContext&, bool, bool, std::int64_t, std::int64_t, std::int64_t, float,
-                             const void*, std::int64_t, const void*, std::int64_t, float, void*, std::int64_t);
+LOCKSTEP_INSTANTIATE_KERNEL(Floating, gemm)
 
 }  // namespace lockstep::backend::cuda

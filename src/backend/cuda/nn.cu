@@ -395,21 +395,11 @@ void batch_norm_backward(ComputeContext& ctx, const void* dy, const void* x, con
   check_launch("batch_norm_backward");
 }
 
-#define LOCKSTEP_CUDA_NN(F)                                                                                      \
-  template void reduce_sum<F>(ComputeContext&, const void*, void*, std::int64_t, std::int64_t, std::int64_t,    \
-                              float);                                                                            \
-  template void reduce_max<F>(ComputeContext&, const void*, void*, std::int64_t*, std::int64_t, std::int64_t,   \
-                              std::int64_t);                                                                     \
-  template void reduce_max_backward<F>(ComputeContext&, const std::int64_t*, const void*, void*, std::int64_t,  \
-                                       std::int64_t, std::int64_t);                                              \
-  template void softmax<F>(ComputeContext&, const void*, void*, std::int64_t, std::int64_t, bool);              \
-  template void softmax_backward<F>(ComputeContext&, const void*, const void*, void*, std::int64_t,             \
-                                    std::int64_t, bool);                                                         \
-  template void dropout_mask<F>(ComputeContext&, void*, std::int64_t, std::int64_t, float, std::uint64_t,       \
-                                std::uint64_t, std::uint64_t, std::int64_t);
-LOCKSTEP_CUDA_NN(float)
-LOCKSTEP_CUDA_NN(Float16)
-LOCKSTEP_CUDA_NN(BFloat16)
-#undef LOCKSTEP_CUDA_NN
+LOCKSTEP_INSTANTIATE_KERNEL(Floating, reduce_sum)
+LOCKSTEP_INSTANTIATE_KERNEL(Floating, reduce_max)
+LOCKSTEP_INSTANTIATE_KERNEL(Floating, reduce_max_backward)
+LOCKSTEP_INSTANTIATE_KERNEL(Floating, softmax)
+LOCKSTEP_INSTANTIATE_KERNEL(Floating, softmax_backward)
+LOCKSTEP_INSTANTIATE_KERNEL(Floating, dropout_mask)
 
 }  // namespace lockstep::backend::cuda

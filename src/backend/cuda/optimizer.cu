@@ -90,8 +90,6 @@ void adam_update(ComputeContext& ctx, void* w, void* m, void* v, const void* g, 
   check_launch("adam_update");
 }
 
-template double sum_squares<float>(ComputeContext&, const void*, std::int64_t);
-template double sum_squares<Float16>(ComputeContext&, const void*, std::int64_t);
-template double sum_squares<BFloat16>(ComputeContext&, const void*, std::int64_t);
+LOCKSTEP_INSTANTIATE_KERNEL(Floating, sum_squares)
 
 }  // namespace lockstep::backend::cuda

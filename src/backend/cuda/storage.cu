@@ -353,28 +353,15 @@ bool equal_bytes_on(ComputeContext& ctx, const void* a, const void* b, std::size
   return host == 0;
 }
 
-#define LOCKSTEP_CUDA_STORAGE(T)                                                                                \
-  template void fill<T>(ComputeContext&, void*, std::int64_t, double);                                         \
-  template void cast<T>(ComputeContext&, const void*, DType, void*, std::int64_t);                             \
-  template void compare<T>(ComputeContext&, CompareOp, const BroadcastDesc&, const void*, const void*,         \
-                           std::uint8_t*);                                                                      \
-  template void gather_rows<T>(ComputeContext&, const void*, const std::int64_t*, std::int64_t, std::int64_t,  \
-                               void*);                                                                          \
-  template void scatter_add_rows<T>(ComputeContext&, const void*, const std::int64_t*, std::int64_t,           \
-                                    std::int64_t, void*);                                                       \
-  template void combine<T>(ComputeContext&, ReduceOp, const void* const*, int, void* const*, int, std::int64_t, \
-                           std::int64_t);                                                                       \
-  template void argmax<T>(ComputeContext&, const void*, std::int64_t*, std::int64_t, std::int64_t, std::int64_t);
-LOCKSTEP_CUDA_STORAGE(float)
-LOCKSTEP_CUDA_STORAGE(Float16)
-LOCKSTEP_CUDA_STORAGE(BFloat16)
-LOCKSTEP_CUDA_STORAGE(std::int32_t)
-LOCKSTEP_CUDA_STORAGE(std::int64_t)
-LOCKSTEP_CUDA_STORAGE(std::uint8_t)
-#undef LOCKSTEP_CUDA_STORAGE
-LOCKSTEP_INTEGER_KERNELS(std::int32_t)
-LOCKSTEP_INTEGER_KERNELS(std::int64_t)
-LOCKSTEP_INTEGER_KERNELS(std::uint8_t)
-#undef LOCKSTEP_INTEGER_KERNELS
+LOCKSTEP_INSTANTIATE_KERNEL(Any, fill)
+LOCKSTEP_INSTANTIATE_KERNEL(Any, cast)
+LOCKSTEP_INSTANTIATE_KERNEL(Any, compare)
+LOCKSTEP_INSTANTIATE_KERNEL(Any, gather_rows)
+LOCKSTEP_INSTANTIATE_KERNEL(Any, scatter_add_rows)
+LOCKSTEP_INSTANTIATE_KERNEL(Any, combine)
+LOCKSTEP_INSTANTIATE_KERNEL(Any, argmax)
+LOCKSTEP_INSTANTIATE_KERNEL(Integer, first_outside)
+LOCKSTEP_INSTANTIATE_KERNEL(Integer, cast_scaled)
+LOCKSTEP_INSTANTIATE_KERNEL(Integer, gather_rows_scaled)
 
 }  // namespace lockstep::backend::cuda

@@ -1,87 +1,20 @@
-// The CUDA backend's kernel tables, one per dtype: the CPU tables' rows (src/backend/cpu/
-// tables.cpp), convolution (cuDNN) and pooling included, float32 as on the CPU.
+// The CUDA backend's kernel tables: the op list's rows, as on the CPU (src/backend/cpu), except
+// the kernels below that only the CPU has.
 #include "backend/cuda/cuda_backend.hpp"
 #include "backend/cuda/cuda_kernels.hpp"
 
 namespace lockstep::backend::cuda {
 
 namespace {
-template <typename T>
-constexpr KernelTable storage_table() {
-  return KernelTable{
-      .fill = fill<T>,
-      .cast = cast<T>,
-      .compare = compare<T>,
-      .gather_rows = gather_rows<T>,
-      .scatter_add_rows = scatter_add_rows<T>,
-      .combine = combine<T>,
-      .argmax = argmax<T>,
-  };
-}
-
-template <typename F>
-constexpr KernelTable floating_table() {
-  KernelTable t = storage_table<F>();
-  t.gemm = gemm<F>;
-  t.unary = unary<F>;
-  t.unary_backward = unary_backward<F>;
-  t.binary = binary<F>;
-  t.reduce_sum = reduce_sum<F>;
-  t.reduce_max = reduce_max<F>;
-  t.reduce_max_backward = reduce_max_backward<F>;
-  t.softmax = softmax<F>;
-  t.softmax_backward = softmax_backward<F>;
-  t.bias_activation = bias_activation<F>;
-  t.dropout_mask = dropout_mask<F>;
-  t.sum_squares = sum_squares<F>;
-  t.scale_clip = scale_clip<F>;
-  return t;
-}
-
-constexpr KernelTable f32_table() {
-  KernelTable t = floating_table<float>();
-  t.sparse_softmax_xent = sparse_softmax_xent;
-  t.sparse_softmax_xent_backward = sparse_softmax_xent_backward;
-  t.one_hot = one_hot;
-  t.sgd_update = sgd_update;
-  t.adam_update = adam_update;
-  t.conv2d = conv2d;
-  t.conv2d_backward_data = conv2d_backward_data;
-  t.conv2d_backward_weights = conv2d_backward_weights;
-  t.pool2d = pool2d;
-  t.pool2d_backward = pool2d_backward;
-  t.batch_norm_reduce = batch_norm_reduce;
-  t.batch_norm_apply = batch_norm_apply;
-  t.batch_norm_backward = batch_norm_backward;
-  return t;
-}
-
-template <typename I>
-constexpr KernelTable integer_table() {
-  KernelTable t = storage_table<I>();
-  t.first_outside = first_outside<I>;
-  t.cast_scaled = cast_scaled<I>;
-  t.gather_rows_scaled = gather_rows_scaled<I>;
-  return t;
-}
+struct CudaKernels : AllKernels {
+  // Not written for CUDA yet: the sharded update of replicas that share host memory (GPU
+  // replicas reduce through NCCL) and the fused convolution + pooling.
+  static constexpr bool built(KernelOp op) {
+    return op != KernelOp::kSgdUpdateSummed && op != KernelOp::kAdamUpdateSummed && !fused_conv_pool(op);
+  }
+};
 }  // namespace
 
-const KernelTable& table(DType dtype) {
-  static const KernelTable f32 = f32_table();
-  static const KernelTable f16 = floating_table<Float16>();
-  static const KernelTable bf16 = floating_table<BFloat16>();
-  static const KernelTable i32 = integer_table<std::int32_t>();
-  static const KernelTable i64 = integer_table<std::int64_t>();
-  static const KernelTable u8 = integer_table<std::uint8_t>();
-  switch (dtype) {
-    case DType::kF32: return f32;
-    case DType::kF16: return f16;
-    case DType::kBF16: return bf16;
-    case DType::kI32: return i32;
-    case DType::kI64: return i64;
-    case DType::kU8: return u8;
-  }
-  return f32;
-}
+const KernelTable& table(DType dtype) { return table_of<CudaKernels>(dtype); }
 
 }  // namespace lockstep::backend::cuda

@@ -91,7 +91,7 @@ class NcclGroup final : public SharedMemoryGroup {
     backend::ComputeContext& ctx = backend::current_context();
     LOCKSTEP_CHECK(ctx.device() == devices_[r], call.name(), " over NCCL: member ", rank, " runs on ", ctx.device().str(),
                    " but its communicator is on ", devices_[r].str());
-    auto stream = static_cast<cudaStream_t>(backend::cuda_stream(ctx));  // also makes its GPU current
+    auto stream = static_cast<cudaStream_t>(backend::device_kind(ctx.device().kind).stream(ctx));  // also makes its GPU current
     const ncclDataType_t type = nccl_type(sig.dtype);
     const std::string what = call.name() + " over NCCL on member " + std::to_string(rank);
     Tensor out = call.out;
@@ -202,7 +202,7 @@ std::unique_ptr<CollectiveGroup> make_nccl_group(int size, const CollectiveOptio
   LOCKSTEP_CHECK(size >= 1 && static_cast<int>(options.devices.size()) == size,
                  "collectives over NCCL: ", size, " members need ", size, " devices in CollectiveOptions::devices, got ",
                  options.devices.size());
-  const int gpus = backend::cuda_device_count();
+  const int gpus = backend::device_kind(DeviceKind::kCuda).count();
   for (int r = 0; r < size; ++r) {
     const Device& d = options.devices[static_cast<std::size_t>(r)];
     LOCKSTEP_CHECK(d.kind == DeviceKind::kCuda && d.index >= 0 && d.index < gpus, "collectives over NCCL: member ", r,
