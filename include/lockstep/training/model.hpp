@@ -22,6 +22,7 @@ namespace lockstep {
 namespace detail {
 struct ReplicaNumbers;  // model.cpp: one replica's loss sum and metric states
 class FitBatch;        // fit_batch.hpp: a global batch, as tensors or as rows to gather
+class FitLoop;         // fit_loop.hpp: the parts of fit
 }
 
 struct FitOptions {
@@ -178,6 +179,7 @@ class Model {
   std::uint64_t seed_;
 
  private:
+  friend class detail::FitLoop;
   static Tensor as_float32(const Tensor& t);
   /// x as forward() takes it: float32, or integer pixels as they are when the model rescales its
   /// own input (rescales_its_input).
