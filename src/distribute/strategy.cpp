@@ -440,14 +440,6 @@ PerReplica<Tensor> on_host(const PerReplica<Tensor>& values) {
 }
 }  // namespace
 
-data::Element to_current_device(const data::Element& element) {
-  const Device here = backend::current_context().device();
-  data::Element out = element;
-  for (auto& t : out)
-    if (t.defined() && t.device().kind != here.kind) t = t.to(here);
-  return out;
-}
-
 Tensor Strategy::reduce(ReduceOp op, const PerReplica<Tensor>& replica_values, std::optional<int> axis) const {
   LOCKSTEP_CHECK(replica_values.size() > 0, "Strategy::reduce: no values");
   if (num_workers_ > 1) return reduce_across_workers(op, replica_values, axis);
@@ -568,63 +560,6 @@ void Strategy::broadcast_from_chief(const std::vector<std::vector<Tensor>>& tens
     }
     for (auto& w : works) w->wait();
   });
-}
-
-std::unique_ptr<Strategy::DistributedIterator> Strategy::DistributedDataset::make_iterator() const {
-  return std::make_unique<DistributedIterator>(dataset_.make_iterator(), replicas_, per_replica_batches_, first_replica_,
-                                               local_replicas_);
-}
-
-Strategy::DistributedDataset Strategy::experimental_distribute_dataset(const data::Dataset& dataset) const {
-  return DistributedDataset(dataset, num_replicas_in_sync(), false, worker_index_ * num_local_replicas(),
-                            num_local_replicas());
-}
-
-Strategy::DistributedDataset Strategy::distribute_datasets_from_function(
-    const std::function<data::Dataset(const data::InputContext&)>& fn) const {
-  // One input pipeline per worker, feeding that worker's replicas.
-  data::InputContext ctx{.num_input_pipelines = num_workers_,
-                         .input_pipeline_id = worker_index_,
-                         .num_replicas_in_sync = num_replicas_in_sync()};
-  ctx.validate();
-  return DistributedDataset(fn(ctx), num_local_replicas(), /*per_replica_batches=*/true);
-}
-
-std::optional<Strategy::DistributedIterator::Batch> Strategy::DistributedIterator::next_per_replica() {
-  Batch b;
-  for (int r = 0; r < replicas_; ++r) {
-    auto e = it_->next();
-    if (!e) {
-      // A partial step would leave replicas without input: drop it, as a short final round.
-      if (r == 0) return std::nullopt;
-      std::fprintf(stderr, "WARNING: distribute_datasets_from_function: the input ended after %d of %d replicas' "
-                   "batches; the incomplete step is dropped\n", r, replicas_);
-      return std::nullopt;
-    }
-    LOCKSTEP_CHECK(!e->empty() && (*e)[0].rank() >= 1, "distribute_datasets_from_function: elements must be batches");
-    b.offsets.push_back(b.global_size);
-    b.global_size += (*e)[0].dim(0);
-    b.slices.values().push_back(std::move(*e));
-  }
-  return b;
-}
-
-std::optional<Strategy::DistributedIterator::Batch> Strategy::DistributedIterator::next() {
-  if (per_replica_batches_) return next_per_replica();
-  auto e = it_->next();
-  if (!e) return std::nullopt;
-  Batch b;
-  auto slices = data::split_batch_for_replicas(*e, replicas_);
-  for (int r = 0; r < replicas_; ++r) {
-    auto& slice = slices[static_cast<std::size_t>(r)];
-    const std::int64_t rows = slice[0].dim(0);
-    if (r >= first_replica_ && r < first_replica_ + local_replicas_) {
-      b.offsets.push_back(b.global_size);
-      b.slices.values().push_back(std::move(slice));
-    }
-    b.global_size += rows;
-  }
-  return b;
 }
 
 void Strategy::mirror_variables(const std::vector<Variable>& variables) {

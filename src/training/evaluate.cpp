@@ -7,7 +7,6 @@
 
 namespace lockstep {
 using detail::CallbackList;
-using detail::FitBatch;
 using detail::ReplicaNumbers;
 using detail::run_on_slices;
 
@@ -38,7 +37,7 @@ Logs Model::evaluate_impl(const data::Dataset& dataset, std::int64_t steps, cons
                    " have different batch sizes");
     if (!built()) build(Shape(x.shape()));
     ensure_mirrored();
-    const auto parts = run_on_slices(strategy_, FitBatch({x, y}), [&](const data::Element& s, std::int64_t, ReplicaInterface* rc) {
+    const auto parts = run_on_slices(strategy_, detail::split_batch(strategy_, {x, y}), [&](const data::Element& s, std::int64_t, ReplicaInterface* rc) {
       const Output out = forward(s[0], layers::CallContext{.replica = rc});
       ReplicaNumbers r{.loss_sum = sum(loss_->per_example(s[1], out.output, out.logits))};
       for (const auto& m : metrics_) r.metric_states.push_back(m->batch_state(s[1], out.output));
@@ -88,7 +87,7 @@ Tensor Model::predict(const data::Dataset& dataset, const PredictOptions& o) {
     const Tensor x = input_of((*batch)[0]);
     if (!built()) build(Shape(x.shape()));
     ensure_mirrored();
-    const auto parts = run_on_slices(strategy_, FitBatch({x}), [&](const data::Element& s, std::int64_t, ReplicaInterface* rc) {
+    const auto parts = run_on_slices(strategy_, detail::split_batch(strategy_, {x}), [&](const data::Element& s, std::int64_t, ReplicaInterface* rc) {
       return forward(s[0], layers::CallContext{.replica = rc}).output;
     });
     outs.push_back(strategy_ ? strategy_->gather(parts) : parts[0]);

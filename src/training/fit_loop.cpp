@@ -61,8 +61,10 @@ void EpochInput::begin_epoch(bool resumed, std::int64_t first_step) {
   it_->skip(first_step);
 }
 
-std::optional<FitBatch> EpochInput::next() {
-  std::optional<FitBatch> batch = used_up() ? std::nullopt : it_->next();
+std::optional<distribute::DistributedBatch> EpochInput::next(bool last_of_epoch) {
+  if (used_up()) return std::nullopt;
+  const bool last_of_pass = renew_ && taken_ + 1 >= card_;  // the next batch is a new pass's
+  std::optional<distribute::DistributedBatch> batch = it_->next(!last_of_epoch && !last_of_pass);
   if (batch) ++taken_;
   return batch;
 }
@@ -119,13 +121,13 @@ void FitLoop::choose_input() {
   compute_lease_ = data::ThreadBudget::process().reserve_compute(compute_threads);
   // When training keeps every core busy, a pipeline thread gathering the batch would take a
   // core from a replica (and every replica waits for the slowest): the replicas gather their
-  // own slices instead, in parallel (FitInput's row batches, where the pipeline has them).
+  // own slices instead, in parallel (row batches, where the pipeline has them: DistributedInputOptions).
   // Replicas on GPUs take the pipeline's batches (their threads only queue work) and copy the
-  // next one to their device while a step runs (run_on_slices), so fit reads one batch ahead.
+  // next one to their device while a step runs (DistributedBatch), so fit reads one batch ahead.
   for (auto* ctx : devices_) on_gpus_ |= context_device(*ctx).kind != DeviceKind::kCpu;
   gather_in_replicas_ =
       !on_gpus_ && data::ThreadBudget::process().compute_reserved() >= data::ThreadBudget::process().cores();
-  // The replicas gather the next batch's slices ahead (run_on_slices); LOCKSTEP_GATHER_AHEAD=0
+  // The replicas gather the next batch's slices ahead (DistributedBatch); LOCKSTEP_GATHER_AHEAD=0
   // turns that off, read per fit so that bench/fit_overhead can compare both in one process.
   // On GPUs the next batch is copied to the devices ahead instead; LOCKSTEP_PREFETCH_TO_DEVICE=0
   // turns that off (for comparisons, and for the GPU test that it changes no result).
@@ -176,7 +178,16 @@ void FitLoop::take_restored_slots() {
 }
 
 EpochInput FitLoop::open_input(ResumePoint at) const {
-  auto open_pass = [this] { return std::make_unique<FitInput>(dataset_, gather_in_replicas_, on_gpus_); };
+  const distribute::Strategy* s = model_.strategy_;
+  const int local = s ? s->num_local_replicas() : 1;
+  const distribute::DistributedInputOptions input{.replicas = s ? s->num_replicas_in_sync() : 1,
+                                                  .first_replica = s ? s->worker_index() * local : 0,
+                                                  .local_replicas = local,
+                                                  .row_batches = gather_in_replicas_,
+                                                  .peek_elements = on_gpus_,
+                                                  .read_ahead = read_ahead_,
+                                                  .check_splittable = s != nullptr};
+  auto open_pass = [this, input] { return std::make_unique<EpochInput::Iterator>(dataset_, input); };
   return EpochInput(open_pass, o_, card_, at);
 }
 
@@ -186,11 +197,11 @@ EpochTally FitLoop::train_epoch(EpochInput& in, bool resumed, std::int64_t first
   for (auto* d : devices_) reset_context_peak_bytes(*d);
   GpuUtilization utilization(devices_);
   EpochTally tally{.start = std::chrono::steady_clock::now()};
-  std::vector<FitBatch> group;
+  std::vector<distribute::DistributedBatch> group;
   bool more = true;
   for (std::int64_t step = first_step; more && !model_.stop_training && (steps_ < 0 || step < steps_);) {
     more = read_group(in, step, group, tally);
-    run_group(in, step, group, tally, utilization);
+    run_group(step, group, tally, utilization);
   }
   // Training stopped within a group: its held-back gradients are not applied.
   model_.accumulated_.clear();
@@ -198,13 +209,15 @@ EpochTally FitLoop::train_epoch(EpochInput& in, bool resumed, std::int64_t first
   return tally;
 }
 
-bool FitLoop::read_group(EpochInput& in, std::int64_t step, std::vector<FitBatch>& group, EpochTally& tally) {
+bool FitLoop::read_group(EpochInput& in, std::int64_t step, std::vector<distribute::DistributedBatch>& group,
+                         EpochTally& tally) {
   group.clear();
   const std::int64_t accumulation = o_.gradient_accumulation_steps;
   const std::int64_t room = steps_ < 0 ? accumulation : std::min<std::int64_t>(accumulation, steps_ - step);
   while (static_cast<std::int64_t>(group.size()) < room) {
     const auto wait_start = std::chrono::steady_clock::now();
-    std::optional<FitBatch> batch = in.next();
+    const std::int64_t at = step + static_cast<std::int64_t>(group.size());
+    std::optional<distribute::DistributedBatch> batch = in.next(steps_ >= 0 && at + 1 >= steps_);
     tally.input_seconds += seconds_since(wait_start);
     if (!batch) {
       // Batches this epoch has had, a resumed epoch's earlier ones included.
@@ -217,29 +230,17 @@ bool FitLoop::read_group(EpochInput& in, std::int64_t step, std::vector<FitBatch
       }
       return false;
     }
-    LOCKSTEP_CHECK(batch->components() >= 2, "fit: dataset elements must be (x, y) pairs, got ", batch->components(),
-                   " component(s)");
+    LOCKSTEP_CHECK(batch->global->components() >= 2, "fit: dataset elements must be (x, y) pairs, got ",
+                   batch->global->components(), " component(s)");
     group.push_back(std::move(*batch));
   }
   return true;
 }
 
-const FitBatch* FitLoop::batch_after(EpochInput& in, std::int64_t step, const std::vector<FitBatch>& group,
-                                     std::size_t j, EpochTally& tally) const {
-  if (!read_ahead_) return nullptr;
-  if (j + 1 < group.size()) return &group[j + 1];
-  // Not past the epoch's last step (validation comes first) nor into a new pass.
-  if ((steps_ >= 0 && step + 1 >= steps_) || in.used_up()) return nullptr;
-  const auto wait_start = std::chrono::steady_clock::now();
-  const FitBatch* peeked = in.peek();  // may wait for the pipeline (elements read ahead)
-  tally.input_seconds += seconds_since(wait_start);
-  return peeked;
-}
-
-void FitLoop::run_group(EpochInput& in, std::int64_t& step, const std::vector<FitBatch>& group, EpochTally& tally,
-                        GpuUtilization& utilization) {
+void FitLoop::run_group(std::int64_t& step, const std::vector<distribute::DistributedBatch>& group,
+                        EpochTally& tally, GpuUtilization& utilization) {
   std::int64_t group_examples = 0;
-  for (const auto& b : group) group_examples += b.size();
+  for (const auto& b : group) group_examples += b.global_size;
   std::int64_t first_example = 0;
   for (std::size_t j = 0; j < group.size() && !model_.stop_training; ++j, ++step) {
     ++tally.steps;
@@ -247,8 +248,8 @@ void FitLoop::run_group(EpochInput& in, std::int64_t& step, const std::vector<Fi
     callbacks.each([&](Callback& c) { c.on_train_batch_begin(step, batch_logs); });
     using Use = Model::GradientUse;
     const Use use = group.size() == 1 ? Use::kApply : j + 1 < group.size() ? Use::kHoldBack : Use::kApplyGroup;
-    model_.train_micro_step(group[j], first_example, group_examples, use, batch_after(in, step, group, j, tally));
-    first_example += group[j].size();
+    model_.train_micro_step(group[j], first_example, group_examples, use);
+    first_example += group[j].global_size;
     ++global_step_;
     if (global_step_ == warmup_) timed_start_ = std::chrono::steady_clock::now();
     batch_logs = model_.collect_logs("");

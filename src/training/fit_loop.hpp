@@ -39,7 +39,8 @@ struct EpochTally {
 /// early (with a warning) rather than training. Without steps_per_epoch each epoch is a pass.
 class EpochInput {
  public:
-  using OpenPass = std::function<std::unique_ptr<FitInput>()>;
+  using Iterator = distribute::Strategy::DistributedIterator;
+  using OpenPass = std::function<std::unique_ptr<Iterator>()>;
   /// Resuming at `at`: the shuffle order of a pass depends only on the seed and on how many
   /// passes came before, so the passes of the finished epochs are made (and dropped) again,
   /// then the batches already trained in the interrupted epoch are skipped.
@@ -47,9 +48,10 @@ class EpochInput {
   /// Before an epoch's first batch; `resumed`: the epoch a backup interrupted.
   void begin_epoch(bool resumed, std::int64_t first_step);
   /// The next batch, or none at the end of the pass (or where a known-length pass is used up).
-  std::optional<FitBatch> next();
-  /// next()'s batch where it is known without waiting (FitInput::peek).
-  const FitBatch* peek() { return it_->peek(); }
+  /// The batch after it is read ahead for the replicas to prepare during its step
+  /// (DistributedIterator::next), unless it is `last_of_epoch` (validation comes first) or the
+  /// pass's last.
+  std::optional<distribute::DistributedBatch> next(bool last_of_epoch);
   bool used_up() const { return renew_ && taken_ >= card_; }
   bool renews() const { return renew_; }
   /// The pass ended within an epoch: the next epoch starts a fresh one.
@@ -60,9 +62,9 @@ class EpochInput {
   std::int64_t card_;
   bool renew_;
   std::int64_t taken_ = 0;  // batches taken from persistent_'s pass
-  std::unique_ptr<FitInput> persistent_;
-  std::unique_ptr<FitInput> per_epoch_;
-  FitInput* it_ = nullptr;
+  std::unique_ptr<Iterator> persistent_;
+  std::unique_ptr<Iterator> per_epoch_;
+  Iterator* it_ = nullptr;
 };
 
 /// One fit call's state and its parts; Model::fit is the loop over epochs that calls them.
@@ -86,12 +88,10 @@ class FitLoop {
   /// Reads the next group of batches (gradient accumulation: every batch's loss is divided by
   /// all the group's examples, a short last group included; without it a group is one batch).
   /// Returns false when the input ended.
-  bool read_group(EpochInput& in, std::int64_t step, std::vector<FitBatch>& group, EpochTally& tally);
-  void run_group(EpochInput& in, std::int64_t& step, const std::vector<FitBatch>& group, EpochTally& tally,
+  bool read_group(EpochInput& in, std::int64_t step, std::vector<distribute::DistributedBatch>& group,
+                  EpochTally& tally);
+  void run_group(std::int64_t& step, const std::vector<distribute::DistributedBatch>& group, EpochTally& tally,
                  GpuUtilization& utilization);
-  /// The batch after group[j], where it is known without waiting: the replicas gather it ahead.
-  const FitBatch* batch_after(EpochInput& in, std::int64_t step, const std::vector<FitBatch>& group, std::size_t j,
-                              EpochTally& tally) const;
   /// The devices, the thread budget, and how batches are read: row batches gathered by the
   /// replicas, elements read ahead for GPUs, and whether the next batch is prepared ahead.
   void choose_input();

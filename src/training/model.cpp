@@ -12,11 +12,15 @@
 
 namespace lockstep {
 namespace {
-using detail::FitBatch;
 using detail::ReplicaNumbers;
 using detail::run_on_slices;
 
 Tensor as_float(const Tensor& t) { return t.dtype() == DType::kF32 ? t : t.to(DType::kF32); }
+
+void check_same_rows(const Tensor& x, const Tensor& y) {
+  LOCKSTEP_CHECK(x.rank() >= 1 && y.rank() >= 1 && y.dim(0) == x.dim(0), "train_step: x ", x.shape().str(), " and y ",
+                 y.shape().str(), " have different batch sizes");
+}
 
 }  // namespace
 
@@ -280,28 +284,25 @@ void Model::distribute(distribute::Strategy& strategy) {
 }
 
 double Model::train_step(const Tensor& x, const Tensor& y) {
-  return train_micro_step(FitBatch({x, y}), 0, x.rank() >= 1 ? x.dim(0) : 0, GradientUse::kApply);
+  check_compiled("train_step");
+  check_same_rows(x, y);
+  return train_micro_step(detail::split_batch(strategy_, {x, y}), 0, x.rank() >= 1 ? x.dim(0) : 0,
+                          GradientUse::kApply);
 }
 
-double Model::train_micro_step(const FitBatch& batch_in, std::int64_t first_example, std::int64_t group_examples,
-                               GradientUse use, const FitBatch* next) {
+double Model::train_micro_step(const distribute::DistributedBatch& batch, std::int64_t first_example,
+                               std::int64_t group_examples, GradientUse use) {
   check_compiled("train_step");
   // Tensors are checked here; a batch of rows comes from one table of rows, so its components
   // agree. Each replica casts its own slice (on its device, after the copy: fewer bytes).
-  if (const data::Element* t = batch_in.tensors()) {
-    const Tensor& x = (*t)[0];
-    const Tensor& y = (*t)[1];
-    LOCKSTEP_CHECK(x.rank() >= 1 && y.rank() >= 1 && y.dim(0) == x.dim(0), "train_step: x ", x.shape().str(),
-                   " and y ", y.shape().str(), " have different batch sizes");
-  }
-  const FitBatch& batch = batch_in;
-  if (!built()) build(batch.shape(0));
+  if (const data::Element* t = batch.global->tensors()) check_same_rows((*t)[0], (*t)[1]);
+  if (!built()) build(batch.global->shape(0));
   ensure_mirrored();
-  const std::int64_t n = batch.size();
+  const std::int64_t n = batch.global_size;
   const std::int64_t step = optimizer_->iterations();
   const auto parts = run_on_slices(strategy_, batch, [&](const data::Element& s, std::int64_t first, ReplicaInterface* rc) {
     return replica_train_step(input_of(s[0]), s[1], first_example + first, group_examples, step, rc, use);
-  }, next);
+  });
   if (use == GradientUse::kHoldBack) {
     double batch_loss = 0;
     merge_replica_numbers(parts, n, &batch_loss);

@@ -3,6 +3,7 @@
 // the one path of a batch through the replicas (run_on_slices).
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <type_traits>
 #include <vector>
 
@@ -10,7 +11,6 @@
 #include "lockstep/distribute/strategy.hpp"
 #include "lockstep/tensor/compute_context.hpp"
 #include "lockstep/training/callback.hpp"
-#include "training/fit_batch.hpp"
 
 namespace lockstep {
 
@@ -34,46 +34,36 @@ struct CallbackList {
   }
 };
 
-// The one path of a batch through the model: fn(slice, first_row, replica) runs once per
-// replica on its slice (data::replica_rows, as experimental_distribute_dataset splits) with
-// the slice's first row in the batch, or once on the whole batch without a strategy. A batch
-// of rows is gathered there: each replica its own slice, on its own thread.
-// With `next` (fit's following batch) each replica then prepares its slice of that one:
-// - on a CPU it starts gathering it (FitBatch::gather_ahead), which its pool's workers copy
-//   while they would wait between ops;
-// - on a GPU it copies it to the device beside this step (TF's prefetch_to_device): memory is
-//   reserved before the step is queued and the copy started after (FitBatch::reserve_upload,
-//   start_upload), so that it runs on the copy stream while the step computes.
+// The one path of a batch through the model, the custom loops' (strategy.run(fn, batch)):
+// fn(slice, first_row, replica) runs once per replica on its slice with the slice's first row in
+// the global batch, or once on the whole batch without a strategy. Each replica meanwhile
+// prepares its slice of the batch after, where the batch has one (DistributedBatch::ahead).
 // Returns the per-replica results in replica order.
 template <typename F>
-auto run_on_slices(distribute::Strategy* strategy, const FitBatch& batch, F&& fn, const FitBatch* next = nullptr)
+auto run_on_slices(distribute::Strategy* strategy, const distribute::DistributedBatch& batch, F&& fn)
     -> distribute::PerReplica<std::invoke_result_t<F&, const data::Element&, std::int64_t, ReplicaInterface*>> {
   using R = std::invoke_result_t<F&, const data::Element&, std::int64_t, ReplicaInterface*>;
-  const int n = strategy ? strategy->num_replicas_in_sync() : 1;
-  if (next) next->make_slots(n);
-  const auto run = [&](int replica, const data::Element& slice, std::int64_t first_row, ReplicaInterface* rc) {
-    if (!next) return fn(distribute::to_current_device(slice), first_row, rc);
-    const auto [begin, end] = data::replica_rows(next->size(), n, replica);
-    const bool upload = context_device(current_compute_context()).kind != DeviceKind::kCpu;
-    // With peers, a replica waits for them (at the gradient exchange, for the next step) and
-    // gathers while it waits, even on one thread.
-    if (upload) next->reserve_upload(replica, begin, end);
-    else next->gather_ahead(replica, begin, end, n > 1);
-    R result = fn(distribute::to_current_device(slice), first_row, rc);
-    if (upload) next->start_upload(replica);
-    return result;
-  };
-  if (!strategy) {
-    const data::Element whole =
-        batch.tensors() && !batch.uploaded(0) ? *batch.tensors() : batch.part(0, batch.size(), 0);
-    return distribute::PerReplica<R>(std::vector<R>{run(0, whole, 0, nullptr)});
+  if (strategy) {
+    return strategy->run(
+        [&](const data::Element& slice) {
+          ReplicaInterface* rc = current_replica();
+          return fn(slice, rc->first_example(), rc);
+        },
+        batch);
   }
-  if (batch.tensors()) data::check_splittable(*batch.tensors(), n);
-  return strategy->run([&](distribute::ReplicaContext& rc) {
-    const int r = rc.replica_id_in_sync_group();
-    const auto [begin, end] = data::replica_rows(batch.size(), n, r);
-    return run(r, batch.part(begin, end, r), begin, &rc);
-  });
+  batch.make_ahead_slots();
+  R result = fn(batch.begin_slice(0), 0, nullptr);
+  batch.end_slice(0);
+  return distribute::PerReplica<R>(std::vector<R>{std::move(result)});
+}
+
+// A batch of tensors split over the strategy's replicas (this worker's), or whole without one.
+inline distribute::DistributedBatch split_batch(distribute::Strategy* strategy, data::Element tensors) {
+  if (!strategy) return distribute::DistributedBatch::split(std::make_shared<const distribute::GlobalBatch>(tensors), 1);
+  const int n = strategy->num_replicas_in_sync(), local = strategy->num_local_replicas();
+  data::check_splittable(tensors, n);
+  return distribute::DistributedBatch::split(std::make_shared<const distribute::GlobalBatch>(std::move(tensors)), n,
+                                             strategy->worker_index() * local, local);
 }
 
 }  // namespace detail
