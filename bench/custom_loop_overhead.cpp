@@ -28,16 +28,18 @@ using namespace lockstep;
 
 namespace {
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const std::size_t n = v.size();
-  return n == 0 ? 0 : n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
-int usage() {
-  std::fprintf(stderr, "usage: custom_loop_overhead [--replicas R] [--batch G] [--steps N] [--rounds K]\n");
-  return 2;
-}
+// The median of per-round figures and their range.
+struct Spread {
+  double median = 0, low = 0, high = 0;
+  explicit Spread(std::vector<double> v) {
+    if (v.empty()) return;
+    std::sort(v.begin(), v.end());
+    const std::size_t mid = v.size() / 2;
+    median = v.size() % 2 ? v[mid] : (v[mid - 1] + v[mid]) / 2;
+    low = v.front();
+    high = v.back();
+  }
+};
 
 struct Args {
   int replicas = 2, steps = 400, rounds = 15;
@@ -87,7 +89,10 @@ double custom_loop(distribute::MirroredStrategy& strategy, Sequential& model,
 
 int main(int argc, char** argv) try {
   Args a;
-  if (!parse(argc, argv, a)) return usage();
+  if (!parse(argc, argv, a)) {
+    std::fprintf(stderr, "usage: custom_loop_overhead [--replicas R] [--batch G] [--steps N] [--rounds K]\n");
+    return 2;
+  }
   auto [train, test] = datasets::mnist::load_data();
   const Tensor x = flatten_and_scale_images(train.x);
   LOCKSTEP_CHECK(x.dim(0) >= a.batch, "custom_loop_overhead: batch ", a.batch, " is larger than the ", x.dim(0),
@@ -124,11 +129,11 @@ int main(int argc, char** argv) try {
   }
   std::printf("flagship MLP, %d replica(s), global batch %lld, %d segments of %d steps per mode (median)\n", a.replicas,
               static_cast<long long>(a.batch), a.rounds, a.steps);
-  std::printf("  fit                  %8.1f steps/s\n", median(fit_rates));
-  std::printf("  custom loop          %8.1f steps/s\n", median(loop_rates));
+  const Spread ratio(ratios);
+  std::printf("  fit                  %8.1f steps/s\n", Spread(fit_rates).median);
+  std::printf("  custom loop          %8.1f steps/s\n", Spread(loop_rates).median);
   std::printf("  custom / fit         %8.3f  (median of per-round ratios, range %.3f to %.3f; goal >= 0.95)\n",
-              median(ratios), *std::min_element(ratios.begin(), ratios.end()),
-              *std::max_element(ratios.begin(), ratios.end()));
+              ratio.median, ratio.low, ratio.high);
   return 0;
 } catch (const std::exception& e) {
   std::fprintf(stderr, "custom_loop_overhead: %s\n", e.what());
