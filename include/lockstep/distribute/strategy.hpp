@@ -250,7 +250,8 @@ class Strategy {
   Tensor gather(const PerReplica<Tensor>& values, int axis = 0) const;
 
   /// Splits each global batch of `dataset` into per-replica slices, as evenly as possible
-  /// (a replica may get zero rows); slices are views, not copies.
+  /// (a replica may get zero rows): views of a batch of tensors, or rows that each replica
+  /// gathers on its own thread (DistributedInputOptions::row_batches). fit reads this way too.
   class DistributedIterator;
   class DistributedDataset {
    public:
