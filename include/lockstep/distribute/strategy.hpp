@@ -27,6 +27,7 @@
 #include "lockstep/data/dataset.hpp"
 #include "lockstep/data/input_context.hpp"
 #include "lockstep/distribute/collective_group.hpp"
+#include "lockstep/distribute/distributed_batch.hpp"
 #include "lockstep/distribute/gradient_accumulator.hpp"
 #include "lockstep/distribute/gradient_reducer.hpp"
 #include "lockstep/distribute/per_replica.hpp"
@@ -40,12 +41,25 @@ namespace lockstep::distribute {
 class Strategy;
 class NoSyncScope;
 
-/// One step's input from a distributed dataset: each replica's slice (replica order), each
-/// slice's first row index in the global batch, and the global batch's size.
-struct DistributedBatch {
-  PerReplica<data::Element> slices;
-  std::vector<std::int64_t> offsets;
-  std::int64_t global_size = 0;
+/// How a distributed iterator reads its dataset (Strategy::DistributedDataset).
+struct DistributedInputOptions {
+  /// Replicas in sync; this worker keeps the slices of local_replicas of them from
+  /// first_replica (-1: all).
+  int replicas = 1;
+  int first_replica = 0;
+  int local_replicas = -1;
+  /// The dataset yields per-replica batches, `replicas` consecutive ones making a step
+  /// (distribute_datasets_from_function); otherwise it yields global batches to split.
+  bool per_replica_batches = false;
+  /// Batches of rows (data::RowBatch) where the pipeline has them: each replica gathers its own
+  /// slice on its own thread. For replicas that keep every core busy.
+  bool row_batches = false;
+  /// Elements are read one ahead too (for the copies ahead to GPUs).
+  bool peek_elements = false;
+  /// Each step's replicas prepare their slices of the next batch (DistributedBatch::ahead).
+  bool read_ahead = true;
+  /// Every global batch must split over the replicas (data::check_splittable).
+  bool check_splittable = true;
 };
 
 /// What a replica function sees (tf.distribute.ReplicaContext). Layers see it through
@@ -142,10 +156,6 @@ class StrategyScope {
 
 /// Where a strategy's replicas run: a device, a thread count and (optionally) the cores to
 /// pin to, per replica.
-/// `element` with every tensor on the device of this thread's compute context (a replica's
-/// GPU): host slices are copied there; tensors already of that kind are kept (no copy).
-data::Element to_current_device(const data::Element& element);
-
 struct StrategyLayout {
   std::vector<Device> devices;
   std::vector<int> threads;
@@ -208,13 +218,16 @@ class Strategy {
   /// global batch size.
   template <typename F>
   auto run(F&& fn, const DistributedBatch& batch) -> PerReplica<std::invoke_result_t<F&, const data::Element&>> {
-    LOCKSTEP_CHECK(batch.slices.size() == static_cast<std::size_t>(num_local_replicas()) &&
-                       batch.offsets.size() == batch.slices.size(),
-                   name(), "::run: the batch has ", batch.slices.size(), " slices, but this worker has ",
+    LOCKSTEP_CHECK(batch.num_slices() == static_cast<std::size_t>(num_local_replicas()) &&
+                       batch.offsets.size() == batch.num_slices(),
+                   name(), "::run: the batch has ", batch.num_slices(), " slices, but this worker has ",
                    num_local_replicas(), " replicas (distribute the dataset with this strategy)");
     const BatchInStep in_step(*this, batch);
+    batch.make_ahead_slots();
     return run([&](ReplicaContext& ctx) {
-      return fn(to_current_device(batch.slices[static_cast<std::size_t>(ctx.local_replica_id())]));
+      auto result = fn(batch.begin_slice(ctx.local_replica_id()));
+      batch.end_slice(ctx.local_replica_id());
+      return result;
     });
   }
   /// How many steps (run calls) this strategy has run.
@@ -229,7 +242,8 @@ class Strategy {
   Tensor gather(const PerReplica<Tensor>& values, int axis = 0) const;
 
   /// Splits each global batch of `dataset` into per-replica slices, as evenly as possible
-  /// (a replica may get zero rows); slices are views, not copies.
+  /// (a replica may get zero rows): views of a batch of tensors, or rows that each replica
+  /// gathers on its own thread (DistributedInputOptions::row_batches). fit reads this way too.
   class DistributedIterator;
   class DistributedDataset {
    public:
@@ -239,20 +253,18 @@ class Strategy {
     /// (default: all `replicas`).
     DistributedDataset(data::Dataset dataset, int replicas, bool per_replica_batches = false, int first_replica = 0,
                        int local_replicas = -1)
-        : dataset_(std::move(dataset)),
-          replicas_(replicas),
-          per_replica_batches_(per_replica_batches),
-          first_replica_(first_replica),
-          local_replicas_(local_replicas < 0 ? replicas : local_replicas) {}
+        : DistributedDataset(std::move(dataset), DistributedInputOptions{.replicas = replicas,
+                                                                         .first_replica = first_replica,
+                                                                         .local_replicas = local_replicas,
+                                                                         .per_replica_batches = per_replica_batches}) {}
+    DistributedDataset(data::Dataset dataset, const DistributedInputOptions& options)
+        : dataset_(std::move(dataset)), options_(options) {}
     std::unique_ptr<DistributedIterator> make_iterator() const;
     const data::Dataset& dataset() const { return dataset_; }
 
    private:
     data::Dataset dataset_;
-    int replicas_;
-    bool per_replica_batches_;
-    int first_replica_;
-    int local_replicas_;
+    DistributedInputOptions options_;
   };
   /// Under several workers each reads every global batch and keeps its replicas' slices (TF's
   /// AutoShardPolicy.DATA); distribute_datasets_from_function gives each its own pipeline.
@@ -323,27 +335,27 @@ class Strategy {
 
 class Strategy::DistributedIterator {
  public:
-  DistributedIterator(std::unique_ptr<data::Iterator> it, int replicas, bool per_replica_batches = false,
-                      int first_replica = 0, int local_replicas = -1)
-      : it_(std::move(it)),
-        replicas_(replicas),
-        per_replica_batches_(per_replica_batches),
-        first_replica_(first_replica),
-        local_replicas_(local_replicas < 0 ? replicas : local_replicas) {}
+  DistributedIterator(const data::Dataset& dataset, const DistributedInputOptions& options);
   /// The next global batch split into per-replica elements (this worker's replicas'), with
   /// each slice's first row index in the global batch; nullopt at the end. Per-replica
   /// batches (distribute_datasets_from_function) come from this worker's own pipeline, and
-  /// global_size then counts this worker's rows only.
+  /// global_size then counts this worker's rows only. `read_ahead`: the batch after is read
+  /// now where that needs no wait (rows, or elements for GPUs), for the replicas to prepare
+  /// while this one's step runs (fit: not past an epoch's last step).
   using Batch = DistributedBatch;
-  std::optional<Batch> next();
+  std::optional<Batch> next(bool read_ahead = true);
+  /// Drops up to n batches (those trained before a resume).
+  void skip(std::int64_t n);
 
  private:
   std::optional<Batch> next_per_replica();
+  /// The next global batch, or null at the end (`ahead`: or where reading it would wait).
+  std::shared_ptr<const GlobalBatch> read(bool ahead);
+  DistributedInputOptions o_;
   std::unique_ptr<data::Iterator> it_;
-  int replicas_;
-  bool per_replica_batches_;
-  int first_replica_;
-  int local_replicas_;
+  std::unique_ptr<data::RowBatchIterator> rows_;
+  std::shared_ptr<const GlobalBatch> ahead_;  // read ahead: what next() returns
+  bool ended_ = false;
 };
 
 

@@ -21,7 +21,7 @@ namespace lockstep {
 
 namespace detail {
 struct ReplicaNumbers;  // model.cpp: one replica's loss sum and metric states
-class FitBatch;        // fit_batch.hpp: a global batch, as tensors or as rows to gather
+class FitLoop;         // fit_loop.hpp: the parts of fit
 }
 
 struct FitOptions {
@@ -178,6 +178,7 @@ class Model {
   std::uint64_t seed_;
 
  private:
+  friend class detail::FitLoop;
   static Tensor as_float32(const Tensor& t);
   /// x as forward() takes it: float32, or integer pixels as they are when the model rescales its
   /// own input (rescales_its_input).
@@ -199,9 +200,9 @@ class Model {
                                     GradientUse use);
   /// train_step on one batch of an accumulation group: its loss is divided by all the group's
   /// examples (`group_examples`), its rows numbered from `first_example` within the group.
-  /// `next`: the batch that follows, whose slices the replicas start gathering ahead.
-  double train_micro_step(const detail::FitBatch& batch, std::int64_t first_example, std::int64_t group_examples,
-                          GradientUse use, const detail::FitBatch* next = nullptr);
+  /// The replicas prepare their slices of the batch after meanwhile (batch.ahead).
+  double train_micro_step(const distribute::DistributedBatch& batch, std::int64_t first_example,
+                          std::int64_t group_examples, GradientUse use);
   /// Sums per-replica numbers through the strategy and adds them to the loss and metric trackers.
   void merge_replica_numbers(const distribute::PerReplica<detail::ReplicaNumbers>& parts, std::int64_t examples,
                              double* mean_loss);

@@ -1,0 +1,259 @@
+// Distributed datasets (experimental_distribute_dataset, distribute_datasets_from_function):
+// the one input path of fit and custom loops. See distributed_batch.hpp.
+#include <cstdio>
+#include <vector>
+
+#include "backend/context.hpp"
+#include "lockstep/data/thread_budget.hpp"
+#include "lockstep/distribute/strategy.hpp"
+#include "lockstep/tensor/compute_context.hpp"
+
+namespace lockstep::distribute {
+
+std::int64_t GlobalBatch::size() const {
+  if (rows_) return rows_->size();
+  return !tensors_.empty() && tensors_[0].rank() >= 1 ? tensors_[0].dim(0) : 0;
+}
+
+Shape GlobalBatch::shape(std::size_t c) const {
+  if (!rows_) return tensors_.at(c).shape();
+  std::vector<std::int64_t> dims{rows_->size()};
+  const Shape row = rows_->sources->tensors.at(c).shape().tail();
+  for (auto d : row.dims()) dims.push_back(d);
+  return Shape(std::move(dims));
+}
+
+namespace {
+// Slot `slot` of per-slot state, or null where there is none (no slots made, or out of range).
+template <typename T>
+std::optional<T>* slot_of(std::vector<std::optional<T>>& slots, int slot) {
+  if (slot < 0 || static_cast<std::size_t>(slot) >= slots.size()) return nullptr;
+  return &slots[static_cast<std::size_t>(slot)];
+}
+}  // namespace
+
+bool GlobalBatch::uploaded(int slot) const {
+  const auto* up = slot_of(uploads_, slot);
+  return up && *up && (*up)->copy.started();
+}
+
+data::Element GlobalBatch::part(std::int64_t begin, std::int64_t end, int slot) const {
+  if (auto* up = slot_of(uploads_, slot)) {
+    if (*up && (*up)->begin == begin && (*up)->end == end && (*up)->copy.started()) {
+      data::Element out = (*up)->copy.take();
+      up->reset();
+      return out;
+    }
+    up->reset();  // another range, or never started: its memory goes back
+  }
+  if (auto* slot_ahead = rows_ ? slot_of(ahead_, slot) : nullptr) {
+    std::optional<data::PendingRows>& pending = *slot_ahead;
+    if (pending && pending->begin() == begin && pending->end() == end) {
+      data::Element out = pending->take();
+      pending.reset();
+      return out;
+    }
+  }
+  if (rows_) return rows_->gather(begin, end);
+  data::Element out;
+  out.reserve(tensors_.size());
+  for (const auto& t : tensors_) out.push_back(t.slice(begin, end));
+  return out;
+}
+
+void GlobalBatch::make_slots(int slots) const {
+  const auto n = static_cast<std::size_t>(slots);
+  if (rows_) {
+    if (ahead_.size() < n) ahead_.resize(n);
+  } else {
+    if (uploads_.size() < n) uploads_.resize(n);
+  }
+}
+
+void GlobalBatch::reserve_upload(int slot, std::int64_t begin, std::int64_t end) const {
+  auto* up = rows_ ? nullptr : slot_of(uploads_, slot);
+  if (!up) return;
+  std::vector<Shape> shapes;
+  std::vector<DType> dtypes;
+  for (const Tensor& t : tensors_) {
+    if (t.rank() < 1 || t.device().kind != DeviceKind::kCpu) return;  // a scalar, or not from the host
+    std::vector<std::int64_t> dims = t.shape().dims();
+    dims[0] = end - begin;
+    shapes.emplace_back(std::move(dims));
+    dtypes.push_back(t.dtype());
+  }
+  up->emplace(Upload{begin, end, DeviceUpload(shapes, dtypes)});
+}
+
+void GlobalBatch::start_upload(int slot) const {
+  auto* up = slot_of(uploads_, slot);
+  if (!up || !*up) return;
+  data::Element host;
+  for (const Tensor& t : tensors_) host.push_back(t.slice((*up)->begin, (*up)->end));
+  (*up)->copy.start(host);
+}
+
+void GlobalBatch::gather_ahead(int slot, std::int64_t begin, std::int64_t end, bool caller_waits) const {
+  auto* pending = rows_ ? slot_of(ahead_, slot) : nullptr;
+  if (!pending) return;
+  // A pool of one thread that waits for nobody has no time to give it: part() gathers, as
+  // without it (and no state is built per step for nothing).
+  if (context_threads(current_compute_context()) < 2 && !caller_waits) return;
+  if (!*pending) pending->emplace(rows_->gather_ahead(begin, end, caller_waits));
+}
+
+const data::Element& ReplicaSlices::operator[](std::size_t local) const {
+  LOCKSTEP_CHECK(local < cut_.size(), "DistributedBatch: replica ", local, " out of range (", cut_.size(),
+                 " replicas)");
+  std::optional<data::Element>& slice = cut_[local];
+  if (!slice) {
+    const int r = first_replica_ + static_cast<int>(local);
+    const auto [begin, end] = data::replica_rows(global_->size(), num_replicas_, r);
+    slice = global_->part(begin, end, /*slot=*/-1);  // leaves the replica's gathers ahead alone
+  }
+  return *slice;
+}
+
+DistributedBatch DistributedBatch::split(std::shared_ptr<const GlobalBatch> global, int num_replicas,
+                                         int first_replica, int local_replicas,
+                                         std::shared_ptr<const GlobalBatch> ahead) {
+  DistributedBatch b;
+  b.global_size = global->size();
+  b.num_replicas = num_replicas;
+  b.first_replica = first_replica;
+  const int local = local_replicas < 0 ? num_replicas : local_replicas;
+  for (int r = first_replica; r < first_replica + local; ++r)
+    b.offsets.push_back(data::replica_rows(b.global_size, num_replicas, r).first);
+  b.slices.cut_.resize(static_cast<std::size_t>(local));
+  b.slices.global_ = global;
+  b.slices.num_replicas_ = num_replicas;
+  b.slices.first_replica_ = first_replica;
+  b.global = std::move(global);
+  b.ahead = std::move(ahead);
+  return b;
+}
+
+void DistributedBatch::make_ahead_slots() const {
+  if (ahead) ahead->make_slots(num_replicas);
+}
+
+data::Element DistributedBatch::begin_slice(int local) const {
+  if (!global) return to_current_device(slices[static_cast<std::size_t>(local)]);
+  const int r = first_replica + local;
+  const auto [begin, end] = data::replica_rows(global_size, num_replicas, r);
+  // One replica of tensors takes them whole (no views), unless their copy ahead is on its device.
+  const data::Element slice = num_replicas == 1 && global->tensors() && !global->uploaded(r)
+                                  ? *global->tensors()
+                                  : global->part(begin, end, r);
+  if (ahead) {
+    const auto [next_begin, next_end] = data::replica_rows(ahead->size(), num_replicas, r);
+    // With peers, a replica waits for them (at the gradient exchange, for the next step) and
+    // gathers while it waits, even on one thread.
+    if (context_device(current_compute_context()).kind != DeviceKind::kCpu)
+      ahead->reserve_upload(r, next_begin, next_end);
+    else
+      ahead->gather_ahead(r, next_begin, next_end, num_replicas > 1);
+  }
+  return to_current_device(slice);
+}
+
+void DistributedBatch::end_slice(int local) const {
+  if (ahead && context_device(current_compute_context()).kind != DeviceKind::kCpu)
+    ahead->start_upload(first_replica + local);
+}
+
+data::Element to_current_device(const data::Element& element) {
+  const Device here = backend::current_context().device();
+  data::Element out = element;
+  for (auto& t : out)
+    if (t.defined() && t.device().kind != here.kind) t = t.to(here);
+  return out;
+}
+
+std::unique_ptr<Strategy::DistributedIterator> Strategy::DistributedDataset::make_iterator() const {
+  return std::make_unique<DistributedIterator>(dataset_, options_);
+}
+
+Strategy::DistributedDataset Strategy::experimental_distribute_dataset(const data::Dataset& dataset) const {
+  DistributedInputOptions o{.replicas = num_replicas_in_sync(),
+                            .first_replica = worker_index_ * num_local_replicas(),
+                            .local_replicas = num_local_replicas()};
+  // As fit reads (FitLoop): where the replicas keep every core busy they gather their own
+  // slices; replicas on GPUs take the pipeline's batches and copy the next one ahead.
+  int threads = 0;
+  for (const auto* ctx : context_ptrs_) {
+    threads += context_threads(*ctx);
+    o.peek_elements |= context_device(*ctx).kind != DeviceKind::kCpu;
+  }
+  o.row_batches = !o.peek_elements && threads >= data::ThreadBudget::process().cores();
+  return DistributedDataset(dataset, o);
+}
+
+Strategy::DistributedDataset Strategy::distribute_datasets_from_function(
+    const std::function<data::Dataset(const data::InputContext&)>& fn) const {
+  // One input pipeline per worker, feeding that worker's replicas.
+  data::InputContext ctx{.num_input_pipelines = num_workers_,
+                         .input_pipeline_id = worker_index_,
+                         .num_replicas_in_sync = num_replicas_in_sync()};
+  ctx.validate();
+  return DistributedDataset(fn(ctx), num_local_replicas(), /*per_replica_batches=*/true);
+}
+
+Strategy::DistributedIterator::DistributedIterator(const data::Dataset& dataset, const DistributedInputOptions& o)
+    : o_(o) {
+  if (o_.local_replicas < 0) o_.local_replicas = o_.replicas;
+  if (o_.row_batches && !o_.per_replica_batches) rows_ = dataset.make_row_batch_iterator();
+  if (!rows_) it_ = dataset.make_iterator();
+}
+
+std::optional<Strategy::DistributedIterator::Batch> Strategy::DistributedIterator::next_per_replica() {
+  Batch b;
+  for (int r = 0; r < o_.replicas; ++r) {
+    auto e = it_->next();
+    if (!e) {
+      // A partial step would leave replicas without input: drop it, as a short final round.
+      if (r == 0) return std::nullopt;
+      std::fprintf(stderr, "WARNING: distribute_datasets_from_function: the input ended after %d of %d replicas' "
+                   "batches; the incomplete step is dropped\n", r, o_.replicas);
+      return std::nullopt;
+    }
+    LOCKSTEP_CHECK(!e->empty() && (*e)[0].rank() >= 1, "distribute_datasets_from_function: elements must be batches");
+    b.offsets.push_back(b.global_size);
+    b.global_size += (*e)[0].dim(0);
+    b.slices.push_back(std::move(*e));
+  }
+  return b;
+}
+
+std::shared_ptr<const GlobalBatch> Strategy::DistributedIterator::read(bool ahead) {
+  if (rows_) {
+    auto b = rows_->next();
+    return b ? std::make_shared<const GlobalBatch>(std::move(*b)) : nullptr;
+  }
+  // Elements are read ahead only to copy them to GPUs (where the replicas' threads only queue
+  // work): elsewhere reading one ahead would wait for the pipeline for nothing.
+  if (ended_ || (ahead && !o_.peek_elements)) return nullptr;
+  auto e = it_->next();
+  if (!e) {
+    ended_ = true;  // the next read says so without asking the iterator again
+    return nullptr;
+  }
+  if (o_.check_splittable) data::check_splittable(*e, o_.replicas);
+  return std::make_shared<const GlobalBatch>(std::move(*e));
+}
+
+std::optional<Strategy::DistributedIterator::Batch> Strategy::DistributedIterator::next(bool read_ahead) {
+  if (o_.per_replica_batches) return next_per_replica();
+  std::shared_ptr<const GlobalBatch> global = ahead_ ? std::move(ahead_) : read(false);
+  ahead_.reset();
+  if (!global) return std::nullopt;
+  if (read_ahead && o_.read_ahead) ahead_ = read(true);
+  return DistributedBatch::split(std::move(global), o_.replicas, o_.first_replica, o_.local_replicas, ahead_);
+}
+
+void Strategy::DistributedIterator::skip(std::int64_t n) {
+  for (std::int64_t i = 0; i < n; ++i)
+    if (!next(false)) return;
+}
+
+}  // namespace lockstep::distribute

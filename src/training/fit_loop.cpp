@@ -1,0 +1,292 @@
+#include "training/fit_loop.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#include "lockstep/optimizers/loss_scale_optimizer.hpp"
+#include "lockstep/training/progbar.hpp"
+
+namespace lockstep::detail {
+namespace {
+
+void warn_pass_ended_epoch(std::int64_t steps_done, std::int64_t steps_per_epoch) {
+  std::fprintf(stderr,
+               "WARNING: the dataset's pass ended after %lld of steps_per_epoch = %lld steps; this epoch ends "
+               "here and the next one starts a fresh pass (use repeat() for longer epochs).\n",
+               static_cast<long long>(steps_done), static_cast<long long>(steps_per_epoch));
+}
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+}  // namespace
+
+EpochInput::EpochInput(OpenPass open_pass, const FitOptions& o, std::int64_t cardinality, ResumePoint at)
+    : open_pass_(std::move(open_pass)), card_(cardinality), renew_(o.steps_per_epoch > 0 && cardinality >= 0) {
+  if (o.steps_per_epoch <= 0) {
+    for (int e = o.initial_epoch; e < at.epoch; ++e) (void)open_pass_();
+    return;
+  }
+  // Replays the epochs before the resumed one to find the pass and the position in it.
+  std::int64_t passes_before = 0;
+  for (int e = o.initial_epoch; e <= at.epoch; ++e) {
+    if (renew_ && taken_ >= card_) {
+      ++passes_before;
+      taken_ = 0;
+    }
+    if (e < at.epoch) taken_ += renew_ ? std::min(o.steps_per_epoch, card_ - taken_) : o.steps_per_epoch;
+  }
+  taken_ += at.batch;
+  for (std::int64_t p = 0; p < passes_before; ++p) (void)open_pass_();
+  persistent_ = open_pass_();
+  persistent_->skip(taken_);
+}
+
+void EpochInput::begin_epoch(bool resumed, std::int64_t first_step) {
+  // (The replay already renewed the resumed epoch's pass.)
+  if (renew_ && taken_ >= card_ && !resumed) {
+    persistent_ = open_pass_();
+    taken_ = 0;
+  }
+  it_ = persistent_.get();
+  if (it_) return;
+  per_epoch_.reset();
+  per_epoch_ = open_pass_();
+  it_ = per_epoch_.get();
+  it_->skip(first_step);
+}
+
+std::optional<distribute::DistributedBatch> EpochInput::next(bool last_of_epoch) {
+  if (used_up()) return std::nullopt;
+  const bool last_of_pass = renew_ && taken_ + 1 >= card_;  // the next batch is a new pass's
+  std::optional<distribute::DistributedBatch> batch = it_->next(!last_of_epoch && !last_of_pass);
+  if (batch) ++taken_;
+  return batch;
+}
+
+namespace {
+void check_options(const FitOptions& o) {
+  LOCKSTEP_CHECK(o.epochs >= 0, "fit: epochs must be >= 0, got ", o.epochs);
+  LOCKSTEP_CHECK(o.initial_epoch >= 0 && o.initial_epoch <= o.epochs, "fit: initial_epoch ", o.initial_epoch,
+                 " must be in [0, epochs = ", o.epochs, "]");
+  LOCKSTEP_CHECK(o.steps_per_epoch == -1 || o.steps_per_epoch > 0, "fit: steps_per_epoch must be positive or -1");
+  LOCKSTEP_CHECK(o.validation_split == 0.0, "fit: validation_split needs in-memory tensors (fit(x, y, ...))");
+  LOCKSTEP_CHECK(o.gradient_accumulation_steps >= 1, "fit: gradient_accumulation_steps must be >= 1, got ",
+                 o.gradient_accumulation_steps);
+}
+}  // namespace
+
+FitLoop::FitLoop(Model& model, const data::Dataset& dataset, const FitOptions& o)
+    : model_(model), dataset_(dataset), o_(o), card_(dataset.cardinality()) {
+  check_options(o);
+  model_.accumulated_.clear();
+  LOCKSTEP_CHECK(o.steps_per_epoch > 0 || card_ != data::kInfiniteCardinality,
+                 "fit: the dataset is infinite (repeat()), so steps_per_epoch must be given");
+  steps_ = o.steps_per_epoch > 0 ? o.steps_per_epoch : (card_ >= 0 ? card_ : -1);
+  distribute::Strategy* strategy = model_.strategy_;
+  // Only the chief of several workers reports progress (and writes files: the callbacks'
+  // is_chief options).
+  const bool chief = !strategy || strategy->is_chief();
+  verbose_ = !chief ? 0 : o.verbose >= 0 ? o.verbose : (isatty(fileno(stdout)) ? 1 : 2);
+  callbacks.cbs = o.callbacks;
+  if (verbose_ > 0) callbacks.cbs.insert(callbacks.cbs.begin(), std::make_shared<ProgbarLogger>());
+  const TrainParams params{.epochs = o.epochs, .steps = steps_, .verbose = verbose_};
+  callbacks.each([&](Callback& c) {
+    c.set_model(&model_);
+    c.set_params(params);
+  });
+  model_.stop_training = false;
+  model_.timing_ = FitTiming{};
+  const std::int64_t total_steps = steps_ > 0 ? steps_ * (o.epochs - o.initial_epoch) : -1;
+  warmup_ = total_steps > 0 ? std::max<std::int64_t>(1, total_steps / 20) : 1;
+  for (auto& c : callbacks.cbs)
+    if (auto* b = dynamic_cast<BackupAndRestore*>(c.get())) backup_ = b;
+  LOCKSTEP_CHECK(!backup_ || model_.built(), "fit: BackupAndRestore needs a built model (give the first layer an "
+                                             "input_dim or call build()) so that a backup can be restored before "
+                                             "training starts");
+  choose_input();
+}
+
+void FitLoop::choose_input() {
+  distribute::Strategy* strategy = model_.strategy_;
+  devices_ = strategy ? strategy->contexts() : std::vector<ComputeContext*>{&current_compute_context()};
+  // Input pipelines may use only the cores that training does not (data::ThreadBudget).
+  int compute_threads = 0;
+  for (auto* ctx : devices_) compute_threads += context_threads(*ctx);
+  compute_lease_ = data::ThreadBudget::process().reserve_compute(compute_threads);
+  // When training keeps every core busy, a pipeline thread gathering the batch would take a
+  // core from a replica (and every replica waits for the slowest): the replicas gather their
+  // own slices instead, in parallel (row batches, where the pipeline has them: DistributedInputOptions).
+  // Replicas on GPUs take the pipeline's batches (their threads only queue work) and copy the
+  // next one to their device while a step runs (DistributedBatch), so fit reads one batch ahead.
+  for (auto* ctx : devices_) on_gpus_ |= context_device(*ctx).kind != DeviceKind::kCpu;
+  gather_in_replicas_ =
+      !on_gpus_ && data::ThreadBudget::process().compute_reserved() >= data::ThreadBudget::process().cores();
+  // The replicas gather the next batch's slices ahead (DistributedBatch); LOCKSTEP_GATHER_AHEAD=0
+  // turns that off, read per fit so that bench/fit_overhead can compare both in one process.
+  // On GPUs the next batch is copied to the devices ahead instead; LOCKSTEP_PREFETCH_TO_DEVICE=0
+  // turns that off (for comparisons, and for the GPU test that it changes no result).
+  const auto env_on = [](const char* name) {
+    const char* v = std::getenv(name);
+    return v == nullptr || std::strcmp(v, "0") != 0;
+  };
+  read_ahead_ = on_gpus_ ? env_on("LOCKSTEP_PREFETCH_TO_DEVICE") : env_on("LOCKSTEP_GATHER_AHEAD");
+}
+
+ResumePoint FitLoop::resume() {
+  ResumePoint at{.epoch = o_.initial_epoch};
+  if (!backup_ || !backup_->restored_state()) return at;
+  const io::TrainingState& st = *backup_->restored_state();
+  const optimizers::Optimizer& optimizer = *model_.optimizer_;
+  LOCKSTEP_CHECK(st.seed == model_.seed_, "fit: the backup was made by a model with seed ", st.seed,
+                 ", this model has seed ", model_.seed_, "; resume with the same seed");
+  LOCKSTEP_CHECK(st.epoch >= o_.initial_epoch && st.epoch <= o_.epochs, "fit: the backup is at epoch ", st.epoch,
+                 ", outside [initial_epoch, epochs] = [", o_.initial_epoch, ", ", o_.epochs, "]");
+  LOCKSTEP_CHECK(steps_ < 0 || st.batch_in_epoch <= steps_, "fit: the backup is at batch ", st.batch_in_epoch,
+                 " of epoch ", st.epoch + 1, ", past its ", steps_, " steps per epoch");
+  at = ResumePoint{.epoch = st.epoch, .batch = st.batch_in_epoch, .state = &st};
+  if (std::getenv("LOCKSTEP_VERBOSE_RESUME") || verbose_ > 0)
+    std::fprintf(stderr, "Resuming from backup: epoch %d, batch %lld, step %lld\n", st.epoch + 1,
+                 static_cast<long long>(st.batch_in_epoch), static_cast<long long>(optimizer.iterations()));
+  if (model_.strategy_) take_restored_slots();
+  return at;
+}
+
+void FitLoop::take_restored_slots() {
+  distribute::Strategy& strategy = *model_.strategy_;
+  optimizers::Optimizer& optimizer = *model_.optimizer_;
+  model_.ensure_mirrored();  // under several workers: the chief's restored variables
+  if (strategy.num_workers() > 1) {
+    // And its restored optimizer slots: each worker's primary copy takes the chief's (the
+    // other local replicas' stand-ins are dropped; broadcast_slots fills them below).
+    std::vector<std::vector<Tensor>> slots;
+    for (const auto& v : model_.trainable_variables()) {
+      for (const auto& [name, t] : optimizer.slots(v)) {
+        std::vector<Tensor> copies{t};
+        for (int r = 1; r < strategy.num_local_replicas(); ++r) copies.push_back(t.clone());
+        slots.push_back(std::move(copies));
+      }
+    }
+    strategy.broadcast_from_chief(slots);
+  }
+  for (const auto& v : model_.trainable_variables()) optimizer.broadcast_slots(v);
+}
+
+EpochInput FitLoop::open_input(ResumePoint at) const {
+  const distribute::Strategy* s = model_.strategy_;
+  const int local = s ? s->num_local_replicas() : 1;
+  const distribute::DistributedInputOptions input{.replicas = s ? s->num_replicas_in_sync() : 1,
+                                                  .first_replica = s ? s->worker_index() * local : 0,
+                                                  .local_replicas = local,
+                                                  .row_batches = gather_in_replicas_,
+                                                  .peek_elements = on_gpus_,
+                                                  .read_ahead = read_ahead_,
+                                                  .check_splittable = s != nullptr};
+  auto open_pass = [this, input] { return std::make_unique<EpochInput::Iterator>(dataset_, input); };
+  return EpochInput(open_pass, o_, card_, at);
+}
+
+EpochTally FitLoop::train_epoch(EpochInput& in, bool resumed, std::int64_t first_step) {
+  in.begin_epoch(resumed, first_step);
+  // Peak memory per device over the epoch: what the epoch line and History report.
+  for (auto* d : devices_) reset_context_peak_bytes(*d);
+  GpuUtilization utilization(devices_);
+  EpochTally tally{.start = std::chrono::steady_clock::now()};
+  std::vector<distribute::DistributedBatch> group;
+  bool more = true;
+  for (std::int64_t step = first_step; more && !model_.stop_training && (steps_ < 0 || step < steps_);) {
+    more = read_group(in, step, group, tally);
+    run_group(step, group, tally, utilization);
+  }
+  // Training stopped within a group: its held-back gradients are not applied.
+  model_.accumulated_.clear();
+  tally.gpu_utilization = utilization.take_mean();
+  return tally;
+}
+
+bool FitLoop::read_group(EpochInput& in, std::int64_t step, std::vector<distribute::DistributedBatch>& group,
+                         EpochTally& tally) {
+  group.clear();
+  const std::int64_t accumulation = o_.gradient_accumulation_steps;
+  const std::int64_t room = steps_ < 0 ? accumulation : std::min<std::int64_t>(accumulation, steps_ - step);
+  while (static_cast<std::int64_t>(group.size()) < room) {
+    const auto wait_start = std::chrono::steady_clock::now();
+    const std::int64_t at = step + static_cast<std::int64_t>(group.size());
+    std::optional<distribute::DistributedBatch> batch = in.next(steps_ >= 0 && at + 1 >= steps_);
+    tally.input_seconds += seconds_since(wait_start);
+    if (!batch) {
+      // Batches this epoch has had, a resumed epoch's earlier ones included.
+      const std::int64_t had = step + static_cast<std::int64_t>(group.size());
+      if (in.renews() && had > 0) {
+        warn_pass_ended_epoch(had, o_.steps_per_epoch);
+        in.end_pass();
+      } else if (o_.steps_per_epoch > 0) {
+        tally.ran_dry = true;
+      }
+      return false;
+    }
+    LOCKSTEP_CHECK(batch->global->components() >= 2, "fit: dataset elements must be (x, y) pairs, got ",
+                   batch->global->components(), " component(s)");
+    group.push_back(std::move(*batch));
+  }
+  return true;
+}
+
+void FitLoop::run_group(std::int64_t& step, const std::vector<distribute::DistributedBatch>& group,
+                        EpochTally& tally, GpuUtilization& utilization) {
+  std::int64_t group_examples = 0;
+  for (const auto& b : group) group_examples += b.global_size;
+  std::int64_t first_example = 0;
+  for (std::size_t j = 0; j < group.size() && !model_.stop_training; ++j, ++step) {
+    ++tally.steps;
+    Logs batch_logs;
+    callbacks.each([&](Callback& c) { c.on_train_batch_begin(step, batch_logs); });
+    using Use = Model::GradientUse;
+    const Use use = group.size() == 1 ? Use::kApply : j + 1 < group.size() ? Use::kHoldBack : Use::kApplyGroup;
+    model_.train_micro_step(group[j], first_example, group_examples, use);
+    first_example += group[j].global_size;
+    ++global_step_;
+    if (global_step_ == warmup_) timed_start_ = std::chrono::steady_clock::now();
+    batch_logs = model_.collect_logs("");
+    callbacks.each([&](Callback& c) { c.on_train_batch_end(step, batch_logs); });
+    utilization.maybe_sample();
+  }
+}
+
+void FitLoop::update_timing() {
+  if (global_step_ <= warmup_) return;
+  FitTiming& t = model_.timing_;
+  t.steps = global_step_ - warmup_;
+  t.seconds = seconds_since(timed_start_);
+  t.steps_per_second = t.seconds > 0 ? static_cast<double>(t.steps) / t.seconds : 0;
+}
+
+Logs FitLoop::epoch_logs(const EpochTally& tally) {
+  update_timing();
+  Logs out = model_.collect_logs("");
+  std::uint64_t peak = 0;
+  for (auto* d : devices_) peak = std::max(peak, context_peak_bytes(*d));
+  out["peak_memory_mib"] = static_cast<double>(peak) / (1024.0 * 1024.0);
+  if (tally.gpu_utilization) out["gpu_utilization"] = *tally.gpu_utilization;
+  if (const auto* ls = dynamic_cast<const optimizers::LossScaleOptimizer*>(model_.optimizer_.get())) {
+    out["loss_scale"] = ls->loss_scale();
+    out["skipped_steps"] = static_cast<double>(ls->skipped_steps());
+  }
+  const double epoch_seconds = seconds_since(tally.start);
+  if (tally.steps > 0 && epoch_seconds > 0) {
+    out["input_wait_share"] = tally.input_seconds / epoch_seconds;
+    out["steps_per_second"] = static_cast<double>(tally.steps) / epoch_seconds;
+  }
+  if (o_.validation_data) {
+    Logs v = model_.evaluate_impl(*o_.validation_data, o_.validation_steps, {}, 0);
+    for (const auto& [k, val] : v) out["val_" + k] = val;
+  }
+  return out;
+}
+
+}  // namespace lockstep::detail

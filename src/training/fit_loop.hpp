@@ -1,0 +1,121 @@
+#pragma once
+// The named parts of Model::fit (fit.cpp): where it starts (a resume plan), the passes it reads
+// (EpochInput), and one epoch's training as groups of batches read and then run (FitLoop).
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "lockstep/data/thread_budget.hpp"
+#include "lockstep/training/callbacks.hpp"
+#include "lockstep/training/model.hpp"
+#include "training/gpu_utilization.hpp"
+#include "training/replica_slices.hpp"
+
+namespace lockstep::detail {
+
+/// Where fit starts: initial_epoch, or the epoch and batch that a backup was made at.
+struct ResumePoint {
+  int epoch = 0;
+  std::int64_t batch = 0;
+  const io::TrainingState* state = nullptr;  // the restored backup's, when resuming
+};
+
+/// What training one epoch tallies for its logs.
+struct EpochTally {
+  std::int64_t steps = 0;
+  double input_seconds = 0;  // spent waiting for input, so that an input-bound run shows itself
+  bool ran_dry = false;      // steps_per_epoch is set and the input ended
+  std::optional<double> gpu_utilization;
+  std::chrono::steady_clock::time_point start;
+};
+
+/// The passes over the dataset that fit reads. With steps_per_epoch, one iterator runs on across
+/// epochs (Keras' EpochIterator). When the dataset's length is known, a pass that has been used
+/// up is replaced by a fresh one at the next epoch's start, so steps_per_epoch = the dataset's
+/// length is a fresh pass each epoch, and a pass that runs out within an epoch ends that epoch
+/// early (with a warning) rather than training. Without steps_per_epoch each epoch is a pass.
+class EpochInput {
+ public:
+  using Iterator = distribute::Strategy::DistributedIterator;
+  using OpenPass = std::function<std::unique_ptr<Iterator>()>;
+  /// Resuming at `at`: the shuffle order of a pass depends only on the seed and on how many
+  /// passes came before, so the passes of the finished epochs are made (and dropped) again,
+  /// then the batches already trained in the interrupted epoch are skipped.
+  EpochInput(OpenPass open_pass, const FitOptions& o, std::int64_t cardinality, ResumePoint at);
+  /// Before an epoch's first batch; `resumed`: the epoch a backup interrupted.
+  void begin_epoch(bool resumed, std::int64_t first_step);
+  /// The next batch, or none at the end of the pass (or where a known-length pass is used up).
+  /// The batch after it is read ahead for the replicas to prepare during its step
+  /// (DistributedIterator::next), unless it is `last_of_epoch` (validation comes first) or the
+  /// pass's last.
+  std::optional<distribute::DistributedBatch> next(bool last_of_epoch);
+  bool used_up() const { return renew_ && taken_ >= card_; }
+  bool renews() const { return renew_; }
+  /// The pass ended within an epoch: the next epoch starts a fresh one.
+  void end_pass() { taken_ = card_; }
+
+ private:
+  OpenPass open_pass_;
+  std::int64_t card_;
+  bool renew_;
+  std::int64_t taken_ = 0;  // batches taken from persistent_'s pass
+  std::unique_ptr<Iterator> persistent_;
+  std::unique_ptr<Iterator> per_epoch_;
+  Iterator* it_ = nullptr;
+};
+
+/// One fit call's state and its parts; Model::fit is the loop over epochs that calls them.
+class FitLoop {
+ public:
+  /// Checks the options and sets up callbacks, the thread budget and the read-ahead switches.
+  FitLoop(Model& model, const data::Dataset& dataset, const FitOptions& o);
+  /// Where to start: checks a restored backup against this fit and takes its slots to every
+  /// replica (and worker).
+  ResumePoint resume();
+  EpochInput open_input(ResumePoint at) const;
+  EpochTally train_epoch(EpochInput& in, bool resumed, std::int64_t first_step);
+  /// The epoch's logs: the metrics, throughput, memory, GPU use, loss scale and validation.
+  Logs epoch_logs(const EpochTally& tally);
+
+  CallbackList callbacks;
+  Logs logs;
+  History history;
+
+ private:
+  /// Reads the next group of batches (gradient accumulation: every batch's loss is divided by
+  /// all the group's examples, a short last group included; without it a group is one batch).
+  /// Returns false when the input ended.
+  bool read_group(EpochInput& in, std::int64_t step, std::vector<distribute::DistributedBatch>& group,
+                  EpochTally& tally);
+  void run_group(std::int64_t& step, const std::vector<distribute::DistributedBatch>& group, EpochTally& tally,
+                 GpuUtilization& utilization);
+  /// The devices, the thread budget, and how batches are read: row batches gathered by the
+  /// replicas, elements read ahead for GPUs, and whether the next batch is prepared ahead.
+  void choose_input();
+  void take_restored_slots();
+  void update_timing();
+  void add_device_logs(Logs& out) const;
+
+  Model& model_;
+  const data::Dataset& dataset_;
+  const FitOptions& o_;
+  std::int64_t card_;
+  std::int64_t steps_;  // per epoch; -1: until the pass ends
+  int verbose_;
+  BackupAndRestore* backup_ = nullptr;
+  // The contexts training computes on: the replicas', or the current one without a strategy.
+  std::vector<ComputeContext*> devices_;
+  data::ThreadBudget::Lease compute_lease_;
+  bool on_gpus_ = false;
+  bool gather_in_replicas_ = false;
+  bool read_ahead_ = true;
+  // Throughput is timed after the first 5% of all steps (warm-up: caches, allocator).
+  std::int64_t warmup_ = 1;
+  std::int64_t global_step_ = 0;
+  std::chrono::steady_clock::time_point timed_start_;
+};
+
+}  // namespace lockstep::detail

@@ -1,0 +1,70 @@
+#pragma once
+// What model.cpp, fit and evaluate/predict share: one replica's numbers, the callback list, and
+// the one path of a batch through the replicas (run_on_slices).
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <type_traits>
+#include <vector>
+
+#include "lockstep/data/input_context.hpp"
+#include "lockstep/distribute/strategy.hpp"
+#include "lockstep/tensor/compute_context.hpp"
+#include "lockstep/training/callback.hpp"
+
+namespace lockstep {
+
+// Per-replica losses and metric states, summed across replicas by the strategy (the only
+// cross-replica reduction of the model's numbers), then merged into the running trackers.
+struct detail::ReplicaNumbers {
+  Tensor loss_sum;
+  std::vector<Tensor> metric_states;
+  // Under loss scaling: whether the (all-reduced, so on every replica the same) gradients were
+  // finite, i.e. whether the update was applied.
+  bool gradients_finite = true;
+};
+
+namespace detail {
+
+struct CallbackList {
+  std::vector<CallbackPtr> cbs;
+  template <typename F>
+  void each(F&& f) {
+    for (auto& c : cbs) f(*c);
+  }
+};
+
+// The one path of a batch through the model, the custom loops' (strategy.run(fn, batch)):
+// fn(slice, first_row, replica) runs once per replica on its slice with the slice's first row in
+// the global batch, or once on the whole batch without a strategy. Each replica meanwhile
+// prepares its slice of the batch after, where the batch has one (DistributedBatch::ahead).
+// Returns the per-replica results in replica order.
+template <typename F>
+auto run_on_slices(distribute::Strategy* strategy, const distribute::DistributedBatch& batch, F&& fn)
+    -> distribute::PerReplica<std::invoke_result_t<F&, const data::Element&, std::int64_t, ReplicaInterface*>> {
+  using R = std::invoke_result_t<F&, const data::Element&, std::int64_t, ReplicaInterface*>;
+  if (strategy) {
+    return strategy->run(
+        [&](const data::Element& slice) {
+          ReplicaInterface* rc = current_replica();
+          return fn(slice, rc->first_example(), rc);
+        },
+        batch);
+  }
+  batch.make_ahead_slots();
+  R result = fn(batch.begin_slice(0), 0, nullptr);
+  batch.end_slice(0);
+  return distribute::PerReplica<R>(std::vector<R>{std::move(result)});
+}
+
+// A batch of tensors split over the strategy's replicas (this worker's), or whole without one.
+inline distribute::DistributedBatch split_batch(distribute::Strategy* strategy, data::Element tensors) {
+  if (!strategy) return distribute::DistributedBatch::split(std::make_shared<const distribute::GlobalBatch>(tensors), 1);
+  const int n = strategy->num_replicas_in_sync(), local = strategy->num_local_replicas();
+  data::check_splittable(tensors, n);
+  return distribute::DistributedBatch::split(std::make_shared<const distribute::GlobalBatch>(std::move(tensors)), n,
+                                             strategy->worker_index() * local, local);
+}
+
+}  // namespace detail
+}  // namespace lockstep
