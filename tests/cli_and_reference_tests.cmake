@@ -11,6 +11,16 @@ add_test(NAME cli.bad_number_is_status_2
 add_test(NAME cli.no_command_is_status_2 COMMAND ${_expect} 2 "subcommand is required" ${_cli})
 add_test(NAME cli.help_is_status_0 COMMAND ${_expect} 0 "--batch-size" ${_cli} train --help)
 add_test(NAME cli.devices_lists_the_cpu COMMAND ${_expect} 0 "cpu:0" ${_cli} devices)
+# The environment: `lockstep env` prints the table; a typo'd or malformed LOCKSTEP_* variable is
+# status 2 naming it (and the closest known name) before any work.
+add_test(NAME cli.env_lists_the_switches
+         COMMAND ${_expect} 0 "LOCKSTEP_SHARD_UPDATE  \\(flag; library\\)" ${_cli} env)
+add_test(NAME cli.env_typo_is_status_2_naming_it_and_the_closest
+         COMMAND ${CMAKE_COMMAND} -E env LOCKSTEP_SHARD_UPDAT=0 ${_expect} 2
+                 "unknown environment variable LOCKSTEP_SHARD_UPDAT: did you mean LOCKSTEP_SHARD_UPDATE" ${_cli} devices)
+add_test(NAME cli.env_malformed_value_is_status_2_naming_it
+         COMMAND ${CMAKE_COMMAND} -E env LOCKSTEP_CPU_THREADS=-3 ${_expect} 2
+                 "LOCKSTEP_CPU_THREADS='-3' is not a thread count in \\[1, 65536\\]" ${_cli} devices)
 add_test(NAME cli.missing_data_names_path_and_setup
          COMMAND ${CMAKE_COMMAND} -E env LOCKSTEP_DATA_DIR=${CMAKE_CURRENT_BINARY_DIR}/no-such-dir
                  ${_expect} 1 "no-such-dir/mnist/train-images-idx3-ubyte.*scripts/setup.sh" ${_cli} train)

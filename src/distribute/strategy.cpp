@@ -14,6 +14,7 @@
 #include "backend/devices.hpp"
 #include "backend/kernels.hpp"
 #include "backend/thread_pool.hpp"
+#include "core/env.hpp"
 #include "distribute/worker_transport.hpp"
 #include "lockstep/tensor/ops.hpp"
 
@@ -24,8 +25,7 @@ thread_local Strategy* t_current_strategy = nullptr;
 
 // False when the environment variable is set to 0.
 bool env_flag_not_zero(const char* name) {
-  const char* env = std::getenv(name);
-  return !(env && std::string(env) == "0");
+  return env::flag(name);
 }
 
 // MirroredOptions::shard_optimizer_update, unless $LOCKSTEP_SHARD_UPDATE is 0.
@@ -666,13 +666,7 @@ Tensor compute_average_loss(const Tensor& per_example_loss) {
 
 // ---------------------------------------------------------------------------------------
 int default_num_cpu_devices() {
-  if (const char* env = std::getenv("LOCKSTEP_CPU_DEVICES")) {
-    char* end = nullptr;
-    const long n = std::strtol(env, &end, 10);
-    LOCKSTEP_CHECK(end != env && *end == '\0' && n >= 1 && n <= kMaxCpuDevices, "LOCKSTEP_CPU_DEVICES='", env,
-                   "' is not a device count in [1, ", kMaxCpuDevices, "]");
-    return static_cast<int>(n);
-  }
+  if (const auto n = env::integer("LOCKSTEP_CPU_DEVICES")) return static_cast<int>(*n);
   return std::min(backend::available_cores(), backend::default_cpu_threads());
 }
 
@@ -772,7 +766,7 @@ Layout gpu_layout(const std::vector<int>& gpus, const MirroredOptions& o) {
 }
 
 bool cpu_devices_asked(const MirroredOptions& o) {
-  return o.num_cpu_devices > 0 || std::getenv("LOCKSTEP_CPU_DEVICES") != nullptr;
+  return o.num_cpu_devices > 0 || env::is_set("LOCKSTEP_CPU_DEVICES");
 }
 
 Layout mirrored_layout(const MirroredOptions& o) {

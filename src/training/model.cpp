@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "core/env.hpp"
 #include "lockstep/tensor/compute_context.hpp"
 #include "lockstep/training/preprocessing.hpp"
 #include "lockstep/autograd/gradient_tape.hpp"
@@ -444,8 +445,7 @@ double Model::train_micro_step(const FitBatch& batch_in, std::int64_t first_exam
   // Debug check (LOCKSTEP_CHECK_MIRRORED=1): every replica's copy of every variable is still
   // bit-identical after the update; throws DistributedError naming the first that drifted.
   static const bool check_mirrored = [] {
-    const char* v = std::getenv("LOCKSTEP_CHECK_MIRRORED");
-    return v && *v && std::string(v) != "0";
+    return env::flag("LOCKSTEP_CHECK_MIRRORED");
   }();
   if (check_mirrored && strategy_) strategy_->check_mirrored(variables());
   // Losses and metrics are reduced across replicas before anyone sees them.
@@ -546,8 +546,7 @@ History Model::fit(const data::Dataset& dataset, const FitOptions& o) {
   // On GPUs the next batch is copied to the devices ahead instead; LOCKSTEP_PREFETCH_TO_DEVICE=0
   // turns that off (for comparisons, and for the GPU test that it changes no result).
   const auto env_on = [](const char* name) {
-    const char* v = std::getenv(name);
-    return v == nullptr || std::strcmp(v, "0") != 0;
+    return env::flag(name);
   };
   const bool read_ahead = on_gpus ? env_on("LOCKSTEP_PREFETCH_TO_DEVICE") : env_on("LOCKSTEP_GATHER_AHEAD");
   Logs logs;
@@ -568,7 +567,7 @@ History Model::fit(const data::Dataset& dataset, const FitOptions& o) {
                    " of epoch ", st.epoch + 1, ", past its ", steps, " steps per epoch");
     first_epoch = st.epoch;
     skip_batches = st.batch_in_epoch;
-    if (std::getenv("LOCKSTEP_VERBOSE_RESUME") || verbose > 0)
+    if (env::flag("LOCKSTEP_VERBOSE_RESUME") || verbose > 0)
       std::fprintf(stderr, "Resuming from backup: epoch %d, batch %lld, step %lld\n", st.epoch + 1,
                    static_cast<long long>(st.batch_in_epoch), static_cast<long long>(optimizer_->iterations()));
     if (strategy_) {
