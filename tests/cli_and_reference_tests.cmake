@@ -1,5 +1,8 @@
 # Tests that drive the built CLI as a user would, and that compare against Python references.
 set(_cli $<TARGET_FILE:lockstep_cli>)
+# The CLI with the write-fault hooks (tools/CMakeLists.txt): for the tests that need a crash or a
+# full disk inside a file write.
+set(_cli_hooks $<TARGET_FILE:lockstep_test_hooks>)
 set(_expect ${CMAKE_CURRENT_SOURCE_DIR}/cli/expect.sh)
 
 add_test(NAME cli.unknown_flag_is_usage_and_status_2
@@ -11,6 +14,19 @@ add_test(NAME cli.bad_number_is_status_2
 add_test(NAME cli.no_command_is_status_2 COMMAND ${_expect} 2 "subcommand is required" ${_cli})
 add_test(NAME cli.help_is_status_0 COMMAND ${_expect} 0 "--batch-size" ${_cli} train --help)
 add_test(NAME cli.devices_lists_the_cpu COMMAND ${_expect} 0 "cpu:0" ${_cli} devices)
+# The environment: `lockstep env` prints the table; a typo'd or malformed LOCKSTEP_* variable is
+# status 2 naming it (and the closest known name) before any work; the shipped binary ignores
+# the test build's write faults.
+add_test(NAME cli.env_lists_the_switches
+         COMMAND ${_expect} 0 "LOCKSTEP_SHARD_UPDATE  \\(flag; library\\)" ${_cli} env)
+add_test(NAME cli.env_typo_is_status_2_naming_it_and_the_closest
+         COMMAND ${CMAKE_COMMAND} -E env LOCKSTEP_SHARD_UPDAT=0 ${_expect} 2
+                 "unknown environment variable LOCKSTEP_SHARD_UPDAT: did you mean LOCKSTEP_SHARD_UPDATE" ${_cli} devices)
+add_test(NAME cli.env_malformed_value_is_status_2_naming_it
+         COMMAND ${CMAKE_COMMAND} -E env LOCKSTEP_CPU_THREADS=-3 ${_expect} 2
+                 "LOCKSTEP_CPU_THREADS='-3' is not a thread count in \\[1, 65536\\]" ${_cli} devices)
+add_test(NAME cli.env_shipped_binary_has_no_write_faults
+         COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/cli/no_write_faults.sh ${_cli})
 add_test(NAME cli.missing_data_names_path_and_setup
          COMMAND ${CMAKE_COMMAND} -E env LOCKSTEP_DATA_DIR=${CMAKE_CURRENT_BINARY_DIR}/no-such-dir
                  ${_expect} 1 "no-such-dir/mnist/train-images-idx3-ubyte.*scripts/setup.sh" ${_cli} train)
@@ -158,8 +174,12 @@ if(NOT LOCKSTEP_SANITIZE)  # ulimit -v leaves a sanitizer no room for its shadow
   list(APPEND _hostile_cases thread_start_failure)
 endif()
 foreach(_case IN LISTS _hostile_cases)
+  set(_hostile_cli ${_cli})
+  if(_case STREQUAL "output_write_failure")  # a full disk: LOCKSTEP_INJECT_ENOSPC
+    set(_hostile_cli ${_cli_hooks})
+  endif()
   add_test(NAME cli.hostile.${_case}
-           COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/cli/hostile_inputs.sh ${_cli} ${_saved} ${_case})
+           COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/cli/hostile_inputs.sh ${_hostile_cli} ${_saved} ${_case})
   set_tests_properties(cli.hostile.${_case} PROPERTIES FIXTURES_REQUIRED saved_model_cli TIMEOUT 300)
 endforeach()
 
@@ -181,7 +201,7 @@ add_test(NAME cli.mirrored_copies_never_drift
                  ${CMAKE_CURRENT_BINARY_DIR}/drift-run ${_expect} ${_cli})
 # ... and deterministically inside each of the three writes of a backup.
 add_test(NAME cli.crash_inside_checkpoint_writes_and_resume_is_bit_identical
-         COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/cli/crash_during_checkpoint.sh ${_cli})
+         COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/cli/crash_during_checkpoint.sh ${_cli_hooks})
 set_tests_properties(cli.crash_inside_checkpoint_writes_and_resume_is_bit_identical PROPERTIES TIMEOUT 600)
 
 # Layering rules the compiler cannot check (scripts/check_layering.py): raw tensor memory only in

@@ -5,6 +5,8 @@
 #include <cstdlib>
 #include <thread>
 
+#include "core/env.hpp"
+
 namespace lockstep::backend {
 
 namespace {
@@ -47,10 +49,7 @@ int available_cores() {
 int default_cpu_threads() {
   // LOCKSTEP_CPU_THREADS caps the default context's pool (benchmarks compare at equal threads).
   const int cores = available_cores();
-  if (const char* env = std::getenv("LOCKSTEP_CPU_THREADS")) {
-    const int n = std::atoi(env);
-    if (n > 0) return n;
-  }
+  if (const auto n = env::integer("LOCKSTEP_CPU_THREADS")) return static_cast<int>(*n);
   return cores;
 }
 

@@ -5,6 +5,7 @@
 
 #include "backend/cpu/cpu_kernels.hpp"
 #include "backend/devices.hpp"
+#include "core/env.hpp"
 #include "lockstep/core/error.hpp"
 #ifdef LOCKSTEP_WITH_CUDA
 #include "backend/cuda/cuda_backend.hpp"
@@ -25,12 +26,7 @@ const DeviceOps kNoDeviceOps{};
 // not tested this way: its kernels, streams and libraries need the real device. Replicas on several
 // of them reduce through host memory (the shared-memory group), not NCCL.
 int emulated_gpus_from_env() {
-  const char* v = std::getenv("LOCKSTEP_EMULATED_GPUS");
-  if (v == nullptr || *v == '\0') return 0;
-  const std::string s(v);
-  LOCKSTEP_CHECK(s.size() == 1 && s[0] >= '0' && s[0] <= '8', "LOCKSTEP_EMULATED_GPUS='", s,
-                 "': the number of emulated GPUs must be 0 to 8");
-  return s[0] - '0';
+  return static_cast<int>(*env::integer("LOCKSTEP_EMULATED_GPUS"));
 }
 
 void* emulated_fence(ComputeContext&, bool) {

@@ -3,6 +3,7 @@
 #include <filesystem>
 #include <vector>
 
+#include "core/env.hpp"
 #include "lockstep/data/idx.hpp"
 #include "lockstep/datasets/fashion_mnist.hpp"
 #include "lockstep/datasets/mnist.hpp"
@@ -57,8 +58,8 @@ TrainTest load_mnist_format(const std::vector<std::string>& dirs, const char* da
 }  // namespace
 
 std::string data_dir() {
-  if (const char* dir = std::getenv("LOCKSTEP_DATA_DIR"); dir && *dir) return dir;
-  if (const char* home = std::getenv("HOME"); home && *home) return std::string(home) + "/.lockstep/datasets";
+  if (std::string dir = env::text("LOCKSTEP_DATA_DIR"); !dir.empty()) return dir;
+  if (const std::string home = env::text("HOME"); !home.empty()) return home + "/.lockstep/datasets";
   throw IOError("cannot find the dataset directory: neither LOCKSTEP_DATA_DIR nor HOME is set; set "
                 "LOCKSTEP_DATA_DIR and run scripts/setup.sh");
 }

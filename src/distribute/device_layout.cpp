@@ -12,6 +12,7 @@
 
 #include "backend/context.hpp"
 #include "backend/devices.hpp"
+#include "core/env.hpp"
 #include "distribute/device_layout.hpp"
 #include "distribute/worker_transport.hpp"
 #include "lockstep/core/error.hpp"
@@ -20,13 +21,7 @@
 namespace lockstep::distribute {
 
 int default_num_cpu_devices() {
-  if (const char* env = std::getenv("LOCKSTEP_CPU_DEVICES")) {
-    char* end = nullptr;
-    const long n = std::strtol(env, &end, 10);
-    LOCKSTEP_CHECK(end != env && *end == '\0' && n >= 1 && n <= kMaxCpuDevices, "LOCKSTEP_CPU_DEVICES='", env,
-                   "' is not a device count in [1, ", kMaxCpuDevices, "]");
-    return static_cast<int>(n);
-  }
+  if (const auto n = env::integer("LOCKSTEP_CPU_DEVICES")) return static_cast<int>(*n);
   return std::min(backend::available_cores(), backend::default_cpu_threads());
 }
 
@@ -127,7 +122,7 @@ Layout gpu_layout(DeviceKind kind_of_gpus, const std::vector<int>& gpus, const M
 }
 
 bool cpu_devices_asked(const MirroredOptions& o) {
-  return o.num_cpu_devices > 0 || std::getenv("LOCKSTEP_CPU_DEVICES") != nullptr;
+  return o.num_cpu_devices > 0 || env::is_set("LOCKSTEP_CPU_DEVICES");
 }
 
 Layout mirrored_layout(const MirroredOptions& o) {

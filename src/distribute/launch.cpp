@@ -1,5 +1,6 @@
 #include <cstdlib>
 
+#include "core/env.hpp"
 #include "distribute/worker_transport.hpp"
 #include "lockstep/distribute/strategy.hpp"
 
@@ -8,7 +9,7 @@ namespace lockstep::distribute {
 bool launched_under_mpi() {
   // Open MPI's mpirun, PMIx launchers (srun --mpi=pmix, prterun) and PMI-1/2 ones (MPICH, srun).
   for (const char* name : {"OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_SIZE"})
-    if (std::getenv(name)) return true;
+    if (env::is_set(name)) return true;
   return false;
 }
 

@@ -12,6 +12,7 @@
 #include <mutex>
 #include <sstream>
 
+#include "core/env.hpp"
 #include "lockstep/tensor/ops.hpp"
 
 namespace lockstep::distribute {
@@ -143,11 +144,10 @@ MultiWorkerGroup::MultiWorkerGroup(WorkerTransport& transport, int local_size, c
   std::string bad_setting;
   try {
     me.slot_bytes = slot_bytes();
+    me.shared_memory = env::flag("LOCKSTEP_WORKER_SHM") ? 1 : 0;
   } catch (const ValueError& e) {
     bad_setting = e.what();
   }
-  const char* env = std::getenv("LOCKSTEP_WORKER_SHM");
-  me.shared_memory = env && std::string(env) == "0" ? 0 : 1;
   const Deadline deadline = Deadline::in(timeout());
   const std::vector<Bytes> all = transport_.all_to_all(tag_, to_bytes(me), deadline.at, deadline.after,
                                                        "the group's set-up");
@@ -188,15 +188,7 @@ MultiWorkerGroup::MultiWorkerGroup(WorkerTransport& transport, int local_size, c
 MultiWorkerGroup::~MultiWorkerGroup() { shutdown(); }
 
 std::size_t MultiWorkerGroup::slot_bytes() {
-  const char* env = std::getenv("LOCKSTEP_WORKER_SHM_SLOT_MIB");
-  if (!env) return std::size_t{4} << 20;
-  char* end = nullptr;
-  errno = 0;
-  const long long mib = std::strtoll(env, &end, 10);
-  if (errno != 0 || end == env || *end != '\0' || mib < 1 || mib > 65536)
-    throw ValueError(std::string("LOCKSTEP_WORKER_SHM_SLOT_MIB must be a whole number of MiB in [1, 65536], got '") +
-                     env + "'");
-  return static_cast<std::size_t>(mib) << 20;
+  return static_cast<std::size_t>(*env::integer("LOCKSTEP_WORKER_SHM_SLOT_MIB")) << 20;
 }
 
 std::string MultiWorkerGroup::stall_detail() const {

@@ -10,9 +10,6 @@
 #include <filesystem>
 
 #include "io/fault_injection.hpp"
-
-#include <csignal>
-#include <cstdlib>
 #include "lockstep/core/error.hpp"
 
 namespace lockstep::io {
@@ -77,18 +74,11 @@ void write_file_atomic(const std::string& path, std::string_view bytes) {
     g.armed = false;  // nothing was created
     fail(path, ("creating the temporary file '" + g.tmp + "'").c_str(), errno);
   }
+  if (const int injected = detail::injected_write_error(path, g.fd, bytes); injected != 0)
+    fail(path, "write", injected);
   const char* p = bytes.data();
   std::size_t left = bytes.size();
-  if (detail::crash_now()) {
-    (void)!::write(g.fd, p, left / 2);  // a torn temporary file, then the process dies
-    ::raise(SIGKILL);
-  }
   while (left > 0) {
-    if (const int injected = detail::inject_enospc_for(path) ? ENOSPC : detail::g_inject_write_errno.exchange(0);
-        injected != 0) {
-      (void)!::write(g.fd, p, left / 2);  // leave a partial temp file behind, as a full disk would
-      fail(path, "write", injected);
-    }
     const ssize_t n = ::write(g.fd, p, left);
     if (n < 0) {
       if (errno == EINTR) continue;

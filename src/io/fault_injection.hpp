@@ -1,37 +1,34 @@
 #pragma once
-// A test-only way to make write_file_atomic fail where a real disk cannot be made to fail
-// on demand (a full tmpfs needs mount privileges, which CI containers may not grant).
+// Where tests make write_file_atomic fail as a real disk cannot be made to fail on demand (a
+// full tmpfs needs mount privileges, which CI containers may not grant). The library only
+// calls the hook; the faults themselves (a SIGKILL inside a write, ENOSPC for one path) are in
+// tests/cli/write_faults.cpp, linked into the test build of the CLI alone, so the shipped
+// library and binary have none.
+#include <unistd.h>
+
 #include <atomic>
-#include <cstdlib>
 #include <string>
+#include <string_view>
 
 namespace lockstep::io::detail {
+
+/// Called by every write_file_atomic with its temporary file open and nothing written yet.
+/// Returns 0 to write normally, or an errno to fail with (after leaving what it wrote, as a
+/// failing disk would); it may also end the process.
+using WriteFaultHook = int (*)(const std::string& path, int fd, std::string_view bytes);
+inline std::atomic<WriteFaultHook> g_write_fault_hook{nullptr};
 
 /// When non-zero, the next write_file_atomic fails at its write step with this errno, after
 /// having created and partly written the temporary file; it then resets to zero.
 inline std::atomic<int> g_inject_write_errno{0};
 
-/// CLI test hook: with LOCKSTEP_INJECT_ENOSPC=PATH in the environment, every write_file_atomic
-/// to exactly PATH fails at its write step with ENOSPC, as a full disk would, so that a test can
-/// check that a command reports it (a full filesystem cannot be made on demand in CI).
-inline bool inject_enospc_for(const std::string& path) {
-  static const std::string target = [] {
-    const char* v = std::getenv("LOCKSTEP_INJECT_ENOSPC");
-    return v ? std::string(v) : std::string();
-  }();
-  return !target.empty() && path == target;
-}
-
-/// Crash test hook: with LOCKSTEP_CRASH_AT_WRITE=N in the environment, the Nth atomic file
-/// write of the process writes half of its temporary file and then SIGKILLs the process, so
-/// that a test can kill training exactly inside a checkpoint write.
-inline bool crash_now() {
-  static const long target = [] {
-    const char* v = std::getenv("LOCKSTEP_CRASH_AT_WRITE");
-    return v ? std::atol(v) : 0L;
-  }();
-  static std::atomic<long> writes{0};
-  return target > 0 && writes.fetch_add(1) + 1 == target;
+/// The errno a test asks this write to fail with, 0 for none.
+inline int injected_write_error(const std::string& path, int fd, std::string_view bytes) {
+  if (const WriteFaultHook hook = g_write_fault_hook.load())
+    if (const int err = hook(path, fd, bytes)) return err;
+  const int err = g_inject_write_errno.exchange(0);
+  if (err != 0) (void)!::write(fd, bytes.data(), bytes.size() / 2);  // a partial temp file, as a full disk leaves
+  return err;
 }
 
 }  // namespace lockstep::io::detail

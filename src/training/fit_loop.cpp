@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "core/env.hpp"
 #include "lockstep/optimizers/loss_scale_optimizer.hpp"
 #include "lockstep/training/progbar.hpp"
 
@@ -131,11 +132,7 @@ void FitLoop::choose_input() {
   // turns that off, read per fit so that bench/fit_overhead can compare both in one process.
   // On GPUs the next batch is copied to the devices ahead instead; LOCKSTEP_PREFETCH_TO_DEVICE=0
   // turns that off (for comparisons, and for the GPU test that it changes no result).
-  const auto env_on = [](const char* name) {
-    const char* v = std::getenv(name);
-    return v == nullptr || std::strcmp(v, "0") != 0;
-  };
-  read_ahead_ = on_gpus_ ? env_on("LOCKSTEP_PREFETCH_TO_DEVICE") : env_on("LOCKSTEP_GATHER_AHEAD");
+  read_ahead_ = on_gpus_ ? env::flag("LOCKSTEP_PREFETCH_TO_DEVICE") : env::flag("LOCKSTEP_GATHER_AHEAD");
 }
 
 ResumePoint FitLoop::resume() {
@@ -150,7 +147,7 @@ ResumePoint FitLoop::resume() {
   LOCKSTEP_CHECK(steps_ < 0 || st.batch_in_epoch <= steps_, "fit: the backup is at batch ", st.batch_in_epoch,
                  " of epoch ", st.epoch + 1, ", past its ", steps_, " steps per epoch");
   at = ResumePoint{.epoch = st.epoch, .batch = st.batch_in_epoch, .state = &st};
-  if (std::getenv("LOCKSTEP_VERBOSE_RESUME") || verbose_ > 0)
+  if (env::flag("LOCKSTEP_VERBOSE_RESUME") || verbose_ > 0)
     std::fprintf(stderr, "Resuming from backup: epoch %d, batch %lld, step %lld\n", st.epoch + 1,
                  static_cast<long long>(st.batch_in_epoch), static_cast<long long>(optimizer.iterations()));
   if (model_.strategy_) take_restored_slots();

@@ -3,6 +3,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "core/env.hpp"
 #include "lockstep/autograd/gradient_tape.hpp"
 #include "lockstep/layers/dtype_policy.hpp"
 #include "lockstep/optimizers/loss_scale_optimizer.hpp"
@@ -314,8 +315,7 @@ double Model::train_micro_step(const distribute::DistributedBatch& batch, std::i
   // Debug check (LOCKSTEP_CHECK_MIRRORED=1): every replica's copy of every variable is still
   // bit-identical after the update; throws DistributedError naming the first that drifted.
   static const bool check_mirrored = [] {
-    const char* v = std::getenv("LOCKSTEP_CHECK_MIRRORED");
-    return v && *v && std::string(v) != "0";
+    return env::flag("LOCKSTEP_CHECK_MIRRORED");
   }();
   if (check_mirrored && strategy_) strategy_->check_mirrored(variables());
   // Losses and metrics are reduced across replicas before anyone sees them.
@@ -343,4 +343,315 @@ void Model::check_workers_start_alike(int first_epoch, std::int64_t skip_batches
                    "); every worker must read the same backup (put --logdir on a shared filesystem)");
 }
 
+History Model::fit(const Tensor& x, const Tensor& y, const FitOptions& options) {
+  auto [train, val] = split_xy(x, y, options);
+  FitOptions o = options;
+  if (val && !o.validation_data) o.validation_data = *val;
+  o.validation_split = 0.0;
+  return fit(train, o);
+}
+History Model::fit(const data::Dataset& dataset, const FitOptions& o) {
+  check_compiled("fit");
+  check_strategy_scope("fit");
+  LOCKSTEP_CHECK(o.epochs >= 0, "fit: epochs must be >= 0, got ", o.epochs);
+  LOCKSTEP_CHECK(o.initial_epoch >= 0 && o.initial_epoch <= o.epochs, "fit: initial_epoch ", o.initial_epoch,
+                 " must be in [0, epochs = ", o.epochs, "]");
+  LOCKSTEP_CHECK(o.steps_per_epoch == -1 || o.steps_per_epoch > 0, "fit: steps_per_epoch must be positive or -1");
+  LOCKSTEP_CHECK(o.validation_split == 0.0, "fit: validation_split needs in-memory tensors (fit(x, y, ...))");
+  LOCKSTEP_CHECK(o.gradient_accumulation_steps >= 1, "fit: gradient_accumulation_steps must be >= 1, got ",
+                 o.gradient_accumulation_steps);
+  const std::int64_t accumulation = o.gradient_accumulation_steps;
+  accumulated_.clear();
+  const std::int64_t card = dataset.cardinality();
+  LOCKSTEP_CHECK(o.steps_per_epoch > 0 || card != data::kInfiniteCardinality,
+                 "fit: the dataset is infinite (repeat()), so steps_per_epoch must be given");
+  const std::int64_t steps = o.steps_per_epoch > 0 ? o.steps_per_epoch : (card >= 0 ? card : -1);
+  // Only the chief of several workers reports progress (and writes files: the callbacks'
+  // is_chief options).
+  const bool chief = !strategy_ || strategy_->is_chief();
+  const int verbose = !chief ? 0 : o.verbose >= 0 ? o.verbose : (isatty(fileno(stdout)) ? 1 : 2);
+  CallbackList cbs{o.callbacks};
+  if (verbose > 0) cbs.cbs.insert(cbs.cbs.begin(), std::make_shared<ProgbarLogger>());
+  const TrainParams params{.epochs = o.epochs, .steps = steps, .verbose = verbose};
+  cbs.each([&](Callback& c) {
+    c.set_model(this);
+    c.set_params(params);
+  });
+  History history;
+  stop_training = false;
+  timing_ = FitTiming{};
+  // Throughput is timed after the first 5% of all steps (warm-up: caches, allocator).
+  const std::int64_t total_steps = steps > 0 ? steps * (o.epochs - o.initial_epoch) : -1;
+  const std::int64_t warmup = total_steps > 0 ? std::max<std::int64_t>(1, total_steps / 20) : 1;
+  std::int64_t global_step = 0;
+  std::chrono::steady_clock::time_point timed_start;
+  BackupAndRestore* backup = nullptr;
+  for (auto& c : cbs.cbs)
+    if (auto* b = dynamic_cast<BackupAndRestore*>(c.get())) backup = b;
+  LOCKSTEP_CHECK(!backup || built(), "fit: BackupAndRestore needs a built model (give the first layer an input_dim or "
+                                     "call build()) so that a backup can be restored before training starts");
+  // The contexts training computes on: the replicas', or the current one without a strategy.
+  const std::vector<ComputeContext*> devices =
+      strategy_ ? strategy_->contexts() : std::vector<ComputeContext*>{&current_compute_context()};
+  // Input pipelines may use only the cores that training does not (data::ThreadBudget).
+  int compute_threads = 0;
+  for (auto* ctx : devices) compute_threads += context_threads(*ctx);
+  const auto compute_lease = data::ThreadBudget::process().reserve_compute(compute_threads);
+  // When training keeps every core busy, a pipeline thread gathering the batch would take a
+  // core from a replica (and every replica waits for the slowest): the replicas gather their
+  // own slices instead, in parallel (FitInput's row batches, where the pipeline has them).
+  // Replicas on GPUs take the pipeline's batches (their threads only queue work) and copy the
+  // next one to their device while a step runs (run_on_slices), so fit reads one batch ahead.
+  bool on_gpus = false;
+  for (auto* ctx : devices) on_gpus |= context_device(*ctx).kind != DeviceKind::kCpu;
+  const bool gather_in_replicas =
+      !on_gpus && data::ThreadBudget::process().compute_reserved() >= data::ThreadBudget::process().cores();
+  const auto open_pass = [&] { return std::make_unique<FitInput>(dataset, gather_in_replicas, on_gpus); };
+  // The replicas gather the next batch's slices ahead (run_on_slices); LOCKSTEP_GATHER_AHEAD=0
+  // turns that off, read per fit so that bench/fit_overhead can compare both in one process.
+  // On GPUs the next batch is copied to the devices ahead instead; LOCKSTEP_PREFETCH_TO_DEVICE=0
+  // turns that off (for comparisons, and for the GPU test that it changes no result).
+  const auto env_on = [](const char* name) {
+    return env::flag(name);
+  };
+  const bool read_ahead = on_gpus ? env_on("LOCKSTEP_PREFETCH_TO_DEVICE") : env_on("LOCKSTEP_GATHER_AHEAD");
+  Logs logs;
+  cbs.each([&](Callback& c) { c.on_train_begin(logs); });
+  // Resuming from a backup: continue at its epoch and batch with the same data order. The
+  // shuffle order of a pass depends only on the seed and on how many passes came before,
+  // so the passes of the finished epochs are made (and dropped) again, then the batches
+  // already trained in the interrupted epoch are skipped.
+  int first_epoch = o.initial_epoch;
+  std::int64_t skip_batches = 0;
+  if (backup && backup->restored_state()) {
+    const io::TrainingState& st = *backup->restored_state();
+    LOCKSTEP_CHECK(st.seed == seed_, "fit: the backup was made by a model with seed ", st.seed, ", this model has seed ",
+                   seed_, "; resume with the same seed");
+    LOCKSTEP_CHECK(st.epoch >= o.initial_epoch && st.epoch <= o.epochs, "fit: the backup is at epoch ", st.epoch,
+                   ", outside [initial_epoch, epochs] = [", o.initial_epoch, ", ", o.epochs, "]");
+    LOCKSTEP_CHECK(steps < 0 || st.batch_in_epoch <= steps, "fit: the backup is at batch ", st.batch_in_epoch,
+                   " of epoch ", st.epoch + 1, ", past its ", steps, " steps per epoch");
+    first_epoch = st.epoch;
+    skip_batches = st.batch_in_epoch;
+    if (env::flag("LOCKSTEP_VERBOSE_RESUME") || verbose > 0)
+      std::fprintf(stderr, "Resuming from backup: epoch %d, batch %lld, step %lld\n", st.epoch + 1,
+                   static_cast<long long>(st.batch_in_epoch), static_cast<long long>(optimizer_->iterations()));
+    if (strategy_) {
+      ensure_mirrored();  // under several workers: the chief's restored variables
+      if (strategy_->num_workers() > 1) {
+        // And its restored optimizer slots: each worker's primary copy takes the chief's (the
+        // other local replicas' stand-ins are dropped; broadcast_slots fills them below).
+        std::vector<std::vector<Tensor>> slots;
+        for (const auto& v : trainable_variables()) {
+          for (const auto& [name, t] : optimizer_->slots(v)) {
+            std::vector<Tensor> copies{t};
+            for (int r = 1; r < strategy_->num_local_replicas(); ++r) copies.push_back(t.clone());
+            slots.push_back(std::move(copies));
+          }
+        }
+        strategy_->broadcast_from_chief(slots);
+      }
+      for (const auto& v : trainable_variables()) optimizer_->broadcast_slots(v);
+    }
+  }
+  if (strategy_ && strategy_->num_workers() > 1) check_workers_start_alike(first_epoch, skip_batches);
+  // With steps_per_epoch, one iterator runs on across epochs (Keras' EpochIterator). When the
+  // dataset's length is known, a pass that has been used up is replaced by a fresh one at the
+  // next epoch's start, so steps_per_epoch = the dataset's length is a fresh pass each epoch,
+  // and a pass that runs out within an epoch ends that epoch early (with a warning) rather
+  // than training.
+  std::unique_ptr<FitInput> persistent;
+  const bool renew_passes = o.steps_per_epoch > 0 && card >= 0;
+  std::int64_t taken_from_pass = 0;  // batches taken from `persistent`'s pass
+  if (o.steps_per_epoch > 0) {
+    // Replays the epochs before the resumed one to find the pass and the position in it.
+    std::int64_t passes_before = 0;
+    for (int e = o.initial_epoch; e <= first_epoch; ++e) {
+      if (renew_passes && taken_from_pass >= card) {
+        ++passes_before;
+        taken_from_pass = 0;
+      if (e < first_epoch)
+        taken_from_pass += renew_passes ? std::min(o.steps_per_epoch, card - taken_from_pass) : o.steps_per_epoch;
+    taken_from_pass += skip_batches;
+    for (std::int64_t p = 0; p < passes_before; ++p) (void)open_pass();
+    persistent = open_pass();
+    persistent->skip(taken_from_pass);
+  } else {
+    for (int e = o.initial_epoch; e < first_epoch; ++e) (void)open_pass();
+  for (int epoch = first_epoch; epoch < o.epochs && !stop_training; ++epoch) {
+    reset_metrics();
+    const std::int64_t first_step = epoch == first_epoch ? skip_batches : 0;
+    if (first_step > 0) set_metric_states(resumed_metric_states(*backup->restored_state()));
+    cbs.each([&](Callback& c) { c.on_epoch_begin(epoch, logs); });
+    // (The replay above already renewed the resumed epoch's pass.)
+    if (renew_passes && taken_from_pass >= card && epoch != first_epoch) {
+      persistent = open_pass();
+      taken_from_pass = 0;
+    std::unique_ptr<FitInput> per_epoch;
+    FitInput* it = persistent.get();
+    if (!it) {
+      per_epoch = open_pass();
+      it = per_epoch.get();
+      it->skip(first_step);
+    // Peak memory per device over the epoch: what the epoch line and History report.
+    for (auto* d : devices) reset_context_peak_bytes(*d);
+    detail::GpuUtilization utilization(devices);
+    bool ran_dry = false;
+    std::int64_t steps_done = 0;
+    // Time spent waiting for input, so that an input-bound run shows itself ("input: 40%").
+    double input_seconds = 0;
+    const auto epoch_start = std::chrono::steady_clock::now();
+    // Each group of batches is read first: with gradient accumulation every batch's loss is
+    // divided by all the group's examples, so that k batches give the gradient of one batch k
+    // times larger (a short last group included). Without it a group is one batch.
+    std::vector<FitBatch> group;
+    bool exhausted = false;
+    for (std::int64_t step = first_step; !exhausted && !stop_training && (steps < 0 || step < steps);) {
+      group.clear();
+      const std::int64_t room = steps < 0 ? accumulation : std::min<std::int64_t>(accumulation, steps - step);
+      while (static_cast<std::int64_t>(group.size()) < room) {
+        const auto wait_start = std::chrono::steady_clock::now();
+        std::optional<FitBatch> batch = renew_passes && taken_from_pass >= card ? std::nullopt : it->next();
+        input_seconds += seconds_since(wait_start);
+        if (!batch) {
+          // Batches this epoch has had, a resumed epoch's earlier ones included.
+          const std::int64_t had = step + static_cast<std::int64_t>(group.size());
+          if (renew_passes && had > 0) {
+            warn_pass_ended_epoch(had, o.steps_per_epoch);
+            taken_from_pass = card;  // the next epoch starts a fresh pass
+          } else if (o.steps_per_epoch > 0) {
+            ran_dry = true;
+          exhausted = true;
+          break;
+        ++taken_from_pass;
+        LOCKSTEP_CHECK(batch->components() >= 2, "fit: dataset elements must be (x, y) pairs, got ",
+                       batch->components(), " component(s)");
+        group.push_back(std::move(*batch));
+      std::int64_t group_examples = 0;
+      for (const auto& b : group) group_examples += b.size();
+      // The batch after group[j], where it is known without waiting: the replicas gather it
+      // ahead. Not past the epoch's last step (validation comes first) nor into a new pass.
+      const auto batch_after = [&](std::size_t j) -> const FitBatch* {
+        if (!read_ahead) return nullptr;
+        if (j + 1 < group.size()) return &group[j + 1];
+        if ((steps >= 0 && step + 1 >= steps) || (renew_passes && taken_from_pass >= card)) return nullptr;
+        const FitBatch* peeked = it->peek();  // may wait for the pipeline (elements read ahead)
+        return peeked;
+      };
+      std::int64_t first_example = 0;
+      for (std::size_t j = 0; j < group.size() && !stop_training; ++j, ++step) {
+        ++steps_done;
+        Logs batch_logs;
+        cbs.each([&](Callback& c) { c.on_train_batch_begin(step, batch_logs); });
+        const GradientUse use = group.size() == 1        ? GradientUse::kApply
+                                : j + 1 < group.size() ? GradientUse::kHoldBack
+                                                        : GradientUse::kApplyGroup;
+        train_micro_step(group[j], first_example, group_examples, use, batch_after(j));
+        first_example += group[j].size();
+        ++global_step;
+        if (global_step == warmup) timed_start = std::chrono::steady_clock::now();
+        batch_logs = collect_logs("");
+        cbs.each([&](Callback& c) { c.on_train_batch_end(step, batch_logs); });
+        utilization.maybe_sample();
+    // Training stopped within a group: its held-back gradients are not applied.
+    accumulated_.clear();
+    if (ran_dry && steps_done == 0) {
+      // Nothing ran this epoch: report no epoch rather than one with empty (zero) logs.
+      warn_input_ran_out();
+      break;
+    if (global_step > warmup) {
+      timing_.steps = global_step - warmup;
+      timing_.seconds = seconds_since(timed_start);
+      timing_.steps_per_second = timing_.seconds > 0 ? static_cast<double>(timing_.steps) / timing_.seconds : 0;
+    logs = collect_logs("");
+    std::uint64_t peak = 0;
+    for (auto* d : devices) peak = std::max(peak, context_peak_bytes(*d));
+    logs["peak_memory_mib"] = static_cast<double>(peak) / (1024.0 * 1024.0);
+    if (const auto u = utilization.take_mean()) logs["gpu_utilization"] = *u;
+    if (const auto* ls = dynamic_cast<const optimizers::LossScaleOptimizer*>(optimizer_.get())) {
+      logs["loss_scale"] = ls->loss_scale();
+      logs["skipped_steps"] = static_cast<double>(ls->skipped_steps());
+    const double epoch_seconds = seconds_since(epoch_start);
+    if (steps_done > 0 && epoch_seconds > 0) {
+      logs["input_wait_share"] = input_seconds / epoch_seconds;
+      logs["steps_per_second"] = static_cast<double>(steps_done) / epoch_seconds;
+    if (o.validation_data) {
+      Logs v = evaluate_impl(*o.validation_data, o.validation_steps, {}, 0);
+      for (const auto& [k, val] : v) logs["val_" + k] = val;
+    gather_optimizer_slots();  // an epoch-end checkpoint (on the chief alone) finds them whole
+    cbs.each([&](Callback& c) { c.on_epoch_end(epoch, logs); });
+    history.epoch.push_back(epoch);
+    for (const auto& [k, v] : logs) history.history[k].push_back(v);
+    if (ran_dry) {
+  gather_optimizer_slots();
+  cbs.each([&](Callback& c) { c.on_train_end(logs); });
+  return history;
+Logs Model::evaluate_impl(const data::Dataset& dataset, std::int64_t steps, const std::vector<CallbackPtr>& callbacks,
+                          int verbose) {
+  check_compiled("evaluate");
+  LOCKSTEP_CHECK(steps > 0 || card != data::kInfiniteCardinality,
+                 "evaluate: the dataset is infinite (repeat()), so steps must be given");
+  CallbackList cbs{callbacks};
+  cbs.each([&](Callback& c) { c.set_model(this); });
+  reset_metrics();
+  cbs.each([&](Callback& c) { c.on_test_begin(logs); });
+  auto it = dataset.make_iterator();
+  const std::int64_t total = steps > 0 ? steps : card;
+  std::unique_ptr<Progbar> bar;
+  if (verbose == 1 && (!strategy_ || strategy_->is_chief())) bar = std::make_unique<Progbar>(total);
+  std::int64_t examples = 0;
+  for (std::int64_t step = 0; steps < 0 || step < steps; ++step) {
+    auto batch = it->next();
+    if (!batch) break;
+    LOCKSTEP_CHECK(batch->size() >= 2, "evaluate: dataset elements must be (x, y) pairs");
+    cbs.each([&](Callback& c) { c.on_test_batch_begin(step, logs); });
+    const Tensor x = input_of((*batch)[0]);
+    const Tensor& y = (*batch)[1];
+    LOCKSTEP_CHECK(y.rank() >= 1 && y.dim(0) == x.dim(0), "evaluate: x ", x.shape().str(), " and y ", y.shape().str(),
+                   " have different batch sizes");
+    if (!built()) build(Shape(x.shape()));
+    ensure_mirrored();
+    const auto parts = run_on_slices(strategy_, FitBatch({x, y}), [&](const data::Element& s, std::int64_t, ReplicaInterface* rc) {
+      const Output out = forward(s[0], layers::CallContext{.replica = rc});
+      ReplicaNumbers r{.loss_sum = sum(loss_->per_example(s[1], out.output, out.logits))};
+      for (const auto& m : metrics_) r.metric_states.push_back(m->batch_state(s[1], out.output));
+      return r;
+    });
+    merge_replica_numbers(parts, x.dim(0), nullptr);
+    examples += x.dim(0);
+    cbs.each([&](Callback& c) { c.on_test_batch_end(step, logs); });
+    if (bar) {
+      std::vector<std::pair<std::string, double>> vals(logs.begin(), logs.end());
+      bar->update(step + 1, vals);
+  // Keras refuses this too: the mean of no examples would read as a loss of 0.
+  LOCKSTEP_CHECK(examples > 0, "evaluate: the data produced no examples, so there is no loss to report");
+  logs = collect_logs("");
+  cbs.each([&](Callback& c) { c.on_test_end(logs); });
+  return logs;
+Logs Model::evaluate(const data::Dataset& dataset, const EvaluateOptions& o) {
+  return evaluate_impl(dataset, o.steps, o.callbacks, o.verbose);
+Logs Model::evaluate(const Tensor& x, const Tensor& y, const EvaluateOptions& o) {
+  LOCKSTEP_CHECK(x.rank() >= 1 && y.rank() >= 1 && x.dim(0) == y.dim(0), "evaluate: x ", x.shape().str(), " and y ",
+                 y.shape().str(), " must have the same number of examples");
+  LOCKSTEP_CHECK(o.batch_size > 0, "evaluate: batch_size must be positive");
+  return evaluate_impl(data::Dataset::from_tensor_slices(x, y).batch(o.batch_size), o.steps, o.callbacks, o.verbose);
+Tensor Model::predict(const data::Dataset& dataset, const PredictOptions& o) {
+  LOCKSTEP_CHECK(o.steps > 0 || dataset.cardinality() != data::kInfiniteCardinality,
+                 "predict: the dataset is infinite (repeat()), so steps must be given");
+  cbs.each([&](Callback& c) { c.on_predict_begin(logs); });
+  std::vector<Tensor> outs;
+  std::int64_t rows = 0;
+  for (std::int64_t step = 0; o.steps < 0 || step < o.steps; ++step) {
+    cbs.each([&](Callback& c) { c.on_predict_batch_begin(step, logs); });
+    const auto parts = run_on_slices(strategy_, FitBatch({x}), [&](const data::Element& s, std::int64_t, ReplicaInterface* rc) {
+      return forward(s[0], layers::CallContext{.replica = rc}).output;
+    outs.push_back(strategy_ ? strategy_->gather(parts) : parts[0]);
+    rows += outs.back().dim(0);
+    cbs.each([&](Callback& c) { c.on_predict_batch_end(step, logs); });
+  cbs.each([&](Callback& c) { c.on_predict_end(logs); });
+  LOCKSTEP_CHECK(!outs.empty(), "predict: the input produced no batches");
+  return concat(outs, 0);
+Tensor Model::predict(const Tensor& x, const PredictOptions& o) {
+  LOCKSTEP_CHECK(o.batch_size > 0, "predict: batch_size must be positive");
+  return predict(data::Dataset::from_tensor_slices(x).batch(o.batch_size), o);
 }  // namespace lockstep

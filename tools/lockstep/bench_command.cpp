@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "commands.hpp"
+#include "core/env.hpp"
 #include "lockstep/lockstep.hpp"
 
 namespace lockstep::cli {
@@ -73,8 +74,7 @@ int run_bench_allreduce_workers(const BenchArgs& a, const distribute::MirroredOp
   const std::int64_t max_count = a.max_bytes / 4;
   auto buffers = strategy.run([&](distribute::ReplicaContext&) { return Tensor::full({max_count}, 1.0f); });
   if (chief) {
-    const char* shm = std::getenv("LOCKSTEP_WORKER_SHM");
-    const bool shm_off = shm && std::string(shm) == "0";
+    const bool shm_off = !env::flag("LOCKSTEP_WORKER_SHM");
     std::printf("# lockstep bench allreduce --workers: %d workers x %d replicas (%s); ours: in-process "
                 "reduce-scatter, then across workers %s, local copy-out; raw: MPI_Allreduce (in place, float32 "
                 "sum) across the %d ranks\n",

@@ -54,4 +54,7 @@ int run_bench_allreduce(const BenchArgs& args);
 void add_devices_command(CLI::App& app);
 int run_devices();
 
+void add_env_command(CLI::App& app);
+int run_env();
+
 }  // namespace lockstep::cli

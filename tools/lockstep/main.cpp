@@ -1,7 +1,9 @@
-// The `lockstep` command: train, devices. A bad flag prints usage and exits with status 2.
+// The `lockstep` command: train, devices, bench, evaluate, predict, env. A bad flag, or a
+// LOCKSTEP_* environment variable that is unknown or malformed, is an error with status 2.
 #include <iostream>
 
 #include "commands.hpp"
+#include "core/env.hpp"
 #include "model_commands.hpp"
 #include "lockstep/core/error.hpp"
 
@@ -11,6 +13,7 @@ int main(int argc, char** argv) {
   lockstep::cli::TrainArgs train_args;
   lockstep::cli::add_train_command(app, train_args);
   lockstep::cli::add_devices_command(app);
+  lockstep::cli::add_env_command(app);
   lockstep::cli::BenchArgs bench_args;
   lockstep::cli::add_bench_command(app, bench_args);
   lockstep::cli::ModelArgs model_args;
@@ -28,6 +31,8 @@ int main(int argc, char** argv) {
     return 2;
   }
   try {
+    if (app.got_subcommand("env")) return lockstep::cli::run_env();
+    lockstep::env::check();  // before any work: a typo'd switch is not silently ignored
     if (app.got_subcommand("train")) return lockstep::cli::run_train(train_args);
     if (app.got_subcommand("devices")) return lockstep::cli::run_devices();
     if (app.got_subcommand("bench")) return lockstep::cli::run_bench_allreduce(bench_args);

@@ -25,6 +25,7 @@
 #include "backend/cpu/conv_common.hpp"
 #include "backend/cpu/cpu_kernels.hpp"
 #include "backend/cpu/onednn.hpp"
+#include "core/env.hpp"
 #include "lockstep/core/error.hpp"
 
 namespace lockstep::backend::cpu {
@@ -243,8 +244,7 @@ Conv2dDesc part_of(const Conv2dDesc& d, std::int64_t rows) {
 
 bool direct_convolutions_only() {
   static const bool direct = [] {
-    const char* v = std::getenv("LOCKSTEP_CONV_ALGORITHM");
-    return v != nullptr && std::strcmp(v, "direct") == 0;
+    return env::text("LOCKSTEP_CONV_ALGORITHM") == "direct";
   }();
   return direct;
 }

@@ -17,6 +17,7 @@
 #include "backend/cpu/cpu_kernels.hpp"
 #include "backend/cpu/half_convert.hpp"
 #include "backend/cpu/onednn.hpp"
+#include "core/env.hpp"
 #include "lockstep/core/error.hpp"
 
 namespace lockstep::backend::cpu {
@@ -84,9 +85,9 @@ bool onednn_has_bf16_matmul() {
 
 bool native_bf16_gemm() {
   static const bool native = [] {
-    const char* e = std::getenv("LOCKSTEP_BF16_GEMM");
-    if (e && std::strcmp(e, "widen") == 0) return false;
-    const bool forced = e && std::strcmp(e, "onednn") == 0;
+    const std::string e = env::text("LOCKSTEP_BF16_GEMM");
+    if (e == "widen") return false;
+    const bool forced = e == "onednn";
     const auto isa = static_cast<unsigned>(dnnl_get_effective_cpu_isa());
     const auto bf16 = static_cast<unsigned>(dnnl_cpu_isa_avx512_core_bf16);
     if (!forced && (isa & bf16) != bf16) return false;

@@ -13,6 +13,7 @@
 #include "backend/cuda/cuda_allocator.hpp"
 #include "backend/cuda/cuda_backend.hpp"
 #include "backend/cuda/cuda_device.hpp"
+#include "core/env.hpp"
 
 namespace lockstep::backend::cuda {
 
@@ -30,8 +31,7 @@ void check(cublasStatus_t s, const char* what) {
 
 bool tf32_allowed() {
   static const bool on = [] {
-    const char* e = std::getenv("LOCKSTEP_CUDA_TF32");
-    return e && std::strcmp(e, "1") == 0;
+    return env::flag("LOCKSTEP_CUDA_TF32");
   }();
   return on;
 }
