@@ -4,6 +4,7 @@
 #include <hdf5.h>
 
 #include <cstdint>
+#include <cstring>
 #include <map>
 
 #include "hdf5_internal.hpp"
@@ -70,25 +71,39 @@ struct Link {
   bool hard;
 };
 
-// A group's links in name order (collected in the callback; everything else happens outside it).
-std::vector<Link> links_of(hid_t group, const std::string& where, const Fail& fail) {
-  std::vector<Link> links;
+// A group's links in name order (collected in the callback; everything else happens outside it),
+// their names' characters charged to `chars_left`: entries of a crafted group can all share one
+// long name, which would otherwise be copied once per entry.
+std::vector<Link> links_of(hid_t group, const std::string& where, std::uint64_t& chars_left, const Fail& fail) {
+  struct State {
+    std::vector<Link> links;
+    std::uint64_t& chars_left;
+    bool over = false;
+  } state{{}, chars_left};
   hsize_t idx = 0;
   const herr_t listed = H5Literate(
       group, H5_INDEX_NAME, H5_ITER_INC, &idx,
       [](hid_t, const char* name, const H5L_info_t* info, void* data) -> herr_t {
-        static_cast<std::vector<Link>*>(data)->push_back({name, info->type == H5L_TYPE_HARD});
+        auto& st = *static_cast<State*>(data);
+        const std::size_t n = std::strlen(name);
+        if (n >= st.chars_left) {
+          st.over = true;
+          return 1;  // stops the iteration
+        }
+        st.chars_left -= n;
+        st.links.push_back({name, info->type == H5L_TYPE_HARD});
         return 0;
       },
-      &links);
+      &state);
+  if (state.over) throw fail("names of its objects are longer than a file of its size could hold, in group '" + where + "'");
   if (listed < 0) throw fail("cannot list group '" + where + "': corrupt" + error_text());
-  return links;
+  return std::move(state.links);
 }
 
 class Reader {
  public:
   Reader(std::size_t file_size, const Fail& fail, const H5ReadOptions& options)
-      : file_size_(file_size), fail_(fail), options_(options) {}
+      : file_size_(file_size), fail_(fail), options_(options), chars_left_(4 * std::uint64_t{file_size} + (1u << 20)) {}
 
   H5Content read(hid_t file) {
     const Handle root(H5Oopen(file, "/", H5P_DEFAULT), H5Oclose);
@@ -115,10 +130,13 @@ class Reader {
   void visit_group(hid_t group, const std::string& path, int depth) {
     if (depth > kMaxDepth)
       throw fail_("groups nest deeper than " + std::to_string(kMaxDepth) + " levels (at '" + path.substr(0, 200) + "...')");
-    for (const auto& link : links_of(group, path.empty() ? "/" : path, fail_)) {
+    for (const auto& link : links_of(group, path.empty() ? "/" : path, chars_left_, fail_)) {
       const std::string child = path.empty() ? link.name : path + "/" + link.name;
-      if (child.size() > kMaxPathChars)
-        throw fail_("has an object path longer than " + std::to_string(kMaxPathChars) + " characters");
+      if (child.size() > kMaxPathChars || child.size() >= chars_left_)
+        throw fail_("has an object path longer than " + std::to_string(kMaxPathChars) +
+                    " characters, or more path characters than a file of its size could hold (at '" +
+                    child.substr(0, 200) + "')");
+      chars_left_ -= child.size();
       // A soft or external link could point anywhere, another file included: never followed.
       if (!link.hard) throw fail_("'" + child + "' is a soft or external link, which is not supported");
       const Handle object(H5Oopen(group, link.name.c_str(), H5P_DEFAULT), H5Oclose);
@@ -212,6 +230,8 @@ class Reader {
   const H5ReadOptions& options_;
   std::map<haddr_t, std::string> seen_;  // each object's first path
   std::uint64_t stored_total_ = 0;
+  // Characters of names and paths still allowed: a real file spends more bytes per object.
+  std::uint64_t chars_left_;
   H5Content content_;
 };
 

@@ -192,6 +192,11 @@ TEST(Hdf5Hostile, DeepNestingIsBoundedAndWideGroupsReadInLinearTime) {
   const auto t0 = Clock::now();
   EXPECT_EQ(decode_hdf5(wide, "wide.h5").groups.size(), 6000u);
   EXPECT_LT(seconds_since(t0), 10) << "6,000 groups";
+  const std::string long_name = build_file([](hid_t file) {
+    const hid_t g = H5Gcreate2(file, std::string(5000, 'n').c_str(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    H5Gclose(g);
+  });
+  expect_refused(long_name, "long.h5", {"longer than 4096 characters"});
 }
 
 }  // namespace
