@@ -147,7 +147,7 @@ std::string encode_hdf5(const H5Content& content) {
 
 namespace {
 // Opens the image in memory (libhdf5's core driver: it reads no file of its own) and reads it.
-H5Content read_image(std::string_view bytes, const h5::Fail& fail, const H5ReadOptions& options) {
+H5Content read_image(std::string_view bytes, const h5::Fail& fail, const h5::ReadObjectsOptions& options) {
   const Handle fapl(H5Pcreate(H5P_FILE_ACCESS), H5Pclose);
   H5Pset_fapl_core(fapl, 1 << 20, /*backing_store=*/0);
   // libhdf5 copies the image; it never writes through this pointer (the file is opened read-only).
@@ -174,8 +174,9 @@ H5Content decode_hdf5(std::string_view bytes, const std::string& source, const H
   h5::quiet();
   // The whole read runs first in a child process: a file that crashes or stalls libhdf5 there
   // becomes an IOError here. Then the same read, of the same bytes, runs here.
-  h5::probe_in_child([&] { (void)read_image(bytes, fail, options); }, source, probe_timeout(bytes.size()));
-  return read_image(bytes, fail, options);
+  h5::probe_in_child([&] { (void)read_image(bytes, fail, {options, h5::KeepData::kNo}); }, source,
+                     probe_timeout(bytes.size()));
+  return read_image(bytes, fail, {options, h5::KeepData::kYes});
 }
 
 }  // namespace lockstep::io

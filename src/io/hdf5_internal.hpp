@@ -43,9 +43,17 @@ class Handle {
 
 using Fail = std::function<IOError(const std::string&)>;
 
+enum class KeepData { kYes, kNo };
+struct ReadObjectsOptions {
+  H5ReadOptions file;
+  // kNo: every dataset is read (all that libhdf5 would touch) but not kept, and no Tensor is
+  // made: the datasets' values are undefined tensors.
+  KeepData keep_data = KeepData::kYes;
+};
+
 // Every group and dataset of the open `file` (whose image is `file_size` bytes), walked from the
 // root with open handles, each dataset checked (inside the file, within the file's memory
 // budget) before it is read. Throws what `fail` makes. Call with mutex() held.
-H5Content read_objects(hid_t file, std::size_t file_size, const Fail& fail, const H5ReadOptions& options);
+H5Content read_objects(hid_t file, std::size_t file_size, const Fail& fail, const ReadObjectsOptions& options);
 
 }  // namespace lockstep::io::h5

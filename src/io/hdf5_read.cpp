@@ -102,7 +102,7 @@ std::vector<Link> links_of(hid_t group, const std::string& where, std::uint64_t&
 
 class Reader {
  public:
-  Reader(std::size_t file_size, const Fail& fail, const H5ReadOptions& options)
+  Reader(std::size_t file_size, const Fail& fail, const ReadObjectsOptions& options)
       : file_size_(file_size), fail_(fail), options_(options), chars_left_(4 * std::uint64_t{file_size} + (1u << 20)) {}
 
   H5Content read(hid_t file) {
@@ -144,7 +144,7 @@ class Reader {
       check_first_visit(object, child);
       const H5I_type_t kind = H5Iget_type(object);
       if (kind == H5I_GROUP) {
-        content_.groups.push_back({child, options_.attributes ? string_attributes(object) : H5Group{}.attributes});
+        content_.groups.push_back({child, options_.file.attributes ? string_attributes(object) : H5Group{}.attributes});
         visit_group(object, child, depth + 1);
       } else if (kind == H5I_DATASET) {
         content_.datasets.push_back({child, read_dataset(object, child)});
@@ -218,16 +218,26 @@ class Reader {
                   "-byte elements: more data than a file of " + std::to_string(file_size_) + " bytes could hold (" +
                   std::to_string(limit) + " bytes at most)");
     charge(object, dcpl, path, numel * elem);
+    const hid_t mem_type = cls == H5T_FLOAT ? H5T_NATIVE_FLOAT : H5T_NATIVE_INT64;
+    const auto read_into = [&](void* out) {
+      if (numel > 0 && H5Dread(object, mem_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, out) < 0)
+        throw fail_("cannot read dataset '" + path + "': truncated or corrupt" + error_text());
+    };
+    if (options_.keep_data == KeepData::kNo) {
+      // Read and dropped, into plain memory: a checking child touches no device allocator (another
+      // thread may have held its lock at the fork) and holds one dataset at a time.
+      std::vector<std::uint8_t> scratch(numel * dtype_size(dtype));
+      read_into(scratch.data());
+      return Tensor();
+    }
     Tensor t = Tensor::empty(Shape(dims), dtype);
-    if (t.numel() > 0 && H5Dread(object, cls == H5T_FLOAT ? H5T_NATIVE_FLOAT : H5T_NATIVE_INT64, H5S_ALL, H5S_ALL,
-                                 H5P_DEFAULT, t.raw_data()) < 0)
-      throw fail_("cannot read dataset '" + path + "': truncated or corrupt" + error_text());
+    read_into(t.raw_data());
     return t;
   }
 
   std::size_t file_size_;
   const Fail& fail_;
-  const H5ReadOptions& options_;
+  const ReadObjectsOptions& options_;
   std::map<haddr_t, std::string> seen_;  // each object's first path
   std::uint64_t stored_total_ = 0;
   // Characters of names and paths still allowed: a real file spends more bytes per object.
@@ -237,7 +247,7 @@ class Reader {
 
 }  // namespace
 
-H5Content read_objects(hid_t file, std::size_t file_size, const Fail& fail, const H5ReadOptions& options) {
+H5Content read_objects(hid_t file, std::size_t file_size, const Fail& fail, const ReadObjectsOptions& options) {
   return Reader(file_size, fail, options).read(file);
 }
 
