@@ -36,14 +36,17 @@ struct Outcomes {
   int crashes_caught = 0;  // errors saying libhdf5 crashed (in the checking child)
 };
 
-// Eight bytes from `fill` (a byte value, or -1: random) at every `stride`-th offset below `span`.
-Outcomes stamp_and_load(const std::string& good, int fill, std::size_t span, std::size_t stride) {
+// Eight bytes at every `stride`-th offset below `span`, each from `fill(offset)`: a byte value,
+// or -1 for random bytes.
+template <typename Fill>
+Outcomes stamp_and_load(const std::string& good, Fill fill, std::size_t span, std::size_t stride) {
   std::mt19937 rng(41);
   Outcomes out;
   for (std::size_t at = 0; at < span; at += stride) {
     std::string b = good;
+    const int value = fill(at);
     for (std::size_t k = at; k < std::min(b.size(), at + 8); ++k)
-      b[k] = static_cast<char>(fill >= 0 ? fill : static_cast<int>(rng() & 0xff));
+      b[k] = static_cast<char>(value >= 0 ? value : static_cast<int>(rng() & 0xff));
     try {
       (void)decode_hdf5(b, "fuzz.h5");
       ++out.loads;
@@ -59,17 +62,17 @@ Outcomes stamp_and_load(const std::string& good, int fill, std::size_t span, std
 TEST(Hdf5Fuzz, HeaderStampsEndInAnErrorOrALoadNeverASignal) {
   const std::string good = weights_file();
   const auto t0 = Clock::now();
-  const Outcomes ones = stamp_and_load(good, 0xff, 2048, 4);  // the 512 stamps
-  const Outcomes zeros = stamp_and_load(good, 0x00, 2048, 8);
-  const Outcomes random = stamp_and_load(good, -1, 2048, 8);
+  const Outcomes ones = stamp_and_load(good, [](std::size_t) { return 0xff; }, 2048, 4);  // the 512
+  // Every byte again under zeros or random bytes, alternately (each load forks a checking child,
+  // ~20-50 ms on two busy cores: the test stays within a minute).
+  const Outcomes others = stamp_and_load(good, [](std::size_t at) { return at % 16 == 0 ? 0x00 : -1; }, 2048, 8);
   const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
   EXPECT_EQ(ones.loads + ones.errors, 512);
   EXPECT_GT(ones.errors, 100) << "most stamps over the metadata are noticed";
-  EXPECT_GT(zeros.errors + random.errors, 100);
+  EXPECT_GT(others.errors, 50);
   EXPECT_LT(seconds, 60) << "in CI on two cores";
-  std::printf("errors (of which crashes caught), loads: 0xff %d (%d), %d; 0x00 %d (%d), %d; random %d (%d), %d; %.1f s\n",
-              ones.errors, ones.crashes_caught, ones.loads, zeros.errors, zeros.crashes_caught, zeros.loads,
-              random.errors, random.crashes_caught, random.loads, seconds);
+  std::printf("errors (of which libhdf5 crashes caught), loads: 0xff %d (%d), %d; 0x00/random %d (%d), %d; %.1f s\n",
+              ones.errors, ones.crashes_caught, ones.loads, others.errors, others.crashes_caught, others.loads, seconds);
 }
 
 TEST(Hdf5ChildProbe, ACrashAStallOrAnErrorInTheChildIsAnIOErrorHere) {
