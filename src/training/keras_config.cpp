@@ -110,6 +110,7 @@ class LayerReader {
     const json has = layer.get_config();
     for (const auto& [key, value] : ours.items())
       if (!has.contains(key) && !is_off(value)) unsupported(key, config_.at(key));
+    if (const std::string bad = non_integer_argument(ours, has); !bad.empty()) fail(bad);
   }
 
  private:
