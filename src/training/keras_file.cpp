@@ -166,8 +166,8 @@ class FileSizedWeights {
     if (made_ <= capacity_ + kAllowance) return;
     const std::string path = it->second + "/" + std::to_string(index);
     const Tensor* t = h5_.find_dataset(path);
-    // No file prefix: the config reader wraps this with the file and the layer.
-    throw ValueError("weight " + std::to_string(index) + " of layer '" + layer.name() + "' would have shape " +
+    // No file or layer prefix: the config reader wraps this with the file and the layer.
+    throw ValueError("its weight " + std::to_string(index) + " would have shape " +
                      shape.str() + " (" + std::to_string(shape.numel()) + " values), more than " + kWeightsEntry +
                      " holds (" + std::to_string(capacity_) + " values in all)" +
                      (t ? "; its " + path + " has shape " + t->shape().str() : std::string()) +
