@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <ctime>
+#include <filesystem>
 #include <map>
 #include <set>
 
@@ -184,6 +185,13 @@ class FileSizedWeights {
 }  // namespace
 
 std::unique_ptr<Model> load_keras_archive(const std::string& path) {
+  // A FIFO or /dev/zero named x.keras would be read forever: only regular files are archives.
+  std::error_code ec;
+  const auto type = std::filesystem::status(path, ec).type();
+  if (type == std::filesystem::file_type::directory)
+    throw IOError("Keras file '" + path + "' is a directory, not a .keras archive");
+  if (!ec && type != std::filesystem::file_type::regular)
+    throw IOError("Keras file '" + path + "' is not a regular file (a device, FIFO or socket), so not a .keras archive");
   const std::string bytes = io::read_file(path);
   // Only the two entries needed are inflated: metadata.json and anything else stay packed.
   const io::ZipArchive zip(bytes, path);

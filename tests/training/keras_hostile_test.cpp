@@ -4,6 +4,7 @@
 // anything large is allocated.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
@@ -61,6 +62,15 @@ TEST_F(HostileKeras, OverlappingEntriesAreRefused) {
   const std::string m = load_message("overlap.keras", ziptest::with_aliases(bytes_, 40, 2));
   EXPECT_HAS(m, "'model.weights.h5'");
   EXPECT_HAS(m, "overlap");
+}
+
+TEST_F(HostileKeras, ADirectoryOrADeviceIsNamedNotRead) {
+  std::filesystem::create_directories(dir_ + "/folder.keras");
+  EXPECT_HAS(test::io_message([&] { load_model(dir_ + "/folder.keras"); }), "folder.keras' is a directory");
+  std::filesystem::create_symlink("/dev/zero", dir_ + "/zero.keras");
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_HAS(test::io_message([&] { load_model(dir_ + "/zero.keras"); }), "zero.keras' is not a regular file");
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(2));
 }
 
 TEST_F(HostileKeras, OnlyTheEntriesNeededAreInflated) {
