@@ -56,7 +56,8 @@ class Archive {
     if (in.bad()) throw IOError(prefix() + "read error");
   }
 
-  std::map<std::string, Tensor> read_all() {
+  // Every array, or those `wanted` names (nullptr: all).
+  NpzSelection read(const std::set<std::string>* wanted) {
     const std::size_t end = find_end();
     std::uint64_t entries = le(at(end + 10, 2), 2);
     std::uint64_t dir_size = le(at(end + 12, 4), 4);
@@ -101,11 +102,14 @@ class Archive {
     if (p > dir_offset + dir_size) corrupt("the central directory overruns its size");
     check_layout(members, dir_offset);
     // Inflated one at a time: each member's bytes are freed once parsed.
-    std::map<std::string, Tensor> out;
+    NpzSelection out;
     for (const auto& m : members) {
+      std::string array = m.name.substr(0, m.name.size() - 4);
+      out.names.push_back(array);
+      if (wanted != nullptr && wanted->count(array) == 0) continue;
       std::string data = member(m);
       detail::InputFile f(std::move(data), path_ + "' member '" + m.name, "read_npz");
-      out.emplace(m.name.substr(0, m.name.size() - 4), detail::read_npy_from(f));
+      out.arrays.emplace(std::move(array), detail::read_npy_from(f));
     }
     return out;
   }
@@ -218,7 +222,11 @@ void put(std::string& s, std::uint64_t v, int n) {
 
 }  // namespace
 
-std::map<std::string, Tensor> read_npz(const std::string& path) { return Archive(path).read_all(); }
+std::map<std::string, Tensor> read_npz(const std::string& path) { return Archive(path).read(nullptr).arrays; }
+
+NpzSelection read_npz(const std::string& path, const std::set<std::string>& wanted) {
+  return Archive(path).read(&wanted);
+}
 
 void write_npz(const std::string& path, const std::map<std::string, Tensor>& arrays, const NpzWriteOptions& options) {
   // Each member is made by write_npy into a scratch file, so that the .npy bytes are exactly

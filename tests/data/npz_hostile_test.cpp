@@ -5,6 +5,8 @@
 
 #include <chrono>
 #include <fstream>
+#include <iterator>
+#include <map>
 
 #include "io/zip_test_util.hpp"
 #include "lockstep/data/npz.hpp"
@@ -42,6 +44,26 @@ TEST(NpzHostile, MemberClaimingMoreThanDeflateCanMakeIsRefused) {
   write_bytes(dir.file("ratio.npz"), zip);
   test::expect_io_error([&] { data::read_npz(dir.file("ratio.npz")); },
                         {"ratio.npz", "member 'x.npy' claims " + std::to_string(packed * 1032 + 1025)});
+}
+
+TEST(NpzHostile, LoadNpzInflatesOnlyItsFourArrays) {
+  test::TempDir dir;
+  const std::map<std::string, Tensor> arrays = {{"x_train", Tensor::zeros({2, 3}, DType::kF32)},
+                                                {"y_train", Tensor::from_vector<std::int64_t>({0, 1}, {2})},
+                                                {"x_test", Tensor::zeros({1, 3}, DType::kF32)},
+                                                {"y_test", Tensor::from_vector<std::int64_t>({1}, {1})},
+                                                {"zz_extra", Tensor::zeros({64}, DType::kF32)}};
+  data::write_npz(dir.file("d.npz"), arrays);
+  // Corrupt the extra member's data (its last bytes, stored): its CRC no longer matches.
+  std::string bytes = [&] {
+    std::ifstream in(dir.file("d.npz"), std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  }();
+  const std::size_t cd = ziptest::get32(bytes, bytes.size() - 22 + 16);
+  bytes[cd - 1] ^= 0x55;
+  write_bytes(dir.file("d.npz"), bytes);
+  test::expect_io_error([&] { data::read_npz(dir.file("d.npz")); }, {"d.npz", "zz_extra.npy", "CRC"});
+  EXPECT_EQ(datasets::load_npz(dir.file("d.npz")).train.x.shape(), (Shape{2, 3}));
 }
 
 TEST(NpzHostile, ADirectoryOrADeviceIsNamedNotRead) {
