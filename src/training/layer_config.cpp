@@ -1,6 +1,8 @@
 #include "training/layer_config.hpp"
 
+#include <algorithm>
 #include <cctype>
+#include <cmath>
 #include <cstdint>
 
 namespace lockstep::detail {
@@ -33,6 +35,8 @@ layers::LayerPtr layer_from_json(const json& j) {
   const auto found = layers::find_layer_class(cls);
   if (!found) throw IOError("unknown layer class_name '" + cls + "' (lockstep knows " + layers::layer_class_names() + ")");
   const json& config = j.at("config");
+  if (const std::string bad = out_of_range_argument(config); !bad.empty())
+    throw IOError("layer '" + config.value("name", std::string("?")) + "' (" + cls + "): " + bad);
   auto layer = found->from_config(config);
   const std::string bad = non_integer_argument(config, layer->get_config());
   if (!bad.empty())
@@ -58,6 +62,17 @@ std::string integer_problem(const json& given, const json& built) {
              : "";
 }
 }  // namespace
+
+std::string out_of_range_argument(const json& given) {
+  if (!given.is_object()) return "";
+  constexpr double kBound = 2147483648.0;  // 2^31
+  for (const auto& [key, value] : given.items()) {
+    const auto huge = [&](const json& v) { return v.is_number_float() && !(std::fabs(v.get<double>()) < kBound); };
+    if (huge(value) || (value.is_array() && std::any_of(value.begin(), value.end(), huge)))
+      return "argument " + key + "=" + value.dump() + " is out of range (no layer argument reaches 2^31)";
+  }
+  return "";
+}
 
 std::string non_integer_argument(const json& given, const json& built) {
   if (!given.is_object() || !built.is_object()) return "";
