@@ -411,3 +411,10 @@ if(LOCKSTEP_WITH_MPI)
   add_test(NAME multi_worker.bench_allreduce_workers_needs_mpirun
            COMMAND ${_expect} 2 "runs under mpirun with 2 or more ranks" ${_cli} bench allreduce --workers)
 endif()
+
+# --data labels and paths that would size or break a run (tests/cli/hostile_labels.sh).
+foreach(_case IN ITEMS huge_label num_classes evaluate_label data_directory)
+  add_test(NAME cli.hostile_labels.${_case}
+           COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/cli/hostile_labels.sh ${_cli} ${_case})
+  set_tests_properties(cli.hostile_labels.${_case} PROPERTIES TIMEOUT 120)
+endforeach()

@@ -4,11 +4,13 @@
 
 #include <zlib.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <vector>
 
 #include "data/input_file.hpp"
 #include "data/npy_format.hpp"
@@ -31,16 +33,31 @@ std::uint64_t le(const unsigned char* p, int n) {
   return v;
 }
 
+// A member as the central directory records it, with where its data starts.
+struct Member {
+  std::string name;
+  std::uint64_t method = 0;
+  std::uint32_t crc = 0;
+  std::uint64_t csize = 0, usize = 0, local = 0, start = 0;
+};
+
 class Archive {
  public:
   explicit Archive(const std::string& path) : path_(path) {
+    // A directory opens as a stream that fails on the first read; a FIFO or /dev/zero never ends.
+    std::error_code ec;
+    const auto type = std::filesystem::status(path, ec).type();
+    if (type == std::filesystem::file_type::directory) throw IOError(prefix() + "is a directory, not an .npz file");
+    if (!ec && type != std::filesystem::file_type::regular)
+      throw IOError(prefix() + "is not a regular file (a device, FIFO or socket), so not an .npz file");
     std::ifstream in(path, std::ios::binary);
     if (!in) throw IOError(prefix() + "cannot open: " + std::strerror(errno));
     bytes_.assign(std::istreambuf_iterator<char>(in), {});
     if (in.bad()) throw IOError(prefix() + "read error");
   }
 
-  std::map<std::string, Tensor> read_all() {
+  // Every array, or those `wanted` names (nullptr: all).
+  NpzSelection read(const std::set<std::string>* wanted) {
     const std::size_t end = find_end();
     std::uint64_t entries = le(at(end + 10, 2), 2);
     std::uint64_t dir_size = le(at(end + 12, 4), 4);
@@ -54,28 +71,46 @@ class Archive {
       dir_size = le(at(end64 + 40, 8), 8);
       dir_offset = le(at(end64 + 48, 8), 8);
     }
-    std::map<std::string, Tensor> out;
+    std::vector<Member> members;
     std::uint64_t p = dir_offset;
     for (std::uint64_t i = 0; i < entries; ++i) {
       if (le(at(p, 46), 4) != kCentralSig) corrupt("bad central directory entry " + std::to_string(i));
       const unsigned char* h = at(p, 46);
-      const auto flags = le(h + 8, 2), method = le(h + 10, 2);
-      const auto crc = static_cast<std::uint32_t>(le(h + 16, 4));
-      std::uint64_t csize = le(h + 20, 4), usize = le(h + 24, 4), local = le(h + 42, 4);
+      Member m;
+      const auto flags = le(h + 8, 2);
+      m.method = le(h + 10, 2);
+      m.crc = static_cast<std::uint32_t>(le(h + 16, 4));
+      m.csize = le(h + 20, 4), m.usize = le(h + 24, 4), m.local = le(h + 42, 4);
       const auto name_len = le(h + 28, 2), extra_len = le(h + 30, 2), comment_len = le(h + 32, 2);
-      const std::string name(reinterpret_cast<const char*>(at(p + 46, name_len)), name_len);
-      read_zip64_extra(at(p + 46 + name_len, extra_len), extra_len, usize, csize, local);
+      m.name.assign(reinterpret_cast<const char*>(at(p + 46, name_len)), name_len);
+      read_zip64_extra(at(p + 46 + name_len, extra_len), extra_len, m.usize, m.csize, m.local);
       p += 46 + name_len + extra_len + comment_len;
-      if (name.empty() || name.back() == '/') continue;  // a folder
-      if (flags & 1) corrupt("member '" + name + "' is encrypted");
-      if (name.size() < 4 || name.compare(name.size() - 4, 4, ".npy") != 0) {
-        corrupt("member '" + name + "' is not a .npy file");
+      if (m.name.empty() || m.name.back() == '/') continue;  // a folder
+      if (flags & 1) corrupt("member '" + m.name + "' is encrypted");
+      if (m.name.size() < 4 || m.name.compare(m.name.size() - 4, 4, ".npy") != 0) {
+        corrupt("member '" + m.name + "' is not a .npy file");
       }
-      std::string data = member(name, method, crc, csize, usize, local);
-      detail::InputFile f(std::move(data), path_ + "' member '" + name, "read_npz");
-      out.emplace(name.substr(0, name.size() - 4), detail::read_npy_from(f));
+      const unsigned char* lh = at(m.local, 30);
+      if (le(lh, 4) != kLocalSig) corrupt("bad local header of member '" + m.name + "'");
+      m.start = m.local + 30 + le(lh + 26, 2) + le(lh + 28, 2);
+      at(m.start, m.csize);
+      if (m.method == 8 && m.usize > m.csize * kMaxInflateRatio + 1024)
+        corrupt("member '" + m.name + "' claims " + std::to_string(m.usize) + " bytes from " + std::to_string(m.csize) +
+                " deflated ones, more than deflate can produce");
+      members.push_back(std::move(m));
     }
     if (p > dir_offset + dir_size) corrupt("the central directory overruns its size");
+    check_layout(members, dir_offset);
+    // Inflated one at a time: each member's bytes are freed once parsed.
+    NpzSelection out;
+    for (const auto& m : members) {
+      std::string array = m.name.substr(0, m.name.size() - 4);
+      out.names.push_back(array);
+      if (wanted != nullptr && wanted->count(array) == 0) continue;
+      std::string data = member(m);
+      detail::InputFile f(std::move(data), path_ + "' member '" + m.name, "read_npz");
+      out.arrays.emplace(std::move(array), detail::read_npy_from(f));
+    }
     return out;
   }
 
@@ -121,18 +156,39 @@ class Archive {
     }
   }
 
-  std::string member(const std::string& name, std::uint64_t method, std::uint32_t crc, std::uint64_t csize,
-                     std::uint64_t usize, std::uint64_t local) const {
-    const unsigned char* h = at(local, 30);
-    if (le(h, 4) != kLocalSig) corrupt("bad local header of member '" + name + "'");
-    const std::uint64_t start = local + 30 + le(h + 26, 2) + le(h + 28, 2);
-    const unsigned char* src = at(start, csize);
+  // Members may not share bytes or run into the central directory: 40 entries over one deflated
+  // member are how a 0.5 MB file asks for 20 GB. With that, what the archive inflates to is
+  // bounded by its own size (kMaxInflateRatio x, plus a small allowance).
+  void check_layout(std::vector<Member> ms, std::uint64_t dir_offset) const {
+    std::stable_sort(ms.begin(), ms.end(), [](const Member& a, const Member& b) { return a.local < b.local; });
+    std::uint64_t total = 0;
+    for (std::size_t i = 0; i < ms.size(); ++i) {
+      const std::uint64_t end = ms[i].start + ms[i].csize;
+      if (end > dir_offset)
+        corrupt("member '" + ms[i].name + "' (bytes " + std::to_string(ms[i].local) + " to " + std::to_string(end) +
+                ") runs into the central directory at byte " + std::to_string(dir_offset));
+      if (i + 1 < ms.size() && end > ms[i + 1].local)
+        corrupt("members '" + ms[i].name + "' (bytes " + std::to_string(ms[i].local) + " to " + std::to_string(end) +
+                ") and '" + ms[i + 1].name + "' (from byte " + std::to_string(ms[i + 1].local) + ") overlap");
+      total += ms[i].usize;
+    }
+    const std::uint64_t budget = bytes_.size() * kMaxInflateRatio + (1u << 20);
+    if (total > budget)
+      corrupt("its members claim " + std::to_string(total) + " bytes in all, more than an archive of " +
+              std::to_string(bytes_.size()) + " bytes can hold (" + std::to_string(budget) + ")");
+  }
+
+  std::string member(const Member& m) const {
+    const std::string& name = m.name;
+    const auto method = m.method;
+    const auto crc = m.crc;
+    const auto csize = m.csize, usize = m.usize;
+    const unsigned char* src = at(m.start, csize);
     std::string out;
     if (method == 0) {
       if (csize != usize) corrupt("stored member '" + name + "' has different sizes");
       out.assign(reinterpret_cast<const char*>(src), csize);
     } else if (method == 8) {
-      if (usize > csize * kMaxInflateRatio + 1024) corrupt("member '" + name + "' claims an impossible size");
       out.resize(usize);
       z_stream z{};
       if (inflateInit2(&z, -MAX_WBITS) != Z_OK) corrupt("zlib cannot start");
@@ -166,7 +222,11 @@ void put(std::string& s, std::uint64_t v, int n) {
 
 }  // namespace
 
-std::map<std::string, Tensor> read_npz(const std::string& path) { return Archive(path).read_all(); }
+std::map<std::string, Tensor> read_npz(const std::string& path) { return Archive(path).read(nullptr).arrays; }
+
+NpzSelection read_npz(const std::string& path, const std::set<std::string>& wanted) {
+  return Archive(path).read(&wanted);
+}
 
 void write_npz(const std::string& path, const std::map<std::string, Tensor>& arrays, const NpzWriteOptions& options) {
   // Each member is made by write_npy into a scratch file, so that the .npy bytes are exactly

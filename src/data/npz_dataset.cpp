@@ -10,13 +10,15 @@ bool is_integer(DType d) { return d == DType::kU8 || d == DType::kI32 || d == DT
 }  // namespace
 
 TrainTest load_npz(const std::string& path) {
-  const auto arrays = data::read_npz(path);
+  // Only the four arrays are inflated: other members of the archive cost nothing.
+  const data::NpzSelection npz = data::read_npz(path, {"x_train", "y_train", "x_test", "y_test"});
+  const auto& arrays = npz.arrays;
   const auto fail = [&](const std::string& what) { return IOError("dataset '" + path + "': " + what); };
   const auto get = [&](const char* name) {
     const auto it = arrays.find(name);
     if (it == arrays.end()) {
       std::string have;
-      for (const auto& [k, v] : arrays) have += (have.empty() ? "" : ", ") + k;
+      for (const auto& k : npz.names) have += (have.empty() ? "" : ", ") + k;
       throw fail(std::string("has no array '") + name + "' (it needs x_train, y_train, x_test, y_test; it holds " +
                  (have.empty() ? "none" : have) + ")");
     }

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <limits>
 #include <set>
+#include <utility>
 
 #include "lockstep/core/error.hpp"
 
@@ -22,7 +23,7 @@ constexpr std::size_t kCentralHeaderSize = 46;
 constexpr std::size_t kEndRecordSize = 22;
 constexpr std::uint16_t kDosDate1980 = (0 << 9) | (1 << 5) | 1;  // 1980-01-01, the zip epoch
 // Deflate cannot expand data by more than ~1032:1; a header claiming more is corrupt (or a bomb).
-constexpr std::uint64_t kMaxDeflateRatio = 1100;
+constexpr std::uint64_t kMaxDeflateRatio = 1032;
 
 class Reader {
  public:
@@ -94,77 +95,138 @@ void put32(std::string& out, std::uint32_t v) {
 }
 }  // namespace
 
-std::vector<ZipEntry> decode_zip(std::string_view bytes, const std::string& source) {
-  const Reader r(bytes, source);
-  if (bytes.size() < kEndRecordSize)
-    r.fail("not a zip archive (" + std::to_string(bytes.size()) + " bytes, shorter than a zip's end record)");
+ZipArchive::ZipArchive(std::string_view bytes, std::string source) : bytes_(bytes), source_(std::move(source)) {
+  read_directory();
+}
+
+void ZipArchive::fail(const std::string& what) const { throw IOError("zip archive '" + source_ + "': " + what); }
+
+void ZipArchive::read_directory() {
+  const Reader r(bytes_, source_);
+  if (bytes_.size() < kEndRecordSize)
+    fail("not a zip archive (" + std::to_string(bytes_.size()) + " bytes, shorter than a zip's end record)");
   // The end record is the last 22 bytes plus a comment of up to 65535: search backwards.
   std::size_t end = std::string_view::npos;
-  const std::size_t lowest = bytes.size() >= kEndRecordSize + 0xffff ? bytes.size() - kEndRecordSize - 0xffff : 0;
-  for (std::size_t at = bytes.size() - kEndRecordSize + 1; at-- > lowest;) {
+  const std::size_t lowest = bytes_.size() >= kEndRecordSize + 0xffff ? bytes_.size() - kEndRecordSize - 0xffff : 0;
+  for (std::size_t at = bytes_.size() - kEndRecordSize + 1; at-- > lowest;) {
     if (r.u32(at, "end record") == kEndOfCentralDirectory &&
-        at + kEndRecordSize + r.u16(at + 20, "comment length") == bytes.size()) {
+        at + kEndRecordSize + r.u16(at + 20, "comment length") == bytes_.size()) {
       end = at;
       break;
     }
   }
   if (end == std::string_view::npos) {
-    if (bytes.substr(0, 4) == std::string_view("PK\x03\x04", 4))
-      r.fail("truncated: it starts as a zip archive but has no end-of-central-directory record at its end");
-    r.fail("not a zip archive (no end-of-central-directory record at its end)");
+    if (bytes_.substr(0, 4) == std::string_view("PK\x03\x04", 4))
+      fail("truncated: it starts as a zip archive but has no end-of-central-directory record at its end");
+    fail("not a zip archive (no end-of-central-directory record at its end)");
   }
   const std::uint16_t disk = r.u16(end + 4, "end record");
   const std::uint16_t cd_disk = r.u16(end + 6, "end record");
   const std::uint16_t count = r.u16(end + 10, "end record");
   const std::uint32_t cd_size = r.u32(end + 12, "end record");
   const std::uint32_t cd_offset = r.u32(end + 16, "end record");
-  if (disk != 0 || cd_disk != 0) r.fail("multi-disk archives are not supported");
-  if (count == 0xffff || cd_offset == 0xffffffffu) r.fail("zip64 archives are not supported");
+  if (disk != 0 || cd_disk != 0) fail("multi-disk archives are not supported");
+  if (count == 0xffff || cd_offset == 0xffffffffu) fail("zip64 archives are not supported");
   if (static_cast<std::uint64_t>(cd_offset) + cd_size > end)
-    r.fail("truncated or corrupt: the central directory (" + std::to_string(cd_size) + " bytes at " +
-           std::to_string(cd_offset) + ") does not end before the end record at " + std::to_string(end));
+    fail("truncated or corrupt: the central directory (" + std::to_string(cd_size) + " bytes at " +
+         std::to_string(cd_offset) + ") does not end before the end record at " + std::to_string(end));
 
-  std::vector<ZipEntry> entries;
   std::set<std::string> names;
   std::size_t at = cd_offset;
   for (std::uint16_t i = 0; i < count; ++i) {
     if (r.u32(at, "central directory entry") != kCentralHeader)
-      r.fail("corrupt central directory: entry " + std::to_string(i) + " of " + std::to_string(count) +
-             " has no signature at byte " + std::to_string(at));
+      fail("corrupt central directory: entry " + std::to_string(i) + " of " + std::to_string(count) +
+           " has no signature at byte " + std::to_string(at));
+    Member m;
     const std::uint16_t flags = r.u16(at + 8, "central directory entry");
-    const std::uint16_t method = r.u16(at + 10, "central directory entry");
-    const std::uint32_t crc = r.u32(at + 16, "central directory entry");
-    const std::uint32_t packed = r.u32(at + 20, "central directory entry");
-    const std::uint32_t size = r.u32(at + 24, "central directory entry");
+    m.method = r.u16(at + 10, "central directory entry");
+    m.crc = r.u32(at + 16, "central directory entry");
+    m.packed = r.u32(at + 20, "central directory entry");
+    m.size = r.u32(at + 24, "central directory entry");
     const std::uint16_t name_len = r.u16(at + 28, "central directory entry");
     const std::uint16_t extra_len = r.u16(at + 30, "central directory entry");
     const std::uint16_t comment_len = r.u16(at + 32, "central directory entry");
-    const std::uint32_t local = r.u32(at + 42, "central directory entry");
-    std::string name(r.span(at + kCentralHeaderSize, name_len, "entry name"));
+    m.local = r.u32(at + 42, "central directory entry");
+    m.name = std::string(r.span(at + kCentralHeaderSize, name_len, "entry name"));
     at += kCentralHeaderSize + name_len + extra_len + comment_len;
-    if (flags & 1u) r.fail("entry '" + name + "' is encrypted, which is not supported");
-    if (packed == 0xffffffffu || size == 0xffffffffu || local == 0xffffffffu)
-      r.fail("entry '" + name + "' uses zip64, which is not supported");
-    if (method != 0 && method != 8)
-      r.fail("entry '" + name + "' uses compression method " + std::to_string(method) +
-             " (supported: 0 stored, 8 deflated)");
-    if (!names.insert(name).second) r.fail("holds two entries named '" + name + "'");
-    if (r.u32(local, "local header") != kLocalHeader)
-      r.fail("corrupt: entry '" + name + "' has no local header at byte " + std::to_string(local));
-    const std::size_t data_at = local + kLocalHeaderSize + r.u16(local + 26, "local header") +
-                                r.u16(local + 28, "local header");
-    const std::string_view data = r.span(data_at, packed, ("the data of entry '" + name + "'").c_str());
-    std::string content;
-    if (method == 0) {
-      if (packed != size) r.fail("entry '" + name + "' is stored but its two sizes differ");
-      content.assign(data);
-    } else {
-      if (size > static_cast<std::uint64_t>(packed) * kMaxDeflateRatio + 1024)
-        r.fail("entry '" + name + "' claims " + std::to_string(size) + " bytes from " + std::to_string(packed) +
-               " deflated ones, more than deflate can produce");
-      content = inflate_raw(data, size, r, name);
-    }
-    if (crc32_of(content) != crc) r.fail("entry '" + name + "' fails its CRC-32 check (the file is corrupt)");
+    const std::string who = "entry '" + m.name + "'";
+    if (flags & 1u) fail(who + " is encrypted, which is not supported");
+    if (m.packed == 0xffffffffu || m.size == 0xffffffffu || m.local == 0xffffffffu)
+      fail(who + " uses zip64, which is not supported");
+    if (m.method != 0 && m.method != 8)
+      fail(who + " uses compression method " + std::to_string(m.method) + " (supported: 0 stored, 8 deflated)");
+    if (m.method == 0 && m.packed != m.size) fail(who + " is stored but its two sizes differ");
+    if (m.size > static_cast<std::uint64_t>(m.packed) * kMaxDeflateRatio + 1024)
+      fail(who + " claims " + std::to_string(m.size) + " bytes from " + std::to_string(m.packed) +
+           " deflated ones, more than deflate can produce");
+    if (!names.insert(m.name).second) fail("holds two entries named '" + m.name + "'");
+    if (r.u32(m.local, "local header") != kLocalHeader)
+      fail("corrupt: " + who + " has no local header at byte " + std::to_string(m.local));
+    m.data_at = m.local + kLocalHeaderSize + r.u16(m.local + 26, "local header") + r.u16(m.local + 28, "local header");
+    r.span(m.data_at, m.packed, ("the data of " + who).c_str());
+    members_.push_back(std::move(m));
+  }
+  check_layout(cd_offset);
+}
+
+// Each entry's bytes (local header to the end of its data) must lie before the central directory
+// and apart from every other's: entries sharing one deflated member are how a small archive asks
+// for gigabytes. With that, the total it may inflate to is bounded by its own size.
+void ZipArchive::check_layout(std::size_t cd_offset) const {
+  std::vector<const Member*> order;
+  for (const auto& m : members_) order.push_back(&m);
+  std::stable_sort(order.begin(), order.end(), [](const Member* a, const Member* b) { return a->local < b->local; });
+  std::uint64_t total = 0;
+  for (std::size_t i = 0; i < order.size(); ++i) {
+    const Member& m = *order[i];
+    const std::uint64_t end = static_cast<std::uint64_t>(m.data_at) + m.packed;
+    if (end > cd_offset)
+      fail("corrupt: entry '" + m.name + "' (bytes " + std::to_string(m.local) + " to " + std::to_string(end) +
+           ") runs into the central directory at byte " + std::to_string(cd_offset));
+    if (i + 1 < order.size() && end > order[i + 1]->local)
+      fail("corrupt or crafted: entries '" + m.name + "' (bytes " + std::to_string(m.local) + " to " +
+           std::to_string(end) + ") and '" + order[i + 1]->name + "' (from byte " + std::to_string(order[i + 1]->local) +
+           ") overlap");
+    total += m.size;
+  }
+  const std::uint64_t budget = static_cast<std::uint64_t>(bytes_.size()) * kMaxDeflateRatio + (1u << 20);
+  if (total > budget)
+    fail("its entries claim " + std::to_string(total) + " bytes in all, more than an archive of " +
+         std::to_string(bytes_.size()) + " bytes can hold (" + std::to_string(budget) + ")");
+}
+
+const ZipArchive::Member& ZipArchive::member(const std::string& name) const {
+  for (const auto& m : members_)
+    if (m.name == name) return m;
+  fail("has no entry '" + name + "'");
+}
+
+std::vector<std::string> ZipArchive::names() const {
+  std::vector<std::string> out;
+  for (const auto& m : members_) out.push_back(m.name);
+  return out;
+}
+
+bool ZipArchive::contains(const std::string& name) const {
+  return std::any_of(members_.begin(), members_.end(), [&](const Member& m) { return m.name == name; });
+}
+
+std::uint64_t ZipArchive::size_of(const std::string& name) const { return member(name).size; }
+
+std::string ZipArchive::read(const std::string& name) const {
+  const Member& m = member(name);
+  const Reader r(bytes_, source_);
+  const std::string_view data = bytes_.substr(m.data_at, m.packed);  // in range: checked when opened
+  std::string content = m.method == 0 ? std::string(data) : inflate_raw(data, m.size, r, m.name);
+  if (crc32_of(content) != m.crc) fail("entry '" + m.name + "' fails its CRC-32 check (the file is corrupt)");
+  return content;
+}
+
+std::vector<ZipEntry> decode_zip(std::string_view bytes, const std::string& source) {
+  const ZipArchive zip(bytes, source);
+  std::vector<ZipEntry> entries;
+  for (auto& name : zip.names()) {
+    std::string content = zip.read(name);
     entries.push_back({std::move(name), std::move(content)});
   }
   return entries;

@@ -2,6 +2,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "nn/weight_check.hpp"
+
 namespace lockstep::layers {
 
 Shape with_batch_dim(const Shape& per_example) {
@@ -31,12 +33,25 @@ void Layer::build(const Shape& input_shape, std::uint64_t seed) {
 
 void Layer::build_impl(const Shape&, std::uint64_t) {}
 
+namespace detail {
+namespace {
+thread_local WeightCheck* innermost_check = nullptr;
+}  // namespace
+
+WeightCheck::WeightCheck(WeightCheckFn fn) : fn_(std::move(fn)), outer_(innermost_check) { innermost_check = this; }
+WeightCheck::~WeightCheck() { innermost_check = outer_; }
+void WeightCheck::run(const Layer& layer, std::size_t index, const Shape& shape) {
+  if (innermost_check != nullptr) innermost_check->fn_(layer, index, shape);
+}
+}  // namespace detail
+
 Variable Layer::add_weight(const std::string& wname, const Shape& shape, const Initializer& init,
                            std::uint64_t seed, bool trainable) {
   return add_weight(shape, init, seed, VariableOptions{.name = wname, .trainable = trainable});
 }
 
 Variable Layer::add_weight(const Shape& shape, const Initializer& init, std::uint64_t seed, VariableOptions options) {
+  detail::WeightCheck::run(*this, variables_.size(), shape);
   options.name = name_ + "/" + options.name;
   Variable v(init(shape, seed), options);
   variables_.push_back(v);

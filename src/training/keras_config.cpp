@@ -110,6 +110,7 @@ class LayerReader {
     const json has = layer.get_config();
     for (const auto& [key, value] : ours.items())
       if (!has.contains(key) && !is_off(value)) unsupported(key, config_.at(key));
+    if (const std::string bad = non_integer_argument(ours, has); !bad.empty()) fail(bad);
   }
 
  private:
@@ -300,6 +301,7 @@ layers::LayerPtr layer_from_keras(const LayerReader& r) {
   const auto c = layers::find_layer_class(r.cls());
   if (!c) r.fail("this layer class is not supported by lockstep (it reads " + layers::layer_class_names() + ")");
   const json ours = r.to_lockstep(*c);
+  if (const std::string bad = out_of_range_argument(ours); !bad.empty()) r.fail(bad);
   layers::LayerPtr layer;
   try {
     layer = c->from_config(ours);

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <ctime>
+#include <filesystem>
 #include <map>
 #include <set>
 
@@ -13,6 +14,7 @@
 #include "lockstep/io/zip_archive.hpp"
 #include "lockstep/layers/core_layers.hpp"
 #include "lockstep/training/sequential.hpp"
+#include "nn/weight_check.hpp"
 #include "training/keras_config.hpp"
 #include "training/layer_config.hpp"
 
@@ -83,7 +85,10 @@ std::string encode_keras_weights(const Model& model) {
 }
 
 void assign_keras_weights(const std::string& bytes, const std::string& source, Model& model) {
-  const io::H5Content h5 = io::decode_hdf5(bytes, source);
+  assign_keras_weights(io::decode_hdf5(bytes, source), source, model);
+}
+
+void assign_keras_weights(const io::H5Content& h5, const std::string& source, Model& model) {
   const auto bad = [&](const std::string& what) { return IOError(source + " " + what); };
   io::SafetensorsContent by_name;  // the file's tensors under the model's variable names
   std::set<std::string> used;
@@ -137,17 +142,74 @@ void save_keras_archive(const Model& model, const std::string& path) {
   io::write_file_atomic(path, zip);
 }
 
+namespace {
+// Refuses, as each layer asks for a weight and before it is allocated, a weight the file cannot
+// fill: every weight is read from a distinct dataset of its shape, so the weights made so far can
+// never hold more values than the file's datasets do. The dataset at the group the layer will
+// read from (Sequential order: by class, numbered) is named when there is one. Smaller
+// mismatches (within kAllowance) are left to assign_keras_weights, which names each weight.
+class FileSizedWeights {
+ public:
+  static constexpr std::int64_t kAllowance = std::int64_t{1} << 24;  // values: 64 MB of float32
+
+  explicit FileSizedWeights(const io::H5Content& h5) : h5_(h5) {
+    for (const auto& d : h5.datasets)
+      if (d.path.rfind("layers/", 0) == 0) capacity_ += d.value.shape().numel();
+  }
+  void operator()(const layers::Layer& layer, std::size_t index, const Shape& shape) {
+    const auto [it, fresh] = groups_.try_emplace(&layer, std::string());
+    if (fresh) {
+      const std::string base = snake_case(layer.class_name());
+      const int n = used_[base]++;
+      it->second = "layers/" + (n == 0 ? base : base + "_" + std::to_string(n)) + "/vars";
+    }
+    made_ += shape.numel();
+    if (made_ <= capacity_ + kAllowance) return;
+    const std::string path = it->second + "/" + std::to_string(index);
+    const Tensor* t = h5_.find_dataset(path);
+    // No file or layer prefix: the config reader wraps this with the file and the layer.
+    throw ValueError("its weight " + std::to_string(index) + " would have shape " +
+                     shape.str() + " (" + std::to_string(shape.numel()) + " values), more than " + kWeightsEntry +
+                     " holds (" + std::to_string(capacity_) + " values in all)" +
+                     (t ? "; its " + path + " has shape " + t->shape().str() : std::string()) +
+                     ": the config and the weights are of different models");
+  }
+
+ private:
+  const io::H5Content& h5_;
+  std::int64_t capacity_ = 0;
+  std::int64_t made_ = 0;
+  std::map<const layers::Layer*, std::string> groups_;
+  std::map<std::string, int> used_;
+};
+}  // namespace
+
 std::unique_ptr<Model> load_keras_archive(const std::string& path) {
+  // A FIFO or /dev/zero named x.keras would be read forever: only regular files are archives.
+  std::error_code ec;
+  const auto type = std::filesystem::status(path, ec).type();
+  if (type == std::filesystem::file_type::directory)
+    throw IOError("Keras file '" + path + "' is a directory, not a .keras archive");
+  if (!ec && type != std::filesystem::file_type::regular)
+    throw IOError("Keras file '" + path + "' is not a regular file (a device, FIFO or socket), so not a .keras archive");
   const std::string bytes = io::read_file(path);
-  const std::vector<io::ZipEntry> entries = io::decode_zip(bytes, path);
-  const auto entry = [&](const char* name) -> const std::string& {
-    const io::ZipEntry* e = io::find_entry(entries, name);
-    if (e == nullptr) throw IOError("Keras file '" + path + "' has no " + name + " (it is not a Keras 3 .keras archive)");
-    return e->bytes;
+  // Only the two entries needed are inflated: metadata.json and anything else stay packed.
+  const io::ZipArchive zip(bytes, path);
+  const auto entry = [&](const char* name) {
+    if (!zip.contains(name)) throw IOError("Keras file '" + path + "' has no " + name + " (it is not a Keras 3 .keras archive)");
+    return zip.read(name);
   };
   const nlohmann::json config = io::detail::parse_json(entry(kConfigEntry), "Keras file '" + path + "': config.json");
-  auto model = model_from_keras_config(config, path);
-  assign_keras_weights(entry(kWeightsEntry), "Keras file '" + path + "': " + kWeightsEntry, *model);
+  const std::string weights_source = "Keras file '" + path + "': " + kWeightsEntry;
+  // The weights are read first, so that the model the config describes is built no larger than
+  // they are (units: 600000 is refused before its 1.9 GB kernel is allocated).
+  const io::H5Content h5 = io::decode_hdf5(entry(kWeightsEntry), weights_source);
+  std::unique_ptr<Model> model;
+  {
+    const layers::detail::WeightCheck check(FileSizedWeights{h5});
+    model = model_from_keras_config(config, path);
+  }
+  assign_keras_weights(h5, weights_source, *model);
   return model;
 }
 

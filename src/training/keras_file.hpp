@@ -8,6 +8,7 @@
 #include <memory>
 #include <string>
 
+#include "lockstep/io/hdf5_file.hpp"
 #include "lockstep/training/model.hpp"
 
 namespace lockstep::detail {
@@ -24,5 +25,7 @@ std::string encode_keras_weights(const Model& model);
 /// Checks the weights file `bytes` against `model` (every layer's group, count, shapes) and only
 /// then assigns them. Errors start with `source`, e.g. "Keras file 'm.keras': model.weights.h5".
 void assign_keras_weights(const std::string& bytes, const std::string& source, Model& model);
+/// The same, with the weights file already decoded.
+void assign_keras_weights(const io::H5Content& h5, const std::string& source, Model& model);
 
 }  // namespace lockstep::detail

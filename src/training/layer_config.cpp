@@ -1,6 +1,9 @@
 #include "training/layer_config.hpp"
 
+#include <algorithm>
 #include <cctype>
+#include <cmath>
+#include <cstdint>
 
 namespace lockstep::detail {
 
@@ -31,7 +34,55 @@ layers::LayerPtr layer_from_json(const json& j) {
   const auto cls = j.at("class_name").get<std::string>();
   const auto found = layers::find_layer_class(cls);
   if (!found) throw IOError("unknown layer class_name '" + cls + "' (lockstep knows " + layers::layer_class_names() + ")");
-  return found->from_config(j.at("config"));
+  const json& config = j.at("config");
+  if (const std::string bad = out_of_range_argument(config); !bad.empty())
+    throw IOError("layer '" + config.value("name", std::string("?")) + "' (" + cls + "): " + bad);
+  auto layer = found->from_config(config);
+  const std::string bad = non_integer_argument(config, layer->get_config());
+  if (!bad.empty())
+    throw IOError("layer '" + layer->name() + "' (" + cls + "): " + bad);
+  return layer;
+}
+
+namespace {
+// nlohmann's get<std::int64_t>() truncates 128.5 to 128: a non-integer given where the layer holds
+// an integer is caught by comparing the two. Integers past 2^31 are no layer's real argument.
+std::string integer_problem(const json& given, const json& built) {
+  if (built.is_array() && given.is_array() && built.size() == given.size()) {
+    for (std::size_t i = 0; i < built.size(); ++i)
+      if (!integer_problem(given[i], built[i]).empty()) return given.dump();
+    return "";
+  }
+  if (!built.is_number_integer() || !given.is_number()) return "";
+  if (!given.is_number_integer()) return given.dump();
+  const auto v = given.get<std::int64_t>();
+  constexpr std::int64_t kBound = std::int64_t{1} << 31;
+  return v >= kBound || v < -kBound || (given.is_number_unsigned() && given.get<std::uint64_t>() >= kBound)
+             ? given.dump()
+             : "";
+}
+}  // namespace
+
+std::string out_of_range_argument(const json& given) {
+  if (!given.is_object()) return "";
+  constexpr double kBound = 2147483648.0;  // 2^31
+  for (const auto& [key, value] : given.items()) {
+    const auto huge = [&](const json& v) { return v.is_number_float() && !(std::fabs(v.get<double>()) < kBound); };
+    if (huge(value) || (value.is_array() && std::any_of(value.begin(), value.end(), huge)))
+      return "argument " + key + "=" + value.dump() + " is out of range (no layer argument reaches 2^31)";
+  }
+  return "";
+}
+
+std::string non_integer_argument(const json& given, const json& built) {
+  if (!given.is_object() || !built.is_object()) return "";
+  for (const auto& [key, value] : built.items()) {
+    if (!given.contains(key)) continue;
+    const std::string v = integer_problem(given.at(key), value);
+    if (!v.empty()) return "argument " + key + "=" + v + " is not an integer the layer can take (" + key + " is " +
+                           value.dump() + " as read)";
+  }
+  return "";
 }
 
 }  // namespace lockstep::detail

@@ -22,4 +22,13 @@ nlohmann::json layer_to_json(const layers::Layer& layer);
 /// for missing or mistyped fields.
 layers::LayerPtr layer_from_json(const nlohmann::json& j);
 
+/// "argument units=128.5 is not an integer ..." for the first argument of `given` (a layer's
+/// config as read) that `built` (the layer's get_config()) holds as an integer (or a list of them)
+/// but was given as a fraction or past 2^31; "" when there is none.
+std::string non_integer_argument(const nlohmann::json& given, const nlohmann::json& built);
+/// "argument units=1e+30 is out of range ..." for the first fractional number (or list of them)
+/// of `given` at or past 2^31 in size, which nlohmann would convert to an integer with undefined
+/// behaviour; "" when there is none. Checked before a layer is made from `given`.
+std::string out_of_range_argument(const nlohmann::json& given);
+
 }  // namespace lockstep::detail

@@ -1,5 +1,6 @@
 #include "model_commands.hpp"
 
+#include <algorithm>
 #include <cstdio>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -80,6 +81,14 @@ int run_evaluate(const ModelArgs& a) {
                                                            : datasets::fashion_mnist::load_data();
   const std::string source = a.data.empty() ? "the " + a.dataset + " test split" : "x_test of '" + a.data + "'";
   const Tensor x = to_model_input(flatten_images_for(data.test.x, rescales_its_input(*model)), *model, source);
+  // As Keras does: a label the model has no output for is an error, not a wrong loss (one output
+  // is a binary model: labels 0 and 1).
+  const std::int64_t outputs = std::max<std::int64_t>(model->output_shape()[-1], 2);
+  const auto labels = data.test.y.to(DType::kI64).to_vector<std::int64_t>();
+  for (std::size_t i = 0; i < labels.size(); ++i)
+    LOCKSTEP_CHECK(labels[i] < outputs, a.data.empty() ? a.dataset : "--data '" + a.data + "'", ": y_test[", i,
+                   "] is ", labels[i], " but the model in '", a.model_dir, "' has ", outputs, " classes (0 to ",
+                   outputs - 1, ")");
   const Logs logs = model->evaluate(x, data.test.y, {.batch_size = a.batch_size});
   std::string line = "test_loss: ";
   char buf[64];

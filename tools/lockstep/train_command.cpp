@@ -32,6 +32,46 @@ const CLI::Validator kPositive(
       return {};
     },
     "POSITIVE");
+// Classes are inferred from the labels' largest value: one stray label must not size the model
+// (y = 3,000,000 would build Dense(128, 3000001), > 6 GB). More than this needs --num-classes.
+constexpr std::int64_t kMaxInferredClasses = 65536;
+// --num-classes lives here, not in TrainArgs (commands.hpp is shared by every command): only
+// `train` reads it. 0: infer from the labels.
+std::int64_t g_num_classes = 0;
+
+// The largest label of the data and where it is, for an error that points at it.
+struct LargestLabel {
+  std::string array;
+  std::int64_t index = 0;
+  std::int64_t value = -1;
+};
+LargestLabel largest_label(const datasets::TrainTest& data) {
+  LargestLabel top;
+  for (const auto& [name, split] : {std::pair<const char*, const datasets::Split*>{"y_train", &data.train},
+                                    {"y_test", &data.test}}) {
+    const auto labels = split->y.to(DType::kI64).to_vector<std::int64_t>();
+    for (std::size_t i = 0; i < labels.size(); ++i)
+      if (labels[i] > top.value) top = {name, static_cast<std::int64_t>(i), labels[i]};
+  }
+  return top;
+}
+
+// The number of classes of the labels: --num-classes when given (every label below it),
+// else the largest label + 1, refused past kMaxInferredClasses.
+std::int64_t classes_of(const datasets::TrainTest& data, const std::string& source) {
+  const LargestLabel top = largest_label(data);
+  const std::string where = source + ": " + top.array + "[" + std::to_string(top.index) + "] is " +
+                            std::to_string(top.value);
+  if (g_num_classes > 0) {
+    LOCKSTEP_CHECK(top.value < g_num_classes, where, ", outside --num-classes ", g_num_classes, " (labels 0 to ",
+                   g_num_classes - 1, ")");
+    return g_num_classes;
+  }
+  LOCKSTEP_CHECK(top.value < kMaxInferredClasses, where, ", which would make a model of ", top.value + 1,
+                 " classes; lockstep infers at most ", kMaxInferredClasses,
+                 " from the labels: give --num-classes N if that many are meant, or fix the labels");
+  return top.value + 1;
+}
 // CLI11 turns "-1" and "18446744073709551616" into 2^64 - 1 for an unsigned option: only digits
 // that fit in 64 bits are a seed.
 const CLI::Validator kSeed(
@@ -90,6 +130,10 @@ void add_train_command(CLI::App& app, TrainArgs& a) {
                   "Train on an .npz file instead of --dataset: arrays x_train, y_train, x_test, y_test as "
                   "keras.datasets returns them (uint8 images are scaled to [0, 1]); the input shape and the "
                   "number of classes come from the data");
+  cmd->add_option("--num-classes", g_num_classes,
+                  "Number of classes (the model's outputs); by default the largest label + 1, which may be at "
+                  "most 65536")
+      ->check(CLI::Range(std::int64_t{2}, std::int64_t{1} << 24));
   cmd->add_option("--epochs", a.epochs, "Number of epochs")->check(kPositive)->capture_default_str();
   cmd->add_option("--steps-per-epoch", a.steps_per_epoch,
                   "Steps per epoch (default: one pass over the training set)");
@@ -256,7 +300,7 @@ int run_train(const TrainArgs& a) {
   const datasets::TrainTest data = !a.data.empty()      ? datasets::load_npz(a.data)
                                     : a.dataset == "mnist" ? datasets::mnist::load_data()
                                                            : datasets::fashion_mnist::load_data();
-  const std::int64_t classes = a.data.empty() ? 10 : datasets::num_classes(data);
+  const std::int64_t classes = classes_of(data, a.data.empty() ? "--dataset " + a.dataset : "--data '" + a.data + "'");
   LOCKSTEP_CHECK(classes >= 2, "--data '", a.data, "': the labels hold ", classes,
                  " class; a classifier needs at least 2");
   // Images (N, H, W) become (N, H, W, 1) for a convolutional model, rows of features for the MLP.

@@ -1,7 +1,9 @@
 #pragma once
 // NumPy's .npz archives (numpy.savez / savez_compressed): a zip of .npy files.
 #include <map>
+#include <set>
 #include <string>
+#include <vector>
 
 #include "lockstep/tensor/tensor.hpp"
 
@@ -14,6 +16,15 @@ namespace lockstep::data {
 /// file, a file that is not a zip, a truncated or corrupt archive (bad CRC, bad deflate data),
 /// a member that is not .npy, encryption, or another compression method.
 std::map<std::string, Tensor> read_npz(const std::string& path);
+
+/// The arrays of an .npz archive that `wanted` names (without ".npy"), and the names of all its
+/// arrays. The directory is checked whole, as read_npz does, but only the wanted members are
+/// inflated and parsed: an archive's other members cost nothing.
+struct NpzSelection {
+  std::map<std::string, Tensor> arrays;
+  std::vector<std::string> names;
+};
+NpzSelection read_npz(const std::string& path, const std::set<std::string>& wanted);
 
 struct NpzWriteOptions {
   bool compress = false;  // deflate the members, as numpy.savez_compressed does
