@@ -319,7 +319,7 @@ int run_train(const TrainArgs& a) {
     // Held until the process ends: a second run on this directory fails here, naming this one.
     lock.emplace(logdir);
     // Writes of killed runs left these; a live writer's (lockstep evaluate into the run) is kept.
-    if (const int stale = io::remove_stale_temporaries(logdir); stale > 0)
+    if (const int stale = remove_stale_run_temporaries(logdir); stale > 0)
       std::fprintf(stderr, "Removed %d temporary file(s) left in %s by killed runs\n", stale, logdir.c_str());
   }
   const std::string backup_dir = logdir.empty() ? std::string() : logdir + "/backup";
