@@ -11,6 +11,7 @@
 #include "commands.hpp"
 #include "learning_rate.hpp"
 #include "model_zoo.hpp"
+#include "data_checks.hpp"
 #include "run_directory.hpp"
 #include "lockstep/io/atomic_file.hpp"
 #include "lockstep/io/directory_lock.hpp"
@@ -215,6 +216,11 @@ std::string default_logdir() {
 
 int run_train(const TrainArgs& a) {
   LOCKSTEP_CHECK(a.steps_per_epoch == -1 || a.steps_per_epoch > 0, "--steps-per-epoch must be positive");
+  // The schedules count steps in doubles: 2^53 is where they stop being exact (2^62 x epochs
+  // overflowed the total).
+  constexpr std::int64_t kMaxTotalSteps = std::int64_t{1} << 53;
+  LOCKSTEP_CHECK(a.steps_per_epoch <= kMaxTotalSteps / a.epochs, "--steps-per-epoch ", a.steps_per_epoch,
+                 " x --epochs ", a.epochs, " is more than 2^53 steps, lockstep's bound for a run");
   LOCKSTEP_CHECK(!a.resume || !a.logdir.empty(), "--resume needs --logdir naming the run to continue");
   // A backup inside an accumulation group would lose the group's held-back gradients.
   LOCKSTEP_CHECK(a.backup_every_steps % a.gradient_accumulation_steps == 0, "--backup-every-steps ",
@@ -226,6 +232,9 @@ int run_train(const TrainArgs& a) {
   set_random_seed(a.seed);
   LOCKSTEP_CHECK(a.collective_timeout <= 1e9, "--collective-timeout ", a.collective_timeout, " s is too long");
   LOCKSTEP_CHECK(a.gpu_memory_limit_mib <= 1e9, "--gpu-memory-limit ", a.gpu_memory_limit_mib, " MiB is too large");
+  // 1e-300 became 0 bytes, which means "no limit": refused rather than turned into its opposite.
+  LOCKSTEP_CHECK(a.gpu_memory_limit_mib == 0 || a.gpu_memory_limit_mib >= 1, "--gpu-memory-limit ",
+                 a.gpu_memory_limit_mib, " MiB is less than 1 MiB (0 would mean no limit); give at least 1");
   distribute::MultiWorkerOptions strategy_options{.local = parse_devices(a.devices), .notice = false};
   strategy_options.local.gpu_memory_limit = static_cast<std::uint64_t>(a.gpu_memory_limit_mib * 1048576.0);
   strategy_options.local.collective_timeout =
@@ -256,6 +265,7 @@ int run_train(const TrainArgs& a) {
   const datasets::TrainTest data = !a.data.empty()      ? datasets::load_npz(a.data)
                                     : a.dataset == "mnist" ? datasets::mnist::load_data()
                                                            : datasets::fashion_mnist::load_data();
+  if (!a.data.empty()) check_finite_data(data, "--data '" + a.data + "'");
   const std::int64_t classes = a.data.empty() ? 10 : datasets::num_classes(data);
   LOCKSTEP_CHECK(classes >= 2, "--data '", a.data, "': the labels hold ", classes,
                  " class; a classifier needs at least 2");
