@@ -28,12 +28,15 @@ json keras_tensor(const Functional& m, std::size_t node) {
 // Refused before any layer is made: a config far beyond any real model (a 425 KB file held a
 // chain of 16,000 calls) costs time and memory in proportion to its calls.
 void check_size(const json& layer_list, const std::string& source) {
-  std::size_t calls = layer_list.size();
-  for (const auto& entry : layer_list)
-    if (entry.is_object() && entry.value("inbound_nodes", json()).is_array()) calls += entry.at("inbound_nodes").size();
+  std::size_t calls = 0;  // nodes: an InputLayer's tensor, and each inbound node of the others
+  for (const auto& entry : layer_list) {
+    if (!entry.is_object()) continue;  // refused by name further on
+    if (entry.value("class_name", json()) == json("InputLayer")) ++calls;
+    else if (entry.value("inbound_nodes", json()).is_array()) calls += entry.at("inbound_nodes").size();
+  }
   if (layer_list.size() > Functional::kMaxNodes || calls > Functional::kMaxNodes)
-    fail(source, "the Functional config has " + std::to_string(layer_list.size()) + " layers and " +
-                     std::to_string(calls) + " layers and calls together, more than lockstep's bound of " +
+    fail(source, "the Functional config has " + std::to_string(calls) + " layer calls (nodes) in " +
+                     std::to_string(layer_list.size()) + " layers, more than lockstep's bound of " +
                      std::to_string(Functional::kMaxNodes) + " for a model");
 }
 
@@ -167,7 +170,7 @@ std::unique_ptr<Functional> functional_from_config(const json& config, const Lay
   for (const auto& p : pending)
     if (p.done < p.nodes.size())
       fail(source, "layer '" + p.name + "': call " + std::to_string(p.done) +
-                       " takes a tensor that no layer of the model makes (a missing layer or node index)");
+                       " takes a tensor that no layer of the model makes (a missing layer or node index, or a cycle)");
 
   const auto endpoint = [&](const char* key) {
     // [name, node, 0] (Keras' form for one tensor) or a list of one of them.
