@@ -112,7 +112,15 @@ setup_mnist() {
       cp "$shared/$name.gz" "$tmp"
     else
       say "mnist: downloading $MNIST_MIRROR/$name.gz"
-      download "$MNIST_MIRROR/$name.gz" "$tmp"
+      # Without a network, curl's own message named no way out: say where else MNIST can come from.
+      download "$MNIST_MIRROR/$name.gz" "$tmp" || {
+        rm -f "$tmp"
+        die "mnist: downloading $MNIST_MIRROR/$name.gz failed (no network?). Copy the four MNIST files" \
+          "(train-images-idx3-ubyte, train-labels-idx1-ubyte, t10k-images-idx3-ubyte, t10k-labels-idx1-ubyte," \
+          "gzipped with .gz or raw) into $dest by hand (\$LOCKSTEP_DATA_DIR/mnist, else ~/.lockstep/datasets/mnist)," \
+          "or the .gz files into $shared, and run this again. The Debian package dataset-fashion-mnist holds" \
+          "Fashion-MNIST only, not MNIST."
+      }
     fi
     have="$(content_md5 "$tmp")"
     if [[ "$have" != "$want" ]]; then

@@ -169,7 +169,7 @@ set_tests_properties(cli.keras_file_predicts_what_the_folder_model_does cli.kera
 # input; README's "Tests" section lists them.
 set(_hostile_cases deep_json pointer_escape device_count nonfinite_flags nan_loss state_edit resume_mismatch
     output_write_failure output_path_checked_first empty_dataset
-    concurrent_runs stale_temporaries flag_values file_values)
+    concurrent_runs stale_temporaries lock_file nonfinite_data flag_values file_values)
 if(NOT LOCKSTEP_SANITIZE)  # ulimit -v leaves a sanitizer no room for its shadow memory
   list(APPEND _hostile_cases thread_start_failure)
 endif()

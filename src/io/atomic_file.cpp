@@ -24,15 +24,17 @@ std::string parent_dir(const std::string& path) {
   return p.has_parent_path() ? p.parent_path().string() : std::string(".");
 }
 
-// A write's temporary file is <path>.tmp.<pid>: the pid says whose it is, so that
-// remove_stale_temporaries can tell a dead writer's leftovers from a live writer's file.
-constexpr const char* kTempInfix = ".tmp.";
+// A write's temporary file is <path>.lockstep-tmp.<pid>: the pid says whose it is, so that
+// remove_stale_temporaries can tell a dead writer's leftovers from a live writer's file, and the
+// infix says lockstep made it (".tmp.<pid>", the old infix, is a name anyone's files may have).
+constexpr const char* kTempInfix = ".lockstep-tmp.";
+constexpr const char* kOldTempInfix = ".tmp.";
 
-// The pid of a temporary file's name, or -1 when the name is not one.
-long temp_owner(const std::string& name) {
-  const auto at = name.rfind(kTempInfix);
+// The pid of a temporary file's name with `infix`, or -1 when the name is not one.
+long temp_owner(const std::string& name, const char* infix) {
+  const auto at = name.rfind(infix);
   if (at == std::string::npos || at == 0) return -1;
-  const std::string digits = name.substr(at + std::strlen(kTempInfix));
+  const std::string digits = name.substr(at + std::strlen(infix));
   if (digits.empty() || digits.size() > 9 || digits.find_first_not_of("0123456789") != std::string::npos) return -1;
   return std::stol(digits);
 }
@@ -105,26 +107,36 @@ void write_file_atomic(const std::string& path, std::string_view bytes) {
   }
 }
 
-int remove_stale_temporaries(const std::string& directory) {
+int remove_stale_temporaries(const std::string& directory, bool old_names) {
   namespace fs = std::filesystem;
   std::error_code ec;
   int removed = 0;
-  // Symlinks are not followed: only the directory's own tree is cleaned.
-  for (fs::recursive_directory_iterator it(directory, ec), end; !ec && it != end; it.increment(ec)) {
-    if (!it->is_regular_file(ec) || it->is_symlink(ec)) continue;
-    const long pid = temp_owner(it->path().filename().string());
+  // This directory only, not below it, and no symlink (the caller says which directories are
+  // lockstep's: a sweep of the whole --logdir deleted a user's notes/draft.tmp.3999999).
+  for (fs::directory_iterator it(directory, ec), end; !ec && it != end; it.increment(ec)) {
+    if (it->symlink_status(ec).type() != fs::file_type::regular) continue;
+    const std::string name = it->path().filename().string();
+    long pid = temp_owner(name, kTempInfix);
+    if (pid < 0 && old_names) pid = temp_owner(name, kOldTempInfix);
     if (pid <= 0 || pid == ::getpid()) continue;
     // ESRCH: no such process. EPERM means it exists (another user's): keep its file.
     if (::kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH) continue;
-    std::error_code rm;
-    if (fs::remove(it->path(), rm)) ++removed;
+    if (::unlink(it->path().c_str()) == 0) ++removed;
   }
   return removed;
 }
 
 std::string read_file(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: opening a FIFO must not wait for a writer; a FIFO, a device (/dev/zero) or a
+  // directory is refused before anything is read, since reading it may never end.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) throw IOError(::lockstep::detail::concat("cannot open '", path, "': ", std::strerror(errno)));
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    throw IOError(::lockstep::detail::concat("cannot read '", path, "': ",
+                                             S_ISDIR(st.st_mode) ? "it is a directory" : "it is not a regular file"));
+  }
   std::string out;
   char buf[1 << 16];
   for (;;) {

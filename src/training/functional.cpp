@@ -3,7 +3,10 @@
 #include <algorithm>
 #include <atomic>
 #include <map>
+#include <mutex>
+#include <optional>
 #include <set>
+#include <unordered_map>
 
 #include "lockstep/layers/core_layers.hpp"
 #include "lockstep/layers/initializers.hpp"
@@ -21,6 +24,22 @@ struct KerasNode {
   bool list_call = false;
   bool auto_named = false;  // the layer had no name: the model names it
   std::uint64_t id = 0;     // creation order (Keras' node_index counts a layer's calls in it)
+
+  // A chain of calls is a chain of shared pointers: letting go of it recursively, one frame per
+  // call, overflowed the stack for a deep graph read from a file. Nodes no one else holds hand
+  // their inputs to this loop before they go, so each destructor runs at depth one.
+  ~KerasNode() {
+    std::vector<std::shared_ptr<const KerasNode>> doomed;
+    const auto take_inputs = [&](std::vector<KerasTensor>& xs) {
+      for (auto& x : xs) doomed.push_back(std::move(x.node_));
+    };
+    take_inputs(inputs);
+    while (!doomed.empty()) {
+      std::shared_ptr<const KerasNode> n = std::move(doomed.back());
+      doomed.pop_back();
+      if (n && n.use_count() == 1) take_inputs(const_cast<KerasNode&>(*n).inputs);
+    }
+  }
 };
 }  // namespace detail
 
@@ -35,19 +54,44 @@ std::string shapes_str(const std::vector<KerasTensor>& xs) {
   return xs.size() == 1 ? s : "[" + s + "]";
 }
 
-// The input shapes `layer` was called on before, within the graph that leads to `xs`.
-const detail::KerasNode* earlier_call(const layers::Layer* layer, const std::vector<KerasTensor>& xs) {
-  std::set<const detail::KerasNode*> seen;
-  std::vector<const detail::KerasNode*> stack;
-  for (const auto& x : xs) stack.push_back(x.node());
-  while (!stack.empty()) {
-    const auto* n = stack.back();
-    stack.pop_back();
-    if (!seen.insert(n).second) continue;
-    if (n->layer.get() == layer) return n;
-    for (const auto& in : n->inputs) stack.push_back(in.node());
+// The input shape of each layer's first symbolic call, while the layer lives (Keras builds a
+// layer at its first call, so a later call on another shape is refused there). A lookup, not a
+// walk of the graph behind the call: that walk made a chain of n calls cost n^2.
+class FirstCalls {
+ public:
+  // The shape `layer` was first called on, if it was.
+  std::optional<Shape> first(const layers::LayerPtr& layer) {
+    const std::lock_guard<std::mutex> hold(mutex_);
+    const auto it = calls_.find(layer.get());
+    if (it == calls_.end() || it->second.layer.expired()) return std::nullopt;
+    return it->second.shape;
   }
-  return nullptr;
+  // Records a call that succeeded (a refused one leaves the layer free for another shape).
+  void record(const layers::LayerPtr& layer, const Shape& shape) {
+    const std::lock_guard<std::mutex> hold(mutex_);
+    auto [it, fresh] = calls_.try_emplace(layer.get(), Record{layer, shape});
+    if (!fresh && !it->second.layer.expired()) return;
+    it->second = Record{layer, shape};  // a new layer at a dead one's address
+    if (calls_.size() > 2 * live_after_prune_ + 1024) prune();
+  }
+
+ private:
+  struct Record {
+    std::weak_ptr<layers::Layer> layer;
+    Shape shape;
+  };
+  void prune() {
+    std::erase_if(calls_, [](const auto& kv) { return kv.second.layer.expired(); });
+    live_after_prune_ = calls_.size();
+  }
+  std::mutex mutex_;
+  std::unordered_map<const layers::Layer*, Record> calls_;
+  std::size_t live_after_prune_ = 0;
+};
+
+FirstCalls& first_calls() {
+  static FirstCalls calls;
+  return calls;
 }
 
 std::vector<Shape> shapes_of(const std::vector<KerasTensor>& xs) {
@@ -107,10 +151,9 @@ KerasTensor call(const layers::LayerPtr& layer, const std::vector<KerasTensor>& 
     if (layer->built())
       LOCKSTEP_CHECK(layer->input_shape().tail() == in.tail(), describe(*layer), " was built for input shape ",
                      layer->input_shape().str(), " and cannot be called on ", in.str());
-    if (const auto* before = earlier_call(layer.get(), xs))
-      LOCKSTEP_CHECK(before->inputs.front().shape().tail() == in.tail(), describe(*layer), " is called on ", in.str(),
-                     " but was called before on ", before->inputs.front().shape().str(),
-                     " (a shared layer takes inputs of one shape)");
+    if (const auto before = first_calls().first(layer))
+      LOCKSTEP_CHECK(before->tail() == in.tail(), describe(*layer), " is called on ", in.str(),
+                     " but was called before on ", before->str(), " (a shared layer takes inputs of one shape)");
   }
   try {
     node->shape = merge ? merge->merge_output_shape(shapes_of(xs)) : layer->compute_output_shape(in);
@@ -119,6 +162,7 @@ KerasTensor call(const layers::LayerPtr& layer, const std::vector<KerasTensor>& 
     if (what.find("layer '" + layer->name() + "'") != std::string::npos) throw ValueError("lockstep::call: " + what);
     throw ValueError("lockstep::call: " + describe(*layer) + " cannot be called on " + shapes_str(xs) + ": " + what);
   }
+  if (merge == nullptr) first_calls().record(layer, in);
   node->layer = layer;
   node->inputs = xs;
   node->id = next_node_id++;
@@ -142,22 +186,38 @@ Functional::Functional(const KerasTensor& inputs, const KerasTensor& outputs, st
   std::map<const detail::KerasNode*, std::size_t> index;
   std::map<const layers::Layer*, std::size_t> first_visit;
   std::set<const detail::KerasNode*> in_progress;
-  const auto walk = [&](auto& self, const detail::KerasNode* n) -> void {
-    if (index.count(n)) return;
-    LOCKSTEP_CHECK(!in_progress.count(n), "Functional '", this->name(), "': the graph has a cycle at ", describe(*n->layer));
-    first_visit.try_emplace(n->layer.get(), first_visit.size());
-    if (n != input) {
-      LOCKSTEP_CHECK(!n->inputs.empty(), "Functional '", this->name(), "': the output is not reachable from the inputs "
-                     "alone: it depends on ", describe(*n->layer), " of shape ", n->shape.str(),
-                     ", which is not the model's input ", describe(*input->layer), " of shape ", input->shape.str());
-      in_progress.insert(n);
-      for (const auto& x : n->inputs) self(self, x.node());
-      in_progress.erase(n);
-    }
+  // Iterative (a chain of 16,000 calls overflowed the stack as a recursion): a frame is a node
+  // and the next of its inputs to visit.
+  std::vector<std::pair<const detail::KerasNode*, std::size_t>> stack;
+  const auto finish = [&](const detail::KerasNode* n) {
     index.emplace(n, order.size());
     order.push_back(n);
   };
-  walk(walk, outputs.node());
+  const auto enter = [&](const detail::KerasNode* n) {
+    if (index.count(n)) return;
+    LOCKSTEP_CHECK(!in_progress.count(n), "Functional '", this->name(), "': the graph has a cycle at ", describe(*n->layer));
+    LOCKSTEP_CHECK(order.size() + in_progress.size() < kMaxNodes, "Functional '", this->name(), "': the graph has more "
+                   "than ", kMaxNodes, " layer calls (nodes), lockstep's bound for a model");
+    first_visit.try_emplace(n->layer.get(), first_visit.size());
+    if (n == input) return finish(n);
+    LOCKSTEP_CHECK(!n->inputs.empty(), "Functional '", this->name(), "': the output is not reachable from the inputs "
+                   "alone: it depends on ", describe(*n->layer), " of shape ", n->shape.str(),
+                   ", which is not the model's input ", describe(*input->layer), " of shape ", input->shape.str());
+    in_progress.insert(n);
+    stack.emplace_back(n, 0);
+  };
+  enter(outputs.node());
+  while (!stack.empty()) {
+    auto& [n, next] = stack.back();
+    if (next < n->inputs.size()) {
+      enter(n->inputs[next++].node());  // may grow the stack: n and next are not used after
+      continue;
+    }
+    const auto* done = n;
+    stack.pop_back();
+    in_progress.erase(done);
+    finish(done);
+  }
   // The input first (it has no inputs, so this keeps the order topological).
   std::stable_partition(order.begin(), order.end(), [&](const auto* n) { return n == input; });
   for (std::size_t i = 0; i < order.size(); ++i) index[order[i]] = i;
@@ -247,6 +307,8 @@ Functional::Functional(const KerasTensor& inputs, const KerasTensor& outputs, st
                      " and on ", layers_[node.layer]->input_shape().str(), " (a shared layer takes inputs of one shape)");
     nodes_.push_back(std::move(node));
   }
+  calls_of_.assign(layers_.size(), {});
+  for (std::size_t i = 0; i < nodes_.size(); ++i) calls_of_[nodes_[i].layer].push_back(i);
   last_use_.assign(nodes_.size(), 0);
   for (std::size_t i = 1; i < nodes_.size(); ++i)
     for (std::size_t j : nodes_[i].inputs) last_use_[j] = i;
@@ -316,16 +378,13 @@ std::string Functional::summary() const {
   std::vector<detail::SummaryRow> rows;
   for (std::size_t i = 0; i < layers_.size(); ++i) {
     detail::SummaryRow row{layers_[i].get(), {}, {}};
-    bool first = true;
-    for (const auto& n : nodes_) {
-      if (n.layer != i) continue;
-      if (first) row.output_shape = n.output_shape;
-      first = false;
-      for (auto in : n.inputs) {
+    const auto& calls = calls_of_[i];
+    if (!calls.empty()) row.output_shape = nodes_[calls.front()].output_shape;
+    for (std::size_t c : calls)
+      for (auto in : nodes_[c].inputs) {
         const auto& src = nodes_[in];
         row.connected_to.push_back(layers_[src.layer]->name() + "[" + std::to_string(src.index_in_layer) + "][0]");
       }
-    }
     rows.push_back(std::move(row));
   }
   return detail::summary_table(name(), rows, /*connected=*/true);

@@ -1,6 +1,8 @@
 #include "training/functional_config.hpp"
 
 #include <map>
+#include <optional>
+#include <set>
 
 #include "lockstep/layers/core_layers.hpp"
 #include "training/layer_config.hpp"
@@ -23,6 +25,21 @@ json keras_tensor(const Functional& m, std::size_t node) {
 
 [[noreturn]] void fail(const std::string& source, const std::string& what) { throw IOError(source + ": " + what); }
 
+// Refused before any layer is made: a config far beyond any real model (a 425 KB file held a
+// chain of 16,000 calls) costs time and memory in proportion to its calls.
+void check_size(const json& layer_list, const std::string& source) {
+  std::size_t calls = 0;  // nodes: an InputLayer's tensor, and each inbound node of the others
+  for (const auto& entry : layer_list) {
+    if (!entry.is_object()) continue;  // refused by name further on
+    if (entry.value("class_name", json()) == json("InputLayer")) ++calls;
+    else if (entry.value("inbound_nodes", json()).is_array()) calls += entry.at("inbound_nodes").size();
+  }
+  if (layer_list.size() > Functional::kMaxNodes || calls > Functional::kMaxNodes)
+    fail(source, "the Functional config has " + std::to_string(calls) + " layer calls (nodes) in " +
+                     std::to_string(layer_list.size()) + " layers, more than lockstep's bound of " +
+                     std::to_string(Functional::kMaxNodes) + " for a model");
+}
+
 // [layer name, node index, tensor index] of a keras tensor (or of an input_layers entry).
 std::pair<std::string, int> reference(const json& h, const std::string& source) {
   if (!h.is_array() || h.size() != 3 || !h[0].is_string() || !h[1].is_number_integer() || h[2] != json(0))
@@ -37,8 +54,9 @@ json functional_config(const Functional& m, const LayerToJson& layer_json) {
     json entry = layer_json(*m.layers()[i]);
     entry["name"] = m.layers()[i]->name();
     json inbound = json::array();
-    for (const auto& n : m.nodes()) {
-      if (n.layer != i || n.inputs.empty()) continue;
+    for (std::size_t c : m.calls_of(i)) {
+      const auto& n = m.nodes()[c];
+      if (n.inputs.empty()) continue;
       json args = json::array();
       for (auto in : n.inputs) args.push_back(keras_tensor(m, in));
       inbound.push_back({{"args", n.list_call ? json::array({args}) : args}, {"kwargs", json::object()}});
@@ -67,14 +85,15 @@ std::unique_ptr<Functional> functional_from_config(const json& config, const Lay
     json nodes;
     std::size_t done = 0;
   };
+  check_size(config.at("layers"), source);
   std::vector<Pending> pending;
   std::map<std::pair<std::string, int>, KerasTensor> tensors;
+  std::set<std::string> names;
   for (const auto& entry : config.at("layers")) {
     if (!entry.is_object() || !entry.value("name", json()).is_string())
       fail(source, "a layer of the Functional config has no name: " + entry.dump().substr(0, 200));
     const std::string lname = entry.at("name").get<std::string>();
-    for (const auto& p : pending)
-      if (p.name == lname) fail(source, "two layers are named '" + lname + "'");
+    if (!names.insert(lname).second) fail(source, "two layers are named '" + lname + "'");
     if (entry.value("class_name", json()) == json("InputLayer")) {
       const json& c = entry.value("config", json());
       const json& s = c.is_object() ? c.value("batch_shape", c.value("shape", json())) : json();
@@ -93,50 +112,65 @@ std::unique_ptr<Functional> functional_from_config(const json& config, const Lay
   }
 
   // Layers are listed by depth, but a shared layer's later call may wait for layers after it.
-  const auto input_of = [&](const Pending& p, const json& arg) -> const KerasTensor* {
+  // A layer whose next call lacks an input waits for that tensor alone (a pass over every layer
+  // until nothing moved was quadratic for layers listed in reverse).
+  const auto reference_of = [&](const Pending& p, const json& arg) {
     if (!arg.is_object() || arg.value("class_name", json()) != json("__keras_tensor__") || !arg.contains("config") ||
         !arg.at("config").is_object())
       fail(source, "layer '" + p.name + "': an argument is not a symbolic tensor: " + arg.dump().substr(0, 200));
-    const auto ref = reference(arg.at("config").value("keras_history", json()), source);
-    const auto it = tensors.find(ref);
-    return it == tensors.end() ? nullptr : &it->second;
+    return reference(arg.at("config").value("keras_history", json()), source);
   };
-  for (bool progress = true; progress;) {
-    progress = false;
-    for (auto& p : pending) {
-      while (p.done < p.nodes.size()) {
-        const json& node = p.nodes[p.done];
-        const json& args = node.is_object() ? node.value("args", json()) : node;
-        const json kwargs = node.is_object() ? node.value("kwargs", json::object()) : json::object();
-        if (kwargs.is_object())
-          for (const auto& [key, value] : kwargs.items())
-            if (!value.is_null())
-              fail(source, "layer '" + p.name + "': call " + std::to_string(p.done) + " has the argument " + key + "=" +
-                               value.dump().substr(0, 100) + ", which lockstep's layers do not take");
-        if (!args.is_array() || args.empty())
-          fail(source, "layer '" + p.name + "': inbound node " + std::to_string(p.done) + " has no arguments");
-        const bool list = args.size() == 1 && args[0].is_array();
-        std::vector<KerasTensor> xs;
-        for (const auto& arg : list ? args[0] : args) {
-          const KerasTensor* t = input_of(p, arg);
-          if (t == nullptr) break;
-          xs.push_back(*t);
+  std::map<std::pair<std::string, int>, std::vector<std::size_t>> waiting;
+  std::vector<std::size_t> ready(pending.size());
+  for (std::size_t i = 0; i < ready.size(); ++i) ready[i] = pending.size() - 1 - i;  // in file order
+  while (!ready.empty()) {
+    auto& p = pending[ready.back()];
+    const std::size_t which = ready.back();
+    ready.pop_back();
+    while (p.done < p.nodes.size()) {
+      const json& node = p.nodes[p.done];
+      const json& args = node.is_object() ? node.value("args", json()) : node;
+      const json kwargs = node.is_object() ? node.value("kwargs", json::object()) : json::object();
+      if (kwargs.is_object())
+        for (const auto& [key, value] : kwargs.items())
+          if (!value.is_null())
+            fail(source, "layer '" + p.name + "': call " + std::to_string(p.done) + " has the argument " + key + "=" +
+                             value.dump().substr(0, 100) + ", which lockstep's layers do not take");
+      if (!args.is_array() || args.empty())
+        fail(source, "layer '" + p.name + "': inbound node " + std::to_string(p.done) + " has no arguments");
+      const bool list = args.size() == 1 && args[0].is_array();
+      std::vector<KerasTensor> xs;
+      std::optional<std::pair<std::string, int>> missing;
+      for (const auto& arg : list ? args[0] : args) {
+        const auto ref = reference_of(p, arg);
+        const auto it = tensors.find(ref);
+        if (it == tensors.end()) {
+          missing = ref;
+          break;
         }
-        if (xs.size() != (list ? args[0] : args).size()) break;  // an input is not made yet
-        try {
-          tensors[{p.name, static_cast<int>(p.done)}] = list ? call(p.layer, xs) : call(p.layer, xs.front());
-        } catch (const Error& e) {
-          fail(source, e.what());
-        }
-        ++p.done;
-        progress = true;
+        xs.push_back(it->second);
+      }
+      if (missing) {  // an input is not made yet
+        waiting[*missing].push_back(which);
+        break;
+      }
+      const std::pair<std::string, int> made{p.name, static_cast<int>(p.done)};
+      try {
+        tensors[made] = list ? call(p.layer, xs) : call(p.layer, xs.front());
+      } catch (const Error& e) {
+        fail(source, e.what());
+      }
+      ++p.done;
+      if (const auto w = waiting.find(made); w != waiting.end()) {
+        ready.insert(ready.end(), w->second.rbegin(), w->second.rend());
+        waiting.erase(w);
       }
     }
   }
   for (const auto& p : pending)
     if (p.done < p.nodes.size())
       fail(source, "layer '" + p.name + "': call " + std::to_string(p.done) +
-                       " takes a tensor that no layer of the model makes (a missing layer or node index)");
+                       " takes a tensor that no layer of the model makes (a missing layer or node index, or a cycle)");
 
   const auto endpoint = [&](const char* key) {
     // [name, node, 0] (Keras' form for one tensor) or a list of one of them.

@@ -323,13 +323,11 @@ json functional_to_keras(const Functional& model) {
   // Keras writes a merge layer's build shape as the list of its inputs' shapes.
   for (std::size_t i = 0; i < model.layers().size(); ++i) {
     if (dynamic_cast<const layers::MergeLayer*>(model.layers()[i].get()) == nullptr) continue;
-    for (const auto& n : model.nodes()) {
-      if (n.layer != i) continue;
-      json shapes = json::array();
-      for (auto in : n.inputs) shapes.push_back(shape_to_json(model.nodes()[in].output_shape));
-      config["layers"][i]["build_config"] = {{"input_shape", shapes}};
-      break;
-    }
+    const auto& calls = model.calls_of(i);
+    if (calls.empty()) continue;
+    json shapes = json::array();
+    for (auto in : model.nodes()[calls.front()].inputs) shapes.push_back(shape_to_json(model.nodes()[in].output_shape));
+    config["layers"][i]["build_config"] = {{"input_shape", shapes}};
   }
   return {{"module", "keras.src.models.functional"},
           {"class_name", "Functional"},

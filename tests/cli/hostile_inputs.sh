@@ -114,7 +114,7 @@ output_write_failure)  # a full disk (LOCKSTEP_INJECT_ENOSPC) or an unreplaceabl
   expect 1 "cannot write '$work/m.json': write failed: No space left on device" \
     env LOCKSTEP_INJECT_ENOSPC="$work/m.json" "$cli" "${quick[@]}" --epochs 1 --logdir "$work/run" --metrics-out "$work/m.json"
   [[ ! -e "$work/m.json" ]] || fail "a failed write left $work/m.json"
-  ! ls "$work" | grep -q '\.tmp\.' || fail "a failed write left its temporary file"
+  ! ls -a "$work" | grep -q 'tmp\.' || fail "a failed write left its temporary file"
   expect 1 "No space left on device" env LOCKSTEP_INJECT_ENOSPC="$work/e.json" \
     "$cli" evaluate --model "$saved/model" --metrics-out "$work/e.json"
   expect 1 "No space left on device" env LOCKSTEP_INJECT_ENOSPC="$work/p.npy" \
@@ -160,15 +160,61 @@ concurrent_runs)  # two runs at once on one --logdir: the second is refused nami
   # Killed, it holds nothing: the kernel released its lock (stale pid in the file or not).
   expect 0 "test_accuracy" "$cli" "${quick[@]}" --epochs 1 --logdir "$work/run"
   ;;
-stale_temporaries)  # killed writes left *.tmp.<pid> files forever; a run opening its directory removes them
+stale_temporaries)  # killed writes left temporaries forever; a run removes its own, and only where it writes
   first_run --backup-every-steps 1
   dead="$(bash -c 'echo $$')"  # that shell has exited: no process has this pid now
-  touch "$work/run/backup/backup-7.json.tmp.$dead" "$work/run/backup/backup-7.safetensors.tmp.$dead"
-  expect 0 "Removed 2 temporary file\(s\) left in $work/run by killed runs" \
+  touch "$work/run/backup/backup-7.json.tmp.$dead" "$work/run/backup/backup-7.safetensors.tmp.$dead" \
+    "$work/run/model.json.lockstep-tmp.$dead"
+  # A user's files that only look like temporaries: kept (the sweep walked the whole --logdir).
+  mkdir -p "$work/run/notes" "$work/outside"
+  touch "$work/run/notes/draft.tmp.$dead" "$work/run/draft.tmp.$dead" "$work/run/notes/n.lockstep-tmp.$dead" \
+    "$work/outside/o.tmp.$dead"
+  ln -s "$work/outside" "$work/run/best"  # a symlinked lockstep folder is not followed
+  expect 0 "Removed 3 temporary file\(s\) left in $work/run by killed runs" \
     "$cli" "${quick[@]}" --epochs 2 --logdir "$work/run" --resume
-  ! ls "$work/run/backup" | grep -q '\.tmp\.' || fail "stale temporaries are still there"
+  ! ls -a "$work/run/backup" | grep -q 'tmp\.' || fail "stale temporaries are still there"
+  [[ ! -e "$work/run/model.json.lockstep-tmp.$dead" ]] || fail "lockstep's own stale temporary is still there"
+  for f in run/notes/draft.tmp.$dead run/draft.tmp.$dead run/notes/n.lockstep-tmp.$dead outside/o.tmp.$dead; do
+    [[ -f "$work/$f" ]] || fail "the sweep deleted $f, which lockstep did not write"
+  done
+  ;;
+lock_file)  # lockstep.lock planted as a symlink (a run truncated its target) or a FIFO (no hang)
+  mkdir -p "$work/run"; echo "keep me" >"$work/victim"
+  ln -s "$work/victim" "$work/run/lockstep.lock"
+  expect 1 "cannot lock run directory '$work/run': '$work/run/lockstep.lock' is a symbolic link" \
+    "$cli" "${quick[@]}" --epochs 1 --logdir "$work/run"
+  [[ "$(cat "$work/victim")" == "keep me" ]] || fail "the symlink's target was written"
+  rm "$work/run/lockstep.lock"; mkfifo "$work/run/lockstep.lock"
+  expect 1 "'$work/run/lockstep.lock' is not a regular file" \
+    timeout 60 "$cli" "${quick[@]}" --epochs 1 --logdir "$work/run"
+  ;;
+nonfinite_data)  # a NaN or an infinity in --data trained and exited 0 with a NaN test loss
+  for bad in "x_test:nan" "x_train:inf"; do
+    python3 - "$work/bad.npz" "${bad%%:*}" "${bad##*:}" <<'PY' || fail "writing the .npz"
+import io, struct, sys, zipfile
+path, array, value = sys.argv[1:4]
+def npy(descr, fmt, shape, values):  # a .npy file without numpy: header, then the raw values
+    header = "{'descr': '%s', 'fortran_order': False, 'shape': %s, }" % (descr, repr(shape))
+    header += " " * (63 - (len(header) + 10) % 64) + "\n"
+    return b"\x93NUMPY\x01\x00" + struct.pack("<H", len(header)) + header.encode() + struct.pack(fmt, *values)
+x = {"x_train": [(i % 7) / 7 for i in range(64 * 8)], "x_test": [(i % 5) / 5 for i in range(16 * 8)]}
+x[array][3 * 8 + 5] = float(value)
+with zipfile.ZipFile(path, "w") as z:
+    for name, n in (("train", 64), ("test", 16)):
+        z.writestr("x_%s.npy" % name, npy("<f4", "<%df" % (n * 8), (n, 8), x["x_" + name]))
+        z.writestr("y_%s.npy" % name, npy("|u1", "%dB" % n, (n,), [i % 2 for i in range(n)]))
+PY
+    expect 2 "--data '$work/bad.npz': ${bad%%:*} holds a non-finite value \(${bad##*:}\) at element 29" \
+      "$cli" "${quick[@]}" --epochs 1 --data "$work/bad.npz" --logdir "$work/run-${bad%%:*}"
+    [[ ! -e "$work/run-${bad%%:*}" ]] || fail "the run started before the data was checked"
+  done
   ;;
 flag_values)  # values that used to wrap, truncate or crash are refused with their reason
+  # 1e-300 MiB became 0 bytes, "no limit"; 2^62 steps x 2 epochs overflowed the cosine schedule.
+  expect 2 "--gpu-memory-limit 1e-300 MiB is less than 1 MiB \(0 would mean no limit\)" \
+    "$cli" train --gpu-memory-limit 1e-300
+  expect 2 "--steps-per-epoch 4611686018427387904 x --epochs 2 is more than 2\^53 steps" \
+    "$cli" train --steps-per-epoch 4611686018427387904 --epochs 2 --lr-schedule cosine
   expect 2 "--seed: must be an integer in \[0, 2\^64 - 1\], got '-1'" "$cli" train --seed -1
   expect 2 "--seed: must be an integer in \[0, 2\^64 - 1\], got '18446744073709551616'" \
     "$cli" train --seed 18446744073709551616

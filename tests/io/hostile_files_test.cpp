@@ -192,7 +192,9 @@ TEST(DirectoryLockTest, ASecondHolderIsRefusedNamingTheFirstAndADeadHolderReleas
   ::close(ready[1]);
 }
 
-// Killed writes left <name>.tmp.<pid> files forever.
+// Killed writes left <name>.tmp.<pid> files forever; the sweep then walked a whole --logdir and
+// deleted a user's notes/draft.tmp.<dead pid> (issue 41, item 6). Now: one directory, not below
+// it, lockstep's own names (the old ones only when asked, for lockstep's own folders).
 TEST(HostileFiles, StaleTemporariesOfDeadWritersAreRemovedAndLiveOnesKept) {
   const std::string dir = fresh_dir("stale_tmp");
   const pid_t dead = ::fork();
@@ -200,13 +202,50 @@ TEST(HostileFiles, StaleTemporariesOfDeadWritersAreRemovedAndLiveOnesKept) {
   if (dead == 0) ::_exit(0);
   ::waitpid(dead, nullptr, 0);  // now no process has this pid (until it is reused)
   std::filesystem::create_directories(dir + "/backup");
-  const std::string d = std::to_string(dead);
-  for (const std::string& f : std::vector<std::string>{"/backup/backup-3.json.tmp." + d, "/model.json.tmp." + d, "/mine.tmp." + std::to_string(::getpid()),
-                              "/init.tmp.1", "/backup/checkpoint", "/x.tmp.12ab", "/.tmp." + d})
-    write(dir + f, "x");
-  EXPECT_EQ(remove_stale_temporaries(dir), 2);
-  EXPECT_FALSE(std::filesystem::exists(dir + "/backup/backup-3.json.tmp." + d));
-  EXPECT_FALSE(std::filesystem::exists(dir + "/model.json.tmp." + d));
-  for (const std::string& f : std::vector<std::string>{"/mine.tmp." + std::to_string(::getpid()), "/init.tmp.1", "/backup/checkpoint", "/x.tmp.12ab"})
-    EXPECT_TRUE(std::filesystem::exists(dir + f)) << f;
+  std::filesystem::create_directories(dir + "/notes");
+  const std::string d = std::to_string(dead), me = std::to_string(::getpid());
+  const std::vector<std::string> removed{"/model.json.lockstep-tmp." + d, "/backup/backup-3.json.tmp." + d,
+                                         "/backup/backup-3.json.lockstep-tmp." + d};
+  const std::vector<std::string> kept{"/draft.tmp." + d,          "/notes/draft.tmp." + d,
+                                      "/notes/x.lockstep-tmp." + d, "/mine.lockstep-tmp." + me,
+                                      "/init.lockstep-tmp.1",      "/backup/checkpoint",
+                                      "/x.lockstep-tmp.12ab",      "/.lockstep-tmp." + d};
+  for (const auto& f : removed) write(dir + f, "x");
+  for (const auto& f : kept) write(dir + f, "x");
+  EXPECT_EQ(remove_stale_temporaries(dir), 1);
+  EXPECT_EQ(remove_stale_temporaries(dir + "/backup", /*old_names=*/true), 2);
+  for (const auto& f : removed) EXPECT_FALSE(std::filesystem::exists(dir + f)) << f;
+  for (const auto& f : kept) EXPECT_TRUE(std::filesystem::exists(dir + f)) << f;
+}
+
+// An atomic write's temporary file carries lockstep's infix, so that only lockstep's are swept.
+TEST(HostileFiles, AFailedAtomicWriteLeavesNoTemporaryAndTheNameIsLockstepsOwn) {
+  const std::string dir = fresh_dir("tmp_name");
+  write_file_atomic(dir + "/a.json", "{}");
+  EXPECT_EQ(std::distance(std::filesystem::directory_iterator(dir), std::filesystem::directory_iterator()), 1);
+  const std::string planted = dir + "/b.json.lockstep-tmp." + std::to_string(::getpid());
+  ASSERT_EQ(::mkdir(planted.c_str(), 0755), 0);  // the temporary's name is taken by a directory
+  expect_io_error([&] { write_file_atomic(dir + "/b.json", "{}"); }, {"b.json.lockstep-tmp."});
+}
+
+// read_file serves every reader that takes a whole file (checkpoints, .weights.h5, .keras): a
+// FIFO with no writer, a device that never ends and a directory are refused at once, by name.
+TEST(HostileFiles, ReadFileRefusesWhatIsNotARegularFile) {
+  const std::string root = fresh_dir("read_file_kinds");
+  const std::string fifo = root + "/model.weights.h5";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  const auto refused = [](const std::string& path, const std::string& why) {
+    try {
+      (void)lockstep::io::read_file(path);
+      ADD_FAILURE() << path << " was read";
+    } catch (const lockstep::IOError& e) {
+      EXPECT_NE(std::string(e.what()).find(path), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find(why), std::string::npos) << e.what();
+    }
+  };
+  refused(fifo, "not a regular file");
+  refused("/dev/zero", "not a regular file");
+  refused(root, "is a directory");
+  write(root + "/ok.txt", "fine");
+  EXPECT_EQ(lockstep::io::read_file(root + "/ok.txt"), "fine");
 }

@@ -168,11 +168,16 @@ TEST(Functional, ALayerReusedOnAnotherShapeIsAnErrorNamingBothShapes) {
   const KerasTensor h = call(dense, in);
   // Along one path: found at the call.
   EXPECT_MESSAGE(call(dense, h), "layer 'dense' (Dense) is called on (None, 16) but was called before on (None, 8)");
-  // On two branches: found when the model is made.
+  // On two branches too (as Keras, which builds a layer at its first call): found at the call,
+  // by a lookup rather than a walk of the graph behind it (quadratic for a chain of calls).
   const auto shared = layers::Dense(4, "linear");
   const KerasTensor a = call(shared, in);
-  const KerasTensor b = call(shared, call(layers::Dense(3), in));
-  EXPECT_MESSAGE(Functional(in, call(layers::Add(), {a, b})), "is called on (None, 3) and on (None, 8)");
+  const KerasTensor branch = call(layers::Dense(3), in);
+  EXPECT_MESSAGE(call(shared, branch), "layer 'dense' (Dense) is called on (None, 3) but was called before on (None, 8)");
+  // A layer built before on another shape: found at the call as well.
+  const auto built = layers::Dense(4, "linear");
+  built->build(Shape{-1, 3}, 1);
+  EXPECT_MESSAGE(call(built, in), "was built for input shape (None, 3) and cannot be called on (None, 8)");
   // Reused on the same shape, the layer's weights are shared: one set of variables.
   const auto twice = layers::Dense(8, "tanh");
   Functional siamese(in, call(layers::Add(), {call(twice, in), call(twice, call(layers::Dense(8), in))}));

@@ -1,8 +1,10 @@
 #include "run_directory.hpp"
 
 #include <cstdio>
+#include <filesystem>
 
 #include "lockstep/core/error.hpp"
+#include "lockstep/io/atomic_file.hpp"
 #include "lockstep/io/checkpoint_manager.hpp"
 
 namespace lockstep::cli {
@@ -64,6 +66,17 @@ void check_resume(const std::string& backup_dir, const RunConfig& now) {
   LOCKSTEP_CHECK(differences.empty(), "--resume: the run in '", backup_dir,
                  "' was made with other flags: ", differences,
                  "; resume with the run's own flags, or start a new run in another --logdir");
+}
+
+int remove_stale_run_temporaries(const std::string& logdir) {
+  int removed = io::remove_stale_temporaries(logdir);
+  for (const char* sub : {"backup", "best", "model"}) {
+    const std::string dir = logdir + "/" + sub;
+    std::error_code ec;
+    if (std::filesystem::symlink_status(dir, ec).type() == std::filesystem::file_type::directory)
+      removed += io::remove_stale_temporaries(dir, /*old_names=*/true);
+  }
+  return removed;
 }
 
 }  // namespace lockstep::cli

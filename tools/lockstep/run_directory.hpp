@@ -22,4 +22,10 @@ RunConfig make_run_config(const TrainArgs& args, std::int64_t global_batch);
 /// epochs than the backup has finished).
 void check_resume(const std::string& backup_dir, const RunConfig& now);
 
+/// Removes the temporary files that killed runs left where `lockstep train` writes: in `logdir`
+/// itself only lockstep's own (<name>.lockstep-tmp.<pid>), in its backup/, best/ and model/
+/// folders also the older <name>.tmp.<pid>. Nothing below, nothing through a symlink (a
+/// symlinked folder is skipped). Returns how many files were removed.
+int remove_stale_run_temporaries(const std::string& logdir);
+
 }  // namespace lockstep::cli

@@ -11,6 +11,7 @@
 #include "commands.hpp"
 #include "learning_rate.hpp"
 #include "model_zoo.hpp"
+#include "data_checks.hpp"
 #include "run_directory.hpp"
 #include "lockstep/io/atomic_file.hpp"
 #include "lockstep/io/directory_lock.hpp"
@@ -35,9 +36,6 @@ const CLI::Validator kPositive(
 // Classes are inferred from the labels' largest value: one stray label must not size the model
 // (y = 3,000,000 would build Dense(128, 3000001), > 6 GB). More than this needs --num-classes.
 constexpr std::int64_t kMaxInferredClasses = 65536;
-// --num-classes lives here, not in TrainArgs (commands.hpp is shared by every command): only
-// `train` reads it. 0: infer from the labels.
-std::int64_t g_num_classes = 0;
 
 // The largest label of the data and where it is, for an error that points at it.
 struct LargestLabel {
@@ -58,14 +56,14 @@ LargestLabel largest_label(const datasets::TrainTest& data) {
 
 // The number of classes of the labels: --num-classes when given (every label below it),
 // else the largest label + 1, refused past kMaxInferredClasses.
-std::int64_t classes_of(const datasets::TrainTest& data, const std::string& source) {
+std::int64_t classes_of(const datasets::TrainTest& data, std::int64_t num_classes, const std::string& source) {
   const LargestLabel top = largest_label(data);
   const std::string where = source + ": " + top.array + "[" + std::to_string(top.index) + "] is " +
                             std::to_string(top.value);
-  if (g_num_classes > 0) {
-    LOCKSTEP_CHECK(top.value < g_num_classes, where, ", outside --num-classes ", g_num_classes, " (labels 0 to ",
-                   g_num_classes - 1, ")");
-    return g_num_classes;
+  if (num_classes > 0) {
+    LOCKSTEP_CHECK(top.value < num_classes, where, ", outside --num-classes ", num_classes, " (labels 0 to ",
+                   num_classes - 1, ")");
+    return num_classes;
   }
   LOCKSTEP_CHECK(top.value < kMaxInferredClasses, where, ", which would make a model of ", top.value + 1,
                  " classes; lockstep infers at most ", kMaxInferredClasses,
@@ -130,7 +128,7 @@ void add_train_command(CLI::App& app, TrainArgs& a) {
                   "Train on an .npz file instead of --dataset: arrays x_train, y_train, x_test, y_test as "
                   "keras.datasets returns them (uint8 images are scaled to [0, 1]); the input shape and the "
                   "number of classes come from the data");
-  cmd->add_option("--num-classes", g_num_classes,
+  cmd->add_option("--num-classes", a.num_classes,
                   "Number of classes (the model's outputs); by default the largest label + 1, which may be at "
                   "most 65536")
       ->check(CLI::Range(std::int64_t{2}, std::int64_t{1} << 24));
@@ -259,6 +257,11 @@ std::string default_logdir() {
 
 int run_train(const TrainArgs& a) {
   LOCKSTEP_CHECK(a.steps_per_epoch == -1 || a.steps_per_epoch > 0, "--steps-per-epoch must be positive");
+  // The schedules count steps in doubles: 2^53 is where they stop being exact (2^62 x epochs
+  // overflowed the total).
+  constexpr std::int64_t kMaxTotalSteps = std::int64_t{1} << 53;
+  LOCKSTEP_CHECK(a.steps_per_epoch <= kMaxTotalSteps / a.epochs, "--steps-per-epoch ", a.steps_per_epoch,
+                 " x --epochs ", a.epochs, " is more than 2^53 steps, lockstep's bound for a run");
   LOCKSTEP_CHECK(!a.resume || !a.logdir.empty(), "--resume needs --logdir naming the run to continue");
   // A backup inside an accumulation group would lose the group's held-back gradients.
   LOCKSTEP_CHECK(a.backup_every_steps % a.gradient_accumulation_steps == 0, "--backup-every-steps ",
@@ -270,6 +273,9 @@ int run_train(const TrainArgs& a) {
   set_random_seed(a.seed);
   LOCKSTEP_CHECK(a.collective_timeout <= 1e9, "--collective-timeout ", a.collective_timeout, " s is too long");
   LOCKSTEP_CHECK(a.gpu_memory_limit_mib <= 1e9, "--gpu-memory-limit ", a.gpu_memory_limit_mib, " MiB is too large");
+  // 1e-300 became 0 bytes, which means "no limit": refused rather than turned into its opposite.
+  LOCKSTEP_CHECK(a.gpu_memory_limit_mib == 0 || a.gpu_memory_limit_mib >= 1, "--gpu-memory-limit ",
+                 a.gpu_memory_limit_mib, " MiB is less than 1 MiB (0 would mean no limit); give at least 1");
   distribute::MultiWorkerOptions strategy_options{.local = parse_devices(a.devices), .notice = false};
   strategy_options.local.gpu_memory_limit = static_cast<std::uint64_t>(a.gpu_memory_limit_mib * 1048576.0);
   strategy_options.local.collective_timeout =
@@ -300,7 +306,8 @@ int run_train(const TrainArgs& a) {
   const datasets::TrainTest data = !a.data.empty()      ? datasets::load_npz(a.data)
                                     : a.dataset == "mnist" ? datasets::mnist::load_data()
                                                            : datasets::fashion_mnist::load_data();
-  const std::int64_t classes = classes_of(data, a.data.empty() ? "--dataset " + a.dataset : "--data '" + a.data + "'");
+  if (!a.data.empty()) check_finite_data(data, "--data '" + a.data + "'");
+  const std::int64_t classes = classes_of(data, a.num_classes, a.data.empty() ? "--dataset " + a.dataset : "--data '" + a.data + "'");
   LOCKSTEP_CHECK(classes >= 2, "--data '", a.data, "': the labels hold ", classes,
                  " class; a classifier needs at least 2");
   // Images (N, H, W) become (N, H, W, 1) for a convolutional model, rows of features for the MLP.
@@ -363,7 +370,7 @@ int run_train(const TrainArgs& a) {
     // Held until the process ends: a second run on this directory fails here, naming this one.
     lock.emplace(logdir);
     // Writes of killed runs left these; a live writer's (lockstep evaluate into the run) is kept.
-    if (const int stale = io::remove_stale_temporaries(logdir); stale > 0)
+    if (const int stale = remove_stale_run_temporaries(logdir); stale > 0)
       std::fprintf(stderr, "Removed %d temporary file(s) left in %s by killed runs\n", stale, logdir.c_str());
   }
   const std::string backup_dir = logdir.empty() ? std::string() : logdir + "/backup";

@@ -21,13 +21,16 @@ void write_file_atomic(const std::string& path, std::string_view bytes);
 /// cannot be written: <why>" (e.g. what = "--metrics-out").
 void check_output_path(const std::string& path, const std::string& what);
 
-/// Deletes, in `directory` and below, the temporary files (<name>.tmp.<pid>) that
-/// write_file_atomic left when its process was killed mid-write: those whose pid is not a running
-/// process. A live writer's temporary file is kept (PID reuse can only make it keep too much).
-/// Returns how many were removed; unreadable entries are skipped.
-int remove_stale_temporaries(const std::string& directory);
+/// Deletes, in `directory` itself (not below it), the temporary files
+/// (<name>.lockstep-tmp.<pid>) that write_file_atomic left when its process was killed mid-write:
+/// those whose pid is not a running process. With `old_names`, also <name>.tmp.<pid>, what
+/// earlier versions wrote: only for directories no one but lockstep writes into. Symlinks are
+/// neither followed nor removed; a live writer's temporary file is kept (PID reuse can only make
+/// it keep too much). Returns how many were removed; unreadable entries are skipped.
+int remove_stale_temporaries(const std::string& directory, bool old_names = false);
 
-/// The whole content of `path`. IOError names the path when it is missing or unreadable.
+/// The whole content of `path`. IOError names the path when it is missing, unreadable, or not a
+/// regular file (a FIFO, a device or a directory, which could be read forever).
 std::string read_file(const std::string& path);
 
 /// Creates `dir` and its parents if missing. IOError names the directory that could not be made.

@@ -56,6 +56,7 @@ class KerasTensor {
   explicit KerasTensor(std::shared_ptr<const detail::KerasNode> node) : node_(std::move(node)) {}
   friend KerasTensor Input(Shape, std::string);
   friend KerasTensor call(const layers::LayerPtr&, const std::vector<KerasTensor>&);
+  friend struct detail::KerasNode;  // its destructor lets go of a long chain without recursing
   std::shared_ptr<const detail::KerasNode> node_;
 };
 
@@ -68,6 +69,11 @@ class Functional final : public Model {
   /// `seed`: the model's seed (weights and dropout), by default the global one as for every model.
   Functional(const KerasTensor& inputs, const KerasTensor& outputs, std::string name = "functional",
              std::optional<std::uint64_t> seed = std::nullopt);
+
+  /// The most layer calls (nodes, the input's included) a model may have: far above any real
+  /// model (ResNet-152 has about 500), low enough that a hostile config file is refused by name
+  /// before it costs much time or memory.
+  static constexpr std::size_t kMaxNodes = 100000;
 
   /// One layer call of the graph, in execution (topological) order.
   struct Node {
@@ -82,6 +88,9 @@ class Functional final : public Model {
   /// Keras' graph walk from the output meets them). Variables follow this order.
   const std::vector<layers::LayerPtr>& layers() const override { return layers_; }
   const std::vector<Node>& nodes() const { return nodes_; }
+  /// The nodes that call layers()[layer], in execution order: one lookup, so that walks over
+  /// every layer's calls (summary, saving) stay linear in the size of the graph.
+  const std::vector<std::size_t>& calls_of(std::size_t layer) const { return calls_of_.at(layer); }
   std::size_t output_node() const { return nodes_.size() - 1; }
 
   void build(const Shape& input_shape) override;
@@ -101,6 +110,7 @@ class Functional final : public Model {
                   bool logits) const;
   std::vector<layers::LayerPtr> layers_;
   std::vector<Node> nodes_;  // nodes_[0] is the input, nodes_.back() the output
+  std::vector<std::vector<std::size_t>> calls_of_;  // per layer, its nodes
   // last_use_[i]: the last node that reads node i's output (0: none). forward() lets an output
   // go once that node ran.
   std::vector<std::size_t> last_use_;
