@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The sharded optimizer update (ZeRO stage 1, MirroredOptions::shard_optimizer_update) against
-# every replica updating all of its copies ($LOCKSTEP_SHARD_UPDATE=0), on the flagship MLP with
-# 2 CPU replicas, in interleaved rounds (this VM drifts by tens of percent within minutes, so
-# only pairs measured back to back compare).
+# every replica updating all of its copies (--no-shard-update to strategy_overhead and to
+# `lockstep train`), on the flagship MLP with 2 CPU replicas, in interleaved rounds (this VM
+# drifts by tens of percent within minutes, so only pairs measured back to back compare).
 #
 #   bench/compare_shard_update.sh [-n STEPS] [-R ROUNDS] [-b "G1 G2 ..."] [-w]
 #     -n  timed steps per run (default 2000)
@@ -51,16 +51,17 @@ if [[ "$kinds" == *workers* ]]; then
 fi
 
 run() {  # SHARD(1|0) KIND(bare|train) G: prints steps/s
-  local shard="$1" kind="$2" g="$3" out
+  local shard="$1" kind="$2" g="$3" out off=()
+  ((shard)) || off=(--no-shard-update)
   if [[ "$kind" == bare ]]; then
-    out="$(LOCKSTEP_SHARD_UPDATE=$shard "$bare" --replicas 2 --batch "$g" --steps "$steps" 2>"$tmp/err")" ||
+    out="$("$bare" --replicas 2 --batch "$g" --steps "$steps" "${off[@]}" 2>"$tmp/err")" ||
       { echo "compare_shard_update: strategy_overhead failed: $(tail -n 3 "$tmp/err")" >&2; exit 1; }
     echo "${out#steps_per_second }"
   else
     local launch=() devices=cpu:2
     if [[ "$kind" == workers ]]; then launch=(mpirun -np 2); devices=cpu:1; fi
     # fit warms up on its first 5% of steps; run that many more so both time `steps`.
-    LOCKSTEP_SHARD_UPDATE=$shard LOCKSTEP_WORKER_SHM=1 "${launch[@]}" "$lockstep" train --devices "$devices" \
+    LOCKSTEP_WORKER_SHM=1 "${launch[@]}" "$lockstep" train --devices "$devices" "${off[@]}" \
       --global-batch-size "$g" --epochs 1 \
       --steps-per-epoch $((steps + steps / 19)) --verbose 0 --logdir "$tmp/run" --no-tensorboard \
       --metrics-out "$tmp/m.json" >"$tmp/log" 2>&1 ||

@@ -7,7 +7,7 @@
 //   fit              model.fit over the pixels scaled to float32 beforehand (from_tensor_slices,
 //                    shuffle over the whole set, batch, prefetch), one epoch of STEPS steps, on
 //                    the same model
-//   fit, inline      the same with LOCKSTEP_GATHER_AHEAD=0: each replica gathers its slice when
+//   fit, inline      the same with FitOptions::gather_ahead false: each replica gathers its slice when
 //                    its step starts, instead of its pool's workers gathering it ahead
 //   fit, uint8 cast in pipeline
 //                    what `lockstep train` builds: the uint8 pixels, cast_and_scale(1 / 255)
@@ -109,8 +109,7 @@ int main(int argc, char** argv) try {
     return (steps - warmup) / std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   };
   const auto fit = [&](Sequential& m, const data::Dataset& ds, bool ahead) {
-    ::setenv("LOCKSTEP_GATHER_AHEAD", ahead ? "1" : "0", 1);
-    m.fit(ds, {.epochs = 1, .steps_per_epoch = steps, .verbose = 0});
+    m.fit(ds, {.epochs = 1, .steps_per_epoch = steps, .verbose = 0, .gather_ahead = ahead});
     return m.last_fit_timing().steps_per_second;
   };
 

@@ -4,13 +4,16 @@
 //   strategy_overhead [STEPS [ROUNDS]]
 //       global batch 128 with no strategy, with MirroredStrategy on one device (same cores) and
 //       on 2 devices, interleaved rounds, best round of each; prints the ratios.
-//   strategy_overhead --replicas R --batch B [--steps N] [--bucket-cap BYTES]
+//   strategy_overhead --replicas R --batch B [--steps N] [--bucket-cap BYTES] [--no-shard-update]
+//                     [--no-overlap-gradients] [--no-gradients-in-place]
 //       one measurement: MirroredStrategy over R logical CPU devices at global batch B (what
 //       `lockstep train --devices cpu:R --global-batch-size B` trains, LOCKSTEP_CPU_THREADS
 //       applying alike), 5% warm-up steps (at least 20), then N timed steps (default 2000);
 //       prints "steps_per_second X". --bucket-cap sets MirroredOptions::bucket_cap_bytes (the
 //       flagship's gradients are one bucket at the default 25 MiB; with 65536, three), e.g. to
-//       compare the exchange overlapped with backward and not (LOCKSTEP_OVERLAP_GRADIENTS=0).
+//       compare the exchange overlapped with backward and not (--no-overlap-gradients). The --no-*
+//       flags turn MirroredOptions' shard_optimizer_update, overlap_gradients and
+//       gradients_in_place off, for A/B comparisons (bench/compare_shard_update.sh).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -45,7 +48,8 @@ double steps_per_second(distribute::Strategy* strategy, const Tensor& x, const T
 
 int usage() {
   std::fprintf(stderr, "usage: strategy_overhead [STEPS [ROUNDS]]\n"
-                       "       strategy_overhead --replicas R --batch B [--steps N] [--bucket-cap BYTES]\n");
+                       "       strategy_overhead --replicas R --batch B [--steps N] [--bucket-cap BYTES]\n"
+                       "                         [--no-shard-update] [--no-overlap-gradients] [--no-gradients-in-place]\n");
   return 2;
 }
 
@@ -54,16 +58,23 @@ int one_measurement(int argc, char** argv, const Tensor& x_all, const Tensor& y_
   int replicas = 0, steps = 2000;
   std::int64_t batch = 0;
   long long cap = static_cast<long long>(distribute::GradientReducer::kDefaultBucketCapBytes);
-  for (int i = 1; i + 1 < argc; i += 2) {
+  distribute::MirroredOptions options;
+  for (int i = 1; i < argc; ++i) {
     const std::string flag = argv[i];
-    if (flag == "--replicas") replicas = std::atoi(argv[i + 1]);
-    else if (flag == "--batch") batch = std::atoll(argv[i + 1]);
-    else if (flag == "--steps") steps = std::atoi(argv[i + 1]);
-    else if (flag == "--bucket-cap") cap = std::atoll(argv[i + 1]);
+    if (flag == "--no-shard-update") options.shard_optimizer_update = false;
+    else if (flag == "--no-overlap-gradients") options.overlap_gradients = false;
+    else if (flag == "--no-gradients-in-place") options.gradients_in_place = false;
+    else if (i + 1 == argc) return usage();
+    else if (flag == "--replicas") replicas = std::atoi(argv[++i]);
+    else if (flag == "--batch") batch = std::atoll(argv[++i]);
+    else if (flag == "--steps") steps = std::atoi(argv[++i]);
+    else if (flag == "--bucket-cap") cap = std::atoll(argv[++i]);
     else return usage();
   }
-  if (argc % 2 == 0 || replicas < 1 || batch < replicas || batch > kExamples || steps < 1 || cap < 1) return usage();
-  distribute::MirroredStrategy strategy({.num_cpu_devices = replicas, .bucket_cap_bytes = static_cast<std::size_t>(cap)});
+  if (replicas < 1 || batch < replicas || batch > kExamples || steps < 1 || cap < 1) return usage();
+  options.num_cpu_devices = replicas;
+  options.bucket_cap_bytes = static_cast<std::size_t>(cap);
+  distribute::MirroredStrategy strategy(options);
   if (strategy.num_replicas_in_sync() != replicas) {
     std::fprintf(stderr, "strategy_overhead: got %d replicas, asked for %d\n", strategy.num_replicas_in_sync(), replicas);
     return 1;

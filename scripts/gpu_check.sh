@@ -120,8 +120,8 @@ if [[ -x "$cli" && -f "$data_dir/mnist/train-images-idx3-ubyte.gz" ]]; then
     --logdir "$runs/mlp"
   # fit's prefetch to device (the next batch copied on the copy stream while a step runs) against
   # copying each batch in order before its step: one epoch of the flagship each.
-  phase prefetch_ab 30 bash -c 'runs="$1"; shift; for p in 1 0; do
-      echo "LOCKSTEP_PREFETCH_TO_DEVICE=$p: $(LOCKSTEP_PREFETCH_TO_DEVICE=$p "$@" --epochs 1 --verbose 2 \
+  phase prefetch_ab 30 bash -c 'runs="$1"; shift; for p in 1 0; do off=(); ((p)) || off=(--no-prefetch-to-device)
+      echo "prefetch_to_device=$p: $("$@" "${off[@]}" --epochs 1 --verbose 2 \
         --logdir "$runs/prefetch$p" 2>&1 | grep -o "train_steps_per_second: [0-9.]*")"; done' \
     _ "$runs" "${with_libs[@]}" "$cli" train --devices gpu:0 --no-tensorboard
   phase cnn_accuracy 60 tests/cli/check_metrics.sh 0.99 "${with_libs[@]}" "$cli" train --model cnn --devices gpu:0x2 --epochs 5 \
@@ -182,7 +182,7 @@ for d in ("f32", "bf16", "f16"):
           f"flagship layer {first or 0:.1f} = {100 * first / peak if first and peak else 0:.0f}%")
 try:
     for line in open(sys.argv[3]):
-        if line.startswith("LOCKSTEP_PREFETCH_TO_DEVICE="):
+        if line.startswith("prefetch_to_device="):
             print(f"fit, flagship on gpu:0, one epoch: {line.strip()}")
 except OSError:
     pass

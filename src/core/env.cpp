@@ -18,14 +18,12 @@ namespace {
 constexpr std::string_view kPrefix = "LOCKSTEP_";
 constexpr std::int64_t kMaxCount = 1'000'000'000;
 
-// One row per variable. The A/B rows (`each_use`) become options fields (issue 36).
+// One row per variable.
 constexpr Row kRows[] = {
     {"LOCKSTEP_BF16_GEMM", Type::kEnum, "auto", "",
      "bfloat16 GEMMs: oneDNN's native kernels where the CPU has AVX512-BF16 (auto), widened to float32 (widen), "
      "or oneDNN's without checking the CPU (onednn)",
      "auto|widen|onednn"},
-    {"LOCKSTEP_CHECK_MIRRORED", Type::kFlag, "0", "",
-     "debug: after every step check that all replicas' copies of every variable are bit-identical"},
     {"LOCKSTEP_CONV_ALGORITHM", Type::kEnum, "auto", "",
      "CPU convolutions: oneDNN's choice and the fused conv+pool kernel (auto), or direct convolutions only (direct)",
      "auto|direct"},
@@ -41,17 +39,6 @@ constexpr Row kRows[] = {
     {"LOCKSTEP_EMULATED_GPUS", Type::kInteger, "0", "",
      "gpu:0..N-1 as emulated GPUs with host memory and the CPU's kernels where no real one is visible (tests)",
      "a number of emulated GPUs", 0, 8},
-    {"LOCKSTEP_GATHER_AHEAD", Type::kFlag, "1", "",
-     "A/B: fit on CPUs has the replicas gather the next batch's slices ahead; 0 turns that off", "", 0, 0, true},
-    {"LOCKSTEP_GRADIENTS_IN_PLACE", Type::kFlag, "1", "",
-     "A/B: one worker's sharded update sums gradients in place; 0 reduce-scatters them as across workers", "", 0,
-     0, true},
-    {"LOCKSTEP_OVERLAP_GRADIENTS", Type::kFlag, "1", "",
-     "A/B: gradients are exchanged while backward runs; 0 exchanges them after it", "", 0, 0, true},
-    {"LOCKSTEP_PREFETCH_TO_DEVICE", Type::kFlag, "1", "",
-     "A/B: fit on GPUs copies the next batch to the devices ahead; 0 turns that off", "", 0, 0, true},
-    {"LOCKSTEP_SHARD_UPDATE", Type::kFlag, "1", "MirroredOptions::shard_optimizer_update (0 turns it off)",
-     "A/B: each replica updates its shard of the variables and the shards are gathered"},
     {"LOCKSTEP_VERBOSE_RESUME", Type::kFlag, "0", "FitOptions::verbose > 0",
      "print the epoch, batch and step fit resumes from a backup at"},
     {"LOCKSTEP_WORKER_SHM", Type::kFlag, "1", "",
@@ -89,9 +76,11 @@ constexpr Row kRows[] = {
     {"LOCKSTEP_TEST_MIXED_SHM", Type::kText, "", "", "tests: runs MultiWorkerMixed.* (worker 0 alone without shm)",
      "", 0, 0, false, Reader::kScripts},
     {"LOCKSTEP_TEST_MIXED_OVERLAP", Type::kText, "", "",
-     "tests: runs the mixed-overlap multi-worker test", "", 0, 0, false, Reader::kScripts},
+     "tests: runs MultiWorkerMixedOverlap.* (off: this worker without the overlap)", "", 0, 0, false,
+     Reader::kScripts},
     {"LOCKSTEP_TEST_MIXED_SHARD", Type::kText, "", "",
-     "tests: runs MultiWorkerMixedShard.* (worker 0 alone without sharding)", "", 0, 0, false, Reader::kScripts},
+     "tests: runs MultiWorkerMixedShard.* (off: this worker without sharding)", "", 0, 0, false,
+     Reader::kScripts},
     {"HOME", Type::kPath, "", "", "the user's home: the default LOCKSTEP_DATA_DIR is under it", "", 0, 0, true,
      Reader::kLauncher},
     {"OMPI_COMM_WORLD_SIZE", Type::kText, "", "", "set by Open MPI's mpirun: launched under MPI", "", 0, 0,
@@ -102,6 +91,21 @@ constexpr Row kRows[] = {
      false, Reader::kLauncher},
 };
 constexpr std::size_t kCount = std::size(kRows);
+
+// Variables that were A/B or debug switches, now options fields (issue 36): setting one is an
+// error that names the field.
+struct Removed {
+  std::string_view name;
+  std::string_view field;
+};
+constexpr Removed kRemoved[] = {
+    {"LOCKSTEP_CHECK_MIRRORED", "MirroredOptions::check_mirrored"},
+    {"LOCKSTEP_GATHER_AHEAD", "FitOptions::gather_ahead"},
+    {"LOCKSTEP_GRADIENTS_IN_PLACE", "MirroredOptions::gradients_in_place"},
+    {"LOCKSTEP_OVERLAP_GRADIENTS", "MirroredOptions::overlap_gradients"},
+    {"LOCKSTEP_PREFETCH_TO_DEVICE", "FitOptions::prefetch_to_device"},
+    {"LOCKSTEP_SHARD_UPDATE", "MirroredOptions::shard_optimizer_update"},
+};
 
 const char* type_name(Type t) {
   switch (t) {
@@ -257,9 +261,12 @@ void check() {
 std::string first_problem(const std::vector<std::string>& entries) {
   for (const std::string& entry : entries) {
     const std::string_view name = std::string_view(entry).substr(0, entry.find('='));
-    if (name.starts_with(kPrefix) && find_row(name) == nullptr)
-      return detail::concat("unknown environment variable ", name, ": did you mean ", closest_name(name),
-                            "? (`lockstep env` lists the known ones)");
+    if (!name.starts_with(kPrefix) || find_row(name) != nullptr) continue;
+    for (const Removed& r : kRemoved)
+      if (r.name == name)
+        return detail::concat("environment variable ", name, " was removed: set ", r.field, " instead");
+    return detail::concat("unknown environment variable ", name, ": did you mean ", closest_name(name),
+                          "? (`lockstep env` lists the known ones)");
   }
   for (const std::string& entry : entries) {
     const auto eq = entry.find('=');

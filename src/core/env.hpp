@@ -6,9 +6,9 @@
 //
 // The environment is checked once, at the first read of any row (in practice at library
 // start-up, and first thing in the CLI): a LOCKSTEP_* variable the table does not know, or a
-// malformed value, is a ValueError naming it, and every later read throws the same error.
-// Values are read once then, except rows marked `each_use`: those A/B switches are flipped by
-// tests and benchmarks inside one process until they become options fields.
+// malformed value, is a ValueError naming it, and every later read throws the same error (for a
+// removed A/B switch, it names the options field that replaced it). Values are read once then,
+// except rows marked `each_use`, which tests change inside one process.
 #include <cstdint>
 #include <optional>
 #include <span>
@@ -39,7 +39,8 @@ std::span<const Row> table();
 /// rethrow its error) and the `each_use` rows' values as they are now. Throws ValueError.
 void check();
 /// The first problem in `entries` ("NAME=value", as in `environ`): an unknown LOCKSTEP_* name
-/// (with the closest known one) or a malformed value; "" when there is none.
+/// (with the closest known one, or the options field that replaced a removed switch) or a
+/// malformed value; "" when there is none.
 std::string first_problem(const std::vector<std::string>& entries);
 
 /// Typed reads; the name must be a row of the right type (else InternalError).

@@ -13,7 +13,6 @@
 #include "backend/context.hpp"
 #include "backend/devices.hpp"
 #include "core/env.hpp"
-#include "distribute/device_layout.hpp"
 #include "distribute/worker_transport.hpp"
 #include "lockstep/core/error.hpp"
 #include "lockstep/distribute/strategy.hpp"
@@ -103,6 +102,9 @@ Layout gpu_layout(DeviceKind kind_of_gpus, const std::vector<int>& gpus, const M
   l.timeout = o.collective_timeout;
   l.bucket_cap_bytes = o.bucket_cap_bytes;
   l.shard_optimizer_update = o.shard_optimizer_update;
+  l.overlap_gradients = o.overlap_gradients;
+  l.gradients_in_place = o.gradients_in_place;
+  l.check_mirrored = o.check_mirrored;
   l.cross_device_ops = o.cross_device_ops;
   if (distinct.size() > 1) {
     LOCKSTEP_CHECK(!shared, "MirroredStrategy: replicas on ", distinct.size(), " GPUs with some GPU holding several "
@@ -181,6 +183,9 @@ Layout mirrored_layout(const MirroredOptions& o) {
   l.cross_device_ops = o.cross_device_ops;
   l.bucket_cap_bytes = o.bucket_cap_bytes;
   l.shard_optimizer_update = o.shard_optimizer_update;
+  l.overlap_gradients = o.overlap_gradients;
+  l.gradients_in_place = o.gradients_in_place;
+  l.check_mirrored = o.check_mirrored;
   return l;
 }
 
@@ -222,12 +227,12 @@ Layout multi_worker_layout(const MultiWorkerOptions& o) {
   l.num_workers = world.size();
   l.worker_index = world.rank();
   l.cross_device_ops = CollectiveImplementation::kMpi;
-  // The workers shard the optimizer update alike: one whose options or LOCKSTEP_SHARD_UPDATE say
+  // The workers shard the optimizer update alike: one whose shard_optimizer_update says
   // no turns it off for all (else its all-reduce would meet the others' reduce-scatter at the
   // first step). A tag above the collective groups' (multi_worker_group.cpp: 1..32000).
   constexpr int kLayoutTag = 32500;
   const auto deadline = std::chrono::steady_clock::now() + local.collective_timeout;
-  const WorkerTransport::Bytes mine{std::byte{shard_update_wanted(l.shard_optimizer_update) ? std::uint8_t{1} : std::uint8_t{0}}};
+  const WorkerTransport::Bytes mine{std::byte{l.shard_optimizer_update ? std::uint8_t{1} : std::uint8_t{0}}};
   for (const auto& theirs : world.all_to_all(kLayoutTag, mine, deadline, local.collective_timeout, "the strategy's set-up"))
     l.shard_optimizer_update = l.shard_optimizer_update && theirs.at(0) == std::byte{1};
   return l;

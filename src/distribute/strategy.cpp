@@ -9,8 +9,6 @@
 #include "backend/context.hpp"
 #include "backend/devices.hpp"
 #include "backend/kernels.hpp"
-#include "core/env.hpp"
-#include "distribute/device_layout.hpp"
 #include "distribute/replica_threads.hpp"
 #include "distribute/worker_transport.hpp"
 #include "lockstep/tensor/ops.hpp"
@@ -20,20 +18,13 @@ namespace lockstep::distribute {
 namespace {
 thread_local Strategy* t_current_strategy = nullptr;
 
-// False when the environment variable is set to 0.
-bool env_flag_not_zero(const char* name) {
-  return env::flag(name);
-}
-
 }  // namespace
-
-// MirroredOptions::shard_optimizer_update, unless $LOCKSTEP_SHARD_UPDATE is 0.
-bool shard_update_wanted(bool option) { return option && env_flag_not_zero("LOCKSTEP_SHARD_UPDATE"); }
 
 Strategy::Strategy(StrategyLayout layout)
     : devices_(std::move(layout.devices)),
       num_workers_(layout.num_workers),
       worker_index_(layout.worker_index),
+      check_mirrored_each_step_(layout.check_mirrored),
       replicas_(std::make_unique<Replicas>()) {
   const auto& threads = layout.threads;
   const auto& cpus = layout.cpus;
@@ -53,12 +44,13 @@ Strategy::Strategy(StrategyLayout layout)
   // shard into this process's other copies (one worker) or all-gathers the shards (several).
   bool all_cpu = true;
   for (const Device& d : devices_) all_cpu = all_cpu && d.kind == DeviceKind::kCpu;
-  update.shard = shard_update_wanted(layout.shard_optimizer_update) && n * num_workers_ > 1 && all_cpu;
+  update.shard = layout.shard_optimizer_update && n * num_workers_ > 1 && all_cpu;
   // One process's replicas share the host's memory: they read each other's gradients in place
-  // ($LOCKSTEP_GRADIENTS_IN_PLACE=0 reduce-scatters them as across workers; for comparisons).
-  update.gradients_in_place = update.shard && num_workers_ == 1 && env_flag_not_zero("LOCKSTEP_GRADIENTS_IN_PLACE");
+  // (MirroredOptions::gradients_in_place false reduce-scatters them as across workers; for
+  // comparisons).
+  update.gradients_in_place = update.shard && num_workers_ == 1 && layout.gradients_in_place;
   // Workers may differ here: either way every bucket's collective starts in bucket order.
-  update.overlap = env_flag_not_zero("LOCKSTEP_OVERLAP_GRADIENTS");
+  update.overlap = layout.overlap_gradients;
   update_ = std::make_shared<ShardedUpdate>(*group_, update);
   replicas_->owner = this;
   start_replica_threads();

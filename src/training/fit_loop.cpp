@@ -128,11 +128,11 @@ void FitLoop::choose_input() {
   for (auto* ctx : devices_) on_gpus_ |= context_device(*ctx).kind != DeviceKind::kCpu;
   gather_in_replicas_ =
       !on_gpus_ && data::ThreadBudget::process().compute_reserved() >= data::ThreadBudget::process().cores();
-  // The replicas gather the next batch's slices ahead (DistributedBatch); LOCKSTEP_GATHER_AHEAD=0
-  // turns that off, read per fit so that bench/fit_overhead can compare both in one process.
-  // On GPUs the next batch is copied to the devices ahead instead; LOCKSTEP_PREFETCH_TO_DEVICE=0
-  // turns that off (for comparisons, and for the GPU test that it changes no result).
-  read_ahead_ = on_gpus_ ? env::flag("LOCKSTEP_PREFETCH_TO_DEVICE") : env::flag("LOCKSTEP_GATHER_AHEAD");
+  // The replicas gather the next batch's slices ahead (DistributedBatch) unless
+  // FitOptions::gather_ahead is false (bench/fit_overhead compares both). On GPUs the next batch
+  // is copied to the devices ahead instead unless FitOptions::prefetch_to_device is false (for
+  // comparisons, and for the GPU test that it changes no result).
+  read_ahead_ = on_gpus_ ? o_.prefetch_to_device : o_.gather_ahead;
 }
 
 ResumePoint FitLoop::resume() {

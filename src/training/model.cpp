@@ -3,7 +3,6 @@
 #include <cstdlib>
 #include <string>
 
-#include "core/env.hpp"
 #include "lockstep/autograd/gradient_tape.hpp"
 #include "lockstep/layers/dtype_policy.hpp"
 #include "lockstep/optimizers/loss_scale_optimizer.hpp"
@@ -312,12 +311,9 @@ double Model::train_micro_step(const distribute::DistributedBatch& batch, std::i
   if (auto* loss_scale = dynamic_cast<optimizers::LossScaleOptimizer*>(optimizer_.get()))
     loss_scale->update_scale(applied);
   if (applied) optimizer_->finish_step();
-  // Debug check (LOCKSTEP_CHECK_MIRRORED=1): every replica's copy of every variable is still
-  // bit-identical after the update; throws DistributedError naming the first that drifted.
-  static const bool check_mirrored = [] {
-    return env::flag("LOCKSTEP_CHECK_MIRRORED");
-  }();
-  if (check_mirrored && strategy_) strategy_->check_mirrored(variables());
+  // Debug check (MirroredOptions::check_mirrored): every replica's copy of every variable is
+  // still bit-identical after the update; throws DistributedError naming the first that drifted.
+  if (strategy_ && strategy_->checks_mirrored_each_step()) strategy_->check_mirrored(variables());
   // Losses and metrics are reduced across replicas before anyone sees them.
   double batch_loss = 0;
   merge_replica_numbers(parts, n, &batch_loss);

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <functional>
 #include <random>
+#include <string>
 #include <thread>
 
 #include "common/random_data.hpp"
@@ -256,12 +257,13 @@ struct ShardedRun {
 };
 
 ShardedRun train_across_workers(int local_devices, bool shard,
-                                std::size_t bucket_cap = GradientReducer::kDefaultBucketCapBytes) {
+                                std::size_t bucket_cap = GradientReducer::kDefaultBucketCapBytes, bool overlap = true) {
   const auto d = test::random_classification(50, 12, 3, 17);
   MultiWorkerMirroredStrategy strategy({.local = {.num_cpu_devices = local_devices,
                                                   .pin_threads = false,
                                                   .bucket_cap_bytes = bucket_cap,
-                                                  .shard_optimizer_update = shard}});
+                                                  .shard_optimizer_update = shard,
+                                                  .overlap_gradients = overlap}});
   auto scope = strategy.scope();
   set_random_seed(5);
   // 12 -> 16 -> 3: 259 parameters, a prime: every replica count cuts shards inside variables.
@@ -293,9 +295,7 @@ TEST(MultiWorker, BucketsStartedDuringBackwardGiveTheSameBitsAsAfterIt) {
   for (int local : {1, 2}) {
     for (bool shard : {true, false}) {
       SCOPED_TRACE(std::to_string(local) + " device(s) per worker, " + (shard ? "sharded" : "unsharded"));
-      ::setenv("LOCKSTEP_OVERLAP_GRADIENTS", "0", 1);
-      const ShardedRun after = train_across_workers(local, shard, 128);
-      ::unsetenv("LOCKSTEP_OVERLAP_GRADIENTS");
+      const ShardedRun after = train_across_workers(local, shard, 128, /*overlap=*/false);
       const ShardedRun during = train_across_workers(local, shard, 128);
       ASSERT_EQ(during.buckets, 4u);
       EXPECT_EQ(after.started_early, 0u);
@@ -308,15 +308,16 @@ TEST(MultiWorker, BucketsStartedDuringBackwardGiveTheSameBitsAsAfterIt) {
 }
 
 // Workers need not agree on the overlap: buckets start in bucket order either way. Worker 0 alone
-// has LOCKSTEP_OVERLAP_GRADIENTS=0 (the ctest entry multi_worker.one_worker_turns_overlap_off).
+// has MirroredOptions::overlap_gradients false (the ctest entry multi_worker.one_worker_turns_overlap_off
+// starts it with LOCKSTEP_TEST_MIXED_OVERLAP=off, the others with =on).
 TEST(MultiWorkerMixedOverlap, OneWorkerWithoutTheOverlapTrainsAsNone) {
   REQUIRE_WORKERS();
-  if (!std::getenv("LOCKSTEP_TEST_MIXED_OVERLAP")) GTEST_SKIP() << "run by multi_worker.one_worker_turns_overlap_off";
-  const bool off_here = std::getenv("LOCKSTEP_OVERLAP_GRADIENTS") != nullptr;  // worker 0
-  const ShardedRun mixed = train_across_workers(2, true, 128);
-  EXPECT_EQ(mixed.started_early == 0, off_here) << "each worker overlaps as its own environment says";
-  ::setenv("LOCKSTEP_OVERLAP_GRADIENTS", "0", 1);
-  const ShardedRun none = train_across_workers(2, true, 128);
+  const char* mixed_test = std::getenv("LOCKSTEP_TEST_MIXED_OVERLAP");
+  if (!mixed_test) GTEST_SKIP() << "run by multi_worker.one_worker_turns_overlap_off";
+  const bool off_here = std::string(mixed_test) == "off";  // worker 0
+  const ShardedRun mixed = train_across_workers(2, true, 128, /*overlap=*/!off_here);
+  EXPECT_EQ(mixed.started_early == 0, off_here) << "each worker overlaps as its own options say";
+  const ShardedRun none = train_across_workers(2, true, 128, /*overlap=*/false);
   EXPECT_EQ(none.started_early, 0u);
   EXPECT_EQ(mixed.weights, none.weights);
   EXPECT_EQ(mixed.slots, none.slots);
@@ -338,13 +339,15 @@ TEST(MultiWorker, ShardedUpdateAcrossWorkersMatchesTheUnshardedOneAndGathersTheS
 }
 
 // Whether the update is sharded is decided alike on every worker: one worker with
-// LOCKSTEP_SHARD_UPDATE=0 (the ctest entry multi_worker.one_worker_turns_sharding_off starts
-// worker 0 so) turns it off for all, instead of its all-reduce meeting the others'
-// reduce-scatter at the first step.
+// MirroredOptions::shard_optimizer_update false (the ctest entry multi_worker.one_worker_turns_sharding_off
+// starts worker 0 with LOCKSTEP_TEST_MIXED_SHARD=off, the others with =on) turns it off for all,
+// instead of its all-reduce meeting the others' reduce-scatter at the first step.
 TEST(MultiWorkerMixedShard, OneWorkerTurningShardingOffTurnsItOffForAll) {
   REQUIRE_WORKERS();
-  if (!std::getenv("LOCKSTEP_TEST_MIXED_SHARD")) GTEST_SKIP() << "run by multi_worker.one_worker_turns_sharding_off";
-  const ShardedRun asked = train_across_workers(1, true);
+  const char* mixed_test = std::getenv("LOCKSTEP_TEST_MIXED_SHARD");
+  if (!mixed_test) GTEST_SKIP() << "run by multi_worker.one_worker_turns_sharding_off";
+  const bool off_here = std::string(mixed_test) == "off";  // worker 0
+  const ShardedRun asked = train_across_workers(1, /*shard=*/!off_here);
   const ShardedRun whole = train_across_workers(1, false);
   EXPECT_FALSE(asked.sharded_over_workers);
   EXPECT_FALSE(asked.save_refused);

@@ -1,11 +1,10 @@
 // The gradient exchange overlapped with the backward pass (DDP's Reducer hooks): fit's train
 // step hands each gradient to its bucket as soon as the tape has made it final, and each bucket's
 // collective starts then. What a user relies on: the weights, slots and step count are the same
-// bits as with the exchange started after the backward pass ($LOCKSTEP_OVERLAP_GRADIENTS=0), for
+// bits as with the exchange started after the backward pass (MirroredOptions::overlap_gradients false), for
 // the all-reduce, the sharded update's reduce-scatter and loss scaling, over several buckets.
 #include <gtest/gtest.h>
 
-#include <cstdlib>
 #include <memory>
 #include <string>
 #include <vector>
@@ -47,11 +46,11 @@ optimizers::OptimizerPtr loss_scaled_sgd() {
 // Six global batches of 12 through train_step on `replicas` CPU replicas, with 128-byte buckets
 // (the last layer and the bias before it, the middle kernel, the first bias, the first kernel).
 Trained train(int replicas, bool overlap, const Case& c) {
-  if (!overlap) ::setenv("LOCKSTEP_OVERLAP_GRADIENTS", "0", 1);
-  if (!c.in_place) ::setenv("LOCKSTEP_GRADIENTS_IN_PLACE", "0", 1);
-  MirroredStrategy strategy({.num_cpu_devices = replicas, .bucket_cap_bytes = 128, .shard_optimizer_update = c.shard});
-  ::unsetenv("LOCKSTEP_OVERLAP_GRADIENTS");
-  ::unsetenv("LOCKSTEP_GRADIENTS_IN_PLACE");
+  MirroredStrategy strategy({.num_cpu_devices = replicas,
+                             .bucket_cap_bytes = 128,
+                             .shard_optimizer_update = c.shard,
+                             .overlap_gradients = overlap,
+                             .gradients_in_place = c.in_place});
   const auto d = test::random_classification(72, 6, 3, 23);
   auto scope = strategy.scope();
   set_random_seed(9);
@@ -108,9 +107,7 @@ TEST(OverlappedExchange, GradientAccumulationExchangesOnceAtTheEnd) {
   const auto d = test::random_classification(48, 6, 3, 29);
   std::vector<std::vector<float>> weights[2];
   for (int overlap = 0; overlap < 2; ++overlap) {
-    if (!overlap) ::setenv("LOCKSTEP_OVERLAP_GRADIENTS", "0", 1);
-    MirroredStrategy strategy({.num_cpu_devices = 2, .bucket_cap_bytes = 128});
-    ::unsetenv("LOCKSTEP_OVERLAP_GRADIENTS");
+    MirroredStrategy strategy({.num_cpu_devices = 2, .bucket_cap_bytes = 128, .overlap_gradients = overlap != 0});
     auto scope = strategy.scope();
     set_random_seed(9);
     Sequential model({layers::Dense(8, "relu", 6), layers::Dense(3, "softmax")});

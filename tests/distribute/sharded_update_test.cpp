@@ -1,7 +1,8 @@
 // ZeRO stage 1 on CPU replicas (MirroredOptions::shard_optimizer_update): each replica updates
 // its shard of every variable after the gradients' reduce-scatter and the shards are copied
 // into every copy; or, as one process's replicas do by default, reading every replica's
-// gradients in place and writing every copy within the update ($LOCKSTEP_GRADIENTS_IN_PLACE). What a user relies on: the weights and the optimizer's slots come out
+// gradients in place and writing every copy within the update (MirroredOptions::gradients_in_place).
+// What a user relies on: the weights and the optimizer's slots come out
 // bit-identical to every replica updating everything (so checkpoints, resumes and the
 // 1-vs-N equivalences are unchanged), through fit's train step and through apply_gradients in
 // a custom loop, for every rule and for shards that split variables unevenly.
@@ -47,11 +48,8 @@ Trained collect(Model& model, optimizers::Optimizer& opt) {
 // A strategy of `replicas` CPU replicas; a sharded update reads the gradients in place or
 // reduce-scatters them.
 std::unique_ptr<MirroredStrategy> cpu_strategy(int replicas, bool shard, bool in_place) {
-  if (!in_place) ::setenv("LOCKSTEP_GRADIENTS_IN_PLACE", "0", 1);
-  auto strategy = std::make_unique<MirroredStrategy>(
-      MirroredOptions{.num_cpu_devices = replicas, .shard_optimizer_update = shard});
-  ::unsetenv("LOCKSTEP_GRADIENTS_IN_PLACE");
-  return strategy;
+  return std::make_unique<MirroredStrategy>(
+      MirroredOptions{.num_cpu_devices = replicas, .shard_optimizer_update = shard, .gradients_in_place = in_place});
 }
 
 // Five global batches of 10 through train_step (fit's step), on `replicas` CPU replicas.

@@ -262,8 +262,6 @@ namespace {
 // copied to the devices ahead (prefetch_to_device) or not.
 std::pair<std::vector<std::vector<float>>, std::vector<double>> fit_with_prefetch(MirroredStrategy& strategy,
                                                                                   bool prefetch) {
-  if (prefetch) ::unsetenv("LOCKSTEP_PREFETCH_TO_DEVICE");
-  else ::setenv("LOCKSTEP_PREFETCH_TO_DEVICE", "0", 1);
   std::unique_ptr<Sequential> model;
   {
     auto scope = strategy.scope();
@@ -281,8 +279,8 @@ std::pair<std::vector<std::vector<float>>, std::vector<double>> fit_with_prefetc
                 (pixels.begin() + static_cast<std::ptrdiff_t>(i * 20));
   const Tensor x = Tensor::from_vector(pixels, {1000, 20}), y = Tensor::from_vector(labels, {1000});
   // 1000 = 15 batches of 64 and one of 40: the last is split unevenly over 3 replicas.
-  const History h = model->fit(x, y, {.epochs = 2, .batch_size = 64, .shuffle = true, .verbose = 0});
-  ::unsetenv("LOCKSTEP_PREFETCH_TO_DEVICE");
+  const History h =
+      model->fit(x, y, {.epochs = 2, .batch_size = 64, .shuffle = true, .verbose = 0, .prefetch_to_device = prefetch});
   std::vector<std::vector<float>> w;
   for (const auto& v : model->variables()) w.push_back(v.value().to_vector<float>());
   return {w, h.history.at("loss")};

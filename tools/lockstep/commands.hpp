@@ -38,6 +38,8 @@ struct TrainArgs {
   std::string policy = "float32";        // float32 | mixed_float16 | mixed_bfloat16
   double collective_timeout = 60;       // seconds a collective waits for a peer (worker or replica)
   double gpu_memory_limit_mib = 0;      // each GPU replica's memory limit (0: none)
+  bool shard_update = true;             // advanced, for comparisons: --no-shard-update
+  bool prefetch_to_device = true;       // advanced, for comparisons: --no-prefetch-to-device
 };
 
 void add_train_command(CLI::App& app, TrainArgs& args);

@@ -178,6 +178,14 @@ void add_train_command(CLI::App& app, TrainArgs& a) {
                   "Also back up every N steps (default: at each epoch end)")
       ->check(CLI::Range(static_cast<std::int64_t>(0), static_cast<std::int64_t>(1) << 40));
   cmd->add_flag("!--no-tensorboard", a.tensorboard, "Do not write TensorBoard logs");
+  cmd->add_flag("!--no-shard-update", a.shard_update,
+                "Advanced, for comparisons (bench/compare_shard_update.sh): every CPU replica updates all of its "
+                "copies instead of its shard (MirroredOptions::shard_optimizer_update false); the same weights, "
+                "bit for bit. Under mpirun, one worker with it turns sharding off for all");
+  cmd->add_flag("!--no-prefetch-to-device", a.prefetch_to_device,
+                "Advanced, for comparisons (scripts/gpu_check.sh): on GPUs copy each batch to the devices when "
+                "its step starts instead of while the step before runs (FitOptions::prefetch_to_device false); "
+                "the same results, bit for bit");
   cmd->add_option("--collective-timeout", a.collective_timeout,
                   "Seconds a collective waits for a peer (a replica, or under mpirun another worker) before the "
                   "run fails naming it")
@@ -278,6 +286,7 @@ int run_train(const TrainArgs& a) {
                  a.gpu_memory_limit_mib, " MiB is less than 1 MiB (0 would mean no limit); give at least 1");
   distribute::MultiWorkerOptions strategy_options{.local = parse_devices(a.devices), .notice = false};
   strategy_options.local.gpu_memory_limit = static_cast<std::uint64_t>(a.gpu_memory_limit_mib * 1048576.0);
+  strategy_options.local.shard_optimizer_update = a.shard_update;
   strategy_options.local.collective_timeout =
       std::max(std::chrono::milliseconds(1), std::chrono::milliseconds(static_cast<std::int64_t>(a.collective_timeout * 1000)));
   // Under mpirun each rank is a worker with these local devices; otherwise one process.
@@ -403,7 +412,8 @@ int run_train(const TrainArgs& a) {
                 .prefetch(data::kAutotune);
   FitOptions fit_options{.epochs = a.epochs,
                          .verbose = verbose,
-                         .gradient_accumulation_steps = static_cast<int>(a.gradient_accumulation_steps)};
+                         .gradient_accumulation_steps = static_cast<int>(a.gradient_accumulation_steps),
+                         .prefetch_to_device = a.prefetch_to_device};
   // First, so that no other callback sees a batch after the loss went NaN.
   const auto nan_guard = std::make_shared<TerminateOnNaN>();
   fit_options.callbacks.push_back(nan_guard);

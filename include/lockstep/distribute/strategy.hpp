@@ -84,18 +84,18 @@ class ReplicaContext final : public ReplicaInterface {
   /// collective per bucket of at most MirroredOptions::bucket_cap_bytes, started as soon as it
   /// is packed), replacing `grads` with the sums (views of the bucket buffers). Sharded: the
   /// same buckets are reduce-scattered (same sums), or on one worker every replica's gradients
-  /// are read where they lie by the update ($LOCKSTEP_GRADIENTS_IN_PLACE=0 turns that off, for
-  /// comparisons), the same sums, bit for bit; the rule updates this replica's ranges and the
+  /// are read where they lie by the update (MirroredOptions::gradients_in_place turns that off,
+  /// for comparisons), the same sums, bit for bit; the rule updates this replica's ranges and the
   /// ranges reach every copy. An undefined gradient counts as zeros. Gradients held back by
   /// no_sync() are added in first; under no_sync() it only adds `grads` to them.
   GradientsExchanged exchange_gradients(std::vector<Tensor>& grads, const std::vector<Variable>& vars,
                                         ElementwiseRule* rule, std::int64_t step) override;
-  /// Empty also with one replica in sync (nothing to exchange), and when $LOCKSTEP_OVERLAP_GRADIENTS
-  /// is 0 (every exchange then starts after the backward pass; for comparisons).
+  /// Empty also with one replica in sync (nothing to exchange), and when
+  /// MirroredOptions::overlap_gradients is false (every exchange then starts after the backward
+  /// pass; for comparisons).
   GradientReadyFn begin_gradient_exchange(const std::vector<Variable>& vars, ElementwiseRule* rule) override;
-  /// True when MirroredOptions::shard_optimizer_update is on (and $LOCKSTEP_SHARD_UPDATE is not
-  /// 0), this strategy has more than one replica (on one worker or several), CPU devices only,
-  /// and every variable in `vars` is float32 (and mirrored over the local replicas): then an
+  /// True when MirroredOptions::shard_optimizer_update is on (on every worker), this strategy
+  /// has more than one replica (on one worker or several), CPU devices only, and every variable in `vars` is float32 (and mirrored over the local replicas): then an
   /// optimizer with an elementwise rule has its update sharded.
   bool shards_update(const std::vector<Variable>& vars) const;
   /// PyTorch DDP's no_sync(), for gradient accumulation in a custom loop: while the scope
@@ -164,6 +164,10 @@ struct StrategyLayout {
   CollectiveImplementation cross_device_ops = CollectiveImplementation::kSharedMemory;
   std::size_t bucket_cap_bytes = GradientReducer::kDefaultBucketCapBytes;
   bool shard_optimizer_update = true;
+  /// MirroredOptions::overlap_gradients, gradients_in_place and check_mirrored.
+  bool overlap_gradients = true;
+  bool gradients_in_place = true;
+  bool check_mirrored = false;
   /// Processes training in sync (each with these devices) and this one's index among them;
   /// more than one needs cross_device_ops = kMpi.
   int num_workers = 1;
@@ -285,6 +289,8 @@ class Strategy {
   void broadcast_from_chief(const std::vector<std::vector<Tensor>>& tensors);
   /// Throws DistributedError naming the first variable whose copies differ bit for bit.
   void check_mirrored(const std::vector<Variable>& variables) const;
+  /// MirroredOptions::check_mirrored: Model's training steps call check_mirrored after each update.
+  bool checks_mirrored_each_step() const { return check_mirrored_each_step_; }
 
   /// The replicas' collective group (member r is local replica r; its rank is the replica's
   /// replica_id_in_sync_group).
@@ -326,6 +332,7 @@ class Strategy {
   std::vector<Device> devices_;
   int num_workers_ = 1;
   int worker_index_ = 0;
+  bool check_mirrored_each_step_ = false;
   std::vector<std::shared_ptr<ComputeContext>> contexts_;
   std::vector<ComputeContext*> context_ptrs_;
   std::unique_ptr<CollectiveGroup> group_;
@@ -390,8 +397,22 @@ struct MirroredOptions {
   /// only its shards of them until Model::gather_optimizer_slots() (fit runs it at every epoch's
   /// end). The weights are bit-identical either way. Used for SGD, Adam and
   /// AdamW without clipnorm / global_clipnorm and without loss scaling, on float32 variables;
-  /// false (or $LOCKSTEP_SHARD_UPDATE=0) makes every replica update all of its copies.
+  /// false makes every replica update all of its copies (for comparisons). Across workers it is
+  /// sharded only where every worker's options say so (checked at start-up).
   bool shard_optimizer_update = true;
+  /// Gradient buckets' collectives start during the backward pass, as soon as a bucket's
+  /// gradients are final; false starts them after it (for comparisons: the same bits either
+  /// way). Workers may differ.
+  bool overlap_gradients = true;
+  /// With the update sharded on one worker, every replica reads the others' gradients where
+  /// they lie (no bucket is packed); false reduce-scatters them as across workers (for
+  /// comparisons: the same bits either way). Unused across workers.
+  bool gradients_in_place = true;
+  /// Debug: after every training step (Model::train_step, fit) check that every replica's copy
+  /// of every variable is still bit-identical; DistributedError names the first that drifted.
+  /// A strategy option, not a FitOptions one: it checks the strategy's replicas, in fit and in
+  /// train_step alike.
+  bool check_mirrored = false;
 };
 
 class MirroredStrategy final : public Strategy {

@@ -47,6 +47,14 @@ struct FitOptions {
   /// optimizer (and so any schedule) counts updates. A group never spans two epochs: the
   /// last one of an epoch may be shorter.
   int gradient_accumulation_steps = 1;
+  /// On CPUs, where the replicas gather their own slices of each batch, they gather the next
+  /// batch's slices ahead while a step runs; false gathers each when its step starts (for
+  /// comparisons: the same bits either way).
+  bool gather_ahead = true;
+  /// On GPUs the next batch is copied to the replicas' devices while a step runs (TF's
+  /// experimental_fetch_to_device); false copies each when its step starts (for comparisons:
+  /// the same bits either way).
+  bool prefetch_to_device = true;
 };
 
 struct EvaluateOptions {
