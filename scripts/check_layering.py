@@ -20,7 +20,7 @@ import sys
 # other processes) and host tensors.
 RAW_ACCESS_ALLOWED = {
     "src/data/idx.cpp", "src/data/npy.cpp", "src/data/npz.cpp", "src/data/csv.cpp",
-    "src/data/cache.cpp", "src/data/fingerprint.cpp", "src/io/safetensors.cpp", "src/io/hdf5_file.cpp",
+    "src/data/cache.cpp", "src/data/fingerprint.cpp", "src/io/safetensors.cpp", "src/io/hdf5_file.cpp", "src/io/hdf5_read.cpp",
     "src/distribute/multi_worker_group.cpp",  # sends host tensors' bytes to other workers, no staging copy
     "include/lockstep/tensor/tensor.hpp",  # declares them
     "src/distribute/nccl/nccl_group.cpp",  # NCCL reads and writes the members' device memory itself

@@ -37,7 +37,7 @@ struct KerasNode {
     while (!doomed.empty()) {
       std::shared_ptr<const KerasNode> n = std::move(doomed.back());
       doomed.pop_back();
-      if (n && n.use_count() == 1) take_inputs(const_cast<KerasNode&>(*n).inputs);
+      if (n && n.use_count() == 1) take_inputs(std::const_pointer_cast<KerasNode>(n)->inputs);
     }
   }
 };

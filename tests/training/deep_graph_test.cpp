@@ -18,8 +18,10 @@ namespace lockstep {
 namespace {
 using nlohmann::json;
 
+// One folder per test: ctest runs them in parallel, and each removes its own at the end.
 std::string test_dir() {
-  const auto dir = (std::filesystem::path(LOCKSTEP_BINARY_DIR) / "test_tmp" / "deep_graph").string();
+  const char* test = ::testing::UnitTest::GetInstance()->current_test_info()->name();
+  const auto dir = (std::filesystem::path(LOCKSTEP_BINARY_DIR) / "test_tmp" / "deep_graph" / test).string();
   std::filesystem::create_directories(dir);
   return dir;
 }

@@ -1,37 +1,31 @@
 #include "data_checks.hpp"
 
-#include <cmath>
+#include <algorithm>
 #include <cstdint>
-#include <type_traits>
-#include <utility>
 
 #include "lockstep/core/error.hpp"
-#include "lockstep/core/half.hpp"
+#include "lockstep/tensor/ops.hpp"
 
 namespace lockstep::cli {
 
 namespace {
-// The index and value of the first non-finite element (index -1: none).
-template <typename T>
-std::pair<std::int64_t, float> first_non_finite(const Tensor& t) {
-  const T* p = t.data<T>();
-  for (std::int64_t i = 0, n = t.numel(); i < n; ++i) {
-    float v;
-    if constexpr (std::is_same_v<T, float>) v = p[i];
-    else v = to_float(p[i]);
-    if (!std::isfinite(v)) return {i, v};
-  }
-  return {-1, 0.f};
-}
-
+// Computed through ops (the CLI does not touch tensor memory): x - x is 0 where x is finite and
+// NaN where it is not, and NaN is the one value unequal to itself. argmax of that mask is the
+// first non-finite element (or 0 when there is none).
 void check_array(const Tensor& t, const std::string& source, const char* name) {
-  if (!t.defined() || !is_floating(t.dtype())) return;
-  const auto [at, v] = t.dtype() == DType::kF32   ? first_non_finite<float>(t)
-                          : t.dtype() == DType::kF16 ? first_non_finite<Float16>(t)
-                                                     : first_non_finite<BFloat16>(t);
-  if (at < 0) return;
-  throw ValueError(detail::concat(source, ": ", name, " holds a non-finite value (", v, ") at element ", at,
-                                  " (flat index); lockstep trains and evaluates on finite values only"));
+  if (!t.defined() || !is_floating(t.dtype()) || t.numel() == 0) return;
+  const Tensor flat = t.reshape(Shape{t.numel()});
+  constexpr std::int64_t kChunk = std::int64_t{1} << 20;  // bounds the temporaries
+  for (std::int64_t begin = 0; begin < flat.numel(); begin += kChunk) {
+    const Tensor part = flat.slice(begin, std::min(flat.numel(), begin + kChunk));
+    const Tensor diff = sub(part, part);
+    const Tensor bad = not_equal(diff, diff);
+    const std::int64_t at = argmax(bad, 0).to_vector<std::int64_t>()[0];
+    if (bad.slice(at, at + 1).to(DType::kF32).item() == 0.f) continue;
+    const float v = part.slice(at, at + 1).to(DType::kF32).item();
+    throw ValueError(detail::concat(source, ": ", name, " holds a non-finite value (", v, ") at element ",
+                                    begin + at, " (flat index); lockstep trains and evaluates on finite values only"));
+  }
 }
 }  // namespace
 
