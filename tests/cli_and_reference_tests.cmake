@@ -191,6 +191,10 @@ endforeach()
 add_test(NAME cli.sigkill_and_resume_is_bit_identical
          COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/cli/resume_after_kill.sh ${_cli})
 set_tests_properties(cli.sigkill_and_resume_is_bit_identical PROPERTIES TIMEOUT 600 RUN_SERIAL TRUE)
+# SIGTERM, SIGINT, SIGHUP in epoch 1: a backup at the step boundary, 128 + signal, --resume, same weights.
+add_test(NAME cli.stop_signal_backs_up_and_resumes_bit_identical
+         COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/cli/interrupt_and_resume.sh ${_cli})
+set_tests_properties(cli.stop_signal_backs_up_and_resumes_bit_identical PROPERTIES TIMEOUT 600 RUN_SERIAL TRUE)
 
 # find_package(lockstep) works for a user's project after cmake --install.
 add_test(NAME install.find_package_consumer

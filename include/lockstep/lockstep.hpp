@@ -40,6 +40,7 @@
 #include "lockstep/training/callback.hpp"
 #include "lockstep/training/functional.hpp"
 #include "lockstep/training/model.hpp"
+#include "lockstep/training/preemption.hpp"
 #include "lockstep/training/preprocessing.hpp"
 #include "lockstep/training/saved_model.hpp"
 #include "lockstep/training/progbar.hpp"

@@ -85,6 +85,7 @@ std::optional<io::TrainingState> BackupAndRestore::restore() {
 
 void BackupAndRestore::on_train_begin(const Logs&) {
   restored_.reset();
+  last_saved_.reset();
   // An unbuilt model has no variables to restore into; fit builds it on the first batch.
   if (model_ != nullptr && model_->built()) restored_ = restore();
 }
@@ -104,8 +105,13 @@ void BackupAndRestore::on_train_batch_end(std::int64_t batch, const Logs&) {
 
 void BackupAndRestore::on_epoch_end(int epoch, const Logs&) { save(epoch + 1, 0); }
 
+void BackupAndRestore::backup_now(int epoch, std::int64_t batch_in_epoch) {
+  if (last_saved_ != std::pair{epoch, batch_in_epoch}) save(epoch, batch_in_epoch);
+}
+
 void BackupAndRestore::save(int epoch, std::int64_t batch_in_epoch) {
   LOCKSTEP_ASSERT(model_ != nullptr);
+  last_saved_ = std::pair{epoch, batch_in_epoch};
   model_->gather_optimizer_slots();  // every worker runs this callback (it restores on each)
   TrainingState state = make_training_state(*model_, epoch, batch_in_epoch);
   state.run_config = o_.run_config;

@@ -81,6 +81,7 @@ History Model::fit(const data::Dataset& dataset, const FitOptions& o) {
     if (first_step > 0) set_metric_states(resumed_metric_states(*at.state));
     loop.callbacks.each([&](Callback& c) { c.on_epoch_begin(epoch, logs); });
     const detail::EpochTally tally = loop.train_epoch(input, epoch == at.epoch, first_step);
+    if (tally.interrupted) loop.interrupt(epoch, tally.steps_done);  // throws
     if (tally.ran_dry && tally.steps == 0) {
       // Nothing ran this epoch: report no epoch rather than one with empty (zero) logs.
       warn_input_ran_out();

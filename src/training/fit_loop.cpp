@@ -9,6 +9,7 @@
 
 #include "core/env.hpp"
 #include "lockstep/optimizers/loss_scale_optimizer.hpp"
+#include "lockstep/training/preemption.hpp"
 #include "lockstep/training/progbar.hpp"
 
 namespace lockstep::detail {
@@ -199,6 +200,12 @@ EpochTally FitLoop::train_epoch(EpochInput& in, bool resumed, std::int64_t first
   for (std::int64_t step = first_step; more && !model_.stop_training && (steps_ < 0 || step < steps_);) {
     more = read_group(in, step, group, tally);
     run_group(step, group, tally, utilization);
+    // A group's end is a step boundary no held-back gradient spans (a backup there is whole).
+    if (training::stop_requested()) {
+      tally.interrupted = true;
+      tally.steps_done = step;
+      break;
+    }
   }
   // Training stopped within a group: its held-back gradients are not applied.
   model_.accumulated_.clear();
@@ -253,6 +260,18 @@ void FitLoop::run_group(std::int64_t& step, const std::vector<distribute::Distri
     callbacks.each([&](Callback& c) { c.on_train_batch_end(step, batch_logs); });
     utilization.maybe_sample();
   }
+}
+
+void FitLoop::interrupt(int epoch, std::int64_t steps_done) {
+  // Several workers would each stop at the step their own signal came before: no step that all
+  // of them stopped after is known, so none writes a backup (the last scheduled one stays).
+  const bool one_worker = !model_.strategy_ || model_.strategy_->num_workers() == 1;
+  std::string dir;
+  if (backup_ && one_worker) {
+    backup_->backup_now(epoch, steps_done);
+    dir = backup_->backup_dir();
+  }
+  throw training::Interrupted(training::stop_reason(), epoch, steps_done, dir);
 }
 
 void FitLoop::update_timing() {

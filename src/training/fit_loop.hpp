@@ -28,6 +28,8 @@ struct EpochTally {
   std::int64_t steps = 0;
   double input_seconds = 0;  // spent waiting for input, so that an input-bound run shows itself
   bool ran_dry = false;      // steps_per_epoch is set and the input ended
+  bool interrupted = false;  // a stop was requested (training::request_stop): stopped after `steps_done`
+  std::int64_t steps_done = 0;
   std::optional<double> gpu_utilization;
   std::chrono::steady_clock::time_point start;
 };
@@ -79,6 +81,9 @@ class FitLoop {
   EpochTally train_epoch(EpochInput& in, bool resumed, std::int64_t first_step);
   /// The epoch's logs: the metrics, throughput, memory, GPU use, loss scale and validation.
   Logs epoch_logs(const EpochTally& tally);
+  /// After a stop request at a step boundary: the backup at that step (one worker with
+  /// BackupAndRestore), then training::Interrupted.
+  [[noreturn]] void interrupt(int epoch, std::int64_t steps_done);
 
   CallbackList callbacks;
   Logs logs;

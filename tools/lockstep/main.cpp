@@ -1,11 +1,15 @@
 // The `lockstep` command: train, devices, bench, evaluate, predict, env. A bad flag, or a
 // LOCKSTEP_* environment variable that is unknown or malformed, is an error with status 2.
+#include <cstdio>
 #include <iostream>
+
+#include <unistd.h>
 
 #include "commands.hpp"
 #include "core/env.hpp"
 #include "model_commands.hpp"
 #include "lockstep/core/error.hpp"
+#include "lockstep/training/preemption.hpp"
 
 int main(int argc, char** argv) {
   CLI::App app{"lockstep: synchronous data-parallel training of neural networks"};
@@ -38,6 +42,17 @@ int main(int argc, char** argv) {
     if (app.got_subcommand("bench")) return lockstep::cli::run_bench_allreduce(bench_args);
     if (app.got_subcommand("evaluate")) return lockstep::cli::run_evaluate(model_args);
     if (app.got_subcommand("predict")) return lockstep::cli::run_predict(model_args);
+  } catch (const lockstep::training::Interrupted& e) {
+    // SIGTERM, SIGINT or SIGHUP stopped training at a step boundary (stop_signals.hpp); the
+    // status is the shell's for that signal.
+    std::fflush(stdout);
+    if (isatty(fileno(stderr))) std::cerr << "\n";  // past a progress bar's line (and a ^C)
+    const std::string saved = e.backup_dir().empty()
+                                  ? std::string("no backup saved")
+                                  : "backup saved in " + e.backup_dir() + "; resume with --resume";
+    std::cerr << "Interrupted by " << lockstep::training::stop_reason_name(e.reason()) << " at epoch "
+              << e.epoch() + 1 << ", step " << e.steps_in_epoch() << ": " << saved << "\n";
+    return e.reason() > 0 ? 128 + e.reason() : 1;
   } catch (const lockstep::ValueError& e) {
     std::cerr << "error: " << e.what() << "\n";
     return 2;

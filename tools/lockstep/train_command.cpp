@@ -13,6 +13,7 @@
 #include "model_zoo.hpp"
 #include "data_checks.hpp"
 #include "run_directory.hpp"
+#include "stop_signals.hpp"
 #include "lockstep/io/atomic_file.hpp"
 #include "lockstep/io/directory_lock.hpp"
 #include "lockstep/lockstep.hpp"
@@ -437,7 +438,14 @@ int run_train(const TrainArgs& a) {
     ds = ds.repeat();
     fit_options.steps_per_epoch = a.steps_per_epoch;
   }
+  // One process stops at a step boundary with a backup on SIGTERM/SIGINT/SIGHUP (main prints
+  // it); several workers cannot agree on that step in time and keep the default actions.
+  std::optional<StopSignals> stop_signals;
+  if (strategy.num_workers() == 1) stop_signals.emplace();
   const History history = model.fit(ds, fit_options);
+  stop_signals.reset();
+  if (training::stop_requested())  // after the last step boundary: the epoch-end backup is whole
+    throw training::Interrupted(training::stop_reason(), a.epochs - 1, batches_per_epoch, backup_dir);
   // A diverged run is a failure, not a result: no model is saved and the exit status says so.
   if (nan_guard->terminated())
     throw Error(detail::concat("training diverged: the loss became NaN or infinite at epoch ", nan_guard->epoch() + 1,

@@ -7,6 +7,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "lockstep/io/checkpoint_manager.hpp"
@@ -252,9 +253,14 @@ class BackupAndRestore final : public Callback {
   const std::optional<io::TrainingState>& restored_state() const { return restored_; }
   /// Restores the latest backup into the model now (builds nothing: the model must be built).
   std::optional<io::TrainingState> restore();
+  /// A mid-epoch backup now, after `batch_in_epoch` batches of `epoch` (fit's stop at a step
+  /// boundary, preemption.hpp); nothing when the last backup was made at that very place.
+  void backup_now(int epoch, std::int64_t batch_in_epoch);
+  const std::string& backup_dir() const { return o_.backup_dir; }
 
  private:
   void save(int epoch, std::int64_t batch_in_epoch);
+  std::optional<std::pair<int, std::int64_t>> last_saved_;
   BackupAndRestoreOptions o_;
   io::CheckpointManager manager_;
   std::optional<io::TrainingState> restored_;

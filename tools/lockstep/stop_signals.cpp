@@ -1,0 +1,48 @@
+#include "stop_signals.hpp"
+
+#include <csignal>
+
+#include "lockstep/training/preemption.hpp"
+
+namespace lockstep::cli {
+namespace {
+
+constexpr int kSignals[] = {SIGTERM, SIGINT, SIGHUP};
+// Which of kSignals the handler was installed for (written before it is), and what was there.
+volatile std::sig_atomic_t g_installed[3] = {0, 0, 0};
+struct sigaction g_previous[3];
+
+// Async-signal-safe only: an atomic store (request_stop) and sigaction.
+extern "C" void on_stop_signal(int signal_number) {
+  training::request_stop(signal_number);
+  struct sigaction dfl {};
+  dfl.sa_handler = SIG_DFL;
+  sigemptyset(&dfl.sa_mask);
+  for (int i = 0; i < 3; ++i)
+    if (g_installed[i] != 0) sigaction(kSignals[i], &dfl, nullptr);
+}
+
+}  // namespace
+
+StopSignals::StopSignals() {
+  struct sigaction action {};
+  action.sa_handler = on_stop_signal;
+  sigemptyset(&action.sa_mask);
+  for (const int s : kSignals) sigaddset(&action.sa_mask, s);  // one handler runs at a time
+  for (int i = 0; i < 3; ++i) {
+    if (sigaction(kSignals[i], nullptr, &g_previous[i]) != 0 || g_previous[i].sa_handler == SIG_IGN) continue;
+    g_installed[i] = 1;
+    sigaction(kSignals[i], &action, nullptr);
+  }
+}
+
+StopSignals::~StopSignals() {
+  for (int i = 0; i < 3; ++i) {
+    if (g_installed[i] == 0) continue;
+    // (After a first signal the handler already restored SIG_DFL: what was found is the same.)
+    sigaction(kSignals[i], &g_previous[i], nullptr);
+    g_installed[i] = 0;
+  }
+}
+
+}  // namespace lockstep::cli

@@ -1,0 +1,16 @@
+#pragma once
+// lockstep train's SIGTERM, SIGINT and SIGHUP: the first asks fit to stop at its next step
+// boundary (training::request_stop), where it writes a backup and throws training::Interrupted;
+// the handler also restores those signals' default actions, so a second one ends the process
+// at once. A signal that was ignored when the process started (nohup's SIGHUP) stays ignored.
+namespace lockstep::cli {
+
+class StopSignals {
+ public:
+  StopSignals();   // installs the handler
+  ~StopSignals();  // puts back the actions found
+  StopSignals(const StopSignals&) = delete;
+  StopSignals& operator=(const StopSignals&) = delete;
+};
+
+}  // namespace lockstep::cli
