@@ -408,6 +408,13 @@ if(LOCKSTEP_WITH_MPI)
   set_tests_properties(multi_worker.lost_worker_is_named_and_resume_is_bit_identical
                        multi_worker.lost_worker_is_named_over_mpi_messages PROPERTIES TIMEOUT 600 RUN_SERIAL TRUE)
   set_tests_properties(multi_worker.lost_worker_is_named_over_mpi_messages PROPERTIES ENVIRONMENT LOCKSTEP_WORKER_SHM=0)
+  # Workers started with other flags or data are refused on every rank, naming the flag; a rank
+  # failing a start-up check stops the other at once (tests/cli/multi_worker_agree.sh).
+  foreach(_case IN ITEMS learning_rate seed data failed_check run_directory_taken equal)
+    add_test(NAME multi_worker.agree.${_case}
+             COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/cli/multi_worker_agree.sh ${_cli} ${_mpirun} ${_case})
+    set_tests_properties(multi_worker.agree.${_case} PROPERTIES TIMEOUT 150)
+  endforeach()
   # The cross-worker bench runs (tiny sizes; the figures come from an idle machine).
   add_test(NAME multi_worker.bench_allreduce_workers_runs
            COMMAND ${_expect} 0 "16KiB +4096 +[0-9.]+ +[0-9.]+ +[0-9.]+ +[0-9.]+ +[0-9]+%" ${_mpirun} 2 -- ${_cli} bench allreduce --workers --devices cpu:1

@@ -137,6 +137,17 @@ Layout mirrored_layout(const MirroredOptions& o) {
   std::vector<int> cpu_indices;
   std::vector<int> gpu_indices;
   DeviceKind gpu_kind = DeviceKind::kCpu;  // the accelerator kind of gpu_indices
+  // A GPU listed twice is refused as a CPU device is; several replicas on one GPU are written
+  // gpu:NxK (logical devices), once.
+  std::vector<Device> listed_gpus;
+  for (const auto& s : o.devices) {
+    const std::vector<std::string> one = expand_logical({s});
+    const Device d = Device::parse(one.front());
+    if (d.kind == DeviceKind::kCpu) continue;
+    LOCKSTEP_CHECK(std::find(listed_gpus.begin(), listed_gpus.end(), d) == listed_gpus.end(), "device '", d.str(),
+                   "' is listed twice; for several replicas on one GPU write it once as ", d.str(), "xK (K replicas)");
+    listed_gpus.push_back(d);
+  }
   for (const auto& s : expand_logical(o.devices)) {
     const Device d = Device::parse(s);
     if (d.kind == DeviceKind::kCpu) {

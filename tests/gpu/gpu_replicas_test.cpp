@@ -178,10 +178,24 @@ TEST(GpuReplicas, FourLogicalReplicasOnOneGpuComputeWhatOneDeviceWould) {
   MirroredStrategy four({.devices = {"gpu:0x4"}});
   EXPECT_EQ(four.num_replicas_in_sync(), 4);
   EXPECT_LE(max_rel_diff(train(&four, b), reference), 1e-5);
-  MirroredStrategy listed({.devices = {"gpu:0", "gpu:0", "gpu:0"}});
-  EXPECT_LE(max_rel_diff(train(&listed, b), reference), 1e-5);
   // And the GPU computes what the CPU does, to float32 rounding over a few Adam steps.
   EXPECT_LE(max_rel_diff(reference, train(nullptr, b)), 1e-4);
+}
+
+// A GPU listed twice is refused as cpu:1,cpu:1 is (issue 41); several replicas on one GPU are
+// written once, gpu:0x2.
+TEST(GpuReplicas, AGpuListedTwiceIsRefusedAsACpuDeviceIs) {
+  LOCKSTEP_REQUIRE_GPU();
+  for (const std::vector<std::string>& devices : std::vector<std::vector<std::string>>{
+           {"gpu:0", "gpu:0"}, {"gpu:0", "gpu:0", "gpu:0"}, {"gpu:0x2", "gpu:0"}, {"gpu:0", "GPU:0x2"}}) {
+    const std::string message = message_of([&] { MirroredStrategy s({.devices = devices}); });
+    EXPECT_TRUE(has(message, "device 'gpu:0' is listed twice")) << message;
+    EXPECT_TRUE(has(message, "gpu:0xK")) << message;
+  }
+  const std::string cpu = message_of([] { MirroredStrategy s({.devices = {"cpu:1", "cpu:1"}, .num_cpu_devices = 2}); });
+  EXPECT_TRUE(has(cpu, "device 'cpu:1' is listed twice")) << cpu;
+  MirroredStrategy logical({.devices = {"gpu:0x2"}});
+  EXPECT_EQ(logical.num_replicas_in_sync(), 2);
 }
 
 TEST(GpuReplicas, OneReplicaPerGpuOverNcclComputesWhatOneDeviceWould) {

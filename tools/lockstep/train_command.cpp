@@ -14,6 +14,7 @@
 #include "data_checks.hpp"
 #include "run_directory.hpp"
 #include "stop_signals.hpp"
+#include "worker_agreement.hpp"
 #include "lockstep/io/atomic_file.hpp"
 #include "lockstep/io/directory_lock.hpp"
 #include "lockstep/lockstep.hpp"
@@ -292,6 +293,8 @@ int run_train(const TrainArgs& a) {
       std::max(std::chrono::milliseconds(1), std::chrono::milliseconds(static_cast<std::int64_t>(a.collective_timeout * 1000)));
   // Under mpirun each rank is a worker with these local devices; otherwise one process.
   distribute::MultiWorkerMirroredStrategy strategy(strategy_options);
+  // A start-up check failing on this worker from here on stops the others at once (agree()).
+  WorkerAgreement agreement(strategy);
   const int replicas = strategy.num_replicas_in_sync();
   LOCKSTEP_CHECK(a.gpu_memory_limit_mib == 0 || strategy.devices().front().kind != DeviceKind::kCpu,
                  "--gpu-memory-limit applies to GPU replicas; this run trains on CPU devices (",
@@ -366,6 +369,8 @@ int run_train(const TrainArgs& a) {
   const std::int64_t k = a.gradient_accumulation_steps;
   const LearningRatePlan lr = plan_learning_rate(a, (batches_per_epoch + k - 1) / k, global_batch * k);
   if (chief) std::printf("%s\n", lr.description.c_str());
+  // Every worker must run this same run on the same data (a mixed model otherwise).
+  agreement.agree(resolved, global_batch, {data.train.x, data.train.y, data.test.x, data.test.y});
 
   // The run directory is claimed only once the devices and the data are known to be good.
   // Another worker reads the chief's backups from --logdir (a shared or identical path) and
@@ -394,6 +399,7 @@ int run_train(const TrainArgs& a) {
     LOCKSTEP_CHECK(!has_backup, "'", logdir, "' already holds a run; pass --resume to continue it or choose another "
                    "--logdir");
   }
+  agreement.ready();  // every worker passed its start-up checks
   auto scope = strategy.scope();
   mixed_precision::set_global_policy(a.policy);
   if (chief && a.policy != "float32") std::printf("Mixed precision policy: %s\n", a.policy.c_str());

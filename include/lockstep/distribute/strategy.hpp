@@ -191,6 +191,11 @@ class Strategy {
   int num_workers() const { return num_workers_; }
   int worker_index() const { return worker_index_; }
   bool is_chief() const { return worker_index_ == 0; }
+  /// For start-up checks that the workers run alike: every worker's `mine` (of any length), in
+  /// worker order, this worker's own at its index; {mine} on one worker. Every worker must call
+  /// it alike, outside run(); a worker still missing after the collective timeout is named in
+  /// the DistributedError, which says `what` was being exchanged.
+  std::vector<std::string> gather_from_workers(const std::string& what, const std::string& mine) const;
   /// This worker's devices, one per local replica.
   const std::vector<Device>& devices() const { return devices_; }
   virtual std::string name() const = 0;
@@ -370,7 +375,7 @@ struct MirroredOptions {
   /// Devices to mirror over, e.g. {"cpu:0", "cpu:1"} or {"gpu:0", "gpu:1"}; empty: every
   /// local device (every GPU when there is one and num_cpu_devices / $LOCKSTEP_CPU_DEVICES
   /// are not set, else every logical CPU device). "gpu:0x4" is four logical devices on gpu:0
-  /// (TF's logical GPU devices; listing gpu:0 four times is the same): replicas sharing a GPU
+  /// (TF's logical GPU devices; listing a device twice is an error): replicas sharing a GPU
   /// reduce through its memory, replicas on distinct GPUs through NCCL; mixing the two is an
   /// error.
   std::vector<std::string> devices;
