@@ -21,12 +21,21 @@ export LOCKSTEP_VERBOSE_RESUME=1
 "$cli" "${args[@]}" --logdir "$work/ref" >/dev/null
 
 latest() { sed -n 's/.*"latest": *"\([^"]*\)".*/\1/p' "$1/backup/checkpoint" 2>/dev/null || true; }
-fail() { echo "FAIL ($sig): $1"; cat "$log"; exit 1; }
+fail() {
+  echo "FAIL ($sig): $1"; cat "$log"
+  # A crash leaves a core in the run's folder (core_pattern "core"): its threads' stacks say where.
+  local core; core="$(ls "$work"/core* 2>/dev/null | head -n 1 || true)"
+  if [[ -n "$core" ]] && command -v gdb >/dev/null; then
+    gdb -batch -ex "thread apply all bt 12" "$cli" "$core" 2>/dev/null | tail -n 150
+  fi
+  exit 1
+}
+ulimit -c unlimited 2>/dev/null || true
 
 for sig in TERM INT HUP; do
   run="$work/run_$sig"
   log="$work/log_$sig"
-  "$cli" "${args[@]}" --logdir "$run" >"$log" 2>&1 &
+  (cd "$work" && exec "$cli" "${args[@]}" --logdir "$run") >"$log" 2>&1 &
   pid=$!
   waited=0
   until [[ -n "$(latest "$run")" ]]; do

@@ -27,6 +27,9 @@ extern "C" void on_stop_signal(int signal_number) {
 StopSignals::StopSignals() {
   struct sigaction action {};
   action.sa_handler = on_stop_signal;
+  // Restart interrupted system calls: the signal lands on any thread, and code that does not
+  // expect EINTR (ours, oneDNN's, libhdf5's) must not see it for a request it never reads.
+  action.sa_flags = SA_RESTART;
   sigemptyset(&action.sa_mask);
   for (const int s : kSignals) sigaddset(&action.sa_mask, s);  // one handler runs at a time
   for (int i = 0; i < 3; ++i) {
