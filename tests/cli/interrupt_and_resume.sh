@@ -7,7 +7,7 @@
 # The signal follows observed progress, not the clock: it is sent once the run has written its
 # first backup (after 5 of the first epoch's 1000 steps).
 set -euo pipefail
-cli="$1"
+cli="$(realpath "$1")"
 work="$(mktemp -d)"
 # Only a pid that was set: "kill -9 0" would kill the whole process group, ctest included.
 trap '[[ -n "${pid:-}" ]] && kill -9 "$pid" 2>/dev/null; rm -rf "$work"' EXIT
