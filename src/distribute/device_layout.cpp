@@ -77,6 +77,18 @@ std::vector<std::string> expand_logical(const std::vector<std::string>& devices)
 // Replicas on GPUs (devices of an accelerator kind): one thread each (the GPU computes). Replicas
 // sharing a GPU enqueue on its one stream, so the shared-memory group's combine kernels see each
 // other's tensors in order; replicas on distinct GPUs go through NCCL.
+// The options every MirroredStrategy layout takes as they are, CPU or GPU (a GPU layout may then
+// choose its own cross_device_ops).
+void take_strategy_options(Layout& l, const MirroredOptions& o) {
+  l.timeout = o.collective_timeout;
+  l.cross_device_ops = o.cross_device_ops;
+  l.bucket_cap_bytes = o.bucket_cap_bytes;
+  l.shard_optimizer_update = o.shard_optimizer_update;
+  l.overlap_gradients = o.overlap_gradients;
+  l.gradients_in_place = o.gradients_in_place;
+  l.check_mirrored = o.check_mirrored;
+}
+
 Layout gpu_layout(DeviceKind kind_of_gpus, const std::vector<int>& gpus, const MirroredOptions& o) {
   const backend::DeviceKindBackend& kind = backend::device_kind(kind_of_gpus);
   const int count = kind.count();
@@ -98,14 +110,8 @@ Layout gpu_layout(DeviceKind kind_of_gpus, const std::vector<int>& gpus, const M
     l.threads.push_back(1);
     l.cpus.emplace_back();
   }
+  take_strategy_options(l, o);
   l.memory_limit = o.gpu_memory_limit;
-  l.timeout = o.collective_timeout;
-  l.bucket_cap_bytes = o.bucket_cap_bytes;
-  l.shard_optimizer_update = o.shard_optimizer_update;
-  l.overlap_gradients = o.overlap_gradients;
-  l.gradients_in_place = o.gradients_in_place;
-  l.check_mirrored = o.check_mirrored;
-  l.cross_device_ops = o.cross_device_ops;
   if (distinct.size() > 1) {
     LOCKSTEP_CHECK(!shared, "MirroredStrategy: replicas on ", distinct.size(), " GPUs with some GPU holding several "
                    "(logical devices): NCCL needs one replica per GPU and replicas sharing a GPU reduce through its "
@@ -190,13 +196,7 @@ Layout mirrored_layout(const MirroredOptions& o) {
   if (cpu_indices.empty())
     for (int i = 0; i < num_cpu; ++i) cpu_indices.push_back(i);
   Layout l = cpu_layout(cpu_indices, num_cpu, o.pin_threads);
-  l.timeout = o.collective_timeout;
-  l.cross_device_ops = o.cross_device_ops;
-  l.bucket_cap_bytes = o.bucket_cap_bytes;
-  l.shard_optimizer_update = o.shard_optimizer_update;
-  l.overlap_gradients = o.overlap_gradients;
-  l.gradients_in_place = o.gradients_in_place;
-  l.check_mirrored = o.check_mirrored;
+  take_strategy_options(l, o);
   return l;
 }
 
