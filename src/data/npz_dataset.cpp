@@ -1,5 +1,8 @@
 #include "lockstep/datasets/npz_dataset.hpp"
 
+#include <algorithm>
+#include <utility>
+
 #include "lockstep/data/npz.hpp"
 #include "lockstep/tensor/ops.hpp"
 
@@ -54,11 +57,16 @@ TrainTest load_npz(const std::string& path) {
   return d;
 }
 
-std::int64_t num_classes(const TrainTest& d) {
-  std::int64_t top = 0;
-  for (const Split* s : {&d.train, &d.test})
-    for (auto v : s->y.to(DType::kI64).to_vector<std::int64_t>()) top = std::max(top, v);
-  return top + 1;
+LabelAt largest_label(const TrainTest& d) {
+  LabelAt top;
+  for (const auto& [name, split] : {std::pair<const char*, const Split*>{"y_train", &d.train}, {"y_test", &d.test}}) {
+    const auto labels = split->y.to(DType::kI64).to_vector<std::int64_t>();
+    for (std::size_t i = 0; i < labels.size(); ++i)
+      if (labels[i] > top.value) top = {name, static_cast<std::int64_t>(i), labels[i]};
+  }
+  return top;
 }
+
+std::int64_t num_classes(const TrainTest& d) { return std::max<std::int64_t>(largest_label(d).value, 0) + 1; }
 
 }  // namespace lockstep::datasets

@@ -39,27 +39,10 @@ const CLI::Validator kPositive(
 // (y = 3,000,000 would build Dense(128, 3000001), > 6 GB). More than this needs --num-classes.
 constexpr std::int64_t kMaxInferredClasses = 65536;
 
-// The largest label of the data and where it is, for an error that points at it.
-struct LargestLabel {
-  std::string array;
-  std::int64_t index = 0;
-  std::int64_t value = -1;
-};
-LargestLabel largest_label(const datasets::TrainTest& data) {
-  LargestLabel top;
-  for (const auto& [name, split] : {std::pair<const char*, const datasets::Split*>{"y_train", &data.train},
-                                    {"y_test", &data.test}}) {
-    const auto labels = split->y.to(DType::kI64).to_vector<std::int64_t>();
-    for (std::size_t i = 0; i < labels.size(); ++i)
-      if (labels[i] > top.value) top = {name, static_cast<std::int64_t>(i), labels[i]};
-  }
-  return top;
-}
-
 // The number of classes of the labels: --num-classes when given (every label below it),
 // else the largest label + 1, refused past kMaxInferredClasses.
 std::int64_t classes_of(const datasets::TrainTest& data, std::int64_t num_classes, const std::string& source) {
-  const LargestLabel top = largest_label(data);
+  const datasets::LabelAt top = datasets::largest_label(data);
   const std::string where = source + ": " + top.array + "[" + std::to_string(top.index) + "] is " +
                             std::to_string(top.value);
   if (num_classes > 0) {

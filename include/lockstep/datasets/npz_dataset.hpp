@@ -1,6 +1,7 @@
 #pragma once
 // A dataset in an .npz archive laid out as keras.datasets returns one:
 // np.savez(path, x_train=..., y_train=..., x_test=..., y_test=...).
+#include <cstdint>
 #include <string>
 
 #include "lockstep/datasets/split.hpp"
@@ -13,6 +14,16 @@ namespace lockstep::datasets {
 /// x and y of different lengths, an empty split, mismatched example shapes, labels that are
 /// not integers or are negative.
 TrainTest load_npz(const std::string& path);
+
+/// The largest label of a dataset and where it stands, for an error that points at it: the
+/// array ("y_train" or "y_test"), its index there (the first of equal ones) and the value
+/// (-1 with no labels).
+struct LabelAt {
+  std::string array;
+  std::int64_t index = 0;
+  std::int64_t value = -1;
+};
+LabelAt largest_label(const TrainTest& data);
 
 /// Classes of a dataset's labels: the largest label of either split, plus one.
 std::int64_t num_classes(const TrainTest& data);
