@@ -429,3 +429,10 @@ foreach(_case IN ITEMS huge_label num_classes evaluate_label data_directory)
            COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/cli/hostile_labels.sh ${_cli} ${_case})
   set_tests_properties(cli.hostile_labels.${_case} PROPERTIES TIMEOUT 120)
 endforeach()
+# Learning-rate schedules in .keras files both ways against real Keras (keras_schedules.py --files);
+# SKIP (exit 77) without .venv-ref.
+add_test(NAME reference.schedules_in_keras_files_both_ways
+         COMMAND bash -c "{ [ -x \"$0\" ] || exit 77; } && rm -rf \"$3\" && \"$0\" \"$1\" --files \"$2\" \"$3\""
+                 ${_ref_py} ${CMAKE_CURRENT_SOURCE_DIR}/reference/keras_schedules.py $<TARGET_FILE:schedules_driver>
+                 ${CMAKE_CURRENT_BINARY_DIR}/schedule_files)
+set_tests_properties(reference.schedules_in_keras_files_both_ways PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300)

@@ -83,33 +83,42 @@ class BCE final : public Loss {
   CrossentropyOptions o_;
 };
 
-class MSE final : public Loss {
+// mean(f(y_pred - y_true)) over each example's values: mean squared (f = square) or absolute (f = abs) error.
+class MeanError final : public Loss {
  public:
-  std::string name() const override { return "mean_squared_error"; }
+  explicit MeanError(bool squared) : squared_(squared) {}
+  std::string name() const override { return squared_ ? "mean_squared_error" : "mean_absolute_error"; }
   Tensor per_example(const Tensor& y_true, const Tensor& y_pred, const Tensor&) const override {
-    check_batch("mean_squared_error", y_true, y_pred);
-    LOCKSTEP_CHECK(y_true.numel() == y_pred.numel(), "mean_squared_error: y_true ", y_true.shape().str(),
-                   " and y_pred ", y_pred.shape().str(), " differ in size");
+    const std::string n_ = name();
+    check_batch(n_.c_str(), y_true, y_pred);
+    LOCKSTEP_CHECK(y_true.numel() == y_pred.numel(), n_, ": y_true ", y_true.shape().str(), " and y_pred ",
+                   y_pred.shape().str(), " differ in size");
     const std::int64_t n = y_pred.dim(0);
     const Shape s{n, n ? y_pred.numel() / n : 0};
-    return mean(square(sub(reshape(y_pred, s), as_float(y_true).reshape(s))), -1);
+    const Tensor diff = sub(reshape(y_pred, s), as_float(y_true).reshape(s));
+    return mean(squared_ ? square(diff) : abs(diff), -1);
   }
+
+ private:
+  bool squared_;
 };
 }  // namespace
 
 LossPtr SparseCategoricalCrossentropy(CrossentropyOptions o) { return std::make_shared<SparseCCE>(o); }
 LossPtr CategoricalCrossentropy(CrossentropyOptions o) { return std::make_shared<CCE>(o); }
 LossPtr BinaryCrossentropy(CrossentropyOptions o) { return std::make_shared<BCE>(o); }
-LossPtr MeanSquaredError() { return std::make_shared<MSE>(); }
+LossPtr MeanSquaredError() { return std::make_shared<MeanError>(true); }
+LossPtr MeanAbsoluteError() { return std::make_shared<MeanError>(false); }
 
 LossPtr get(const std::string& name) {
   if (name == "sparse_categorical_crossentropy") return SparseCategoricalCrossentropy();
   if (name == "categorical_crossentropy") return CategoricalCrossentropy();
   if (name == "binary_crossentropy") return BinaryCrossentropy();
   if (name == "mse" || name == "mean_squared_error") return MeanSquaredError();
+  if (name == "mae" || name == "mean_absolute_error") return MeanAbsoluteError();
   throw ValueError("unknown loss '" + name +
-                   "': expected sparse_categorical_crossentropy, categorical_crossentropy, binary_crossentropy "
-                   "or mean_squared_error");
+                   "': expected sparse_categorical_crossentropy, categorical_crossentropy, binary_crossentropy, "
+                   "mean_squared_error or mean_absolute_error");
 }
 
 }  // namespace lockstep::losses

@@ -87,6 +87,16 @@ Tensor Accuracy::batch_state(const Tensor& y_true, const Tensor& y_pred) const {
   return total_and_count(sum(cast(matches, DType::kF32)), n);
 }
 
+Tensor MeanAbsoluteError::batch_state(const Tensor& y_true, const Tensor& y_pred) const {
+  const std::int64_t n = y_pred.rank() ? y_pred.dim(0) : 1;
+  if (n == 0) return Tensor::zeros({2});
+  LOCKSTEP_CHECK(y_true.numel() == y_pred.numel(), name(), ": y_true ", y_true.shape().str(), " does not match y_pred ",
+                 y_pred.shape().str());
+  const Shape rows{n, y_pred.numel() / n};
+  const Tensor diff = sub(y_pred.to(DType::kF32).reshape(rows), y_true.to(DType::kF32).reshape(rows));
+  return total_and_count(sum(mean(abs(diff), -1)), n);
+}
+
 MetricPtr get(const std::string& name, const std::string& loss_name) {
   if (name == "accuracy" || name == "acc") {
     if (loss_name == "sparse_categorical_crossentropy") return std::make_shared<SparseCategoricalAccuracy>(name);
@@ -94,7 +104,8 @@ MetricPtr get(const std::string& name, const std::string& loss_name) {
   }
   if (name == "sparse_categorical_accuracy") return std::make_shared<SparseCategoricalAccuracy>();
   if (name == "mean") return std::make_shared<Mean>();
-  throw ValueError("unknown metric '" + name + "': expected accuracy, sparse_categorical_accuracy or mean");
+  if (name == "mae" || name == "mean_absolute_error") return std::make_shared<MeanAbsoluteError>(name);
+  throw ValueError("unknown metric '" + name + "': expected accuracy, sparse_categorical_accuracy, mae or mean");
 }
 
 }  // namespace lockstep::metrics

@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <cmath>
 #include <numbers>
+#include <string>
+#include <type_traits>
+#include <utility>
 
 #include "lockstep/core/error.hpp"
 
@@ -19,60 +22,56 @@ void check_steps(std::int64_t v, const char* schedule, const char* what) {
 double as_double(std::int64_t step) { return static_cast<double>(std::max<std::int64_t>(step, 0)); }
 }  // namespace
 
-Schedule ExponentialDecay(double initial, std::int64_t decay_steps, double decay_rate, bool staircase) {
-  check_rate(initial, "ExponentialDecay", "initial_learning_rate");
-  check_steps(decay_steps, "ExponentialDecay", "decay_steps");
-  check_rate(decay_rate, "ExponentialDecay", "decay_rate");
-  return [=](std::int64_t step) {
+namespace {
+// Each schedule Keras has a class for is a callable of its own type holding Keras' arguments, so
+// that serialize() can find them again (Schedule::target) and write Keras' config.
+struct Exponential {
+  double initial;
+  std::int64_t decay_steps;
+  double decay_rate;
+  bool staircase;
+  double operator()(std::int64_t step) const {
     double p = as_double(step) / static_cast<double>(decay_steps);
     if (staircase) p = std::floor(p);
     return initial * std::pow(decay_rate, p);
-  };
-}
+  }
+};
 
-Schedule PiecewiseConstantDecay(std::vector<std::int64_t> boundaries, std::vector<double> values) {
-  LOCKSTEP_CHECK(values.size() == boundaries.size() + 1, "PiecewiseConstantDecay: needs one more value than boundaries, got ",
-                 boundaries.size(), " boundaries and ", values.size(), " values");
-  for (std::size_t i = 1; i < boundaries.size(); ++i)
-    LOCKSTEP_CHECK(boundaries[i] > boundaries[i - 1], "PiecewiseConstantDecay: boundaries must increase, got ",
-                   boundaries[i - 1], " then ", boundaries[i]);
-  for (double v : values) check_rate(v, "PiecewiseConstantDecay", "every value");
-  return [b = std::move(boundaries), v = std::move(values)](std::int64_t step) {
+struct Piecewise {
+  std::vector<std::int64_t> boundaries;
+  std::vector<double> values;
+  double operator()(std::int64_t step) const {
     // The first boundary the step has not passed (step <= boundary) picks the value.
-    const auto it = std::lower_bound(b.begin(), b.end(), step);
-    return v[static_cast<std::size_t>(it - b.begin())];
-  };
-}
+    const auto it = std::lower_bound(boundaries.begin(), boundaries.end(), step);
+    return values[static_cast<std::size_t>(it - boundaries.begin())];
+  }
+};
 
-Schedule CosineDecay(double initial, std::int64_t decay_steps, const CosineDecayOptions& o) {
-  check_rate(initial, "CosineDecay", "initial_learning_rate");
-  check_steps(decay_steps, "CosineDecay", "decay_steps");
-  LOCKSTEP_CHECK(std::isfinite(o.alpha) && o.alpha >= 0 && o.alpha <= 1, "CosineDecay: alpha must be in [0, 1], got ",
-                 o.alpha);
-  LOCKSTEP_CHECK(o.warmup_steps >= 0, "CosineDecay: warmup_steps must be >= 0, got ", o.warmup_steps);
-  if (o.warmup_target) check_rate(*o.warmup_target, "CosineDecay", "warmup_target");
-  const double decay = static_cast<double>(decay_steps);
-  const auto decayed = [decay, alpha = o.alpha](double step, double from) {
-    const double cosine = 0.5 * (1.0 + std::cos(std::numbers::pi * step / decay));
-    return from * ((1.0 - alpha) * cosine + alpha);
-  };
-  if (!o.warmup_target)
-    return [=](std::int64_t step) { return decayed(std::min(as_double(step), decay), initial); };
-  const double target = *o.warmup_target;
-  const double warmup = static_cast<double>(o.warmup_steps);
-  return [=](std::int64_t step) {
+struct Cosine {
+  double initial;
+  std::int64_t decay_steps;
+  CosineDecayOptions o;
+  double decayed(double step, double from) const {
+    const double cosine = 0.5 * (1.0 + std::cos(std::numbers::pi * step / static_cast<double>(decay_steps)));
+    return from * ((1.0 - o.alpha) * cosine + o.alpha);
+  }
+  double operator()(std::int64_t step) const {
+    const double decay = static_cast<double>(decay_steps);
+    if (!o.warmup_target) return decayed(std::min(as_double(step), decay), initial);
+    const double warmup = static_cast<double>(o.warmup_steps);
     const double s = std::min(as_double(step), decay + warmup);
-    if (s < warmup) return (target - initial) * (s / warmup) + initial;
-    return decayed(s - warmup, target);
-  };
-}
+    if (s < warmup) return (*o.warmup_target - initial) * (s / warmup) + initial;
+    return decayed(s - warmup, *o.warmup_target);
+  }
+};
 
-Schedule PolynomialDecay(double initial, std::int64_t decay_steps, double end, double power, bool cycle) {
-  check_rate(initial, "PolynomialDecay", "initial_learning_rate");
-  check_steps(decay_steps, "PolynomialDecay", "decay_steps");
-  check_rate(end, "PolynomialDecay", "end_learning_rate");
-  LOCKSTEP_CHECK(std::isfinite(power) && power > 0, "PolynomialDecay: power must be a finite number > 0, got ", power);
-  return [=](std::int64_t step_in) {
+struct Polynomial {
+  double initial;
+  std::int64_t decay_steps;
+  double end;
+  double power;
+  bool cycle;
+  double operator()(std::int64_t step_in) const {
     double step = as_double(step_in);
     double steps = static_cast<double>(decay_steps);
     if (cycle) {
@@ -82,7 +81,43 @@ Schedule PolynomialDecay(double initial, std::int64_t decay_steps, double end, d
       step = std::min(step, steps);
     }
     return (initial - end) * std::pow(1.0 - step / steps, power) + end;
-  };
+  }
+};
+}  // namespace
+
+Schedule ExponentialDecay(double initial, std::int64_t decay_steps, double decay_rate, bool staircase) {
+  check_rate(initial, "ExponentialDecay", "initial_learning_rate");
+  check_steps(decay_steps, "ExponentialDecay", "decay_steps");
+  check_rate(decay_rate, "ExponentialDecay", "decay_rate");
+  return Exponential{initial, decay_steps, decay_rate, staircase};
+}
+
+Schedule PiecewiseConstantDecay(std::vector<std::int64_t> boundaries, std::vector<double> values) {
+  LOCKSTEP_CHECK(values.size() == boundaries.size() + 1, "PiecewiseConstantDecay: needs one more value than boundaries, got ",
+                 boundaries.size(), " boundaries and ", values.size(), " values");
+  for (std::size_t i = 1; i < boundaries.size(); ++i)
+    LOCKSTEP_CHECK(boundaries[i] > boundaries[i - 1], "PiecewiseConstantDecay: boundaries must increase, got ",
+                   boundaries[i - 1], " then ", boundaries[i]);
+  for (double v : values) check_rate(v, "PiecewiseConstantDecay", "every value");
+  return Piecewise{std::move(boundaries), std::move(values)};
+}
+
+Schedule CosineDecay(double initial, std::int64_t decay_steps, const CosineDecayOptions& o) {
+  check_rate(initial, "CosineDecay", "initial_learning_rate");
+  check_steps(decay_steps, "CosineDecay", "decay_steps");
+  LOCKSTEP_CHECK(std::isfinite(o.alpha) && o.alpha >= 0 && o.alpha <= 1, "CosineDecay: alpha must be in [0, 1], got ",
+                 o.alpha);
+  LOCKSTEP_CHECK(o.warmup_steps >= 0, "CosineDecay: warmup_steps must be >= 0, got ", o.warmup_steps);
+  if (o.warmup_target) check_rate(*o.warmup_target, "CosineDecay", "warmup_target");
+  return Cosine{initial, decay_steps, o};
+}
+
+Schedule PolynomialDecay(double initial, std::int64_t decay_steps, double end, double power, bool cycle) {
+  check_rate(initial, "PolynomialDecay", "initial_learning_rate");
+  check_steps(decay_steps, "PolynomialDecay", "decay_steps");
+  check_rate(end, "PolynomialDecay", "end_learning_rate");
+  LOCKSTEP_CHECK(std::isfinite(power) && power > 0, "PolynomialDecay: power must be a finite number > 0, got ", power);
+  return Polynomial{initial, decay_steps, end, power, cycle};
 }
 
 Schedule LinearWarmup(Schedule after, std::int64_t warmup_steps, double initial) {
@@ -99,6 +134,115 @@ Schedule LinearWarmup(Schedule after, std::int64_t warmup_steps, double initial)
 Schedule Constant(double learning_rate) {
   check_rate(learning_rate, "Constant", "learning_rate");
   return [learning_rate](std::int64_t) { return learning_rate; };
+}
+
+namespace {
+using nlohmann::json;
+
+json keras_schedule(const char* cls, json config) {
+  return {{"module", "keras.optimizers.schedules"}, {"class_name", cls}, {"config", std::move(config)},
+          {"registered_name", nullptr}};
+}
+
+// Reads one class's config: every key must be one of `known` (or "name"); a missing or mistyped
+// argument is a ValueError naming the class and the argument.
+class ConfigReader {
+ public:
+  ConfigReader(std::string cls, const json& config, std::initializer_list<const char*> known)
+      : cls_(std::move(cls)), c_(config) {
+    LOCKSTEP_CHECK(c_.is_object(), cls_, ": config must be an object, got ", c_.dump());
+    for (const auto& [key, value] : c_.items()) {
+      bool ok = key == "name";
+      for (const char* k : known) ok = ok || key == k;
+      LOCKSTEP_CHECK(ok, cls_, ": argument ", key, "=", value.dump(), " is not supported");
+    }
+  }
+  template <typename T>
+  T get(const char* key) const {
+    LOCKSTEP_CHECK(c_.contains(key), cls_, ": missing argument ", key);
+    return as<T>(c_.at(key), key);
+  }
+  template <typename T>
+  T get(const char* key, T fallback) const {
+    return c_.contains(key) && !c_.at(key).is_null() ? as<T>(c_.at(key), key) : fallback;
+  }
+
+ private:
+  template <typename T>
+  T as(const json& v, const char* key) const {
+    const bool ok = std::is_same_v<T, bool>                     ? v.is_boolean()
+                    : std::is_same_v<T, double>                 ? v.is_number()
+                    : std::is_same_v<T, std::vector<double>>    ? v.is_array()
+                    : std::is_same_v<T, std::vector<std::int64_t>> ? v.is_array()
+                                                                : v.is_number_integer();
+    LOCKSTEP_CHECK(ok, cls_, ": argument ", key, "=", v.dump(), " has the wrong type");
+    try {
+      return v.get<T>();
+    } catch (const json::exception&) {
+      throw ValueError(detail::concat(cls_, ": argument ", key, "=", v.dump(), " has the wrong type"));
+    }
+  }
+  std::string cls_;
+  const json& c_;
+};
+}  // namespace
+
+json serialize(const Schedule& s) {
+  if (const auto* e = s.target<Exponential>())
+    return keras_schedule("ExponentialDecay", {{"initial_learning_rate", e->initial},
+                                               {"decay_steps", e->decay_steps},
+                                               {"decay_rate", e->decay_rate},
+                                               {"staircase", e->staircase},
+                                               {"name", "ExponentialDecay"}});
+  if (const auto* p = s.target<Piecewise>())
+    return keras_schedule("PiecewiseConstantDecay",
+                          {{"boundaries", p->boundaries}, {"values", p->values}, {"name", "PiecewiseConstant"}});
+  if (const auto* c = s.target<Cosine>())
+    return keras_schedule("CosineDecay", {{"initial_learning_rate", c->initial},
+                                          {"decay_steps", c->decay_steps},
+                                          {"alpha", c->o.alpha},
+                                          {"name", "CosineDecay"},
+                                          {"warmup_target", c->o.warmup_target ? json(*c->o.warmup_target) : json()},
+                                          {"warmup_steps", c->o.warmup_steps}});
+  if (const auto* p = s.target<Polynomial>())
+    return keras_schedule("PolynomialDecay", {{"initial_learning_rate", p->initial},
+                                              {"decay_steps", p->decay_steps},
+                                              {"end_learning_rate", p->end},
+                                              {"power", p->power},
+                                              {"cycle", p->cycle},
+                                              {"name", "PolynomialDecay"}});
+  return nullptr;
+}
+
+Schedule deserialize(const json& j) {
+  LOCKSTEP_CHECK(j.is_object() && j.contains("class_name") && j.at("class_name").is_string(),
+                 "a learning-rate schedule must be {\"class_name\", \"config\"}, got ", j.dump().substr(0, 120));
+  const std::string cls = j.at("class_name").get<std::string>();
+  const json& c = j.contains("config") ? j.at("config") : json::object();
+  if (cls == "ExponentialDecay") {
+    const ConfigReader r(cls, c, {"initial_learning_rate", "decay_steps", "decay_rate", "staircase"});
+    return ExponentialDecay(r.get<double>("initial_learning_rate"), r.get<std::int64_t>("decay_steps"),
+                            r.get<double>("decay_rate"), r.get<bool>("staircase", false));
+  }
+  if (cls == "PiecewiseConstantDecay") {
+    const ConfigReader r(cls, c, {"boundaries", "values"});
+    return PiecewiseConstantDecay(r.get<std::vector<std::int64_t>>("boundaries"), r.get<std::vector<double>>("values"));
+  }
+  if (cls == "CosineDecay") {
+    const ConfigReader r(cls, c, {"initial_learning_rate", "decay_steps", "alpha", "warmup_target", "warmup_steps"});
+    CosineDecayOptions o{.alpha = r.get<double>("alpha", 0.0), .warmup_steps = r.get<std::int64_t>("warmup_steps", 0)};
+    if (c.contains("warmup_target") && !c.at("warmup_target").is_null()) o.warmup_target = r.get<double>("warmup_target");
+    return CosineDecay(r.get<double>("initial_learning_rate"), r.get<std::int64_t>("decay_steps"), o);
+  }
+  if (cls == "PolynomialDecay") {
+    const ConfigReader r(cls, c, {"initial_learning_rate", "decay_steps", "end_learning_rate", "power", "cycle"});
+    return PolynomialDecay(r.get<double>("initial_learning_rate"), r.get<std::int64_t>("decay_steps"),
+                           r.get<double>("end_learning_rate", 0.0001), r.get<double>("power", 1.0),
+                           r.get<bool>("cycle", false));
+  }
+  throw ValueError("learning-rate schedule " + cls +
+                   " is not supported (lockstep has ExponentialDecay, PiecewiseConstantDecay, CosineDecay, "
+                   "PolynomialDecay)");
 }
 
 double scaled_learning_rate(double base_lr, std::int64_t base_batch, std::int64_t global_batch) {

@@ -33,7 +33,7 @@ std::unique_ptr<Functional> ResNet20(const ResNet20Options& o) {
   }
   x = call(layers::GlobalAveragePooling2D(), x);
   const KerasTensor outputs =
-      call(layers::Dense({.units = o.classes, .activation = "softmax", .kernel_initializer = "he_normal"}), x);
+      call(layers::Dense({.units = o.classes, .activation = o.classifier_activation, .kernel_initializer = "he_normal"}), x);
   return std::make_unique<Functional>(inputs, outputs, o.name);
 }
 

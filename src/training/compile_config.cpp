@@ -1,5 +1,7 @@
 #include "training/compile_config.hpp"
 
+#include "lockstep/optimizers/schedules.hpp"
+
 namespace lockstep::detail {
 
 namespace {
@@ -8,7 +10,10 @@ using nlohmann::json;
 
 json optimizer_to_json(const optimizers::Optimizer& opt) {
   const auto& o = opt.options();
-  json config = {{"learning_rate", opt.current_learning_rate()}};
+  // A schedule Keras has a class for is saved as that class (so training resumes on it); any
+  // other as the rate current now.
+  json schedule = o.schedule ? optimizers::schedules::serialize(o.schedule) : json();
+  json config = {{"learning_rate", schedule.is_null() ? json(opt.current_learning_rate()) : std::move(schedule)}};
   if (o.clipnorm) config["clipnorm"] = *o.clipnorm;
   if (o.global_clipnorm) config["global_clipnorm"] = *o.global_clipnorm;
   if (o.clipvalue) config["clipvalue"] = *o.clipvalue;
@@ -22,7 +27,13 @@ json optimizer_to_json(const optimizers::Optimizer& opt) {
 namespace {
 template <typename Options>
 void base_options_from_json(const json& c, Options& o) {
-  o.learning_rate = c.at("learning_rate").get<double>();
+  const json& lr = c.at("learning_rate");
+  if (lr.is_object()) {
+    o.schedule = optimizers::schedules::deserialize(lr);
+    o.learning_rate = o.schedule(0);
+  } else {
+    o.learning_rate = lr.get<double>();
+  }
   if (c.contains("clipnorm")) o.clipnorm = c.at("clipnorm").get<double>();
   if (c.contains("global_clipnorm")) o.global_clipnorm = c.at("global_clipnorm").get<double>();
   if (c.contains("clipvalue")) o.clipvalue = c.at("clipvalue").get<double>();
@@ -60,9 +71,10 @@ losses::LossPtr loss_from_json(const json& j) {
   if (cls == "categorical_crossentropy") return losses::CategoricalCrossentropy(o);
   if (cls == "binary_crossentropy") return losses::BinaryCrossentropy(o);
   if (cls == "mean_squared_error") return losses::MeanSquaredError();
+  if (cls == "mean_absolute_error") return losses::MeanAbsoluteError();
   throw IOError("unknown loss class_name '" + cls +
                 "' (lockstep knows sparse_categorical_crossentropy, categorical_crossentropy, binary_crossentropy, "
-                "mean_squared_error)");
+                "mean_squared_error, mean_absolute_error)");
 }
 
 }  // namespace lockstep::detail

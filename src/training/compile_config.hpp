@@ -8,8 +8,9 @@
 
 namespace lockstep::detail {
 
-/// {"class_name": "Adam", "config": {"learning_rate", "beta_1", ...}}: the learning rate current
-/// now (a schedule is code, not saved), clipping options and the optimizer's hyperparameters.
+/// {"class_name": "Adam", "config": {"learning_rate", "beta_1", ...}}: the learning rate (a
+/// schedule Keras has a class for as Keras serialises it, any other schedule as the rate current
+/// now), clipping options and the optimizer's hyperparameters.
 nlohmann::json optimizer_to_json(const optimizers::Optimizer& opt);
 /// SGD, Adam or AdamW; IOError naming another class; nlohmann's exceptions for mistyped fields.
 optimizers::OptimizerPtr optimizer_from_json(const nlohmann::json& j);

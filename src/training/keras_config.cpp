@@ -225,8 +225,8 @@ std::string compile_from_keras(const json& c, CompileParts& out) {
     cls = o.at("class_name").get<std::string>();
     for (const auto& [key, value] : o.at("config").items()) {
       if (key == "name" || key == "ema_momentum" || key == "ema_overwrite_frequency") continue;
-      if (key == "learning_rate" && !value.is_number())
-        return "optimizer learning_rate=" + value.dump().substr(0, 120) + " (a schedule) is not supported";
+      if (key == "learning_rate" && !value.is_number() && !value.is_object())
+        return "optimizer learning_rate=" + value.dump().substr(0, 120) + " is not supported";
       if (key == "weight_decay" && cls != "AdamW") {
         if (!value.is_null()) return "optimizer " + cls + " weight_decay is not supported (use AdamW)";
         continue;
@@ -252,11 +252,13 @@ std::string compile_from_keras(const json& c, CompileParts& out) {
       {"SparseCategoricalCrossentropy", "sparse_categorical_crossentropy"},
       {"CategoricalCrossentropy", "categorical_crossentropy"},
       {"BinaryCrossentropy", "binary_crossentropy"},
-      {"MeanSquaredError", "mean_squared_error"}};
+      {"MeanSquaredError", "mean_squared_error"},
+      {"MeanAbsoluteError", "mean_absolute_error"}};
   if (l.is_string()) {
     std::string name = l.get<std::string>();
     if (kLosses.count(name)) name = kLosses.at(name);
     if (name == "mse") name = "mean_squared_error";
+    if (name == "mae") name = "mean_absolute_error";
     out.loss = {{"class_name", name}, {"config", json::object()}};
   } else if (l.is_object() && l.value("class_name", json()).is_string() && kLosses.count(l.at("class_name"))) {
     json lc = json::object();
@@ -448,7 +450,7 @@ json keras_model_config(const Model& any) {
   return j;
 }
 
-std::unique_ptr<Model> model_from_keras_config(const json& j, const std::string& source) {
+std::unique_ptr<Model> model_from_keras_config(const json& j, const std::string& source, bool compile) {
   const auto bad = [&](const std::string& what) { return IOError("Keras file '" + source + "': " + what); };
   if (!j.is_object() || !j.value("class_name", json()).is_string())
     throw bad("config.json does not describe a model (no class_name)");
@@ -470,7 +472,7 @@ std::unique_ptr<Model> model_from_keras_config(const json& j, const std::string&
   } else {
     result = sequential_from_keras_layers(j, source);
   }
-  compile_from_keras_file(j, *result, source);
+  if (compile) compile_from_keras_file(j, *result, source);
   return result;
 }
 

@@ -21,8 +21,9 @@ nlohmann::json keras_model_config(const Model& model);
 /// (an argument that is null or false, Keras' "off", is accepted), or a value a layer refuses; a
 /// model that is neither a Sequential nor a Functional of one input and one output (a subclass) is
 /// refused naming its class. The compile config, when present, compiles the model; one lockstep
-/// cannot express (another optimizer, a schedule, a metric it lacks) leaves it uncompiled with a
+/// cannot express (another optimizer, a schedule class it lacks, a metric it lacks) leaves it uncompiled with a
 /// WARNING on stderr, as keras.saving.load_model does.
-std::unique_ptr<Model> model_from_keras_config(const nlohmann::json& j, const std::string& source);
+/// With `compile` false the compile config is not read (LoadModelOptions::compile).
+std::unique_ptr<Model> model_from_keras_config(const nlohmann::json& j, const std::string& source, bool compile = true);
 
 }  // namespace lockstep::detail

@@ -184,7 +184,7 @@ class FileSizedWeights {
 };
 }  // namespace
 
-std::unique_ptr<Model> load_keras_archive(const std::string& path) {
+std::unique_ptr<Model> load_keras_archive(const std::string& path, bool compile) {
   // A FIFO or /dev/zero named x.keras would be read forever: only regular files are archives.
   std::error_code ec;
   const auto type = std::filesystem::status(path, ec).type();
@@ -207,7 +207,7 @@ std::unique_ptr<Model> load_keras_archive(const std::string& path) {
   std::unique_ptr<Model> model;
   {
     const layers::detail::WeightCheck check(FileSizedWeights{h5});
-    model = model_from_keras_config(config, path);
+    model = model_from_keras_config(config, path, compile);
   }
   assign_keras_weights(h5, weights_source, *model);
   return model;

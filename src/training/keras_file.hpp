@@ -18,7 +18,8 @@ bool is_keras_weights_path(const std::string& path);   // ends in ".weights.h5"
 
 /// Writes model (a built Sequential or Functional) to `path` atomically; nothing is written on an error.
 void save_keras_archive(const Model& model, const std::string& path);
-std::unique_ptr<Model> load_keras_archive(const std::string& path);
+/// `compile`: as LoadModelOptions::compile.
+std::unique_ptr<Model> load_keras_archive(const std::string& path, bool compile = true);
 
 /// The bytes of model.weights.h5 for `model`.
 std::string encode_keras_weights(const Model& model);

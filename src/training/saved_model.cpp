@@ -129,8 +129,8 @@ void save_model(Model& model, const std::string& dir, const SaveModelOptions& op
   io::write_file_atomic(join_path(dir, kModelFile), j.dump(2) + "\n");
 }
 
-std::unique_ptr<Model> load_model(const std::string& dir) {
-  if (detail::is_keras_archive_path(dir)) return detail::load_keras_archive(dir);
+std::unique_ptr<Model> load_model(const std::string& dir, const LoadModelOptions& options) {
+  if (detail::is_keras_archive_path(dir)) return detail::load_keras_archive(dir, options.compile);
   LOCKSTEP_CHECK_T(IOError, std::filesystem::is_directory(dir), "load_model: saved model folder '", dir,
                    "' does not exist or is not a folder");
   const std::string json_path = join_path(dir, kModelFile);
@@ -204,7 +204,7 @@ std::unique_ptr<Model> load_model(const std::string& dir) {
 
   optimizers::Optimizer* restore_optimizer = nullptr;
   std::int64_t iterations = 0;
-  if (j.contains("compile_config")) {
+  if (options.compile && j.contains("compile_config")) {
     parse_part(json_path, "compile_config", [&] {
       const json& c = j.at("compile_config");
       model->compile(optimizer_from_json(c.at("optimizer")), loss_from_json(c.at("loss")),

@@ -4,6 +4,7 @@
 
 #include <map>
 #include <string>
+#include <vector>
 
 #include "lockstep/data/npz.hpp"
 #include "lockstep/datasets/npz_dataset.hpp"
@@ -58,6 +59,42 @@ TEST(NpzDataset, EachKindOfBadFileIsAnIOErrorNamingTheFileAndTheProblem) {
   expect_bad("empty.npz", a, "x_train has no examples");
   test::write_bytes(dir.file("not_zip.npz"), "plain text");
   test::expect_io_error([&] { datasets::load_npz(dir.file("not_zip.npz")); }, {"not_zip.npz"});
+}
+
+TEST(NpzDataset, AnyTargetsKeepsRegressionValuesAndRowsAndLabelsStayLabels) {
+  test::TempDir dir;
+  const auto load = [&](const std::string& name, Arrays arrays) {
+    data::write_npz(dir.file(name), arrays);
+    return datasets::load_npz(dir.file(name), {.any_targets = true});
+  };
+  Arrays a = good();
+  a["y_train"] = Tensor::from_vector<float>({0.5f, -1.5f, 2, 3}, {4});
+  a["y_test"] = Tensor::from_vector<float>({1, 2}, {2});
+  datasets::TrainTest d = load("regression.npz", a);
+  EXPECT_EQ(d.train.y.dtype(), DType::kF32);
+  EXPECT_EQ(d.train.y.to_vector<float>(), (std::vector<float>{0.5f, -1.5f, 2, 3}));
+  a["y_train"] = Tensor::from_vector<std::uint8_t>({1, 0, 0, 1, 0, 1, 0, 1}, {4, 2});  // one-hot rows as bytes
+  a["y_test"] = Tensor::from_vector<float>({1, 0, 0, 1}, {2, 2});
+  d = load("one_hot.npz", a);
+  EXPECT_EQ(d.train.y.shape(), (Shape{4, 2}));
+  EXPECT_EQ(d.train.y.dtype(), DType::kF32);
+  d = load("labels.npz", good());  // integer labels are class labels either way
+  EXPECT_EQ(d.test.y.shape(), (Shape{2}));
+  EXPECT_EQ(d.test.y.dtype(), DType::kI64);
+
+  const auto expect_bad = [&](const std::string& name, Arrays arrays, const std::string& problem) {
+    data::write_npz(dir.file(name), arrays);
+    test::expect_io_error([&] { datasets::load_npz(dir.file(name), {.any_targets = true}); }, {name, problem});
+  };
+  a = good();
+  a["y_test"] = Tensor::from_vector<float>({1, 0, 0, 1, 0, 0}, {2, 3});
+  expect_bad("widths.npz", a, "y_train has shape (4,) but y_test has shape (2, 3)");
+  a = good();
+  a["y_test"] = Tensor::from_vector<float>({1, 2}, {2});
+  expect_bad("kinds.npz", a, "y_train holds int64 but y_test holds float32");
+  a = good();
+  a["y_train"] = Tensor::zeros({4, 2, 2});
+  expect_bad("rank3.npz", a, "y_train has shape (4, 2, 2); give one target per example (N,) or one row (N, k)");
 }
 
 }  // namespace

@@ -167,12 +167,36 @@ TEST(MeanSquaredError, MismatchedBatchNamesBothShapes) {
   EXPECT_NE(msg.find("(2, 1)"), std::string::npos) << msg;
 }
 
+TEST(MeanAbsoluteError, KerasDocExample) {
+  // keras.losses.MeanAbsoluteError docs: y_true [[0, 1], [0, 0]], y_pred [[1, 1], [1, 0]] -> 0.5.
+  auto loss = losses::get("mae");
+  EXPECT_EQ(loss->name(), "mean_absolute_error");
+  const Tensor t = mat({0, 1, 0, 0}, 2, 2), p = mat({1, 1, 1, 0}, 2, 2);
+  const auto got = per_example(loss, t, p).to_vector<float>();
+  EXPECT_NEAR(got[0], 0.5, 1e-7);
+  EXPECT_NEAR(got[1], 0.5, 1e-7);
+  EXPECT_NEAR((*loss)(t, mat({3, -1, 0, 0.5f}, 2, 2)).item(), ((3.0 + 2.0) / 2 + 0.5 / 2) / 2, 1e-6);
+  const std::string msg = message_of([&] { (void)per_example(loss, mat({0, 1, 0}, 3, 1), mat({1, 1}, 2, 1)); });
+  EXPECT_NE(msg.find("mean_absolute_error"), std::string::npos) << msg;
+}
+
+TEST(Metrics, MaeIsTheMeanOverExamplesOfEachRowsMeanAbsoluteError) {
+  auto m = metrics::get("mae", "mean_squared_error");
+  EXPECT_EQ(m->name(), "mae");
+  m->update_state(mat({0, 1, 0, 0}, 2, 2), mat({1, 1, 1, 0}, 2, 2));  // rows 0.5, 0.5
+  EXPECT_DOUBLE_EQ(m->result(), 0.5);
+  m->update_state(mat({0, 0}, 1, 2), mat({2, -2}, 1, 2));  // a row of 2
+  EXPECT_DOUBLE_EQ(m->result(), 3.0 / 3.0);
+  EXPECT_EQ(metrics::get("mean_absolute_error", "")->name(), "mean_absolute_error");
+}
+
 TEST(LossesGet, KerasNames) {
   EXPECT_EQ(losses::get("sparse_categorical_crossentropy")->name(), "sparse_categorical_crossentropy");
   EXPECT_EQ(losses::get("categorical_crossentropy")->name(), "categorical_crossentropy");
   EXPECT_EQ(losses::get("binary_crossentropy")->name(), "binary_crossentropy");
   EXPECT_EQ(losses::get("mse")->name(), "mean_squared_error");
   EXPECT_EQ(losses::get("mean_squared_error")->name(), "mean_squared_error");
+  EXPECT_EQ(losses::get("mean_absolute_error")->name(), "mean_absolute_error");
   const std::string msg = message_of([] { (void)losses::get("hinge_typo"); });
   EXPECT_NE(msg.find("hinge_typo"), std::string::npos) << msg;
   EXPECT_NE(msg.find("sparse_categorical_crossentropy"), std::string::npos) << msg;

@@ -136,5 +136,66 @@ TEST(Schedules, BadArgumentsAreValueErrorsNamingThem) {
   EXPECT_NE(message([] { optimizers::get("rmsprop", sch::Constant(0.1)); }).find("rmsprop"), std::string::npos);
 }
 
+// What keras.optimizers.Adam(ExponentialDecay(0.1, 7, 0.5)).get_config()["learning_rate"] is
+// in Keras 3.
+TEST(Schedules, SerializeWritesKerasConfig) {
+  const nlohmann::json keras = nlohmann::json::parse(R"({"module": "keras.optimizers.schedules",
+      "class_name": "ExponentialDecay", "config": {"initial_learning_rate": 0.1, "decay_steps": 7,
+      "decay_rate": 0.5, "staircase": false, "name": "ExponentialDecay"}, "registered_name": null})");
+  EXPECT_EQ(sch::serialize(sch::ExponentialDecay(0.1, 7, 0.5)), keras);
+  EXPECT_TRUE(sch::serialize(sch::CosineDecay(0.2, 40, {.alpha = 0.1}))["config"]["warmup_target"].is_null());
+  // Keras has no class for these: nothing to write.
+  EXPECT_TRUE(sch::serialize(sch::Constant(0.1)).is_null());
+  EXPECT_TRUE(sch::serialize(sch::LinearWarmup(sch::Constant(0.1), 3)).is_null());
+  EXPECT_TRUE(sch::serialize([](std::int64_t) { return 0.5; }).is_null());
+}
+
+TEST(Schedules, DeserializeGivesBackTheSameRatesAtEveryStep) {
+  const std::vector<optimizers::Schedule> all = {
+      sch::ExponentialDecay(0.1, 7, 0.5, true), sch::PiecewiseConstantDecay({3, 5, 60}, {3.0, 2.0, 1.0, 0.5}),
+      sch::CosineDecay(0.2, 40, {.alpha = 0.1}), sch::CosineDecay(0.1, 100, {.warmup_target = 1.0, .warmup_steps = 10}),
+      sch::PolynomialDecay(0.1, 10, 0.01, 0.5, true)};
+  for (const auto& s : all) {
+    const nlohmann::json j = sch::serialize(s);
+    ASSERT_FALSE(j.is_null());
+    const auto back = sch::deserialize(nlohmann::json::parse(j.dump()));
+    for (std::int64_t step = 0; step <= 130; ++step) EXPECT_EQ(back(step), s(step)) << j.dump() << " at step " << step;
+    EXPECT_EQ(sch::serialize(back), j);
+  }
+  // Keras' defaults for arguments a config leaves out.
+  const auto poly = sch::deserialize({{"class_name", "PolynomialDecay"},
+                                      {"config", {{"initial_learning_rate", 0.1}, {"decay_steps", 10}}}});
+  EXPECT_DOUBLE_EQ(poly(10), 0.0001);
+}
+
+TEST(Schedules, DeserializeNamesWhatItCannotRead) {
+  const auto message = [](const nlohmann::json& j) -> std::string {
+    try {
+      sch::deserialize(j);
+    } catch (const ValueError& e) {
+      return e.what();
+    }
+    return "(no error)";
+  };
+  const nlohmann::json exp = sch::serialize(sch::ExponentialDecay(0.1, 7, 0.5));
+  nlohmann::json j = exp;
+  j["class_name"] = "InverseTimeDecay";
+  EXPECT_NE(message(j).find("schedule InverseTimeDecay is not supported"), std::string::npos) << message(j);
+  j = exp;
+  j["config"]["decay_steps"] = "7";
+  EXPECT_NE(message(j).find("ExponentialDecay: argument decay_steps=\"7\" has the wrong type"), std::string::npos)
+      << message(j);
+  j = exp;
+  j["config"].erase("decay_rate");
+  EXPECT_NE(message(j).find("missing argument decay_rate"), std::string::npos) << message(j);
+  j = exp;
+  j["config"]["cycle"] = true;
+  EXPECT_NE(message(j).find("argument cycle=true is not supported"), std::string::npos) << message(j);
+  j = exp;
+  j["config"]["decay_steps"] = 0;
+  EXPECT_NE(message(j).find("decay_steps must be > 0"), std::string::npos) << message(j);
+  EXPECT_NE(message(nlohmann::json(0.1)).find("must be {\"class_name\""), std::string::npos);
+}
+
 }  // namespace
 }  // namespace lockstep

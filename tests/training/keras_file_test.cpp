@@ -13,6 +13,7 @@
 #include "lockstep/layers/conv_layers.hpp"
 #include "lockstep/layers/core_layers.hpp"
 #include "lockstep/layers/normalization_layers.hpp"
+#include "lockstep/optimizers/schedules.hpp"
 #include "lockstep/training/saved_model.hpp"
 #include "training/model_io_test_util.hpp"
 
@@ -97,6 +98,61 @@ TEST(KerasFile, RoundTripIsBitExact) {
   save_model(*loaded, dir + "/again.keras");
   const auto a = io::decode_zip(io::read_file(dir + "/m.keras"), "m"), b = io::decode_zip(io::read_file(dir + "/again.keras"), "a");
   EXPECT_EQ(io::find_entry(a, "config.json")->bytes, io::find_entry(b, "config.json")->bytes);
+}
+
+TEST(KerasFile, LearningRateScheduleRoundTrips) {
+  const std::string dir = fresh_dir("schedule");
+  namespace sch = optimizers::schedules;
+  const std::vector<optimizers::Schedule> all = {sch::ExponentialDecay(0.1, 7, 0.5),
+                                                 sch::PiecewiseConstantDecay({3, 5}, {1.0, 0.5, 0.1}),
+                                                 sch::CosineDecay(0.2, 40, {.alpha = 0.1, .warmup_target = 1.0, .warmup_steps = 3}),
+                                                 sch::PolynomialDecay(0.1, 10, 0.01, 2.0)};
+  for (const auto& schedule : all) {
+    auto model = mlp();
+    optimizers::AdamOptions o;
+    o.schedule = schedule;
+    model->compile(optimizers::Adam(o), losses::SparseCategoricalCrossentropy(), {"accuracy"});
+    save_model(*model, dir + "/m.keras");
+    const json config = json::parse(io::find_entry(io::decode_zip(io::read_file(dir + "/m.keras"), "m"), "config.json")->bytes);
+    EXPECT_EQ(config["compile_config"]["optimizer"]["config"]["learning_rate"]["module"], "keras.optimizers.schedules");
+    ::testing::internal::CaptureStderr();
+    auto loaded = load_model(dir + "/m.keras");
+    EXPECT_EQ(::testing::internal::GetCapturedStderr(), "");  // no "loaded uncompiled"
+    ASSERT_TRUE(loaded->compiled());
+    for (std::int64_t step : {0, 1, 3, 4, 6, 10, 25, 50, 1000})
+      EXPECT_EQ(loaded->optimizer()->learning_rate_at(step), schedule(step)) << config.dump() << " at step " << step;
+  }
+}
+
+TEST(KerasFile, KerasWrittenScheduleIsReadAndAnUnknownOneWarnsOnce) {
+  const std::string dir = fresh_dir("keras_schedule");
+  auto model = mlp();
+  save_model(*model, dir + "/m.keras");
+  auto entries = io::decode_zip(io::read_file(dir + "/m.keras"), "m");
+  json config = json::parse(io::find_entry(entries, "config.json")->bytes);
+  // As Keras 3 writes keras.optimizers.SGD(PiecewiseConstantDecay([3, 5], [1.0, 0.5, 0.1])).
+  json& lr = config["compile_config"]["optimizer"]["config"]["learning_rate"];
+  lr = json::parse(R"({"module": "keras.optimizers.schedules", "class_name": "PiecewiseConstantDecay",
+      "config": {"boundaries": [3, 5], "values": [1.0, 0.5, 0.1], "name": "PiecewiseConstant"},
+      "registered_name": null})");
+  const auto write = [&](const std::string& name) {
+    for (auto& e : entries)
+      if (e.name == "config.json") e.bytes = config.dump();
+    io::write_file_atomic(dir + "/" + name, io::encode_zip(entries));
+    return dir + "/" + name;
+  };
+  auto loaded = load_model(write("piecewise.keras"));
+  ASSERT_TRUE(loaded->compiled());
+  EXPECT_EQ(loaded->optimizer()->learning_rate_at(3), 1.0);
+  EXPECT_EQ(loaded->optimizer()->learning_rate_at(4), 0.5);
+  EXPECT_EQ(loaded->optimizer()->learning_rate_at(6), 0.1);
+  lr["class_name"] = "InverseTimeDecay";
+  ::testing::internal::CaptureStderr();
+  auto uncompiled = load_model(write("inverse_time.keras"));
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  EXPECT_FALSE(uncompiled->compiled());
+  EXPECT_HAS(err, "loaded uncompiled: learning-rate schedule InverseTimeDecay is not supported");
+  EXPECT_EQ(err.find("WARNING"), err.rfind("WARNING")) << err;  // once
 }
 
 TEST(KerasFile, ArchiveHasKerasLayout) {

@@ -14,6 +14,7 @@
 #include "lockstep/layers/conv_layers.hpp"
 #include "lockstep/layers/core_layers.hpp"
 #include "lockstep/layers/normalization_layers.hpp"
+#include "lockstep/optimizers/schedules.hpp"
 #include "training/model_io_test_util.hpp"
 
 namespace lockstep {
@@ -175,6 +176,23 @@ TEST(SavedModel, ModelBuiltLaterAndSgdOptionsRoundTrip) {
   EXPECT_EQ(loaded->metrics()[0]->name(), "sparse_categorical_accuracy");
   EXPECT_EQ(model.train_step(x, y), loaded->train_step(x, y));
   expect_same_variables(model, *loaded);
+}
+
+TEST(SavedModel, LearningRateScheduleContinuesFromTheSavedStep) {
+  const std::string dir = fresh_dir("schedule");
+  auto model = flagship(3);
+  optimizers::AdamOptions o;
+  o.schedule = optimizers::schedules::ExponentialDecay(0.01, 2, 0.5);
+  model->compile(optimizers::Adam(o), losses::SparseCategoricalCrossentropy(), {"accuracy"});
+  const Tensor x = inputs(32, 784), y = labels(32, 10);
+  model->fit(x, y, {.epochs = 1, .batch_size = 8, .verbose = 0});
+  save_model(*model, dir);
+  auto loaded = load_model(dir);
+  EXPECT_EQ(loaded->optimizer()->iterations(), 4);
+  for (std::int64_t step : {0, 4, 5, 9})
+    EXPECT_EQ(loaded->optimizer()->learning_rate_at(step), model->optimizer()->learning_rate_at(step)) << step;
+  EXPECT_EQ(model->train_step(x, y), loaded->train_step(x, y));
+  expect_same_variables(*model, *loaded);
 }
 
 TEST(SavedModel, SaveRefusesUnbuiltModelsAndUnknownLayersWritingNothing) {

@@ -13,7 +13,14 @@ namespace lockstep::datasets {
 /// [0, classes). Throws IOError naming the file and the problem: not an .npz, a missing array,
 /// x and y of different lengths, an empty split, mismatched example shapes, labels that are
 /// not integers or are negative.
-TrainTest load_npz(const std::string& path);
+struct NpzOptions {
+  /// Also accept targets that are not class labels (regression values, one-hot rows): y_* of
+  /// float32, (N,) or (N, k), kept as they are, and integer y_* of (N, k > 1), made float32.
+  /// Integer (N,) or (N, 1) targets are class labels either way. y_train and y_test must have
+  /// the same number of values per example.
+  bool any_targets = false;
+};
+TrainTest load_npz(const std::string& path, const NpzOptions& options = {});
 
 /// The largest label of a dataset and where it stands, for an error that points at it: the
 /// array ("y_train" or "y_test"), its index there (the first of equal ones) and the value

@@ -34,8 +34,9 @@ LossPtr SparseCategoricalCrossentropy(CrossentropyOptions options = {});
 LossPtr CategoricalCrossentropy(CrossentropyOptions options = {});
 LossPtr BinaryCrossentropy(CrossentropyOptions options = {});
 LossPtr MeanSquaredError();
+LossPtr MeanAbsoluteError();
 /// By Keras name: "sparse_categorical_crossentropy", "categorical_crossentropy",
-/// "binary_crossentropy", "mse"/"mean_squared_error".
+/// "binary_crossentropy", "mse"/"mean_squared_error", "mae"/"mean_absolute_error".
 LossPtr get(const std::string& name);
 
 }  // namespace lockstep::losses

@@ -81,6 +81,14 @@ class Accuracy final : public Metric {
   std::shared_ptr<Metric> clone_empty() const override { return std::make_shared<Accuracy>(name()); }
 };
 
+/// Keras' "mae": the mean over examples of mean(|y_true - y_pred|) over each example's values.
+class MeanAbsoluteError final : public Metric {
+ public:
+  explicit MeanAbsoluteError(std::string name = "mean_absolute_error") : Metric(std::move(name)) {}
+  Tensor batch_state(const Tensor& y_true, const Tensor& y_pred) const override;
+  std::shared_ptr<Metric> clone_empty() const override { return std::make_shared<MeanAbsoluteError>(name()); }
+};
+
 /// Resolves a Keras metric name. "accuracy"/"acc" becomes sparse_categorical_accuracy
 /// (named "accuracy") when the loss is sparse categorical, as Keras does.
 MetricPtr get(const std::string& name, const std::string& loss_name);

@@ -13,6 +13,7 @@
 // Every schedule is a pure function of the step (nothing stateful), so a resumed run recomputes
 // its rate from the restored step.
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <vector>
 
@@ -51,6 +52,17 @@ Schedule LinearWarmup(Schedule after, std::int64_t warmup_steps, double initial_
 
 /// A constant rate, as a schedule (so that a warmup can wrap it).
 Schedule Constant(double learning_rate);
+
+/// Keras' serialisation of a schedule made by ExponentialDecay, PiecewiseConstantDecay,
+/// CosineDecay or PolynomialDecay ({"module": "keras.optimizers.schedules", "class_name",
+/// "config", "registered_name"}, what keras.optimizers.schedules.serialize gives, and what an
+/// optimizer's config holds as its learning_rate); null for any other schedule (LinearWarmup,
+/// Constant, a function of one's own), which Keras has no class for.
+nlohmann::json serialize(const Schedule& schedule);
+
+/// The schedule a serialisation (as above, "module" optional) describes. ValueError naming a
+/// class lockstep lacks, an argument it lacks, or a missing or mistyped one.
+Schedule deserialize(const nlohmann::json& j);
 
 /// The linear scaling rule: base_lr was tuned for base_batch; a global batch k times larger
 /// uses k times the rate.

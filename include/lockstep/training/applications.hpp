@@ -1,6 +1,7 @@
 #pragma once
 // Ready-made architectures (Keras' keras.applications), as functional models.
 #include <memory>
+#include <string>
 
 #include "lockstep/training/functional.hpp"
 
@@ -10,6 +11,9 @@ struct ResNet20Options {
   /// One example's (height, width, channels): (32, 32, 3) for CIFAR-10, (28, 28, 1) for MNIST.
   Shape input_shape{32, 32, 3};
   std::int64_t classes = 10;
+  /// The activation of the last Dense (Keras applications' classifier_activation): "linear"
+  /// gives a regression head.
+  std::string classifier_activation = "softmax";
   /// BatchNormalization(synchronized=true) everywhere: under a strategy the batch statistics are
   /// the global batch's (Keras 3's SyncBatchNorm).
   bool synchronized_batch_norm = false;
@@ -23,7 +27,7 @@ struct ResNet20Options {
 /// Conv3x3(16)-BN-ReLU, then 3 stages of 3 basic blocks with 16, 32 and 64 filters, each block
 /// Conv3x3-BN-ReLU-Conv3x3-BN + shortcut, then ReLU. The first block of stages 2 and 3 has
 /// stride 2, and its shortcut is a 1x1 convolution of stride 2 + BN; other shortcuts are the
-/// identity. Then GlobalAveragePooling2D and Dense(classes, softmax). Convolutions and the Dense
+/// identity. Then GlobalAveragePooling2D and Dense(classes, classifier_activation). Convolutions and the Dense
 /// layer use he_normal initialisation; convolutions have padding "same" and no bias (each is
 /// followed by a BN, whose beta takes its place). Keras' example also adds an L2 weight penalty of
 /// 1e-4, which lockstep's layers do not have.

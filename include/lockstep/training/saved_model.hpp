@@ -35,8 +35,9 @@ struct SaveModelOptions {
 
 /// Saves `model` (a built Sequential or a Functional of lockstep's layers) to `dir`, creating it;
 /// when `dir` ends in ".keras", as the Keras 3 archive of that name instead (written atomically; its compile
-/// config is Keras', optimizer variables are not written, as Keras' include_optimizer=False). A learning-rate schedule is not saved (it is code):
-/// the learning rate current at save time is. Throws ValueError, before writing anything, for a
+/// config is Keras', optimizer variables are not written, as Keras' include_optimizer=False). A learning-rate schedule Keras has a class for
+/// (optimizers::schedules::serialize) is saved as Keras saves it and comes back on load; any other
+/// schedule (it is code) is saved as the learning rate current at save time. Throws ValueError, before writing anything, for a
 /// model that is not a built Sequential or Functional or holds a layer of another class (naming it); IOError
 /// when a file cannot be written (the previous files are then left as they were).
 void save_model(Model& model, const std::string& dir, const SaveModelOptions& options = {});
@@ -54,7 +55,13 @@ void save_model(Model& model, const std::string& dir, const SaveModelOptions& op
 /// assigned), compiled from its compile config when lockstep has its optimizer, loss and metrics
 /// (else uncompiled, with a WARNING, as Keras). A truncated or corrupt archive is an IOError
 /// naming the file and the problem.
-std::unique_ptr<Model> load_model(const std::string& dir);
+struct LoadModelOptions {
+  /// Keras' load_model(compile=False): the model comes back uncompiled, its compile config
+  /// unread (no WARNING about one lockstep cannot express) and a saved optimizer state unused;
+  /// for a caller that compiles the model itself.
+  bool compile = true;
+};
+std::unique_ptr<Model> load_model(const std::string& dir, const LoadModelOptions& options = {});
 
 /// True when save_model / load_model treat `path` as a Keras archive (it ends in ".keras").
 bool is_keras_file(const std::string& path);
