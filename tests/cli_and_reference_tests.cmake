@@ -429,6 +429,11 @@ foreach(_case IN ITEMS huge_label num_classes evaluate_label data_directory)
            COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/cli/hostile_labels.sh ${_cli} ${_case})
   set_tests_properties(cli.hostile_labels.${_case} PROPERTIES TIMEOUT 120)
 endforeach()
+# lockstep train --loss on regression and one-hot targets, and a .keras file's schedule (tests/cli/train_losses.sh).
+foreach(_case IN ITEMS regression one_hot bad_combinations keras_schedule)
+  add_test(NAME cli.train_losses.${_case} COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/cli/train_losses.sh ${_cli} ${_case})
+  set_tests_properties(cli.train_losses.${_case} PROPERTIES TIMEOUT 300)
+endforeach()
 # Learning-rate schedules in .keras files both ways against real Keras (keras_schedules.py --files);
 # SKIP (exit 77) without .venv-ref.
 add_test(NAME reference.schedules_in_keras_files_both_ways

@@ -11,6 +11,7 @@ struct TrainArgs {
   std::string dataset = "mnist";
   std::string data;                     // an .npz (x_train, y_train, x_test, y_test) instead of --dataset
   std::int64_t num_classes = 0;         // --num-classes; 0: inferred from the labels
+  std::string loss;                     // --loss, a Keras loss name; empty: sparse_categorical_crossentropy
   int epochs = 5;
   std::int64_t steps_per_epoch = -1;
   std::int64_t batch_size = -1;         // per replica; -1: neither flag given, global batch 32

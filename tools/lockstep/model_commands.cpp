@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 #include "lockstep/io/atomic_file.hpp"
 #include "lockstep/lockstep.hpp"
@@ -76,7 +77,9 @@ int run_evaluate(const ModelArgs& a) {
   auto model = load(a);
   LOCKSTEP_CHECK(model->compiled(), "the model in '", a.model_dir,
                  "' was saved before it was compiled, so it has no loss to evaluate; compile it before save_model");
-  const datasets::TrainTest data = !a.data.empty()      ? datasets::load_npz(a.data)
+  // A model trained with another loss (lockstep train --loss) is evaluated on its kind of targets.
+  const bool labels_only = model->loss()->name() == "sparse_categorical_crossentropy";
+  const datasets::TrainTest data = !a.data.empty()      ? datasets::load_npz(a.data, {.any_targets = !labels_only})
                                     : a.dataset == "mnist" ? datasets::mnist::load_data()
                                                            : datasets::fashion_mnist::load_data();
   const std::string source = a.data.empty() ? "the " + a.dataset + " test split" : "x_test of '" + a.data + "'";
@@ -84,7 +87,9 @@ int run_evaluate(const ModelArgs& a) {
   // As Keras does: a label the model has no output for is an error, not a wrong loss (one output
   // is a binary model: labels 0 and 1).
   const std::int64_t outputs = std::max<std::int64_t>(model->output_shape()[-1], 2);
-  const auto labels = data.test.y.to(DType::kI64).to_vector<std::int64_t>();
+  const bool classifier = model->loss()->name().find("crossentropy") != std::string::npos;
+  const auto labels = classifier && data.test.y.dtype() == DType::kI64 ? data.test.y.to_vector<std::int64_t>()
+                                                                       : std::vector<std::int64_t>();
   for (std::size_t i = 0; i < labels.size(); ++i)
     LOCKSTEP_CHECK(labels[i] < outputs, a.data.empty() ? a.dataset : "--data '" + a.data + "'", ": y_test[", i,
                    "] is ", labels[i], " but the model in '", a.model_dir, "' has ", outputs, " classes (0 to ",

@@ -14,21 +14,21 @@ Shape model_input_shape(const std::string& model, const Shape& image) {
   return image;
 }
 
-std::unique_ptr<Model> build_model(const TrainArgs& a, const Shape& image, std::int64_t classes,
-                                        double dropout) {
+std::unique_ptr<Model> build_model(const TrainArgs& a, const Shape& image, std::int64_t outputs,
+                                   const std::string& head, double dropout) {
   const auto rate = static_cast<float>(dropout);
   if (a.model == "mlp") {
     return std::make_unique<Sequential>(std::vector<layers::LayerPtr>{
-        layers::Dense(a.hidden, a.activation, image.numel()), layers::Dropout(rate), layers::Dense(classes, "softmax")});
+        layers::Dense(a.hidden, a.activation, image.numel()), layers::Dropout(rate), layers::Dense(outputs, head)});
   }
   if (a.model == "cnn") {
     return std::make_unique<Sequential>(
         std::vector<layers::LayerPtr>{layers::Input(image), layers::Conv2D(32, {3, 3}, "relu"), layers::MaxPooling2D({2, 2}),
                                       layers::Conv2D(64, {3, 3}, "relu"), layers::MaxPooling2D({2, 2}), layers::Flatten(),
-                                      layers::Dropout(rate), layers::Dense(classes, "softmax")},
+                                      layers::Dropout(rate), layers::Dense(outputs, head)},
         "simple_convnet");
   }
-  if (a.model == "resnet20") return applications::ResNet20({.input_shape = image, .classes = classes});
+  if (a.model == "resnet20") return applications::ResNet20({.input_shape = image, .classes = outputs, .classifier_activation = head});
   throw ValueError("--model: unknown model '" + a.model + "' (expected mlp, cnn or resnet20)");
 }
 

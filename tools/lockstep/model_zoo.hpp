@@ -15,13 +15,15 @@ inline const char* const kModelNames[] = {"mlp", "cnn", "resnet20"};
 /// Keras' example).
 double default_dropout(const std::string& model);
 
-/// mlp: Dense(hidden, activation) -> Dropout -> Dense(classes, softmax) on flattened images.
+/// mlp: Dense(hidden, activation) -> Dropout -> Dense(outputs, head) on flattened images.
 /// cnn: Keras' "simple MNIST convnet": Conv2D(32, 3, relu) -> MaxPooling2D(2) -> Conv2D(64, 3,
-/// relu) -> MaxPooling2D(2) -> Flatten -> Dropout -> Dense(classes, softmax) on (28, 28, 1) images.
+/// relu) -> MaxPooling2D(2) -> Flatten -> Dropout -> Dense(outputs, head) on (28, 28, 1) images.
 /// resnet20: applications::ResNet20 on images of any (height, width, channels) (no Dropout).
 /// `image` is one example's (height, width, channels).
-std::unique_ptr<Model> build_model(const TrainArgs& args, const Shape& image, std::int64_t classes,
-                                        double dropout);
+/// The last Dense has `outputs` units and `head` activation (softmax for classes, linear for
+/// regression: plan_targets).
+std::unique_ptr<Model> build_model(const TrainArgs& args, const Shape& image, std::int64_t outputs,
+                                   const std::string& head, double dropout);
 
 /// The shape one example of `model` takes for images of (height, width, channels).
 Shape model_input_shape(const std::string& model, const Shape& image);

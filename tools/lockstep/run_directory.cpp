@@ -39,6 +39,7 @@ RunConfig make_run_config(const TrainArgs& a, std::int64_t global_batch) {
   // Recorded only for other models, so that runs made before --model existed still resume.
   if (a.model != "mlp") config["--model"] = a.model;
   if (!a.data.empty()) config["--data"] = a.data;
+  if (!a.loss.empty()) config["--loss"] = a.loss;
   return config;
 }
 

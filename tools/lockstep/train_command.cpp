@@ -14,6 +14,7 @@
 #include "data_checks.hpp"
 #include "run_directory.hpp"
 #include "stop_signals.hpp"
+#include "targets.hpp"
 #include "worker_agreement.hpp"
 #include "lockstep/io/atomic_file.hpp"
 #include "lockstep/io/directory_lock.hpp"
@@ -35,26 +36,6 @@ const CLI::Validator kPositive(
       return {};
     },
     "POSITIVE");
-// Classes are inferred from the labels' largest value: one stray label must not size the model
-// (y = 3,000,000 would build Dense(128, 3000001), > 6 GB). More than this needs --num-classes.
-constexpr std::int64_t kMaxInferredClasses = 65536;
-
-// The number of classes of the labels: --num-classes when given (every label below it),
-// else the largest label + 1, refused past kMaxInferredClasses.
-std::int64_t classes_of(const datasets::TrainTest& data, std::int64_t num_classes, const std::string& source) {
-  const datasets::LabelAt top = datasets::largest_label(data);
-  const std::string where = source + ": " + top.array + "[" + std::to_string(top.index) + "] is " +
-                            std::to_string(top.value);
-  if (num_classes > 0) {
-    LOCKSTEP_CHECK(top.value < num_classes, where, ", outside --num-classes ", num_classes, " (labels 0 to ",
-                   num_classes - 1, ")");
-    return num_classes;
-  }
-  LOCKSTEP_CHECK(top.value < kMaxInferredClasses, where, ", which would make a model of ", top.value + 1,
-                 " classes; lockstep infers at most ", kMaxInferredClasses,
-                 " from the labels: give --num-classes N if that many are meant, or fix the labels");
-  return top.value + 1;
-}
 // CLI11 turns "-1" and "18446744073709551616" into 2^64 - 1 for an unsigned option: only digits
 // that fit in 64 bits are a seed.
 const CLI::Validator kSeed(
@@ -112,11 +93,17 @@ void add_train_command(CLI::App& app, TrainArgs& a) {
   cmd->add_option("--data", a.data,
                   "Train on an .npz file instead of --dataset: arrays x_train, y_train, x_test, y_test as "
                   "keras.datasets returns them (uint8 images are scaled to [0, 1]); the input shape and the "
-                  "number of classes come from the data");
+                  "number of classes (or, with --loss, of target values per example) come from the data");
   cmd->add_option("--num-classes", a.num_classes,
                   "Number of classes (the model's outputs); by default the largest label + 1, which may be at "
                   "most 65536")
       ->check(CLI::Range(std::int64_t{2}, std::int64_t{1} << 24));
+  cmd->add_option("--loss", a.loss,
+                  "Keras loss: sparse_categorical_crossentropy (integer class labels; the default), "
+                  "categorical_crossentropy (one-hot rows (N, classes)), binary_crossentropy (0/1 targets, sigmoid "
+                  "outputs), mse / mean_squared_error or mae / mean_absolute_error (float regression targets (N,) "
+                  "or (N, k): linear outputs, the mae metric)")
+      ->check(CLI::IsMember(std::vector<std::string>(std::begin(kLossNames), std::end(kLossNames))));
   cmd->add_option("--epochs", a.epochs, "Number of epochs")->check(kPositive)->capture_default_str();
   cmd->add_option("--steps-per-epoch", a.steps_per_epoch,
                   "Steps per epoch (default: one pass over the training set)");
@@ -299,13 +286,12 @@ int run_train(const TrainArgs& a) {
   const std::int64_t global_batch = a.global_batch_size > 0 ? a.global_batch_size
                                     : a.batch_size > 0      ? a.batch_size * replicas
                                                             : std::max<std::int64_t>(kDefaultGlobalBatch, replicas);
-  const datasets::TrainTest data = !a.data.empty()      ? datasets::load_npz(a.data)
+  const datasets::TrainTest data = !a.data.empty()      ? datasets::load_npz(a.data, {.any_targets = true})
                                     : a.dataset == "mnist" ? datasets::mnist::load_data()
                                                            : datasets::fashion_mnist::load_data();
   if (!a.data.empty()) check_finite_data(data, "--data '" + a.data + "'");
-  const std::int64_t classes = classes_of(data, a.num_classes, a.data.empty() ? "--dataset " + a.dataset : "--data '" + a.data + "'");
-  LOCKSTEP_CHECK(classes >= 2, "--data '", a.data, "': the labels hold ", classes,
-                 " class; a classifier needs at least 2");
+  const TargetPlan targets =
+      plan_targets(a, data, a.data.empty() ? "--dataset " + a.dataset : "--data '" + a.data + "'");
   // Images (N, H, W) become (N, H, W, 1) for a convolutional model, rows of features for the MLP.
   Shape image = data.train.x.shape().tail();
   if (image.rank() == 2) image = Shape{image[0], image[1], 1};
@@ -319,15 +305,21 @@ int run_train(const TrainArgs& a) {
   // from pixels scaled beforehand); the test set is scaled once, up front.
   bool model_rescales = false;
   if (is_keras_file(a.model)) {
-    const auto file = load_model(a.model);
+    // Uncompiled (Keras' compile=False): this command compiles it with its own flags.
+    const auto file = load_model(a.model, {.compile = false});
     model_rescales = rescales_its_input(*file);
     file_input = file->input_shape().tail();
     const std::int64_t outputs = file->output_shape()[-1];
     LOCKSTEP_CHECK(file_input->numel() == image.numel(), "--model '", a.model, "' takes examples of shape ",
                    file_input->str(), " (", file_input->numel(), " values) but the data's are ", image.str(), " (",
                    image.numel(), " values)");
-    LOCKSTEP_CHECK(outputs >= classes, "--model '", a.model, "' has ", outputs, " outputs but the labels hold ",
-                   classes, " classes");
+    if (targets.class_labels)
+      LOCKSTEP_CHECK(outputs >= targets.outputs, "--model '", a.model, "' has ", outputs,
+                     " outputs but the labels hold ", targets.outputs, " classes");
+    else
+      LOCKSTEP_CHECK(outputs == targets.outputs, "--model '", a.model, "' has ", outputs, " outputs but --loss ",
+                     targets.loss, " has ", targets.outputs, " target value(s) per example (y_train ",
+                     data.train.y.shape().str(), ")");
   }
   LOCKSTEP_CHECK(a.model == "mlp" || file_input || image.rank() == 3, "--model ", a.model,
                  " needs images (N, height, width) or (N, height, width, channels), but the examples have shape ",
@@ -389,9 +381,10 @@ int run_train(const TrainArgs& a) {
   // Made under the strategy's scope, so its variables are mirrored; a Keras file's weights are
   // its starting point (Keras' load_model, then fit).
   const std::unique_ptr<Model> built =
-      file_input ? load_model(a.model) : build_model(a, image, classes, resolved.dropout);
+      file_input ? load_model(a.model, {.compile = false})
+                 : build_model(a, image, targets.outputs, targets.activation, resolved.dropout);
   Model& model = *built;
-  model.compile(optimizers::get(a.optimizer, lr.schedule), losses::SparseCategoricalCrossentropy(), {"accuracy"});
+  model.compile(optimizers::get(a.optimizer, lr.schedule), losses::get(targets.loss), targets.metrics);
   const int verbose = chief ? a.verbose : 0;
   if (verbose != 0) std::cout << model.summary();
 
@@ -449,13 +442,14 @@ int run_train(const TrainArgs& a) {
     save_model(model, a.save_model);
     std::fprintf(stderr, "Saved the model to %s\n", a.save_model.c_str());
   }
-  std::printf("test_loss: %.4f - test_accuracy: %.4f - train_steps_per_second: %.1f\n", test.at("loss"),
-              test.at("accuracy"), steps_per_second);
+  std::printf("test_loss: %.4f", test.at("loss"));
+  for (const auto& m : targets.metrics) std::printf(" - test_%s: %.4f", m.c_str(), test.at(m));
+  std::printf(" - train_steps_per_second: %.1f\n", steps_per_second);
 
   if (!a.metrics_out.empty()) {
     nlohmann::json j;
     j["test_loss"] = test.at("loss");
-    j["test_accuracy"] = test.at("accuracy");
+    for (const auto& m : targets.metrics) j["test_" + m] = test.at(m);
     j["train_steps_per_second"] = steps_per_second;
     j["history"] = history.history;
     j["epochs"] = history.epoch;
