@@ -21,8 +21,9 @@ APT_PACKAGES=(
   libopenmpi-dev openmpi-bin
 )
 
-# Where MNIST is downloaded from when no local copy exists (the files are gzip IDX).
-MNIST_MIRROR="https://ossci-datasets.s3.amazonaws.com/mnist"
+# Where MNIST is downloaded from when no local copy exists (the files are gzip IDX); another
+# mirror can be given as MNIST_MIRROR=URL in the environment.
+MNIST_MIRROR="${MNIST_MIRROR:-https://ossci-datasets.s3.amazonaws.com/mnist}"
 # md5 of the uncompressed files, as published with MNIST.
 declare -A MNIST_MD5=(
   [train-images-idx3-ubyte]=6bbc9ace898e44ae57da46a324031adb

@@ -434,6 +434,9 @@ foreach(_case IN ITEMS regression one_hot bad_combinations keras_schedule)
   add_test(NAME cli.train_losses.${_case} COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/cli/train_losses.sh ${_cli} ${_case})
   set_tests_properties(cli.train_losses.${_case} PROPERTIES TIMEOUT 300)
 endforeach()
+# scripts/setup.sh without a network says where else MNIST can come from (tests/cli/setup_offline.sh).
+add_test(NAME cli.setup_offline_names_other_mnist_sources
+         COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/cli/setup_offline.sh ${PROJECT_SOURCE_DIR})
 # Learning-rate schedules in .keras files both ways against real Keras (keras_schedules.py --files);
 # SKIP (exit 77) without .venv-ref.
 add_test(NAME reference.schedules_in_keras_files_both_ways
