@@ -430,7 +430,7 @@ foreach(_case IN ITEMS huge_label num_classes evaluate_label data_directory)
   set_tests_properties(cli.hostile_labels.${_case} PROPERTIES TIMEOUT 120)
 endforeach()
 # lockstep train --loss on regression and one-hot targets, and a .keras file's schedule (tests/cli/train_losses.sh).
-foreach(_case IN ITEMS regression one_hot bad_combinations keras_schedule)
+foreach(_case IN ITEMS regression one_hot binary bad_combinations keras_schedule)
   add_test(NAME cli.train_losses.${_case} COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/cli/train_losses.sh ${_cli} ${_case})
   set_tests_properties(cli.train_losses.${_case} PROPERTIES TIMEOUT 300)
 endforeach()

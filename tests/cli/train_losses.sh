@@ -12,6 +12,7 @@ base=(train --devices cpu:1 --verbose 0 --no-tensorboard --dropout 0 --seed 7)
 # data KIND PATH : 512 training and 128 test examples of 4 float32 features in [-1, 1].
 #   linear : y = 2 x0 - x1 + 0.5 x2 + 0.1, float32 (N,)      rows : that and x3 - x0, float32 (N, 2)
 #   labels : the argmax of (x0 + x1, x2 - x0, x3), int64 (N,)  onehot : the same as float32 rows (N, 3)
+#   binary : x0 + x1 > 0, int64 (N,)
 data() {
   python3 - "$@" <<'PY' || { echo "FAIL: could not write $2"; exit 1; }
 import random, struct, sys, zipfile
@@ -29,7 +30,8 @@ def split(n):
     y = {"linear": ("<f4", (n,), "f", lin),
          "rows": ("<f4", (n, 2), "f", [v for r, l in zip(x, lin) for v in (l, r[3] - r[0])]),
          "labels": ("<i8", (n,), "q", label),
-         "onehot": ("<f4", (n, 3), "f", [float(c == l) for l in label for c in range(3)])}[kind]
+         "onehot": ("<f4", (n, 3), "f", [float(c == l) for l in label for c in range(3)]),
+         "binary": ("<i8", (n,), "q", [int(r[0] + r[1] > 0) for r in x])}[kind]
     return npy("<f4", (n, 4), "f", [v for r in x for v in r]), npy(*y)
 with zipfile.ZipFile(path, "w") as z:
     for name, n in (("train", 512), ("test", 128)):
@@ -88,6 +90,12 @@ a, b = float(sys.argv[1]), float(sys.argv[2])
 print("integer labels %.4f, one-hot %.4f" % (a, b))
 sys.exit(0 if a >= 0.9 and b >= 0.9 and abs(a - b) <= 0.02 else 1)' "$(json "$work/a.json" test_accuracy)" "$(json "$work/b.json" test_accuracy)" ||
     { echo "FAIL: the accuracies differ or are low"; exit 1; }
+  ;;
+binary)  # binary_crossentropy on 0/1 labels: one sigmoid output, accuracy at a 0.5 threshold
+  data binary "$work/binary.npz"
+  expect 0 "test_loss: [0-9.]+ - test_accuracy: 0\.9[0-9]+" "$cli" "${base[@]}" --epochs 10 --learning-rate 0.01 \
+    --data "$work/binary.npz" --loss binary_crossentropy --logdir "$work/run" --save-model "$work/b.keras"
+  expect 0 "test_accuracy: 0\.9[0-9]+" "$cli" evaluate --model "$work/b.keras" --data "$work/binary.npz"
   ;;
 bad_combinations)  # targets a loss cannot take: status 2, the flag and the shape named, in seconds
   data labels "$work/labels.npz"
