@@ -111,9 +111,11 @@ bad_combinations)  # targets a loss cannot take: status 2, the flag and the shap
   expect 2 "--num-classes applies to integer class labels.*--loss mse takes its outputs from y_train's shape \(512,\)" \
     "$cli" "${short[@]}" --data "$work/reg.npz" --loss mse --num-classes 3 --logdir "$work/r4"
   expect 2 "--loss: hinge not in \\{sparse_categorical_crossentropy,categorical_crossentropy" "$cli" "${short[@]}" --data "$work/reg.npz" --loss hinge
+  expect 2 "labels.npz': y_train holds values from 0 to 2, but --loss binary_crossentropy needs targets in \\[0, 1\\]" \
+    "$cli" "${short[@]}" --data "$work/labels.npz" --loss binary_crossentropy --logdir "$work/r6"
   # mse on integer class labels is allowed, as in Keras: one linear output.
   expect 0 "test_mae" "$cli" "${short[@]}" --data "$work/labels.npz" --loss mse --logdir "$work/r5"
-  for r in r1 r2 r3 r4; do [[ ! -e "$work/$r" ]] || { echo "FAIL: $r was made before the targets were checked"; exit 1; }; done
+  for r in r1 r2 r3 r4 r6; do [[ ! -e "$work/$r" ]] || { echo "FAIL: $r was made before the targets were checked"; exit 1; }; done
   ;;
 keras_schedule)  # a .keras file's schedule: kept by evaluate; a schedule lockstep lacks warns at most once
   data labels "$work/labels.npz"

@@ -1,7 +1,10 @@
 #include "targets.hpp"
 
+#include <utility>
+
 #include "lockstep/core/error.hpp"
 #include "lockstep/datasets/npz_dataset.hpp"
+#include "lockstep/tensor/ops.hpp"
 
 namespace lockstep::cli {
 
@@ -58,6 +61,13 @@ TargetPlan plan_targets(const TrainArgs& a, const datasets::TrainTest& data, con
   }
   p.outputs = width;
   if (p.loss == "binary_crossentropy") {
+    for (const auto& [name, t] : {std::pair<const char*, const Tensor&>{"y_train", y}, {"y_test", data.test.y}}) {
+      const Tensor flat = t.to(DType::kF32).reshape(Shape{t.numel()});
+      const float lo = -reduce_max(neg(flat), 0).item(), hi = reduce_max(flat, 0).item();
+      LOCKSTEP_CHECK(lo >= 0 && hi <= 1, source, ": ", name, " holds values from ", lo, " to ", hi, ", but ", flag,
+                     " needs targets in [0, 1] (0/1 labels or probabilities); for more classes give --loss "
+                     "sparse_categorical_crossentropy (the default)");
+    }
     p.activation = "sigmoid";
     if (width == 1) p.metrics = {"accuracy"};  // a threshold at 0.5; Keras' binary_accuracy
     return p;

@@ -28,7 +28,8 @@ struct TargetPlan {
 /// needs integer labels). Integer labels give largest + 1 classes (or --num-classes, which every
 /// label must be below; at most 65536 inferred); rows (N, k) give k outputs; (N,) targets of
 /// another loss give one. ValueError naming `source`, the flag and the shape for targets the loss
-/// cannot take (float targets under a sparse loss, labels under categorical_crossentropy), and
+/// cannot take (float targets under a sparse loss, labels under categorical_crossentropy, values
+/// outside [0, 1] under binary_crossentropy), and
 /// for --num-classes with a loss that has no classes to count.
 TargetPlan plan_targets(const TrainArgs& args, const datasets::TrainTest& data, const std::string& source);
 
