@@ -8,7 +8,9 @@
 #include <nlohmann/json.hpp>
 
 #include "arrays.hpp"
+#include "interrupt.hpp"
 #include "lockstep/layers/core_layers.hpp"
+#include "lockstep/layers/initializers.hpp"
 #include "lockstep/layers/layer_registry.hpp"
 #include "lockstep/training/callbacks.hpp"
 #include "lockstep/training/saved_model.hpp"
@@ -144,8 +146,10 @@ void bind_fit(nb::class_<Model>& model) {
       .def_rw("verbose", &FitOptions::verbose)
       .def_rw("callbacks", &FitOptions::callbacks);
   // The GIL is released while C++ trains, evaluates or predicts: callbacks are C++ objects.
+  // Ctrl-C stops fit at a step boundary (StopOnSigint) and raises KeyboardInterrupt.
   model
       .def("fit_dataset", [](Model& m, const data::Dataset& ds, const FitOptions& o) {
+        const StopOnSigint stop_on_sigint;
         nb::gil_scoped_release release;
         const History h = m.fit(ds, o);
         nb::gil_scoped_acquire acquire;
@@ -153,6 +157,7 @@ void bind_fit(nb::class_<Model>& model) {
       })
       .def("fit_arrays", [](Model& m, const HostArray& x, const HostArray& y, const FitOptions& o) {
         const Tensor tx = tensor_from_array(x, "fit x"), ty = tensor_from_array(y, "fit y");
+        const StopOnSigint stop_on_sigint;
         nb::gil_scoped_release release;
         const History h = m.fit(tx, ty, o);
         nb::gil_scoped_acquire acquire;
@@ -240,6 +245,7 @@ void bind_model(nb::module_& m) {
     seq->add(layer);
   });
   m.def("load_model", [](const std::string& path) { return ModelPtr(load_model(path)); });
+  m.def("set_random_seed", &set_random_seed, nb::arg("seed"));
 }
 
 }  // namespace lockstep::python

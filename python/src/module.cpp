@@ -1,12 +1,15 @@
 // lockstep._lockstep: the C++ library bound for the Python package (python/lockstep/), which
 // gives it TensorFlow's and Keras' names. Errors become Python's: ValueError, OSError,
-// lockstep.errors.DistributedError (a RuntimeError), MemoryError, RuntimeError.
+// lockstep.errors.DistributedError (a RuntimeError), MemoryError, KeyboardInterrupt (Ctrl-C during
+// fit), RuntimeError.
+#include <csignal>
 #include <exception>
 #include <nlohmann/json.hpp>
 
 #include "arrays.hpp"
 #include "lockstep/core/error.hpp"
 #include "lockstep/distribute/strategy.hpp"
+#include "lockstep/training/preemption.hpp"
 
 namespace lockstep::python {
 
@@ -19,6 +22,8 @@ PyObject* python_type(const std::exception_ptr& p) {
     std::rethrow_exception(p);
   } catch (const distribute::ReplicaError& e) {
     return e.nested() ? python_type(e.nested()) : distributed_error;
+  } catch (const training::Interrupted& e) {
+    return e.reason() == SIGINT ? PyExc_KeyboardInterrupt : PyExc_RuntimeError;  // Ctrl-C during fit
   } catch (const DistributedError&) {
     return distributed_error;
   } catch (const ValueError&) {
