@@ -8,16 +8,7 @@ repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 venv="${LOCKSTEP_PY_PKG_VENV:-$repo_root/.venv-py}"
 log() { echo "[setup_python_pkg] $*" >&2; }
 
-if ! /usr/bin/python3 -c 'import venv, ensurepip' 2>/dev/null; then
-  if [[ $(id -u) -ne 0 ]]; then log "error: need root to apt-get install python3-venv"; exit 1; fi
-  export DEBIAN_FRONTEND=noninteractive
-  apt-get update -q >&2
-  apt-get install -y -q --no-install-recommends python3-venv python3-pip python3-dev >&2
-fi
-if [[ ! -x "$venv/bin/python" ]]; then
-  log "creating $venv"
-  /usr/bin/python3 -m venv "$venv" >&2
-fi
+"$repo_root/scripts/make_venv.sh" "$venv" setup_python_pkg
 py="$venv/bin/python"
 if ! "$py" -c 'import nanobind, scikit_build_core, numpy, pytest' 2>/dev/null; then
   log "pip install into $venv: nanobind scikit-build-core numpy pytest"

@@ -20,20 +20,25 @@ class SparseCategoricalCrossentropy(Loss):
         super().__init__("sparse_categorical_crossentropy", from_logits, reduction)
 
 
-class CategoricalCrossentropy(Loss):
+class _LabelCrossentropy(Loss):
+    """Categorical and binary cross-entropy: Keras' label_smoothing and axis are lockstep's 0 and -1 only."""
+
+    def __init__(self, name, from_logits, label_smoothing, axis, reduction):
+        refuse_arguments(f"keras.losses.{type(self).__name__}", label_smoothing=label_smoothing or None,
+                         axis=None if axis == -1 else axis)
+        super().__init__(name, from_logits, reduction)
+
+
+class CategoricalCrossentropy(_LabelCrossentropy):
     def __init__(self, from_logits=False, label_smoothing=0.0, axis=-1, reduction="sum_over_batch_size",
                  name="categorical_crossentropy"):
-        refuse_arguments("keras.losses.CategoricalCrossentropy", label_smoothing=label_smoothing or None,
-                         axis=None if axis == -1 else axis)
-        super().__init__("categorical_crossentropy", from_logits, reduction)
+        super().__init__("categorical_crossentropy", from_logits, label_smoothing, axis, reduction)
 
 
-class BinaryCrossentropy(Loss):
+class BinaryCrossentropy(_LabelCrossentropy):
     def __init__(self, from_logits=False, label_smoothing=0.0, axis=-1, reduction="sum_over_batch_size",
                  name="binary_crossentropy"):
-        refuse_arguments("keras.losses.BinaryCrossentropy", label_smoothing=label_smoothing or None,
-                         axis=None if axis == -1 else axis)
-        super().__init__("binary_crossentropy", from_logits, reduction)
+        super().__init__("binary_crossentropy", from_logits, label_smoothing, axis, reduction)
 
 
 class MeanSquaredError(Loss):
