@@ -17,7 +17,10 @@ fi
 
 # The same compiler settings as scripts/build.sh (CUDA where nvcc is, warnings as errors, ccache).
 export PATH="/usr/local/cuda/bin:$PATH"
-defines=(--config-settings=cmake.define.LOCKSTEP_WERROR=ON)
+# The compiler as scripts/build.sh's CMake finds it (pip's would be Python's x86_64-linux-gnu-g++):
+# the same command lines, so ccache serves the library's objects compiled for build/.
+defines=(--config-settings=cmake.define.LOCKSTEP_WERROR=ON
+         "--config-settings=cmake.define.CMAKE_CXX_COMPILER=${CXX:-$(command -v c++ || echo g++)}")
 if command -v ccache >/dev/null; then
   defines+=(--config-settings=cmake.define.CMAKE_CXX_COMPILER_LAUNCHER=ccache --config-settings=cmake.define.CMAKE_CUDA_COMPILER_LAUNCHER=ccache)
 fi

@@ -32,7 +32,11 @@ def _callbacks(callbacks):
 class Model:
     """A lockstep model. Made inside a strategy's scope(), it trains on that strategy's replicas."""
 
-    def __init__(self, model):
+    def __init__(self, *args, **kwargs):
+        model = args[0] if len(args) == 1 and not kwargs else None
+        if not isinstance(model, _lockstep.Model):
+            raise NotImplementedError("lockstep's Python package does not support keras.Model(inputs, outputs) "
+                                      "(the functional API) or subclassing keras.Model yet; use keras.Sequential")
         self._model = model
         self._strategy = distribute.current_strategy()  # the C++ model refers to it: keep it alive
         self.stop_training = False
