@@ -100,8 +100,43 @@ nb::dict history_dict(const History& h) {
   return d;
 }
 
+// A Python keras.callbacks.Callback subclass: fit's hooks call its methods with the GIL held
+// (fit runs with it released); an exception it raises ends fit and reaches the caller.
+class PythonCallback final : public Callback {
+ public:
+  explicit PythonCallback(nb::object callback) : callback_(std::move(callback)) {}
+  ~PythonCallback() override {
+    nb::gil_scoped_acquire acquire;
+    callback_.reset();
+  }
+  void on_train_begin(const Logs& logs) override { call("on_train_begin", logs); }
+  void on_train_end(const Logs& logs) override { call("on_train_end", logs); }
+  void on_epoch_begin(int epoch, const Logs& logs) override { call("on_epoch_begin", logs, epoch); }
+  void on_epoch_end(int epoch, const Logs& logs) override { call("on_epoch_end", logs, epoch); }
+  void on_train_batch_begin(std::int64_t batch, const Logs& logs) override {
+    call("on_train_batch_begin", logs, batch);
+  }
+  void on_train_batch_end(std::int64_t batch, const Logs& logs) override { call("on_train_batch_end", logs, batch); }
+
+ private:
+  void call(const char* hook, const Logs& logs, std::optional<std::int64_t> index = std::nullopt) {
+    nb::gil_scoped_acquire acquire;
+    nb::dict d;
+    for (const auto& [key, value] : logs) d[key.c_str()] = value;
+    if (index) {
+      callback_.attr(hook)(*index, d);
+    } else {
+      callback_.attr(hook)(d);
+    }
+  }
+  nb::object callback_;
+};
+
 void bind_callbacks(nb::module_& m) {
   nb::class_<Callback>(m, "Callback");
+  m.def("python_callback", [](nb::object callback) {
+    return CallbackPtr(std::make_shared<PythonCallback>(std::move(callback)));
+  });
   m.def("model_checkpoint", [](std::string filepath, std::string monitor, int verbose, bool save_best_only,
                                bool save_weights_only, std::string mode, std::int64_t save_freq_batches) {
     return CallbackPtr(std::make_shared<ModelCheckpoint>(ModelCheckpointOptions{
@@ -225,6 +260,7 @@ void bind_model(nb::module_& m) {
       .def_prop_ro("input_shape", [](const Model& mo) { return mo.input_shape().dims(); })
       .def_prop_ro("output_shape", [](const Model& mo) { return mo.output_shape().dims(); })
       .def_prop_ro("optimizer", &Model::optimizer)
+      .def_rw("stop_training", &Model::stop_training)
       .def("build", [](Model& mo, const std::vector<std::int64_t>& shape) { mo.build(Shape(shape)); })
       .def("summary", &Model::summary)
       .def("count_params", &Model::count_params)

@@ -133,3 +133,37 @@ def test_seed_fit_program(tmp_path):
     assert accuracy >= 0.97, run.stdout
     assert os.listdir(tmp_path / "training_checkpoints"), "ModelCheckpoint saved nothing"
     assert os.path.isdir(tmp_path / "logs" / "train"), "TensorBoard wrote no logs"
+
+
+def test_python_callbacks_see_fit_and_can_stop_it(mnist_small):
+    (x, y), _ = mnist_small
+
+    class Recorder(tf.keras.callbacks.Callback):
+        def __init__(self):
+            self.epochs, self.batches = [], 0
+
+        def on_train_batch_end(self, batch, logs=None):
+            self.batches += 1
+
+        def on_epoch_end(self, epoch, logs=None):
+            self.epochs.append((epoch, logs["loss"]))
+            if epoch == 1:
+                self.model.stop_training = True
+
+    recorder = Recorder()
+    ends = []
+    model = mlp(tf)
+    model.compile(optimizer="adam", loss="sparse_categorical_crossentropy")
+    history = model.fit(x[:640], y[:640], batch_size=64, epochs=5, verbose=0,
+                        callbacks=[recorder, tf.keras.callbacks.LambdaCallback(on_train_end=ends.append)])
+    assert [e for e, _ in recorder.epochs] == [0, 1] and history.epoch == [0, 1]
+    assert recorder.batches == 20 and recorder.model is model
+    assert recorder.epochs[1][1] == pytest.approx(history.history["loss"][1])
+    assert len(ends) == 1
+
+    class Failing(tf.keras.callbacks.Callback):
+        def on_epoch_end(self, epoch, logs=None):
+            raise ZeroDivisionError("from the callback")
+
+    with pytest.raises(ZeroDivisionError, match="from the callback"):
+        model.fit(x[:64], y[:64], epochs=1, verbose=0, callbacks=[Failing()])

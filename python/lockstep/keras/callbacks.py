@@ -15,9 +15,44 @@ def _freq(save_freq, what):
 
 
 class Callback:
-    """Base of lockstep's callbacks; a Python subclass with hooks of its own is not supported yet."""
+    """keras.callbacks.Callback: subclass it and override the hooks; fit calls them (with the GIL)
+    and sets self.model (self.model.stop_training = True ends fit after the batch)."""
 
-    _callback = None
+    _callback = None  # lockstep's own callbacks: the C++ object
+    model = None
+
+    def set_model(self, model):
+        self.model = model
+
+    def on_train_begin(self, logs=None):
+        pass
+
+    def on_train_end(self, logs=None):
+        pass
+
+    def on_epoch_begin(self, epoch, logs=None):
+        pass
+
+    def on_epoch_end(self, epoch, logs=None):
+        pass
+
+    def on_train_batch_begin(self, batch, logs=None):
+        pass
+
+    def on_train_batch_end(self, batch, logs=None):
+        pass
+
+
+class LambdaCallback(Callback):
+    def __init__(self, on_epoch_begin=None, on_epoch_end=None, on_train_begin=None, on_train_end=None,
+                 on_train_batch_begin=None, on_train_batch_end=None, **kwargs):
+        refuse_arguments("keras.callbacks.LambdaCallback", **kwargs)
+        given = {"on_epoch_begin": on_epoch_begin, "on_epoch_end": on_epoch_end, "on_train_begin": on_train_begin,
+                 "on_train_end": on_train_end, "on_train_batch_begin": on_train_batch_begin,
+                 "on_train_batch_end": on_train_batch_end}
+        for hook, fn in given.items():
+            if fn is not None:
+                setattr(self, hook, fn)
 
 
 class ModelCheckpoint(Callback):
@@ -56,10 +91,11 @@ class CSVLogger(Callback):
         self._callback = _lockstep.csv_logger(str(filename), separator, append)
 
 
-def native(callback):
-    """The C++ callback behind a keras.callbacks object."""
-    if not isinstance(callback, Callback) or callback._callback is None:
-        raise ValueError(f"lockstep does not support the callback {callback!r} yet (Python subclasses of "
-                         f"keras.callbacks.Callback included); it has ModelCheckpoint, TensorBoard, EarlyStopping, "
-                         f"BackupAndRestore, CSVLogger")
-    return callback._callback
+def native(callback, model):
+    """The C++ callback behind a keras.callbacks object (a Python subclass: one that calls its hooks)."""
+    if not isinstance(callback, Callback):
+        raise ValueError(f"keras.Model.fit: {callback!r} is not a keras.callbacks.Callback")
+    if callback._callback is not None:
+        return callback._callback
+    callback.set_model(model)
+    return _lockstep.python_callback(callback)

@@ -25,8 +25,8 @@ def _steps(steps):
     return -1 if steps is None else int(steps)
 
 
-def _callbacks(callbacks):
-    return [callbacks_module.native(c) for c in (callbacks or [])]
+def _callbacks(callbacks, model):
+    return [callbacks_module.native(c, model) for c in (callbacks or [])]
 
 
 class Model:
@@ -39,7 +39,14 @@ class Model:
                                       "(the functional API) or subclassing keras.Model yet; use keras.Sequential")
         self._model = model
         self._strategy = distribute.current_strategy()  # the C++ model refers to it: keep it alive
-        self.stop_training = False
+
+    @property
+    def stop_training(self):
+        return self._model.stop_training
+
+    @stop_training.setter
+    def stop_training(self, value):
+        self._model.stop_training = bool(value)
 
     @property
     def name(self):
@@ -111,7 +118,7 @@ class Model:
         o.shuffle = bool(shuffle)
         o.initial_epoch = int(initial_epoch)
         o.verbose = _verbose(verbose)
-        o.callbacks = _callbacks(callbacks)
+        o.callbacks = _callbacks(callbacks, self)
         if validation_data is not None:
             if isinstance(validation_data, Dataset):
                 o.validation_data = validation_data._ds
@@ -137,13 +144,13 @@ class Model:
         verbose = 1 if verbose == "auto" else int(verbose)
         if isinstance(x, Dataset):
             logs = self._model.evaluate_dataset(self._dataset(x, y, batch_size, "keras.Model.evaluate"),
-                                                _steps(steps), verbose, _callbacks(callbacks))
+                                                _steps(steps), verbose, _callbacks(callbacks, self))
         else:
             if y is None:
                 raise ValueError("keras.Model.evaluate: y is missing")
             logs = self._model.evaluate_arrays(host_array(x, "keras.Model.evaluate x"),
                                                host_array(y, "keras.Model.evaluate y"), int(batch_size or 32),
-                                               _steps(steps), verbose, _callbacks(callbacks))
+                                               _steps(steps), verbose, _callbacks(callbacks, self))
         if return_dict:
             return dict(logs)
         values = [logs[name] for name in self.metrics_names if name in logs]
