@@ -17,7 +17,7 @@ APT_PACKAGES=(
   nlohmann-json3-dev libcli11-dev libfmt-dev zlib1g-dev libhdf5-dev libprotobuf-dev protobuf-compiler
   libgtest-dev libgmock-dev libbenchmark-dev
   dataset-fashion-mnist python3-numpy python3-torch
-  python3-markdown-it
+  python3-markdown-it python3-venv python3-dev
   libopenmpi-dev openmpi-bin
 )
 

@@ -8,16 +8,7 @@ repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 venv="${LOCKSTEP_PY_IO_VENV:-$repo_root/.venv-io}"
 log() { echo "[setup_python_io] $*" >&2; }
 
-if ! /usr/bin/python3 -c 'import venv, ensurepip' 2>/dev/null; then
-  if [[ $(id -u) -ne 0 ]]; then log "error: need root to apt-get install python3-venv"; exit 1; fi
-  export DEBIAN_FRONTEND=noninteractive
-  apt-get update -q >&2
-  apt-get install -y -q --no-install-recommends python3-venv python3-pip >&2
-fi
-if [[ ! -x "$venv/bin/python" ]]; then
-  log "creating $venv"
-  /usr/bin/python3 -m venv "$venv" >&2
-fi
+"$repo_root/scripts/make_venv.sh" "$venv" setup_python_io
 py="$venv/bin/python"
 if "$py" -c 'import tensorboard, safetensors.numpy, numpy' 2>/dev/null; then
   log "python packages present"

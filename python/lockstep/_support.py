@@ -1,0 +1,33 @@
+"""What every module of the package shares: the message for a name lockstep lacks, and NumPy input."""
+import numpy as np
+
+
+def unsupported_getattr(qualname):
+    """A module __getattr__ that names what lockstep does not have (e.g. tf.keras.layers.LSTM)."""
+
+    def __getattr__(name):
+        if name.startswith("__"):
+            raise AttributeError(name)
+        raise AttributeError(f"lockstep does not support {qualname}.{name} yet")
+
+    return __getattr__
+
+
+def refuse_arguments(qualname, **arguments):
+    """Arguments lockstep does not have may only be given as Keras' "off" (None or False)."""
+    for name, value in arguments.items():
+        if value is not None and value is not False:
+            raise ValueError(f"lockstep does not support the argument {name}={value!r} of {qualname} yet")
+
+
+def host_array(value, what):
+    """A C-contiguous NumPy array of a dtype lockstep has: float64 becomes float32 (Keras' floatx),
+    bool becomes uint8; anything else is passed on and refused by the C++ side by name."""
+    a = np.asarray(value)
+    if a.dtype == np.float64:
+        a = a.astype(np.float32)
+    elif a.dtype == np.bool_:
+        a = a.astype(np.uint8)
+    if a.dtype == object:
+        raise ValueError(f"{what}: expected a numeric array, got objects of type {type(value).__name__}")
+    return np.ascontiguousarray(a)

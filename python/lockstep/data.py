@@ -1,0 +1,84 @@
+"""tf.data: Dataset on lockstep's C++ input pipeline (it runs outside the GIL)."""
+from . import _lockstep
+from ._support import host_array, refuse_arguments, unsupported_getattr
+
+__getattr__ = unsupported_getattr("tf.data")
+
+AUTOTUNE = _lockstep.AUTOTUNE
+
+
+class Dataset:
+    """tf.data.Dataset: each transformation returns a new Dataset."""
+
+    def __init__(self, dataset, structure="tuple"):
+        self._ds = dataset
+        self._structure = structure  # "tuple" or "single": how elements come back to Python
+
+    @staticmethod
+    def from_tensor_slices(tensors, name=None):
+        if isinstance(tensors, dict):
+            raise ValueError("lockstep does not support tf.data.Dataset.from_tensor_slices of a dict yet")
+        if isinstance(tensors, tuple):
+            arrays = [host_array(t, "tf.data.Dataset.from_tensor_slices") for t in tensors]
+            return Dataset(_lockstep.Dataset.from_tensor_slices(arrays), "tuple")
+        array = host_array(tensors, "tf.data.Dataset.from_tensor_slices")
+        return Dataset(_lockstep.Dataset.from_tensor_slices([array]), "single")
+
+    @staticmethod
+    def range(*args):
+        start, stop, step = (0, args[0], 1) if len(args) == 1 else (args + (1,))[:3]
+        return Dataset(_lockstep.Dataset.range(start, stop, step), "single")
+
+    def _new(self, dataset):
+        return Dataset(dataset, self._structure)
+
+    def shuffle(self, buffer_size, seed=None, reshuffle_each_iteration=None, name=None):
+        # seed None: lockstep's default seed (0), so runs are reproducible.
+        return self._new(self._ds.shuffle(buffer_size, 0 if seed is None else seed,
+                                          True if reshuffle_each_iteration is None else reshuffle_each_iteration))
+
+    def batch(self, batch_size, drop_remainder=False, num_parallel_calls=None, deterministic=None, name=None):
+        return self._new(self._ds.batch(batch_size, drop_remainder))
+
+    def repeat(self, count=None, name=None):
+        return self._new(self._ds.repeat(-1 if count is None else count))
+
+    def take(self, count, name=None):
+        return self._new(self._ds.take(count))
+
+    def skip(self, count, name=None):
+        return self._new(self._ds.skip(count))
+
+    def shard(self, num_shards, index, name=None):
+        return self._new(self._ds.shard(num_shards, index))
+
+    def unbatch(self, name=None):
+        return self._new(self._ds.unbatch())
+
+    def concatenate(self, dataset, name=None):
+        return self._new(self._ds.concatenate(dataset._ds))
+
+    def cache(self, filename="", name=None):
+        return self._new(self._ds.cache(filename) if filename else self._ds.cache())
+
+    def prefetch(self, buffer_size, name=None):
+        return self._new(self._ds.prefetch(buffer_size))
+
+    def map(self, map_func, num_parallel_calls=None, deterministic=None, name=None):
+        raise NotImplementedError("lockstep does not support tf.data.Dataset.map with a Python function yet")
+
+    def cardinality(self):
+        return self._ds.cardinality()
+
+    def __iter__(self):
+        for element in self._ds:
+            yield tuple(element) if self._structure == "tuple" else element[0]
+
+    def as_numpy_iterator(self):
+        return iter(self)
+
+    def __getattr__(self, name):
+        if name.startswith("_"):
+            raise AttributeError(name)
+        raise AttributeError(f"lockstep does not support tf.data.Dataset.{name} yet")
+

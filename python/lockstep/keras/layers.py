@@ -1,0 +1,136 @@
+"""keras.layers: every layer class lockstep's C++ layer registry has, made from Keras' arguments.
+
+The table below gives, for each class, Keras' positional arguments and the defaults of its
+signature (keras.layers.X.__init__); the C++ layer's from_config takes the full config and refuses
+a value it cannot take, and the binding refuses an argument the layer does not have. A class the
+registry has but this table lacks (a newly added layer) is still reachable with keyword arguments.
+"""
+import json
+
+from .. import _lockstep
+from .._support import unsupported_getattr
+
+_unsupported = unsupported_getattr("tf.keras.layers")
+
+_IMAGE = {"data_format": None}
+_CONV = {"strides": (1, 1), "padding": "valid", "dilation_rate": (1, 1), "activation": None, "use_bias": True,
+         "bias_initializer": "zeros", **_IMAGE}
+_POOL = {"pool_size": (2, 2), "strides": None, "padding": "valid", **_IMAGE}
+_NORM = {"axis": -1, "epsilon": 1e-3, "center": True, "scale": True, "beta_initializer": "zeros",
+         "gamma_initializer": "ones"}
+
+# class name: (positional argument names, Keras' defaults)
+_SIGNATURES = {
+    "Dense": (("units", "activation"), {"activation": None, "use_bias": True,
+                                        "kernel_initializer": "glorot_uniform", "bias_initializer": "zeros"}),
+    "Dropout": (("rate", "noise_shape", "seed"), {"noise_shape": None, "seed": None}),
+    "Activation": (("activation",), {}),
+    "Flatten": (("data_format",), dict(_IMAGE)),
+    "Reshape": (("target_shape",), {}),
+    "Conv2D": (("filters", "kernel_size", "strides", "padding"),
+               {**_CONV, "groups": 1, "kernel_initializer": "glorot_uniform"}),
+    "DepthwiseConv2D": (("kernel_size", "strides", "padding", "depth_multiplier"),
+                        {**_CONV, "depth_multiplier": 1, "depthwise_initializer": "glorot_uniform"}),
+    "MaxPooling2D": (("pool_size", "strides", "padding"), dict(_POOL)),
+    "AveragePooling2D": (("pool_size", "strides", "padding"), dict(_POOL)),
+    "GlobalAveragePooling2D": (("data_format", "keepdims"), {**_IMAGE, "keepdims": False}),
+    "ZeroPadding2D": (("padding",), {"padding": (1, 1), **_IMAGE}),
+    "Rescaling": (("scale", "offset"), {"offset": 0.0}),
+    "BatchNormalization": (("axis", "momentum", "epsilon"),
+                           {**_NORM, "momentum": 0.99, "moving_mean_initializer": "zeros",
+                            "moving_variance_initializer": "ones"}),
+    "LayerNormalization": (("axis", "epsilon"), dict(_NORM)),
+    "Add": ((), {}),
+}
+
+
+def _jsonable(value):
+    if isinstance(value, tuple):
+        return [_jsonable(v) for v in value]
+    if hasattr(value, "item"):  # NumPy scalars
+        return value.item()
+    return value
+
+
+class Layer:
+    """A lockstep layer (lockstep._lockstep.Layer) with the input shape Keras lets a first layer declare."""
+
+    def __init__(self, layer, input_shape=None):
+        self._layer = layer
+        self._input_shape = None if input_shape is None else tuple(input_shape)
+
+    @property
+    def name(self):
+        return self._layer.name
+
+    def get_config(self):
+        return json.loads(self._layer.get_config())
+
+    def __call__(self, *args, **kwargs):
+        raise NotImplementedError(f"lockstep's Python package does not support calling layers (the functional API) "
+                                  f"yet: keras.layers.{self._layer.class_name} can only go into a keras.Sequential")
+
+    def __repr__(self):
+        return f"<lockstep.keras.layers.{self._layer.class_name} name={self.name}>"
+
+
+def _layer_class(class_name):
+    positional, defaults = _SIGNATURES.get(class_name, ((), {}))
+
+    def make(*args, **kwargs):
+        if len(args) > len(positional):
+            raise TypeError(f"keras.layers.{class_name} takes at most {len(positional)} positional arguments "
+                            f"({', '.join(positional)}), got {len(args)}")
+        for name, value in zip(positional, args):
+            if name in kwargs:
+                raise TypeError(f"keras.layers.{class_name} got two values for argument '{name}'")
+            kwargs[name] = value
+        input_shape = kwargs.pop("input_shape", None)
+        config = {**defaults, **kwargs}
+        config.setdefault("name", "")
+        if config.get("activation", "") is None:
+            config["activation"] = "linear"
+        for key in ("kernel_initializer", "bias_initializer", "depthwise_initializer"):
+            if config.get(key) is not None and not isinstance(config[key], str):
+                raise ValueError(f"keras.layers.{class_name}: lockstep takes {key} by name only "
+                                 f"(e.g. 'glorot_uniform'), not {config[key]!r}")
+        missing = [name for name in positional if name not in config]
+        if config.get("strides", "") is None:  # pooling: strides default to pool_size
+            del config["strides"]
+        if missing:
+            raise TypeError(f"keras.layers.{class_name} missing required argument '{missing[0]}'")
+        config = {k: _jsonable(v) for k, v in config.items()}
+        return Layer(_lockstep.make_layer(class_name, json.dumps(config)), input_shape)
+
+    make.__name__ = make.__qualname__ = class_name
+    make.__doc__ = f"keras.layers.{class_name}({', '.join(positional)}, ...) on lockstep's {class_name}."
+    return make
+
+
+class InputLayer(Layer):
+    """What keras.Input gives: the shape of one example (no batch dimension)."""
+
+    def __init__(self, shape=None, batch_size=None, dtype=None, name=None):
+        if shape is None:
+            raise TypeError("keras.Input needs shape=")
+        shape = tuple(int(d) for d in shape)
+        super().__init__(_lockstep.input_layer(list(shape)), shape)
+        self.shape = (None,) + shape
+
+
+def Input(shape=None, batch_size=None, dtype=None, name=None, **kwargs):  # noqa: N802 (Keras' name)
+    if kwargs:
+        raise ValueError(f"lockstep does not support the argument {next(iter(kwargs))} of keras.Input yet")
+    return InputLayer(shape, batch_size, dtype, name)
+
+
+def __getattr__(name):
+    if not name.startswith("_") and _lockstep.has_layer_class(name) and name != "InputLayer":
+        made = _layer_class(name)
+        globals()[name] = made
+        return made
+    return _unsupported(name)
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_lockstep.layer_class_names().split(", ")))

@@ -1,0 +1,212 @@
+"""keras.Model / keras.Sequential on lockstep's C++ models: compile, fit, evaluate, predict, save."""
+from .. import _lockstep, distribute
+from .._support import host_array, refuse_arguments
+from ..data import Dataset
+from . import callbacks as callbacks_module
+from . import losses, optimizers
+from .layers import Layer
+
+
+class History:
+    """keras.callbacks.History: .history maps each log name to its per-epoch values."""
+
+    def __init__(self, epoch, history, params, model):
+        self.epoch = list(epoch)
+        self.history = {k: list(v) for k, v in history.items()}
+        self.params = params
+        self.model = model
+
+
+def _verbose(verbose):
+    return -1 if verbose == "auto" else int(verbose)
+
+
+def _steps(steps):
+    return -1 if steps is None else int(steps)
+
+
+def _callbacks(callbacks, model):
+    return [callbacks_module.native(c, model) for c in (callbacks or [])]
+
+
+class Model:
+    """A lockstep model. Made inside a strategy's scope(), it trains on that strategy's replicas."""
+
+    def __init__(self, *args, **kwargs):
+        model = args[0] if len(args) == 1 and not kwargs else None
+        if not isinstance(model, _lockstep.Model):
+            raise NotImplementedError("lockstep's Python package does not support keras.Model(inputs, outputs) "
+                                      "(the functional API) or subclassing keras.Model yet; use keras.Sequential")
+        self._model = model
+        self._strategy = distribute.current_strategy()  # the C++ model refers to it: keep it alive
+
+    @property
+    def stop_training(self):
+        return self._model.stop_training
+
+    @stop_training.setter
+    def stop_training(self, value):
+        self._model.stop_training = bool(value)
+
+    @property
+    def name(self):
+        return self._model.name
+
+    @property
+    def layers(self):
+        return [Layer(layer) for layer in self._model.layers]
+
+    @property
+    def metrics_names(self):
+        return self._model.metrics_names
+
+    @property
+    def input_shape(self):
+        return tuple(None if d < 0 else d for d in self._model.input_shape)
+
+    @property
+    def output_shape(self):
+        return tuple(None if d < 0 else d for d in self._model.output_shape)
+
+    @property
+    def optimizer(self):
+        return self._model.optimizer
+
+    def build(self, input_shape):
+        self._model.build([-1 if d is None else int(d) for d in input_shape])
+
+    def summary(self, print_fn=None):
+        (print_fn or print)(self._model.summary())
+
+    def count_params(self):
+        return self._model.count_params()
+
+    def compile(self, optimizer="rmsprop", loss=None, loss_weights=None, metrics=None, weighted_metrics=None,
+                run_eagerly=False, steps_per_execution=1, jit_compile="auto", auto_scale_loss=True):
+        refuse_arguments("keras.Model.compile", loss_weights=loss_weights, weighted_metrics=weighted_metrics,
+                         run_eagerly=run_eagerly, steps_per_execution=None if steps_per_execution == 1 else
+                         steps_per_execution)
+        if loss is None:
+            raise ValueError("keras.Model.compile: lockstep needs a loss")
+        names = [m if isinstance(m, str) else getattr(m, "name", None) for m in (metrics or [])]
+        for given, name in zip(metrics or [], names):
+            if not isinstance(name, str):
+                raise ValueError(f"keras.Model.compile: lockstep takes metrics by name or as keras.metrics "
+                                 f"objects, not {given!r}")
+        self._model.compile(optimizers.get(optimizer), losses.get(loss), names)
+
+    def _dataset(self, x, y, batch_size, what):
+        if isinstance(x, Dataset):
+            if y is not None:
+                raise ValueError(f"{what}: y must not be given when x is a tf.data.Dataset (it yields (x, y))")
+            return x._ds
+        if y is None:
+            raise ValueError(f"{what}: y is missing (lockstep trains on (x, y) arrays or a tf.data.Dataset)")
+        return Dataset.from_tensor_slices((x, y)).batch(batch_size or 32)._ds
+
+    def fit(self, x=None, y=None, batch_size=None, epochs=1, verbose="auto", callbacks=None, validation_split=0.0,
+            validation_data=None, shuffle=True, class_weight=None, sample_weight=None, initial_epoch=0,
+            steps_per_epoch=None, validation_steps=None, validation_batch_size=None, validation_freq=1):
+        refuse_arguments("keras.Model.fit", class_weight=class_weight, sample_weight=sample_weight,
+                         validation_freq=None if validation_freq == 1 else validation_freq)
+        o = _lockstep.Model.FitOptions()
+        o.epochs = int(epochs)
+        o.steps_per_epoch = _steps(steps_per_epoch)
+        o.batch_size = int(batch_size or 32)
+        o.validation_split = float(validation_split)
+        o.validation_steps = _steps(validation_steps)
+        o.shuffle = bool(shuffle)
+        o.initial_epoch = int(initial_epoch)
+        o.verbose = _verbose(verbose)
+        o.callbacks = _callbacks(callbacks, self)
+        if validation_data is not None:
+            if isinstance(validation_data, Dataset):
+                o.validation_data = validation_data._ds
+            else:
+                vx, vy = validation_data[:2]
+                o.validation_data = self._dataset(vx, vy, validation_batch_size or batch_size, "keras.Model.fit")
+        if isinstance(x, Dataset):
+            epoch, history = self._model.fit_dataset(self._dataset(x, y, batch_size, "keras.Model.fit"), o)
+        else:
+            if y is None:
+                raise ValueError("keras.Model.fit: y is missing (lockstep trains on (x, y) arrays or a "
+                                 "tf.data.Dataset)")
+            epoch, history = self._model.fit_arrays(host_array(x, "keras.Model.fit x"),
+                                                    host_array(y, "keras.Model.fit y"), o)
+        params = {"epochs": o.epochs, "steps": None if o.steps_per_epoch < 0 else o.steps_per_epoch,
+                  "verbose": o.verbose}
+        self.history = History(epoch, history, params, self)
+        return self.history
+
+    def evaluate(self, x=None, y=None, batch_size=None, verbose="auto", sample_weight=None, steps=None,
+                 callbacks=None, return_dict=False):
+        refuse_arguments("keras.Model.evaluate", sample_weight=sample_weight)
+        verbose = 1 if verbose == "auto" else int(verbose)
+        if isinstance(x, Dataset):
+            logs = self._model.evaluate_dataset(self._dataset(x, y, batch_size, "keras.Model.evaluate"),
+                                                _steps(steps), verbose, _callbacks(callbacks, self))
+        else:
+            if y is None:
+                raise ValueError("keras.Model.evaluate: y is missing")
+            logs = self._model.evaluate_arrays(host_array(x, "keras.Model.evaluate x"),
+                                               host_array(y, "keras.Model.evaluate y"), int(batch_size or 32),
+                                               _steps(steps), verbose, _callbacks(callbacks, self))
+        if return_dict:
+            return dict(logs)
+        values = [logs[name] for name in self.metrics_names if name in logs]
+        return values[0] if len(values) == 1 else values
+
+    def predict(self, x, batch_size=None, verbose="auto", steps=None, callbacks=None):
+        refuse_arguments("keras.Model.predict", callbacks=callbacks or None)
+        if isinstance(x, Dataset):
+            return self._model.predict_dataset(x._ds, _steps(steps))
+        return self._model.predict_arrays(host_array(x, "keras.Model.predict x"), int(batch_size or 32),
+                                          _steps(steps))
+
+    def __call__(self, *args, **kwargs):
+        raise NotImplementedError("lockstep's Python package does not support calling a model yet (use predict)")
+
+    def save(self, filepath, overwrite=True, **kwargs):
+        """A path ending in .keras: a Keras 3 archive; another: lockstep's saved-model folder."""
+        refuse_arguments("keras.Model.save", **kwargs)
+        self._model.save(str(filepath))
+
+    def save_weights(self, filepath, overwrite=True):
+        self._model.save_weights(str(filepath))
+
+    def load_weights(self, filepath, skip_mismatch=False):
+        refuse_arguments("keras.Model.load_weights", skip_mismatch=skip_mismatch)
+        self._model.load_weights(str(filepath))
+
+    def __getattr__(self, name):
+        if name.startswith("_"):
+            raise AttributeError(name)
+        raise AttributeError(f"lockstep does not support tf.keras.Model.{name} yet")
+
+
+class Sequential(Model):
+    """keras.Sequential: a stack of layers. A first keras.Input, or a first layer given input_shape=,
+    builds it at once (shape mismatches are reported here, not in fit)."""
+
+    def __init__(self, layers=None, name=None, trainable=True):
+        refuse_arguments("keras.Sequential", trainable=None if trainable else True)
+        native = []
+        for i, layer in enumerate(layers or []):
+            if not isinstance(layer, Layer):
+                raise ValueError(f"keras.Sequential: item {i} is not a lockstep layer: {layer!r}")
+            if i == 0 and layer._input_shape is not None and layer._layer.class_name != "InputLayer":
+                native.append(_lockstep.input_layer(list(layer._input_shape)))
+            native.append(layer._layer)
+        super().__init__(_lockstep.sequential(native, name or "sequential"))
+
+    def add(self, layer):
+        if not isinstance(layer, Layer):
+            raise ValueError(f"keras.Sequential.add: not a lockstep layer: {layer!r}")
+        if not self._model.layers and layer._input_shape is not None and layer._layer.class_name != "InputLayer":
+            _lockstep.sequential_add(self._model, _lockstep.input_layer(list(layer._input_shape)))
+        _lockstep.sequential_add(self._model, layer._layer)
+
+
+def load_model(filepath, custom_objects=None, compile=True, safe_mode=True):  # noqa: A002 (Keras' name)
+    refuse_arguments("keras.models.load_model", custom_objects=custom_objects)
+    return Model(_lockstep.load_model(str(filepath)))

@@ -1,0 +1,59 @@
+"""keras.optimizers: SGD, Adam and AdamW on lockstep's optimizers."""
+import json
+
+from .. import _lockstep
+from .._support import refuse_arguments, unsupported_getattr
+
+__getattr__ = unsupported_getattr("tf.keras.optimizers")
+
+
+class Optimizer:
+    def __init__(self, class_name, learning_rate, clipnorm=None, clipvalue=None, global_clipnorm=None, **rule):
+        if not isinstance(learning_rate, (int, float)):
+            raise ValueError(f"lockstep does not support a learning_rate of type {type(learning_rate).__name__} "
+                             f"in Python yet (a number only)")
+        config = {"learning_rate": float(learning_rate), "clipnorm": clipnorm, "clipvalue": clipvalue,
+                  "global_clipnorm": global_clipnorm, **rule}
+        self._optimizer = _lockstep.make_optimizer(class_name, json.dumps(config))
+
+    @property
+    def learning_rate(self):
+        return self._optimizer.learning_rate
+
+
+class SGD(Optimizer):
+    def __init__(self, learning_rate=0.01, momentum=0.0, nesterov=False, weight_decay=None, clipnorm=None,
+                 clipvalue=None, global_clipnorm=None, use_ema=False, name="SGD", **kwargs):
+        refuse_arguments("keras.optimizers.SGD", weight_decay=weight_decay, use_ema=use_ema, **kwargs)
+        super().__init__("SGD", learning_rate, clipnorm, clipvalue, global_clipnorm, momentum=momentum,
+                         nesterov=nesterov)
+
+
+class Adam(Optimizer):
+    def __init__(self, learning_rate=0.001, beta_1=0.9, beta_2=0.999, epsilon=1e-7, amsgrad=False, weight_decay=None,
+                 clipnorm=None, clipvalue=None, global_clipnorm=None, use_ema=False, name="adam", **kwargs):
+        refuse_arguments("keras.optimizers.Adam", amsgrad=amsgrad, weight_decay=weight_decay, use_ema=use_ema,
+                         **kwargs)
+        super().__init__("Adam", learning_rate, clipnorm, clipvalue, global_clipnorm, beta_1=beta_1, beta_2=beta_2,
+                         epsilon=epsilon)
+
+
+class AdamW(Optimizer):
+    def __init__(self, learning_rate=0.001, weight_decay=0.004, beta_1=0.9, beta_2=0.999, epsilon=1e-7,
+                 amsgrad=False, clipnorm=None, clipvalue=None, global_clipnorm=None, use_ema=False, name="adamw",
+                 **kwargs):
+        refuse_arguments("keras.optimizers.AdamW", amsgrad=amsgrad, use_ema=use_ema, **kwargs)
+        super().__init__("AdamW", learning_rate, clipnorm, clipvalue, global_clipnorm, weight_decay=weight_decay,
+                         beta_1=beta_1, beta_2=beta_2, epsilon=epsilon)
+
+
+_BY_NAME = {"sgd": SGD, "adam": Adam, "adamw": AdamW}
+
+
+def get(identifier):
+    """The native optimizer for a keras.optimizers object or a name ("adam")."""
+    if isinstance(identifier, Optimizer):
+        return identifier._optimizer
+    if isinstance(identifier, str) and identifier.lower() in _BY_NAME:
+        return _BY_NAME[identifier.lower()]()._optimizer
+    raise ValueError(f"lockstep does not support the optimizer {identifier!r} yet (it has SGD, Adam, AdamW)")

@@ -1,0 +1,287 @@
+// keras: layers (made through lockstep's layer registry from Keras-style arguments), Sequential,
+// optimizers, losses, callbacks, compile / fit / evaluate / predict, and saved models.
+#include <nanobind/stl/map.h>
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/shared_ptr.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+#include <nlohmann/json.hpp>
+
+#include "arrays.hpp"
+#include "interrupt.hpp"
+#include "lockstep/layers/core_layers.hpp"
+#include "lockstep/layers/initializers.hpp"
+#include "lockstep/layers/layer_registry.hpp"
+#include "lockstep/training/callbacks.hpp"
+#include "lockstep/training/saved_model.hpp"
+#include "lockstep/training/sequential.hpp"
+
+namespace lockstep::python {
+
+namespace {
+using nlohmann::json;
+using ModelPtr = std::shared_ptr<Model>;
+
+// keras.layers.<class_name>(**config): the registered class's from_config, then every argument
+// given is checked to be one the layer has (its get_config()) or one Keras has that lockstep
+// fixes (keras_fixed: given as that value, or null), so that no argument is silently ignored.
+layers::LayerPtr make_layer(const std::string& class_name, const std::string& config_text) {
+  const auto cls = layers::find_layer_class(class_name);
+  if (!cls) throw ValueError("lockstep does not support keras.layers." + class_name + " yet (it has " +
+                             layers::layer_class_names() + ")");
+  const json given = json::parse(config_text);
+  layers::LayerPtr layer;
+  try {
+    layer = cls->from_config(given);
+  } catch (const json::exception& e) {
+    throw ValueError("keras.layers." + class_name + ": " + e.what());
+  }
+  const json made = layer->get_config();
+  for (const auto& [key, value] : given.items()) {
+    if (made.contains(key)) continue;
+    if (cls->keras_fixed.contains(key)) {
+      if (value.is_null() || value == cls->keras_fixed.at(key)) continue;
+      throw ValueError("keras.layers." + class_name + ": lockstep supports only " + key + "=" +
+                       cls->keras_fixed.at(key).dump() + ", not " + value.dump());
+    }
+    if (value.is_null()) continue;  // Keras' "off"
+    throw ValueError("keras.layers." + class_name + ": lockstep does not support the argument " + key + " yet");
+  }
+  return layer;
+}
+
+optimizers::OptimizerPtr make_optimizer(const std::string& class_name, const std::string& config_text) {
+  const json c = json::parse(config_text);
+  auto common = [&](optimizers::OptimizerOptions& o) {
+    o.learning_rate = c.value("learning_rate", o.learning_rate);
+    if (c.contains("clipnorm") && !c["clipnorm"].is_null()) o.clipnorm = c["clipnorm"].get<double>();
+    if (c.contains("global_clipnorm") && !c["global_clipnorm"].is_null())
+      o.global_clipnorm = c["global_clipnorm"].get<double>();
+    if (c.contains("clipvalue") && !c["clipvalue"].is_null()) o.clipvalue = c["clipvalue"].get<double>();
+  };
+  auto adam = [&](optimizers::AdamOptions& o) {
+    common(o);
+    o.beta_1 = c.value("beta_1", o.beta_1);
+    o.beta_2 = c.value("beta_2", o.beta_2);
+    o.epsilon = c.value("epsilon", o.epsilon);
+  };
+  if (class_name == "SGD") {
+    optimizers::SGDOptions o;
+    common(o);
+    o.momentum = c.value("momentum", o.momentum);
+    o.nesterov = c.value("nesterov", o.nesterov);
+    return optimizers::SGD(o);
+  }
+  if (class_name == "Adam") {
+    optimizers::AdamOptions o;
+    adam(o);
+    return optimizers::Adam(o);
+  }
+  if (class_name == "AdamW") {
+    optimizers::AdamWOptions o;
+    adam(o);
+    o.weight_decay = c.value("weight_decay", o.weight_decay);
+    return optimizers::AdamW(o);
+  }
+  throw ValueError("lockstep does not support keras.optimizers." + class_name + " yet (it has SGD, Adam, AdamW)");
+}
+
+losses::LossPtr make_loss(const std::string& name, bool from_logits) {
+  if (name == "sparse_categorical_crossentropy") return losses::SparseCategoricalCrossentropy({from_logits});
+  if (name == "categorical_crossentropy") return losses::CategoricalCrossentropy({from_logits});
+  if (name == "binary_crossentropy") return losses::BinaryCrossentropy({from_logits});
+  LOCKSTEP_CHECK(!from_logits, "loss '", name, "' has no from_logits argument");
+  return losses::get(name);
+}
+
+nb::dict history_dict(const History& h) {
+  nb::dict d;
+  for (const auto& [key, values] : h.history) d[key.c_str()] = nb::cast(values);
+  return d;
+}
+
+// A Python keras.callbacks.Callback subclass: fit's hooks call its methods with the GIL held
+// (fit runs with it released); an exception it raises ends fit and reaches the caller.
+class PythonCallback final : public Callback {
+ public:
+  explicit PythonCallback(nb::object callback) : callback_(std::move(callback)) {}
+  ~PythonCallback() override {
+    nb::gil_scoped_acquire acquire;
+    callback_.reset();
+  }
+  void on_train_begin(const Logs& logs) override { call("on_train_begin", logs); }
+  void on_train_end(const Logs& logs) override { call("on_train_end", logs); }
+  void on_epoch_begin(int epoch, const Logs& logs) override { call("on_epoch_begin", logs, epoch); }
+  void on_epoch_end(int epoch, const Logs& logs) override { call("on_epoch_end", logs, epoch); }
+  void on_train_batch_begin(std::int64_t batch, const Logs& logs) override {
+    call("on_train_batch_begin", logs, batch);
+  }
+  void on_train_batch_end(std::int64_t batch, const Logs& logs) override { call("on_train_batch_end", logs, batch); }
+
+ private:
+  void call(const char* hook, const Logs& logs, std::optional<std::int64_t> index = std::nullopt) {
+    nb::gil_scoped_acquire acquire;
+    nb::dict d;
+    for (const auto& [key, value] : logs) d[key.c_str()] = value;
+    if (index) {
+      callback_.attr(hook)(*index, d);
+    } else {
+      callback_.attr(hook)(d);
+    }
+  }
+  nb::object callback_;
+};
+
+void bind_callbacks(nb::module_& m) {
+  nb::class_<Callback>(m, "Callback");
+  m.def("python_callback", [](nb::object callback) {
+    return CallbackPtr(std::make_shared<PythonCallback>(std::move(callback)));
+  });
+  m.def("model_checkpoint", [](std::string filepath, std::string monitor, int verbose, bool save_best_only,
+                               bool save_weights_only, std::string mode, std::int64_t save_freq_batches) {
+    return CallbackPtr(std::make_shared<ModelCheckpoint>(ModelCheckpointOptions{
+        .filepath = std::move(filepath), .monitor = std::move(monitor), .verbose = verbose,
+        .save_best_only = save_best_only, .save_weights_only = save_weights_only, .mode = std::move(mode),
+        .save_freq = {save_freq_batches}}));
+  });
+  m.def("tensorboard", [](std::string log_dir, int histogram_freq, std::int64_t update_freq_batches, bool write_graph) {
+    return CallbackPtr(std::make_shared<TensorBoard>(TensorBoardOptions{.log_dir = std::move(log_dir),
+                                                                        .histogram_freq = histogram_freq,
+                                                                        .update_freq = {update_freq_batches},
+                                                                        .write_model_summary = write_graph}));
+  });
+  m.def("early_stopping", [](std::string monitor, double min_delta, int patience, int verbose, std::string mode,
+                             std::optional<double> baseline, bool restore_best_weights, int start_from_epoch) {
+    return CallbackPtr(std::make_shared<EarlyStopping>(EarlyStoppingOptions{
+        .monitor = std::move(monitor), .min_delta = min_delta, .patience = patience, .verbose = verbose,
+        .mode = std::move(mode), .baseline = baseline, .restore_best_weights = restore_best_weights,
+        .start_from_epoch = start_from_epoch}));
+  });
+  m.def("backup_and_restore", [](std::string backup_dir, std::int64_t save_freq_batches, bool delete_checkpoint) {
+    return CallbackPtr(std::make_shared<BackupAndRestore>(BackupAndRestoreOptions{
+        .backup_dir = std::move(backup_dir), .save_freq = {save_freq_batches}, .delete_checkpoint = delete_checkpoint}));
+  });
+  m.def("csv_logger", [](std::string filename, std::string separator, bool append) {
+    LOCKSTEP_CHECK(separator.size() == 1, "CSVLogger: separator must be one character, not '", separator, "'");
+    return CallbackPtr(std::make_shared<CSVLogger>(std::move(filename), separator[0], append));
+  });
+}
+
+void bind_fit(nb::class_<Model>& model) {
+  nb::class_<FitOptions>(model, "FitOptions")
+      .def(nb::init<>())
+      .def_rw("epochs", &FitOptions::epochs)
+      .def_rw("steps_per_epoch", &FitOptions::steps_per_epoch)
+      .def_rw("batch_size", &FitOptions::batch_size)
+      .def_rw("validation_data", &FitOptions::validation_data)
+      .def_rw("validation_split", &FitOptions::validation_split)
+      .def_rw("validation_steps", &FitOptions::validation_steps)
+      .def_rw("shuffle", &FitOptions::shuffle)
+      .def_rw("initial_epoch", &FitOptions::initial_epoch)
+      .def_rw("verbose", &FitOptions::verbose)
+      .def_rw("callbacks", &FitOptions::callbacks);
+  // The GIL is released while C++ trains, evaluates or predicts: callbacks are C++ objects.
+  // Ctrl-C stops fit at a step boundary (StopOnSigint) and raises KeyboardInterrupt.
+  model
+      .def("fit_dataset", [](Model& m, const data::Dataset& ds, const FitOptions& o) {
+        const StopOnSigint stop_on_sigint;
+        nb::gil_scoped_release release;
+        const History h = m.fit(ds, o);
+        nb::gil_scoped_acquire acquire;
+        return nb::make_tuple(h.epoch, history_dict(h));
+      })
+      .def("fit_arrays", [](Model& m, const HostArray& x, const HostArray& y, const FitOptions& o) {
+        const Tensor tx = tensor_from_array(x, "fit x"), ty = tensor_from_array(y, "fit y");
+        const StopOnSigint stop_on_sigint;
+        nb::gil_scoped_release release;
+        const History h = m.fit(tx, ty, o);
+        nb::gil_scoped_acquire acquire;
+        return nb::make_tuple(h.epoch, history_dict(h));
+      })
+      .def("evaluate_dataset", [](Model& m, const data::Dataset& ds, std::int64_t steps, int verbose,
+                                  const std::vector<CallbackPtr>& callbacks) {
+        nb::gil_scoped_release release;
+        return m.evaluate(ds, EvaluateOptions{.steps = steps, .verbose = verbose, .callbacks = callbacks});
+      })
+      .def("evaluate_arrays", [](Model& m, const HostArray& x, const HostArray& y, std::int64_t batch_size,
+                                 std::int64_t steps, int verbose, const std::vector<CallbackPtr>& callbacks) {
+        const Tensor tx = tensor_from_array(x, "evaluate x"), ty = tensor_from_array(y, "evaluate y");
+        nb::gil_scoped_release release;
+        return m.evaluate(tx, ty, EvaluateOptions{.batch_size = batch_size, .steps = steps, .verbose = verbose,
+                                                  .callbacks = callbacks});
+      })
+      .def("predict_dataset", [](Model& m, const data::Dataset& ds, std::int64_t steps) {
+        Tensor out;
+        {
+          nb::gil_scoped_release release;
+          out = m.predict(ds, PredictOptions{.steps = steps});
+        }
+        return array_from_tensor(out);
+      })
+      .def("predict_arrays", [](Model& m, const HostArray& x, std::int64_t batch_size, std::int64_t steps) {
+        const Tensor tx = tensor_from_array(x, "predict x");
+        Tensor out;
+        {
+          nb::gil_scoped_release release;
+          out = m.predict(tx, PredictOptions{.batch_size = batch_size, .steps = steps});
+        }
+        return array_from_tensor(out);
+      });
+}
+}  // namespace
+
+void bind_model(nb::module_& m) {
+  nb::class_<layers::Layer>(m, "Layer")
+      .def_prop_ro("name", &layers::Layer::name)
+      .def_prop_ro("class_name", &layers::Layer::class_name)
+      .def("get_config", [](const layers::Layer& l) { return l.get_config().dump(); });
+  m.def("make_layer", &make_layer, nb::arg("class_name"), nb::arg("config_json"));
+  m.def("input_layer", [](const std::vector<std::int64_t>& shape) { return layers::Input(Shape(shape)); });
+  m.def("layer_class_names", &layers::layer_class_names);
+  m.def("has_layer_class", [](const std::string& name) { return layers::find_layer_class(name).has_value(); });
+
+  nb::class_<optimizers::Optimizer>(m, "Optimizer")
+      .def_prop_ro("learning_rate", &optimizers::Optimizer::current_learning_rate);
+  m.def("make_optimizer", &make_optimizer, nb::arg("class_name"), nb::arg("config_json"));
+  nb::class_<losses::Loss>(m, "Loss").def_prop_ro("name", &losses::Loss::name);
+  m.def("make_loss", &make_loss, nb::arg("name"), nb::arg("from_logits") = false);
+  bind_callbacks(m);
+
+  auto model = nb::class_<Model>(m, "Model");
+  model.def_prop_ro("name", &Model::name)
+      .def_prop_ro("built", &Model::built)
+      .def_prop_ro("compiled", &Model::compiled)
+      .def_prop_ro("layers", [](const Model& mo) { return mo.layers(); })
+      .def_prop_ro("metrics_names", [](const Model& mo) {
+        std::vector<std::string> names{"loss"};
+        for (const auto& metric : mo.metrics()) names.push_back(metric->name());
+        return names;
+      })
+      .def_prop_ro("input_shape", [](const Model& mo) { return mo.input_shape().dims(); })
+      .def_prop_ro("output_shape", [](const Model& mo) { return mo.output_shape().dims(); })
+      .def_prop_ro("optimizer", &Model::optimizer)
+      .def_rw("stop_training", &Model::stop_training)
+      .def("build", [](Model& mo, const std::vector<std::int64_t>& shape) { mo.build(Shape(shape)); })
+      .def("summary", &Model::summary)
+      .def("count_params", &Model::count_params)
+      .def("set_seed", &Model::set_seed)
+      .def("compile", [](Model& mo, const optimizers::OptimizerPtr& opt, const losses::LossPtr& loss,
+                         std::vector<std::string> metrics) { mo.compile(opt, loss, std::move(metrics)); })
+      .def("save", [](Model& mo, const std::string& path) { save_model(mo, path); })
+      .def("save_weights", [](const Model& mo, const std::string& path) { save_weights(mo, path); })
+      .def("load_weights", [](Model& mo, const std::string& path) { load_weights(mo, path); });
+  bind_fit(model);
+
+  m.def("sequential", [](const std::vector<layers::LayerPtr>& layers, const std::string& name) {
+    return ModelPtr(std::make_shared<Sequential>(layers, name));
+  });
+  m.def("sequential_add", [](Model& mo, const layers::LayerPtr& layer) {
+    auto* seq = dynamic_cast<Sequential*>(&mo);
+    LOCKSTEP_CHECK(seq != nullptr, "add: model '", mo.name(), "' is not a Sequential");
+    seq->add(layer);
+  });
+  m.def("load_model", [](const std::string& path) { return ModelPtr(load_model(path)); });
+  m.def("set_random_seed", &set_random_seed, nb::arg("seed"));
+}
+
+}  // namespace lockstep::python

@@ -1,0 +1,33 @@
+#include "interrupt.hpp"
+
+#include <nanobind/nanobind.h>
+
+#include "lockstep/training/preemption.hpp"
+
+namespace lockstep::python {
+
+namespace {
+extern "C" void request_stop_on_signal(int signal) { training::request_stop(signal); }
+
+// Python handles signals on its main thread only; a fit started elsewhere leaves them alone.
+bool on_python_main_thread() {
+  namespace nb = nanobind;
+  const nb::module_ threading = nb::module_::import_("threading");
+  return threading.attr("main_thread")().attr("ident").equal(threading.attr("get_ident")());
+}
+}  // namespace
+
+StopOnSigint::StopOnSigint() {
+  training::clear_stop_request();
+  if (!on_python_main_thread()) return;
+  struct sigaction action {};
+  action.sa_handler = &request_stop_on_signal;
+  sigemptyset(&action.sa_mask);
+  installed_ = sigaction(SIGINT, &action, &previous_) == 0;
+}
+
+StopOnSigint::~StopOnSigint() {
+  if (installed_) sigaction(SIGINT, &previous_, nullptr);
+}
+
+}  // namespace lockstep::python
