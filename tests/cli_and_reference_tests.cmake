@@ -75,6 +75,15 @@ add_test(NAME flagship.custom_loop_example_accuracy_at_least_0975
          COMMAND bash -c "out=$(\"$0\") || exit 1; echo \"$out\"; acc=$(echo \"$out\" | tail -1 | sed -n 's/.*Test Accuracy: \\([0-9.]*\\).*/\\1/p'); awk -v a=\"$acc\" 'BEGIN { exit !(a >= 0.975) }'"
                  $<TARGET_FILE:custom_loop>)
 set_tests_properties(flagship.custom_loop_example_accuracy_at_least_0975 PROPERTIES TIMEOUT 900 RUN_SERIAL TRUE)
+# The same program on 1 and 2 emulated GPUs (gpu.emulated in tests/CMakeLists.txt says why): the
+# variables live on the GPUs from the scope on, and model(x_test) on host data runs there.
+foreach(_gpus IN ITEMS 1 2)
+  add_test(NAME gpu.emulated_custom_loop_on_${_gpus}_gpus_accuracy_at_least_097
+           COMMAND bash -c "out=$(\"$0\" 5) || exit 1; echo \"$out\"; echo \"$out\" | grep -q \"^Number of devices: $1$\" || exit 1; acc=$(echo \"$out\" | tail -1 | sed -n 's/.*Test Accuracy: \\([0-9.]*\\).*/\\1/p'); awk -v a=\"$acc\" 'BEGIN { exit !(a >= 0.97) }'"
+                   $<TARGET_FILE:custom_loop> ${_gpus})
+  set_tests_properties(gpu.emulated_custom_loop_on_${_gpus}_gpus_accuracy_at_least_097
+                       PROPERTIES TIMEOUT 600 ENVIRONMENT LOCKSTEP_EMULATED_GPUS=${_gpus})
+endforeach()
 endif()
 add_test(NAME flagship.mnist_on_2_cpu_devices_accuracy_at_least_0975
          COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/cli/check_metrics.sh 0.975 ${_cli} train --devices cpu:2)
