@@ -35,11 +35,11 @@ fi
 data_dir="${LOCKSTEP_DATA_DIR:-$HOME/.lockstep/datasets}"
 if [[ -x "$dir/bin/gpu_tests" ]]; then
   bin="$dir/bin"; gpu_tests="$bin/gpu_tests"; backend_tests="$bin/backend_tests"; gpu_bench="$bin/gpu_bench"
-  cli="$bin/lockstep"
+  cli="$bin/lockstep"; custom_loop="$bin/custom_loop"
   [[ -d "$dir/data/mnist" ]] && data_dir="$(cd "$dir/data" && pwd)"
 elif [[ -x "$dir/tests/gpu_tests" ]]; then
   gpu_tests="$dir/tests/gpu_tests"; backend_tests="$dir/tests/backend_tests"; gpu_bench="$dir/bin/gpu_bench"
-  cli="$dir/bin/lockstep"
+  cli="$dir/bin/lockstep"; custom_loop="$dir/bin/custom_loop"
 else
   echo "gpu_check: no gpu_tests under $dir: run scripts/gpu_bundle.sh where nvcc is and carry gpu-bundle/," >&2
   echo "gpu_check: or build here (scripts/build.sh) when this machine has the CUDA toolkit" >&2
@@ -126,6 +126,11 @@ if [[ -x "$cli" && -f "$data_dir/mnist/train-images-idx3-ubyte.gz" ]]; then
     _ "$runs" "${with_libs[@]}" "$cli" train --devices gpu:0 --no-tensorboard
   phase cnn_accuracy 60 tests/cli/check_metrics.sh 0.99 "${with_libs[@]}" "$cli" train --model cnn --devices gpu:0x2 --epochs 5 \
     --global-batch-size 64 --learning-rate 2e-3 --no-tensorboard --logdir "$runs/cnn"
+  # The seeds' custom loop (examples/custom_loop.cpp, every GPU): variables on the GPU from the scope
+  # on, model(x_test) on host data after each epoch; >= 0.97 as on emulated GPUs in CI (issue 42).
+  phase custom_loop 90 bash -c 'out="$("$@" 5)" || { echo "$out"; exit 1; }; echo "$out"
+      acc="$(tail -1 <<<"$out" | sed -n "s/.*Test Accuracy: \([0-9.]*\).*/\1/p")"; awk -v a="$acc" "BEGIN { exit !(a >= 0.97) }"' \
+    _ "${with_libs[@]}" "$custom_loop"
   # Weights written from the GPU (.keras and a lockstep folder), read back and run by predict.
   phase save_load 40 tests/gpu/save_and_predict.sh "$runs/save" gpu:0 "$py" "${with_libs[@]}" "$cli"
 else

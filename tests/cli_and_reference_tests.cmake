@@ -75,6 +75,15 @@ add_test(NAME flagship.custom_loop_example_accuracy_at_least_0975
          COMMAND bash -c "out=$(\"$0\") || exit 1; echo \"$out\"; acc=$(echo \"$out\" | tail -1 | sed -n 's/.*Test Accuracy: \\([0-9.]*\\).*/\\1/p'); awk -v a=\"$acc\" 'BEGIN { exit !(a >= 0.975) }'"
                  $<TARGET_FILE:custom_loop>)
 set_tests_properties(flagship.custom_loop_example_accuracy_at_least_0975 PROPERTIES TIMEOUT 900 RUN_SERIAL TRUE)
+# The same program on 1 and 2 emulated GPUs (gpu.emulated in tests/CMakeLists.txt says why): the
+# variables live on the GPUs from the scope on, and model(x_test) on host data runs there.
+foreach(_gpus IN ITEMS 1 2)
+  add_test(NAME gpu.emulated_custom_loop_on_${_gpus}_gpus_accuracy_at_least_097
+           COMMAND bash -c "out=$(\"$0\" 5) || exit 1; echo \"$out\"; echo \"$out\" | grep -q \"^Number of devices: $1$\" || exit 1; acc=$(echo \"$out\" | tail -1 | sed -n 's/.*Test Accuracy: \\([0-9.]*\\).*/\\1/p'); awk -v a=\"$acc\" 'BEGIN { exit !(a >= 0.97) }'"
+                   $<TARGET_FILE:custom_loop> ${_gpus})
+  set_tests_properties(gpu.emulated_custom_loop_on_${_gpus}_gpus_accuracy_at_least_097
+                       PROPERTIES TIMEOUT 600 ENVIRONMENT LOCKSTEP_EMULATED_GPUS=${_gpus})
+endforeach()
 endif()
 add_test(NAME flagship.mnist_on_2_cpu_devices_accuracy_at_least_0975
          COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/cli/check_metrics.sh 0.975 ${_cli} train --devices cpu:2)
@@ -265,6 +274,10 @@ add_test(NAME flagship.mixed_precision_within_0_3_points_of_float32
 set_tests_properties(flagship.mixed_precision_within_0_3_points_of_float32 PROPERTIES TIMEOUT 1500 RUN_SERIAL TRUE)
 add_test(NAME cli.unknown_policy_is_status_2
          COMMAND ${_expect} 2 "--policy: mixed_int8 not in" ${_cli} train --policy mixed_int8)
+# mixed_bfloat16 where bfloat16 GEMMs are widened to float32 says, once, that it is slower there.
+add_test(NAME cli.bf16_slower_notice_once_where_gemms_are_widened
+         COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/cli/bf16_notice.sh ${_cli} ${CMAKE_CURRENT_BINARY_DIR}/bf16_notice)
+set_tests_properties(cli.bf16_slower_notice_once_where_gemms_are_widened PROPERTIES TIMEOUT 300)
 
 # The bfloat16 GEMM through oneDNN's matmul (AVX512_BF16 machines use it by default): the GEMM
 # parity rows with it forced. Where oneDNN has no bf16 matmul it falls back, saying so.
@@ -408,6 +421,11 @@ if(LOCKSTEP_WITH_MPI)
   set_tests_properties(multi_worker.lost_worker_is_named_and_resume_is_bit_identical
                        multi_worker.lost_worker_is_named_over_mpi_messages PROPERTIES TIMEOUT 600 RUN_SERIAL TRUE)
   set_tests_properties(multi_worker.lost_worker_is_named_over_mpi_messages PROPERTIES ENVIRONMENT LOCKSTEP_WORKER_SHM=0)
+  # The "no GPU visible" notice is printed once per job (worker 0), not once per worker.
+  add_test(NAME multi_worker.no_gpu_notice_once_per_job
+           COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/cli/no_gpu_notice_once.sh ${_cli} ${_mpirun}
+                   ${CMAKE_CURRENT_BINARY_DIR}/mw-no-gpu-notice)
+  set_tests_properties(multi_worker.no_gpu_notice_once_per_job PROPERTIES TIMEOUT 300)
   # Workers started with other flags or data are refused on every rank, naming the flag; a rank
   # failing a start-up check stops the other at once (tests/cli/multi_worker_agree.sh).
   foreach(_case IN ITEMS learning_rate seed data failed_check run_directory_taken equal)

@@ -38,6 +38,7 @@
 #include "lockstep/tensor/tensor.hpp"
 #include "lockstep/training/applications.hpp"
 #include "lockstep/training/callback.hpp"
+#include "lockstep/training/callbacks.hpp"
 #include "lockstep/training/functional.hpp"
 #include "lockstep/training/model.hpp"
 #include "lockstep/training/preemption.hpp"

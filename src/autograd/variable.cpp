@@ -40,7 +40,11 @@ Variable::Variable(Tensor initial_value, const VariableOptions& o) : impl_(std::
   impl_->trainable = o.trainable;
   impl_->synchronization = on_read ? VariableSynchronization::kOnRead : VariableSynchronization::kOnWrite;
   impl_->aggregation = o.aggregation;
-  if (t_mirror && t_mirror->size() > 1) mirror(*t_mirror);
+  // Made where the strategy puts it (TF places variables at creation): a copy per replica, or
+  // one replica's device when it is not the host (a lone CPU replica shares the host's memory).
+  if (t_mirror && (t_mirror->size() > 1 ||
+                   (t_mirror->size() == 1 && context_device(*t_mirror->front()).kind != impl_->copies[0].device().kind)))
+    mirror(*t_mirror);
 }
 
 void Variable::mirror(const std::vector<ComputeContext*>& contexts) {

@@ -19,10 +19,19 @@ PerReplica<Tensor> on_host(const PerReplica<Tensor>& values) {
     out.push_back(values[r].device().kind == DeviceKind::kCpu ? values[r] : values[r].to(Device{}));
   return PerReplica<Tensor>(std::move(out));
 }
+
+// TF's axis for reduce and gather: one of replica 0's value's axes (negative: from the last).
+int value_axis(const char* what, const PerReplica<Tensor>& values, int axis) {
+  const int rank = static_cast<int>(values[0].rank());
+  LOCKSTEP_CHECK(rank >= 1 && axis >= -rank && axis < rank, "Strategy::", what, ": axis ", axis,
+                 " is out of range for replica 0's value of shape ", values[0].shape().str());
+  return axis < 0 ? axis + rank : axis;
+}
 }  // namespace
 
 Tensor Strategy::reduce(ReduceOp op, const PerReplica<Tensor>& replica_values, std::optional<int> axis) const {
   LOCKSTEP_CHECK(replica_values.size() > 0, "Strategy::reduce: no values");
+  if (axis) axis = value_axis("reduce", replica_values, *axis);
   if (num_workers_ > 1) return reduce_across_workers(op, replica_values, axis);
   const PerReplica<Tensor> values = on_host(replica_values);
   if (axis) {
@@ -46,9 +55,9 @@ Tensor Strategy::reduce(ReduceOp op, const PerReplica<Tensor>& replica_values, s
 
 Tensor Strategy::gather(const PerReplica<Tensor>& values, int axis) const {
   LOCKSTEP_CHECK(values.size() > 0, "Strategy::gather: no values");
-  LOCKSTEP_CHECK(axis == 0, "Strategy::gather: only axis 0 is supported, got ", axis);
-  if (num_workers_ > 1) return gather_across_workers(values);
-  return concat(on_host(values).values(), 0);
+  const int a = value_axis("gather", values, axis);
+  if (num_workers_ > 1) return gather_across_workers(values, a);
+  return concat(on_host(values).values(), a);
 }
 
 // Across workers the replicas' values travel through the strategy's own collective group, so
@@ -81,50 +90,57 @@ Tensor Strategy::reduce_across_workers(ReduceOp op, const PerReplica<Tensor>& va
   return acc;
 }
 
-Tensor Strategy::gather_across_workers(const PerReplica<Tensor>& values) const {
+Tensor Strategy::gather_across_workers(const PerReplica<Tensor>& values, int axis) const {
   LOCKSTEP_CHECK(static_cast<int>(values.size()) == num_local_replicas(), "Strategy::gather: ", values.size(),
                  " values for ", num_local_replicas(), " local replicas");
   const Tensor& first = values[0];
-  LOCKSTEP_CHECK(first.rank() >= 1, "Strategy::gather: values must have a batch axis");
-  const std::int64_t row = first.numel() / std::max<std::int64_t>(1, first.dim(0));
   const int n = num_replicas_in_sync();
   Strategy* self = replicas_->owner;
-  // Row counts first (they may differ), then every replica's rows padded to the longest.
-  std::vector<Tensor> all_rows(values.size());
+  // Every replica's length along the axis first (they may differ), then every replica's value,
+  // flattened and padded to the longest.
+  for (std::size_t r = 1; r < values.size(); ++r) {
+    const Tensor& v = values[r];
+    bool fits = v.rank() == first.rank() && v.dtype() == first.dtype();
+    for (int d = 0; fits && d < static_cast<int>(first.rank()); ++d) fits = d == axis || v.dim(d) == first.dim(d);
+    LOCKSTEP_CHECK(fits, "Strategy::gather: replica ", r, " has ", v.shape().str(), " ", dtype_name(v.dtype()),
+                   ", replica 0 has ", first.shape().str(), " ", dtype_name(first.dtype()),
+                   " (they may differ only along axis ", axis, ")");
+  }
+  std::vector<Tensor> all_lengths(values.size());
   self->run_on_replicas([&](ReplicaContext& ctx) {
     const auto r = static_cast<std::size_t>(ctx.local_replica_id());
-    Tensor mine = Tensor::full({1}, static_cast<float>(values[r].dim(0)));
+    const Tensor& v = values[r];
+    Tensor mine = Tensor::full({1}, static_cast<float>(v.dim(axis)));
     Tensor out = Tensor::empty({n}, DType::kF32);
     ctx.communicator().all_gather(mine, out)->wait();
-    all_rows[r] = out;
+    all_lengths[r] = out;
   });
-  std::vector<std::int64_t> rows(static_cast<std::size_t>(n));
+  std::int64_t others = 1;  // elements per index along the axis
+  for (int d = 0; d < static_cast<int>(first.rank()); ++d) others *= d == axis ? 1 : first.dim(d);
+  std::vector<std::int64_t> lengths(static_cast<std::size_t>(n));
   std::int64_t longest = 0;
   for (int j = 0; j < n; ++j) {
-    rows[static_cast<std::size_t>(j)] = static_cast<std::int64_t>(all_rows[0].slice(j, j + 1).item());
-    longest = std::max(longest, rows[static_cast<std::size_t>(j)]);
+    lengths[static_cast<std::size_t>(j)] = static_cast<std::int64_t>(all_lengths[0].slice(j, j + 1).item());
+    longest = std::max(longest, lengths[static_cast<std::size_t>(j)]);
   }
   std::vector<Tensor> gathered(values.size());
   self->run_on_replicas([&](ReplicaContext& ctx) {
     const auto r = static_cast<std::size_t>(ctx.local_replica_id());
     const Tensor& v = values[r];
-    LOCKSTEP_CHECK(v.dtype() == first.dtype() && v.numel() == v.dim(0) * row, "Strategy::gather: replica ", r,
-                   " has ", v.shape().str(), " ", dtype_name(v.dtype()), ", replica 0 has ", first.shape().str(), " ",
-                   dtype_name(first.dtype()));
-    Tensor padded = Tensor::zeros({longest * row}, v.dtype());
+    Tensor padded = Tensor::zeros({longest * others}, v.dtype());
     if (v.numel() > 0) padded.slice(0, v.numel()).copy_from(v.reshape(Shape{v.numel()}));
-    Tensor out = Tensor::empty({longest * row * n}, v.dtype());
+    Tensor out = Tensor::empty({longest * others * n}, v.dtype());
     ctx.communicator().all_gather(padded, out)->wait();
     gathered[r] = out;
   });
   std::vector<Tensor> parts;
   for (int j = 0; j < n; ++j) {
-    const std::int64_t b = j * longest * row;
+    const std::int64_t b = j * longest * others;
     std::vector<std::int64_t> dims = first.shape().dims();
-    dims[0] = rows[static_cast<std::size_t>(j)];
-    parts.push_back(gathered[0].slice(b, b + dims[0] * row).reshape(Shape(dims)));
+    dims[static_cast<std::size_t>(axis)] = lengths[static_cast<std::size_t>(j)];
+    parts.push_back(gathered[0].slice(b, b + dims[static_cast<std::size_t>(axis)] * others).reshape(Shape(dims)));
   }
-  return concat(parts, 0);
+  return concat(parts, axis);
 }
 
 void Strategy::broadcast_from_chief(const std::vector<std::vector<Tensor>>& tensors) {

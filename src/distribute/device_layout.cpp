@@ -133,7 +133,17 @@ bool cpu_devices_asked(const MirroredOptions& o) {
   return o.num_cpu_devices > 0 || env::is_set("LOCKSTEP_CPU_DEVICES");
 }
 
-Layout mirrored_layout(const MirroredOptions& o) {
+// Said once per job: by the one process, or by worker 0 of several (multi_worker_layout).
+void no_gpu_notice() {
+  static std::once_flag notice;
+  std::call_once(notice, [] {
+    std::fprintf(stderr, "MirroredStrategy: no GPU visible; mirroring over the logical CPU devices\n");
+  });
+}
+
+// `no_gpu`: where GPUs are built but none is visible and none was asked for, set instead of
+// printing the notice (a worker of several prints it only if it is worker 0).
+Layout mirrored_layout(const MirroredOptions& o, bool* no_gpu = nullptr) {
   LOCKSTEP_CHECK(o.num_cpu_devices >= 0 && o.num_cpu_devices <= kMaxCpuDevices, "MirroredStrategy: ",
                  o.num_cpu_devices, " logical CPU devices asked for; the count must be in [1, ", kMaxCpuDevices,
                  "] (0: the default)");
@@ -181,10 +191,10 @@ Layout mirrored_layout(const MirroredOptions& o) {
       for (int g = 0; g < gpu.count(); ++g) gpu_indices.push_back(g);
     }
     if (gpu_indices.empty() && accelerator_built) {
-      static std::once_flag notice;
-      std::call_once(notice, [] {
-        std::fprintf(stderr, "MirroredStrategy: no GPU visible; mirroring over the logical CPU devices\n");
-      });
+      if (no_gpu)
+        *no_gpu = true;
+      else
+        no_gpu_notice();
     }
   }
   if (!gpu_indices.empty()) return gpu_layout(gpu_kind, gpu_indices, o);
@@ -216,9 +226,11 @@ Layout one_device_layout(const std::string& device) {
 Layout multi_worker_layout(const MultiWorkerOptions& o) {
   MirroredOptions local = o.local;
   local.cross_device_ops = CollectiveImplementation::kSharedMemory;
-  Layout l = mirrored_layout(local);
+  bool no_gpu = false;
+  Layout l = mirrored_layout(local, &no_gpu);
   const bool launched = launched_under_mpi();
   if (!launched || !built_with_mpi()) {
+    if (no_gpu) no_gpu_notice();
     if (o.notice || launched)
       std::fprintf(stderr, "MultiWorkerMirroredStrategy: %s; training as MirroredStrategy on one worker\n",
                    launched ? "lockstep was built without MPI (LOCKSTEP_WITH_MPI=OFF)" : "not launched under MPI (mpirun)");
@@ -237,6 +249,7 @@ Layout multi_worker_layout(const MultiWorkerOptions& o) {
   WorkerTransport& world = WorkerTransport::world();
   l.num_workers = world.size();
   l.worker_index = world.rank();
+  if (no_gpu && l.worker_index == 0) no_gpu_notice();
   l.cross_device_ops = CollectiveImplementation::kMpi;
   // The workers shard the optimizer update alike: one whose shard_optimizer_update says
   // no turns it off for all (else its all-reduce would meet the others' reduce-scatter at the

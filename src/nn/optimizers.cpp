@@ -176,17 +176,11 @@ void Optimizer::apply_gradients(const std::vector<std::pair<Tensor, Variable>>& 
   }
   // Inside strategy.run, as TF's merge_call: the gradients are summed over the replicas first,
   // then every replica applies the same update to its own copies.
-  const int n = replica->num_local_replicas();  // the copies each variable must have
   std::vector<Tensor> grads;
   std::vector<Variable> vars;
   for (const auto& [g, v] : grads_and_vars) {
     if (!g.defined()) continue;  // skipped, as outside; every replica must skip the same ones
-    LOCKSTEP_CHECK(v.num_copies() == n || n == 1, name(), ".apply_gradients: variable '", v.name(), "' has ",
-                   v.num_copies(), " cop", v.num_copies() == 1 ? "y" : "ies", " but ", n,
-                   " replicas run in this process: it was not created in the distribution strategy's scope. It is most "
-                   "likely because some layers, model, or optimizer was being created outside the distribution "
-                   "strategy scope. Create the model inside `auto scope = strategy.scope();`, or call "
-                   "model.distribute(strategy) before training");
+    check_made_in_scope(v, name() + ".apply_gradients", /*for_update=*/true);
     grads.push_back(g);
     vars.push_back(v);
   }

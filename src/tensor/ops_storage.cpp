@@ -11,27 +11,43 @@ using detail::kern;
 
 Tensor concat(const std::vector<Tensor>& tensors, int axis) {
   LOCKSTEP_CHECK(!tensors.empty(), "concat: no tensors");
-  LOCKSTEP_CHECK(axis == 0, "concat: only axis 0 is supported, got ", axis);
   const Tensor& first = tensors[0];
-  std::int64_t rows = 0;
+  LOCKSTEP_CHECK(first.defined() && first.rank() >= 1, "concat: tensor 0 is ",
+                 first.defined() ? first.shape().str() : "undefined", "; concat needs tensors of rank >= 1");
+  const int a = detail::normalize_axis("concat", axis, first.rank());
+  std::int64_t along = 0;
   for (std::size_t i = 0; i < tensors.size(); ++i) {
     const Tensor& t = tensors[i];
-    LOCKSTEP_CHECK(t.defined() && t.rank() >= 1 && t.shape().tail() == first.shape().tail() &&
-                       t.dtype() == first.dtype() && t.device().kind == first.device().kind,
-                   "concat: tensor ", i, " is ", t.defined() ? t.shape().str() : "undefined", " ",
+    bool fits = t.defined() && t.rank() == first.rank() && t.dtype() == first.dtype() &&
+                t.device().kind == first.device().kind;
+    for (int d = 0; fits && d < static_cast<int>(first.rank()); ++d) fits = d == a || t.dim(d) == first.dim(d);
+    LOCKSTEP_CHECK(fits, "concat: tensor ", i, " is ", t.defined() ? t.shape().str() : "undefined", " ",
                    t.defined() ? dtype_name(t.dtype()) : "", ", tensor 0 is ", first.shape().str(), " ",
-                   dtype_name(first.dtype()));
-    rows += t.dim(0);
+                   dtype_name(first.dtype()), " (they may differ only along axis ", axis, ")");
+    along += t.dim(a);
   }
   std::vector<std::int64_t> dims = first.shape().dims();
-  dims[0] = rows;
+  dims[static_cast<std::size_t>(a)] = along;
+  std::int64_t outer = 1;
+  for (int d = 0; d < a; ++d) outer *= first.dim(d);
   // On the current context's device; the pieces may be of another kind (a host thread joining
-  // replicas' GPU results), which copy_from handles.
+  // replicas' GPU results), which copy_from handles. Along axis 0 each piece is one block; along
+  // another, one block per index of the axes before it.
   Tensor out = Tensor::empty(Shape(std::move(dims)), first.dtype());
-  std::int64_t row = 0;
+  const Tensor flat = out.reshape({out.numel()});
+  const std::int64_t block = outer ? out.numel() / outer : 0;  // one outer index's elements
+  std::int64_t at = 0;
   for (const Tensor& t : tensors) {
-    out.slice(row, row + t.dim(0)).copy_from(t);
-    row += t.dim(0);
+    const std::int64_t piece = outer ? t.numel() / outer : 0;
+    if (a == 0) {
+      out.slice(at, at + t.dim(0)).copy_from(t);
+      at += t.dim(0);
+      continue;
+    }
+    const Tensor src = t.reshape({t.numel()});
+    for (std::int64_t o = 0; o < outer && piece > 0; ++o)
+      flat.slice(o * block + at, o * block + at + piece).copy_from(src.slice(o * piece, (o + 1) * piece));
+    at += piece;
   }
   return out;
 }

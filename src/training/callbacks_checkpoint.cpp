@@ -6,9 +6,16 @@
 #include "lockstep/training/callbacks.hpp"
 #include "lockstep/training/checkpointing.hpp"
 #include "lockstep/training/filepath_format.hpp"
+#include "lockstep/training/model.hpp"
 #include "training/monitor_mode.hpp"
 
 namespace lockstep {
+
+bool Callback::writes_files(const std::optional<bool>& is_chief) const {
+  if (is_chief) return *is_chief;
+  const distribute::Strategy* strategy = model_ != nullptr ? model_->strategy() : nullptr;
+  return strategy == nullptr || strategy->is_chief();
+}
 
 ModelCheckpoint::ModelCheckpoint(ModelCheckpointOptions options)
     : o_(std::move(options)),
@@ -65,13 +72,14 @@ void ModelCheckpoint::save(int epoch, std::optional<std::int64_t> batch, const L
   // An epoch-end save marks the epoch complete; a batch save is inside the epoch.
   const TrainingState state = batch ? make_training_state(*model_, epoch, *batch + 1)
                                     : make_training_state(*model_, epoch + 1, 0);
-  save_checkpoint(prefix, *model_, state, {.is_chief = o_.is_chief, .include_optimizer = !o_.save_weights_only});
+  save_checkpoint(prefix, *model_, state,
+                  {.is_chief = writes_files(o_.is_chief), .include_optimizer = !o_.save_weights_only});
   saved_.push_back(prefix);
 }
 
 BackupAndRestore::BackupAndRestore(BackupAndRestoreOptions options)
     : o_(std::move(options)),
-      manager_(o_.backup_dir, {.max_to_keep = 2, .name = "backup", .is_chief = o_.is_chief}) {
+      manager_(o_.backup_dir, {.max_to_keep = 2, .name = "backup"}) {
   LOCKSTEP_CHECK(!o_.backup_dir.empty(), "BackupAndRestore: backup_dir is empty");
   LOCKSTEP_CHECK(o_.save_freq.batches >= 0, "BackupAndRestore: save_freq must be 'epoch' or a positive number of batches");
 }
@@ -115,12 +123,12 @@ void BackupAndRestore::save(int epoch, std::int64_t batch_in_epoch) {
   model_->gather_optimizer_slots();  // every worker runs this callback (it restores on each)
   TrainingState state = make_training_state(*model_, epoch, batch_in_epoch);
   state.run_config = o_.run_config;
-  manager_.save(model_->variables(), model_->optimizer().get(), state, {.is_chief = o_.is_chief});
+  manager_.save(model_->variables(), model_->optimizer().get(), state, {.is_chief = writes_files(o_.is_chief)});
 }
 
 void BackupAndRestore::on_train_end(const Logs&) {
   // Keras keeps the backup when training was interrupted; an exception skips this hook anyway.
-  if (o_.delete_checkpoint) manager_.remove_all();
+  if (o_.delete_checkpoint && writes_files(o_.is_chief)) manager_.remove_all();
 }
 
 }  // namespace lockstep

@@ -66,7 +66,7 @@ io::EventFileWriter& TensorBoard::validation_writer() {
 }
 
 void TensorBoard::on_train_begin(const Logs&) {
-  if (!o_.is_chief) return;
+  if (!writes_files(o_.is_chief)) return;
   train_ = std::make_unique<io::EventFileWriter>((std::filesystem::path(o_.log_dir) / "train").string());
   batches_ = 0;
   if (o_.write_model_summary)

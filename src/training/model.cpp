@@ -141,7 +141,25 @@ std::int64_t Model::count_params() const {
   return n;
 }
 
-Tensor Model::operator()(const Tensor& x) const { return forward(input_of(x), layers::CallContext{}).output; }
+Tensor Model::operator()(const Tensor& x) const { return call_where_variables_are(x, layers::CallContext{}); }
+
+Tensor Model::call_where_variables_are(const Tensor& x, const layers::CallContext& ctx) const {
+  const std::vector<Variable> vars = variables();
+  const Device here = context_device(current_compute_context());
+  if (current_replica()) {
+    for (const auto& v : vars) check_made_in_scope(v, "Model '" + name() + "'", /*for_update=*/false);
+    return forward(input_of(x.device().kind == here.kind ? x : x.to(here)), ctx).output;
+  }
+  if (!strategy_ || vars.empty() || vars[0].value().device().kind == here.kind) return forward(input_of(x), ctx).output;
+  Tensor out;
+  {
+    ComputeContext& first = strategy_->context(0);
+    const ComputeScope scope(first);
+    const Device& at = context_device(first);
+    out = forward(input_of(x.device() == at ? x : x.to(at)), ctx).output;
+  }
+  return out.to(here);
+}
 
 Tensor Model::operator()(const Tensor& x, const layers::CallContext& given) const {
   layers::CallContext ctx = given;
@@ -155,7 +173,7 @@ Tensor Model::operator()(const Tensor& x, const layers::CallContext& given) cons
       ctx.step = training_calls_.fetch_add(1);
     }
   }
-  return forward(input_of(x), ctx).output;
+  return call_where_variables_are(x, ctx);
 }
 
 void Model::reset_metrics() {

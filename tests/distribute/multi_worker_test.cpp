@@ -5,6 +5,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <functional>
 #include <random>
 #include <string>
@@ -336,6 +337,76 @@ TEST(MultiWorker, ShardedUpdateAcrossWorkersMatchesTheUnshardedOneAndGathersTheS
     EXPECT_EQ(sharded.weights, whole.weights);
     EXPECT_EQ(sharded.slots, whole.slots);
   }
+}
+
+// TF's reduce and gather along an axis other than the batch's, across workers: replica g holds
+// a [2, g + 1] block of value g; gather(axis 1) joins them side by side, reduce(axis 1) sums or
+// averages over every element of every replica (mean: over the total count along the axis).
+TEST(MultiWorker, ReduceAndGatherAlongAnyAxisSpanTheWorkers) {
+  REQUIRE_WORKERS();
+  const int W = WorkerTransport::world().size();
+  MultiWorkerMirroredStrategy strategy({.local = {.num_cpu_devices = 2, .pin_threads = false}});
+  const int N = 2 * W;
+  auto blocks = strategy.run([](ReplicaContext& ctx) {
+    const int g = ctx.replica_id_in_sync_group();
+    return Tensor::full({2, g + 1}, static_cast<double>(g));
+  });
+  const Tensor all = strategy.gather(blocks, 1);
+  ASSERT_EQ(all.shape(), Shape({2, N * (N + 1) / 2}));
+  std::vector<float> row;  // g repeated g + 1 times, for g = 0 .. N-1
+  for (int g = 0; g < N; ++g) row.insert(row.end(), static_cast<std::size_t>(g + 1), static_cast<float>(g));
+  std::vector<float> want = row;
+  want.insert(want.end(), row.begin(), row.end());
+  EXPECT_EQ(all.to_vector<float>(), want);
+  EXPECT_EQ(strategy.gather(blocks, -1).to_vector<float>(), want);
+  float total = 0;
+  for (float v : row) total += v;
+  EXPECT_EQ(strategy.reduce(ReduceOp::kSum, blocks, 1).to_vector<float>(), std::vector<float>(2, total));
+  const auto mean = strategy.reduce(ReduceOp::kMean, blocks, 1).to_vector<float>();
+  ASSERT_EQ(mean.size(), 2u);
+  EXPECT_FLOAT_EQ(mean[0], total / static_cast<float>(row.size()));
+}
+
+// Keras decides who writes: ModelCheckpoint, TensorBoard and BackupAndRestore with their default
+// options write on the chief only. Each worker points them at its own folder (and TensorBoard
+// at one shared folder, where event file names differ by process), so any file a non-chief
+// wrote would show.
+TEST(MultiWorker, CallbacksWithDefaultOptionsWriteOnTheChiefOnly) {
+  REQUIRE_WORKERS();
+  namespace fs = std::filesystem;
+  const int w = WorkerTransport::world().rank();
+  MultiWorkerMirroredStrategy strategy({.local = {.num_cpu_devices = 1, .pin_threads = false}});
+  const fs::path dir = fs::path(LOCKSTEP_BINARY_DIR) / "mw-default-callbacks";
+  if (strategy.is_chief()) fs::remove_all(dir);
+  (void)strategy.gather_from_workers("the test's clean start", "");
+  const fs::path mine = dir / ("worker-" + std::to_string(w));
+  auto scope = strategy.scope();
+  set_random_seed(3);
+  Sequential model({layers::Dense(4, "relu", 6), layers::Dense(3)});
+  model.compile(optimizers::SGD(0.1), losses::SparseCategoricalCrossentropy({.from_logits = true}));
+  const auto d = test::random_classification(16, 6, 3, 1);
+  model.fit(d.x, d.y,
+            {.epochs = 2,
+             .batch_size = 8,
+             .verbose = 0,
+             .callbacks = {std::make_shared<ModelCheckpoint>(
+                               ModelCheckpointOptions{.filepath = (mine / "ckpt-{epoch}").string(), .monitor = "loss"}),
+                           std::make_shared<TensorBoard>(TensorBoardOptions{.log_dir = (dir / "tb").string()}),
+                           std::make_shared<BackupAndRestore>(BackupAndRestoreOptions{
+                               .backup_dir = (mine / "backup").string(), .delete_checkpoint = false})}});
+  (void)strategy.gather_from_workers("the end of fit", "");
+  const auto count = [](const fs::path& folder, const std::string& start) {
+    int n = 0;
+    if (fs::exists(folder))
+      for (const auto& e : fs::directory_iterator(folder)) n += e.path().filename().string().starts_with(start);
+    return n;
+  };
+  EXPECT_EQ(count(dir / "worker-0", "ckpt-"), 4);  // ckpt-1 and ckpt-2, .safetensors and .json
+  EXPECT_GE(count(dir / "worker-0" / "backup", "backup-"), 2);
+  EXPECT_EQ(count(dir / "tb" / "train", "events.out.tfevents."), 1);
+  for (int other = 1; other < WorkerTransport::world().size(); ++other)
+    EXPECT_FALSE(fs::exists(dir / ("worker-" + std::to_string(other)))) << "worker " << other << " wrote files";
+  (void)strategy.gather_from_workers("the test's checks", "");
 }
 
 // Whether the update is sharded is decided alike on every worker: one worker with

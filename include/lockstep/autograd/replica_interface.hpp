@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "lockstep/autograd/gradient_tape.hpp"
@@ -125,6 +126,12 @@ class ReplicaInterface {
 
 /// The replica whose function runs on this thread, or null outside strategy.run.
 ReplicaInterface* current_replica();
+/// Inside a replica function: ValueError with Keras' message and its fix (model.distribute(strategy))
+/// when `v` was not made in the strategy's scope, so that this replica cannot use it: its copy here
+/// is on another kind of device (a GPU replica and a variable left on the host), or, `for_update`,
+/// it lacks a copy per local replica (reading a host variable from CPU replicas is fine; updating
+/// one copy from every replica is not). `who` starts the message. Nothing outside the replicas.
+void check_made_in_scope(const Variable& v, const std::string& who, bool for_update);
 
 /// Makes `replica` current on this thread while it lives (the strategy sets it around each
 /// replica function; nested scopes restore the previous one).

@@ -1,5 +1,6 @@
 #pragma once
 #include <cstddef>
+#include <type_traits>
 #include <vector>
 
 #include "lockstep/core/error.hpp"
@@ -27,5 +28,22 @@ class PerReplica {
  private:
   std::vector<T> values_;
 };
+
+template <typename T>
+struct IsPerReplica : std::false_type {};
+template <typename T>
+struct IsPerReplica<PerReplica<T>> : std::true_type {};
+template <typename T>
+inline constexpr bool is_per_replica_v = IsPerReplica<std::remove_cvref_t<T>>::value;
+
+/// TF's rule for strategy.run's arguments: replica r gets a PerReplica's component r, and any
+/// other value as it is.
+template <typename A>
+decltype(auto) replica_arg(const A& arg, std::size_t r) {
+  if constexpr (is_per_replica_v<A>)
+    return arg[r];
+  else
+    return (arg);
+}
 
 }  // namespace lockstep::distribute

@@ -18,6 +18,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "lockstep/autograd/replica_interface.hpp"
@@ -239,15 +240,34 @@ class Strategy {
       return result;
     });
   }
+  /// TF's strategy.run(fn, args=(...)): fn(args...) once per local replica, each on its thread
+  /// and device (get_replica_context() is the replica's); a PerReplica argument gives each
+  /// replica its own component (one per local replica, checked), any other value is passed to
+  /// every replica as it is. The results as run(fn)'s; nothing when fn returns nothing.
+  template <typename F, typename... Args>
+    requires(sizeof...(Args) >= 1 && (!std::is_same_v<std::remove_cvref_t<Args>, DistributedBatch> && ...))
+  auto run(F&& fn, const Args&... args) {
+    (check_replica_arg(args), ...);
+    using R = std::invoke_result_t<F&, decltype(replica_arg(args, 0))...>;
+    const auto call = [&](ReplicaContext& ctx) -> R {
+      return fn(replica_arg(args, static_cast<std::size_t>(ctx.local_replica_id()))...);
+    };
+    if constexpr (std::is_void_v<R>)
+      run_on_replicas(call);
+    else
+      return run(call);
+  }
   /// How many steps (run calls) this strategy has run.
   std::uint64_t steps_run() const { return steps_run_; }
 
   /// Reduces per-replica tensors (same shape) across replicas, of every worker (every worker
-  /// must call it alike); with `axis`, also along that axis (kSum / kMean: summed or averaged
-  /// over every element of every replica, as TF does).
+  /// must call it alike); with `axis` (any of the values' axes, negative from the last), also
+  /// along that axis of each replica's value, as TF does: kSum sums, kMean divides by the total
+  /// count along it (the replicas' lengths along it may differ).
+  /// The result is on the host.
   Tensor reduce(ReduceOp op, const PerReplica<Tensor>& values, std::optional<int> axis = std::nullopt) const;
-  /// Concatenates per-replica tensors along `axis` in replica order, of every worker (every
-  /// worker must call it alike; their row counts may differ).
+  /// Concatenates per-replica tensors along `axis` (negative: from the last) in replica order,
+  /// of every worker (every worker must call it alike; their lengths along it may differ).
   Tensor gather(const PerReplica<Tensor>& values, int axis = 0) const;
 
   /// Splits each global batch of `dataset` into per-replica slices, as evenly as possible
@@ -318,10 +338,17 @@ class Strategy {
   friend class ReplicaContext;
   friend class NoSyncScope;
   void run_on_replicas(const std::function<void(ReplicaContext&)>& fn);
+  template <typename A>
+  void check_replica_arg(const A& arg) const {
+    if constexpr (is_per_replica_v<A>)
+      LOCKSTEP_CHECK(arg.size() == static_cast<std::size_t>(num_local_replicas()), name(),
+                     "::run: a PerReplica argument has ", arg.size(), " values, but this worker has ",
+                     num_local_replicas(), " replicas");
+  }
   // Starts replicas 1..N-1's threads (replica_threads.cpp).
   void start_replica_threads();
   Tensor reduce_across_workers(ReduceOp op, const PerReplica<Tensor>& values, std::optional<int> axis) const;
-  Tensor gather_across_workers(const PerReplica<Tensor>& values) const;
+  Tensor gather_across_workers(const PerReplica<Tensor>& values, int axis) const;
   struct Replicas;
   // The distributed batch of the run in progress (run(fn, batch)), for ReplicaContext.
   struct BatchInStep {

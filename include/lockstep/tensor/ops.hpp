@@ -89,7 +89,8 @@ Tensor cast(const Tensor& a, DType dtype);
 /// fused kernel (else a cast, then a scale): cast(a, kF32) then scale(.., s), bit for bit. Not
 /// recorded (an integer input has no gradient).
 Tensor cast_and_scale(const Tensor& a, float s);
-/// Concatenation along axis 0 (same dtype and trailing dims). Not recorded.
+/// Concatenation along `axis` (negative: from the last; same dtype and rank, the same dims but
+/// along `axis`). Not recorded.
 Tensor concat(const std::vector<Tensor>& tensors, int axis = 0);
 /// Stacks same-shaped tensors along a new axis 0. Not recorded.
 Tensor stack(const std::vector<Tensor>& tensors);

@@ -2,6 +2,7 @@
 // Keras' callback hooks. `Logs` maps names ("loss", "accuracy", "val_loss", ...) to values.
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -39,6 +40,10 @@ class Callback {
   virtual void on_predict_batch_end(std::int64_t, const Logs&) {}
 
  protected:
+  /// Whether this process writes a callback's files: `is_chief` when given (as the CLI gives
+  /// it), else Keras' own rule: the chief of the model's strategy (worker 0 of a
+  /// MultiWorkerMirroredStrategy; the one process otherwise).
+  bool writes_files(const std::optional<bool>& is_chief) const;
   Model* model_ = nullptr;
   TrainParams params_;
 };

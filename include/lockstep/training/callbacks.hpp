@@ -35,7 +35,8 @@ struct ModelCheckpointOptions {
   std::string mode = "auto";       // auto | min | max
   SaveFreq save_freq;
   std::optional<double> initial_value_threshold;
-  bool is_chief = true;
+  /// Whether this process writes (unset: the chief of the model's strategy, as Keras decides).
+  std::optional<bool> is_chief;
 };
 
 class ModelCheckpoint final : public Callback {
@@ -202,7 +203,8 @@ struct TensorBoardOptions {
   SaveFreq update_freq;
   /// The model's summary table as text (tag "model_summary", step 0) in log_dir/train.
   bool write_model_summary = true;
-  bool is_chief = true;
+  /// Whether this process writes (unset: the chief of the model's strategy, as Keras decides).
+  std::optional<bool> is_chief;
 };
 
 /// tf.keras' TensorBoard: log_dir/train gets epoch_<metric> (step: epoch) and
@@ -230,7 +232,8 @@ struct BackupAndRestoreOptions {
   SaveFreq save_freq;
   /// Remove the backup when training ends normally (Keras' delete_checkpoint).
   bool delete_checkpoint = true;
-  bool is_chief = true;
+  /// Whether this process writes (unset: the chief of the model's strategy, as Keras decides).
+  std::optional<bool> is_chief;
   /// The run's configuration (e.g. the CLI's flags), stored in every backup's TrainingState so
   /// that whoever resumes can check it is continuing the same run.
   std::map<std::string, std::string> run_config;

@@ -191,6 +191,11 @@ class Model {
   /// x as forward() takes it: float32, or integer pixels as they are when the model rescales its
   /// own input (rescales_its_input).
   Tensor input_of(const Tensor& x) const;
+  /// operator()'s forward where the variables are (Keras places the call): inside a replica on
+  /// its device (host data is copied there; a variable made outside the scope is refused with
+  /// Keras' message); outside, a model whose variables a GPU holds runs on its strategy's first
+  /// device and the output comes back to this thread's device.
+  Tensor call_where_variables_are(const Tensor& x, const layers::CallContext& ctx) const;
   void check_compiled(const char* what) const;
   /// Keras' rule: a model used (compile/fit) inside a strategy's scope must have been made in
   /// it; ValueError with Keras' message and the fix otherwise. An unbuilt model without a

@@ -83,16 +83,26 @@ bool onednn_has_bf16_matmul() {
   }
 }
 
+// Asked at the first bfloat16 GEMM on the CPU; widened, it says once per process that bfloat16
+// (mixed_bfloat16) is slower here than float32, and why.
 bool native_bf16_gemm() {
   static const bool native = [] {
     const std::string e = env::text("LOCKSTEP_BF16_GEMM");
-    if (e == "widen") return false;
-    const bool forced = e == "onednn";
     const auto isa = static_cast<unsigned>(dnnl_get_effective_cpu_isa());
     const auto bf16 = static_cast<unsigned>(dnnl_cpu_isa_avx512_core_bf16);
-    if (!forced && (isa & bf16) != bf16) return false;
-    if (onednn_has_bf16_matmul()) return true;
-    std::fprintf(stderr, "lockstep: oneDNN has no bfloat16 matmul on this CPU; bfloat16 GEMMs are computed in float32\n");
+    const char* why = nullptr;
+    if (e == "widen")
+      why = "LOCKSTEP_BF16_GEMM=widen";
+    else if (e != "onednn" && (isa & bf16) != bf16)
+      why = "this CPU has no bfloat16 instructions (AVX512_BF16)";
+    else if (onednn_has_bf16_matmul())
+      return true;
+    else
+      why = "oneDNN has no bfloat16 matmul on this CPU";
+    std::fprintf(stderr,
+                 "lockstep: notice: bfloat16 on the CPU is slower than float32 here: %s, so bfloat16 GEMMs are "
+                 "computed in float32\n",
+                 why);
     return false;
   }();
   return native;
