@@ -167,31 +167,46 @@ void key_block_task(const Head& hd, std::int64_t bh, std::int64_t j0, std::int64
                     const BackwardArgs<F>& g, std::vector<float>& buf) {
   const AttentionDesc& a = hd.a;
   const std::int64_t d = a.d, dv = a.dv;
-  buf.assign(static_cast<std::size_t>((d + dv) * kKeyBlock * 2 + d + dv + 4 * kKeyBlock), 0.0f);
+  buf.assign(static_cast<std::size_t>((d + dv) * (kKeyBlock * 2 + kQueryBlock) + 2 * kKeyBlock +
+                                      2 * kQueryBlock * kKeyBlock),
+             0.0f);
   float* kt = buf.data();
   float* vt = kt + d * kKeyBlock;
   float* dk = vt + dv * kKeyBlock;
   float* dvv = dk + kKeyBlock * d;
-  float* qs = dvv + kKeyBlock * dv;
-  float* dor = qs + d;
-  float* s = dor + dv;
-  float *dp = s + kKeyBlock, *ds = dp + kKeyBlock, *pz = ds + kKeyBlock;
+  float* qs = dvv + kKeyBlock * dv;  // a block of query rows, and their dout rows
+  float* dor = qs + kQueryBlock * d;
+  float* s = dor + kQueryBlock * dv;
+  float* dp = s + kKeyBlock;
+  float* ds = dp + kKeyBlock;  // [kQueryBlock, kKeyBlock], and pz
+  float* pz = ds + kQueryBlock * kKeyBlock;
   const F* k = g.k + bh * a.tk * d;
   const F* v = g.v + bh * a.tk * dv;
   load_transposed(k + j0 * d, n, d, kt);
   load_transposed(v + j0 * dv, n, dv, vt);
   // With only a causal mask, rows before j0 give these keys nothing.
   const std::int64_t first = a.causal && !hd.mask ? j0 : 0;
-  for (std::int64_t i = first; i < a.tq; ++i) {
-    const std::int64_t row_index = bh * a.tq + i;
-    load_rows(g.q + row_index * d, 1, d, a.scale, qs);
-    load_rows(g.dout + row_index * dv, 1, dv, 1.0f, dor);
-    score_grads(hd, {qs, dor, g.lse[row_index], g.delta[row_index]}, kt, vt, i, j0, n, s, dp, ds, pz);
+  for (std::int64_t i0 = first; i0 < a.tq; i0 += kQueryBlock) {
+    const std::int64_t nr = std::min(kQueryBlock, a.tq - i0), row0 = bh * a.tq + i0;
+    load_rows(g.q + row0 * d, nr, d, a.scale, qs);
+    load_rows(g.dout + row0 * dv, nr, dv, 1.0f, dor);
+    for (std::int64_t r = 0; r < nr; ++r)
+      score_grads(hd, {qs + r * d, dor + r * dv, g.lse[row0 + r], g.delta[row0 + r]}, kt, vt, i0 + r, j0, n,
+                  s, dp, ds + r * kKeyBlock, pz + r * kKeyBlock);
+    // Key by key, the block's rows in order (each sum still runs over the rows in order): a
+    // key's accumulators stay in the first-level cache.
     for (std::int64_t j = 0; j < n; ++j) {
-      if (pz[j] != 0.0f)
-        for (std::int64_t c = 0; c < dv; ++c) dvv[j * dv + c] += pz[j] * dor[c];
-      if (ds[j] != 0.0f)
-        for (std::int64_t c = 0; c < d; ++c) dk[j * d + c] += ds[j] * qs[c];
+      float* dvj = dvv + j * dv;
+      float* dkj = dk + j * d;
+      for (std::int64_t r = 0; r < nr; ++r) {
+        const float w = pz[r * kKeyBlock + j], x = ds[r * kKeyBlock + j];
+        const float* dr = dor + r * dv;
+        const float* qr = qs + r * d;
+        if (w != 0.0f)
+          for (std::int64_t c = 0; c < dv; ++c) dvj[c] += w * dr[c];
+        if (x != 0.0f)
+          for (std::int64_t c = 0; c < d; ++c) dkj[c] += x * qr[c];
+      }
     }
   }
   F* dk_out = g.dk + (bh * a.tk + j0) * d;
