@@ -49,6 +49,10 @@ struct Head {
   }
 };
 
+// exp(x), without libm's slow underflow path for the masked scores' -1e9 (below -104 float32's
+// exp is 0 anyway).
+inline float exp_or_zero(float x) { return x < -110.0f ? 0.0f : std::exp(x); }
+
 // Rows [0, n) of a [*, cols] matrix into float32 dst [n, cols], times `scale`.
 template <typename F>
 void load_rows(const F* src, std::int64_t n, std::int64_t cols, float scale, float* dst) {
@@ -109,12 +113,12 @@ void forward_task(const Head& hd, std::int64_t q0, std::int64_t nq, const F* q, 
       float block_max = -std::numeric_limits<float>::infinity();
       for (std::int64_t j = 0; j < n; ++j) block_max = std::max(block_max, s[j]);
       const float m_new = std::max(m[r], block_max);
-      const float correction = std::exp(m[r] - m_new);
+      const float correction = exp_or_zero(m[r] - m_new);
       float* acc_r = acc + r * dv;
       l[r] *= correction;
       for (std::int64_t c = 0; c < dv; ++c) acc_r[c] *= correction;
       for (std::int64_t j = 0; j < n; ++j) {
-        const float p = std::exp(s[j] - m_new);
+        const float p = exp_or_zero(s[j] - m_new);
         l[r] += p;
         const float pz = p * hd.keep(i, j0 + j);
         if (pz == 0.0f) continue;
@@ -147,7 +151,7 @@ void score_grads(const Head& hd, const BackwardRow& row, const float* kt, const 
   dot_block(row.dout, vt, hd.a.dv, dp);
   for (std::int64_t j = 0; j < n; ++j) {
     const float p = row.lse == std::numeric_limits<float>::infinity() ? 1.0f / static_cast<float>(hd.a.tk)
-                                                                      : std::exp(s[j] - row.lse);
+                                                                      : exp_or_zero(s[j] - row.lse);
     const float z = hd.keep(i, j0 + j);
     pz[j] = p * z;
     ds[j] = hd.masked(i, j0 + j) ? 0.0f : p * (dp[j] * z - row.delta);
