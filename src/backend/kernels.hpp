@@ -59,6 +59,22 @@ struct Conv2dDesc {
   bool winograd = false;  // forward only: a Winograd kernel may compute it (Conv2dOptions::winograd)
 };
 
+/// Scaled dot-product attention over q [b, h, tq, d], k [b, h, tk, d], v [b, h, tk, dv] (out
+/// [b, h, tq, dv]): score s = scale * q . k, masked scores replaced by -1e9 (Keras' large negative:
+/// a row with nothing to attend to averages every value), softmax over keys, dropout on the
+/// probabilities keyed as dropout_mask keys an example's unit (h * tq + i) * tk + j.
+struct AttentionDesc {
+  std::int64_t b = 0, h = 0, tq = 0, tk = 0, d = 0, dv = 0;
+  float scale = 1;
+  bool causal = false;  // key j is masked for query i when j > i (Keras' use_causal_mask)
+  /// mask (uint8, 1 = attend; null for none) element of (batch e, query i, key j):
+  /// mask[e * mask_b_stride + i * mask_q_stride + j].
+  std::int64_t mask_b_stride = 0, mask_q_stride = 0;
+  float dropout_rate = 0;
+  std::uint64_t seed = 0, stream = 0, step = 0;
+  std::int64_t first_example = 0;
+};
+
 /// 2-D max or average pooling over NHWC tensors; average pooling divides by the number of
 /// window elements inside the input (padding excluded, as TensorFlow's "same").
 struct Pool2dDesc {

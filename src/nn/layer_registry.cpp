@@ -7,6 +7,7 @@
 #include "lockstep/layers/core_layers.hpp"
 #include "lockstep/layers/layer_normalization.hpp"
 #include "lockstep/layers/merge_layers.hpp"
+#include "lockstep/layers/multi_head_attention.hpp"
 #include "lockstep/layers/normalization_layers.hpp"
 
 namespace lockstep::layers {
@@ -36,6 +37,8 @@ std::vector<LayerClass> builtin_classes() {
       {"BatchNormalization", &BatchNormalizationLayer::from_config},
       {"LayerNormalization", &LayerNormalizationLayer::from_config},
       {"Add", &AddLayer::from_config},
+      // Attention over the length axis of [batch, length, features] (Keras' default for rank 3).
+      {"MultiHeadAttention", &MultiHeadAttentionLayer::from_config, {{"attention_axes", json::array({1})}}},
   };
 }
 

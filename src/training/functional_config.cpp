@@ -5,6 +5,7 @@
 #include <set>
 
 #include "lockstep/layers/core_layers.hpp"
+#include "lockstep/layers/multi_head_attention.hpp"
 #include "training/layer_config.hpp"
 
 namespace lockstep::detail {
@@ -59,7 +60,11 @@ json functional_config(const Functional& m, const LayerToJson& layer_json) {
       if (n.inputs.empty()) continue;
       json args = json::array();
       for (auto in : n.inputs) args.push_back(keras_tensor(m, in));
-      inbound.push_back({{"args", n.list_call ? json::array({args}) : args}, {"kwargs", json::object()}});
+      // Keras calls a merge layer on one list (Add()([a, b])), MultiHeadAttention on positional
+      // tensors (mha(query, value)).
+      const bool positional = dynamic_cast<const layers::MultiHeadAttentionLayer*>(m.layers()[i].get()) != nullptr;
+      const bool one_list = n.list_call && !positional;
+      inbound.push_back({{"args", one_list ? json::array({args}) : args}, {"kwargs", json::object()}});
     }
     entry["inbound_nodes"] = inbound;
     list.push_back(entry);
@@ -156,7 +161,8 @@ std::unique_ptr<Functional> functional_from_config(const json& config, const Lay
       }
       const std::pair<std::string, int> made{p.name, static_cast<int>(p.done)};
       try {
-        tensors[made] = list ? call(p.layer, xs) : call(p.layer, xs.front());
+        // A list, or several positional tensors (MultiHeadAttention's query, value): a list call.
+        tensors[made] = list || xs.size() > 1 ? call(p.layer, xs) : call(p.layer, xs.front());
       } catch (const Error& e) {
         fail(source, e.what());
       }

@@ -9,6 +9,7 @@
 #include "lockstep/layers/core_layers.hpp"
 #include "lockstep/layers/layer_registry.hpp"
 #include "lockstep/layers/merge_layers.hpp"
+#include "lockstep/layers/multi_head_attention.hpp"
 #include "lockstep/training/functional.hpp"
 #include "lockstep/training/sequential.hpp"
 #include "training/compile_config.hpp"
@@ -330,6 +331,12 @@ json functional_to_keras(const Functional& model) {
     json shapes = json::array();
     for (auto in : model.nodes()[calls.front()].inputs) shapes.push_back(shape_to_json(model.nodes()[in].output_shape));
     config["layers"][i]["build_config"] = {{"input_shape", shapes}};
+    // but a MultiHeadAttention's as build(query_shape, value_shape, key_shape)'s arguments.
+    if (dynamic_cast<const layers::MultiHeadAttentionLayer*>(model.layers()[i].get()) != nullptr) {
+      json dict = {{"query_shape", shapes[0]}, {"value_shape", shapes[1]}};
+      if (shapes.size() > 2) dict["key_shape"] = shapes[2];
+      config["layers"][i]["build_config"] = {{"shapes_dict", dict}};
+    }
   }
   return {{"module", "keras.src.models.functional"},
           {"class_name", "Functional"},

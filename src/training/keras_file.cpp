@@ -13,6 +13,7 @@
 #include "lockstep/io/hdf5_file.hpp"
 #include "lockstep/io/zip_archive.hpp"
 #include "lockstep/layers/core_layers.hpp"
+#include "lockstep/layers/multi_head_attention.hpp"
 #include "lockstep/training/sequential.hpp"
 #include "nn/weight_check.hpp"
 #include "training/keras_config.hpp"
@@ -38,8 +39,15 @@ bool ends_with(const std::string& s, const std::string& suffix) {
 // layers/dense, layers/dense_1, layers/conv2d, ... (saving_lib's _save_container_state).
 struct WeightLayer {
   const layers::Layer* layer;
-  std::string group;  // "layers/dense_1/vars"
+  std::string group;  // "layers/dense_1" (its weights: keras_weight_path under it)
 };
+// Where Keras keeps a layer's variable `index` under its group: vars/<index>, but for a layer
+// whose Keras class keeps them in sublayers.
+std::string keras_weight_path(const layers::Layer& l, std::size_t index) {
+  if (const auto* mha = dynamic_cast<const layers::MultiHeadAttentionLayer*>(&l)) return mha->keras_weight_path(index);
+  return "vars/" + std::to_string(index);
+}
+
 std::vector<WeightLayer> weight_layers(const Model& model) {
   std::vector<WeightLayer> out;
   std::map<std::string, int> used;
@@ -49,7 +57,7 @@ std::vector<WeightLayer> weight_layers(const Model& model) {
     const std::string base = snake_case(l->class_name());
     const auto [it, fresh] = used.try_emplace(base, 0);
     const std::string name = fresh ? base : base + "_" + std::to_string(++it->second);
-    out.push_back({l.get(), "layers/" + name + "/vars"});
+    out.push_back({l.get(), "layers/" + name});
   }
   return out;
 }
@@ -71,13 +79,13 @@ std::string encode_keras_weights(const Model& model) {
   LOCKSTEP_CHECK(model.built(), "save_model: model '", model.name(), "' is not built, so it has no weights yet");
   io::H5Content h5;
   for (const auto& [l, group] : weight_layers(model)) {
-    h5.groups.push_back({group, {{"name", l->name()}}});
+    h5.groups.push_back({group + "/vars", {{"name", l->name()}}});
     const auto& vars = l->variables();
     for (std::size_t i = 0; i < vars.size(); ++i) {
       const Tensor value = vars[i].read_value();
       LOCKSTEP_CHECK(value.dtype() == DType::kF32, "save_model: variable '", vars[i].name(), "' is ",
                      dtype_name(value.dtype()), "; Keras files are written with float32 variables");
-      h5.datasets.push_back({group + "/" + std::to_string(i), value});
+      h5.datasets.push_back({group + "/" + keras_weight_path(*l, i), value});
     }
   }
   h5.groups.push_back({"vars", {{"name", model.name()}}});
@@ -96,12 +104,13 @@ void assign_keras_weights(const io::H5Content& h5, const std::string& source, Mo
   for (const auto& [l, group] : layers) {
     const auto& vars = l->variables();
     const std::string who = "layer '" + l->name() + "' (" + l->class_name() + ")";
-    if (h5.find_group(group) == nullptr) {
+    if (h5.find_group(group + "/vars") == nullptr) {
       if (vars.empty()) continue;  // nothing to load (Keras writes the group anyway)
-      throw bad("has no group " + group + " for " + who + ", which has " + std::to_string(vars.size()) + " weights");
+      throw bad("has no group " + group + "/vars for " + who + ", which has " + std::to_string(vars.size()) +
+                " weights");
     }
     for (std::size_t i = 0; i < vars.size(); ++i) {
-      const std::string path = group + "/" + std::to_string(i);
+      const std::string path = group + "/" + keras_weight_path(*l, i);
       const Tensor* t = h5.find_dataset(path);
       const Tensor want = vars[i].value();
       if (t == nullptr)
@@ -120,11 +129,11 @@ void assign_keras_weights(const io::H5Content& h5, const std::string& source, Mo
   // Nothing in the file may go unused: a weight or layer the model lacks means another model.
   for (const auto& d : h5.datasets) {
     if (d.path.rfind("layers/", 0) != 0 || used.count(d.path)) continue;  // optimizer/..., vars/...
-    const std::string group = d.path.substr(0, d.path.rfind('/'));
+    const std::string group = d.path.substr(0, d.path.find('/', 7));  // layers/<name>
     const auto it = std::find_if(layers.begin(), layers.end(), [&](const WeightLayer& w) { return w.group == group; });
     if (it == layers.end())
       throw bad("holds " + d.path + ", but model '" + model.name() + "' has no layer whose weights go to " + group +
-                " (another model's file, or layers in another order)");
+                "/vars (another model's file, or layers in another order)");
     throw bad("holds " + d.path + ", but layer '" + it->layer->name() + "' (" + it->layer->class_name() + ") has " +
               std::to_string(it->layer->variables().size()) + " weights");
   }

@@ -5,6 +5,7 @@
 
 #include "lockstep/autograd/gradcheck.hpp"
 #include "lockstep/autograd/gradient_tape.hpp"
+#include "lockstep/tensor/attention.hpp"
 #include "lockstep/tensor/ops.hpp"
 
 using namespace lockstep;
@@ -81,6 +82,14 @@ std::vector<OpCase> cases() {
        {randn({2, 4, 3}, 92), randn({2, 4, 2}, 93)}},
       {"batch_matmul_nt", [](auto& v) { return batch_matmul(v[0], v[1], false, true); },
        {randn({2, 3, 4}, 94), randn({2, 2, 4}, 95)}},
+      {"scaled_dot_product_attention", [](auto& v) { return scaled_dot_product_attention(v[0], v[1], v[2]); },
+       {randn({2, 2, 3, 4}, 100), randn({2, 2, 5, 4}, 101), randn({2, 2, 5, 3}, 102)}},
+      {"scaled_dot_product_attention_causal_mask_dropout",
+       [mask = Tensor::from_vector<std::uint8_t>({1, 1, 0, 1, 1, 0, 1, 1}, {2, 4})](auto& v) {
+         return scaled_dot_product_attention(v[0], v[1], v[2], mask,
+                                             {.causal = true, .dropout_rate = 0.3f, .dropout_key = {.seed = 3}});
+       },
+       {randn({2, 1, 5, 4}, 103), randn({2, 1, 4, 4}, 104), randn({2, 1, 4, 2}, 105)}},
       {"dense", [](auto& v) { return dense(v[0], v[1], v[2]); }, {randn({3, 4}, 30), randn({4, 2}, 31), randn({2}, 32)}},
       {"dense_relu", [](auto& v) { return dense(v[0], v[1], v[2], FusedActivation::kRelu); },
        {randn({3, 4}, 33), randn({4, 5}, 34), randn({5}, 35, 0.3f, 0.6f)}},

@@ -129,6 +129,7 @@ std::vector<Row> linalg_reduce_rows();
 std::vector<Row> storage_rows();
 std::vector<Row> nn_update_rows();
 std::vector<Row> conv_pool_rows();
+std::vector<Row> attention_rows();
 const std::vector<Row>& all_rows();
 
 // ---- naive reference helpers ----

@@ -55,7 +55,8 @@ Row make_row(std::string key, std::string variant, std::string fn, std::vector<D
 const std::vector<Row>& all_rows() {
   static const std::vector<Row> rows = [] {
     std::vector<Row> all;
-    for (auto family : {elementwise_rows, linalg_reduce_rows, storage_rows, nn_update_rows, conv_pool_rows})
+    for (auto family : {elementwise_rows, linalg_reduce_rows, storage_rows, nn_update_rows, conv_pool_rows,
+                        attention_rows})
       for (Row& r : family()) all.push_back(std::move(r));
     return all;
   }();

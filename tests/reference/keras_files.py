@@ -102,7 +102,11 @@ def keras_models():
     x = keras.layers.Add()([shortcut, keras.layers.Conv2D(4, 3, padding="same")(shortcut)])
     out = keras.layers.Dense(4, activation="softmax")(keras.layers.GlobalAveragePooling2D()(x))
     residual = keras.Model(inp, out, name="keras_residual")
-    return [convnet, mlp, residual]
+    seq = keras.Input((6, 8))
+    att = keras.layers.MultiHeadAttention(num_heads=2, key_dim=4, value_dim=3, dropout=0.1)(seq, seq)
+    out = keras.layers.Dense(4, activation="softmax")(keras.layers.Flatten()(att))
+    attention = keras.Model(seq, out, name="keras_attention")
+    return [convnet, mlp, residual, attention]
 
 
 def part_a(d, cli, driver):

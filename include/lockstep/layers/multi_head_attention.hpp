@@ -1,0 +1,71 @@
+#pragma once
+// Keras 3's MultiHeadAttention: query, key and value projected per head (EinsumDense kernels
+// [features, heads, key_dim], biases [heads, key_dim]), scaled dot-product attention per head,
+// and the heads projected back (kernel [heads, value_dim, output], bias [output]); Keras'
+// weight names, order and file layout. In a Functional model it is called on a list,
+// lockstep::call(mha, {query, value}) or {query, value, key} (Keras' mha(query, value, key));
+// self-attention is call(mha, {x, x}). Inputs are [batch, length, features], every input with
+// the query's features. The attention runs fused (scaled_dot_product_attention) unless the
+// scores are asked for.
+#include "lockstep/layers/merge_layers.hpp"
+
+namespace lockstep::layers {
+
+struct MultiHeadAttentionOptions {
+  std::int64_t num_heads = 1;
+  std::int64_t key_dim = 1;
+  std::optional<std::int64_t> value_dim;  // key_dim when not given
+  float dropout = 0.0f;                   // on the attention probabilities, in training
+  bool use_bias = true;
+  std::optional<std::int64_t> output_shape;  // the query's features when not given
+  std::string kernel_initializer = "glorot_uniform";
+  std::string bias_initializer = "zeros";
+  std::string name;
+};
+
+/// Keras' call arguments besides the tensors.
+struct AttentionCall {
+  /// uint8 (1 = attend) [batch, query length, value length] or [batch, value length]; undefined: none.
+  Tensor attention_mask;
+  bool use_causal_mask = false;
+  /// When not null, gets the attention probabilities [batch, heads, query length, value length]
+  /// (before dropout), computed by the unfused path.
+  Tensor* attention_scores = nullptr;
+};
+
+class MultiHeadAttentionLayer final : public MergeLayer {
+ public:
+  explicit MultiHeadAttentionLayer(const MultiHeadAttentionOptions& options);
+  std::string class_name() const override { return "MultiHeadAttention"; }
+  nlohmann::json get_config() const override;
+  static LayerPtr from_config(const nlohmann::json& config);
+  /// [query, value] or [query, value, key] shapes -> [batch, query length, output].
+  Shape merge_output_shape(const std::vector<Shape>& input_shapes) const override;
+  Tensor merge(const std::vector<Tensor>& inputs, const CallContext& ctx) const override;
+  /// Keras' call(query, value, key=None, attention_mask=None, use_causal_mask=False,
+  /// return_attention_scores=False); key undefined: the value.
+  Tensor attend(const Tensor& query, const Tensor& value, const Tensor& key, const CallContext& ctx,
+                const AttentionCall& call = {}) const;
+  /// Where a Keras weights file keeps variables()[index] under the layer's group: in its
+  /// sublayers' groups, "query_dense/vars/0" ... "output_dense/vars/1".
+  std::string keras_weight_path(std::size_t index) const;
+  const MultiHeadAttentionOptions& options() const { return options_; }
+  std::int64_t value_dim() const { return options_.value_dim.value_or(options_.key_dim); }
+
+ protected:
+  void build_impl(const Shape& query_shape, std::uint64_t seed) override;
+
+ private:
+  MultiHeadAttentionOptions options_;
+  std::uint64_t stream_ = 0;  // dropout's stream
+  // query, key, value and output projections: kernel and (use_bias) bias each.
+  struct Projection {
+    Variable kernel, bias;
+  };
+  Projection query_, key_, value_, output_;
+  Tensor project(const Projection& p, const Tensor& x, std::int64_t per_head) const;
+};
+
+LayerPtr MultiHeadAttention(const MultiHeadAttentionOptions& options);
+
+}  // namespace lockstep::layers

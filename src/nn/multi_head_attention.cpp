@@ -1,0 +1,191 @@
+#include "lockstep/layers/multi_head_attention.hpp"
+
+#include <cmath>
+#include <nlohmann/json.hpp>
+
+#include "lockstep/tensor/attention.hpp"
+
+namespace lockstep::layers {
+
+namespace {
+// The order of rows that swaps the two middle axes of [a, x, y, row]: out row (i, y, x) is in
+// row (i, x, y).
+Tensor swapped_rows(std::int64_t a, std::int64_t x, std::int64_t y) {
+  std::vector<std::int64_t> order(static_cast<std::size_t>(a * x * y));
+  for (std::int64_t i = 0; i < a; ++i)
+    for (std::int64_t yy = 0; yy < y; ++yy)
+      for (std::int64_t xx = 0; xx < x; ++xx)
+        order[static_cast<std::size_t>((i * y + yy) * x + xx)] = (i * x + xx) * y + yy;
+  return Tensor::from_vector(order, {a * x * y});
+}
+
+// The gradient of a row permutation: the output's gradient in the inverse order.
+class SwapGradient final : public CustomGradient {
+ public:
+  explicit SwapGradient(Tensor inverse) : inverse_(std::move(inverse)) {}
+  const char* name() const override { return "swap_axes"; }
+  std::array<Tensor, 3> backward(const OpRecord& r, const Tensor& g,
+                                 const std::array<bool, 3>&) const override {
+    return {
+        gather_rows(g.reshape({inverse_.numel(), g.numel() / std::max<std::int64_t>(inverse_.numel(), 1)}),
+                    inverse_)
+            .reshape(r.inputs[0].shape()),
+        {},
+        {}};
+  }
+
+ private:
+  Tensor inverse_;
+};
+
+// t [a, x, y, d] -> [a, y, x, d] (Keras' [batch, length, heads, dim] <-> [batch, heads, length, dim]).
+Tensor swap_middle_axes(const Tensor& t) {
+  const std::int64_t a = t.dim(0), x = t.dim(1), y = t.dim(2), d = t.dim(3);
+  Tensor out = gather_rows(t.reshape({a * x * y, d}), swapped_rows(a, x, y)).reshape({a, y, x, d});
+  record_custom({t, Tensor(), Tensor()}, out, std::make_shared<SwapGradient>(swapped_rows(a, y, x)));
+  return out;
+}
+}  // namespace
+
+MultiHeadAttentionLayer::MultiHeadAttentionLayer(const MultiHeadAttentionOptions& o)
+    : MergeLayer(o.name), options_(o) {
+  LOCKSTEP_CHECK(
+      o.num_heads > 0 && o.key_dim > 0 && o.value_dim.value_or(1) > 0 && o.output_shape.value_or(1) > 0,
+      "MultiHeadAttention: num_heads, key_dim, value_dim and output_shape must be positive, got ",
+      o.num_heads, ", ", o.key_dim, ", ", o.value_dim.value_or(o.key_dim), " and ",
+      o.output_shape.value_or(1));
+  LOCKSTEP_CHECK(o.dropout >= 0.0f && o.dropout < 1.0f, "MultiHeadAttention: dropout must be in [0, 1), got ",
+                 o.dropout);
+  for (const auto* init : {&o.kernel_initializer, &o.bias_initializer}) (void)Initializer{*init}(Shape{0}, 0);
+}
+
+Shape MultiHeadAttentionLayer::merge_output_shape(const std::vector<Shape>& s) const {
+  LOCKSTEP_CHECK(s.size() == 2 || s.size() == 3, "layer '", name(),
+                 "' (MultiHeadAttention) is called on [query, value] or [query, value, key], got ", s.size(),
+                 " inputs: ", shapes_str(s));
+  for (const Shape& x : s)
+    LOCKSTEP_CHECK(
+        x.rank() == 3 && x[2] == s[0][2], "layer '", name(),
+        "' (MultiHeadAttention) takes [batch, length, features] inputs with the query's features, got ",
+        shapes_str(s));
+  LOCKSTEP_CHECK(s.size() == 2 || s[2][1] == s[1][1], "layer '", name(),
+                 "' (MultiHeadAttention): key and value must have one length, got ", shapes_str(s));
+  if (built())
+    LOCKSTEP_CHECK(s[0][2] == input_shape()[2], "layer '", name(),
+                   "' (MultiHeadAttention) was built for features ", input_shape()[2], " but is called on ",
+                   shapes_str(s));
+  return Shape{s[0][0], s[0][1], options_.output_shape.value_or(s[0][2])};
+}
+
+void MultiHeadAttentionLayer::build_impl(const Shape& q, std::uint64_t seed) {
+  LOCKSTEP_CHECK(q.rank() == 3 && q[2] > 0, "layer '", name(),
+                 "' (MultiHeadAttention) takes [batch, length, features] inputs, got ", q.str());
+  const std::int64_t features = q[2], heads = options_.num_heads,
+                     out = options_.output_shape.value_or(features);
+  const Initializer kernel{options_.kernel_initializer}, bias{options_.bias_initializer};
+  std::uint64_t n = 0;
+  // Keras' order: query, key, value, attention_output; kernel then bias.
+  const auto add = [&](Projection& p, const char* which, const Shape& kernel_shape, const Shape& bias_shape) {
+    p.kernel = add_weight(std::string(which) + "/kernel", kernel_shape, kernel, mix_seed(seed, ++n));
+    if (options_.use_bias)
+      p.bias = add_weight(std::string(which) + "/bias", bias_shape, bias, mix_seed(seed, ++n));
+  };
+  add(query_, "query", {features, heads, options_.key_dim}, {heads, options_.key_dim});
+  add(key_, "key", {features, heads, options_.key_dim}, {heads, options_.key_dim});
+  add(value_, "value", {features, heads, value_dim()}, {heads, value_dim()});
+  add(output_, "attention_output", {heads, value_dim(), out}, {out});
+  stream_ = seed;
+}
+
+// x [batch, length, features] through a [features, heads, per_head] kernel: [batch, heads, length, per_head].
+Tensor MultiHeadAttentionLayer::project(const Projection& p, const Tensor& x, std::int64_t per_head) const {
+  const std::int64_t b = x.dim(0), len = x.dim(1), f = x.dim(2), heads = options_.num_heads;
+  const Tensor kernel = reshape(autocast(p.kernel.value()), {f, heads * per_head});
+  const Tensor bias = p.bias.defined() ? reshape(autocast(p.bias.value()), {heads * per_head}) : Tensor();
+  const Tensor y = dense(reshape(x, {b * len, f}), kernel, bias);
+  return swap_middle_axes(reshape(y, {b, len, heads, per_head}));
+}
+
+Tensor MultiHeadAttentionLayer::attend(const Tensor& query, const Tensor& value, const Tensor& key,
+                                       const CallContext& ctx, const AttentionCall& call) const {
+  LOCKSTEP_CHECK(built(), "layer '", name(), "' (MultiHeadAttention) is called before it was built");
+  std::vector<Shape> shapes{query.shape(), value.shape()};
+  if (key.defined()) shapes.push_back(key.shape());
+  const Shape out_shape = merge_output_shape(shapes);
+  const Tensor q = project(query_, autocast(query), options_.key_dim);
+  const Tensor k = project(key_, autocast(key.defined() ? key : value), options_.key_dim);
+  const Tensor v = project(value_, autocast(value), value_dim());
+  AttentionOptions o{.causal = call.use_causal_mask,
+                     .scale = 1.0f / std::sqrt(static_cast<float>(options_.key_dim))};
+  if (ctx.training && options_.dropout > 0) {
+    o.dropout_rate = options_.dropout;
+    o.dropout_key = {
+        .seed = ctx.seed, .stream = stream_, .step = ctx.step, .first_example = ctx.first_example};
+  }
+  const Tensor heads = call.attention_scores
+                           ? attention_reference(q, k, v, call.attention_mask, o, call.attention_scores)
+                           : scaled_dot_product_attention(q, k, v, call.attention_mask, o);
+  // [batch, heads, length, value_dim] -> [batch * length, heads * value_dim] @ [heads * value_dim, out].
+  const std::int64_t b = query.dim(0), len = query.dim(1), out = out_shape[2];
+  const Tensor merged = reshape(swap_middle_axes(heads), {b * len, options_.num_heads * value_dim()});
+  const Tensor kernel = reshape(autocast(output_.kernel.value()), {options_.num_heads * value_dim(), out});
+  const Tensor bias = output_.bias.defined() ? autocast(output_.bias.value()) : Tensor();
+  return reshape(dense(merged, kernel, bias), {b, len, out});
+}
+
+std::string MultiHeadAttentionLayer::keras_weight_path(std::size_t index) const {
+  static const char* const kSublayers[] = {"query_dense", "key_dense", "value_dense", "output_dense"};
+  const std::size_t per = options_.use_bias ? 2 : 1;
+  return std::string(kSublayers[std::min<std::size_t>(index / per, 3)]) + "/vars/" +
+         std::to_string(index % per);
+}
+
+Tensor MultiHeadAttentionLayer::merge(const std::vector<Tensor>& inputs, const CallContext& ctx) const {
+  LOCKSTEP_CHECK(inputs.size() == 2 || inputs.size() == 3, "layer '", name(),
+                 "' (MultiHeadAttention) is called on [query, value] or [query, value, key], got ",
+                 inputs.size(), " inputs");
+  return attend(inputs[0], inputs[1], inputs.size() == 3 ? inputs[2] : Tensor(), ctx);
+}
+
+nlohmann::json MultiHeadAttentionLayer::get_config() const {
+  nlohmann::json c = Layer::get_config();
+  const auto& o = options_;
+  c.update({{"num_heads", o.num_heads},
+            {"key_dim", o.key_dim},
+            {"value_dim", value_dim()},
+            {"dropout", o.dropout},
+            {"use_bias", o.use_bias},
+            {"output_shape", o.output_shape ? nlohmann::json(*o.output_shape) : nlohmann::json()},
+            {"kernel_initializer", o.kernel_initializer},
+            {"bias_initializer", o.bias_initializer}});
+  return c;
+}
+
+LayerPtr MultiHeadAttentionLayer::from_config(const nlohmann::json& c) {
+  MultiHeadAttentionOptions o;
+  o.num_heads = c.at("num_heads").get<std::int64_t>();
+  o.key_dim = c.at("key_dim").get<std::int64_t>();
+  if (c.contains("value_dim") && !c.at("value_dim").is_null())
+    o.value_dim = c.at("value_dim").get<std::int64_t>();
+  o.dropout = c.value("dropout", o.dropout);
+  o.use_bias = c.value("use_bias", o.use_bias);
+  if (c.contains("output_shape") && !c.at("output_shape").is_null()) {
+    const auto& s = c.at("output_shape");
+    // Keras writes an int or a one-element list (the output's last dimension).
+    LOCKSTEP_CHECK(s.is_number_integer() || (s.is_array() && s.size() == 1 && s[0].is_number_integer()),
+                   "MultiHeadAttention: output_shape must be one dimension (lockstep projects onto the last "
+                   "axis only), got ",
+                   s.dump());
+    o.output_shape = s.is_array() ? s[0].get<std::int64_t>() : s.get<std::int64_t>();
+  }
+  o.kernel_initializer = c.value("kernel_initializer", o.kernel_initializer);
+  o.bias_initializer = c.value("bias_initializer", o.bias_initializer);
+  o.name = c.at("name").get<std::string>();
+  return std::make_shared<MultiHeadAttentionLayer>(o);
+}
+
+LayerPtr MultiHeadAttention(const MultiHeadAttentionOptions& options) {
+  return std::make_shared<MultiHeadAttentionLayer>(options);
+}
+
+}  // namespace lockstep::layers

@@ -1,0 +1,152 @@
+// Scaled dot-product attention: the fused op (backend kernels attention / attention_backward)
+// and its unfused composition of ops, the reference it is tested against.
+#include <cmath>
+
+#include "lockstep/tensor/attention.hpp"
+#include "tensor/op_util.hpp"
+
+namespace lockstep {
+
+using detail::ctx;
+using detail::kern;
+
+namespace {
+constexpr const char* kName = "scaled_dot_product_attention";
+
+// The shapes checked and described for the kernels: q [b, h, tq, d], k [b, h, tk, d],
+// v [b, h, tk, dv], mask uint8 [b|1, tk] or [b|1, 1|tq, tk].
+backend::AttentionDesc describe(const char* op, const Tensor& q, const Tensor& k, const Tensor& v,
+                                const Tensor& mask, const AttentionOptions& o) {
+  detail::check_float(op, {&q, &k, &v});
+  LOCKSTEP_CHECK(q.rank() == 4 && k.rank() == 4 && v.rank() == 4, op,
+                 ": q, k and v must be [batch, heads, length, depth], got ", q.shape().str(), ", ",
+                 k.shape().str(), " and ", v.shape().str());
+  LOCKSTEP_CHECK(k.dim(0) == q.dim(0) && v.dim(0) == q.dim(0) && k.dim(1) == q.dim(1) &&
+                     v.dim(1) == q.dim(1) && k.dim(3) == q.dim(3) && v.dim(2) == k.dim(2),
+                 op, ": q ", q.shape().str(), ", k ", k.shape().str(), " and v ", v.shape().str(),
+                 " do not fit: they need one batch and head count, q and k one depth, k and v one length");
+  LOCKSTEP_CHECK(o.dropout_rate >= 0.0f && o.dropout_rate < 1.0f, op,
+                 ": dropout rate must be in [0, 1), got ", o.dropout_rate);
+  backend::AttentionDesc a;
+  a.b = q.dim(0);
+  a.h = q.dim(1);
+  a.tq = q.dim(2);
+  a.tk = k.dim(2);
+  a.d = q.dim(3);
+  a.dv = v.dim(3);
+  a.scale = o.scale.value_or(a.d > 0 ? 1.0f / std::sqrt(static_cast<float>(a.d)) : 1.0f);
+  a.causal = o.causal;
+  a.dropout_rate = o.dropout_rate;
+  a.seed = o.dropout_key.seed;
+  a.stream = o.dropout_key.stream;
+  a.step = o.dropout_key.step;
+  a.first_example = o.dropout_key.first_example;
+  if (mask.defined()) {
+    detail::check_context_kind(op, mask);
+    const bool rank_ok = mask.rank() == 2 || mask.rank() == 3;
+    const std::int64_t mb = rank_ok ? mask.dim(0) : 0, mq = mask.rank() == 3 ? mask.dim(1) : 1;
+    LOCKSTEP_CHECK(
+        mask.dtype() == DType::kU8 && rank_ok && (mb == a.b || mb == 1) && (mq == a.tq || mq == 1) &&
+            mask.dim(-1) == a.tk,
+        op, ": the mask must be uint8 (1 = attend) of shape [batch, keys] or [batch, 1 or queries, keys] = (",
+        a.b, ", ", a.tq, ", ", a.tk, "), got ", dtype_name(mask.dtype()), " ", mask.shape().str());
+    a.mask_q_stride = mq == 1 ? 0 : a.tk;
+    a.mask_b_stride = mb == 1 ? 0 : mq * a.tk;
+  }
+  return a;
+}
+
+const std::uint8_t* mask_data(const Tensor& mask) {
+  return mask.defined() ? static_cast<const std::uint8_t*>(mask.raw_data()) : nullptr;
+}
+
+// The op's gradient: the backward kernel, from the inputs, the output and the row log-sum-exps.
+// (Recorded as a custom gradient, so that adding the op left OpType, which every file sees,
+// unchanged.)
+class AttentionGradient final : public CustomGradient {
+ public:
+  AttentionGradient(Tensor mask, Tensor lse, const AttentionOptions& o)
+      : mask_(std::move(mask)), lse_(std::move(lse)), o_(o) {}
+  const char* name() const override { return kName; }
+  std::array<Tensor, 3> backward(const OpRecord& r, const Tensor& g,
+                                 const std::array<bool, 3>&) const override {
+    return scaled_dot_product_attention_grad(r.inputs[0], r.inputs[1], r.inputs[2], mask_, r.output, lse_, g,
+                                             o_);
+  }
+
+ private:
+  Tensor mask_, lse_;
+  AttentionOptions o_;
+};
+}  // namespace
+
+Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask,
+                                    const AttentionOptions& o, Tensor* lse_out) {
+  const backend::AttentionDesc a = describe(kName, q, k, v, mask, o);
+  const auto& kt = kern(kName, q, backend::KernelOp::kAttention);
+  Tensor out = Tensor::empty({a.b, a.h, a.tq, a.dv}, q.dtype());
+  Tensor lse = Tensor::empty({a.b, a.h, a.tq}, DType::kF32);
+  kt.attention(ctx(), a, q.raw_data(), k.raw_data(), v.raw_data(), mask_data(mask), out.raw_data(),
+               static_cast<float*>(lse.raw_data()));
+  if (lse_out) *lse_out = lse;
+  if (detail::recording({&q, &k, &v})) {
+    AttentionOptions resolved = o;
+    resolved.scale = a.scale;
+    record_custom({q, k, v}, out, std::make_shared<AttentionGradient>(mask, lse, resolved));
+  }
+  return out;
+}
+
+std::array<Tensor, 3> scaled_dot_product_attention_grad(const Tensor& q, const Tensor& k, const Tensor& v,
+                                                        const Tensor& mask, const Tensor& out,
+                                                        const Tensor& lse, const Tensor& dy,
+                                                        const AttentionOptions& o) {
+  constexpr const char* op = "scaled_dot_product_attention_grad";
+  const backend::AttentionDesc a = describe(op, q, k, v, mask, o);
+  detail::check_float(op, {&q, &out, &dy});
+  const Shape out_shape{a.b, a.h, a.tq, a.dv};
+  LOCKSTEP_CHECK(out.shape() == out_shape && dy.shape() == out_shape && lse.defined() &&
+                     lse.dtype() == DType::kF32 && lse.shape() == Shape({a.b, a.h, a.tq}),
+                 op, ": out and dy must be ", out_shape.str(), " and lse float32 (", a.b, ", ", a.h, ", ",
+                 a.tq, "), got ", out.shape().str(), ", ", dy.shape().str(), " and ",
+                 lse.defined() ? lse.shape().str() : std::string("undefined"));
+  const auto& kt = kern(op, q, backend::KernelOp::kAttentionBackward);
+  Tensor dq = Tensor::empty(q.shape(), q.dtype()), dk = Tensor::empty(k.shape(), k.dtype()),
+         dv = Tensor::empty(v.shape(), v.dtype());
+  kt.attention_backward(ctx(), a, q.raw_data(), k.raw_data(), v.raw_data(), mask_data(mask), out.raw_data(),
+                        dy.raw_data(), static_cast<const float*>(lse.raw_data()), dq.raw_data(),
+                        dk.raw_data(), dv.raw_data());
+  return {dq, dk, dv};
+}
+
+Tensor attention_reference(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask,
+                           const AttentionOptions& o, Tensor* probabilities) {
+  const backend::AttentionDesc a = describe("attention_reference", q, k, v, mask, o);
+  const Tensor q3 = reshape(scale(q, a.scale), {a.b * a.h, a.tq, a.d});
+  Tensor s =
+      reshape(batch_matmul(q3, reshape(k, {a.b * a.h, a.tk, a.d}), false, true), {a.b, a.h, a.tq, a.tk});
+  // Where m is 0 the score becomes Keras' large negative (-1e9; -3e4 in float16, whose range
+  // ends at 65504): s * m + (m - 1) * big, exact for m in {0, 1}.
+  Tensor keep;
+  if (mask.defined()) {
+    const std::int64_t mq = mask.rank() == 3 ? mask.dim(1) : 1;
+    keep = reshape(cast(mask, q.dtype()), {mask.dim(0), 1, mq, a.tk});
+  }
+  if (a.causal) {
+    std::vector<float> lower(static_cast<std::size_t>(a.tq * a.tk));
+    for (std::int64_t i = 0; i < a.tq; ++i)
+      for (std::int64_t j = 0; j < a.tk; ++j)
+        lower[static_cast<std::size_t>(i * a.tk + j)] = j <= i ? 1.0f : 0.0f;
+    const Tensor causal = cast(Tensor::from_vector(lower, {a.tq, a.tk}), q.dtype());
+    keep = keep.defined() ? mul(keep, causal) : causal;
+  }
+  if (keep.defined())
+    s = add(mul(s, keep), scale(add_scalar(keep, -1.0f), q.dtype() == DType::kF16 ? 3e4f : 1e9f));
+  Tensor p = softmax(s, -1);
+  if (probabilities) *probabilities = p;
+  if (o.dropout_rate > 0) p = dropout(p, o.dropout_rate, o.dropout_key);
+  return reshape(batch_matmul(reshape(p, {a.b * a.h, a.tq, a.tk}), reshape(v, {a.b * a.h, a.tk, a.dv})),
+                 {a.b, a.h, a.tq, a.dv});
+}
+
+}  // namespace lockstep
