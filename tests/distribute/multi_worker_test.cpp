@@ -14,6 +14,7 @@
 #include "distribute/member_threads.hpp"
 #include "distribute/multi_worker_group.hpp"
 #include "distribute/worker_transport.hpp"
+#include "lockstep/io/checkpoint.hpp"
 #include "lockstep/lockstep.hpp"
 
 using namespace lockstep;
@@ -274,7 +275,7 @@ ShardedRun train_across_workers(int local_devices, bool shard,
   ShardedRun run;
   run.sharded_over_workers = strategy.sharded_update().slots_partial();
   try {
-    (void)opt->slots_to_save(model.trainable_variables()[0]);
+    (void)io::slots_to_save(*opt, model.trainable_variables()[0], model.optimizer_slot_shards());
   } catch (const ValueError& e) {
     run.save_refused = std::string(e.what()).find("gather_optimizer_slots") != std::string::npos;
   }
@@ -282,7 +283,8 @@ ShardedRun train_across_workers(int local_devices, bool shard,
   strategy.check_mirrored(model.variables());
   for (const auto& v : model.variables()) run.weights.push_back(v.value().to_vector<float>());
   for (const auto& v : model.trainable_variables())
-    for (const auto& [name, t] : opt->slots_to_save(v)) run.slots.push_back(t.to_vector<float>());
+    for (const auto& [name, t] : io::slots_to_save(*opt, v, model.optimizer_slot_shards()))
+      run.slots.push_back(t.to_vector<float>());
   run.buckets = strategy.gradient_reducer(0).buckets().size();
   run.started_early = strategy.gradient_reducer(0).buckets_started_early();
   return run;
