@@ -49,10 +49,9 @@ double Optimizer::learning_rate_at(std::int64_t step) const {
 
 const std::vector<Variable>& Optimizer::slot_variables(const Variable& var) {
   SlotVariables& entry = slots_[var.identity()];
-  const auto names = slot_names();
   if (entry.slots.empty()) {
     entry.variable = var;
-    for (const auto& n : names) entry.slots.push_back(Variable::zeros_like(var, var.name() + "/" + n));
+    for (const auto& n : slot_names()) entry.slots.push_back(Variable::zeros_like(var, var.name() + "/" + n));
   } else {
     for (auto& s : entry.slots) s.mirror_like(var);  // a no-op unless var was mirrored since
   }

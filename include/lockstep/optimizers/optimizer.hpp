@@ -1,6 +1,8 @@
 #pragma once
 // Keras optimizers with Keras' update rules and defaults. apply_gradients() updates the
-// variables in place; slots (momentum, Adam moments) are created on first use per variable.
+// variables in place; slots (momentum, Adam moments) are Variables made on first use per
+// variable, placed like it (one copy per replica of a mirrored variable). An optimizer keeps no
+// replica or shard state: the exchange and any sharding of the update are the strategy's.
 #include <atomic>
 #include <functional>
 #include <map>
