@@ -63,6 +63,37 @@ void Variable::mirror(const std::vector<ComputeContext*>& contexts) {
   impl_->contexts = contexts;
 }
 
+Variable Variable::zeros_like(const Variable& like, std::string name) {
+  LOCKSTEP_CHECK(like.impl_, "zeros_like: undefined Variable");
+  Variable v;
+  v.impl_ = std::make_shared<Impl>();
+  v.impl_->name = std::move(name);
+  v.impl_->trainable = false;
+  v.impl_->contexts = like.impl_->contexts;
+  if (v.impl_->contexts.empty()) v.impl_->copies.push_back(Tensor::zeros(like.shape()));
+  for (auto* ctx : v.impl_->contexts) {
+    ComputeScope scope(*ctx);
+    v.impl_->copies.push_back(Tensor::zeros(like.shape()));
+  }
+  return v;
+}
+
+void Variable::share_primary() const {
+  LOCKSTEP_CHECK(impl_, "share_primary: undefined Variable");
+  if (shares_primary()) return;
+  for (std::size_t r = 1; r < impl_->copies.size(); ++r) impl_->copies[r] = impl_->copies[0];
+}
+
+void Variable::broadcast_primary() const {
+  LOCKSTEP_CHECK(impl_, "broadcast_primary: undefined Variable");
+  const Tensor& primary = impl_->copies[0];
+  for (std::size_t r = 1; r < impl_->copies.size(); ++r) {
+    Tensor& c = impl_->copies[r];
+    if (c.impl() == primary.impl()) c = clone_in(impl_->contexts[r], primary, impl_->trainable);
+    else c.copy_from(primary);
+  }
+}
+
 int Variable::replica_copy() const {
   const auto& ctxs = impl_->contexts;
   if (ctxs.size() > 1) {

@@ -59,6 +59,8 @@ const GradientReducer& Strategy::gradient_reducer(int replica) const {
   return update_->reducer(replica);
 }
 
+void Strategy::drop_held_back_gradients() { update_->drop_held_back(); }
+
 void Strategy::gather_sharded_slots(ElementwiseRule* rule) {
   if (!rule || num_workers_ == 1 || !update_->slots_partial()) return;
   run_void([&](ReplicaContext& ctx) { update_->gather_slots(ctx.local_replica_id(), *rule); });

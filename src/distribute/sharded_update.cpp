@@ -44,6 +44,7 @@ GradientsExchanged ShardedUpdate::exchange(int replica, std::vector<Tensor>& gra
   GradientReducer& reducer = *reducers_[r];
   Communicator& comm = group_.member(replica);
   if (!sharded(vars, rule)) {
+    if (options_.num_workers > 1) check_whole(vars);
     if (reducer.in_progress(vars, GradientExchange::kAllReduce)) reducer.finish_all_reduce(grads);
     else reducer.all_reduce(comm, grads, vars);
     return GradientsExchanged::kSummed;
@@ -54,7 +55,7 @@ GradientsExchanged ShardedUpdate::exchange(int replica, std::vector<Tensor>& gra
   else reducer.reduce_scatter(comm, grads, vars, shards);
   // Over several workers each one's slots of a variable go partial, also where it holds none
   // of its shards: a save then asks for them to be gathered rather than writing stale ones.
-  if (options_.num_workers > 1) mark_partial(vars, *rule);
+  if (options_.num_workers > 1) mark_partial(vars);
   rule->apply(vars, shards, step);
   all_gather_shards(replica, vars, shards);
   return GradientsExchanged::kApplied;
@@ -130,13 +131,20 @@ void ShardedUpdate::all_gather_shards(int replica, const std::vector<Variable>& 
   }
 }
 
-void ShardedUpdate::mark_partial(const std::vector<Variable>& vars, ElementwiseRule& rule) {
-  {
-    std::lock_guard<std::mutex> lock(partial_mu_);
-    for (const Variable& v : vars) partial_.insert(v.copy(0).impl().get());
-  }
-  // Outside partial_mu_: the optimizer asks only_shards_here under its own lock.
-  rule.slots_sharded_by(weak_from_this());
+void ShardedUpdate::mark_partial(const std::vector<Variable>& vars) {
+  std::lock_guard<std::mutex> lock(partial_mu_);
+  for (const Variable& v : vars) partial_.insert(v.identity());
+}
+
+void ShardedUpdate::check_whole(const std::vector<Variable>& vars) const {
+  // Every replica of every worker finds the same: each refuses before any updates anything.
+  std::lock_guard<std::mutex> lock(partial_mu_);
+  if (partial_.empty()) return;
+  for (const Variable& v : vars)
+    LOCKSTEP_CHECK(partial_.count(v.identity()) == 0, "the slots of variable '", v.name(),
+                   "' were last updated sharded over the workers (MirroredOptions::shard_optimizer_update) and this "
+                   "worker holds only its shards of them; call model.gather_optimizer_slots() on every worker, then "
+                   "optimizer.broadcast_slots(variable) for every variable, before updating it unsharded");
 }
 
 bool ShardedUpdate::slots_partial() const {
@@ -146,12 +154,7 @@ bool ShardedUpdate::slots_partial() const {
 
 bool ShardedUpdate::only_shards_here(const Variable& var) const {
   std::lock_guard<std::mutex> lock(partial_mu_);
-  return partial_.count(var.copy(0).impl().get()) != 0;
-}
-
-void ShardedUpdate::made_whole(const Variable& var) {
-  std::lock_guard<std::mutex> lock(partial_mu_);
-  partial_.erase(var.copy(0).impl().get());
+  return partial_.count(var.identity()) != 0;
 }
 
 void ShardedUpdate::gather_slots(int replica, ElementwiseRule& rule) {
@@ -167,7 +170,7 @@ void ShardedUpdate::gather_slots(int replica, ElementwiseRule& rule) {
     all_gather_shared_state(replica, state);
   }
   std::lock_guard<std::mutex> lock(partial_mu_);
-  for (const Variable& v : vars) partial_.erase(v.copy(0).impl().get());
+  for (const Variable& v : vars) partial_.erase(v.identity());
 }
 
 void ShardedUpdate::all_gather_shared_state(int replica, std::vector<Tensor>& state) {

@@ -51,7 +51,7 @@ Strategy::Strategy(StrategyLayout layout)
   update.gradients_in_place = update.shard && num_workers_ == 1 && layout.gradients_in_place;
   // Workers may differ here: either way every bucket's collective starts in bucket order.
   update.overlap = layout.overlap_gradients;
-  update_ = std::make_shared<ShardedUpdate>(*group_, update);
+  update_ = std::make_unique<ShardedUpdate>(*group_, update);
   replicas_->owner = this;
   start_replica_threads();
 }

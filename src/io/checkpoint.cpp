@@ -72,6 +72,16 @@ std::string slot_tensor_name(const std::string& variable_name, const std::string
   return "optimizer/" + variable_name + "/" + slot_name;
 }
 
+std::vector<std::pair<std::string, Tensor>> slots_to_save(optimizers::Optimizer& optimizer, const Variable& v,
+                                                          const ShardedSlots* shards) {
+  auto slots = optimizer.slots(v);
+  LOCKSTEP_CHECK(slots.empty() || shards == nullptr || !shards->only_shards_here(v), optimizer.name(),
+                 ": the slots of variable '", v.name(), "' are sharded over the workers (the sharded optimizer update) "
+                 "and this worker holds only its shards; call model.gather_optimizer_slots() on every worker before "
+                 "saving them (fit does at every epoch's end, and BackupAndRestore before each backup)");
+  return slots;
+}
+
 void save_checkpoint(const std::string& prefix, const std::vector<Variable>& variables,
                      optimizers::Optimizer* optimizer, const TrainingState& state_in, const CheckpointOptions& options) {
   if (!options.is_chief) return;
@@ -85,7 +95,8 @@ void save_checkpoint(const std::string& prefix, const std::vector<Variable>& var
   if (with_optimizer) {
     for (const auto& v : variables)
       if (v.trainable())
-        for (auto& [slot, t] : optimizer->slots_to_save(v)) tensors.emplace_back(slot_tensor_name(v.name(), slot), t);
+        for (auto& [slot, t] : slots_to_save(*optimizer, v, options.slot_shards))
+          tensors.emplace_back(slot_tensor_name(v.name(), slot), t);
     state.iterations = optimizer->iterations();
   }
   if (optimizer != nullptr) {

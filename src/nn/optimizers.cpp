@@ -15,13 +15,6 @@ void check_finite_at_least(double v, double lo, bool inclusive, const char* what
                  inclusive ? ">= " : "> ", lo, ", got ", v);
 }
 
-// Whether this worker holds only its shards of `v`'s slots (a sharded update over several
-// workers). A rule without slots has nothing that shards could leave incomplete.
-bool in_shards(const std::weak_ptr<ShardedSlots>& holder, std::size_t slot_count, const Variable& v) {
-  const auto h = holder.lock();
-  return h && slot_count > 0 && h->only_shards_here(v);
-}
-
 std::vector<std::pair<Tensor, Variable>> zip_pairs(const std::vector<Tensor>& grads, const std::vector<Variable>& vars) {
   std::vector<std::pair<Tensor, Variable>> gv;
   gv.reserve(grads.size());
@@ -54,43 +47,35 @@ double Optimizer::learning_rate_at(std::int64_t step) const {
   return options_.schedule ? options_.schedule(step) : options_.learning_rate;
 }
 
-std::vector<Tensor> Optimizer::slots_of(const Variable& var) {
-  const std::size_t count = slot_names().size();
-  if (count == 0) return {};
-  std::lock_guard<std::mutex> lock(slots_mu_);
-  auto& s = slots_[var.value().impl().get()];
-  if (s.empty()) {
-    // Made on the calling thread, so a replica's slots live on its own device.
-    for (std::size_t i = 0; i < count; ++i) s.push_back(Tensor::zeros(var.shape()));
+const std::vector<Variable>& Optimizer::slot_variables(const Variable& var) {
+  SlotVariables& entry = slots_[var.identity()];
+  if (entry.slots.empty()) {
+    entry.variable = var;
+    for (const auto& n : slot_names()) entry.slots.push_back(Variable::zeros_like(var, var.name() + "/" + n));
+  } else {
+    for (auto& s : entry.slots) s.mirror_like(var);  // a no-op unless var was mirrored since
   }
-  return s;
+  return entry.slots;
 }
 
-bool Optimizer::slots_sharded(const Variable& v) const {
-  if (in_shards(sharded_slots_, slot_names().size(), v)) return true;
-  if (v.num_copies() < 2) return false;
-  const auto primary = slots_.find(v.copy(0).impl().get());
-  const auto other = slots_.find(v.copy(1).impl().get());
-  return primary != slots_.end() && other != slots_.end() && !primary->second.empty() &&
-         other->second[0].impl() == primary->second[0].impl();
+std::vector<Tensor> Optimizer::slots_of(const Variable& var) {
+  if (slot_names().empty()) return {};
+  std::lock_guard<std::mutex> lock(slots_mu_);
+  std::vector<Tensor> out;
+  for (const Variable& s : slot_variables(var)) out.push_back(s.value());
+  return out;
 }
 
 std::vector<Tensor> Optimizer::Rule::shared_slots(const Variable& var) {
-  const std::size_t count = o_.slot_names().size();
-  if (count == 0) return {};
+  if (o_.slot_names().empty()) return {};
   std::lock_guard<std::mutex> lock(o_.slots_mu_);
-  auto& s = o_.slots_[var.copy(0).impl().get()];
-  if (s.empty()) {
-    for (std::size_t i = 0; i < count; ++i) s.push_back(Tensor::zeros(var.shape()));
+  std::vector<Tensor> out;
+  for (const Variable& s : o_.slot_variables(var)) {
+    // Every copy uses the primary from now on: each element is updated by its one owner.
+    s.share_primary();
+    out.push_back(s.copy(0));
   }
-  // Every copy uses them from now on: each element is updated by its one owner.
-  for (int r = 1; r < var.num_copies(); ++r) o_.slots_[var.copy(r).impl().get()] = s;
-  return s;
-}
-
-void Optimizer::Rule::slots_sharded_by(std::weak_ptr<ShardedSlots> holder) {
-  std::lock_guard<std::mutex> lock(o_.slots_mu_);
-  o_.sharded_slots_ = std::move(holder);
+  return out;
 }
 
 void Optimizer::Rule::apply(const std::vector<Variable>& vars, const std::vector<GradientShard>& ranges,
@@ -128,58 +113,25 @@ bool Optimizer::elementwise() const { return !options_.clipnorm && !options_.glo
 std::vector<std::pair<std::string, Tensor>> Optimizer::slots(const Variable& v) {
   std::vector<std::pair<std::string, Tensor>> out;
   const auto names = slot_names();
-  slots_of(v);
-  std::lock_guard<std::mutex> lock(slots_mu_);
-  auto& s = slots_[v.value().impl().get()];
-  for (std::size_t i = 0; i < names.size(); ++i) out.emplace_back(names[i], s[i]);
+  const std::vector<Tensor> values = slots_of(v);
+  for (std::size_t i = 0; i < names.size(); ++i) out.emplace_back(names[i], values[i]);
   return out;
-}
-
-std::vector<std::pair<std::string, Tensor>> Optimizer::slots_to_save(const Variable& v) {
-  {
-    std::lock_guard<std::mutex> lock(slots_mu_);
-    LOCKSTEP_CHECK(!in_shards(sharded_slots_, slot_names().size(), v), name(), ": the slots of variable '", v.name(),
-                   "' are sharded over the workers (the sharded optimizer update) and this worker holds only its "
-                   "shards; call model.gather_optimizer_slots() on every worker before saving them (fit does at "
-                   "every epoch's end, and BackupAndRestore before each backup)");
-  }
-  return slots(v);
 }
 
 void Optimizer::broadcast_slots(const Variable& v) {
   if (slot_names().empty()) return;
   std::lock_guard<std::mutex> lock(slots_mu_);
-  // Loaded whole (a checkpoint), or the caller knows.
-  if (const auto holder = sharded_slots_.lock()) holder->made_whole(v);
-  if (v.num_copies() < 2) return;
-  auto primary = slots_.find(v.copy(0).impl().get());
-  if (primary == slots_.end()) return;
-  for (int r = 1; r < v.num_copies(); ++r) {
-    auto& dst = slots_[v.copy(r).impl().get()];
-    // Copies that shared the primary's slots (a sharded update) get their own again.
-    if (dst.empty() || dst[0].impl() == primary->second[0].impl()) {
-      dst.clear();
-      for (const auto& t : primary->second) dst.push_back(t.clone());
-    } else {
-      for (std::size_t i = 0; i < dst.size(); ++i) dst[i].copy_from(primary->second[i]);
-    }
-  }
+  for (const Variable& s : slot_variables(v)) s.broadcast_primary();
 }
 
 void Optimizer::apply_gradients(const std::vector<std::pair<Tensor, Variable>>& grads_and_vars) {
-  ReplicaInterface* replica = current_replica();
-  if (!replica) {
-    const std::int64_t step = iterations_.load();
-    apply_gradients_at(grads_and_vars, step);
-    iterations_.store(step + 1);
-    return;
-  }
   // Inside strategy.run, as TF's merge_call: the gradients are summed over the replicas first,
   // then every replica applies the same update to its own copies.
+  ReplicaInterface* replica = current_replica();
   std::vector<Tensor> grads;
   std::vector<Variable> vars;
   for (const auto& [g, v] : grads_and_vars) {
-    if (!g.defined()) continue;  // skipped, as outside; every replica must skip the same ones
+    if (!g.defined()) continue;  // skipped; every replica must skip the same ones
     check_made_in_scope(v, name() + ".apply_gradients", /*for_update=*/true);
     grads.push_back(g);
     vars.push_back(v);
@@ -188,7 +140,7 @@ void Optimizer::apply_gradients(const std::vector<std::pair<Tensor, Variable>>& 
   // step) before every replica has read it.
   const std::int64_t step = iterations_.load();
   // Under no_sync (gradient accumulation) the gradients are only held back: no update, no step.
-  if (!apply_gradients_in_replica(*replica, grads, vars, step)) return;
+  if (apply_gradients_in_replica(replica, grads, vars, step) != StepOutcome::kApplied) return;
   // The step counts once: the first replica to get here moves it from `step` to `step + 1`, the
   // others find it moved. No replica can read it for the next step before its own exchange, and
   // none can count step + 1 without it, so every replica's next read is exactly step + 1.
@@ -196,15 +148,18 @@ void Optimizer::apply_gradients(const std::vector<std::pair<Tensor, Variable>>& 
   iterations_.compare_exchange_strong(expected, step + 1);
 }
 
-bool Optimizer::apply_gradients_in_replica(ReplicaInterface& replica, std::vector<Tensor>& grads,
-                                           const std::vector<Variable>& vars, std::int64_t step) {
-  switch (replica.exchange_gradients(grads, vars, elementwise_rule(), step)) {
-    case GradientsExchanged::kHeldBack: return false;
-    case GradientsExchanged::kApplied: return true;
-    case GradientsExchanged::kSummed: break;
+Optimizer::StepOutcome Optimizer::apply_gradients_in_replica(ReplicaInterface* replica, std::vector<Tensor>& grads,
+                                                             const std::vector<Variable>& vars, std::int64_t step) {
+  if (replica) {
+    switch (replica->exchange_gradients(grads, vars, elementwise_rule(), step)) {
+      case GradientsExchanged::kHeldBack: return StepOutcome::kHeldBack;
+      case GradientsExchanged::kApplied: return StepOutcome::kApplied;
+      case GradientsExchanged::kSummed: break;
+    }
   }
+  if (!usable(grads)) return StepOutcome::kSkipped;
   apply_gradients_at(zip_pairs(grads, vars), step);
-  return true;
+  return StepOutcome::kApplied;
 }
 
 void Optimizer::apply_gradients(const std::vector<Tensor>& grads, const std::vector<Variable>& vars) {
@@ -221,7 +176,9 @@ void Optimizer::apply_gradients_at(const std::vector<std::pair<Tensor, Variable>
     // the copies stay alike.
     std::lock_guard<std::mutex> lock(slots_mu_);
     for (const auto& [g, v] : grads_and_vars) {
-      LOCKSTEP_CHECK(!(g.defined() && slots_sharded(v)),
+      const auto it = slots_.find(v.identity());
+      const bool shared = it != slots_.end() && !it->second.slots.empty() && it->second.slots[0].shares_primary();
+      LOCKSTEP_CHECK(!(g.defined() && shared),
                      name(), ": the slots of variable '", v.name(), "' were last updated sharded over the replicas "
                      "(MirroredOptions::shard_optimizer_update) and only its first copy holds them (over several "
                      "workers, only this worker's shards of them); call model.gather_optimizer_slots() on every "

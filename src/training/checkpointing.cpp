@@ -31,7 +31,9 @@ TrainingState make_training_state(const Model& model, int epoch, std::int64_t ba
 void save_checkpoint(const std::string& prefix, Model& model, const TrainingState& state,
                      const CheckpointOptions& options) {
   LOCKSTEP_CHECK(model.built(), "save_checkpoint: model '", model.name(), "' is not built, so it has no variables yet");
-  io::save_checkpoint(prefix, model.variables(), model.optimizer().get(), state, options);
+  CheckpointOptions o = options;
+  o.slot_shards = model.optimizer_slot_shards();
+  io::save_checkpoint(prefix, model.variables(), model.optimizer().get(), state, o);
 }
 
 TrainingState load_checkpoint(const std::string& prefix, Model& model) {

@@ -86,7 +86,7 @@ void check_options(const FitOptions& o) {
 FitLoop::FitLoop(Model& model, const data::Dataset& dataset, const FitOptions& o)
     : model_(model), dataset_(dataset), o_(o), card_(dataset.cardinality()) {
   check_options(o);
-  model_.accumulated_.clear();
+  drop_held_back();
   LOCKSTEP_CHECK(o.steps_per_epoch > 0 || card_ != data::kInfiniteCardinality,
                  "fit: the dataset is infinite (repeat()), so steps_per_epoch must be given");
   steps_ = o.steps_per_epoch > 0 ? o.steps_per_epoch : (card_ >= 0 ? card_ : -1);
@@ -175,6 +175,11 @@ void FitLoop::take_restored_slots() {
   for (const auto& v : model_.trainable_variables()) optimizer.broadcast_slots(v);
 }
 
+void FitLoop::drop_held_back() {
+  held_.clear();
+  if (model_.strategy_) model_.strategy_->drop_held_back_gradients();
+}
+
 EpochInput FitLoop::open_input(ResumePoint at) const {
   const distribute::Strategy* s = model_.strategy_;
   const int local = s ? s->num_local_replicas() : 1;
@@ -208,7 +213,7 @@ EpochTally FitLoop::train_epoch(EpochInput& in, bool resumed, std::int64_t first
     }
   }
   // Training stopped within a group: its held-back gradients are not applied.
-  model_.accumulated_.clear();
+  drop_held_back();
   tally.gpu_utilization = utilization.take_mean();
   return tally;
 }
@@ -251,8 +256,8 @@ void FitLoop::run_group(std::int64_t& step, const std::vector<distribute::Distri
     Logs batch_logs;
     callbacks.each([&](Callback& c) { c.on_train_batch_begin(step, batch_logs); });
     using Use = Model::GradientUse;
-    const Use use = group.size() == 1 ? Use::kApply : j + 1 < group.size() ? Use::kHoldBack : Use::kApplyGroup;
-    model_.train_micro_step(group[j], first_example, group_examples, use);
+    const Use use = j + 1 < group.size() ? Use::kHoldBack : Use::kApply;
+    model_.train_micro_step(group[j], first_example, group_examples, use, &held_);
     first_example += group[j].global_size;
     ++global_step_;
     if (global_step_ == warmup_) timed_start_ = std::chrono::steady_clock::now();

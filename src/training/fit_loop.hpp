@@ -101,6 +101,8 @@ class FitLoop {
   /// replicas, elements read ahead for GPUs, and whether the next batch is prepared ahead.
   void choose_input();
   void take_restored_slots();
+  /// Drops the gradients of a group that will not be applied (training stopped within it).
+  void drop_held_back();
   void update_timing();
   void add_device_logs(Logs& out) const;
 
@@ -121,6 +123,8 @@ class FitLoop {
   std::int64_t warmup_ = 1;
   std::int64_t global_step_ = 0;
   std::chrono::steady_clock::time_point timed_start_;
+  // Gradient accumulation without a strategy: the group's sums (a strategy's are its own).
+  distribute::GradientAccumulator held_;
 };
 
 }  // namespace lockstep::detail

@@ -14,6 +14,7 @@ namespace lockstep {
 namespace {
 using detail::ReplicaNumbers;
 using detail::run_on_slices;
+using Outcome = optimizers::Optimizer::StepOutcome;
 
 Tensor as_float(const Tensor& t) { return t.dtype() == DType::kF32 ? t : t.to(DType::kF32); }
 
@@ -206,7 +207,7 @@ Logs Model::collect_logs(const char* prefix) const {
 
 detail::ReplicaNumbers Model::replica_train_step(const Tensor& x, const Tensor& y, std::int64_t first_example,
                                         std::int64_t global_n, std::int64_t step, ReplicaInterface* replica,
-                                        GradientUse use) {
+                                        GradientUse use, distribute::GradientAccumulator* held) {
   const auto vars = trainable_variables();  // each replica resolves them to its own copies
   const layers::CallContext ctx{.training = true,
                                 .seed = seed_,
@@ -235,27 +236,25 @@ detail::ReplicaNumbers Model::replica_train_step(const Tensor& x, const Tensor& 
   }
   ReplicaNumbers r{.loss_sum = loss_sum};
   for (const auto& m : metrics_) r.metric_states.push_back(m->batch_state(y, out.output));
-  if (use == GradientUse::kHoldBack) {
-    accumulated_.add(grads, vars);
-    return r;
+  if (!replica && held) {  // one device: the group's sums are held by fit
+    if (use == GradientUse::kHoldBack) {
+      held->add(grads, vars);
+      return r;
+    }
+    if (!held->empty()) grads = held->take(grads, vars);
   }
-  if (use == GradientUse::kApplyGroup) grads = accumulated_.take(grads, vars);
-  if (replica && !loss_scale) {
-    // Summed over the replicas and applied, sharded over them where the strategy allows.
-    optimizer_->apply_gradients_in_replica(*replica, grads, vars, step);
-    return r;
+  // Summed over the replicas (or held back under no_sync), checked, and applied, sharded over
+  // the replicas where the strategy allows. The sums are identical on every replica, so every
+  // replica makes the same decision about a loss-scaled step's finiteness.
+  const auto apply = [&] { return optimizer_->apply_gradients_in_replica(replica, grads, vars, step); };
+  Outcome done;
+  if (replica) {
+    const auto quiet = dynamic_cast<distribute::ReplicaContext&>(*replica).no_sync(use == GradientUse::kHoldBack);
+    done = apply();
+  } else {
+    done = apply();
   }
-  if (replica) replica->all_reduce_gradients(grads, vars);
-  // The sums are identical on every replica, so every replica makes the same decision: the
-  // all-reduce already carried any replica's inf or NaN to all of them.
-  if (loss_scale && !loss_scale->unscale(grads)) {
-    r.gradients_finite = false;
-    return r;
-  }
-  std::vector<std::pair<Tensor, Variable>> gv;
-  gv.reserve(vars.size());
-  for (std::size_t i = 0; i < vars.size(); ++i) gv.emplace_back(grads[i], vars[i]);
-  optimizer_->apply_gradients_at(gv, step);
+  r.gradients_finite = done != Outcome::kSkipped;
   return r;
 }
 
@@ -295,6 +294,10 @@ void Model::gather_optimizer_slots() {
   if (strategy_ && optimizer_) strategy_->gather_sharded_slots(optimizer_->elementwise_rule());
 }
 
+const ShardedSlots* Model::optimizer_slot_shards() const {
+  return strategy_ ? &strategy_->sharded_update() : nullptr;
+}
+
 void Model::distribute(distribute::Strategy& strategy) {
   strategy_ = &strategy;
   if (built()) ensure_mirrored();
@@ -308,7 +311,8 @@ double Model::train_step(const Tensor& x, const Tensor& y) {
 }
 
 double Model::train_micro_step(const distribute::DistributedBatch& batch, std::int64_t first_example,
-                               std::int64_t group_examples, GradientUse use) {
+                               std::int64_t group_examples, GradientUse use,
+                               distribute::GradientAccumulator* held) {
   check_compiled("train_step");
   // Tensors are checked here; a batch of rows comes from one table of rows, so its components
   // agree. Each replica casts its own slice (on its device, after the copy: fewer bytes).
@@ -318,7 +322,7 @@ double Model::train_micro_step(const distribute::DistributedBatch& batch, std::i
   const std::int64_t n = batch.global_size;
   const std::int64_t step = optimizer_->iterations();
   const auto parts = run_on_slices(strategy_, batch, [&](const data::Element& s, std::int64_t first, ReplicaInterface* rc) {
-    return replica_train_step(input_of(s[0]), s[1], first_example + first, group_examples, step, rc, use);
+    return replica_train_step(input_of(s[0]), s[1], first_example + first, group_examples, step, rc, use, held);
   });
   if (use == GradientUse::kHoldBack) {
     double batch_loss = 0;

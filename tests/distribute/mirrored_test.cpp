@@ -160,6 +160,29 @@ TEST(Mirrored, ModelBuiltBeforeTheStrategyIsDistributedOnRequest) {
             0.0);
 }
 
+// The optimizer's slots are variables placed like theirs: a model trained before it was
+// distributed keeps its momentum (mirrored with the variables, not restarted from zeros), and
+// then each replica updates its own copy of them, on its own memory, in step with the others.
+TEST(Mirrored, OptimizerSlotsFollowTheirVariablesOntoTheReplicas) {
+  const Batches b = make_batches({8, 8});
+  auto model = make_model();
+  auto opt = optimizers::SGD(0.1, 0.9);
+  model->compile(opt, losses::SparseCategoricalCrossentropy());
+  model->train_step(b.x[0], b.y[0]);  // no strategy: one copy of everything
+  const Variable kernel = model->trainable_variables()[0];
+  const auto before = opt->slots(kernel)[0].second.to_vector<float>();
+  ASSERT_NE(before, std::vector<float>(before.size(), 0.0f));
+  MirroredStrategy strategy({.num_cpu_devices = 2, .shard_optimizer_update = false});
+  model->distribute(strategy);
+  EXPECT_EQ(opt->slots(kernel)[0].second.to_vector<float>(), before) << "the momentum survives distribute()";
+  model->train_step(b.x[1], b.y[1]);
+  strategy.check_mirrored(model->variables());
+  const auto seen = strategy.run([&](ReplicaContext&) { return opt->slots(kernel)[0].second; });
+  EXPECT_NE(seen.values()[0].impl(), seen.values()[1].impl()) << "each replica has its own copy";
+  EXPECT_EQ(seen.values()[0].to_vector<float>(), seen.values()[1].to_vector<float>());
+  EXPECT_NE(seen.values()[0].to_vector<float>(), before);
+}
+
 TEST_P(MirroredOver, ReplicaExceptionReachesCallerWithReplicaIdAndNothingHangs) {
   MirroredStrategy strategy(options(3));
   const auto t0 = std::chrono::steady_clock::now();

@@ -15,6 +15,7 @@
 #include "distribute/member_threads.hpp"
 #include "distribute/multi_worker_group.hpp"
 #include "distribute/worker_transport.hpp"
+#include "lockstep/io/checkpoint.hpp"
 #include "lockstep/lockstep.hpp"
 
 using namespace lockstep;
@@ -253,6 +254,7 @@ struct ShardedRun {
   std::vector<std::vector<float>> weights, slots;
   bool sharded_over_workers = false;
   bool save_refused = false;
+  bool unsharded_refused = false;  // an unsharded exchange before the gather
   std::size_t buckets = 0;
   std::size_t started_early = 0;  // buckets local replica 0 started during backward
 };
@@ -275,17 +277,28 @@ ShardedRun train_across_workers(int local_devices, bool shard,
   ShardedRun run;
   run.sharded_over_workers = strategy.sharded_update().slots_partial();
   try {
-    (void)opt->slots_to_save(model.trainable_variables()[0]);
+    (void)io::slots_to_save(*opt, model.trainable_variables()[0], model.optimizer_slot_shards());
   } catch (const ValueError& e) {
     run.save_refused = std::string(e.what()).find("gather_optimizer_slots") != std::string::npos;
+  }
+  run.buckets = strategy.gradient_reducer(0).buckets().size();
+  run.started_early = strategy.gradient_reducer(0).buckets_started_early();
+  try {
+    const auto vars = model.trainable_variables();
+    strategy.run_void([&](ReplicaContext& rc) {
+      std::vector<Tensor> grads;
+      for (const auto& v : vars) grads.push_back(Tensor::zeros(v.shape()));
+      rc.all_reduce_gradients(grads, vars);  // sums zeros: no update either way
+    });
+  } catch (const ReplicaError& e) {
+    run.unsharded_refused = std::string(e.what()).find("gather_optimizer_slots") != std::string::npos;
   }
   model.gather_optimizer_slots();
   strategy.check_mirrored(model.variables());
   for (const auto& v : model.variables()) run.weights.push_back(v.value().to_vector<float>());
   for (const auto& v : model.trainable_variables())
-    for (const auto& [name, t] : opt->slots_to_save(v)) run.slots.push_back(t.to_vector<float>());
-  run.buckets = strategy.gradient_reducer(0).buckets().size();
-  run.started_early = strategy.gradient_reducer(0).buckets_started_early();
+    for (const auto& [name, t] : io::slots_to_save(*opt, v, model.optimizer_slot_shards()))
+      run.slots.push_back(t.to_vector<float>());
   return run;
 }
 
@@ -332,8 +345,10 @@ TEST(MultiWorker, ShardedUpdateAcrossWorkersMatchesTheUnshardedOneAndGathersTheS
     const ShardedRun whole = train_across_workers(local, false);
     EXPECT_TRUE(sharded.sharded_over_workers);
     EXPECT_TRUE(sharded.save_refused) << "saving slots before the gather must be a ValueError naming the fix";
+    EXPECT_TRUE(sharded.unsharded_refused) << "so must an unsharded update of slots held in shards";
     EXPECT_FALSE(whole.sharded_over_workers);
     EXPECT_FALSE(whole.save_refused);
+    EXPECT_FALSE(whole.unsharded_refused);
     EXPECT_EQ(sharded.weights, whole.weights);
     EXPECT_EQ(sharded.slots, whole.slots);
   }

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "common/random_data.hpp"
+#include "lockstep/io/checkpoint.hpp"
 #include "lockstep/lockstep.hpp"
 
 using namespace lockstep;
@@ -302,7 +303,8 @@ TEST(ShardedUpdate, OnOneWorkerTheCopiesShareWholeSlots) {
   const auto seen = strategy.run([&](ReplicaContext&) {
     std::vector<std::vector<float>> s;
     for (const auto& v : vars)
-      for (const auto& [name, t] : opt->slots_to_save(v)) s.push_back(t.to_vector<float>());
+      for (const auto& [name, t] : io::slots_to_save(*opt, v, &strategy.sharded_update()))
+        s.push_back(t.to_vector<float>());
     return s;
   });
   EXPECT_EQ(seen[1], seen[0]);

@@ -170,6 +170,21 @@ TEST(LossScale, BacksOffOnAnInfiniteGradientAndRegrows) {
   EXPECT_EQ(model.optimizer()->iterations(), 3);
 }
 
+// apply_gradients takes the update's one route, as Keras' LossScaleOptimizer.apply_gradients:
+// the gradients are unscaled before the inner rule, and a step with an infinite one is skipped
+// (no update, not counted). The scale itself is the caller's to update (update_scale).
+TEST(LossScale, ApplyGradientsUnscalesAndSkipsANonFiniteStep) {
+  auto opt = optimizers::LossScale(optimizers::SGD(1.0), {.initial_scale = 4});
+  Variable w(Tensor::from_vector(std::vector<float>{1, 2}, {2}), "w");
+  opt->apply_gradients({Tensor::from_vector(std::vector<float>{4, -8}, {2})}, {w});
+  EXPECT_EQ(w.value().to_vector<float>(), (std::vector<float>{0, 4})) << "w -= 1.0 * g / 4";
+  EXPECT_EQ(opt->iterations(), 1);
+  const float inf = std::numeric_limits<float>::infinity();
+  opt->apply_gradients({Tensor::from_vector(std::vector<float>{inf, 1}, {2})}, {w});
+  EXPECT_EQ(w.value().to_vector<float>(), (std::vector<float>{0, 4})) << "skipped: untouched";
+  EXPECT_EQ(opt->iterations(), 1) << "a skipped step is no update";
+}
+
 TEST(LossScale, SkippedStepsAndTheScaleAreInTheEpochLogsUnderMirroredStrategy) {
   distribute::MirroredStrategy strategy({.num_cpu_devices = 3});
   auto scope = strategy.scope();

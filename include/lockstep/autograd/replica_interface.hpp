@@ -35,14 +35,13 @@ struct GradientShard {
 };
 
 /// The sharded update's record of slots held in shards across workers (each worker updates,
-/// and so holds, only its ranges of them until they are gathered).
+/// and so holds, only its ranges of them until they are gathered). What saves ask before they
+/// write an optimizer's slots (io::slots_to_save): the optimizer does not know.
 class ShardedSlots {
  public:
   virtual ~ShardedSlots() = default;
   /// Whether this worker holds only its shards of `var`'s slots.
   virtual bool only_shards_here(const Variable& var) const = 0;
-  /// `var`'s slots are whole here again (loaded from a checkpoint, or broadcast).
-  virtual void made_whole(const Variable& var) = 0;
 };
 
 /// What a sharded update asks of an optimizer (Optimizer::elementwise_rule): its rule, where
@@ -53,12 +52,10 @@ class ElementwiseRule {
   /// Applies step `step`'s rule to this replica's copy of each range of `vars` (and its
   /// `copies`), with the slots that every copy shares (shared_slots).
   virtual void apply(const std::vector<Variable>& vars, const std::vector<GradientShard>& ranges, std::int64_t step) = 0;
-  /// The slot tensors (whole) of `var` that a sharded update updates: copy 0's, which every
-  /// copy uses from then on (until Optimizer::broadcast_slots gives each its own again).
+  /// The slot tensors (whole) of `var` that a sharded update updates: the primary copy of each
+  /// slot variable, which every copy shares from then on (Variable::share_primary, until
+  /// Optimizer::broadcast_slots gives each its own again).
   virtual std::vector<Tensor> shared_slots(const Variable& var) = 0;
-  /// What this rule's owner asks before it hands out or updates slots unsharded: whether this
-  /// process holds only its shards of them (ShardedSlots). The sharded update registers itself.
-  virtual void slots_sharded_by(std::weak_ptr<ShardedSlots> holder) = 0;
 };
 
 /// Called with a variable's index and its final gradient during the backward pass.

@@ -73,6 +73,24 @@ class Variable {
   void assign_sub(const Tensor& delta) const;
 
   bool is_same(const Variable& o) const { return impl_ == o.impl_; }
+  /// What is_same compares: one value for every handle on this variable (a map key).
+  const void* identity() const { return impl_.get(); }
+
+  /// A new non-trainable variable of float32 zeros shaped like `like`, placed like it: one copy
+  /// per replica device it is mirrored over, each allocated there (Keras'
+  /// add_variable_from_reference: how an optimizer makes its slots).
+  static Variable zeros_like(const Variable& like, std::string name);
+  /// Mirrors this variable over the devices `like` is mirrored over (mirror's rules).
+  void mirror_like(const Variable& like) { mirror(like.impl_->contexts); }
+  /// Every copy becomes the primary copy itself: one tensor that every replica reads and
+  /// writes (a sharded update keeps an optimizer slot so: each replica updates its ranges of
+  /// copy 0). broadcast_primary() gives each copy its own memory again.
+  void share_primary() const;
+  /// Whether the copies are the primary itself (share_primary) rather than each its own.
+  bool shares_primary() const { return impl_ && impl_->copies.size() > 1 && impl_->copies[1].impl() == impl_->copies[0].impl(); }
+  /// Copies the primary into every other copy, each on its own device (allocated again where
+  /// it shared the primary's memory). Outside the replicas.
+  void broadcast_primary() const;
 
   /// Makes this variable mirrored over `contexts`: one copy per context, each allocated there
   /// and equal to the current primary value (a broadcast from replica 0; for kOnRead kSum, copy

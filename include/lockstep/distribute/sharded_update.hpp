@@ -8,7 +8,7 @@
 //     `*_summed` kernels), bit-identical to the collectives;
 //   - the layout: which replica updates which range of each variable (the reduce-scatter's);
 //   - the slot shards: across workers each holds only its ranges of the shared slots until
-//     gather_slots (ShardedSlots: the optimizer asks before it saves or updates them unsharded);
+//     gather_slots (ShardedSlots: a save asks, and an unsharded exchange refuses them);
 //   - gradient accumulation's held-back sums (no_sync).
 // The optimizer is asked only for its rule (ElementwiseRule), and keeps no distributed state.
 #include <cstddef>
@@ -37,7 +37,7 @@ struct ShardedUpdateOptions {
   bool overlap = true;
 };
 
-class ShardedUpdate final : public ShardedSlots, public std::enable_shared_from_this<ShardedUpdate> {
+class ShardedUpdate final : public ShardedSlots {
  public:
   /// `group`: the strategy's, member r being local replica r; it must outlive this.
   ShardedUpdate(CollectiveGroup& group, const ShardedUpdateOptions& options);
@@ -60,11 +60,12 @@ class ShardedUpdate final : public ShardedSlots, public std::enable_shared_from_
   /// slots of the variables of the last sharded update, so that every worker holds them whole.
   void gather_slots(int replica, ElementwiseRule& rule);
   bool only_shards_here(const Variable& var) const override;
-  void made_whole(const Variable& var) override;
 
   /// PyTorch DDP's no_sync, per local replica: exchange() holds the gradients back.
   bool no_sync(int replica) const { return no_sync_[static_cast<std::size_t>(replica)] != 0; }
   void set_no_sync(int replica, bool on) { no_sync_[static_cast<std::size_t>(replica)] = on ? 1 : 0; }
+  /// Drops the sums no_sync held back (a group that will not be applied).
+  void drop_held_back() { held_back_.clear(); }
   const GradientReducer& reducer(int replica) const { return *reducers_[static_cast<std::size_t>(replica)]; }
 
  private:
@@ -80,7 +81,9 @@ class ShardedUpdate final : public ShardedSlots, public std::enable_shared_from_
   /// Across workers: `state` (one tensor per variable of the last sharded update, shared by this
   /// worker's replicas) gets every worker's shards.
   void all_gather_shared_state(int replica, std::vector<Tensor>& state);
-  void mark_partial(const std::vector<Variable>& vars, ElementwiseRule& rule);
+  void mark_partial(const std::vector<Variable>& vars);
+  /// Before an unsharded update: refuses variables whose slots are held in shards here.
+  void check_whole(const std::vector<Variable>& vars) const;
 
   CollectiveGroup& group_;
   ShardedUpdateOptions options_;
@@ -92,7 +95,8 @@ class ShardedUpdate final : public ShardedSlots, public std::enable_shared_from_
   std::vector<std::vector<Tensor>> published_grads_;
   std::vector<std::vector<Variable>> published_vars_;  // their variables, alike
   mutable std::mutex partial_mu_;
-  std::unordered_set<const void*> partial_;  // copy 0 keys whose slots hold only this worker's shards
+  // Variables (Variable::identity) whose slots hold only this worker's shards.
+  std::unordered_set<const void*> partial_;
 };
 
 }  // namespace lockstep::distribute

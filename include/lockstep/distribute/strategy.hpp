@@ -328,6 +328,9 @@ class Strategy {
   /// Model::gather_optimizer_slots: when a sharded update over several workers left `rule`'s
   /// slots in shards, all-gathers them on every replica (every worker must call it alike).
   void gather_sharded_slots(ElementwiseRule* rule);
+  /// Drops the gradient sums that no_sync() held back (a group that will not be applied:
+  /// training stopped within it), outside run().
+  void drop_held_back_gradients();
   ComputeContext& context(int replica);
   const std::vector<ComputeContext*>& contexts() const { return context_ptrs_; }
 
@@ -368,7 +371,7 @@ class Strategy {
   std::vector<std::shared_ptr<ComputeContext>> contexts_;
   std::vector<ComputeContext*> context_ptrs_;
   std::unique_ptr<CollectiveGroup> group_;
-  std::shared_ptr<ShardedUpdate> update_;  // shared: optimizers hold it weakly (ShardedSlots)
+  std::unique_ptr<ShardedUpdate> update_;
   std::unique_ptr<Replicas> replicas_;
 };
 

@@ -5,12 +5,16 @@
 // skipped and the scale halved; after `dynamic_growth_steps` finite steps in a row it doubles.
 // compile() wraps the optimizer in one under the mixed_float16 policy, as Keras does.
 //
-// In a custom loop:
+// Its update takes the one route of every optimizer (apply_gradients_in_replica): the
+// gradients are summed over the replicas (never sharded: the check needs every gradient), then
+// unscaled and checked (usable), then the inner rule runs unless one is infinite or NaN. The
+// check needs no extra collective: the sums, and so the decision, are the same on every replica.
+// In a custom loop (inside strategy.run, or alone with a null replica):
 //   auto grads = tape.gradient(lso.scale_loss(loss), vars);
-//   ... all-reduce ...
-//   const bool finite = lso.unscale(grads);     // the same on every replica: the sums are
-//   if (finite) lso.apply_gradients_at(...);    // identical, so no extra collective is needed
-//   lso.update_scale(finite);                   // once per step, outside the replicas
+//   const auto done = lso.apply_gradients_in_replica(get_replica_context(), grads, vars, step);
+//   ... then once per step, outside the replicas:
+//   lso.update_scale(done != Optimizer::StepOutcome::kSkipped);  // and finish_step() if applied
+// (apply_gradients does the same within a step and counts it; update_scale stays the caller's.)
 #include <atomic>
 #include <cstdint>
 #include <vector>
@@ -57,6 +61,8 @@ class LossScaleOptimizer final : public Optimizer {
   }
   /// Never sharded: unscaling checks every gradient for inf/NaN first.
   bool elementwise() const override { return false; }
+  /// unscale: the step is skipped unless every gradient is finite.
+  bool usable(std::vector<Tensor>& grads) const override { return unscale(grads); }
   std::vector<std::string> slot_names() const override;
 
  private:

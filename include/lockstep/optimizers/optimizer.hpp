@@ -1,6 +1,8 @@
 #pragma once
 // Keras optimizers with Keras' update rules and defaults. apply_gradients() updates the
-// variables in place; slots (momentum, Adam moments) are created on first use per variable.
+// variables in place; slots (momentum, Adam moments) are Variables made on first use per
+// variable, placed like it (one copy per replica of a mirrored variable). An optimizer keeps no
+// replica or shard state: the exchange and any sharding of the update are the strategy's.
 #include <atomic>
 #include <functional>
 #include <map>
@@ -38,24 +40,33 @@ class Optimizer {
   /// Inside strategy.run (a replica function), as TF: the gradients are all-reduced (summed)
   /// across the replicas, each replica updates its own copies, and iterations() advances once
   /// for the step, not once per replica. Throws ValueError when a variable is not mirrored
-  /// over the replicas (the model was made outside strategy.scope()).
+  /// over the replicas (the model was made outside strategy.scope()). Through
+  /// apply_gradients_in_replica, so a LossScaleOptimizer unscales and skips as there.
   void apply_gradients(const std::vector<std::pair<Tensor, Variable>>& grads_and_vars);
   /// apply_gradients(zip(grads, vars)): the i-th gradient belongs to the i-th variable.
   void apply_gradients(const std::vector<Tensor>& grads, const std::vector<Variable>& vars);
-  /// The update of step `step` without advancing iterations(): what each replica of a strategy
-  /// runs on its own copies (their slots are its own too); the strategy then calls
-  /// finish_step() once. Safe to call from several replica threads at once.
+  /// The rule of step `step` on gradients already summed, without advancing iterations(): each
+  /// replica on its own copies (their slots are its own too). No unscaling, no exchange. Safe to
+  /// call from several replica threads at once.
   void apply_gradients_at(const std::vector<std::pair<Tensor, Variable>>& grads_and_vars, std::int64_t step);
   void finish_step() { iterations_.fetch_add(1); }
-  /// One replica's part of step `step` inside a strategy (what apply_gradients runs in
-  /// strategy.run, and fit's train step): hands `grads` to the replica's exchange with this
-  /// optimizer's elementwise rule, which sums them over the replicas and, where the strategy
-  /// shards the update (MirroredOptions::shard_optimizer_update), applies the rule to this
-  /// replica's shard of every variable itself (distribute::ShardedUpdate); otherwise this
-  /// replica applies the whole update to its copies. The weights come out bit-identical either
-  /// way. False when no_sync held the gradients back. Does not advance iterations().
-  bool apply_gradients_in_replica(ReplicaInterface& replica, std::vector<Tensor>& grads, const std::vector<Variable>& vars,
-                                  std::int64_t step);
+  /// What apply_gradients_in_replica did with one replica's gradients.
+  enum class StepOutcome {
+    kHeldBack,  // no_sync held them back (gradient accumulation): nothing applied
+    kApplied,
+    kSkipped,   // not usable (a LossScaleOptimizer found a gradient infinite or NaN): nothing applied
+  };
+  /// One replica's part of step `step` (what apply_gradients runs, in strategy.run or alone,
+  /// and fit's train step), the one route of an update: hands `grads` to the replica's exchange
+  /// with this optimizer's elementwise rule, which sums them over the replicas (adding any that
+  /// no_sync held back) and, where the strategy shards the update
+  /// (MirroredOptions::shard_optimizer_update), applies the rule to this replica's shard of
+  /// every variable itself (the strategy's sharded update); otherwise this replica checks the sums
+  /// (usable: a LossScaleOptimizer unscales them) and applies the whole update to its copies.
+  /// The weights come out bit-identical either way. `replica` null: one device, no exchange.
+  /// Does not advance iterations().
+  StepOutcome apply_gradients_in_replica(ReplicaInterface* replica, std::vector<Tensor>& grads,
+                                         const std::vector<Variable>& vars, std::int64_t step);
   /// The rule a sharded update applies to ranges, or null where the update of one element
   /// needs more than that element (clipnorm, global_clipnorm, loss scaling): every replica then
   /// updates all of its copies.
@@ -74,15 +85,13 @@ class Optimizer {
   /// 0/1, "beta_1", "beta_2", "epsilon", "weight_decay"), so a saved model can rebuild it.
   virtual std::map<std::string, double> hyperparameters() const { return {}; }
 
-  /// Slot tensors of a variable by slot name (for checkpoints); created on demand.
+  /// Slot tensors of a variable by slot name (for checkpoints): the copy current on this
+  /// thread of each slot variable (outside the replicas, the primary); created on demand.
   virtual std::vector<std::pair<std::string, Tensor>> slots(const Variable& v);
-  /// slots(v) for saving: a ValueError while this worker holds only its shards of them (the
-  /// update was sharded over several workers since Model::gather_optimizer_slots() last ran).
-  std::vector<std::pair<std::string, Tensor>> slots_to_save(const Variable& v);
-  /// Gives every copy of a mirrored variable the slot values of its primary copy (after a
-  /// checkpoint was loaded into the primary's slots, or before training unsharded a variable
-  /// whose update was sharded: its copies share the primary's slots then, and an unsharded
-  /// update is a ValueError saying so until this is called).
+  /// Gives every copy of a mirrored variable's slots the values of their primary copy (after a
+  /// checkpoint was loaded into it, or before training unsharded a variable whose update was
+  /// sharded: its slots are then one tensor that every copy shares, and an unsharded update is
+  /// a ValueError saying so until this is called).
   virtual void broadcast_slots(const Variable& v);
 
  protected:
@@ -101,11 +110,17 @@ class Optimizer {
     return false;
   }
   virtual std::vector<std::string> slot_names() const = 0;
+  /// On the summed gradients, before the rule: false skips the step. The sums are the same on
+  /// every replica, so every replica decides alike. LossScaleOptimizer unscales them here.
+  virtual bool usable(std::vector<Tensor>& /*grads*/) const { return true; }
   /// Whether the update of one element needs only that element (no clipnorm /
   /// global_clipnorm), so that replicas can share the update (ZeRO stage 1).
   virtual bool elementwise() const;
   /// The slots of the variable copy current on this thread (handles on their memory).
   std::vector<Tensor> slots_of(const Variable& var);
+  /// `var`'s slot variables (slot_names() order), made on first use like `var` (mirrored over
+  /// the same devices) and kept placed like it. Under slots_mu_.
+  const std::vector<Variable>& slot_variables(const Variable& var);
 
  private:
   // The optimizer as the sharded update sees it: the rule on ranges, and the slots.
@@ -114,22 +129,21 @@ class Optimizer {
     explicit Rule(Optimizer& o) : o_(o) {}
     void apply(const std::vector<Variable>& vars, const std::vector<GradientShard>& ranges, std::int64_t step) override;
     std::vector<Tensor> shared_slots(const Variable& var) override;
-    void slots_sharded_by(std::weak_ptr<ShardedSlots> holder) override;
 
    private:
     Optimizer& o_;
   };
-  // Whether `v`'s slots are shared by its copies or held in shards here (a sharded update):
-  // an unsharded update or a save would find them incomplete. Under slots_mu_.
-  bool slots_sharded(const Variable& v) const;
+  struct SlotVariables {
+    Variable variable;  // held, so that no other variable comes to have its identity
+    std::vector<Variable> slots;
+  };
 
   OptimizerOptions options_;
   std::atomic<std::int64_t> iterations_{0};  // replicas of apply_gradients count a step once
   mutable std::mutex slots_mu_;  // replicas create their slots concurrently
-  // Per variable copy (keyed by its TensorImpl), as a mirrored variable's copies: each replica's
-  // own. After a sharded update every copy's entry holds copy 0's tensors (shared_slots).
-  std::unordered_map<const void*, std::vector<Tensor>> slots_;
-  std::weak_ptr<ShardedSlots> sharded_slots_;  // the sharded update that holds some of them in shards
+  // Per variable (Variable::identity: one entry for all of its copies), as Keras: the slots
+  // are variables, mirrored like it, so each replica reads its own copy of them.
+  std::unordered_map<const void*, SlotVariables> slots_;
   Rule rule_{*this};
 };
 using OptimizerPtr = std::shared_ptr<Optimizer>;

@@ -164,6 +164,9 @@ class Model {
   /// them whole (and a checkpoint can be written). Every worker must call it; a no-op otherwise.
   /// fit calls it at every epoch's end and BackupAndRestore before each backup.
   void gather_optimizer_slots();
+  /// What a save asks before it writes the optimizer's slots (io::slots_to_save): which ones a
+  /// sharded update over several workers holds only in shards here; null without a strategy.
+  const ShardedSlots* optimizer_slot_shards() const;
   int num_replicas() const { return strategy_ ? strategy_->num_replicas_in_sync() : 1; }
 
  protected:
@@ -205,17 +208,20 @@ class Model {
                      int verbose);
   Logs collect_logs(const char* prefix) const;
   void reset_metrics();
-  /// What a replica does with its gradients of one batch: apply them (all-reduced), hold them
-  /// back for gradient accumulation, or add the held-back ones and apply the group's sum.
-  enum class GradientUse { kApply, kHoldBack, kApplyGroup };
+  /// What a replica does with its gradients of one batch: apply them (with those held back
+  /// before: the group's sum), or hold them back for gradient accumulation. A strategy's
+  /// replicas hold them back under no_sync (its ShardedUpdate keeps the sums); without a
+  /// strategy, `held` keeps them (fit's, for its accumulation groups; null: nothing is held).
+  enum class GradientUse { kApply, kHoldBack };
   detail::ReplicaNumbers replica_train_step(const Tensor& x, const Tensor& y, std::int64_t first_example,
                                     std::int64_t global_n, std::int64_t step, ReplicaInterface* replica,
-                                    GradientUse use);
+                                    GradientUse use, distribute::GradientAccumulator* held);
   /// train_step on one batch of an accumulation group: its loss is divided by all the group's
   /// examples (`group_examples`), its rows numbered from `first_example` within the group.
   /// The replicas prepare their slices of the batch after meanwhile (batch.ahead).
   double train_micro_step(const distribute::DistributedBatch& batch, std::int64_t first_example,
-                          std::int64_t group_examples, GradientUse use);
+                          std::int64_t group_examples, GradientUse use,
+                          distribute::GradientAccumulator* held = nullptr);
   /// Sums per-replica numbers through the strategy and adds them to the loss and metric trackers.
   void merge_replica_numbers(const distribute::PerReplica<detail::ReplicaNumbers>& parts, std::int64_t examples,
                              double* mean_loss);
@@ -233,7 +239,6 @@ class Model {
   const distribute::Strategy* synced_workers_ = nullptr;
   FitTiming timing_;
   mutable std::atomic<std::uint64_t> training_calls_{0};  // operator()(x, {.training = true}) outside a strategy
-  distribute::GradientAccumulator accumulated_;  // fit's held-back gradients (gradient accumulation)
 };
 
 }  // namespace lockstep
