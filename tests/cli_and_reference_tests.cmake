@@ -8,7 +8,7 @@ set(_expect ${CMAKE_CURRENT_SOURCE_DIR}/cli/expect.sh)
 add_test(NAME cli.unknown_flag_is_usage_and_status_2
          COMMAND ${_expect} 2 "Usage:.*train|error:.*--bogus" ${_cli} train --bogus)
 add_test(NAME cli.unknown_activation_is_usage_and_status_2
-         COMMAND ${_expect} 2 "swish not in" ${_cli} train --activation swish)
+         COMMAND ${_expect} 2 "swishy not in" ${_cli} train --activation swishy)
 add_test(NAME cli.bad_number_is_status_2
          COMMAND ${_expect} 2 "must be a finite positive number, got 'x'" ${_cli} train --epochs x)
 add_test(NAME cli.no_command_is_status_2 COMMAND ${_expect} 2 "subcommand is required" ${_cli})

@@ -98,9 +98,10 @@ using LayerPtr = std::shared_ptr<Layer>;
 /// (d0, d1, ...) -> (None, d0, d1, ...): a per-example shape with an unknown batch dimension.
 Shape with_batch_dim(const Shape& per_example);
 
-/// Keras' activation names: "linear" (or ""), "relu", "sigmoid", "tanh", "softmax", "gelu",
-/// "log_softmax"; anything else throws ValueError listing them.
-enum class ActivationKind { kLinear, kRelu, kSigmoid, kTanh, kSoftmax, kGelu, kLogSoftmax };
+/// Keras' activation names: "linear" (or ""), "relu", "sigmoid", "tanh", "softmax", "gelu" (the
+/// exact form, Keras' default), "log_softmax", "silu" (or its alias "swish"); anything else throws
+/// ValueError listing them.
+enum class ActivationKind { kLinear, kRelu, kSigmoid, kTanh, kSoftmax, kGelu, kLogSoftmax, kSilu };
 ActivationKind parse_activation(const std::string& name);
 std::string activation_name(ActivationKind kind);
 Tensor apply_activation(ActivationKind kind, const Tensor& x);
