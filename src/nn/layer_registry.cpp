@@ -8,6 +8,7 @@
 #include "lockstep/layers/layer_normalization.hpp"
 #include "lockstep/layers/merge_layers.hpp"
 #include "lockstep/layers/normalization_layers.hpp"
+#include "lockstep/layers/sequence_layers.hpp"
 
 namespace lockstep::layers {
 
@@ -36,6 +37,18 @@ std::vector<LayerClass> builtin_classes() {
       {"BatchNormalization", &BatchNormalizationLayer::from_config},
       {"LayerNormalization", &LayerNormalizationLayer::from_config},
       {"Add", &AddLayer::from_config},
+      {"Softmax", &SoftmaxLayer::from_config},
+      {"Embedding", &EmbeddingLayer::from_config},
+      {"GlobalAveragePooling1D", &GlobalAveragePooling1DLayer::from_config, kChannelsLast},
+      {"RepeatVector", &RepeatVectorLayer::from_config},
+      {"Permute", &PermuteLayer::from_config},
+      {"Concatenate", &ConcatenateLayer::from_config},
+      {"Dot", &DotLayer::from_config},
+      {"Multiply", [](const json& c) { return ElementwiseMergeLayer::from_config(ElementwiseMergeLayer::Kind::kMultiply, c); }},
+      {"Subtract", [](const json& c) { return ElementwiseMergeLayer::from_config(ElementwiseMergeLayer::Kind::kSubtract, c); }},
+      {"Average", [](const json& c) { return ElementwiseMergeLayer::from_config(ElementwiseMergeLayer::Kind::kAverage, c); }},
+      {"Maximum", [](const json& c) { return ElementwiseMergeLayer::from_config(ElementwiseMergeLayer::Kind::kMaximum, c); }},
+      {"Minimum", [](const json& c) { return ElementwiseMergeLayer::from_config(ElementwiseMergeLayer::Kind::kMinimum, c); }},
   };
 }
 
