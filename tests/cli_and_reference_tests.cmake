@@ -429,3 +429,10 @@ foreach(_case IN ITEMS huge_label num_classes evaluate_label data_directory)
            COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/cli/hostile_labels.sh ${_cli} ${_case})
   set_tests_properties(cli.hostile_labels.${_case} PROPERTIES TIMEOUT 120)
 endforeach()
+# Issue 40's layers (Embedding, merge layers, Permute, ...) both ways against real Keras where
+# .venv-ref has TF/Keras; SKIP (exit 77) without it.
+add_test(NAME reference.keras_layers_load_and_save_both_ways
+         COMMAND bash -c "{ [ -x \"$0\" ] || exit 77; } && rm -rf \"$2\" && \"$0\" \"$1\" \"$2\" \"$3\" \"$4\""
+                 ${_ref_py} ${CMAKE_CURRENT_SOURCE_DIR}/reference/keras_layers.py ${CMAKE_CURRENT_BINARY_DIR}/keras_layers
+                 ${_cli} $<TARGET_FILE:keras_files_driver>)
+set_tests_properties(reference.keras_layers_load_and_save_both_ways PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 600)
