@@ -59,6 +59,42 @@ TEST(SequenceModel, TrainsThroughFitAndTheEmbeddingTableLearns) {
   EXPECT_NE(emb.embeddings().read_value().to_vector<float>(), before);
 }
 
+// Under mixed_float16 (float16 compute, float32 variables) the same weights give float32's
+// outputs and gradients to float16's precision, and gradients reach the variables as float32.
+TEST(SequenceModel, UnderMixedFloat16ComputesWhatFloat32Does) {
+  auto reference = sequence_model();
+  std::unique_ptr<Functional> mixed;
+  {
+    struct Guard {
+      Guard() { mixed_precision::set_global_policy("mixed_float16"); }
+      ~Guard() { mixed_precision::set_global_policy("float32"); }
+    } guard;
+    mixed = sequence_model();
+  }
+  const Tensor x = tokens(8), y = test::labels(8, 3);
+  const layers::CallContext ctx{.training = true, .seed = 1};
+  auto grads = [&](Functional& m, Tensor* out) {
+    GradientTape tape;
+    const Model::Output o = m.forward(x, ctx);
+    *out = o.output;
+    return tape.gradient(mean(m.loss()->per_example(y, o.output, o.logits)), m.trainable_variables());
+  };
+  Tensor ref_out, mixed_out;
+  const auto ref_grads = grads(*reference, &ref_out);
+  const auto mixed_grads = grads(*mixed, &mixed_out);
+  const auto a = ref_out.to_vector<float>(), b = mixed_out.to_vector<float>();
+  for (std::size_t i = 0; i < a.size(); ++i) ASSERT_NEAR(a[i], b[i], 1e-2) << "output " << i;
+  ASSERT_EQ(ref_grads.size(), mixed_grads.size());
+  for (std::size_t v = 0; v < ref_grads.size(); ++v) {
+    EXPECT_EQ(mixed_grads[v].dtype(), DType::kF32);
+    const auto ga = ref_grads[v].to_vector<float>(), gb = mixed_grads[v].to_vector<float>();
+    double scale = 1e-3;
+    for (float g : ga) scale = std::max(scale, static_cast<double>(std::abs(g)));
+    for (std::size_t i = 0; i < ga.size(); ++i)
+      ASSERT_NEAR(ga[i], gb[i], 2e-2 * scale) << mixed->trainable_variables()[v].name() << "[" << i << "]";
+  }
+}
+
 void expect_same_model(Model& a, Model& b) {
   test::expect_same_variables(a, b);
   const Tensor x = tokens(5);
