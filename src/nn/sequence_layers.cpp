@@ -44,6 +44,11 @@ Tensor EmbeddingLayer::call(const Tensor& x, const CallContext&) const {
   return reshape(rows, compute_output_shape(x.shape()));
 }
 
+Tensor EmbeddingLayer::compute_mask(const Tensor& x, const Tensor&) const {
+  if (!options_.mask_zero) return Tensor();
+  return not_equal(x, Tensor::zeros(Shape{}, x.dtype()));
+}
+
 json EmbeddingLayer::get_config() const {
   json c = Layer::get_config();
   c.update({{"input_dim", options_.input_dim}, {"output_dim", options_.output_dim},
@@ -73,6 +78,15 @@ Shape GlobalAveragePooling1DLayer::compute_output_shape(const Shape& s) const {
 Tensor GlobalAveragePooling1DLayer::call(const Tensor& x, const CallContext&) const {
   (void)compute_output_shape(x.shape());
   return mean(autocast(x), 1, keepdims_);
+}
+
+Tensor GlobalAveragePooling1DLayer::call_masked(const Tensor& x, const Tensor& mask, const CallContext&) const {
+  (void)compute_output_shape(x.shape());
+  LOCKSTEP_CHECK(mask.numel() == x.dim(0) * x.dim(1), "layer '", name(), "' (GlobalAveragePooling1D): mask ",
+                 mask.shape().str(), " does not match the steps of ", x.shape().str());
+  const Tensor in = autocast(x);
+  const Tensor m = cast(mask, in.dtype()).reshape({x.dim(0), x.dim(1), 1});
+  return div(sum(mul(in, m), 1, keepdims_), sum(m, 1, keepdims_));
 }
 
 json GlobalAveragePooling1DLayer::get_config() const {

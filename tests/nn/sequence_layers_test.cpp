@@ -120,3 +120,36 @@ TEST(Dense, AppliesToTheLastAxisOfAnyRank) {
   expect_near(dense->call(iota({2, 2, 3}), {}), {2, 3, 8, 9, 14, 15, 20, 21});
   EXPECT_MESSAGE(dense->call(iota({2, 2, 4}), {}), "was built for inputs (None, 2, 3) but receives (2, 2, 4)");
 }
+
+// Embedding(mask_zero) makes a mask that Dense carries and GlobalAveragePooling1D averages the
+// kept steps with, in a Sequential and in a Functional model (Keras' mask propagation).
+TEST(Masking, PaddingStepsAreLeftOutOfTheAverageInBothModelKinds) {
+  auto make_layers = [] {
+    auto emb = layers::Embedding(5, 2, /*mask_zero=*/true);
+    auto dense = layers::Dense({.units = 2, .use_bias = false});
+    return std::vector<layers::LayerPtr>{emb, dense, layers::GlobalAveragePooling1D()};
+  };
+  auto set_weights = [](const std::vector<Variable>& vars) {
+    vars[0].assign(iota({5, 2}));                                                           // row i: (2i, 2i + 1)
+    vars[1].assign(Tensor::from_vector(std::vector<float>{1, 0, 0, 1}, {2, 2}));          // identity
+  };
+  const Tensor x = Tensor::from_vector(std::vector<float>{1, 2, 0, 0, 4, 0, 3, 0}, {2, 4});
+  // Row 0 keeps steps 1, 2: mean of (2, 3) and (4, 5); row 1 keeps 4, 3: mean of (8, 9) and (6, 7).
+  const std::vector<float> want{3, 4, 7, 8};
+
+  std::vector<layers::LayerPtr> seq_layers{layers::Input(Shape{4})};
+  for (auto& l : make_layers()) seq_layers.push_back(l);
+  Sequential seq(seq_layers);
+  set_weights(seq.variables());
+  expect_near(seq.predict(x), want);
+
+  const auto ls = make_layers();
+  const KerasTensor in = Input({4});
+  Functional fun(in, call(ls[2], call(ls[1], call(ls[0], in))));
+  set_weights(fun.variables());
+  expect_near(fun.predict(x), want);
+
+  // Without mask_zero there is no mask: every step counts.
+  EXPECT_FALSE(layers::Embedding(5, 2)->compute_mask(x, Tensor()).defined());
+  EXPECT_TRUE(layers::Embedding(5, 2, true)->compute_mask(x, Tensor()).defined());
+}

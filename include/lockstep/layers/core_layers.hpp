@@ -20,6 +20,7 @@ class DenseLayer final : public Layer {
  public:
   explicit DenseLayer(const DenseOptions& options);
   std::string class_name() const override { return "Dense"; }
+  bool supports_masking() const override { return true; }
   nlohmann::json get_config() const override;
   static LayerPtr from_config(const nlohmann::json& config);
   Shape compute_output_shape(const Shape& input_shape) const override;
@@ -44,6 +45,7 @@ class DropoutLayer final : public Layer {
  public:
   explicit DropoutLayer(float rate, std::string name = "");
   std::string class_name() const override { return "Dropout"; }
+  bool supports_masking() const override { return true; }
   nlohmann::json get_config() const override;
   static LayerPtr from_config(const nlohmann::json& config);
   Shape compute_output_shape(const Shape& s) const override { return s; }
@@ -62,6 +64,7 @@ class ActivationLayer final : public Layer {
  public:
   explicit ActivationLayer(const std::string& activation, std::string name = "");
   std::string class_name() const override { return "Activation"; }
+  bool supports_masking() const override { return true; }
   nlohmann::json get_config() const override;
   static LayerPtr from_config(const nlohmann::json& config);
   Shape compute_output_shape(const Shape& s) const override { return s; }

@@ -63,6 +63,19 @@ class Layer {
     return Tensor();
   }
 
+  /// Keras' masks: a [batch, steps] tensor, nonzero where a step counts (undefined: none), made
+  /// by Embedding(mask_zero=true) and carried by models from layer to layer. The mask of this
+  /// layer's output given its input x and x's mask (Keras' compute_mask): the same mask where
+  /// the layer keeps the steps (supports_masking), else none.
+  virtual bool supports_masking() const { return false; }
+  virtual Tensor compute_mask(const Tensor& /*x*/, const Tensor& mask) const {
+    return supports_masking() ? mask : Tensor();
+  }
+  /// call() given x's mask (defined); a layer that uses it (GlobalAveragePooling1D) overrides.
+  virtual Tensor call_masked(const Tensor& x, const Tensor& /*mask*/, const CallContext& ctx) const {
+    return call(x, ctx);
+  }
+
   /// The layer's mixed-precision policy: the global policy when the layer was made, unless set.
   const mixed_precision::Policy& dtype_policy() const { return policy_; }
   void set_dtype_policy(const mixed_precision::Policy& policy) { policy_ = policy; }

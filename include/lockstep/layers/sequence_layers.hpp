@@ -10,9 +10,8 @@ struct EmbeddingOptions {
   std::int64_t output_dim = 0;  // features per index
   /// Keras' "uniform": RandomUniform(-0.05, 0.05).
   std::string embeddings_initializer = "uniform";
-  /// Index 0 is padding (Keras' mask_zero). lockstep has no layer masks yet: the option is kept
-  /// in the config (so .keras files load and save it), and the layers after it compute over every
-  /// step, padding included.
+  /// Index 0 is padding (Keras' mask_zero): the output's mask is `input != 0`, which models carry
+  /// to the layers after it (see Layer::compute_mask).
   bool mask_zero = false;
   std::string name;
 };
@@ -25,6 +24,7 @@ class EmbeddingLayer final : public Layer {
  public:
   explicit EmbeddingLayer(const EmbeddingOptions& options);
   std::string class_name() const override { return "Embedding"; }
+  Tensor compute_mask(const Tensor& x, const Tensor& mask) const override;
   nlohmann::json get_config() const override;
   static LayerPtr from_config(const nlohmann::json& config);
   Shape compute_output_shape(const Shape& input_shape) const override;
@@ -41,11 +41,15 @@ class EmbeddingLayer final : public Layer {
 };
 
 /// The mean over the steps of [b, steps, features] (channels_last): [b, features], or
-/// [b, 1, features] with keepdims.
+/// [b, 1, features] with keepdims. Given a mask, the mean of the steps it keeps (as Keras; a row
+/// whose steps are all masked is 0 / 0).
 class GlobalAveragePooling1DLayer final : public Layer {
  public:
   explicit GlobalAveragePooling1DLayer(bool keepdims = false, std::string name = "");
   std::string class_name() const override { return "GlobalAveragePooling1D"; }
+  bool supports_masking() const override { return true; }
+  Tensor compute_mask(const Tensor&, const Tensor&) const override { return Tensor(); }
+  Tensor call_masked(const Tensor& x, const Tensor& mask, const CallContext& ctx) const override;
   nlohmann::json get_config() const override;
   static LayerPtr from_config(const nlohmann::json& config);
   Shape compute_output_shape(const Shape& input_shape) const override;
