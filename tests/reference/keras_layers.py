@@ -66,27 +66,24 @@ def keras_masked_model():
     return model
 
 
-def check_masked(d, cli, driver):
-    model = keras_masked_model()
-    rng = np.random.RandomState(3)
-    x = rng.randint(1, VOCAB, (16, STEPS)).astype(np.float32)
-    for r in range(16):
-        x[r, STEPS - r % (STEPS - 1):] = 0  # padding at the end: none up to all but two steps
+def both_ways(model, x, d, cli, driver, what):
+    """Keras' file predicts the same in lockstep, and lockstep's re-save in Keras; the re-saved model."""
     want = model.predict(x, verbose=0)
-    path = os.path.join(d, "keras_masked.keras")
+    path = os.path.join(d, f"{model.name}.keras")
     model.save(path)
-    got = lockstep_predict(cli, path, x, d, "keras_masked")
+    got = lockstep_predict(cli, path, x, d, model.name)
     if got is not None:
         e = rel(got, want)
-        check(got.shape == want.shape and e <= RTOL, f"Embedding(mask_zero) masks GlobalAveragePooling1D as in Keras (rel {e:.2e})")
-    # lockstep's re-save loads back in Keras, which masks the same way.
-    again = os.path.join(d, "keras_masked_resaved.keras")
+        check(got.shape == want.shape and e <= RTOL, f"{what}: lockstep predicts Keras' outputs (rel {e:.2e})")
+    again = os.path.join(d, f"{model.name}_resaved.keras")
     r = run(driver, "resave", path, again)
     if r.returncode != 0:
-        check(False, f"masked resave: {r.stderr.strip()}")
-    else:
-        e = rel(keras.saving.load_model(again).predict(x, verbose=0), want)
-        check(e <= RTOL, f"lockstep's re-save of the masked model predicts the same in Keras (rel {e:.2e})")
+        check(False, f"{what}: resave: {r.stderr.strip()}")
+        return None
+    back = keras.saving.load_model(again)
+    e = rel(back.predict(x, verbose=0), want)
+    check(e <= RTOL, f"{what}: lockstep's re-save loads in Keras and predicts the same (rel {e:.2e})")
+    return back
 
 
 def main():
@@ -97,35 +94,25 @@ def main():
     os.makedirs(d, exist_ok=True)
     print(f"keras {keras.__version__}")
     model = keras_model()
-    rng = np.random.RandomState(0)
-    x = rng.randint(0, VOCAB, (32, STEPS)).astype(np.float32)
-    want = model.predict(x, verbose=0)
-    path = os.path.join(d, "keras_sequence.keras")
-    model.save(path)
-    got = lockstep_predict(cli, path, x, d, "keras_sequence")
-    if got is not None:
-        e = rel(got, want)
-        check(got.shape == want.shape and e <= RTOL, f"Keras' model of the new layers predicts the same in lockstep (rel {e:.2e})")
-    weights = os.path.join(d, "keras_sequence.weights.h5")
-    model.save_weights(weights)
-    out = os.path.join(d, "keras_sequence_w_pred.npy")
-    r = run(driver, "load-weights", path, weights, os.path.join(d, "keras_sequence_x.npy"), out)
-    if r.returncode != 0:
-        check(False, f"load_weights: {r.stderr.strip()}")
-    else:
-        e = rel(np.load(out), want)
-        check(e <= RTOL, f"Keras' .weights.h5 loads in lockstep (rel {e:.2e})")
-    again = os.path.join(d, "keras_sequence_resaved.keras")
-    r = run(driver, "resave", path, again)
-    if r.returncode != 0:
-        check(False, f"resave: {r.stderr.strip()}")
-    else:
-        back = keras.saving.load_model(again)
-        e = rel(back.predict(x, verbose=0), want)
-        check(e <= RTOL, f"lockstep's re-save loads in Keras and predicts the same (rel {e:.2e})")
+    x = np.random.RandomState(0).randint(0, VOCAB, (32, STEPS)).astype(np.float32)
+    back = both_ways(model, x, d, cli, driver, "every new layer")
+    if back is not None:
         check(sorted(l.__class__.__name__ for l in back.layers) == sorted(l.__class__.__name__ for l in model.layers),
-              "same layer classes after the re-save")
-    check_masked(d, cli, driver)
+              "every new layer: same layer classes after the re-save")
+    # Keras' save_weights file, loaded into lockstep's copy of the model.
+    weights = os.path.join(d, f"{model.name}.weights.h5")
+    model.save_weights(weights)
+    out = os.path.join(d, f"{model.name}_w_pred.npy")
+    r = run(driver, "load-weights", os.path.join(d, f"{model.name}.keras"), weights,
+            os.path.join(d, f"{model.name}_x.npy"), out)
+    e = rel(np.load(out), model.predict(x, verbose=0)) if r.returncode == 0 else float("inf")
+    failed = f": {r.stderr.strip()}" if r.returncode != 0 else ""
+    check(e <= RTOL, f"every new layer: Keras' .weights.h5 loads in lockstep (rel {e:.2e}){failed}")
+    # Padding at the end of each row, from none up to all but two steps: the mask matters.
+    x = np.random.RandomState(3).randint(1, VOCAB, (16, STEPS)).astype(np.float32)
+    for row in range(16):
+        x[row, STEPS - row % (STEPS - 1):] = 0
+    both_ways(keras_masked_model(), x, d, cli, driver, "Embedding(mask_zero) masking GlobalAveragePooling1D")
     print(f"{len(kf.failures)} failure(s)")
     return 1 if kf.failures else 0
 
