@@ -48,6 +48,23 @@ std::vector<Tensor> MergeLayer::checked_inputs(const std::vector<Tensor>& inputs
   return out;
 }
 
+namespace {
+// Masks (uint8, nonzero where a step counts) combined step by step: all of them keep it, or any.
+Tensor combine_masks(const std::vector<Tensor>& masks, bool any) {
+  Tensor acc;
+  for (const Tensor& m : masks) {
+    if (!m.defined()) continue;
+    const Tensor f = cast(not_equal(m, Tensor::zeros(Shape{}, m.dtype())), DType::kF32);
+    acc = !acc.defined() ? f : any ? add(acc, f) : mul(acc, f);
+  }
+  return acc.defined() ? not_equal(acc, Tensor::zeros(Shape{}, DType::kF32)) : Tensor();
+}
+}  // namespace
+
+Tensor MergeLayer::merge_mask(const std::vector<Tensor>&, const std::vector<Tensor>& masks) const {
+  return combine_masks(masks, false);
+}
+
 Shape AddLayer::merge_output_shape(const std::vector<Shape>& shapes) const { return check_same_shapes(shapes); }
 
 Tensor AddLayer::merge(const std::vector<Tensor>& inputs, const CallContext&) const {
@@ -130,6 +147,27 @@ Shape ConcatenateLayer::merge_output_shape(const std::vector<Shape>& shapes) con
 
 Tensor ConcatenateLayer::merge(const std::vector<Tensor>& inputs, const CallContext&) const {
   return concatenate(checked_inputs(inputs), axis_);
+}
+
+Tensor ConcatenateLayer::merge_mask(const std::vector<Tensor>& inputs, const std::vector<Tensor>& masks) const {
+  std::size_t masked = 0;
+  for (const Tensor& m : masks) masked += m.defined() ? 1 : 0;
+  if (masked == 0) return Tensor();
+  const int rank = static_cast<int>(inputs.front().rank());
+  const int axis = axis_ < 0 ? axis_ + rank : axis_;
+  // Along the features: the steps any input keeps; an unmasked input keeps them all (no mask).
+  if (axis == rank - 1) return masked < masks.size() ? Tensor() : combine_masks(masks, true);
+  // Along the steps: the masks concatenated, an unmasked input's all ones.
+  std::vector<Tensor> parts;
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    const auto& d = inputs[i].shape().dims();
+    const Shape steps(std::vector<std::int64_t>(d.begin(), d.end() - 1));
+    LOCKSTEP_CHECK(!masks[i].defined() || masks[i].numel() == steps.numel(), "layer '", name(),
+                   "' (Concatenate): a mask does not match the steps of input ", inputs[i].shape().str());
+    parts.push_back(masks[i].defined() ? combine_masks({masks[i].reshape(steps)}, false)
+                                       : Tensor::ones(steps, DType::kU8));
+  }
+  return concatenate(parts, axis);
 }
 
 nlohmann::json ConcatenateLayer::get_config() const {

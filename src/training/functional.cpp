@@ -362,6 +362,13 @@ Model::Output Functional::forward(const Tensor& x, const layers::CallContext& ct
     if (!node.list_call) {
       const std::size_t in = node.inputs.front();
       masks[i] = layers_[node.layer]->compute_mask(values[in], masks[in]);
+    } else {
+      std::vector<Tensor> xs, ms;
+      for (auto j : node.inputs) {
+        xs.push_back(values[j]);
+        ms.push_back(masks[j]);
+      }
+      masks[i] = dynamic_cast<const layers::MergeLayer&>(*layers_[node.layer]).merge_mask(xs, ms);
     }
     if (fused.defined()) values[++i] = std::move(fused);
     else values[i] = run_node(node, values, masks, ctx, false);

@@ -149,6 +149,18 @@ TEST(Masking, PaddingStepsAreLeftOutOfTheAverageInBothModelKinds) {
   set_weights(fun.variables());
   expect_near(fun.predict(x), want);
 
+  // Merge layers combine masks as Keras': Add keeps the steps both inputs keep; Concatenate along
+  // the steps joins the masks.
+  {
+    const auto ms = make_layers();
+    const KerasTensor e = call(ms[0], in);
+    const KerasTensor d = call(ms[1], e);
+    Functional added(in, call(ms[2], call(layers::Add(), {e, d})));
+    set_weights(added.variables());
+    expect_near(added.predict(x), {6, 8, 14, 16});  // (emb + emb) averaged over the kept steps
+    Functional joined(in, call(layers::GlobalAveragePooling1D(), call(layers::Concatenate(1), {e, d})));
+    expect_near(joined.predict(x), want);  // both halves keep the same steps
+  }
   // Without mask_zero there is no mask: every step counts.
   EXPECT_FALSE(layers::Embedding(5, 2)->compute_mask(x, Tensor()).defined());
   EXPECT_TRUE(layers::Embedding(5, 2, true)->compute_mask(x, Tensor()).defined());

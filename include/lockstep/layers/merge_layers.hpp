@@ -20,6 +20,9 @@ class MergeLayer : public Layer {
   virtual Tensor merge(const std::vector<Tensor>& inputs, const CallContext& ctx) const = 0;
   /// Checks the shapes, then builds as Layer::build does for the first one.
   void build_merge(const std::vector<Shape>& input_shapes, std::uint64_t seed);
+  /// The output's mask given the inputs' (undefined: none; see Layer::compute_mask), as Keras'
+  /// Merge: the steps every masked input keeps (element-wise merges).
+  virtual Tensor merge_mask(const std::vector<Tensor>& inputs, const std::vector<Tensor>& masks) const;
 
   // One tensor is not a list: an error naming the layer.
   Shape compute_output_shape(const Shape& input_shape) const final;
@@ -66,6 +69,9 @@ class ConcatenateLayer final : public MergeLayer {
  public:
   explicit ConcatenateLayer(int axis = -1, std::string name = "");
   std::string class_name() const override { return "Concatenate"; }
+  /// Keras': along the last axis, the steps any input keeps (an unmasked input keeps all); along
+  /// another, the masks concatenated (an unmasked input's all ones).
+  Tensor merge_mask(const std::vector<Tensor>& inputs, const std::vector<Tensor>& masks) const override;
   nlohmann::json get_config() const override;
   static LayerPtr from_config(const nlohmann::json& config);
   Shape merge_output_shape(const std::vector<Shape>& input_shapes) const override;
@@ -83,6 +89,7 @@ class DotLayer final : public MergeLayer {
  public:
   explicit DotLayer(std::array<int, 2> axes, bool normalize = false, std::string name = "");
   std::string class_name() const override { return "Dot"; }
+  Tensor merge_mask(const std::vector<Tensor>&, const std::vector<Tensor>&) const override { return Tensor(); }
   nlohmann::json get_config() const override;
   static LayerPtr from_config(const nlohmann::json& config);
   Shape merge_output_shape(const std::vector<Shape>& input_shapes) const override;

@@ -106,7 +106,7 @@ class Functional final : public Model {
   /// Whether node i and node i + 1 may run as one fused op: i + 1 reads node i alone, and no
   /// other node reads node i.
   bool fuses_with_next(std::size_t i) const;
-  /// masks[i]: Keras' mask of values[i] (undefined for none); merge layers drop masks.
+  /// masks[i]: Keras' mask of values[i] (undefined for none).
   Tensor run_node(const Node& node, const std::vector<Tensor>& values, const std::vector<Tensor>& masks,
                   const layers::CallContext& ctx, bool logits) const;
   std::vector<layers::LayerPtr> layers_;
