@@ -135,6 +135,19 @@ std::array<Tensor, 3> op_backward(const OpRecord& r, const Tensor& g, const std:
     case OpType::kSigmoid: return {unary_backward(r, g), {}, {}};
     case OpType::kTanh: return {unary_backward(r, g), {}, {}};
     case OpType::kGelu: return {unary_backward(r, g), {}, {}};
+    case OpType::kSilu: return {unary_backward(r, g), {}, {}};
+    case OpType::kGatherRows: {
+      // saved[0]: the row of x each output row came from; repeated rows add up.
+      Tensor dx = Tensor::zeros(x.shape(), g.dtype());
+      scatter_add_rows(dx, r.saved[0], g);
+      return {dx, {}, {}};
+    }
+    case OpType::kConcat: {
+      // saved: where each element of a and of b went in the output.
+      const Tensor flat = g.reshape({g.numel(), 1});
+      return {gather_rows(flat, r.saved[0]).reshape(x.shape()),
+              gather_rows(flat, r.saved[1]).reshape(r.inputs[1].shape()), {}};
+    }
     case OpType::kSoftmax:
     case OpType::kLogSoftmax: return {softmax_grad(r.output, g, r.type == OpType::kLogSoftmax), {}, {}};
     case OpType::kMatmul:

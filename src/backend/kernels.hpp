@@ -23,7 +23,7 @@ namespace lockstep::backend {
 
 enum class UnaryOp : std::uint8_t {
   kNeg, kExp, kLog, kSqrt, kSquare, kAbs, kRelu, kSigmoid, kTanh, kGelu,
-  kScale, kAddScalar, kPowScalar, kClip
+  kScale, kAddScalar, kPowScalar, kClip, kSilu
 };
 enum class BinaryOp : std::uint8_t { kAdd, kSub, kMul, kDiv, kMaximum, kMinimum };
 enum class CompareOp : std::uint8_t { kEqual, kNotEqual, kLess, kLessEqual, kGreater, kGreaterEqual };

@@ -20,15 +20,18 @@ DenseLayer::DenseLayer(const DenseOptions& options)
 }
 
 Shape DenseLayer::compute_output_shape(const Shape& s) const {
-  LOCKSTEP_CHECK(s.rank() == 2, "layer '", name(), "' (Dense) needs inputs of shape (batch, features), got ",
-                 s.str(), "; add a Flatten layer before it");
-  return Shape{s[0], options_.units};
+  // As Keras: the kernel applies to the last axis, [b, ..., d] -> [b, ..., units].
+  LOCKSTEP_CHECK(s.rank() >= 2, "layer '", name(), "' (Dense) needs inputs of shape (batch, ..., features), got ",
+                 s.str());
+  std::vector<std::int64_t> dims = s.dims();
+  dims.back() = options_.units;
+  return Shape(std::move(dims));
 }
 
 void DenseLayer::build_impl(const Shape& s, std::uint64_t seed) {
   (void)compute_output_shape(s);
-  LOCKSTEP_CHECK(s[1] > 0, "layer '", name(), "' (Dense): input shape ", s.str(), " has no features");
-  kernel_ = add_weight("kernel", Shape{s[1], options_.units}, Initializer{options_.kernel_initializer},
+  LOCKSTEP_CHECK(s[-1] > 0, "layer '", name(), "' (Dense): input shape ", s.str(), " has no features");
+  kernel_ = add_weight("kernel", Shape{s[-1], options_.units}, Initializer{options_.kernel_initializer},
                        mix_seed(seed, 1));
   if (options_.use_bias) {
     bias_ = add_weight("bias", Shape{options_.units}, Initializer{options_.bias_initializer}, mix_seed(seed, 2));
@@ -37,10 +40,14 @@ void DenseLayer::build_impl(const Shape& s, std::uint64_t seed) {
 
 Tensor DenseLayer::linear(const Tensor& x, bool fuse_relu) const {
   LOCKSTEP_CHECK(built(), "layer '", name(), "' (Dense) is called before it was built");
-  LOCKSTEP_CHECK(x.rank() == 2 && x.dim(1) == kernel_.shape()[0], "layer '", name(), "' (Dense) expects input (",
-                 "batch, ", kernel_.shape()[0], ") but receives ", x.shape().str());
-  return dense(autocast(x), autocast(kernel_.value()), bias_.defined() ? autocast(bias_.value()) : Tensor(),
-               fuse_relu ? FusedActivation::kRelu : FusedActivation::kNone);
+  LOCKSTEP_CHECK(x.rank() == input_shape().rank() && x.dim(-1) == kernel_.shape()[0], "layer '", name(),
+                 "' (Dense) was built for inputs ", input_shape().str(), " but receives ", x.shape().str());
+  const auto act = fuse_relu ? FusedActivation::kRelu : FusedActivation::kNone;
+  const Tensor b = bias_.defined() ? autocast(bias_.value()) : Tensor();
+  if (x.rank() == 2) return dense(autocast(x), autocast(kernel_.value()), b, act);
+  // Higher ranks: the leading axes as one of rows, from the shape (a replica's slice may be empty).
+  const Tensor rows = reshape(autocast(x), {x.shape().numel() / x.dim(-1), x.dim(-1)});
+  return reshape(dense(rows, autocast(kernel_.value()), b, act), compute_output_shape(x.shape()));
 }
 
 Tensor DenseLayer::call(const Tensor& x, const CallContext&) const {
@@ -114,6 +121,26 @@ Tensor ReshapeLayer::call(const Tensor& x, const CallContext&) const {
   return reshape(x, out);
 }
 
+SoftmaxLayer::SoftmaxLayer(int axis, std::string name) : Layer(std::move(name)), axis_(axis) {}
+
+Shape SoftmaxLayer::compute_output_shape(const Shape& s) const {
+  const int rank = static_cast<int>(s.rank());
+  LOCKSTEP_CHECK(axis_ >= -rank && axis_ < rank && axis_ != 0 && axis_ != -rank, "layer '", name(),
+                 "' (Softmax): axis ", axis_, " is not an axis after the batch of inputs ", s.str());
+  return s;
+}
+
+Tensor SoftmaxLayer::call(const Tensor& x, const CallContext&) const {
+  (void)compute_output_shape(x.shape());
+  const int rank = static_cast<int>(x.rank()), axis = axis_ < 0 ? axis_ + rank : axis_;
+  if (axis == rank - 1) return softmax(autocast(x), -1);
+  // Another axis: swapped with the last around the softmax kernel (which takes the last).
+  std::vector<int> swap(static_cast<std::size_t>(rank));
+  for (int i = 0; i < rank; ++i) swap[static_cast<std::size_t>(i)] = i;
+  std::swap(swap[static_cast<std::size_t>(axis)], swap.back());
+  return transpose(softmax(transpose(autocast(x), swap), -1), swap);
+}
+
 InputLayer::InputLayer(Shape shape, std::string name) : Layer(std::move(name)) { declared_input_shape_ = shape; }
 
 // Configurations (Keras' get_config / from_config).
@@ -157,6 +184,19 @@ LayerPtr ActivationLayer::from_config(const json& c) {
   return std::make_shared<ActivationLayer>(c.at("activation").get<std::string>(), c.at("name").get<std::string>());
 }
 
+json SoftmaxLayer::get_config() const {
+  json c = Layer::get_config();
+  c["axis"] = axis_;
+  return c;
+}
+LayerPtr SoftmaxLayer::from_config(const json& c) {
+  // Keras writes one axis as an int or a list of one.
+  const json& a = c.value("axis", json(-1));
+  const json& one = a.is_array() && a.size() == 1 ? a[0] : a;
+  if (!one.is_number_integer()) throw ValueError("Softmax axis " + a.dump() + " is not supported (one axis only)");
+  return std::make_shared<SoftmaxLayer>(one.get<int>(), c.at("name").get<std::string>());
+}
+
 LayerPtr FlattenLayer::from_config(const json& c) {
   return std::make_shared<FlattenLayer>(c.at("name").get<std::string>());
 }
@@ -185,6 +225,7 @@ LayerPtr Dense(std::int64_t units, const std::string& activation, std::optional<
 LayerPtr Dense(const DenseOptions& options) { return std::make_shared<DenseLayer>(options); }
 LayerPtr Dropout(float rate) { return std::make_shared<DropoutLayer>(rate); }
 LayerPtr Activation(const std::string& activation) { return std::make_shared<ActivationLayer>(activation); }
+LayerPtr Softmax(int axis) { return std::make_shared<SoftmaxLayer>(axis); }
 LayerPtr Flatten() { return std::make_shared<FlattenLayer>(); }
 LayerPtr Reshape(Shape target_shape) { return std::make_shared<ReshapeLayer>(std::move(target_shape)); }
 LayerPtr Input(Shape shape) { return std::make_shared<InputLayer>(std::move(shape)); }

@@ -52,6 +52,10 @@ Tensor Initializer::operator()(const Shape& shape, std::uint64_t seed) const {
     const double limit = name == "glorot_uniform" ? std::sqrt(6.0 / (fan_in + fan_out)) : std::sqrt(6.0 / fan_in);
     std::uniform_real_distribution<double> u(-limit, limit);
     fill([&] { return static_cast<float>(u(rng)); });
+  } else if (name == "uniform") {
+    // Keras' "uniform": RandomUniform(minval=-0.05, maxval=0.05), Embedding's default.
+    std::uniform_real_distribution<double> u(-0.05, 0.05);
+    fill([&] { return static_cast<float>(u(rng)); });
   } else if (name == "glorot_normal" || name == "he_normal") {
     // Truncated at two standard deviations, rescaled as Keras does.
     const double var = name == "glorot_normal" ? 2.0 / (fan_in + fan_out) : 2.0 / fan_in;
@@ -65,7 +69,7 @@ Tensor Initializer::operator()(const Shape& shape, std::uint64_t seed) const {
     });
   } else {
     throw ValueError("unknown initializer '" + name +
-                     "': expected glorot_uniform, glorot_normal, he_normal, he_uniform, zeros or ones");
+                     "': expected glorot_uniform, glorot_normal, he_normal, he_uniform, uniform, zeros or ones");
   }
   return out;
 }

@@ -84,8 +84,9 @@ ActivationKind parse_activation(const std::string& name) {
   if (name == "softmax") return ActivationKind::kSoftmax;
   if (name == "gelu") return ActivationKind::kGelu;
   if (name == "log_softmax") return ActivationKind::kLogSoftmax;
+  if (name == "silu" || name == "swish") return ActivationKind::kSilu;
   throw ValueError("unknown activation '" + name +
-                   "': expected one of linear, relu, sigmoid, tanh, softmax, gelu, log_softmax");
+                   "': expected one of linear, relu, sigmoid, tanh, softmax, gelu, log_softmax, silu, swish");
 }
 
 std::string activation_name(ActivationKind kind) {
@@ -97,6 +98,7 @@ std::string activation_name(ActivationKind kind) {
     case ActivationKind::kSoftmax: return "softmax";
     case ActivationKind::kGelu: return "gelu";
     case ActivationKind::kLogSoftmax: return "log_softmax";
+    case ActivationKind::kSilu: return "silu";
   }
   return "linear";
 }
@@ -110,6 +112,7 @@ Tensor apply_activation(ActivationKind kind, const Tensor& x) {
     case ActivationKind::kSoftmax: return softmax(x);
     case ActivationKind::kGelu: return gelu(x);
     case ActivationKind::kLogSoftmax: return log_softmax(x);
+    case ActivationKind::kSilu: return silu(x);
   }
   return x;
 }

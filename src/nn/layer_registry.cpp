@@ -9,6 +9,7 @@
 #include "lockstep/layers/merge_layers.hpp"
 #include "lockstep/layers/multi_head_attention.hpp"
 #include "lockstep/layers/normalization_layers.hpp"
+#include "lockstep/layers/sequence_layers.hpp"
 
 namespace lockstep::layers {
 
@@ -39,6 +40,18 @@ std::vector<LayerClass> builtin_classes() {
       {"Add", &AddLayer::from_config},
       // Attention over the length axis of [batch, length, features] (Keras' default for rank 3).
       {"MultiHeadAttention", &MultiHeadAttentionLayer::from_config, {{"attention_axes", json::array({1})}}},
+      {"Softmax", &SoftmaxLayer::from_config},
+      {"Embedding", &EmbeddingLayer::from_config},
+      {"GlobalAveragePooling1D", &GlobalAveragePooling1DLayer::from_config, kChannelsLast},
+      {"RepeatVector", &RepeatVectorLayer::from_config},
+      {"Permute", &PermuteLayer::from_config},
+      {"Concatenate", &ConcatenateLayer::from_config},
+      {"Dot", &DotLayer::from_config},
+      {"Multiply", [](const json& c) { return ElementwiseMergeLayer::from_config(ElementwiseMergeLayer::Kind::kMultiply, c); }},
+      {"Subtract", [](const json& c) { return ElementwiseMergeLayer::from_config(ElementwiseMergeLayer::Kind::kSubtract, c); }},
+      {"Average", [](const json& c) { return ElementwiseMergeLayer::from_config(ElementwiseMergeLayer::Kind::kAverage, c); }},
+      {"Maximum", [](const json& c) { return ElementwiseMergeLayer::from_config(ElementwiseMergeLayer::Kind::kMaximum, c); }},
+      {"Minimum", [](const json& c) { return ElementwiseMergeLayer::from_config(ElementwiseMergeLayer::Kind::kMinimum, c); }},
   };
 }
 

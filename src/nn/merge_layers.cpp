@@ -1,5 +1,6 @@
 #include "lockstep/layers/merge_layers.hpp"
 
+#include <limits>
 #include <nlohmann/json.hpp>
 
 namespace lockstep::layers {
@@ -30,21 +31,47 @@ Tensor MergeLayer::call(const Tensor& x, const CallContext&) const {
   return {};
 }
 
-Shape AddLayer::merge_output_shape(const std::vector<Shape>& shapes) const {
+Shape MergeLayer::check_same_shapes(const std::vector<Shape>& shapes) const {
   check_list(shapes);
   for (const auto& s : shapes)
-    LOCKSTEP_CHECK(s.tail() == shapes.front().tail() && s.rank() == shapes.front().rank(), "layer '", name(),
-                   "' (Add) needs inputs of one shape, got ", shapes_str(shapes));
+    LOCKSTEP_CHECK(s.tail() == shapes.front().tail() && s.rank() == shapes.front().rank(), "layer '", name(), "' (",
+                   class_name(), ") needs inputs of one shape, got ", shapes_str(shapes));
   return shapes.front();
 }
 
-Tensor AddLayer::merge(const std::vector<Tensor>& inputs, const CallContext&) const {
+std::vector<Tensor> MergeLayer::checked_inputs(const std::vector<Tensor>& inputs) const {
   std::vector<Shape> shapes;
   for (const auto& x : inputs) shapes.push_back(x.shape());
   (void)merge_output_shape(shapes);
+  std::vector<Tensor> out;
+  for (const auto& x : inputs) out.push_back(autocast(x));
+  return out;
+}
+
+namespace {
+// Masks (uint8, nonzero where a step counts) combined step by step: all of them keep it, or any.
+Tensor combine_masks(const std::vector<Tensor>& masks, bool any) {
+  Tensor acc;
+  for (const Tensor& m : masks) {
+    if (!m.defined()) continue;
+    const Tensor f = cast(not_equal(m, Tensor::zeros(Shape{}, m.dtype())), DType::kF32);
+    acc = !acc.defined() ? f : any ? add(acc, f) : mul(acc, f);
+  }
+  return acc.defined() ? not_equal(acc, Tensor::zeros(Shape{}, DType::kF32)) : Tensor();
+}
+}  // namespace
+
+Tensor MergeLayer::merge_mask(const std::vector<Tensor>&, const std::vector<Tensor>& masks) const {
+  return combine_masks(masks, false);
+}
+
+Shape AddLayer::merge_output_shape(const std::vector<Shape>& shapes) const { return check_same_shapes(shapes); }
+
+Tensor AddLayer::merge(const std::vector<Tensor>& inputs, const CallContext&) const {
+  const std::vector<Tensor> xs = checked_inputs(inputs);
   // Left to right, as Keras' Add: the same rounding on every replica and every run.
-  Tensor y = autocast(inputs[0]);
-  for (std::size_t i = 1; i < inputs.size(); ++i) y = add(y, autocast(inputs[i]));
+  Tensor y = xs[0];
+  for (std::size_t i = 1; i < xs.size(); ++i) y = add(y, xs[i]);
   return y;
 }
 
@@ -53,5 +80,167 @@ LayerPtr AddLayer::from_config(const nlohmann::json& c) {
 }
 
 LayerPtr Add() { return std::make_shared<AddLayer>(); }
+
+// ---- Multiply, Subtract, Average, Maximum, Minimum ----
+std::string ElementwiseMergeLayer::class_name() const {
+  switch (kind_) {
+    case Kind::kMultiply: return "Multiply";
+    case Kind::kSubtract: return "Subtract";
+    case Kind::kAverage: return "Average";
+    case Kind::kMaximum: return "Maximum";
+    case Kind::kMinimum: return "Minimum";
+  }
+  return "Multiply";
+}
+
+Shape ElementwiseMergeLayer::merge_output_shape(const std::vector<Shape>& shapes) const {
+  LOCKSTEP_CHECK(kind_ != Kind::kSubtract || shapes.size() == 2, "layer '", name(),
+                 "' (Subtract) should be called on a list of exactly 2 inputs, got ", shapes.size());
+  return check_same_shapes(shapes);
+}
+
+Tensor ElementwiseMergeLayer::merge(const std::vector<Tensor>& inputs, const CallContext&) const {
+  const std::vector<Tensor> xs = checked_inputs(inputs);
+  Tensor y = xs[0];
+  for (std::size_t i = 1; i < xs.size(); ++i) {
+    switch (kind_) {
+      case Kind::kMultiply: y = mul(y, xs[i]); break;
+      case Kind::kSubtract: y = sub(y, xs[i]); break;
+      case Kind::kAverage: y = add(y, xs[i]); break;
+      case Kind::kMaximum: y = maximum(y, xs[i]); break;
+      case Kind::kMinimum: y = minimum(y, xs[i]); break;
+    }
+  }
+  return kind_ == Kind::kAverage ? scale(y, 1.0f / static_cast<float>(xs.size())) : y;
+}
+
+LayerPtr ElementwiseMergeLayer::from_config(Kind kind, const nlohmann::json& c) {
+  return std::make_shared<ElementwiseMergeLayer>(kind, c.at("name").get<std::string>());
+}
+
+LayerPtr Multiply() { return std::make_shared<ElementwiseMergeLayer>(ElementwiseMergeLayer::Kind::kMultiply); }
+LayerPtr Subtract() { return std::make_shared<ElementwiseMergeLayer>(ElementwiseMergeLayer::Kind::kSubtract); }
+LayerPtr Average() { return std::make_shared<ElementwiseMergeLayer>(ElementwiseMergeLayer::Kind::kAverage); }
+LayerPtr Maximum() { return std::make_shared<ElementwiseMergeLayer>(ElementwiseMergeLayer::Kind::kMaximum); }
+LayerPtr Minimum() { return std::make_shared<ElementwiseMergeLayer>(ElementwiseMergeLayer::Kind::kMinimum); }
+
+// ---- Concatenate ----
+ConcatenateLayer::ConcatenateLayer(int axis, std::string name) : MergeLayer(std::move(name)), axis_(axis) {}
+
+Shape ConcatenateLayer::merge_output_shape(const std::vector<Shape>& shapes) const {
+  check_list(shapes);
+  const int rank = static_cast<int>(shapes.front().rank());
+  const int axis = axis_ < 0 ? axis_ + rank : axis_;
+  LOCKSTEP_CHECK(axis >= 1 && axis < rank, "layer '", name(), "' (Concatenate): axis ", axis_,
+                 " is not an axis after the batch of inputs ", shapes_str(shapes));
+  std::vector<std::int64_t> dims = shapes.front().dims();
+  dims[static_cast<std::size_t>(axis)] = 0;
+  for (const auto& s : shapes) {
+    bool same = static_cast<int>(s.rank()) == rank;
+    for (int d = 1; same && d < rank; ++d) same = d == axis || s[d] == shapes.front()[d];
+    LOCKSTEP_CHECK(same, "layer '", name(), "' (Concatenate) needs inputs that match except along axis ", axis_,
+                   ", got ", shapes_str(shapes));
+    dims[static_cast<std::size_t>(axis)] += s[axis];
+  }
+  return Shape(std::move(dims));
+}
+
+Tensor ConcatenateLayer::merge(const std::vector<Tensor>& inputs, const CallContext&) const {
+  return concatenate(checked_inputs(inputs), axis_);
+}
+
+Tensor ConcatenateLayer::merge_mask(const std::vector<Tensor>& inputs, const std::vector<Tensor>& masks) const {
+  std::size_t masked = 0;
+  for (const Tensor& m : masks) masked += m.defined() ? 1 : 0;
+  if (masked == 0) return Tensor();
+  const int rank = static_cast<int>(inputs.front().rank());
+  const int axis = axis_ < 0 ? axis_ + rank : axis_;
+  // Along the features: the steps any input keeps; an unmasked input keeps them all (no mask).
+  if (axis == rank - 1) return masked < masks.size() ? Tensor() : combine_masks(masks, true);
+  // Along the steps: the masks concatenated, an unmasked input's all ones.
+  std::vector<Tensor> parts;
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    const auto& d = inputs[i].shape().dims();
+    const Shape steps(std::vector<std::int64_t>(d.begin(), d.end() - 1));
+    LOCKSTEP_CHECK(!masks[i].defined() || masks[i].numel() == steps.numel(), "layer '", name(),
+                   "' (Concatenate): a mask does not match the steps of input ", inputs[i].shape().str());
+    parts.push_back(masks[i].defined() ? combine_masks({masks[i].reshape(steps)}, false)
+                                       : Tensor::ones(steps, DType::kU8));
+  }
+  return concatenate(parts, axis);
+}
+
+nlohmann::json ConcatenateLayer::get_config() const {
+  nlohmann::json c = Layer::get_config();
+  c["axis"] = axis_;
+  return c;
+}
+LayerPtr ConcatenateLayer::from_config(const nlohmann::json& c) {
+  return std::make_shared<ConcatenateLayer>(c.value("axis", -1), c.at("name").get<std::string>());
+}
+
+LayerPtr Concatenate(int axis) { return std::make_shared<ConcatenateLayer>(axis); }
+
+// ---- Dot ----
+DotLayer::DotLayer(std::array<int, 2> axes, bool normalize, std::string name)
+    : MergeLayer(std::move(name)), axes_(axes), normalize_(normalize) {}
+
+std::array<int, 2> DotLayer::axes_for(std::size_t rank) const {
+  std::array<int, 2> a{};
+  for (std::size_t i = 0; i < 2; ++i) {
+    a[i] = axes_[i] < 0 ? axes_[i] + static_cast<int>(rank) : axes_[i];
+    LOCKSTEP_CHECK(a[i] >= 1 && a[i] < static_cast<int>(rank), "layer '", name(), "' (Dot): axis ", axes_[i],
+                   " is not an axis after the batch of a rank-", rank, " input");
+  }
+  return a;
+}
+
+Shape DotLayer::merge_output_shape(const std::vector<Shape>& shapes) const {
+  LOCKSTEP_CHECK(shapes.size() == 2, "layer '", name(), "' (Dot) should be called on a list of exactly 2 inputs, got ",
+                 shapes.size());
+  const Shape& a = shapes[0];
+  const Shape& b = shapes[1];
+  LOCKSTEP_CHECK(a.rank() == b.rank() && (a.rank() == 2 || a.rank() == 3), "layer '", name(),
+                 "' (Dot) needs two inputs of rank 2 or of rank 3, got ", shapes_str(shapes));
+  const auto ax = axes_for(a.rank());
+  LOCKSTEP_CHECK(a[ax[0]] == b[ax[1]], "layer '", name(), "' (Dot): axis ", ax[0], " of ", a.str(), " and axis ",
+                 ax[1], " of ", b.str(), " differ in size");
+  if (a.rank() == 2) return Shape{a[0], 1};
+  return Shape{a[0], a[3 - ax[0]], b[3 - ax[1]]};
+}
+
+Tensor DotLayer::merge(const std::vector<Tensor>& inputs, const CallContext&) const {
+  std::vector<Tensor> xs = checked_inputs(inputs);
+  const auto ax = axes_for(xs[0].rank());
+  if (normalize_) {
+    // Keras' l2_normalize: x / sqrt(max(sum(x^2), 1e-12)) along the dot's axis.
+    for (std::size_t i = 0; i < 2; ++i) {
+      const Tensor ss = sum(square(xs[i]), ax[i], true);
+      xs[i] = mul(xs[i], pow_scalar(clip(ss, 1e-12f, std::numeric_limits<float>::max()), -0.5f));
+    }
+  }
+  const Shape out = merge_output_shape({xs[0].shape(), xs[1].shape()});
+  if (xs[0].rank() == 2) {
+    const std::int64_t n = xs[0].dim(0), d = xs[0].dim(1);
+    return reshape(batch_matmul(reshape(xs[0], {n, 1, d}), reshape(xs[1], {n, d, 1})), out);
+  }
+  // [b, m, k] @ [b, k, n] with the contracted axes moved by the products' transposes.
+  return batch_matmul(xs[0], xs[1], ax[0] == 1, ax[1] == 2);
+}
+
+nlohmann::json DotLayer::get_config() const {
+  nlohmann::json c = Layer::get_config();
+  c["axes"] = axes_[0] == axes_[1] ? nlohmann::json(axes_[0]) : nlohmann::json(axes_);
+  c["normalize"] = normalize_;
+  return c;
+}
+LayerPtr DotLayer::from_config(const nlohmann::json& c) {
+  const nlohmann::json& a = c.at("axes");
+  const std::array<int, 2> axes = a.is_array() ? a.get<std::array<int, 2>>() : std::array<int, 2>{a.get<int>(), a.get<int>()};
+  return std::make_shared<DotLayer>(axes, c.value("normalize", false), c.at("name").get<std::string>());
+}
+
+LayerPtr Dot(int axes, bool normalize) { return std::make_shared<DotLayer>(std::array<int, 2>{axes, axes}, normalize); }
+LayerPtr Dot(std::array<int, 2> axes, bool normalize) { return std::make_shared<DotLayer>(axes, normalize); }
 
 }  // namespace lockstep::layers

@@ -18,7 +18,7 @@ OpRecorder* set_current_recorder(OpRecorder* r) {
 const char* op_name(OpType t) {
   static const char* names[] = {"add", "sub", "mul", "div", "maximum", "minimum", "scale", "add_scalar", "pow_scalar",
                                 "clip", "neg", "exp", "log", "sqrt", "square", "abs", "relu", "sigmoid",
-                                "tanh", "gelu", "softmax", "log_softmax", "matmul", "batch_matmul", "dense", "sum", "mean",
+                                "tanh", "gelu", "silu", "gather_rows", "concatenate", "softmax", "log_softmax", "matmul", "batch_matmul", "dense", "sum", "mean",
                                 "reduce_max", "reshape", "slice", "cast",
                                 "sparse_softmax_cross_entropy_with_logits",
                                 "softmax_cross_entropy_with_logits", "dropout", "conv2d", "max_pool2d",

@@ -125,7 +125,10 @@ Tensor abs(const Tensor& a) { return unary("abs", OpType::kAbs, UnaryOp::kAbs, a
 Tensor relu(const Tensor& a) { return unary("relu", OpType::kRelu, UnaryOp::kRelu, a); }
 Tensor sigmoid(const Tensor& a) { return unary("sigmoid", OpType::kSigmoid, UnaryOp::kSigmoid, a); }
 Tensor tanh(const Tensor& a) { return unary("tanh", OpType::kTanh, UnaryOp::kTanh, a); }
-Tensor gelu(const Tensor& a) { return unary("gelu", OpType::kGelu, UnaryOp::kGelu, a); }
+Tensor gelu(const Tensor& a, bool approximate) {
+  return unary("gelu", OpType::kGelu, UnaryOp::kGelu, a, approximate ? 1.0f : 0.0f);
+}
+Tensor silu(const Tensor& a) { return unary("silu", OpType::kSilu, UnaryOp::kSilu, a); }
 
 Tensor reshape(const Tensor& a, const Shape& shape) {
   Tensor out = a.reshape(shape);

@@ -21,6 +21,7 @@ UnaryOp unary_of(OpType t) {
     case OpType::kSigmoid: return UnaryOp::kSigmoid;
     case OpType::kTanh: return UnaryOp::kTanh;
     case OpType::kGelu: return UnaryOp::kGelu;
+    case OpType::kSilu: return UnaryOp::kSilu;
     case OpType::kScale: return UnaryOp::kScale;
     case OpType::kAddScalar: return UnaryOp::kAddScalar;
     case OpType::kPowScalar: return UnaryOp::kPowScalar;

@@ -87,6 +87,14 @@ Tensor gather_rows(const Tensor& src, const Tensor& indices) {
   Tensor out = Tensor::empty(Shape(std::move(dims)), src.dtype());
   k.gather_rows(ctx(), src.raw_data(), static_cast<const std::int64_t*>(idx.raw_data()), idx.numel(), row,
                 out.raw_data());
+  if (detail::recording({&src})) {
+    OpRecord r;
+    r.type = OpType::kGatherRows;
+    r.inputs = {src, Tensor(), Tensor()};
+    r.output = out;
+    r.saved = {idx, Tensor()};
+    detail::record(r);
+  }
   return out;
 }
 

@@ -319,8 +319,8 @@ void Functional::build(const Shape& input_shape) {
                  "Functional '", name(), "' takes inputs of shape ", this->input_shape().str(), ", not ", input_shape.str());
 }
 
-Tensor Functional::run_node(const Node& node, const std::vector<Tensor>& values, const layers::CallContext& ctx,
-                            bool logits) const {
+Tensor Functional::run_node(const Node& node, const std::vector<Tensor>& values, const std::vector<Tensor>& masks,
+                            const layers::CallContext& ctx, bool logits) const {
   const layers::Layer& l = *layers_[node.layer];
   if (node.list_call) {
     std::vector<Tensor> xs;
@@ -328,7 +328,9 @@ Tensor Functional::run_node(const Node& node, const std::vector<Tensor>& values,
     return dynamic_cast<const layers::MergeLayer&>(l).merge(xs, ctx);
   }
   const Tensor& x = values[node.inputs.front()];
-  return logits ? l.call_logits(x, ctx) : l.call(x, ctx);
+  const Tensor& mask = masks[node.inputs.front()];
+  if (logits) return l.call_logits(x, ctx);
+  return mask.defined() ? l.call_masked(x, mask, ctx) : l.call(x, ctx);
 }
 
 bool Functional::fuses_with_next(std::size_t i) const {
@@ -343,7 +345,7 @@ Model::Output Functional::forward(const Tensor& x, const layers::CallContext& ct
   const Shape& want = input_shape();
   LOCKSTEP_CHECK(x.rank() == want.rank() && x.shape().tail() == want.tail(), "Functional '", name(),
                  "' expects input shape ", want.str(), " but received ", x.shape().str());
-  std::vector<Tensor> values(nodes_.size());
+  std::vector<Tensor> values(nodes_.size()), masks(nodes_.size());
   values[0] = x;
   const std::size_t last = output_node();
   // A node's output is let go after its last consumer ran: holding every one until the end kept
@@ -354,17 +356,28 @@ Model::Output Functional::forward(const Tensor& x, const layers::CallContext& ct
     // Node i and the next one as one fused op (Conv2D then MaxPooling2D) where the next is
     // node i's only reader and not the output node: node i's own output then never exists.
     Tensor fused;
-    if (i + 1 < last && fuses_with_next(i))
+    if (i + 1 < last && fuses_with_next(i) && !masks[node.inputs.front()].defined())
       fused = layers_[node.layer]->call_then(*layers_[nodes_[i + 1].layer], values[node.inputs.front()], ctx);
     const std::size_t ran = i;
+    if (!node.list_call) {
+      const std::size_t in = node.inputs.front();
+      masks[i] = layers_[node.layer]->compute_mask(values[in], masks[in]);
+    } else {
+      std::vector<Tensor> xs, ms;
+      for (auto j : node.inputs) {
+        xs.push_back(values[j]);
+        ms.push_back(masks[j]);
+      }
+      masks[i] = dynamic_cast<const layers::MergeLayer&>(*layers_[node.layer]).merge_mask(xs, ms);
+    }
     if (fused.defined()) values[++i] = std::move(fused);
-    else values[i] = run_node(node, values, ctx, false);
+    else values[i] = run_node(node, values, masks, ctx, false);
     for (std::size_t j : node.inputs)
-      if (last_use_[j] == ran) values[j] = Tensor();
+      if (last_use_[j] == ran) values[j] = masks[j] = Tensor();
   }
   if (last == 0) return output_in_float32(*layers_[0], [&](bool) { return x; });
   return output_in_float32(*layers_[nodes_[last].layer],
-                           [&](bool logits) { return run_node(nodes_[last], values, ctx, logits); });
+                           [&](bool logits) { return run_node(nodes_[last], values, masks, ctx, logits); });
 }
 
 std::vector<Variable> Functional::variables() const {

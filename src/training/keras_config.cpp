@@ -29,7 +29,14 @@ const std::set<std::string> kIgnoredArguments = {"seed", "renorm_momentum"};
 // lockstep's initializer names <-> Keras' classes.
 const std::map<std::string, std::string> kInitializers = {
     {"glorot_uniform", "GlorotUniform"}, {"glorot_normal", "GlorotNormal"}, {"he_normal", "HeNormal"},
-    {"he_uniform", "HeUniform"},         {"zeros", "Zeros"},                {"ones", "Ones"}};
+    {"he_uniform", "HeUniform"},         {"zeros", "Zeros"},                {"ones", "Ones"},
+    {"uniform", "RandomUniform"}};
+// The arguments of a Keras class that lockstep's initializer fixes (Keras' own defaults).
+const std::map<std::string, json> kInitializerArguments = {{"uniform", {{"minval", -0.05}, {"maxval", 0.05}}}};
+json initializer_arguments(const std::string& name) {
+  const auto it = kInitializerArguments.find(name);
+  return it == kInitializerArguments.end() ? json::object() : it->second;
+}
 
 bool is_off(const json& v) { return v.is_null() || v == json(false); }
 
@@ -49,7 +56,9 @@ json initializer_to_keras(const std::string& name) {
   const auto it = kInitializers.find(name);
   LOCKSTEP_CHECK(it != kInitializers.end(), "save_model: initializer '", name, "' has no Keras class");
   const bool random = name != "zeros" && name != "ones";
-  return keras_object("keras.initializers", it->second, random ? json{{"seed", nullptr}} : json::object());
+  json config = initializer_arguments(name);
+  if (random) config["seed"] = nullptr;
+  return keras_object("keras.initializers", it->second, config);
 }
 
 class LayerReader {
@@ -128,8 +137,11 @@ class LayerReader {
         // Initial values come from lockstep's own seeded generator, so a seed changes nothing
         // that matters after load (the weights are read from the file); any other option would.
         const json config = v.value("config", json::object());
-        for (const auto& [ck, cv] : config.items())
-          if (ck != "seed" && !cv.is_null()) unsupported(key + "." + ck, cv);
+        const json fixed = initializer_arguments(ours);
+        for (const auto& [ck, cv] : config.items()) {
+          const bool as_fixed = fixed.contains(ck) && cv.is_number() && cv.get<double>() == fixed.at(ck).get<double>();
+          if (ck != "seed" && !cv.is_null() && !as_fixed) unsupported(key + "." + ck, cv);
+        }
         return ours;
       }
     }
@@ -152,7 +164,8 @@ json layer_to_keras(const layers::Layer& l) {
   const json ours = layer_to_json(l).at("config");  // ValueError for an unregistered class
   json config = {{"name", l.name()}, {"trainable", true}, {"dtype", policy_to_keras(l.dtype_policy().name())}};
   for (const auto& [key, value] : ours.items()) {
-    if (key == "name" || key == "input_dim") continue;  // the InputLayer gives the input shape
+    // A declared input_dim (Dense's) is the InputLayer's shape; Embedding's is its vocabulary.
+    if (key == "name" || (key == "input_dim" && l.declared_input_shape())) continue;
     config[key] = is_initializer_key(key) ? initializer_to_keras(value.get<std::string>()) : value;
   }
   config.update(layers::find_layer_class(l.class_name())->keras_fixed);

@@ -63,22 +63,25 @@ Model::Output Sequential::forward(const Tensor& x, const layers::CallContext& ct
   LOCKSTEP_CHECK(built_, "Sequential '", name(), "' is called before it was built");
   LOCKSTEP_CHECK(x.rank() == input_shape_.rank() && x.shape().tail() == input_shape_.tail(), "Sequential '", name(),
                  "' expects input shape ", input_shape_.str(), " but received ", x.shape().str());
-  Tensor h = x;
+  Tensor h = x, mask;  // mask: Keras' mask of h (Layer::compute_mask), undefined for none
   const std::size_t last = layers_.size() - 1;
   for (std::size_t i = 0; i < last; ++i) {
     // A pair with a fused op (Conv2D then MaxPooling2D) runs as one, unless the second is the output layer.
-    if (i + 1 < last) {
+    if (i + 1 < last && !mask.defined()) {
       if (Tensor fused = layers_[i]->call_then(*layers_[i + 1], h, ctx); fused.defined()) {
         h = std::move(fused);
         ++i;
         continue;
       }
     }
-    h = layers_[i]->call(h, ctx);
+    Tensor next_mask = layers_[i]->compute_mask(h, mask);
+    h = mask.defined() ? layers_[i]->call_masked(h, mask, ctx) : layers_[i]->call(h, ctx);
+    mask = std::move(next_mask);
   }
   const layers::Layer& output_layer = *layers_[last];
   return output_in_float32(output_layer, [&](bool logits) {
-    return logits ? output_layer.call_logits(h, ctx) : output_layer.call(h, ctx);
+    if (logits) return output_layer.call_logits(h, ctx);
+    return mask.defined() ? output_layer.call_masked(h, mask, ctx) : output_layer.call(h, ctx);
   });
 }
 

@@ -73,6 +73,15 @@ std::vector<OpCase> cases() {
       {"sigmoid", [](auto& v) { return sigmoid(v[0]); }, {randn({6}, 21)}},
       {"tanh", [](auto& v) { return tanh(v[0]); }, {randn({6}, 22)}},
       {"gelu", [](auto& v) { return gelu(v[0]); }, {randn({6}, 23)}},
+      {"gelu_tanh", [](auto& v) { return gelu(v[0], true); }, {randn({6}, 96, -3.0f, 3.0f)}},
+      {"silu", [](auto& v) { return silu(v[0]); }, {randn({6}, 97, -4.0f, 4.0f)}},
+      {"gather_rows_repeated", [](auto& v) {
+         return gather_rows(v[0], Tensor::from_vector<std::int64_t>({2, 0, 2, 3, 2}, {5}));
+       },
+       {randn({4, 3}, 98)}},
+      {"concatenate_middle", [](auto& v) { return concatenate({v[0], v[1], v[0]}, 1); },
+       {randn({2, 1, 3}, 99), randn({2, 2, 3}, 100)}},
+      {"transpose", [](auto& v) { return transpose(v[0], {2, 0, 1}); }, {randn({2, 3, 4}, 101)}},
       {"softmax", [](auto& v) { return softmax(v[0]); }, {randn({3, 5}, 24)}},
       {"log_softmax", [](auto& v) { return log_softmax(v[0]); }, {randn({3, 5}, 25)}},
       {"matmul", [](auto& v) { return matmul(v[0], v[1]); }, {randn({3, 4}, 26), randn({4, 2}, 27)}},

@@ -84,6 +84,11 @@ std::vector<UnaryCase> unary_cases() {
       // 1 + erf(x) cancels for negative x: float32's error is relative to |x|.
       {"gelu", [](const Tensor& x) { return gelu(x); }, [phi](double x) { return x * phi(x); }, uniform(-5, 5),
        Match::kRounded, [](double x) { return std::fabs(x); }},
+      {"gelu_tanh", [](const Tensor& x) { return gelu(x, true); },
+       [](double x) { return 0.5 * x * (1 + std::tanh(std::sqrt(2 / M_PI) * (x + 0.044715 * x * x * x))); },
+       uniform(-5, 5), Match::kRounded, [](double x) { return std::fabs(x); }},
+      {"silu", [](const Tensor& x) { return silu(x); }, [](double x) { return x / (1 + std::exp(-x)); },
+       uniform(-8, 8), Match::kRounded, [](double x) { return std::fabs(x); }},
       {"scale", [](const Tensor& x) { return scale(x, -2.5f); }, [](double x) { return x * -2.5; }, uniform(-2, 2),
        Match::kRounded, none},
       {"add_scalar", [](const Tensor& x) { return add_scalar(x, 0.75f); }, [](double x) { return x + 0.75; },
@@ -97,7 +102,10 @@ std::vector<UnaryCase> unary_cases() {
   };
 }
 
-std::string fn_of(const std::string& key) { return key == "pow_scalar_half" ? "pow_scalar" : key; }
+std::string fn_of(const std::string& key) {
+  if (key == "gelu_tanh") return "gelu";
+  return key == "pow_scalar_half" ? "pow_scalar" : key;
+}
 
 Row unary_row(const UnaryCase& u, const char* variant, const Shape& shape) {
   return make_row(
@@ -119,6 +127,7 @@ struct GradCase {
   float p0, p1;
   std::function<double(double x, double y, double g)> ref;
   std::function<double(double x, double y, double g)> acc;
+  const char* suffix = "";  // tells rows of one op apart (gelu's two forms)
 };
 
 std::vector<GradCase> grad_cases() {
@@ -141,6 +150,18 @@ std::vector<GradCase> grad_cases() {
       {OpType::kGelu, uniform(-4, 4), any, 0, 0,
        [=](double x, double, double g) { return g * (cdf(x) + x * pdf(x)); },
        [](double x, double, double g) { return std::fabs(g) * (1 + std::fabs(x)); }},
+      {OpType::kGelu, uniform(-4, 4), any, 1, 0,
+       [](double x, double, double g) {
+         const double c = std::sqrt(2 / M_PI), t = std::tanh(c * (x + 0.044715 * x * x * x));
+         return g * (0.5 * (1 + t) + 0.5 * x * (1 - t * t) * c * (1 + 3 * 0.044715 * x * x));
+       },
+       [](double x, double, double g) { return std::fabs(g) * (1 + x * x); }, "_tanh"},
+      {OpType::kSilu, uniform(-6, 6), any, 0, 0,
+       [](double x, double, double g) {
+         const double s = 1 / (1 + std::exp(-x));
+         return g * s * (1 + x * (1 - s));
+       },
+       [](double x, double, double g) { return std::fabs(g) * (1 + std::fabs(x)); }},
       {OpType::kScale, any, any, -2.5f, 0, [](double, double, double g) { return g * -2.5; }, none},
       {OpType::kAddScalar, any, any, 0.75f, 0, [](double, double, double g) { return g; }, none},
       {OpType::kPowScalar, any, any, 3.0f, 0, [](double x, double, double g) { return g * 3 * x * x; }, none},
@@ -152,7 +173,7 @@ std::vector<GradCase> grad_cases() {
 Row grad_row(const GradCase& c) {
   const Shape s{263, 257};  // past the grain
   Row r = make_row(
-      std::string("unary_grad_") + op_name(c.op), "grain", "unary_grad", floats(),
+      std::string("unary_grad_") + op_name(c.op) + c.suffix, "grain", "unary_grad", floats(),
       {{KernelOp::kUnaryBackward, {}}}, {{s, c.x, {}}, {s, c.y, {}}, {s, uniform(-1, 1), {}}},
       [c](const std::vector<Tensor>& in, DType) {
         return std::vector<Tensor>{unary_grad(c.op, in[0], in[1], in[2], c.p0, c.p1)};

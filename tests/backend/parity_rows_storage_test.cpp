@@ -205,6 +205,32 @@ std::vector<Row> storage_rows() {
       "concat", "rank1", "concat", all_dtypes(), {}, {{{5}, wide(), {}}, {{1}, wide(), {}}, {{0}, wide(), {}}},
       [](const std::vector<Tensor>& in, DType) { return std::vector<Tensor>{concat(in)}; },
       [](const std::vector<Host>& in, DType) { return std::vector<Expected>{concat_ref(in)}; }, Match::kExact));
+  // concatenate along a middle axis: per leading index, a's block, then b's.
+  rows.push_back(make_row(
+      "concatenate", "middle_axis", "concatenate", all_dtypes(), {}, {{{2, 1, 3}, wide(), {}}, {{2, 2, 3}, wide(), {}}},
+      [](const std::vector<Tensor>& in, DType) { return std::vector<Tensor>{concatenate(in, 1)}; },
+      [](const std::vector<Host>& in, DType) {
+        Expected e(Shape{2, 3, 3});
+        std::int64_t at = 0;
+        for (std::int64_t o = 0; o < 2; ++o) {
+          for (std::int64_t j = 0; j < 3; ++j) e.set(at++, in[0][o * 3 + j]);
+          for (std::int64_t j = 0; j < 6; ++j) e.set(at++, in[1][o * 6 + j]);
+        }
+        return std::vector<Expected>{e};
+      },
+      Match::kExact));
+  // transpose (2, 0, 1) of [2, 3, 4]: out[k, i, j] = x[i, j, k].
+  rows.push_back(make_row(
+      "transpose", "rank3", "transpose", all_dtypes(), {}, {{{2, 3, 4}, wide(), {}}},
+      [](const std::vector<Tensor>& in, DType) { return std::vector<Tensor>{transpose(in[0], {2, 0, 1})}; },
+      [](const std::vector<Host>& in, DType) {
+        Expected e(Shape{4, 2, 3});
+        for (std::int64_t k = 0; k < 4; ++k)
+          for (std::int64_t i = 0; i < 2; ++i)
+            for (std::int64_t j = 0; j < 3; ++j) e.set((k * 2 + i) * 3 + j, in[0][(i * 3 + j) * 4 + k]);
+        return std::vector<Expected>{e};
+      },
+      Match::kExact));
   for (const Shape& s : {Shape{2, 3}, Shape{}}) {
     rows.push_back(make_row(
         "stack", s.rank() ? "matrices" : "scalars", "stack", all_dtypes(), {},

@@ -99,6 +99,16 @@ std::vector<LayerCase> layer_cases() {
       {"layer_normalization", [] { return layers::LayerNormalization(); }, {4, 5}},
       {"layer_normalization_3d_no_center",
        [] { return layers::LayerNormalization({.epsilon = 1e-2f, .center = false}); }, {2, 3, 4}},
+      {"dense_silu", [] { return layers::Dense(4, "silu", 3); }, {5, 3}},
+      {"activation_swish", [] { return layers::Activation("swish"); }, {3, 4}},
+      {"conv2d_gelu", [] { return layers::Conv2D(3, {2, 2}, "gelu"); }, {2, 4, 3, 2}},
+      {"dense_3d_silu", [] { return layers::Dense(3, "silu"); }, {2, 4, 5}},
+      {"softmax_last", [] { return layers::Softmax(); }, {3, 4}},
+      {"softmax_middle_axis", [] { return layers::Softmax(1); }, {2, 3, 4}},
+      {"global_average_pooling1d", [] { return layers::GlobalAveragePooling1D(); }, {2, 3, 4}},
+      {"global_average_pooling1d_keepdims", [] { return layers::GlobalAveragePooling1D(true); }, {2, 3, 4}},
+      {"repeat_vector", [] { return layers::RepeatVector(3); }, {2, 4}},
+      {"permute", [] { return layers::Permute({2, 3, 1}); }, {2, 3, 4, 2}},
   };
 }
 
@@ -126,4 +136,50 @@ TEST(MergeLayerGradcheck, AddOfThreeInputsMatchesFiniteDifferences) {
   const GradcheckResult r =
       gradcheck([&](const std::vector<Tensor>& in) { return add->merge(in, layers::CallContext{}); }, xs);
   EXPECT_TRUE(r.ok) << r.message;
+}
+
+// Embedding's input is indices (no gradient): its table's gradient, with repeated indices adding up.
+TEST(EmbeddingGradcheck, TableGradientMatchesFiniteDifferences) {
+  auto emb = layers::Embedding(5, 3);
+  emb->build(Shape{-1, 4}, 5);
+  const Tensor idx = Tensor::from_vector(std::vector<float>{0, 2, 2, 4, 1, 4, 4, 0}, {2, 4});
+  check_variables(*emb, idx, layers::CallContext{});
+}
+
+// Every merge layer on a list: each input's gradient.
+TEST(MergeLayerGradcheck, EveryMergeLayerMatchesFiniteDifferences) {
+  struct Case {
+    const char* name;
+    layers::LayerPtr layer;
+    std::vector<Shape> shapes;
+  };
+  const std::vector<Case> cases = {
+      {"multiply", layers::Multiply(), {{4, 3}, {4, 3}, {4, 3}}},
+      {"subtract", layers::Subtract(), {{4, 3}, {4, 3}}},
+      {"average", layers::Average(), {{4, 3}, {4, 3}, {4, 3}}},
+      {"maximum", layers::Maximum(), {{4, 3}, {4, 3}}},
+      {"minimum", layers::Minimum(), {{4, 3}, {4, 3}}},
+      {"concatenate_last", layers::Concatenate(), {{2, 3, 2}, {2, 3, 1}, {2, 3, 3}}},
+      {"concatenate_middle", layers::Concatenate(1), {{2, 1, 2}, {2, 3, 2}}},
+      {"dot_2d_normalized", layers::Dot(1, true), {{4, 3}, {4, 3}}},
+      {"dot_3d_last", layers::Dot(2), {{2, 3, 4}, {2, 5, 4}}},
+      {"dot_3d_mixed", layers::Dot(std::array<int, 2>{1, 2}), {{2, 3, 4}, {2, 2, 3}}},
+  };
+  std::uint64_t seed = 10;
+  for (const auto& c : cases) {
+    const auto merge = std::dynamic_pointer_cast<layers::MergeLayer>(c.layer);
+    std::vector<Shape> symbolic;
+    std::vector<Tensor> xs;
+    for (const auto& s : c.shapes) {
+      std::vector<std::int64_t> d = s.dims();
+      d[0] = -1;
+      symbolic.emplace_back(d);
+      xs.push_back(uniform(s, seed++));
+    }
+    if (std::string(c.name) == "maximum" || std::string(c.name) == "minimum") xs[1] = add_scalar(xs[0], 0.3f);
+    merge->build_merge(symbolic, 5);
+    const GradcheckResult r =
+        gradcheck([&](const std::vector<Tensor>& in) { return merge->merge(in, layers::CallContext{}); }, xs);
+    EXPECT_TRUE(r.ok) << c.name << ": " << r.message;
+  }
 }

@@ -118,11 +118,11 @@ TEST(Errors, UnknownInitializerListsValidNames) {
     EXPECT_NE(msg.find(name), std::string::npos) << name << " missing from: " << msg;
 }
 
-TEST(Errors, DenseOnRank3InputSuggestsFlatten) {
+// Rank 3 is Keras' Dense on a sequence (tests/nn/sequence_layers_test.cpp); rank 1 has no features axis.
+TEST(Errors, DenseOnRank1InputNamesTheShapeItNeeds) {
   auto d = layers::Dense(10);
-  const std::string msg = message_of([&] { d->build(Shape{-1, 28, 28}, 0); });
-  EXPECT_NE(msg.find("Flatten"), std::string::npos) << msg;
-  EXPECT_NE(msg.find("(None, 28, 28)"), std::string::npos) << msg;
+  const std::string msg = message_of([&] { d->build(Shape{-1}, 0); });
+  EXPECT_NE(msg.find("needs inputs of shape (batch, ..., features), got (None,)"), std::string::npos) << msg;
 }
 
 TEST(Errors, InvalidUnitsAndRates) {

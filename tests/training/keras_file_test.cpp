@@ -311,8 +311,8 @@ TEST_F(BrokenArchive, UnsupportedArgumentIsNamed) {
   layer(1)["config"]["dtype"] = "float64";
   EXPECT_HAS(load_message("dtype.keras"), "layer 'dense' (Dense): unknown dtype policy 'float64'");
   layer(1)["config"]["dtype"] = "float32";
-  layer(1)["config"]["activation"] = "swish";
-  EXPECT_HAS(load_message("activation.keras"), "layer 'dense' (Dense): unknown activation 'swish'");
+  layer(1)["config"]["activation"] = "swishy";
+  EXPECT_HAS(load_message("activation.keras"), "layer 'dense' (Dense): unknown activation 'swishy'");
   layer(1)["config"]["activation"] = "relu";
   layer(1)["config"].erase("units");
   EXPECT_HAS(load_message("units.keras"), "layer 'dense' (Dense): missing or mistyped argument");

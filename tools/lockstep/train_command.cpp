@@ -130,7 +130,7 @@ void add_train_command(CLI::App& app, TrainArgs& a) {
       ->capture_default_str();
   cmd->add_option("--hidden", a.hidden, "Units of the hidden layer (mlp)")->check(kPositive)->capture_default_str();
   cmd->add_option("--activation", a.activation, "Activation of the hidden layer (mlp)")
-      ->check(CLI::IsMember({"relu", "sigmoid", "tanh", "gelu", "linear"}))
+      ->check(CLI::IsMember({"relu", "sigmoid", "tanh", "gelu", "silu", "swish", "linear"}))
       ->capture_default_str();
   cmd->add_option("--dropout", a.dropout, "Dropout rate in [0, 1) (default: 0.2 for mlp, 0.5 for cnn; resnet20 has no Dropout)")
       ->check(kRate);

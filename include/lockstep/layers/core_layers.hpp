@@ -20,6 +20,7 @@ class DenseLayer final : public Layer {
  public:
   explicit DenseLayer(const DenseOptions& options);
   std::string class_name() const override { return "Dense"; }
+  bool supports_masking() const override { return true; }
   nlohmann::json get_config() const override;
   static LayerPtr from_config(const nlohmann::json& config);
   Shape compute_output_shape(const Shape& input_shape) const override;
@@ -44,6 +45,7 @@ class DropoutLayer final : public Layer {
  public:
   explicit DropoutLayer(float rate, std::string name = "");
   std::string class_name() const override { return "Dropout"; }
+  bool supports_masking() const override { return true; }
   nlohmann::json get_config() const override;
   static LayerPtr from_config(const nlohmann::json& config);
   Shape compute_output_shape(const Shape& s) const override { return s; }
@@ -62,6 +64,7 @@ class ActivationLayer final : public Layer {
  public:
   explicit ActivationLayer(const std::string& activation, std::string name = "");
   std::string class_name() const override { return "Activation"; }
+  bool supports_masking() const override { return true; }
   nlohmann::json get_config() const override;
   static LayerPtr from_config(const nlohmann::json& config);
   Shape compute_output_shape(const Shape& s) const override { return s; }
@@ -98,6 +101,24 @@ class ReshapeLayer final : public Layer {
   Shape target_;
 };
 
+/// Keras' Softmax layer: softmax over `axis` (-1, the last, by default).
+class SoftmaxLayer final : public Layer {
+ public:
+  explicit SoftmaxLayer(int axis = -1, std::string name = "");
+  std::string class_name() const override { return "Softmax"; }
+  nlohmann::json get_config() const override;
+  static LayerPtr from_config(const nlohmann::json& config);
+  Shape compute_output_shape(const Shape& s) const override;
+  Tensor call(const Tensor& x, const CallContext& ctx) const override;
+  /// Over the last axis, a final Softmax gives the loss its logits (stable cross-entropy).
+  bool has_softmax_output() const override { return axis_ == -1; }
+  Tensor call_logits(const Tensor& x, const CallContext&) const override { return autocast(x); }
+  int axis() const { return axis_; }
+
+ private:
+  int axis_;
+};
+
 /// Declares the model's input shape (without the batch dimension); passes its input through.
 class InputLayer final : public Layer {
  public:
@@ -115,6 +136,7 @@ LayerPtr Dense(std::int64_t units, const std::string& activation = "linear",
 LayerPtr Dense(const DenseOptions& options);
 LayerPtr Dropout(float rate);
 LayerPtr Activation(const std::string& activation);
+LayerPtr Softmax(int axis = -1);
 LayerPtr Flatten();
 LayerPtr Reshape(Shape target_shape);
 LayerPtr Input(Shape shape);

@@ -7,7 +7,7 @@
 namespace lockstep::layers {
 
 /// Keras initializer names: "glorot_uniform", "glorot_normal", "he_normal", "he_uniform",
-/// "zeros", "ones". Fan-in/fan-out follow Keras for 2-D kernels (rows, cols).
+/// "uniform" (RandomUniform(-0.05, 0.05)), "zeros", "ones". Fan-in/fan-out follow Keras for 2-D kernels (rows, cols).
 struct Initializer {
   std::string name = "glorot_uniform";
   /// Fills a new float32 tensor deterministically from seed.

@@ -63,6 +63,19 @@ class Layer {
     return Tensor();
   }
 
+  /// Keras' masks: a [batch, steps] tensor, nonzero where a step counts (undefined: none), made
+  /// by Embedding(mask_zero=true) and carried by models from layer to layer. The mask of this
+  /// layer's output given its input x and x's mask (Keras' compute_mask): the same mask where
+  /// the layer keeps the steps (supports_masking), else none.
+  virtual bool supports_masking() const { return false; }
+  virtual Tensor compute_mask(const Tensor& /*x*/, const Tensor& mask) const {
+    return supports_masking() ? mask : Tensor();
+  }
+  /// call() given x's mask (defined); a layer that uses it (GlobalAveragePooling1D) overrides.
+  virtual Tensor call_masked(const Tensor& x, const Tensor& /*mask*/, const CallContext& ctx) const {
+    return call(x, ctx);
+  }
+
   /// The layer's mixed-precision policy: the global policy when the layer was made, unless set.
   const mixed_precision::Policy& dtype_policy() const { return policy_; }
   void set_dtype_policy(const mixed_precision::Policy& policy) { policy_ = policy; }
@@ -98,9 +111,10 @@ using LayerPtr = std::shared_ptr<Layer>;
 /// (d0, d1, ...) -> (None, d0, d1, ...): a per-example shape with an unknown batch dimension.
 Shape with_batch_dim(const Shape& per_example);
 
-/// Keras' activation names: "linear" (or ""), "relu", "sigmoid", "tanh", "softmax", "gelu",
-/// "log_softmax"; anything else throws ValueError listing them.
-enum class ActivationKind { kLinear, kRelu, kSigmoid, kTanh, kSoftmax, kGelu, kLogSoftmax };
+/// Keras' activation names: "linear" (or ""), "relu", "sigmoid", "tanh", "softmax", "gelu" (the
+/// exact form, Keras' default), "log_softmax", "silu" (or its alias "swish"); anything else throws
+/// ValueError listing them.
+enum class ActivationKind { kLinear, kRelu, kSigmoid, kTanh, kSoftmax, kGelu, kLogSoftmax, kSilu };
 ActivationKind parse_activation(const std::string& name);
 std::string activation_name(ActivationKind kind);
 Tensor apply_activation(ActivationKind kind, const Tensor& x);

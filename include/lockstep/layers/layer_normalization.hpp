@@ -21,6 +21,7 @@ class LayerNormalizationLayer final : public Layer {
  public:
   explicit LayerNormalizationLayer(const LayerNormalizationOptions& options = {});
   std::string class_name() const override { return "LayerNormalization"; }
+  bool supports_masking() const override { return true; }
   nlohmann::json get_config() const override;
   /// axis must be -1 (or [-1]): lockstep normalises over the last axis only.
   static LayerPtr from_config(const nlohmann::json& config);

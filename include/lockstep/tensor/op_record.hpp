@@ -13,7 +13,7 @@ namespace lockstep {
 
 enum class OpType : std::uint8_t {
   kAdd, kSub, kMul, kDiv, kMaximum, kMinimum, kScale, kAddScalar, kPowScalar, kClip,
-  kNeg, kExp, kLog, kSqrt, kSquare, kAbs, kRelu, kSigmoid, kTanh, kGelu,
+  kNeg, kExp, kLog, kSqrt, kSquare, kAbs, kRelu, kSigmoid, kTanh, kGelu, kSilu, kGatherRows, kConcat,
   kSoftmax, kLogSoftmax, kMatmul, kBatchMatmul, kDense, kSum, kMean, kReduceMax, kReshape, kSlice,
   kCast, kSparseSoftmaxCE, kSoftmaxCE, kDropout, kConv2d, kMaxPool2d, kAvgPool2d,
   kZeroPad2d, kConv2dMaxPool2d, kCustom, kCount

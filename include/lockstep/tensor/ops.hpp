@@ -44,8 +44,11 @@ Tensor abs(const Tensor& a);
 Tensor relu(const Tensor& a);
 Tensor sigmoid(const Tensor& a);
 Tensor tanh(const Tensor& a);
-/// GELU, tanh approximation off: x * Phi(x) with the exact erf form (Keras' default).
-Tensor gelu(const Tensor& a);
+/// GELU as keras.activations.gelu: x * Phi(x) with the exact erf form (the default), or with
+/// `approximate` 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
+Tensor gelu(const Tensor& a, bool approximate = false);
+/// SiLU (Swish): x * sigmoid(x).
+Tensor silu(const Tensor& a);
 /// Softmax / log-softmax along `axis` (numerically stable: max is subtracted first).
 Tensor softmax(const Tensor& a, int axis = -1);
 Tensor log_softmax(const Tensor& a, int axis = -1);
@@ -94,8 +97,13 @@ Tensor cast_and_scale(const Tensor& a, float s);
 Tensor concat(const std::vector<Tensor>& tensors, int axis = 0);
 /// Stacks same-shaped tensors along a new axis 0. Not recorded.
 Tensor stack(const std::vector<Tensor>& tensors);
-/// Rows src[indices[r]] (indices: integer, 1-D, each in [0, src.dim(0))).
+/// Rows src[indices[r]] (indices: integer, 1-D, each in [0, src.dim(0))). Recorded: src's
+/// gradient is the output's scatter-added into zeros (an embedding table's).
 Tensor gather_rows(const Tensor& src, const Tensor& indices);
+/// Concatenation along `axis` (every other dimension and the dtype equal), recorded.
+Tensor concatenate(const std::vector<Tensor>& tensors, int axis = -1);
+/// The axes of x permuted: out.dim(i) = x.dim(perm[i]) (numpy.transpose), recorded.
+Tensor transpose(const Tensor& x, const std::vector<int>& perm);
 /// The same rows written into dst (dst: (indices.numel(), row...), src's dtype and device), e.g.
 /// a slice of a batch being gathered in parts.
 void gather_rows_into(Tensor& dst, const Tensor& src, const Tensor& indices);

@@ -106,8 +106,9 @@ class Functional final : public Model {
   /// Whether node i and node i + 1 may run as one fused op: i + 1 reads node i alone, and no
   /// other node reads node i.
   bool fuses_with_next(std::size_t i) const;
-  Tensor run_node(const Node& node, const std::vector<Tensor>& values, const layers::CallContext& ctx,
-                  bool logits) const;
+  /// masks[i]: Keras' mask of values[i] (undefined for none).
+  Tensor run_node(const Node& node, const std::vector<Tensor>& values, const std::vector<Tensor>& masks,
+                  const layers::CallContext& ctx, bool logits) const;
   std::vector<layers::LayerPtr> layers_;
   std::vector<Node> nodes_;  // nodes_[0] is the input, nodes_.back() the output
   std::vector<std::vector<std::size_t>> calls_of_;  // per layer, its nodes

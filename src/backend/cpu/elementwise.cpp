@@ -8,12 +8,24 @@
 namespace lockstep::backend::cpu {
 
 namespace {
-inline float gelu_f(float x) { return 0.5f * x * (1.0f + std::erf(x * 0.70710678118654752f)); }
-inline float gelu_grad_f(float x) {
+// gelu: p0 != 0 is the tanh approximation (Keras' approximate=True), else the exact erf form.
+inline float gelu_f(float x, float approximate) {
+  if (approximate != 0.0f) {
+    const float t = std::tanh(0.7978845608028654f * (x + 0.044715f * x * x * x));
+    return 0.5f * x * (1.0f + t);
+  }
+  return 0.5f * x * (1.0f + std::erf(x * 0.70710678118654752f));
+}
+inline float gelu_grad_f(float x, float approximate) {
+  if (approximate != 0.0f) {
+    const float t = std::tanh(0.7978845608028654f * (x + 0.044715f * x * x * x));
+    return 0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * 0.7978845608028654f * (1.0f + 0.134145f * x * x);
+  }
   const float cdf = 0.5f * (1.0f + std::erf(x * 0.70710678118654752f));
   const float pdf = 0.3989422804014327f * std::exp(-0.5f * x * x);
   return cdf + x * pdf;
 }
+inline float sigmoid_f(float x) { return 1.0f / (1.0f + std::exp(-x)); }
 
 template <typename F, typename Fn>
 void map1(const F* x, F* y, std::int64_t b, std::int64_t e, Fn fn) {
@@ -36,11 +48,12 @@ void unary(ComputeContext& ctx, UnaryOp op, const void* xv, void* yv, std::int64
       case UnaryOp::kRelu: map1(x, y, b, e, [](float v) { return v > 0.0f ? v : 0.0f; }); break;
       case UnaryOp::kSigmoid: map1(x, y, b, e, [](float v) { return 1.0f / (1.0f + std::exp(-v)); }); break;
       case UnaryOp::kTanh: map1(x, y, b, e, [](float v) { return std::tanh(v); }); break;
-      case UnaryOp::kGelu: map1(x, y, b, e, gelu_f); break;
+      case UnaryOp::kGelu: map1(x, y, b, e, [p0](float v) { return gelu_f(v, p0); }); break;
       case UnaryOp::kScale: map1(x, y, b, e, [p0](float v) { return v * p0; }); break;
       case UnaryOp::kAddScalar: map1(x, y, b, e, [p0](float v) { return v + p0; }); break;
       case UnaryOp::kPowScalar: map1(x, y, b, e, [p0](float v) { return std::pow(v, p0); }); break;
       case UnaryOp::kClip: map1(x, y, b, e, [p0, p1](float v) { return std::min(std::max(v, p0), p1); }); break;
+      case UnaryOp::kSilu: map1(x, y, b, e, [](float v) { return v * sigmoid_f(v); }); break;
     }
   });
 }
@@ -68,13 +81,19 @@ void unary_backward(ComputeContext& ctx, UnaryOp op, const void* xv, const void*
       case UnaryOp::kRelu: map(b, e, [](float u, float, float g) { return u > 0.0f ? g : 0.0f; }); break;
       case UnaryOp::kSigmoid: map(b, e, [](float, float v, float g) { return g * v * (1.0f - v); }); break;
       case UnaryOp::kTanh: map(b, e, [](float, float v, float g) { return g * (1.0f - v * v); }); break;
-      case UnaryOp::kGelu: map(b, e, [](float u, float, float g) { return g * gelu_grad_f(u); }); break;
+      case UnaryOp::kGelu: map(b, e, [p0](float u, float, float g) { return g * gelu_grad_f(u, p0); }); break;
       case UnaryOp::kScale: map(b, e, [p0](float, float, float g) { return g * p0; }); break;
       case UnaryOp::kAddScalar: map(b, e, [](float, float, float g) { return g; }); break;
       case UnaryOp::kPowScalar:
         map(b, e, [p0](float u, float, float g) { return g * p0 * std::pow(u, p0 - 1.0f); });
         break;
       case UnaryOp::kClip: map(b, e, [p0, p1](float u, float, float g) { return (u >= p0 && u <= p1) ? g : 0.0f; }); break;
+      case UnaryOp::kSilu:
+        map(b, e, [](float u, float, float g) {
+          const float s = sigmoid_f(u);
+          return g * s * (1.0f + u * (1.0f - s));
+        });
+        break;
     }
   });
 }

@@ -8,12 +8,24 @@
 namespace lockstep::backend::cuda {
 
 namespace {
-__device__ inline float gelu_f(float x) { return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f)); }
-__device__ inline float gelu_grad_f(float x) {
+// gelu: p0 != 0 is the tanh approximation (Keras' approximate=True), else the exact erf form.
+__device__ inline float gelu_f(float x, float approximate) {
+  if (approximate != 0.0f) {
+    const float t = tanhf(0.7978845608028654f * (x + 0.044715f * x * x * x));
+    return 0.5f * x * (1.0f + t);
+  }
+  return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f));
+}
+__device__ inline float gelu_grad_f(float x, float approximate) {
+  if (approximate != 0.0f) {
+    const float t = tanhf(0.7978845608028654f * (x + 0.044715f * x * x * x));
+    return 0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * 0.7978845608028654f * (1.0f + 0.134145f * x * x);
+  }
   const float cdf = 0.5f * (1.0f + erff(x * 0.70710678118654752f));
   const float pdf = 0.3989422804014327f * expf(-0.5f * x * x);
   return cdf + x * pdf;
 }
+__device__ inline float sigmoid_f(float x) { return 1.0f / (1.0f + expf(-x)); }
 
 __device__ inline float unary_f(UnaryOp op, float v, float p0, float p1) {
   switch (op) {
@@ -26,7 +38,7 @@ __device__ inline float unary_f(UnaryOp op, float v, float p0, float p1) {
     case UnaryOp::kRelu: return v > 0.0f ? v : 0.0f;
     case UnaryOp::kSigmoid: return 1.0f / (1.0f + expf(-v));
     case UnaryOp::kTanh: return tanhf(v);
-    case UnaryOp::kGelu: return gelu_f(v);
+    case UnaryOp::kGelu: return gelu_f(v, p0);
     case UnaryOp::kScale: return v * p0;
     case UnaryOp::kAddScalar: return v + p0;
     case UnaryOp::kPowScalar: return powf(v, p0);
@@ -34,6 +46,7 @@ __device__ inline float unary_f(UnaryOp op, float v, float p0, float p1) {
       const float m = v < p0 ? p0 : v;
       return p1 < m ? p1 : m;
     }
+    case UnaryOp::kSilu: return v * sigmoid_f(v);
   }
   return v;
 }
@@ -49,11 +62,15 @@ __device__ inline float unary_grad_f(UnaryOp op, float u, float v, float g, floa
     case UnaryOp::kRelu: return u > 0.0f ? g : 0.0f;
     case UnaryOp::kSigmoid: return g * v * (1.0f - v);
     case UnaryOp::kTanh: return g * (1.0f - v * v);
-    case UnaryOp::kGelu: return g * gelu_grad_f(u);
+    case UnaryOp::kGelu: return g * gelu_grad_f(u, p0);
     case UnaryOp::kScale: return g * p0;
     case UnaryOp::kAddScalar: return g;
     case UnaryOp::kPowScalar: return g * p0 * powf(u, p0 - 1.0f);
     case UnaryOp::kClip: return (u >= p0 && u <= p1) ? g : 0.0f;
+    case UnaryOp::kSilu: {
+      const float s = sigmoid_f(u);
+      return g * s * (1.0f + u * (1.0f - s));
+    }
   }
   return g;
 }

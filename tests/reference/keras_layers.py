@@ -1,0 +1,121 @@
+#!/usr/bin/env python3
+"""Issue 40's layers both ways against real Keras (TF backend, .venv-ref).
+
+usage: keras_layers.py DIR LOCKSTEP_CLI KERAS_FILES_DRIVER
+
+Keras builds a Functional model using every new layer (Embedding, Dense on a sequence with gelu
+and silu, Permute, Softmax on an inner axis, GlobalAveragePooling1D, RepeatVector, Concatenate,
+Multiply, Subtract, Average, Maximum, Minimum, Dot, a silu Activation) with random weights and
+saves it. `lockstep predict` on that file gives Keras' predictions (relative
+1e-4); Keras' save_weights file loads into lockstep's copy; lockstep's re-save loads back in Keras
+and predicts the same.
+
+Exit 0 all agree, 1 a disagreement, 77 (skip) when tensorflow/keras are not importable.
+"""
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import keras_files as kf  # noqa: E402  (skips with 77 itself when Keras is missing)
+from keras_files import check, rel, run, lockstep_predict, np, keras  # noqa: E402
+
+RTOL = 1e-4
+VOCAB, STEPS = 13, 6
+
+
+def keras_model():
+    keras.utils.set_random_seed(5)
+    inp = keras.Input((STEPS,))
+    x = keras.layers.Embedding(VOCAB, 8)(inp)
+    x = keras.layers.Dense(8, activation="gelu")(x)
+    x = keras.layers.Permute((2, 1))(x)
+    x = keras.layers.Softmax(axis=1)(x)
+    x = keras.layers.Permute((2, 1))(x)
+    x = keras.layers.Activation("silu")(x)
+    pooled = keras.layers.GlobalAveragePooling1D()(x)
+    a = keras.layers.Dense(5, activation="silu")(pooled)
+    b = keras.layers.Dense(5, activation="swish")(pooled)
+    merged = [keras.layers.Multiply()([a, b]), keras.layers.Subtract()([a, b]), keras.layers.Average()([a, b]),
+              keras.layers.Maximum()([a, b]), keras.layers.Minimum()([a, b]),
+              keras.layers.Dot(axes=1, normalize=True)([a, b])]
+    cat = keras.layers.Concatenate()(merged)
+    seq = keras.layers.RepeatVector(3)(cat)
+    seq = keras.layers.Dot(axes=2)([seq, seq])
+    flat = keras.layers.Flatten()(seq)
+    out = keras.layers.Dense(4, activation="softmax")(keras.layers.Concatenate(axis=-1)([flat, cat]))
+    model = keras.Model(inp, out, name="keras_sequence")
+    # Random non-zero biases and a table far from its +-0.05 start, so that every weight matters.
+    rng = np.random.RandomState(1)
+    for w in model.weights:
+        if w.path.endswith("bias") or w.path.endswith("embeddings"):
+            w.assign(rng.normal(0, 0.5, w.shape).astype(np.float32))
+    return model
+
+
+def keras_masked_model():
+    """Embedding(mask_zero) -> Dense -> GlobalAveragePooling1D: the mask leaves padding out. A
+    Sequential: Keras writes a Functional model's mask as a NotEqual op node of the graph, which
+    lockstep does not read (it recomputes masks from the layers)."""
+    keras.utils.set_random_seed(6)
+    model = keras.Sequential([keras.Input((STEPS,)), keras.layers.Embedding(VOCAB, 4, mask_zero=True),
+                              keras.layers.Dense(4, activation="gelu"), keras.layers.GlobalAveragePooling1D(),
+                              keras.layers.Dense(3, activation="softmax")], name="keras_masked")
+    rng = np.random.RandomState(2)
+    for w in model.weights:
+        w.assign(rng.normal(0, 0.5, w.shape).astype(np.float32))
+    return model
+
+
+def both_ways(model, x, d, cli, driver, what):
+    """Keras' file predicts the same in lockstep, and lockstep's re-save in Keras; the re-saved model."""
+    want = model.predict(x, verbose=0)
+    path = os.path.join(d, f"{model.name}.keras")
+    model.save(path)
+    got = lockstep_predict(cli, path, x, d, model.name)
+    if got is not None:
+        e = rel(got, want)
+        check(got.shape == want.shape and e <= RTOL, f"{what}: lockstep predicts Keras' outputs (rel {e:.2e})")
+    again = os.path.join(d, f"{model.name}_resaved.keras")
+    r = run(driver, "resave", path, again)
+    if r.returncode != 0:
+        check(False, f"{what}: resave: {r.stderr.strip()}")
+        return None
+    back = keras.saving.load_model(again)
+    e = rel(back.predict(x, verbose=0), want)
+    check(e <= RTOL, f"{what}: lockstep's re-save loads in Keras and predicts the same (rel {e:.2e})")
+    return back
+
+
+def main():
+    if len(sys.argv) != 4:
+        print(__doc__)
+        return 2
+    d, cli, driver = sys.argv[1:]
+    os.makedirs(d, exist_ok=True)
+    print(f"keras {keras.__version__}")
+    model = keras_model()
+    x = np.random.RandomState(0).randint(0, VOCAB, (32, STEPS)).astype(np.float32)
+    back = both_ways(model, x, d, cli, driver, "every new layer")
+    if back is not None:
+        check(sorted(l.__class__.__name__ for l in back.layers) == sorted(l.__class__.__name__ for l in model.layers),
+              "every new layer: same layer classes after the re-save")
+    # Keras' save_weights file, loaded into lockstep's copy of the model.
+    weights = os.path.join(d, f"{model.name}.weights.h5")
+    model.save_weights(weights)
+    out = os.path.join(d, f"{model.name}_w_pred.npy")
+    r = run(driver, "load-weights", os.path.join(d, f"{model.name}.keras"), weights,
+            os.path.join(d, f"{model.name}_x.npy"), out)
+    e = rel(np.load(out), model.predict(x, verbose=0)) if r.returncode == 0 else float("inf")
+    failed = f": {r.stderr.strip()}" if r.returncode != 0 else ""
+    check(e <= RTOL, f"every new layer: Keras' .weights.h5 loads in lockstep (rel {e:.2e}){failed}")
+    # Padding at the end of each row, from none up to all but two steps: the mask matters.
+    x = np.random.RandomState(3).randint(1, VOCAB, (16, STEPS)).astype(np.float32)
+    for row in range(16):
+        x[row, STEPS - row % (STEPS - 1):] = 0
+    both_ways(keras_masked_model(), x, d, cli, driver, "Embedding(mask_zero) masking GlobalAveragePooling1D")
+    print(f"{len(kf.failures)} failure(s)")
+    return 1 if kf.failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
