@@ -11,6 +11,7 @@
 #include "lockstep/data/thread_budget.hpp"
 #include "lockstep/training/callbacks.hpp"
 #include "lockstep/training/model.hpp"
+#include "lockstep/training/preemption.hpp"
 #include "training/gpu_utilization.hpp"
 #include "training/replica_slices.hpp"
 
@@ -81,8 +82,8 @@ class FitLoop {
   EpochTally train_epoch(EpochInput& in, bool resumed, std::int64_t first_step);
   /// The epoch's logs: the metrics, throughput, memory, GPU use, loss scale and validation.
   Logs epoch_logs(const EpochTally& tally);
-  /// After a stop request at a step boundary: the backup at that step (one worker with
-  /// BackupAndRestore), then training::Interrupted.
+  /// After a stop request at a step boundary: the backup at that step (with BackupAndRestore,
+  /// where the workers agreed on the step: training::agreed_stop), then training::Interrupted.
   [[noreturn]] void interrupt(int epoch, std::int64_t steps_done);
 
   CallbackList callbacks;
@@ -111,6 +112,7 @@ class FitLoop {
   std::int64_t steps_;  // per epoch; -1: until the pass ends
   int verbose_;
   BackupAndRestore* backup_ = nullptr;
+  training::AgreedStop stop_;  // what train_epoch stopped on
   // The contexts training computes on: the replicas', or the current one without a strategy.
   std::vector<ComputeContext*> devices_;
   data::ThreadBudget::Lease compute_lease_;
