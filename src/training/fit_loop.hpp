@@ -98,6 +98,9 @@ class FitLoop {
                   EpochTally& tally);
   void run_group(std::int64_t& step, const std::vector<distribute::DistributedBatch>& group, EpochTally& tally,
                  GpuUtilization& utilization);
+  /// At a step boundary: a stop that every worker agrees on (training::agreed_stop), asked of
+  /// them every few boundaries only.
+  std::optional<training::AgreedStop> poll_stop();
   /// The devices, the thread budget, and how batches are read: row batches gathered by the
   /// replicas, elements read ahead for GPUs, and whether the next batch is prepared ahead.
   void choose_input();
@@ -113,6 +116,7 @@ class FitLoop {
   int verbose_;
   BackupAndRestore* backup_ = nullptr;
   training::AgreedStop stop_;  // what train_epoch stopped on
+  std::int64_t boundaries_ = 0;  // step boundaries this fit passed (under several workers)
   // The contexts training computes on: the replicas', or the current one without a strategy.
   std::vector<ComputeContext*> devices_;
   data::ThreadBudget::Lease compute_lease_;

@@ -33,7 +33,7 @@ void clear_stop_request() noexcept;
 std::string stop_reason_name(int reason);
 
 /// Whether a handler that calls request_stop is installed (`lockstep train`'s are). Under
-/// several workers fit then agrees on the step to stop after (agreed_stop at each step
+/// several workers fit then agrees on the step to stop after (agreed_stop at every 8th step
 /// boundary: one 8-byte exchange among the workers); without it no exchange is made, and a
 /// request stops only the worker that had it, with no backup.
 void expect_stop_requests(bool expected) noexcept;
