@@ -307,15 +307,14 @@ class MpiTransport final : public WorkerTransport {
         }
       }
       if (!error.empty() || remaining == 0) break;
-      if (spins % 16 == 0) {
+      const auto now = Clock::now();
+      if (now - last_report > std::chrono::milliseconds(100)) {
+        last_report = now;
+        // A wait this long may be for a worker that failed: its notice says so (announce_failure).
         if (std::string notice = poll_notice(); !notice.empty()) {
           error = notice + " (this worker, " + std::to_string(rank_) + ", stopped in " + *job.what + ")";
           break;
         }
-      }
-      const auto now = Clock::now();
-      if (now - last_report > std::chrono::milliseconds(100)) {
-        last_report = now;
         std::vector<int> peers = pending_peers(true);
         if (peers.empty()) peers = pending_peers(false);
         std::lock_guard<std::mutex> lock(mu_);
