@@ -204,6 +204,10 @@ set_tests_properties(cli.sigkill_and_resume_is_bit_identical PROPERTIES TIMEOUT 
 add_test(NAME cli.stop_signal_backs_up_and_resumes_bit_identical
          COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/cli/interrupt_and_resume.sh ${_cli})
 set_tests_properties(cli.stop_signal_backs_up_and_resumes_bit_identical PROPERTIES TIMEOUT 600 RUN_SERIAL TRUE)
+# --resume onto other contents at the same --data path, or other devices: continues, one line says so.
+add_test(NAME cli.resume_on_other_data_or_devices_says_so
+         COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/cli/resume_elsewhere.sh ${_cli})
+set_tests_properties(cli.resume_on_other_data_or_devices_says_so PROPERTIES TIMEOUT 300)
 
 # find_package(lockstep) works for a user's project after cmake --install.
 add_test(NAME install.find_package_consumer
@@ -426,9 +430,16 @@ if(LOCKSTEP_WITH_MPI)
            COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/cli/no_gpu_notice_once.sh ${_cli} ${_mpirun}
                    ${CMAKE_CURRENT_BINARY_DIR}/mw-no-gpu-notice)
   set_tests_properties(multi_worker.no_gpu_notice_once_per_job PROPERTIES TIMEOUT 300)
+  # SIGTERM/SIGINT/SIGHUP reaching one worker (or each its own) stop all after the same step, with
+  # one backup; --resume ends bit-identical (tests/cli/multi_worker_signal.sh).
+  add_test(NAME multi_worker.stop_signal_backs_up_and_resumes_bit_identical
+           COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/cli/multi_worker_signal.sh ${_cli} ${_mpirun}
+                   ${CMAKE_CURRENT_BINARY_DIR}/mw-signal)
+  set_tests_properties(multi_worker.stop_signal_backs_up_and_resumes_bit_identical PROPERTIES TIMEOUT 600 RUN_SERIAL TRUE)
   # Workers started with other flags or data are refused on every rank, naming the flag; a rank
   # failing a start-up check stops the other at once (tests/cli/multi_worker_agree.sh).
-  foreach(_case IN ITEMS learning_rate seed data failed_check run_directory_taken equal)
+  foreach(_case IN ITEMS learning_rate seed data failed_check run_directory_taken equal fails_after_agreement
+                         fails_after_agreement_over_mpi_messages)
     add_test(NAME multi_worker.agree.${_case}
              COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/cli/multi_worker_agree.sh ${_cli} ${_mpirun} ${_case})
     set_tests_properties(multi_worker.agree.${_case} PROPERTIES TIMEOUT 150)

@@ -122,12 +122,14 @@ std::unique_ptr<HostSegment> HostSegment::open(WorkerTransport& transport, int t
   std::vector<std::int32_t> watched = pids;
   for (std::int32_t pid : pids)
     if (kill(pid, 0) != 0 && errno == ESRCH) watched.clear();
-  return std::unique_ptr<HostSegment>(new HostSegment(base, bytes, slot_bytes, worker, workers, std::move(watched)));
+  return std::unique_ptr<HostSegment>(
+      new HostSegment(transport, base, bytes, slot_bytes, worker, workers, std::move(watched)));
 }
 
-HostSegment::HostSegment(void* base, std::size_t bytes, std::size_t slot_bytes, int worker, int workers,
-                         std::vector<std::int32_t> pids)
-    : base_(base),
+HostSegment::HostSegment(WorkerTransport& transport, void* base, std::size_t bytes, std::size_t slot_bytes, int worker,
+                         int workers, std::vector<std::int32_t> pids)
+    : transport_(transport),
+      base_(base),
       bytes_(bytes),
       slot_bytes_(slot_bytes),
       data_(static_cast<std::byte*>(base) + round_up(sizeof(Line) * static_cast<std::size_t>(workers), kPage)),
@@ -199,7 +201,9 @@ void HostSegment::arrive_and_wait(const Deadline& deadline, const std::function<
         waiting_for_ = "worker(s) " + list(late) + " in " + what;
       }
       std::ostringstream os;
-      if (const std::vector<int> dead = gone(late); !dead.empty()) {
+      if (const std::string notice = transport_.peer_failure(); !notice.empty()) {
+        os << notice << " (this worker, " << worker_ << ", stopped in " << what << ")";
+      } else if (const std::vector<int> dead = gone(late); !dead.empty()) {
         os << what << " failed on worker " << worker_ << ": worker(s) " << list(dead) << " died (process";
         for (int j : dead) os << ' ' << pids_[static_cast<std::size_t>(j)];
         os << " is gone)";

@@ -57,8 +57,9 @@ class HostSegment {
 
   /// Announces this worker at its next barrier and waits until every worker arrived there.
   /// Throws DistributedError naming what `what()` says (asked only on the slow path: a barrier
-  /// that completes builds no string) and the workers that did not arrive by `deadline` or whose
-  /// process is gone; the segment then stays failed: every later barrier throws.
+  /// that completes builds no string) and the workers that did not arrive by `deadline`, whose
+  /// process is gone, or that announced their failure (WorkerTransport::announce_failure); the
+  /// segment then stays failed: every later barrier throws.
   void arrive_and_wait(const Deadline& deadline, const std::function<std::string()>& what);
   /// What the current barrier still waits for ("worker(s) 1 in all_reduce #12 (...)"), or "".
   std::string waiting_for() const;
@@ -68,12 +69,13 @@ class HostSegment {
     std::atomic<std::uint64_t> arrivals{0};
     Header headers[2];
   };
-  HostSegment(void* base, std::size_t bytes, std::size_t slot_bytes, int worker, int workers,
-              std::vector<std::int32_t> pids);
+  HostSegment(WorkerTransport& transport, void* base, std::size_t bytes, std::size_t slot_bytes, int worker,
+              int workers, std::vector<std::int32_t> pids);
   Line& line(int worker) const;
   std::vector<int> missing(std::uint64_t target) const;
   std::vector<int> gone(const std::vector<int>& workers) const;
 
+  WorkerTransport& transport_;  // polled for a failed worker's notice on the slow path
   void* base_;
   std::size_t bytes_;
   std::size_t slot_bytes_;

@@ -1,6 +1,7 @@
 // Strategy::gather_from_workers: what the workers check at start-up (that they run alike) goes
 // over the job's transport, as the strategy's own set-up does (device_layout.cpp), with tags
 // above the collective groups' (multi_worker_group.cpp: 1..32000) and the layout's (32500).
+// (Strategy::gather_int_from_workers: fit's stop-request check at each step boundary.)
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
@@ -41,6 +42,31 @@ std::vector<std::string> Strategy::gather_from_workers(const std::string& what, 
     all.emplace_back(reinterpret_cast<const char*>(theirs.data()), static_cast<std::size_t>(sizes[j++]));
   }
   return all;
+}
+
+std::vector<std::int64_t> Strategy::gather_int_from_workers(const std::string& what, std::int64_t mine) const {
+  if (num_workers_ == 1) return {mine};
+  constexpr int kIntTag = 32503;
+  WorkerTransport& world = WorkerTransport::world();
+  const std::chrono::milliseconds timeout = group_->timeout();
+  WorkerTransport::Bytes bytes(sizeof mine);
+  std::memcpy(bytes.data(), &mine, sizeof mine);
+  std::vector<std::int64_t> all;
+  for (const auto& theirs : world.all_to_all(kIntTag, bytes, std::chrono::steady_clock::now() + timeout, timeout, what)) {
+    std::int64_t v = 0;
+    std::memcpy(&v, theirs.data(), sizeof v);
+    all.push_back(v);
+  }
+  return all;
+}
+
+void Strategy::announce_failure(const std::string& why) const noexcept {
+  if (num_workers_ == 1) return;
+  try {
+    WorkerTransport::world().announce_failure(why);
+  } catch (...) {
+    // No transport to tell the others through: they find this worker gone.
+  }
 }
 
 }  // namespace lockstep::distribute

@@ -80,6 +80,15 @@ class WorkerTransport {
   /// the transport fails with `why` as if an exchange had, so later exchanges throw and MPI
   /// aborts at exit instead of waiting for the lost worker.
   virtual void abandon(const std::string& why) = 0;
+  /// This worker failed with `why`: sends it to every other worker (waiting at most a few
+  /// seconds for the messages to leave), then fails as abandon() does, so that MPI aborts the
+  /// job at exit. A peer's exchange in progress or next then throws DistributedError saying
+  /// "worker N failed: why". Throws DistributedError where the transport failed already.
+  virtual void announce_failure(const std::string& why) = 0;
+  /// A failure another worker announced ("worker N failed: why"), polled without blocking; ""
+  /// when none arrived, or when MPI cannot be called from this thread now (the exchanges poll
+  /// it themselves). For waits outside the transport (the shared-memory barriers).
+  virtual std::string peer_failure() = 0;
   /// What the current exchange still waits for ("worker(s) 1 in all_reduce #12"), or "".
   virtual std::string waiting_for() const = 0;
   /// For benchmarks: seconds per MPI_Allreduce (sum, in place) of `data` over every worker, the

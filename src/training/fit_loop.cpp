@@ -206,7 +206,8 @@ EpochTally FitLoop::train_epoch(EpochInput& in, bool resumed, std::int64_t first
     more = read_group(in, step, group, tally);
     run_group(step, group, tally, utilization);
     // A group's end is a step boundary no held-back gradient spans (a backup there is whole).
-    if (training::stop_requested()) {
+    if (const std::optional<training::AgreedStop> stop = poll_stop()) {
+      stop_ = *stop;
       tally.interrupted = true;
       tally.steps_done = step;
       break;
@@ -267,16 +268,27 @@ void FitLoop::run_group(std::int64_t& step, const std::vector<distribute::Distri
   }
 }
 
+std::optional<training::AgreedStop> FitLoop::poll_stop() {
+  // Several workers agree on whether any of them was asked to stop with one small exchange, made
+  // every kStopCheckEvery boundaries: measured on the 2-core VM under load (2 workers), 20 us to
+  // 1.5 ms each (the two processes must both run), against ~1 ms steps of the flagship MLP.
+  constexpr std::int64_t kStopCheckEvery = 8;
+  const distribute::Strategy* s = model_.strategy_;
+  const bool exchanges = s && s->num_workers() > 1 && training::stop_requests_expected();
+  if (exchanges && ++boundaries_ % kStopCheckEvery != 0) return std::nullopt;
+  return training::agreed_stop(s);
+}
+
 void FitLoop::interrupt(int epoch, std::int64_t steps_done) {
-  // Several workers would each stop at the step their own signal came before: no step that all
-  // of them stopped after is known, so none writes a backup (the last scheduled one stays).
-  const bool one_worker = !model_.strategy_ || model_.strategy_->num_workers() == 1;
+  // Several workers that did not agree on the step (no stop requests expected) each stop at the
+  // step their own signal came before: none writes a backup (the last scheduled one stays).
+  const bool several = model_.strategy_ && model_.strategy_->num_workers() > 1;
   std::string dir;
-  if (backup_ && one_worker) {
+  if (backup_ && (!several || training::stop_requests_expected())) {
     backup_->backup_now(epoch, steps_done);
     dir = backup_->backup_dir();
   }
-  throw training::Interrupted(training::stop_reason(), epoch, steps_done, dir);
+  throw training::Interrupted(stop_.reason, epoch, steps_done, dir, several ? stop_.worker : -1);
 }
 
 void FitLoop::update_timing() {

@@ -11,6 +11,7 @@
 #include "lockstep/data/thread_budget.hpp"
 #include "lockstep/training/callbacks.hpp"
 #include "lockstep/training/model.hpp"
+#include "lockstep/training/preemption.hpp"
 #include "training/gpu_utilization.hpp"
 #include "training/replica_slices.hpp"
 
@@ -81,8 +82,8 @@ class FitLoop {
   EpochTally train_epoch(EpochInput& in, bool resumed, std::int64_t first_step);
   /// The epoch's logs: the metrics, throughput, memory, GPU use, loss scale and validation.
   Logs epoch_logs(const EpochTally& tally);
-  /// After a stop request at a step boundary: the backup at that step (one worker with
-  /// BackupAndRestore), then training::Interrupted.
+  /// After a stop request at a step boundary: the backup at that step (with BackupAndRestore,
+  /// where the workers agreed on the step: training::agreed_stop), then training::Interrupted.
   [[noreturn]] void interrupt(int epoch, std::int64_t steps_done);
 
   CallbackList callbacks;
@@ -97,6 +98,9 @@ class FitLoop {
                   EpochTally& tally);
   void run_group(std::int64_t& step, const std::vector<distribute::DistributedBatch>& group, EpochTally& tally,
                  GpuUtilization& utilization);
+  /// At a step boundary: a stop that every worker agrees on (training::agreed_stop), asked of
+  /// them every few boundaries only.
+  std::optional<training::AgreedStop> poll_stop();
   /// The devices, the thread budget, and how batches are read: row batches gathered by the
   /// replicas, elements read ahead for GPUs, and whether the next batch is prepared ahead.
   void choose_input();
@@ -113,6 +117,8 @@ class FitLoop {
   std::int64_t steps_;  // per epoch; -1: until the pass ends
   int verbose_;
   BackupAndRestore* backup_ = nullptr;
+  training::AgreedStop stop_;  // what train_epoch stopped on
+  std::int64_t boundaries_ = 0;  // step boundaries this fit passed (under several workers)
   // The contexts training computes on: the replicas', or the current one without a strategy.
   std::vector<ComputeContext*> devices_;
   data::ThreadBudget::Lease compute_lease_;

@@ -4,33 +4,13 @@
 # (multi_worker.agree.CASE). A difference in --learning-rate, --seed or --data stops both ranks
 # with a non-zero status naming the flag and the workers; a rank failing a start-up check (its
 # --data missing, or the chief's run directory taken) stops the other at once, not after the
-# collective timeout; equal flags train.
+# collective timeout, and so does one failing after it (training already begun); equal flags train.
 set -uo pipefail
 cli="$1"; mpirun="$2"; case="$3"
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
-# npz FILE SEED: 16 examples of 2x2 uint8 pixels, labels 0/1, written without numpy.
-npz() {
-  python3 - "$@" <<'PY' || { echo "FAIL: could not write $1"; exit 1; }
-import random, struct, sys, zipfile
-path, seed = sys.argv[1], int(sys.argv[2])
-rng = random.Random(seed)
-def npy(descr, shape, data):
-    head = "{'descr': '%s', 'fortran_order': False, 'shape': (%s), }" % (descr, "".join("%d," % d for d in shape))
-    head += " " * ((64 - (10 + len(head) + 1) % 64) % 64) + "\n"
-    return b"\x93NUMPY\x01\x00" + struct.pack("<H", len(head)) + head.encode() + data
-def split(n):
-    labels = [i % 2 for i in range(n)]
-    return bytes(rng.randrange(256) for _ in range(4 * n)), struct.pack("<%dq" % n, *labels)
-with zipfile.ZipFile(path, "w") as z:
-    x, y = split(16)
-    z.writestr("x_train.npy", npy("|u1", (16, 2, 2), x))
-    z.writestr("y_train.npy", npy("<i8", (16,), y))
-    x, y = split(4)
-    z.writestr("x_test.npy", npy("|u1", (4, 2, 2), x))
-    z.writestr("y_test.npy", npy("<i8", (4,), y))
-PY
-}
+# npz FILE SEED: 16 examples of 2x2 uint8 pixels, labels 0/1 (tiny_npz.py).
+npz() { python3 "$(dirname "${BASH_SOURCE[0]}")/tiny_npz.py" "$@" || { echo "FAIL: could not write $1"; exit 1; }; }
 npz "$work/a.npz" 1
 npz "$work/b.npz" 2
 # A collective timeout far above the bound below: a stop within it is not the timeout's.
@@ -86,6 +66,17 @@ run_directory_taken)  # the chief's --logdir holds a run (a check after the agre
   [[ $rc -eq 0 ]] || { echo "FAIL: the first run: mpirun exited $rc"; exit 1; }
   run --data "$work/a.npz" -- --data "$work/a.npz"
   refused "already holds a run" "worker 0 failed a start-up check"
+  ;;
+fails_after_agreement|fails_after_agreement_over_mpi_messages)
+  # The chief fails once training began (its TensorBoard folder is a file): rank 1, already in
+  # a collective, stops at once naming worker 0 and its error, through shared memory or MPI.
+  [[ "$case" == *mpi_messages ]] && export LOCKSTEP_WORKER_SHM=0
+  with_tensorboard=()
+  for flag in "${base[@]}"; do [[ "$flag" == --no-tensorboard ]] || with_tensorboard+=("$flag"); done
+  base=("${with_tensorboard[@]}")
+  mkdir -p "$work/run" && : > "$work/run/train"
+  run --data "$work/a.npz" -- --data "$work/a.npz"
+  refused "$work/run/train" "worker 0 failed: .*$work/run/train"
   ;;
 equal)
   run --data "$work/a.npz" --seed 3 -- --data "$work/a.npz" --seed 3

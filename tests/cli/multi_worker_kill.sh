@@ -6,6 +6,7 @@
 #   2. SIGSTOP worker 1 (a stall, not a death): worker 0 fails within the timeout with an
 #      error naming worker 1 and the collective it waited in.
 set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/mpi_ranks.sh"  # rank_pid
 cli="$1"; mpirun="$2"; work="$3"
 timeout_s=5
 # Long enough (3000 steps) that a loaded machine (a container build) is still training when the
@@ -14,17 +15,6 @@ flags=(train --devices cpu:1 --epochs 2 --steps-per-epoch 1500 --backup-every-st
        --no-tensorboard --collective-timeout "$timeout_s")
 rm -rf "$work" && mkdir -p "$work" && cd "$work"
 
-rank_pid() {  # rank_pid MPIRUN_PID RANK: the pid of that rank (a child of mpirun), waiting up to 5 s
-  local p
-  for _ in $(seq 100); do
-    for p in $(pgrep -P "$1"); do
-      if { tr '\0' '\n' < "/proc/$p/environ"; } 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=$2"; then
-        echo "$p"; return
-      fi
-    done
-    sleep 0.05
-  done
-}
 wait_for_backup() {  # wait_for_backup DIR: until a backup exists and training went on a little
   for _ in $(seq 600); do [[ -f "$1/backup/checkpoint" ]] && break; sleep 0.05; done
   [[ -f "$1/backup/checkpoint" ]] || { echo "FAIL: no backup appeared in $1"; exit 1; }

@@ -73,6 +73,24 @@ TEST(Preemption, FirstReasonIsKeptUntilCleared) {
   EXPECT_FALSE(training::stop_requested());
 }
 
+// One process (no strategy, or one worker): agreed_stop is this process's own request, with no
+// exchange; Interrupted names the worker only under several.
+TEST(Preemption, AgreedStopOfOneProcessIsItsOwnRequest) {
+  ClearStop clear;
+  training::expect_stop_requests(true);
+  EXPECT_FALSE(training::agreed_stop(nullptr).has_value());
+  training::request_stop(SIGHUP);
+  const auto stop = training::agreed_stop(nullptr);
+  training::expect_stop_requests(false);
+  ASSERT_TRUE(stop.has_value());
+  EXPECT_EQ(stop->reason, SIGHUP);
+  EXPECT_EQ(stop->worker, 0);
+  EXPECT_STREQ(training::Interrupted(SIGHUP, 0, 3, "").what(),
+               "fit: interrupted by SIGHUP at epoch 1, step 3: no backup saved");
+  EXPECT_STREQ(training::Interrupted(SIGTERM, 1, 7, "b", 1).what(),
+               "fit: interrupted by SIGTERM (sent to worker 1) at epoch 2, step 7: backup saved in b");
+}
+
 // 2 epochs of 20 steps; stopped after step 25 (epoch 2, step 5), between the every-7 backups
 // (after 21 and 28): the stop's own backup is at epoch 2, batch 5, and resuming from it gives
 // the uninterrupted run's weights bit for bit.

@@ -50,7 +50,8 @@ int main(int argc, char** argv) {
     const std::string saved = e.backup_dir().empty()
                                   ? std::string("no backup saved")
                                   : "backup saved in " + e.backup_dir() + "; resume with --resume";
-    std::cerr << "Interrupted by " << lockstep::training::stop_reason_name(e.reason()) << " at epoch "
+    const std::string where = e.worker() >= 0 ? " (sent to worker " + std::to_string(e.worker()) + ")" : "";
+    std::cerr << "Interrupted by " << lockstep::training::stop_reason_name(e.reason()) << where << " at epoch "
               << e.epoch() + 1 << ", step " << e.steps_in_epoch() << ": " << saved << "\n";
     return e.reason() > 0 ? 128 + e.reason() : 1;
   } catch (const lockstep::ValueError& e) {

@@ -12,6 +12,9 @@ namespace lockstep::cli {
 namespace {
 // Continuing for more (or fewer) epochs is meaningful; every other flag changes the run.
 constexpr const char* kMayChange = "--epochs";
+// What with_run_context records: said when it differs, never refused.
+constexpr const char* kDataKey = "the data";
+constexpr const char* kDevicesKey = "the devices";
 
 std::string exact(double v) {
   char buf[32];
@@ -43,6 +46,12 @@ RunConfig make_run_config(const TrainArgs& a, std::int64_t global_batch) {
   return config;
 }
 
+RunConfig with_run_context(RunConfig config, const std::string& data_signature, const std::string& devices) {
+  config[kDataKey] = data_signature;
+  config[kDevicesKey] = devices;
+  return config;
+}
+
 void check_resume(const std::string& backup_dir, const RunConfig& now) {
   const io::CheckpointManager manager(backup_dir);
   const auto latest = manager.latest();
@@ -53,8 +62,20 @@ void check_resume(const std::string& backup_dir, const RunConfig& now) {
   LOCKSTEP_CHECK_T(IOError, !then.empty(), "--resume: backup '", *latest,
                    "' records no run configuration (it was not made by `lockstep train`), so it cannot be checked");
   std::string differences;
+  std::string context;  // other data, other devices: one line
   for (const auto& [flag, value] : now) {
     const auto it = then.find(flag);
+    const bool noted = flag == kDataKey || flag == kDevicesKey;
+    if (noted && (it == then.end() || it->second == value)) continue;
+    if (noted) {
+      const auto data_path = now.find("--data");
+      context += std::string(context.empty() ? "" : "; ") +
+                 (flag == kDataKey ? (data_path == now.end() ? std::string("the data's contents differ from the run's")
+                                                             : "--data '" + data_path->second +
+                                                                   "' holds other contents than when the run started")
+                                   : "the devices are " + value + " (the run was on " + it->second + ")");
+      continue;
+    }
     const std::string old = it == then.end() ? std::string("(not recorded)") : it->second;
     if (old == value) continue;
     if (flag == kMayChange) {
@@ -67,6 +88,9 @@ void check_resume(const std::string& backup_dir, const RunConfig& now) {
   LOCKSTEP_CHECK(differences.empty(), "--resume: the run in '", backup_dir,
                  "' was made with other flags: ", differences,
                  "; resume with the run's own flags, or start a new run in another --logdir");
+  if (!context.empty())
+    std::printf("Resuming on other inputs: %s; the run continues with the same global batch and steps\n",
+                context.c_str());
 }
 
 int remove_stale_run_temporaries(const std::string& logdir) {

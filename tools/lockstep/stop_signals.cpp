@@ -37,9 +37,11 @@ StopSignals::StopSignals() {
     g_installed[i] = 1;
     sigaction(kSignals[i], &action, nullptr);
   }
+  training::expect_stop_requests(true);  // several workers agree on the step to stop after
 }
 
 StopSignals::~StopSignals() {
+  training::expect_stop_requests(false);
   for (int i = 0; i < 3; ++i) {
     if (g_installed[i] == 0) continue;
     // (After a first signal the handler already restored SIG_DFL: what was found is the same.)

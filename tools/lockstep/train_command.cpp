@@ -16,6 +16,7 @@
 #include "stop_signals.hpp"
 #include "targets.hpp"
 #include "worker_agreement.hpp"
+#include "data/fingerprint.hpp"
 #include "lockstep/io/atomic_file.hpp"
 #include "lockstep/io/directory_lock.hpp"
 #include "lockstep/lockstep.hpp"
@@ -233,6 +234,15 @@ std::string default_logdir() {
     if (std::filesystem::create_directory(name)) return name;
   }
 }
+
+int train_with(const TrainArgs& a, distribute::Strategy& strategy, WorkerAgreement& agreement);
+
+// "2 workers x cpu:0, cpu:1": what a backup records of where the run trained.
+std::string device_layout(const distribute::Strategy& strategy) {
+  std::string out = std::to_string(strategy.num_workers()) + (strategy.num_workers() == 1 ? " worker x " : " workers x ");
+  for (std::size_t r = 0; r < strategy.devices().size(); ++r) out += (r ? ", " : "") + strategy.devices()[r].str();
+  return out;
+}
 }  // namespace
 
 int run_train(const TrainArgs& a) {
@@ -263,8 +273,22 @@ int run_train(const TrainArgs& a) {
       std::max(std::chrono::milliseconds(1), std::chrono::milliseconds(static_cast<std::int64_t>(a.collective_timeout * 1000)));
   // Under mpirun each rank is a worker with these local devices; otherwise one process.
   distribute::MultiWorkerMirroredStrategy strategy(strategy_options);
-  // A start-up check failing on this worker from here on stops the others at once (agree()).
+  // A start-up check failing on this worker from here on stops the others at once (agree()),
+  // and so does an error after the start-up (announce_failure), instead of the collective timeout.
   WorkerAgreement agreement(strategy);
+  try {
+    return train_with(a, strategy, agreement);
+  } catch (const training::Interrupted&) {
+    throw;  // every worker stopped after the same step
+  } catch (const std::exception& e) {
+    if (agreement.settled()) strategy.announce_failure(e.what());
+    throw;
+  }
+}
+
+namespace {
+// run_train once the strategy is made: the data, the model, the run directory, fit and the results.
+int train_with(const TrainArgs& a, distribute::Strategy& strategy, WorkerAgreement& agreement) {
   const int replicas = strategy.num_replicas_in_sync();
   LOCKSTEP_CHECK(a.gpu_memory_limit_mib == 0 || strategy.devices().front().kind != DeviceKind::kCpu,
                  "--gpu-memory-limit applies to GPU replicas; this run trains on CPU devices (",
@@ -344,8 +368,11 @@ int run_train(const TrainArgs& a) {
   const std::int64_t k = a.gradient_accumulation_steps;
   const LearningRatePlan lr = plan_learning_rate(a, (batches_per_epoch + k - 1) / k, global_batch * k);
   if (chief) std::printf("%s\n", lr.description.c_str());
-  // Every worker must run this same run on the same data (a mixed model otherwise).
-  agreement.agree(resolved, global_batch, {data.train.x, data.train.y, data.test.x, data.test.y});
+  // Every worker must run this same run on the same data (a mixed model otherwise); a resumed
+  // run says when its data or devices changed.
+  const std::string data_signature =
+      data::detail::tensors_signature({data.train.x, data.train.y, data.test.x, data.test.y});
+  agreement.agree(resolved, global_batch, data_signature);
 
   // The run directory is claimed only once the devices and the data are known to be good.
   // Another worker reads the chief's backups from --logdir (a shared or identical path) and
@@ -365,7 +392,8 @@ int run_train(const TrainArgs& a) {
   }
   const std::string backup_dir = logdir.empty() ? std::string() : logdir + "/backup";
   const bool has_backup = !logdir.empty() && std::filesystem::exists(backup_dir + "/checkpoint");
-  const RunConfig run_config = make_run_config(resolved, global_batch);
+  const RunConfig run_config =
+      with_run_context(make_run_config(resolved, global_batch), data_signature, device_layout(strategy));
   if (a.resume) {
     LOCKSTEP_CHECK_T(IOError, has_backup, "--resume: no backup found in '", backup_dir,
                      "' (nothing to continue; run without --resume to start a new run)");
@@ -420,14 +448,15 @@ int run_train(const TrainArgs& a) {
     ds = ds.repeat();
     fit_options.steps_per_epoch = a.steps_per_epoch;
   }
-  // One process stops at a step boundary with a backup on SIGTERM/SIGINT/SIGHUP (main prints
-  // it); several workers cannot agree on that step in time and keep the default actions.
-  std::optional<StopSignals> stop_signals;
-  if (strategy.num_workers() == 1) stop_signals.emplace();
+  // SIGTERM/SIGINT/SIGHUP stop every worker at one step boundary, with a backup (main prints it).
+  std::optional<StopSignals> stop_signals(std::in_place);
   const History history = model.fit(ds, fit_options);
+  // A signal after the last step boundary: the epoch-end backup is whole.
+  const std::optional<training::AgreedStop> stop = training::agreed_stop(&strategy);
   stop_signals.reset();
-  if (training::stop_requested())  // after the last step boundary: the epoch-end backup is whole
-    throw training::Interrupted(training::stop_reason(), a.epochs - 1, batches_per_epoch, backup_dir);
+  if (stop)
+    throw training::Interrupted(stop->reason, a.epochs - 1, batches_per_epoch, backup_dir,
+                                strategy.num_workers() > 1 ? stop->worker : -1);
   // A diverged run is a failure, not a result: no model is saved and the exit status says so.
   if (nan_guard->terminated())
     throw Error(detail::concat("training diverged: the loss became NaN or infinite at epoch ", nan_guard->epoch() + 1,
@@ -464,5 +493,6 @@ int run_train(const TrainArgs& a) {
   }
   return 0;
 }
+}  // namespace
 
 }  // namespace lockstep::cli

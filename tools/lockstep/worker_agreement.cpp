@@ -7,7 +7,6 @@
 #include <map>
 #include <utility>
 
-#include "data/fingerprint.hpp"
 #include "lockstep/core/error.hpp"
 
 namespace lockstep::cli {
@@ -106,7 +105,7 @@ std::vector<std::optional<RunConfig>> WorkerAgreement::exchange(const RunConfig&
   return configs;
 }
 
-void WorkerAgreement::agree(const TrainArgs& args, std::int64_t global_batch, const std::vector<Tensor>& data) {
+void WorkerAgreement::agree(const TrainArgs& args, std::int64_t global_batch, const std::string& data_signature) {
   // Whatever this throws, every worker is at the same exchange: none waits for another record.
   stop_ = true;
   if (strategy_.num_workers() == 1) return;
@@ -115,15 +114,19 @@ void WorkerAgreement::agree(const TrainArgs& args, std::int64_t global_batch, co
   config["--model"] = args.model;
   config["--num-classes"] = args.num_classes > 0 ? std::to_string(args.num_classes) : "inferred";
   config["--backup-every-steps"] = args.backup_every_steps > 0 ? std::to_string(args.backup_every_steps) : "epoch";
-  config["the data"] = data::detail::tensors_signature(data);
+  config["the data"] = data_signature;
   check_workers_agree(exchange(config));
   stop_ = false;
 }
 
 void WorkerAgreement::ready() {
   stop_ = true;
-  if (strategy_.num_workers() == 1) return;
+  if (strategy_.num_workers() == 1) {
+    settled_ = true;
+    return;
+  }
   check_workers_agree(exchange({}));
+  settled_ = true;
 }
 
 WorkerAgreement::~WorkerAgreement() {

@@ -13,6 +13,7 @@
 // Each replica is a thread bound to its device's compute context (its own allocator and its
 // own share of the cores). A strategy is an ordinary object: two can live in one process.
 #include <chrono>
+#include <cstdint>
 #include <exception>
 #include <functional>
 #include <memory>
@@ -197,6 +198,14 @@ class Strategy {
   /// it alike, outside run(); a worker still missing after the collective timeout is named in
   /// the DistributedError, which says `what` was being exchanged.
   std::vector<std::string> gather_from_workers(const std::string& what, const std::string& mine) const;
+  /// The same for one integer (one exchange of 8 bytes: cheap enough for each step boundary).
+  std::vector<std::int64_t> gather_int_from_workers(const std::string& what, std::int64_t mine) const;
+  /// This worker failed with `why` (an error of its own, which the others cannot see): tells the
+  /// other workers, whose current or next exchange then throws DistributedError naming this
+  /// worker and `why` instead of waiting the collective timeout for it, and makes MPI abort the
+  /// job when this process exits. Nothing on one worker, or where the job's transport failed
+  /// already. Never throws.
+  void announce_failure(const std::string& why) const noexcept;
   /// This worker's devices, one per local replica.
   const std::vector<Device>& devices() const { return devices_; }
   virtual std::string name() const = 0;

@@ -70,6 +70,19 @@ class MpiTransport final : public WorkerTransport {
     if (failure_.empty()) failure_ = why;
   }
 
+  void announce_failure(const std::string& why) override {
+    Job job{.raw = [&] { send_notice(why); }};
+    submit(job, "announcing this worker's failure: ");
+    abandon("this worker failed: " + why);
+  }
+
+  std::string peer_failure() override {
+    if (!serialized_) return {};
+    std::unique_lock<std::mutex> calls(call_mu_, std::try_to_lock);
+    if (!calls.owns_lock()) return {};  // an exchange is in progress: it polls the notice itself
+    return poll_notice();
+  }
+
   std::string waiting_for() const override {
     std::lock_guard<std::mutex> lock(mu_);
     return waiting_for_;
@@ -159,6 +172,10 @@ class MpiTransport final : public WorkerTransport {
         MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
         MPI_Comm_size(MPI_COMM_WORLD, &size_);
         serialized_ = provided >= MPI_THREAD_SERIALIZED;
+        // Posted for the whole run: a failed peer's notice (announce_failure) lands here.
+        if (size_ > 1)
+          MPI_Irecv(notice_in_.data(), static_cast<int>(notice_in_.size()), MPI_BYTE, MPI_ANY_SOURCE, kNoticeTag,
+                    MPI_COMM_WORLD, &notice_request_);
       }
       started_ = true;
     }
@@ -176,6 +193,10 @@ class MpiTransport final : public WorkerTransport {
       execute(*job);
       done_cv_.notify_all();
     }
+    if (notice_request_ != MPI_REQUEST_NULL) {
+      MPI_Cancel(&notice_request_);
+      MPI_Request_free(&notice_request_);
+    }
     if (!owns_mpi_) return;
     if (!failure().empty()) {
       // Peers may be blocked on this process or gone: MPI_Finalize could wait for ever. The job
@@ -185,6 +206,42 @@ class MpiTransport final : public WorkerTransport {
       MPI_Abort(MPI_COMM_WORLD, 1);
     }
     MPI_Finalize();
+  }
+
+  // A failed worker's notice to the others: its error, cut to fit the posted receive.
+  static constexpr int kNoticeTag = 32700;
+  static constexpr std::size_t kNoticeBytes = 4096;
+
+  // On the thread that may call MPI now: the notice a peer sent, "" if none arrived.
+  std::string poll_notice() {
+    if (notice_request_ == MPI_REQUEST_NULL) return notice_;
+    int flag = 0;
+    MPI_Status status;
+    if (MPI_Test(&notice_request_, &flag, &status) != MPI_SUCCESS || !flag) return {};
+    int count = 0;
+    MPI_Get_count(&status, MPI_BYTE, &count);
+    notice_ = "worker " + std::to_string(status.MPI_SOURCE) + " failed: " +
+              std::string(notice_in_.data(), static_cast<std::size_t>(std::max(count, 0)));
+    return notice_;
+  }
+
+  void send_notice(const std::string& why) {
+    notice_out_ = why.substr(0, kNoticeBytes);
+    std::vector<MPI_Request> reqs;
+    for (int j = 0; j < size_; ++j) {
+      if (j == rank_) continue;
+      MPI_Request r;
+      if (MPI_Isend(notice_out_.data(), static_cast<int>(notice_out_.size()), MPI_BYTE, j, kNoticeTag, MPI_COMM_WORLD,
+                    &r) == MPI_SUCCESS)
+        reqs.push_back(r);
+    }
+    // A small message leaves at once; a peer that is gone may never take it (notice_out_ stays).
+    const auto deadline = Clock::now() + std::chrono::seconds(2);
+    int done = 0;
+    while (!done && Clock::now() < deadline) {
+      if (MPI_Testall(static_cast<int>(reqs.size()), reqs.data(), &done, MPI_STATUSES_IGNORE) != MPI_SUCCESS) break;
+      if (!done) std::this_thread::yield();
+    }
   }
 
   // Messages above INT_MAX bytes travel as several: MPI counts are ints.
@@ -253,6 +310,11 @@ class MpiTransport final : public WorkerTransport {
       const auto now = Clock::now();
       if (now - last_report > std::chrono::milliseconds(100)) {
         last_report = now;
+        // A wait this long may be for a worker that failed: its notice says so (announce_failure).
+        if (std::string notice = poll_notice(); !notice.empty()) {
+          error = notice + " (this worker, " + std::to_string(rank_) + ", stopped in " + *job.what + ")";
+          break;
+        }
         std::vector<int> peers = pending_peers(true);
         if (peers.empty()) peers = pending_peers(false);
         std::lock_guard<std::mutex> lock(mu_);
@@ -298,6 +360,11 @@ class MpiTransport final : public WorkerTransport {
   std::string failure_;
   std::string waiting_for_;
   std::vector<std::shared_ptr<const void>> graveyard_;
+  // The notices (announce_failure), touched only by the thread calling MPI.
+  MPI_Request notice_request_ = MPI_REQUEST_NULL;
+  std::vector<char> notice_in_ = std::vector<char>(kNoticeBytes);
+  std::string notice_;      // the one received
+  std::string notice_out_;  // the one sent (MPI may still read it)
   int rank_ = 0;
   int size_ = 1;
 };
