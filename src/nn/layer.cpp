@@ -15,6 +15,10 @@ Shape with_batch_dim(const Shape& per_example) {
 Layer::Layer(std::string name) : name_(std::move(name)) {}
 
 nlohmann::json Layer::get_config() const { return {{"name", name_}}; }
+std::string Layer::keras_weight_path(std::size_t index) const { return "vars/" + std::to_string(index); }
+nlohmann::json Layer::keras_build_config(const nlohmann::json& input_shapes) const {
+  return {{"input_shape", input_shapes}};
+}
 
 void Layer::build(const Shape& input_shape, std::uint64_t seed) {
   if (built_) {

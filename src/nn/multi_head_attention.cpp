@@ -140,6 +140,12 @@ std::string MultiHeadAttentionLayer::keras_weight_path(std::size_t index) const 
          std::to_string(index % per);
 }
 
+nlohmann::json MultiHeadAttentionLayer::keras_build_config(const nlohmann::json& input_shapes) const {
+  nlohmann::json dict = {{"query_shape", input_shapes.at(0)}, {"value_shape", input_shapes.at(1)}};
+  if (input_shapes.size() > 2) dict["key_shape"] = input_shapes.at(2);
+  return {{"shapes_dict", dict}};
+}
+
 Tensor MultiHeadAttentionLayer::merge(const std::vector<Tensor>& inputs, const CallContext& ctx) const {
   LOCKSTEP_CHECK(inputs.size() == 2 || inputs.size() == 3, "layer '", name(),
                  "' (MultiHeadAttention) is called on [query, value] or [query, value, key], got ",

@@ -5,7 +5,6 @@
 #include <set>
 
 #include "lockstep/layers/core_layers.hpp"
-#include "lockstep/layers/multi_head_attention.hpp"
 #include "training/layer_config.hpp"
 
 namespace lockstep::detail {
@@ -60,10 +59,9 @@ json functional_config(const Functional& m, const LayerToJson& layer_json) {
       if (n.inputs.empty()) continue;
       json args = json::array();
       for (auto in : n.inputs) args.push_back(keras_tensor(m, in));
-      // Keras calls a merge layer on one list (Add()([a, b])), MultiHeadAttention on positional
-      // tensors (mha(query, value)).
-      const bool positional = dynamic_cast<const layers::MultiHeadAttentionLayer*>(m.layers()[i].get()) != nullptr;
-      const bool one_list = n.list_call && !positional;
+      // Keras calls a merge layer on one list (Add()([a, b])), some on positional tensors
+      // (MultiHeadAttention: mha(query, value)).
+      const bool one_list = n.list_call && !m.layers()[i]->keras_positional_call();
       inbound.push_back({{"args", one_list ? json::array({args}) : args}, {"kwargs", json::object()}});
     }
     entry["inbound_nodes"] = inbound;

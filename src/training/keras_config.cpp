@@ -9,7 +9,6 @@
 #include "lockstep/layers/core_layers.hpp"
 #include "lockstep/layers/layer_registry.hpp"
 #include "lockstep/layers/merge_layers.hpp"
-#include "lockstep/layers/multi_head_attention.hpp"
 #include "lockstep/training/functional.hpp"
 #include "lockstep/training/sequential.hpp"
 #include "training/compile_config.hpp"
@@ -336,20 +335,14 @@ json functional_to_keras(const Functional& model) {
     if (dynamic_cast<const layers::InputLayer*>(&l) != nullptr) return input_layer_to_keras(l.name(), model.input_shape());
     return layer_to_keras(l);
   });
-  // Keras writes a merge layer's build shape as the list of its inputs' shapes.
+  // Keras writes a merge layer's build shape from its inputs' shapes, as the layer says.
   for (std::size_t i = 0; i < model.layers().size(); ++i) {
     if (dynamic_cast<const layers::MergeLayer*>(model.layers()[i].get()) == nullptr) continue;
     const auto& calls = model.calls_of(i);
     if (calls.empty()) continue;
     json shapes = json::array();
     for (auto in : model.nodes()[calls.front()].inputs) shapes.push_back(shape_to_json(model.nodes()[in].output_shape));
-    config["layers"][i]["build_config"] = {{"input_shape", shapes}};
-    // but a MultiHeadAttention's as build(query_shape, value_shape, key_shape)'s arguments.
-    if (dynamic_cast<const layers::MultiHeadAttentionLayer*>(model.layers()[i].get()) != nullptr) {
-      json dict = {{"query_shape", shapes[0]}, {"value_shape", shapes[1]}};
-      if (shapes.size() > 2) dict["key_shape"] = shapes[2];
-      config["layers"][i]["build_config"] = {{"shapes_dict", dict}};
-    }
+    config["layers"][i]["build_config"] = model.layers()[i]->keras_build_config(shapes);
   }
   return {{"module", "keras.src.models.functional"},
           {"class_name", "Functional"},

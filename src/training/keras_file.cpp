@@ -13,7 +13,6 @@
 #include "lockstep/io/hdf5_file.hpp"
 #include "lockstep/io/zip_archive.hpp"
 #include "lockstep/layers/core_layers.hpp"
-#include "lockstep/layers/multi_head_attention.hpp"
 #include "lockstep/training/sequential.hpp"
 #include "nn/weight_check.hpp"
 #include "training/keras_config.hpp"
@@ -41,13 +40,6 @@ struct WeightLayer {
   const layers::Layer* layer;
   std::string group;  // "layers/dense_1" (its weights: keras_weight_path under it)
 };
-// Where Keras keeps a layer's variable `index` under its group: vars/<index>, but for a layer
-// whose Keras class keeps them in sublayers.
-std::string keras_weight_path(const layers::Layer& l, std::size_t index) {
-  if (const auto* mha = dynamic_cast<const layers::MultiHeadAttentionLayer*>(&l)) return mha->keras_weight_path(index);
-  return "vars/" + std::to_string(index);
-}
-
 std::vector<WeightLayer> weight_layers(const Model& model) {
   std::vector<WeightLayer> out;
   std::map<std::string, int> used;
@@ -85,7 +77,7 @@ std::string encode_keras_weights(const Model& model) {
       const Tensor value = vars[i].read_value();
       LOCKSTEP_CHECK(value.dtype() == DType::kF32, "save_model: variable '", vars[i].name(), "' is ",
                      dtype_name(value.dtype()), "; Keras files are written with float32 variables");
-      h5.datasets.push_back({group + "/" + keras_weight_path(*l, i), value});
+      h5.datasets.push_back({group + "/" + l->keras_weight_path(i), value});
     }
   }
   h5.groups.push_back({"vars", {{"name", model.name()}}});
@@ -110,7 +102,7 @@ void assign_keras_weights(const io::H5Content& h5, const std::string& source, Mo
                 " weights");
     }
     for (std::size_t i = 0; i < vars.size(); ++i) {
-      const std::string path = group + "/" + keras_weight_path(*l, i);
+      const std::string path = group + "/" + l->keras_weight_path(i);
       const Tensor* t = h5.find_dataset(path);
       const Tensor want = vars[i].value();
       if (t == nullptr)

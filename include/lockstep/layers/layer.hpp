@@ -41,6 +41,14 @@ class Layer {
   /// class's registered from_config (layer_registry.hpp) makes it again from. This base gives the
   /// name only: a layer with arguments adds them.
   virtual nlohmann::json get_config() const;
+  /// How a Keras file writes this layer where it differs by class (each layer owns its own):
+  /// where the weights file keeps variables()[index] under the layer's group ("vars/<index>");
+  /// whether Keras calls it on positional tensors, layer(a, b), rather than on one list,
+  /// layer([a, b]) (false); and the build_config of a layer called on a list, given its inputs'
+  /// shapes as Keras writes them ({"input_shape": [shapes...]}).
+  virtual std::string keras_weight_path(std::size_t index) const;
+  virtual bool keras_positional_call() const { return false; }
+  virtual nlohmann::json keras_build_config(const nlohmann::json& input_shapes) const;
 
   /// Creates variables for input_shape (batch dimension -1); throws ValueError naming the shape
   /// and the layer when it cannot accept it. Idempotent for the same shape.

@@ -48,7 +48,11 @@ class MultiHeadAttentionLayer final : public MergeLayer {
                 const AttentionCall& call = {}) const;
   /// Where a Keras weights file keeps variables()[index] under the layer's group: in its
   /// sublayers' groups, "query_dense/vars/0" ... "output_dense/vars/1".
-  std::string keras_weight_path(std::size_t index) const;
+  std::string keras_weight_path(std::size_t index) const override;
+  /// Keras calls it on positional tensors, mha(query, value), and builds it from a shapes_dict
+  /// {query_shape, value_shape[, key_shape]} (build(query_shape, value_shape, key_shape)).
+  bool keras_positional_call() const override { return true; }
+  nlohmann::json keras_build_config(const nlohmann::json& input_shapes) const override;
   const MultiHeadAttentionOptions& options() const { return options_; }
   std::int64_t value_dim() const { return options_.value_dim.value_or(options_.key_dim); }
 
