@@ -12,7 +12,7 @@ set -euo pipefail
 
 # Everything apt must provide; add new needs here, in this one list.
 APT_PACKAGES=(
-  cmake ninja-build g++
+  cmake ninja-build g++ ccache  # ccache: the Python package's build (build-py/) reuses build/'s objects
   libdnnl-dev ocl-icd-opencl-dev
   nlohmann-json3-dev libcli11-dev libfmt-dev zlib1g-dev libhdf5-dev libprotobuf-dev protobuf-compiler
   libgtest-dev libgmock-dev libbenchmark-dev
