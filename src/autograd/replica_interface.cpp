@@ -1,6 +1,9 @@
 #include "lockstep/autograd/replica_interface.hpp"
 
+#include <algorithm>
+#include <mutex>
 #include <string>
+#include <vector>
 
 #include "lockstep/tensor/compute_context.hpp"
 
@@ -11,6 +14,35 @@ thread_local ReplicaInterface* t_current_replica = nullptr;
 }
 
 ReplicaInterface* current_replica() { return t_current_replica; }
+
+namespace {
+std::mutex& sharded_slots_mutex() {
+  static std::mutex m;
+  return m;
+}
+std::vector<const ShardedSlots*>& live_sharded_slots() {
+  static std::vector<const ShardedSlots*> records;
+  return records;
+}
+}  // namespace
+
+void register_sharded_slots(const ShardedSlots* record) {
+  std::lock_guard<std::mutex> lock(sharded_slots_mutex());
+  live_sharded_slots().push_back(record);
+}
+
+void unregister_sharded_slots(const ShardedSlots* record) {
+  std::lock_guard<std::mutex> lock(sharded_slots_mutex());
+  auto& records = live_sharded_slots();
+  records.erase(std::remove(records.begin(), records.end(), record), records.end());
+}
+
+bool slots_held_in_shards(const Variable& var) {
+  std::lock_guard<std::mutex> lock(sharded_slots_mutex());
+  for (const ShardedSlots* record : live_sharded_slots())
+    if (record->only_shards_here(var)) return true;
+  return false;
+}
 
 void check_made_in_scope(const Variable& v, const std::string& who, bool for_update) {
   const ReplicaInterface* replica = current_replica();

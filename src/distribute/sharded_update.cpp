@@ -11,7 +11,10 @@ ShardedUpdate::ShardedUpdate(CollectiveGroup& group, const ShardedUpdateOptions&
   no_sync_.assign(n, 0);
   published_grads_.resize(n);
   published_vars_.resize(n);
+  register_sharded_slots(this);
 }
+
+ShardedUpdate::~ShardedUpdate() { unregister_sharded_slots(this); }
 
 bool ShardedUpdate::allows(const std::vector<Variable>& vars) const {
   if (!options_.shard) return false;

@@ -75,7 +75,9 @@ std::string slot_tensor_name(const std::string& variable_name, const std::string
 std::vector<std::pair<std::string, Tensor>> slots_to_save(optimizers::Optimizer& optimizer, const Variable& v,
                                                           const ShardedSlots* shards) {
   auto slots = optimizer.slots(v);
-  LOCKSTEP_CHECK(slots.empty() || shards == nullptr || !shards->only_shards_here(v), optimizer.name(),
+  // Without the model's record (a custom loop's own save), any live sharded update answers.
+  const bool split = shards != nullptr ? shards->only_shards_here(v) : slots_held_in_shards(v);
+  LOCKSTEP_CHECK(slots.empty() || !split, optimizer.name(),
                  ": the slots of variable '", v.name(), "' are sharded over the workers (the sharded optimizer update) "
                  "and this worker holds only its shards; call model.gather_optimizer_slots() on every worker before "
                  "saving them (fit does at every epoch's end, and BackupAndRestore before each backup)");

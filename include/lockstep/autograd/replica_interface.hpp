@@ -43,6 +43,12 @@ class ShardedSlots {
   /// Whether this worker holds only its shards of `var`'s slots.
   virtual bool only_shards_here(const Variable& var) const = 0;
 };
+/// The live records, so that a save not handed one (a custom loop's own io::save_checkpoint)
+/// still refuses split slots: a sharded update registers itself for its lifetime.
+void register_sharded_slots(const ShardedSlots* record);
+void unregister_sharded_slots(const ShardedSlots* record);
+/// Whether any live record says this worker holds only its shards of `var`'s slots.
+bool slots_held_in_shards(const Variable& var);
 
 /// What a sharded update asks of an optimizer (Optimizer::elementwise_rule): its rule, where
 /// the update of one element needs only that element, so that the replicas can share it.

@@ -41,6 +41,9 @@ class ShardedUpdate final : public ShardedSlots {
  public:
   /// `group`: the strategy's, member r being local replica r; it must outlive this.
   ShardedUpdate(CollectiveGroup& group, const ShardedUpdateOptions& options);
+  ~ShardedUpdate() override;
+  ShardedUpdate(const ShardedUpdate&) = delete;
+  ShardedUpdate& operator=(const ShardedUpdate&) = delete;
 
   /// What the strategy allows: sharding on, and every variable float32 and mirrored over the
   /// local replicas. An update is sharded when this holds and the optimizer has an elementwise

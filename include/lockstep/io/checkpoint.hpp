@@ -57,6 +57,7 @@ struct CheckpointOptions {
   bool include_optimizer = true;
   /// Where a sharded update over several workers may hold the slots only in shards here
   /// (Strategy::sharded_update(), Model::optimizer_slot_shards()): the save then refuses them.
+  /// Null: every live sharded update is asked (slots_held_in_shards).
   const ShardedSlots* slot_shards = nullptr;
 };
 
