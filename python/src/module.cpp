@@ -65,4 +65,6 @@ NB_MODULE(_lockstep, m) {
   bind_data(m);
   bind_model(m);
   bind_strategy(m);
+  bind_tensor(m);
+  bind_loop(m);
 }

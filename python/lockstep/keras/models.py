@@ -163,8 +163,32 @@ class Model:
         return self._model.predict_arrays(host_array(x, "keras.Model.predict x"), int(batch_size or 32),
                                           _steps(steps))
 
-    def __call__(self, *args, **kwargs):
-        raise NotImplementedError("lockstep's Python package does not support calling a model yet (use predict)")
+    def __call__(self, inputs, training=None, mask=None):
+        """Keras' model(x, training=...): one batch forward, a tf.Tensor (recorded by a GradientTape
+        open on this thread; inside strategy.run on the replica's copies of the weights)."""
+        refuse_arguments("keras.Model.__call__", mask=mask)
+        return _lockstep.model_call(self._model, inputs, bool(training))
+
+    @property
+    def trainable_variables(self):
+        return _lockstep.trainable_variables(self._model)
+
+    @property
+    def trainable_weights(self):
+        return self.trainable_variables
+
+    @property
+    def variables(self):
+        return _lockstep.variables(self._model)
+
+    @property
+    def weights(self):
+        return self.variables
+
+    @property
+    def losses(self):
+        """Keras' regularization losses: lockstep's layers take no regularizers, so none."""
+        return []
 
     def save(self, filepath, overwrite=True, **kwargs):
         """A path ending in .keras: a Keras 3 archive; another: lockstep's saved-model folder."""
