@@ -32,13 +32,13 @@ class DistributedDataset:
     """What experimental_distribute_dataset returns: iterating gives each step's global batch, which
     strategy.run splits over the replicas."""
 
-    def __init__(self, native, structure):
+    def __init__(self, native, dataset):
         self._ds = native
-        self._structure = structure
+        self._dataset = dataset
 
     def __iter__(self):
         for batch in self._ds:
-            yield DistributedValues(batch, self._structure)
+            yield DistributedValues(batch, self._dataset._structure)
 
 
 class DistributedValues:
@@ -102,8 +102,7 @@ class Strategy:
 
     def experimental_distribute_dataset(self, dataset, options=None):
         refuse_arguments(f"tf.distribute.{type(self).__name__}.experimental_distribute_dataset", options=options)
-        return DistributedDataset(_lockstep.experimental_distribute_dataset(self._strategy, dataset._ds),
-                                  dataset._structure)
+        return DistributedDataset(_lockstep.experimental_distribute_dataset(self._strategy, dataset._ds), dataset)
 
     def run(self, fn, args=(), kwargs=None, options=None):
         """fn(*args, **kwargs) on every replica, each on its own thread: a DistributedValues argument

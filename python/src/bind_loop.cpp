@@ -32,6 +32,11 @@ struct PyDistributedBatch {
 class PyDistributedIterator {
  public:
   explicit PyDistributedIterator(const Strategy::DistributedDataset& ds) : it_(ds.make_iterator()) {}
+  ~PyDistributedIterator() {  // its pipeline's threads may wait for the GIL (a Python map)
+    nb::gil_scoped_release release;
+    it_.reset();
+  }
+  PyDistributedIterator(PyDistributedIterator&&) = default;
   PyDistributedBatch next() {
     std::optional<DistributedBatch> b;
     {
@@ -46,20 +51,6 @@ class PyDistributedIterator {
   std::unique_ptr<Strategy::DistributedIterator> it_;
 };
 
-// A Python exception a replica function raised: raised again here, as it was; any other error
-// of a replica goes on as lockstep's (ReplicaError names the replica).
-[[noreturn]] void rethrow_replica_error(const distribute::ReplicaError& e) {
-  if (e.nested()) {
-    try {
-      std::rethrow_exception(e.nested());
-    } catch (nb::python_error&) {
-      throw;
-    } catch (...) {
-    }
-  }
-  throw;
-}
-
 // fn(replica_index, slice) on every local replica, each on its own thread with the GIL taken
 // there; slice: the replica's part of `batch` as a list of tensors, or None without a batch.
 nb::list run_on_replicas(PyStrategy& s, nb::callable fn, const std::optional<PyDistributedBatch>& batch) {
@@ -70,7 +61,8 @@ nb::list run_on_replicas(PyStrategy& s, nb::callable fn, const std::optional<PyD
     nb::object arg = slice ? nb::cast(*slice) : nb::none();
     results[static_cast<std::size_t>(replica)] = fn(replica, arg);
   };
-  try {
+  {
+    // A replica's Python exception reaches the caller as it was (module.cpp's translator).
     nb::gil_scoped_release release;
     if (batch) {
       strategy.run([&](const data::Element& slice) {
@@ -80,8 +72,6 @@ nb::list run_on_replicas(PyStrategy& s, nb::callable fn, const std::optional<PyD
     } else {
       strategy.run_void([&](distribute::ReplicaContext& ctx) { call(ctx.local_replica_id(), nullptr); });
     }
-  } catch (const distribute::ReplicaError& e) {
-    rethrow_replica_error(e);
   }
   nb::list out;
   for (auto& r : results) out.append(r);
