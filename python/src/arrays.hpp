@@ -39,6 +39,7 @@ struct PyStrategy {
 void bind_errors(nb::module_& m);
 void bind_tensor(nb::module_& m);
 void bind_loop(nb::module_& m);
+void bind_functional(nb::module_& m);
 void bind_data(nb::module_& m);
 void bind_model(nb::module_& m);
 void bind_strategy(nb::module_& m);

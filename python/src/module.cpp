@@ -90,4 +90,5 @@ NB_MODULE(_lockstep, m) {
   bind_strategy(m);
   bind_tensor(m);
   bind_loop(m);
+  bind_functional(m);
 }

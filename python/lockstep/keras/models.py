@@ -4,7 +4,7 @@ from .._support import host_array, refuse_arguments
 from ..data import Dataset
 from . import callbacks as callbacks_module
 from . import losses, optimizers
-from .layers import Layer
+from .layers import KerasTensor, Layer
 
 
 class History:
@@ -35,8 +35,7 @@ class Model:
     def __init__(self, *args, **kwargs):
         model = args[0] if len(args) == 1 and not kwargs else None
         if not isinstance(model, _lockstep.Model):
-            raise NotImplementedError("lockstep's Python package does not support keras.Model(inputs, outputs) "
-                                      "(the functional API) or subclassing keras.Model yet; use keras.Sequential")
+            model = _functional(*args, **kwargs)
         self._model = model
         self._strategy = distribute.current_strategy()  # the C++ model refers to it: keep it alive
 
@@ -208,6 +207,26 @@ class Model:
         raise AttributeError(f"lockstep does not support tf.keras.Model.{name} yet")
 
 
+def _functional(inputs=None, outputs=None, name=None, trainable=True):
+    """keras.Model(inputs, outputs): one input and one output (a list of one is taken too)."""
+    if inputs is None and outputs is None:
+        raise NotImplementedError("lockstep's Python package does not support subclassing keras.Model yet; use "
+                                  "keras.Model(inputs, outputs) or keras.Sequential")
+    refuse_arguments("keras.Model", trainable=None if trainable else True)
+
+    def one(value, what):
+        if isinstance(value, (list, tuple)) and len(value) == 1:
+            value = value[0]
+        if isinstance(value, (list, tuple, dict)):
+            raise ValueError(f"lockstep does not support a keras.Model with several {what} yet")
+        if not isinstance(value, KerasTensor):
+            raise ValueError(f"keras.Model: {what} must be KerasTensors (keras.Input and layers called on it), "
+                             f"not {type(value).__name__}")
+        return value._tensor
+
+    return _lockstep.functional(one(inputs, "inputs"), one(outputs, "outputs"), name or "functional")
+
+
 class Sequential(Model):
     """keras.Sequential: a stack of layers. A first keras.Input, or a first layer given input_shape=,
     builds it at once (shape mismatches are reported here, not in fit)."""
@@ -216,6 +235,9 @@ class Sequential(Model):
         refuse_arguments("keras.Sequential", trainable=None if trainable else True)
         native = []
         for i, layer in enumerate(layers or []):
+            if i == 0 and isinstance(layer, KerasTensor) and layer._tensor.is_input:  # keras.Input first
+                native.append(layer._tensor.layer)
+                continue
             if not isinstance(layer, Layer):
                 raise ValueError(f"keras.Sequential: item {i} is not a lockstep layer: {layer!r}")
             if i == 0 and layer._input_shape is not None and layer._layer.class_name != "InputLayer":
