@@ -172,17 +172,13 @@ class Model:
     def trainable_variables(self):
         return _lockstep.trainable_variables(self._model)
 
-    @property
-    def trainable_weights(self):
-        return self.trainable_variables
+    trainable_weights = trainable_variables
 
     @property
     def variables(self):
         return _lockstep.variables(self._model)
 
-    @property
-    def weights(self):
-        return self.variables
+    weights = variables
 
     @property
     def losses(self):
