@@ -1,6 +1,7 @@
 """The custom loop in Python: tf.Tensor, GradientTape, strategy.run on the replicas' threads,
 strategy.reduce, metrics objects, and the seeds' custom-loop program."""
 import os
+import signal
 import subprocess
 import sys
 
@@ -173,3 +174,21 @@ def test_seed_custom_loop_program():
     assert "Number of devices: 2" in run.stdout
     accuracy = float(run.stdout.strip().splitlines()[-1].split(":")[1])
     assert accuracy >= 0.97, run.stdout
+
+
+def test_ctrl_c_during_the_custom_loop_raises_keyboard_interrupt():
+    """SIGINT while the replicas run Python (the main thread is replica 0): KeyboardInterrupt ends the
+    program, the other replica released from its all-reduce, no hang."""
+    script = os.path.join(REPO, "examples", "python", "mirrored_mnist_custom_loop.py")
+    env = {**os.environ, "LOCKSTEP_CPU_DEVICES": "2"}
+    run = subprocess.Popen([sys.executable, "-u", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                           env=env)
+    try:
+        assert run.stdout.readline().startswith("Number of devices: 2")
+        assert run.stdout.readline().startswith("Epoch 1,")  # training epoch 2 now
+        run.send_signal(signal.SIGINT)
+        _, err = run.communicate(timeout=120)  # a guard against a hang, not a timing
+    finally:
+        run.kill()
+    assert run.returncode != 0
+    assert err.strip().splitlines()[-1] == "KeyboardInterrupt", err
