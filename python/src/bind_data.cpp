@@ -43,10 +43,13 @@ class PythonMapFunction {
 };
 
 // One pass over a dataset, its elements as lists of NumPy arrays (the GIL is released while
-// the pipeline reads, and while it stops: its threads may be waiting for the GIL in a map).
+// the pipeline starts, reads and stops: its threads may be waiting for the GIL in a map).
 class ElementIterator {
  public:
-  explicit ElementIterator(const Dataset& ds) : it_(ds.make_iterator()) {}
+  explicit ElementIterator(const Dataset& ds) {
+    nb::gil_scoped_release release;
+    it_ = ds.make_iterator();
+  }
   ~ElementIterator() {
     nb::gil_scoped_release release;
     it_.reset();

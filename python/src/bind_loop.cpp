@@ -31,8 +31,12 @@ struct PyDistributedBatch {
 
 class PyDistributedIterator {
  public:
-  explicit PyDistributedIterator(const Strategy::DistributedDataset& ds) : it_(ds.make_iterator()) {}
-  ~PyDistributedIterator() {  // its pipeline's threads may wait for the GIL (a Python map)
+  // Its pipeline's threads may wait for the GIL (a Python map) while it starts or stops.
+  explicit PyDistributedIterator(const Strategy::DistributedDataset& ds) {
+    nb::gil_scoped_release release;
+    it_ = ds.make_iterator();
+  }
+  ~PyDistributedIterator() {
     nb::gil_scoped_release release;
     it_.reset();
   }

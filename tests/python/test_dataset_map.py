@@ -75,7 +75,8 @@ def test_fit_and_custom_loop_read_a_mapped_dataset(mnist):
         images, labels = inputs
         accuracy_metric.update_state(labels, model(images, training=False))
 
-    test_ds = tf.data.Dataset.from_tensor_slices((x_test[:1000], y_test[:1000])).map(normalize).batch(128)
+    test_ds = tf.data.Dataset.from_tensor_slices((x_test[:1000], y_test[:1000])).map(
+        normalize, num_parallel_calls=tf.data.AUTOTUNE).batch(128).prefetch(tf.data.AUTOTUNE)
     for batch in strategy.experimental_distribute_dataset(test_ds):
         strategy.run(test_step, args=(batch,))
     assert float(accuracy_metric.result()) == pytest.approx(accuracy, abs=1e-6)
