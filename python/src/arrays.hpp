@@ -30,6 +30,25 @@ Tensor as_tensor(nb::handle value, const char* what, const Tensor* like = nullpt
 nb::list tensors_or_none(const std::vector<Tensor>& tensors);
 std::vector<Tensor> tensors_from_list(nb::handle values, const char* what);
 
+/// Deletes with the GIL released: a pipeline iterator's threads may be waiting for it (in a
+/// Python Dataset.map function) while it stops them.
+struct DeleteWithoutGil {
+  template <typename T>
+  void operator()(T* p) const {
+    nb::gil_scoped_release release;
+    delete p;
+  }
+};
+template <typename T>
+using PipelinePtr = std::unique_ptr<T, DeleteWithoutGil>;
+/// source.make_iterator() with the GIL released, for the same reason.
+template <typename Source>
+auto start_pipeline(const Source& source) {
+  nb::gil_scoped_release release;
+  auto it = source.make_iterator();
+  return PipelinePtr<typename decltype(it)::element_type>(it.release());
+}
+
 /// A strategy and the scopes opened on it from Python (`with strategy.scope():` nests).
 struct PyStrategy {
   std::unique_ptr<distribute::Strategy> strategy;

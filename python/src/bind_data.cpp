@@ -46,15 +46,7 @@ class PythonMapFunction {
 // the pipeline starts, reads and stops: its threads may be waiting for the GIL in a map).
 class ElementIterator {
  public:
-  explicit ElementIterator(const Dataset& ds) {
-    nb::gil_scoped_release release;
-    it_ = ds.make_iterator();
-  }
-  ~ElementIterator() {
-    nb::gil_scoped_release release;
-    it_.reset();
-  }
-  ElementIterator(ElementIterator&&) = default;
+  explicit ElementIterator(const Dataset& ds) : it_(start_pipeline(ds)) {}
   std::vector<NumpyArray> next() {
     std::optional<data::Element> e;
     {
@@ -68,7 +60,7 @@ class ElementIterator {
   }
 
  private:
-  std::unique_ptr<data::Iterator> it_;
+  PipelinePtr<data::Iterator> it_;
 };
 }  // namespace
 

@@ -31,16 +31,7 @@ struct PyDistributedBatch {
 
 class PyDistributedIterator {
  public:
-  // Its pipeline's threads may wait for the GIL (a Python map) while it starts or stops.
-  explicit PyDistributedIterator(const Strategy::DistributedDataset& ds) {
-    nb::gil_scoped_release release;
-    it_ = ds.make_iterator();
-  }
-  ~PyDistributedIterator() {
-    nb::gil_scoped_release release;
-    it_.reset();
-  }
-  PyDistributedIterator(PyDistributedIterator&&) = default;
+  explicit PyDistributedIterator(const Strategy::DistributedDataset& ds) : it_(start_pipeline(ds)) {}
   PyDistributedBatch next() {
     std::optional<DistributedBatch> b;
     {
@@ -52,7 +43,7 @@ class PyDistributedIterator {
   }
 
  private:
-  std::unique_ptr<Strategy::DistributedIterator> it_;
+  PipelinePtr<Strategy::DistributedIterator> it_;
 };
 
 // fn(replica_index, slice) on every local replica, each on its own thread with the GIL taken
