@@ -166,6 +166,13 @@ TEST(ConvLayers, UnderMixedPoliciesOutputsAreSixteenBitAndMatchFloat32) {
       const Tensor g = tape.gradient(sum(cast(y, DType::kF32)), std::vector<Variable>{kernel})[0];
       ASSERT_TRUE(g.defined()) << m.name;
       EXPECT_EQ(g.dtype(), DType::kF32) << m.name;
+      // An empty batch (a replica's share of a short last batch): an empty output, zero gradients.
+      GradientTape empty_tape;
+      const Tensor none = mixed->call(Tensor::zeros({0, 7, 6, 3}), CallContext{.training = true});
+      EXPECT_EQ(none.dim(0), 0) << m.name;
+      const auto zero = empty_tape.gradient(sum(cast(none, DType::kF32)), std::vector<Variable>{kernel})[0];
+      ASSERT_TRUE(zero.defined()) << m.name;
+      for (float v : zero.to_vector<float>()) ASSERT_EQ(v, 0.0f) << m.name;
     }
   }
   mixed_precision::set_global_policy("float32");
