@@ -1,5 +1,6 @@
 // Convolution and pooling ops: argument checks, output shapes, the backend descriptors, and
 // the tape records (geometry = strides, dilation, padding top/bottom/left/right, groups).
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -33,8 +34,10 @@ std::string pair_str(const std::array<std::int64_t, 2>& p) { return detail::conc
 // so what the tape keeps stays 16-bit: that is what halves a convnet's activation memory. The
 // batch goes through in parts of at most kWidenedPartBytes of float32 per operand, so the
 // temporaries stay small next to the activations (widened whole, a two-layer convnet's step held
-// as much as in float32).
+// as much as in float32), and in at most kMaxWidenedParts parts, which bounds the calls (three
+// launches each on a GPU) a large batch costs.
 constexpr std::int64_t kWidenedPartBytes = std::int64_t{1} << 16;
+constexpr std::int64_t kMaxWidenedParts = 32;
 
 // The dtype a kernel computes t's op in: t's own where the backend has the kernel for it, else float32.
 DType kernel_dtype(const Tensor& t, backend::KernelOp op) {
@@ -51,7 +54,8 @@ class BatchRun {
  public:
   BatchRun(const Tensor& like, backend::KernelOp op, std::int64_t n, std::int64_t row)
       : kd_(kernel_dtype(like, op)), widen_(kd_ != like.dtype()), n_(n),
-        rows_(widen_ ? std::max<std::int64_t>(1, kWidenedPartBytes / std::max<std::int64_t>(1, 4 * row))
+        rows_(widen_ ? std::max({std::int64_t{1}, kWidenedPartBytes / std::max<std::int64_t>(1, 4 * row),
+                                 (n + kMaxWidenedParts - 1) / kMaxWidenedParts})
                      : std::max<std::int64_t>(1, n)) {}
   DType dtype() const { return kd_; }
   /// f(b, e) for each part [b, e) of the batch, in order; once (0, 0) for an empty batch.
