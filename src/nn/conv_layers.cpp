@@ -112,7 +112,7 @@ Tensor Conv2DLayer::convolve(const Tensor& x, FusedActivation act, bool training
   Conv2dOptions o = geometry(x.shape());
   o.activation = act;
   o.winograd = training;  // inference keeps the direct kernel's numbers
-  return conv2d(x, kernel_.value(), bias_.defined() ? bias_.value() : Tensor(), o);
+  return conv2d(autocast(x), autocast(kernel_.value()), bias_.defined() ? autocast(bias_.value()) : Tensor(), o);
 }
 
 Tensor Conv2DLayer::call_logits(const Tensor& x, const CallContext& ctx) const {
@@ -133,10 +133,11 @@ Tensor Conv2DLayer::call_then(const Layer& next, const Tensor& x, const CallCont
   if (!built() || x.rank() != 4) return Tensor();  // call() says what is wrong
   Conv2dOptions o = geometry(x.shape());
   o.activation = activation_ == ActivationKind::kRelu ? FusedActivation::kRelu : FusedActivation::kNone;
-  const Tensor bias = bias_.defined() ? bias_.value() : Tensor();
+  const Tensor in = autocast(x), kernel = autocast(kernel_.value());
+  const Tensor bias = bias_.defined() ? autocast(bias_.value()) : Tensor();
   const Pool2dOptions po = pool->geometry(compute_output_shape(x.shape()));
-  if (!conv2d_max_pool2d_supported(x, kernel_.value(), bias, o, po)) return Tensor();
-  return conv2d_max_pool2d(x, kernel_.value(), bias, o, po);
+  if (!conv2d_max_pool2d_supported(in, kernel, bias, o, po)) return Tensor();
+  return conv2d_max_pool2d(in, kernel, bias, o, po);
 }
 
 // ---- DepthwiseConv2D ----
@@ -180,9 +181,9 @@ Tensor DepthwiseConv2DLayer::call(const Tensor& x, const CallContext&) const {
   check_image(name(), "DepthwiseConv2D", x.shape());
   const Shape& k = kernel_.shape();
   // (kh, kw, C, m) and the grouped kernel (kh, kw, 1, C * m) are the same memory.
-  const Tensor grouped = reshape(kernel_.value(), Shape{k[0], k[1], 1, k[2] * k[3]});
-  return apply_activation(activation_,
-                          conv2d(x, grouped, bias_.defined() ? bias_.value() : Tensor(), geometry(x.shape())));
+  const Tensor grouped = reshape(autocast(kernel_.value()), Shape{k[0], k[1], 1, k[2] * k[3]});
+  const Tensor bias = bias_.defined() ? autocast(bias_.value()) : Tensor();
+  return apply_activation(activation_, conv2d(autocast(x), grouped, bias, geometry(x.shape())));
 }
 
 // ---- pooling ----
@@ -207,7 +208,7 @@ Pool2dOptions Pooling2DLayer::geometry(const Shape& x) const {
 
 Tensor Pooling2DLayer::call(const Tensor& x, const CallContext&) const {
   check_image(name(), max_ ? "MaxPooling2D" : "AveragePooling2D", x.shape());
-  return max_ ? max_pool2d(x, geometry(x.shape())) : avg_pool2d(x, geometry(x.shape()));
+  return max_ ? max_pool2d(autocast(x), geometry(x.shape())) : avg_pool2d(autocast(x), geometry(x.shape()));
 }
 
 // ---- GlobalAveragePooling2D ----
@@ -222,7 +223,7 @@ Shape GlobalAveragePooling2DLayer::compute_output_shape(const Shape& s) const {
 Tensor GlobalAveragePooling2DLayer::call(const Tensor& x, const CallContext&) const {
   check_image(name(), "GlobalAveragePooling2D", x.shape());
   // (N, H * W, C) averaged over its middle axis: one reduction kernel, any floating dtype.
-  const Tensor m = mean(reshape(x, Shape{x.dim(0), x.dim(1) * x.dim(2), x.dim(3)}), 1);
+  const Tensor m = mean(reshape(autocast(x), Shape{x.dim(0), x.dim(1) * x.dim(2), x.dim(3)}), 1);
   return keepdims_ ? reshape(m, Shape{x.dim(0), 1, 1, x.dim(3)}) : m;
 }
 
@@ -242,7 +243,7 @@ Shape ZeroPadding2DLayer::compute_output_shape(const Shape& s) const {
 
 Tensor ZeroPadding2DLayer::call(const Tensor& x, const CallContext&) const {
   check_image(name(), "ZeroPadding2D", x.shape());
-  return zero_pad2d(x, {padding_[0][0], padding_[0][1], padding_[1][0], padding_[1][1]});
+  return zero_pad2d(autocast(x), {padding_[0][0], padding_[0][1], padding_[1][0], padding_[1][1]});
 }
 
 // ---- Rescaling ----

@@ -20,6 +20,10 @@ class RecordingPaused {
   OpRecorder* previous_;
 };
 
+// t as float32, unrecorded: 16-bit inputs and gradients are normalised in float32 (as Keras 3:
+// their statistics overflow float16) in temporaries, so the tape keeps only the 16-bit tensors.
+Tensor wide(const Tensor& t) { return t.dtype() == DType::kF32 ? t : t.to(DType::kF32); }
+
 // The gradient of y = (x - mean) * k + beta, k = gamma * inv_std. In training mean and inv_std
 // are the statistics of x's rows (of every replica's rows when synchronised): two fused passes
 // over x and dy, as cuDNN's and PyTorch's batch norm backward. In inference they are the moving
@@ -33,12 +37,14 @@ class BatchNormGradient final : public CustomGradient {
   BatchNormGradient(Tensor mean, Tensor inv_std, Tensor k, double count, ReplicaInterface* sync)
       : mean_(std::move(mean)), inv_std_(std::move(inv_std)), k_(std::move(k)), count_(count), sync_(sync) {}
   const char* name() const override { return "batch_normalization"; }
-  std::array<Tensor, 3> backward(const OpRecord& r, const Tensor& g, const std::array<bool, 3>& needs) const override {
-    const Tensor& x = r.inputs[0];
+  std::array<Tensor, 3> backward(const OpRecord& r, const Tensor& g16, const std::array<bool, 3>& needs) const override {
+    const DType dtype = r.inputs[0].dtype();
+    const Tensor x = wide(r.inputs[0]);
+    const Tensor g = wide(g16);
     std::array<Tensor, 3> out;
     if (needs[0] && count_ == 0) out[0] = mul(g, k_);
     // The sums: for gamma's and beta's gradients, and in training for the input's.
-    if (!needs[1] && !needs[2] && (!needs[0] || count_ == 0)) return out;
+    if (!needs[1] && !needs[2] && (!needs[0] || count_ == 0)) return narrowed(out, dtype);
     const auto [sum_dy, sum_dy_xhat] = batch_norm_grad_sums(g, x, mean_, inv_std_);
     if (needs[0] && count_ > 0) {
       Tensor total_dy = sum_dy, total_dy_xhat = sum_dy_xhat;
@@ -53,10 +59,15 @@ class BatchNormGradient final : public CustomGradient {
     }
     if (needs[1]) out[1] = sum_dy_xhat;
     if (needs[2]) out[2] = sum_dy;
-    return out;
+    return narrowed(out, dtype);
   }
 
  private:
+  // The input's gradient in the input's dtype; gamma's and beta's stay float32 (their variables').
+  static std::array<Tensor, 3> narrowed(std::array<Tensor, 3> out, DType dtype) {
+    if (out[0].defined() && dtype != DType::kF32) out[0] = out[0].to(dtype);
+    return out;
+  }
   Tensor mean_, inv_std_, k_;
   double count_;
   ReplicaInterface* sync_;
@@ -91,7 +102,8 @@ void BatchNormalizationLayer::build_impl(const Shape& s, std::uint64_t seed) {
 }
 
 // y = (x - mean) * k + beta with k = gamma / sqrt(variance + epsilon), in one pass, its gradient
-// recorded as one op. count: the rows the statistics are of (0: the moving statistics).
+// recorded as one op. count: the rows the statistics are of (0: the moving statistics). A 16-bit x
+// is normalised in float32 and y rounded back to x's dtype.
 Tensor BatchNormalizationLayer::normalize(const Tensor& x, const Tensor& mean, const Tensor& variance, double count,
                                           ReplicaInterface* sync) const {
   const Tensor gamma = gamma_.defined() ? gamma_.value() : Tensor();
@@ -101,7 +113,8 @@ Tensor BatchNormalizationLayer::normalize(const Tensor& x, const Tensor& mean, c
     const RecordingPaused paused;
     inv_std = pow_scalar(add_scalar(variance, options_.epsilon), -0.5f);
     k = gamma.defined() ? mul(inv_std, gamma) : inv_std;
-    y = batch_norm_apply(x, mean, k, beta);
+    y = batch_norm_apply(wide(x), mean, k, beta);
+    if (x.dtype() != DType::kF32) y = y.to(x.dtype());
   }
   record_custom({x, gamma, beta}, y, std::make_shared<BatchNormGradient>(mean, inv_std, k, count, sync));
   return y;
@@ -114,12 +127,10 @@ Tensor BatchNormalizationLayer::call(const Tensor& x, const CallContext& ctx) co
                  " channels on the last axis but receives ", x.shape().str());
   const std::int64_t rows = x.numel() / c;
   // As Keras 3: 16-bit inputs are normalised in float32 (their statistics overflow float16),
-  // and the output is cast back.
-  const DType dtype = x.dtype();
+  // and the output is in the input's dtype.
   const Tensor x2d = reshape(x, Shape{rows, c});
-  const Tensor xf = dtype == DType::kF32 ? x2d : cast(x2d, DType::kF32);
-  const auto output = [&](const Tensor& y) { return reshape(dtype == DType::kF32 ? y : cast(y, dtype), x.shape()); };
-  if (!ctx.training) return output(normalize(xf, moving_mean_.value(), moving_variance_.value(), 0, nullptr));
+  const auto output = [&](const Tensor& y) { return reshape(y, x.shape()); };
+  if (!ctx.training) return output(normalize(x2d, moving_mean_.value(), moving_variance_.value(), 0, nullptr));
 
   ReplicaInterface* sync = options_.synchronized && ctx.replica && ctx.replica->num_replicas_in_sync() > 1
                                ? ctx.replica
@@ -130,12 +141,13 @@ Tensor BatchNormalizationLayer::call(const Tensor& x, const CallContext& ctx) co
   Tensor mean, variance;
   {
     const RecordingPaused paused;
+    const Tensor xf = wide(x2d);
     const auto total = [&](const Tensor& t) { return sync ? sync->all_reduce(ReduceOp::kSum, t) : t; };
     // Two passes (mean, then the mean square deviation): no cancellation for large means.
     mean = scale(total(sum(xf, 0)), static_cast<float>(1.0 / count));
     variance = scale(total(batch_norm_squared_deviations(xf, mean)), static_cast<float>(1.0 / count));
   }
-  const Tensor y = normalize(xf, mean, variance, count, sync);
+  const Tensor y = normalize(x2d, mean, variance, count, sync);
   // Synchronised replicas all know the global statistics, an empty slice's included.
   if (sync || rows > 0) {
     const float m = options_.momentum;

@@ -1,5 +1,6 @@
 // Convolution and pooling ops: argument checks, output shapes, the backend descriptors, and
 // the tape records (geometry = strides, dilation, padding top/bottom/left/right, groups).
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -26,6 +27,72 @@ std::int64_t window_output_size(std::int64_t in, std::int64_t window, std::int64
 
 namespace {
 std::string pair_str(const std::array<std::int64_t, 2>& p) { return detail::concat("(", p[0], ", ", p[1], ")"); }
+
+// ---- 16-bit tensors on float32 kernels ----
+// Convolution and pooling kernels are float32 (kernel_ops.def: F32). A 16-bit tensor (mixed
+// precision) is widened to float32 for them (float32 accumulation) and the result rounded back,
+// so what the tape keeps stays 16-bit: that is what halves a convnet's activation memory. The
+// batch goes through in parts of at most kWidenedPartBytes of float32 per operand, so the
+// temporaries stay small next to the activations (widened whole, a two-layer convnet's step held
+// as much as in float32), and in at most kMaxWidenedParts parts, which bounds the calls (three
+// launches each on a GPU) a large batch costs.
+constexpr std::int64_t kWidenedPartBytes = std::int64_t{1} << 16;
+constexpr std::int64_t kMaxWidenedParts = 32;
+
+// The dtype a kernel computes t's op in: t's own where the backend has the kernel for it, else float32.
+DType kernel_dtype(const Tensor& t, backend::KernelOp op) {
+  return backend::supports(t.device().kind, t.dtype(), op) ? t.dtype() : DType::kF32;
+}
+// t in dtype d (unrecorded: the op records itself on its own inputs); undefined stays undefined.
+Tensor as(const Tensor& t, DType d) { return !t.defined() || t.dtype() == d ? t : t.to(d); }
+
+// An op's kernel run over the batch (n examples of at most `row` elements in its largest
+// operand): whole, on the tensors themselves, where the kernel takes `like`'s dtype; else in parts,
+// each operand's rows widened (in()) and each output's computed into a float32 part (out())
+// that done() rounds into its rows.
+class BatchRun {
+ public:
+  BatchRun(const Tensor& like, backend::KernelOp op, std::int64_t n, std::int64_t row)
+      : kd_(kernel_dtype(like, op)), widen_(kd_ != like.dtype()), n_(n),
+        rows_(widen_ ? std::max({std::int64_t{1}, kWidenedPartBytes / std::max<std::int64_t>(1, 4 * row),
+                                 (n + kMaxWidenedParts - 1) / kMaxWidenedParts})
+                     : std::max<std::int64_t>(1, n)) {}
+  DType dtype() const { return kd_; }
+  /// f(b, e) for each part [b, e) of the batch, in order; once (0, 0) for an empty batch.
+  template <typename F>
+  void each(F&& f) const {
+    std::int64_t b = 0;
+    do {
+      const std::int64_t e = std::min(n_, b + rows_);
+      f(b, e);
+      b = e;
+    } while (b < n_);
+  }
+  Tensor in(const Tensor& t, std::int64_t b, std::int64_t e) const {
+    return widen_ ? t.slice(b, e).to(DType::kF32) : t.slice(b, e);
+  }
+  Tensor out(const Tensor& t, std::int64_t b, std::int64_t e) const {
+    return widen_ ? Tensor::empty(t.slice(b, e).shape(), DType::kF32) : t.slice(b, e);
+  }
+  void done(const Tensor& part, const Tensor& t, std::int64_t b, std::int64_t e) const {
+    if (!widen_) return;
+    Tensor rows = t.slice(b, e);
+    kern("conv2d", part, backend::KernelOp::kCast).cast(ctx(), part.raw_data(), t.dtype(), rows.raw_data(), part.numel());
+  }
+
+ private:
+  DType kd_;
+  bool widen_;
+  std::int64_t n_, rows_;
+};
+
+template <typename Desc>
+Desc part_of(Desc d, std::int64_t b, std::int64_t e) {
+  d.n = e - b;
+  return d;
+}
+// Adds a part's kernel (or bias) gradient to the sum of the parts before it.
+void add_part(Tensor& total, const Tensor& part) { total = total.defined() ? add(total, part) : part; }
 
 void check_padding(const char* op, const Padding2d& p) {
   LOCKSTEP_CHECK(p.top >= 0 && p.bottom >= 0 && p.left >= 0 && p.right >= 0, op,
@@ -105,9 +172,15 @@ Tensor pool_impl(const char* name, bool max, const Tensor& x, const Pool2dOption
   detail::check_float(name, {&x});
   check_nhwc(name, x);
   const backend::Pool2dDesc d = pool_desc(name, x.shape(), o, max);
-  const auto& k = kern(name, x, backend::KernelOp::kPool2d);
+  const BatchRun run(x, backend::KernelOp::kPool2d, d.n, d.h * d.w * d.c);
+  const auto& k = kern(name, as(x.slice(0, 0), run.dtype()), backend::KernelOp::kPool2d);
   Tensor y = Tensor::empty({d.n, d.oh, d.ow, d.c}, x.dtype());
-  k.pool2d(ctx(), d, x.raw_data(), y.raw_data());
+  run.each([&](std::int64_t b, std::int64_t e) {
+    const Tensor xp = run.in(x, b, e);
+    Tensor yp = run.out(y, b, e);
+    k.pool2d(ctx(), part_of(d, b, e), xp.raw_data(), yp.raw_data());
+    run.done(yp, y, b, e);
+  });
   if (detail::recording({&x})) {
     OpRecord r;
     r.type = max ? OpType::kMaxPool2d : OpType::kAvgPool2d;
@@ -135,9 +208,17 @@ backend::Conv2dDesc checked_conv(const char* op, const Tensor& x, const Tensor& 
 
 Tensor conv2d(const Tensor& x, const Tensor& kernel, const Tensor& bias, const Conv2dOptions& o) {
   const backend::Conv2dDesc d = checked_conv("conv2d", x, kernel, bias, o);
-  const auto& k = kern("conv2d", x, backend::KernelOp::kConv2d);
+  const BatchRun run(x, backend::KernelOp::kConv2d, d.n, std::max(d.h * d.w * d.c, d.oh * d.ow * d.oc));
+  const Tensor wk = as(kernel, run.dtype()), bk = as(bias, run.dtype());
+  const auto& k = kern("conv2d", wk, backend::KernelOp::kConv2d);
   Tensor y = Tensor::empty({d.n, d.oh, d.ow, d.oc}, x.dtype());
-  k.conv2d(ctx(), d, x.raw_data(), kernel.raw_data(), bias.defined() ? bias.raw_data() : nullptr, y.raw_data());
+  run.each([&](std::int64_t b, std::int64_t e) {
+    const Tensor xp = run.in(x, b, e);
+    Tensor yp = run.out(y, b, e);
+    k.conv2d(ctx(), part_of(d, b, e), xp.raw_data(), wk.raw_data(), bk.defined() ? bk.raw_data() : nullptr,
+             yp.raw_data());
+    run.done(yp, y, b, e);
+  });
   if (detail::recording({&x, &kernel, &bias})) {
     OpRecord r;
     r.type = OpType::kConv2d;
@@ -179,7 +260,8 @@ void check_fusable(const char* op, const backend::Conv2dDesc& d, const backend::
 bool conv2d_max_pool2d_supported(const Tensor& x, const Tensor& kernel, const Tensor& bias, const Conv2dOptions& o,
                                  const Pool2dOptions& po) {
   if (!x.defined() || !kernel.defined() || !is_floating(x.dtype()) ||
-      !backend::supports(x.device().kind, x.dtype(), backend::KernelOp::kConv2dMaxPool2d))
+      !backend::supports(x.device().kind, kernel_dtype(x, backend::KernelOp::kConv2dMaxPool2d),
+                         backend::KernelOp::kConv2dMaxPool2d))
     return false;
   try {
     const auto [d, p] = conv_pool_descs("conv2d_max_pool2d", x, kernel, bias, o, po);
@@ -192,12 +274,19 @@ bool conv2d_max_pool2d_supported(const Tensor& x, const Tensor& kernel, const Te
 Tensor conv2d_max_pool2d(const Tensor& x, const Tensor& kernel, const Tensor& bias, const Conv2dOptions& o,
                          const Pool2dOptions& po) {
   const auto [d, p] = conv_pool_descs("conv2d_max_pool2d", x, kernel, bias, o, po);
-  const auto& k = kern("conv2d_max_pool2d", x, backend::KernelOp::kConv2dMaxPool2d);
+  const BatchRun run(x, backend::KernelOp::kConv2dMaxPool2d, d.n, std::max(d.h * d.w * d.c, p.oh * p.ow * d.oc));
+  const Tensor wk = as(kernel, run.dtype()), bk = as(bias, run.dtype());
+  const auto& k = kern("conv2d_max_pool2d", wk, backend::KernelOp::kConv2dMaxPool2d);
   check_fusable("conv2d_max_pool2d", d, p);
   Tensor y = Tensor::empty({d.n, p.oh, p.ow, d.oc}, x.dtype());
   Tensor arg = Tensor::empty({d.n, p.oh, p.ow, d.oc}, DType::kU8);
-  k.conv2d_max_pool2d(ctx(), d, p, x.raw_data(), kernel.raw_data(), bias.defined() ? bias.raw_data() : nullptr,
-                      y.raw_data(), static_cast<std::uint8_t*>(arg.raw_data()));
+  run.each([&](std::int64_t b, std::int64_t e) {
+    const Tensor xp = run.in(x, b, e);
+    Tensor yp = run.out(y, b, e), ap = arg.slice(b, e);
+    k.conv2d_max_pool2d(ctx(), part_of(d, b, e), part_of(p, b, e), xp.raw_data(), wk.raw_data(),
+                        bk.defined() ? bk.raw_data() : nullptr, yp.raw_data(), static_cast<std::uint8_t*>(ap.raw_data()));
+    run.done(yp, y, b, e);
+  });
   if (detail::recording({&x, &kernel, &bias})) {
     OpRecord r;
     r.type = OpType::kConv2dMaxPool2d;
@@ -244,9 +333,16 @@ Tensor conv2d_input_grad(const Tensor& kernel, const Tensor& dy, const Shape& in
   const backend::Conv2dDesc d = conv_desc("conv2d_input_grad", input_shape, kernel.shape(), o);
   LOCKSTEP_CHECK(dy.shape() == Shape({d.n, d.oh, d.ow, d.oc}), "conv2d_input_grad: dy ", dy.shape().str(),
                  " does not match the output (", d.n, ", ", d.oh, ", ", d.ow, ", ", d.oc, ")");
-  const auto& k = kern("conv2d_input_grad", dy, backend::KernelOp::kConv2dBackwardData);
+  const BatchRun run(dy, backend::KernelOp::kConv2dBackwardData, d.n, std::max(d.h * d.w * d.c, d.oh * d.ow * d.oc));
+  const Tensor wk = as(kernel, run.dtype());
+  const auto& k = kern("conv2d_input_grad", wk, backend::KernelOp::kConv2dBackwardData);
   Tensor dx = Tensor::empty(input_shape, dy.dtype());
-  k.conv2d_backward_data(ctx(), d, kernel.raw_data(), dy.raw_data(), dx.raw_data());
+  run.each([&](std::int64_t b, std::int64_t e) {
+    const Tensor dyp = run.in(dy, b, e);
+    Tensor dxp = run.out(dx, b, e);
+    k.conv2d_backward_data(ctx(), part_of(d, b, e), wk.raw_data(), dyp.raw_data(), dxp.raw_data());
+    run.done(dxp, dx, b, e);
+  });
   return dx;
 }
 
@@ -256,12 +352,20 @@ std::array<Tensor, 2> conv2d_kernel_grad(const Tensor& x, const Tensor& dy, cons
   const backend::Conv2dDesc d = conv_desc("conv2d_kernel_grad", x.shape(), kernel_shape, o);
   LOCKSTEP_CHECK(dy.shape() == Shape({d.n, d.oh, d.ow, d.oc}), "conv2d_kernel_grad: dy ", dy.shape().str(),
                  " does not match the output (", d.n, ", ", d.oh, ", ", d.ow, ", ", d.oc, ")");
-  const auto& k = kern("conv2d_kernel_grad", dy, backend::KernelOp::kConv2dBackwardWeights);
-  Tensor dw = Tensor::empty(kernel_shape, dy.dtype());
-  Tensor db = with_bias ? Tensor::empty({d.oc}, dy.dtype()) : Tensor();
-  k.conv2d_backward_weights(ctx(), d, x.raw_data(), dy.raw_data(), dw.raw_data(),
-                            with_bias ? db.raw_data() : nullptr);
-  return {dw, db};
+  const BatchRun run(dy, backend::KernelOp::kConv2dBackwardWeights, d.n, std::max(d.h * d.w * d.c, d.oh * d.ow * d.oc));
+  const auto& k = kern("conv2d_kernel_grad", as(dy.slice(0, 0), run.dtype()),
+                       backend::KernelOp::kConv2dBackwardWeights);
+  Tensor dw, db;
+  run.each([&](std::int64_t b, std::int64_t e) {
+    const Tensor xp = run.in(x, b, e), dyp = run.in(dy, b, e);
+    Tensor dwp = Tensor::empty(kernel_shape, run.dtype());
+    Tensor dbp = with_bias ? Tensor::empty({d.oc}, run.dtype()) : Tensor();
+    k.conv2d_backward_weights(ctx(), part_of(d, b, e), xp.raw_data(), dyp.raw_data(), dwp.raw_data(),
+                              with_bias ? dbp.raw_data() : nullptr);
+    add_part(dw, dwp);
+    if (with_bias) add_part(db, dbp);
+  });
+  return {as(dw, dy.dtype()), as(db, dy.dtype())};
 }
 
 Tensor pool2d_grad(bool max, const Tensor& x, const Tensor& y, const Tensor& dy, const Pool2dOptions& o,
@@ -272,9 +376,15 @@ Tensor pool2d_grad(bool max, const Tensor& x, const Tensor& y, const Tensor& dy,
   const Shape out{d.n, d.oh, d.ow, d.c};
   LOCKSTEP_CHECK(y.shape() == out && dy.shape() == out, "pool2d_grad: y ", y.shape().str(), " and dy ",
                  dy.shape().str(), " do not match the output ", out.str());
-  const auto& k = kern("pool2d_grad", dy, backend::KernelOp::kPool2dBackward);
+  const BatchRun run(dy, backend::KernelOp::kPool2dBackward, d.n, d.h * d.w * d.c);
+  const auto& k = kern("pool2d_grad", as(dy.slice(0, 0), run.dtype()), backend::KernelOp::kPool2dBackward);
   Tensor dx = Tensor::empty(x.shape(), x.dtype());
-  k.pool2d_backward(ctx(), d, x.raw_data(), y.raw_data(), dy.raw_data(), dx.raw_data());
+  run.each([&](std::int64_t b, std::int64_t e) {
+    const Tensor xp = run.in(x, b, e), yp = run.in(y, b, e), dyp = run.in(dy, b, e);
+    Tensor dxp = run.out(dx, b, e);
+    k.pool2d_backward(ctx(), part_of(d, b, e), xp.raw_data(), yp.raw_data(), dyp.raw_data(), dxp.raw_data());
+    run.done(dxp, dx, b, e);
+  });
   return dx;
 }
 
@@ -289,25 +399,41 @@ std::array<Tensor, 3> conv2d_max_pool2d_grad(const Tensor& x, const Tensor& kern
   LOCKSTEP_CHECK(y.shape() == out && dy.shape() == out && arg.shape() == out && arg.dtype() == DType::kU8,
                  "conv2d_max_pool2d_grad: y ", y.shape().str(), ", arg ", arg.shape().str(), " and dy ", dy.shape().str(),
                  " do not match the output ", out.str());
+  const BatchRun run(dy, backend::KernelOp::kConv2dMaxPool2dBackwardWeights, d.n,
+                     std::max(d.h * d.w * d.c, d.oh * d.ow * d.oc));
+  const Tensor wk = as(kernel, run.dtype());
+  const bool weights = needs[1] || (with_bias && needs[2]);
+  const auto& kw = kern("conv2d_max_pool2d_grad", wk, backend::KernelOp::kConv2dMaxPool2dBackwardWeights);
+  const auto& ku = kern("conv2d_max_pool2d_grad", wk, backend::KernelOp::kMaxUnpool2d);
+  Conv2dOptions plain = o;
+  plain.activation = FusedActivation::kNone;
   std::array<Tensor, 3> g;
-  if (needs[1] || (with_bias && needs[2])) {
-    const auto& k = kern("conv2d_max_pool2d_grad", dy, backend::KernelOp::kConv2dMaxPool2dBackwardWeights);
-    g[1] = Tensor::empty(kernel.shape(), dy.dtype());
-    if (with_bias) g[2] = Tensor::empty({d.oc}, dy.dtype());
-    k.conv2d_max_pool2d_backward_weights(ctx(), d, p, x.raw_data(), y.raw_data(),
-                                         static_cast<const std::uint8_t*>(arg.raw_data()), dy.raw_data(),
-                                         g[1].raw_data(), with_bias ? g[2].raw_data() : nullptr);
-  }
-  if (needs[0]) {
-    // The convolution's output gradient, then the convolution's own input gradient.
-    const auto& k = kern("conv2d_max_pool2d_grad", dy, backend::KernelOp::kMaxUnpool2d);
-    Tensor dconv = Tensor::empty({d.n, d.oh, d.ow, d.oc}, dy.dtype());
-    k.max_unpool2d(ctx(), p, y.raw_data(), static_cast<const std::uint8_t*>(arg.raw_data()), dy.raw_data(),
-                   dconv.raw_data());
-    Conv2dOptions plain = o;
-    plain.activation = FusedActivation::kNone;
-    g[0] = conv2d_input_grad(kernel, dconv, x.shape(), plain);
-  }
+  const bool widened = run.dtype() != x.dtype();
+  if (needs[0] && widened) g[0] = Tensor::empty(x.shape(), x.dtype());
+  run.each([&](std::int64_t b, std::int64_t e) {
+    const Tensor xp = run.in(x, b, e), yp = run.in(y, b, e), dyp = run.in(dy, b, e);
+    const auto* a = static_cast<const std::uint8_t*>(arg.slice(b, e).raw_data());
+    const backend::Conv2dDesc dp = part_of(d, b, e);
+    const backend::Pool2dDesc pp = part_of(p, b, e);
+    if (weights) {
+      Tensor dwp = Tensor::empty(kernel.shape(), run.dtype());
+      Tensor dbp = with_bias ? Tensor::empty({d.oc}, run.dtype()) : Tensor();
+      kw.conv2d_max_pool2d_backward_weights(ctx(), dp, pp, xp.raw_data(), yp.raw_data(), a, dyp.raw_data(),
+                                            dwp.raw_data(), with_bias ? dbp.raw_data() : nullptr);
+      add_part(g[1], dwp);
+      if (with_bias) add_part(g[2], dbp);
+    }
+    if (needs[0]) {
+      // The convolution's output gradient, then the convolution's own input gradient.
+      Tensor dconv = Tensor::empty({e - b, d.oh, d.ow, d.oc}, run.dtype());
+      ku.max_unpool2d(ctx(), pp, yp.raw_data(), a, dyp.raw_data(), dconv.raw_data());
+      const Tensor dxp = conv2d_input_grad(wk, dconv, xp.shape(), plain);
+      if (widened) run.done(dxp, g[0], b, e);
+      else g[0] = dxp;  // one part: the whole gradient
+    }
+  });
+  g[1] = as(g[1], dy.dtype());
+  g[2] = as(g[2], dy.dtype());
   return g;
 }
 

@@ -1,6 +1,6 @@
 // Parity rows: conv2d (strides, dilation, padding, groups, depthwise) with its input and
 // kernel gradients, max / average pooling and their gradients, and the fused convolution +
-// max pooling with its gradients, against naive double loops.
+// max pooling with its gradients, against naive double loops, in float32 and the 16-bit floats.
 #include <cmath>
 #include <limits>
 
@@ -11,6 +11,9 @@ namespace lockstep::parity {
 
 namespace {
 using backend::KernelOp;
+// The kernels are float32's; the ops widen 16-bit tensors for them and round the results back
+// (ops_conv.cpp), so every dtype runs on the float32 kernel and meets its own dtype's tolerance.
+constexpr DType kWidened = DType::kF32;
 
 struct ConvCase {
   const char* variant;
@@ -85,7 +88,7 @@ Row conv_forward_row(const ConvCase& c) {
   std::vector<InputSpec> inputs{{c.x, uniform(-1, 1), {}}, {c.k, uniform(-1, 1), {}}};
   if (c.bias) inputs.push_back({{g.oc}, uniform(-1, 1), {}});
   return make_row(
-      c.bias ? "conv2d_bias" : "conv2d", c.variant, "conv2d", floats(), {{KernelOp::kConv2d, {}}}, inputs,
+      c.bias ? "conv2d_bias" : "conv2d", c.variant, "conv2d", floats(), {{KernelOp::kConv2d, kWidened}}, inputs,
       [c](const std::vector<Tensor>& in, DType) {
         return std::vector<Tensor>{conv2d(in[0], in[1], c.bias ? in[2] : Tensor(), c.o)};
       },
@@ -104,7 +107,7 @@ Row conv_forward_row(const ConvCase& c) {
 Row conv_input_grad_row(const ConvCase& c) {
   const ConvGeom g = geom(c);
   return make_row(
-      "conv2d_input_grad", c.variant, "conv2d_input_grad", floats(), {{KernelOp::kConv2dBackwardData, {}}},
+      "conv2d_input_grad", c.variant, "conv2d_input_grad", floats(), {{KernelOp::kConv2dBackwardData, kWidened}},
       {{c.k, uniform(-1, 1), {}}, {{g.n, g.oh, g.ow, g.oc}, uniform(-1, 1), {}}},
       [c](const std::vector<Tensor>& in, DType) {
         return std::vector<Tensor>{conv2d_input_grad(in[0], in[1], c.x, c.o)};
@@ -120,7 +123,7 @@ Row conv_kernel_grad_row(const ConvCase& c) {
   const ConvGeom g = geom(c);
   return make_row(
       c.bias ? "conv2d_kernel_grad_bias" : "conv2d_kernel_grad", c.variant, "conv2d_kernel_grad", floats(),
-      {{KernelOp::kConv2dBackwardWeights, {}}},
+      {{KernelOp::kConv2dBackwardWeights, kWidened}},
       {{c.x, uniform(-1, 1), {}}, {{g.n, g.oh, g.ow, g.oc}, uniform(-1, 1), {}}},
       [c](const std::vector<Tensor>& in, DType) {
         auto [dw, db] = conv2d_kernel_grad(in[0], in[1], c.k, c.bias, c.o);
@@ -189,7 +192,7 @@ Row pool_row(const PoolCase& p, bool max) {
   const Shape ys{g.n, g.oh, g.ow, g.c};
   return make_row(
       max ? "max_pool2d" : "avg_pool2d", p.variant, max ? "max_pool2d" : "avg_pool2d", floats(),
-      {{KernelOp::kPool2d, {}}}, {{p.x, p.ties ? coarse() : uniform(-2, 2), {}}},
+      {{KernelOp::kPool2d, kWidened}}, {{p.x, p.ties ? coarse() : uniform(-2, 2), {}}},
       [p, max](const std::vector<Tensor>& in, DType) {
         return std::vector<Tensor>{max ? max_pool2d(in[0], p.o) : avg_pool2d(in[0], p.o)};
       },
@@ -214,7 +217,7 @@ Row pool_grad_row(const PoolCase& p, bool max, bool relu_input = false) {
   return make_row(
       // The forward op runs first, so it is what a dtype error names.
       max ? (relu_input ? "max_pool2d_grad_relu_input" : "max_pool2d_grad") : "avg_pool2d_grad", p.variant,
-      max ? "max_pool2d" : "avg_pool2d", floats(), {{KernelOp::kPool2d, {}}, {KernelOp::kPool2dBackward, {}}},
+      max ? "max_pool2d" : "avg_pool2d", floats(), {{KernelOp::kPool2d, kWidened}, {KernelOp::kPool2dBackward, kWidened}},
       {{p.x, p.ties ? coarse() : uniform(-2, 2), {}}, {ys, uniform(-1, 1), {}}},
       [p, max, relu_input](const std::vector<Tensor>& in, DType) {
         const Tensor y = max ? max_pool2d(in[0], p.o) : avg_pool2d(in[0], p.o);
@@ -322,7 +325,7 @@ Shape pooled_shape(const ConvPoolCase& c) {
 Row conv_pool_row(const ConvPoolCase& c) {
   const bool relu = c.conv.o.activation == FusedActivation::kRelu;
   return make_row(
-      "conv2d_max_pool2d", c.conv.variant, "conv2d_max_pool2d", floats(), {{KernelOp::kConv2dMaxPool2d, {}}},
+      "conv2d_max_pool2d", c.conv.variant, "conv2d_max_pool2d", floats(), {{KernelOp::kConv2dMaxPool2d, kWidened}},
       conv_pool_inputs(c),
       [c](const std::vector<Tensor>& in, DType) {
         return std::vector<Tensor>{
@@ -346,10 +349,10 @@ Row conv_pool_grad_row(const ConvPoolCase& c) {
   inputs.push_back({pooled_shape(c), c.ties ? units() : uniform(-1, 1), {}});
   return make_row(
       "conv2d_max_pool2d_grad", c.conv.variant, "conv2d_max_pool2d", floats(),
-      {{KernelOp::kConv2dMaxPool2d, {}},
-       {KernelOp::kConv2dMaxPool2dBackwardWeights, {}},
-       {KernelOp::kMaxUnpool2d, {}},
-       {KernelOp::kConv2dBackwardData, {}}},
+      {{KernelOp::kConv2dMaxPool2d, kWidened},
+       {KernelOp::kConv2dMaxPool2dBackwardWeights, kWidened},
+       {KernelOp::kMaxUnpool2d, kWidened},
+       {KernelOp::kConv2dBackwardData, kWidened}},
       inputs,
       [c](const std::vector<Tensor>& in, DType) {
         const Tensor bias = c.conv.bias ? in[2] : Tensor();
@@ -358,7 +361,8 @@ Row conv_pool_grad_row(const ConvPoolCase& c) {
         if (c.conv.bias) sources.push_back(bias);
         for (const Tensor& t : sources) tape.watch(t);
         const Tensor y = conv2d_max_pool2d(in[0], in[1], bias, c.conv.o, pool_options_of(c));
-        return tape.gradient(sum(mul(y, in.back())), sources);
+        // Summed in float32: the tape seeds a target's gradient with float32 ones.
+        return tape.gradient(sum(cast(mul(y, in.back()), DType::kF32)), sources);
       },
       [c, relu](const std::vector<Host>& in, DType) {
         const ConvPoolRef ref(c, in);

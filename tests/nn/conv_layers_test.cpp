@@ -2,12 +2,16 @@
 // inputs worked out by hand, and the errors for inputs they cannot take.
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <functional>
 #include <string>
 #include <vector>
 
 #include "common/error_message.hpp"
+#include "lockstep/autograd/gradient_tape.hpp"
 #include "lockstep/layers/conv_layers.hpp"
 #include "lockstep/layers/core_layers.hpp"
+#include "lockstep/layers/dtype_policy.hpp"
 
 namespace lockstep {
 namespace {
@@ -118,6 +122,60 @@ TEST(ConvLayers, BadArgumentsAndInputsAreValueErrorsNamingThem) {
   EXPECT_NE(message_of([&] { grouped->build(Shape{-1, 4, 4, 3}, 0); }).find("multiple of groups"),
             std::string::npos);
   EXPECT_NE(message_of([] { layers::MaxPooling2D({0, 2}); }).find("pool_size must be positive"), std::string::npos);
+}
+
+// Under a mixed policy every convolution and pooling layer computes in the compute dtype, as
+// Keras does (its inputs, kernel and bias cast to it, the variables float32): its output is
+// 16-bit, what the float32 layer computes to that dtype's precision, and the kernel's gradient
+// reaches the float32 variable.
+TEST(ConvLayers, UnderMixedPoliciesOutputsAreSixteenBitAndMatchFloat32) {
+  struct Make {
+    const char* name;
+    std::function<layers::LayerPtr()> make;
+  };
+  const std::vector<Make> makes{
+      {"Conv2D", [] { return layers::Conv2D(6, {3, 3}, "relu", "same"); }},
+      {"Conv2D strided", [] { return layers::Conv2D({.filters = 4, .kernel_size = {2, 2}, .strides = {2, 2}}); }},
+      {"DepthwiseConv2D", [] { return layers::DepthwiseConv2D({.kernel_size = {3, 3}, .depth_multiplier = 2}); }},
+      {"MaxPooling2D", [] { return layers::MaxPooling2D({2, 2}); }},
+      {"AveragePooling2D", [] { return layers::AveragePooling2D({2, 2}, std::nullopt, "same"); }},
+      {"GlobalAveragePooling2D", [] { return layers::GlobalAveragePooling2D(); }},
+      {"ZeroPadding2D", [] { return layers::ZeroPadding2D({Pair{1, 1}, Pair{0, 2}}); }}};
+  const Shape in{2, 7, 6, 3};
+  const Tensor x = iota(in, 1.0f / 64.0f);  // float32, as a model's first layer receives it
+  for (const char* policy : {"mixed_float16", "mixed_bfloat16"}) {
+    const mixed_precision::Policy p(policy);
+    const double tol = p.compute_dtype() == DType::kBF16 ? 2e-2 : 2e-3;
+    for (const Make& m : makes) {
+      mixed_precision::set_global_policy(policy);
+      auto mixed = m.make();
+      mixed_precision::set_global_policy("float32");
+      auto full = m.make();
+      mixed->build(in, 7);
+      full->build(in, 7);
+      GradientTape tape;
+      const Tensor y = mixed->call(x, CallContext{.training = true});
+      EXPECT_EQ(y.dtype(), p.compute_dtype()) << m.name << " under " << policy;
+      const auto got = y.to(DType::kF32).to_vector<float>(), want = full->call(x, CallContext{}).to_vector<float>();
+      ASSERT_EQ(got.size(), want.size()) << m.name;
+      for (std::size_t i = 0; i < got.size(); ++i)
+        ASSERT_NEAR(got[i], want[i], tol * (1 + std::abs(want[i]))) << m.name << " under " << policy << " at " << i;
+      if (mixed->trainable_variables().empty()) continue;
+      const Variable kernel = mixed->trainable_variables()[0];
+      EXPECT_EQ(kernel.value().dtype(), DType::kF32) << m.name;
+      const Tensor g = tape.gradient(sum(cast(y, DType::kF32)), std::vector<Variable>{kernel})[0];
+      ASSERT_TRUE(g.defined()) << m.name;
+      EXPECT_EQ(g.dtype(), DType::kF32) << m.name;
+      // An empty batch (a replica's share of a short last batch): an empty output, zero gradients.
+      GradientTape empty_tape;
+      const Tensor none = mixed->call(Tensor::zeros({0, 7, 6, 3}), CallContext{.training = true});
+      EXPECT_EQ(none.dim(0), 0) << m.name;
+      const auto zero = empty_tape.gradient(sum(cast(none, DType::kF32)), std::vector<Variable>{kernel})[0];
+      ASSERT_TRUE(zero.defined()) << m.name;
+      for (float v : zero.to_vector<float>()) ASSERT_EQ(v, 0.0f) << m.name;
+    }
+  }
+  mixed_precision::set_global_policy("float32");
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 #include "common/error_message.hpp"
 #include "lockstep/autograd/gradient_tape.hpp"
 #include "lockstep/layers/normalization_layers.hpp"
+#include "lockstep/tensor/compute_context.hpp"
 
 namespace lockstep {
 namespace {
@@ -78,6 +79,23 @@ TEST(BatchNormalization, SixteenBitInputsAreNormalisedInFloat32AndCastBack) {
       EXPECT_EQ(g.dtype(), dtype);
     }
   }
+}
+
+// What a 16-bit BatchNormalization leaves on a tape for the backward pass is its 16-bit input and
+// output: the float32 normalisation happens in temporaries (a float32 copy of the input and of
+// the output on the tape would make a mixed-precision convnet hold more than a float32 one).
+TEST(BatchNormalization, SixteenBitTrainingKeepsNoFloat32CopiesOnTheTape) {
+  auto bn = layers::BatchNormalization();
+  bn->build(Shape{-1, 16, 16, 32}, 0);
+  const Tensor x = Tensor::full({8, 16, 16, 32}, 0.5f).to(DType::kBF16);
+  auto& ctx = current_compute_context();
+  GradientTape tape;
+  tape.watch(x);
+  const std::uint64_t before = context_bytes_in_use(ctx);
+  const Tensor y = bn->call(x, CallContext{.training = true});
+  EXPECT_EQ(y.dtype(), DType::kBF16);
+  const std::uint64_t held = context_bytes_in_use(ctx) - before;
+  EXPECT_LT(held, 2 * x.nbytes()) << "the tape holds " << held << " bytes for a " << x.nbytes() << "-byte input";
 }
 
 // The fused ops have no gradient of their own: on inputs a tape records they raise rather than
