@@ -84,7 +84,8 @@ std::vector<Tensor> GradientTape::gradient(const Tensor& target, const std::vect
                    output_gradient.shape().str(), " does not match target ", target.shape().str());
     grads.emplace(target.id(), Accumulated{output_gradient, false});
   } else {
-    grads.emplace(target.id(), Accumulated{Tensor::ones(target.shape()), false});
+    // Of the target's dtype, as TF seeds it: a 16-bit loss gets a 16-bit gradient.
+    grads.emplace(target.id(), Accumulated{Tensor::ones(target.shape(), target.dtype()), false});
   }
   auto gradient_of = [&](const Tensor& s) {
     const auto g = grads.find(s.id());

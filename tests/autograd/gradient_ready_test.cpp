@@ -72,3 +72,19 @@ TEST(GradientReady, ATargetThatIsASourceIsFinalAtOnce) {
   EXPECT_EQ(got[0].to_vector<float>(), (std::vector<float>{1, 1, 1}));
   EXPECT_EQ(got[1].to_vector<float>(), (std::vector<float>{2, 2, 2}));
 }
+
+// TF seeds the walk with ones of the target's dtype: the gradient of a 16-bit loss (a custom
+// loop under a mixed policy that does not cast its loss up) flows back in 16 bits, not as a
+// float32 seed that the 16-bit records refuse.
+TEST(GradientTape, ASixteenBitTargetIsSeededInItsOwnDtype) {
+  for (DType dtype : {DType::kBF16, DType::kF16}) {
+    const Tensor x = cast(test::random_uniform({4, 3}, 8), dtype);
+    GradientTape tape;
+    tape.watch(x);
+    const Tensor loss = sum(scale(x, 3.0f));
+    ASSERT_EQ(loss.dtype(), dtype);
+    const auto g = tape.gradient(loss, std::vector<Tensor>{x});
+    ASSERT_EQ(g[0].dtype(), dtype);
+    EXPECT_EQ(cast(g[0], DType::kF32).to_vector<float>(), std::vector<float>(12, 3.0f));
+  }
+}
