@@ -1,10 +1,19 @@
 // Why GEMM comes from oneDNN: single-threaded sgemm on the flagship MLP's shapes (batch 64),
 // oneDNN vs OpenBLAS, in the same process. Google Benchmark; compare the pairs of rows.
+// BM_Layout: the wide MLP's GEMMs (batch 256, hidden 1024 and 4096) on buffers laid out as
+// lockstep lays them out (Tensor::empty: 64-byte aligned, coloured), one thread, three ways:
+// /0 oneDNN's sgemm on them as they are, /1 the same with B moved to a 16-byte offset, /2
+// lockstep's gemm kernel (what a step runs). std::vector's buffers (BM_OneDnn) sit at other
+// offsets and can hide what the layout costs (issue 38: 2.3x on oneDNN's AVX2 sgemm).
 #include <benchmark/benchmark.h>
 #include <dnnl.h>
 #include <omp.h>
 
 #include <vector>
+
+#include "backend/kernels.hpp"
+#include "lockstep/tensor/compute_context.hpp"
+#include "lockstep/tensor/tensor.hpp"
 
 #ifdef LOCKSTEP_BENCH_OPENBLAS
 #include <cblas.h>
@@ -46,6 +55,40 @@ void run(benchmark::State& state, bool onednn) {
   state.SetLabel(std::to_string(s.m) + "x" + std::to_string(s.n) + "x" + std::to_string(s.k) + (s.ta ? " T" : " N") +
                  (s.tb ? "T" : "N"));
 }
+// m, n, k, ta, tb of the wide MLP (784 -> H -> 10, batch 256): forward dense_1, forward dense_2,
+// dX2 = g W2^T, dW2 = h^T g, dW1 = x^T g; H = 1024, then 4096.
+const Shape kWide[] = {{256, 1024, 784, false, false}, {256, 10, 1024, false, false}, {256, 1024, 10, false, true},
+                       {1024, 10, 256, true, false},   {784, 1024, 256, true, false}, {256, 4096, 784, false, false},
+                       {256, 10, 4096, false, false},  {256, 4096, 10, false, true},  {4096, 10, 256, true, false},
+                       {784, 4096, 256, true, false}};
+
+void BM_Layout(benchmark::State& state) {
+  using lockstep::Tensor;
+  const Shape s = kWide[state.range(0)];
+  const int way = static_cast<int>(state.range(1));
+  omp_set_num_threads(1);
+  Tensor a = Tensor::full({s.m * s.k}, 0.5), b = Tensor::full({s.k * s.n + 4}, 0.25), c = Tensor::empty({s.m * s.n});
+  const float* bp = b.data<float>() + (way == 1 ? 4 : 0);
+  const int lda = s.ta ? s.m : s.k, ldb = s.tb ? s.k : s.n;
+  const auto& kt = lockstep::backend::kernels(lockstep::DeviceKind::kCpu, lockstep::DType::kF32);
+  static const auto ctx1 = lockstep::make_compute_context(lockstep::Device{}, 1);
+  auto& ctx = *ctx1;
+  for (auto _ : state) {
+    if (way == 2)
+      kt.gemm(ctx, s.ta, s.tb, s.m, s.n, s.k, 1.0f, a.data<float>(), lda, bp, ldb, 0.0f, c.data<float>(), s.n);
+    else
+      dnnl_sgemm(s.ta ? 'T' : 'N', s.tb ? 'T' : 'N', s.m, s.n, s.k, 1.0f, a.data<float>(), lda, bp, ldb, 0.0f,
+                 c.data<float>(), s.n);
+    benchmark::DoNotOptimize(c.data<float>());
+  }
+  state.counters["GFLOP/s"] = benchmark::Counter(2.0 * s.m * s.n * s.k, benchmark::Counter::kIsIterationInvariantRate,
+                                                 benchmark::Counter::kIs1000);
+  const char* ways[] = {"as laid out", "B at +16 bytes", "lockstep gemm"};
+  state.SetLabel(std::to_string(s.m) + "x" + std::to_string(s.n) + "x" + std::to_string(s.k) + (s.ta ? " T" : " N") +
+                 (s.tb ? "T " : "N ") + ways[way]);
+}
+BENCHMARK(BM_Layout)->ArgsProduct({benchmark::CreateDenseRange(0, 9, 1), {0, 1, 2}});
+
 void BM_OneDnn(benchmark::State& state) { run(state, true); }
 BENCHMARK(BM_OneDnn)->DenseRange(0, 4);
 #ifdef LOCKSTEP_BENCH_OPENBLAS
