@@ -23,7 +23,7 @@
 #        REF_PYTHON (default .venv-ref/bin/python, else /usr/bin/python3)
 #
 # For each width H and global batch G, with N = the cores this process may use:
-#   sgemm peak, 1 core   gemm_bench --mlp 784,H,10 --batch G --threads 1 on CPU 0: the five GEMMs
+#   sgemm peak, 1 core   gemm_bench --mlp 784,H,10 --batch G --threads 1 on one CPU: the five GEMMs
 #                        of one step through lockstep's gemm on lockstep's buffers ("bound")
 #   sgemm peak, N cores  N such processes at once, one per core, G/N rows each: their mean bound
 #                        (what N replicas would reach if the step were GEMM alone)
@@ -31,7 +31,8 @@
 #                        (LOCKSTEP_CPU_THREADS=1, cpu:1), then --devices cpu:D for D = 1, 2, 4, ...
 #                        up to N (each replica on N/D pinned cores: cpu:1 is one device on all
 #                        cores, cpu:N one device per core); its train_steps_per_second
-#   PyTorch              bench/reference_mlp.py --hidden H --batch G on 1 and on N threads
+#   PyTorch              bench/reference_mlp.py --hidden H --batch G on 1 and on N threads (its BLAS is
+#                        OpenBLAS where libopenblas0-pthread is installed: bench/run_all.sh installs it)
 # Share of peak: the one-core row against the 1-core bound, the others against the N-core one.
 # GFLOP/s are counted as 6 x parameters x batch (the usual convention; PERFORMANCE's tables).
 # Exit 1 if a lockstep run failed, 2 on bad usage, else 0 (whatever the figures).
@@ -71,6 +72,7 @@ py="${REF_PYTHON:-}"
 if [[ -z "$py" ]]; then
   if [[ -x "$repo/.venv-ref/bin/python" ]]; then py="$repo/.venv-ref/bin/python"; else py=/usr/bin/python3; fi
 fi
+cpus=($(python3 -c 'import os; print(*sorted(os.sched_getaffinity(0)))'))  # the CPUs this process may use
 layouts=()  # device counts: 1, 2, 4, ... and the core count
 for ((d = 1; d < cores; d *= 2)); do layouts+=("$d"); done
 layouts+=("$cores")
@@ -85,9 +87,8 @@ note() { echo "== $*" >&2; }
 peak() {  # H G: records peak1 and peakN for the model
   local h="$1" g="$2" per=$(($2 / cores)) c
   note "H=$h G=$g: sgemm peak on 1 core, then on $cores cores ($per rows each)"
-  taskset -c 0 "$gemm" --mlp "784,$h,10" --batch "$g" --threads 1 --benchmark_filter=BM_Step \
+  taskset -c "${cpus[0]}" "$gemm" --mlp "784,$h,10" --batch "$g" --threads 1 --benchmark_filter=BM_Step \
     --benchmark_min_time=0.5 --benchmark_format=json >"$tmp/peak1.json" 2>/dev/null || true
-  cpus=($(python3 -c 'import os; print(*sorted(os.sched_getaffinity(0)))'))
   for ((c = 0; c < cores; c++)); do
     taskset -c "${cpus[$c]}" "$gemm" --mlp "784,$h,10" --batch "$per" --threads 1 --benchmark_filter=BM_Step \
       --benchmark_min_time=0.5 --benchmark_format=json >"$tmp/peakN.$c.json" 2>/dev/null &
@@ -132,7 +133,7 @@ for h in $hiddens; do
     for ((round = 1; round <= rounds; round++)); do
       note "H=$h G=$g: round $round of $rounds: one core, then cpu:${layouts[*]} ($n steps each)"
       for cfg in core1 "${layouts[@]}"; do
-        if [[ "$cfg" == core1 ]]; then d=1; envs=(LOCKSTEP_CPU_THREADS=1 taskset -c 0); else d="$cfg"; envs=(); fi
+        if [[ "$cfg" == core1 ]]; then d=1; envs=(LOCKSTEP_CPU_THREADS=1 taskset -c "${cpus[0]}"); else d="$cfg"; envs=(); fi
         if [[ -n "$lockstep_b" ]] && ((round % 2 == 0)); then
           train "$lockstep_b" "B_${cfg}_${h}_$g" "$h" "$g" "$d" "$n" "${envs[@]}"
           train "$lockstep" "A_${cfg}_${h}_$g" "$h" "$g" "$d" "$n" "${envs[@]}"
