@@ -6,7 +6,10 @@ Adam(1e-3, eps 1e-7), sparse categorical cross-entropy, batch 64, MNIST pixels
 scaled to [0, 1] and flattened to 784.
 
     python3 bench/reference_mlp.py [--framework torch|tf|both] [--threads 1] [--steps 2000]
-                                   [--warmup-frac 0.05] [--json]
+                                   [--warmup-frac 0.05] [--batch 64] [--hidden 128] [--json]
+
+--batch and --hidden change the batch size and the hidden layer's width (the
+wide MLP of bench/compare_mlp.sh --wide: hidden 1024 or 4096, batch 256).
 
 Each framework's throughput is steps/second over the steps after the first
 warm-up fraction (default 5%). With --json the last stdout line is
@@ -41,6 +44,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FRAMEWORKS = ("torch", "tf")
 MODULE = {"torch": "torch", "tf": "tensorflow"}
 BATCH = 64
+HIDDEN = 128
 
 
 def log(msg: str) -> None:
@@ -114,7 +118,7 @@ def run_torch(steps: int, threads: int, warmup_frac: float) -> float:
     x = torch.from_numpy(x_np)
     y = torch.from_numpy(y_np)
     model = torch.nn.Sequential(
-        torch.nn.Linear(784, 128), torch.nn.ReLU(), torch.nn.Dropout(0.2), torch.nn.Linear(128, 10))
+        torch.nn.Linear(784, HIDDEN), torch.nn.ReLU(), torch.nn.Dropout(0.2), torch.nn.Linear(HIDDEN, 10))
     # Keras' Dense: glorot-uniform kernel, zero bias (speed does not depend on
     # it, but the loss printed below is then comparable with Keras').
     for m in model:
@@ -162,7 +166,7 @@ def run_tf(steps: int, threads: int, warmup_frac: float) -> float:
     x, y, src = load_mnist_train()
     model = keras.Sequential([
         keras.Input(shape=(784,)),
-        keras.layers.Dense(128, activation="relu"),
+        keras.layers.Dense(HIDDEN, activation="relu"),
         keras.layers.Dropout(0.2),
         keras.layers.Dense(10, activation="softmax"),
     ])
@@ -234,7 +238,7 @@ def run_child(framework: str, args) -> float | None:
         return None
     t = str(args.threads)
     cmd = [py, os.path.abspath(__file__), "--child", framework, "--threads", t, "--steps", str(args.steps),
-           "--warmup-frac", str(args.warmup_frac)]
+           "--warmup-frac", str(args.warmup_frac), "--batch", str(args.batch), "--hidden", str(args.hidden)]
     return run_measurement(framework, cmd, child_env(args.threads))
 
 
@@ -275,11 +279,14 @@ def child_env(threads: int) -> dict:
 
 
 def main(argv=None) -> int:
+    global BATCH, HIDDEN
     ap = argparse.ArgumentParser(description="PyTorch / TF-Keras speed reference for lockstep's flagship MLP.")
     ap.add_argument("--framework", choices=("torch", "tf", "both"), default="both")
     ap.add_argument("--threads", type=int, default=1, help="compute threads per framework (default 1)")
     ap.add_argument("--steps", type=int, default=2000, help="training steps (default 2000)")
     ap.add_argument("--warmup-frac", type=float, default=0.05, help="fraction of steps not timed (default 0.05)")
+    ap.add_argument("--batch", type=int, default=BATCH, help=f"batch size (default {BATCH})")
+    ap.add_argument("--hidden", type=int, default=HIDDEN, help=f"units of the hidden layer (default {HIDDEN})")
     ap.add_argument("--json", action="store_true", help="print {framework: steps_per_second} as the last line")
     ap.add_argument("--child", choices=FRAMEWORKS, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
@@ -287,6 +294,9 @@ def main(argv=None) -> int:
         ap.error("--steps must be at least 20")
     if not 0.0 <= args.warmup_frac < 0.9:
         ap.error("--warmup-frac must be in [0, 0.9)")
+    if args.batch < 1 or args.hidden < 1:
+        ap.error("--batch and --hidden must be positive")
+    BATCH, HIDDEN = args.batch, args.hidden
 
     if args.child:  # in-process run; prints only the number
         fn = run_torch if args.child == "torch" else run_tf

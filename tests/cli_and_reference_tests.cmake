@@ -26,6 +26,10 @@ add_test(NAME cli.env_typo_is_status_2_naming_it_and_the_closest
 add_test(NAME cli.env_removed_switch_names_its_options_field
          COMMAND ${CMAKE_COMMAND} -E env LOCKSTEP_GATHER_AHEAD=0 ${_expect} 2
                  "LOCKSTEP_GATHER_AHEAD was removed: set FitOptions::gather_ahead instead" ${_cli} devices)
+# LOCKSTEP_PHASE_TIMES=1: each replica's mean ms per step in each phase, at exit (issue 38).
+add_test(NAME cli.phase_times_per_replica
+         COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/cli/phase_times.sh ${_cli} ${CMAKE_CURRENT_BINARY_DIR}/phase-times)
+set_tests_properties(cli.phase_times_per_replica PROPERTIES TIMEOUT 300)
 add_test(NAME cli.env_malformed_value_is_status_2_naming_it
          COMMAND ${CMAKE_COMMAND} -E env LOCKSTEP_CPU_THREADS=-3 ${_expect} 2
                  "LOCKSTEP_CPU_THREADS='-3' is not a thread count in \\[1, 65536\\]" ${_cli} devices)

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "distribute/group_base.hpp"
+#include "distribute/phase_times.hpp"
 
 namespace lockstep::distribute {
 
@@ -28,6 +29,7 @@ std::string QueuedWork::describe() const { return call_.name() + " on member " +
 bool QueuedWork::wait(std::chrono::milliseconds timeout) {
   // A completed work touches neither its queue nor its group: it may outlive both.
   if (!done()) {
+    const phase_times::WaitScope timed;
     const bool finished = queue_ && queue_->wait(*this, Deadline::in(timeout));
     if (!finished) group_.fail_timeout(rank_, call_, timeout, group_.members_behind(call_.seq));
   }

@@ -8,9 +8,11 @@
 #include "lockstep/optimizers/loss_scale_optimizer.hpp"
 #include "lockstep/tensor/compute_context.hpp"
 #include "lockstep/training/preprocessing.hpp"
+#include "distribute/phase_times.hpp"
 #include "training/replica_slices.hpp"
 
 namespace lockstep {
+namespace phase_times = distribute::phase_times;
 namespace {
 using detail::ReplicaNumbers;
 using detail::run_on_slices;
@@ -220,8 +222,13 @@ detail::ReplicaNumbers Model::replica_train_step(const Tensor& x, const Tensor& 
   std::vector<Tensor> grads;
   {
     GradientTape tape;
-    out = forward(x, ctx);
-    loss_sum = sum(loss_->per_example(y, out.output, out.logits));
+    {
+      const phase_times::Scope timed(phase_times::Phase::kForward,
+                                     replica ? replica->replica_id_in_sync_group() : -1);
+      out = forward(x, ctx);
+      loss_sum = sum(loss_->per_example(y, out.output, out.logits));
+    }
+    const phase_times::Scope timed(phase_times::Phase::kBackward);
     // Every replica divides by the GLOBAL batch size, so the summed gradients are the mean
     // over the global batch whatever the split: N replicas compute what one device would.
     const double factor =
@@ -234,6 +241,7 @@ detail::ReplicaNumbers Model::replica_train_step(const Tensor& x, const Tensor& 
             : GradientReadyFn();
     grads = tape.gradient(scale(loss_sum, static_cast<float>(factor)), vars, Tensor(), on_ready);
   }
+  const phase_times::Scope timed(phase_times::Phase::kUpdate);  // metrics and the update
   ReplicaNumbers r{.loss_sum = loss_sum};
   for (const auto& m : metrics_) r.metric_states.push_back(m->batch_state(y, out.output));
   if (!replica && held) {  // one device: the group's sums are held by fit

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <random>
 
 #include "backend/parity.hpp"
@@ -63,6 +64,51 @@ TEST(ParityDeterminism, GemmIsBitIdenticalForAGivenPoolSizeAndCloseAcrossSizes) 
       EXPECT_LE(worst, kAccumulationRel * static_cast<double>(c.k) + tolerance(DType::kF32).abs);
       std::printf("[ gemm %s%s ] 1 vs 2 threads: %s (max |diff| %g)\n", c.name, fused ? " dense" : "",
                   r1.bitwise_equal(r2) ? "bit-identical" : "differ in the last bits", worst);
+    }
+  }
+}
+
+// A B whose rows are 4 KiB apart (a 1024-wide Dense kernel) is copied by gemm.cpp to padded rows
+// where oneDNN's AVX2 sgemm would read it in place through aliasing cache sets (ctest runs this
+// test once more as backend.gemm_b_rows_4k_apart_avx2, with oneDNN capped at AVX2, where the copy
+// happens). Either way the product must be the bits of the same B at a stride that aliases
+// nothing (1040 floats), on one thread and split over a pool by rows and by columns, for a B that
+// is a column block of a wider matrix too, and with alpha and beta.
+TEST(ParityDeterminism, GemmWithBRowsFourKibApartGivesTheBitsOfAnUnaliasedStride) {
+  const backend::KernelTable& kt = backend::kernels(DeviceKind::kCpu, DType::kF32);
+  const auto one = make_compute_context(Device{}, 1);
+  const auto two = make_compute_context(Device{}, 2);
+  struct Case {
+    std::int64_t m, k, n;
+    float alpha, beta;
+  };
+  // rows split on two threads; columns split; n a block of B's 1024 columns; alpha and beta.
+  const Case cases[] = {
+      {96, 300, 1024, 1, 0}, {12, 300, 1024, 1, 0}, {64, 200, 1000, 1, 0}, {40, 100, 1024, 0.5f, 0.25f}};
+  constexpr std::int64_t kAliased = 1024, kUnaliased = 1040;
+  for (const Case& c : cases) {
+    const std::vector<float> a = random_matrix(c.m, c.k, 7).to_vector<float>();
+    const std::vector<float> b = random_matrix(c.k, kAliased, 8).to_vector<float>();
+    const std::vector<float> c0 = random_matrix(c.m, c.n, 9).to_vector<float>();
+    std::vector<float> b_unaliased(static_cast<std::size_t>(c.k * kUnaliased), 0.0f);
+    for (std::int64_t r = 0; r < c.k; ++r)
+      std::copy_n(b.begin() + r * kAliased, kAliased, b_unaliased.begin() + r * kUnaliased);
+    for (backend::ComputeContext* ctx : {one.get(), two.get()}) {
+      SCOPED_TRACE(std::to_string(c.m) + "x" + std::to_string(c.n) + "x" + std::to_string(c.k) + " on " +
+                   std::to_string(context_threads(*ctx)) + " thread(s)");
+      std::vector<float> got = c0, want = c0;
+      kt.gemm(*ctx, false, false, c.m, c.n, c.k, c.alpha, a.data(), c.k, b.data(), kAliased, c.beta, got.data(), c.n);
+      kt.gemm(*ctx, false, false, c.m, c.n, c.k, c.alpha, a.data(), c.k, b_unaliased.data(), kUnaliased, c.beta,
+              want.data(), c.n);
+      EXPECT_EQ(0, std::memcmp(got.data(), want.data(), got.size() * sizeof(float)));
+      // And the product itself: one element per row against a double-precision dot product.
+      for (std::int64_t i = 0; i < c.m; ++i) {
+        const std::int64_t j = (i * 37) % c.n;
+        double ref = 0;
+        for (std::int64_t p = 0; p < c.k; ++p) ref += static_cast<double>(a[i * c.k + p]) * b[p * kAliased + j];
+        ref = c.alpha * ref + c.beta * static_cast<double>(c0[i * c.n + j]);
+        EXPECT_NEAR(got[i * c.n + j], ref, kAccumulationRel * static_cast<double>(c.k) + 1e-5) << i << "," << j;
+      }
     }
   }
 }

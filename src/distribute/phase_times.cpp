@@ -1,0 +1,105 @@
+#include "distribute/phase_times.hpp"
+
+#include <array>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "core/env.hpp"
+
+namespace lockstep::distribute::phase_times {
+
+namespace {
+constexpr int kPhases = 5;
+constexpr std::int64_t kWarmupSteps = 10;
+
+double now() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+// One per thread that ran a step; never freed (printed at exit, after the threads are gone).
+struct Slot {
+  int replica = -1;
+  std::int64_t steps = 0;                  // steps started on this thread
+  std::array<double, kPhases> seconds{};   // after the warm-up
+  double waits = 0;                        // every exchange wait, warm-up included (for Scope)
+  double last_end = -1;                    // end of the thread's last phase
+};
+
+std::mutex mu;
+std::vector<Slot*>& slots() {
+  static auto* s = new std::vector<Slot*>;
+  return *s;
+}
+
+void report() {
+  std::lock_guard<std::mutex> lock(mu);
+  const char* names[kPhases] = {"input", "forward", "backward", "exchange wait", "update"};
+  for (const Slot* s : slots()) {
+    const std::int64_t n = s->steps - kWarmupSteps;
+    if (n <= 0) continue;
+    double total = 0;
+    for (double v : s->seconds) total += v;
+    std::fprintf(stderr, "lockstep: phase times, %s %d, ms per step over %lld steps:", s->replica >= 0 ? "replica" : "device",
+                 s->replica >= 0 ? s->replica : 0, static_cast<long long>(n));
+    for (int p = 0; p < kPhases; ++p) std::fprintf(stderr, " %s %.3f", names[p], 1e3 * s->seconds[p] / n);
+    std::fprintf(stderr, " (total %.3f)\n", 1e3 * total / n);
+  }
+}
+
+Slot& slot() {
+  thread_local Slot* mine = [] {
+    auto* s = new Slot;
+    std::lock_guard<std::mutex> lock(mu);
+    if (slots().empty()) std::atexit(report);
+    slots().push_back(s);
+    return s;
+  }();
+  return *mine;
+}
+
+void add(Slot& s, Phase phase, double seconds) {
+  if (s.steps > kWarmupSteps) s.seconds[static_cast<int>(phase)] += seconds;
+}
+}  // namespace
+
+bool enabled() {
+  static const bool on = env::flag("LOCKSTEP_PHASE_TIMES");
+  return on;
+}
+
+Scope::Scope(Phase phase, int replica) : phase_(phase), on_(enabled()) {
+  if (!on_) return;
+  Slot& s = slot();
+  start_ = now();
+  waits_at_start_ = s.waits;
+  if (phase == Phase::kForward) {
+    ++s.steps;
+    if (replica >= 0) s.replica = replica;
+    if (s.last_end >= 0) add(s, Phase::kInput, start_ - s.last_end);
+  }
+}
+
+Scope::~Scope() {
+  if (!on_) return;
+  Slot& s = slot();
+  s.last_end = now();
+  add(s, phase_, s.last_end - start_ - (s.waits - waits_at_start_));
+}
+
+WaitScope::WaitScope() : on_(enabled()) {
+  if (on_) start_ = now();
+}
+
+WaitScope::~WaitScope() {
+  if (!on_) return;
+  Slot& s = slot();
+  const double t = now() - start_;
+  s.waits += t;
+  add(s, Phase::kExchangeWait, t);
+}
+
+}  // namespace lockstep::distribute::phase_times
