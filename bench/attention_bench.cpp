@@ -51,8 +51,8 @@ int main(int argc, char** argv) {
   const int rounds = argc > 2 ? std::atoi(argv[2]) : 7;
   auto ctx = make_compute_context(Device{}, threads);
   ComputeScope scope(*ctx);
-  std::printf("%-30s %9s %10s %20s %10s %11s\n", "b h t d causal", "fused ms", "unfused ms", "unfused/fused [range]",
-              "fused MiB", "unfused MiB");
+  std::printf("%-30s %9s %10s %20s %10s %11s\n", "b h t d causal", "fused ms", "unfused ms",
+              "unfused/fused [range]", "fused MiB", "unfused MiB");
   struct Case {
     std::int64_t b, h, t, d;
     bool causal;
@@ -69,7 +69,8 @@ int main(int argc, char** argv) {
         GradientTape tape;
         if (backward)
           for (const Tensor* t : {&q, &k, &v}) tape.watch(*t);
-        const Tensor out = fused ? scaled_dot_product_attention(q, k, v, {}, o) : attention_reference(q, k, v, {}, o);
+        const Tensor out =
+            fused ? scaled_dot_product_attention(q, k, v, {}, o) : attention_reference(q, k, v, {}, o);
         if (backward) (void)tape.gradient(out, std::vector<Tensor>{q, k, v}, dy);
       };
       for (int fused = 1; fused >= 0; --fused) {
@@ -90,9 +91,10 @@ int main(int argc, char** argv) {
                     static_cast<long long>(c.h), static_cast<long long>(c.t), static_cast<long long>(c.d),
                     c.causal ? "causal" : "-", backward ? " +bwd" : "");
       std::snprintf(range, sizeof range, "%.2f [%.2f, %.2f]", median(ratio),
-                    *std::min_element(ratio.begin(), ratio.end()), *std::max_element(ratio.begin(), ratio.end()));
-      std::printf("%-30s %9.3f %10.3f %20s %10.1f %11.1f\n", name, median(ms[1]), median(ms[0]), range, mib[1],
-                  mib[0]);
+                    *std::min_element(ratio.begin(), ratio.end()),
+                    *std::max_element(ratio.begin(), ratio.end()));
+      std::printf("%-30s %9.3f %10.3f %20s %10.1f %11.1f\n", name, median(ms[1]), median(ms[0]), range,
+                  mib[1], mib[0]);
       std::fflush(stdout);
     }
   }

@@ -20,8 +20,8 @@ namespace {
 using tiles::kLanes;
 using tiles::padded;
 using tiles::Vec;
-constexpr std::int64_t kBlock = 64;        // query or key rows of a block; a multiple of kLanes
-constexpr float kMaskedScore = -1e9f;      // Keras' large negative for float32
+constexpr std::int64_t kBlock = 64;    // query or key rows of a block; a multiple of kLanes
+constexpr float kMaskedScore = -1e9f;  // Keras' large negative for float32
 constexpr float kInf = std::numeric_limits<float>::infinity();
 
 // The rules of one (batch entry, head): which scores are masked and what dropout keeps.
@@ -55,7 +55,9 @@ struct Head {
   }
   /// The keys query rows [.., last] can attend to: with a causal mask and no other, the keys
   /// past `last` (masked for every row) are skipped; their probabilities are exactly 0.
-  std::int64_t key_end(std::int64_t last) const { return a.causal && !mask ? std::min(a.tk, last + 1) : a.tk; }
+  std::int64_t key_end(std::int64_t last) const {
+    return a.causal && !mask ? std::min(a.tk, last + 1) : a.tk;
+  }
   /// The first query row that attends to key j0 or later.
   std::int64_t first_row(std::int64_t j0) const { return a.causal && !mask ? j0 : 0; }
 };
@@ -66,7 +68,8 @@ class Scratch {
  public:
   Scratch(std::vector<float>& buf, const AttentionDesc& a, int blocks)
       : size_(kBlock * std::max({padded(a.d), padded(a.dv), kBlock}) + 2 * kLanes) {
-    if (buf.size() < static_cast<std::size_t>(blocks * size_)) buf.resize(static_cast<std::size_t>(blocks * size_));
+    if (buf.size() < static_cast<std::size_t>(blocks * size_))
+      buf.resize(static_cast<std::size_t>(blocks * size_));
     next_ = buf.data();
   }
   float* take() {
@@ -103,7 +106,9 @@ void store_rows(const float* src, std::int64_t ld, std::int64_t n, std::int64_t 
 struct ScoreBlock {
   std::int64_t i0, nr, j0, n;
   bool transposed;
-  std::int64_t at(std::int64_t r, std::int64_t j) const { return transposed ? j * kBlock + r : r * kBlock + j; }
+  std::int64_t at(std::int64_t r, std::int64_t j) const {
+    return transposed ? j * kBlock + r : r * kBlock + j;
+  }
 };
 
 void mask_scores(const Head& hd, const ScoreBlock& b, float* s) {
@@ -117,8 +122,8 @@ void mask_scores(const Head& hd, const ScoreBlock& b, float* s) {
 // (dout . v) the scores' gradient, p (dp keep - delta); lse and delta are the block's rows'
 // (padded with zeros). A row with nothing to attend to (lse +inf) has probabilities 1 / tk and
 // no score gradient (its scores are all the mask's constant).
-void probabilities_and_grads(const Head& hd, const ScoreBlock& b, const float* lse, const float* delta, float* s,
-                             float* dp) {
+void probabilities_and_grads(const Head& hd, const ScoreBlock& b, const float* lse, const float* delta,
+                             float* s, float* dp) {
   const bool dropout = hd.a.dropout_rate > 0;
   const auto step = [&](float* sv, float* dpv, Vec l, Vec dl) {
     const Vec p = tiles::exp(tiles::load(sv) - l);
@@ -230,8 +235,8 @@ void load_row_values(const float* src, std::int64_t row0, std::int64_t n, float*
 // dk and dv of keys [j0, j0 + n) of one (batch, head), over every query row; and, when dq_all
 // (float32 [tq, padded d]) is not null, the keys' terms of every row's dq added to it.
 template <typename F>
-void key_block_task(const Head& hd, std::int64_t bh, std::int64_t j0, std::int64_t n, const BackwardArgs<F>& g,
-                    std::vector<float>& buf, float* dq_all) {
+void key_block_task(const Head& hd, std::int64_t bh, std::int64_t j0, std::int64_t n,
+                    const BackwardArgs<F>& g, std::vector<float>& buf, float* dq_all) {
   const AttentionDesc& a = hd.a;
   const std::int64_t d = a.d, dv = a.dv, dp = padded(d), dvp = padded(dv);
   Scratch scratch(buf, a, 12);
@@ -253,13 +258,14 @@ void key_block_task(const Head& hd, std::int64_t bh, std::int64_t j0, std::int64
     load_row_values(g.lse, row0, nr, lse);
     load_row_values(g.delta, row0, nr, delta);
     const ScoreBlock b{i0, nr, j0, n, true};
-    tiles::gemm(n, nrp, d, kb, d, 1, qt, kBlock, st, kBlock, false);      // scores^T
+    tiles::gemm(n, nrp, d, kb, d, 1, qt, kBlock, st, kBlock, false);  // scores^T
     mask_scores(hd, b, st);
     tiles::gemm(n, nrp, dv, vb, dv, 1, dot, kBlock, dpt, kBlock, false);  // (dout v^T)^T
     probabilities_and_grads(hd, b, lse, delta, st, dpt);
-    tiles::gemm(n, dvp, nr, st, kBlock, 1, dob, dvp, dvv, dvp, true);     // dv += p^T dout
-    tiles::gemm(n, dp, nr, dpt, kBlock, 1, qs, dp, dk, dp, true);         // dk += ds^T q scale
-    if (dq_all) tiles::gemm(nr, dp, n, dpt, 1, kBlock, ks, dp, dq_all + i0 * dp, dp, true);  // dq += ds k scale
+    tiles::gemm(n, dvp, nr, st, kBlock, 1, dob, dvp, dvv, dvp, true);  // dv += p^T dout
+    tiles::gemm(n, dp, nr, dpt, kBlock, 1, qs, dp, dk, dp, true);      // dk += ds^T q scale
+    if (dq_all)
+      tiles::gemm(nr, dp, n, dpt, 1, kBlock, ks, dp, dq_all + i0 * dp, dp, true);  // dq += ds k scale
   }
   store_rows(dk, dp, n, d, g.dk + (bh * a.tk + j0) * d);
   store_rows(dvv, dvp, n, dv, g.dv + (bh * a.tk + j0) * dv);
@@ -268,8 +274,8 @@ void key_block_task(const Head& hd, std::int64_t bh, std::int64_t j0, std::int64
 // dq of query rows [q0, q0 + nq) of one (batch, head), over every key: the sums key_block_task
 // adds to dq_all, in the same order.
 template <typename F>
-void query_block_task(const Head& hd, std::int64_t bh, std::int64_t q0, std::int64_t nq, const BackwardArgs<F>& g,
-                      std::vector<float>& buf) {
+void query_block_task(const Head& hd, std::int64_t bh, std::int64_t q0, std::int64_t nq,
+                      const BackwardArgs<F>& g, std::vector<float>& buf) {
   const AttentionDesc& a = hd.a;
   const std::int64_t d = a.d, dv = a.dv, dp = padded(d), row0 = bh * a.tq + q0;
   Scratch scratch(buf, a, 9);

@@ -39,7 +39,7 @@ inline Vec exp(Vec x) {
   x = underflow ? splat(-87.0f) : x;
   x = x > splat(88.0f) ? splat(88.0f) : x;
   const Vec n = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f;  // round to nearest
-  const Vec r = (x - n * 0.693359375f) - n * -2.12194440e-4f;              // x - n ln 2
+  const Vec r = (x - n * 0.693359375f) - n * -2.12194440e-4f;            // x - n ln 2
   Vec p = splat(1.9875691500e-4f);
   p = p * r + 1.3981999507e-3f;
   p = p * r + 8.3334519073e-3f;
@@ -55,8 +55,8 @@ namespace detail {
 // Rows [0, R) and columns [0, W vectors) of C (+)= A B over k < k_len; A's element (r, k) is
 // a[r * ar + k * ak].
 template <int R, int W>
-void tile(const float* a, std::int64_t ar, std::int64_t ak, const float* b, std::int64_t ldb, std::int64_t k_len,
-          float* c, std::int64_t ldc, bool accumulate) {
+void tile(const float* a, std::int64_t ar, std::int64_t ak, const float* b, std::int64_t ldb,
+          std::int64_t k_len, float* c, std::int64_t ldc, bool accumulate) {
   Vec acc[R][W];
 #pragma GCC unroll 8
   for (int r = 0; r < R; ++r)
@@ -81,8 +81,8 @@ void tile(const float* a, std::int64_t ar, std::int64_t ak, const float* b, std:
 
 // The last rows < R of a panel, R - 1 down to 1.
 template <int R, int W>
-void rest(std::int64_t rows, const float* a, std::int64_t ar, std::int64_t ak, const float* b, std::int64_t ldb,
-          std::int64_t k_len, float* c, std::int64_t ldc, bool accumulate) {
+void rest(std::int64_t rows, const float* a, std::int64_t ar, std::int64_t ak, const float* b,
+          std::int64_t ldb, std::int64_t k_len, float* c, std::int64_t ldc, bool accumulate) {
   if constexpr (R > 0) {
     if (rows == R) return tile<R, W>(a, ar, ak, b, ldb, k_len, c, ldc, accumulate);
     rest<R - 1, W>(rows, a, ar, ak, b, ldb, k_len, c, ldc, accumulate);
@@ -104,16 +104,25 @@ void panel(std::int64_t m, const float* a, std::int64_t ar, std::int64_t ak, con
 /// layout), B and C row-major with leading dimensions ldb and ldc; n a multiple of kLanes.
 /// accumulate false: C = A B.
 inline void gemm(std::int64_t m, std::int64_t n, std::int64_t k_len, const float* a, std::int64_t ar,
-                 std::int64_t ak, const float* b, std::int64_t ldb, float* c, std::int64_t ldc, bool accumulate) {
+                 std::int64_t ak, const float* b, std::int64_t ldb, float* c, std::int64_t ldc,
+                 bool accumulate) {
   for (std::int64_t n0 = 0; n0 < n; n0 += 4 * kLanes) {
     const std::int64_t w = std::min<std::int64_t>(4, (n - n0) / kLanes);
     const float* bp = b + n0;
     float* cp = c + n0;
     switch (w) {
-      case 4: detail::panel<4>(m, a, ar, ak, bp, ldb, k_len, cp, ldc, accumulate); break;
-      case 3: detail::panel<3>(m, a, ar, ak, bp, ldb, k_len, cp, ldc, accumulate); break;
-      case 2: detail::panel<2>(m, a, ar, ak, bp, ldb, k_len, cp, ldc, accumulate); break;
-      default: detail::panel<1>(m, a, ar, ak, bp, ldb, k_len, cp, ldc, accumulate); break;
+      case 4:
+        detail::panel<4>(m, a, ar, ak, bp, ldb, k_len, cp, ldc, accumulate);
+        break;
+      case 3:
+        detail::panel<3>(m, a, ar, ak, bp, ldb, k_len, cp, ldc, accumulate);
+        break;
+      case 2:
+        detail::panel<2>(m, a, ar, ak, bp, ldb, k_len, cp, ldc, accumulate);
+        break;
+      default:
+        detail::panel<1>(m, a, ar, ak, bp, ldb, k_len, cp, ldc, accumulate);
+        break;
     }
   }
 }
