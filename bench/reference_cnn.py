@@ -176,10 +176,14 @@ def run_child(framework: str, args) -> float | None:
            str(args.steps), "--batch", str(args.batch), "--warmup-frac", str(args.warmup_frac), "--model", args.model]
     if framework != "tf":
         return common.run_measurement(framework, cmd, common.child_env(args.threads))
-    # TF: its default thread settings and the tuned ones (intra-op = threads, inter-op = 1), one
-    # after the other; the faster is the reference.
-    tuned = common.run_measurement("tf", cmd + ["--tf-threads", "tuned"], common.child_env(args.threads))
-    env = common.child_env(args.threads)
+    return run_tf_both_threadings(cmd, args.threads)
+
+
+def run_tf_both_threadings(cmd: list, threads: int) -> float | None:
+    """TF: its default thread settings and the tuned ones (intra-op = threads, inter-op = 1), one
+    after the other (the child takes --tf-threads); the faster is the reference."""
+    tuned = common.run_measurement("tf", cmd + ["--tf-threads", "tuned"], common.child_env(threads))
+    env = common.child_env(threads)
     for k in ("TF_NUM_INTRAOP_THREADS", "TF_NUM_INTEROP_THREADS"):
         env.pop(k, None)
     default = common.run_measurement("tf", cmd + ["--tf-threads", "default"], env)

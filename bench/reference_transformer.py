@@ -34,6 +34,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import reference_cnn  # noqa: E402
 import reference_mlp as common  # noqa: E402
 
 FRAMEWORKS = ("torch", "tf")
@@ -266,15 +267,7 @@ def run_child(framework: str, args) -> float | None:
         cmd += ["--text", args.text]
     if framework != "tf":
         return common.run_measurement(framework, cmd, common.child_env(args.threads))
-    tuned = common.run_measurement("tf", cmd + ["--tf-threads", "tuned"], common.child_env(args.threads))
-    env = common.child_env(args.threads)
-    for k in ("TF_NUM_INTRAOP_THREADS", "TF_NUM_INTEROP_THREADS"):
-        env.pop(k, None)
-    default = common.run_measurement("tf", cmd + ["--tf-threads", "default"], env)
-    got = [v for v in (tuned, default) if v is not None]
-    if got:
-        common.log(f"tf: tuned threads {tuned}, default threads {default} steps/s; keeping the faster")
-    return max(got) if got else None
+    return reference_cnn.run_tf_both_threadings(cmd, args.threads)
 
 
 def main(argv=None) -> int:
