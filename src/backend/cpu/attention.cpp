@@ -306,6 +306,10 @@ void query_block_task(const Head& hd, std::int64_t bh, std::int64_t q0, std::int
 }
 
 std::int64_t blocks(std::int64_t n, std::int64_t block) { return (n + block - 1) / block; }
+// The i-th of n blocks in the order 0, n - 1, 1, n - 2, ...: under a causal mask a block's work
+// grows (queries) or shrinks (keys) with its index, and the pool hands out contiguous ranges of
+// tasks, so that order gives each thread a like share of one head's blocks.
+std::int64_t interleaved(std::int64_t i, std::int64_t n) { return i % 2 == 0 ? i / 2 : n - 1 - i / 2; }
 }  // namespace
 
 template <typename F>
@@ -317,7 +321,7 @@ void attention(ComputeContext& ctx, const AttentionDesc& a, const void* q, const
   parallel_rows(ctx, a.b * a.h * qb, kGrain, [&](std::int64_t begin, std::int64_t end) {
     std::vector<float> buf;
     for (std::int64_t t = begin; t < end; ++t) {
-      const std::int64_t bh = t / qb, q0 = (t % qb) * kBlock;
+      const std::int64_t bh = t / qb, q0 = interleaved(t % qb, qb) * kBlock;
       forward_task(Head(a, bh, mask), bh, q0, std::min(kBlock, a.tq - q0), g, buf);
     }
   });
@@ -363,14 +367,14 @@ void attention_backward(ComputeContext& ctx, const AttentionDesc& a, const void*
   parallel_rows(ctx, a.b * a.h * kb, kGrain, [&](std::int64_t begin, std::int64_t end) {
     std::vector<float> buf;
     for (std::int64_t t = begin; t < end; ++t) {
-      const std::int64_t bh = t / kb, j0 = (t % kb) * kBlock;
+      const std::int64_t bh = t / kb, j0 = interleaved(t % kb, kb) * kBlock;
       key_block_task(Head(a, bh, mask), bh, j0, std::min(kBlock, a.tk - j0), g, buf, nullptr);
     }
   });
   parallel_rows(ctx, a.b * a.h * qb, kGrain, [&](std::int64_t begin, std::int64_t end) {
     std::vector<float> buf;
     for (std::int64_t t = begin; t < end; ++t) {
-      const std::int64_t bh = t / qb, q0 = (t % qb) * kBlock;
+      const std::int64_t bh = t / qb, q0 = interleaved(t % qb, qb) * kBlock;
       query_block_task(Head(a, bh, mask), bh, q0, std::min(kBlock, a.tq - q0), g, buf);
     }
   });
