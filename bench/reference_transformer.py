@@ -28,7 +28,6 @@ fraction, with --json the last stdout line is {"torch": steps_per_second, "tf": 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import time
@@ -229,17 +228,8 @@ def run_tf(args) -> float:
     ds = (tf.data.Dataset.from_tensor_slices((x, y)).shuffle(len(x), seed=0).repeat()
           .batch(args.batch, drop_remainder=True).prefetch(tf.data.AUTOTUNE))
 
-    class StepTimer(keras.callbacks.Callback):
-        def __init__(self):
-            super().__init__()
-            self.times = []
-
-        def on_train_batch_end(self, b, logs=None):
-            self.times.append(time.perf_counter())
-
-    timer = StepTimer()
-    hist = model.fit(ds, epochs=1, steps_per_epoch=args.steps, verbose=0, shuffle=False, callbacks=[timer])
-    sps = common.measure(timer.times, args.warmup_frac)
+    hist, times = common.keras_fit_timed(keras, model, ds, args.steps)
+    sps = common.measure(times, args.warmup_frac)
     setting = (f"{args.threads} intra-op / 1 inter-op thread(s)" if args.tf_threads == "tuned" else
                "TF's default threads")
     common.log(f"{args.model} tensorflow {tf.__version__}: {args.steps} steps of {args.batch}, {setting}, "
@@ -305,14 +295,7 @@ def main(argv=None) -> int:
     if args.child:
         print(run_torch(args) if args.child == "torch" else run_tf(args))
         return 0
-    wanted = FRAMEWORKS if args.framework == "both" else (args.framework,)
-    results = {fw: run_child(fw, args) for fw in wanted}
-    if args.json:
-        print(json.dumps(results))
-    else:
-        for fw, sps in results.items():
-            print(f"{fw:6s} {'unavailable' if sps is None else f'{sps:.2f} steps/s'}  (batch {args.batch})")
-    return 0 if all(v is not None for v in results.values()) else 3
+    return reference_cnn.run_and_report(run_child, args)
 
 
 if __name__ == "__main__":
