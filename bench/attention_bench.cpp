@@ -4,7 +4,7 @@
 // The two run in interleaved rounds (a loaded machine slows both alike); the speedup column is
 // the median over rounds of unfused / fused time, with its range; ms are the rounds' medians.
 // MiB: each one's peak allocator memory.
-//   attention_bench [threads] [rounds]
+//   attention_bench [threads] [rounds] [t]   (t: only the shapes of that sequence length)
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -49,6 +49,7 @@ double median(std::vector<double> v) {
 int main(int argc, char** argv) {
   const int threads = argc > 1 ? std::atoi(argv[1]) : 2;
   const int rounds = argc > 2 ? std::atoi(argv[2]) : 7;
+  const long long only_t = argc > 3 ? std::atoll(argv[3]) : 0;
   auto ctx = make_compute_context(Device{}, threads);
   ComputeScope scope(*ctx);
   std::printf("%-30s %9s %10s %20s %10s %11s\n", "b h t d causal", "fused ms", "unfused ms",
@@ -59,6 +60,7 @@ int main(int argc, char** argv) {
   };
   for (const Case c : {Case{16, 4, 49, 16, false}, Case{16, 4, 64, 32, true}, Case{16, 4, 128, 32, false},
                        Case{2, 4, 512, 64, true}, Case{1, 1, 4096, 64, true}}) {
+    if (only_t != 0 && c.t != only_t) continue;
     const Tensor q = random({c.b, c.h, c.t, c.d}, 1), k = random({c.b, c.h, c.t, c.d}, 2),
                  v = random({c.b, c.h, c.t, c.d}, 3), dy = random({c.b, c.h, c.t, c.d}, 4);
     const AttentionOptions o{.causal = c.causal};

@@ -305,6 +305,18 @@ void query_block_task(const Head& hd, std::int64_t bh, std::int64_t q0, std::int
   store_rows(dq, dp, nq, d, g.dq + row0 * d);
 }
 
+// A thread's scratch vectors, kept from call to call: a short sequence's whole work costs less
+// than the page faults of fresh scratch. release_scratch() frees what is past kKeptFloats.
+constexpr std::size_t kKeptFloats = std::size_t{1} << 20;
+std::vector<float>& kept_scratch(int i) {
+  thread_local std::vector<float> scratch[2];
+  return scratch[i];
+}
+void release_scratch() {
+  for (int i = 0; i < 2; ++i)
+    if (kept_scratch(i).capacity() > kKeptFloats) std::vector<float>().swap(kept_scratch(i));
+}
+
 std::int64_t blocks(std::int64_t n, std::int64_t block) { return (n + block - 1) / block; }
 // The i-th of n blocks in the order 0, n - 1, 1, n - 2, ...: under a causal mask a block's work
 // grows (queries) or shrinks (keys) with its index, and the pool hands out contiguous ranges of
@@ -319,11 +331,12 @@ void attention(ComputeContext& ctx, const AttentionDesc& a, const void* q, const
                          static_cast<F*>(out), lse};
   const std::int64_t qb = blocks(a.tq, kBlock);
   parallel_rows(ctx, a.b * a.h * qb, kGrain, [&](std::int64_t begin, std::int64_t end) {
-    std::vector<float> buf;
+    std::vector<float>& buf = kept_scratch(0);
     for (std::int64_t t = begin; t < end; ++t) {
       const std::int64_t bh = t / qb, q0 = interleaved(t % qb, qb) * kBlock;
       forward_task(Head(a, bh, mask), bh, q0, std::min(kBlock, a.tq - q0), g, buf);
     }
+    release_scratch();
   });
 }
 
@@ -352,7 +365,7 @@ void attention_backward(ComputeContext& ctx, const AttentionDesc& a, const void*
   if (a.b * a.h >= 4 * ctx.threads()) {
     // Enough heads to share out: a task takes one (batch, head) whole, every score block once.
     parallel_rows(ctx, a.b * a.h, kGrain, [&](std::int64_t begin, std::int64_t end) {
-      std::vector<float> buf, dq_all;
+      std::vector<float>&buf = kept_scratch(0), &dq_all = kept_scratch(1);
       for (std::int64_t bh = begin; bh < end; ++bh) {
         const Head hd(a, bh, mask);
         dq_all.assign(static_cast<std::size_t>(a.tq * padded(a.d)), 0.0f);
@@ -360,23 +373,26 @@ void attention_backward(ComputeContext& ctx, const AttentionDesc& a, const void*
           key_block_task(hd, bh, j0, std::min(kBlock, a.tk - j0), g, buf, dq_all.data());
         store_rows(dq_all.data(), padded(a.d), a.tq, a.d, g.dq + bh * a.tq * a.d);
       }
+      release_scratch();
     });
     return;
   }
   // Few heads: key blocks (dk, dv) then query blocks (dq) in parallel, each recomputing its scores.
   parallel_rows(ctx, a.b * a.h * kb, kGrain, [&](std::int64_t begin, std::int64_t end) {
-    std::vector<float> buf;
+    std::vector<float>& buf = kept_scratch(0);
     for (std::int64_t t = begin; t < end; ++t) {
       const std::int64_t bh = t / kb, j0 = interleaved(t % kb, kb) * kBlock;
       key_block_task(Head(a, bh, mask), bh, j0, std::min(kBlock, a.tk - j0), g, buf, nullptr);
     }
+    release_scratch();
   });
   parallel_rows(ctx, a.b * a.h * qb, kGrain, [&](std::int64_t begin, std::int64_t end) {
-    std::vector<float> buf;
+    std::vector<float>& buf = kept_scratch(0);
     for (std::int64_t t = begin; t < end; ++t) {
       const std::int64_t bh = t / qb, q0 = interleaved(t % qb, qb) * kBlock;
       query_block_task(Head(a, bh, mask), bh, q0, std::min(kBlock, a.tq - q0), g, buf);
     }
+    release_scratch();
   });
 }
 
