@@ -1,7 +1,10 @@
 // The fused scaled_dot_product_attention against its unfused composition (attention_reference)
-// on this CPU: forward, and forward + backward through the tape, best of a few runs each, and
-// each one's peak allocator memory.
-//   attention_bench [threads]
+// on this CPU: forward, and forward + backward through the tape, at the transformer models'
+// short sequences (ViT 49 tokens, the character GPT's 64, many batch x heads) and at long ones.
+// The two run in interleaved rounds (a loaded machine slows both alike); the speedup column is
+// the median over rounds of unfused / fused time, with its range; ms are the rounds' medians.
+// MiB: each one's peak allocator memory.
+//   attention_bench [threads] [rounds] [t]   (t: only the shapes of that sequence length)
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -23,56 +26,78 @@ Tensor random(const Shape& s, std::uint64_t seed) {
   return Tensor::from_vector(v, s);
 }
 
+// Milliseconds per call of f, over enough calls to fill about 20 ms.
 template <typename F>
-double best_ms(F&& f, int runs) {
-  double best = 1e300;
-  for (int r = 0; r < runs; ++r) {
-    const auto t0 = std::chrono::steady_clock::now();
+double ms_per_call(F&& f) {
+  int calls = 0;
+  const auto t0 = std::chrono::steady_clock::now();
+  double ms = 0;
+  do {
     f();
-    best = std::min(best,
-                    std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
-  }
-  return best;
+    ++calls;
+    ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  } while (ms < 20.0);
+  return ms / calls;
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
 }
 }  // namespace
 
 int main(int argc, char** argv) {
   const int threads = argc > 1 ? std::atoi(argv[1]) : 2;
+  const int rounds = argc > 2 ? std::atoi(argv[2]) : 7;
+  const long long only_t = argc > 3 ? std::atoll(argv[3]) : 0;
   auto ctx = make_compute_context(Device{}, threads);
   ComputeScope scope(*ctx);
-  std::printf("%-28s %10s %10s %12s %12s\n", "b h t d causal", "fused ms", "unfused ms", "fused MiB",
-              "unfused MiB");
+  std::printf("%-30s %9s %10s %20s %10s %11s\n", "b h t d causal", "fused ms", "unfused ms",
+              "unfused/fused [range]", "fused MiB", "unfused MiB");
   struct Case {
     std::int64_t b, h, t, d;
     bool causal;
   };
-  for (const Case c : {Case{8, 4, 128, 32, false}, Case{2, 4, 512, 64, true}, Case{1, 2, 2048, 64, true},
-                       Case{1, 1, 4096, 64, true}}) {
+  for (const Case c : {Case{16, 4, 49, 16, false}, Case{16, 4, 64, 32, true}, Case{16, 4, 128, 32, false},
+                       Case{2, 4, 512, 64, true}, Case{1, 1, 4096, 64, true}}) {
+    if (only_t != 0 && c.t != only_t) continue;
     const Tensor q = random({c.b, c.h, c.t, c.d}, 1), k = random({c.b, c.h, c.t, c.d}, 2),
                  v = random({c.b, c.h, c.t, c.d}, 3), dy = random({c.b, c.h, c.t, c.d}, 4);
     const AttentionOptions o{.causal = c.causal};
     for (bool backward : {false, true}) {
-      double ms[2], mib[2];
+      std::vector<double> ms[2], ratio;
+      double mib[2];
+      const auto step = [&](bool fused) {
+        GradientTape tape;
+        if (backward)
+          for (const Tensor* t : {&q, &k, &v}) tape.watch(*t);
+        const Tensor out =
+            fused ? scaled_dot_product_attention(q, k, v, {}, o) : attention_reference(q, k, v, {}, o);
+        if (backward) (void)tape.gradient(out, std::vector<Tensor>{q, k, v}, dy);
+      };
       for (int fused = 1; fused >= 0; --fused) {
-        const auto step = [&] {
-          GradientTape tape;
-          if (backward)
-            for (const Tensor* t : {&q, &k, &v}) tape.watch(*t);
-          const Tensor out =
-              fused ? scaled_dot_product_attention(q, k, v, {}, o) : attention_reference(q, k, v, {}, o);
-          if (backward) (void)tape.gradient(out, std::vector<Tensor>{q, k, v}, dy);
-        };
-        step();  // warm the caches
+        step(fused);  // warm the caches
         const std::uint64_t before = context_bytes_in_use(*ctx);
         reset_context_peak_bytes(*ctx);
-        ms[fused] = best_ms(step, 3);
+        step(fused);
         mib[fused] = static_cast<double>(context_peak_bytes(*ctx) - before) / (1 << 20);
       }
-      char name[64];
+      for (int r = 0; r < rounds; ++r) {
+        const double f = ms_per_call([&] { step(true); }), u = ms_per_call([&] { step(false); });
+        ms[1].push_back(f);
+        ms[0].push_back(u);
+        ratio.push_back(u / f);
+      }
+      char name[64], range[64];
       std::snprintf(name, sizeof name, "%lld %lld %lld %lld %s%s", static_cast<long long>(c.b),
                     static_cast<long long>(c.h), static_cast<long long>(c.t), static_cast<long long>(c.d),
                     c.causal ? "causal" : "-", backward ? " +bwd" : "");
-      std::printf("%-28s %10.2f %10.2f %12.1f %12.1f\n", name, ms[1], ms[0], mib[1], mib[0]);
+      std::snprintf(range, sizeof range, "%.2f [%.2f, %.2f]", median(ratio),
+                    *std::min_element(ratio.begin(), ratio.end()),
+                    *std::max_element(ratio.begin(), ratio.end()));
+      std::printf("%-30s %9.3f %10.3f %20s %10.1f %11.1f\n", name, median(ms[1]), median(ms[0]), range,
+                  mib[1], mib[0]);
+      std::fflush(stdout);
     }
   }
   return 0;

@@ -148,17 +148,8 @@ def run_tf(steps: int, threads: int, warmup_frac: float, batch: int, tf_threads:
     ds = (tf.data.Dataset.from_tensor_slices((x, y)).shuffle(60000, seed=0)
           .batch(batch, drop_remainder=True).repeat().prefetch(tf.data.AUTOTUNE))
 
-    class StepTimer(keras.callbacks.Callback):
-        def __init__(self):
-            super().__init__()
-            self.times = []
-
-        def on_train_batch_end(self, b, logs=None):
-            self.times.append(time.perf_counter())
-
-    timer = StepTimer()
-    hist = model.fit(ds, epochs=1, steps_per_epoch=steps, verbose=0, shuffle=False, callbacks=[timer])
-    sps = common.measure(timer.times, warmup_frac)
+    hist, times = common.keras_fit_timed(keras, model, ds, steps)
+    sps = common.measure(times, warmup_frac)
     setting = (f"{threads} intra-op / 1 inter-op thread(s)" if tf_threads == "tuned" else
                f"TF's default threads (intra-op {tf.config.threading.get_intra_op_parallelism_threads() or 'auto'}, "
                f"inter-op {tf.config.threading.get_inter_op_parallelism_threads() or 'auto'})")
@@ -176,10 +167,14 @@ def run_child(framework: str, args) -> float | None:
            str(args.steps), "--batch", str(args.batch), "--warmup-frac", str(args.warmup_frac), "--model", args.model]
     if framework != "tf":
         return common.run_measurement(framework, cmd, common.child_env(args.threads))
-    # TF: its default thread settings and the tuned ones (intra-op = threads, inter-op = 1), one
-    # after the other; the faster is the reference.
-    tuned = common.run_measurement("tf", cmd + ["--tf-threads", "tuned"], common.child_env(args.threads))
-    env = common.child_env(args.threads)
+    return run_tf_both_threadings(cmd, args.threads)
+
+
+def run_tf_both_threadings(cmd: list, threads: int) -> float | None:
+    """TF: its default thread settings and the tuned ones (intra-op = threads, inter-op = 1), one
+    after the other (the child takes --tf-threads); the faster is the reference."""
+    tuned = common.run_measurement("tf", cmd + ["--tf-threads", "tuned"], common.child_env(threads))
+    env = common.child_env(threads)
     for k in ("TF_NUM_INTRAOP_THREADS", "TF_NUM_INTEROP_THREADS"):
         env.pop(k, None)
     default = common.run_measurement("tf", cmd + ["--tf-threads", "default"], env)
@@ -209,6 +204,12 @@ def main(argv=None) -> int:
         else:
             print(run_tf(args.steps, max(1, args.threads), args.warmup_frac, args.batch, args.tf_threads, args.model))
         return 0
+    return run_and_report(run_child, args)
+
+
+def run_and_report(run_child, args) -> int:
+    """Measures --framework (run_child(framework, args) each) and prints the steps/s: with --json
+    one line {"torch": .., "tf": ..}; 3 when a framework could not run."""
     wanted = FRAMEWORKS if args.framework == "both" else (args.framework,)
     results = {fw: run_child(fw, args) for fw in wanted}
     if args.json:

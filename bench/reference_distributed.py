@@ -50,8 +50,8 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from reference_mlp import (load_mnist_train, measure, pick_python, run_measurement, MODULE,  # noqa: E402
-                           blas_in_use, without_blas_pins)
+from reference_mlp import (keras_fit_timed, load_mnist_train, measure, pick_python, run_measurement,  # noqa: E402
+                           MODULE, blas_in_use, without_blas_pins)
 
 FRAMEWORKS = ("tf", "torch")
 
@@ -97,19 +97,8 @@ def run_tf(args) -> float:
     ds = (tf.data.Dataset.from_tensor_slices((x, y)).shuffle(60000, seed=0)
           .batch(args.global_batch_size, drop_remainder=True).repeat().prefetch(tf.data.AUTOTUNE))
 
-    class StepTimer(keras.callbacks.Callback):
-        def __init__(self):
-            super().__init__()
-            self.times = []
-
-        def on_train_batch_end(self, batch, logs=None):
-            self.times.append(time.perf_counter())
-
-    timer = StepTimer()
-    hist = model.fit(ds, epochs=1, steps_per_epoch=args.steps, verbose=0, shuffle=False, callbacks=[timer])
-    if len(timer.times) != args.steps:
-        raise RuntimeError(f"timer saw {len(timer.times)} batches, expected {args.steps}")
-    sps = measure(timer.times, args.warmup_frac)
+    hist, times = keras_fit_timed(keras, model, ds, args.steps)
+    sps = measure(times, args.warmup_frac)
     xdo = type(strategy.extended._cross_device_ops).__name__ if getattr(
         strategy.extended, "_cross_device_ops", None) is not None else "default"
     log(f"tensorflow {tf.__version__} (keras {keras.__version__}) MirroredStrategy on {devices} "

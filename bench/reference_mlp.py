@@ -96,6 +96,24 @@ def load_mnist_train():
     return rng.random((60000, 784), dtype=np.float32), rng.integers(0, 10, 60000, dtype=np.int64), "random"
 
 
+def keras_fit_timed(keras, model, ds, steps: int):
+    """model.fit over `steps` batches of ds: (its History, each step's end time)."""
+
+    class StepTimer(keras.callbacks.Callback):
+        def __init__(self):
+            super().__init__()
+            self.times = []
+
+        def on_train_batch_end(self, batch, logs=None):
+            self.times.append(time.perf_counter())
+
+    timer = StepTimer()
+    hist = model.fit(ds, epochs=1, steps_per_epoch=steps, verbose=0, shuffle=False, callbacks=[timer])
+    if len(timer.times) != steps:
+        raise RuntimeError(f"timer saw {len(timer.times)} batches, expected {steps}")
+    return hist, timer.times
+
+
 def measure(times: list[float], warmup_frac: float) -> float:
     """steps/s from per-step end times, after dropping the first warmup_frac of steps."""
     n = len(times)
@@ -175,19 +193,8 @@ def run_tf(steps: int, threads: int, warmup_frac: float) -> float:
     ds = (tf.data.Dataset.from_tensor_slices((x, y)).shuffle(60000, seed=0)
           .batch(BATCH, drop_remainder=True).repeat().prefetch(tf.data.AUTOTUNE))
 
-    class StepTimer(keras.callbacks.Callback):
-        def __init__(self):
-            super().__init__()
-            self.times = []
-
-        def on_train_batch_end(self, batch, logs=None):
-            self.times.append(time.perf_counter())
-
-    timer = StepTimer()
-    hist = model.fit(ds, epochs=1, steps_per_epoch=steps, verbose=0, shuffle=False, callbacks=[timer])
-    if len(timer.times) != steps:
-        raise RuntimeError(f"timer saw {len(timer.times)} batches, expected {steps}")
-    sps = measure(timer.times, warmup_frac)
+    hist, times = keras_fit_timed(keras, model, ds, steps)
+    sps = measure(times, warmup_frac)
     log(f"tensorflow {tf.__version__} (keras {keras.__version__}): {steps} steps, {threads} intra-op thread(s), "
         f"data={src}, loss {hist.history['loss'][-1]:.4f}, acc {hist.history['accuracy'][-1]:.4f}, "
         f"{sps:.1f} steps/s")

@@ -37,6 +37,8 @@ fi
 run conv_pool env LOCKSTEP_CPU_THREADS=1 build/bin/conv_pool_bench
 run compare_cnn bash bench/compare_cnn.sh -t 2 -n 300 -b 128
 run compare_resnet20 bash bench/compare_cnn.sh -m resnet20 -t 2 -n 100 -b 128
+run attention build/bin/attention_bench 2
+run compare_transformer bash bench/compare_transformer.sh -t 2 -n 200 -r 3
 run compare_commits bash bench/compare_commits.sh
 run mixed_precision build/bin/mixed_precision_bench --steps 30 --rounds 3
 [[ -x .venv-ref/bin/python ]] && run mixed_precision_tf .venv-ref/bin/python bench/reference_mixed_precision.py --steps 30 --rounds 3

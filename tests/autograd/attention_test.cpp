@@ -132,15 +132,28 @@ TEST(FusedAttention, ARowWithNothingToAttendToAveragesEveryValue) {
 }
 
 TEST(FusedAttention, TheSameBitsWhateverTheThreads) {
-  const Case c{"threads", 2, 3, 70, 90, 8, 8, some_keys_off(2, 1, 90), {.causal = true}};
-  const auto in = inputs(c);
-  std::vector<std::vector<float>> results[2];
-  for (int threads : {1, 3}) {
-    auto ctx = make_compute_context(Device{}, threads);
-    ComputeScope scope(*ctx);
-    results[threads == 1 ? 0 : 1] = run(true, c, in, DType::kF32);
+  // 6 (batch, head)s: one thread's backward takes each whole, three threads' split each into
+  // key blocks (dk, dv) and query blocks (dq); both schedules must give the same bits.
+  const DropoutKey key{.seed = 3, .stream = 1, .step = 5};
+  for (const Case& c : {Case{"threads", 2, 3, 70, 90, 8, 8, some_keys_off(2, 1, 90), {.causal = true}},
+                        Case{"threads_dropout",
+                             2,
+                             3,
+                             130,
+                             70,
+                             20,
+                             12,
+                             {},
+                             {.causal = true, .dropout_rate = 0.3f, .dropout_key = key}}}) {
+    const auto in = inputs(c);
+    std::vector<std::vector<float>> results[2];
+    for (int threads : {1, 3}) {
+      auto ctx = make_compute_context(Device{}, threads);
+      ComputeScope scope(*ctx);
+      results[threads == 1 ? 0 : 1] = run(true, c, in, DType::kF32);
+    }
+    EXPECT_EQ(results[0], results[1]) << c.name;
   }
-  EXPECT_EQ(results[0], results[1]);
 }
 
 TEST(FusedAttention, PeakMemoryAtSequence4096IsAnEighthOfTheUnfusedOrLess) {

@@ -1,21 +1,28 @@
-// Scaled dot-product attention, flash-attention style: each task takes one (batch, head) and a
-// block of queries (or, for dk and dv, a block of keys) and walks the other side block by block
-// with an online softmax (a running maximum and sum per query row), so no [tq, tk] matrix is
-// ever held: a task's memory is a few blocks of rows in float32. Every output element is
-// computed inside one task in a fixed order: the same bits whatever the pool.
+// Scaled dot-product attention, flash-attention style: the queries and keys of one (batch, head)
+// go in blocks of kBlock rows; a block pair's scores, probabilities and products are small
+// float32 matrices in the first-level cache, multiplied by the register-blocked tiles of
+// attention_tiles.hpp. The forward pass walks the key blocks with an online softmax (a running
+// maximum and sum per query row); the backward pass recomputes the probabilities from the rows'
+// log-sum-exps. No [tq, tk] matrix is ever held: memory is linear in the sequence length.
+// Every output element is summed in one fixed order (keys, or query rows, ascending): the same
+// bits whatever the pool and whichever backward schedule the thread count picks.
 #include <cmath>
 #include <limits>
 #include <vector>
 
+#include "backend/cpu/attention_tiles.hpp"
 #include "backend/cpu/cpu_kernels.hpp"
 #include "backend/dropout_rng.hpp"
 
 namespace lockstep::backend::cpu {
 
 namespace {
-constexpr std::int64_t kQueryBlock = 32;
-constexpr std::int64_t kKeyBlock = 64;
+using tiles::kLanes;
+using tiles::padded;
+using tiles::Vec;
+constexpr std::int64_t kBlock = 64;    // query or key rows of a block; a multiple of kLanes
 constexpr float kMaskedScore = -1e9f;  // Keras' large negative for float32
+constexpr float kInf = std::numeric_limits<float>::infinity();
 
 // The rules of one (batch entry, head): which scores are masked and what dropout keeps.
 struct Head {
@@ -37,6 +44,10 @@ struct Head {
   bool masked(std::int64_t i, std::int64_t j) const {
     return (a.causal && j > i) || (mask && mask[i * a.mask_q_stride + j] == 0);
   }
+  /// Whether a score of query rows [i0, ..) against keys [j0, j0 + n) may be masked.
+  bool any_masked(std::int64_t i0, std::int64_t j0, std::int64_t n) const {
+    return mask || (a.causal && j0 + n - 1 > i0);
+  }
   /// What dropout multiplies probability (i, j) by.
   float keep(std::int64_t i, std::int64_t j) const {
     if (a.dropout_rate <= 0) return 1.0f;
@@ -47,114 +58,165 @@ struct Head {
   std::int64_t key_end(std::int64_t last) const {
     return a.causal && !mask ? std::min(a.tk, last + 1) : a.tk;
   }
+  /// The first query row that attends to key j0 or later.
+  std::int64_t first_row(std::int64_t j0) const { return a.causal && !mask ? j0 : 0; }
 };
 
-// exp(x), without libm's slow underflow path for the masked scores' -1e9 (below -104 float32's
-// exp is 0 anyway).
-inline float exp_or_zero(float x) { return x < -110.0f ? 0.0f : std::exp(x); }
+// A task's float32 scratch: blocks of [kBlock, max(d, dv, kBlock) padded] floats, each a few
+// cache lines past the last so that the blocks do not share cache sets.
+class Scratch {
+ public:
+  Scratch(std::vector<float>& buf, const AttentionDesc& a, int blocks)
+      : size_(kBlock * std::max({padded(a.d), padded(a.dv), kBlock}) + 2 * kLanes) {
+    if (buf.size() < static_cast<std::size_t>(blocks * size_))
+      buf.resize(static_cast<std::size_t>(blocks * size_));
+    next_ = buf.data();
+  }
+  float* take() {
+    float* p = next_;
+    next_ += size_;
+    return p;
+  }
 
-// Rows [0, n) of a [*, cols] matrix into float32 dst [n, cols], times `scale`.
+ private:
+  std::int64_t size_;
+  float* next_;
+};
+
+// Rows [0, n) of a [*, cols] matrix into float32 dst (leading dimension ld), times `scale`.
 template <typename F>
-void load_rows(const F* src, std::int64_t n, std::int64_t cols, float scale, float* dst) {
-  for (std::int64_t i = 0; i < n * cols; ++i) dst[i] = Elem<F>::load(src[i]) * scale;
+void load_rows(const F* src, std::int64_t n, std::int64_t cols, float scale, float* dst, std::int64_t ld) {
+  for (std::int64_t r = 0; r < n; ++r)
+    for (std::int64_t c = 0; c < cols; ++c) dst[r * ld + c] = Elem<F>::load(src[r * cols + c]) * scale;
 }
-// Rows [0, n) of a [*, cols] matrix into float32 dst [cols, kKeyBlock] (transposed; columns
-// past n zero), so that a query's scores against the block are one vector loop per channel.
+// The same, transposed: dst [cols, kBlock].
 template <typename F>
-void load_transposed(const F* src, std::int64_t n, std::int64_t cols, float* dst) {
-  for (std::int64_t c = 0; c < cols; ++c) {
-    float* row = dst + c * kKeyBlock;
-    for (std::int64_t j = 0; j < n; ++j) row[j] = Elem<F>::load(src[j * cols + c]);
-    for (std::int64_t j = n; j < kKeyBlock; ++j) row[j] = 0.0f;
-  }
-}
-// s[j] = x . t[:, j] for j < kKeyBlock, t [cols, kKeyBlock].
-void dot_block(const float* x, const float* t, std::int64_t cols, float* s) {
-  for (std::int64_t j = 0; j < kKeyBlock; ++j) s[j] = 0.0f;
-  for (std::int64_t c = 0; c < cols; ++c) {
-    const float xc = x[c];
-    const float* tc = t + c * kKeyBlock;
-    for (std::int64_t j = 0; j < kKeyBlock; ++j) s[j] += xc * tc[j];
-  }
-}
-// Query i's scores against keys [j0, j0 + n) (kt: that block, transposed), masked ones replaced.
-void scores(const Head& hd, const float* q_scaled, const float* kt, std::int64_t i, std::int64_t j0,
-            std::int64_t n, float* s) {
-  dot_block(q_scaled, kt, hd.a.d, s);
+void load_transposed(const F* src, std::int64_t n, std::int64_t cols, float scale, float* dst) {
   for (std::int64_t j = 0; j < n; ++j)
-    if (hd.masked(i, j0 + j)) s[j] = kMaskedScore;
+    for (std::int64_t c = 0; c < cols; ++c) dst[c * kBlock + j] = Elem<F>::load(src[j * cols + c]) * scale;
+}
+template <typename F>
+void store_rows(const float* src, std::int64_t ld, std::int64_t n, std::int64_t cols, F* dst) {
+  for (std::int64_t r = 0; r < n; ++r)
+    for (std::int64_t c = 0; c < cols; ++c) dst[r * cols + c] = Elem<F>::store(src[r * ld + c]);
 }
 
-template <typename F>
-void forward_task(const Head& hd, std::int64_t q0, std::int64_t nq, const F* q, const F* k, const F* v,
-                  F* out, float* lse, std::vector<float>& buf) {
-  const AttentionDesc& a = hd.a;
-  const std::int64_t d = a.d, dv = a.dv;
-  buf.assign(
-      static_cast<std::size_t>(d * kKeyBlock + kKeyBlock * dv + kQueryBlock * (d + dv + 2) + kKeyBlock),
-      0.0f);
-  float* kt = buf.data();
-  float* vb = kt + d * kKeyBlock;
-  float* qs = vb + kKeyBlock * dv;
-  float* acc = qs + kQueryBlock * d;
-  float* m = acc + kQueryBlock * dv;
-  float* l = m + kQueryBlock;
-  float* s = l + kQueryBlock;
-  load_rows(q + q0 * d, nq, d, a.scale, qs);
-  for (std::int64_t r = 0; r < nq; ++r) m[r] = -std::numeric_limits<float>::infinity();
-  const std::int64_t key_end = hd.key_end(q0 + nq - 1);
-  for (std::int64_t j0 = 0; j0 < key_end; j0 += kKeyBlock) {
-    const std::int64_t n = std::min(kKeyBlock, key_end - j0);
-    load_transposed(k + j0 * d, n, d, kt);
-    load_rows(v + j0 * dv, n, dv, 1.0f, vb);
-    for (std::int64_t r = 0; r < nq; ++r) {
-      const std::int64_t i = q0 + r;
-      scores(hd, qs + r * d, kt, i, j0, n, s);
-      float block_max = -std::numeric_limits<float>::infinity();
-      for (std::int64_t j = 0; j < n; ++j) block_max = std::max(block_max, s[j]);
-      const float m_new = std::max(m[r], block_max);
-      const float correction = exp_or_zero(m[r] - m_new);
-      float* acc_r = acc + r * dv;
-      l[r] *= correction;
-      for (std::int64_t c = 0; c < dv; ++c) acc_r[c] *= correction;
-      for (std::int64_t j = 0; j < n; ++j) {
-        const float p = exp_or_zero(s[j] - m_new);
-        l[r] += p;
-        const float pz = p * hd.keep(i, j0 + j);
-        if (pz == 0.0f) continue;
-        const float* vj = vb + j * dv;
-        for (std::int64_t c = 0; c < dv; ++c) acc_r[c] += pz * vj[c];
-      }
-      m[r] = m_new;
+// A block of scores, query rows [i0, i0 + nr) against keys [j0, j0 + n): element (r, j) at
+// s[r * kBlock + j], or at s[j * kBlock + r] when transposed.
+struct ScoreBlock {
+  std::int64_t i0, nr, j0, n;
+  bool transposed;
+  std::int64_t at(std::int64_t r, std::int64_t j) const {
+    return transposed ? j * kBlock + r : r * kBlock + j;
+  }
+};
+
+void mask_scores(const Head& hd, const ScoreBlock& b, float* s) {
+  if (!hd.any_masked(b.i0, b.j0, b.n)) return;
+  for (std::int64_t r = 0; r < b.nr; ++r)
+    for (std::int64_t j = 0; j < b.n; ++j)
+      if (hd.masked(b.i0 + r, b.j0 + j)) s[b.at(r, j)] = kMaskedScore;
+}
+
+// In place: s (scores) becomes the dropout-kept probabilities, exp(s - lse) * keep, and dp
+// (dout . v) the scores' gradient, p (dp keep - delta); lse and delta are the block's rows'
+// (padded with zeros). A row with nothing to attend to (lse +inf) has probabilities 1 / tk and
+// no score gradient (its scores are all the mask's constant).
+void probabilities_and_grads(const Head& hd, const ScoreBlock& b, const float* lse, const float* delta,
+                             float* s, float* dp) {
+  const bool dropout = hd.a.dropout_rate > 0;
+  const auto step = [&](float* sv, float* dpv, Vec l, Vec dl) {
+    const Vec p = tiles::exp(tiles::load(sv) - l);
+    tiles::store(sv, p);
+    if (!dropout) tiles::store(dpv, p * (tiles::load(dpv) - dl));
+  };
+  if (b.transposed) {
+    for (std::int64_t j = 0; j < b.n; ++j)
+      for (std::int64_t r = 0; r < b.nr; r += kLanes)
+        step(s + j * kBlock + r, dp + j * kBlock + r, tiles::load(lse + r), tiles::load(delta + r));
+  } else {
+    for (std::int64_t r = 0; r < b.nr; ++r)
+      for (std::int64_t j = 0; j < b.n; j += kLanes)
+        step(s + r * kBlock + j, dp + r * kBlock + j, tiles::splat(lse[r]), tiles::splat(delta[r]));
+  }
+  for (std::int64_t r = 0; r < b.nr; ++r) {
+    const bool nothing = lse[r] == kInf;
+    if (!nothing && !dropout) continue;
+    for (std::int64_t j = 0; j < b.n; ++j) {
+      const std::int64_t at = b.at(r, j);
+      const float p = nothing ? 1.0f / static_cast<float>(hd.a.tk) : s[at], z = hd.keep(b.i0 + r, b.j0 + j);
+      if (nothing)
+        dp[at] = 0.0f;
+      else
+        dp[at] = p * (dp[at] * z - delta[r]);
+      s[at] = p * z;
     }
   }
-  for (std::int64_t r = 0; r < nq; ++r) {
-    const float inv = l[r] > 0 ? 1.0f / l[r] : 0.0f;  // no keys at all: zeros
-    for (std::int64_t c = 0; c < dv; ++c) out[(q0 + r) * dv + c] = Elem<F>::store(acc[r * dv + c] * inv);
-    // A row whose every score is masked: its probabilities are 1 / tk, marked by lse = +inf.
-    lse[q0 + r] = m[r] <= kMaskedScore ? std::numeric_limits<float>::infinity() : m[r] + std::log(l[r]);
-  }
 }
 
-// What both backward passes know of one (batch, head): the gradient of a score from its query
-// row's recomputed probabilities.
-struct BackwardRow {
-  const float* q_scaled;  // [d]
-  const float* dout;      // [dv]
-  float lse, delta;       // the row's log-sum-exp and dout . out
+// exp(x), without libm's slow underflow path for -inf and the masked scores' -1e9.
+inline float exp_or_zero(float x) { return x < -110.0f ? 0.0f : std::exp(x); }
+
+template <typename F>
+struct ForwardArgs {
+  const F *q, *k, *v;
+  F* out;
+  float* lse;
 };
-// ds[j] (the scores' gradient, 0 where masked) and pz[j] (dropout-kept probability) of query i
-// against keys [j0, j0 + n); kt, vt: the block's keys and values transposed.
-void score_grads(const Head& hd, const BackwardRow& row, const float* kt, const float* vt, std::int64_t i,
-                 std::int64_t j0, std::int64_t n, float* s, float* dp, float* ds, float* pz) {
-  scores(hd, row.q_scaled, kt, i, j0, n, s);
-  dot_block(row.dout, vt, hd.a.dv, dp);
-  for (std::int64_t j = 0; j < n; ++j) {
-    const float p = row.lse == std::numeric_limits<float>::infinity() ? 1.0f / static_cast<float>(hd.a.tk)
-                                                                      : exp_or_zero(s[j] - row.lse);
-    const float z = hd.keep(i, j0 + j);
-    pz[j] = p * z;
-    ds[j] = hd.masked(i, j0 + j) ? 0.0f : p * (dp[j] * z - row.delta);
+
+// Output rows [q0, q0 + nq) of one (batch, head) and their log-sum-exps.
+template <typename F>
+void forward_task(const Head& hd, std::int64_t bh, std::int64_t q0, std::int64_t nq, const ForwardArgs<F>& g,
+                  std::vector<float>& buf) {
+  const AttentionDesc& a = hd.a;
+  const std::int64_t d = a.d, dv = a.dv, dvp = padded(dv);
+  Scratch scratch(buf, a, 6);
+  float *kt = scratch.take(), *vb = scratch.take(), *qs = scratch.take(), *s = scratch.take(),
+        *acc = scratch.take(), *m = scratch.take(), *l = m + kBlock;
+  const F* k = g.k + bh * a.tk * d;
+  const F* v = g.v + bh * a.tk * dv;
+  load_rows(g.q + (bh * a.tq + q0) * d, nq, d, a.scale, qs, d);
+  std::fill(acc, acc + nq * dvp, 0.0f);
+  std::fill(m, m + nq, -kInf);
+  std::fill(l, l + nq, 0.0f);
+  const std::int64_t key_end = hd.key_end(q0 + nq - 1);
+  for (std::int64_t j0 = 0; j0 < key_end; j0 += kBlock) {
+    const std::int64_t n = std::min(kBlock, key_end - j0), np = padded(n);
+    load_transposed(k + j0 * d, n, d, 1.0f, kt);
+    load_rows(v + j0 * dv, n, dv, 1.0f, vb, dvp);
+    tiles::gemm(nq, np, d, qs, d, 1, kt, kBlock, s, kBlock, false);
+    mask_scores(hd, {q0, nq, j0, n, false}, s);
+    for (std::int64_t r = 0; r < nq; ++r) {
+      float* sr = s + r * kBlock;
+      std::fill(sr + n, sr + np, -kInf);
+      Vec top = tiles::splat(-kInf);
+      for (std::int64_t j = 0; j < np; j += kLanes) {
+        const Vec x = tiles::load(sr + j);
+        top = x > top ? x : top;
+      }
+      const float m_new = std::max(m[r], tiles::max(top)), correction = exp_or_zero(m[r] - m_new);
+      Vec sum{};
+      for (std::int64_t j = 0; j < np; j += kLanes) {
+        const Vec p = tiles::exp(tiles::load(sr + j) - m_new);
+        tiles::store(sr + j, p);
+        sum += p;
+      }
+      l[r] = l[r] * correction + tiles::sum(sum);
+      m[r] = m_new;
+      float* acc_r = acc + r * dvp;
+      for (std::int64_t c = 0; c < dvp; ++c) acc_r[c] *= correction;
+      if (a.dropout_rate > 0)
+        for (std::int64_t j = 0; j < n; ++j) sr[j] *= hd.keep(q0 + r, j0 + j);
+    }
+    tiles::gemm(nq, dvp, n, s, kBlock, 1, vb, dvp, acc, dvp, true);
+  }
+  F* out = g.out + (bh * a.tq + q0) * dv;
+  float* lse = g.lse + bh * a.tq + q0;
+  for (std::int64_t r = 0; r < nq; ++r) {
+    const float inv = l[r] > 0 ? 1.0f / l[r] : 0.0f;  // no keys at all: zeros
+    for (std::int64_t c = 0; c < dv; ++c) out[r * dv + c] = Elem<F>::store(acc[r * dvp + c] * inv);
+    // A row whose every score is masked: its probabilities are 1 / tk, marked by lse = +inf.
+    lse[r] = m[r] <= kMaskedScore ? kInf : m[r] + std::log(l[r]);
   }
 }
 
@@ -165,119 +227,116 @@ struct BackwardArgs {
   F *dq, *dk, *dv;
 };
 
-// dk and dv of keys [j0, j0 + n) of one (batch, head), over every query row.
-template <typename F>
-void key_block_task(const Head& hd, std::int64_t bh, std::int64_t j0, std::int64_t n,
-                    const BackwardArgs<F>& g, std::vector<float>& buf) {
-  const AttentionDesc& a = hd.a;
-  const std::int64_t d = a.d, dv = a.dv;
-  buf.assign(static_cast<std::size_t>((d + dv) * (kKeyBlock * 2 + kQueryBlock) + 2 * kKeyBlock +
-                                      2 * kQueryBlock * kKeyBlock),
-             0.0f);
-  float* kt = buf.data();
-  float* vt = kt + d * kKeyBlock;
-  float* dk = vt + dv * kKeyBlock;
-  float* dvv = dk + kKeyBlock * d;
-  float* qs = dvv + kKeyBlock * dv;  // a block of query rows, and their dout rows
-  float* dor = qs + kQueryBlock * d;
-  float* s = dor + kQueryBlock * dv;
-  float* dp = s + kKeyBlock;
-  float* ds = dp + kKeyBlock;  // [kQueryBlock, kKeyBlock], and pz
-  float* pz = ds + kQueryBlock * kKeyBlock;
-  const F* k = g.k + bh * a.tk * d;
-  const F* v = g.v + bh * a.tk * dv;
-  load_transposed(k + j0 * d, n, d, kt);
-  load_transposed(v + j0 * dv, n, dv, vt);
-  // With only a causal mask, rows before j0 give these keys nothing.
-  const std::int64_t first = a.causal && !hd.mask ? j0 : 0;
-  for (std::int64_t i0 = first; i0 < a.tq; i0 += kQueryBlock) {
-    const std::int64_t nr = std::min(kQueryBlock, a.tq - i0), row0 = bh * a.tq + i0;
-    load_rows(g.q + row0 * d, nr, d, a.scale, qs);
-    load_rows(g.dout + row0 * dv, nr, dv, 1.0f, dor);
-    for (std::int64_t r = 0; r < nr; ++r)
-      score_grads(hd, {qs + r * d, dor + r * dv, g.lse[row0 + r], g.delta[row0 + r]}, kt, vt, i0 + r, j0, n,
-                  s, dp, ds + r * kKeyBlock, pz + r * kKeyBlock);
-    // Key by key, the block's rows in order (each sum still runs over the rows in order): a
-    // key's accumulators stay in the first-level cache.
-    for (std::int64_t j = 0; j < n; ++j) {
-      float* dvj = dvv + j * dv;
-      float* dkj = dk + j * d;
-      for (std::int64_t r = 0; r < nr; ++r) {
-        const float w = pz[r * kKeyBlock + j], x = ds[r * kKeyBlock + j];
-        const float* dr = dor + r * dv;
-        const float* qr = qs + r * d;
-        if (w != 0.0f)
-          for (std::int64_t c = 0; c < dv; ++c) dvj[c] += w * dr[c];
-        if (x != 0.0f)
-          for (std::int64_t c = 0; c < d; ++c) dkj[c] += x * qr[c];
-      }
-    }
-  }
-  F* dk_out = g.dk + (bh * a.tk + j0) * d;
-  F* dv_out = g.dv + (bh * a.tk + j0) * dv;
-  for (std::int64_t x = 0; x < n * d; ++x) dk_out[x] = Elem<F>::store(dk[x]);
-  for (std::int64_t x = 0; x < n * dv; ++x) dv_out[x] = Elem<F>::store(dvv[x]);
+// Rows [row0, row0 + n) of a per-row float array into dst, padded with zeros to kBlock.
+void load_row_values(const float* src, std::int64_t row0, std::int64_t n, float* dst) {
+  std::fill(std::copy(src + row0, src + row0 + n, dst), dst + kBlock, 0.0f);
 }
 
-// dq of query rows [q0, q0 + nq) of one (batch, head), over every key.
+// dk and dv of keys [j0, j0 + n) of one (batch, head), over every query row; and, when dq_all
+// (float32 [tq, padded d]) is not null, the keys' terms of every row's dq added to it.
+template <typename F>
+void key_block_task(const Head& hd, std::int64_t bh, std::int64_t j0, std::int64_t n,
+                    const BackwardArgs<F>& g, std::vector<float>& buf, float* dq_all) {
+  const AttentionDesc& a = hd.a;
+  const std::int64_t d = a.d, dv = a.dv, dp = padded(d), dvp = padded(dv);
+  Scratch scratch(buf, a, 12);
+  float *kb = scratch.take(), *ks = scratch.take(), *vb = scratch.take(), *dk = scratch.take(),
+        *dvv = scratch.take(), *qt = scratch.take(), *qs = scratch.take(), *dot = scratch.take(),
+        *dob = scratch.take(), *st = scratch.take(), *dpt = scratch.take(), *lse = scratch.take(),
+        *delta = lse + kBlock;
+  load_rows(g.k + (bh * a.tk + j0) * d, n, d, 1.0f, kb, d);
+  if (dq_all) load_rows(g.k + (bh * a.tk + j0) * d, n, d, a.scale, ks, dp);
+  load_rows(g.v + (bh * a.tk + j0) * dv, n, dv, 1.0f, vb, dv);
+  std::fill(dk, dk + n * dp, 0.0f);
+  std::fill(dvv, dvv + n * dvp, 0.0f);
+  for (std::int64_t i0 = hd.first_row(j0); i0 < a.tq; i0 += kBlock) {
+    const std::int64_t nr = std::min(kBlock, a.tq - i0), nrp = padded(nr), row0 = bh * a.tq + i0;
+    load_transposed(g.q + row0 * d, nr, d, a.scale, qt);
+    load_rows(g.q + row0 * d, nr, d, a.scale, qs, dp);
+    load_transposed(g.dout + row0 * dv, nr, dv, 1.0f, dot);
+    load_rows(g.dout + row0 * dv, nr, dv, 1.0f, dob, dvp);
+    load_row_values(g.lse, row0, nr, lse);
+    load_row_values(g.delta, row0, nr, delta);
+    const ScoreBlock b{i0, nr, j0, n, true};
+    tiles::gemm(n, nrp, d, kb, d, 1, qt, kBlock, st, kBlock, false);  // scores^T
+    mask_scores(hd, b, st);
+    tiles::gemm(n, nrp, dv, vb, dv, 1, dot, kBlock, dpt, kBlock, false);  // (dout v^T)^T
+    probabilities_and_grads(hd, b, lse, delta, st, dpt);
+    tiles::gemm(n, dvp, nr, st, kBlock, 1, dob, dvp, dvv, dvp, true);  // dv += p^T dout
+    tiles::gemm(n, dp, nr, dpt, kBlock, 1, qs, dp, dk, dp, true);      // dk += ds^T q scale
+    if (dq_all)
+      tiles::gemm(nr, dp, n, dpt, 1, kBlock, ks, dp, dq_all + i0 * dp, dp, true);  // dq += ds k scale
+  }
+  store_rows(dk, dp, n, d, g.dk + (bh * a.tk + j0) * d);
+  store_rows(dvv, dvp, n, dv, g.dv + (bh * a.tk + j0) * dv);
+}
+
+// dq of query rows [q0, q0 + nq) of one (batch, head), over every key: the sums key_block_task
+// adds to dq_all, in the same order.
 template <typename F>
 void query_block_task(const Head& hd, std::int64_t bh, std::int64_t q0, std::int64_t nq,
                       const BackwardArgs<F>& g, std::vector<float>& buf) {
   const AttentionDesc& a = hd.a;
-  const std::int64_t d = a.d, dv = a.dv;
-  buf.assign(static_cast<std::size_t>(d * kKeyBlock * 2 + dv * kKeyBlock + kQueryBlock * (2 * d + dv) +
-                                      4 * kKeyBlock),
-             0.0f);
-  float* kt = buf.data();
-  float* kb = kt + d * kKeyBlock;
-  float* vt = kb + kKeyBlock * d;
-  float* qs = vt + dv * kKeyBlock;
-  float* dor = qs + kQueryBlock * d;
-  float* dq = dor + kQueryBlock * dv;
-  float* s = dq + kQueryBlock * d;
-  float *dp = s + kKeyBlock, *ds = dp + kKeyBlock, *pz = ds + kKeyBlock;
-  const std::int64_t row0 = bh * a.tq + q0;
-  load_rows(g.q + row0 * d, nq, d, a.scale, qs);
-  load_rows(g.dout + row0 * dv, nq, dv, 1.0f, dor);
+  const std::int64_t d = a.d, dv = a.dv, dp = padded(d), row0 = bh * a.tq + q0;
+  Scratch scratch(buf, a, 9);
+  float *kt = scratch.take(), *ks = scratch.take(), *vt = scratch.take(), *qs = scratch.take(),
+        *dob = scratch.take(), *dq = scratch.take(), *s = scratch.take(), *dps = scratch.take(),
+        *lse = scratch.take(), *delta = lse + kBlock;
+  load_rows(g.q + row0 * d, nq, d, a.scale, qs, d);
+  load_rows(g.dout + row0 * dv, nq, dv, 1.0f, dob, dv);
+  load_row_values(g.lse, row0, nq, lse);
+  load_row_values(g.delta, row0, nq, delta);
+  std::fill(dq, dq + nq * dp, 0.0f);
   const F* k = g.k + bh * a.tk * d;
   const F* v = g.v + bh * a.tk * dv;
   const std::int64_t key_end = hd.key_end(q0 + nq - 1);
-  for (std::int64_t j0 = 0; j0 < key_end; j0 += kKeyBlock) {
-    const std::int64_t n = std::min(kKeyBlock, key_end - j0);
-    load_transposed(k + j0 * d, n, d, kt);
-    load_rows(k + j0 * d, n, d, a.scale, kb);
-    load_transposed(v + j0 * dv, n, dv, vt);
-    for (std::int64_t r = 0; r < nq; ++r) {
-      const BackwardRow row{qs + r * d, dor + r * dv, g.lse[row0 + r], g.delta[row0 + r]};
-      score_grads(hd, row, kt, vt, q0 + r, j0, n, s, dp, ds, pz);
-      float* dq_r = dq + r * d;
-      for (std::int64_t j = 0; j < n; ++j)
-        if (ds[j] != 0.0f)
-          for (std::int64_t c = 0; c < d; ++c) dq_r[c] += ds[j] * kb[j * d + c];
-    }
+  for (std::int64_t j0 = 0; j0 < key_end; j0 += kBlock) {
+    const std::int64_t n = std::min(kBlock, key_end - j0), np = padded(n);
+    load_transposed(k + j0 * d, n, d, 1.0f, kt);
+    load_rows(k + j0 * d, n, d, a.scale, ks, dp);
+    load_transposed(v + j0 * dv, n, dv, 1.0f, vt);
+    const ScoreBlock b{q0, nq, j0, n, false};
+    tiles::gemm(nq, np, d, qs, d, 1, kt, kBlock, s, kBlock, false);
+    mask_scores(hd, b, s);
+    tiles::gemm(nq, np, dv, dob, dv, 1, vt, kBlock, dps, kBlock, false);
+    probabilities_and_grads(hd, b, lse, delta, s, dps);
+    tiles::gemm(nq, dp, n, dps, kBlock, 1, ks, dp, dq, dp, true);
   }
-  F* dq_out = g.dq + row0 * d;
-  for (std::int64_t x = 0; x < nq * d; ++x) dq_out[x] = Elem<F>::store(dq[x]);
+  store_rows(dq, dp, nq, d, g.dq + row0 * d);
+}
+
+// A thread's scratch vectors, kept from call to call: a short sequence's whole work costs less
+// than the page faults of fresh scratch. release_scratch() frees what is past kKeptFloats.
+constexpr std::size_t kKeptFloats = std::size_t{1} << 20;
+std::vector<float>& kept_scratch(int i) {
+  thread_local std::vector<float> scratch[2];
+  return scratch[i];
+}
+void release_scratch() {
+  for (int i = 0; i < 2; ++i)
+    if (kept_scratch(i).capacity() > kKeptFloats) std::vector<float>().swap(kept_scratch(i));
 }
 
 std::int64_t blocks(std::int64_t n, std::int64_t block) { return (n + block - 1) / block; }
+// The i-th of n blocks in the order 0, n - 1, 1, n - 2, ...: under a causal mask a block's work
+// grows (queries) or shrinks (keys) with its index, and the pool hands out contiguous ranges of
+// tasks, so that order gives each thread a like share of one head's blocks.
+std::int64_t interleaved(std::int64_t i, std::int64_t n) { return i % 2 == 0 ? i / 2 : n - 1 - i / 2; }
 }  // namespace
 
 template <typename F>
-void attention(ComputeContext& ctx, const AttentionDesc& a, const void* qv, const void* kv, const void* vv,
-               const std::uint8_t* mask, void* outv, float* lse) {
-  const F* q = static_cast<const F*>(qv);
-  const F* k = static_cast<const F*>(kv);
-  const F* v = static_cast<const F*>(vv);
-  F* out = static_cast<F*>(outv);
-  const std::int64_t qb = blocks(a.tq, kQueryBlock);
+void attention(ComputeContext& ctx, const AttentionDesc& a, const void* q, const void* k, const void* v,
+               const std::uint8_t* mask, void* out, float* lse) {
+  const ForwardArgs<F> g{static_cast<const F*>(q), static_cast<const F*>(k), static_cast<const F*>(v),
+                         static_cast<F*>(out), lse};
+  const std::int64_t qb = blocks(a.tq, kBlock);
   parallel_rows(ctx, a.b * a.h * qb, kGrain, [&](std::int64_t begin, std::int64_t end) {
-    std::vector<float> buf;
+    std::vector<float>& buf = kept_scratch(0);
     for (std::int64_t t = begin; t < end; ++t) {
-      const std::int64_t bh = t / qb, q0 = (t % qb) * kQueryBlock;
-      forward_task(Head(a, bh, mask), q0, std::min(kQueryBlock, a.tq - q0), q + bh * a.tq * a.d,
-                   k + bh * a.tk * a.d, v + bh * a.tk * a.dv, out + bh * a.tq * a.dv, lse + bh * a.tq, buf);
+      const std::int64_t bh = t / qb, q0 = interleaved(t % qb, qb) * kBlock;
+      forward_task(Head(a, bh, mask), bh, q0, std::min(kBlock, a.tq - q0), g, buf);
     }
+    release_scratch();
   });
 }
 
@@ -302,20 +361,38 @@ void attention_backward(ComputeContext& ctx, const AttentionDesc& a, const void*
   const BackwardArgs<F> g{
       static_cast<const F*>(q), static_cast<const F*>(k), static_cast<const F*>(v), dy, lse, delta.data(),
       static_cast<F*>(dq),      static_cast<F*>(dk),      static_cast<F*>(dv)};
-  const std::int64_t kb = blocks(a.tk, kKeyBlock), qb = blocks(a.tq, kQueryBlock);
+  const std::int64_t kb = blocks(a.tk, kBlock), qb = blocks(a.tq, kBlock);
+  if (a.b * a.h >= 4 * ctx.threads()) {
+    // Enough heads to share out: a task takes one (batch, head) whole, every score block once.
+    parallel_rows(ctx, a.b * a.h, kGrain, [&](std::int64_t begin, std::int64_t end) {
+      std::vector<float>&buf = kept_scratch(0), &dq_all = kept_scratch(1);
+      for (std::int64_t bh = begin; bh < end; ++bh) {
+        const Head hd(a, bh, mask);
+        dq_all.assign(static_cast<std::size_t>(a.tq * padded(a.d)), 0.0f);
+        for (std::int64_t j0 = 0; j0 < a.tk; j0 += kBlock)
+          key_block_task(hd, bh, j0, std::min(kBlock, a.tk - j0), g, buf, dq_all.data());
+        store_rows(dq_all.data(), padded(a.d), a.tq, a.d, g.dq + bh * a.tq * a.d);
+      }
+      release_scratch();
+    });
+    return;
+  }
+  // Few heads: key blocks (dk, dv) then query blocks (dq) in parallel, each recomputing its scores.
   parallel_rows(ctx, a.b * a.h * kb, kGrain, [&](std::int64_t begin, std::int64_t end) {
-    std::vector<float> buf;
+    std::vector<float>& buf = kept_scratch(0);
     for (std::int64_t t = begin; t < end; ++t) {
-      const std::int64_t bh = t / kb, j0 = (t % kb) * kKeyBlock;
-      key_block_task(Head(a, bh, mask), bh, j0, std::min(kKeyBlock, a.tk - j0), g, buf);
+      const std::int64_t bh = t / kb, j0 = interleaved(t % kb, kb) * kBlock;
+      key_block_task(Head(a, bh, mask), bh, j0, std::min(kBlock, a.tk - j0), g, buf, nullptr);
     }
+    release_scratch();
   });
   parallel_rows(ctx, a.b * a.h * qb, kGrain, [&](std::int64_t begin, std::int64_t end) {
-    std::vector<float> buf;
+    std::vector<float>& buf = kept_scratch(0);
     for (std::int64_t t = begin; t < end; ++t) {
-      const std::int64_t bh = t / qb, q0 = (t % qb) * kQueryBlock;
-      query_block_task(Head(a, bh, mask), bh, q0, std::min(kQueryBlock, a.tq - q0), g, buf);
+      const std::int64_t bh = t / qb, q0 = interleaved(t % qb, qb) * kBlock;
+      query_block_task(Head(a, bh, mask), bh, q0, std::min(kBlock, a.tq - q0), g, buf);
     }
+    release_scratch();
   });
 }
 
