@@ -1,3 +1,4 @@
+#include "lockstep/autograd/replica_interface.hpp"
 #include "lockstep/io/checkpoint.hpp"
 
 #include <filesystem>
@@ -72,12 +73,10 @@ std::string slot_tensor_name(const std::string& variable_name, const std::string
   return "optimizer/" + variable_name + "/" + slot_name;
 }
 
-std::vector<std::pair<std::string, Tensor>> slots_to_save(optimizers::Optimizer& optimizer, const Variable& v,
-                                                          const ShardedSlots* shards) {
+std::vector<std::pair<std::string, Tensor>> slots_to_save(optimizers::Optimizer& optimizer, const Variable& v) {
   auto slots = optimizer.slots(v);
-  // Without the model's record (a custom loop's own save), any live sharded update answers.
-  const bool split = shards != nullptr ? shards->only_shards_here(v) : slots_held_in_shards(v);
-  LOCKSTEP_CHECK(slots.empty() || !split, optimizer.name(),
+  // Every live sharded update registers which slots it holds only in shards here.
+  LOCKSTEP_CHECK(slots.empty() || !slots_held_in_shards(v), optimizer.name(),
                  ": the slots of variable '", v.name(), "' are sharded over the workers (the sharded optimizer update) "
                  "and this worker holds only its shards; call model.gather_optimizer_slots() on every worker before "
                  "saving them (fit does at every epoch's end, and BackupAndRestore before each backup)");
@@ -97,7 +96,7 @@ void save_checkpoint(const std::string& prefix, const std::vector<Variable>& var
   if (with_optimizer) {
     for (const auto& v : variables)
       if (v.trainable())
-        for (auto& [slot, t] : slots_to_save(*optimizer, v, options.slot_shards))
+        for (auto& [slot, t] : slots_to_save(*optimizer, v))
           tensors.emplace_back(slot_tensor_name(v.name(), slot), t);
     state.iterations = optimizer->iterations();
   }

@@ -124,7 +124,7 @@ void BackupAndRestore::save(int epoch, std::int64_t batch_in_epoch) {
   TrainingState state = make_training_state(*model_, epoch, batch_in_epoch);
   state.run_config = o_.run_config;
   manager_.save(model_->variables(), model_->optimizer().get(), state,
-                {.is_chief = writes_files(o_.is_chief), .slot_shards = model_->optimizer_slot_shards()});
+                {.is_chief = writes_files(o_.is_chief)});
 }
 
 void BackupAndRestore::on_train_end(const Logs&) {

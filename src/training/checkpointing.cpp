@@ -32,7 +32,6 @@ void save_checkpoint(const std::string& prefix, Model& model, const TrainingStat
                      const CheckpointOptions& options) {
   LOCKSTEP_CHECK(model.built(), "save_checkpoint: model '", model.name(), "' is not built, so it has no variables yet");
   CheckpointOptions o = options;
-  o.slot_shards = model.optimizer_slot_shards();
   io::save_checkpoint(prefix, model.variables(), model.optimizer().get(), state, o);
 }
 

@@ -302,10 +302,6 @@ void Model::gather_optimizer_slots() {
   if (strategy_ && optimizer_) strategy_->gather_sharded_slots(optimizer_->elementwise_rule());
 }
 
-const ShardedSlots* Model::optimizer_slot_shards() const {
-  return strategy_ ? &strategy_->sharded_update() : nullptr;
-}
-
 void Model::distribute(distribute::Strategy& strategy) {
   strategy_ = &strategy;
   if (built()) ensure_mirrored();

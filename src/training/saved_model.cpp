@@ -98,7 +98,7 @@ void save_model(Model& model, const std::string& dir, const SaveModelOptions& op
   if (with_optimizer)
     for (const auto& v : model.variables())
       if (v.trainable())
-        for (auto& [slot, t] : io::slots_to_save(*opt, v, model.optimizer_slot_shards()))
+        for (auto& [slot, t] : io::slots_to_save(*opt, v))
           tensors.emplace_back(io::slot_tensor_name(v.name(), slot), t);
   const std::string bytes = io::encode_safetensors(
       tensors, {{"format", kFormatName}, {"format_version", std::to_string(kSavedModelFormatVersion)}});

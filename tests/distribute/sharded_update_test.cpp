@@ -303,7 +303,7 @@ TEST(ShardedUpdate, OnOneWorkerTheCopiesShareWholeSlots) {
   const auto seen = strategy.run([&](ReplicaContext&) {
     std::vector<std::vector<float>> s;
     for (const auto& v : vars)
-      for (const auto& [name, t] : io::slots_to_save(*opt, v, &strategy.sharded_update()))
+      for (const auto& [name, t] : io::slots_to_save(*opt, v))
         s.push_back(t.to_vector<float>());
     return s;
   });

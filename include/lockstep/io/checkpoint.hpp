@@ -15,7 +15,6 @@
 #include <string>
 #include <vector>
 
-#include "lockstep/autograd/replica_interface.hpp"
 #include "lockstep/autograd/variable.hpp"
 #include "lockstep/io/safetensors.hpp"
 #include "lockstep/optimizers/optimizer.hpp"
@@ -55,10 +54,6 @@ struct CheckpointOptions {
   bool is_chief = true;
   /// Also save the optimizer's slots and iteration count (Keras' save_weights_only = false).
   bool include_optimizer = true;
-  /// Where a sharded update over several workers may hold the slots only in shards here
-  /// (Strategy::sharded_update(), Model::optimizer_slot_shards()): the save then refuses them.
-  /// Null: every live sharded update is asked (slots_held_in_shards).
-  const ShardedSlots* slot_shards = nullptr;
 };
 
 /// Writes P.safetensors then P.json (see above). `optimizer` may be null. Creates P's directory.
@@ -98,10 +93,9 @@ void assign_verified(const SafetensorsContent& content, const std::string& sourc
                      const std::vector<Variable>& variables, optimizers::Optimizer* optimizer);
 
 /// optimizer.slots(v) for saving: a ValueError while this worker holds only its shards of them
-/// (`shards` says: a sharded update over several workers since Model::gather_optimizer_slots()
-/// last ran; null where nothing is sharded over workers).
-std::vector<std::pair<std::string, Tensor>> slots_to_save(optimizers::Optimizer& optimizer, const Variable& v,
-                                                          const ShardedSlots* shards);
+/// (a live sharded update over several workers says so, slots_held_in_shards, until
+/// Model::gather_optimizer_slots() runs).
+std::vector<std::pair<std::string, Tensor>> slots_to_save(optimizers::Optimizer& optimizer, const Variable& v);
 
 /// The safetensors name of an optimizer slot: "optimizer/<variable>/<slot>".
 std::string slot_tensor_name(const std::string& variable_name, const std::string& slot_name);

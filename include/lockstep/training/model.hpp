@@ -164,9 +164,6 @@ class Model {
   /// them whole (and a checkpoint can be written). Every worker must call it; a no-op otherwise.
   /// fit calls it at every epoch's end and BackupAndRestore before each backup.
   void gather_optimizer_slots();
-  /// What a save asks before it writes the optimizer's slots (io::slots_to_save): which ones a
-  /// sharded update over several workers holds only in shards here; null without a strategy.
-  const ShardedSlots* optimizer_slot_shards() const;
   int num_replicas() const { return strategy_ ? strategy_->num_replicas_in_sync() : 1; }
 
  protected:
