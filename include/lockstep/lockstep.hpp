@@ -14,6 +14,7 @@
 #include "lockstep/data/input_context.hpp"
 #include "lockstep/data/npy.hpp"
 #include "lockstep/data/npz.hpp"
+#include "lockstep/data/text.hpp"
 #include "lockstep/data/thread_budget.hpp"
 #include "lockstep/datasets/fashion_mnist.hpp"
 #include "lockstep/distribute/collective_group.hpp"
