@@ -1,8 +1,9 @@
 // A small causal (GPT-style) character model, in C++, trained with MirroredStrategy on every local
-// device: next-character prediction on a text file (by default the GPL-3 that Debian's base-files
-// installs), then a few lines sampled from it. `lockstep train --model gpt` and `lockstep
-// generate` are the same from the command line.
-//   char_gpt [TEXT_FILE] [EPOCHS]   (default /usr/share/common-licenses/GPL-3, 3)
+// device: next-character prediction on text files (by default seven licences that Debian's
+// base-files installs, 137,000 characters), then a greedy continuation of a prompt.
+// `lockstep train --model gpt` and `lockstep generate` are the same from the command line.
+//   char_gpt [EPOCHS [TEXT_FILE...]]   (default 6 epochs of 61 steps: validation loss ~1.78 nats per
+//                                      character against a unigram entropy of 3.19)
 #include <algorithm>
 #include <cstdlib>
 #include <iostream>
@@ -11,14 +12,17 @@
 
 int main(int argc, char** argv) try {
   using namespace lockstep;
-  const std::string path = argc > 1 ? argv[1] : "/usr/share/common-licenses/GPL-3";
-  const int epochs = argc > 2 ? std::atoi(argv[2]) : 3;
+  const int epochs = argc > 1 ? std::atoi(argv[1]) : 6;
+  std::vector<std::string> paths(argv + std::min(argc, 2), argv + argc);
+  if (paths.empty())
+    for (const char* name : {"Apache-2.0", "Artistic", "GFDL-1.3", "GPL-2", "GPL-3", "LGPL-2.1", "MPL-2.0"})
+      paths.push_back(std::string("/usr/share/common-licenses/") + name);
 
   distribute::MirroredStrategy strategy;
   std::cout << "Number of devices: " << strategy.num_replicas_in_sync() << "\n";
 
   // Windows of 64 characters; y is x shifted by one. The last 10% of the text is held out.
-  const data::CharText text = data::read_char_text({path}, {.sequence_length = 64});
+  const data::CharText text = data::read_char_text(paths, {.sequence_length = 64});
   std::cout << text.characters << " characters, vocabulary " << text.vocabulary.size() << ", unigram entropy "
             << text.unigram_entropy << " nats per character\n";
 
@@ -26,7 +30,7 @@ int main(int argc, char** argv) try {
   const auto model = applications::CharGPT(
       {.vocabulary_size = text.vocabulary.size(), .sequence_length = 64, .dim = 128, .num_heads = 4, .depth = 2});
   std::cout << model->summary();
-  model->compile(optimizers::Adam(1e-3), losses::SparseCategoricalCrossentropy({.from_logits = true}), {"accuracy"});
+  model->compile(optimizers::Adam(2e-3), losses::SparseCategoricalCrossentropy({.from_logits = true}), {"accuracy"});
   auto ds = data::Dataset::from_tensor_slices(text.x_train, text.y_train).shuffle(text.x_train.dim(0)).batch(32);
   const auto validation = data::Dataset::from_tensor_slices(text.x_validation, text.y_validation).batch(256);
   model->fit(ds, {.epochs = epochs, .validation_data = validation});
