@@ -490,3 +490,19 @@ add_test(NAME reference.keras_layers_load_and_save_both_ways
                  ${_ref_py} ${CMAKE_CURRENT_SOURCE_DIR}/reference/keras_layers.py ${CMAKE_CURRENT_BINARY_DIR}/keras_layers
                  ${_cli} $<TARGET_FILE:keras_files_driver>)
 set_tests_properties(reference.keras_layers_load_and_save_both_ways PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 600)
+
+# The character model (issue 40, acceptance 2): `lockstep train --model gpt` learns the default
+# text to 1 nat per character below its unigram entropy and `lockstep generate` samples from it
+# (tests/cli/char_gpt.sh); bad text files and generate's bad inputs are refused by name.
+foreach(_case IN ITEMS learns bad_inputs)
+  add_test(NAME cli.char_gpt.${_case} COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/cli/char_gpt.sh ${_cli} ${_case})
+  set_tests_properties(cli.char_gpt.${_case} PROPERTIES TIMEOUT 600)
+endforeach()
+set_tests_properties(cli.char_gpt.learns PROPERTIES RUN_SERIAL TRUE)
+# The same architecture trained in Keras on the same text, steps and batch reaches a validation
+# loss within 5% of lockstep's (tests/reference/keras_char_gpt.py); SKIP (exit 77) without .venv-ref.
+add_test(NAME reference.char_gpt_validation_loss_matches_keras
+         COMMAND bash -c "{ [ -x \"$0\" ] || exit 77; } && rm -rf \"$2\" && \"$0\" \"$1\" \"$2\" \"$3\""
+                 ${_ref_py} ${CMAKE_CURRENT_SOURCE_DIR}/reference/keras_char_gpt.py ${CMAKE_CURRENT_BINARY_DIR}/char_gpt_keras
+                 ${_cli})
+set_tests_properties(reference.char_gpt_validation_loss_matches_keras PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 900 RUN_SERIAL TRUE)

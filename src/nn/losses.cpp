@@ -27,6 +27,7 @@ class SparseCCE final : public Loss {
   bool from_logits() const override { return o_.from_logits; }
   Tensor per_example(const Tensor& y_true, const Tensor& y_pred, const Tensor& logits) const override {
     check_batch("sparse_categorical_crossentropy", y_true, y_pred);
+    if (y_pred.rank() > 2) return per_example_of_sequences(y_true, y_pred, logits);
     LOCKSTEP_CHECK(y_pred.rank() == 2 && y_true.numel() == y_pred.dim(0), "sparse_categorical_crossentropy: y_true ",
                    y_true.shape().str(), " must hold one integer label per row of y_pred ", y_pred.shape().str());
     if (o_.from_logits) return sparse_softmax_cross_entropy_with_logits(y_true, y_pred);
@@ -36,6 +37,23 @@ class SparseCCE final : public Loss {
 
  private:
   CrossentropyOptions o_;
+  // Keras' rule for y_pred (b, d1, ..., classes) and y_true (b, d1, ...): a label per position,
+  // the loss averaged over every position. Each example's mean over its positions, so that the
+  // model's sum over examples / batch is Keras' mean over the b * d1 * ... positions.
+  Tensor per_example_of_sequences(const Tensor& y_true, const Tensor& y_pred, const Tensor& logits) const {
+    const std::int64_t b = y_pred.dim(0), classes = y_pred.dim(-1), positions = y_pred.numel() / classes;
+    std::vector<std::int64_t> label_dims = y_pred.shape().dims();
+    label_dims.pop_back();
+    const Shape want(std::move(label_dims));
+    LOCKSTEP_CHECK(y_true.numel() == positions && (y_true.shape() == want || y_true.shape()[-1] == 1),
+                   "sparse_categorical_crossentropy: y_true ", y_true.shape().str(), " must hold one integer label per "
+                   "position of y_pred ", y_pred.shape().str(), " (shape ", want.str(), ")");
+    const Shape rows{positions, classes};
+    // Recorded reshapes (ops), so that the gradient reaches y_pred.
+    const Tensor flat = per_example(y_true.reshape({positions}), reshape(y_pred, rows),
+                                    logits.defined() ? reshape(logits, rows) : Tensor());
+    return mean(reshape(flat, {b, positions / b}), 1);
+  }
 };
 
 class CCE final : public Loss {

@@ -64,7 +64,12 @@ Tensor Mean::batch_state(const Tensor& values, const Tensor&) const {
 
 Tensor SparseCategoricalAccuracy::batch_state(const Tensor& y_true, const Tensor& y_pred) const {
   if (y_pred.dim(0) == 0) return Tensor::zeros({2});
-  const Tensor m = sparse_categorical_matches(y_true, y_pred);
+  // Keras' rule for y_pred (b, d1, ..., classes): a label per position, every position counted.
+  const std::int64_t classes = y_pred.rank() > 2 ? y_pred.dim(-1) : 0, positions = classes ? y_pred.numel() / classes : 0;
+  if (classes) LOCKSTEP_CHECK(y_true.numel() == positions, name(), ": y_true ", y_true.shape().str(),
+                              " must hold one label per position of y_pred ", y_pred.shape().str());
+  const Tensor m = classes ? sparse_categorical_matches(y_true.reshape({positions}), y_pred.reshape({positions, classes}))
+                           : sparse_categorical_matches(y_true, y_pred);
   return total_and_count(sum(m), m.numel());
 }
 

@@ -2,8 +2,12 @@
 
 #include "lockstep/layers/conv_layers.hpp"
 #include "lockstep/layers/core_layers.hpp"
+#include "lockstep/layers/layer_normalization.hpp"
 #include "lockstep/layers/merge_layers.hpp"
+#include "lockstep/layers/multi_head_attention.hpp"
 #include "lockstep/layers/normalization_layers.hpp"
+#include "lockstep/layers/position_embedding.hpp"
+#include "lockstep/layers/sequence_layers.hpp"
 
 namespace lockstep::applications {
 
@@ -35,6 +39,28 @@ std::unique_ptr<Functional> ResNet20(const ResNet20Options& o) {
   const KerasTensor outputs =
       call(layers::Dense({.units = o.classes, .activation = o.classifier_activation, .kernel_initializer = "he_normal"}), x);
   return std::make_unique<Functional>(inputs, outputs, o.name);
+}
+
+std::unique_ptr<Functional> CharGPT(const CharGPTOptions& o) {
+  LOCKSTEP_CHECK(o.vocabulary_size >= 2, "CharGPT: vocabulary_size must be at least 2, got ", o.vocabulary_size);
+  LOCKSTEP_CHECK(o.sequence_length >= 1 && o.depth >= 1 && o.num_heads >= 1 && o.dim >= 1,
+                 "CharGPT: sequence_length, dim, num_heads and depth must be positive");
+  LOCKSTEP_CHECK(o.dim % o.num_heads == 0, "CharGPT: dim ", o.dim, " must be a multiple of num_heads ", o.num_heads);
+  const auto norm = [](const KerasTensor& x) { return call(layers::LayerNormalization({.epsilon = 1e-6f}), x); };
+  const auto add = [](const KerasTensor& a, const KerasTensor& b) { return call(layers::Add(), {a, b}); };
+  const KerasTensor inputs = Input(Shape{o.sequence_length});
+  KerasTensor x = call(layers::Embedding(o.vocabulary_size, o.dim), inputs);
+  x = add(x, call(layers::PositionEmbedding(o.sequence_length), x));
+  for (std::int64_t block = 0; block < o.depth; ++block) {
+    KerasTensor y = norm(x);
+    const auto attention = layers::MultiHeadAttention(
+        {.num_heads = o.num_heads, .key_dim = o.dim / o.num_heads, .use_causal_mask = true});
+    x = add(x, call(attention, {y, y}));
+    y = call(layers::Dense(4 * o.dim, "gelu"), norm(x));
+    x = add(x, call(layers::Dense(o.dim), y));
+  }
+  const KerasTensor logits = call(layers::Dense(o.vocabulary_size), norm(x));
+  return std::make_unique<Functional>(inputs, logits, o.name);
 }
 
 }  // namespace lockstep::applications

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "lockstep/autograd/gradient_tape.hpp"
 #include "lockstep/losses/loss.hpp"
 #include "lockstep/metrics/metric.hpp"
 
@@ -82,6 +83,43 @@ TEST(SparseCategoricalCrossentropy, MismatchedBatchNamesBothShapes) {
   const std::string msg = message_of([&] { (void)per_example(loss, labels({0, 1, 2}), p); });
   EXPECT_NE(msg.find("(3,)"), std::string::npos) << msg;
   EXPECT_NE(msg.find("(2, 3)"), std::string::npos) << msg;
+}
+
+// A sequence model's logits (batch, steps, classes) against a label per step (batch, steps), as
+// Keras takes them: each example's loss is its mean over the steps, the batch's the mean over all.
+TEST(SparseCategoricalCrossentropy, SequencesHaveALabelPerStep) {
+  auto loss = losses::SparseCategoricalCrossentropy({.from_logits = true});
+  const std::vector<float> v = {1, 2, 3, 1, 0, -1, 0, 0, 2, 5, 1, 1, 0, 3, 0, 2, 2, 2};
+  const Tensor logits = Tensor::from_vector(v, Shape{2, 3, 3});
+  const Tensor y = Tensor::from_vector(std::vector<std::int32_t>{2, 0, 1, 0, 1, 2}, Shape{2, 3});
+  const std::vector<std::int64_t> label = {2, 0, 1, 0, 1, 2};
+  std::vector<double> token(6);
+  for (std::size_t t = 0; t < 6; ++t)
+    token[t] = logsumexp({v[3 * t], v[3 * t + 1], v[3 * t + 2]}) - v[3 * t + static_cast<std::size_t>(label[t])];
+  const auto got = per_example(loss, y, logits).to_vector<float>();
+  ASSERT_EQ(got.size(), 2u);
+  EXPECT_NEAR(got[0], (token[0] + token[1] + token[2]) / 3, 1e-5);
+  EXPECT_NEAR(got[1], (token[3] + token[4] + token[5]) / 3, 1e-5);
+  double all = 0;
+  for (double t : token) all += t / 6;
+  EXPECT_NEAR((*loss)(y, logits).item(), all, 1e-5);
+  // Probabilities (from_logits false) give the same, and labels (batch, steps, 1) too.
+  const Tensor probs = softmax(logits, -1);
+  EXPECT_NEAR((*losses::SparseCategoricalCrossentropy())(y.reshape({2, 3, 1}), probs).item(), all, 1e-5);
+  const Tensor two_steps = Tensor::from_vector(std::vector<std::int32_t>{0, 1, 2, 0}, Shape{2, 2});
+  const std::string msg = message_of([&] { (void)per_example(loss, two_steps, logits); });
+  EXPECT_NE(msg.find("one integer label per position of y_pred (2, 3, 3)"), std::string::npos) << msg;
+  // The gradient reaches the logits: (softmax - one_hot) / 6 for the mean over the 6 positions.
+  GradientTape tape;
+  tape.watch(logits);
+  const auto g = tape.gradient((*loss)(y, logits), std::vector<Tensor>{logits})[0].to_vector<float>();
+  const auto p = probs.to_vector<float>();
+  for (std::size_t i = 0; i < g.size(); ++i)
+    EXPECT_NEAR(g[i], (p[i] - (static_cast<std::int64_t>(i % 3) == label[i / 3] ? 1.0f : 0.0f)) / 6, 1e-6) << i;
+  // Accuracy counts every step: argmaxes 2, 0, 2 | 0, 1, 0 against 2, 0, 1 | 0, 1, 2 -> 4/6.
+  auto acc = metrics::get("accuracy", "sparse_categorical_crossentropy");
+  acc->update_state(y, logits);
+  EXPECT_DOUBLE_EQ(acc->result(), 4.0 / 6.0);
 }
 
 TEST(CategoricalCrossentropy, KerasDocExampleAndSoftTargets) {

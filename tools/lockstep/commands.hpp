@@ -41,9 +41,17 @@ struct TrainArgs {
   double gpu_memory_limit_mib = 0;      // each GPU replica's memory limit (0: none)
   bool shard_update = true;             // advanced, for comparisons: --no-shard-update
   bool prefetch_to_device = true;       // advanced, for comparisons: --no-prefetch-to-device
+  // --model gpt (text_model.hpp): the text, the window and the transformer's size.
+  std::string text;                     // empty: /usr/share/common-licenses
+  std::int64_t sequence_length = 64;
+  std::int64_t dim = 128;
+  std::int64_t heads = 4;
+  std::int64_t depth = 2;
 };
 
 void add_train_command(CLI::App& app, TrainArgs& args);
+/// --seed's check: an integer in [0, 2^64 - 1] (CLI11 alone wraps "-1" to 2^64 - 1).
+const CLI::Validator& seed_validator();
 int run_train(const TrainArgs& args);
 
 struct BenchArgs {

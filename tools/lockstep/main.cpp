@@ -1,4 +1,4 @@
-// The `lockstep` command: train, devices, bench, evaluate, predict, env. A bad flag, or a
+// The `lockstep` command: train, devices, bench, evaluate, predict, generate, env. A bad flag, or a
 // LOCKSTEP_* environment variable that is unknown or malformed, is an error with status 2.
 #include <cstdio>
 #include <iostream>
@@ -8,6 +8,7 @@
 #include "commands.hpp"
 #include "core/env.hpp"
 #include "model_commands.hpp"
+#include "text_model.hpp"
 #include "lockstep/core/error.hpp"
 #include "lockstep/training/preemption.hpp"
 
@@ -22,6 +23,8 @@ int main(int argc, char** argv) {
   lockstep::cli::add_bench_command(app, bench_args);
   lockstep::cli::ModelArgs model_args;
   lockstep::cli::add_model_commands(app, model_args);
+  lockstep::cli::GenerateArgs generate_args;
+  lockstep::cli::add_generate_command(app, generate_args);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -42,6 +45,7 @@ int main(int argc, char** argv) {
     if (app.got_subcommand("bench")) return lockstep::cli::run_bench_allreduce(bench_args);
     if (app.got_subcommand("evaluate")) return lockstep::cli::run_evaluate(model_args);
     if (app.got_subcommand("predict")) return lockstep::cli::run_predict(model_args);
+    if (app.got_subcommand("generate")) return lockstep::cli::run_generate(generate_args);
   } catch (const lockstep::training::Interrupted& e) {
     // SIGTERM, SIGINT or SIGHUP stopped training at a step boundary (stop_signals.hpp); the
     // status is the shell's for that signal.

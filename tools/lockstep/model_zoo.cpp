@@ -28,8 +28,11 @@ std::unique_ptr<Model> build_model(const TrainArgs& a, const Shape& image, std::
                                       layers::Dropout(rate), layers::Dense(outputs, head)},
         "simple_convnet");
   }
+  if (a.model == "gpt")
+    return applications::CharGPT(
+        {.vocabulary_size = outputs, .sequence_length = image[0], .dim = a.dim, .num_heads = a.heads, .depth = a.depth});
   if (a.model == "resnet20") return applications::ResNet20({.input_shape = image, .classes = outputs, .classifier_activation = head});
-  throw ValueError("--model: unknown model '" + a.model + "' (expected mlp, cnn or resnet20)");
+  throw ValueError("--model: unknown model '" + a.model + "' (expected mlp, cnn, resnet20 or gpt)");
 }
 
 }  // namespace lockstep::cli

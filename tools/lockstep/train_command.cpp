@@ -15,6 +15,7 @@
 #include "run_directory.hpp"
 #include "stop_signals.hpp"
 #include "targets.hpp"
+#include "text_model.hpp"
 #include "worker_agreement.hpp"
 #include "data/fingerprint.hpp"
 #include "lockstep/io/atomic_file.hpp"
@@ -68,6 +69,8 @@ const CLI::Validator kNonNegative(
     ">= 0");
 }  // namespace
 
+const CLI::Validator& seed_validator() { return kSeed; }
+
 void add_train_command(CLI::App& app, TrainArgs& a) {
   auto* cmd = app.add_subcommand(
       "train", "Train a model (by default the flagship MLP: Dense(hidden, relu) -> Dropout -> Dense(10, softmax)) "
@@ -76,7 +79,11 @@ void add_train_command(CLI::App& app, TrainArgs& a) {
                   "mlp (the flagship MLP), cnn (Keras' simple MNIST convnet: Conv2D(32, 3, relu) -> "
                   "MaxPooling2D -> Conv2D(64, 3, relu) -> MaxPooling2D -> Flatten -> Dropout -> Dense(10, softmax)), "
                   "resnet20 (ResNet-20, He et al. 2016: 3 stages of 3 residual blocks with BatchNormalization, "
-                  "16/32/64 filters, on the data's image shape) "
+                  "16/32/64 filters, on the data's image shape), "
+                  "gpt (a causal character transformer on --text: Embedding + PositionEmbedding, --depth pre-norm "
+                  "blocks of causal MultiHeadAttention and Dense(4 dim, gelu) -> Dense(dim), LayerNormalization, "
+                  "Dense(vocabulary) logits; next-character targets, the last 10% of the text for validation; "
+                  "sample from it with `lockstep generate`) "
                   "or FILE.keras (a Keras 3 Sequential or Functional model: its layers, dtype policies and weights, trained further with "
                   "this command's optimizer and loss; --hidden, --activation and --dropout do not apply)")
       ->check(CLI::Validator(
@@ -84,9 +91,9 @@ void add_train_command(CLI::App& app, TrainArgs& a) {
             for (const char* name : kModelNames)
               if (s == name) return {};
             if (is_keras_file(s)) return {};
-            return "must be mlp, cnn, resnet20 or a FILE.keras, got '" + s + "'";
+            return "must be mlp, cnn, resnet20, gpt or a FILE.keras, got '" + s + "'";
           },
-          "mlp|cnn|resnet20|FILE.keras"))
+          "mlp|cnn|resnet20|gpt|FILE.keras"))
       ->capture_default_str();
   cmd->add_option("--dataset", a.dataset, "mnist or fashion_mnist")
       ->check(CLI::IsMember({"mnist", "fashion_mnist"}))
@@ -105,6 +112,21 @@ void add_train_command(CLI::App& app, TrainArgs& a) {
                   "outputs), mse / mean_squared_error or mae / mean_absolute_error (float regression targets (N,) "
                   "or (N, k): linear outputs, the mae metric)")
       ->check(CLI::IsMember(std::vector<std::string>(std::begin(kLossNames), std::end(kLossNames))));
+  cmd->add_option("--text", a.text,
+                  std::string("--model gpt: a UTF-8 text file to learn; its characters are the vocabulary, saved "
+                              "beside the model (default: the files of ") + kDefaultTextDir + ", each once, concatenated)");
+  cmd->add_option("--sequence-length", a.sequence_length, "--model gpt: characters per example (the context)")
+      ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 16))
+      ->capture_default_str();
+  cmd->add_option("--dim", a.dim, "--model gpt: features per position")
+      ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 16))
+      ->capture_default_str();
+  cmd->add_option("--heads", a.heads, "--model gpt: attention heads (--dim must be a multiple)")
+      ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 10))
+      ->capture_default_str();
+  cmd->add_option("--depth", a.depth, "--model gpt: decoder blocks")
+      ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 10))
+      ->capture_default_str();
   cmd->add_option("--epochs", a.epochs, "Number of epochs")->check(kPositive)->capture_default_str();
   cmd->add_option("--steps-per-epoch", a.steps_per_epoch,
                   "Steps per epoch (default: one pass over the training set)");
@@ -253,6 +275,11 @@ int run_train(const TrainArgs& a) {
   LOCKSTEP_CHECK(a.steps_per_epoch <= kMaxTotalSteps / a.epochs, "--steps-per-epoch ", a.steps_per_epoch,
                  " x --epochs ", a.epochs, " is more than 2^53 steps, lockstep's bound for a run");
   LOCKSTEP_CHECK(!a.resume || !a.logdir.empty(), "--resume needs --logdir naming the run to continue");
+  LOCKSTEP_CHECK(a.model == "gpt" || a.text.empty(), "--text applies to --model gpt, not --model ", a.model);
+  LOCKSTEP_CHECK(a.model != "gpt" || (a.data.empty() && (a.loss.empty() || a.loss == "sparse_categorical_crossentropy")),
+                 "--model gpt learns the characters of --text with sparse_categorical_crossentropy; --data and other "
+                 "--loss values do not apply");
+  LOCKSTEP_CHECK(a.dim % a.heads == 0, "--dim ", a.dim, " must be a multiple of --heads ", a.heads);
   // A backup inside an accumulation group would lose the group's held-back gradients.
   LOCKSTEP_CHECK(a.backup_every_steps % a.gradient_accumulation_steps == 0, "--backup-every-steps ",
                  a.backup_every_steps, " must be a multiple of --gradient-accumulation-steps ",
@@ -310,12 +337,21 @@ int train_with(const TrainArgs& a, distribute::Strategy& strategy, WorkerAgreeme
   const std::int64_t global_batch = a.global_batch_size > 0 ? a.global_batch_size
                                     : a.batch_size > 0      ? a.batch_size * replicas
                                                             : std::max<std::int64_t>(kDefaultGlobalBatch, replicas);
-  const datasets::TrainTest data = !a.data.empty()      ? datasets::load_npz(a.data, {.any_targets = true})
+  // --model gpt: windows of characters, the last 10% of the text as the test (validation) split.
+  const std::optional<data::CharText> text = a.model == "gpt" ? std::optional(load_text(a)) : std::nullopt;
+  if (text && chief)
+    std::printf("Text: %lld characters, a vocabulary of %lld; %lld training and %lld validation windows of %lld; "
+                "unigram entropy %.4f nats per character\n",
+                static_cast<long long>(text->characters), static_cast<long long>(text->vocabulary.size()),
+                static_cast<long long>(text->x_train.dim(0)), static_cast<long long>(text->x_validation.dim(0)),
+                static_cast<long long>(a.sequence_length), text->unigram_entropy);
+  const datasets::TrainTest data = text                  ? text_splits(*text)
+                                    : !a.data.empty()      ? datasets::load_npz(a.data, {.any_targets = true})
                                     : a.dataset == "mnist" ? datasets::mnist::load_data()
                                                            : datasets::fashion_mnist::load_data();
   if (!a.data.empty()) check_finite_data(data, "--data '" + a.data + "'");
   const TargetPlan targets =
-      plan_targets(a, data, a.data.empty() ? "--dataset " + a.dataset : "--data '" + a.data + "'");
+      text ? text_targets(*text) : plan_targets(a, data, a.data.empty() ? "--dataset " + a.dataset : "--data '" + a.data + "'");
   // Images (N, H, W) become (N, H, W, 1) for a convolutional model, rows of features for the MLP.
   Shape image = data.train.x.shape().tail();
   if (image.rank() == 2) image = Shape{image[0], image[1], 1};
@@ -345,7 +381,7 @@ int train_with(const TrainArgs& a, distribute::Strategy& strategy, WorkerAgreeme
                      targets.loss, " has ", targets.outputs, " target value(s) per example (y_train ",
                      data.train.y.shape().str(), ")");
   }
-  LOCKSTEP_CHECK(a.model == "mlp" || file_input || image.rank() == 3, "--model ", a.model,
+  LOCKSTEP_CHECK(a.model == "mlp" || text || file_input || image.rank() == 3, "--model ", a.model,
                  " needs images (N, height, width) or (N, height, width, channels), but the examples have shape ",
                  image.str());
   // Pixels the pipeline scales as it gathers them (train set only, see above).
@@ -357,8 +393,8 @@ int train_with(const TrainArgs& a, distribute::Strategy& strategy, WorkerAgreeme
     for (auto d : per_example.dims()) dims.push_back(d);
     return rows.reshape(Shape(std::move(dims)));
   };
-  const Tensor x_train = to_input(data.train.x, pipeline_scales);
-  const Tensor x_test = to_input(data.test.x, false);
+  const Tensor x_train = text ? data.train.x : to_input(data.train.x, pipeline_scales);
+  const Tensor x_test = text ? data.test.x : to_input(data.test.x, false);
   TrainArgs resolved = a;
   if (resolved.dropout < 0) resolved.dropout = default_dropout(a.model);
   // Optimizer updates per epoch (what the schedule counts): a group of accumulated batches is
@@ -412,7 +448,9 @@ int train_with(const TrainArgs& a, distribute::Strategy& strategy, WorkerAgreeme
       file_input ? load_model(a.model, {.compile = false})
                  : build_model(a, image, targets.outputs, targets.activation, resolved.dropout);
   Model& model = *built;
-  model.compile(optimizers::get(a.optimizer, lr.schedule), losses::get(targets.loss), targets.metrics);
+  model.compile(optimizers::get(a.optimizer, lr.schedule),
+                text ? losses::SparseCategoricalCrossentropy({.from_logits = true}) : losses::get(targets.loss),
+                targets.metrics);
   const int verbose = chief ? a.verbose : 0;
   if (verbose != 0) std::cout << model.summary();
 
@@ -467,8 +505,10 @@ int train_with(const TrainArgs& a, distribute::Strategy& strategy, WorkerAgreeme
   if (!chief) return 0;
   const double steps_per_second = model.last_fit_timing().steps_per_second;
   save_model(model, logdir + "/model");
+  if (text) save_vocabulary(logdir + "/model", text->vocabulary);
   if (!a.save_model.empty()) {
     save_model(model, a.save_model);
+    if (text) save_vocabulary(a.save_model, text->vocabulary);
     std::fprintf(stderr, "Saved the model to %s\n", a.save_model.c_str());
   }
   std::printf("test_loss: %.4f", test.at("loss"));
@@ -478,6 +518,7 @@ int train_with(const TrainArgs& a, distribute::Strategy& strategy, WorkerAgreeme
   if (!a.metrics_out.empty()) {
     nlohmann::json j;
     j["test_loss"] = test.at("loss");
+    if (text) j["unigram_entropy"] = text->unigram_entropy;
     for (const auto& m : targets.metrics) j["test_" + m] = test.at(m);
     j["train_steps_per_second"] = steps_per_second;
     j["history"] = history.history;

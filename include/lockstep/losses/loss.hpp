@@ -30,6 +30,9 @@ struct CrossentropyOptions {
   bool from_logits = false;
 };
 
+/// Labels (b,) against y_pred (b, classes), or as Keras a label per position (b, d1, ...) against
+/// (b, d1, ..., classes) (a sequence model's next-token targets): then per_example is each
+/// example's mean over its positions, so the reduced loss is Keras' mean over every position.
 LossPtr SparseCategoricalCrossentropy(CrossentropyOptions options = {});
 LossPtr CategoricalCrossentropy(CrossentropyOptions options = {});
 LossPtr BinaryCrossentropy(CrossentropyOptions options = {});

@@ -33,4 +33,21 @@ struct ResNet20Options {
 /// 1e-4, which lockstep's layers do not have.
 std::unique_ptr<Functional> ResNet20(const ResNet20Options& options = {});
 
+struct CharGPTOptions {
+  std::int64_t vocabulary_size = 0;  // distinct characters: the Embedding's rows and the logits
+  std::int64_t sequence_length = 64;
+  std::int64_t dim = 128;
+  std::int64_t num_heads = 4;  // key_dim = dim / num_heads
+  std::int64_t depth = 2;      // decoder blocks
+  std::string name = "char_gpt";
+};
+
+/// A small causal (GPT-style) character model on (sequence_length,) integer ids:
+/// Embedding(vocabulary_size, dim) -> Add()([x, PositionEmbedding(sequence_length)(x)]) -> depth
+/// pre-norm blocks (x += MultiHeadAttention(num_heads, dim / num_heads, causal)(LN(x), LN(x));
+/// x += Dense(dim)(Dense(4 dim, gelu)(LN(x)))) -> LayerNormalization -> Dense(vocabulary_size):
+/// logits (batch, sequence_length, vocabulary_size) for SparseCategoricalCrossentropy(from_logits)
+/// against next-character targets. LayerNormalizations have epsilon 1e-6.
+std::unique_ptr<Functional> CharGPT(const CharGPTOptions& options);
+
 }  // namespace lockstep::applications
