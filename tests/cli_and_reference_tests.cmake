@@ -480,3 +480,10 @@ add_test(NAME reference.keras_layers_load_and_save_both_ways
                  ${_ref_py} ${CMAKE_CURRENT_SOURCE_DIR}/reference/keras_layers.py ${CMAKE_CURRENT_BINARY_DIR}/keras_layers
                  ${_cli} $<TARGET_FILE:keras_files_driver>)
 set_tests_properties(reference.keras_layers_load_and_save_both_ways PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 600)
+# Functional models of two inputs and two outputs (dicts and lists, per-output losses, weights and
+# metrics) in .keras files both ways against real Keras; SKIP (exit 77) without it.
+add_test(NAME reference.keras_multi_io_load_and_save_both_ways
+         COMMAND bash -c "{ [ -x \"$0\" ] || exit 77; } && rm -rf \"$2\" && \"$0\" \"$1\" \"$2\" \"$3\""
+                 ${_ref_py} ${CMAKE_CURRENT_SOURCE_DIR}/reference/keras_multi_io.py ${CMAKE_CURRENT_BINARY_DIR}/keras_multi_io
+                 $<TARGET_FILE:keras_files_driver>)
+set_tests_properties(reference.keras_multi_io_load_and_save_both_ways PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300)

@@ -67,12 +67,22 @@ json functional_config(const Functional& m, const LayerToJson& layer_json) {
     entry["inbound_nodes"] = inbound;
     list.push_back(entry);
   }
-  // One input and one output are written as Keras writes them: the reference itself, not a list.
+  // As Keras writes them: one input or output as the reference itself, several as a list or a
+  // dict of references.
+  const auto endpoints = [&](const Structure& st, const auto& node_of) {
+    if (st.single()) return history(m, node_of(0));
+    json out = st.form == Structure::Form::kDict ? json::object() : json::array();
+    for (std::size_t k = 0; k < st.size(); ++k) {
+      if (st.form == Structure::Form::kDict) out[st.names[k]] = history(m, node_of(k));
+      else out.push_back(history(m, node_of(k)));
+    }
+    return out;
+  };
   return {{"name", m.name()},
           {"trainable", true},
           {"layers", list},
-          {"input_layers", history(m, 0)},
-          {"output_layers", history(m, m.output_node())}};
+          {"input_layers", endpoints(m.input_structure(), [](std::size_t k) { return k; })},
+          {"output_layers", endpoints(m.output_structure(), [&](std::size_t k) { return m.output_nodes()[k]; })}};
 }
 
 std::unique_ptr<Functional> functional_from_config(const json& config, const LayerFromJson& make_layer,
@@ -176,19 +186,30 @@ std::unique_ptr<Functional> functional_from_config(const json& config, const Lay
       fail(source, "layer '" + p.name + "': call " + std::to_string(p.done) +
                        " takes a tensor that no layer of the model makes (a missing layer or node index, or a cycle)");
 
-  const auto endpoint = [&](const char* key) {
-    // [name, node, 0] (Keras' form for one tensor) or a list of one of them.
-    json one = config.value(key, json());
-    if (one.is_array() && one.size() == 1 && one[0].is_array()) one = one[0];
-    if (!one.is_array() || one.empty() || one[0].is_array())
-      fail(source, std::string(key) + " must name one tensor (lockstep's Functional models have one input and one "
-                   "output), got " + config.value(key, json()).dump().substr(0, 200));
-    const auto ref = reference(one, source);
-    const auto it = tensors.find(ref);
-    if (it == tensors.end()) fail(source, std::string(key) + " names " + one.dump() + ", which no layer makes");
+  const auto tensor_at = [&](const char* key, const json& ref) {
+    const auto it = tensors.find(reference(ref, source));
+    if (it == tensors.end()) fail(source, std::string(key) + " names " + ref.dump() + ", which no layer makes");
     return it->second;
   };
-  const KerasTensor in = endpoint("input_layers"), out = endpoint("output_layers");
+  // [name, node, 0] (Keras' form for one tensor), a list of them, or a dict of them.
+  const auto endpoints = [&](const char* key) -> KerasTensors {
+    const json& j = config.value(key, json());
+    if (j.is_object() && !j.empty()) {
+      std::map<std::string, KerasTensor> dict;
+      for (const auto& [k, ref] : j.items()) dict.emplace(k, tensor_at(key, ref));
+      return dict;
+    }
+    if (j.is_array() && !j.empty() && j[0].is_array()) {
+      if (j.size() == 1) return tensor_at(key, j[0]);
+      std::vector<KerasTensor> list;
+      for (const auto& ref : j) list.push_back(tensor_at(key, ref));
+      return list;
+    }
+    if (!j.is_array() || j.empty())
+      fail(source, std::string(key) + " must name a tensor, a list or a dict of them, got " + j.dump().substr(0, 200));
+    return tensor_at(key, j);
+  };
+  const KerasTensors in = endpoints("input_layers"), out = endpoints("output_layers");
   try {
     return std::make_unique<Functional>(in, out, name, seed);
   } catch (const Error& e) {

@@ -11,8 +11,10 @@ usage: keras_files.py DIR LOCKSTEP_CLI KERAS_FILES_DRIVER
     them and predicts what `lockstep predict` does (relative 1e-5, or twice the change a one-ulp
     perturbation of the input makes to Keras' own predictions where the trained model is that
     sensitive: float32 cannot agree more closely than that), and compiles them as lockstep did.
-(c) Keras models lockstep cannot read (an LSTM layer, a Functional model of two inputs): the CLI
-    exits 1 with a message naming the file, the layer class and the layer's name (or the problem).
+(c) Keras models lockstep cannot read (an LSTM layer): the CLI exits 1 with a message naming the
+    file, the layer class and the layer's name (or the problem); a Functional model of two inputs,
+    which the library reads (keras_multi_io.py) but the CLI's one tensor of examples cannot feed,
+    exits 2 naming its inputs.
 
 Exit 0 all agree, 1 a disagreement, 77 (skip) when tensorflow/keras are not importable.
 """
@@ -195,7 +197,7 @@ def part_c(d, cli):
     functional.save(path)
     r = run(cli, "evaluate", "--model", path)
     msg = r.stderr.strip()
-    check(r.returncode == 1 and "two_inputs.keras" in msg and "input_layers must name one tensor" in msg,
+    check(r.returncode == 2 and "two_inputs.keras" in msg and "has 2 input(s)" in msg,
           f"(c) a Functional model of two inputs: exit {r.returncode}, message: {msg}")
     reg = keras.Sequential([keras.Input((4,)), keras.layers.Dense(2, kernel_regularizer="l2", name="reg")])
     path = os.path.join(d, "regularizer.keras")
