@@ -49,6 +49,15 @@ def run(*args):
     return subprocess.run([str(a) for a in args], capture_output=True, text=True)
 
 
+def resave_and_load(driver, path, again, what):
+    """lockstep's re-save of the .keras file `path` as `again`, loaded in Keras; None (a failure) if it fails."""
+    r = run(driver, "resave", path, again)
+    if r.returncode != 0:
+        check(False, f"{what}: resave: {r.stderr.strip()}")
+        return None
+    return keras.saving.load_model(again)
+
+
 def lockstep_predict(cli, model, x, out_dir, tag):
     xin, out = os.path.join(out_dir, f"{tag}_x.npy"), os.path.join(out_dir, f"{tag}_pred.npy")
     np.save(xin, x.astype(np.float32))
@@ -139,11 +148,9 @@ def part_a(d, cli, driver):
             check(e <= RTOL, f"(a) {model.name}: Keras' .weights.h5 loads in lockstep (rel {e:.2e})")
         # lockstep's re-save of Keras' file is a file Keras reads back as the same model.
         again = os.path.join(d, f"{model.name}_resaved.keras")
-        r = run(driver, "resave", path, again)
-        if r.returncode != 0:
-            check(False, f"(a) {model.name}: resave: {r.stderr.strip()}")
+        back = resave_and_load(driver, path, again, f"(a) {model.name}")
+        if back is None:
             continue
-        back = keras.saving.load_model(again)
         e = rel(back.predict(x, verbose=0), want)
         check(e <= RTOL, f"(a) {model.name}: lockstep's re-save loads in Keras and predicts the same (rel {e:.2e})")
         check([l.__class__.__name__ for l in back.layers] == [l.__class__.__name__ for l in model.layers],

@@ -101,11 +101,9 @@ def keras_to_lockstep(form, d, driver):
     if got is not None:
         agree(got, want, f"(a) {form}: lockstep reads Keras' file")
     again = os.path.join(d, f"{model.name}_resaved.keras")
-    r = run(driver, "resave", path, again)
-    if r.returncode != 0:
-        check(False, f"(a) {form}: resave: {r.stderr.strip()}")
+    back = kf.resave_and_load(driver, path, again, f"(a) {form}")
+    if back is None:
         return
-    back = keras.saving.load_model(again)
     agree(as_dict(back.predict(keras_inputs(back, image, tab), verbose=0)), want,
           f"(a) {form}: lockstep's re-save loads in Keras")
     mine, theirs = compile_config(again), compile_config(path)
