@@ -105,7 +105,7 @@ std::vector<Tensor> Model::predict_outputs(const data::Dataset& dataset, const P
     ensure_mirrored();
     const auto parts = run_on_slices(strategy_, detail::split_batch(strategy_, std::move(xs)), [&](const data::Element& s, std::int64_t, ReplicaInterface* rc) {
       const layers::CallContext ctx{.replica = rc};
-      if (n_in == 1 && outputs_.single()) return std::vector<Tensor>{forward(s[0], ctx).output};
+      if (n_in == 1 && outputs_.size() == 1) return std::vector<Tensor>{forward(s[0], ctx).output};
       std::vector<Tensor> ys;
       for (auto& out : forward_all(std::span<const Tensor>(s.data(), n_in), ctx)) ys.push_back(std::move(out.output));
       return ys;
@@ -126,7 +126,7 @@ std::vector<Tensor> Model::predict_outputs(const data::Dataset& dataset, const P
 }
 
 Tensor Model::predict(const data::Dataset& dataset, const PredictOptions& o) {
-  LOCKSTEP_CHECK(outputs_.single(), "predict: model '", name(), "' has ", outputs_.size(), " outputs (",
+  LOCKSTEP_CHECK(outputs_.size() == 1, "predict: model '", name(), "' has ", outputs_.size(), " outputs (",
                  outputs_.joined(), "); predict_outputs returns one tensor per output");
   return predict_outputs(dataset, o).front();
 }

@@ -327,7 +327,7 @@ std::string per_output_from_keras(const json& c, const Structure& outs, CompileP
 std::string compile_from_keras(const json& c, const Structure& outs, CompileParts& out) {
   if (!c.is_object()) return "compile_config is not an object";
   for (const auto& [key, value] : c.items()) {
-    if (key == "optimizer" || key == "loss" || key == "metrics" || (key == "loss_weights" && !outs.single())) continue;
+    if (key == "optimizer" || key == "loss" || key == "metrics" || (key == "loss_weights" && outs.size() > 1)) continue;
     if (key == "run_eagerly" || key == "steps_per_execution" || key == "jit_compile" || key == "auto_scale_loss")
       continue;  // how Keras runs a step, not what it computes
     if (!is_off(value)) return "compile argument " + key + "=" + value.dump() + " is not supported";
@@ -366,7 +366,7 @@ std::string compile_from_keras(const json& c, const Structure& outs, CompilePart
   if (cls != "SGD" && cls != "Adam" && cls != "AdamW") return "optimizer " + cls + " is not supported (SGD, Adam, AdamW)";
   out.optimizer = {{"class_name", cls}, {"config", oc}};
 
-  if (!outs.single()) return per_output_from_keras(c, outs, out);
+  if (outs.size() > 1) return per_output_from_keras(c, outs, out);
   if (std::string p = loss_from_keras(c.value("loss", json()), out.loss); !p.empty()) return p;
   const json& m = c.value("metrics", json());
   if (!m.is_null()) return metric_names_from_keras(m, out.metrics);
@@ -495,7 +495,7 @@ void compile_from_keras_file(const json& j, Model& model, const std::string& sou
     std::string problem = compile_from_keras(j.at("compile_config"), model.output_structure(), parts);
     if (problem.empty()) {
       try {
-        if (model.output_structure().single()) {
+        if (model.output_structure().size() == 1) {
           model.compile(optimizer_from_json(parts.optimizer), loss_from_json(parts.loss), parts.metrics);
         } else {
           std::map<std::string, losses::LossPtr> losses;

@@ -144,7 +144,7 @@ void Model::take_optimizer(optimizers::OptimizerPtr optimizer, losses::LossPtr l
 
 void Model::compile(optimizers::OptimizerPtr optimizer, losses::LossPtr loss, std::vector<std::string> metric_names,
                     bool auto_scale_loss) {
-  if (!outputs_.single()) {
+  if (outputs_.size() > 1) {
     // Keras: one loss applies to every output; metrics must say which output they read.
     LOCKSTEP_CHECK(metric_names.empty(), "Model::compile: model '", name(), "' has ", outputs_.size(), " outputs (",
                    outputs_.joined(), "): give metrics per output, by name (compile(optimizer, losses, metrics))");
@@ -182,7 +182,7 @@ void Model::compile(optimizers::OptimizerPtr optimizer, const std::map<std::stri
     const auto w = loss_weights.find(out);
     heads.push_back({out, it->second, w == loss_weights.end() ? 1.0 : w->second});
   }
-  if (outputs_.single()) {  // a model of one output: its plain logs ("loss", "accuracy")
+  if (outputs_.size() == 1) {  // a model of one output: its plain logs ("loss", "accuracy")
     const auto m = metric_names.find(outputs_.names.front());
     LOCKSTEP_CHECK(loss_weights.empty(), "Model::compile: loss_weights are for a model of several outputs");
     compile(std::move(optimizer), heads.front().loss, m == metric_names.end() ? std::vector<std::string>{} : m->second,
@@ -300,9 +300,9 @@ std::vector<Model::Output> Model::forward_all(std::span<const Tensor> xs, const 
 void Model::check_components(std::size_t components, const char* what, bool targets) const {
   const std::size_t want = inputs_.size() + (targets ? outputs_.size() : 0);
   // A model of one input and output takes (x, y) and ignores more (sample weights are not read).
-  if (components == want || (inputs_.single() && outputs_.single() && components >= want)) return;
-  std::string names = inputs_.single() ? "x" : "inputs " + inputs_.joined();
-  if (targets) names += outputs_.single() ? ", y" : ", then targets " + outputs_.joined();
+  if (components == want || (inputs_.size() == 1 && outputs_.size() == 1 && components >= want)) return;
+  std::string names = inputs_.size() == 1 ? "x" : "inputs " + inputs_.joined();
+  if (targets) names += outputs_.size() == 1 ? ", y" : ", then targets " + outputs_.joined();
   throw ValueError(std::string(what) + ": model '" + name() + "' takes " + std::to_string(inputs_.size()) + " input(s)" +
                    (targets ? " and " + std::to_string(outputs_.size()) + " target(s)" : std::string()) +
                    ", so each element must hold " + std::to_string(want) + " tensors (" + names + "), got " +
@@ -312,7 +312,7 @@ void Model::check_components(std::size_t components, const char* what, bool targ
 Tensor Model::slice_loss(const data::Element& s, const layers::CallContext& ctx, detail::SliceOutputs& outs,
                          ReplicaNumbers& r) const {
   const std::size_t n_in = inputs_.size();
-  if (n_in == 1 && outputs_.single()) {  // the path every Sequential takes
+  if (n_in == 1 && outputs_.size() == 1) {  // the path every Sequential takes
     outs.one = forward(input_of(s[0]), ctx);
     return sum(loss_->per_example(s[1], outs.one.output, outs.one.logits));
   }

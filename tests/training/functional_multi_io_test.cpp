@@ -124,6 +124,19 @@ TEST(FunctionalMultiIO, DictsAreFlatInKeyOrderAndOneLossServesEveryOutput) {
   EXPECT_NEAR(logs.at("loss"), logs.at("a_reg_loss") + logs.at("b_cls_loss"), 1e-5 * logs.at("loss"));
 }
 
+// Lists of one (keras.Model([a], [b])) train, log and predict as the model of one they are.
+TEST(FunctionalMultiIO, ListsOfOneAreAModelOfOne) {
+  const KerasTensor in = Input({3}, "features");
+  Functional model({in}, {call(named(layers::Dense(1), "value"), in)}, "lists_of_one", 2);
+  EXPECT_EQ(model.output_structure().form, Structure::Form::kList);
+  model.compile(optimizers::SGD(0.1), losses::MeanSquaredError(), {"mae"});
+  const Data d = make_data(32);
+  const Logs logs = model.evaluate(d.tab, d.reg);
+  EXPECT_EQ(logs.size(), 2u);
+  EXPECT_TRUE(logs.count("loss") && logs.count("mae"));
+  EXPECT_EQ(model.predict(d.tab).shape(), (Shape{32, 1}));
+}
+
 TEST(FunctionalMultiIO, BadStructuresAreValueErrorsNamingThem) {
   TwoByTwo g;
   Functional model({g.image, g.tab}, {g.cls, g.reg}, "bad", 1);

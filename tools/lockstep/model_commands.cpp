@@ -52,7 +52,7 @@ std::unique_ptr<Model> load(const ModelArgs& a) {
 void check_one_input_and_output(const Model& model, const std::string& path) {
   const Structure& in = model.input_structure();
   const Structure& out = model.output_structure();
-  LOCKSTEP_CHECK(in.single() && out.single(), "--model '", path, "' has ", in.size(), " input(s) (", in.joined(),
+  LOCKSTEP_CHECK(in.size() == 1 && out.size() == 1, "--model '", path, "' has ", in.size(), " input(s) (", in.joined(),
                  ") and ", out.size(), " output(s) (", out.joined(), "); the lockstep command takes models of one "
                  "input and one output (train this one from C++ or Python: fit with one tensor per input and output)");
 }
