@@ -11,6 +11,7 @@
 #include "lockstep/layers/core_layers.hpp"
 #include "lockstep/layers/initializers.hpp"
 #include "lockstep/layers/merge_layers.hpp"
+#include "lockstep/layers/multi_head_attention.hpp"
 #include "training/layer_config.hpp"
 #include "training/summary_table.hpp"
 
@@ -22,6 +23,8 @@ struct KerasNode {
   std::vector<KerasTensor> inputs;
   Shape shape;
   bool list_call = false;
+  bool use_causal_mask = false;  // CallKwargs
+  bool attention_mask = false;   // inputs.back() is the call's attention mask
   bool auto_named = false;  // the layer had no name: the model names it
   std::uint64_t id = 0;     // creation order (Keras' node_index counts a layer's calls in it)
 
@@ -128,7 +131,9 @@ KerasTensor Input(Shape shape, std::string name) {
 
 KerasTensor call(const layers::LayerPtr& layer, const KerasTensor& x) { return call(layer, std::vector<KerasTensor>{x}); }
 
-KerasTensor call(const layers::LayerPtr& layer, const std::vector<KerasTensor>& xs) {
+KerasTensor call(const layers::LayerPtr& layer, const std::vector<KerasTensor>& xs) { return call(layer, xs, CallKwargs{}); }
+
+KerasTensor call(const layers::LayerPtr& layer, const std::vector<KerasTensor>& xs, const CallKwargs& kwargs) {
   LOCKSTEP_CHECK(layer != nullptr, "lockstep::call: the layer is null");
   LOCKSTEP_CHECK(!xs.empty(), "lockstep::call: ", layer->class_name(), " is called on an empty list of tensors");
   for (const auto& x : xs)
@@ -165,6 +170,19 @@ KerasTensor call(const layers::LayerPtr& layer, const std::vector<KerasTensor>& 
   if (merge == nullptr) first_calls().record(layer, in);
   node->layer = layer;
   node->inputs = xs;
+  if (kwargs.use_causal_mask || kwargs.attention_mask) {
+    LOCKSTEP_CHECK(dynamic_cast<const layers::MultiHeadAttentionLayer*>(layer.get()) != nullptr, "lockstep::call: ",
+                   describe(*layer), " takes no use_causal_mask or attention_mask (MultiHeadAttention does)");
+    node->use_causal_mask = kwargs.use_causal_mask;
+    if (const KerasTensor* mask = kwargs.attention_mask) {
+      LOCKSTEP_CHECK(mask->defined(), "lockstep::call: ", describe(*layer), "'s attention_mask is undefined");
+      const Shape want{-1, xs[0].shape()[1], xs[1].shape()[1]};
+      LOCKSTEP_CHECK(mask->shape() == want, "lockstep::call: ", describe(*layer), "'s attention_mask must have shape ",
+                     want.str(), " (batch, query length, value length), got ", mask->shape().str());
+      node->attention_mask = true;
+      node->inputs.push_back(*mask);
+    }
+  }
   node->id = next_node_id++;
   return KerasTensor(std::move(node));
 }
@@ -312,7 +330,9 @@ Functional::Functional(const KerasTensors& inputs, const KerasTensors& outputs, 
       if (is_input(n)) {
         l.build(n->shape, layers::mix_seed(seed_, i + 1));
       } else if (auto* merge = dynamic_cast<layers::MergeLayer*>(&l)) {
-        merge->build_merge(shapes_of(n->inputs), layers::mix_seed(seed_, i + 1));
+        std::vector<Shape> shapes = shapes_of(n->inputs);
+        if (n->attention_mask) shapes.pop_back();
+        merge->build_merge(shapes, layers::mix_seed(seed_, i + 1));
       } else {
         l.build(n->inputs.front().shape(), layers::mix_seed(seed_, i + 1));
       }
@@ -329,6 +349,7 @@ Functional::Functional(const KerasTensors& inputs, const KerasTensors& outputs, 
   for (const auto* n : by_id) index_in_layer[n] = calls[n->layer.get()]++;
   for (const auto* n : order) {
     Node node{.layer = layer_index.at(n->layer.get()), .inputs = {}, .list_call = n->list_call,
+              .use_causal_mask = n->use_causal_mask, .attention_mask = n->attention_mask,
               .output_shape = n->shape, .index_in_layer = index_in_layer.at(n)};
     for (const auto& x : n->inputs) node.inputs.push_back(index.at(x.node()));
     if (!is_input(n) && !n->list_call)
@@ -376,7 +397,13 @@ Tensor Functional::run_node(const Node& node, const std::vector<Tensor>& values,
   const layers::Layer& l = *layers_[node.layer];
   if (node.list_call) {
     std::vector<Tensor> xs;
-    for (auto i : node.inputs) xs.push_back(values[i]);
+    for (std::size_t a = 0; a < node.arguments(); ++a) xs.push_back(values[node.inputs[a]]);
+    if (node.use_causal_mask || node.attention_mask) {  // CallKwargs: a MultiHeadAttention
+      layers::AttentionCall call{.use_causal_mask = node.use_causal_mask};
+      if (node.attention_mask) call.attention_mask = cast(values[node.inputs.back()], DType::kU8);
+      return dynamic_cast<const layers::MultiHeadAttentionLayer&>(l).attend(
+          xs[0], xs[1], xs.size() > 2 ? xs[2] : Tensor(), ctx, call);
+    }
     return dynamic_cast<const layers::MergeLayer&>(l).merge(xs, ctx);
   }
   const Tensor& x = values[node.inputs.front()];
@@ -450,9 +477,9 @@ void Functional::run_graph(std::span<const Tensor> xs, const layers::CallContext
         masks[i] = layers_[node.layer]->compute_mask(values[in], masks[in]);
       } else {
         std::vector<Tensor> ms_xs, ms;
-        for (auto j : node.inputs) {
-          ms_xs.push_back(values[j]);
-          ms.push_back(masks[j]);
+        for (std::size_t a = 0; a < node.arguments(); ++a) {
+          ms_xs.push_back(values[node.inputs[a]]);
+          ms.push_back(masks[node.inputs[a]]);
         }
         masks[i] = dynamic_cast<const layers::MergeLayer&>(*layers_[node.layer]).merge_mask(ms_xs, ms);
       }

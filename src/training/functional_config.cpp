@@ -58,11 +58,14 @@ json functional_config(const Functional& m, const LayerToJson& layer_json) {
       const auto& n = m.nodes()[c];
       if (n.inputs.empty()) continue;
       json args = json::array();
-      for (auto in : n.inputs) args.push_back(keras_tensor(m, in));
+      for (std::size_t a = 0; a < n.arguments(); ++a) args.push_back(keras_tensor(m, n.inputs[a]));
       // Keras calls a merge layer on one list (Add()([a, b])), some on positional tensors
       // (MultiHeadAttention: mha(query, value)).
       const bool one_list = n.list_call && !m.layers()[i]->keras_positional_call();
-      inbound.push_back({{"args", one_list ? json::array({args}) : args}, {"kwargs", json::object()}});
+      json kwargs = json::object();
+      if (n.use_causal_mask) kwargs["use_causal_mask"] = true;
+      if (n.attention_mask) kwargs["attention_mask"] = keras_tensor(m, n.inputs.back());
+      inbound.push_back({{"args", one_list ? json::array({args}) : args}, {"kwargs", kwargs}});
     }
     entry["inbound_nodes"] = inbound;
     list.push_back(entry);
@@ -144,11 +147,16 @@ std::unique_ptr<Functional> functional_from_config(const json& config, const Lay
       const json& node = p.nodes[p.done];
       const json& args = node.is_object() ? node.value("args", json()) : node;
       const json kwargs = node.is_object() ? node.value("kwargs", json::object()) : json::object();
+      bool causal = false;
+      std::optional<std::pair<std::string, int>> mask_ref;
       if (kwargs.is_object())
-        for (const auto& [key, value] : kwargs.items())
-          if (!value.is_null())
+        for (const auto& [key, value] : kwargs.items()) {
+          if (key == "use_causal_mask" && value.is_boolean()) causal = value.get<bool>();
+          else if (key == "attention_mask" && value.is_object()) mask_ref = reference_of(p, value);
+          else if (!value.is_null())
             fail(source, "layer '" + p.name + "': call " + std::to_string(p.done) + " has the argument " + key + "=" +
                              value.dump().substr(0, 100) + ", which lockstep's layers do not take");
+        }
       if (!args.is_array() || args.empty())
         fail(source, "layer '" + p.name + "': inbound node " + std::to_string(p.done) + " has no arguments");
       const bool list = args.size() == 1 && args[0].is_array();
@@ -163,6 +171,12 @@ std::unique_ptr<Functional> functional_from_config(const json& config, const Lay
         }
         xs.push_back(it->second);
       }
+      KerasTensor mask;
+      if (mask_ref && !missing) {
+        const auto it = tensors.find(*mask_ref);
+        if (it == tensors.end()) missing = mask_ref;
+        else mask = it->second;
+      }
       if (missing) {  // an input is not made yet
         waiting[*missing].push_back(which);
         break;
@@ -170,7 +184,9 @@ std::unique_ptr<Functional> functional_from_config(const json& config, const Lay
       const std::pair<std::string, int> made{p.name, static_cast<int>(p.done)};
       try {
         // A list, or several positional tensors (MultiHeadAttention's query, value): a list call.
-        tensors[made] = list || xs.size() > 1 ? call(p.layer, xs) : call(p.layer, xs.front());
+        const CallKwargs kw{.use_causal_mask = causal, .attention_mask = mask_ref ? &mask : nullptr};
+        tensors[made] = causal || mask_ref ? call(p.layer, xs, kw)
+                        : list || xs.size() > 1 ? call(p.layer, xs) : call(p.layer, xs.front());
       } catch (const Error& e) {
         fail(source, e.what());
       }

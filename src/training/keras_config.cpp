@@ -416,7 +416,9 @@ json functional_to_keras(const Functional& model) {
     const auto& calls = model.calls_of(i);
     if (calls.empty()) continue;
     json shapes = json::array();
-    for (auto in : model.nodes()[calls.front()].inputs) shapes.push_back(shape_to_json(model.nodes()[in].output_shape));
+    const auto& first = model.nodes()[calls.front()];
+    for (std::size_t a = 0; a < first.arguments(); ++a)
+      shapes.push_back(shape_to_json(model.nodes()[first.inputs[a]].output_shape));
     config["layers"][i]["build_config"] = model.layers()[i]->keras_build_config(shapes);
   }
   return {{"module", "keras.src.models.functional"},

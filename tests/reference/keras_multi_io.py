@@ -10,6 +10,9 @@ usage: keras_multi_io.py DIR KERAS_FILES_DRIVER
     keeps the compile config (losses, weights and metrics per output).
 (b) lockstep trains such a model (dicts) and saves it: keras.saving.load_model reads it, predicts
     what lockstep does (relative 1e-4) and evaluates it under Keras' names (cls_loss, reg_mae, ...).
+(c) MultiHeadAttention's call keywords: Keras' mha(x, x, use_causal_mask=True) then
+    mha(y, y, attention_mask=mask), the mask a second input: lockstep predicts Keras' outputs
+    (relative 1e-4) and its re-save loads in Keras and predicts the same.
 
 Exit 0 all agree, 1 a disagreement, 77 (skip) when tensorflow/keras are not importable.
 """
@@ -62,7 +65,7 @@ def keras_inputs(model, image, tab):
     return {"image": image, "tab": tab} if isinstance(model.input, dict) else [image, tab]
 
 
-def lockstep_predict(driver, path, image, tab, d, tag):
+def lockstep_predict(driver, path, image, tab, d, tag, outputs=("cls", "reg")):
     xi, xt = os.path.join(d, f"{tag}_image.npy"), os.path.join(d, f"{tag}_tab.npy")
     np.save(xi, image)
     np.save(xt, tab)
@@ -71,7 +74,7 @@ def lockstep_predict(driver, path, image, tab, d, tag):
     if r.returncode != 0:
         check(False, f"{tag}: lockstep multi-predict: exit {r.returncode}: {r.stderr.strip()}")
         return None
-    return {k: np.load(prefix + k + ".npy") for k in ("cls", "reg")}
+    return {k: np.load(prefix + k + ".npy") for k in outputs}
 
 
 ALIASES = {"mse": "mean_squared_error", "mae": "mean_absolute_error"}
@@ -134,6 +137,29 @@ def lockstep_to_keras(d, driver):
           f"(b) loss is the weighted sum (weights kept): {logs}")
 
 
+def attention_keywords(d, driver):
+    keras.utils.set_random_seed(8)
+    x, mask = keras.Input((5, 8), name="tokens"), keras.Input((5, 5), name="mask")
+    y = keras.layers.MultiHeadAttention(2, 4, name="causal")(x, x, use_causal_mask=True)
+    z = keras.layers.MultiHeadAttention(2, 3, name="out")(y, y, attention_mask=mask)
+    model = keras.Model([x, mask], z, name="keras_attention_keywords")
+    rng = np.random.RandomState(4)
+    xs = rng.normal(0, 1, (8, 5, 8)).astype(np.float32)
+    ms = (rng.rand(8, 5, 5) > 0.3).astype(np.float32)
+    ms[:, :, 0] = 1  # every query attends to something
+    want = {"out": model.predict([xs, ms], verbose=0)}
+    path = os.path.join(d, f"{model.name}.keras")
+    model.save(path)
+    got = lockstep_predict(driver, path, xs, ms, d, model.name, outputs=("out",))
+    if got is not None:
+        e = rel(got["out"], want["out"]) if got["out"].shape == want["out"].shape else float("inf")
+        check(e <= RTOL, f"(c) lockstep reads use_causal_mask and attention_mask (rel {e:.2e})")
+    back = kf.resave_and_load(driver, path, os.path.join(d, f"{model.name}_resaved.keras"), "(c)")
+    if back is not None:
+        e = rel(back.predict([xs, ms], verbose=0), want["out"])
+        check(e <= RTOL, f"(c) lockstep's re-save keeps the keywords in Keras (rel {e:.2e})")
+
+
 def main():
     if len(sys.argv) != 3:
         print(__doc__)
@@ -144,6 +170,7 @@ def main():
     keras_to_lockstep("dict", d, driver)
     keras_to_lockstep("list", d, driver)
     lockstep_to_keras(d, driver)
+    attention_keywords(d, driver)
     print(f"{len(kf.failures)} failure(s)")
     return 1 if kf.failures else 0
 

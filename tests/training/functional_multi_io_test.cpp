@@ -196,6 +196,43 @@ TEST(FunctionalMultiIO, TwoReplicasTrainWhatOneDeviceDoes) {
     EXPECT_NEAR(history[0].at(k).back(), history[1].at(k).back(), 1e-4 * (1 + std::abs(history[0].at(k).back()))) << k;
 }
 
+// MultiHeadAttention's call keywords (Keras' mha(x, x, use_causal_mask=True) and
+// mha(y, y, attention_mask=mask), the mask a second input): the model computes what the layer's
+// attend() does with them, and .keras files keep them.
+TEST(FunctionalMultiIO, AttentionCallKeywordsRunAndRoundTrip) {
+  const KerasTensor x = Input({5, 8}, "tokens");
+  const KerasTensor mask = Input({5, 5}, "mask");
+  const auto causal = layers::MultiHeadAttention({.num_heads = 2, .key_dim = 4});
+  const auto masked = layers::MultiHeadAttention({.num_heads = 2, .key_dim = 3});
+  const KerasTensor y = call(causal, {x, x}, {.use_causal_mask = true});
+  const KerasTensor z = call(masked, {y, y}, {.attention_mask = &mask});
+  Functional model({x, mask}, z, "attention_keywords", 9);
+  std::vector<float> xv(2 * 5 * 8), mv(2 * 5 * 5);
+  for (std::size_t i = 0; i < xv.size(); ++i) xv[i] = static_cast<float>((i * 29) % 17) / 17.0f - 0.5f;
+  for (std::size_t i = 0; i < mv.size(); ++i) mv[i] = (i % 3 == 1) ? 0.0f : 1.0f;
+  const Tensor xt = Tensor::from_vector(xv, {2, 5, 8}), mt = Tensor::from_vector(mv, {2, 5, 5});
+  const auto& c = dynamic_cast<const layers::MultiHeadAttentionLayer&>(*causal);
+  const auto& m = dynamic_cast<const layers::MultiHeadAttentionLayer&>(*masked);
+  const Tensor yt = c.attend(xt, xt, Tensor(), {}, {.use_causal_mask = true});
+  const Tensor want = m.attend(yt, yt, Tensor(), {}, {.attention_mask = cast(mt, DType::kU8)});
+  const std::vector<Tensor> got = model.predict({xt, mt});
+  EXPECT_EQ(got[0].to_vector<float>(), want.to_vector<float>());
+  // Without the keywords the result differs: they are not ignored.
+  EXPECT_NE(m.attend(yt, yt, Tensor(), {}).to_vector<float>(), want.to_vector<float>());
+
+  const auto dir = std::filesystem::temp_directory_path() / ("lockstep_mha_kw_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  save_model(model, (dir / "m.keras").string());
+  const auto back = load_model((dir / "m.keras").string());
+  EXPECT_EQ(back->predict({xt, mt})[0].to_vector<float>(), want.to_vector<float>());
+  std::filesystem::remove_all(dir);
+
+  EXPECT_VALUE_ERROR(call(layers::Add(), {x, x}, {.use_causal_mask = true}), "takes no use_causal_mask");
+  const KerasTensor wrong = Input({5, 4});
+  EXPECT_VALUE_ERROR(call(layers::MultiHeadAttention({.num_heads = 1, .key_dim = 2}), {x, x}, {.attention_mask = &wrong}),
+                     "attention_mask must have shape (None, 5, 5) (batch, query length, value length), got (None, 5, 4)");
+}
+
 TEST(FunctionalMultiIO, KerasFileRoundTripPredictsTheSame) {
   TwoByTwo g;
   Functional model({{"image", g.image}, {"tab", g.tab}}, {{"cls", g.cls}, {"reg", g.reg}}, "saved", 5);

@@ -43,6 +43,16 @@ KerasTensor Input(Shape shape, std::string name = "");
 KerasTensor call(const layers::LayerPtr& layer, const KerasTensor& x);
 /// Calls a merge layer (Add) on a list of symbolic tensors: lockstep::call(layers::Add(), {a, b}).
 KerasTensor call(const layers::LayerPtr& layer, const std::vector<KerasTensor>& xs);
+/// Keras' keyword arguments of a MultiHeadAttention call (mha(query, value, attention_mask=mask,
+/// use_causal_mask=True)); the mask is a tensor of the graph, [batch, query length, value length],
+/// nonzero where a query may attend.
+struct CallKwargs {
+  bool use_causal_mask = false;
+  const KerasTensor* attention_mask = nullptr;
+};
+/// call(mha, {query, value}, {.use_causal_mask = true}). ValueError for a layer other than
+/// MultiHeadAttention, or a mask of another shape than [batch, query length, value length].
+KerasTensor call(const layers::LayerPtr& layer, const std::vector<KerasTensor>& xs, const CallKwargs& kwargs);
 
 /// A symbolic tensor: the output of lockstep::Input or of a layer called on symbolic tensors.
 /// Holds its producing layer and inputs (shared, cheap to copy).
@@ -54,7 +64,7 @@ class KerasTensor {
   const Shape& shape() const;
   /// The layer whose output this is (an InputLayer for lockstep::Input).
   const layers::LayerPtr& layer() const;
-  /// The tensors the layer was called on (none for an input).
+  /// The tensors the layer was called on (none for an input), then its attention mask (CallKwargs).
   const std::vector<KerasTensor>& inputs() const;
   /// Whether the layer was called on a list (a merge layer).
   bool list_call() const;
@@ -63,7 +73,7 @@ class KerasTensor {
  private:
   explicit KerasTensor(std::shared_ptr<const detail::KerasNode> node) : node_(std::move(node)) {}
   friend KerasTensor Input(Shape, std::string);
-  friend KerasTensor call(const layers::LayerPtr&, const std::vector<KerasTensor>&);
+  friend KerasTensor call(const layers::LayerPtr&, const std::vector<KerasTensor>&, const CallKwargs&);
   friend struct detail::KerasNode;  // its destructor lets go of a long chain without recursing
   std::shared_ptr<const detail::KerasNode> node_;
 };
@@ -101,8 +111,11 @@ class Functional final : public Model {
   /// One layer call of the graph, in execution (topological) order.
   struct Node {
     std::size_t layer;                // index into layers()
-    std::vector<std::size_t> inputs;  // indices of earlier nodes
+    std::vector<std::size_t> inputs;  // indices of earlier nodes (the call's arguments, then its attention mask)
     bool list_call = false;           // called on a list (merge layers)
+    bool use_causal_mask = false;     // CallKwargs
+    bool attention_mask = false;      // inputs.back() is the call's attention_mask
+    std::size_t arguments() const { return inputs.size() - (attention_mask ? 1 : 0); }
     Shape output_shape;
     int index_in_layer = 0;           // Keras' node_index: this call's number among the layer's calls
   };
