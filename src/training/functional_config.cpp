@@ -105,6 +105,7 @@ std::unique_ptr<Functional> functional_from_config(const json& config, const Lay
   std::vector<Pending> pending;
   std::map<std::pair<std::string, int>, KerasTensor> tensors;
   std::set<std::string> names;
+  std::set<std::string> mask_nodes;  // NotEqual: Keras' record of a mask
   for (const auto& entry : config.at("layers")) {
     if (!entry.is_object() || !entry.value("name", json()).is_string())
       fail(source, "a layer of the Functional config has no name: " + entry.dump().substr(0, 200));
@@ -124,6 +125,17 @@ std::unique_ptr<Functional> functional_from_config(const json& config, const Lay
     }
     const json& nodes = entry.value("inbound_nodes", json());
     if (!nodes.is_array()) fail(source, "layer '" + lname + "' has no list of inbound_nodes");
+    if (entry.value("class_name", json()) == json("NotEqual")) {
+      // What Keras writes for Embedding(mask_zero=True)'s mask: not_equal(x, 0), handed to the
+      // layers after as their `mask` keyword. lockstep carries that mask from layer to layer
+      // itself (Layer::compute_mask), so the node is read as a mask and nothing else.
+      const json& args = nodes.size() == 1 && nodes[0].is_object() ? nodes[0].value("args", json()) : json();
+      if (!args.is_array() || args.size() != 2 || args[1] != json(0))
+        fail(source, "'" + lname + "' (NotEqual) is read as a layer's mask, not_equal(x, 0), but it is " +
+                         nodes.dump().substr(0, 200));
+      mask_nodes.insert(lname);
+      continue;
+    }
     pending.push_back({lname, make_layer(entry), nodes});
   }
 
@@ -153,6 +165,7 @@ std::unique_ptr<Functional> functional_from_config(const json& config, const Lay
         for (const auto& [key, value] : kwargs.items()) {
           if (key == "use_causal_mask" && value.is_boolean()) causal = value.get<bool>();
           else if (key == "attention_mask" && value.is_object()) mask_ref = reference_of(p, value);
+          else if (key == "mask" && value.is_object() && mask_nodes.count(reference_of(p, value).first)) continue;
           else if (!value.is_null())
             fail(source, "layer '" + p.name + "': call " + std::to_string(p.done) + " has the argument " + key + "=" +
                              value.dump().substr(0, 100) + ", which lockstep's layers do not take");
