@@ -506,3 +506,10 @@ add_test(NAME reference.char_gpt_validation_loss_matches_keras
                  ${_ref_py} ${CMAKE_CURRENT_SOURCE_DIR}/reference/keras_char_gpt.py ${CMAKE_CURRENT_BINARY_DIR}/char_gpt_keras
                  ${_cli})
 set_tests_properties(reference.char_gpt_validation_loss_matches_keras PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 900 RUN_SERIAL TRUE)
+# Functional models of two inputs and two outputs (dicts and lists, per-output losses, weights and
+# metrics) in .keras files both ways against real Keras; SKIP (exit 77) without it.
+add_test(NAME reference.keras_multi_io_load_and_save_both_ways
+         COMMAND bash -c "{ [ -x \"$0\" ] || exit 77; } && rm -rf \"$2\" && \"$0\" \"$1\" \"$2\" \"$3\""
+                 ${_ref_py} ${CMAKE_CURRENT_SOURCE_DIR}/reference/keras_multi_io.py ${CMAKE_CURRENT_BINARY_DIR}/keras_multi_io
+                 $<TARGET_FILE:keras_files_driver>)
+set_tests_properties(reference.keras_multi_io_load_and_save_both_ways PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300)

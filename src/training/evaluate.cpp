@@ -29,22 +29,25 @@ Logs Model::evaluate_impl(const data::Dataset& dataset, std::int64_t steps, cons
   for (std::int64_t step = 0; steps < 0 || step < steps; ++step) {
     auto batch = it->next();
     if (!batch) break;
-    LOCKSTEP_CHECK(batch->size() >= 2, "evaluate: dataset elements must be (x, y) pairs");
+    check_components(batch->size(), "evaluate");
     cbs.each([&](Callback& c) { c.on_test_batch_begin(step, logs); });
-    const Tensor x = input_of((*batch)[0]);
-    const Tensor& y = (*batch)[1];
-    LOCKSTEP_CHECK(y.rank() >= 1 && y.dim(0) == x.dim(0), "evaluate: x ", x.shape().str(), " and y ", y.shape().str(),
-                   " have different batch sizes");
+    data::Element xy(batch->begin(), batch->begin() + static_cast<std::ptrdiff_t>(inputs_.size() + outputs_.size()));
+    const Tensor& x = xy[0];
+    for (std::size_t i = 1; i < xy.size(); ++i)
+      LOCKSTEP_CHECK(xy[i].rank() >= 1 && xy[i].dim(0) == x.dim(0), "evaluate: x ", x.shape().str(), " and ",
+                     i < inputs_.size() ? "x" : "y", " ", xy[i].shape().str(), " have different batch sizes");
     if (!built()) build(Shape(x.shape()));
     ensure_mirrored();
-    const auto parts = run_on_slices(strategy_, detail::split_batch(strategy_, {x, y}), [&](const data::Element& s, std::int64_t, ReplicaInterface* rc) {
-      const Output out = forward(s[0], layers::CallContext{.replica = rc});
-      ReplicaNumbers r{.loss_sum = sum(loss_->per_example(s[1], out.output, out.logits))};
-      for (const auto& m : metrics_) r.metric_states.push_back(m->batch_state(s[1], out.output));
+    const std::int64_t rows = x.dim(0);
+    const auto parts = run_on_slices(strategy_, detail::split_batch(strategy_, std::move(xy)), [&](const data::Element& s, std::int64_t, ReplicaInterface* rc) {
+      detail::SliceOutputs outs;
+      ReplicaNumbers r;
+      r.loss_sum = slice_loss(s, layers::CallContext{.replica = rc}, outs, r);
+      slice_metric_states(s, outs, r);
       return r;
     });
-    merge_replica_numbers(parts, x.dim(0), nullptr);
-    examples += x.dim(0);
+    merge_replica_numbers(parts, rows, nullptr);
+    examples += rows;
     logs = collect_logs("");
     cbs.each([&](Callback& c) { c.on_test_batch_end(step, logs); });
     if (bar) {
@@ -70,33 +73,67 @@ Logs Model::evaluate(const Tensor& x, const Tensor& y, const EvaluateOptions& o)
   return evaluate_impl(data::Dataset::from_tensor_slices(x, y).batch(o.batch_size), o.steps, o.callbacks, o.verbose);
 }
 
-Tensor Model::predict(const data::Dataset& dataset, const PredictOptions& o) {
+Logs Model::evaluate(const std::vector<Tensor>& xs, const std::vector<Tensor>& ys, const EvaluateOptions& o) {
+  LOCKSTEP_CHECK(o.batch_size > 0, "evaluate: batch_size must be positive");
+  return evaluate_impl(data::Dataset::from_tensor_slices(detail::tensor_components(*this, xs, ys, "evaluate")).batch(o.batch_size), o.steps, o.callbacks,
+                       o.verbose);
+}
+
+std::vector<Tensor> Model::predict_outputs(const data::Dataset& dataset, const PredictOptions& o) {
   LOCKSTEP_CHECK(o.steps > 0 || dataset.cardinality() != data::kInfiniteCardinality,
                  "predict: the dataset is infinite (repeat()), so steps must be given");
   CallbackList cbs{o.callbacks};
   cbs.each([&](Callback& c) { c.set_model(this); });
   Logs logs;
   cbs.each([&](Callback& c) { c.on_predict_begin(logs); });
-  std::vector<Tensor> outs;
-  std::int64_t rows = 0;
+  std::vector<std::vector<Tensor>> outs(outputs_.size());  // per output, per batch
+  const std::size_t n_in = inputs_.size();
   auto it = dataset.make_iterator();
   for (std::int64_t step = 0; o.steps < 0 || step < o.steps; ++step) {
     auto batch = it->next();
     if (!batch) break;
+    LOCKSTEP_CHECK(batch->size() >= n_in, "predict: model '", name(), "' takes ", n_in, " input(s) (",
+                   inputs_.joined(), "), but the elements hold ", batch->size(), " tensor(s)");
     cbs.each([&](Callback& c) { c.on_predict_batch_begin(step, logs); });
-    const Tensor x = input_of((*batch)[0]);
-    if (!built()) build(Shape(x.shape()));
+    data::Element xs;
+    for (std::size_t i = 0; i < n_in; ++i) xs.push_back(input_of((*batch)[i]));
+    for (std::size_t i = 1; i < n_in; ++i)
+      LOCKSTEP_CHECK(xs[i].rank() >= 1 && xs[i].dim(0) == xs[0].dim(0), "predict: input '", inputs_.names[i], "' ",
+                     xs[i].shape().str(), " and input '", inputs_.names[0], "' ", xs[0].shape().str(),
+                     " have different batch sizes");
+    if (!built()) build(Shape(xs[0].shape()));
     ensure_mirrored();
-    const auto parts = run_on_slices(strategy_, detail::split_batch(strategy_, {x}), [&](const data::Element& s, std::int64_t, ReplicaInterface* rc) {
-      return forward(s[0], layers::CallContext{.replica = rc}).output;
+    const auto parts = run_on_slices(strategy_, detail::split_batch(strategy_, std::move(xs)), [&](const data::Element& s, std::int64_t, ReplicaInterface* rc) {
+      const layers::CallContext ctx{.replica = rc};
+      if (n_in == 1 && outputs_.size() == 1) return std::vector<Tensor>{forward(s[0], ctx).output};
+      std::vector<Tensor> ys;
+      for (auto& out : forward_all(std::span<const Tensor>(s.data(), n_in), ctx)) ys.push_back(std::move(out.output));
+      return ys;
     });
-    outs.push_back(strategy_ ? strategy_->gather(parts) : parts[0]);
-    rows += outs.back().dim(0);
+    for (std::size_t k = 0; k < outs.size(); ++k) {
+      std::vector<Tensor> per_replica;
+      for (const auto& p : parts.values()) per_replica.push_back(p[k]);
+      const distribute::PerReplica<Tensor> kth(std::move(per_replica));
+      outs[k].push_back(strategy_ ? strategy_->gather(kth) : kth[0]);
+    }
     cbs.each([&](Callback& c) { c.on_predict_batch_end(step, logs); });
   }
   cbs.each([&](Callback& c) { c.on_predict_end(logs); });
-  LOCKSTEP_CHECK(!outs.empty(), "predict: the input produced no batches");
-  return concat(outs, 0);
+  LOCKSTEP_CHECK(!outs.front().empty(), "predict: the input produced no batches");
+  std::vector<Tensor> result;
+  for (auto& chunks : outs) result.push_back(concat(chunks, 0));
+  return result;
+}
+
+Tensor Model::predict(const data::Dataset& dataset, const PredictOptions& o) {
+  LOCKSTEP_CHECK(outputs_.size() == 1, "predict: model '", name(), "' has ", outputs_.size(), " outputs (",
+                 outputs_.joined(), "); predict_outputs returns one tensor per output");
+  return predict_outputs(dataset, o).front();
+}
+
+std::vector<Tensor> Model::predict(const std::vector<Tensor>& xs, const PredictOptions& o) {
+  LOCKSTEP_CHECK(o.batch_size > 0, "predict: batch_size must be positive");
+  return predict_outputs(data::Dataset::from_tensor_slices(detail::tensor_components(*this, xs, {}, "predict")).batch(o.batch_size), o);
 }
 
 Tensor Model::predict(const Tensor& x, const PredictOptions& o) {

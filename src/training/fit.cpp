@@ -11,22 +11,25 @@
 namespace lockstep {
 namespace {
 
-// Splits (x, y) into the training part and the held-out last `split` fraction.
-std::pair<data::Dataset, std::optional<data::Dataset>> split_xy(const Tensor& x, const Tensor& y,
-                                                                  const FitOptions& o) {
-  LOCKSTEP_CHECK(x.rank() >= 1 && y.rank() >= 1 && x.dim(0) == y.dim(0), "fit: x ", x.shape().str(), " and y ",
-                 y.shape().str(), " must have the same number of examples");
+// Splits the tensors (inputs, then targets) into the training part and the held-out last
+// `split` fraction.
+std::pair<data::Dataset, std::optional<data::Dataset>> split_xy(const data::Element& xy, const FitOptions& o) {
   LOCKSTEP_CHECK(o.validation_split >= 0.0 && o.validation_split < 1.0,
                  "fit: validation_split must be in [0, 1), got ", o.validation_split);
   LOCKSTEP_CHECK(o.batch_size > 0, "fit: batch_size must be positive, got ", o.batch_size);
-  const std::int64_t n = x.dim(0);
+  const std::int64_t n = xy.front().dim(0);
   const auto n_val = static_cast<std::int64_t>(std::floor(static_cast<double>(n) * o.validation_split));
   const std::int64_t n_train = n - n_val;
-  data::Dataset train = data::Dataset::from_tensor_slices(x.slice(0, n_train), y.slice(0, n_train));
+  const auto rows = [&](std::int64_t begin, std::int64_t end) {
+    data::Element part;
+    for (const Tensor& t : xy) part.push_back(t.slice(begin, end));
+    return data::Dataset::from_tensor_slices(std::move(part));
+  };
+  data::Dataset train = rows(0, n_train);
   if (o.shuffle) train = train.shuffle(n_train, layers::mix_seed(random_seed(), 0x5f17));
   train = train.batch(o.batch_size);
   std::optional<data::Dataset> val;
-  if (n_val > 0) val = data::Dataset::from_tensor_slices(x.slice(n_train, n), y.slice(n_train, n)).batch(o.batch_size);
+  if (n_val > 0) val = rows(n_train, n).batch(o.batch_size);
   return {train, val};
 }
 
@@ -59,7 +62,17 @@ void warn_input_ran_out() {
 }  // namespace
 
 History Model::fit(const Tensor& x, const Tensor& y, const FitOptions& options) {
-  auto [train, val] = split_xy(x, y, options);
+  LOCKSTEP_CHECK(x.rank() >= 1 && y.rank() >= 1 && x.dim(0) == y.dim(0), "fit: x ", x.shape().str(), " and y ",
+                 y.shape().str(), " must have the same number of examples");
+  return fit_split({x, y}, options);
+}
+
+History Model::fit(const std::vector<Tensor>& xs, const std::vector<Tensor>& ys, const FitOptions& options) {
+  return fit_split(detail::tensor_components(*this, xs, ys, "fit"), options);
+}
+
+History Model::fit_split(const data::Element& xy, const FitOptions& options) {
+  auto [train, val] = split_xy(xy, options);
   FitOptions o = options;
   if (val && !o.validation_data) o.validation_data = *val;
   o.validation_split = 0.0;
@@ -101,5 +114,28 @@ History Model::fit(const data::Dataset& dataset, const FitOptions& o) {
   loop.callbacks.each([&](Callback& c) { c.on_train_end(logs); });
   return std::move(loop.history);
 }
+
+namespace detail {
+data::Element tensor_components(const Model& model, const std::vector<Tensor>& xs, const std::vector<Tensor>& ys,
+                                const char* what) {
+  const Structure& in = model.input_structure();
+  const Structure& out = model.output_structure();
+  const bool targets = std::string(what) != "predict";
+  LOCKSTEP_CHECK(xs.size() == in.size(), what, ": model '", model.name(), "' takes ", in.size(), " input(s) (",
+                 in.joined(), "), got ", xs.size(), " tensor(s)");
+  if (targets)
+    LOCKSTEP_CHECK(ys.size() == out.size(), what, ": model '", model.name(), "' has ", out.size(), " output(s) (",
+                   out.joined(), "), got ", ys.size(), " target tensor(s)");
+  data::Element all = xs;
+  all.insert(all.end(), ys.begin(), ys.end());
+  for (std::size_t i = 0; i < all.size(); ++i) {
+    const std::string which = i < xs.size() ? "input '" + in.names[i] + "'" : "target '" + out.names[i - xs.size()] + "'";
+    LOCKSTEP_CHECK(all[i].defined() && all[i].rank() >= 1, what, ": ", which, " has no examples (a tensor of rank >= 1 is needed)");
+    LOCKSTEP_CHECK(all[i].dim(0) == all[0].dim(0), what, ": ", which, " ", all[i].shape().str(), " and input '",
+                   in.names[0], "' ", all[0].shape().str(), " must have the same number of examples");
+  }
+  return all;
+}
+}  // namespace detail
 
 }  // namespace lockstep

@@ -240,8 +240,7 @@ bool FitLoop::read_group(EpochInput& in, std::int64_t step, std::vector<distribu
       }
       return false;
     }
-    LOCKSTEP_CHECK(batch->global->components() >= 2, "fit: dataset elements must be (x, y) pairs, got ",
-                   batch->global->components(), " component(s)");
+    model_.check_components(batch->global->components(), "fit");
     group.push_back(std::move(*batch));
   }
   return true;

@@ -11,6 +11,7 @@
 #include "lockstep/layers/core_layers.hpp"
 #include "lockstep/layers/initializers.hpp"
 #include "lockstep/layers/merge_layers.hpp"
+#include "lockstep/layers/multi_head_attention.hpp"
 #include "training/layer_config.hpp"
 #include "training/summary_table.hpp"
 
@@ -22,6 +23,8 @@ struct KerasNode {
   std::vector<KerasTensor> inputs;
   Shape shape;
   bool list_call = false;
+  bool use_causal_mask = false;  // CallKwargs
+  bool attention_mask = false;   // inputs.back() is the call's attention mask
   bool auto_named = false;  // the layer had no name: the model names it
   std::uint64_t id = 0;     // creation order (Keras' node_index counts a layer's calls in it)
 
@@ -128,7 +131,9 @@ KerasTensor Input(Shape shape, std::string name) {
 
 KerasTensor call(const layers::LayerPtr& layer, const KerasTensor& x) { return call(layer, std::vector<KerasTensor>{x}); }
 
-KerasTensor call(const layers::LayerPtr& layer, const std::vector<KerasTensor>& xs) {
+KerasTensor call(const layers::LayerPtr& layer, const std::vector<KerasTensor>& xs) { return call(layer, xs, CallKwargs{}); }
+
+KerasTensor call(const layers::LayerPtr& layer, const std::vector<KerasTensor>& xs, const CallKwargs& kwargs) {
   LOCKSTEP_CHECK(layer != nullptr, "lockstep::call: the layer is null");
   LOCKSTEP_CHECK(!xs.empty(), "lockstep::call: ", layer->class_name(), " is called on an empty list of tensors");
   for (const auto& x : xs)
@@ -165,20 +170,56 @@ KerasTensor call(const layers::LayerPtr& layer, const std::vector<KerasTensor>& 
   if (merge == nullptr) first_calls().record(layer, in);
   node->layer = layer;
   node->inputs = xs;
+  if (kwargs.use_causal_mask || kwargs.attention_mask) {
+    LOCKSTEP_CHECK(dynamic_cast<const layers::MultiHeadAttentionLayer*>(layer.get()) != nullptr, "lockstep::call: ",
+                   describe(*layer), " takes no use_causal_mask or attention_mask (MultiHeadAttention does)");
+    node->use_causal_mask = kwargs.use_causal_mask;
+    if (const KerasTensor* mask = kwargs.attention_mask) {
+      LOCKSTEP_CHECK(mask->defined(), "lockstep::call: ", describe(*layer), "'s attention_mask is undefined");
+      const Shape want{-1, xs[0].shape()[1], xs[1].shape()[1]};
+      LOCKSTEP_CHECK(mask->shape() == want, "lockstep::call: ", describe(*layer), "'s attention_mask must have shape ",
+                     want.str(), " (batch, query length, value length), got ", mask->shape().str());
+      node->attention_mask = true;
+      node->inputs.push_back(*mask);
+    }
+  }
   node->id = next_node_id++;
   return KerasTensor(std::move(node));
 }
 
-Functional::Functional(const KerasTensor& inputs, const KerasTensor& outputs, std::string name,
+KerasTensors::KerasTensors(const KerasTensor& one) : flat{one} {}
+KerasTensors::KerasTensors(std::vector<KerasTensor> list) : form(Structure::Form::kList), flat(std::move(list)) {}
+KerasTensors::KerasTensors(const std::map<std::string, KerasTensor>& dict) : form(Structure::Form::kDict) {
+  for (const auto& [key, x] : dict) {
+    keys.push_back(key);
+    flat.push_back(x);
+  }
+}
+
+Functional::Functional(const KerasTensors& inputs, const KerasTensors& outputs, std::string name,
                        std::optional<std::uint64_t> seed)
     : Model(std::move(name)) {
   if (seed) seed_ = *seed;
-  LOCKSTEP_CHECK(inputs.defined() && outputs.defined(), "Functional '", this->name(),
-                 "': inputs and outputs must be symbolic tensors (lockstep::Input and layer calls)");
-  LOCKSTEP_CHECK(inputs.inputs().empty() && dynamic_cast<const layers::InputLayer*>(inputs.layer().get()) != nullptr,
-                 "Functional '", this->name(), "': inputs must be a lockstep::Input(shape), got the output of ",
-                 describe(*inputs.layer()));
-  const detail::KerasNode* input = inputs.node();
+  LOCKSTEP_CHECK(!inputs.flat.empty() && !outputs.flat.empty(), "Functional '", this->name(),
+                 "': a model needs at least one input and one output");
+  for (const auto* xs : {&inputs.flat, &outputs.flat})
+    for (const auto& x : *xs)
+      LOCKSTEP_CHECK(x.defined(), "Functional '", this->name(),
+                     "': inputs and outputs must be symbolic tensors (lockstep::Input and layer calls)");
+  std::map<const detail::KerasNode*, std::size_t> input_index;
+  for (const auto& x : inputs.flat) {
+    LOCKSTEP_CHECK(x.inputs().empty() && dynamic_cast<const layers::InputLayer*>(x.layer().get()) != nullptr,
+                   "Functional '", this->name(), "': inputs must be a lockstep::Input(shape), got the output of ",
+                   describe(*x.layer()));
+    LOCKSTEP_CHECK(input_index.emplace(x.node(), input_index.size()).second, "Functional '", this->name(), "': ",
+                   describe(*x.layer()), " is given twice as an input");
+  }
+  const auto is_input = [&](const detail::KerasNode* n) { return input_index.count(n) != 0; };
+  const auto input_names = [&] {
+    std::string s;
+    for (const auto& x : inputs.flat) s += (s.empty() ? "" : ", ") + describe(*x.layer()) + " of shape " + x.shape().str();
+    return inputs.flat.size() == 1 ? "the model's input " + s : "one of the model's inputs (" + s + ")";
+  };
 
   // Keras' map_graph: a walk from the output that stops at the input gives the nodes in a
   // topological order (post-order) and each layer's first visit (pre-order, Keras' tie-break).
@@ -199,27 +240,34 @@ Functional::Functional(const KerasTensor& inputs, const KerasTensor& outputs, st
     LOCKSTEP_CHECK(order.size() + in_progress.size() < kMaxNodes, "Functional '", this->name(), "': the graph has more "
                    "than ", kMaxNodes, " layer calls (nodes), lockstep's bound for a model");
     first_visit.try_emplace(n->layer.get(), first_visit.size());
-    if (n == input) return finish(n);
+    if (is_input(n)) return finish(n);
     LOCKSTEP_CHECK(!n->inputs.empty(), "Functional '", this->name(), "': the output is not reachable from the inputs "
                    "alone: it depends on ", describe(*n->layer), " of shape ", n->shape.str(),
-                   ", which is not the model's input ", describe(*input->layer), " of shape ", input->shape.str());
+                   ", which is not ", input_names());
     in_progress.insert(n);
     stack.emplace_back(n, 0);
   };
-  enter(outputs.node());
-  while (!stack.empty()) {
-    auto& [n, next] = stack.back();
-    if (next < n->inputs.size()) {
-      enter(n->inputs[next++].node());  // may grow the stack: n and next are not used after
-      continue;
+  for (const auto& out : outputs.flat) {
+    enter(out.node());
+    while (!stack.empty()) {
+      auto& [n, next] = stack.back();
+      if (next < n->inputs.size()) {
+        enter(n->inputs[next++].node());  // may grow the stack: n and next are not used after
+        continue;
+      }
+      const auto* done = n;
+      stack.pop_back();
+      in_progress.erase(done);
+      finish(done);
     }
-    const auto* done = n;
-    stack.pop_back();
-    in_progress.erase(done);
-    finish(done);
   }
-  // The input first (it has no inputs, so this keeps the order topological).
-  std::stable_partition(order.begin(), order.end(), [&](const auto* n) { return n == input; });
+  for (const auto& x : inputs.flat)
+    LOCKSTEP_CHECK(index.count(x.node()), "Functional '", this->name(), "': the input ", describe(*x.layer()),
+                   " is not used by any output");
+  // The inputs first, in the inputs' order (they have no inputs, so this keeps the order topological).
+  std::stable_partition(order.begin(), order.end(), is_input);
+  std::sort(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(input_index.size()),
+            [&](const auto* a, const auto* b) { return input_index.at(a) < input_index.at(b); });
   for (std::size_t i = 0; i < order.size(); ++i) index[order[i]] = i;
 
   // Depths (Keras': 0 at the output, a node deeper than all its consumers; a layer as deep as
@@ -279,16 +327,18 @@ Functional::Functional(const KerasTensor& inputs, const KerasTensor& outputs, st
     const auto* n = first_call[i];
     auto& l = *layers_[i];
     try {
-      if (n == input) {
+      if (is_input(n)) {
         l.build(n->shape, layers::mix_seed(seed_, i + 1));
       } else if (auto* merge = dynamic_cast<layers::MergeLayer*>(&l)) {
-        merge->build_merge(shapes_of(n->inputs), layers::mix_seed(seed_, i + 1));
+        std::vector<Shape> shapes = shapes_of(n->inputs);
+        if (n->attention_mask) shapes.pop_back();
+        merge->build_merge(shapes, layers::mix_seed(seed_, i + 1));
       } else {
         l.build(n->inputs.front().shape(), layers::mix_seed(seed_, i + 1));
       }
     } catch (const Error& e) {
       throw ValueError("Functional '" + this->name() + "': " + describe(l) + " cannot be built for " +
-                       shapes_str(n == input ? std::vector<KerasTensor>{inputs} : n->inputs) + ": " + e.what());
+                       (is_input(n) ? n->shape.str() : shapes_str(n->inputs)) + ": " + e.what());
     }
   }
 
@@ -299,9 +349,10 @@ Functional::Functional(const KerasTensor& inputs, const KerasTensor& outputs, st
   for (const auto* n : by_id) index_in_layer[n] = calls[n->layer.get()]++;
   for (const auto* n : order) {
     Node node{.layer = layer_index.at(n->layer.get()), .inputs = {}, .list_call = n->list_call,
+              .use_causal_mask = n->use_causal_mask, .attention_mask = n->attention_mask,
               .output_shape = n->shape, .index_in_layer = index_in_layer.at(n)};
     for (const auto& x : n->inputs) node.inputs.push_back(index.at(x.node()));
-    if (n != input && !n->list_call)
+    if (!is_input(n) && !n->list_call)
       LOCKSTEP_CHECK(n->inputs.front().shape().tail() == layers_[node.layer]->input_shape().tail(), "Functional '",
                      this->name(), "': ", describe(*layers_[node.layer]), " is called on ", n->inputs.front().shape().str(),
                      " and on ", layers_[node.layer]->input_shape().str(), " (a shared layer takes inputs of one shape)");
@@ -312,11 +363,33 @@ Functional::Functional(const KerasTensor& inputs, const KerasTensor& outputs, st
   last_use_.assign(nodes_.size(), 0);
   for (std::size_t i = 1; i < nodes_.size(); ++i)
     for (std::size_t j : nodes_[i].inputs) last_use_[j] = i;
+
+  // The structures: entries named by the dict's keys, else by their layers (Keras' input_names
+  // and output_names); the names must differ, for the logs and the losses that name them.
+  const auto structure = [&](const KerasTensors& xs, const char* what) {
+    Structure st{xs.form, xs.keys};
+    if (xs.form != Structure::Form::kDict)
+      for (const auto& x : xs.flat) st.names.push_back(x.layer()->name());
+    std::set<std::string> seen;
+    for (const auto& n : st.names)
+      LOCKSTEP_CHECK(seen.insert(n).second, "Functional '", this->name(), "': two ", what, "s are named '", n,
+                     "' (an output's name is its layer's; use a dict of outputs to name them)");
+    return st;
+  };
+  inputs_ = structure(inputs, "input");
+  outputs_ = structure(outputs, "output");
+  output_of_.assign(nodes_.size(), -1);
+  for (std::size_t k = 0; k < outputs.flat.size(); ++k) {
+    const std::size_t node = index.at(outputs.flat[k].node());
+    output_nodes_.push_back(node);
+    if (output_of_[node] < 0) output_of_[node] = static_cast<int>(k);
+  }
 }
 
 void Functional::build(const Shape& input_shape) {
   LOCKSTEP_CHECK(input_shape.rank() == this->input_shape().rank() && input_shape.tail() == this->input_shape().tail(),
-                 "Functional '", name(), "' takes inputs of shape ", this->input_shape().str(), ", not ", input_shape.str());
+                 "Functional '", name(), "' takes inputs of shape ", this->input_shape().str(), ", not ", input_shape.str(),
+                 inputs_.single() ? "" : " (its first input, '" + inputs_.names.front() + "')");
 }
 
 Tensor Functional::run_node(const Node& node, const std::vector<Tensor>& values, const std::vector<Tensor>& masks,
@@ -324,7 +397,13 @@ Tensor Functional::run_node(const Node& node, const std::vector<Tensor>& values,
   const layers::Layer& l = *layers_[node.layer];
   if (node.list_call) {
     std::vector<Tensor> xs;
-    for (auto i : node.inputs) xs.push_back(values[i]);
+    for (std::size_t a = 0; a < node.arguments(); ++a) xs.push_back(values[node.inputs[a]]);
+    if (node.use_causal_mask || node.attention_mask) {  // CallKwargs: a MultiHeadAttention
+      layers::AttentionCall call{.use_causal_mask = node.use_causal_mask};
+      if (node.attention_mask) call.attention_mask = cast(values[node.inputs.back()], DType::kU8);
+      return dynamic_cast<const layers::MultiHeadAttentionLayer&>(l).attend(
+          xs[0], xs[1], xs.size() > 2 ? xs[2] : Tensor(), ctx, call);
+    }
     return dynamic_cast<const layers::MergeLayer&>(l).merge(xs, ctx);
   }
   const Tensor& x = values[node.inputs.front()];
@@ -342,42 +421,77 @@ bool Functional::fuses_with_next(std::size_t i) const {
 }
 
 Model::Output Functional::forward(const Tensor& x, const layers::CallContext& ctx) const {
+  LOCKSTEP_CHECK(inputs_.size() == 1 && outputs_.size() == 1, "Functional '", name(), "' has ", inputs_.size(),
+                 " input(s) (", inputs_.joined(), ") and ", outputs_.size(), " output(s) (", outputs_.joined(),
+                 "): give one tensor per input (predict / fit / evaluate with lists, forward_all)");
   const Shape& want = input_shape();
   LOCKSTEP_CHECK(x.rank() == want.rank() && x.shape().tail() == want.tail(), "Functional '", name(),
                  "' expects input shape ", want.str(), " but received ", x.shape().str());
+  Output out;
+  run_graph({&x, 1}, ctx, {&out, 1});
+  return out;
+}
+
+std::vector<Model::Output> Functional::forward_all(std::span<const Tensor> xs, const layers::CallContext& ctx) const {
+  LOCKSTEP_CHECK(xs.size() == inputs_.size(), "Functional '", name(), "' takes ", inputs_.size(), " input(s) (",
+                 inputs_.joined(), "), got ", xs.size());
+  for (std::size_t i = 0; i < xs.size(); ++i) {
+    const Shape& want = nodes_[i].output_shape;
+    LOCKSTEP_CHECK(xs[i].rank() == want.rank() && xs[i].shape().tail() == want.tail(), "Functional '", name(),
+                   "': input '", inputs_.names[i], "' expects shape ", want.str(), " but received ", xs[i].shape().str());
+  }
+  std::vector<Output> outs(outputs_.size());
+  run_graph(xs, ctx, outs);
+  return outs;
+}
+
+void Functional::run_graph(std::span<const Tensor> xs, const layers::CallContext& ctx, std::span<Output> outs) const {
   std::vector<Tensor> values(nodes_.size()), masks(nodes_.size());
-  values[0] = x;
-  const std::size_t last = output_node();
+  for (std::size_t i = 0; i < xs.size(); ++i) values[i] = xs[i];
+  // An output ends as every model's output ends (output_in_float32); a later node reads that.
+  const auto finish_output = [&](std::size_t i) {
+    Output& o = outs[static_cast<std::size_t>(output_of_[i])];
+    if (i < xs.size()) o = output_in_float32(*layers_[nodes_[i].layer], [&](bool) { return xs[i]; });
+    else o = output_in_float32(*layers_[nodes_[i].layer], [&](bool logits) { return run_node(nodes_[i], values, masks, ctx, logits); });
+    values[i] = o.output;
+  };
+  for (std::size_t i = 0; i < xs.size(); ++i)
+    if (output_of_[i] >= 0) finish_output(i);
   // A node's output is let go after its last consumer ran: holding every one until the end kept
   // a whole forward pass alive (ResNet-20 evaluating at batch 1024 peaked at 5 GB). A tape still
   // holds what backward needs.
-  for (std::size_t i = 1; i < last; ++i) {
+  for (std::size_t i = xs.size(); i < nodes_.size(); ++i) {
     const Node& node = nodes_[i];
-    // Node i and the next one as one fused op (Conv2D then MaxPooling2D) where the next is
-    // node i's only reader and not the output node: node i's own output then never exists.
-    Tensor fused;
-    if (i + 1 < last && fuses_with_next(i) && !masks[node.inputs.front()].defined())
-      fused = layers_[node.layer]->call_then(*layers_[nodes_[i + 1].layer], values[node.inputs.front()], ctx);
     const std::size_t ran = i;
-    if (!node.list_call) {
-      const std::size_t in = node.inputs.front();
-      masks[i] = layers_[node.layer]->compute_mask(values[in], masks[in]);
+    if (output_of_[i] >= 0 && last_use_[i] == 0) {
+      finish_output(i);
     } else {
-      std::vector<Tensor> xs, ms;
-      for (auto j : node.inputs) {
-        xs.push_back(values[j]);
-        ms.push_back(masks[j]);
+      // Node i and the next one as one fused op (Conv2D then MaxPooling2D) where the next is
+      // node i's only reader and not an output: node i's own output then never exists.
+      Tensor fused;
+      if (i + 1 < nodes_.size() && output_of_[i] < 0 && output_of_[i + 1] < 0 && fuses_with_next(i) &&
+          !masks[node.inputs.front()].defined())
+        fused = layers_[node.layer]->call_then(*layers_[nodes_[i + 1].layer], values[node.inputs.front()], ctx);
+      if (!node.list_call) {
+        const std::size_t in = node.inputs.front();
+        masks[i] = layers_[node.layer]->compute_mask(values[in], masks[in]);
+      } else {
+        std::vector<Tensor> ms_xs, ms;
+        for (std::size_t a = 0; a < node.arguments(); ++a) {
+          ms_xs.push_back(values[node.inputs[a]]);
+          ms.push_back(masks[node.inputs[a]]);
+        }
+        masks[i] = dynamic_cast<const layers::MergeLayer&>(*layers_[node.layer]).merge_mask(ms_xs, ms);
       }
-      masks[i] = dynamic_cast<const layers::MergeLayer&>(*layers_[node.layer]).merge_mask(xs, ms);
+      if (fused.defined()) values[++i] = std::move(fused);
+      else if (output_of_[i] >= 0) finish_output(i);
+      else values[i] = run_node(node, values, masks, ctx, false);
     }
-    if (fused.defined()) values[++i] = std::move(fused);
-    else values[i] = run_node(node, values, masks, ctx, false);
     for (std::size_t j : node.inputs)
       if (last_use_[j] == ran) values[j] = masks[j] = Tensor();
   }
-  if (last == 0) return output_in_float32(*layers_[0], [&](bool) { return x; });
-  return output_in_float32(*layers_[nodes_[last].layer],
-                           [&](bool logits) { return run_node(nodes_[last], values, masks, ctx, logits); });
+  for (std::size_t k = 0; k < outs.size(); ++k)
+    if (static_cast<std::size_t>(output_of_[output_nodes_[k]]) != k) outs[k] = outs[output_of_[output_nodes_[k]]];
 }
 
 std::vector<Variable> Functional::variables() const {

@@ -58,21 +58,34 @@ json functional_config(const Functional& m, const LayerToJson& layer_json) {
       const auto& n = m.nodes()[c];
       if (n.inputs.empty()) continue;
       json args = json::array();
-      for (auto in : n.inputs) args.push_back(keras_tensor(m, in));
+      for (std::size_t a = 0; a < n.arguments(); ++a) args.push_back(keras_tensor(m, n.inputs[a]));
       // Keras calls a merge layer on one list (Add()([a, b])), some on positional tensors
       // (MultiHeadAttention: mha(query, value)).
       const bool one_list = n.list_call && !m.layers()[i]->keras_positional_call();
-      inbound.push_back({{"args", one_list ? json::array({args}) : args}, {"kwargs", json::object()}});
+      json kwargs = json::object();
+      if (n.use_causal_mask) kwargs["use_causal_mask"] = true;
+      if (n.attention_mask) kwargs["attention_mask"] = keras_tensor(m, n.inputs.back());
+      inbound.push_back({{"args", one_list ? json::array({args}) : args}, {"kwargs", kwargs}});
     }
     entry["inbound_nodes"] = inbound;
     list.push_back(entry);
   }
-  // One input and one output are written as Keras writes them: the reference itself, not a list.
+  // As Keras writes them: one input or output as the reference itself, several as a list or a
+  // dict of references.
+  const auto endpoints = [&](const Structure& st, const auto& node_of) {
+    if (st.single()) return history(m, node_of(0));
+    json out = st.form == Structure::Form::kDict ? json::object() : json::array();
+    for (std::size_t k = 0; k < st.size(); ++k) {
+      if (st.form == Structure::Form::kDict) out[st.names[k]] = history(m, node_of(k));
+      else out.push_back(history(m, node_of(k)));
+    }
+    return out;
+  };
   return {{"name", m.name()},
           {"trainable", true},
           {"layers", list},
-          {"input_layers", history(m, 0)},
-          {"output_layers", history(m, m.output_node())}};
+          {"input_layers", endpoints(m.input_structure(), [](std::size_t k) { return k; })},
+          {"output_layers", endpoints(m.output_structure(), [&](std::size_t k) { return m.output_nodes()[k]; })}};
 }
 
 std::unique_ptr<Functional> functional_from_config(const json& config, const LayerFromJson& make_layer,
@@ -92,6 +105,7 @@ std::unique_ptr<Functional> functional_from_config(const json& config, const Lay
   std::vector<Pending> pending;
   std::map<std::pair<std::string, int>, KerasTensor> tensors;
   std::set<std::string> names;
+  std::set<std::string> mask_nodes;  // NotEqual: Keras' record of a mask
   for (const auto& entry : config.at("layers")) {
     if (!entry.is_object() || !entry.value("name", json()).is_string())
       fail(source, "a layer of the Functional config has no name: " + entry.dump().substr(0, 200));
@@ -111,6 +125,17 @@ std::unique_ptr<Functional> functional_from_config(const json& config, const Lay
     }
     const json& nodes = entry.value("inbound_nodes", json());
     if (!nodes.is_array()) fail(source, "layer '" + lname + "' has no list of inbound_nodes");
+    if (entry.value("class_name", json()) == json("NotEqual")) {
+      // What Keras writes for Embedding(mask_zero=True)'s mask: not_equal(x, 0), handed to the
+      // layers after as their `mask` keyword. lockstep carries that mask from layer to layer
+      // itself (Layer::compute_mask), so the node is read as a mask and nothing else.
+      const json& args = nodes.size() == 1 && nodes[0].is_object() ? nodes[0].value("args", json()) : json();
+      if (!args.is_array() || args.size() != 2 || args[1] != json(0))
+        fail(source, "'" + lname + "' (NotEqual) is read as a layer's mask, not_equal(x, 0), but it is " +
+                         nodes.dump().substr(0, 200));
+      mask_nodes.insert(lname);
+      continue;
+    }
     pending.push_back({lname, make_layer(entry), nodes});
   }
 
@@ -134,11 +159,17 @@ std::unique_ptr<Functional> functional_from_config(const json& config, const Lay
       const json& node = p.nodes[p.done];
       const json& args = node.is_object() ? node.value("args", json()) : node;
       const json kwargs = node.is_object() ? node.value("kwargs", json::object()) : json::object();
+      bool causal = false;
+      std::optional<std::pair<std::string, int>> mask_ref;
       if (kwargs.is_object())
-        for (const auto& [key, value] : kwargs.items())
-          if (!value.is_null())
+        for (const auto& [key, value] : kwargs.items()) {
+          if (key == "use_causal_mask" && value.is_boolean()) causal = value.get<bool>();
+          else if (key == "attention_mask" && value.is_object()) mask_ref = reference_of(p, value);
+          else if (key == "mask" && value.is_object() && mask_nodes.count(reference_of(p, value).first)) continue;
+          else if (!value.is_null())
             fail(source, "layer '" + p.name + "': call " + std::to_string(p.done) + " has the argument " + key + "=" +
                              value.dump().substr(0, 100) + ", which lockstep's layers do not take");
+        }
       if (!args.is_array() || args.empty())
         fail(source, "layer '" + p.name + "': inbound node " + std::to_string(p.done) + " has no arguments");
       const bool list = args.size() == 1 && args[0].is_array();
@@ -153,6 +184,12 @@ std::unique_ptr<Functional> functional_from_config(const json& config, const Lay
         }
         xs.push_back(it->second);
       }
+      KerasTensor mask;
+      if (mask_ref && !missing) {
+        const auto it = tensors.find(*mask_ref);
+        if (it == tensors.end()) missing = mask_ref;
+        else mask = it->second;
+      }
       if (missing) {  // an input is not made yet
         waiting[*missing].push_back(which);
         break;
@@ -160,7 +197,9 @@ std::unique_ptr<Functional> functional_from_config(const json& config, const Lay
       const std::pair<std::string, int> made{p.name, static_cast<int>(p.done)};
       try {
         // A list, or several positional tensors (MultiHeadAttention's query, value): a list call.
-        tensors[made] = list || xs.size() > 1 ? call(p.layer, xs) : call(p.layer, xs.front());
+        const CallKwargs kw{.use_causal_mask = causal, .attention_mask = mask_ref ? &mask : nullptr};
+        tensors[made] = causal || mask_ref ? call(p.layer, xs, kw)
+                        : list || xs.size() > 1 ? call(p.layer, xs) : call(p.layer, xs.front());
       } catch (const Error& e) {
         fail(source, e.what());
       }
@@ -176,19 +215,30 @@ std::unique_ptr<Functional> functional_from_config(const json& config, const Lay
       fail(source, "layer '" + p.name + "': call " + std::to_string(p.done) +
                        " takes a tensor that no layer of the model makes (a missing layer or node index, or a cycle)");
 
-  const auto endpoint = [&](const char* key) {
-    // [name, node, 0] (Keras' form for one tensor) or a list of one of them.
-    json one = config.value(key, json());
-    if (one.is_array() && one.size() == 1 && one[0].is_array()) one = one[0];
-    if (!one.is_array() || one.empty() || one[0].is_array())
-      fail(source, std::string(key) + " must name one tensor (lockstep's Functional models have one input and one "
-                   "output), got " + config.value(key, json()).dump().substr(0, 200));
-    const auto ref = reference(one, source);
-    const auto it = tensors.find(ref);
-    if (it == tensors.end()) fail(source, std::string(key) + " names " + one.dump() + ", which no layer makes");
+  const auto tensor_at = [&](const char* key, const json& ref) {
+    const auto it = tensors.find(reference(ref, source));
+    if (it == tensors.end()) fail(source, std::string(key) + " names " + ref.dump() + ", which no layer makes");
     return it->second;
   };
-  const KerasTensor in = endpoint("input_layers"), out = endpoint("output_layers");
+  // [name, node, 0] (Keras' form for one tensor), a list of them, or a dict of them.
+  const auto endpoints = [&](const char* key) -> KerasTensors {
+    const json& j = config.value(key, json());
+    if (j.is_object() && !j.empty()) {
+      std::map<std::string, KerasTensor> dict;
+      for (const auto& [k, ref] : j.items()) dict.emplace(k, tensor_at(key, ref));
+      return dict;
+    }
+    if (j.is_array() && !j.empty() && j[0].is_array()) {
+      if (j.size() == 1) return tensor_at(key, j[0]);
+      std::vector<KerasTensor> list;
+      for (const auto& ref : j) list.push_back(tensor_at(key, ref));
+      return list;
+    }
+    if (!j.is_array() || j.empty())
+      fail(source, std::string(key) + " must name a tensor, a list or a dict of them, got " + j.dump().substr(0, 200));
+    return tensor_at(key, j);
+  };
+  const KerasTensors in = endpoints("input_layers"), out = endpoints("output_layers");
   try {
     return std::make_unique<Functional>(in, out, name, seed);
   } catch (const Error& e) {

@@ -1,5 +1,6 @@
 #include "training/keras_config.hpp"
 
+#include <algorithm>
 #include <cctype>
 #include <cstdio>
 #include <optional>
@@ -196,16 +197,37 @@ json compile_to_keras(const Model& model) {
   std::string lower = opt.at("class_name").get<std::string>();
   for (auto& ch : lower) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
   oc["name"] = lower;
-  const auto& loss = *model.loss();
-  json keras_loss = loss.name();
-  if (loss.from_logits())
-    keras_loss = keras_object("keras.losses", keras_loss_class(loss.name()),
-                              {{"name", loss.name()}, {"reduction", "sum_over_batch_size"}, {"from_logits", true}});
-  json metrics = json::array();
-  for (const auto& m : model.metrics()) metrics.push_back(m->name());
+  const auto keras_loss = [](const losses::Loss& loss) {
+    if (!loss.from_logits()) return json(loss.name());
+    return keras_object("keras.losses", keras_loss_class(loss.name()),
+                        {{"name", loss.name()}, {"reduction", "sum_over_batch_size"}, {"from_logits", true}});
+  };
+  json loss = keras_loss(*model.loss()), loss_weights = nullptr, metrics = json::array();
+  if (model.output_losses().empty()) {
+    for (const auto& m : model.metrics()) metrics.push_back(m->name());
+  } else {  // per output, in the outputs' form (a dict by name, else a list); metrics unprefixed
+    const Structure& outs = model.output_structure();
+    const bool dict = outs.form == Structure::Form::kDict;
+    loss = dict ? json::object() : json::array();
+    loss_weights = loss;
+    metrics = loss;
+    for (std::size_t k = 0; k < outs.size(); ++k) {
+      const auto& head = model.output_losses()[k];
+      json names = json::array();
+      for (std::size_t i = 0; i < model.metrics().size(); ++i)
+        if (model.metric_outputs()[i] == k) names.push_back(model.metrics()[i]->name().substr(head.name.size() + 1));
+      const auto put = [&](json& where, json value) {
+        if (dict) where[head.name] = std::move(value);
+        else where.push_back(std::move(value));
+      };
+      put(loss, keras_loss(*head.loss));
+      put(loss_weights, head.weight);
+      put(metrics, names);
+    }
+  }
   return {{"optimizer", keras_object("keras.optimizers", opt.at("class_name").get<std::string>(), oc)},
-          {"loss", keras_loss},
-          {"loss_weights", nullptr},
+          {"loss", loss},
+          {"loss_weights", loss_weights},
           {"metrics", metrics},
           {"weighted_metrics", nullptr},
           {"run_eagerly", false},
@@ -217,12 +239,96 @@ json compile_to_keras(const Model& model) {
 struct CompileParts {
   json optimizer, loss;
   std::vector<std::string> metrics;
+  // A model of several outputs, by output name: losses as lockstep's JSON, weights, metrics.
+  std::map<std::string, json> losses;
+  std::map<std::string, double> loss_weights;
+  std::map<std::string, std::vector<std::string>> output_metrics;
 };
 
-std::string compile_from_keras(const json& c, CompileParts& out) {
+// One Keras loss (a name or a serialised object) as lockstep's {"class_name", "config"}; a
+// string naming what lockstep cannot express otherwise.
+std::string loss_from_keras(const json& l, json& out) {
+  static const std::map<std::string, std::string> kLosses = {
+      {"SparseCategoricalCrossentropy", "sparse_categorical_crossentropy"},
+      {"CategoricalCrossentropy", "categorical_crossentropy"},
+      {"BinaryCrossentropy", "binary_crossentropy"},
+      {"MeanSquaredError", "mean_squared_error"},
+      {"MeanAbsoluteError", "mean_absolute_error"}};
+  if (l.is_string()) {
+    std::string name = l.get<std::string>();
+    if (kLosses.count(name)) name = kLosses.at(name);
+    if (name == "mse") name = "mean_squared_error";
+    if (name == "mae") name = "mean_absolute_error";
+    out = {{"class_name", name}, {"config", json::object()}};
+  } else if (l.is_object() && l.value("class_name", json()).is_string() && kLosses.count(l.at("class_name"))) {
+    json lc = json::object();
+    const json config = l.value("config", json::object());
+    for (const auto& [key, value] : config.items()) {
+      if (key == "name" || key == "dtype" || (key == "axis" && value == json(-1))) continue;
+      if (key == "reduction" && value == json("sum_over_batch_size")) continue;
+      if (key == "label_smoothing" && value == json(0) ) continue;
+      if (key == "from_logits") lc["from_logits"] = value;
+      else if (!is_off(value)) return "loss argument " + key + "=" + value.dump() + " is not supported";
+    }
+    out = {{"class_name", kLosses.at(l.at("class_name").get<std::string>())}, {"config", lc}};
+  } else {
+    return "loss " + l.dump().substr(0, 120) + " is not supported";
+  }
+  return {};
+}
+
+// A list of metric names; a string naming what lockstep cannot express otherwise.
+std::string metric_names_from_keras(const json& m, std::vector<std::string>& out) {
+  if (!m.is_array()) return "metrics " + m.dump().substr(0, 120) + " are not supported (a list of names is)";
+  for (const auto& e : m) {
+    if (!e.is_string()) return "metric " + e.dump().substr(0, 120) + " is not supported (names are)";
+    out.push_back(e.get<std::string>());
+  }
+  return {};
+}
+
+// loss, loss_weights and metrics per output (a dict by output name, or a list in the outputs'
+// order) for a model of several outputs.
+std::string per_output_from_keras(const json& c, const Structure& outs, CompileParts& out) {
+  // The entry of `j` (a dict or a list) for output k; null when there is none.
+  const auto entry = [&](const json& j, std::size_t k) -> json {
+    if (j.is_object()) return j.value(outs.names[k], json());
+    if (j.is_array() && j.size() == outs.size()) return j[k];
+    return json();
+  };
+  const json& l = c.value("loss", json());
+  const json& w = c.value("loss_weights", json());
+  const json& m = c.value("metrics", json());
+  const bool one_loss = l.is_string() || (l.is_object() && l.contains("class_name"));
+  for (const json* j : {&l, &w, &m}) {
+    if (j == &l && one_loss) continue;
+    if (j->is_array() && j->size() != outs.size() && !(j == &m && j->empty()))
+      return "a list of " + std::to_string(j->size()) + " per output does not match the " +
+             std::to_string(outs.size()) + " outputs (" + outs.joined() + ")";
+    if (j->is_object())
+      for (const auto& [key, value] : j->items())
+        if (std::find(outs.names.begin(), outs.names.end(), key) == outs.names.end())
+          return "'" + key + "' is not an output of the model (" + outs.joined() + ")";
+  }
+  for (std::size_t k = 0; k < outs.size(); ++k) {
+    const std::string& name = outs.names[k];
+    const json lk = one_loss ? l : entry(l, k);
+    if (lk.is_null()) return "output '" + name + "' has no loss";
+    if (std::string p = loss_from_keras(lk, out.losses[name]); !p.empty()) return p;
+    const json wk = entry(w, k);
+    if (wk.is_number()) out.loss_weights[name] = wk.get<double>();
+    else if (!wk.is_null()) return "loss_weights " + w.dump().substr(0, 120) + " are not supported";
+    const json mk = entry(m, k);
+    if (!mk.is_null())
+      if (std::string p = metric_names_from_keras(mk, out.output_metrics[name]); !p.empty()) return p;
+  }
+  return {};
+}
+
+std::string compile_from_keras(const json& c, const Structure& outs, CompileParts& out) {
   if (!c.is_object()) return "compile_config is not an object";
   for (const auto& [key, value] : c.items()) {
-    if (key == "optimizer" || key == "loss" || key == "metrics") continue;
+    if (key == "optimizer" || key == "loss" || key == "metrics" || (key == "loss_weights" && outs.size() > 1)) continue;
     if (key == "run_eagerly" || key == "steps_per_execution" || key == "jit_compile" || key == "auto_scale_loss")
       continue;  // how Keras runs a step, not what it computes
     if (!is_off(value)) return "compile argument " + key + "=" + value.dump() + " is not supported";
@@ -261,41 +367,10 @@ std::string compile_from_keras(const json& c, CompileParts& out) {
   if (cls != "SGD" && cls != "Adam" && cls != "AdamW") return "optimizer " + cls + " is not supported (SGD, Adam, AdamW)";
   out.optimizer = {{"class_name", cls}, {"config", oc}};
 
-  const json& l = c.value("loss", json());
-  static const std::map<std::string, std::string> kLosses = {
-      {"SparseCategoricalCrossentropy", "sparse_categorical_crossentropy"},
-      {"CategoricalCrossentropy", "categorical_crossentropy"},
-      {"BinaryCrossentropy", "binary_crossentropy"},
-      {"MeanSquaredError", "mean_squared_error"},
-      {"MeanAbsoluteError", "mean_absolute_error"}};
-  if (l.is_string()) {
-    std::string name = l.get<std::string>();
-    if (kLosses.count(name)) name = kLosses.at(name);
-    if (name == "mse") name = "mean_squared_error";
-    if (name == "mae") name = "mean_absolute_error";
-    out.loss = {{"class_name", name}, {"config", json::object()}};
-  } else if (l.is_object() && l.value("class_name", json()).is_string() && kLosses.count(l.at("class_name"))) {
-    json lc = json::object();
-    const json config = l.value("config", json::object());
-    for (const auto& [key, value] : config.items()) {
-      if (key == "name" || key == "dtype" || (key == "axis" && value == json(-1))) continue;
-      if (key == "reduction" && value == json("sum_over_batch_size")) continue;
-      if (key == "label_smoothing" && value == json(0) ) continue;
-      if (key == "from_logits") lc["from_logits"] = value;
-      else if (!is_off(value)) return "loss argument " + key + "=" + value.dump() + " is not supported";
-    }
-    out.loss = {{"class_name", kLosses.at(l.at("class_name").get<std::string>())}, {"config", lc}};
-  } else {
-    return "loss " + l.dump().substr(0, 120) + " is not supported";
-  }
+  if (outs.size() > 1) return per_output_from_keras(c, outs, out);
+  if (std::string p = loss_from_keras(c.value("loss", json()), out.loss); !p.empty()) return p;
   const json& m = c.value("metrics", json());
-  if (!m.is_null()) {
-    if (!m.is_array()) return "metrics " + m.dump().substr(0, 120) + " are not supported (a list of names is)";
-    for (const auto& e : m) {
-      if (!e.is_string()) return "metric " + e.dump().substr(0, 120) + " is not supported (names are)";
-      out.metrics.push_back(e.get<std::string>());
-    }
-  }
+  if (!m.is_null()) return metric_names_from_keras(m, out.metrics);
   return {};
 }
 
@@ -333,7 +408,7 @@ layers::LayerPtr layer_from_keras(const LayerReader& r) {
 
 json functional_to_keras(const Functional& model) {
   json config = functional_config(model, [&](const layers::Layer& l) {
-    if (dynamic_cast<const layers::InputLayer*>(&l) != nullptr) return input_layer_to_keras(l.name(), model.input_shape());
+    if (dynamic_cast<const layers::InputLayer*>(&l) != nullptr) return input_layer_to_keras(l.name(), l.input_shape());
     return layer_to_keras(l);
   });
   // Keras writes a merge layer's build shape from its inputs' shapes, as the layer says.
@@ -342,7 +417,9 @@ json functional_to_keras(const Functional& model) {
     const auto& calls = model.calls_of(i);
     if (calls.empty()) continue;
     json shapes = json::array();
-    for (auto in : model.nodes()[calls.front()].inputs) shapes.push_back(shape_to_json(model.nodes()[in].output_shape));
+    const auto& first = model.nodes()[calls.front()];
+    for (std::size_t a = 0; a < first.arguments(); ++a)
+      shapes.push_back(shape_to_json(model.nodes()[first.inputs[a]].output_shape));
     config["layers"][i]["build_config"] = model.layers()[i]->keras_build_config(shapes);
   }
   return {{"module", "keras.src.models.functional"},
@@ -418,10 +495,16 @@ std::unique_ptr<Sequential> sequential_from_keras_layers(const json& j, const st
 void compile_from_keras_file(const json& j, Model& model, const std::string& source) {
   if (j.contains("compile_config") && !j.at("compile_config").is_null()) {
     CompileParts parts;
-    std::string problem = compile_from_keras(j.at("compile_config"), parts);
+    std::string problem = compile_from_keras(j.at("compile_config"), model.output_structure(), parts);
     if (problem.empty()) {
       try {
-        model.compile(optimizer_from_json(parts.optimizer), loss_from_json(parts.loss), parts.metrics);
+        if (model.output_structure().size() == 1) {
+          model.compile(optimizer_from_json(parts.optimizer), loss_from_json(parts.loss), parts.metrics);
+        } else {
+          std::map<std::string, losses::LossPtr> losses;
+          for (const auto& [name, loss] : parts.losses) losses[name] = loss_from_json(loss);
+          model.compile(optimizer_from_json(parts.optimizer), losses, parts.output_metrics, parts.loss_weights);
+        }
       } catch (const std::exception& e) {
         problem = e.what();
       }

@@ -1,6 +1,8 @@
 #include "lockstep/training/model.hpp"
 
+#include <cmath>
 #include <cstdlib>
+#include <set>
 #include <string>
 
 #include "lockstep/autograd/gradient_tape.hpp"
@@ -27,12 +29,26 @@ void check_same_rows(const Tensor& x, const Tensor& y) {
 
 }  // namespace
 
+std::size_t Structure::index_of(const std::string& name, const char* what) const {
+  for (std::size_t i = 0; i < names.size(); ++i)
+    if (names[i] == name) return i;
+  throw ValueError(std::string("'") + name + "' is not an " + what + " of the model; its " + what + "s are: " + joined());
+}
+
+std::string Structure::joined() const {
+  std::string s;
+  for (const auto& n : names) s += (s.empty() ? "" : ", ") + n;
+  return s;
+}
+
 void Model::merge_replica_numbers(const distribute::PerReplica<ReplicaNumbers>& parts, std::int64_t examples,
                                   double* mean_loss) {
   // A replica's numbers: its loss sum (when the batch had examples) and each metric's state.
   const auto numbers = [&](const ReplicaNumbers& p) {
     std::vector<Tensor> pieces;
     if (examples) pieces.push_back(as_float(p.loss_sum).reshape({1}));
+    if (examples)
+      for (const Tensor& t : p.output_loss_sums) pieces.push_back(as_float(t).reshape({1}));
     for (const Tensor& t : p.metric_states) pieces.push_back(t);
     return pieces;
   };
@@ -62,6 +78,10 @@ void Model::merge_replica_numbers(const distribute::PerReplica<ReplicaNumbers>& 
   }
   std::size_t i = 0;
   const double loss_sum = examples ? static_cast<double>(totals[i++].item()) : 0.0;
+  if (examples)
+    for (std::size_t k = 0; k < parts[0].output_loss_sums.size(); ++k)
+      output_loss_trackers_[k].update(static_cast<double>(totals[i++].item()) / static_cast<double>(examples),
+                                      static_cast<double>(examples));
   for (std::size_t m = 0; m < metrics_.size(); ++m) metrics_[m]->merge_state(totals[i++]);
   const double batch_loss = examples ? loss_sum / static_cast<double>(examples) : 0.0;
   if (examples) loss_tracker_.update(batch_loss, static_cast<double>(examples));
@@ -109,8 +129,7 @@ void Model::check_strategy_scope(const char* what) {
                    "or call model.distribute(strategy) to mirror a model made outside the scope");
 }
 
-void Model::compile(optimizers::OptimizerPtr optimizer, losses::LossPtr loss, std::vector<std::string> metric_names,
-                    bool auto_scale_loss) {
+void Model::take_optimizer(optimizers::OptimizerPtr optimizer, losses::LossPtr loss, bool auto_scale_loss) {
   LOCKSTEP_CHECK(optimizer && loss, "Model::compile: an optimizer and a loss are required");
   check_strategy_scope("compile");
   // float16 gradients underflow without loss scaling (bfloat16 has float32's range and needs none).
@@ -120,7 +139,71 @@ void Model::compile(optimizers::OptimizerPtr optimizer, losses::LossPtr loss, st
   optimizer_ = std::move(optimizer);
   loss_ = std::move(loss);
   metrics_.clear();
-  for (const auto& m : metric_names) metrics_.push_back(metrics::get(m, loss_->name()));
+  metric_outputs_.clear();
+  output_losses_.clear();
+  output_loss_trackers_.clear();
+}
+
+void Model::compile(optimizers::OptimizerPtr optimizer, losses::LossPtr loss, std::vector<std::string> metric_names,
+                    bool auto_scale_loss) {
+  if (outputs_.size() > 1) {
+    // Keras: one loss applies to every output; metrics must say which output they read.
+    LOCKSTEP_CHECK(metric_names.empty(), "Model::compile: model '", name(), "' has ", outputs_.size(), " outputs (",
+                   outputs_.joined(), "): give metrics per output, by name (compile(optimizer, losses, metrics))");
+    compile(std::move(optimizer), {{"", std::move(loss)}}, {}, {}, auto_scale_loss);
+    return;
+  }
+  take_optimizer(std::move(optimizer), std::move(loss), auto_scale_loss);
+  for (const auto& m : metric_names) {
+    metrics_.push_back(metrics::get(m, loss_->name()));
+    metric_outputs_.push_back(0);
+  }
+}
+
+void Model::compile(optimizers::OptimizerPtr optimizer, const std::map<std::string, losses::LossPtr>& losses,
+                    const std::map<std::string, std::vector<std::string>>& metric_names,
+                    const std::map<std::string, double>& loss_weights, bool auto_scale_loss) {
+  const auto one = losses.find("");
+  LOCKSTEP_CHECK(one == losses.end() || losses.size() == 1, "Model::compile: a loss under \"\" applies to every output; "
+                 "give either it alone or one loss per output");
+  std::vector<OutputLoss> heads;
+  for (const auto& [key, loss] : losses) {
+    LOCKSTEP_CHECK(loss != nullptr, "Model::compile: the loss of output '", key, "' is null");
+    if (!key.empty()) outputs_.index_of(key, "output");  // names a wrong key
+  }
+  for (const auto& key : loss_weights) {
+    outputs_.index_of(key.first, "output");
+    LOCKSTEP_CHECK(std::isfinite(key.second) && key.second >= 0, "Model::compile: loss_weights['", key.first,
+                   "'] must be a finite number >= 0, got ", key.second);
+  }
+  for (const auto& key : metric_names) outputs_.index_of(key.first, "output");
+  for (const auto& out : outputs_.names) {
+    const auto it = one != losses.end() ? one : losses.find(out);
+    LOCKSTEP_CHECK(it != losses.end(), "Model::compile: output '", out, "' has no loss; the losses must name every "
+                   "output (", outputs_.joined(), "), or give one loss for all");
+    const auto w = loss_weights.find(out);
+    heads.push_back({out, it->second, w == loss_weights.end() ? 1.0 : w->second});
+  }
+  if (outputs_.size() == 1) {  // a model of one output: its plain logs ("loss", "accuracy")
+    const auto m = metric_names.find(outputs_.names.front());
+    LOCKSTEP_CHECK(loss_weights.empty(), "Model::compile: loss_weights are for a model of several outputs");
+    compile(std::move(optimizer), heads.front().loss, m == metric_names.end() ? std::vector<std::string>{} : m->second,
+            auto_scale_loss);
+    return;
+  }
+  take_optimizer(std::move(optimizer), heads.front().loss, auto_scale_loss);
+  output_losses_ = std::move(heads);
+  for (std::size_t k = 0; k < output_losses_.size(); ++k) {
+    const std::string& out = output_losses_[k].name;
+    output_loss_trackers_.emplace_back(out + "_loss");
+    const auto m = metric_names.find(out);
+    if (m == metric_names.end()) continue;
+    for (const auto& metric : m->second) {
+      metrics_.push_back(metrics::get(metric, output_losses_[k].loss->name()));
+      metrics_.back()->set_name(out + "_" + metrics_.back()->name());
+      metric_outputs_.push_back(k);
+    }
+  }
 }
 
 void Model::compile(const std::string& optimizer, const std::string& loss, std::vector<std::string> metric_names) {
@@ -181,12 +264,14 @@ Tensor Model::operator()(const Tensor& x, const layers::CallContext& given) cons
 
 void Model::reset_metrics() {
   loss_tracker_.reset_state();
+  for (auto& t : output_loss_trackers_) t.reset_state();
   for (auto& m : metrics_) m->reset_state();
 }
 
 std::map<std::string, std::vector<double>> Model::metric_states() const {
   std::map<std::string, std::vector<double>> out;
   out["loss"] = loss_tracker_.state();
+  for (const auto& t : output_loss_trackers_) out[t.name()] = t.state();
   for (const auto& m : metrics_) out[m->name()] = m->state();
   return out;
 }
@@ -197,17 +282,77 @@ void Model::set_metric_states(const std::map<std::string, std::vector<double>>& 
     if (it != states.end() && it->second.size() == m.state().size()) m.state() = it->second;
   };
   set(loss_tracker_);
+  for (auto& t : output_loss_trackers_) set(t);
   for (auto& m : metrics_) set(*m);
 }
 
 Logs Model::collect_logs(const char* prefix) const {
   Logs logs;
   logs[std::string(prefix) + "loss"] = loss_tracker_.result();
+  for (const auto& t : output_loss_trackers_) logs[prefix + t.name()] = t.result();
   for (const auto& m : metrics_) logs[prefix + m->name()] = m->result();
   return logs;
 }
 
-detail::ReplicaNumbers Model::replica_train_step(const Tensor& x, const Tensor& y, std::int64_t first_example,
+std::vector<Model::Output> Model::forward_all(std::span<const Tensor> xs, const layers::CallContext& ctx) const {
+  LOCKSTEP_CHECK(xs.size() == 1, "Model '", name(), "' takes one input, not ", xs.size());
+  return {forward(xs.front(), ctx)};
+}
+
+void Model::check_components(std::size_t components, const char* what, bool targets) const {
+  const std::size_t want = inputs_.size() + (targets ? outputs_.size() : 0);
+  // A model of one input and output takes (x, y) and ignores more (sample weights are not read).
+  if (components == want || (inputs_.size() == 1 && outputs_.size() == 1 && components >= want)) return;
+  std::string names = inputs_.size() == 1 ? "x" : "inputs " + inputs_.joined();
+  if (targets) names += outputs_.size() == 1 ? ", y" : ", then targets " + outputs_.joined();
+  throw ValueError(std::string(what) + ": model '" + name() + "' takes " + std::to_string(inputs_.size()) + " input(s)" +
+                   (targets ? " and " + std::to_string(outputs_.size()) + " target(s)" : std::string()) +
+                   ", so each element must hold " + std::to_string(want) + " tensors (" + names + "), got " +
+                   std::to_string(components));
+}
+
+Tensor Model::slice_loss(const data::Element& s, const layers::CallContext& ctx, detail::SliceOutputs& outs,
+                         ReplicaNumbers& r) const {
+  const std::size_t n_in = inputs_.size();
+  if (n_in == 1 && outputs_.size() == 1) {  // the path every Sequential takes
+    outs.one = forward(input_of(s[0]), ctx);
+    return sum(loss_->per_example(s[1], outs.one.output, outs.one.logits));
+  }
+  std::vector<Tensor> xs;
+  for (std::size_t i = 0; i < n_in; ++i) xs.push_back(input_of(s[i]));
+  outs.many = forward_all(xs, ctx);
+  Tensor total;
+  for (std::size_t k = 0; k < outs.many.size(); ++k) {
+    const Output& o = outs.many[k];
+    const Tensor& y = s[n_in + k];
+    const std::string& out = outputs_.names[k];
+    LOCKSTEP_CHECK(y.rank() >= 1 && y.dim(0) == o.output.dim(0), "model '", name(), "': the target of output '", out,
+                   "' ", y.shape().str(), " does not have the batch size of the output ", o.output.shape().str());
+    const losses::Loss& loss = output_losses_.empty() ? *loss_ : *output_losses_[k].loss;
+    Tensor part;
+    try {
+      part = sum(loss.per_example(y, o.output, o.logits));
+    } catch (const ValueError& e) {
+      throw ValueError("model '" + name() + "', output '" + out + "': " + e.what());
+    }
+    if (output_losses_.empty()) return part;  // several inputs, one output
+    r.output_loss_sums.push_back(part);
+    const double w = output_losses_[k].weight;
+    const Tensor weighted = w == 1.0 ? part : scale(part, static_cast<float>(w));
+    total = total.defined() ? add(total, weighted) : weighted;
+  }
+  return total;
+}
+
+void Model::slice_metric_states(const data::Element& s, const detail::SliceOutputs& outs, ReplicaNumbers& r) const {
+  const std::size_t n_in = inputs_.size();
+  for (std::size_t m = 0; m < metrics_.size(); ++m) {
+    const std::size_t k = metric_outputs_[m];
+    r.metric_states.push_back(metrics_[m]->batch_state(s[n_in + k], outs[k].output));
+  }
+}
+
+detail::ReplicaNumbers Model::replica_train_step(const data::Element& s, std::int64_t first_example,
                                         std::int64_t global_n, std::int64_t step, ReplicaInterface* replica,
                                         GradientUse use, distribute::GradientAccumulator* held) {
   const auto vars = trainable_variables();  // each replica resolves them to its own copies
@@ -217,16 +362,15 @@ detail::ReplicaNumbers Model::replica_train_step(const Tensor& x, const Tensor& 
                                 .first_example = first_example,
                                 .replica = replica};
   const auto* loss_scale = dynamic_cast<const optimizers::LossScaleOptimizer*>(optimizer_.get());
-  Output out;
-  Tensor loss_sum;
+  detail::SliceOutputs outs;
+  ReplicaNumbers r;
   std::vector<Tensor> grads;
   {
     GradientTape tape;
     {
       const phase_times::Scope timed(phase_times::Phase::kForward,
                                      replica ? replica->replica_id_in_sync_group() : -1);
-      out = forward(x, ctx);
-      loss_sum = sum(loss_->per_example(y, out.output, out.logits));
+      r.loss_sum = slice_loss(s, ctx, outs, r);
     }
     const phase_times::Scope timed(phase_times::Phase::kBackward);
     // Every replica divides by the GLOBAL batch size, so the summed gradients are the mean
@@ -239,11 +383,10 @@ detail::ReplicaNumbers Model::replica_train_step(const Tensor& x, const Tensor& 
         replica && use == GradientUse::kApply
             ? replica->begin_gradient_exchange(vars, optimizer_->elementwise_rule())
             : GradientReadyFn();
-    grads = tape.gradient(scale(loss_sum, static_cast<float>(factor)), vars, Tensor(), on_ready);
+    grads = tape.gradient(scale(r.loss_sum, static_cast<float>(factor)), vars, Tensor(), on_ready);
   }
   const phase_times::Scope timed(phase_times::Phase::kUpdate);  // metrics and the update
-  ReplicaNumbers r{.loss_sum = loss_sum};
-  for (const auto& m : metrics_) r.metric_states.push_back(m->batch_state(y, out.output));
+  slice_metric_states(s, outs, r);
   if (!replica && held) {  // one device: the group's sums are held by fit
     if (use == GradientUse::kHoldBack) {
       held->add(grads, vars);
@@ -310,6 +453,7 @@ void Model::distribute(distribute::Strategy& strategy) {
 double Model::train_step(const Tensor& x, const Tensor& y) {
   check_compiled("train_step");
   check_same_rows(x, y);
+  check_components(2, "train_step");
   return train_micro_step(detail::split_batch(strategy_, {x, y}), 0, x.rank() >= 1 ? x.dim(0) : 0,
                           GradientUse::kApply);
 }
@@ -320,13 +464,14 @@ double Model::train_micro_step(const distribute::DistributedBatch& batch, std::i
   check_compiled("train_step");
   // Tensors are checked here; a batch of rows comes from one table of rows, so its components
   // agree. Each replica casts its own slice (on its device, after the copy: fewer bytes).
-  if (const data::Element* t = batch.global->tensors()) check_same_rows((*t)[0], (*t)[1]);
+  if (const data::Element* t = batch.global->tensors())
+    for (std::size_t i = 1; i < t->size(); ++i) check_same_rows((*t)[0], (*t)[i]);
   if (!built()) build(batch.global->shape(0));
   ensure_mirrored();
   const std::int64_t n = batch.global_size;
   const std::int64_t step = optimizer_->iterations();
   const auto parts = run_on_slices(strategy_, batch, [&](const data::Element& s, std::int64_t first, ReplicaInterface* rc) {
-    return replica_train_step(input_of(s[0]), s[1], first_example + first, group_examples, step, rc, use, held);
+    return replica_train_step(s, first_example + first, group_examples, step, rc, use, held);
   });
   if (use == GradientUse::kHoldBack) {
     double batch_loss = 0;

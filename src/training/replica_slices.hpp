@@ -11,17 +11,26 @@
 #include "lockstep/distribute/strategy.hpp"
 #include "lockstep/tensor/compute_context.hpp"
 #include "lockstep/training/callback.hpp"
+#include "lockstep/training/model.hpp"
 
 namespace lockstep {
 
 // Per-replica losses and metric states, summed across replicas by the strategy (the only
 // cross-replica reduction of the model's numbers), then merged into the running trackers.
 struct detail::ReplicaNumbers {
-  Tensor loss_sum;
+  Tensor loss_sum;                     // weighted over the outputs
+  std::vector<Tensor> output_loss_sums;  // a model of several outputs: each one's (unweighted)
   std::vector<Tensor> metric_states;
   // Under loss scaling: whether the (all-reduced, so on every replica the same) gradients were
   // finite, i.e. whether the update was applied.
   bool gradients_finite = true;
+};
+
+// One replica's outputs: `one` for a model of one output (no vector on that path), else `many`.
+struct detail::SliceOutputs {
+  Model::Output one;
+  std::vector<Model::Output> many;
+  const Model::Output& operator[](std::size_t k) const { return many.empty() ? one : many[k]; }
 };
 
 namespace detail {
@@ -56,6 +65,12 @@ auto run_on_slices(distribute::Strategy* strategy, const distribute::Distributed
   batch.end_slice(0);
   return distribute::PerReplica<R>(std::vector<R>{std::move(result)});
 }
+
+// fit / evaluate / predict on in-memory tensors: one per input, then one per target (none for
+// predict), checked against the model's structure (counts, then equal numbers of examples,
+// ValueError naming the input or target).
+data::Element tensor_components(const Model& model, const std::vector<Tensor>& xs, const std::vector<Tensor>& ys,
+                                const char* what);
 
 // A batch of tensors split over the strategy's replicas (this worker's), or whole without one.
 inline distribute::DistributedBatch split_batch(distribute::Strategy* strategy, data::Element tensors) {

@@ -124,6 +124,19 @@ void save_model(Model& model, const std::string& dir, const SaveModelOptions& op
         {"metrics", metric_names},
         {"include_optimizer", with_optimizer},
         {"iterations", with_optimizer ? opt->iterations() : 0}};
+    // A model of several outputs: each output's loss, weight and metrics (named unprefixed).
+    json outputs = json::array();
+    for (std::size_t k = 0; k < model.output_losses().size(); ++k) {
+      const auto& head = model.output_losses()[k];
+      json names = json::array();
+      for (std::size_t i = 0; i < model.metrics().size(); ++i)
+        if (model.metric_outputs()[i] == k) names.push_back(model.metrics()[i]->name().substr(head.name.size() + 1));
+      outputs.push_back({{"name", head.name},
+                         {"loss", {{"class_name", head.loss->name()}, {"config", {{"from_logits", head.loss->from_logits()}}}}},
+                         {"weight", head.weight},
+                         {"metrics", names}});
+    }
+    if (!outputs.empty()) j["compile_config"]["outputs"] = outputs;
   }
   io::make_directories(dir);
   io::write_file_atomic(join_path(dir, kWeightsFile), bytes);
@@ -208,8 +221,21 @@ std::unique_ptr<Model> load_model(const std::string& dir, const LoadModelOptions
   if (options.compile && j.contains("compile_config")) {
     parse_part(json_path, "compile_config", [&] {
       const json& c = j.at("compile_config");
-      model->compile(optimizer_from_json(c.at("optimizer")), loss_from_json(c.at("loss")),
-                     c.at("metrics").get<std::vector<std::string>>());
+      if (c.contains("outputs")) {
+        std::map<std::string, losses::LossPtr> losses;
+        std::map<std::string, std::vector<std::string>> metrics;
+        std::map<std::string, double> weights;
+        for (const auto& o : c.at("outputs")) {
+          const auto name = o.at("name").get<std::string>();
+          losses[name] = loss_from_json(o.at("loss"));
+          weights[name] = o.at("weight").get<double>();
+          metrics[name] = o.at("metrics").get<std::vector<std::string>>();
+        }
+        model->compile(optimizer_from_json(c.at("optimizer")), losses, metrics, weights);
+      } else {
+        model->compile(optimizer_from_json(c.at("optimizer")), loss_from_json(c.at("loss")),
+                       c.at("metrics").get<std::vector<std::string>>());
+      }
       if (c.at("include_optimizer").get<bool>()) restore_optimizer = model->optimizer().get();
       iterations = c.at("iterations").get<std::int64_t>();
     });

@@ -20,3 +20,10 @@ inline std::string message_of(const std::function<void()>& f) {
 }
 
 }  // namespace lockstep::test
+
+// A test failure unless `stmt` throws a ValueError whose message holds `text`.
+#define EXPECT_VALUE_ERROR(stmt, text)                                                          \
+  do {                                                                                          \
+    const std::string m_ = ::lockstep::test::message_of([&] { (void)(stmt); });                 \
+    EXPECT_NE(m_.find(text), std::string::npos) << "message: " << m_ << "\nexpected: " << text; \
+  } while (0)

@@ -4,6 +4,12 @@
 //   keras_files_driver load-weights MODEL.keras W.weights.h5 X.npy OUT.npy
 //                                                            load a model, then Keras' save_weights
 //                                                            file into it; write its predictions
+//   keras_files_driver multi-train OUT.keras IMAGE.npy TAB.npy CLS.npy REG.npy
+//                                                            a model of two inputs and two outputs
+//                                                            (dicts), trained briefly, saved
+//   keras_files_driver multi-predict MODEL.keras IMAGE.npy TAB.npy OUT_PREFIX
+//                                                            each output's predictions to
+//                                                            OUT_PREFIX<output name>.npy
 // Errors: message on stderr, exit 1.
 #include <cstdio>
 #include <string>
@@ -37,6 +43,22 @@ std::unique_ptr<Model> make(const std::string& kind, const Shape& example) {
   m->compile(optimizers::Adam(1e-2), losses::SparseCategoricalCrossentropy(), {"accuracy"});
   return m;
 }
+// image + tab -> cls (softmax) and reg, as dicts.
+std::unique_ptr<Model> make_two_by_two(const Shape& image, const Shape& tab) {
+  const KerasTensor in_image = Input(image, "image"), in_tab = Input(tab, "tab");
+  const KerasTensor flat = call(layers::Flatten(), in_image);
+  const KerasTensor h = call(layers::Dense(16, "relu"), call(layers::Concatenate(), {flat, in_tab}));
+  auto cls_layer = layers::Dense(3, "softmax"), reg_layer = layers::Dense(1);
+  cls_layer->set_name("cls");
+  reg_layer->set_name("reg");
+  auto m = std::make_unique<Functional>(KerasTensors{{"image", in_image}, {"tab", in_tab}},
+                                        KerasTensors{{"cls", call(cls_layer, h)}, {"reg", call(reg_layer, h)}},
+                                        "lockstep_two_by_two");
+  m->compile(optimizers::Adam(1e-2),
+             {{"cls", losses::SparseCategoricalCrossentropy()}, {"reg", losses::MeanSquaredError()}},
+             {{"cls", {"accuracy"}}, {"reg", {"mae"}}}, {{"cls", 1.0}, {"reg", 0.5}});
+  return m;
+}
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -54,6 +76,16 @@ int main(int argc, char** argv) {
       for (auto& v : m->variables()) v.assign(Tensor::zeros(v.value().shape()));  // only the file's values count
       load_weights(*m, a[2]);
       data::write_npy(a[4], m->predict(data::read_npy(a[3])));
+    } else if (a.size() == 6 && a[0] == "multi-train") {
+      const Tensor image = data::read_npy(a[2]), tab = data::read_npy(a[3]);
+      auto m = make_two_by_two(image.shape().tail(), tab.shape().tail());
+      m->fit({image, tab}, {data::read_npy(a[4]), data::read_npy(a[5])}, {.epochs = 3, .batch_size = 16, .verbose = 0});
+      save_model(*m, a[1]);
+    } else if (a.size() == 5 && a[0] == "multi-predict") {
+      auto m = load_model(a[1]);
+      const std::vector<Tensor> outs = m->predict(std::vector<Tensor>{data::read_npy(a[2]), data::read_npy(a[3])});
+      for (std::size_t k = 0; k < outs.size(); ++k)
+        data::write_npy(a[4] + m->output_structure().names[k] + ".npy", outs[k]);
     } else {
       std::fprintf(stderr, "usage: see the header of keras_files_driver.cpp\n");
       return 2;

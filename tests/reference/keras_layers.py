@@ -54,12 +54,25 @@ def keras_model():
 
 def keras_masked_model():
     """Embedding(mask_zero) -> Dense -> GlobalAveragePooling1D: the mask leaves padding out. A
-    Sequential: Keras writes a Functional model's mask as a NotEqual op node of the graph, which
-    lockstep does not read (it recomputes masks from the layers)."""
+    Sequential (keras_masked_functional is the Functional one)."""
     keras.utils.set_random_seed(6)
     model = keras.Sequential([keras.Input((STEPS,)), keras.layers.Embedding(VOCAB, 4, mask_zero=True),
                               keras.layers.Dense(4, activation="gelu"), keras.layers.GlobalAveragePooling1D(),
                               keras.layers.Dense(3, activation="softmax")], name="keras_masked")
+    rng = np.random.RandomState(2)
+    for w in model.weights:
+        w.assign(rng.normal(0, 0.5, w.shape).astype(np.float32))
+    return model
+
+
+def keras_masked_functional():
+    """The same as a Functional model: Keras writes the mask as a NotEqual node handed to
+    GlobalAveragePooling1D as its mask keyword; lockstep reads it as the Embedding's mask."""
+    keras.utils.set_random_seed(6)
+    inp = keras.Input((STEPS,))
+    x = keras.layers.Embedding(VOCAB, 4, mask_zero=True)(inp)
+    x = keras.layers.GlobalAveragePooling1D()(keras.layers.Dense(4, activation="gelu")(x))
+    model = keras.Model(inp, keras.layers.Dense(3, activation="softmax")(x), name="keras_masked_functional")
     rng = np.random.RandomState(2)
     for w in model.weights:
         w.assign(rng.normal(0, 0.5, w.shape).astype(np.float32))
@@ -113,6 +126,7 @@ def main():
     for row in range(16):
         x[row, STEPS - row % (STEPS - 1):] = 0
     both_ways(keras_masked_model(), x, d, cli, driver, "Embedding(mask_zero) masking GlobalAveragePooling1D")
+    both_ways(keras_masked_functional(), x, d, cli, driver, "Functional Embedding(mask_zero): the NotEqual mask node")
     print(f"{len(kf.failures)} failure(s)")
     return 1 if kf.failures else 0
 

@@ -19,12 +19,6 @@ namespace lockstep {
 namespace {
 using test::message_of;
 
-#define EXPECT_MESSAGE(stmt, text)                                                              \
-  do {                                                                                          \
-    const std::string m_ = message_of([&] { (void)(stmt); });                                   \
-    EXPECT_NE(m_.find(text), std::string::npos) << "message: " << m_ << "\nexpected: " << text; \
-  } while (0)
-
 Tensor images(std::int64_t n, std::uint64_t salt) {
   std::vector<float> v(static_cast<std::size_t>(n * 6 * 6 * 2));
   for (std::size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>((i * 37 + salt * 11) % 101) / 101.0f;
@@ -145,21 +139,21 @@ TEST(Functional, AnAddOfDifferentShapesIsAnErrorNamingTheLayerAndTheShapes) {
   const KerasTensor in = Input({8, 8, 3});
   const KerasTensor a = call(layers::Conv2D(16, {3, 3}, "relu", "same"), in);
   const KerasTensor b = call(layers::Conv2D(32, {3, 3}, "relu", "same"), in);
-  EXPECT_MESSAGE(call(layers::Add(), {a, b}),
+  EXPECT_VALUE_ERROR(call(layers::Add(), {a, b}),
                  "layer 'add' (Add) needs inputs of one shape, got [(None, 8, 8, 16), (None, 8, 8, 32)]");
-  EXPECT_MESSAGE(call(layers::Add(), a), "layer 'add' (Add) should be called on a list of at least 2 inputs, got 1");
-  EXPECT_MESSAGE(call(layers::Dense(4), {a, b}), "layer 'dense' (Dense) takes one input but is called on a list of 2");
+  EXPECT_VALUE_ERROR(call(layers::Add(), a), "layer 'add' (Add) should be called on a list of at least 2 inputs, got 1");
+  EXPECT_VALUE_ERROR(call(layers::Dense(4), {a, b}), "layer 'dense' (Dense) takes one input but is called on a list of 2");
   EXPECT_EQ(call(layers::Dense(4), a).shape(), (Shape{-1, 8, 8, 4}));  // as Keras: the last axis, any rank
-  EXPECT_MESSAGE(call(layers::Dense(4), KerasTensor()), "undefined symbolic tensor");
+  EXPECT_VALUE_ERROR(call(layers::Dense(4), KerasTensor()), "undefined symbolic tensor");
 }
 
 TEST(Functional, AnOutputNotComputedFromTheInputsIsAnErrorNamingWhatItDependsOn) {
   const KerasTensor in = Input({4});
   const KerasTensor other = Input({4}, "other_input");
   const KerasTensor out = call(layers::Add(), {call(layers::Dense(4), in), call(layers::Dense(4), other)});
-  EXPECT_MESSAGE(Functional(in, out), "the output is not reachable from the inputs alone: it depends on layer "
+  EXPECT_VALUE_ERROR(Functional(in, out), "the output is not reachable from the inputs alone: it depends on layer "
                                       "'other_input' (InputLayer) of shape (None, 4), which is not the model's input");
-  EXPECT_MESSAGE(Functional(call(layers::Dense(2), in), out), "inputs must be a lockstep::Input(shape)");
+  EXPECT_VALUE_ERROR(Functional(call(layers::Dense(2), in), out), "inputs must be a lockstep::Input(shape)");
 }
 
 TEST(Functional, ALayerReusedOnAnotherShapeIsAnErrorNamingBothShapes) {
@@ -167,17 +161,17 @@ TEST(Functional, ALayerReusedOnAnotherShapeIsAnErrorNamingBothShapes) {
   const auto dense = layers::Dense(16);
   const KerasTensor h = call(dense, in);
   // Along one path: found at the call.
-  EXPECT_MESSAGE(call(dense, h), "layer 'dense' (Dense) is called on (None, 16) but was called before on (None, 8)");
+  EXPECT_VALUE_ERROR(call(dense, h), "layer 'dense' (Dense) is called on (None, 16) but was called before on (None, 8)");
   // On two branches too (as Keras, which builds a layer at its first call): found at the call,
   // by a lookup rather than a walk of the graph behind it (quadratic for a chain of calls).
   const auto shared = layers::Dense(4, "linear");
   const KerasTensor a = call(shared, in);
   const KerasTensor branch = call(layers::Dense(3), in);
-  EXPECT_MESSAGE(call(shared, branch), "layer 'dense' (Dense) is called on (None, 3) but was called before on (None, 8)");
+  EXPECT_VALUE_ERROR(call(shared, branch), "layer 'dense' (Dense) is called on (None, 3) but was called before on (None, 8)");
   // A layer built before on another shape: found at the call as well.
   const auto built = layers::Dense(4, "linear");
   built->build(Shape{-1, 3}, 1);
-  EXPECT_MESSAGE(call(built, in), "was built for input shape (None, 3) and cannot be called on (None, 8)");
+  EXPECT_VALUE_ERROR(call(built, in), "was built for input shape (None, 3) and cannot be called on (None, 8)");
   // Reused on the same shape, the layer's weights are shared: one set of variables.
   const auto twice = layers::Dense(8, "tanh");
   Functional siamese(in, call(layers::Add(), {call(twice, in), call(twice, call(layers::Dense(8), in))}));
@@ -207,7 +201,7 @@ TEST(ResNet20, HasThePapersLayersAndWeightsAndTakesAnyImageShape) {
   const Tensor p = (*mnist)(Tensor::zeros({2, 28, 28, 1}));
   EXPECT_EQ(p.shape(), (Shape{2, 10}));
   EXPECT_NEAR(sum(p).to_vector<float>()[0], 2.0f, 1e-5f);
-  EXPECT_MESSAGE(applications::ResNet20({.input_shape = {784}}), "ResNet20: input_shape must be (height, width, channels)");
+  EXPECT_VALUE_ERROR(applications::ResNet20({.input_shape = {784}}), "ResNet20: input_shape must be (height, width, channels)");
 }
 
 TEST(Functional, SavedModelRoundTripPredictsTheSameAndKeepsTraining) {

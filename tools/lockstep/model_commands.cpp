@@ -42,11 +42,20 @@ Tensor to_model_input(const Tensor& features, const Model& model, const std::str
 
 std::unique_ptr<Model> load(const ModelArgs& a) {
   auto model = load_model(a.model_dir);
+  check_one_input_and_output(*model, a.model_dir);
   std::fprintf(stderr, "Loaded model '%s' from %s (%lld parameters)\n", model->name().c_str(), a.model_dir.c_str(),
                static_cast<long long>(model->count_params()));
   return model;
 }
 }  // namespace
+
+void check_one_input_and_output(const Model& model, const std::string& path) {
+  const Structure& in = model.input_structure();
+  const Structure& out = model.output_structure();
+  LOCKSTEP_CHECK(in.size() == 1 && out.size() == 1, "--model '", path, "' has ", in.size(), " input(s) (", in.joined(),
+                 ") and ", out.size(), " output(s) (", out.joined(), "); the lockstep command takes models of one "
+                 "input and one output (train this one from C++ or Python: fit with one tensor per input and output)");
+}
 
 void add_model_commands(CLI::App& app, ModelArgs& a) {
   auto* ev = app.add_subcommand(

@@ -6,6 +6,10 @@
 #include <cstdint>
 #include <string>
 
+namespace lockstep {
+class Model;
+}
+
 namespace lockstep::cli {
 
 struct ModelArgs {
@@ -22,5 +26,8 @@ struct ModelArgs {
 void add_model_commands(CLI::App& app, ModelArgs& args);
 int run_evaluate(const ModelArgs& args);
 int run_predict(const ModelArgs& args);
+/// The commands feed one tensor of examples and one of targets: ValueError naming the inputs and
+/// outputs of a model (from `path`) of several.
+void check_one_input_and_output(const Model& model, const std::string& path);
 
 }  // namespace lockstep::cli

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.hpp"
+#include "model_commands.hpp"
 #include "learning_rate.hpp"
 #include "model_zoo.hpp"
 #include "data_checks.hpp"
@@ -367,6 +368,7 @@ int train_with(const TrainArgs& a, distribute::Strategy& strategy, WorkerAgreeme
   if (is_keras_file(a.model)) {
     // Uncompiled (Keras' compile=False): this command compiles it with its own flags.
     const auto file = load_model(a.model, {.compile = false});
+    check_one_input_and_output(*file, a.model);
     model_rescales = rescales_its_input(*file);
     file_input = file->input_shape().tail();
     const std::int64_t outputs = file->output_shape()[-1];

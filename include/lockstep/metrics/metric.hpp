@@ -21,6 +21,8 @@ class Metric {
   explicit Metric(std::string name) : name_(std::move(name)) {}
   virtual ~Metric() = default;
   const std::string& name() const { return name_; }
+  /// Keras names a metric of a model's output "<output>_<metric>" (compile does).
+  void set_name(std::string name) { name_ = std::move(name); }
   /// One batch's contribution to state(), as a float32 tensor of state().size() values (zeros
   /// for an empty batch). Const: replicas may call it concurrently.
   virtual Tensor batch_state(const Tensor& y_true, const Tensor& y_pred) const = 0;

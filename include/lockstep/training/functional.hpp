@@ -14,12 +14,20 @@
 // weights. Layers made without a name are named by the model as Sequential names them ("conv2d",
 // "conv2d_1", ... in layer order). A layer may be called more than once (shared weights), on
 // inputs of the shape it was first called on.
+//
+// Several inputs and outputs, as lists or dicts (Keras' keras.Model(inputs=[a, b], outputs={"cls":
+// c, "reg": d})): lockstep::Functional model({image, tab}, {{"cls", c}, {"reg", d}}). Their order
+// and names are the model's Structure (structure.hpp).
+#include <initializer_list>
+#include <map>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
 #include "lockstep/training/model.hpp"
+#include "lockstep/training/structure.hpp"
 
 namespace lockstep {
 
@@ -35,6 +43,16 @@ KerasTensor Input(Shape shape, std::string name = "");
 KerasTensor call(const layers::LayerPtr& layer, const KerasTensor& x);
 /// Calls a merge layer (Add) on a list of symbolic tensors: lockstep::call(layers::Add(), {a, b}).
 KerasTensor call(const layers::LayerPtr& layer, const std::vector<KerasTensor>& xs);
+/// Keras' keyword arguments of a MultiHeadAttention call (mha(query, value, attention_mask=mask,
+/// use_causal_mask=True)); the mask is a tensor of the graph, [batch, query length, value length],
+/// nonzero where a query may attend.
+struct CallKwargs {
+  bool use_causal_mask = false;
+  const KerasTensor* attention_mask = nullptr;
+};
+/// call(mha, {query, value}, {.use_causal_mask = true}). ValueError for a layer other than
+/// MultiHeadAttention, or a mask of another shape than [batch, query length, value length].
+KerasTensor call(const layers::LayerPtr& layer, const std::vector<KerasTensor>& xs, const CallKwargs& kwargs);
 
 /// A symbolic tensor: the output of lockstep::Input or of a layer called on symbolic tensors.
 /// Holds its producing layer and inputs (shared, cheap to copy).
@@ -46,7 +64,7 @@ class KerasTensor {
   const Shape& shape() const;
   /// The layer whose output this is (an InputLayer for lockstep::Input).
   const layers::LayerPtr& layer() const;
-  /// The tensors the layer was called on (none for an input).
+  /// The tensors the layer was called on (none for an input), then its attention mask (CallKwargs).
   const std::vector<KerasTensor>& inputs() const;
   /// Whether the layer was called on a list (a merge layer).
   bool list_call() const;
@@ -55,19 +73,34 @@ class KerasTensor {
  private:
   explicit KerasTensor(std::shared_ptr<const detail::KerasNode> node) : node_(std::move(node)) {}
   friend KerasTensor Input(Shape, std::string);
-  friend KerasTensor call(const layers::LayerPtr&, const std::vector<KerasTensor>&);
+  friend KerasTensor call(const layers::LayerPtr&, const std::vector<KerasTensor>&, const CallKwargs&);
   friend struct detail::KerasNode;  // its destructor lets go of a long chain without recursing
   std::shared_ptr<const detail::KerasNode> node_;
 };
 
-/// Keras' Functional model (keras.Model(inputs, outputs)): one input, one output. forward() runs
-/// the layers' calls in topological order and ends as Sequential does (a final softmax and the
-/// loss in float32). ValueError at construction when `outputs` is not computed from `inputs`
-/// alone (naming the input it depends on instead) or a layer cannot take its inputs.
+/// A model's inputs or outputs as symbolic tensors: one, a list, or a dict (flat in its keys'
+/// sorted order, as Keras flattens a dict).
+struct KerasTensors {
+  KerasTensors(const KerasTensor& one);  // NOLINT(google-explicit-constructor): keras.Model(x, y)
+  KerasTensors(std::initializer_list<KerasTensor> list) : KerasTensors(std::vector<KerasTensor>(list)) {}
+  KerasTensors(std::vector<KerasTensor> list);  // NOLINT(google-explicit-constructor)
+  KerasTensors(const std::map<std::string, KerasTensor>& dict);  // NOLINT(google-explicit-constructor)
+  /// {{"image", a}, {"tab", b}}: a dict.
+  KerasTensors(std::initializer_list<std::pair<const std::string, KerasTensor>> dict)
+      : KerasTensors(std::map<std::string, KerasTensor>(dict)) {}
+  Structure::Form form = Structure::Form::kOne;
+  std::vector<KerasTensor> flat;
+  std::vector<std::string> keys;  // a dict's, in flat order
+};
+
+/// Keras' Functional model (keras.Model(inputs, outputs)). forward() runs the layers' calls in
+/// topological order and ends each output as Sequential ends (a final softmax and the loss in
+/// float32). ValueError at construction when an output is not computed from `inputs` alone
+/// (naming the tensor it depends on instead), an input is not used, or a layer cannot take its inputs.
 class Functional final : public Model {
  public:
   /// `seed`: the model's seed (weights and dropout), by default the global one as for every model.
-  Functional(const KerasTensor& inputs, const KerasTensor& outputs, std::string name = "functional",
+  Functional(const KerasTensors& inputs, const KerasTensors& outputs, std::string name = "functional",
              std::optional<std::uint64_t> seed = std::nullopt);
 
   /// The most layer calls (nodes, the input's included) a model may have: far above any real
@@ -78,8 +111,11 @@ class Functional final : public Model {
   /// One layer call of the graph, in execution (topological) order.
   struct Node {
     std::size_t layer;                // index into layers()
-    std::vector<std::size_t> inputs;  // indices of earlier nodes
+    std::vector<std::size_t> inputs;  // indices of earlier nodes (the call's arguments, then its attention mask)
     bool list_call = false;           // called on a list (merge layers)
+    bool use_causal_mask = false;     // CallKwargs
+    bool attention_mask = false;      // inputs.back() is the call's attention_mask
+    std::size_t arguments() const { return inputs.size() - (attention_mask ? 1 : 0); }
     Shape output_shape;
     int index_in_layer = 0;           // Keras' node_index: this call's number among the layer's calls
   };
@@ -91,14 +127,22 @@ class Functional final : public Model {
   /// The nodes that call layers()[layer], in execution order: one lookup, so that walks over
   /// every layer's calls (summary, saving) stay linear in the size of the graph.
   const std::vector<std::size_t>& calls_of(std::size_t layer) const { return calls_of_.at(layer); }
-  std::size_t output_node() const { return nodes_.size() - 1; }
+  /// The first output's node (the output of a model of one).
+  std::size_t output_node() const { return output_nodes_.front(); }
+  /// Per output, in the output structure's order: the node that computes it. Inputs are nodes
+  /// 0 .. input_structure().size() - 1, in the input structure's order.
+  const std::vector<std::size_t>& output_nodes() const { return output_nodes_; }
 
   void build(const Shape& input_shape) override;
   bool built() const override { return true; }
+  /// A model of one input and one output (ValueError naming its inputs and outputs otherwise).
   Output forward(const Tensor& x, const layers::CallContext& ctx) const override;
+  /// Any model: one tensor per input, one Output per output, in the structures' orders.
+  std::vector<Output> forward_all(std::span<const Tensor> xs, const layers::CallContext& ctx) const override;
   std::vector<Variable> variables() const override;
+  /// The first input's and the first output's shapes (those of a model of one).
   Shape input_shape() const override { return nodes_.front().output_shape; }
-  Shape output_shape() const override { return nodes_.back().output_shape; }
+  Shape output_shape() const override { return nodes_[output_node()].output_shape; }
   /// Keras' table with a "Connected to" column ("conv2d[0][0]").
   std::string summary() const override;
 
@@ -109,8 +153,12 @@ class Functional final : public Model {
   /// masks[i]: Keras' mask of values[i] (undefined for none).
   Tensor run_node(const Node& node, const std::vector<Tensor>& values, const std::vector<Tensor>& masks,
                   const layers::CallContext& ctx, bool logits) const;
+  /// Runs the graph on one tensor per input; outs gets one Output per output.
+  void run_graph(std::span<const Tensor> xs, const layers::CallContext& ctx, std::span<Output> outs) const;
   std::vector<layers::LayerPtr> layers_;
-  std::vector<Node> nodes_;  // nodes_[0] is the input, nodes_.back() the output
+  std::vector<Node> nodes_;  // the inputs first
+  std::vector<std::size_t> output_nodes_;
+  std::vector<int> output_of_;  // per node, the output it is (-1: none)
   std::vector<std::vector<std::size_t>> calls_of_;  // per layer, its nodes
   // last_use_[i]: the last node that reads node i's output (0: none). forward() lets an output
   // go once that node ran.

@@ -3,9 +3,11 @@
 // how to run forward; Sequential and Functional are the two.
 #include <atomic>
 #include <cstdio>
+#include <deque>
 #include <map>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -16,11 +18,13 @@
 #include "lockstep/metrics/metric.hpp"
 #include "lockstep/optimizers/optimizer.hpp"
 #include "lockstep/training/callback.hpp"
+#include "lockstep/training/structure.hpp"
 
 namespace lockstep {
 
 namespace detail {
-struct ReplicaNumbers;  // model.cpp: one replica's loss sum and metric states
+struct ReplicaNumbers;  // replica_slices.hpp: one replica's loss sum and metric states
+struct SliceOutputs;    // replica_slices.hpp: one replica's outputs
 class FitLoop;         // fit_loop.hpp: the parts of fit
 }
 
@@ -94,6 +98,14 @@ class Model {
   void compile(optimizers::OptimizerPtr optimizer, losses::LossPtr loss, std::vector<std::string> metrics = {},
                bool auto_scale_loss = true);
   void compile(const std::string& optimizer, const std::string& loss, std::vector<std::string> metrics = {});
+  /// A model of several outputs (Keras' compile(loss={"cls": ..., "reg": ...}, loss_weights=...,
+  /// metrics={"cls": ["accuracy"]})), by output name (output_structure()). A loss under every
+  /// output's name, or one under "" for every output (Keras' one loss); weights default to 1.
+  /// The logs are "loss" (the weighted sum), "<output>_loss" and "<output>_<metric>".
+  /// ValueError naming an output without a loss, or a name that is no output.
+  void compile(optimizers::OptimizerPtr optimizer, const std::map<std::string, losses::LossPtr>& losses,
+               const std::map<std::string, std::vector<std::string>>& metrics,
+               const std::map<std::string, double>& loss_weights = {}, bool auto_scale_loss = true);
   bool compiled() const { return optimizer_ != nullptr; }
 
   History fit(const data::Dataset& dataset, const FitOptions& options = {});
@@ -104,6 +116,18 @@ class Model {
   /// Outputs for every row of x, in input order.
   Tensor predict(const Tensor& x, const PredictOptions& options = {});
   Tensor predict(const data::Dataset& dataset, const PredictOptions& options = {});
+  /// Several inputs and outputs: one tensor per input (input_structure()'s order) and per
+  /// target; a dataset's elements hold the inputs, then the targets.
+  History fit(const std::vector<Tensor>& xs, const std::vector<Tensor>& ys, const FitOptions& options = {});
+  Logs evaluate(const std::vector<Tensor>& xs, const std::vector<Tensor>& ys, const EvaluateOptions& options = {});
+  /// One tensor per output (output_structure()'s order).
+  std::vector<Tensor> predict(const std::vector<Tensor>& xs, const PredictOptions& options = {});
+  std::vector<Tensor> predict_outputs(const data::Dataset& dataset, const PredictOptions& options = {});
+
+  /// How the model's inputs and outputs are nested, and their names (one tensor unless a
+  /// Functional says otherwise).
+  const Structure& input_structure() const { return inputs_; }
+  const Structure& output_structure() const { return outputs_; }
 
   /// Builds the model for input_shape (batch dimension -1) if not yet built.
   virtual void build(const Shape& input_shape) = 0;
@@ -114,6 +138,8 @@ class Model {
     Tensor logits;
   };
   virtual Output forward(const Tensor& x, const layers::CallContext& ctx) const = 0;
+  /// One tensor per input, one Output per output; a model of one runs forward().
+  virtual std::vector<Output> forward_all(std::span<const Tensor> xs, const layers::CallContext& ctx) const;
   /// The shape one batch of input has (batch dimension -1); the model must be built.
   virtual Shape input_shape() const = 0;
   /// The shape of forward()'s output for input_shape() (batch dimension -1).
@@ -138,6 +164,15 @@ class Model {
   const optimizers::OptimizerPtr& optimizer() const { return optimizer_; }
   const losses::LossPtr& loss() const { return loss_; }
   const std::vector<metrics::MetricPtr>& metrics() const { return metrics_; }
+  /// Per output of a model of several (empty for one): its name, loss and weight.
+  struct OutputLoss {
+    std::string name;
+    losses::LossPtr loss;
+    double weight = 1.0;
+  };
+  const std::vector<OutputLoss>& output_losses() const { return output_losses_; }
+  /// Per metric of metrics(), the output it reads (all 0 for a model of one output).
+  const std::vector<std::size_t>& metric_outputs() const { return metric_outputs_; }
   std::uint64_t seed() const { return seed_; }
   /// Seed for weights and dropout; call before the model is built.
   void set_seed(std::uint64_t seed);
@@ -184,6 +219,8 @@ class Model {
     return out;
   }
   std::uint64_t seed_;
+  Structure inputs_{Structure::Form::kOne, {""}};
+  Structure outputs_{Structure::Form::kOne, {""}};
 
  private:
   friend class detail::FitLoop;
@@ -197,6 +234,10 @@ class Model {
   /// device and the output comes back to this thread's device.
   Tensor call_where_variables_are(const Tensor& x, const layers::CallContext& ctx) const;
   void check_compiled(const char* what) const;
+  /// fit on in-memory tensors (inputs, then targets), validation_split held out.
+  History fit_split(const data::Element& xy, const FitOptions& options);
+  /// compile's common part: the optimizer (loss-scaled under mixed_float16), the first loss, no metrics yet.
+  void take_optimizer(optimizers::OptimizerPtr optimizer, losses::LossPtr loss, bool auto_scale_loss);
   /// Keras' rule: a model used (compile/fit) inside a strategy's scope must have been made in
   /// it; ValueError with Keras' message and the fix otherwise. An unbuilt model without a
   /// strategy adopts the open scope's (its variables will be made under it).
@@ -210,7 +251,17 @@ class Model {
   /// replicas hold them back under no_sync (its ShardedUpdate keeps the sums); without a
   /// strategy, `held` keeps them (fit's, for its accumulation groups; null: nothing is held).
   enum class GradientUse { kApply, kHoldBack };
-  detail::ReplicaNumbers replica_train_step(const Tensor& x, const Tensor& y, std::int64_t first_example,
+  /// One replica's forward on its slice (inputs, then targets) and its loss sum (weighted over
+  /// the outputs; each output's own sum goes to r). A model of one input and output takes the
+  /// path it always took: forward(), no vectors.
+  Tensor slice_loss(const data::Element& s, const layers::CallContext& ctx, detail::SliceOutputs& outs,
+                    detail::ReplicaNumbers& r) const;
+  /// Each metric's batch state, on its output and target.
+  void slice_metric_states(const data::Element& s, const detail::SliceOutputs& outs, detail::ReplicaNumbers& r) const;
+  /// An element's components are the inputs, then (`targets`) the targets: ValueError naming the
+  /// model's inputs and outputs otherwise.
+  void check_components(std::size_t components, const char* what, bool targets = true) const;
+  detail::ReplicaNumbers replica_train_step(const data::Element& s, std::int64_t first_example,
                                     std::int64_t global_n, std::int64_t step, ReplicaInterface* replica,
                                     GradientUse use, distribute::GradientAccumulator* held);
   /// train_step on one batch of an accumulation group: its loss is divided by all the group's
@@ -230,7 +281,10 @@ class Model {
   optimizers::OptimizerPtr optimizer_;
   losses::LossPtr loss_;
   std::vector<metrics::MetricPtr> metrics_;
+  std::vector<OutputLoss> output_losses_;
+  std::vector<std::size_t> metric_outputs_;
   metrics::Mean loss_tracker_{"loss"};
+  std::deque<metrics::Mean> output_loss_trackers_;  // "<output>_loss" (a Mean does not move)
   distribute::Strategy* strategy_ = nullptr;
   // The strategy whose workers took the chief's variables (ensure_mirrored), once per strategy.
   const distribute::Strategy* synced_workers_ = nullptr;
