@@ -9,6 +9,7 @@
 #include "lockstep/layers/merge_layers.hpp"
 #include "lockstep/layers/multi_head_attention.hpp"
 #include "lockstep/layers/normalization_layers.hpp"
+#include "lockstep/layers/position_embedding.hpp"
 #include "lockstep/layers/sequence_layers.hpp"
 
 namespace lockstep::layers {
@@ -52,6 +53,8 @@ std::vector<LayerClass> builtin_classes() {
       {"Average", [](const json& c) { return ElementwiseMergeLayer::from_config(ElementwiseMergeLayer::Kind::kAverage, c); }},
       {"Maximum", [](const json& c) { return ElementwiseMergeLayer::from_config(ElementwiseMergeLayer::Kind::kMaximum, c); }},
       {"Minimum", [](const json& c) { return ElementwiseMergeLayer::from_config(ElementwiseMergeLayer::Kind::kMinimum, c); }},
+      // keras_hub.layers.PositionEmbedding (Keras writes it registered as "keras_hub>PositionEmbedding").
+      {"PositionEmbedding", &PositionEmbeddingLayer::from_config},
   };
 }
 

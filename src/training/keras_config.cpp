@@ -40,6 +40,7 @@ json initializer_arguments(const std::string& name) {
 bool is_off(const json& v) { return v.is_null() || v == json(false); }
 
 bool is_initializer_key(const std::string& key) {
+  if (key == "initializer") return true;  // keras_hub's PositionEmbedding
   return key.size() > 12 && key.compare(key.size() - 12, 12, "_initializer") == 0;
 }
 

@@ -1,0 +1,72 @@
+#include "lockstep/layers/position_embedding.hpp"
+
+#include <nlohmann/json.hpp>
+
+namespace lockstep::layers {
+
+using nlohmann::json;
+
+PositionEmbeddingLayer::PositionEmbeddingLayer(const PositionEmbeddingOptions& o) : Layer(o.name), options_(o) {
+  LOCKSTEP_CHECK(o.sequence_length > 0, "PositionEmbedding: sequence_length must be positive, got ",
+                 o.sequence_length);
+  (void)Initializer{o.initializer}(Shape{0}, 0);
+}
+
+Shape PositionEmbeddingLayer::compute_output_shape(const Shape& s) const {
+  LOCKSTEP_CHECK(s.rank() >= 3, "layer '", name(), "' (PositionEmbedding) needs inputs of shape (batch, steps, ",
+                 "features), got ", s.str());
+  const std::int64_t steps = s[s.rank() - 2];
+  LOCKSTEP_CHECK(steps <= options_.sequence_length, "layer '", name(), "' (PositionEmbedding, sequence_length ",
+                 options_.sequence_length, ") receives sequences of ", steps, " steps: ", s.str());
+  return s;
+}
+
+void PositionEmbeddingLayer::build_impl(const Shape& s, std::uint64_t seed) {
+  (void)compute_output_shape(s);
+  LOCKSTEP_CHECK(s.dims().back() > 0, "layer '", name(), "' (PositionEmbedding) needs a known number of features, got ",
+                 s.str());
+  embeddings_ = add_weight("embeddings", Shape{options_.sequence_length, s.dims().back()},
+                           Initializer{options_.initializer}, mix_seed(seed, 1));
+}
+
+Tensor PositionEmbeddingLayer::call(const Tensor& x, const CallContext&) const {
+  LOCKSTEP_CHECK(built(), "layer '", name(), "' (PositionEmbedding) is called before it was built");
+  (void)compute_output_shape(x.shape());
+  LOCKSTEP_CHECK(x.dim(-1) == input_shape().dims().back(), "layer '", name(), "' (PositionEmbedding) was built for ",
+                 input_shape().str(), " but receives ", x.shape().str());
+  Tensor table = autocast(embeddings_.value());
+  const std::int64_t steps = x.dim(-2);
+  if (steps < options_.sequence_length) {  // keras_hub's slice of the first rows (recorded)
+    std::vector<std::int64_t> rows(static_cast<std::size_t>(steps));
+    for (std::int64_t i = 0; i < steps; ++i) rows[static_cast<std::size_t>(i)] = i;
+    table = gather_rows(table, Tensor::from_vector(rows, Shape{steps}));
+  }
+  // Broadcast over the leading axes by adding to zeros [batch, ..., 1, 1]: the tape sums the
+  // gradient back down to the table's shape.
+  std::vector<std::int64_t> lead(x.shape().dims().begin(), x.shape().dims().end() - 2);
+  lead.insert(lead.end(), {1, 1});
+  return add(Tensor::zeros(Shape(std::move(lead)), table.dtype()), table);
+}
+
+json PositionEmbeddingLayer::get_config() const {
+  json c = Layer::get_config();
+  c.update({{"sequence_length", options_.sequence_length}, {"initializer", options_.initializer}});
+  return c;
+}
+
+LayerPtr PositionEmbeddingLayer::from_config(const json& c) {
+  PositionEmbeddingOptions o;
+  o.sequence_length = c.at("sequence_length").get<std::int64_t>();
+  o.initializer = c.value("initializer", o.initializer);
+  o.name = c.at("name").get<std::string>();
+  return std::make_shared<PositionEmbeddingLayer>(o);
+}
+
+LayerPtr PositionEmbedding(const PositionEmbeddingOptions& options) {
+  return std::make_shared<PositionEmbeddingLayer>(options);
+}
+LayerPtr PositionEmbedding(std::int64_t sequence_length) {
+  return PositionEmbedding(PositionEmbeddingOptions{.sequence_length = sequence_length});
+}
+
+}  // namespace lockstep::layers
