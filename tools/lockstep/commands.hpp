@@ -22,6 +22,8 @@ struct TrainArgs {
   std::int64_t hidden = 128;
   std::string activation = "relu";
   double dropout = -1;                  // -1: the model's default (mlp 0.2, cnn 0.5)
+  // The transformer's sizes (--patch, --dim, --heads, --depth, --mlp); 0: the model's default.
+  std::int64_t patch = 0, dim = 0, heads = 0, depth = 0, mlp = 0;
   std::uint64_t seed = 0;
   std::string metrics_out;
   std::string save_model;               // also save the trained model here (FILE.keras: a Keras archive)
