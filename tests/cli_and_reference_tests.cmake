@@ -492,3 +492,9 @@ add_test(NAME cli.vit_patch_must_divide_the_images
                  ${_cli} train --model vit --patch 5 --epochs 1 --steps-per-epoch 1 --no-tensorboard)
 add_test(NAME cli.vit_sizes_are_bounded
          COMMAND ${_expect} 2 "--dim: Value 1000000 not in range" ${_cli} train --model vit --dim 1000000)
+# The same ViT built in Keras (keras_vit.py): parameter count and predictions both ways, where
+# .venv-ref has TF/Keras; SKIP (exit 77) without it.
+add_test(NAME reference.keras_vit_matches_lockstep_both_ways
+         COMMAND bash -c "{ [ -x \"$0\" ] || exit 77; } && rm -rf \"$2\" && \"$0\" \"$1\" \"$2\" \"$3\""
+                 ${_ref_py} ${CMAKE_CURRENT_SOURCE_DIR}/reference/keras_vit.py ${CMAKE_CURRENT_BINARY_DIR}/keras_vit ${_cli})
+set_tests_properties(reference.keras_vit_matches_lockstep_both_ways PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 600)
