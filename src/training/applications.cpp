@@ -63,4 +63,36 @@ std::unique_ptr<Functional> CharGPT(const CharGPTOptions& o) {
   return std::make_unique<Functional>(inputs, logits, o.name);
 }
 
+std::unique_ptr<Functional> ViT(const ViTOptions& o) {
+  const Shape& s = o.input_shape;
+  LOCKSTEP_CHECK(s.rank() == 3, "ViT: input_shape must be (height, width, channels), got ", s.str());
+  LOCKSTEP_CHECK(o.patch_size >= 1 && s[0] % o.patch_size == 0 && s[1] % o.patch_size == 0 && s[0] > 0 && s[1] > 0,
+                 "ViT: patch_size ", o.patch_size, " must divide the image's height and width, ", s.str());
+  LOCKSTEP_CHECK(o.num_heads >= 1 && o.dim >= 1 && o.dim % o.num_heads == 0, "ViT: dim ", o.dim,
+                 " must be a positive multiple of num_heads ", o.num_heads);
+  LOCKSTEP_CHECK(o.depth >= 1 && o.mlp_dim >= 1 && o.classes >= 1, "ViT: depth (", o.depth, "), mlp_dim (",
+                 o.mlp_dim, ") and classes (", o.classes, ") must be positive");
+  const std::int64_t tokens = (s[0] / o.patch_size) * (s[1] / o.patch_size);
+  const auto norm = [](const KerasTensor& x) { return call(layers::LayerNormalization({.epsilon = 1e-6f}), x); };
+
+  const KerasTensor inputs = Input(s);
+  KerasTensor x = call(layers::Conv2D({.filters = o.dim,
+                                       .kernel_size = {o.patch_size, o.patch_size},
+                                       .strides = {o.patch_size, o.patch_size},
+                                       .padding = "valid"}),
+                       inputs);
+  x = call(layers::Reshape(Shape{tokens, o.dim}), x);
+  x = call(layers::Add(), {x, call(layers::PositionEmbedding(tokens), x)});
+  for (std::int64_t block = 0; block < o.depth; ++block) {
+    KerasTensor y = norm(x);
+    y = call(layers::MultiHeadAttention({.num_heads = o.num_heads, .key_dim = o.dim / o.num_heads}), {y, y});
+    x = call(layers::Add(), {x, y});
+    y = call(layers::Dense(o.mlp_dim, "gelu"), norm(x));
+    x = call(layers::Add(), {x, call(layers::Dense(o.dim), y)});
+  }
+  x = call(layers::Dropout(o.dropout), call(layers::GlobalAveragePooling1D(), norm(x)));
+  const KerasTensor outputs = call(layers::Dense(o.classes, o.classifier_activation), x);
+  return std::make_unique<Functional>(inputs, outputs, o.name);
+}
+
 }  // namespace lockstep::applications

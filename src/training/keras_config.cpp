@@ -170,10 +170,11 @@ json layer_to_keras(const layers::Layer& l) {
     config[key] = is_initializer_key(key) ? initializer_to_keras(value.get<std::string>()) : value;
   }
   config.update(layers::find_layer_class(l.class_name())->keras_fixed);
-  return {{"module", "keras.layers"},
+  const std::string registered = l.keras_registered_name();
+  return {{"module", l.keras_module()},
           {"class_name", l.class_name()},
           {"config", config},
-          {"registered_name", nullptr},
+          {"registered_name", registered.empty() ? json(nullptr) : json(registered)},
           {"build_config", {{"input_shape", shape_to_json(l.input_shape())}}}};
 }
 

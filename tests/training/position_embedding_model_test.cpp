@@ -63,7 +63,8 @@ TEST(PositionEmbeddingModel, SavesAndLoadsInBothFormatsAndAsACheckpoint) {
   expect_same_variables(*model, *fresh);
 }
 
-// Laid out as keras_hub writes it; a keras_hub config (initializer as a Keras object) loads.
+// Laid out as keras_hub writes it (its module and registered name); a config with another
+// initializer, written as a Keras object, loads.
 TEST(PositionEmbeddingModel, KerasArchiveHasKerasHubsConfig) {
   auto model = positional_model();
   const std::string path = test::fresh_test_dir("position_embedding", "layout") + ".keras";
@@ -73,6 +74,8 @@ TEST(PositionEmbeddingModel, KerasArchiveHasKerasHubsConfig) {
   json config = json::parse(io::find_entry(entries, "config.json")->bytes);
   json& pe = config["config"]["layers"][1];
   EXPECT_EQ(pe["class_name"], "PositionEmbedding");
+  EXPECT_EQ(pe["module"], "keras_hub.src.layers.modeling.position_embedding");
+  EXPECT_EQ(pe["registered_name"], "keras_hub>PositionEmbedding");
   EXPECT_EQ(pe["config"]["sequence_length"], 5);
   EXPECT_EQ(pe["config"]["initializer"]["class_name"], "GlorotUniform");
   const io::H5Content h5 = io::decode_hdf5(io::find_entry(entries, "model.weights.h5")->bytes, "h5", {});
@@ -80,8 +83,6 @@ TEST(PositionEmbeddingModel, KerasArchiveHasKerasHubsConfig) {
   ASSERT_NE(t, nullptr);
   EXPECT_TRUE(same_bits(*t, model->layers()[1]->variables()[0].read_value()));
 
-  pe["module"] = "keras_hub.src.layers.modeling.position_embedding";
-  pe["registered_name"] = "keras_hub>PositionEmbedding";
   pe["config"]["initializer"] = {{"module", "keras.initializers"},
                                  {"class_name", "HeNormal"},
                                  {"config", {{"seed", nullptr}}},

@@ -22,6 +22,9 @@ struct TrainArgs {
   std::int64_t hidden = 128;
   std::string activation = "relu";
   double dropout = -1;                  // -1: the model's default (mlp 0.2, cnn 0.5)
+  // The transformers' sizes (--patch, --dim, --heads, --depth, --mlp; gpt takes the middle three);
+  // 0: the model's default.
+  std::int64_t patch = 0, dim = 0, heads = 0, depth = 0, mlp = 0;
   std::uint64_t seed = 0;
   std::string metrics_out;
   std::string save_model;               // also save the trained model here (FILE.keras: a Keras archive)
@@ -41,12 +44,9 @@ struct TrainArgs {
   double gpu_memory_limit_mib = 0;      // each GPU replica's memory limit (0: none)
   bool shard_update = true;             // advanced, for comparisons: --no-shard-update
   bool prefetch_to_device = true;       // advanced, for comparisons: --no-prefetch-to-device
-  // --model gpt (text_model.hpp): the text, the window and the transformer's size.
+  // --model gpt (text_model.hpp): the text and the window (its sizes: --dim, --heads, --depth above).
   std::string text;                     // empty: /usr/share/common-licenses
   std::int64_t sequence_length = 64;
-  std::int64_t dim = 128;
-  std::int64_t heads = 4;
-  std::int64_t depth = 2;
 };
 
 void add_train_command(CLI::App& app, TrainArgs& args);

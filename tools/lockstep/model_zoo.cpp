@@ -7,7 +7,10 @@
 
 namespace lockstep::cli {
 
-double default_dropout(const std::string& model) { return model == "cnn" ? 0.5 : 0.2; }
+double default_dropout(const std::string& model) {
+  if (model == "vit") return applications::ViTOptions{}.dropout;
+  return model == "cnn" ? 0.5 : 0.2;
+}
 
 Shape model_input_shape(const std::string& model, const Shape& image) {
   if (model == "mlp") return Shape{image.numel()};
@@ -28,11 +31,21 @@ std::unique_ptr<Model> build_model(const TrainArgs& a, const Shape& image, std::
                                       layers::Dropout(rate), layers::Dense(outputs, head)},
         "simple_convnet");
   }
-  if (a.model == "gpt")
-    return applications::CharGPT(
-        {.vocabulary_size = outputs, .sequence_length = image[0], .dim = a.dim, .num_heads = a.heads, .depth = a.depth});
+  if (a.model == "gpt") {
+    applications::CharGPTOptions o{.vocabulary_size = outputs, .sequence_length = image[0]};
+    for (auto [flag, field] : {std::pair{a.dim, &o.dim}, {a.heads, &o.num_heads}, {a.depth, &o.depth}})
+      if (flag > 0) *field = flag;
+    return applications::CharGPT(o);
+  }
   if (a.model == "resnet20") return applications::ResNet20({.input_shape = image, .classes = outputs, .classifier_activation = head});
-  throw ValueError("--model: unknown model '" + a.model + "' (expected mlp, cnn, resnet20 or gpt)");
+  if (a.model == "vit") {
+    applications::ViTOptions o{.input_shape = image, .classes = outputs, .dropout = rate, .classifier_activation = head};
+    for (auto [flag, field] : {std::pair{a.patch, &o.patch_size}, {a.dim, &o.dim}, {a.heads, &o.num_heads},
+                               {a.depth, &o.depth}, {a.mlp, &o.mlp_dim}})
+      if (flag > 0) *field = flag;
+    return applications::ViT(o);
+  }
+  throw ValueError("--model: unknown model '" + a.model + "' (expected mlp, cnn, resnet20, vit or gpt)");
 }
 
 }  // namespace lockstep::cli

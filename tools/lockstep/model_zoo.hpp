@@ -9,7 +9,7 @@
 namespace lockstep::cli {
 
 /// The names --model accepts.
-inline const char* const kModelNames[] = {"mlp", "cnn", "resnet20", "gpt"};
+inline const char* const kModelNames[] = {"mlp", "cnn", "resnet20", "vit", "gpt"};
 
 /// The Dropout rate of --model's network when --dropout is not given (mlp 0.2, cnn 0.5 as in
 /// Keras' example).
@@ -19,7 +19,9 @@ double default_dropout(const std::string& model);
 /// cnn: Keras' "simple MNIST convnet": Conv2D(32, 3, relu) -> MaxPooling2D(2) -> Conv2D(64, 3,
 /// relu) -> MaxPooling2D(2) -> Flatten -> Dropout -> Dense(outputs, head) on (28, 28, 1) images.
 /// resnet20: applications::ResNet20 on images of any (height, width, channels) (no Dropout).
-/// gpt: applications::CharGPT of --dim, --heads, --depth: `image` is (sequence length,) and
+/// vit: applications::ViT on images of any (height, width, channels) with --patch, --dim,
+/// --heads, --depth and --mlp (0: ViTOptions' defaults) and the Dropout before its classifier.
+/// gpt: applications::CharGPT of --dim, --heads, --depth (0: CharGPTOptions' defaults): `image` is (sequence length,) and
 /// `outputs` the vocabulary.
 /// `image` is one example's (height, width, channels).
 /// The last Dense has `outputs` units and `head` activation (softmax for classes, linear for

@@ -43,10 +43,10 @@ RunConfig make_run_config(const TrainArgs& a, std::int64_t global_batch) {
   if (a.model != "mlp") config["--model"] = a.model;
   if (!a.data.empty()) config["--data"] = a.data;
   if (!a.loss.empty()) config["--loss"] = a.loss;
-  if (a.model == "gpt")
-    for (const auto& [flag, value] : {std::pair<const char*, std::int64_t>{"--sequence-length", a.sequence_length},
-                                      {"--dim", a.dim}, {"--heads", a.heads}, {"--depth", a.depth}})
-      config[flag] = std::to_string(value);
+  if (a.model == "gpt") config["--sequence-length"] = std::to_string(a.sequence_length);
+  for (const auto& [flag, value] : {std::pair<const char*, std::int64_t>{"--patch", a.patch}, {"--dim", a.dim},
+                                    {"--heads", a.heads}, {"--depth", a.depth}, {"--mlp", a.mlp}})
+    if (value > 0) config[flag] = std::to_string(value);  // the transformers' sizes, where given
   return config;
 }
 

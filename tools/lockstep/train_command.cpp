@@ -81,6 +81,8 @@ void add_train_command(CLI::App& app, TrainArgs& a) {
                   "MaxPooling2D -> Conv2D(64, 3, relu) -> MaxPooling2D -> Flatten -> Dropout -> Dense(10, softmax)), "
                   "resnet20 (ResNet-20, He et al. 2016: 3 stages of 3 residual blocks with BatchNormalization, "
                   "16/32/64 filters, on the data's image shape), "
+                  "vit (a Vision Transformer: patches, PositionEmbedding, pre-norm encoder blocks of "
+                  "MultiHeadAttention and a gelu MLP; --patch, --dim, --heads, --depth, --mlp), 
                   "gpt (a causal character transformer on --text: Embedding + PositionEmbedding, --depth pre-norm "
                   "blocks of causal MultiHeadAttention and Dense(4 dim, gelu) -> Dense(dim), LayerNormalization, "
                   "Dense(vocabulary) logits; next-character targets, the last 10% of the text for validation; "
@@ -92,9 +94,9 @@ void add_train_command(CLI::App& app, TrainArgs& a) {
             for (const char* name : kModelNames)
               if (s == name) return {};
             if (is_keras_file(s)) return {};
-            return "must be mlp, cnn, resnet20, gpt or a FILE.keras, got '" + s + "'";
+            return "must be mlp, cnn, resnet20, vit, gpt or a FILE.keras, got '" + s + "'";
           },
-          "mlp|cnn|resnet20|gpt|FILE.keras"))
+          "mlp|cnn|resnet20|vit|gpt|FILE.keras"))
       ->capture_default_str();
   cmd->add_option("--dataset", a.dataset, "mnist or fashion_mnist")
       ->check(CLI::IsMember({"mnist", "fashion_mnist"}))
@@ -118,15 +120,6 @@ void add_train_command(CLI::App& app, TrainArgs& a) {
                               "beside the model (default: the files of ") + kDefaultTextDir + ", each once, concatenated)");
   cmd->add_option("--sequence-length", a.sequence_length, "--model gpt: characters per example (the context)")
       ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 16))
-      ->capture_default_str();
-  cmd->add_option("--dim", a.dim, "--model gpt: features per position")
-      ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 16))
-      ->capture_default_str();
-  cmd->add_option("--heads", a.heads, "--model gpt: attention heads (--dim must be a multiple)")
-      ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 10))
-      ->capture_default_str();
-  cmd->add_option("--depth", a.depth, "--model gpt: decoder blocks")
-      ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 10))
       ->capture_default_str();
   cmd->add_option("--epochs", a.epochs, "Number of epochs")->check(kPositive)->capture_default_str();
   cmd->add_option("--steps-per-epoch", a.steps_per_epoch,
@@ -156,8 +149,17 @@ void add_train_command(CLI::App& app, TrainArgs& a) {
   cmd->add_option("--activation", a.activation, "Activation of the hidden layer (mlp)")
       ->check(CLI::IsMember({"relu", "sigmoid", "tanh", "gelu", "silu", "swish", "linear"}))
       ->capture_default_str();
-  cmd->add_option("--dropout", a.dropout, "Dropout rate in [0, 1) (default: 0.2 for mlp, 0.5 for cnn; resnet20 has no Dropout)")
+  cmd->add_option("--dropout", a.dropout,
+                  "Dropout rate in [0, 1) (default: 0.2 for mlp, 0.5 for cnn, 0.1 for vit; resnet20 has no Dropout)")
       ->check(kRate);
+  // The transformer's sizes: up to 65536 each, so a typo cannot ask for terabytes.
+  const CLI::Range kSize(std::int64_t{1}, std::int64_t{1} << 16);
+  cmd->add_option("--patch", a.patch, "vit: patch size, dividing the images' height and width (default 4)")->check(kSize);
+  cmd->add_option("--dim", a.dim, "vit, gpt: features per token, a multiple of --heads (default vit 64, gpt 128)")
+      ->check(kSize);
+  cmd->add_option("--heads", a.heads, "vit, gpt: attention heads (default 4)")->check(kSize);
+  cmd->add_option("--depth", a.depth, "vit: encoder blocks, gpt: decoder blocks (default vit 4, gpt 2)")->check(kSize);
+  cmd->add_option("--mlp", a.mlp, "vit: hidden units of each block's MLP (default 128)")->check(kSize);
   cmd->add_option("--seed", a.seed, "Seed for weights, shuffling and dropout")->check(kSeed)->capture_default_str();
   cmd->add_option("--metrics-out", a.metrics_out,
                   "Write {test_loss, test_accuracy, train_steps_per_second, history} as JSON to this file");

@@ -48,6 +48,10 @@ class Layer {
   /// shapes as Keras writes them ({"input_shape": [shapes...]}).
   virtual std::string keras_weight_path(std::size_t index) const;
   virtual bool keras_positional_call() const { return false; }
+  /// The module and registered name Keras writes for the class: Keras' own layers are
+  /// ("keras.layers", "" for none); a class of another package (keras_hub's) says so.
+  virtual std::string keras_module() const { return "keras.layers"; }
+  virtual std::string keras_registered_name() const { return ""; }
   virtual nlohmann::json keras_build_config(const nlohmann::json& input_shapes) const;
 
   /// Creates variables for input_shape (batch dimension -1); throws ValueError naming the shape

@@ -20,6 +20,8 @@ class PositionEmbeddingLayer final : public Layer {
  public:
   explicit PositionEmbeddingLayer(const PositionEmbeddingOptions& options);
   std::string class_name() const override { return "PositionEmbedding"; }
+  std::string keras_module() const override { return "keras_hub.src.layers.modeling.position_embedding"; }
+  std::string keras_registered_name() const override { return "keras_hub>PositionEmbedding"; }
   nlohmann::json get_config() const override;
   static LayerPtr from_config(const nlohmann::json& config);
   Shape compute_output_shape(const Shape& input_shape) const override;

@@ -50,4 +50,28 @@ struct CharGPTOptions {
 /// against next-character targets. LayerNormalizations have epsilon 1e-6.
 std::unique_ptr<Functional> CharGPT(const CharGPTOptions& options);
 
+struct ViTOptions {
+  /// One example's (height, width, channels); height and width must be multiples of patch_size.
+  Shape input_shape{28, 28, 1};
+  std::int64_t classes = 10;
+  std::int64_t patch_size = 4;  // (28, 28) images: 7 x 7 = 49 tokens
+  std::int64_t dim = 64;        // features per token; a multiple of num_heads
+  std::int64_t num_heads = 4;
+  std::int64_t depth = 4;    // encoder blocks
+  std::int64_t mlp_dim = 128;  // hidden units of each block's MLP
+  float dropout = 0.1f;        // before the classifier
+  std::string classifier_activation = "softmax";
+  std::string name = "vit";
+};
+
+/// A Vision Transformer (Dosovitskiy et al. 2020, pre-norm as Keras' ViT example) with a
+/// global-average-pooled head instead of a class token:
+///   Conv2D(dim, patch_size, strides=patch_size, "valid") -> Reshape((tokens, dim))
+///   -> Add()([x, PositionEmbedding(tokens)(x)])
+///   -> depth x [x + MultiHeadAttention(num_heads, key_dim=dim/num_heads)(LN(x), LN(x));
+///               x + Dense(dim)(Dense(mlp_dim, gelu)(LN(x)))]
+///   -> LayerNormalization -> GlobalAveragePooling1D -> Dropout(dropout) -> Dense(classes, classifier_activation)
+/// Every LayerNormalization has epsilon 1e-6. ValueError naming the option that is out of range.
+std::unique_ptr<Functional> ViT(const ViTOptions& options = {});
+
 }  // namespace lockstep::applications
