@@ -62,5 +62,6 @@ void bind_functional(nb::module_& m);
 void bind_data(nb::module_& m);
 void bind_model(nb::module_& m);
 void bind_strategy(nb::module_& m);
+void bind_checkpoint(nb::module_& m);
 
 }  // namespace lockstep::python

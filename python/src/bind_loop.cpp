@@ -8,11 +8,13 @@
 // their C++ at once. A binding that waited for another replica while holding the GIL would
 // deadlock the step.
 #include <nanobind/stl/optional.h>
+#include <nanobind/stl/pair.h>
 #include <nanobind/stl/shared_ptr.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
 #include "arrays.hpp"
+#include "lockstep/data/input_context.hpp"
 #include "lockstep/losses/loss.hpp"
 #include "lockstep/metrics/metric.hpp"
 #include "lockstep/optimizers/optimizer.hpp"
@@ -100,6 +102,16 @@ void bind_strategy_loop(nb::module_& m) {
   m.def("experimental_distribute_dataset", [](const PyStrategy& s, const data::Dataset& ds) {
     return s.strategy->experimental_distribute_dataset(ds);
   });
+  nb::class_<data::InputContext>(m, "InputContext")
+      .def_ro("num_input_pipelines", &data::InputContext::num_input_pipelines)
+      .def_ro("input_pipeline_id", &data::InputContext::input_pipeline_id)
+      .def_ro("num_replicas_in_sync", &data::InputContext::num_replicas_in_sync)
+      .def("get_per_replica_batch_size", &data::InputContext::get_per_replica_batch_size, nb::arg("global_batch_size"));
+  // fn(input_context) -> a dataset of per-replica batches, called here (once per worker).
+  m.def("distribute_datasets_from_function", [](const PyStrategy& s, nb::callable fn) {
+    return s.strategy->distribute_datasets_from_function(
+        [&fn](const data::InputContext& ctx) { return nb::cast<data::Dataset>(fn(ctx)); });
+  });
   m.def("run_on_replicas", &run_on_replicas, nb::arg("strategy"), nb::arg("fn"), nb::arg("batch") = nb::none());
   m.def("reduce", [](const PyStrategy& s, const std::string& op, nb::handle values, std::optional<int> axis) {
     const distribute::PerReplica<Tensor> per_replica(tensors_from_list(values, "tf.distribute.Strategy.reduce"));
@@ -113,7 +125,22 @@ void bind_strategy_loop(nb::module_& m) {
     return global_batch_size ? distribute::compute_average_loss(t, *global_batch_size)
                              : distribute::compute_average_loss(t);
   }, nb::arg("per_example_loss"), nb::arg("global_batch_size") = nb::none());
-  m.def("in_replica", []() { return distribute::get_replica_context() != nullptr; });
+  // tf.distribute.get_replica_context() inside strategy.run: (replica_id_in_sync_group,
+  // num_replicas_in_sync) of this thread's replica, None on any other thread.
+  m.def("replica_ids", []() -> std::optional<std::pair<int, int>> {
+    const auto* ctx = distribute::get_replica_context();
+    if (!ctx) return std::nullopt;
+    const auto ids = ctx->ids();
+    return std::make_pair(ids.replica_id_in_sync_group, ids.num_replicas_in_sync);
+  });
+  m.def("replica_all_reduce", [](const std::string& op, nb::handle value) {
+    auto* ctx = distribute::get_replica_context();
+    LOCKSTEP_CHECK(ctx != nullptr, "ReplicaContext.all_reduce: only inside strategy.run");
+    const Tensor t = as_tensor(value, "tf.distribute.ReplicaContext.all_reduce");
+    const auto o = reduce_op(op);
+    nb::gil_scoped_release release;
+    return ctx->all_reduce(o, t);
+  });
 }
 
 void bind_model_loop(nb::module_& m) {

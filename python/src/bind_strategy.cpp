@@ -13,6 +13,7 @@ void bind_strategy(nb::module_& m) {
   nb::class_<PyStrategy>(m, "Strategy")
       .def_prop_ro("name", [](const PyStrategy& s) { return s.strategy->name(); })
       .def_prop_ro("num_replicas_in_sync", [](const PyStrategy& s) { return s.strategy->num_replicas_in_sync(); })
+      .def_prop_ro("is_chief", [](const PyStrategy& s) { return s.strategy->is_chief(); })
       .def_prop_ro("devices", [](const PyStrategy& s) {
         std::vector<std::string> names;
         for (const auto& d : s.strategy->devices()) names.push_back(d.str());

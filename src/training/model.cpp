@@ -1,6 +1,7 @@
 #include "lockstep/training/model.hpp"
 
 #include <cstdlib>
+#include <set>
 #include <string>
 
 #include "lockstep/autograd/gradient_tape.hpp"
@@ -110,6 +111,20 @@ void Model::check_strategy_scope(const char* what) {
 void Model::compile(optimizers::OptimizerPtr optimizer, losses::LossPtr loss, std::vector<std::string> metric_names,
                     bool auto_scale_loss) {
   LOCKSTEP_CHECK(optimizer && loss, "Model::compile: an optimizer and a loss are required");
+  std::vector<metrics::MetricPtr> made;
+  for (const auto& m : metric_names) made.push_back(metrics::get(m, loss->name()));
+  compile_with_metric_objects(std::move(optimizer), std::move(loss), std::move(made), auto_scale_loss);
+}
+
+void Model::compile_with_metric_objects(optimizers::OptimizerPtr optimizer, losses::LossPtr loss,
+                                        std::vector<metrics::MetricPtr> metrics, bool auto_scale_loss) {
+  LOCKSTEP_CHECK(optimizer && loss, "Model::compile: an optimizer and a loss are required");
+  std::set<std::string> names{"loss"};
+  for (const auto& m : metrics) {
+    LOCKSTEP_CHECK(m != nullptr, "Model::compile: a metric is null");
+    LOCKSTEP_CHECK(names.insert(m->name()).second, "Model::compile: two metrics (or a metric and the loss) are named '",
+                   m->name(), "'; give each metric its own name");
+  }
   check_strategy_scope("compile");
   // float16 gradients underflow without loss scaling (bfloat16 has float32's range and needs none).
   if (auto_scale_loss && mixed_precision::global_policy().name() == "mixed_float16" &&
@@ -117,8 +132,7 @@ void Model::compile(optimizers::OptimizerPtr optimizer, losses::LossPtr loss, st
     optimizer = optimizers::LossScale(std::move(optimizer));
   optimizer_ = std::move(optimizer);
   loss_ = std::move(loss);
-  metrics_.clear();
-  for (const auto& m : metric_names) metrics_.push_back(metrics::get(m, loss_->name()));
+  metrics_ = std::move(metrics);
 }
 
 void Model::compile(const std::string& optimizer, const std::string& loss, std::vector<std::string> metric_names) {

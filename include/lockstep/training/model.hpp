@@ -2,6 +2,7 @@
 // Model: Keras' compile / fit / evaluate / predict. A subclass says how to build itself and
 // how to run forward; Sequential and Functional are the two.
 #include <atomic>
+#include <concepts>
 #include <cstdio>
 #include <map>
 #include <memory>
@@ -93,6 +94,15 @@ class Model {
   /// "loss_scale" and "skipped_steps".
   void compile(optimizers::OptimizerPtr optimizer, losses::LossPtr loss, std::vector<std::string> metrics = {},
                bool auto_scale_loss = true);
+  /// Keras' compile(metrics=[keras.metrics.X(name=...)]): metric objects, logged under their names
+  /// (names must differ from each other and from "loss"). A template only so that `{}` and
+  /// `{"accuracy"}` still mean names.
+  template <typename M>
+    requires std::same_as<M, metrics::MetricPtr>
+  void compile(optimizers::OptimizerPtr optimizer, losses::LossPtr loss, std::vector<M> metrics,
+               bool auto_scale_loss = true) {
+    compile_with_metric_objects(std::move(optimizer), std::move(loss), std::move(metrics), auto_scale_loss);
+  }
   void compile(const std::string& optimizer, const std::string& loss, std::vector<std::string> metrics = {});
   bool compiled() const { return optimizer_ != nullptr; }
 
@@ -200,6 +210,8 @@ class Model {
   /// device and the output comes back to this thread's device.
   Tensor call_where_variables_are(const Tensor& x, const layers::CallContext& ctx) const;
   void check_compiled(const char* what) const;
+  void compile_with_metric_objects(optimizers::OptimizerPtr optimizer, losses::LossPtr loss,
+                                   std::vector<metrics::MetricPtr> metrics, bool auto_scale_loss);
   /// Keras' rule: a model used (compile/fit) inside a strategy's scope must have been made in
   /// it; ValueError with Keras' message and the fix otherwise. An unbuilt model without a
   /// strategy adopts the open scope's (its variables will be made under it).
