@@ -48,13 +48,51 @@ class PyDistributedIterator {
   PipelinePtr<Strategy::DistributedIterator> it_;
 };
 
+// The GIL for a replica's Python function. PyGILState_Ensure makes a Python thread state for a
+// thread that has none and the matching Release frees it again, which on a replica thread (all but
+// replica 0, the caller's) would be every step. Instead the first step on such a thread keeps its
+// thread state (one Ensure left unreleased) until the thread ends with its strategy, which the
+// binding deletes with the GIL released (PyStrategy) so that the thread can take it to free it.
+class ReplicaGil {
+ public:
+  ReplicaGil() {
+    thread_local KeptThreadState kept;
+    kept.keep();
+    state_ = PyGILState_Ensure();
+  }
+  ~ReplicaGil() { PyGILState_Release(state_); }
+  ReplicaGil(const ReplicaGil&) = delete;
+  ReplicaGil& operator=(const ReplicaGil&) = delete;
+
+ private:
+  struct KeptThreadState {
+    PyThreadState* state = nullptr;
+    void keep() {
+      if (state != nullptr || PyGILState_GetThisThreadState() != nullptr) return;  // kept, or a Python thread
+      PyGILState_Ensure();
+      state = PyEval_SaveThread();
+    }
+    ~KeptThreadState() {
+#if PY_VERSION_HEX >= 0x030D0000
+      const bool finalizing = Py_IsFinalizing();
+#else
+      const bool finalizing = _Py_IsFinalizing();
+#endif
+      if (state == nullptr || !Py_IsInitialized() || finalizing) return;  // then Python frees it itself
+      PyEval_RestoreThread(state);
+      PyGILState_Release(PyGILState_UNLOCKED);  // the last Release: frees it and releases the GIL
+    }
+  };
+  PyGILState_STATE state_;
+};
+
 // fn(replica_index, slice) on every local replica, each on its own thread with the GIL taken
 // there; slice: the replica's part of `batch` as a list of tensors, or None without a batch.
 nb::list run_on_replicas(PyStrategy& s, nb::callable fn, const std::optional<PyDistributedBatch>& batch) {
   Strategy& strategy = *s.strategy;
   std::vector<nb::object> results(static_cast<std::size_t>(strategy.num_local_replicas()));
   const auto call = [&](int replica, const data::Element* slice) {
-    nb::gil_scoped_acquire acquire;
+    const ReplicaGil gil;
     nb::object arg = slice ? nb::cast(*slice) : nb::none();
     results[static_cast<std::size_t>(replica)] = fn(replica, arg);
   };
