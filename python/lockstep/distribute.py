@@ -3,8 +3,10 @@ import contextlib
 
 from . import _lockstep
 from ._support import refuse_arguments, unsupported_getattr
+from .data import Dataset
 
 __getattr__ = unsupported_getattr("tf.distribute")
+InputContext = _lockstep.InputContext  # what distribute_datasets_from_function's function gets
 
 # The strategies whose scope is open, innermost last (models made now keep theirs alive).
 _open_scopes = []
@@ -104,6 +106,24 @@ class Strategy:
         refuse_arguments(f"tf.distribute.{type(self).__name__}.experimental_distribute_dataset", options=options)
         return DistributedDataset(_lockstep.experimental_distribute_dataset(self._strategy, dataset._ds), dataset)
 
+    def distribute_datasets_from_function(self, dataset_fn, options=None):
+        """dataset_fn(input_context) returns a dataset of per-replica batches (batch it with
+        input_context.get_per_replica_batch_size(global_batch_size)); each step gives every replica
+        the next one. Under several workers it runs once per worker: shard by input_pipeline_id."""
+        refuse_arguments(f"tf.distribute.{type(self).__name__}.distribute_datasets_from_function", options=options)
+        made = []
+
+        def native(context):
+            dataset = dataset_fn(context)
+            if not isinstance(dataset, Dataset):
+                raise ValueError(f"distribute_datasets_from_function: the function must return a tf.data.Dataset, "
+                                 f"not {type(dataset).__name__}")
+            made.append(dataset)
+            return dataset._ds
+
+        distributed = _lockstep.distribute_datasets_from_function(self._strategy, native)
+        return DistributedDataset(distributed, made[0])
+
     def run(self, fn, args=(), kwargs=None, options=None):
         """fn(*args, **kwargs) on every replica, each on its own thread: a DistributedValues argument
         becomes the replica's slice of the batch, a PerReplica one its own value."""
@@ -132,8 +152,7 @@ class Strategy:
     def reduce(self, reduce_op, value, axis=None):
         """Across the replicas (and along `axis` of each value, as TensorFlow); a value that is
         not per-replica counts as the same value on every replica."""
-        op = getattr(reduce_op, "value", reduce_op)
-        op = op.lower() if isinstance(op, str) else op
+        op = _op_name(reduce_op)
         values = value.values if isinstance(value, PerReplica) else [value] * len(self._strategy.devices)
         return _lockstep.reduce(self._strategy, op, list(values), axis)
 
@@ -167,3 +186,86 @@ class MultiWorkerMirroredStrategy(Strategy):
         refuse_arguments("tf.distribute.MultiWorkerMirroredStrategy", communication_options=communication_options,
                          cluster_resolver=cluster_resolver)
         super().__init__(_lockstep.multi_worker_mirrored_strategy())
+
+
+class ReplicaContext:
+    """tf.distribute.ReplicaContext: inside strategy.run, the replica's; outside any strategy, the
+    default one (one replica)."""
+
+    def __init__(self, strategy, replica_id_in_sync_group, num_replicas_in_sync):
+        self.strategy = strategy
+        self.replica_id_in_sync_group = replica_id_in_sync_group
+        self.num_replicas_in_sync = num_replicas_in_sync
+
+    def all_reduce(self, reduce_op, value, options=None):
+        """The value summed (or averaged) over every replica in sync; each replica must call it."""
+        refuse_arguments("tf.distribute.ReplicaContext.all_reduce", options=options)
+        if _lockstep.replica_ids() is None:  # the default replica context: one replica
+            return value
+        return _lockstep.replica_all_reduce(_op_name(reduce_op), value)
+
+    def __getattr__(self, name):
+        if name.startswith("_"):
+            raise AttributeError(name)
+        raise AttributeError(f"lockstep does not support tf.distribute.ReplicaContext.{name} yet")
+
+
+class _DefaultStrategy:
+    """TensorFlow's default strategy (no tf.distribute strategy in use): one replica, the program's
+    own thread; scope() does nothing and run() calls the function."""
+    num_replicas_in_sync = 1
+
+    @contextlib.contextmanager
+    def scope(self):
+        yield self
+
+    def run(self, fn, args=(), kwargs=None, options=None):
+        refuse_arguments("tf.distribute.get_strategy().run", options=options)
+        return fn(*args, **(kwargs or {}))
+
+    def reduce(self, reduce_op, value, axis=None):
+        if axis is None:
+            return value
+        from . import ops
+        return (ops.reduce_sum if _op_name(reduce_op) == "sum" else ops.reduce_mean)(value, axis)
+
+    def experimental_distribute_dataset(self, dataset, options=None):
+        refuse_arguments("tf.distribute.get_strategy().experimental_distribute_dataset", options=options)
+        return dataset
+
+    def __getattr__(self, name):
+        if name.startswith("_"):
+            raise AttributeError(name)
+        raise AttributeError(f"lockstep does not support {name} of tf.distribute's default strategy yet")
+
+
+_default_strategy = _DefaultStrategy()
+
+
+def _op_name(reduce_op):
+    op = getattr(reduce_op, "value", reduce_op)
+    return op.lower() if isinstance(op, str) else op
+
+
+def get_strategy():
+    """The strategy of the run() in progress, else the one whose scope() is open, else the default."""
+    return _running or current_strategy() or _default_strategy
+
+
+def has_strategy():
+    return (_running or current_strategy()) is not None
+
+
+def get_replica_context():
+    """Inside strategy.run: this replica's context; in a strategy's scope (cross-replica): None;
+    elsewhere the default strategy's one replica."""
+    ids = _lockstep.replica_ids()
+    if ids is not None:
+        return ReplicaContext(_running, *ids)
+    if current_strategy() is not None or _running is not None:
+        return None
+    return ReplicaContext(_default_strategy, 0, 1)
+
+
+def in_cross_replica_context():
+    return _lockstep.replica_ids() is None and has_strategy()

@@ -56,6 +56,10 @@ def add_n(inputs, name=None):
 
 
 add, maximum, minimum, matmul = _lockstep.add, _lockstep.maximum, _lockstep.minimum, _lockstep.matmul
+# Comparisons give uint8 0 / 1 where TensorFlow gives bool: tf.cast(tf.equal(a, b), tf.float32) as in TF.
+equal, not_equal, less, less_equal, greater, greater_equal = (_lockstep.equal, _lockstep.not_equal, _lockstep.less,
+                                                              _lockstep.less_equal, _lockstep.greater,
+                                                              _lockstep.greater_equal)
 square, sqrt, exp, abs, stop_gradient = (_lockstep.square, _lockstep.sqrt, _lockstep.exp, _lockstep.abs,  # noqa: A001
                                          _lockstep.stop_gradient)
 

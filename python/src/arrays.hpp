@@ -51,7 +51,9 @@ auto start_pipeline(const Source& source) {
 
 /// A strategy and the scopes opened on it from Python (`with strategy.scope():` nests).
 struct PyStrategy {
-  std::unique_ptr<distribute::Strategy> strategy;
+  /// Deleted with the GIL released: its replica threads take it to free their Python thread
+  /// states as they end (bind_loop.cpp's ReplicaGil).
+  std::unique_ptr<distribute::Strategy, DeleteWithoutGil> strategy;
   std::vector<std::unique_ptr<distribute::StrategyScope>> scopes;
 };
 
@@ -62,5 +64,6 @@ void bind_functional(nb::module_& m);
 void bind_data(nb::module_& m);
 void bind_model(nb::module_& m);
 void bind_strategy(nb::module_& m);
+void bind_checkpoint(nb::module_& m);
 
 }  // namespace lockstep::python

@@ -8,11 +8,13 @@
 // their C++ at once. A binding that waited for another replica while holding the GIL would
 // deadlock the step.
 #include <nanobind/stl/optional.h>
+#include <nanobind/stl/pair.h>
 #include <nanobind/stl/shared_ptr.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
 #include "arrays.hpp"
+#include "lockstep/data/input_context.hpp"
 #include "lockstep/losses/loss.hpp"
 #include "lockstep/metrics/metric.hpp"
 #include "lockstep/optimizers/optimizer.hpp"
@@ -46,13 +48,51 @@ class PyDistributedIterator {
   PipelinePtr<Strategy::DistributedIterator> it_;
 };
 
+// The GIL for a replica's Python function. PyGILState_Ensure makes a Python thread state for a
+// thread that has none and the matching Release frees it again, which on a replica thread (all but
+// replica 0, the caller's) would be every step. Instead the first step on such a thread keeps its
+// thread state (one Ensure left unreleased) until the thread ends with its strategy, which the
+// binding deletes with the GIL released (PyStrategy) so that the thread can take it to free it.
+class ReplicaGil {
+ public:
+  ReplicaGil() {
+    thread_local KeptThreadState kept;
+    kept.keep();
+    state_ = PyGILState_Ensure();
+  }
+  ~ReplicaGil() { PyGILState_Release(state_); }
+  ReplicaGil(const ReplicaGil&) = delete;
+  ReplicaGil& operator=(const ReplicaGil&) = delete;
+
+ private:
+  struct KeptThreadState {
+    PyThreadState* state = nullptr;
+    void keep() {
+      if (state != nullptr || PyGILState_GetThisThreadState() != nullptr) return;  // kept, or a Python thread
+      PyGILState_Ensure();
+      state = PyEval_SaveThread();
+    }
+    ~KeptThreadState() {
+#if PY_VERSION_HEX >= 0x030D0000
+      const bool finalizing = Py_IsFinalizing();
+#else
+      const bool finalizing = _Py_IsFinalizing();
+#endif
+      if (state == nullptr || !Py_IsInitialized() || finalizing) return;  // then Python frees it itself
+      PyEval_RestoreThread(state);
+      PyGILState_Release(PyGILState_UNLOCKED);  // the last Release: frees it and releases the GIL
+    }
+  };
+  PyGILState_STATE state_;
+};
+
 // fn(replica_index, slice) on every local replica, each on its own thread with the GIL taken
 // there; slice: the replica's part of `batch` as a list of tensors, or None without a batch.
 nb::list run_on_replicas(PyStrategy& s, nb::callable fn, const std::optional<PyDistributedBatch>& batch) {
   Strategy& strategy = *s.strategy;
   std::vector<nb::object> results(static_cast<std::size_t>(strategy.num_local_replicas()));
   const auto call = [&](int replica, const data::Element* slice) {
-    nb::gil_scoped_acquire acquire;
+    const ReplicaGil gil;
     nb::object arg = slice ? nb::cast(*slice) : nb::none();
     results[static_cast<std::size_t>(replica)] = fn(replica, arg);
   };
@@ -100,6 +140,16 @@ void bind_strategy_loop(nb::module_& m) {
   m.def("experimental_distribute_dataset", [](const PyStrategy& s, const data::Dataset& ds) {
     return s.strategy->experimental_distribute_dataset(ds);
   });
+  nb::class_<data::InputContext>(m, "InputContext")
+      .def_ro("num_input_pipelines", &data::InputContext::num_input_pipelines)
+      .def_ro("input_pipeline_id", &data::InputContext::input_pipeline_id)
+      .def_ro("num_replicas_in_sync", &data::InputContext::num_replicas_in_sync)
+      .def("get_per_replica_batch_size", &data::InputContext::get_per_replica_batch_size, nb::arg("global_batch_size"));
+  // fn(input_context) -> a dataset of per-replica batches, called here (once per worker).
+  m.def("distribute_datasets_from_function", [](const PyStrategy& s, nb::callable fn) {
+    return s.strategy->distribute_datasets_from_function(
+        [&fn](const data::InputContext& ctx) { return nb::cast<data::Dataset>(fn(ctx)); });
+  });
   m.def("run_on_replicas", &run_on_replicas, nb::arg("strategy"), nb::arg("fn"), nb::arg("batch") = nb::none());
   m.def("reduce", [](const PyStrategy& s, const std::string& op, nb::handle values, std::optional<int> axis) {
     const distribute::PerReplica<Tensor> per_replica(tensors_from_list(values, "tf.distribute.Strategy.reduce"));
@@ -113,7 +163,22 @@ void bind_strategy_loop(nb::module_& m) {
     return global_batch_size ? distribute::compute_average_loss(t, *global_batch_size)
                              : distribute::compute_average_loss(t);
   }, nb::arg("per_example_loss"), nb::arg("global_batch_size") = nb::none());
-  m.def("in_replica", []() { return distribute::get_replica_context() != nullptr; });
+  // tf.distribute.get_replica_context() inside strategy.run: (replica_id_in_sync_group,
+  // num_replicas_in_sync) of this thread's replica, None on any other thread.
+  m.def("replica_ids", []() -> std::optional<std::pair<int, int>> {
+    const auto* ctx = distribute::get_replica_context();
+    if (!ctx) return std::nullopt;
+    const auto ids = ctx->ids();
+    return std::make_pair(ids.replica_id_in_sync_group, ids.num_replicas_in_sync);
+  });
+  m.def("replica_all_reduce", [](const std::string& op, nb::handle value) {
+    auto* ctx = distribute::get_replica_context();
+    LOCKSTEP_CHECK(ctx != nullptr, "ReplicaContext.all_reduce: only inside strategy.run");
+    const Tensor t = as_tensor(value, "tf.distribute.ReplicaContext.all_reduce");
+    const auto o = reduce_op(op);
+    nb::gil_scoped_release release;
+    return ctx->all_reduce(o, t);
+  });
 }
 
 void bind_model_loop(nb::module_& m) {

@@ -4,6 +4,7 @@
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/shared_ptr.h>
 #include <nanobind/stl/string.h>
+#include <nanobind/stl/variant.h>
 #include <nanobind/stl/vector.h>
 #include <nlohmann/json.hpp>
 
@@ -266,7 +267,14 @@ void bind_model(nb::module_& m) {
       .def("count_params", &Model::count_params)
       .def("set_seed", &Model::set_seed)
       .def("compile", [](Model& mo, const optimizers::OptimizerPtr& opt, const losses::LossPtr& loss,
-                         std::vector<std::string> metrics) { mo.compile(opt, loss, std::move(metrics)); })
+                         const std::vector<std::variant<std::string, metrics::MetricPtr>>& given) {
+        // Keras' metrics=[...]: names (resolved as Keras does, by the loss) and metric objects.
+        std::vector<metrics::MetricPtr> made;
+        for (const auto& g : given)
+          made.push_back(std::holds_alternative<std::string>(g) ? metrics::get(std::get<std::string>(g), loss->name())
+                                                                : std::get<metrics::MetricPtr>(g));
+        mo.compile(opt, loss, std::move(made));
+      })
       .def("save", [](Model& mo, const std::string& path) { save_model(mo, path); })
       .def("save_weights", [](const Model& mo, const std::string& path) { save_weights(mo, path); })
       .def("load_weights", [](Model& mo, const std::string& path) { load_weights(mo, path); });

@@ -9,10 +9,17 @@
 
 namespace lockstep::python {
 
+namespace {
+PyStrategy py_strategy(std::unique_ptr<distribute::Strategy> strategy) {
+  return PyStrategy{decltype(PyStrategy::strategy)(strategy.release()), {}};
+}
+}  // namespace
+
 void bind_strategy(nb::module_& m) {
   nb::class_<PyStrategy>(m, "Strategy")
       .def_prop_ro("name", [](const PyStrategy& s) { return s.strategy->name(); })
       .def_prop_ro("num_replicas_in_sync", [](const PyStrategy& s) { return s.strategy->num_replicas_in_sync(); })
+      .def_prop_ro("is_chief", [](const PyStrategy& s) { return s.strategy->is_chief(); })
       .def_prop_ro("devices", [](const PyStrategy& s) {
         std::vector<std::string> names;
         for (const auto& d : s.strategy->devices()) names.push_back(d.str());
@@ -26,13 +33,13 @@ void bind_strategy(nb::module_& m) {
       });
 
   m.def("mirrored_strategy", [](const std::vector<std::string>& devices) {
-    return PyStrategy{std::make_unique<distribute::MirroredStrategy>(distribute::MirroredOptions{.devices = devices}), {}};
+    return py_strategy(std::make_unique<distribute::MirroredStrategy>(distribute::MirroredOptions{.devices = devices}));
   }, nb::arg("devices") = std::vector<std::string>{});
   m.def("one_device_strategy", [](const std::string& device) {
-    return PyStrategy{std::make_unique<distribute::OneDeviceStrategy>(device), {}};
+    return py_strategy(std::make_unique<distribute::OneDeviceStrategy>(device));
   }, nb::arg("device") = "cpu:0");
   m.def("multi_worker_mirrored_strategy", []() {
-    return PyStrategy{std::make_unique<distribute::MultiWorkerMirroredStrategy>(), {}};
+    return py_strategy(std::make_unique<distribute::MultiWorkerMirroredStrategy>());
   });
 }
 

@@ -64,6 +64,10 @@ void def_arithmetic(nb::class_<Self>& c) {
       .def("__truediv__", binary<Self>(div_))
       .def("__rtruediv__", binary<Self>(div_, true))
       .def("__matmul__", binary<Self>([](const Tensor& a, const Tensor& b) { return matmul(a, b); }))
+      .def("__lt__", binary<Self>([](const Tensor& a, const Tensor& b) { return less(a, b); }))
+      .def("__le__", binary<Self>([](const Tensor& a, const Tensor& b) { return less_equal(a, b); }))
+      .def("__gt__", binary<Self>([](const Tensor& a, const Tensor& b) { return greater(a, b); }))
+      .def("__ge__", binary<Self>([](const Tensor& a, const Tensor& b) { return greater_equal(a, b); }))
       .def("__neg__", [](const Self& a) { nb::gil_scoped_release r; return neg(value_of(a)); })
       .def("__pow__", [](const Self& a, float p) { nb::gil_scoped_release r; return pow_scalar(value_of(a), p); });
 }
@@ -81,6 +85,43 @@ double scalar_value(const Tensor& t) {
   LOCKSTEP_CHECK(t.numel() == 1, "only a tensor of one element converts to a Python number, not one of shape ",
                  t.shape().str());
   return t.item();
+}
+
+// TensorFlow's t[i] and t[start:stop:step] on the leading axis (recorded: a gather of rows, whose
+// gradient flows back to t); any other index is a ValueError naming it, an integer out of range
+// an IndexError (which also ends Python's iteration over the rows).
+Tensor leading_axis_item(const Tensor& t, nb::handle index) {
+  LOCKSTEP_CHECK(t.rank() > 0, "a scalar tensor cannot be indexed");
+  const std::int64_t n = t.dim(0);
+  std::vector<std::int64_t> rows;
+  if (PySlice_Check(index.ptr())) {
+    Py_ssize_t start = 0, stop = 0, step = 0;
+    if (PySlice_Unpack(index.ptr(), &start, &stop, &step) < 0) throw nb::python_error();
+    PySlice_AdjustIndices(static_cast<Py_ssize_t>(n), &start, &stop, step);
+    for (Py_ssize_t i = start; step > 0 ? i < stop : i > stop; i += step) rows.push_back(i);
+  } else if (PyIndex_Check(index.ptr()) && !PyBool_Check(index.ptr())) {
+    PyObject* as_index = PyNumber_Index(index.ptr());
+    if (as_index == nullptr) throw nb::python_error();
+    std::int64_t i = nb::cast<std::int64_t>(nb::steal(as_index));
+    if (i < 0) i += n;
+    if (i < 0 || i >= n)
+      throw nb::index_error(("index " + nb::cast<std::string>(nb::repr(index)) +
+                             " is out of range for a tensor of shape " + t.shape().str()).c_str());
+    rows.push_back(i);
+  } else {
+    throw ValueError("lockstep's tf.Tensor supports only an integer or a slice on the leading axis as an index, "
+                     "not " + nb::cast<std::string>(nb::repr(index)));
+  }
+  const bool is_slice = PySlice_Check(index.ptr());
+  const auto count = static_cast<std::int64_t>(rows.size());
+  nb::gil_scoped_release release;
+  if (count == 0) {
+    Shape empty = t.shape();
+    empty.dims()[0] = 0;
+    return Tensor::zeros(empty, t.dtype()).to(t.device());
+  }
+  const Tensor out = gather_rows(t, Tensor::from_vector(rows, Shape({count})).to(t.device()));
+  return is_slice ? out : reshape(out, t.shape().tail());
 }
 
 // tf.GradientTape: made on the thread that enters it (a tape records the ops of its own thread,
@@ -147,6 +188,7 @@ void bind_tensor_class(nb::module_& m) {
         LOCKSTEP_CHECK(t.rank() > 0, "len() of a scalar tensor");
         return t.dim(0);
       })
+      .def("__getitem__", &leading_axis_item)
       .def("__repr__", &tensor_repr)
       .def("__format__", [](const Tensor& t, nb::handle spec) {
         nb::object a = nb::cast(array_from_tensor(t));
@@ -168,6 +210,7 @@ void bind_variable_and_tape(nb::module_& m) {
       .def("value", &Variable::value)
       .def("read_value", &Variable::read_value)
       .def("numpy", [](const Variable& v) { return array_from_tensor(v.read_value()); })
+      .def("__getitem__", [](const Variable& v, nb::handle index) { return leading_axis_item(v.value(), index); })
       .def("assign", [](const Variable& v, nb::handle x) { v.assign(as_tensor(x, "tf.Variable.assign", &v.value())); })
       .def("assign_add", [](const Variable& v, nb::handle x) { v.assign_add(as_tensor(x, "assign_add", &v.value())); })
       .def("assign_sub", [](const Variable& v, nb::handle x) { v.assign_sub(as_tensor(x, "assign_sub", &v.value())); })
@@ -231,10 +274,21 @@ void bind_ops(nb::module_& m) {
     nb::gil_scoped_release release;
     return log_softmax(t, axis);
   }, nb::arg("x"), nb::arg("axis") = -1);
-  m.def("add", [](nb::handle a, nb::handle b) { return binary([](const Tensor& x, const Tensor& y) { return add(x, y); })(as_tensor(a, "tf.add"), b); });
-  m.def("maximum", [](nb::handle a, nb::handle b) { return binary([](const Tensor& x, const Tensor& y) { return maximum(x, y); })(as_tensor(a, "tf.maximum"), b); });
-  m.def("minimum", [](nb::handle a, nb::handle b) { return binary([](const Tensor& x, const Tensor& y) { return minimum(x, y); })(as_tensor(a, "tf.minimum"), b); });
-  m.def("matmul", [](nb::handle a, nb::handle b) { return binary([](const Tensor& x, const Tensor& y) { return matmul(x, y); })(as_tensor(a, "tf.matmul"), b); });
+  // tf.<name>(a, b): a converted to a tensor, b like a (a Python number takes a's dtype).
+  const auto def_binary = [&m](const char* name, const char* what, Tensor (*f)(const Tensor&, const Tensor&)) {
+    m.def(name, [f, what](nb::handle a, nb::handle b) { return binary(f)(as_tensor(a, what), b); });
+  };
+  def_binary("add", "tf.add", [](const Tensor& x, const Tensor& y) { return add(x, y); });
+  def_binary("maximum", "tf.maximum", [](const Tensor& x, const Tensor& y) { return maximum(x, y); });
+  def_binary("minimum", "tf.minimum", [](const Tensor& x, const Tensor& y) { return minimum(x, y); });
+  def_binary("matmul", "tf.matmul", [](const Tensor& x, const Tensor& y) { return matmul(x, y); });
+  // Comparisons: uint8 0 / 1 (lockstep has no bool dtype), which tf.cast turns into numbers.
+  def_binary("equal", "tf.math.equal", &equal);
+  def_binary("not_equal", "tf.math.not_equal", &not_equal);
+  def_binary("less", "tf.math.less", &less);
+  def_binary("less_equal", "tf.math.less_equal", &less_equal);
+  def_binary("greater", "tf.math.greater", &greater);
+  def_binary("greater_equal", "tf.math.greater_equal", &greater_equal);
   m.def("sparse_softmax_cross_entropy_with_logits", [](nb::handle labels, nb::handle logits) {
     const Tensor l = as_tensor(labels, "tf.nn.sparse_softmax_cross_entropy_with_logits labels");
     const Tensor z = as_tensor(logits, "tf.nn.sparse_softmax_cross_entropy_with_logits logits");

@@ -91,4 +91,5 @@ NB_MODULE(_lockstep, m) {
   bind_tensor(m);
   bind_loop(m);
   bind_functional(m);
+  bind_checkpoint(m);
 }

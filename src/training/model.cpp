@@ -146,18 +146,30 @@ void Model::take_optimizer(optimizers::OptimizerPtr optimizer, losses::LossPtr l
 
 void Model::compile(optimizers::OptimizerPtr optimizer, losses::LossPtr loss, std::vector<std::string> metric_names,
                     bool auto_scale_loss) {
-  if (outputs_.size() > 1) {
-    // Keras: one loss applies to every output; metrics must say which output they read.
-    LOCKSTEP_CHECK(metric_names.empty(), "Model::compile: model '", name(), "' has ", outputs_.size(), " outputs (",
-                   outputs_.joined(), "): give metrics per output, by name (compile(optimizer, losses, metrics))");
+  LOCKSTEP_CHECK(loss != nullptr, "Model::compile: an optimizer and a loss are required");
+  std::vector<metrics::MetricPtr> made;
+  for (const auto& m : metric_names) made.push_back(metrics::get(m, loss->name()));
+  compile_with_metric_objects(std::move(optimizer), std::move(loss), std::move(made), auto_scale_loss);
+}
+
+void Model::compile_with_metric_objects(optimizers::OptimizerPtr optimizer, losses::LossPtr loss,
+                                        std::vector<metrics::MetricPtr> metrics, bool auto_scale_loss) {
+  LOCKSTEP_CHECK(outputs_.size() <= 1 || metrics.empty(), "Model::compile: model '", name(), "' has ",
+                 outputs_.size(), " outputs (", outputs_.joined(),
+                 "): give metrics per output, by name (compile(optimizer, losses, metrics))");
+  std::set<std::string> names{"loss"};
+  for (const auto& m : metrics) {
+    LOCKSTEP_CHECK(m != nullptr, "Model::compile: a metric is null");
+    LOCKSTEP_CHECK(names.insert(m->name()).second, "Model::compile: two metrics (or a metric and the loss) are named '",
+                   m->name(), "'; give each metric its own name");
+  }
+  if (outputs_.size() > 1) {  // Keras: one loss applies to every output (metrics must say which output they read)
     compile(std::move(optimizer), {{"", std::move(loss)}}, {}, {}, auto_scale_loss);
     return;
   }
   take_optimizer(std::move(optimizer), std::move(loss), auto_scale_loss);
-  for (const auto& m : metric_names) {
-    metrics_.push_back(metrics::get(m, loss_->name()));
-    metric_outputs_.push_back(0);
-  }
+  metrics_ = std::move(metrics);
+  metric_outputs_.assign(metrics_.size(), 0);
 }
 
 void Model::compile(optimizers::OptimizerPtr optimizer, const std::map<std::string, losses::LossPtr>& losses,
@@ -204,7 +216,6 @@ void Model::compile(optimizers::OptimizerPtr optimizer, const std::map<std::stri
       metric_outputs_.push_back(k);
     }
   }
-}
 
 void Model::compile(const std::string& optimizer, const std::string& loss, std::vector<std::string> metric_names) {
   compile(optimizers::get(optimizer, 0.001), losses::get(loss), std::move(metric_names));

@@ -74,6 +74,25 @@ TEST(Model, FitRequiresCompile) {
   EXPECT_THROW((void)model.evaluate(toy.x, toy.y), ValueError);
 }
 
+TEST(Model, CompileTakesMetricObjectsUnderTheirNames) {
+  Sequential model({layers::Dense(8, "relu", 2), layers::Dense(2, "softmax")});
+  const auto train_accuracy = std::make_shared<metrics::SparseCategoricalAccuracy>("train_accuracy");
+  model.compile(optimizers::Adam(0.05), losses::SparseCategoricalCrossentropy(),
+                std::vector<metrics::MetricPtr>{train_accuracy});
+  const auto toy = make_toy(32);
+  const History h = model.fit(toy.x, toy.y, {.epochs = 2, .batch_size = 8, .verbose = 0});
+  ASSERT_EQ(h.history.at("train_accuracy").size(), 2u);
+  EXPECT_DOUBLE_EQ(train_accuracy->result(), h.history.at("train_accuracy").back());  // the object itself
+  const std::string msg = message_of([&] {
+    model.compile(optimizers::Adam(0.05), losses::SparseCategoricalCrossentropy(),
+                  std::vector<metrics::MetricPtr>{train_accuracy, std::make_shared<metrics::Mean>("train_accuracy")});
+  });
+  EXPECT_NE(msg.find("two metrics (or a metric and the loss) are named 'train_accuracy'"), std::string::npos) << msg;
+  EXPECT_THROW(model.compile(optimizers::Adam(0.05), losses::SparseCategoricalCrossentropy(),
+                             std::vector<metrics::MetricPtr>{std::make_shared<metrics::Mean>("loss")}),
+               ValueError);
+}
+
 TEST(Model, FitSolvesALinearlySeparableProblem) {
   auto model = small_model();
   const auto toy = make_toy(128);

@@ -2,6 +2,7 @@
 // Model: Keras' compile / fit / evaluate / predict. A subclass says how to build itself and
 // how to run forward; Sequential and Functional are the two.
 #include <atomic>
+#include <concepts>
 #include <cstdio>
 #include <deque>
 #include <map>
@@ -97,6 +98,15 @@ class Model {
   /// "loss_scale" and "skipped_steps".
   void compile(optimizers::OptimizerPtr optimizer, losses::LossPtr loss, std::vector<std::string> metrics = {},
                bool auto_scale_loss = true);
+  /// Keras' compile(metrics=[keras.metrics.X(name=...)]): metric objects, logged under their names
+  /// (names must differ from each other and from "loss"). A template only so that `{}` and
+  /// `{"accuracy"}` still mean names.
+  template <typename M>
+    requires std::same_as<M, metrics::MetricPtr>
+  void compile(optimizers::OptimizerPtr optimizer, losses::LossPtr loss, std::vector<M> metrics,
+               bool auto_scale_loss = true) {
+    compile_with_metric_objects(std::move(optimizer), std::move(loss), std::move(metrics), auto_scale_loss);
+  }
   void compile(const std::string& optimizer, const std::string& loss, std::vector<std::string> metrics = {});
   /// A model of several outputs (Keras' compile(loss={"cls": ..., "reg": ...}, loss_weights=...,
   /// metrics={"cls": ["accuracy"]})), by output name (output_structure()). A loss under every
@@ -238,6 +248,8 @@ class Model {
   History fit_split(const data::Element& xy, const FitOptions& options);
   /// compile's common part: the optimizer (loss-scaled under mixed_float16), the first loss, no metrics yet.
   void take_optimizer(optimizers::OptimizerPtr optimizer, losses::LossPtr loss, bool auto_scale_loss);
+  void compile_with_metric_objects(optimizers::OptimizerPtr optimizer, losses::LossPtr loss,
+                                   std::vector<metrics::MetricPtr> metrics, bool auto_scale_loss);
   /// Keras' rule: a model used (compile/fit) inside a strategy's scope must have been made in
   /// it; ValueError with Keras' message and the fix otherwise. An unbuilt model without a
   /// strategy adopts the open scope's (its variables will be made under it).

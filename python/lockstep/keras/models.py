@@ -4,6 +4,7 @@ from .._support import host_array, refuse_arguments
 from ..data import Dataset
 from . import callbacks as callbacks_module
 from . import losses, optimizers
+from . import metrics as metrics_module
 from .layers import KerasTensor, Layer
 
 
@@ -87,12 +88,13 @@ class Model:
                          steps_per_execution)
         if loss is None:
             raise ValueError("keras.Model.compile: lockstep needs a loss")
-        names = [m if isinstance(m, str) else getattr(m, "name", None) for m in (metrics or [])]
-        for given, name in zip(metrics or [], names):
-            if not isinstance(name, str):
+        given = []
+        for m in metrics or []:
+            if not isinstance(m, (str, metrics_module.Metric)):
                 raise ValueError(f"keras.Model.compile: lockstep takes metrics by name or as keras.metrics "
-                                 f"objects, not {given!r}")
-        self._model.compile(optimizers.get(optimizer), losses.get(loss), names)
+                                 f"objects, not {m!r}")
+            given.append(m if isinstance(m, str) else m._metric)
+        self._model.compile(optimizers.get(optimizer), losses.get(loss), given)
 
     def _dataset(self, x, y, batch_size, what):
         if isinstance(x, Dataset):
