@@ -216,6 +216,7 @@ void Model::compile(optimizers::OptimizerPtr optimizer, const std::map<std::stri
       metric_outputs_.push_back(k);
     }
   }
+}
 
 void Model::compile(const std::string& optimizer, const std::string& loss, std::vector<std::string> metric_names) {
   compile(optimizers::get(optimizer, 0.001), losses::get(loss), std::move(metric_names));

@@ -82,7 +82,7 @@ void add_train_command(CLI::App& app, TrainArgs& a) {
                   "resnet20 (ResNet-20, He et al. 2016: 3 stages of 3 residual blocks with BatchNormalization, "
                   "16/32/64 filters, on the data's image shape), "
                   "vit (a Vision Transformer: patches, PositionEmbedding, pre-norm encoder blocks of "
-                  "MultiHeadAttention and a gelu MLP; --patch, --dim, --heads, --depth, --mlp), 
+                  "MultiHeadAttention and a gelu MLP; --patch, --dim, --heads, --depth, --mlp), "
                   "gpt (a causal character transformer on --text: Embedding + PositionEmbedding, --depth pre-norm "
                   "blocks of causal MultiHeadAttention and Dense(4 dim, gelu) -> Dense(dim), LayerNormalization, "
                   "Dense(vocabulary) logits; next-character targets, the last 10% of the text for validation; "
