@@ -150,8 +150,7 @@ Tensor MultiHeadAttentionLayer::merge(const std::vector<Tensor>& inputs, const C
   LOCKSTEP_CHECK(inputs.size() == 2 || inputs.size() == 3, "layer '", name(),
                  "' (MultiHeadAttention) is called on [query, value] or [query, value, key], got ",
                  inputs.size(), " inputs");
-  return attend(inputs[0], inputs[1], inputs.size() == 3 ? inputs[2] : Tensor(), ctx,
-                {.use_causal_mask = options_.use_causal_mask});
+  return attend(inputs[0], inputs[1], inputs.size() == 3 ? inputs[2] : Tensor(), ctx);
 }
 
 nlohmann::json MultiHeadAttentionLayer::get_config() const {
@@ -165,7 +164,6 @@ nlohmann::json MultiHeadAttentionLayer::get_config() const {
             {"output_shape", o.output_shape ? nlohmann::json(*o.output_shape) : nlohmann::json()},
             {"kernel_initializer", o.kernel_initializer},
             {"bias_initializer", o.bias_initializer}});
-  if (o.use_causal_mask) c["use_causal_mask"] = true;  // not a Keras argument: written only when set
   return c;
 }
 
@@ -188,7 +186,6 @@ LayerPtr MultiHeadAttentionLayer::from_config(const nlohmann::json& c) {
   }
   o.kernel_initializer = c.value("kernel_initializer", o.kernel_initializer);
   o.bias_initializer = c.value("bias_initializer", o.bias_initializer);
-  o.use_causal_mask = c.value("use_causal_mask", false);
   o.name = c.at("name").get<std::string>();
   return std::make_shared<MultiHeadAttentionLayer>(o);
 }

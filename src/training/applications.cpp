@@ -53,9 +53,8 @@ std::unique_ptr<Functional> CharGPT(const CharGPTOptions& o) {
   x = add(x, call(layers::PositionEmbedding(o.sequence_length), x));
   for (std::int64_t block = 0; block < o.depth; ++block) {
     KerasTensor y = norm(x);
-    const auto attention = layers::MultiHeadAttention(
-        {.num_heads = o.num_heads, .key_dim = o.dim / o.num_heads, .use_causal_mask = true});
-    x = add(x, call(attention, {y, y}));
+    const auto attention = layers::MultiHeadAttention({.num_heads = o.num_heads, .key_dim = o.dim / o.num_heads});
+    x = add(x, call(attention, {y, y}, {.use_causal_mask = true}));
     y = call(layers::Dense(4 * o.dim, "gelu"), norm(x));
     x = add(x, call(layers::Dense(o.dim), y));
   }

@@ -182,17 +182,6 @@ TEST(MultiHeadAttention, ConfigHasKerasNamesAndDefaultsAndRoundTrips) {
   EXPECT_THROW(cls->from_config(edited), ValueError);
 }
 
-// A Functional model's calls carry no call arguments: the option makes every merge() causal.
-TEST(MultiHeadAttention, UseCausalMaskOptionMasksEveryMergeAndRoundTrips) {
-  const auto l = built({.num_heads = 2, .key_dim = 3, .use_causal_mask = true}, 5);
-  const Tensor x = random_uniform({2, 3, 5}, 1);
-  expect_near(l->merge({x, x}, CallContext{}), reference(*l, x, x, x, true), "causal merge");
-  EXPECT_EQ(l->get_config().at("use_causal_mask"), true);
-  EXPECT_FALSE(layers::MultiHeadAttention({.num_heads = 1, .key_dim = 2})->get_config().contains("use_causal_mask"));
-  const auto back = layers::find_layer_class("MultiHeadAttention")->from_config(l->get_config());
-  EXPECT_EQ(back->get_config().at("use_causal_mask"), true);
-}
-
 TEST(MultiHeadAttention, BadArgumentsAndInputsAreNamed) {
   EXPECT_THROW(layers::MultiHeadAttention({.num_heads = 0, .key_dim = 2}), ValueError);
   EXPECT_THROW(layers::MultiHeadAttention({.num_heads = 2, .key_dim = 2, .dropout = 1.0f}), ValueError);

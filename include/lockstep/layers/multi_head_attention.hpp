@@ -20,10 +20,6 @@ struct MultiHeadAttentionOptions {
   std::optional<std::int64_t> output_shape;  // the query's features when not given
   std::string kernel_initializer = "glorot_uniform";
   std::string bias_initializer = "zeros";
-  /// Keras' call argument use_causal_mask for every call through merge() (a Functional model's
-  /// calls, which carry no call arguments): query i attends to keys j <= i. Not a Keras
-  /// constructor argument: get_config writes it only when set.
-  bool use_causal_mask = false;
   std::string name;
 };
 
