@@ -32,7 +32,7 @@ def host_array(value, what):
         a = a.astype(np.uint8)
     if a.dtype == object:
         raise ValueError(f"{what}: expected a numeric array, got objects of type {type(value).__name__}")
-    return np.ascontiguousarray(a)
+    return np.require(a, requirements="C")  # (np.ascontiguousarray would make a scalar 1-D)
 
 
 def in_jupyter_kernel():

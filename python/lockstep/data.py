@@ -12,7 +12,13 @@ class Dataset:
 
     def __init__(self, dataset, structure="tuple"):
         self._ds = dataset
-        self._structure = structure  # "tuple" or "single": how elements come back to Python
+        # How elements come back to Python: "tuple" or "single". A list holding it, shared by the
+        # datasets made from this one: after a map, its function's first result tells.
+        self._structure_cell = structure if isinstance(structure, list) else [structure]
+
+    @property
+    def _structure(self):
+        return self._structure_cell[0]
 
     @staticmethod
     def from_tensor_slices(tensors, name=None):
@@ -30,7 +36,7 @@ class Dataset:
         return Dataset(_lockstep.Dataset.range(start, stop, step), "single")
 
     def _new(self, dataset):
-        return Dataset(dataset, self._structure)
+        return Dataset(dataset, self._structure_cell)
 
     def shuffle(self, buffer_size, seed=None, reshuffle_each_iteration=None, name=None):
         # seed None: lockstep's default seed (0), so runs are reproducible.
@@ -65,7 +71,22 @@ class Dataset:
         return self._new(self._ds.prefetch(buffer_size))
 
     def map(self, map_func, num_parallel_calls=None, deterministic=None, name=None):
-        raise NotImplementedError("lockstep does not support tf.data.Dataset.map with a Python function yet")
+        """map_func on every element, called with its components (tf.Tensor) as arguments, on the
+        pipeline's threads (num_parallel_calls of them at once, or AUTOTUNE), which take turns with
+        the GIL; it returns a tensor, NumPy array or number, or a tuple of them. An exception it
+        raises ends the pass and is raised by whatever iterates, as it was."""
+        structure, result = self._structure_cell, [None]
+
+        def call(components):
+            out = map_func(*components) if structure[0] == "tuple" else map_func(components[0])
+            if isinstance(out, dict):
+                raise ValueError("lockstep does not support a tf.data.Dataset.map function returning a dict yet")
+            result[0] = "tuple" if isinstance(out, tuple) else "single"
+            return out if isinstance(out, tuple) else (out,)
+
+        calls = 1 if num_parallel_calls is None else int(num_parallel_calls)
+        return Dataset(self._ds.map_python(call, calls, True if deterministic is None else bool(deterministic)),
+                       result)
 
     def cardinality(self):
         return self._ds.cardinality()

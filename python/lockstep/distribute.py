@@ -8,6 +8,68 @@ __getattr__ = unsupported_getattr("tf.distribute")
 
 # The strategies whose scope is open, innermost last (models made now keep theirs alive).
 _open_scopes = []
+# The strategy whose run() is in progress (its replica functions are running), or None.
+_running = None
+
+
+class ReduceOp:
+    """tf.distribute.ReduceOp."""
+    SUM = "sum"
+    MEAN = "mean"
+
+
+class PerReplica:
+    """tf.distribute's PerReplica: one value per local replica, in replica order (.values)."""
+
+    def __init__(self, values):
+        self.values = tuple(values)
+
+    def __repr__(self):
+        return "PerReplica:{" + ", ".join(f"{i}: {v!r}" for i, v in enumerate(self.values)) + "}"
+
+
+class DistributedDataset:
+    """What experimental_distribute_dataset returns: iterating gives each step's global batch, which
+    strategy.run splits over the replicas."""
+
+    def __init__(self, native, dataset):
+        self._ds = native
+        self._dataset = dataset
+
+    def __iter__(self):
+        for batch in self._ds:
+            yield DistributedValues(batch, self._dataset._structure)
+
+
+class DistributedValues:
+    """One step's input from a DistributedDataset; in strategy.run each replica gets its slice."""
+
+    def __init__(self, batch, structure):
+        self._batch = batch
+        self._structure = structure
+
+    def _slice(self, components):
+        return tuple(components) if self._structure == "tuple" else components[0]
+
+
+def running_strategy():
+    """The strategy whose run() is in progress, or None."""
+    return _running
+
+
+def _per_replica(results):
+    """TensorFlow's result of run(): None, one replica's value as it is, else PerReplica values
+    (a tuple or dict of them where the function returns a tuple or dict)."""
+    first = results[0]
+    if first is None:
+        return None
+    if len(results) == 1:
+        return first
+    if isinstance(first, tuple):
+        return tuple(PerReplica(r[i] for r in results) for i in range(len(first)))
+    if isinstance(first, dict):
+        return {k: PerReplica(r[k] for r in results) for k in first}
+    return PerReplica(results)
 
 
 def current_strategy():
@@ -37,6 +99,43 @@ class Strategy:
         finally:
             _open_scopes.pop()
             self._strategy.exit_scope()
+
+    def experimental_distribute_dataset(self, dataset, options=None):
+        refuse_arguments(f"tf.distribute.{type(self).__name__}.experimental_distribute_dataset", options=options)
+        return DistributedDataset(_lockstep.experimental_distribute_dataset(self._strategy, dataset._ds), dataset)
+
+    def run(self, fn, args=(), kwargs=None, options=None):
+        """fn(*args, **kwargs) on every replica, each on its own thread: a DistributedValues argument
+        becomes the replica's slice of the batch, a PerReplica one its own value."""
+        refuse_arguments(f"tf.distribute.{type(self).__name__}.run", options=options)
+        kwargs = kwargs or {}
+        batches = [a for a in list(args) + list(kwargs.values()) if isinstance(a, DistributedValues)]
+        if len(batches) > 1 and any(b is not batches[0] for b in batches):
+            raise ValueError("lockstep's strategy.run takes one batch of a distributed dataset per call")
+
+        def on_replica(replica, components):
+            def local(a):
+                if isinstance(a, DistributedValues):
+                    return a._slice(components)
+                return a.values[replica] if isinstance(a, PerReplica) else a
+
+            return fn(*[local(a) for a in args], **{k: local(v) for k, v in kwargs.items()})
+
+        global _running
+        previous, _running = _running, self
+        try:
+            results = _lockstep.run_on_replicas(self._strategy, on_replica, batches[0]._batch if batches else None)
+        finally:
+            _running = previous
+        return _per_replica(results)
+
+    def reduce(self, reduce_op, value, axis=None):
+        """Across the replicas (and along `axis` of each value, as TensorFlow); a value that is
+        not per-replica counts as the same value on every replica."""
+        op = getattr(reduce_op, "value", reduce_op)
+        op = op.lower() if isinstance(op, str) else op
+        values = value.values if isinstance(value, PerReplica) else [value] * len(self._strategy.devices)
+        return _lockstep.reduce(self._strategy, op, list(values), axis)
 
     def __getattr__(self, name):
         if name.startswith("_"):

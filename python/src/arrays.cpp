@@ -24,6 +24,7 @@ std::string numpy_dtype_name(nb::dlpack::dtype d) {
                      : d.code == static_cast<std::uint8_t>(nb::dlpack::dtype_code::Int)  ? "int"
                      : d.code == static_cast<std::uint8_t>(nb::dlpack::dtype_code::UInt) ? "uint"
                      : d.code == static_cast<std::uint8_t>(nb::dlpack::dtype_code::Bool) ? "bool"
+                     : d.code == static_cast<std::uint8_t>(nb::dlpack::dtype_code::Complex) ? "complex"
                                                                                           : "other";
   return kind + std::to_string(d.bits);
 }

@@ -19,11 +19,39 @@ nb::tuple train_test_arrays(const datasets::TrainTest& tt) {
                         nb::make_tuple(array_from_tensor(tt.test.x), array_from_tensor(tt.test.y)));
 }
 
+// A Python function mapped over a dataset: called on the pipeline's threads with the GIL taken
+// there, on the element's components as tensors; it returns a tensor (or NumPy array, or number)
+// or a tuple of them. Its exception ends the pass and reaches the caller as it was (module.cpp).
+// The pipeline may let go of it on any thread: the GIL is taken for that too.
+class PythonMapFunction {
+ public:
+  explicit PythonMapFunction(nb::callable fn) : fn_(std::move(fn)) {}
+  ~PythonMapFunction() {
+    nb::gil_scoped_acquire acquire;
+    fn_.reset();
+  }
+  data::Element operator()(const data::Element& element) const {
+    nb::gil_scoped_acquire acquire;
+    const nb::object out = fn_(nb::cast(element));
+    data::Element result;
+    for (nb::handle component : out) result.push_back(as_tensor(component, "the function of Dataset.map"));
+    return result;
+  }
+
+ private:
+  nb::callable fn_;
+};
+
 // One pass over a dataset, its elements as lists of NumPy arrays (the GIL is released while
-// the pipeline reads).
+// the pipeline reads, and while it stops: its threads may be waiting for the GIL in a map).
 class ElementIterator {
  public:
   explicit ElementIterator(const Dataset& ds) : it_(ds.make_iterator()) {}
+  ~ElementIterator() {
+    nb::gil_scoped_release release;
+    it_.reset();
+  }
+  ElementIterator(ElementIterator&&) = default;
   std::vector<NumpyArray> next() {
     std::optional<data::Element> e;
     {
@@ -70,6 +98,10 @@ void bind_data(nb::module_& m) {
       .def("cache", nb::overload_cast<>(&Dataset::cache, nb::const_))
       .def("cache", nb::overload_cast<const std::string&>(&Dataset::cache, nb::const_), nb::arg("filename"))
       .def("prefetch", &Dataset::prefetch, nb::arg("buffer_size"))
+      .def("map_python", [](const Dataset& ds, nb::callable fn, std::int64_t num_parallel_calls, bool deterministic) {
+        auto call = std::make_shared<PythonMapFunction>(std::move(fn));
+        return ds.map([call](data::Element e) { return (*call)(e); }, num_parallel_calls, deterministic);
+      }, nb::arg("fn"), nb::arg("num_parallel_calls") = 1, nb::arg("deterministic") = true)
       .def("cardinality", &Dataset::cardinality)
       .def("__iter__", [](const Dataset& ds) { return ElementIterator(ds); });
   m.attr("AUTOTUNE") = data::kAutotune;

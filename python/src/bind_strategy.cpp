@@ -9,16 +9,6 @@
 
 namespace lockstep::python {
 
-namespace {
-using distribute::Strategy;
-
-// A strategy and the scopes opened on it from Python (`with strategy.scope():` nests).
-struct PyStrategy {
-  std::unique_ptr<Strategy> strategy;
-  std::vector<std::unique_ptr<distribute::StrategyScope>> scopes;
-};
-}  // namespace
-
 void bind_strategy(nb::module_& m) {
   nb::class_<PyStrategy>(m, "Strategy")
       .def_prop_ro("name", [](const PyStrategy& s) { return s.strategy->name(); })

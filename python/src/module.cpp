@@ -38,6 +38,23 @@ PyObject* python_type(const std::exception_ptr& p) {
     return PyExc_RuntimeError;
   }
 }
+
+// Where `p` carries an exception a user's Python function raised (a replica function's, a map
+// function's, however lockstep wrapped it), raises that exception again, as it was.
+bool restore_python_error(const std::exception_ptr& p) {
+  try {
+    std::rethrow_exception(p);
+  } catch (nb::python_error& e) {
+    e.restore();
+    return true;
+  } catch (const distribute::ReplicaError& e) {
+    return e.nested() && restore_python_error(e.nested());
+  } catch (const std::nested_exception& e) {
+    return e.nested_ptr() && restore_python_error(e.nested_ptr());
+  } catch (...) {
+    return false;
+  }
+}
 }  // namespace
 
 void bind_errors(nb::module_& m) {
@@ -46,6 +63,7 @@ void bind_errors(nb::module_& m) {
       PyExc_RuntimeError, nullptr);
   m.attr("DistributedError") = nb::handle(distributed_error);
   nb::register_exception_translator([](const std::exception_ptr& p, void*) {
+    if (restore_python_error(p)) return;
     try {
       std::rethrow_exception(p);
     } catch (const lockstep::Error& e) {
@@ -61,8 +79,16 @@ void bind_errors(nb::module_& m) {
 NB_MODULE(_lockstep, m) {
   using namespace lockstep::python;
   m.doc() = "lockstep's C++ library, bound for the Python package lockstep";
+  // A Python function given to Dataset.map is held by the C++ pipeline, where the garbage
+  // collector cannot see it: a module-level function refers to the module's globals, which hold
+  // the dataset, a cycle freed only when the interpreter exits, after nanobind's leak check,
+  // which would report it.
+  nb::set_leak_warnings(false);
   bind_errors(m);
   bind_data(m);
   bind_model(m);
   bind_strategy(m);
+  bind_tensor(m);
+  bind_loop(m);
+  bind_functional(m);
 }

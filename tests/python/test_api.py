@@ -24,13 +24,15 @@ def test_tf_names_are_the_packages_modules():
 def test_unsupported_names_are_named():
     with pytest.raises(AttributeError, match=r"lockstep does not support tf\.keras\.layers\.LSTM yet"):
         tf.keras.layers.LSTM(32)
-    with pytest.raises(AttributeError, match=r"lockstep does not support tf\.GradientTape yet"):
-        tf.GradientTape()
+    with pytest.raises(AttributeError, match=r"lockstep does not support tf\.TensorArray yet"):
+        tf.TensorArray()
+    with pytest.raises(AttributeError, match=r"lockstep does not support tf\.nn\.conv2d yet"):
+        tf.nn.conv2d()
     with pytest.raises(AttributeError, match=r"tf\.distribute\.TPUStrategy"):
         tf.distribute.TPUStrategy()
     assert not hasattr(tf.keras.layers, "LSTM")
-    with pytest.raises(NotImplementedError, match="functional API"):
-        tf.keras.Model(inputs=tf.keras.Input((4,)), outputs=None)
+    with pytest.raises(NotImplementedError, match="subclassing keras.Model"):
+        tf.keras.Model()
 
 
 def test_unsupported_arguments_are_named():
@@ -38,8 +40,8 @@ def test_unsupported_arguments_are_named():
         tf.keras.optimizers.Adam(amsgrad=True)
     with pytest.raises(ValueError, match="argument kernel_regularizer"):
         tf.keras.layers.Dense(4, kernel_regularizer="l2")
-    with pytest.raises(NotImplementedError, match=r"tf\.data\.Dataset\.map"):
-        tf.data.Dataset.range(4).map(lambda x: x)
+    with pytest.raises(AttributeError, match=r"tf\.data\.Dataset\.filter"):
+        tf.data.Dataset.range(4).filter(lambda x: x)
 
 
 def test_every_registered_layer_class_is_reachable():

@@ -66,9 +66,19 @@ class Layer:
     def get_config(self):
         return json.loads(self._layer.get_config())
 
-    def __call__(self, *args, **kwargs):
-        raise NotImplementedError(f"lockstep's Python package does not support calling layers (the functional API) "
-                                  f"yet: keras.layers.{self._layer.class_name} can only go into a keras.Sequential")
+    def __call__(self, inputs, *args, **kwargs):
+        """The functional API: called on a KerasTensor (keras.Input or a layer's output), or on a list
+        of them (merge layers), gives the KerasTensor of its output."""
+        if args or kwargs:
+            raise ValueError(f"lockstep does not support further arguments of keras.layers."
+                             f"{self._layer.class_name}.__call__ yet")
+        if isinstance(inputs, KerasTensor):
+            return KerasTensor(_lockstep.call_layer(self._layer, inputs._tensor))
+        if isinstance(inputs, (list, tuple)) and inputs and all(isinstance(x, KerasTensor) for x in inputs):
+            return KerasTensor(_lockstep.call_layer_on_list(self._layer, [x._tensor for x in inputs]))
+        raise NotImplementedError(f"lockstep does not support calling keras.layers.{self._layer.class_name} on "
+                                  f"{type(inputs).__name__} yet: only on keras.Input's KerasTensors (the functional "
+                                  f"API); call the model on tensors instead")
 
     def __repr__(self):
         return f"<lockstep.keras.layers.{self._layer.class_name} name={self.name}>"
@@ -118,10 +128,24 @@ class InputLayer(Layer):
         self.shape = (None,) + shape
 
 
+class KerasTensor:
+    """Keras' symbolic tensor: keras.Input, or a layer's output on one; .shape has None for the batch."""
+
+    def __init__(self, tensor):
+        self._tensor = tensor
+        self.shape = tuple(None if d < 0 else d for d in tensor.shape)
+        self.dtype = "float32"
+
+    def __repr__(self):
+        return f"<KerasTensor shape={self.shape} from {self._tensor.layer.class_name}>"
+
+
 def Input(shape=None, batch_size=None, dtype=None, name=None, **kwargs):  # noqa: N802 (Keras' name)
     if kwargs:
         raise ValueError(f"lockstep does not support the argument {next(iter(kwargs))} of keras.Input yet")
-    return InputLayer(shape, batch_size, dtype, name)
+    if shape is None:
+        raise TypeError("keras.Input needs shape=")
+    return KerasTensor(_lockstep.keras_input([int(d) for d in shape], name or ""))
 
 
 def __getattr__(name):

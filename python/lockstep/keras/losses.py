@@ -5,12 +5,34 @@ from .._support import refuse_arguments, unsupported_getattr
 __getattr__ = unsupported_getattr("tf.keras.losses")
 
 
+class Reduction:
+    """tf.keras.losses.Reduction (Keras 2's names; Keras 3 takes the strings)."""
+    AUTO = "auto"
+    NONE = "none"
+    SUM = "sum"
+    SUM_OVER_BATCH_SIZE = "sum_over_batch_size"
+
+
+_REDUCTIONS = ("auto", "sum_over_batch_size", "sum", "none", None)
+
+
 class Loss:
     def __init__(self, name, from_logits=False, reduction="sum_over_batch_size", **kwargs):
-        refuse_arguments(f"keras.losses.{type(self).__name__}", **kwargs,
-                         reduction=None if reduction in ("sum_over_batch_size", "auto") else reduction)
+        refuse_arguments(f"keras.losses.{type(self).__name__}", **kwargs)
+        if reduction not in _REDUCTIONS:
+            raise ValueError(f"keras.losses.{type(self).__name__}: reduction must be one of {_REDUCTIONS[:4]}, "
+                             f"not {reduction!r}")
         self.name = name
+        self.reduction = reduction or "none"
         self._loss = _lockstep.make_loss(name, from_logits)
+
+    def __call__(self, y_true, y_pred, sample_weight=None):
+        """The loss of a batch: one value per example with reduction "none", else their sum or mean."""
+        refuse_arguments(f"keras.losses.{type(self).__name__}.__call__", sample_weight=sample_weight)
+        per_example = _lockstep.loss_per_example(self._loss, y_true, y_pred)
+        if self.reduction == "none":
+            return per_example
+        return (_lockstep.reduce_sum if self.reduction == "sum" else _lockstep.reduce_mean)(per_example, None, False)
 
 
 class SparseCategoricalCrossentropy(Loss):
@@ -49,6 +71,9 @@ class MeanSquaredError(Loss):
 def get(identifier):
     """The native loss for a keras.losses object or a Keras name ("sparse_categorical_crossentropy")."""
     if isinstance(identifier, Loss):
+        if identifier.reduction not in ("auto", "sum_over_batch_size"):
+            raise ValueError(f"lockstep does not support compiling a loss with reduction={identifier.reduction!r} "
+                             f"yet (fit averages over the batch)")
         return identifier._loss
     if isinstance(identifier, str):
         return _lockstep.make_loss(identifier, False)

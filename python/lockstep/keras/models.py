@@ -4,7 +4,7 @@ from .._support import host_array, refuse_arguments
 from ..data import Dataset
 from . import callbacks as callbacks_module
 from . import losses, optimizers
-from .layers import Layer
+from .layers import KerasTensor, Layer
 
 
 class History:
@@ -35,8 +35,7 @@ class Model:
     def __init__(self, *args, **kwargs):
         model = args[0] if len(args) == 1 and not kwargs else None
         if not isinstance(model, _lockstep.Model):
-            raise NotImplementedError("lockstep's Python package does not support keras.Model(inputs, outputs) "
-                                      "(the functional API) or subclassing keras.Model yet; use keras.Sequential")
+            model = _functional(*args, **kwargs)
         self._model = model
         self._strategy = distribute.current_strategy()  # the C++ model refers to it: keep it alive
 
@@ -163,8 +162,28 @@ class Model:
         return self._model.predict_arrays(host_array(x, "keras.Model.predict x"), int(batch_size or 32),
                                           _steps(steps))
 
-    def __call__(self, *args, **kwargs):
-        raise NotImplementedError("lockstep's Python package does not support calling a model yet (use predict)")
+    def __call__(self, inputs, training=None, mask=None):
+        """Keras' model(x, training=...): one batch forward, a tf.Tensor (recorded by a GradientTape
+        open on this thread; inside strategy.run on the replica's copies of the weights)."""
+        refuse_arguments("keras.Model.__call__", mask=mask)
+        return _lockstep.model_call(self._model, inputs, bool(training))
+
+    @property
+    def trainable_variables(self):
+        return _lockstep.trainable_variables(self._model)
+
+    trainable_weights = trainable_variables
+
+    @property
+    def variables(self):
+        return _lockstep.variables(self._model)
+
+    weights = variables
+
+    @property
+    def losses(self):
+        """Keras' regularization losses: lockstep's layers take no regularizers, so none."""
+        return []
 
     def save(self, filepath, overwrite=True, **kwargs):
         """A path ending in .keras: a Keras 3 archive; another: lockstep's saved-model folder."""
@@ -184,6 +203,26 @@ class Model:
         raise AttributeError(f"lockstep does not support tf.keras.Model.{name} yet")
 
 
+def _functional(inputs=None, outputs=None, name=None, trainable=True):
+    """keras.Model(inputs, outputs): one input and one output (a list of one is taken too)."""
+    if inputs is None and outputs is None:
+        raise NotImplementedError("lockstep's Python package does not support subclassing keras.Model yet; use "
+                                  "keras.Model(inputs, outputs) or keras.Sequential")
+    refuse_arguments("keras.Model", trainable=None if trainable else True)
+
+    def one(value, what):
+        if isinstance(value, (list, tuple)) and len(value) == 1:
+            value = value[0]
+        if isinstance(value, (list, tuple, dict)):
+            raise ValueError(f"lockstep does not support a keras.Model with several {what} yet")
+        if not isinstance(value, KerasTensor):
+            raise ValueError(f"keras.Model: {what} must be KerasTensors (keras.Input and layers called on it), "
+                             f"not {type(value).__name__}")
+        return value._tensor
+
+    return _lockstep.functional(one(inputs, "inputs"), one(outputs, "outputs"), name or "functional")
+
+
 class Sequential(Model):
     """keras.Sequential: a stack of layers. A first keras.Input, or a first layer given input_shape=,
     builds it at once (shape mismatches are reported here, not in fit)."""
@@ -192,6 +231,9 @@ class Sequential(Model):
         refuse_arguments("keras.Sequential", trainable=None if trainable else True)
         native = []
         for i, layer in enumerate(layers or []):
+            if i == 0 and isinstance(layer, KerasTensor) and layer._tensor.is_input:  # keras.Input first
+                native.append(layer._tensor.layer)
+                continue
             if not isinstance(layer, Layer):
                 raise ValueError(f"keras.Sequential: item {i} is not a lockstep layer: {layer!r}")
             if i == 0 and layer._input_shape is not None and layer._layer.class_name != "InputLayer":

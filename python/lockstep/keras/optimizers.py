@@ -20,6 +20,18 @@ class Optimizer:
     def learning_rate(self):
         return self._optimizer.learning_rate
 
+    @property
+    def iterations(self):
+        return _lockstep.optimizer_iterations(self._optimizer)
+
+    def apply_gradients(self, grads_and_vars, name=None, skip_gradients_aggregation=False, **kwargs):
+        """Inside strategy.run the gradients are all-reduced across the replicas first (TensorFlow's
+        merge_call) and the step counted once; a None gradient counts as zeros."""
+        refuse_arguments("keras.optimizers.Optimizer.apply_gradients",
+                         skip_gradients_aggregation=skip_gradients_aggregation, **kwargs)
+        pairs = list(grads_and_vars)
+        _lockstep.apply_gradients(self._optimizer, [g for g, _ in pairs], [v for _, v in pairs])
+
 
 class SGD(Optimizer):
     def __init__(self, learning_rate=0.01, momentum=0.0, nesterov=False, weight_decay=None, clipnorm=None,

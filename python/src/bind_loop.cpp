@@ -1,0 +1,163 @@
+// The custom loop: strategy.run calling a Python function on each replica's thread, strategy.reduce,
+// experimental_distribute_dataset, model(x, training=...), a loss's per-example values,
+// optimizer.apply_gradients, compute_average_loss and metrics objects.
+//
+// The GIL: strategy.run releases it and each replica thread takes it to run its Python function;
+// every binding such a function calls that computes or waits (ops, the model call, tape.gradient,
+// apply_gradients' all-reduce) releases it again, so the replicas take turns in Python and run
+// their C++ at once. A binding that waited for another replica while holding the GIL would
+// deadlock the step.
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/shared_ptr.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include "arrays.hpp"
+#include "lockstep/losses/loss.hpp"
+#include "lockstep/metrics/metric.hpp"
+#include "lockstep/optimizers/optimizer.hpp"
+#include "lockstep/training/model.hpp"
+
+namespace lockstep::python {
+
+namespace {
+using distribute::DistributedBatch;
+using distribute::Strategy;
+
+// One step's input from a distributed dataset (what iterating it gives Python).
+struct PyDistributedBatch {
+  std::shared_ptr<DistributedBatch> batch;
+};
+
+class PyDistributedIterator {
+ public:
+  explicit PyDistributedIterator(const Strategy::DistributedDataset& ds) : it_(ds.make_iterator()) {}
+  ~PyDistributedIterator() {  // its pipeline's threads may wait for the GIL (a Python map)
+    nb::gil_scoped_release release;
+    it_.reset();
+  }
+  PyDistributedIterator(PyDistributedIterator&&) = default;
+  PyDistributedBatch next() {
+    std::optional<DistributedBatch> b;
+    {
+      nb::gil_scoped_release release;
+      b = it_->next();
+    }
+    if (!b) throw nb::stop_iteration();
+    return PyDistributedBatch{std::make_shared<DistributedBatch>(std::move(*b))};
+  }
+
+ private:
+  std::unique_ptr<Strategy::DistributedIterator> it_;
+};
+
+// fn(replica_index, slice) on every local replica, each on its own thread with the GIL taken
+// there; slice: the replica's part of `batch` as a list of tensors, or None without a batch.
+nb::list run_on_replicas(PyStrategy& s, nb::callable fn, const std::optional<PyDistributedBatch>& batch) {
+  Strategy& strategy = *s.strategy;
+  std::vector<nb::object> results(static_cast<std::size_t>(strategy.num_local_replicas()));
+  const auto call = [&](int replica, const data::Element* slice) {
+    nb::gil_scoped_acquire acquire;
+    nb::object arg = slice ? nb::cast(*slice) : nb::none();
+    results[static_cast<std::size_t>(replica)] = fn(replica, arg);
+  };
+  {
+    // A replica's Python exception reaches the caller as it was (module.cpp's translator).
+    nb::gil_scoped_release release;
+    if (batch) {
+      strategy.run([&](const data::Element& slice) {
+        call(distribute::get_replica_context()->local_replica_id(), &slice);
+        return 0;
+      }, *batch->batch);
+    } else {
+      strategy.run_void([&](distribute::ReplicaContext& ctx) { call(ctx.local_replica_id(), nullptr); });
+    }
+  }
+  nb::list out;
+  for (auto& r : results) out.append(r);
+  return out;
+}
+
+distribute::ReduceOp reduce_op(const std::string& name) {
+  for (auto op : {distribute::ReduceOp::kSum, distribute::ReduceOp::kMean, distribute::ReduceOp::kMax,
+                  distribute::ReduceOp::kMin})
+    if (name == distribute::reduce_op_name(op)) return op;
+  throw ValueError("tf.distribute.ReduceOp: lockstep has SUM, MEAN, MAX and MIN, not " + name);
+}
+
+metrics::MetricPtr make_metric(const std::string& class_name, const std::string& name) {
+  if (class_name == "Mean") return std::make_shared<metrics::Mean>(name);
+  if (class_name == "SparseCategoricalAccuracy") return std::make_shared<metrics::SparseCategoricalAccuracy>(name);
+  if (class_name == "Accuracy") return std::make_shared<metrics::Accuracy>(name);
+  if (class_name == "MeanAbsoluteError") return std::make_shared<metrics::MeanAbsoluteError>(name);
+  throw ValueError("lockstep does not support keras.metrics." + class_name +
+                   " yet (it has Mean, SparseCategoricalAccuracy, Accuracy, MeanAbsoluteError)");
+}
+
+void bind_strategy_loop(nb::module_& m) {
+  nb::class_<PyDistributedBatch>(m, "DistributedBatch")
+      .def_prop_ro("global_batch_size", [](const PyDistributedBatch& b) { return b.batch->global_size; });
+  nb::class_<PyDistributedIterator>(m, "DistributedIterator")
+      .def("__iter__", [](PyDistributedIterator& it) -> PyDistributedIterator& { return it; }, nb::rv_policy::reference)
+      .def("__next__", &PyDistributedIterator::next);
+  nb::class_<Strategy::DistributedDataset>(m, "DistributedDataset")
+      .def("__iter__", [](const Strategy::DistributedDataset& ds) { return PyDistributedIterator(ds); });
+  m.def("experimental_distribute_dataset", [](const PyStrategy& s, const data::Dataset& ds) {
+    return s.strategy->experimental_distribute_dataset(ds);
+  });
+  m.def("run_on_replicas", &run_on_replicas, nb::arg("strategy"), nb::arg("fn"), nb::arg("batch") = nb::none());
+  m.def("reduce", [](const PyStrategy& s, const std::string& op, nb::handle values, std::optional<int> axis) {
+    const distribute::PerReplica<Tensor> per_replica(tensors_from_list(values, "tf.distribute.Strategy.reduce"));
+    const auto o = reduce_op(op);
+    nb::gil_scoped_release release;
+    return s.strategy->reduce(o, per_replica, axis);
+  });
+  m.def("compute_average_loss", [](nb::handle per_example_loss, std::optional<std::int64_t> global_batch_size) {
+    const Tensor t = as_tensor(per_example_loss, "tf.nn.compute_average_loss");
+    nb::gil_scoped_release release;
+    return global_batch_size ? distribute::compute_average_loss(t, *global_batch_size)
+                             : distribute::compute_average_loss(t);
+  }, nb::arg("per_example_loss"), nb::arg("global_batch_size") = nb::none());
+  m.def("in_replica", []() { return distribute::get_replica_context() != nullptr; });
+}
+
+void bind_model_loop(nb::module_& m) {
+  m.def("model_call", [](const Model& model, nb::handle x, bool training) {
+    const Tensor t = as_tensor(x, "keras.Model.__call__");
+    nb::gil_scoped_release release;
+    return model(t, layers::CallContext{.training = training});
+  });
+  m.def("trainable_variables", [](const Model& model) { return model.trainable_variables(); });
+  m.def("variables", [](const Model& model) { return model.variables(); });
+  m.def("loss_per_example", [](const losses::Loss& loss, nb::handle y_true, nb::handle y_pred) {
+    const Tensor t = as_tensor(y_true, "keras.losses y_true"), p = as_tensor(y_pred, "keras.losses y_pred");
+    nb::gil_scoped_release release;
+    return loss.per_example(t, p);
+  });
+  m.def("apply_gradients", [](optimizers::Optimizer& opt, nb::handle grads, const std::vector<Variable>& vars) {
+    const std::vector<Tensor> g = tensors_from_list(grads, "keras.optimizers.Optimizer.apply_gradients");
+    nb::gil_scoped_release release;
+    opt.apply_gradients(g, vars);
+  });
+  m.def("optimizer_iterations", [](const optimizers::Optimizer& opt) { return opt.iterations(); });
+
+  nb::class_<metrics::Metric>(m, "Metric")
+      .def_prop_ro("name", &metrics::Metric::name)
+      .def("update_state", [](metrics::Metric& metric, nb::handle a, nb::handle b) {
+        const Tensor ta = as_tensor(a, "keras.metrics update_state");
+        const Tensor tb = b.is_none() ? Tensor() : as_tensor(b, "keras.metrics update_state");
+        nb::gil_scoped_release release;
+        metric.update_state(ta, tb);
+      }, nb::arg("y_true"), nb::arg("y_pred") = nb::none())
+      .def("result", &metrics::Metric::result)
+      .def("reset_state", &metrics::Metric::reset_state);
+  m.def("make_metric", &make_metric, nb::arg("class_name"), nb::arg("name"));
+}
+}  // namespace
+
+void bind_loop(nb::module_& m) {
+  bind_strategy_loop(m);
+  bind_model_loop(m);
+}
+
+}  // namespace lockstep::python
