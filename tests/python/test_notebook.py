@@ -1,7 +1,7 @@
 """examples/notebooks/mirrored_mnist.ipynb executes headless (nbclient + ipykernel, the venv's
 "lockstep" kernel that scripts/setup_python_pkg.sh registers) and shows what it promises: the
-test accuracy, one progress bar per epoch redrawn in place, TensorBoard event files, checkpoints
-and the .keras model loaded back with the same predictions."""
+test accuracy, one progress bar per epoch redrawn in place, TensorBoard event files, checkpoints,
+the .keras model loaded back with the same predictions, and the custom loop (strategy.run) trained."""
 import os
 import re
 
@@ -29,7 +29,9 @@ def executed(tmp_path_factory):
     nb = nbformat.read(NOTEBOOK, as_version=4)
     # ipykernel forwards what C++ writes to the process's stdout (fd 1) to the notebook, as in
     # Jupyter, except where it sees pytest's variable: the kernel runs without it.
+    # Two replicas whatever the machine's cores (the accuracies below are for a global batch of 128).
     env = {k: v for k, v in os.environ.items() if k != "PYTEST_CURRENT_TEST"}
+    env["LOCKSTEP_CPU_DEVICES"] = "2"
     NotebookClient(nb, kernel_name=KERNEL, timeout=600, resources={"metadata": {"path": str(run_dir)}}).execute(env=env)
     return nb, run_dir / "mirrored_mnist_run"
 
@@ -44,9 +46,9 @@ def test_the_notebook_trains_to_the_tutorials_accuracy(executed):
     nb, _ = executed
     out = stdout_of(cell_with(nb, "model.evaluate(test_dataset"))
     accuracy = float(re.search(r"^test accuracy: ([0-9.]+)$", out, re.M).group(1))
-    assert accuracy >= 0.97, out
+    assert accuracy >= 0.96, out  # 0.973 on 2 replicas
     devices = stdout_of(cell_with(nb, "MirroredStrategy()"))
-    assert re.search(r"^Number of devices: [1-9]", devices, re.M), devices
+    assert re.search(r"^Number of devices: 2$", devices, re.M), devices
 
 
 def test_fit_shows_one_bar_per_epoch_redrawn_in_place(executed):
@@ -81,3 +83,13 @@ def test_the_saved_model_loads_back_with_the_same_predictions(executed):
                               re.M).group(1))
     assert restored == trained, out
     assert "same predictions as the trained model: True" in out, out
+
+
+def test_the_custom_loop_trains_with_strategy_run(executed):
+    nb, _ = executed
+    cell = cell_with(nb, "LOOP_EPOCHS = ")
+    out = stdout_of(cell)
+    epochs = int(re.search(r"^LOOP_EPOCHS = (\d+)$", cell.source, re.M).group(1))
+    assert re.findall(r"^Epoch (\d+), Loss: [0-9.]+, ", out, re.M) == [str(e) for e in range(1, epochs + 1)], out
+    accuracy = float(re.search(r"^custom loop test accuracy: ([0-9.]+)$", out, re.M).group(1))
+    assert accuracy >= 0.95, out  # 0.96 after 3 epochs on 2 replicas
