@@ -130,6 +130,9 @@ build_target() {  # target tag
   version="$(sed -n 's/^project(lockstep VERSION \([0-9.]*\).*/\1/p' CMakeLists.txt)"
   commit="$(git rev-parse HEAD 2>/dev/null || echo unknown)"
   [[ -z "$(git status --porcelain 2>/dev/null)" ]] || commit="$commit-dirty"
+  trap 'rm -rf "$repo_root/.container-data"' EXIT
+  stage_data
+  if [[ "$pypi" == host ]]; then stage_wheels; pypi=1; fi  # the build sees staged wheels, and PyPI=1
   local args=(build -f "$CONTAINERFILE" --target "$1" -t "$2"
               --build-arg "BASE_IMAGE=$base" --build-arg "LOCKSTEP_VERSION=$version"
               --build-arg "LOCKSTEP_COMMIT=$commit"
@@ -142,9 +145,6 @@ build_target() {  # target tag
       args+=(--volume "$(cd "$LOCKSTEP_CONTAINER_CCACHE" && pwd):/ccache")
     fi
   fi
-  stage_data
-  if [[ "$pypi" == host ]]; then stage_wheels; pypi=1; fi
-  trap 'rm -rf "$repo_root/.container-data"' EXIT
   say "$engine build --target $1 (base $base, lockstep $version, commit $commit)"
   local start=$SECONDS
   "$engine" "${args[@]}" .
