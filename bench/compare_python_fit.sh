@@ -17,7 +17,7 @@
 set -euo pipefail
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-usage() { sed -n '2,14p' "$0" >&2; exit 2; }
+usage() { sed -n '2,16p' "$0" >&2; exit 2; }
 rounds=5
 epochs=2
 batch=64
