@@ -108,7 +108,8 @@ stage_data() {
 }
 
 # LOCKSTEP_PYPI=host: the wheels of scripts/setup_python_pkg.sh's and setup_python_io.sh's
-# PIP_PACKAGES lines and of JupyterLab, for this machine's Python (Debian 12's, as the image's).
+# PIP_PACKAGES lines and of JupyterLab, as binary wheels for the image's Python (Debian 12's
+# 3.11.2: this machine's may be a later 3.11, which some wheels require).
 stage_wheels() {
   local source packages
   for source in scripts/setup_python_pkg.sh scripts/setup_python_io.sh jupyterlab; do
@@ -118,7 +119,8 @@ stage_wheels() {
     else packages="$source"; fi
     say "wheels for the build: $packages"
     # shellcheck disable=SC2086  # a list of requirement specifiers
-    python3 -m pip download -q --disable-pip-version-check -d .container-data/wheels $packages >/dev/null \
+    python3 -m pip download -q --disable-pip-version-check --python-version 3.11.2 --only-binary=:all: \
+      -d .container-data/wheels $packages >/dev/null \
       || die "pip download $packages failed"
   done
 }
