@@ -2,11 +2,14 @@
 lockstep's Python package or TensorFlow itself, with the same code: only the import differs.
 
     python bench/python_fit.py --framework lockstep|tensorflow [--epochs 2] [--batch-per-replica 64]
+                               [--tf-threads default|tuned]
 
 Prints one JSON line: {"framework", "replicas", "steps", "steps_per_second", "examples_per_second"}:
 TensorFlow's timed by a callback at the epochs' ends, after the first epoch; lockstep's History
 carries its own steps_per_second (the last epoch's, the measure `lockstep train --metrics-out` gives).
 TensorFlow on CPUs mirrors over one device, so compare examples_per_second across frameworks.
+--tf-threads tuned sets TensorFlow's intra-op threads to the cores and inter-op to 1 (docs/PERFORMANCE.md's
+fair references: the faster of tuned and default counts); default leaves TF's own choice.
 """
 import argparse
 import json
@@ -21,11 +24,16 @@ ap = argparse.ArgumentParser()
 ap.add_argument("--framework", choices=["lockstep", "tensorflow"], required=True)
 ap.add_argument("--epochs", type=int, default=2)
 ap.add_argument("--batch-per-replica", type=int, default=64)
+ap.add_argument("--tf-threads", choices=["default", "tuned"], default="default")
 args = ap.parse_args()
 if args.framework == "lockstep":
     import lockstep as tf
 else:
     import tensorflow as tf
+
+    if args.tf_threads == "tuned":
+        tf.config.threading.set_intra_op_parallelism_threads(os.cpu_count())
+        tf.config.threading.set_inter_op_parallelism_threads(1)
 
 strategy = tf.distribute.MirroredStrategy()
 x_train, y_train, _ = load_mnist_train()  # float32 in [0, 1], (60000, 784)
@@ -51,6 +59,7 @@ else:
     model.fit(train, epochs=args.epochs, steps_per_epoch=steps, verbose=0, callbacks=[mark])
     seconds = marks[-1] - marks[0]
     steps_per_second = steps * (args.epochs - 1) / seconds
-print(json.dumps({"framework": args.framework, "replicas": strategy.num_replicas_in_sync, "steps": steps,
+print(json.dumps({"framework": args.framework, "tf_threads": args.tf_threads if args.framework == "tensorflow" else None,
+                  "replicas": strategy.num_replicas_in_sync, "steps": steps,
                   "steps_per_second": round(steps_per_second, 1),
                   "examples_per_second": round(steps_per_second * batch)}))

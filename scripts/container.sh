@@ -3,8 +3,11 @@
 #
 #   scripts/container.sh base    # make the Debian 12 base image locally (debootstrap) if missing
 #   scripts/container.sh build   # base if needed, then the runtime image (lockstep:latest)
-#   scripts/container.sh test    # build, plus the test stage (the README's ctest suite), a
-#                                # find_package consumer and a short `lockstep train`; prints them
+#   scripts/container.sh jupyter # build, plus the Jupyter image (lockstep-jupyter:latest: the
+#                                # Python package and JupyterLab on port 8888)
+#   scripts/container.sh test    # build and jupyter, plus the test stage (the README's ctest and
+#                                # pytest suites, the notebook executed headless), a find_package
+#                                # consumer and a short `lockstep train`; prints them
 #   scripts/container.sh size    # the runtime image's size; fails if it holds a compiler or
 #                                # a build tree
 #
@@ -14,13 +17,18 @@
 #                              local debootstrap image localhost/lockstep-base:bookworm)
 #   LOCKSTEP_CONTAINER_CCACHE  a host ccache directory mounted at /ccache during the build
 #                              (podman only; docker builds compile from scratch)
-#   LOCKSTEP_PYPI=0            skip the tests that need PyPI packages (they report SKIP)
+#   LOCKSTEP_PYPI              1 (default): pip inside the build reaches PyPI; host: this
+#                              machine's pip downloads the wheels the build needs into the build
+#                              context and the build installs only from them (where pip inside
+#                              the build cannot reach PyPI); 0: no PyPI: no Python package, pytest
+#                              suite or Jupyter image, and the io tests that need PyPI report SKIP
 #   CTEST_ARGS                 extra ctest arguments for the test stage, e.g. "-E ^flagship"
 set -euo pipefail
 repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$repo_root"
 
 IMAGE=localhost/lockstep:latest
+JUPYTER_IMAGE=localhost/lockstep-jupyter:latest
 CHECK_IMAGE=localhost/lockstep-check:latest
 LOCAL_BASE=localhost/lockstep-base:bookworm
 CONTAINERFILE=docker/Containerfile
@@ -99,16 +107,38 @@ stage_data() {
   fi
 }
 
+# LOCKSTEP_PYPI=host: the wheels of scripts/setup_python_pkg.sh's and setup_python_io.sh's
+# PIP_PACKAGES lines and of JupyterLab, as binary wheels for the image's Python (Debian 12's
+# 3.11.2: this machine's may be a later 3.11, which some wheels require).
+stage_wheels() {
+  local source packages
+  for source in scripts/setup_python_pkg.sh scripts/setup_python_io.sh jupyterlab; do
+    if [[ -f "$source" ]]; then
+      packages="$(sed -n 's/^ *PIP_PACKAGES=(\(.*\))$/\1/p' "$source" | tr -d '"')"
+      [[ -n "$packages" ]] || die "no PIP_PACKAGES=(...) line in $source"
+    else packages="$source"; fi
+    say "wheels for the build: $packages"
+    # shellcheck disable=SC2086  # a list of requirement specifiers
+    python3 -m pip download -q --disable-pip-version-check --python-version 3.11.2 --only-binary=:all: \
+      -d .container-data/wheels $packages >/dev/null \
+      || die "pip download $packages failed"
+  done
+}
+
 build_target() {  # target tag
-  local base version commit
+  local base version commit pypi="${LOCKSTEP_PYPI:-1}"
+  [[ "$pypi" == 0 || "$pypi" == 1 || "$pypi" == host ]] || die "LOCKSTEP_PYPI must be 0, 1 or host, got '$pypi'"
   base="$(base_image)"
   version="$(sed -n 's/^project(lockstep VERSION \([0-9.]*\).*/\1/p' CMakeLists.txt)"
   commit="$(git rev-parse HEAD 2>/dev/null || echo unknown)"
   [[ -z "$(git status --porcelain 2>/dev/null)" ]] || commit="$commit-dirty"
+  trap 'rm -rf "$repo_root/.container-data"' EXIT
+  stage_data
+  if [[ "$pypi" == host ]]; then stage_wheels; pypi=1; fi  # the build sees staged wheels, and PyPI=1
   local args=(build -f "$CONTAINERFILE" --target "$1" -t "$2"
               --build-arg "BASE_IMAGE=$base" --build-arg "LOCKSTEP_VERSION=$version"
               --build-arg "LOCKSTEP_COMMIT=$commit"
-              --build-arg "LOCKSTEP_PYPI=${LOCKSTEP_PYPI:-1}" --build-arg "CTEST_ARGS=${CTEST_ARGS:-}")
+              --build-arg "LOCKSTEP_PYPI=$pypi" --build-arg "CTEST_ARGS=${CTEST_ARGS:-}")
   if [[ "$engine" == podman ]]; then
     # chroot isolation: RUN steps work where the OCI runtimes cannot start containers.
     args+=(--isolation "${LOCKSTEP_PODMAN_ISOLATION:-chroot}" --layers)
@@ -117,8 +147,6 @@ build_target() {  # target tag
       args+=(--volume "$(cd "$LOCKSTEP_CONTAINER_CCACHE" && pwd):/ccache")
     fi
   fi
-  stage_data
-  trap 'rm -rf "$repo_root/.container-data"' EXIT
   say "$engine build --target $1 (base $base, lockstep $version, commit $commit)"
   local start=$SECONDS
   "$engine" "${args[@]}" .
@@ -147,6 +175,8 @@ show_results() {
   sed 's/^/  /' "$out/consumer.log"
   say "lockstep train in the runtime image:"
   tail -n 3 "$out/train.log" | sed 's/^/  /'
+  say "test stage (pytest: the Python package and the notebook; /results/pytest.log):"
+  tail -n 1 "$out/pytest.log" | sed 's/^/  /'
   rm -rf "$out"
 }
 
@@ -165,13 +195,18 @@ report_size() {
 case "${1:-}" in
   base) image_exists "$LOCAL_BASE" && say "base: $LOCAL_BASE already there" || make_local_base ;;
   build) build_target runtime "$IMAGE"; report_size ;;
+  jupyter)
+    build_target jupyter "$JUPYTER_IMAGE"
+    say "run it: $engine run -p 8888:8888 $JUPYTER_IMAGE (then open the URL it prints)"
+    ;;
   test)
     build_target runtime "$IMAGE"
+    [[ "${LOCKSTEP_PYPI:-1}" == 0 ]] || build_target jupyter "$JUPYTER_IMAGE"
     build_target check "$CHECK_IMAGE"
     with_container "$CHECK_IMAGE" show_results
     report_size
     ;;
   size) image_exists "$IMAGE" || die "$IMAGE not built yet: scripts/container.sh build"; report_size ;;
-  -h | --help) sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//' ;;
-  *) die "unknown or missing subcommand '${1:-}' (known: base, build, test, size, --help)" ;;
+  -h | --help) sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//' ;;
+  *) die "unknown or missing subcommand '${1:-}' (known: base, build, jupyter, test, size, --help)" ;;
 esac

@@ -14,8 +14,10 @@ if "$py" -c 'import tensorboard, safetensors.numpy, numpy' 2>/dev/null; then
   log "python packages present"
 else
   # numpy < 2: tensorboard's event reader still uses APIs numpy 2 removed in some releases.
-  log "pip install into $venv: tensorboard safetensors numpy"
-  "$py" -m pip install --disable-pip-version-check --no-input -q tensorboard safetensors "numpy<2" >&2
+  # One line: scripts/container.sh reads it (LOCKSTEP_PYPI=host stages these wheels for the image).
+  PIP_PACKAGES=(tensorboard safetensors "numpy<2")
+  log "pip install into $venv: ${PIP_PACKAGES[*]}"
+  "$py" -m pip install --disable-pip-version-check --no-input -q "${PIP_PACKAGES[@]}" >&2
 fi
 "$py" -c 'import tensorboard, safetensors.numpy, numpy' >&2 || { log "error: $venv is incomplete"; exit 1; }
 echo "$py"

@@ -1,4 +1,6 @@
 """What every module of the package shares: the message for a name lockstep lacks, and NumPy input."""
+import sys
+
 import numpy as np
 
 
@@ -31,3 +33,11 @@ def host_array(value, what):
     if a.dtype == object:
         raise ValueError(f"{what}: expected a numeric array, got objects of type {type(value).__name__}")
     return np.require(a, requirements="C")  # (np.ascontiguousarray would make a scalar 1-D)
+
+
+def in_jupyter_kernel():
+    """Whether this process is a Jupyter kernel, whose stdout is a pipe that the notebook renders
+    with carriage returns: Keras' progress bar redraws in place there, as on a terminal."""
+    ipython = sys.modules.get("IPython")
+    shell = ipython.get_ipython() if ipython is not None and hasattr(ipython, "get_ipython") else None
+    return getattr(shell, "kernel", None) is not None

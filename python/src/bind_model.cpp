@@ -14,6 +14,7 @@
 #include "lockstep/layers/initializers.hpp"
 #include "lockstep/layers/layer_registry.hpp"
 #include "lockstep/training/callbacks.hpp"
+#include "lockstep/training/progbar.hpp"
 #include "lockstep/training/saved_model.hpp"
 #include "lockstep/training/sequential.hpp"
 
@@ -166,6 +167,8 @@ void bind_callbacks(nb::module_& m) {
     LOCKSTEP_CHECK(separator.size() == 1, "CSVLogger: separator must be one character, not '", separator, "'");
     return CallbackPtr(std::make_shared<CSVLogger>(std::move(filename), separator[0], append));
   });
+  m.def("set_stdout_redraws", &set_stdout_redraws, nb::arg("redraws"),
+        "Whether fit's progress bar redraws in place on stdout (True in a Jupyter kernel)");
 }
 
 void bind_fit(nb::class_<Model>& model) {

@@ -1,7 +1,5 @@
 #include "training/fit_loop.hpp"
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -94,7 +92,7 @@ FitLoop::FitLoop(Model& model, const data::Dataset& dataset, const FitOptions& o
   // Only the chief of several workers reports progress (and writes files: the callbacks'
   // is_chief options).
   const bool chief = !strategy || strategy->is_chief();
-  verbose_ = !chief ? 0 : o.verbose >= 0 ? o.verbose : (isatty(fileno(stdout)) ? 1 : 2);
+  verbose_ = !chief ? 0 : o.verbose >= 0 ? o.verbose : (stdout_redraws() ? 1 : 2);
   callbacks.cbs = o.callbacks;
   if (verbose_ > 0) callbacks.cbs.insert(callbacks.cbs.begin(), std::make_shared<ProgbarLogger>());
   const TrainParams params{.epochs = o.epochs, .steps = steps_, .verbose = verbose_};

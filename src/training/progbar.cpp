@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <atomic>
 #include <cmath>
 
 namespace lockstep {
@@ -38,12 +39,18 @@ std::string format_time(double seconds) {
   else std::snprintf(buf, sizeof buf, "%.0fus", seconds * 1e6);
   return buf;
 }
+
+std::atomic<bool> stdout_redraws_override{false};
 }  // namespace
+
+bool stdout_redraws() { return stdout_redraws_override.load() || isatty(fileno(stdout)) != 0; }
+
+void set_stdout_redraws(bool redraws) { stdout_redraws_override.store(redraws); }
 
 Progbar::Progbar(std::int64_t target, std::FILE* out, int interactive, int width)
     : target_(target),
       out_(out),
-      interactive_(interactive < 0 ? isatty(fileno(out)) != 0 : interactive != 0),
+      interactive_(interactive >= 0 ? interactive != 0 : out == stdout ? stdout_redraws() : isatty(fileno(out)) != 0),
       width_(width),
       start_(std::chrono::steady_clock::now()),
       last_draw_(start_) {}
@@ -93,7 +100,13 @@ void Progbar::update(std::int64_t current, const std::vector<std::pair<std::stri
     if (!done && std::chrono::duration<double>(now - last_draw_).count() < 0.05) return;
     last_draw_ = now;
     const double elapsed = std::chrono::duration<double>(now - start_).count();
-    std::fprintf(out_, "\r%s\033[K%s", render(current, values, elapsed).c_str(), done ? "\n" : "");
+    // Spaces, not an erase-line escape, clear what a longer previous line left: Jupyter renders
+    // "\r" as overwriting the line character by character and drops unknown escapes.
+    std::string line = render(current, values, elapsed);
+    const std::size_t width = line.size();
+    if (width < drawn_) line.append(drawn_ - width, ' ');
+    drawn_ = done ? 0 : width;
+    std::fprintf(out_, "\r%s%s", line.c_str(), done ? "\n" : "");
     std::fflush(out_);
   } else if (done) {
     const double elapsed = std::chrono::duration<double>(now - start_).count();

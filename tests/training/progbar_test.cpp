@@ -1,8 +1,10 @@
 // Progbar: Keras' line format and the non-interactive mode.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstdio>
 #include <string>
+#include <thread>
 
 #include "lockstep/training/progbar.hpp"
 
@@ -59,6 +61,29 @@ TEST(Progbar, NonInteractivePrintsOneLineAtTheEnd) {
   ASSERT_FALSE(out.empty());
   EXPECT_EQ(out.find('\n'), out.size() - 1) << out;
   EXPECT_NE(out.find("loss: 0.1000"), std::string::npos) << out;
+}
+
+TEST(Progbar, RedrawPadsOverALongerLineWithSpaces) {
+  std::FILE* f = std::tmpfile();
+  ASSERT_NE(f, nullptr);
+  {
+    Progbar bar(10, f, /*interactive=*/1);
+    std::this_thread::sleep_for(std::chrono::milliseconds(60));  // past the bar's 50 ms between redraws
+    bar.update(5, {{"loss", 5e-5}, {"accuracy", 5e-5}, {"auc", 5e-5}});
+    bar.update(10, {});
+  }
+  const std::string out = read_all(f);
+  std::fclose(f);
+  // "\r<partial line>\r<final line, padded to the partial one's length>\n", no escape sequences:
+  // Jupyter overwrites a line character by character after "\r", so the final line must cover it.
+  ASSERT_EQ(out.front(), '\r') << out;
+  const std::size_t second = out.find('\r', 1);
+  ASSERT_NE(second, std::string::npos) << out;
+  const std::string partial = out.substr(1, second - 1), final_line = out.substr(second + 1);
+  EXPECT_EQ(out.find('\033'), std::string::npos) << out;
+  EXPECT_EQ(final_line.rfind("10/10 [==============================]", 0), 0u) << out;
+  ASSERT_EQ(final_line.back(), '\n') << out;
+  EXPECT_EQ(final_line.size() - 1, partial.size()) << out;
 }
 
 }  // namespace

@@ -1,7 +1,7 @@
 #pragma once
 // Keras' progress bar:
 //   1000/1000 [==============================] - 3s 3ms/step - loss: 0.2210 - accuracy: 0.9345
-// redrawn in place on a terminal; one line per epoch otherwise.
+// redrawn in place on a terminal or in Jupyter; one line per epoch otherwise.
 #include <chrono>
 #include <cstdio>
 #include <string>
@@ -11,9 +11,16 @@
 
 namespace lockstep {
 
+/// Whether stdout redraws a line in place (Keras' "dynamic display"): a terminal, or a front end
+/// that renders carriage returns although stdout is a pipe, as Jupyter does; the Python package
+/// calls set_stdout_redraws(true) in a Jupyter kernel. Decides verbose="auto" (1 or 2) too.
+bool stdout_redraws();
+void set_stdout_redraws(bool redraws);
+
 class Progbar {
  public:
-  /// target: total steps, or -1 when unknown. interactive: redraw in place (default: isatty).
+  /// target: total steps, or -1 when unknown. interactive: redraw in place (default: for stdout
+  /// stdout_redraws(), for another file isatty).
   explicit Progbar(std::int64_t target, std::FILE* out = stdout, int interactive = -1, int width = 30);
   /// Shows progress at `current` steps with the given (name, value) pairs.
   void update(std::int64_t current, const std::vector<std::pair<std::string, double>>& values, bool finalize = false);
@@ -26,6 +33,7 @@ class Progbar {
   std::FILE* out_;
   bool interactive_;
   int width_;
+  std::size_t drawn_ = 0;  // the length of the line last drawn in place
   std::chrono::steady_clock::time_point start_;
   std::chrono::steady_clock::time_point last_draw_;
 };
