@@ -3,7 +3,7 @@
 # this machine, at the same global batch and thread count (issue 40's acceptance 5): the Vision
 # Transformer on MNIST (lockstep train --model vit) and the causal character model
 # (--model gpt) on the text of /usr/share/common-licenses; bench/reference_transformer.py
-# describes both models (docs: /work/plan/transformer_arch.md's shapes).
+# describes both models (the shapes of applications::ViT and applications::CharGPT).
 #
 #   bench/compare_transformer.sh [-m vit|gpt|both] [-t THREADS] [-n STEPS] [-b BATCH] [-r ROUNDS]
 #     (defaults: both, 2 threads, 200 steps, batch 128 for vit and 64 for gpt, 3 rounds)

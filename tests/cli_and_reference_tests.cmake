@@ -345,7 +345,7 @@ add_test(NAME cli.cnn_predict_wrong_shape_names_the_input_shape
                  ${_cli} predict --model ${_cnn}/model --input ${_saved}/wrong.npy)
 set_tests_properties(cli.cnn_evaluate_prints_test_accuracy cli.cnn_predict_uint8_images_prints_one_class_per_line
                      cli.cnn_predict_wrong_shape_names_the_input_shape PROPERTIES FIXTURES_REQUIRED "cnn_cli;saved_model_cli")
-add_test(NAME cli.unknown_model_is_status_2 COMMAND ${_expect} 2 "must be mlp, cnn, resnet20, vit or a FILE.keras, got 'resnet50'" ${_cli} train --model resnet50)
+add_test(NAME cli.unknown_model_is_status_2 COMMAND ${_expect} 2 "must be mlp, cnn, resnet20, vit, gpt or a FILE.keras, got 'resnet50'" ${_cli} train --model resnet50)
 
 # --data FILE.npz: the input shape and the classes come from the file; a bad file is an error
 # naming it and the problem, with no run directory made.

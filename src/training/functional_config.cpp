@@ -166,6 +166,9 @@ std::unique_ptr<Functional> functional_from_config(const json& config, const Lay
           if (key == "use_causal_mask" && value.is_boolean()) causal = value.get<bool>();
           else if (key == "attention_mask" && value.is_object()) mask_ref = reference_of(p, value);
           else if (key == "mask" && value.is_object() && mask_nodes.count(reference_of(p, value).first)) continue;
+          // Keras 3 records training=False on a Dropout's call and passes fit's training=True over
+          // it; only a call fixed to training=True (dropout at inference) would differ: refused.
+          else if (key == "training" && value.is_boolean() && !value.get<bool>()) continue;
           else if (!value.is_null())
             fail(source, "layer '" + p.name + "': call " + std::to_string(p.done) + " has the argument " + key + "=" +
                              value.dump().substr(0, 100) + ", which lockstep's layers do not take");

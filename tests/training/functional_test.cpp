@@ -236,8 +236,9 @@ TEST(Functional, SavedModelRoundTripPredictsTheSameAndKeepsTraining) {
 
 namespace lockstep {
 namespace {
-// A Keras file's call arguments: Keras writes {"mask": null} for BatchNormalization (accepted);
-// any other value is a keyword lockstep's layers do not take (refused, naming it).
+// A Keras file's call arguments: Keras writes {"mask": null} for BatchNormalization and
+// training=False on Dropout calls, which fit overrides (accepted); any other value is a keyword
+// lockstep's layers do not take (training=True: dropout at inference; refused, naming it).
 TEST(Functional, KerasCallKeywordsThatAreSetAreRefusedNamingThem) {
   const auto dir = (std::filesystem::path(LOCKSTEP_BINARY_DIR) / "test_tmp" / "functional").string();
   std::filesystem::create_directories(dir);
@@ -249,7 +250,8 @@ TEST(Functional, KerasCallKeywordsThatAreSetAreRefusedNamingThem) {
   auto j = nlohmann::json::parse(config.bytes);
   auto& bn = j["config"]["layers"][2];
   ASSERT_EQ(bn["class_name"], "BatchNormalization");
-  for (const auto& [value, ok] : {std::pair{nlohmann::json(nullptr), true}, std::pair{nlohmann::json(true), false}}) {
+  for (const auto& [value, ok] : {std::pair{nlohmann::json(nullptr), true}, std::pair{nlohmann::json(false), true},
+                                  std::pair{nlohmann::json(true), false}}) {
     bn["inbound_nodes"][0]["kwargs"] = {{"mask", nullptr}, {"training", value}};
     config.bytes = j.dump();
     io::write_file_atomic(dir + "/kw2.keras", io::encode_zip(entries));

@@ -282,7 +282,13 @@ int run_train(const TrainArgs& a) {
   LOCKSTEP_CHECK(a.model != "gpt" || (a.data.empty() && (a.loss.empty() || a.loss == "sparse_categorical_crossentropy")),
                  "--model gpt learns the characters of --text with sparse_categorical_crossentropy; --data and other "
                  "--loss values do not apply");
-  LOCKSTEP_CHECK(a.dim % a.heads == 0, "--dim ", a.dim, " must be a multiple of --heads ", a.heads);
+  if (a.model == "vit" || a.model == "gpt") {  // before a run directory is claimed; 0: the model's default
+    const bool vit = a.model == "vit";
+    const std::int64_t dim = a.dim ? a.dim : vit ? applications::ViTOptions{}.dim : applications::CharGPTOptions{}.dim;
+    const std::int64_t heads =
+        a.heads ? a.heads : vit ? applications::ViTOptions{}.num_heads : applications::CharGPTOptions{}.num_heads;
+    LOCKSTEP_CHECK(dim % heads == 0, "--dim ", dim, " must be a multiple of --heads ", heads);
+  }
   // A backup inside an accumulation group would lose the group's held-back gradients.
   LOCKSTEP_CHECK(a.backup_every_steps % a.gradient_accumulation_steps == 0, "--backup-every-steps ",
                  a.backup_every_steps, " must be a multiple of --gradient-accumulation-steps ",
