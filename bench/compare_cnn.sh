@@ -35,10 +35,8 @@ for v in "$threads" "$steps" "$batch" "$rounds"; do
 done
 lockstep="${LOCKSTEP_BIN:-$repo/build/bin/lockstep}"
 [[ -x "$lockstep" ]] || { echo "compare_cnn: error: lockstep binary not found at $lockstep (build it, or set LOCKSTEP_BIN)" >&2; exit 1; }
-py="${REF_PYTHON:-}"
-if [[ -z "$py" ]]; then
-  if [[ -x "$repo/.venv-ref/bin/python" ]]; then py="$repo/.venv-ref/bin/python"; else py=/usr/bin/python3; fi
-fi
+source "$repo/bench/reference_python.sh"
+py="$(reference_python "$repo")"
 tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
 export OMP_NUM_THREADS="$threads" OPENBLAS_NUM_THREADS="$threads" MKL_NUM_THREADS="$threads"

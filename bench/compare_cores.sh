@@ -68,10 +68,8 @@ gemm="${GEMM_BENCH_BIN:-$repo/build/bin/gemm_bench}"
 for b in "$lockstep" "$gemm" ${lockstep_b:+"$lockstep_b"}; do
   [[ -x "$b" ]] || { echo "compare_cores: error: $b not found; build it first (cmake --build build --target lockstep_cli gemm_bench)" >&2; exit 1; }
 done
-py="${REF_PYTHON:-}"
-if [[ -z "$py" ]]; then
-  if [[ -x "$repo/.venv-ref/bin/python" ]]; then py="$repo/.venv-ref/bin/python"; else py=/usr/bin/python3; fi
-fi
+source "$repo/bench/reference_python.sh"
+py="$(reference_python "$repo")"
 cpus=($(python3 -c 'import os; print(*sorted(os.sched_getaffinity(0)))'))  # the CPUs this process may use
 layouts=()  # device counts: 1, 2, 4, ... and the core count
 for ((d = 1; d < cores; d *= 2)); do layouts+=("$d"); done

@@ -51,10 +51,8 @@ if [[ ! -x "$lockstep" ]]; then
   echo "compare_distributed: or point LOCKSTEP_BIN at it" >&2
   exit 1
 fi
-py="${REF_PYTHON:-}"
-if [[ -z "$py" ]]; then
-  if [[ -x "$repo/.venv-ref/bin/python" ]]; then py="$repo/.venv-ref/bin/python"; else py=/usr/bin/python3; fi
-fi
+source "$repo/bench/reference_python.sh"
+py="$(reference_python "$repo")"
 
 tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT

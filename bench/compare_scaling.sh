@@ -72,10 +72,8 @@ for b in "$lockstep" "$bare"; do
     exit 1
   fi
 done
-py="${REF_PYTHON:-}"
-if [[ -z "$py" ]]; then
-  if [[ -x "$repo/.venv-ref/bin/python" ]]; then py="$repo/.venv-ref/bin/python"; else py=/usr/bin/python3; fi
-fi
+source "$repo/bench/reference_python.sh"
+py="$(reference_python "$repo")"
 cores="$(nproc)"
 
 tmp="$(mktemp -d)"

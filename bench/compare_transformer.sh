@@ -40,10 +40,8 @@ done
 (( steps >= 20 )) || { echo "compare_transformer: -n must be at least 20 steps, got $steps" >&2; exit 2; }
 lockstep="${LOCKSTEP_BIN:-$repo/build/bin/lockstep}"
 [[ -x "$lockstep" ]] || { echo "compare_transformer: error: lockstep binary not found at $lockstep (build it, or set LOCKSTEP_BIN)" >&2; exit 1; }
-py="${REF_PYTHON:-}"
-if [[ -z "$py" ]]; then
-  if [[ -x "$repo/.venv-ref/bin/python" ]]; then py="$repo/.venv-ref/bin/python"; else py=/usr/bin/python3; fi
-fi
+source "$repo/bench/reference_python.sh"
+py="$(reference_python "$repo")"
 tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
 # Debian's torch uses whatever libblas.so.3 points at: the slow reference BLAS unless OpenBLAS is
