@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <vector>
 
 #include "lockstep/core/error.hpp"
 
@@ -33,7 +34,14 @@ std::string read_bytes(const std::string& path) {
   const auto size = std::filesystem::file_size(path, ec);
   LOCKSTEP_CHECK(ec || size <= kMaxTextBytes, "text file '", path, "' holds ", size, " bytes; lockstep reads at most ",
                  kMaxTextBytes, " bytes of text for a character model");
-  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  // Stops past the bound: a device or a pipe (/dev/zero) has no size to check first.
+  std::string bytes;
+  if (!ec) bytes.reserve(static_cast<std::size_t>(size));
+  std::vector<char> chunk(std::size_t{1} << 16);
+  while (in && bytes.size() <= kMaxTextBytes) {
+    in.read(chunk.data(), static_cast<std::streamsize>(chunk.size()));
+    bytes.append(chunk.data(), static_cast<std::size_t>(in.gcount()));
+  }
   LOCKSTEP_CHECK_T(IOError, !in.bad(), "error reading text file '", path, "'");
   LOCKSTEP_CHECK(bytes.size() <= kMaxTextBytes, "text file '", path, "' holds more than ", kMaxTextBytes,
                  " bytes; lockstep reads at most that much text for a character model");

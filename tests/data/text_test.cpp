@@ -97,5 +97,11 @@ TEST(CharText, BadInputIsRefusedByName) {
             std::string::npos);
 }
 
+// A file with no size to check first (a device): read up to the bound, then refused, not read forever.
+TEST(CharText, AnEndlessFileIsRefusedAtTheBound) {
+  EXPECT_NE(message_of([&] { data::read_char_text({"/dev/zero"}); }).find("'/dev/zero' holds more than"),
+            std::string::npos);
+}
+
 }  // namespace
 }  // namespace lockstep::test
