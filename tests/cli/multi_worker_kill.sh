@@ -6,7 +6,7 @@
 #   2. SIGSTOP worker 1 (a stall, not a death): worker 0 fails within the timeout with an
 #      error naming worker 1 and the collective it waited in.
 set -euo pipefail
-source "$(dirname "${BASH_SOURCE[0]}")/mpi_ranks.sh"  # rank_pid
+source "$(dirname "${BASH_SOURCE[0]}")/mpi_ranks.sh"  # rank_pid, watchdog, bounded, wait_bounded
 cli="$1"; mpirun="$2"; work="$3"
 timeout_s=5
 # Long enough (3000 steps) that a loaded machine (a container build) is still training when the
@@ -14,6 +14,7 @@ timeout_s=5
 flags=(train --devices cpu:1 --epochs 2 --steps-per-epoch 1500 --backup-every-steps 200 --verbose 2 --seed 3
        --no-tensorboard --collective-timeout "$timeout_s")
 rm -rf "$work" && mkdir -p "$work" && cd "$work"
+watchdog 540  # below ctest's TIMEOUT of 600 s: a hang reports its process tree
 
 wait_for_backup() {  # wait_for_backup DIR: until a backup exists and training went on a little
   for _ in $(seq 600); do [[ -f "$1/backup/checkpoint" ]] && break; sleep 0.05; done
@@ -23,17 +24,25 @@ wait_for_backup() {  # wait_for_backup DIR: until a backup exists and training w
 # Runs the job in the background; sets job (mpirun's pid).
 start() { "$mpirun" 2 -- "$cli" "${flags[@]}" "$@" & job=$!; }
 # finish LOG START_SECONDS: waits for the job; fails unless it exited non-zero within the
-# timeout (plus start-up slack).
+# timeout (plus start-up slack), and unless no worker outlived it by more than the timeout.
 finish() {
-  local rc=0
-  wait "$job" || rc=$?
+  local rc=0 ranks p
+  ranks="$(pgrep -P "$job" || true)"
+  wait_bounded "$job" $((timeout_s + 60)) "mpirun after a worker was lost" || rc=$?
   local took=$(( $(date +%s) - $2 ))
   [[ $rc -ne 0 ]] || { cat "$1"; echo "FAIL: the job exited 0 after a worker was lost"; exit 1; }
   (( took <= timeout_s + 20 )) || { cat "$1"; echo "FAIL: the job took ${took}s to stop"; exit 1; }
+  for p in $ranks; do
+    for _ in $(seq $(( (timeout_s + 10) * 10 ))); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
+    if kill -0 "$p" 2>/dev/null; then
+      show_processes; kill -KILL "$p"; cat "$1"
+      echo "FAIL: worker process $p still ran $((timeout_s + 10)) s after mpirun exited"; exit 1
+    fi
+  done
   echo "ok: exit status $rc after ${took}s"
 }
 
-"$mpirun" 2 -- "$cli" "${flags[@]}" --logdir "$work/whole" > whole.log 2>&1 || { cat whole.log; exit 1; }
+bounded 300 whole.log "$mpirun" 2 -- "$cli" "${flags[@]}" --logdir "$work/whole" || { cat whole.log; exit 1; }
 
 # 1. A worker dies.
 start --logdir "$work/killed" > killed.log 2>&1
@@ -43,7 +52,7 @@ t0=$(date +%s); kill -KILL "$pid"
 finish killed.log "$t0"
 grep -Eq "rank 1 .*(signal 9|Killed)|worker\(s\) 1 " killed.log || { cat killed.log; echo "FAIL: rank 1 is not named"; exit 1; }
 echo "ok: the dead rank is named"
-"$mpirun" 2 -- "$cli" "${flags[@]}" --logdir "$work/killed" --resume > resumed.log 2>&1 || { cat resumed.log; exit 1; }
+bounded 300 resumed.log "$mpirun" 2 -- "$cli" "${flags[@]}" --logdir "$work/killed" --resume || { cat resumed.log; exit 1; }
 grep -q "Resuming from backup" resumed.log || { cat resumed.log; echo "FAIL: the rerun did not resume"; exit 1; }
 cmp "$work/whole/model/weights.safetensors" "$work/killed/model/weights.safetensors" \
   || { echo "FAIL: the resumed run's weights differ from the uninterrupted run's"; exit 1; }
