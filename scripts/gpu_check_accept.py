@@ -46,6 +46,13 @@ class Logs:
         except (ValueError, KeyError, TypeError):
             return None
 
+    def history(self, name: str, key: str) -> float | None:
+        """The last epoch's KEY in `train NAME`'s history (peak_memory_mib, ...)."""
+        try:
+            return float(json.loads(self.text(f"{name}.json"))["history"][key][-1])
+        except (ValueError, KeyError, TypeError, IndexError):
+            return None
+
     def status(self) -> dict[str, str]:
         out = {}
         for line in self.text("status.tsv").splitlines():
@@ -64,7 +71,7 @@ def accept(point: str, num, den, goal: float, what: str) -> str:
     if not num or not den:
         return f"ACCEPT {point} ratio=n/a goal={goal:g} MISSING {what}"
     r = num / den
-    return f"ACCEPT {point} ratio={r:.2f} goal={goal:g} {'PASS' if r >= goal else 'FAIL'} {what}"
+    return f"ACCEPT {point} ratio={r:.3g} goal={goal:g} {'PASS' if r >= goal else 'FAIL'} {what}"
 
 
 def torch_best(theirs: dict, row: str) -> tuple[float | None, str]:
@@ -119,6 +126,8 @@ def main(argv: list[str]) -> int:
     # Issue 37 acc. 5: jit_compile on and off give the same bits (the capture helper's gpu test).
     lines.append(tests_verdict("37.5", logs.text("gpu_tests.log"), r"JitCompile|Capture",
                                "jit_compile on/off bit-identical and named fallbacks (gpu_tests)"))
+    lines.append(tests_verdict("37.5", logs.text("gpu_tests.log"), r"StepsPerExecution",
+                               "steps_per_execution gives the weights of 1 (gpu_tests)"))
     # Issue 40 acc. 5: the transformers through fit against PyTorch's best on the GPU.
     for name, row in (("vit", "vit_b128"), ("gpt", "gpt_b64")):
         ours_t = logs.fit(name)
@@ -166,6 +175,9 @@ def info_lines(logs: Logs, ours: dict, theirs: dict, status: dict) -> list[str]:
                    + (f" ({v / t:.2f}x)" if v and t else ""))
     on, off = logs.fit("fit_b64"), logs.fit("prefetch_off")
     out.append(f"INFO fit, flagship batch 64: prefetch to device on {fmt(on)} / off {fmt(off)} steps/s")
+    f32m, bf16m = logs.history("cnn_mem_f32", "peak_memory_mib"), logs.history("cnn_mem_bf16", "peak_memory_mib")
+    out.append(f"INFO convnet peak device memory (issue 42 point 5): float32 {fmt(f32m)} MiB, mixed_bfloat16 "
+               f"{fmt(bf16m)} MiB" + (f" ({bf16m / f32m:.2f}x)" if f32m and bf16m else ""))
     lg, one = ours.get("mlp_b1024_4logical_steps_per_s"), ours.get("mlp_b1024_steps_per_s")
     out.append(f"INFO bare step at batch 1024 on gpu:0x4: {fmt(lg)} steps/s, gpu:0 {fmt(one)}")
     for d in ("f32", "bf16", "f16"):
