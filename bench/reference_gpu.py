@@ -138,7 +138,10 @@ class Row:
         on_cpu = dev.type == "cpu"
         if on_cpu and self.amp == torch.float16:
             self.amp = None  # the dry run: no float16 autocast on the CPU
-        self.scaler = torch.cuda.amp.GradScaler() if self.amp == torch.float16 else None
+        self.scaler = None
+        if self.amp == torch.float16:  # torch.amp.GradScaler("cuda") since 2.3; torch.cuda.amp's before
+            amp_scaler = getattr(torch.amp, "GradScaler", None)
+            self.scaler = amp_scaler("cuda") if amp_scaler else torch.cuda.amp.GradScaler()
         # Device-fed rows keep float32 batches on the GPU; host-fed rows keep their raw batches
         # (uint8 pixels, int64 ids) in pinned host memory.
         g = torch.Generator().manual_seed(3)
