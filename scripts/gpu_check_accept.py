@@ -79,14 +79,15 @@ def torch_best(theirs: dict, row: str) -> tuple[float | None, str]:
     return (v, f"torch {fmt(v)} [{theirs.get(row + '_config', '?')}]") if v else (None, "torch n/a")
 
 
-def tests_verdict(point: str, log: str, pattern: str, what: str) -> str:
-    """PASS when tests matching pattern ran in gtest's log and none failed."""
+def tests_verdict(head: str, log: str, pattern: str, what: str) -> str:
+    """HEAD ("ACCEPT 37.5", or "INFO") and PASS when tests matching pattern ran in gtest's log and none failed."""
+    goal = " goal=all" if head.startswith("ACCEPT") else ""
     ok = set(re.findall(rf"\[\s+OK \] (\S*(?:{pattern})\S*)", log))
     failed = set(re.findall(rf"\[  FAILED  \] (\S*(?:{pattern})\S*)", log))
     if not ok and not failed:
-        return f"ACCEPT {point} ratio=n/a goal=all MISSING {what}: no test matching /{pattern}/ ran"
+        return f"{head} ratio=n/a{goal} MISSING {what}: no test matching /{pattern}/ ran"
     verdict = "FAIL" if failed else "PASS"
-    return (f"ACCEPT {point} ratio={len(ok - failed)}/{len(ok | failed)} goal=all {verdict} {what}"
+    return (f"{head} ratio={len(ok - failed)}/{len(ok | failed)}{goal} {verdict} {what}"
             + (f" (failed: {', '.join(sorted(failed))})" if failed else ""))
 
 
@@ -124,9 +125,9 @@ def main(argv: list[str]) -> int:
     x4, one = logs.fit("fit_b1024_x4"), logs.fit("fit_b1024")
     lines.append(accept("37.4", x4, one, 0.8, f"fit at global batch 1024: gpu:0x4 {fmt(x4)} steps/s, gpu:0 {fmt(one)}"))
     # Issue 37 acc. 5: jit_compile on and off give the same bits (the capture helper's gpu test).
-    lines.append(tests_verdict("37.5", logs.text("gpu_tests.log"), r"JitCompile|Capture",
+    lines.append(tests_verdict("ACCEPT 37.5", logs.text("gpu_tests.log"), r"JitCompile|Capture",
                                "jit_compile on/off bit-identical and named fallbacks (gpu_tests)"))
-    lines.append(tests_verdict("37.5", logs.text("gpu_tests.log"), r"StepsPerExecution",
+    lines.append(tests_verdict("ACCEPT 37.5", logs.text("gpu_tests.log"), r"StepsPerExecution",
                                "steps_per_execution gives the weights of 1 (gpu_tests)"))
     # Issue 40 acc. 5: the transformers through fit against PyTorch's best on the GPU.
     for name, row in (("vit", "vit_b128"), ("gpt", "gpt_b64")):
@@ -191,6 +192,8 @@ def info_lines(logs: Logs, ours: dict, theirs: dict, status: dict) -> list[str]:
         configs = ", ".join(f"{k[len(r) + 1:]} {fmt(v)}" for k, v in theirs.items()
                             if k.startswith(r + "_") and k != r + "_config" and isinstance(v, (int, float)))
         out.append(f"INFO torch {r}: {configs}")
+    out.append(tests_verdict("INFO", logs.text("gpu_tests.log"), "FourLogicalReplicas",
+                             "4 logical replicas of one GPU compute what one device does (gpu_tests)"))
     bad = [f"{n} ({s})" for n, s in status.items() if s != "0"]
     out.append("INFO parts not passed: " + (", ".join(bad) if bad else "none"))
     return out
