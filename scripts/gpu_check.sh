@@ -37,6 +37,7 @@ mkdir -p "$report_dir"
 logs="$(mktemp -d "${TMPDIR:-/tmp}/gpu_check_logs.XXXXXX")"
 runs="$logs/runs"  # run folders of `lockstep train` (not packed)
 mkdir -p "$runs"
+((dry)) && trap 'rm -rf "$logs"' EXIT  # a real run's stay (its report names them) and are packed
 : >"$report"
 say() { printf '%s\n' "$*" | tee -a "$report"; }
 
