@@ -11,22 +11,30 @@
 # Made for a machine without a compiler or a package registry (an H200 with a CUDA 13 driver and
 # PyTorch 2.11 in its python3): its binaries come from gpu-bundle/ or gpu-bundle.tar.xz
 # (scripts/gpu_bundle.sh, run where nvcc is, then carried along), else from build/.
-#   scripts/gpu_check.sh [--dry-run] [--budget SECONDS] [bundle-or-build-dir]
+#   scripts/gpu_check.sh [--dry-run] [--budget SECONDS] [--only PART,...] [--logs DIR]
+#                        [bundle-or-build-dir]
 # Writes to $OUT (else the repository): gpu_check_report.txt and gpu_check_logs.tar.gz (every
 # part's log and JSON, repacked after each part, so a run cut off keeps what it did).
+# A second try within a session's device time: --only runs just the parts named (those that
+# failed or were skipped), and --logs DIR adds to an earlier run's logs (its tarball unpacked into
+# DIR, carried along) so that the ACCEPT lines cover both runs.
 # --dry-run (no GPU needed; CI runs it): checks every binary and file exists, every `lockstep
 # train` flag is one the CLI knows, the scripts parse, reference_gpu.py's models build and step on
 # the CPU and the accept script runs; prints each part's command line; runs nothing on a GPU.
 set -uo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$repo"
-dry=0 budget=540 dir=""
+dry=0 budget=540 dir="" only="" logs=""
 while (($#)); do
   case "$1" in
     --dry-run) dry=1; shift ;;
     --budget) [[ "${2:-}" =~ ^[1-9][0-9]*$ ]] || { echo "gpu_check: --budget needs seconds" >&2; exit 2; }
               budget="$2"; shift 2 ;;
-    -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
+    --only) [[ -n "${2:-}" ]] || { echo "gpu_check: --only needs part names" >&2; exit 2; }
+            only=",$2,"; shift 2 ;;
+    --logs) [[ -d "${2:-}" ]] || { echo "gpu_check: --logs needs an existing folder" >&2; exit 2; }
+            logs="$(cd "$2" && pwd)"; shift 2 ;;
+    -h|--help) sed -n '2,26p' "$0"; exit 0 ;;
     -*) echo "gpu_check: unknown option '$1'" >&2; exit 2 ;;
     *) dir="$1"; shift ;;
   esac
@@ -34,10 +42,12 @@ done
 report_dir="${OUT:-$repo}"
 report="$report_dir/gpu_check_report.txt"
 mkdir -p "$report_dir"
-logs="$(mktemp -d "${TMPDIR:-/tmp}/gpu_check_logs.XXXXXX")"
+if [[ -z "$logs" ]]; then
+  logs="$(mktemp -d "${TMPDIR:-/tmp}/gpu_check_logs.XXXXXX")"
+  ((dry)) && trap 'rm -rf "$logs"' EXIT  # a real run's stay (its report names them) and are packed
+fi
 runs="$logs/runs"  # run folders of `lockstep train` (not packed)
 mkdir -p "$runs"
-((dry)) && trap 'rm -rf "$logs"' EXIT  # a real run's stay (its report names them) and are packed
 : >"$report"
 say() { printf '%s\n' "$*" | tee -a "$report"; }
 
@@ -133,11 +143,14 @@ fi
 
 # ---- how a part runs ----
 t_begin=$SECONDS
+known=","  # the parts' names, for --only
 train_help=""
 pack() { tar -czf "$report_dir/gpu_check_logs.tar.gz" -C "$logs" --exclude=runs --exclude=bin . 2>/dev/null || true; }
 part() {  # part NAME LIMIT CMD...: runs CMD within LIMIT seconds and what is left of --budget
   local name="$1" limit="$2"; shift 2
   local left=$((budget - (SECONDS - t_begin))) log="$logs/$name.log"
+  known+="$name,"
+  [[ -z "$only" || "$only" == *",$name,"* ]] || return 0
   if ((dry)); then
     say "DRY $name (limit ${limit}s): $*"
     [[ "$1" == env || "$1" == train || -x "$1" || -f "$1" ]] || command -v "$1" >/dev/null ||
@@ -253,6 +266,11 @@ part cnn_mem_bf16     25 train cnn_mem_bf16 --model cnn --devices gpu:0 --global
 part memcheck         90 "${with_libs[@]}" "$sanitizer" --tool memcheck --error-exitcode 1 --report-api-errors no \
                          --print-limit 20 "$gpu_tests" '--gtest_filter=GpuMemory.*:GpuReplicas.*:GpuCompute.*'
 part profile          45 profile
+
+IFS=, read -ra wanted <<<"${only#,}"
+for w in "${wanted[@]}"; do
+  [[ "$known" == *",$w,"* ]] || { say "ERROR: --only: no part is named '$w' (the parts: ${known:1:-1})"; status=1; }
+done
 
 # ---- acceptance ----
 say ""; say "==== acceptance (scripts/gpu_check_accept.py $logs) ===="
