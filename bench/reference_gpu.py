@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import json
 import os
 import sys
@@ -82,6 +83,7 @@ def configs_of(feed: str) -> tuple[str, ...]:
     return EAGER + ("graph",) + extra
 
 
+@functools.lru_cache(maxsize=None)  # each configuration builds the row's model anew
 def transformer_sizes(model: str, text: str | None):
     """reference_transformer's default sizes (compare_transformer.sh's) and GPT's vocabulary."""
     import reference_transformer as rt
