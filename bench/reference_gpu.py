@@ -1,46 +1,310 @@
 #!/usr/bin/env python3
-"""GPU speed reference for issue 13: the flagship MLP and Keras' MNIST convnet in PyTorch on cuda:0,
-eager and torch.compile, on the same models, batches and optimizer as bench/gpu_bench.cpp.
+"""GPU speed reference (issues 13, 37, 40): PyTorch on cuda:0 at its best, on the models, batches and
+optimizer of bench/gpu_bench.cpp and of `lockstep train` on a GPU. Every configuration below runs;
+the fastest is the row's reference (issue 37: "the best of all PyTorch configurations").
 
-MLP: Linear(784, 128) -> ReLU -> Dropout(0.2) -> Linear(128, 10), cross-entropy on the logits
-(what Dense(10, softmax) + sparse categorical cross-entropy compute), Adam(1e-3, eps 1e-7),
-batches 64 and 1024. Convnet: Conv2d(1, 32, 3) -> ReLU -> MaxPool(2) -> Conv2d(32, 64, 3) -> ReLU ->
-MaxPool(2) -> Flatten -> Dropout(0.5) -> Linear(1600, 10), batch 128, NCHW. Eight batches of random
-MNIST-shaped data live on the GPU (as gpu_bench's do); every step reads the loss (loss.item(), as
-lockstep's fit reads it), so a step ends with a device synchronisation in both.
+Rows (Adam(1e-3, eps 1e-7), cross-entropy on the logits, float32 with TF32 off as lockstep's):
+  mlp_b64, mlp_b1024   the flagship: Linear(784, 128) -> ReLU -> Dropout(0.2) -> Linear(128, 10)
+  convnet_b128         Keras' MNIST convnet: Conv2d(1, 32, 3) -> ReLU -> MaxPool(2) -> Conv2d(32, 64, 3)
+                       -> ReLU -> MaxPool(2) -> Flatten -> Dropout(0.5) -> Linear(1600, 10), NCHW
+    (bare steps, against gpu_bench: 8 batches of random data live on the GPU)
+  wide_b4096_{f32,bf16,f16}  the wide MLP (hidden 4096), global batch 4096: float32, bfloat16
+                       autocast, float16 autocast + GradScaler
+  vit_b128, gpt_b64    the ViT and the character GPT of bench/reference_transformer.py (its default
+                       sizes, compare_transformer.sh's), float32
+    (against `lockstep train`: like a user's DataLoader(pin_memory=True) loop, each batch is copied
+    from pinned host memory with non_blocking=True; images travel as uint8 pixels (4x fewer bytes
+    than the float32 a ToTensor transform gives) and are scaled to [0, 1] on the GPU; GPT's
+    characters as int64 ids. 8 batches of random data of MNIST's / the text's shape, reused.)
 
-    python3 bench/reference_gpu.py [--quick] [--json] [--budget SECONDS]
+Configurations (each row runs those it can; one that fails is logged and skipped):
+  eager_foreach, eager_fused   eager with Adam's default (foreach) and its fused CUDA kernel
+  graph                        the whole step (forward, backward, optimizer) captured by hand in one
+                               CUDA graph (torch.cuda.graph, static input and target tensors,
+                               Adam(fused=True, capturable=True), warm-up on a side stream as PyTorch's
+                               documentation shows) and replayed; the next batch copied into the
+                               static input first
+  compile_default, compile_reduce-overhead   torch.compile of the whole step (the latter uses CUDA graphs)
+  *_async (the host-fed rows)  eager_fused and graph with the loss read only at the end, not after
+                               every step (what a loop that logs rarely does)
+Every other configuration reads the loss after each step (loss.item(), as lockstep's train_step and
+fit read it), so a step ends with a device synchronisation in both.
 
-With --json each part prints one JSON object of the figures so far ({"mlp_b64_eager": steps/s, ...});
-the last stdout line holds them all. An entry that could not run (torch.compile without a working
-compiler toolchain, say, or past --budget) is null with the reason on stderr. Exit 77 when there is no CUDA device, 3 when torch is missing.
+    python3 bench/reference_gpu.py [--quick] [--json] [--budget SECONDS] [--rows mlp,wide,...]
+                                   [--text FILE] [--dry-run]
+
+With --json each row prints one JSON object of the figures so far: "ROW_CONFIG": steps/s for each
+configuration, "ROW": the best, "ROW_config": which one; the last stdout line holds them all.
+torch.compile runs come last (compilation takes longest), by value, and none starts past --budget.
+--dry-run: no GPU needed: builds every row's model on the CPU and runs its eager step twice on a
+small batch (CI's check that the script and its helpers work; the figures mean nothing).
+Exit 77 when there is no CUDA device, 3 when torch is missing, 1 if a dry run's step failed.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import functools
 import json
+import os
 import sys
 import time
+from types import SimpleNamespace
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+EAGER = ("eager_foreach", "eager_fused")
+COMPILE = ("compile_reduce-overhead", "compile_default")
+# Which rows torch.compile goes to first (the ones where it helped most on the H200), each mode in turn.
+COMPILE_ORDER = ("convnet_b128", "mlp_b64", "vit_b128", "gpt_b64", "mlp_b1024", "wide_b4096_bf16",
+                 "wide_b4096_f32", "wide_b4096_f16")
 
 
 def log(msg: str) -> None:
     print(f"[reference_gpu] {msg}", file=sys.stderr, flush=True)
 
 
+# (name, model, batch, timed steps, autocast dtype, where batches come from)
+ROWS = (
+    ("mlp_b64", "mlp", 64, 1000, None, "device"),
+    ("mlp_b1024", "mlp", 1024, 400, None, "device"),
+    ("convnet_b128", "convnet", 128, 300, None, "device"),
+    ("wide_b4096_f32", "wide", 4096, 100, None, "pinned"),
+    ("wide_b4096_bf16", "wide", 4096, 100, "bf16", "pinned"),
+    ("wide_b4096_f16", "wide", 4096, 100, "f16", "pinned"),
+    ("vit_b128", "vit", 128, 200, None, "pinned"),
+    ("gpt_b64", "gpt", 64, 200, None, "pinned"),
+)
+
+
+def configs_of(feed: str) -> tuple[str, ...]:
+    extra = ("eager_fused_async", "graph_async") if feed == "pinned" else ()
+    return EAGER + ("graph",) + extra
+
+
+@functools.lru_cache(maxsize=None)  # each configuration builds the row's model anew
+def transformer_sizes(model: str, text: str | None):
+    """reference_transformer's default sizes (compare_transformer.sh's) and GPT's vocabulary."""
+    import reference_transformer as rt
+
+    ns = SimpleNamespace(model=model, patch=4, dim=64, heads=4, depth=4, mlp=128, seq=64)
+    if model == "gpt":
+        ns.dim, ns.depth = 128, 2
+    vocab = 10
+    if model == "gpt":
+        try:
+            vocab = len(set(rt.read_text(text)))
+        except OSError as e:  # the vocabulary's size is all it needs: Debian's texts have ~100
+            log(f"gpt: no text ({e}); assuming 100 distinct characters")
+            vocab = 100
+    return ns, vocab
+
+
+def build_model(torch, kind: str, text: str | None):
+    """(model, per-example input shape, input dtype, classes)."""
+    nn = torch.nn
+    if kind in ("mlp", "wide"):
+        h = 128 if kind == "mlp" else 4096
+        return nn.Sequential(nn.Linear(784, h), nn.ReLU(), nn.Dropout(0.2), nn.Linear(h, 10)), (784,), torch.uint8, 10
+    if kind == "convnet":
+        return (nn.Sequential(nn.Conv2d(1, 32, 3), nn.ReLU(), nn.MaxPool2d(2), nn.Conv2d(32, 64, 3), nn.ReLU(),
+                              nn.MaxPool2d(2), nn.Flatten(), nn.Dropout(0.5), nn.Linear(1600, 10)),
+                (1, 28, 28), torch.uint8, 10)
+    import reference_transformer as rt
+
+    ns, vocab = transformer_sizes(kind, text)
+    model = rt.torch_model(torch, ns, vocab)
+    if kind == "vit":
+        return model, (1, 28, 28), torch.uint8, 10
+    return model, (ns.seq,), torch.int64, vocab
+
+
+class Row:
+    """One row's model, optimizer and batches on `dev`; runs one configuration at a time."""
+
+    def __init__(self, torch, dev, spec, config: str, args):
+        name, kind, batch, _, amp, feed = spec
+        self.torch, self.dev, self.config = torch, dev, config
+        torch.manual_seed(1)
+        model, shape, in_dtype, self.classes = build_model(torch, kind, args.text)
+        self.model = model.to(dev).train()
+        opt_kw = {}
+        if config.startswith(("eager_fused", "graph")):
+            opt_kw["fused"] = True
+        if config.startswith("graph"):
+            opt_kw["capturable"] = True
+        self.opt = torch.optim.Adam(self.model.parameters(), lr=1e-3, eps=1e-7, **opt_kw)
+        self.loss_fn = torch.nn.CrossEntropyLoss()
+        self.amp = {"bf16": torch.bfloat16, "f16": torch.float16, None: None}[amp]
+        on_cpu = dev.type == "cpu"
+        if on_cpu and self.amp == torch.float16:
+            self.amp = None  # the dry run: no float16 autocast on the CPU
+        self.scaler = None
+        if self.amp == torch.float16:  # torch.amp.GradScaler("cuda") since 2.3; torch.cuda.amp's before
+            amp_scaler = getattr(torch.amp, "GradScaler", None)
+            self.scaler = amp_scaler("cuda") if amp_scaler else torch.cuda.amp.GradScaler()
+        # Device-fed rows keep float32 batches on the GPU; host-fed rows keep their raw batches
+        # (uint8 pixels, int64 ids) in pinned host memory.
+        g = torch.Generator().manual_seed(3)
+        xs, ys = [], []
+        tgt_shape = (batch, shape[0]) if kind == "gpt" else (batch,)
+        for _ in range(8):
+            if in_dtype == torch.int64:
+                x = torch.randint(0, self.classes, (batch, *shape), generator=g)
+            elif feed == "device":
+                x = torch.rand((batch, *shape), generator=g)
+            else:
+                x = torch.randint(0, 256, (batch, *shape), generator=g, dtype=torch.uint8)
+            y = torch.randint(0, self.classes, tgt_shape, generator=g)
+            if feed == "device":
+                x, y = x.to(dev), y.to(dev)
+            elif not on_cpu:
+                x, y = x.pin_memory(), y.pin_memory()
+            xs.append(x)
+            ys.append(y)
+        self.xs, self.ys = xs, ys
+
+    def autocast(self, cache: bool = True):
+        if self.amp is None:
+            return contextlib.nullcontext()
+        return self.torch.autocast(self.dev.type, dtype=self.amp, cache_enabled=cache)
+
+    def body(self, raw, y, cache: bool = True):
+        """Forward, backward and update on a raw batch (uint8 pixels are scaled on the device)."""
+        x = raw.float().div_(255) if raw.dtype == self.torch.uint8 else raw
+        with self.autocast(cache):
+            out = self.model(x)
+            loss = self.loss_fn(out.reshape(-1, self.classes).float(), y.reshape(-1))
+        if self.scaler is None:
+            loss.backward()
+            self.opt.step()
+        else:
+            self.scaler.scale(loss).backward()
+            self.scaler.step(self.opt)
+            self.scaler.update()
+        return loss
+
+    def batch(self, i: int):
+        x, y = self.xs[i % 8], self.ys[i % 8]
+        return x.to(self.dev, non_blocking=True), y.to(self.dev, non_blocking=True)
+
+    def stepper(self):
+        """A function of the step's index that runs one step and returns its loss tensor."""
+        torch = self.torch
+        if self.config.startswith("eager"):
+            def eager(i):
+                self.opt.zero_grad(set_to_none=True)
+                return self.body(*self.batch(i))
+            return eager
+        if self.config.startswith("compile"):
+            mode = self.config.split("_", 1)[1]
+
+            def step(x, y):
+                self.opt.zero_grad(set_to_none=True)
+                return self.body(x, y)
+            fn = torch.compile(step, mode=None if mode == "default" else mode)
+            return lambda i: fn(*self.batch(i))
+        # graph: static input and target tensors, warm-up on a side stream, then one capture
+        sx, sy = (t.to(self.dev).clone() for t in (self.xs[0], self.ys[0]))
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            for _ in range(3):
+                self.opt.zero_grad(set_to_none=True)
+                self.body(sx, sy, cache=False)
+        torch.cuda.current_stream().wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        self.opt.zero_grad(set_to_none=True)
+        with torch.cuda.graph(graph):
+            static_loss = self.body(sx, sy, cache=False)
+
+        def replay(i):
+            sx.copy_(self.xs[i % 8], non_blocking=True)
+            sy.copy_(self.ys[i % 8], non_blocking=True)
+            graph.replay()
+            return static_loss
+        return replay
+
+
+def steps_per_second(row: Row, steps: int, warmup: int) -> float:
+    torch, sync_each = row.torch, not row.config.endswith("_async")
+    run = row.stepper()
+    cuda = row.dev.type == "cuda"
+    loss = None
+    for i in range(warmup):
+        loss = run(i)
+        if sync_each:
+            loss.item()
+    if cuda:
+        torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for i in range(steps):
+        loss = run(i)
+        if sync_each:
+            loss.item()
+    final = float(loss)
+    if cuda:
+        torch.cuda.synchronize()
+    sps = steps / (time.perf_counter() - t0)
+    if final != final:
+        raise RuntimeError("the loss is NaN")
+    return sps
+
+
+def gemm_peaks(torch, dev, quick: bool, out: dict) -> None:
+    """The chip's GEMM peak as PyTorch (cuBLAS) reaches it, for comparison with gpu_bench's."""
+    for dtype, label in ((torch.float32, "f32"), (torch.bfloat16, "bf16"), (torch.float16, "f16")):
+        a = torch.rand((8192, 8192), device=dev, dtype=dtype)
+        b = torch.rand((8192, 8192), device=dev, dtype=dtype)
+        for _ in range(3):
+            a @ b
+        torch.cuda.synchronize()
+        iters = 5 if quick else 20
+        t0 = time.perf_counter()
+        for _ in range(iters):
+            a @ b
+        torch.cuda.synchronize()
+        out[f"torch_gemm_{label}_8192_tflops"] = 2 * 8192**3 * iters / (time.perf_counter() - t0) / 1e12
+
+
+def dry_run(torch, args, rows) -> int:
+    """Every row's model built on the CPU, its eager step run twice on a batch of 8."""
+    dev, failed = torch.device("cpu"), 0
+    for spec in rows:
+        small = (spec[0], spec[1], 8, 2, spec[4], spec[5])
+        try:
+            sps = steps_per_second(Row(torch, dev, small, "eager_foreach", args), steps=1, warmup=1)
+            log(f"dry run: {spec[0]}: eager step ran on the CPU ({sps:.1f} steps/s at batch 8); on a GPU: "
+                f"{', '.join(configs_of(spec[5]) + COMPILE)}")
+        except Exception as e:  # noqa: BLE001 - report every row
+            log(f"dry run: {spec[0]}: FAILED: {type(e).__name__}: {e}")
+            failed = 1
+    return failed
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--quick", action="store_true", help="a fifth of the steps")
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--budget", type=float, default=120.0,
                     help="seconds after which torch.compile runs not yet started are skipped")
+    ap.add_argument("--rows", default="", help="comma-separated prefixes of the rows to run (default: all)")
+    ap.add_argument("--text", help="gpt: the text whose distinct characters are the vocabulary "
+                                   "(default: /usr/share/common-licenses, as lockstep train's)")
+    ap.add_argument("--dry-run", action="store_true", help="on the CPU: build every model, run its eager step")
     args = ap.parse_args()
+    prefixes = [p for p in args.rows.split(",") if p]
+    rows = [r for r in ROWS if not prefixes or any(r[0].startswith(p) for p in prefixes)]
+    if not rows:
+        ap.error(f"--rows {args.rows!r} selects none of {', '.join(r[0] for r in ROWS)}")
     try:
         import torch
-        from torch import nn
     except ImportError as e:
         log(f"no torch: {e}")
         return 3
+    if args.dry_run:
+        return dry_run(torch, args, rows)
     if not torch.cuda.is_available():
         log("no CUDA device")
         return 77
@@ -48,49 +312,6 @@ def main() -> int:
     torch.backends.cuda.matmul.allow_tf32 = False  # lockstep's float32 GEMM is float32
     torch.backends.cudnn.allow_tf32 = False
     log(f"torch {torch.__version__} on {torch.cuda.get_device_name(0)}")
-
-    def mlp():
-        return nn.Sequential(nn.Linear(784, 128), nn.ReLU(), nn.Dropout(0.2), nn.Linear(128, 10))
-
-    def convnet():
-        return nn.Sequential(nn.Conv2d(1, 32, 3), nn.ReLU(), nn.MaxPool2d(2), nn.Conv2d(32, 64, 3), nn.ReLU(),
-                             nn.MaxPool2d(2), nn.Flatten(), nn.Dropout(0.5), nn.Linear(1600, 10))
-
-    # PyTorch's configurations, each given its best: eager with Adam's default (foreach) and its
-    # fused CUDA kernel; torch.compile of the whole step in its default mode and in
-    # "reduce-overhead" (CUDA graphs: the launch overhead that dominates such small steps goes).
-    # The faster of each pair is the reference.
-    eager_configs = ("foreach", "fused")
-    compile_configs = ("default", "reduce-overhead")
-
-    def steps_per_second(make, shape, batch: int, config: str, steps: int) -> float:
-        torch.manual_seed(1)
-        model = make().to(dev)
-        compiled = config in compile_configs
-        opt = torch.optim.Adam(model.parameters(), lr=1e-3, eps=1e-7, fused=config == "fused" or None)
-        loss_fn = nn.CrossEntropyLoss()
-        xs = [torch.rand((batch, *shape), device=dev) for _ in range(8)]
-        ys = [torch.randint(0, 10, (batch,), device=dev) for _ in range(8)]
-
-        def step(x, y):
-            opt.zero_grad(set_to_none=True)
-            loss = loss_fn(model(x), y)
-            loss.backward()
-            opt.step()
-            return loss
-
-        fn = (torch.compile(step, mode=None if config == "default" else config) if compiled else step)
-        for i in range(30 if not compiled else 60):  # compiled: compilation and recompiles first
-            fn(xs[i % 8], ys[i % 8]).item()
-        torch.cuda.synchronize()
-        t0 = time.perf_counter()
-        for i in range(steps):
-            fn(xs[i % 8], ys[i % 8]).item()
-        torch.cuda.synchronize()
-        return steps / (time.perf_counter() - t0)
-
-    runs = [("mlp_b64", mlp, (784,), 64, 1000), ("mlp_b1024", mlp, (784,), 1024, 400),
-            ("convnet_b128", convnet, (1, 28, 28), 128, 300)]
     out: dict[str, float | str | None] = {}
     t_start = time.perf_counter()
 
@@ -98,48 +319,42 @@ def main() -> int:
         if args.json:
             print(json.dumps(out), flush=True)
 
-    def run(name, make, shape, batch, steps, compiled):
-        kind = "compile" if compiled else "eager"
-        key = f"{name}_{kind}"
-        if args.quick:
-            steps //= 5
-        for config in compile_configs if compiled else eager_configs:
-            label = f"{key} ({config})"
-            if compiled and time.perf_counter() - t_start > args.budget:
-                log(f"{label}: skipped: past the {args.budget:.0f} s budget")
-                continue
-            try:
-                sps = steps_per_second(make, shape, batch, config, steps)
-                log(f"{label}: {sps:.1f} steps/s")
-            except Exception as e:  # torch.compile needs a C compiler and triton; report, go on
-                log(f"{label}: could not run: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}")
-                continue
-            out[f"{key}_{config}"] = sps
-            if sps > (out.get(key) or 0):
-                out[key], out[f"{key}_config"] = sps, config
-        out.setdefault(key, None)
-        emit()
+    def run(spec, config: str) -> None:
+        name, steps = spec[0], spec[3] // (5 if args.quick else 1)
+        try:
+            sps = steps_per_second(Row(torch, dev, spec, config, args), steps,
+                                   warmup=60 if config.startswith("compile") else 30)
+            log(f"{name} ({config}): {sps:.1f} steps/s")
+        except Exception as e:  # noqa: BLE001 - torch.compile needs a compiler and triton, a capture may fail
+            log(f"{name} ({config}): could not run: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}")
+            with contextlib.suppress(Exception):
+                torch.cuda.synchronize()
+            return
+        finally:
+            torch.cuda.empty_cache()
+        out[f"{name}_{config}"] = sps
+        if sps > (out.get(name) or 0):
+            out[name], out[f"{name}_config"] = sps, config
 
-    # Eager first, then cuBLAS's GEMM peak, then torch.compile (whose compilation takes longest):
-    # a run cut off by a time limit keeps what came before.
-    for r in runs:
-        run(*r, compiled=False)
-    # The chip's float32 and bfloat16 GEMM peak as PyTorch (cuBLAS) reaches it, for comparison.
-    for dtype, label in ((torch.float32, "f32"), (torch.bfloat16, "bf16")):
-        a = torch.rand((8192, 8192), device=dev, dtype=dtype)
-        b = torch.rand((8192, 8192), device=dev, dtype=dtype)
-        for _ in range(3):
-            a @ b
-        torch.cuda.synchronize()
-        iters = 5 if args.quick else 20
-        t0 = time.perf_counter()
-        for _ in range(iters):
-            a @ b
-        torch.cuda.synchronize()
-        out[f"torch_gemm_{label}_8192_tflops"] = 2 * 8192**3 * iters / (time.perf_counter() - t0) / 1e12
+    # Eager and graph configurations of every row first, then cuBLAS's GEMM peak, then torch.compile
+    # by value: a run cut off by a time limit keeps what came before.
+    for spec in rows:
+        for config in configs_of(spec[5]):
+            run(spec, config)
+        out.setdefault(spec[0], None)
+        emit()
+    gemm_peaks(torch, dev, args.quick, out)
     emit()
-    for r in runs:
-        run(*r, compiled=True)
+    by_name = {r[0]: r for r in rows}
+    for config in COMPILE:
+        for name in COMPILE_ORDER:
+            if name not in by_name:
+                continue
+            if time.perf_counter() - t_start > args.budget:
+                log(f"{name} ({config}): skipped: past the {args.budget:.0f} s budget")
+                continue
+            run(by_name[name], config)
+            emit()
     if not args.json:
         for k, v in out.items():
             print(f"{k}: {v}")

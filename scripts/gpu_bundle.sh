@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Builds, on a machine with the CUDA toolkit (nvcc), what scripts/gpu_check.sh runs on a GPU
 # machine that has no compiler or package registry: gpu-bundle/bin (gpu_tests, backend_tests,
-# gpu_bench, and the lockstep CLI for the accuracy runs), gpu-bundle/data/mnist (MNIST, which that
-# machine does not have) and gpu-bundle/lib (the shared libraries they need that such a machine may lack:
+# gpu_bench, gemm_bench for bench/compare_cores.sh, custom_loop and the lockstep CLI),
+# gpu-bundle/data (MNIST and the GPT's text, which that machine may not have) and gpu-bundle/lib
+# (the shared libraries they need that such a machine may lack:
 # oneDNN, protobuf, libstdc++, the CUDA runtime). cuBLASLt, cuDNN and NCCL are too large to carry
 # (hundreds of MiB); gpu_check.sh takes them from the GPU machine's PyTorch (its nvidia-* wheels)
 # or CUDA install. It is packed into gpu-bundle.tar.xz, which must stay well under 64 MiB (what a
@@ -20,11 +21,18 @@ command -v ccache >/dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -
 cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DLOCKSTEP_WERROR=ON -DLOCKSTEP_WITH_CUDA=ON \
       -DLOCKSTEP_WITH_MPI=OFF -DLOCKSTEP_NATIVE=OFF -DLOCKSTEP_BUILD_EXAMPLES=ON \
       -DCMAKE_CUDA_ARCHITECTURES="$arch" "${launcher[@]}" >/dev/null
-cmake --build build-gpu --target gpu_tests backend_tests gpu_bench lockstep custom_loop -j"$(nproc)"
+cmake --build build-gpu --target gpu_tests backend_tests gpu_bench gemm_bench lockstep custom_loop -j"$(nproc)"
 rm -rf gpu-bundle
 mkdir -p gpu-bundle/bin gpu-bundle/lib gpu-bundle/data/mnist
 cp build-gpu/tests/gpu_tests build-gpu/tests/backend_tests build-gpu/bin/gpu_bench build-gpu/bin/lockstep \
-   build-gpu/bin/custom_loop gpu-bundle/bin/
+   build-gpu/bin/custom_loop build-gpu/bin/gemm_bench gpu-bundle/bin/
+# The character GPT's text (the files of /usr/share/common-licenses, which the GPU machine may lack).
+python3 - "$repo/bench" gpu-bundle/data/text.txt <<'PY'
+import sys
+sys.path.insert(0, sys.argv[1])
+import reference_transformer as r
+open(sys.argv[2], "w", encoding="utf-8").write(r.read_text(None))
+PY
 # MNIST for the flagship's and the convnet's accuracy on the GPU (already gzipped: ~11 MiB).
 mnist=""
 for d in "${LOCKSTEP_DATA_DIR:-$HOME/.lockstep/datasets}/mnist" "$(dirname "$repo")/shared/data/mnist"; do

@@ -1,24 +1,57 @@
 #!/usr/bin/env bash
-# The one command for a GPU machine (issue 13): runs the gpu tests, the backend-parity rows on
-# CUDA, 4 logical replicas on one GPU against one device, and the GPU benchmarks against PyTorch,
-# and writes one report. Made for a machine without a compiler or a package registry (an H200
-# with a CUDA 13 driver and PyTorch 2.11 in its python3): its binaries come from gpu-bundle/ or
-# gpu-bundle.tar.xz (scripts/gpu_bundle.sh, run where nvcc is, then carried along), else from
-# build/ (a build with CUDA on this machine). At most 11 minutes: every phase has a time limit
-# (120 + 60 + 45 + 30 + 60 + 40 + 60 + 150 + 90 s), and they usually take far less (about 2½
-# minutes in all on an H200, most of it PyTorch compiling).
-#   scripts/gpu_check.sh [bundle-or-build-dir]      report: $OUT/gpu_check_report.txt (or ./)
+# The one command for a GPU machine (issues 13, 37, 38, 40, 42): every GPU point of the open issues
+# in one run of at most --budget seconds (default 540: a device call's 10 minutes leave room for
+# the start and the bundle). Runs the gpu tests, the seeds' custom loop, lockstep's bare steps
+# (bench/gpu_bench.cpp), `lockstep train` through fit (flagship at 64 / 1024, gpu:0x4, the wide
+# MLP in float32 / bfloat16 / float16, the ViT and the GPT), PyTorch at its best
+# (bench/reference_gpu.py), the host's CPU scaling (bench/compare_cores.sh), the CUDA parity rows,
+# accuracy runs, compute-sanitizer and a profile of one fit run, then prints one
+# "ACCEPT <issue>.<point> ratio=... goal=... PASS|FAIL|MISSING what" line per acceptance point
+# (scripts/gpu_check_accept.py, which can be rerun on the logs afterwards).
+# Made for a machine without a compiler or a package registry (an H200 with a CUDA 13 driver and
+# PyTorch 2.11 in its python3): its binaries come from gpu-bundle/ or gpu-bundle.tar.xz
+# (scripts/gpu_bundle.sh, run where nvcc is, then carried along), else from build/.
+#   scripts/gpu_check.sh [--dry-run] [--budget SECONDS] [--only PART,...] [--logs DIR]
+#                        [bundle-or-build-dir]
+# Writes to $OUT (else the repository): gpu_check_report.txt and gpu_check_logs.tar.gz (every
+# part's log and JSON, repacked after each part, so a run cut off keeps what it did).
+# A second try within a session's device time: --only runs just the parts named (those that
+# failed or were skipped), and --logs DIR adds to an earlier run's logs (its tarball unpacked into
+# DIR, carried along) so that the ACCEPT lines cover both runs.
+# --dry-run (no GPU needed; CI runs it): checks every binary and file exists, every `lockstep
+# train` flag is one the CLI knows, the scripts parse, reference_gpu.py's models build and step on
+# the CPU and the accept script runs; prints each part's command line; runs nothing on a GPU.
 set -uo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$repo"
+dry=0 budget=540 dir="" only="" logs=""
+while (($#)); do
+  case "$1" in
+    --dry-run) dry=1; shift ;;
+    --budget) [[ "${2:-}" =~ ^[1-9][0-9]*$ ]] || { echo "gpu_check: --budget needs seconds" >&2; exit 2; }
+              budget="$2"; shift 2 ;;
+    --only) [[ -n "${2:-}" ]] || { echo "gpu_check: --only needs part names" >&2; exit 2; }
+            only=",$2,"; shift 2 ;;
+    --logs) [[ -d "${2:-}" ]] || { echo "gpu_check: --logs needs an existing folder" >&2; exit 2; }
+            logs="$(cd "$2" && pwd)"; shift 2 ;;
+    -h|--help) sed -n '2,26p' "$0"; exit 0 ;;
+    -*) echo "gpu_check: unknown option '$1'" >&2; exit 2 ;;
+    *) dir="$1"; shift ;;
+  esac
+done
 report_dir="${OUT:-$repo}"
 report="$report_dir/gpu_check_report.txt"
 mkdir -p "$report_dir"
+if [[ -z "$logs" ]]; then
+  logs="$(mktemp -d "${TMPDIR:-/tmp}/gpu_check_logs.XXXXXX")"
+  ((dry)) && trap 'rm -rf "$logs"' EXIT  # a real run's stay (its report names them) and are packed
+fi
+runs="$logs/runs"  # run folders of `lockstep train` (not packed)
+mkdir -p "$runs"
 : >"$report"
 say() { printf '%s\n' "$*" | tee -a "$report"; }
 
 # ---- binaries ----
-dir="${1:-}"
 if [[ -z "$dir" && ! -x gpu-bundle/bin/gpu_tests && -f gpu-bundle.tar.xz ]]; then
   unpack="${TMPDIR:-/tmp}/lockstep-gpu-check"
   rm -rf "$unpack" && mkdir -p "$unpack"
@@ -33,17 +66,29 @@ if [[ -z "$dir" ]]; then
   if [[ -x gpu-bundle/bin/gpu_tests ]]; then dir=gpu-bundle; else dir=build; fi
 fi
 data_dir="${LOCKSTEP_DATA_DIR:-$HOME/.lockstep/datasets}"
+[[ -d "$data_dir/mnist" ]] || { [[ -d "$(dirname "$repo")/shared/data/mnist" ]] && data_dir="$(dirname "$repo")/shared/data"; }
+text=""  # the GPT's text: the bundle's copy (the GPU machine may lack /usr/share/common-licenses)
 if [[ -x "$dir/bin/gpu_tests" ]]; then
-  bin="$dir/bin"; gpu_tests="$bin/gpu_tests"; backend_tests="$bin/backend_tests"; gpu_bench="$bin/gpu_bench"
-  cli="$bin/lockstep"; custom_loop="$bin/custom_loop"
+  bin="$dir/bin"; gpu_tests="$bin/gpu_tests"; backend_tests="$bin/backend_tests"
   [[ -d "$dir/data/mnist" ]] && data_dir="$(cd "$dir/data" && pwd)"
+  [[ -f "$dir/data/text.txt" ]] && text="$(cd "$dir/data" && pwd)/text.txt"
 elif [[ -x "$dir/tests/gpu_tests" ]]; then
-  gpu_tests="$dir/tests/gpu_tests"; backend_tests="$dir/tests/backend_tests"; gpu_bench="$dir/bin/gpu_bench"
-  cli="$dir/bin/lockstep"; custom_loop="$dir/bin/custom_loop"
+  bin="$dir/bin"; gpu_tests="$dir/tests/gpu_tests"; backend_tests="$dir/tests/backend_tests"
 else
   echo "gpu_check: no gpu_tests under $dir: run scripts/gpu_bundle.sh where nvcc is and carry gpu-bundle/," >&2
   echo "gpu_check: or build here (scripts/build.sh) when this machine has the CUDA toolkit" >&2
   exit 1
+fi
+gpu_bench="$bin/gpu_bench" cli="$bin/lockstep" custom_loop="$bin/custom_loop" gemm_bench="$bin/gemm_bench"
+export LOCKSTEP_DATA_DIR="$data_dir"
+# The Python that holds PyTorch: $PYTHON, else the first python3 on PATH that imports torch
+# (the GPU machine's python3; here Debian's /usr/bin/python3), else python3.
+py="${PYTHON:-}"
+if [[ -z "$py" ]]; then
+  for p in python3 /usr/bin/python3; do
+    command -v "$p" >/dev/null && "$p" -c 'import torch' 2>/dev/null && { py="$(command -v "$p")"; break; }
+  done
+  py="${py:-python3}"
 fi
 
 # ---- libraries: the bundle's, then cuBLASLt / cuDNN / NCCL / cudart from PyTorch's wheels or CUDA
@@ -51,7 +96,6 @@ fi
 libs=()
 lib_notes=()
 [[ -d "$dir/lib" ]] && libs+=("$(cd "$dir/lib" && pwd)")
-py="${PYTHON:-python3}"
 site="$("$py" -c 'import torch, os; print(os.path.dirname(os.path.dirname(torch.__file__)))' 2>/dev/null || true)"
 for pattern in 'libcublasLt.so.13*' 'libcudnn.so.9*' 'libnccl.so.2*' 'libcudart.so.13*' 'libnvrtc.so.13*'; do
   found=""
@@ -60,7 +104,8 @@ for pattern in 'libcublasLt.so.13*' 'libcudnn.so.9*' 'libnccl.so.2*' 'libcudart.
     f="$(find "$root" -name "$pattern" -print -quit 2>/dev/null)"
     if [[ -n "$f" ]]; then found="$(dirname "$f")"; break; fi
   done
-  if [[ -n "$found" ]]; then libs+=("$found"); lib_notes+=("${pattern%%.so*} from $found");
+  if [[ -n "$found" ]]; then
+    [[ " ${libs[*]} " == *" $found "* ]] || libs+=("$found"); lib_notes+=("${pattern%%.so*} from $found")
   else lib_notes+=("WARNING: no ${pattern%%.so*} found (PyTorch's nvidia wheels, /usr/local/cuda)"); fi
 done
 # Only lockstep's binaries run with these (`"${with_libs[@]}" CMD`): PyTorch's reference keeps the machine's
@@ -74,130 +119,171 @@ if [[ -d "$dir/lib/fallback" ]] && missing "$gpu_tests" >/dev/null; then
 fi
 with_libs=(env "LD_LIBRARY_PATH=$lib_path")
 
-say "gpu_check on $(hostname), $(date -u +%FT%TZ), commit $(cat "$dir/COMMIT" 2>/dev/null || git rev-parse HEAD 2>/dev/null)"
+say "gpu_check$( ((dry)) && echo " --dry-run") on $(hostname), $(date -u +%FT%TZ), commit $(cat "$dir/COMMIT" 2>/dev/null || git rev-parse HEAD 2>/dev/null), budget ${budget}s"
 for note in "${lib_notes[@]}"; do say "$note"; done
-command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee -a "$report"
-for b in "$gpu_tests" "$backend_tests" "$gpu_bench" ${cli:+"$cli"}; do
-  [[ -x "$b" ]] || continue
-  if missing "$b" >/dev/null; then say "ERROR: $(basename "$b") lacks libraries:"; missing "$b" | tee -a "$report"; exit 1; fi
+status=0
+for b in "$gpu_tests" "$backend_tests" "$gpu_bench" "$cli" "$custom_loop" "$gemm_bench"; do
+  if [[ ! -x "$b" ]]; then say "ERROR: $b is missing (scripts/gpu_bundle.sh builds it)"; status=1
+  elif ((!dry)) && missing "$b" >/dev/null; then say "ERROR: $(basename "$b") lacks libraries:"; missing "$b" | tee -a "$report"; exit 1; fi
 done
-
-count_out="$("${with_libs[@]}" "$gpu_tests" --gtest_filter=NoDevice.ReportsHowManyGpusAreVisible 2>&1)"
-gpus="$(grep -m1 'GPUs visible:' <<<"$count_out")"
-say "$gpus"
-grep -m1 'GPU stack:' <<<"$count_out" | tee -a "$report"
-if [[ "${gpus##*: }" == "0" || -z "$gpus" ]]; then
-  say "ERROR: lockstep sees no GPU here (driver, CUDA_VISIBLE_DEVICES?); nothing to check"; exit 1
+for f in tests/cli/check_metrics.sh tests/gpu/save_and_predict.sh bench/compare_cores.sh bench/reference_gpu.py \
+         bench/reference_transformer.py scripts/gpu_check_accept.py "$data_dir/mnist/train-images-idx3-ubyte.gz"; do
+  [[ -f "$f" ]] || { say "ERROR: $f is missing"; status=1; }
+done
+if ((!dry)); then
+  command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee -a "$report"
+  count_out="$("${with_libs[@]}" "$gpu_tests" --gtest_filter=NoDevice.ReportsHowManyGpusAreVisible 2>&1)"
+  gpus="$(grep -m1 'GPUs visible:' <<<"$count_out")"
+  say "$gpus"
+  grep -m1 'GPU stack:' <<<"$count_out" | tee -a "$report"
+  if [[ "${gpus##*: }" == "0" || -z "$gpus" ]]; then
+    say "ERROR: lockstep sees no GPU here (driver, CUDA_VISIBLE_DEVICES?); nothing to check"; exit 1
+  fi
 fi
 
-status=0
-phase() {  # phase NAME SECONDS CMD...: runs with a limit, logs the tail, records failure
+# ---- how a part runs ----
+t_begin=$SECONDS
+known=","  # the parts' names, for --only
+train_help=""
+pack() { tar -czf "$report_dir/gpu_check_logs.tar.gz" -C "$logs" --exclude=runs --exclude=bin . 2>/dev/null || true; }
+part() {  # part NAME LIMIT CMD...: runs CMD within LIMIT seconds and what is left of --budget
   local name="$1" limit="$2"; shift 2
+  local left=$((budget - (SECONDS - t_begin))) log="$logs/$name.log"
+  known+="$name,"
+  [[ -z "$only" || "$only" == *",$name,"* ]] || return 0
+  if ((dry)); then
+    say "DRY $name (limit ${limit}s): $*"
+    [[ "$1" == env || "$1" == train || -x "$1" || -f "$1" ]] || command -v "$1" >/dev/null ||
+      { say "ERROR: $name: '$1' is not a program here"; status=1; }
+    [[ "$1" == train ]] && { "$@" || status=1; }
+    return 0
+  fi
+  if ((left < 15)); then
+    say ""; say "==== $name: SKIPPED (${left}s of the ${budget}s budget left)"
+    printf '%s\tskipped\t0\n' "$name" >>"$logs/status.tsv"
+    return 0
+  fi
+  ((limit > left)) && limit=$left
   say ""; say "==== $name (limit ${limit}s) ===="
-  local t0=$SECONDS log="$report_dir/gpu_check_$name.log"
+  local t0=$SECONDS
+  # timeout runs programs: a function of this script (train, ...) runs in a bash of its own.
+  declare -F "$1" >/dev/null && set -- bash -c '"$@"' _ "$@"
   timeout --kill-after=10 "$limit" "$@" >"$log" 2>&1
   local rc=$?
-  tail -n 40 "$log" >>"$report"
-  tail -n 12 "$log"
-  say "---- $name: exit $rc in $((SECONDS - t0))s (full log: $log)"
+  tail -n 30 "$log" >>"$report"
+  tail -n 8 "$log"
+  say "---- $name: exit $rc in $((SECONDS - t0))s"
+  printf '%s\t%s\t%s\n' "$name" "$rc" "$((SECONDS - t0))" >>"$logs/status.tsv"
   [[ $rc -ne 0 ]] && status=1
+  pack
   return 0
 }
+# train NAME FLAGS...: `lockstep train` on MNIST from host memory (through fit); its figures
+# (train_steps_per_second, ...) go to NAME.json. In a dry run: checks each flag against --help.
+train() {
+  local name="$1"; shift
+  if ((dry)); then
+    [[ -n "$train_help" ]] || train_help="$("${with_libs[@]}" "$cli" train --help 2>&1)"
+    local a ok=0
+    for a in "$@"; do  # flags, and the words given as values (model names, policies)
+      if [[ "$a" == --* ]]; then
+        grep -qE -- "(^|[ ,])${a%%=*}([ ,={]|$)" <<<"$train_help" || { say "ERROR: $name: lockstep train has no $a"; ok=1; }
+      elif [[ "$a" =~ ^[a-z][a-z_0-9]*$ ]]; then
+        grep -qw -- "$a" <<<"$train_help" || { say "ERROR: $name: lockstep train knows no value '$a'"; ok=1; }
+      fi
+    done
+    return $ok
+  fi
+  env "LD_LIBRARY_PATH=$lib_path" "$cli" train "$@" --no-tensorboard --verbose 2 --logdir "$runs/$name" \
+    --metrics-out "$logs/$name.json"
+}
+# accuracy MIN CMD...: CMD's last line says "Test Accuracy: A" with A >= MIN (examples/custom_loop.cpp)
+accuracy() {
+  local min="$1" out; shift
+  out="$("$@")" || { echo "$out"; return 1; }
+  echo "$out"
+  awk -v a="$(tail -1 <<<"$out" | sed -n 's/.*Test Accuracy: \([0-9.]*\).*/\1/p')" -v m="$min" 'BEGIN { exit !(a >= m) }'
+}
+# profile: one fit run of the flagship under Nsight Systems where the machine has it (its summary in
+# the log; the report file stays behind, too large to bring back), else with
+# lockstep's own per-phase timers (LOCKSTEP_PHASE_TIMES=1).
+profile() {
+  local nsys; nsys="$(command -v nsys || ls /usr/local/cuda/bin/nsys 2>/dev/null || true)"
+  if [[ -n "$nsys" ]]; then
+    env "LD_LIBRARY_PATH=$lib_path" "$nsys" profile --stats=true -o "$runs/fit_profile" --force-overwrite true \
+      "$cli" train --devices gpu:0 --global-batch-size 1024 --epochs 1 --steps-per-epoch 500 --no-tensorboard --verbose 2 --logdir "$runs/profile"
+  else
+    echo "no nsys: lockstep's phase timers"
+    LOCKSTEP_PHASE_TIMES=1 train profile --devices gpu:0 --global-batch-size 1024 --epochs 1 --steps-per-epoch 500
+  fi
+}
+# Programs that carry the library path themselves, for scripts that run them beside PyTorch
+# (which keeps the machine's own libraries): bench/compare_cores.sh.
+wrap() {  # wrap NAME PROGRAM: prints the path of a wrapper that runs PROGRAM with lockstep's libraries
+  mkdir -p "$logs/bin"
+  printf '#!/bin/sh\nLD_LIBRARY_PATH="%s" exec "%s" "$@"\n' "$lib_path" "$2" >"$logs/bin/$1"
+  chmod +x "$logs/bin/$1"; echo "$logs/bin/$1"
+}
+left_s() {  # left_s MAX RESERVE: MAX, or what is left of the budget less RESERVE if that is less
+  local l=$((budget - (SECONDS - t_begin) - $2)); ((l < $1)) && echo $((l > 10 ? l : 10)) || echo "$1"
+}
+export -f train accuracy profile
+export dry lib_path cli logs runs
+sanitizer="$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null || echo compute-sanitizer)"
+# One epoch of N steps (the data repeats): fit times its steps after the first 5% and up to the last
+# step, so no epoch-end validation or backup is counted.
+wide=(--hidden 4096 --global-batch-size 4096 --epochs 1 --steps-per-epoch 120)
 
+# ---- the parts, in order of value (a run cut off by the budget loses the last) ----
+# One line each: part NAME LIMIT_SECONDS CMD...; `train NAME FLAGS` for a fit run whose figures
+# scripts/gpu_check_accept.py reads (NAME.json). Add a part as one line here (and its ACCEPT
+# line in gpu_check_accept.py).
 # Not --gtest_brief: if a test hangs, the log's last "[ RUN ]" names it.
-phase gpu_tests 120 "${with_libs[@]}" "$gpu_tests"
-say "4 logical replicas on one GPU vs one device (1e-5):"
-grep -E 'FourLogicalReplicas' "$report_dir/gpu_check_gpu_tests.log" | tee -a "$report"
-grep -q 'FAILED.*FourLogicalReplicas' "$report_dir/gpu_check_gpu_tests.log" && say "  FAILED" || say "  (not listed as failed above)"
-phase parity_cuda 60 "${with_libs[@]}" "$backend_tests" --gtest_brief=1 '--gtest_filter=*cuda*:ParityBackends.Cuda'
-# The flagship's and the convnet's test accuracy on MNIST, trained on the GPU by the CLI with the
-# CPU suite's settings and thresholds (tests/cli_and_reference_tests.cmake: flagship.*).
-if [[ -x "$cli" && -f "$data_dir/mnist/train-images-idx3-ubyte.gz" ]]; then
-  export LOCKSTEP_DATA_DIR="$data_dir"
-  runs="${TMPDIR:-/tmp}/lockstep-gpu-check-runs"
-  rm -rf "$runs"
-  phase mlp_accuracy 45 tests/cli/check_metrics.sh 0.975 "${with_libs[@]}" "$cli" train --devices gpu:0 --no-tensorboard \
-    --logdir "$runs/mlp"
-  # fit's prefetch to device (the next batch copied on the copy stream while a step runs) against
-  # copying each batch in order before its step: one epoch of the flagship each.
-  phase prefetch_ab 30 bash -c 'runs="$1"; shift; for p in 1 0; do off=(); ((p)) || off=(--no-prefetch-to-device)
-      echo "prefetch_to_device=$p: $("$@" "${off[@]}" --epochs 1 --verbose 2 \
-        --logdir "$runs/prefetch$p" 2>&1 | grep -o "train_steps_per_second: [0-9.]*")"; done' \
-    _ "$runs" "${with_libs[@]}" "$cli" train --devices gpu:0 --no-tensorboard
-  phase cnn_accuracy 60 tests/cli/check_metrics.sh 0.99 "${with_libs[@]}" "$cli" train --model cnn --devices gpu:0x2 --epochs 5 \
-    --global-batch-size 64 --learning-rate 2e-3 --no-tensorboard --logdir "$runs/cnn"
-  # The seeds' custom loop (examples/custom_loop.cpp, every GPU): variables on the GPU from the scope
-  # on, model(x_test) on host data after each epoch; >= 0.97 as on emulated GPUs in CI (issue 42).
-  phase custom_loop 90 bash -c 'out="$("$@" 5)" || { echo "$out"; exit 1; }; echo "$out"
-      acc="$(tail -1 <<<"$out" | sed -n "s/.*Test Accuracy: \([0-9.]*\).*/\1/p")"; awk -v a="$acc" "BEGIN { exit !(a >= 0.97) }"' \
-    _ "${with_libs[@]}" "$custom_loop"
-  # Weights written from the GPU (.keras and a lockstep folder), read back and run by predict.
-  phase save_load 40 tests/gpu/save_and_predict.sh "$runs/save" gpu:0 "$py" "${with_libs[@]}" "$cli"
-else
-  say ""; say "accuracy runs skipped: no lockstep CLI or no MNIST under $data_dir (scripts/gpu_bundle.sh carries both)"
-  status=1
-fi
-phase gpu_bench 60 "${with_libs[@]}" "$gpu_bench" --json
-phase torch_reference 150 "$py" bench/reference_gpu.py --json --budget 90
-# The GPU tests again under compute-sanitizer's memcheck (out-of-bounds and misaligned device
-# accesses, leaks), where the machine has it; not the convnet's (slow under it). Out-of-memory
-# errors from the CUDA API are what the memory tests provoke, so API errors are not reported.
-sanitizer="$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null || true)"
-if [[ -n "$sanitizer" ]]; then
-  phase memcheck 90 "${with_libs[@]}" "$sanitizer" --tool memcheck --error-exitcode 1 --report-api-errors no \
-    --print-limit 20 "$gpu_tests" '--gtest_filter=GpuMemory.*:GpuReplicas.*:GpuCompute.*'
-else
-  say ""; say "memcheck skipped: no compute-sanitizer on this machine"
-fi
+part gpu_tests       110 "${with_libs[@]}" "$gpu_tests"
+part custom_loop      60 accuracy 0.97 "${with_libs[@]}" "$custom_loop" 5
+part gpu_bench        60 "${with_libs[@]}" "$gpu_bench" --json
+part fit_b64          25 train fit_b64 --devices gpu:0 --global-batch-size 64 --epochs 1 --steps-per-epoch 2000
+part fit_b1024        25 train fit_b1024 --devices gpu:0 --global-batch-size 1024 --epochs 1 --steps-per-epoch 600
+part fit_b1024_x4     25 train fit_b1024_x4 --devices gpu:0x4 --global-batch-size 1024 --epochs 1 --steps-per-epoch 600
+part wide_f32         25 train wide_f32 --devices gpu:0 "${wide[@]}"
+part wide_bf16        25 train wide_bf16 --devices gpu:0 "${wide[@]}" --policy mixed_bfloat16
+part wide_f16         25 train wide_f16 --devices gpu:0 "${wide[@]}" --policy mixed_float16
+part vit              40 train vit --model vit --devices gpu:0 --global-batch-size 128 --epochs 1 --steps-per-epoch 300
+part gpt              40 train gpt --model gpt ${text:+--text "$text"} --devices gpu:0 --global-batch-size 64 --epochs 1 --steps-per-epoch 300
+part torch_reference 200 "$py" bench/reference_gpu.py --json --budget "$(left_s 120 90)" ${text:+--text "$text"}
+part cores           120 env LOCKSTEP_BIN="$(wrap lockstep "$cli")" GEMM_BENCH_BIN="$(wrap gemm_bench "$gemm_bench")" \
+                         REF_PYTHON="$py" bench/compare_cores.sh -R 1 -n 100 -w 10 --json
+part parity_cuda      45 "${with_libs[@]}" "$backend_tests" --gtest_brief=1 '--gtest_filter=*cuda*:ParityBackends.Cuda'
+part mlp_accuracy     45 tests/cli/check_metrics.sh 0.975 "${with_libs[@]}" "$cli" train --devices gpu:0 --no-tensorboard --logdir "$runs/mlp"
+part cnn_accuracy     60 tests/cli/check_metrics.sh 0.99 "${with_libs[@]}" "$cli" train --model cnn --devices gpu:0x2 --epochs 5 \
+                         --global-batch-size 64 --learning-rate 2e-3 --no-tensorboard --logdir "$runs/cnn"
+part save_load        40 tests/gpu/save_and_predict.sh "$runs/save" gpu:0 "$py" "${with_libs[@]}" "$cli"
+part prefetch_off     20 train prefetch_off --devices gpu:0 --global-batch-size 64 --epochs 1 --steps-per-epoch 2000 --no-prefetch-to-device
+# The convnet's peak device memory under float32 and mixed_bfloat16 (issue 42's point 5; INFO).
+part cnn_mem_f32      25 train cnn_mem_f32 --model cnn --devices gpu:0 --global-batch-size 128 --epochs 1 --steps-per-epoch 50
+part cnn_mem_bf16     25 train cnn_mem_bf16 --model cnn --devices gpu:0 --global-batch-size 128 --epochs 1 --steps-per-epoch 50 --policy mixed_bfloat16
+# compute-sanitizer's memcheck on a short set of GPU tests (API errors are what the memory tests provoke).
+part memcheck         90 "${with_libs[@]}" "$sanitizer" --tool memcheck --error-exitcode 1 --report-api-errors no \
+                         --print-limit 20 "$gpu_tests" '--gtest_filter=GpuMemory.*:GpuReplicas.*:GpuCompute.*'
+part profile          45 profile
 
-# ---- ratios ----
-# Each prints a JSON line of its figures so far after every part: the last one holds what ran.
-ours="$(grep '^{' "$report_dir/gpu_check_gpu_bench.log" 2>/dev/null | tail -n 1)"
-theirs="$(grep '^{' "$report_dir/gpu_check_torch_reference.log" 2>/dev/null | tail -n 1)"
-say ""; say "==== ratios ===="
-"$py" - "$ours" "$theirs" "$report_dir/gpu_check_prefetch_ab.log" <<'PY' | tee -a "$report"
-import json, sys
-def load(s):
-    try:
-        return json.loads(s)
-    except Exception:
-        return {}
-ours, theirs = load(sys.argv[1]), load(sys.argv[2])
-def ratio(a, b):
-    return f"{a / b:.2f}x" if a and b else "n/a"
-def cfg(key):  # which of PyTorch's configurations was the faster (bench/reference_gpu.py)
-    return f" [{theirs[key + '_config']}]" if theirs.get(key + "_config") else ""
-for b in (64, 1024):
-    l = ours.get(f"mlp_b{b}_steps_per_s")
-    e, c = theirs.get(f"mlp_b{b}_eager"), theirs.get(f"mlp_b{b}_compile")
-    print(f"flagship MLP batch {b:4d}: lockstep {l or 0:8.1f} steps/s; torch eager{cfg(f'mlp_b{b}_eager')} {e or 0:8.1f} "
-          f"({ratio(l, e)}, goal >= 1.5x); torch.compile{cfg(f'mlp_b{b}_compile')} {c or 0:8.1f} ({ratio(l, c)})")
-lg, one = ours.get("mlp_b1024_4logical_steps_per_s"), ours.get("mlp_b1024_steps_per_s")
-print(f"flagship MLP batch 1024 on 4 logical replicas of gpu:0: {lg or 0:8.1f} steps/s = {ratio(lg, one)} one device")
-ce, cc = theirs.get("convnet_b128_eager"), theirs.get("convnet_b128_compile")
-cl = ours.get("convnet_b128_steps_per_s")
-print(f"convnet batch 128: lockstep {cl or 0:8.1f} steps/s; torch eager{cfg('convnet_b128_eager')} {ce or 0:8.1f} "
-      f"({ratio(cl, ce)}); torch.compile{cfg('convnet_b128_compile')} {cc or 0:8.1f} ({ratio(cl, cc)})")
-for d in ("f32", "bf16", "f16"):
-    peak, big = ours.get(f"gemm_{d}_peak_tflops"), ours.get(f"gemm_{d}_b1024_4096_tflops")
-    first = ours.get(f"gemm_{d}_b1024_flagship_tflops")
-    t = theirs.get(f"torch_gemm_{d}_8192_tflops")
-    print(f"GEMM {d:4s}: measured peak {peak or 0:7.1f} TFLOP/s (torch 8192^3: {t or 0:7.1f}); batch 1024 "
-          f"1024x4096x4096 {big or 0:7.1f} = {100 * big / peak if big and peak else 0:.0f}% of peak (goal >= 70%); "
-          f"flagship layer {first or 0:.1f} = {100 * first / peak if first and peak else 0:.0f}%")
-try:
-    for line in open(sys.argv[3]):
-        if line.startswith("prefetch_to_device="):
-            print(f"fit, flagship on gpu:0, one epoch: {line.strip()}")
-except OSError:
-    pass
-bw, cp = ours.get("allreduce_4_logical_busbw_gbs"), ours.get("device_copy_gbs")
-# Through device memory an all-reduce of n buffers reads all n and writes all n: 2n bytes moved per
-# byte of algorithm bandwidth (bus bandwidth x n / (2 (n - 1))), against a copy's read + write.
-traffic = bw * 4 / 6 * 8 if bw else 0
-print(f"all-reduce among 4 logical replicas: bus bandwidth {bw or 0:.1f} GB/s; memory traffic {traffic:.0f} GB/s "
-      f"(reads and writes) = {100 * traffic / cp if traffic and cp else 0:.0f}% of the device copy's {cp or 0:.0f} GB/s")
-PY
+IFS=, read -ra wanted <<<"${only#,}"
+for w in "${wanted[@]}"; do
+  [[ "$known" == *",$w,"* ]] || { say "ERROR: --only: no part is named '$w' (the parts: ${known:1:-1})"; status=1; }
+done
+
+# ---- acceptance ----
+say ""; say "==== acceptance (scripts/gpu_check_accept.py $logs) ===="
+if ((dry)); then
+  bash -n bench/compare_cores.sh && bash -n tests/gpu/save_and_predict.sh || status=1
+  "$py" -m py_compile bench/reference_gpu.py scripts/gpu_check_accept.py || status=1
+  "$py" bench/reference_gpu.py --dry-run 2>&1 | tee -a "$report"
+  rc=${PIPESTATUS[0]}
+  [[ $rc -eq 0 || $rc -eq 3 ]] || status=1  # 3: no torch here, nothing of it to check
+fi
+"$py" scripts/gpu_check_accept.py "$logs" | tee -a "$report"
+[[ ${PIPESTATUS[0]} -eq 0 ]] || status=1
+pack
 say ""
-say "gpu_check: $([[ $status -eq 0 ]] && echo "every phase passed" || echo "SOME PHASE FAILED (see above)"); report: $report"
+say "gpu_check: $([[ $status -eq 0 ]] && echo "every part passed" || echo "SOME PART FAILED (see above)"); report: $report"
 exit $status

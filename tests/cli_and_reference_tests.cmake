@@ -539,3 +539,12 @@ add_test(NAME reference.keras_vit_matches_lockstep_both_ways
          COMMAND bash -c "{ [ -x \"$0\" ] || exit 77; } && rm -rf \"$2\" && \"$0\" \"$1\" \"$2\" \"$3\""
                  ${_ref_py} ${CMAKE_CURRENT_SOURCE_DIR}/reference/keras_vit.py ${CMAKE_CURRENT_BINARY_DIR}/keras_vit ${_cli})
 set_tests_properties(reference.keras_vit_matches_lockstep_both_ways PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 600)
+# scripts/gpu_check.sh without a GPU: every binary and file it runs exists, every `lockstep train`
+# flag it passes is the CLI's, its scripts parse, reference_gpu.py's models step on the CPU.
+find_package(benchmark QUIET)  # gemm_bench's (bench/CMakeLists.txt, configured after tests/)
+if(LOCKSTEP_BUILD_BENCH AND LOCKSTEP_BUILD_EXAMPLES AND benchmark_FOUND)
+  add_test(NAME gpu.check_script_dry_run
+           COMMAND ${CMAKE_SOURCE_DIR}/scripts/gpu_check.sh --dry-run ${CMAKE_BINARY_DIR})
+  set_tests_properties(gpu.check_script_dry_run PROPERTIES TIMEOUT 300
+                       ENVIRONMENT "OUT=${CMAKE_CURRENT_BINARY_DIR}/gpu_check_dry_run")
+endif()
