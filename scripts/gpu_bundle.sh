@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Builds, on a machine with the CUDA toolkit (nvcc), what scripts/gpu_check.sh runs on a GPU
 # machine that has no compiler or package registry: gpu-bundle/bin (gpu_tests, backend_tests,
-# gpu_bench, and the lockstep CLI for the accuracy runs; their CUDA backend, the plugin
-# liblockstep_cuda.so, in gpu-bundle/lib where they look for it), gpu-bundle/data/mnist (MNIST, which that
+# gpu_bench, and the lockstep CLI for the accuracy runs; their plugins liblockstep_cuda.so (the
+# CUDA backend) and liblockstep_nccl.so in gpu-bundle/lib, where they look for them), gpu-bundle/data/mnist (MNIST, which that
 # machine does not have) and gpu-bundle/lib (the shared libraries they need that such a machine may lack:
 # oneDNN, protobuf, libstdc++, the CUDA runtime). cuBLASLt, cuDNN and NCCL are too large to carry
 # (hundreds of MiB); gpu_check.sh takes them from the GPU machine's PyTorch (its nvidia-* wheels)
@@ -21,12 +21,12 @@ command -v ccache >/dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -
 cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DLOCKSTEP_WERROR=ON -DLOCKSTEP_WITH_CUDA=ON \
       -DLOCKSTEP_WITH_MPI=OFF -DLOCKSTEP_NATIVE=OFF -DLOCKSTEP_BUILD_EXAMPLES=ON \
       -DCMAKE_CUDA_ARCHITECTURES="$arch" "${launcher[@]}" >/dev/null
-cmake --build build-gpu --target gpu_tests backend_tests gpu_bench lockstep custom_loop lockstep_cuda -j"$(nproc)"
+cmake --build build-gpu --target gpu_tests backend_tests gpu_bench lockstep custom_loop lockstep_cuda lockstep_nccl -j"$(nproc)"
 rm -rf gpu-bundle
 mkdir -p gpu-bundle/bin gpu-bundle/lib gpu-bundle/data/mnist
 cp build-gpu/tests/gpu_tests build-gpu/tests/backend_tests build-gpu/bin/gpu_bench build-gpu/bin/lockstep \
    build-gpu/bin/custom_loop gpu-bundle/bin/
-cp build-gpu/lib/liblockstep_cuda.so gpu-bundle/lib/  # bin/../lib: found beside the programs
+cp build-gpu/lib/liblockstep_cuda.so build-gpu/lib/liblockstep_nccl.so gpu-bundle/lib/  # bin/../lib: where they are looked for
 # MNIST for the flagship's and the convnet's accuracy on the GPU (already gzipped: ~11 MiB).
 mnist=""
 for d in "${LOCKSTEP_DATA_DIR:-$HOME/.lockstep/datasets}/mnist" "$(dirname "$repo")/shared/data/mnist"; do
@@ -39,7 +39,7 @@ else
 fi
 strip gpu-bundle/bin/*
 # Shared libraries, except glibc's own and the CUDA libraries the GPU machine brings.
-for b in gpu-bundle/bin/* gpu-bundle/lib/liblockstep_cuda.so; do
+for b in gpu-bundle/bin/* gpu-bundle/lib/liblockstep_*.so; do
   ldd "$b" | awk '/=> \// {print $3}'
 done | sort -u | while read -r lib; do
   case "$(basename "$lib")" in
