@@ -77,7 +77,8 @@ with_libs=(env "LD_LIBRARY_PATH=$lib_path")
 say "gpu_check on $(hostname), $(date -u +%FT%TZ), commit $(cat "$dir/COMMIT" 2>/dev/null || git rev-parse HEAD 2>/dev/null)"
 for note in "${lib_notes[@]}"; do say "$note"; done
 command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee -a "$report"
-for b in "$gpu_tests" "$backend_tests" "$gpu_bench" ${cli:+"$cli"}; do
+# (The plugins too: the CUDA backend's and NCCL's libraries are theirs, loaded where a GPU is.)
+for b in "$gpu_tests" "$backend_tests" "$gpu_bench" ${cli:+"$cli"} "$dir"/lib/liblockstep_*.so; do
   [[ -x "$b" ]] || continue
   if missing "$b" >/dev/null; then say "ERROR: $(basename "$b") lacks libraries:"; missing "$b" | tee -a "$report"; exit 1; fi
 done
