@@ -7,7 +7,7 @@ set -uo pipefail
 cli="$1"; work="$2"
 rm -rf "$work" && mkdir -p "$work"
 [[ -x /usr/bin/time ]] || { echo "FAIL: GNU time (/usr/bin/time) is missing; scripts/setup.sh installs it"; exit 1; }
-if "$cli" devices 2>/dev/null | grep -q "^gpu:"; then
+if "$cli" devices 2>/dev/null | grep "^gpu:" | grep -vq "emulated"; then
   echo "skipped: a GPU is visible here; the bounds are for CPU-only hosts"
   exit 77
 fi
