@@ -21,12 +21,12 @@ command -v ccache >/dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -
 cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DLOCKSTEP_WERROR=ON -DLOCKSTEP_WITH_CUDA=ON \
       -DLOCKSTEP_WITH_MPI=OFF -DLOCKSTEP_NATIVE=OFF -DLOCKSTEP_BUILD_EXAMPLES=ON \
       -DCMAKE_CUDA_ARCHITECTURES="$arch" "${launcher[@]}" >/dev/null
-cmake --build build-gpu --target gpu_tests backend_tests gpu_bench lockstep custom_loop lockstep_cuda lockstep_nccl -j"$(nproc)"
+cmake --build build-gpu --target gpu_tests backend_tests gpu_bench lockstep custom_loop -j"$(nproc)"
 rm -rf gpu-bundle
 mkdir -p gpu-bundle/bin gpu-bundle/lib gpu-bundle/data/mnist
 cp build-gpu/tests/gpu_tests build-gpu/tests/backend_tests build-gpu/bin/gpu_bench build-gpu/bin/lockstep \
    build-gpu/bin/custom_loop gpu-bundle/bin/
-cp build-gpu/lib/liblockstep_cuda.so build-gpu/lib/liblockstep_nccl.so gpu-bundle/lib/  # bin/../lib: where they are looked for
+cp build-gpu/lib/liblockstep_*.so gpu-bundle/lib/  # bin/../lib: where the programs look for them
 # MNIST for the flagship's and the convnet's accuracy on the GPU (already gzipped: ~11 MiB).
 mnist=""
 for d in "${LOCKSTEP_DATA_DIR:-$HOME/.lockstep/datasets}/mnist" "$(dirname "$repo")/shared/data/mnist"; do
