@@ -547,3 +547,13 @@ if(NOT LOCKSTEP_SANITIZE)
                                                 ${CMAKE_CURRENT_BINARY_DIR}/cpu-host-rss)
   set_tests_properties(cli.cpu_host_rss_bounds PROPERTIES TIMEOUT 600 SKIP_RETURN_CODE 77 RUN_SERIAL ON)
 endif()
+# The CUDA plugin is loaded where the driver sees a GPU: a stand-in driver (libcuda.so.1 saying one
+# GPU is there) makes this host one; a broken plugin beside the program is named.
+if(LOCKSTEP_WITH_CUDA)
+  add_library(lockstep_fake_cuda_driver SHARED ${CMAKE_CURRENT_SOURCE_DIR}/cli/fake_cuda_driver.cpp)
+  set_target_properties(lockstep_fake_cuda_driver PROPERTIES OUTPUT_NAME cuda SUFFIX ".so.1"
+                        LIBRARY_OUTPUT_DIRECTORY ${CMAKE_CURRENT_BINARY_DIR}/fake-driver)
+  add_test(NAME cli.cuda_plugin_loads_where_the_driver_sees_a_gpu
+           COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/cli/cuda_plugin_load.sh ${_cli}
+                   $<TARGET_FILE_DIR:lockstep_fake_cuda_driver> ${CMAKE_CURRENT_BINARY_DIR}/cuda-plugin-load)
+endif()
