@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Builds, on a machine with the CUDA toolkit (nvcc), what scripts/gpu_check.sh runs on a GPU
 # machine that has no compiler or package registry: gpu-bundle/bin (gpu_tests, backend_tests,
-# gpu_bench, gemm_bench for bench/compare_cores.sh, custom_loop and the lockstep CLI),
-# gpu-bundle/data (MNIST and the GPT's text, which that machine may not have) and gpu-bundle/lib
-# (the shared libraries they need that such a machine may lack:
+# gpu_bench, gemm_bench for bench/compare_cores.sh, custom_loop and the lockstep CLI; their
+# plugins liblockstep_cuda.so (the CUDA backend) and liblockstep_nccl.so in gpu-bundle/lib, where
+# they look for them), gpu-bundle/data (MNIST and the GPT's text, which that machine may not have)
+# and gpu-bundle/lib (the shared libraries they need that such a machine may lack:
 # oneDNN, protobuf, libstdc++, the CUDA runtime). cuBLASLt, cuDNN and NCCL are too large to carry
 # (hundreds of MiB); gpu_check.sh takes them from the GPU machine's PyTorch (its nvidia-* wheels)
 # or CUDA install. It is packed into gpu-bundle.tar.xz, which must stay well under 64 MiB (what a
@@ -26,6 +27,7 @@ rm -rf gpu-bundle
 mkdir -p gpu-bundle/bin gpu-bundle/lib gpu-bundle/data/mnist
 cp build-gpu/tests/gpu_tests build-gpu/tests/backend_tests build-gpu/bin/gpu_bench build-gpu/bin/lockstep \
    build-gpu/bin/custom_loop build-gpu/bin/gemm_bench gpu-bundle/bin/
+cp build-gpu/lib/liblockstep_*.so gpu-bundle/lib/  # bin/../lib: where the programs look for them
 # The character GPT's text (the files of /usr/share/common-licenses, which the GPU machine may lack).
 python3 - "$repo/bench" gpu-bundle/data/text.txt <<'PY'
 import sys
@@ -45,7 +47,7 @@ else
 fi
 strip gpu-bundle/bin/*
 # Shared libraries, except glibc's own and the CUDA libraries the GPU machine brings.
-for b in gpu-bundle/bin/*; do
+for b in gpu-bundle/bin/* gpu-bundle/lib/liblockstep_*.so; do
   ldd "$b" | awk '/=> \// {print $3}'
 done | sort -u | while read -r lib; do
   case "$(basename "$lib")" in

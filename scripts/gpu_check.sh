@@ -122,9 +122,14 @@ with_libs=(env "LD_LIBRARY_PATH=$lib_path")
 say "gpu_check$( ((dry)) && echo " --dry-run") on $(hostname), $(date -u +%FT%TZ), commit $(cat "$dir/COMMIT" 2>/dev/null || git rev-parse HEAD 2>/dev/null), budget ${budget}s"
 for note in "${lib_notes[@]}"; do say "$note"; done
 status=0
+# (The plugins too: the CUDA backend's and NCCL's libraries are theirs, loaded where a GPU is.)
 for b in "$gpu_tests" "$backend_tests" "$gpu_bench" "$cli" "$custom_loop" "$gemm_bench"; do
   if [[ ! -x "$b" ]]; then say "ERROR: $b is missing (scripts/gpu_bundle.sh builds it)"; status=1
   elif ((!dry)) && missing "$b" >/dev/null; then say "ERROR: $(basename "$b") lacks libraries:"; missing "$b" | tee -a "$report"; exit 1; fi
+done
+for b in "$dir"/lib/liblockstep_*.so; do
+  [[ -f "$b" ]] || continue
+  if ((!dry)) && missing "$b" >/dev/null; then say "ERROR: $(basename "$b") lacks libraries:"; missing "$b" | tee -a "$report"; exit 1; fi
 done
 for f in tests/cli/check_metrics.sh tests/gpu/save_and_predict.sh bench/compare_cores.sh bench/reference_gpu.py \
          bench/reference_transformer.py scripts/gpu_check_accept.py "$data_dir/mnist/train-images-idx3-ubyte.gz"; do

@@ -19,6 +19,7 @@ APT_PACKAGES=(
   dataset-fashion-mnist python3-numpy python3-torch
   python3-markdown-it python3-venv python3-dev
   libopenmpi-dev openmpi-bin
+  time  # GNU time: tests/cli/cpu_host_rss.sh reads the peak RSS with /usr/bin/time -v
 )
 
 # Where MNIST is downloaded from when no local copy exists (the files are gzip IDX); another

@@ -1,5 +1,5 @@
 // The one place that knows which backends exist: a row per device kind (device_kind). An
-// optional backend adds its #ifdef here.
+// optional backend is a plugin with a loader (cuda_loader.hpp).
 #include <cstdlib>
 #include <string>
 
@@ -7,9 +7,7 @@
 #include "backend/devices.hpp"
 #include "core/env.hpp"
 #include "lockstep/core/error.hpp"
-#ifdef LOCKSTEP_WITH_CUDA
-#include "backend/cuda/cuda_backend.hpp"
-#endif
+#include "backend/cuda_loader.hpp"
 
 namespace lockstep::backend {
 
@@ -62,67 +60,42 @@ class CpuKind final : public DeviceKindBackend {
   }
 };
 
-// GPUs: CUDA's (src/backend/cuda) when built and a GPU is visible, else the emulated ones.
-#ifdef LOCKSTEP_WITH_CUDA
-int real_cuda_device_count() { return cuda::device_count(); }
-#else
-int real_cuda_device_count() { return 0; }
-#endif
+// GPUs: CUDA's (src/backend/cuda, the plugin cuda_loader.cpp loads) when built and a GPU is
+// visible, else the emulated ones. Without a GPU nothing of CUDA is loaded: no GPU, no tensor there.
+int real_cuda_device_count() { return cuda_loader::gpu_count(); }
 
 class GpuKind final : public DeviceKindBackend {
  public:
-  bool available() const override {
-#ifdef LOCKSTEP_WITH_CUDA
-    return true;
-#else
-    return emulated();
-#endif
-  }
+  bool available() const override { return cuda_loader::built() || emulated(); }
   bool emulated() const override { return emulated_gpus() > 0; }
   int count() const override { return emulated() ? emulated_gpus() : real_cuda_device_count(); }
-  std::string name([[maybe_unused]] int index) const override {
+  std::string name(int index) const override {
     if (emulated()) return "emulated GPU (host memory, CPU kernels)";
-#ifdef LOCKSTEP_WITH_CUDA
-    return cuda::device_name(index);
-#else
-    return {};
-#endif
+    return real() ? cuda_loader::api().device_name(index) : std::string{};
   }
-  std::optional<double> utilization_percent([[maybe_unused]] int index) const override {
-#ifdef LOCKSTEP_WITH_CUDA
-    if (!emulated()) return cuda::utilization_percent(index);
-#endif
-    return std::nullopt;
+  std::optional<double> utilization_percent(int index) const override {
+    return real() ? cuda_loader::api().utilization_percent(index) : std::nullopt;
   }
   std::string runtime_summary() const override {
     if (emulated()) return "emulated (LOCKSTEP_EMULATED_GPUS)";
-#ifdef LOCKSTEP_WITH_CUDA
-    return cuda::runtime_summary();
-#else
-    return {};
-#endif
+    if (!cuda_loader::built()) return {};
+    if (!real()) return "CUDA backend not loaded: no GPU visible to the NVIDIA driver";
+    try {
+      return cuda_loader::api().runtime_summary();
+    } catch (const ValueError& e) {
+      return e.what();  // a report's line: the broken plugin, named
+    }
   }
-  void* stream([[maybe_unused]] ComputeContext& ctx) const override {
-#ifdef LOCKSTEP_WITH_CUDA
-    if (!emulated() && ctx.device().kind == DeviceKind::kCuda) return cuda::stream_of(ctx);
-#endif
-    return nullptr;
+  void* stream(ComputeContext& ctx) const override {
+    return real() && ctx.device().kind == DeviceKind::kCuda ? cuda_loader::api().stream_of(ctx) : nullptr;
   }
   const KernelTable& kernels(DType dtype) const override {
     if (emulated()) return cpu::table(dtype);
-#ifdef LOCKSTEP_WITH_CUDA
-    return cuda::table(dtype);
-#else
-    return kNoKernels;
-#endif
+    return real() ? cuda_loader::api().table(dtype) : kNoKernels;
   }
   const DeviceOps& device_ops() const override {
     if (emulated()) return emulated_device_ops();
-#ifdef LOCKSTEP_WITH_CUDA
-    return cuda::device_ops();
-#else
-    return kNoDeviceOps;
-#endif
+    return real() ? cuda_loader::api().device_ops() : kNoDeviceOps;
   }
   std::unique_ptr<ComputeContext> make_context(Device device, const ContextOptions& options) const override {
     if (emulated()) {
@@ -130,17 +103,17 @@ class GpuKind final : public DeviceKindBackend {
                      "' does not exist: ", emulated_gpus(), " emulated GPU(s)");
       return std::make_unique<ComputeContext>(device, 1);  // host memory, the CPU's kernels
     }
-#ifdef LOCKSTEP_WITH_CUDA
-    return cuda::make_context(device, options);
-#else
-    (void)options;
-    throw ValueError("device '" + device.str() +
-                     "': this lockstep was built without CUDA (LOCKSTEP_WITH_CUDA=OFF), so tensors cannot live on "
-                     "a GPU; use cpu devices");
-#endif
+    if (!cuda_loader::built())
+      throw ValueError("device '" + device.str() +
+                       "': this lockstep was built without CUDA (LOCKSTEP_WITH_CUDA=OFF), so tensors cannot live on "
+                       "a GPU; use cpu devices");
+    if (!real()) cuda_loader::no_gpu(device);
+    return cuda_loader::api().make_context(device, options);
   }
 
  private:
+  // Real GPUs are visible (and CUDA built): the plugin is used.
+  static bool real() { return real_cuda_device_count() > 0; }
   static int emulated_gpus() {
     static const int n = real_cuda_device_count() == 0 ? emulated_gpus_from_env() : 0;
     return n;

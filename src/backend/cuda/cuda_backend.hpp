@@ -1,6 +1,8 @@
 #pragma once
 // The CUDA backend as the registry sees it (plain C++: no CUDA header leaks out of
-// src/backend/cuda). Built only with LOCKSTEP_WITH_CUDA.
+// src/backend/cuda). Built only with LOCKSTEP_WITH_CUDA, as the plugin liblockstep_cuda.so that
+// src/backend/cuda_loader.cpp loads where a GPU is: its one entry point is lockstep_cuda_backend.
+#include <cstddef>
 #include <memory>
 #include <optional>
 #include <string>
@@ -28,5 +30,24 @@ std::string runtime_summary();
 std::optional<double> utilization_percent(int index);
 /// The cudaStream_t a CUDA context computes on (as void*, for NCCL).
 void* stream_of(ComputeContext& ctx);
+
+/// The functions above, as the plugin hands them to the loader. `abi` and `size` guard against a
+/// plugin of another lockstep: a change here bumps kAbi.
+struct BackendApi {
+  static constexpr int kAbi = 1;
+  int abi = kAbi;
+  std::size_t size = sizeof(BackendApi);
+  int (*device_count)() = nullptr;
+  std::string (*device_name)(int) = nullptr;
+  const KernelTable& (*table)(DType) = nullptr;
+  const DeviceOps& (*device_ops)() = nullptr;
+  std::unique_ptr<ComputeContext> (*make_context)(Device, const ContextOptions&) = nullptr;
+  std::string (*runtime_summary)() = nullptr;
+  std::optional<double> (*utilization_percent)(int) = nullptr;
+  void* (*stream_of)(ComputeContext&) = nullptr;
+};
+/// The plugin's file and its entry point's name (extern "C": a BackendApi*).
+inline constexpr const char* kPluginFile = "liblockstep_cuda.so";
+inline constexpr const char* kPluginEntry = "lockstep_cuda_backend";
 
 }  // namespace lockstep::backend::cuda

@@ -5,6 +5,7 @@
 // call on its context's stream and waits for the device with a deadline: past it, or when the
 // group fails, the member aborts its communicator (ncclCommAbort ends its kernels) and the
 // group fails naming the collective. reset() makes new communicators if any was aborted.
+// Built as the plugin liblockstep_nccl.so (nccl_plugin/nccl_loader.cpp loads it).
 #include <cuda_runtime.h>
 #include <nccl.h>
 
@@ -196,23 +197,10 @@ class NcclGroup final : public SharedMemoryGroup {
 };
 }  // namespace
 
-bool built_with_nccl() { return true; }
-
-std::unique_ptr<CollectiveGroup> make_nccl_group(int size, const CollectiveOptions& options) {
-  LOCKSTEP_CHECK(size >= 1 && static_cast<int>(options.devices.size()) == size,
-                 "collectives over NCCL: ", size, " members need ", size, " devices in CollectiveOptions::devices, got ",
-                 options.devices.size());
-  const int gpus = backend::device_kind(DeviceKind::kCuda).count();
-  for (int r = 0; r < size; ++r) {
-    const Device& d = options.devices[static_cast<std::size_t>(r)];
-    LOCKSTEP_CHECK(d.kind == DeviceKind::kCuda && d.index >= 0 && d.index < gpus, "collectives over NCCL: member ", r,
-                   "'s device ", d.str(), " is not one of this machine's ", gpus, " GPU(s)");
-    for (int q = 0; q < r; ++q)
-      LOCKSTEP_CHECK(!(options.devices[static_cast<std::size_t>(q)] == d), "collectives over NCCL: members ", q, " and ",
-                     r, " are both on ", d.str(),
-                     "; NCCL cannot have two ranks on one GPU (replicas sharing a GPU use shared_memory)");
-  }
-  return std::make_unique<NcclGroup>(size, options);
-}
-
 }  // namespace lockstep::distribute
+
+// The plugin's entry point (nccl_loader.cpp checked the arguments).
+extern "C" __attribute__((visibility("default"))) lockstep::distribute::CollectiveGroup* lockstep_nccl_group(
+    int size, const lockstep::distribute::CollectiveOptions& options) {
+  return new lockstep::distribute::NcclGroup(size, options);
+}
