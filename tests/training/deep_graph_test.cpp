@@ -4,7 +4,6 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <chrono>
 #include <filesystem>
 #include <functional>
 #include <nlohmann/json.hpp>
@@ -13,6 +12,7 @@
 #include "lockstep/io/atomic_file.hpp"
 #include "lockstep/io/zip_archive.hpp"
 #include "lockstep/lockstep.hpp"
+#include "common/cpu_time.hpp"
 
 namespace lockstep {
 namespace {
@@ -87,11 +87,8 @@ std::string distinct_chain(const std::string& name, int count, bool reversed) {
   return keras_file(name, list, {layer_name(count - 1), 0, 0});
 }
 
-double seconds_of(const std::function<void()>& f) {
-  const auto start = std::chrono::steady_clock::now();
-  f();
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-}
+// The work a load or save did: CPU seconds of this thread (a loaded machine does not inflate them).
+double seconds_of(const std::function<void()>& f) { return test::thread_cpu_seconds_of(f); }
 
 // The file of the issue (16,000 calls, 425 KB) took the process down with SIGSEGV.
 TEST(DeepGraph, ASharedLayerCalled16000TimesInAChainLoadsRunsAndSavesQuickly) {
