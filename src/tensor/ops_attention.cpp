@@ -20,11 +20,12 @@ backend::AttentionDesc describe(const char* op, const Tensor& q, const Tensor& k
   detail::check_float(op, {&q, &k, &v});
   const int heads = o.heads_last ? 2 : 1, length = o.heads_last ? 1 : 2;
   const char* layout = o.heads_last ? "[batch, length, heads, depth]" : "[batch, heads, length, depth]";
-  LOCKSTEP_CHECK(q.rank() == 4 && k.rank() == 4 && v.rank() == 4, op, ": q, k and v must be ", layout, ", got ",
-                 q.shape().str(), ", ", k.shape().str(), " and ", v.shape().str());
+  LOCKSTEP_CHECK(q.rank() == 4 && k.rank() == 4 && v.rank() == 4, op, ": q, k and v must be ", layout,
+                 ", got ", q.shape().str(), ", ", k.shape().str(), " and ", v.shape().str());
   LOCKSTEP_CHECK(k.dim(0) == q.dim(0) && v.dim(0) == q.dim(0) && k.dim(heads) == q.dim(heads) &&
                      v.dim(heads) == q.dim(heads) && k.dim(3) == q.dim(3) && v.dim(length) == k.dim(length),
-                 op, ": q ", q.shape().str(), ", k ", k.shape().str(), " and v ", v.shape().str(), " (", layout,
+                 op, ": q ", q.shape().str(), ", k ", k.shape().str(), " and v ", v.shape().str(), " (",
+                 layout,
                  ") do not fit: they need one batch and head count, q and k one depth, k and v one length");
   LOCKSTEP_CHECK(o.dropout_rate >= 0.0f && o.dropout_rate < 1.0f, op,
                  ": dropout rate must be in [0, 1), got ", o.dropout_rate);
@@ -133,9 +134,9 @@ Tensor attention_reference(const Tensor& q, const Tensor& k, const Tensor& v, co
     const std::vector<int> swap{0, 2, 1, 3};
     AttentionOptions first = o;
     first.heads_last = false;
-    return transpose(
-        attention_reference(transpose(q, swap), transpose(k, swap), transpose(v, swap), mask, first, probabilities),
-        swap);
+    return transpose(attention_reference(transpose(q, swap), transpose(k, swap), transpose(v, swap), mask,
+                                         first, probabilities),
+                     swap);
   }
   const Tensor q3 = reshape(scale(q, a.scale), {a.b * a.h, a.tq, a.d});
   Tensor s =

@@ -176,9 +176,9 @@ Row forward_row(const Case& c) {
       {{KernelOp::kAttention, {}}}, inputs_of(c, false),
       [c](const std::vector<Tensor>& in, DType) {
         const Tensor mask = c.mask_rank ? in[3] : Tensor();
-        return std::vector<Tensor>{from_op(
-            c, scaled_dot_product_attention(to_op(c, in[0]), to_op(c, in[1]), to_op(c, in[2]), mask,
-                                            {.causal = c.causal, .heads_last = c.heads_last}))};
+        return std::vector<Tensor>{
+            from_op(c, scaled_dot_product_attention(to_op(c, in[0]), to_op(c, in[1]), to_op(c, in[2]), mask,
+                                                    {.causal = c.causal, .heads_last = c.heads_last}))};
       },
       [c](const std::vector<Host>& in, DType) { return std::vector<Expected>{forward_ref(c, in)}; });
 }
@@ -214,9 +214,11 @@ std::vector<Row> attention_rows() {
   const Case heads_causal{"grain", 1, 3, 100, 100, 8, 4, 0, true, true};
   const Case many_heads{"per_head", 4, 4, 9, 9, 8, 8, 3, true, true};
   std::vector<Row> rows;
-  for (const Case& c : {small, causal, keys_mask, query_mask, grain, grain_causal, empty, heads_mask, heads_causal})
+  for (const Case& c :
+       {small, causal, keys_mask, query_mask, grain, grain_causal, empty, heads_mask, heads_causal})
     rows.push_back(forward_row(c));
-  for (const Case& c : {small, causal, keys_mask, query_mask, grain_causal, heads_mask, heads_causal, many_heads})
+  for (const Case& c :
+       {small, causal, keys_mask, query_mask, grain_causal, heads_mask, heads_causal, many_heads})
     rows.push_back(backward_row(c));
   return rows;
 }

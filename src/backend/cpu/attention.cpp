@@ -85,10 +85,13 @@ class Scratch {
 
 // Where row i (of t rows of `width`) of (batch entry, head) bh starts in q, k, v, out or a
 // gradient, and how far apart that head's rows are (AttentionDesc::heads_last).
-std::int64_t row_at(const AttentionDesc& a, std::int64_t bh, std::int64_t i, std::int64_t t, std::int64_t width) {
+std::int64_t row_at(const AttentionDesc& a, std::int64_t bh, std::int64_t i, std::int64_t t,
+                    std::int64_t width) {
   return a.heads_last ? ((bh / a.h * t + i) * a.h + bh % a.h) * width : (bh * t + i) * width;
 }
-std::int64_t row_step(const AttentionDesc& a, std::int64_t width) { return a.heads_last ? a.h * width : width; }
+std::int64_t row_step(const AttentionDesc& a, std::int64_t width) {
+  return a.heads_last ? a.h * width : width;
+}
 
 // Rows [0, n) of cols elements, rows src_ld apart, into float32 dst (leading dimension ld), times
 // `scale`.
@@ -100,12 +103,14 @@ void load_rows(const F* src, std::int64_t src_ld, std::int64_t n, std::int64_t c
 }
 // The same, transposed: dst [cols, kBlock].
 template <typename F>
-void load_transposed(const F* src, std::int64_t src_ld, std::int64_t n, std::int64_t cols, float scale, float* dst) {
+void load_transposed(const F* src, std::int64_t src_ld, std::int64_t n, std::int64_t cols, float scale,
+                     float* dst) {
   for (std::int64_t j = 0; j < n; ++j)
     for (std::int64_t c = 0; c < cols; ++c) dst[c * kBlock + j] = Elem<F>::load(src[j * src_ld + c]) * scale;
 }
 template <typename F>
-void store_rows(const float* src, std::int64_t ld, std::int64_t n, std::int64_t cols, F* dst, std::int64_t dst_ld) {
+void store_rows(const float* src, std::int64_t ld, std::int64_t n, std::int64_t cols, F* dst,
+                std::int64_t dst_ld) {
   for (std::int64_t r = 0; r < n; ++r)
     for (std::int64_t c = 0; c < cols; ++c) dst[r * dst_ld + c] = Elem<F>::store(src[r * ld + c]);
 }
@@ -385,7 +390,8 @@ void attention_backward(ComputeContext& ctx, const AttentionDesc& a, const void*
         dq_all.assign(static_cast<std::size_t>(a.tq * padded(a.d)), 0.0f);
         for (std::int64_t j0 = 0; j0 < a.tk; j0 += kBlock)
           key_block_task(hd, bh, j0, std::min(kBlock, a.tk - j0), g, buf, dq_all.data());
-        store_rows(dq_all.data(), padded(a.d), a.tq, a.d, g.dq + row_at(a, bh, 0, a.tq, a.d), row_step(a, a.d));
+        store_rows(dq_all.data(), padded(a.d), a.tq, a.d, g.dq + row_at(a, bh, 0, a.tq, a.d),
+                   row_step(a, a.d));
       }
       release_scratch();
     });

@@ -104,7 +104,8 @@ __global__ void forward_kernel(Rules R, const F* q, const F* k, const F* v, cons
     const std::int64_t j = j0 + threadIdx.x;
     const std::int64_t n = key_end - j0 < kTile ? key_end - j0 : kTile;
     float s = -INFINITY;
-    if (j < key_end) s = R.masked(mask, e, i, j) ? kMaskedScore : dot(qs, k + R.row_at(bh, j, a.tk, a.d), a.d);
+    if (j < key_end)
+      s = R.masked(mask, e, i, j) ? kMaskedScore : dot(qs, k + R.row_at(bh, j, a.tk, a.d), a.d);
     const float m_new = fmaxf(m, block_reduce<true>(red, s));
     const float correction = expf(m - m_new);
     const float pj = j < key_end ? expf(s - m_new) : 0.0f;
@@ -147,7 +148,8 @@ __global__ void key_grad_kernel(Rules R, const F* q, const F* k, const F* v, con
     const std::int64_t n = a.tq - i0 < kTile ? a.tq - i0 : kTile;
     float dsi = 0.0f, pzi = 0.0f;
     if (i < a.tq) {
-      const std::int64_t row = bh * a.tq + i, qi = R.row_at(bh, i, a.tq, a.d), oi = R.row_at(bh, i, a.tq, a.dv);
+      const std::int64_t row = bh * a.tq + i, qi = R.row_at(bh, i, a.tq, a.d),
+                         oi = R.row_at(bh, i, a.tq, a.dv);
       const bool masked = R.masked(mask, e, i, j);
       const float s = masked ? kMaskedScore : a.scale * dot2(q + qi, kj, a.d);
       const float p = probability(a, s, lse[row]);
@@ -162,17 +164,20 @@ __global__ void key_grad_kernel(Rules R, const F* q, const F* k, const F* v, con
     __syncthreads();
     for (std::int64_t c = threadIdx.x; c < a.d; c += kTile) {
       float x = dks[c];
-      for (std::int64_t t = 0; t < n; ++t) x += ds[t] * a.scale * Elem<F>::load(q[R.row_at(bh, i0 + t, a.tq, a.d) + c]);
+      for (std::int64_t t = 0; t < n; ++t)
+        x += ds[t] * a.scale * Elem<F>::load(q[R.row_at(bh, i0 + t, a.tq, a.d) + c]);
       dks[c] = x;
     }
     for (std::int64_t c = threadIdx.x; c < a.dv; c += kTile) {
       float x = dvs[c];
-      for (std::int64_t t = 0; t < n; ++t) x += pz[t] * Elem<F>::load(dout[R.row_at(bh, i0 + t, a.tq, a.dv) + c]);
+      for (std::int64_t t = 0; t < n; ++t)
+        x += pz[t] * Elem<F>::load(dout[R.row_at(bh, i0 + t, a.tq, a.dv) + c]);
       dvs[c] = x;
     }
     __syncthreads();
   }
-  for (std::int64_t c = threadIdx.x; c < a.d; c += kTile) dk[R.row_at(bh, j, a.tk, a.d) + c] = Elem<F>::store(dks[c]);
+  for (std::int64_t c = threadIdx.x; c < a.d; c += kTile)
+    dk[R.row_at(bh, j, a.tk, a.d) + c] = Elem<F>::store(dks[c]);
   for (std::int64_t c = threadIdx.x; c < a.dv; c += kTile)
     dv[R.row_at(bh, j, a.tk, a.dv) + c] = Elem<F>::store(dvs[c]);
 }
@@ -211,7 +216,8 @@ __global__ void query_grad_kernel(Rules R, const F* q, const F* k, const F* v, c
     __syncthreads();
     for (std::int64_t c = threadIdx.x; c < a.d; c += kTile) {
       float x = dqs[c];
-      for (std::int64_t t = 0; t < n; ++t) x += ds[t] * a.scale * Elem<F>::load(k[R.row_at(bh, j0 + t, a.tk, a.d) + c]);
+      for (std::int64_t t = 0; t < n; ++t)
+        x += ds[t] * a.scale * Elem<F>::load(k[R.row_at(bh, j0 + t, a.tk, a.d) + c]);
       dqs[c] = x;
     }
     __syncthreads();
