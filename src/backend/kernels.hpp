@@ -63,8 +63,12 @@ struct Conv2dDesc {
 /// [b, h, tq, dv]): score s = scale * q . k, masked scores replaced by -1e9 (Keras' large negative:
 /// a row with nothing to attend to averages every value), softmax over keys, dropout on the
 /// probabilities keyed as dropout_mask keys an example's unit (h * tq + i) * tk + j.
+/// heads_last: q, k, v, out and their gradients are [b, t, h, width] instead (a projection's
+/// output as it comes, no transpose); row i of head (e, head) is at ((e * t + i) * h + head) *
+/// width, rows h * width apart. lse stays [b, h, tq].
 struct AttentionDesc {
   std::int64_t b = 0, h = 0, tq = 0, tk = 0, d = 0, dv = 0;
+  bool heads_last = false;
   float scale = 1;
   bool causal = false;  // key j is masked for query i when j > i (Keras' use_causal_mask)
   /// mask (uint8, 1 = attend; null for none) element of (batch e, query i, key j):

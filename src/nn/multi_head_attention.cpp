@@ -7,46 +7,6 @@
 
 namespace lockstep::layers {
 
-namespace {
-// The order of rows that swaps the two middle axes of [a, x, y, row]: out row (i, y, x) is in
-// row (i, x, y).
-Tensor swapped_rows(std::int64_t a, std::int64_t x, std::int64_t y) {
-  std::vector<std::int64_t> order(static_cast<std::size_t>(a * x * y));
-  for (std::int64_t i = 0; i < a; ++i)
-    for (std::int64_t yy = 0; yy < y; ++yy)
-      for (std::int64_t xx = 0; xx < x; ++xx)
-        order[static_cast<std::size_t>((i * y + yy) * x + xx)] = (i * x + xx) * y + yy;
-  return Tensor::from_vector(order, {a * x * y});
-}
-
-// The gradient of a row permutation: the output's gradient in the inverse order.
-class SwapGradient final : public CustomGradient {
- public:
-  explicit SwapGradient(Tensor inverse) : inverse_(std::move(inverse)) {}
-  const char* name() const override { return "swap_axes"; }
-  std::array<Tensor, 3> backward(const OpRecord& r, const Tensor& g,
-                                 const std::array<bool, 3>&) const override {
-    return {
-        gather_rows(g.reshape({inverse_.numel(), g.numel() / std::max<std::int64_t>(inverse_.numel(), 1)}),
-                    inverse_)
-            .reshape(r.inputs[0].shape()),
-        {},
-        {}};
-  }
-
- private:
-  Tensor inverse_;
-};
-
-// t [a, x, y, d] -> [a, y, x, d] (Keras' [batch, length, heads, dim] <-> [batch, heads, length, dim]).
-Tensor swap_middle_axes(const Tensor& t) {
-  const std::int64_t a = t.dim(0), x = t.dim(1), y = t.dim(2), d = t.dim(3);
-  Tensor out = gather_rows(t.reshape({a * x * y, d}), swapped_rows(a, x, y)).reshape({a, y, x, d});
-  record_custom({t, Tensor(), Tensor()}, out, std::make_shared<SwapGradient>(swapped_rows(a, y, x)));
-  return out;
-}
-}  // namespace
-
 MultiHeadAttentionLayer::MultiHeadAttentionLayer(const MultiHeadAttentionOptions& o)
     : MergeLayer(o.name), options_(o) {
   LOCKSTEP_CHECK(
@@ -97,13 +57,14 @@ void MultiHeadAttentionLayer::build_impl(const Shape& q, std::uint64_t seed) {
   stream_ = seed;
 }
 
-// x [batch, length, features] through a [features, heads, per_head] kernel: [batch, heads, length, per_head].
+// x [batch, length, features] through a [features, heads, per_head] kernel: [batch, length, heads,
+// per_head], the dense product's rows as they come (attention reads the heads in that layout).
 Tensor MultiHeadAttentionLayer::project(const Projection& p, const Tensor& x, std::int64_t per_head) const {
   const std::int64_t b = x.dim(0), len = x.dim(1), f = x.dim(2), heads = options_.num_heads;
   const Tensor kernel = reshape(autocast(p.kernel.value()), {f, heads * per_head});
   const Tensor bias = p.bias.defined() ? reshape(autocast(p.bias.value()), {heads * per_head}) : Tensor();
   const Tensor y = dense(reshape(x, {b * len, f}), kernel, bias);
-  return swap_middle_axes(reshape(y, {b, len, heads, per_head}));
+  return reshape(y, {b, len, heads, per_head});
 }
 
 Tensor MultiHeadAttentionLayer::attend(const Tensor& query, const Tensor& value, const Tensor& key,
@@ -116,7 +77,8 @@ Tensor MultiHeadAttentionLayer::attend(const Tensor& query, const Tensor& value,
   const Tensor k = project(key_, autocast(key.defined() ? key : value), options_.key_dim);
   const Tensor v = project(value_, autocast(value), value_dim());
   AttentionOptions o{.causal = call.use_causal_mask,
-                     .scale = 1.0f / std::sqrt(static_cast<float>(options_.key_dim))};
+                     .scale = 1.0f / std::sqrt(static_cast<float>(options_.key_dim)),
+                     .heads_last = true};
   if (ctx.training && options_.dropout > 0) {
     o.dropout_rate = options_.dropout;
     o.dropout_key = {
@@ -125,9 +87,9 @@ Tensor MultiHeadAttentionLayer::attend(const Tensor& query, const Tensor& value,
   const Tensor heads = call.attention_scores
                            ? attention_reference(q, k, v, call.attention_mask, o, call.attention_scores)
                            : scaled_dot_product_attention(q, k, v, call.attention_mask, o);
-  // [batch, heads, length, value_dim] -> [batch * length, heads * value_dim] @ [heads * value_dim, out].
+  // [batch, length, heads, value_dim] -> [batch * length, heads * value_dim] @ [heads * value_dim, out].
   const std::int64_t b = query.dim(0), len = query.dim(1), out = out_shape[2];
-  const Tensor merged = reshape(swap_middle_axes(heads), {b * len, options_.num_heads * value_dim()});
+  const Tensor merged = reshape(heads, {b * len, options_.num_heads * value_dim()});
   const Tensor kernel = reshape(autocast(output_.kernel.value()), {options_.num_heads * value_dim(), out});
   const Tensor bias = output_.bias.defined() ? autocast(output_.bias.value()) : Tensor();
   return reshape(dense(merged, kernel, bias), {b, len, out});

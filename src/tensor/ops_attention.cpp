@@ -14,26 +14,29 @@ namespace {
 constexpr const char* kName = "scaled_dot_product_attention";
 
 // The shapes checked and described for the kernels: q [b, h, tq, d], k [b, h, tk, d],
-// v [b, h, tk, dv], mask uint8 [b|1, tk] or [b|1, 1|tq, tk].
+// v [b, h, tk, dv] (heads_last: [b, t, h, width]), mask uint8 [b|1, tk] or [b|1, 1|tq, tk].
 backend::AttentionDesc describe(const char* op, const Tensor& q, const Tensor& k, const Tensor& v,
                                 const Tensor& mask, const AttentionOptions& o) {
   detail::check_float(op, {&q, &k, &v});
-  LOCKSTEP_CHECK(q.rank() == 4 && k.rank() == 4 && v.rank() == 4, op,
-                 ": q, k and v must be [batch, heads, length, depth], got ", q.shape().str(), ", ",
-                 k.shape().str(), " and ", v.shape().str());
-  LOCKSTEP_CHECK(k.dim(0) == q.dim(0) && v.dim(0) == q.dim(0) && k.dim(1) == q.dim(1) &&
-                     v.dim(1) == q.dim(1) && k.dim(3) == q.dim(3) && v.dim(2) == k.dim(2),
-                 op, ": q ", q.shape().str(), ", k ", k.shape().str(), " and v ", v.shape().str(),
-                 " do not fit: they need one batch and head count, q and k one depth, k and v one length");
+  const int heads = o.heads_last ? 2 : 1, length = o.heads_last ? 1 : 2;
+  const char* layout = o.heads_last ? "[batch, length, heads, depth]" : "[batch, heads, length, depth]";
+  LOCKSTEP_CHECK(q.rank() == 4 && k.rank() == 4 && v.rank() == 4, op, ": q, k and v must be ", layout,
+                 ", got ", q.shape().str(), ", ", k.shape().str(), " and ", v.shape().str());
+  LOCKSTEP_CHECK(k.dim(0) == q.dim(0) && v.dim(0) == q.dim(0) && k.dim(heads) == q.dim(heads) &&
+                     v.dim(heads) == q.dim(heads) && k.dim(3) == q.dim(3) && v.dim(length) == k.dim(length),
+                 op, ": q ", q.shape().str(), ", k ", k.shape().str(), " and v ", v.shape().str(), " (",
+                 layout,
+                 ") do not fit: they need one batch and head count, q and k one depth, k and v one length");
   LOCKSTEP_CHECK(o.dropout_rate >= 0.0f && o.dropout_rate < 1.0f, op,
                  ": dropout rate must be in [0, 1), got ", o.dropout_rate);
   backend::AttentionDesc a;
   a.b = q.dim(0);
-  a.h = q.dim(1);
-  a.tq = q.dim(2);
-  a.tk = k.dim(2);
+  a.h = q.dim(heads);
+  a.tq = q.dim(length);
+  a.tk = k.dim(length);
   a.d = q.dim(3);
   a.dv = v.dim(3);
+  a.heads_last = o.heads_last;
   a.scale = o.scale.value_or(a.d > 0 ? 1.0f / std::sqrt(static_cast<float>(a.d)) : 1.0f);
   a.causal = o.causal;
   a.dropout_rate = o.dropout_rate;
@@ -54,6 +57,10 @@ backend::AttentionDesc describe(const char* op, const Tensor& q, const Tensor& k
     a.mask_b_stride = mb == 1 ? 0 : mq * a.tk;
   }
   return a;
+}
+
+Shape output_shape(const backend::AttentionDesc& a) {
+  return a.heads_last ? Shape{a.b, a.tq, a.h, a.dv} : Shape{a.b, a.h, a.tq, a.dv};
 }
 
 const std::uint8_t* mask_data(const Tensor& mask) {
@@ -84,7 +91,7 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
                                     const AttentionOptions& o, Tensor* lse_out) {
   const backend::AttentionDesc a = describe(kName, q, k, v, mask, o);
   const auto& kt = kern(kName, q, backend::KernelOp::kAttention);
-  Tensor out = Tensor::empty({a.b, a.h, a.tq, a.dv}, q.dtype());
+  Tensor out = Tensor::empty(output_shape(a), q.dtype());
   Tensor lse = Tensor::empty({a.b, a.h, a.tq}, DType::kF32);
   kt.attention(ctx(), a, q.raw_data(), k.raw_data(), v.raw_data(), mask_data(mask), out.raw_data(),
                static_cast<float*>(lse.raw_data()));
@@ -104,7 +111,7 @@ std::array<Tensor, 3> scaled_dot_product_attention_grad(const Tensor& q, const T
   constexpr const char* op = "scaled_dot_product_attention_grad";
   const backend::AttentionDesc a = describe(op, q, k, v, mask, o);
   detail::check_float(op, {&q, &out, &dy});
-  const Shape out_shape{a.b, a.h, a.tq, a.dv};
+  const Shape out_shape = output_shape(a);
   LOCKSTEP_CHECK(out.shape() == out_shape && dy.shape() == out_shape && lse.defined() &&
                      lse.dtype() == DType::kF32 && lse.shape() == Shape({a.b, a.h, a.tq}),
                  op, ": out and dy must be ", out_shape.str(), " and lse float32 (", a.b, ", ", a.h, ", ",
@@ -122,6 +129,15 @@ std::array<Tensor, 3> scaled_dot_product_attention_grad(const Tensor& q, const T
 Tensor attention_reference(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask,
                            const AttentionOptions& o, Tensor* probabilities) {
   const backend::AttentionDesc a = describe("attention_reference", q, k, v, mask, o);
+  if (o.heads_last) {
+    // The composition below works heads-first: [b, t, h, d] <-> [b, h, t, d] around it.
+    const std::vector<int> swap{0, 2, 1, 3};
+    AttentionOptions first = o;
+    first.heads_last = false;
+    return transpose(attention_reference(transpose(q, swap), transpose(k, swap), transpose(v, swap), mask,
+                                         first, probabilities),
+                     swap);
+  }
   const Tensor q3 = reshape(scale(q, a.scale), {a.b * a.h, a.tq, a.d});
   Tensor s =
       reshape(batch_matmul(q3, reshape(k, {a.b * a.h, a.tk, a.d}), false, true), {a.b, a.h, a.tq, a.tk});

@@ -99,6 +99,13 @@ std::vector<OpCase> cases() {
                                              {.causal = true, .dropout_rate = 0.3f, .dropout_key = {.seed = 3}});
        },
        {randn({2, 1, 5, 4}, 103), randn({2, 1, 4, 4}, 104), randn({2, 1, 4, 2}, 105)}},
+      {"scaled_dot_product_attention_heads_last_causal_dropout",
+       [](auto& v) {
+         return scaled_dot_product_attention(
+             v[0], v[1], v[2], {},
+             {.causal = true, .dropout_rate = 0.3f, .dropout_key = {.seed = 4}, .heads_last = true});
+       },
+       {randn({2, 5, 3, 4}, 106), randn({2, 5, 3, 4}, 107), randn({2, 5, 3, 2}, 108)}},
       {"dense", [](auto& v) { return dense(v[0], v[1], v[2]); }, {randn({3, 4}, 30), randn({4, 2}, 31), randn({2}, 32)}},
       {"dense_relu", [](auto& v) { return dense(v[0], v[1], v[2], FusedActivation::kRelu); },
        {randn({3, 4}, 33), randn({4, 5}, 34), randn({5}, 35, 0.3f, 0.6f)}},

@@ -1,5 +1,5 @@
 // Parity rows: the fused scaled_dot_product_attention and its gradient (masks, causal, tq != tk,
-// blocks and threads crossed) against attention written out in double precision.
+// blocks and threads crossed, both layouts) against attention written out in double precision.
 #include <cmath>
 
 #include "backend/parity.hpp"
@@ -15,7 +15,14 @@ struct Case {
   std::int64_t b, h, tq, tk, d, dv;
   int mask_rank;  // 0: none; 2: [b, tk]; 3: [b, tq, tk]
   bool causal;
+  // The op runs on [b, t, h, d] (AttentionOptions::heads_last): the inputs, given and checked
+  // as [b, h, t, d], go through an (exact) transpose each way.
+  bool heads_last = false;
 };
+
+const std::vector<int> kSwap{0, 2, 1, 3};
+Tensor to_op(const Case& c, const Tensor& t) { return c.heads_last ? transpose(t, kSwap) : t; }
+Tensor from_op(const Case& c, const Tensor& t) { return c.heads_last ? transpose(t, kSwap) : t; }
 
 // The probabilities of every (e, head, i, j), as the op defines them (masked scores -1e9), and a
 // bound on the scores' float32 arithmetic.
@@ -160,7 +167,7 @@ std::vector<InputSpec> inputs_of(const Case& c, bool with_dy) {
 
 std::string key_of(const char* base, const Case& c) {
   return std::string(base) + (c.causal ? "_causal" : "") +
-         (c.mask_rank ? "_mask" + std::to_string(c.mask_rank) : "");
+         (c.mask_rank ? "_mask" + std::to_string(c.mask_rank) : "") + (c.heads_last ? "_heads_last" : "");
 }
 
 Row forward_row(const Case& c) {
@@ -170,7 +177,8 @@ Row forward_row(const Case& c) {
       [c](const std::vector<Tensor>& in, DType) {
         const Tensor mask = c.mask_rank ? in[3] : Tensor();
         return std::vector<Tensor>{
-            scaled_dot_product_attention(in[0], in[1], in[2], mask, {.causal = c.causal})};
+            from_op(c, scaled_dot_product_attention(to_op(c, in[0]), to_op(c, in[1]), to_op(c, in[2]), mask,
+                                                    {.causal = c.causal, .heads_last = c.heads_last}))};
       },
       [c](const std::vector<Host>& in, DType) { return std::vector<Expected>{forward_ref(c, in)}; });
 }
@@ -181,11 +189,12 @@ Row backward_row(const Case& c) {
       {{KernelOp::kAttention, {}}, {KernelOp::kAttentionBackward, {}}}, inputs_of(c, true),
       [c](const std::vector<Tensor>& in, DType) {
         const Tensor mask = c.mask_rank ? in[4] : Tensor();
-        const AttentionOptions o{.causal = c.causal};
+        const AttentionOptions o{.causal = c.causal, .heads_last = c.heads_last};
+        const Tensor q = to_op(c, in[0]), k = to_op(c, in[1]), v = to_op(c, in[2]);
         Tensor lse;
-        const Tensor out = scaled_dot_product_attention(in[0], in[1], in[2], mask, o, &lse);
-        const auto g = scaled_dot_product_attention_grad(in[0], in[1], in[2], mask, out, lse, in[3], o);
-        return std::vector<Tensor>{g[0], g[1], g[2]};
+        const Tensor out = scaled_dot_product_attention(q, k, v, mask, o, &lse);
+        const auto g = scaled_dot_product_attention_grad(q, k, v, mask, out, lse, to_op(c, in[3]), o);
+        return std::vector<Tensor>{from_op(c, g[0]), from_op(c, g[1]), from_op(c, g[2])};
       },
       [c](const std::vector<Host>& in, DType) { return backward_ref(c, in); });
 }
@@ -199,10 +208,18 @@ std::vector<Row> attention_rows() {
   const Case grain{"grain", 2, 2, 70, 130, 16, 16, 0, false};
   const Case grain_causal{"grain", 1, 3, 100, 100, 8, 4, 0, true};
   const Case empty{"batch0", 0, 2, 3, 4, 2, 2, 0, false};
+  // MultiHeadAttention's layout: heads interleaved in each row; many heads (the backward's
+  // one-task-per-head schedule) and few (key and query blocks), masked and causal.
+  const Case heads_mask{"keyblocks", 2, 3, 6, 70, 5, 6, 2, false, true};
+  const Case heads_causal{"grain", 1, 3, 100, 100, 8, 4, 0, true, true};
+  const Case many_heads{"per_head", 4, 4, 9, 9, 8, 8, 3, true, true};
   std::vector<Row> rows;
-  for (const Case& c : {small, causal, keys_mask, query_mask, grain, grain_causal, empty})
+  for (const Case& c :
+       {small, causal, keys_mask, query_mask, grain, grain_causal, empty, heads_mask, heads_causal})
     rows.push_back(forward_row(c));
-  for (const Case& c : {small, causal, keys_mask, query_mask, grain_causal}) rows.push_back(backward_row(c));
+  for (const Case& c :
+       {small, causal, keys_mask, query_mask, grain_causal, heads_mask, heads_causal, many_heads})
+    rows.push_back(backward_row(c));
   return rows;
 }
 

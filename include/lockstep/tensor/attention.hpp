@@ -18,6 +18,9 @@ struct AttentionOptions {
   DropoutKey dropout_key;
   /// Multiplies q before the product; nullopt: 1 / sqrt(d).
   std::optional<float> scale;
+  /// q, k, v and the output (and their gradients) are [b, t, h, d] rather than [b, h, t, d]:
+  /// Keras' MultiHeadAttention layout, a projection's output reshaped, no transpose either way.
+  bool heads_last = false;
 };
 
 /// softmax(scale q k^T, masked) [dropout] @ v, per batch entry and head: q [b, h, tq, d],

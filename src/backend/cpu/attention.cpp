@@ -83,22 +83,36 @@ class Scratch {
   float* next_;
 };
 
-// Rows [0, n) of a [*, cols] matrix into float32 dst (leading dimension ld), times `scale`.
+// Where row i (of t rows of `width`) of (batch entry, head) bh starts in q, k, v, out or a
+// gradient, and how far apart that head's rows are (AttentionDesc::heads_last).
+std::int64_t row_at(const AttentionDesc& a, std::int64_t bh, std::int64_t i, std::int64_t t,
+                    std::int64_t width) {
+  return a.heads_last ? ((bh / a.h * t + i) * a.h + bh % a.h) * width : (bh * t + i) * width;
+}
+std::int64_t row_step(const AttentionDesc& a, std::int64_t width) {
+  return a.heads_last ? a.h * width : width;
+}
+
+// Rows [0, n) of cols elements, rows src_ld apart, into float32 dst (leading dimension ld), times
+// `scale`.
 template <typename F>
-void load_rows(const F* src, std::int64_t n, std::int64_t cols, float scale, float* dst, std::int64_t ld) {
+void load_rows(const F* src, std::int64_t src_ld, std::int64_t n, std::int64_t cols, float scale, float* dst,
+               std::int64_t ld) {
   for (std::int64_t r = 0; r < n; ++r)
-    for (std::int64_t c = 0; c < cols; ++c) dst[r * ld + c] = Elem<F>::load(src[r * cols + c]) * scale;
+    for (std::int64_t c = 0; c < cols; ++c) dst[r * ld + c] = Elem<F>::load(src[r * src_ld + c]) * scale;
 }
 // The same, transposed: dst [cols, kBlock].
 template <typename F>
-void load_transposed(const F* src, std::int64_t n, std::int64_t cols, float scale, float* dst) {
+void load_transposed(const F* src, std::int64_t src_ld, std::int64_t n, std::int64_t cols, float scale,
+                     float* dst) {
   for (std::int64_t j = 0; j < n; ++j)
-    for (std::int64_t c = 0; c < cols; ++c) dst[c * kBlock + j] = Elem<F>::load(src[j * cols + c]) * scale;
+    for (std::int64_t c = 0; c < cols; ++c) dst[c * kBlock + j] = Elem<F>::load(src[j * src_ld + c]) * scale;
 }
 template <typename F>
-void store_rows(const float* src, std::int64_t ld, std::int64_t n, std::int64_t cols, F* dst) {
+void store_rows(const float* src, std::int64_t ld, std::int64_t n, std::int64_t cols, F* dst,
+                std::int64_t dst_ld) {
   for (std::int64_t r = 0; r < n; ++r)
-    for (std::int64_t c = 0; c < cols; ++c) dst[r * cols + c] = Elem<F>::store(src[r * ld + c]);
+    for (std::int64_t c = 0; c < cols; ++c) dst[r * dst_ld + c] = Elem<F>::store(src[r * ld + c]);
 }
 
 // A block of scores, query rows [i0, i0 + nr) against keys [j0, j0 + n): element (r, j) at
@@ -173,17 +187,18 @@ void forward_task(const Head& hd, std::int64_t bh, std::int64_t q0, std::int64_t
   Scratch scratch(buf, a, 6);
   float *kt = scratch.take(), *vb = scratch.take(), *qs = scratch.take(), *s = scratch.take(),
         *acc = scratch.take(), *m = scratch.take(), *l = m + kBlock;
-  const F* k = g.k + bh * a.tk * d;
-  const F* v = g.v + bh * a.tk * dv;
-  load_rows(g.q + (bh * a.tq + q0) * d, nq, d, a.scale, qs, d);
+  const std::int64_t d_ld = row_step(a, d), dv_ld = row_step(a, dv);
+  const F* k = g.k + row_at(a, bh, 0, a.tk, d);
+  const F* v = g.v + row_at(a, bh, 0, a.tk, dv);
+  load_rows(g.q + row_at(a, bh, q0, a.tq, d), d_ld, nq, d, a.scale, qs, d);
   std::fill(acc, acc + nq * dvp, 0.0f);
   std::fill(m, m + nq, -kInf);
   std::fill(l, l + nq, 0.0f);
   const std::int64_t key_end = hd.key_end(q0 + nq - 1);
   for (std::int64_t j0 = 0; j0 < key_end; j0 += kBlock) {
     const std::int64_t n = std::min(kBlock, key_end - j0), np = padded(n);
-    load_transposed(k + j0 * d, n, d, 1.0f, kt);
-    load_rows(v + j0 * dv, n, dv, 1.0f, vb, dvp);
+    load_transposed(k + j0 * d_ld, d_ld, n, d, 1.0f, kt);
+    load_rows(v + j0 * dv_ld, dv_ld, n, dv, 1.0f, vb, dvp);
     tiles::gemm(nq, np, d, qs, d, 1, kt, kBlock, s, kBlock, false);
     mask_scores(hd, {q0, nq, j0, n, false}, s);
     for (std::int64_t r = 0; r < nq; ++r) {
@@ -210,11 +225,11 @@ void forward_task(const Head& hd, std::int64_t bh, std::int64_t q0, std::int64_t
     }
     tiles::gemm(nq, dvp, n, s, kBlock, 1, vb, dvp, acc, dvp, true);
   }
-  F* out = g.out + (bh * a.tq + q0) * dv;
+  F* out = g.out + row_at(a, bh, q0, a.tq, dv);
   float* lse = g.lse + bh * a.tq + q0;
   for (std::int64_t r = 0; r < nq; ++r) {
     const float inv = l[r] > 0 ? 1.0f / l[r] : 0.0f;  // no keys at all: zeros
-    for (std::int64_t c = 0; c < dv; ++c) out[r * dv + c] = Elem<F>::store(acc[r * dvp + c] * inv);
+    for (std::int64_t c = 0; c < dv; ++c) out[r * dv_ld + c] = Elem<F>::store(acc[r * dvp + c] * inv);
     // A row whose every score is masked: its probabilities are 1 / tk, marked by lse = +inf.
     lse[r] = m[r] <= kMaskedScore ? kInf : m[r] + std::log(l[r]);
   }
@@ -244,17 +259,20 @@ void key_block_task(const Head& hd, std::int64_t bh, std::int64_t j0, std::int64
         *dvv = scratch.take(), *qt = scratch.take(), *qs = scratch.take(), *dot = scratch.take(),
         *dob = scratch.take(), *st = scratch.take(), *dpt = scratch.take(), *lse = scratch.take(),
         *delta = lse + kBlock;
-  load_rows(g.k + (bh * a.tk + j0) * d, n, d, 1.0f, kb, d);
-  if (dq_all) load_rows(g.k + (bh * a.tk + j0) * d, n, d, a.scale, ks, dp);
-  load_rows(g.v + (bh * a.tk + j0) * dv, n, dv, 1.0f, vb, dv);
+  const std::int64_t d_ld = row_step(a, d), dv_ld = row_step(a, dv);
+  const F* k = g.k + row_at(a, bh, j0, a.tk, d);
+  load_rows(k, d_ld, n, d, 1.0f, kb, d);
+  if (dq_all) load_rows(k, d_ld, n, d, a.scale, ks, dp);
+  load_rows(g.v + row_at(a, bh, j0, a.tk, dv), dv_ld, n, dv, 1.0f, vb, dv);
   std::fill(dk, dk + n * dp, 0.0f);
   std::fill(dvv, dvv + n * dvp, 0.0f);
   for (std::int64_t i0 = hd.first_row(j0); i0 < a.tq; i0 += kBlock) {
     const std::int64_t nr = std::min(kBlock, a.tq - i0), nrp = padded(nr), row0 = bh * a.tq + i0;
-    load_transposed(g.q + row0 * d, nr, d, a.scale, qt);
-    load_rows(g.q + row0 * d, nr, d, a.scale, qs, dp);
-    load_transposed(g.dout + row0 * dv, nr, dv, 1.0f, dot);
-    load_rows(g.dout + row0 * dv, nr, dv, 1.0f, dob, dvp);
+    const F *q = g.q + row_at(a, bh, i0, a.tq, d), *dout = g.dout + row_at(a, bh, i0, a.tq, dv);
+    load_transposed(q, d_ld, nr, d, a.scale, qt);
+    load_rows(q, d_ld, nr, d, a.scale, qs, dp);
+    load_transposed(dout, dv_ld, nr, dv, 1.0f, dot);
+    load_rows(dout, dv_ld, nr, dv, 1.0f, dob, dvp);
     load_row_values(g.lse, row0, nr, lse);
     load_row_values(g.delta, row0, nr, delta);
     const ScoreBlock b{i0, nr, j0, n, true};
@@ -267,8 +285,8 @@ void key_block_task(const Head& hd, std::int64_t bh, std::int64_t j0, std::int64
     if (dq_all)
       tiles::gemm(nr, dp, n, dpt, 1, kBlock, ks, dp, dq_all + i0 * dp, dp, true);  // dq += ds k scale
   }
-  store_rows(dk, dp, n, d, g.dk + (bh * a.tk + j0) * d);
-  store_rows(dvv, dvp, n, dv, g.dv + (bh * a.tk + j0) * dv);
+  store_rows(dk, dp, n, d, g.dk + row_at(a, bh, j0, a.tk, d), d_ld);
+  store_rows(dvv, dvp, n, dv, g.dv + row_at(a, bh, j0, a.tk, dv), dv_ld);
 }
 
 // dq of query rows [q0, q0 + nq) of one (batch, head), over every key: the sums key_block_task
@@ -278,23 +296,24 @@ void query_block_task(const Head& hd, std::int64_t bh, std::int64_t q0, std::int
                       const BackwardArgs<F>& g, std::vector<float>& buf) {
   const AttentionDesc& a = hd.a;
   const std::int64_t d = a.d, dv = a.dv, dp = padded(d), row0 = bh * a.tq + q0;
+  const std::int64_t d_ld = row_step(a, d), dv_ld = row_step(a, dv);
   Scratch scratch(buf, a, 9);
   float *kt = scratch.take(), *ks = scratch.take(), *vt = scratch.take(), *qs = scratch.take(),
         *dob = scratch.take(), *dq = scratch.take(), *s = scratch.take(), *dps = scratch.take(),
         *lse = scratch.take(), *delta = lse + kBlock;
-  load_rows(g.q + row0 * d, nq, d, a.scale, qs, d);
-  load_rows(g.dout + row0 * dv, nq, dv, 1.0f, dob, dv);
+  load_rows(g.q + row_at(a, bh, q0, a.tq, d), d_ld, nq, d, a.scale, qs, d);
+  load_rows(g.dout + row_at(a, bh, q0, a.tq, dv), dv_ld, nq, dv, 1.0f, dob, dv);
   load_row_values(g.lse, row0, nq, lse);
   load_row_values(g.delta, row0, nq, delta);
   std::fill(dq, dq + nq * dp, 0.0f);
-  const F* k = g.k + bh * a.tk * d;
-  const F* v = g.v + bh * a.tk * dv;
+  const F* k = g.k + row_at(a, bh, 0, a.tk, d);
+  const F* v = g.v + row_at(a, bh, 0, a.tk, dv);
   const std::int64_t key_end = hd.key_end(q0 + nq - 1);
   for (std::int64_t j0 = 0; j0 < key_end; j0 += kBlock) {
     const std::int64_t n = std::min(kBlock, key_end - j0), np = padded(n);
-    load_transposed(k + j0 * d, n, d, 1.0f, kt);
-    load_rows(k + j0 * d, n, d, a.scale, ks, dp);
-    load_transposed(v + j0 * dv, n, dv, 1.0f, vt);
+    load_transposed(k + j0 * d_ld, d_ld, n, d, 1.0f, kt);
+    load_rows(k + j0 * d_ld, d_ld, n, d, a.scale, ks, dp);
+    load_transposed(v + j0 * dv_ld, dv_ld, n, dv, 1.0f, vt);
     const ScoreBlock b{q0, nq, j0, n, false};
     tiles::gemm(nq, np, d, qs, d, 1, kt, kBlock, s, kBlock, false);
     mask_scores(hd, b, s);
@@ -302,7 +321,7 @@ void query_block_task(const Head& hd, std::int64_t bh, std::int64_t q0, std::int
     probabilities_and_grads(hd, b, lse, delta, s, dps);
     tiles::gemm(nq, dp, n, dps, kBlock, 1, ks, dp, dq, dp, true);
   }
-  store_rows(dq, dp, nq, d, g.dq + row0 * d);
+  store_rows(dq, dp, nq, d, g.dq + row_at(a, bh, q0, a.tq, d), d_ld);
 }
 
 // A thread's scratch vectors, kept from call to call: a short sequence's whole work costs less
@@ -352,9 +371,9 @@ void attention_backward(ComputeContext& ctx, const AttentionDesc& a, const void*
   const F* dy = static_cast<const F*>(dout);
   parallel_rows(ctx, rows, a.dv, [&](std::int64_t begin, std::int64_t end) {
     for (std::int64_t r = begin; r < end; ++r) {
+      const std::int64_t at = row_at(a, r / a.tq, r % a.tq, a.tq, a.dv);
       float s = 0.0f;
-      for (std::int64_t c = 0; c < a.dv; ++c)
-        s += Elem<F>::load(dy[r * a.dv + c]) * Elem<F>::load(out[r * a.dv + c]);
+      for (std::int64_t c = 0; c < a.dv; ++c) s += Elem<F>::load(dy[at + c]) * Elem<F>::load(out[at + c]);
       delta[static_cast<std::size_t>(r)] = s;
     }
   });
@@ -371,7 +390,8 @@ void attention_backward(ComputeContext& ctx, const AttentionDesc& a, const void*
         dq_all.assign(static_cast<std::size_t>(a.tq * padded(a.d)), 0.0f);
         for (std::int64_t j0 = 0; j0 < a.tk; j0 += kBlock)
           key_block_task(hd, bh, j0, std::min(kBlock, a.tk - j0), g, buf, dq_all.data());
-        store_rows(dq_all.data(), padded(a.d), a.tq, a.d, g.dq + bh * a.tq * a.d);
+        store_rows(dq_all.data(), padded(a.d), a.tq, a.d, g.dq + row_at(a, bh, 0, a.tq, a.d),
+                   row_step(a, a.d));
       }
       release_scratch();
     });

@@ -29,6 +29,10 @@ struct Rules {
     const std::uint64_t row = dropout::row_key(step_key, a.first_example + e);
     return dropout::dropped(row, (head * a.tq + i) * a.tk + j, threshold) ? 0.0f : keep_scale;
   }
+  /// Where row i (of t rows of `width`) of (batch entry, head) bh starts (AttentionDesc::heads_last).
+  __device__ std::int64_t row_at(std::int64_t bh, std::int64_t i, std::int64_t t, std::int64_t width) const {
+    return a.heads_last ? ((bh / a.h * t + i) * a.h + bh % a.h) * width : (bh * t + i) * width;
+  }
   /// Keys query row i can attend to (with a causal mask and no other: up to i).
   __device__ std::int64_t key_end(const std::uint8_t* mask, std::int64_t i) const {
     return a.causal && !mask ? (i + 1 < a.tk ? i + 1 : a.tk) : a.tk;
@@ -90,18 +94,18 @@ __global__ void forward_kernel(Rules R, const F* q, const F* k, const F* v, cons
   float* acc = qs + a.d;
   float* p = acc + a.dv;
   float* red = p + kTile;
-  for (std::int64_t c = threadIdx.x; c < a.d; c += kTile) qs[c] = Elem<F>::load(q[row * a.d + c]) * a.scale;
+  const F* qi = q + R.row_at(bh, i, a.tq, a.d);
+  for (std::int64_t c = threadIdx.x; c < a.d; c += kTile) qs[c] = Elem<F>::load(qi[c]) * a.scale;
   for (std::int64_t c = threadIdx.x; c < a.dv; c += kTile) acc[c] = 0.0f;
   __syncthreads();
-  const F* kb = k + bh * a.tk * a.d;
-  const F* vb = v + bh * a.tk * a.dv;
   float m = -INFINITY, l = 0.0f;
   const std::int64_t key_end = R.key_end(mask, i);
   for (std::int64_t j0 = 0; j0 < key_end; j0 += kTile) {
     const std::int64_t j = j0 + threadIdx.x;
     const std::int64_t n = key_end - j0 < kTile ? key_end - j0 : kTile;
     float s = -INFINITY;
-    if (j < key_end) s = R.masked(mask, e, i, j) ? kMaskedScore : dot(qs, kb + j * a.d, a.d);
+    if (j < key_end)
+      s = R.masked(mask, e, i, j) ? kMaskedScore : dot(qs, k + R.row_at(bh, j, a.tk, a.d), a.d);
     const float m_new = fmaxf(m, block_reduce<true>(red, s));
     const float correction = expf(m - m_new);
     const float pj = j < key_end ? expf(s - m_new) : 0.0f;
@@ -110,14 +114,15 @@ __global__ void forward_kernel(Rules R, const F* q, const F* k, const F* v, cons
     __syncthreads();
     for (std::int64_t c = threadIdx.x; c < a.dv; c += kTile) {
       float x = acc[c] * correction;
-      for (std::int64_t t = 0; t < n; ++t) x += p[t] * Elem<F>::load(vb[(j0 + t) * a.dv + c]);
+      for (std::int64_t t = 0; t < n; ++t) x += p[t] * Elem<F>::load(v[R.row_at(bh, j0 + t, a.tk, a.dv) + c]);
       acc[c] = x;
     }
     m = m_new;
     __syncthreads();
   }
   const float inv = l > 0 ? 1.0f / l : 0.0f;
-  for (std::int64_t c = threadIdx.x; c < a.dv; c += kTile) out[row * a.dv + c] = Elem<F>::store(acc[c] * inv);
+  F* out_i = out + R.row_at(bh, i, a.tq, a.dv);
+  for (std::int64_t c = threadIdx.x; c < a.dv; c += kTile) out_i[c] = Elem<F>::store(acc[c] * inv);
   // A row whose every score is masked: its probabilities are 1 / tk, marked by lse = +inf.
   if (threadIdx.x == 0) lse[row] = m <= kMaskedScore ? INFINITY : m + logf(l);
 }
@@ -135,43 +140,46 @@ __global__ void key_grad_kernel(Rules R, const F* q, const F* k, const F* v, con
   float* pz = ds + kTile;
   for (std::int64_t c = threadIdx.x; c < a.d; c += kTile) dks[c] = 0.0f;
   for (std::int64_t c = threadIdx.x; c < a.dv; c += kTile) dvs[c] = 0.0f;
-  const F* kj = k + key * a.d;
-  const F* vj = v + key * a.dv;
+  const F* kj = k + R.row_at(bh, j, a.tk, a.d);
+  const F* vj = v + R.row_at(bh, j, a.tk, a.dv);
   const std::int64_t first = a.causal && !mask ? j : 0;
   for (std::int64_t i0 = first; i0 < a.tq; i0 += kTile) {
     const std::int64_t i = i0 + threadIdx.x;
     const std::int64_t n = a.tq - i0 < kTile ? a.tq - i0 : kTile;
     float dsi = 0.0f, pzi = 0.0f;
     if (i < a.tq) {
-      const std::int64_t row = bh * a.tq + i;
+      const std::int64_t row = bh * a.tq + i, qi = R.row_at(bh, i, a.tq, a.d),
+                         oi = R.row_at(bh, i, a.tq, a.dv);
       const bool masked = R.masked(mask, e, i, j);
-      const float s = masked ? kMaskedScore : a.scale * dot2(q + row * a.d, kj, a.d);
+      const float s = masked ? kMaskedScore : a.scale * dot2(q + qi, kj, a.d);
       const float p = probability(a, s, lse[row]);
       const float z = R.keep(e, head, i, j);
-      const float dp = dot2(dout + row * a.dv, vj, a.dv);
-      const float delta = dot2(dout + row * a.dv, out + row * a.dv, a.dv);
+      const float dp = dot2(dout + oi, vj, a.dv);
+      const float delta = dot2(dout + oi, out + oi, a.dv);
       pzi = p * z;
       dsi = masked ? 0.0f : p * (dp * z - delta);
     }
     ds[threadIdx.x] = dsi;
     pz[threadIdx.x] = pzi;
     __syncthreads();
-    const F* q0 = q + (bh * a.tq + i0) * a.d;
-    const F* g0 = dout + (bh * a.tq + i0) * a.dv;
     for (std::int64_t c = threadIdx.x; c < a.d; c += kTile) {
       float x = dks[c];
-      for (std::int64_t t = 0; t < n; ++t) x += ds[t] * a.scale * Elem<F>::load(q0[t * a.d + c]);
+      for (std::int64_t t = 0; t < n; ++t)
+        x += ds[t] * a.scale * Elem<F>::load(q[R.row_at(bh, i0 + t, a.tq, a.d) + c]);
       dks[c] = x;
     }
     for (std::int64_t c = threadIdx.x; c < a.dv; c += kTile) {
       float x = dvs[c];
-      for (std::int64_t t = 0; t < n; ++t) x += pz[t] * Elem<F>::load(g0[t * a.dv + c]);
+      for (std::int64_t t = 0; t < n; ++t)
+        x += pz[t] * Elem<F>::load(dout[R.row_at(bh, i0 + t, a.tq, a.dv) + c]);
       dvs[c] = x;
     }
     __syncthreads();
   }
-  for (std::int64_t c = threadIdx.x; c < a.d; c += kTile) dk[key * a.d + c] = Elem<F>::store(dks[c]);
-  for (std::int64_t c = threadIdx.x; c < a.dv; c += kTile) dv[key * a.dv + c] = Elem<F>::store(dvs[c]);
+  for (std::int64_t c = threadIdx.x; c < a.d; c += kTile)
+    dk[R.row_at(bh, j, a.tk, a.d) + c] = Elem<F>::store(dks[c]);
+  for (std::int64_t c = threadIdx.x; c < a.dv; c += kTile)
+    dv[R.row_at(bh, j, a.tk, a.dv) + c] = Elem<F>::store(dvs[c]);
 }
 
 // Block = query row (bh, i): dq over every key. Shared: qs[d], dq[d], ds[kTile], red[kTile].
@@ -185,36 +193,36 @@ __global__ void query_grad_kernel(Rules R, const F* q, const F* k, const F* v, c
   float* dqs = qs + a.d;
   float* ds = dqs + a.d;
   float* red = ds + kTile;
+  const std::int64_t qi = R.row_at(bh, i, a.tq, a.d), oi = R.row_at(bh, i, a.tq, a.dv);
   for (std::int64_t c = threadIdx.x; c < a.d; c += kTile) {
-    qs[c] = Elem<F>::load(q[row * a.d + c]) * a.scale;
+    qs[c] = Elem<F>::load(q[qi + c]) * a.scale;
     dqs[c] = 0.0f;
   }
   float part = 0.0f;
   for (std::int64_t c = threadIdx.x; c < a.dv; c += kTile)
-    part += Elem<F>::load(dout[row * a.dv + c]) * Elem<F>::load(out[row * a.dv + c]);
+    part += Elem<F>::load(dout[oi + c]) * Elem<F>::load(out[oi + c]);
   const float delta = block_reduce<false>(red, part);  // also the barrier after qs
-  const F* kb = k + bh * a.tk * a.d;
-  const F* vb = v + bh * a.tk * a.dv;
   const std::int64_t key_end = R.key_end(mask, i);
   for (std::int64_t j0 = 0; j0 < key_end; j0 += kTile) {
     const std::int64_t j = j0 + threadIdx.x;
     const std::int64_t n = key_end - j0 < kTile ? key_end - j0 : kTile;
     float dsj = 0.0f;
     if (j < key_end && !R.masked(mask, e, i, j)) {
-      const float p = probability(a, dot(qs, kb + j * a.d, a.d), lse[row]);
-      const float dp = dot2(dout + row * a.dv, vb + j * a.dv, a.dv);
+      const float p = probability(a, dot(qs, k + R.row_at(bh, j, a.tk, a.d), a.d), lse[row]);
+      const float dp = dot2(dout + oi, v + R.row_at(bh, j, a.tk, a.dv), a.dv);
       dsj = p * (dp * R.keep(e, head, i, j) - delta);
     }
     ds[threadIdx.x] = dsj;
     __syncthreads();
     for (std::int64_t c = threadIdx.x; c < a.d; c += kTile) {
       float x = dqs[c];
-      for (std::int64_t t = 0; t < n; ++t) x += ds[t] * a.scale * Elem<F>::load(kb[(j0 + t) * a.d + c]);
+      for (std::int64_t t = 0; t < n; ++t)
+        x += ds[t] * a.scale * Elem<F>::load(k[R.row_at(bh, j0 + t, a.tk, a.d) + c]);
       dqs[c] = x;
     }
     __syncthreads();
   }
-  for (std::int64_t c = threadIdx.x; c < a.d; c += kTile) dq[row * a.d + c] = Elem<F>::store(dqs[c]);
+  for (std::int64_t c = threadIdx.x; c < a.d; c += kTile) dq[qi + c] = Elem<F>::store(dqs[c]);
 }
 
 std::size_t shared_bytes(std::int64_t floats) {
