@@ -109,6 +109,8 @@ phase gpu_tests 120 "${with_libs[@]}" "$gpu_tests"
 say "4 logical replicas on one GPU vs one device (1e-5):"
 grep -E 'FourLogicalReplicas' "$report_dir/gpu_check_gpu_tests.log" | tee -a "$report"
 grep -q 'FAILED.*FourLogicalReplicas' "$report_dir/gpu_check_gpu_tests.log" && say "  FAILED" || say "  (not listed as failed above)"
+say "jit_compile (issue 37): StepGraph replays, 200 steps with and without capture, why steps run eagerly:"
+grep -E 'GpuStepGraph|GpuJitCompile|jit_compile auto on gpu:0' "$report_dir/gpu_check_gpu_tests.log" | tee -a "$report"
 phase parity_cuda 60 "${with_libs[@]}" "$backend_tests" --gtest_brief=1 '--gtest_filter=*cuda*:ParityBackends.Cuda'
 # The flagship's and the convnet's test accuracy on MNIST, trained on the GPU by the CLI with the
 # CPU suite's settings and thresholds (tests/cli_and_reference_tests.cmake: flagship.*).

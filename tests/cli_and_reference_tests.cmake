@@ -539,3 +539,10 @@ add_test(NAME reference.keras_vit_matches_lockstep_both_ways
          COMMAND bash -c "{ [ -x \"$0\" ] || exit 77; } && rm -rf \"$2\" && \"$0\" \"$1\" \"$2\" \"$3\""
                  ${_ref_py} ${CMAKE_CURRENT_SOURCE_DIR}/reference/keras_vit.py ${CMAKE_CURRENT_BINARY_DIR}/keras_vit ${_cli})
 set_tests_properties(reference.keras_vit_matches_lockstep_both_ways PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 600)
+# jit_compile (issue 37): a bad value is a usage error; `on` where the device cannot capture is
+# refused by name before any step.
+add_test(NAME cli.jit_compile_bad_value_is_status_2 COMMAND ${_expect} 2 "xla not in" ${_cli} train --jit-compile xla)
+add_test(NAME cli.jit_compile_on_the_cpu_is_refused_by_name
+         COMMAND ${_expect} 2 "jit_compile=True: train steps on cpu:0 cannot be captured into a graph: the CPU"
+                 ${_cli} train --jit-compile on --epochs 1 --steps-per-epoch 2 --no-tensorboard --verbose 0
+                 --logdir ${CMAKE_CURRENT_BINARY_DIR}/jit-compile-on)

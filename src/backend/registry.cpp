@@ -3,6 +3,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "backend/capture.hpp"
 #include "backend/cpu/cpu_kernels.hpp"
 #include "backend/devices.hpp"
 #include "core/env.hpp"
@@ -60,6 +61,9 @@ class CpuKind final : public DeviceKindBackend {
   std::unique_ptr<ComputeContext> make_context(Device device, const ContextOptions& options) const override {
     return std::make_unique<ComputeContext>(device, options.threads, options.cpus);
   }
+  std::string capture_refusal() const override {
+    return "the CPU runs each kernel on the host as it is called: there is no device queue to capture";
+  }
 };
 
 // GPUs: CUDA's (src/backend/cuda) when built and a GPU is visible, else the emulated ones.
@@ -100,6 +104,14 @@ class GpuKind final : public DeviceKindBackend {
     return cuda::runtime_summary();
 #else
     return {};
+#endif
+  }
+  std::string capture_refusal() const override {
+    if (emulated()) return "emulated GPUs (LOCKSTEP_EMULATED_GPUS) run the CPU's kernels on the host";
+#ifdef LOCKSTEP_WITH_CUDA
+    return cuda::capture_refusal();
+#else
+    return "this build has no CUDA backend";
 #endif
   }
   void* stream([[maybe_unused]] ComputeContext& ctx) const override {
@@ -177,6 +189,54 @@ const char* kernel_op_name(KernelOp op) {
   };
   static_assert(sizeof(names) / sizeof(names[0]) == static_cast<std::size_t>(KernelOp::kCount));
   return names[static_cast<std::size_t>(op)];
+}
+
+namespace {
+void check_can_capture(const ComputeContext& ctx) {
+  const std::string why = device_kind(ctx.device().kind).capture_refusal();
+  LOCKSTEP_CHECK(why.empty(), "work on ", ctx.device().str(), " cannot be captured into a graph: ", why);
+}
+}  // namespace
+
+void begin_capture(ComputeContext& ctx) {
+  check_can_capture(ctx);
+#ifdef LOCKSTEP_WITH_CUDA
+  cuda::begin_capture(ctx);
+#endif
+}
+std::shared_ptr<void> end_capture([[maybe_unused]] ComputeContext& ctx, [[maybe_unused]] bool keep) {
+#ifdef LOCKSTEP_WITH_CUDA
+  return cuda::end_capture(ctx, keep);
+#else
+  return nullptr;
+#endif
+}
+void replay_graph(ComputeContext& ctx, [[maybe_unused]] void* graph) {
+  check_can_capture(ctx);
+#ifdef LOCKSTEP_WITH_CUDA
+  cuda::replay(ctx, graph);
+#endif
+}
+
+const char* kernel_capture_refusal(KernelOp op) {
+  static constexpr bool returns_to_host[] = {
+#define LOCKSTEP_KERNEL_OP(name, Op, dtypes, ret, params) !std::is_void_v<ret>,
+#include "backend/kernel_ops.def"
+#undef LOCKSTEP_KERNEL_OP
+  };
+  if (returns_to_host[static_cast<std::size_t>(op)]) return "returns its result to the host";
+  switch (op) {
+    case KernelOp::kSgdUpdate:
+    case KernelOp::kSgdUpdateSummed:
+    case KernelOp::kAdamUpdate:
+    case KernelOp::kAdamUpdateSummed:
+      return "takes the step's learning rate and bias corrections as host values, which a replay would freeze";
+    case KernelOp::kDropoutMask:
+    case KernelOp::kAttention:
+    case KernelOp::kAttentionBackward:
+      return "takes the step that keys dropout as a host value, which a replay would freeze";
+    default: return nullptr;
+  }
 }
 
 bool backend_available(DeviceKind kind) { return device_kind(kind).available(); }

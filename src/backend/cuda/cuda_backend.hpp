@@ -28,5 +28,15 @@ std::string runtime_summary();
 std::optional<double> utilization_percent(int index);
 /// The cudaStream_t a CUDA context computes on (as void*, for NCCL).
 void* stream_of(ComputeContext& ctx);
+/// Why work on this process's CUDA devices cannot be captured into a CUDA graph and replayed
+/// (jit_compile); empty where it can (graph.cpp).
+std::string capture_refusal();
+/// Starts capturing the work this thread queues on ctx's stream (graph.cpp).
+void begin_capture(ComputeContext& ctx);
+/// Ends the capture: the instantiated graph (keep), or null after discarding it (!keep: the
+/// captured work failed).
+std::shared_ptr<void> end_capture(ComputeContext& ctx, bool keep);
+/// Queues one run of `graph` on ctx's stream.
+void replay(ComputeContext& ctx, void* graph);
 
 }  // namespace lockstep::backend::cuda
