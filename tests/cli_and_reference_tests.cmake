@@ -566,3 +566,10 @@ if(LOCKSTEP_WITH_CUDA)
            COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/cli/cuda_plugin_load.sh ${_cli}
                    $<TARGET_FILE_DIR:lockstep_fake_cuda_driver> ${CMAKE_CURRENT_BINARY_DIR}/cuda-plugin-load)
 endif()
+# jit_compile (issue 37): a bad value is a usage error; `on` where the device cannot capture is
+# refused by name before any step.
+add_test(NAME cli.jit_compile_bad_value_is_status_2 COMMAND ${_expect} 2 "xla not in" ${_cli} train --jit-compile xla)
+add_test(NAME cli.jit_compile_on_the_cpu_is_refused_by_name
+         COMMAND ${_expect} 2 "jit_compile=True: train steps on cpu:0 cannot be captured into a graph: the CPU"
+                 ${_cli} train --jit-compile on --epochs 1 --steps-per-epoch 2 --no-tensorboard --verbose 0
+                 --logdir ${CMAKE_CURRENT_BINARY_DIR}/jit-compile-on)

@@ -278,6 +278,10 @@ void bind_model(nb::module_& m) {
                                                                 : std::get<metrics::MetricPtr>(g));
         mo.compile(opt, loss, std::move(made));
       })
+      .def_prop_rw(
+          "jit_compile", [](const Model& mo) { return std::string(jit_compile_name(mo.jit_compile())); },
+          [](Model& mo, const std::string& mode) { mo.set_jit_compile(parse_jit_compile(mode)); })
+      .def_prop_ro("jit_compile_reason", &Model::jit_compile_reason)
       .def("save", [](Model& mo, const std::string& path) { save_model(mo, path); })
       .def("save_weights", [](const Model& mo, const std::string& path) { save_weights(mo, path); })
       .def("load_weights", [](Model& mo, const std::string& path) { load_weights(mo, path); });

@@ -35,6 +35,9 @@ class DeviceKindBackend {
   /// The native queue (a cudaStream_t, as void*) `ctx` computes on, for collectives that enqueue
   /// on the device (NCCL); null where work runs in order on the host.
   virtual void* stream(ComputeContext& /*ctx*/) const { return nullptr; }
+  /// Why the kind's devices cannot capture a step into a graph and replay it (jit_compile);
+  /// empty where they can.
+  virtual std::string capture_refusal() const { return "the device cannot capture a step"; }
   virtual const KernelTable& kernels(DType dtype) const = 0;
   virtual const DeviceOps& device_ops() const = 0;
   /// Throws ValueError naming the device when it does not exist or the backend is not built.

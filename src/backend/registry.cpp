@@ -3,6 +3,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "backend/capture.hpp"
 #include "backend/cpu/cpu_kernels.hpp"
 #include "backend/devices.hpp"
 #include "core/env.hpp"
@@ -58,6 +59,9 @@ class CpuKind final : public DeviceKindBackend {
   std::unique_ptr<ComputeContext> make_context(Device device, const ContextOptions& options) const override {
     return std::make_unique<ComputeContext>(device, options.threads, options.cpus);
   }
+  std::string capture_refusal() const override {
+    return "the CPU runs each kernel on the host as it is called: there is no device queue to capture";
+  }
 };
 
 // GPUs: CUDA's (src/backend/cuda, the plugin cuda_loader.cpp loads) when built and a GPU is
@@ -85,6 +89,12 @@ class GpuKind final : public DeviceKindBackend {
     } catch (const ValueError& e) {
       return e.what();  // a report's line: the broken plugin, named
     }
+  }
+  std::string capture_refusal() const override {
+    if (emulated()) return "emulated GPUs (LOCKSTEP_EMULATED_GPUS) run the CPU's kernels on the host";
+    if (!cuda_loader::built()) return "this build has no CUDA backend";
+    if (!real()) return "no GPU is visible to the NVIDIA driver";
+    return cuda_loader::api().capture_refusal();
   }
   void* stream(ComputeContext& ctx) const override {
     return real() && ctx.device().kind == DeviceKind::kCuda ? cuda_loader::api().stream_of(ctx) : nullptr;
@@ -150,6 +160,48 @@ const char* kernel_op_name(KernelOp op) {
   };
   static_assert(sizeof(names) / sizeof(names[0]) == static_cast<std::size_t>(KernelOp::kCount));
   return names[static_cast<std::size_t>(op)];
+}
+
+namespace {
+void check_can_capture(const ComputeContext& ctx) {
+  const std::string why = device_kind(ctx.device().kind).capture_refusal();
+  LOCKSTEP_CHECK(why.empty(), "work on ", ctx.device().str(), " cannot be captured into a graph: ", why);
+}
+}  // namespace
+
+// Only a device whose kind can capture gets here: a real GPU, whose backend is the loaded plugin.
+void begin_capture(ComputeContext& ctx) {
+  check_can_capture(ctx);
+  cuda_loader::api().begin_capture(ctx);
+}
+std::shared_ptr<void> end_capture(ComputeContext& ctx, bool keep) {
+  check_can_capture(ctx);
+  return cuda_loader::api().end_capture(ctx, keep);
+}
+void replay_graph(ComputeContext& ctx, void* graph) {
+  check_can_capture(ctx);
+  cuda_loader::api().replay(ctx, graph);
+}
+
+const char* kernel_capture_refusal(KernelOp op) {
+  static constexpr bool returns_to_host[] = {
+#define LOCKSTEP_KERNEL_OP(name, Op, dtypes, ret, params) !std::is_void_v<ret>,
+#include "backend/kernel_ops.def"
+#undef LOCKSTEP_KERNEL_OP
+  };
+  if (returns_to_host[static_cast<std::size_t>(op)]) return "returns its result to the host";
+  switch (op) {
+    case KernelOp::kSgdUpdate:
+    case KernelOp::kSgdUpdateSummed:
+    case KernelOp::kAdamUpdate:
+    case KernelOp::kAdamUpdateSummed:
+      return "takes the step's learning rate and bias corrections as host values, which a replay would freeze";
+    case KernelOp::kDropoutMask:
+    case KernelOp::kAttention:
+    case KernelOp::kAttentionBackward:
+      return "takes the step that keys dropout as a host value, which a replay would freeze";
+    default: return nullptr;
+  }
 }
 
 bool backend_available(DeviceKind kind) { return device_kind(kind).available(); }

@@ -1,5 +1,7 @@
 #include "lockstep/tensor/op_record.hpp"
 
+#include "backend/capture.hpp"
+#include "lockstep/tensor/step_capture.hpp"
 #include "tensor/op_util.hpp"
 
 namespace lockstep {
@@ -59,6 +61,9 @@ const backend::KernelTable& kern(const char* op, const Tensor& t, backend::Kerne
                                     backend::kernel_op_name(k), " kernel for it",
                                     backend::backend_available(d.kind) ? "" : "; that backend is not built", ")"));
   }
+  if (StepCaptureCheck* check = current_step_capture_check()) [[unlikely]]
+    if (const char* why = backend::kernel_capture_refusal(k))
+      check->block(detail::concat("the op '", op, "' (kernel ", backend::kernel_op_name(k), ") ", why));
   return backend::kernels(d.kind, t.dtype());
 }
 

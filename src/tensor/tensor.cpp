@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "backend/kernels.hpp"
+#include "lockstep/tensor/step_capture.hpp"
 #include "tensor/op_util.hpp"
 
 namespace lockstep {
@@ -92,12 +93,17 @@ void Tensor::fill_(double value) { table(*this, backend::KernelOp::kFill, "fill"
 void Tensor::copy_to_host(void* dst, std::size_t bytes, std::size_t byte_offset) const {
   LOCKSTEP_CHECK(byte_offset + bytes <= nbytes(), "copy_to_host: bytes [", byte_offset, ", ", byte_offset + bytes,
                  ") are outside the tensor's ", nbytes());
+  if (StepCaptureCheck* check = current_step_capture_check()) [[unlikely]]
+    check->block("a read of a " + shape().str() + " tensor's values on the host (the host waits for the device there)");
   if (bytes) dev_ops(device()).copy_to_host(ctx(), dst, static_cast<const char*>(raw_data()) + byte_offset, bytes);
 }
 
 void Tensor::copy_from_host(const void* src, std::size_t bytes, std::size_t byte_offset) {
   LOCKSTEP_CHECK(byte_offset + bytes <= nbytes(), "copy_from_host: bytes [", byte_offset, ", ", byte_offset + bytes,
                  ") are outside the tensor's ", nbytes());
+  if (StepCaptureCheck* check = current_step_capture_check()) [[unlikely]]
+    check->block("a copy of host memory into a " + shape().str() +
+                 " tensor (a replay would copy what that memory holds then)");
   if (bytes) dev_ops(device()).copy_from_host(ctx(), static_cast<char*>(raw_data()) + byte_offset, src, bytes);
 }
 

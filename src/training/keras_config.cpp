@@ -233,7 +233,8 @@ json compile_to_keras(const Model& model) {
           {"weighted_metrics", nullptr},
           {"run_eagerly", false},
           {"steps_per_execution", 1},
-          {"jit_compile", false}};
+          {"jit_compile", model.jit_compile() == JitCompile::kAuto ? json("auto")
+                                                                    : json(model.jit_compile() == JitCompile::kOn)}};
 }
 
 // Keras' compile config -> lockstep's; a string naming what lockstep cannot express otherwise.
@@ -244,6 +245,7 @@ struct CompileParts {
   std::map<std::string, json> losses;
   std::map<std::string, double> loss_weights;
   std::map<std::string, std::vector<std::string>> output_metrics;
+  JitCompile jit_compile = JitCompile::kAuto;
 };
 
 // One Keras loss (a name or a serialised object) as lockstep's {"class_name", "config"}; a
@@ -330,7 +332,13 @@ std::string compile_from_keras(const json& c, const Structure& outs, CompilePart
   if (!c.is_object()) return "compile_config is not an object";
   for (const auto& [key, value] : c.items()) {
     if (key == "optimizer" || key == "loss" || key == "metrics" || (key == "loss_weights" && outs.size() > 1)) continue;
-    if (key == "run_eagerly" || key == "steps_per_execution" || key == "jit_compile" || key == "auto_scale_loss")
+    if (key == "jit_compile") {  // Keras writes "auto", true or false
+      if (value.is_boolean()) out.jit_compile = value.get<bool>() ? JitCompile::kOn : JitCompile::kOff;
+      else if (value != json("auto") && !value.is_null())
+        return "compile argument jit_compile=" + value.dump() + " is not supported";
+      continue;
+    }
+    if (key == "run_eagerly" || key == "steps_per_execution" || key == "auto_scale_loss")
       continue;  // how Keras runs a step, not what it computes
     if (!is_off(value)) return "compile argument " + key + "=" + value.dump() + " is not supported";
   }
@@ -506,6 +514,7 @@ void compile_from_keras_file(const json& j, Model& model, const std::string& sou
           for (const auto& [name, loss] : parts.losses) losses[name] = loss_from_json(loss);
           model.compile(optimizer_from_json(parts.optimizer), losses, parts.output_metrics, parts.loss_weights);
         }
+        model.set_jit_compile(parts.jit_compile);
       } catch (const std::exception& e) {
         problem = e.what();
       }

@@ -9,6 +9,7 @@
 #include "lockstep/layers/dtype_policy.hpp"
 #include "lockstep/optimizers/loss_scale_optimizer.hpp"
 #include "lockstep/tensor/compute_context.hpp"
+#include "lockstep/tensor/step_capture.hpp"
 #include "lockstep/training/preprocessing.hpp"
 #include "distribute/phase_times.hpp"
 #include "training/replica_slices.hpp"
@@ -138,6 +139,7 @@ void Model::take_optimizer(optimizers::OptimizerPtr optimizer, losses::LossPtr l
     optimizer = optimizers::LossScale(std::move(optimizer));
   optimizer_ = std::move(optimizer);
   loss_ = std::move(loss);
+  jit_checked_ = false;
   metrics_.clear();
   metric_outputs_.clear();
   output_losses_.clear();
@@ -482,7 +484,9 @@ double Model::train_micro_step(const distribute::DistributedBatch& batch, std::i
   ensure_mirrored();
   const std::int64_t n = batch.global_size;
   const std::int64_t step = optimizer_->iterations();
+  const std::unique_ptr<StepCaptureCheck> capture_check = step_capture_check(use);
   const auto parts = run_on_slices(strategy_, batch, [&](const data::Element& s, std::int64_t first, ReplicaInterface* rc) {
+    const StepCaptureCheck::OnThisThread watched(capture_check.get());
     return replica_train_step(s, first_example + first, group_examples, step, rc, use, held);
   });
   if (use == GradientUse::kHoldBack) {
@@ -494,6 +498,7 @@ double Model::train_micro_step(const distribute::DistributedBatch& batch, std::i
   if (auto* loss_scale = dynamic_cast<optimizers::LossScaleOptimizer*>(optimizer_.get()))
     loss_scale->update_scale(applied);
   if (applied) optimizer_->finish_step();
+  if (capture_check) decide_step_capture(*capture_check);
   // Debug check (MirroredOptions::check_mirrored): every replica's copy of every variable is
   // still bit-identical after the update; throws DistributedError naming the first that drifted.
   if (strategy_ && strategy_->checks_mirrored_each_step()) strategy_->check_mirrored(variables());

@@ -40,6 +40,7 @@ struct TrainArgs {
   std::int64_t lr_base_batch = 32;       // the batch --learning-rate was tuned for
   std::int64_t gradient_accumulation_steps = 1;
   std::string policy = "float32";        // float32 | mixed_float16 | mixed_bfloat16
+  std::string jit_compile = "auto";      // auto | on | off
   double collective_timeout = 60;       // seconds a collective waits for a peer (worker or replica)
   double gpu_memory_limit_mib = 0;      // each GPU replica's memory limit (0: none)
   bool shard_update = true;             // advanced, for comparisons: --no-shard-update

@@ -218,6 +218,12 @@ void add_train_command(CLI::App& app, TrainArgs& a) {
   cmd->add_option("--lr-base-batch", a.lr_base_batch, "The global batch --learning-rate was tuned for (--lr-scaling)")
       ->check(kPositive)
       ->capture_default_str();
+  cmd->add_option("--jit-compile", a.jit_compile,
+                  "Capture the train step once into a device graph and replay it (Keras' jit_compile): auto "
+                  "where the device and every op can be captured (else eager, saying why once), on (an error "
+                  "naming what cannot be captured), off (always eager). The same results either way")
+      ->check(CLI::IsMember({"auto", "on", "off"}))
+      ->capture_default_str();
 }
 
 namespace {
@@ -461,6 +467,7 @@ int train_with(const TrainArgs& a, distribute::Strategy& strategy, WorkerAgreeme
   model.compile(optimizers::get(a.optimizer, lr.schedule),
                 text ? losses::SparseCategoricalCrossentropy({.from_logits = true}) : losses::get(targets.loss),
                 targets.metrics);
+  model.set_jit_compile(parse_jit_compile(a.jit_compile));
   const int verbose = chief ? a.verbose : 0;
   if (verbose != 0) std::cout << model.summary();
 

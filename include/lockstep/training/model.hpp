@@ -19,10 +19,12 @@
 #include "lockstep/metrics/metric.hpp"
 #include "lockstep/optimizers/optimizer.hpp"
 #include "lockstep/training/callback.hpp"
+#include "lockstep/training/jit_compile.hpp"
 #include "lockstep/training/structure.hpp"
 
 namespace lockstep {
 
+class StepCaptureCheck;  // lockstep/tensor/step_capture.hpp
 namespace detail {
 struct ReplicaNumbers;  // replica_slices.hpp: one replica's loss sum and metric states
 struct SliceOutputs;    // replica_slices.hpp: one replica's outputs
@@ -117,6 +119,14 @@ class Model {
                const std::map<std::string, std::vector<std::string>>& metrics,
                const std::map<std::string, double>& loss_weights = {}, bool auto_scale_loss = true);
   bool compiled() const { return optimizer_ != nullptr; }
+  /// Keras' model.jit_compile (jit_compile.hpp): how train steps run from the next one on.
+  /// Under "auto" and true the first train step after compile runs eagerly and is checked; under
+  /// true a device or an op that cannot be captured is then a ValueError naming it.
+  void set_jit_compile(JitCompile mode);
+  JitCompile jit_compile() const { return jit_compile_; }
+  /// Why train steps run eagerly under jit_compile "auto": the device, then the first op of the
+  /// checked step, that cannot be captured. Empty before that step and under jit_compile off.
+  const std::string& jit_compile_reason() const { return jit_reason_; }
 
   History fit(const data::Dataset& dataset, const FitOptions& options = {});
   History fit(const Tensor& x, const Tensor& y, const FitOptions& options = {});
@@ -286,6 +296,11 @@ class Model {
   void merge_replica_numbers(const distribute::PerReplica<detail::ReplicaNumbers>& parts, std::int64_t examples,
                              double* mean_loss);
   void ensure_mirrored();
+  /// Whether the next train step is jit_compile's check (null: no check); ValueError under true
+  /// on a device that cannot capture, before the step runs.
+  std::unique_ptr<StepCaptureCheck> step_capture_check(GradientUse use) const;
+  /// jit_compile's decision after the checked step (jit_compile.cpp).
+  void decide_step_capture(const StepCaptureCheck& check);
   /// Under several workers: DistributedError unless every worker resumes at the same point.
   void check_workers_start_alike(int first_epoch, std::int64_t skip_batches);
 
@@ -301,6 +316,9 @@ class Model {
   // The strategy whose workers took the chief's variables (ensure_mirrored), once per strategy.
   const distribute::Strategy* synced_workers_ = nullptr;
   FitTiming timing_;
+  JitCompile jit_compile_ = JitCompile::kAuto;
+  bool jit_checked_ = false;  // the first train step after compile (or set_jit_compile) was checked
+  std::string jit_reason_;
   mutable std::atomic<std::uint64_t> training_calls_{0};  // operator()(x, {.training = true}) outside a strategy
 };
 

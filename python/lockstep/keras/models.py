@@ -95,6 +95,8 @@ class Model:
                                  f"objects, not {m!r}")
             given.append(m if isinstance(m, str) else m._metric)
         self._model.compile(optimizers.get(optimizer), losses.get(loss), given)
+        # Keras' "auto", True or False; the C++ model names them auto, on and off.
+        self._model.jit_compile = ("on" if jit_compile else "off") if isinstance(jit_compile, bool) else jit_compile
 
     def _dataset(self, x, y, batch_size, what):
         if isinstance(x, Dataset):

@@ -30,11 +30,21 @@ std::string runtime_summary();
 std::optional<double> utilization_percent(int index);
 /// The cudaStream_t a CUDA context computes on (as void*, for NCCL).
 void* stream_of(ComputeContext& ctx);
+/// Why work on this process's CUDA devices cannot be captured into a CUDA graph and replayed
+/// (jit_compile); empty where it can (graph.cpp).
+std::string capture_refusal();
+/// Starts capturing the work this thread queues on ctx's stream (graph.cpp).
+void begin_capture(ComputeContext& ctx);
+/// Ends the capture: the instantiated graph (keep), or null after discarding it (!keep: the
+/// captured work failed).
+std::shared_ptr<void> end_capture(ComputeContext& ctx, bool keep);
+/// Queues one run of `graph` on ctx's stream.
+void replay(ComputeContext& ctx, void* graph);
 
 /// The functions above, as the plugin hands them to the loader. `abi` and `size` guard against a
 /// plugin of another lockstep: a change here bumps kAbi.
 struct BackendApi {
-  static constexpr int kAbi = 1;
+  static constexpr int kAbi = 2;
   int abi = kAbi;
   std::size_t size = sizeof(BackendApi);
   int (*device_count)() = nullptr;
@@ -45,6 +55,10 @@ struct BackendApi {
   std::string (*runtime_summary)() = nullptr;
   std::optional<double> (*utilization_percent)(int) = nullptr;
   void* (*stream_of)(ComputeContext&) = nullptr;
+  std::string (*capture_refusal)() = nullptr;
+  void (*begin_capture)(ComputeContext&) = nullptr;
+  std::shared_ptr<void> (*end_capture)(ComputeContext&, bool) = nullptr;
+  void (*replay)(ComputeContext&, void*) = nullptr;
 };
 /// The plugin's file and its entry point's name (extern "C": a BackendApi*).
 inline constexpr const char* kPluginFile = "liblockstep_cuda.so";

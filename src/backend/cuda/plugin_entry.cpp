@@ -10,6 +10,10 @@ extern "C" __attribute__((visibility("default"))) const lockstep::backend::cuda:
                                     .make_context = cuda::make_context,
                                     .runtime_summary = cuda::runtime_summary,
                                     .utilization_percent = cuda::utilization_percent,
-                                    .stream_of = cuda::stream_of};
+                                    .stream_of = cuda::stream_of,
+                                    .capture_refusal = cuda::capture_refusal,
+                                    .begin_capture = cuda::begin_capture,
+                                    .end_capture = cuda::end_capture,
+                                    .replay = cuda::replay};
   return &api;
 }

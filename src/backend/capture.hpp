@@ -1,0 +1,25 @@
+#pragma once
+// What can be captured into a device graph and replayed (jit_compile), as the backend knows it.
+#include <memory>
+
+#include "backend/kernels.hpp"
+
+namespace lockstep::backend {
+
+/// Why a step that runs `op` cannot be captured into a device graph and replayed (jit_compile),
+/// or null where it can: the one rule of which kernels a replay can repeat. A kernel that returns
+/// its result to the host (the op list's return type is not void: sum_squares, first_outside)
+/// makes the host wait and decide on the value each step; a kernel that takes the step's own
+/// numbers as host arguments (the optimizer updates' learning rate and bias corrections, dropout's
+/// step) would have them frozen at the captured step's values.
+const char* kernel_capture_refusal(KernelOp op);
+
+/// Captures the work this thread queues on `ctx` between begin_capture and end_capture into a
+/// graph, replayed by replay_graph on ctx's queue; only on a device kind whose capture_refusal is
+/// empty (else ValueError naming the device and why). end_capture(ctx, false) discards the
+/// capture (the captured work failed) and returns null.
+void begin_capture(ComputeContext& ctx);
+std::shared_ptr<void> end_capture(ComputeContext& ctx, bool keep);
+void replay_graph(ComputeContext& ctx, void* graph);
+
+}  // namespace lockstep::backend
