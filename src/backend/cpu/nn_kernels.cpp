@@ -11,24 +11,28 @@
 namespace lockstep::backend::cpu {
 
 namespace {
-// The sum of a row: float32's in kLanes running sums (element a into sum a % kLanes) added in
-// lane order at the end, so a row's sum is one chain of dependent adds per lane instead of one
-// for the row (LayerNormalization's means over each row of features); any other dtype in one
-// running sum.
+// The sum of a row: a float32 row of kLanes elements or more in kLanes running sums (element a
+// into sum a % kLanes) added in lane order at the end, so that it is one chain of dependent adds
+// per lane instead of one for the row (LayerNormalization's means over each row of features);
+// a shorter row, and any other dtype, in one running sum.
 template <typename F>
 float row_sum(const F* p, std::int64_t n) {
   if constexpr (std::is_same_v<F, float>) {
-    vec::Vec acc{};
-    std::int64_t a = 0;
-    for (; a + vec::kLanes <= n; a += vec::kLanes) acc += vec::load(p + a);
-    float tail[vec::kLanes] = {};
-    for (std::int64_t k = 0; a + k < n; ++k) tail[k] = p[a + k];
-    return vec::sum(acc + vec::load(tail));
-  } else {
-    float s = 0.0f;
-    for (std::int64_t a = 0; a < n; ++a) s += Elem<F>::load(p[a]);
-    return s;
+    if (n >= vec::kLanes) {
+      vec::Vec acc{};
+      std::int64_t a = 0;
+      for (; a + vec::kLanes <= n; a += vec::kLanes) acc += vec::load(p + a);
+      if (a < n) {
+        float tail[vec::kLanes] = {};
+        for (std::int64_t k = 0; a + k < n; ++k) tail[k] = p[a + k];
+        acc += vec::load(tail);
+      }
+      return vec::sum(acc);
+    }
   }
+  float s = 0.0f;
+  for (std::int64_t a = 0; a < n; ++a) s += Elem<F>::load(p[a]);
+  return s;
 }
 }  // namespace
 
