@@ -1,55 +1,26 @@
 #pragma once
 // The fused attention's arithmetic on blocks held in the first-level cache: a register-blocked
 // product of small float32 matrices (C += A B, B's rows a multiple of the vector width long) and
-// a vector exp. GCC's vector extensions at the machine's own width (-march=native): 16 lanes
-// with AVX-512, 8 with AVX, 4 otherwise. Every element of C is summed over k in order, one
-// multiply-add at a time, whatever the tiling and whichever operand is transposed: the same
-// bits from any blocking of the rows.
+// a vector exp, on vec_math.hpp's vectors at the machine's own width. Every element of C is
+// summed over k in order, one multiply-add at a time, whatever the tiling and whichever operand
+// is transposed: the same bits from any blocking of the rows.
 #include <algorithm>
-#include <bit>
 #include <cstdint>
-#include <cstring>
+
+#include "backend/cpu/vec_math.hpp"
 
 namespace lockstep::backend::cpu::tiles {
 
-#if defined(__AVX512F__)
-inline constexpr int kLanes = 16;
-#elif defined(__AVX__)
-inline constexpr int kLanes = 8;
-#else
-inline constexpr int kLanes = 4;
-#endif
-typedef float Vec __attribute__((vector_size(kLanes * sizeof(float))));
-typedef std::int32_t IVec __attribute__((vector_size(kLanes * sizeof(float))));
+using vec::exp;
+using vec::IVec;
+using vec::kLanes;
+using vec::load;
+using vec::splat;
+using vec::store;
+using vec::Vec;
 
-inline Vec load(const float* p) {
-  Vec v;
-  std::memcpy(&v, p, sizeof v);
-  return v;
-}
-inline void store(float* p, Vec v) { std::memcpy(p, &v, sizeof v); }
-inline Vec splat(float x) { return Vec{} + x; }
 /// n rounded up to a whole number of vectors.
 inline std::int64_t padded(std::int64_t n) { return (n + kLanes - 1) / kLanes * kLanes; }
-
-/// exp(x) for x <= ~0 (a score less its row's maximum or log-sum-exp), within 2 ulp; 0 below
-/// -87 (where float32's exp leaves the normal range), so the masked scores' -1e9 gives 0.
-inline Vec exp(Vec x) {
-  const IVec underflow = x < splat(-87.0f);
-  x = underflow ? splat(-87.0f) : x;
-  x = x > splat(88.0f) ? splat(88.0f) : x;
-  const Vec n = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f;  // round to nearest
-  const Vec r = (x - n * 0.693359375f) - n * -2.12194440e-4f;            // x - n ln 2
-  Vec p = splat(1.9875691500e-4f);
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
-  const Vec y = (p * r * r + r) + 1.0f;
-  const IVec two_n = (__builtin_convertvector(n, IVec) + 127) << 23;
-  return underflow ? splat(0.0f) : y * std::bit_cast<Vec>(two_n);
-}
 
 namespace detail {
 // Rows [0, R) and columns [0, W vectors) of C (+)= A B over k < k_len; A's element (r, k) is
@@ -127,16 +98,7 @@ inline void gemm(std::int64_t m, std::int64_t n, std::int64_t k_len, const float
   }
 }
 
-/// The sum and the maximum of a vector's lanes.
-inline float sum(Vec v) {
-  float s = 0.0f;
-  for (int i = 0; i < kLanes; ++i) s += v[i];
-  return s;
-}
-inline float max(Vec v) {
-  float m = v[0];
-  for (int i = 1; i < kLanes; ++i) m = m > v[i] ? m : v[i];
-  return m;
-}
+using vec::max;
+using vec::sum;
 
 }  // namespace lockstep::backend::cpu::tiles

@@ -4,25 +4,27 @@
 #include <type_traits>
 
 #include "backend/cpu/cpu_kernels.hpp"
+#include "backend/cpu/vec_math.hpp"
 
 namespace lockstep::backend::cpu {
 
 namespace {
-// gelu: p0 != 0 is the tanh approximation (Keras' approximate=True), else the exact erf form.
-inline float gelu_f(float x, float approximate) {
-  if (approximate != 0.0f) {
-    const float t = std::tanh(0.7978845608028654f * (x + 0.044715f * x * x * x));
-    return 0.5f * x * (1.0f + t);
-  }
-  return 0.5f * x * (1.0f + std::erf(x * 0.70710678118654752f));
+// gelu: p0 != 0 is the tanh approximation (Keras' approximate=True), else the exact erf form;
+// a vector at a time (vec_math.hpp), where erff and expf one element a call were a quarter of
+// the character GPT's step.
+constexpr float kSqrt2OverPi = 0.7978845608028654f, kInvSqrt2 = 0.70710678118654752f;
+inline vec::Vec gelu_v(vec::Vec x, float approximate) {
+  if (approximate != 0.0f)
+    return 0.5f * x * (1.0f + vec::tanh_abs_accurate(kSqrt2OverPi * (x + 0.044715f * x * x * x)));
+  return 0.5f * x * (1.0f + vec::erf(x * kInvSqrt2));
 }
-inline float gelu_grad_f(float x, float approximate) {
+inline vec::Vec gelu_grad_v(vec::Vec x, float approximate) {
   if (approximate != 0.0f) {
-    const float t = std::tanh(0.7978845608028654f * (x + 0.044715f * x * x * x));
-    return 0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * 0.7978845608028654f * (1.0f + 0.134145f * x * x);
+    const vec::Vec t = vec::tanh_abs_accurate(kSqrt2OverPi * (x + 0.044715f * x * x * x));
+    return 0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * kSqrt2OverPi * (1.0f + 0.134145f * x * x);
   }
-  const float cdf = 0.5f * (1.0f + std::erf(x * 0.70710678118654752f));
-  const float pdf = 0.3989422804014327f * std::exp(-0.5f * x * x);
+  const vec::Vec cdf = 0.5f * (1.0f + vec::erf(x * kInvSqrt2));
+  const vec::Vec pdf = 0.3989422804014327f * vec::exp(-0.5f * x * x);
   return cdf + x * pdf;
 }
 inline float sigmoid_f(float x) { return 1.0f / (1.0f + std::exp(-x)); }
@@ -30,6 +32,27 @@ inline float sigmoid_f(float x) { return 1.0f / (1.0f + std::exp(-x)); }
 template <typename F, typename Fn>
 void map1(const F* x, F* y, std::int64_t b, std::int64_t e, Fn fn) {
   for (auto i = b; i < e; ++i) y[i] = Elem<F>::store(fn(Elem<F>::load(x[i])));
+}
+
+// out[i] = fn(a[i], b[i]) on vectors (fn: (Vec, Vec) -> Vec; a unary one ignores b), the last
+// partial vector padded with zeros: an element's bits do not depend on where a range ends.
+template <typename F, typename Fn>
+void map_vec(const F* a, const F* b, F* out, std::int64_t begin, std::int64_t end, Fn fn) {
+  using E = Elem<F>;
+  constexpr int kL = vec::kLanes;
+  std::int64_t i = begin;
+  if constexpr (std::is_same_v<F, float>)
+    for (; i + kL <= end; i += kL) vec::store(out + i, fn(vec::load(a + i), vec::load(b + i)));
+  for (; i < end; i += kL) {
+    const int len = static_cast<int>(std::min<std::int64_t>(kL, end - i));
+    float av[kL] = {}, bv[kL] = {};
+    for (int k = 0; k < len; ++k) {
+      av[k] = E::load(a[i + k]);
+      bv[k] = E::load(b[i + k]);
+    }
+    vec::store(av, fn(vec::load(av), vec::load(bv)));
+    for (int k = 0; k < len; ++k) out[i + k] = E::store(av[k]);
+  }
 }
 }  // namespace
 
@@ -48,7 +71,7 @@ void unary(ComputeContext& ctx, UnaryOp op, const void* xv, void* yv, std::int64
       case UnaryOp::kRelu: map1(x, y, b, e, [](float v) { return v > 0.0f ? v : 0.0f; }); break;
       case UnaryOp::kSigmoid: map1(x, y, b, e, [](float v) { return 1.0f / (1.0f + std::exp(-v)); }); break;
       case UnaryOp::kTanh: map1(x, y, b, e, [](float v) { return std::tanh(v); }); break;
-      case UnaryOp::kGelu: map1(x, y, b, e, [p0](float v) { return gelu_f(v, p0); }); break;
+      case UnaryOp::kGelu: map_vec(x, x, y, b, e, [p0](vec::Vec v, vec::Vec) { return gelu_v(v, p0); }); break;
       case UnaryOp::kScale: map1(x, y, b, e, [p0](float v) { return v * p0; }); break;
       case UnaryOp::kAddScalar: map1(x, y, b, e, [p0](float v) { return v + p0; }); break;
       case UnaryOp::kPowScalar: map1(x, y, b, e, [p0](float v) { return std::pow(v, p0); }); break;
@@ -81,7 +104,9 @@ void unary_backward(ComputeContext& ctx, UnaryOp op, const void* xv, const void*
       case UnaryOp::kRelu: map(b, e, [](float u, float, float g) { return u > 0.0f ? g : 0.0f; }); break;
       case UnaryOp::kSigmoid: map(b, e, [](float, float v, float g) { return g * v * (1.0f - v); }); break;
       case UnaryOp::kTanh: map(b, e, [](float, float v, float g) { return g * (1.0f - v * v); }); break;
-      case UnaryOp::kGelu: map(b, e, [p0](float u, float, float g) { return g * gelu_grad_f(u, p0); }); break;
+      case UnaryOp::kGelu:
+        map_vec(x, dy, dx, b, e, [p0](vec::Vec u, vec::Vec g) { return g * gelu_grad_v(u, p0); });
+        break;
       case UnaryOp::kScale: map(b, e, [p0](float, float, float g) { return g * p0; }); break;
       case UnaryOp::kAddScalar: map(b, e, [](float, float, float g) { return g; }); break;
       case UnaryOp::kPowScalar:

@@ -2,11 +2,39 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <type_traits>
 
 #include "backend/cpu/cpu_kernels.hpp"
+#include "backend/cpu/vec_math.hpp"
 #include "backend/dropout_rng.hpp"
 
 namespace lockstep::backend::cpu {
+
+namespace {
+// The sum of a row: a float32 row of kLanes elements or more in kLanes running sums (element a
+// into sum a % kLanes) added in lane order at the end, so that it is one chain of dependent adds
+// per lane instead of one for the row (LayerNormalization's means over each row of features);
+// a shorter row, and any other dtype, in one running sum.
+template <typename F>
+float row_sum(const F* p, std::int64_t n) {
+  if constexpr (std::is_same_v<F, float>) {
+    if (n >= vec::kLanes) {
+      vec::Vec acc{};
+      std::int64_t a = 0;
+      for (; a + vec::kLanes <= n; a += vec::kLanes) acc += vec::load(p + a);
+      if (a < n) {
+        float tail[vec::kLanes] = {};
+        for (std::int64_t k = 0; a + k < n; ++k) tail[k] = p[a + k];
+        acc += vec::load(tail);
+      }
+      return vec::sum(acc);
+    }
+  }
+  float s = 0.0f;
+  for (std::int64_t a = 0; a < n; ++a) s += Elem<F>::load(p[a]);
+  return s;
+}
+}  // namespace
 
 template <typename F>
 void reduce_sum(ComputeContext& ctx, const void* xv, void* outv, std::int64_t outer, std::int64_t axis,
@@ -17,9 +45,7 @@ void reduce_sum(ComputeContext& ctx, const void* xv, void* outv, std::int64_t ou
   if (inner == 1) {
     parallel_rows(ctx, outer, axis, [=](std::int64_t b, std::int64_t e) {
       for (auto o = b; o < e; ++o) {
-        const F* p = x + o * axis;
-        float s = 0.0f;
-        for (std::int64_t a = 0; a < axis; ++a) s += E::load(p[a]);
+        const float s = row_sum(x + o * axis, axis);
         out[o] = E::store(post_scale == 1.0f ? s : s * post_scale);
       }
     });
@@ -149,6 +175,31 @@ void bias_activation(ComputeContext& ctx, void* yv, const void* biasv, std::int6
   });
 }
 
+namespace {
+// out[c] = exp(x[c] - m) for c < n, a vector at a time (m is the row's maximum, so every
+// argument is <= 0: vec::exp's range); returns their sum, in kLanes running sums added in lane
+// order. The last partial vector is padded with -inf, whose exp is 0.
+float exp_shifted(const float* x, float m, float* out, std::int64_t n) {
+  constexpr int kL = vec::kLanes;
+  vec::Vec acc{};
+  std::int64_t c = 0;
+  for (; c + kL <= n; c += kL) {
+    const vec::Vec e = vec::exp(vec::load(x + c) - m);
+    vec::store(out + c, e);
+    acc += e;
+  }
+  if (c < n) {
+    float buf[kL];
+    for (int k = 0; k < kL; ++k) buf[k] = c + k < n ? x[c + k] : -std::numeric_limits<float>::infinity();
+    const vec::Vec e = vec::exp(vec::load(buf) - m);
+    vec::store(buf, e);
+    for (std::int64_t k = 0; c + k < n; ++k) out[c + k] = buf[k];
+    acc += e;
+  }
+  return vec::sum(acc);
+}
+}  // namespace
+
 void sparse_softmax_xent(ComputeContext& ctx, const void* logitsv, const std::int64_t* labels, void* lossv,
                          void* probsv, std::int64_t rows, std::int64_t cols) {
   const float* logits = static_cast<const float*>(logitsv);
@@ -160,11 +211,7 @@ void sparse_softmax_xent(ComputeContext& ctx, const void* logitsv, const std::in
       float* pr = probs + r * cols;
       float m = -std::numeric_limits<float>::infinity();
       for (std::int64_t c = 0; c < cols; ++c) m = std::max(m, xr[c]);
-      float s = 0.0f;
-      for (std::int64_t c = 0; c < cols; ++c) {
-        pr[c] = std::exp(xr[c] - m);
-        s += pr[c];
-      }
+      const float s = exp_shifted(xr, m, pr, cols);
       const float inv = 1.0f / s;
       for (std::int64_t c = 0; c < cols; ++c) pr[c] *= inv;
       loss[r] = -(xr[labels[r]] - m - std::log(s));
