@@ -124,6 +124,8 @@ if [[ -x "$cli" && -f "$data_dir/mnist/train-images-idx3-ubyte.gz" ]]; then
       echo "prefetch_to_device=$p: $("$@" "${off[@]}" --epochs 1 --verbose 2 \
         --logdir "$runs/prefetch$p" 2>&1 | grep -o "train_steps_per_second: [0-9.]*")"; done' \
     _ "$runs" "${with_libs[@]}" "$cli" train --devices gpu:0 --no-tensorboard
+  # The same at global batch 1024, where the input path is most of a step (uint8 rows copied, cast on the device).
+  phase prefetch_ab_1024 30 bash -c 'runs="$1"; shift; for p in 1 0; do off=(); ((p)) || off=(--no-prefetch-to-device); echo "prefetch_to_device=$p batch 1024: $("$@" "${off[@]}" --epochs 1 --verbose 2 --global-batch-size 1024 --logdir "$runs/prefetch1024_$p" 2>&1 | grep -o "train_steps_per_second: [0-9.]*")"; done' _ "$runs" "${with_libs[@]}" "$cli" train --devices gpu:0 --no-tensorboard
   phase cnn_accuracy 60 tests/cli/check_metrics.sh 0.99 "${with_libs[@]}" "$cli" train --model cnn --devices gpu:0x2 --epochs 5 \
     --global-batch-size 64 --learning-rate 2e-3 --no-tensorboard --logdir "$runs/cnn"
   # The seeds' custom loop (examples/custom_loop.cpp, every GPU): variables on the GPU from the scope
