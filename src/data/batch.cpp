@@ -192,15 +192,7 @@ Element RowBatch::gather(std::int64_t begin, std::int64_t end) const {
   return out;
 }
 
-bool RowBatch::stored_on_host() const {
-  if (!sources) return false;
-  for (const Tensor& t : sources->tensors)
-    if (!t.defined() || t.device().kind != DeviceKind::kCpu) return false;
-  return true;
-}
-
 Element RowBatch::gather_stored(std::int64_t begin, std::int64_t end) const {
-  LOCKSTEP_CHECK(stored_on_host(), "RowBatch::gather_stored: the batch's source tensors are not all in host memory");
   // The pipeline's one-thread context: host memory, and the rows copied on this thread (a
   // replica's thread that would otherwise wait for its device), not by a pool of cores.
   ComputeScope on_host(detail::input_context());

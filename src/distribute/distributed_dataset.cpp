@@ -34,7 +34,7 @@ std::optional<T>* slot_of(std::vector<std::optional<T>>& slots, int slot) {
 }  // namespace
 
 bool GlobalBatch::stored_to_device() const {
-  return rows_ && rows_->stored_on_host() && context_device(current_compute_context()).kind != DeviceKind::kCpu;
+  return rows_ && context_device(current_compute_context()).kind != DeviceKind::kCpu;
 }
 
 data::Element GlobalBatch::cast_on_device(data::Element stored) const {
@@ -82,7 +82,7 @@ void GlobalBatch::make_slots(int slots) const {
 
 void GlobalBatch::reserve_upload(int slot, std::int64_t begin, std::int64_t end) const {
   auto* up = slot_of(uploads_, slot);
-  if (!up || (rows_ && !stored_to_device())) return;
+  if (!up) return;
   std::vector<Shape> shapes;
   std::vector<DType> dtypes;
   // Rows travel as their sources store them (part() casts them on the device).

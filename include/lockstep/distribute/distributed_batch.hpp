@@ -60,8 +60,8 @@ class GlobalBatch {
   bool uploaded(int slot) const;
 
  private:
-  // A batch of rows (all in host memory) read on a thread that computes on a GPU: its rows are
-  // copied as stored and cast there (cast_on_device).
+  // A batch of rows read on a thread that computes on a GPU: its rows are copied as stored and
+  // cast there (cast_on_device).
   bool stored_to_device() const;
   data::Element cast_on_device(data::Element stored) const;
 
