@@ -264,6 +264,8 @@ part cnn_accuracy     60 tests/cli/check_metrics.sh 0.99 "${with_libs[@]}" "$cli
                          --global-batch-size 64 --learning-rate 2e-3 --no-tensorboard --logdir "$runs/cnn"
 part save_load        40 tests/gpu/save_and_predict.sh "$runs/save" gpu:0 "$py" "${with_libs[@]}" "$cli"
 part prefetch_off     20 train prefetch_off --devices gpu:0 --global-batch-size 64 --epochs 1 --steps-per-epoch 2000 --no-prefetch-to-device
+# The same at global batch 1024 (against fit_b1024), where the input path is most of a step.
+part prefetch_off_1024 20 train prefetch_off_1024 --devices gpu:0 --global-batch-size 1024 --epochs 1 --steps-per-epoch 600 --no-prefetch-to-device
 # The convnet's peak device memory under float32 and mixed_bfloat16 (issue 42's point 5; INFO).
 part cnn_mem_f32      25 train cnn_mem_f32 --model cnn --devices gpu:0 --global-batch-size 128 --epochs 1 --steps-per-epoch 50
 part cnn_mem_bf16     25 train cnn_mem_bf16 --model cnn --devices gpu:0 --global-batch-size 128 --epochs 1 --steps-per-epoch 50 --policy mixed_bfloat16

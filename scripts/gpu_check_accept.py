@@ -174,8 +174,9 @@ def info_lines(logs: Logs, ours: dict, theirs: dict, status: dict) -> list[str]:
         t, label = torch_best(theirs, f"wide_b4096_{d}")
         out.append(f"INFO wide MLP {d} through fit: lockstep {fmt(v)} steps/s, {label}"
                    + (f" ({v / t:.2f}x)" if v and t else ""))
-    on, off = logs.fit("fit_b64"), logs.fit("prefetch_off")
-    out.append(f"INFO fit, flagship batch 64: prefetch to device on {fmt(on)} / off {fmt(off)} steps/s")
+    for b in ("64", "1024"):
+        on, off = logs.fit(f"fit_b{b}"), logs.fit("prefetch_off" if b == "64" else f"prefetch_off_{b}")
+        out.append(f"INFO fit, flagship batch {b}: prefetch to device on {fmt(on)} / off {fmt(off)} steps/s")
     f32m, bf16m = logs.history("cnn_mem_f32", "peak_memory_mib"), logs.history("cnn_mem_bf16", "peak_memory_mib")
     out.append(f"INFO convnet peak device memory (issue 42 point 5): float32 {fmt(f32m)} MiB, mixed_bfloat16 "
                f"{fmt(bf16m)} MiB" + (f" ({bf16m / f32m:.2f}x)" if f32m and bf16m else ""))

@@ -35,11 +35,15 @@ std::optional<StagingPool::Lease> StagingPool::acquire(std::size_t bytes) {
     blocks_[i].on_loan = true;
     return Lease(this, i, blocks_[i].host, blocks_[i].fence);
   };
-  // The smallest idle block that fits and that the device has finished reading.
+  // The smallest idle block that fits and that the device has finished reading; one of `size`
+  // (the smallest that can fit) ends the search, so that a step's copy asks the device about
+  // one or two fences rather than every block the pool holds.
   std::size_t best = kNone;
   for (std::size_t i = 0; i < blocks_.size(); ++i) {
-    if (!idle_fit(blocks_[i]) || !ops_->passed(blocks_[i].fence)) continue;
-    if (best == kNone || blocks_[i].bytes < blocks_[best].bytes) best = i;
+    if (!idle_fit(blocks_[i]) || (best != kNone && blocks_[i].bytes >= blocks_[best].bytes)) continue;
+    if (!ops_->passed(blocks_[i].fence)) continue;
+    best = i;
+    if (blocks_[i].bytes == size) break;
   }
   if (best != kNone) return lend(best);
   if (!no_memory_) {

@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "data/nodes.hpp"
+#include "data/worker.hpp"
 #include "lockstep/tensor/compute_context.hpp"
 #include "lockstep/tensor/ops.hpp"
 
@@ -188,6 +189,17 @@ Element RowBatch::gather(std::int64_t begin, std::int64_t end) const {
   Element out;
   out.reserve(sources->size());
   for (std::size_t c = 0; c < sources->size(); ++c) out.push_back(sources->gather(c, index));
+  return out;
+}
+
+Element RowBatch::gather_stored(std::int64_t begin, std::int64_t end) const {
+  // The pipeline's one-thread context: host memory, and the rows copied on this thread (a
+  // replica's thread that would otherwise wait for its device), not by a pool of cores.
+  ComputeScope on_host(detail::input_context());
+  const Tensor index = index_of(*this, "RowBatch::gather_stored", begin, end);
+  Element out;
+  out.reserve(sources->size());
+  for (const Tensor& t : sources->tensors) out.push_back(gather_rows(t, index));
   return out;
 }
 

@@ -7,6 +7,7 @@
 #include "lockstep/data/thread_budget.hpp"
 #include "lockstep/distribute/strategy.hpp"
 #include "lockstep/tensor/compute_context.hpp"
+#include "lockstep/tensor/ops.hpp"
 
 namespace lockstep::distribute {
 
@@ -32,6 +33,17 @@ std::optional<T>* slot_of(std::vector<std::optional<T>>& slots, int slot) {
 }
 }  // namespace
 
+bool GlobalBatch::stored_to_device() const {
+  return rows_ && context_device(current_compute_context()).kind != DeviceKind::kCpu;
+}
+
+data::Element GlobalBatch::cast_on_device(data::Element stored) const {
+  // The cast that gathering on the host does (RowSource::scale), by the same rule.
+  for (std::size_t c = 0; c < stored.size(); ++c)
+    if (const auto s = rows_->sources->scale(c)) stored[c] = cast_and_scale(stored[c], *s);
+  return stored;
+}
+
 bool GlobalBatch::uploaded(int slot) const {
   const auto* up = slot_of(uploads_, slot);
   return up && *up && (*up)->copy.started();
@@ -42,10 +54,11 @@ data::Element GlobalBatch::part(std::int64_t begin, std::int64_t end, int slot) 
     if (*up && (*up)->begin == begin && (*up)->end == end && (*up)->copy.started()) {
       data::Element out = (*up)->copy.take();
       up->reset();
-      return out;
+      return rows_ ? cast_on_device(std::move(out)) : out;
     }
     up->reset();  // another range, or never started: its memory goes back
   }
+  if (stored_to_device()) return cast_on_device(to_current_device(rows_->gather_stored(begin, end)));
   if (auto* slot_ahead = rows_ ? slot_of(ahead_, slot) : nullptr) {
     std::optional<data::PendingRows>& pending = *slot_ahead;
     if (pending && pending->begin() == begin && pending->end() == end) {
@@ -63,19 +76,17 @@ data::Element GlobalBatch::part(std::int64_t begin, std::int64_t end, int slot) 
 
 void GlobalBatch::make_slots(int slots) const {
   const auto n = static_cast<std::size_t>(slots);
-  if (rows_) {
-    if (ahead_.size() < n) ahead_.resize(n);
-  } else {
-    if (uploads_.size() < n) uploads_.resize(n);
-  }
+  if (rows_ && ahead_.size() < n) ahead_.resize(n);
+  if (uploads_.size() < n) uploads_.resize(n);
 }
 
 void GlobalBatch::reserve_upload(int slot, std::int64_t begin, std::int64_t end) const {
-  auto* up = rows_ ? nullptr : slot_of(uploads_, slot);
+  auto* up = slot_of(uploads_, slot);
   if (!up) return;
   std::vector<Shape> shapes;
   std::vector<DType> dtypes;
-  for (const Tensor& t : tensors_) {
+  // Rows travel as their sources store them (part() casts them on the device).
+  for (const Tensor& t : rows_ ? rows_->sources->tensors : tensors_) {
     if (t.rank() < 1 || t.device().kind != DeviceKind::kCpu) return;  // a scalar, or not from the host
     std::vector<std::int64_t> dims = t.shape().dims();
     dims[0] = end - begin;
@@ -89,6 +100,7 @@ void GlobalBatch::start_upload(int slot) const {
   auto* up = slot_of(uploads_, slot);
   if (!up || !*up) return;
   data::Element host;
+  if (rows_) host = rows_->gather_stored((*up)->begin, (*up)->end);
   for (const Tensor& t : tensors_) host.push_back(t.slice((*up)->begin, (*up)->end));
   (*up)->copy.start(host);
 }
@@ -179,13 +191,13 @@ Strategy::DistributedDataset Strategy::experimental_distribute_dataset(const dat
                             .first_replica = worker_index_ * num_local_replicas(),
                             .local_replicas = num_local_replicas()};
   // As fit reads (FitLoop): where the replicas keep every core busy they gather their own
-  // slices; replicas on GPUs take the pipeline's batches and copy the next one ahead.
+  // slices; replicas on GPUs gather theirs as stored and copy the next one ahead.
   int threads = 0;
   for (const auto* ctx : context_ptrs_) {
     threads += context_threads(*ctx);
     o.peek_elements |= context_device(*ctx).kind != DeviceKind::kCpu;
   }
-  o.row_batches = !o.peek_elements && threads >= data::ThreadBudget::process().cores();
+  o.row_batches = o.peek_elements || threads >= data::ThreadBudget::process().cores();
   return DistributedDataset(dataset, o);
 }
 

@@ -11,10 +11,22 @@ struct DeviceUpload::State {
   const backend::DeviceOps* ops = nullptr;  // null: the device works in order (take() hands out the host tensors)
   std::vector<Shape> shapes;
   std::vector<DType> dtypes;
-  std::vector<Tensor> tensors;  // on the device (reserved), or the host tensors
+  std::vector<Tensor> tensors;  // on the device (reserved or given), or the host tensors
   void* after = nullptr;        // the fence before which the reserved memory may still be in use
   void* done = nullptr;         // the copies' fence
   bool started = false, taken = false;
+  bool given = false;           // the caller's buffers (DeviceUpload(buffers))
+
+  // On the current context: where copies run beside the device's work, marks the work queued so
+  // far (the memory may still be read by it: the copy waits for it) and returns true.
+  bool order_after_queued_work() {
+    ctx = &backend::current_context();
+    const backend::DeviceOps& o = backend::device_ops(ctx->device().kind);
+    if (!o.copy_from_host_beside) return false;
+    ops = &o;
+    after = o.record_fence(*ctx, false);
+    return true;
+  }
 
   // Consumes the fences left: the device's later work waits for them, so that memory freed
   // after this is not written by a copy still running. Never throws (a destructor calls it).
@@ -34,14 +46,25 @@ DeviceUpload::DeviceUpload(const std::vector<Shape>& shapes, const std::vector<D
     : s_(std::make_unique<State>()) {
   LOCKSTEP_CHECK(shapes.size() == dtypes.size(), "DeviceUpload: ", shapes.size(), " shapes but ", dtypes.size(),
                  " dtypes");
-  s_->ctx = &backend::current_context();
   s_->shapes = shapes;
   s_->dtypes = dtypes;
-  const backend::DeviceOps& ops = backend::device_ops(s_->ctx->device().kind);
-  if (!ops.copy_from_host_beside) return;
-  s_->ops = &ops;
+  if (!s_->order_after_queued_work()) return;
   for (std::size_t i = 0; i < shapes.size(); ++i) s_->tensors.push_back(Tensor::empty(shapes[i], dtypes[i]));
-  s_->after = ops.record_fence(*s_->ctx, false);
+}
+
+DeviceUpload::DeviceUpload(std::vector<Tensor> buffers) : s_(std::make_unique<State>()) {
+  const Device here = backend::current_context().device();
+  for (std::size_t i = 0; i < buffers.size(); ++i) {
+    const Tensor& t = buffers[i];
+    LOCKSTEP_CHECK(t.defined() && t.device() == here, "DeviceUpload: buffer ", i, " is ",
+                   t.defined() ? "on " + t.device().str() : std::string("undefined"), " but this thread computes on ",
+                   here.str());
+    s_->shapes.push_back(t.shape());
+    s_->dtypes.push_back(t.dtype());
+  }
+  s_->tensors = std::move(buffers);
+  s_->given = true;
+  s_->order_after_queued_work();
 }
 
 DeviceUpload::~DeviceUpload() {
@@ -72,7 +95,8 @@ void DeviceUpload::start(const std::vector<Tensor>& host) {
   }
   s_->started = true;
   if (!s_->ops) {
-    s_->tensors = host;
+    if (!s_->given) s_->tensors = host;
+    for (std::size_t i = 0; s_->given && i < host.size(); ++i) s_->tensors[i].copy_from(host[i]);
     return;
   }
   for (std::size_t i = 0; i < host.size(); ++i) {

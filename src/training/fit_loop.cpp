@@ -122,11 +122,12 @@ void FitLoop::choose_input() {
   // When training keeps every core busy, a pipeline thread gathering the batch would take a
   // core from a replica (and every replica waits for the slowest): the replicas gather their
   // own slices instead, in parallel (row batches, where the pipeline has them: DistributedInputOptions).
-  // Replicas on GPUs take the pipeline's batches (their threads only queue work) and copy the
-  // next one to their device while a step runs (DistributedBatch), so fit reads one batch ahead.
+  // Replicas on GPUs (their threads only queue work) gather their slices too, as stored, and
+  // copy the next one to their device while a step runs, casting it there (DistributedBatch),
+  // so fit reads one batch ahead; pipelines without row batches give them whole batches.
   for (auto* ctx : devices_) on_gpus_ |= context_device(*ctx).kind != DeviceKind::kCpu;
   gather_in_replicas_ =
-      !on_gpus_ && data::ThreadBudget::process().compute_reserved() >= data::ThreadBudget::process().cores();
+      on_gpus_ || data::ThreadBudget::process().compute_reserved() >= data::ThreadBudget::process().cores();
   // The replicas gather the next batch's slices ahead (DistributedBatch) unless
   // FitOptions::gather_ahead is false (bench/fit_overhead compares both). On GPUs the next batch
   // is copied to the devices ahead instead unless FitOptions::prefetch_to_device is false (for

@@ -7,6 +7,7 @@
 #include <map>
 #include <memory>
 #include <set>
+#include <vector>
 
 #include "backend/staging_pool.hpp"
 
@@ -17,7 +18,7 @@ using lockstep::backend::StagingPool;
 struct FakeDevice {
   std::map<void*, bool> fences;  // fence -> passed
   std::set<void*> blocks;
-  int waits = 0, frees = 0;
+  int waits = 0, frees = 0, queries = 0;
   bool out_of_pinned_memory = false;
 };
 
@@ -43,7 +44,10 @@ class FakeOps final : public StagingPool::Ops {
     d_->fences[f] = true;  // never recorded: passed
     return f;
   }
-  bool passed(void* fence) override { return d_->fences.at(fence); }
+  bool passed(void* fence) override {
+    ++d_->queries;
+    return d_->fences.at(fence);
+  }
   void wait(void* fence) override {
     if (!d_->fences.at(fence)) ++d_->waits;
     d_->fences.at(fence) = true;
@@ -94,6 +98,27 @@ TEST(StagingPool, AFinishedBlockIsLentAgainWithoutAllocating) {
   ASSERT_TRUE(again);
   EXPECT_EQ(again->host(), first);
   EXPECT_EQ(pool.allocations(), 1u);
+}
+
+TEST(StagingPool, AFinishedBlockOfTheSizeAskedEndsTheSearch) {
+  // A step's copy asks the device about one fence when a block of its size is free, however many
+  // blocks the pool holds (each question is a call into the driver on the step's path).
+  FakeDevice d;
+  StagingPool pool(std::make_unique<FakeOps>(&d), 1024 * kKiB, 16384 * kKiB);
+  {
+    std::vector<StagingPool::Lease> held;
+    for (int i = 0; i < 8; ++i) held.push_back(std::move(*pool.acquire(64 * kKiB)));
+    for (int i = 0; i < 4; ++i) held.push_back(std::move(*pool.acquire(256 * kKiB)));
+  }
+  d.queries = 0;
+  auto small = pool.acquire(60 * kKiB);
+  ASSERT_TRUE(small);
+  EXPECT_EQ(d.queries, 1);
+  d.queries = 0;
+  auto large = pool.acquire(200 * kKiB);
+  ASSERT_TRUE(large);
+  EXPECT_EQ(d.queries, 1);
+  EXPECT_EQ(pool.allocations(), 12u);
 }
 
 TEST(StagingPool, ABlockOnLoanIsNeverLentTwice) {

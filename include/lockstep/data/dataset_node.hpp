@@ -89,6 +89,11 @@ struct RowBatch {
   /// compute context: equal to slicing the batch that batch() makes.
   Element gather(std::int64_t begin, std::int64_t end) const;
   Element gather() const { return gather(0, size()); }
+  /// Rows [begin, end) of every component as the source tensors store them (no cast: uint8
+  /// pixels stay uint8), gathered into host memory on the calling thread whatever context it
+  /// computes on: what a replica on a GPU copies to its device, where RowSource::scale's cast
+  /// is done (datasets hold host tensors: from_tensor_slices takes no other).
+  Element gather_stored(std::int64_t begin, std::int64_t end) const;
   /// Starts gathering rows [begin, end) on the calling thread's compute context, to be taken
   /// later on this thread. Where that context is a CPU pool with workers, they copy the rows in
   /// short chunks while they would otherwise wait between two ops: fit gathers a replica's

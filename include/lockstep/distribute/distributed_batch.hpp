@@ -9,7 +9,9 @@
 //   while they would wait between ops;
 // - on a GPU it copies it to the device beside the step (TF's prefetch_to_device): memory is
 //   reserved before the step is queued and the copy started after (reserve_upload,
-//   start_upload), so that it runs on the copy stream while the step computes.
+//   start_upload), so that it runs on the copy stream while the step computes. Rows travel as
+//   their source tensors store them (uint8 pixels: a quarter of the floats' bytes) and the
+//   pipeline's cast_and_scale is done on the device when the step takes them, same rule, same bits.
 // fit and custom loops (strategy.run(fn, batch)) read their input this one way.
 #include <cstdint>
 #include <memory>
@@ -47,7 +49,8 @@ class GlobalBatch {
   /// context (data::RowBatch::gather_ahead, with `caller_waits`), for part() to take. Nothing
   /// for tensors, nor where no thread would wait (one thread, and it does not wait for peers).
   void gather_ahead(int slot, std::int64_t begin, std::int64_t end, bool caller_waits) const;
-  /// Tensors, for a calling thread that computes on a GPU (the caller decides): reserves device
+  /// Tensors, or rows in host memory (as stored), for a calling thread that computes on a GPU
+  /// (the caller decides): reserves device
   /// memory there for slot's rows [begin, end) and marks the device's work so far
   /// (DeviceUpload). Before the step that the copy is to run beside is queued.
   void reserve_upload(int slot, std::int64_t begin, std::int64_t end) const;
@@ -57,6 +60,11 @@ class GlobalBatch {
   bool uploaded(int slot) const;
 
  private:
+  // A batch of rows read on a thread that computes on a GPU: its rows are copied as stored and
+  // cast there (cast_on_device).
+  bool stored_to_device() const;
+  data::Element cast_on_device(data::Element stored) const;
+
   data::Element tensors_;
   std::optional<data::RowBatch> rows_;
   // Gathers and uploads ahead by slot.

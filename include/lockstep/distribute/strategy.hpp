@@ -54,7 +54,8 @@ struct DistributedInputOptions {
   /// (distribute_datasets_from_function); otherwise it yields global batches to split.
   bool per_replica_batches = false;
   /// Batches of rows (data::RowBatch) where the pipeline has them: each replica gathers its own
-  /// slice on its own thread. For replicas that keep every core busy.
+  /// slice on its own thread. For replicas that keep every core busy, and replicas on GPUs
+  /// (which gather the rows as stored and cast them on the device).
   bool row_batches = false;
   /// Elements are read one ahead too (for the copies ahead to GPUs).
   bool peek_elements = false;

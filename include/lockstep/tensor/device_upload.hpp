@@ -8,7 +8,7 @@
 //   two (the step), through pinned staging memory, so the host does not wait;
 // - take() makes the work queued from then on wait for the copy, and hands the device tensors out.
 // On a device whose work runs in order on the host (CPU), nothing is reserved or copied: take()
-// returns the host tensors themselves.
+// returns the host tensors themselves (or, given buffers, copies into them).
 #include <memory>
 #include <vector>
 
@@ -21,6 +21,10 @@ class DeviceUpload {
  public:
   /// Device memory for tensors of these shapes and dtypes, on the current context's device.
   DeviceUpload(const std::vector<Shape>& shapes, const std::vector<DType>& dtypes);
+  /// Into `buffers`, tensors on the current context's device that the caller keeps (a captured
+  /// step's fixed inputs): start() copies into them, take() hands them back. The device's work
+  /// queued so far may still read them: the copy waits for it.
+  explicit DeviceUpload(std::vector<Tensor> buffers);
   /// A copy never taken is waited for by the device's later work (its memory may then be reused).
   ~DeviceUpload();
   DeviceUpload(DeviceUpload&&) noexcept;

@@ -1,0 +1,156 @@
+// The one input path to GPUs (DistributedBatch): rows leave the host as their source tensors
+// store them (uint8 pixels stay uint8) and the pipeline's cast_and_scale is done on the device,
+// same rule, same bits; fit and custom loops (experimental_distribute_dataset) read this way;
+// DeviceUpload into a caller's buffers (a captured step's fixed inputs) names a batch that does
+// not fit them. CI runs them on emulated GPUs.
+#include <algorithm>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "gpu_test_util.hpp"
+#include "lockstep/tensor/device_upload.hpp"
+
+using namespace lockstep;
+using namespace lockstep::distribute;
+using namespace lockstep::gpu_test;
+
+namespace {
+
+constexpr float kScale = 1.0f / 255.0f;
+const Device kGpu0{DeviceKind::kCuda, 0};
+
+// n examples of 20 uint8 pixels, labelled by which of the first five is largest.
+struct Pixels {
+  Tensor x, y;
+};
+Pixels make_pixels(std::int64_t n) {
+  std::vector<std::uint8_t> px(static_cast<std::size_t>(n * 20));
+  std::uint32_t state = 12345;
+  for (auto& p : px) {
+    state = state * 1664525u + 1013904223u;
+    p = static_cast<std::uint8_t>(state >> 24);
+  }
+  std::vector<std::int64_t> labels(static_cast<std::size_t>(n));
+  for (std::size_t i = 0; i < labels.size(); ++i) {
+    const auto first = px.begin() + static_cast<std::ptrdiff_t>(i * 20);
+    labels[i] = std::max_element(first, first + 5) - first;
+  }
+  return {Tensor::from_vector(px, {n, 20}), Tensor::from_vector(labels, {n})};
+}
+
+// fit on `devices` for two epochs of 64-example batches; the pixels reach the model cast and
+// scaled by the pipeline (cast on the device, from the bytes) or as floats scaled beforehand.
+std::vector<std::vector<float>> fit_weights(const std::vector<std::string>& devices, bool pipeline_casts,
+                                            bool prefetch) {
+  const Pixels d = make_pixels(600);
+  MirroredStrategy strategy({.devices = devices});
+  std::unique_ptr<Sequential> model;
+  {
+    auto scope = strategy.scope();
+    set_random_seed(7);
+    model = std::make_unique<Sequential>(
+        std::vector<layers::LayerPtr>{layers::Dense(16, "relu", 20), layers::Dense(5, "softmax")});
+    model->compile(optimizers::Adam(1e-2), losses::SparseCategoricalCrossentropy(), {});
+  }
+  const data::Dataset source = pipeline_casts
+                                   ? data::Dataset::from_tensor_slices(d.x, d.y).cast_and_scale(kScale)
+                                   : data::Dataset::from_tensor_slices(cast_and_scale(d.x, kScale), d.y);
+  // 600 = 9 batches of 64 and one of 24, split over the replicas.
+  model->fit(source.shuffle(600, 3).batch(64), {.epochs = 2, .verbose = 0, .prefetch_to_device = prefetch});
+  std::vector<std::vector<float>> w;
+  for (const auto& v : model->variables()) w.push_back(v.value().to_vector<float>());
+  return w;
+}
+
+}  // namespace
+
+TEST(GpuInput, PixelsCastOnTheDeviceTrainTheSameWeightsAsFloatsFromTheHost) {
+  LOCKSTEP_REQUIRE_GPU();
+  for (const std::vector<std::string>& devices : {std::vector<std::string>{"gpu:0"}, {"gpu:0x2"}}) {
+    SCOPED_TRACE(devices.back());
+    const auto floats = fit_weights(devices, false, true);
+    EXPECT_EQ(fit_weights(devices, true, true), floats) << "bytes cast on the device, copied ahead";
+    EXPECT_EQ(fit_weights(devices, true, false), floats) << "bytes cast on the device, copied in order";
+  }
+}
+
+TEST(GpuInput, ACustomLoopGetsEachReplicasRowsCastOnItsDevice) {
+  LOCKSTEP_REQUIRE_GPU();
+  const Pixels d = make_pixels(40);
+  const std::vector<float> want = cast_and_scale(d.x, kScale).to_vector<float>();  // on the host
+  const std::vector<std::string> devices =
+      gpus() >= 2 ? std::vector<std::string>{"gpu:0", "gpu:1"} : std::vector<std::string>{"gpu:0x2"};
+  MirroredStrategy strategy({.devices = devices});
+  auto dist = strategy.experimental_distribute_dataset(
+      data::Dataset::from_tensor_slices(d.x, d.y).cast_and_scale(kScale).batch(10));
+  auto it = dist.make_iterator();
+  std::int64_t first_row = 0;
+  int steps = 0;
+  while (auto batch = it->next()) {
+    const auto slices = strategy.run([&](const data::Element& xy) { return xy; }, *batch);
+    ASSERT_EQ(slices.size(), 2u);
+    for (std::size_t r = 0; r < slices.size(); ++r) {
+      const Tensor& x = slices[r][0];
+      EXPECT_EQ(x.device().kind, DeviceKind::kCuda) << "replica " << r;
+      EXPECT_EQ(x.dtype(), DType::kF32) << "replica " << r;
+      ASSERT_EQ(x.shape(), Shape({5, 20})) << "replica " << r;
+      const std::vector<float> got = x.to_vector<float>();
+      const auto from = want.begin() + (first_row + static_cast<std::int64_t>(r) * 5) * 20;
+      EXPECT_EQ(got, std::vector<float>(from, from + 100)) << "step " << steps << ", replica " << r;
+      EXPECT_EQ(slices[r][1].dtype(), DType::kI64);
+    }
+    first_row += 10;
+    ++steps;
+  }
+  EXPECT_EQ(steps, 4);
+}
+
+TEST(GpuInput, RowsAreGatheredAsStoredInHostMemoryWhateverTheThreadComputesOn) {
+  LOCKSTEP_REQUIRE_GPU();
+  const Pixels d = make_pixels(8);
+  auto rows = data::Dataset::from_tensor_slices(d.x, d.y).cast_and_scale(kScale).batch(8).make_row_batch_iterator();
+  ASSERT_TRUE(rows);
+  const auto b = rows->next();
+  ASSERT_TRUE(b);
+  const auto ctx = make_compute_context(kGpu0);
+  ComputeScope scope(*ctx);
+  const data::Element stored = b->gather_stored(2, 6);
+  ASSERT_EQ(stored.size(), 2u);
+  EXPECT_EQ(stored[0].dtype(), DType::kU8);  // what travels: a quarter of the floats' bytes
+  EXPECT_EQ(stored[0].device().kind, DeviceKind::kCpu);
+  EXPECT_EQ(stored[0].shape(), Shape({4, 20}));
+  EXPECT_EQ(stored[0].to_vector<std::uint8_t>(), d.x.slice(2, 6).to_vector<std::uint8_t>());
+}
+
+TEST(GpuInput, AnUploadIntoBuffersTakesThemAndNamesABatchThatDoesNotFit) {
+  LOCKSTEP_REQUIRE_GPU();
+  const auto ctx = make_compute_context(kGpu0);
+  const auto host = make_compute_context(Device{});
+  Tensor pixels, floats, wide;
+  {
+    ComputeScope on_host(*host);
+    pixels = Tensor::from_vector(std::vector<std::uint8_t>{1, 2, 3, 4, 5, 6}, {2, 3});
+    floats = Tensor::full({2, 3}, 1.0, DType::kF32);
+    wide = Tensor::full({2, 4}, 1.0, DType::kU8);
+  }
+  ComputeScope scope(*ctx);
+  const Tensor buffer = Tensor::empty({2, 3}, DType::kU8);
+  for (int round = 0; round < 3; ++round) {  // the same buffers step after step
+    DeviceUpload up({buffer});
+    up.start({pixels});
+    const std::vector<Tensor> got = up.take();
+    ASSERT_EQ(got.size(), 1u);
+    EXPECT_EQ(got[0].raw_data(), buffer.raw_data());
+    EXPECT_EQ(got[0].to_vector<std::uint8_t>(), (std::vector<std::uint8_t>{1, 2, 3, 4, 5, 6}));
+  }
+  std::string err = message_of([&] { DeviceUpload({buffer}).start({floats}); });
+  EXPECT_TRUE(has(err, "tensor 0 is (2, 3) float32") && has(err, "reserved for (2, 3) uint8")) << err;
+  err = message_of([&] { DeviceUpload({buffer}).start({wide}); });
+  EXPECT_TRUE(has(err, "tensor 0 is (2, 4) uint8") && has(err, "reserved for (2, 3) uint8")) << err;
+  err = message_of([&] { DeviceUpload({buffer}).start({pixels, pixels}); });
+  EXPECT_TRUE(has(err, "2 tensors for 1 reserved")) << err;
+  err = message_of([&] { DeviceUpload up({pixels}); });
+  EXPECT_TRUE(has(err, "buffer 0 is on cpu:0 but this thread computes on gpu:0")) << err;
+}
