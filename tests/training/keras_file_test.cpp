@@ -359,6 +359,26 @@ TEST_F(BrokenArchive, UnknownCompileConfigLoadsUncompiled) {
   EXPECT_TRUE(same_bits(m->predict(inputs(3, 4)), mlp()->predict(inputs(3, 4))));
 }
 
+TEST_F(BrokenArchive, StepsPerExecutionRoundTripsAndABadOneIsNamed) {
+  EXPECT_EQ(config_["compile_config"]["steps_per_execution"], 1);
+  auto model = mlp();
+  model->set_steps_per_execution(4);
+  save_model(*model, dir_ + "/four.keras");
+  EXPECT_EQ(load_model(dir_ + "/four.keras")->steps_per_execution(), 4);
+  for (const json& bad : {json(0), json(2.5), json("4")}) {
+    config_["compile_config"]["steps_per_execution"] = bad;
+    auto copy = entries_;
+    for (auto& e : copy)
+      if (e.name == "config.json") e.bytes = config_.dump();
+    io::write_file_atomic(dir_ + "/bad.keras", io::encode_zip(copy));
+    ::testing::internal::CaptureStderr();
+    auto m = load_model(dir_ + "/bad.keras");
+    const std::string err = ::testing::internal::GetCapturedStderr();
+    EXPECT_FALSE(m->compiled()) << bad;
+    EXPECT_HAS(err, "compile argument steps_per_execution=" + bad.dump() + " is not a positive integer");
+  }
+}
+
 TEST_F(BrokenArchive, NotAnArchiveOrCutShortIsNamed) {
   const std::string good = io::read_file(dir_ + "/good.keras");
   io::write_file_atomic(dir_ + "/cut.keras", good.substr(0, good.size() - 100));
