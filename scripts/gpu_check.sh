@@ -124,6 +124,9 @@ if [[ -x "$cli" && -f "$data_dir/mnist/train-images-idx3-ubyte.gz" ]]; then
       echo "prefetch_to_device=$p: $("$@" "${off[@]}" --epochs 1 --verbose 2 \
         --logdir "$runs/prefetch$p" 2>&1 | grep -o "train_steps_per_second: [0-9.]*")"; done' \
     _ "$runs" "${with_libs[@]}" "$cli" train --devices gpu:0 --no-tensorboard
+  # steps_per_execution (issue 37): the loss read once per 8 steps instead of each, batch 64.
+  phase steps_per_execution_ab 30 bash -c 'runs="$1"; shift; for n in 1 8; do echo "steps_per_execution=$n: $("$@" --steps-per-execution $n --epochs 1 --verbose 2 --logdir "$runs/spe$n" 2>&1 | grep -o "train_steps_per_second: [0-9.]*")"; done' \
+    _ "$runs" "${with_libs[@]}" "$cli" train --devices gpu:0 --no-tensorboard --global-batch-size 64
   phase cnn_accuracy 60 tests/cli/check_metrics.sh 0.99 "${with_libs[@]}" "$cli" train --model cnn --devices gpu:0x2 --epochs 5 \
     --global-batch-size 64 --learning-rate 2e-3 --no-tensorboard --logdir "$runs/cnn"
   # The seeds' custom loop (examples/custom_loop.cpp, every GPU): variables on the GPU from the scope

@@ -3,6 +3,7 @@
 // and metrics are merged once per execution.
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <utility>
 
 #include "common/random_data.hpp"
@@ -184,6 +185,20 @@ TEST(StepsPerExecution, MetricsAreMergedOncePerExecution) {
   model.fit(data::Dataset::from_tensor_slices(data().x, data().y).batch(4), {.verbose = 0});
   // Batches of 4,4,4 | 4,4,4 | 2: the state grows by 12 after each execution, not each batch.
   EXPECT_EQ(seen, (std::vector<double>{0, 0, 0, 12, 12, 12, 24}));
+}
+
+TEST(StepsPerExecution, ModelCheckpointCountsTheBatchesOfEachExecution) {
+  // save_freq 4 with executions of 2 in epochs of 7 batches (ends at batches 1, 3, 5, 6): Keras'
+  // count reaches 4 at epoch 1's batch 3, then (carried over the epoch) at epoch 2's batches 1 and 5.
+  const auto dir = std::filesystem::path(LOCKSTEP_BINARY_DIR) / "test_tmp" / "steps_per_execution";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  auto checkpoint = std::make_shared<ModelCheckpoint>(ModelCheckpointOptions{
+      .filepath = (dir / "ckpt-{epoch}-{batch}").string(), .save_freq = SaveFreq::every(4)});
+  fit_run(2, 0, {.epochs = 2, .callbacks = {checkpoint}});
+  std::vector<std::string> names;
+  for (const auto& p : checkpoint->saved()) names.push_back(std::filesystem::path(p).filename().string());
+  EXPECT_EQ(names, (std::vector<std::string>{"ckpt-1-4", "ckpt-2-2", "ckpt-2-6"}));
 }
 
 TEST(StepsPerExecution, RefusesANonPositiveCount) {
