@@ -248,6 +248,7 @@ part gpu_tests       110 "${with_libs[@]}" "$gpu_tests"
 part custom_loop      60 accuracy 0.97 "${with_libs[@]}" "$custom_loop" 5
 part gpu_bench        60 "${with_libs[@]}" "$gpu_bench" --json
 part fit_b64          25 train fit_b64 --devices gpu:0 --global-batch-size 64 --epochs 1 --steps-per-epoch 2000
+part fit_b64_spe8     25 train fit_b64_spe8 --devices gpu:0 --global-batch-size 64 --epochs 1 --steps-per-epoch 2000 --steps-per-execution 8
 part fit_b1024        25 train fit_b1024 --devices gpu:0 --global-batch-size 1024 --epochs 1 --steps-per-epoch 600
 part fit_b1024_x4     25 train fit_b1024_x4 --devices gpu:0x4 --global-batch-size 1024 --epochs 1 --steps-per-epoch 600
 part wide_f32         25 train wide_f32 --devices gpu:0 "${wide[@]}"

@@ -473,6 +473,9 @@ foreach(_case IN ITEMS regression one_hot binary bad_combinations keras_schedule
   add_test(NAME cli.train_losses.${_case} COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/cli/train_losses.sh ${_cli} ${_case})
   set_tests_properties(cli.train_losses.${_case} PROPERTIES TIMEOUT 300)
 endforeach()
+# lockstep train --steps-per-execution: the weights of 1, recorded, refused when not positive.
+add_test(NAME cli.steps_per_execution COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/cli/steps_per_execution.sh ${_cli})
+set_tests_properties(cli.steps_per_execution PROPERTIES TIMEOUT 300)
 # scripts/setup.sh without a network says where else MNIST can come from (tests/cli/setup_offline.sh).
 add_test(NAME cli.setup_offline_names_other_mnist_sources
          COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/cli/setup_offline.sh ${PROJECT_SOURCE_DIR})

@@ -265,6 +265,7 @@ void bind_model(nb::module_& m) {
       .def_prop_ro("output_shape", [](const Model& mo) { return mo.output_shape().dims(); })
       .def_prop_ro("optimizer", &Model::optimizer)
       .def_rw("stop_training", &Model::stop_training)
+      .def_prop_rw("steps_per_execution", &Model::steps_per_execution, &Model::set_steps_per_execution)
       .def("build", [](Model& mo, const std::vector<std::int64_t>& shape) { mo.build(Shape(shape)); })
       .def("summary", &Model::summary)
       .def("count_params", &Model::count_params)

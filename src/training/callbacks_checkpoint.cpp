@@ -31,8 +31,9 @@ ModelCheckpoint::ModelCheckpoint(ModelCheckpointOptions options)
 void ModelCheckpoint::on_epoch_begin(int epoch, const Logs&) { epoch_ = epoch; }
 
 void ModelCheckpoint::on_train_batch_end(std::int64_t batch, const Logs& logs) {
+  const std::int64_t ran = span_.end(batch);
   if (o_.save_freq.batches <= 0) return;
-  if (++batches_since_save_ >= o_.save_freq.batches) {
+  if ((batches_since_save_ += ran) >= o_.save_freq.batches) {
     batches_since_save_ = 0;
     save(epoch_, batch, logs);
   }
@@ -104,8 +105,9 @@ void BackupAndRestore::on_epoch_begin(int epoch, const Logs&) {
 }
 
 void BackupAndRestore::on_train_batch_end(std::int64_t batch, const Logs&) {
+  const std::int64_t ran = span_.end(batch);
   if (o_.save_freq.batches <= 0) return;
-  if (++batches_since_save_ >= o_.save_freq.batches) {
+  if ((batches_since_save_ += ran) >= o_.save_freq.batches) {
     batches_since_save_ = 0;
     save(epoch_, batch + 1);
   }

@@ -77,9 +77,14 @@ void TensorBoard::on_train_begin(const Logs&) {
   train_->flush();
 }
 
-void TensorBoard::on_train_batch_end(std::int64_t, const Logs& logs) {
+void TensorBoard::on_train_batch_end(std::int64_t batch, const Logs& logs) {
+  const std::int64_t ran = span_.end(batch);
   if (!train_ || o_.update_freq.batches <= 0) return;
-  if (++batches_ % o_.update_freq.batches != 0) return;
+  // Written when the count of batches passes a multiple of update_freq (one call may close
+  // several batches under steps_per_execution).
+  const std::int64_t before = batches_;
+  batches_ += ran;
+  if (batches_ / o_.update_freq.batches == before / o_.update_freq.batches) return;
   const std::int64_t step = model_->optimizer() ? model_->optimizer()->iterations() : batches_;
   for (const auto& [k, v] : logs) train_->add_scalar("batch_" + k, v, step);
 }

@@ -1,5 +1,6 @@
 // Model::evaluate and Model::predict: a pass over the data through the replicas, no update.
 #include <memory>
+#include <optional>
 
 #include "lockstep/training/model.hpp"
 #include "lockstep/training/progbar.hpp"
@@ -26,12 +27,9 @@ Logs Model::evaluate_impl(const data::Dataset& dataset, std::int64_t steps, cons
   std::unique_ptr<Progbar> bar;
   if (verbose == 1 && (!strategy_ || strategy_->is_chief())) bar = std::make_unique<Progbar>(total);
   std::int64_t examples = 0;
-  for (std::int64_t step = 0; steps < 0 || step < steps; ++step) {
-    auto batch = it->next();
-    if (!batch) break;
-    check_components(batch->size(), "evaluate");
-    cbs.each([&](Callback& c) { c.on_test_batch_begin(step, logs); });
-    data::Element xy(batch->begin(), batch->begin() + static_cast<std::ptrdiff_t>(inputs_.size() + outputs_.size()));
+  const auto run_step = [&](const data::Element& batch, detail::PendingNumbers& pending) {
+    check_components(batch.size(), "evaluate");
+    data::Element xy(batch.begin(), batch.begin() + static_cast<std::ptrdiff_t>(inputs_.size() + outputs_.size()));
     const Tensor& x = xy[0];
     for (std::size_t i = 1; i < xy.size(); ++i)
       LOCKSTEP_CHECK(xy[i].rank() >= 1 && xy[i].dim(0) == x.dim(0), "evaluate: x ", x.shape().str(), " and ",
@@ -46,13 +44,25 @@ Logs Model::evaluate_impl(const data::Dataset& dataset, std::int64_t steps, cons
       slice_metric_states(s, outs, r);
       return r;
     });
-    merge_replica_numbers(parts, rows, nullptr);
+    pending.steps.push_back({parts, rows});
     examples += rows;
+  };
+  // Executions of steps_per_execution batches: callbacks and one read of the numbers each.
+  std::optional<data::Element> batch = steps == 0 ? std::nullopt : it->next();
+  for (std::int64_t step = 0; batch;) {
+    const std::int64_t begin = step;
+    cbs.each([&](Callback& c) { c.on_test_batch_begin(begin, logs); });
+    detail::PendingNumbers pending;
+    for (std::int64_t i = 0; batch && i < steps_per_execution_ && (steps < 0 || step < steps); ++i, ++step) {
+      run_step(*batch, pending);
+      batch = steps < 0 || step + 1 < steps ? it->next() : std::nullopt;
+    }
+    merge_numbers(pending);
     logs = collect_logs("");
-    cbs.each([&](Callback& c) { c.on_test_batch_end(step, logs); });
+    cbs.each([&](Callback& c) { c.on_test_batch_end(step - 1, logs); });
     if (bar) {
       std::vector<std::pair<std::string, double>> vals(logs.begin(), logs.end());
-      bar->update(step + 1, vals);
+      bar->update(step, vals);
     }
   }
   // Keras refuses this too: the mean of no examples would read as a loss of 0.
@@ -89,34 +99,47 @@ std::vector<Tensor> Model::predict_outputs(const data::Dataset& dataset, const P
   std::vector<std::vector<Tensor>> outs(outputs_.size());  // per output, per batch
   const std::size_t n_in = inputs_.size();
   auto it = dataset.make_iterator();
-  for (std::int64_t step = 0; o.steps < 0 || step < o.steps; ++step) {
-    auto batch = it->next();
-    if (!batch) break;
-    LOCKSTEP_CHECK(batch->size() >= n_in, "predict: model '", name(), "' takes ", n_in, " input(s) (",
-                   inputs_.joined(), "), but the elements hold ", batch->size(), " tensor(s)");
-    cbs.each([&](Callback& c) { c.on_predict_batch_begin(step, logs); });
+  // One step's outputs, per replica, kept on the devices until its execution ends.
+  using StepOutputs = distribute::PerReplica<std::vector<Tensor>>;
+  const auto run_step = [&](const data::Element& batch) {
+    LOCKSTEP_CHECK(batch.size() >= n_in, "predict: model '", name(), "' takes ", n_in, " input(s) (",
+                   inputs_.joined(), "), but the elements hold ", batch.size(), " tensor(s)");
     data::Element xs;
-    for (std::size_t i = 0; i < n_in; ++i) xs.push_back(input_of((*batch)[i]));
+    for (std::size_t i = 0; i < n_in; ++i) xs.push_back(input_of(batch[i]));
     for (std::size_t i = 1; i < n_in; ++i)
       LOCKSTEP_CHECK(xs[i].rank() >= 1 && xs[i].dim(0) == xs[0].dim(0), "predict: input '", inputs_.names[i], "' ",
                      xs[i].shape().str(), " and input '", inputs_.names[0], "' ", xs[0].shape().str(),
                      " have different batch sizes");
     if (!built()) build(Shape(xs[0].shape()));
     ensure_mirrored();
-    const auto parts = run_on_slices(strategy_, detail::split_batch(strategy_, std::move(xs)), [&](const data::Element& s, std::int64_t, ReplicaInterface* rc) {
+    return run_on_slices(strategy_, detail::split_batch(strategy_, std::move(xs)), [&](const data::Element& s, std::int64_t, ReplicaInterface* rc) {
       const layers::CallContext ctx{.replica = rc};
       if (n_in == 1 && outputs_.size() == 1) return std::vector<Tensor>{forward(s[0], ctx).output};
       std::vector<Tensor> ys;
       for (auto& out : forward_all(std::span<const Tensor>(s.data(), n_in), ctx)) ys.push_back(std::move(out.output));
       return ys;
     });
+  };
+  const auto gather_step = [&](const StepOutputs& parts) {
     for (std::size_t k = 0; k < outs.size(); ++k) {
       std::vector<Tensor> per_replica;
       for (const auto& p : parts.values()) per_replica.push_back(p[k]);
       const distribute::PerReplica<Tensor> kth(std::move(per_replica));
       outs[k].push_back(strategy_ ? strategy_->gather(kth) : kth[0]);
     }
-    cbs.each([&](Callback& c) { c.on_predict_batch_end(step, logs); });
+  };
+  // Executions of steps_per_execution batches: callbacks and the outputs' gathering once each.
+  std::optional<data::Element> batch = o.steps == 0 ? std::nullopt : it->next();
+  for (std::int64_t step = 0; batch;) {
+    const std::int64_t begin = step;
+    cbs.each([&](Callback& c) { c.on_predict_batch_begin(begin, logs); });
+    std::vector<StepOutputs> pending;
+    for (std::int64_t i = 0; batch && i < steps_per_execution_ && (o.steps < 0 || step < o.steps); ++i, ++step) {
+      pending.push_back(run_step(*batch));
+      batch = o.steps < 0 || step + 1 < o.steps ? it->next() : std::nullopt;
+    }
+    for (const auto& parts : pending) gather_step(parts);
+    cbs.each([&](Callback& c) { c.on_predict_batch_end(step - 1, logs); });
   }
   cbs.each([&](Callback& c) { c.on_predict_end(logs); });
   LOCKSTEP_CHECK(!outs.front().empty(), "predict: the input produced no batches");

@@ -199,18 +199,21 @@ EpochTally FitLoop::train_epoch(EpochInput& in, bool resumed, std::int64_t first
   for (auto* d : devices_) reset_context_peak_bytes(*d);
   GpuUtilization utilization(devices_);
   EpochTally tally{.start = std::chrono::steady_clock::now()};
-  std::vector<distribute::DistributedBatch> group;
-  bool more = true;
-  for (std::int64_t step = first_step; more && !model_.stop_training && (steps_ < 0 || step < steps_);) {
-    more = read_group(in, step, group, tally);
-    run_group(step, group, tally, utilization);
+  group_.clear();
+  group_at_ = 0;
+  input_ended_ = false;
+  for (std::int64_t step = first_step; !model_.stop_training && (steps_ < 0 || step < steps_);) {
+    const bool more = run_execution(in, step, tally, utilization);
     // A group's end is a step boundary no held-back gradient spans (a backup there is whole).
-    if (const std::optional<training::AgreedStop> stop = poll_stop()) {
-      stop_ = *stop;
-      tally.interrupted = true;
-      tally.steps_done = step;
-      break;
+    if (group_at_ == group_.size()) {
+      if (const std::optional<training::AgreedStop> stop = poll_stop()) {
+        stop_ = *stop;
+        tally.interrupted = true;
+        tally.steps_done = step;
+        break;
+      }
     }
+    if (!more) break;
   }
   // Training stopped within a group: its held-back gradients are not applied.
   drop_held_back();
@@ -218,19 +221,21 @@ EpochTally FitLoop::train_epoch(EpochInput& in, bool resumed, std::int64_t first
   return tally;
 }
 
-bool FitLoop::read_group(EpochInput& in, std::int64_t step, std::vector<distribute::DistributedBatch>& group,
-                         EpochTally& tally) {
-  group.clear();
+bool FitLoop::read_group(EpochInput& in, std::int64_t step, EpochTally& tally) {
+  group_.clear();
+  group_at_ = 0;
+  first_example_ = 0;
+  group_examples_ = 0;
   const std::int64_t accumulation = o_.gradient_accumulation_steps;
   const std::int64_t room = steps_ < 0 ? accumulation : std::min<std::int64_t>(accumulation, steps_ - step);
-  while (static_cast<std::int64_t>(group.size()) < room) {
+  while (static_cast<std::int64_t>(group_.size()) < room) {
     const auto wait_start = std::chrono::steady_clock::now();
-    const std::int64_t at = step + static_cast<std::int64_t>(group.size());
+    const std::int64_t at = step + static_cast<std::int64_t>(group_.size());
     std::optional<distribute::DistributedBatch> batch = in.next(steps_ >= 0 && at + 1 >= steps_);
     tally.input_seconds += seconds_since(wait_start);
     if (!batch) {
       // Batches this epoch has had, a resumed epoch's earlier ones included.
-      const std::int64_t had = step + static_cast<std::int64_t>(group.size());
+      const std::int64_t had = step + static_cast<std::int64_t>(group_.size());
       if (in.renews() && had > 0) {
         warn_pass_ended_epoch(had, o_.steps_per_epoch);
         in.end_pass();
@@ -240,30 +245,41 @@ bool FitLoop::read_group(EpochInput& in, std::int64_t step, std::vector<distribu
       return false;
     }
     model_.check_components(batch->global->components(), "fit");
-    group.push_back(std::move(*batch));
+    group_examples_ += batch->global_size;
+    group_.push_back(std::move(*batch));
   }
   return true;
 }
 
-void FitLoop::run_group(std::int64_t& step, const std::vector<distribute::DistributedBatch>& group,
-                        EpochTally& tally, GpuUtilization& utilization) {
-  std::int64_t group_examples = 0;
-  for (const auto& b : group) group_examples += b.global_size;
-  std::int64_t first_example = 0;
-  for (std::size_t j = 0; j < group.size() && !model_.stop_training; ++j, ++step) {
+bool FitLoop::run_execution(EpochInput& in, std::int64_t& step, EpochTally& tally, GpuUtilization& utilization) {
+  const std::int64_t n = steps_ < 0 ? model_.steps_per_execution_
+                                    : std::min(model_.steps_per_execution_, steps_ - step);
+  const auto group_due = [&] {  // the next batch starts a group: read it (false: no batch)
+    if (group_at_ < group_.size()) return true;
+    if (input_ended_) return false;
+    input_ended_ = !read_group(in, step, tally);
+    return !group_.empty();
+  };
+  if (!group_due()) return false;
+  const std::int64_t begin = step;
+  Logs logs;
+  callbacks.each([&](Callback& c) { c.on_train_batch_begin(begin, logs); });
+  detail::PendingNumbers pending;
+  for (std::int64_t i = 0; i < n && group_due(); ++i, ++step) {
     ++tally.steps;
-    Logs batch_logs;
-    callbacks.each([&](Callback& c) { c.on_train_batch_begin(step, batch_logs); });
     using Use = Model::GradientUse;
-    const Use use = j + 1 < group.size() ? Use::kHoldBack : Use::kApply;
-    model_.train_micro_step(group[j], first_example, group_examples, use, &held_);
-    first_example += group[j].global_size;
+    const Use use = group_at_ + 1 < group_.size() ? Use::kHoldBack : Use::kApply;
+    const distribute::DistributedBatch& batch = group_[group_at_++];
+    model_.train_micro_step(batch, first_example_, group_examples_, use, &held_, &pending);
+    first_example_ += batch.global_size;
     ++global_step_;
     if (global_step_ == warmup_) timed_start_ = std::chrono::steady_clock::now();
-    batch_logs = model_.collect_logs("");
-    callbacks.each([&](Callback& c) { c.on_train_batch_end(step, batch_logs); });
     utilization.maybe_sample();
   }
+  model_.merge_numbers(pending);
+  logs = model_.collect_logs("");
+  callbacks.each([&](Callback& c) { c.on_train_batch_end(step - 1, logs); });
+  return group_at_ < group_.size() || !input_ended_;
 }
 
 std::optional<training::AgreedStop> FitLoop::poll_stop() {

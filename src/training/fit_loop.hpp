@@ -94,10 +94,12 @@ class FitLoop {
   /// Reads the next group of batches (gradient accumulation: every batch's loss is divided by
   /// all the group's examples, a short last group included; without it a group is one batch).
   /// Returns false when the input ended.
-  bool read_group(EpochInput& in, std::int64_t step, std::vector<distribute::DistributedBatch>& group,
-                  EpochTally& tally);
-  void run_group(std::int64_t& step, const std::vector<distribute::DistributedBatch>& group, EpochTally& tally,
-                 GpuUtilization& utilization);
+  bool read_group(EpochInput& in, std::int64_t step, EpochTally& tally);
+  /// One execution (Model::steps_per_execution): up to N steps from `step` (fewer at the epoch's
+  /// or the input's end), groups read as their first batch is due, so a group may span
+  /// executions; the batch callbacks fire once, the losses and metrics are read once, at its
+  /// end. Returns false when the input ended (nothing ran: no callbacks either).
+  bool run_execution(EpochInput& in, std::int64_t& step, EpochTally& tally, GpuUtilization& utilization);
   /// At a step boundary: a stop that every worker agrees on (training::agreed_stop), asked of
   /// them every few boundaries only.
   std::optional<training::AgreedStop> poll_stop();
@@ -131,6 +133,13 @@ class FitLoop {
   std::chrono::steady_clock::time_point timed_start_;
   // Gradient accumulation without a strategy: the group's sums (a strategy's are its own).
   distribute::GradientAccumulator held_;
+  // The accumulation group being run: its batches, the next one's index, its examples, the
+  // first example of the next batch within it; and whether this epoch's input ended.
+  std::vector<distribute::DistributedBatch> group_;
+  std::size_t group_at_ = 0;
+  std::int64_t group_examples_ = 0;
+  std::int64_t first_example_ = 0;
+  bool input_ended_ = false;
 };
 
 }  // namespace lockstep::detail

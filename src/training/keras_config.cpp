@@ -232,7 +232,7 @@ json compile_to_keras(const Model& model) {
           {"metrics", metrics},
           {"weighted_metrics", nullptr},
           {"run_eagerly", false},
-          {"steps_per_execution", 1},
+          {"steps_per_execution", model.steps_per_execution()},
           {"jit_compile", model.jit_compile() == JitCompile::kAuto ? json("auto")
                                                                     : json(model.jit_compile() == JitCompile::kOn)}};
 }
@@ -246,6 +246,7 @@ struct CompileParts {
   std::map<std::string, double> loss_weights;
   std::map<std::string, std::vector<std::string>> output_metrics;
   JitCompile jit_compile = JitCompile::kAuto;
+  std::int64_t steps_per_execution = 1;
 };
 
 // One Keras loss (a name or a serialised object) as lockstep's {"class_name", "config"}; a
@@ -332,13 +333,20 @@ std::string compile_from_keras(const json& c, const Structure& outs, CompilePart
   if (!c.is_object()) return "compile_config is not an object";
   for (const auto& [key, value] : c.items()) {
     if (key == "optimizer" || key == "loss" || key == "metrics" || (key == "loss_weights" && outs.size() > 1)) continue;
+    if (key == "steps_per_execution") {
+      if (value.is_null()) continue;
+      if (!value.is_number_integer() || value.get<std::int64_t>() < 1)
+        return "compile argument steps_per_execution=" + value.dump() + " is not a positive integer";
+      out.steps_per_execution = value.get<std::int64_t>();
+      continue;
+    }
     if (key == "jit_compile") {  // Keras writes "auto", true or false
       if (value.is_boolean()) out.jit_compile = value.get<bool>() ? JitCompile::kOn : JitCompile::kOff;
       else if (value != json("auto") && !value.is_null())
         return "compile argument jit_compile=" + value.dump() + " is not supported";
       continue;
     }
-    if (key == "run_eagerly" || key == "steps_per_execution" || key == "auto_scale_loss")
+    if (key == "run_eagerly" || key == "auto_scale_loss")
       continue;  // how Keras runs a step, not what it computes
     if (!is_off(value)) return "compile argument " + key + "=" + value.dump() + " is not supported";
   }
@@ -515,6 +523,7 @@ void compile_from_keras_file(const json& j, Model& model, const std::string& sou
           model.compile(optimizer_from_json(parts.optimizer), losses, parts.output_metrics, parts.loss_weights);
         }
         model.set_jit_compile(parts.jit_compile);
+        model.set_steps_per_execution(parts.steps_per_execution);
       } catch (const std::exception& e) {
         problem = e.what();
       }

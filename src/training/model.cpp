@@ -42,51 +42,70 @@ std::string Structure::joined() const {
   return s;
 }
 
+namespace {
+// A replica's numbers of one step, flattened: its loss sum and each output's (when the batch
+// had examples), then each metric's state.
+void append_numbers(const ReplicaNumbers& p, std::int64_t examples, std::vector<Tensor>& out) {
+  if (examples) out.push_back(as_float(p.loss_sum).reshape({1}));
+  if (examples)
+    for (const Tensor& t : p.output_loss_sums) out.push_back(as_float(t).reshape({1}));
+  for (const Tensor& t : p.metric_states) out.push_back(t.reshape({t.numel()}));
+}
+}  // namespace
+
 void Model::merge_replica_numbers(const distribute::PerReplica<ReplicaNumbers>& parts, std::int64_t examples,
                                   double* mean_loss) {
-  // A replica's numbers: its loss sum (when the batch had examples) and each metric's state.
-  const auto numbers = [&](const ReplicaNumbers& p) {
+  detail::PendingNumbers one;
+  one.steps.push_back({parts, examples});
+  const double loss = merge_numbers(one);
+  if (mean_loss) *mean_loss = loss;
+}
+
+double Model::merge_numbers(detail::PendingNumbers& pending) {
+  // Each replica's numbers of every step travel as one vector, so an execution costs one
+  // cross-replica reduction and one host read, not one per number or step: across workers each
+  // is a collective round trip, on a GPU a wait for the device (element-wise sums, so the
+  // result is what separate reductions gave).
+  const std::size_t replicas = pending.steps.empty() ? 0 : pending.steps.front().parts.size();
+  std::vector<Tensor> packed;
+  for (std::size_t r = 0; r < replicas; ++r) {
     std::vector<Tensor> pieces;
-    if (examples) pieces.push_back(as_float(p.loss_sum).reshape({1}));
-    if (examples)
-      for (const Tensor& t : p.output_loss_sums) pieces.push_back(as_float(t).reshape({1}));
-    for (const Tensor& t : p.metric_states) pieces.push_back(t);
-    return pieces;
-  };
-  std::vector<Tensor> totals = numbers(parts[0]);
-  if (totals.empty()) {
-    if (mean_loss) *mean_loss = 0.0;
-    return;
+    for (const auto& step : pending.steps) append_numbers(step.parts[r], step.examples, pieces);
+    if (pieces.empty()) break;
+    packed.push_back(pieces.size() == 1 ? pieces[0] : concat(pieces, 0));
   }
-  if (strategy_) {
-    // Each replica's numbers travel as one vector, so a step costs one cross-replica
-    // reduction, not one per number: across workers each is a collective round trip
-    // (element-wise sums, so the result is what separate reductions gave). Without a
-    // strategy there is nothing to reduce and the numbers are used as they are.
-    std::vector<Tensor> packed;
-    for (const ReplicaNumbers& p : parts.values()) {
-      std::vector<Tensor> pieces = numbers(p);
-      for (Tensor& t : pieces) t = t.reshape({t.numel()});
-      packed.push_back(pieces.size() == 1 ? pieces[0] : concat(pieces, 0));
-    }
-    const Tensor total = strategy_->reduce(ReduceOp::kSum, distribute::PerReplica<Tensor>(std::move(packed)));
-    std::int64_t at = 0;
-    for (Tensor& t : totals) {
-      const Shape shape = t.shape();
-      t = total.slice(at, at + t.numel()).reshape(shape);
-      at += shape.numel();
-    }
+  std::vector<float> v;
+  if (!packed.empty()) {
+    // Without a strategy there is nothing to reduce and the numbers are used as they are.
+    const Tensor total = strategy_ ? strategy_->reduce(ReduceOp::kSum, distribute::PerReplica<Tensor>(std::move(packed)))
+                                   : packed[0];
+    v = total.to(DType::kF32).to_vector<float>();
   }
-  std::size_t i = 0;
-  const double loss_sum = examples ? static_cast<double>(totals[i++].item()) : 0.0;
-  if (examples)
-    for (std::size_t k = 0; k < parts[0].output_loss_sums.size(); ++k)
-      output_loss_trackers_[k].update(static_cast<double>(totals[i++].item()) / static_cast<double>(examples),
-                                      static_cast<double>(examples));
-  for (std::size_t m = 0; m < metrics_.size(); ++m) metrics_[m]->merge_state(totals[i++]);
-  const double batch_loss = examples ? loss_sum / static_cast<double>(examples) : 0.0;
-  if (examples) loss_tracker_.update(batch_loss, static_cast<double>(examples));
-  if (mean_loss) *mean_loss = batch_loss;
+  std::size_t at = 0;
+  double batch_loss = 0.0;
+  for (const auto& step : pending.steps) {
+    const ReplicaNumbers& p = step.parts[0];
+    const auto examples = static_cast<double>(step.examples);
+    const double loss_sum = step.examples ? static_cast<double>(v[at++]) : 0.0;
+    if (step.examples)
+      for (std::size_t k = 0; k < p.output_loss_sums.size(); ++k)
+        output_loss_trackers_[k].update(static_cast<double>(v[at++]) / examples, examples);
+    for (std::size_t m = 0; m < metrics_.size(); ++m) {
+      const auto n = static_cast<std::size_t>(p.metric_states[m].numel());
+      const std::vector<float> state(v.begin() + static_cast<std::ptrdiff_t>(at), v.begin() + static_cast<std::ptrdiff_t>(at + n));
+      metrics_[m]->merge_state(Tensor::from_vector(state, {static_cast<std::int64_t>(n)}));
+      at += n;
+    }
+    batch_loss = step.examples ? loss_sum / examples : 0.0;
+    if (step.examples) loss_tracker_.update(batch_loss, examples);
+  }
+  pending.steps.clear();
+  return batch_loss;
+}
+
+void Model::set_steps_per_execution(std::int64_t n) {
+  LOCKSTEP_CHECK(n >= 1, "Model::compile: steps_per_execution must be a positive integer, got ", n);
+  steps_per_execution_ = n;
 }
 
 Model::Model(std::string name)
@@ -474,7 +493,7 @@ double Model::train_step(const Tensor& x, const Tensor& y) {
 
 double Model::train_micro_step(const distribute::DistributedBatch& batch, std::int64_t first_example,
                                std::int64_t group_examples, GradientUse use,
-                               distribute::GradientAccumulator* held) {
+                               distribute::GradientAccumulator* held, detail::PendingNumbers* pending) {
   check_compiled("train_step");
   // Tensors are checked here; a batch of rows comes from one table of rows, so its components
   // agree. Each replica casts its own slice (on its device, after the copy: fewer bytes).
@@ -489,11 +508,18 @@ double Model::train_micro_step(const distribute::DistributedBatch& batch, std::i
     const StepCaptureCheck::OnThisThread watched(capture_check.get());
     return replica_train_step(s, first_example + first, group_examples, step, rc, use, held);
   });
-  if (use == GradientUse::kHoldBack) {
+  // Losses and metrics are reduced across replicas before anyone sees them: now, or with the
+  // execution's other steps (`pending`).
+  const auto merge = [&] {
+    if (pending) {
+      pending->steps.push_back({parts, n});
+      return 0.0;
+    }
     double batch_loss = 0;
     merge_replica_numbers(parts, n, &batch_loss);
     return batch_loss;
-  }
+  };
+  if (use == GradientUse::kHoldBack) return merge();
   const bool applied = parts[0].gradients_finite;
   if (auto* loss_scale = dynamic_cast<optimizers::LossScaleOptimizer*>(optimizer_.get()))
     loss_scale->update_scale(applied);
@@ -502,10 +528,7 @@ double Model::train_micro_step(const distribute::DistributedBatch& batch, std::i
   // Debug check (MirroredOptions::check_mirrored): every replica's copy of every variable is
   // still bit-identical after the update; throws DistributedError naming the first that drifted.
   if (strategy_ && strategy_->checks_mirrored_each_step()) strategy_->check_mirrored(variables());
-  // Losses and metrics are reduced across replicas before anyone sees them.
-  double batch_loss = 0;
-  merge_replica_numbers(parts, n, &batch_loss);
-  return batch_loss;
+  return merge();
 }
 
 void Model::check_workers_start_alike(int first_epoch, std::int64_t skip_batches) {

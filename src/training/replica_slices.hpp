@@ -26,6 +26,16 @@ struct detail::ReplicaNumbers {
   bool gradients_finite = true;
 };
 
+// The numbers of the steps of one execution (steps_per_execution), each step's per-replica
+// numbers and examples, kept on the devices until Model::merge_numbers reads them all at once.
+struct detail::PendingNumbers {
+  struct Step {
+    distribute::PerReplica<ReplicaNumbers> parts;
+    std::int64_t examples = 0;
+  };
+  std::vector<Step> steps;
+};
+
 // One replica's outputs: `one` for a model of one output (no vector on that path), else `many`.
 struct detail::SliceOutputs {
   Model::Output one;

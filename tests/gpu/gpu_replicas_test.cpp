@@ -275,12 +275,14 @@ namespace {
 // fit() on `strategy` from a dataset pipeline, its weights and losses, with the next batch
 // copied to the devices ahead (prefetch_to_device) or not.
 std::pair<std::vector<std::vector<float>>, std::vector<double>> fit_with_prefetch(MirroredStrategy& strategy,
-                                                                                  bool prefetch) {
+                                                                                  bool prefetch,
+                                                                                  std::int64_t steps_per_execution = 1) {
   std::unique_ptr<Sequential> model;
   {
     auto scope = strategy.scope();
     model = make_model();
   }
+  model->set_steps_per_execution(steps_per_execution);
   const Batches b = make_batches({1000});
   // x as uint8 pixels: each replica casts its own slice, on its device. The label is the index of
   // the largest of the first five.
@@ -321,6 +323,19 @@ TEST(GpuReplicas, FitOnOneGpuIsDeterministic) {
   const auto first = fit_with_prefetch(strategy, true);
   EXPECT_EQ(fit_with_prefetch(strategy, true), first);
   std::printf("losses on 1 GPU device: %.6f %.6f\n", first.second[0], first.second[1]);
+}
+
+TEST(GpuReplicas, StepsPerExecutionChangesNoResult) {
+  // 16 batches an epoch in executions of 5 (the last of 1): the losses are read once per
+  // execution, the weights and losses are those of one step per execution.
+  LOCKSTEP_REQUIRE_GPU();
+  for (const char* devices : {"gpu:0", "gpu:0x3"}) {
+    MirroredStrategy strategy({.devices = {devices}});
+    const auto one = fit_with_prefetch(strategy, true);
+    const auto five = fit_with_prefetch(strategy, true, 5);
+    EXPECT_EQ(five.first, one.first) << devices;  // bit-identical weights
+    EXPECT_EQ(five.second, one.second) << devices;
+  }
 }
 
 TEST(NoDevice, FitFromUint8PixelsOnThreeCpuDevicesComputesWhatTheGpuTestCompares) {

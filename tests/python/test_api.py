@@ -169,3 +169,38 @@ def test_python_callbacks_see_fit_and_can_stop_it(mnist_small):
 
     with pytest.raises(ZeroDivisionError, match="from the callback"):
         model.fit(x[:64], y[:64], epochs=1, verbose=0, callbacks=[Failing()])
+
+
+def test_steps_per_execution_passes_through(mnist_small):
+    # Keras 3's compile(steps_per_execution=N): batch callbacks once per N batches, with the
+    # execution's first and last batch, and the weights (here: the predictions) of N = 1.
+    (x, y), (x_test, _) = mnist_small
+
+    class Recorder(tf.keras.callbacks.Callback):
+        def __init__(self):
+            self.calls = []
+
+        def on_train_batch_begin(self, batch, logs=None):
+            self.calls.append(("begin", batch))
+
+        def on_train_batch_end(self, batch, logs=None):
+            self.calls.append(("end", batch))
+
+    def run(n):
+        tf.keras.utils.set_random_seed(5)
+        model = mlp(tf)
+        model.compile(optimizer="adam", loss="sparse_categorical_crossentropy", steps_per_execution=n)
+        assert model.steps_per_execution == n
+        recorder = Recorder()
+        history = model.fit(x[:640], y[:640], batch_size=64, epochs=1, shuffle=False, verbose=0, callbacks=[recorder])
+        return recorder.calls, history.history["loss"], model.predict(x_test[:100], verbose=0)
+
+    calls, loss, predicted = run(4)
+    assert calls == [("begin", 0), ("end", 3), ("begin", 4), ("end", 7), ("begin", 8), ("end", 9)]
+    _, loss_one, predicted_one = run(1)
+    assert loss == loss_one
+    np.testing.assert_array_equal(predicted, predicted_one)
+    model = mlp(tf)
+    for bad in (0, -1, 2.0, True):
+        with pytest.raises(ValueError, match="steps_per_execution must be a positive integer"):
+            model.compile(optimizer="adam", loss="sparse_categorical_crossentropy", steps_per_execution=bad)

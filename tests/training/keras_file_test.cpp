@@ -275,6 +275,16 @@ class BrokenArchive : public ::testing::Test {
     EXPECT_HAS(m, name);
     return m;
   }
+  // Writes the archive with config_ as it is now and loads it into `model`; returns the warnings.
+  std::string load_warnings(const std::string& name, std::unique_ptr<Model>& model) {
+    auto copy = entries_;
+    for (auto& e : copy)
+      if (e.name == "config.json") e.bytes = config_.dump();
+    io::write_file_atomic(dir_ + "/" + name, io::encode_zip(copy));
+    ::testing::internal::CaptureStderr();
+    model = load_model(dir_ + "/" + name);
+    return ::testing::internal::GetCapturedStderr();
+  }
   json& layer(std::size_t i) { return config_["config"]["layers"][i]; }
   std::string dir_;
   std::vector<io::ZipEntry> entries_;
@@ -346,17 +356,27 @@ TEST_F(BrokenArchive, WrongShapeAndExtraWeightsAreNamed) {
 
 TEST_F(BrokenArchive, UnknownCompileConfigLoadsUncompiled) {
   config_["compile_config"]["optimizer"] = {{"class_name", "RMSprop"}, {"config", {{"learning_rate", 0.001}}}};
-  auto copy = entries_;
-  for (auto& e : copy)
-    if (e.name == "config.json") e.bytes = config_.dump();
-  io::write_file_atomic(dir_ + "/rmsprop.keras", io::encode_zip(copy));
-  ::testing::internal::CaptureStderr();
-  auto m = load_model(dir_ + "/rmsprop.keras");
-  const std::string err = ::testing::internal::GetCapturedStderr();
+  std::unique_ptr<Model> m;
+  const std::string err = load_warnings("rmsprop.keras", m);
   EXPECT_FALSE(m->compiled());
   EXPECT_HAS(err, "WARNING: Keras file '");
   EXPECT_HAS(err, "optimizer RMSprop is not supported");
   EXPECT_TRUE(same_bits(m->predict(inputs(3, 4)), mlp()->predict(inputs(3, 4))));
+}
+
+TEST_F(BrokenArchive, StepsPerExecutionRoundTripsAndABadOneIsNamed) {
+  EXPECT_EQ(config_["compile_config"]["steps_per_execution"], 1);
+  auto model = mlp();
+  model->set_steps_per_execution(4);
+  save_model(*model, dir_ + "/four.keras");
+  EXPECT_EQ(load_model(dir_ + "/four.keras")->steps_per_execution(), 4);
+  for (const json& bad : {json(0), json(2.5), json("4")}) {
+    config_["compile_config"]["steps_per_execution"] = bad;
+    std::unique_ptr<Model> m;
+    const std::string err = load_warnings("bad.keras", m);
+    EXPECT_FALSE(m->compiled()) << bad;
+    EXPECT_HAS(err, "compile argument steps_per_execution=" + bad.dump() + " is not a positive integer");
+  }
 }
 
 TEST_F(BrokenArchive, NotAnArchiveOrCutShortIsNamed) {

@@ -133,6 +133,36 @@ TEST(Preemption, StopsAtStepBoundaryWithBackupAndResumesBitIdentical) {
         << want->variables()[i].name();
 }
 
+TEST(Preemption, StopsBetweenExecutionsAndResumesBitIdentical) {
+  // steps_per_execution 3 in epochs of 20 batches: executions end at batches 2, 5, ..., 17, 19.
+  // A stop asked at the 9th execution's end (epoch 2, batch 5) stops there, 6 steps into the
+  // epoch; resumed (in executions from batch 6 on), training ends with the weights of N = 1.
+  ClearStop clear;
+  const FitOptions run{.epochs = 2, .verbose = 0};
+  auto want = make_model();
+  want->fit(toy_batches(), run);
+  const auto dir = (std::filesystem::path(LOCKSTEP_BINARY_DIR) / "test_tmp" / "preemption_spe").string();
+  std::filesystem::remove_all(dir);
+  auto stopped = make_model();
+  stopped->set_steps_per_execution(3);
+  FitOptions o = run;
+  o.callbacks = {backup(dir), after_batches(9, [] { training::request_stop(SIGTERM); })};
+  const auto stop = fit_until_stopped(*stopped, o);
+  ASSERT_TRUE(stop) << "fit did not stop";
+  EXPECT_EQ(stop->epoch(), 1);
+  EXPECT_EQ(stop->steps_in_epoch(), 6);
+  EXPECT_EQ(stopped->optimizer()->iterations(), 26);
+  training::clear_stop_request();
+  auto resumed = make_model();
+  resumed->set_steps_per_execution(3);
+  o.callbacks = {backup(dir)};
+  resumed->fit(toy_batches(), o);
+  EXPECT_EQ(resumed->optimizer()->iterations(), 40);
+  for (std::size_t i = 0; i < want->variables().size(); ++i)
+    EXPECT_EQ(resumed->variables()[i].value().to_vector<float>(), want->variables()[i].value().to_vector<float>())
+        << want->variables()[i].name();
+}
+
 // From a real signal handler; without BackupAndRestore fit still stops, and says no backup was saved.
 TEST(Preemption, SignalHandlerStopsFitWithoutBackup) {
   ClearStop clear;

@@ -39,6 +39,7 @@ struct TrainArgs {
   std::string lr_scaling = "none";       // none | linear (x global batch / lr_base_batch)
   std::int64_t lr_base_batch = 32;       // the batch --learning-rate was tuned for
   std::int64_t gradient_accumulation_steps = 1;
+  std::int64_t steps_per_execution = 1;  // batches per host round trip (Keras' steps_per_execution)
   std::string policy = "float32";        // float32 | mixed_float16 | mixed_bfloat16
   std::string jit_compile = "auto";      // auto | on | off
   double collective_timeout = 60;       // seconds a collective waits for a peer (worker or replica)

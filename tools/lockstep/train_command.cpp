@@ -202,6 +202,11 @@ void add_train_command(CLI::App& app, TrainArgs& a) {
                   "update of a K times larger batch in the memory of one")
       ->check(CLI::Range(static_cast<std::int64_t>(1), static_cast<std::int64_t>(1) << 20))
       ->capture_default_str();
+  cmd->add_option("--steps-per-execution", a.steps_per_execution,
+                  "Run N batches per host round trip (Keras' steps_per_execution): the loss and metrics are read, "
+                  "and the progress bar and callbacks updated, once per N batches; the same weights as 1")
+      ->check(CLI::Range(static_cast<std::int64_t>(1), static_cast<std::int64_t>(1) << 20))
+      ->capture_default_str();
   cmd->add_option("--lr-schedule", a.lr_schedule,
                   "Learning-rate schedule after any warmup: constant, cosine (to 0 by the end), exponential (to a "
                   "tenth by the end) or piecewise (x0.1 at 1/2 and x0.01 at 3/4 of the steps)")
@@ -299,6 +304,10 @@ int run_train(const TrainArgs& a) {
   LOCKSTEP_CHECK(a.backup_every_steps % a.gradient_accumulation_steps == 0, "--backup-every-steps ",
                  a.backup_every_steps, " must be a multiple of --gradient-accumulation-steps ",
                  a.gradient_accumulation_steps, " (a backup within a group would lose its gradients)");
+  // Backups are made between executions, where the callbacks run.
+  LOCKSTEP_CHECK(a.backup_every_steps % a.steps_per_execution == 0, "--backup-every-steps ", a.backup_every_steps,
+                 " must be a multiple of --steps-per-execution ", a.steps_per_execution,
+                 " (backups are made between executions)");
   // Before any training: a result that cannot be written is found out now, not after an hour.
   if (!a.metrics_out.empty()) io::check_output_path(a.metrics_out, "--metrics-out");
   if (!a.save_model.empty() && is_keras_file(a.save_model)) io::check_output_path(a.save_model, "--save-model");
@@ -468,6 +477,7 @@ int train_with(const TrainArgs& a, distribute::Strategy& strategy, WorkerAgreeme
                 text ? losses::SparseCategoricalCrossentropy({.from_logits = true}) : losses::get(targets.loss),
                 targets.metrics);
   model.set_jit_compile(parse_jit_compile(a.jit_compile));
+  model.set_steps_per_execution(a.steps_per_execution);
   const int verbose = chief ? a.verbose : 0;
   if (verbose != 0) std::cout << model.summary();
 
@@ -544,6 +554,7 @@ int train_with(const TrainArgs& a, distribute::Strategy& strategy, WorkerAgreeme
     j["workers"] = strategy.num_workers();
     j["global_batch_size"] = global_batch;
     j["gradient_accumulation_steps"] = a.gradient_accumulation_steps;
+    j["steps_per_execution"] = a.steps_per_execution;
     j["policy"] = a.policy;
     j["learning_rate"] = lr.peak;
     j["warmup_steps"] = lr.warmup_steps;

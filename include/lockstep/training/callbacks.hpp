@@ -23,6 +23,22 @@ struct SaveFreq {
   static SaveFreq every(std::int64_t n) { return {n}; }
 };
 
+/// How many batches an on_train_batch_end(last) closes: those since on_train_batch_begin(first),
+/// several under steps_per_execution (Keras' callbacks count them so). Without a begin call,
+/// those since the last end (a new epoch's batch 0 counts from 0).
+class BatchSpan {
+ public:
+  void begin(std::int64_t first) { first_ = first; }
+  std::int64_t end(std::int64_t last) {
+    const std::int64_t n = last >= first_ ? last - first_ + 1 : last + 1;
+    first_ = last + 1;
+    return n;
+  }
+
+ private:
+  std::int64_t first_ = 0;
+};
+
 struct ModelCheckpointOptions {
   /// Prefix template, Python format: "ckpt-{epoch:02d}-{val_loss:.2f}" (epoch is 1-based; batch
   /// too, when saving by batch). Each save writes <prefix>.safetensors and <prefix>.json; a
@@ -43,6 +59,7 @@ class ModelCheckpoint final : public Callback {
  public:
   explicit ModelCheckpoint(ModelCheckpointOptions options);
   void on_epoch_begin(int epoch, const Logs& logs) override;
+  void on_train_batch_begin(std::int64_t batch, const Logs&) override { span_.begin(batch); }
   void on_train_batch_end(std::int64_t batch, const Logs& logs) override;
   void on_epoch_end(int epoch, const Logs& logs) override;
   /// Prefixes written so far, in order.
@@ -57,6 +74,7 @@ class ModelCheckpoint final : public Callback {
   int epoch_ = 0;
   std::int64_t batches_since_save_ = 0;
   std::vector<std::string> saved_;
+  BatchSpan span_;
 };
 
 struct EarlyStoppingOptions {
@@ -214,6 +232,7 @@ class TensorBoard final : public Callback {
  public:
   explicit TensorBoard(TensorBoardOptions options = {});
   void on_train_begin(const Logs& logs) override;
+  void on_train_batch_begin(std::int64_t batch, const Logs&) override { span_.begin(batch); }
   void on_train_batch_end(std::int64_t batch, const Logs& logs) override;
   void on_epoch_end(int epoch, const Logs& logs) override;
   void on_train_end(const Logs& logs) override;
@@ -224,6 +243,7 @@ class TensorBoard final : public Callback {
   std::unique_ptr<io::EventFileWriter> train_;
   std::unique_ptr<io::EventFileWriter> val_;
   std::int64_t batches_ = 0;
+  BatchSpan span_;
 };
 
 struct BackupAndRestoreOptions {
@@ -249,6 +269,7 @@ class BackupAndRestore final : public Callback {
   explicit BackupAndRestore(BackupAndRestoreOptions options);
   void on_train_begin(const Logs& logs) override;
   void on_epoch_begin(int epoch, const Logs& logs) override;
+  void on_train_batch_begin(std::int64_t batch, const Logs&) override { span_.begin(batch); }
   void on_train_batch_end(std::int64_t batch, const Logs& logs) override;
   void on_epoch_end(int epoch, const Logs& logs) override;
   void on_train_end(const Logs& logs) override;
@@ -269,6 +290,7 @@ class BackupAndRestore final : public Callback {
   std::optional<io::TrainingState> restored_;
   int epoch_ = 0;
   std::int64_t batches_since_save_ = 0;
+  BatchSpan span_;
 };
 
 }  // namespace lockstep

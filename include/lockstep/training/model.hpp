@@ -29,6 +29,7 @@ namespace detail {
 struct ReplicaNumbers;  // replica_slices.hpp: one replica's loss sum and metric states
 struct SliceOutputs;    // replica_slices.hpp: one replica's outputs
 class FitLoop;         // fit_loop.hpp: the parts of fit
+struct PendingNumbers;  // replica_slices.hpp: the numbers of an execution's steps, merged at its end
 }
 
 struct FitOptions {
@@ -127,6 +128,14 @@ class Model {
   /// Why train steps run eagerly under jit_compile "auto": the device, then the first op of the
   /// checked step, that cannot be captured. Empty before that step and under jit_compile off.
   const std::string& jit_compile_reason() const { return jit_reason_; }
+  /// Keras' compile(steps_per_execution=N): fit, evaluate and predict run N batches per host
+  /// round trip. Losses and metrics are read (and reduced across replicas) once per execution,
+  /// and batch callbacks fire once per execution: on_*_batch_begin(first batch) and
+  /// on_*_batch_end(last batch, logs). The weights are those of N = 1. An execution never spans
+  /// an epoch's end: the last one of an epoch is cut to the steps left (Keras 3 runs N whole).
+  /// ValueError unless n >= 1.
+  void set_steps_per_execution(std::int64_t n);
+  std::int64_t steps_per_execution() const { return steps_per_execution_; }
 
   History fit(const data::Dataset& dataset, const FitOptions& options = {});
   History fit(const Tensor& x, const Tensor& y, const FitOptions& options = {});
@@ -289,12 +298,16 @@ class Model {
   /// train_step on one batch of an accumulation group: its loss is divided by all the group's
   /// examples (`group_examples`), its rows numbered from `first_example` within the group.
   /// The replicas prepare their slices of the batch after meanwhile (batch.ahead).
+  /// With `pending`, the batch's numbers are kept there for merge_numbers (no host read).
   double train_micro_step(const distribute::DistributedBatch& batch, std::int64_t first_example,
                           std::int64_t group_examples, GradientUse use,
-                          distribute::GradientAccumulator* held = nullptr);
+                          distribute::GradientAccumulator* held = nullptr, detail::PendingNumbers* pending = nullptr);
   /// Sums per-replica numbers through the strategy and adds them to the loss and metric trackers.
   void merge_replica_numbers(const distribute::PerReplica<detail::ReplicaNumbers>& parts, std::int64_t examples,
                              double* mean_loss);
+  /// The same for every step of an execution, in step order: one cross-replica reduction and
+  /// one host read for them all. Returns the last step's mean loss; empties `pending`.
+  double merge_numbers(detail::PendingNumbers& pending);
   void ensure_mirrored();
   /// Whether the next train step is jit_compile's check (null: no check); ValueError under true
   /// on a device that cannot capture, before the step runs.
@@ -319,6 +332,7 @@ class Model {
   JitCompile jit_compile_ = JitCompile::kAuto;
   bool jit_checked_ = false;  // the first train step after compile (or set_jit_compile) was checked
   std::string jit_reason_;
+  std::int64_t steps_per_execution_ = 1;
   mutable std::atomic<std::uint64_t> training_calls_{0};  // operator()(x, {.training = true}) outside a strategy
 };
 

@@ -1,4 +1,5 @@
 """keras.Model / keras.Sequential on lockstep's C++ models: compile, fit, evaluate, predict, save."""
+import numbers
 from .. import _lockstep, distribute
 from .._support import host_array, refuse_arguments
 from ..data import Dataset
@@ -84,8 +85,10 @@ class Model:
     def compile(self, optimizer="rmsprop", loss=None, loss_weights=None, metrics=None, weighted_metrics=None,
                 run_eagerly=False, steps_per_execution=1, jit_compile="auto", auto_scale_loss=True):
         refuse_arguments("keras.Model.compile", loss_weights=loss_weights, weighted_metrics=weighted_metrics,
-                         run_eagerly=run_eagerly, steps_per_execution=None if steps_per_execution == 1 else
-                         steps_per_execution)
+                         run_eagerly=run_eagerly)
+        if isinstance(steps_per_execution, bool) or not isinstance(steps_per_execution, numbers.Integral):
+            raise ValueError(f"keras.Model.compile: steps_per_execution must be a positive integer, got "
+                             f"{steps_per_execution!r}")
         if loss is None:
             raise ValueError("keras.Model.compile: lockstep needs a loss")
         given = []
@@ -97,6 +100,11 @@ class Model:
         self._model.compile(optimizers.get(optimizer), losses.get(loss), given)
         # Keras' "auto", True or False; the C++ model names them auto, on and off.
         self._model.jit_compile = ("on" if jit_compile else "off") if isinstance(jit_compile, bool) else jit_compile
+        self._model.steps_per_execution = int(steps_per_execution)
+
+    @property
+    def steps_per_execution(self):
+        return self._model.steps_per_execution
 
     def _dataset(self, x, y, batch_size, what):
         if isinstance(x, Dataset):
