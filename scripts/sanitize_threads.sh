@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # The distributed code's threads under ThreadSanitizer: builds build-tsan/ (LOCKSTEP_SANITIZE=thread,
-# RelWithDebInfo, CUDA off; only distribute_tests and the lockstep CLI) and runs
+# RelWithDebInfo, CUDA off; only distribute_tests, gpu_tests and the lockstep CLI) and runs
 #   - distribute_tests (replica threads, collective groups, overlapped exchange, sharded updates,
 #     custom loops), or the gtest filter given;
 #   - the MultiWorker tests on 2 ranks under mpirun (where lockstep is built with MPI);
+#   - the GPU tests on 2 emulated GPUs (replicas on devices, fit's uploads ahead: gpu.emulated);
 #   - `lockstep train` on 2 CPU replicas with LOCKSTEP_PHASE_TIMES=1 (the phase timers).
 # Any report fails the run (halt_on_error); tests/tsan.supp lists uninstrumented libraries'
 # reports (oneDNN, Open MPI's TCP transport). Not part of scripts/test.sh: it builds the library a
@@ -17,7 +18,7 @@ launcher=()
 command -v ccache >/dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLOCKSTEP_SANITIZE=thread -DLOCKSTEP_WITH_CUDA=OFF \
   -DLOCKSTEP_BUILD_BENCH=OFF -DLOCKSTEP_BUILD_EXAMPLES=OFF "${launcher[@]}" >/dev/null
-cmake --build "$build" -j"$(nproc)" --target distribute_tests lockstep_cli
+cmake --build "$build" -j"$(nproc)" --target distribute_tests gpu_tests lockstep_cli
 export TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$repo_root/tests/tsan.supp"
 echo "== distribute_tests ${1:-*}"
 "$build/tests/distribute_tests" --gtest_filter="${1:-*}" --gtest_brief=1
@@ -25,6 +26,8 @@ if grep -q "LOCKSTEP_WITH_MPI:BOOL=ON" "$build/CMakeCache.txt" && command -v mpi
   echo "== mpirun -np 2 distribute_tests MultiWorker.*"
   tests/cli/mpirun.sh 2 -x TSAN_OPTIONS -- "$build/tests/distribute_tests" --gtest_filter='MultiWorker.*' --gtest_brief=1
 fi
+echo "== LOCKSTEP_EMULATED_GPUS=2 gpu_tests Gpu*"
+LOCKSTEP_EMULATED_GPUS=2 "$build/tests/gpu_tests" --gtest_filter='Gpu*' --gtest_brief=1
 echo "== LOCKSTEP_PHASE_TIMES=1 lockstep train --devices cpu:2"
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
