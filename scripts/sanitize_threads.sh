@@ -14,11 +14,8 @@ set -euo pipefail
 repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$repo_root"
 build=build-tsan
-launcher=()
-command -v ccache >/dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
-cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLOCKSTEP_SANITIZE=thread -DLOCKSTEP_WITH_CUDA=OFF \
-  -DLOCKSTEP_BUILD_BENCH=OFF -DLOCKSTEP_BUILD_EXAMPLES=OFF "${launcher[@]}" >/dev/null
-cmake --build "$build" -j"$(nproc)" --target distribute_tests gpu_tests lockstep_cli
+source scripts/sanitizer_build.sh
+sanitizer_build "$build" thread distribute_tests gpu_tests lockstep_cli
 export TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$repo_root/tests/tsan.supp"
 echo "== distribute_tests ${1:-*}"
 "$build/tests/distribute_tests" --gtest_filter="${1:-*}" --gtest_brief=1
