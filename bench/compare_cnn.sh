@@ -33,8 +33,8 @@ done
 for v in "$threads" "$steps" "$batch" "$rounds"; do
   [[ "$v" =~ ^[1-9][0-9]*$ ]] || { echo "compare_cnn: '$v' is not a positive integer" >&2; exit 2; }
 done
-lockstep="${LOCKSTEP_BIN:-$repo/build/bin/lockstep}"
-[[ -x "$lockstep" ]] || { echo "compare_cnn: error: lockstep binary not found at $lockstep (build it, or set LOCKSTEP_BIN)" >&2; exit 1; }
+source "$repo/bench/bench_bin.sh"
+bench_bin lockstep LOCKSTEP_BIN lockstep
 source "$repo/bench/reference_python.sh"
 py="$(reference_python "$repo")"
 tmp="$(mktemp -d)"

@@ -61,13 +61,12 @@ done
 for g in $batches; do
   ((g % cores == 0)) || { echo "compare_cores: batch $g is not a multiple of the $cores cores" >&2; exit 2; }
 done
-lockstep="${LOCKSTEP_BIN:-$repo/build/bin/lockstep}"
-lockstep_b="${LOCKSTEP_BIN_B:-}"
+source "$repo/bench/bench_bin.sh"
+bench_bin lockstep LOCKSTEP_BIN lockstep
+bench_bin gemm GEMM_BENCH_BIN gemm_bench
+lockstep_b=""
+[[ -z "${LOCKSTEP_BIN_B:-}" ]] || bench_bin lockstep_b LOCKSTEP_BIN_B lockstep
 unset LOCKSTEP_BIN_B  # a build from before the variable existed would refuse it
-gemm="${GEMM_BENCH_BIN:-$repo/build/bin/gemm_bench}"
-for b in "$lockstep" "$gemm" ${lockstep_b:+"$lockstep_b"}; do
-  [[ -x "$b" ]] || { echo "compare_cores: error: $b not found; build it first (cmake --build build --target lockstep_cli gemm_bench)" >&2; exit 1; }
-done
 source "$repo/bench/reference_python.sh"
 py="$(reference_python "$repo")"
 cpus=($(python3 -c 'import os; print(*sorted(os.sched_getaffinity(0)))'))  # the CPUs this process may use

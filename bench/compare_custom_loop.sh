@@ -33,8 +33,8 @@ for v in "$steps" "$rounds" "$replicas" "$batch"; do
   [[ "$v" =~ ^[1-9][0-9]*$ ]] || { echo "compare_custom_loop: '$v' is not a positive integer" >&2; exit 2; }
 done
 ((steps >= 40)) || { echo "compare_custom_loop: -n must be >= 40" >&2; exit 2; }
-bin="${CUSTOM_LOOP_BIN:-$repo/build/bin/custom_loop_overhead}"
-[[ -x "$bin" ]] || { echo "compare_custom_loop: $bin not found; build it first (scripts/build.sh)" >&2; exit 1; }
+source "$repo/bench/bench_bin.sh"
+bench_bin bin CUSTOM_LOOP_BIN custom_loop_overhead
 
 out="$(mktemp)"
 trap 'rm -f "$out"' EXIT

@@ -44,13 +44,8 @@ done
 if ((steps < 20 || ref_steps < 20)); then echo "compare_distributed: -n and -r must be >= 20" >&2; exit 2; fi
 if ((gbs < 2 || gbs % 2)); then echo "compare_distributed: -b must be even (split over 2 replicas)" >&2; exit 2; fi
 
-lockstep="${LOCKSTEP_BIN:-$repo/build/bin/lockstep}"
-if [[ ! -x "$lockstep" ]]; then
-  echo "compare_distributed: error: lockstep binary not found at $lockstep" >&2
-  echo "compare_distributed: build it first (cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release && ninja -C build lockstep_cli)," >&2
-  echo "compare_distributed: or point LOCKSTEP_BIN at it" >&2
-  exit 1
-fi
+source "$repo/bench/bench_bin.sh"
+bench_bin lockstep LOCKSTEP_BIN lockstep
 source "$repo/bench/reference_python.sh"
 py="$(reference_python "$repo")"
 

@@ -25,13 +25,8 @@ while getopts "t:n:h" opt; do
   esac
 done
 
-lockstep="${LOCKSTEP_BIN:-$repo/build/bin/lockstep}"
-if [[ ! -x "$lockstep" ]]; then
-  echo "compare_mlp: error: lockstep binary not found at $lockstep" >&2
-  echo "compare_mlp: build it first (cmake -S . -B build -DCMAKE_BUILD_TYPE=Release && cmake --build build -j)," >&2
-  echo "compare_mlp: or point LOCKSTEP_BIN at it" >&2
-  exit 1
-fi
+source "$repo/bench/bench_bin.sh"
+bench_bin lockstep LOCKSTEP_BIN lockstep
 source "$repo/bench/reference_python.sh"
 py="$(reference_python "$repo")"
 

@@ -10,7 +10,7 @@
 #   bench/compare_python_fit.sh [-R ROUNDS] [-e EPOCHS] [-b BATCH_PER_REPLICA]
 #     defaults: 5 rounds, 2 epochs, 64 per replica
 #   needs: scripts/setup_python_pkg.sh (.venv-py) and scripts/setup_python.sh (.venv-ref, TF);
-#   env: LOCKSTEP_PY_VENV for the TF venv (default <repo>/.venv-ref)
+#   env: LOCKSTEP_PY_VENV for the TF venv (default <repo>/.venv-ref), LOCKSTEP_BIN (default build/bin/lockstep)
 # Prints each round's examples/s, then the median of the per-round ratios python / CLI (goal
 # >= 0.95) and python / TF (the faster TF of the round; goal >= 3) with their ranges, and python
 # over each TF setting alone.
@@ -31,8 +31,9 @@ while (($#)); do
 done
 py_pkg="$repo/.venv-py/bin/python"
 py_tf="${LOCKSTEP_PY_VENV:-$repo/.venv-ref}/bin/python"
-cli="$repo/build/bin/lockstep"
-for f in "$py_pkg" "$py_tf" "$cli"; do
+source "$repo/bench/bench_bin.sh"
+bench_bin cli LOCKSTEP_BIN lockstep
+for f in "$py_pkg" "$py_tf"; do
   [[ -x "$f" ]] || { echo "compare_python_fit: missing $f (see this script's header)" >&2; exit 1; }
 done
 tmp="$(mktemp -d)"

@@ -64,14 +64,9 @@ for g in $batches; do
   if ((g < 2 || g % 2 || g > 12800)); then echo "compare_scaling: batch $g must be even and in [2, 12800]" >&2; exit 2; fi
 done
 
-lockstep="${LOCKSTEP_BIN:-$repo/build/bin/lockstep}"
-bare="${STRATEGY_OVERHEAD_BIN:-$repo/build/bin/strategy_overhead}"
-for b in "$lockstep" "$bare"; do
-  if [[ ! -x "$b" ]]; then
-    echo "compare_scaling: error: $b not found; build it first (cmake --build build --target lockstep_cli strategy_overhead)" >&2
-    exit 1
-  fi
-done
+source "$repo/bench/bench_bin.sh"
+bench_bin lockstep LOCKSTEP_BIN lockstep
+bench_bin bare STRATEGY_OVERHEAD_BIN strategy_overhead
 source "$repo/bench/reference_python.sh"
 py="$(reference_python "$repo")"
 cores="$(nproc)"

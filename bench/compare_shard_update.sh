@@ -38,11 +38,9 @@ for v in "$steps" "$rounds" $batches; do
   [[ "$v" =~ ^[1-9][0-9]*$ ]] || { echo "compare_shard_update: '$v' is not a positive integer" >&2; exit 2; }
 done
 ((steps >= 100)) || { echo "compare_shard_update: -n must be >= 100" >&2; exit 2; }
-lockstep="${LOCKSTEP_BIN:-$repo/build/bin/lockstep}"
-bare="${STRATEGY_OVERHEAD_BIN:-$repo/build/bin/strategy_overhead}"
-for b in "$lockstep" "$bare"; do
-  [[ -x "$b" ]] || { echo "compare_shard_update: $b not found; build it first" >&2; exit 1; }
-done
+source "$repo/bench/bench_bin.sh"
+bench_bin lockstep LOCKSTEP_BIN lockstep
+bench_bin bare STRATEGY_OVERHEAD_BIN strategy_overhead
 tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
 if [[ "$kinds" == *workers* ]]; then

@@ -38,8 +38,8 @@ for v in "$threads" "$steps" "$rounds" ${batch:+"$batch"}; do
   [[ "$v" =~ ^[1-9][0-9]*$ ]] || { echo "compare_transformer: '$v' is not a positive integer" >&2; exit 2; }
 done
 (( steps >= 20 )) || { echo "compare_transformer: -n must be at least 20 steps, got $steps" >&2; exit 2; }
-lockstep="${LOCKSTEP_BIN:-$repo/build/bin/lockstep}"
-[[ -x "$lockstep" ]] || { echo "compare_transformer: error: lockstep binary not found at $lockstep (build it, or set LOCKSTEP_BIN)" >&2; exit 1; }
+source "$repo/bench/bench_bin.sh"
+bench_bin lockstep LOCKSTEP_BIN lockstep
 source "$repo/bench/reference_python.sh"
 py="$(reference_python "$repo")"
 tmp="$(mktemp -d)"

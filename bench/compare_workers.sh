@@ -52,8 +52,8 @@ done
 for g in $batches; do
   if ((g % 2)); then echo "compare_workers: batch $g must be even (two replicas)" >&2; exit 2; fi
 done
-bin="${LOCKSTEP_BIN:-$repo/build/bin/lockstep}"
-[[ -x "$bin" ]] || { echo "compare_workers: $bin not found (build first: cmake --build build)" >&2; exit 1; }
+source "$repo/bench/bench_bin.sh"
+bench_bin bin LOCKSTEP_BIN lockstep
 command -v mpirun > /dev/null || { echo "compare_workers: mpirun not found (apt-get install openmpi-bin)" >&2; exit 1; }
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 work="$(mktemp -d)"

@@ -8,12 +8,8 @@ set -euo pipefail
 repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$repo_root"
 build=build-asan
-launcher=()
-command -v ccache >/dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
-# CUDA off: the sanitizers instrument host code only, and the readers have no device code.
-cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLOCKSTEP_SANITIZE=address,undefined \
-  -DLOCKSTEP_WITH_CUDA=OFF "${launcher[@]}" >/dev/null
-cmake --build "$build" -j"$(nproc)" --target io_tests data_tests training_tests
+source scripts/sanitizer_build.sh  # (CUDA off: the readers have no device code)
+sanitizer_build "$build" address,undefined io_tests data_tests training_tests
 # Any report fails the run: undefined behaviour halts as an address error does. Leaks inside
 # libhdf5's free lists are not ours (tests/lsan.supp). handle_segv=0: the HDF5 reader's forked
 # child (src/io/hdf5_child_probe.cpp) that libhdf5 crashes in on a hostile file dies by SIGSEGV as

@@ -536,6 +536,9 @@ add_test(NAME cli.vit_patch_must_divide_the_images
                  ${_cli} train --model vit --patch 5 --epochs 1 --steps-per-epoch 1 --no-tensorboard)
 add_test(NAME cli.vit_sizes_are_bounded
          COMMAND ${_expect} 2 "--dim: Value 1000000 not in range" ${_cli} train --model vit --dim 1000000)
+# Model-specific flags are refused for other models, and bad sizes before the run directory (tests/cli/model_flags.sh).
+add_test(NAME cli.model_flags_apply_to_their_models COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/cli/model_flags.sh ${_cli})
+set_tests_properties(cli.model_flags_apply_to_their_models PROPERTIES TIMEOUT 300)
 # The same ViT built in Keras (keras_vit.py): parameter count and predictions both ways, where
 # .venv-ref has TF/Keras; SKIP (exit 77) without it.
 add_test(NAME reference.keras_vit_matches_lockstep_both_ways

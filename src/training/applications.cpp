@@ -41,11 +41,15 @@ std::unique_ptr<Functional> ResNet20(const ResNet20Options& o) {
   return std::make_unique<Functional>(inputs, outputs, o.name);
 }
 
-std::unique_ptr<Functional> CharGPT(const CharGPTOptions& o) {
+void validate(const CharGPTOptions& o) {
   LOCKSTEP_CHECK(o.vocabulary_size >= 2, "CharGPT: vocabulary_size must be at least 2, got ", o.vocabulary_size);
   LOCKSTEP_CHECK(o.sequence_length >= 1 && o.depth >= 1 && o.num_heads >= 1 && o.dim >= 1,
                  "CharGPT: sequence_length, dim, num_heads and depth must be positive");
   LOCKSTEP_CHECK(o.dim % o.num_heads == 0, "CharGPT: dim ", o.dim, " must be a multiple of num_heads ", o.num_heads);
+}
+
+std::unique_ptr<Functional> CharGPT(const CharGPTOptions& o) {
+  validate(o);
   const auto norm = [](const KerasTensor& x) { return call(layers::LayerNormalization({.epsilon = 1e-6f}), x); };
   const auto add = [](const KerasTensor& a, const KerasTensor& b) { return call(layers::Add(), {a, b}); };
   const KerasTensor inputs = Input(Shape{o.sequence_length});
@@ -62,7 +66,7 @@ std::unique_ptr<Functional> CharGPT(const CharGPTOptions& o) {
   return std::make_unique<Functional>(inputs, logits, o.name);
 }
 
-std::unique_ptr<Functional> ViT(const ViTOptions& o) {
+void validate(const ViTOptions& o) {
   const Shape& s = o.input_shape;
   LOCKSTEP_CHECK(s.rank() == 3, "ViT: input_shape must be (height, width, channels), got ", s.str());
   LOCKSTEP_CHECK(o.patch_size >= 1 && s[0] % o.patch_size == 0 && s[1] % o.patch_size == 0 && s[0] > 0 && s[1] > 0,
@@ -71,6 +75,11 @@ std::unique_ptr<Functional> ViT(const ViTOptions& o) {
                  " must be a positive multiple of num_heads ", o.num_heads);
   LOCKSTEP_CHECK(o.depth >= 1 && o.mlp_dim >= 1 && o.classes >= 1, "ViT: depth (", o.depth, "), mlp_dim (",
                  o.mlp_dim, ") and classes (", o.classes, ") must be positive");
+}
+
+std::unique_ptr<Functional> ViT(const ViTOptions& o) {
+  validate(o);
+  const Shape& s = o.input_shape;
   const std::int64_t tokens = (s[0] / o.patch_size) * (s[1] / o.patch_size);
   const auto norm = [](const KerasTensor& x) { return call(layers::LayerNormalization({.epsilon = 1e-6f}), x); };
 

@@ -16,15 +16,18 @@ std::string format_value(double v) {
 }
 
 // Keras order: loss first, then metrics, then val_ entries.
-// Shown by the bar in their own way (input share) or not at all (the bar shows time per step).
-bool is_timing_key(const std::string& k) { return k == "input_wait_share" || k == "steps_per_second"; }
+// Epoch-log keys of lockstep's own that the bar shows in its own way (input share) or not at all:
+// the bar shows time per step, and the peak memory is for History, CSVLogger and TensorBoard.
+bool is_logs_only_key(const std::string& k) {
+  return k == "input_wait_share" || k == "steps_per_second" || k == "peak_memory_mib";
+}
 
 std::vector<std::pair<std::string, double>> keras_order(const Logs& logs) {
   std::vector<std::pair<std::string, double>> vals;
   auto it = logs.find("loss");
   if (it != logs.end()) vals.emplace_back(*it);
   for (const auto& kv : logs)
-    if (kv.first != "loss" && kv.first.rfind("val_", 0) != 0 && !is_timing_key(kv.first)) vals.emplace_back(kv);
+    if (kv.first != "loss" && kv.first.rfind("val_", 0) != 0 && !is_logs_only_key(kv.first)) vals.emplace_back(kv);
   for (const auto& kv : logs)
     if (kv.first.rfind("val_", 0) == 0) vals.emplace_back(kv);
   it = logs.find("input_wait_share");

@@ -65,7 +65,7 @@ bad_inputs)
   expect 2 "short.txt' holds 11 characters: too few" "$cli" "${base[@]}" --text "$work/short.txt" --logdir "$work/r5"
   for r in r1 r2 r3 r4 r5; do [[ ! -e "$work/$r" ]] || fail "a refused run made its run directory $r"; done
   expect 2 "--text applies to --model gpt" "$cli" train --text "$work/short.txt"
-  expect 2 "--dim 10 must be a multiple of --heads 4" "$cli" train --model gpt --dim 10
+  expect 2 "CharGPT: dim 10 must be a multiple of num_heads 4 \\(--dim sets dim, --heads sets num_heads" "$cli" train --model gpt --dim 10
   # A tiny model to generate from.
   for i in $(seq 40); do echo "the quick brown fox jumps over the lazy dog $i"; done >"$work/fox.txt"
   "$cli" "${base[@]}" --text "$work/fox.txt" --sequence-length 16 --logdir "$work/fox" --save-model "$work/fox.keras" \

@@ -8,16 +8,12 @@
 #include "lockstep/io/atomic_file.hpp"
 #include "lockstep/io/hdf5_file.hpp"
 #include "lockstep/io/zip_archive.hpp"
-#include "lockstep/layers/core_layers.hpp"
 #include "lockstep/layers/multi_head_attention.hpp"
-#include "lockstep/training/functional.hpp"
-#include "lockstep/training/saved_model.hpp"
-#include "training/model_io_test_util.hpp"
+#include "training/layer_in_model_test_util.hpp"
 
 namespace lockstep {
 namespace {
 using nlohmann::json;
-using test::expect_same_variables;
 using test::labels;
 using test::same_bits;
 
@@ -25,12 +21,8 @@ Tensor sequences(std::int64_t n) { return test::inputs(n, 5 * 8).reshape({n, 5, 
 
 std::unique_ptr<Functional> attention_model() {
   const KerasTensor in = Input({5, 8});
-  const KerasTensor att =
-      call(layers::MultiHeadAttention({.num_heads = 2, .key_dim = 4, .dropout = 0.1f}), {in, in});
-  const KerasTensor out = call(layers::Dense(3, "softmax"), call(layers::Flatten(), att));
-  auto m = std::make_unique<Functional>(in, out, "attention", 7);
-  m->compile(optimizers::Adam(1e-2), losses::SparseCategoricalCrossentropy(), {"accuracy"});
-  return m;
+  return test::three_class_model(
+      in, call(layers::MultiHeadAttention({.num_heads = 2, .key_dim = 4, .dropout = 0.1f}), {in, in}), "attention");
 }
 
 TEST(MultiHeadAttentionModel, TrainsThroughFit) {
@@ -44,14 +36,8 @@ TEST(MultiHeadAttentionModel, TrainsThroughFit) {
 TEST(MultiHeadAttentionModel, SavesAndLoadsInBothFormats) {
   auto model = attention_model();
   model->fit(sequences(16), labels(16, 3), {.epochs = 1, .batch_size = 8, .verbose = 0});
-  const std::string dir = test::fresh_test_dir("multi_head_attention", "both_formats");
-  for (const std::string& path : {dir + "/saved", dir + ".keras"}) {
-    save_model(*model, path);
-    auto loaded = load_model(path);
-    expect_same_variables(*model, *loaded);
-    EXPECT_TRUE(same_bits(model->predict(sequences(5)), loaded->predict(sequences(5)))) << path;
-    EXPECT_EQ(model->layers()[1]->get_config(), loaded->layers()[1]->get_config()) << path;
-  }
+  test::expect_round_trip_in_both_formats(*model, test::fresh_test_dir("multi_head_attention", "both_formats"),
+                                          sequences(5));
 }
 
 TEST(MultiHeadAttentionModel, KerasArchiveIsLaidOutAsKerasWritesIt) {

@@ -9,12 +9,9 @@
 #include "lockstep/io/checkpoint.hpp"
 #include "lockstep/io/hdf5_file.hpp"
 #include "lockstep/io/zip_archive.hpp"
-#include "lockstep/layers/core_layers.hpp"
 #include "lockstep/layers/merge_layers.hpp"
 #include "lockstep/layers/position_embedding.hpp"
-#include "lockstep/training/functional.hpp"
-#include "lockstep/training/saved_model.hpp"
-#include "training/model_io_test_util.hpp"
+#include "training/layer_in_model_test_util.hpp"
 
 namespace lockstep {
 namespace {
@@ -27,11 +24,7 @@ Tensor sequences(std::int64_t n) { return test::inputs(n, 5 * 4).reshape({n, 5, 
 
 std::unique_ptr<Functional> positional_model() {
   const KerasTensor in = Input({5, 4});
-  const KerasTensor x = call(layers::Add(), {in, call(layers::PositionEmbedding(5), in)});
-  const KerasTensor out = call(layers::Dense(3, "softmax"), call(layers::Flatten(), x));
-  auto m = std::make_unique<Functional>(in, out, "positional", 7);
-  m->compile(optimizers::Adam(1e-2), losses::SparseCategoricalCrossentropy(), {"accuracy"});
-  return m;
+  return test::three_class_model(in, call(layers::Add(), {in, call(layers::PositionEmbedding(5), in)}), "positional");
 }
 
 TEST(PositionEmbeddingModel, TrainsThroughFit) {
@@ -50,13 +43,7 @@ TEST(PositionEmbeddingModel, SavesAndLoadsInBothFormatsAndAsACheckpoint) {
   auto model = positional_model();
   model->fit(sequences(16), labels(16, 3), {.epochs = 1, .batch_size = 8, .verbose = 0});
   const std::string dir = test::fresh_test_dir("position_embedding", "both_formats");
-  for (const std::string& path : {dir + "/saved", dir + ".keras"}) {
-    save_model(*model, path);
-    auto loaded = load_model(path);
-    expect_same_variables(*model, *loaded);
-    EXPECT_TRUE(same_bits(model->predict(sequences(5)), loaded->predict(sequences(5)))) << path;
-    EXPECT_EQ(model->layers()[1]->get_config(), loaded->layers()[1]->get_config()) << path;
-  }
+  test::expect_round_trip_in_both_formats(*model, dir, sequences(5));
   io::save_checkpoint(dir + "/ckpt", model->variables(), model->optimizer().get(), io::TrainingState{});
   auto fresh = positional_model();
   io::load_checkpoint(dir + "/ckpt", fresh->variables(), fresh->optimizer().get());

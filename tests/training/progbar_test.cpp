@@ -86,5 +86,27 @@ TEST(Progbar, RedrawPadsOverALongerLineWithSpaces) {
   EXPECT_EQ(final_line.size() - 1, partial.size()) << out;
 }
 
+// The bar shows Keras' losses and metrics and lockstep's input share, not the keys only logs
+// carry (peak memory, steps per second: History, CSVLogger and TensorBoard have them).
+TEST(ProgbarLogger, ShowsLossesMetricsAndInputShareNotPeakMemory) {
+  std::FILE* f = std::tmpfile();
+  ASSERT_NE(f, nullptr);
+  ProgbarLogger logger(f);
+  logger.set_params({.epochs = 1, .steps = 2, .verbose = 2});
+  logger.on_epoch_begin(0, {});
+  logger.on_train_batch_end(1, {{"loss", 0.5}});
+  logger.on_epoch_end(0, {{"loss", 0.25},
+                          {"accuracy", 0.75},
+                          {"val_loss", 0.5},
+                          {"input_wait_share", 0.04},
+                          {"steps_per_second", 100.0},
+                          {"peak_memory_mib", 12.0}});
+  const std::string out = read_all(f);
+  std::fclose(f);
+  EXPECT_NE(out.find(" - loss: 0.2500 - accuracy: 0.7500 - val_loss: 0.5000 - input: 4%\n"), std::string::npos) << out;
+  EXPECT_EQ(out.find("peak_memory"), std::string::npos) << out;
+  EXPECT_EQ(out.find("steps_per_second"), std::string::npos) << out;
+}
+
 }  // namespace
 }  // namespace lockstep

@@ -2,6 +2,7 @@
 #include <CLI/CLI.hpp>
 
 #include <cstdint>
+#include <set>
 #include <string>
 
 namespace lockstep::cli {
@@ -23,7 +24,7 @@ struct TrainArgs {
   std::string activation = "relu";
   double dropout = -1;                  // -1: the model's default (mlp 0.2, cnn 0.5)
   // The transformers' sizes (--patch, --dim, --heads, --depth, --mlp; gpt takes the middle three);
-  // 0: the model's default.
+  // 0 (not given): the model's default (model_zoo.hpp).
   std::int64_t patch = 0, dim = 0, heads = 0, depth = 0, mlp = 0;
   std::uint64_t seed = 0;
   std::string metrics_out;
@@ -49,6 +50,7 @@ struct TrainArgs {
   // --model gpt (text_model.hpp): the text and the window (its sizes: --dim, --heads, --depth above).
   std::string text;                     // empty: /usr/share/common-licenses
   std::int64_t sequence_length = 64;
+  std::set<std::string> given;          // the flags on the command line ("--patch"): check_model_flags
 };
 
 void add_train_command(CLI::App& app, TrainArgs& args);

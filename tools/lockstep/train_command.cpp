@@ -149,17 +149,20 @@ void add_train_command(CLI::App& app, TrainArgs& a) {
   cmd->add_option("--activation", a.activation, "Activation of the hidden layer (mlp)")
       ->check(CLI::IsMember({"relu", "sigmoid", "tanh", "gelu", "silu", "swish", "linear"}))
       ->capture_default_str();
-  cmd->add_option("--dropout", a.dropout,
-                  "Dropout rate in [0, 1) (default: 0.2 for mlp, 0.5 for cnn, 0.1 for vit; resnet20 has no Dropout)")
-      ->check(kRate);
-  // The transformer's sizes: up to 65536 each, so a typo cannot ask for terabytes.
+  char dropouts[160];
+  std::snprintf(dropouts, sizeof dropouts, "(default: %g for mlp, %g for cnn, %g for vit; resnet20 and gpt have none)",
+                default_dropout("mlp"), default_dropout("cnn"), default_dropout("vit"));
+  cmd->add_option("--dropout", a.dropout, std::string("Dropout rate in [0, 1) ") + dropouts)->check(kRate);
+  // The transformer's sizes: up to 65536 each, so a typo cannot ask for terabytes. Their defaults
+  // are the models' own (model_zoo.hpp).
   const CLI::Range kSize(std::int64_t{1}, std::int64_t{1} << 16);
-  cmd->add_option("--patch", a.patch, "vit: patch size, dividing the images' height and width (default 4)")->check(kSize);
-  cmd->add_option("--dim", a.dim, "vit, gpt: features per token, a multiple of --heads (default vit 64, gpt 128)")
+  const auto sizes = [](const char* flag) { return " (default " + size_defaults(flag) + ")"; };
+  cmd->add_option("--patch", a.patch, "vit: patch size, dividing the images' height and width" + sizes("--patch"))
       ->check(kSize);
-  cmd->add_option("--heads", a.heads, "vit, gpt: attention heads (default 4)")->check(kSize);
-  cmd->add_option("--depth", a.depth, "vit: encoder blocks, gpt: decoder blocks (default vit 4, gpt 2)")->check(kSize);
-  cmd->add_option("--mlp", a.mlp, "vit: hidden units of each block's MLP (default 128)")->check(kSize);
+  cmd->add_option("--dim", a.dim, "vit, gpt: features per token, a multiple of --heads" + sizes("--dim"))->check(kSize);
+  cmd->add_option("--heads", a.heads, "vit, gpt: attention heads" + sizes("--heads"))->check(kSize);
+  cmd->add_option("--depth", a.depth, "vit: encoder blocks, gpt: decoder blocks" + sizes("--depth"))->check(kSize);
+  cmd->add_option("--mlp", a.mlp, "vit: hidden units of each block's MLP" + sizes("--mlp"))->check(kSize);
   cmd->add_option("--seed", a.seed, "Seed for weights, shuffling and dropout")->check(kSeed)->capture_default_str();
   cmd->add_option("--metrics-out", a.metrics_out,
                   "Write {test_loss, test_accuracy, train_steps_per_second, history} as JSON to this file");
@@ -229,6 +232,12 @@ void add_train_command(CLI::App& app, TrainArgs& a) {
                   "naming what cannot be captured), off (always eager). The same results either way")
       ->check(CLI::IsMember({"auto", "on", "off"}))
       ->capture_default_str();
+  // Which flags were given, not just their values: a model-specific one given for another model
+  // is an error (check_model_flags), where its default would be ignored silently.
+  cmd->parse_complete_callback([cmd, &a] {
+    for (const CLI::Option* option : cmd->get_options())
+      if (option->count() > 0) a.given.insert(option->get_name());
+  });
 }
 
 namespace {
@@ -289,17 +298,10 @@ int run_train(const TrainArgs& a) {
   LOCKSTEP_CHECK(a.steps_per_epoch <= kMaxTotalSteps / a.epochs, "--steps-per-epoch ", a.steps_per_epoch,
                  " x --epochs ", a.epochs, " is more than 2^53 steps, lockstep's bound for a run");
   LOCKSTEP_CHECK(!a.resume || !a.logdir.empty(), "--resume needs --logdir naming the run to continue");
-  LOCKSTEP_CHECK(a.model == "gpt" || a.text.empty(), "--text applies to --model gpt, not --model ", a.model);
+  check_model_flags(a);
   LOCKSTEP_CHECK(a.model != "gpt" || (a.data.empty() && (a.loss.empty() || a.loss == "sparse_categorical_crossentropy")),
                  "--model gpt learns the characters of --text with sparse_categorical_crossentropy; --data and other "
                  "--loss values do not apply");
-  if (a.model == "vit" || a.model == "gpt") {  // before a run directory is claimed; 0: the model's default
-    const bool vit = a.model == "vit";
-    const std::int64_t dim = a.dim ? a.dim : vit ? applications::ViTOptions{}.dim : applications::CharGPTOptions{}.dim;
-    const std::int64_t heads =
-        a.heads ? a.heads : vit ? applications::ViTOptions{}.num_heads : applications::CharGPTOptions{}.num_heads;
-    LOCKSTEP_CHECK(dim % heads == 0, "--dim ", dim, " must be a multiple of --heads ", heads);
-  }
   // A backup inside an accumulation group would lose the group's held-back gradients.
   LOCKSTEP_CHECK(a.backup_every_steps % a.gradient_accumulation_steps == 0, "--backup-every-steps ",
                  a.backup_every_steps, " must be a multiple of --gradient-accumulation-steps ",
@@ -409,6 +411,7 @@ int train_with(const TrainArgs& a, distribute::Strategy& strategy, WorkerAgreeme
   LOCKSTEP_CHECK(a.model == "mlp" || text || file_input || image.rank() == 3, "--model ", a.model,
                  " needs images (N, height, width) or (N, height, width, channels), but the examples have shape ",
                  image.str());
+  if (!file_input) check_model_sizes(a, image, targets.outputs);  // before the run directory is claimed
   // Pixels the pipeline scales as it gathers them (train set only, see above).
   const bool pipeline_scales = !model_rescales && data.train.x.dtype() == DType::kU8;
   const auto to_input = [&](const Tensor& images, bool keep_bytes) {

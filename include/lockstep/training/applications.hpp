@@ -49,6 +49,8 @@ struct CharGPTOptions {
 /// logits (batch, sequence_length, vocabulary_size) for SparseCategoricalCrossentropy(from_logits)
 /// against next-character targets. LayerNormalizations have epsilon 1e-6.
 std::unique_ptr<Functional> CharGPT(const CharGPTOptions& options);
+/// What CharGPT checks before it builds anything: ValueError naming the option out of range.
+void validate(const CharGPTOptions& options);
 
 struct ViTOptions {
   /// One example's (height, width, channels); height and width must be multiples of patch_size.
@@ -73,5 +75,7 @@ struct ViTOptions {
 ///   -> LayerNormalization -> GlobalAveragePooling1D -> Dropout(dropout) -> Dense(classes, classifier_activation)
 /// Every LayerNormalization has epsilon 1e-6. ValueError naming the option that is out of range.
 std::unique_ptr<Functional> ViT(const ViTOptions& options = {});
+/// What ViT checks before it builds anything: ValueError naming the option out of range.
+void validate(const ViTOptions& options);
 
 }  // namespace lockstep::applications
