@@ -80,11 +80,16 @@ void ThreadPool::parallel_for(std::int64_t n, std::int64_t grain,
   const int chunks = static_cast<int>(std::min<std::int64_t>(threads_, (n + grain - 1) / grain));
   // A worker in an IdleWork chunk: its peers may be in chunks too, and it is one of the threads
   // a job would wait for.
-  if (chunks <= 1 || t_worker_of == this) {
+  // A second thread calling while one drives a job (an idle chunk's gather on a replica's thread
+  // while another thread computes on that replica's context) runs its range alone: the job's
+  // fields serve one caller, and sharing them handed one caller's chunks to the other's fn.
+  // The caller claims the job by setting job_ from null (atomically: two callers may race for
+  // it); workers read it only between a job's publication and their acknowledgement.
+  const std::function<void(std::int64_t, std::int64_t)>* none = nullptr;
+  if (chunks <= 1 || t_worker_of == this || !std::atomic_ref(job_).compare_exchange_strong(none, &fn)) {
     fn(0, n);
     return;
   }
-  job_ = &fn;
   job_n_ = n;
   job_chunks_ = chunks;
   error_ = nullptr;
@@ -108,9 +113,10 @@ void ThreadPool::parallel_for(std::int64_t n, std::int64_t grain,
     if (i < 2000) LOCKSTEP_POOL_PAUSE();
     else std::this_thread::yield();
   }
-  job_ = nullptr;
+  const std::exception_ptr theirs = std::exchange(error_, nullptr);
+  std::atomic_ref(job_).store(nullptr);  // after every worker's acknowledgement: the next may claim it
   if (mine) std::rethrow_exception(mine);
-  if (error_) std::rethrow_exception(error_);
+  if (theirs) std::rethrow_exception(theirs);
 }
 
 void ThreadPool::worker_loop(int index) {

@@ -4,6 +4,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstring>
+#include <future>
 #include <mutex>
 #include <set>
 #include <thread>
@@ -174,6 +175,43 @@ TEST(ThreadPool, TheDrivingThreadRunsChunksWhileItWaitsEvenWithoutWorkers) {
   EXPECT_EQ(runs, (std::vector<int>{1, 1, 1}));
   const ThreadPool::HelperScope helper(&pool);
   EXPECT_FALSE(lockstep::backend::help_idle_work()) << "nothing offered";
+}
+
+// A pool serves one job at a time. A second thread calling parallel_for while the first's job is
+// in flight (a replica's thread running an idle chunk's gather while another thread computes on
+// that replica's context) runs its whole range itself: sharing the job's fields handed one
+// caller's chunks to the other's function (wrong rows, and a heap corrupted in training).
+TEST(ThreadPool, ASecondCallerDuringAJobRunsItsRangeOnItsOwnThread) {
+  ThreadPool pool(3);
+  std::promise<void> second_done;
+  std::future<void> second_finished = second_done.get_future();
+  std::vector<std::pair<std::int64_t, std::int64_t>> second_chunks;
+  std::thread::id second_ran_on;
+  std::atomic<bool> waited_for_second{false};
+  std::thread second;
+  pool.parallel_for(3, 1, [&](std::int64_t begin, std::int64_t) {
+    if (begin != 0) return;  // the first caller's own chunk: the job is in flight meanwhile
+    second = std::thread([&] {
+      pool.parallel_for(8, 1, [&](std::int64_t b, std::int64_t e) {
+        second_chunks.emplace_back(b, e);
+        second_ran_on = std::this_thread::get_id();
+      });
+      second_done.set_value();
+    });
+    // Bounded, so that a pool that mixes the jobs fails here rather than hanging.
+    waited_for_second = second_finished.wait_for(std::chrono::seconds(30)) == std::future_status::ready;
+  });
+  const std::thread::id second_id = second.get_id();
+  second.join();
+  ASSERT_TRUE(waited_for_second) << "the second caller did not finish while the first job ran";
+  EXPECT_EQ(second_chunks, (std::vector<std::pair<std::int64_t, std::int64_t>>{{0, 8}}));
+  EXPECT_EQ(second_ran_on, second_id);
+  // And the pool goes on serving jobs in chunks afterwards.
+  std::vector<int> hits(64, 0);
+  pool.parallel_for(64, 1, [&](std::int64_t b, std::int64_t e) {
+    for (auto i = b; i < e; ++i) ++hits[static_cast<std::size_t>(i)];
+  });
+  EXPECT_EQ(hits, std::vector<int>(64, 1));
 }
 
 // Under a sanitizer a refused allocation aborts unless it may return null, as malloc does.
