@@ -128,7 +128,8 @@ keras_schedule)  # a .keras file's schedule: kept by evaluate; a schedule lockst
   out="$("$cli" evaluate --model "$work/exp.keras" --data "$work/labels.npz" 2>&1)" || { echo "FAIL: evaluate: $out"; exit 1; }
   ! grep -q WARNING <<<"$out" || { echo "FAIL: a supported schedule warned: $out"; exit 1; }
   # train compiles the file's model with its own flags: the file's compile config is not read.
-  out="$("$cli" "${base[@]}" --epochs 1 --steps-per-epoch 2 --model "$work/inv.keras" --data "$work/labels.npz" --logdir "$work/run2" 2>&1)" ||
+  # (--dropout is the built-in models': a model file given with it is refused, so it is left out.)
+  out="$("$cli" "${base[@]:0:6}" --seed 7 --epochs 1 --steps-per-epoch 2 --model "$work/inv.keras" --data "$work/labels.npz" --logdir "$work/run2" 2>&1)" ||
     { echo "FAIL: train --model inv.keras: $out"; exit 1; }
   ! grep -q WARNING <<<"$out" || { echo "FAIL: train warned about a compile config it does not use: $out"; exit 1; }
   out="$("$cli" evaluate --model "$work/inv.keras" --data "$work/labels.npz" 2>&1)"
