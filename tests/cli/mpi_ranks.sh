@@ -4,7 +4,6 @@ rank_pid() {
   local p
   for _ in $(seq 100); do
     for p in $(pgrep -P "$1"); do
-      [[ "$p" != "$1" ]] || continue
       if { tr '\0' '\n' < "/proc/$p/environ"; } 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=$2"; then
         echo "$p"; return
       fi
