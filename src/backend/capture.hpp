@@ -13,6 +13,9 @@ namespace lockstep::backend {
 /// numbers as host arguments (the optimizer updates' learning rate and bias corrections, dropout's
 /// step) would have them frozen at the captured step's values.
 const char* kernel_capture_refusal(KernelOp op);
+/// Whether `op`'s result returns to the host (its op-list return type is not void): on a device
+/// the host waits for it (counted as a host read, lockstep/tensor/host_reads.hpp).
+bool kernel_returns_to_host(KernelOp op);
 
 /// Captures the work this thread queues on `ctx` between begin_capture and end_capture into a
 /// graph, replayed by replay_graph on ctx's queue; only on a device kind whose capture_refusal is

@@ -183,13 +183,17 @@ void replay_graph(ComputeContext& ctx, void* graph) {
   cuda_loader::api().replay(ctx, graph);
 }
 
-const char* kernel_capture_refusal(KernelOp op) {
+bool kernel_returns_to_host(KernelOp op) {
   static constexpr bool returns_to_host[] = {
 #define LOCKSTEP_KERNEL_OP(name, Op, dtypes, ret, params) !std::is_void_v<ret>,
 #include "backend/kernel_ops.def"
 #undef LOCKSTEP_KERNEL_OP
   };
-  if (returns_to_host[static_cast<std::size_t>(op)]) return "returns its result to the host";
+  return returns_to_host[static_cast<std::size_t>(op)];
+}
+
+const char* kernel_capture_refusal(KernelOp op) {
+  if (kernel_returns_to_host(op)) return "returns its result to the host";
   switch (op) {
     case KernelOp::kSgdUpdate:
     case KernelOp::kSgdUpdateSummed:

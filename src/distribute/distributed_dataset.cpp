@@ -8,6 +8,7 @@
 #include "lockstep/distribute/strategy.hpp"
 #include "lockstep/tensor/compute_context.hpp"
 #include "lockstep/tensor/ops.hpp"
+#include "tensor/host_reads.hpp"
 
 namespace lockstep::distribute {
 
@@ -30,6 +31,14 @@ template <typename T>
 std::optional<T>* slot_of(std::vector<std::optional<T>>& slots, int slot) {
   if (slot < 0 || static_cast<std::size_t>(slot) >= slots.size()) return nullptr;
   return &slots[static_cast<std::size_t>(slot)];
+}
+
+// A batch's tensors on this thread's device; integer ones keep their host bytes there, so that
+// labels are checked on the host (the input path's own copies: nothing writes to them after).
+data::Element batch_to_device(const data::Element& batch) {
+  data::Element out = to_current_device(batch);
+  for (std::size_t c = 0; c < out.size(); ++c) detail::remember_host_copy(out[c], batch[c]);
+  return out;
 }
 }  // namespace
 
@@ -58,7 +67,7 @@ data::Element GlobalBatch::part(std::int64_t begin, std::int64_t end, int slot) 
     }
     up->reset();  // another range, or never started: its memory goes back
   }
-  if (stored_to_device()) return cast_on_device(to_current_device(rows_->gather_stored(begin, end)));
+  if (stored_to_device()) return cast_on_device(batch_to_device(rows_->gather_stored(begin, end)));
   if (auto* slot_ahead = rows_ ? slot_of(ahead_, slot) : nullptr) {
     std::optional<data::PendingRows>& pending = *slot_ahead;
     if (pending && pending->begin() == begin && pending->end() == end) {
@@ -150,7 +159,7 @@ void DistributedBatch::make_ahead_slots() const {
 }
 
 data::Element DistributedBatch::begin_slice(int local) const {
-  if (!global) return to_current_device(slices[static_cast<std::size_t>(local)]);
+  if (!global) return batch_to_device(slices[static_cast<std::size_t>(local)]);
   const int r = first_replica + local;
   const auto [begin, end] = data::replica_rows(global_size, num_replicas, r);
   // One replica of tensors takes them whole (no views), unless their copy ahead is on its device.
@@ -166,7 +175,7 @@ data::Element DistributedBatch::begin_slice(int local) const {
     else
       ahead->gather_ahead(r, next_begin, next_end, num_replicas > 1);
   }
-  return to_current_device(slice);
+  return batch_to_device(slice);
 }
 
 void DistributedBatch::end_slice(int local) const {

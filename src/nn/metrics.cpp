@@ -15,7 +15,7 @@ Tensor total_and_count(const Tensor& total, std::int64_t count) {
 void Metric::merge_state(const Tensor& batch_state) {
   LOCKSTEP_CHECK(batch_state.numel() == static_cast<std::int64_t>(state_.size()), "metric '", name_, "': a state of ",
                  batch_state.numel(), " values cannot merge into ", state_.size());
-  const std::vector<float> v = batch_state.to(DType::kF32).to_vector<float>();
+  const std::vector<float> v = (batch_state.dtype() == DType::kF32 ? batch_state : batch_state.to(DType::kF32)).to_vector<float>();
   add_to_state(std::vector<double>(v.begin(), v.end()));
 }
 

@@ -3,6 +3,7 @@
 #include "backend/context.hpp"
 #include "backend/kernels.hpp"
 #include "lockstep/core/error.hpp"
+#include "tensor/host_reads.hpp"
 
 namespace lockstep {
 
@@ -101,9 +102,11 @@ void DeviceUpload::start(const std::vector<Tensor>& host) {
   }
   for (std::size_t i = 0; i < host.size(); ++i) {
     if (!host[i].nbytes()) continue;
+    detail::forget_host_copy(s_->tensors[i]);
     void* after = s_->after;
     s_->after = nullptr;  // consumed by the first copy; the copy stream keeps the rest in order
     s_->ops->copy_from_host_beside(*s_->ctx, s_->tensors[i].raw_data(), host[i].raw_data(), host[i].nbytes(), after);
+    detail::remember_host_copy(s_->tensors[i], host[i]);  // a batch gathered for this copy
   }
   s_->done = s_->ops->record_fence(*s_->ctx, true);
 }

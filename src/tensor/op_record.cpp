@@ -2,6 +2,7 @@
 
 #include "backend/capture.hpp"
 #include "lockstep/tensor/step_capture.hpp"
+#include "tensor/host_reads.hpp"
 #include "tensor/op_util.hpp"
 
 namespace lockstep {
@@ -61,6 +62,7 @@ const backend::KernelTable& kern(const char* op, const Tensor& t, backend::Kerne
                                     backend::kernel_op_name(k), " kernel for it",
                                     backend::backend_available(d.kind) ? "" : "; that backend is not built", ")"));
   }
+  note_kernel_host_read(d, k);
   if (StepCaptureCheck* check = current_step_capture_check()) [[unlikely]]
     if (const char* why = backend::kernel_capture_refusal(k))
       check->block(detail::concat("the op '", op, "' (kernel ", backend::kernel_op_name(k), ") ", why));
@@ -90,13 +92,37 @@ void check_integer(const char* op, const Tensor& t, const char* what) {
                  " must be integers (int32, int64 or uint8), got ", dtype_name(t.dtype()));
 }
 
+namespace {
+std::int64_t host_label(const void* labels, DType dtype, std::int64_t i) {
+  switch (dtype) {
+    case DType::kI32: return static_cast<const std::int32_t*>(labels)[i];
+    case DType::kU8: return static_cast<const std::uint8_t*>(labels)[i];
+    default: return static_cast<const std::int64_t*>(labels)[i];
+  }
+}
+}  // namespace
+
 Tensor checked_labels(const char* op, const Tensor& labels, std::int64_t classes) {
   check_integer(op, labels, "labels");
-  const auto& k = kern(op, labels, backend::KernelOp::kFirstOutside);
-  const std::int64_t bad = k.first_outside(ctx(), labels.raw_data(), labels.numel(), classes);
+  // Labels the input path copied from the host are checked there (the CPU's kernel on the same
+  // bytes): on a GPU the device's check makes the host wait for the step so far.
+  const void* host = labels.device().kind == DeviceKind::kCpu ? nullptr : host_copy_of(labels);
+  std::int64_t bad = -1;
+  if (host) {
+    check_context_kind(op, labels);
+    if (StepCaptureCheck* check = current_step_capture_check()) [[unlikely]]
+      check->block(detail::concat("the op '", op, "' checks its labels on the host each step"));
+    bad = backend::kernels(DeviceKind::kCpu, labels.dtype()).first_outside(ctx(), host, labels.numel(), classes);
+  } else {
+    const auto& k = kern(op, labels, backend::KernelOp::kFirstOutside);
+    bad = k.first_outside(ctx(), labels.raw_data(), labels.numel(), classes);
+  }
   if (bad >= 0) {
     std::int64_t value = 0;
-    labels.reshape({labels.numel()}).slice(bad, bad + 1).to(DType::kI64).copy_to_host(&value, sizeof value);
+    if (host)
+      value = host_label(host, labels.dtype(), bad);
+    else
+      labels.reshape({labels.numel()}).slice(bad, bad + 1).to(DType::kI64).copy_to_host(&value, sizeof value);
     throw ValueError(detail::concat(op, ": label ", value, " at index ", bad, " is outside [0, ", classes, ")"));
   }
   return labels.dtype() == DType::kI64 ? labels : labels.to(DType::kI64);

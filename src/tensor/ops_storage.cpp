@@ -2,6 +2,7 @@
 // multi-tensor reduction that collectives compute with.
 #include <utility>
 
+#include "tensor/host_reads.hpp"
 #include "tensor/op_util.hpp"
 
 namespace lockstep {
@@ -117,6 +118,7 @@ void check_gather_dst(const char* op, const Tensor& dst, const Tensor& src, cons
 void gather_rows_into(Tensor& dst, const Tensor& src, const Tensor& indices) {
   const auto [idx, row] = gather_plan("gather_rows_into", src, indices);
   check_gather_dst("gather_rows_into", dst, src, idx, src.dtype());
+  detail::forget_host_copy(dst);
   kern("gather_rows_into", src, backend::KernelOp::kGatherRows)
       .gather_rows(ctx(), src.raw_data(), static_cast<const std::int64_t*>(idx.raw_data()), idx.numel(), row,
                    dst.raw_data());
@@ -144,6 +146,7 @@ void scatter_add_rows(Tensor& dst, const Tensor& indices, const Tensor& src) {
                  "scatter_add_rows: src ", src.shape().str(), " does not match ",
                  indices.defined() ? indices.shape().str() : "undefined", " indices into dst ", dst.shape().str());
   const Tensor idx = detail::checked_labels("scatter_add_rows", indices, dst.dim(0));
+  detail::forget_host_copy(dst);
   kern("scatter_add_rows", dst, backend::KernelOp::kScatterAddRows)
       .scatter_add_rows(ctx(), src.raw_data(), static_cast<const std::int64_t*>(idx.raw_data()), idx.numel(),
                         dst.shape().tail().numel(), dst.raw_data());

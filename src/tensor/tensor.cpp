@@ -7,6 +7,7 @@
 
 #include "backend/kernels.hpp"
 #include "lockstep/tensor/step_capture.hpp"
+#include "tensor/host_reads.hpp"
 #include "tensor/op_util.hpp"
 
 namespace lockstep {
@@ -88,14 +89,19 @@ Tensor Tensor::ones(const Shape& shape, DType dtype) { return full(shape, 1.0, d
 
 Tensor Tensor::scalar(double value, DType dtype) { return full(Shape{}, value, dtype); }
 
-void Tensor::fill_(double value) { table(*this, backend::KernelOp::kFill, "fill").fill(ctx(), raw_data(), numel(), value); }
+void Tensor::fill_(double value) {
+  detail::forget_host_copy(*this);
+  table(*this, backend::KernelOp::kFill, "fill").fill(ctx(), raw_data(), numel(), value);
+}
 
 void Tensor::copy_to_host(void* dst, std::size_t bytes, std::size_t byte_offset) const {
   LOCKSTEP_CHECK(byte_offset + bytes <= nbytes(), "copy_to_host: bytes [", byte_offset, ", ", byte_offset + bytes,
                  ") are outside the tensor's ", nbytes());
   if (StepCaptureCheck* check = current_step_capture_check()) [[unlikely]]
     check->block("a read of a " + shape().str() + " tensor's values on the host (the host waits for the device there)");
-  if (bytes) dev_ops(device()).copy_to_host(ctx(), dst, static_cast<const char*>(raw_data()) + byte_offset, bytes);
+  if (!bytes) return;
+  detail::note_host_read(device(), detail::HostRead::kCopyToHost);
+  dev_ops(device()).copy_to_host(ctx(), dst, static_cast<const char*>(raw_data()) + byte_offset, bytes);
 }
 
 void Tensor::copy_from_host(const void* src, std::size_t bytes, std::size_t byte_offset) {
@@ -104,13 +110,16 @@ void Tensor::copy_from_host(const void* src, std::size_t bytes, std::size_t byte
   if (StepCaptureCheck* check = current_step_capture_check()) [[unlikely]]
     check->block("a copy of host memory into a " + shape().str() +
                  " tensor (a replay would copy what that memory holds then)");
-  if (bytes) dev_ops(device()).copy_from_host(ctx(), static_cast<char*>(raw_data()) + byte_offset, src, bytes);
+  if (!bytes) return;
+  detail::forget_host_copy(*this);
+  dev_ops(device()).copy_from_host(ctx(), static_cast<char*>(raw_data()) + byte_offset, src, bytes);
 }
 
 bool Tensor::bitwise_equal(const Tensor& o) const {
   if (shape() != o.shape() || dtype() != o.dtype()) return false;
   LOCKSTEP_CHECK(device().kind == o.device().kind, "bitwise_equal: tensors on ", device().str(), " and ",
                  o.device().str());
+  detail::note_host_read(device(), detail::HostRead::kBitwiseEqual);
   return dev_ops(device()).equal_bytes(ctx(), raw_data(), o.raw_data(), nbytes());
 }
 
@@ -240,12 +249,14 @@ void Tensor::copy_from(const Tensor& src) {
   LOCKSTEP_CHECK(src.numel() == numel() && src.dtype() == dtype(), "copy_from: source ", src.shape().str(), " ",
                  dtype_name(src.dtype()), " does not fit destination ", shape().str(), " ", dtype_name(dtype()));
   if (!nbytes() || raw_data() == src.raw_data()) return;
+  detail::forget_host_copy(*this);
   const Device from = src.device(), to = device();
   if (from.kind == to.kind) {
     dev_ops(to).copy(ctx(), raw_data(), src.raw_data(), nbytes());
   } else if (from.kind == DeviceKind::kCpu) {
     dev_ops(to).copy_from_host(ctx(), raw_data(), src.raw_data(), nbytes());
   } else if (to.kind == DeviceKind::kCpu) {
+    detail::note_host_read(from, detail::HostRead::kCopyToHost);
     dev_ops(from).copy_to_host(ctx(), raw_data(), src.raw_data(), nbytes());
   } else {
     copy_from(src.to(Device{}));  // between two non-host kinds: through the host

@@ -2,6 +2,7 @@
 #include <memory>
 #include <optional>
 
+#include "lockstep/tensor/compute_context.hpp"
 #include "lockstep/training/model.hpp"
 #include "lockstep/training/progbar.hpp"
 #include "training/replica_slices.hpp"
@@ -128,6 +129,40 @@ std::vector<Tensor> Model::predict_outputs(const data::Dataset& dataset, const P
       outs[k].push_back(strategy_ ? strategy_->gather(kth) : kth[0]);
     }
   };
+  // On the GPUs of one worker, an execution's outputs are read once from each device: its rows
+  // of every step joined there, then cut back into steps on the host, in Strategy::gather's order.
+  const auto gather_execution = [&](const std::vector<StepOutputs>& pending) {
+    const bool on_devices = strategy_ && strategy_->num_workers() == 1 && !pending.front()[0].empty() &&
+                            pending.front()[0][0].device().kind != DeviceKind::kCpu;
+    if (!on_devices || pending.size() == 1) {
+      for (const auto& parts : pending) gather_step(parts);
+      return;
+    }
+    const std::size_t replicas = pending.front().size();
+    for (std::size_t k = 0; k < outs.size(); ++k) {
+      std::vector<Tensor> host(replicas);
+      for (std::size_t r = 0; r < replicas; ++r) {
+        std::vector<Tensor> mine;
+        for (const auto& parts : pending) mine.push_back(parts[r][k]);
+        Tensor joined;
+        {
+          const ComputeScope scope(strategy_->context(static_cast<int>(r)));
+          joined = concat(mine, 0);
+        }
+        host[r] = joined.on_host();
+      }
+      std::vector<std::int64_t> at(replicas, 0);
+      for (const auto& parts : pending) {
+        std::vector<Tensor> rows;
+        for (std::size_t r = 0; r < replicas; ++r) {
+          const std::int64_t n = parts[r][k].dim(0);
+          rows.push_back(host[r].slice(at[r], at[r] + n));
+          at[r] += n;
+        }
+        outs[k].push_back(rows.size() == 1 ? rows[0] : concat(rows, 0));
+      }
+    }
+  };
   // Executions of steps_per_execution batches: callbacks and the outputs' gathering once each.
   std::optional<data::Element> batch = o.steps == 0 ? std::nullopt : it->next();
   for (std::int64_t step = 0; batch;) {
@@ -138,7 +173,7 @@ std::vector<Tensor> Model::predict_outputs(const data::Dataset& dataset, const P
       pending.push_back(run_step(*batch));
       batch = o.steps < 0 || step + 1 < o.steps ? it->next() : std::nullopt;
     }
-    for (const auto& parts : pending) gather_step(parts);
+    gather_execution(pending);
     cbs.each([&](Callback& c) { c.on_predict_batch_end(step - 1, logs); });
   }
   cbs.each([&](Callback& c) { c.on_predict_end(logs); });

@@ -49,7 +49,29 @@ void append_numbers(const ReplicaNumbers& p, std::int64_t examples, std::vector<
   if (examples) out.push_back(as_float(p.loss_sum).reshape({1}));
   if (examples)
     for (const Tensor& t : p.output_loss_sums) out.push_back(as_float(t).reshape({1}));
-  for (const Tensor& t : p.metric_states) out.push_back(t.reshape({t.numel()}));
+  for (const Tensor& t : p.metric_states) out.push_back(as_float(t).reshape({t.numel()}));
+}
+
+// Each replica's numbers packed into one float32 vector and summed over the replicas. On GPUs
+// that is done on the devices (a collective, summing in replica order as Strategy::reduce
+// does), so that the host reads one vector, not one per number, step or GPU; on CPUs and
+// across workers through Strategy::reduce.
+std::vector<float> summed_numbers(distribute::Strategy* strategy, const std::vector<std::vector<Tensor>>& pieces) {
+  const auto pack = [&](std::size_t r) { return pieces[r].size() == 1 ? pieces[r][0] : concat(pieces[r], 0); };
+  Tensor total;
+  if (!strategy) {
+    total = pack(0);
+  } else if (strategy->num_workers() > 1 || pieces[0][0].device().kind == DeviceKind::kCpu) {
+    std::vector<Tensor> packed;
+    for (std::size_t r = 0; r < pieces.size(); ++r) packed.push_back(pack(r));
+    total = strategy->reduce(ReduceOp::kSum, distribute::PerReplica<Tensor>(std::move(packed)));
+  } else {
+    total = strategy->run([&](distribute::ReplicaContext& ctx) {
+      const Tensor mine = pack(static_cast<std::size_t>(ctx.local_replica_id()));
+      return pieces.size() > 1 ? ctx.all_reduce(ReduceOp::kSum, mine) : mine;
+    })[0];
+  }
+  return total.to_vector<float>();
 }
 }  // namespace
 
@@ -67,20 +89,11 @@ double Model::merge_numbers(detail::PendingNumbers& pending) {
   // is a collective round trip, on a GPU a wait for the device (element-wise sums, so the
   // result is what separate reductions gave).
   const std::size_t replicas = pending.steps.empty() ? 0 : pending.steps.front().parts.size();
-  std::vector<Tensor> packed;
-  for (std::size_t r = 0; r < replicas; ++r) {
-    std::vector<Tensor> pieces;
-    for (const auto& step : pending.steps) append_numbers(step.parts[r], step.examples, pieces);
-    if (pieces.empty()) break;
-    packed.push_back(pieces.size() == 1 ? pieces[0] : concat(pieces, 0));
-  }
-  std::vector<float> v;
-  if (!packed.empty()) {
-    // Without a strategy there is nothing to reduce and the numbers are used as they are.
-    const Tensor total = strategy_ ? strategy_->reduce(ReduceOp::kSum, distribute::PerReplica<Tensor>(std::move(packed)))
-                                   : packed[0];
-    v = total.to(DType::kF32).to_vector<float>();
-  }
+  std::vector<std::vector<Tensor>> pieces(replicas);
+  for (std::size_t r = 0; r < replicas; ++r)
+    for (const auto& step : pending.steps) append_numbers(step.parts[r], step.examples, pieces[r]);
+  // Without a strategy there is nothing to reduce and the numbers are used as they are.
+  const std::vector<float> v = replicas && !pieces[0].empty() ? summed_numbers(strategy_, pieces) : std::vector<float>{};
   std::size_t at = 0;
   double batch_loss = 0.0;
   for (const auto& step : pending.steps) {
@@ -92,8 +105,8 @@ double Model::merge_numbers(detail::PendingNumbers& pending) {
         output_loss_trackers_[k].update(static_cast<double>(v[at++]) / examples, examples);
     for (std::size_t m = 0; m < metrics_.size(); ++m) {
       const auto n = static_cast<std::size_t>(p.metric_states[m].numel());
-      const std::vector<float> state(v.begin() + static_cast<std::ptrdiff_t>(at), v.begin() + static_cast<std::ptrdiff_t>(at + n));
-      metrics_[m]->merge_state(Tensor::from_vector(state, {static_cast<std::int64_t>(n)}));
+      std::vector<float> state(v.begin() + static_cast<std::ptrdiff_t>(at), v.begin() + static_cast<std::ptrdiff_t>(at + n));
+      metrics_[m]->merge_state(Tensor::wrap(state.data(), {static_cast<std::int64_t>(n)}, DType::kF32));  // host memory
       at += n;
     }
     batch_loss = step.examples ? loss_sum / examples : 0.0;

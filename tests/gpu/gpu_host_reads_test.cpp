@@ -1,0 +1,180 @@
+// No host wait per step on a GPU except where a value is asked for: fit, evaluate and predict
+// read device memory back once per execution (the logs; predict's outputs), as the tensor
+// layer counts them (lockstep/tensor/host_reads.hpp); labels from host arrays are checked on
+// the host, and out-of-range ones are refused alike on every path. CI runs them on emulated
+// GPUs, which count as real ones.
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "gpu_test_util.hpp"
+#include "lockstep/tensor/host_reads.hpp"
+
+using namespace lockstep;
+using namespace lockstep::distribute;
+using namespace lockstep::gpu_test;
+using detail::host_reads;
+using detail::host_reads_by_cause;
+
+namespace {
+
+// The host reads so far at each hook, and what made them.
+class ReadCounter final : public Callback {
+ public:
+  struct Mark {
+    std::string hook;
+    std::uint64_t reads;
+    std::string causes;
+  };
+  void on_epoch_begin(int, const Logs&) override { mark("epoch_begin"); }
+  void on_epoch_end(int, const Logs&) override { mark("epoch_end"); }
+  void on_train_batch_end(std::int64_t, const Logs&) override { mark("batch_end"); }
+  void on_test_batch_end(std::int64_t, const Logs&) override { mark("batch_end"); }
+  void on_predict_batch_end(std::int64_t, const Logs&) override { mark("batch_end"); }
+  std::vector<Mark> marks;
+
+  /// "hook reads (causes)" for every mark, for a failure's message.
+  std::string str() const {
+    std::string s;
+    for (const auto& m : marks) s += "\n  " + m.hook + " " + std::to_string(m.reads) + " (" + m.causes + ")";
+    return s;
+  }
+
+ private:
+  void mark(const char* hook) { marks.push_back({hook, host_reads(), host_reads_by_cause()}); }
+};
+
+struct Data {
+  Tensor x, y;
+};
+// n examples of 8 features, labelled 0 or 1, in host memory.
+Data make_data(std::int64_t n) {
+  std::vector<float> x(static_cast<std::size_t>(n * 8));
+  std::vector<std::int64_t> y(static_cast<std::size_t>(n));
+  std::uint32_t state = 99;
+  for (auto& v : x) {
+    state = state * 1664525u + 1013904223u;
+    v = static_cast<float>(state >> 8) / 16777216.0f;
+  }
+  for (std::size_t i = 0; i < y.size(); ++i) y[i] = x[i * 8] > 0.5f ? 1 : 0;
+  return {Tensor::from_vector(x, {n, 8}), Tensor::from_vector(y, {n})};
+}
+
+std::unique_ptr<Sequential> make_model(MirroredStrategy& strategy, std::int64_t steps_per_execution) {
+  auto scope = strategy.scope();
+  set_random_seed(5);
+  auto model = std::make_unique<Sequential>(
+      std::vector<layers::LayerPtr>{layers::Dense(16, "relu", 8), layers::Dense(2, "softmax")});
+  model->compile(optimizers::Adam(1e-2), losses::SparseCategoricalCrossentropy(), {"accuracy"});
+  model->set_steps_per_execution(steps_per_execution);
+  return model;
+}
+
+// One GPU, and two replicas: on two GPUs where there are, else on one (logical devices).
+std::vector<std::vector<std::string>> device_lists() {
+  return {{"gpu:0"}, gpus() >= 2 ? std::vector<std::string>{"gpu:0", "gpu:1"} : std::vector<std::string>{"gpu:0x2"}};
+}
+
+}  // namespace
+
+// 640 examples in batches of 64: 10 steps an epoch. After the first execution (the model is
+// built and checked there), each execution reads its logs once: the losses and every metric,
+// summed over the replicas on the devices, in one vector. An epoch's end reads nothing more.
+TEST(GpuHostReads, FitReadsTheLogsOncePerExecution) {
+  LOCKSTEP_REQUIRE_GPU();
+  const Data d = make_data(640);
+  for (const auto& devices : device_lists()) {
+    for (const std::int64_t spe : {1, 3}) {
+      SCOPED_TRACE(devices.front() + ".." + devices.back() + ", steps_per_execution " + std::to_string(spe));
+      MirroredStrategy strategy({.devices = devices});
+      auto model = make_model(strategy, spe);
+      auto counter = std::make_shared<ReadCounter>();
+      model->fit(data::Dataset::from_tensor_slices(d.x, d.y).batch(64),
+                 {.epochs = 2, .verbose = 0, .callbacks = {counter}});
+      // epoch_begin, 4 executions of 3 (3, 3, 3, 1) or 10 of 1, epoch_end; twice.
+      const std::size_t executions = spe == 1 ? 10 : 4;
+      const auto& m = counter->marks;
+      ASSERT_EQ(m.size(), 2 * (executions + 2)) << counter->str();
+      for (std::size_t i = 2; i < m.size(); ++i) {
+        const std::string& hook = m[i].hook;
+        const std::uint64_t reads = m[i].reads - m[i - 1].reads;
+        if (hook == "batch_end") EXPECT_EQ(reads, 1u) << "mark " << i << counter->str();
+        else EXPECT_EQ(reads, 0u) << hook << " at mark " << i << counter->str();
+      }
+    }
+  }
+}
+
+// evaluate reads its logs once per execution; predict reads its outputs once per execution
+// from each device (its share of the rows), in the order of batch-by-batch predictions.
+TEST(GpuHostReads, EvaluateAndPredictReadOncePerExecution) {
+  LOCKSTEP_REQUIRE_GPU();
+  const Data d = make_data(640);
+  for (const auto& devices : device_lists()) {
+    for (const std::int64_t spe : {1, 4}) {
+      SCOPED_TRACE(devices.front() + ".." + devices.back() + ", steps_per_execution " + std::to_string(spe));
+      MirroredStrategy strategy({.devices = devices});
+      auto model = make_model(strategy, spe);
+      model->fit(data::Dataset::from_tensor_slices(d.x, d.y).batch(64), {.epochs = 1, .verbose = 0});
+      const std::size_t executions = spe == 1 ? 10 : 3;
+      auto counter = std::make_shared<ReadCounter>();
+      std::uint64_t at = host_reads();
+      model->evaluate(d.x, d.y, {.batch_size = 64, .callbacks = {counter}});
+      ASSERT_EQ(counter->marks.size(), executions) << counter->str();
+      for (const auto& mark : counter->marks) {
+        EXPECT_EQ(mark.reads - at, 1u) << "evaluate" << counter->str();
+        at = mark.reads;
+      }
+      counter->marks.clear();
+      at = host_reads();
+      const Tensor out = model->predict(d.x, {.batch_size = 64, .callbacks = {counter}});
+      EXPECT_EQ(out.shape(), Shape({640, 2}));
+      EXPECT_EQ(out.device().kind, DeviceKind::kCpu);
+      ASSERT_EQ(counter->marks.size(), executions) << counter->str();
+      for (const auto& mark : counter->marks) {
+        EXPECT_EQ(mark.reads - at, static_cast<std::uint64_t>(strategy.num_replicas_in_sync())) << "predict" << counter->str();
+        at = mark.reads;
+      }
+      EXPECT_EQ(host_reads(), at) << "predict after its last batch" << counter->str();
+      model->set_steps_per_execution(1);  // the rows in the same order as batch by batch
+      EXPECT_TRUE(out.bitwise_equal(model->predict(d.x, {.batch_size = 64})));
+    }
+  }
+}
+
+// Labels fit copies from host arrays are checked on the host (no first_outside on the device);
+// a label out of range is refused with the message the device's check gives labels that start
+// on the device (a custom loop's).
+TEST(GpuHostReads, LabelsOutOfRangeAreRefusedAlikeWhereverTheyAreChecked) {
+  LOCKSTEP_REQUIRE_GPU();
+  Data d = make_data(128);
+  std::vector<std::int64_t> labels = d.y.to_vector<std::int64_t>();
+  labels[70] = 7;  // the second batch's row 6
+  const Tensor bad = Tensor::from_vector(labels, {128});
+  const std::string want = "sparse_softmax_cross_entropy_with_logits: label 7 at index 6 is outside [0, 2)";
+  for (const auto& devices : device_lists()) {
+    SCOPED_TRACE(devices.front() + ".." + devices.back());
+    MirroredStrategy strategy({.devices = devices});
+    auto model = make_model(strategy, 1);
+    const std::uint64_t checks_before = host_reads("kernel first_outside");
+    for (const bool prefetch : {true, false}) {  // the copies ahead, and those in order
+      const std::string e = message_of([&] {
+        model->fit(data::Dataset::from_tensor_slices(d.x, bad).batch(64),
+                   {.epochs = 1, .verbose = 0, .prefetch_to_device = prefetch});
+      });
+      EXPECT_TRUE(has(e, want)) << "prefetch_to_device " << prefetch << ": " << e;
+    }
+    EXPECT_EQ(host_reads("kernel first_outside"), checks_before)
+        << "labels from the host were checked on the device: " << host_reads_by_cause();
+  }
+  // The same labels made on the device: its check reads the host once, and says the same.
+  const auto gpu = make_compute_context(Device{DeviceKind::kCuda, 0});
+  ComputeScope scope(*gpu);
+  const Tensor on_device = Tensor::from_vector(std::vector<std::int64_t>(labels.begin() + 64, labels.end()), {64});
+  const Tensor logits = Tensor::zeros({64, 2});
+  const std::uint64_t checks_before = host_reads("kernel first_outside");
+  const std::string device_error = message_of([&] { (void)sparse_softmax_cross_entropy_with_logits(on_device, logits); });
+  EXPECT_EQ(device_error, want);
+  EXPECT_EQ(host_reads("kernel first_outside"), checks_before + 1) << "the device's check reads its answer back";
+}
