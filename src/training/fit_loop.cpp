@@ -264,19 +264,18 @@ bool FitLoop::run_execution(EpochInput& in, std::int64_t& step, EpochTally& tall
   const std::int64_t begin = step;
   Logs logs;
   callbacks.each([&](Callback& c) { c.on_train_batch_begin(begin, logs); });
-  detail::PendingNumbers pending;
   for (std::int64_t i = 0; i < n && group_due(); ++i, ++step) {
     ++tally.steps;
     using Use = Model::GradientUse;
     const Use use = group_at_ + 1 < group_.size() ? Use::kHoldBack : Use::kApply;
     const distribute::DistributedBatch& batch = group_[group_at_++];
-    model_.train_micro_step(batch, first_example_, group_examples_, use, &held_, &pending);
+    model_.train_micro_step(batch, first_example_, group_examples_, use, &held_, &pending_);
     first_example_ += batch.global_size;
     ++global_step_;
     if (global_step_ == warmup_) timed_start_ = std::chrono::steady_clock::now();
     utilization.maybe_sample();
   }
-  model_.merge_numbers(pending);
+  model_.merge_numbers(pending_);  // empties it, keeping its memory for the next execution
   logs = model_.collect_logs("");
   callbacks.each([&](Callback& c) { c.on_train_batch_end(step - 1, logs); });
   return group_at_ < group_.size() || !input_ended_;

@@ -140,6 +140,7 @@ class FitLoop {
   std::int64_t group_examples_ = 0;
   std::int64_t first_example_ = 0;
   bool input_ended_ = false;
+  detail::PendingNumbers pending_;  // the numbers of the execution being run
 };
 
 }  // namespace lockstep::detail

@@ -517,7 +517,7 @@ double Model::train_micro_step(const distribute::DistributedBatch& batch, std::i
   const std::int64_t n = batch.global_size;
   const std::int64_t step = optimizer_->iterations();
   const std::unique_ptr<StepCaptureCheck> capture_check = step_capture_check(use);
-  const auto parts = run_on_slices(strategy_, batch, [&](const data::Element& s, std::int64_t first, ReplicaInterface* rc) {
+  auto parts = run_on_slices(strategy_, batch, [&](const data::Element& s, std::int64_t first, ReplicaInterface* rc) {
     const StepCaptureCheck::OnThisThread watched(capture_check.get());
     return replica_train_step(s, first_example + first, group_examples, step, rc, use, held);
   });
@@ -525,7 +525,7 @@ double Model::train_micro_step(const distribute::DistributedBatch& batch, std::i
   // execution's other steps (`pending`).
   const auto merge = [&] {
     if (pending) {
-      pending->steps.push_back({parts, n});
+      pending->steps.push_back({std::move(parts), n});
       return 0.0;
     }
     double batch_loss = 0;
