@@ -41,7 +41,6 @@ struct HostCopy {
 std::mutex g_copies_mu;
 std::unordered_map<const Storage*, HostCopy> g_copies;
 std::atomic<std::size_t> g_copies_size{0};  // read without the lock: none kept, nothing to look up
-constexpr std::size_t kPruneAbove = 64;
 }  // namespace
 
 void remember_host_copy(const Tensor& device_copy, const Tensor& host) {
@@ -51,7 +50,8 @@ void remember_host_copy(const Tensor& device_copy, const Tensor& host) {
   const std::shared_ptr<Storage>& s = device_copy.impl()->storage;
   if (device_copy.impl()->offset != 0 || device_copy.nbytes() != s->nbytes || host.nbytes() != s->nbytes) return;
   std::lock_guard<std::mutex> lock(g_copies_mu);
-  if (g_copies.size() > kPruneAbove) std::erase_if(g_copies, [](const auto& e) { return e.second.device.expired(); });
+  // Host bytes are kept only while their device copy lives (or until the next copy after it died).
+  std::erase_if(g_copies, [](const auto& e) { return e.second.device.expired(); });
   g_copies[s.get()] = HostCopy{s, host.impl()->storage, host.impl()->offset};
   g_copies_size.store(g_copies.size(), std::memory_order_relaxed);
 }

@@ -10,6 +10,7 @@
 
 #include "gpu_test_util.hpp"
 #include "lockstep/tensor/host_reads.hpp"
+#include "tensor/host_reads.hpp"
 
 using namespace lockstep;
 using namespace lockstep::distribute;
@@ -177,4 +178,19 @@ TEST(GpuHostReads, LabelsOutOfRangeAreRefusedAlikeWhereverTheyAreChecked) {
   const std::string device_error = message_of([&] { (void)sparse_softmax_cross_entropy_with_logits(on_device, logits); });
   EXPECT_EQ(device_error, want);
   EXPECT_EQ(host_reads("kernel first_outside"), checks_before + 1) << "the device's check reads its answer back";
+}
+
+// Host bytes kept for a device copy stand for its labels only until it is written in place.
+TEST(GpuHostReads, LabelsWrittenOnTheDeviceAreCheckedThere) {
+  LOCKSTEP_REQUIRE_GPU();
+  const Tensor host = Tensor::from_vector(std::vector<std::int64_t>{0, 1, 1, 0}, {4});
+  const auto gpu = make_compute_context(Device{DeviceKind::kCuda, 0});
+  ComputeScope scope(*gpu);
+  Tensor labels = host.to(Device{DeviceKind::kCuda, 0});
+  detail::remember_host_copy(labels, host);
+  const Tensor logits = Tensor::zeros({4, 2});
+  EXPECT_EQ(message_of([&] { (void)sparse_softmax_cross_entropy_with_logits(labels, logits); }), "");
+  labels.fill_(9);
+  EXPECT_EQ(message_of([&] { (void)sparse_softmax_cross_entropy_with_logits(labels, logits); }),
+            "sparse_softmax_cross_entropy_with_logits: label 9 at index 0 is outside [0, 2)");
 }
