@@ -77,6 +77,20 @@ std::vector<std::vector<std::string>> device_lists() {
   return {{"gpu:0"}, gpus() >= 2 ? std::vector<std::string>{"gpu:0", "gpu:1"} : std::vector<std::string>{"gpu:0x2"}};
 }
 
+// Calls check(strategy, model, spe) for each device list and steps_per_execution, with a fresh
+// strategy and model each time.
+template <typename F>
+void for_each_setup(std::initializer_list<std::int64_t> steps_per_execution, F&& check) {
+  for (const auto& devices : device_lists()) {
+    for (const std::int64_t spe : steps_per_execution) {
+      SCOPED_TRACE(devices.front() + ".." + devices.back() + ", steps_per_execution " + std::to_string(spe));
+      MirroredStrategy strategy({.devices = devices});
+      auto model = make_model(strategy, spe);
+      check(strategy, *model, spe);
+    }
+  }
+}
+
 }  // namespace
 
 // 640 examples in batches of 64: 10 steps an epoch. After the first execution (the model is
@@ -85,26 +99,21 @@ std::vector<std::vector<std::string>> device_lists() {
 TEST(GpuHostReads, FitReadsTheLogsOncePerExecution) {
   LOCKSTEP_REQUIRE_GPU();
   const Data d = make_data(640);
-  for (const auto& devices : device_lists()) {
-    for (const std::int64_t spe : {1, 3}) {
-      SCOPED_TRACE(devices.front() + ".." + devices.back() + ", steps_per_execution " + std::to_string(spe));
-      MirroredStrategy strategy({.devices = devices});
-      auto model = make_model(strategy, spe);
-      auto counter = std::make_shared<ReadCounter>();
-      model->fit(data::Dataset::from_tensor_slices(d.x, d.y).batch(64),
-                 {.epochs = 2, .verbose = 0, .callbacks = {counter}});
-      // epoch_begin, 4 executions of 3 (3, 3, 3, 1) or 10 of 1, epoch_end; twice.
-      const std::size_t executions = spe == 1 ? 10 : 4;
-      const auto& m = counter->marks;
-      ASSERT_EQ(m.size(), 2 * (executions + 2)) << counter->str();
-      for (std::size_t i = 2; i < m.size(); ++i) {
-        const std::string& hook = m[i].hook;
-        const std::uint64_t reads = m[i].reads - m[i - 1].reads;
-        if (hook == "batch_end") EXPECT_EQ(reads, 1u) << "mark " << i << counter->str();
-        else EXPECT_EQ(reads, 0u) << hook << " at mark " << i << counter->str();
-      }
+  for_each_setup({1, 3}, [&](MirroredStrategy&, Sequential& model, std::int64_t spe) {
+    auto counter = std::make_shared<ReadCounter>();
+    model.fit(data::Dataset::from_tensor_slices(d.x, d.y).batch(64),
+              {.epochs = 2, .verbose = 0, .callbacks = {counter}});
+    // epoch_begin, 4 executions of 3 (3, 3, 3, 1) or 10 of 1, epoch_end; twice.
+    const std::size_t executions = spe == 1 ? 10 : 4;
+    const auto& m = counter->marks;
+    ASSERT_EQ(m.size(), 2 * (executions + 2)) << counter->str();
+    for (std::size_t i = 2; i < m.size(); ++i) {
+      const std::string& hook = m[i].hook;
+      const std::uint64_t reads = m[i].reads - m[i - 1].reads;
+      if (hook == "batch_end") EXPECT_EQ(reads, 1u) << "mark " << i << counter->str();
+      else EXPECT_EQ(reads, 0u) << hook << " at mark " << i << counter->str();
     }
-  }
+  });
 }
 
 // evaluate reads its logs once per execution; predict reads its outputs once per execution
@@ -112,36 +121,31 @@ TEST(GpuHostReads, FitReadsTheLogsOncePerExecution) {
 TEST(GpuHostReads, EvaluateAndPredictReadOncePerExecution) {
   LOCKSTEP_REQUIRE_GPU();
   const Data d = make_data(640);
-  for (const auto& devices : device_lists()) {
-    for (const std::int64_t spe : {1, 4}) {
-      SCOPED_TRACE(devices.front() + ".." + devices.back() + ", steps_per_execution " + std::to_string(spe));
-      MirroredStrategy strategy({.devices = devices});
-      auto model = make_model(strategy, spe);
-      model->fit(data::Dataset::from_tensor_slices(d.x, d.y).batch(64), {.epochs = 1, .verbose = 0});
-      const std::size_t executions = spe == 1 ? 10 : 3;
-      auto counter = std::make_shared<ReadCounter>();
-      std::uint64_t at = host_reads();
-      model->evaluate(d.x, d.y, {.batch_size = 64, .callbacks = {counter}});
-      ASSERT_EQ(counter->marks.size(), executions) << counter->str();
-      for (const auto& mark : counter->marks) {
-        EXPECT_EQ(mark.reads - at, 1u) << "evaluate" << counter->str();
-        at = mark.reads;
-      }
-      counter->marks.clear();
-      at = host_reads();
-      const Tensor out = model->predict(d.x, {.batch_size = 64, .callbacks = {counter}});
-      EXPECT_EQ(out.shape(), Shape({640, 2}));
-      EXPECT_EQ(out.device().kind, DeviceKind::kCpu);
-      ASSERT_EQ(counter->marks.size(), executions) << counter->str();
-      for (const auto& mark : counter->marks) {
-        EXPECT_EQ(mark.reads - at, static_cast<std::uint64_t>(strategy.num_replicas_in_sync())) << "predict" << counter->str();
-        at = mark.reads;
-      }
-      EXPECT_EQ(host_reads(), at) << "predict after its last batch" << counter->str();
-      model->set_steps_per_execution(1);  // the rows in the same order as batch by batch
-      EXPECT_TRUE(out.bitwise_equal(model->predict(d.x, {.batch_size = 64})));
+  for_each_setup({1, 4}, [&](MirroredStrategy& strategy, Sequential& model, std::int64_t spe) {
+    model.fit(data::Dataset::from_tensor_slices(d.x, d.y).batch(64), {.epochs = 1, .verbose = 0});
+    const std::size_t executions = spe == 1 ? 10 : 3;
+    auto counter = std::make_shared<ReadCounter>();
+    std::uint64_t at = host_reads();
+    model.evaluate(d.x, d.y, {.batch_size = 64, .callbacks = {counter}});
+    ASSERT_EQ(counter->marks.size(), executions) << counter->str();
+    for (const auto& mark : counter->marks) {
+      EXPECT_EQ(mark.reads - at, 1u) << "evaluate" << counter->str();
+      at = mark.reads;
     }
-  }
+    counter->marks.clear();
+    at = host_reads();
+    const Tensor out = model.predict(d.x, {.batch_size = 64, .callbacks = {counter}});
+    EXPECT_EQ(out.shape(), Shape({640, 2}));
+    EXPECT_EQ(out.device().kind, DeviceKind::kCpu);
+    ASSERT_EQ(counter->marks.size(), executions) << counter->str();
+    for (const auto& mark : counter->marks) {
+      EXPECT_EQ(mark.reads - at, static_cast<std::uint64_t>(strategy.num_replicas_in_sync())) << "predict" << counter->str();
+      at = mark.reads;
+    }
+    EXPECT_EQ(host_reads(), at) << "predict after its last batch" << counter->str();
+    model.set_steps_per_execution(1);  // the rows in the same order as batch by batch
+    EXPECT_TRUE(out.bitwise_equal(model.predict(d.x, {.batch_size = 64})));
+  });
 }
 
 // Labels fit copies from host arrays are checked on the host (no first_outside on the device);
