@@ -8,7 +8,7 @@
 #include "lockstep/distribute/strategy.hpp"
 #include "lockstep/tensor/compute_context.hpp"
 #include "lockstep/tensor/ops.hpp"
-#include "tensor/host_reads.hpp"
+#include "tensor/host_copy.hpp"
 
 namespace lockstep::distribute {
 

@@ -3,7 +3,7 @@
 #include "backend/context.hpp"
 #include "backend/kernels.hpp"
 #include "lockstep/core/error.hpp"
-#include "tensor/host_reads.hpp"
+#include "tensor/host_copy.hpp"
 
 namespace lockstep {
 

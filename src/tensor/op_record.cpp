@@ -2,6 +2,7 @@
 
 #include "backend/capture.hpp"
 #include "lockstep/tensor/step_capture.hpp"
+#include "tensor/host_copy.hpp"
 #include "tensor/host_reads.hpp"
 #include "tensor/op_util.hpp"
 
@@ -106,13 +107,13 @@ Tensor checked_labels(const char* op, const Tensor& labels, std::int64_t classes
   check_integer(op, labels, "labels");
   // Labels the input path copied from the host are checked there (the CPU's kernel on the same
   // bytes): on a GPU the device's check makes the host wait for the step so far.
-  const void* host = labels.device().kind == DeviceKind::kCpu ? nullptr : host_copy_of(labels);
+  const std::shared_ptr<const void> host = labels.device().kind == DeviceKind::kCpu ? nullptr : host_copy_of(labels);
   std::int64_t bad = -1;
   if (host) {
     check_context_kind(op, labels);
     if (StepCaptureCheck* check = current_step_capture_check()) [[unlikely]]
       check->block(detail::concat("the op '", op, "' checks its labels on the host each step"));
-    bad = backend::kernels(DeviceKind::kCpu, labels.dtype()).first_outside(ctx(), host, labels.numel(), classes);
+    bad = backend::kernels(DeviceKind::kCpu, labels.dtype()).first_outside(ctx(), host.get(), labels.numel(), classes);
   } else {
     const auto& k = kern(op, labels, backend::KernelOp::kFirstOutside);
     bad = k.first_outside(ctx(), labels.raw_data(), labels.numel(), classes);
@@ -120,7 +121,7 @@ Tensor checked_labels(const char* op, const Tensor& labels, std::int64_t classes
   if (bad >= 0) {
     std::int64_t value = 0;
     if (host)
-      value = host_label(host, labels.dtype(), bad);
+      value = host_label(host.get(), labels.dtype(), bad);
     else
       labels.reshape({labels.numel()}).slice(bad, bad + 1).to(DType::kI64).copy_to_host(&value, sizeof value);
     throw ValueError(detail::concat(op, ": label ", value, " at index ", bad, " is outside [0, ", classes, ")"));

@@ -2,7 +2,7 @@
 // multi-tensor reduction that collectives compute with.
 #include <utility>
 
-#include "tensor/host_reads.hpp"
+#include "tensor/host_copy.hpp"
 #include "tensor/op_util.hpp"
 
 namespace lockstep {

@@ -7,6 +7,7 @@
 
 #include "backend/kernels.hpp"
 #include "lockstep/tensor/step_capture.hpp"
+#include "tensor/host_copy.hpp"
 #include "tensor/host_reads.hpp"
 #include "tensor/op_util.hpp"
 

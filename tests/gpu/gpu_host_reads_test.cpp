@@ -10,7 +10,7 @@
 
 #include "gpu_test_util.hpp"
 #include "lockstep/tensor/host_reads.hpp"
-#include "tensor/host_reads.hpp"
+#include "tensor/host_copy.hpp"
 
 using namespace lockstep;
 using namespace lockstep::distribute;

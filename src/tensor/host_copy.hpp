@@ -1,0 +1,21 @@
+#pragma once
+// Labels checked without reading the device: integer batches that the input path copied from
+// host memory keep those host bytes beside their device copy, for checked_labels to read.
+#include <memory>
+
+#include "lockstep/tensor/tensor.hpp"
+
+namespace lockstep::detail {
+
+/// The input path copied `host` into `device_copy` (the whole of its memory): for an integer
+/// tensor on a device, those host bytes are kept beside it, so that labels in it are checked on
+/// the host (checked_labels) until the tensor layer writes to it in place (forget_host_copy).
+/// Only for host memory nothing writes to afterwards (a batch gathered for the copy).
+void remember_host_copy(const Tensor& device_copy, const Tensor& host);
+/// The host bytes of `t` while they are still its values (kept alive while the pointer is held);
+/// else null.
+std::shared_ptr<const void> host_copy_of(const Tensor& t);
+/// `t`'s memory is about to be written in place: its host bytes no longer hold.
+void forget_host_copy(const Tensor& t);
+
+}  // namespace lockstep::detail
