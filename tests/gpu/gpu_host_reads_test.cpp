@@ -95,7 +95,8 @@ void for_each_setup(std::initializer_list<std::int64_t> steps_per_execution, F&&
 
 // 640 examples in batches of 64: 10 steps an epoch. Each execution, the first included (the
 // model is built and its step checked there), reads its logs once: the losses and every metric,
-// summed over the replicas on the devices, in one vector. An epoch's end reads nothing more.
+// summed over the replicas on the devices, in one vector. An epoch's end reads only what its
+// validation asks (evaluate: once per execution; here 2 batches of 320), nothing without one.
 TEST(GpuHostReads, FitReadsTheLogsOncePerExecution) {
   LOCKSTEP_REQUIRE_GPU();
   const Data d = make_data(640);
@@ -103,14 +104,19 @@ TEST(GpuHostReads, FitReadsTheLogsOncePerExecution) {
     auto counter = std::make_shared<ReadCounter>();
     model.fit(data::Dataset::from_tensor_slices(d.x, d.y).batch(64),
               {.epochs = 2, .verbose = 0, .callbacks = {counter}});
-    // epoch_begin, 4 executions of 3 (3, 3, 3, 1) or 10 of 1, epoch_end; twice.
+    model.fit(data::Dataset::from_tensor_slices(d.x, d.y).batch(64),
+              {.epochs = 1, .validation_data = data::Dataset::from_tensor_slices(d.x, d.y).batch(320), .verbose = 0,
+               .callbacks = {counter}});
+    // epoch_begin, 4 executions of 3 (3, 3, 3, 1) or 10 of 1, epoch_end; three epochs.
     const std::size_t executions = spe == 1 ? 10 : 4;
     const auto& m = counter->marks;
-    ASSERT_EQ(m.size(), 2 * (executions + 2)) << counter->str();
+    ASSERT_EQ(m.size(), 3 * (executions + 2)) << counter->str();
     for (std::size_t i = 1; i < m.size(); ++i) {
       const std::string& hook = m[i].hook;
       const std::uint64_t reads = m[i].reads - m[i - 1].reads;
+      const std::uint64_t validation = i + 1 == m.size() ? (spe == 1 ? 2 : 1) : 0;  // the last fit's
       if (hook == "batch_end") EXPECT_EQ(reads, 1u) << "mark " << i << counter->str();
+      else if (hook == "epoch_end") EXPECT_EQ(reads, validation) << "mark " << i << counter->str();
       else EXPECT_EQ(reads, 0u) << hook << " at mark " << i << counter->str();
     }
   });
