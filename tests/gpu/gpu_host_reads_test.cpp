@@ -93,6 +93,26 @@ void for_each_setup(std::initializer_list<std::int64_t> steps_per_execution, F&&
 
 }  // namespace
 
+// Each way the host reads a device's memory counts once, by its cause.
+TEST(GpuHostReads, EachReadOfDeviceMemoryCountsOnce) {
+  LOCKSTEP_REQUIRE_GPU();
+  const auto gpu = make_compute_context(Device{DeviceKind::kCuda, 0});
+  ComputeScope scope(*gpu);
+  const Tensor t = Tensor::from_vector(std::vector<float>{1, 2, 3}, {3});  // a copy to the device: no read
+  const std::uint64_t copies = host_reads("copy to the host"), all = host_reads();
+  EXPECT_EQ(t.to_vector<float>(), (std::vector<float>{1, 2, 3}));
+  EXPECT_EQ(t.slice(1, 2).item(), 2.0f);
+  EXPECT_EQ(t.on_host().device().kind, DeviceKind::kCpu);
+  EXPECT_EQ(host_reads("copy to the host"), copies + 3) << host_reads_by_cause();
+  const std::uint64_t equal = host_reads("bitwise_equal");
+  EXPECT_TRUE(t.bitwise_equal(t.clone()));
+  EXPECT_EQ(host_reads("bitwise_equal"), equal + 1);
+  const std::uint64_t norms = host_reads("kernel sum_squares");
+  EXPECT_EQ(sum_squares(t), 14.0);
+  EXPECT_EQ(host_reads("kernel sum_squares"), norms + 1);
+  EXPECT_EQ(host_reads(), all + 5) << host_reads_by_cause();
+}
+
 // 640 examples in batches of 64: 10 steps an epoch. Each execution, the first included (the
 // model is built and its step checked there), reads its logs once: the losses and every metric,
 // summed over the replicas on the devices, in one vector. An epoch's end reads only what its
