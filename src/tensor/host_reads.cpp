@@ -10,7 +10,7 @@
 namespace lockstep::detail {
 namespace {
 constexpr std::size_t kKernels = static_cast<std::size_t>(backend::KernelOp::kCount);
-constexpr std::size_t kCopy = kKernels, kEqual = kKernels + 1, kCauses = kKernels + 2;
+constexpr std::size_t kCopy = kKernels, kEqual = kKernels + 1, kBetween = kKernels + 2, kCauses = kKernels + 3;
 // Relaxed: a count, read by tests once the work they count is done.
 std::array<std::atomic<std::uint64_t>, kCauses> g_counts{};
 
@@ -19,7 +19,7 @@ void add(std::size_t cause) { g_counts[cause].fetch_add(1, std::memory_order_rel
 
 void note_host_read(const Device& device, HostRead what) {
   if (device.kind == DeviceKind::kCpu) return;
-  add(what == HostRead::kCopyToHost ? kCopy : kEqual);
+  add(what == HostRead::kCopyToHost ? kCopy : what == HostRead::kBitwiseEqual ? kEqual : kBetween);
 }
 
 void note_kernel_host_read(const Device& device, backend::KernelOp op) {
@@ -34,9 +34,10 @@ std::uint64_t host_reads() {
 
 namespace {
 std::string cause_name(std::size_t i) {
-  return i == kCopy    ? "copy to the host"
-         : i == kEqual ? "bitwise_equal"
-                       : std::string("kernel ") + backend::kernel_op_name(static_cast<backend::KernelOp>(i));
+  return i == kCopy      ? "copy to the host"
+         : i == kEqual   ? "bitwise_equal"
+         : i == kBetween ? "copy between devices"
+                         : std::string("kernel ") + backend::kernel_op_name(static_cast<backend::KernelOp>(i));
 }
 }  // namespace
 

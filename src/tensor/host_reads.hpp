@@ -5,7 +5,7 @@
 
 namespace lockstep::detail {
 
-enum class HostRead { kCopyToHost, kBitwiseEqual };
+enum class HostRead { kCopyToHost, kBitwiseEqual, kCopyBetweenDevices };
 
 /// Notes a read of `device`'s memory by the host (nothing for a CPU device).
 void note_host_read(const Device& device, HostRead what);

@@ -253,6 +253,9 @@ void Tensor::copy_from(const Tensor& src) {
   detail::forget_host_copy(*this);
   const Device from = src.device(), to = device();
   if (from.kind == to.kind) {
+    // Between two GPUs the host waits for both (the source may still be written, and the copy
+    // must be done before either reuses the memory): counted with the reads.
+    if (from.index != to.index) detail::note_host_read(to, detail::HostRead::kCopyBetweenDevices);
     dev_ops(to).copy(ctx(), raw_data(), src.raw_data(), nbytes());
   } else if (from.kind == DeviceKind::kCpu) {
     dev_ops(to).copy_from_host(ctx(), raw_data(), src.raw_data(), nbytes());

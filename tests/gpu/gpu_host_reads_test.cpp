@@ -111,6 +111,10 @@ TEST(GpuHostReads, EachReadOfDeviceMemoryCountsOnce) {
   EXPECT_EQ(sum_squares(t), 14.0);
   EXPECT_EQ(host_reads("kernel sum_squares"), norms + 1);
   EXPECT_EQ(host_reads(), all + 5) << host_reads_by_cause();
+  if (gpus() < 2) return;
+  const std::uint64_t between = host_reads("copy between devices");
+  EXPECT_EQ(t.to(Device{DeviceKind::kCuda, 1}).device().index, 1);
+  EXPECT_EQ(host_reads("copy between devices"), between + 1);
 }
 
 // 640 examples in batches of 64: 10 steps an epoch. Each execution, the first included (the
