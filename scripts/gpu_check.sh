@@ -212,14 +212,15 @@ accuracy() {
 # profile: one fit run of the flagship under Nsight Systems where the machine has it (its summary in
 # the log; the report file stays behind, too large to bring back), else with
 # lockstep's own per-phase timers (LOCKSTEP_PHASE_TIMES=1).
-profile() {
+profile() {  # profile [DEVICES [TAG]]: gpu:0 by default; TAG names the files of another run
   local nsys; nsys="$(command -v nsys || ls /usr/local/cuda/bin/nsys 2>/dev/null || true)"
+  local devices="${1:-gpu:0}" tag="${2:-}"
   if [[ -n "$nsys" ]]; then
-    env "LD_LIBRARY_PATH=$lib_path" "$nsys" profile --stats=true -o "$runs/fit_profile" --force-overwrite true \
-      "$cli" train --devices gpu:0 --global-batch-size 1024 --epochs 1 --steps-per-epoch 500 --no-tensorboard --verbose 2 --logdir "$runs/profile"
+    env "LD_LIBRARY_PATH=$lib_path" "$nsys" profile --stats=true -o "$runs/fit_profile$tag" --force-overwrite true \
+      "$cli" train --devices "$devices" --global-batch-size 1024 --epochs 1 --steps-per-epoch 500 --no-tensorboard --verbose 2 --logdir "$runs/profile$tag"
   else
     echo "no nsys: lockstep's phase timers"
-    LOCKSTEP_PHASE_TIMES=1 train profile --devices gpu:0 --global-batch-size 1024 --epochs 1 --steps-per-epoch 500
+    LOCKSTEP_PHASE_TIMES=1 train "profile$tag" --devices "$devices" --global-batch-size 1024 --epochs 1 --steps-per-epoch 500
   fi
 }
 # Programs that carry the library path themselves, for scripts that run them beside PyTorch
@@ -274,6 +275,8 @@ part cnn_mem_bf16     25 train cnn_mem_bf16 --model cnn --devices gpu:0 --global
 part memcheck         90 "${with_libs[@]}" "$sanitizer" --tool memcheck --error-exitcode 1 --report-api-errors no \
                          --print-limit 20 "$gpu_tests" '--gtest_filter=GpuMemory.*:GpuReplicas.*:GpuCompute.*'
 part profile          45 profile
+# Logical replicas on their own streams (issue 37.4): where gpu:0x4's step goes (streams overlapping?).
+part profile_x4       45 profile gpu:0x4 _x4
 
 IFS=, read -ra wanted <<<"${only#,}"
 for w in "${wanted[@]}"; do

@@ -3,6 +3,7 @@
 // makes its context current with ContextGuard; every op on that thread allocates from and
 // computes on it. A thread with no context uses the process's default CPU context (every
 // core), which is what "no strategy" means.
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <vector>
@@ -31,14 +32,18 @@ class ComputeContext {
   int threads() const { return pool_->size(); }
   const std::vector<int>& cpus() const { return cpus_; }
   /// The backend's state for this device (null for the CPU).
-  void* native() const { return native_; }
+  void* native() const { return native_.load(std::memory_order_relaxed); }
+  /// Replaces it (DeviceOps::use_stream: the GPU queue this context computes on). The caller
+  /// orders the change with the threads that compute on the context (a strategy does it between
+  /// steps, before it hands the replicas their work).
+  void set_native(void* native) { native_.store(native, std::memory_order_relaxed); }
 
  private:
   Device device_;
   std::vector<int> cpus_;
   std::shared_ptr<Allocator> allocator_;
   std::unique_ptr<ThreadPool> pool_;
-  void* native_ = nullptr;
+  std::atomic<void*> native_{nullptr};
 };
 
 /// The context current on this thread (the default CPU context when none was set).

@@ -186,6 +186,11 @@ struct DeviceOps {
                                 void* after) = nullptr;
   /// The work queued on the context's compute stream from now on waits for `fence`.
   void (*wait_fence)(ComputeContext&, void* fence) = nullptr;
+  /// Moves the context to stream `stream` of its device (0: the stream every context of the
+  /// device shares; logical replicas of one GPU each take one of their own while a strategy runs
+  /// a step), its work from now on queued there after the work it queued so far (an event, no
+  /// host wait). Null where a device has one queue.
+  void (*use_stream)(ComputeContext&, int stream) = nullptr;
 };
 
 // ---- the registry (src/backend/registry.cpp: the one place that knows the backends) ----

@@ -1,11 +1,14 @@
 // The one place that knows which backends exist: a row per device kind (device_kind). An
 // optional backend is a plugin with a loader (cuda_loader.hpp).
+#include <atomic>
+#include <cstdint>
 #include <cstdlib>
 #include <string>
 
 #include "backend/capture.hpp"
 #include "backend/cpu/cpu_kernels.hpp"
 #include "backend/devices.hpp"
+#include "backend/emulated_gpu.hpp"
 #include "core/env.hpp"
 #include "lockstep/core/error.hpp"
 #include "backend/cuda_loader.hpp"
@@ -28,14 +31,19 @@ int emulated_gpus_from_env() {
   return static_cast<int>(*env::integer("LOCKSTEP_EMULATED_GPUS"));
 }
 
+std::atomic<std::int64_t> g_emulated_fences{0};  // recorded and not consumed (emulated_fences_pending)
+
 void* emulated_fence(ComputeContext&, bool) {
   static char mark;  // work on an emulated GPU is done when queued: every fence has passed
+  g_emulated_fences.fetch_add(1, std::memory_order_relaxed);
   return &mark;
 }
-void emulated_copy_beside(ComputeContext& ctx, void* dst, const void* host, std::size_t bytes, void*) {
+void emulated_copy_beside(ComputeContext& ctx, void* dst, const void* host, std::size_t bytes, void* after) {
+  if (after) g_emulated_fences.fetch_sub(1, std::memory_order_relaxed);
   if (bytes) cpu::device_ops().copy_from_host(ctx, dst, host, bytes);
 }
-void emulated_wait(ComputeContext&, void*) {}
+void emulated_wait(ComputeContext&, void*) { g_emulated_fences.fetch_sub(1, std::memory_order_relaxed); }
+void emulated_use_stream(ComputeContext&, int) {}  // one queue: the host's, in order
 
 const DeviceOps& emulated_device_ops() {
   static const DeviceOps ops = [] {
@@ -43,6 +51,7 @@ const DeviceOps& emulated_device_ops() {
     o.record_fence = emulated_fence;
     o.copy_from_host_beside = emulated_copy_beside;
     o.wait_fence = emulated_wait;
+    o.use_stream = emulated_use_stream;
     return o;
   }();
   return ops;
@@ -131,6 +140,8 @@ class GpuKind final : public DeviceKindBackend {
 };
 
 }  // namespace
+
+std::int64_t emulated_fences_pending() { return g_emulated_fences.load(std::memory_order_relaxed); }
 
 // The registry: a device kind's row. A new kind is a backend folder and a row here.
 const DeviceKindBackend& device_kind(DeviceKind kind) {

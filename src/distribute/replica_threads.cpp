@@ -1,8 +1,26 @@
 #include "distribute/replica_threads.hpp"
 
+#include <algorithm>
 #include <system_error>
 
+#include "backend/kernels.hpp"
+
 namespace lockstep::distribute {
+
+namespace {
+// Logical replicas of one GPU: the k-th replica of a device (k > 0) computes on stream k of it
+// while a step runs (`own`), and on stream 0, which every context of the device shares, between
+// steps, so that what the host does between steps (creating, assigning and reading variables)
+// runs in the order it is issued, as on one stream. use_stream orders each switch after the work
+// queued before it (no host wait); within the step the collectives' barriers order the replicas.
+void use_own_streams(const std::vector<Device>& devices, Strategy& strategy, bool own) {
+  for (std::size_t r = 1; r < devices.size(); ++r) {
+    const auto& ops = backend::device_ops(devices[r].kind);
+    const auto k = std::count(devices.begin(), devices.begin() + static_cast<std::ptrdiff_t>(r), devices[r]);
+    if (ops.use_stream && k > 0) ops.use_stream(strategy.context(static_cast<int>(r)), own ? static_cast<int>(k) : 0);
+  }
+}
+}  // namespace
 
 void Strategy::start_replica_threads() {
   const int n = num_local_replicas();
@@ -36,6 +54,7 @@ void Strategy::run_on_replicas(const std::function<void(ReplicaContext&)>& fn) {
   R.first_error = nullptr;
   R.first_error_replica = -1;
   R.fn = &fn;
+  use_own_streams(devices_, *this, true);  // before any replica queues work
   const int n = num_local_replicas();
   R.remaining.store(n - 1);
   for (auto& w : R.workers) w->job.fetch_add(1);
@@ -71,6 +90,11 @@ void Strategy::run_on_replicas(const std::function<void(ReplicaContext&)>& fn) {
   }
   R.fn = nullptr;
   ++steps_run_;
+  try {
+    use_own_streams(devices_, *this, false);  // every replica is done queueing
+  } catch (...) {
+    if (!R.first_error) throw;  // else the replica's error is the one to report
+  }
   if (R.first_error) {
     std::string what;
     try {

@@ -3,6 +3,7 @@
 #include <sstream>
 #include <thread>
 
+#include "backend/kernels.hpp"
 #include "backend/thread_pool.hpp"
 #include "distribute/cpu_pause.hpp"
 #include "lockstep/tensor/ops.hpp"
@@ -21,6 +22,12 @@ SharedMemoryGroup::SharedMemoryGroup(CollectiveImplementation implementation, in
     inputs_[p].resize(static_cast<std::size_t>(size));
   }
   for (int r = 0; r < size; ++r) member_generation_[static_cast<std::size_t>(r)].store(0);
+  const std::vector<Device>& devices = options.devices;
+  peers_.resize(static_cast<std::size_t>(size));
+  for (int r = 0; r < size && devices.size() == static_cast<std::size_t>(size); ++r)
+    for (int j = 0; j < size; ++j)
+      if (j != r && devices[r] == devices[j] && devices[r].kind != DeviceKind::kCpu) peers_[r].push_back(j);
+  for (auto& slot : fences_) slot.assign(static_cast<std::size_t>(size) * static_cast<std::size_t>(size), nullptr);
 }
 
 SharedMemoryGroup::~SharedMemoryGroup() { shutdown(); }
@@ -37,9 +44,30 @@ void SharedMemoryGroup::reset_transport() {
   for (int r = 0; r < size(); ++r) member_generation_[static_cast<std::size_t>(r)].store(gen);
   for (auto& slots : inputs_)
     for (auto& t : slots) t = Tensor();
+  // Fences of a barrier that failed: never waited for (their events are not reused).
+  for (auto& slot : fences_) slot.assign(slot.size(), nullptr);
 }
 
 void SharedMemoryGroup::arrive_and_wait(int rank, const CollectiveCall& call, const Deadline& deadline) {
+  const auto& peers = peers_[static_cast<std::size_t>(rank)];
+  backend::ComputeContext* ctx = peers.empty() ? nullptr : &backend::current_context();
+  const backend::DeviceOps* ops = ctx ? &backend::device_ops(ctx->device().kind) : nullptr;
+  if (!ops || !ops->record_fence) return arrive_and_wait_host(rank, call, deadline);
+  const std::size_t n = static_cast<std::size_t>(size()), r = static_cast<std::size_t>(rank);
+  // Recorded before this member arrives, waited for by each peer after the barrier opens; the
+  // slot of this generation is free (its previous fences were waited for before their waiters
+  // arrived at the barrier in between).
+  auto& mine = fences_[generation_.load() & 1];
+  for (int j : peers) mine[r * n + static_cast<std::size_t>(j)] = ops->record_fence(*ctx, false);
+  arrive_and_wait_host(rank, call, deadline);
+  for (int j : peers) {
+    void*& f = mine[static_cast<std::size_t>(j) * n + r];
+    ops->wait_fence(*ctx, f);
+    f = nullptr;
+  }
+}
+
+void SharedMemoryGroup::arrive_and_wait_host(int rank, const CollectiveCall& call, const Deadline& deadline) {
   check_failed(rank, call);
   const std::uint64_t gen = generation_.load();
   member_generation_[static_cast<std::size_t>(rank)].store(gen + 1);

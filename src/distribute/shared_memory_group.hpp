@@ -27,8 +27,12 @@ class SharedMemoryGroup : public GroupBase {
 
   /// A barrier over the members that spins briefly, then sleeps: peers on other cores arrive
   /// within microseconds, but a spinning waiter on an oversubscribed machine steals the core
-  /// its peer needs (DESIGN-NOTES).
+  /// its peer needs (DESIGN-NOTES). On the device too: the work each member queued before it
+  /// runs before the work any member of its GPU queues after it (device fences, no host wait),
+  /// so logical replicas of one GPU on streams of their own read each other's tensors safely.
   void arrive_and_wait(int rank, const CollectiveCall& call, const Deadline& deadline);
+  /// The host part of arrive_and_wait.
+  void arrive_and_wait_host(int rank, const CollectiveCall& call, const Deadline& deadline);
   [[noreturn]] void throw_mismatch(int rank, const CollectiveCall& call, int parity, const Deadline& deadline);
   /// Publishes this member's signature (and input, when `publish_input`), waits for every
   /// member, and throws the mismatch error when they disagree (the group stays usable).
@@ -50,6 +54,13 @@ class SharedMemoryGroup : public GroupBase {
   std::atomic<int> sleepers_{0};
   std::mutex mu_;
   std::condition_variable cv_;
+  // Device fences of the barrier: peers_[r] are the other members on member r's GPU (from
+  // CollectiveOptions::devices; none on CPUs or without devices, whose work runs in order);
+  // fences_[parity of the barrier's generation][from * size() + to] is a fence `from` recorded
+  // before it arrived, which `to` waits for once the barrier opened (each consumed once). Two
+  // slots: `from` records its next barrier's fences while `to` may not have waited on these yet.
+  std::vector<std::vector<int>> peers_;
+  std::vector<void*> fences_[2];
 };
 
 }  // namespace lockstep::distribute

@@ -7,6 +7,7 @@
 #include <random>
 #include <thread>
 
+#include "backend/emulated_gpu.hpp"
 #include "common/relative_error.hpp"
 #include "gpu_test_util.hpp"
 
@@ -16,15 +17,20 @@ using namespace lockstep::gpu_test;
 using lockstep::test::max_rel_diff;
 
 namespace {
-// fn(rank, communicator) on one thread per member, member r on a context of devices[r].
+// fn(rank, communicator) on one thread per member, member r on a context of devices[r]: on
+// stream r of its GPU with `own_streams` (as a strategy's logical replicas compute in a step),
+// else on the stream the GPU's contexts share.
 std::vector<std::exception_ptr> run_members(CollectiveGroup& group, const std::vector<Device>& devices,
-                                            const std::function<void(int, Communicator&)>& fn) {
+                                            const std::function<void(int, Communicator&)>& fn,
+                                            bool own_streams = false) {
   std::vector<std::exception_ptr> errors(static_cast<std::size_t>(group.size()));
   std::vector<std::thread> threads;
   for (int r = 0; r < group.size(); ++r) {
     threads.emplace_back([&, r] {
       try {
         const auto ctx = make_compute_context(devices[static_cast<std::size_t>(r)]);
+        const auto use_stream = backend::device_ops(ctx->device().kind).use_stream;
+        if (own_streams && use_stream) use_stream(*ctx, r);
         ComputeScope scope(*ctx);
         fn(r, group.member(r));
       } catch (...) {
@@ -43,7 +49,8 @@ std::vector<float> member_values(int r, std::int64_t n) {
 }
 
 // The collectives' results on `devices`, checked against sums computed here in member order.
-void check_collectives(CollectiveImplementation impl, const std::vector<Device>& devices, bool exact) {
+void check_collectives(CollectiveImplementation impl, const std::vector<Device>& devices, bool exact,
+                       bool own_streams = false) {
   const int n = static_cast<int>(devices.size());
   const std::int64_t len = 1000003;  // not a multiple of anything
   auto group = make_collective_group(impl, n, {.timeout = std::chrono::seconds(60), .devices = devices});
@@ -74,7 +81,7 @@ void check_collectives(CollectiveImplementation impl, const std::vector<Device>&
     c.broadcast(b, n - 1)->wait();
     got_bcast[ru] = b.to_vector<float>();
     c.barrier()->wait();
-  });
+  }, own_streams);
   for (int r = 0; r < n; ++r)
     if (errors[static_cast<std::size_t>(r)]) std::rethrow_exception(errors[static_cast<std::size_t>(r)]);
   std::vector<float> scattered(static_cast<std::size_t>(chunk * n), 0.0f);
@@ -143,8 +150,38 @@ std::vector<std::vector<float>> train(Strategy* strategy, const Batches& b) {
 TEST(GpuReplicas, CollectivesAmongLogicalReplicasOnOneGpu) {
   LOCKSTEP_REQUIRE_GPU();
   // The same chunks, combined in the same member order as on the CPU: the same bits.
-  check_collectives(CollectiveImplementation::kSharedMemory, std::vector<Device>(4, Device{DeviceKind::kCuda, 0}),
-                    true);
+  const std::vector<Device> one_gpu(4, Device{DeviceKind::kCuda, 0});
+  check_collectives(CollectiveImplementation::kSharedMemory, one_gpu, true);
+  // Each member on a stream of its own: the group's barriers order the streams (device fences).
+  check_collectives(CollectiveImplementation::kSharedMemory, one_gpu, true, true);
+}
+
+// The device fences of the group's barriers, counted on emulated GPUs (which cannot run the
+// ordering itself): each one recorded is waited for exactly once, by replicas of one GPU only.
+TEST(GpuReplicas, EveryFenceOfACollectiveIsWaitedForOnce) {
+  LOCKSTEP_REQUIRE_GPUS(2);
+  if (!backend::device_kind(DeviceKind::kCuda).emulated()) GTEST_SKIP() << "counts the fences of emulated GPUs";
+  const std::int64_t before = backend::emulated_fences_pending();
+  for (const auto& devices : {std::vector<Device>(3, Device{DeviceKind::kCuda, 0}),
+                              std::vector<Device>{Device{DeviceKind::kCuda, 0}, Device{DeviceKind::kCuda, 1}}}) {
+    auto group = make_collective_group(CollectiveImplementation::kSharedMemory, static_cast<int>(devices.size()),
+                                       {.timeout = std::chrono::seconds(60), .devices = devices});
+    const auto errors = run_members(*group, devices, [](int r, Communicator& c) {
+      for (int i = 0; i < 5; ++i) {
+        Tensor t = Tensor::full({7}, static_cast<double>(r + i));
+        c.all_reduce(t, ReduceOp::kSum)->wait();
+        c.barrier()->wait();
+      }
+    }, true);
+    for (const auto& e : errors)
+      if (e) std::rethrow_exception(e);
+  }
+  EXPECT_EQ(backend::emulated_fences_pending(), before);
+  // And a strategy's steps on logical replicas of one GPU leave none behind either.
+  MirroredStrategy three({.devices = {"gpu:0x3"}});
+  const Batches b = make_batches({12, 7});
+  (void)train(&three, b);
+  EXPECT_EQ(backend::emulated_fences_pending(), before);
 }
 
 TEST(GpuReplicas, CollectivesOverNcclAcrossGpus) {

@@ -54,7 +54,8 @@ const char* collective_implementation_name(CollectiveImplementation implementati
 struct CollectiveOptions {
   /// How long a member waits for a peer inside a collective, and Work::wait()'s default.
   std::chrono::milliseconds timeout{std::chrono::minutes(5)};
-  /// kNccl: member r's GPU (devices[r]); the other implementations ignore it.
+  /// Member r's device (devices[r]): kNccl's GPUs; the shared-memory groups order the device work
+  /// of members on one GPU at their barriers (their streams may differ); else ignored. Empty: none.
   std::vector<Device> devices;
 };
 

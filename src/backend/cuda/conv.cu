@@ -103,14 +103,15 @@ int narrow(std::int64_t v, const char* what) {
   return static_cast<int>(v);
 }
 
-DnnState& dnn_state(CudaDevice& dev) {  // g_dnn_mu held
-  DnnState*& s = g_dnn[static_cast<std::size_t>(dev.index)];
+// The device's handle, queueing on `lane` (the lanes of a GPU share one handle, under g_dnn_mu).
+DnnState& dnn_state(CudaLane& lane) {  // g_dnn_mu held
+  DnnState*& s = g_dnn[static_cast<std::size_t>(lane.device->index)];
   if (!s) {
     auto st = std::make_unique<DnnState>();
     check_dnn(cudnnCreate(&st->handle), "cudnnCreate");
-    check_dnn(cudnnSetStream(st->handle, dev.stream), "cudnnSetStream");
     s = st.release();
   }
+  check_dnn(cudnnSetStream(s->handle, lane.stream), "cudnnSetStream");
   return *s;
 }
 
@@ -251,7 +252,7 @@ std::string cudnn_version() {
 
 void conv2d(ComputeContext& ctx, const Conv2dDesc& d, const void* x, const void* w, const void* bias, void* y) {
   if (d.n * d.oh * d.ow * d.oc == 0) return;
-  CudaDevice& dev = device(ctx);
+  CudaLane& dev = lane(ctx);
   const std::unique_ptr<Scratch> w_krsc = krsc_kernel(ctx, dev.stream, d, w);
   {
     Locked locked;
@@ -274,7 +275,7 @@ void conv2d(ComputeContext& ctx, const Conv2dDesc& d, const void* x, const void*
 
 void conv2d_backward_data(ComputeContext& ctx, const Conv2dDesc& d, const void* w, const void* dy, void* dx) {
   if (d.n * d.h * d.w * d.c == 0) return;
-  CudaDevice& dev = device(ctx);
+  CudaLane& dev = lane(ctx);
   if (d.oh * d.ow * d.oc == 0) {
     check(cudaMemsetAsync(dx, 0, static_cast<std::size_t>(d.n * d.h * d.w * d.c) * sizeof(float), dev.stream),
           "cudaMemsetAsync");
@@ -309,7 +310,7 @@ void conv2d_backward_data(ComputeContext& ctx, const Conv2dDesc& d, const void* 
 
 void conv2d_backward_weights(ComputeContext& ctx, const Conv2dDesc& d, const void* x, const void* dy, void* dw,
                              void* db) {
-  CudaDevice& dev = device(ctx);
+  CudaLane& dev = lane(ctx);
   const std::int64_t kn = kernel_rows(d);
   if (d.n * d.oh * d.ow == 0) {  // no terms: zero gradients
     check(cudaMemsetAsync(dw, 0, static_cast<std::size_t>(kn * d.oc) * sizeof(float), dev.stream), "cudaMemsetAsync");

@@ -92,32 +92,50 @@ CudaDevice& device_state(int index) {
     d->index = index;
     d->name = device_name(index);
     check(cudaSetDevice(index), "cudaSetDevice");
-    check(cudaStreamCreateWithFlags(&d->stream, cudaStreamNonBlocking), "cudaStreamCreate");
-    check(cudaStreamCreateWithFlags(&d->copy_stream, cudaStreamNonBlocking), "cudaStreamCreate (copies)");
     d->staging = make_staging_pool(index).release();  // leaked with the device
-    check(cublasLtCreate(&d->lt), "cublasLtCreate");
-    d->workspace_bytes = std::size_t{32} << 20;  // what cuBLAS itself reserves on Hopper
-    check(cudaMalloc(&d->workspace, d->workspace_bytes), "cudaMalloc (cuBLASLt workspace)");
     g_devices[static_cast<std::size_t>(index)] = d.release();
   }
   return *g_devices[static_cast<std::size_t>(index)];
 }
 
-CudaDevice& device(ComputeContext& ctx) {
-  auto* d = static_cast<CudaDevice*>(ctx.native());
-  if (!d) throw InternalError("a CUDA kernel ran on the non-CUDA context of " + ctx.device().str());
-  // Cheap when it is current already; a thread may serve contexts of several GPUs.
-  check(cudaSetDevice(d->index), "cudaSetDevice");
-  return *d;
+CudaLane& lane_state(int index, int k) {
+  CudaDevice& d = device_state(index);
+  if (k < 0 || k >= CudaDevice::kMaxLanes)
+    throw InternalError("stream " + std::to_string(k) + " of gpu:" + std::to_string(index) + " asked for: a GPU has " +
+                        std::to_string(CudaDevice::kMaxLanes) + " (0 .. " + std::to_string(CudaDevice::kMaxLanes - 1) +
+                        ")");
+  std::lock_guard<std::mutex> lock(d.lanes_mu);
+  CudaLane*& slot = d.lanes[k];
+  if (!slot) {
+    auto l = std::make_unique<CudaLane>();
+    l->device = &d;
+    l->index = k;
+    check(cudaSetDevice(index), "cudaSetDevice");
+    check(cudaStreamCreateWithFlags(&l->stream, cudaStreamNonBlocking), "cudaStreamCreate");
+    check(cudaStreamCreateWithFlags(&l->copy_stream, cudaStreamNonBlocking), "cudaStreamCreate (copies)");
+    check(cublasLtCreate(&l->lt), "cublasLtCreate");
+    l->workspace_bytes = std::size_t{32} << 20;  // what cuBLAS itself reserves on Hopper
+    check(cudaMalloc(&l->workspace, l->workspace_bytes), "cudaMalloc (cuBLASLt workspace)");
+    slot = l.release();
+  }
+  return *slot;
 }
 
-void* stream_of(ComputeContext& ctx) { return device(ctx).stream; }
+CudaLane& lane(ComputeContext& ctx) {
+  auto* l = static_cast<CudaLane*>(ctx.native());
+  if (!l) throw InternalError("a CUDA kernel ran on the non-CUDA context of " + ctx.device().str());
+  // Cheap when it is current already; a thread may serve contexts of several GPUs.
+  check(cudaSetDevice(l->device->index), "cudaSetDevice");
+  return *l;
+}
+
+void* stream_of(ComputeContext& ctx) { return stream(ctx); }
 
 std::unique_ptr<ComputeContext> make_context(Device dev, const ContextOptions& options) {
-  CudaDevice& d = device_state(dev.index);
-  auto alloc = std::make_shared<CudaCachingAllocator>(CudaMemory{d.index, dev.str() + " (" + d.name + ")"},
+  CudaLane& l = lane_state(dev.index, 0);
+  auto alloc = std::make_shared<CudaCachingAllocator>(CudaMemory{dev.index, dev.str() + " (" + l.device->name + ")"},
                                                       options.memory_limit);
-  return std::make_unique<ComputeContext>(dev, std::move(alloc), &d);
+  return std::make_unique<ComputeContext>(dev, std::move(alloc), &l);
 }
 
 void read_back(ComputeContext& ctx, void* host, const void* dev, std::size_t bytes) {
@@ -137,73 +155,88 @@ int device_of_pointer(const void* p) {
 }
 
 // DeviceOps may run with a CPU context current (a host thread assigning a variable's GPU
-// copy, reading a result): then the GPU is the one that holds the memory.
-CudaDevice& device_for(ComputeContext& ctx, const void* dev_ptr) {
-  if (ctx.native()) return device(ctx);
+// copy, reading a result): then on lane 0 of the GPU that holds the memory.
+CudaLane& lane_for(ComputeContext& ctx, const void* dev_ptr) {
+  if (ctx.native()) return lane(ctx);
   const int idx = device_of_pointer(dev_ptr);
   if (idx < 0) throw InternalError("a CUDA memory operation on " + ctx.device().str() + " got a pointer that is not "
                                    "GPU memory");
-  CudaDevice& d = device_state(idx);
+  CudaLane& l = lane_state(idx, 0);
   check(cudaSetDevice(idx), "cudaSetDevice");
-  return d;
+  return l;
 }
 
 void copy(ComputeContext& ctx, void* dst, const void* src, std::size_t bytes) {
   if (!bytes || dst == src) return;
-  CudaDevice& d = device_for(ctx, dst);
+  CudaLane& l = lane_for(ctx, dst);
+  const int index = l.device->index;
   // Between two GPUs (a broadcast from replica 0): the source's stream may still be writing it,
   // and the copy must be done before that device reuses the block.
   int other = -1;
   if (device_count() > 1) {
     const int from = device_of_pointer(src), to = device_of_pointer(dst);
-    other = from >= 0 && from != d.index ? from : to >= 0 && to != d.index ? to : -1;
+    other = from >= 0 && from != index ? from : to >= 0 && to != index ? to : -1;
   }
-  if (other >= 0) {
-    check(cudaStreamSynchronize(device_state(other).stream), "cudaStreamSynchronize (peer)");
-    check(cudaSetDevice(d.index), "cudaSetDevice");
+  if (other >= 0) {  // one replica per GPU there (device_layout): its work is on lane 0
+    check(cudaStreamSynchronize(lane_state(other, 0).stream), "cudaStreamSynchronize (peer)");
+    check(cudaSetDevice(index), "cudaSetDevice");
   }
-  check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, d.stream), "cudaMemcpyAsync (device to device)");
-  if (other >= 0) check(cudaStreamSynchronize(d.stream), "cudaStreamSynchronize");
+  check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, l.stream), "cudaMemcpyAsync (device to device)");
+  if (other >= 0) check(cudaStreamSynchronize(l.stream), "cudaStreamSynchronize");
 }
 
 void copy_to_host(ComputeContext& ctx, void* host, const void* src, std::size_t bytes) {
   if (!bytes) return;
-  cudaStream_t s = device_for(ctx, src).stream;
+  cudaStream_t s = lane_for(ctx, src).stream;
   check(cudaMemcpyAsync(host, src, bytes, cudaMemcpyDeviceToHost, s), "cudaMemcpyAsync (to host)");
   check(cudaStreamSynchronize(s), "cudaStreamSynchronize");
 }
 
 void copy_from_host(ComputeContext& ctx, void* dst, const void* host, std::size_t bytes) {
   if (!bytes) return;
-  CudaDevice& d = device_for(ctx, dst);
-  copy_host_to_device(d, d.stream, dst, host, bytes);
+  CudaLane& l = lane_for(ctx, dst);
+  copy_host_to_device(*l.device, l.stream, dst, host, bytes);
 }
 
 void* record_fence(ComputeContext& ctx, bool copy_stream) {
-  CudaDevice& d = device(ctx);
-  cudaEvent_t e = take_event(d);
-  check(cudaEventRecord(e, copy_stream ? d.copy_stream : d.stream), "cudaEventRecord (fence)");
+  CudaLane& l = lane(ctx);
+  cudaEvent_t e = take_event(*l.device);
+  check(cudaEventRecord(e, copy_stream ? l.copy_stream : l.stream), "cudaEventRecord (fence)");
   return e;
 }
 
 void copy_from_host_beside(ComputeContext& ctx, void* dst, const void* host, std::size_t bytes, void* after) {
-  CudaDevice& d = device(ctx);
+  CudaLane& l = lane(ctx);
   if (after) {
     // The wait takes the event's state now: the event may go back to the pool at once.
-    check(cudaStreamWaitEvent(d.copy_stream, static_cast<cudaEvent_t>(after), 0), "cudaStreamWaitEvent (copy)");
-    give_event(d, static_cast<cudaEvent_t>(after));
+    check(cudaStreamWaitEvent(l.copy_stream, static_cast<cudaEvent_t>(after), 0), "cudaStreamWaitEvent (copy)");
+    give_event(*l.device, static_cast<cudaEvent_t>(after));
   }
-  if (bytes) copy_host_to_device(d, d.copy_stream, dst, host, bytes);
+  if (bytes) copy_host_to_device(*l.device, l.copy_stream, dst, host, bytes);
 }
 
 void wait_fence(ComputeContext& ctx, void* fence) {
-  CudaDevice& d = device(ctx);
-  check(cudaStreamWaitEvent(d.stream, static_cast<cudaEvent_t>(fence), 0), "cudaStreamWaitEvent (compute)");
-  give_event(d, static_cast<cudaEvent_t>(fence));
+  CudaLane& l = lane(ctx);
+  check(cudaStreamWaitEvent(l.stream, static_cast<cudaEvent_t>(fence), 0), "cudaStreamWaitEvent (compute)");
+  give_event(*l.device, static_cast<cudaEvent_t>(fence));
+}
+
+void use_stream(ComputeContext& ctx, int k) {
+  CudaLane& from = lane(ctx);
+  CudaLane& to = lane_state(from.device->index, k);
+  if (&to == &from) return;
+  // The new lane's work waits for what the context queued on the old one (and for everything
+  // else queued there before now): recorded before it is waited on, and given back once the
+  // wait is queued (a wait takes the event's state when it is called).
+  cudaEvent_t e = take_event(*from.device);
+  check(cudaEventRecord(e, from.stream), "cudaEventRecord (stream switch)");
+  check(cudaStreamWaitEvent(to.stream, e, 0), "cudaStreamWaitEvent (stream switch)");
+  give_event(*from.device, e);
+  ctx.set_native(&to);
 }
 
 void zero(ComputeContext& ctx, void* dst, std::size_t bytes) {
-  if (bytes) check(cudaMemsetAsync(dst, 0, bytes, device_for(ctx, dst).stream), "cudaMemsetAsync");
+  if (bytes) check(cudaMemsetAsync(dst, 0, bytes, lane_for(ctx, dst).stream), "cudaMemsetAsync");
 }
 }  // namespace
 
@@ -212,9 +245,10 @@ bool equal_bytes(ComputeContext& ctx, const void* a, const void* b, std::size_t 
   if (bytes == 0 || a == b) return true;
   if (ctx.native()) return equal_bytes_on(ctx, a, b, bytes);
   // A host thread comparing two GPU tensors (check_mirrored): on their GPU's context.
-  CudaDevice& d = device_for(ctx, a);
-  ComputeContext gpu(Device{DeviceKind::kCuda, d.index},
-                     std::make_shared<CudaCachingAllocator>(CudaMemory{d.index, "gpu:" + std::to_string(d.index)}), &d);
+  CudaLane& l = lane_for(ctx, a);
+  const int index = l.device->index;
+  ComputeContext gpu(Device{DeviceKind::kCuda, index},
+                     std::make_shared<CudaCachingAllocator>(CudaMemory{index, "gpu:" + std::to_string(index)}), &l);
   return equal_bytes_on(gpu, a, b, bytes);
 }
 
@@ -226,7 +260,8 @@ const DeviceOps& device_ops() {
                              .equal_bytes = equal_bytes,
                              .record_fence = record_fence,
                              .copy_from_host_beside = copy_from_host_beside,
-                             .wait_fence = wait_fence};
+                             .wait_fence = wait_fence,
+                             .use_stream = use_stream};
   return ops;
 }
 

@@ -46,31 +46,45 @@ struct GemmKey {
 };
 struct GemmPlan;  // gemm.cu
 
-/// One per physical GPU, made on first use and kept for the process (as the CUDA runtime's
-/// own per-device state is): every context of the device enqueues on its one stream, so work
-/// from several logical replicas (and the collectives between them) runs in the order the host
-/// issued it, and memory freed on the host is reused only by work queued after it.
-struct CudaDevice {
+struct CudaDevice;
+
+/// One of a GPU's queues of work: a compute stream, a copy stream beside it and a cuBLASLt handle
+/// with its workspace. Lane 0 is the one every context of the device queues on (so work from
+/// several contexts, and the collectives between them, runs in the order the host issued it, and
+/// memory freed on the host is reused only by work queued after it); while a strategy runs a step,
+/// each further logical replica of the GPU queues on a lane of its own (use_stream), joined to
+/// lane 0 by events before and after the step and to its peers by the collectives' barriers.
+struct CudaLane {
+  CudaDevice* device = nullptr;
   int index = 0;
-  std::string name;
   cudaStream_t stream = nullptr;
   cublasLtHandle_t lt = nullptr;
   void* workspace = nullptr;  // cuBLASLt's, used by one GEMM at a time (the stream orders them)
   std::size_t workspace_bytes = 0;
   // Held while a GEMM is queued: one cublasLtMatmul may queue several kernels that share the
-  // workspace (split-K and its reduction, a clear of stream-K's counters), and the threads of
-  // several logical replicas queue on the one stream; without it their kernels could interleave.
+  // workspace (split-K and its reduction, a clear of stream-K's counters), and several threads
+  // may queue on one lane; without it their kernels could interleave.
   std::mutex gemm_mu;
-  std::mutex plans_mu;
-  std::map<GemmKey, GemmPlan*> plans;  // leaked with the device
-  // Pinned blocks that host-to-device copies go through, so that the host does not wait for
-  // them (staging.cpp).
-  StagingPool* staging = nullptr;
   // Copies started ahead of their use (DeviceOps::copy_from_host_beside) run here, beside the
   // compute stream, ordered against it by events.
   cudaStream_t copy_stream = nullptr;
+};
+
+/// One per physical GPU, made on first use and kept for the process (as the CUDA runtime's
+/// own per-device state is), with its lanes.
+struct CudaDevice {
+  static constexpr int kMaxLanes = 64;  // gpu:NxK allows K <= 64
+  int index = 0;
+  std::string name;
+  std::mutex plans_mu;
+  std::map<GemmKey, GemmPlan*> plans;  // leaked with the device; a plan serves every lane
+  // Pinned blocks that host-to-device copies go through, so that the host does not wait for
+  // them (staging.cpp).
+  StagingPool* staging = nullptr;
   std::mutex events_mu;
   std::vector<cudaEvent_t> free_events;  // for fences; leaked with the device
+  std::mutex lanes_mu;
+  CudaLane* lanes[kMaxLanes] = {};  // made on first use (lane_state), leaked with the device
 };
 
 /// The staging pool of GPU `device` (made with its state).
@@ -83,11 +97,14 @@ void copy_host_to_device(CudaDevice& d, cudaStream_t stream, void* dst, const vo
 cudaEvent_t take_event(CudaDevice& d);
 void give_event(CudaDevice& d, cudaEvent_t e);
 
-/// The device state of a CUDA context; makes its GPU current on the calling thread.
-CudaDevice& device(ComputeContext& ctx);
-inline cudaStream_t stream(ComputeContext& ctx) { return device(ctx).stream; }
+/// The lane a CUDA context queues on; makes its GPU current on the calling thread.
+CudaLane& lane(ComputeContext& ctx);
+inline CudaDevice& device(ComputeContext& ctx) { return *lane(ctx).device; }
+inline cudaStream_t stream(ComputeContext& ctx) { return lane(ctx).stream; }
 /// Device state of GPU `index` (made on first use); throws ValueError when there is none.
 CudaDevice& device_state(int index);
+/// Lane `k` of GPU `index` (made on first use: two streams, a cuBLASLt handle, its workspace).
+CudaLane& lane_state(int index, int k);
 
 /// Device memory for a kernel's scratch (partial sums, a result to read back), from the
 /// context's allocator; released when it goes out of scope (work queued after on the same

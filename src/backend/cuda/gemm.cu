@@ -40,7 +40,7 @@ std::uint32_t alignment(const void* p) {
 }
 
 template <typename F>
-GemmPlan* make_plan(CudaDevice& d, const GemmKey& key, std::uint32_t align_a, std::uint32_t align_b,
+GemmPlan* make_plan(CudaLane& d, const GemmKey& key, std::uint32_t align_a, std::uint32_t align_b,
                     std::uint32_t align_c) {
   const cudaDataType_t dt = data_type<F>();
   const cublasComputeType_t compute =
@@ -101,7 +101,7 @@ template <typename F>
 void gemm(ComputeContext& ctx, bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k, float alpha,
           const void* a, std::int64_t lda, const void* b, std::int64_t ldb, float beta, void* c, std::int64_t ldc) {
   if (m == 0 || n == 0) return;
-  CudaDevice& d = device(ctx);
+  CudaLane& d = lane(ctx);
   if (k == 0) {
     scale_kernel<F><<<blocks_for(m * n), kThreads, 0, d.stream>>>(static_cast<F*>(c), m, n, ldc, beta);
     check_launch("gemm (k = 0)");
@@ -114,9 +114,10 @@ void gemm(ComputeContext& ctx, bool ta, bool tb, std::int64_t m, std::int64_t n,
               (static_cast<int>(data_type<F>()) << 24) | (lg(al_a) << 16) | (lg(al_b) << 8) | lg(al_c), beta == 0.0f};
   GemmPlan* plan = nullptr;
   {
-    std::lock_guard<std::mutex> lock(d.plans_mu);
-    auto it = d.plans.find(key);
-    if (it == d.plans.end()) it = d.plans.emplace(key, make_plan<F>(d, key, al_a, al_b, al_c)).first;
+    std::lock_guard<std::mutex> lock(d.device->plans_mu);
+    auto& plans = d.device->plans;
+    auto it = plans.find(key);
+    if (it == plans.end()) it = plans.emplace(key, make_plan<F>(d, key, al_a, al_b, al_c)).first;
     plan = it->second;
   }
   const std::lock_guard<std::mutex> queue(d.gemm_mu);

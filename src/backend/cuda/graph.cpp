@@ -12,12 +12,12 @@ namespace lockstep::backend::cuda {
 std::string capture_refusal() { return {}; }
 
 void begin_capture(ComputeContext& ctx) {
-  check(cudaStreamBeginCapture(device(ctx).stream, cudaStreamCaptureModeThreadLocal), "cudaStreamBeginCapture");
+  check(cudaStreamBeginCapture(stream(ctx), cudaStreamCaptureModeThreadLocal), "cudaStreamBeginCapture");
 }
 
 std::shared_ptr<void> end_capture(ComputeContext& ctx, bool keep) {
   cudaGraph_t graph = nullptr;
-  const cudaError_t ended = cudaStreamEndCapture(device(ctx).stream, &graph);
+  const cudaError_t ended = cudaStreamEndCapture(stream(ctx), &graph);
   if (!keep || ended != cudaSuccess) {
     if (graph) (void)cudaGraphDestroy(graph);
     if (keep) check(ended, "cudaStreamEndCapture");
@@ -32,7 +32,7 @@ std::shared_ptr<void> end_capture(ComputeContext& ctx, bool keep) {
 }
 
 void replay(ComputeContext& ctx, void* graph) {
-  check(cudaGraphLaunch(static_cast<cudaGraphExec_t>(graph), device(ctx).stream), "cudaGraphLaunch");
+  check(cudaGraphLaunch(static_cast<cudaGraphExec_t>(graph), stream(ctx)), "cudaGraphLaunch");
 }
 
 }  // namespace lockstep::backend::cuda
