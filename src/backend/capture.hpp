@@ -10,8 +10,9 @@ namespace lockstep::backend {
 /// or null where it can: the one rule of which kernels a replay can repeat. A kernel that returns
 /// its result to the host (the op list's return type is not void: sum_squares, first_outside)
 /// makes the host wait and decide on the value each step; a kernel that takes the step's own
-/// numbers as host arguments (the optimizer updates' learning rate and bias corrections, dropout's
-/// step) would have them frozen at the captured step's values.
+/// numbers as host arguments (dropout's step) would have them frozen at the captured step's
+/// values. The optimizer updates read theirs (learning rate, bias corrections) from the step's
+/// block in device memory (lockstep/core/step_state.hpp), so they replay right.
 const char* kernel_capture_refusal(KernelOp op);
 
 /// Captures the work this thread queues on `ctx` between begin_capture and end_capture into a

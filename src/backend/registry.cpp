@@ -191,11 +191,6 @@ const char* kernel_capture_refusal(KernelOp op) {
   };
   if (returns_to_host[static_cast<std::size_t>(op)]) return "returns its result to the host";
   switch (op) {
-    case KernelOp::kSgdUpdate:
-    case KernelOp::kSgdUpdateSummed:
-    case KernelOp::kAdamUpdate:
-    case KernelOp::kAdamUpdateSummed:
-      return "takes the step's learning rate and bias corrections as host values, which a replay would freeze";
     case KernelOp::kDropoutMask:
     case KernelOp::kAttention:
     case KernelOp::kAttentionBackward:

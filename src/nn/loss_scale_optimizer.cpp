@@ -57,8 +57,8 @@ void LossScaleOptimizer::set_state(double scale, std::int64_t counter, std::int6
   skipped_ = skipped;
 }
 
-void LossScaleOptimizer::update(const Variable& var, const Tensor& grad, double lr, std::int64_t step) {
-  inner_->update(var, grad, lr, step);
+void LossScaleOptimizer::update(const Variable& var, const Tensor& grad, const Tensor& step_block) {
+  inner_->update(var, grad, step_block);
 }
 
 std::vector<std::string> LossScaleOptimizer::slot_names() const { return inner_->slot_names(); }

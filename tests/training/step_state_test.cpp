@@ -1,10 +1,12 @@
 // The step's numbers as a captured step needs them: what jit_compile's check says about the
 // optimizer's learning rate (a schedule the device can evaluate passes; a function of one's own
-// is named).
+// is named), and the count each replica's step block holds following the host's (set_iterations)
+// and Keras' rule that a skipped step does not count.
 #include <gtest/gtest.h>
 
 #include "lockstep/layers/core_layers.hpp"
 #include "lockstep/losses/loss.hpp"
+#include "lockstep/optimizers/loss_scale_optimizer.hpp"
 #include "lockstep/optimizers/schedules.hpp"
 #include "lockstep/training/sequential.hpp"
 #include "training/model_io_test_util.hpp"
@@ -30,6 +32,41 @@ TEST(StepState, ALearningRateFunctionIsNamedAsWhatKeepsAStepFromBeingCaptured) {
   const std::string keras = reason_after_a_step(optimizers::schedules::CosineDecay(1e-3, 100));
   EXPECT_EQ(keras.find("learning-rate schedule"), std::string::npos) << keras;
   EXPECT_NE(keras.find("the CPU runs each kernel on the host"), std::string::npos) << keras;  // checked all the same
+}
+
+TEST(StepState, TheDeviceCountFollowsSetIterations) {
+  // lr 1 up to step 50, then 0: a step at a count past 50 leaves the weights alone.
+  auto opt = optimizers::get("sgd", optimizers::schedules::PiecewiseConstantDecay({50}, {1.0, 0.0}));
+  Variable w(Tensor::from_vector(std::vector<float>{0.0f}, Shape{1}), "w");
+  const Tensor g = Tensor::from_vector(std::vector<float>{1.0f}, Shape{1});
+  opt->apply_gradients({{g, w}});
+  opt->apply_gradients({{g, w}});
+  EXPECT_EQ(w.value().to_vector<float>()[0], -2.0f);
+  opt->set_iterations(100);
+  opt->apply_gradients({{g, w}});
+  EXPECT_EQ(w.value().to_vector<float>()[0], -2.0f) << "the step ran at the block's old count";
+  EXPECT_EQ(opt->iterations(), 101);
+  opt->set_iterations(7);
+  opt->apply_gradients({{g, w}});
+  EXPECT_EQ(w.value().to_vector<float>()[0], -3.0f);
+}
+
+TEST(StepState, ASkippedStepDoesNotCountForTheNextStepsBiasCorrection) {
+  // Keras 3: a step the loss scale skips leaves iterations alone, so the next finite step is
+  // Adam's first (t = 1), bit for bit a plain Adam's first step on the unscaled gradient.
+  optimizers::LossScaleOptimizer lso(optimizers::Adam(0.01), {.initial_scale = 4.0});
+  auto plain = optimizers::Adam(0.01);
+  Variable a(Tensor::from_vector(std::vector<float>{0.5f, -1.0f}, Shape{2}), "a");
+  Variable b(Tensor::from_vector(std::vector<float>{0.5f, -1.0f}, Shape{2}), "b");
+  lso.apply_gradients({{Tensor::from_vector(std::vector<float>{INFINITY, 1.0f}, Shape{2}), a}});
+  EXPECT_EQ(lso.iterations(), 0);
+  EXPECT_EQ(a.value().to_vector<float>(), (std::vector<float>{0.5f, -1.0f}));
+  for (int step = 0; step < 3; ++step) {
+    lso.apply_gradients({{Tensor::from_vector(std::vector<float>{0.8f, -2.0f}, Shape{2}), a}});
+    plain->apply_gradients({{Tensor::from_vector(std::vector<float>{0.2f, -0.5f}, Shape{2}), b}});  // / 4
+    EXPECT_EQ(a.value().to_vector<float>(), b.value().to_vector<float>()) << "after step " << step;
+  }
+  EXPECT_EQ(lso.iterations(), 3);
 }
 
 }  // namespace
