@@ -34,6 +34,23 @@ TEST(StepState, ALearningRateFunctionIsNamedAsWhatKeepsAStepFromBeingCaptured) {
   EXPECT_NE(keras.find("the CPU runs each kernel on the host"), std::string::npos) << keras;  // checked all the same
 }
 
+TEST(StepState, ACountSetByTheHostInsideACheckedStepIsNamedButTheFirstStepsIsNot) {
+  set_random_seed(7);
+  Sequential m({layers::Dense(8, "relu", 4), layers::Dense(2, "softmax")}, "mlp");
+  m.compile(optimizers::Adam(1e-3), losses::SparseCategoricalCrossentropy());
+  m.optimizer()->set_iterations(3);  // a restored count: written as the blocks are made
+  m.train_step(inputs(8, 4), labels(8, 2));
+  EXPECT_EQ(m.jit_compile_reason().find("step count"), std::string::npos) << m.jit_compile_reason();
+  // Set between steps, the next (checked) step writes it from the host: a replay would repeat that.
+  m.optimizer()->set_iterations(10);
+  m.set_jit_compile(JitCompile::kAuto);  // checks the next step again
+  m.train_step(inputs(8, 4), labels(8, 2));
+  EXPECT_NE(m.jit_compile_reason().find("Adam's step count set by the host within the step (to 10)"),
+            std::string::npos)
+      << m.jit_compile_reason();
+  EXPECT_EQ(m.optimizer()->iterations(), 11);
+}
+
 TEST(StepState, TheDeviceCountFollowsSetIterations) {
   // lr 1 up to step 50, then 0: a step at a count past 50 leaves the weights alone.
   auto opt = optimizers::get("sgd", optimizers::schedules::PiecewiseConstantDecay({50}, {1.0, 0.0}));
