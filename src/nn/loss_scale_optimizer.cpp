@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "lockstep/tensor/ops.hpp"
+#include "lockstep/tensor/step_capture.hpp"
 
 namespace lockstep::optimizers {
 
@@ -23,6 +24,8 @@ LossScaleOptimizer::LossScaleOptimizer(OptimizerPtr inner, LossScaleOptions opti
 Tensor LossScaleOptimizer::scale_loss(const Tensor& loss) const { return scale(loss, static_cast<float>(scale_)); }
 
 bool LossScaleOptimizer::unscale(std::vector<Tensor>& grads) const {
+  if (StepCaptureCheck* check = current_step_capture_check())
+    check->block("the loss scale's finite check reads every gradient's sum of squares on the host");
   const auto inverse = static_cast<float>(1.0 / scale_);
   bool finite = true;
   for (auto& g : grads) {

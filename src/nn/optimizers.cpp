@@ -281,6 +281,9 @@ void Optimizer::apply_gradients_at(const std::vector<std::pair<Tensor, Variable>
                      "variable, before updating it unsharded");
     }
   }
+  if (StepCaptureCheck* check = current_step_capture_check(); check && !elementwise())
+    check->block(detail::concat(name(), "'s ", options_.global_clipnorm ? "global_clipnorm" : "clipnorm",
+                                " reads the gradients' norms on the host"));
   double global_scale = 1.0;
   if (options_.global_clipnorm) {
     double total = 0;

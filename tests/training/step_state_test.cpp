@@ -51,6 +51,31 @@ TEST(StepState, ACountSetByTheHostInsideACheckedStepIsNamedButTheFirstStepsIsNot
   EXPECT_EQ(m.optimizer()->iterations(), 11);
 }
 
+TEST(StepState, ClipnormAndTheLossScalesFiniteCheckAreNamedAsHostReads) {
+  const auto reason = [](optimizers::OptimizerPtr opt) {
+    set_random_seed(7);
+    Sequential m({layers::Dense(8, "relu", 4), layers::Dense(2, "softmax")}, "mlp");
+    m.compile(std::move(opt), losses::SparseCategoricalCrossentropy());
+    m.train_step(inputs(8, 4), labels(8, 2));
+    return m.jit_compile_reason();
+  };
+  optimizers::SGDOptions clip;
+  clip.clipnorm = 1.0;
+  const std::string clipped = reason(optimizers::SGD(clip));
+  EXPECT_NE(clipped.find("SGD's clipnorm reads the gradients' norms on the host"), std::string::npos) << clipped;
+  optimizers::AdamOptions global;
+  global.global_clipnorm = 1.0;
+  const std::string global_clipped = reason(optimizers::Adam(global));
+  EXPECT_NE(global_clipped.find("Adam's global_clipnorm reads"), std::string::npos) << global_clipped;
+  const std::string scaled = reason(optimizers::LossScale(optimizers::Adam(1e-3)));
+  EXPECT_NE(scaled.find("the loss scale's finite check reads every gradient's sum of squares on the host"),
+            std::string::npos)
+      << scaled;
+  const std::string plain = reason(optimizers::Adam(1e-3));  // neither without them
+  EXPECT_EQ(plain.find("clipnorm"), std::string::npos) << plain;
+  EXPECT_EQ(plain.find("finite check"), std::string::npos) << plain;
+}
+
 TEST(StepState, TheDeviceCountFollowsSetIterations) {
   // lr 1 up to step 50, then 0: a step at a count past 50 leaves the weights alone.
   auto opt = optimizers::get("sgd", optimizers::schedules::PiecewiseConstantDecay({50}, {1.0, 0.0}));
