@@ -26,7 +26,9 @@ int main(int argc, char** argv) {
   char* base = static_cast<char*>(std::aligned_alloc(4096, static_cast<std::size_t>(4 * stride)));
   if (!base) return 1;
   std::memset(base, 0, static_cast<std::size_t>(4 * stride));
-  const AdamStep s{.alpha = 1e-3f, .one_minus_b1 = 0.1f, .one_minus_b2 = 0.001f, .epsilon = 1e-7f, .decay = 0.f};
+  const AdamStep s{.one_minus_b1 = 0.1f, .one_minus_b2 = 0.001f, .epsilon = 1e-7f};
+  StepBlock block;
+  block.scalars.alpha = 1e-3f;
   auto& ctx = current_context();
   struct Layout {
     const char* what;
@@ -46,10 +48,10 @@ int main(int argc, char** argv) {
       a[0][i] = 0.01f * static_cast<float>(i % 7);
       a[3][i] = 0.001f * static_cast<float>(i % 5);
     }
-    for (int r = 0; r < 200; ++r) cpu::adam_update(ctx, a[0], a[1], a[2], a[3], n, s);
+    for (int r = 0; r < 200; ++r) cpu::adam_update(ctx, a[0], a[1], a[2], a[3], n, s, &block.scalars);
     const auto t0 = std::chrono::steady_clock::now();
     constexpr int kTimed = 3000;
-    for (int r = 0; r < kTimed; ++r) cpu::adam_update(ctx, a[0], a[1], a[2], a[3], n, s);
+    for (int r = 0; r < kTimed; ++r) cpu::adam_update(ctx, a[0], a[1], a[2], a[3], n, s, &block.scalars);
     const double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() / kTimed;
     std::printf("  %-24s %7.1f us per update\n", l.what, us);
   }

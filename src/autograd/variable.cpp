@@ -65,15 +65,20 @@ void Variable::mirror(const std::vector<ComputeContext*>& contexts) {
 
 Variable Variable::zeros_like(const Variable& like, std::string name) {
   LOCKSTEP_CHECK(like.impl_, "zeros_like: undefined Variable");
+  return zeros_like(like, std::move(name), like.shape());
+}
+
+Variable Variable::zeros_like(const Variable& like, std::string name, const Shape& shape) {
+  LOCKSTEP_CHECK(like.impl_, "zeros_like: undefined Variable");
   Variable v;
   v.impl_ = std::make_shared<Impl>();
   v.impl_->name = std::move(name);
   v.impl_->trainable = false;
   v.impl_->contexts = like.impl_->contexts;
-  if (v.impl_->contexts.empty()) v.impl_->copies.push_back(Tensor::zeros(like.shape()));
+  if (v.impl_->contexts.empty()) v.impl_->copies.push_back(Tensor::zeros(shape));
   for (auto* ctx : v.impl_->contexts) {
     ComputeScope scope(*ctx);
-    v.impl_->copies.push_back(Tensor::zeros(like.shape()));
+    v.impl_->copies.push_back(Tensor::zeros(shape));
   }
   return v;
 }

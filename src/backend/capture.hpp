@@ -10,8 +10,9 @@ namespace lockstep::backend {
 /// or null where it can: the one rule of which kernels a replay can repeat. A kernel that returns
 /// its result to the host (the op list's return type is not void: sum_squares, first_outside)
 /// makes the host wait and decide on the value each step; a kernel that takes the step's own
-/// numbers as host arguments (the optimizer updates' learning rate and bias corrections, dropout's
-/// step) would have them frozen at the captured step's values.
+/// numbers as host arguments (dropout's step) would have them frozen at the captured step's
+/// values. The optimizer updates read theirs (learning rate, bias corrections) from the step's
+/// block in device memory (lockstep/core/step_state.hpp), so they replay right.
 const char* kernel_capture_refusal(KernelOp op);
 /// Whether `op`'s result returns to the host (its op-list return type is not void): on a device
 /// the host waits for it (counted as a host read, lockstep/tensor/host_reads.hpp).

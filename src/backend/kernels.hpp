@@ -18,6 +18,7 @@
 #include "lockstep/core/dtype.hpp"
 #include "lockstep/core/half.hpp"
 #include "lockstep/core/reduce_op.hpp"
+#include "lockstep/core/step_state.hpp"
 
 namespace lockstep::backend {
 
@@ -37,12 +38,14 @@ struct BroadcastDesc {
   std::int64_t b_strides[kMaxRank] = {};
 };
 
-/// Adam/AdamW step constants, already in float32 (Keras' rounding).
+/// Adam/AdamW's constants of every step, already in float32 (Keras' rounding); the step's own
+/// (alpha, decay) are its StepScalars'.
 struct AdamStep {
-  float alpha = 0;   // lr * sqrt(1 - b2^t) / (1 - b1^t)
   float one_minus_b1 = 0, one_minus_b2 = 0, epsilon = 0;
-  float decay = 0;   // lr * weight_decay (AdamW), 0 for Adam
 };
+using step_state::StepBlock;
+using step_state::StepRule;
+using step_state::StepScalars;
 
 /// A 2-D convolution over NHWC tensors: input [n, h, w, c], output [n, oh, ow, oc], kernel in
 /// Keras' HWIO layout [kh, kw, c / groups, oc] (output channel o belongs to group o / (oc /

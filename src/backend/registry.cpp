@@ -206,11 +206,6 @@ bool kernel_returns_to_host(KernelOp op) {
 const char* kernel_capture_refusal(KernelOp op) {
   if (kernel_returns_to_host(op)) return "returns its result to the host";
   switch (op) {
-    case KernelOp::kSgdUpdate:
-    case KernelOp::kSgdUpdateSummed:
-    case KernelOp::kAdamUpdate:
-    case KernelOp::kAdamUpdateSummed:
-      return "takes the step's learning rate and bias corrections as host values, which a replay would freeze";
     case KernelOp::kDropoutMask:
     case KernelOp::kAttention:
     case KernelOp::kAttentionBackward:

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "lockstep/tensor/ops.hpp"
+#include "lockstep/tensor/step_capture.hpp"
 
 namespace lockstep::optimizers {
 
@@ -23,6 +24,8 @@ LossScaleOptimizer::LossScaleOptimizer(OptimizerPtr inner, LossScaleOptions opti
 Tensor LossScaleOptimizer::scale_loss(const Tensor& loss) const { return scale(loss, static_cast<float>(scale_)); }
 
 bool LossScaleOptimizer::unscale(std::vector<Tensor>& grads) const {
+  if (StepCaptureCheck* check = current_step_capture_check())
+    check->block("the loss scale's finite check reads every gradient's sum of squares on the host");
   const auto inverse = static_cast<float>(1.0 / scale_);
   bool finite = true;
   for (auto& g : grads) {
@@ -57,8 +60,8 @@ void LossScaleOptimizer::set_state(double scale, std::int64_t counter, std::int6
   skipped_ = skipped;
 }
 
-void LossScaleOptimizer::update(const Variable& var, const Tensor& grad, double lr, std::int64_t step) {
-  inner_->update(var, grad, lr, step);
+void LossScaleOptimizer::update(const Variable& var, const Tensor& grad, const Tensor& step_block) {
+  inner_->update(var, grad, step_block);
 }
 
 std::vector<std::string> LossScaleOptimizer::slot_names() const { return inner_->slot_names(); }

@@ -1,9 +1,12 @@
+#include <algorithm>
 #include <cmath>
 
 #include "lockstep/optimizers/optimizer.hpp"
 
 #include "lockstep/autograd/replica_interface.hpp"
 #include "lockstep/tensor/ops.hpp"
+#include "lockstep/tensor/step_capture.hpp"
+#include "nn/schedule_desc.hpp"
 
 namespace lockstep::optimizers {
 
@@ -13,6 +16,21 @@ namespace {
 void check_finite_at_least(double v, double lo, bool inclusive, const char* what) {
   LOCKSTEP_CHECK(std::isfinite(v) && (inclusive ? v >= lo : v > lo), "optimizer: ", what, " must be a finite number ",
                  inclusive ? ">= " : "> ", lo, ", got ", v);
+}
+
+// Under jit_compile's check: a schedule only the host can evaluate keeps the step from being captured.
+void note_capture_refusal(const std::string& optimizer, const Schedule& schedule) {
+  if (StepCaptureCheck* check = current_step_capture_check()) [[unlikely]]
+    if (const char* why = schedules::capture_refusal(schedule))
+      check->block(detail::concat(optimizer, "'s learning rate comes from ", why));
+}
+
+// The index of this thread's copy of `v` (0 outside the replicas).
+std::size_t this_copy(const Variable& v) {
+  const Tensor& mine = v.value();
+  for (int r = 0; r < v.num_copies(); ++r)
+    if (v.copy(r).impl() == mine.impl()) return static_cast<std::size_t>(r);
+  return 0;
 }
 
 std::vector<std::pair<Tensor, Variable>> zip_pairs(const std::vector<Tensor>& grads, const std::vector<Variable>& vars) {
@@ -34,6 +52,8 @@ void Optimizer::set_learning_rate(double lr) {
   check_finite_at_least(lr, 0, true, "learning_rate");
   options_.learning_rate = lr;
   options_.schedule = nullptr;
+  std::lock_guard<std::mutex> lock(slots_mu_);
+  std::fill(step_.derived_for.begin(), step_.derived_for.end(), -1);  // the next step derives its numbers anew
 }
 
 void Optimizer::set_iterations(std::int64_t it) {
@@ -80,7 +100,9 @@ std::vector<Tensor> Optimizer::Rule::shared_slots(const Variable& var) {
 
 void Optimizer::Rule::apply(const std::vector<Variable>& vars, const std::vector<GradientShard>& ranges,
                             std::int64_t step) {
-  const double lr = o_.learning_rate_at(step);
+  note_capture_refusal(o_.name(), o_.options_.schedule);
+  if (ranges.empty()) return;
+  const Tensor block = o_.step_block(step, vars[ranges.front().variable]);
   const auto& clipvalue = o_.options_.clipvalue;
   for (const GradientShard& s : ranges) {
     const Variable& v = vars[s.variable];
@@ -90,22 +112,84 @@ void Optimizer::Rule::apply(const std::vector<Variable>& vars, const std::vector
     for (Tensor& t : slots) t = t.reshape({numel}).slice(s.begin, s.end);
     // The replicas' gradients read where they lie: summed within the update where the rule can
     // (no clipvalue between the sum and the rule), else summed here first.
-    if (s.grads.size() > 1 && !clipvalue && o_.update_rule_summed(w, slots, s.grads, s.copies, lr, step)) continue;
+    if (s.grads.size() > 1 && !clipvalue && o_.update_rule_summed(w, slots, s.grads, s.copies, block)) continue;
     Tensor g = s.grads[0];
     if (s.grads.size() > 1) {
       g = Tensor::empty({s.end - s.begin});
       reduce_across(ReduceOp::kSum, s.grads, {g}, 0, g.numel());
     }
     const Tensor grad = clipvalue ? scale_and_clip(g, 1.0f, static_cast<float>(*clipvalue)) : g;
-    o_.update_rule(w, slots, grad, lr, step);
+    o_.update_rule(w, slots, grad, block);
     for (Tensor c : s.copies) c.copy_from(w);  // handles on the other copies' memory
   }
 }
 
-void Optimizer::update(const Variable& var, const Tensor& grad, double lr, std::int64_t step) {
+void Optimizer::update(const Variable& var, const Tensor& grad, const Tensor& step_block) {
   Tensor w = var.value();  // a handle: the update writes the variable's own memory
   std::vector<Tensor> slots = slots_of(var);
-  update_rule(w, slots, grad, lr, step);
+  update_rule(w, slots, grad, step_block);
+}
+
+step_state::StepRule Optimizer::step_rule(std::int64_t step) const {
+  step_state::StepRule r;
+  if (const auto d = options_.schedule ? schedules::describe(options_.schedule) : std::nullopt) {
+    r.schedule = *d;
+  } else {
+    r.schedule.initial = learning_rate_at(step);  // kConstant: the rate as the host computes it
+  }
+  describe_step(r);
+  return r;
+}
+
+std::size_t Optimizer::step_copy(const Variable& like) {
+  if (!step_.blocks.defined()) step_.blocks = Variable::zeros_like(like, name() + "/step", Shape{step_state::kStepBlockFloats});
+  else step_.blocks.mirror_like(like);  // a no-op unless like was mirrored since
+  const auto n = static_cast<std::size_t>(step_.blocks.num_copies());
+  if (step_.count.size() != n) {  // made (or mirrored): each copy's count is set before its first step
+    step_.count.assign(n, -1);
+    step_.derived_for.assign(n, -1);
+    step_.made.assign(n, 1);
+  }
+  return this_copy(step_.blocks);
+}
+
+Tensor Optimizer::step_block(std::int64_t step, const Variable& like) {
+  std::size_t r = 0;
+  Tensor block;
+  {
+    std::lock_guard<std::mutex> lock(slots_mu_);  // replicas make their blocks concurrently
+    r = step_copy(like);
+    block = step_.blocks.value();
+    if (step_.derived_for[r] == step) return block;
+  }
+  // Only this replica's thread touches its entries from here.
+  if (step_.count[r] != step) {
+    // The host set the count (set_iterations, a checkpoint) or a custom loop gave its own step:
+    // written by a kernel taking it as a host value, which a replay would repeat.
+    if (StepCaptureCheck* check = current_step_capture_check(); check && !step_.made[r])
+      check->block(detail::concat(name(), "'s step count set by the host within the step (to ", step, ")"));
+    set_step_count_(block, step);
+    step_.count[r] = step;
+  }
+  step_.made[r] = 0;
+  step_begin_(block, step_rule(step));
+  step_.derived_for[r] = step;
+  return block;
+}
+
+void Optimizer::end_step_block(std::int64_t step) {
+  std::size_t r = 0;
+  Tensor block;
+  {
+    std::lock_guard<std::mutex> lock(slots_mu_);
+    if (!step_.blocks.defined()) return;
+    r = this_copy(step_.blocks);
+    if (r >= step_.derived_for.size() || step_.derived_for[r] != step) return;  // never begun
+    block = step_.blocks.value();
+  }
+  step_end_(block);
+  step_.count[r] = step + 1;
+  step_.derived_for[r] = -1;
 }
 
 bool Optimizer::elementwise() const { return !options_.clipnorm && !options_.global_clipnorm; }
@@ -150,6 +234,17 @@ void Optimizer::apply_gradients(const std::vector<std::pair<Tensor, Variable>>& 
 
 Optimizer::StepOutcome Optimizer::apply_gradients_in_replica(ReplicaInterface* replica, std::vector<Tensor>& grads,
                                                              const std::vector<Variable>& vars, std::int64_t step) {
+  // Every replica derives the step's numbers on its block first, whatever share of the update
+  // falls to it (a sharded update may give it none).
+  if (!vars.empty()) (void)step_block(step, vars.front());
+  const StepOutcome done = exchange_and_apply(replica, grads, vars, step);
+  // The block's count counts the applied step (a held-back or skipped one does not, as Keras).
+  if (done == StepOutcome::kApplied) end_step_block(step);
+  return done;
+}
+
+Optimizer::StepOutcome Optimizer::exchange_and_apply(ReplicaInterface* replica, std::vector<Tensor>& grads,
+                                                     const std::vector<Variable>& vars, std::int64_t step) {
   if (replica) {
     switch (replica->exchange_gradients(grads, vars, elementwise_rule(), step)) {
       case GradientsExchanged::kHeldBack: return StepOutcome::kHeldBack;
@@ -186,6 +281,9 @@ void Optimizer::apply_gradients_at(const std::vector<std::pair<Tensor, Variable>
                      "variable, before updating it unsharded");
     }
   }
+  if (StepCaptureCheck* check = current_step_capture_check(); check && !elementwise())
+    check->block(detail::concat(name(), "'s ", options_.global_clipnorm ? "global_clipnorm" : "clipnorm",
+                                " reads the gradients' norms on the host"));
   double global_scale = 1.0;
   if (options_.global_clipnorm) {
     double total = 0;
@@ -194,7 +292,8 @@ void Optimizer::apply_gradients_at(const std::vector<std::pair<Tensor, Variable>
     const double norm = std::sqrt(total);
     if (norm > *options_.global_clipnorm) global_scale = *options_.global_clipnorm / norm;
   }
-  const double lr = learning_rate_at(step);
+  note_capture_refusal(name(), options_.schedule);
+  Tensor block;
   for (const auto& [g, v] : grads_and_vars) {
     if (!g.defined()) continue;
     LOCKSTEP_CHECK(g.shape() == v.shape(), name(), ": gradient ", g.shape().str(), " does not match variable '",
@@ -209,7 +308,8 @@ void Optimizer::apply_gradients_at(const std::vector<std::pair<Tensor, Variable>
       const float cv = options_.clipvalue ? static_cast<float>(*options_.clipvalue) : INFINITY;
       grad = scale_and_clip(g, static_cast<float>(scale), cv);
     }
-    update(v, grad, lr, step);
+    if (!block.defined()) block = step_block(step, v);
+    update(v, grad, block);
   }
 }
 
@@ -229,14 +329,14 @@ class SGDImpl final : public Optimizer {
   std::vector<std::string> slot_names() const override {
     return momentum_ > 0 ? std::vector<std::string>{"momentum"} : std::vector<std::string>{};
   }
-  void update_rule(Tensor& w, std::vector<Tensor>& slots, const Tensor& g, double lr, std::int64_t) override {
+  void update_rule(Tensor& w, std::vector<Tensor>& slots, const Tensor& g, const Tensor& step) override {
     Tensor m = momentum_ > 0 ? slots[0] : Tensor();
-    sgd_update_(w, m, g, static_cast<float>(lr), static_cast<float>(momentum_), nesterov_);
+    sgd_update_(w, m, g, step, static_cast<float>(momentum_), nesterov_);
   }
   bool update_rule_summed(Tensor& w, std::vector<Tensor>& slots, const std::vector<Tensor>& grads,
-                          const std::vector<Tensor>& copies, double lr, std::int64_t) override {
+                          const std::vector<Tensor>& copies, const Tensor& step) override {
     Tensor m = momentum_ > 0 ? slots[0] : Tensor();
-    sgd_update_(w, m, grads, copies, static_cast<float>(lr), static_cast<float>(momentum_), nesterov_);
+    sgd_update_(w, m, grads, copies, step, static_cast<float>(momentum_), nesterov_);
     return true;
   }
 
@@ -262,29 +362,28 @@ class AdamImpl : public Optimizer {
 
  protected:
   std::vector<std::string> slot_names() const override { return {"m", "v"}; }
-  void update_rule(Tensor& w, std::vector<Tensor>& slots, const Tensor& g, double lr, std::int64_t step) override {
-    adam_update_(w, slots[0], slots[1], g, constants(lr, step));
+  void update_rule(Tensor& w, std::vector<Tensor>& slots, const Tensor& g, const Tensor& step) override {
+    adam_update_(w, slots[0], slots[1], g, step, betas());
   }
   bool update_rule_summed(Tensor& w, std::vector<Tensor>& slots, const std::vector<Tensor>& grads,
-                          const std::vector<Tensor>& copies, double lr, std::int64_t step) override {
-    adam_update_(w, slots[0], slots[1], grads, copies, constants(lr, step));
+                          const std::vector<Tensor>& copies, const Tensor& step) override {
+    adam_update_(w, slots[0], slots[1], grads, copies, step, betas());
     return true;
+  }
+  // The step's alpha (lr sqrt(1 - b2^t) / (1 - b1^t)) and decay are derived from these on the
+  // device (step_state::derive_step_scalars, Keras' float32 roundings).
+  void describe_step(step_state::StepRule& r) const override {
+    r.kind = step_state::RuleKind::kAdam;
+    r.beta_1 = b1_;
+    r.beta_2 = b2_;
+    r.weight_decay = wd_;
   }
 
  private:
-  AdamConstants constants(double lr, std::int64_t step) const {
-    // Keras' form and Keras' float32 rounding of every constant (the reference agrees to 3e-5
-    // only this way): alpha = lr sqrt(1 - b2^t) / (1 - b1^t); w -= alpha m / (sqrt(v) + eps).
-    const float t = static_cast<float>(step + 1);
-    const float b1_power = std::pow(static_cast<float>(b1_), t);
-    const float b2_power = std::pow(static_cast<float>(b2_), t);
-    const float alpha = static_cast<float>(lr) * std::sqrt(1.0f - b2_power) / (1.0f - b1_power);
-    const AdamConstants c{.alpha = alpha,
-                          .one_minus_beta_1 = static_cast<float>(1.0 - b1_),
-                          .one_minus_beta_2 = static_cast<float>(1.0 - b2_),
-                          .epsilon = static_cast<float>(eps_),
-                          .decay = wd_ > 0 ? static_cast<float>(wd_ * lr) : 0.0f};
-    return c;
+  AdamBetas betas() const {
+    return {.one_minus_beta_1 = static_cast<float>(1.0 - b1_),
+            .one_minus_beta_2 = static_cast<float>(1.0 - b2_),
+            .epsilon = static_cast<float>(eps_)};
   }
 
   double b1_, b2_, eps_, wd_;

@@ -1,4 +1,4 @@
-// Optimizer updates as fused in-place ops.
+// Optimizer updates as fused in-place ops, and the step block they read the step's numbers from.
 #include "tensor/op_util.hpp"
 
 namespace lockstep {
@@ -15,12 +15,34 @@ void check_slot(const char* op, const Tensor& w, const Tensor& t, const char* wh
                  dtype_name(w.dtype()));
 }
 
-backend::AdamStep adam_step(const AdamConstants& c) {
-  return {.alpha = c.alpha,
-          .one_minus_b1 = c.one_minus_beta_1,
-          .one_minus_b2 = c.one_minus_beta_2,
-          .epsilon = c.epsilon,
-          .decay = c.decay};
+backend::AdamStep adam_step(const AdamBetas& b) {
+  return {.one_minus_b1 = b.one_minus_beta_1, .one_minus_b2 = b.one_minus_beta_2, .epsilon = b.epsilon};
+}
+AdamBetas betas(const AdamConstants& c) {
+  return {.one_minus_beta_1 = c.one_minus_beta_1, .one_minus_beta_2 = c.one_minus_beta_2, .epsilon = c.epsilon};
+}
+
+void check_block(const char* op, const Tensor& block, const Tensor& w) {
+  LOCKSTEP_CHECK(block.defined() && block.dtype() == DType::kF32 && block.numel() == step_state::kStepBlockFloats &&
+                     block.device() == w.device(),
+                 op, ": the step block must be a float32 tensor of ", step_state::kStepBlockFloats,
+                 " elements on the variable's device ", w.device().str(), ", got ",
+                 block.defined() ? block.shape().str() + " on " + block.device().str() : std::string("undefined"));
+}
+step_state::StepBlock* block_of(const Tensor& block) {
+  return static_cast<step_state::StepBlock*>(const_cast<void*>(block.raw_data()));  // written through its handle
+}
+const step_state::StepScalars* scalars_of(const char* op, const Tensor& block, const Tensor& w) {
+  check_block(op, block, w);
+  return &block_of(block)->scalars;
+}
+// A block holding host-given numbers, for the updates called with values.
+Tensor block_with(const step_state::StepScalars& scalars) {
+  step_state::StepBlock b;
+  b.scalars = scalars;
+  Tensor block = Tensor::empty({step_state::kStepBlockFloats});
+  block.copy_from_host(&b, sizeof b);
+  return block;
 }
 
 struct Pointers {
@@ -60,41 +82,85 @@ Tensor scale_and_clip(const Tensor& a, float scale, float clip) {
   return out;
 }
 
-void sgd_update_(Tensor& w, Tensor& momentum, const Tensor& g, float lr, float mu, bool nesterov) {
+Tensor step_block() { return Tensor::zeros({step_state::kStepBlockFloats}); }  // count 0, step applied
+
+void step_begin_(Tensor& block, const step_state::StepRule& rule) {
+  check_block("step_begin", block, block);
+  kern("step_begin", block, backend::KernelOp::kStepBegin).step_begin(ctx(), rule, block_of(block));
+}
+
+void step_end_(Tensor& block) {
+  check_block("step_end", block, block);
+  kern("step_end", block, backend::KernelOp::kStepEnd).step_end(ctx(), block_of(block));
+}
+
+void set_step_count_(Tensor& block, std::int64_t iterations) {
+  check_block("set_step_count", block, block);
+  kern("set_step_count", block, backend::KernelOp::kStepSet).step_set(ctx(), block_of(block), iterations);
+}
+
+std::int64_t step_count(const Tensor& block) {
+  check_block("step_count", block, block);
+  step_state::StepState state;
+  block.copy_to_host(&state, sizeof state);
+  return state.iterations;
+}
+
+void sgd_update_(Tensor& w, Tensor& momentum, const Tensor& g, const Tensor& step, float mu, bool nesterov) {
   const auto& k = kern("SGD", w, backend::KernelOp::kSgdUpdate);
   check_slot("SGD", w, g, "gradient");
   if (momentum.defined()) check_slot("SGD", w, momentum, "momentum");
-  k.sgd_update(ctx(), w.raw_data(), momentum.defined() ? momentum.raw_data() : nullptr, g.raw_data(), w.numel(), lr,
-               mu, nesterov);
+  k.sgd_update(ctx(), w.raw_data(), momentum.defined() ? momentum.raw_data() : nullptr, g.raw_data(), w.numel(),
+               scalars_of("SGD", step, w), mu, nesterov);
 }
 
-void adam_update_(Tensor& w, Tensor& m, Tensor& v, const Tensor& g, const AdamConstants& c) {
+void adam_update_(Tensor& w, Tensor& m, Tensor& v, const Tensor& g, const Tensor& step, const AdamBetas& b) {
   const auto& k = kern("Adam", w, backend::KernelOp::kAdamUpdate);
   check_slot("Adam", w, g, "gradient");
   check_slot("Adam", w, m, "first moment");
   check_slot("Adam", w, v, "second moment");
-  k.adam_update(ctx(), w.raw_data(), m.raw_data(), v.raw_data(), g.raw_data(), w.numel(), adam_step(c));
+  k.adam_update(ctx(), w.raw_data(), m.raw_data(), v.raw_data(), g.raw_data(), w.numel(), adam_step(b),
+                scalars_of("Adam", step, w));
 }
 
-
 void sgd_update_(Tensor& w, Tensor& momentum, const std::vector<Tensor>& grads, const std::vector<Tensor>& copies,
-                 float lr, float mu, bool nesterov) {
+                 const Tensor& step, float mu, bool nesterov) {
   const auto& k = kern("SGD (summed gradients)", w, backend::KernelOp::kSgdUpdateSummed);
   const Pointers p = summed_operands("SGD", w, grads, copies);
   if (momentum.defined()) check_slot("SGD", w, momentum, "momentum");
   k.sgd_update_summed(ctx(), w.raw_data(), momentum.defined() ? momentum.raw_data() : nullptr, p.grads.data(),
                       static_cast<int>(p.grads.size()), p.copies.data(), static_cast<int>(p.copies.size()), w.numel(),
-                      lr, mu, nesterov);
+                      scalars_of("SGD", step, w), mu, nesterov);
 }
 
 void adam_update_(Tensor& w, Tensor& m, Tensor& v, const std::vector<Tensor>& grads, const std::vector<Tensor>& copies,
-                  const AdamConstants& c) {
+                  const Tensor& step, const AdamBetas& b) {
   const auto& k = kern("Adam (summed gradients)", w, backend::KernelOp::kAdamUpdateSummed);
   const Pointers p = summed_operands("Adam", w, grads, copies);
   check_slot("Adam", w, m, "first moment");
   check_slot("Adam", w, v, "second moment");
   k.adam_update_summed(ctx(), w.raw_data(), m.raw_data(), v.raw_data(), p.grads.data(), static_cast<int>(p.grads.size()),
-                       p.copies.data(), static_cast<int>(p.copies.size()), w.numel(), adam_step(c));
+                       p.copies.data(), static_cast<int>(p.copies.size()), w.numel(), adam_step(b),
+                       scalars_of("Adam", step, w));
+}
+
+// With the step's numbers given as values: a block holding them, then the updates above.
+void sgd_update_(Tensor& w, Tensor& momentum, const Tensor& g, float lr, float mu, bool nesterov) {
+  sgd_update_(w, momentum, g, block_with({.lr = lr}), mu, nesterov);
+}
+
+void adam_update_(Tensor& w, Tensor& m, Tensor& v, const Tensor& g, const AdamConstants& c) {
+  adam_update_(w, m, v, g, block_with({.alpha = c.alpha, .decay = c.decay}), betas(c));
+}
+
+void sgd_update_(Tensor& w, Tensor& momentum, const std::vector<Tensor>& grads, const std::vector<Tensor>& copies,
+                 float lr, float mu, bool nesterov) {
+  sgd_update_(w, momentum, grads, copies, block_with({.lr = lr}), mu, nesterov);
+}
+
+void adam_update_(Tensor& w, Tensor& m, Tensor& v, const std::vector<Tensor>& grads, const std::vector<Tensor>& copies,
+                  const AdamConstants& c) {
+  adam_update_(w, m, v, grads, copies, block_with({.alpha = c.alpha, .decay = c.decay}), betas(c));
 }
 
 }  // namespace lockstep

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <limits>
 #include <memory>
+#include <numbers>
 
 #include "backend/parity.hpp"
 
@@ -208,6 +209,58 @@ Row dropout_row(const char* variant, const Shape& s, float rate) {
   };
   return r;
 }
+// The step's numbers (step_state.hpp): a block's count set, the scalars of an AdamW step under a
+// CosineDecay with warmup derived from it, the count advanced, and the next step's derived; the
+// reference is Keras' formulas written out here.
+Row step_row() {
+  constexpr std::int64_t kStep = 41;
+  constexpr double kB1 = 0.9, kB2 = 0.999, kWd = 0.004;
+  step_state::StepRule rule;
+  rule.schedule.kind = schedule_math::ScheduleKind::kCosine;
+  rule.schedule.initial = 1e-4;
+  rule.schedule.decay_steps = 100;
+  rule.schedule.alpha = 0.1;
+  rule.schedule.has_warmup_target = true;
+  rule.schedule.warmup_target = 2e-3;
+  rule.schedule.warmup_steps = 30;
+  rule.kind = step_state::RuleKind::kAdam;
+  rule.beta_1 = kB1;
+  rule.beta_2 = kB2;
+  rule.weight_decay = kWd;
+  Row r = make_row(
+      "step_begin_end", "adamw_cosine", "step_begin", {DType::kF32},
+      {{KernelOp::kStepSet, {}}, {KernelOp::kStepBegin, {}}, {KernelOp::kStepEnd, {}}}, {{Shape{1}, uniform(0, 1), {}}},
+      [=](const std::vector<Tensor>&, DType) {
+        Tensor block = step_block();
+        set_step_count_(block, kStep);
+        step_begin_(block, rule);
+        const Tensor first = block.slice(4, 7).clone();  // lr, alpha, decay: after the 16-byte StepState
+        step_end_(block);
+        step_begin_(block, rule);
+        const Tensor second = block.slice(4, 7).clone();
+        const auto count = static_cast<float>(step_count(block));
+        return std::vector<Tensor>{first, second, Tensor::from_vector(std::vector<float>{count}, Shape{1})};
+      },
+      [=](const std::vector<Host>&, DType) {
+        const auto scalars = [&](std::int64_t step) {
+          const double s = static_cast<double>(std::min<std::int64_t>(step, 130));
+          const double lr = s < 30 ? (2e-3 - 1e-4) * (s / 30.0) + 1e-4
+                                   : 2e-3 * (0.9 * 0.5 * (1 + std::cos(std::numbers::pi * (s - 30.0) / 100.0)) + 0.1);
+          const double t = static_cast<double>(step + 1);
+          Expected e({3});
+          e.set(0, lr);
+          e.set(1, lr * std::sqrt(1 - std::pow(kB2, t)) / (1 - std::pow(kB1, t)), 0, 8 * lr);
+          e.set(2, lr * kWd);
+          return e;
+        };
+        Expected count({1});
+        count.set(0, static_cast<double>(kStep + 1));
+        return std::vector<Expected>{scalars(kStep), scalars(kStep + 1), count};
+      });
+  r.only = {DType::kF32};
+  return r;
+}
+
 }  // namespace
 
 std::vector<Row> nn_update_rows() {
@@ -402,6 +455,7 @@ std::vector<Row> nn_update_rows() {
   rows.push_back(sgd_row("sgd_update_summed_nesterov", true, true, 3));
   rows.push_back(adam_row("adam_update_summed", 0.0f, 2));
   rows.push_back(adam_row("adamw_update_summed", 1e-4f, 3));
+  rows.push_back(step_row());
   return rows;
 }
 

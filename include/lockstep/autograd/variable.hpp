@@ -80,6 +80,8 @@ class Variable {
   /// per replica device it is mirrored over, each allocated there (Keras'
   /// add_variable_from_reference: how an optimizer makes its slots).
   static Variable zeros_like(const Variable& like, std::string name);
+  /// The same, shaped `shape` (an optimizer's step block: lockstep/core/step_state.hpp).
+  static Variable zeros_like(const Variable& like, std::string name, const Shape& shape);
   /// Mirrors this variable over the devices `like` is mirrored over (mirror's rules).
   void mirror_like(const Variable& like) { mirror(like.impl_->contexts); }
   /// Every copy becomes the primary copy itself: one tensor that every replica reads and

@@ -55,10 +55,11 @@ class LossScaleOptimizer final : public Optimizer {
   void set_state(double scale, std::int64_t counter, std::int64_t skipped);
 
  protected:
-  void update(const Variable& var, const Tensor& grad, double lr, std::int64_t step) override;
-  void update_rule(Tensor& w, std::vector<Tensor>& slots, const Tensor& grad, double lr, std::int64_t step) override {
-    inner_->update_rule(w, slots, grad, lr, step);
+  void update(const Variable& var, const Tensor& grad, const Tensor& step_block) override;
+  void update_rule(Tensor& w, std::vector<Tensor>& slots, const Tensor& grad, const Tensor& step_block) override {
+    inner_->update_rule(w, slots, grad, step_block);
   }
+  void describe_step(step_state::StepRule& rule) const override { inner_->describe_step(rule); }
   /// Never sharded: unscaling checks every gradient for inf/NaN first.
   bool elementwise() const override { return false; }
   /// unscale: the step is skipped unless every gradient is finite.

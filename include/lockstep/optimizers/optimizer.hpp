@@ -16,6 +16,7 @@
 
 #include "lockstep/autograd/replica_interface.hpp"
 #include "lockstep/autograd/variable.hpp"
+#include "lockstep/core/step_state.hpp"
 
 namespace lockstep::optimizers {
 
@@ -98,17 +99,22 @@ class Optimizer {
   friend class LossScaleOptimizer;  // runs its inner optimizer's rule
   /// Updates one variable's data with its (clipped) gradient: update_rule on the copy current
   /// on this thread and that copy's slots.
-  virtual void update(const Variable& var, const Tensor& grad, double lr, std::int64_t step);
+  virtual void update(const Variable& var, const Tensor& grad, const Tensor& step_block);
   /// The rule itself, on tensors of one shape: `w` and `slots` (slot_names() order) are
-  /// handles on (parts of) a variable's and its slots' memory, updated in place.
-  virtual void update_rule(Tensor& w, std::vector<Tensor>& slots, const Tensor& grad, double lr, std::int64_t step) = 0;
+  /// handles on (parts of) a variable's and its slots' memory, updated in place; the step's
+  /// numbers (learning rate, bias corrections) are read from `step_block` on the device
+  /// (step_block(): lockstep/core/step_state.hpp), never passed as host values.
+  virtual void update_rule(Tensor& w, std::vector<Tensor>& slots, const Tensor& grad, const Tensor& step_block) = 0;
   /// update_rule for a shard whose gradient is `grads` summed in their order (((grads[0] +
   /// grads[1]) + ...): GradientShard::grads) and whose new values also go into `copies`, in one
   /// pass; true if done. The default returns false and the caller sums, updates and copies.
   virtual bool update_rule_summed(Tensor& /*w*/, std::vector<Tensor>& /*slots*/, const std::vector<Tensor>& /*grads*/,
-                                  const std::vector<Tensor>& /*copies*/, double /*lr*/, std::int64_t /*step*/) {
+                                  const std::vector<Tensor>& /*copies*/, const Tensor& /*step_block*/) {
     return false;
   }
+  /// The rule's part of the step's description (its kind and the constants of its bias
+  /// corrections); the schedule is the base class's. SGD's is the default.
+  virtual void describe_step(step_state::StepRule& /*rule*/) const {}
   virtual std::vector<std::string> slot_names() const = 0;
   /// On the summed gradients, before the rule: false skips the step. The sums are the same on
   /// every replica, so every replica decides alike. LossScaleOptimizer unscales them here.
@@ -116,11 +122,19 @@ class Optimizer {
   /// Whether the update of one element needs only that element (no clipnorm /
   /// global_clipnorm), so that replicas can share the update (ZeRO stage 1).
   virtual bool elementwise() const;
+  /// apply_gradients_in_replica without the end of the step's block.
+  StepOutcome exchange_and_apply(ReplicaInterface* replica, std::vector<Tensor>& grads,
+                                 const std::vector<Variable>& vars, std::int64_t step);
   /// The slots of the variable copy current on this thread (handles on their memory).
   std::vector<Tensor> slots_of(const Variable& var);
   /// `var`'s slot variables (slot_names() order), made on first use like `var` (mirrored over
   /// the same devices) and kept placed like it. Under slots_mu_.
   const std::vector<Variable>& slot_variables(const Variable& var);
+  /// This replica's step block (made like `like` on first use, as a slot) holding the numbers of
+  /// step `step`: derived by a kernel from the count it holds, unless derived already.
+  Tensor step_block(std::int64_t step, const Variable& like);
+  /// The end of this replica's step: its block's count advanced by a kernel.
+  void end_step_block(std::int64_t step);
 
  private:
   // The optimizer as the sharded update sees it: the rule on ranges, and the slots.
@@ -137,6 +151,19 @@ class Optimizer {
     Variable variable;  // held, so that no other variable comes to have its identity
     std::vector<Variable> slots;
   };
+  // The step's numbers on each replica's device: a block per copy (step_state.hpp), and what the
+  // host knows of each without reading it.
+  struct StepBlocks {
+    Variable blocks;
+    std::vector<std::int64_t> count;        // the count the block holds (the host set or advanced it)
+    std::vector<std::int64_t> derived_for;  // the step its scalars are for, or -1
+    std::vector<std::uint8_t> made;         // made for this step (its count set as it was made)
+  };
+  /// The step's description: the schedule (a function of one's own: the host's rate of `step`,
+  /// as a constant) and describe_step's part.
+  step_state::StepRule step_rule(std::int64_t step) const;
+  /// This thread's copy of the blocks (made like `like` where there are none). Under slots_mu_.
+  std::size_t step_copy(const Variable& like);
 
   OptimizerOptions options_;
   std::atomic<std::int64_t> iterations_{0};  // replicas of apply_gradients count a step once
@@ -144,6 +171,7 @@ class Optimizer {
   // Per variable (Variable::identity: one entry for all of its copies), as Keras: the slots
   // are variables, mirrored like it, so each replica reads its own copy of them.
   std::unordered_map<const void*, SlotVariables> slots_;
+  StepBlocks step_;
   Rule rule_{*this};
 };
 using OptimizerPtr = std::shared_ptr<Optimizer>;

@@ -9,6 +9,7 @@
 #include <optional>
 #include <vector>
 
+#include "lockstep/core/step_state.hpp"
 #include "lockstep/tensor/op_record.hpp"
 #include "lockstep/tensor/reduce_op.hpp"
 #include "lockstep/tensor/tensor.hpp"
@@ -273,5 +274,32 @@ void sgd_update_(Tensor& w, Tensor& momentum, const std::vector<Tensor>& grads, 
                  float lr, float mu, bool nesterov);
 void adam_update_(Tensor& w, Tensor& m, Tensor& v, const std::vector<Tensor>& grads, const std::vector<Tensor>& copies,
                   const AdamConstants& c);
+
+// ---- the step's numbers in the device's memory (lockstep/core/step_state.hpp) ----
+// A step block is a float32 tensor of step_state::kStepBlockFloats elements holding a StepBlock,
+// on the device whose updates read it. The updates below read the step's learning rate and bias
+// corrections from it, so that their launches are the same every step (a captured step replays).
+/// A new block on this thread's device (zeros: count 0, the step applies).
+Tensor step_block();
+/// The start of a step: the block's scalars derived from its count and `rule` (a kernel).
+void step_begin_(Tensor& block, const step_state::StepRule& rule);
+/// The end of a step: the count advanced unless the step was skipped (a kernel).
+void step_end_(Tensor& block);
+/// Sets the count (the next step applies): a kernel taking it as a host value, so never inside a
+/// step that is to be captured (a block made, a checkpoint restored).
+void set_step_count_(Tensor& block, std::int64_t iterations);
+/// The count: a read from the device (when asked, never per step).
+std::int64_t step_count(const Tensor& block);
+/// Adam/AdamW's constants of every step (the step's alpha and decay are the block's).
+struct AdamBetas {
+  float one_minus_beta_1 = 0, one_minus_beta_2 = 0, epsilon = 0;
+};
+/// The updates above with the step's numbers read from `step` (a block on w's device).
+void sgd_update_(Tensor& w, Tensor& momentum, const Tensor& g, const Tensor& step, float mu, bool nesterov);
+void adam_update_(Tensor& w, Tensor& m, Tensor& v, const Tensor& g, const Tensor& step, const AdamBetas& b);
+void sgd_update_(Tensor& w, Tensor& momentum, const std::vector<Tensor>& grads, const std::vector<Tensor>& copies,
+                 const Tensor& step, float mu, bool nesterov);
+void adam_update_(Tensor& w, Tensor& m, Tensor& v, const std::vector<Tensor>& grads, const std::vector<Tensor>& copies,
+                  const Tensor& step, const AdamBetas& b);
 
 }  // namespace lockstep

@@ -49,8 +49,9 @@ void sgd_loop(float* __restrict w, float* __restrict m, const float* __restrict 
 }
 }  // namespace
 
-void sgd_update(ComputeContext& ctx, void* wv, void* mv, const void* gv, std::int64_t n, float lr, float mu,
-                bool nesterov) {
+void sgd_update(ComputeContext& ctx, void* wv, void* mv, const void* gv, std::int64_t n, const StepScalars* step,
+                float mu, bool nesterov) {
+  const float lr = step->lr;
   float* w = static_cast<float*>(wv);
   const float* g = static_cast<const float*>(gv);
   float* m = static_cast<float*>(mv);
@@ -78,14 +79,15 @@ void adam_loop(float* __restrict w, float* __restrict m, float* __restrict v, co
 // Elementwise, so splitting it over the device's threads changes no bit; one thread alone reached
 // about half the memory bandwidth (Adam was 17% of a mixed_bfloat16 step on one 2-thread device).
 void adam_update(ComputeContext& ctx, void* wv, void* mv, void* vv, const void* gv, std::int64_t n,
-                 const AdamStep& s) {
+                 const AdamStep& s, const StepScalars* step) {
+  const float alpha = step->alpha, decay = step->decay;
   float* w = static_cast<float*>(wv);
   float* m = static_cast<float*>(mv);
   float* v = static_cast<float*>(vv);
   const float* g = static_cast<const float*>(gv);
   parallel(ctx, n, [=](std::int64_t b, std::int64_t e) {
     const FlushDenormals flush;  // the moments decay by beta_1, beta_2 every step
-    adam_loop(w + b, m + b, v + b, g + b, e - b, s.alpha, s.one_minus_b1, s.one_minus_b2, s.epsilon, s.decay);
+    adam_loop(w + b, m + b, v + b, g + b, e - b, alpha, s.one_minus_b1, s.one_minus_b2, s.epsilon, decay);
   });
 }
 
@@ -122,7 +124,8 @@ void summed_update(ComputeContext& ctx, float* w, const void* const* gv, int n_g
 }  // namespace
 
 void sgd_update_summed(ComputeContext& ctx, void* wv, void* mv, const void* const* g, int n_g, void* const* copies,
-                       int n_copies, std::int64_t n, float lr, float mu, bool nesterov) {
+                       int n_copies, std::int64_t n, const StepScalars* step, float mu, bool nesterov) {
+  const float lr = step->lr;
   float* w = static_cast<float*>(wv);
   float* m = static_cast<float*>(mv);
   summed_update(ctx, w, g, n_g, copies, n_copies, n, [=](std::int64_t s, std::int64_t len, const float* gs) {
@@ -131,14 +134,21 @@ void sgd_update_summed(ComputeContext& ctx, void* wv, void* mv, const void* cons
 }
 
 void adam_update_summed(ComputeContext& ctx, void* wv, void* mv, void* vv, const void* const* g, int n_g,
-                        void* const* copies, int n_copies, std::int64_t n, const AdamStep& a) {
+                        void* const* copies, int n_copies, std::int64_t n, const AdamStep& a,
+                        const StepScalars* step) {
+  const float alpha = step->alpha, decay = step->decay;
   float* w = static_cast<float*>(wv);
   float* m = static_cast<float*>(mv);
   float* v = static_cast<float*>(vv);
   summed_update(ctx, w, g, n_g, copies, n_copies, n, [=](std::int64_t s, std::int64_t len, const float* gs) {
-    adam_loop(w + s, m + s, v + s, gs, len, a.alpha, a.one_minus_b1, a.one_minus_b2, a.epsilon, a.decay);
+    adam_loop(w + s, m + s, v + s, gs, len, alpha, a.one_minus_b1, a.one_minus_b2, a.epsilon, decay);
   });
 }
+
+// The step's numbers in host memory: the one rule of step_state.hpp, run here.
+void step_begin(ComputeContext&, const StepRule& rule, StepBlock* block) { step_state::begin_step(rule, *block); }
+void step_end(ComputeContext&, StepBlock* block) { step_state::end_step(*block); }
+void step_set(ComputeContext&, StepBlock* block, std::int64_t iterations) { step_state::set_step(*block, iterations); }
 
 LOCKSTEP_INSTANTIATE_KERNEL(Floating, sum_squares)
 LOCKSTEP_INSTANTIATE_KERNEL(Floating, scale_clip)

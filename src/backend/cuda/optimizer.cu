@@ -1,5 +1,6 @@
-// Fused optimizer updates (one pass over a variable's memory per step) and the sum of squares
-// that gradient clipping needs, accumulated in double in a fixed order.
+// Fused optimizer updates (one pass over a variable's memory per step), the step's numbers
+// (step_begin, step_end) and the sum of squares that gradient clipping needs, accumulated in
+// double in a fixed order.
 #include <algorithm>
 
 #include "backend/cuda/cuda_common.cuh"
@@ -36,7 +37,9 @@ __global__ void sum_partials(const double* part, int n, double* out) {
   }
 }
 
-__global__ void sgd_kernel(float* w, float* m, const float* g, std::int64_t n, float lr, float mu, bool nesterov) {
+__global__ void sgd_kernel(float* w, float* m, const float* g, std::int64_t n, const StepScalars* step, float mu,
+                           bool nesterov) {
+  const float lr = step->lr;
   LOCKSTEP_GRID_LOOP(i, n) {
     if (!m) {
       w[i] -= lr * g[i];
@@ -48,17 +51,24 @@ __global__ void sgd_kernel(float* w, float* m, const float* g, std::int64_t n, f
   }
 }
 
-__global__ void adam_kernel(float* w, float* m, float* v, const float* g, std::int64_t n, AdamStep s) {
+__global__ void adam_kernel(float* w, float* m, float* v, const float* g, std::int64_t n, AdamStep s,
+                            const StepScalars* step) {
+  const float alpha = step->alpha, decay = step->decay;
   LOCKSTEP_GRID_LOOP(i, n) {
     const float gi = g[i];
-    const float wi = w[i] - w[i] * s.decay;
+    const float wi = w[i] - w[i] * decay;
     const float mi = m[i] + (gi - m[i]) * s.one_minus_b1;
     const float vi = v[i] + (gi * gi - v[i]) * s.one_minus_b2;
     m[i] = mi;
     v[i] = vi;
-    w[i] = wi - (mi * s.alpha) / (sqrtf(vi) + s.epsilon);
+    w[i] = wi - (mi * alpha) / (sqrtf(vi) + s.epsilon);
   }
 }
+
+// One thread: the step's numbers from the count the block holds (step_state.hpp's rule).
+__global__ void step_begin_kernel(StepRule rule, StepBlock* block) { step_state::begin_step(rule, *block); }
+__global__ void step_end_kernel(StepBlock* block) { step_state::end_step(*block); }
+__global__ void step_set_kernel(StepBlock* block, std::int64_t iterations) { step_state::set_step(*block, iterations); }
 }  // namespace
 
 template <typename F>
@@ -75,19 +85,36 @@ double sum_squares(ComputeContext& ctx, const void* x, std::int64_t n) {
   return host;
 }
 
-void sgd_update(ComputeContext& ctx, void* w, void* m, const void* g, std::int64_t n, float lr, float momentum,
-                bool nesterov) {
+void sgd_update(ComputeContext& ctx, void* w, void* m, const void* g, std::int64_t n, const StepScalars* step,
+                float momentum, bool nesterov) {
   if (n == 0) return;
   sgd_kernel<<<blocks_for(n), kThreads, 0, stream(ctx)>>>(static_cast<float*>(w), static_cast<float*>(m),
-                                                         static_cast<const float*>(g), n, lr, momentum, nesterov);
+                                                         static_cast<const float*>(g), n, step, momentum, nesterov);
   check_launch("sgd_update");
 }
 
-void adam_update(ComputeContext& ctx, void* w, void* m, void* v, const void* g, std::int64_t n, const AdamStep& s) {
+void adam_update(ComputeContext& ctx, void* w, void* m, void* v, const void* g, std::int64_t n, const AdamStep& s,
+                 const StepScalars* step) {
   if (n == 0) return;
   adam_kernel<<<blocks_for(n), kThreads, 0, stream(ctx)>>>(static_cast<float*>(w), static_cast<float*>(m),
-                                                          static_cast<float*>(v), static_cast<const float*>(g), n, s);
+                                                          static_cast<float*>(v), static_cast<const float*>(g), n, s,
+                                                          step);
   check_launch("adam_update");
+}
+
+void step_begin(ComputeContext& ctx, const StepRule& rule, StepBlock* block) {
+  step_begin_kernel<<<1, 1, 0, stream(ctx)>>>(rule, block);
+  check_launch("step_begin");
+}
+
+void step_end(ComputeContext& ctx, StepBlock* block) {
+  step_end_kernel<<<1, 1, 0, stream(ctx)>>>(block);
+  check_launch("step_end");
+}
+
+void step_set(ComputeContext& ctx, StepBlock* block, std::int64_t iterations) {
+  step_set_kernel<<<1, 1, 0, stream(ctx)>>>(block, iterations);
+  check_launch("step_set");
 }
 
 LOCKSTEP_INSTANTIATE_KERNEL(Floating, sum_squares)

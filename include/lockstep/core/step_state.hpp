@@ -1,0 +1,81 @@
+#pragma once
+// The step's changing numbers where the step runs: each replica holds a StepBlock in its
+// device's memory (the optimizer makes it with its slots, placed like a mirrored variable). A
+// kernel at the start of a step derives the step's scalars (the learning rate, Adam's alpha and
+// decay) from the step count the block holds and the optimizer's StepRule; the update kernels
+// read them through a pointer; a kernel at the end of the step advances the count. A step's
+// launches then take the same arguments every step, so a captured step replays right, and the
+// host reads nothing. derive_step_scalars is the one rule, for the host and the device.
+#include <math.h>
+
+#include <cstdint>
+
+#include "lockstep/core/host_device.hpp"
+#include "lockstep/core/schedule_math.hpp"
+
+namespace lockstep::step_state {
+
+/// What the block holds across steps.
+struct StepState {
+  std::int64_t iterations = 0;  // updates applied before this step (Keras' optimizer.iterations)
+  std::int32_t skipped = 0;     // whether this step's update is skipped (1) or applies (0)
+  std::int32_t pad = 0;
+};
+
+/// The step's numbers, derived at its start (float32, Keras' roundings).
+struct StepScalars {
+  float lr = 0;     // the learning rate (SGD's)
+  float alpha = 0;  // Adam: lr * sqrt(1 - b2^t) / (1 - b1^t), t = iterations + 1
+  float decay = 0;  // AdamW: lr * weight_decay; 0 for Adam
+  float pad = 0;
+};
+
+struct StepBlock {
+  StepState state;
+  StepScalars scalars;
+};
+/// A block's size in float32 elements (it is stored as a float32 tensor; all zeros is count 0,
+/// step applied).
+constexpr std::int64_t kStepBlockFloats = static_cast<std::int64_t>((sizeof(StepBlock) + 3) / 4);
+
+enum class RuleKind : std::uint8_t { kSgd, kAdam };
+
+/// The optimizer's constant description: its schedule and the numbers its bias corrections use.
+struct StepRule {
+  schedule_math::ScheduleDesc schedule;
+  RuleKind kind = RuleKind::kSgd;
+  double beta_1 = 0, beta_2 = 0, weight_decay = 0;
+};
+
+/// The scalars of step `step` (updates applied before it): the learning rate as the schedule
+/// gives it, rounded to float32, and for Adam Keras' float32 form of every constant (the
+/// reference agrees to 3e-5 only this way).
+LOCKSTEP_HOST_DEVICE inline StepScalars derive_step_scalars(const StepRule& r, std::int64_t step) {
+  const double lr = schedule_math::schedule_rate(r.schedule, step);
+  StepScalars s;
+  s.lr = static_cast<float>(lr);
+  if (r.kind == RuleKind::kAdam) {
+    const float t = static_cast<float>(step + 1);
+    const float b1_power = powf(static_cast<float>(r.beta_1), t);
+    const float b2_power = powf(static_cast<float>(r.beta_2), t);
+    s.alpha = static_cast<float>(lr) * sqrtf(1.0f - b2_power) / (1.0f - b1_power);
+    s.decay = r.weight_decay > 0 ? static_cast<float>(r.weight_decay * lr) : 0.0f;
+  }
+  return s;
+}
+
+/// The kernel at the start of a step: the scalars of the count the block holds.
+LOCKSTEP_HOST_DEVICE inline void begin_step(const StepRule& r, StepBlock& b) {
+  b.scalars = derive_step_scalars(r, b.state.iterations);
+}
+/// The kernel at the end of a step: a step that applied counts (Keras: a skipped one does not).
+LOCKSTEP_HOST_DEVICE inline void end_step(StepBlock& b) {
+  if (!b.state.skipped) ++b.state.iterations;
+}
+/// Sets the count (a checkpoint restored, set_iterations): the next step applies.
+LOCKSTEP_HOST_DEVICE inline void set_step(StepBlock& b, std::int64_t iterations) {
+  b.state.iterations = iterations;
+  b.state.skipped = 0;
+}
+
+}  // namespace lockstep::step_state

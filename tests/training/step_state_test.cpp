@@ -1,0 +1,115 @@
+// The step's numbers as a captured step needs them: what jit_compile's check says about the
+// optimizer's learning rate (a schedule the device can evaluate passes; a function of one's own
+// is named), and the count each replica's step block holds following the host's (set_iterations)
+// and Keras' rule that a skipped step does not count.
+#include <gtest/gtest.h>
+
+#include "lockstep/layers/core_layers.hpp"
+#include "lockstep/losses/loss.hpp"
+#include "lockstep/optimizers/loss_scale_optimizer.hpp"
+#include "lockstep/optimizers/schedules.hpp"
+#include "lockstep/training/sequential.hpp"
+#include "training/model_io_test_util.hpp"
+
+namespace lockstep {
+namespace {
+using test::inputs;
+using test::labels;
+
+std::string reason_after_a_step(optimizers::Schedule schedule) {
+  set_random_seed(7);
+  Sequential m({layers::Dense(8, "relu", 4), layers::Dense(2, "softmax")}, "mlp");
+  m.compile(optimizers::get("adam", std::move(schedule)), losses::SparseCategoricalCrossentropy());
+  m.train_step(inputs(8, 4), labels(8, 2));
+  return m.jit_compile_reason();
+}
+
+TEST(StepState, ALearningRateFunctionIsNamedAsWhatKeepsAStepFromBeingCaptured) {
+  const std::string mine = reason_after_a_step([](std::int64_t step) { return 1e-3 / static_cast<double>(step + 1); });
+  EXPECT_NE(mine.find("Adam's learning rate comes from a learning-rate schedule given as a function"),
+            std::string::npos)
+      << mine;
+  const std::string keras = reason_after_a_step(optimizers::schedules::CosineDecay(1e-3, 100));
+  EXPECT_EQ(keras.find("learning-rate schedule"), std::string::npos) << keras;
+  EXPECT_NE(keras.find("the CPU runs each kernel on the host"), std::string::npos) << keras;  // checked all the same
+}
+
+TEST(StepState, ACountSetByTheHostInsideACheckedStepIsNamedButTheFirstStepsIsNot) {
+  set_random_seed(7);
+  Sequential m({layers::Dense(8, "relu", 4), layers::Dense(2, "softmax")}, "mlp");
+  m.compile(optimizers::Adam(1e-3), losses::SparseCategoricalCrossentropy());
+  m.optimizer()->set_iterations(3);  // a restored count: written as the blocks are made
+  m.train_step(inputs(8, 4), labels(8, 2));
+  EXPECT_EQ(m.jit_compile_reason().find("step count"), std::string::npos) << m.jit_compile_reason();
+  // Set between steps, the next (checked) step writes it from the host: a replay would repeat that.
+  m.optimizer()->set_iterations(10);
+  m.set_jit_compile(JitCompile::kAuto);  // checks the next step again
+  m.train_step(inputs(8, 4), labels(8, 2));
+  EXPECT_NE(m.jit_compile_reason().find("Adam's step count set by the host within the step (to 10)"),
+            std::string::npos)
+      << m.jit_compile_reason();
+  EXPECT_EQ(m.optimizer()->iterations(), 11);
+}
+
+TEST(StepState, ClipnormAndTheLossScalesFiniteCheckAreNamedAsHostReads) {
+  const auto reason = [](optimizers::OptimizerPtr opt) {
+    set_random_seed(7);
+    Sequential m({layers::Dense(8, "relu", 4), layers::Dense(2, "softmax")}, "mlp");
+    m.compile(std::move(opt), losses::SparseCategoricalCrossentropy());
+    m.train_step(inputs(8, 4), labels(8, 2));
+    return m.jit_compile_reason();
+  };
+  optimizers::SGDOptions clip;
+  clip.clipnorm = 1.0;
+  const std::string clipped = reason(optimizers::SGD(clip));
+  EXPECT_NE(clipped.find("SGD's clipnorm reads the gradients' norms on the host"), std::string::npos) << clipped;
+  optimizers::AdamOptions global;
+  global.global_clipnorm = 1.0;
+  const std::string global_clipped = reason(optimizers::Adam(global));
+  EXPECT_NE(global_clipped.find("Adam's global_clipnorm reads"), std::string::npos) << global_clipped;
+  const std::string scaled = reason(optimizers::LossScale(optimizers::Adam(1e-3)));
+  EXPECT_NE(scaled.find("the loss scale's finite check reads every gradient's sum of squares on the host"),
+            std::string::npos)
+      << scaled;
+  const std::string plain = reason(optimizers::Adam(1e-3));  // neither without them
+  EXPECT_EQ(plain.find("clipnorm"), std::string::npos) << plain;
+  EXPECT_EQ(plain.find("finite check"), std::string::npos) << plain;
+}
+
+TEST(StepState, TheDeviceCountFollowsSetIterations) {
+  // lr 1 up to step 50, then 0: a step at a count past 50 leaves the weights alone.
+  auto opt = optimizers::get("sgd", optimizers::schedules::PiecewiseConstantDecay({50}, {1.0, 0.0}));
+  Variable w(Tensor::from_vector(std::vector<float>{0.0f}, Shape{1}), "w");
+  const Tensor g = Tensor::from_vector(std::vector<float>{1.0f}, Shape{1});
+  opt->apply_gradients({{g, w}});
+  opt->apply_gradients({{g, w}});
+  EXPECT_EQ(w.value().to_vector<float>()[0], -2.0f);
+  opt->set_iterations(100);
+  opt->apply_gradients({{g, w}});
+  EXPECT_EQ(w.value().to_vector<float>()[0], -2.0f) << "the step ran at the block's old count";
+  EXPECT_EQ(opt->iterations(), 101);
+  opt->set_iterations(7);
+  opt->apply_gradients({{g, w}});
+  EXPECT_EQ(w.value().to_vector<float>()[0], -3.0f);
+}
+
+TEST(StepState, ASkippedStepDoesNotCountForTheNextStepsBiasCorrection) {
+  // Keras 3: a step the loss scale skips leaves iterations alone, so the next finite step is
+  // Adam's first (t = 1), bit for bit a plain Adam's first step on the unscaled gradient.
+  optimizers::LossScaleOptimizer lso(optimizers::Adam(0.01), {.initial_scale = 4.0});
+  auto plain = optimizers::Adam(0.01);
+  Variable a(Tensor::from_vector(std::vector<float>{0.5f, -1.0f}, Shape{2}), "a");
+  Variable b(Tensor::from_vector(std::vector<float>{0.5f, -1.0f}, Shape{2}), "b");
+  lso.apply_gradients({{Tensor::from_vector(std::vector<float>{INFINITY, 1.0f}, Shape{2}), a}});
+  EXPECT_EQ(lso.iterations(), 0);
+  EXPECT_EQ(a.value().to_vector<float>(), (std::vector<float>{0.5f, -1.0f}));
+  for (int step = 0; step < 3; ++step) {
+    lso.apply_gradients({{Tensor::from_vector(std::vector<float>{0.8f, -2.0f}, Shape{2}), a}});
+    plain->apply_gradients({{Tensor::from_vector(std::vector<float>{0.2f, -0.5f}, Shape{2}), b}});  // / 4
+    EXPECT_EQ(a.value().to_vector<float>(), b.value().to_vector<float>()) << "after step " << step;
+  }
+  EXPECT_EQ(lso.iterations(), 3);
+}
+
+}  // namespace
+}  // namespace lockstep
