@@ -8,11 +8,13 @@
 #include "commands.hpp"
 #include "core/env.hpp"
 #include "model_commands.hpp"
+#include "stop_signals.hpp"
 #include "text_model.hpp"
 #include "lockstep/core/error.hpp"
 #include "lockstep/training/preemption.hpp"
 
 int main(int argc, char** argv) {
+  lockstep::cli::route_stop_signals_to_own_thread();  // before any other thread starts
   CLI::App app{"lockstep: synchronous data-parallel training of neural networks"};
   app.require_subcommand(1);
   lockstep::cli::TrainArgs train_args;

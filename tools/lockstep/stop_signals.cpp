@@ -1,6 +1,11 @@
 #include "stop_signals.hpp"
 
+#include <pthread.h>
+#include <unistd.h>
+
 #include <csignal>
+#include <system_error>
+#include <thread>
 
 #include "lockstep/training/preemption.hpp"
 
@@ -22,7 +27,27 @@ extern "C" void on_stop_signal(int signal_number) {
     if (g_installed[i] != 0) sigaction(kSignals[i], &dfl, nullptr);
 }
 
+sigset_t stop_signal_set() {
+  sigset_t set;
+  sigemptyset(&set);
+  for (const int s : kSignals) sigaddset(&set, s);
+  return set;
+}
+
 }  // namespace
+
+void route_stop_signals_to_own_thread() {
+  const sigset_t set = stop_signal_set();
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  try {
+    std::thread([set] {
+      pthread_sigmask(SIG_UNBLOCK, &set, nullptr);
+      for (;;) pause();  // returns after each handler; a default action ends the process here
+    }).detach();
+  } catch (const std::system_error&) {
+    pthread_sigmask(SIG_UNBLOCK, &set, nullptr);
+  }
+}
 
 StopSignals::StopSignals() {
   struct sigaction action {};

@@ -4,8 +4,10 @@
 // BackupAndRestore writes its normal mid-epoch backup, and fit throws Interrupted.
 //
 // The library installs no signal handler (it does not take over a process's signals):
-// request_stop() is async-signal-safe, so a program's own handler may call it. `lockstep train`
-// installs one for SIGTERM, SIGINT and SIGHUP.
+// request_stop() is async-signal-safe, so a program's own handler may call it; let the handler run
+// on a thread that does not compute (block the signal in the others): oneDNN's JIT GEMM kernels
+// point rsp at a heap buffer, where a signal frame corrupts the heap (oneDNN issue 4845).
+// `lockstep train` installs one for SIGTERM, SIGINT and SIGHUP (tools/lockstep/stop_signals.hpp).
 #include <cstdint>
 #include <optional>
 #include <string>
