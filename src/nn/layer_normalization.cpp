@@ -14,20 +14,21 @@ namespace {
 // (layer_norm_input_grad), gamma's and beta's the column sums of dy * xhat and dy.
 class LayerNormGradient final : public CustomGradient {
  public:
-  LayerNormGradient(Tensor x2d, Tensor mean, Tensor inv_std)
-      : x_(std::move(x2d)), mean_(std::move(mean)), inv_std_(std::move(inv_std)) {}
+  LayerNormGradient(Tensor mean, Tensor inv_std) : mean_(std::move(mean)), inv_std_(std::move(inv_std)) {}
   const char* name() const override { return "layer_normalization"; }
   std::array<Tensor, 3> backward(const OpRecord& r, const Tensor& g16, const std::array<bool, 3>& needs) const override {
-    const Tensor g = detail::wide(g16).reshape(x_.shape());
+    // x as float32 rows again (the tape keeps a 16-bit x, not its float32 copy).
+    const Tensor& in = r.inputs[0];
+    const Tensor x = detail::wide(in).reshape({mean_.numel(), in.dim(-1)});
+    const Tensor g = detail::wide(g16).reshape(x.shape());
     std::array<Tensor, 3> out;
     if (needs[0]) {
       const Tensor gamma = r.inputs[1].defined() ? detail::wide(r.inputs[1]) : Tensor();
-      out[0] = layer_norm_input_grad(g, x_, gamma, mean_, inv_std_).reshape(r.inputs[0].shape());
-      if (r.inputs[0].dtype() != DType::kF32) out[0] = out[0].to(r.inputs[0].dtype());
+      out[0] = layer_norm_input_grad(g, x, gamma, mean_, inv_std_).reshape(in.shape());
+      if (in.dtype() != DType::kF32) out[0] = out[0].to(in.dtype());
     }
-    const std::int64_t rows = x_.dim(0);
-    if (needs[1])
-      out[1] = sum(mul(g, mul(sub(x_, mean_.reshape({rows, 1})), inv_std_.reshape({rows, 1}))), 0);
+    const std::int64_t rows = x.dim(0);
+    if (needs[1]) out[1] = sum(mul(g, mul(sub(x, mean_.reshape({rows, 1})), inv_std_.reshape({rows, 1}))), 0);
     if (needs[2]) out[2] = sum(g, 0);
     for (int i : {1, 2})  // in the variables' dtype (float32 but under a pure 16-bit policy)
       if (out[i].defined() && out[i].dtype() != r.inputs[i].dtype()) out[i] = out[i].to(r.inputs[i].dtype());
@@ -35,7 +36,7 @@ class LayerNormGradient final : public CustomGradient {
   }
 
  private:
-  Tensor x_, mean_, inv_std_;  // x as float32 rows
+  Tensor mean_, inv_std_;  // each row's, (rows,)
 };
 }  // namespace
 
@@ -65,10 +66,10 @@ Tensor LayerNormalizationLayer::call(const Tensor& x, const CallContext&) const 
   const Tensor gamma = gamma_.defined() ? gamma_.value() : Tensor();
   const Tensor beta = beta_.defined() ? beta_.value() : Tensor();
   const std::int64_t features = x.dim(-1);
-  Tensor rows, y, mean, inv_std;
+  Tensor y, mean, inv_std;
   {
     const detail::RecordingPaused paused;
-    rows = detail::wide(in).reshape({in.numel() / features, features});
+    const Tensor rows = detail::wide(in).reshape({in.numel() / features, features});
     const auto normalised = layer_norm(rows, gamma.defined() ? detail::wide(gamma) : gamma,
                                        beta.defined() ? detail::wide(beta) : beta, options_.epsilon);
     y = normalised[0];
@@ -77,7 +78,7 @@ Tensor LayerNormalizationLayer::call(const Tensor& x, const CallContext&) const 
     y = y.reshape(in.shape());
     if (in.dtype() != DType::kF32) y = y.to(in.dtype());
   }
-  record_custom({in, gamma, beta}, y, std::make_shared<LayerNormGradient>(rows, mean, inv_std));
+  record_custom({in, gamma, beta}, y, std::make_shared<LayerNormGradient>(mean, inv_std));
   return y;
 }
 
