@@ -26,6 +26,8 @@
 # pair of steps/s, then the median of the per-round ratios B/A and how many rounds B won. Under
 # no difference, B wins about half the rounds.
 set -euo pipefail
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+source "$repo/bench/lib.sh"
 rounds=21 batch=128 steps=3000 train=0 devices=cpu:2 model=mlp placement=0
 while getopts "td:m:pr:b:n:h" opt; do
   case "$opt" in
@@ -42,9 +44,7 @@ done
 shift $((OPTIND - 1))
 (($# == 2)) || { sed -n '2,28p' "$0" >&2; exit 2; }
 a="$1" b="$2"
-for v in "$rounds" "$batch" "$steps"; do
-  [[ "$v" =~ ^[1-9][0-9]*$ ]] || { echo "ab_builds: '$v' is not a positive integer" >&2; exit 2; }
-done
+positive_ints "$rounds" "$batch" "$steps"
 for bin in "$a" "$b"; do
   [[ -x "$bin" ]] || { echo "ab_builds: '$bin' is not an executable" >&2; exit 2; }
 done

@@ -18,6 +18,7 @@
 set -euo pipefail
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+source "$repo/bench/lib.sh"
 model=cnn threads=2 steps=300 batch=128 rounds=1
 while getopts "m:t:n:b:r:h" opt; do
   case "$opt" in
@@ -30,12 +31,8 @@ while getopts "m:t:n:b:r:h" opt; do
   esac
 done
 [[ "$model" == cnn || "$model" == resnet20 ]] || { echo "compare_cnn: -m must be cnn or resnet20, got '$model'" >&2; exit 2; }
-for v in "$threads" "$steps" "$batch" "$rounds"; do
-  [[ "$v" =~ ^[1-9][0-9]*$ ]] || { echo "compare_cnn: '$v' is not a positive integer" >&2; exit 2; }
-done
-source "$repo/bench/bench_bin.sh"
+positive_ints "$threads" "$steps" "$batch" "$rounds"
 bench_bin lockstep LOCKSTEP_BIN lockstep
-source "$repo/bench/reference_python.sh"
 py="$(reference_python "$repo")"
 tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT

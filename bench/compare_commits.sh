@@ -33,6 +33,7 @@
 set -euo pipefail
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+source "$repo/bench/lib.sh"
 usage() { sed -n '2,32p' "$0" >&2; exit 2; }
 die() { echo "compare_commits: error: $*" >&2; exit 1; }
 base_ref=479a28f
@@ -58,9 +59,7 @@ while (($#)); do
     *) echo "compare_commits: unknown argument '$1'" >&2; usage ;;
   esac
 done
-for v in "$steps" "$rounds" "$jobs"; do
-  [[ "$v" =~ ^[1-9][0-9]*$ ]] || { echo "compare_commits: '$v' is not a positive integer" >&2; exit 2; }
-done
+positive_ints "$steps" "$rounds" "$jobs"
 [[ "$tolerance" =~ ^(0|0?\.[0-9]+)$ ]] || { echo "compare_commits: --tolerance must be in [0, 1), got '$tolerance'" >&2; exit 2; }
 
 resolve() {  # REF -> full commit hash, or exit 2

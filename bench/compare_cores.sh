@@ -39,6 +39,7 @@
 set -euo pipefail
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+source "$repo/bench/lib.sh"
 usage() { sed -n '2,36p' "$0" >&2; exit 2; }
 steps=300 wide_steps=40 batches="512 4096" hiddens="128 4096" rounds=3 reference=1 phases=0 json=0
 while (($#)); do
@@ -54,20 +55,16 @@ while (($#)); do
   esac
 done
 cores="$(nproc)"
-for v in "$steps" "$wide_steps" "$rounds" $batches $hiddens; do
-  [[ "$v" =~ ^[1-9][0-9]*$ ]] || { echo "compare_cores: '$v' is not a positive integer" >&2; exit 2; }
-done
+positive_ints "$steps" "$wide_steps" "$rounds" $batches $hiddens
 [[ -n "${batches// /}" && -n "${hiddens// /}" ]] || { echo "compare_cores: -b and -H need a value" >&2; exit 2; }
 for g in $batches; do
   ((g % cores == 0)) || { echo "compare_cores: batch $g is not a multiple of the $cores cores" >&2; exit 2; }
 done
-source "$repo/bench/bench_bin.sh"
 bench_bin lockstep LOCKSTEP_BIN lockstep
 bench_bin gemm GEMM_BENCH_BIN gemm_bench
 lockstep_b=""
 [[ -z "${LOCKSTEP_BIN_B:-}" ]] || bench_bin lockstep_b LOCKSTEP_BIN_B lockstep
 unset LOCKSTEP_BIN_B  # a build from before the variable existed would refuse it
-source "$repo/bench/reference_python.sh"
 py="$(reference_python "$repo")"
 cpus=($(python3 -c 'import os; print(*sorted(os.sched_getaffinity(0)))'))  # the CPUs this process may use
 layouts=()  # device counts: 1, 2, 4, ... and the core count

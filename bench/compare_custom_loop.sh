@@ -14,6 +14,7 @@
 set -euo pipefail
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+source "$repo/bench/lib.sh"
 usage() { sed -n '2,13p' "$0" >&2; exit 2; }
 steps=400
 rounds=15
@@ -29,11 +30,8 @@ while (($#)); do
     *) echo "compare_custom_loop: unknown argument '$1'" >&2; usage ;;
   esac
 done
-for v in "$steps" "$rounds" "$replicas" "$batch"; do
-  [[ "$v" =~ ^[1-9][0-9]*$ ]] || { echo "compare_custom_loop: '$v' is not a positive integer" >&2; exit 2; }
-done
+positive_ints "$steps" "$rounds" "$replicas" "$batch"
 ((steps >= 40)) || { echo "compare_custom_loop: -n must be >= 40" >&2; exit 2; }
-source "$repo/bench/bench_bin.sh"
 bench_bin bin CUSTOM_LOOP_BIN custom_loop_overhead
 
 out="$(mktemp)"

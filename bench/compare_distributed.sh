@@ -22,6 +22,7 @@
 set -euo pipefail
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+source "$repo/bench/lib.sh"
 usage() { sed -n '2,21p' "$0" >&2; exit 2; }
 steps=2000
 ref_steps=""
@@ -38,15 +39,11 @@ while (($#)); do
   esac
 done
 ref_steps="${ref_steps:-$steps}"
-for v in "$steps" "$ref_steps" "$gbs"; do
-  [[ "$v" =~ ^[0-9]+$ ]] || { echo "compare_distributed: '$v' is not a positive integer" >&2; exit 2; }
-done
+positive_ints "$steps" "$ref_steps" "$gbs"
 if ((steps < 20 || ref_steps < 20)); then echo "compare_distributed: -n and -r must be >= 20" >&2; exit 2; fi
 if ((gbs < 2 || gbs % 2)); then echo "compare_distributed: -b must be even (split over 2 replicas)" >&2; exit 2; fi
 
-source "$repo/bench/bench_bin.sh"
 bench_bin lockstep LOCKSTEP_BIN lockstep
-source "$repo/bench/reference_python.sh"
 py="$(reference_python "$repo")"
 
 tmp="$(mktemp -d)"

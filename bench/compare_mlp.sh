@@ -15,6 +15,7 @@
 set -euo pipefail
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+source "$repo/bench/lib.sh"
 threads=1
 steps=2000
 while getopts "t:n:h" opt; do
@@ -25,9 +26,7 @@ while getopts "t:n:h" opt; do
   esac
 done
 
-source "$repo/bench/bench_bin.sh"
 bench_bin lockstep LOCKSTEP_BIN lockstep
-source "$repo/bench/reference_python.sh"
 py="$(reference_python "$repo")"
 
 tmp="$(mktemp -d)"

@@ -17,6 +17,7 @@
 set -euo pipefail
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+source "$repo/bench/lib.sh"
 usage() { sed -n '2,16p' "$0" >&2; exit 2; }
 rounds=5
 epochs=2
@@ -31,7 +32,6 @@ while (($#)); do
 done
 py_pkg="$repo/.venv-py/bin/python"
 py_tf="${LOCKSTEP_PY_VENV:-$repo/.venv-ref}/bin/python"
-source "$repo/bench/bench_bin.sh"
 bench_bin cli LOCKSTEP_BIN lockstep
 for f in "$py_pkg" "$py_tf"; do
   [[ -x "$f" ]] || { echo "compare_python_fit: missing $f (see this script's header)" >&2; exit 1; }

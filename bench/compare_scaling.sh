@@ -36,6 +36,7 @@
 set -euo pipefail
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+source "$repo/bench/lib.sh"
 usage() { sed -n '2,37p' "$0" >&2; exit 2; }
 steps=2000
 ref_steps=400
@@ -55,19 +56,15 @@ while (($#)); do
     *) echo "compare_scaling: unknown argument '$1'" >&2; usage ;;
   esac
 done
-for v in "$steps" "$ref_steps" "$rounds" $batches; do
-  [[ "$v" =~ ^[1-9][0-9]*$ ]] || { echo "compare_scaling: '$v' is not a positive integer" >&2; exit 2; }
-done
+positive_ints "$steps" "$ref_steps" "$rounds" $batches
 [[ -n "${batches// /}" ]] || { echo "compare_scaling: -b needs at least one batch size" >&2; exit 2; }
 if ((steps < 100 || ref_steps < 20)); then echo "compare_scaling: -n must be >= 100 and -r >= 20" >&2; exit 2; fi
 for g in $batches; do
   if ((g < 2 || g % 2 || g > 12800)); then echo "compare_scaling: batch $g must be even and in [2, 12800]" >&2; exit 2; fi
 done
 
-source "$repo/bench/bench_bin.sh"
 bench_bin lockstep LOCKSTEP_BIN lockstep
 bench_bin bare STRATEGY_OVERHEAD_BIN strategy_overhead
-source "$repo/bench/reference_python.sh"
 py="$(reference_python "$repo")"
 cores="$(nproc)"
 

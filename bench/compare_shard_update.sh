@@ -19,6 +19,7 @@
 set -euo pipefail
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+source "$repo/bench/lib.sh"
 usage() { sed -n '2,18p' "$0" >&2; exit 2; }
 steps=2000
 rounds=8
@@ -34,11 +35,8 @@ while (($#)); do
     *) echo "compare_shard_update: unknown argument '$1'" >&2; usage ;;
   esac
 done
-for v in "$steps" "$rounds" $batches; do
-  [[ "$v" =~ ^[1-9][0-9]*$ ]] || { echo "compare_shard_update: '$v' is not a positive integer" >&2; exit 2; }
-done
+positive_ints "$steps" "$rounds" $batches
 ((steps >= 100)) || { echo "compare_shard_update: -n must be >= 100" >&2; exit 2; }
-source "$repo/bench/bench_bin.sh"
 bench_bin lockstep LOCKSTEP_BIN lockstep
 bench_bin bare STRATEGY_OVERHEAD_BIN strategy_overhead
 tmp="$(mktemp -d)"

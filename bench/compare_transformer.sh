@@ -21,6 +21,7 @@
 set -euo pipefail
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+source "$repo/bench/lib.sh"
 models="vit gpt" threads=2 steps=200 batch="" rounds=3
 while getopts "m:t:n:b:r:h" opt; do
   case "$opt" in
@@ -34,20 +35,13 @@ while getopts "m:t:n:b:r:h" opt; do
 done
 [[ "$models" == "vit gpt" || "$models" == vit || "$models" == gpt ]] ||
   { echo "compare_transformer: -m must be vit, gpt or both, got '$models'" >&2; exit 2; }
-for v in "$threads" "$steps" "$rounds" ${batch:+"$batch"}; do
-  [[ "$v" =~ ^[1-9][0-9]*$ ]] || { echo "compare_transformer: '$v' is not a positive integer" >&2; exit 2; }
-done
+positive_ints "$threads" "$steps" "$rounds" ${batch:+"$batch"}
 (( steps >= 20 )) || { echo "compare_transformer: -n must be at least 20 steps, got $steps" >&2; exit 2; }
-source "$repo/bench/bench_bin.sh"
 bench_bin lockstep LOCKSTEP_BIN lockstep
-source "$repo/bench/reference_python.sh"
 py="$(reference_python "$repo")"
 tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
-# Debian's torch uses whatever libblas.so.3 points at: the slow reference BLAS unless OpenBLAS is
-# installed (bench/run_all.sh installs it).
-dpkg-query -W -f='${Status}' libopenblas0-pthread 2>/dev/null | grep -q "install ok installed" ||
-  echo "compare_transformer: warning: libopenblas0-pthread is not installed; torch's figures use the reference BLAS" >&2
+openblas_check  # warns where torch would use the reference BLAS (bench/run_all.sh installs OpenBLAS)
 export OMP_NUM_THREADS="$threads" OPENBLAS_NUM_THREADS="$threads" MKL_NUM_THREADS="$threads"
 
 # The character model's text, written once so that lockstep and the references learn the same

@@ -27,6 +27,7 @@
 set -euo pipefail
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+source "$repo/bench/lib.sh"
 usage() { sed -n '2,27p' "$0" >&2; exit 2; }
 rounds=3
 epochs=3
@@ -46,13 +47,10 @@ while (($#)); do
     *) echo "compare_workers: unknown argument '$1'" >&2; usage ;;
   esac
 done
-for v in "$rounds" "$epochs" "$max_bytes" $batches; do
-  [[ "$v" =~ ^[1-9][0-9]*$ ]] || { echo "compare_workers: '$v' is not a positive integer" >&2; exit 2; }
-done
+positive_ints "$rounds" "$epochs" "$max_bytes" $batches
 for g in $batches; do
   if ((g % 2)); then echo "compare_workers: batch $g must be even (two replicas)" >&2; exit 2; fi
 done
-source "$repo/bench/bench_bin.sh"
 bench_bin bin LOCKSTEP_BIN lockstep
 command -v mpirun > /dev/null || { echo "compare_workers: mpirun not found (apt-get install openmpi-bin)" >&2; exit 1; }
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1

@@ -4,18 +4,11 @@
 # Needs build/ (scripts/build.sh) and, for the references, .venv-ref (scripts/setup_python.sh).
 set -uo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+source "$repo/bench/lib.sh"
 out="${1:-$repo/bench-results}"
 mkdir -p "$out"
 cd "$repo"
-# The references' best configuration: Debian's torch uses whatever libblas.so.3 points at, the
-# slow reference BLAS unless OpenBLAS is installed (benchmarks only; the tests do not install it).
-if ! dpkg-query -W -f='${Status}' libopenblas0-pthread 2>/dev/null | grep -q "install ok installed"; then
-  if [[ $(id -u) -eq 0 ]]; then
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends libopenblas0-pthread >&2
-  else
-    echo "run_all: warning: libopenblas0-pthread is not installed; torch's figures use the reference BLAS" >&2
-  fi
-fi
+openblas_check --install  # the references' best configuration (bench/lib.sh)
 run() { local name="$1"; shift; echo "== $name: $*"; "$@" 2>&1 | tee "$out/$name.txt"; }
 echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2-), $(date -u)" | tee "$out/machine.txt"
 run gemm build/bin/gemm_bench --benchmark_min_time=0.2

@@ -4,25 +4,13 @@
 #include <nlohmann/json.hpp>
 
 #include "lockstep/layers/layer_registry.hpp"
+#include "nn/normalization_common.hpp"
 
 namespace lockstep::layers {
 
 namespace {
-// Pauses this thread's tape: the normalisation's passes are recorded as one op.
-class RecordingPaused {
- public:
-  RecordingPaused() : previous_(set_current_recorder(nullptr)) {}
-  ~RecordingPaused() { set_current_recorder(previous_); }
-  RecordingPaused(const RecordingPaused&) = delete;
-  RecordingPaused& operator=(const RecordingPaused&) = delete;
-
- private:
-  OpRecorder* previous_;
-};
-
-// t as float32, unrecorded: 16-bit inputs and gradients are normalised in float32 (as Keras 3:
-// their statistics overflow float16) in temporaries, so the tape keeps only the 16-bit tensors.
-Tensor wide(const Tensor& t) { return t.dtype() == DType::kF32 ? t : t.to(DType::kF32); }
+using detail::RecordingPaused;
+using detail::wide;
 
 // The gradient of y = (x - mean) * k + beta, k = gamma * inv_std. In training mean and inv_std
 // are the statistics of x's rows (of every replica's rows when synchronised): two fused passes

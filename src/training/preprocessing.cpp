@@ -1,5 +1,6 @@
 #include "lockstep/training/preprocessing.hpp"
 
+#include "lockstep/data/dataset.hpp"
 #include "lockstep/layers/conv_layers.hpp"
 #include "lockstep/layers/core_layers.hpp"
 #include "lockstep/tensor/ops.hpp"
@@ -32,6 +33,11 @@ bool rescales_its_input(const Model& model) {
 
 Tensor flatten_images_for(const Tensor& images, bool model_rescales) {
   return model_rescales ? flatten(images, "flatten_images_for") : flatten_and_scale_images(images);
+}
+
+data::Dataset image_slices(const Tensor& x, const Tensor& y, bool model_rescales) {
+  const data::Dataset slices = data::Dataset::from_tensor_slices(x, y);
+  return !model_rescales && x.dtype() == DType::kU8 ? slices.cast_and_scale(kPixelScale) : slices;
 }
 
 }  // namespace lockstep

@@ -2,8 +2,11 @@
 
 #include <unistd.h>
 
+#include <algorithm>
+#include <array>
 #include <atomic>
 #include <cmath>
+#include <string_view>
 
 namespace lockstep {
 
@@ -16,10 +19,13 @@ std::string format_value(double v) {
 }
 
 // Keras order: loss first, then metrics, then val_ entries.
-// Epoch-log keys of lockstep's own that the bar shows in its own way (input share) or not at all:
-// the bar shows time per step, and the peak memory is for History, CSVLogger and TensorBoard.
+// The bar shows what Keras' shows, losses and compiled metrics (and their val_ ones), and the input
+// share its own way ("input: 4%"). Epoch-log keys of lockstep's own are for History, CSVLogger and
+// TensorBoard, not the bar: it shows time per step, not steps_per_second.
 bool is_logs_only_key(const std::string& k) {
-  return k == "input_wait_share" || k == "steps_per_second" || k == "peak_memory_mib";
+  static constexpr std::array<std::string_view, 6> kLogsOnly = {
+      "input_wait_share", "steps_per_second", "peak_memory_mib", "gpu_utilization", "loss_scale", "skipped_steps"};
+  return std::find(kLogsOnly.begin(), kLogsOnly.end(), k) != kLogsOnly.end();
 }
 
 std::vector<std::pair<std::string, double>> keras_order(const Logs& logs) {

@@ -403,6 +403,77 @@ std::vector<Row> nn_update_rows() {
         }));
   }
 
+  // LayerNormalization's fused passes, each row's statistics in one kernel: rows shorter than a
+  // vector, and rows of whole vectors and a partial one, past the grain.
+  for (const Shape& s : {Shape{7, 5}, Shape{4099, 33}}) {
+    const std::string variant = s[0] > 100 ? "grain" : "odd";
+    const std::int64_t rows_n = s[0], cols = s[1];
+    const Shape c{cols}, r{rows_n};
+    const auto at = [cols](std::int64_t row, std::int64_t k) { return row * cols + k; };
+    constexpr double kEpsilon = 1e-3;
+    for (const bool affine : {true, false}) {
+      rows.push_back(make_row(
+          affine ? "layer_norm" : "layer_norm_no_gamma_beta", variant, "layer_norm", floats(),
+          {{KernelOp::kLayerNorm, {}}}, {{s, uniform(-2, 2), {}}, {c, uniform(0.5, 2), {}}, {c, uniform(-1, 1), {}}},
+          [affine](const std::vector<Tensor>& in, DType) {
+            const auto out = affine ? layer_norm(in[0], in[1], in[2], static_cast<float>(kEpsilon))
+                                    : layer_norm(in[0], Tensor(), Tensor(), static_cast<float>(kEpsilon));
+            return std::vector<Tensor>{out[0], out[1], out[2]};
+          },
+          [=](const std::vector<Host>& in, DType) {
+            Expected y(s), mean(r), inv_std(r);
+            for (std::int64_t row = 0; row < rows_n; ++row) {
+              double sum = 0, abs_sum = 0, squares = 0;
+              for (std::int64_t k = 0; k < cols; ++k) {
+                sum += in[0][at(row, k)];
+                abs_sum += std::fabs(in[0][at(row, k)]);
+              }
+              const double m = sum / static_cast<double>(cols);
+              for (std::int64_t k = 0; k < cols; ++k) squares += (in[0][at(row, k)] - m) * (in[0][at(row, k)] - m);
+              const double is = 1.0 / std::sqrt(squares / static_cast<double>(cols) + kEpsilon);
+              mean.set(row, m, abs_sum / static_cast<double>(cols));
+              inv_std.set(row, is, 0, 3 * is);
+              for (std::int64_t k = 0; k < cols; ++k) {
+                const double x = in[0][at(row, k)], g = affine ? in[1][k] : 1.0, b = affine ? in[2][k] : 0.0;
+                y.set(at(row, k), (x - m) * is * g + b, 0,
+                      3 * (std::fabs(x) + abs_sum / static_cast<double>(cols)) * is * std::fabs(g) + std::fabs(b));
+              }
+            }
+            return std::vector<Expected>{y, mean, inv_std};
+          }));
+      rows.push_back(make_row(
+          affine ? "layer_norm_input_grad" : "layer_norm_input_grad_no_gamma", variant, "layer_norm_input_grad",
+          floats(), {{KernelOp::kLayerNormBackward, {}}},
+          {{s, uniform(-1, 1), {}}, {s, uniform(-2, 2), {}}, {c, uniform(0.5, 2), {}}, {r, uniform(-0.5, 0.5), {}},
+           {r, uniform(0.5, 2), {}}},
+          [affine](const std::vector<Tensor>& in, DType) {
+            return std::vector<Tensor>{layer_norm_input_grad(in[0], in[1], affine ? in[2] : Tensor(), in[3], in[4])};
+          },
+          [=](const std::vector<Host>& in, DType) {
+            Expected e(s);
+            for (std::int64_t row = 0; row < rows_n; ++row) {
+              const double m = in[3][row], is = in[4][row];
+              double sh = 0, shx = 0, abs_h = 0, abs_hx = 0;
+              for (std::int64_t k = 0; k < cols; ++k) {
+                const double h = in[0][at(row, k)] * (affine ? in[2][k] : 1.0), xhat = (in[1][at(row, k)] - m) * is;
+                sh += h;
+                shx += h * xhat;
+                abs_h += std::fabs(h);
+                abs_hx += std::fabs(h * xhat);
+              }
+              const double mh = sh / static_cast<double>(cols), mhx = shx / static_cast<double>(cols);
+              for (std::int64_t k = 0; k < cols; ++k) {
+                const double h = in[0][at(row, k)] * (affine ? in[2][k] : 1.0), xhat = (in[1][at(row, k)] - m) * is;
+                const double terms = std::fabs(h) + abs_h / static_cast<double>(cols) +
+                                     (std::fabs(in[1][at(row, k)]) + std::fabs(m)) * is * abs_hx / static_cast<double>(cols);
+                e.set(at(row, k), is * (h - mh - xhat * mhx), 0, 3 * is * terms);
+              }
+            }
+            return std::vector<Expected>{e};
+          }));
+    }
+  }
+
   rows.push_back(make_row(
       "sparse_categorical_matches", "ties", "sparse_categorical_matches", floats(),
       {{KernelOp::kArgmax, {}}, {KernelOp::kCompare, DType::kI64}, {KernelOp::kCast, DType::kU8}},

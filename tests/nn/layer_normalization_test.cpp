@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "common/error_message.hpp"
+#include "lockstep/autograd/gradient_tape.hpp"
 #include "lockstep/layers/layer_registry.hpp"
 
 namespace lockstep {
@@ -64,6 +65,39 @@ TEST(LayerNormalization, MixedPrecisionComputesInFloat32AndReturnsTheComputeDtyp
   const double mean[] = {3, 2}, var[] = {3.5, 4};
   for (std::size_t i = 0; i < x.size(); ++i)
     EXPECT_NEAR(got[i], (x[i] - mean[i / 4]) / std::sqrt(var[i / 4] + 1e-3), 2e-3) << i;
+}
+
+// Its gradient (one fused op) under mixed_float16 is float32's, rounded: the input's in the
+// input's dtype, gamma's and beta's in their variables' (float32).
+TEST(LayerNormalization, MixedPrecisionGradientsAreFloat32sInTheirDtypes) {
+  const Tensor dy = Tensor::from_vector<float>({1, -2, 0.5f, 3, -1, 2, 1, 0.25f}, {2, 4});
+  std::vector<std::vector<float>> want;
+  for (bool mixed : {false, true}) {
+    auto made = layers::LayerNormalization();
+    if (mixed) made->set_dtype_policy(mixed_precision::Policy("mixed_float16"));
+    made->build(Shape{-1, 4}, 0);
+    auto& ln = dynamic_cast<layers::LayerNormalizationLayer&>(*made);
+    ln.gamma().assign(Tensor::from_vector<float>({1, 2, 3, 4}, {4}));
+    const Tensor x = mixed ? cast(batch(), DType::kF16) : batch();
+    GradientTape tape(/*persistent=*/true);
+    tape.watch(x);
+    const Tensor y = ln.call(x, CallContext{.training = true});
+    const Tensor g = mixed ? cast(dy, DType::kF16) : dy;
+    const Tensor dx = tape.gradient(y, std::vector<Tensor>{x}, g)[0];
+    const auto dvars = tape.gradient(y, std::vector<Variable>{ln.gamma(), ln.beta()}, g);
+    ASSERT_EQ(dx.dtype(), x.dtype());
+    ASSERT_EQ(dvars[0].dtype(), DType::kF32);
+    ASSERT_EQ(dvars[1].dtype(), DType::kF32);
+    std::vector<std::vector<float>> got{cast(dx, DType::kF32).to_vector<float>(), dvars[0].to_vector<float>(),
+                                        dvars[1].to_vector<float>()};
+    if (!mixed) {
+      want = got;
+      continue;
+    }
+    for (std::size_t t = 0; t < got.size(); ++t)
+      for (std::size_t i = 0; i < got[t].size(); ++i)
+        EXPECT_NEAR(got[t][i], want[t][i], 2e-3 * (1 + std::fabs(want[t][i]))) << t << ", " << i;
+  }
 }
 
 TEST(LayerNormalization, ConfigHasKerasNamesAndDefaultsAndRoundTrips) {

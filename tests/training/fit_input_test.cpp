@@ -157,6 +157,32 @@ TEST(FitInput, PixelsRescaledByTheModelTrainAsPixelsScaledBeforehand) {
   }
 }
 
+// image_slices, the CLI's one input path for the training and the test set (train's validation
+// and evaluate, `lockstep evaluate`): uint8 pixels stay bytes in memory, cast and scaled a batch at
+// a time for a model that does not scale its own input, and evaluate gives exactly what it gives
+// on pixels scaled beforehand; for a model that does, the bytes go to it as they are.
+TEST(FitInput, ImageSlicesEvaluateAsPixelsScaledBeforehand) {
+  constexpr std::int64_t kN = 37;
+  std::mt19937 rng(13);
+  std::vector<std::uint8_t> pixels(static_cast<std::size_t>(kN * 12));
+  for (auto& p : pixels) p = static_cast<std::uint8_t>(rng() % 256);
+  const Tensor bytes = Tensor::from_vector(pixels, Shape{kN, 12});
+  const Tensor labels = make_data(kN).y;
+  EXPECT_EQ(image_slices(bytes, labels, true).make_iterator()->next()->at(0).dtype(), DType::kU8);
+  const Tensor floats = flatten_and_scale_images(bytes);
+  EXPECT_EQ(image_slices(floats, labels, false).make_iterator()->next()->at(0).dtype(), DType::kF32);
+  for (int replicas : {1, 2}) {
+    MirroredStrategy strategy({.num_cpu_devices = replicas});
+    auto scope = strategy.scope();
+    Sequential model(std::vector<layers::LayerPtr>{layers::Input(Shape{12}), layers::Dense(6, "relu"),
+                                                   layers::Dense(4, "softmax")});
+    model.compile(optimizers::Adam(1e-2), losses::SparseCategoricalCrossentropy(), {"accuracy"});
+    const Logs want = model.evaluate(floats, labels, {.batch_size = 8});
+    const Logs got = model.evaluate(image_slices(bytes, labels, false).batch(8));
+    EXPECT_EQ(got, want) << replicas << " replicas";
+  }
+}
+
 // The replicas' pools gather the next batch ahead while they train on this one (fit's look-ahead
 // by one batch); it must train exactly as gathering each slice when its step starts, whatever
 // ends an epoch: the end of a pass, steps_per_epoch over a repeated pipeline, accumulation

@@ -86,9 +86,10 @@ TEST(Progbar, RedrawPadsOverALongerLineWithSpaces) {
   EXPECT_EQ(final_line.size() - 1, partial.size()) << out;
 }
 
-// The bar shows Keras' losses and metrics and lockstep's input share, not the keys only logs
-// carry (peak memory, steps per second: History, CSVLogger and TensorBoard have them).
-TEST(ProgbarLogger, ShowsLossesMetricsAndInputShareNotPeakMemory) {
+// The bar shows what Keras' shows, losses and metrics (and val_ ones), and lockstep's input share,
+// not the keys only logs carry (peak memory, steps per second, GPU utilisation, loss scaling:
+// History, CSVLogger and TensorBoard have them).
+TEST(ProgbarLogger, ShowsLossesMetricsAndInputShareNotLogsOnlyKeys) {
   std::FILE* f = std::tmpfile();
   ASSERT_NE(f, nullptr);
   ProgbarLogger logger(f);
@@ -100,12 +101,15 @@ TEST(ProgbarLogger, ShowsLossesMetricsAndInputShareNotPeakMemory) {
                           {"val_loss", 0.5},
                           {"input_wait_share", 0.04},
                           {"steps_per_second", 100.0},
-                          {"peak_memory_mib", 12.0}});
+                          {"peak_memory_mib", 12.0},
+                          {"gpu_utilization", 87.0},
+                          {"loss_scale", 32768.0},
+                          {"skipped_steps", 3.0}});
   const std::string out = read_all(f);
   std::fclose(f);
   EXPECT_NE(out.find(" - loss: 0.2500 - accuracy: 0.7500 - val_loss: 0.5000 - input: 4%\n"), std::string::npos) << out;
-  EXPECT_EQ(out.find("peak_memory"), std::string::npos) << out;
-  EXPECT_EQ(out.find("steps_per_second"), std::string::npos) << out;
+  for (const char* key : {"peak_memory", "steps_per_second", "gpu_utilization", "loss_scale", "skipped_steps"})
+    EXPECT_EQ(out.find(key), std::string::npos) << key << " on the bar: " << out;
 }
 
 }  // namespace

@@ -92,7 +92,10 @@ int run_evaluate(const ModelArgs& a) {
                                     : a.dataset == "mnist" ? datasets::mnist::load_data()
                                                            : datasets::fashion_mnist::load_data();
   const std::string source = a.data.empty() ? "the " + a.dataset + " test split" : "x_test of '" + a.data + "'";
-  const Tensor x = to_model_input(flatten_images_for(data.test.x, rescales_its_input(*model)), *model, source);
+  // uint8 pixels stay uint8 until a batch needs them (image_slices): no float32 copy of the set.
+  const bool rescales = rescales_its_input(*model);
+  const Tensor x = to_model_input(flatten_images_for(data.test.x, rescales || data.test.x.dtype() == DType::kU8),
+                                  *model, source);
   // As Keras does: a label the model has no output for is an error, not a wrong loss (one output
   // is a binary model: labels 0 and 1).
   const std::int64_t outputs = std::max<std::int64_t>(model->output_shape()[-1], 2);
@@ -103,7 +106,7 @@ int run_evaluate(const ModelArgs& a) {
     LOCKSTEP_CHECK(labels[i] < outputs, a.data.empty() ? a.dataset : "--data '" + a.data + "'", ": y_test[", i,
                    "] is ", labels[i], " but the model in '", a.model_dir, "' has ", outputs, " classes (0 to ",
                    outputs - 1, ")");
-  const Logs logs = model->evaluate(x, data.test.y, {.batch_size = a.batch_size});
+  const Logs logs = model->evaluate(image_slices(x, data.test.y, rescales).batch(a.batch_size));
   std::string line = "test_loss: ";
   char buf[64];
   std::snprintf(buf, sizeof buf, "%.4f", logs.at("loss"));

@@ -385,10 +385,10 @@ int train_with(const TrainArgs& a, distribute::Strategy& strategy, WorkerAgreeme
   // mismatch with the data is found before the run directory is claimed.
   std::optional<Shape> file_input;
   // uint8 images stay uint8 through the pipeline when the model scales them itself (a Keras
-  // file's model that starts with Rescaling). For any other, the zoo's included, the training
-  // pipeline scales them to [0, 1] as it gathers a batch (Dataset::cast_and_scale: the rows are
-  // read as bytes, a quarter of the floats' traffic, and the model gets the same floats as
-  // from pixels scaled beforehand); the test set is scaled once, up front.
+  // file's model that starts with Rescaling). For any other, the zoo's included, the pipeline
+  // scales them to [0, 1] as it gathers a batch, the training and the test set's alike
+  // (image_slices: the rows are read as bytes, a quarter of the floats' traffic, no float32 copy
+  // of either set is held, and the model gets the same floats as from pixels scaled beforehand).
   bool model_rescales = false;
   if (is_keras_file(a.model)) {
     // Uncompiled (Keras' compile=False): this command compiles it with its own flags.
@@ -412,17 +412,15 @@ int train_with(const TrainArgs& a, distribute::Strategy& strategy, WorkerAgreeme
                  " needs images (N, height, width) or (N, height, width, channels), but the examples have shape ",
                  image.str());
   if (!file_input) check_model_sizes(a, image, targets.outputs);  // before the run directory is claimed
-  // Pixels the pipeline scales as it gathers them (train set only, see above).
-  const bool pipeline_scales = !model_rescales && data.train.x.dtype() == DType::kU8;
-  const auto to_input = [&](const Tensor& images, bool keep_bytes) {
-    const Tensor rows = flatten_images_for(images, model_rescales || keep_bytes);
+  const auto to_input = [&](const Tensor& images) {
+    const Tensor rows = flatten_images_for(images, model_rescales || images.dtype() == DType::kU8);
     std::vector<std::int64_t> dims{rows.dim(0)};
     const Shape per_example = file_input ? *file_input : model_input_shape(a.model, image);
     for (auto d : per_example.dims()) dims.push_back(d);
     return rows.reshape(Shape(std::move(dims)));
   };
-  const Tensor x_train = text ? data.train.x : to_input(data.train.x, pipeline_scales);
-  const Tensor x_test = text ? data.test.x : to_input(data.test.x, false);
+  const Tensor x_train = text ? data.train.x : to_input(data.train.x);
+  const Tensor x_test = text ? data.test.x : to_input(data.test.x);
   TrainArgs resolved = a;
   if (resolved.dropout < 0) resolved.dropout = default_dropout(a.model);
   // Optimizer updates per epoch (what the schedule counts): a group of accumulated batches is
@@ -484,9 +482,8 @@ int train_with(const TrainArgs& a, distribute::Strategy& strategy, WorkerAgreeme
   const int verbose = chief ? a.verbose : 0;
   if (verbose != 0) std::cout << model.summary();
 
-  auto source = data::Dataset::from_tensor_slices(x_train, data.train.y);
-  if (pipeline_scales) source = source.cast_and_scale(kPixelScale);
-  auto ds = source.shuffle(x_train.dim(0), a.seed)
+  auto ds = image_slices(x_train, data.train.y, model_rescales)
+                .shuffle(x_train.dim(0), a.seed)
                 .batch(global_batch)
                 .prefetch(data::kAutotune);
   FitOptions fit_options{.epochs = a.epochs,
@@ -496,7 +493,8 @@ int train_with(const TrainArgs& a, distribute::Strategy& strategy, WorkerAgreeme
   // First, so that no other callback sees a batch after the loss went NaN.
   const auto nan_guard = std::make_shared<TerminateOnNaN>();
   fit_options.callbacks.push_back(nan_guard);
-  fit_options.validation_data = data::Dataset::from_tensor_slices(x_test, data.test.y).batch(1024);
+  const data::Dataset test_set = image_slices(x_test, data.test.y, model_rescales).batch(1024);
+  fit_options.validation_data = test_set;
   if (chief) std::printf("Run directory: %s\n", logdir.c_str());
   if (a.tensorboard && chief)
     fit_options.callbacks.push_back(std::make_shared<TensorBoard>(TensorBoardOptions{.log_dir = logdir}));
@@ -530,7 +528,7 @@ int train_with(const TrainArgs& a, distribute::Strategy& strategy, WorkerAgreeme
     throw Error(detail::concat("training diverged: the loss became NaN or infinite at epoch ", nan_guard->epoch() + 1,
                                ", batch ", nan_guard->batch() + 1,
                                "; no model was saved (try a lower --learning-rate, and start a new run)"));
-  const Logs test = model.evaluate(x_test, data.test.y, {.batch_size = 1024});
+  const Logs test = model.evaluate(test_set);
   std::fflush(stdout);
   if (!chief) return 0;
   const double steps_per_second = model.last_fit_timing().steps_per_second;

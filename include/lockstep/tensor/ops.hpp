@@ -159,6 +159,16 @@ std::array<Tensor, 2> batch_norm_grad_sums(const Tensor& dy, const Tensor& x, co
 Tensor batch_norm_input_grad(const Tensor& dy, const Tensor& x, const Tensor& mean, const Tensor& inv_std,
                              const Tensor& scale, const Tensor& mean_dy, const Tensor& mean_dy_xhat);
 
+/// LayerNormalization's fused passes over x (rows, features), float32, like batch_norm_*: not
+/// differentiable themselves (the layer records their gradient as one op). layer_norm gives
+/// {(x - mean) * inv_std * gamma + beta, mean, inv_std} with each row's mean and
+/// inv_std = 1 / sqrt(variance + epsilon) ((rows,)); gamma and beta ((features,)) may be undefined.
+std::array<Tensor, 3> layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, float epsilon);
+/// The input's gradient through each row's statistics: inv_std * (h - mean_row(h) - xhat *
+/// mean_row(h * xhat)), h = dy * gamma (dy when gamma is undefined), xhat = (x - mean) * inv_std.
+Tensor layer_norm_input_grad(const Tensor& dy, const Tensor& x, const Tensor& gamma, const Tensor& mean,
+                             const Tensor& inv_std);
+
 // ---- convolution and pooling: NHWC activations, float32 ----
 /// Zero padding of a 2-D window op, in elements on each side.
 struct Padding2d {

@@ -4,6 +4,9 @@
 namespace lockstep {
 
 class Model;
+namespace data {
+class Dataset;
+}
 
 /// What uint8 pixels are multiplied by to lie in [0, 1] (after a cast to float32).
 inline constexpr float kPixelScale = 1.0f / 255.0f;
@@ -22,5 +25,12 @@ bool rescales_its_input(const Model& model);
 /// bytes to shuffle, gather and copy to a device; each replica casts its own slice), and
 /// flatten_and_scale_images for the second. Either way the model sees the same numbers.
 Tensor flatten_images_for(const Tensor& images, bool model_rescales);
+
+/// from_tensor_slices(x, y) for a model that does (`model_rescales`) or does not scale its own
+/// input, x's uint8 pixels as they are (flatten_images_for(images, true), maybe reshaped): for the
+/// second, batch() casts and scales them as it gathers each batch (Dataset::cast_and_scale,
+/// kPixelScale), the floats flatten_and_scale_images gives, bit for bit, without a float32 copy
+/// of the whole set. Other dtypes are left as they are.
+data::Dataset image_slices(const Tensor& x, const Tensor& y, bool model_rescales);
 
 }  // namespace lockstep

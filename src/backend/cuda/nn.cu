@@ -1,4 +1,4 @@
-// Reductions, softmax, cross-entropy, one-hot, the dropout mask and batch normalisation. Every
+// Reductions, softmax, cross-entropy, one-hot, the dropout mask, batch and layer normalisation. Every
 // reduction has a fixed order (per-lane strided partials, then a fixed shuffle tree; column sums in
 // row order), so a kernel gives the same bits on every run; no atomics.
 #include <limits>
@@ -393,6 +393,75 @@ void batch_norm_backward(ComputeContext& ctx, const void* dy, const void* x, con
       static_cast<const float*>(inv_std), static_cast<const float*>(scale), static_cast<const float*>(mean_dy),
       static_cast<const float*>(mean_dy_xhat), static_cast<float*>(dx), rows * cols, cols);
   check_launch("batch_norm_backward");
+}
+
+// ---- LayerNormalization: a warp per row, its sums in the fixed warp tree ----
+namespace {
+__global__ void layer_norm_kernel(const float* x, const float* gamma, const float* beta, float* y, float* mean,
+                                  float* inv_std, std::int64_t rows, std::int64_t cols, float epsilon) {
+  const int lane = threadIdx.x % 32;
+  const float inv_cols = 1.0f / static_cast<float>(cols);
+  LOCKSTEP_WARP_ROW_LOOP(r, rows) {
+    const float* xr = x + r * cols;
+    float s = 0.0f;
+    for (std::int64_t c = lane; c < cols; c += 32) s += xr[c];
+    const float m = __shfl_sync(0xffffffffu, warp_sum(s), 0) * inv_cols;
+    float q = 0.0f;
+    for (std::int64_t c = lane; c < cols; c += 32) q += (xr[c] - m) * (xr[c] - m);
+    const float is = rsqrtf(__shfl_sync(0xffffffffu, warp_sum(q), 0) * inv_cols + epsilon);
+    for (std::int64_t c = lane; c < cols; c += 32) {
+      float v = (xr[c] - m) * is;
+      if (gamma) v *= gamma[c];
+      if (beta) v += beta[c];
+      y[r * cols + c] = v;
+    }
+    if (lane == 0) {
+      mean[r] = m;
+      inv_std[r] = is;
+    }
+  }
+}
+
+__global__ void layer_norm_backward_kernel(const float* x, const float* gamma, const float* dy, const float* mean,
+                                           const float* inv_std, float* dx, std::int64_t rows, std::int64_t cols) {
+  const int lane = threadIdx.x % 32;
+  const float inv_cols = 1.0f / static_cast<float>(cols);
+  LOCKSTEP_WARP_ROW_LOOP(r, rows) {
+    const float* xr = x + r * cols;
+    const float* gr = dy + r * cols;
+    const float m = mean[r], is = inv_std[r];
+    float sh = 0.0f, shx = 0.0f;
+    for (std::int64_t c = lane; c < cols; c += 32) {
+      const float h = gamma ? gr[c] * gamma[c] : gr[c];
+      sh += h;
+      shx += h * (xr[c] - m) * is;
+    }
+    const float mh = __shfl_sync(0xffffffffu, warp_sum(sh), 0) * inv_cols;
+    const float mhx = __shfl_sync(0xffffffffu, warp_sum(shx), 0) * inv_cols;
+    for (std::int64_t c = lane; c < cols; c += 32) {
+      const float h = gamma ? gr[c] * gamma[c] : gr[c];
+      dx[r * cols + c] = (h - mh - (xr[c] - m) * is * mhx) * is;
+    }
+  }
+}
+}  // namespace
+
+void layer_norm(ComputeContext& ctx, const void* x, const void* gamma, const void* beta, void* y, void* mean,
+                void* inv_std, std::int64_t rows, std::int64_t cols, float epsilon) {
+  if (rows * cols == 0) return;
+  layer_norm_kernel<<<row_blocks(rows), kThreads, 0, stream(ctx)>>>(
+      static_cast<const float*>(x), static_cast<const float*>(gamma), static_cast<const float*>(beta),
+      static_cast<float*>(y), static_cast<float*>(mean), static_cast<float*>(inv_std), rows, cols, epsilon);
+  check_launch("layer_norm");
+}
+
+void layer_norm_backward(ComputeContext& ctx, const void* x, const void* gamma, const void* dy, const void* mean,
+                         const void* inv_std, void* dx, std::int64_t rows, std::int64_t cols) {
+  if (rows * cols == 0) return;
+  layer_norm_backward_kernel<<<row_blocks(rows), kThreads, 0, stream(ctx)>>>(
+      static_cast<const float*>(x), static_cast<const float*>(gamma), static_cast<const float*>(dy),
+      static_cast<const float*>(mean), static_cast<const float*>(inv_std), static_cast<float*>(dx), rows, cols);
+  check_launch("layer_norm_backward");
 }
 
 LOCKSTEP_INSTANTIATE_KERNEL(Floating, reduce_sum)
