@@ -11,8 +11,9 @@ namespace lockstep::backend {
 /// its result to the host (the op list's return type is not void: sum_squares, first_outside)
 /// makes the host wait and decide on the value each step; a kernel that takes the step's own
 /// numbers as host arguments (the optimizer updates' learning rate and bias corrections, dropout's
-/// step) would have them frozen at the captured step's values.
-const char* kernel_capture_refusal(KernelOp op);
+/// step) would have them frozen at the captured step's values. A device kind may add its own
+/// (emulated GPUs: host arrays of pointers, emulated_capture.hpp).
+const char* kernel_capture_refusal(DeviceKind kind, KernelOp op);
 
 /// Captures the work this thread queues on `ctx` between begin_capture and end_capture into a
 /// graph, replayed by replay_graph on ctx's queue; only on a device kind whose capture_refusal is
