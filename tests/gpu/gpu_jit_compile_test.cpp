@@ -91,3 +91,43 @@ TEST(GpuJitCompile, WeightsAfter200StepsAreBitIdenticalWithAndWithoutCapture) {
   ASSERT_EQ(with.size(), without.size());
   for (std::size_t i = 0; i < with.size(); ++i) EXPECT_TRUE(with[i].bitwise_equal(without[i])) << i;
 }
+
+// A step whose every op can be captured (no weights to update, no labels to check on the host):
+// "auto" captures it, and fit's replays, each on its own batch, give the losses and metrics of
+// eager steps, bit for bit; the last, shorter batch gets a graph of its own; an execution of
+// several steps (steps_per_execution) keeps each replayed step's numbers.
+TEST(GpuJitCompile, FitReplaysACapturableStepWithTheNumbersOfEagerSteps) {
+  LOCKSTEP_REQUIRE_GPU();
+  const Tensor x = test::random_uniform({44, 6}, 11), y = test::random_uniform({44, 6}, 12);
+  const auto run = [&](JitCompile mode, std::string* reason, std::int64_t steps_per_execution = 1) {
+    MirroredStrategy strategy({.devices = {"gpu:0"}});
+    auto scope = strategy.scope();
+    auto m = std::make_unique<Sequential>(std::vector<layers::LayerPtr>{
+        layers::Rescaling(0.5f, 0.25f), layers::Activation("tanh")});
+    m->compile(optimizers::SGD(0.0), losses::MeanSquaredError(), {"mae"});
+    m->set_jit_compile(mode);
+    m->set_steps_per_execution(steps_per_execution);
+    const History h = m->fit(x, y, {.epochs = 3, .batch_size = 8, .shuffle = false, .verbose = 0});
+    *reason = m->jit_compile_reason();
+    return h;
+  };
+  std::string on_reason, off_reason, spe_reason;
+  const History off = run(JitCompile::kOff, &off_reason);
+  ::testing::internal::CaptureStderr();
+  History on, on_spe;
+  try {
+    on = run(JitCompile::kAuto, &on_reason);
+    on_spe = run(JitCompile::kAuto, &spe_reason, 3);
+  } catch (...) {
+    (void)::testing::internal::GetCapturedStderr();
+    throw;
+  }
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  EXPECT_EQ(on.history.at("loss"), off.history.at("loss"));
+  EXPECT_EQ(on.history.at("mae"), off.history.at("mae"));
+  EXPECT_EQ(on_spe.history.at("loss"), off.history.at("loss"));
+  EXPECT_EQ(on_spe.history.at("mae"), off.history.at("mae"));
+  EXPECT_EQ(on_reason, "");  // captured
+  EXPECT_EQ(spe_reason, "");
+  EXPECT_EQ(err, "");         // nothing to say
+}
