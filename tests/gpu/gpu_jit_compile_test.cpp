@@ -46,6 +46,15 @@ std::vector<Tensor> trained(JitCompile mode, std::int64_t steps, std::string* re
   return out;
 }
 
+// A model every op of whose train step can be captured: no weights to update, no labels read.
+std::unique_ptr<Sequential> weightless(JitCompile mode) {
+  auto m = std::make_unique<Sequential>(
+      std::vector<layers::LayerPtr>{layers::Rescaling(0.5f, 0.25f), layers::Activation("tanh")});
+  m->compile(optimizers::SGD(0.0), losses::MeanSquaredError(), {"mae"});
+  m->set_jit_compile(mode);
+  return m;
+}
+
 }  // namespace
 
 TEST(GpuJitCompile, AutoSaysOnceWhyStepsRunEagerlyAndTrainsTheBitsOfOff) {
@@ -102,10 +111,7 @@ TEST(GpuJitCompile, FitReplaysACapturableStepWithTheNumbersOfEagerSteps) {
   const auto run = [&](JitCompile mode, std::string* reason, std::int64_t steps_per_execution = 1) {
     MirroredStrategy strategy({.devices = {"gpu:0"}});
     auto scope = strategy.scope();
-    auto m = std::make_unique<Sequential>(std::vector<layers::LayerPtr>{
-        layers::Rescaling(0.5f, 0.25f), layers::Activation("tanh")});
-    m->compile(optimizers::SGD(0.0), losses::MeanSquaredError(), {"mae"});
-    m->set_jit_compile(mode);
+    auto m = weightless(mode);
     m->set_steps_per_execution(steps_per_execution);
     const History h = m->fit(x, y, {.epochs = 3, .batch_size = 8, .shuffle = false, .verbose = 0});
     *reason = m->jit_compile_reason();
@@ -130,4 +136,23 @@ TEST(GpuJitCompile, FitReplaysACapturableStepWithTheNumbersOfEagerSteps) {
   EXPECT_EQ(on_reason, "");  // captured
   EXPECT_EQ(spe_reason, "");
   EXPECT_EQ(err, "");         // nothing to say
+}
+
+// fit captures the step of one replica: with two, "auto" runs eagerly naming their collectives,
+// and true is refused naming them.
+TEST(GpuJitCompile, SeveralReplicasRunEagerlyNamingTheirCollectives) {
+  LOCKSTEP_REQUIRE_GPUS(2);
+  const Tensor x = test::random_uniform({16, 6}, 11), y = test::random_uniform({16, 6}, 12);
+  MirroredStrategy strategy({.devices = {"gpu:0", "gpu:1"}});
+  auto scope = strategy.scope();
+  auto m = weightless(JitCompile::kAuto);
+  ::testing::internal::CaptureStderr();
+  m->fit(x, y, {.epochs = 1, .batch_size = 8, .shuffle = false, .verbose = 0});
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  EXPECT_TRUE(has(m->jit_compile_reason(), "the collectives of its 2 replicas are not captured")) << m->jit_compile_reason();
+  EXPECT_TRUE(has(err, "runs its train steps eagerly on gpu:0")) << err;
+  auto on = weightless(JitCompile::kOn);
+  const std::string msg = message_of([&] { on->fit(x, y, {.epochs = 1, .batch_size = 8, .verbose = 0}); });
+  EXPECT_TRUE(has(msg, "jit_compile=True: model '")) << msg;
+  EXPECT_TRUE(has(msg, "the collectives of its 2 replicas are not captured")) << msg;
 }

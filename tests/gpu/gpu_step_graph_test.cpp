@@ -20,13 +20,12 @@ Tensor work(const Tensor& a, const Tensor& b) { return relu(add(matmul(a, b), a)
 
 TEST(GpuStepGraph, ReplaysTheCapturedOpsOnWhatTheirInputsHoldNow) {
   LOCKSTEP_REQUIRE_GPU();
-  const Device gpu = Device::parse("gpu:0");
-  auto ctx = make_compute_context(gpu);
-  const ComputeScope scope(*ctx);
+  const OnGpu0 on;
+  const Device& gpu = on.gpu;
   Tensor a = test::random_uniform({64, 64}, 1).to(gpu), b = test::random_uniform({64, 64}, 2).to(gpu);
   (void)work(a, b).to_vector<float>();  // warm-up: the cache holds the blocks, the GEMM its plan
   Tensor mm, sum, out;                  // the captured work's outputs, kept with the graph
-  StepGraph graph(*ctx, [&] {
+  StepGraph graph(*on.ctx, [&] {
     mm = matmul(a, b);
     sum = add(mm, a);
     out = relu(sum);
@@ -42,12 +41,11 @@ TEST(GpuStepGraph, ReplaysTheCapturedOpsOnWhatTheirInputsHoldNow) {
 
 TEST(GpuStepGraph, AnOpThatWaitsForTheDeviceFailsInsideTheCaptureAndTheStreamStaysUsable) {
   LOCKSTEP_REQUIRE_GPU();
-  const Device gpu = Device::parse("gpu:0");
-  auto ctx = make_compute_context(gpu);
-  const ComputeScope scope(*ctx);
+  const OnGpu0 on;
+  const Device& gpu = on.gpu;
   const Tensor a = test::random_uniform({8}, 1).to(gpu);
   (void)add(a, a).to_vector<float>();
-  const std::string msg = message_of([&] { StepGraph graph(*ctx, [&] { (void)add(a, a).to_vector<float>(); }); });
+  const std::string msg = message_of([&] { StepGraph graph(*on.ctx, [&] { (void)add(a, a).to_vector<float>(); }); });
   if (emulated())
     EXPECT_TRUE(has(msg, "a copy of 32 bytes from the device to the host inside a graph capture on gpu:0")) << msg;
   else
@@ -59,14 +57,13 @@ TEST(GpuStepGraph, AnOpThatWaitsForTheDeviceFailsInsideTheCaptureAndTheStreamSta
 // the capture never gets memory a replay writes.
 TEST(GpuStepGraph, MemoryTheCaptureTookIsNotHandedOutWhileTheGraphLives) {
   LOCKSTEP_REQUIRE_GPU();
-  const Device gpu = Device::parse("gpu:0");
-  auto ctx = make_compute_context(gpu);
-  const ComputeScope scope(*ctx);
+  const OnGpu0 on;
+  const Device& gpu = on.gpu;
   const Tensor a = test::random_uniform({16}, 1).to(gpu);
   (void)relu(add(a, a)).to_vector<float>();  // warm-up
   Tensor out;
   const void* intermediate = nullptr;
-  auto graph = std::make_unique<StepGraph>(*ctx, [&] {
+  auto graph = std::make_unique<StepGraph>(*on.ctx, [&] {
     const Tensor sum = add(a, a);  // freed inside the capture: the pool's, not the cache's
     intermediate = sum.raw_data();
     out = relu(sum);
@@ -82,18 +79,17 @@ TEST(GpuStepGraph, MemoryTheCaptureTookIsNotHandedOutWhileTheGraphLives) {
 TEST(GpuStepGraph, EmulatedGpusRefuseAKernelTheirRecordingCannotKeepByName) {
   LOCKSTEP_REQUIRE_GPU();
   if (!emulated()) GTEST_SKIP() << "real GPUs capture combine";
-  auto ctx = make_compute_context(Device::parse("gpu:0"));
-  EXPECT_EQ(step_capture_refusal(Device::parse("gpu:0")), "");
+  const OnGpu0 on;
+  EXPECT_EQ(step_capture_refusal(on.gpu), "");
   const char* why = backend::kernel_capture_refusal(DeviceKind::kCuda, backend::KernelOp::kCombine);
   ASSERT_NE(why, nullptr);
   EXPECT_TRUE(has(why, "host arrays of pointers")) << why;
-  const ComputeScope scope(*ctx);
   float x[4] = {1, 2, 3, 4};
   const void* in[1] = {x};
   void* out[1] = {x};
   const std::string msg = message_of([&] {
-    StepGraph graph(*ctx, [&] {
-      backend::kernels(DeviceKind::kCuda, DType::kF32).combine(*ctx, ReduceOp::kSum, in, 1, out, 1, 0, 4);
+    StepGraph graph(*on.ctx, [&] {
+      backend::kernels(DeviceKind::kCuda, DType::kF32).combine(*on.ctx, ReduceOp::kSum, in, 1, out, 1, 0, 4);
     });
   });
   EXPECT_TRUE(has(msg, "the kernel combine, which takes host arrays of pointers")) << msg;

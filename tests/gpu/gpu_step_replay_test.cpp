@@ -35,9 +35,8 @@ std::vector<float> host(const Tensor& t) { return t.to_vector<float>(); }
 
 TEST(GpuStepReplay, ReplaysGiveTheEagerBitsAndEachStepItsOwnNumbers) {
   LOCKSTEP_REQUIRE_GPU();
-  const Device gpu = Device::parse("gpu:0");
-  auto ctx = make_compute_context(gpu);
-  const ComputeScope scope(*ctx);
+  const OnGpu0 on;
+  const Device& gpu = on.gpu;
   Toy replayed{test::random_uniform({8, 8}, 1).to(gpu)}, eager{replayed.w.clone()};
   detail::StepReplays replays;
   std::vector<detail::ReplicaNumbers> kept;
@@ -58,9 +57,8 @@ TEST(GpuStepReplay, ReplaysGiveTheEagerBitsAndEachStepItsOwnNumbers) {
 
 TEST(GpuStepReplay, PastTheBoundASignatureRunsEagerlySaidOnce) {
   LOCKSTEP_REQUIRE_GPU();
-  const Device gpu = Device::parse("gpu:0");
-  auto ctx = make_compute_context(gpu);
-  const ComputeScope scope(*ctx);
+  const OnGpu0 on;
+  const Device& gpu = on.gpu;
   Toy toy{test::random_uniform({4, 4}, 1).to(gpu)};
   detail::StepReplays replays;
   ::testing::internal::CaptureStderr();
@@ -76,9 +74,8 @@ TEST(GpuStepReplay, PastTheBoundASignatureRunsEagerlySaidOnce) {
 
 TEST(GpuStepReplay, ACaptureThatFailsRunsTheStepEagerlyAndSaysWhy) {
   LOCKSTEP_REQUIRE_GPU();
-  const Device gpu = Device::parse("gpu:0");
-  auto ctx = make_compute_context(gpu);
-  const ComputeScope scope(*ctx);
+  const OnGpu0 on;
+  const Device& gpu = on.gpu;
   detail::StepReplays replays;
   int calls = 0;
   const auto step = [&](const data::Element& in) {
