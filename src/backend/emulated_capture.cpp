@@ -55,7 +55,7 @@ struct Recorded<D, Member, Op, R (*)(ComputeContext&, A...)> {
     if (Recording* rec = capturing(ctx)) [[unlikely]] {
       using S = Signature<R (*)(ComputeContext&, A...)>;
       if constexpr (S::returns_value) {
-        refuse(ctx, std::string("the kernel ") + kernel_op_name(Op) + ", which returns its result to the host,");
+        refuse(ctx, std::string("the kernel ") + kernel_op_name(Op) + ", which returns its result to the host");
       } else if constexpr (S::pointer_arrays) {
         refuse(ctx, std::string("the kernel ") + kernel_op_name(Op) + ", which " + kernel_refusal(Op) + ",");
       } else {
@@ -154,7 +154,8 @@ DeviceOps capturing_ops(const DeviceOps& base) {
 
 const char* kernel_refusal(KernelOp op) {
   static constexpr bool arrays[] = {
-#define LOCKSTEP_KERNEL_OP(name, Op, dtypes, ret, params) Signature<decltype(KernelTable::name)>::pointer_arrays,
+#define LOCKSTEP_KERNEL_OP(name, Op, dtypes, ret, params) \
+  Signature<decltype(KernelTable::name)>::pointer_arrays,
 #include "backend/kernel_ops.def"
 #undef LOCKSTEP_KERNEL_OP
   };

@@ -30,10 +30,11 @@ ReplicaNumbers StepReplays::run(const data::Element& slice, const std::string& k
   if (it == graphs_.end()) {
     if (graphs_.size() >= kMaxGraphs) {
       if (!said_full_)
-        std::fprintf(stderr,
-                     "jit_compile: %zu input signatures have captured train steps; steps of other signatures run "
-                     "eagerly (this one: %s)\n",
-                     kMaxGraphs, sig.c_str());
+        std::fprintf(
+            stderr,
+            "jit_compile: %zu input signatures have captured train steps; steps of other signatures run "
+            "eagerly (this one: %s)\n",
+            kMaxGraphs, sig.c_str());
       said_full_ = true;
       return step(slice);
     }
@@ -43,7 +44,8 @@ ReplicaNumbers StepReplays::run(const data::Element& slice, const std::string& k
       g.graph = std::make_unique<StepGraph>(current_compute_context(), [&] { g.outputs = step(g.inputs); });
     } catch (const Error& e) {
       failure_ = e.what();
-      std::fprintf(stderr, "jit_compile: the train step could not be captured, so train steps run eagerly: %s\n",
+      std::fprintf(stderr,
+                   "jit_compile: the train step could not be captured, so train steps run eagerly: %s\n",
                    failure_.c_str());
       return step(slice);
     }

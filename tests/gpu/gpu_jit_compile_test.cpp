@@ -149,7 +149,8 @@ TEST(GpuJitCompile, SeveralReplicasRunEagerlyNamingTheirCollectives) {
   ::testing::internal::CaptureStderr();
   m->fit(x, y, {.epochs = 1, .batch_size = 8, .shuffle = false, .verbose = 0});
   const std::string err = ::testing::internal::GetCapturedStderr();
-  EXPECT_TRUE(has(m->jit_compile_reason(), "the collectives of its 2 replicas are not captured")) << m->jit_compile_reason();
+  const std::string reason = m->jit_compile_reason();
+  EXPECT_TRUE(has(reason, "the collectives of its 2 replicas are not captured")) << reason;
   EXPECT_TRUE(has(err, "runs its train steps eagerly on gpu:0")) << err;
   auto on = weightless(JitCompile::kOn);
   const std::string msg = message_of([&] { on->fit(x, y, {.epochs = 1, .batch_size = 8, .verbose = 0}); });

@@ -68,7 +68,8 @@ TEST(GpuStepReplay, PastTheBoundASignatureRunsEagerlySaidOnce) {
   }
   const std::string err = ::testing::internal::GetCapturedStderr();
   EXPECT_EQ(replays.graphs(), detail::StepReplays::kMaxGraphs);
-  EXPECT_TRUE(has(err, "input signatures have captured train steps; steps of other signatures run eagerly")) << err;
+  EXPECT_TRUE(has(err, "input signatures have captured train steps; steps of other signatures run eagerly"))
+      << err;
   EXPECT_EQ(err.find("jit_compile", 1), std::string::npos) << err;  // once
 }
 
@@ -91,7 +92,8 @@ TEST(GpuStepReplay, ACaptureThatFailsRunsTheStepEagerlyAndSaysWhy) {
   const std::string err = ::testing::internal::GetCapturedStderr();
   EXPECT_EQ(host(r.loss_sum), std::vector<float>{6});
   EXPECT_EQ(replays.graphs(), 0u);
-  EXPECT_TRUE(has(err, "jit_compile: the train step could not be captured, so train steps run eagerly")) << err;
+  EXPECT_TRUE(has(err, "jit_compile: the train step could not be captured, so train steps run eagerly"))
+      << err;
   EXPECT_FALSE(replays.failure().empty());
   (void)replays.run(slice, "", step);  // eagerly, no second capture
   EXPECT_EQ(calls, 3);

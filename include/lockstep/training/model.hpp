@@ -127,8 +127,8 @@ class Model {
   /// true a device or an op that cannot be captured is then a ValueError naming it.
   void set_jit_compile(JitCompile mode);
   JitCompile jit_compile() const { return jit_compile_; }
-  /// Why train steps run eagerly under jit_compile "auto": the device, then the first op of the
-  /// checked step, that cannot be captured. Empty before that step and under jit_compile off.
+  /// Why train steps run eagerly under "auto": the device, the checked step's ops (or a failed capture).
+  /// Empty before that step, under off, and where fit replays captured steps (step_replay.hpp).
   const std::string& jit_compile_reason() const { return jit_reason_; }
   /// Keras' compile(steps_per_execution=N): fit, evaluate and predict run N batches per host
   /// round trip. Losses and metrics are read (and reduced across replicas) once per execution,
