@@ -6,7 +6,7 @@
 // step), then the global example index of the row, then the column.
 #include <cstdint>
 
-#include "backend/host_device.hpp"
+#include "lockstep/core/host_device.hpp"
 
 namespace lockstep::backend::dropout {
 

@@ -4,6 +4,8 @@
 
 #include "lockstep/autograd/replica_interface.hpp"
 #include "lockstep/tensor/ops.hpp"
+#include "lockstep/tensor/step_capture.hpp"
+#include "nn/schedule_desc.hpp"
 
 namespace lockstep::optimizers {
 
@@ -13,6 +15,13 @@ namespace {
 void check_finite_at_least(double v, double lo, bool inclusive, const char* what) {
   LOCKSTEP_CHECK(std::isfinite(v) && (inclusive ? v >= lo : v > lo), "optimizer: ", what, " must be a finite number ",
                  inclusive ? ">= " : "> ", lo, ", got ", v);
+}
+
+// Under jit_compile's check: a schedule only the host can evaluate keeps the step from being captured.
+void note_capture_refusal(const std::string& optimizer, const Schedule& schedule) {
+  if (StepCaptureCheck* check = current_step_capture_check()) [[unlikely]]
+    if (const char* why = schedules::capture_refusal(schedule))
+      check->block(detail::concat(optimizer, "'s learning rate comes from ", why));
 }
 
 std::vector<std::pair<Tensor, Variable>> zip_pairs(const std::vector<Tensor>& grads, const std::vector<Variable>& vars) {
@@ -80,6 +89,7 @@ std::vector<Tensor> Optimizer::Rule::shared_slots(const Variable& var) {
 
 void Optimizer::Rule::apply(const std::vector<Variable>& vars, const std::vector<GradientShard>& ranges,
                             std::int64_t step) {
+  note_capture_refusal(o_.name(), o_.options_.schedule);
   const double lr = o_.learning_rate_at(step);
   const auto& clipvalue = o_.options_.clipvalue;
   for (const GradientShard& s : ranges) {
@@ -194,6 +204,7 @@ void Optimizer::apply_gradients_at(const std::vector<std::pair<Tensor, Variable>
     const double norm = std::sqrt(total);
     if (norm > *options_.global_clipnorm) global_scale = *options_.global_clipnorm / norm;
   }
+  note_capture_refusal(name(), options_.schedule);
   const double lr = learning_rate_at(step);
   for (const auto& [g, v] : grads_and_vars) {
     if (!g.defined()) continue;

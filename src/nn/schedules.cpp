@@ -2,12 +2,12 @@
 
 #include <algorithm>
 #include <cmath>
-#include <numbers>
 #include <string>
 #include <type_traits>
 #include <utility>
 
 #include "lockstep/core/error.hpp"
+#include "nn/schedule_desc.hpp"
 
 namespace lockstep::optimizers::schedules {
 
@@ -19,31 +19,26 @@ void check_rate(double v, const char* schedule, const char* what) {
 void check_steps(std::int64_t v, const char* schedule, const char* what) {
   LOCKSTEP_CHECK(v > 0, schedule, ": ", what, " must be > 0, got ", v);
 }
-double as_double(std::int64_t step) { return static_cast<double>(std::max<std::int64_t>(step, 0)); }
 }  // namespace
 
 namespace {
+namespace sm = schedule_math;
 // Each schedule Keras has a class for is a callable of its own type holding Keras' arguments, so
-// that serialize() can find them again (Schedule::target) and write Keras' config.
+// that serialize() and describe() can find them again (Schedule::target). The math is
+// schedule_math's, the one written for the host and the device.
 struct Exponential {
   double initial;
   std::int64_t decay_steps;
   double decay_rate;
   bool staircase;
-  double operator()(std::int64_t step) const {
-    double p = as_double(step) / static_cast<double>(decay_steps);
-    if (staircase) p = std::floor(p);
-    return initial * std::pow(decay_rate, p);
-  }
+  double operator()(std::int64_t step) const { return sm::exponential(initial, decay_steps, decay_rate, staircase, step); }
 };
 
 struct Piecewise {
   std::vector<std::int64_t> boundaries;
   std::vector<double> values;
   double operator()(std::int64_t step) const {
-    // The first boundary the step has not passed (step <= boundary) picks the value.
-    const auto it = std::lower_bound(boundaries.begin(), boundaries.end(), step);
-    return values[static_cast<std::size_t>(it - boundaries.begin())];
+    return sm::piecewise(boundaries.data(), values.data(), static_cast<int>(boundaries.size()), step);
   }
 };
 
@@ -51,17 +46,9 @@ struct Cosine {
   double initial;
   std::int64_t decay_steps;
   CosineDecayOptions o;
-  double decayed(double step, double from) const {
-    const double cosine = 0.5 * (1.0 + std::cos(std::numbers::pi * step / static_cast<double>(decay_steps)));
-    return from * ((1.0 - o.alpha) * cosine + o.alpha);
-  }
   double operator()(std::int64_t step) const {
-    const double decay = static_cast<double>(decay_steps);
-    if (!o.warmup_target) return decayed(std::min(as_double(step), decay), initial);
-    const double warmup = static_cast<double>(o.warmup_steps);
-    const double s = std::min(as_double(step), decay + warmup);
-    if (s < warmup) return (*o.warmup_target - initial) * (s / warmup) + initial;
-    return decayed(s - warmup, *o.warmup_target);
+    return sm::cosine(initial, decay_steps, o.alpha, o.warmup_target.has_value(), o.warmup_target.value_or(0.0),
+                      o.warmup_steps, step);
   }
 };
 
@@ -71,17 +58,23 @@ struct Polynomial {
   double end;
   double power;
   bool cycle;
-  double operator()(std::int64_t step_in) const {
-    double step = as_double(step_in);
-    double steps = static_cast<double>(decay_steps);
-    if (cycle) {
-      // The first multiple of decay_steps that is >= step (1 at step 0, as Keras).
-      steps *= step == 0 ? 1.0 : std::ceil(step / steps);
-    } else {
-      step = std::min(step, steps);
-    }
-    return (initial - end) * std::pow(1.0 - step / steps, power) + end;
+  double operator()(std::int64_t step) const { return sm::polynomial(initial, decay_steps, end, power, cycle, step); }
+};
+
+struct Warmup {
+  Schedule after;
+  std::int64_t warmup_steps;
+  double initial;
+  double target;  // after(0)
+  double operator()(std::int64_t step) const {
+    if (step >= warmup_steps) return after(step - warmup_steps);
+    return sm::warmup_ramp(initial, target, warmup_steps, step);
   }
+};
+
+struct ConstantRate {
+  double rate;
+  double operator()(std::int64_t) const { return rate; }
 };
 }  // namespace
 
@@ -125,15 +118,12 @@ Schedule LinearWarmup(Schedule after, std::int64_t warmup_steps, double initial)
   LOCKSTEP_CHECK(warmup_steps >= 0, "LinearWarmup: warmup_steps must be >= 0, got ", warmup_steps);
   check_rate(initial, "LinearWarmup", "initial_learning_rate");
   const double target = after(0);
-  return [after = std::move(after), warmup_steps, initial, target](std::int64_t step) {
-    if (step >= warmup_steps) return after(step - warmup_steps);
-    return (target - initial) * (as_double(step) / static_cast<double>(warmup_steps)) + initial;
-  };
+  return Warmup{std::move(after), warmup_steps, initial, target};
 }
 
 Schedule Constant(double learning_rate) {
   check_rate(learning_rate, "Constant", "learning_rate");
-  return [learning_rate](std::int64_t) { return learning_rate; };
+  return ConstantRate{learning_rate};
 }
 
 namespace {
@@ -243,6 +233,60 @@ Schedule deserialize(const json& j) {
   throw ValueError("learning-rate schedule " + cls +
                    " is not supported (lockstep has ExponentialDecay, PiecewiseConstantDecay, CosineDecay, "
                    "PolynomialDecay)");
+}
+
+std::optional<schedule_math::ScheduleDesc> describe(const Schedule& s) {
+  using schedule_math::ScheduleKind;
+  schedule_math::ScheduleDesc d;
+  if (const auto* w = s.target<Warmup>()) {
+    auto inner = describe(w->after);
+    if (!inner || inner->linear_warmup) return std::nullopt;  // one warmup per description
+    inner->linear_warmup = true;
+    inner->linear_warmup_steps = w->warmup_steps;
+    inner->linear_warmup_initial = w->initial;
+    inner->linear_warmup_target = w->target;
+    return inner;
+  }
+  if (const auto* c = s.target<ConstantRate>()) {
+    d.initial = c->rate;
+  } else if (const auto* e = s.target<Exponential>()) {
+    d.kind = ScheduleKind::kExponential;
+    d.initial = e->initial;
+    d.decay_steps = e->decay_steps;
+    d.decay_rate = e->decay_rate;
+    d.staircase = e->staircase;
+  } else if (const auto* p = s.target<Piecewise>()) {
+    if (p->boundaries.size() > static_cast<std::size_t>(schedule_math::kMaxPiecewiseBoundaries))
+      return std::nullopt;
+    d.kind = ScheduleKind::kPiecewise;
+    d.n_boundaries = static_cast<int>(p->boundaries.size());
+    std::copy(p->boundaries.begin(), p->boundaries.end(), d.boundaries);
+    std::copy(p->values.begin(), p->values.end(), d.values);
+  } else if (const auto* c = s.target<Cosine>()) {
+    d.kind = ScheduleKind::kCosine;
+    d.initial = c->initial;
+    d.decay_steps = c->decay_steps;
+    d.alpha = c->o.alpha;
+    d.has_warmup_target = c->o.warmup_target.has_value();
+    d.warmup_target = c->o.warmup_target.value_or(0.0);
+    d.warmup_steps = c->o.warmup_steps;
+  } else if (const auto* p = s.target<Polynomial>()) {
+    d.kind = ScheduleKind::kPolynomial;
+    d.initial = p->initial;
+    d.decay_steps = p->decay_steps;
+    d.end = p->end;
+    d.power = p->power;
+    d.cycle = p->cycle;
+  } else {
+    return std::nullopt;
+  }
+  return d;
+}
+
+const char* capture_refusal(const Schedule& schedule) {
+  if (!schedule || describe(schedule)) return nullptr;
+  return "a learning-rate schedule given as a function (or a PiecewiseConstantDecay of more than 32 boundaries, "
+         "or a LinearWarmup around a LinearWarmup), which only the host can evaluate";
 }
 
 double scaled_learning_rate(double base_lr, std::int64_t base_batch, std::int64_t global_batch) {

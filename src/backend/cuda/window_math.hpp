@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <limits>
 
-#include "backend/host_device.hpp"
+#include "lockstep/core/host_device.hpp"
 #include "backend/kernels.hpp"
 
 namespace lockstep::backend::cuda::window {
