@@ -9,6 +9,7 @@
 //   void* allocate(std::size_t cls, const char** why);   // null on failure, *why its reason
 //   void free(void* block, std::size_t cls);             // never throws
 //   std::string out_of_memory(const OutOfMemory&) const; // the ResourceError's message
+//   static constexpr bool kAllocatesInCapture;            // may allocate while a graph is captured
 // A device's blocks are used on its one stream, so a block freed on the host may be handed out
 // at once: work queued with it runs after the work that used it before (stream order).
 #include <algorithm>
@@ -16,6 +17,7 @@
 #include <cstdint>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -40,6 +42,19 @@ class Allocator {
   virtual AllocatorStats stats() const = 0;
   /// Starts a new high-water mark at the bytes in use now.
   virtual void reset_peak() {}
+
+  // ---- a captured graph's private pool (PyTorch's graph pools; StepGraph) ----
+  /// From now on what this thread allocates comes from a new pool of the graph being captured,
+  /// and every block of the pool goes back to the pool when freed, never to the shared cache: a
+  /// replay writes the pool's memory, so nothing outside the graph may be handed it. Returns
+  /// the pool's id.
+  virtual std::uint64_t begin_graph_pool() = 0;
+  /// The capture is over: this thread allocates from the shared cache again; the pool keeps its
+  /// blocks for the graph's replays.
+  virtual void end_graph_pool() = 0;
+  /// The graph is gone: the pool's free blocks go to the shared cache, and so do those still
+  /// held (its outputs) when they are freed.
+  virtual void release_graph_pool(std::uint64_t id) = 0;
 };
 
 /// What a failed allocation knows, for its message.
@@ -73,6 +88,8 @@ class CachingAllocator final : public Allocator {
     {
       std::lock_guard<std::mutex> lock(mu_);
       if (limit_ && stats_.bytes_in_use + cls > limit_) fail_locked(nbytes, cls, " (memory limit)");
+      if (capturing_pool_ && std::this_thread::get_id() == capture_thread_) [[unlikely]]
+        return allocate_in_pool_locked(nbytes, cls);
       auto it = free_.find(cls);
       if (it != free_.end() && !it->second.empty()) {
         void* p = it->second.back();
@@ -103,9 +120,47 @@ class CachingAllocator final : public Allocator {
     if (!ptr) return;
     const std::size_t cls = Memory::size_class(nbytes);
     std::lock_guard<std::mutex> lock(mu_);
-    free_[cls].push_back(ptr);
     stats_.bytes_in_use -= cls;
     stats_.bytes_cached += cls;
+    if (!pool_of_.empty()) [[unlikely]] {
+      const auto owned = pool_of_.find(ptr);
+      if (owned != pool_of_.end()) {
+        const auto pool = pools_.find(owned->second);
+        if (pool != pools_.end()) {
+          pool->second[cls].push_back(ptr);
+          return;
+        }
+        pool_of_.erase(owned);  // its graph is gone: the block is the cache's again
+      }
+    }
+    free_[cls].push_back(ptr);
+  }
+
+  std::uint64_t begin_graph_pool() override {
+    std::lock_guard<std::mutex> lock(mu_);
+    LOCKSTEP_CHECK(!capturing_pool_, "a graph is already being captured with this device's memory: captures do not "
+                                     "nest, and one device captures one graph at a time");
+    capturing_pool_ = next_pool_++;
+    capture_thread_ = std::this_thread::get_id();
+    pools_[capturing_pool_];
+    return capturing_pool_;
+  }
+
+  void end_graph_pool() override {
+    std::lock_guard<std::mutex> lock(mu_);
+    capturing_pool_ = 0;
+  }
+
+  void release_graph_pool(std::uint64_t id) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    const auto pool = pools_.find(id);
+    if (pool == pools_.end()) return;
+    for (auto& [cls, blocks] : pool->second)
+      for (void* p : blocks) {
+        pool_of_.erase(p);
+        free_[cls].push_back(p);
+      }
+    pools_.erase(pool);
   }
 
   AllocatorStats stats() const override {
@@ -118,7 +173,7 @@ class CachingAllocator final : public Allocator {
     stats_.peak_bytes_in_use = stats_.bytes_in_use;
   }
 
-  /// Returns every cached block to the system.
+  /// Returns every cached block to the system (a graph pool's stay with their graph).
   void empty_cache() {
     std::lock_guard<std::mutex> lock(mu_);
     for (auto& [cls, blocks] : free_)
@@ -130,6 +185,35 @@ class CachingAllocator final : public Allocator {
   static std::size_t size_class(std::size_t nbytes) { return Memory::size_class(nbytes); }
 
  private:
+  using FreeLists = std::unordered_map<std::size_t, std::vector<void*>>;
+
+  // A block for the graph being captured: from its pool, else from the shared cache, else (where
+  // the memory allows it while capturing) from the system; it belongs to the pool from now on.
+  void* allocate_in_pool_locked(std::size_t nbytes, std::size_t cls) {
+    void* p = nullptr;
+    for (FreeLists* lists : {&pools_[capturing_pool_], &free_}) {
+      auto it = lists->find(cls);
+      if (it == lists->end() || it->second.empty()) continue;
+      p = it->second.back();
+      it->second.pop_back();
+      ++stats_.cache_hits;
+      stats_.bytes_cached -= cls;
+      break;
+    }
+    if (!p) {
+      if (!Memory::kAllocatesInCapture)
+        fail_locked(nbytes, cls, " (while a graph is captured, which cannot allocate device memory: the cache has no "
+                                 "block of this size; run the step once eagerly first)");
+      const char* why = "";
+      p = memory_.allocate(cls, &why);
+      if (!p) fail_locked(nbytes, cls, why);
+      ++stats_.system_allocations;
+    }
+    add_in_use_locked(cls);
+    pool_of_[p] = capturing_pool_;
+    return p;
+  }
+
   void add_in_use_locked(std::size_t cls) {
     stats_.bytes_in_use += cls;
     stats_.peak_bytes_in_use = std::max(stats_.peak_bytes_in_use, stats_.bytes_in_use);
@@ -145,8 +229,14 @@ class CachingAllocator final : public Allocator {
   Memory memory_;
   const std::uint64_t limit_;
   mutable std::mutex mu_;
-  std::unordered_map<std::size_t, std::vector<void*>> free_;
+  FreeLists free_;
   AllocatorStats stats_;
+  // Graph pools: each live pool's free blocks, the pool of every block one owns (in use or
+  // free), the pool being captured (0: none) and the thread capturing it.
+  std::unordered_map<std::uint64_t, FreeLists> pools_;
+  std::unordered_map<void*, std::uint64_t> pool_of_;
+  std::uint64_t capturing_pool_ = 0, next_pool_ = 1;
+  std::thread::id capture_thread_;
 };
 
 /// Host memory: 64-byte aligned blocks in power-of-two-ish size classes, large ones coloured
@@ -154,6 +244,7 @@ class CachingAllocator final : public Allocator {
 struct HostMemory {
   // Past this, size_class's doubling would overflow; no machine has that much memory anyway.
   static constexpr std::size_t kMaxBytes = std::size_t{1} << 60;
+  static constexpr bool kAllocatesInCapture = true;
   static std::size_t size_class(std::size_t nbytes);
   void* allocate(std::size_t cls, const char** why);
   void free(void* block, std::size_t cls);

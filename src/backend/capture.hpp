@@ -12,8 +12,9 @@ namespace lockstep::backend {
 /// makes the host wait and decide on the value each step; a kernel that takes the step's own
 /// numbers as host arguments (dropout's step) would have them frozen at the captured step's
 /// values. The optimizer updates read theirs (learning rate, bias corrections) from the step's
-/// block in device memory (lockstep/core/step_state.hpp), so they replay right.
-const char* kernel_capture_refusal(KernelOp op);
+/// block in device memory (lockstep/core/step_state.hpp), so they replay right. A device kind
+/// may add its own (emulated GPUs: host arrays of pointers, emulated_capture.hpp).
+const char* kernel_capture_refusal(DeviceKind kind, KernelOp op);
 /// Whether `op`'s result returns to the host (its op-list return type is not void): on a device
 /// the host waits for it (counted as a host read, lockstep/tensor/host_reads.hpp).
 bool kernel_returns_to_host(KernelOp op);

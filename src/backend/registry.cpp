@@ -9,6 +9,7 @@
 #include "backend/cpu/cpu_kernels.hpp"
 #include "backend/devices.hpp"
 #include "backend/emulated_gpu.hpp"
+#include "backend/emulated_capture.hpp"
 #include "core/env.hpp"
 #include "lockstep/core/error.hpp"
 #include "backend/cuda_loader.hpp"
@@ -52,7 +53,7 @@ const DeviceOps& emulated_device_ops() {
     o.copy_from_host_beside = emulated_copy_beside;
     o.wait_fence = emulated_wait;
     o.use_stream = emulated_use_stream;
-    return o;
+    return emulated::capturing_ops(o);
   }();
   return ops;
 }
@@ -100,7 +101,7 @@ class GpuKind final : public DeviceKindBackend {
     }
   }
   std::string capture_refusal() const override {
-    if (emulated()) return "emulated GPUs (LOCKSTEP_EMULATED_GPUS) run the CPU's kernels on the host";
+    if (emulated()) return {};  // captured as CUDA would, recorded on the host (emulated_capture.hpp)
     if (!cuda_loader::built()) return "this build has no CUDA backend";
     if (!real()) return "no GPU is visible to the NVIDIA driver";
     return cuda_loader::api().capture_refusal();
@@ -109,7 +110,7 @@ class GpuKind final : public DeviceKindBackend {
     return real() && ctx.device().kind == DeviceKind::kCuda ? cuda_loader::api().stream_of(ctx) : nullptr;
   }
   const KernelTable& kernels(DType dtype) const override {
-    if (emulated()) return cpu::table(dtype);
+    if (emulated()) return emulated::kernels(dtype);
     return real() ? cuda_loader::api().table(dtype) : kNoKernels;
   }
   const DeviceOps& device_ops() const override {
@@ -178,19 +179,26 @@ void check_can_capture(const ComputeContext& ctx) {
   const std::string why = device_kind(ctx.device().kind).capture_refusal();
   LOCKSTEP_CHECK(why.empty(), "work on ", ctx.device().str(), " cannot be captured into a graph: ", why);
 }
+
+// Only a device whose kind can capture gets here: a GPU, emulated or the loaded plugin's.
+bool emulated_gpu(const ComputeContext& ctx) {
+  return ctx.device().kind == DeviceKind::kCuda && device_kind(DeviceKind::kCuda).emulated();
+}
 }  // namespace
 
-// Only a device whose kind can capture gets here: a real GPU, whose backend is the loaded plugin.
 void begin_capture(ComputeContext& ctx) {
   check_can_capture(ctx);
+  if (emulated_gpu(ctx)) return emulated::begin_capture(ctx);
   cuda_loader::api().begin_capture(ctx);
 }
 std::shared_ptr<void> end_capture(ComputeContext& ctx, bool keep) {
   check_can_capture(ctx);
+  if (emulated_gpu(ctx)) return emulated::end_capture(ctx, keep);
   return cuda_loader::api().end_capture(ctx, keep);
 }
 void replay_graph(ComputeContext& ctx, void* graph) {
   check_can_capture(ctx);
+  if (emulated_gpu(ctx)) return emulated::replay(ctx, graph);
   cuda_loader::api().replay(ctx, graph);
 }
 
@@ -203,15 +211,16 @@ bool kernel_returns_to_host(KernelOp op) {
   return returns_to_host[static_cast<std::size_t>(op)];
 }
 
-const char* kernel_capture_refusal(KernelOp op) {
+const char* kernel_capture_refusal(DeviceKind kind, KernelOp op) {
   if (kernel_returns_to_host(op)) return "returns its result to the host";
   switch (op) {
     case KernelOp::kDropoutMask:
     case KernelOp::kAttention:
     case KernelOp::kAttentionBackward:
       return "takes the step that keys dropout as a host value, which a replay would freeze";
-    default: return nullptr;
+    default: break;
   }
+  return kind == DeviceKind::kCuda && device_kind(kind).emulated() ? emulated::kernel_refusal(op) : nullptr;
 }
 
 bool backend_available(DeviceKind kind) { return device_kind(kind).available(); }

@@ -65,7 +65,7 @@ const backend::KernelTable& kern(const char* op, const Tensor& t, backend::Kerne
   }
   note_kernel_host_read(d, k);
   if (StepCaptureCheck* check = current_step_capture_check()) [[unlikely]]
-    if (const char* why = backend::kernel_capture_refusal(k))
+    if (const char* why = backend::kernel_capture_refusal(d.kind, k))
       check->block(detail::concat("the op '", op, "' (kernel ", backend::kernel_op_name(k), ") ", why));
   return backend::kernels(d.kind, t.dtype());
 }

@@ -7,6 +7,7 @@
 #include "lockstep/tensor/compute_context.hpp"
 #include "lockstep/tensor/step_capture.hpp"
 #include "lockstep/training/model.hpp"
+#include "training/step_replay.hpp"
 
 namespace lockstep {
 
@@ -36,6 +37,7 @@ void Model::set_jit_compile(JitCompile mode) {
   jit_compile_ = mode;
   jit_checked_ = false;
   jit_reason_.clear();
+  step_replays_.reset();
 }
 
 std::unique_ptr<StepCaptureCheck> Model::step_capture_check(GradientUse use) const {
@@ -55,19 +57,36 @@ void Model::decide_step_capture(const StepCaptureCheck& check) {
   jit_checked_ = true;
   const Device& device = step_device(strategy_);
   const std::string op = check.blocker();
-  LOCKSTEP_CHECK(jit_compile_ != JitCompile::kOn || op.empty(), "jit_compile=True: model '", name(),
-                 "': the train step cannot be captured into a graph: ", op,
-                 "; compile with jit_compile=\"auto\" or False to run it eagerly");
   std::string why = step_capture_refusal(device);
   if (!op.empty()) why += (why.empty() ? "" : "; and ") + op;
-  // Every op could be captured on a device that captures: fit does not replay captured steps
-  // yet (StepGraph is the mechanism), so they still run eagerly, saying so.
-  if (why.empty()) why = "every op of the step can be captured, but fit does not replay captured steps yet";
+  // fit captures one replica's step: the replicas' collectives are not captured (NCCL's could
+  // be; emulated GPUs and logical replicas reduce through host memory).
+  const int replicas = strategy_ ? strategy_->num_replicas_in_sync() : 1;
+  if (replicas > 1)
+    why += (why.empty() ? "" : "; and ") + std::string("the collectives of its ") + std::to_string(replicas) +
+           " replicas are not captured: fit captures the step of one replica only";
+  LOCKSTEP_CHECK(jit_compile_ != JitCompile::kOn || why.empty(), "jit_compile=True: model '", name(),
+                 "': the train step cannot be captured into a graph: ", why,
+                 "; compile with jit_compile=\"auto\" or False to run it eagerly");
   jit_reason_ = why;
+  if (why.empty()) {
+    step_replays_ = std::make_shared<detail::StepReplays>();
+    return;
+  }
   // Once per compile, where capture was to be expected: on a GPU (the CPU never captures).
   if (jit_compile_ == JitCompile::kAuto && device.kind != DeviceKind::kCpu)
     std::fprintf(stderr, "jit_compile=\"auto\": model '%s' runs its train steps eagerly on %s: %s\n", name().c_str(),
                  device.str().c_str(), why.c_str());
+}
+
+detail::ReplicaNumbers Model::replay_train_step(
+    const data::Element& slice, std::int64_t first_example, std::int64_t group_examples,
+    const std::function<detail::ReplicaNumbers(const data::Element&)>& train) {
+  // The host numbers the step takes beside its slice: a graph replays them as captured.
+  const std::string key = std::to_string(first_example) + "/" + std::to_string(group_examples);
+  detail::ReplicaNumbers r = step_replays_->run(slice, key, train);
+  if (!step_replays_->failure().empty()) jit_reason_ = step_replays_->failure();
+  return r;
 }
 
 }  // namespace lockstep

@@ -172,6 +172,7 @@ void Model::take_optimizer(optimizers::OptimizerPtr optimizer, losses::LossPtr l
   optimizer_ = std::move(optimizer);
   loss_ = std::move(loss);
   jit_checked_ = false;
+  step_replays_.reset();  // its graphs update the old optimizer's slots
   metrics_.clear();
   metric_outputs_.clear();
   output_losses_.clear();
@@ -492,6 +493,7 @@ void Model::gather_optimizer_slots() {
 }
 
 void Model::distribute(distribute::Strategy& strategy) {
+  if (strategy_ != &strategy) set_jit_compile(jit_compile_);  // other devices: checked again
   strategy_ = &strategy;
   if (built()) ensure_mirrored();
 }
@@ -517,9 +519,14 @@ double Model::train_micro_step(const distribute::DistributedBatch& batch, std::i
   const std::int64_t n = batch.global_size;
   const std::int64_t step = optimizer_->iterations();
   const std::unique_ptr<StepCaptureCheck> capture_check = step_capture_check(use);
+  const bool replayed = step_replays_ && use == GradientUse::kApply && (!held || held->empty());
   auto parts = run_on_slices(strategy_, batch, [&](const data::Element& s, std::int64_t first, ReplicaInterface* rc) {
     const StepCaptureCheck::OnThisThread watched(capture_check.get());
-    return replica_train_step(s, first_example + first, group_examples, step, rc, use, held);
+    const auto train = [&](const data::Element& in) {
+      return replica_train_step(in, first_example + first, group_examples, step, rc, use, held);
+    };
+    if (replayed) return replay_train_step(s, first_example + first, group_examples, train);
+    return train(s);
   });
   // Losses and metrics are reduced across replicas before anyone sees them: now, or with the
   // execution's other steps (`pending`).

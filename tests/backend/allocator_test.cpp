@@ -5,6 +5,7 @@
 
 #include <memory>
 #include <string>
+#include <thread>
 
 #include "backend/allocator.hpp"
 #include "backend/devices.hpp"
@@ -15,6 +16,7 @@ namespace {
 // `capacity` bytes in 64-byte classes; `used` is shared so the test sees what the allocator holds.
 struct CountedMemory {
   static constexpr std::size_t kMaxBytes = std::size_t{1} << 20;
+  static constexpr bool kAllocatesInCapture = false;  // as a GPU's
   static std::size_t size_class(std::size_t nbytes) { return (nbytes + 63) / 64 * 64; }
   void* allocate(std::size_t cls, const char** why) {
     if (*used + cls > capacity) {
@@ -103,6 +105,53 @@ TEST(CachingAllocator, ARequestPastTheMemorysMaximumFailsAtOnce) {
   const std::string msg = message_of_allocate(a, CountedMemory::kMaxBytes + 1);
   EXPECT_NE(msg.find("asked for 1048577 bytes (1.0 MiB)"), std::string::npos) << msg;
   EXPECT_EQ(a.stats().bytes_in_use, 0u);
+}
+
+// A captured graph's private pool: what the capture allocates (from the shared cache: a GPU's
+// memory cannot be allocated while capturing) stays the pool's when freed, so nothing outside the
+// graph is handed memory a replay writes; the pool's blocks go back to the cache with the graph.
+TEST(CachingAllocator, AGraphPoolKeepsItsBlocksFromOthersUntilItIsReleased) {
+  Counted a;
+  void* warm = a.allocate(64);
+  a.release(warm, 64);  // the warm-up's block, cached
+  const std::uint64_t pool = a.begin_graph_pool();
+  void* p = a.allocate(64);
+  EXPECT_EQ(p, warm);  // from the shared cache
+  a.release(p, 64);
+  EXPECT_EQ(a.allocate(64), p);  // the pool's own, within the capture
+  void* other = nullptr;
+  std::thread([&] { other = a.allocate(64); }).join();  // another thread: not the pool's
+  EXPECT_NE(other, p);
+  a.end_graph_pool();
+  a.release(p, 64);  // the graph's intermediate: still the pool's
+  void* outside = a.allocate(64);
+  EXPECT_NE(outside, p);
+  EXPECT_NE(outside, other);
+  a.release_graph_pool(pool);  // the graph is gone: its block is the cache's again
+  EXPECT_EQ(a.allocate(64), p);
+  for (void* q : {p, outside, other}) a.release(q, 64);
+  EXPECT_EQ(a.stats().bytes_in_use, 0u);
+}
+
+TEST(CachingAllocator, ACaptureThatNeedsNewDeviceMemoryFailsByNameAndAnOutputOutlivesItsPool) {
+  Counted a;
+  const std::uint64_t pool = a.begin_graph_pool();
+  const std::string msg = message_of_allocate(a, 64);
+  EXPECT_NE(msg.find("while a graph is captured, which cannot allocate device memory"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("run the step once eagerly first"), std::string::npos) << msg;
+  EXPECT_EQ(a.stats().system_allocations, 0u);
+  a.end_graph_pool();
+  void* block = a.allocate(128);
+  a.release(block, 128);
+  const std::uint64_t second = a.begin_graph_pool();
+  EXPECT_NE(second, pool);
+  void* output = a.allocate(128);  // kept past its graph, as a step's loss sum may be
+  a.end_graph_pool();
+  a.release_graph_pool(second);
+  a.release(output, 128);  // its pool is gone: the shared cache takes it
+  EXPECT_EQ(a.allocate(128), output);
+  a.release(output, 128);
+  a.release_graph_pool(pool);
 }
 
 // The registry: a row per device kind, the CPU last and always there.

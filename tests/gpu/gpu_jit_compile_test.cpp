@@ -1,7 +1,7 @@
 // jit_compile on GPU replicas: "auto" says once why train steps run eagerly, naming the device
 // and the ops a replay could not repeat, and trains the same bits as jit_compile off (200 steps on
-// a real GPU: the acceptance check); true is refused by name while the device cannot capture.
-// CI runs them on emulated GPUs (gpu.emulated), the 200-step check only on a real one.
+// a GPU: the acceptance check); true is refused by name while the device cannot capture.
+// CI runs them on emulated GPUs (gpu.emulated), which capture as real ones do.
 #include <memory>
 #include <string>
 #include <vector>
@@ -32,13 +32,27 @@ std::vector<Tensor> trained(JitCompile mode, std::int64_t steps, std::string* re
   auto scope = strategy.scope();
   auto model = make_model(mode);
   ::testing::internal::CaptureStderr();
-  model->fit(d.x, d.y, {.epochs = 1, .batch_size = 16, .shuffle = false, .verbose = 0});
+  try {
+    model->fit(d.x, d.y, {.epochs = 1, .batch_size = 16, .shuffle = false, .verbose = 0});
+  } catch (...) {
+    *err = ::testing::internal::GetCapturedStderr();  // the capture ends: the next test may open one
+    throw;
+  }
   *err = ::testing::internal::GetCapturedStderr();
   *reason = model->jit_compile_reason();
   std::vector<Tensor> out;
   for (const auto& v : model->variables())  // on the host: the strategy's devices go with it
     out.push_back(Tensor::from_vector(v.read_value().to_vector<float>(), v.shape()));
   return out;
+}
+
+// A model every op of whose train step can be captured: no weights to update, no labels read.
+std::unique_ptr<Sequential> weightless(JitCompile mode) {
+  auto m = std::make_unique<Sequential>(
+      std::vector<layers::LayerPtr>{layers::Rescaling(0.5f, 0.25f), layers::Activation("tanh")});
+  m->compile(optimizers::SGD(0.0), losses::MeanSquaredError(), {"mae"});
+  m->set_jit_compile(mode);
+  return m;
 }
 
 }  // namespace
@@ -78,11 +92,68 @@ TEST(GpuJitCompile, TrueIsRefusedNamingTheDeviceOrTheOp) {
 // are bit-identical. Where this GPU cannot capture yet, "auto" runs eagerly and says why (the
 // reason is printed for scripts/gpu_check.sh's log), and the check still holds.
 TEST(GpuJitCompile, WeightsAfter200StepsAreBitIdenticalWithAndWithoutCapture) {
-  LOCKSTEP_REQUIRE_REAL_GPU();
+  LOCKSTEP_REQUIRE_GPU();  // emulated GPUs capture as real ones do (a recording of the CPU's kernels)
   std::string reason, err, off_reason, off_err;
   const auto with = trained(JitCompile::kAuto, 200, &reason, &err);
   const auto without = trained(JitCompile::kOff, 200, &off_reason, &off_err);
   std::printf("jit_compile auto on gpu:0: %s\n", reason.empty() ? "captured" : ("eager: " + reason).c_str());
   ASSERT_EQ(with.size(), without.size());
   for (std::size_t i = 0; i < with.size(); ++i) EXPECT_TRUE(with[i].bitwise_equal(without[i])) << i;
+}
+
+// A step whose every op can be captured (no weights to update, no labels to check on the host):
+// "auto" captures it, and fit's replays, each on its own batch, give the losses and metrics of
+// eager steps, bit for bit; the last, shorter batch gets a graph of its own; an execution of
+// several steps (steps_per_execution) keeps each replayed step's numbers.
+TEST(GpuJitCompile, FitReplaysACapturableStepWithTheNumbersOfEagerSteps) {
+  LOCKSTEP_REQUIRE_GPU();
+  const Tensor x = test::random_uniform({44, 6}, 11), y = test::random_uniform({44, 6}, 12);
+  const auto run = [&](JitCompile mode, std::string* reason, std::int64_t steps_per_execution = 1) {
+    MirroredStrategy strategy({.devices = {"gpu:0"}});
+    auto scope = strategy.scope();
+    auto m = weightless(mode);
+    m->set_steps_per_execution(steps_per_execution);
+    const History h = m->fit(x, y, {.epochs = 3, .batch_size = 8, .shuffle = false, .verbose = 0});
+    *reason = m->jit_compile_reason();
+    return h;
+  };
+  std::string on_reason, off_reason, spe_reason;
+  const History off = run(JitCompile::kOff, &off_reason);
+  ::testing::internal::CaptureStderr();
+  History on, on_spe;
+  try {
+    on = run(JitCompile::kAuto, &on_reason);
+    on_spe = run(JitCompile::kAuto, &spe_reason, 3);
+  } catch (...) {
+    (void)::testing::internal::GetCapturedStderr();
+    throw;
+  }
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  EXPECT_EQ(on.history.at("loss"), off.history.at("loss"));
+  EXPECT_EQ(on.history.at("mae"), off.history.at("mae"));
+  EXPECT_EQ(on_spe.history.at("loss"), off.history.at("loss"));
+  EXPECT_EQ(on_spe.history.at("mae"), off.history.at("mae"));
+  EXPECT_EQ(on_reason, "");  // captured
+  EXPECT_EQ(spe_reason, "");
+  EXPECT_EQ(err, "");         // nothing to say
+}
+
+// fit captures the step of one replica: with two, "auto" runs eagerly naming their collectives,
+// and true is refused naming them.
+TEST(GpuJitCompile, SeveralReplicasRunEagerlyNamingTheirCollectives) {
+  LOCKSTEP_REQUIRE_GPUS(2);
+  const Tensor x = test::random_uniform({16, 6}, 11), y = test::random_uniform({16, 6}, 12);
+  MirroredStrategy strategy({.devices = {"gpu:0", "gpu:1"}});
+  auto scope = strategy.scope();
+  auto m = weightless(JitCompile::kAuto);
+  ::testing::internal::CaptureStderr();
+  m->fit(x, y, {.epochs = 1, .batch_size = 8, .shuffle = false, .verbose = 0});
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  const std::string reason = m->jit_compile_reason();
+  EXPECT_TRUE(has(reason, "the collectives of its 2 replicas are not captured")) << reason;
+  EXPECT_TRUE(has(err, "runs its train steps eagerly on gpu:0")) << err;
+  auto on = weightless(JitCompile::kOn);
+  const std::string msg = message_of([&] { on->fit(x, y, {.epochs = 1, .batch_size = 8, .verbose = 0}); });
+  EXPECT_TRUE(has(msg, "jit_compile=True: model '")) << msg;
+  EXPECT_TRUE(has(msg, "the collectives of its 2 replicas are not captured")) << msg;
 }

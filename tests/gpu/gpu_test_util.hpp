@@ -48,4 +48,11 @@ std::string message_of(F&& f) {
 
 inline bool has(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 
+/// gpu:0 with a compute context of its own, current on this thread while this lives.
+struct OnGpu0 {
+  Device gpu = Device::parse("gpu:0");
+  std::shared_ptr<ComputeContext> ctx = make_compute_context(gpu);
+  ComputeScope scope{*ctx};
+};
+
 }  // namespace lockstep::gpu_test

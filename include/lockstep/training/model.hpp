@@ -5,6 +5,7 @@
 #include <concepts>
 #include <cstdio>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -30,6 +31,7 @@ struct ReplicaNumbers;  // replica_slices.hpp: one replica's loss sum and metric
 struct SliceOutputs;    // replica_slices.hpp: one replica's outputs
 class FitLoop;         // fit_loop.hpp: the parts of fit
 struct PendingNumbers;  // replica_slices.hpp: the numbers of an execution's steps, merged at its end
+class StepReplays;      // step_replay.hpp: jit_compile's captured train steps
 }
 
 struct FitOptions {
@@ -125,8 +127,8 @@ class Model {
   /// true a device or an op that cannot be captured is then a ValueError naming it.
   void set_jit_compile(JitCompile mode);
   JitCompile jit_compile() const { return jit_compile_; }
-  /// Why train steps run eagerly under jit_compile "auto": the device, then the first op of the
-  /// checked step, that cannot be captured. Empty before that step and under jit_compile off.
+  /// Why train steps run eagerly under "auto": the device, the checked step's ops (or a failed capture).
+  /// Empty before that step, under off, and where fit replays captured steps (step_replay.hpp).
   const std::string& jit_compile_reason() const { return jit_reason_; }
   /// Keras' compile(steps_per_execution=N): fit, evaluate and predict run N batches per host
   /// round trip. Losses and metrics are read (and reduced across replicas) once per execution,
@@ -314,6 +316,11 @@ class Model {
   std::unique_ptr<StepCaptureCheck> step_capture_check(GradientUse use) const;
   /// jit_compile's decision after the checked step (jit_compile.cpp).
   void decide_step_capture(const StepCaptureCheck& check);
+  /// A train step through step_replays_ (jit_compile.cpp): `train` captured for its signature
+  /// and replayed.
+  detail::ReplicaNumbers replay_train_step(const data::Element& slice, std::int64_t first_example,
+                                           std::int64_t group_examples,
+                                           const std::function<detail::ReplicaNumbers(const data::Element&)>& train);
   /// Under several workers: DistributedError unless every worker resumes at the same point.
   void check_workers_start_alike(int first_epoch, std::int64_t skip_batches);
 
@@ -332,6 +339,7 @@ class Model {
   JitCompile jit_compile_ = JitCompile::kAuto;
   bool jit_checked_ = false;  // the first train step after compile (or set_jit_compile) was checked
   std::string jit_reason_;
+  std::shared_ptr<detail::StepReplays> step_replays_;  // where train steps are captured and replayed
   std::int64_t steps_per_execution_ = 1;
   mutable std::atomic<std::uint64_t> training_calls_{0};  // operator()(x, {.training = true}) outside a strategy
 };

@@ -1,0 +1,100 @@
+// fit's replays of captured train steps (training/step_replay.hpp) on a GPU: a step captured once
+// per input signature replays on each new slice the bits the step gives eagerly, its state
+// updated in place; each step's numbers are its own (copied out of the graph's outputs); past
+// the bound a signature runs eagerly, said once; a capture that fails runs the step eagerly and
+// names why. CI runs them on emulated GPUs.
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/random_data.hpp"
+#include "gpu_test_util.hpp"
+#include "training/step_replay.hpp"
+
+using namespace lockstep;
+using namespace lockstep::gpu_test;
+
+namespace {
+
+// A step: a loss over x @ w and a metric state, and w updated in place as an optimizer does.
+struct Toy {
+  Tensor w;
+  detail::ReplicaNumbers operator()(const data::Element& in) {
+    const Tensor y = relu(matmul(in[0], w));
+    detail::ReplicaNumbers r;
+    r.loss_sum = sum(y);
+    r.metric_states = {sum(in[0])};
+    w.copy_from(sub(w, scale(matmul(in[0], y, /*transpose_a=*/true), 1e-3f)));
+    return r;
+  }
+};
+
+std::vector<float> host(const Tensor& t) { return t.to_vector<float>(); }
+
+}  // namespace
+
+TEST(GpuStepReplay, ReplaysGiveTheEagerBitsAndEachStepItsOwnNumbers) {
+  LOCKSTEP_REQUIRE_GPU();
+  const OnGpu0 on;
+  const Device& gpu = on.gpu;
+  Toy replayed{test::random_uniform({8, 8}, 1).to(gpu)}, eager{replayed.w.clone()};
+  detail::StepReplays replays;
+  std::vector<detail::ReplicaNumbers> kept;
+  for (std::uint64_t seed = 2; seed < 8; ++seed) {
+    const std::int64_t rows = seed % 2 ? 8 : 4;  // two signatures
+    const data::Element slice{test::random_uniform({rows, 8}, seed).to(gpu)};
+    kept.push_back(replays.run(slice, "k", [&](const data::Element& in) { return replayed(in); }));
+    const detail::ReplicaNumbers want = eager(slice);
+    EXPECT_EQ(host(kept.back().loss_sum), host(want.loss_sum)) << seed;
+    EXPECT_EQ(host(kept.back().metric_states[0]), host(want.metric_states[0])) << seed;
+    EXPECT_EQ(host(replayed.w), host(eager.w)) << seed;
+  }
+  EXPECT_EQ(replays.graphs(), 2u);
+  EXPECT_EQ(replays.failure(), "");
+  // Steps 0 and 2 replayed one graph: each kept its own loss.
+  EXPECT_NE(host(kept[0].loss_sum), host(kept[2].loss_sum));
+}
+
+TEST(GpuStepReplay, PastTheBoundASignatureRunsEagerlySaidOnce) {
+  LOCKSTEP_REQUIRE_GPU();
+  const OnGpu0 on;
+  const Device& gpu = on.gpu;
+  Toy toy{test::random_uniform({4, 4}, 1).to(gpu)};
+  detail::StepReplays replays;
+  ::testing::internal::CaptureStderr();
+  for (std::size_t i = 0; i < detail::StepReplays::kMaxGraphs + 2; ++i) {
+    const data::Element slice{test::random_uniform({4, 4}, 3).to(gpu)};
+    (void)replays.run(slice, "key " + std::to_string(i), [&](const data::Element& in) { return toy(in); });
+  }
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  EXPECT_EQ(replays.graphs(), detail::StepReplays::kMaxGraphs);
+  EXPECT_TRUE(has(err, "input signatures have captured train steps; steps of other signatures run eagerly"))
+      << err;
+  EXPECT_EQ(err.find("jit_compile", 1), std::string::npos) << err;  // once
+}
+
+TEST(GpuStepReplay, ACaptureThatFailsRunsTheStepEagerlyAndSaysWhy) {
+  LOCKSTEP_REQUIRE_GPU();
+  const OnGpu0 on;
+  const Device& gpu = on.gpu;
+  detail::StepReplays replays;
+  int calls = 0;
+  const auto step = [&](const data::Element& in) {
+    ++calls;
+    detail::ReplicaNumbers r;
+    const float total = host(sum(in[0]))[0];  // read on the host: a capture cannot
+    r.loss_sum = Tensor::scalar(total).to(gpu);
+    return r;
+  };
+  const data::Element slice{Tensor::from_vector(std::vector<float>{1, 2, 3}, {3}).to(gpu)};
+  ::testing::internal::CaptureStderr();
+  const detail::ReplicaNumbers r = replays.run(slice, "", step);
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  EXPECT_EQ(host(r.loss_sum), std::vector<float>{6});
+  EXPECT_EQ(replays.graphs(), 0u);
+  EXPECT_TRUE(has(err, "jit_compile: the train step could not be captured, so train steps run eagerly"))
+      << err;
+  EXPECT_FALSE(replays.failure().empty());
+  (void)replays.run(slice, "", step);  // eagerly, no second capture
+  EXPECT_EQ(calls, 3);
+}
