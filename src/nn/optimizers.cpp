@@ -192,6 +192,16 @@ void Optimizer::end_step_block(std::int64_t step) {
   step_.derived_for[r] = -1;
 }
 
+void Optimizer::note_replayed_step(std::int64_t step) {
+  const std::lock_guard<std::mutex> lock(slots_mu_);
+  if (!step_.blocks.defined()) return;
+  const std::size_t r = this_copy(step_.blocks);
+  if (r >= step_.count.size()) return;
+  step_.count[r] = step + 1;
+  step_.derived_for[r] = -1;
+  step_.made[r] = 0;
+}
+
 bool Optimizer::elementwise() const { return !options_.clipnorm && !options_.global_clipnorm; }
 
 std::vector<std::pair<std::string, Tensor>> Optimizer::slots(const Variable& v) {

@@ -46,6 +46,22 @@ std::shared_ptr<const void> host_copy_of(const Tensor& t) {
   return {c.host, static_cast<const char*>(c.host->data) + c.offset + t.impl()->offset};  // keeps them alive
 }
 
+void share_host_copy(const Tensor& from, const Tensor& to) {
+  if (g_copies_size.load(std::memory_order_relaxed) == 0 || !from.defined() || !to.defined()) return;
+  const std::shared_ptr<Storage>& f = from.impl()->storage;
+  const std::shared_ptr<Storage>& s = to.impl()->storage;
+  if (from.impl()->offset != 0 || to.impl()->offset != 0 || from.nbytes() != f->nbytes || to.nbytes() != s->nbytes ||
+      f->nbytes != s->nbytes)
+    return;
+  std::lock_guard<std::mutex> lock(g_copies_mu);
+  const auto it = g_copies.find(f.get());
+  if (it == g_copies.end() || it->second.device.lock() != f) return;
+  HostCopy c = it->second;
+  c.device = s;
+  g_copies[s.get()] = std::move(c);
+  g_copies_size.store(g_copies.size(), std::memory_order_relaxed);
+}
+
 void forget_host_copy(const Tensor& t) {
   if (g_copies_size.load(std::memory_order_relaxed) == 0 || !t.defined()) return;
   std::lock_guard<std::mutex> lock(g_copies_mu);

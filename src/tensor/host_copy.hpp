@@ -15,6 +15,8 @@ void remember_host_copy(const Tensor& device_copy, const Tensor& host);
 /// The host bytes of `t` while they are still its values (kept alive while the pointer is held);
 /// else null.
 std::shared_ptr<const void> host_copy_of(const Tensor& t);
+/// `to` (a copy of all of `from`'s memory) keeps `from`'s host bytes, if it has them.
+void share_host_copy(const Tensor& from, const Tensor& to);
 /// `t`'s memory is about to be written in place: its host bytes no longer hold.
 void forget_host_copy(const Tensor& t);
 

@@ -111,8 +111,10 @@ Tensor checked_labels(const char* op, const Tensor& labels, std::int64_t classes
   std::int64_t bad = -1;
   if (host) {
     check_context_kind(op, labels);
-    if (StepCaptureCheck* check = current_step_capture_check()) [[unlikely]]
-      check->block(detail::concat("the op '", op, "' checks its labels on the host each step"));
+    // Inside a captured step the check is the replay's to repeat: before each replay, on the
+    // labels copied in (StepGraph::refill), the host's check or, for labels with no host bytes,
+    // the device's.
+    (void)StepGraph::check_before_replay(labels, [op, classes](const Tensor& in) { (void)checked_labels(op, in, classes); });
     bad = backend::kernels(DeviceKind::kCpu, labels.dtype()).first_outside(ctx(), host.get(), labels.numel(), classes);
   } else {
     const auto& k = kern(op, labels, backend::KernelOp::kFirstOutside);

@@ -5,6 +5,7 @@
 #include "backend/capture.hpp"
 #include "backend/context.hpp"
 #include "backend/devices.hpp"
+#include "tensor/host_copy.hpp"
 
 namespace lockstep {
 
@@ -65,19 +66,47 @@ class GraphPool {
 };
 }  // namespace
 
+namespace {
+thread_local std::vector<std::pair<const void*, std::function<void(const Tensor&)>>>* t_input_checks = nullptr;
+}  // namespace
+
 StepGraph::StepGraph(ComputeContext& ctx, const std::function<void()>& work) : ctx_(&ctx) {
   const ComputeScope scope(ctx);
   GraphPool pool(ctx);
+  std::vector<std::pair<const void*, std::function<void(const Tensor&)>>> checks;
+  auto* const outer = t_input_checks;
+  t_input_checks = &checks;
   backend::begin_capture(ctx);
   try {
     work();
   } catch (...) {
+    t_input_checks = outer;
     (void)backend::end_capture(ctx, false);
     throw;
   }
+  t_input_checks = outer;
   graph_ = pool.keep_with(backend::end_capture(ctx, true));
+  for (auto& [input, check] : checks) input_checks_.push_back({input, std::move(check)});
 }
 
 void StepGraph::replay() { backend::replay_graph(*ctx_, graph_.get()); }
+
+Tensor StepGraph::static_input(const Tensor& t) {
+  Tensor copy = t.clone();
+  detail::share_host_copy(t, copy);
+  return copy;
+}
+
+void StepGraph::refill(Tensor& input, const Tensor& t) const {
+  for (const InputCheck& c : input_checks_)
+    if (c.input == input.raw_data()) c.check(t);
+  input.copy_from(t);
+}
+
+bool StepGraph::check_before_replay(const Tensor& input, std::function<void(const Tensor&)> check) {
+  if (!t_input_checks) return false;
+  t_input_checks->emplace_back(input.raw_data(), std::move(check));
+  return true;
+}
 
 }  // namespace lockstep

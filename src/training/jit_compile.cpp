@@ -80,11 +80,12 @@ void Model::decide_step_capture(const StepCaptureCheck& check) {
 }
 
 detail::ReplicaNumbers Model::replay_train_step(
-    const data::Element& slice, std::int64_t first_example, std::int64_t group_examples,
+    const data::Element& slice, std::int64_t first_example, std::int64_t group_examples, std::int64_t step,
     const std::function<detail::ReplicaNumbers(const data::Element&)>& train) {
   // The host numbers the step takes beside its slice: a graph replays them as captured.
   const std::string key = std::to_string(first_example) + "/" + std::to_string(group_examples);
   detail::ReplicaNumbers r = step_replays_->run(slice, key, train);
+  optimizer_->note_replayed_step(step);
   if (!step_replays_->failure().empty()) jit_reason_ = step_replays_->failure();
   return r;
 }

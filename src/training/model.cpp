@@ -525,7 +525,7 @@ double Model::train_micro_step(const distribute::DistributedBatch& batch, std::i
     const auto train = [&](const data::Element& in) {
       return replica_train_step(in, first_example + first, group_examples, step, rc, use, held);
     };
-    if (replayed) return replay_train_step(s, first_example + first, group_examples, train);
+    if (replayed) return replay_train_step(s, first_example + first, group_examples, step, train);
     return train(s);
   });
   // Losses and metrics are reduced across replicas before anyone sees them: now, or with the

@@ -39,7 +39,7 @@ ReplicaNumbers StepReplays::run(const data::Element& slice, const std::string& k
       return step(slice);
     }
     Graph g;
-    for (const Tensor& t : slice) g.inputs.push_back(t.clone());
+    for (const Tensor& t : slice) g.inputs.push_back(StepGraph::static_input(t));
     try {
       g.graph = std::make_unique<StepGraph>(current_compute_context(), [&] { g.outputs = step(g.inputs); });
     } catch (const Error& e) {
@@ -51,7 +51,7 @@ ReplicaNumbers StepReplays::run(const data::Element& slice, const std::string& k
     }
     it = graphs_.emplace(sig, std::move(g)).first;
   } else {
-    for (std::size_t i = 0; i < slice.size(); ++i) it->second.inputs[i].copy_from(slice[i]);
+    for (std::size_t i = 0; i < slice.size(); ++i) it->second.graph->refill(it->second.inputs[i], slice[i]);
   }
   it->second.graph->replay();
   return copied(it->second.outputs);

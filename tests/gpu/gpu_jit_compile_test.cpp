@@ -157,3 +157,56 @@ TEST(GpuJitCompile, SeveralReplicasRunEagerlyNamingTheirCollectives) {
   EXPECT_TRUE(has(msg, "jit_compile=True: model '")) << msg;
   EXPECT_TRUE(has(msg, "the collectives of its 2 replicas are not captured")) << msg;
 }
+
+namespace {
+// A classifier with no dropout: its labels checked on the host, its Adam steps read their numbers
+// (a decaying rate, bias corrections) from the step block: every op can be captured.
+std::unique_ptr<Sequential> classifier(JitCompile mode) {
+  set_random_seed(7);
+  auto m = std::make_unique<Sequential>(
+      std::vector<layers::LayerPtr>{layers::Dense(32, "relu", 12), layers::Dense(4, "softmax")});
+  optimizers::AdamOptions o;
+  o.schedule = optimizers::schedules::ExponentialDecay(1e-2, 10, 0.9);
+  m->compile(optimizers::Adam(o), losses::SparseCategoricalCrossentropy(), {"accuracy"});
+  m->set_jit_compile(mode);
+  return m;
+}
+}  // namespace
+
+// A classifier's steps are replayed (labels checked on the host before each replay, the Adam
+// numbers read on the device): the weights after 63 steps (two graphs: the short last batch has
+// its own, replayed between the other's replays) and every epoch's loss and accuracy are those of
+// eager steps, bit for bit; a label out of range in a replayed step is refused with the eager
+// step's message.
+TEST(GpuJitCompile, AClassifierIsReplayedWithTheBitsOfEagerStepsAndItsLabelsChecked) {
+  LOCKSTEP_REQUIRE_GPU();
+  const test::Classification d = test::random_classification(16 * 20 + 5, 12, 4, 3);
+  const auto run = [&](JitCompile mode, const Tensor& y, std::string* reason, History* h) {
+    MirroredStrategy strategy({.devices = {"gpu:0"}});
+    auto scope = strategy.scope();
+    auto m = classifier(mode);
+    *h = m->fit(d.x, y, {.epochs = 3, .batch_size = 16, .shuffle = false, .verbose = 0});
+    *reason = m->jit_compile_reason();
+    std::vector<Tensor> out;
+    for (const auto& v : m->variables())
+      out.push_back(Tensor::from_vector(v.read_value().to_vector<float>(), v.shape()));
+    return out;
+  };
+  std::string on_reason, off_reason;
+  History on, off;
+  const auto eager = run(JitCompile::kOff, d.y, &off_reason, &off);
+  const auto replayed = run(JitCompile::kAuto, d.y, &on_reason, &on);
+  EXPECT_EQ(on_reason, "");  // captured
+  ASSERT_EQ(replayed.size(), eager.size());
+  for (std::size_t i = 0; i < eager.size(); ++i) EXPECT_TRUE(replayed[i].bitwise_equal(eager[i])) << i;
+  EXPECT_EQ(on.history.at("loss"), off.history.at("loss"));
+  EXPECT_EQ(on.history.at("accuracy"), off.history.at("accuracy"));
+  // Batch 5 (a replayed step) holds a label of 9 among 4 classes.
+  std::vector<std::int64_t> labels = d.y.to_vector<std::int64_t>();
+  labels[16 * 5 + 3] = 9;
+  const Tensor bad = Tensor::from_vector(labels, {static_cast<std::int64_t>(labels.size())});
+  std::string reason;
+  History h;
+  const std::string msg = message_of([&] { run(JitCompile::kAuto, bad, &reason, &h); });
+  EXPECT_TRUE(has(msg, "label 9 at index 3 is outside [0, 4)")) << msg;
+}

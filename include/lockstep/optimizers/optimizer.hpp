@@ -68,6 +68,10 @@ class Optimizer {
   /// Does not advance iterations().
   StepOutcome apply_gradients_in_replica(ReplicaInterface* replica, std::vector<Tensor>& grads,
                                          const std::vector<Variable>& vars, std::int64_t step);
+  /// A captured step `step` of this replica was replayed (jit_compile): its kernels derived the
+  /// step's numbers and advanced the block's count on the device, and the host's record of that
+  /// count follows (else the next capture would write the count the host last saw).
+  void note_replayed_step(std::int64_t step);
   /// The rule a sharded update applies to ranges, or null where the update of one element
   /// needs more than that element (clipnorm, global_clipnorm, loss scaling): every replica then
   /// updates all of its copies.

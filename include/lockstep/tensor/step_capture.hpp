@@ -12,6 +12,7 @@
 
 #include "lockstep/core/device.hpp"
 #include "lockstep/tensor/compute_context.hpp"
+#include "lockstep/tensor/tensor.hpp"
 
 namespace lockstep {
 
@@ -62,9 +63,27 @@ class StepGraph {
   /// Queues one run of the captured work on the context's queue.
   void replay();
 
+  /// A static input for a graph: a copy of `t` in memory of its own that keeps what the tensor
+  /// layer knows of `t` (labels the input path copied from the host are checked on the host).
+  static Tensor static_input(const Tensor& t);
+  /// Before a replay: runs on `t` the checks the captured work made of `input` that a replay
+  /// cannot repeat (labels checked on the host: the same check and message as an eager step),
+  /// then copies `t` into `input`. Nothing is copied where a check throws.
+  void refill(Tensor& input, const Tensor& t) const;
+
+  /// Called by an op inside a capture on this thread: `check` stands for what the op checked of
+  /// `input` on the host, and is run on each tensor refill() copies into `input` (the op's check
+  /// does not run again in a replay). False where no capture runs on this thread.
+  static bool check_before_replay(const Tensor& input, std::function<void(const Tensor&)> check);
+
  private:
+  struct InputCheck {
+    const void* input;  // the static input's memory
+    std::function<void(const Tensor&)> check;
+  };
   ComputeContext* ctx_;
   std::shared_ptr<void> graph_;
+  std::vector<InputCheck> input_checks_;
 };
 
 }  // namespace lockstep
