@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "lockstep/core/error.hpp"
+#include "core/thread_signals.hpp"
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -42,6 +43,7 @@ ThreadPool::ThreadPool(int threads, std::vector<int> cpus) : threads_(std::max(1
     const int cpu = static_cast<std::size_t>(i) < cpus.size() ? cpus[static_cast<std::size_t>(i)] : -1;
     try {
       workers_.emplace_back([this, i, cpu] {
+        ::lockstep::detail::block_stop_signals_on_this_thread();
         if (cpu >= 0) pin_current_thread(cpu);  // best effort: a container may forbid it
         t_worker_of = this;
         worker_loop(i);

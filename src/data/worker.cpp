@@ -1,4 +1,5 @@
 #include "data/worker.hpp"
+#include "core/thread_signals.hpp"
 
 #include <string>
 
@@ -22,6 +23,7 @@ ComputeContext& input_context() {
 
 std::thread start_pipeline_thread(std::function<void()> body) {
   return std::thread([body = std::move(body)] {
+    ::lockstep::detail::block_stop_signals_on_this_thread();
     ComputeScope scope(input_context());
     body();
   });

@@ -4,6 +4,7 @@
 #include <system_error>
 
 #include "backend/kernels.hpp"
+#include "core/thread_signals.hpp"
 
 namespace lockstep::distribute {
 
@@ -30,7 +31,10 @@ void Strategy::start_replica_threads() {
   }
   for (int r = 1; r < n; ++r) {
     try {
-      replicas_->workers[static_cast<std::size_t>(r - 1)]->thread = std::thread([this, r] { replicas_->worker_loop(r); });
+      replicas_->workers[static_cast<std::size_t>(r - 1)]->thread = std::thread([this, r] {
+        ::lockstep::detail::block_stop_signals_on_this_thread();
+        replicas_->worker_loop(r);
+      });
     } catch (const std::system_error& e) {
       // Out of threads or address space: the threads already started must be stopped and joined
       // here (no destructor runs for a half-made object, and a joinable std::thread that is

@@ -4,6 +4,7 @@
 
 #include "distribute/group_base.hpp"
 #include "distribute/phase_times.hpp"
+#include "core/thread_signals.hpp"
 
 namespace lockstep::distribute {
 
@@ -67,7 +68,10 @@ WorkQueue::~WorkQueue() {
 
 void WorkQueue::push(std::shared_ptr<QueuedWork> work) {
   std::unique_lock<std::mutex> lock(mu_);
-  if (!thread_.joinable()) thread_ = std::thread([this] { progress_loop(); });
+  if (!thread_.joinable()) thread_ = std::thread([this] {
+      ::lockstep::detail::block_stop_signals_on_this_thread();
+      progress_loop();
+    });
   // An older work still queued: its starter went on without waiting for it.
   const bool older_waiting = !queue_.empty();
   queue_.push_back(std::move(work));

@@ -1,6 +1,9 @@
 #include <gtest/gtest.h>
+#include <pthread.h>
+#include <signal.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cstring>
@@ -278,5 +281,37 @@ TEST(ThreadPool, ElementwiseChunksStartOffPageMultiplesAndCoverTheRange) {
     EXPECT_EQ(seen[0].second, seen[1].first);
     EXPECT_EQ(seen[1].second, n);
     EXPECT_NE(seen[1].first * 4 % 4096, 0) << "n = " << n << ": float chunks " << seen[1].first << " elements apart";
+  }
+}
+
+// A pool's workers never take SIGINT, SIGTERM or SIGHUP, whatever their creator's mask: a
+// handler run on a thread inside oneDNN's JIT sgemm corrupts the heap (core/thread_signals.hpp).
+TEST(ThreadPool, WorkersBlockTheStopSignals) {
+  sigset_t open_mask, previous;
+  sigemptyset(&open_mask);
+  ASSERT_EQ(pthread_sigmask(SIG_SETMASK, &open_mask, &previous), 0);  // the creator blocks nothing
+  std::mutex mu;
+  std::vector<std::array<bool, 3>> seen;
+  {
+    lockstep::backend::ThreadPool pool(3);
+    const auto caller = std::this_thread::get_id();
+    std::atomic<int> others{0};
+    for (int round = 0; round < 200 && others.load() == 0; ++round)
+      pool.parallel_for(64, 1, [&](std::int64_t, std::int64_t) {
+        if (std::this_thread::get_id() == caller) return;
+        sigset_t now;
+        pthread_sigmask(SIG_BLOCK, nullptr, &now);
+        const std::lock_guard<std::mutex> lock(mu);
+        seen.push_back({sigismember(&now, SIGINT) == 1, sigismember(&now, SIGTERM) == 1, sigismember(&now, SIGHUP) == 1});
+        others.fetch_add(1);
+        std::this_thread::sleep_for(std::chrono::microseconds(50));
+      });
+  }
+  pthread_sigmask(SIG_SETMASK, &previous, nullptr);
+  ASSERT_FALSE(seen.empty()) << "no chunk ran on a worker";
+  for (const auto& s : seen) {
+    EXPECT_TRUE(s[0]) << "SIGINT open on a worker";
+    EXPECT_TRUE(s[1]) << "SIGTERM open on a worker";
+    EXPECT_TRUE(s[2]) << "SIGHUP open on a worker";
   }
 }

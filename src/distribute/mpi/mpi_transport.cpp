@@ -19,6 +19,7 @@
 
 #include "distribute/worker_transport.hpp"
 #include "lockstep/core/error.hpp"
+#include "core/thread_signals.hpp"
 
 namespace lockstep::distribute {
 
@@ -38,7 +39,10 @@ std::string mpi_error_string(int code) {
 class MpiTransport final : public WorkerTransport {
  public:
   MpiTransport() {
-    thread_ = std::thread([this] { loop(); });
+    thread_ = std::thread([this] {
+      ::lockstep::detail::block_stop_signals_on_this_thread();
+      loop();
+    });
     std::unique_lock<std::mutex> lock(mu_);
     cv_.wait(lock, [&] { return started_; });
     if (!init_error_.empty()) {
