@@ -283,8 +283,9 @@ void Optimizer::apply_gradients_at(const std::vector<std::pair<Tensor, Variable>
                      "variable, before updating it unsharded");
     }
   }
-  if (StepCaptureCheck* check = current_step_capture_check();
-      check && (options_.clipnorm || options_.global_clipnorm))  // not loss scaling's (not elementwise either)
+  // Clipping's reads only: a LossScaleOptimizer is not elementwise either, and clips nothing.
+  const bool clips = options_.clipnorm || options_.global_clipnorm;
+  if (StepCaptureCheck* check = current_step_capture_check(); check && clips)
     check->block(detail::concat(name(), "'s ", options_.global_clipnorm ? "global_clipnorm" : "clipnorm",
                                 " reads the gradients' norms on the host"));
   double global_scale = 1.0;

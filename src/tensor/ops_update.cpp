@@ -102,7 +102,8 @@ void set_step_count_(Tensor& block, std::int64_t iterations) {
 void finite_check_(const Tensor& x, Tensor& block) {
   detail::check_float("finite_check", {&x});
   check_block("finite_check", block, x);
-  kern("finite_check", x, backend::KernelOp::kFiniteCheck).finite_check(ctx(), x.raw_data(), x.numel(), block_of(block));
+  kern("finite_check", x, backend::KernelOp::kFiniteCheck)
+      .finite_check(ctx(), x.raw_data(), x.numel(), block_of(block));
 }
 
 bool step_skipped(const Tensor& block) {
@@ -123,8 +124,8 @@ void sgd_update_(Tensor& w, Tensor& momentum, const Tensor& g, const Tensor& ste
   const auto& k = kern("SGD", w, backend::KernelOp::kSgdUpdate);
   check_slot("SGD", w, g, "gradient");
   if (momentum.defined()) check_slot("SGD", w, momentum, "momentum");
-  k.sgd_update(ctx(), w.raw_data(), momentum.defined() ? momentum.raw_data() : nullptr, g.raw_data(), w.numel(),
-               checked_block("SGD", step, w), mu, nesterov);
+  k.sgd_update(ctx(), w.raw_data(), momentum.defined() ? momentum.raw_data() : nullptr, g.raw_data(),
+               w.numel(), checked_block("SGD", step, w), mu, nesterov);
 }
 
 void adam_update_(Tensor& w, Tensor& m, Tensor& v, const Tensor& g, const Tensor& step, const AdamBetas& b) {
@@ -142,8 +143,8 @@ void sgd_update_(Tensor& w, Tensor& momentum, const std::vector<Tensor>& grads, 
   const Pointers p = summed_operands("SGD", w, grads, copies);
   if (momentum.defined()) check_slot("SGD", w, momentum, "momentum");
   k.sgd_update_summed(ctx(), w.raw_data(), momentum.defined() ? momentum.raw_data() : nullptr, p.grads.data(),
-                      static_cast<int>(p.grads.size()), p.copies.data(), static_cast<int>(p.copies.size()), w.numel(),
-                      checked_block("SGD", step, w), mu, nesterov);
+                      static_cast<int>(p.grads.size()), p.copies.data(), static_cast<int>(p.copies.size()),
+                      w.numel(), checked_block("SGD", step, w), mu, nesterov);
 }
 
 void adam_update_(Tensor& w, Tensor& m, Tensor& v, const std::vector<Tensor>& grads, const std::vector<Tensor>& copies,
@@ -152,9 +153,9 @@ void adam_update_(Tensor& w, Tensor& m, Tensor& v, const std::vector<Tensor>& gr
   const Pointers p = summed_operands("Adam", w, grads, copies);
   check_slot("Adam", w, m, "first moment");
   check_slot("Adam", w, v, "second moment");
-  k.adam_update_summed(ctx(), w.raw_data(), m.raw_data(), v.raw_data(), p.grads.data(), static_cast<int>(p.grads.size()),
-                       p.copies.data(), static_cast<int>(p.copies.size()), w.numel(), adam_step(b),
-                       checked_block("Adam", step, w));
+  k.adam_update_summed(ctx(), w.raw_data(), m.raw_data(), v.raw_data(), p.grads.data(),
+                       static_cast<int>(p.grads.size()), p.copies.data(), static_cast<int>(p.copies.size()),
+                       w.numel(), adam_step(b), checked_block("Adam", step, w));
 }
 
 // With the step's numbers given as values: a block holding them, then the updates above.

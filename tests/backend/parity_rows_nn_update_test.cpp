@@ -447,7 +447,8 @@ std::vector<Row> nn_update_rows() {
       {"finite", uniform(-3, 3)}, {"nan", with_nan(-3, 3, 40000)}, {"specials", specials()}};
   for (const auto& [variant, gen] : finite_cases) {
     rows.push_back(make_row(
-        "finite_check", variant, "finite_check", floats(), {{KernelOp::kFiniteCheck, {}}}, {{Shape{67591}, gen, {}}},
+        "finite_check", variant, "finite_check", floats(), {{KernelOp::kFiniteCheck, {}}},
+        {{Shape{67591}, gen, {}}},
         [](const std::vector<Tensor>& in, DType) {
           Tensor block = step_block();
           finite_check_(in[0], block);

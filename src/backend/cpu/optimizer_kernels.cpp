@@ -49,8 +49,8 @@ void sgd_loop(float* __restrict w, float* __restrict m, const float* __restrict 
 }
 }  // namespace
 
-void sgd_update(ComputeContext& ctx, void* wv, void* mv, const void* gv, std::int64_t n, const StepBlock* step,
-                float mu, bool nesterov) {
+void sgd_update(ComputeContext& ctx, void* wv, void* mv, const void* gv, std::int64_t n,
+                const StepBlock* step, float mu, bool nesterov) {
   if (step->state.skipped) return;
   const float lr = step->scalars.lr;
   float* w = static_cast<float*>(wv);
@@ -125,8 +125,9 @@ void summed_update(ComputeContext& ctx, float* w, const void* const* gv, int n_g
 }
 }  // namespace
 
-void sgd_update_summed(ComputeContext& ctx, void* wv, void* mv, const void* const* g, int n_g, void* const* copies,
-                       int n_copies, std::int64_t n, const StepBlock* step, float mu, bool nesterov) {
+void sgd_update_summed(ComputeContext& ctx, void* wv, void* mv, const void* const* g, int n_g,
+                       void* const* copies, int n_copies, std::int64_t n, const StepBlock* step, float mu,
+                       bool nesterov) {
   if (step->state.skipped) return;
   const float lr = step->scalars.lr;
   float* w = static_cast<float*>(wv);

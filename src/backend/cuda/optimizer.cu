@@ -37,8 +37,8 @@ __global__ void sum_partials(const double* part, int n, double* out) {
   }
 }
 
-__global__ void sgd_kernel(float* w, float* m, const float* g, std::int64_t n, const StepBlock* step, float mu,
-                           bool nesterov) {
+__global__ void sgd_kernel(float* w, float* m, const float* g, std::int64_t n, const StepBlock* step,
+                           float mu, bool nesterov) {
   if (step->state.skipped) return;  // the same for every thread: the loss scale's check failed
   const float lr = step->scalars.lr;
   LOCKSTEP_GRID_LOOP(i, n) {
@@ -101,8 +101,8 @@ void sgd_update(ComputeContext& ctx, void* w, void* m, const void* g, std::int64
   check_launch("sgd_update");
 }
 
-void adam_update(ComputeContext& ctx, void* w, void* m, void* v, const void* g, std::int64_t n, const AdamStep& s,
-                 const StepBlock* step) {
+void adam_update(ComputeContext& ctx, void* w, void* m, void* v, const void* g, std::int64_t n,
+                 const AdamStep& s, const StepBlock* step) {
   if (n == 0) return;
   adam_kernel<<<blocks_for(n), kThreads, 0, stream(ctx)>>>(static_cast<float*>(w), static_cast<float*>(m),
                                                           static_cast<float*>(v), static_cast<const float*>(g), n, s,
