@@ -48,10 +48,10 @@ int main(int argc, char** argv) {
       a[0][i] = 0.01f * static_cast<float>(i % 7);
       a[3][i] = 0.001f * static_cast<float>(i % 5);
     }
-    for (int r = 0; r < 200; ++r) cpu::adam_update(ctx, a[0], a[1], a[2], a[3], n, s, &block.scalars);
+    for (int r = 0; r < 200; ++r) cpu::adam_update(ctx, a[0], a[1], a[2], a[3], n, s, &block);
     const auto t0 = std::chrono::steady_clock::now();
     constexpr int kTimed = 3000;
-    for (int r = 0; r < kTimed; ++r) cpu::adam_update(ctx, a[0], a[1], a[2], a[3], n, s, &block.scalars);
+    for (int r = 0; r < kTimed; ++r) cpu::adam_update(ctx, a[0], a[1], a[2], a[3], n, s, &block);
     const double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() / kTimed;
     std::printf("  %-24s %7.1f us per update\n", l.what, us);
   }

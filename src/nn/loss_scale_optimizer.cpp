@@ -23,18 +23,21 @@ LossScaleOptimizer::LossScaleOptimizer(OptimizerPtr inner, LossScaleOptions opti
 
 Tensor LossScaleOptimizer::scale_loss(const Tensor& loss) const { return scale(loss, static_cast<float>(scale_)); }
 
-bool LossScaleOptimizer::unscale(std::vector<Tensor>& grads) const {
-  if (StepCaptureCheck* check = current_step_capture_check())
-    check->block("the loss scale's finite check reads every gradient's sum of squares on the host");
+void LossScaleOptimizer::unscale(std::vector<Tensor>& grads, Tensor& step_block) const {
   const auto inverse = static_cast<float>(1.0 / scale_);
-  bool finite = true;
   for (auto& g : grads) {
     if (!g.defined()) continue;
     g = scale(g, inverse);
-    // A sum of squares in double is finite exactly when every element is.
-    if (finite && !std::isfinite(sum_squares(g))) finite = false;
+    finite_check_(g, step_block);
   }
-  return finite;
+}
+
+bool LossScaleOptimizer::usable(std::vector<Tensor>& grads, Tensor& step_block) const {
+  if (!step_block.defined()) return true;  // no variable: nothing to check or update
+  unscale(grads, step_block);
+  if (StepCaptureCheck* check = current_step_capture_check())
+    check->block("the loss scale's finite check reads the step's skipped mark on the host");
+  return !step_skipped(step_block);
 }
 
 void LossScaleOptimizer::update_scale(bool finite) {

@@ -177,7 +177,7 @@ Tensor Optimizer::step_block(std::int64_t step, const Variable& like) {
   return block;
 }
 
-void Optimizer::end_step_block(std::int64_t step) {
+void Optimizer::end_step_block(std::int64_t step, bool applied) {
   std::size_t r = 0;
   Tensor block;
   {
@@ -187,8 +187,8 @@ void Optimizer::end_step_block(std::int64_t step) {
     if (r >= step_.derived_for.size() || step_.derived_for[r] != step) return;  // never begun
     block = step_.blocks.value();
   }
-  step_end_(block);
-  step_.count[r] = step + 1;
+  step_end_(block);  // counts the step unless the block marks it skipped
+  step_.count[r] = applied ? step + 1 : step;
   step_.derived_for[r] = -1;
 }
 
@@ -248,8 +248,9 @@ Optimizer::StepOutcome Optimizer::apply_gradients_in_replica(ReplicaInterface* r
   // falls to it (a sharded update may give it none).
   if (!vars.empty()) (void)step_block(step, vars.front());
   const StepOutcome done = exchange_and_apply(replica, grads, vars, step);
-  // The block's count counts the applied step (a held-back or skipped one does not, as Keras).
-  if (done == StepOutcome::kApplied) end_step_block(step);
+  // The block's count counts the applied step (a held-back or skipped one does not, as Keras);
+  // a skipped step ends too, so that the next one begins afresh (its skipped mark cleared).
+  if (done != StepOutcome::kHeldBack) end_step_block(step, done == StepOutcome::kApplied);
   return done;
 }
 
@@ -262,7 +263,8 @@ Optimizer::StepOutcome Optimizer::exchange_and_apply(ReplicaInterface* replica, 
       case GradientsExchanged::kSummed: break;
     }
   }
-  if (!usable(grads)) return StepOutcome::kSkipped;
+  if (Tensor block = vars.empty() ? Tensor() : step_block(step, vars.front()); !usable(grads, block))
+    return StepOutcome::kSkipped;
   apply_gradients_at(zip_pairs(grads, vars), step);
   return StepOutcome::kApplied;
 }
@@ -291,7 +293,9 @@ void Optimizer::apply_gradients_at(const std::vector<std::pair<Tensor, Variable>
                      "variable, before updating it unsharded");
     }
   }
-  if (StepCaptureCheck* check = current_step_capture_check(); check && !elementwise())
+  // Clipping's reads only: a LossScaleOptimizer is not elementwise either, and clips nothing.
+  const bool clips = options_.clipnorm || options_.global_clipnorm;
+  if (StepCaptureCheck* check = current_step_capture_check(); check && clips)
     check->block(detail::concat(name(), "'s ", options_.global_clipnorm ? "global_clipnorm" : "clipnorm",
                                 " reads the gradients' norms on the host"));
   double global_scale = 1.0;

@@ -32,9 +32,9 @@ void check_block(const char* op, const Tensor& block, const Tensor& w) {
 step_state::StepBlock* block_of(const Tensor& block) {
   return static_cast<step_state::StepBlock*>(const_cast<void*>(block.raw_data()));  // written through its handle
 }
-const step_state::StepScalars* scalars_of(const char* op, const Tensor& block, const Tensor& w) {
+const step_state::StepBlock* checked_block(const char* op, const Tensor& block, const Tensor& w) {
   check_block(op, block, w);
-  return &block_of(block)->scalars;
+  return block_of(block);
 }
 // A block holding host-given numbers, for the updates called with values.
 Tensor block_with(const step_state::StepScalars& scalars) {
@@ -99,6 +99,20 @@ void set_step_count_(Tensor& block, std::int64_t iterations) {
   kern("set_step_count", block, backend::KernelOp::kStepSet).step_set(ctx(), block_of(block), iterations);
 }
 
+void finite_check_(const Tensor& x, Tensor& block) {
+  detail::check_float("finite_check", {&x});
+  check_block("finite_check", block, x);
+  kern("finite_check", x, backend::KernelOp::kFiniteCheck)
+      .finite_check(ctx(), x.raw_data(), x.numel(), block_of(block));
+}
+
+bool step_skipped(const Tensor& block) {
+  check_block("step_skipped", block, block);
+  step_state::StepState state;
+  block.copy_to_host(&state, sizeof state);
+  return state.skipped != 0;
+}
+
 std::int64_t step_count(const Tensor& block) {
   check_block("step_count", block, block);
   step_state::StepState state;
@@ -110,8 +124,8 @@ void sgd_update_(Tensor& w, Tensor& momentum, const Tensor& g, const Tensor& ste
   const auto& k = kern("SGD", w, backend::KernelOp::kSgdUpdate);
   check_slot("SGD", w, g, "gradient");
   if (momentum.defined()) check_slot("SGD", w, momentum, "momentum");
-  k.sgd_update(ctx(), w.raw_data(), momentum.defined() ? momentum.raw_data() : nullptr, g.raw_data(), w.numel(),
-               scalars_of("SGD", step, w), mu, nesterov);
+  k.sgd_update(ctx(), w.raw_data(), momentum.defined() ? momentum.raw_data() : nullptr, g.raw_data(),
+               w.numel(), checked_block("SGD", step, w), mu, nesterov);
 }
 
 void adam_update_(Tensor& w, Tensor& m, Tensor& v, const Tensor& g, const Tensor& step, const AdamBetas& b) {
@@ -120,7 +134,7 @@ void adam_update_(Tensor& w, Tensor& m, Tensor& v, const Tensor& g, const Tensor
   check_slot("Adam", w, m, "first moment");
   check_slot("Adam", w, v, "second moment");
   k.adam_update(ctx(), w.raw_data(), m.raw_data(), v.raw_data(), g.raw_data(), w.numel(), adam_step(b),
-                scalars_of("Adam", step, w));
+                checked_block("Adam", step, w));
 }
 
 void sgd_update_(Tensor& w, Tensor& momentum, const std::vector<Tensor>& grads, const std::vector<Tensor>& copies,
@@ -129,8 +143,8 @@ void sgd_update_(Tensor& w, Tensor& momentum, const std::vector<Tensor>& grads, 
   const Pointers p = summed_operands("SGD", w, grads, copies);
   if (momentum.defined()) check_slot("SGD", w, momentum, "momentum");
   k.sgd_update_summed(ctx(), w.raw_data(), momentum.defined() ? momentum.raw_data() : nullptr, p.grads.data(),
-                      static_cast<int>(p.grads.size()), p.copies.data(), static_cast<int>(p.copies.size()), w.numel(),
-                      scalars_of("SGD", step, w), mu, nesterov);
+                      static_cast<int>(p.grads.size()), p.copies.data(), static_cast<int>(p.copies.size()),
+                      w.numel(), checked_block("SGD", step, w), mu, nesterov);
 }
 
 void adam_update_(Tensor& w, Tensor& m, Tensor& v, const std::vector<Tensor>& grads, const std::vector<Tensor>& copies,
@@ -139,9 +153,9 @@ void adam_update_(Tensor& w, Tensor& m, Tensor& v, const std::vector<Tensor>& gr
   const Pointers p = summed_operands("Adam", w, grads, copies);
   check_slot("Adam", w, m, "first moment");
   check_slot("Adam", w, v, "second moment");
-  k.adam_update_summed(ctx(), w.raw_data(), m.raw_data(), v.raw_data(), p.grads.data(), static_cast<int>(p.grads.size()),
-                       p.copies.data(), static_cast<int>(p.copies.size()), w.numel(), adam_step(b),
-                       scalars_of("Adam", step, w));
+  k.adam_update_summed(ctx(), w.raw_data(), m.raw_data(), v.raw_data(), p.grads.data(),
+                       static_cast<int>(p.grads.size()), p.copies.data(), static_cast<int>(p.copies.size()),
+                       w.numel(), adam_step(b), checked_block("Adam", step, w));
 }
 
 // With the step's numbers given as values: a block holding them, then the updates above.

@@ -4,6 +4,7 @@
 // the host, and out-of-range ones are refused alike on every path. CI runs them on emulated
 // GPUs, which count as real ones.
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <string>
 #include <vector>
@@ -144,6 +145,41 @@ TEST(GpuHostReads, FitReadsTheLogsOncePerExecution) {
       else EXPECT_EQ(reads, 0u) << hook << " at mark " << i << counter->str();
     }
   });
+}
+
+// Under mixed_float16 the loss scale's finite check runs on the device (no sum of squares read
+// back per gradient): each replica reads its step's skipped mark once, beside the logs' one read.
+// An infinite input skips the step on every replica alike, the scale halves and the step does not
+// count, as on the CPU. (The scale still lives on the host: one mark a replica a step remains.)
+TEST(GpuHostReads, MixedFloat16ChecksTheGradientsOnTheDeviceAndReadsOneMarkAReplica) {
+  LOCKSTEP_REQUIRE_GPU();
+  Data d = make_data(256);
+  std::vector<float> xs = d.x.to_vector<float>();
+  xs[2 * 64 * 8 + 3] = std::numeric_limits<float>::infinity();  // the third batch's first row
+  const Tensor x = Tensor::from_vector(xs, {256, 8});
+  struct Float16 {  // the global policy outlives the test, however it ends
+    Float16() { mixed_precision::set_global_policy("mixed_float16"); }
+    ~Float16() { mixed_precision::set_global_policy("float32"); }
+  } policy;
+  for (const auto& devices : device_lists()) {
+    SCOPED_TRACE(devices.front() + ".." + devices.back());
+    MirroredStrategy strategy({.devices = devices});
+    auto model = make_model(strategy, 1);
+    auto counter = std::make_shared<ReadCounter>();
+    const std::uint64_t norms = host_reads("kernel sum_squares");
+    const History h = model->fit(data::Dataset::from_tensor_slices(x, d.y).batch(64),
+                                 {.epochs = 1, .verbose = 0, .callbacks = {counter}});
+    EXPECT_EQ(host_reads("kernel sum_squares"), norms) << host_reads_by_cause();
+    const auto& m = counter->marks;
+    ASSERT_EQ(m.size(), 6u) << counter->str();  // epoch_begin, 4 batches, epoch_end
+    const auto replicas = static_cast<std::uint64_t>(strategy.num_replicas_in_sync());
+    for (std::size_t i = 1; i + 1 < m.size(); ++i)
+      EXPECT_EQ(m[i].reads - m[i - 1].reads, 1 + replicas) << "mark " << i << counter->str();
+    EXPECT_EQ(h.history.at("skipped_steps")[0], 1);
+    EXPECT_EQ(h.history.at("loss_scale")[0], 16384);
+    EXPECT_EQ(model->optimizer()->iterations(), 3);
+    strategy.check_mirrored(model->variables());
+  }
 }
 
 // evaluate reads its logs once per execution; predict reads its outputs once per execution

@@ -8,6 +8,7 @@
 #include "lockstep/losses/loss.hpp"
 #include "lockstep/optimizers/loss_scale_optimizer.hpp"
 #include "lockstep/optimizers/schedules.hpp"
+#include "lockstep/tensor/ops.hpp"
 #include "lockstep/training/sequential.hpp"
 #include "training/model_io_test_util.hpp"
 
@@ -68,9 +69,10 @@ TEST(StepState, ClipnormAndTheLossScalesFiniteCheckAreNamedAsHostReads) {
   const std::string global_clipped = reason(optimizers::Adam(global));
   EXPECT_NE(global_clipped.find("Adam's global_clipnorm reads"), std::string::npos) << global_clipped;
   const std::string scaled = reason(optimizers::LossScale(optimizers::Adam(1e-3)));
-  EXPECT_NE(scaled.find("the loss scale's finite check reads every gradient's sum of squares on the host"),
+  EXPECT_NE(scaled.find("the loss scale's finite check reads the step's skipped mark on the host"),
             std::string::npos)
       << scaled;
+  EXPECT_EQ(scaled.find("clipnorm"), std::string::npos) << scaled;  // the loss scale's update is not clipped
   const std::string plain = reason(optimizers::Adam(1e-3));  // neither without them
   EXPECT_EQ(plain.find("clipnorm"), std::string::npos) << plain;
   EXPECT_EQ(plain.find("finite check"), std::string::npos) << plain;
@@ -109,6 +111,46 @@ TEST(StepState, ASkippedStepDoesNotCountForTheNextStepsBiasCorrection) {
     EXPECT_EQ(a.value().to_vector<float>(), b.value().to_vector<float>()) << "after step " << step;
   }
   EXPECT_EQ(lso.iterations(), 3);
+}
+
+TEST(StepState, TheFiniteCheckMarksTheBlockAndTheUpdatesLeaveASkippedStepAlone) {
+  // The loss scale's check on the device: a non-finite element of any gradient (float32 or
+  // float16) marks the block, the updates then leave w and the slots as they were and step_end_
+  // does not count the step; the next step_begin_ clears the mark.
+  step_state::StepRule rule;
+  rule.schedule.initial = 1.0;
+  rule.kind = step_state::RuleKind::kAdam;
+  rule.beta_1 = 0.9;
+  rule.beta_2 = 0.999;
+  Tensor block = step_block();
+  step_begin_(block, rule);
+  const Tensor finite = Tensor::from_vector(std::vector<float>{1.0f, -2.0f}, Shape{2});
+  finite_check_(finite, block);
+  finite_check_(Tensor::from_vector(std::vector<float>{65504.0f}, Shape{1}).to(DType::kF16), block);
+  EXPECT_FALSE(step_skipped(block));
+  Tensor w = Tensor::from_vector(std::vector<float>{0.5f, 0.5f}, Shape{2});
+  Tensor m = Tensor::zeros({2}), v = Tensor::zeros({2}), none;
+  const AdamBetas betas{.one_minus_beta_1 = 0.1f, .one_minus_beta_2 = 0.001f, .epsilon = 1e-7f};
+  finite_check_(Tensor::from_vector(std::vector<float>{0.0f, NAN}, Shape{2}), block);
+  finite_check_(finite, block);  // a finite gradient after it does not clear the mark
+  EXPECT_TRUE(step_skipped(block));
+  adam_update_(w, m, v, finite, block, betas);
+  sgd_update_(w, none, finite, block, 0.0f, false);
+  sgd_update_(w, none, {finite, finite}, {}, block, 0.0f, false);
+  EXPECT_EQ(w.to_vector<float>(), (std::vector<float>{0.5f, 0.5f})) << "skipped: w untouched";
+  EXPECT_EQ(m.to_vector<float>(), (std::vector<float>{0.0f, 0.0f}));
+  EXPECT_EQ(v.to_vector<float>(), (std::vector<float>{0.0f, 0.0f}));
+  step_end_(block);
+  EXPECT_EQ(step_count(block), 0) << "a skipped step does not count";
+  step_begin_(block, rule);
+  EXPECT_FALSE(step_skipped(block)) << "the next step applies unless its own check fails";
+  finite_check_(Tensor::from_vector(std::vector<float>{INFINITY}, Shape{1}).to(DType::kF16), block);
+  EXPECT_TRUE(step_skipped(block)) << "a float16 infinity";
+  step_begin_(block, rule);
+  sgd_update_(w, none, finite, block, 0.0f, false);
+  EXPECT_EQ(w.to_vector<float>(), (std::vector<float>{-0.5f, 2.5f})) << "applied: w -= lr g";
+  step_end_(block);
+  EXPECT_EQ(step_count(block), 1);
 }
 
 }  // namespace

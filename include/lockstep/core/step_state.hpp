@@ -18,7 +18,8 @@ namespace lockstep::step_state {
 /// What the block holds across steps.
 struct StepState {
   std::int64_t iterations = 0;  // updates applied before this step (Keras' optimizer.iterations)
-  std::int32_t skipped = 0;     // whether this step's update is skipped (1) or applies (0)
+  std::int32_t skipped = 0;     // whether this step's update is skipped (1) or applies (0): the
+                                // loss scale's finite check sets it (mark_not_finite)
   std::int32_t pad = 0;
 };
 
@@ -64,9 +65,16 @@ LOCKSTEP_HOST_DEVICE inline StepScalars derive_step_scalars(const StepRule& r, s
   return s;
 }
 
-/// The kernel at the start of a step: the scalars of the count the block holds.
+/// The kernel at the start of a step: the scalars of the count the block holds; the step applies
+/// unless its check finds otherwise.
 LOCKSTEP_HOST_DEVICE inline void begin_step(const StepRule& r, StepBlock& b) {
   b.scalars = derive_step_scalars(r, b.state.iterations);
+  b.state.skipped = 0;
+}
+/// The loss scale's finite check, on a gradient's element: an infinite or NaN one skips the step
+/// (the update kernels then leave the weights and slots as they are, and end_step does not count it).
+LOCKSTEP_HOST_DEVICE inline void mark_not_finite(StepBlock& b, float x) {
+  if (!isfinite(x)) b.state.skipped = 1;
 }
 /// The kernel at the end of a step: a step that applied counts (Keras: a skipped one does not).
 LOCKSTEP_HOST_DEVICE inline void end_step(StepBlock& b) {

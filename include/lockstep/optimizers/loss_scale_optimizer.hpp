@@ -7,8 +7,9 @@
 //
 // Its update takes the one route of every optimizer (apply_gradients_in_replica): the
 // gradients are summed over the replicas (never sharded: the check needs every gradient), then
-// unscaled and checked (usable), then the inner rule runs unless one is infinite or NaN. The
-// check needs no extra collective: the sums, and so the decision, are the same on every replica.
+// unscaled and checked on the device into the replica's step block (usable), then the inner rule
+// runs unless one is infinite or NaN. The check needs no extra collective: the sums, and so the
+// decision, are the same on every replica.
 // In a custom loop (inside strategy.run, or alone with a null replica):
 //   auto grads = tape.gradient(lso.scale_loss(loss), vars);
 //   const auto done = lso.apply_gradients_in_replica(get_replica_context(), grads, vars, step);
@@ -45,9 +46,11 @@ class LossScaleOptimizer final : public Optimizer {
   std::int64_t skipped_steps() const { return skipped_; }
   /// The loss times the scale: what to differentiate.
   Tensor scale_loss(const Tensor& loss) const;
-  /// Divides every gradient by the scale (replacing it); returns whether all are finite.
-  /// Thread-safe: each replica unscales its own gradients.
-  bool unscale(std::vector<Tensor>& grads) const;
+  /// Divides every gradient by the scale (replacing it) and checks them on the device: an
+  /// infinite or NaN element marks `step_block`'s step skipped (finite_check_; the updates then
+  /// leave the weights and slots as they are). Reads nothing back. Thread-safe: each replica
+  /// unscales its own gradients into its own block.
+  void unscale(std::vector<Tensor>& grads, Tensor& step_block) const;
   /// Once per step: count a finite step (doubling the scale after dynamic_growth_steps of them)
   /// or halve the scale and count a skipped step.
   void update_scale(bool finite);
@@ -62,8 +65,8 @@ class LossScaleOptimizer final : public Optimizer {
   void describe_step(step_state::StepRule& rule) const override { inner_->describe_step(rule); }
   /// Never sharded: unscaling checks every gradient for inf/NaN first.
   bool elementwise() const override { return false; }
-  /// unscale: the step is skipped unless every gradient is finite.
-  bool usable(std::vector<Tensor>& grads) const override { return unscale(grads); }
+  /// unscale, then whether the block's step applies (every gradient finite): one read a step.
+  bool usable(std::vector<Tensor>& grads, Tensor& step_block) const override;
   std::vector<std::string> slot_names() const override;
 
  private:

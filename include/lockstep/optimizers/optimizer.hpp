@@ -120,9 +120,10 @@ class Optimizer {
   /// corrections); the schedule is the base class's. SGD's is the default.
   virtual void describe_step(step_state::StepRule& /*rule*/) const {}
   virtual std::vector<std::string> slot_names() const = 0;
-  /// On the summed gradients, before the rule: false skips the step. The sums are the same on
-  /// every replica, so every replica decides alike. LossScaleOptimizer unscales them here.
-  virtual bool usable(std::vector<Tensor>& /*grads*/) const { return true; }
+  /// On the summed gradients, before the rule, with this replica's step block: false skips the
+  /// step. The sums are the same on every replica, so every replica decides alike.
+  /// LossScaleOptimizer unscales them here and checks them on the device (into the block).
+  virtual bool usable(std::vector<Tensor>& /*grads*/, Tensor& /*step_block*/) const { return true; }
   /// Whether the update of one element needs only that element (no clipnorm /
   /// global_clipnorm), so that replicas can share the update (ZeRO stage 1).
   virtual bool elementwise() const;
@@ -137,8 +138,9 @@ class Optimizer {
   /// This replica's step block (made like `like` on first use, as a slot) holding the numbers of
   /// step `step`: derived by a kernel from the count it holds, unless derived already.
   Tensor step_block(std::int64_t step, const Variable& like);
-  /// The end of this replica's step: its block's count advanced by a kernel.
-  void end_step_block(std::int64_t step);
+  /// The end of this replica's step: its block's count advanced by a kernel unless the step was
+  /// skipped (`applied` false: the block marks it so, and the kernel does not count it).
+  void end_step_block(std::int64_t step, bool applied);
 
  private:
   // The optimizer as the sharded update sees it: the rule on ranges, and the slots.

@@ -49,9 +49,10 @@ void sgd_loop(float* __restrict w, float* __restrict m, const float* __restrict 
 }
 }  // namespace
 
-void sgd_update(ComputeContext& ctx, void* wv, void* mv, const void* gv, std::int64_t n, const StepScalars* step,
-                float mu, bool nesterov) {
-  const float lr = step->lr;
+void sgd_update(ComputeContext& ctx, void* wv, void* mv, const void* gv, std::int64_t n,
+                const StepBlock* step, float mu, bool nesterov) {
+  if (step->state.skipped) return;
+  const float lr = step->scalars.lr;
   float* w = static_cast<float*>(wv);
   const float* g = static_cast<const float*>(gv);
   float* m = static_cast<float*>(mv);
@@ -79,8 +80,9 @@ void adam_loop(float* __restrict w, float* __restrict m, float* __restrict v, co
 // Elementwise, so splitting it over the device's threads changes no bit; one thread alone reached
 // about half the memory bandwidth (Adam was 17% of a mixed_bfloat16 step on one 2-thread device).
 void adam_update(ComputeContext& ctx, void* wv, void* mv, void* vv, const void* gv, std::int64_t n,
-                 const AdamStep& s, const StepScalars* step) {
-  const float alpha = step->alpha, decay = step->decay;
+                 const AdamStep& s, const StepBlock* step) {
+  if (step->state.skipped) return;
+  const float alpha = step->scalars.alpha, decay = step->scalars.decay;
   float* w = static_cast<float*>(wv);
   float* m = static_cast<float*>(mv);
   float* v = static_cast<float*>(vv);
@@ -123,9 +125,11 @@ void summed_update(ComputeContext& ctx, float* w, const void* const* gv, int n_g
 }
 }  // namespace
 
-void sgd_update_summed(ComputeContext& ctx, void* wv, void* mv, const void* const* g, int n_g, void* const* copies,
-                       int n_copies, std::int64_t n, const StepScalars* step, float mu, bool nesterov) {
-  const float lr = step->lr;
+void sgd_update_summed(ComputeContext& ctx, void* wv, void* mv, const void* const* g, int n_g,
+                       void* const* copies, int n_copies, std::int64_t n, const StepBlock* step, float mu,
+                       bool nesterov) {
+  if (step->state.skipped) return;
+  const float lr = step->scalars.lr;
   float* w = static_cast<float*>(wv);
   float* m = static_cast<float*>(mv);
   summed_update(ctx, w, g, n_g, copies, n_copies, n, [=](std::int64_t s, std::int64_t len, const float* gs) {
@@ -135,8 +139,9 @@ void sgd_update_summed(ComputeContext& ctx, void* wv, void* mv, const void* cons
 
 void adam_update_summed(ComputeContext& ctx, void* wv, void* mv, void* vv, const void* const* g, int n_g,
                         void* const* copies, int n_copies, std::int64_t n, const AdamStep& a,
-                        const StepScalars* step) {
-  const float alpha = step->alpha, decay = step->decay;
+                        const StepBlock* step) {
+  if (step->state.skipped) return;
+  const float alpha = step->scalars.alpha, decay = step->scalars.decay;
   float* w = static_cast<float*>(wv);
   float* m = static_cast<float*>(mv);
   float* v = static_cast<float*>(vv);
@@ -150,7 +155,14 @@ void step_begin(ComputeContext&, const StepRule& rule, StepBlock* block) { step_
 void step_end(ComputeContext&, StepBlock* block) { step_state::end_step(*block); }
 void step_set(ComputeContext&, StepBlock* block, std::int64_t iterations) { step_state::set_step(*block, iterations); }
 
+template <typename F>
+void finite_check(ComputeContext&, const void* xv, std::int64_t n, StepBlock* block) {
+  const F* x = static_cast<const F*>(xv);
+  for (std::int64_t i = 0; i < n; ++i) step_state::mark_not_finite(*block, Elem<F>::load(x[i]));
+}
+
 LOCKSTEP_INSTANTIATE_KERNEL(Floating, sum_squares)
 LOCKSTEP_INSTANTIATE_KERNEL(Floating, scale_clip)
+LOCKSTEP_INSTANTIATE_KERNEL(Floating, finite_check)
 
 }  // namespace lockstep::backend::cpu

@@ -37,9 +37,10 @@ __global__ void sum_partials(const double* part, int n, double* out) {
   }
 }
 
-__global__ void sgd_kernel(float* w, float* m, const float* g, std::int64_t n, const StepScalars* step, float mu,
-                           bool nesterov) {
-  const float lr = step->lr;
+__global__ void sgd_kernel(float* w, float* m, const float* g, std::int64_t n, const StepBlock* step,
+                           float mu, bool nesterov) {
+  if (step->state.skipped) return;  // the same for every thread: the loss scale's check failed
+  const float lr = step->scalars.lr;
   LOCKSTEP_GRID_LOOP(i, n) {
     if (!m) {
       w[i] -= lr * g[i];
@@ -52,8 +53,9 @@ __global__ void sgd_kernel(float* w, float* m, const float* g, std::int64_t n, c
 }
 
 __global__ void adam_kernel(float* w, float* m, float* v, const float* g, std::int64_t n, AdamStep s,
-                            const StepScalars* step) {
-  const float alpha = step->alpha, decay = step->decay;
+                            const StepBlock* step) {
+  if (step->state.skipped) return;
+  const float alpha = step->scalars.alpha, decay = step->scalars.decay;
   LOCKSTEP_GRID_LOOP(i, n) {
     const float gi = g[i];
     const float wi = w[i] - w[i] * decay;
@@ -69,6 +71,12 @@ __global__ void adam_kernel(float* w, float* m, float* v, const float* g, std::i
 __global__ void step_begin_kernel(StepRule rule, StepBlock* block) { step_state::begin_step(rule, *block); }
 __global__ void step_end_kernel(StepBlock* block) { step_state::end_step(*block); }
 __global__ void step_set_kernel(StepBlock* block, std::int64_t iterations) { step_state::set_step(*block, iterations); }
+
+// Every thread that meets an infinite or NaN element stores the same 1: the races write alike.
+template <typename F>
+__global__ void finite_check_kernel(const F* x, std::int64_t n, StepBlock* block) {
+  LOCKSTEP_GRID_LOOP(i, n) step_state::mark_not_finite(*block, Elem<F>::load(x[i]));
+}
 }  // namespace
 
 template <typename F>
@@ -85,7 +93,7 @@ double sum_squares(ComputeContext& ctx, const void* x, std::int64_t n) {
   return host;
 }
 
-void sgd_update(ComputeContext& ctx, void* w, void* m, const void* g, std::int64_t n, const StepScalars* step,
+void sgd_update(ComputeContext& ctx, void* w, void* m, const void* g, std::int64_t n, const StepBlock* step,
                 float momentum, bool nesterov) {
   if (n == 0) return;
   sgd_kernel<<<blocks_for(n), kThreads, 0, stream(ctx)>>>(static_cast<float*>(w), static_cast<float*>(m),
@@ -93,8 +101,8 @@ void sgd_update(ComputeContext& ctx, void* w, void* m, const void* g, std::int64
   check_launch("sgd_update");
 }
 
-void adam_update(ComputeContext& ctx, void* w, void* m, void* v, const void* g, std::int64_t n, const AdamStep& s,
-                 const StepScalars* step) {
+void adam_update(ComputeContext& ctx, void* w, void* m, void* v, const void* g, std::int64_t n,
+                 const AdamStep& s, const StepBlock* step) {
   if (n == 0) return;
   adam_kernel<<<blocks_for(n), kThreads, 0, stream(ctx)>>>(static_cast<float*>(w), static_cast<float*>(m),
                                                           static_cast<float*>(v), static_cast<const float*>(g), n, s,
@@ -117,6 +125,14 @@ void step_set(ComputeContext& ctx, StepBlock* block, std::int64_t iterations) {
   check_launch("step_set");
 }
 
+template <typename F>
+void finite_check(ComputeContext& ctx, const void* x, std::int64_t n, StepBlock* block) {
+  if (n == 0) return;
+  finite_check_kernel<F><<<blocks_for(n), kThreads, 0, stream(ctx)>>>(static_cast<const F*>(x), n, block);
+  check_launch("finite_check");
+}
+
 LOCKSTEP_INSTANTIATE_KERNEL(Floating, sum_squares)
+LOCKSTEP_INSTANTIATE_KERNEL(Floating, finite_check)
 
 }  // namespace lockstep::backend::cuda
