@@ -204,14 +204,7 @@ bool kernel_returns_to_host(KernelOp op) {
 }
 
 const char* kernel_capture_refusal(KernelOp op) {
-  if (kernel_returns_to_host(op)) return "returns its result to the host";
-  switch (op) {
-    case KernelOp::kDropoutMask:
-    case KernelOp::kAttention:
-    case KernelOp::kAttentionBackward:
-      return "takes the step that keys dropout as a host value, which a replay would freeze";
-    default: return nullptr;
-  }
+  return kernel_returns_to_host(op) ? "returns its result to the host" : nullptr;
 }
 
 bool backend_available(DeviceKind kind) { return device_kind(kind).available(); }
