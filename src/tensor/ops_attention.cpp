@@ -119,7 +119,8 @@ std::array<Tensor, 3> scaled_dot_product_attention_grad(const Tensor& q, const T
                  a.tq, "), got ", out.shape().str(), ", ", dy.shape().str(), " and ",
                  lse.defined() ? lse.shape().str() : std::string("undefined"));
   const auto& kt = kern(op, q, backend::KernelOp::kAttentionBackward);
-  a.step_at = detail::dropout_step_at(op, backend::KernelOp::kAttentionBackward, o.dropout_key, a.dropout_rate, q);
+  a.step_at =
+      detail::dropout_step_at(op, backend::KernelOp::kAttentionBackward, o.dropout_key, a.dropout_rate, q);
   Tensor dq = Tensor::empty(q.shape(), q.dtype()), dk = Tensor::empty(k.shape(), k.dtype()),
          dv = Tensor::empty(v.shape(), v.dtype());
   kt.attention_backward(ctx(), a, q.raw_data(), k.raw_data(), v.raw_data(), mask_data(mask), out.raw_data(),

@@ -37,8 +37,8 @@ step_state::StepBlock* block_of(const Tensor& block) {
 }
 }  // namespace
 
-const std::int64_t* detail::dropout_step_at(const char* op, backend::KernelOp k, const DropoutKey& key, float rate,
-                                            const Tensor& x) {
+const std::int64_t* detail::dropout_step_at(const char* op, backend::KernelOp k, const DropoutKey& key,
+                                            float rate, const Tensor& x) {
   if (key.step_block.defined()) {
     check_block(op, key.step_block, x, "input");
     return &block_of(key.step_block)->state.iterations;
@@ -46,7 +46,8 @@ const std::int64_t* detail::dropout_step_at(const char* op, backend::KernelOp k,
   if (rate > 0)
     if (StepCaptureCheck* check = current_step_capture_check()) [[unlikely]]
       check->block(detail::concat("the op '", op, "' (kernel ", backend::kernel_op_name(k),
-                                  ") takes the step that keys dropout as a host value, which a replay would freeze"));
+                                  ") takes the step that keys dropout as a host value, which a replay would ",
+                                  "freeze"));
   return nullptr;
 }
 
