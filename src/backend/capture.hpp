@@ -9,11 +9,12 @@ namespace lockstep::backend {
 /// Why a step that runs `op` cannot be captured into a device graph and replayed (jit_compile),
 /// or null where it can: the one rule of which kernels a replay can repeat. A kernel that returns
 /// its result to the host (the op list's return type is not void: sum_squares, first_outside)
-/// makes the host wait and decide on the value each step; a kernel that takes the step's own
-/// numbers as host arguments (dropout's step) would have them frozen at the captured step's
-/// values. The optimizer updates read theirs (learning rate, bias corrections) from the step's
-/// block in device memory (lockstep/core/step_state.hpp), so they replay right. A device kind
-/// may add its own (emulated GPUs: host arrays of pointers, emulated_capture.hpp).
+/// makes the host wait and decide on the value each step. The step's own numbers are read from
+/// the step's block in device memory (lockstep/core/step_state.hpp), so they replay right: the
+/// optimizer updates' learning rate and bias corrections, and dropout's step where a call gives
+/// its count (dropout_mask's step_at, AttentionDesc::step_at); a call that drops with a host
+/// step is refused by its op (detail::dropout_step_at), not here.
+/// A device kind may add its own (emulated GPUs: host arrays of pointers, emulated_capture.hpp).
 const char* kernel_capture_refusal(DeviceKind kind, KernelOp op);
 /// Whether `op`'s result returns to the host (its op-list return type is not void): on a device
 /// the host waits for it (counted as a host read, lockstep/tensor/host_reads.hpp).

@@ -20,6 +20,13 @@ inline std::uint32_t threshold(float rate) { return static_cast<std::uint32_t>(s
 LOCKSTEP_HOST_DEVICE inline std::uint64_t step_key(std::uint64_t seed, std::uint64_t stream, std::uint64_t step) {
   return mix(mix(mix(seed + 0x9e3779b97f4a7c15ULL) ^ stream) ^ step);
 }
+/// The step of a call: the count at `step_at` when given (a step block's iterations, in the
+/// memory of the device running the kernel: read there, so a captured step replays with the
+/// count of each replay), else the host's `step`.
+LOCKSTEP_HOST_DEVICE inline std::uint64_t step_key(std::uint64_t seed, std::uint64_t stream, std::uint64_t step,
+                                                   const std::int64_t* step_at) {
+  return step_key(seed, stream, step_at ? static_cast<std::uint64_t>(*step_at) : step);
+}
 /// `row` is the example's index in the global batch (first_row + local row).
 LOCKSTEP_HOST_DEVICE inline std::uint64_t row_key(std::uint64_t step_key, std::int64_t row) {
   return mix(step_key ^ static_cast<std::uint64_t>(row));

@@ -79,6 +79,7 @@ struct AttentionDesc {
   std::int64_t mask_b_stride = 0, mask_q_stride = 0;
   float dropout_rate = 0;
   std::uint64_t seed = 0, stream = 0, step = 0;
+  const std::int64_t* step_at = nullptr;  // not null: the step is the count there (dropout_mask's step_at)
   std::int64_t first_example = 0;
 };
 

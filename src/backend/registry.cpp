@@ -213,13 +213,6 @@ bool kernel_returns_to_host(KernelOp op) {
 
 const char* kernel_capture_refusal(DeviceKind kind, KernelOp op) {
   if (kernel_returns_to_host(op)) return "returns its result to the host";
-  switch (op) {
-    case KernelOp::kDropoutMask:
-    case KernelOp::kAttention:
-    case KernelOp::kAttentionBackward:
-      return "takes the step that keys dropout as a host value, which a replay would freeze";
-    default: break;
-  }
   return kind == DeviceKind::kCuda && device_kind(kind).emulated() ? emulated::kernel_refusal(op) : nullptr;
 }
 

@@ -81,8 +81,11 @@ Tensor MultiHeadAttentionLayer::attend(const Tensor& query, const Tensor& value,
                      .heads_last = true};
   if (ctx.training && options_.dropout > 0) {
     o.dropout_rate = options_.dropout;
-    o.dropout_key = {
-        .seed = ctx.seed, .stream = stream_, .step = ctx.step, .first_example = ctx.first_example};
+    o.dropout_key = {.seed = ctx.seed,
+                     .stream = stream_,
+                     .step = ctx.step,
+                     .first_example = ctx.first_example,
+                     .step_block = ctx.step_block};
   }
   const Tensor heads = call.attention_scores
                            ? attention_reference(q, k, v, call.attention_mask, o, call.attention_scores)

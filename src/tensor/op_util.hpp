@@ -20,6 +20,11 @@ void check_context_kind(const char* op, const Tensor& t);
 /// Throws unless every tensor is defined, floating (float32, float16 or bfloat16), of one
 /// dtype, and on the device of the current compute context's kind.
 void check_float(const char* op, std::initializer_list<const Tensor*> ts);
+/// Where the kernel of `op` (kernel k) reads dropout's step: the count of key.step_block (checked:
+/// a step block on x's device), or null for the host value key.step. A call that drops (rate > 0)
+/// with a host step tells a watching capture check (a replay would freeze the step).
+const std::int64_t* dropout_step_at(const char* op, backend::KernelOp k, const DropoutKey& key, float rate,
+                                    const Tensor& x);
 /// Throws unless t is defined and of an integer dtype (labels, indices).
 void check_integer(const char* op, const Tensor& t, const char* what);
 /// Integer labels as int64 (cast when needed), each checked to be in [0, classes).

@@ -89,8 +89,9 @@ class AttentionGradient final : public CustomGradient {
 
 Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask,
                                     const AttentionOptions& o, Tensor* lse_out) {
-  const backend::AttentionDesc a = describe(kName, q, k, v, mask, o);
+  backend::AttentionDesc a = describe(kName, q, k, v, mask, o);
   const auto& kt = kern(kName, q, backend::KernelOp::kAttention);
+  a.step_at = detail::dropout_step_at(kName, backend::KernelOp::kAttention, o.dropout_key, a.dropout_rate, q);
   Tensor out = Tensor::empty(output_shape(a), q.dtype());
   Tensor lse = Tensor::empty({a.b, a.h, a.tq}, DType::kF32);
   kt.attention(ctx(), a, q.raw_data(), k.raw_data(), v.raw_data(), mask_data(mask), out.raw_data(),
@@ -109,7 +110,7 @@ std::array<Tensor, 3> scaled_dot_product_attention_grad(const Tensor& q, const T
                                                         const Tensor& lse, const Tensor& dy,
                                                         const AttentionOptions& o) {
   constexpr const char* op = "scaled_dot_product_attention_grad";
-  const backend::AttentionDesc a = describe(op, q, k, v, mask, o);
+  backend::AttentionDesc a = describe(op, q, k, v, mask, o);
   detail::check_float(op, {&q, &out, &dy});
   const Shape out_shape = output_shape(a);
   LOCKSTEP_CHECK(out.shape() == out_shape && dy.shape() == out_shape && lse.defined() &&
@@ -118,6 +119,8 @@ std::array<Tensor, 3> scaled_dot_product_attention_grad(const Tensor& q, const T
                  a.tq, "), got ", out.shape().str(), ", ", dy.shape().str(), " and ",
                  lse.defined() ? lse.shape().str() : std::string("undefined"));
   const auto& kt = kern(op, q, backend::KernelOp::kAttentionBackward);
+  a.step_at =
+      detail::dropout_step_at(op, backend::KernelOp::kAttentionBackward, o.dropout_key, a.dropout_rate, q);
   Tensor dq = Tensor::empty(q.shape(), q.dtype()), dk = Tensor::empty(k.shape(), k.dtype()),
          dv = Tensor::empty(v.shape(), v.dtype());
   kt.attention_backward(ctx(), a, q.raw_data(), k.raw_data(), v.raw_data(), mask_data(mask), out.raw_data(),

@@ -151,7 +151,10 @@ Tensor dropout(const Tensor& x, float rate, const DropoutKey& key) {
   const std::int64_t rows = x.rank() ? x.dim(0) : 1, cols = rows ? x.numel() / rows : 0;
   const auto& kt = kern("dropout", x, backend::KernelOp::kDropoutMask);
   Tensor mask = Tensor::empty(x.shape(), x.dtype());
-  kt.dropout_mask(ctx(), mask.raw_data(), rows, cols, rate, key.seed, key.stream, key.step, key.first_example);
+  const std::int64_t* step_at =
+      detail::dropout_step_at("dropout", backend::KernelOp::kDropoutMask, key, rate, x);
+  kt.dropout_mask(ctx(), mask.raw_data(), rows, cols, rate, key.seed, key.stream, key.step, step_at,
+                  key.first_example);
   backend::BroadcastDesc d;
   d.rank = 1;
   d.dims[0] = x.numel();

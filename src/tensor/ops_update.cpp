@@ -1,4 +1,6 @@
-// Optimizer updates as fused in-place ops, and the step block they read the step's numbers from.
+// Optimizer updates as fused in-place ops, and the step block they (and dropout) read the step's
+// numbers from.
+#include "lockstep/tensor/step_capture.hpp"
 #include "tensor/op_util.hpp"
 
 namespace lockstep {
@@ -22,16 +24,34 @@ AdamBetas betas(const AdamConstants& c) {
   return {.one_minus_beta_1 = c.one_minus_beta_1, .one_minus_beta_2 = c.one_minus_beta_2, .epsilon = c.epsilon};
 }
 
-void check_block(const char* op, const Tensor& block, const Tensor& w) {
+// `w`: the tensor the op reads the block for (a variable, dropout's input).
+void check_block(const char* op, const Tensor& block, const Tensor& w, const char* what = "variable") {
   LOCKSTEP_CHECK(block.defined() && block.dtype() == DType::kF32 && block.numel() == step_state::kStepBlockFloats &&
                      block.device() == w.device(),
                  op, ": the step block must be a float32 tensor of ", step_state::kStepBlockFloats,
-                 " elements on the variable's device ", w.device().str(), ", got ",
+                 " elements on the ", what, "'s device ", w.device().str(), ", got ",
                  block.defined() ? block.shape().str() + " on " + block.device().str() : std::string("undefined"));
 }
 step_state::StepBlock* block_of(const Tensor& block) {
   return static_cast<step_state::StepBlock*>(const_cast<void*>(block.raw_data()));  // written through its handle
 }
+}  // namespace
+
+const std::int64_t* detail::dropout_step_at(const char* op, backend::KernelOp k, const DropoutKey& key,
+                                            float rate, const Tensor& x) {
+  if (key.step_block.defined()) {
+    check_block(op, key.step_block, x, "input");
+    return &block_of(key.step_block)->state.iterations;
+  }
+  if (rate > 0)
+    if (StepCaptureCheck* check = current_step_capture_check()) [[unlikely]]
+      check->block(detail::concat("the op '", op, "' (kernel ", backend::kernel_op_name(k),
+                                  ") takes the step that keys dropout as a host value, which a replay would ",
+                                  "freeze"));
+  return nullptr;
+}
+
+namespace {
 const step_state::StepBlock* checked_block(const char* op, const Tensor& block, const Tensor& w) {
   check_block(op, block, w);
   return block_of(block);

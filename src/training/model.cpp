@@ -403,11 +403,15 @@ detail::ReplicaNumbers Model::replica_train_step(const data::Element& s, std::in
                                         std::int64_t global_n, std::int64_t step, ReplicaInterface* replica,
                                         GradientUse use, distribute::GradientAccumulator* held) {
   const auto vars = trainable_variables();  // each replica resolves them to its own copies
+  // Dropout reads the step on the device, from this replica's step block (the update's, holding
+  // `step`): the step's launches are then the same every step.
+  const Tensor step_block = vars.empty() ? Tensor() : optimizer_->step_block(step, vars.front());
   const layers::CallContext ctx{.training = true,
                                 .seed = seed_,
                                 .step = static_cast<std::uint64_t>(step),
                                 .first_example = first_example,
-                                .replica = replica};
+                                .replica = replica,
+                                .step_block = step_block};
   const auto* loss_scale = dynamic_cast<const optimizers::LossScaleOptimizer*>(optimizer_.get());
   detail::SliceOutputs outs;
   ReplicaNumbers r;

@@ -5,6 +5,7 @@
 #include <random>
 
 #include "gpu_test_util.hpp"
+#include "lockstep/tensor/attention.hpp"
 
 using namespace lockstep;
 using namespace lockstep::gpu_test;
@@ -35,6 +36,37 @@ TEST(GpuCompute, DropoutMasksAreBitIdenticalAcrossBackends) {
       EXPECT_EQ(bytes_of(cpu), bytes_of(on_gpu)) << dtype_name(dt) << " rate " << rate;
     }
   }
+}
+
+// fit's train step keys dropout by its step block's count, which the kernels read in the GPU's
+// memory: the same masks (dropout and attention's, forward and backward) as the host's step.
+TEST(GpuCompute, DropoutAndAttentionReadTheStepFromTheGpusStepBlock) {
+  LOCKSTEP_REQUIRE_GPU();
+  const auto gpu = make_compute_context(kGpu0);
+  ComputeScope scope(*gpu);
+  Tensor block = step_block();
+  set_step_count_(block, 17);
+  const DropoutKey by_host{.seed = 42, .stream = 3, .step = 17, .first_example = 1000};
+  DropoutKey by_block = by_host;
+  by_block.step = 0;
+  by_block.step_block = block;
+  const Tensor ones = Tensor::ones({257, 129});
+  EXPECT_EQ(bytes_of(dropout(ones, 0.3f, by_block)), bytes_of(dropout(ones, 0.3f, by_host)));
+  std::mt19937 rng(9);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  std::vector<float> v(2 * 2 * 5 * 8);
+  for (auto& x : v) x = u(rng);
+  const Tensor q = Tensor::from_vector(v, {2, 2, 5, 8}).to(kGpu0);
+  const auto run = [&](const DropoutKey& key) {
+    const AttentionOptions o{.causal = true, .dropout_rate = 0.4f, .dropout_key = key};
+    Tensor lse;
+    const Tensor out = scaled_dot_product_attention(q, q, q, {}, o, &lse);
+    const auto g = scaled_dot_product_attention_grad(q, q, q, {}, out, lse, out, o);
+    return std::vector<std::vector<std::uint8_t>>{bytes_of(out), bytes_of(g[0]), bytes_of(g[1]), bytes_of(g[2])};
+  };
+  EXPECT_EQ(run(by_block), run(by_host));
+  by_block.step_block = Tensor();
+  EXPECT_NE(run(by_block), run(by_host));  // step 0: other masks
 }
 
 TEST(GpuCompute, HalfRoundingsAreBitIdenticalAcrossBackends) {

@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "common/error_message.hpp"
+#include "lockstep/tensor/attention.hpp"
 #include "lockstep/tensor/ops.hpp"
 #include "lockstep/tensor/step_capture.hpp"
 
@@ -39,6 +40,44 @@ TEST(StepCaptureCheck, NamesEachOpThatCannotBeReplayedOnceAndOnlyOnWatchedThread
   EXPECT_EQ(check.blocker(),
             "the op 'sum_squares' (kernel sum_squares) returns its result to the host; a read of a (3,) tensor's "
             "values on the host (the host waits for the device there)");
+}
+
+// Dropout keyed by a host step (a custom loop's) is named; keyed by a step block's count (fit's
+// train step) or not dropping (rate 0: attention without dropout), nothing is.
+TEST(StepCaptureCheck, DropoutIsNamedOnlyWhereItDropsWithAHostStep) {
+  const Tensor x = Tensor::ones({4, 6});
+  const Tensor q = Tensor::ones({1, 2, 3, 4});
+  Tensor block = step_block();
+  set_step_count_(block, 3);
+  StepCaptureCheck on_device, on_host;
+  {
+    const StepCaptureCheck::OnThisThread watched(&on_device);
+    (void)dropout(x, 0.5f, {.seed = 1, .step_block = block});
+    (void)dropout(x, 0.0f, {.seed = 1});
+    (void)scaled_dot_product_attention(q, q, q);
+    (void)scaled_dot_product_attention(q, q, q, {}, {.dropout_rate = 0.5f, .dropout_key = {.step_block = block}});
+  }
+  EXPECT_EQ(on_device.blocker(), "");
+  {
+    const StepCaptureCheck::OnThisThread watched(&on_host);
+    (void)dropout(x, 0.5f, {.seed = 1, .step = 3});
+    (void)scaled_dot_product_attention(q, q, q, {}, {.dropout_rate = 0.5f, .dropout_key = {.step = 3}});
+  }
+  EXPECT_EQ(on_host.blocker(),
+            "the op 'dropout' (kernel dropout_mask) takes the step that keys dropout as a host value, which a "
+            "replay would freeze; the op 'scaled_dot_product_attention' (kernel attention) takes the step that "
+            "keys dropout as a host value, which a replay would freeze");
+}
+
+TEST(StepCaptureCheck, DropoutKeyedByABlockDropsAsKeyedByItsCountAndABadBlockIsNamed) {
+  const Tensor x = Tensor::ones({16, 32});
+  Tensor block = step_block();
+  set_step_count_(block, 5);
+  const auto mask = [&](const DropoutKey& k) { return dropout(x, 0.5f, k).to_vector<float>(); };
+  EXPECT_EQ(mask({.seed = 2, .stream = 1, .step_block = block}), mask({.seed = 2, .stream = 1, .step = 5}));
+  EXPECT_NE(mask({.seed = 2, .stream = 1, .step_block = block}), mask({.seed = 2, .stream = 1, .step = 4}));
+  EXPECT_VALUE_ERROR(dropout(x, 0.5f, {.step_block = Tensor::zeros({3})}),
+                     "dropout: the step block must be a float32 tensor of");
 }
 
 TEST(StepGraph, TheCpuRefusesACaptureByName) {

@@ -27,6 +27,9 @@ struct CallContext {
   std::int64_t first_example = 0;  // global index of row 0 of this batch within the global batch
   /// The replica running this call under a strategy (all-reduce across replicas), else null.
   ReplicaInterface* replica = nullptr;
+  /// The step as dropout reads it on the device (DropoutKey::step_block): this replica's step
+  /// block in a train step (the optimizer's, holding `step`); undefined (custom loops): `step`.
+  Tensor step_block;
 };
 
 class Layer {

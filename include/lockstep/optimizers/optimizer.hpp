@@ -76,6 +76,10 @@ class Optimizer {
   /// needs more than that element (clipnorm, global_clipnorm, loss scaling): every replica then
   /// updates all of its copies.
   ElementwiseRule* elementwise_rule() { return elementwise() ? &rule_ : nullptr; }
+  /// This replica's step block (made like `like` on first use, as a slot) holding the numbers of
+  /// step `step`: derived by a kernel from the count it holds, unless derived already. The update
+  /// of the step reads it; a train step hands it to dropout first (layers::CallContext).
+  Tensor step_block(std::int64_t step, const Variable& like);
   /// Number of updates applied so far.
   std::int64_t iterations() const { return iterations_.load(); }
   /// ValueError for a negative count (it numbers the updates, and Adam's bias correction uses it).
@@ -135,9 +139,6 @@ class Optimizer {
   /// `var`'s slot variables (slot_names() order), made on first use like `var` (mirrored over
   /// the same devices) and kept placed like it. Under slots_mu_.
   const std::vector<Variable>& slot_variables(const Variable& var);
-  /// This replica's step block (made like `like` on first use, as a slot) holding the numbers of
-  /// step `step`: derived by a kernel from the count it holds, unless derived already.
-  Tensor step_block(std::int64_t step, const Variable& like);
   /// The end of this replica's step: its block's count advanced by a kernel unless the step was
   /// skipped (`applied` false: the block marks it so, and the kernel does not count it).
   void end_step_block(std::int64_t step, bool applied);

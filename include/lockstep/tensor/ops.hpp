@@ -138,6 +138,10 @@ struct DropoutKey {
   std::uint64_t stream = 0;  // distinguishes dropout layers
   std::uint64_t step = 0;
   std::int64_t first_example = 0;  // global index of row 0 of this (per-replica) batch
+  /// A step block (step_block() below) on the input's device: its count is the step, read by
+  /// the kernel on the device (a captured step replays with each step's count); undefined:
+  /// `step`, a host value.
+  Tensor step_block;
 };
 /// Inverted dropout: zeroes each unit with probability rate and scales the rest by 1/(1-rate).
 Tensor dropout(const Tensor& x, float rate, const DropoutKey& key);

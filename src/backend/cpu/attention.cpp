@@ -36,7 +36,8 @@ struct Head {
   Head(const AttentionDesc& desc, std::int64_t bh, const std::uint8_t* mask_all)
       : a(desc), head(bh % desc.h), mask(mask_all ? mask_all + (bh / desc.h) * desc.mask_b_stride : nullptr) {
     if (a.dropout_rate > 0) {
-      row_key = dropout::row_key(dropout::step_key(a.seed, a.stream, a.step), a.first_example + bh / a.h);
+      row_key =
+          dropout::row_key(dropout::step_key(a.seed, a.stream, a.step, a.step_at), a.first_example + bh / a.h);
       threshold = dropout::threshold(a.dropout_rate);
       keep_scale = 1.0f / (1.0f - a.dropout_rate);
     }

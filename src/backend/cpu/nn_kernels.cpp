@@ -241,12 +241,13 @@ void one_hot(ComputeContext&, const std::int64_t* labels, std::int64_t rows, std
 // The mask is in the activations' dtype (a 16-bit mask rounds 1 / (1 - rate) once, as TF's does).
 template <typename F>
 void dropout_mask(ComputeContext& ctx, void* maskv, std::int64_t rows, std::int64_t cols, float rate,
-                  std::uint64_t seed, std::uint64_t stream, std::uint64_t step, std::int64_t first_row) {
+                  std::uint64_t seed, std::uint64_t stream, std::uint64_t step, const std::int64_t* step_at,
+                  std::int64_t first_row) {
   F* mask = static_cast<F*>(maskv);
   const F keep_scale = Elem<F>::store(1.0f / (1.0f - rate));
   const F zero = Elem<F>::store(0.0f);
   const std::uint32_t threshold = dropout::threshold(rate);
-  const std::uint64_t key = dropout::step_key(seed, stream, step);
+  const std::uint64_t key = dropout::step_key(seed, stream, step, step_at);
   parallel_rows(ctx, rows, cols * 2, [=](std::int64_t b, std::int64_t e) {
     for (auto r = b; r < e; ++r) {
       const std::uint64_t row_key = dropout::row_key(key, first_row + r);

@@ -14,19 +14,24 @@ namespace {
 constexpr int kTile = 128;  // threads per block, keys (queries) per tile
 constexpr float kMaskedScore = -1e9f;
 
-// The desc and what the host computed of dropout's keying.
+// The desc and what the host computed of dropout's keying (its step key each thread derives:
+// the step may be a count in device memory, a.step_at).
 struct Rules {
   AttentionDesc a;
-  std::uint64_t step_key = 0;
   std::uint32_t threshold = 0;
   float keep_scale = 1;
 
   __device__ bool masked(const std::uint8_t* mask, std::int64_t e, std::int64_t i, std::int64_t j) const {
     return (a.causal && j > i) || (mask && mask[e * a.mask_b_stride + i * a.mask_q_stride + j] == 0);
   }
-  __device__ float keep(std::int64_t e, std::int64_t head, std::int64_t i, std::int64_t j) const {
+  /// Dropout's step key, read once per thread at the kernel's start (0 without dropout).
+  __device__ std::uint64_t step_key() const {
+    return a.dropout_rate > 0 ? dropout::step_key(a.seed, a.stream, a.step, a.step_at) : 0;
+  }
+  __device__ float keep(std::uint64_t key, std::int64_t e, std::int64_t head, std::int64_t i,
+                        std::int64_t j) const {
     if (a.dropout_rate <= 0) return 1.0f;
-    const std::uint64_t row = dropout::row_key(step_key, a.first_example + e);
+    const std::uint64_t row = dropout::row_key(key, a.first_example + e);
     return dropout::dropped(row, (head * a.tq + i) * a.tk + j, threshold) ? 0.0f : keep_scale;
   }
   /// Where row i (of t rows of `width`) of (batch entry, head) bh starts (AttentionDesc::heads_last).
@@ -42,7 +47,6 @@ struct Rules {
 Rules rules_of(const AttentionDesc& a) {
   Rules r{a};
   if (a.dropout_rate > 0) {
-    r.step_key = dropout::step_key(a.seed, a.stream, a.step);
     r.threshold = dropout::threshold(a.dropout_rate);
     r.keep_scale = 1.0f / (1.0f - a.dropout_rate);
   }
@@ -90,6 +94,7 @@ __global__ void forward_kernel(Rules R, const F* q, const F* k, const F* v, cons
   extern __shared__ float sh[];
   const AttentionDesc& a = R.a;
   const std::int64_t row = blockIdx.x, bh = row / a.tq, i = row % a.tq, e = bh / a.h, head = bh % a.h;
+  const std::uint64_t key = R.step_key();
   float* qs = sh;
   float* acc = qs + a.d;
   float* p = acc + a.dv;
@@ -110,7 +115,7 @@ __global__ void forward_kernel(Rules R, const F* q, const F* k, const F* v, cons
     const float correction = expf(m - m_new);
     const float pj = j < key_end ? expf(s - m_new) : 0.0f;
     l = l * correction + block_reduce<false>(red, pj);
-    p[threadIdx.x] = j < key_end ? pj * R.keep(e, head, i, j) : 0.0f;
+    p[threadIdx.x] = j < key_end ? pj * R.keep(key, e, head, i, j) : 0.0f;
     __syncthreads();
     for (std::int64_t c = threadIdx.x; c < a.dv; c += kTile) {
       float x = acc[c] * correction;
@@ -133,7 +138,9 @@ __global__ void key_grad_kernel(Rules R, const F* q, const F* k, const F* v, con
                                 const F* out, const F* dout, const float* lse, F* dk, F* dv) {
   extern __shared__ float sh[];
   const AttentionDesc& a = R.a;
-  const std::int64_t key = blockIdx.x, bh = key / a.tk, j = key % a.tk, e = bh / a.h, head = bh % a.h;
+  const std::int64_t key_row = blockIdx.x, bh = key_row / a.tk, j = key_row % a.tk, e = bh / a.h,
+                     head = bh % a.h;
+  const std::uint64_t key = R.step_key();
   float* dks = sh;
   float* dvs = dks + a.d;
   float* ds = dvs + a.dv;
@@ -153,7 +160,7 @@ __global__ void key_grad_kernel(Rules R, const F* q, const F* k, const F* v, con
       const bool masked = R.masked(mask, e, i, j);
       const float s = masked ? kMaskedScore : a.scale * dot2(q + qi, kj, a.d);
       const float p = probability(a, s, lse[row]);
-      const float z = R.keep(e, head, i, j);
+      const float z = R.keep(key, e, head, i, j);
       const float dp = dot2(dout + oi, vj, a.dv);
       const float delta = dot2(dout + oi, out + oi, a.dv);
       pzi = p * z;
@@ -189,6 +196,7 @@ __global__ void query_grad_kernel(Rules R, const F* q, const F* k, const F* v, c
   extern __shared__ float sh[];
   const AttentionDesc& a = R.a;
   const std::int64_t row = blockIdx.x, bh = row / a.tq, i = row % a.tq, e = bh / a.h, head = bh % a.h;
+  const std::uint64_t key = R.step_key();
   float* qs = sh;
   float* dqs = qs + a.d;
   float* ds = dqs + a.d;
@@ -210,7 +218,7 @@ __global__ void query_grad_kernel(Rules R, const F* q, const F* k, const F* v, c
     if (j < key_end && !R.masked(mask, e, i, j)) {
       const float p = probability(a, dot(qs, k + R.row_at(bh, j, a.tk, a.d), a.d), lse[row]);
       const float dp = dot2(dout + oi, v + R.row_at(bh, j, a.tk, a.dv), a.dv);
-      dsj = p * (dp * R.keep(e, head, i, j) - delta);
+      dsj = p * (dp * R.keep(key, e, head, i, j) - delta);
     }
     ds[threadIdx.x] = dsj;
     __syncthreads();

@@ -240,7 +240,9 @@ __global__ void one_hot_kernel(const std::int64_t* labels, std::int64_t rows, st
 // ---- dropout: the keying every backend shares (backend/dropout_rng.hpp) ----
 template <typename F>
 __global__ void dropout_kernel(F* mask, std::int64_t rows, std::int64_t cols, std::uint32_t threshold,
-                               std::uint64_t key, std::int64_t first_row, F keep, F zero) {
+                               std::uint64_t seed, std::uint64_t stream_id, std::uint64_t step,
+                               const std::int64_t* step_at, std::int64_t first_row, F keep, F zero) {
+  const std::uint64_t key = dropout::step_key(seed, stream_id, step, step_at);  // once per thread
   LOCKSTEP_GRID_LOOP(i, rows * cols) {
     const std::int64_t r = i / cols, c = i - r * cols;
     mask[i] = dropout::dropped(dropout::row_key(key, first_row + r), c, threshold) ? zero : keep;
@@ -350,12 +352,12 @@ void one_hot(ComputeContext& ctx, const std::int64_t* labels, std::int64_t rows,
 
 template <typename F>
 void dropout_mask(ComputeContext& ctx, void* mask, std::int64_t rows, std::int64_t cols, float rate, std::uint64_t seed,
-                  std::uint64_t stream_id, std::uint64_t step, std::int64_t first_row) {
+                  std::uint64_t stream_id, std::uint64_t step, const std::int64_t* step_at,
+                  std::int64_t first_row) {
   if (rows * cols == 0) return;
   dropout_kernel<F><<<blocks_for(rows * cols), kThreads, 0, stream(ctx)>>>(
-      static_cast<F*>(mask), rows, cols, dropout::threshold(rate), dropout::step_key(seed, stream_id, step), first_row,
-      host_store<F>(1.0f / (1.0f - rate)),
-      host_store<F>(0.0f));
+      static_cast<F*>(mask), rows, cols, dropout::threshold(rate), seed, stream_id, step, step_at, first_row,
+      host_store<F>(1.0f / (1.0f - rate)), host_store<F>(0.0f));
   check_launch("dropout_mask");
 }
 
