@@ -45,6 +45,9 @@ std::uint64_t step_activation_bytes(const std::string& device, const Task& t, co
     auto scope = strategy.scope();
     model = make_model(t);
     model->compile("adam", "sparse_categorical_crossentropy");
+    // One eager step's activations: a captured step (jit_compile) keeps the same in its graph's
+    // pool for good, beside static copies of its inputs, whatever the policy.
+    model->set_jit_compile(JitCompile::kOff);
   }
   std::mt19937 rng(5);
   std::uniform_real_distribution<float> u(0.0f, 1.0f);
