@@ -7,6 +7,7 @@
 #include <system_error>
 #include <thread>
 
+#include "core/thread_signals.hpp"
 #include "lockstep/training/preemption.hpp"
 
 namespace lockstep::cli {
@@ -27,18 +28,12 @@ extern "C" void on_stop_signal(int signal_number) {
     if (g_installed[i] != 0) sigaction(kSignals[i], &dfl, nullptr);
 }
 
-sigset_t stop_signal_set() {
-  sigset_t set;
-  sigemptyset(&set);
-  for (const int s : kSignals) sigaddset(&set, s);
-  return set;
-}
-
 }  // namespace
 
 void route_stop_signals_to_own_thread() {
-  const sigset_t set = stop_signal_set();
-  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  // The set the library's own threads block (kSignals, as a set).
+  const sigset_t set = detail::stop_signal_set();
+  detail::block_stop_signals_on_this_thread();
   try {
     std::thread([set] {
       pthread_sigmask(SIG_UNBLOCK, &set, nullptr);
