@@ -3,9 +3,11 @@
 // signature), its number in the member's sequence, and the flat tensors it works on.
 #include <algorithm>
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include "lockstep/distribute/reduce_op.hpp"
+#include "lockstep/tensor/compute_context.hpp"
 #include "lockstep/tensor/tensor.hpp"
 
 namespace lockstep::distribute {
@@ -29,11 +31,22 @@ struct CollectiveSignature {
   std::string str() const;
 };
 
+/// A collective whose result is ready only once its device gets there (NCCL: an event on the
+/// member's communication stream), made when it starts (GroupBase::prepare).
+class DeviceCompletion {
+ public:
+  virtual ~DeviceCompletion() = default;
+  /// Work queued on `context` from now on runs after the collective (no host wait). Called once,
+  /// by the member's Work before it says the collective completed.
+  virtual void join(ComputeContext& context) = 0;
+};
+
 struct CollectiveCall {
   CollectiveSignature signature;
   std::uint64_t seq = 0;  // 1-based, per member; members agree on it while they are in step
   Tensor in;              // flat views; all_reduce and broadcast: in and out are the same view
   Tensor out;
+  std::shared_ptr<DeviceCompletion> device;  // null where the collective completes on the host
 
   /// "all_reduce #12"
   std::string name() const;

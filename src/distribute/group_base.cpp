@@ -148,10 +148,15 @@ WorkPtr GroupBase::start(int rank, CollectiveCall call) {
   call.seq = started_[r].load(std::memory_order_relaxed) + 1;
   started_[r].store(call.seq, std::memory_order_release);
   const bool now = world_size_ == 1 || failed();  // nothing to wait for, or it fails at once
+  const bool eager = !now && prepare(rank, call);
   auto work = std::make_shared<QueuedWork>(*this, now ? nullptr : queues_[r].get(), rank, std::move(call),
                                            current_compute_context(), timeout_);
-  if (now) work->execute(Deadline::in(timeout_));
-  else queues_[r]->push(work);
+  if (now) {
+    work->execute(Deadline::in(timeout_));
+  } else {
+    queues_[r]->push(work);
+    if (eager) queues_[r]->hurry();
+  }
   return work;
 }
 
@@ -202,6 +207,13 @@ void GroupBase::throw_failed(int rank, const CollectiveCall& call) const {
 
 void GroupBase::fail_timeout(int rank, const CollectiveCall& call, std::chrono::milliseconds timeout,
                              const std::vector<int>& missing) {
+  const std::string what = timeout_message(rank, call, timeout, missing);
+  fail(what);
+  throw DistributedError(what);
+}
+
+std::string GroupBase::timeout_message(int rank, const CollectiveCall& call, std::chrono::milliseconds timeout,
+                                       const std::vector<int>& missing) const {
   std::ostringstream os;
   os << call.name() << " timed out after " << timeout.count() << " ms on member " << rank;
   if (missing.empty()) {
@@ -211,8 +223,7 @@ void GroupBase::fail_timeout(int rank, const CollectiveCall& call, std::chrono::
     for (int m : missing) os << " " << m;
     os << " never arrived";
   }
-  fail(os.str());
-  throw DistributedError(os.str());
+  return os.str();
 }
 
 void GroupBase::hurry_peers(int rank) {

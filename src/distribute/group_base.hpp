@@ -50,6 +50,9 @@ class GroupBase : public CollectiveGroup {
   /// the group so that the others are released, and throws.
   [[noreturn]] void fail_timeout(int rank, const CollectiveCall& call, std::chrono::milliseconds timeout,
                                  const std::vector<int>& missing);
+  /// fail_timeout's message.
+  std::string timeout_message(int rank, const CollectiveCall& call, std::chrono::milliseconds timeout,
+                              const std::vector<int>& missing) const;
   /// The members that have not started collective number `seq` yet.
   std::vector<int> members_behind(std::uint64_t seq) const;
   /// Member `rank` has waited for its peers inside a collective for a while: a peer may have
@@ -60,6 +63,15 @@ class GroupBase : public CollectiveGroup {
   /// Member `rank`'s part of `call` (size() > 1); blocking waits give up at `deadline` (with
   /// fail_timeout) and end early when the group fails (with throw_failed).
   virtual void run(int rank, const CollectiveCall& call, const Deadline& deadline) = 0;
+  /// Called on the starting thread, in its compute context, before `call` is queued: may set
+  /// call.device (what its Work joins before it completes). True when the member's progress
+  /// thread is to run it at once rather than when somebody needs it (NCCL: after the peers
+  /// agree, run() only enqueues it on the device).
+  virtual bool prepare(int rank, CollectiveCall& call) {
+    (void)rank;
+    (void)call;
+    return false;
+  }
   /// The group failed: wake every thread blocked in the transport.
   virtual void wake_transport() = 0;
   /// reset(): forget every collective's state (none is in flight).

@@ -18,9 +18,17 @@ QueuedWork::QueuedWork(GroupBase& group, WorkQueue* queue, int rank, CollectiveC
     : group_(group), queue_(queue), rank_(rank), call_(std::move(call)), context_(&context), timeout_(timeout) {}
 
 bool QueuedWork::is_completed() const {
-  if (state_.load(std::memory_order_acquire) == kDone) return true;
+  if (state_.load(std::memory_order_acquire) == kDone) {
+    join_device();
+    return true;
+  }
   if (queue_) queue_->hurry();
   return false;
+}
+
+void QueuedWork::join_device() const {
+  // After a failure there is nothing to read; the device part ends with the group's abort.
+  if (call_.device && !error_) std::call_once(joined_, [this] { call_.device->join(*context_); });
 }
 
 std::exception_ptr QueuedWork::exception() const { return done() ? error_ : nullptr; }
@@ -35,6 +43,7 @@ bool QueuedWork::wait(std::chrono::milliseconds timeout) {
     if (!finished) group_.fail_timeout(rank_, call_, timeout, group_.members_behind(call_.seq));
   }
   if (error_) std::rethrow_exception(error_);
+  join_device();
   return true;
 }
 

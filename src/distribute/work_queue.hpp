@@ -51,15 +51,18 @@ class QueuedWork final : public Work {
   friend class WorkQueue;
   enum State : int { kQueued, kRunning, kDone };
   bool done() const { return state_.load(std::memory_order_acquire) == kDone; }
+  /// Once done: the starter's context waits for the device part (call_.device), once.
+  void join_device() const;
 
   GroupBase& group_;
   WorkQueue* queue_;
   const int rank_;
-  CollectiveCall call_;  // its tensors are dropped once it completed
+  CollectiveCall call_;  // its tensors are dropped once it completed (call_.device keeps what the device uses)
   ComputeContext* context_;
   const std::chrono::milliseconds timeout_;
   std::atomic<int> state_{kQueued};  // kQueued -> kRunning under the queue's lock
   std::exception_ptr error_;         // written before state_ becomes kDone
+  mutable std::once_flag joined_;   // join_device: a second caller returns once the first joined
 };
 
 // When the progress thread runs a work. Waking a sleeping thread for every collective costs a

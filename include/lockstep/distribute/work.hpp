@@ -19,7 +19,9 @@ class Work {
  public:
   virtual ~Work() = default;
 
-  /// True once the collective finished on this member, successfully or not. Never blocks.
+  /// True once the collective finished on this member, successfully or not. Never blocks. Over
+  /// NCCL, "finished" is on the member's compute stream, as in c10d: the work queued there from
+  /// now on runs after the collective, which the GPU may still be running (wait() too).
   virtual bool is_completed() const = 0;
   /// Blocks until the collective finished on this member and returns true (c10d's contract:
   /// it never returns false). Throws DistributedError naming the collective ("all_reduce #12"),
