@@ -206,6 +206,41 @@ TEST(GpuReplicas, NcclMismatchIsADistributedErrorOnEveryMember) {
   }
 }
 
+// NCCL runs on each member's communication stream after the Work returned: collectives started
+// well ahead of their waits come out right, and a member that lets go of its tensor at once does
+// not hand the block to new work while NCCL still reads it (the group holds it until `done`).
+TEST(GpuReplicas, NcclCollectivesStartedAheadOfTheirWaitsComeOutRight) {
+  LOCKSTEP_REQUIRE_REAL_GPUS(2);
+  const std::vector<Device> devices{Device{DeviceKind::kCuda, 0}, Device{DeviceKind::kCuda, 1}};
+  auto group = make_collective_group(CollectiveImplementation::kNccl, 2, {.timeout = std::chrono::seconds(60),
+                                                                         .devices = devices});
+  const std::int64_t len = std::int64_t{1} << 22;
+  constexpr int kStarted = 6;
+  std::vector<float> expected = member_values(0, len);
+  const std::vector<float> other = member_values(1, len);
+  for (std::size_t i = 0; i < expected.size(); ++i) expected[i] += other[i];
+  std::vector<std::vector<float>> got(kStarted);
+  const auto errors = run_members(*group, devices, [&](int r, Communicator& c) {
+    std::vector<Tensor> kept;
+    std::vector<WorkPtr> works;
+    for (int k = 0; k < kStarted; ++k) {
+      Tensor t = Tensor::from_vector(member_values(r, len), {len});
+      works.push_back(c.all_reduce(t, ReduceOp::kSum));
+      if (r == 1) {
+        kept.push_back(t);
+        continue;
+      }
+      t = Tensor();  // member 0 lets go at once, and fills blocks of the same size
+      Tensor junk = Tensor::full({len}, 1e6);
+    }
+    for (auto& w : works) w->wait();
+    for (std::size_t k = 0; k < kept.size(); ++k) got[k] = kept[k].to_vector<float>();
+  });
+  for (const auto& e : errors)
+    if (e) std::rethrow_exception(e);
+  for (int k = 0; k < kStarted; ++k) EXPECT_EQ(got[static_cast<std::size_t>(k)], expected) << "collective " << k;
+}
+
 TEST(GpuReplicas, FourLogicalReplicasOnOneGpuComputeWhatOneDeviceWould) {
   LOCKSTEP_REQUIRE_GPU();
   // 7 is not divisible by 4; the short last batch of 2 leaves two replicas with no rows.
