@@ -18,10 +18,11 @@ CollectiveWatchdog::~CollectiveWatchdog() {
   if (thread_.joinable()) thread_.join();
 }
 
-void CollectiveWatchdog::watch(int member, std::shared_ptr<WatchedCompletion> completion, Clock::time_point deadline,
-                               std::string what, std::string on_timeout) {
+void CollectiveWatchdog::watch(int member, std::shared_ptr<WatchedCompletion> completion,
+                               Clock::time_point deadline, std::string what, std::string on_timeout) {
   std::unique_lock<std::mutex> lock(mu_);
-  if (!thread_.joinable()) thread_ = std::thread([this] {
+  if (!thread_.joinable())
+    thread_ = std::thread([this] {
       ::lockstep::detail::block_stop_signals_on_this_thread();
       loop();
     });

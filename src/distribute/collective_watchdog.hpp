@@ -31,9 +31,9 @@ class WatchedCompletion {
 class CollectiveWatchdog {
  public:
   struct Hooks {
-    std::function<bool()> failed;                   // whether the group failed
-    std::function<void(const std::string&)> fail;   // fails the group (the first failure is reported)
-    std::function<void(int member)> abort;          // ends the member's device work; may be called again
+    std::function<bool()> failed;                  // whether the group failed
+    std::function<void(const std::string&)> fail;  // fails the group (the first failure is reported)
+    std::function<void(int member)> abort;         // ends the member's device work; may be called again
   };
   /// Polls every `period` while something is watched; sleeps otherwise.
   CollectiveWatchdog(Hooks hooks, std::chrono::microseconds period);
@@ -70,7 +70,7 @@ class CollectiveWatchdog {
   std::vector<Entry> entries_;
   bool stop_ = false;
   bool in_hooks_ = false;  // the thread calls the hooks (with mu_ released)
-  std::thread thread_;  // started with the first watch
+  std::thread thread_;     // started with the first watch
 };
 
 }  // namespace lockstep::distribute

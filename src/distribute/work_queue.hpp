@@ -73,7 +73,9 @@ class QueuedWork final : public Work {
 // tick cost the flagship's 2 replicas on 2 cores). So the progress thread sleeps until someone needs a queued work to
 // progress: its starter polls it (is_completed) or starts another without waiting, a peer has
 // waited for this member inside a collective for a while (GroupBase::hurry_peers), or the group
-// failed. As in MPI, a collective progresses while somebody waits for it or polls it.
+// failed. As in MPI, a collective progresses while somebody waits for it or polls it. Except
+// where the group asks for it at start (GroupBase::prepare: NCCL, whose run only enqueues device
+// work once the peers agree, so that it runs beside the backward pass).
 class WorkQueue {
  public:
   explicit WorkQueue(std::chrono::milliseconds timeout) : timeout_(timeout) {}

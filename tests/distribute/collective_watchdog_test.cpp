@@ -2,6 +2,8 @@
 // needs two GPUs to run): the watchdog's deadline, errors and aborts, driven by fake completions;
 // and a group's device completions, joined once by the Work before it completes, with the
 // collective started at once by the member's progress thread.
+#include "distribute/collective_watchdog.hpp"
+
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -9,7 +11,6 @@
 #include <mutex>
 #include <thread>
 
-#include "distribute/collective_watchdog.hpp"
 #include "distribute/shared_memory_group.hpp"
 #include "member_threads.hpp"
 
@@ -38,17 +39,19 @@ struct Group {
 
   CollectiveWatchdog::Hooks hooks() {
     return {.failed = [this] { return failed.load(); },
-            .fail = [this](const std::string& what) {
-              std::lock_guard<std::mutex> lock(mu);
-              failures.push_back(what);
-              failed = true;
-              cv.notify_all();
-            },
-            .abort = [this](int member) {
-              std::lock_guard<std::mutex> lock(mu);
-              aborts.push_back(member);
-              cv.notify_all();
-            }};
+            .fail =
+                [this](const std::string& what) {
+                  std::lock_guard<std::mutex> lock(mu);
+                  failures.push_back(what);
+                  failed = true;
+                  cv.notify_all();
+                },
+            .abort =
+                [this](int member) {
+                  std::lock_guard<std::mutex> lock(mu);
+                  aborts.push_back(member);
+                  cv.notify_all();
+                }};
   }
   /// Waits (up to 20 s) until `n` aborts were asked for.
   bool wait_aborts(std::size_t n) {
@@ -78,8 +81,9 @@ TEST(CollectiveWatchdog, PastItsDeadlineFailsTheGroupOnceAndAbortsItsMember) {
   CollectiveWatchdog dog(g.hooks(), 200us);
   auto first = std::make_shared<FakeCompletion>(), second = std::make_shared<FakeCompletion>();
   auto other = std::make_shared<FakeCompletion>();
-  dog.watch(1, first, Clock::now() + 30ms, "all_reduce #4 over NCCL on member 1",
-            "all_reduce #4 timed out after 30 ms on member 1: every member started it, but it did not complete");
+  dog.watch(
+      1, first, Clock::now() + 30ms, "all_reduce #4 over NCCL on member 1",
+      "all_reduce #4 timed out after 30 ms on member 1: every member started it, but it did not complete");
   dog.watch(1, second, Clock::now() + 40ms, "all_reduce #5 over NCCL on member 1", "#5 timed out");
   dog.watch(0, other, far(), "all_reduce #4 over NCCL on member 0", "#4 on 0 timed out");
   ASSERT_TRUE(g.wait_aborts(2));
@@ -91,8 +95,9 @@ TEST(CollectiveWatchdog, PastItsDeadlineFailsTheGroupOnceAndAbortsItsMember) {
   EXPECT_TRUE(dog.wait_idle(Clock::now() + 20s));
   std::lock_guard<std::mutex> lock(g.mu);
   ASSERT_EQ(g.failures.size(), 1u);
-  EXPECT_EQ(g.failures[0],
-            "all_reduce #4 timed out after 30 ms on member 1: every member started it, but it did not complete");
+  EXPECT_EQ(
+      g.failures[0],
+      "all_reduce #4 timed out after 30 ms on member 1: every member started it, but it did not complete");
   EXPECT_EQ(g.aborts, (std::vector<int>{1, 0}));
 }
 
@@ -106,7 +111,8 @@ TEST(CollectiveWatchdog, ADeviceErrorFailsTheGroupNamingTheCollective) {
   EXPECT_TRUE(dog.wait_idle(Clock::now() + 20s));  // it will not pass: let go
   std::lock_guard<std::mutex> lock(g.mu);
   ASSERT_EQ(g.failures.size(), 1u);
-  EXPECT_EQ(g.failures[0], "reduce_scatter #2 over NCCL on member 0: an illegal memory access was encountered");
+  EXPECT_EQ(g.failures[0],
+            "reduce_scatter #2 over NCCL on member 0: an illegal memory access was encountered");
   EXPECT_EQ(g.aborts, std::vector<int>{0});
 }
 
@@ -151,7 +157,8 @@ class DeviceLikeGroup final : public SharedMemoryGroup {
  public:
   explicit DeviceLikeGroup(int size) : SharedMemoryGroup(size, {.timeout = 60s}) {}
   std::atomic<int> runs{0};
-  std::vector<std::shared_ptr<CountingCompletion>> completions{std::vector<std::shared_ptr<CountingCompletion>>(2)};
+  std::vector<std::shared_ptr<CountingCompletion>> completions{
+      std::vector<std::shared_ptr<CountingCompletion>>(2)};
 
  protected:
   bool prepare(int rank, CollectiveCall& call) override {
