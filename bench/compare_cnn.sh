@@ -36,7 +36,7 @@ bench_bin lockstep LOCKSTEP_BIN lockstep
 py="$(reference_python "$repo")"
 tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
-export OMP_NUM_THREADS="$threads" OPENBLAS_NUM_THREADS="$threads" MKL_NUM_THREADS="$threads"
+limit_library_threads "$threads"
 
 run_lockstep() {  # name, devices, extra env
   local name="$1" devices="$2"

@@ -31,7 +31,7 @@ py="$(reference_python "$repo")"
 
 tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
-export OMP_NUM_THREADS="$threads" OPENBLAS_NUM_THREADS="$threads" MKL_NUM_THREADS="$threads"
+limit_library_threads "$threads"
 
 echo "== lockstep ($threads thread(s), $steps steps, batch 64)" >&2
 ls_rc=0

@@ -42,7 +42,7 @@ py="$(reference_python "$repo")"
 tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
 openblas_check  # warns where torch would use the reference BLAS (bench/run_all.sh installs OpenBLAS)
-export OMP_NUM_THREADS="$threads" OPENBLAS_NUM_THREADS="$threads" MKL_NUM_THREADS="$threads"
+limit_library_threads "$threads"
 
 # The character model's text, written once so that lockstep and the references learn the same
 # characters: the files of /usr/share/common-licenses in name order, each once.

@@ -31,6 +31,12 @@ reference_python() {
   else echo /usr/bin/python3; fi
 }
 
+# limit_library_threads THREADS: the thread count of the OpenMP and BLAS libraries (OpenMP,
+# OpenBLAS, MKL), exported for every process the script starts after: the references' threads.
+limit_library_threads() {
+  export OMP_NUM_THREADS="$1" OPENBLAS_NUM_THREADS="$1" MKL_NUM_THREADS="$1"
+}
+
 # openblas_check [--install]: Debian's torch uses whatever libblas.so.3 points at, the slow
 # reference BLAS unless OpenBLAS (libopenblas0-pthread) is installed. With --install, as root,
 # installs it (benchmarks only; the tests do not need it); otherwise warns that torch's figures

@@ -297,9 +297,11 @@ add_test(NAME backend.parity_gemm_rows_with_onednn_bf16
 # (scripts/setup_python.sh); without it the test reports SKIP (exit 77).
 add_executable(schedules_driver ${CMAKE_CURRENT_SOURCE_DIR}/reference/schedules_driver.cpp)
 target_link_libraries(schedules_driver PRIVATE lockstep::lockstep lockstep_warnings)
-set(_ref_py ${PROJECT_SOURCE_DIR}/.venv-ref/bin/python)
+# The reference tests run their Python through tests/reference/ref_python.sh: the venv is
+# $LOCKSTEP_PY_VENV or .venv-ref, and a SKIP says where it looked.
+set(_ref_py ${CMAKE_CURRENT_SOURCE_DIR}/reference/ref_python.sh)
 add_test(NAME reference.schedules_match_keras
-         COMMAND bash -c "\"$0\" > \"$1\" && { [ -x \"$2\" ] || exit 77; } && \"$2\" \"$3\" \"$1\""
+         COMMAND bash -c "\"$0\" > \"$1\" && \"$2\" \"$3\" \"$1\""
                  $<TARGET_FILE:schedules_driver> ${CMAKE_CURRENT_BINARY_DIR}/schedules.txt ${_ref_py}
                  ${CMAKE_CURRENT_SOURCE_DIR}/reference/keras_schedules.py)
 set_tests_properties(reference.schedules_match_keras PROPERTIES SKIP_RETURN_CODE 77)
@@ -308,7 +310,7 @@ set_tests_properties(reference.schedules_match_keras PROPERTIES SKIP_RETURN_CODE
 add_executable(keras_files_driver ${CMAKE_CURRENT_SOURCE_DIR}/reference/keras_files_driver.cpp)
 target_link_libraries(keras_files_driver PRIVATE lockstep::lockstep lockstep_warnings)
 add_test(NAME reference.keras_files_load_and_save_both_ways
-         COMMAND bash -c "{ [ -x \"$0\" ] || exit 77; } && rm -rf \"$2\" && \"$0\" \"$1\" \"$2\" \"$3\" \"$4\""
+         COMMAND bash -c "rm -rf \"$2\" && \"$0\" \"$1\" \"$2\" \"$3\" \"$4\""
                  ${_ref_py} ${CMAKE_CURRENT_SOURCE_DIR}/reference/keras_files.py ${CMAKE_CURRENT_BINARY_DIR}/keras_files
                  ${_cli} $<TARGET_FILE:keras_files_driver>)
 set_tests_properties(reference.keras_files_load_and_save_both_ways PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 600)
@@ -482,14 +484,14 @@ add_test(NAME cli.setup_offline_names_other_mnist_sources
 # Learning-rate schedules in .keras files both ways against real Keras (keras_schedules.py --files);
 # SKIP (exit 77) without .venv-ref.
 add_test(NAME reference.schedules_in_keras_files_both_ways
-         COMMAND bash -c "{ [ -x \"$0\" ] || exit 77; } && rm -rf \"$3\" && \"$0\" \"$1\" --files \"$2\" \"$3\""
+         COMMAND bash -c "rm -rf \"$3\" && \"$0\" \"$1\" --files \"$2\" \"$3\""
                  ${_ref_py} ${CMAKE_CURRENT_SOURCE_DIR}/reference/keras_schedules.py $<TARGET_FILE:schedules_driver>
                  ${CMAKE_CURRENT_BINARY_DIR}/schedule_files)
 set_tests_properties(reference.schedules_in_keras_files_both_ways PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300)
 # Issue 40's layers (Embedding, merge layers, Permute, ...) both ways against real Keras where
 # .venv-ref has TF/Keras; SKIP (exit 77) without it.
 add_test(NAME reference.keras_layers_load_and_save_both_ways
-         COMMAND bash -c "{ [ -x \"$0\" ] || exit 77; } && rm -rf \"$2\" && \"$0\" \"$1\" \"$2\" \"$3\" \"$4\""
+         COMMAND bash -c "rm -rf \"$2\" && \"$0\" \"$1\" \"$2\" \"$3\" \"$4\""
                  ${_ref_py} ${CMAKE_CURRENT_SOURCE_DIR}/reference/keras_layers.py ${CMAKE_CURRENT_BINARY_DIR}/keras_layers
                  ${_cli} $<TARGET_FILE:keras_files_driver>)
 set_tests_properties(reference.keras_layers_load_and_save_both_ways PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 600)
@@ -505,14 +507,14 @@ set_tests_properties(cli.char_gpt.learns PROPERTIES RUN_SERIAL TRUE)
 # The same architecture trained in Keras on the same text, steps and batch reaches a validation
 # loss within 5% of lockstep's (tests/reference/keras_char_gpt.py); SKIP (exit 77) without .venv-ref.
 add_test(NAME reference.char_gpt_validation_loss_matches_keras
-         COMMAND bash -c "{ [ -x \"$0\" ] || exit 77; } && rm -rf \"$2\" && \"$0\" \"$1\" \"$2\" \"$3\""
+         COMMAND bash -c "rm -rf \"$2\" && \"$0\" \"$1\" \"$2\" \"$3\""
                  ${_ref_py} ${CMAKE_CURRENT_SOURCE_DIR}/reference/keras_char_gpt.py ${CMAKE_CURRENT_BINARY_DIR}/char_gpt_keras
                  ${_cli})
 set_tests_properties(reference.char_gpt_validation_loss_matches_keras PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 900 RUN_SERIAL TRUE)
 # Functional models of two inputs and two outputs (dicts and lists, per-output losses, weights and
 # metrics) in .keras files both ways against real Keras; SKIP (exit 77) without it.
 add_test(NAME reference.keras_multi_io_load_and_save_both_ways
-         COMMAND bash -c "{ [ -x \"$0\" ] || exit 77; } && rm -rf \"$2\" && \"$0\" \"$1\" \"$2\" \"$3\""
+         COMMAND bash -c "rm -rf \"$2\" && \"$0\" \"$1\" \"$2\" \"$3\""
                  ${_ref_py} ${CMAKE_CURRENT_SOURCE_DIR}/reference/keras_multi_io.py ${CMAKE_CURRENT_BINARY_DIR}/keras_multi_io
                  $<TARGET_FILE:keras_files_driver>)
 set_tests_properties(reference.keras_multi_io_load_and_save_both_ways PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300)
@@ -542,7 +544,7 @@ set_tests_properties(cli.model_flags_apply_to_their_models PROPERTIES TIMEOUT 30
 # The same ViT built in Keras (keras_vit.py): parameter count and predictions both ways, where
 # .venv-ref has TF/Keras; SKIP (exit 77) without it.
 add_test(NAME reference.keras_vit_matches_lockstep_both_ways
-         COMMAND bash -c "{ [ -x \"$0\" ] || exit 77; } && rm -rf \"$2\" && \"$0\" \"$1\" \"$2\" \"$3\""
+         COMMAND bash -c "rm -rf \"$2\" && \"$0\" \"$1\" \"$2\" \"$3\""
                  ${_ref_py} ${CMAKE_CURRENT_SOURCE_DIR}/reference/keras_vit.py ${CMAKE_CURRENT_BINARY_DIR}/keras_vit ${_cli})
 set_tests_properties(reference.keras_vit_matches_lockstep_both_ways PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 600)
 # scripts/gpu_check.sh without a GPU: every binary and file it runs exists, every `lockstep train`

@@ -50,3 +50,4 @@
 #include "lockstep/training/saved_model.hpp"
 #include "lockstep/training/progbar.hpp"
 #include "lockstep/training/sequential.hpp"
+#include "lockstep/training/stop_signals_routed.hpp"

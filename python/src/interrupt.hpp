@@ -3,15 +3,14 @@
 // run; this guard turns SIGINT into training::request_stop(SIGINT), so fit stops at the next step
 // boundary (BackupAndRestore writes its backup) and throws training::Interrupted, which the
 // binding raises as KeyboardInterrupt. The previous handler is restored when the guard ends.
-// The handler never runs on the thread that computes: that thread (Python's main one, replica 0)
-// blocks SIGINT while the guard lives and a thread of the guard's takes it instead (a handler's
+// The handler never runs on the thread that computes (Python's main one, replica 0): a
+// training::StopSignalsRouted gives SIGINT a thread of its own while the guard lives (a handler's
 // frame pushed onto a thread inside oneDNN's JIT sgemm corrupts the heap: core/thread_signals.hpp).
-#include <pthread.h>
-
-#include <condition_variable>
 #include <csignal>
-#include <mutex>
-#include <thread>
+#include <optional>
+
+#include "lockstep/training/preemption.hpp"
+#include "lockstep/training/stop_signals_routed.hpp"
 
 namespace lockstep::python {
 
@@ -25,12 +24,7 @@ class StopOnSigint {
  private:
   bool installed_ = false;
   struct sigaction previous_ {};
-  bool blocked_ = false;
-  sigset_t previous_mask_{};
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool done_ = false;
-  std::thread receiver_;
+  std::optional<training::StopSignalsRouted> routed_;
 };
 
 }  // namespace lockstep::python

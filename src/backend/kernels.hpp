@@ -37,6 +37,13 @@ struct BroadcastDesc {
   std::int64_t a_strides[kMaxRank] = {};
   std::int64_t b_strides[kMaxRank] = {};
 };
+/// A permutation of a tensor's axes (transpose): the output's dims and, per output axis, the
+/// input's element stride along the axis that becomes it.
+struct TransposeDesc {
+  int rank = 0;
+  std::int64_t dims[kMaxRank] = {};
+  std::int64_t src_strides[kMaxRank] = {};
+};
 
 /// Adam/AdamW's constants of every step, already in float32 (Keras' rounding); the step's own
 /// (alpha, decay) are its StepScalars'.

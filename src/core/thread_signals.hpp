@@ -4,8 +4,8 @@
 // the kernel writes a signal handler's frame at the stack pointer of the thread it interrupts:
 // a handler run on a computing thread corrupts the heap. So every thread the library starts
 // blocks them (it inherits nothing else from its creator's mask), and a program that handles
-// them does so on a thread that does not compute (the CLI: tools/lockstep/stop_signals.cpp; the
-// Python package's fit: python/src/interrupt.cpp).
+// them does so on a thread that does not compute (training::StopSignalsRouted, which the CLI and
+// the Python package's fit hold).
 #include <signal.h>
 
 namespace lockstep::detail {

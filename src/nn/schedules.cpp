@@ -23,42 +23,22 @@ void check_steps(std::int64_t v, const char* schedule, const char* what) {
 
 namespace {
 namespace sm = schedule_math;
-// Each schedule Keras has a class for is a callable of its own type holding Keras' arguments, so
-// that serialize() and describe() can find them again (Schedule::target). The math is
-// schedule_math's, the one written for the host and the device.
-struct Exponential {
-  double initial;
-  std::int64_t decay_steps;
-  double decay_rate;
-  bool staircase;
-  double operator()(std::int64_t step) const { return sm::exponential(initial, decay_steps, decay_rate, staircase, step); }
+// A schedule Keras has a class for is its description, the one copy of Keras' arguments: the
+// callable evaluates it (schedule_math, the math written once for the host and the device), and
+// serialize() and describe() find it again (Schedule::target).
+struct Described {
+  sm::ScheduleDesc d;
+  double operator()(std::int64_t step) const { return sm::schedule_rate(d, step); }
 };
 
-struct Piecewise {
+// What no description holds: a PiecewiseConstantDecay of more boundaries than a description has
+// room for, and a LinearWarmup around a schedule that has no description or a warmup already.
+struct LongPiecewise {
   std::vector<std::int64_t> boundaries;
   std::vector<double> values;
   double operator()(std::int64_t step) const {
     return sm::piecewise(boundaries.data(), values.data(), static_cast<int>(boundaries.size()), step);
   }
-};
-
-struct Cosine {
-  double initial;
-  std::int64_t decay_steps;
-  CosineDecayOptions o;
-  double operator()(std::int64_t step) const {
-    return sm::cosine(initial, decay_steps, o.alpha, o.warmup_target.has_value(), o.warmup_target.value_or(0.0),
-                      o.warmup_steps, step);
-  }
-};
-
-struct Polynomial {
-  double initial;
-  std::int64_t decay_steps;
-  double end;
-  double power;
-  bool cycle;
-  double operator()(std::int64_t step) const { return sm::polynomial(initial, decay_steps, end, power, cycle, step); }
 };
 
 struct Warmup {
@@ -72,17 +52,24 @@ struct Warmup {
   }
 };
 
-struct ConstantRate {
-  double rate;
-  double operator()(std::int64_t) const { return rate; }
-};
+Schedule described(sm::ScheduleKind kind, double initial, std::int64_t decay_steps = 1) {
+  sm::ScheduleDesc d;
+  d.kind = kind;
+  d.initial = initial;
+  d.decay_steps = decay_steps;
+  return Described{d};
+}
+sm::ScheduleDesc& desc_of(Schedule& s) { return s.target<Described>()->d; }
 }  // namespace
 
 Schedule ExponentialDecay(double initial, std::int64_t decay_steps, double decay_rate, bool staircase) {
   check_rate(initial, "ExponentialDecay", "initial_learning_rate");
   check_steps(decay_steps, "ExponentialDecay", "decay_steps");
   check_rate(decay_rate, "ExponentialDecay", "decay_rate");
-  return Exponential{initial, decay_steps, decay_rate, staircase};
+  Schedule s = described(sm::ScheduleKind::kExponential, initial, decay_steps);
+  desc_of(s).decay_rate = decay_rate;
+  desc_of(s).staircase = staircase;
+  return s;
 }
 
 Schedule PiecewiseConstantDecay(std::vector<std::int64_t> boundaries, std::vector<double> values) {
@@ -92,7 +79,14 @@ Schedule PiecewiseConstantDecay(std::vector<std::int64_t> boundaries, std::vecto
     LOCKSTEP_CHECK(boundaries[i] > boundaries[i - 1], "PiecewiseConstantDecay: boundaries must increase, got ",
                    boundaries[i - 1], " then ", boundaries[i]);
   for (double v : values) check_rate(v, "PiecewiseConstantDecay", "every value");
-  return Piecewise{std::move(boundaries), std::move(values)};
+  if (boundaries.size() > static_cast<std::size_t>(sm::kMaxPiecewiseBoundaries))
+    return LongPiecewise{std::move(boundaries), std::move(values)};
+  Schedule s = described(sm::ScheduleKind::kPiecewise, 0);
+  sm::ScheduleDesc& d = desc_of(s);
+  d.n_boundaries = static_cast<int>(boundaries.size());
+  std::copy(boundaries.begin(), boundaries.end(), d.boundaries);
+  std::copy(values.begin(), values.end(), d.values);
+  return s;
 }
 
 Schedule CosineDecay(double initial, std::int64_t decay_steps, const CosineDecayOptions& o) {
@@ -102,7 +96,13 @@ Schedule CosineDecay(double initial, std::int64_t decay_steps, const CosineDecay
                  o.alpha);
   LOCKSTEP_CHECK(o.warmup_steps >= 0, "CosineDecay: warmup_steps must be >= 0, got ", o.warmup_steps);
   if (o.warmup_target) check_rate(*o.warmup_target, "CosineDecay", "warmup_target");
-  return Cosine{initial, decay_steps, o};
+  Schedule s = described(sm::ScheduleKind::kCosine, initial, decay_steps);
+  sm::ScheduleDesc& d = desc_of(s);
+  d.alpha = o.alpha;
+  d.has_warmup_target = o.warmup_target.has_value();
+  d.warmup_target = o.warmup_target.value_or(0.0);
+  d.warmup_steps = o.warmup_steps;
+  return s;
 }
 
 Schedule PolynomialDecay(double initial, std::int64_t decay_steps, double end, double power, bool cycle) {
@@ -110,7 +110,12 @@ Schedule PolynomialDecay(double initial, std::int64_t decay_steps, double end, d
   check_steps(decay_steps, "PolynomialDecay", "decay_steps");
   check_rate(end, "PolynomialDecay", "end_learning_rate");
   LOCKSTEP_CHECK(std::isfinite(power) && power > 0, "PolynomialDecay: power must be a finite number > 0, got ", power);
-  return Polynomial{initial, decay_steps, end, power, cycle};
+  Schedule s = described(sm::ScheduleKind::kPolynomial, initial, decay_steps);
+  sm::ScheduleDesc& d = desc_of(s);
+  d.end = end;
+  d.power = power;
+  d.cycle = cycle;
+  return s;
 }
 
 Schedule LinearWarmup(Schedule after, std::int64_t warmup_steps, double initial) {
@@ -118,12 +123,19 @@ Schedule LinearWarmup(Schedule after, std::int64_t warmup_steps, double initial)
   LOCKSTEP_CHECK(warmup_steps >= 0, "LinearWarmup: warmup_steps must be >= 0, got ", warmup_steps);
   check_rate(initial, "LinearWarmup", "initial_learning_rate");
   const double target = after(0);
-  return Warmup{std::move(after), warmup_steps, initial, target};
+  const Described* inner = after.target<Described>();
+  if (inner == nullptr || inner->d.linear_warmup) return Warmup{std::move(after), warmup_steps, initial, target};
+  Described warmed = *inner;  // one warmup per description
+  warmed.d.linear_warmup = true;
+  warmed.d.linear_warmup_steps = warmup_steps;
+  warmed.d.linear_warmup_initial = initial;
+  warmed.d.linear_warmup_target = target;
+  return warmed;
 }
 
 Schedule Constant(double learning_rate) {
   check_rate(learning_rate, "Constant", "learning_rate");
-  return ConstantRate{learning_rate};
+  return described(sm::ScheduleKind::kConstant, learning_rate);
 }
 
 namespace {
@@ -178,29 +190,40 @@ class ConfigReader {
 }  // namespace
 
 json serialize(const Schedule& s) {
-  if (const auto* e = s.target<Exponential>())
-    return keras_schedule("ExponentialDecay", {{"initial_learning_rate", e->initial},
-                                               {"decay_steps", e->decay_steps},
-                                               {"decay_rate", e->decay_rate},
-                                               {"staircase", e->staircase},
-                                               {"name", "ExponentialDecay"}});
-  if (const auto* p = s.target<Piecewise>())
+  if (const auto* p = s.target<LongPiecewise>())
     return keras_schedule("PiecewiseConstantDecay",
                           {{"boundaries", p->boundaries}, {"values", p->values}, {"name", "PiecewiseConstant"}});
-  if (const auto* c = s.target<Cosine>())
-    return keras_schedule("CosineDecay", {{"initial_learning_rate", c->initial},
-                                          {"decay_steps", c->decay_steps},
-                                          {"alpha", c->o.alpha},
-                                          {"name", "CosineDecay"},
-                                          {"warmup_target", c->o.warmup_target ? json(*c->o.warmup_target) : json()},
-                                          {"warmup_steps", c->o.warmup_steps}});
-  if (const auto* p = s.target<Polynomial>())
-    return keras_schedule("PolynomialDecay", {{"initial_learning_rate", p->initial},
-                                              {"decay_steps", p->decay_steps},
-                                              {"end_learning_rate", p->end},
-                                              {"power", p->power},
-                                              {"cycle", p->cycle},
-                                              {"name", "PolynomialDecay"}});
+  const auto* described = s.target<Described>();
+  if (described == nullptr || described->d.linear_warmup) return nullptr;  // Keras has no LinearWarmup
+  const sm::ScheduleDesc& d = described->d;
+  switch (d.kind) {
+    case sm::ScheduleKind::kExponential:
+      return keras_schedule("ExponentialDecay", {{"initial_learning_rate", d.initial},
+                                                 {"decay_steps", d.decay_steps},
+                                                 {"decay_rate", d.decay_rate},
+                                                 {"staircase", d.staircase},
+                                                 {"name", "ExponentialDecay"}});
+    case sm::ScheduleKind::kPiecewise:
+      return keras_schedule("PiecewiseConstantDecay",
+                            {{"boundaries", std::vector<std::int64_t>(d.boundaries, d.boundaries + d.n_boundaries)},
+                             {"values", std::vector<double>(d.values, d.values + d.n_boundaries + 1)},
+                             {"name", "PiecewiseConstant"}});
+    case sm::ScheduleKind::kCosine:
+      return keras_schedule("CosineDecay", {{"initial_learning_rate", d.initial},
+                                            {"decay_steps", d.decay_steps},
+                                            {"alpha", d.alpha},
+                                            {"name", "CosineDecay"},
+                                            {"warmup_target", d.has_warmup_target ? json(d.warmup_target) : json()},
+                                            {"warmup_steps", d.warmup_steps}});
+    case sm::ScheduleKind::kPolynomial:
+      return keras_schedule("PolynomialDecay", {{"initial_learning_rate", d.initial},
+                                                {"decay_steps", d.decay_steps},
+                                                {"end_learning_rate", d.end},
+                                                {"power", d.power},
+                                                {"cycle", d.cycle},
+                                                {"name", "PolynomialDecay"}});
+    case sm::ScheduleKind::kConstant: break;  // Keras has no Constant
+  }
   return nullptr;
 }
 
@@ -236,51 +259,8 @@ Schedule deserialize(const json& j) {
 }
 
 std::optional<schedule_math::ScheduleDesc> describe(const Schedule& s) {
-  using schedule_math::ScheduleKind;
-  schedule_math::ScheduleDesc d;
-  if (const auto* w = s.target<Warmup>()) {
-    auto inner = describe(w->after);
-    if (!inner || inner->linear_warmup) return std::nullopt;  // one warmup per description
-    inner->linear_warmup = true;
-    inner->linear_warmup_steps = w->warmup_steps;
-    inner->linear_warmup_initial = w->initial;
-    inner->linear_warmup_target = w->target;
-    return inner;
-  }
-  if (const auto* c = s.target<ConstantRate>()) {
-    d.initial = c->rate;
-  } else if (const auto* e = s.target<Exponential>()) {
-    d.kind = ScheduleKind::kExponential;
-    d.initial = e->initial;
-    d.decay_steps = e->decay_steps;
-    d.decay_rate = e->decay_rate;
-    d.staircase = e->staircase;
-  } else if (const auto* p = s.target<Piecewise>()) {
-    if (p->boundaries.size() > static_cast<std::size_t>(schedule_math::kMaxPiecewiseBoundaries))
-      return std::nullopt;
-    d.kind = ScheduleKind::kPiecewise;
-    d.n_boundaries = static_cast<int>(p->boundaries.size());
-    std::copy(p->boundaries.begin(), p->boundaries.end(), d.boundaries);
-    std::copy(p->values.begin(), p->values.end(), d.values);
-  } else if (const auto* c = s.target<Cosine>()) {
-    d.kind = ScheduleKind::kCosine;
-    d.initial = c->initial;
-    d.decay_steps = c->decay_steps;
-    d.alpha = c->o.alpha;
-    d.has_warmup_target = c->o.warmup_target.has_value();
-    d.warmup_target = c->o.warmup_target.value_or(0.0);
-    d.warmup_steps = c->o.warmup_steps;
-  } else if (const auto* p = s.target<Polynomial>()) {
-    d.kind = ScheduleKind::kPolynomial;
-    d.initial = p->initial;
-    d.decay_steps = p->decay_steps;
-    d.end = p->end;
-    d.power = p->power;
-    d.cycle = p->cycle;
-  } else {
-    return std::nullopt;
-  }
-  return d;
+  if (const auto* described = s.target<Described>()) return described->d;
+  return std::nullopt;
 }
 
 const char* capture_refusal(const Schedule& schedule) {

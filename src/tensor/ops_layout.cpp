@@ -1,11 +1,15 @@
-// Ops that rearrange elements with a gradient: concatenation along any axis and axis
-// permutation. Both move elements through the storage kernels (scatter_add_rows,
-// gather_rows), with the element map computed on the host, so every backend and dtype has them.
+// Ops that rearrange elements with a gradient: concatenation along any axis, through the storage
+// kernels (scatter_add_rows) with the element map computed on the host, and axis permutation,
+// the transpose kernel's (the permutation is its parameters: nothing copied from the host, so a
+// captured step replays it), both for every backend and dtype.
 #include <numeric>
 
 #include "tensor/op_util.hpp"
 
 namespace lockstep {
+
+using detail::ctx;
+using detail::kern;
 
 namespace {
 // Where each element of a (a's flat order) lands in concat(a, b) along `axis`, and b's.
@@ -63,6 +67,21 @@ Tensor concatenate(const std::vector<Tensor>& tensors, int axis) {
   return out;
 }
 
+namespace {
+// transpose's gradient: the output's gradient permuted back.
+class TransposeGradient final : public CustomGradient {
+ public:
+  explicit TransposeGradient(std::vector<int> inverse) : inverse_(std::move(inverse)) {}
+  const char* name() const override { return "transpose"; }
+  std::array<Tensor, 3> backward(const OpRecord&, const Tensor& g, const std::array<bool, 3>&) const override {
+    return {transpose(g, inverse_), Tensor(), Tensor()};
+  }
+
+ private:
+  std::vector<int> inverse_;
+};
+}  // namespace
+
 Tensor transpose(const Tensor& x, const std::vector<int>& perm) {
   LOCKSTEP_CHECK(x.defined(), "transpose: the tensor is undefined");
   const std::size_t rank = x.rank();
@@ -72,23 +91,24 @@ Tensor transpose(const Tensor& x, const std::vector<int>& perm) {
   std::string given;
   for (int p : perm) given += (given.empty() ? "" : ", ") + std::to_string(p);
   LOCKSTEP_CHECK(ok, "transpose: (", given, ") is not a permutation of the ", rank, " axes of ", x.shape().str());
+  LOCKSTEP_CHECK(rank <= static_cast<std::size_t>(backend::kMaxRank), "transpose: ", x.shape().str(), " has ", rank,
+                 " axes; at most ", backend::kMaxRank, " can be permuted");
+  const auto& k = kern("transpose", x, backend::KernelOp::kTranspose);
   std::vector<std::int64_t> in_strides(rank, 1), out_dims(rank);
   for (std::size_t i = rank; i-- > 1;) in_strides[i - 1] = in_strides[i] * x.shape().dims()[i];
-  for (std::size_t i = 0; i < rank; ++i) out_dims[i] = x.shape().dims()[static_cast<std::size_t>(perm[i])];
-  // source[o]: x's flat index of output element o, walking the output in order.
-  const std::int64_t n = x.numel();
-  std::vector<std::int64_t> source(static_cast<std::size_t>(n)), at(rank, 0);
-  for (std::int64_t o = 0; o < n; ++o) {
-    std::int64_t s = 0;
-    for (std::size_t i = 0; i < rank; ++i) s += at[i] * in_strides[static_cast<std::size_t>(perm[i])];
-    source[static_cast<std::size_t>(o)] = s;
-    for (std::size_t i = rank; i-- > 0;) {
-      if (++at[i] < out_dims[i]) break;
-      at[i] = 0;
-    }
+  backend::TransposeDesc d;
+  d.rank = static_cast<int>(rank);
+  std::vector<int> inverse(rank);
+  for (std::size_t i = 0; i < rank; ++i) {
+    const auto from = static_cast<std::size_t>(perm[i]);
+    out_dims[i] = d.dims[i] = x.shape().dims()[from];
+    d.src_strides[i] = in_strides[from];
+    inverse[from] = static_cast<int>(i);
   }
-  const Tensor rows = gather_rows(reshape(x, {n, 1}), Tensor::from_vector(source, {n}));
-  return reshape(rows, Shape(out_dims));
+  Tensor out = Tensor::empty(Shape(out_dims), x.dtype());
+  k.transpose(ctx(), d, x.raw_data(), out.raw_data());
+  if (detail::recording({&x})) record_custom({x, Tensor(), Tensor()}, out, std::make_shared<TransposeGradient>(inverse));
+  return out;
 }
 
 }  // namespace lockstep

@@ -5,6 +5,7 @@
 #include "lockstep/tensor/compute_context.hpp"
 #include "lockstep/training/model.hpp"
 #include "lockstep/training/progbar.hpp"
+#include "training/progbar_values.hpp"
 #include "training/replica_slices.hpp"
 
 namespace lockstep {
@@ -61,10 +62,7 @@ Logs Model::evaluate_impl(const data::Dataset& dataset, std::int64_t steps, cons
     merge_numbers(pending);
     logs = collect_logs("");
     cbs.each([&](Callback& c) { c.on_test_batch_end(step - 1, logs); });
-    if (bar) {
-      std::vector<std::pair<std::string, double>> vals(logs.begin(), logs.end());
-      bar->update(step, vals);
-    }
+    if (bar) bar->update(step, detail::progbar_values(logs));
   }
   // Keras refuses this too: the mean of no examples would read as a loss of 0.
   LOCKSTEP_CHECK(examples > 0, "evaluate: the data produced no examples, so there is no loss to report");

@@ -8,6 +8,8 @@
 #include <cmath>
 #include <string_view>
 
+#include "training/progbar_values.hpp"
+
 namespace lockstep {
 
 namespace {
@@ -18,7 +20,6 @@ std::string format_value(double v) {
   return buf;
 }
 
-// Keras order: loss first, then metrics, then val_ entries.
 // The bar shows what Keras' shows, losses and compiled metrics (and their val_ ones), and the input
 // share its own way ("input: 4%"). Epoch-log keys of lockstep's own are for History, CSVLogger and
 // TensorBoard, not the bar: it shows time per step, not steps_per_second.
@@ -28,7 +29,9 @@ bool is_logs_only_key(const std::string& k) {
   return std::find(kLogsOnly.begin(), kLogsOnly.end(), k) != kLogsOnly.end();
 }
 
-std::vector<std::pair<std::string, double>> keras_order(const Logs& logs) {
+}  // namespace
+
+std::vector<std::pair<std::string, double>> detail::progbar_values(const Logs& logs) {
   std::vector<std::pair<std::string, double>> vals;
   auto it = logs.find("loss");
   if (it != logs.end()) vals.emplace_back(*it);
@@ -41,6 +44,7 @@ std::vector<std::pair<std::string, double>> keras_order(const Logs& logs) {
   return vals;
 }
 
+namespace {
 std::string format_time(double seconds) {
   char buf[32];
   if (seconds >= 1.0) std::snprintf(buf, sizeof buf, "%.0fs", seconds);
@@ -136,12 +140,12 @@ void ProgbarLogger::on_train_batch_end(std::int64_t batch, const Logs& logs) {
   seen_ = batch + 1;
   if (!bar_ || params_.verbose != 1) return;
   if (params_.steps > 0 && seen_ >= params_.steps) return;  // the epoch's end draws the final line
-  bar_->update(seen_, keras_order(logs));
+  bar_->update(seen_, detail::progbar_values(logs));
 }
 
 void ProgbarLogger::on_epoch_end(int, const Logs& logs) {
   if (!bar_) return;
-  bar_->update(seen_, keras_order(logs), true);
+  bar_->update(seen_, detail::progbar_values(logs), true);
   bar_.reset();
 }
 

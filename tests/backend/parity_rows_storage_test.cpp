@@ -221,13 +221,27 @@ std::vector<Row> storage_rows() {
       Match::kExact));
   // transpose (2, 0, 1) of [2, 3, 4]: out[k, i, j] = x[i, j, k].
   rows.push_back(make_row(
-      "transpose", "rank3", "transpose", all_dtypes(), {}, {{{2, 3, 4}, wide(), {}}},
+      "transpose", "rank3", "transpose", all_dtypes(), {{KernelOp::kTranspose, {}}}, {{{2, 3, 4}, wide(), {}}},
       [](const std::vector<Tensor>& in, DType) { return std::vector<Tensor>{transpose(in[0], {2, 0, 1})}; },
       [](const std::vector<Host>& in, DType) {
         Expected e(Shape{4, 2, 3});
         for (std::int64_t k = 0; k < 4; ++k)
           for (std::int64_t i = 0; i < 2; ++i)
             for (std::int64_t j = 0; j < 3; ++j) e.set((k * 2 + i) * 3 + j, in[0][(i * 3 + j) * 4 + k]);
+        return std::vector<Expected>{e};
+      },
+      Match::kExact));
+  // transpose (0, 2, 1, 3) of [3, 40, 6, 50] (attention's [b, t, h, d] <-> [b, h, t, d]), over threads.
+  rows.push_back(make_row(
+      "transpose", "rank4_heads_over_threads", "transpose", all_dtypes(), {{KernelOp::kTranspose, {}}},
+      {{{3, 40, 6, 50}, wide(), {}}},
+      [](const std::vector<Tensor>& in, DType) { return std::vector<Tensor>{transpose(in[0], {0, 2, 1, 3})}; },
+      [](const std::vector<Host>& in, DType) {
+        Expected e(Shape{3, 6, 40, 50});
+        for (std::int64_t b = 0, at = 0; b < 3; ++b)
+          for (std::int64_t h = 0; h < 6; ++h)
+            for (std::int64_t t = 0; t < 40; ++t)
+              for (std::int64_t d = 0; d < 50; ++d) e.set(at++, in[0][((b * 40 + t) * 6 + h) * 50 + d]);
         return std::vector<Expected>{e};
       },
       Match::kExact));

@@ -134,6 +134,45 @@ TEST(GpuJitCompile, DropoutAndAttentionInFitLeaveNothingThatKeepsTheStepFromBein
   }
 }
 
+// An attention block whose step permutes axes (Permute around a Dense over the tokens, as
+// MLP-Mixer's token mixing; Softmax over the tokens): transpose takes its permutation as its
+// kernel's parameters, not an index copied from the host, so jit_compile=True captures the train
+// step, and the replays train the bits of eager steps.
+TEST(GpuJitCompile, AnAttentionBlockThatTransposesIsCapturedAndTrainsTheBitsOfEagerSteps) {
+  LOCKSTEP_REQUIRE_GPU();
+  const std::string refusal = step_capture_refusal(Device::parse("gpu:0"));
+  if (!refusal.empty()) GTEST_SKIP() << "gpu:0 cannot capture: " << refusal;
+  const auto [sequences, targets] = regression(32, Shape{6, 8});
+  const auto train = [&](JitCompile mode, std::string* reason) {
+    MirroredStrategy strategy({.devices = {"gpu:0"}});
+    auto scope = strategy.scope();
+    set_random_seed(5);
+    const KerasTensor in = Input({6, 8});
+    const KerasTensor x = call(layers::Add(), {in, call(layers::MultiHeadAttention({.num_heads = 2, .key_dim = 4}),
+                                                        {in, in})});
+    const KerasTensor tokens = call(layers::Permute({2, 1}), x);  // [8, 6]: a Dense over the tokens
+    const KerasTensor mixed = call(layers::Permute({2, 1}), call(layers::Softmax(1), call(layers::Dense(6), tokens)));
+    const KerasTensor out = call(layers::Dense(4), call(layers::Flatten(), call(layers::Add(), {x, mixed})));
+    auto model = std::make_unique<Functional>(in, out, "mixer", 3);
+    model->compile(optimizers::Adam(1e-2), losses::MeanSquaredError());
+    model->set_jit_compile(mode);
+    ::testing::internal::CaptureStderr();
+    model->fit(sequences, targets, {.epochs = 2, .batch_size = 8, .shuffle = false, .verbose = 0});
+    (void)::testing::internal::GetCapturedStderr();
+    *reason = model->jit_compile_reason();
+    std::vector<Tensor> weights;
+    for (const auto& v : model->variables())
+      weights.push_back(Tensor::from_vector(v.read_value().to_vector<float>(), v.shape()));
+    return weights;
+  };
+  std::string on_reason, off_reason;
+  const auto captured = train(JitCompile::kOn, &on_reason);  // throws, naming why, where it cannot capture
+  const auto eager = train(JitCompile::kOff, &off_reason);
+  EXPECT_EQ(on_reason, "");
+  ASSERT_EQ(captured.size(), eager.size());
+  for (std::size_t i = 0; i < captured.size(); ++i) EXPECT_TRUE(captured[i].bitwise_equal(eager[i])) << i;
+}
+
 TEST(GpuJitCompile, AutoSaysOnceWhyStepsRunEagerlyAndTrainsTheBitsOfOff) {
   LOCKSTEP_REQUIRE_GPU();
   std::string reason, err, off_reason, off_err;

@@ -59,13 +59,14 @@ echo "garbage" >"$tmp/good/../garbage.npy"
 cp -r "$tmp/good" "$tmp/corrupt" && cp "$tmp/garbage.npy" "$tmp/corrupt/x.npy"
 expect "corrupt x.npy -> exit 2" 2 "$PY" "$here/torch_agreement.py" "$tmp/corrupt"
 
-# When .venv-ref has TensorFlow, check the reference itself against real Keras.
-VENV_PY="$here/../../.venv-ref/bin/python"
-if [[ -x "$VENV_PY" ]] && "$VENV_PY" -c "import tensorflow" >/dev/null 2>&1; then
+# When the reference venv (tests/reference/ref_python.sh: $LOCKSTEP_PY_VENV or .venv-ref) has
+# TensorFlow, check the reference itself against real Keras.
+VENV_PY="$("$here/ref_python.sh" --path 2>/dev/null || true)"
+if [[ -n "$VENV_PY" ]] && "$VENV_PY" -c "import tensorflow" >/dev/null 2>&1; then
   expect "Keras agrees with the reference (normal)" 0 "$VENV_PY" "$here/keras_crosscheck.py" "$tmp/good"
   expect "Keras agrees with the reference (saturated)" 0 "$VENV_PY" "$here/keras_crosscheck.py" "$tmp/sat"
 else
-  echo "skip  Keras cross-check (no .venv-ref with tensorflow; run scripts/setup_python.sh)"
+  echo "skip  Keras cross-check (no tensorflow in the reference venv: $("$here/ref_python.sh" --path 2>&1 || true))"
 fi
 
 echo "$passed passed, $failed failed"

@@ -89,5 +89,17 @@ TEST(StepGraph, TheCpuRefusesACaptureByName) {
   EXPECT_FALSE(ran);
 }
 
+// transpose's permutation is its kernel's parameters: nothing is copied from the host, so a step
+// that permutes axes (Permute, Softmax over another axis) can be replayed.
+TEST(StepCaptureCheck, TransposeCopiesNothingFromTheHost) {
+  const Tensor x = Tensor::zeros({2, 3, 4});
+  StepCaptureCheck check;
+  {
+    const StepCaptureCheck::OnThisThread watched(&check);
+    EXPECT_EQ(transpose(x, {2, 0, 1}).shape(), Shape({4, 2, 3}));
+  }
+  EXPECT_EQ(check.blocker(), "");
+}
+
 }  // namespace
 }  // namespace lockstep

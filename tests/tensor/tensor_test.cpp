@@ -194,3 +194,29 @@ TEST(BatchMatmul, MismatchedShapesNameBoth) {
   EXPECT_NE(inner.find("inner dimensions differ"), std::string::npos) << inner;
   EXPECT_THROW((void)batch_matmul(Tensor::zeros({3, 4}), Tensor::zeros({4, 5})), ValueError);
 }
+
+// transpose permutes the axes as numpy.transpose (scalars and empty tensors too) and refuses what
+// is not a permutation, or more axes than its kernel takes, by name.
+TEST(Transpose, PermutesTheAxesAsNumpyDoes) {
+  std::vector<std::int64_t> v(24);
+  for (std::size_t i = 0; i < v.size(); ++i) v[i] = static_cast<std::int64_t>(i);
+  const Tensor x = Tensor::from_vector(v, Shape{2, 3, 4});
+  const Tensor y = transpose(x, {2, 0, 1});
+  ASSERT_EQ(y.shape(), Shape({4, 2, 3}));
+  const auto got = y.to_vector<std::int64_t>();
+  for (std::int64_t k = 0; k < 4; ++k)
+    for (std::int64_t i = 0; i < 2; ++i)
+      for (std::int64_t j = 0; j < 3; ++j)
+        EXPECT_EQ(got[static_cast<std::size_t>((k * 2 + i) * 3 + j)], (i * 3 + j) * 4 + k);
+  EXPECT_EQ(transpose(Tensor::scalar(5.0), {}).to_vector<float>(), std::vector<float>{5.0f});
+  EXPECT_EQ(transpose(Tensor::zeros({0, 3}), {1, 0}).shape(), Shape({3, 0}));
+}
+
+TEST(Transpose, WhatIsNotAPermutationOrHasTooManyAxesIsANamedError) {
+  const Tensor x = Tensor::zeros({2, 3});
+  EXPECT_EQ(message_of([&] { (void)transpose(x, {0, 0}); }), "transpose: (0, 0) is not a permutation of the 2 axes of (2, 3)");
+  EXPECT_EQ(message_of([&] { (void)transpose(x, {1}); }), "transpose: (1) is not a permutation of the 2 axes of (2, 3)");
+  const Tensor wide = Tensor::zeros(Shape(std::vector<std::int64_t>(9, 1)));
+  EXPECT_EQ(message_of([&] { (void)transpose(wide, {8, 7, 6, 5, 4, 3, 2, 1, 0}); }),
+            "transpose: (1, 1, 1, 1, 1, 1, 1, 1, 1) has 9 axes; at most 8 can be permuted");
+}

@@ -154,6 +154,20 @@ TEST(Model, ValidationSplitHoldsOutTheLastExamples) {
   EXPECT_NEAR(h.history.at("val_loss").back(), ev.at("loss"), 1e-6);
 }
 
+// evaluate's bar lists the loss first, then the metrics, as fit's does (one order for both:
+// progbar_values), not the logs' alphabetical order ("accuracy" before "loss").
+TEST(Model, EvaluateBarListsLossThenMetricsAsFitDoes) {
+  auto model = small_model();
+  const auto toy = make_toy(20);
+  testing::internal::CaptureStdout();
+  (void)model->evaluate(toy.x, toy.y, {.batch_size = 10, .verbose = 1});
+  const std::string out = testing::internal::GetCapturedStdout();
+  const std::size_t loss = out.find(" - loss: "), accuracy = out.find(" - accuracy: ");
+  ASSERT_NE(loss, std::string::npos) << out;
+  ASSERT_NE(accuracy, std::string::npos) << out;
+  EXPECT_LT(loss, accuracy) << out;
+}
+
 TEST(Model, PredictReturnsRowsInInputOrder) {
   auto model = small_model();
   const auto toy = make_toy(23);

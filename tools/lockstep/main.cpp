@@ -12,9 +12,10 @@
 #include "text_model.hpp"
 #include "lockstep/core/error.hpp"
 #include "lockstep/training/preemption.hpp"
+#include "lockstep/training/stop_signals_routed.hpp"
 
 int main(int argc, char** argv) {
-  lockstep::cli::route_stop_signals_to_own_thread();  // before any other thread starts
+  const lockstep::training::StopSignalsRouted stop_signals_routed;  // before any other thread starts
   CLI::App app{"lockstep: synchronous data-parallel training of neural networks"};
   app.require_subcommand(1);
   lockstep::cli::TrainArgs train_args;

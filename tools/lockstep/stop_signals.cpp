@@ -1,13 +1,7 @@
 #include "stop_signals.hpp"
 
-#include <pthread.h>
-#include <unistd.h>
-
 #include <csignal>
-#include <system_error>
-#include <thread>
 
-#include "core/thread_signals.hpp"
 #include "lockstep/training/preemption.hpp"
 
 namespace lockstep::cli {
@@ -29,20 +23,6 @@ extern "C" void on_stop_signal(int signal_number) {
 }
 
 }  // namespace
-
-void route_stop_signals_to_own_thread() {
-  // The set the library's own threads block (kSignals, as a set).
-  const sigset_t set = detail::stop_signal_set();
-  detail::block_stop_signals_on_this_thread();
-  try {
-    std::thread([set] {
-      pthread_sigmask(SIG_UNBLOCK, &set, nullptr);
-      for (;;) pause();  // returns after each handler; a default action ends the process here
-    }).detach();
-  } catch (const std::system_error&) {
-    pthread_sigmask(SIG_UNBLOCK, &set, nullptr);
-  }
-}
 
 StopSignals::StopSignals() {
   struct sigaction action {};

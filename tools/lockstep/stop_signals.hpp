@@ -6,17 +6,11 @@
 // Under mpirun the workers agree every few step boundaries on whether any of them had a signal
 // (training::expect_stop_requests), so that all stop after the same step and back it up.
 //
-// The handler runs on one thread that only waits (route_stop_signals_to_own_thread), never on a
-// thread that computes: oneDNN 2.x's JIT GEMM kernels point rsp at a heap buffer while they run
+// The handler runs on one thread that only waits (main holds a training::StopSignalsRouted), never
+// on a thread that computes: oneDNN 2.x's JIT GEMM kernels point rsp at a heap buffer while they run
 // (oneDNN issue 4845, fixed in 3.11), so a handler run on a thread inside one pushes its signal
 // frame into the heap ("corrupted size vs. prev_size" after Ctrl-C in about 2% of runs).
 namespace lockstep::cli {
-
-/// Blocks SIGTERM, SIGINT and SIGHUP on the calling thread, and so on every thread started after
-/// it (threads inherit the mask), and starts one thread that leaves them unblocked and waits:
-/// the kernel delivers them to that thread alone. Call first in main, before any thread starts.
-/// Where no thread can be started the signals stay unblocked (delivered to any thread, as before).
-void route_stop_signals_to_own_thread();
 
 class StopSignals {
  public:

@@ -260,12 +260,36 @@ void cast_scaled(ComputeContext& ctx, const void* srcv, float scale, float* dst,
   ctx.pool().parallel_for(n, kSplitGrain, run);
 }
 
+template <typename T>
+void transpose(ComputeContext& ctx, const TransposeDesc& d, const void* srcv, void* dstv) {
+  const T* src = static_cast<const T*>(srcv);
+  T* dst = static_cast<T*>(dstv);
+  std::int64_t n = 1;
+  for (int i = 0; i < d.rank; ++i) n *= d.dims[i];
+  if (n == 0) return;
+  // Rows of the output's last axis: each row's start found once, then a strided walk of src.
+  const int last = d.rank - 1;
+  const std::int64_t row = d.rank == 0 ? 1 : d.dims[last], step = d.rank == 0 ? 0 : d.src_strides[last];
+  parallel_rows(ctx, n / row, row, [&](std::int64_t begin, std::int64_t end) {
+    for (std::int64_t r = begin; r < end; ++r) {
+      std::int64_t rest = r, s = 0;
+      for (int i = last - 1; i >= 0; --i) {
+        s += rest % d.dims[i] * d.src_strides[i];
+        rest /= d.dims[i];
+      }
+      T* out = dst + r * row;
+      for (std::int64_t j = 0; j < row; ++j) out[j] = src[s + j * step];
+    }
+  });
+}
+
 LOCKSTEP_INSTANTIATE_KERNEL(Any, fill)
 LOCKSTEP_INSTANTIATE_KERNEL(Any, cast)
 LOCKSTEP_INSTANTIATE_KERNEL(Any, gather_rows)
 LOCKSTEP_INSTANTIATE_KERNEL(Any, scatter_add_rows)
 LOCKSTEP_INSTANTIATE_KERNEL(Any, combine)
 LOCKSTEP_INSTANTIATE_KERNEL(Any, argmax)
+LOCKSTEP_INSTANTIATE_KERNEL(Any, transpose)
 LOCKSTEP_INSTANTIATE_KERNEL(Integer, first_outside)
 LOCKSTEP_INSTANTIATE_KERNEL(Integer, cast_scaled)
 LOCKSTEP_INSTANTIATE_KERNEL(Integer, gather_rows_scaled)

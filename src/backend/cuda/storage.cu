@@ -264,6 +264,27 @@ void compare(ComputeContext& ctx, CompareOp op, const BroadcastDesc& d, const vo
 }
 
 template <typename T>
+__global__ void transpose_kernel(TransposeDesc d, const T* src, T* dst, std::int64_t n) {
+  LOCKSTEP_GRID_LOOP(o, n) {
+    std::int64_t rest = o, s = 0;
+    for (int i = d.rank - 1; i >= 0; --i) {
+      s += rest % d.dims[i] * d.src_strides[i];
+      rest /= d.dims[i];
+    }
+    dst[o] = src[s];
+  }
+}
+
+template <typename T>
+void transpose(ComputeContext& ctx, const TransposeDesc& d, const void* src, void* dst) {
+  std::int64_t n = 1;
+  for (int i = 0; i < d.rank; ++i) n *= d.dims[i];
+  if (n == 0) return;
+  transpose_kernel<T><<<blocks_for(n), kThreads, 0, stream(ctx)>>>(d, static_cast<const T*>(src), static_cast<T*>(dst), n);
+  check_launch("transpose");
+}
+
+template <typename T>
 void gather_rows(ComputeContext& ctx, const void* src, const std::int64_t* index, std::int64_t rows, std::int64_t row,
                  void* dst) {
   if (rows * row == 0) return;
@@ -360,6 +381,7 @@ LOCKSTEP_INSTANTIATE_KERNEL(Any, gather_rows)
 LOCKSTEP_INSTANTIATE_KERNEL(Any, scatter_add_rows)
 LOCKSTEP_INSTANTIATE_KERNEL(Any, combine)
 LOCKSTEP_INSTANTIATE_KERNEL(Any, argmax)
+LOCKSTEP_INSTANTIATE_KERNEL(Any, transpose)
 LOCKSTEP_INSTANTIATE_KERNEL(Integer, first_outside)
 LOCKSTEP_INSTANTIATE_KERNEL(Integer, cast_scaled)
 LOCKSTEP_INSTANTIATE_KERNEL(Integer, gather_rows_scaled)
