@@ -555,6 +555,12 @@ if(LOCKSTEP_BUILD_BENCH AND LOCKSTEP_BUILD_EXAMPLES AND benchmark_FOUND)
            COMMAND ${CMAKE_SOURCE_DIR}/scripts/gpu_check.sh --dry-run ${CMAKE_BINARY_DIR})
   set_tests_properties(gpu.check_script_dry_run PROPERTIES TIMEOUT 300
                        ENVIRONMENT "OUT=${CMAKE_CURRENT_BINARY_DIR}/gpu_check_dry_run")
+  # The same script run for real on emulated GPUs (--emulated), on the parts whose figures are
+  # lockstep's own: each runs to its end and the accept script finds its figures (about a minute).
+  add_test(NAME gpu.check_script_emulated
+           COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/gpu/check_script_emulated.sh ${CMAKE_BINARY_DIR}
+                   ${CMAKE_CURRENT_BINARY_DIR}/gpu_check_emulated)
+  set_tests_properties(gpu.check_script_emulated PROPERTIES TIMEOUT 600)
 endif()
 # A CPU-only host pays nothing for CUDA (issue 37): `lockstep --help` under 50 MiB of RSS, the
 # README's train run under 150 MiB (GNU time), with or without CUDA in the build. Not under a
