@@ -18,6 +18,12 @@
 # A second try within a session's device time: --only runs just the parts named (those that
 # failed or were skipped), and --logs DIR adds to an earlier run's logs (its tarball unpacked into
 # DIR, carried along) so that the ACCEPT lines cover both runs.
+# On the device machine (15 min of device time, at most 10 a command, a machine kept 30 s after a
+# call): one call `scripts/gpu_check.sh` (timeout_s 600, gpu-bundle.tar.xz carried) costs the start
+# (1-3 min), the transfer, at most --budget seconds of parts and ~15 s more; --dry-run shows where
+# each part ends if every one before it runs to its limit. Then at once, on the still warm machine,
+# --only the parts skipped or failed, with --logs the first run's folder (its report names it) and
+# the --budget that is left.
 # --dry-run (no GPU needed; CI runs it): checks every binary and file exists, every `lockstep
 # train` flag is one the CLI knows, the scripts parse, reference_gpu.py's models build and step on
 # the CPU and the accept script runs; prints each part's command line; runs nothing on a GPU.
@@ -43,7 +49,7 @@ while (($#)); do
             only=",$2,"; shift 2 ;;
     --logs) [[ -d "${2:-}" ]] || { echo "gpu_check: --logs needs an existing folder" >&2; exit 2; }
             logs="$(cd "$2" && pwd)"; shift 2 ;;
-    -h|--help) sed -n '2,32p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,36p' "$0"; exit 0 ;;
     -*) echo "gpu_check: unknown option '$1'" >&2; exit 2 ;;
     *) dir="$1"; shift ;;
   esac
