@@ -249,13 +249,12 @@ accuracy() {
 profile() {  # profile [DEVICES [TAG]]: gpu:0 by default; TAG names the files of another run
   local nsys=""; ((emu)) || nsys="$(command -v nsys || ls /usr/local/cuda/bin/nsys 2>/dev/null || true)"
   local devices="${1:-gpu:0}" tag="${2:-}"
-  if [[ -n "$nsys" ]]; then
-    env "LD_LIBRARY_PATH=$lib_path" "$nsys" profile --stats=true -o "$runs/fit_profile$tag" --force-overwrite true \
-      "$cli" train --devices "$devices" --global-batch-size 1024 --epochs 1 --steps-per-epoch 500 --no-tensorboard --verbose 2 --logdir "$runs/profile$tag"
-  else
-    echo "no nsys: lockstep's phase timers"
-    LOCKSTEP_PHASE_TIMES=1 train "profile$tag" --devices "$devices" --global-batch-size 1024 --epochs 1 --steps-per-epoch 500
-  fi
+  # (An nsys that cannot profile here, as under gVisor, falls back to the timers too.)
+  [[ -n "$nsys" ]] && env "LD_LIBRARY_PATH=$lib_path" "$nsys" profile --stats=true -o "$runs/fit_profile$tag" --force-overwrite true \
+      "$cli" train --devices "$devices" --global-batch-size 1024 --epochs 1 --steps-per-epoch 500 --no-tensorboard --verbose 2 --logdir "$runs/profile$tag" &&
+    return 0
+  echo "${nsys:-no nsys}${nsys:+ failed}: lockstep's phase timers"
+  LOCKSTEP_PHASE_TIMES=1 train "profile$tag" --devices "$devices" --global-batch-size 1024 --epochs 1 --steps-per-epoch 500
 }
 # Programs that carry the library path themselves, for scripts that run them beside PyTorch
 # (which keeps the machine's own libraries): bench/compare_cores.sh.
