@@ -10,7 +10,8 @@
 //   logical  the flagship at global batch 1024 on 4 logical replicas of gpu:0 (MirroredStrategy
 //            over gpu:0x4), steps/s against one device
 // Prints a table, and with --json one JSON object of the figures so far after each part (the
-// last line holds them all). Without a GPU: exit 77.
+// last line holds them all). Without a GPU: exit 77. On emulated GPUs (LOCKSTEP_EMULATED_GPUS, the
+// CPU's kernels) a smoke test: the same parts and figures' names, sizes / 16 and few steps.
 //   gpu_bench [--json] [--quick]
 #include <algorithm>
 #include <chrono>
@@ -34,6 +35,7 @@ using Clock = std::chrono::steady_clock;
 namespace {
 const Device kGpu0{DeviceKind::kCuda, 0};
 bool g_quick = false;
+std::int64_t g_shrink = 1;  // every size is divided by it (16 on emulated GPUs)
 
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 // Waits for the GPU's stream (a one-element read orders after everything queued before it).
@@ -74,7 +76,7 @@ double steps_per_second(const std::function<std::unique_ptr<Sequential>()>& make
       ys.push_back(Tensor::from_vector(yv, {batch}));
     }
   }
-  const int warmup = 30, steps = g_quick ? 100 : (batch >= 1024 ? 400 : 1000);
+  const int warmup = g_shrink > 1 ? 3 : 30, steps = g_shrink > 1 ? 20 : g_quick ? 100 : (batch >= 1024 ? 400 : 1000);
   for (int i = 0; i < warmup; ++i) (void)model->train_step(xs[i % 8], ys[i % 8]);
   const auto t0 = Clock::now();
   for (int i = 0; i < steps; ++i) (void)model->train_step(xs[i % 8], ys[i % 8]);  // reads the loss: syncs
@@ -106,6 +108,7 @@ Tensor random_matrix(std::int64_t rows, std::int64_t cols, std::uint64_t seed) {
 
 double gemm_tflops(ComputeContext& ctx, DType dt, std::int64_t m, std::int64_t n, std::int64_t k) {
   ComputeScope on(ctx);
+  m /= g_shrink, n /= g_shrink, k /= g_shrink;
   // Random operands: a constant or zero matrix draws less power and runs faster than real data
   // (PyTorch's reference multiplies torch.rand matrices).
   const Tensor a = random_matrix(m, k, 1).to(dt), b = random_matrix(k, n, 2).to(dt);
@@ -187,8 +190,11 @@ int main(int argc, char** argv) {
     return 77;
   }
   std::printf("gpu_bench on %s\n", backend::list_local_devices().front().description.c_str());
-  if (backend::device_kind(DeviceKind::kCuda).emulated())
-    std::printf("  (LOCKSTEP_EMULATED_GPUS: a smoke test of this program; every figure below is the CPU's)\n");
+  if (backend::device_kind(DeviceKind::kCuda).emulated()) {
+    g_quick = true, g_shrink = 16;
+    std::printf("  (LOCKSTEP_EMULATED_GPUS: a smoke test of this program; every figure below is the CPU's, "
+                "with sizes / %lld and few steps)\n", static_cast<long long>(g_shrink));
+  }
   std::map<std::string, double> out;
   // With --json, the figures so far as one JSON line after each part (the last line is the whole
   // run's): a part that hangs or fails past gpu_check's time limit loses only itself.
@@ -231,7 +237,7 @@ int main(int argc, char** argv) {
     out[std::string("gemm_") + name + "_b1024_flagship_tflops"] = first;
     emit();
   }
-  const Bandwidth bw = allreduce_bandwidth(4, std::int64_t{64} << 20);  // 256 MiB of float32
+  const Bandwidth bw = allreduce_bandwidth(4, (std::int64_t{64} << 20) / g_shrink);  // 256 MiB of float32
   std::printf("  all-reduce, 4 logical replicas on gpu:0, 256 MiB: bus bandwidth %7.1f GB/s; device copy "
               "bandwidth %7.1f GB/s (%3.0f%%)\n",
               bw.allreduce_busbw_gbs, bw.copy_gbs, 100 * bw.allreduce_busbw_gbs / bw.copy_gbs);

@@ -11,34 +11,55 @@
 # Made for a machine without a compiler or a package registry (an H200 with a CUDA 13 driver and
 # PyTorch 2.11 in its python3): its binaries come from gpu-bundle/ or gpu-bundle.tar.xz
 # (scripts/gpu_bundle.sh, run where nvcc is, then carried along), else from build/.
-#   scripts/gpu_check.sh [--dry-run] [--budget SECONDS] [--only PART,...] [--logs DIR]
+#   scripts/gpu_check.sh [--dry-run | --emulated] [--budget SECONDS] [--only PART,...] [--logs DIR]
 #                        [bundle-or-build-dir]
 # Writes to $OUT (else the repository): gpu_check_report.txt and gpu_check_logs.tar.gz (every
 # part's log and JSON, repacked after each part, so a run cut off keeps what it did).
 # A second try within a session's device time: --only runs just the parts named (those that
 # failed or were skipped), and --logs DIR adds to an earlier run's logs (its tarball unpacked into
 # DIR, carried along) so that the ACCEPT lines cover both runs.
+# On the device machine (15 min of device time, at most 10 a command, a machine kept 30 s after a
+# call): one call `scripts/gpu_check.sh` (timeout_s 600, gpu-bundle.tar.xz carried) costs the start
+# (1-3 min), the transfer, at most --budget seconds of parts and ~15 s more; --dry-run shows where
+# each part ends if every one before it runs to its limit. Then at once, on the still warm machine,
+# --only the parts skipped or failed, with --logs the first run's folder (its report names it) and
+# the --budget that is left.
 # --dry-run (no GPU needed; CI runs it): checks every binary and file exists, every `lockstep
 # train` flag is one the CLI knows, the scripts parse, reference_gpu.py's models build and step on
 # the CPU and the accept script runs; prints each part's command line; runs nothing on a GPU.
+# --emulated (no GPU needed): the whole run on emulated GPUs (LOCKSTEP_EMULATED_GPUS, default 1:
+# host memory, the CPU's kernels), so that every part but those only a real GPU serves (PyTorch on
+# CUDA, compute-sanitizer, Nsight: skipped, saying so) runs to its end and leaves the logs and JSON
+# the accept script reads. Runs are shrunk (emulated() below: `lockstep train` one epoch of at most 30
+# steps, 200 where the part sets none, width and batch at most 256, accuracy goals 0.8 where a run
+# was shrunk; gpu_bench shrinks itself) and limits are 4x. Its figures are the CPU's: it checks the
+# machinery (flags, paths, JSON names, the accept script), not the goals.
 set -uo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$repo"
-dry=0 budget=540 dir="" only="" logs=""
+dry=0 emu=0 budget="" dir="" only="" logs=""
+emu_steps=30 emu_acc_steps=200 emu_width=256 emu_min=0.8 emu_slack=4
 while (($#)); do
   case "$1" in
     --dry-run) dry=1; shift ;;
+    --emulated) emu=1; shift ;;
     --budget) [[ "${2:-}" =~ ^[1-9][0-9]*$ ]] || { echo "gpu_check: --budget needs seconds" >&2; exit 2; }
               budget="$2"; shift 2 ;;
     --only) [[ -n "${2:-}" ]] || { echo "gpu_check: --only needs part names" >&2; exit 2; }
             only=",$2,"; shift 2 ;;
     --logs) [[ -d "${2:-}" ]] || { echo "gpu_check: --logs needs an existing folder" >&2; exit 2; }
             logs="$(cd "$2" && pwd)"; shift 2 ;;
-    -h|--help) sed -n '2,26p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,36p' "$0"; exit 0 ;;
     -*) echo "gpu_check: unknown option '$1'" >&2; exit 2 ;;
     *) dir="$1"; shift ;;
   esac
 done
+if ((emu)); then
+  # A real GPU, where there is one, wins over the switch: then this is a real run.
+  [[ "${LOCKSTEP_EMULATED_GPUS:-0}" =~ ^[1-8]$ ]] || export LOCKSTEP_EMULATED_GPUS=1
+  budget="${budget:-3000}"
+fi
+budget="${budget:-540}"
 report_dir="${OUT:-$repo}"
 report="$report_dir/gpu_check_report.txt"
 mkdir -p "$report_dir"
@@ -119,7 +140,7 @@ if [[ -d "$dir/lib/fallback" ]] && missing "$gpu_tests" >/dev/null; then
 fi
 with_libs=(env "LD_LIBRARY_PATH=$lib_path")
 
-say "gpu_check$( ((dry)) && echo " --dry-run") on $(hostname), $(date -u +%FT%TZ), commit $(cat "$dir/COMMIT" 2>/dev/null || git rev-parse HEAD 2>/dev/null), budget ${budget}s"
+say "gpu_check$( ((dry)) && echo " --dry-run")$( ((emu)) && echo " --emulated (LOCKSTEP_EMULATED_GPUS=$LOCKSTEP_EMULATED_GPUS)") on $(hostname), $(date -u +%FT%TZ), commit $(cat "$dir/COMMIT" 2>/dev/null || git rev-parse HEAD 2>/dev/null), budget ${budget}s"
 for note in "${lib_notes[@]}"; do say "$note"; done
 status=0
 # (The plugins too: the CUDA backend's and NCCL's libraries are theirs, loaded where a GPU is.)
@@ -136,7 +157,8 @@ for f in tests/cli/check_metrics.sh tests/gpu/save_and_predict.sh bench/compare_
   [[ -f "$f" ]] || { say "ERROR: $f is missing"; status=1; }
 done
 if ((!dry)); then
-  command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee -a "$report"
+  ((emu)) && say "nvidia-smi: not asked (--emulated)"
+  ((!emu)) && command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee -a "$report"
   count_out="$("${with_libs[@]}" "$gpu_tests" --gtest_filter=NoDevice.ReportsHowManyGpusAreVisible 2>&1)"
   gpus="$(grep -m1 'GPUs visible:' <<<"$count_out")"
   say "$gpus"
@@ -149,6 +171,7 @@ fi
 # ---- how a part runs ----
 t_begin=$SECONDS
 known=","  # the parts' names, for --only
+planned=0  # the limits of the parts selected, against --budget
 train_help=""
 pack() { tar -czf "$report_dir/gpu_check_logs.tar.gz" -C "$logs" --exclude=runs --exclude=bin . 2>/dev/null || true; }
 part() {  # part NAME LIMIT CMD...: runs CMD within LIMIT seconds and what is left of --budget
@@ -156,12 +179,22 @@ part() {  # part NAME LIMIT CMD...: runs CMD within LIMIT seconds and what is le
   local left=$((budget - (SECONDS - t_begin))) log="$logs/$name.log"
   known+="$name,"
   [[ -z "$only" || "$only" == *",$name,"* ]] || return 0
+  planned=$((planned + limit))
   if ((dry)); then
-    say "DRY $name (limit ${limit}s): $*"
+    say "DRY $name (limit ${limit}s, done by ${planned}s at worst$( ((planned > budget)) && echo ": past the budget")): $*"
     [[ "$1" == env || "$1" == train || -x "$1" || -f "$1" ]] || command -v "$1" >/dev/null ||
       { say "ERROR: $name: '$1' is not a program here"; status=1; }
     [[ "$1" == train ]] && { "$@" || status=1; }
     return 0
+  fi
+  local gpu_only; gpu_only="$( ((emu)) && real_gpu_only "$@")"
+  if [[ -n "$gpu_only" ]]; then
+    say ""; say "==== $name: SKIPPED (--emulated: $gpu_only needs a real GPU)"
+    printf '%s\tskipped\t0\n' "$name" >>"$logs/status.tsv"
+    return 0
+  fi
+  if ((emu)); then
+    emulated "$@"; set -- "${cmd[@]}"; limit=$((limit * emu_slack))
   fi
   if ((left < 15)); then
     say ""; say "==== $name: SKIPPED (${left}s of the ${budget}s budget left)"
@@ -199,6 +232,7 @@ train() {
     done
     return $ok
   fi
+  if ((emu)); then emulated train "$@"; set -- "${cmd[@]:1}"; fi
   env "LD_LIBRARY_PATH=$lib_path" "$cli" train "$@" --no-tensorboard --verbose 2 --logdir "$runs/$name" \
     --metrics-out "$logs/$name.json"
 }
@@ -213,15 +247,14 @@ accuracy() {
 # the log; the report file stays behind, too large to bring back), else with
 # lockstep's own per-phase timers (LOCKSTEP_PHASE_TIMES=1).
 profile() {  # profile [DEVICES [TAG]]: gpu:0 by default; TAG names the files of another run
-  local nsys; nsys="$(command -v nsys || ls /usr/local/cuda/bin/nsys 2>/dev/null || true)"
+  local nsys=""; ((emu)) || nsys="$(command -v nsys || ls /usr/local/cuda/bin/nsys 2>/dev/null || true)"
   local devices="${1:-gpu:0}" tag="${2:-}"
-  if [[ -n "$nsys" ]]; then
-    env "LD_LIBRARY_PATH=$lib_path" "$nsys" profile --stats=true -o "$runs/fit_profile$tag" --force-overwrite true \
-      "$cli" train --devices "$devices" --global-batch-size 1024 --epochs 1 --steps-per-epoch 500 --no-tensorboard --verbose 2 --logdir "$runs/profile$tag"
-  else
-    echo "no nsys: lockstep's phase timers"
-    LOCKSTEP_PHASE_TIMES=1 train "profile$tag" --devices "$devices" --global-batch-size 1024 --epochs 1 --steps-per-epoch 500
-  fi
+  # (An nsys that cannot profile here, as under gVisor, falls back to the timers too.)
+  [[ -n "$nsys" ]] && env "LD_LIBRARY_PATH=$lib_path" "$nsys" profile --stats=true -o "$runs/fit_profile$tag" --force-overwrite true \
+      "$cli" train --devices "$devices" --global-batch-size 1024 --epochs 1 --steps-per-epoch 500 --no-tensorboard --verbose 2 --logdir "$runs/profile$tag" &&
+    return 0
+  echo "${nsys:-no nsys}${nsys:+ failed}: lockstep's phase timers"
+  LOCKSTEP_PHASE_TIMES=1 train "profile$tag" --devices "$devices" --global-batch-size 1024 --epochs 1 --steps-per-epoch 500
 }
 # Programs that carry the library path themselves, for scripts that run them beside PyTorch
 # (which keeps the machine's own libraries): bench/compare_cores.sh.
@@ -233,8 +266,36 @@ wrap() {  # wrap NAME PROGRAM: prints the path of a wrapper that runs PROGRAM wi
 left_s() {  # left_s MAX RESERVE: MAX, or what is left of the budget less RESERVE if that is less
   local l=$((budget - (SECONDS - t_begin) - $2)); ((l < $1)) && echo $((l > 10 ? l : 10)) || echo "$1"
 }
-export -f train accuracy profile
-export dry lib_path cli logs runs
+# --emulated: what only a real GPU serves, and the shrunk runs.
+real_gpu_only() {  # real_gpu_only CMD...: prints the program of CMD that needs a real GPU, if any
+  local a
+  for a in "$@"; do
+    case "${a##*/}" in compute-sanitizer|nsys|ncu|nvidia-smi|reference_gpu.py) echo "${a##*/}"; return ;; esac
+  done
+}
+emulated() {  # emulated CMD...: sets cmd to CMD shrunk for emulated GPUs (the CPU's speed)
+  cmd=()
+  local a v prev="" is_train=0 has_steps=0 has_epochs=0 changed=0 cores=0
+  for a in "$@"; do
+    v="$a"
+    case "$prev" in
+      --steps-per-epoch) has_steps=1; ((a > emu_steps)) && v=$emu_steps ;;
+      --epochs) has_epochs=1; ((a > 1)) && v=1 ;;
+      --hidden|--global-batch-size) ((a > emu_width)) && v=$emu_width ;;
+    esac
+    [[ "$a" == train && ( "$prev" == "$cli" || ${#cmd[@]} -eq 0 ) ]] && is_train=1
+    [[ "$v" != "$a" ]] && changed=1
+    cmd+=("$v"); prev="$a"
+    [[ "${a##*/}" == compare_cores.sh ]] && cores=1
+  done
+  ((cores)) && cmd+=(-H 128 -n 20 -w 2)  # the flagship only, few steps (its last flags win)
+  ((is_train && !has_steps)) && { cmd+=(--steps-per-epoch "$emu_acc_steps"); changed=1; }
+  ((is_train && !has_epochs)) && { cmd+=(--epochs 1); changed=1; }
+  [[ "${cmd[0]##*/}" =~ ^(accuracy|check_metrics.sh)$ ]] && ((changed)) && cmd[1]=$emu_min
+  return 0
+}
+export -f train accuracy profile emulated
+export dry emu emu_steps emu_acc_steps emu_width emu_min lib_path cli logs runs
 sanitizer="$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null || echo compute-sanitizer)"
 # One epoch of N steps (the data repeats): fit times its steps after the first 5% and up to the last
 # step, so no epoch-end validation or backup is counted.
@@ -283,6 +344,10 @@ for w in "${wanted[@]}"; do
   [[ "$known" == *",$w,"* ]] || { say "ERROR: --only: no part is named '$w' (the parts: ${known:1:-1})"; status=1; }
 done
 
+say ""
+say "budget: the parts' limits add up to ${planned}s against --budget ${budget}s$( ((!dry)) && echo "; they took $((SECONDS - t_begin))s")"
+((planned > budget)) && say "  (a part that would start past the budget is skipped: rerun it with --only PART --logs DIR)"
+
 # ---- acceptance ----
 say ""; say "==== acceptance (scripts/gpu_check_accept.py $logs) ===="
 if ((dry)); then
@@ -292,7 +357,8 @@ if ((dry)); then
   rc=${PIPESTATUS[0]}
   [[ $rc -eq 0 || $rc -eq 3 ]] || status=1  # 3: no torch here, nothing of it to check
 fi
-"$py" scripts/gpu_check_accept.py "$logs" | tee -a "$report"
+accept_flags=(); ((emu)) && accept_flags=(--emulated)
+"$py" scripts/gpu_check_accept.py "${accept_flags[@]}" "$logs" | tee -a "$report"
 [[ ${PIPESTATUS[0]} -eq 0 ]] || status=1
 pack
 say ""

@@ -4,10 +4,13 @@ gpu_check_logs.tar.gz it leaves in $OUT, unpacked): one line per acceptance poin
 
     ACCEPT <issue>.<point> ratio=<r> goal=<g> PASS|FAIL|MISSING <what, with both figures>
 
-(MISSING: a figure is absent: its part failed, was skipped or is not in this build), then INFO lines
-of figures without a goal. Standard library only; exit 0 whatever the verdicts.
+(MISSING: a figure is absent: its part failed, was skipped or is not in this build), in aligned
+columns: one table, with a SUMMARY line of the points the device run is for (issue 37's 1-4, 42's 1),
+then INFO lines of figures without a goal. Standard library only; exit 0 whatever the verdicts.
+--emulated (gpu_check.sh --emulated's logs) heads the table with a line saying the figures are the
+CPU's on shrunk runs: the verdicts check that every figure is found, not the goals.
 
-    python3 scripts/gpu_check_accept.py LOGDIR
+    python3 scripts/gpu_check_accept.py [--emulated] LOGDIR
 """
 
 from __future__ import annotations
@@ -66,12 +69,19 @@ def fmt(v, digits: int = 1) -> str:
     return "n/a" if v is None else f"{v:.{digits}f}"
 
 
+def cells(head: str, ratio: str, goal: str, verdict: str, what: str) -> str:
+    """One line: HEAD ("ACCEPT 37.1": a row of the table, in aligned columns; or "INFO")."""
+    if not head.startswith("ACCEPT"):
+        return f"{head} ratio={ratio} {verdict} {what}"
+    return f"{head:<11} ratio={ratio:<7} goal={goal:<4} {verdict:<7} {what}"
+
+
 def accept(point: str, num, den, goal: float, what: str) -> str:
     """One ACCEPT line: num / den against goal (num, den: figures or None)."""
     if not num or not den:
-        return f"ACCEPT {point} ratio=n/a goal={goal:g} MISSING {what}"
+        return cells(f"ACCEPT {point}", "n/a", f"{goal:g}", "MISSING", what)
     r = num / den
-    return f"ACCEPT {point} ratio={r:.3g} goal={goal:g} {'PASS' if r >= goal else 'FAIL'} {what}"
+    return cells(f"ACCEPT {point}", f"{r:.3g}", f"{goal:g}", "PASS" if r >= goal else "FAIL", what)
 
 
 def torch_best(theirs: dict, row: str) -> tuple[float | None, str]:
@@ -81,19 +91,31 @@ def torch_best(theirs: dict, row: str) -> tuple[float | None, str]:
 
 def tests_verdict(head: str, log: str, pattern: str, what: str) -> str:
     """HEAD ("ACCEPT 37.5", or "INFO") and PASS when tests matching pattern ran in gtest's log and none failed."""
-    goal = " goal=all" if head.startswith("ACCEPT") else ""
+    goal = "all" if head.startswith("ACCEPT") else ""
     ok = set(re.findall(rf"\[\s+OK \] (\S*(?:{pattern})\S*)", log))
     failed = set(re.findall(rf"\[  FAILED  \] (\S*(?:{pattern})\S*)", log))
     if not ok and not failed:
-        return f"{head} ratio=n/a{goal} MISSING {what}: no test matching /{pattern}/ ran"
-    verdict = "FAIL" if failed else "PASS"
-    return (f"{head} ratio={len(ok - failed)}/{len(ok | failed)}{goal} {verdict} {what}"
-            + (f" (failed: {', '.join(sorted(failed))})" if failed else ""))
+        return cells(head, "n/a", goal, "MISSING", f"{what}: no test matching /{pattern}/ ran")
+    return cells(head, f"{len(ok - failed)}/{len(ok | failed)}", goal, "FAIL" if failed else "PASS",
+               what + (f" (failed: {', '.join(sorted(failed))})" if failed else ""))
+
+
+# The points the device run is for (issues 37 and 42): the SUMMARY line counts their verdicts.
+DEVICE_POINTS = ("37.1", "37.2", "37.3", "37.4", "42.1")
+
+
+def summary(lines: list[str]) -> str:
+    mine = [ln.split() for ln in lines if ln.startswith("ACCEPT ") and ln.split()[1] in DEVICE_POINTS]
+    counts = {v: sum(1 for f in mine if f[4] == v) for v in ("PASS", "FAIL", "MISSING")}
+    return (f"SUMMARY issue 37 points 1-4 and 42.1: {counts['PASS']} PASS, {counts['FAIL']} FAIL, "
+            f"{counts['MISSING']} MISSING of {len(mine)}")
 
 
 def main(argv: list[str]) -> int:
+    emulated = "--emulated" in argv[1:2]
+    argv = [a for a in argv if a != "--emulated"]
     if len(argv) != 2 or not os.path.isdir(argv[1]):
-        print("usage: gpu_check_accept.py LOGDIR (scripts/gpu_check.sh's logs)", file=sys.stderr)
+        print("usage: gpu_check_accept.py [--emulated] LOGDIR (scripts/gpu_check.sh's logs)", file=sys.stderr)
         return 2
     logs = Logs(argv[1])
     ours, theirs, status = logs.last_json("gpu_bench"), logs.last_json("torch_reference"), logs.status()
@@ -135,8 +157,11 @@ def main(argv: list[str]) -> int:
         t, label = torch_best(theirs, row)
         lines.append(accept("40.5", ours_t, t, 1.3, f"{name} through fit on gpu:0: lockstep {fmt(ours_t)} steps/s, {label}"))
     lines += cores_lines(logs.last_json("cores"))
-    lines += info_lines(logs, ours, theirs, status)
-    print("\n".join(lines))
+    head = [f"{'# point':<11} {'ratio':<13} {'goal':<9} {'verdict':<7} what (ratio = figure / reference; PASS: >= goal)"]
+    if emulated:
+        head.insert(0, "EMULATED GPUs (gpu_check.sh --emulated): every figure is the CPU's, on shrunk runs; "
+                       "PASS/FAIL below say the figures are found, not whether a goal is met")
+    print("\n".join(head + lines + [summary(lines)] + info_lines(logs, ours, theirs, status)))
     return 0
 
 
@@ -144,7 +169,7 @@ def cores_lines(c: dict) -> list[str]:
     """Issue 38 acc. 1, 2, 4 from bench/compare_cores.sh --json (one round)."""
     models = c.get("models") or {}
     if not models:
-        return ["ACCEPT 38.1 ratio=n/a goal=0.6 MISSING bench/compare_cores.sh's figures (part cores)"]
+        return [cells("ACCEPT 38.1", "n/a", "0.6", "MISSING", "bench/compare_cores.sh's figures (part cores)")]
     cores, out = c.get("cores"), []
     full = str(cores)
     for key, m in sorted(models.items()):

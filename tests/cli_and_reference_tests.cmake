@@ -96,6 +96,8 @@ add_test(NAME cli.detected_devices_line
                  --steps-per-epoch 2 --verbose 0)
 add_test(NAME cli.malformed_devices_is_status_2 COMMAND ${_expect} 2 "malformed device 'cpu:x'" ${_cli} train --devices cpu:x)
 add_test(NAME cli.missing_gpu_is_status_2 COMMAND ${_expect} 2 "gpu:0' does not exist" ${_cli} train --devices gpu:0)
+# A host without a GPU: the switch cleared, so that `LOCKSTEP_EMULATED_GPUS=N ctest` keeps it one.
+set_tests_properties(cli.missing_gpu_is_status_2 PROPERTIES ENVIRONMENT LOCKSTEP_EMULATED_GPUS=0)
 set_tests_properties(flagship.mnist_on_2_cpu_devices_accuracy_at_least_0975 PROPERTIES TIMEOUT 900 RUN_SERIAL TRUE)
 
 # Saved models through the CLI: a briefly trained flagship model (the fixture) evaluated and
@@ -441,7 +443,7 @@ if(LOCKSTEP_WITH_MPI)
   add_test(NAME multi_worker.no_gpu_notice_once_per_job
            COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/cli/no_gpu_notice_once.sh ${_cli} ${_mpirun}
                    ${CMAKE_CURRENT_BINARY_DIR}/mw-no-gpu-notice)
-  set_tests_properties(multi_worker.no_gpu_notice_once_per_job PROPERTIES TIMEOUT 300)
+  set_tests_properties(multi_worker.no_gpu_notice_once_per_job PROPERTIES TIMEOUT 300 ENVIRONMENT LOCKSTEP_EMULATED_GPUS=0)
   # SIGTERM/SIGINT/SIGHUP reaching one worker (or each its own) stop all after the same step, with
   # one backup; --resume ends bit-identical (tests/cli/multi_worker_signal.sh).
   add_test(NAME multi_worker.stop_signal_backs_up_and_resumes_bit_identical
@@ -555,6 +557,12 @@ if(LOCKSTEP_BUILD_BENCH AND LOCKSTEP_BUILD_EXAMPLES AND benchmark_FOUND)
            COMMAND ${CMAKE_SOURCE_DIR}/scripts/gpu_check.sh --dry-run ${CMAKE_BINARY_DIR})
   set_tests_properties(gpu.check_script_dry_run PROPERTIES TIMEOUT 300
                        ENVIRONMENT "OUT=${CMAKE_CURRENT_BINARY_DIR}/gpu_check_dry_run")
+  # The same script run for real on emulated GPUs (--emulated), on the parts whose figures are
+  # lockstep's own: each runs to its end and the accept script finds its figures (about a minute).
+  add_test(NAME gpu.check_script_emulated
+           COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/gpu/check_script_emulated.sh ${CMAKE_BINARY_DIR}
+                   ${CMAKE_CURRENT_BINARY_DIR}/gpu_check_emulated)
+  set_tests_properties(gpu.check_script_emulated PROPERTIES TIMEOUT 600)
 endif()
 # A CPU-only host pays nothing for CUDA (issue 37): `lockstep --help` under 50 MiB of RSS, the
 # README's train run under 150 MiB (GNU time), with or without CUDA in the build. Not under a
@@ -573,6 +581,8 @@ if(LOCKSTEP_WITH_CUDA)
   add_test(NAME cli.cuda_plugin_loads_where_the_driver_sees_a_gpu
            COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/cli/cuda_plugin_load.sh ${_cli}
                    $<TARGET_FILE_DIR:lockstep_fake_cuda_driver> ${CMAKE_CURRENT_BINARY_DIR}/cuda-plugin-load)
+  # Its first check is of a host without a GPU: the switch cleared (as cli.missing_gpu_is_status_2).
+  set_tests_properties(cli.cuda_plugin_loads_where_the_driver_sees_a_gpu PROPERTIES ENVIRONMENT LOCKSTEP_EMULATED_GPUS=0)
 endif()
 # jit_compile (issue 37): a bad value is a usage error; `on` where the device cannot capture is
 # refused by name before any step.

@@ -39,9 +39,13 @@ std::string pair_str(const std::array<std::int64_t, 2>& p) { return detail::conc
 constexpr std::int64_t kWidenedPartBytes = std::int64_t{1} << 16;
 constexpr std::int64_t kMaxWidenedParts = 32;
 
-// The dtype a kernel computes t's op in: t's own where the backend has the kernel for it, else float32.
+// The dtype a kernel computes t's op in: t's own where the backend has the kernel for it, else
+// float32 where it has that; else t's own, so that the missing kernel's error names the dtype asked
+// for (the CUDA backend and a CPU without AVX-512 have no fused conv2d_max_pool2d at all).
 DType kernel_dtype(const Tensor& t, backend::KernelOp op) {
-  return backend::supports(t.device().kind, t.dtype(), op) ? t.dtype() : DType::kF32;
+  const DeviceKind kind = t.device().kind;
+  if (backend::supports(kind, t.dtype(), op)) return t.dtype();
+  return backend::supports(kind, DType::kF32, op) ? DType::kF32 : t.dtype();
 }
 // t in dtype d (unrecorded: the op records itself on its own inputs); undefined stays undefined.
 Tensor as(const Tensor& t, DType d) { return !t.defined() || t.dtype() == d ? t : t.to(d); }
