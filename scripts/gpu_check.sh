@@ -316,9 +316,10 @@ part fit_b1024_x4     25 train fit_b1024_x4 --devices gpu:0x4 --global-batch-siz
 part wide_f32         25 train wide_f32 --devices gpu:0 "${wide[@]}"
 part wide_bf16        25 train wide_bf16 --devices gpu:0 "${wide[@]}" --policy mixed_bfloat16
 part wide_f16         25 train wide_f16 --devices gpu:0 "${wide[@]}" --policy mixed_float16
+# PyTorch at its best before the transformers: it is the reference of 37.2 and 37.3.
+part torch_reference 200 "$py" bench/reference_gpu.py --json --budget "$(left_s 120 90)" ${text:+--text "$text"}
 part vit              40 train vit --model vit --devices gpu:0 --global-batch-size 128 --epochs 1 --steps-per-epoch 300
 part gpt              40 train gpt --model gpt ${text:+--text "$text"} --devices gpu:0 --global-batch-size 64 --epochs 1 --steps-per-epoch 300
-part torch_reference 200 "$py" bench/reference_gpu.py --json --budget "$(left_s 120 90)" ${text:+--text "$text"}
 part cores           120 env LOCKSTEP_BIN="$(wrap lockstep "$cli")" GEMM_BENCH_BIN="$(wrap gemm_bench "$gemm_bench")" \
                          REF_PYTHON="$py" bench/compare_cores.sh -R 1 -n 100 -w 10 --json
 part parity_cuda      45 "${with_libs[@]}" "$backend_tests" --gtest_brief=1 '--gtest_filter=*cuda*:ParityBackends.Cuda'
