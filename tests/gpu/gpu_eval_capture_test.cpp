@@ -47,7 +47,7 @@ std::unique_ptr<Sequential> classifier(JitCompile mode, bool host_read = false) 
 }
 
 // 6 batches of 16: 5 whole, the last of 5.
-const test::Classification& data() {
+const test::Classification& eval_data() {
   static const test::Classification d = test::random_classification(16 * 5 + 5, 12, 4, 3);
   return d;
 }
@@ -70,11 +70,11 @@ Outcome run(JitCompile mode, std::vector<std::string> devices = {"gpu:0"}, std::
   const std::uint64_t replays = backend::emulated::replays();
   ::testing::internal::CaptureStderr();
   try {
-    o.first = m->evaluate(data().x, data().y, {.batch_size = 16});
+    o.first = m->evaluate(eval_data().x, eval_data().y, {.batch_size = 16});
     const std::uint64_t reads = detail::host_reads();
-    o.second = m->evaluate(data().x, data().y, {.batch_size = 16});
+    o.second = m->evaluate(eval_data().x, eval_data().y, {.batch_size = 16});
     o.second_reads = detail::host_reads() - reads;
-    o.predicted = m->predict(data().x, {.batch_size = 16});
+    o.predicted = m->predict(eval_data().x, {.batch_size = 16});
   } catch (...) {
     o.err = ::testing::internal::GetCapturedStderr();  // the capture ends: the next test may open one
     throw;
@@ -167,4 +167,36 @@ TEST(GpuEvalCapture, SeveralReplicasRunEagerlyNamingThem) {
   if (!step_capture_refusal(Device::parse("gpu:0")).empty()) return;  // true is refused before any step
   const std::string msg = message_of([&] { run(JitCompile::kOn, two); });
   EXPECT_TRUE(has(msg, "the test steps of its 2 replicas are not captured")) << msg;
+}
+
+// fit's validation is evaluate's step: replayed under jit_compile alongside the train step's
+// replays, with the validation logs of jit_compile off.
+TEST(GpuEvalCapture, FitsValidationIsReplayedWithTheLogsOfEagerSteps) {
+  LOCKSTEP_REQUIRE_GPU();
+  const auto fit = [](JitCompile mode, std::string* test_reason, std::uint64_t* replays) {
+    MirroredStrategy strategy({.devices = {"gpu:0"}});
+    auto scope = strategy.scope();
+    auto m = classifier(mode);
+    const std::uint64_t at = backend::emulated::replays();
+    const data::Dataset validation = data::Dataset::from_tensor_slices(eval_data().x, eval_data().y).batch(16);
+    const History h = m->fit(eval_data().x, eval_data().y,
+                             {.epochs = 2, .batch_size = 16, .validation_data = validation, .shuffle = false, .verbose = 0});
+    *replays = backend::emulated::replays() - at;
+    *test_reason = m->jit_compile_reason_for(StepFunction::kTest);
+    return h;
+  };
+  std::string on_reason, off_reason;
+  std::uint64_t on_replays = 0, off_replays = 0;
+  const History off = fit(JitCompile::kOff, &off_reason, &off_replays);
+  const History on = fit(JitCompile::kAuto, &on_reason, &on_replays);
+  EXPECT_EQ(on.history.at("val_loss"), off.history.at("val_loss"));
+  EXPECT_EQ(on.history.at("val_accuracy"), off.history.at("val_accuracy"));
+  EXPECT_EQ(on.history.at("loss"), off.history.at("loss"));
+  EXPECT_EQ(off_replays, 0u);
+  if (!step_capture_refusal(Device::parse("gpu:0")).empty()) return;
+  EXPECT_EQ(on_reason, "");
+  // Train: 11 of 12 steps; validation: 5 of the first pass's 6 steps, all 6 of the second's.
+  if (emulated()) {
+    EXPECT_EQ(on_replays, 11u + 11u);
+  }
 }
