@@ -180,7 +180,8 @@ TEST(GpuEvalCapture, FitsValidationIsReplayedWithTheLogsOfEagerSteps) {
     const std::uint64_t at = backend::emulated::replays();
     const data::Dataset validation = data::Dataset::from_tensor_slices(eval_data().x, eval_data().y).batch(16);
     const History h = m->fit(eval_data().x, eval_data().y,
-                             {.epochs = 2, .batch_size = 16, .validation_data = validation, .shuffle = false, .verbose = 0});
+                             {.epochs = 2, .batch_size = 16, .validation_data = validation, .shuffle = false,
+                              .verbose = 0});
     *replays = backend::emulated::replays() - at;
     *test_reason = m->jit_compile_reason_for(StepFunction::kTest);
     return h;

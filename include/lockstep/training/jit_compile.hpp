@@ -1,8 +1,9 @@
 #pragma once
 // Keras 3's jit_compile (compile's argument and model.jit_compile): whether train, test and
-// predict steps are captured once into a device graph and replayed. "auto" (the default) captures where the
-// device and every op of the step can be, else runs steps eagerly and says why; true refuses,
-// by name, a device or an op that cannot be captured; false always runs eagerly.
+// predict steps are captured once into a device graph and replayed. "auto" (the default)
+// captures where the device and every op of the step can be, else runs steps eagerly and says
+// why; true refuses, by name, a device or an op that cannot be captured; false always runs
+// eagerly.
 #include <string>
 
 namespace lockstep {

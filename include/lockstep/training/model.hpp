@@ -125,7 +125,8 @@ class Model {
   bool compiled() const { return optimizer_ != nullptr; }
   /// Keras' model.jit_compile (jit_compile.hpp): how train steps run from the next one on.
   /// Under "auto" and true the first train step after compile runs eagerly and is checked; under
-  /// true a device or an op that cannot be captured is then a ValueError naming it.
+  /// true a device or an op that cannot be captured is then a ValueError naming it. evaluate's
+  /// and predict's steps alike, each checked on its own first step.
   void set_jit_compile(JitCompile mode);
   JitCompile jit_compile() const { return jit_compile_; }
   /// Why train steps run eagerly under "auto": the device, the checked step's ops (or a failed capture).
