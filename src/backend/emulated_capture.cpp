@@ -2,6 +2,7 @@
 // copies recorded or refused, and the recordings replayed in order (emulated_capture.hpp).
 #include "backend/emulated_capture.hpp"
 
+#include <atomic>
 #include <functional>
 #include <string>
 #include <type_traits>
@@ -181,8 +182,15 @@ std::shared_ptr<void> end_capture(ComputeContext& ctx, bool keep) {
   return std::shared_ptr<Recording>(std::move(rec));
 }
 
+namespace {
+std::atomic<std::uint64_t> g_replays{0};
+}  // namespace
+
 void replay(ComputeContext&, void* graph) {
+  g_replays.fetch_add(1, std::memory_order_relaxed);
   for (const auto& work : static_cast<Recording*>(graph)->work) work();
 }
+
+std::uint64_t replays() { return g_replays.load(std::memory_order_relaxed); }
 
 }  // namespace lockstep::backend::emulated

@@ -6,6 +6,7 @@
 // kernel) instead of run; a replay runs the closures in order. What CUDA's capture would refuse
 // fails here too, by name: a kernel that returns its result to the host, a copy between the host
 // and the device, a byte comparison read on the host.
+#include <cstdint>
 #include <memory>
 
 #include "backend/kernels.hpp"
@@ -26,5 +27,7 @@ const char* kernel_refusal(KernelOp op);
 void begin_capture(ComputeContext& ctx);
 std::shared_ptr<void> end_capture(ComputeContext& ctx, bool keep);
 void replay(ComputeContext& ctx, void* graph);
+/// Replays run so far in this process, on every thread (tests: that a step was replayed).
+std::uint64_t replays();
 
 }  // namespace lockstep::backend::emulated

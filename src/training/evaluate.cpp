@@ -1,4 +1,5 @@
-// Model::evaluate and Model::predict: a pass over the data through the replicas, no update.
+// Model::evaluate and Model::predict: a pass over the data through the replicas, no update; each
+// replica's step captured and replayed per input signature under jit_compile (step_jit.hpp).
 #include <memory>
 #include <optional>
 
@@ -7,6 +8,7 @@
 #include "lockstep/training/progbar.hpp"
 #include "training/progbar_values.hpp"
 #include "training/replica_slices.hpp"
+#include "training/step_jit.hpp"
 
 namespace lockstep {
 using detail::CallbackList;
@@ -29,6 +31,7 @@ Logs Model::evaluate_impl(const data::Dataset& dataset, std::int64_t steps, cons
   std::unique_ptr<Progbar> bar;
   if (verbose == 1 && (!strategy_ || strategy_->is_chief())) bar = std::make_unique<Progbar>(total);
   std::int64_t examples = 0;
+  const std::shared_ptr<detail::StepJit> jit = step_jit(StepFunction::kTest);
   const auto run_step = [&](const data::Element& batch, detail::PendingNumbers& pending) {
     check_components(batch.size(), "evaluate");
     data::Element xy(batch.begin(), batch.begin() + static_cast<std::ptrdiff_t>(inputs_.size() + outputs_.size()));
@@ -39,13 +42,14 @@ Logs Model::evaluate_impl(const data::Dataset& dataset, std::int64_t steps, cons
     if (!built()) build(Shape(x.shape()));
     ensure_mirrored();
     const std::int64_t rows = x.dim(0);
-    const auto parts = run_on_slices(strategy_, detail::split_batch(strategy_, std::move(xy)), [&](const data::Element& s, std::int64_t, ReplicaInterface* rc) {
-      detail::SliceOutputs outs;
-      ReplicaNumbers r;
-      r.loss_sum = slice_loss(s, layers::CallContext{.replica = rc}, outs, r);
-      slice_metric_states(s, outs, r);
-      return r;
-    });
+    const auto parts = jit->step(strategy_, detail::split_batch(strategy_, std::move(xy)), jit_compile_, name(),
+                                 [&](const data::Element& s, ReplicaInterface* rc) {
+                                   detail::SliceOutputs outs;
+                                   ReplicaNumbers r;
+                                   r.loss_sum = slice_loss(s, layers::CallContext{.replica = rc}, outs, r);
+                                   slice_metric_states(s, outs, r);
+                                   return r;
+                                 });
     pending.steps.push_back({parts, rows});
     examples += rows;
   };
@@ -100,6 +104,7 @@ std::vector<Tensor> Model::predict_outputs(const data::Dataset& dataset, const P
   auto it = dataset.make_iterator();
   // One step's outputs, per replica, kept on the devices until its execution ends.
   using StepOutputs = distribute::PerReplica<std::vector<Tensor>>;
+  const std::shared_ptr<detail::StepJit> jit = step_jit(StepFunction::kPredict);
   const auto run_step = [&](const data::Element& batch) {
     LOCKSTEP_CHECK(batch.size() >= n_in, "predict: model '", name(), "' takes ", n_in, " input(s) (",
                    inputs_.joined(), "), but the elements hold ", batch.size(), " tensor(s)");
@@ -111,13 +116,21 @@ std::vector<Tensor> Model::predict_outputs(const data::Dataset& dataset, const P
                      " have different batch sizes");
     if (!built()) build(Shape(xs[0].shape()));
     ensure_mirrored();
-    return run_on_slices(strategy_, detail::split_batch(strategy_, std::move(xs)), [&](const data::Element& s, std::int64_t, ReplicaInterface* rc) {
-      const layers::CallContext ctx{.replica = rc};
-      if (n_in == 1 && outputs_.size() == 1) return std::vector<Tensor>{forward(s[0], ctx).output};
-      std::vector<Tensor> ys;
-      for (auto& out : forward_all(std::span<const Tensor>(s.data(), n_in), ctx)) ys.push_back(std::move(out.output));
-      return ys;
-    });
+    auto parts = jit->step(strategy_, detail::split_batch(strategy_, std::move(xs)), jit_compile_, name(),
+                           [&](const data::Element& s, ReplicaInterface* rc) {
+                             const layers::CallContext ctx{.replica = rc};
+                             ReplicaNumbers r;
+                             if (n_in == 1 && outputs_.size() == 1) {
+                               r.outputs = {forward(s[0], ctx).output};
+                               return r;
+                             }
+                             for (auto& out : forward_all(std::span<const Tensor>(s.data(), n_in), ctx))
+                               r.outputs.push_back(std::move(out.output));
+                             return r;
+                           });
+    std::vector<std::vector<Tensor>> outputs;
+    for (ReplicaNumbers& r : parts.values()) outputs.push_back(std::move(r.outputs));
+    return StepOutputs(std::move(outputs));
   };
   const auto gather_step = [&](const StepOutputs& parts) {
     for (std::size_t k = 0; k < outs.size(); ++k) {

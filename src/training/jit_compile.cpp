@@ -7,6 +7,7 @@
 #include "lockstep/tensor/compute_context.hpp"
 #include "lockstep/tensor/step_capture.hpp"
 #include "lockstep/training/model.hpp"
+#include "training/step_jit.hpp"
 #include "training/step_replay.hpp"
 
 namespace lockstep {
@@ -27,17 +28,28 @@ const char* jit_compile_name(JitCompile mode) {
   return "auto";
 }
 
-namespace {
-const Device& step_device(const distribute::Strategy* strategy) {
-  return context_device(strategy ? *strategy->contexts().front() : current_compute_context());
-}
-}  // namespace
+using detail::step_device;
 
 void Model::set_jit_compile(JitCompile mode) {
   jit_compile_ = mode;
   jit_checked_ = false;
   jit_reason_.clear();
   step_replays_.reset();
+  test_jit_.reset();
+  predict_jit_.reset();
+}
+
+const std::string& Model::jit_compile_reason_for(StepFunction step) const {
+  static const std::string none;
+  if (step == StepFunction::kTrain) return jit_reason_;
+  const auto& jit = step == StepFunction::kTest ? test_jit_ : predict_jit_;
+  return jit ? jit->reason() : none;
+}
+
+std::shared_ptr<detail::StepJit> Model::step_jit(StepFunction step) {
+  auto& jit = step == StepFunction::kTest ? test_jit_ : predict_jit_;
+  if (!jit) jit = std::make_shared<detail::StepJit>(step == StepFunction::kTest ? "test" : "predict");
+  return jit;
 }
 
 std::unique_ptr<StepCaptureCheck> Model::step_capture_check(GradientUse use) const {

@@ -173,6 +173,8 @@ void Model::take_optimizer(optimizers::OptimizerPtr optimizer, losses::LossPtr l
   loss_ = std::move(loss);
   jit_checked_ = false;
   step_replays_.reset();  // its graphs update the old optimizer's slots
+  test_jit_.reset();      // new step functions: checked again
+  predict_jit_.reset();
   metrics_.clear();
   metric_outputs_.clear();
   output_losses_.clear();

@@ -20,6 +20,7 @@ namespace lockstep {
 struct detail::ReplicaNumbers {
   Tensor loss_sum;                     // weighted over the outputs
   std::vector<Tensor> output_loss_sums;  // a model of several outputs: each one's (unweighted)
+  std::vector<Tensor> outputs;           // predict's: one per output
   std::vector<Tensor> metric_states;
   // Under loss scaling: whether the (all-reduced, so on every replica the same) gradients were
   // finite, i.e. whether the update was applied.

@@ -19,6 +19,7 @@ ReplicaNumbers copied(const ReplicaNumbers& r) {
   out.loss_sum = r.loss_sum.defined() ? r.loss_sum.clone() : r.loss_sum;
   for (Tensor& t : out.output_loss_sums) t = t.clone();
   for (Tensor& t : out.metric_states) t = t.clone();
+  for (Tensor& t : out.outputs) t = t.clone();
   return out;
 }
 }  // namespace
@@ -32,9 +33,9 @@ ReplicaNumbers StepReplays::run(const data::Element& slice, const std::string& k
       if (!said_full_)
         std::fprintf(
             stderr,
-            "jit_compile: %zu input signatures have captured train steps; steps of other signatures run "
+            "jit_compile: %zu input signatures have captured %s steps; steps of other signatures run "
             "eagerly (this one: %s)\n",
-            kMaxGraphs, sig.c_str());
+            kMaxGraphs, step_.c_str(), sig.c_str());
       said_full_ = true;
       return step(slice);
     }
@@ -45,8 +46,8 @@ ReplicaNumbers StepReplays::run(const data::Element& slice, const std::string& k
     } catch (const Error& e) {
       failure_ = e.what();
       std::fprintf(stderr,
-                   "jit_compile: the train step could not be captured, so train steps run eagerly: %s\n",
-                   failure_.c_str());
+                   "jit_compile: the %s step could not be captured, so %s steps run eagerly: %s\n",
+                   step_.c_str(), step_.c_str(), failure_.c_str());
       return step(slice);
     }
     it = graphs_.emplace(sig, std::move(g)).first;

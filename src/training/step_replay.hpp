@@ -4,7 +4,8 @@
 // each later step copies its slice into them (on the context's queue, after the input path's
 // upload and before the replay), so the upload stays outside the graph. The loss sum and metric
 // states the captured step returned are the graph's outputs, copied out after each replay (an
-// execution of several steps keeps each step's numbers until it reads them).
+// execution of several steps keeps each step's numbers until it reads them). evaluate's and
+// predict's steps are replayed the same way (step_jit.hpp), predict's outputs copied out too.
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -22,6 +23,8 @@ class StepReplays {
   /// Graphs kept at most: a signature past them runs eagerly, saying so once.
   static constexpr std::size_t kMaxGraphs = 8;
   using Step = std::function<ReplicaNumbers(const data::Element& slice)>;
+  /// `step`: "train", "test" or "predict", the word the messages use.
+  explicit StepReplays(std::string step = "train") : step_(std::move(step)) {}
 
   /// One train step on `slice` with the context of this thread: replayed from the graph of the
   /// slice's signature (shapes and dtypes, and `key`: the host numbers the step takes), captured
@@ -40,6 +43,7 @@ class StepReplays {
     ReplicaNumbers outputs;
     std::unique_ptr<StepGraph> graph;
   };
+  std::string step_;
   std::map<std::string, Graph> graphs_;
   bool said_full_ = false;
   std::string failure_;

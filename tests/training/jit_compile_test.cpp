@@ -1,6 +1,7 @@
 // jit_compile (Keras 3's compile argument): its spellings, the check over the first train step
 // that names each op a replay cannot repeat, "auto" falling back to eager steps with that reason
-// (the same bits as off), true refusing by name, and the .keras compile config keeping it.
+// (the same bits as off), true refusing by name, and the .keras compile config keeping it;
+// evaluate's and predict's steps checked alike.
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
@@ -88,6 +89,32 @@ TEST(JitCompile, TrueOnADeviceThatCannotCaptureIsRefusedBeforeTheStep) {
   m->set_jit_compile(JitCompile::kAuto);
   m->train_step(inputs(8, 4), labels(8, 2));
   EXPECT_EQ(m->optimizer()->iterations(), 1);
+}
+
+// evaluate's and predict's steps are checked as fit's are, each on its own first step: on the CPU
+// "auto" runs them eagerly, silently, with the bits of off and the CPU's reason; true refuses
+// them before any step, naming the step.
+TEST(JitCompile, EvaluateAndPredictOnTheCpuRunEagerlyUnderAutoAndAreRefusedUnderTrue) {
+  auto a = classifier(), b = classifier();
+  b->set_jit_compile(JitCompile::kOff);
+  const Tensor x = inputs(20, 4), y = labels(20, 2);
+  EXPECT_EQ(a->jit_compile_reason_for(StepFunction::kTest), "");  // nothing checked yet
+  ::testing::internal::CaptureStderr();
+  const Logs logs = a->evaluate(x, y, {.batch_size = 8});
+  const Tensor predicted = a->predict(x, {.batch_size = 8});
+  EXPECT_EQ(::testing::internal::GetCapturedStderr(), "");
+  EXPECT_EQ(logs, b->evaluate(x, y, {.batch_size = 8}));
+  EXPECT_TRUE(predicted.bitwise_equal(b->predict(x, {.batch_size = 8})));
+  EXPECT_HAS(a->jit_compile_reason_for(StepFunction::kTest), "the CPU runs each kernel on the host");
+  EXPECT_HAS(a->jit_compile_reason_for(StepFunction::kPredict), "the CPU runs each kernel on the host");
+  EXPECT_EQ(a->jit_compile_reason(), "");  // no train step yet: each step function is checked on its own
+  EXPECT_EQ(b->jit_compile_reason_for(StepFunction::kTest), "");  // off: no check
+  a->set_jit_compile(JitCompile::kOn);
+  EXPECT_EQ(a->jit_compile_reason_for(StepFunction::kTest), "");  // forgotten: checked again
+  EXPECT_HAS(test::message_of([&] { a->evaluate(x, y); }),
+             "jit_compile=True: test steps on cpu:0 cannot be captured into a graph: the CPU runs each kernel");
+  EXPECT_HAS(test::message_of([&] { a->predict(x); }),
+             "jit_compile=True: predict steps on cpu:0 cannot be captured into a graph");
 }
 
 TEST(JitCompile, KerasCompileConfigKeepsIt) {

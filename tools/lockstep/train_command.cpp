@@ -227,7 +227,7 @@ void add_train_command(CLI::App& app, TrainArgs& a) {
       ->check(kPositive)
       ->capture_default_str();
   cmd->add_option("--jit-compile", a.jit_compile,
-                  "Capture the train step once into a device graph and replay it (Keras' jit_compile): auto "
+                  "Capture the train and test steps once into device graphs and replay them (Keras' jit_compile): auto "
                   "where the device and every op can be captured (else eager, saying why once), on (an error "
                   "naming what cannot be captured), off (always eager). The same results either way")
       ->check(CLI::IsMember({"auto", "on", "off"}))

@@ -32,6 +32,7 @@ struct SliceOutputs;    // replica_slices.hpp: one replica's outputs
 class FitLoop;         // fit_loop.hpp: the parts of fit
 struct PendingNumbers;  // replica_slices.hpp: the numbers of an execution's steps, merged at its end
 class StepReplays;      // step_replay.hpp: jit_compile's captured train steps
+class StepJit;          // step_jit.hpp: jit_compile for evaluate's and predict's steps
 }
 
 struct FitOptions {
@@ -124,12 +125,16 @@ class Model {
   bool compiled() const { return optimizer_ != nullptr; }
   /// Keras' model.jit_compile (jit_compile.hpp): how train steps run from the next one on.
   /// Under "auto" and true the first train step after compile runs eagerly and is checked; under
-  /// true a device or an op that cannot be captured is then a ValueError naming it.
+  /// true a device or an op that cannot be captured is then a ValueError naming it. evaluate's
+  /// and predict's steps alike, each checked on its own first step.
   void set_jit_compile(JitCompile mode);
   JitCompile jit_compile() const { return jit_compile_; }
   /// Why train steps run eagerly under "auto": the device, the checked step's ops (or a failed capture).
   /// Empty before that step, under off, and where fit replays captured steps (step_replay.hpp).
   const std::string& jit_compile_reason() const { return jit_reason_; }
+  /// The same for evaluate's steps (kTest) or predict's, each checked on its first step; empty
+  /// where they are replayed (one replica, every op capturable). kTrain: jit_compile_reason().
+  const std::string& jit_compile_reason_for(StepFunction step) const;
   /// Keras' compile(steps_per_execution=N): fit, evaluate and predict run N batches per host
   /// round trip. Losses and metrics are read (and reduced across replicas) once per execution,
   /// and batch callbacks fire once per execution: on_*_batch_begin(first batch) and
@@ -321,6 +326,8 @@ class Model {
   detail::ReplicaNumbers replay_train_step(const data::Element& slice, std::int64_t first_example,
                                            std::int64_t group_examples, std::int64_t step,
                                            const std::function<detail::ReplicaNumbers(const data::Element&)>& train);
+  /// evaluate's (kTest) or predict's jit_compile state, made on first use (jit_compile.cpp).
+  std::shared_ptr<detail::StepJit> step_jit(StepFunction step);
   /// Under several workers: DistributedError unless every worker resumes at the same point.
   void check_workers_start_alike(int first_epoch, std::int64_t skip_batches);
 
@@ -340,6 +347,7 @@ class Model {
   bool jit_checked_ = false;  // the first train step after compile (or set_jit_compile) was checked
   std::string jit_reason_;
   std::shared_ptr<detail::StepReplays> step_replays_;  // where train steps are captured and replayed
+  std::shared_ptr<detail::StepJit> test_jit_, predict_jit_;  // evaluate's and predict's (made by step_jit)
   std::int64_t steps_per_execution_ = 1;
   mutable std::atomic<std::uint64_t> training_calls_{0};  // operator()(x, {.training = true}) outside a strategy
 };
