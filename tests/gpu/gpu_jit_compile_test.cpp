@@ -9,6 +9,7 @@
 
 #include "common/random_data.hpp"
 #include "gpu_test_util.hpp"
+#include "backend/emulated_gpu.hpp"
 #include "lockstep/tensor/step_capture.hpp"
 
 using namespace lockstep;
@@ -217,9 +218,9 @@ TEST(GpuJitCompile, FitReplaysACapturableStepWithTheNumbersOfEagerSteps) {
   EXPECT_EQ(err, "");         // nothing to say
 }
 
-// fit captures the step of one replica: with two, "auto" runs eagerly naming their collectives,
-// and true is refused naming them.
-TEST(GpuJitCompile, SeveralReplicasRunEagerlyNamingTheirCollectives) {
+// Replicas on two GPUs reduce through peer copies the host waits for (NCCL on real ones): "auto"
+// runs their steps eagerly naming why, and true is refused naming it.
+TEST(GpuJitCompile, ReplicasOnSeveralGpusRunEagerlyNamingTheirCollectives) {
   LOCKSTEP_REQUIRE_GPUS(2);
   const Tensor x = test::random_uniform({16, 6}, 11), y = test::random_uniform({16, 6}, 12);
   MirroredStrategy strategy({.devices = {"gpu:0", "gpu:1"}});
@@ -229,7 +230,7 @@ TEST(GpuJitCompile, SeveralReplicasRunEagerlyNamingTheirCollectives) {
   m->fit(x, y, {.epochs = 1, .batch_size = 8, .shuffle = false, .verbose = 0});
   const std::string err = ::testing::internal::GetCapturedStderr();
   const std::string reason = m->jit_compile_reason();
-  EXPECT_TRUE(has(reason, "the collectives of its 2 replicas are not captured")) << reason;
+  EXPECT_TRUE(has(reason, "the collectives of its 2 replicas are not captured: they are on gpu:0 and gpu:1")) << reason;
   EXPECT_TRUE(has(err, "runs its train steps eagerly on gpu:0")) << err;
   auto on = weightless(JitCompile::kOn);
   const std::string msg = message_of([&] { on->fit(x, y, {.epochs = 1, .batch_size = 8, .verbose = 0}); });
@@ -288,4 +289,69 @@ TEST(GpuJitCompile, AClassifierIsReplayedWithTheBitsOfEagerStepsAndItsLabelsChec
   History h;
   const std::string msg = message_of([&] { run(JitCompile::kAuto, bad, &reason, &h); });
   EXPECT_TRUE(has(msg, "label 9 at index 3 is outside [0, 4)")) << msg;
+}
+
+// Logical replicas of one GPU (gpu:0x2, gpu:0x4) capture their step as one graph, forked from
+// replica 0's queue, their collectives' fences its edges, replayed by one launch: the weights
+// after every step (check_mirrored: still mirrored), each epoch's loss and accuracy, are those of
+// eager steps, bit for bit; emulated GPUs count the replays and the lanes each ran. A label out of
+// range in the last replica's slice of a replayed step is refused with the eager step's message.
+TEST(GpuJitCompile, LogicalReplicasOfOneGpuCaptureTheirStepAsOneGraph) {
+  LOCKSTEP_REQUIRE_GPU();
+  const bool emulated = backend::device_kind(DeviceKind::kCuda).emulated();
+  const test::Classification d = test::random_classification(16 * 12, 12, 4, 3);
+  for (const int replicas : {2, 4}) {
+    const std::string devices = "gpu:0x" + std::to_string(replicas);
+    const auto run = [&](JitCompile mode, const Tensor& y, std::string* reason, History* h) {
+      MirroredStrategy strategy({.devices = {devices}, .check_mirrored = true});
+      auto scope = strategy.scope();
+      auto m = classifier(mode);
+      *h = m->fit(d.x, y, {.epochs = 2, .batch_size = 16, .shuffle = false, .verbose = 0});
+      *reason = m->jit_compile_reason();
+      std::vector<Tensor> out;
+      for (const auto& v : m->variables())
+        out.push_back(Tensor::from_vector(v.read_value().to_vector<float>(), v.shape()));
+      return out;
+    };
+    std::string on_reason, off_reason;
+    History on, off;
+    const auto eager = run(JitCompile::kOff, d.y, &off_reason, &off);
+    const backend::EmulatedReplays before = backend::emulated_replays();
+    const auto replayed = run(JitCompile::kAuto, d.y, &on_reason, &on);
+    const backend::EmulatedReplays after = backend::emulated_replays();
+    EXPECT_EQ(on_reason, "") << devices;  // captured
+    ASSERT_EQ(replayed.size(), eager.size());
+    for (std::size_t i = 0; i < eager.size(); ++i) EXPECT_TRUE(replayed[i].bitwise_equal(eager[i])) << devices << " " << i;
+    EXPECT_EQ(on.history.at("loss"), off.history.at("loss")) << devices;
+    EXPECT_EQ(on.history.at("accuracy"), off.history.at("accuracy")) << devices;
+    if (emulated) {  // 24 steps: the first eager (checked), the other 23 one replay each, of every lane
+      EXPECT_EQ(after.graphs - before.graphs, 23) << devices;
+      EXPECT_EQ(after.lanes - before.lanes, 23 * replicas) << devices;
+    }
+    std::vector<std::int64_t> labels = d.y.to_vector<std::int64_t>();
+    labels[16 * 5 + 15] = 9;  // batch 5's last row: the last replica's slice
+    const Tensor bad = Tensor::from_vector(labels, {static_cast<std::int64_t>(labels.size())});
+    std::string reason;
+    History h;
+    const std::string msg = message_of([&] { run(JitCompile::kAuto, bad, &reason, &h); });
+    EXPECT_TRUE(has(msg, "is outside [0, 4)")) << devices << ": " << msg;
+    EXPECT_TRUE(has(msg, "replica " + std::to_string(replicas - 1))) << devices << ": " << msg;
+  }
+}
+
+// Replicas whose collectives go through messages on the host (the loopback transport) cannot be
+// captured: "auto" says why and trains the bits of eager steps.
+TEST(GpuJitCompile, LogicalReplicasMeetingThroughMessagesRunEagerlyNamingWhy) {
+  LOCKSTEP_REQUIRE_GPU();
+  const test::Classification d = test::random_classification(16 * 3, 12, 4, 3);
+  MirroredStrategy strategy({.devices = {"gpu:0x2"}, .cross_device_ops = CollectiveImplementation::kLoopback});
+  auto scope = strategy.scope();
+  auto m = classifier(JitCompile::kAuto);
+  ::testing::internal::CaptureStderr();
+  m->fit(d.x, d.y, {.epochs = 1, .batch_size = 16, .shuffle = false, .verbose = 0});
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  EXPECT_TRUE(has(m->jit_compile_reason(), "the collectives of its 2 replicas are not captured: they meet through "
+                                           "messages on the host"))
+      << m->jit_compile_reason();
+  EXPECT_TRUE(has(err, "runs its train steps eagerly on gpu:0")) << err;
 }
