@@ -33,9 +33,9 @@ std::unique_ptr<Sequential> make_model(JitCompile mode, double clipnorm = 0) {
 
 // `steps` steps of fit at global batch 16 on gpu:0; the weights after them, on the host.
 std::vector<Tensor> trained(JitCompile mode, std::int64_t steps, std::string* reason, std::string* err,
-                            double clipnorm = 0) {
+                            double clipnorm = 0, const std::string& devices = "gpu:0") {
   const test::Classification d = test::random_classification(16 * steps, 12, 4, 3);
-  MirroredStrategy strategy({.devices = {"gpu:0"}});
+  MirroredStrategy strategy({.devices = {devices}});
   auto scope = strategy.scope();
   auto model = make_model(mode, clipnorm);
   ::testing::internal::CaptureStderr();
@@ -169,16 +169,20 @@ TEST(GpuJitCompile, TrueIsRefusedNamingTheDeviceOrTheOp) {
 }
 
 // The acceptance check of issue 37: with jit_compile on and off, the weights after 200 steps
-// are bit-identical. Where this GPU cannot capture yet, "auto" runs eagerly and says why (the
-// reason is printed for scripts/gpu_check.sh's log), and the check still holds.
+// are bit-identical, on gpu:0 and on its four logical replicas. Where this GPU cannot capture
+// yet, "auto" runs eagerly and says why (the reason is printed for scripts/gpu_check.sh's log),
+// and the check still holds.
 TEST(GpuJitCompile, WeightsAfter200StepsAreBitIdenticalWithAndWithoutCapture) {
   LOCKSTEP_REQUIRE_GPU();  // emulated GPUs capture as real ones do (a recording of the CPU's kernels)
   std::string reason, err, off_reason, off_err;
-  const auto with = trained(JitCompile::kAuto, 200, &reason, &err);
-  const auto without = trained(JitCompile::kOff, 200, &off_reason, &off_err);
-  std::printf("jit_compile auto on gpu:0: %s\n", reason.empty() ? "captured" : ("eager: " + reason).c_str());
-  ASSERT_EQ(with.size(), without.size());
-  for (std::size_t i = 0; i < with.size(); ++i) EXPECT_TRUE(with[i].bitwise_equal(without[i])) << i;
+  for (const std::string devices : {"gpu:0", "gpu:0x4"}) {  // one replica, and four logical ones (one graph)
+    const auto with = trained(JitCompile::kAuto, 200, &reason, &err, 0, devices);
+    const auto without = trained(JitCompile::kOff, 200, &off_reason, &off_err, 0, devices);
+    std::printf("jit_compile auto on %s: %s\n", devices.c_str(),
+                reason.empty() ? "captured" : ("eager: " + reason).c_str());
+    ASSERT_EQ(with.size(), without.size());
+    for (std::size_t i = 0; i < with.size(); ++i) EXPECT_TRUE(with[i].bitwise_equal(without[i])) << devices << " " << i;
+  }
 }
 
 // A step whose every op can be captured (no weights to update, no labels to check on the host):
@@ -251,6 +255,20 @@ std::unique_ptr<Sequential> classifier(JitCompile mode) {
   m->set_jit_compile(mode);
   return m;
 }
+
+// The classifier fit on `devices` (batch 16, no shuffling): its weights after, on the host, its
+// history and jit_compile's reason.
+std::vector<Tensor> fit_classifier(const MirroredOptions& devices, JitCompile mode, const Tensor& x, const Tensor& y,
+                                   int epochs, std::string* reason, History* h) {
+  MirroredStrategy strategy(devices);
+  auto scope = strategy.scope();
+  auto m = classifier(mode);
+  *h = m->fit(x, y, {.epochs = epochs, .batch_size = 16, .shuffle = false, .verbose = 0});
+  *reason = m->jit_compile_reason();
+  std::vector<Tensor> out;
+  for (const auto& v : m->variables()) out.push_back(Tensor::from_vector(v.read_value().to_vector<float>(), v.shape()));
+  return out;
+}
 }  // namespace
 
 // A classifier's steps are replayed (labels checked on the host before each replay, the Adam
@@ -262,15 +280,7 @@ TEST(GpuJitCompile, AClassifierIsReplayedWithTheBitsOfEagerStepsAndItsLabelsChec
   LOCKSTEP_REQUIRE_GPU();
   const test::Classification d = test::random_classification(16 * 20 + 5, 12, 4, 3);
   const auto run = [&](JitCompile mode, const Tensor& y, std::string* reason, History* h) {
-    MirroredStrategy strategy({.devices = {"gpu:0"}});
-    auto scope = strategy.scope();
-    auto m = classifier(mode);
-    *h = m->fit(d.x, y, {.epochs = 3, .batch_size = 16, .shuffle = false, .verbose = 0});
-    *reason = m->jit_compile_reason();
-    std::vector<Tensor> out;
-    for (const auto& v : m->variables())
-      out.push_back(Tensor::from_vector(v.read_value().to_vector<float>(), v.shape()));
-    return out;
+    return fit_classifier({.devices = {"gpu:0"}}, mode, d.x, y, 3, reason, h);
   };
   std::string on_reason, off_reason;
   History on, off;
@@ -303,15 +313,7 @@ TEST(GpuJitCompile, LogicalReplicasOfOneGpuCaptureTheirStepAsOneGraph) {
   for (const int replicas : {2, 4}) {
     const std::string devices = "gpu:0x" + std::to_string(replicas);
     const auto run = [&](JitCompile mode, const Tensor& y, std::string* reason, History* h) {
-      MirroredStrategy strategy({.devices = {devices}, .check_mirrored = true});
-      auto scope = strategy.scope();
-      auto m = classifier(mode);
-      *h = m->fit(d.x, y, {.epochs = 2, .batch_size = 16, .shuffle = false, .verbose = 0});
-      *reason = m->jit_compile_reason();
-      std::vector<Tensor> out;
-      for (const auto& v : m->variables())
-        out.push_back(Tensor::from_vector(v.read_value().to_vector<float>(), v.shape()));
-      return out;
+      return fit_classifier({.devices = {devices}, .check_mirrored = true}, mode, d.x, y, 2, reason, h);
     };
     std::string on_reason, off_reason;
     History on, off;
