@@ -115,7 +115,8 @@ detail::ReplicaNumbers Model::replay_train_step(
     const ReplicaIds ids = replica->ids();
     lane = ids.replica_id_in_sync_group % ids.num_local_replicas;
   }
-  detail::ReplicaNumbers r = step_replays_->run(lane, slice, key, train);
+  detail::ReplicaNumbers r =
+      step_replays_->run(lane, slice, key, train, [this] { optimizer_->note_discarded_step(); });
   optimizer_->note_replayed_step(step);
   return r;
 }

@@ -55,7 +55,8 @@ std::string StepReplays::joint_signature(int lane, const data::Element& slice, c
   return joint;
 }
 
-ReplicaNumbers StepReplays::run(int lane, const data::Element& slice, const std::string& key, const Step& step) {
+ReplicaNumbers StepReplays::run(int lane, const data::Element& slice, const std::string& key, const Step& step,
+                                const std::function<void()>& discarded) {
   if (!failure().empty()) return step(slice);
   const std::string sig = joint_signature(lane, slice, key);
   auto& graphs = lanes_[static_cast<std::size_t>(lane)].graphs;  // every lane's hold the same keys
@@ -78,6 +79,7 @@ ReplicaNumbers StepReplays::run(int lane, const data::Element& slice, const std:
       ComputeContext& ctx = current_compute_context();
       g.graph = meeting_ ? std::make_unique<StepGraph>(ctx, lane, *meeting_, work) : std::make_unique<StepGraph>(ctx, work);
     } catch (const Error& e) {
+      if (discarded) discarded();
       // With lanes, a DistributedError is a peer's failure or the collectives': not this capture's.
       if (meeting_ && dynamic_cast<const DistributedError*>(&e)) throw;
       fail(e.what());

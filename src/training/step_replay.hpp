@@ -38,11 +38,15 @@ class StepReplays {
   /// fails (an op the check did not see waits for the host) is discarded and said once; every
   /// later step runs eagerly, and so does this one on one context (several: it throws, and the
   /// caller runs the step again, eagerly, on every lane).
-  ReplicaNumbers run(const data::Element& slice, const std::string& key, const Step& step) {
-    return run(0, slice, key, step);
+  /// `discarded` is called where a capture was discarded, before anything else runs (what the
+  /// host recorded while capturing never ran on the device).
+  ReplicaNumbers run(const data::Element& slice, const std::string& key, const Step& step,
+                     const std::function<void()>& discarded = {}) {
+    return run(0, slice, key, step, discarded);
   }
   /// Lane `lane`'s part of the step: every lane calls it, each on its own thread, for each step.
-  ReplicaNumbers run(int lane, const data::Element& slice, const std::string& key, const Step& step);
+  ReplicaNumbers run(int lane, const data::Element& slice, const std::string& key, const Step& step,
+                     const std::function<void()>& discarded = {});
   /// Between steps, with lanes: a step that failed may have left the lanes' meeting half met.
   void begin_step();
   /// How many signatures have a graph (tests).

@@ -3,6 +3,7 @@
 // updated in place; each step's numbers are its own (copied out of the graph's outputs); past
 // the bound a signature runs eagerly, said once; a capture that fails runs the step eagerly and
 // names why. CI runs them on emulated GPUs.
+#include <atomic>
 #include <chrono>
 #include <memory>
 #include <string>
@@ -103,7 +104,8 @@ TEST(GpuStepReplay, ACaptureThatFailsRunsTheStepEagerlyAndSaysWhy) {
 
 // Logical replicas of one GPU (lanes) capture their steps as one graph: each lane's replays give
 // its eager bits. A capture that fails on one lane (a host read there) fails the step on every
-// lane, naming why once (the caller runs the step again); every later step runs eagerly.
+// lane, naming why once (the caller runs the step again), and each lane says its capture was
+// discarded; every later step runs eagerly.
 TEST(GpuStepReplay, LanesCaptureTogetherAndACaptureThatFailsOnOneLaneFailsTheStep) {
   LOCKSTEP_REQUIRE_GPU();
   distribute::MirroredStrategy strategy({.devices = {"gpu:0x2"}});
@@ -137,6 +139,7 @@ TEST(GpuStepReplay, LanesCaptureTogetherAndACaptureThatFailsOnOneLaneFailsTheSte
 
   detail::StepReplays failing(lanes());
   int calls[2] = {0, 0};
+  std::atomic<int> discarded{0};  // each lane whose capture was discarded says so (the optimizer forgets the step)
   const auto step = [&](int l, const data::Element& in) {
     ++calls[l];
     detail::ReplicaNumbers r;
@@ -149,7 +152,7 @@ TEST(GpuStepReplay, LanesCaptureTogetherAndACaptureThatFailsOnOneLaneFailsTheSte
     strategy.run_void([&](distribute::ReplicaContext& rc) {
       const int l = rc.local_replica_id();
       const data::Element slice{Tensor::from_vector(std::vector<float>{1, 2, 3}, {3}).to(gpu)};
-      (void)failing.run(l, slice, "", [&](const data::Element& in) { return step(l, in); });
+      (void)failing.run(l, slice, "", [&](const data::Element& in) { return step(l, in); }, [&] { ++discarded; });
     });
   };
   ::testing::internal::CaptureStderr();
@@ -158,10 +161,12 @@ TEST(GpuStepReplay, LanesCaptureTogetherAndACaptureThatFailsOnOneLaneFailsTheSte
   EXPECT_TRUE(has(msg, "replica 1 of 2") || has(msg, "lane 1 failed")) << msg;  // whichever stopped first
   EXPECT_TRUE(has(msg, "from the device to the host inside a graph capture on gpu:0")) << msg;
   EXPECT_TRUE(has(failing.failure(), "from the device to the host")) << failing.failure();
+  EXPECT_EQ(discarded.load(), 2);
   EXPECT_TRUE(has(err, "jit_compile: the train step could not be captured, so train steps run eagerly")) << err;
   EXPECT_EQ(err.find("jit_compile", 1), std::string::npos) << err;  // once
   run();  // eagerly on both lanes, no second capture
   EXPECT_EQ(calls[0], 2);
   EXPECT_EQ(calls[1], 2);
+  EXPECT_EQ(discarded.load(), 2);  // no capture the second time
   EXPECT_EQ(failing.graphs(), 0u);
 }
