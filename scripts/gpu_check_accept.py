@@ -49,6 +49,14 @@ class Logs:
         except (ValueError, KeyError, TypeError):
             return None
 
+    def capture(self, name: str) -> str:
+        """Whether `train NAME` replayed its train steps from a graph (jit_compile), or why not."""
+        try:
+            reason = json.loads(self.text(f"{name}.json"))["jit_compile_reason"]
+        except (ValueError, KeyError, TypeError):
+            return "(capture not reported)"
+        return "captured into one graph" if not reason else f"ran eagerly: {reason}"
+
     def history(self, name: str, key: str) -> float | None:
         """The last epoch's KEY in `train NAME`'s history (peak_memory_mib, ...)."""
         try:
@@ -145,7 +153,8 @@ def main(argv: list[str]) -> int:
                                                 f"lockstep's float32 {fmt(f32)}"))
     # Issue 37 acc. 4: logical replicas.
     x4, one = logs.fit("fit_b1024_x4"), logs.fit("fit_b1024")
-    lines.append(accept("37.4", x4, one, 0.8, f"fit at global batch 1024: gpu:0x4 {fmt(x4)} steps/s, gpu:0 {fmt(one)}"))
+    lines.append(accept("37.4", x4, one, 0.8, f"fit at global batch 1024: gpu:0x4 {fmt(x4)} steps/s, gpu:0 {fmt(one)}; "
+                                              f"gpu:0x4's train step {logs.capture('fit_b1024_x4')}"))
     # Issue 37 acc. 5: jit_compile on and off give the same bits (the capture helper's gpu test).
     lines.append(tests_verdict("ACCEPT 37.5", logs.text("gpu_tests.log"), r"JitCompile|Capture",
                                "jit_compile on/off bit-identical and named fallbacks (gpu_tests)"))

@@ -253,6 +253,13 @@ if(Python3_Interpreter_FOUND)
                    --epochs 1 --steps-per-epoch 2 --verbose 0 --no-tensorboard --logdir ${CMAKE_CURRENT_BINARY_DIR}/emulated_past)
   set_tests_properties(gpu.emulated_train_takes_the_gpu_by_default gpu.emulated_gpu_past_the_last_is_named
                        PROPERTIES TIMEOUT 300 ENVIRONMENT LOCKSTEP_EMULATED_GPUS=1)
+  # Four logical replicas of a GPU capture their train step as one graph (--jit-compile on refuses
+  # a step it cannot capture), and --metrics-out says so (gpu_check.sh's fit_b1024_x4 reads it).
+  add_test(NAME gpu.emulated_four_logical_replicas_capture_their_step
+           COMMAND bash -c "d=$(mktemp -d) && \"$1\" train --devices gpu:0x4 --jit-compile on --epochs 1 --steps-per-epoch 20 --verbose 0 --no-tensorboard --logdir \"$d/run\" --metrics-out \"$d/m.json\" && grep -q '\"jit_compile_reason\": \"\"' \"$d/m.json\""
+                   _ ${_cli})
+  set_tests_properties(gpu.emulated_four_logical_replicas_capture_their_step
+                       PROPERTIES TIMEOUT 300 ENVIRONMENT LOCKSTEP_EMULATED_GPUS=1)
 endif()
 
 # Large-batch recipes through the CLI (issue 10): the rate actually used is printed; bad

@@ -1,31 +1,75 @@
 // Graph capture on emulated GPUs: recording kernel tables generated from the op list, device
-// copies recorded or refused, and the recordings replayed in order (emulated_capture.hpp).
+// copies and fences recorded or refused, contexts joined by fences, and the recordings replayed
+// in an order their fences allow (emulated_capture.hpp).
 #include "backend/emulated_capture.hpp"
 
 #include <atomic>
 #include <functional>
+#include <mutex>
 #include <string>
+#include <thread>
+#include <tuple>
 #include <type_traits>
+#include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "backend/cpu/cpu_kernels.hpp"
+#include "backend/emulated_gpu.hpp"
 #include "lockstep/core/error.hpp"
 
 namespace lockstep::backend::emulated {
 
 namespace {
 
-// One capture: the context captured and the work queued on it, in order.
+// One capture: the work each context that joined it (its lanes; lane 0 began it) queued, in
+// order, with the fences recorded and waited for between them.
 struct Recording {
-  ComputeContext* ctx = nullptr;
-  std::vector<std::function<void()>> work;
+  struct Item {
+    std::function<void()> work;  // or a fence:
+    int record = -1;             // this lane passes fence `record` here
+    int wait = -1;               // this lane waits here until fence `wait` was passed
+  };
+  struct Lane {
+    ComputeContext* ctx = nullptr;
+    std::vector<Item> items;
+  };
+  std::mutex mu;
+  std::vector<Lane> lanes;
+  int fences = 0;
+  std::thread::id thread;  // the thread that began it, which ends it (as CUDA's capture modes ask)
+  std::vector<std::unique_ptr<char>> marks;  // the fences handed out: their addresses are their names
+
+  void add(int lane, Item item) {
+    std::lock_guard<std::mutex> lock(mu);
+    lanes[static_cast<std::size_t>(lane)].items.push_back(std::move(item));
+  }
 };
 
-// As CUDA's thread-local capture mode: only what this thread queues on the context is captured.
-thread_local Recording* t_recording = nullptr;
+// The captures under way: which context records into which capture as which lane, and which
+// fence handed out belongs to which capture. Looked up only while a capture is under way.
+struct Where {
+  Recording* rec = nullptr;
+  int index = -1;  // the lane, or the fence
+  explicit operator bool() const { return rec != nullptr; }
+};
+std::mutex g_mu;
+std::atomic<int> g_captures{0};
+std::unordered_map<const ComputeContext*, Where> g_lanes;
+std::unordered_map<const void*, Where> g_fences;
 
-Recording* capturing(const ComputeContext& ctx) {
-  return t_recording && t_recording->ctx == &ctx ? t_recording : nullptr;
+std::atomic<std::int64_t> g_replays{0}, g_replayed_lanes{0};
+
+Where capturing(const ComputeContext& ctx) {
+  if (g_captures.load(std::memory_order_acquire) == 0) [[likely]]
+    return {};
+  std::lock_guard<std::mutex> lock(g_mu);
+  const auto it = g_lanes.find(&ctx);
+  return it == g_lanes.end() ? Where{} : it->second;
+}
+
+std::string lane_name(const ComputeContext& ctx, int lane) {
+  return lane == 0 ? ctx.device().str() : ctx.device().str() + " (lane " + std::to_string(lane) + " of the capture)";
 }
 
 [[noreturn]] void refuse(const ComputeContext& ctx, const std::string& what) {
@@ -37,30 +81,50 @@ template <typename A>
 constexpr bool is_pointer_array = std::is_pointer_v<std::remove_cvref_t<A>> &&
                                   std::is_pointer_v<std::remove_pointer_t<std::remove_cvref_t<A>>>;
 
+// A host array of pointers (combine's inputs, the summed updates' gradients) is followed by its
+// count: the recording keeps a copy of the array, as CUDA's launch copies it into the kernel's
+// parameters.
+template <std::size_t I, typename Tuple>
+void keep_array(Tuple& args, std::vector<std::shared_ptr<void>>& kept) {
+  using P = std::tuple_element_t<I, Tuple>;
+  if constexpr (is_pointer_array<P>) {
+    static_assert(I + 1 < std::tuple_size_v<Tuple> && std::is_same_v<std::tuple_element_t<I + 1, Tuple>, int>,
+                  "a kernel's host array of pointers is followed by its count (an int)");
+    using E = std::remove_cv_t<std::remove_pointer_t<P>>;
+    auto copy = std::make_shared<std::vector<E>>(std::get<I>(args), std::get<I>(args) + std::get<I + 1>(args));
+    std::get<I>(args) = copy->data();
+    kept.push_back(std::move(copy));
+  }
+}
+
 template <typename Sig>
 struct Signature;
 template <typename R, typename... A>
 struct Signature<R (*)(ComputeContext&, A...)> {
   static constexpr bool returns_value = !std::is_void_v<R>;
-  static constexpr bool pointer_arrays = (is_pointer_array<A> || ...);
 };
 
 // The recording kernel of one row for one dtype: runs the CPU's kernel, or records it with its
-// arguments copied while the context is being captured on this thread.
+// arguments copied while its context is being captured.
 template <DType D, auto Member, KernelOp Op, typename Sig>
 struct Recorded;
 template <DType D, auto Member, KernelOp Op, typename R, typename... A>
 struct Recorded<D, Member, Op, R (*)(ComputeContext&, A...)> {
   static R call(ComputeContext& ctx, A... a) {
     const auto kernel = cpu::table(D).*Member;
-    if (Recording* rec = capturing(ctx)) [[unlikely]] {
-      using S = Signature<R (*)(ComputeContext&, A...)>;
-      if constexpr (S::returns_value) {
+    if (const Where at = capturing(ctx)) [[unlikely]] {
+      if constexpr (Signature<R (*)(ComputeContext&, A...)>::returns_value) {
         refuse(ctx, std::string("the kernel ") + kernel_op_name(Op) + ", which returns its result to the host");
-      } else if constexpr (S::pointer_arrays) {
-        refuse(ctx, std::string("the kernel ") + kernel_op_name(Op) + ", which " + kernel_refusal(Op) + ",");
       } else {
-        rec->work.push_back([kernel, &ctx, ... args = std::remove_cvref_t<A>(a)] { kernel(ctx, args...); });
+        using Args = std::tuple<std::remove_cvref_t<A>...>;
+        Args args(a...);
+        std::vector<std::shared_ptr<void>> kept;
+        [&]<std::size_t... I>(std::index_sequence<I...>) {
+          (keep_array<I>(args, kept), ...);
+        }(std::index_sequence_for<A...>{});
+        at.rec->add(at.index, {.work = [kernel, &ctx, args, kept = std::move(kept)] {
+                                 std::apply([&](const auto&... v) { kernel(ctx, v...); }, args);
+                               }});
         return;
       }
     }
@@ -79,22 +143,22 @@ KernelTable recording_table() {
   return t;
 }
 
-// The emulated device's own memory work, which the capturing ops run or record.
+// The emulated device's own memory work and fences, which the capturing ops run or record.
 DeviceOps*& base_ops() {
   static DeviceOps* base = nullptr;
   return base;
 }
 
 void copy(ComputeContext& ctx, void* dst, const void* src, std::size_t bytes) {
-  if (Recording* rec = capturing(ctx)) [[unlikely]] {
-    rec->work.push_back([&ctx, dst, src, bytes] { base_ops()->copy(ctx, dst, src, bytes); });
+  if (const Where at = capturing(ctx)) [[unlikely]] {
+    at.rec->add(at.index, {.work = [&ctx, dst, src, bytes] { base_ops()->copy(ctx, dst, src, bytes); }});
     return;
   }
   base_ops()->copy(ctx, dst, src, bytes);
 }
 void zero(ComputeContext& ctx, void* dst, std::size_t bytes) {
-  if (Recording* rec = capturing(ctx)) [[unlikely]] {
-    rec->work.push_back([&ctx, dst, bytes] { base_ops()->zero(ctx, dst, bytes); });
+  if (const Where at = capturing(ctx)) [[unlikely]] {
+    at.rec->add(at.index, {.work = [&ctx, dst, bytes] { base_ops()->zero(ctx, dst, bytes); }});
     return;
   }
   base_ops()->zero(ctx, dst, bytes);
@@ -117,6 +181,65 @@ void copy_from_host_beside(ComputeContext& ctx, void* dst, const void* host, std
 bool equal_bytes(ComputeContext& ctx, const void* a, const void* b, std::size_t bytes) {
   if (capturing(ctx)) [[unlikely]] refuse(ctx, "a comparison of two tensors' bytes read on the host");
   return base_ops()->equal_bytes(ctx, a, b, bytes);
+}
+
+// A fence on a context being captured is a point in its lane's recording, named by an address of
+// its own (the fences outside captures share one, as they all have passed).
+void* record_fence(ComputeContext& ctx, bool copy_stream) {
+  void* const outside = base_ops()->record_fence(ctx, copy_stream);  // counted either way
+  const Where at = copy_stream ? Where{} : capturing(ctx);
+  if (!at) [[likely]]
+    return outside;
+  std::lock_guard<std::mutex> lock(g_mu);
+  std::lock_guard<std::mutex> rec_lock(at.rec->mu);
+  const int id = at.rec->fences++;
+  at.rec->marks.push_back(std::make_unique<char>());
+  void* mark = at.rec->marks.back().get();
+  at.rec->lanes[static_cast<std::size_t>(at.index)].items.push_back({.record = id});
+  g_fences[mark] = {at.rec, id};
+  return mark;
+}
+
+// Waiting for a fence of a capture from a context outside every capture joins that context to
+// the capture (CUDA's fork); from one inside it, orders the two lanes there.
+void wait_fence(ComputeContext& ctx, void* fence) {
+  base_ops()->wait_fence(ctx, fence);
+  if (g_captures.load(std::memory_order_acquire) == 0) [[likely]]
+    return;
+  std::lock_guard<std::mutex> lock(g_mu);
+  const auto f = g_fences.find(fence);
+  const auto l = g_lanes.find(&ctx);
+  if (f == g_fences.end()) {
+    if (l != g_lanes.end())
+      refuse(ctx, "a wait for work queued outside the capture (CUDA: a captured stream may wait only for events "
+                  "recorded in its capture)");
+    return;
+  }
+  Recording* rec = f->second.rec;
+  if (l != g_lanes.end() && l->second.rec != rec)
+    refuse(ctx, "a wait for a fence of another capture (CUDA cannot merge two captures)");
+  std::lock_guard<std::mutex> rec_lock(rec->mu);
+  int lane = l != g_lanes.end() ? l->second.index : -1;
+  if (lane < 0) {
+    lane = static_cast<int>(rec->lanes.size());
+    rec->lanes.push_back({.ctx = &ctx});
+    g_lanes[&ctx] = {rec, lane};
+  }
+  rec->lanes[static_cast<std::size_t>(lane)].items.push_back({.wait = f->second.index});
+}
+
+// A lane other than 0 is joined when its last item is a fence lane 0 waits for.
+void check_joined(const Recording& rec) {
+  for (std::size_t k = 1; k < rec.lanes.size(); ++k) {
+    const auto& items = rec.lanes[k].items;
+    bool joined = false;
+    if (!items.empty() && items.back().record >= 0)
+      for (const auto& item : rec.lanes[0].items) joined = joined || item.wait == items.back().record;
+    LOCKSTEP_CHECK(joined, "a graph capture on ", rec.lanes[0].ctx->device().str(), " ended before ",
+                   lane_name(*rec.lanes[k].ctx, static_cast<int>(k)),
+                   ", which joined it, was joined back: its last work must be fenced and that fence waited for on "
+                   "the capturing context (CUDA fails with cudaErrorStreamCaptureUnjoined)");
+  }
 }
 
 }  // namespace
@@ -150,47 +273,70 @@ DeviceOps capturing_ops(const DeviceOps& base) {
   o.copy_from_host = copy_from_host;
   o.copy_from_host_beside = copy_from_host_beside;
   o.equal_bytes = equal_bytes;
+  o.record_fence = record_fence;
+  o.wait_fence = wait_fence;
   return o;
 }
 
-const char* kernel_refusal(KernelOp op) {
-  static constexpr bool arrays[] = {
-#define LOCKSTEP_KERNEL_OP(name, Op, dtypes, ret, params) \
-  Signature<decltype(KernelTable::name)>::pointer_arrays,
-#include "backend/kernel_ops.def"
-#undef LOCKSTEP_KERNEL_OP
-  };
-  return arrays[static_cast<std::size_t>(op)]
-             ? "takes host arrays of pointers, which an emulated GPU's recording cannot keep"
-             : nullptr;
-}
-
 void begin_capture(ComputeContext& ctx) {
-  LOCKSTEP_CHECK(!t_recording, "a graph capture of ", t_recording ? t_recording->ctx->device().str() : "",
-                 " is already under way on this thread: captures do not nest");
-  t_recording = new Recording{&ctx, {}};
+  std::lock_guard<std::mutex> lock(g_mu);
+  LOCKSTEP_CHECK(!g_lanes.contains(&ctx), "a graph capture of ", ctx.device().str(),
+                 " is already under way on this context: captures do not nest");
+  auto* rec = new Recording;
+  rec->lanes.push_back({.ctx = &ctx});
+  rec->thread = std::this_thread::get_id();
+  g_lanes[&ctx] = {rec, 0};
+  g_captures.fetch_add(1, std::memory_order_acq_rel);
 }
 
 std::shared_ptr<void> end_capture(ComputeContext& ctx, bool keep) {
-  std::unique_ptr<Recording> rec(t_recording);
-  if (!rec || rec->ctx != &ctx) {
-    (void)rec.release();
-    throw InternalError("end_capture on " + ctx.device().str() + " without its begin_capture on this thread");
+  std::unique_ptr<Recording> rec;
+  {
+    std::lock_guard<std::mutex> lock(g_mu);
+    const auto it = g_lanes.find(&ctx);
+    if (it == g_lanes.end() || it->second.index != 0 || it->second.rec->thread != std::this_thread::get_id())
+      throw InternalError("end_capture on " + ctx.device().str() + " without its begin_capture on this thread");
+    rec.reset(it->second.rec);
+    for (const auto& lane : rec->lanes) g_lanes.erase(lane.ctx);
+    for (const auto& mark : rec->marks) g_fences.erase(mark.get());
+    g_captures.fetch_sub(1, std::memory_order_acq_rel);
   }
-  t_recording = nullptr;
   if (!keep) return nullptr;
+  check_joined(*rec);
   return std::shared_ptr<Recording>(std::move(rec));
 }
 
-namespace {
-std::atomic<std::uint64_t> g_replays{0};
-}  // namespace
-
 void replay(ComputeContext&, void* graph) {
+  auto& rec = *static_cast<Recording*>(graph);
+  const std::size_t n = rec.lanes.size();
+  std::vector<std::size_t> next(n, 0);
+  std::vector<char> passed(static_cast<std::size_t>(rec.fences), 0);
+  for (std::size_t done = 0; done < n;) {
+    bool moved = false;
+    done = 0;
+    for (std::size_t k = n; k-- > 0;) {  // the last lane as far as it goes, then the one before ...
+      const auto& items = rec.lanes[k].items;
+      std::size_t& i = next[k];
+      for (; i < items.size(); ++i, moved = true) {
+        const Recording::Item& item = items[i];
+        if (item.wait >= 0 && !passed[static_cast<std::size_t>(item.wait)]) break;
+        if (item.record >= 0) passed[static_cast<std::size_t>(item.record)] = 1;
+        if (item.work) item.work();
+      }
+      done += i == items.size() ? 1 : 0;
+    }
+    if (!moved && done < n)
+      throw InternalError("a graph on " + rec.lanes[0].ctx->device().str() +
+                          ": its lanes wait for fences none of them passes");
+  }
   g_replays.fetch_add(1, std::memory_order_relaxed);
-  for (const auto& work : static_cast<Recording*>(graph)->work) work();
+  g_replayed_lanes.fetch_add(static_cast<std::int64_t>(n), std::memory_order_relaxed);
 }
 
-std::uint64_t replays() { return g_replays.load(std::memory_order_relaxed); }
-
 }  // namespace lockstep::backend::emulated
+
+namespace lockstep::backend {
+EmulatedReplays emulated_replays() {
+  return {emulated::g_replays.load(std::memory_order_relaxed), emulated::g_replayed_lanes.load(std::memory_order_relaxed)};
+}
+}  // namespace lockstep::backend

@@ -1,11 +1,16 @@
 #pragma once
 // Graph capture on emulated GPUs (LOCKSTEP_EMULATED_GPUS): what CUDA's stream capture does, on
 // host memory with the CPU's kernels, so that CI tests everything of jit_compile but the CUDA
-// calls. While a thread captures a context, the kernels and device copies it queues there are
-// recorded (each a closure holding its arguments by value, descriptors copied, and the CPU
-// kernel) instead of run; a replay runs the closures in order. What CUDA's capture would refuse
-// fails here too, by name: a kernel that returns its result to the host, a copy between the host
-// and the device, a byte comparison read on the host.
+// calls. As in CUDA, a capture belongs to contexts (streams), not threads: while a context is
+// being captured, the kernels and device copies queued on it, by any thread, are recorded (each a
+// closure holding its arguments by value, descriptors and host arrays of pointers copied, and the
+// CPU kernel) instead of run. Other contexts join a capture as CUDA's streams do: by waiting for
+// a fence recorded inside it (a fork); the capturing context ends it once it waited for a fence
+// each joined context recorded after its last work (a join). A replay runs every context's
+// recording in an order its fences allow, the last context first, so that a fence the capture
+// missed shows as a wrong result. What CUDA's capture would refuse fails here too, by name: a
+// kernel that returns its result to the host, a copy between the host and the device, a byte
+// comparison read on the host, a wait for work outside the capture, a context left unjoined.
 #include <cstdint>
 #include <memory>
 
@@ -14,20 +19,14 @@
 namespace lockstep::backend::emulated {
 
 /// The emulated GPUs' kernels of `dtype`: the CPU's, each recorded instead of run while its
-/// context is being captured on the calling thread.
+/// context is being captured.
 const KernelTable& kernels(DType dtype);
-/// `base` (the emulated device's memory work) with device copies and fills recorded likewise,
-/// and the host's copies refused while capturing.
+/// `base` (the emulated device's memory work and fences) with device copies, fills and fences
+/// recorded likewise, and the host's copies refused while capturing.
 DeviceOps capturing_ops(const DeviceOps& base);
-
-/// Why a kernel cannot be recorded on emulated GPUs (null where it can): an argument that is a
-/// host array of pointers (combine's, the summed updates') which the recording cannot keep.
-const char* kernel_refusal(KernelOp op);
 
 void begin_capture(ComputeContext& ctx);
 std::shared_ptr<void> end_capture(ComputeContext& ctx, bool keep);
 void replay(ComputeContext& ctx, void* graph);
-/// Replays run so far in this process, on every thread (tests: that a step was replayed).
-std::uint64_t replays();
 
 }  // namespace lockstep::backend::emulated

@@ -1,6 +1,7 @@
 #pragma once
 // What emulated GPUs (LOCKSTEP_EMULATED_GPUS, registry.cpp) let a test check of the device
-// ordering they cannot run: their fences pass at once, but each one is counted.
+// ordering they cannot run: their fences pass at once, but each one is counted; and of their
+// graphs (emulated_capture.hpp): how many were replayed, and with how many contexts' work.
 #include <cstdint>
 
 namespace lockstep::backend {
@@ -8,5 +9,13 @@ namespace lockstep::backend {
 /// Fences recorded on emulated GPUs and not yet consumed (by wait_fence or copy_from_host_beside):
 /// a fence that nobody waits for, or one consumed twice, shows here.
 std::int64_t emulated_fences_pending();
+
+/// Graphs replayed on emulated GPUs since the process started, and the contexts (lanes) those
+/// replays ran the recorded work of, summed: a graph of 4 logical replicas' step adds 1 and 4.
+struct EmulatedReplays {
+  std::int64_t graphs = 0;
+  std::int64_t lanes = 0;
+};
+EmulatedReplays emulated_replays();
 
 }  // namespace lockstep::backend

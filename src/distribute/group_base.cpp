@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include "lockstep/core/error.hpp"
+#include "lockstep/tensor/step_capture.hpp"
 
 namespace lockstep::distribute {
 
@@ -147,7 +148,9 @@ WorkPtr GroupBase::start(int rank, CollectiveCall call) {
   // Only the member's own thread starts its collectives; peers read the count (members_behind).
   call.seq = started_[r].load(std::memory_order_relaxed) + 1;
   started_[r].store(call.seq, std::memory_order_release);
-  const bool now = world_size_ == 1 || failed();  // nothing to wait for, or it fails at once
+  // Nothing to wait for, or it fails at once; or the starter queues into a graph capture, which
+  // records (and takes memory for) the work of the threads that queue it: its own.
+  const bool now = world_size_ == 1 || failed() || StepGraph::capturing_here();
   const bool eager = !now && prepare(rank, call);
   auto work = std::make_shared<QueuedWork>(*this, now ? nullptr : queues_[r].get(), rank, std::move(call),
                                            current_compute_context(), timeout_);

@@ -202,6 +202,16 @@ void Optimizer::note_replayed_step(std::int64_t step) {
   step_.made[r] = 0;
 }
 
+void Optimizer::note_discarded_step() {
+  const std::lock_guard<std::mutex> lock(slots_mu_);
+  if (!step_.blocks.defined()) return;
+  const std::size_t r = this_copy(step_.blocks);
+  if (r >= step_.count.size()) return;
+  step_.count[r] = -1;  // unknown: the next step writes it from the host
+  step_.derived_for[r] = -1;
+  step_.made[r] = 0;
+}
+
 bool Optimizer::elementwise() const { return !options_.clipnorm && !options_.global_clipnorm; }
 
 std::vector<std::pair<std::string, Tensor>> Optimizer::slots(const Variable& v) {

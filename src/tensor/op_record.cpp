@@ -116,7 +116,7 @@ Tensor checked_labels(const char* op, const Tensor& labels, std::int64_t classes
     // the device's.
     (void)StepGraph::check_before_replay(labels, [op, classes](const Tensor& in) { (void)checked_labels(op, in, classes); });
     bad = backend::kernels(DeviceKind::kCpu, labels.dtype()).first_outside(ctx(), host.get(), labels.numel(), classes);
-  } else {
+  } else if (labels.numel() > 0) {  // none (a replica's empty slice): nothing to check, no wait for the device
     const auto& k = kern(op, labels, backend::KernelOp::kFirstOutside);
     bad = k.first_outside(ctx(), labels.raw_data(), labels.numel(), classes);
   }

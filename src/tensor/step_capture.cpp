@@ -1,10 +1,13 @@
 #include "lockstep/tensor/step_capture.hpp"
 
 #include <algorithm>
+#include <thread>
 
 #include "backend/capture.hpp"
 #include "backend/context.hpp"
 #include "backend/devices.hpp"
+#include "backend/kernels.hpp"
+#include "lockstep/core/error.hpp"
 #include "tensor/host_copy.hpp"
 
 namespace lockstep {
@@ -70,26 +73,176 @@ namespace {
 thread_local std::vector<std::pair<const void*, std::function<void(const Tensor&)>>>* t_input_checks = nullptr;
 }  // namespace
 
-StepGraph::StepGraph(ComputeContext& ctx, const std::function<void()>& work) : ctx_(&ctx) {
+namespace {
+thread_local bool t_capturing = false;
+
+class CapturingHere {
+ public:
+  CapturingHere() : previous_(t_capturing) { t_capturing = true; }
+  ~CapturingHere() { t_capturing = previous_; }
+  CapturingHere(const CapturingHere&) = delete;
+  CapturingHere& operator=(const CapturingHere&) = delete;
+
+ private:
+  bool previous_;
+};
+
+const backend::DeviceOps& fence_ops(const ComputeContext& ctx) {
+  const backend::DeviceOps& ops = backend::device_ops(ctx.device().kind);
+  LOCKSTEP_CHECK(ops.record_fence && ops.wait_fence, "a graph of several lanes on ", ctx.device().str(),
+                 ": the device has no fences to order its lanes");
+  return ops;
+}
+}  // namespace
+
+bool StepGraph::capturing_here() { return t_capturing; }
+
+StepGraph::StepGraph(ComputeContext& ctx, const std::function<void()>& work) : StepGraph(ctx, 0, nullptr, work) {}
+
+StepGraph::StepGraph(ComputeContext& ctx, int lane, LaneMeeting& meeting, const std::function<void()>& work)
+    : StepGraph(ctx, lane, &meeting, work) {}
+
+StepGraph::StepGraph(ComputeContext& ctx, int lane, LaneMeeting* meeting, const std::function<void()>& work)
+    : ctx_(&ctx), lane_(lane), meeting_(meeting && meeting->lanes() > 1 ? meeting : nullptr) {
   const ComputeScope scope(ctx);
   GraphPool pool(ctx);
   std::vector<std::pair<const void*, std::function<void(const Tensor&)>>> checks;
   auto* const outer = t_input_checks;
   t_input_checks = &checks;
-  backend::begin_capture(ctx);
+  const int lanes = meeting_ ? meeting_->lanes() : 1;
+  bool begun = false;
   try {
-    work();
-  } catch (...) {
+    if (lane == 0) {
+      backend::begin_capture(ctx);
+      begun = true;
+    }
+    if (meeting_) {  // the fork: each other lane's queue waits for a fence of the capture
+      const backend::DeviceOps& ops = fence_ops(ctx);
+      std::vector<void*> to(static_cast<std::size_t>(lanes), nullptr);
+      for (int j = 1; lane == 0 && j < lanes; ++j) to[static_cast<std::size_t>(j)] = ops.record_fence(ctx, false);
+      const std::vector<void*> from = exchange(to);
+      if (lane > 0) ops.wait_fence(ctx, from[0]);
+    }
+    {
+      const CapturingHere here;
+      work();
+    }
+    if (meeting_) {  // the join: lane 0 waits for a fence after each other lane's work
+      const backend::DeviceOps& ops = fence_ops(ctx);
+      std::vector<void*> to(static_cast<std::size_t>(lanes), nullptr);
+      if (lane > 0) to[0] = ops.record_fence(ctx, false);
+      const std::vector<void*> from = exchange(to);
+      for (int j = 1; lane == 0 && j < lanes; ++j) ops.wait_fence(ctx, from[static_cast<std::size_t>(j)]);
+    }
+    std::shared_ptr<void> graph;
+    if (lane == 0) {
+      begun = false;
+      graph = backend::end_capture(ctx, true);
+    }
+    // The other lanes' streams are in the capture until it ended: nothing more of theirs before.
+    if (meeting_) (void)exchange(std::vector<void*>(static_cast<std::size_t>(lanes), nullptr));
+    graph_ = pool.keep_with(std::move(graph));
+  } catch (const std::exception& e) {
     t_input_checks = outer;
-    (void)backend::end_capture(ctx, false);
+    if (meeting_) meeting_->abort(lane, e.what());
+    if (begun) (void)backend::end_capture(ctx, false);
     throw;
   }
   t_input_checks = outer;
-  graph_ = pool.keep_with(backend::end_capture(ctx, true));
   for (auto& [input, check] : checks) input_checks_.push_back({input, std::move(check)});
 }
 
-void StepGraph::replay() { backend::replay_graph(*ctx_, graph_.get()); }
+std::vector<void*> StepGraph::exchange(const std::vector<void*>& to) {
+  try {
+    return meeting_->exchange(lane_, to);
+  } catch (const std::exception& e) {
+    meeting_->abort(lane_, e.what());
+    throw;
+  }
+}
+
+void StepGraph::replay() {
+  if (!meeting_) return backend::replay_graph(*ctx_, graph_.get());
+  const backend::DeviceOps& ops = fence_ops(*ctx_);
+  const auto lanes = static_cast<std::size_t>(meeting_->lanes());
+  std::vector<void*> to(lanes, nullptr);
+  if (lane_ > 0) to[0] = ops.record_fence(*ctx_, false);  // after this lane's refills
+  std::vector<void*> from = exchange(to);
+  to.assign(lanes, nullptr);
+  if (lane_ == 0) {
+    try {
+      for (std::size_t j = 1; j < lanes; ++j) ops.wait_fence(*ctx_, from[j]);
+      backend::replay_graph(*ctx_, graph_.get());
+      for (std::size_t j = 1; j < lanes; ++j) to[j] = ops.record_fence(*ctx_, false);
+    } catch (const std::exception& e) {
+      meeting_->abort(lane_, e.what());
+      throw;
+    }
+  }
+  from = exchange(to);
+  if (lane_ > 0) ops.wait_fence(*ctx_, from[0]);
+}
+
+// ---- LaneMeeting ----
+LaneMeeting::LaneMeeting(int lanes, std::chrono::milliseconds timeout, std::function<bool()> peers_failed)
+    : lanes_(lanes), timeout_(timeout), peers_failed_(std::move(peers_failed)) {
+  LOCKSTEP_CHECK(lanes >= 1, "LaneMeeting: ", lanes, " lanes");
+  for (auto& p : posted_) p.assign(static_cast<std::size_t>(lanes), {});
+}
+
+void LaneMeeting::throw_aborted() const {
+  throw DistributedError("a graph's lanes stopped meeting: " + aborted_);
+}
+
+std::vector<void*> LaneMeeting::exchange(int lane, const std::vector<void*>& to) {
+  LOCKSTEP_CHECK(lane >= 0 && lane < lanes_ && to.size() == static_cast<std::size_t>(lanes_), "LaneMeeting: lane ",
+                 lane, " of ", lanes_, " handed ", to.size(), " values");
+  std::unique_lock<std::mutex> lock(mu_);
+  if (!aborted_.empty()) throw_aborted();
+  const std::uint64_t gen = generation_.load(std::memory_order_relaxed);
+  auto& slot = posted_[gen & 1];
+  slot[static_cast<std::size_t>(lane)] = to;
+  if (++arrived_ == lanes_) {
+    arrived_ = 0;
+    generation_.fetch_add(1, std::memory_order_release);
+    cv_.notify_all();
+  } else {
+    // The others are usually microseconds away (their threads queue the same step): yield a while
+    // before sleeping.
+    lock.unlock();
+    for (int i = 0; i < 2000 && generation_.load(std::memory_order_acquire) == gen; ++i) std::this_thread::yield();
+    lock.lock();
+    const auto deadline = std::chrono::steady_clock::now() + timeout_;
+    while (generation_.load(std::memory_order_relaxed) == gen) {
+      if (!aborted_.empty()) throw_aborted();
+      if (peers_failed_ && peers_failed_()) {
+        aborted_ = "another lane failed";
+        cv_.notify_all();
+        throw_aborted();
+      }
+      if (std::chrono::steady_clock::now() >= deadline)
+        throw DistributedError("a graph's lanes: lane " + std::to_string(lane) + " waited " +
+                               std::to_string(timeout_.count()) + " ms for the others, which did not come");
+      cv_.wait_for(lock, std::chrono::milliseconds(20));
+    }
+  }
+  std::vector<void*> from(static_cast<std::size_t>(lanes_), nullptr);
+  for (std::size_t i = 0; i < from.size(); ++i) from[i] = slot[i][static_cast<std::size_t>(lane)];
+  return from;
+}
+
+void LaneMeeting::abort(int lane, const std::string& why) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (aborted_.empty()) aborted_ = "lane " + std::to_string(lane) + " failed: " + why;
+  cv_.notify_all();
+}
+
+void LaneMeeting::reset() {
+  std::lock_guard<std::mutex> lock(mu_);
+  aborted_.clear();
+  arrived_ = 0;
+  generation_.fetch_add(1, std::memory_order_release);
+}
 
 Tensor StepGraph::static_input(const Tensor& t) {
   Tensor copy = t.clone();

@@ -30,6 +30,38 @@ const char* jit_compile_name(JitCompile mode) {
 
 using detail::step_device;
 
+namespace {
+// Why the replicas' steps cannot be captured together into one graph (StepGraph's lanes), or
+// empty: logical replicas of one GPU, whose collectives go through its memory ordered by device
+// fences, can; replicas on several GPUs or workers reduce through peer copies the host waits for,
+// NCCL or messages, which are not captured.
+std::string replicas_capture_refusal(distribute::Strategy& strategy) {
+  const int replicas = strategy.num_replicas_in_sync();
+  if (replicas == 1) return {};
+  const std::string prefix = "the collectives of its " + std::to_string(replicas) + " replicas are not captured: ";
+  if (strategy.num_workers() > 1)
+    return prefix + "they reach " + std::to_string(strategy.num_workers()) +
+           " workers; the replicas of one worker on one GPU (gpu:0x4) are captured together";
+  const std::vector<Device>& devices = strategy.devices();
+  for (const Device& d : devices)
+    if (d != devices.front())
+      return prefix + "they are on " + devices.front().str() + " and " + d.str() +
+             ", whose collectives the host waits for (peer copies, NCCL); logical replicas of one GPU "
+             "(gpu:0x4) are captured together";
+  if (strategy.collectives().implementation() != distribute::CollectiveImplementation::kSharedMemory)
+    return prefix + "they meet through messages on the host (cross_device_ops), not through the GPU's memory";
+  return {};
+}
+
+// The replicas' meeting when several capture one graph together, else null.
+std::unique_ptr<LaneMeeting> step_lanes(distribute::Strategy* strategy) {
+  if (!strategy || strategy->num_local_replicas() == 1) return nullptr;
+  distribute::CollectiveGroup* group = &strategy->collectives();
+  return std::make_unique<LaneMeeting>(strategy->num_local_replicas(), group->timeout(),
+                                       [group] { return group->failed(); });
+}
+}  // namespace
+
 void Model::set_jit_compile(JitCompile mode) {
   jit_compile_ = mode;
   jit_checked_ = false;
@@ -71,18 +103,14 @@ void Model::decide_step_capture(const StepCaptureCheck& check) {
   const std::string op = check.blocker();
   std::string why = step_capture_refusal(device);
   if (!op.empty()) why += (why.empty() ? "" : "; and ") + op;
-  // fit captures one replica's step: the replicas' collectives are not captured (NCCL's could
-  // be; emulated GPUs and logical replicas reduce through host memory).
-  const int replicas = strategy_ ? strategy_->num_replicas_in_sync() : 1;
-  if (replicas > 1)
-    why += (why.empty() ? "" : "; and ") + std::string("the collectives of its ") + std::to_string(replicas) +
-           " replicas are not captured: fit captures the step of one replica only";
+  const std::string lanes = strategy_ ? replicas_capture_refusal(*strategy_) : std::string();
+  if (!lanes.empty()) why += (why.empty() ? "" : "; and ") + lanes;
   LOCKSTEP_CHECK(jit_compile_ != JitCompile::kOn || why.empty(), "jit_compile=True: model '", name(),
                  "': the train step cannot be captured into a graph: ", why,
                  "; compile with jit_compile=\"auto\" or False to run it eagerly");
   jit_reason_ = why;
   if (why.empty()) {
-    step_replays_ = std::make_shared<detail::StepReplays>();
+    step_replays_ = std::make_shared<detail::StepReplays>("train", step_lanes(strategy_));
     return;
   }
   // Once per compile, where capture was to be expected: on a GPU (the CPU never captures).
@@ -93,13 +121,35 @@ void Model::decide_step_capture(const StepCaptureCheck& check) {
 
 detail::ReplicaNumbers Model::replay_train_step(
     const data::Element& slice, std::int64_t first_example, std::int64_t group_examples, std::int64_t step,
-    const std::function<detail::ReplicaNumbers(const data::Element&)>& train) {
+    ReplicaInterface* replica, const std::function<detail::ReplicaNumbers(const data::Element&)>& train) {
   // The host numbers the step takes beside its slice: a graph replays them as captured.
   const std::string key = std::to_string(first_example) + "/" + std::to_string(group_examples);
-  detail::ReplicaNumbers r = step_replays_->run(slice, key, train);
+  int lane = 0;
+  if (replica) {
+    const ReplicaIds ids = replica->ids();
+    lane = ids.replica_id_in_sync_group % ids.num_local_replicas;
+  }
+  detail::ReplicaNumbers r =
+      step_replays_->run(lane, slice, key, train, [this] { optimizer_->note_discarded_step(); });
   optimizer_->note_replayed_step(step);
-  if (!step_replays_->failure().empty()) jit_reason_ = step_replays_->failure();
   return r;
+}
+
+distribute::PerReplica<detail::ReplicaNumbers> Model::run_replayed(
+    const std::function<distribute::PerReplica<detail::ReplicaNumbers>()>& run) {
+  step_replays_->begin_step();
+  const bool failed_before = !step_replays_->failure().empty();
+  try {
+    auto parts = run();
+    if (!failed_before && !step_replays_->failure().empty()) jit_reason_ = step_replays_->failure();
+    return parts;
+  } catch (const Error&) {
+    // The replicas' capture failed (said once): they run this step again, eagerly, as every later one.
+    if (failed_before || step_replays_->failure().empty()) throw;
+    jit_reason_ = step_replays_->failure();
+    step_replays_->begin_step();
+    return run();
+  }
 }
 
 }  // namespace lockstep

@@ -526,14 +526,17 @@ double Model::train_micro_step(const distribute::DistributedBatch& batch, std::i
   const std::int64_t step = optimizer_->iterations();
   const std::unique_ptr<StepCaptureCheck> capture_check = step_capture_check(use);
   const bool replayed = step_replays_ && use == GradientUse::kApply && (!held || held->empty());
-  auto parts = run_on_slices(strategy_, batch, [&](const data::Element& s, std::int64_t first, ReplicaInterface* rc) {
-    const StepCaptureCheck::OnThisThread watched(capture_check.get());
-    const auto train = [&](const data::Element& in) {
-      return replica_train_step(in, first_example + first, group_examples, step, rc, use, held);
-    };
-    if (replayed) return replay_train_step(s, first_example + first, group_examples, step, train);
-    return train(s);
-  });
+  const auto run = [&] {
+    return run_on_slices(strategy_, batch, [&](const data::Element& s, std::int64_t first, ReplicaInterface* rc) {
+      const StepCaptureCheck::OnThisThread watched(capture_check.get());
+      const auto train = [&](const data::Element& in) {
+        return replica_train_step(in, first_example + first, group_examples, step, rc, use, held);
+      };
+      if (replayed) return replay_train_step(s, first_example + first, group_examples, step, rc, train);
+      return train(s);
+    });
+  };
+  auto parts = replayed ? run_replayed(run) : run();
   // Losses and metrics are reduced across replicas before anyone sees them: now, or with the
   // execution's other steps (`pending`).
   const auto merge = [&] {

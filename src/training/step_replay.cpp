@@ -24,33 +24,71 @@ ReplicaNumbers copied(const ReplicaNumbers& r) {
 }
 }  // namespace
 
-ReplicaNumbers StepReplays::run(const data::Element& slice, const std::string& key, const Step& step) {
-  if (!failure_.empty()) return step(slice);
-  const std::string sig = signature(slice, key);
-  auto it = graphs_.find(sig);
-  if (it == graphs_.end()) {
-    if (graphs_.size() >= kMaxGraphs) {
-      if (!said_full_)
+StepReplays::StepReplays(std::string step, std::unique_ptr<LaneMeeting> meeting)
+    : step_(std::move(step)),
+      meeting_(std::move(meeting)), lanes_(static_cast<std::size_t>(meeting_ ? meeting_->lanes() : 1)) {}
+
+void StepReplays::begin_step() {
+  if (meeting_) meeting_->reset();
+}
+
+std::string StepReplays::failure() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return failure_;
+}
+
+void StepReplays::fail(const std::string& why) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!failure_.empty()) return;
+  failure_ = why;
+  std::fprintf(stderr, "jit_compile: the %s step could not be captured, so %s steps run eagerly: %s\n",
+               step_.c_str(), step_.c_str(), why.c_str());
+}
+
+std::string StepReplays::joint_signature(int lane, const data::Element& slice, const std::string& key) {
+  Lane& mine = lanes_[static_cast<std::size_t>(lane)];
+  mine.signature = signature(slice, key);
+  if (!meeting_) return mine.signature;
+  // Each lane's is read after the meeting, and written again only in the next step (after every
+  // lane's run returned).
+  (void)meeting_->exchange(lane, std::vector<void*>(lanes_.size(), nullptr));
+  std::string joint;
+  for (const Lane& l : lanes_) joint += (joint.empty() ? "" : " | ") + l.signature;
+  return joint;
+}
+
+ReplicaNumbers StepReplays::run(int lane, const data::Element& slice, const std::string& key, const Step& step,
+                                const std::function<void()>& discarded) {
+  if (!failure().empty()) return step(slice);
+  const std::string sig = joint_signature(lane, slice, key);
+  auto& graphs = lanes_[static_cast<std::size_t>(lane)].graphs;  // every lane's hold the same keys
+  auto it = graphs.find(sig);
+  if (it == graphs.end()) {
+    if (graphs.size() >= kMaxGraphs) {
+      if (lane == 0 && !said_full_)
         std::fprintf(
             stderr,
             "jit_compile: %zu input signatures have captured %s steps; steps of other signatures run "
             "eagerly (this one: %s)\n",
             kMaxGraphs, step_.c_str(), sig.c_str());
-      said_full_ = true;
+      if (lane == 0) said_full_ = true;
       return step(slice);
     }
     Graph g;
     for (const Tensor& t : slice) g.inputs.push_back(StepGraph::static_input(t));
     try {
-      g.graph = std::make_unique<StepGraph>(current_compute_context(), [&] { g.outputs = step(g.inputs); });
+      const auto work = [&] { g.outputs = step(g.inputs); };
+      ComputeContext& ctx = current_compute_context();
+      g.graph = meeting_ ? std::make_unique<StepGraph>(ctx, lane, *meeting_, work) : std::make_unique<StepGraph>(ctx, work);
     } catch (const Error& e) {
-      failure_ = e.what();
-      std::fprintf(stderr,
-                   "jit_compile: the %s step could not be captured, so %s steps run eagerly: %s\n",
-                   step_.c_str(), step_.c_str(), failure_.c_str());
+      if (discarded) discarded();
+      // With lanes, a DistributedError is a peer's failure or the collectives': not this capture's.
+      if (meeting_ && dynamic_cast<const DistributedError*>(&e)) throw;
+      fail(e.what());
+      if (meeting_) throw;  // the peers are released by the meeting and the collectives
       return step(slice);
     }
-    it = graphs_.emplace(sig, std::move(g)).first;
+    it = graphs.emplace(sig, std::move(g)).first;
   } else {
     for (std::size_t i = 0; i < slice.size(); ++i) it->second.graph->refill(it->second.inputs[i], slice[i]);
   }

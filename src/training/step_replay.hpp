@@ -1,15 +1,19 @@
 #pragma once
-// jit_compile's replays in fit: a replica's train step captured once per input signature into
-// a device graph (StepGraph) and replayed. The step's inputs are static tensors the graph reads:
-// each later step copies its slice into them (on the context's queue, after the input path's
-// upload and before the replay), so the upload stays outside the graph. The loss sum and metric
-// states the captured step returned are the graph's outputs, copied out after each replay (an
-// execution of several steps keeps each step's numbers until it reads them). evaluate's and
-// predict's steps are replayed the same way (step_jit.hpp), predict's outputs copied out too.
+// jit_compile's replays in fit: a train step captured once per input signature into a device
+// graph (StepGraph) and replayed. The step's inputs are static tensors the graph reads: each
+// later step copies its slice into them (on the context's queue, after the input path's upload
+// and before the replay), so the upload stays outside the graph. The loss sum and metric states
+// the captured step returned are the graph's outputs, copied out after each replay (an execution
+// of several steps keeps each step's numbers until it reads them). evaluate's and predict's
+// steps are replayed the same way (step_jit.hpp), predict's outputs copied out too.
+// Logical replicas of one GPU (lanes) capture their steps together into one graph (StepGraph's
+// lanes, forked from lane 0): each lane's thread calls run with its slice; the lanes agree on the
+// graph from all their signatures, and lane 0 launches it.
 #include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -23,19 +27,31 @@ class StepReplays {
   /// Graphs kept at most: a signature past them runs eagerly, saying so once.
   static constexpr std::size_t kMaxGraphs = 8;
   using Step = std::function<ReplicaNumbers(const data::Element& slice)>;
-  /// `step`: "train", "test" or "predict", the word the messages use.
-  explicit StepReplays(std::string step = "train") : step_(std::move(step)) {}
+  /// `step`: "train", "test" or "predict", the word the messages use; the steps of
+  /// meeting->lanes() contexts, each run by its own thread (null: one context's).
+  explicit StepReplays(std::string step = "train", std::unique_ptr<LaneMeeting> meeting = nullptr);
 
   /// One train step on `slice` with the context of this thread: replayed from the graph of the
   /// slice's signature (shapes and dtypes, and `key`: the host numbers the step takes), captured
   /// first where there is none yet. `step` runs the step on what it is given. A capture that
-  /// fails (an op the check did not see waits for the host) is discarded, said once, and this
-  /// and every later step run eagerly.
-  ReplicaNumbers run(const data::Element& slice, const std::string& key, const Step& step);
+  /// fails (an op the check did not see waits for the host) is discarded and said once; every
+  /// later step runs eagerly, and so does this one on one context (several: it throws, and the
+  /// caller runs the step again, eagerly, on every lane).
+  /// `discarded` is called where a capture was discarded, before anything else runs (what the
+  /// host recorded while capturing never ran on the device).
+  ReplicaNumbers run(const data::Element& slice, const std::string& key, const Step& step,
+                     const std::function<void()>& discarded = {}) {
+    return run(0, slice, key, step, discarded);
+  }
+  /// Lane `lane`'s part of the step: every lane calls it, each on its own thread, for each step.
+  ReplicaNumbers run(int lane, const data::Element& slice, const std::string& key, const Step& step,
+                     const std::function<void()>& discarded = {});
+  /// Between steps, with lanes: a step that failed may have left the lanes' meeting half met.
+  void begin_step();
   /// How many signatures have a graph (tests).
-  std::size_t graphs() const { return graphs_.size(); }
+  std::size_t graphs() const { return lanes_[0].graphs.size(); }
   /// Why a capture failed (every step then runs eagerly); empty while none did.
-  const std::string& failure() const { return failure_; }
+  std::string failure() const;
 
  private:
   struct Graph {
@@ -44,9 +60,19 @@ class StepReplays {
     std::unique_ptr<StepGraph> graph;
   };
   std::string step_;
-  std::map<std::string, Graph> graphs_;
+  struct Lane {
+    std::map<std::string, Graph> graphs;
+    std::string signature;  // this step's, read by the other lanes
+  };
+  /// The graph's key: this lane's signature, or with lanes every lane's (they must agree).
+  std::string joint_signature(int lane, const data::Element& slice, const std::string& key);
+  void fail(const std::string& why);
+
+  std::unique_ptr<LaneMeeting> meeting_;
+  std::vector<Lane> lanes_;
   bool said_full_ = false;
-  std::string failure_;
+  mutable std::mutex mu_;
+  std::string failure_;  // guarded by mu_
 };
 
 }  // namespace lockstep::detail

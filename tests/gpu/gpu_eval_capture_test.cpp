@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "backend/emulated_capture.hpp"
+#include "backend/emulated_gpu.hpp"
 #include "common/random_data.hpp"
 #include "gpu_test_util.hpp"
 #include "lockstep/tensor/host_reads.hpp"
@@ -56,7 +56,7 @@ struct Outcome {
   Logs first, second;  // two evaluations: the second's every step is replayed
   Tensor predicted;
   std::string test_reason, predict_reason, err;
-  std::uint64_t replays = 0;       // emulated GPUs' replays over both evaluations and predict
+  std::int64_t replays = 0;        // emulated GPUs' replays over both evaluations and predict
   std::uint64_t second_reads = 0;  // the device reads of the second evaluation
 };
 
@@ -67,7 +67,7 @@ Outcome run(JitCompile mode, std::vector<std::string> devices = {"gpu:0"}, std::
   auto m = classifier(mode, host_read);
   m->set_steps_per_execution(steps_per_execution);
   Outcome o;
-  const std::uint64_t replays = backend::emulated::replays();
+  const std::int64_t replays = backend::emulated_replays().graphs;
   ::testing::internal::CaptureStderr();
   try {
     o.first = m->evaluate(eval_data().x, eval_data().y, {.batch_size = 16});
@@ -80,7 +80,7 @@ Outcome run(JitCompile mode, std::vector<std::string> devices = {"gpu:0"}, std::
     throw;
   }
   o.err = ::testing::internal::GetCapturedStderr();
-  o.replays = backend::emulated::replays() - replays;
+  o.replays = backend::emulated_replays().graphs - replays;
   o.test_reason = m->jit_compile_reason_for(StepFunction::kTest);
   o.predict_reason = m->jit_compile_reason_for(StepFunction::kPredict);
   EXPECT_EQ(m->jit_compile_reason(), "");  // no train step was run
@@ -122,12 +122,12 @@ TEST(GpuEvalCapture, EvaluateAndPredictAreReplayedWithTheBitsOfEagerSteps) {
     EXPECT_EQ(on.err, "");
     // 5 of the first evaluation's 6 steps, all 6 of the second's, 5 of predict's.
     if (emulated()) {
-      EXPECT_EQ(on.replays, 16u);
+      EXPECT_EQ(on.replays, 16);
     }
   }
   const Outcome off_spe = run(JitCompile::kOff, {"gpu:0"}, 4);
   EXPECT_EQ(off_spe.second_reads, 2u);
-  EXPECT_EQ(off_spe.replays, 0u);
+  EXPECT_EQ(off_spe.replays, 0);
 }
 
 // A layer that reads the host: "auto" runs evaluate's and predict's steps eagerly, saying why
@@ -137,7 +137,7 @@ TEST(GpuEvalCapture, ALayerThatReadsTheHostKeepsTheStepsEagerNamingWhy) {
   const Outcome off = run(JitCompile::kOff, {"gpu:0"}, 1, true);
   const Outcome on = run(JitCompile::kAuto, {"gpu:0"}, 1, true);
   expect_same_results(on, off);
-  EXPECT_EQ(on.replays, 0u);
+  EXPECT_EQ(on.replays, 0);
   const std::string read = "a read of a (1, 12) tensor's values on the host";
   EXPECT_TRUE(has(on.test_reason, read)) << on.test_reason;
   EXPECT_TRUE(has(on.predict_reason, read)) << on.predict_reason;
@@ -160,7 +160,7 @@ TEST(GpuEvalCapture, SeveralReplicasRunEagerlyNamingThem) {
   const Outcome off = run(JitCompile::kOff, two);
   const Outcome on = run(JitCompile::kAuto, two);
   expect_same_results(on, off);
-  EXPECT_EQ(on.replays, 0u);
+  EXPECT_EQ(on.replays, 0);
   EXPECT_TRUE(has(on.test_reason, "the test steps of its 2 replicas are not captured")) << on.test_reason;
   EXPECT_TRUE(has(on.predict_reason, "the predict steps of its 2 replicas are not captured")) << on.predict_reason;
   EXPECT_TRUE(has(on.err, "runs its test steps eagerly on gpu:0")) << on.err;
@@ -173,31 +173,31 @@ TEST(GpuEvalCapture, SeveralReplicasRunEagerlyNamingThem) {
 // replays, with the validation logs of jit_compile off.
 TEST(GpuEvalCapture, FitsValidationIsReplayedWithTheLogsOfEagerSteps) {
   LOCKSTEP_REQUIRE_GPU();
-  const auto fit = [](JitCompile mode, std::string* test_reason, std::uint64_t* replays) {
+  const auto fit = [](JitCompile mode, std::string* test_reason, std::int64_t* replays) {
     MirroredStrategy strategy({.devices = {"gpu:0"}});
     auto scope = strategy.scope();
     auto m = classifier(mode);
-    const std::uint64_t at = backend::emulated::replays();
+    const std::int64_t at = backend::emulated_replays().graphs;
     const data::Dataset validation = data::Dataset::from_tensor_slices(eval_data().x, eval_data().y).batch(16);
     const History h = m->fit(eval_data().x, eval_data().y,
                              {.epochs = 2, .batch_size = 16, .validation_data = validation, .shuffle = false,
                               .verbose = 0});
-    *replays = backend::emulated::replays() - at;
+    *replays = backend::emulated_replays().graphs - at;
     *test_reason = m->jit_compile_reason_for(StepFunction::kTest);
     return h;
   };
   std::string on_reason, off_reason;
-  std::uint64_t on_replays = 0, off_replays = 0;
+  std::int64_t on_replays = 0, off_replays = 0;
   const History off = fit(JitCompile::kOff, &off_reason, &off_replays);
   const History on = fit(JitCompile::kAuto, &on_reason, &on_replays);
   EXPECT_EQ(on.history.at("val_loss"), off.history.at("val_loss"));
   EXPECT_EQ(on.history.at("val_accuracy"), off.history.at("val_accuracy"));
   EXPECT_EQ(on.history.at("loss"), off.history.at("loss"));
-  EXPECT_EQ(off_replays, 0u);
+  EXPECT_EQ(off_replays, 0);
   if (!step_capture_refusal(Device::parse("gpu:0")).empty()) return;
   EXPECT_EQ(on_reason, "");
   // Train: 11 of 12 steps; validation: 5 of the first pass's 6 steps, all 6 of the second's.
   if (emulated()) {
-    EXPECT_EQ(on_replays, 11u + 11u);
+    EXPECT_EQ(on_replays, 11 + 11);
   }
 }

@@ -9,6 +9,7 @@
 
 #include "common/random_data.hpp"
 #include "gpu_test_util.hpp"
+#include "backend/emulated_gpu.hpp"
 #include "lockstep/tensor/step_capture.hpp"
 
 using namespace lockstep;
@@ -32,9 +33,9 @@ std::unique_ptr<Sequential> make_model(JitCompile mode, double clipnorm = 0) {
 
 // `steps` steps of fit at global batch 16 on gpu:0; the weights after them, on the host.
 std::vector<Tensor> trained(JitCompile mode, std::int64_t steps, std::string* reason, std::string* err,
-                            double clipnorm = 0) {
+                            double clipnorm = 0, const std::string& devices = "gpu:0") {
   const test::Classification d = test::random_classification(16 * steps, 12, 4, 3);
-  MirroredStrategy strategy({.devices = {"gpu:0"}});
+  MirroredStrategy strategy({.devices = {devices}});
   auto scope = strategy.scope();
   auto model = make_model(mode, clipnorm);
   ::testing::internal::CaptureStderr();
@@ -207,16 +208,20 @@ TEST(GpuJitCompile, TrueIsRefusedNamingTheDeviceOrTheOp) {
 }
 
 // The acceptance check of issue 37: with jit_compile on and off, the weights after 200 steps
-// are bit-identical. Where this GPU cannot capture yet, "auto" runs eagerly and says why (the
-// reason is printed for scripts/gpu_check.sh's log), and the check still holds.
+// are bit-identical, on gpu:0 and on its four logical replicas. Where this GPU cannot capture
+// yet, "auto" runs eagerly and says why (the reason is printed for scripts/gpu_check.sh's log),
+// and the check still holds.
 TEST(GpuJitCompile, WeightsAfter200StepsAreBitIdenticalWithAndWithoutCapture) {
   LOCKSTEP_REQUIRE_GPU();  // emulated GPUs capture as real ones do (a recording of the CPU's kernels)
   std::string reason, err, off_reason, off_err;
-  const auto with = trained(JitCompile::kAuto, 200, &reason, &err);
-  const auto without = trained(JitCompile::kOff, 200, &off_reason, &off_err);
-  std::printf("jit_compile auto on gpu:0: %s\n", reason.empty() ? "captured" : ("eager: " + reason).c_str());
-  ASSERT_EQ(with.size(), without.size());
-  for (std::size_t i = 0; i < with.size(); ++i) EXPECT_TRUE(with[i].bitwise_equal(without[i])) << i;
+  for (const std::string devices : {"gpu:0", "gpu:0x4"}) {  // one replica, and four logical ones (one graph)
+    const auto with = trained(JitCompile::kAuto, 200, &reason, &err, 0, devices);
+    const auto without = trained(JitCompile::kOff, 200, &off_reason, &off_err, 0, devices);
+    std::printf("jit_compile auto on %s: %s\n", devices.c_str(),
+                reason.empty() ? "captured" : ("eager: " + reason).c_str());
+    ASSERT_EQ(with.size(), without.size());
+    for (std::size_t i = 0; i < with.size(); ++i) EXPECT_TRUE(with[i].bitwise_equal(without[i])) << devices << " " << i;
+  }
 }
 
 // A step whose every op can be captured (no weights to update, no labels to check on the host):
@@ -256,9 +261,9 @@ TEST(GpuJitCompile, FitReplaysACapturableStepWithTheNumbersOfEagerSteps) {
   EXPECT_EQ(err, "");         // nothing to say
 }
 
-// fit captures the step of one replica: with two, "auto" runs eagerly naming their collectives,
-// and true is refused naming them.
-TEST(GpuJitCompile, SeveralReplicasRunEagerlyNamingTheirCollectives) {
+// Replicas on two GPUs reduce through peer copies the host waits for (NCCL on real ones): "auto"
+// runs their steps eagerly naming why, and true is refused naming it.
+TEST(GpuJitCompile, ReplicasOnSeveralGpusRunEagerlyNamingTheirCollectives) {
   LOCKSTEP_REQUIRE_GPUS(2);
   const Tensor x = test::random_uniform({16, 6}, 11), y = test::random_uniform({16, 6}, 12);
   MirroredStrategy strategy({.devices = {"gpu:0", "gpu:1"}});
@@ -268,7 +273,7 @@ TEST(GpuJitCompile, SeveralReplicasRunEagerlyNamingTheirCollectives) {
   m->fit(x, y, {.epochs = 1, .batch_size = 8, .shuffle = false, .verbose = 0});
   const std::string err = ::testing::internal::GetCapturedStderr();
   const std::string reason = m->jit_compile_reason();
-  EXPECT_TRUE(has(reason, "the collectives of its 2 replicas are not captured")) << reason;
+  EXPECT_TRUE(has(reason, "the collectives of its 2 replicas are not captured: they are on gpu:0 and gpu:1")) << reason;
   EXPECT_TRUE(has(err, "runs its train steps eagerly on gpu:0")) << err;
   auto on = weightless(JitCompile::kOn);
   const std::string msg = message_of([&] { on->fit(x, y, {.epochs = 1, .batch_size = 8, .verbose = 0}); });
@@ -289,6 +294,20 @@ std::unique_ptr<Sequential> classifier(JitCompile mode) {
   m->set_jit_compile(mode);
   return m;
 }
+
+// The classifier fit on `devices` (batch 16, no shuffling): its weights after, on the host, its
+// history and jit_compile's reason.
+std::vector<Tensor> fit_classifier(const MirroredOptions& devices, JitCompile mode, const Tensor& x, const Tensor& y,
+                                   int epochs, std::string* reason, History* h) {
+  MirroredStrategy strategy(devices);
+  auto scope = strategy.scope();
+  auto m = classifier(mode);
+  *h = m->fit(x, y, {.epochs = epochs, .batch_size = 16, .shuffle = false, .verbose = 0});
+  *reason = m->jit_compile_reason();
+  std::vector<Tensor> out;
+  for (const auto& v : m->variables()) out.push_back(Tensor::from_vector(v.read_value().to_vector<float>(), v.shape()));
+  return out;
+}
 }  // namespace
 
 // A classifier's steps are replayed (labels checked on the host before each replay, the Adam
@@ -300,15 +319,7 @@ TEST(GpuJitCompile, AClassifierIsReplayedWithTheBitsOfEagerStepsAndItsLabelsChec
   LOCKSTEP_REQUIRE_GPU();
   const test::Classification d = test::random_classification(16 * 20 + 5, 12, 4, 3);
   const auto run = [&](JitCompile mode, const Tensor& y, std::string* reason, History* h) {
-    MirroredStrategy strategy({.devices = {"gpu:0"}});
-    auto scope = strategy.scope();
-    auto m = classifier(mode);
-    *h = m->fit(d.x, y, {.epochs = 3, .batch_size = 16, .shuffle = false, .verbose = 0});
-    *reason = m->jit_compile_reason();
-    std::vector<Tensor> out;
-    for (const auto& v : m->variables())
-      out.push_back(Tensor::from_vector(v.read_value().to_vector<float>(), v.shape()));
-    return out;
+    return fit_classifier({.devices = {"gpu:0"}}, mode, d.x, y, 3, reason, h);
   };
   std::string on_reason, off_reason;
   History on, off;
@@ -327,4 +338,62 @@ TEST(GpuJitCompile, AClassifierIsReplayedWithTheBitsOfEagerStepsAndItsLabelsChec
   History h;
   const std::string msg = message_of([&] { run(JitCompile::kAuto, bad, &reason, &h); });
   EXPECT_TRUE(has(msg, "label 9 at index 3 is outside [0, 4)")) << msg;
+}
+
+// Logical replicas of one GPU (gpu:0x2, gpu:0x4) capture their step as one graph, forked from
+// replica 0's queue, their collectives' fences its edges, replayed by one launch: the weights
+// after every step (check_mirrored: still mirrored), each epoch's loss and accuracy, are those of
+// eager steps, bit for bit; emulated GPUs count the replays and the lanes each ran. A label out of
+// range in the last replica's slice of a replayed step is refused with the eager step's message.
+TEST(GpuJitCompile, LogicalReplicasOfOneGpuCaptureTheirStepAsOneGraph) {
+  LOCKSTEP_REQUIRE_GPU();
+  const bool emulated = backend::device_kind(DeviceKind::kCuda).emulated();
+  // 12 batches of 16 and one of 2 (a graph of its own; on gpu:0x4 two replicas' slices are empty).
+  const test::Classification d = test::random_classification(16 * 12 + 2, 12, 4, 3);
+  for (const int replicas : {2, 4}) {
+    const std::string devices = "gpu:0x" + std::to_string(replicas);
+    const auto run = [&](JitCompile mode, const Tensor& y, std::string* reason, History* h) {
+      return fit_classifier({.devices = {devices}, .check_mirrored = true}, mode, d.x, y, 2, reason, h);
+    };
+    std::string on_reason, off_reason;
+    History on, off;
+    const auto eager = run(JitCompile::kOff, d.y, &off_reason, &off);
+    const backend::EmulatedReplays before = backend::emulated_replays();
+    const auto replayed = run(JitCompile::kAuto, d.y, &on_reason, &on);
+    const backend::EmulatedReplays after = backend::emulated_replays();
+    EXPECT_EQ(on_reason, "") << devices;  // captured
+    ASSERT_EQ(replayed.size(), eager.size());
+    for (std::size_t i = 0; i < eager.size(); ++i) EXPECT_TRUE(replayed[i].bitwise_equal(eager[i])) << devices << " " << i;
+    EXPECT_EQ(on.history.at("loss"), off.history.at("loss")) << devices;
+    EXPECT_EQ(on.history.at("accuracy"), off.history.at("accuracy")) << devices;
+    if (emulated) {  // 26 steps: the first eager (checked), the other 25 one replay each, of every lane
+      EXPECT_EQ(after.graphs - before.graphs, 25) << devices;
+      EXPECT_EQ(after.lanes - before.lanes, 25 * replicas) << devices;
+    }
+    std::vector<std::int64_t> labels = d.y.to_vector<std::int64_t>();
+    labels[16 * 5 + 15] = 9;  // batch 5's last row: the last replica's slice
+    const Tensor bad = Tensor::from_vector(labels, {static_cast<std::int64_t>(labels.size())});
+    std::string reason;
+    History h;
+    const std::string msg = message_of([&] { run(JitCompile::kAuto, bad, &reason, &h); });
+    EXPECT_TRUE(has(msg, "is outside [0, 4)")) << devices << ": " << msg;
+    EXPECT_TRUE(has(msg, "replica " + std::to_string(replicas - 1))) << devices << ": " << msg;
+  }
+}
+
+// Replicas whose collectives go through messages on the host (the loopback transport) cannot be
+// captured: "auto" says why and trains the bits of eager steps.
+TEST(GpuJitCompile, LogicalReplicasMeetingThroughMessagesRunEagerlyNamingWhy) {
+  LOCKSTEP_REQUIRE_GPU();
+  const test::Classification d = test::random_classification(16 * 3, 12, 4, 3);
+  MirroredStrategy strategy({.devices = {"gpu:0x2"}, .cross_device_ops = CollectiveImplementation::kLoopback});
+  auto scope = strategy.scope();
+  auto m = classifier(JitCompile::kAuto);
+  ::testing::internal::CaptureStderr();
+  m->fit(d.x, d.y, {.epochs = 1, .batch_size = 16, .shuffle = false, .verbose = 0});
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  EXPECT_TRUE(has(m->jit_compile_reason(), "the collectives of its 2 replicas are not captured: they meet through "
+                                           "messages on the host"))
+      << m->jit_compile_reason();
+  EXPECT_TRUE(has(err, "runs its train steps eagerly on gpu:0")) << err;
 }

@@ -2,12 +2,15 @@
 // GEMM and elementwise kernels) replay on what their static inputs hold at each replay and give
 // the bits the same ops give eagerly; an op that waits for the device inside the capture fails by
 // name and leaves the stream usable. Emulated GPUs record the CPU's kernels the same way (CI).
+#include <chrono>
 #include <memory>
 #include <vector>
 
 #include "common/random_data.hpp"
 #include "gpu_test_util.hpp"
 #include "backend/capture.hpp"
+#include "backend/emulated_gpu.hpp"
+#include "lockstep/distribute/strategy.hpp"
 #include "lockstep/tensor/step_capture.hpp"
 
 using namespace lockstep;
@@ -74,24 +77,90 @@ TEST(GpuStepGraph, MemoryTheCaptureTookIsNotHandedOutWhileTheGraphLives) {
   EXPECT_EQ(out.to_vector<float>(), relu(later).to_vector<float>());
 }
 
-// The emulated kind records each kernel with copies of its arguments; a kernel handed host
-// arrays of pointers (combine's) cannot be kept and is refused by name, as the check says.
-TEST(GpuStepGraph, EmulatedGpusRefuseAKernelTheirRecordingCannotKeepByName) {
+// The emulated kind records each kernel with copies of its arguments, a host array of pointers
+// (combine's) included, as CUDA's launch copies it into the kernel's parameters: a replay reads
+// the pointers the capture was handed, whatever their array holds later.
+TEST(GpuStepGraph, EmulatedGpusKeepTheHostArraysOfPointersAKernelIsHanded) {
   LOCKSTEP_REQUIRE_GPU();
-  if (!emulated()) GTEST_SKIP() << "real GPUs capture combine";
+  if (!emulated()) GTEST_SKIP() << "what CUDA copies is CUDA's";
   const OnGpu0 on;
   EXPECT_EQ(step_capture_refusal(on.gpu), "");
-  const char* why = backend::kernel_capture_refusal(DeviceKind::kCuda, backend::KernelOp::kCombine);
-  ASSERT_NE(why, nullptr);
-  EXPECT_TRUE(has(why, "host arrays of pointers")) << why;
-  float x[4] = {1, 2, 3, 4};
-  const void* in[1] = {x};
-  void* out[1] = {x};
-  const std::string msg = message_of([&] {
-    StepGraph graph(*on.ctx, [&] {
-      backend::kernels(DeviceKind::kCuda, DType::kF32).combine(*on.ctx, ReduceOp::kSum, in, 1, out, 1, 0, 4);
-    });
+  EXPECT_EQ(backend::kernel_capture_refusal(DeviceKind::kCuda, backend::KernelOp::kCombine), nullptr);
+  Tensor a = Tensor::from_vector(std::vector<float>{1, 2, 3, 4}, {4}).to(on.gpu);
+  const Tensor b = Tensor::from_vector(std::vector<float>{10, 20, 30, 40}, {4}).to(on.gpu);
+  Tensor out = Tensor::zeros({4}).to(on.gpu);
+  const void* in[2] = {a.raw_data(), b.raw_data()};
+  void* outs[1] = {out.raw_data()};
+  StepGraph graph(*on.ctx, [&] {
+    backend::kernels(DeviceKind::kCuda, DType::kF32).combine(*on.ctx, ReduceOp::kSum, in, 2, outs, 1, 0, 4);
   });
-  EXPECT_TRUE(has(msg, "the kernel combine, which takes host arrays of pointers")) << msg;
-  EXPECT_TRUE(has(msg, "inside a graph capture on gpu:0")) << msg;
+  in[0] = in[1] = nullptr;  // the arrays change: the recording kept its own
+  outs[0] = nullptr;
+  a.copy_from(Tensor::from_vector(std::vector<float>{5, 6, 7, 8}, {4}).to(on.gpu));
+  graph.replay();
+  EXPECT_EQ(out.to_vector<float>(), (std::vector<float>{15, 26, 37, 48}));
+}
+
+// Two logical replicas of gpu:0, each on its thread, capture one graph: replica 0 begins it, the
+// other joins by a fence (the fork) and is joined back before it ends; their all-reduce, a
+// collective through the GPU's memory, orders them by fences inside it. Each replay is one launch
+// of both lanes' work on what their static inputs hold then.
+TEST(GpuStepGraph, LogicalReplicasCaptureOneGraphForkedFromTheFirst) {
+  LOCKSTEP_REQUIRE_GPU();
+  distribute::MirroredStrategy strategy({.devices = {"gpu:0x2"}});
+  distribute::CollectiveGroup* group = &strategy.collectives();
+  LaneMeeting meeting(2, std::chrono::seconds(60), [group] { return group->failed(); });
+  std::vector<Tensor> x(2), out(2);
+  std::vector<std::unique_ptr<StepGraph>> graphs(2);
+  const auto work = [&](distribute::ReplicaContext& rc) {
+    const auto l = static_cast<std::size_t>(rc.local_replica_id());
+    out[l] = rc.all_reduce(ReduceOp::kSum, relu(scale(x[l], 2.0f)));
+  };
+  strategy.run_void([&](distribute::ReplicaContext& rc) {
+    const int l = rc.local_replica_id();
+    x[static_cast<std::size_t>(l)] = test::random_uniform({40}, 1 + l, -1, 1).to(Device::parse("gpu:0"));
+    work(rc);  // warm-up: the caches hold the blocks
+    graphs[static_cast<std::size_t>(l)] =
+        std::make_unique<StepGraph>(current_compute_context(), l, meeting, [&] { work(rc); });
+  });
+  const backend::EmulatedReplays before = backend::emulated_replays();
+  for (std::uint64_t seed : {5, 7, 9}) {
+    std::vector<Tensor> host(2);
+    for (std::size_t l = 0; l < 2; ++l) host[l] = test::random_uniform({40}, seed + l, -1, 1);
+    strategy.run_void([&](distribute::ReplicaContext& rc) {
+      const auto l = static_cast<std::size_t>(rc.local_replica_id());
+      x[l].copy_from(host[l].to(Device::parse("gpu:0")));
+      graphs[l]->replay();
+    });
+    const std::vector<float> want = add(relu(scale(host[0], 2.0f)), relu(scale(host[1], 2.0f))).to_vector<float>();
+    EXPECT_EQ(out[0].to_vector<float>(), want) << seed;
+    EXPECT_EQ(out[1].to_vector<float>(), want) << seed;
+  }
+  if (emulated()) {
+    EXPECT_EQ(backend::emulated_replays().graphs - before.graphs, 3);
+    EXPECT_EQ(backend::emulated_replays().lanes - before.lanes, 6);
+  }
+}
+
+// A context that joined a capture and was not joined back fails the capture's end by name (as
+// CUDA's cudaErrorStreamCaptureUnjoined).
+TEST(GpuStepGraph, EmulatedGpusRefuseToEndACaptureWithALaneNotJoinedBack) {
+  LOCKSTEP_REQUIRE_GPU();
+  if (!emulated()) GTEST_SKIP() << "CUDA's own check";
+  const OnGpu0 on;
+  const auto other = make_compute_context(on.gpu);
+  const backend::DeviceOps& ops = backend::device_ops(DeviceKind::kCuda);
+  const Tensor a = test::random_uniform({8}, 1).to(on.gpu);
+  backend::begin_capture(*on.ctx);
+  ops.wait_fence(*other, ops.record_fence(*on.ctx, false));  // the fork: `other` joins
+  {
+    const ComputeScope scope(*other);
+    (void)add(a, a);
+  }
+  const std::string msg = message_of([&] { (void)backend::end_capture(*on.ctx, true); });
+  EXPECT_TRUE(has(msg, "was joined back")) << msg;
+  EXPECT_TRUE(has(msg, "cudaErrorStreamCaptureUnjoined")) << msg;
+  EXPECT_EQ(add(a, a).to_vector<float>().size(), 8u);  // both contexts run eagerly again
+  const ComputeScope scope(*other);
+  EXPECT_EQ(add(a, a).to_vector<float>().size(), 8u);
 }

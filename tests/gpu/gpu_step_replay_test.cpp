@@ -3,12 +3,15 @@
 // updated in place; each step's numbers are its own (copied out of the graph's outputs); past
 // the bound a signature runs eagerly, said once; a capture that fails runs the step eagerly and
 // names why. CI runs them on emulated GPUs.
+#include <atomic>
+#include <chrono>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "common/random_data.hpp"
 #include "gpu_test_util.hpp"
+#include "lockstep/distribute/strategy.hpp"
 #include "training/step_replay.hpp"
 
 using namespace lockstep;
@@ -97,4 +100,73 @@ TEST(GpuStepReplay, ACaptureThatFailsRunsTheStepEagerlyAndSaysWhy) {
   EXPECT_FALSE(replays.failure().empty());
   (void)replays.run(slice, "", step);  // eagerly, no second capture
   EXPECT_EQ(calls, 3);
+}
+
+// Logical replicas of one GPU (lanes) capture their steps as one graph: each lane's replays give
+// its eager bits. A capture that fails on one lane (a host read there) fails the step on every
+// lane, naming why once (the caller runs the step again), and each lane says its capture was
+// discarded; every later step runs eagerly.
+TEST(GpuStepReplay, LanesCaptureTogetherAndACaptureThatFailsOnOneLaneFailsTheStep) {
+  LOCKSTEP_REQUIRE_GPU();
+  distribute::MirroredStrategy strategy({.devices = {"gpu:0x2"}});
+  distribute::CollectiveGroup* group = &strategy.collectives();
+  const auto lanes = [&] {
+    return std::make_unique<LaneMeeting>(2, std::chrono::seconds(60), [group] { return group->failed(); });
+  };
+  const Device gpu = Device::parse("gpu:0");
+  detail::StepReplays replays(lanes());
+  std::vector<Toy> replayed(2), eager(2);
+  strategy.run_void([&](distribute::ReplicaContext& rc) {
+    const auto l = static_cast<std::size_t>(rc.local_replica_id());
+    replayed[l].w = test::random_uniform({8, 8}, 1 + l).to(gpu);
+    eager[l].w = replayed[l].w.clone();
+  });
+  for (std::uint64_t seed = 2; seed < 6; ++seed) {
+    replays.begin_step();
+    strategy.run_void([&](distribute::ReplicaContext& rc) {
+      const int l = rc.local_replica_id();
+      const auto i = static_cast<std::size_t>(l);
+      const data::Element slice{test::random_uniform({4, 8}, seed * 2 + i).to(gpu)};
+      const detail::ReplicaNumbers got =
+          replays.run(l, slice, "k", [&](const data::Element& in) { return replayed[i](in); });
+      const detail::ReplicaNumbers want = eager[i](slice);
+      EXPECT_EQ(host(got.loss_sum), host(want.loss_sum)) << seed << " lane " << l;
+      EXPECT_EQ(host(replayed[i].w), host(eager[i].w)) << seed << " lane " << l;
+    });
+  }
+  EXPECT_EQ(replays.graphs(), 1u);
+  EXPECT_EQ(replays.failure(), "");
+
+  detail::StepReplays failing(lanes());
+  int calls[2] = {0, 0};
+  std::atomic<int> discarded{0};  // each lane whose capture was discarded says so (the optimizer forgets the step)
+  const auto step = [&](int l, const data::Element& in) {
+    ++calls[l];
+    detail::ReplicaNumbers r;
+    r.loss_sum = sum(in[0]);
+    if (l == 1) (void)host(r.loss_sum);  // lane 1 reads on the host: a capture cannot
+    return r;
+  };
+  const auto run = [&] {
+    failing.begin_step();
+    strategy.run_void([&](distribute::ReplicaContext& rc) {
+      const int l = rc.local_replica_id();
+      const data::Element slice{Tensor::from_vector(std::vector<float>{1, 2, 3}, {3}).to(gpu)};
+      (void)failing.run(l, slice, "", [&](const data::Element& in) { return step(l, in); }, [&] { ++discarded; });
+    });
+  };
+  ::testing::internal::CaptureStderr();
+  const std::string msg = message_of(run);
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  EXPECT_TRUE(has(msg, "replica 1 of 2") || has(msg, "lane 1 failed")) << msg;  // whichever stopped first
+  EXPECT_TRUE(has(msg, "from the device to the host inside a graph capture on gpu:0")) << msg;
+  EXPECT_TRUE(has(failing.failure(), "from the device to the host")) << failing.failure();
+  EXPECT_EQ(discarded.load(), 2);
+  EXPECT_TRUE(has(err, "jit_compile: the train step could not be captured, so train steps run eagerly")) << err;
+  EXPECT_EQ(err.find("jit_compile", 1), std::string::npos) << err;  // once
+  run();  // eagerly on both lanes, no second capture
+  EXPECT_EQ(calls[0], 2);
+  EXPECT_EQ(calls[1], 2);
+  EXPECT_EQ(discarded.load(), 2);  // no capture the second time
+  EXPECT_EQ(failing.graphs(), 0u);
 }

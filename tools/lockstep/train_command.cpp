@@ -556,6 +556,8 @@ int train_with(const TrainArgs& a, distribute::Strategy& strategy, WorkerAgreeme
     j["global_batch_size"] = global_batch;
     j["gradient_accumulation_steps"] = a.gradient_accumulation_steps;
     j["steps_per_execution"] = a.steps_per_execution;
+    // Why the train steps ran eagerly ("auto" on a GPU), or "" (captured, or jit_compile off).
+    j["jit_compile_reason"] = model.jit_compile_reason();
     j["policy"] = a.policy;
     j["learning_rate"] = lr.peak;
     j["warmup_steps"] = lr.warmup_steps;

@@ -72,6 +72,10 @@ class Optimizer {
   /// step's numbers and advanced the block's count on the device, and the host's record of that
   /// count follows (else the next capture would write the count the host last saw).
   void note_replayed_step(std::int64_t step);
+  /// A capture of this replica's step was discarded (jit_compile): what the host recorded of the
+  /// step block while capturing (its numbers derived, its count advanced) never ran, so the next
+  /// step derives its numbers and writes its count anew.
+  void note_discarded_step();
   /// The rule a sharded update applies to ranges, or null where the update of one element
   /// needs more than that element (clipnorm, global_clipnorm, loss scaling): every replica then
   /// updates all of its copies.

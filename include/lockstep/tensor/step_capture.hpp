@@ -4,6 +4,10 @@
 // every copy between the host and the device made on the watching threads. Which kernels a
 // replay cannot repeat is the backend's one rule (backend::kernel_capture_refusal, read off the
 // op list); which devices can capture at all is each device kind's row (capture_refusal).
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -48,6 +52,36 @@ StepCaptureCheck* current_step_capture_check();
 /// Why steps on `device` cannot be captured; empty where they can.
 std::string step_capture_refusal(const Device& device);
 
+/// Where the lanes of one graph captured from several contexts (StepGraph's lanes) meet on the
+/// host, each lane on its own thread: exchange(lane, to) blocks until every lane called it, then
+/// returns what each lane handed this one (from[i] = lane i's to[lane], null for nothing). The
+/// device fences handed over order the lanes' queues; the meeting orders nothing on the device.
+class LaneMeeting {
+ public:
+  /// A lane gives up waiting after `timeout`, or as soon as `peers_failed` returns true (a lane
+  /// failed outside the meeting: the strategy's collectives failed) or a lane called abort.
+  LaneMeeting(int lanes, std::chrono::milliseconds timeout, std::function<bool()> peers_failed = {});
+  int lanes() const { return lanes_; }
+  std::vector<void*> exchange(int lane, const std::vector<void*>& to);
+  /// Lane `lane` failed with `why`: every lane waiting in exchange, now or later, throws
+  /// DistributedError naming it.
+  void abort(int lane, const std::string& why);
+  /// Between steps (no lane inside): forgets an abort and a meeting a failed lane left half met.
+  void reset();
+
+ private:
+  [[noreturn]] void throw_aborted() const;
+  const int lanes_;
+  const std::chrono::milliseconds timeout_;
+  const std::function<bool()> peers_failed_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  int arrived_ = 0;
+  std::atomic<std::uint64_t> generation_{0};  // written under mu_; read without it while yielding
+  std::vector<std::vector<void*>> posted_[2];  // [generation % 2][lane]: what the lane handed over
+  std::string aborted_;
+};
+
 /// Work queued on one context, captured once into a device graph and replayed (jit_compile's
 /// mechanism; PyTorch's torch.cuda.graph). The capture records the work without running it:
 /// each replay() runs it, the first included. A replay reads and writes the memory the captured
@@ -60,8 +94,24 @@ class StepGraph {
   /// step_capture_refusal is not empty; what `work` throws (an op that waits for the device
   /// fails inside a capture) is rethrown after the capture is discarded.
   StepGraph(ComputeContext& ctx, const std::function<void()>& work);
-  /// Queues one run of the captured work on the context's queue.
+  /// Lane `lane` of one graph captured from the work of meeting.lanes() contexts of one device,
+  /// each queued by its own thread (logical replicas of one GPU, each on its own stream); every
+  /// lane's thread constructs its lane at the same time. Lane 0 begins the capture on its context
+  /// and hands each other lane a fence recorded inside it, whose wait joins that lane's context to
+  /// the capture (CUDA's fork); each lane queues `work`, the fences between lanes there (their
+  /// collectives') becoming edges of the graph; each other lane hands lane 0 a fence recorded
+  /// after its work, which lane 0 waits for before it ends the capture (the join); they queue
+  /// nothing more until it ended (their streams are in the capture until then). A lane that
+  /// throws aborts the meeting, so that the others do not wait for it.
+  StepGraph(ComputeContext& ctx, int lane, LaneMeeting& meeting, const std::function<void()>& work);
+  /// Queues one run of the captured work on the context's queue. Lanes: every lane calls it after
+  /// its refills; lane 0 launches the graph once every lane's refills are queued (ordered by
+  /// fences), and every other lane's later work waits for the graph (a fence of lane 0's).
   void replay();
+  /// Whether the calling thread is queueing work into a capture now (a StepGraph's work runs on
+  /// it): its collectives then run on it, at once (a capture records the work of the threads that
+  /// queue it, and its memory pool serves them).
+  static bool capturing_here();
 
   /// A static input for a graph: a copy of `t` in memory of its own that keeps what the tensor
   /// layer knows of `t` (labels the input path copied from the host are checked on the host).
@@ -81,8 +131,14 @@ class StepGraph {
     const void* input;  // the static input's memory
     std::function<void(const Tensor&)> check;
   };
+  StepGraph(ComputeContext& ctx, int lane, LaneMeeting* meeting, const std::function<void()>& work);
+  /// Lanes: every lane hands what `to` holds to the others and gets theirs; a throw aborts the
+  /// meeting.
+  std::vector<void*> exchange(const std::vector<void*>& to);
   ComputeContext* ctx_;
-  std::shared_ptr<void> graph_;
+  int lane_ = 0;
+  LaneMeeting* meeting_ = nullptr;  // null: one context
+  std::shared_ptr<void> graph_;     // lane 0's graph; another lane's keeps its memory pool
   std::vector<InputCheck> input_checks_;
 };
 

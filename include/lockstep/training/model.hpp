@@ -324,10 +324,13 @@ class Model {
   /// A train step through step_replays_ (jit_compile.cpp): `train` captured for its signature
   /// and replayed.
   detail::ReplicaNumbers replay_train_step(const data::Element& slice, std::int64_t first_example,
-                                           std::int64_t group_examples, std::int64_t step,
+                                           std::int64_t group_examples, std::int64_t step, ReplicaInterface* replica,
                                            const std::function<detail::ReplicaNumbers(const data::Element&)>& train);
   /// evaluate's (kTest) or predict's jit_compile state, made on first use (jit_compile.cpp).
   std::shared_ptr<detail::StepJit> step_jit(StepFunction step);
+  /// `run` (a step's replicas through replay_train_step); where their capture failed, again, eagerly.
+  distribute::PerReplica<detail::ReplicaNumbers> run_replayed(
+      const std::function<distribute::PerReplica<detail::ReplicaNumbers>()>& run);
   /// Under several workers: DistributedError unless every worker resumes at the same point.
   void check_workers_start_alike(int first_epoch, std::int64_t skip_batches);
 

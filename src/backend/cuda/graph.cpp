@@ -1,7 +1,16 @@
 // Capture of the work a CUDA context queues into a CUDA graph, and its replay (jit_compile's
-// mechanism). The capture is thread-local: the capturing thread may not call what would wait for
-// the device or allocate device memory (cudaMalloc) — a warm-up run first fills the caching
-// allocator and the GEMM plans, so that the captured run takes cached blocks only.
+// mechanism). The capture belongs to the context's stream: whatever thread queues there is
+// captured. Other streams of the device join it by waiting for an event recorded in it (the
+// logical replicas of one GPU: StepGraph's lanes, forked from lane 0 with record_fence and
+// wait_fence, their collectives' events becoming the graph's edges, each lane's last event waited
+// for on lane 0 before the capture ends; cudaStreamEndCapture fails with
+// cudaErrorStreamCaptureUnjoined otherwise). The mode is thread-local: only the thread that began
+// the capture (and ends it) may not call what would wait for the device or allocate device memory
+// (cudaMalloc); the lanes' threads queue into their joined streams and, like it, take memory from
+// their graph pools only — a warm-up run first fills the caching allocators and the GEMM plans,
+// so that the captured run takes cached blocks only. No lane may wait on the host for its stream
+// inside the step (a synchronize or query fails the capture): the lanes meet on the host, and
+// their streams are ordered by events only.
 #include <cuda_runtime.h>
 
 #include "backend/cuda/cuda_backend.hpp"
