@@ -114,7 +114,7 @@ TEST(GpuStepReplay, LanesCaptureTogetherAndACaptureThatFailsOnOneLaneFailsTheSte
     return std::make_unique<LaneMeeting>(2, std::chrono::seconds(60), [group] { return group->failed(); });
   };
   const Device gpu = Device::parse("gpu:0");
-  detail::StepReplays replays(lanes());
+  detail::StepReplays replays("train", lanes());
   std::vector<Toy> replayed(2), eager(2);
   strategy.run_void([&](distribute::ReplicaContext& rc) {
     const auto l = static_cast<std::size_t>(rc.local_replica_id());
@@ -137,7 +137,7 @@ TEST(GpuStepReplay, LanesCaptureTogetherAndACaptureThatFailsOnOneLaneFailsTheSte
   EXPECT_EQ(replays.graphs(), 1u);
   EXPECT_EQ(replays.failure(), "");
 
-  detail::StepReplays failing(lanes());
+  detail::StepReplays failing("train", lanes());
   int calls[2] = {0, 0};
   std::atomic<int> discarded{0};  // each lane whose capture was discarded says so (the optimizer forgets the step)
   const auto step = [&](int l, const data::Element& in) {
