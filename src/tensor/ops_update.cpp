@@ -1,5 +1,6 @@
 // Optimizer updates as fused in-place ops, and the step block they (and dropout) read the step's
 // numbers from.
+#include "lockstep/tensor/ops_clip.hpp"
 #include "lockstep/tensor/step_capture.hpp"
 #include "tensor/op_util.hpp"
 
@@ -99,6 +100,38 @@ Tensor scale_and_clip(const Tensor& a, float scale, float clip) {
   const auto& k = kern("scale_and_clip", a, backend::KernelOp::kScaleClip);
   Tensor out = Tensor::empty(a.shape(), a.dtype());
   k.scale_clip(ctx(), a.raw_data(), out.raw_data(), a.numel(), scale, clip);
+  return out;
+}
+
+namespace {
+double* sum_at(const char* op, const Tensor& sums, std::int64_t index, const Tensor& x) {
+  LOCKSTEP_CHECK(sums.defined() && sums.dtype() == DType::kF32 && sums.rank() == 1 && sums.numel() % 2 == 0 &&
+                     index >= 0 && 2 * index < sums.numel() && sums.device() == x.device(),
+                 op, ": the norm sums must be a float32 tensor of 2 elements per sum, over index ", index, ", on ",
+                 x.device().str(), ", got ",
+                 sums.defined() ? sums.shape().str() + " on " + sums.device().str() : std::string("undefined"));
+  return static_cast<double*>(const_cast<void*>(sums.raw_data())) + index;  // written through its handle
+}
+}  // namespace
+
+Tensor norm_sums(std::int64_t count) {
+  LOCKSTEP_CHECK(count >= 1, "norm_sums: count must be >= 1, got ", count);
+  return Tensor::zeros({2 * count});
+}
+
+void add_sum_squares_(const Tensor& x, Tensor& sums, std::int64_t index) {
+  detail::check_float("add_sum_squares", {&x});
+  double* acc = sum_at("add_sum_squares", sums, index, x);
+  kern("add_sum_squares", x, backend::KernelOp::kSumSquaresAdd).sum_squares_add(ctx(), x.raw_data(), x.numel(), acc);
+}
+
+Tensor clip_by_norms(const Tensor& g, const clip_math::NormClip& c, const Tensor& sums, std::int64_t own) {
+  detail::check_float("clip_by_norms", {&g});
+  const double* global_sq = sum_at("clip_by_norms", sums, 0, g);
+  const double* own_sq = sum_at("clip_by_norms", sums, own, g);
+  const auto& k = kern("clip_by_norms", g, backend::KernelOp::kClipByNorms);
+  Tensor out = Tensor::empty(g.shape(), g.dtype());
+  k.clip_by_norms(ctx(), g.raw_data(), out.raw_data(), g.numel(), c, global_sq, own_sq);
   return out;
 }
 

@@ -6,6 +6,7 @@
 #include <numbers>
 
 #include "backend/parity.hpp"
+#include "lockstep/tensor/ops_clip.hpp"
 
 namespace lockstep::parity {
 
@@ -167,6 +168,57 @@ Row scale_and_clip_row(const char* variant, const Shape& s, const Gen& gen, floa
         for (std::int64_t i = 0; i < s.numel(); ++i) {
           const double v = in[0][i] * static_cast<double>(sc);
           e.set(i, std::isnan(v) ? v : std::min(std::max(v, -c), c));
+        }
+        return std::vector<Expected>{e};
+      });
+}
+
+// Clipping by norm on the device: squared norms summed into device memory (sum_squares_add):
+// of g and h at 0, of g alone at 1.
+Row add_sum_squares_row() {
+  const Shape sg{4099}, sh{37};
+  return make_row(
+      "add_sum_squares", "two", "add_sum_squares", floats(), {{KernelOp::kSumSquaresAdd, {}}},
+      {{sg, uniform(-2, 2), {}}, {sh, uniform(-2, 2), {}}},
+      [](const std::vector<Tensor>& in, DType) {
+        Tensor sums = norm_sums(2);
+        add_sum_squares_(in[0], sums, 0);
+        add_sum_squares_(in[1], sums, 0);
+        add_sum_squares_(in[0], sums, 1);
+        double host[2];
+        sums.copy_to_host(host, sizeof host);
+        return std::vector<Tensor>{Tensor::scalar(host[0], DType::kF32), Tensor::scalar(host[1], DType::kF32)};
+      },
+      [](const std::vector<Host>& in, DType) {
+        Expected all(Shape{}), own(Shape{});
+        double g = 0, h = 0;
+        for (double v : in[0].v) g += v * v;
+        for (double v : in[1].v) h += v * v;
+        all.set(0, g + h);
+        own.set(0, g);
+        return std::vector<Expected>{all, own};
+      });
+}
+
+// g scaled by both clips from squared norms in device memory, then clamped (clip_by_norms).
+Row clip_by_norms_row() {
+  const Shape s{4099};
+  const double global_sq = 900.0, own_sq = 600.0;  // norms 30 and about 24.5
+  const clip_math::NormClip c{.global_clipnorm = 10.0, .clipnorm = 5.0, .clipvalue = 0.1f};
+  return make_row(
+      "clip_by_norms", "both", "clip_by_norms", floats(), {{KernelOp::kClipByNorms, {}}}, {{s, uniform(-2, 2), {}}},
+      [=](const std::vector<Tensor>& in, DType) {
+        Tensor sums = norm_sums(2);
+        const double host[2] = {global_sq, own_sq};
+        sums.copy_from_host(host, sizeof host);
+        return std::vector<Tensor>{clip_by_norms(in[0], c, sums, 1)};
+      },
+      [=](const std::vector<Host>& in, DType) {
+        const double factor = c.global_clipnorm / std::sqrt(global_sq) * (c.clipnorm / std::sqrt(own_sq));
+        Expected e(s);
+        for (std::int64_t i = 0; i < s.numel(); ++i) {
+          const double v = in[0][i] * factor, cl = c.clipvalue;
+          e.set(i, std::min(std::max(v, -cl), cl));
         }
         return std::vector<Expected>{e};
       });
@@ -538,6 +590,8 @@ std::vector<Row> nn_update_rows() {
   rows.push_back(scale_and_clip_row("grain", {67591}, uniform(-3, 3), 0.7f, 1.0f));
   rows.push_back(scale_and_clip_row("nonfinite", {16}, specials(), 2.0f, 1.0f));
   rows.push_back(scale_and_clip_row("nonfinite_noclip", {16}, specials(), 0.5f, INFINITY));  // clipnorm alone
+  rows.push_back(add_sum_squares_row());
+  rows.push_back(clip_by_norms_row());
 
   rows.push_back(sgd_row("sgd_update", false, false));
   rows.push_back(sgd_row("sgd_update_momentum", true, false));

@@ -52,7 +52,7 @@ TEST(StepState, ACountSetByTheHostInsideACheckedStepIsNamedButTheFirstStepsIsNot
   EXPECT_EQ(m.optimizer()->iterations(), 11);
 }
 
-TEST(StepState, ClipnormAndTheLossScalesFiniteCheckAreNamedAsHostReads) {
+TEST(StepState, ClipnormIsNotAHostReadButTheLossScalesFiniteCheckIsNamed) {
   const auto reason = [](optimizers::OptimizerPtr opt) {
     set_random_seed(7);
     Sequential m({layers::Dense(8, "relu", 4), layers::Dense(2, "softmax")}, "mlp");
@@ -60,21 +60,23 @@ TEST(StepState, ClipnormAndTheLossScalesFiniteCheckAreNamedAsHostReads) {
     m.train_step(inputs(8, 4), labels(8, 2));
     return m.jit_compile_reason();
   };
+  // The norms are summed and applied by kernels on the device: nothing for a replay to miss.
   optimizers::SGDOptions clip;
   clip.clipnorm = 1.0;
+  clip.clipvalue = 0.5;
   const std::string clipped = reason(optimizers::SGD(clip));
-  EXPECT_NE(clipped.find("SGD's clipnorm reads the gradients' norms on the host"), std::string::npos) << clipped;
+  EXPECT_EQ(clipped.find("clip"), std::string::npos) << clipped;
+  EXPECT_EQ(clipped.find("sum_squares"), std::string::npos) << clipped;
   optimizers::AdamOptions global;
   global.global_clipnorm = 1.0;
   const std::string global_clipped = reason(optimizers::Adam(global));
-  EXPECT_NE(global_clipped.find("Adam's global_clipnorm reads"), std::string::npos) << global_clipped;
+  EXPECT_EQ(global_clipped.find("clip"), std::string::npos) << global_clipped;
+  EXPECT_EQ(global_clipped.find("sum_squares"), std::string::npos) << global_clipped;
   const std::string scaled = reason(optimizers::LossScale(optimizers::Adam(1e-3)));
   EXPECT_NE(scaled.find("the loss scale's finite check reads the step's skipped mark on the host"),
             std::string::npos)
       << scaled;
-  EXPECT_EQ(scaled.find("clipnorm"), std::string::npos) << scaled;  // the loss scale's update is not clipped
-  const std::string plain = reason(optimizers::Adam(1e-3));  // neither without them
-  EXPECT_EQ(plain.find("clipnorm"), std::string::npos) << plain;
+  const std::string plain = reason(optimizers::Adam(1e-3));
   EXPECT_EQ(plain.find("finite check"), std::string::npos) << plain;
 }
 

@@ -35,6 +35,18 @@ void scale_clip(ComputeContext& ctx, const void* xv, void* yv, std::int64_t n, f
   });
 }
 
+template <typename F>
+void sum_squares_add(ComputeContext& ctx, const void* x, std::int64_t n, double* acc) {
+  *acc += sum_squares<F>(ctx, x, n);
+}
+
+template <typename F>
+void clip_by_norms(ComputeContext& ctx, const void* xv, void* yv, std::int64_t n, const NormClip& c,
+                   const double* global_sq, const double* own_sq) {
+  // The host computes nothing: the factor is read where the norms are (the same rule on every backend).
+  scale_clip<F>(ctx, xv, yv, n, clip_math::clip_factor(c, global_sq, own_sq), c.clipvalue);
+}
+
 namespace {
 void sgd_loop(float* __restrict w, float* __restrict m, const float* __restrict g, std::int64_t n, float lr, float mu,
               bool nesterov) {
@@ -163,6 +175,8 @@ void finite_check(ComputeContext&, const void* xv, std::int64_t n, StepBlock* bl
 
 LOCKSTEP_INSTANTIATE_KERNEL(Floating, sum_squares)
 LOCKSTEP_INSTANTIATE_KERNEL(Floating, scale_clip)
+LOCKSTEP_INSTANTIATE_KERNEL(Floating, sum_squares_add)
+LOCKSTEP_INSTANTIATE_KERNEL(Floating, clip_by_norms)
 LOCKSTEP_INSTANTIATE_KERNEL(Floating, finite_check)
 
 }  // namespace lockstep::backend::cpu
