@@ -203,6 +203,20 @@ void Optimizer::note_replayed_step(std::int64_t step) {
   step_.made[r] = 0;
 }
 
+void Optimizer::set_step_count_before_replay(std::int64_t step, const Variable& like) {
+  std::size_t r = 0;
+  Tensor block;
+  {
+    std::lock_guard<std::mutex> lock(slots_mu_);
+    r = step_copy(like);
+    block = step_.blocks.value();
+  }
+  // Only this replica's thread touches its entries from here.
+  if (step_.count[r] == step) return;
+  set_step_count_(block, step);
+  step_.count[r] = step;
+}
+
 bool Optimizer::elementwise() const { return !options_.clipnorm && !options_.global_clipnorm; }
 
 std::vector<std::pair<std::string, Tensor>> Optimizer::slots(const Variable& v) {

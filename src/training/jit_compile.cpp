@@ -84,6 +84,9 @@ detail::ReplicaNumbers Model::replay_train_step(
     const std::function<detail::ReplicaNumbers(const data::Element&)>& train) {
   // The host numbers the step takes beside its slice: a graph replays them as captured.
   const std::string key = std::to_string(first_example) + "/" + std::to_string(group_examples);
+  // A count the host set between steps is written now: a capture would record it as a constant.
+  if (const auto vars = trainable_variables(); !vars.empty())
+    optimizer_->set_step_count_before_replay(step, vars.front());
   detail::ReplicaNumbers r = step_replays_->run(slice, key, train);
   optimizer_->note_replayed_step(step);
   if (!step_replays_->failure().empty()) jit_reason_ = step_replays_->failure();

@@ -315,3 +315,39 @@ TEST(GpuJitCompile, AClassifierIsReplayedWithTheBitsOfEagerStepsAndItsLabelsChec
   const std::string msg = message_of([&] { run(JitCompile::kAuto, bad, &reason, &h); });
   EXPECT_TRUE(has(msg, "label 9 at index 3 is outside [0, 4)")) << msg;
 }
+
+// The count set by the host between steps (set_iterations: before the short last batch's first
+// step, whose graph is then captured, and between epochs, before graphs are replayed) is what the
+// next steps count from, captured or not: the weights and iterations of jit_compile on and off
+// are equal, bit for bit (a graph that recorded the host's count would reset it at each replay).
+TEST(GpuJitCompile, IterationsSetBetweenStepsAreCountedFromByReplaysAndCaptures) {
+  LOCKSTEP_REQUIRE_GPU();
+  const test::Classification d = test::random_classification(16 * 6 + 5, 12, 4, 3);
+  const auto run = [&](JitCompile mode, std::string* reason, std::int64_t* iterations) {
+    MirroredStrategy strategy({.devices = {"gpu:0"}});
+    auto scope = strategy.scope();
+    auto m = classifier(mode);
+    optimizers::Optimizer& opt = *m->optimizer();
+    const auto hooks = std::make_shared<LambdaCallback>(LambdaCallbackOptions{
+        .on_epoch_end = [&](int, const Logs&) { opt.set_iterations(opt.iterations() + 40); },
+        .on_train_batch_end = [&](std::int64_t batch, const Logs&) {
+          if (batch == 5 && opt.iterations() == 6) opt.set_iterations(3);  // before the short batch
+        }});
+    m->fit(d.x, d.y, {.epochs = 3, .batch_size = 16, .shuffle = false, .verbose = 0, .callbacks = {hooks}});
+    *reason = m->jit_compile_reason();
+    *iterations = opt.iterations();
+    std::vector<Tensor> out;
+    for (const auto& v : m->variables())
+      out.push_back(Tensor::from_vector(v.read_value().to_vector<float>(), v.shape()));
+    return out;
+  };
+  std::string on_reason, off_reason;
+  std::int64_t on_iterations = 0, off_iterations = 0;
+  const auto eager = run(JitCompile::kOff, &off_reason, &off_iterations);
+  const auto replayed = run(JitCompile::kAuto, &on_reason, &on_iterations);
+  EXPECT_EQ(on_reason, "");  // captured
+  EXPECT_EQ(off_iterations, 3 + 1 + 40 + 7 + 40 + 7 + 40);
+  EXPECT_EQ(on_iterations, off_iterations);
+  ASSERT_EQ(replayed.size(), eager.size());
+  for (std::size_t i = 0; i < eager.size(); ++i) EXPECT_TRUE(replayed[i].bitwise_equal(eager[i])) << i;
+}

@@ -72,6 +72,11 @@ class Optimizer {
   /// step's numbers and advanced the block's count on the device, and the host's record of that
   /// count follows (else the next capture would write the count the host last saw).
   void note_replayed_step(std::int64_t step);
+  /// Before a captured step `step` of this replica is replayed or captured (jit_compile): a count
+  /// the host set since this replica's last step (set_iterations, a checkpoint) is written into
+  /// its block now, eagerly, so that no graph records it (each replay would reset the count) and
+  /// no replay misses it. `like`: as step_block's.
+  void set_step_count_before_replay(std::int64_t step, const Variable& like);
   /// The rule a sharded update applies to ranges, or null where the update of one element
   /// needs more than that element (clipnorm, global_clipnorm, loss scaling): every replica then
   /// updates all of its copies.
