@@ -48,6 +48,7 @@ using step_state::StepBlock;
 using step_state::StepRule;
 using step_state::StepScalars;
 using clip_math::NormClip;
+using loss_scale_math::LossScaleState;
 
 /// A 2-D convolution over NHWC tensors: input [n, h, w, c], output [n, oh, ow, oc], kernel in
 /// Keras' HWIO layout [kh, kw, c / groups, oc] (output channel o belongs to group o / (oc /

@@ -1,6 +1,7 @@
 // Optimizer updates as fused in-place ops, and the step block they (and dropout) read the step's
 // numbers from.
 #include "lockstep/tensor/ops_clip.hpp"
+#include "lockstep/tensor/ops_loss_scale.hpp"
 #include "lockstep/tensor/step_capture.hpp"
 #include "tensor/op_util.hpp"
 
@@ -157,6 +158,41 @@ void finite_check_(const Tensor& x, Tensor& block) {
   check_block("finite_check", block, x);
   kern("finite_check", x, backend::KernelOp::kFiniteCheck)
       .finite_check(ctx(), x.raw_data(), x.numel(), block_of(block));
+}
+
+void set_loss_scale_(Tensor& block, const loss_scale_math::LossScaleState& state) {
+  check_block("loss_scale_set", block, block);
+  kern("loss_scale_set", block, backend::KernelOp::kLossScaleSet).loss_scale_set(ctx(), block_of(block), state);
+}
+
+loss_scale_math::LossScaleState loss_scale_state(const Tensor& block) {
+  check_block("loss_scale_state", block, block);
+  step_state::StepBlock b;
+  block.copy_to_host(&b, sizeof b);
+  return b.loss_scale;
+}
+
+Tensor loss_scale_factor(const Tensor& block, double inverse_n) {
+  check_block("loss_scale_factor", block, block);
+  const auto& k = kern("loss_scale_factor", block, backend::KernelOp::kLossScaleFactor);
+  Tensor factor = Tensor::empty(Shape{}, DType::kF32);
+  k.loss_scale_factor(ctx(), block_of(block), inverse_n, static_cast<float*>(factor.raw_data()));
+  return factor;
+}
+
+Tensor unscale_check(const Tensor& g, Tensor& block) {
+  detail::check_float("unscale_check", {&g});
+  check_block("unscale_check", block, g);
+  const auto& k = kern("unscale_check", g, backend::KernelOp::kUnscaleCheck);
+  Tensor out = Tensor::empty(g.shape(), g.dtype());
+  k.unscale_check(ctx(), g.raw_data(), out.raw_data(), g.numel(), block_of(block));
+  return out;
+}
+
+void update_loss_scale_(Tensor& block, std::int64_t growth_steps) {
+  check_block("loss_scale_update", block, block);
+  kern("loss_scale_update", block, backend::KernelOp::kLossScaleUpdate)
+      .loss_scale_update(ctx(), block_of(block), growth_steps);
 }
 
 bool step_skipped(const Tensor& block) {

@@ -7,6 +7,7 @@
 
 #include "backend/parity.hpp"
 #include "lockstep/tensor/ops_clip.hpp"
+#include "lockstep/tensor/ops_loss_scale.hpp"
 
 namespace lockstep::parity {
 
@@ -170,6 +171,46 @@ Row scale_and_clip_row(const char* variant, const Shape& s, const Gen& gen, floa
           e.set(i, std::isnan(v) ? v : std::min(std::max(v, -c), c));
         }
         return std::vector<Expected>{e};
+      });
+}
+
+// The loss scale kept in a step block: written (1024, one finite step counted), the loss factor
+// of a mean over 3 examples, g unscaled and checked in one pass, and the scale moved (growth after
+// 2 finite steps: doubled when g is finite, halved and the step counted skipped when not).
+Row loss_scale_row(const char* variant, const Gen& gen) {
+  const Shape s{4099};
+  return make_row(
+      "loss_scale", variant, "unscale_check", floats(),
+      {{KernelOp::kLossScaleSet, DType::kF32},
+       {KernelOp::kLossScaleFactor, DType::kF32},
+       {KernelOp::kUnscaleCheck, {}},
+       {KernelOp::kLossScaleUpdate, DType::kF32}},
+      {{s, gen, {}}},
+      [](const std::vector<Tensor>& in, DType) {
+        Tensor block = step_block();
+        set_loss_scale_(block, {.scale = 1024, .counter = 1, .skipped = 0});
+        const Tensor factor = loss_scale_factor(block, 1.0 / 3.0);
+        const Tensor g = unscale_check(in[0], block);
+        const bool skipped = step_skipped(block);
+        update_loss_scale_(block, 2);
+        const auto st = loss_scale_state(block);
+        const std::vector<float> state{static_cast<float>(st.scale), static_cast<float>(st.counter),
+                                       static_cast<float>(st.skipped), skipped ? 1.0f : 0.0f};
+        return std::vector<Tensor>{factor, g, Tensor::from_vector(state, Shape{4})};
+      },
+      [=](const std::vector<Host>& in, DType) {
+        Expected factor(Shape{}), g(s), state(Shape{4});
+        factor.set(0, 1024.0 / 3.0);
+        bool finite = true;
+        for (std::int64_t i = 0; i < s.numel(); ++i) {
+          g.set(i, in[0][i] / 1024.0);
+          finite = finite && std::isfinite(in[0][i]);
+        }
+        state.set(0, finite ? 2048 : 512);
+        state.set(1, 0);
+        state.set(2, finite ? 0 : 1);
+        state.set(3, finite ? 0 : 1);
+        return std::vector<Expected>{factor, g, state};
       });
 }
 
@@ -592,6 +633,8 @@ std::vector<Row> nn_update_rows() {
   rows.push_back(scale_and_clip_row("nonfinite_noclip", {16}, specials(), 0.5f, INFINITY));  // clipnorm alone
   rows.push_back(add_sum_squares_row());
   rows.push_back(clip_by_norms_row());
+  rows.push_back(loss_scale_row("finite", uniform(-3, 3)));
+  rows.push_back(loss_scale_row("nonfinite", specials()));
 
   rows.push_back(sgd_row("sgd_update", false, false));
   rows.push_back(sgd_row("sgd_update_momentum", true, false));

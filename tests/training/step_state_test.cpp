@@ -9,6 +9,7 @@
 #include "lockstep/optimizers/loss_scale_optimizer.hpp"
 #include "lockstep/optimizers/schedules.hpp"
 #include "lockstep/tensor/ops.hpp"
+#include "lockstep/tensor/ops_loss_scale.hpp"
 #include "lockstep/training/sequential.hpp"
 #include "training/model_io_test_util.hpp"
 
@@ -153,6 +154,39 @@ TEST(StepState, TheFiniteCheckMarksTheBlockAndTheUpdatesLeaveASkippedStepAlone) 
   EXPECT_EQ(w.to_vector<float>(), (std::vector<float>{-0.5f, 2.5f})) << "applied: w -= lr g";
   step_end_(block);
   EXPECT_EQ(step_count(block), 1);
+}
+
+// The loss scale kept in the step block: the loss factor, the gradients unscaled and checked in
+// one pass, and the scale moved give the bits and states of the host's LossScaleOptimizer path
+// (scale(loss, factor), scale(g, 1/scale) then finite_check_, update_scale), float32 and float16.
+TEST(StepState, TheLossScaleInTheBlockGivesTheBitsOfTheHostPath) {
+  optimizers::LossScaleOptimizer host(optimizers::SGD(0.1), {.initial_scale = 3, .dynamic_growth_steps = 2});
+  Tensor block = step_block();
+  set_loss_scale_(block, {.scale = host.loss_scale(), .counter = 0, .skipped = 0});
+  const Tensor g32 = Tensor::from_vector(std::vector<float>{1.0f, -2.5f, 1e-3f, 7.77f, 65000.0f}, Shape{5});
+  const bool finite_steps[] = {true, false, true, true, true, false};
+  for (const bool finite : finite_steps) {
+    EXPECT_EQ(loss_scale_factor(block, 1.0 / 7.0).to_vector<float>(),
+              std::vector<float>{loss_scale_math::loss_factor(1.0 / 7.0, host.loss_scale())});
+    const float inverse = loss_scale_math::unscale_factor(host.loss_scale());
+    Tensor ignored = step_block();  // the host path's own check
+    for (const Tensor& g : {g32, g32.to(DType::kF16)}) {
+      const Tensor x = finite ? g : mul(g, Tensor::scalar(INFINITY, g.dtype()));
+      const Tensor want = scale(x, inverse);
+      finite_check_(want, ignored);
+      EXPECT_TRUE(unscale_check(x, block).bitwise_equal(want)) << dtype_name(g.dtype());
+    }
+    EXPECT_EQ(step_skipped(block), !finite);
+    EXPECT_EQ(step_skipped(ignored), !finite);
+    update_loss_scale_(block, 2);
+    host.update_scale(finite);
+    const loss_scale_math::LossScaleState st = loss_scale_state(block);
+    EXPECT_EQ(st.scale, host.loss_scale());
+    EXPECT_EQ(st.counter, host.step_counter());
+    EXPECT_EQ(st.skipped, host.skipped_steps());
+    step_begin_(block, step_state::StepRule{});  // the next step applies unless its check fails
+  }
+  EXPECT_EQ(host.skipped_steps(), 2);
 }
 
 }  // namespace

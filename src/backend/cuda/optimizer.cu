@@ -101,6 +101,24 @@ template <typename F>
 __global__ void finite_check_kernel(const F* x, std::int64_t n, StepBlock* block) {
   LOCKSTEP_GRID_LOOP(i, n) step_state::mark_not_finite(*block, Elem<F>::load(x[i]));
 }
+// The loss scale kept in the block: loss_scale_math.hpp's rule and factors, on one thread.
+__global__ void loss_scale_set_kernel(StepBlock* block, LossScaleState state) { block->loss_scale = state; }
+__global__ void loss_scale_factor_kernel(const StepBlock* block, double inverse_n, float* factor) {
+  *factor = loss_scale_math::loss_factor(inverse_n, block->loss_scale.scale);
+}
+__global__ void loss_scale_update_kernel(StepBlock* block, std::int64_t growth_steps) {
+  step_state::update_loss_scale(*block, growth_steps);
+}
+// scale()'s expression, then finite_check's on what was stored (the CPU kernel's bits).
+template <typename F>
+__global__ void unscale_check_kernel(const F* x, F* y, std::int64_t n, StepBlock* block) {
+  const float inverse = step_state::unscale_factor(*block);
+  LOCKSTEP_GRID_LOOP(i, n) {
+    const F v = Elem<F>::store(Elem<F>::load(x[i]) * inverse);
+    y[i] = v;
+    step_state::mark_not_finite(*block, Elem<F>::load(v));
+  }
+}
 }  // namespace
 
 template <typename F>
@@ -167,9 +185,33 @@ void finite_check(ComputeContext& ctx, const void* x, std::int64_t n, StepBlock*
   check_launch("finite_check");
 }
 
+void loss_scale_set(ComputeContext& ctx, StepBlock* block, const LossScaleState& state) {
+  loss_scale_set_kernel<<<1, 1, 0, stream(ctx)>>>(block, state);
+  check_launch("loss_scale_set");
+}
+
+void loss_scale_factor(ComputeContext& ctx, const StepBlock* block, double inverse_n, float* factor) {
+  loss_scale_factor_kernel<<<1, 1, 0, stream(ctx)>>>(block, inverse_n, factor);
+  check_launch("loss_scale_factor");
+}
+
+void loss_scale_update(ComputeContext& ctx, StepBlock* block, std::int64_t growth_steps) {
+  loss_scale_update_kernel<<<1, 1, 0, stream(ctx)>>>(block, growth_steps);
+  check_launch("loss_scale_update");
+}
+
+template <typename F>
+void unscale_check(ComputeContext& ctx, const void* x, void* y, std::int64_t n, StepBlock* block) {
+  if (n == 0) return;
+  unscale_check_kernel<F><<<blocks_for(n), kThreads, 0, stream(ctx)>>>(static_cast<const F*>(x), static_cast<F*>(y),
+                                                                       n, block);
+  check_launch("unscale_check");
+}
+
 LOCKSTEP_INSTANTIATE_KERNEL(Floating, sum_squares)
 LOCKSTEP_INSTANTIATE_KERNEL(Floating, sum_squares_add)
 LOCKSTEP_INSTANTIATE_KERNEL(Floating, clip_by_norms)
 LOCKSTEP_INSTANTIATE_KERNEL(Floating, finite_check)
+LOCKSTEP_INSTANTIATE_KERNEL(Floating, unscale_check)
 
 }  // namespace lockstep::backend::cuda
