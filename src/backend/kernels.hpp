@@ -14,6 +14,7 @@
 #include <type_traits>
 
 #include "backend/context.hpp"
+#include "lockstep/core/clip_math.hpp"
 #include "lockstep/core/device.hpp"
 #include "lockstep/core/dtype.hpp"
 #include "lockstep/core/half.hpp"
@@ -53,6 +54,8 @@ struct AdamStep {
 using step_state::StepBlock;
 using step_state::StepRule;
 using step_state::StepScalars;
+using clip_math::NormClip;
+using loss_scale_math::LossScaleState;
 
 /// A 2-D convolution over NHWC tensors: input [n, h, w, c], output [n, oh, ow, oc], kernel in
 /// Keras' HWIO layout [kh, kw, c / groups, oc] (output channel o belongs to group o / (oc /

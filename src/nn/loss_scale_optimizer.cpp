@@ -1,8 +1,8 @@
 #include "lockstep/optimizers/loss_scale_optimizer.hpp"
 
-#include <algorithm>
 #include <cmath>
 
+#include "lockstep/core/loss_scale_math.hpp"
 #include "lockstep/tensor/ops.hpp"
 #include "lockstep/tensor/step_capture.hpp"
 
@@ -21,10 +21,12 @@ LossScaleOptimizer::LossScaleOptimizer(OptimizerPtr inner, LossScaleOptions opti
   set_iterations(inner_->iterations());
 }
 
-Tensor LossScaleOptimizer::scale_loss(const Tensor& loss) const { return scale(loss, static_cast<float>(scale_)); }
+Tensor LossScaleOptimizer::scale_loss(const Tensor& loss) const {
+  return scale(loss, loss_scale_math::loss_factor(1.0, scale_));
+}
 
 void LossScaleOptimizer::unscale(std::vector<Tensor>& grads, Tensor& step_block) const {
-  const auto inverse = static_cast<float>(1.0 / scale_);
+  const float inverse = loss_scale_math::unscale_factor(scale_);
   for (auto& g : grads) {
     if (!g.defined()) continue;
     g = scale(g, inverse);
@@ -41,18 +43,11 @@ bool LossScaleOptimizer::usable(std::vector<Tensor>& grads, Tensor& step_block) 
 }
 
 void LossScaleOptimizer::update_scale(bool finite) {
-  if (!finite) {
-    // Never below 1: a scale under 1 would push small gradients further into underflow.
-    scale_ = std::max(1.0, scale_ / 2);
-    counter_ = 0;
-    ++skipped_;
-    return;
-  }
-  if (++counter_ >= options_.dynamic_growth_steps) {
-    // Doubling stops where float32 could no longer hold the scaled loss.
-    if (scale_ < 1e30) scale_ *= 2;
-    counter_ = 0;
-  }
+  loss_scale_math::LossScaleState s{.scale = scale_, .counter = counter_, .skipped = skipped_};
+  loss_scale_math::update(s, finite, options_.dynamic_growth_steps);
+  scale_ = s.scale;
+  counter_ = s.counter;
+  skipped_ = s.skipped;
 }
 
 void LossScaleOptimizer::set_state(double scale, std::int64_t counter, std::int64_t skipped) {

@@ -5,6 +5,7 @@
 
 #include "lockstep/autograd/replica_interface.hpp"
 #include "lockstep/tensor/ops.hpp"
+#include "lockstep/tensor/ops_clip.hpp"
 #include "lockstep/tensor/step_capture.hpp"
 #include "nn/schedule_desc.hpp"
 
@@ -212,6 +213,20 @@ void Optimizer::note_discarded_step() {
   step_.made[r] = 0;
 }
 
+void Optimizer::set_step_count_before_replay(std::int64_t step, const Variable& like) {
+  std::size_t r = 0;
+  Tensor block;
+  {
+    std::lock_guard<std::mutex> lock(slots_mu_);
+    r = step_copy(like);
+    block = step_.blocks.value();
+  }
+  // Only this replica's thread touches its entries from here.
+  if (step_.count[r] == step) return;
+  set_step_count_(block, step);
+  step_.count[r] = step;
+}
+
 bool Optimizer::elementwise() const { return !options_.clipnorm && !options_.global_clipnorm; }
 
 std::vector<std::pair<std::string, Tensor>> Optimizer::slots(const Variable& v) {
@@ -303,35 +318,31 @@ void Optimizer::apply_gradients_at(const std::vector<std::pair<Tensor, Variable>
                      "variable, before updating it unsharded");
     }
   }
-  // Clipping's reads only: a LossScaleOptimizer is not elementwise either, and clips nothing.
-  const bool clips = options_.clipnorm || options_.global_clipnorm;
-  if (StepCaptureCheck* check = current_step_capture_check(); check && clips)
-    check->block(detail::concat(name(), "'s ", options_.global_clipnorm ? "global_clipnorm" : "clipnorm",
-                                " reads the gradients' norms on the host"));
-  double global_scale = 1.0;
-  if (options_.global_clipnorm) {
-    double total = 0;
-    for (const auto& [g, v] : grads_and_vars)
-      if (g.defined()) total += sum_squares(g);
-    const double norm = std::sqrt(total);
-    if (norm > *options_.global_clipnorm) global_scale = *options_.global_clipnorm / norm;
+  // Clipping by norm on the device: the squared norms summed by kernels (the global one at 0,
+  // each gradient's own after it), the factor derived where they are. Nothing is read back.
+  const clip_math::NormClip clip{.global_clipnorm = options_.global_clipnorm.value_or(0),
+                                 .clipnorm = options_.clipnorm.value_or(0),
+                                 .clipvalue = options_.clipvalue ? static_cast<float>(*options_.clipvalue) : INFINITY};
+  Tensor sums;
+  if (clip.global_clipnorm > 0 || clip.clipnorm > 0) {
+    sums = norm_sums(1 + static_cast<std::int64_t>(grads_and_vars.size()));
+    for (std::size_t i = 0; i < grads_and_vars.size(); ++i) {
+      const Tensor& g = grads_and_vars[i].first;
+      if (!g.defined()) continue;
+      if (clip.global_clipnorm > 0) add_sum_squares_(g, sums, 0);
+      if (clip.clipnorm > 0) add_sum_squares_(g, sums, 1 + static_cast<std::int64_t>(i));
+    }
   }
   note_capture_refusal(name(), options_.schedule);
   Tensor block;
-  for (const auto& [g, v] : grads_and_vars) {
+  for (std::size_t i = 0; i < grads_and_vars.size(); ++i) {
+    const auto& [g, v] = grads_and_vars[i];
     if (!g.defined()) continue;
     LOCKSTEP_CHECK(g.shape() == v.shape(), name(), ": gradient ", g.shape().str(), " does not match variable '",
                    v.name(), "' ", v.shape().str());
     Tensor grad = g;
-    double scale = global_scale;
-    if (options_.clipnorm) {
-      const double norm = std::sqrt(sum_squares(g));
-      if (norm > *options_.clipnorm) scale *= *options_.clipnorm / norm;
-    }
-    if (scale != 1.0 || options_.clipvalue) {
-      const float cv = options_.clipvalue ? static_cast<float>(*options_.clipvalue) : INFINITY;
-      grad = scale_and_clip(g, static_cast<float>(scale), cv);
-    }
+    if (sums.defined()) grad = clip_by_norms(g, clip, sums, 1 + static_cast<std::int64_t>(i));
+    else if (options_.clipvalue) grad = scale_and_clip(g, 1.0f, clip.clipvalue);
     if (!block.defined()) block = step_block(step, v);
     update(v, grad, block);
   }

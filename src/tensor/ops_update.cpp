@@ -1,5 +1,7 @@
 // Optimizer updates as fused in-place ops, and the step block they (and dropout) read the step's
 // numbers from.
+#include "lockstep/tensor/ops_clip.hpp"
+#include "lockstep/tensor/ops_loss_scale.hpp"
 #include "lockstep/tensor/step_capture.hpp"
 #include "tensor/op_util.hpp"
 
@@ -102,6 +104,38 @@ Tensor scale_and_clip(const Tensor& a, float scale, float clip) {
   return out;
 }
 
+namespace {
+double* sum_at(const char* op, const Tensor& sums, std::int64_t index, const Tensor& x) {
+  LOCKSTEP_CHECK(sums.defined() && sums.dtype() == DType::kF32 && sums.rank() == 1 && sums.numel() % 2 == 0 &&
+                     index >= 0 && 2 * index < sums.numel() && sums.device() == x.device(),
+                 op, ": the norm sums must be a float32 tensor of 2 elements per sum, over index ", index, ", on ",
+                 x.device().str(), ", got ",
+                 sums.defined() ? sums.shape().str() + " on " + sums.device().str() : std::string("undefined"));
+  return static_cast<double*>(const_cast<void*>(sums.raw_data())) + index;  // written through its handle
+}
+}  // namespace
+
+Tensor norm_sums(std::int64_t count) {
+  LOCKSTEP_CHECK(count >= 1, "norm_sums: count must be >= 1, got ", count);
+  return Tensor::zeros({2 * count});
+}
+
+void add_sum_squares_(const Tensor& x, Tensor& sums, std::int64_t index) {
+  detail::check_float("add_sum_squares", {&x});
+  double* acc = sum_at("add_sum_squares", sums, index, x);
+  kern("add_sum_squares", x, backend::KernelOp::kSumSquaresAdd).sum_squares_add(ctx(), x.raw_data(), x.numel(), acc);
+}
+
+Tensor clip_by_norms(const Tensor& g, const clip_math::NormClip& c, const Tensor& sums, std::int64_t own) {
+  detail::check_float("clip_by_norms", {&g});
+  const double* global_sq = sum_at("clip_by_norms", sums, 0, g);
+  const double* own_sq = sum_at("clip_by_norms", sums, own, g);
+  const auto& k = kern("clip_by_norms", g, backend::KernelOp::kClipByNorms);
+  Tensor out = Tensor::empty(g.shape(), g.dtype());
+  k.clip_by_norms(ctx(), g.raw_data(), out.raw_data(), g.numel(), c, global_sq, own_sq);
+  return out;
+}
+
 Tensor step_block() { return Tensor::zeros({step_state::kStepBlockFloats}); }  // count 0, step applied
 
 void step_begin_(Tensor& block, const step_state::StepRule& rule) {
@@ -124,6 +158,41 @@ void finite_check_(const Tensor& x, Tensor& block) {
   check_block("finite_check", block, x);
   kern("finite_check", x, backend::KernelOp::kFiniteCheck)
       .finite_check(ctx(), x.raw_data(), x.numel(), block_of(block));
+}
+
+void set_loss_scale_(Tensor& block, const loss_scale_math::LossScaleState& state) {
+  check_block("loss_scale_set", block, block);
+  kern("loss_scale_set", block, backend::KernelOp::kLossScaleSet).loss_scale_set(ctx(), block_of(block), state);
+}
+
+loss_scale_math::LossScaleState loss_scale_state(const Tensor& block) {
+  check_block("loss_scale_state", block, block);
+  step_state::StepBlock b;
+  block.copy_to_host(&b, sizeof b);
+  return b.loss_scale;
+}
+
+Tensor loss_scale_factor(const Tensor& block, double inverse_n) {
+  check_block("loss_scale_factor", block, block);
+  const auto& k = kern("loss_scale_factor", block, backend::KernelOp::kLossScaleFactor);
+  Tensor factor = Tensor::empty(Shape{}, DType::kF32);
+  k.loss_scale_factor(ctx(), block_of(block), inverse_n, static_cast<float*>(factor.raw_data()));
+  return factor;
+}
+
+Tensor unscale_check(const Tensor& g, Tensor& block) {
+  detail::check_float("unscale_check", {&g});
+  check_block("unscale_check", block, g);
+  const auto& k = kern("unscale_check", g, backend::KernelOp::kUnscaleCheck);
+  Tensor out = Tensor::empty(g.shape(), g.dtype());
+  k.unscale_check(ctx(), g.raw_data(), out.raw_data(), g.numel(), block_of(block));
+  return out;
+}
+
+void update_loss_scale_(Tensor& block, std::int64_t growth_steps) {
+  check_block("loss_scale_update", block, block);
+  kern("loss_scale_update", block, backend::KernelOp::kLossScaleUpdate)
+      .loss_scale_update(ctx(), block_of(block), growth_steps);
 }
 
 bool step_skipped(const Tensor& block) {

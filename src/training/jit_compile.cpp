@@ -129,6 +129,9 @@ detail::ReplicaNumbers Model::replay_train_step(
     const ReplicaIds ids = replica->ids();
     lane = ids.replica_id_in_sync_group % ids.num_local_replicas;
   }
+  // A count the host set between steps is written now: a capture would record it as a constant.
+  if (const auto vars = trainable_variables(); !vars.empty())
+    optimizer_->set_step_count_before_replay(step, vars.front());
   detail::ReplicaNumbers r =
       step_replays_->run(lane, slice, key, train, [this] { optimizer_->note_discarded_step(); });
   optimizer_->note_replayed_step(step);

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "lockstep/autograd/gradient_tape.hpp"
+#include "lockstep/core/loss_scale_math.hpp"
 #include "lockstep/layers/dtype_policy.hpp"
 #include "lockstep/optimizers/loss_scale_optimizer.hpp"
 #include "lockstep/tensor/compute_context.hpp"
@@ -428,15 +429,15 @@ detail::ReplicaNumbers Model::replica_train_step(const data::Element& s, std::in
     const phase_times::Scope timed(phase_times::Phase::kBackward);
     // Every replica divides by the GLOBAL batch size, so the summed gradients are the mean
     // over the global batch whatever the split: N replicas compute what one device would.
-    const double factor =
-        (global_n ? 1.0 / static_cast<double>(global_n) : 0.0) * (loss_scale ? loss_scale->loss_scale() : 1.0);
+    const float factor = loss_scale_math::loss_factor(global_n ? 1.0 / static_cast<double>(global_n) : 0.0,
+                                                      loss_scale ? loss_scale->loss_scale() : 1.0);
     // Each gradient bucket's exchange starts as soon as the backward pass has made its last
     // gradient final, while the pass goes on (not when gradients are accumulated first).
     const GradientReadyFn on_ready =
         replica && use == GradientUse::kApply
             ? replica->begin_gradient_exchange(vars, optimizer_->elementwise_rule())
             : GradientReadyFn();
-    grads = tape.gradient(scale(r.loss_sum, static_cast<float>(factor)), vars, Tensor(), on_ready);
+    grads = tape.gradient(scale(r.loss_sum, factor), vars, Tensor(), on_ready);
   }
   const phase_times::Scope timed(phase_times::Phase::kUpdate);  // metrics and the update
   slice_metric_states(s, outs, r);

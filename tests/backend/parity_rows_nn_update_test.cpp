@@ -6,6 +6,8 @@
 #include <numbers>
 
 #include "backend/parity.hpp"
+#include "lockstep/tensor/ops_clip.hpp"
+#include "lockstep/tensor/ops_loss_scale.hpp"
 
 namespace lockstep::parity {
 
@@ -167,6 +169,97 @@ Row scale_and_clip_row(const char* variant, const Shape& s, const Gen& gen, floa
         for (std::int64_t i = 0; i < s.numel(); ++i) {
           const double v = in[0][i] * static_cast<double>(sc);
           e.set(i, std::isnan(v) ? v : std::min(std::max(v, -c), c));
+        }
+        return std::vector<Expected>{e};
+      });
+}
+
+// The loss scale kept in a step block: written (1024, one finite step counted), the loss factor
+// of a mean over 3 examples, g unscaled and checked in one pass, and the scale moved (growth after
+// 2 finite steps: doubled when g is finite, halved and the step counted skipped when not).
+Row loss_scale_row(const char* variant, const Gen& gen) {
+  const Shape s{4099};
+  return make_row(
+      "loss_scale", variant, "unscale_check", floats(),
+      {{KernelOp::kLossScaleSet, DType::kF32},
+       {KernelOp::kLossScaleFactor, DType::kF32},
+       {KernelOp::kUnscaleCheck, {}},
+       {KernelOp::kLossScaleUpdate, DType::kF32}},
+      {{s, gen, {}}},
+      [](const std::vector<Tensor>& in, DType) {
+        Tensor block = step_block();
+        set_loss_scale_(block, {.scale = 1024, .counter = 1, .skipped = 0});
+        const Tensor factor = loss_scale_factor(block, 1.0 / 3.0);
+        const Tensor g = unscale_check(in[0], block);
+        const bool skipped = step_skipped(block);
+        update_loss_scale_(block, 2);
+        const auto st = loss_scale_state(block);
+        const std::vector<float> state{static_cast<float>(st.scale), static_cast<float>(st.counter),
+                                       static_cast<float>(st.skipped), skipped ? 1.0f : 0.0f};
+        return std::vector<Tensor>{factor, g, Tensor::from_vector(state, Shape{4})};
+      },
+      [=](const std::vector<Host>& in, DType) {
+        Expected factor(Shape{}), g(s), state(Shape{4});
+        factor.set(0, 1024.0 / 3.0);
+        bool finite = true;
+        for (std::int64_t i = 0; i < s.numel(); ++i) {
+          g.set(i, in[0][i] / 1024.0);
+          finite = finite && std::isfinite(in[0][i]);
+        }
+        state.set(0, finite ? 2048 : 512);
+        state.set(1, 0);
+        state.set(2, finite ? 0 : 1);
+        state.set(3, finite ? 0 : 1);
+        return std::vector<Expected>{factor, g, state};
+      });
+}
+
+// Clipping by norm on the device: squared norms summed into device memory (sum_squares_add):
+// of g and h at 0, of g alone at 1.
+Row add_sum_squares_row() {
+  const Shape sg{4099}, sh{37};
+  return make_row(
+      "add_sum_squares", "two", "add_sum_squares", floats(), {{KernelOp::kSumSquaresAdd, {}}},
+      {{sg, uniform(-2, 2), {}}, {sh, uniform(-2, 2), {}}},
+      [](const std::vector<Tensor>& in, DType) {
+        Tensor sums = norm_sums(2);
+        add_sum_squares_(in[0], sums, 0);
+        add_sum_squares_(in[1], sums, 0);
+        add_sum_squares_(in[0], sums, 1);
+        double host[2];
+        sums.copy_to_host(host, sizeof host);
+        return std::vector<Tensor>{Tensor::scalar(host[0], DType::kF32), Tensor::scalar(host[1], DType::kF32)};
+      },
+      [](const std::vector<Host>& in, DType) {
+        Expected all(Shape{}), own(Shape{});
+        double g = 0, h = 0;
+        for (double v : in[0].v) g += v * v;
+        for (double v : in[1].v) h += v * v;
+        all.set(0, g + h);
+        own.set(0, g);
+        return std::vector<Expected>{all, own};
+      });
+}
+
+// g scaled by both clips from squared norms in device memory, then clamped (clip_by_norms).
+Row clip_by_norms_row() {
+  const Shape s{4099};
+  const double global_sq = 900.0, own_sq = 600.0;  // norms 30 and about 24.5
+  const clip_math::NormClip c{.global_clipnorm = 10.0, .clipnorm = 5.0, .clipvalue = 0.1f};
+  return make_row(
+      "clip_by_norms", "both", "clip_by_norms", floats(), {{KernelOp::kClipByNorms, {}}}, {{s, uniform(-2, 2), {}}},
+      [=](const std::vector<Tensor>& in, DType) {
+        Tensor sums = norm_sums(2);
+        const double host[2] = {global_sq, own_sq};
+        sums.copy_from_host(host, sizeof host);
+        return std::vector<Tensor>{clip_by_norms(in[0], c, sums, 1)};
+      },
+      [=](const std::vector<Host>& in, DType) {
+        const double factor = c.global_clipnorm / std::sqrt(global_sq) * (c.clipnorm / std::sqrt(own_sq));
+        Expected e(s);
+        for (std::int64_t i = 0; i < s.numel(); ++i) {
+          const double v = in[0][i] * factor, cl = c.clipvalue;
+          e.set(i, std::min(std::max(v, -cl), cl));
         }
         return std::vector<Expected>{e};
       });
@@ -538,6 +631,10 @@ std::vector<Row> nn_update_rows() {
   rows.push_back(scale_and_clip_row("grain", {67591}, uniform(-3, 3), 0.7f, 1.0f));
   rows.push_back(scale_and_clip_row("nonfinite", {16}, specials(), 2.0f, 1.0f));
   rows.push_back(scale_and_clip_row("nonfinite_noclip", {16}, specials(), 0.5f, INFINITY));  // clipnorm alone
+  rows.push_back(add_sum_squares_row());
+  rows.push_back(clip_by_norms_row());
+  rows.push_back(loss_scale_row("finite", uniform(-3, 3)));
+  rows.push_back(loss_scale_row("nonfinite", specials()));
 
   rows.push_back(sgd_row("sgd_update", false, false));
   rows.push_back(sgd_row("sgd_update_momentum", true, false));

@@ -2,6 +2,7 @@
 
 #include "lockstep/core/device.hpp"
 #include "lockstep/core/error.hpp"
+#include "lockstep/core/loss_scale_math.hpp"
 #include "lockstep/core/shape.hpp"
 
 using namespace lockstep;
@@ -28,4 +29,36 @@ TEST(Device, ParsesAndRejects) {
   EXPECT_THROW(Device::parse("tpu:0"), ValueError);
   EXPECT_THROW(Device::parse("cpu:x"), ValueError);
   EXPECT_THROW(Device::parse("cpu:-1"), ValueError);
+}
+
+// The dynamic loss scale's one rule (host and device): doubles after growth_steps finite steps in
+// a row, halves on a step that was not finite and counts it skipped; never below 1, and no
+// doubling past 1e30.
+TEST(LossScaleMath, GrowsAfterFiniteStepsHalvesOnOthersWithinItsBounds) {
+  using namespace loss_scale_math;
+  LossScaleState s{.scale = 4};
+  update(s, true, 2);
+  EXPECT_EQ(s.scale, 4);
+  EXPECT_EQ(s.counter, 1);
+  update(s, true, 2);
+  EXPECT_EQ(s.scale, 8);
+  EXPECT_EQ(s.counter, 0);
+  update(s, true, 2);
+  update(s, false, 2);
+  EXPECT_EQ(s.scale, 4);
+  EXPECT_EQ(s.counter, 0);
+  EXPECT_EQ(s.skipped, 1);
+  LossScaleState low{.scale = 1.5};
+  update(low, false, 2);
+  EXPECT_EQ(low.scale, 1);
+  update(low, false, 2);
+  EXPECT_EQ(low.scale, 1);
+  EXPECT_EQ(low.skipped, 2);
+  LossScaleState high{.scale = 2e30};
+  update(high, true, 1);
+  EXPECT_EQ(high.scale, 2e30);
+  EXPECT_EQ(high.counter, 0);
+  // The step's factors, each rounded once to float32 from double.
+  EXPECT_EQ(loss_factor(1.0 / 3.0, 1024.0), static_cast<float>(1024.0 / 3.0));
+  EXPECT_EQ(unscale_factor(3.0), static_cast<float>(1.0 / 3.0));
 }

@@ -63,12 +63,14 @@ Data make_data(std::int64_t n) {
   return {Tensor::from_vector(x, {n, 8}), Tensor::from_vector(y, {n})};
 }
 
-std::unique_ptr<Sequential> make_model(MirroredStrategy& strategy, std::int64_t steps_per_execution) {
+std::unique_ptr<Sequential> make_model(MirroredStrategy& strategy, std::int64_t steps_per_execution,
+                                       optimizers::OptimizerPtr optimizer = nullptr) {
   auto scope = strategy.scope();
   set_random_seed(5);
   auto model = std::make_unique<Sequential>(
       std::vector<layers::LayerPtr>{layers::Dense(16, "relu", 8), layers::Dense(2, "softmax")});
-  model->compile(optimizers::Adam(1e-2), losses::SparseCategoricalCrossentropy(), {"accuracy"});
+  model->compile(optimizer ? std::move(optimizer) : optimizers::Adam(1e-2), losses::SparseCategoricalCrossentropy(),
+                 {"accuracy"});
   model->set_steps_per_execution(steps_per_execution);
   return model;
 }
@@ -145,6 +147,30 @@ TEST(GpuHostReads, FitReadsTheLogsOncePerExecution) {
       else EXPECT_EQ(reads, 0u) << hook << " at mark " << i << counter->str();
     }
   });
+}
+
+// clipnorm and global_clipnorm: the norms are summed and applied by kernels, so a clipped step
+// reads nothing back: each batch reads only its logs, as without clipping.
+TEST(GpuHostReads, ClippingByNormReadsNoNormBack) {
+  LOCKSTEP_REQUIRE_GPU();
+  const Data d = make_data(256);
+  for (const auto& devices : device_lists()) {
+    SCOPED_TRACE(devices.front() + ".." + devices.back());
+    MirroredStrategy strategy({.devices = devices});
+    optimizers::AdamOptions o;
+    o.learning_rate = 1e-2;
+    o.clipnorm = 0.1;
+    o.global_clipnorm = 0.2;
+    auto model = make_model(strategy, 1, optimizers::Adam(o));
+    auto counter = std::make_shared<ReadCounter>();
+    const std::uint64_t norms = host_reads("kernel sum_squares");
+    model->fit(data::Dataset::from_tensor_slices(d.x, d.y).batch(64),
+               {.epochs = 1, .verbose = 0, .callbacks = {counter}});
+    EXPECT_EQ(host_reads("kernel sum_squares"), norms) << host_reads_by_cause();
+    const auto& m = counter->marks;
+    ASSERT_EQ(m.size(), 6u) << counter->str();  // epoch_begin, 4 batches, epoch_end
+    for (std::size_t i = 1; i + 1 < m.size(); ++i) EXPECT_EQ(m[i].reads - m[i - 1].reads, 1u) << counter->str();
+  }
 }
 
 // Under mixed_float16 the loss scale's finite check runs on the device (no sum of squares read

@@ -18,14 +18,23 @@ using namespace lockstep::gpu_test;
 
 namespace {
 
-// clipnorm > 0: Adam clips by each gradient's norm, which it reads on the host (not capturable).
-std::unique_ptr<Sequential> make_model(JitCompile mode, double clipnorm = 0) {
+// How the test's Adam takes its numbers: host_rate, its learning rate from a function of one's
+// own, which only the host evaluates (not capturable); clipnorm / global_clipnorm > 0, its
+// gradients clipped by their norms, which kernels sum and apply on the device (capturable).
+struct AdamSetup {
+  bool host_rate = false;
+  double clipnorm = 0, global_clipnorm = 0;
+};
+
+std::unique_ptr<Sequential> make_model(JitCompile mode, const AdamSetup& setup = {}) {
   set_random_seed(7);  // the same weights for every model made here
   auto m = std::make_unique<Sequential>(std::vector<layers::LayerPtr>{
       layers::Dense(32, "relu", 12), layers::Dropout(0.25), layers::Dense(4, "softmax")});
   optimizers::AdamOptions o;
   o.learning_rate = 1e-2;
-  if (clipnorm > 0) o.clipnorm = clipnorm;
+  if (setup.host_rate) o.schedule = [](std::int64_t) { return 1e-2; };
+  if (setup.clipnorm > 0) o.clipnorm = setup.clipnorm;
+  if (setup.global_clipnorm > 0) o.global_clipnorm = setup.global_clipnorm;
   m->compile(optimizers::Adam(o), losses::SparseCategoricalCrossentropy(), {"accuracy"});
   m->set_jit_compile(mode);
   return m;
@@ -33,11 +42,11 @@ std::unique_ptr<Sequential> make_model(JitCompile mode, double clipnorm = 0) {
 
 // `steps` steps of fit at global batch 16 on gpu:0; the weights after them, on the host.
 std::vector<Tensor> trained(JitCompile mode, std::int64_t steps, std::string* reason, std::string* err,
-                            double clipnorm = 0, const std::string& devices = "gpu:0") {
+                            const AdamSetup& setup = {}, const std::string& devices = "gpu:0") {
   const test::Classification d = test::random_classification(16 * steps, 12, 4, 3);
   MirroredStrategy strategy({.devices = {devices}});
   auto scope = strategy.scope();
-  auto model = make_model(mode, clipnorm);
+  auto model = make_model(mode, setup);
   ::testing::internal::CaptureStderr();
   try {
     model->fit(d.x, d.y, {.epochs = 1, .batch_size = 16, .shuffle = false, .verbose = 0});
@@ -177,16 +186,16 @@ TEST(GpuJitCompile, AnAttentionBlockThatTransposesIsCapturedAndTrainsTheBitsOfEa
 TEST(GpuJitCompile, AutoSaysOnceWhyStepsRunEagerlyAndTrainsTheBitsOfOff) {
   LOCKSTEP_REQUIRE_GPU();
   std::string reason, err, off_reason, off_err;
-  const auto captured = trained(JitCompile::kAuto, 6, &reason, &err, 1.0);
-  const auto eager = trained(JitCompile::kOff, 6, &off_reason, &off_err, 1.0);
+  const auto captured = trained(JitCompile::kAuto, 6, &reason, &err, {.host_rate = true});
+  const auto eager = trained(JitCompile::kOff, 6, &off_reason, &off_err, {.host_rate = true});
   ASSERT_EQ(captured.size(), eager.size());
   for (std::size_t i = 0; i < captured.size(); ++i) EXPECT_TRUE(captured[i].bitwise_equal(eager[i])) << i;
-  // One line for the six steps, naming the model, the device and why: clipnorm reads the
-  // gradients' norms on the host, which a replay could not repeat.
+  // One line for the six steps, naming the model, the device and why: the learning rate comes
+  // from a function only the host evaluates, which a replay could not repeat.
   EXPECT_TRUE(has(err, "jit_compile=\"auto\": model '")) << err;
   EXPECT_TRUE(has(err, "runs its train steps eagerly on gpu:0: ")) << err;
   EXPECT_EQ(err.find("jit_compile", err.find("jit_compile") + 1), std::string::npos) << err;
-  EXPECT_TRUE(has(reason, "clipnorm")) << reason;
+  EXPECT_TRUE(has(reason, "Adam's learning rate comes from")) << reason;
   // The step's numbers, dropout's step included, are read on the device; the labels are checked
   // before each replay.
   EXPECT_FALSE(has(reason, "adam_update")) << reason;
@@ -200,11 +209,28 @@ TEST(GpuJitCompile, TrueIsRefusedNamingTheDeviceOrTheOp) {
   LOCKSTEP_REQUIRE_GPU();
   const std::string refusal = step_capture_refusal(Device::parse("gpu:0"));
   std::string reason, err;
-  const std::string msg = message_of([&] { trained(JitCompile::kOn, 2, &reason, &err, 1.0); });
+  const std::string msg = message_of([&] { trained(JitCompile::kOn, 2, &reason, &err, {.host_rate = true}); });
   if (!refusal.empty())  // before any step
     EXPECT_TRUE(has(msg, "jit_compile=True: train steps on gpu:0 cannot be captured into a graph: " + refusal)) << msg;
   else  // after the checked step
-    EXPECT_TRUE(has(msg, "the train step cannot be captured into a graph: ") && has(msg, "clipnorm")) << msg;
+    EXPECT_TRUE(has(msg, "the train step cannot be captured into a graph: ") && has(msg, "learning rate")) << msg;
+}
+
+// Clipping by norm (each gradient's and the global one) is summed and applied on the device:
+// the step is captured where the GPU can capture, and trains the bits of jit_compile off.
+TEST(GpuJitCompile, ClippedStepsAreCapturedAndTrainTheBitsOfOff) {
+  LOCKSTEP_REQUIRE_GPU();
+  const AdamSetup clipped{.clipnorm = 0.05, .global_clipnorm = 0.08};  // small: every step clips
+  std::string reason, err, off_reason, off_err;
+  const auto with = trained(JitCompile::kAuto, 40, &reason, &err, clipped);
+  const auto without = trained(JitCompile::kOff, 40, &off_reason, &off_err, clipped);
+  if (step_capture_refusal(Device::parse("gpu:0")).empty()) {
+    EXPECT_EQ(reason, "");
+  }
+  EXPECT_FALSE(has(reason, "clip")) << reason;
+  EXPECT_FALSE(has(reason, "sum_squares")) << reason;
+  ASSERT_EQ(with.size(), without.size());
+  for (std::size_t i = 0; i < with.size(); ++i) EXPECT_TRUE(with[i].bitwise_equal(without[i])) << i;
 }
 
 // The acceptance check of issue 37: with jit_compile on and off, the weights after 200 steps
@@ -215,8 +241,8 @@ TEST(GpuJitCompile, WeightsAfter200StepsAreBitIdenticalWithAndWithoutCapture) {
   LOCKSTEP_REQUIRE_GPU();  // emulated GPUs capture as real ones do (a recording of the CPU's kernels)
   std::string reason, err, off_reason, off_err;
   for (const std::string devices : {"gpu:0", "gpu:0x4"}) {  // one replica, and four logical ones (one graph)
-    const auto with = trained(JitCompile::kAuto, 200, &reason, &err, 0, devices);
-    const auto without = trained(JitCompile::kOff, 200, &off_reason, &off_err, 0, devices);
+    const auto with = trained(JitCompile::kAuto, 200, &reason, &err, {}, devices);
+    const auto without = trained(JitCompile::kOff, 200, &off_reason, &off_err, {}, devices);
     std::printf("jit_compile auto on %s: %s\n", devices.c_str(),
                 reason.empty() ? "captured" : ("eager: " + reason).c_str());
     ASSERT_EQ(with.size(), without.size());
@@ -396,4 +422,40 @@ TEST(GpuJitCompile, LogicalReplicasMeetingThroughMessagesRunEagerlyNamingWhy) {
                                            "messages on the host"))
       << m->jit_compile_reason();
   EXPECT_TRUE(has(err, "runs its train steps eagerly on gpu:0")) << err;
+}
+
+// The count set by the host between steps (set_iterations: before the short last batch's first
+// step, whose graph is then captured, and between epochs, before graphs are replayed) is what the
+// next steps count from, captured or not: the weights and iterations of jit_compile on and off
+// are equal, bit for bit (a graph that recorded the host's count would reset it at each replay).
+TEST(GpuJitCompile, IterationsSetBetweenStepsAreCountedFromByReplaysAndCaptures) {
+  LOCKSTEP_REQUIRE_GPU();
+  const test::Classification d = test::random_classification(16 * 6 + 5, 12, 4, 3);
+  const auto run = [&](JitCompile mode, std::string* reason, std::int64_t* iterations) {
+    MirroredStrategy strategy({.devices = {"gpu:0"}});
+    auto scope = strategy.scope();
+    auto m = classifier(mode);
+    optimizers::Optimizer& opt = *m->optimizer();
+    const auto hooks = std::make_shared<LambdaCallback>(LambdaCallbackOptions{
+        .on_epoch_end = [&](int, const Logs&) { opt.set_iterations(opt.iterations() + 40); },
+        .on_train_batch_end = [&](std::int64_t batch, const Logs&) {
+          if (batch == 5 && opt.iterations() == 6) opt.set_iterations(3);  // before the short batch
+        }});
+    m->fit(d.x, d.y, {.epochs = 3, .batch_size = 16, .shuffle = false, .verbose = 0, .callbacks = {hooks}});
+    *reason = m->jit_compile_reason();
+    *iterations = opt.iterations();
+    std::vector<Tensor> out;
+    for (const auto& v : m->variables())
+      out.push_back(Tensor::from_vector(v.read_value().to_vector<float>(), v.shape()));
+    return out;
+  };
+  std::string on_reason, off_reason;
+  std::int64_t on_iterations = 0, off_iterations = 0;
+  const auto eager = run(JitCompile::kOff, &off_reason, &off_iterations);
+  const auto replayed = run(JitCompile::kAuto, &on_reason, &on_iterations);
+  EXPECT_EQ(on_reason, "");  // captured
+  EXPECT_EQ(off_iterations, 3 + 1 + 40 + 7 + 40 + 7 + 40);
+  EXPECT_EQ(on_iterations, off_iterations);
+  ASSERT_EQ(replayed.size(), eager.size());
+  for (std::size_t i = 0; i < eager.size(); ++i) EXPECT_TRUE(replayed[i].bitwise_equal(eager[i])) << i;
 }

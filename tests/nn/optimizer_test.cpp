@@ -3,10 +3,12 @@
 
 #include <cmath>
 #include <limits>
+#include <random>
 #include <string>
 #include <vector>
 
 #include "lockstep/optimizers/optimizer.hpp"
+#include "lockstep/tensor/ops.hpp"
 
 namespace lockstep {
 namespace {
@@ -195,6 +197,36 @@ TEST(Clipping, GlobalClipnormUsesTheNormOfAllGradients) {
   opt->apply_gradients({{vec({0.6f, 0.8f}), c}, {vec({0.9f}), d}});
   expect_near_all(values(c), {-0.6 / norm, -0.8 / norm}, 1e-6);
   expect_near_all(values(d), {-0.9 / norm}, 1e-6);
+}
+
+// The norms are summed and applied on the device (nothing read back): the bits of the formula
+// computed on the host from sum_squares, in double, the factor rounded once to float32.
+TEST(Clipping, TheNormsOnTheDeviceGiveTheBitsOfTheHostsFormula) {
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  std::vector<float> ga(1000), gb(37);
+  for (float& x : ga) x = u(rng);
+  for (float& x : gb) x = u(rng);
+  optimizers::SGDOptions o;
+  o.learning_rate = 1.0;
+  o.clipnorm = 9.0;          // a's norm is about 18: clipped; b's about 3.5: not
+  o.global_clipnorm = 15.0;  // about 18.6 in all: clipped
+  o.clipvalue = 0.4;
+  auto opt = optimizers::SGD(o);
+  Variable a = var(std::vector<float>(ga.size(), 0.0f), "a"), b = var(std::vector<float>(gb.size(), 0.0f), "b");
+  opt->apply_gradients({{vec(ga), a}, {vec(gb), b}});
+  const double global = std::sqrt(sum_squares(vec(ga)) + sum_squares(vec(gb)));
+  const auto expected = [&](const std::vector<float>& g) {
+    double scale = global > 15.0 ? 15.0 / global : 1.0;
+    const double own = std::sqrt(sum_squares(vec(g)));
+    if (own > 9.0) scale *= 9.0 / own;
+    std::vector<float> w = scale_and_clip(vec(g), static_cast<float>(scale), 0.4f).to_vector<float>();
+    for (float& x : w) x = 0.0f - x;  // SGD with lr 1 from 0
+    return w;
+  };
+  EXPECT_EQ(values(a), expected(ga));
+  EXPECT_EQ(values(b), expected(gb));
+  EXPECT_NE(values(a), std::vector<float>(ga.size(), 0.0f));
 }
 
 TEST(Clipping, ClipvalueClipsElementwise) {

@@ -11,6 +11,7 @@
 #include <cstdint>
 
 #include "lockstep/core/host_device.hpp"
+#include "lockstep/core/loss_scale_math.hpp"
 #include "lockstep/core/schedule_math.hpp"
 
 namespace lockstep::step_state {
@@ -34,6 +35,9 @@ struct StepScalars {
 struct StepBlock {
   StepState state;
   StepScalars scalars;
+  // The dynamic loss scale where one is kept on the device (loss_scale_set writes it; zeros until
+  // then): the step's loss factor and unscaling read it, loss_scale_update moves it.
+  loss_scale_math::LossScaleState loss_scale;
 };
 /// A block's size in float32 elements (it is stored as a float32 tensor; all zeros is count 0,
 /// step applied).
@@ -79,6 +83,15 @@ LOCKSTEP_HOST_DEVICE inline void mark_not_finite(StepBlock& b, float x) {
 /// The kernel at the end of a step: a step that applied counts (Keras: a skipped one does not).
 LOCKSTEP_HOST_DEVICE inline void end_step(StepBlock& b) {
   if (!b.state.skipped) ++b.state.iterations;
+}
+/// After the loss scale's finite checks of a step: the scale moved by its rule
+/// (loss_scale_math::update), the step finite unless a check marked it skipped.
+LOCKSTEP_HOST_DEVICE inline void update_loss_scale(StepBlock& b, std::int64_t growth_steps) {
+  loss_scale_math::update(b.loss_scale, b.state.skipped == 0, growth_steps);
+}
+/// What a gradient's elements are multiplied by to unscale them (1/scale as float32).
+LOCKSTEP_HOST_DEVICE inline float unscale_factor(const StepBlock& b) {
+  return loss_scale_math::unscale_factor(b.loss_scale.scale);
 }
 /// Sets the count (a checkpoint restored, set_iterations): the next step applies.
 LOCKSTEP_HOST_DEVICE inline void set_step(StepBlock& b, std::int64_t iterations) {

@@ -76,6 +76,11 @@ class Optimizer {
   /// step block while capturing (its numbers derived, its count advanced) never ran, so the next
   /// step derives its numbers and writes its count anew.
   void note_discarded_step();
+  /// Before a captured step `step` of this replica is replayed or captured (jit_compile): a count
+  /// the host set since this replica's last step (set_iterations, a checkpoint) is written into
+  /// its block now, eagerly, so that no graph records it (each replay would reset the count) and
+  /// no replay misses it. `like`: as step_block's.
+  void set_step_count_before_replay(std::int64_t step, const Variable& like);
   /// The rule a sharded update applies to ranges, or null where the update of one element
   /// needs more than that element (clipnorm, global_clipnorm, loss scaling): every replica then
   /// updates all of its copies.

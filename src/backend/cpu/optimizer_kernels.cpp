@@ -35,6 +35,18 @@ void scale_clip(ComputeContext& ctx, const void* xv, void* yv, std::int64_t n, f
   });
 }
 
+template <typename F>
+void sum_squares_add(ComputeContext& ctx, const void* x, std::int64_t n, double* acc) {
+  *acc += sum_squares<F>(ctx, x, n);
+}
+
+template <typename F>
+void clip_by_norms(ComputeContext& ctx, const void* xv, void* yv, std::int64_t n, const NormClip& c,
+                   const double* global_sq, const double* own_sq) {
+  // The host computes nothing: the factor is read where the norms are (the same rule on every backend).
+  scale_clip<F>(ctx, xv, yv, n, clip_math::clip_factor(c, global_sq, own_sq), c.clipvalue);
+}
+
 namespace {
 void sgd_loop(float* __restrict w, float* __restrict m, const float* __restrict g, std::int64_t n, float lr, float mu,
               bool nesterov) {
@@ -161,8 +173,33 @@ void finite_check(ComputeContext&, const void* xv, std::int64_t n, StepBlock* bl
   for (std::int64_t i = 0; i < n; ++i) step_state::mark_not_finite(*block, Elem<F>::load(x[i]));
 }
 
+// The loss scale kept in the block: loss_scale_math.hpp's rule and factors, run here.
+void loss_scale_set(ComputeContext&, StepBlock* block, const LossScaleState& state) { block->loss_scale = state; }
+void loss_scale_factor(ComputeContext&, const StepBlock* block, double inverse_n, float* factor) {
+  *factor = loss_scale_math::loss_factor(inverse_n, block->loss_scale.scale);
+}
+void loss_scale_update(ComputeContext&, StepBlock* block, std::int64_t growth_steps) {
+  step_state::update_loss_scale(*block, growth_steps);
+}
+
+// scale()'s expression (x * factor in float32, stored in x's dtype), then finite_check's on what
+// was stored: the bits of the two ops it fuses.
+template <typename F>
+void unscale_check(ComputeContext&, const void* xv, void* yv, std::int64_t n, StepBlock* block) {
+  const float inverse = step_state::unscale_factor(*block);
+  const F* x = static_cast<const F*>(xv);
+  F* y = static_cast<F*>(yv);
+  for (std::int64_t i = 0; i < n; ++i) {
+    y[i] = Elem<F>::store(Elem<F>::load(x[i]) * inverse);
+    step_state::mark_not_finite(*block, Elem<F>::load(y[i]));
+  }
+}
+
 LOCKSTEP_INSTANTIATE_KERNEL(Floating, sum_squares)
 LOCKSTEP_INSTANTIATE_KERNEL(Floating, scale_clip)
+LOCKSTEP_INSTANTIATE_KERNEL(Floating, sum_squares_add)
+LOCKSTEP_INSTANTIATE_KERNEL(Floating, clip_by_norms)
 LOCKSTEP_INSTANTIATE_KERNEL(Floating, finite_check)
+LOCKSTEP_INSTANTIATE_KERNEL(Floating, unscale_check)
 
 }  // namespace lockstep::backend::cpu

@@ -1,6 +1,6 @@
 // Fused optimizer updates (one pass over a variable's memory per step), the step's numbers
-// (step_begin, step_end) and the sum of squares that gradient clipping needs, accumulated in
-// double in a fixed order.
+// (step_begin, step_end), the sum of squares that gradient clipping needs, accumulated in
+// double in a fixed order, and the clip by those norms.
 #include <algorithm>
 
 #include "backend/cuda/cuda_common.cuh"
@@ -29,11 +29,35 @@ __global__ void sum_squares_partial(const F* x, std::int64_t n, double* part) {
   }
 }
 
-__global__ void sum_partials(const double* part, int n, double* out) {
+// *out = the partials' sum (added to *out when `add`: 0 + t is t, so both give sum_squares' bits).
+__global__ void sum_partials(const double* part, int n, double* out, bool add) {
   if (threadIdx.x == 0 && blockIdx.x == 0) {
     double t = 0;
     for (int i = 0; i < n; ++i) t += part[i];
-    *out = t;
+    *out = add ? *out + t : t;
+  }
+}
+
+// The sum of squares of x into *out (device memory), in a fixed order: partials per block, then
+// one thread sums them.
+template <typename F>
+void launch_sum_squares(ComputeContext& ctx, const void* x, std::int64_t n, double* out, bool add) {
+  cudaStream_t s = stream(ctx);
+  const unsigned blocks = std::min<unsigned>(blocks_for(n), kSumBlocks);
+  Scratch part(ctx, blocks * sizeof(double));
+  sum_squares_partial<F><<<blocks, kThreads, 0, s>>>(static_cast<const F*>(x), n, part.as<double>());
+  sum_partials<<<1, 32, 0, s>>>(part.as<double>(), static_cast<int>(blocks), out, add);
+  check_launch("sum_squares");
+}
+
+template <typename F>
+__global__ void clip_by_norms_kernel(const F* x, F* y, std::int64_t n, NormClip c, const double* global_sq,
+                                     const double* own_sq) {
+  const float scale = clip_math::clip_factor(c, global_sq, own_sq);
+  const float clip = c.clipvalue;
+  LOCKSTEP_GRID_LOOP(i, n) {
+    const float v = Elem<F>::load(x[i]) * scale;  // scale_clip's expression: the same bits
+    y[i] = Elem<F>::store(v < -clip ? -clip : v > clip ? clip : v);
   }
 }
 
@@ -77,20 +101,49 @@ template <typename F>
 __global__ void finite_check_kernel(const F* x, std::int64_t n, StepBlock* block) {
   LOCKSTEP_GRID_LOOP(i, n) step_state::mark_not_finite(*block, Elem<F>::load(x[i]));
 }
+// The loss scale kept in the block: loss_scale_math.hpp's rule and factors, on one thread.
+__global__ void loss_scale_set_kernel(StepBlock* block, LossScaleState state) { block->loss_scale = state; }
+__global__ void loss_scale_factor_kernel(const StepBlock* block, double inverse_n, float* factor) {
+  *factor = loss_scale_math::loss_factor(inverse_n, block->loss_scale.scale);
+}
+__global__ void loss_scale_update_kernel(StepBlock* block, std::int64_t growth_steps) {
+  step_state::update_loss_scale(*block, growth_steps);
+}
+// scale()'s expression, then finite_check's on what was stored (the CPU kernel's bits).
+template <typename F>
+__global__ void unscale_check_kernel(const F* x, F* y, std::int64_t n, StepBlock* block) {
+  const float inverse = step_state::unscale_factor(*block);
+  LOCKSTEP_GRID_LOOP(i, n) {
+    const F v = Elem<F>::store(Elem<F>::load(x[i]) * inverse);
+    y[i] = v;
+    step_state::mark_not_finite(*block, Elem<F>::load(v));
+  }
+}
 }  // namespace
 
 template <typename F>
 double sum_squares(ComputeContext& ctx, const void* x, std::int64_t n) {
   if (n == 0) return 0;
-  cudaStream_t s = stream(ctx);
-  const unsigned blocks = std::min<unsigned>(blocks_for(n), kSumBlocks);
-  Scratch part(ctx, (blocks + 1) * sizeof(double));
-  sum_squares_partial<F><<<blocks, kThreads, 0, s>>>(static_cast<const F*>(x), n, part.as<double>());
-  sum_partials<<<1, 32, 0, s>>>(part.as<double>(), static_cast<int>(blocks), part.as<double>() + blocks);
-  check_launch("sum_squares");
+  Scratch sum(ctx, sizeof(double));
+  launch_sum_squares<F>(ctx, x, n, sum.as<double>(), false);
   double host = 0;
-  read_back(ctx, &host, part.as<double>() + blocks, sizeof host);
+  read_back(ctx, &host, sum.as<double>(), sizeof host);
   return host;
+}
+
+template <typename F>
+void sum_squares_add(ComputeContext& ctx, const void* x, std::int64_t n, double* acc) {
+  if (n == 0) return;  // adds 0: *acc unchanged
+  launch_sum_squares<F>(ctx, x, n, acc, true);
+}
+
+template <typename F>
+void clip_by_norms(ComputeContext& ctx, const void* x, void* y, std::int64_t n, const NormClip& c,
+                   const double* global_sq, const double* own_sq) {
+  if (n == 0) return;
+  clip_by_norms_kernel<F><<<blocks_for(n), kThreads, 0, stream(ctx)>>>(static_cast<const F*>(x), static_cast<F*>(y),
+                                                                       n, c, global_sq, own_sq);
+  check_launch("clip_by_norms");
 }
 
 void sgd_update(ComputeContext& ctx, void* w, void* m, const void* g, std::int64_t n, const StepBlock* step,
@@ -132,7 +185,33 @@ void finite_check(ComputeContext& ctx, const void* x, std::int64_t n, StepBlock*
   check_launch("finite_check");
 }
 
+void loss_scale_set(ComputeContext& ctx, StepBlock* block, const LossScaleState& state) {
+  loss_scale_set_kernel<<<1, 1, 0, stream(ctx)>>>(block, state);
+  check_launch("loss_scale_set");
+}
+
+void loss_scale_factor(ComputeContext& ctx, const StepBlock* block, double inverse_n, float* factor) {
+  loss_scale_factor_kernel<<<1, 1, 0, stream(ctx)>>>(block, inverse_n, factor);
+  check_launch("loss_scale_factor");
+}
+
+void loss_scale_update(ComputeContext& ctx, StepBlock* block, std::int64_t growth_steps) {
+  loss_scale_update_kernel<<<1, 1, 0, stream(ctx)>>>(block, growth_steps);
+  check_launch("loss_scale_update");
+}
+
+template <typename F>
+void unscale_check(ComputeContext& ctx, const void* x, void* y, std::int64_t n, StepBlock* block) {
+  if (n == 0) return;
+  unscale_check_kernel<F><<<blocks_for(n), kThreads, 0, stream(ctx)>>>(static_cast<const F*>(x), static_cast<F*>(y),
+                                                                       n, block);
+  check_launch("unscale_check");
+}
+
 LOCKSTEP_INSTANTIATE_KERNEL(Floating, sum_squares)
+LOCKSTEP_INSTANTIATE_KERNEL(Floating, sum_squares_add)
+LOCKSTEP_INSTANTIATE_KERNEL(Floating, clip_by_norms)
 LOCKSTEP_INSTANTIATE_KERNEL(Floating, finite_check)
+LOCKSTEP_INSTANTIATE_KERNEL(Floating, unscale_check)
 
 }  // namespace lockstep::backend::cuda

@@ -1,0 +1,26 @@
+#pragma once
+// The dynamic loss scale kept in a step block on the device (StepBlock::loss_scale,
+// lockstep/core/loss_scale_math.hpp's rule): a step takes its loss factor and unscales and
+// checks its gradients there, and the scale moves there, so a loss-scaled step reads nothing
+// back and can be captured. Blocks: see step_block() in lockstep/tensor/ops.hpp.
+#include <cstdint>
+
+#include "lockstep/core/loss_scale_math.hpp"
+#include "lockstep/tensor/tensor.hpp"
+
+namespace lockstep {
+
+/// Writes `state` into the block (before a step, never inside one: a replay would repeat it).
+void set_loss_scale_(Tensor& block, const loss_scale_math::LossScaleState& state);
+/// The block's loss scale, read back (the host's copy of it, where asked).
+loss_scale_math::LossScaleState loss_scale_state(const Tensor& block);
+/// A float32 scalar on the block's device: loss_factor(inverse_n, the block's scale), the output
+/// gradient of the step's summed loss (the bits of scale(loss, loss_factor(...)) differentiated).
+Tensor loss_scale_factor(const Tensor& block, double inverse_n);
+/// scale(g, unscale_factor(the block's scale)), and finite_check_ of it into the block, in one
+/// pass: the bits of the two.
+Tensor unscale_check(const Tensor& g, Tensor& block);
+/// After the step's checks: the block's scale moved by loss_scale_math::update.
+void update_loss_scale_(Tensor& block, std::int64_t growth_steps);
+
+}  // namespace lockstep
