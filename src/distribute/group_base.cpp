@@ -199,13 +199,13 @@ void GroupBase::fail(const std::string& what) {
   for (auto& q : queues_) q->hurry();  // what is queued runs (and fails) now
 }
 
+std::string GroupBase::failure() const {
+  std::lock_guard<std::mutex> lock(failure_mu_);
+  return failure_;
+}
+
 void GroupBase::throw_failed(int rank, const CollectiveCall& call) const {
-  std::string what;
-  {
-    std::lock_guard<std::mutex> lock(failure_mu_);
-    what = failure_;
-  }
-  throw DistributedError(call.name() + " on member " + std::to_string(rank) + " failed: " + what);
+  throw DistributedError(call.name() + " on member " + std::to_string(rank) + " failed: " + failure());
 }
 
 void GroupBase::fail_timeout(int rank, const CollectiveCall& call, std::chrono::milliseconds timeout,

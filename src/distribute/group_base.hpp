@@ -31,6 +31,7 @@ class GroupBase : public CollectiveGroup {
   std::chrono::milliseconds timeout() const override { return timeout_; }
   CollectiveImplementation implementation() const override { return implementation_; }
   bool failed() const override { return failed_.load(std::memory_order_acquire); }
+  std::string failure() const override;
   void reset() override;
 
   // ---- for the members and their works ----

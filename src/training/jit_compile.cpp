@@ -30,37 +30,9 @@ const char* jit_compile_name(JitCompile mode) {
 
 using detail::step_device;
 
-namespace {
-// Why the replicas' steps cannot be captured together into one graph (StepGraph's lanes), or
-// empty: logical replicas of one GPU, whose collectives go through its memory ordered by device
-// fences, can; replicas on several GPUs or workers reduce through peer copies the host waits for,
-// NCCL or messages, which are not captured.
-std::string replicas_capture_refusal(distribute::Strategy& strategy) {
-  const int replicas = strategy.num_replicas_in_sync();
-  if (replicas == 1) return {};
-  const std::string prefix = "the collectives of its " + std::to_string(replicas) + " replicas are not captured: ";
-  if (strategy.num_workers() > 1)
-    return prefix + "they reach " + std::to_string(strategy.num_workers()) +
-           " workers; the replicas of one worker on one GPU (gpu:0x4) are captured together";
-  const std::vector<Device>& devices = strategy.devices();
-  for (const Device& d : devices)
-    if (d != devices.front())
-      return prefix + "they are on " + devices.front().str() + " and " + d.str() +
-             ", whose collectives the host waits for (peer copies, NCCL); logical replicas of one GPU "
-             "(gpu:0x4) are captured together";
-  if (strategy.collectives().implementation() != distribute::CollectiveImplementation::kSharedMemory)
-    return prefix + "they meet through messages on the host (cross_device_ops), not through the GPU's memory";
-  return {};
-}
-
-// The replicas' meeting when several capture one graph together, else null.
-std::unique_ptr<LaneMeeting> step_lanes(distribute::Strategy* strategy) {
-  if (!strategy || strategy->num_local_replicas() == 1) return nullptr;
-  distribute::CollectiveGroup* group = &strategy->collectives();
-  return std::make_unique<LaneMeeting>(strategy->num_local_replicas(), group->timeout(),
-                                       [group] { return group->failed(); });
-}
-}  // namespace
+using detail::lane_of;
+using detail::replicas_capture_refusal;
+using detail::step_lanes;
 
 void Model::set_jit_compile(JitCompile mode) {
   jit_compile_ = mode;
@@ -124,11 +96,7 @@ detail::ReplicaNumbers Model::replay_train_step(
     ReplicaInterface* replica, const std::function<detail::ReplicaNumbers(const data::Element&)>& train) {
   // The host numbers the step takes beside its slice: a graph replays them as captured.
   const std::string key = std::to_string(first_example) + "/" + std::to_string(group_examples);
-  int lane = 0;
-  if (replica) {
-    const ReplicaIds ids = replica->ids();
-    lane = ids.replica_id_in_sync_group % ids.num_local_replicas;
-  }
+  const int lane = lane_of(replica);
   // A count the host set between steps is written now: a capture would record it as a constant.
   if (const auto vars = trainable_variables(); !vars.empty())
     optimizer_->set_step_count_before_replay(step, vars.front());

@@ -72,7 +72,14 @@ std::vector<float> summed_numbers(distribute::Strategy* strategy, const std::vec
       return pieces.size() > 1 ? ctx.all_reduce(ReduceOp::kSum, mine) : mine;
     })[0];
   }
-  return total.to_vector<float>();
+  std::vector<float> numbers = total.to_vector<float>();
+  // A collective the watchdog aborted (NCCL: a dead peer, the deadline; nccl_group.cpp) ends
+  // with what it wrote undefined, and the host learns it only from the group: numbers read after
+  // such an abort are not handed on (to logs, callbacks, a checkpoint's decision).
+  if (strategy && strategy->collectives().failed())
+    throw DistributedError("the losses and metrics of this execution were not used: the replicas' collectives failed "
+                           "while they were summed: " + strategy->collectives().failure());
+  return numbers;
 }
 }  // namespace
 

@@ -11,6 +11,42 @@ const Device& step_device(const distribute::Strategy* strategy) {
   return context_device(strategy ? *strategy->contexts().front() : current_compute_context());
 }
 
+// Why the replicas' steps cannot be captured together into one graph (StepGraph's lanes), or
+// empty: logical replicas of one GPU, whose collectives go through its memory ordered by device
+// fences, can; replicas on several GPUs or workers reduce through peer copies the host waits for,
+// NCCL or messages, which are not captured.
+std::string replicas_capture_refusal(distribute::Strategy& strategy) {
+  const int replicas = strategy.num_replicas_in_sync();
+  if (replicas == 1) return {};
+  const std::string prefix = "the collectives of its " + std::to_string(replicas) + " replicas are not captured: ";
+  if (strategy.num_workers() > 1)
+    return prefix + "they reach " + std::to_string(strategy.num_workers()) +
+           " workers; the replicas of one worker on one GPU (gpu:0x4) are captured together";
+  const std::vector<Device>& devices = strategy.devices();
+  for (const Device& d : devices)
+    if (d != devices.front())
+      return prefix + "they are on " + devices.front().str() + " and " + d.str() +
+             ", whose collectives the host waits for (peer copies, NCCL); logical replicas of one GPU "
+             "(gpu:0x4) are captured together";
+  if (strategy.collectives().implementation() != distribute::CollectiveImplementation::kSharedMemory)
+    return prefix + "they meet through messages on the host (cross_device_ops), not through the GPU's memory";
+  return {};
+}
+
+// The replicas' meeting when several capture one graph together, else null.
+std::unique_ptr<LaneMeeting> step_lanes(distribute::Strategy* strategy) {
+  if (!strategy || strategy->num_local_replicas() == 1) return nullptr;
+  distribute::CollectiveGroup* group = &strategy->collectives();
+  return std::make_unique<LaneMeeting>(strategy->num_local_replicas(), group->timeout(),
+                                       [group] { return group->failed(); });
+}
+
+int lane_of(ReplicaInterface* replica) {
+  if (!replica) return 0;
+  const ReplicaIds ids = replica->ids();
+  return ids.replica_id_in_sync_group % ids.num_local_replicas;
+}
+
 std::unique_ptr<StepCaptureCheck> StepJit::check(JitCompile mode, const Device& device) const {
   if (checked_ || mode == JitCompile::kOff) return nullptr;
   if (mode == JitCompile::kOn) {
@@ -22,22 +58,20 @@ std::unique_ptr<StepCaptureCheck> StepJit::check(JitCompile mode, const Device& 
   return std::make_unique<StepCaptureCheck>();
 }
 
-void StepJit::decide(const StepCaptureCheck& check, JitCompile mode, const Device& device, int replicas,
-                     const std::string& model) {
+void StepJit::decide(const StepCaptureCheck& check, JitCompile mode, const Device& device,
+                     distribute::Strategy* strategy, const std::string& model) {
   checked_ = true;
   std::string why = step_capture_refusal(device);
   const std::string op = check.blocker();
   if (!op.empty()) why += (why.empty() ? "" : "; and ") + op;
-  // One StepReplays serves one replica thread: several replicas' steps are not captured.
-  if (replicas > 1)
-    why += (why.empty() ? "" : "; and ") + std::string("the ") + step_ + " steps of its " + std::to_string(replicas) +
-           " replicas are not captured: evaluate and predict capture the step of one replica only";
+  const std::string lanes = strategy ? replicas_capture_refusal(*strategy) : std::string();
+  if (!lanes.empty()) why += (why.empty() ? "" : "; and ") + lanes;
   LOCKSTEP_CHECK(mode != JitCompile::kOn || why.empty(), "jit_compile=True: model '", model, "': the ", step_,
                  " step cannot be captured into a graph: ", why,
                  "; compile with jit_compile=\"auto\" or False to run it eagerly");
   reason_ = why;
   if (why.empty()) {
-    replays_ = std::make_unique<StepReplays>(step_);
+    replays_ = std::make_unique<StepReplays>(step_, step_lanes(strategy));
     return;
   }
   // Once per decision, where capture was to be expected: on a GPU (the CPU never captures).
@@ -46,12 +80,27 @@ void StepJit::decide(const StepCaptureCheck& check, JitCompile mode, const Devic
                  step_.c_str(), device.str().c_str(), why.c_str());
 }
 
-ReplicaNumbers StepJit::run(const data::Element& slice, const StepReplays::Step& step) {
+ReplicaNumbers StepJit::run(int lane, const data::Element& slice, const StepReplays::Step& step) {
   if (!replays_) return step(slice);
   // The step takes no host numbers beside its slice: its signature is the slice's alone.
-  ReplicaNumbers r = replays_->run(slice, "", step);
-  if (!replays_->failure().empty()) reason_ = replays_->failure();
-  return r;
+  return replays_->run(lane, slice, "", step);
+}
+
+distribute::PerReplica<ReplicaNumbers> StepJit::replayed(
+    const std::function<distribute::PerReplica<ReplicaNumbers>()>& run) {
+  replays_->begin_step();
+  const bool failed_before = !replays_->failure().empty();
+  try {
+    auto parts = run();
+    if (!replays_->failure().empty()) reason_ = replays_->failure();
+    return parts;
+  } catch (const Error&) {
+    // The lanes' capture failed (said once): they run this step again, eagerly, as every later one.
+    if (failed_before || replays_->failure().empty()) throw;
+    reason_ = replays_->failure();
+    replays_->begin_step();
+    return run();
+  }
 }
 
 }  // namespace lockstep::detail

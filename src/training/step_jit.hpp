@@ -3,7 +3,9 @@
 // the first step after compile (or set_jit_compile, or distribute) runs eagerly, watched by a
 // StepCaptureCheck; then either every later step is replayed from a graph per input signature
 // (StepReplays, fit's owner of that idea) or all run eagerly, "auto" saying why once on a GPU
-// and true refusing by name. One replica only: the steps of several run eagerly, said so.
+// and true refusing by name. Logical replicas of one GPU capture their steps as one graph (as
+// fit's); replicas on several GPUs or workers run eagerly, said so.
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -15,6 +17,13 @@ namespace lockstep::detail {
 
 /// The device a model's steps run on: its strategy's first replica's, else this thread's.
 const Device& step_device(const distribute::Strategy* strategy);
+/// Why the replicas' steps cannot be captured together into one graph (StepGraph's lanes), or
+/// empty (one replica, or logical replicas of one GPU).
+std::string replicas_capture_refusal(distribute::Strategy& strategy);
+/// The replicas' meeting when several capture one graph together, else null.
+std::unique_ptr<LaneMeeting> step_lanes(distribute::Strategy* strategy);
+/// The lane of `replica` among its worker's replicas (0 without one).
+int lane_of(ReplicaInterface* replica);
 
 class StepJit {
  public:
@@ -30,11 +39,14 @@ class StepJit {
                                               JitCompile mode, const std::string& model, F&& f) {
     const Device& device = step_device(strategy);
     const std::unique_ptr<StepCaptureCheck> watch = check(mode, device);
-    auto parts = run_on_slices(strategy, batch, [&](const data::Element& s, std::int64_t, ReplicaInterface* rc) {
-      const StepCaptureCheck::OnThisThread watched(watch.get());
-      return run(s, [&](const data::Element& in) { return f(in, rc); });
-    });
-    if (watch) decide(*watch, mode, device, strategy ? strategy->num_replicas_in_sync() : 1, model);
+    const auto run_all = [&] {
+      return run_on_slices(strategy, batch, [&](const data::Element& s, std::int64_t, ReplicaInterface* rc) {
+        const StepCaptureCheck::OnThisThread watched(watch.get());
+        return run(lane_of(rc), s, [&](const data::Element& in) { return f(in, rc); });
+      });
+    };
+    auto parts = replays_ ? replayed(run_all) : run_all();
+    if (watch) decide(*watch, mode, device, strategy, model);
     return parts;
   }
   /// Why the steps run eagerly: empty before the check, under off, and while they are replayed.
@@ -44,13 +56,15 @@ class StepJit {
   /// The check watching the next step, or null where decided already or under off; under true,
   /// ValueError naming the device where it cannot capture.
   std::unique_ptr<StepCaptureCheck> check(JitCompile mode, const Device& device) const;
-  /// After the checked step: replays from now on where the device and every op allow and
-  /// `replicas` is 1, else eager with the reason (said once under "auto" on a GPU; ValueError
+  /// After the checked step: replays from now on where the device, every op and the replicas'
+  /// layout allow, else eager with the reason (said once under "auto" on a GPU; ValueError
   /// naming it under true).
-  void decide(const StepCaptureCheck& check, JitCompile mode, const Device& device, int replicas,
+  void decide(const StepCaptureCheck& check, JitCompile mode, const Device& device, distribute::Strategy* strategy,
               const std::string& model);
-  /// One replica's step on `slice`: replayed where decided so, else `step` run on it.
-  ReplicaNumbers run(const data::Element& slice, const StepReplays::Step& step);
+  /// Lane `lane`'s step on `slice`: replayed where decided so, else `step` run on it.
+  ReplicaNumbers run(int lane, const data::Element& slice, const StepReplays::Step& step);
+  /// `run` (every lane's step through replays_); where the lanes' capture failed, again, eagerly.
+  distribute::PerReplica<ReplicaNumbers> replayed(const std::function<distribute::PerReplica<ReplicaNumbers>()>& run);
 
   std::string step_;
   bool checked_ = false;

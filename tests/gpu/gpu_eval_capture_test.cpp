@@ -1,8 +1,9 @@
 // jit_compile for evaluate and predict on a GPU (training/step_jit.hpp): after the first step is
 // checked, every later step of one replica is replayed from a graph per input signature (the
 // short last batch has its own), with the bits of eager steps and one device read per execution;
-// a layer that reads the host keeps the steps eager, named ("auto") or refused (true); several
-// replicas run eagerly, named. CI runs them on emulated GPUs, which count their replays.
+// a layer that reads the host keeps the steps eager, named ("auto") or refused (true); logical
+// replicas of one GPU replay one graph; replicas on several GPUs run eagerly, named. CI runs them
+// on emulated GPUs, which count their replays.
 #include <memory>
 #include <string>
 #include <vector>
@@ -151,22 +152,46 @@ TEST(GpuEvalCapture, ALayerThatReadsTheHostKeepsTheStepsEagerNamingWhy) {
   EXPECT_TRUE(has(msg, read)) << msg;
 }
 
-// Several replicas (two GPUs, or two logical replicas of one): eager, naming them; the results
-// are those of jit_compile off.
-TEST(GpuEvalCapture, SeveralReplicasRunEagerlyNamingThem) {
+// Logical replicas of one GPU capture their test and predict steps as one graph, as fit's: the
+// bits of jit_compile off, each replay one launch for every lane (the short last batch, which
+// leaves a replica few or no rows, a graph of its own).
+TEST(GpuEvalCapture, LogicalReplicasOfOneGpuReplayTheirStepsAsOneGraph) {
   LOCKSTEP_REQUIRE_GPU();
-  const std::vector<std::string> two =
-      gpus() >= 2 ? std::vector<std::string>{"gpu:0", "gpu:1"} : std::vector<std::string>{"gpu:0x2"};
+  if (!step_capture_refusal(Device::parse("gpu:0")).empty()) GTEST_SKIP() << "this GPU cannot capture";
+  for (const std::string devices : {"gpu:0x2", "gpu:0x4"}) {
+    SCOPED_TRACE(devices);
+    const std::int64_t lanes_before = backend::emulated_replays().lanes;
+    const Outcome off = run(JitCompile::kOff, {devices});
+    const Outcome on = run(JitCompile::kOn, {devices});
+    expect_same_results(on, off);
+    EXPECT_EQ(on.test_reason, "");
+    EXPECT_EQ(on.predict_reason, "");
+    EXPECT_EQ(on.second_reads, off.second_reads);
+    if (emulated()) {
+      EXPECT_EQ(on.replays, 16);  // as on one replica: one launch a step
+      const std::int64_t lanes = devices == "gpu:0x2" ? 2 : 4;
+      EXPECT_EQ(backend::emulated_replays().lanes - lanes_before, 16 * lanes);
+    }
+  }
+}
+
+// Replicas on two GPUs: eager, naming why; the results are those of jit_compile off.
+TEST(GpuEvalCapture, ReplicasOnTwoGpusRunEagerlyNamingThem) {
+  LOCKSTEP_REQUIRE_GPU();
+  if (gpus() < 2) GTEST_SKIP() << "needs two GPUs (LOCKSTEP_EMULATED_GPUS=2)";
+  const std::vector<std::string> two{"gpu:0", "gpu:1"};
   const Outcome off = run(JitCompile::kOff, two);
   const Outcome on = run(JitCompile::kAuto, two);
   expect_same_results(on, off);
   EXPECT_EQ(on.replays, 0);
-  EXPECT_TRUE(has(on.test_reason, "the test steps of its 2 replicas are not captured")) << on.test_reason;
-  EXPECT_TRUE(has(on.predict_reason, "the predict steps of its 2 replicas are not captured")) << on.predict_reason;
+  const std::string why = "replicas are not captured: they are on gpu:0 and gpu:1";
+  EXPECT_TRUE(has(on.test_reason, why)) << on.test_reason;
+  EXPECT_TRUE(has(on.predict_reason, why)) << on.predict_reason;
   EXPECT_TRUE(has(on.err, "runs its test steps eagerly on gpu:0")) << on.err;
   if (!step_capture_refusal(Device::parse("gpu:0")).empty()) return;  // true is refused before any step
   const std::string msg = message_of([&] { run(JitCompile::kOn, two); });
-  EXPECT_TRUE(has(msg, "the test steps of its 2 replicas are not captured")) << msg;
+  EXPECT_TRUE(has(msg, "the test step cannot be captured into a graph")) << msg;
+  EXPECT_TRUE(has(msg, why)) << msg;
 }
 
 // fit's validation is evaluate's step: replayed under jit_compile alongside the train step's

@@ -11,6 +11,7 @@
 //   w->wait();                            // t holds the sum
 #include <chrono>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "lockstep/core/device.hpp"
@@ -71,6 +72,8 @@ class CollectiveGroup {
 
   /// True from a member's abort (or timeout) until reset().
   virtual bool failed() const = 0;
+  /// What failed the group (the first failure's message), or empty while it has not failed.
+  virtual std::string failure() const = 0;
   /// Makes a failed group usable again: waits (up to the timeout) until every member's pending
   /// collectives have failed, then clears the failure and puts the members back in step. Call
   /// it only while no member starts collectives. A healthy group is left as it is (cheap).
