@@ -463,9 +463,11 @@ TEST(GpuJitCompile, IterationsSetBetweenStepsAreCountedFromByReplaysAndCaptures)
 
 // Issue 37: under mixed_float16 the loss scale lives in the step block, so the step is captured;
 // a batch with an infinite input skips its step on the device inside replays (the scale halves,
-// the count does not move) and growth doubles the scale there. The weights, the scale, the
-// skipped count and iterations of jit_compile on and off are equal, bit for bit, on one replica
-// and on two logical ones; the host reads the device's outcome only when asked (the epoch's logs).
+// the count does not move) and growth doubles the scale there; a scale the host sets between
+// epochs (set_state, as a checkpoint restores it) is what the next replays start from. The
+// weights, the scale, the skipped count and iterations of jit_compile on and off are equal, bit
+// for bit, on one replica and on two logical ones; the host reads the device's outcome only when
+// asked (the epoch's logs).
 TEST(GpuJitCompile, MixedFloat16StepsAreCapturedAndSkipAnOverflowLikeEagerSteps) {
   LOCKSTEP_REQUIRE_GPU();
   test::Classification d = test::random_classification(16 * 10, 12, 4, 3);
@@ -492,10 +494,15 @@ TEST(GpuJitCompile, MixedFloat16StepsAreCapturedAndSkipAnOverflowLikeEagerSteps)
     m->compile(optimizers::LossScale(optimizers::Adam(1e-2), {.dynamic_growth_steps = 3}),
                losses::SparseCategoricalCrossentropy(), {"accuracy"});
     m->set_jit_compile(mode);
+    auto& lso = dynamic_cast<optimizers::LossScaleOptimizer&>(*m->optimizer());
+    const auto restore = std::make_shared<LambdaCallback>(LambdaCallbackOptions{
+        .on_epoch_end = [&](int epoch, const Logs&) {
+          if (epoch == 0) lso.set_state(1024, 0, 0);
+        }});
     Run out;
-    out.history = m->fit(x, d.y, {.epochs = 2, .batch_size = 16, .shuffle = false, .verbose = 0});
+    out.history = m->fit(x, d.y, {.epochs = 2, .batch_size = 16, .shuffle = false, .verbose = 0,
+                                  .callbacks = {restore}});
     out.reason = m->jit_compile_reason();
-    const auto& lso = dynamic_cast<const optimizers::LossScaleOptimizer&>(*m->optimizer());
     out.scale = lso.loss_scale();
     out.skipped = lso.skipped_steps();
     out.iterations = lso.iterations();
@@ -511,10 +518,12 @@ TEST(GpuJitCompile, MixedFloat16StepsAreCapturedAndSkipAnOverflowLikeEagerSteps)
       EXPECT_EQ(on.reason, "");  // captured
     }
     EXPECT_FALSE(has(on.reason, "loss scale")) << on.reason;
-    EXPECT_EQ(off.skipped, 2);  // the seventh batch, each epoch
+    EXPECT_EQ(off.skipped, 1);  // the seventh batch of the second epoch (the first's was reset)
     EXPECT_EQ(off.iterations, 18);
-    // Growth every 3 finite steps: 32768 * 2^2 / 2 * 2 * 2^2 / 2 * 2 (skips at steps 7 and 17).
-    EXPECT_EQ(off.scale, 32768.0 * 4 / 2 * 2 * 4 / 2 * 2) << off.scale;
+    // Growth every 3 finite steps, halved by the seventh batch's skip; the second epoch from 1024.
+    EXPECT_EQ(off.history.history.at("loss_scale"), (std::vector<double>{32768.0 * 4 / 2 * 2, 1024.0 * 4 / 2 * 2}));
+    EXPECT_EQ(off.history.history.at("skipped_steps"), (std::vector<double>{1, 1}));
+    EXPECT_EQ(off.scale, 4096);
     EXPECT_EQ(on.scale, off.scale);
     EXPECT_EQ(on.skipped, off.skipped);
     EXPECT_EQ(on.iterations, off.iterations);
