@@ -495,13 +495,13 @@ TEST(GpuJitCompile, MixedFloat16StepsAreCapturedAndSkipAnOverflowLikeEagerSteps)
                losses::SparseCategoricalCrossentropy(), {"accuracy"});
     m->set_jit_compile(mode);
     auto& lso = dynamic_cast<optimizers::LossScaleOptimizer&>(*m->optimizer());
-    const auto restore = std::make_shared<LambdaCallback>(LambdaCallbackOptions{
-        .on_epoch_end = [&](int epoch, const Logs&) {
+    const auto restore =
+        std::make_shared<LambdaCallback>(LambdaCallbackOptions{.on_epoch_end = [&](int epoch, const Logs&) {
           if (epoch == 0) lso.set_state(1024, 0, 0);
         }});
     Run out;
-    out.history = m->fit(x, d.y, {.epochs = 2, .batch_size = 16, .shuffle = false, .verbose = 0,
-                                  .callbacks = {restore}});
+    out.history = m->fit(
+        x, d.y, {.epochs = 2, .batch_size = 16, .shuffle = false, .verbose = 0, .callbacks = {restore}});
     out.reason = m->jit_compile_reason();
     out.scale = lso.loss_scale();
     out.skipped = lso.skipped_steps();
@@ -521,7 +521,8 @@ TEST(GpuJitCompile, MixedFloat16StepsAreCapturedAndSkipAnOverflowLikeEagerSteps)
     EXPECT_EQ(off.skipped, 1);  // the seventh batch of the second epoch (the first's was reset)
     EXPECT_EQ(off.iterations, 18);
     // Growth every 3 finite steps, halved by the seventh batch's skip; the second epoch from 1024.
-    EXPECT_EQ(off.history.history.at("loss_scale"), (std::vector<double>{32768.0 * 4 / 2 * 2, 1024.0 * 4 / 2 * 2}));
+    EXPECT_EQ(off.history.history.at("loss_scale"),
+              (std::vector<double>{32768.0 * 4 / 2 * 2, 1024.0 * 4 / 2 * 2}));
     EXPECT_EQ(off.history.history.at("skipped_steps"), (std::vector<double>{1, 1}));
     EXPECT_EQ(off.scale, 4096);
     EXPECT_EQ(on.scale, off.scale);
