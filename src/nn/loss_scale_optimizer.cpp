@@ -4,6 +4,7 @@
 
 #include "lockstep/core/loss_scale_math.hpp"
 #include "lockstep/tensor/ops.hpp"
+#include "lockstep/tensor/ops_loss_scale.hpp"
 #include "lockstep/tensor/step_capture.hpp"
 
 namespace lockstep::optimizers {
@@ -36,13 +37,51 @@ void LossScaleOptimizer::unscale(std::vector<Tensor>& grads, Tensor& step_block)
 
 bool LossScaleOptimizer::usable(std::vector<Tensor>& grads, Tensor& step_block) const {
   if (!step_block.defined()) return true;  // no variable: nothing to check or update
-  unscale(grads, step_block);
-  if (StepCaptureCheck* check = current_step_capture_check())
-    check->block("the loss scale's finite check reads the step's skipped mark on the host");
+  for (auto& g : grads)
+    if (g.defined()) g = unscale_check(g, step_block);
+  // In a capture the update kernels skip on the device and the host counts the step as applied
+  // until it asks (catch_up_with_device); an eager step reads the mark, which a capture never repeats.
+  if (StepGraph::capturing_here()) return true;
+  const StepCaptureCheck::OnThisThread unwatched(nullptr);
   return !step_skipped(step_block);
 }
 
+double LossScaleOptimizer::loss_scale() const {
+  catch_up_with_device();
+  return scale_;
+}
+
+std::int64_t LossScaleOptimizer::step_counter() const {
+  catch_up_with_device();
+  return counter_;
+}
+
+std::int64_t LossScaleOptimizer::skipped_steps() const {
+  catch_up_with_device();
+  return skipped_;
+}
+
+void LossScaleOptimizer::write_block_state(Tensor& block) const {
+  set_loss_scale_(block, {.scale = scale_, .counter = counter_, .skipped = skipped_});
+}
+
+void LossScaleOptimizer::read_block_state(const Tensor& block) {
+  const loss_scale_math::LossScaleState s = loss_scale_state(block);
+  scale_ = s.scale;
+  counter_ = s.counter;
+  skipped_ = s.skipped;
+}
+
 void LossScaleOptimizer::update_scale(bool finite) {
+  follow_block_update(finite);
+  block_state_changed();  // the blocks take the host's scale before their next step
+}
+
+void LossScaleOptimizer::update_scale_in_block(Tensor step_block) const {
+  if (step_block.defined()) update_loss_scale_(step_block, options_.dynamic_growth_steps);
+}
+
+void LossScaleOptimizer::follow_block_update(bool finite) {
   loss_scale_math::LossScaleState s{.scale = scale_, .counter = counter_, .skipped = skipped_};
   loss_scale_math::update(s, finite, options_.dynamic_growth_steps);
   scale_ = s.scale;
@@ -53,9 +92,11 @@ void LossScaleOptimizer::update_scale(bool finite) {
 void LossScaleOptimizer::set_state(double scale, std::int64_t counter, std::int64_t skipped) {
   LOCKSTEP_CHECK(std::isfinite(scale) && scale >= 1 && counter >= 0 && skipped >= 0,
                  "LossScaleOptimizer: bad state (scale ", scale, ", counter ", counter, ", skipped ", skipped, ")");
+  catch_up_with_device();  // the replays' count read before the host sets the scale
   scale_ = scale;
   counter_ = counter;
   skipped_ = skipped;
+  block_state_changed();
 }
 
 void LossScaleOptimizer::update(const Variable& var, const Tensor& grad, const Tensor& step_block) {

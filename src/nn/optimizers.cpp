@@ -57,9 +57,39 @@ void Optimizer::set_learning_rate(double lr) {
   std::fill(step_.derived_for.begin(), step_.derived_for.end(), -1);  // the next step derives its numbers anew
 }
 
+std::int64_t Optimizer::iterations() const {
+  catch_up_with_device();
+  return iterations_.load();
+}
+
 void Optimizer::set_iterations(std::int64_t it) {
   LOCKSTEP_CHECK(it >= 0, "optimizer: iterations must be >= 0, got ", it);
+  catch_up_with_device();  // replays' counts read before the host sets its own
   iterations_.store(it);
+}
+
+void Optimizer::block_state_changed() {
+  const std::lock_guard<std::mutex> lock(slots_mu_);
+  std::fill(step_.state_written.begin(), step_.state_written.end(), 0);
+}
+
+void Optimizer::catch_up_with_device() const {
+  if (!device_ahead_.exchange(false)) return;
+  auto& self = const_cast<Optimizer&>(*this);
+  Tensor block;
+  {
+    const std::lock_guard<std::mutex> lock(slots_mu_);
+    if (!step_.blocks.defined() || step_.blocks.num_copies() == 0) return;
+    block = step_.blocks.copy(0);
+  }
+  const std::int64_t count = step_count(block);
+  self.iterations_.store(count);
+  {
+    const std::lock_guard<std::mutex> lock(slots_mu_);
+    for (auto& c : self.step_.count)
+      if (c >= 0) c = count;
+  }
+  self.read_block_state(block);
 }
 
 double Optimizer::current_learning_rate() const { return learning_rate_at(iterations_.load()); }
@@ -150,6 +180,7 @@ std::size_t Optimizer::step_copy(const Variable& like) {
     step_.count.assign(n, -1);
     step_.derived_for.assign(n, -1);
     step_.made.assign(n, 1);
+    step_.state_written.assign(n, 0);
   }
   return this_copy(step_.blocks);
 }
@@ -171,6 +202,10 @@ Tensor Optimizer::step_block(std::int64_t step, const Variable& like) {
       check->block(detail::concat(name(), "'s step count set by the host within the step (to ", step, ")"));
     set_step_count_(block, step);
     step_.count[r] = step;
+  }
+  if (!step_.state_written[r]) {
+    write_block_state(block);
+    step_.state_written[r] = 1;
   }
   step_.made[r] = 0;
   step_begin_(block, step_rule(step));
@@ -201,6 +236,7 @@ void Optimizer::note_replayed_step(std::int64_t step) {
   step_.count[r] = step + 1;
   step_.derived_for[r] = -1;
   step_.made[r] = 0;
+  if (skips_on_device()) device_ahead_.store(true);
 }
 
 void Optimizer::note_discarded_step() {
@@ -222,6 +258,10 @@ void Optimizer::set_step_count_before_replay(std::int64_t step, const Variable& 
     block = step_.blocks.value();
   }
   // Only this replica's thread touches its entries from here.
+  if (!step_.state_written[r]) {
+    write_block_state(block);
+    step_.state_written[r] = 1;
+  }
   if (step_.count[r] == step) return;
   set_step_count_(block, step);
   step_.count[r] = step;

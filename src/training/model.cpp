@@ -10,6 +10,7 @@
 #include "lockstep/layers/dtype_policy.hpp"
 #include "lockstep/optimizers/loss_scale_optimizer.hpp"
 #include "lockstep/tensor/compute_context.hpp"
+#include "lockstep/tensor/ops_loss_scale.hpp"
 #include "lockstep/tensor/step_capture.hpp"
 #include "lockstep/training/preprocessing.hpp"
 #include "distribute/phase_times.hpp"
@@ -436,15 +437,20 @@ detail::ReplicaNumbers Model::replica_train_step(const data::Element& s, std::in
     const phase_times::Scope timed(phase_times::Phase::kBackward);
     // Every replica divides by the GLOBAL batch size, so the summed gradients are the mean
     // over the global batch whatever the split: N replicas compute what one device would.
-    const float factor = loss_scale_math::loss_factor(global_n ? 1.0 / static_cast<double>(global_n) : 0.0,
-                                                      loss_scale ? loss_scale->loss_scale() : 1.0);
+    // Under a loss scale the factor is the block's (its scale on the device: the output gradient
+    // of the summed loss, the bits of the loss scaled by it), so that the step reads nothing.
+    const double inverse_n = global_n ? 1.0 / static_cast<double>(global_n) : 0.0;
+    const bool on_device = loss_scale && step_block.defined() && r.loss_sum.dtype() == DType::kF32;
+    const float factor =
+        loss_scale_math::loss_factor(inverse_n, loss_scale && !on_device ? loss_scale->loss_scale() : 1.0);
     // Each gradient bucket's exchange starts as soon as the backward pass has made its last
     // gradient final, while the pass goes on (not when gradients are accumulated first).
     const GradientReadyFn on_ready =
         replica && use == GradientUse::kApply
             ? replica->begin_gradient_exchange(vars, optimizer_->elementwise_rule())
             : GradientReadyFn();
-    grads = tape.gradient(scale(r.loss_sum, factor), vars, Tensor(), on_ready);
+    grads = on_device ? tape.gradient(r.loss_sum, vars, loss_scale_factor(step_block, inverse_n), on_ready)
+                      : tape.gradient(scale(r.loss_sum, factor), vars, Tensor(), on_ready);
   }
   const phase_times::Scope timed(phase_times::Phase::kUpdate);  // metrics and the update
   slice_metric_states(s, outs, r);
@@ -466,6 +472,7 @@ detail::ReplicaNumbers Model::replica_train_step(const data::Element& s, std::in
   } else {
     done = apply();
   }
+  if (loss_scale && done != Outcome::kHeldBack) loss_scale->update_scale_in_block(step_block);
   r.gradients_finite = done != Outcome::kSkipped;
   return r;
 }
@@ -531,7 +538,7 @@ double Model::train_micro_step(const distribute::DistributedBatch& batch, std::i
   if (!built()) build(batch.global->shape(0));
   ensure_mirrored();
   const std::int64_t n = batch.global_size;
-  const std::int64_t step = optimizer_->iterations();
+  const std::int64_t step = optimizer_->host_iterations();  // no read: the device counts skipped replays
   const std::unique_ptr<StepCaptureCheck> capture_check = step_capture_check(use);
   const bool replayed = step_replays_ && use == GradientUse::kApply && (!held || held->empty());
   const auto run = [&] {
@@ -559,7 +566,7 @@ double Model::train_micro_step(const distribute::DistributedBatch& batch, std::i
   if (use == GradientUse::kHoldBack) return merge();
   const bool applied = parts[0].gradients_finite;
   if (auto* loss_scale = dynamic_cast<optimizers::LossScaleOptimizer*>(optimizer_.get()))
-    loss_scale->update_scale(applied);
+    loss_scale->follow_block_update(applied);  // the blocks moved their scales themselves
   if (applied) optimizer_->finish_step();
   if (capture_check) decide_step_capture(*capture_check);
   // Debug check (MirroredOptions::check_mirrored): every replica's copy of every variable is

@@ -174,9 +174,10 @@ TEST(GpuHostReads, ClippingByNormReadsNoNormBack) {
 }
 
 // Under mixed_float16 the loss scale's finite check runs on the device (no sum of squares read
-// back per gradient): each replica reads its step's skipped mark once, beside the logs' one read.
-// An infinite input skips the step on every replica alike, the scale halves and the step does not
-// count, as on the CPU. (The scale still lives on the host: one mark a replica a step remains.)
+// back per gradient): on an eager step each replica reads its step's skipped mark once, beside
+// the logs' one read; a replayed step (jit_compile captured it) reads only the logs, its scale
+// and mark kept in the step block. An infinite input skips the step on every replica alike, the
+// scale halves and the step does not count, as on the CPU.
 TEST(GpuHostReads, MixedFloat16ChecksTheGradientsOnTheDeviceAndReadsOneMarkAReplica) {
   LOCKSTEP_REQUIRE_GPU();
   Data d = make_data(256);
@@ -199,8 +200,10 @@ TEST(GpuHostReads, MixedFloat16ChecksTheGradientsOnTheDeviceAndReadsOneMarkARepl
     const auto& m = counter->marks;
     ASSERT_EQ(m.size(), 6u) << counter->str();  // epoch_begin, 4 batches, epoch_end
     const auto replicas = static_cast<std::uint64_t>(strategy.num_replicas_in_sync());
+    const bool replayed = model->jit_compile_reason().empty();  // steps after the first, checked one
     for (std::size_t i = 1; i + 1 < m.size(); ++i)
-      EXPECT_EQ(m[i].reads - m[i - 1].reads, 1 + replicas) << "mark " << i << counter->str();
+      EXPECT_EQ(m[i].reads - m[i - 1].reads, i > 1 && replayed ? 1 : 1 + replicas)
+          << "mark " << i << counter->str();
     EXPECT_EQ(h.history.at("skipped_steps")[0], 1);
     EXPECT_EQ(h.history.at("loss_scale")[0], 16384);
     EXPECT_EQ(model->optimizer()->iterations(), 3);

@@ -3,6 +3,7 @@
 // a GPU: the acceptance check); true is refused by name while the device cannot capture.
 // CI runs them on emulated GPUs (gpu.emulated), which capture as real ones do.
 #include <functional>
+#include <limits>
 #include <memory>
 #include <string>
 #include <vector>
@@ -458,4 +459,79 @@ TEST(GpuJitCompile, IterationsSetBetweenStepsAreCountedFromByReplaysAndCaptures)
   EXPECT_EQ(on_iterations, off_iterations);
   ASSERT_EQ(replayed.size(), eager.size());
   for (std::size_t i = 0; i < eager.size(); ++i) EXPECT_TRUE(replayed[i].bitwise_equal(eager[i])) << i;
+}
+
+// Issue 37: under mixed_float16 the loss scale lives in the step block, so the step is captured;
+// a batch with an infinite input skips its step on the device inside replays (the scale halves,
+// the count does not move) and growth doubles the scale there; a scale the host sets between
+// epochs (set_state, as a checkpoint restores it) is what the next replays start from. The
+// weights, the scale, the skipped count and iterations of jit_compile on and off are equal, bit
+// for bit, on one replica and on two logical ones; the host reads the device's outcome only when
+// asked (the epoch's logs).
+TEST(GpuJitCompile, MixedFloat16StepsAreCapturedAndSkipAnOverflowLikeEagerSteps) {
+  LOCKSTEP_REQUIRE_GPU();
+  test::Classification d = test::random_classification(16 * 10, 12, 4, 3);
+  std::vector<float> xs = d.x.to_vector<float>();
+  xs[16 * 12 * 6 + 5] = std::numeric_limits<float>::infinity();  // the seventh batch's first row
+  const Tensor x = Tensor::from_vector(xs, d.x.shape());
+  struct Float16 {  // the global policy outlives the test, however it ends
+    Float16() { mixed_precision::set_global_policy("mixed_float16"); }
+    ~Float16() { mixed_precision::set_global_policy("float32"); }
+  } policy;
+  struct Run {
+    std::vector<Tensor> weights;
+    History history;
+    double scale = 0;
+    std::int64_t skipped = 0, iterations = 0;
+    std::string reason;
+  };
+  const auto run = [&](JitCompile mode, const std::string& devices) {
+    MirroredStrategy strategy({.devices = {devices}});
+    auto scope = strategy.scope();
+    set_random_seed(7);
+    auto m = std::make_unique<Sequential>(
+        std::vector<layers::LayerPtr>{layers::Dense(32, "relu", 12), layers::Dense(4, "softmax")});
+    m->compile(optimizers::LossScale(optimizers::Adam(1e-2), {.dynamic_growth_steps = 3}),
+               losses::SparseCategoricalCrossentropy(), {"accuracy"});
+    m->set_jit_compile(mode);
+    auto& lso = dynamic_cast<optimizers::LossScaleOptimizer&>(*m->optimizer());
+    const auto restore =
+        std::make_shared<LambdaCallback>(LambdaCallbackOptions{.on_epoch_end = [&](int epoch, const Logs&) {
+          if (epoch == 0) lso.set_state(1024, 0, 0);
+        }});
+    Run out;
+    out.history = m->fit(
+        x, d.y, {.epochs = 2, .batch_size = 16, .shuffle = false, .verbose = 0, .callbacks = {restore}});
+    out.reason = m->jit_compile_reason();
+    out.scale = lso.loss_scale();
+    out.skipped = lso.skipped_steps();
+    out.iterations = lso.iterations();
+    for (const auto& v : m->variables())
+      out.weights.push_back(Tensor::from_vector(v.read_value().to_vector<float>(), v.shape()));
+    return out;
+  };
+  for (const std::string devices : {"gpu:0", "gpu:0x2"}) {
+    SCOPED_TRACE(devices);
+    const Run on = run(JitCompile::kAuto, devices);
+    const Run off = run(JitCompile::kOff, devices);
+    if (step_capture_refusal(Device::parse("gpu:0")).empty()) {
+      EXPECT_EQ(on.reason, "");  // captured
+    }
+    EXPECT_FALSE(has(on.reason, "loss scale")) << on.reason;
+    EXPECT_EQ(off.skipped, 1);  // the seventh batch of the second epoch (the first's was reset)
+    EXPECT_EQ(off.iterations, 18);
+    // Growth every 3 finite steps, halved by the seventh batch's skip; the second epoch from 1024.
+    EXPECT_EQ(off.history.history.at("loss_scale"),
+              (std::vector<double>{32768.0 * 4 / 2 * 2, 1024.0 * 4 / 2 * 2}));
+    EXPECT_EQ(off.history.history.at("skipped_steps"), (std::vector<double>{1, 1}));
+    EXPECT_EQ(off.scale, 4096);
+    EXPECT_EQ(on.scale, off.scale);
+    EXPECT_EQ(on.skipped, off.skipped);
+    EXPECT_EQ(on.iterations, off.iterations);
+    EXPECT_EQ(on.history.history.at("loss_scale"), off.history.history.at("loss_scale"));
+    EXPECT_EQ(on.history.history.at("skipped_steps"), off.history.history.at("skipped_steps"));
+    ASSERT_EQ(on.weights.size(), off.weights.size());
+    for (std::size_t i = 0; i < on.weights.size(); ++i)
+      EXPECT_TRUE(on.weights[i].bitwise_equal(off.weights[i])) << i;
+  }
 }

@@ -53,7 +53,7 @@ TEST(StepState, ACountSetByTheHostInsideACheckedStepIsNamedButTheFirstStepsIsNot
   EXPECT_EQ(m.optimizer()->iterations(), 11);
 }
 
-TEST(StepState, ClipnormIsNotAHostReadButTheLossScalesFiniteCheckIsNamed) {
+TEST(StepState, NeitherClipnormNorTheLossScalesFiniteCheckIsAHostRead) {
   const auto reason = [](optimizers::OptimizerPtr opt) {
     set_random_seed(7);
     Sequential m({layers::Dense(8, "relu", 4), layers::Dense(2, "softmax")}, "mlp");
@@ -73,12 +73,12 @@ TEST(StepState, ClipnormIsNotAHostReadButTheLossScalesFiniteCheckIsNamed) {
   const std::string global_clipped = reason(optimizers::Adam(global));
   EXPECT_EQ(global_clipped.find("clip"), std::string::npos) << global_clipped;
   EXPECT_EQ(global_clipped.find("sum_squares"), std::string::npos) << global_clipped;
+  // The scale, its check and its move live in the step block; an eager step's read of the mark
+  // is not one a replay makes.
   const std::string scaled = reason(optimizers::LossScale(optimizers::Adam(1e-3)));
-  EXPECT_NE(scaled.find("the loss scale's finite check reads the step's skipped mark on the host"),
-            std::string::npos)
-      << scaled;
-  const std::string plain = reason(optimizers::Adam(1e-3));
-  EXPECT_EQ(plain.find("finite check"), std::string::npos) << plain;
+  EXPECT_EQ(scaled.find("finite check"), std::string::npos) << scaled;
+  EXPECT_EQ(scaled.find("values on the host"), std::string::npos) << scaled;
+  EXPECT_EQ(scaled.find("loss_scale"), std::string::npos) << scaled;
 }
 
 TEST(StepState, TheDeviceCountFollowsSetIterations) {

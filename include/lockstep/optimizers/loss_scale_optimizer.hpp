@@ -39,11 +39,12 @@ class LossScaleOptimizer final : public Optimizer {
   void broadcast_slots(const Variable& v) override { inner_->broadcast_slots(v); }
   const OptimizerPtr& inner_optimizer() const { return inner_; }
 
-  double loss_scale() const { return scale_; }
+  /// The scale (after replayed steps, read from the device once: catch_up_with_device).
+  double loss_scale() const;
   /// Finite steps since the scale last changed.
-  std::int64_t step_counter() const { return counter_; }
+  std::int64_t step_counter() const;
   /// Steps skipped because a gradient was infinite or NaN.
-  std::int64_t skipped_steps() const { return skipped_; }
+  std::int64_t skipped_steps() const;
   /// The loss times the scale: what to differentiate.
   Tensor scale_loss(const Tensor& loss) const;
   /// Divides every gradient by the scale (replacing it) and checks them on the device: an
@@ -52,8 +53,15 @@ class LossScaleOptimizer final : public Optimizer {
   /// unscales its own gradients into its own block.
   void unscale(std::vector<Tensor>& grads, Tensor& step_block) const;
   /// Once per step: count a finite step (doubling the scale after dynamic_growth_steps of them)
-  /// or halve the scale and count a skipped step.
+  /// or halve the scale and count a skipped step; the replicas' blocks take the new scale before
+  /// their next step.
   void update_scale(bool finite);
+  /// fit's, instead of update_scale: each replica's block moves its own scale after the step's
+  /// checks, on the device (update_loss_scale_: captured with the step), and the host's copy
+  /// follows an eager step's outcome (follow_block_update); after replays it is read back when
+  /// asked (catch_up_with_device).
+  void update_scale_in_block(Tensor step_block) const;
+  void follow_block_update(bool finite);
   /// For checkpoints: the scale, the growth counter and the skipped count.
   void set_state(double scale, std::int64_t counter, std::int64_t skipped);
 
@@ -65,8 +73,15 @@ class LossScaleOptimizer final : public Optimizer {
   void describe_step(step_state::StepRule& rule) const override { inner_->describe_step(rule); }
   /// Never sharded: unscaling checks every gradient for inf/NaN first.
   bool elementwise() const override { return false; }
-  /// unscale, then whether the block's step applies (every gradient finite): one read a step.
+  /// Unscales and checks the gradients on the device (by the block's scale: unscale_check), then
+  /// whether the block's step applies: read on an eager
+  /// step (one read a step), never inside a capture (the update kernels skip on the device; the
+  /// host reads the outcome when asked, catch_up_with_device).
   bool usable(std::vector<Tensor>& grads, Tensor& step_block) const override;
+  /// The host's scale, counter and skipped count into a block / back from copy 0's.
+  void write_block_state(Tensor& block) const override;
+  bool skips_on_device() const override { return true; }
+  void read_block_state(const Tensor& block) override;
   std::vector<std::string> slot_names() const override;
 
  private:

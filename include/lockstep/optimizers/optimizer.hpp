@@ -89,8 +89,12 @@ class Optimizer {
   /// step `step`: derived by a kernel from the count it holds, unless derived already. The update
   /// of the step reads it; a train step hands it to dropout first (layers::CallContext).
   Tensor step_block(std::int64_t step, const Variable& like);
-  /// Number of updates applied so far.
-  std::int64_t iterations() const { return iterations_.load(); }
+  /// Number of updates applied so far. After replayed steps that may have been skipped on the
+  /// device (a LossScaleOptimizer's), read from the device once when asked (catch_up_with_device).
+  std::int64_t iterations() const;
+  /// The host's count, which counts every replayed step as applied and reads nothing: fit numbers
+  /// its steps by it (the device's count, which dropout and the update read, stays right).
+  std::int64_t host_iterations() const { return iterations_.load(); }
   /// ValueError for a negative count (it numbers the updates, and Adam's bias correction uses it).
   void set_iterations(std::int64_t it);
   /// The learning rate the next update uses.
@@ -140,6 +144,21 @@ class Optimizer {
   /// Whether the update of one element needs only that element (no clipnorm /
   /// global_clipnorm), so that replicas can share the update (ZeRO stage 1).
   virtual bool elementwise() const;
+  /// The state a subclass keeps in the step block besides the count (LossScaleOptimizer's
+  /// scale), written from the host's copy into a copy's block before its first step and after
+  /// block_state_changed(), eagerly (before a replay or a capture, never inside one).
+  virtual void write_block_state(Tensor& /*block*/) const {}
+  /// Every copy's block gets write_block_state again before its next step.
+  void block_state_changed();
+  /// Whether a replayed step may have been skipped on the device (a loss scale's finite check),
+  /// so that the device's count and state may differ from the host's after replays.
+  virtual bool skips_on_device() const { return false; }
+  /// After replays of steps that may have been skipped: copy 0's block read back once (every
+  /// replica decides alike), its count into iterations() and the host's record of every copy,
+  /// the rest by read_block_state. A no-op otherwise. Logically const: the host's copy of
+  /// numbers the device holds.
+  void catch_up_with_device() const;
+  virtual void read_block_state(const Tensor& /*block*/) {}
   /// apply_gradients_in_replica without the end of the step's block.
   StepOutcome exchange_and_apply(ReplicaInterface* replica, std::vector<Tensor>& grads,
                                  const std::vector<Variable>& vars, std::int64_t step);
@@ -174,6 +193,7 @@ class Optimizer {
     std::vector<std::int64_t> count;        // the count the block holds (the host set or advanced it)
     std::vector<std::int64_t> derived_for;  // the step its scalars are for, or -1
     std::vector<std::uint8_t> made;         // made for this step (its count set as it was made)
+    std::vector<std::uint8_t> state_written;  // write_block_state done since made or changed
   };
   /// The step's description: the schedule (a function of one's own: the host's rate of `step`,
   /// as a constant) and describe_step's part.
@@ -183,6 +203,7 @@ class Optimizer {
 
   OptimizerOptions options_;
   std::atomic<std::int64_t> iterations_{0};  // replicas of apply_gradients count a step once
+  mutable std::atomic<bool> device_ahead_{false};  // replays ran that the host counted as applied
   mutable std::mutex slots_mu_;  // replicas create their slots concurrently
   // Per variable (Variable::identity: one entry for all of its copies), as Keras: the slots
   // are variables, mirrored like it, so each replica reads its own copy of them.
