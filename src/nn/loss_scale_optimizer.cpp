@@ -65,7 +65,7 @@ void LossScaleOptimizer::write_block_state(Tensor& block) const {
   set_loss_scale_(block, {.scale = scale_, .counter = counter_, .skipped = skipped_});
 }
 
-void LossScaleOptimizer::read_block_state(const Tensor& block) {
+void LossScaleOptimizer::read_block_state(const Tensor& block) const {
   const loss_scale_math::LossScaleState s = loss_scale_state(block);
   scale_ = s.scale;
   counter_ = s.counter;

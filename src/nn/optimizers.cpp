@@ -75,7 +75,6 @@ void Optimizer::block_state_changed() {
 
 void Optimizer::catch_up_with_device() const {
   if (!device_ahead_.exchange(false)) return;
-  auto& self = const_cast<Optimizer&>(*this);
   Tensor block;
   {
     const std::lock_guard<std::mutex> lock(slots_mu_);
@@ -83,13 +82,13 @@ void Optimizer::catch_up_with_device() const {
     block = step_.blocks.copy(0);
   }
   const std::int64_t count = step_count(block);
-  self.iterations_.store(count);
+  iterations_.store(count);
   {
     const std::lock_guard<std::mutex> lock(slots_mu_);
-    for (auto& c : self.step_.count)
+    for (auto& c : step_.count)
       if (c >= 0) c = count;
   }
-  self.read_block_state(block);
+  read_block_state(block);
 }
 
 double Optimizer::current_learning_rate() const { return learning_rate_at(iterations_.load()); }

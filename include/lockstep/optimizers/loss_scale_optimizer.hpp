@@ -81,15 +81,17 @@ class LossScaleOptimizer final : public Optimizer {
   /// The host's scale, counter and skipped count into a block / back from copy 0's.
   void write_block_state(Tensor& block) const override;
   bool skips_on_device() const override { return true; }
-  void read_block_state(const Tensor& block) override;
+  void read_block_state(const Tensor& block) const override;
   std::vector<std::string> slot_names() const override;
 
  private:
   OptimizerPtr inner_;
   LossScaleOptions options_;
-  double scale_;
-  std::int64_t counter_ = 0;
-  std::int64_t skipped_ = 0;
+  // The host's copy of the scale's state; after replays, read back from the device when asked
+  // (read_block_state).
+  mutable double scale_;
+  mutable std::int64_t counter_ = 0;
+  mutable std::int64_t skipped_ = 0;
 };
 
 /// Wraps `inner` (which must not be one already).

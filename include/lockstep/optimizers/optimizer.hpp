@@ -156,9 +156,9 @@ class Optimizer {
   /// After replays of steps that may have been skipped: copy 0's block read back once (every
   /// replica decides alike), its count into iterations() and the host's record of every copy,
   /// the rest by read_block_state. A no-op otherwise. Logically const: the host's copy of
-  /// numbers the device holds.
+  /// numbers the device holds (the fields it corrects are mutable).
   void catch_up_with_device() const;
-  virtual void read_block_state(const Tensor& /*block*/) {}
+  virtual void read_block_state(const Tensor& /*block*/) const {}
   /// apply_gradients_in_replica without the end of the step's block.
   StepOutcome exchange_and_apply(ReplicaInterface* replica, std::vector<Tensor>& grads,
                                  const std::vector<Variable>& vars, std::int64_t step);
@@ -202,13 +202,15 @@ class Optimizer {
   std::size_t step_copy(const Variable& like);
 
   OptimizerOptions options_;
-  std::atomic<std::int64_t> iterations_{0};  // replicas of apply_gradients count a step once
+  // Replicas of apply_gradients count a step once; after replays, corrected from the device
+  // (catch_up_with_device, as the host's record in step_).
+  mutable std::atomic<std::int64_t> iterations_{0};
   mutable std::atomic<bool> device_ahead_{false};  // replays ran that the host counted as applied
   mutable std::mutex slots_mu_;  // replicas create their slots concurrently
   // Per variable (Variable::identity: one entry for all of its copies), as Keras: the slots
   // are variables, mirrored like it, so each replica reads its own copy of them.
   std::unordered_map<const void*, SlotVariables> slots_;
-  StepBlocks step_;
+  mutable StepBlocks step_;
   Rule rule_{*this};
 };
 using OptimizerPtr = std::shared_ptr<Optimizer>;
