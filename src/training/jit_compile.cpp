@@ -108,19 +108,7 @@ detail::ReplicaNumbers Model::replay_train_step(
 
 distribute::PerReplica<detail::ReplicaNumbers> Model::run_replayed(
     const std::function<distribute::PerReplica<detail::ReplicaNumbers>()>& run) {
-  step_replays_->begin_step();
-  const bool failed_before = !step_replays_->failure().empty();
-  try {
-    auto parts = run();
-    if (!failed_before && !step_replays_->failure().empty()) jit_reason_ = step_replays_->failure();
-    return parts;
-  } catch (const Error&) {
-    // The replicas' capture failed (said once): they run this step again, eagerly, as every later one.
-    if (failed_before || step_replays_->failure().empty()) throw;
-    jit_reason_ = step_replays_->failure();
-    step_replays_->begin_step();
-    return run();
-  }
+  return step_replays_->run_lanes(run, jit_reason_);
 }
 
 }  // namespace lockstep

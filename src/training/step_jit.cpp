@@ -86,21 +86,4 @@ ReplicaNumbers StepJit::run(int lane, const data::Element& slice, const StepRepl
   return replays_->run(lane, slice, "", step);
 }
 
-distribute::PerReplica<ReplicaNumbers> StepJit::replayed(
-    const std::function<distribute::PerReplica<ReplicaNumbers>()>& run) {
-  replays_->begin_step();
-  const bool failed_before = !replays_->failure().empty();
-  try {
-    auto parts = run();
-    if (!replays_->failure().empty()) reason_ = replays_->failure();
-    return parts;
-  } catch (const Error&) {
-    // The lanes' capture failed (said once): they run this step again, eagerly, as every later one.
-    if (failed_before || replays_->failure().empty()) throw;
-    reason_ = replays_->failure();
-    replays_->begin_step();
-    return run();
-  }
-}
-
 }  // namespace lockstep::detail

@@ -45,7 +45,7 @@ class StepJit {
         return run(lane_of(rc), s, [&](const data::Element& in) { return f(in, rc); });
       });
     };
-    auto parts = replays_ ? replayed(run_all) : run_all();
+    auto parts = replays_ ? replays_->run_lanes(run_all, reason_) : run_all();
     if (watch) decide(*watch, mode, device, strategy, model);
     return parts;
   }
@@ -63,8 +63,6 @@ class StepJit {
               const std::string& model);
   /// Lane `lane`'s step on `slice`: replayed where decided so, else `step` run on it.
   ReplicaNumbers run(int lane, const data::Element& slice, const StepReplays::Step& step);
-  /// `run` (every lane's step through replays_); where the lanes' capture failed, again, eagerly.
-  distribute::PerReplica<ReplicaNumbers> replayed(const std::function<distribute::PerReplica<ReplicaNumbers>()>& run);
 
   std::string step_;
   bool checked_ = false;

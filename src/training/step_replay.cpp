@@ -32,6 +32,23 @@ void StepReplays::begin_step() {
   if (meeting_) meeting_->reset();
 }
 
+distribute::PerReplica<ReplicaNumbers> StepReplays::run_lanes(
+    const std::function<distribute::PerReplica<ReplicaNumbers>()>& run, std::string& reason) {
+  begin_step();
+  const bool failed_before = !failure().empty();
+  try {
+    auto parts = run();
+    if (!failed_before && !failure().empty()) reason = failure();
+    return parts;
+  } catch (const Error&) {
+    // The lanes' capture failed (said once): they run this step again, eagerly, as every later one.
+    if (failed_before || failure().empty()) throw;
+    reason = failure();
+    begin_step();
+    return run();
+  }
+}
+
 std::string StepReplays::failure() const {
   std::lock_guard<std::mutex> lock(mu_);
   return failure_;

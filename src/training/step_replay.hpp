@@ -48,6 +48,11 @@ class StepReplays {
                      const std::function<void()>& discarded = {});
   /// Between steps, with lanes: a step that failed may have left the lanes' meeting half met.
   void begin_step();
+  /// One step of every lane: `run` (the lanes' calls of run above, through the replicas); where
+  /// the lanes' capture failed in it, `run` again, eagerly, as every later step. A failure's
+  /// reason goes to `reason`.
+  distribute::PerReplica<ReplicaNumbers> run_lanes(const std::function<distribute::PerReplica<ReplicaNumbers>()>& run,
+                                                   std::string& reason);
   /// How many signatures have a graph (tests).
   std::size_t graphs() const { return lanes_[0].graphs.size(); }
   /// Why a capture failed (every step then runs eagerly); empty while none did.
