@@ -1,8 +1,6 @@
 // jit_compile: its spellings, and the decision taken after the first train step is checked.
 #include "lockstep/training/jit_compile.hpp"
 
-#include <cstdio>
-
 #include "lockstep/core/error.hpp"
 #include "lockstep/tensor/compute_context.hpp"
 #include "lockstep/tensor/step_capture.hpp"
@@ -31,7 +29,6 @@ const char* jit_compile_name(JitCompile mode) {
 using detail::step_device;
 
 using detail::lane_of;
-using detail::replicas_capture_refusal;
 using detail::step_lanes;
 
 void Model::set_jit_compile(JitCompile mode) {
@@ -59,36 +56,13 @@ std::shared_ptr<detail::StepJit> Model::step_jit(StepFunction step) {
 std::unique_ptr<StepCaptureCheck> Model::step_capture_check(GradientUse use) const {
   // An accumulation group's held-back batches apply nothing: the check waits for a whole step.
   if (jit_checked_ || jit_compile_ == JitCompile::kOff || use != GradientUse::kApply) return nullptr;
-  if (jit_compile_ == JitCompile::kOn) {
-    const Device& device = step_device(strategy_);
-    const std::string refusal = step_capture_refusal(device);
-    LOCKSTEP_CHECK(refusal.empty(), "jit_compile=True: train steps on ", device.str(),
-                   " cannot be captured into a graph: ", refusal,
-                   "; compile with jit_compile=\"auto\" or False to run them eagerly");
-  }
-  return std::make_unique<StepCaptureCheck>();
+  return detail::start_capture_check(jit_compile_, step_device(strategy_), "train");
 }
 
 void Model::decide_step_capture(const StepCaptureCheck& check) {
   jit_checked_ = true;
-  const Device& device = step_device(strategy_);
-  const std::string op = check.blocker();
-  std::string why = step_capture_refusal(device);
-  if (!op.empty()) why += (why.empty() ? "" : "; and ") + op;
-  const std::string lanes = strategy_ ? replicas_capture_refusal(*strategy_) : std::string();
-  if (!lanes.empty()) why += (why.empty() ? "" : "; and ") + lanes;
-  LOCKSTEP_CHECK(jit_compile_ != JitCompile::kOn || why.empty(), "jit_compile=True: model '", name(),
-                 "': the train step cannot be captured into a graph: ", why,
-                 "; compile with jit_compile=\"auto\" or False to run it eagerly");
-  jit_reason_ = why;
-  if (why.empty()) {
-    step_replays_ = std::make_shared<detail::StepReplays>("train", step_lanes(strategy_));
-    return;
-  }
-  // Once per compile, where capture was to be expected: on a GPU (the CPU never captures).
-  if (jit_compile_ == JitCompile::kAuto && device.kind != DeviceKind::kCpu)
-    std::fprintf(stderr, "jit_compile=\"auto\": model '%s' runs its train steps eagerly on %s: %s\n", name().c_str(),
-                 device.str().c_str(), why.c_str());
+  jit_reason_ = detail::decide_capture(check, jit_compile_, step_device(strategy_), strategy_, name(), "train");
+  if (jit_reason_.empty()) step_replays_ = std::make_shared<detail::StepReplays>("train", step_lanes(strategy_));
 }
 
 detail::ReplicaNumbers Model::replay_train_step(

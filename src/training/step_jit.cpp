@@ -47,37 +47,43 @@ int lane_of(ReplicaInterface* replica) {
   return ids.replica_id_in_sync_group % ids.num_local_replicas;
 }
 
-std::unique_ptr<StepCaptureCheck> StepJit::check(JitCompile mode, const Device& device) const {
-  if (checked_ || mode == JitCompile::kOff) return nullptr;
+std::unique_ptr<StepCaptureCheck> start_capture_check(JitCompile mode, const Device& device, const std::string& step) {
   if (mode == JitCompile::kOn) {
     const std::string refusal = step_capture_refusal(device);
-    LOCKSTEP_CHECK(refusal.empty(), "jit_compile=True: ", step_, " steps on ", device.str(),
+    LOCKSTEP_CHECK(refusal.empty(), "jit_compile=True: ", step, " steps on ", device.str(),
                    " cannot be captured into a graph: ", refusal,
                    "; compile with jit_compile=\"auto\" or False to run them eagerly");
   }
   return std::make_unique<StepCaptureCheck>();
 }
 
-void StepJit::decide(const StepCaptureCheck& check, JitCompile mode, const Device& device,
-                     distribute::Strategy* strategy, const std::string& model) {
-  checked_ = true;
+std::string decide_capture(const StepCaptureCheck& check, JitCompile mode, const Device& device,
+                           distribute::Strategy* strategy, const std::string& model, const std::string& step) {
   std::string why = step_capture_refusal(device);
   const std::string op = check.blocker();
   if (!op.empty()) why += (why.empty() ? "" : "; and ") + op;
   const std::string lanes = strategy ? replicas_capture_refusal(*strategy) : std::string();
   if (!lanes.empty()) why += (why.empty() ? "" : "; and ") + lanes;
-  LOCKSTEP_CHECK(mode != JitCompile::kOn || why.empty(), "jit_compile=True: model '", model, "': the ", step_,
+  LOCKSTEP_CHECK(mode != JitCompile::kOn || why.empty(), "jit_compile=True: model '", model, "': the ", step,
                  " step cannot be captured into a graph: ", why,
                  "; compile with jit_compile=\"auto\" or False to run it eagerly");
-  reason_ = why;
-  if (why.empty()) {
-    replays_ = std::make_unique<StepReplays>(step_, step_lanes(strategy));
-    return;
-  }
   // Once per decision, where capture was to be expected: on a GPU (the CPU never captures).
-  if (mode == JitCompile::kAuto && device.kind != DeviceKind::kCpu)
+  if (!why.empty() && mode == JitCompile::kAuto && device.kind != DeviceKind::kCpu)
     std::fprintf(stderr, "jit_compile=\"auto\": model '%s' runs its %s steps eagerly on %s: %s\n", model.c_str(),
-                 step_.c_str(), device.str().c_str(), why.c_str());
+                 step.c_str(), device.str().c_str(), why.c_str());
+  return why;
+}
+
+std::unique_ptr<StepCaptureCheck> StepJit::check(JitCompile mode, const Device& device) const {
+  if (checked_ || mode == JitCompile::kOff) return nullptr;
+  return start_capture_check(mode, device, step_);
+}
+
+void StepJit::decide(const StepCaptureCheck& check, JitCompile mode, const Device& device,
+                     distribute::Strategy* strategy, const std::string& model) {
+  checked_ = true;
+  reason_ = decide_capture(check, mode, device, strategy, model, step_);
+  if (reason_.empty()) replays_ = std::make_unique<StepReplays>(step_, step_lanes(strategy));
 }
 
 ReplicaNumbers StepJit::run(int lane, const data::Element& slice, const StepReplays::Step& step) {

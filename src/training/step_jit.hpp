@@ -24,6 +24,13 @@ std::string replicas_capture_refusal(distribute::Strategy& strategy);
 std::unique_ptr<LaneMeeting> step_lanes(distribute::Strategy* strategy);
 /// The lane of `replica` among its worker's replicas (0 without one).
 int lane_of(ReplicaInterface* replica);
+/// The check watching a step function's first step (`step`: "train", "test" or "predict");
+/// under true, ValueError naming `device` where it cannot capture at all.
+std::unique_ptr<StepCaptureCheck> start_capture_check(JitCompile mode, const Device& device, const std::string& step);
+/// After that step: why its steps run eagerly, empty where they are captured from now on. Under
+/// true a reason is a ValueError naming it; under "auto" on a GPU it is said once.
+std::string decide_capture(const StepCaptureCheck& check, JitCompile mode, const Device& device,
+                           distribute::Strategy* strategy, const std::string& model, const std::string& step);
 
 class StepJit {
  public:
