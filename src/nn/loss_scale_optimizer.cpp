@@ -26,15 +26,6 @@ Tensor LossScaleOptimizer::scale_loss(const Tensor& loss) const {
   return scale(loss, loss_scale_math::loss_factor(1.0, scale_));
 }
 
-void LossScaleOptimizer::unscale(std::vector<Tensor>& grads, Tensor& step_block) const {
-  const float inverse = loss_scale_math::unscale_factor(scale_);
-  for (auto& g : grads) {
-    if (!g.defined()) continue;
-    g = scale(g, inverse);
-    finite_check_(g, step_block);
-  }
-}
-
 bool LossScaleOptimizer::usable(std::vector<Tensor>& grads, Tensor& step_block) const {
   if (!step_block.defined()) return true;  // no variable: nothing to check or update
   for (auto& g : grads)

@@ -202,10 +202,7 @@ Tensor Optimizer::step_block(std::int64_t step, const Variable& like) {
     set_step_count_(block, step);
     step_.count[r] = step;
   }
-  if (!step_.state_written[r]) {
-    write_block_state(block);
-    step_.state_written[r] = 1;
-  }
+  write_block_state_once(r, block);
   step_.made[r] = 0;
   step_begin_(block, step_rule(step));
   step_.derived_for[r] = step;
@@ -225,6 +222,12 @@ void Optimizer::end_step_block(std::int64_t step, bool applied) {
   step_end_(block);  // counts the step unless the block marks it skipped
   step_.count[r] = applied ? step + 1 : step;
   step_.derived_for[r] = -1;
+}
+
+void Optimizer::write_block_state_once(std::size_t r, Tensor& block) {
+  if (step_.state_written[r]) return;
+  write_block_state(block);
+  step_.state_written[r] = 1;
 }
 
 void Optimizer::note_replayed_step(std::int64_t step) {
@@ -257,10 +260,7 @@ void Optimizer::set_step_count_before_replay(std::int64_t step, const Variable& 
     block = step_.blocks.value();
   }
   // Only this replica's thread touches its entries from here.
-  if (!step_.state_written[r]) {
-    write_block_state(block);
-    step_.state_written[r] = 1;
-  }
+  write_block_state_once(r, block);
   if (step_.count[r] == step) return;
   set_step_count_(block, step);
   step_.count[r] = step;

@@ -47,11 +47,6 @@ class LossScaleOptimizer final : public Optimizer {
   std::int64_t skipped_steps() const;
   /// The loss times the scale: what to differentiate.
   Tensor scale_loss(const Tensor& loss) const;
-  /// Divides every gradient by the scale (replacing it) and checks them on the device: an
-  /// infinite or NaN element marks `step_block`'s step skipped (finite_check_; the updates then
-  /// leave the weights and slots as they are). Reads nothing back. Thread-safe: each replica
-  /// unscales its own gradients into its own block.
-  void unscale(std::vector<Tensor>& grads, Tensor& step_block) const;
   /// Once per step: count a finite step (doubling the scale after dynamic_growth_steps of them)
   /// or halve the scale and count a skipped step; the replicas' blocks take the new scale before
   /// their next step.

@@ -200,6 +200,8 @@ class Optimizer {
   step_state::StepRule step_rule(std::int64_t step) const;
   /// This thread's copy of the blocks (made like `like` where there are none). Under slots_mu_.
   std::size_t step_copy(const Variable& like);
+  /// write_block_state into copy `r`'s block unless done since it was made or changed.
+  void write_block_state_once(std::size_t r, Tensor& block);
 
   OptimizerOptions options_;
   // Replicas of apply_gradients count a step once; after replays, corrected from the device
