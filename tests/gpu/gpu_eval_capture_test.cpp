@@ -95,6 +95,18 @@ void expect_same_results(const Outcome& a, const Outcome& b) {
   EXPECT_TRUE(a.predicted.bitwise_equal(b.predicted));
 }
 
+// Under "auto" on `devices`: the results of jit_compile off, nothing replayed, and `why` in the
+// test and predict steps' reasons. Returns the "auto" run.
+Outcome expect_eager_naming(const std::vector<std::string>& devices, bool host_read, const std::string& why) {
+  const Outcome off = run(JitCompile::kOff, devices, 1, host_read);
+  Outcome on = run(JitCompile::kAuto, devices, 1, host_read);
+  expect_same_results(on, off);
+  EXPECT_EQ(on.replays, 0);
+  EXPECT_TRUE(has(on.test_reason, why)) << on.test_reason;
+  EXPECT_TRUE(has(on.predict_reason, why)) << on.predict_reason;
+  return on;
+}
+
 }  // namespace
 
 // Both evaluations and predict give the bits of eager steps (jit_compile off); every step after
@@ -135,13 +147,8 @@ TEST(GpuEvalCapture, EvaluateAndPredictAreReplayedWithTheBitsOfEagerSteps) {
 // once each on the device; true refuses the test step by name after its checked step.
 TEST(GpuEvalCapture, ALayerThatReadsTheHostKeepsTheStepsEagerNamingWhy) {
   LOCKSTEP_REQUIRE_GPU();
-  const Outcome off = run(JitCompile::kOff, {"gpu:0"}, 1, true);
-  const Outcome on = run(JitCompile::kAuto, {"gpu:0"}, 1, true);
-  expect_same_results(on, off);
-  EXPECT_EQ(on.replays, 0);
   const std::string read = "a read of a (1, 12) tensor's values on the host";
-  EXPECT_TRUE(has(on.test_reason, read)) << on.test_reason;
-  EXPECT_TRUE(has(on.predict_reason, read)) << on.predict_reason;
+  const Outcome on = expect_eager_naming({"gpu:0"}, true, read);
   EXPECT_TRUE(has(on.err, "jit_compile=\"auto\": model 'classifier' runs its test steps eagerly on gpu:0: ")) << on.err;
   EXPECT_TRUE(has(on.err, "jit_compile=\"auto\": model 'classifier' runs its predict steps eagerly on gpu:0: "))
       << on.err;
@@ -180,13 +187,8 @@ TEST(GpuEvalCapture, ReplicasOnTwoGpusRunEagerlyNamingThem) {
   LOCKSTEP_REQUIRE_GPU();
   if (gpus() < 2) GTEST_SKIP() << "needs two GPUs (LOCKSTEP_EMULATED_GPUS=2)";
   const std::vector<std::string> two{"gpu:0", "gpu:1"};
-  const Outcome off = run(JitCompile::kOff, two);
-  const Outcome on = run(JitCompile::kAuto, two);
-  expect_same_results(on, off);
-  EXPECT_EQ(on.replays, 0);
   const std::string why = "replicas are not captured: they are on gpu:0 and gpu:1";
-  EXPECT_TRUE(has(on.test_reason, why)) << on.test_reason;
-  EXPECT_TRUE(has(on.predict_reason, why)) << on.predict_reason;
+  const Outcome on = expect_eager_naming(two, false, why);
   EXPECT_TRUE(has(on.err, "runs its test steps eagerly on gpu:0")) << on.err;
   if (!step_capture_refusal(Device::parse("gpu:0")).empty()) return;  // true is refused before any step
   const std::string msg = message_of([&] { run(JitCompile::kOn, two); });
