@@ -2,6 +2,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "lockstep/tensor/device_constant.hpp"
+
 namespace lockstep::layers {
 
 using nlohmann::json;
@@ -37,9 +39,11 @@ Tensor PositionEmbeddingLayer::call(const Tensor& x, const CallContext&) const {
   Tensor table = autocast(embeddings_.value());
   const std::int64_t steps = x.dim(-2);
   if (steps < options_.sequence_length) {  // keras_hub's slice of the first rows (recorded)
-    std::vector<std::int64_t> rows(static_cast<std::size_t>(steps));
-    for (std::int64_t i = 0; i < steps; ++i) rows[static_cast<std::size_t>(i)] = i;
-    table = gather_rows(table, Tensor::from_vector(rows, Shape{steps}));
+    table = gather_rows(table, device_constant("PositionEmbedding rows", steps, [](std::int64_t n) {
+                          std::vector<std::int64_t> rows(static_cast<std::size_t>(n));
+                          for (std::int64_t i = 0; i < n; ++i) rows[static_cast<std::size_t>(i)] = i;
+                          return Tensor::from_vector(rows, Shape{n});
+                        }));
   }
   // Broadcast over the leading axes by adding to zeros [batch, ..., 1, 1]: the tape sums the
   // gradient back down to the table's shape.

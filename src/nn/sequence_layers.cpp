@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "lockstep/layers/layer_registry.hpp"
+#include "lockstep/tensor/device_constant.hpp"
 
 namespace lockstep::layers {
 
@@ -112,9 +113,13 @@ Shape RepeatVectorLayer::compute_output_shape(const Shape& s) const {
 Tensor RepeatVectorLayer::call(const Tensor& x, const CallContext&) const {
   (void)compute_output_shape(x.shape());
   // Row i of the output is example i / n: one gather, whose gradient adds the n copies back.
-  std::vector<std::int64_t> rows(static_cast<std::size_t>(x.dim(0) * n_));
-  for (std::size_t i = 0; i < rows.size(); ++i) rows[i] = static_cast<std::int64_t>(i) / n_;
-  const Tensor y = gather_rows(autocast(x), Tensor::from_vector(rows, {x.dim(0) * n_}));
+  const std::int64_t n = n_;
+  const Tensor rows = device_constant("RepeatVector rows " + std::to_string(n), x.dim(0), [n](std::int64_t examples) {
+    std::vector<std::int64_t> r(static_cast<std::size_t>(examples * n));
+    for (std::size_t i = 0; i < r.size(); ++i) r[i] = static_cast<std::int64_t>(i) / n;
+    return Tensor::from_vector(r, {examples, n});
+  });
+  const Tensor y = gather_rows(autocast(x), rows.reshape({x.dim(0) * n}));
   return reshape(y, compute_output_shape(x.shape()));
 }
 

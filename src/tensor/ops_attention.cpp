@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "lockstep/tensor/attention.hpp"
+#include "lockstep/tensor/device_constant.hpp"
 #include "tensor/op_util.hpp"
 
 namespace lockstep {
@@ -152,11 +153,15 @@ Tensor attention_reference(const Tensor& q, const Tensor& k, const Tensor& v, co
     keep = reshape(cast(mask, q.dtype()), {mask.dim(0), 1, mq, a.tk});
   }
   if (a.causal) {
-    std::vector<float> lower(static_cast<std::size_t>(a.tq * a.tk));
-    for (std::int64_t i = 0; i < a.tq; ++i)
-      for (std::int64_t j = 0; j < a.tk; ++j)
-        lower[static_cast<std::size_t>(i * a.tk + j)] = j <= i ? 1.0f : 0.0f;
-    const Tensor causal = cast(Tensor::from_vector(lower, {a.tq, a.tk}), q.dtype());
+    const std::int64_t tk = a.tk;
+    const DType dtype = q.dtype();
+    const Tensor causal = device_constant(
+        detail::concat("causal mask of ", tk, " keys, ", dtype_name(dtype)), a.tq, [tk, dtype](std::int64_t tq) {
+          std::vector<float> lower(static_cast<std::size_t>(tq * tk));
+          for (std::int64_t i = 0; i < tq; ++i)
+            for (std::int64_t j = 0; j < tk; ++j) lower[static_cast<std::size_t>(i * tk + j)] = j <= i ? 1.0f : 0.0f;
+          return cast(Tensor::from_vector(lower, {tq, tk}), dtype);
+        });
     keep = keep.defined() ? mul(keep, causal) : causal;
   }
   if (keep.defined())

@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "lockstep/tensor/device_constant.hpp"
 #include "tensor/op_util.hpp"
 
 namespace lockstep {
@@ -311,11 +312,18 @@ Tensor zero_pad2d(const Tensor& x, const Padding2d& p) {
   const std::int64_t n = x.dim(0), h = x.dim(1), w = x.dim(2), c = x.dim(3);
   const std::int64_t h2 = h + p.top + p.bottom, w2 = w + p.left + p.right;
   // Rows of C channels scattered into a zero tensor: the storage kernels do it for every dtype.
-  std::vector<std::int64_t> index(static_cast<std::size_t>(n * h * w));
-  for (std::int64_t b = 0, i = 0; b < n; ++b)
-    for (std::int64_t y = 0; y < h; ++y)
-      for (std::int64_t xx = 0; xx < w; ++xx) index[static_cast<std::size_t>(i++)] = (b * h2 + y + p.top) * w2 + xx + p.left;
-  const Tensor idx = Tensor::from_vector(index, {n * h * w});
+  const std::int64_t top = p.top, left = p.left;
+  const Tensor idx =
+      device_constant(detail::concat("zero_pad2d rows of ", h, "x", w, " into ", h2, "x", w2, " at ", top, ",", left), n,
+                      [=](std::int64_t examples) {
+                        std::vector<std::int64_t> index(static_cast<std::size_t>(examples * h * w));
+                        for (std::int64_t b = 0, i = 0; b < examples; ++b)
+                          for (std::int64_t y = 0; y < h; ++y)
+                            for (std::int64_t xx = 0; xx < w; ++xx)
+                              index[static_cast<std::size_t>(i++)] = (b * h2 + y + top) * w2 + xx + left;
+                        return Tensor::from_vector(index, {examples, h * w});
+                      })
+          .reshape({n * h * w});
   Tensor out = Tensor::zeros({n, h2, w2, c}, x.dtype());
   if (c > 0 && n * h * w > 0) {
     Tensor rows = out.reshape({n * h2 * w2, c});

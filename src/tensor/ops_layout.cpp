@@ -1,9 +1,11 @@
 // Ops that rearrange elements with a gradient: concatenation along any axis, through the storage
-// kernels (scatter_add_rows) with the element map computed on the host, and axis permutation,
-// the transpose kernel's (the permutation is its parameters: nothing copied from the host, so a
-// captured step replays it), both for every backend and dtype.
+// kernels (scatter_add_rows) with the element map computed on the host once per shape and kept
+// on the device (device_constant), and axis permutation, the transpose kernel's (the permutation
+// is its parameters); neither copies from the host in a step, so a captured step replays both,
+// for every backend and dtype.
 #include <numeric>
 
+#include "lockstep/tensor/device_constant.hpp"
 #include "tensor/op_util.hpp"
 
 namespace lockstep {
@@ -19,12 +21,20 @@ std::array<Tensor, 2> concat_positions(const Shape& a, const Shape& b, int axis)
   for (std::size_t i = static_cast<std::size_t>(axis) + 1; i < a.rank(); ++i) inner *= a.dims()[i];
   const std::int64_t wa = a.dims()[static_cast<std::size_t>(axis)] * inner;
   const std::int64_t wb = b.dims()[static_cast<std::size_t>(axis)] * inner;
-  std::vector<std::int64_t> pa(static_cast<std::size_t>(outer * wa)), pb(static_cast<std::size_t>(outer * wb));
-  for (std::int64_t o = 0; o < outer; ++o) {
-    for (std::int64_t j = 0; j < wa; ++j) pa[static_cast<std::size_t>(o * wa + j)] = o * (wa + wb) + j;
-    for (std::int64_t j = 0; j < wb; ++j) pb[static_cast<std::size_t>(o * wb + j)] = o * (wa + wb) + wa + j;
-  }
-  return {Tensor::from_vector(pa, {outer * wa}), Tensor::from_vector(pb, {outer * wb})};
+  // Rows of `width` elements at `offset` in rows of wa + wb.
+  const auto positions = [&](std::int64_t width, std::int64_t offset) {
+    const std::int64_t stride = wa + wb;
+    return device_constant(detail::concat("concatenate positions of ", width, " at ", offset, " of ", stride), outer,
+                           [=](std::int64_t rows) {
+                             std::vector<std::int64_t> p(static_cast<std::size_t>(rows * width));
+                             for (std::int64_t o = 0; o < rows; ++o)
+                               for (std::int64_t j = 0; j < width; ++j)
+                                 p[static_cast<std::size_t>(o * width + j)] = o * stride + offset + j;
+                             return Tensor::from_vector(p, {rows, width});
+                           })
+        .reshape({outer * width});
+  };
+  return {positions(wa, 0), positions(wb, wa)};
 }
 
 Tensor concat_pair(const Tensor& a, const Tensor& b, int axis) {

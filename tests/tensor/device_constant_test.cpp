@@ -1,0 +1,119 @@
+// device_constant: a constant built from host values once per (device, key) and kept, found by
+// every later call (from any thread) without a copy from the host, so a watching capture check is
+// told nothing; fewer rows are a view of the kept ones, more are built again; past the budget kept
+// per device, built by every call and named to the check.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <functional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "lockstep/tensor/compute_context.hpp"
+#include "lockstep/tensor/device_constant.hpp"
+#include "lockstep/tensor/step_capture.hpp"
+
+namespace lockstep {
+namespace {
+
+Device here() { return context_device(current_compute_context()); }
+
+TEST(DeviceConstant, IsBuiltOnceByKeyAndFoundAfterwardsWithoutACopyTheCaptureCheckSees) {
+  int builds = 0;
+  const auto build = [&](std::int64_t rows) {
+    ++builds;
+    std::vector<std::int64_t> v(static_cast<std::size_t>(rows));
+    for (std::int64_t i = 0; i < rows; ++i) v[static_cast<std::size_t>(i)] = 4 + i;
+    return Tensor::from_vector(v, Shape{rows});
+  };
+  const std::uint64_t kept_before = device_constant_bytes(here());
+  StepCaptureCheck check;
+  Tensor first, again;
+  {
+    const StepCaptureCheck::OnThisThread watched(&check);
+    first = device_constant("test rows", 3, build);  // built: not watched (no replay repeats it)
+    again = device_constant("test rows", 3, build);  // found
+  }
+  EXPECT_EQ(check.blocker(), "");
+  EXPECT_EQ(builds, 1);
+  EXPECT_EQ(again.id(), first.id());
+  EXPECT_EQ(again.to_vector<std::int64_t>(), (std::vector<std::int64_t>{4, 5, 6}));
+  EXPECT_EQ(device_constant_bytes(here()), kept_before + 3 * sizeof(std::int64_t));
+  // Fewer rows: the first rows of the kept ones. More: built again and kept instead.
+  EXPECT_EQ(device_constant("test rows", 2, build).to_vector<std::int64_t>(), (std::vector<std::int64_t>{4, 5}));
+  EXPECT_EQ(builds, 1);
+  EXPECT_EQ(device_constant("test rows", 5, build).to_vector<std::int64_t>(),
+            (std::vector<std::int64_t>{4, 5, 6, 7, 8}));
+  EXPECT_EQ(device_constant("test rows", 4, build).to_vector<std::int64_t>(), (std::vector<std::int64_t>{4, 5, 6, 7}));
+  EXPECT_EQ(builds, 2);
+  EXPECT_EQ(device_constant_bytes(here()), kept_before + 8 * sizeof(std::int64_t));  // the replaced one stays
+  // Another key is another constant.
+  const Tensor other = device_constant("test rows (other)", 3, build);
+  EXPECT_EQ(builds, 3);
+  EXPECT_NE(other.id(), first.id());
+  // The check is live: a copy from the host made by the step itself is named.
+  {
+    const StepCaptureCheck::OnThisThread watched(&check);
+    (void)build(3);
+  }
+  EXPECT_NE(check.blocker().find("a copy of host memory into a (3,) tensor"), std::string::npos) << check.blocker();
+}
+
+TEST(DeviceConstant, ReplicaThreadsMeetingAtTheFirstCallShareOneBuild) {
+  std::atomic<int> builds{0};
+  std::vector<std::uint64_t> ids(4);
+  std::vector<std::thread> threads;
+  for (std::size_t i = 0; i < ids.size(); ++i)
+    threads.emplace_back([&, i] {
+      ids[i] = device_constant("test shared by threads", 2, [&](std::int64_t) {
+                 builds.fetch_add(1);
+                 return Tensor::from_vector(std::vector<float>{1, 0, 1, 1}, Shape{2, 2});
+               }).id();
+    });
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(builds.load(), 1);
+  for (const std::uint64_t id : ids) EXPECT_EQ(id, ids[0]);
+}
+
+TEST(DeviceConstant, OnePastTheBudgetIsBuiltByEveryCallAndNamedToTheCaptureCheck) {
+  const std::uint64_t kept = device_constant_bytes(here());
+  ASSERT_LE(kept, device_constant_budget());
+  const std::int64_t too_many = static_cast<std::int64_t>(device_constant_budget() - kept) + 1;
+  int builds = 0;
+  const auto build = [&](std::int64_t rows) {
+    ++builds;
+    return Tensor::zeros(Shape{rows}, DType::kU8);
+  };
+  StepCaptureCheck check;
+  {
+    const StepCaptureCheck::OnThisThread watched(&check);
+    (void)device_constant("test too large", too_many, build);
+  }
+  (void)device_constant("test too large", too_many, build);
+  EXPECT_EQ(builds, 2);
+  EXPECT_EQ(device_constant_bytes(here()), kept);
+  const std::string b = check.blocker();
+  EXPECT_NE(b.find("the constant 'test too large', past the 64 MiB kept per device"), std::string::npos) << b;
+  // What fits is still kept.
+  (void)device_constant("test small after too large", 2, build);
+  EXPECT_EQ(device_constant_bytes(here()), kept + 2);
+}
+
+TEST(DeviceConstant, ABuilderThatMakesOtherThanTheRowsAskedForIsRefusedByName) {
+  const auto message = [](const std::function<Tensor(std::int64_t)>& build) {
+    try {
+      (void)device_constant("test bad builder", 3, build);
+    } catch (const std::exception& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_EQ(message([](std::int64_t) { return Tensor(); }),
+            "device_constant 'test bad builder': the builder made no tensor, not 3 rows in host memory");
+  const std::string rows = message([](std::int64_t) { return Tensor::zeros({2, 4}); });
+  EXPECT_NE(rows.find("made a (2, 4) tensor on cpu"), std::string::npos) << rows;
+}
+
+}  // namespace
+}  // namespace lockstep
