@@ -598,3 +598,10 @@ add_test(NAME cli.jit_compile_on_the_cpu_is_refused_by_name
          COMMAND ${_expect} 2 "jit_compile=True: train steps on cpu:0 cannot be captured into a graph: the CPU"
                  ${_cli} train --jit-compile on --epochs 1 --steps-per-epoch 2 --no-tensorboard --verbose 0
                  --logdir ${CMAKE_CURRENT_BINARY_DIR}/jit-compile-on)
+# ViT's train and test steps are captured on an emulated GPU: nothing in them copies from or reads
+# the host (tests/cli/jit_compile_captures.sh).
+foreach(_model vit)
+  add_test(NAME cli.jit_compile_captures.${_model}
+           COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/cli/jit_compile_captures.sh ${_cli} ${_model})
+  set_tests_properties(cli.jit_compile_captures.${_model} PROPERTIES TIMEOUT 300)
+endforeach()

@@ -38,11 +38,14 @@ class CausalReferenceAttention final : public layers::Layer {
 struct Case {
   std::string name;
   Shape example;  // one input example's shape
-  std::function<std::unique_ptr<Functional>()> make;
+  std::function<std::unique_ptr<Model>()> make;  // compiled
 };
 
-std::unique_ptr<Functional> functional(const KerasTensor& in, const KerasTensor& features) {
-  return std::make_unique<Functional>(in, call(layers::Dense(4), call(layers::Flatten(), features)), "model", 3);
+// Four regression outputs of `features`, trained on the mean squared error.
+std::unique_ptr<Model> functional(const KerasTensor& in, const KerasTensor& features) {
+  auto m = std::make_unique<Functional>(in, call(layers::Dense(4), call(layers::Flatten(), features)), "model", 3);
+  m->compile(optimizers::Adam(1e-2), losses::MeanSquaredError());
+  return m;
 }
 
 std::vector<Case> cases() {
@@ -83,15 +86,13 @@ struct Trained {
 // before it, whose constants are the first rows of those the first step built.
 constexpr std::int64_t kExamples = 8 * 5 + 3, kSteps = 6;
 
-Trained train(const Case& c, JitCompile mode, const std::string& devices) {
-  std::vector<std::int64_t> dims{kExamples};
-  for (auto d : c.example.dims()) dims.push_back(d);
-  const Tensor x = test::random_uniform(Shape(dims), 11), y = test::random_uniform({kExamples, 4}, 12);
+// The model `make` builds and compiles, fit on x and y at batch 8.
+Trained train(const std::function<std::unique_ptr<Model>()>& make, const Tensor& x, const Tensor& y, JitCompile mode,
+              const std::string& devices) {
   MirroredStrategy strategy({.devices = {devices}});
   auto scope = strategy.scope();
   set_random_seed(5);
-  auto model = c.make();
-  model->compile(optimizers::Adam(1e-2), losses::MeanSquaredError());
+  auto model = make();
   model->set_jit_compile(mode);
   Trained t;
   const std::int64_t replays = backend::emulated_replays().graphs;
@@ -110,6 +111,17 @@ Trained train(const Case& c, JitCompile mode, const std::string& devices) {
   return t;
 }
 
+void expect_captured_with_the_bits_of_eager_steps(const Trained& captured, const Trained& eager) {
+  EXPECT_EQ(captured.reason, "");
+  if (backend::device_kind(DeviceKind::kCuda).emulated()) {
+    EXPECT_EQ(captured.replays, kSteps - 1);
+  }
+  EXPECT_EQ(eager.replays, 0);
+  ASSERT_EQ(captured.weights.size(), eager.weights.size());
+  for (std::size_t i = 0; i < eager.weights.size(); ++i)
+    EXPECT_TRUE(captured.weights[i].bitwise_equal(eager.weights[i])) << "weight " << i;
+}
+
 }  // namespace
 
 // Each model's train step is captured (the first step checked eagerly, every later one replayed,
@@ -119,20 +131,15 @@ TEST(GpuConstantCapture, StepsThatIndexOrMaskWithConstantsAreCapturedAndTrainThe
   LOCKSTEP_REQUIRE_GPU();
   const std::string refusal = step_capture_refusal(Device::parse("gpu:0"));
   if (!refusal.empty()) GTEST_SKIP() << "gpu:0 cannot capture: " << refusal;
-  const bool emulated = backend::device_kind(DeviceKind::kCuda).emulated();
+  const Tensor y = test::random_uniform({kExamples, 4}, 12);
   for (const std::string devices : {"gpu:0", "gpu:0x2"}) {
     for (const Case& c : cases()) {
       SCOPED_TRACE(c.name + " on " + devices);
-      const Trained captured = train(c, JitCompile::kAuto, devices);
-      const Trained eager = train(c, JitCompile::kOff, devices);
-      EXPECT_EQ(captured.reason, "");
-      if (emulated) {
-        EXPECT_EQ(captured.replays, kSteps - 1);
-      }
-      EXPECT_EQ(eager.replays, 0);
-      ASSERT_EQ(captured.weights.size(), eager.weights.size());
-      for (std::size_t i = 0; i < eager.weights.size(); ++i)
-        EXPECT_TRUE(captured.weights[i].bitwise_equal(eager.weights[i])) << "weight " << i;
+      std::vector<std::int64_t> dims{kExamples};
+      for (auto d : c.example.dims()) dims.push_back(d);
+      const Tensor x = test::random_uniform(Shape(dims), 11);
+      const Trained captured = train(c.make, x, y, JitCompile::kAuto, devices);
+      expect_captured_with_the_bits_of_eager_steps(captured, train(c.make, x, y, JitCompile::kOff, devices));
     }
   }
 }
