@@ -21,8 +21,8 @@ struct Kept {
   std::vector<Tensor> replaced;                          // by larger builds: graphs may still read them
 };
 
-// Never destroyed: a graph may replay after static destructors ran, and the device's memory may
-// be gone by then (freeing it at exit would fail).
+// Never destroyed: a graph held elsewhere may replay until the process ends, and freeing device
+// memory while the process exits could fail with the backend already gone.
 Kept& kept() {
   static Kept* k = new Kept;
   return *k;
