@@ -35,7 +35,8 @@ std::recursive_mutex& kept_mu() {
 // `build`'s host values copied to the current context's device (found there by `key`); their
 // host bytes kept beside integer ones, so that ops check them as indices on the host
 // (checked_labels), not with a device read that would keep a step from being captured.
-Tensor build_on_device(const std::string& key, std::int64_t rows, const std::function<Tensor(std::int64_t)>& build) {
+Tensor build_on_device(const std::string& key, std::int64_t rows,
+                       const std::function<Tensor(std::int64_t)>& build) {
   Tensor host;
   if (backend::current_context().device().kind == DeviceKind::kCpu) {
     host = build(rows);
@@ -43,10 +44,12 @@ Tensor build_on_device(const std::string& key, std::int64_t rows, const std::fun
     const backend::ContextGuard on_host(backend::default_cpu_context());
     host = build(rows);
   }
-  LOCKSTEP_CHECK(host.defined() && host.device().kind == DeviceKind::kCpu && host.rank() >= 1 && host.dim(0) == rows,
-                 "device_constant '", key, "': the builder made ",
-                 host.defined() ? "a " + host.shape().str() + " tensor on " + host.device().str() : std::string("no tensor"),
-                 ", not ", rows, " rows in host memory");
+  LOCKSTEP_CHECK(
+      host.defined() && host.device().kind == DeviceKind::kCpu && host.rank() >= 1 && host.dim(0) == rows,
+      "device_constant '", key, "': the builder made ",
+      host.defined() ? "a " + host.shape().str() + " tensor on " + host.device().str()
+                     : std::string("no tensor"),
+      ", not ", rows, " rows in host memory");
   if (backend::current_context().device().kind == DeviceKind::kCpu) return host;
   Tensor t = Tensor::empty(host.shape(), host.dtype());
   t.copy_from(host);
@@ -73,7 +76,8 @@ std::uint64_t device_constant_bytes(const Device& device) {
   return it == kept().bytes.end() ? 0 : it->second;
 }
 
-Tensor device_constant(const std::string& key, std::int64_t rows, const std::function<Tensor(std::int64_t)>& build) {
+Tensor device_constant(const std::string& key, std::int64_t rows,
+                       const std::function<Tensor(std::int64_t)>& build) {
   LOCKSTEP_CHECK(rows >= 0, "device_constant '", key, "': ", rows, " rows asked for");
   const Device device = backend::current_context().device();
   const std::string name = device.str() + "|" + key;
@@ -83,8 +87,9 @@ Tensor device_constant(const std::string& key, std::int64_t rows, const std::fun
   if (it != k.tensors.end() && it->second.dim(0) >= rows)
     return it->second.dim(0) == rows ? it->second : it->second.slice(0, rows);
   // Inside a capture the copy would be recorded, and the memory the graph's pool's.
-  LOCKSTEP_CHECK(!StepGraph::capturing_here(), "device_constant '", key, "': ", rows, " rows on ", device.str(),
-                 " are first asked for inside a capture (", it == k.tensors.end() ? 0 : it->second.dim(0),
+  LOCKSTEP_CHECK(!StepGraph::capturing_here(), "device_constant '", key, "': ", rows, " rows on ",
+                 device.str(), " are first asked for inside a capture (",
+                 it == k.tensors.end() ? 0 : it->second.dim(0),
                  " kept), which cannot copy them from the host; an eager step of that size builds them");
   Tensor t;
   {

@@ -31,47 +31,55 @@ class CausalReferenceAttention final : public layers::Layer {
   Shape compute_output_shape(const Shape& s) const override { return s; }
   Tensor call(const Tensor& x, const layers::CallContext&) const override {
     const Tensor heads = reshape(x, {x.dim(0), x.dim(1), 1, x.dim(2)});
-    return reshape(attention_reference(heads, heads, heads, {}, {.causal = true, .heads_last = true}), x.shape());
+    return reshape(attention_reference(heads, heads, heads, {}, {.causal = true, .heads_last = true}),
+                   x.shape());
   }
 };
 
 struct Case {
   std::string name;
-  Shape example;  // one input example's shape
+  Shape example;                                 // one input example's shape
   std::function<std::unique_ptr<Model>()> make;  // compiled
 };
 
 // Four regression outputs of `features`, trained on the mean squared error.
 std::unique_ptr<Model> functional(const KerasTensor& in, const KerasTensor& features) {
-  auto m = std::make_unique<Functional>(in, call(layers::Dense(4), call(layers::Flatten(), features)), "model", 3);
+  auto m =
+      std::make_unique<Functional>(in, call(layers::Dense(4), call(layers::Flatten(), features)), "model", 3);
   m->compile(optimizers::Adam(1e-2), losses::MeanSquaredError());
   return m;
 }
 
 std::vector<Case> cases() {
   return {
-      {"PositionEmbedding of 6 of its 10 positions", Shape{6, 8}, [] {
+      {"PositionEmbedding of 6 of its 10 positions", Shape{6, 8},
+       [] {
          const KerasTensor in = Input({6, 8});
          const KerasTensor x = call(layers::Dense(8), in);
          return functional(in, call(layers::Add(), {x, call(layers::PositionEmbedding(10), x)}));
        }},
-      {"RepeatVector", Shape{12}, [] {
+      {"RepeatVector", Shape{12},
+       [] {
          const KerasTensor in = Input({12});
          return functional(in, call(layers::RepeatVector(3), call(layers::Dense(5, "tanh"), in)));
        }},
-      {"causal attention, unfused", Shape{6, 8}, [] {
+      {"causal attention, unfused", Shape{6, 8},
+       [] {
          const KerasTensor in = Input({6, 8});
-         return functional(in, call(std::make_shared<CausalReferenceAttention>(), call(layers::Dense(8), in)));
+         return functional(in,
+                           call(std::make_shared<CausalReferenceAttention>(), call(layers::Dense(8), in)));
        }},
-      {"ZeroPadding2D", Shape{4, 4, 2}, [] {
+      {"ZeroPadding2D", Shape{4, 4, 2},
+       [] {
          const KerasTensor in = Input({4, 4, 2});
          return functional(in, call(layers::Conv2D({.filters = 3, .kernel_size = {3, 3}}),
                                     call(layers::ZeroPadding2D(), in)));
        }},
-      {"Concatenate", Shape{12}, [] {
+      {"Concatenate", Shape{12},
+       [] {
          const KerasTensor in = Input({12});
-         return functional(in, call(layers::Concatenate(), {call(layers::Dense(5, "relu"), in),
-                                                            call(layers::Dense(3), in)}));
+         return functional(in, call(layers::Concatenate(),
+                                    {call(layers::Dense(5, "relu"), in), call(layers::Dense(3), in)}));
        }},
   };
 }
@@ -87,8 +95,8 @@ struct Trained {
 constexpr std::int64_t kExamples = 8 * 5 + 3, kSteps = 6;
 
 // The model `make` builds and compiles, fit on x and y at batch 8.
-Trained train(const std::function<std::unique_ptr<Model>()>& make, const Tensor& x, const Tensor& y, JitCompile mode,
-              const std::string& devices) {
+Trained train(const std::function<std::unique_ptr<Model>()>& make, const Tensor& x, const Tensor& y,
+              JitCompile mode, const std::string& devices) {
   MirroredStrategy strategy({.devices = {devices}});
   auto scope = strategy.scope();
   set_random_seed(5);
@@ -165,9 +173,13 @@ TEST(GpuConstantCapture, MoreRowsThanKeptFirstAskedForInsideACaptureFailItNaming
   fewer.replay();
   EXPECT_EQ(out.to_vector<float>(), std::vector<float>(6, 1.0f));
   const std::uint64_t kept = device_constant_bytes(on.gpu);
-  const std::string msg = message_of([&] { StepGraph more(*on.ctx, [&] { (void)gather_rows(src, rows(3)); }); });
-  EXPECT_TRUE(has(msg, "device_constant 'test rows asked for in a capture': 3 rows on gpu:0 are first asked for inside "
-                       "a capture (2 kept)")) << msg;
+  const std::string msg =
+      message_of([&] { StepGraph more(*on.ctx, [&] { (void)gather_rows(src, rows(3)); }); });
+  EXPECT_TRUE(
+      has(msg,
+          "device_constant 'test rows asked for in a capture': 3 rows on gpu:0 are first asked for inside "
+          "a capture (2 kept)"))
+      << msg;
   EXPECT_EQ(device_constant_bytes(on.gpu), kept);
   EXPECT_EQ(rows(3).to_vector<std::int64_t>(), (std::vector<std::int64_t>{0, 1, 2}));  // eagerly: built
 }

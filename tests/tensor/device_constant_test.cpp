@@ -2,6 +2,8 @@
 // every later call (from any thread) without a copy from the host, so a watching capture check is
 // told nothing; fewer rows are a view of the kept ones, more are built again; past the budget kept
 // per device, built by every call and named to the check.
+#include "lockstep/tensor/device_constant.hpp"
+
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -11,7 +13,6 @@
 #include <vector>
 
 #include "lockstep/tensor/compute_context.hpp"
-#include "lockstep/tensor/device_constant.hpp"
 #include "lockstep/tensor/step_capture.hpp"
 
 namespace lockstep {
@@ -41,11 +42,13 @@ TEST(DeviceConstant, IsBuiltOnceByKeyAndFoundAfterwardsWithoutACopyTheCaptureChe
   EXPECT_EQ(again.to_vector<std::int64_t>(), (std::vector<std::int64_t>{4, 5, 6}));
   EXPECT_EQ(device_constant_bytes(here()), kept_before + 3 * sizeof(std::int64_t));
   // Fewer rows: the first rows of the kept ones. More: built again and kept instead.
-  EXPECT_EQ(device_constant("test rows", 2, build).to_vector<std::int64_t>(), (std::vector<std::int64_t>{4, 5}));
+  EXPECT_EQ(device_constant("test rows", 2, build).to_vector<std::int64_t>(),
+            (std::vector<std::int64_t>{4, 5}));
   EXPECT_EQ(builds, 1);
   EXPECT_EQ(device_constant("test rows", 5, build).to_vector<std::int64_t>(),
             (std::vector<std::int64_t>{4, 5, 6, 7, 8}));
-  EXPECT_EQ(device_constant("test rows", 4, build).to_vector<std::int64_t>(), (std::vector<std::int64_t>{4, 5, 6, 7}));
+  EXPECT_EQ(device_constant("test rows", 4, build).to_vector<std::int64_t>(),
+            (std::vector<std::int64_t>{4, 5, 6, 7}));
   EXPECT_EQ(builds, 2);
   EXPECT_EQ(device_constant_bytes(here()), kept_before + 8 * sizeof(std::int64_t));  // the replaced one stays
   // Another key is another constant.
@@ -57,7 +60,8 @@ TEST(DeviceConstant, IsBuiltOnceByKeyAndFoundAfterwardsWithoutACopyTheCaptureChe
     const StepCaptureCheck::OnThisThread watched(&check);
     (void)build(3);
   }
-  EXPECT_NE(check.blocker().find("a copy of host memory into a (3,) tensor"), std::string::npos) << check.blocker();
+  EXPECT_NE(check.blocker().find("a copy of host memory into a (3,) tensor"), std::string::npos)
+      << check.blocker();
 }
 
 TEST(DeviceConstant, ReplicaThreadsMeetingAtTheFirstCallShareOneBuild) {

@@ -35,7 +35,8 @@ namespace lockstep {
 /// - Bounded: at most device_constant_budget() bytes are kept per device. A constant past it is
 ///   built by every call and not kept, so a step that uses it copies from the host each time and
 ///   its capture is refused, naming the copy.
-Tensor device_constant(const std::string& key, std::int64_t rows, const std::function<Tensor(std::int64_t)>& build);
+Tensor device_constant(const std::string& key, std::int64_t rows,
+                       const std::function<Tensor(std::int64_t)>& build);
 
 /// The bytes of constants kept per device at most (64 MiB).
 std::uint64_t device_constant_budget();
