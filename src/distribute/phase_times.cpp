@@ -35,12 +35,9 @@ struct LoopSlot {
 };
 
 std::mutex mu;
-std::vector<Slot*>& slots() {
-  static auto* s = new std::vector<Slot*>;
-  return *s;
-}
-std::vector<LoopSlot*>& loop_slots() {
-  static auto* s = new std::vector<LoopSlot*>;
+template <class S>
+std::vector<S*>& listed() {  // every thread's S, for the report
+  static auto* s = new std::vector<S*>;
   return *s;
 }
 
@@ -59,13 +56,13 @@ void print_line(const char* who, std::int64_t steps, const std::array<double, P>
 void report() {
   std::lock_guard<std::mutex> lock(mu);
   const char* names[kPhases] = {"input", "forward", "backward", "exchange wait", "update"};
-  for (const Slot* s : slots()) {
+  for (const Slot* s : listed<Slot>()) {
     char who[32];
     std::snprintf(who, sizeof who, "%s %d", s->replica >= 0 ? "replica" : "device", s->replica >= 0 ? s->replica : 0);
     print_line(who, s->steps, s->seconds, names);
   }
   const char* loop_names[kLoopPhases] = {"input wait", "step", "read", "callbacks"};
-  for (const LoopSlot* s : loop_slots()) print_line("fit loop", s->steps, s->seconds, loop_names);
+  for (const LoopSlot* s : listed<LoopSlot>()) print_line("fit loop", s->steps, s->seconds, loop_names);
 }
 
 // Called with `mu` held, by the first thread that times anything.
@@ -74,26 +71,17 @@ void report_at_exit() {
   (void)registered;
 }
 
-Slot& slot() {
-  thread_local Slot* mine = [] {
-    auto* s = new Slot;
+// The calling thread's S (Slot, LoopSlot), made and listed on its first use.
+template <class S>
+S& mine() {
+  thread_local S* slot = [] {
+    auto* s = new S;
     std::lock_guard<std::mutex> lock(mu);
     report_at_exit();
-    slots().push_back(s);
+    listed<S>().push_back(s);
     return s;
   }();
-  return *mine;
-}
-
-LoopSlot& loop_slot() {
-  thread_local LoopSlot* mine = [] {
-    auto* s = new LoopSlot;
-    std::lock_guard<std::mutex> lock(mu);
-    report_at_exit();
-    loop_slots().push_back(s);
-    return s;
-  }();
-  return *mine;
+  return *slot;
 }
 
 void add(Slot& s, Phase phase, double seconds) {
@@ -108,7 +96,7 @@ bool enabled() {
 
 Scope::Scope(Phase phase, int replica) : phase_(phase), on_(enabled()) {
   if (!on_) return;
-  Slot& s = slot();
+  Slot& s = mine<Slot>();
   start_ = now();
   waits_at_start_ = s.waits;
   if (phase == Phase::kForward) {
@@ -120,20 +108,20 @@ Scope::Scope(Phase phase, int replica) : phase_(phase), on_(enabled()) {
 
 Scope::~Scope() {
   if (!on_) return;
-  Slot& s = slot();
+  Slot& s = mine<Slot>();
   s.last_end = now();
   add(s, phase_, s.last_end - start_ - (s.waits - waits_at_start_));
 }
 
 LoopScope::LoopScope(LoopPhase phase) : phase_(phase), on_(enabled()) {
   if (!on_) return;
-  if (phase == LoopPhase::kStep) ++loop_slot().steps;
+  if (phase == LoopPhase::kStep) ++mine<LoopSlot>().steps;
   start_ = now();
 }
 
 LoopScope::~LoopScope() {
   if (!on_) return;
-  LoopSlot& s = loop_slot();
+  LoopSlot& s = mine<LoopSlot>();
   if (s.steps > kWarmupSteps) s.seconds[static_cast<int>(phase_)] += now() - start_;
 }
 
@@ -143,7 +131,7 @@ WaitScope::WaitScope() : on_(enabled()) {
 
 WaitScope::~WaitScope() {
   if (!on_) return;
-  Slot& s = slot();
+  Slot& s = mine<Slot>();
   const double t = now() - start_;
   s.waits += t;
   add(s, Phase::kExchangeWait, t);
