@@ -44,7 +44,8 @@ before reduce-overhead (skipped where default failed: the same compiler). Time: 
 --budget seconds from the start, and each configuration is stopped after --cap seconds (compile's
 time included) or at the budget, whichever comes first, and recorded as skipped.
 --dry-run: no GPU needed: builds every row's model on the CPU and runs its eager step twice on a
-small batch (CI's check that the script and its helpers work; the figures mean nothing).
+small batch, and stops one that runs past a cap (CI's check that the script and its helpers work;
+the figures mean nothing).
 Exit 77 when there is no CUDA device, 3 when torch is missing, 1 if a dry run's step failed.
 """
 
@@ -317,6 +318,17 @@ def dry_run(torch, args, rows) -> int:
         except Exception as e:  # noqa: BLE001 - report every row
             log(f"dry run: {spec[0]}: FAILED: {type(e).__name__}: {e}")
             failed = 1
+    # --cap's mechanism: a configuration that runs on past its time is stopped.
+    spec = rows[0]
+    small = (spec[0], spec[1], 8, 10**9, spec[4], spec[5])
+    t0 = time.perf_counter()
+    try:
+        with time_limit(0.2):
+            steps_per_second(Row(torch, dev, small, "eager_foreach", args), steps=small[3], warmup=0)
+        log("dry run: FAILED: a configuration past its cap ran to its end")
+        failed = 1
+    except TimeLimit:
+        log(f"dry run: {spec[0]}: a configuration past its 0.2 s cap stopped after {time.perf_counter() - t0:.2f} s")
     return failed
 
 
