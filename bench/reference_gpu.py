@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """GPU speed reference (issues 13, 37, 40): PyTorch on cuda:0 at its best, on the models, batches and
-optimizer of bench/gpu_bench.cpp and of `lockstep train` on a GPU. Every configuration below runs;
-the fastest is the row's reference (issue 37: "the best of all PyTorch configurations").
+optimizer of bench/gpu_bench.cpp and of `lockstep train` on a GPU. Every configuration below runs
+(within --budget and --cap); the fastest is the row's reference (issue 37: "the best of all PyTorch
+configurations").
 
 Rows (Adam(1e-3, eps 1e-7), cross-entropy on the logits, float32 with TF32 off as lockstep's):
   mlp_b64, mlp_b1024   the flagship: Linear(784, 128) -> ReLU -> Dropout(0.2) -> Linear(128, 10)
@@ -17,7 +18,8 @@ Rows (Adam(1e-3, eps 1e-7), cross-entropy on the logits, float32 with TF32 off a
     than the float32 a ToTensor transform gives) and are scaled to [0, 1] on the GPU; GPT's
     characters as int64 ids. 8 batches of random data of MNIST's / the text's shape, reused.)
 
-Configurations (each row runs those it can; one that fails is logged and skipped):
+Configurations (each row runs those it can; one that fails is logged, skipped and named in
+"skipped"):
   eager_foreach, eager_fused   eager with Adam's default (foreach) and its fused CUDA kernel
   graph                        the whole step (forward, backward, optimizer) captured by hand in one
                                CUDA graph (torch.cuda.graph, static input and target tensors,
@@ -30,14 +32,21 @@ Configurations (each row runs those it can; one that fails is logged and skipped
 Every other configuration reads the loss after each step (loss.item(), as lockstep's train_step and
 fit read it), so a step ends with a device synchronisation in both.
 
-    python3 bench/reference_gpu.py [--quick] [--json] [--budget SECONDS] [--rows mlp,wide,...]
-                                   [--text FILE] [--dry-run]
+    python3 bench/reference_gpu.py [--quick] [--json] [--budget SECONDS] [--cap SECONDS]
+                                   [--rows mlp,wide,...] [--text FILE] [--dry-run]
 
-With --json each row prints one JSON object of the figures so far: "ROW_CONFIG": steps/s for each
-configuration, "ROW": the best, "ROW_config": which one; the last stdout line holds them all.
-torch.compile runs come last (compilation takes longest), by value, and none starts past --budget.
+Each configuration is timed over at least STEADY_SECONDS (and its row's minimum of steps) after its
+warm-up. With --json each row prints one JSON object of the figures so far: "ROW_CONFIG": steps/s
+for each configuration, "ROW": the best, "ROW_config": which one, "skipped": "ROW (CONFIG): why"
+for each configuration that did not run or failed; the last stdout line holds them all.
+Issue 37's reference rows (REFERENCE_ROWS) run first, then the others; within each, torch.compile
+comes last (compilation takes longest), row by row in order of value, default before
+reduce-overhead (skipped where default failed: the same compiler). Time: nothing starts past
+--budget seconds from the start, and each configuration is stopped after --cap seconds (compile's
+time included) or at the budget, whichever comes first, and recorded as skipped.
 --dry-run: no GPU needed: builds every row's model on the CPU and runs its eager step twice on a
-small batch (CI's check that the script and its helpers work; the figures mean nothing).
+small batch, and stops one that runs past a cap (CI's check that the script and its helpers work;
+the figures mean nothing).
 Exit 77 when there is no CUDA device, 3 when torch is missing, 1 if a dry run's step failed.
 """
 
@@ -48,6 +57,7 @@ import contextlib
 import functools
 import json
 import os
+import signal
 import sys
 import time
 from types import SimpleNamespace
@@ -55,26 +65,31 @@ from types import SimpleNamespace
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 EAGER = ("eager_foreach", "eager_fused")
-COMPILE = ("compile_reduce-overhead", "compile_default")
-# Which rows torch.compile goes to first (the ones where it helped most on the H200), each mode in turn.
-COMPILE_ORDER = ("convnet_b128", "mlp_b64", "vit_b128", "gpt_b64", "mlp_b1024", "wide_b4096_bf16",
-                 "wide_b4096_f32", "wide_b4096_f16")
+COMPILE = ("compile_default", "compile_reduce-overhead")
+# Which rows torch.compile goes to first: the references of issue 37's acceptance (where it helped
+# most on the H200 first), then the rest; each row's modes in turn.
+COMPILE_ORDER = ("convnet_b128", "mlp_b64", "mlp_b1024", "wide_b4096_f32", "vit_b128", "gpt_b64",
+                 "wide_b4096_bf16", "wide_b4096_f16")
+# The rows issue 37's acceptance compares with (gpu_check_accept.py): run before the others.
+REFERENCE_ROWS = ("mlp_b64", "mlp_b1024", "convnet_b128", "wide_b4096_f32")
+# A configuration's steps/s is timed over at least this many seconds after its warm-up.
+STEADY_SECONDS = 1.0
 
 
 def log(msg: str) -> None:
     print(f"[reference_gpu] {msg}", file=sys.stderr, flush=True)
 
 
-# (name, model, batch, timed steps, autocast dtype, where batches come from)
+# (name, model, batch, fewest timed steps, autocast dtype, where batches come from)
 ROWS = (
-    ("mlp_b64", "mlp", 64, 1000, None, "device"),
-    ("mlp_b1024", "mlp", 1024, 400, None, "device"),
-    ("convnet_b128", "convnet", 128, 300, None, "device"),
-    ("wide_b4096_f32", "wide", 4096, 100, None, "pinned"),
-    ("wide_b4096_bf16", "wide", 4096, 100, "bf16", "pinned"),
-    ("wide_b4096_f16", "wide", 4096, 100, "f16", "pinned"),
-    ("vit_b128", "vit", 128, 200, None, "pinned"),
-    ("gpt_b64", "gpt", 64, 200, None, "pinned"),
+    ("mlp_b64", "mlp", 64, 200, None, "device"),
+    ("mlp_b1024", "mlp", 1024, 100, None, "device"),
+    ("convnet_b128", "convnet", 128, 100, None, "device"),
+    ("wide_b4096_f32", "wide", 4096, 30, None, "pinned"),
+    ("wide_b4096_bf16", "wide", 4096, 30, "bf16", "pinned"),
+    ("wide_b4096_f16", "wide", 4096, 30, "f16", "pinned"),
+    ("vit_b128", "vit", 128, 30, None, "pinned"),
+    ("gpt_b64", "gpt", 64, 30, None, "pinned"),
 )
 
 
@@ -227,7 +242,9 @@ class Row:
         return replay
 
 
-def steps_per_second(row: Row, steps: int, warmup: int) -> float:
+def steps_per_second(row: Row, steps: int, warmup: int, seconds: float = 0.0) -> float:
+    """Over at least `steps` steps and `seconds` (of the host's loop: an async configuration's
+    queue is drained before the clock stops) after `warmup` steps."""
     torch, sync_each = row.torch, not row.config.endswith("_async")
     run = row.stepper()
     cuda = row.dev.type == "cuda"
@@ -239,10 +256,13 @@ def steps_per_second(row: Row, steps: int, warmup: int) -> float:
     if cuda:
         torch.cuda.synchronize()
     t0 = time.perf_counter()
-    for i in range(steps):
+    i = 0
+    while i < steps or time.perf_counter() - t0 < seconds:
         loss = run(i)
         if sync_each:
             loss.item()
+        i += 1
+    steps = i
     final = float(loss)
     if cuda:
         torch.cuda.synchronize()
@@ -250,6 +270,27 @@ def steps_per_second(row: Row, steps: int, warmup: int) -> float:
     if final != final:
         raise RuntimeError("the loss is NaN")
     return sps
+
+
+class TimeLimit(BaseException):
+    """A configuration ran past its time (time_limit); not an Exception, so that no handler of
+    torch's (which may catch those and go on) keeps it from stopping the configuration."""
+
+
+@contextlib.contextmanager
+def time_limit(seconds: float):
+    """Raises TimeLimit in the main thread after `seconds` (SIGALRM: it interrupts Python code and
+    waits, torch.compile's included; a CUDA call returns first)."""
+    def expire(signum, frame):
+        raise TimeLimit()
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.setitimer(signal.ITIMER_REAL, max(seconds, 0.001))
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
 
 
 def gemm_peaks(torch, dev, quick: bool, out: dict) -> None:
@@ -280,6 +321,17 @@ def dry_run(torch, args, rows) -> int:
         except Exception as e:  # noqa: BLE001 - report every row
             log(f"dry run: {spec[0]}: FAILED: {type(e).__name__}: {e}")
             failed = 1
+    # --cap's mechanism: a configuration that runs on past its time is stopped.
+    spec = rows[0]
+    small = (spec[0], spec[1], 8, 10**9, spec[4], spec[5])
+    t0 = time.perf_counter()
+    try:
+        with time_limit(0.2):
+            steps_per_second(Row(torch, dev, small, "eager_foreach", args), steps=small[3], warmup=0)
+        log("dry run: FAILED: a configuration past its cap ran to its end")
+        failed = 1
+    except TimeLimit:
+        log(f"dry run: {spec[0]}: a configuration past its 0.2 s cap stopped after {time.perf_counter() - t0:.2f} s")
     return failed
 
 
@@ -288,7 +340,9 @@ def main() -> int:
     ap.add_argument("--quick", action="store_true", help="a fifth of the steps")
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--budget", type=float, default=120.0,
-                    help="seconds after which torch.compile runs not yet started are skipped")
+                    help="seconds from the start after which no configuration starts or runs on")
+    ap.add_argument("--cap", type=float, default=40.0,
+                    help="seconds one configuration may take (torch.compile's compilation included)")
     ap.add_argument("--rows", default="", help="comma-separated prefixes of the rows to run (default: all)")
     ap.add_argument("--text", help="gpt: the text whose distinct characters are the vocabulary "
                                    "(default: /usr/share/common-licenses, as lockstep train's)")
@@ -319,41 +373,63 @@ def main() -> int:
         if args.json:
             print(json.dumps(out), flush=True)
 
-    def run(spec, config: str) -> None:
+    skipped: list[str] = []
+    out["skipped"] = skipped
+
+    def skip(name: str, config: str, why: str) -> bool:
+        log(f"{name} ({config}): skipped: {why}")
+        skipped.append(f"{name} ({config}): {why}")
+        return False
+
+    def run(spec, config: str) -> bool:
+        """Runs one configuration within --cap and what is left of --budget; False if it did not."""
         name, steps = spec[0], spec[3] // (5 if args.quick else 1)
+        left = args.budget - (time.perf_counter() - t_start)
+        if left < 1:
+            return skip(name, config, f"past the {args.budget:.0f} s budget")
+        limit = min(args.cap, left)
         try:
-            sps = steps_per_second(Row(torch, dev, spec, config, args), steps,
-                                   warmup=60 if config.startswith("compile") else 30)
+            with time_limit(limit):
+                sps = steps_per_second(Row(torch, dev, spec, config, args), steps,
+                                       warmup=60 if config.startswith("compile") else 30,
+                                       seconds=STEADY_SECONDS / (4 if args.quick else 1))
             log(f"{name} ({config}): {sps:.1f} steps/s")
+        except TimeLimit:
+            return skip(name, config, f"stopped after {limit:.0f} s (" +
+                        ("its cap" if limit == args.cap else "the budget's end") + ")")
         except Exception as e:  # noqa: BLE001 - torch.compile needs a compiler and triton, a capture may fail
-            log(f"{name} ({config}): could not run: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}")
+            first = str(e).splitlines()[0] if str(e) else ""
+            return skip(name, config, f"failed: {type(e).__name__}: {first}"[:300])
+        finally:
             with contextlib.suppress(Exception):
                 torch.cuda.synchronize()
-            return
-        finally:
+            if config.startswith("compile"):
+                with contextlib.suppress(Exception):
+                    torch._dynamo.reset()  # its caches and graphs go with the configuration
             torch.cuda.empty_cache()
         out[f"{name}_{config}"] = sps
         if sps > (out.get(name) or 0):
             out[name], out[f"{name}_config"] = sps, config
+        return True
 
-    # Eager and graph configurations of every row first, then cuBLAS's GEMM peak, then torch.compile
-    # by value: a run cut off by a time limit keeps what came before.
-    for spec in rows:
-        for config in configs_of(spec[5]):
-            run(spec, config)
-        out.setdefault(spec[0], None)
-        emit()
-    gemm_peaks(torch, dev, args.quick, out)
-    emit()
+    # Issue 37's reference rows first, then the others: each group's eager and graph configurations,
+    # then torch.compile's by value (cuBLAS's GEMM peak between the groups), so that a run cut off
+    # by its budget keeps what came before.
     by_name = {r[0]: r for r in rows}
-    for config in COMPILE:
-        for name in COMPILE_ORDER:
-            if name not in by_name:
-                continue
-            if time.perf_counter() - t_start > args.budget:
-                log(f"{name} ({config}): skipped: past the {args.budget:.0f} s budget")
-                continue
-            run(by_name[name], config)
+    for group in ([r for r in rows if r[0] in REFERENCE_ROWS], [r for r in rows if r[0] not in REFERENCE_ROWS]):
+        for spec in group:
+            for config in configs_of(spec[5]):
+                run(spec, config)
+            out.setdefault(spec[0], None)
+            emit()
+        for name in (n for n in COMPILE_ORDER if n in by_name and by_name[n] in group):
+            if run(by_name[name], COMPILE[0]):
+                run(by_name[name], COMPILE[1])
+            else:
+                skip(name, COMPILE[1], f"{COMPILE[0]} did not run")
+            emit()
+        if group and "torch_gemm_f32_8192_tflops" not in out and time.perf_counter() - t_start < args.budget:
+            gemm_peaks(torch, dev, args.quick, out)
             emit()
     if not args.json:
         for k, v in out.items():

@@ -18,12 +18,17 @@
 # A second try within a session's device time: --only runs just the parts named (those that
 # failed or were skipped), and --logs DIR adds to an earlier run's logs (its tarball unpacked into
 # DIR, carried along) so that the ACCEPT lines cover both runs.
-# On the device machine (15 min of device time, at most 10 a command, a machine kept 30 s after a
-# call): one call `scripts/gpu_check.sh` (timeout_s 600, gpu-bundle.tar.xz carried) costs the start
-# (1-3 min), the transfer, at most --budget seconds of parts and ~15 s more; --dry-run shows where
-# each part ends if every one before it runs to its limit. Then at once, on the still warm machine,
-# --only the parts skipped or failed, with --logs the first run's folder (its report names it) and
-# the --budget that is left.
+# On the device machine (15 min of device time in all, the start, idle waits and every call
+# included; at most 10 min a command): ONE call, `scripts/gpu_check.sh` with timeout_s 600 and
+# gpu-bundle.tar.xz carried. The parts that issue 37's points 1-4 and 42.1 read come first, then
+# correctness (gpu tests, parity, memcheck); their limits add up to at most the default --budget
+# (540 s: the unpacking, the checks before and the acceptance after fit in the call's other 60 s).
+# The parts after them (profiles, A/B runs, transformers, accuracy, CPU scaling) run while their
+# whole limit fits in what is left of the budget (the limits are worst cases: most parts end far
+# sooner). --dry-run shows the plan, each of the call's parts with where it ends if every one
+# before it runs to its limit. Where a second call fits, on the still warm machine: --only the
+# parts skipped or failed, with --logs the first run's folder (its report names it) and the
+# --budget that is left.
 # --dry-run (no GPU needed; CI runs it): checks every binary and file exists, every `lockstep
 # train` flag is one the CLI knows, the scripts parse, reference_gpu.py's models build and step on
 # the CPU and the accept script runs; prints each part's command line; runs nothing on a GPU.
@@ -49,7 +54,7 @@ while (($#)); do
             only=",$2,"; shift 2 ;;
     --logs) [[ -d "${2:-}" ]] || { echo "gpu_check: --logs needs an existing folder" >&2; exit 2; }
             logs="$(cd "$2" && pwd)"; shift 2 ;;
-    -h|--help) sed -n '2,36p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,41p' "$0"; exit 0 ;;
     -*) echo "gpu_check: unknown option '$1'" >&2; exit 2 ;;
     *) dir="$1"; shift ;;
   esac
@@ -172,6 +177,8 @@ fi
 t_begin=$SECONDS
 known=","  # the parts' names, for --only
 planned=0  # the limits of the parts selected, against --budget
+core=0     # of them, the limits of those before `as_time_allows` (the call's plan)
+extra=0    # 1 after `as_time_allows`: a part runs only if its whole limit fits in what is left
 train_help=""
 pack() { tar -czf "$report_dir/gpu_check_logs.tar.gz" -C "$logs" --exclude=runs --exclude=bin . 2>/dev/null || true; }
 part() {  # part NAME LIMIT CMD...: runs CMD within LIMIT seconds and what is left of --budget
@@ -180,8 +187,10 @@ part() {  # part NAME LIMIT CMD...: runs CMD within LIMIT seconds and what is le
   known+="$name,"
   [[ -z "$only" || "$only" == *",$name,"* ]] || return 0
   planned=$((planned + limit))
+  ((extra)) || core=$planned
   if ((dry)); then
-    say "DRY $name (limit ${limit}s, done by ${planned}s at worst$( ((planned > budget)) && echo ": past the budget")): $*"
+    if ((extra)); then say "DRY $name (limit ${limit}s, as time allows): $*"
+    else say "DRY $name (limit ${limit}s, done by ${planned}s at worst$( ((planned > budget)) && echo ": past the budget")): $*"; fi
     [[ "$1" == env || "$1" == train || -x "$1" || -f "$1" ]] || command -v "$1" >/dev/null ||
       { say "ERROR: $name: '$1' is not a program here"; status=1; }
     [[ "$1" == train ]] && { "$@" || status=1; }
@@ -196,8 +205,8 @@ part() {  # part NAME LIMIT CMD...: runs CMD within LIMIT seconds and what is le
   if ((emu)); then
     emulated "$@"; set -- "${cmd[@]}"; limit=$((limit * emu_slack))
   fi
-  if ((left < 15)); then
-    say ""; say "==== $name: SKIPPED (${left}s of the ${budget}s budget left)"
+  if ((left < 15 || (extra && limit > left))); then
+    say ""; say "==== $name: SKIPPED (${left}s of the ${budget}s budget left$( ((extra)) && echo ", its limit ${limit}s"))"
     printf '%s\tskipped\t0\n' "$name" >>"$logs/status.tsv"
     return 0
   fi
@@ -216,8 +225,11 @@ part() {  # part NAME LIMIT CMD...: runs CMD within LIMIT seconds and what is le
   pack
   return 0
 }
+as_time_allows() { extra=1; }  # the parts after it run while their limits fit in what is left
 # train NAME FLAGS...: `lockstep train` on MNIST from host memory (through fit); its figures
-# (train_steps_per_second, ...) go to NAME.json. In a dry run: checks each flag against --help.
+# (train_steps_per_second, ...) go to NAME.json, and where its time goes (LOCKSTEP_PHASE_TIMES=1:
+# fit's loop, and each replica's phases where steps run eagerly) to NAME.log at its end. In a dry
+# run: checks each flag against --help.
 train() {
   local name="$1"; shift
   if ((dry)); then
@@ -233,7 +245,7 @@ train() {
     return $ok
   fi
   if ((emu)); then emulated train "$@"; set -- "${cmd[@]:1}"; fi
-  env "LD_LIBRARY_PATH=$lib_path" "$cli" train "$@" --no-tensorboard --verbose 2 --logdir "$runs/$name" \
+  env "LD_LIBRARY_PATH=$lib_path" LOCKSTEP_PHASE_TIMES=1 "$cli" train "$@" --no-tensorboard --verbose 2 --logdir "$runs/$name" \
     --metrics-out "$logs/$name.json"
 }
 # accuracy MIN CMD...: CMD's last line says "Test Accuracy: A" with A >= MIN (examples/custom_loop.cpp)
@@ -244,17 +256,17 @@ accuracy() {
   awk -v a="$(tail -1 <<<"$out" | sed -n 's/.*Test Accuracy: \([0-9.]*\).*/\1/p')" -v m="$min" 'BEGIN { exit !(a >= m) }'
 }
 # profile: one fit run of the flagship under Nsight Systems where the machine has it (its summary in
-# the log; the report file stays behind, too large to bring back), else with
-# lockstep's own per-phase timers (LOCKSTEP_PHASE_TIMES=1).
+# the log; the report file stays behind, too large to bring back), with lockstep's own per-phase
+# timers (LOCKSTEP_PHASE_TIMES=1) either way.
 profile() {  # profile [DEVICES [TAG]]: gpu:0 by default; TAG names the files of another run
   local nsys=""; ((emu)) || nsys="$(command -v nsys || ls /usr/local/cuda/bin/nsys 2>/dev/null || true)"
   local devices="${1:-gpu:0}" tag="${2:-}"
   # (An nsys that cannot profile here, as under gVisor, falls back to the timers too.)
-  [[ -n "$nsys" ]] && env "LD_LIBRARY_PATH=$lib_path" "$nsys" profile --stats=true -o "$runs/fit_profile$tag" --force-overwrite true \
+  [[ -n "$nsys" ]] && env "LD_LIBRARY_PATH=$lib_path" LOCKSTEP_PHASE_TIMES=1 "$nsys" profile --stats=true -o "$runs/fit_profile$tag" --force-overwrite true \
       "$cli" train --devices "$devices" --global-batch-size 1024 --epochs 1 --steps-per-epoch 500 --no-tensorboard --verbose 2 --logdir "$runs/profile$tag" &&
     return 0
   echo "${nsys:-no nsys}${nsys:+ failed}: lockstep's phase timers"
-  LOCKSTEP_PHASE_TIMES=1 train "profile$tag" --devices "$devices" --global-batch-size 1024 --epochs 1 --steps-per-epoch 500
+  train "profile$tag" --devices "$devices" --global-batch-size 1024 --epochs 1 --steps-per-epoch 500
 }
 # Programs that carry the library path themselves, for scripts that run them beside PyTorch
 # (which keeps the machine's own libraries): bench/compare_cores.sh.
@@ -299,46 +311,56 @@ export dry emu emu_steps emu_acc_steps emu_width emu_min lib_path cli logs runs
 sanitizer="$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null || echo compute-sanitizer)"
 # One epoch of N steps (the data repeats): fit times its steps after the first 5% and up to the last
 # step, so no epoch-end validation or backup is counted.
-wide=(--hidden 4096 --global-batch-size 4096 --epochs 1 --steps-per-epoch 120)
+wide=(--hidden 4096 --global-batch-size 4096 --epochs 1 --steps-per-epoch 400)
 
-# ---- the parts, in order of value (a run cut off by the budget loses the last) ----
+# ---- the parts, in order of value ----
 # One line each: part NAME LIMIT_SECONDS CMD...; `train NAME FLAGS` for a fit run whose figures
 # scripts/gpu_check_accept.py reads (NAME.json). Add a part as one line here (and its ACCEPT
-# line in gpu_check_accept.py).
+# line in gpu_check_accept.py). The parts before `as_time_allows` are the one device call's: their
+# limits add up to at most the default --budget (--dry-run fails otherwise); those after it run
+# while their whole limit fits in what is left. Fit runs are timed over a few seconds of steps
+# after their warm-up at the speeds measured on the H200, bare steps and PyTorch's over 1-1.5 s.
+# What issue 37's points 1-4 and 42.1 read: lockstep's bare steps (37.1's denominators, 37.2),
+# fit at 64 / 1024 / gpu:0x4 (37.1, 37.4), the wide MLP (37.3), PyTorch at its best on those rows
+# (37.2, 37.3), the seeds' custom loop (42.1).
+part gpu_bench        40 "${with_libs[@]}" "$gpu_bench" --json
+part fit_b64          20 train fit_b64 --devices gpu:0 --global-batch-size 64 --epochs 1 --steps-per-epoch 5000
+part fit_b1024        20 train fit_b1024 --devices gpu:0 --global-batch-size 1024 --epochs 1 --steps-per-epoch 2000
+part fit_b1024_x4     25 train fit_b1024_x4 --devices gpu:0x4 --global-batch-size 1024 --epochs 1 --steps-per-epoch 2000
+part wide_f32         20 train wide_f32 --devices gpu:0 "${wide[@]}"
+part wide_bf16        20 train wide_bf16 --devices gpu:0 "${wide[@]}" --policy mixed_bfloat16
+part wide_f16         20 train wide_f16 --devices gpu:0 "${wide[@]}" --policy mixed_float16
+part torch_reference 140 "$py" bench/reference_gpu.py --json --rows mlp,convnet,wide --budget "$(left_s 120 20)" --cap 40
+part custom_loop      45 accuracy 0.97 "${with_libs[@]}" "$custom_loop" 5
+# Correctness: the gpu tests (37.5 among them), the CUDA parity rows, compute-sanitizer's memcheck
+# on a short set (API errors are what the memory tests provoke).
 # Not --gtest_brief: if a test hangs, the log's last "[ RUN ]" names it.
-part gpu_tests       110 "${with_libs[@]}" "$gpu_tests"
-part custom_loop      60 accuracy 0.97 "${with_libs[@]}" "$custom_loop" 5
-part gpu_bench        60 "${with_libs[@]}" "$gpu_bench" --json
-part fit_b64          25 train fit_b64 --devices gpu:0 --global-batch-size 64 --epochs 1 --steps-per-epoch 2000
-part fit_b64_spe8     25 train fit_b64_spe8 --devices gpu:0 --global-batch-size 64 --epochs 1 --steps-per-epoch 2000 --steps-per-execution 8
-part fit_b1024        25 train fit_b1024 --devices gpu:0 --global-batch-size 1024 --epochs 1 --steps-per-epoch 600
-part fit_b1024_x4     25 train fit_b1024_x4 --devices gpu:0x4 --global-batch-size 1024 --epochs 1 --steps-per-epoch 600
-part wide_f32         25 train wide_f32 --devices gpu:0 "${wide[@]}"
-part wide_bf16        25 train wide_bf16 --devices gpu:0 "${wide[@]}" --policy mixed_bfloat16
-part wide_f16         25 train wide_f16 --devices gpu:0 "${wide[@]}" --policy mixed_float16
-# PyTorch at its best before the transformers: it is the reference of 37.2 and 37.3.
-part torch_reference 200 "$py" bench/reference_gpu.py --json --budget "$(left_s 120 90)" ${text:+--text "$text"}
+part gpu_tests        90 "${with_libs[@]}" "$gpu_tests"
+part parity_cuda      30 "${with_libs[@]}" "$backend_tests" --gtest_brief=1 '--gtest_filter=*cuda*:ParityBackends.Cuda'
+part memcheck         45 "${with_libs[@]}" "$sanitizer" --tool memcheck --error-exitcode 1 --report-api-errors no \
+                         --print-limit 20 "$gpu_tests" '--gtest_filter=GpuMemory.*:GpuCompute.*:GpuReplicas.CollectivesAmongLogicalReplicasOnOneGpu'
+as_time_allows
+# Where fit's time goes under Nsight Systems (every fit run above prints lockstep's phase times).
+part profile          45 profile
+# Logical replicas on their own streams (issue 37.4): where gpu:0x4's step goes (streams overlapping?).
+part profile_x4       45 profile gpu:0x4 _x4
+part fit_b64_spe8     20 train fit_b64_spe8 --devices gpu:0 --global-batch-size 64 --epochs 1 --steps-per-epoch 5000 --steps-per-execution 8
+part prefetch_off     20 train prefetch_off --devices gpu:0 --global-batch-size 64 --epochs 1 --steps-per-epoch 5000 --no-prefetch-to-device
+# The same at global batch 1024 (against fit_b1024), where the input path is most of a step.
+part prefetch_off_1024 20 train prefetch_off_1024 --devices gpu:0 --global-batch-size 1024 --epochs 1 --steps-per-epoch 2000 --no-prefetch-to-device
+# The transformers through fit against PyTorch's (issue 40.5).
+part torch_transformers 90 "$py" bench/reference_gpu.py --json --rows vit,gpt --budget "$(left_s 70 20)" --cap 30 ${text:+--text "$text"}
 part vit              40 train vit --model vit --devices gpu:0 --global-batch-size 128 --epochs 1 --steps-per-epoch 300
 part gpt              40 train gpt --model gpt ${text:+--text "$text"} --devices gpu:0 --global-batch-size 64 --epochs 1 --steps-per-epoch 300
-part cores           120 env LOCKSTEP_BIN="$(wrap lockstep "$cli")" GEMM_BENCH_BIN="$(wrap gemm_bench "$gemm_bench")" \
-                         REF_PYTHON="$py" bench/compare_cores.sh -R 1 -n 100 -w 10 --json
-part parity_cuda      45 "${with_libs[@]}" "$backend_tests" --gtest_brief=1 '--gtest_filter=*cuda*:ParityBackends.Cuda'
+# The convnet's peak device memory under float32 and mixed_bfloat16 (issue 42's point 5; INFO).
+part cnn_mem_f32      25 train cnn_mem_f32 --model cnn --devices gpu:0 --global-batch-size 128 --epochs 1 --steps-per-epoch 50
+part cnn_mem_bf16     25 train cnn_mem_bf16 --model cnn --devices gpu:0 --global-batch-size 128 --epochs 1 --steps-per-epoch 50 --policy mixed_bfloat16
 part mlp_accuracy     45 tests/cli/check_metrics.sh 0.975 "${with_libs[@]}" "$cli" train --devices gpu:0 --no-tensorboard --logdir "$runs/mlp"
 part cnn_accuracy     60 tests/cli/check_metrics.sh 0.99 "${with_libs[@]}" "$cli" train --model cnn --devices gpu:0x2 --epochs 5 \
                          --global-batch-size 64 --learning-rate 2e-3 --no-tensorboard --logdir "$runs/cnn"
 part save_load        40 tests/gpu/save_and_predict.sh "$runs/save" gpu:0 "$py" "${with_libs[@]}" "$cli"
-part prefetch_off     20 train prefetch_off --devices gpu:0 --global-batch-size 64 --epochs 1 --steps-per-epoch 2000 --no-prefetch-to-device
-# The same at global batch 1024 (against fit_b1024), where the input path is most of a step.
-part prefetch_off_1024 20 train prefetch_off_1024 --devices gpu:0 --global-batch-size 1024 --epochs 1 --steps-per-epoch 600 --no-prefetch-to-device
-# The convnet's peak device memory under float32 and mixed_bfloat16 (issue 42's point 5; INFO).
-part cnn_mem_f32      25 train cnn_mem_f32 --model cnn --devices gpu:0 --global-batch-size 128 --epochs 1 --steps-per-epoch 50
-part cnn_mem_bf16     25 train cnn_mem_bf16 --model cnn --devices gpu:0 --global-batch-size 128 --epochs 1 --steps-per-epoch 50 --policy mixed_bfloat16
-# compute-sanitizer's memcheck on a short set of GPU tests (API errors are what the memory tests provoke).
-part memcheck         90 "${with_libs[@]}" "$sanitizer" --tool memcheck --error-exitcode 1 --report-api-errors no \
-                         --print-limit 20 "$gpu_tests" '--gtest_filter=GpuMemory.*:GpuReplicas.*:GpuCompute.*'
-part profile          45 profile
-# Logical replicas on their own streams (issue 37.4): where gpu:0x4's step goes (streams overlapping?).
-part profile_x4       45 profile gpu:0x4 _x4
+part cores           120 env LOCKSTEP_BIN="$(wrap lockstep "$cli")" GEMM_BENCH_BIN="$(wrap gemm_bench "$gemm_bench")" \
+                         REF_PYTHON="$py" bench/compare_cores.sh -R 1 -n 100 -w 10 --json
 
 IFS=, read -ra wanted <<<"${only#,}"
 for w in "${wanted[@]}"; do
@@ -346,8 +368,12 @@ for w in "${wanted[@]}"; do
 done
 
 say ""
-say "budget: the parts' limits add up to ${planned}s against --budget ${budget}s$( ((!dry)) && echo "; they took $((SECONDS - t_begin))s")"
-((planned > budget)) && say "  (a part that would start past the budget is skipped: rerun it with --only PART --logs DIR)"
+say "budget: the call's parts plan ${core}s of --budget ${budget}s (${planned}s with those run as time allows)$( ((!dry)) && echo "; they took $((SECONDS - t_begin))s")"
+((planned > budget)) && say "  (a part whose limit no longer fits is skipped, saying so: where a second call fits, rerun it with --only PART --logs DIR)"
+if ((dry && core > budget)) && [[ -z "$only" ]]; then
+  say "ERROR: the parts before as_time_allows need ${core}s, more than --budget ${budget}s: one device call cannot hold them"
+  status=1
+fi
 
 # ---- acceptance ----
 say ""; say "==== acceptance (scripts/gpu_check_accept.py $logs) ===="

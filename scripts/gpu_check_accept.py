@@ -42,6 +42,21 @@ class Logs:
                     continue
         return {}
 
+    def torch(self) -> dict:
+        """bench/reference_gpu.py's figures: its part for issue 37's rows and the transformers' part."""
+        out: dict = {}
+        for part in ("torch_reference", "torch_transformers"):
+            figures = self.last_json(part)
+            skipped = out.get("skipped", []) + (figures.pop("skipped", None) or [])
+            out.update(figures)
+            out["skipped"] = skipped
+        return out
+
+    def phase_lines(self, name: str) -> list[str]:
+        """LOCKSTEP_PHASE_TIMES=1's lines in NAME.log (fit's loop, each replica's phases)."""
+        return [ln.split("phase times, ", 1)[1] for ln in self.text(f"{name}.log").splitlines()
+                if "lockstep: phase times, " in ln]
+
     def fit(self, name: str) -> float | None:
         """train_steps_per_second of `train NAME` (its --metrics-out NAME.json)."""
         try:
@@ -126,7 +141,7 @@ def main(argv: list[str]) -> int:
         print("usage: gpu_check_accept.py [--emulated] LOGDIR (scripts/gpu_check.sh's logs)", file=sys.stderr)
         return 2
     logs = Logs(argv[1])
-    ours, theirs, status = logs.last_json("gpu_bench"), logs.last_json("torch_reference"), logs.status()
+    ours, theirs, status = logs.last_json("gpu_bench"), logs.torch(), logs.status()
     lines = []
     # Issue 42 acc. 1: the seeds' custom loop on the GPU.
     m = re.findall(r"Test Accuracy: ([0-9.]+)", logs.text("custom_loop.log"))
@@ -229,6 +244,12 @@ def info_lines(logs: Logs, ours: dict, theirs: dict, status: dict) -> list[str]:
         configs = ", ".join(f"{k[len(r) + 1:]} {fmt(v)}" for k, v in theirs.items()
                             if k.startswith(r + "_") and k != r + "_config" and isinstance(v, (int, float)))
         out.append(f"INFO torch {r}: {configs}")
+    if theirs.get("skipped"):
+        out.append("INFO torch configurations not run (the reference is the best of those that ran): "
+                   + "; ".join(theirs["skipped"]))
+    # Where fit's time goes on the device: each fit run's phase times (ms per step).
+    for name in ("fit_b64", "fit_b1024", "fit_b1024_x4", "wide_f32", "wide_bf16", "wide_f16", "profile", "profile_x4"):
+        out += [f"INFO phases {name}: {ln}" for ln in logs.phase_lines(name)]
     out.append(tests_verdict("INFO", logs.text("gpu_tests.log"), "FourLogicalReplicas",
                              "4 logical replicas of one GPU compute what one device does (gpu_tests)"))
     bad = [f"{n} ({s})" for n, s in status.items() if s != "0"]

@@ -40,7 +40,8 @@ constexpr Row kRows[] = {
      "gpu:0..N-1 as emulated GPUs with host memory and the CPU's kernels where no real one is visible (tests)",
      "a number of emulated GPUs", 0, 8},
     {"LOCKSTEP_PHASE_TIMES", Type::kFlag, "0", "",
-     "print at exit each replica's mean ms per training step in input, forward, backward, exchange wait, update"},
+     "print at exit each replica's mean ms per training step in input, forward, backward, exchange wait, update, "
+     "and fit's loop's in input wait, step, read, callbacks"},
     {"LOCKSTEP_VERBOSE_RESUME", Type::kFlag, "0", "FitOptions::verbose > 0",
      "print the epoch, batch and step fit resumes from a backup at"},
     {"LOCKSTEP_WORKER_SHM", Type::kFlag, "1", "",

@@ -13,7 +13,7 @@
 namespace lockstep::distribute::phase_times {
 
 namespace {
-constexpr int kPhases = 5;
+constexpr int kPhases = 5, kLoopPhases = 4;
 constexpr std::int64_t kWarmupSteps = 10;
 
 double now() {
@@ -28,37 +28,60 @@ struct Slot {
   double waits = 0;                        // every exchange wait, warm-up included (for Scope)
   double last_end = -1;                    // end of the thread's last phase
 };
+// One per thread that ran a training loop (LoopScope), likewise.
+struct LoopSlot {
+  std::int64_t steps = 0;
+  std::array<double, kLoopPhases> seconds{};  // after the warm-up
+};
 
 std::mutex mu;
-std::vector<Slot*>& slots() {
-  static auto* s = new std::vector<Slot*>;
+template <class S>
+std::vector<S*>& listed() {  // every thread's S, for the report
+  static auto* s = new std::vector<S*>;
   return *s;
+}
+
+// "lockstep: phase times, WHO, ms per step over N steps: NAME MS ... (total MS)"
+template <std::size_t P>
+void print_line(const char* who, std::int64_t steps, const std::array<double, P>& seconds, const char* const* names) {
+  const std::int64_t n = steps - kWarmupSteps;
+  if (n <= 0) return;
+  double total = 0;
+  for (double v : seconds) total += v;
+  std::fprintf(stderr, "lockstep: phase times, %s, ms per step over %lld steps:", who, static_cast<long long>(n));
+  for (std::size_t p = 0; p < P; ++p) std::fprintf(stderr, " %s %.3f", names[p], 1e3 * seconds[p] / n);
+  std::fprintf(stderr, " (total %.3f)\n", 1e3 * total / n);
 }
 
 void report() {
   std::lock_guard<std::mutex> lock(mu);
   const char* names[kPhases] = {"input", "forward", "backward", "exchange wait", "update"};
-  for (const Slot* s : slots()) {
-    const std::int64_t n = s->steps - kWarmupSteps;
-    if (n <= 0) continue;
-    double total = 0;
-    for (double v : s->seconds) total += v;
-    std::fprintf(stderr, "lockstep: phase times, %s %d, ms per step over %lld steps:", s->replica >= 0 ? "replica" : "device",
-                 s->replica >= 0 ? s->replica : 0, static_cast<long long>(n));
-    for (int p = 0; p < kPhases; ++p) std::fprintf(stderr, " %s %.3f", names[p], 1e3 * s->seconds[p] / n);
-    std::fprintf(stderr, " (total %.3f)\n", 1e3 * total / n);
+  for (const Slot* s : listed<Slot>()) {
+    char who[32];
+    std::snprintf(who, sizeof who, "%s %d", s->replica >= 0 ? "replica" : "device", s->replica >= 0 ? s->replica : 0);
+    print_line(who, s->steps, s->seconds, names);
   }
+  const char* loop_names[kLoopPhases] = {"input wait", "step", "read", "callbacks"};
+  for (const LoopSlot* s : listed<LoopSlot>()) print_line("fit loop", s->steps, s->seconds, loop_names);
 }
 
-Slot& slot() {
-  thread_local Slot* mine = [] {
-    auto* s = new Slot;
+// Called with `mu` held, by the first thread that times anything.
+void report_at_exit() {
+  static const bool registered = (std::atexit(report), true);
+  (void)registered;
+}
+
+// The calling thread's S (Slot, LoopSlot), made and listed on its first use.
+template <class S>
+S& mine() {
+  thread_local S* slot = [] {
+    auto* s = new S;
     std::lock_guard<std::mutex> lock(mu);
-    if (slots().empty()) std::atexit(report);
-    slots().push_back(s);
+    report_at_exit();
+    listed<S>().push_back(s);
     return s;
   }();
-  return *mine;
+  return *slot;
 }
 
 void add(Slot& s, Phase phase, double seconds) {
@@ -73,7 +96,7 @@ bool enabled() {
 
 Scope::Scope(Phase phase, int replica) : phase_(phase), on_(enabled()) {
   if (!on_) return;
-  Slot& s = slot();
+  Slot& s = mine<Slot>();
   start_ = now();
   waits_at_start_ = s.waits;
   if (phase == Phase::kForward) {
@@ -85,9 +108,21 @@ Scope::Scope(Phase phase, int replica) : phase_(phase), on_(enabled()) {
 
 Scope::~Scope() {
   if (!on_) return;
-  Slot& s = slot();
+  Slot& s = mine<Slot>();
   s.last_end = now();
   add(s, phase_, s.last_end - start_ - (s.waits - waits_at_start_));
+}
+
+LoopScope::LoopScope(LoopPhase phase) : phase_(phase), on_(enabled()) {
+  if (!on_) return;
+  if (phase == LoopPhase::kStep) ++mine<LoopSlot>().steps;
+  start_ = now();
+}
+
+LoopScope::~LoopScope() {
+  if (!on_) return;
+  LoopSlot& s = mine<LoopSlot>();
+  if (s.steps > kWarmupSteps) s.seconds[static_cast<int>(phase_)] += now() - start_;
 }
 
 WaitScope::WaitScope() : on_(enabled()) {
@@ -96,7 +131,7 @@ WaitScope::WaitScope() : on_(enabled()) {
 
 WaitScope::~WaitScope() {
   if (!on_) return;
-  Slot& s = slot();
+  Slot& s = mine<Slot>();
   const double t = now() - start_;
   s.waits += t;
   add(s, Phase::kExchangeWait, t);

@@ -10,6 +10,12 @@
 //   update         the optimizer (sum of the gradients, the rule, shards gathered back)
 //   exchange wait  time blocked on a collective or a barrier anywhere in the step; not counted
 //                  again in the phase it happened in
+// and one line for the loop that drives the steps (fit's thread), whatever runs them (one device,
+// replicas, a replayed graph), as mean milliseconds per step:
+//   input wait     getting the next batch (the pipeline, the copy to the device)
+//   step           running or queueing the step (a replay, or the phases above on one device)
+//   read           reading the execution's losses and metrics (where a GPU's queue drains)
+//   callbacks      the batch callbacks (the progress bar, ...)
 namespace lockstep::distribute::phase_times {
 
 enum class Phase { kInput, kForward, kBackward, kExchangeWait, kUpdate };
@@ -30,6 +36,23 @@ class Scope {
   Phase phase_;
   bool on_;
   double start_ = 0, waits_at_start_ = 0;
+};
+
+enum class LoopPhase { kInputWait, kStep, kRead, kCallbacks };
+
+/// Adds the time from construction to destruction to the loop's `phase` (the calling thread's
+/// line). kStep counts a step.
+class LoopScope {
+ public:
+  explicit LoopScope(LoopPhase phase);
+  ~LoopScope();
+  LoopScope(const LoopScope&) = delete;
+  LoopScope& operator=(const LoopScope&) = delete;
+
+ private:
+  LoopPhase phase_;
+  bool on_;
+  double start_ = 0;
 };
 
 /// A wait for a collective or a barrier (QueuedWork::wait): adds to kExchangeWait.

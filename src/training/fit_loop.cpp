@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "core/env.hpp"
+#include "distribute/phase_times.hpp"
 #include "lockstep/optimizers/loss_scale_optimizer.hpp"
 #include "lockstep/training/preemption.hpp"
 #include "lockstep/training/progbar.hpp"
@@ -23,6 +24,9 @@ void warn_pass_ended_epoch(std::int64_t steps_done, std::int64_t steps_per_epoch
 double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
+
+using distribute::phase_times::LoopPhase;
+using distribute::phase_times::LoopScope;
 
 }  // namespace
 
@@ -257,26 +261,37 @@ bool FitLoop::run_execution(EpochInput& in, std::int64_t& step, EpochTally& tall
   const auto group_due = [&] {  // the next batch starts a group: read it (false: no batch)
     if (group_at_ < group_.size()) return true;
     if (input_ended_) return false;
+    const LoopScope timed(LoopPhase::kInputWait);
     input_ended_ = !read_group(in, step, tally);
     return !group_.empty();
   };
   if (!group_due()) return false;
   const std::int64_t begin = step;
   Logs logs;
-  callbacks.each([&](Callback& c) { c.on_train_batch_begin(begin, logs); });
+  {
+    const LoopScope timed(LoopPhase::kCallbacks);
+    callbacks.each([&](Callback& c) { c.on_train_batch_begin(begin, logs); });
+  }
   for (std::int64_t i = 0; i < n && group_due(); ++i, ++step) {
     ++tally.steps;
     using Use = Model::GradientUse;
     const Use use = group_at_ + 1 < group_.size() ? Use::kHoldBack : Use::kApply;
     const distribute::DistributedBatch& batch = group_[group_at_++];
-    model_.train_micro_step(batch, first_example_, group_examples_, use, &held_, &pending_);
+    {
+      const LoopScope timed(LoopPhase::kStep);
+      model_.train_micro_step(batch, first_example_, group_examples_, use, &held_, &pending_);
+    }
     first_example_ += batch.global_size;
     ++global_step_;
     if (global_step_ == warmup_) timed_start_ = std::chrono::steady_clock::now();
     utilization.maybe_sample();
   }
-  model_.merge_numbers(pending_);  // empties it, keeping its memory for the next execution
-  logs = model_.collect_logs("");
+  {
+    const LoopScope timed(LoopPhase::kRead);
+    model_.merge_numbers(pending_);  // empties it, keeping its memory for the next execution
+    logs = model_.collect_logs("");
+  }
+  const LoopScope timed(LoopPhase::kCallbacks);
   callbacks.each([&](Callback& c) { c.on_train_batch_end(step - 1, logs); });
   return group_at_ < group_.size() || !input_ended_;
 }
