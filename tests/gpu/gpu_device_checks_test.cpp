@@ -167,3 +167,37 @@ TEST(GpuDeviceChecks, AnEagerOpOnDeviceLabelsRaisesAtTheReadOnce) {
             "scatter_add_rows: label 2 at index 1 is outside [0, 2)");
   EXPECT_EQ(dst.to_vector<float>(), (std::vector<float>{0, 0, 1, 2}));
 }
+
+// Token ids fit copies from host arrays keep their host bytes up to the Embedding (Model::input_of
+// gives them to it as integers, and it hands them to its gather before its own cast), so they are
+// checked on the host, as a classifier's labels are: the step is captured, and a bad id in the
+// first (eager) step is refused at once with the Embedding's message.
+TEST(GpuDeviceChecks, TokenIdsFromHostArraysAreCheckedOnTheHostInFit) {
+  LOCKSTEP_REQUIRE_GPU();
+  std::vector<std::int32_t> ids(6 * kBatch * kSteps);
+  std::vector<std::int64_t> labels(6 * kBatch);
+  for (std::size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<std::int32_t>((i * 7) % kVocab);
+  for (std::size_t i = 0; i < labels.size(); ++i) labels[i] = static_cast<std::int64_t>(i % kClasses);
+  const auto fit = [&](const std::vector<std::int32_t>& x, std::string* reason) {
+    MirroredStrategy strategy({.devices = {"gpu:0"}});
+    auto scope = strategy.scope();
+    auto model = token_classifier(JitCompile::kAuto);
+    ::testing::internal::CaptureStderr();
+    const std::string e = message_of([&] {
+      model->fit(Tensor::from_vector(x, {6 * kBatch, kSteps}), Tensor::from_vector(labels, {6 * kBatch}),
+                 {.epochs = 1, .batch_size = kBatch, .shuffle = false, .verbose = 0});
+    });
+    (void)::testing::internal::GetCapturedStderr();
+    *reason = model->jit_compile_reason();
+    return e;
+  };
+  std::string reason;
+  EXPECT_EQ(fit(ids, &reason), "");
+  EXPECT_EQ(reason, "") << "the step was not captured";
+  std::vector<std::int32_t> bad = ids;
+  bad[7] = 12;
+  const std::string e = fit(bad, &reason);
+  EXPECT_TRUE(has(e, "(Embedding, input_dim 10): an index is outside the vocabulary: gather_rows: label 12 at index 7 "
+                     "is outside [0, 10)"))
+      << e;
+}
