@@ -90,22 +90,25 @@ bool emulated() { return backend::device_kind(DeviceKind::kCuda).emulated(); }
 // bits of eager steps.
 TEST(GpuDeviceChecks, AStepOfDeviceLabelsAndTokenIdsIsCapturedAndTrainsTheEagerBits) {
   LOCKSTEP_REQUIRE_GPU();
-  MirroredStrategy strategy({.devices = {"gpu:0"}});
-  const std::vector<Batch> batches = device_batches(strategy, 6);
-  const Trained eager = train(JitCompile::kOff, batches, strategy);
-  const std::uint64_t checks_before = detail::host_reads("kernel first_outside");
-  const backend::EmulatedReplays before = backend::emulated_replays();
-  const Trained replayed = train(JitCompile::kAuto, batches, strategy);
-  EXPECT_EQ(replayed.reason, "") << "the step was not captured";
-  EXPECT_EQ(detail::host_reads("kernel first_outside"), checks_before) << detail::host_reads_by_cause();
-  if (emulated()) {
-    EXPECT_GE(backend::emulated_replays().graphs - before.graphs, 4) << "steps 2 to 6 are replays";
+  for (const char* devices : {"gpu:0", "gpu:0x2"}) {  // one replica; two logical ones, each with its mark
+    SCOPED_TRACE(devices);
+    MirroredStrategy strategy({.devices = {devices}});
+    const std::vector<Batch> batches = device_batches(strategy, 6);
+    const Trained eager = train(JitCompile::kOff, batches, strategy);
+    const std::uint64_t checks_before = detail::host_reads("kernel first_outside");
+    const backend::EmulatedReplays before = backend::emulated_replays();
+    const Trained replayed = train(JitCompile::kAuto, batches, strategy);
+    EXPECT_EQ(replayed.reason, "") << "the step was not captured";
+    EXPECT_EQ(detail::host_reads("kernel first_outside"), checks_before) << detail::host_reads_by_cause();
+    if (emulated()) {
+      EXPECT_GE(backend::emulated_replays().graphs - before.graphs, 4) << "steps 2 to 6 are replays";
+    }
+    ASSERT_EQ(replayed.weights.size(), eager.weights.size());
+    for (std::size_t i = 0; i < eager.weights.size(); ++i)
+      EXPECT_TRUE(replayed.weights[i].bitwise_equal(eager.weights[i])) << "variable " << i;
+    EXPECT_EQ(eager.error, "");
+    EXPECT_EQ(replayed.error, "");
   }
-  ASSERT_EQ(replayed.weights.size(), eager.weights.size());
-  for (std::size_t i = 0; i < eager.weights.size(); ++i)
-    EXPECT_TRUE(replayed.weights[i].bitwise_equal(eager.weights[i])) << "variable " << i;
-  EXPECT_EQ(eager.error, "");
-  EXPECT_EQ(replayed.error, "");
 }
 
 // A label or token id out of range on the device: the op returns (its kernels skip the row, no
@@ -114,23 +117,27 @@ TEST(GpuDeviceChecks, AStepOfDeviceLabelsAndTokenIdsIsCapturedAndTrainsTheEagerB
 // The same in an eager step (the first, jit_compile's checked step) and in a replayed one.
 TEST(GpuDeviceChecks, AValueOutOfRangeIsRaisedAtTheNextReadAndTheNextStepsRun) {
   LOCKSTEP_REQUIRE_GPU();
-  MirroredStrategy strategy({.devices = {"gpu:0"}});
   const std::string label_error = "sparse_softmax_cross_entropy_with_logits: label 7 at index 2 is outside [0, 3)";
   const std::string token_error = "gather_rows: label 12 at index 7 is outside [0, 10)";
-  for (const JitCompile mode : {JitCompile::kOff, JitCompile::kAuto}) {
-    for (const int bad_at : {0, 3}) {  // the first step (eager either way), a later one (replayed under kAuto)
-      SCOPED_TRACE(std::string(mode == JitCompile::kOff ? "off" : "auto") + ", bad batch " + std::to_string(bad_at));
-      const Trained label = train(mode, device_batches(strategy, 6, bad_at, -1, 7), strategy);
-      EXPECT_EQ(label.error, label_error);
-      EXPECT_EQ(label.errors, 1) << "the steps after the bad one raise nothing: its mark was cleared";
-      const Trained token = train(mode, device_batches(strategy, 6, bad_at, 12, -1), strategy);
-      EXPECT_EQ(token.error, token_error);
-      EXPECT_EQ(token.errors, 1);
-      if (mode == JitCompile::kAuto) {
-        EXPECT_EQ(label.reason, "");
+  // On gpu:0x2 the bad row 2 and token 7 are in replica 0's slice, at the same index.
+  for (const char* devices : {"gpu:0", "gpu:0x2"}) {
+    for (const JitCompile mode : {JitCompile::kOff, JitCompile::kAuto}) {
+      for (const int bad_at : {0, 3}) {  // the first step (eager either way), a later one (replayed under kAuto)
+        SCOPED_TRACE(std::string(devices) + (mode == JitCompile::kOff ? ", off" : ", auto") + ", bad batch " +
+                     std::to_string(bad_at));
+        MirroredStrategy strategy({.devices = {devices}});
+        const Trained label = train(mode, device_batches(strategy, 6, bad_at, -1, 7), strategy);
+        EXPECT_EQ(label.error, label_error);
+        EXPECT_EQ(label.errors, 1) << "the steps after the bad one raise nothing: its mark was cleared";
+        const Trained token = train(mode, device_batches(strategy, 6, bad_at, 12, -1), strategy);
+        EXPECT_EQ(token.error, token_error);
+        EXPECT_EQ(token.errors, 1);
+        if (mode == JitCompile::kAuto) {
+          EXPECT_EQ(label.reason, "");
+        }
+        for (const Tensor& w : label.weights)  // the bad row was skipped: nothing non-finite, and the mark cleared
+          for (float v : w.to_vector<float>()) ASSERT_TRUE(std::isfinite(v));
       }
-      for (const Tensor& w : label.weights)  // the bad row was skipped: nothing non-finite, and the mark cleared
-        for (float v : w.to_vector<float>()) ASSERT_TRUE(std::isfinite(v));
     }
   }
 }
