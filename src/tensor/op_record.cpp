@@ -102,9 +102,7 @@ std::int64_t host_label(const void* labels, DType dtype, std::int64_t i) {
     default: return static_cast<const std::int64_t*>(labels)[i];
   }
 }
-}  // namespace
 
-namespace {
 [[noreturn]] void throw_outside(const char* op, std::int64_t value, std::int64_t index, std::int64_t classes) {
   throw ValueError(detail::concat(op, ": label ", value, " at index ", index, " is outside [0, ", classes, ")"));
 }
@@ -112,8 +110,8 @@ namespace {
 
 Tensor checked_labels(const char* op, const Tensor& labels, std::int64_t classes) {
   check_integer(op, labels, "labels");
-  // Labels the input path copied from the host are checked there (the CPU's kernel on the same
-  // bytes): on a GPU the device's check makes the host wait for the step so far.
+  // Labels the input path copied from the host are checked there, at once (the CPU's kernel on
+  // the same bytes); labels with no host bytes on a device by the device, raised later.
   const std::shared_ptr<const void> host = labels.device().kind == DeviceKind::kCpu ? nullptr : host_copy_of(labels);
   if (host) {
     check_context_kind(op, labels);
