@@ -333,12 +333,13 @@ part wide_f16         20 train wide_f16 --devices gpu:0 "${wide[@]}" --policy mi
 part torch_reference 140 "$py" bench/reference_gpu.py --json --rows mlp,convnet,wide --budget "$(left_s 120 20)" --cap 40
 part custom_loop      45 accuracy 0.97 "${with_libs[@]}" "$custom_loop" 5
 # Correctness: the gpu tests (37.5 among them), the CUDA parity rows, compute-sanitizer's memcheck
-# on a short set (API errors are what the memory tests provoke).
+# on a short set (API errors are what the memory tests provoke), labels and token ids out of range on
+# the device among them (mark_outside: the kernels that take them touch nothing outside memory).
 # Not --gtest_brief: if a test hangs, the log's last "[ RUN ]" names it.
 part gpu_tests        90 "${with_libs[@]}" "$gpu_tests"
 part parity_cuda      30 "${with_libs[@]}" "$backend_tests" --gtest_brief=1 '--gtest_filter=*cuda*:ParityBackends.Cuda'
 part memcheck         45 "${with_libs[@]}" "$sanitizer" --tool memcheck --error-exitcode 1 --report-api-errors no \
-                         --print-limit 20 "$gpu_tests" '--gtest_filter=GpuMemory.*:GpuCompute.*:GpuReplicas.CollectivesAmongLogicalReplicasOnOneGpu'
+                         --print-limit 20 "$gpu_tests" '--gtest_filter=GpuMemory.*:GpuCompute.*:GpuReplicas.CollectivesAmongLogicalReplicasOnOneGpu:GpuDeviceChecks.*'
 as_time_allows
 # Where fit's time goes under Nsight Systems (every fit run above prints lockstep's phase times).
 part profile          45 profile

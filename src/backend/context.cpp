@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <thread>
 
+#include "backend/error_marks.hpp"
 #include "core/env.hpp"
 
 namespace lockstep::backend {
@@ -34,7 +35,7 @@ std::vector<int> available_cpu_ids() {
   return ids;
 }
 
-ComputeContext::~ComputeContext() = default;
+ComputeContext::~ComputeContext() { release_error_mark(*this); }
 
 int available_cores() {
   cpu_set_t set;

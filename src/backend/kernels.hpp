@@ -18,6 +18,7 @@
 #include "lockstep/core/device.hpp"
 #include "lockstep/core/dtype.hpp"
 #include "lockstep/core/half.hpp"
+#include "lockstep/core/host_device.hpp"
 #include "lockstep/core/reduce_op.hpp"
 #include "lockstep/core/step_state.hpp"
 
@@ -51,6 +52,19 @@ struct TransposeDesc {
 struct AdamStep {
   float one_minus_b1 = 0, one_minus_b2 = 0, epsilon = 0;
 };
+/// A device-side error mark (error_marks.hpp): where a kernel that checks values on the device
+/// (mark_outside) records the first one it found wrong, for the host to raise after it waited for
+/// the device. In host memory the device writes (mapped, pinned on a GPU), at a fixed address per
+/// context; `set` is written last (after a system fence) and cleared by the host.
+struct ErrorMark {
+  std::int64_t index = 0, value = 0, limit = 0, site = 0;
+  std::uint32_t set = 0;
+};
+/// Whether index `i` is inside [0, n): what the kernels that take labels or indices test before
+/// they read or write the row it names (a device's labels are checked by mark_outside, raised later).
+LOCKSTEP_HOST_DEVICE constexpr bool inside(std::int64_t i, std::int64_t n) {
+  return static_cast<std::uint64_t>(i) < static_cast<std::uint64_t>(n);
+}
 using step_state::StepBlock;
 using step_state::StepRule;
 using step_state::StepScalars;
@@ -205,6 +219,9 @@ struct DeviceOps {
   /// a step), its work from now on queued there after the work it queued so far (an event, no
   /// host wait). Null where a device has one queue.
   void (*use_stream)(ComputeContext&, int stream) = nullptr;
+  /// Host memory the device writes and the host reads without a copy (pinned and mapped on a
+  /// GPU), never freed: the device's error marks (error_marks.hpp). Null: plain host memory.
+  void* (*alloc_host_mapped)(std::size_t bytes) = nullptr;
 };
 
 // ---- the registry (src/backend/registry.cpp: the one place that knows the backends) ----

@@ -34,7 +34,9 @@ void EmbeddingLayer::build_impl(const Shape& s, std::uint64_t seed) {
 Tensor EmbeddingLayer::call(const Tensor& x, const CallContext&) const {
   LOCKSTEP_CHECK(built(), "layer '", name(), "' (Embedding) is called before it was built");
   // Floats holding indices (a model's input is float) are truncated to integers, as Keras' cast.
-  const Tensor idx = x.dtype() == DType::kI64 ? x : x.to(DType::kI64);
+  // Integers go to gather_rows as they are: it checks them before its own cast to int64, on the
+  // host where the input path kept their host bytes (a cast here would lose them).
+  const Tensor idx = is_floating(x.dtype()) ? x.to(DType::kI64) : x;
   Tensor rows;
   try {
     rows = gather_rows(autocast(embeddings_.value()), idx.reshape({idx.numel()}));

@@ -1,6 +1,7 @@
 #include "lockstep/tensor/op_record.hpp"
 
 #include "backend/capture.hpp"
+#include "backend/error_marks.hpp"
 #include "lockstep/tensor/step_capture.hpp"
 #include "tensor/host_copy.hpp"
 #include "tensor/host_reads.hpp"
@@ -101,34 +102,43 @@ std::int64_t host_label(const void* labels, DType dtype, std::int64_t i) {
     default: return static_cast<const std::int64_t*>(labels)[i];
   }
 }
+
+[[noreturn]] void throw_outside(const char* op, std::int64_t value, std::int64_t index, std::int64_t classes) {
+  throw ValueError(detail::concat(op, ": label ", value, " at index ", index, " is outside [0, ", classes, ")"));
+}
 }  // namespace
 
 Tensor checked_labels(const char* op, const Tensor& labels, std::int64_t classes) {
   check_integer(op, labels, "labels");
-  // Labels the input path copied from the host are checked there (the CPU's kernel on the same
-  // bytes): on a GPU the device's check makes the host wait for the step so far.
+  // Labels the input path copied from the host are checked there, at once (the CPU's kernel on
+  // the same bytes); labels with no host bytes on a device by the device, raised later.
   const std::shared_ptr<const void> host = labels.device().kind == DeviceKind::kCpu ? nullptr : host_copy_of(labels);
-  std::int64_t bad = -1;
   if (host) {
     check_context_kind(op, labels);
     // Inside a captured step the check is the replay's to repeat: before each replay, on the
     // labels copied in (StepGraph::refill), the host's check or, for labels with no host bytes,
     // the device's.
     (void)StepGraph::check_before_replay(labels, [op, classes](const Tensor& in) { (void)checked_labels(op, in, classes); });
-    bad = backend::kernels(DeviceKind::kCpu, labels.dtype()).first_outside(ctx(), host.get(), labels.numel(), classes);
-  } else if (labels.numel() > 0) {  // none (a replica's empty slice): nothing to check, no wait for the device
+    const auto& cpu = backend::kernels(DeviceKind::kCpu, labels.dtype());
+    const std::int64_t bad = cpu.first_outside(ctx(), host.get(), labels.numel(), classes);
+    if (bad >= 0) throw_outside(op, host_label(host.get(), labels.dtype(), bad), bad, classes);
+  } else if (labels.numel() > 0 && labels.device().kind != DeviceKind::kCpu) {
+    // No host bytes on a device: checked there into the context's error mark, raised at the host's
+    // next read (raise_marked_errors), so the host does not wait and a captured step repeats it.
+    kern(op, labels, backend::KernelOp::kMarkOutside)
+        .mark_outside(ctx(), labels.raw_data(), labels.numel(), classes, backend::error_site(op),
+                      backend::error_mark(ctx()));
+  } else if (labels.numel() > 0) {  // the CPU's own: at once (none: a replica's empty slice)
     const auto& k = kern(op, labels, backend::KernelOp::kFirstOutside);
-    bad = k.first_outside(ctx(), labels.raw_data(), labels.numel(), classes);
-  }
-  if (bad >= 0) {
-    std::int64_t value = 0;
-    if (host)
-      value = host_label(host.get(), labels.dtype(), bad);
-    else
-      labels.reshape({labels.numel()}).slice(bad, bad + 1).to(DType::kI64).copy_to_host(&value, sizeof value);
-    throw ValueError(detail::concat(op, ": label ", value, " at index ", bad, " is outside [0, ", classes, ")"));
+    const std::int64_t bad = k.first_outside(ctx(), labels.raw_data(), labels.numel(), classes);
+    if (bad >= 0) throw_outside(op, host_label(labels.raw_data(), labels.dtype(), bad), bad, classes);
   }
   return labels.dtype() == DType::kI64 ? labels : labels.to(DType::kI64);
+}
+
+void raise_marked_errors() {
+  if (const std::optional<backend::ErrorMark> m = backend::take_error_mark())
+    throw_outside(backend::error_site_name(m->site), m->value, m->index, m->limit);
 }
 
 int normalize_axis(const char* op, int axis, std::size_t rank) {

@@ -86,7 +86,7 @@ Tensor gather_rows(const Tensor& src, const Tensor& indices) {
   std::vector<std::int64_t> dims = src.shape().dims();
   dims[0] = idx.numel();
   Tensor out = Tensor::empty(Shape(std::move(dims)), src.dtype());
-  k.gather_rows(ctx(), src.raw_data(), static_cast<const std::int64_t*>(idx.raw_data()), idx.numel(), row,
+  k.gather_rows(ctx(), src.raw_data(), static_cast<const std::int64_t*>(idx.raw_data()), idx.numel(), row, src.dim(0),
                 out.raw_data());
   if (detail::recording({&src})) {
     OpRecord r;
@@ -121,7 +121,7 @@ void gather_rows_into(Tensor& dst, const Tensor& src, const Tensor& indices) {
   detail::forget_host_copy(dst);
   kern("gather_rows_into", src, backend::KernelOp::kGatherRows)
       .gather_rows(ctx(), src.raw_data(), static_cast<const std::int64_t*>(idx.raw_data()), idx.numel(), row,
-                   dst.raw_data());
+                   src.dim(0), dst.raw_data());
 }
 
 void gather_rows_scaled_into(Tensor& dst, const Tensor& src, const Tensor& indices, float s) {
@@ -134,8 +134,8 @@ void gather_rows_scaled_into(Tensor& dst, const Tensor& src, const Tensor& indic
     return;
   }
   kern("gather_rows_scaled_into", src, backend::KernelOp::kGatherRowsScaled)
-      .gather_rows_scaled(ctx(), src.raw_data(), static_cast<const std::int64_t*>(idx.raw_data()), idx.numel(), row, s,
-                          static_cast<float*>(dst.raw_data()));
+      .gather_rows_scaled(ctx(), src.raw_data(), static_cast<const std::int64_t*>(idx.raw_data()), idx.numel(), row,
+                          src.dim(0), s, static_cast<float*>(dst.raw_data()));
 }
 
 void scatter_add_rows(Tensor& dst, const Tensor& indices, const Tensor& src) {
@@ -149,7 +149,7 @@ void scatter_add_rows(Tensor& dst, const Tensor& indices, const Tensor& src) {
   detail::forget_host_copy(dst);
   kern("scatter_add_rows", dst, backend::KernelOp::kScatterAddRows)
       .scatter_add_rows(ctx(), src.raw_data(), static_cast<const std::int64_t*>(idx.raw_data()), idx.numel(),
-                        dst.shape().tail().numel(), dst.raw_data());
+                        dst.shape().tail().numel(), dst.dim(0), dst.raw_data());
 }
 
 Tensor one_hot(const Tensor& labels, std::int64_t classes) {

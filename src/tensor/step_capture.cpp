@@ -6,6 +6,7 @@
 #include "backend/capture.hpp"
 #include "backend/context.hpp"
 #include "backend/devices.hpp"
+#include "backend/error_marks.hpp"
 #include "backend/kernels.hpp"
 #include "lockstep/core/error.hpp"
 #include "tensor/host_copy.hpp"
@@ -112,6 +113,9 @@ StepGraph::StepGraph(ComputeContext& ctx, int lane, LaneMeeting* meeting, const 
   const int lanes = meeting_ ? meeting_->lanes() : 1;
   bool begun = false;
   try {
+    // The context's error mark (device range checks) exists before the capture: pinned memory
+    // cannot be allocated by a thread that is capturing.
+    (void)backend::error_mark(ctx);
     if (lane == 0) {
       backend::begin_capture(ctx);
       begun = true;

@@ -103,6 +103,7 @@ void Tensor::copy_to_host(void* dst, std::size_t bytes, std::size_t byte_offset)
   if (!bytes) return;
   detail::note_host_read(device(), detail::HostRead::kCopyToHost);
   dev_ops(device()).copy_to_host(ctx(), dst, static_cast<const char*>(raw_data()) + byte_offset, bytes);
+  if (device().kind != DeviceKind::kCpu) detail::raise_marked_errors();  // the host waited: a device check's error
 }
 
 void Tensor::copy_from_host(const void* src, std::size_t bytes, std::size_t byte_offset) {
@@ -121,7 +122,9 @@ bool Tensor::bitwise_equal(const Tensor& o) const {
   LOCKSTEP_CHECK(device().kind == o.device().kind, "bitwise_equal: tensors on ", device().str(), " and ",
                  o.device().str());
   detail::note_host_read(device(), detail::HostRead::kBitwiseEqual);
-  return dev_ops(device()).equal_bytes(ctx(), raw_data(), o.raw_data(), nbytes());
+  const bool equal = dev_ops(device()).equal_bytes(ctx(), raw_data(), o.raw_data(), nbytes());
+  if (device().kind != DeviceKind::kCpu) detail::raise_marked_errors();
+  return equal;
 }
 
 const Shape& Tensor::shape() const {
@@ -262,6 +265,7 @@ void Tensor::copy_from(const Tensor& src) {
   } else if (to.kind == DeviceKind::kCpu) {
     detail::note_host_read(from, detail::HostRead::kCopyToHost);
     dev_ops(from).copy_to_host(ctx(), raw_data(), src.raw_data(), nbytes());
+    detail::raise_marked_errors();
   } else {
     copy_from(src.to(Device{}));  // between two non-host kinds: through the host
   }

@@ -136,8 +136,9 @@ Model::~Model() = default;
 
 Tensor Model::input_of(const Tensor& x) const {
   // Integer pixels go to a model that scales its own input as they are: its Rescaling casts and
-  // scales them in one pass (cast_and_scale), the same floats as casting here first.
-  if (!is_floating(x.dtype()) && rescales_its_input(*this)) return x;
+  // scales them in one pass (cast_and_scale), the same floats as casting here first; token ids to
+  // an Embedding, which checks them on the host where the input path kept their bytes.
+  if (!is_floating(x.dtype()) && takes_integer_input(*this)) return x;
   return as_float(x);
 }
 

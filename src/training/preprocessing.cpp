@@ -3,6 +3,7 @@
 #include "lockstep/data/dataset.hpp"
 #include "lockstep/layers/conv_layers.hpp"
 #include "lockstep/layers/core_layers.hpp"
+#include "lockstep/layers/sequence_layers.hpp"
 #include "lockstep/tensor/ops.hpp"
 #include "lockstep/training/model.hpp"
 
@@ -27,6 +28,15 @@ bool rescales_its_input(const Model& model) {
   for (const auto& layer : model.layers()) {
     if (dynamic_cast<const layers::InputLayer*>(layer.get())) continue;
     return dynamic_cast<const layers::RescalingLayer*>(layer.get()) != nullptr;
+  }
+  return false;
+}
+
+bool takes_integer_input(const Model& model) {
+  if (rescales_its_input(model)) return true;
+  for (const auto& layer : model.layers()) {
+    if (dynamic_cast<const layers::InputLayer*>(layer.get())) continue;
+    return dynamic_cast<const layers::EmbeddingLayer*>(layer.get()) != nullptr;
   }
   return false;
 }

@@ -1,9 +1,12 @@
 // Parity rows for every dtype: comparisons, casts, fill, concat / stack, row gather / scatter,
 // one_hot and reduce_across (what collectives compute with).
 #include <cmath>
+#include <cstdio>
 #include <limits>
 
+#include "backend/error_marks.hpp"
 #include "backend/parity.hpp"
+#include "tensor/op_util.hpp"
 
 namespace lockstep::parity {
 
@@ -372,6 +375,45 @@ std::vector<Row> storage_rows() {
         [](const std::vector<Host>& in, DType) {
           Expected e({in[0].numel(), 5});
           for (std::int64_t r = 0; r < in[0].numel(); ++r) e.set(r * 5 + static_cast<std::int64_t>(in[0][r]), 1.0);
+          return std::vector<Expected>{e};
+        },
+        Match::kExact));
+  }
+
+  // The device's range check (mark_outside into the context's error mark, raised after the host's
+  // next wait): the first label outside [0, 3), as {index, value}; {-1, 0} where none is.
+  for (auto [variant, n] : {std::pair<const char*, std::int64_t>{"labels", 9}, {"empty", 0}}) {
+    rows.push_back(make_row(
+        "mark_outside", variant, "mark_outside", ints(), {{KernelOp::kMarkOutside, {}}}, {{{n}, labels(5), {}}},
+        [](const std::vector<Tensor>& in, DType dt) {
+          backend::ComputeContext& c = backend::current_context();
+          LOCKSTEP_CHECK(backend::supports(c.device().kind, dt, KernelOp::kMarkOutside), "mark_outside: no kernel for ",
+                         dtype_name(dt), " on ", c.device().str());
+          backend::kernels(c.device().kind, dt)
+              .mark_outside(c, in[0].raw_data(), in[0].numel(), 3, backend::error_site("mark_outside"),
+                            backend::error_mark(c));
+          std::string msg;
+          try {
+            (void)in[0].to(Device{});       // a GPU's read raises it
+            detail::raise_marked_errors();  // the CPU's context is read here
+          } catch (const ValueError& e) {
+            msg = e.what();
+          }
+          long long value = 0, index = -1;
+          (void)std::sscanf(msg.c_str(), "mark_outside: label %lld at index %lld", &value, &index);
+          return std::vector<Tensor>{
+              Tensor::from_vector(std::vector<float>{static_cast<float>(index), static_cast<float>(value)}, {2})};
+        },
+        [](const std::vector<Host>& in, DType) {
+          Expected e({2});
+          e.set(0, -1.0);
+          e.set(1, 0.0);
+          for (std::int64_t i = 0; i < in[0].numel(); ++i)
+            if (in[0][i] >= 3) {
+              e.set(0, static_cast<double>(i));
+              e.set(1, in[0][i]);
+              break;
+            }
           return std::vector<Expected>{e};
         },
         Match::kExact));

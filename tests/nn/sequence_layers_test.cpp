@@ -67,6 +67,9 @@ TEST(Embedding, AnIndexOutsideTheVocabularyIsAnErrorNamingIt) {
                  "layer 'emb' (Embedding, input_dim 4): an index is outside the vocabulary");
   EXPECT_MESSAGE(emb->call(Tensor::from_vector(std::vector<float>{1, 4}, {1, 2}), {}), "4 at index 1");
   EXPECT_MESSAGE(emb->call(Tensor::from_vector(std::vector<float>{-1, 0}, {1, 2}), {}), "-1 at index 0");
+  // Integer ids go to the gather as they are (checked before its cast): on the CPU at once too.
+  EXPECT_MESSAGE(emb->call(Tensor::from_vector(std::vector<std::int32_t>{1, 4}, {1, 2}), {}),
+                 "(Embedding, input_dim 4): an index is outside the vocabulary: gather_rows: label 4 at index 1");
   EXPECT_MESSAGE(layers::Embedding(0, 2), "input_dim and output_dim must be positive");
   EXPECT_MESSAGE(layers::Embedding({.input_dim = 3, .output_dim = 2, .embeddings_initializer = "bogus"}),
                  "unknown initializer 'bogus'");

@@ -19,6 +19,10 @@ Tensor flatten_and_scale_images(const Tensor& images);
 /// preprocessing inside the model). `lockstep train`, `evaluate` and `predict` give such a model
 /// images as their pixels.
 bool rescales_its_input(const Model& model);
+/// Whether `model` takes integer inputs as they are (Model::input_of casts others to float32):
+/// it rescales its input, or its first layer after any Input is Embedding (which checks the ids
+/// before its own cast: on the host where the input path kept their bytes, so a GPU does not wait).
+bool takes_integer_input(const Model& model);
 
 /// Images (N, ...) -> (N, prod(...)) for a model that does (`model_rescales`) or does not scale
 /// its own input: the pixels as they are for the first (uint8 stays uint8: a quarter of float32's

@@ -214,7 +214,7 @@ void sparse_softmax_xent(ComputeContext& ctx, const void* logitsv, const std::in
       const float s = exp_shifted(xr, m, pr, cols);
       const float inv = 1.0f / s;
       for (std::int64_t c = 0; c < cols; ++c) pr[c] *= inv;
-      loss[r] = -(xr[labels[r]] - m - std::log(s));
+      loss[r] = inside(labels[r], cols) ? -(xr[labels[r]] - m - std::log(s)) : 0.0f;  // outside: raised later
     }
   });
 }
@@ -226,8 +226,9 @@ void sparse_softmax_xent_backward(ComputeContext& ctx, const void* probsv, const
   float* d = static_cast<float*>(dv);
   parallel_rows(ctx, rows, cols, [=](std::int64_t b, std::int64_t e) {
     for (auto i = b; i < e; ++i) {
-      for (std::int64_t c = 0; c < cols; ++c) d[i * cols + c] = p[i * cols + c] * g[i];
-      d[i * cols + labels[i]] -= g[i];
+      const bool in = inside(labels[i], cols);  // a row whose label is outside: no gradient
+      for (std::int64_t c = 0; c < cols; ++c) d[i * cols + c] = in ? p[i * cols + c] * g[i] : 0.0f;
+      if (in) d[i * cols + labels[i]] -= g[i];
     }
   });
 }
@@ -235,7 +236,8 @@ void sparse_softmax_xent_backward(ComputeContext& ctx, const void* probsv, const
 void one_hot(ComputeContext&, const std::int64_t* labels, std::int64_t rows, std::int64_t classes, void* outv) {
   float* out = static_cast<float*>(outv);
   std::memset(out, 0, static_cast<std::size_t>(rows * classes) * sizeof(float));
-  for (std::int64_t i = 0; i < rows; ++i) out[i * classes + labels[i]] = 1.0f;
+  for (std::int64_t i = 0; i < rows; ++i)
+    if (inside(labels[i], classes)) out[i * classes + labels[i]] = 1.0f;
 }
 
 // The mask is in the activations' dtype (a 16-bit mask rounds 1 / (1 - rate) once, as TF's does).

@@ -2,6 +2,7 @@
 // that collectives run, argmax, label range checks) and the CPU's DeviceOps.
 #include <cmath>
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <limits>
 #include <type_traits>
@@ -85,7 +86,7 @@ void cast(ComputeContext& ctx, const void* srcv, DType to, void* dst, std::int64
 
 template <typename T>
 void gather_rows(ComputeContext& ctx, const void* srcv, const std::int64_t* index, std::int64_t rows,
-                 std::int64_t row, void* dstv) {
+                 std::int64_t row, std::int64_t src_rows, void* dstv) {
   const T* src = static_cast<const T*>(srcv);
   T* dst = static_cast<T*>(dstv);
   const auto bytes = static_cast<std::size_t>(row) * sizeof(T);
@@ -100,13 +101,19 @@ void gather_rows(ComputeContext& ctx, const void* srcv, const std::int64_t* inde
   // Rows [from, to) of the batch, clipped to the part's end.
   auto prefetch_rows = [&](std::int64_t from, std::int64_t to, std::int64_t end) {
     for (std::int64_t a = from; a < std::min(end, to); ++a)
-      for (std::size_t b = 0; b < prefetch_bytes; b += 64) __builtin_prefetch(base + index[a] * bytes + b);
+      for (std::size_t b = 0; b < prefetch_bytes && inside(index[a], src_rows); b += 64)
+        __builtin_prefetch(base + index[a] * bytes + b);
   };
   parallel_rows(ctx, rows, row, [&](std::int64_t begin, std::int64_t end) {
     prefetch_rows(begin, begin + kAhead, end);
     for (std::int64_t r = begin; r < end;) {
+      if (!inside(index[r], src_rows)) {  // a device's bad index (raised later): zeros, no read outside src
+        std::fill(dst + r * row, dst + (r + 1) * row, T{});
+        ++r;
+        continue;
+      }
       std::int64_t run = 1;  // consecutive indices (an unshuffled batch) go in one copy
-      while (r + run < end && index[r + run] == index[r] + run) ++run;
+      while (r + run < end && index[r + run] == index[r] + run && index[r + run] < src_rows) ++run;
       prefetch_rows(r + kAhead, r + run + kAhead, end);
       std::memcpy(dst + r * row, src + index[r] * row, static_cast<std::size_t>(run) * bytes);
       r += run;
@@ -116,7 +123,7 @@ void gather_rows(ComputeContext& ctx, const void* srcv, const std::int64_t* inde
 
 template <typename T>
 void gather_rows_scaled(ComputeContext& ctx, const void* srcv, const std::int64_t* index, std::int64_t rows,
-                        std::int64_t row, float scale, float* dst) {
+                        std::int64_t row, std::int64_t src_rows, float scale, float* dst) {
   const T* src = static_cast<const T*>(srcv);
   const auto bytes = static_cast<std::size_t>(row) * sizeof(T);
   if (bytes == 0) return;
@@ -134,14 +141,19 @@ void gather_rows_scaled(ComputeContext& ctx, const void* srcv, const std::int64_
       const std::int64_t b1 = std::min(end, b0 + per_block);
       unsigned touched = 0;
       for (std::int64_t r = b0; r < b1; ++r) {
+        if (!inside(index[r], src_rows)) continue;
         const char* p = base + index[r] * static_cast<std::int64_t>(bytes);
         for (std::size_t o = 0; o < bytes; o += 64) touched += static_cast<unsigned char>(p[o]);
         touched += static_cast<unsigned char>(p[bytes - 1]);
       }
       asm volatile("" : : "r"(touched));  // the loads are the point: keep them
       for (std::int64_t r = b0; r < b1; ++r) {
-        const T* s = src + index[r] * row;
         float* d = dst + r * row;
+        if (!inside(index[r], src_rows)) {  // zeros, as gather_rows
+          std::fill(d, d + row, 0.0f);
+          continue;
+        }
+        const T* s = src + index[r] * row;
         for (std::int64_t i = 0; i < row; ++i) d[i] = convert<float>(s[i]) * scale;  // as cast_scaled
       }
     }
@@ -150,10 +162,11 @@ void gather_rows_scaled(ComputeContext& ctx, const void* srcv, const std::int64_
 
 template <typename T>
 void scatter_add_rows(ComputeContext&, const void* srcv, const std::int64_t* index, std::int64_t rows,
-                      std::int64_t row, void* dstv) {
+                      std::int64_t row, std::int64_t dst_rows, void* dstv) {
   const T* src = static_cast<const T*>(srcv);
   T* dst = static_cast<T*>(dstv);
   for (std::int64_t r = 0; r < rows; ++r) {
+    if (!inside(index[r], dst_rows)) continue;  // a device's bad index (raised later): skipped
     T* d = dst + index[r] * row;
     const T* s = src + r * row;
     for (std::int64_t c = 0; c < row; ++c) {
@@ -246,6 +259,26 @@ std::int64_t first_outside(ComputeContext&, const void* labelsv, std::int64_t n,
 }
 
 template <typename T>
+void mark_outside(ComputeContext&, const void* labelsv, std::int64_t n, std::int64_t limit, std::int64_t site,
+                  ErrorMark* mark) {
+  // Emulated GPUs run it (the CPU checks at once with first_outside); the host may read the mark
+  // from another thread: `set` last, released.
+  std::atomic_ref<std::uint32_t> set(mark->set);
+  if (set.load(std::memory_order_acquire) != 0) return;
+  const T* l = static_cast<const T*>(labelsv);
+  for (std::int64_t i = 0; i < n; ++i) {
+    const auto v = static_cast<std::int64_t>(l[i]);
+    if (inside(v, limit)) continue;
+    mark->index = i;
+    mark->value = v;
+    mark->limit = limit;
+    mark->site = site;
+    set.store(1, std::memory_order_release);
+    return;
+  }
+}
+
+template <typename T>
 void cast_scaled(ComputeContext& ctx, const void* srcv, float scale, float* dst, std::int64_t n) {
   const T* src = static_cast<const T*>(srcv);
   const auto run = [=](std::int64_t b, std::int64_t e) {
@@ -291,6 +324,7 @@ LOCKSTEP_INSTANTIATE_KERNEL(Any, combine)
 LOCKSTEP_INSTANTIATE_KERNEL(Any, argmax)
 LOCKSTEP_INSTANTIATE_KERNEL(Any, transpose)
 LOCKSTEP_INSTANTIATE_KERNEL(Integer, first_outside)
+LOCKSTEP_INSTANTIATE_KERNEL(Integer, mark_outside)
 LOCKSTEP_INSTANTIATE_KERNEL(Integer, cast_scaled)
 LOCKSTEP_INSTANTIATE_KERNEL(Integer, gather_rows_scaled)
 

@@ -44,7 +44,7 @@ void replay(ComputeContext& ctx, void* graph);
 /// The functions above, as the plugin hands them to the loader. `abi` and `size` guard against a
 /// plugin of another lockstep: a change here bumps kAbi.
 struct BackendApi {
-  static constexpr int kAbi = 2;
+  static constexpr int kAbi = 3;  // 3: DeviceOps::alloc_host_mapped
   int abi = kAbi;
   std::size_t size = sizeof(BackendApi);
   int (*device_count)() = nullptr;

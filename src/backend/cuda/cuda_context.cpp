@@ -235,6 +235,14 @@ void use_stream(ComputeContext& ctx, int k) {
   ctx.set_native(&to);
 }
 
+// The device's error marks (error_marks.hpp): pinned for every GPU and mapped; with unified
+// addressing the device writes the host's address.
+void* alloc_host_mapped(std::size_t bytes) {
+  void* p = nullptr;
+  check(cudaHostAlloc(&p, bytes, cudaHostAllocMapped | cudaHostAllocPortable), "cudaHostAlloc (error mark)");
+  return p;
+}
+
 void zero(ComputeContext& ctx, void* dst, std::size_t bytes) {
   if (bytes) check(cudaMemsetAsync(dst, 0, bytes, lane_for(ctx, dst).stream), "cudaMemsetAsync");
 }
@@ -261,7 +269,8 @@ const DeviceOps& device_ops() {
                              .record_fence = record_fence,
                              .copy_from_host_beside = copy_from_host_beside,
                              .wait_fence = wait_fence,
-                             .use_stream = use_stream};
+                             .use_stream = use_stream,
+                             .alloc_host_mapped = alloc_host_mapped};
   return ops;
 }
 

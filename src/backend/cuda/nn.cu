@@ -217,7 +217,7 @@ __global__ void xent_kernel(const float* logits, const std::int64_t* labels, flo
     s = __shfl_sync(0xffffffffu, warp_sum(s), 0);
     const float inv = 1.0f / s;
     for (std::int64_t c = lane; c < cols; c += 32) pr[c] *= inv;
-    if (lane == 0) loss[r] = -(xr[labels[r]] - m - logf(s));
+    if (lane == 0) loss[r] = inside(labels[r], cols) ? -(xr[labels[r]] - m - logf(s)) : 0.0f;  // outside: raised later
   }
 }
 
@@ -225,7 +225,7 @@ __global__ void xent_backward_kernel(const float* p, const std::int64_t* labels,
                                      std::int64_t rows, std::int64_t cols) {
   LOCKSTEP_GRID_LOOP(i, rows * cols) {
     const std::int64_t r = i / cols, c = i - r * cols;
-    const float v = p[i] * g[r];
+    const float v = inside(labels[r], cols) ? p[i] * g[r] : 0.0f;  // a row whose label is outside: none
     d[i] = c == labels[r] ? v - g[r] : v;
   }
 }

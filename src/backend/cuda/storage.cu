@@ -97,20 +97,21 @@ __global__ void compare_kernel(CompareOp op, BroadcastDesc d, BcastKind kind, co
 }
 
 template <typename T>
-__global__ void gather_kernel(const T* src, const std::int64_t* index, std::int64_t rows, std::int64_t row, T* dst) {
+__global__ void gather_kernel(const T* src, const std::int64_t* index, std::int64_t rows, std::int64_t row,
+                              std::int64_t src_rows, T* dst) {
   LOCKSTEP_GRID_LOOP(i, rows * row) {
     const std::int64_t r = i / row, c = i - r * row;
-    dst[i] = src[index[r] * row + c];
+    dst[i] = inside(index[r], src_rows) ? src[index[r] * row + c] : T{};  // outside: zeros (raised later)
   }
 }
 
 // Rows of integers gathered as float32 * scale, one rounding (cast_scaled_kernel's rule).
 template <typename T>
 __global__ void gather_scaled_kernel(const T* src, const std::int64_t* index, std::int64_t rows, std::int64_t row,
-                                     float scale, float* dst) {
+                                     std::int64_t src_rows, float scale, float* dst) {
   LOCKSTEP_GRID_LOOP(i, rows * row) {
     const std::int64_t r = i / row, c = i - r * row;
-    dst[i] = __fmul_rn(static_cast<float>(src[index[r] * row + c]), scale);
+    dst[i] = inside(index[r], src_rows) ? __fmul_rn(static_cast<float>(src[index[r] * row + c]), scale) : 0.0f;
   }
 }
 
@@ -118,9 +119,10 @@ __global__ void gather_scaled_kernel(const T* src, const std::int64_t* index, st
 // (bit-reproducible, and bit-identical to the CPU for every dtype).
 template <typename T>
 __global__ void scatter_add_kernel(const T* src, const std::int64_t* index, std::int64_t rows, std::int64_t row,
-                                   T* dst) {
+                                   std::int64_t dst_rows, T* dst) {
   LOCKSTEP_GRID_LOOP(c, row) {
     for (std::int64_t r = 0; r < rows; ++r) {
+      if (!inside(index[r], dst_rows)) continue;  // a bad index (raised later): skipped
       T* d = dst + index[r] * row + c;
       const T s = src[r * row + c];
       if constexpr (kIsHalf<T>) *d = Elem<T>::store(Elem<T>::load(*d) + Elem<T>::load(s));
@@ -200,6 +202,39 @@ __global__ void first_outside_kernel(const T* l, std::int64_t n, std::int64_t li
     const auto v = static_cast<std::int64_t>(l[i]);
     if (v < 0 || v >= limit) atomicMin(first, static_cast<unsigned long long>(i));  // min: order-free
   }
+}
+
+// The device's range check (mark_outside): one block finds the first index outside, thread 0
+// writes the mark unless it is set, `set` last after a system fence (the host reads the mapped
+// memory). One block: labels are a batch's, and the first index needs no atomics on host memory.
+template <typename T>
+__global__ void mark_outside_kernel(const T* l, std::int64_t n, std::int64_t limit, std::int64_t site,
+                                    ErrorMark* mark) {
+  __shared__ std::int64_t first[kThreads];
+  __shared__ bool already;
+  volatile ErrorMark* m = mark;
+  if (threadIdx.x == 0) already = m->set != 0;  // read once: the host may clear it meanwhile
+  __syncthreads();
+  if (already) return;  // the block returns as one
+  std::int64_t mine = n;
+  for (std::int64_t i = threadIdx.x; i < n; i += blockDim.x)
+    if (!inside(static_cast<std::int64_t>(l[i]), limit)) {
+      mine = i;
+      break;
+    }
+  first[threadIdx.x] = mine;
+  __syncthreads();
+  for (unsigned s = blockDim.x / 2; s > 0; s /= 2) {
+    if (threadIdx.x < s && first[threadIdx.x + s] < first[threadIdx.x]) first[threadIdx.x] = first[threadIdx.x + s];
+    __syncthreads();
+  }
+  if (threadIdx.x != 0 || first[0] == n) return;
+  m->index = first[0];
+  m->value = static_cast<std::int64_t>(l[first[0]]);
+  m->limit = limit;
+  m->site = site;
+  __threadfence_system();
+  m->set = 1;
 }
 
 __global__ void differ_kernel(const unsigned char* a, const unsigned char* b, std::int64_t n, int* differ) {
@@ -286,28 +321,28 @@ void transpose(ComputeContext& ctx, const TransposeDesc& d, const void* src, voi
 
 template <typename T>
 void gather_rows(ComputeContext& ctx, const void* src, const std::int64_t* index, std::int64_t rows, std::int64_t row,
-                 void* dst) {
+                 std::int64_t src_rows, void* dst) {
   if (rows * row == 0) return;
   gather_kernel<T><<<blocks_for(rows * row), kThreads, 0, stream(ctx)>>>(static_cast<const T*>(src), index, rows, row,
-                                                                        static_cast<T*>(dst));
+                                                                        src_rows, static_cast<T*>(dst));
   check_launch("gather_rows");
 }
 
 template <typename T>
 void gather_rows_scaled(ComputeContext& ctx, const void* src, const std::int64_t* index, std::int64_t rows,
-                        std::int64_t row, float scale, float* dst) {
+                        std::int64_t row, std::int64_t src_rows, float scale, float* dst) {
   if (rows * row == 0) return;
   gather_scaled_kernel<T><<<blocks_for(rows * row), kThreads, 0, stream(ctx)>>>(static_cast<const T*>(src), index, rows,
-                                                                               row, scale, dst);
+                                                                               row, src_rows, scale, dst);
   check_launch("gather_rows_scaled");
 }
 
 template <typename T>
 void scatter_add_rows(ComputeContext& ctx, const void* src, const std::int64_t* index, std::int64_t rows,
-                      std::int64_t row, void* dst) {
+                      std::int64_t row, std::int64_t dst_rows, void* dst) {
   if (rows * row == 0) return;
   scatter_add_kernel<T><<<blocks_for(row), kThreads, 0, stream(ctx)>>>(static_cast<const T*>(src), index, rows, row,
-                                                                      static_cast<T*>(dst));
+                                                                      dst_rows, static_cast<T*>(dst));
   check_launch("scatter_add_rows");
 }
 
@@ -361,6 +396,14 @@ std::int64_t first_outside(ComputeContext& ctx, const void* labels, std::int64_t
   return host == ULLONG_MAX ? -1 : static_cast<std::int64_t>(host);
 }
 
+template <typename T>
+void mark_outside(ComputeContext& ctx, const void* labels, std::int64_t n, std::int64_t limit, std::int64_t site,
+                  ErrorMark* mark) {
+  if (n == 0) return;
+  mark_outside_kernel<T><<<1, kThreads, 0, stream(ctx)>>>(static_cast<const T*>(labels), n, limit, site, mark);
+  check_launch("mark_outside");
+}
+
 bool equal_bytes_on(ComputeContext& ctx, const void* a, const void* b, std::size_t bytes) {
   Scratch differ(ctx, sizeof(int));
   cudaStream_t s = stream(ctx);
@@ -383,6 +426,7 @@ LOCKSTEP_INSTANTIATE_KERNEL(Any, combine)
 LOCKSTEP_INSTANTIATE_KERNEL(Any, argmax)
 LOCKSTEP_INSTANTIATE_KERNEL(Any, transpose)
 LOCKSTEP_INSTANTIATE_KERNEL(Integer, first_outside)
+LOCKSTEP_INSTANTIATE_KERNEL(Integer, mark_outside)
 LOCKSTEP_INSTANTIATE_KERNEL(Integer, cast_scaled)
 LOCKSTEP_INSTANTIATE_KERNEL(Integer, gather_rows_scaled)
 

@@ -1,0 +1,210 @@
+// Range checks that stay on the device: labels and token ids with no host bytes (made on the
+// device, as a custom loop's or gpu_bench's batches) are checked by a kernel into the context's
+// error mark (backend/error_marks.hpp) instead of making the host wait, so a step that takes them
+// is captured (jit_compile) and trains the bits of eager steps; a value out of range raises the
+// eager check's ValueError at the host's next read (train_step's loss), in an eager step and in a
+// replayed one, and the next good step runs. CI runs them on emulated GPUs (gpu.emulated).
+#include <cmath>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "gpu_test_util.hpp"
+#include "backend/emulated_gpu.hpp"
+#include "lockstep/tensor/host_reads.hpp"
+
+using namespace lockstep;
+using namespace lockstep::distribute;
+using namespace lockstep::gpu_test;
+
+namespace {
+
+constexpr std::int64_t kBatch = 8, kSteps = 5, kVocab = 10, kClasses = 3;
+
+struct Batch {
+  Tensor x, y;
+};
+
+// Token ids [8, 5] (int32) and labels [8] (int64) made on the strategy's device (from_vector
+// there: no host bytes); batch `bad_at` holds `bad_token` at token 7 and `bad_label` at row 2
+// where they are >= 0.
+std::vector<Batch> device_batches(MirroredStrategy& strategy, int n, int bad_at = -1, std::int32_t bad_token = -1,
+                                  std::int64_t bad_label = -1) {
+  ComputeScope on(strategy.context(0));
+  std::vector<Batch> out;
+  for (int b = 0; b < n; ++b) {
+    std::vector<std::int32_t> ids(kBatch * kSteps);
+    std::vector<std::int64_t> labels(kBatch);
+    for (std::size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<std::int32_t>((i * 7 + b * 3) % kVocab);
+    for (std::size_t i = 0; i < labels.size(); ++i) labels[i] = static_cast<std::int64_t>((i + b) % kClasses);
+    if (b == bad_at && bad_token >= 0) ids[7] = bad_token;
+    if (b == bad_at && bad_label >= 0) labels[2] = bad_label;
+    out.push_back({Tensor::from_vector(ids, {kBatch, kSteps}), Tensor::from_vector(labels, {kBatch})});
+  }
+  return out;
+}
+
+std::unique_ptr<Sequential> token_classifier(JitCompile mode) {
+  set_random_seed(5);  // the same weights for every model made here
+  auto m = std::make_unique<Sequential>(std::vector<layers::LayerPtr>{
+      layers::Embedding(kVocab, 4), layers::GlobalAveragePooling1D(), layers::Dense(kClasses)});
+  m->compile(optimizers::Adam(1e-2), losses::SparseCategoricalCrossentropy({.from_logits = true}));
+  m->set_jit_compile(mode);
+  return m;
+}
+
+struct Trained {
+  std::vector<Tensor> weights;  // on the host
+  std::string reason;           // jit_compile's
+  std::string error;            // the bad batch's, if any
+  int errors = 0;               // steps that raised
+};
+
+// train_step over `batches` on gpu:0 (each reads its loss: the host waits there); the first error
+// a step raised, and the weights after every batch.
+Trained train(JitCompile mode, const std::vector<Batch>& batches, MirroredStrategy& strategy) {
+  auto scope = strategy.scope();
+  auto model = token_classifier(mode);
+  Trained t;
+  ::testing::internal::CaptureStderr();
+  for (const Batch& b : batches) {
+    const std::string e = message_of([&] { (void)model->train_step(b.x, b.y); });
+    if (e.empty()) continue;
+    if (t.error.empty()) t.error = e;
+    ++t.errors;
+  }
+  (void)::testing::internal::GetCapturedStderr();
+  t.reason = model->jit_compile_reason();
+  for (const auto& v : model->variables())
+    t.weights.push_back(Tensor::from_vector(v.read_value().to_vector<float>(), v.shape()));
+  return t;
+}
+
+bool emulated() { return backend::device_kind(DeviceKind::kCuda).emulated(); }
+
+}  // namespace
+
+// The step checks its labels (sparse cross-entropy) and its token ids (Embedding's gather) on the
+// device: nothing reads the host inside it, jit_compile captures it, and its replays train the
+// bits of eager steps.
+TEST(GpuDeviceChecks, AStepOfDeviceLabelsAndTokenIdsIsCapturedAndTrainsTheEagerBits) {
+  LOCKSTEP_REQUIRE_GPU();
+  for (const char* devices : {"gpu:0", "gpu:0x2"}) {  // one replica; two logical ones, each with its mark
+    SCOPED_TRACE(devices);
+    MirroredStrategy strategy({.devices = {devices}});
+    const std::vector<Batch> batches = device_batches(strategy, 6);
+    const Trained eager = train(JitCompile::kOff, batches, strategy);
+    const std::uint64_t checks_before = detail::host_reads("kernel first_outside");
+    const backend::EmulatedReplays before = backend::emulated_replays();
+    const Trained replayed = train(JitCompile::kAuto, batches, strategy);
+    EXPECT_EQ(replayed.reason, "") << "the step was not captured";
+    EXPECT_EQ(detail::host_reads("kernel first_outside"), checks_before) << detail::host_reads_by_cause();
+    if (emulated()) {
+      EXPECT_GE(backend::emulated_replays().graphs - before.graphs, 4) << "steps 2 to 6 are replays";
+    }
+    ASSERT_EQ(replayed.weights.size(), eager.weights.size());
+    for (std::size_t i = 0; i < eager.weights.size(); ++i)
+      EXPECT_TRUE(replayed.weights[i].bitwise_equal(eager.weights[i])) << "variable " << i;
+    EXPECT_EQ(eager.error, "");
+    EXPECT_EQ(replayed.error, "");
+  }
+}
+
+// A label or token id out of range on the device: the op returns (its kernels skip the row, no
+// read outside memory) and the host's next read raises the eager check's message, naming the op,
+// the value, its index and the range; the mark is then clear, so the next good steps train on.
+// The same in an eager step (the first, jit_compile's checked step) and in a replayed one.
+TEST(GpuDeviceChecks, AValueOutOfRangeIsRaisedAtTheNextReadAndTheNextStepsRun) {
+  LOCKSTEP_REQUIRE_GPU();
+  const std::string label_error = "sparse_softmax_cross_entropy_with_logits: label 7 at index 2 is outside [0, 3)";
+  const std::string token_error = "gather_rows: label 12 at index 7 is outside [0, 10)";
+  // On gpu:0x2 the bad row 2 and token 7 are in replica 0's slice, at the same index.
+  for (const char* devices : {"gpu:0", "gpu:0x2"}) {
+    for (const JitCompile mode : {JitCompile::kOff, JitCompile::kAuto}) {
+      for (const int bad_at : {0, 3}) {  // the first step (eager either way), a later one (replayed under kAuto)
+        SCOPED_TRACE(std::string(devices) + (mode == JitCompile::kOff ? ", off" : ", auto") + ", bad batch " +
+                     std::to_string(bad_at));
+        MirroredStrategy strategy({.devices = {devices}});
+        const Trained label = train(mode, device_batches(strategy, 6, bad_at, -1, 7), strategy);
+        EXPECT_EQ(label.error, label_error);
+        EXPECT_EQ(label.errors, 1) << "the steps after the bad one raise nothing: its mark was cleared";
+        const Trained token = train(mode, device_batches(strategy, 6, bad_at, 12, -1), strategy);
+        EXPECT_EQ(token.error, token_error);
+        EXPECT_EQ(token.errors, 1);
+        if (mode == JitCompile::kAuto) {
+          EXPECT_EQ(label.reason, "");
+        }
+        for (const Tensor& w : label.weights)  // the bad row was skipped: nothing non-finite, and the mark cleared
+          for (float v : w.to_vector<float>()) ASSERT_TRUE(std::isfinite(v));
+      }
+    }
+  }
+}
+
+// The same op, eagerly in a custom loop: no error when it is called, the error at the read, once;
+// a read after it and the next op's read pass.
+TEST(GpuDeviceChecks, AnEagerOpOnDeviceLabelsRaisesAtTheReadOnce) {
+  LOCKSTEP_REQUIRE_GPU();
+  const OnGpu0 on;
+  const Tensor logits = Tensor::zeros({4, 2});
+  const Tensor bad = Tensor::from_vector(std::vector<std::int64_t>{0, 1, -3, 5}, {4});
+  const Tensor good = Tensor::from_vector(std::vector<std::int64_t>{0, 1, 1, 0}, {4});
+  Tensor loss;
+  EXPECT_EQ(message_of([&] { loss = sparse_softmax_cross_entropy_with_logits(bad, logits); }), "");
+  std::vector<float> values;
+  EXPECT_EQ(message_of([&] { values = loss.to_vector<float>(); }),
+            "sparse_softmax_cross_entropy_with_logits: label -3 at index 2 is outside [0, 2)");
+  EXPECT_EQ(message_of([&] { values = loss.to_vector<float>(); }), "") << "raised once: the mark is cleared";
+  EXPECT_EQ(values[2], 0.0f) << "a row whose label is outside has loss 0";
+  EXPECT_EQ(message_of([&] { (void)sparse_softmax_cross_entropy_with_logits(good, logits).to_vector<float>(); }), "");
+  // A gather's bad index gathers zeros; one_hot's gives a row of zeros; a scatter skips it.
+  const Tensor table = Tensor::from_vector(std::vector<float>{1, 2, 3, 4}, {2, 2});
+  const Tensor idx = Tensor::from_vector(std::vector<std::int64_t>{1, 2}, {2});
+  Tensor rows;
+  EXPECT_EQ(message_of([&] { rows = gather_rows(table, idx); }), "");
+  EXPECT_EQ(message_of([&] { (void)rows.to_vector<float>(); }), "gather_rows: label 2 at index 1 is outside [0, 2)");
+  EXPECT_EQ(rows.to_vector<float>(), (std::vector<float>{3, 4, 0, 0}));
+  Tensor hot = one_hot(idx, 2);
+  EXPECT_EQ(message_of([&] { (void)hot.to_vector<float>(); }), "one_hot: label 2 at index 1 is outside [0, 2)");
+  EXPECT_EQ(hot.to_vector<float>(), (std::vector<float>{0, 1, 0, 0}));
+  Tensor dst = Tensor::zeros({2, 2});
+  scatter_add_rows(dst, idx, table);
+  EXPECT_EQ(message_of([&] { (void)dst.to_vector<float>(); }),
+            "scatter_add_rows: label 2 at index 1 is outside [0, 2)");
+  EXPECT_EQ(dst.to_vector<float>(), (std::vector<float>{0, 0, 1, 2}));
+}
+
+// Token ids fit copies from host arrays keep their host bytes up to the Embedding (Model::input_of
+// gives them to it as integers, and it hands them to its gather before its own cast), so they are
+// checked on the host, as a classifier's labels are: the step is captured, and a bad id in the
+// first (eager) step is refused at once with the Embedding's message.
+TEST(GpuDeviceChecks, TokenIdsFromHostArraysAreCheckedOnTheHostInFit) {
+  LOCKSTEP_REQUIRE_GPU();
+  std::vector<std::int32_t> ids(6 * kBatch * kSteps);
+  std::vector<std::int64_t> labels(6 * kBatch);
+  for (std::size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<std::int32_t>((i * 7) % kVocab);
+  for (std::size_t i = 0; i < labels.size(); ++i) labels[i] = static_cast<std::int64_t>(i % kClasses);
+  const auto fit = [&](const std::vector<std::int32_t>& x, std::string* reason) {
+    MirroredStrategy strategy({.devices = {"gpu:0"}});
+    auto scope = strategy.scope();
+    auto model = token_classifier(JitCompile::kAuto);
+    ::testing::internal::CaptureStderr();
+    const std::string e = message_of([&] {
+      model->fit(Tensor::from_vector(x, {6 * kBatch, kSteps}), Tensor::from_vector(labels, {6 * kBatch}),
+                 {.epochs = 1, .batch_size = kBatch, .shuffle = false, .verbose = 0});
+    });
+    (void)::testing::internal::GetCapturedStderr();
+    *reason = model->jit_compile_reason();
+    return e;
+  };
+  std::string reason;
+  EXPECT_EQ(fit(ids, &reason), "");
+  EXPECT_EQ(reason, "") << "the step was not captured";
+  std::vector<std::int32_t> bad = ids;
+  bad[7] = 12;
+  const std::string e = fit(bad, &reason);
+  EXPECT_TRUE(has(e, "(Embedding, input_dim 10): an index is outside the vocabulary: gather_rows: label 12 at index 7 "
+                     "is outside [0, 10)"))
+      << e;
+}
