@@ -600,7 +600,7 @@ add_test(NAME cli.jit_compile_on_the_cpu_is_refused_by_name
                  --logdir ${CMAKE_CURRENT_BINARY_DIR}/jit-compile-on)
 # ViT's train and test steps are captured on an emulated GPU: nothing in them copies from or reads
 # the host (tests/cli/jit_compile_captures.sh).
-foreach(_model vit)
+foreach(_model vit gpt)
   add_test(NAME cli.jit_compile_captures.${_model}
            COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/cli/jit_compile_captures.sh ${_cli} ${_model})
   set_tests_properties(cli.jit_compile_captures.${_model} PROPERTIES TIMEOUT 300)
