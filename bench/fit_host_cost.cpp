@@ -41,6 +41,7 @@
 
 #include "backend/devices.hpp"
 #include "flagship.hpp"
+#include "median.hpp"
 
 namespace {
 std::atomic<std::uint64_t> g_allocations{0};
@@ -59,12 +60,6 @@ void operator delete(void* p, std::size_t) noexcept { std::free(p); }
 using namespace lockstep;
 
 namespace {
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const std::size_t n = v.size();
-  return n == 0 ? 0 : n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
 
 std::string machine() {
   std::ifstream in("/proc/cpuinfo");
