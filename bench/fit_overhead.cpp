@@ -35,16 +35,11 @@
 #include <lockstep/lockstep.hpp>
 
 #include "flagship.hpp"
+#include "median.hpp"
 
 using namespace lockstep;
 
 namespace {
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const std::size_t n = v.size();
-  return n == 0 ? 0 : n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
 
 int usage() {
   std::fprintf(stderr, "usage: fit_overhead [--replicas R] [--batch G] [--steps N] [--rounds K]\n");

@@ -22,6 +22,7 @@ run compare_distributed bash bench/compare_distributed.sh -n 3000 -r 1000
 run compare_scaling bash bench/compare_scaling.sh -n 1500 -r 300
 run fit_overhead_1replica build/bin/fit_overhead --replicas 1 --rounds 15
 run fit_overhead_2replicas build/bin/fit_overhead --replicas 2 --rounds 15
+run fit_host_cost env LOCKSTEP_EMULATED_GPUS=1 build/bin/fit_host_cost
 if command -v mpirun > /dev/null; then
   run compare_shard_update bash bench/compare_shard_update.sh -R 6 -b "32 128 256" -w
 else

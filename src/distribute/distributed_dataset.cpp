@@ -1,6 +1,7 @@
 // Distributed datasets (experimental_distribute_dataset, distribute_datasets_from_function):
 // the one input path of fit and custom loops. See distributed_batch.hpp.
 #include <cstdio>
+#include <utility>
 #include <vector>
 
 #include "backend/context.hpp"
@@ -92,17 +93,20 @@ void GlobalBatch::make_slots(int slots) const {
 void GlobalBatch::reserve_upload(int slot, std::int64_t begin, std::int64_t end) const {
   auto* up = slot_of(uploads_, slot);
   if (!up) return;
+  const std::vector<Tensor>& stored = rows_ ? rows_->sources->tensors : tensors_;
   std::vector<Shape> shapes;
   std::vector<DType> dtypes;
+  shapes.reserve(stored.size());
+  dtypes.reserve(stored.size());
   // Rows travel as their sources store them (part() casts them on the device).
-  for (const Tensor& t : rows_ ? rows_->sources->tensors : tensors_) {
+  for (const Tensor& t : stored) {
     if (t.rank() < 1 || t.device().kind != DeviceKind::kCpu) return;  // a scalar, or not from the host
     std::vector<std::int64_t> dims = t.shape().dims();
     dims[0] = end - begin;
     shapes.emplace_back(std::move(dims));
     dtypes.push_back(t.dtype());
   }
-  up->emplace(Upload{begin, end, DeviceUpload(shapes, dtypes)});
+  up->emplace(Upload{begin, end, DeviceUpload(std::move(shapes), std::move(dtypes))});
 }
 
 void GlobalBatch::start_upload(int slot) const {

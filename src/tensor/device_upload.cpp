@@ -1,5 +1,7 @@
 #include "lockstep/tensor/device_upload.hpp"
 
+#include <utility>
+
 #include "backend/context.hpp"
 #include "backend/kernels.hpp"
 #include "lockstep/core/error.hpp"
@@ -43,14 +45,14 @@ struct DeviceUpload::State {
   }
 };
 
-DeviceUpload::DeviceUpload(const std::vector<Shape>& shapes, const std::vector<DType>& dtypes)
-    : s_(std::make_unique<State>()) {
+DeviceUpload::DeviceUpload(std::vector<Shape> shapes, std::vector<DType> dtypes) : s_(std::make_unique<State>()) {
   LOCKSTEP_CHECK(shapes.size() == dtypes.size(), "DeviceUpload: ", shapes.size(), " shapes but ", dtypes.size(),
                  " dtypes");
-  s_->shapes = shapes;
-  s_->dtypes = dtypes;
+  s_->shapes = std::move(shapes);  // moved: fit makes one per replica and step
+  s_->dtypes = std::move(dtypes);
   if (!s_->order_after_queued_work()) return;
-  for (std::size_t i = 0; i < shapes.size(); ++i) s_->tensors.push_back(Tensor::empty(shapes[i], dtypes[i]));
+  s_->tensors.reserve(s_->shapes.size());
+  for (std::size_t i = 0; i < s_->shapes.size(); ++i) s_->tensors.push_back(Tensor::empty(s_->shapes[i], s_->dtypes[i]));
 }
 
 DeviceUpload::DeviceUpload(std::vector<Tensor> buffers) : s_(std::make_unique<State>()) {

@@ -105,12 +105,17 @@ std::string Progbar::render(std::int64_t current, const std::vector<std::pair<st
   return line;
 }
 
+bool Progbar::draws(std::int64_t current, bool finalize) const {
+  if (finalize || (target_ > 0 && current >= target_)) return true;
+  // Redraw at most every 50 ms, and always at the end.
+  return interactive_ && std::chrono::duration<double>(std::chrono::steady_clock::now() - last_draw_).count() >= 0.05;
+}
+
 void Progbar::update(std::int64_t current, const std::vector<std::pair<std::string, double>>& values, bool finalize) {
+  if (!draws(current, finalize)) return;
   const auto now = std::chrono::steady_clock::now();
   const bool done = finalize || (target_ > 0 && current >= target_);
   if (interactive_) {
-    // Redraw at most every 50 ms, and always at the end.
-    if (!done && std::chrono::duration<double>(now - last_draw_).count() < 0.05) return;
     last_draw_ = now;
     const double elapsed = std::chrono::duration<double>(now - start_).count();
     // Spaces, not an erase-line escape, clear what a longer previous line left: Jupyter renders
@@ -121,7 +126,7 @@ void Progbar::update(std::int64_t current, const std::vector<std::pair<std::stri
     drawn_ = done ? 0 : width;
     std::fprintf(out_, "\r%s%s", line.c_str(), done ? "\n" : "");
     std::fflush(out_);
-  } else if (done) {
+  } else {  // the final line (draws)
     const double elapsed = std::chrono::duration<double>(now - start_).count();
     std::fprintf(out_, "%s\n", render(current, values, elapsed).c_str());
     std::fflush(out_);
@@ -140,7 +145,7 @@ void ProgbarLogger::on_train_batch_end(std::int64_t batch, const Logs& logs) {
   seen_ = batch + 1;
   if (!bar_ || params_.verbose != 1) return;
   if (params_.steps > 0 && seen_ >= params_.steps) return;  // the epoch's end draws the final line
-  bar_->update(seen_, detail::progbar_values(logs));
+  if (bar_->draws(seen_)) bar_->update(seen_, detail::progbar_values(logs));  // no values made for nothing
 }
 
 void ProgbarLogger::on_epoch_end(int, const Logs& logs) {

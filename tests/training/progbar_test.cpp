@@ -63,6 +63,23 @@ TEST(Progbar, NonInteractivePrintsOneLineAtTheEnd) {
   EXPECT_NE(out.find("loss: 0.1000"), std::string::npos) << out;
 }
 
+// draws() is update()'s rule, which ProgbarLogger asks before it makes a batch's values.
+TEST(Progbar, DrawsSaysWhetherUpdatePrints) {
+  std::FILE* f = std::tmpfile();
+  ASSERT_NE(f, nullptr);
+  Progbar quiet(10, f, /*interactive=*/0);
+  EXPECT_FALSE(quiet.draws(5));
+  EXPECT_TRUE(quiet.draws(10));
+  EXPECT_TRUE(quiet.draws(5, /*finalize=*/true));
+  Progbar unknown(-1, f, 0);
+  EXPECT_FALSE(unknown.draws(1000));
+  Progbar redraws(10, f, /*interactive=*/1);
+  std::this_thread::sleep_for(std::chrono::milliseconds(60));  // past the bar's 50 ms between redraws
+  EXPECT_TRUE(redraws.draws(5));
+  EXPECT_EQ(read_all(f), "");  // asking prints nothing
+  std::fclose(f);
+}
+
 TEST(Progbar, RedrawPadsOverALongerLineWithSpaces) {
   std::FILE* f = std::tmpfile();
   ASSERT_NE(f, nullptr);

@@ -20,7 +20,7 @@ namespace lockstep {
 class DeviceUpload {
  public:
   /// Device memory for tensors of these shapes and dtypes, on the current context's device.
-  DeviceUpload(const std::vector<Shape>& shapes, const std::vector<DType>& dtypes);
+  DeviceUpload(std::vector<Shape> shapes, std::vector<DType> dtypes);
   /// Into `buffers`, tensors on the current context's device that the caller keeps (a captured
   /// step's fixed inputs): start() copies into them, take() hands them back. The device's work
   /// queued so far may still read them: the copy waits for it.

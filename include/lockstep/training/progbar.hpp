@@ -24,6 +24,10 @@ class Progbar {
   explicit Progbar(std::int64_t target, std::FILE* out = stdout, int interactive = -1, int width = 30);
   /// Shows progress at `current` steps with the given (name, value) pairs.
   void update(std::int64_t current, const std::vector<std::pair<std::string, double>>& values, bool finalize = false);
+  /// Whether update(current, ..., finalize) would print now: a caller skips making the values
+  /// of a line that is not drawn (fit calls it every batch; an interactive bar redraws at most
+  /// every 50 ms, another prints only its final line).
+  bool draws(std::int64_t current, bool finalize = false) const;
   /// The line update() would print (no trailing newline, no carriage return).
   std::string render(std::int64_t current, const std::vector<std::pair<std::string, double>>& values,
                      double elapsed_seconds) const;
