@@ -51,6 +51,18 @@ struct TransposeDesc {
 struct AdamStep {
   float one_minus_b1 = 0, one_minus_b2 = 0, epsilon = 0;
 };
+/// Several float32 variables' updates in one launch (multi-tensor apply): variable j's weights
+/// w[j], slots m[j] and v[j] (null where the rule has none) and gradient g[j], of n[j] elements.
+/// A value: CUDA's launch carries it in the kernel's parameters, a capture's recording copies it.
+struct MultiUpdateDesc {
+  static constexpr int kMax = 32;  // 1.3 KB of parameters (CUDA takes 4 KB)
+  int count = 0;
+  void* w[kMax] = {};
+  void* m[kMax] = {};
+  void* v[kMax] = {};
+  const void* g[kMax] = {};
+  std::int64_t n[kMax] = {};
+};
 using step_state::StepBlock;
 using step_state::StepRule;
 using step_state::StepScalars;

@@ -4,6 +4,7 @@
 // printed: what fusing kernels cuts). CI runs them on emulated GPUs, which count as real ones.
 #include <cstdint>
 #include <cstdio>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -11,7 +12,9 @@
 #include "backend/kernels.hpp"
 #include "common/random_data.hpp"
 #include "gpu_test_util.hpp"
+#include "lockstep/core/step_state.hpp"
 #include "lockstep/tensor/kernel_launches.hpp"
+#include "lockstep/tensor/ops_update_all.hpp"
 #include "lockstep/tensor/step_capture.hpp"
 #include "tensor/host_copy.hpp"
 
@@ -33,6 +36,41 @@ TEST(GpuKernelLaunches, AReplayCountsTheKernelsItsCaptureRecorded) {
   graph.replay();
   EXPECT_EQ(kernel_launches(on.gpu) - before, 3 * captured) << detail::kernel_launches_by_kernel(on.gpu);
   EXPECT_EQ(kernel_launches(on.gpu, "gemm") - gemms, 3u);
+}
+
+// Adam over several variables in one launch (ops_update_all.hpp), captured: each replay gives
+// the bits the one-variable updates give eagerly, and counts one launch.
+TEST(GpuKernelLaunches, AdamOverSeveralVariablesReplaysTheOneVariableUpdatesBitsInOneLaunch) {
+  LOCKSTEP_REQUIRE_GPU();
+  const OnGpu0 on;
+  std::vector<Tensor> w, m, v, g, w1, m1, v1;
+  for (std::uint64_t i = 0; i < 3; ++i) {
+    const Shape s{1 + 50 * static_cast<std::int64_t>(i)};
+    w.push_back(test::random_uniform(s, 10 * i + 1).to(on.gpu));
+    m.push_back(test::random_uniform(s, 10 * i + 2, -0.1f, 0.1f).to(on.gpu));
+    v.push_back(test::random_uniform(s, 10 * i + 3, 0.0f, 0.01f).to(on.gpu));
+    g.push_back(test::random_uniform(s, 10 * i + 4).to(on.gpu));
+    w1.push_back(w.back().clone());
+    m1.push_back(m.back().clone());
+    v1.push_back(v.back().clone());
+  }
+  step_state::StepBlock host;
+  host.scalars.alpha = 0.01f;
+  host.scalars.decay = 1e-3f;
+  Tensor block = Tensor::empty({step_state::kStepBlockFloats});
+  block.copy_from_host(&host, sizeof host);
+  const AdamBetas betas{.one_minus_beta_1 = 0.1f, .one_minus_beta_2 = 0.001f, .epsilon = 1e-7f};
+  StepGraph graph(*on.ctx, [&] { adam_update_all_(w, m, v, g, block, betas); });
+  for (int round = 0; round < 3; ++round) {
+    const std::uint64_t multi = kernel_launches(on.gpu, "adam_update_multi");
+    graph.replay();
+    EXPECT_EQ(kernel_launches(on.gpu, "adam_update_multi") - multi, 1u);
+    for (std::size_t i = 0; i < w.size(); ++i) adam_update_(w1[i], m1[i], v1[i], g[i], block, betas);
+    for (std::size_t i = 0; i < w.size(); ++i) {
+      EXPECT_EQ(w[i].to_vector<float>(), w1[i].to_vector<float>()) << "round " << round << " variable " << i;
+      EXPECT_EQ(v[i].to_vector<float>(), v1[i].to_vector<float>()) << "round " << round << " variable " << i;
+    }
+  }
 }
 
 namespace {
@@ -88,11 +126,17 @@ TEST(GpuKernelLaunches, TheFlagshipsCapturedTrainStepRunsTheSameKernelsEachStep)
     before.push_back(kernel_launches(gpu, backend::kernel_op_name(static_cast<backend::KernelOp>(k))));
   (void)f.model->train_step(f.x, f.y);
   std::string list;
+  std::map<std::string, std::uint64_t> step;
   for (int k = 0; k < static_cast<int>(backend::KernelOp::kCount); ++k) {
     const char* name = backend::kernel_op_name(static_cast<backend::KernelOp>(k));
-    if (const std::uint64_t n = kernel_launches(gpu, name) - before[static_cast<std::size_t>(k)])
+    if (const std::uint64_t n = kernel_launches(gpu, name) - before[static_cast<std::size_t>(k)]) {
       list += std::string(list.empty() ? "" : ", ") + name + " " + std::to_string(n);
+      step[name] = n;
+    }
   }
+  // Adam updates the four variables in one launch.
+  EXPECT_EQ(step["adam_update_multi"], 1u) << list;
+  EXPECT_EQ(step["adam_update"], 0u) << list;
   std::printf("flagship, batch 64: %llu kernels per captured train step: %s\n",
               static_cast<unsigned long long>(per_step), list.c_str());
 }
