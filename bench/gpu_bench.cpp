@@ -216,8 +216,8 @@ int main(int argc, char** argv) {
   };
   for (std::int64_t b : {64, 1024}) {
     const double sps = steps_per_second(flagship, {784}, b);
-    std::printf("  flagship MLP, batch %5lld: %9.1f steps/s, %.0f kernels/step\n", static_cast<long long>(b), sps,
-                g_kernels_per_step);
+    std::printf("  flagship MLP, batch %5lld: %9.1f steps/s, %.0f kernels/step\n", static_cast<long long>(b),
+                sps, g_kernels_per_step);
     out["mlp_b" + std::to_string(b) + "_steps_per_s"] = sps;
     emit();
   }
@@ -251,7 +251,8 @@ int main(int argc, char** argv) {
   out["device_copy_gbs"] = bw.copy_gbs;
   emit();
   const double conv_sps = steps_per_second(convnet, {28, 28, 1}, 128);
-  std::printf("  Keras' simple convnet, batch 128: %9.1f steps/s, %.0f kernels/step\n", conv_sps, g_kernels_per_step);
+  std::printf("  Keras' simple convnet, batch 128: %9.1f steps/s, %.0f kernels/step\n", conv_sps,
+              g_kernels_per_step);
   out["convnet_b128_steps_per_s"] = conv_sps;
   emit();
   return 0;

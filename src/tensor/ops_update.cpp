@@ -259,10 +259,11 @@ void for_each_launch(const char* op, backend::KernelOp kernel, std::vector<Tenso
                      const std::vector<const char*>& slot_names, const Tensor& step,
                      const std::function<void(const backend::KernelTable&, const backend::MultiUpdateDesc&,
                                               const step_state::StepBlock*)>& launch) {
-  LOCKSTEP_CHECK(grads.size() == ws.size(), op, ": ", grads.size(), " gradients for ", ws.size(), " variables");
+  LOCKSTEP_CHECK(grads.size() == ws.size(), op, ": ", grads.size(), " gradients for ", ws.size(),
+                 " variables");
   for (std::size_t s = 0; s < slots.size(); ++s)
-    LOCKSTEP_CHECK(slots[s]->size() == ws.size(), op, ": ", slots[s]->size(), " ", slot_names[s], " slots for ",
-                   ws.size(), " variables");
+    LOCKSTEP_CHECK(slots[s]->size() == ws.size(), op, ": ", slots[s]->size(), " ", slot_names[s],
+                   " slots for ", ws.size(), " variables");
   const step_state::StepBlock* block = nullptr;
   for (std::size_t i = 0; i < ws.size(); ++i) {
     LOCKSTEP_CHECK(ws[i].defined() && ws[i].dtype() == ws[0].dtype(), op, ": variable ", i, " is ",
@@ -288,20 +289,23 @@ void for_each_launch(const char* op, backend::KernelOp kernel, std::vector<Tenso
 }
 }  // namespace
 
-void sgd_update_all_(std::vector<Tensor>& ws, std::vector<Tensor>& momentums, const std::vector<Tensor>& grads,
-                     const Tensor& step, float mu, bool nesterov) {
+void sgd_update_all_(std::vector<Tensor>& ws, std::vector<Tensor>& momentums,
+                     const std::vector<Tensor>& grads, const Tensor& step, float mu, bool nesterov) {
   std::vector<std::vector<Tensor>*> slots;
   if (!momentums.empty() || mu > 0) slots.push_back(&momentums);
-  for_each_launch("SGD", backend::KernelOp::kSgdUpdateMulti, ws, grads, slots, {"momentum"}, step,
-                  [&](const backend::KernelTable& k, const backend::MultiUpdateDesc& d,
-                      const step_state::StepBlock* block) { k.sgd_update_multi(ctx(), d, block, mu, nesterov); });
+  for_each_launch(
+      "SGD", backend::KernelOp::kSgdUpdateMulti, ws, grads, slots, {"momentum"}, step,
+      [&](const backend::KernelTable& k, const backend::MultiUpdateDesc& d,
+          const step_state::StepBlock* block) { k.sgd_update_multi(ctx(), d, block, mu, nesterov); });
 }
 
 void adam_update_all_(std::vector<Tensor>& ws, std::vector<Tensor>& ms, std::vector<Tensor>& vs,
                       const std::vector<Tensor>& grads, const Tensor& step, const AdamBetas& b) {
-  for_each_launch("Adam", backend::KernelOp::kAdamUpdateMulti, ws, grads, {&ms, &vs}, {"first moment", "second moment"},
-                  step, [&](const backend::KernelTable& k, const backend::MultiUpdateDesc& d,
-                            const step_state::StepBlock* block) { k.adam_update_multi(ctx(), d, adam_step(b), block); });
+  for_each_launch(
+      "Adam", backend::KernelOp::kAdamUpdateMulti, ws, grads, {&ms, &vs}, {"first moment", "second moment"},
+      step,
+      [&](const backend::KernelTable& k, const backend::MultiUpdateDesc& d,
+          const step_state::StepBlock* block) { k.adam_update_multi(ctx(), d, adam_step(b), block); });
 }
 
 // With the step's numbers given as values: a block holding them, then the updates above.
@@ -313,8 +317,8 @@ void adam_update_(Tensor& w, Tensor& m, Tensor& v, const Tensor& g, const AdamCo
   adam_update_(w, m, v, g, block_with({.alpha = c.alpha, .decay = c.decay}), betas(c));
 }
 
-void sgd_update_all_(std::vector<Tensor>& ws, std::vector<Tensor>& momentums, const std::vector<Tensor>& grads,
-                     float lr, float mu, bool nesterov) {
+void sgd_update_all_(std::vector<Tensor>& ws, std::vector<Tensor>& momentums,
+                     const std::vector<Tensor>& grads, float lr, float mu, bool nesterov) {
   sgd_update_all_(ws, momentums, grads, block_with({.lr = lr}), mu, nesterov);
 }
 

@@ -92,7 +92,11 @@ Row sgd_row(const char* key, bool momentum, bool nesterov, int parts = 0, bool m
   add_gradients(inputs, s, parts);
   return make_row(
       key, "grain", "SGD", floats(),
-      {{multi ? KernelOp::kSgdUpdateMulti : parts ? KernelOp::kSgdUpdateSummed : KernelOp::kSgdUpdate, {}}}, inputs,
+      {{multi   ? KernelOp::kSgdUpdateMulti
+        : parts ? KernelOp::kSgdUpdateSummed
+                : KernelOp::kSgdUpdate,
+        {}}},
+      inputs,
       [=](const std::vector<Tensor>& in, DType) {
         Tensor w = in[0].clone(), m = momentum ? in[1].clone() : Tensor();
         std::vector<Tensor> out;
@@ -140,7 +144,10 @@ Row adam_row(const char* key, float decay, int parts = 0, bool multi = false) {
   add_gradients(inputs, s, parts);
   return make_row(
       key, "grain", "Adam", floats(),
-      {{multi ? KernelOp::kAdamUpdateMulti : parts ? KernelOp::kAdamUpdateSummed : KernelOp::kAdamUpdate, {}}},
+      {{multi   ? KernelOp::kAdamUpdateMulti
+        : parts ? KernelOp::kAdamUpdateSummed
+                : KernelOp::kAdamUpdate,
+        {}}},
       inputs,
       [=](const std::vector<Tensor>& in, DType) {
         Tensor w = in[0].clone(), m = in[1].clone(), v = in[2].clone();

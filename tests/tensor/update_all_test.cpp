@@ -109,7 +109,10 @@ TEST(UpdateAll, ListsThatDoNotMatchAreRefusedByName) {
         try {
           adam_update_all_(s.w, ms, s.v, s.g, c);
         } catch (const ValueError& e) {
-          EXPECT_NE(std::string(e.what()).find("first moment (2, 2) float32 does not match the variable (38,)"), std::string::npos) << e.what();
+          EXPECT_NE(
+              std::string(e.what()).find("first moment (2, 2) float32 does not match the variable (38,)"),
+              std::string::npos)
+              << e.what();
           throw;
         }
       },

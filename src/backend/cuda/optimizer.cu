@@ -205,7 +205,8 @@ void sgd_update_multi(ComputeContext& ctx, const MultiUpdateDesc& d, const StepB
   check_launch("sgd_update_multi");
 }
 
-void adam_update_multi(ComputeContext& ctx, const MultiUpdateDesc& d, const AdamStep& s, const StepBlock* step) {
+void adam_update_multi(ComputeContext& ctx, const MultiUpdateDesc& d, const AdamStep& s,
+                       const StepBlock* step) {
   if (d.count == 0) return;
   adam_multi_kernel<<<multi_grid(d), kThreads, 0, stream(ctx)>>>(d, s, step);
   check_launch("adam_update_multi");
