@@ -30,6 +30,7 @@
 #include "backend/devices.hpp"
 #include "backend/kernels.hpp"
 #include "lockstep/lockstep.hpp"
+#include "lockstep/tensor/kernel_launches.hpp"
 
 using namespace lockstep;
 using Clock = std::chrono::steady_clock;
@@ -41,6 +42,7 @@ bool g_quick = false;
 constexpr int kMinSteps = 50;
 constexpr double kSteadySeconds = 1.5;
 std::int64_t g_shrink = 1;  // every size is divided by it (16 on emulated GPUs)
+double g_kernels_per_step = 0;  // gpu:0's kernel launches per step of the last steps_per_second
 
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 // Waits for the GPU's stream (a one-element read orders after everything queued before it).
@@ -86,13 +88,16 @@ double steps_per_second(const std::function<std::unique_ptr<Sequential>()>& make
   const int warmup = g_shrink > 1 ? 3 : 30, min_steps = g_shrink > 1 ? 20 : kMinSteps;
   const double steady = g_shrink > 1 ? 0.0 : g_quick ? kSteadySeconds / 4 : kSteadySeconds;
   for (int i = 0; i < warmup; ++i) (void)model->train_step(xs[i % 8], ys[i % 8]);
+  const std::uint64_t kernels = detail::kernel_launches(kGpu0);
   const auto t0 = Clock::now();
   int steps = 0;
   while (steps < min_steps || seconds_since(t0) < steady) {
     (void)model->train_step(xs[steps % 8], ys[steps % 8]);  // reads the loss: syncs
     ++steps;
   }
-  return steps / seconds_since(t0);
+  const double sps = steps / seconds_since(t0);
+  g_kernels_per_step = static_cast<double>(detail::kernel_launches(kGpu0) - kernels) / steps;
+  return sps;
 }
 
 std::unique_ptr<Sequential> flagship() {
@@ -223,7 +228,8 @@ int main(int argc, char** argv) {
   };
   for (std::int64_t b : {64, 1024}) {
     const double sps = steps_per_second(flagship, {784}, b);
-    std::printf("  flagship MLP, batch %5lld: %9.1f steps/s\n", static_cast<long long>(b), sps);
+    std::printf("  flagship MLP, batch %5lld: %9.1f steps/s, %.0f kernels/step\n", static_cast<long long>(b),
+                sps, g_kernels_per_step);
     out["mlp_b" + std::to_string(b) + "_steps_per_s"] = sps;
     emit();
   }
@@ -235,7 +241,8 @@ int main(int argc, char** argv) {
   out["mlp_b1024_4logical_steps_per_s"] = logical_sps;
   emit();
   const double conv_sps = steps_per_second(convnet, {28, 28, 1}, 128);
-  std::printf("  Keras' simple convnet, batch 128: %9.1f steps/s\n", conv_sps);
+  std::printf("  Keras' simple convnet, batch 128: %9.1f steps/s, %.0f kernels/step\n", conv_sps,
+              g_kernels_per_step);
   out["convnet_b128_steps_per_s"] = conv_sps;
   emit();
   const auto ctx = make_compute_context(kGpu0);

@@ -65,6 +65,18 @@ struct ErrorMark {
 LOCKSTEP_HOST_DEVICE constexpr bool inside(std::int64_t i, std::int64_t n) {
   return static_cast<std::uint64_t>(i) < static_cast<std::uint64_t>(n);
 }
+/// Several float32 variables' updates in one launch (multi-tensor apply): variable j's weights
+/// w[j], slots m[j] and v[j] (null where the rule has none) and gradient g[j], of n[j] elements.
+/// A value: CUDA's launch carries it in the kernel's parameters, a capture's recording copies it.
+struct MultiUpdateDesc {
+  static constexpr int kMax = 32;  // 1.3 KB of parameters (CUDA takes 4 KB)
+  int count = 0;
+  void* w[kMax] = {};
+  void* m[kMax] = {};
+  void* v[kMax] = {};
+  const void* g[kMax] = {};
+  std::int64_t n[kMax] = {};
+};
 using step_state::StepBlock;
 using step_state::StepRule;
 using step_state::StepScalars;

@@ -90,8 +90,9 @@ void LossScaleOptimizer::set_state(double scale, std::int64_t counter, std::int6
   block_state_changed();
 }
 
-void LossScaleOptimizer::update(const Variable& var, const Tensor& grad, const Tensor& step_block) {
-  inner_->update(var, grad, step_block);
+void LossScaleOptimizer::update_all(const std::vector<Variable>& vars, const std::vector<Tensor>& grads,
+                                    const Tensor& step_block) {
+  inner_->update_all(vars, grads, step_block);
 }
 
 std::vector<std::string> LossScaleOptimizer::slot_names() const { return inner_->slot_names(); }

@@ -6,6 +6,7 @@
 #include "lockstep/autograd/replica_interface.hpp"
 #include "lockstep/tensor/ops.hpp"
 #include "lockstep/tensor/ops_clip.hpp"
+#include "lockstep/tensor/ops_update_all.hpp"
 #include "lockstep/tensor/step_capture.hpp"
 #include "nn/schedule_desc.hpp"
 
@@ -154,11 +155,30 @@ void Optimizer::Rule::apply(const std::vector<Variable>& vars, const std::vector
   }
 }
 
-void Optimizer::update(const Variable& var, const Tensor& grad, const Tensor& step_block) {
-  Tensor w = var.value();  // a handle: the update writes the variable's own memory
-  std::vector<Tensor> slots = slots_of(var);
-  update_rule(w, slots, grad, step_block);
+void Optimizer::update_all(const std::vector<Variable>& vars, const std::vector<Tensor>& grads,
+                           const Tensor& step_block) {
+  std::vector<Tensor> ws;  // handles: the update writes the variables' own memory
+  std::vector<std::vector<Tensor>> slots;
+  for (const Variable& v : vars) {
+    ws.push_back(v.value());
+    slots.push_back(slots_of(v));
+  }
+  update_rule_all(ws, slots, grads, step_block);
 }
+
+void Optimizer::update_rule_all(std::vector<Tensor>& ws, std::vector<std::vector<Tensor>>& slots,
+                                const std::vector<Tensor>& grads, const Tensor& step_block) {
+  for (std::size_t i = 0; i < ws.size(); ++i) update_rule(ws[i], slots[i], grads[i], step_block);
+}
+
+namespace {
+// Slot `s` of every variable (slots[i][s]), for the rules' multi-tensor updates.
+std::vector<Tensor> slot_column(const std::vector<std::vector<Tensor>>& slots, std::size_t s) {
+  std::vector<Tensor> out;
+  for (const auto& of : slots) out.push_back(of.at(s));
+  return out;
+}
+}  // namespace
 
 step_state::StepRule Optimizer::step_rule(std::int64_t step) const {
   step_state::StepRule r;
@@ -373,7 +393,8 @@ void Optimizer::apply_gradients_at(const std::vector<std::pair<Tensor, Variable>
     }
   }
   note_capture_refusal(name(), options_.schedule);
-  Tensor block;
+  std::vector<Variable> vars;
+  std::vector<Tensor> grads;
   for (std::size_t i = 0; i < grads_and_vars.size(); ++i) {
     const auto& [g, v] = grads_and_vars[i];
     if (!g.defined()) continue;
@@ -382,9 +403,10 @@ void Optimizer::apply_gradients_at(const std::vector<std::pair<Tensor, Variable>
     Tensor grad = g;
     if (sums.defined()) grad = clip_by_norms(g, clip, sums, 1 + static_cast<std::int64_t>(i));
     else if (options_.clipvalue) grad = scale_and_clip(g, 1.0f, clip.clipvalue);
-    if (!block.defined()) block = step_block(step, v);
-    update(v, grad, block);
+    vars.push_back(v);
+    grads.push_back(grad);
   }
+  if (!vars.empty()) update_all(vars, grads, step_block(step, vars.front()));
 }
 
 namespace {
@@ -412,6 +434,11 @@ class SGDImpl final : public Optimizer {
     Tensor m = momentum_ > 0 ? slots[0] : Tensor();
     sgd_update_(w, m, grads, copies, step, static_cast<float>(momentum_), nesterov_);
     return true;
+  }
+  void update_rule_all(std::vector<Tensor>& ws, std::vector<std::vector<Tensor>>& slots,
+                       const std::vector<Tensor>& grads, const Tensor& step) override {
+    std::vector<Tensor> ms = momentum_ > 0 ? slot_column(slots, 0) : std::vector<Tensor>{};
+    sgd_update_all_(ws, ms, grads, step, static_cast<float>(momentum_), nesterov_);
   }
 
  private:
@@ -443,6 +470,11 @@ class AdamImpl : public Optimizer {
                           const std::vector<Tensor>& copies, const Tensor& step) override {
     adam_update_(w, slots[0], slots[1], grads, copies, step, betas());
     return true;
+  }
+  void update_rule_all(std::vector<Tensor>& ws, std::vector<std::vector<Tensor>>& slots,
+                       const std::vector<Tensor>& grads, const Tensor& step) override {
+    std::vector<Tensor> ms = slot_column(slots, 0), vs = slot_column(slots, 1);
+    adam_update_all_(ws, ms, vs, grads, step, betas());
   }
   // The step's alpha (lr sqrt(1 - b2^t) / (1 - b1^t)) and decay are derived from these on the
   // device (step_state::derive_step_scalars, Keras' float32 roundings).

@@ -5,6 +5,7 @@
 #include "lockstep/tensor/step_capture.hpp"
 #include "tensor/host_copy.hpp"
 #include "tensor/host_reads.hpp"
+#include "tensor/kernel_launches.hpp"
 #include "tensor/op_util.hpp"
 
 namespace lockstep {
@@ -65,6 +66,7 @@ const backend::KernelTable& kern(const char* op, const Tensor& t, backend::Kerne
                                     backend::backend_available(d.kind) ? "" : "; that backend is not built", ")"));
   }
   note_kernel_host_read(d, k);
+  note_kernel_launch(d, k);
   if (StepCaptureCheck* check = current_step_capture_check()) [[unlikely]]
     if (const char* why = backend::kernel_capture_refusal(d.kind, k))
       check->block(detail::concat("the op '", op, "' (kernel ", backend::kernel_op_name(k), ") ", why));

@@ -1,7 +1,11 @@
 // Optimizer updates as fused in-place ops, and the step block they (and dropout) read the step's
 // numbers from.
+#include <algorithm>
+#include <functional>
+
 #include "lockstep/tensor/ops_clip.hpp"
 #include "lockstep/tensor/ops_loss_scale.hpp"
+#include "lockstep/tensor/ops_update_all.hpp"
 #include "lockstep/tensor/step_capture.hpp"
 #include "tensor/op_util.hpp"
 
@@ -247,6 +251,63 @@ void adam_update_(Tensor& w, Tensor& m, Tensor& v, const std::vector<Tensor>& gr
                        w.numel(), adam_step(b), checked_block("Adam", step, w));
 }
 
+namespace {
+// The variables of the lists in launches of at most MultiUpdateDesc::kMax, each checked as the
+// one-variable update checks it: `launch` gets each launch's table, descriptor and block.
+void for_each_launch(const char* op, backend::KernelOp kernel, std::vector<Tensor>& ws,
+                     const std::vector<Tensor>& grads, const std::vector<std::vector<Tensor>*>& slots,
+                     const std::vector<const char*>& slot_names, const Tensor& step,
+                     const std::function<void(const backend::KernelTable&, const backend::MultiUpdateDesc&,
+                                              const step_state::StepBlock*)>& launch) {
+  LOCKSTEP_CHECK(grads.size() == ws.size(), op, ": ", grads.size(), " gradients for ", ws.size(),
+                 " variables");
+  for (std::size_t s = 0; s < slots.size(); ++s)
+    LOCKSTEP_CHECK(slots[s]->size() == ws.size(), op, ": ", slots[s]->size(), " ", slot_names[s],
+                   " slots for ", ws.size(), " variables");
+  const step_state::StepBlock* block = nullptr;
+  for (std::size_t i = 0; i < ws.size(); ++i) {
+    LOCKSTEP_CHECK(ws[i].defined() && ws[i].dtype() == ws[0].dtype(), op, ": variable ", i, " is ",
+                   ws[i].defined() ? dtype_name(ws[i].dtype()) : "undefined", ", variable 0 ",
+                   dtype_name(ws[0].dtype()));
+    block = checked_block(op, step, ws[i]);
+    check_slot(op, ws[i], grads[i], "gradient");
+    for (std::size_t s = 0; s < slots.size(); ++s) check_slot(op, ws[i], (*slots[s])[i], slot_names[s]);
+  }
+  for (std::size_t begin = 0; begin < ws.size(); begin += backend::MultiUpdateDesc::kMax) {
+    const std::size_t end = std::min(ws.size(), begin + backend::MultiUpdateDesc::kMax);
+    const auto& k = kern(op, ws[begin], kernel);
+    backend::MultiUpdateDesc d;
+    for (std::size_t i = begin; i < end; ++i, ++d.count) {
+      d.w[d.count] = ws[i].raw_data();
+      d.g[d.count] = grads[i].raw_data();
+      d.n[d.count] = ws[i].numel();
+      if (!slots.empty()) d.m[d.count] = (*slots[0])[i].raw_data();
+      if (slots.size() > 1) d.v[d.count] = (*slots[1])[i].raw_data();
+    }
+    launch(k, d, block);
+  }
+}
+}  // namespace
+
+void sgd_update_all_(std::vector<Tensor>& ws, std::vector<Tensor>& momentums,
+                     const std::vector<Tensor>& grads, const Tensor& step, float mu, bool nesterov) {
+  std::vector<std::vector<Tensor>*> slots;
+  if (!momentums.empty() || mu > 0) slots.push_back(&momentums);
+  for_each_launch(
+      "SGD", backend::KernelOp::kSgdUpdateMulti, ws, grads, slots, {"momentum"}, step,
+      [&](const backend::KernelTable& k, const backend::MultiUpdateDesc& d,
+          const step_state::StepBlock* block) { k.sgd_update_multi(ctx(), d, block, mu, nesterov); });
+}
+
+void adam_update_all_(std::vector<Tensor>& ws, std::vector<Tensor>& ms, std::vector<Tensor>& vs,
+                      const std::vector<Tensor>& grads, const Tensor& step, const AdamBetas& b) {
+  for_each_launch(
+      "Adam", backend::KernelOp::kAdamUpdateMulti, ws, grads, {&ms, &vs}, {"first moment", "second moment"},
+      step,
+      [&](const backend::KernelTable& k, const backend::MultiUpdateDesc& d,
+          const step_state::StepBlock* block) { k.adam_update_multi(ctx(), d, adam_step(b), block); });
+}
+
 // With the step's numbers given as values: a block holding them, then the updates above.
 void sgd_update_(Tensor& w, Tensor& momentum, const Tensor& g, float lr, float mu, bool nesterov) {
   sgd_update_(w, momentum, g, block_with({.lr = lr}), mu, nesterov);
@@ -254,6 +315,16 @@ void sgd_update_(Tensor& w, Tensor& momentum, const Tensor& g, float lr, float m
 
 void adam_update_(Tensor& w, Tensor& m, Tensor& v, const Tensor& g, const AdamConstants& c) {
   adam_update_(w, m, v, g, block_with({.alpha = c.alpha, .decay = c.decay}), betas(c));
+}
+
+void sgd_update_all_(std::vector<Tensor>& ws, std::vector<Tensor>& momentums,
+                     const std::vector<Tensor>& grads, float lr, float mu, bool nesterov) {
+  sgd_update_all_(ws, momentums, grads, block_with({.lr = lr}), mu, nesterov);
+}
+
+void adam_update_all_(std::vector<Tensor>& ws, std::vector<Tensor>& ms, std::vector<Tensor>& vs,
+                      const std::vector<Tensor>& grads, const AdamConstants& c) {
+  adam_update_all_(ws, ms, vs, grads, block_with({.alpha = c.alpha, .decay = c.decay}), betas(c));
 }
 
 void sgd_update_(Tensor& w, Tensor& momentum, const std::vector<Tensor>& grads, const std::vector<Tensor>& copies,

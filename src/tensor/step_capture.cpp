@@ -10,6 +10,7 @@
 #include "backend/kernels.hpp"
 #include "lockstep/core/error.hpp"
 #include "tensor/host_copy.hpp"
+#include "tensor/kernel_launches.hpp"
 
 namespace lockstep {
 
@@ -129,6 +130,7 @@ StepGraph::StepGraph(ComputeContext& ctx, int lane, LaneMeeting* meeting, const 
     }
     {
       const CapturingHere here;
+      const detail::LaunchTally tally(launches_);
       work();
     }
     if (meeting_) {  // the join: lane 0 waits for a fence after each other lane's work
@@ -166,6 +168,7 @@ std::vector<void*> StepGraph::exchange(const std::vector<void*>& to) {
 }
 
 void StepGraph::replay() {
+  detail::note_replayed_launches(ctx_->device(), launches_);
   if (!meeting_) return backend::replay_graph(*ctx_, graph_.get());
   const backend::DeviceOps& ops = fence_ops(*ctx_);
   const auto lanes = static_cast<std::size_t>(meeting_->lanes());

@@ -9,6 +9,7 @@
 #include "lockstep/tensor/step_capture.hpp"
 #include "tensor/host_copy.hpp"
 #include "tensor/host_reads.hpp"
+#include "tensor/kernel_launches.hpp"
 #include "tensor/op_util.hpp"
 
 namespace lockstep {
@@ -27,6 +28,7 @@ const backend::KernelTable& table(const Tensor& t, backend::KernelOp op, const c
   detail::check_context_kind(what, t);
   LOCKSTEP_CHECK(backend::supports(d.kind, t.dtype(), op), what, ": no ", backend::kernel_op_name(op),
                  " kernel for dtype ", dtype_name(t.dtype()), " on ", d.str());
+  detail::note_kernel_launch(d, op);
   return backend::kernels(d.kind, t.dtype());
 }
 }  // namespace

@@ -8,6 +8,7 @@
 #include "backend/parity.hpp"
 #include "lockstep/tensor/ops_clip.hpp"
 #include "lockstep/tensor/ops_loss_scale.hpp"
+#include "lockstep/tensor/ops_update_all.hpp"
 
 namespace lockstep::parity {
 
@@ -75,8 +76,14 @@ std::vector<Tensor> fresh_copies(const Shape& s) {
   return c;
 }
 
-// One Keras SGD step: the variable (and momentum) after it; with `parts`, the summed kernel.
-Row sgd_row(const char* key, bool momentum, bool nesterov, int parts = 0) {
+// A multi-tensor row's variables: t's elements as three, of 1, 20000 and the rest (handles on t).
+std::vector<Tensor> three_of(const Tensor& t) {
+  return {t.slice(0, 1), t.slice(1, 20001), t.slice(20001, t.numel())};
+}
+
+// One Keras SGD step: the variable (and momentum) after it; with `parts`, the summed kernel; with
+// `multi`, the multi-tensor kernel on the variable cut in three.
+Row sgd_row(const char* key, bool momentum, bool nesterov, int parts = 0, bool multi = false) {
   const Shape s{67591};
   constexpr float kLr = 0.05f, kMu = 0.9f;
   std::vector<InputSpec> inputs{{s, uniform(-1, 1), {}}};
@@ -84,11 +91,19 @@ Row sgd_row(const char* key, bool momentum, bool nesterov, int parts = 0) {
   const std::size_t first = inputs.size();
   add_gradients(inputs, s, parts);
   return make_row(
-      key, "grain", "SGD", floats(), {{parts ? KernelOp::kSgdUpdateSummed : KernelOp::kSgdUpdate, {}}}, inputs,
+      key, "grain", "SGD", floats(),
+      {{multi   ? KernelOp::kSgdUpdateMulti
+        : parts ? KernelOp::kSgdUpdateSummed
+                : KernelOp::kSgdUpdate,
+        {}}},
+      inputs,
       [=](const std::vector<Tensor>& in, DType) {
         Tensor w = in[0].clone(), m = momentum ? in[1].clone() : Tensor();
         std::vector<Tensor> out;
-        if (parts) {
+        if (multi) {
+          std::vector<Tensor> ws = three_of(w), ms = momentum ? three_of(m) : std::vector<Tensor>{};
+          sgd_update_all_(ws, ms, three_of(in.back()), kLr, momentum ? kMu : 0.0f, nesterov);
+        } else if (parts) {
           const std::vector<Tensor> copies = fresh_copies(s);
           sgd_update_(w, m, gradients_of(in, first), copies, kLr, momentum ? kMu : 0.0f, nesterov);
           out = copies;
@@ -120,7 +135,7 @@ Row sgd_row(const char* key, bool momentum, bool nesterov, int parts = 0) {
       });
 }
 
-Row adam_row(const char* key, float decay, int parts = 0) {
+Row adam_row(const char* key, float decay, int parts = 0, bool multi = false) {
   const Shape s{67591};
   const AdamConstants k{.alpha = 1e-3f, .one_minus_beta_1 = 0.1f, .one_minus_beta_2 = 0.001f, .epsilon = 1e-7f,
                         .decay = decay};
@@ -128,11 +143,19 @@ Row adam_row(const char* key, float decay, int parts = 0) {
   constexpr std::size_t first = 3;
   add_gradients(inputs, s, parts);
   return make_row(
-      key, "grain", "Adam", floats(), {{parts ? KernelOp::kAdamUpdateSummed : KernelOp::kAdamUpdate, {}}}, inputs,
+      key, "grain", "Adam", floats(),
+      {{multi   ? KernelOp::kAdamUpdateMulti
+        : parts ? KernelOp::kAdamUpdateSummed
+                : KernelOp::kAdamUpdate,
+        {}}},
+      inputs,
       [=](const std::vector<Tensor>& in, DType) {
         Tensor w = in[0].clone(), m = in[1].clone(), v = in[2].clone();
         std::vector<Tensor> out;
-        if (parts) {
+        if (multi) {
+          std::vector<Tensor> ws = three_of(w), ms = three_of(m), vs = three_of(v);
+          adam_update_all_(ws, ms, vs, three_of(in[3]), k);
+        } else if (parts) {
           out = fresh_copies(s);
           adam_update_(w, m, v, gradients_of(in, first), out, k);
         } else {
@@ -646,6 +669,10 @@ std::vector<Row> nn_update_rows() {
   rows.push_back(sgd_row("sgd_update_summed_nesterov", true, true, 3));
   rows.push_back(adam_row("adam_update_summed", 0.0f, 2));
   rows.push_back(adam_row("adamw_update_summed", 1e-4f, 3));
+  // Several variables in one launch (multi-tensor apply): the variable cut in three.
+  rows.push_back(sgd_row("sgd_update_multi", false, false, 0, true));
+  rows.push_back(sgd_row("sgd_update_multi_nesterov", true, true, 0, true));
+  rows.push_back(adam_row("adamw_update_multi", 1e-4f, 0, true));
   rows.push_back(step_row());
   return rows;
 }

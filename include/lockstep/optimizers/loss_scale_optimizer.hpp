@@ -61,7 +61,8 @@ class LossScaleOptimizer final : public Optimizer {
   void set_state(double scale, std::int64_t counter, std::int64_t skipped);
 
  protected:
-  void update(const Variable& var, const Tensor& grad, const Tensor& step_block) override;
+  void update_all(const std::vector<Variable>& vars, const std::vector<Tensor>& grads,
+                  const Tensor& step_block) override;
   void update_rule(Tensor& w, std::vector<Tensor>& slots, const Tensor& grad, const Tensor& step_block) override {
     inner_->update_rule(w, slots, grad, step_block);
   }

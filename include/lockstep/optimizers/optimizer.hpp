@@ -118,14 +118,19 @@ class Optimizer {
 
  protected:
   friend class LossScaleOptimizer;  // runs its inner optimizer's rule
-  /// Updates one variable's data with its (clipped) gradient: update_rule on the copy current
-  /// on this thread and that copy's slots.
-  virtual void update(const Variable& var, const Tensor& grad, const Tensor& step_block);
+  /// Updates each variable's data with its (clipped) gradient: update_rule_all on the copies
+  /// current on this thread and those copies' slots.
+  virtual void update_all(const std::vector<Variable>& vars, const std::vector<Tensor>& grads,
+                          const Tensor& step_block);
   /// The rule itself, on tensors of one shape: `w` and `slots` (slot_names() order) are
   /// handles on (parts of) a variable's and its slots' memory, updated in place; the step's
   /// numbers (learning rate, bias corrections) are read from `step_block` on the device
   /// (step_block(): lockstep/core/step_state.hpp), never passed as host values.
   virtual void update_rule(Tensor& w, std::vector<Tensor>& slots, const Tensor& grad, const Tensor& step_block) = 0;
+  /// update_rule for each ws[i], slots[i], grads[i]: the default calls it for each; Adam and SGD
+  /// update them all in one kernel launch (lockstep/tensor/ops_update_all.hpp), the same bits.
+  virtual void update_rule_all(std::vector<Tensor>& ws, std::vector<std::vector<Tensor>>& slots,
+                               const std::vector<Tensor>& grads, const Tensor& step_block);
   /// update_rule for a shard whose gradient is `grads` summed in their order (((grads[0] +
   /// grads[1]) + ...): GradientShard::grads) and whose new values also go into `copies`, in one
   /// pass; true if done. The default returns false and the caller sums, updates and copies.

@@ -140,6 +140,7 @@ class StepGraph {
   LaneMeeting* meeting_ = nullptr;  // null: one context
   std::shared_ptr<void> graph_;     // lane 0's graph; another lane's keeps its memory pool
   std::vector<InputCheck> input_checks_;
+  std::vector<std::uint32_t> launches_;  // the kernels captured, by KernelOp: each replay counts them
 };
 
 }  // namespace lockstep

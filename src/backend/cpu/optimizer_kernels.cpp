@@ -105,6 +105,17 @@ void adam_update(ComputeContext& ctx, void* wv, void* mv, void* vv, const void* 
   });
 }
 
+// One variable after another, each as its own update runs (the launches saved are a GPU's).
+void sgd_update_multi(ComputeContext& ctx, const MultiUpdateDesc& d, const StepBlock* step, float mu,
+                      bool nesterov) {
+  for (int j = 0; j < d.count; ++j) sgd_update(ctx, d.w[j], d.m[j], d.g[j], d.n[j], step, mu, nesterov);
+}
+
+void adam_update_multi(ComputeContext& ctx, const MultiUpdateDesc& d, const AdamStep& s,
+                       const StepBlock* step) {
+  for (int j = 0; j < d.count; ++j) adam_update(ctx, d.w[j], d.m[j], d.v[j], d.g[j], d.n[j], s, step);
+}
+
 namespace {
 // The sharded update of replicas that share memory, block by block: the replicas' gradients
 // summed into a block on the stack by combine's own block sum (combine_block.hpp), before the

@@ -61,34 +61,69 @@ __global__ void clip_by_norms_kernel(const F* x, F* y, std::int64_t n, NormClip 
   }
 }
 
+// The rules on one element: the one-variable kernels and the multi-tensor ones share them.
+__device__ __forceinline__ void sgd_at(std::int64_t i, float* w, float* m, const float* g, float lr, float mu,
+                                       bool nesterov) {
+  if (!m) {
+    w[i] -= lr * g[i];
+  } else {
+    const float mi = mu * m[i] - lr * g[i];
+    m[i] = mi;
+    w[i] += nesterov ? mu * mi - lr * g[i] : mi;
+  }
+}
+__device__ __forceinline__ void adam_at(std::int64_t i, float* w, float* m, float* v, const float* g,
+                                        const AdamStep& s, float alpha, float decay) {
+  const float gi = g[i];
+  const float wi = w[i] - w[i] * decay;
+  const float mi = m[i] + (gi - m[i]) * s.one_minus_b1;
+  const float vi = v[i] + (gi * gi - v[i]) * s.one_minus_b2;
+  m[i] = mi;
+  v[i] = vi;
+  w[i] = wi - (mi * alpha) / (sqrtf(vi) + s.epsilon);
+}
+
 __global__ void sgd_kernel(float* w, float* m, const float* g, std::int64_t n, const StepBlock* step,
                            float mu, bool nesterov) {
   if (step->state.skipped) return;  // the same for every thread: the loss scale's check failed
   const float lr = step->scalars.lr;
-  LOCKSTEP_GRID_LOOP(i, n) {
-    if (!m) {
-      w[i] -= lr * g[i];
-    } else {
-      const float mi = mu * m[i] - lr * g[i];
-      m[i] = mi;
-      w[i] += nesterov ? mu * mi - lr * g[i] : mi;
-    }
-  }
+  LOCKSTEP_GRID_LOOP(i, n) sgd_at(i, w, m, g, lr, mu, nesterov);
 }
 
 __global__ void adam_kernel(float* w, float* m, float* v, const float* g, std::int64_t n, AdamStep s,
                             const StepBlock* step) {
   if (step->state.skipped) return;
   const float alpha = step->scalars.alpha, decay = step->scalars.decay;
-  LOCKSTEP_GRID_LOOP(i, n) {
-    const float gi = g[i];
-    const float wi = w[i] - w[i] * decay;
-    const float mi = m[i] + (gi - m[i]) * s.one_minus_b1;
-    const float vi = v[i] + (gi * gi - v[i]) * s.one_minus_b2;
-    m[i] = mi;
-    v[i] = vi;
-    w[i] = wi - (mi * alpha) / (sqrtf(vi) + s.epsilon);
-  }
+  LOCKSTEP_GRID_LOOP(i, n) adam_at(i, w, m, v, g, s, alpha, decay);
+}
+
+// Multi-tensor apply: the grid's row y is variable y of the descriptor (a kernel parameter).
+__global__ void sgd_multi_kernel(MultiUpdateDesc d, const StepBlock* step, float mu, bool nesterov) {
+  if (step->state.skipped) return;
+  const int j = static_cast<int>(blockIdx.y);
+  float* w = static_cast<float*>(d.w[j]);
+  float* m = static_cast<float*>(d.m[j]);
+  const float* g = static_cast<const float*>(d.g[j]);
+  const float lr = step->scalars.lr;
+  LOCKSTEP_GRID_LOOP(i, d.n[j]) sgd_at(i, w, m, g, lr, mu, nesterov);
+}
+
+__global__ void adam_multi_kernel(MultiUpdateDesc d, AdamStep s, const StepBlock* step) {
+  if (step->state.skipped) return;
+  const int j = static_cast<int>(blockIdx.y);
+  float* w = static_cast<float*>(d.w[j]);
+  float* m = static_cast<float*>(d.m[j]);
+  float* v = static_cast<float*>(d.v[j]);
+  const float* g = static_cast<const float*>(d.g[j]);
+  const float alpha = step->scalars.alpha, decay = step->scalars.decay;
+  LOCKSTEP_GRID_LOOP(i, d.n[j]) adam_at(i, w, m, v, g, s, alpha, decay);
+}
+
+// Blocks along x for the largest variable, one row of them per variable.
+dim3 multi_grid(const MultiUpdateDesc& d) {
+  std::int64_t most = 0;
+  for (int j = 0; j < d.count; ++j) most = std::max(most, d.n[j]);
+  return dim3(blocks_for(most), static_cast<unsigned>(d.count));
 }
 
 // One thread: the step's numbers from the count the block holds (step_state.hpp's rule).
@@ -161,6 +196,20 @@ void adam_update(ComputeContext& ctx, void* w, void* m, void* v, const void* g, 
                                                           static_cast<float*>(v), static_cast<const float*>(g), n, s,
                                                           step);
   check_launch("adam_update");
+}
+
+void sgd_update_multi(ComputeContext& ctx, const MultiUpdateDesc& d, const StepBlock* step, float momentum,
+                      bool nesterov) {
+  if (d.count == 0) return;
+  sgd_multi_kernel<<<multi_grid(d), kThreads, 0, stream(ctx)>>>(d, step, momentum, nesterov);
+  check_launch("sgd_update_multi");
+}
+
+void adam_update_multi(ComputeContext& ctx, const MultiUpdateDesc& d, const AdamStep& s,
+                       const StepBlock* step) {
+  if (d.count == 0) return;
+  adam_multi_kernel<<<multi_grid(d), kThreads, 0, stream(ctx)>>>(d, s, step);
+  check_launch("adam_update_multi");
 }
 
 void step_begin(ComputeContext& ctx, const StepRule& rule, StepBlock* block) {

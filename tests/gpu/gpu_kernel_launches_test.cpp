@@ -1,0 +1,142 @@
+// Kernel launches per step on a GPU (lockstep/tensor/kernel_launches.hpp): a replay of a captured
+// step counts the kernels its capture recorded, so a captured train step counts what it runs on
+// the device; the flagship MLP's captured step runs a fixed, small set of kernels (the list is
+// printed: what fusing kernels cuts). CI runs them on emulated GPUs, which count as real ones.
+#include <cstdint>
+#include <cstdio>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backend/kernels.hpp"
+#include "common/random_data.hpp"
+#include "gpu_test_util.hpp"
+#include "lockstep/core/step_state.hpp"
+#include "lockstep/tensor/kernel_launches.hpp"
+#include "lockstep/tensor/ops_update_all.hpp"
+#include "lockstep/tensor/step_capture.hpp"
+#include "tensor/host_copy.hpp"
+
+using namespace lockstep;
+using namespace lockstep::gpu_test;
+using detail::kernel_launches;
+
+TEST(GpuKernelLaunches, AReplayCountsTheKernelsItsCaptureRecorded) {
+  LOCKSTEP_REQUIRE_GPU();
+  const OnGpu0 on;
+  const Tensor a = test::random_uniform({16, 16}, 1).to(on.gpu);
+  (void)relu(matmul(a, a)).to_vector<float>();  // warm-up
+  Tensor out;
+  const std::uint64_t before = kernel_launches(on.gpu), gemms = kernel_launches(on.gpu, "gemm");
+  StepGraph graph(*on.ctx, [&] { out = relu(matmul(a, a)); });
+  const std::uint64_t captured = kernel_launches(on.gpu) - before;
+  EXPECT_GE(captured, 2u);
+  graph.replay();
+  graph.replay();
+  EXPECT_EQ(kernel_launches(on.gpu) - before, 3 * captured) << detail::kernel_launches_by_kernel(on.gpu);
+  EXPECT_EQ(kernel_launches(on.gpu, "gemm") - gemms, 3u);
+}
+
+// Adam over several variables in one launch (ops_update_all.hpp), captured: each replay gives
+// the bits the one-variable updates give eagerly, and counts one launch.
+TEST(GpuKernelLaunches, AdamOverSeveralVariablesReplaysTheOneVariableUpdatesBitsInOneLaunch) {
+  LOCKSTEP_REQUIRE_GPU();
+  const OnGpu0 on;
+  std::vector<Tensor> w, m, v, g, w1, m1, v1;
+  for (std::uint64_t i = 0; i < 3; ++i) {
+    const Shape s{1 + 50 * static_cast<std::int64_t>(i)};
+    w.push_back(test::random_uniform(s, 10 * i + 1).to(on.gpu));
+    m.push_back(test::random_uniform(s, 10 * i + 2, -0.1f, 0.1f).to(on.gpu));
+    v.push_back(test::random_uniform(s, 10 * i + 3, 0.0f, 0.01f).to(on.gpu));
+    g.push_back(test::random_uniform(s, 10 * i + 4).to(on.gpu));
+    w1.push_back(w.back().clone());
+    m1.push_back(m.back().clone());
+    v1.push_back(v.back().clone());
+  }
+  step_state::StepBlock host;
+  host.scalars.alpha = 0.01f;
+  host.scalars.decay = 1e-3f;
+  Tensor block = Tensor::empty({step_state::kStepBlockFloats});
+  block.copy_from_host(&host, sizeof host);
+  const AdamBetas betas{.one_minus_beta_1 = 0.1f, .one_minus_beta_2 = 0.001f, .epsilon = 1e-7f};
+  StepGraph graph(*on.ctx, [&] { adam_update_all_(w, m, v, g, block, betas); });
+  for (int round = 0; round < 3; ++round) {
+    const std::uint64_t multi = kernel_launches(on.gpu, "adam_update_multi");
+    graph.replay();
+    EXPECT_EQ(kernel_launches(on.gpu, "adam_update_multi") - multi, 1u);
+    for (std::size_t i = 0; i < w.size(); ++i) adam_update_(w1[i], m1[i], v1[i], g[i], block, betas);
+    for (std::size_t i = 0; i < w.size(); ++i) {
+      EXPECT_EQ(w[i].to_vector<float>(), w1[i].to_vector<float>()) << "round " << round << " variable " << i;
+      EXPECT_EQ(v[i].to_vector<float>(), v1[i].to_vector<float>()) << "round " << round << " variable " << i;
+    }
+  }
+}
+
+namespace {
+struct Flagship {
+  std::unique_ptr<distribute::OneDeviceStrategy> strategy =
+      std::make_unique<distribute::OneDeviceStrategy>("gpu:0");
+  std::unique_ptr<Sequential> model;
+  Tensor x, y;
+  Flagship() {
+    {
+      auto scope = strategy->scope();
+      set_random_seed(1);
+      model = std::make_unique<Sequential>(std::vector<layers::LayerPtr>{
+          layers::Dense(128, "relu", 784), layers::Dropout(0.2), layers::Dense(10, "softmax")});
+      model->compile(optimizers::Adam(1e-3), losses::SparseCategoricalCrossentropy(), {"accuracy"});
+    }
+    const ComputeScope on(strategy->context(0));
+    x = test::random_uniform({64, 784}, 2).to(Device{DeviceKind::kCuda, 0});
+    std::vector<std::int64_t> labels(64);
+    for (std::size_t i = 0; i < labels.size(); ++i) labels[i] = static_cast<std::int64_t>(i % 10);
+    // As the input path copies them: the host's bytes kept beside, so the labels are checked on
+    // the host and the step can be captured.
+    const Tensor host = Tensor::from_vector(labels, {64}).to(Device{});
+    y = host.to(Device{DeviceKind::kCuda, 0});
+    detail::remember_host_copy(y, host);
+  }
+};
+}  // namespace
+
+// The flagship's train step, captured (jit_compile's default): the same kernels every step.
+TEST(GpuKernelLaunches, TheFlagshipsCapturedTrainStepRunsTheSameKernelsEachStep) {
+  LOCKSTEP_REQUIRE_GPU();
+  Flagship f;
+  const Device gpu{DeviceKind::kCuda, 0};
+  for (int i = 0; i < 3; ++i) (void)f.model->train_step(f.x, f.y);
+  std::uint64_t per_step = 0;
+  const std::uint64_t checks = kernel_launches(gpu, "first_outside");
+  for (int i = 0; i < 3; ++i) {
+    const std::uint64_t before = kernel_launches(gpu);
+    (void)f.model->train_step(f.x, f.y);
+    const std::uint64_t n = kernel_launches(gpu) - before;
+    if (i > 0) {
+      EXPECT_EQ(n, per_step);
+    }
+    per_step = n;
+  }
+  EXPECT_GT(per_step, 10u);
+  EXPECT_EQ(kernel_launches(gpu, "first_outside"), checks)
+      << "not captured: the labels were checked on the device";
+  // The step's kernels by name (what fusing cuts).
+  std::vector<std::uint64_t> before;
+  for (int k = 0; k < static_cast<int>(backend::KernelOp::kCount); ++k)
+    before.push_back(kernel_launches(gpu, backend::kernel_op_name(static_cast<backend::KernelOp>(k))));
+  (void)f.model->train_step(f.x, f.y);
+  std::string list;
+  std::map<std::string, std::uint64_t> step;
+  for (int k = 0; k < static_cast<int>(backend::KernelOp::kCount); ++k) {
+    const char* name = backend::kernel_op_name(static_cast<backend::KernelOp>(k));
+    if (const std::uint64_t n = kernel_launches(gpu, name) - before[static_cast<std::size_t>(k)]) {
+      list += std::string(list.empty() ? "" : ", ") + name + " " + std::to_string(n);
+      step[name] = n;
+    }
+  }
+  // Adam updates the four variables in one launch.
+  EXPECT_EQ(step["adam_update_multi"], 1u) << list;
+  EXPECT_EQ(step["adam_update"], 0u) << list;
+  std::printf("flagship, batch 64: %llu kernels per captured train step: %s\n",
+              static_cast<unsigned long long>(per_step), list.c_str());
+}
