@@ -84,10 +84,7 @@ void Model::take_optimizer(optimizers::OptimizerPtr optimizer, losses::LossPtr l
     optimizer = optimizers::LossScale(std::move(optimizer));
   optimizer_ = std::move(optimizer);
   loss_ = std::move(loss);
-  jit_checked_ = false;
-  step_replays_.reset();  // its graphs update the old optimizer's slots
-  test_jit_.reset();      // new step functions: checked again
-  predict_jit_.reset();
+  reset_step_jits();  // new step functions (the train step's graphs update the old optimizer's slots)
   metrics_.clear();
   metric_outputs_.clear();
   output_losses_.clear();

@@ -1,5 +1,5 @@
 // A model's train step: each replica's forward, loss, gradients and update on its slice
-// (replica_train_step), and one step of the replicas through jit_compile's replays
+// (replica_train_step), and one step of the replicas through jit_compile's StepJit
 // (train_micro_step).
 #include <string>
 
@@ -11,6 +11,7 @@
 #include "lockstep/training/model.hpp"
 #include "distribute/phase_times.hpp"
 #include "training/replica_slices.hpp"
+#include "training/step_jit.hpp"
 
 namespace lockstep {
 namespace phase_times = distribute::phase_times;
@@ -153,19 +154,24 @@ double Model::train_micro_step(const distribute::DistributedBatch& batch, std::i
   ensure_mirrored();
   const std::int64_t n = batch.global_size;
   const std::int64_t step = optimizer_->host_iterations();  // no read: the device counts skipped replays
-  const std::unique_ptr<StepCaptureCheck> capture_check = step_capture_check(use);
-  const bool replayed = step_replays_ && use == GradientUse::kApply && (!held || held->empty());
-  const auto run = [&] {
-    return run_on_slices(strategy_, batch, [&](const data::Element& s, std::int64_t first, ReplicaInterface* rc) {
-      const StepCaptureCheck::OnThisThread watched(capture_check.get());
-      const auto train = [&](const data::Element& in) {
-        return replica_train_step(in, first_example + first, group_examples, step, rc, use, held);
-      };
-      if (replayed) return replay_train_step(s, first_example + first, group_examples, step, rc, train);
-      return train(s);
-    });
+  const std::vector<Variable> vars = trainable_variables();
+  const detail::StepTerms terms{.whole = use == GradientUse::kApply,
+                                .replayable = !held || held->empty(),
+                                .key = std::to_string(first_example) + "/" + std::to_string(group_examples),
+                                .optimizer = vars.empty() ? nullptr : optimizer_.get(),
+                                .step = step,
+                                .like = vars.empty() ? Variable() : vars.front()};
+  const auto train = [&](const data::Element& s, std::int64_t first, ReplicaInterface* rc) {
+    return replica_train_step(s, first_example + first, group_examples, step, rc, use, held);
   };
-  auto parts = replayed ? run_replayed(run) : run();
+  const auto settle = [&](const distribute::PerReplica<ReplicaNumbers>& parts) {
+    if (use == GradientUse::kHoldBack) return;
+    const bool applied = parts[0].gradients_finite;
+    if (auto* loss_scale = dynamic_cast<optimizers::LossScaleOptimizer*>(optimizer_.get()))
+      loss_scale->follow_block_update(applied);  // the blocks moved their scales themselves
+    if (applied) optimizer_->finish_step();
+  };
+  auto parts = step_jit(StepFunction::kTrain)->step(strategy_, batch, jit_compile_, name(), terms, train, settle);
   // Losses and metrics are reduced across replicas before anyone sees them: now, or with the
   // execution's other steps (`pending`).
   const auto merge = [&] {
@@ -178,11 +184,6 @@ double Model::train_micro_step(const distribute::DistributedBatch& batch, std::i
     return batch_loss;
   };
   if (use == GradientUse::kHoldBack) return merge();
-  const bool applied = parts[0].gradients_finite;
-  if (auto* loss_scale = dynamic_cast<optimizers::LossScaleOptimizer*>(optimizer_.get()))
-    loss_scale->follow_block_update(applied);  // the blocks moved their scales themselves
-  if (applied) optimizer_->finish_step();
-  if (capture_check) decide_step_capture(*capture_check);
   // Debug check (MirroredOptions::check_mirrored): every replica's copy of every variable is
   // still bit-identical after the update; throws DistributedError naming the first that drifted.
   if (strategy_ && strategy_->checks_mirrored_each_step()) strategy_->check_mirrored(variables());
