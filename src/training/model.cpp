@@ -279,14 +279,21 @@ void Model::ensure_mirrored() {
   const int local = strategy_->num_local_replicas();
   const Device& device = context_device(*strategy_->contexts().front());
   const std::vector<Variable> vars = variables();
+  bool caught_up = !optimizer_;
+  const auto mirror = [&](Variable& v) {
+    // Replayed steps may have moved the optimizer's count and loss scale on the device alone; its
+    // step blocks, mirrored at the next step, take the host's record: iterations() reads it first.
+    if (!caught_up) (void)optimizer_->iterations();
+    caught_up = true;
+    v.mirror(strategy_->contexts());
+  };
   for (auto v : vars) {
     if (local > 1) {
-      if (v.num_copies() != local) v.mirror(strategy_->contexts());
+      if (v.num_copies() != local) mirror(v);
       continue;
     }
     const Device& at = v.value().device();
-    if (at != device && !(at.kind == DeviceKind::kCpu && device.kind == DeviceKind::kCpu))
-      v.mirror(strategy_->contexts());
+    if (at != device && !(at.kind == DeviceKind::kCpu && device.kind == DeviceKind::kCpu)) mirror(v);
   }
   // Several workers start from the chief's variables (its initial or restored weights): the
   // same seed would give the same ones, but a worker need not have built them alike.
