@@ -157,13 +157,6 @@ void set_step_count_(Tensor& block, std::int64_t iterations) {
   kern("set_step_count", block, backend::KernelOp::kStepSet).step_set(ctx(), block_of(block), iterations);
 }
 
-void finite_check_(const Tensor& x, Tensor& block) {
-  detail::check_float("finite_check", {&x});
-  check_block("finite_check", block, x);
-  kern("finite_check", x, backend::KernelOp::kFiniteCheck)
-      .finite_check(ctx(), x.raw_data(), x.numel(), block_of(block));
-}
-
 void set_loss_scale_(Tensor& block, const loss_scale_math::LossScaleState& state) {
   check_block("loss_scale_set", block, block);
   kern("loss_scale_set", block, backend::KernelOp::kLossScaleSet).loss_scale_set(ctx(), block_of(block), state);

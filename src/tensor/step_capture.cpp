@@ -167,27 +167,59 @@ std::vector<void*> StepGraph::exchange(const std::vector<void*>& to) {
   }
 }
 
+namespace {
+// What each lane hands over at a replay's meeting (StepGraph::replay_lanes).
+struct LaneReplay {
+  ComputeContext* ctx;
+  void* refilled;     // lanes > 0: a fence after this lane's refills
+  bool ready;         // this lane refilled its lane of a graph
+  void* graph;        // lane 0's: that graph, launched
+  const void* token;  // for agree
+  bool launched = false;
+};
+}  // namespace
+
 void StepGraph::replay() {
   detail::note_replayed_launches(ctx_->device(), launches_);
   if (!meeting_) return backend::replay_graph(*ctx_, graph_.get());
-  const backend::DeviceOps& ops = fence_ops(*ctx_);
-  const auto lanes = static_cast<std::size_t>(meeting_->lanes());
+  const bool launched = replay_lanes(*meeting_, lane_, *ctx_, this, nullptr, {});
+  LOCKSTEP_CHECK(launched, "a graph's lanes: lane ", lane_, " replayed a graph another lane did not");
+}
+
+bool StepGraph::replay_lanes(LaneMeeting& meeting, int lane, ComputeContext& ctx, StepGraph* graph, const void* token,
+                             const std::function<bool(const std::vector<const void*>&)>& agree) {
+  const backend::DeviceOps& ops = fence_ops(ctx);
+  const auto lanes = static_cast<std::size_t>(meeting.lanes());
+  LaneReplay mine{&ctx, nullptr, graph != nullptr, graph ? graph->graph_.get() : nullptr, token};
   std::vector<void*> to(lanes, nullptr);
-  if (lane_ > 0) to[0] = ops.record_fence(*ctx_, false);  // after this lane's refills
-  std::vector<void*> from = exchange(to);
-  to.assign(lanes, nullptr);
-  if (lane_ == 0) {
-    try {
-      for (std::size_t j = 1; j < lanes; ++j) ops.wait_fence(*ctx_, from[j]);
-      backend::replay_graph(*ctx_, graph_.get());
-      for (std::size_t j = 1; j < lanes; ++j) to[j] = ops.record_fence(*ctx_, false);
-    } catch (const std::exception& e) {
-      meeting_->abort(lane_, e.what());
-      throw;
+  to[0] = &mine;
+  // Run by the last lane to arrive, while every lane waits inside the meeting: no lane queues
+  // anything on its context meanwhile, so each one's later work is ordered after the graph.
+  const LaneMeeting::Last launch = [&ops, lanes, &agree](const std::vector<std::vector<void*>>& posted) {
+    std::vector<LaneReplay*> at(lanes);
+    std::vector<const void*> tokens(lanes);
+    bool every = true;
+    for (std::size_t i = 0; i < lanes; ++i) {
+      at[i] = static_cast<LaneReplay*>(posted[i][0]);
+      tokens[i] = at[i]->token;
+      every = every && at[i]->ready;
     }
+    const bool go = every && (!agree || agree(tokens));
+    ComputeContext& first = *at[0]->ctx;
+    for (std::size_t j = 1; j < lanes; ++j) ops.wait_fence(go ? first : *at[j]->ctx, at[j]->refilled);
+    if (!go) return;
+    backend::replay_graph(first, at[0]->graph);
+    for (std::size_t j = 1; j < lanes; ++j) ops.wait_fence(*at[j]->ctx, ops.record_fence(first, false));
+    for (LaneReplay* l : at) l->launched = true;
+  };
+  try {
+    if (lane > 0) mine.refilled = ops.record_fence(ctx, false);
+    (void)meeting.exchange(lane, to, launch);
+  } catch (const std::exception& e) {
+    meeting.abort(lane, e.what());
+    throw;
   }
-  from = exchange(to);
-  if (lane_ > 0) ops.wait_fence(*ctx_, from[0]);
+  return mine.launched;
 }
 
 // ---- LaneMeeting ----
@@ -201,7 +233,9 @@ void LaneMeeting::throw_aborted() const {
   throw DistributedError("a graph's lanes stopped meeting: " + aborted_);
 }
 
-std::vector<void*> LaneMeeting::exchange(int lane, const std::vector<void*>& to) {
+std::vector<void*> LaneMeeting::exchange(int lane, const std::vector<void*>& to) { return exchange(lane, to, {}); }
+
+std::vector<void*> LaneMeeting::exchange(int lane, const std::vector<void*>& to, const Last& last) {
   LOCKSTEP_CHECK(lane >= 0 && lane < lanes_ && to.size() == static_cast<std::size_t>(lanes_), "LaneMeeting: lane ",
                  lane, " of ", lanes_, " handed ", to.size(), " values");
   std::unique_lock<std::mutex> lock(mu_);
@@ -211,6 +245,16 @@ std::vector<void*> LaneMeeting::exchange(int lane, const std::vector<void*>& to)
   slot[static_cast<std::size_t>(lane)] = to;
   if (++arrived_ == lanes_) {
     arrived_ = 0;
+    if (last) {
+      try {
+        last(slot);
+      } catch (const std::exception& e) {
+        if (aborted_.empty()) aborted_ = "lane " + std::to_string(lane) + " failed: " + e.what();
+        cv_.notify_all();
+        throw_aborted();
+      }
+    }
+    meetings_.fetch_add(1, std::memory_order_relaxed);
     generation_.fetch_add(1, std::memory_order_release);
     cv_.notify_all();
   } else {

@@ -85,7 +85,9 @@ void TensorBoard::on_train_batch_end(std::int64_t batch, const Logs& logs) {
   const std::int64_t before = batches_;
   batches_ += ran;
   if (batches_ / o_.update_freq.batches == before / o_.update_freq.batches) return;
-  const std::int64_t step = model_->optimizer() ? model_->optimizer()->iterations() : batches_;
+  // The host's count, which reads nothing: exact but where a replayed loss-scaled step was
+  // skipped on the device (counted, as Keras 3's TensorBoard counts every batch).
+  const std::int64_t step = model_->optimizer() ? model_->optimizer()->host_iterations() : batches_;
   for (const auto& [k, v] : logs) train_->add_scalar("batch_" + k, v, step);
 }
 

@@ -43,7 +43,7 @@ Logs Model::evaluate_impl(const data::Dataset& dataset, std::int64_t steps, cons
     ensure_mirrored();
     const std::int64_t rows = x.dim(0);
     const auto parts = jit->step(strategy_, detail::split_batch(strategy_, std::move(xy)), jit_compile_, name(),
-                                 [&](const data::Element& s, ReplicaInterface* rc) {
+                                 [&](const data::Element& s, std::int64_t, ReplicaInterface* rc) {
                                    detail::SliceOutputs outs;
                                    ReplicaNumbers r;
                                    r.loss_sum = slice_loss(s, layers::CallContext{.replica = rc}, outs, r);
@@ -117,7 +117,7 @@ std::vector<Tensor> Model::predict_outputs(const data::Dataset& dataset, const P
     if (!built()) build(Shape(xs[0].shape()));
     ensure_mirrored();
     auto parts = jit->step(strategy_, detail::split_batch(strategy_, std::move(xs)), jit_compile_, name(),
-                           [&](const data::Element& s, ReplicaInterface* rc) {
+                           [&](const data::Element& s, std::int64_t, ReplicaInterface* rc) {
                              const layers::CallContext ctx{.replica = rc};
                              ReplicaNumbers r;
                              if (n_in == 1 && outputs_.size() == 1) {

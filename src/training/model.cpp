@@ -1,3 +1,6 @@
+// The Model class: its structure, compile, calls, metric trackers, and where its variables live.
+// Its train step is train_step.cpp's; the numbers of its steps, merged across replicas, are
+// step_numbers.cpp's; jit_compile's state is jit_compile.cpp's.
 #include "lockstep/training/model.hpp"
 
 #include <cmath>
@@ -5,32 +8,14 @@
 #include <set>
 #include <string>
 
-#include "lockstep/autograd/gradient_tape.hpp"
-#include "lockstep/core/loss_scale_math.hpp"
 #include "lockstep/layers/dtype_policy.hpp"
 #include "lockstep/optimizers/loss_scale_optimizer.hpp"
 #include "lockstep/tensor/compute_context.hpp"
-#include "lockstep/tensor/ops_loss_scale.hpp"
-#include "lockstep/tensor/step_capture.hpp"
 #include "lockstep/training/preprocessing.hpp"
-#include "distribute/phase_times.hpp"
 #include "training/replica_slices.hpp"
 
 namespace lockstep {
-namespace phase_times = distribute::phase_times;
-namespace {
-using detail::ReplicaNumbers;
-using detail::run_on_slices;
-using Outcome = optimizers::Optimizer::StepOutcome;
 
-Tensor as_float(const Tensor& t) { return t.dtype() == DType::kF32 ? t : t.to(DType::kF32); }
-
-void check_same_rows(const Tensor& x, const Tensor& y) {
-  LOCKSTEP_CHECK(x.rank() >= 1 && y.rank() >= 1 && y.dim(0) == x.dim(0), "train_step: x ", x.shape().str(), " and y ",
-                 y.shape().str(), " have different batch sizes");
-}
-
-}  // namespace
 
 std::size_t Structure::index_of(const std::string& name, const char* what) const {
   for (std::size_t i = 0; i < names.size(); ++i)
@@ -42,87 +27,6 @@ std::string Structure::joined() const {
   std::string s;
   for (const auto& n : names) s += (s.empty() ? "" : ", ") + n;
   return s;
-}
-
-namespace {
-// A replica's numbers of one step, flattened: its loss sum and each output's (when the batch
-// had examples), then each metric's state.
-void append_numbers(const ReplicaNumbers& p, std::int64_t examples, std::vector<Tensor>& out) {
-  if (examples) out.push_back(as_float(p.loss_sum).reshape({1}));
-  if (examples)
-    for (const Tensor& t : p.output_loss_sums) out.push_back(as_float(t).reshape({1}));
-  for (const Tensor& t : p.metric_states) out.push_back(as_float(t).reshape({t.numel()}));
-}
-
-// Each replica's numbers packed into one float32 vector and summed over the replicas. On GPUs
-// that is done on the devices (a collective, summing in replica order as Strategy::reduce
-// does), so that the host reads one vector, not one per number, step or GPU; on CPUs and
-// across workers through Strategy::reduce.
-std::vector<float> summed_numbers(distribute::Strategy* strategy, const std::vector<std::vector<Tensor>>& pieces) {
-  const auto pack = [&](std::size_t r) { return pieces[r].size() == 1 ? pieces[r][0] : concat(pieces[r], 0); };
-  Tensor total;
-  if (!strategy) {
-    total = pack(0);
-  } else if (strategy->num_workers() > 1 || pieces[0][0].device().kind == DeviceKind::kCpu) {
-    std::vector<Tensor> packed;
-    for (std::size_t r = 0; r < pieces.size(); ++r) packed.push_back(pack(r));
-    total = strategy->reduce(ReduceOp::kSum, distribute::PerReplica<Tensor>(std::move(packed)));
-  } else {
-    total = strategy->run([&](distribute::ReplicaContext& ctx) {
-      const Tensor mine = pack(static_cast<std::size_t>(ctx.local_replica_id()));
-      return pieces.size() > 1 ? ctx.all_reduce(ReduceOp::kSum, mine) : mine;
-    })[0];
-  }
-  std::vector<float> numbers = total.to_vector<float>();
-  // A collective the watchdog aborted (NCCL: a dead peer, the deadline; nccl_group.cpp) ends
-  // with what it wrote undefined, and the host learns it only from the group: numbers read after
-  // such an abort are not handed on (to logs, callbacks, a checkpoint's decision).
-  if (strategy && strategy->collectives().failed())
-    throw DistributedError("the losses and metrics of this execution were not used: the replicas' collectives failed "
-                           "while they were summed: " + strategy->collectives().failure());
-  return numbers;
-}
-}  // namespace
-
-void Model::merge_replica_numbers(const distribute::PerReplica<ReplicaNumbers>& parts, std::int64_t examples,
-                                  double* mean_loss) {
-  detail::PendingNumbers one;
-  one.steps.push_back({parts, examples});
-  const double loss = merge_numbers(one);
-  if (mean_loss) *mean_loss = loss;
-}
-
-double Model::merge_numbers(detail::PendingNumbers& pending) {
-  // Each replica's numbers of every step travel as one vector, so an execution costs one
-  // cross-replica reduction and one host read, not one per number or step: across workers each
-  // is a collective round trip, on a GPU a wait for the device (element-wise sums, so the
-  // result is what separate reductions gave).
-  const std::size_t replicas = pending.steps.empty() ? 0 : pending.steps.front().parts.size();
-  std::vector<std::vector<Tensor>> pieces(replicas);
-  for (std::size_t r = 0; r < replicas; ++r)
-    for (const auto& step : pending.steps) append_numbers(step.parts[r], step.examples, pieces[r]);
-  // Without a strategy there is nothing to reduce and the numbers are used as they are.
-  const std::vector<float> v = replicas && !pieces[0].empty() ? summed_numbers(strategy_, pieces) : std::vector<float>{};
-  std::size_t at = 0;
-  double batch_loss = 0.0;
-  for (const auto& step : pending.steps) {
-    const ReplicaNumbers& p = step.parts[0];
-    const auto examples = static_cast<double>(step.examples);
-    const double loss_sum = step.examples ? static_cast<double>(v[at++]) : 0.0;
-    if (step.examples)
-      for (std::size_t k = 0; k < p.output_loss_sums.size(); ++k)
-        output_loss_trackers_[k].update(static_cast<double>(v[at++]) / examples, examples);
-    for (std::size_t m = 0; m < metrics_.size(); ++m) {
-      const auto n = static_cast<std::size_t>(p.metric_states[m].numel());
-      std::vector<float> state(v.begin() + static_cast<std::ptrdiff_t>(at), v.begin() + static_cast<std::ptrdiff_t>(at + n));
-      metrics_[m]->merge_state(Tensor::wrap(state.data(), {static_cast<std::int64_t>(n)}, DType::kF32));  // host memory
-      at += n;
-    }
-    batch_loss = step.examples ? loss_sum / examples : 0.0;
-    if (step.examples) loss_tracker_.update(batch_loss, examples);
-  }
-  pending.steps.clear();
-  return batch_loss;
 }
 
 void Model::set_steps_per_execution(std::int64_t n) {
@@ -139,7 +43,7 @@ Tensor Model::input_of(const Tensor& x) const {
   // scales them in one pass (cast_and_scale), the same floats as casting here first; token ids to
   // an Embedding, which checks them on the host where the input path kept their bytes.
   if (!is_floating(x.dtype()) && takes_integer_input(*this)) return x;
-  return as_float(x);
+  return detail::as_float(x);
 }
 
 Tensor Model::as_float32(const Tensor& t) {
@@ -181,10 +85,7 @@ void Model::take_optimizer(optimizers::OptimizerPtr optimizer, losses::LossPtr l
     optimizer = optimizers::LossScale(std::move(optimizer));
   optimizer_ = std::move(optimizer);
   loss_ = std::move(loss);
-  jit_checked_ = false;
-  step_replays_.reset();  // its graphs update the old optimizer's slots
-  test_jit_.reset();      // new step functions: checked again
-  predict_jit_.reset();
+  reset_step_jits();  // new step functions (the train step's graphs update the old optimizer's slots)
   metrics_.clear();
   metric_outputs_.clear();
   output_losses_.clear();
@@ -370,114 +271,6 @@ void Model::check_components(std::size_t components, const char* what, bool targ
                    std::to_string(components));
 }
 
-Tensor Model::slice_loss(const data::Element& s, const layers::CallContext& ctx, detail::SliceOutputs& outs,
-                         ReplicaNumbers& r) const {
-  const std::size_t n_in = inputs_.size();
-  if (n_in == 1 && outputs_.size() == 1) {  // the path every Sequential takes
-    outs.one = forward(input_of(s[0]), ctx);
-    return sum(loss_->per_example(s[1], outs.one.output, outs.one.logits));
-  }
-  std::vector<Tensor> xs;
-  for (std::size_t i = 0; i < n_in; ++i) xs.push_back(input_of(s[i]));
-  outs.many = forward_all(xs, ctx);
-  Tensor total;
-  for (std::size_t k = 0; k < outs.many.size(); ++k) {
-    const Output& o = outs.many[k];
-    const Tensor& y = s[n_in + k];
-    const std::string& out = outputs_.names[k];
-    LOCKSTEP_CHECK(y.rank() >= 1 && y.dim(0) == o.output.dim(0), "model '", name(), "': the target of output '", out,
-                   "' ", y.shape().str(), " does not have the batch size of the output ", o.output.shape().str());
-    const losses::Loss& loss = output_losses_.empty() ? *loss_ : *output_losses_[k].loss;
-    Tensor part;
-    try {
-      part = sum(loss.per_example(y, o.output, o.logits));
-    } catch (const ValueError& e) {
-      throw ValueError("model '" + name() + "', output '" + out + "': " + e.what());
-    }
-    if (output_losses_.empty()) return part;  // several inputs, one output
-    r.output_loss_sums.push_back(part);
-    const double w = output_losses_[k].weight;
-    const Tensor weighted = w == 1.0 ? part : scale(part, static_cast<float>(w));
-    total = total.defined() ? add(total, weighted) : weighted;
-  }
-  return total;
-}
-
-void Model::slice_metric_states(const data::Element& s, const detail::SliceOutputs& outs, ReplicaNumbers& r) const {
-  const std::size_t n_in = inputs_.size();
-  for (std::size_t m = 0; m < metrics_.size(); ++m) {
-    const std::size_t k = metric_outputs_[m];
-    r.metric_states.push_back(metrics_[m]->batch_state(s[n_in + k], outs[k].output));
-  }
-}
-
-detail::ReplicaNumbers Model::replica_train_step(const data::Element& s, std::int64_t first_example,
-                                        std::int64_t global_n, std::int64_t step, ReplicaInterface* replica,
-                                        GradientUse use, distribute::GradientAccumulator* held) {
-  const auto vars = trainable_variables();  // each replica resolves them to its own copies
-  // Dropout reads the step on the device, from this replica's step block (the update's, holding
-  // `step`): the step's launches are then the same every step.
-  const Tensor step_block = vars.empty() ? Tensor() : optimizer_->step_block(step, vars.front());
-  const layers::CallContext ctx{.training = true,
-                                .seed = seed_,
-                                .step = static_cast<std::uint64_t>(step),
-                                .first_example = first_example,
-                                .replica = replica,
-                                .step_block = step_block};
-  const auto* loss_scale = dynamic_cast<const optimizers::LossScaleOptimizer*>(optimizer_.get());
-  detail::SliceOutputs outs;
-  ReplicaNumbers r;
-  std::vector<Tensor> grads;
-  {
-    GradientTape tape;
-    {
-      const phase_times::Scope timed(phase_times::Phase::kForward,
-                                     replica ? replica->replica_id_in_sync_group() : -1);
-      r.loss_sum = slice_loss(s, ctx, outs, r);
-    }
-    const phase_times::Scope timed(phase_times::Phase::kBackward);
-    // Every replica divides by the GLOBAL batch size, so the summed gradients are the mean
-    // over the global batch whatever the split: N replicas compute what one device would.
-    // Under a loss scale the factor is the block's (its scale on the device: the output gradient
-    // of the summed loss, the bits of the loss scaled by it), so that the step reads nothing.
-    const double inverse_n = global_n ? 1.0 / static_cast<double>(global_n) : 0.0;
-    const bool on_device = loss_scale && step_block.defined() && r.loss_sum.dtype() == DType::kF32;
-    const float factor =
-        loss_scale_math::loss_factor(inverse_n, loss_scale && !on_device ? loss_scale->loss_scale() : 1.0);
-    // Each gradient bucket's exchange starts as soon as the backward pass has made its last
-    // gradient final, while the pass goes on (not when gradients are accumulated first).
-    const GradientReadyFn on_ready =
-        replica && use == GradientUse::kApply
-            ? replica->begin_gradient_exchange(vars, optimizer_->elementwise_rule())
-            : GradientReadyFn();
-    grads = on_device ? tape.gradient(r.loss_sum, vars, loss_scale_factor(step_block, inverse_n), on_ready)
-                      : tape.gradient(scale(r.loss_sum, factor), vars, Tensor(), on_ready);
-  }
-  const phase_times::Scope timed(phase_times::Phase::kUpdate);  // metrics and the update
-  slice_metric_states(s, outs, r);
-  if (!replica && held) {  // one device: the group's sums are held by fit
-    if (use == GradientUse::kHoldBack) {
-      held->add(grads, vars);
-      return r;
-    }
-    if (!held->empty()) grads = held->take(grads, vars);
-  }
-  // Summed over the replicas (or held back under no_sync), checked, and applied, sharded over
-  // the replicas where the strategy allows. The sums are identical on every replica, so every
-  // replica makes the same decision about a loss-scaled step's finiteness.
-  const auto apply = [&] { return optimizer_->apply_gradients_in_replica(replica, grads, vars, step); };
-  Outcome done;
-  if (replica) {
-    const auto quiet = dynamic_cast<distribute::ReplicaContext&>(*replica).no_sync(use == GradientUse::kHoldBack);
-    done = apply();
-  } else {
-    done = apply();
-  }
-  if (loss_scale && done != Outcome::kHeldBack) loss_scale->update_scale_in_block(step_block);
-  r.gradients_finite = done != Outcome::kSkipped;
-  return r;
-}
-
 void Model::ensure_mirrored() {
   if (!strategy_) return;
   // A copy of each variable per local replica, on its device. One local replica (alone, or one
@@ -487,14 +280,21 @@ void Model::ensure_mirrored() {
   const int local = strategy_->num_local_replicas();
   const Device& device = context_device(*strategy_->contexts().front());
   const std::vector<Variable> vars = variables();
+  bool caught_up = !optimizer_;
+  const auto mirror = [&](Variable& v) {
+    // Replayed steps may have moved the optimizer's count and loss scale on the device alone; its
+    // step blocks, mirrored at the next step, take the host's record: iterations() reads it first.
+    if (!caught_up) (void)optimizer_->iterations();
+    caught_up = true;
+    v.mirror(strategy_->contexts());
+  };
   for (auto v : vars) {
     if (local > 1) {
-      if (v.num_copies() != local) v.mirror(strategy_->contexts());
+      if (v.num_copies() != local) mirror(v);
       continue;
     }
     const Device& at = v.value().device();
-    if (at != device && !(at.kind == DeviceKind::kCpu && device.kind == DeviceKind::kCpu))
-      v.mirror(strategy_->contexts());
+    if (at != device && !(at.kind == DeviceKind::kCpu && device.kind == DeviceKind::kCpu)) mirror(v);
   }
   // Several workers start from the chief's variables (its initial or restored weights): the
   // same seed would give the same ones, but a worker need not have built them alike.
@@ -518,62 +318,6 @@ void Model::distribute(distribute::Strategy& strategy) {
   if (strategy_ != &strategy) set_jit_compile(jit_compile_);  // other devices: checked again
   strategy_ = &strategy;
   if (built()) ensure_mirrored();
-}
-
-double Model::train_step(const Tensor& x, const Tensor& y) {
-  check_compiled("train_step");
-  check_same_rows(x, y);
-  check_components(2, "train_step");
-  return train_micro_step(detail::split_batch(strategy_, {x, y}), 0, x.rank() >= 1 ? x.dim(0) : 0,
-                          GradientUse::kApply);
-}
-
-double Model::train_micro_step(const distribute::DistributedBatch& batch, std::int64_t first_example,
-                               std::int64_t group_examples, GradientUse use,
-                               distribute::GradientAccumulator* held, detail::PendingNumbers* pending) {
-  check_compiled("train_step");
-  // Tensors are checked here; a batch of rows comes from one table of rows, so its components
-  // agree. Each replica casts its own slice (on its device, after the copy: fewer bytes).
-  if (const data::Element* t = batch.global->tensors())
-    for (std::size_t i = 1; i < t->size(); ++i) check_same_rows((*t)[0], (*t)[i]);
-  if (!built()) build(batch.global->shape(0));
-  ensure_mirrored();
-  const std::int64_t n = batch.global_size;
-  const std::int64_t step = optimizer_->host_iterations();  // no read: the device counts skipped replays
-  const std::unique_ptr<StepCaptureCheck> capture_check = step_capture_check(use);
-  const bool replayed = step_replays_ && use == GradientUse::kApply && (!held || held->empty());
-  const auto run = [&] {
-    return run_on_slices(strategy_, batch, [&](const data::Element& s, std::int64_t first, ReplicaInterface* rc) {
-      const StepCaptureCheck::OnThisThread watched(capture_check.get());
-      const auto train = [&](const data::Element& in) {
-        return replica_train_step(in, first_example + first, group_examples, step, rc, use, held);
-      };
-      if (replayed) return replay_train_step(s, first_example + first, group_examples, step, rc, train);
-      return train(s);
-    });
-  };
-  auto parts = replayed ? run_replayed(run) : run();
-  // Losses and metrics are reduced across replicas before anyone sees them: now, or with the
-  // execution's other steps (`pending`).
-  const auto merge = [&] {
-    if (pending) {
-      pending->steps.push_back({std::move(parts), n});
-      return 0.0;
-    }
-    double batch_loss = 0;
-    merge_replica_numbers(parts, n, &batch_loss);
-    return batch_loss;
-  };
-  if (use == GradientUse::kHoldBack) return merge();
-  const bool applied = parts[0].gradients_finite;
-  if (auto* loss_scale = dynamic_cast<optimizers::LossScaleOptimizer*>(optimizer_.get()))
-    loss_scale->follow_block_update(applied);  // the blocks moved their scales themselves
-  if (applied) optimizer_->finish_step();
-  if (capture_check) decide_step_capture(*capture_check);
-  // Debug check (MirroredOptions::check_mirrored): every replica's copy of every variable is
-  // still bit-identical after the update; throws DistributedError naming the first that drifted.
-  if (strategy_ && strategy_->checks_mirrored_each_step()) strategy_->check_mirrored(variables());
-  return merge();
 }
 
 void Model::check_workers_start_alike(int first_epoch, std::int64_t skip_batches) {

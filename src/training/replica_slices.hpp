@@ -1,6 +1,6 @@
 #pragma once
-// What model.cpp, fit and evaluate/predict share: one replica's numbers, the callback list, and
-// the one path of a batch through the replicas (run_on_slices).
+// What the model's train step, fit and evaluate/predict share: one replica's numbers, the
+// callback list, and the one path of a batch through the replicas (run_on_slices).
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -45,6 +45,9 @@ struct detail::SliceOutputs {
 };
 
 namespace detail {
+
+// t in float32 (copied where it is not): the model's input, its numbers as the host reads them.
+inline Tensor as_float(const Tensor& t) { return t.dtype() == DType::kF32 ? t : t.to(DType::kF32); }
 
 struct CallbackList {
   std::vector<CallbackPtr> cbs;

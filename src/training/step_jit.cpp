@@ -1,4 +1,4 @@
-// jit_compile's decision for evaluate's and predict's steps, and their replays (step_jit.hpp).
+// jit_compile's decision for a model's step functions, and their replays (step_jit.hpp).
 #include "training/step_jit.hpp"
 
 #include <cstdio>
@@ -86,10 +86,15 @@ void StepJit::decide(const StepCaptureCheck& check, JitCompile mode, const Devic
   if (reason_.empty()) replays_ = std::make_unique<StepReplays>(step_, step_lanes(strategy));
 }
 
-ReplicaNumbers StepJit::run(int lane, const data::Element& slice, const StepReplays::Step& step) {
-  if (!replays_) return step(slice);
-  // The step takes no host numbers beside its slice: its signature is the slice's alone.
-  return replays_->run(lane, slice, "", step);
+ReplicaNumbers StepJit::replay(int lane, const data::Element& slice, const StepTerms& terms,
+                               const StepReplays::Step& step) {
+  optimizers::Optimizer* const opt = terms.optimizer;
+  if (opt) opt->set_step_count_before_replay(terms.step, terms.like);
+  ReplicaNumbers r = replays_->run(lane, slice, terms.key, step, [opt] {
+    if (opt) opt->note_discarded_step();
+  });
+  if (opt) opt->note_replayed_step(terms.step);
+  return r;
 }
 
 }  // namespace lockstep::detail

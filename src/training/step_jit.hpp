@@ -1,14 +1,15 @@
 #pragma once
-// jit_compile for evaluate's and predict's steps (Keras' test_function and predict_function):
-// the first step after compile (or set_jit_compile, or distribute) runs eagerly, watched by a
-// StepCaptureCheck; then either every later step is replayed from a graph per input signature
-// (StepReplays, fit's owner of that idea) or all run eagerly, "auto" saying why once on a GPU
-// and true refusing by name. Logical replicas of one GPU capture their steps as one graph (as
-// fit's); replicas on several GPUs or workers run eagerly, said so.
+// jit_compile for a model's step functions (Keras' train_function, test_function and
+// predict_function), one StepJit each: the first whole step after compile (or set_jit_compile,
+// or distribute) runs eagerly, watched by a StepCaptureCheck; then either every later step is
+// replayed from a graph per input signature (StepReplays) or all run eagerly, "auto" saying why
+// once on a GPU and true refusing by name. Logical replicas of one GPU capture their steps as
+// one graph; replicas on several GPUs or workers run eagerly, said so.
 #include <functional>
 #include <memory>
 #include <string>
 
+#include "lockstep/optimizers/optimizer.hpp"
 #include "lockstep/tensor/step_capture.hpp"
 #include "lockstep/training/jit_compile.hpp"
 #include "training/step_replay.hpp"
@@ -32,29 +33,62 @@ std::unique_ptr<StepCaptureCheck> start_capture_check(JitCompile mode, const Dev
 std::string decide_capture(const StepCaptureCheck& check, JitCompile mode, const Device& device,
                            distribute::Strategy* strategy, const std::string& model, const std::string& step);
 
+// How one call of a step function meets jit_compile beside its slices: fit's train step's terms;
+// evaluate's and predict's take the defaults.
+struct StepTerms {
+  /// False: the step is neither checked nor replayed (an accumulation group's held-back batch
+  /// applies nothing: the check waits for a whole step).
+  bool whole = true;
+  /// False: the step runs eagerly where steps are replayed (it adds gradients held on the host).
+  bool replayable = true;
+  /// The host numbers the step takes beside its slice: part of its signature, since a graph
+  /// replays them as captured.
+  std::string key;
+  /// The optimizer whose step `step` this is (null: none), `like` as its step block's. Around a
+  /// replay or capture on each replica's thread: a count the host set between steps is written
+  /// first (a capture would record it as a constant), a replay advances the host's record of the
+  /// count, a discarded capture forgets what it recorded.
+  optimizers::Optimizer* optimizer = nullptr;
+  std::int64_t step = 0;
+  Variable like;
+};
+
 class StepJit {
  public:
-  /// `step`: "test" or "predict", the word the messages use.
+  /// `step`: "train", "test" or "predict", the word the messages use.
   explicit StepJit(std::string step) : step_(std::move(step)) {}
 
-  /// One step of `model` on `batch` through the replicas (run_on_slices): `f(slice, replica)`
-  /// gives a replica's numbers. The first step after a reset is checked and decides; later ones
-  /// are replayed (f then runs once per signature, inside its capture) or run eagerly. Under
-  /// true, ValueError naming the device (before the step) or what blocks capture (after it).
+  /// One step of `model` on `batch` through the replicas (run_on_slices): `f(slice, first_row,
+  /// replica)` gives a replica's numbers. The first whole step after a reset is checked and
+  /// decides; later ones are replayed (f then runs once per signature, inside its capture) or
+  /// run eagerly. `settle(parts)` runs on the host after the replicas, before the checked step
+  /// decides. Under true, ValueError naming the device (before the step) or what blocks capture
+  /// (after it).
+  template <typename F, typename S>
+  distribute::PerReplica<ReplicaNumbers> step(distribute::Strategy* strategy, const distribute::DistributedBatch& batch,
+                                              JitCompile mode, const std::string& model, const StepTerms& terms, F&& f,
+                                              S&& settle) {
+    const Device& device = step_device(strategy);
+    const std::unique_ptr<StepCaptureCheck> watch = terms.whole ? check(mode, device) : nullptr;
+    const bool replayed = replays_ && terms.whole && terms.replayable;
+    const auto run_all = [&] {
+      return run_on_slices(strategy, batch, [&](const data::Element& s, std::int64_t first, ReplicaInterface* rc) {
+        const StepCaptureCheck::OnThisThread watched(watch.get());
+        const auto one = [&](const data::Element& in) { return f(in, first, rc); };
+        return replayed ? replay(lane_of(rc), s, terms, one) : one(s);
+      });
+    };
+    auto parts = replayed ? replays_->run_lanes(run_all, reason_) : run_all();
+    settle(parts);
+    if (watch) decide(*watch, mode, device, strategy, model);
+    return parts;
+  }
+  /// The same for a step that takes no terms and settles nothing (evaluate's, predict's).
   template <typename F>
   distribute::PerReplica<ReplicaNumbers> step(distribute::Strategy* strategy, const distribute::DistributedBatch& batch,
                                               JitCompile mode, const std::string& model, F&& f) {
-    const Device& device = step_device(strategy);
-    const std::unique_ptr<StepCaptureCheck> watch = check(mode, device);
-    const auto run_all = [&] {
-      return run_on_slices(strategy, batch, [&](const data::Element& s, std::int64_t, ReplicaInterface* rc) {
-        const StepCaptureCheck::OnThisThread watched(watch.get());
-        return run(lane_of(rc), s, [&](const data::Element& in) { return f(in, rc); });
-      });
-    };
-    auto parts = replays_ ? replays_->run_lanes(run_all, reason_) : run_all();
-    if (watch) decide(*watch, mode, device, strategy, model);
-    return parts;
+    return step(strategy, batch, mode, model, StepTerms{}, std::forward<F>(f),
+                [](const distribute::PerReplica<ReplicaNumbers>&) {});
   }
   /// Why the steps run eagerly: empty before the check, under off, and while they are replayed.
   const std::string& reason() const { return reason_; }
@@ -68,8 +102,9 @@ class StepJit {
   /// naming it under true).
   void decide(const StepCaptureCheck& check, JitCompile mode, const Device& device, distribute::Strategy* strategy,
               const std::string& model);
-  /// Lane `lane`'s step on `slice`: replayed where decided so, else `step` run on it.
-  ReplicaNumbers run(int lane, const data::Element& slice, const StepReplays::Step& step);
+  /// Lane `lane`'s step on `slice` replayed (captured first for a new signature), with the
+  /// optimizer's count around it (terms).
+  ReplicaNumbers replay(int lane, const data::Element& slice, const StepTerms& terms, const StepReplays::Step& step);
 
   std::string step_;
   bool checked_ = false;

@@ -7,8 +7,9 @@
 // of several steps keeps each step's numbers until it reads them). evaluate's and predict's
 // steps are replayed the same way (step_jit.hpp), predict's outputs copied out too.
 // Logical replicas of one GPU (lanes) capture their steps together into one graph (StepGraph's
-// lanes, forked from lane 0): each lane's thread calls run with its slice; the lanes agree on the
-// graph from all their signatures, and lane 0 launches it.
+// lanes, forked from lane 0): each lane's thread calls run with its slice; a replay is one
+// meeting of the lanes (StepGraph::replay_lanes), which also checks that every lane refilled the
+// graph of the step's joint signature (all their signatures), each guessing it from its own.
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -68,9 +69,15 @@ class StepReplays {
   struct Lane {
     std::map<std::string, Graph> graphs;
     std::string signature;  // this step's, read by the other lanes
+    std::map<std::string, std::string> joint_of;  // this lane's signature: the graph's key it had last
   };
-  /// The graph's key: this lane's signature, or with lanes every lane's (they must agree).
-  std::string joint_signature(int lane, const data::Element& slice, const std::string& key);
+  /// With lanes, the graph's key: every lane's signature of this step.
+  std::string joint_signature() const;
+  /// With lanes: the graph of the joint signature this lane's signature had last, refilled from
+  /// `slice` and replayed in one meeting where every lane guessed that step's graph (its numbers
+  /// into `out`); false on every lane where one did not (nothing replayed).
+  bool replay_guessed(int lane, const data::Element& slice, ReplicaNumbers& out);
+  void refill(Graph& g, const data::Element& slice);
   void fail(const std::string& why);
 
   std::unique_ptr<LaneMeeting> meeting_;

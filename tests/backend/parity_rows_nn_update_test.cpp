@@ -628,28 +628,6 @@ std::vector<Row> nn_update_rows() {
         }));
   }
 
-  // The loss scale's finite check: the block's step marked skipped exactly where an element is
-  // infinite or NaN (every dtype: a float16 gradient's infinity too).
-  const std::pair<const char*, Gen> finite_cases[] = {
-      {"finite", uniform(-3, 3)}, {"nan", with_nan(-3, 3, 40000)}, {"specials", specials()}};
-  for (const auto& [variant, gen] : finite_cases) {
-    rows.push_back(make_row(
-        "finite_check", variant, "finite_check", floats(), {{KernelOp::kFiniteCheck, {}}},
-        {{Shape{67591}, gen, {}}},
-        [](const std::vector<Tensor>& in, DType) {
-          Tensor block = step_block();
-          finite_check_(in[0], block);
-          return std::vector<Tensor>{Tensor::scalar(step_skipped(block) ? 1.0 : 0.0, DType::kF32)};
-        },
-        [](const std::vector<Host>& in, DType) {
-          Expected e(Shape{});
-          bool finite = true;
-          for (double v : in[0].v) finite = finite && std::isfinite(v);
-          e.set(0, finite ? 0.0 : 1.0);
-          return std::vector<Expected>{e};
-        },
-        Match::kExact));
-  }
 
   rows.push_back(scale_and_clip_row("grain", {67591}, uniform(-3, 3), 0.7f, 1.0f));
   rows.push_back(scale_and_clip_row("nonfinite", {16}, specials(), 2.0f, 1.0f));

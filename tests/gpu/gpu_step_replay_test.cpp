@@ -3,6 +3,7 @@
 // updated in place; each step's numbers are its own (copied out of the graph's outputs); past
 // the bound a signature runs eagerly, said once; a capture that fails runs the step eagerly and
 // names why. CI runs them on emulated GPUs.
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <memory>
@@ -169,4 +170,48 @@ TEST(GpuStepReplay, LanesCaptureTogetherAndACaptureThatFailsOnOneLaneFailsTheSte
   EXPECT_EQ(calls[1], 2);
   EXPECT_EQ(discarded.load(), 2);  // no capture the second time
   EXPECT_EQ(failing.graphs(), 0u);
+}
+
+// Lanes meet once a replayed step: each lane replays the graph its signature had last, and that
+// one meeting checks that every lane's is the step's. A lane whose signature changes is found
+// there: the lanes then capture the graph of their new joint signature (and meet for it), and
+// the step after, whose lanes guess different graphs, is replayed from the right one. Every
+// step gives each lane its eager bits.
+TEST(GpuStepReplay, LanesMeetOnceAReplayedStepAndFindANewSignatureInThatMeeting) {
+  LOCKSTEP_REQUIRE_GPU();
+  distribute::MirroredStrategy strategy({.devices = {"gpu:0x2"}});
+  distribute::CollectiveGroup* group = &strategy.collectives();
+  auto meeting = std::make_unique<LaneMeeting>(2, std::chrono::seconds(60), [group] { return group->failed(); });
+  const LaneMeeting& met = *meeting;
+  const Device gpu = Device::parse("gpu:0");
+  detail::StepReplays replays("train", std::move(meeting));
+  std::vector<Toy> replayed(2), eager(2);
+  strategy.run_void([&](distribute::ReplicaContext& rc) {
+    const auto l = static_cast<std::size_t>(rc.local_replica_id());
+    replayed[l].w = test::random_uniform({8, 8}, 1 + l).to(gpu);
+    eager[l].w = replayed[l].w.clone();
+  });
+  // Rows of each lane's slice per step: lane 1's change at the fifth step and back at the sixth.
+  const std::vector<std::array<std::int64_t, 2>> rows{{4, 4}, {4, 4}, {4, 4}, {4, 4}, {4, 3}, {4, 4}, {4, 4}};
+  std::vector<std::uint64_t> meetings;
+  for (std::size_t step = 0; step < rows.size(); ++step) {
+    const std::uint64_t before = met.meetings();
+    replays.begin_step();
+    strategy.run_void([&](distribute::ReplicaContext& rc) {
+      const int l = rc.local_replica_id();
+      const auto i = static_cast<std::size_t>(l);
+      const data::Element slice{test::random_uniform({rows[step][i], 8}, step * 2 + i).to(gpu)};
+      const detail::ReplicaNumbers got =
+          replays.run(l, slice, "k", [&](const data::Element& in) { return replayed[i](in); });
+      const detail::ReplicaNumbers want = eager[i](slice);
+      EXPECT_EQ(host(got.loss_sum), host(want.loss_sum)) << step << " lane " << l;
+      EXPECT_EQ(host(replayed[i].w), host(eager[i].w)) << step << " lane " << l;
+    });
+    meetings.push_back(met.meetings() - before);
+  }
+  // A capture meets three times (the fork, the join, its end), its first replay once, after the
+  // one meeting that found no graph to replay.
+  EXPECT_EQ(meetings, (std::vector<std::uint64_t>{5, 1, 1, 1, 5, 2, 1}));
+  EXPECT_EQ(replays.graphs(), 2u);
+  EXPECT_EQ(replays.failure(), "");
 }

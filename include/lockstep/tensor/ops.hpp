@@ -304,10 +304,6 @@ void step_end_(Tensor& block);
 void set_step_count_(Tensor& block, std::int64_t iterations);
 /// The count: a read from the device (when asked, never per step).
 std::int64_t step_count(const Tensor& block);
-/// The loss scale's finite check of one gradient (a kernel, on x's device, reading nothing
-/// back): an infinite or NaN element marks the block's step skipped, so that the updates leave
-/// the weights and slots untouched and step_end_ does not count it. step_begin_ clears the mark.
-void finite_check_(const Tensor& x, Tensor& block);
 /// Whether the block's step is marked skipped: a read from the device.
 bool step_skipped(const Tensor& block);
 /// Adam/AdamW's constants of every step (the step's alpha and decay are the block's).

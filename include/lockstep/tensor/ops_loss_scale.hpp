@@ -17,8 +17,10 @@ loss_scale_math::LossScaleState loss_scale_state(const Tensor& block);
 /// A float32 scalar on the block's device: loss_factor(inverse_n, the block's scale), the output
 /// gradient of the step's summed loss (the bits of scale(loss, loss_factor(...)) differentiated).
 Tensor loss_scale_factor(const Tensor& block, double inverse_n);
-/// scale(g, unscale_factor(the block's scale)), and finite_check_ of it into the block, in one
-/// pass: the bits of the two.
+/// scale(g, unscale_factor(the block's scale)), and the loss scale's finite check of it in the
+/// same pass (a kernel, reading nothing back): an infinite or NaN element marks the block's step
+/// skipped, so that the updates leave the weights and slots untouched and step_end_ does not
+/// count it. step_begin_ clears the mark.
 Tensor unscale_check(const Tensor& g, Tensor& block);
 /// After the step's checks: the block's scale moved by loss_scale_math::update.
 void update_loss_scale_(Tensor& block, std::int64_t growth_steps);

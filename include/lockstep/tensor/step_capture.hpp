@@ -63,11 +63,18 @@ class LaneMeeting {
   LaneMeeting(int lanes, std::chrono::milliseconds timeout, std::function<bool()> peers_failed = {});
   int lanes() const { return lanes_; }
   std::vector<void*> exchange(int lane, const std::vector<void*>& to);
+  /// exchange, where the last lane to arrive runs `last(posted)` (posted[i]: what lane i handed
+  /// over) before any lane returns; every lane passes the same function. What it throws aborts
+  /// the meeting: every lane throws DistributedError naming it.
+  using Last = std::function<void(const std::vector<std::vector<void*>>& posted)>;
+  std::vector<void*> exchange(int lane, const std::vector<void*>& to, const Last& last);
   /// Lane `lane` failed with `why`: every lane waiting in exchange, now or later, throws
   /// DistributedError naming it.
   void abort(int lane, const std::string& why);
   /// Between steps (no lane inside): forgets an abort and a meeting a failed lane left half met.
   void reset();
+  /// How many meetings every lane completed (tests: a replay costs one).
+  std::uint64_t meetings() const { return meetings_.load(std::memory_order_relaxed); }
 
  private:
   [[noreturn]] void throw_aborted() const;
@@ -78,6 +85,7 @@ class LaneMeeting {
   std::condition_variable cv_;
   int arrived_ = 0;
   std::atomic<std::uint64_t> generation_{0};  // written under mu_; read without it while yielding
+  std::atomic<std::uint64_t> meetings_{0};
   std::vector<std::vector<void*>> posted_[2];  // [generation % 2][lane]: what the lane handed over
   std::string aborted_;
 };
@@ -105,9 +113,17 @@ class StepGraph {
   /// throws aborts the meeting, so that the others do not wait for it.
   StepGraph(ComputeContext& ctx, int lane, LaneMeeting& meeting, const std::function<void()>& work);
   /// Queues one run of the captured work on the context's queue. Lanes: every lane calls it after
-  /// its refills; lane 0 launches the graph once every lane's refills are queued (ordered by
-  /// fences), and every other lane's later work waits for the graph (a fence of lane 0's).
+  /// its refills, and they meet once (replay_lanes, every lane agreeing).
   void replay();
+  /// Lanes, in one meeting: every lane calls it after queueing its refills of `graph` (its lane of
+  /// the graph it would replay; null: none), handing over `token`. The last lane to arrive calls
+  /// agree(every lane's token) (empty: agreed); where that holds and every lane named a graph, it
+  /// launches lane 0's on lane 0's queue after every lane's refills (ordered by fences), makes
+  /// every other lane's queue wait for it (a fence of lane 0's waited for on theirs before they
+  /// return, so that none queues more before), and every lane returns true. Else nothing is
+  /// queued and every lane returns false.
+  static bool replay_lanes(LaneMeeting& meeting, int lane, ComputeContext& ctx, StepGraph* graph, const void* token,
+                           const std::function<bool(const std::vector<const void*>& tokens)>& agree);
   /// Whether the calling thread is queueing work into a capture now (a StepGraph's work runs on
   /// it): its collectives then run on it, at once (a capture records the work of the threads that
   /// queue it, and its memory pool serves them).

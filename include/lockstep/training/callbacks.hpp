@@ -217,7 +217,8 @@ struct TensorBoardOptions {
   std::string log_dir = "logs";
   /// Every this many epochs, a histogram of each variable ("dense/kernel_0", tf.keras' tag).
   int histogram_freq = 0;
-  /// Scalars per epoch, or also "batch_<metric>" every N batches (step: optimizer iterations).
+  /// Scalars per epoch, or also "batch_<metric>" every N batches (step: the optimizer's
+  /// host_iterations(), which reads nothing from a device).
   SaveFreq update_freq;
   /// The model's summary table as text (tag "model_summary", step 0) in log_dir/train.
   bool write_model_summary = true;

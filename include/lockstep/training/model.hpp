@@ -25,14 +25,12 @@
 
 namespace lockstep {
 
-class StepCaptureCheck;  // lockstep/tensor/step_capture.hpp
 namespace detail {
 struct ReplicaNumbers;  // replica_slices.hpp: one replica's loss sum and metric states
 struct SliceOutputs;    // replica_slices.hpp: one replica's outputs
 class FitLoop;         // fit_loop.hpp: the parts of fit
 struct PendingNumbers;  // replica_slices.hpp: the numbers of an execution's steps, merged at its end
-class StepReplays;      // step_replay.hpp: jit_compile's captured train steps
-class StepJit;          // step_jit.hpp: jit_compile for evaluate's and predict's steps
+class StepJit;          // step_jit.hpp: jit_compile for the train, test and predict steps
 }
 
 struct FitOptions {
@@ -131,7 +129,7 @@ class Model {
   JitCompile jit_compile() const { return jit_compile_; }
   /// Why train steps run eagerly under "auto": the device, the checked step's ops (or a failed capture).
   /// Empty before that step, under off, and where fit replays captured steps (step_replay.hpp).
-  const std::string& jit_compile_reason() const { return jit_reason_; }
+  const std::string& jit_compile_reason() const { return jit_compile_reason_for(StepFunction::kTrain); }
   /// The same for evaluate's steps (kTest) or predict's, each checked on its first step; empty
   /// where they are replayed (one replica, every op capturable). kTrain: jit_compile_reason().
   const std::string& jit_compile_reason_for(StepFunction step) const;
@@ -316,21 +314,11 @@ class Model {
   /// one host read for them all. Returns the last step's mean loss; empties `pending`.
   double merge_numbers(detail::PendingNumbers& pending);
   void ensure_mirrored();
-  /// Whether the next train step is jit_compile's check (null: no check); ValueError under true
-  /// on a device that cannot capture, before the step runs.
-  std::unique_ptr<StepCaptureCheck> step_capture_check(GradientUse use) const;
-  /// jit_compile's decision after the checked step (jit_compile.cpp).
-  void decide_step_capture(const StepCaptureCheck& check);
-  /// A train step through step_replays_ (jit_compile.cpp): `train` captured for its signature
-  /// and replayed.
-  detail::ReplicaNumbers replay_train_step(const data::Element& slice, std::int64_t first_example,
-                                           std::int64_t group_examples, std::int64_t step, ReplicaInterface* replica,
-                                           const std::function<detail::ReplicaNumbers(const data::Element&)>& train);
-  /// evaluate's (kTest) or predict's jit_compile state, made on first use (jit_compile.cpp).
+  /// A step function's jit_compile state (train's, evaluate's or predict's), made on first use
+  /// (jit_compile.cpp).
   std::shared_ptr<detail::StepJit> step_jit(StepFunction step);
-  /// `run` (a step's replicas through replay_train_step); where their capture failed, again, eagerly.
-  distribute::PerReplica<detail::ReplicaNumbers> run_replayed(
-      const std::function<distribute::PerReplica<detail::ReplicaNumbers>()>& run);
+  /// Every step function is checked again at its next step (compile, set_jit_compile, distribute).
+  void reset_step_jits();
   /// Under several workers: DistributedError unless every worker resumes at the same point.
   void check_workers_start_alike(int first_epoch, std::int64_t skip_batches);
 
@@ -347,10 +335,7 @@ class Model {
   const distribute::Strategy* synced_workers_ = nullptr;
   FitTiming timing_;
   JitCompile jit_compile_ = JitCompile::kAuto;
-  bool jit_checked_ = false;  // the first train step after compile (or set_jit_compile) was checked
-  std::string jit_reason_;
-  std::shared_ptr<detail::StepReplays> step_replays_;  // where train steps are captured and replayed
-  std::shared_ptr<detail::StepJit> test_jit_, predict_jit_;  // evaluate's and predict's (made by step_jit)
+  std::shared_ptr<detail::StepJit> step_jits_[3];  // by StepFunction (made by step_jit)
   std::int64_t steps_per_execution_ = 1;
   mutable std::atomic<std::uint64_t> training_calls_{0};  // operator()(x, {.training = true}) outside a strategy
 };

@@ -178,12 +178,6 @@ void step_begin(ComputeContext&, const StepRule& rule, StepBlock* block) { step_
 void step_end(ComputeContext&, StepBlock* block) { step_state::end_step(*block); }
 void step_set(ComputeContext&, StepBlock* block, std::int64_t iterations) { step_state::set_step(*block, iterations); }
 
-template <typename F>
-void finite_check(ComputeContext&, const void* xv, std::int64_t n, StepBlock* block) {
-  const F* x = static_cast<const F*>(xv);
-  for (std::int64_t i = 0; i < n; ++i) step_state::mark_not_finite(*block, Elem<F>::load(x[i]));
-}
-
 // The loss scale kept in the block: loss_scale_math.hpp's rule and factors, run here.
 void loss_scale_set(ComputeContext&, StepBlock* block, const LossScaleState& state) { block->loss_scale = state; }
 void loss_scale_factor(ComputeContext&, const StepBlock* block, double inverse_n, float* factor) {
@@ -193,8 +187,8 @@ void loss_scale_update(ComputeContext&, StepBlock* block, std::int64_t growth_st
   step_state::update_loss_scale(*block, growth_steps);
 }
 
-// scale()'s expression (x * factor in float32, stored in x's dtype), then finite_check's on what
-// was stored: the bits of the two ops it fuses.
+// scale()'s expression (x * factor in float32, stored in x's dtype), then the finite check
+// (mark_not_finite) of what was stored.
 template <typename F>
 void unscale_check(ComputeContext&, const void* xv, void* yv, std::int64_t n, StepBlock* block) {
   const float inverse = step_state::unscale_factor(*block);
@@ -210,7 +204,6 @@ LOCKSTEP_INSTANTIATE_KERNEL(Floating, sum_squares)
 LOCKSTEP_INSTANTIATE_KERNEL(Floating, scale_clip)
 LOCKSTEP_INSTANTIATE_KERNEL(Floating, sum_squares_add)
 LOCKSTEP_INSTANTIATE_KERNEL(Floating, clip_by_norms)
-LOCKSTEP_INSTANTIATE_KERNEL(Floating, finite_check)
 LOCKSTEP_INSTANTIATE_KERNEL(Floating, unscale_check)
 
 }  // namespace lockstep::backend::cpu

@@ -131,11 +131,6 @@ __global__ void step_begin_kernel(StepRule rule, StepBlock* block) { step_state:
 __global__ void step_end_kernel(StepBlock* block) { step_state::end_step(*block); }
 __global__ void step_set_kernel(StepBlock* block, std::int64_t iterations) { step_state::set_step(*block, iterations); }
 
-// Every thread that meets an infinite or NaN element stores the same 1: the races write alike.
-template <typename F>
-__global__ void finite_check_kernel(const F* x, std::int64_t n, StepBlock* block) {
-  LOCKSTEP_GRID_LOOP(i, n) step_state::mark_not_finite(*block, Elem<F>::load(x[i]));
-}
 // The loss scale kept in the block: loss_scale_math.hpp's rule and factors, on one thread.
 __global__ void loss_scale_set_kernel(StepBlock* block, LossScaleState state) { block->loss_scale = state; }
 __global__ void loss_scale_factor_kernel(const StepBlock* block, double inverse_n, float* factor) {
@@ -144,7 +139,8 @@ __global__ void loss_scale_factor_kernel(const StepBlock* block, double inverse_
 __global__ void loss_scale_update_kernel(StepBlock* block, std::int64_t growth_steps) {
   step_state::update_loss_scale(*block, growth_steps);
 }
-// scale()'s expression, then finite_check's on what was stored (the CPU kernel's bits).
+// scale()'s expression, then the finite check of what was stored (the CPU kernel's bits): every
+// thread that meets an infinite or NaN element stores the same 1, so the races write alike.
 template <typename F>
 __global__ void unscale_check_kernel(const F* x, F* y, std::int64_t n, StepBlock* block) {
   const float inverse = step_state::unscale_factor(*block);
@@ -227,13 +223,6 @@ void step_set(ComputeContext& ctx, StepBlock* block, std::int64_t iterations) {
   check_launch("step_set");
 }
 
-template <typename F>
-void finite_check(ComputeContext& ctx, const void* x, std::int64_t n, StepBlock* block) {
-  if (n == 0) return;
-  finite_check_kernel<F><<<blocks_for(n), kThreads, 0, stream(ctx)>>>(static_cast<const F*>(x), n, block);
-  check_launch("finite_check");
-}
-
 void loss_scale_set(ComputeContext& ctx, StepBlock* block, const LossScaleState& state) {
   loss_scale_set_kernel<<<1, 1, 0, stream(ctx)>>>(block, state);
   check_launch("loss_scale_set");
@@ -260,7 +249,6 @@ void unscale_check(ComputeContext& ctx, const void* x, void* y, std::int64_t n, 
 LOCKSTEP_INSTANTIATE_KERNEL(Floating, sum_squares)
 LOCKSTEP_INSTANTIATE_KERNEL(Floating, sum_squares_add)
 LOCKSTEP_INSTANTIATE_KERNEL(Floating, clip_by_norms)
-LOCKSTEP_INSTANTIATE_KERNEL(Floating, finite_check)
 LOCKSTEP_INSTANTIATE_KERNEL(Floating, unscale_check)
 
 }  // namespace lockstep::backend::cuda

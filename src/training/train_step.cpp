@@ -1,0 +1,193 @@
+// A model's train step: each replica's forward, loss, gradients and update on its slice
+// (replica_train_step), and one step of the replicas through jit_compile's StepJit
+// (train_micro_step).
+#include <string>
+
+#include "lockstep/autograd/gradient_tape.hpp"
+#include "lockstep/core/loss_scale_math.hpp"
+#include "lockstep/optimizers/loss_scale_optimizer.hpp"
+#include "lockstep/tensor/ops_loss_scale.hpp"
+#include "lockstep/tensor/step_capture.hpp"
+#include "lockstep/training/model.hpp"
+#include "distribute/phase_times.hpp"
+#include "training/replica_slices.hpp"
+#include "training/step_jit.hpp"
+
+namespace lockstep {
+namespace phase_times = distribute::phase_times;
+namespace {
+using detail::ReplicaNumbers;
+using detail::run_on_slices;
+using Outcome = optimizers::Optimizer::StepOutcome;
+
+void check_same_rows(const Tensor& x, const Tensor& y) {
+  LOCKSTEP_CHECK(x.rank() >= 1 && y.rank() >= 1 && y.dim(0) == x.dim(0), "train_step: x ", x.shape().str(), " and y ",
+                 y.shape().str(), " have different batch sizes");
+}
+}  // namespace
+
+Tensor Model::slice_loss(const data::Element& s, const layers::CallContext& ctx, detail::SliceOutputs& outs,
+                         ReplicaNumbers& r) const {
+  const std::size_t n_in = inputs_.size();
+  if (n_in == 1 && outputs_.size() == 1) {  // the path every Sequential takes
+    outs.one = forward(input_of(s[0]), ctx);
+    return sum(loss_->per_example(s[1], outs.one.output, outs.one.logits));
+  }
+  std::vector<Tensor> xs;
+  for (std::size_t i = 0; i < n_in; ++i) xs.push_back(input_of(s[i]));
+  outs.many = forward_all(xs, ctx);
+  Tensor total;
+  for (std::size_t k = 0; k < outs.many.size(); ++k) {
+    const Output& o = outs.many[k];
+    const Tensor& y = s[n_in + k];
+    const std::string& out = outputs_.names[k];
+    LOCKSTEP_CHECK(y.rank() >= 1 && y.dim(0) == o.output.dim(0), "model '", name(), "': the target of output '", out,
+                   "' ", y.shape().str(), " does not have the batch size of the output ", o.output.shape().str());
+    const losses::Loss& loss = output_losses_.empty() ? *loss_ : *output_losses_[k].loss;
+    Tensor part;
+    try {
+      part = sum(loss.per_example(y, o.output, o.logits));
+    } catch (const ValueError& e) {
+      throw ValueError("model '" + name() + "', output '" + out + "': " + e.what());
+    }
+    if (output_losses_.empty()) return part;  // several inputs, one output
+    r.output_loss_sums.push_back(part);
+    const double w = output_losses_[k].weight;
+    const Tensor weighted = w == 1.0 ? part : scale(part, static_cast<float>(w));
+    total = total.defined() ? add(total, weighted) : weighted;
+  }
+  return total;
+}
+
+void Model::slice_metric_states(const data::Element& s, const detail::SliceOutputs& outs, ReplicaNumbers& r) const {
+  const std::size_t n_in = inputs_.size();
+  for (std::size_t m = 0; m < metrics_.size(); ++m) {
+    const std::size_t k = metric_outputs_[m];
+    r.metric_states.push_back(metrics_[m]->batch_state(s[n_in + k], outs[k].output));
+  }
+}
+
+detail::ReplicaNumbers Model::replica_train_step(const data::Element& s, std::int64_t first_example,
+                                        std::int64_t global_n, std::int64_t step, ReplicaInterface* replica,
+                                        GradientUse use, distribute::GradientAccumulator* held) {
+  const auto vars = trainable_variables();  // each replica resolves them to its own copies
+  // Dropout reads the step on the device, from this replica's step block (the update's, holding
+  // `step`): the step's launches are then the same every step.
+  const Tensor step_block = vars.empty() ? Tensor() : optimizer_->step_block(step, vars.front());
+  const layers::CallContext ctx{.training = true,
+                                .seed = seed_,
+                                .step = static_cast<std::uint64_t>(step),
+                                .first_example = first_example,
+                                .replica = replica,
+                                .step_block = step_block};
+  const auto* loss_scale = dynamic_cast<const optimizers::LossScaleOptimizer*>(optimizer_.get());
+  detail::SliceOutputs outs;
+  ReplicaNumbers r;
+  std::vector<Tensor> grads;
+  {
+    GradientTape tape;
+    {
+      const phase_times::Scope timed(phase_times::Phase::kForward,
+                                     replica ? replica->replica_id_in_sync_group() : -1);
+      r.loss_sum = slice_loss(s, ctx, outs, r);
+    }
+    const phase_times::Scope timed(phase_times::Phase::kBackward);
+    // Every replica divides by the GLOBAL batch size, so the summed gradients are the mean
+    // over the global batch whatever the split: N replicas compute what one device would.
+    // Under a loss scale the factor is the block's (its scale on the device: the output gradient
+    // of the summed loss, the bits of the loss scaled by it), so that the step reads nothing.
+    const double inverse_n = global_n ? 1.0 / static_cast<double>(global_n) : 0.0;
+    const bool on_device = loss_scale && step_block.defined() && r.loss_sum.dtype() == DType::kF32;
+    const float factor =
+        loss_scale_math::loss_factor(inverse_n, loss_scale && !on_device ? loss_scale->loss_scale() : 1.0);
+    // Each gradient bucket's exchange starts as soon as the backward pass has made its last
+    // gradient final, while the pass goes on (not when gradients are accumulated first).
+    const GradientReadyFn on_ready =
+        replica && use == GradientUse::kApply
+            ? replica->begin_gradient_exchange(vars, optimizer_->elementwise_rule())
+            : GradientReadyFn();
+    grads = on_device ? tape.gradient(r.loss_sum, vars, loss_scale_factor(step_block, inverse_n), on_ready)
+                      : tape.gradient(scale(r.loss_sum, factor), vars, Tensor(), on_ready);
+  }
+  const phase_times::Scope timed(phase_times::Phase::kUpdate);  // metrics and the update
+  slice_metric_states(s, outs, r);
+  if (!replica && held) {  // one device: the group's sums are held by fit
+    if (use == GradientUse::kHoldBack) {
+      held->add(grads, vars);
+      return r;
+    }
+    if (!held->empty()) grads = held->take(grads, vars);
+  }
+  // Summed over the replicas (or held back under no_sync), checked, and applied, sharded over
+  // the replicas where the strategy allows. The sums are identical on every replica, so every
+  // replica makes the same decision about a loss-scaled step's finiteness.
+  const auto apply = [&] { return optimizer_->apply_gradients_in_replica(replica, grads, vars, step); };
+  Outcome done;
+  if (replica) {
+    const auto quiet = dynamic_cast<distribute::ReplicaContext&>(*replica).no_sync(use == GradientUse::kHoldBack);
+    done = apply();
+  } else {
+    done = apply();
+  }
+  if (loss_scale && done != Outcome::kHeldBack) loss_scale->update_scale_in_block(step_block);
+  r.gradients_finite = done != Outcome::kSkipped;
+  return r;
+}
+
+double Model::train_step(const Tensor& x, const Tensor& y) {
+  check_compiled("train_step");
+  check_same_rows(x, y);
+  check_components(2, "train_step");
+  return train_micro_step(detail::split_batch(strategy_, {x, y}), 0, x.rank() >= 1 ? x.dim(0) : 0,
+                          GradientUse::kApply);
+}
+
+double Model::train_micro_step(const distribute::DistributedBatch& batch, std::int64_t first_example,
+                               std::int64_t group_examples, GradientUse use,
+                               distribute::GradientAccumulator* held, detail::PendingNumbers* pending) {
+  check_compiled("train_step");
+  // Tensors are checked here; a batch of rows comes from one table of rows, so its components
+  // agree. Each replica casts its own slice (on its device, after the copy: fewer bytes).
+  if (const data::Element* t = batch.global->tensors())
+    for (std::size_t i = 1; i < t->size(); ++i) check_same_rows((*t)[0], (*t)[i]);
+  if (!built()) build(batch.global->shape(0));
+  ensure_mirrored();
+  const std::int64_t n = batch.global_size;
+  const std::int64_t step = optimizer_->host_iterations();  // no read: the device counts skipped replays
+  const std::vector<Variable> vars = trainable_variables();
+  const detail::StepTerms terms{.whole = use == GradientUse::kApply,
+                                .replayable = !held || held->empty(),
+                                .key = std::to_string(first_example) + "/" + std::to_string(group_examples),
+                                .optimizer = vars.empty() ? nullptr : optimizer_.get(),
+                                .step = step,
+                                .like = vars.empty() ? Variable() : vars.front()};
+  const auto train = [&](const data::Element& s, std::int64_t first, ReplicaInterface* rc) {
+    return replica_train_step(s, first_example + first, group_examples, step, rc, use, held);
+  };
+  const auto settle = [&](const distribute::PerReplica<ReplicaNumbers>& parts) {
+    if (use == GradientUse::kHoldBack) return;
+    const bool applied = parts[0].gradients_finite;
+    if (auto* loss_scale = dynamic_cast<optimizers::LossScaleOptimizer*>(optimizer_.get()))
+      loss_scale->follow_block_update(applied);  // the blocks moved their scales themselves
+    if (applied) optimizer_->finish_step();
+  };
+  auto parts = step_jit(StepFunction::kTrain)->step(strategy_, batch, jit_compile_, name(), terms, train, settle);
+  // Losses and metrics are reduced across replicas before anyone sees them: now, or with the
+  // execution's other steps (`pending`).
+  const auto merge = [&] {
+    if (pending) {
+      pending->steps.push_back({std::move(parts), n});
+      return 0.0;
+    }
+    double batch_loss = 0;
+    merge_replica_numbers(parts, n, &batch_loss);
+    return batch_loss;
+  };
+  if (use == GradientUse::kHoldBack) return merge();
+  // Debug check (MirroredOptions::check_mirrored): every replica's copy of every variable is
+  // still bit-identical after the update; throws DistributedError naming the first that drifted.
+  if (strategy_ && strategy_->checks_mirrored_each_step()) strategy_->check_mirrored(variables());
+  return merge();
+}
+
+}  // namespace lockstep
