@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "backend/context.hpp"
+#include "data/worker.hpp"
 #include "lockstep/data/thread_budget.hpp"
 #include "lockstep/distribute/strategy.hpp"
 #include "lockstep/tensor/compute_context.hpp"
@@ -107,13 +108,14 @@ void GlobalBatch::reserve_upload(int slot, std::int64_t begin, std::int64_t end)
     dtypes.push_back(t.dtype());
   }
   up->emplace(Upload{begin, end, DeviceUpload(std::move(shapes), std::move(dtypes))});
+  if (rows_ && gather_on_worker_) (*up)->host = data::detail::gather_stored_ahead(*rows_, begin, end);
 }
 
 void GlobalBatch::start_upload(int slot) const {
   auto* up = slot_of(uploads_, slot);
   if (!up || !*up) return;
   data::Element host;
-  if (rows_) host = rows_->gather_stored((*up)->begin, (*up)->end);
+  if (rows_) host = (*up)->host.valid() ? (*up)->host.get() : rows_->gather_stored((*up)->begin, (*up)->end);
   for (const Tensor& t : tensors_) host.push_back(t.slice((*up)->begin, (*up)->end));
   (*up)->copy.start(host);
 }
@@ -253,7 +255,7 @@ std::optional<Strategy::DistributedIterator::Batch> Strategy::DistributedIterato
 std::shared_ptr<const GlobalBatch> Strategy::DistributedIterator::read(bool ahead) {
   if (rows_) {
     auto b = rows_->next();
-    return b ? std::make_shared<const GlobalBatch>(std::move(*b)) : nullptr;
+    return b ? std::make_shared<const GlobalBatch>(std::move(*b), o_.gather_on_worker) : nullptr;
   }
   // Elements are read ahead only to copy them to GPUs (where the replicas' threads only queue
   // work): elsewhere reading one ahead would wait for the pipeline for nothing.
