@@ -128,31 +128,34 @@ TEST(GpuInput, RowsAreGatheredAsStoredInHostMemoryWhateverTheThreadComputesOn) {
 
 // The rows of an upload ahead, gathered by the input worker or by the replica's thread: the
 // same bytes on the device, and a range outside the batch is the same error, raised where the
-// replica starts the copy.
+// replica starts the copy. A slice of 12,000 rows of 28 bytes: over the size the worker takes.
 TEST(GpuInput, AnUploadAheadGathersTheSameRowsOnTheInputWorkerOrTheReplicasThread) {
   LOCKSTEP_REQUIRE_GPU();
-  const Pixels d = make_pixels(8);
-  auto rows = data::Dataset::from_tensor_slices(d.x, d.y).cast_and_scale(kScale).shuffle(8, 4).batch(8)
+  const std::int64_t n = 16384;
+  const Pixels d = make_pixels(n);
+  auto rows = data::Dataset::from_tensor_slices(d.x, d.y).cast_and_scale(kScale).shuffle(n, 4).batch(n)
                   .make_row_batch_iterator();
   ASSERT_TRUE(rows);
   const auto b = rows->next();
   ASSERT_TRUE(b);
-  const std::vector<float> want = cast_and_scale(b->gather_stored(2, 6)[0], kScale).to_vector<float>();
+  const std::vector<float> want = cast_and_scale(b->gather_stored(2, 12002)[0], kScale).to_vector<float>();
+  const std::vector<std::int64_t> labels = b->gather_stored(2, 12002)[1].to_vector<std::int64_t>();
   const auto ctx = make_compute_context(kGpu0);
   ComputeScope scope(*ctx);
   for (bool on_worker : {true, false}) {
     SCOPED_TRACE(on_worker ? "input worker" : "replica's thread");
     const GlobalBatch global(*b, on_worker);
     global.make_slots(1);
-    global.reserve_upload(0, 2, 6);
+    global.reserve_upload(0, 2, 12002);
     global.start_upload(0);
     ASSERT_TRUE(global.uploaded(0));
-    const data::Element got = global.part(2, 6, 0);
+    const data::Element got = global.part(2, 12002, 0);
     EXPECT_EQ(got[0].device().kind, DeviceKind::kCuda);
     EXPECT_EQ(got[0].to_vector<float>(), want);
-    global.reserve_upload(0, 5, 9);
+    EXPECT_EQ(got[1].to_vector<std::int64_t>(), labels);
+    global.reserve_upload(0, 5, n + 1);
     const std::string err = message_of([&] { global.start_upload(0); });
-    EXPECT_TRUE(has(err, "RowBatch::gather_stored: rows [5, 9) are outside the batch of 8")) << err;
+    EXPECT_TRUE(has(err, "RowBatch::gather_stored: rows [5, 16385) are outside the batch of 16384")) << err;
   }
 }
 
