@@ -17,11 +17,13 @@
 // are medians over the rounds of per-round differences and ratios against the same round's bare
 // segment on the same device, with their range.
 //
-//   fit_host_cost [--model tiny|flagship] [--batch G] [--steps N] [--rounds K] [--only S]
+//   fit_host_cost [--model tiny|flagship] [--batch G] [--steps N] [--rounds K] [--only S] [--gather-ahead 0|1]
 //     defaults: tiny (Dense(10, softmax) on the 784 pixels: the host's share is largest), batch
 //     64, 2000 steps per segment, 9 rounds. gpu:0 is left out where no GPU (real or emulated) is.
 //     --only S runs segment S alone, K times, and prints nothing else (for a profiler: perf record):
-//     0-2 the CPU's bare, fit/1, fit/8; 3-5 gpu:0's.
+//     0-2 the CPU's bare, fit/1, fit/8; 3-5 gpu:0's. --gather-ahead 0: gpu:0's fit segments run
+//     with FitOptions::gather_ahead false (the replica's thread gathers each next batch itself;
+//     interleave runs with 0 and 1 to compare).
 #include <sys/resource.h>
 #include <time.h>
 
@@ -73,7 +75,8 @@ std::string machine() {
 }
 
 int usage() {
-  std::fprintf(stderr, "usage: fit_host_cost [--model tiny|flagship] [--batch G] [--steps N] [--rounds K] [--only S]\n");
+  std::fprintf(stderr, "usage: fit_host_cost [--model tiny|flagship] [--batch G] [--steps N] [--rounds K] [--only S] "
+                       "[--gather-ahead 0|1]\n");
   return 2;
 }
 
@@ -163,6 +166,7 @@ std::string range(const std::vector<double>& v, const char* format) {
 
 int main(int argc, char** argv) try {
   int steps = 2000, rounds = 9, only = -1;
+  bool gpu_gather_ahead = true;
   std::int64_t batch = 64;
   std::string model_name = "tiny";
   for (int i = 1; i < argc; i += 2) {
@@ -174,6 +178,7 @@ int main(int argc, char** argv) try {
     else if (flag == "--steps") steps = std::atoi(value.c_str());
     else if (flag == "--rounds") rounds = std::atoi(value.c_str());
     else if (flag == "--only") only = std::atoi(value.c_str());
+    else if (flag == "--gather-ahead") gpu_gather_ahead = value != "0";
     else return usage();
   }
   if ((model_name != "tiny" && model_name != "flagship") || batch < 1 || steps < 40 || rounds < 1) return usage();
@@ -216,6 +221,7 @@ int main(int argc, char** argv) try {
     s.model->set_steps_per_execution(per_execution);
     const auto marks = std::make_shared<Marks>(warmup);
     FitOptions o{.epochs = 1, .steps_per_epoch = steps, .verbose = 0};
+    o.gather_ahead = gpu_gather_ahead || s.name == "cpu";
     o.callbacks = {std::make_shared<TerminateOnNaN>(), marks};
     s.model->fit(dataset, o);
     return marks->per_step();

@@ -1,6 +1,9 @@
 #include "data/worker.hpp"
 #include "core/thread_signals.hpp"
 
+#include <condition_variable>
+#include <deque>
+#include <mutex>
 #include <string>
 
 namespace lockstep::data {
@@ -27,6 +30,36 @@ std::thread start_pipeline_thread(std::function<void()> body) {
     ComputeScope scope(input_context());
     body();
   });
+}
+
+void run_on_input_worker(std::function<void()> job) {
+  struct Worker {
+    std::mutex mu;
+    std::condition_variable ready;
+    std::deque<std::function<void()>> jobs;
+  };
+  // Leaked on purpose, its thread detached: a job may be queued until the process exits.
+  static Worker* w = [] {
+    auto* worker = new Worker;
+    start_pipeline_thread([worker] {
+      for (;;) {
+        std::function<void()> next;
+        {
+          std::unique_lock<std::mutex> lock(worker->mu);
+          worker->ready.wait(lock, [worker] { return !worker->jobs.empty(); });
+          next = std::move(worker->jobs.front());
+          worker->jobs.pop_front();
+        }
+        next();
+      }
+    }).detach();
+    return worker;
+  }();
+  {
+    std::lock_guard<std::mutex> lock(w->mu);
+    w->jobs.push_back(std::move(job));
+  }
+  w->ready.notify_one();
 }
 
 std::exception_ptr function_error(const char* transformation, std::int64_t element_index) {

@@ -3,9 +3,11 @@
 // function's exception becomes a FunctionError.
 #include <exception>
 #include <functional>
+#include <future>
 #include <thread>
 
 #include "lockstep/tensor/compute_context.hpp"
+#include "lockstep/data/dataset_node.hpp"
 #include "lockstep/data/function_error.hpp"
 
 namespace lockstep::data::detail {
@@ -17,6 +19,15 @@ ComputeContext& input_context();
 
 /// A thread running `body` with input_context() current.
 std::thread start_pipeline_thread(std::function<void()> body);
+
+/// Runs `job` on the input worker: one pipeline thread of the process, started on first use,
+/// that runs the jobs in the order given. A job must not throw.
+void run_on_input_worker(std::function<void()> job);
+
+/// batch.gather_stored(begin, end) on the input worker, ahead of its use and off the calling
+/// thread: a replica on a GPU has its next slice gathered while it queues a step. get() waits
+/// for the rows, and throws what the gather threw.
+std::future<Element> gather_stored_ahead(const RowBatch& batch, std::int64_t begin, std::int64_t end);
 
 /// Call inside a catch block around a user function: the exception to report, a FunctionError
 /// naming `transformation` and `element_index` (an exception that already is one, from a

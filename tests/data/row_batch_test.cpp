@@ -2,10 +2,13 @@
 // replicas to gather their own slices); gathered, they are exactly batch()'s elements.
 #include <gtest/gtest.h>
 
+#include <future>
+#include <string>
 #include <vector>
 
 #include "backend/context.hpp"
 #include "common/error_message.hpp"
+#include "data/worker.hpp"
 #include "lockstep/data/dataset.hpp"
 #include "lockstep/data/input_context.hpp"
 #include "lockstep/tensor/ops.hpp"
@@ -144,6 +147,33 @@ TEST(RowBatches, ASecondGatherAheadOnABusyPoolAndAnUntakenOneAreSafe) {
   ctx.pool().parallel_for(3, 1, [](std::int64_t, std::int64_t) {});
   expect_same(again.take(), b->gather(0, 12), 1);
   EXPECT_THROW((void)b->gather_ahead(5, 13), ValueError);
+}
+
+// Gathered as stored on the input worker (what a replica on a GPU copies to its device): the
+// rows gather_stored gives, in whatever order the futures are read; a range outside the batch
+// is gather_stored's error, at get(); a future dropped unread leaves the batch usable.
+TEST(RowBatches, GatheredAsStoredOnTheInputWorkerTheyAreTheStoredRows) {
+  auto rows = Dataset::from_tensor_slices(features(40, 3000), labels(40)).shuffle(40, 3).batch(16)
+                  .make_row_batch_iterator();
+  ASSERT_NE(rows, nullptr);
+  int count = 0;
+  while (auto b = rows->next()) {
+    std::vector<std::future<Element>> ahead;
+    for (int k = 0; k < 3; ++k) {
+      const auto [begin, end] = data::replica_rows(b->size(), 3, k);
+      ahead.push_back(data::detail::gather_stored_ahead(*b, begin, end));
+    }
+    (void)data::detail::gather_stored_ahead(*b, 0, b->size());  // dropped unread
+    for (int k = 2; k >= 0; --k) {
+      const auto [begin, end] = data::replica_rows(b->size(), 3, k);
+      expect_same(ahead[static_cast<std::size_t>(k)].get(), b->gather_stored(begin, end), count);
+    }
+    auto outside = data::detail::gather_stored_ahead(*b, 5, b->size() + 1);
+    EXPECT_VALUE_ERROR(outside.get(), "RowBatch::gather_stored: rows [5, " + std::to_string(b->size() + 1) +
+                                          ") are outside the batch of " + std::to_string(b->size()));
+    ++count;
+  }
+  EXPECT_EQ(count, 3);
 }
 
 namespace {

@@ -43,7 +43,7 @@ Pixels make_pixels(std::int64_t n) {
 // fit on `devices` for two epochs of 64-example batches; the pixels reach the model cast and
 // scaled by the pipeline (cast on the device, from the bytes) or as floats scaled beforehand.
 std::vector<std::vector<float>> fit_weights(const std::vector<std::string>& devices, bool pipeline_casts,
-                                            bool prefetch) {
+                                            bool prefetch, bool gather_ahead = true) {
   const Pixels d = make_pixels(600);
   MirroredStrategy strategy({.devices = devices});
   std::unique_ptr<Sequential> model;
@@ -58,7 +58,7 @@ std::vector<std::vector<float>> fit_weights(const std::vector<std::string>& devi
                                    ? data::Dataset::from_tensor_slices(d.x, d.y).cast_and_scale(kScale)
                                    : data::Dataset::from_tensor_slices(cast_and_scale(d.x, kScale), d.y);
   // 600 = 9 batches of 64 and one of 24, split over the replicas.
-  model->fit(source.shuffle(600, 3).batch(64), {.epochs = 2, .verbose = 0, .prefetch_to_device = prefetch});
+  model->fit(source.shuffle(600, 3).batch(64), {.epochs = 2, .verbose = 0, .gather_ahead = gather_ahead, .prefetch_to_device = prefetch});
   std::vector<std::vector<float>> w;
   for (const auto& v : model->variables()) w.push_back(v.value().to_vector<float>());
   return w;
@@ -72,6 +72,8 @@ TEST(GpuInput, PixelsCastOnTheDeviceTrainTheSameWeightsAsFloatsFromTheHost) {
     SCOPED_TRACE(devices.back());
     const auto floats = fit_weights(devices, false, true);
     EXPECT_EQ(fit_weights(devices, true, true), floats) << "bytes cast on the device, copied ahead";
+    EXPECT_EQ(fit_weights(devices, true, true, false), floats)
+        << "bytes cast on the device, copied ahead, gathered by the replicas (not the input worker)";
     EXPECT_EQ(fit_weights(devices, true, false), floats) << "bytes cast on the device, copied in order";
   }
 }
@@ -122,6 +124,39 @@ TEST(GpuInput, RowsAreGatheredAsStoredInHostMemoryWhateverTheThreadComputesOn) {
   EXPECT_EQ(stored[0].device().kind, DeviceKind::kCpu);
   EXPECT_EQ(stored[0].shape(), Shape({4, 20}));
   EXPECT_EQ(stored[0].to_vector<std::uint8_t>(), d.x.slice(2, 6).to_vector<std::uint8_t>());
+}
+
+// The rows of an upload ahead, gathered by the input worker or by the replica's thread: the
+// same bytes on the device, and a range outside the batch is the same error, raised where the
+// replica starts the copy. A slice of 12,000 rows of 28 bytes: over the size the worker takes.
+TEST(GpuInput, AnUploadAheadGathersTheSameRowsOnTheInputWorkerOrTheReplicasThread) {
+  LOCKSTEP_REQUIRE_GPU();
+  const std::int64_t n = 16384;
+  const Pixels d = make_pixels(n);
+  auto rows = data::Dataset::from_tensor_slices(d.x, d.y).cast_and_scale(kScale).shuffle(n, 4).batch(n)
+                  .make_row_batch_iterator();
+  ASSERT_TRUE(rows);
+  const auto b = rows->next();
+  ASSERT_TRUE(b);
+  const std::vector<float> want = cast_and_scale(b->gather_stored(2, 12002)[0], kScale).to_vector<float>();
+  const std::vector<std::int64_t> labels = b->gather_stored(2, 12002)[1].to_vector<std::int64_t>();
+  const auto ctx = make_compute_context(kGpu0);
+  ComputeScope scope(*ctx);
+  for (bool on_worker : {true, false}) {
+    SCOPED_TRACE(on_worker ? "input worker" : "replica's thread");
+    const GlobalBatch global(*b, on_worker);
+    global.make_slots(1);
+    global.reserve_upload(0, 2, 12002);
+    global.start_upload(0);
+    ASSERT_TRUE(global.uploaded(0));
+    const data::Element got = global.part(2, 12002, 0);
+    EXPECT_EQ(got[0].device().kind, DeviceKind::kCuda);
+    EXPECT_EQ(got[0].to_vector<float>(), want);
+    EXPECT_EQ(got[1].to_vector<std::int64_t>(), labels);
+    global.reserve_upload(0, 5, n + 1);
+    const std::string err = message_of([&] { global.start_upload(0); });
+    EXPECT_TRUE(has(err, "RowBatch::gather_stored: rows [5, 16385) are outside the batch of 16384")) << err;
+  }
 }
 
 TEST(GpuInput, AnUploadIntoBuffersTakesThemAndNamesABatchThatDoesNotFit) {

@@ -9,11 +9,13 @@
 //   while they would wait between ops;
 // - on a GPU it copies it to the device beside the step (TF's prefetch_to_device): memory is
 //   reserved before the step is queued and the copy started after (reserve_upload,
-//   start_upload), so that it runs on the copy stream while the step computes. Rows travel as
+//   start_upload), so that it runs on the copy stream while the step computes; the input
+//   worker gathers the rows meanwhile, off the replica's thread. Rows travel as
 //   their source tensors store them (uint8 pixels: a quarter of the floats' bytes) and the
 //   pipeline's cast_and_scale is done on the device when the step takes them, same rule, same bits.
 // fit and custom loops (strategy.run(fn, batch)) read their input this one way.
 #include <cstdint>
+#include <future>
 #include <memory>
 #include <optional>
 #include <vector>
@@ -28,7 +30,10 @@ namespace lockstep::distribute {
 class GlobalBatch {
  public:
   explicit GlobalBatch(data::Element tensors) : tensors_(std::move(tensors)) {}
-  explicit GlobalBatch(data::RowBatch rows) : rows_(std::move(rows)) {}
+  /// `gather_on_worker`: the rows of an upload ahead are gathered by the input worker
+  /// (data::RowBatch::gather_stored_ahead), not on the replica's thread.
+  explicit GlobalBatch(data::RowBatch rows, bool gather_on_worker = false)
+      : rows_(std::move(rows)), gather_on_worker_(gather_on_worker) {}
 
   /// The tensors, or null for a batch of rows (gathered by part()).
   const data::Element* tensors() const { return rows_ ? nullptr : &tensors_; }
@@ -52,9 +57,11 @@ class GlobalBatch {
   /// Tensors, or rows in host memory (as stored), for a calling thread that computes on a GPU
   /// (the caller decides): reserves device
   /// memory there for slot's rows [begin, end) and marks the device's work so far
-  /// (DeviceUpload). Before the step that the copy is to run beside is queued.
+  /// (DeviceUpload), and has the input worker start gathering the rows where it gathers them.
+  /// Before the step that the copy is to run beside is queued.
   void reserve_upload(int slot, std::int64_t begin, std::int64_t end) const;
-  /// After that step is queued: starts the copy, for part() to take.
+  /// After that step is queued: starts the copy (of the rows the worker gathered, waiting for
+  /// them, or gathered here), for part() to take.
   void start_upload(int slot) const;
   /// Whether slot has a started upload for part() to take.
   bool uploaded(int slot) const;
@@ -67,10 +74,12 @@ class GlobalBatch {
 
   data::Element tensors_;
   std::optional<data::RowBatch> rows_;
-  // Gathers and uploads ahead by slot.
+  bool gather_on_worker_ = false;
+  // Gathers and uploads ahead by slot; `host`: the rows being gathered on the input worker.
   struct Upload {
     std::int64_t begin, end;
     DeviceUpload copy;
+    std::future<data::Element> host = {};
   };
   mutable std::vector<std::optional<data::PendingRows>> ahead_;
   mutable std::vector<std::optional<Upload>> uploads_;

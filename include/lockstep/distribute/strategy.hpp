@@ -61,6 +61,9 @@ struct DistributedInputOptions {
   bool peek_elements = false;
   /// Each step's replicas prepare their slices of the next batch (DistributedBatch::ahead).
   bool read_ahead = true;
+  /// Replicas on GPUs have the input worker gather their slices of the next batch
+  /// (data::RowBatch::gather_stored_ahead) while they queue a step, rather than gather them.
+  bool gather_on_worker = true;
   /// Every global batch must split over the replicas (data::check_splittable).
   bool check_splittable = true;
 };

@@ -58,7 +58,8 @@ struct FitOptions {
   int gradient_accumulation_steps = 1;
   /// On CPUs, where the replicas gather their own slices of each batch, they gather the next
   /// batch's slices ahead while a step runs; false gathers each when its step starts (for
-  /// comparisons: the same bits either way).
+  /// comparisons: the same bits either way). On GPUs the input worker gathers the next batch's
+  /// slices (off the replicas' threads) for the copy ahead; false: each replica gathers them.
   bool gather_ahead = true;
   /// On GPUs the next batch is copied to the replicas' devices while a step runs (TF's
   /// experimental_fetch_to_device); false copies each when its step starts (for comparisons:
