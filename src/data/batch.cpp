@@ -203,13 +203,14 @@ Element RowBatch::gather_stored(std::int64_t begin, std::int64_t end) const {
   return out;
 }
 
-std::future<Element> detail::gather_stored_ahead(const RowBatch& batch, std::int64_t begin, std::int64_t end) {
+std::future<Element> detail::gather_stored_ahead(const RowBatch& batch, std::int64_t begin, std::int64_t end,
+                                                  int worker_index) {
   auto done = std::make_shared<std::promise<Element>>();
   std::future<Element> out = done->get_future();
   // The job holds a copy of the batch (its node keeps the sources alive) and of nothing else:
   // the caller may drop the future before the rows are gathered. A range outside the batch is
   // gather_stored's error, at get().
-  run_on_input_worker([rows = batch, begin, end, done] {
+  run_on_input_worker(worker_index, [rows = batch, begin, end, done] {
     try {
       done->set_value(rows.gather_stored(begin, end));
     } catch (...) {

@@ -1,10 +1,12 @@
 #include "data/worker.hpp"
 #include "core/thread_signals.hpp"
 
+#include <algorithm>
 #include <condition_variable>
 #include <deque>
 #include <mutex>
 #include <string>
+#include <vector>
 
 namespace lockstep::data {
 
@@ -32,29 +34,38 @@ std::thread start_pipeline_thread(std::function<void()> body) {
   });
 }
 
-void run_on_input_worker(std::function<void()> job) {
+void run_on_input_worker(int worker_index, std::function<void()> job) {
   struct Worker {
     std::mutex mu;
     std::condition_variable ready;
     std::deque<std::function<void()>> jobs;
   };
-  // Leaked on purpose, its thread detached: a job may be queued until the process exits.
-  static Worker* w = [] {
-    auto* worker = new Worker;
-    start_pipeline_thread([worker] {
-      for (;;) {
-        std::function<void()> next;
-        {
-          std::unique_lock<std::mutex> lock(worker->mu);
-          worker->ready.wait(lock, [worker] { return !worker->jobs.empty(); });
-          next = std::move(worker->jobs.front());
-          worker->jobs.pop_front();
+  // Leaked on purpose, their threads detached: a job may be queued until the process exits.
+  static std::mutex workers_mu;
+  static std::vector<Worker*> workers;
+  Worker* w = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(workers_mu);
+    const auto i = static_cast<std::size_t>(std::max(worker_index, 0));
+    if (workers.size() <= i) workers.resize(i + 1, nullptr);
+    if (!workers[i]) {
+      auto* worker = new Worker;
+      start_pipeline_thread([worker] {
+        for (;;) {
+          std::function<void()> next;
+          {
+            std::unique_lock<std::mutex> lock(worker->mu);
+            worker->ready.wait(lock, [worker] { return !worker->jobs.empty(); });
+            next = std::move(worker->jobs.front());
+            worker->jobs.pop_front();
+          }
+          next();
         }
-        next();
-      }
-    }).detach();
-    return worker;
-  }();
+      }).detach();
+      workers[i] = worker;
+    }
+    w = workers[i];
+  }
   {
     std::lock_guard<std::mutex> lock(w->mu);
     w->jobs.push_back(std::move(job));

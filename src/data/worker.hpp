@@ -20,14 +20,16 @@ ComputeContext& input_context();
 /// A thread running `body` with input_context() current.
 std::thread start_pipeline_thread(std::function<void()> body);
 
-/// Runs `job` on the input worker: one pipeline thread of the process, started on first use,
-/// that runs the jobs in the order given. A job must not throw.
-void run_on_input_worker(std::function<void()> job);
+/// Runs `job` on input worker `worker_index`: a pipeline thread of the process, started on its
+/// first use, that runs its jobs in the order given (one per replica slot, so that replicas'
+/// gathers run side by side as they did on their own threads). A job must not throw.
+void run_on_input_worker(int worker_index, std::function<void()> job);
 
 /// batch.gather_stored(begin, end) on the input worker, ahead of its use and off the calling
-/// thread: a replica on a GPU has its next slice gathered while it queues a step. get() waits
-/// for the rows, and throws what the gather threw.
-std::future<Element> gather_stored_ahead(const RowBatch& batch, std::int64_t begin, std::int64_t end);
+/// thread: a replica on a GPU has its next slice gathered (by input worker `worker_index`, its
+/// slot's) while it queues a step. get() waits for the rows, and throws what the gather threw.
+std::future<Element> gather_stored_ahead(const RowBatch& batch, std::int64_t begin, std::int64_t end,
+                                         int worker_index = 0);
 
 /// Call inside a catch block around a user function: the exception to report, a FunctionError
 /// naming `transformation` and `element_index` (an exception that already is one, from a

@@ -117,7 +117,7 @@ void GlobalBatch::reserve_upload(int slot, std::int64_t begin, std::int64_t end)
   }
   up->emplace(Upload{begin, end, DeviceUpload(std::move(shapes), std::move(dtypes))});
   if (rows_ && gather_on_worker_ && bytes >= kWorkerGatherBytes)
-    (*up)->host = data::detail::gather_stored_ahead(*rows_, begin, end);
+    (*up)->host = data::detail::gather_stored_ahead(*rows_, begin, end, slot);
 }
 
 void GlobalBatch::start_upload(int slot) const {
