@@ -20,7 +20,9 @@ struct Slot {
   ErrorMark* mark = nullptr;  // never freed: a graph captured with it may write it until it dies
 };
 std::mutex g_mu;
-std::vector<Slot> g_slots;
+// Never destroyed (nor the marks they point to): a graph captured with a mark may write it until
+// the process ends, and a context destroyed during exit still releases its mark here.
+std::vector<Slot>& g_slots = *new std::vector<Slot>;
 std::atomic<std::size_t> g_owned{0};  // read without the lock: no mark, nothing to look at
 std::vector<const char*> g_sites;
 

@@ -116,7 +116,7 @@ StepGraph::StepGraph(ComputeContext& ctx, int lane, LaneMeeting* meeting, const 
   try {
     // The context's error mark (device range checks) exists before the capture: pinned memory
     // cannot be allocated by a thread that is capturing.
-    (void)backend::error_mark(ctx);
+    if (ctx.device().kind != DeviceKind::kCpu) (void)backend::error_mark(ctx);
     if (lane == 0) {
       backend::begin_capture(ctx);
       begun = true;
