@@ -9,9 +9,10 @@ set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/mpi_ranks.sh"  # rank_pid, watchdog, bounded, wait_bounded
 cli="$1"; mpirun="$2"; work="$3"
 timeout_s=5
-# Long enough (3000 steps) that a loaded machine (a container build) is still training when the
-# worker is killed, a few seconds after the first backup.
-flags=(train --devices cpu:1 --epochs 2 --steps-per-epoch 1500 --backup-every-steps 200 --verbose 2 --seed 3
+# Long enough (12,000 steps) that the job is still training when a worker is killed or stopped
+# 0.3 s after the first backup: on an idle machine a step takes ~0.14 ms (3,000 steps once ended
+# before the stop), on a loaded one (a container build) many times that.
+flags=(train --devices cpu:1 --epochs 2 --steps-per-epoch 6000 --backup-every-steps 200 --verbose 2 --seed 3
        --no-tensorboard --collective-timeout "$timeout_s")
 rm -rf "$work" && mkdir -p "$work" && cd "$work"
 watchdog 540  # below ctest's TIMEOUT of 600 s: a hang reports its process tree
