@@ -1,6 +1,8 @@
 // GPU kernels beyond the parity table (tests/backend, which runs every op x dtype on CUDA when a
 // GPU is visible): bit-identical dropout masks and 16-bit roundings across backends, gradients
 // on the GPU. Skipped without a GPU.
+#include <array>
+#include <cmath>
 #include <cstring>
 #include <random>
 
@@ -110,4 +112,66 @@ TEST(GpuCompute, GradientsOnTheGpuPassGradcheck) {
   const auto soft = [](const std::vector<Tensor>& in) { return softmax(mul(in[0], in[0]), -1); };
   const GradcheckResult s = gradcheck(soft, {x});
   EXPECT_TRUE(s.ok) << s.message;
+}
+
+namespace {
+// q, k and v of one batch entry and head, `t` rows of `d` (heads of 8192 floats and more).
+std::array<Tensor, 3> wide_heads(std::int64_t t, std::int64_t d) {
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  std::array<Tensor, 3> out;
+  for (Tensor& x : out) {
+    std::vector<float> v(static_cast<std::size_t>(t * d));
+    for (auto& e : v) e = u(rng);
+    x = Tensor::from_vector(v, {1, 1, t, d});
+  }
+  return out;
+}
+
+void expect_near(const Tensor& gpu, const Tensor& cpu, const char* what) {
+  const std::vector<float> g = gpu.to(Device{}).to_vector<float>(), c = cpu.to_vector<float>();
+  ASSERT_EQ(g.size(), c.size()) << what;
+  for (std::size_t i = 0; i < g.size(); ++i)
+    ASSERT_NEAR(g[i], c[i], 1e-4f * (1.0f + std::fabs(c[i]))) << what << " element " << i;
+}
+}  // namespace
+
+// Heads of 8192 floats: a block's queries, accumulators and tiles take 66 KB of shared memory,
+// more than the 48 KB a kernel gets without opting in (cudaFuncAttributeMaxDynamicSharedMemorySize):
+// the forward and backward kernels launch and compute what the CPU does.
+TEST(GpuCompute, AttentionOverHeadsWiderThan48KBOfSharedMemoryComputesWhatTheCpuDoes) {
+  LOCKSTEP_REQUIRE_GPU();
+  const auto [q, k, v] = wide_heads(3, 8192);
+  const AttentionOptions o{.causal = true};
+  Tensor lse;
+  const Tensor out = scaled_dot_product_attention(q, k, v, {}, o, &lse);
+  const auto g = scaled_dot_product_attention_grad(q, k, v, {}, out, lse, out, o);
+  const auto gpu = make_compute_context(kGpu0);
+  ComputeScope scope(*gpu);
+  const Tensor qg = q.to(kGpu0), kg = k.to(kGpu0), vg = v.to(kGpu0);
+  Tensor lse_g;
+  const Tensor out_g = scaled_dot_product_attention(qg, kg, vg, {}, o, &lse_g);
+  const auto g_g = scaled_dot_product_attention_grad(qg, kg, vg, {}, out_g, lse_g, out_g, o);
+  expect_near(out_g, out, "out");
+  expect_near(g_g[0], g[0], "dq");
+  expect_near(g_g[1], g[1], "dk");
+  expect_near(g_g[2], g[2], "dv");
+}
+
+// Heads past what a GPU's block can hold in shared memory (227 KB on Hopper): a ValueError naming
+// their sizes, not a failed launch.
+TEST(GpuCompute, AttentionOverHeadsTooWideForTheGpusSharedMemoryIsAValueErrorNamingThem) {
+  LOCKSTEP_REQUIRE_REAL_GPU();
+  const auto gpu = make_compute_context(kGpu0);
+  ComputeScope scope(*gpu);
+  const auto [q, k, v] = wide_heads(2, 32768);
+  const Tensor qg = q.to(kGpu0), kg = k.to(kGpu0), vg = v.to(kGpu0);
+  try {
+    (void)scaled_dot_product_attention(qg, kg, vg);
+    FAIL() << "no error";
+  } catch (const ValueError& e) {
+    const std::string msg = e.what();
+    EXPECT_TRUE(has(msg, "key size 32768 and value size 32768")) << msg;
+    EXPECT_TRUE(has(msg, "bytes of shared memory per block")) << msg;
+  }
 }

@@ -3,6 +3,8 @@
 // time with the CPU's online softmax; no [tq, tk] matrix is stored. Sums run in a fixed order
 // (shared-memory trees, tiles in order): the same bits on every run, no atomics.
 #include <cmath>
+#include <limits>
+#include <string>
 
 #include "backend/cuda/cuda_common.cuh"
 #include "backend/cuda/cuda_kernels.hpp"
@@ -236,6 +238,33 @@ __global__ void query_grad_kernel(Rules R, const F* q, const F* k, const F* v, c
 std::size_t shared_bytes(std::int64_t floats) {
   return static_cast<std::size_t>(floats + 2 * kTile) * sizeof(float);
 }
+
+// What a launch of `blocks` blocks with `bytes` of dynamic shared memory needs first: a grid's x
+// dimension holds at most 2^31 - 1 blocks, and a block gets more than 48 KB of dynamic shared
+// memory only where its kernel opted in (cudaFuncAttributeMaxDynamicSharedMemorySize), up to the
+// device's cudaDevAttrMaxSharedMemoryPerBlockOptin (CUDA C++ Programming Guide, shared memory of
+// compute capability 7.x+). A head too wide for that is a ValueError naming it, not a failed launch.
+template <typename Kernel>
+unsigned prepare_launch(ComputeContext& ctx, Kernel kernel, std::int64_t blocks, std::size_t bytes,
+                        const AttentionDesc& a, const char* rows) {
+  const std::string what = "scaled_dot_product_attention on " + ctx.device().str() + ": ";
+  if (blocks > std::numeric_limits<int>::max())
+    throw ValueError(what + std::to_string(blocks) + " " + rows + " (b * h * t), more than the " +
+                     std::to_string(std::numeric_limits<int>::max()) + " blocks of a CUDA grid; use smaller batches");
+  constexpr std::size_t kDefault = std::size_t{48} << 10;
+  if (bytes > kDefault) {
+    int optin = 0;
+    check(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, lane(ctx).device->index),
+          "cudaDeviceGetAttribute (shared memory per block)");
+    if (bytes > static_cast<std::size_t>(optin))
+      throw ValueError(what + "heads of key size " + std::to_string(a.d) + " and value size " + std::to_string(a.dv) +
+                       " need " + std::to_string(bytes) + " bytes of shared memory per block, more than the " +
+                       std::to_string(optin) + " this GPU gives one; use smaller heads (more of them)");
+    check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)),
+          "cudaFuncSetAttribute (attention's shared memory)");
+  }
+  return static_cast<unsigned>(blocks);
+}
 }  // namespace
 
 template <typename F>
@@ -243,7 +272,9 @@ void attention(ComputeContext& ctx, const AttentionDesc& a, const void* q, const
                const std::uint8_t* mask, void* out, float* lse) {
   const std::int64_t rows = a.b * a.h * a.tq;
   if (rows == 0) return;
-  forward_kernel<F><<<static_cast<unsigned>(rows), kTile, shared_bytes(a.d + a.dv), stream(ctx)>>>(
+  const std::size_t bytes = shared_bytes(a.d + a.dv);
+  const unsigned grid = prepare_launch(ctx, forward_kernel<F>, rows, bytes, a, "query rows");
+  forward_kernel<F><<<grid, kTile, bytes, stream(ctx)>>>(
       rules_of(a), static_cast<const F*>(q), static_cast<const F*>(k), static_cast<const F*>(v), mask,
       static_cast<F*>(out), lse);
   check_launch("attention");
@@ -256,12 +287,17 @@ void attention_backward(ComputeContext& ctx, const AttentionDesc& a, const void*
   const Rules r = rules_of(a);
   const F *qf = static_cast<const F*>(q), *kf = static_cast<const F*>(k), *vf = static_cast<const F*>(v);
   const F *of = static_cast<const F*>(out), *gf = static_cast<const F*>(dout);
-  if (const std::int64_t keys = a.b * a.h * a.tk; keys > 0)
-    key_grad_kernel<F><<<static_cast<unsigned>(keys), kTile, shared_bytes(a.d + a.dv), stream(ctx)>>>(
-        r, qf, kf, vf, mask, of, gf, lse, static_cast<F*>(dk), static_cast<F*>(dv));
-  if (const std::int64_t rows = a.b * a.h * a.tq; rows > 0)
-    query_grad_kernel<F><<<static_cast<unsigned>(rows), kTile, shared_bytes(2 * a.d), stream(ctx)>>>(
-        r, qf, kf, vf, mask, of, gf, lse, static_cast<F*>(dq));
+  const std::int64_t keys = a.b * a.h * a.tk, rows = a.b * a.h * a.tq;
+  const std::size_t key_bytes = shared_bytes(a.d + a.dv), query_bytes = shared_bytes(2 * a.d);
+  // Both checked before either runs: a refused launch leaves no gradient half written.
+  const unsigned key_grid = keys > 0 ? prepare_launch(ctx, key_grad_kernel<F>, keys, key_bytes, a, "key rows") : 0;
+  const unsigned query_grid = rows > 0 ? prepare_launch(ctx, query_grad_kernel<F>, rows, query_bytes, a, "query rows") : 0;
+  if (key_grid > 0)
+    key_grad_kernel<F><<<key_grid, kTile, key_bytes, stream(ctx)>>>(r, qf, kf, vf, mask, of, gf, lse,
+                                                                   static_cast<F*>(dk), static_cast<F*>(dv));
+  if (query_grid > 0)
+    query_grad_kernel<F><<<query_grid, kTile, query_bytes, stream(ctx)>>>(r, qf, kf, vf, mask, of, gf, lse,
+                                                                         static_cast<F*>(dq));
   check_launch("attention_backward");
 }
 
