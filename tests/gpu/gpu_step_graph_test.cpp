@@ -4,6 +4,7 @@
 // name and leaves the stream usable. Emulated GPUs record the CPU's kernels the same way (CI).
 #include <chrono>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "common/random_data.hpp"
@@ -54,6 +55,23 @@ TEST(GpuStepGraph, AnOpThatWaitsForTheDeviceFailsInsideTheCaptureAndTheStreamSta
   else
     EXPECT_TRUE(has(msg, "CUDA error")) << msg;
   EXPECT_EQ(add(a, a).to_vector<float>().size(), 8u);  // eager work runs again
+}
+
+// A copy from the host inside a capture is refused by name: CUDA would record the transfer out of
+// a pinned staging block that later copies refill (a replay copying what the block holds then)
+// and leave the block's fence unusable. The copies after it arrive as before.
+TEST(GpuStepGraph, ACopyFromTheHostInsideACaptureIsRefusedAndLaterCopiesArrive) {
+  LOCKSTEP_REQUIRE_GPU();
+  const OnGpu0 on;
+  const Device& gpu = on.gpu;
+  const Tensor host = test::random_uniform({3}, 7).to(Device{});
+  (void)host.to(gpu).to_vector<float>();  // warm-up: the cache holds the block
+  const std::string msg = message_of([&] { StepGraph graph(*on.ctx, [&] { (void)host.to(gpu); }); });
+  EXPECT_TRUE(has(msg, "a copy of 12 bytes from the host to the device inside a graph capture on gpu:0")) << msg;
+  for (std::uint64_t seed : {8, 9}) {  // through the staging blocks, the one refused among them
+    const Tensor next = test::random_uniform({3}, seed).to(Device{});
+    EXPECT_EQ(next.to(gpu).to_vector<float>(), next.to_vector<float>()) << "seed " << seed;
+  }
 }
 
 // What the captured work allocated is the graph's until the graph is gone: a tensor made after

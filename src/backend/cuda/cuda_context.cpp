@@ -192,9 +192,26 @@ void copy_to_host(ComputeContext& ctx, void* host, const void* src, std::size_t 
   check(cudaStreamSynchronize(s), "cudaStreamSynchronize");
 }
 
+// A copy from the host while the lane's stream is captured into a graph: CUDA would record the
+// transfer out of a pinned staging block that later copies refill (a replay would copy whatever
+// the block holds then), and the block's fence as an event last recorded in a capture, which
+// cudaEventQuery refuses from then on (cudaErrorCapturedEvent). Refused as the emulated GPUs
+// refuse it (emulated_capture.cpp), in their words.
+bool capturing(cudaStream_t s) {
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  check(cudaStreamIsCapturing(s, &status), "cudaStreamIsCapturing");
+  return status != cudaStreamCaptureStatusNone;
+}
+[[noreturn]] void refuse_host_copy(const CudaLane& l, std::size_t bytes) {
+  throw ValueError("a copy of " + std::to_string(bytes) + " bytes from the host to the device inside a graph capture on gpu:" +
+                   std::to_string(l.device->index) + ": a replay could not repeat it (copy before the capture, or "
+                   "into a tensor the step reads)");
+}
+
 void copy_from_host(ComputeContext& ctx, void* dst, const void* host, std::size_t bytes) {
   if (!bytes) return;
   CudaLane& l = lane_for(ctx, dst);
+  if (capturing(l.stream)) [[unlikely]] refuse_host_copy(l, bytes);
   copy_host_to_device(*l.device, l.stream, dst, host, bytes);
 }
 
@@ -207,6 +224,11 @@ void* record_fence(ComputeContext& ctx, bool copy_stream) {
 
 void copy_from_host_beside(ComputeContext& ctx, void* dst, const void* host, std::size_t bytes, void* after) {
   CudaLane& l = lane(ctx);
+  // Waiting for a fence of a capture would pull the copy stream into it too.
+  if (capturing(l.stream)) [[unlikely]] {
+    if (after) give_event(*l.device, static_cast<cudaEvent_t>(after));
+    refuse_host_copy(l, bytes);
+  }
   if (after) {
     // The wait takes the event's state now: the event may go back to the pool at once.
     check(cudaStreamWaitEvent(l.copy_stream, static_cast<cudaEvent_t>(after), 0), "cudaStreamWaitEvent (copy)");
