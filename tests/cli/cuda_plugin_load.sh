@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # cuda_plugin_load.sh CLI FAKE_DRIVER_DIR WORK : the CUDA backend (the plugin liblockstep_cuda.so)
-# is loaded where the driver sees a GPU -- here a stand-in driver that says one is there -- and a
-# broken plugin, where a GPU is, is an error naming the file (status 2), never a crash.
+# is loaded where the driver sees a GPU -- here a stand-in driver that says one is there, which the
+# CUDA runtime then cannot use (named with CUDA's reason) -- and a broken plugin, where a GPU is, is
+# an error naming the file (status 2), never a crash.
 set -uo pipefail
 cli="$1"; driver="$2"; work="$3"
 rm -rf "$work" && mkdir -p "$work/bin"
@@ -17,6 +18,13 @@ out="$(LD_LIBRARY_PATH="$driver${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$cli" dev
 { grep -q "^gpu:0" <<<"$out" && grep -q "^# CUDA driver" <<<"$out"; } \
   || { echo "$out"; echo "FAIL: the driver shows a GPU, but the plugin did not describe it"; exit 1; }
 echo "ok: where the driver shows a GPU the plugin is loaded and answers"
+# The stand-in driver's GPU is one the CUDA runtime cannot use: asking for it names CUDA's reason.
+out="$(LD_LIBRARY_PATH="$driver${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$cli" train --devices gpu:0 --epochs 1 \
+  --steps-per-epoch 1 2>&1)"
+status=$?
+{ [[ $status -eq 2 ]] && grep -q "the CUDA runtime cannot use them: cudaError" <<<"$out"; } \
+  || { echo "$out"; echo "FAIL: a GPU the runtime cannot use gave status $status without CUDA's reason"; exit 1; }
+echo "ok: a GPU the runtime cannot use is named with CUDA's reason"
 # The program's own folder is the first place looked in: a broken plugin there is named.
 cp "$cli" "$work/bin/lockstep" && echo "not a shared library" >"$work/bin/liblockstep_cuda.so"
 out="$(LD_LIBRARY_PATH="$driver${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$work/bin/lockstep" devices 2>&1)"

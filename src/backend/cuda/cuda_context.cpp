@@ -36,18 +36,27 @@ bool tf32_allowed() {
   return on;
 }
 
-int device_count() {
-  // Asked once: the devices a process sees do not change while it runs.
-  static const int count = [] {
-    int n = 0;
-    if (cudaGetDeviceCount(&n) != cudaSuccess) {
+namespace {
+// cudaGetDeviceCount's answer, asked once: the devices a process sees do not change while it runs.
+struct Counted {
+  int n = 0;
+  cudaError_t error = cudaSuccess;
+};
+const Counted& counted() {
+  static const Counted c = [] {
+    Counted r;
+    r.error = cudaGetDeviceCount(&r.n);
+    if (r.error != cudaSuccess) {
       (void)cudaGetLastError();  // no driver or no device: clear the sticky error
-      return 0;
+      r.n = 0;
     }
-    return n;
+    return r;
   }();
-  return count;
+  return c;
 }
+}  // namespace
+
+int device_count() { return counted().n; }
 
 std::string runtime_summary() {
   const auto v = [](int n) { return std::to_string(n / 1000) + "." + std::to_string(n % 1000 / 10); };
@@ -75,10 +84,15 @@ std::mutex g_devices_mu;
 std::array<CudaDevice*, kMaxDevices> g_devices{};  // leaked: tensors in statics outlive any order
 
 void no_such_device(int index, int count) {
+  // The driver may see GPUs the runtime cannot use (a driver older than the runtime): CUDA's reason.
+  const cudaError_t e = counted().error;
+  const std::string why = e == cudaSuccess || e == cudaErrorNoDevice
+                              ? " (no NVIDIA driver or GPU, or CUDA_VISIBLE_DEVICES hides them)"
+                              : std::string(" (the CUDA runtime cannot use them: ") + cudaGetErrorName(e) + ", " +
+                                    cudaGetErrorString(e) + ")";
   throw ValueError("device 'gpu:" + std::to_string(index) + "' does not exist: this machine has " +
                    std::to_string(count) + " GPU(s) visible to CUDA" +
-                   (count == 0 ? " (no NVIDIA driver or GPU, or CUDA_VISIBLE_DEVICES hides them)"
-                               : " (gpu:0 .. gpu:" + std::to_string(count - 1) + ")") +
+                   (count == 0 ? why : " (gpu:0 .. gpu:" + std::to_string(count - 1) + ")") +
                    "; use cpu devices or another GPU");
 }
 }  // namespace
