@@ -334,13 +334,21 @@ part torch_reference 140 "$py" bench/reference_gpu.py --json --rows mlp,convnet,
 part custom_loop      45 accuracy 0.97 "${with_libs[@]}" "$custom_loop" 5
 # Correctness: the gpu tests (37.5 among them), the CUDA parity rows, compute-sanitizer's memcheck
 # on a short set (API errors are what the memory tests provoke), labels and token ids out of range on
-# the device among them (mark_outside: the kernels that take them touch nothing outside memory).
+# the device among them (mark_outside: the kernels that take them touch nothing outside memory), and
+# a captured graph's replays with the multi-tensor Adam's pointers in its launch parameters.
 # Not --gtest_brief: if a test hangs, the log's last "[ RUN ]" names it.
 part gpu_tests        90 "${with_libs[@]}" "$gpu_tests"
 part parity_cuda      30 "${with_libs[@]}" "$backend_tests" --gtest_brief=1 '--gtest_filter=*cuda*:ParityBackends.Cuda'
 part memcheck         45 "${with_libs[@]}" "$sanitizer" --tool memcheck --error-exitcode 1 --report-api-errors no \
-                         --print-limit 20 "$gpu_tests" '--gtest_filter=GpuMemory.*:GpuCompute.*:GpuReplicas.CollectivesAmongLogicalReplicasOnOneGpu:GpuDeviceChecks.*'
+                         --print-limit 20 "$gpu_tests" '--gtest_filter=GpuMemory.*:GpuCompute.*:GpuReplicas.CollectivesAmongLogicalReplicasOnOneGpu:GpuDeviceChecks.*:GpuKernelLaunches.AdamOverSeveral*:GpuStepGraph.Replays*'
 as_time_allows
+# The block-shared kernels written since the last real run (attention's tiles and reduction trees,
+# the device range check's) under compute-sanitizer's racecheck and synccheck.
+shared_kernels='--gtest_filter=GpuCompute.DropoutAndAttention*:GpuCompute.AttentionOverHeadsWider*:GpuDeviceChecks.AnEagerOp*'
+part racecheck        30 "${with_libs[@]}" "$sanitizer" --tool racecheck --error-exitcode 1 --report-api-errors no \
+                         --print-limit 20 "$gpu_tests" "$shared_kernels"
+part synccheck        20 "${with_libs[@]}" "$sanitizer" --tool synccheck --error-exitcode 1 --report-api-errors no \
+                         --print-limit 20 "$gpu_tests" "$shared_kernels"
 # Where fit's time goes under Nsight Systems (every fit run above prints lockstep's phase times).
 part profile          45 profile
 # Logical replicas on their own streams (issue 37.4): where gpu:0x4's step goes (streams overlapping?).
