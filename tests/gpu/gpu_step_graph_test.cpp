@@ -57,6 +57,22 @@ TEST(GpuStepGraph, AnOpThatWaitsForTheDeviceFailsInsideTheCaptureAndTheStreamSta
   EXPECT_EQ(add(a, a).to_vector<float>().size(), 8u);  // eager work runs again
 }
 
+// fit captures the first step of each new input shape at once: a block neither the graph's pool
+// nor the cache holds is new device memory, the graph's own (on a GPU a cudaMalloc while the
+// thread captures), and the replay computes what the ops give eagerly.
+TEST(GpuStepGraph, ACaptureTakesNewMemoryForWhatTheCacheLacks) {
+  LOCKSTEP_REQUIRE_GPU();
+  const OnGpu0 on;
+  const Device& gpu = on.gpu;
+  const Tensor small = test::random_uniform({4}, 1).to(gpu);
+  (void)relu(add(small, small)).to_vector<float>();  // the kernels ran; no block of 64 x 64 floats cached
+  const Tensor a = test::random_uniform({64, 64}, 2).to(gpu);
+  Tensor out;
+  StepGraph graph(*on.ctx, [&] { out = relu(add(a, a)); });
+  graph.replay();
+  EXPECT_EQ(out.to_vector<float>(), relu(add(a, a)).to_vector<float>());
+}
+
 // A copy from the host inside a capture is refused by name: CUDA would record the transfer out of
 // a pinned staging block that later copies refill (a replay copying what the block holds then)
 // and leave the block's fence unusable. The copies after it arrive as before.

@@ -26,7 +26,15 @@ void* CudaMemory::allocate(std::size_t cls, const char** why) {
     return nullptr;
   }
   void* p = nullptr;
+  // A block asked for while this thread captures a graph (the first step of a new input shape,
+  // its graph's pool and the cache short of it): the capture's thread-local mode prohibits
+  // cudaMalloc, which no capture records; in relaxed mode for the call it gives the graph memory
+  // of its own, which its pool keeps, never freed, until the graph is destroyed
+  // (cudaThreadExchangeStreamCaptureMode; PyTorch's cudaMallocMaybeCapturing).
+  cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+  const bool relaxed = cudaThreadExchangeStreamCaptureMode(&mode) == cudaSuccess;
   const cudaError_t e = cudaMalloc(&p, cls);
+  if (relaxed) (void)cudaThreadExchangeStreamCaptureMode(&mode);
   if (e == cudaSuccess) return p;
   (void)cudaGetLastError();
   *why = e == cudaErrorMemoryAllocation ? "" : " (cudaMalloc failed)";

@@ -10,7 +10,7 @@ namespace lockstep::backend::cuda {
 
 struct CudaMemory {
   static constexpr std::size_t kMaxBytes = std::size_t{1} << 50;
-  static constexpr bool kAllocatesInCapture = false;  // cudaMalloc cannot run inside a stream capture
+  static constexpr bool kAllocatesInCapture = true;  // cudaMalloc in relaxed capture mode (allocate)
   static std::size_t size_class(std::size_t nbytes);
   void* allocate(std::size_t cls, const char** why);
   /// cudaFree waits for the device, so work still using a cached block is done first.

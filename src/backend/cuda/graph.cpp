@@ -6,10 +6,9 @@
 // for on lane 0 before the capture ends; cudaStreamEndCapture fails with
 // cudaErrorStreamCaptureUnjoined otherwise). The mode is thread-local: only the thread that began
 // the capture (and ends it) may not call what would wait for the device or allocate device memory
-// (cudaMalloc); the lanes' threads queue into their joined streams and, like it, take memory from
-// their graph pools only — a warm-up run first fills the caching allocators and the GEMM plans,
-// so that the captured run takes cached blocks only. No lane may wait on the host for its stream
-// inside the step (a synchronize or query fails the capture): the lanes meet on the host, and
+// (its cudaMalloc runs in relaxed mode, cuda_allocator.cpp); the lanes' threads queue into their
+// joined streams and, like it, take memory for their graph pools. No lane may wait on the host for
+// its stream inside the step (a synchronize or query fails the capture): the lanes meet on the host, and
 // their streams are ordered by events only.
 #include <cuda_runtime.h>
 
