@@ -152,8 +152,30 @@ std::unique_ptr<ComputeContext> make_context(Device dev, const ContextOptions& o
   return std::make_unique<ComputeContext>(dev, std::move(alloc), &l);
 }
 
+namespace {
+// What a graph's replay could not repeat, asked for while the lane's stream is captured: a copy
+// from the host (CUDA would record the transfer out of a pinned staging block that later copies
+// refill, and leave the block's fence an event last recorded in a capture, which cudaEventQuery
+// refuses from then on: cudaErrorCapturedEvent), or a read the host waits for (CUDA fails the
+// synchronisation and invalidates the capture). Refused before CUDA sees it, in the emulated
+// GPUs' words (emulated_capture.cpp).
+void refuse_in_capture(cudaStream_t s, int device, const std::string& what) {
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  check(cudaStreamIsCapturing(s, &status), "cudaStreamIsCapturing");
+  if (status == cudaStreamCaptureStatusNone) [[likely]]
+    return;
+  throw ValueError(what + " inside a graph capture on gpu:" + std::to_string(device) + ": a replay could not repeat it");
+}
+std::string bytes_between(std::size_t bytes, const char* direction) {
+  return "a copy of " + std::to_string(bytes) + " bytes " + direction;
+}
+}  // namespace
+
 void read_back(ComputeContext& ctx, void* host, const void* dev, std::size_t bytes) {
-  cudaStream_t s = stream(ctx);
+  CudaLane& l = lane(ctx);
+  refuse_in_capture(l.stream, l.device->index,
+                    "a kernel's result of " + std::to_string(bytes) + " bytes read on the host");
+  cudaStream_t s = l.stream;
   check(cudaMemcpyAsync(host, dev, bytes, cudaMemcpyDeviceToHost, s), "cudaMemcpyAsync (to host)");
   check(cudaStreamSynchronize(s), "cudaStreamSynchronize");
 }
@@ -201,31 +223,17 @@ void copy(ComputeContext& ctx, void* dst, const void* src, std::size_t bytes) {
 
 void copy_to_host(ComputeContext& ctx, void* host, const void* src, std::size_t bytes) {
   if (!bytes) return;
-  cudaStream_t s = lane_for(ctx, src).stream;
+  const CudaLane& l = lane_for(ctx, src);
+  refuse_in_capture(l.stream, l.device->index, bytes_between(bytes, "from the device to the host"));
+  cudaStream_t s = l.stream;
   check(cudaMemcpyAsync(host, src, bytes, cudaMemcpyDeviceToHost, s), "cudaMemcpyAsync (to host)");
   check(cudaStreamSynchronize(s), "cudaStreamSynchronize");
-}
-
-// A copy from the host while the lane's stream is captured into a graph: CUDA would record the
-// transfer out of a pinned staging block that later copies refill (a replay would copy whatever
-// the block holds then), and the block's fence as an event last recorded in a capture, which
-// cudaEventQuery refuses from then on (cudaErrorCapturedEvent). Refused as the emulated GPUs
-// refuse it (emulated_capture.cpp), in their words.
-bool capturing(cudaStream_t s) {
-  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
-  check(cudaStreamIsCapturing(s, &status), "cudaStreamIsCapturing");
-  return status != cudaStreamCaptureStatusNone;
-}
-[[noreturn]] void refuse_host_copy(const CudaLane& l, std::size_t bytes) {
-  throw ValueError("a copy of " + std::to_string(bytes) + " bytes from the host to the device inside a graph capture on gpu:" +
-                   std::to_string(l.device->index) + ": a replay could not repeat it (copy before the capture, or "
-                   "into a tensor the step reads)");
 }
 
 void copy_from_host(ComputeContext& ctx, void* dst, const void* host, std::size_t bytes) {
   if (!bytes) return;
   CudaLane& l = lane_for(ctx, dst);
-  if (capturing(l.stream)) [[unlikely]] refuse_host_copy(l, bytes);
+  refuse_in_capture(l.stream, l.device->index, bytes_between(bytes, "from the host to the device"));
   copy_host_to_device(*l.device, l.stream, dst, host, bytes);
 }
 
@@ -239,10 +247,7 @@ void* record_fence(ComputeContext& ctx, bool copy_stream) {
 void copy_from_host_beside(ComputeContext& ctx, void* dst, const void* host, std::size_t bytes, void* after) {
   CudaLane& l = lane(ctx);
   // Waiting for a fence of a capture would pull the copy stream into it too.
-  if (capturing(l.stream)) [[unlikely]] {
-    if (after) give_event(*l.device, static_cast<cudaEvent_t>(after));
-    refuse_host_copy(l, bytes);
-  }
+  refuse_in_capture(l.stream, l.device->index, bytes_between(bytes, "from the host to the device"));
   if (after) {
     // The wait takes the event's state now: the event may go back to the pool at once.
     check(cudaStreamWaitEvent(l.copy_stream, static_cast<cudaEvent_t>(after), 0), "cudaStreamWaitEvent (copy)");
