@@ -13,8 +13,8 @@
 //     algorithm on the next run), deterministic ones with FMA math unless TF32 is allowed (the
 //     same rule as GEMM: LOCKSTEP_CUDA_TF32=1) wherever cuDNN has one: the same bits on every run.
 // A plan (descriptors, algorithms, workspace sizes) is made once per shape and device and kept.
-// cuDNN handles must not be used by two threads at once; logical replicas of one GPU share its
-// handle, so calls take the device's lock (they only enqueue on the device's one stream).
+// cuDNN handles: one per lane of a GPU (the stream a logical replica computes on), bound to its
+// stream; the plans are the device's, so calls take one lock (they only enqueue).
 #include <cudnn.h>
 
 #include <array>
@@ -88,10 +88,13 @@ struct Plan {
 constexpr std::size_t kMaxWorkspace = std::size_t{256} << 20;
 
 struct DnnState {
-  cudnnHandle_t handle = nullptr;
-  std::map<Key, std::unique_ptr<Plan>> plans;  // kept for the process, like the GEMM plans
+  // One handle per lane, made on its first convolution and bound to its stream: the lanes of a
+  // GPU run at once, and a handle's internal resources (cudnnSetStream: its internal streams)
+  // serve one stream (cuDNN's thread-safety notes: a handle per thread).
+  cudnnHandle_t handles[CudaDevice::kMaxLanes] = {};
+  std::map<Key, std::unique_ptr<Plan>> plans;  // every lane's, kept for the process like the GEMM plans
 };
-std::mutex g_dnn_mu;                        // guards g_dnn and every use of a handle
+std::mutex g_dnn_mu;                        // guards g_dnn, the plans and every use of a handle
 std::array<DnnState*, 64> g_dnn{};          // per GPU index, leaked with the device
 
 cudnnMathType_t math_type() { return tf32_allowed() ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH; }
@@ -103,16 +106,22 @@ int narrow(std::int64_t v, const char* what) {
   return static_cast<int>(v);
 }
 
-// The device's handle, queueing on `lane` (the lanes of a GPU share one handle, under g_dnn_mu).
-DnnState& dnn_state(CudaLane& lane) {  // g_dnn_mu held
+// The state of `lane`'s GPU, and the lane's handle, queueing on its stream.
+struct DnnLane {
+  DnnState& state;
+  cudnnHandle_t handle;
+};
+DnnLane dnn_state(CudaLane& lane) {  // g_dnn_mu held
   DnnState*& s = g_dnn[static_cast<std::size_t>(lane.device->index)];
-  if (!s) {
-    auto st = std::make_unique<DnnState>();
-    check_dnn(cudnnCreate(&st->handle), "cudnnCreate");
-    s = st.release();
+  if (!s) s = new DnnState;
+  cudnnHandle_t& h = s->handles[lane.index];
+  if (!h) {
+    cudnnHandle_t made = nullptr;
+    check_dnn(cudnnCreate(&made), "cudnnCreate");
+    check_dnn(cudnnSetStream(made, lane.stream), "cudnnSetStream");
+    h = made;
   }
-  check_dnn(cudnnSetStream(s->handle, lane.stream), "cudnnSetStream");
-  return *s;
+  return {*s, h};
 }
 
 Plan& plan_for(DnnState& st, const Conv2dDesc& d) {  // g_dnn_mu held
@@ -256,8 +265,8 @@ void conv2d(ComputeContext& ctx, const Conv2dDesc& d, const void* x, const void*
   const std::unique_ptr<Scratch> w_krsc = krsc_kernel(ctx, dev.stream, d, w);
   {
     Locked locked;
-    DnnState& st = dnn_state(dev);
-    Plan& p = plan_for(st, d);
+    const DnnLane st = dnn_state(dev);
+    Plan& p = plan_for(st.state, d);
     ensure_chosen<CUDNN_CONVOLUTION_FWD_ALGO_COUNT>(
         p.fwd, d, "forward", "cudnnGetConvolutionForwardAlgorithm_v7", [&](int n, int* r, auto* perf) {
           return cudnnGetConvolutionForwardAlgorithm_v7(st.handle, p.x, p.w, p.conv, p.y, n, r, perf);
@@ -283,8 +292,8 @@ void conv2d_backward_data(ComputeContext& ctx, const Conv2dDesc& d, const void* 
   }
   const std::unique_ptr<Scratch> w_krsc = krsc_kernel(ctx, dev.stream, d, w);
   Locked locked;
-  DnnState& st = dnn_state(dev);
-  Plan& p = plan_for(st, d);
+  const DnnLane st = dnn_state(dev);
+  Plan& p = plan_for(st.state, d);
   ensure_chosen<CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT>(
       p.bwd_data, d, "backward-data", "cudnnGetConvolutionBackwardDataAlgorithm_v7", [&](int n, int* r, auto* perf) {
         return cudnnGetConvolutionBackwardDataAlgorithm_v7(st.handle, p.w, p.y, p.conv, p.x, n, r, perf);
@@ -320,8 +329,8 @@ void conv2d_backward_weights(ComputeContext& ctx, const Conv2dDesc& d, const voi
   Scratch dw_krsc(ctx, static_cast<std::size_t>(kn * d.oc) * sizeof(float));
   {
     Locked locked;
-    DnnState& st = dnn_state(dev);
-    Plan& p = plan_for(st, d);
+    const DnnLane st = dnn_state(dev);
+    Plan& p = plan_for(st.state, d);
     ensure_chosen<CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT>(
         p.bwd_filter, d, "backward-filter", "cudnnGetConvolutionBackwardFilterAlgorithm_v7",
         [&](int n, int* r, auto* perf) {
