@@ -106,7 +106,7 @@ std::int64_t host_label(const void* labels, DType dtype, std::int64_t i) {
 }
 
 [[noreturn]] void throw_outside(const char* op, std::int64_t value, std::int64_t index, std::int64_t classes) {
-  throw ValueError(detail::concat(op, ": label ", value, " at index ", index, " is outside [0, ", classes, ")"));
+  throw ValueError(backend::outside_message(op, value, index, classes));
 }
 }  // namespace
 
@@ -139,8 +139,12 @@ Tensor checked_labels(const char* op, const Tensor& labels, std::int64_t classes
 }
 
 void raise_marked_errors() {
-  if (const std::optional<backend::ErrorMark> m = backend::take_error_mark())
-    throw_outside(backend::error_site_name(m->site), m->value, m->index, m->limit);
+  if (const std::optional<backend::TakenMarks> m = backend::take_error_marks(ctx())) {
+    const backend::ErrorMark& e = m->first;
+    std::string what = backend::outside_message(backend::error_site_name(e.site), e.value, e.index, e.limit);
+    if (m->more > 0) what += detail::concat(" (and ", m->more, " more device check(s) found values outside)");
+    throw ValueError(what);
+  }
 }
 
 int normalize_axis(const char* op, int axis, std::size_t rank) {

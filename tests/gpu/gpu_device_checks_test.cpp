@@ -12,6 +12,7 @@
 
 #include "gpu_test_util.hpp"
 #include "backend/emulated_gpu.hpp"
+#include "backend/error_marks.hpp"
 #include "lockstep/tensor/host_reads.hpp"
 
 using namespace lockstep;
@@ -207,4 +208,73 @@ TEST(GpuDeviceChecks, TokenIdsFromHostArraysAreCheckedOnTheHostInFit) {
   EXPECT_TRUE(has(e, "(Embedding, input_dim 10): an index is outside the vocabulary: gather_rows: label 12 at index 7 "
                      "is outside [0, 10)"))
       << e;
+}
+
+// Logical replicas each have their own mark while a step runs: a replica's read raises its own
+// check's error, never another replica's (replica 0 reads after the meeting that follows replica
+// 1's bad gather, and passes); the driver's read after the step raises it, once; a replica that
+// reads its own bad gather fails the step, named.
+TEST(GpuDeviceChecks, AReplicaRaisesItsOwnMarkAndTheDriverEveryReplicasAfterTheStep) {
+  LOCKSTEP_REQUIRE_GPU();
+  MirroredStrategy strategy({.devices = {"gpu:0x2"}});
+  const std::string error = "gather_rows: label 9 at index 1 is outside [0, 3)";
+  std::vector<Tensor> tables(2), ids(2);
+  strategy.run_void([&](ReplicaContext& r) {  // made on each replica's device: no host bytes
+    const auto i = static_cast<std::size_t>(r.local_replica_id());
+    tables[i] = Tensor::ones({3, 2});
+    ids[i] = Tensor::from_vector(std::vector<std::int64_t>{0, i == 1 ? 9 : 1}, {2});
+  });
+  for (const bool replica_1_reads : {false, true}) {
+    SCOPED_TRACE(replica_1_reads ? "replica 1 reads" : "replica 0 reads");
+    std::string replica_0_read;
+    const std::string step = message_of([&] {
+      strategy.run_void([&](ReplicaContext& r) {
+        const Tensor rows = gather_rows(tables[static_cast<std::size_t>(r.local_replica_id())],
+                                        ids[static_cast<std::size_t>(r.local_replica_id())]);
+        (void)r.all_reduce(ReduceOp::kSum, Tensor::ones({1}));  // the meeting: replica 1's check ran
+        if (r.local_replica_id() == 0) replica_0_read = message_of([&] { (void)rows.to_vector<float>(); });
+        if (r.local_replica_id() == 1 && replica_1_reads) (void)rows.to_vector<float>();
+      });
+    });
+    EXPECT_EQ(replica_0_read, "") << "replica 1's error is not replica 0's";
+    const ComputeScope on(strategy.context(0));
+    const std::string driver = message_of([&] { (void)tables[0].to_vector<float>(); });
+    if (replica_1_reads) {
+      EXPECT_TRUE(has(step, "replica 1 of 2 (gpu:0) failed: " + error)) << step;
+      EXPECT_EQ(driver, "") << "raised once, by the replica";
+    } else {
+      EXPECT_EQ(step, "");
+      EXPECT_EQ(driver, error) << "the driver's read after the step raises every replica's";
+    }
+    EXPECT_EQ(message_of([&] { (void)tables[0].to_vector<float>(); }), "") << "cleared";
+  }
+}
+
+// A context destroyed with its mark still set (a check no read raised) writes the error to stderr:
+// never lost, never thrown from the destructor, and no later read elsewhere raises it.
+TEST(GpuDeviceChecks, AContextDestroyedWithASetMarkWritesItsErrorAndNoOtherReadRaisesIt) {
+  LOCKSTEP_REQUIRE_GPU();
+  ::testing::internal::CaptureStderr();
+  {
+    const OnGpu0 on;
+    const Tensor table = Tensor::ones({2, 2});
+    (void)gather_rows(table, Tensor::from_vector(std::vector<std::int64_t>{4}, {1}));
+  }
+  const std::string logged = ::testing::internal::GetCapturedStderr();
+  EXPECT_TRUE(has(logged, "a context of gpu:0 was destroyed with an error no read raised: gather_rows: label 4 at "
+                          "index 0 is outside [0, 2)"))
+      << logged;
+  const OnGpu0 other;
+  EXPECT_EQ(message_of([&] { (void)Tensor::ones({1}).to_vector<float>(); }), "");
+}
+
+// A check's site: one number per name, whatever the address it comes from, and its name back.
+TEST(GpuDeviceChecks, AnErrorSiteIsOneNumberPerNameAndGivesTheNameBack) {
+  const std::string copy = "a test site";  // the same characters at another address
+  const std::int64_t site = backend::error_site("a test site");
+  EXPECT_EQ(backend::error_site("a test site"), site);
+  EXPECT_EQ(backend::error_site(copy.c_str()), site);
+  EXPECT_NE(backend::error_site("another test site"), site);
+  EXPECT_STREQ(backend::error_site_name(site), "a test site");
+  EXPECT_STREQ(backend::error_site_name(-1), "a device check");
 }
