@@ -64,6 +64,34 @@ TEST(DeviceConstant, IsBuiltOnceByKeyAndFoundAfterwardsWithoutACopyTheCaptureChe
       << check.blocker();
 }
 
+// A key is its name and every parameter: one differing in a parameter, or asked for on another
+// device, is another constant; the same key is found again, by this thread and by another.
+TEST(DeviceConstant, KeysDifferingInAParameterOrDeviceAreDistinctAndTheSameKeyIsFoundAgain) {
+  int builds = 0;
+  const auto build = [&](std::int64_t rows) {
+    ++builds;
+    return Tensor::zeros(Shape{rows}, DType::kI64);
+  };
+  const Tensor a = device_constant({"test keyed", {1, 2}}, 2, build);
+  const Tensor b = device_constant({"test keyed", {1, 3}}, 2, build);
+  const Tensor c = device_constant({"test keyed", {1}}, 2, build);
+  EXPECT_EQ(builds, 3);
+  EXPECT_NE(a.id(), b.id());
+  EXPECT_NE(a.id(), c.id());
+  EXPECT_EQ(device_constant({"test keyed", {1, 2}}, 2, build).id(), a.id());
+  std::uint64_t from_another_thread = 0;
+  std::thread([&] { from_another_thread = device_constant({"test keyed", {1, 2}}, 2, build).id(); }).join();
+  EXPECT_EQ(from_another_thread, a.id());
+  EXPECT_EQ(builds, 3);
+  const std::shared_ptr<ComputeContext> cpu1 = make_compute_context(Device{DeviceKind::kCpu, 1});
+  {
+    const ComputeScope on(*cpu1);
+    EXPECT_NE(device_constant({"test keyed", {1, 2}}, 2, build).id(), a.id());
+  }
+  EXPECT_EQ(builds, 4);
+  EXPECT_EQ(ConstantKey("test keyed", {1, 2}).str(), "test keyed (1, 2)");
+}
+
 TEST(DeviceConstant, ReplicaThreadsMeetingAtTheFirstCallShareOneBuild) {
   std::atomic<int> builds{0};
   std::vector<std::uint64_t> ids(4);
