@@ -114,16 +114,21 @@ Tensor checked_labels(const char* op, const Tensor& labels, std::int64_t classes
   check_integer(op, labels, "labels");
   // Labels the input path copied from the host are checked there, at once (the CPU's kernel on
   // the same bytes); labels with no host bytes on a device by the device, raised later.
-  const std::shared_ptr<const void> host = labels.device().kind == DeviceKind::kCpu ? nullptr : host_copy_of(labels);
+  std::int64_t inside_below = 0;
+  const std::shared_ptr<const void> host =
+      labels.device().kind == DeviceKind::kCpu ? nullptr : host_copy_of(labels, &inside_below);
   if (host) {
     check_context_kind(op, labels);
     // Inside a captured step the check is the replay's to repeat: before each replay, on the
     // labels copied in (StepGraph::refill), the host's check or, for labels with no host bytes,
     // the device's.
     (void)StepGraph::check_before_replay(labels, [op, classes](const Tensor& in) { (void)checked_labels(op, in, classes); });
-    const auto& cpu = backend::kernels(DeviceKind::kCpu, labels.dtype());
-    const std::int64_t bad = cpu.first_outside(ctx(), host.get(), labels.numel(), classes);
-    if (bad >= 0) throw_outside(op, host_label(host.get(), labels.dtype(), bad), bad, classes);
+    if (inside_below <= 0 || inside_below > classes) {  // else checked once (a kept index constant)
+      const auto& cpu = backend::kernels(DeviceKind::kCpu, labels.dtype());
+      const std::int64_t bad = cpu.first_outside(ctx(), host.get(), labels.numel(), classes);
+      note_host_copy_scanned(labels, classes, bad < 0);
+      if (bad >= 0) throw_outside(op, host_label(host.get(), labels.dtype(), bad), bad, classes);
+    }
   } else if (labels.numel() > 0 && labels.device().kind != DeviceKind::kCpu) {
     // No host bytes on a device: checked there into the context's error mark, raised at the host's
     // next read (raise_marked_errors), so the host does not wait and a captured step repeats it.

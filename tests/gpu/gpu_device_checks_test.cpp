@@ -13,7 +13,9 @@
 #include "gpu_test_util.hpp"
 #include "backend/emulated_gpu.hpp"
 #include "backend/error_marks.hpp"
+#include "lockstep/tensor/device_constant.hpp"
 #include "lockstep/tensor/host_reads.hpp"
+#include "tensor/host_copy.hpp"
 
 using namespace lockstep;
 using namespace lockstep::distribute;
@@ -277,4 +279,39 @@ TEST(GpuDeviceChecks, AnErrorSiteIsOneNumberPerNameAndGivesTheNameBack) {
   EXPECT_NE(backend::error_site("another test site"), site);
   EXPECT_STREQ(backend::error_site_name(site), "a test site");
   EXPECT_STREQ(backend::error_site_name(-1), "a device check");
+}
+
+// A kept index constant (device_constant keeps its host bytes) is range-checked on the host once
+// for a limit, not by every op that takes it (zero_pad2d: n x h x w entries a call); against a
+// smaller limit it is scanned again, and a value outside raises at every call.
+TEST(GpuDeviceChecks, AKeptIndexConstantIsScannedOnceAndAValueOutsideRaisesEachTime) {
+  LOCKSTEP_REQUIRE_GPU();
+  const OnGpu0 on;
+  const std::vector<std::int64_t> values{2, 0, 5};
+  const auto kept = [&] {
+    return device_constant({"test kept rows"}, 3, [&](std::int64_t n) {
+      return Tensor::from_vector(std::vector<std::int64_t>(values.begin(), values.begin() + n), {n});
+    });
+  };
+  const Tensor table = Tensor::from_vector(std::vector<float>{0, 1, 2, 3, 4, 5, 6, 7}, {8, 1});
+  const std::uint64_t scans = detail::host_copy_scans();
+  Tensor rows = gather_rows(table, kept());
+  EXPECT_EQ(detail::host_copy_scans(), scans + 1);
+  for (int i = 0; i < 3; ++i) rows = gather_rows(table, kept());
+  EXPECT_EQ(detail::host_copy_scans(), scans + 1) << "found inside [0, 8) once";
+  EXPECT_EQ(rows.to_vector<float>(), (std::vector<float>{2, 0, 5}));
+  const Tensor four = table.slice(0, 4);
+  for (int i = 0; i < 2; ++i)
+    EXPECT_EQ(message_of([&] { (void)gather_rows(four, kept()); }), "gather_rows: label 5 at index 2 is outside [0, 4)");
+  EXPECT_EQ(detail::host_copy_scans(), scans + 3);
+  const Tensor x = Tensor::ones({2, 3, 3, 1});
+  (void)zero_pad2d(x, {1, 1, 1, 1});
+  const std::uint64_t padded = detail::host_copy_scans();
+  const std::vector<float> y = zero_pad2d(x, {1, 1, 1, 1}).to_vector<float>();
+  EXPECT_EQ(detail::host_copy_scans(), padded);
+  ASSERT_EQ(y.size(), 2u * 5 * 5);
+  for (std::size_t i = 0; i < y.size(); ++i) {
+    const std::size_t r = i % 25 / 5, c = i % 5;
+    EXPECT_EQ(y[i], r >= 1 && r <= 3 && c >= 1 && c <= 3 ? 1.0f : 0.0f) << i;
+  }
 }
