@@ -81,7 +81,11 @@ void note_host_copy_scanned(const Tensor& t, std::int64_t limit, bool inside) {
 std::uint64_t host_copy_scans() { return g_scans.load(std::memory_order_relaxed); }
 
 void forget_host_copy(const Tensor& t) {
-  if (g_copies_size.load(std::memory_order_relaxed) == 0 || !t.defined()) return;
+  // Only integer device memory has host bytes: a float write (a gradient's fill, a copy into a
+  // bucket) takes no lock.
+  if (g_copies_size.load(std::memory_order_relaxed) == 0 || !t.defined() || t.device().kind == DeviceKind::kCpu ||
+      is_floating(t.dtype()))
+    return;
   std::lock_guard<std::mutex> lock(g_copies_mu);
   g_copies.erase(t.impl()->storage.get());
   g_copies_size.store(g_copies.size(), std::memory_order_relaxed);

@@ -315,3 +315,30 @@ TEST(GpuDeviceChecks, AKeptIndexConstantIsScannedOnceAndAValueOutsideRaisesEachT
     EXPECT_EQ(y[i], r >= 1 && r <= 3 && c >= 1 && c <= 3 ? 1.0f : 0.0f) << i;
   }
 }
+
+// Integer device memory copied whole from the host keeps those bytes (checked there) until it is
+// written in place: then its values are the device's, checked there, raised at the read. A write
+// to float memory leaves every record as it was.
+TEST(GpuDeviceChecks, AnInPlaceWriteForgetsTheHostBytesOfThatMemoryOnly) {
+  LOCKSTEP_REQUIRE_GPU();
+  const Tensor host = Tensor::from_vector(std::vector<std::int64_t>{0, 1}, {2});
+  const OnGpu0 on;
+  const auto copied = [&] {
+    Tensor t = Tensor::empty({2}, DType::kI64);
+    t.copy_from(host);
+    detail::remember_host_copy(t, host);
+    return t;
+  };
+  Tensor written = copied();
+  const Tensor kept = copied();
+  Tensor floats = Tensor::zeros({3});
+  floats.fill_(2.0);
+  EXPECT_NE(detail::host_copy_of(written), nullptr);
+  written.fill_(5.0);
+  EXPECT_EQ(detail::host_copy_of(written), nullptr);
+  EXPECT_NE(detail::host_copy_of(kept), nullptr);
+  const Tensor table = Tensor::ones({2, 1});
+  Tensor rows;
+  EXPECT_EQ(message_of([&] { rows = gather_rows(table, written); }), "") << "checked on the device now";
+  EXPECT_EQ(message_of([&] { (void)rows.to_vector<float>(); }), "gather_rows: label 5 at index 0 is outside [0, 2)");
+}
