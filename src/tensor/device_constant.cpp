@@ -130,6 +130,7 @@ Tensor find_or_build(const ConstantKey& ckey, const Device& device, std::int64_t
     return t;
   }
   wait_for_build(t);
+  if (device.kind == DeviceKind::kCpu) detail::remember_host_copy(t, t);  // checked once as indices, as a device's
   used += t.nbytes();
   if (it == k.tensors.end()) {
     k.tensors.emplace(name, t);

@@ -27,8 +27,9 @@ std::atomic<std::uint64_t> g_scans{0};
 
 void remember_host_copy(const Tensor& device_copy, const Tensor& host) {
   // (Memory the host tensor does not own, Tensor::wrap's, may go away while the copy lives.)
+  // A CPU tensor is its own host copy (a kept index constant: remembered for its checks).
   if (is_floating(host.dtype()) || host.device().kind != DeviceKind::kCpu || !host.impl()->storage->allocator ||
-      device_copy.device().kind == DeviceKind::kCpu)
+      (device_copy.device().kind == DeviceKind::kCpu && device_copy.impl()->storage != host.impl()->storage))
     return;
   const std::shared_ptr<Storage>& s = device_copy.impl()->storage;
   if (device_copy.impl()->offset != 0 || device_copy.nbytes() != s->nbytes || host.nbytes() != s->nbytes) return;
@@ -81,11 +82,9 @@ void note_host_copy_scanned(const Tensor& t, std::int64_t limit, bool inside) {
 std::uint64_t host_copy_scans() { return g_scans.load(std::memory_order_relaxed); }
 
 void forget_host_copy(const Tensor& t) {
-  // Only integer device memory has host bytes: a float write (a gradient's fill, a copy into a
-  // bucket) takes no lock.
-  if (g_copies_size.load(std::memory_order_relaxed) == 0 || !t.defined() || t.device().kind == DeviceKind::kCpu ||
-      is_floating(t.dtype()))
-    return;
+  // Only integer memory has host bytes: a float write (a gradient's fill, a copy into a bucket)
+  // takes no lock.
+  if (g_copies_size.load(std::memory_order_relaxed) == 0 || !t.defined() || is_floating(t.dtype())) return;
   std::lock_guard<std::mutex> lock(g_copies_mu);
   g_copies.erase(t.impl()->storage.get());
   g_copies_size.store(g_copies.size(), std::memory_order_relaxed);

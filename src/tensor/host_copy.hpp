@@ -11,7 +11,8 @@ namespace lockstep::detail {
 /// The input path copied `host` into `device_copy` (the whole of its memory): for an integer
 /// tensor on a device, those host bytes are kept beside it, so that labels in it are checked on
 /// the host (checked_labels) until the tensor layer writes to it in place (forget_host_copy).
-/// Only for host memory nothing writes to afterwards (a batch gathered for the copy).
+/// Only for host memory nothing writes to afterwards (a batch gathered for the copy). A CPU
+/// tensor given as both is its own host copy (a kept index constant: its checks are remembered).
 void remember_host_copy(const Tensor& device_copy, const Tensor& host);
 /// The host bytes of `t` while they are still its values (kept alive while the pointer is held);
 /// else null. `inside_below`, when given, gets the L of a scan that found every value of its

@@ -136,9 +136,13 @@ Tensor checked_labels(const char* op, const Tensor& labels, std::int64_t classes
         .mark_outside(ctx(), labels.raw_data(), labels.numel(), classes, backend::error_site(op),
                       backend::error_mark(ctx()));
   } else if (labels.numel() > 0) {  // the CPU's own: at once (none: a replica's empty slice)
-    const auto& k = kern(op, labels, backend::KernelOp::kFirstOutside);
-    const std::int64_t bad = k.first_outside(ctx(), labels.raw_data(), labels.numel(), classes);
-    if (bad >= 0) throw_outside(op, host_label(labels.raw_data(), labels.dtype(), bad), bad, classes);
+    (void)host_copy_of(labels, &inside_below);  // a kept index constant's: checked once
+    if (inside_below <= 0 || inside_below > classes) {
+      const auto& k = kern(op, labels, backend::KernelOp::kFirstOutside);
+      const std::int64_t bad = k.first_outside(ctx(), labels.raw_data(), labels.numel(), classes);
+      note_host_copy_scanned(labels, classes, bad < 0);
+      if (bad >= 0) throw_outside(op, host_label(labels.raw_data(), labels.dtype(), bad), bad, classes);
+    }
   }
   return labels.dtype() == DType::kI64 ? labels : labels.to(DType::kI64);
 }

@@ -13,7 +13,9 @@
 #include <vector>
 
 #include "lockstep/tensor/compute_context.hpp"
+#include "lockstep/tensor/ops.hpp"
 #include "lockstep/tensor/step_capture.hpp"
+#include "tensor/host_copy.hpp"
 
 namespace lockstep {
 namespace {
@@ -145,6 +147,39 @@ TEST(DeviceConstant, ABuilderThatMakesOtherThanTheRowsAskedForIsRefusedByName) {
             "device_constant 'test bad builder': the builder made no tensor, not 3 rows in host memory");
   const std::string rows = message([](std::int64_t) { return Tensor::zeros({2, 4}); });
   EXPECT_NE(rows.find("made a (2, 4) tensor on cpu"), std::string::npos) << rows;
+}
+
+// An integer constant used as an index is range-checked once for a limit (the CPU's kept bytes are
+// their own host copy, tensor/host_copy.hpp), not by each op that takes it; a smaller limit scans
+// it again, and a value outside raises at every call. (A GPU's: tests/gpu/gpu_device_checks_test.)
+TEST(DeviceConstant, AnIndexConstantIsCheckedOnceForALimitAndAValueOutsideRaisesEachTime) {
+  const auto kept = [] {
+    return device_constant({"test checked rows"}, 3, [](std::int64_t n) {
+      const std::vector<std::int64_t> v{2, 0, 5};
+      return Tensor::from_vector(std::vector<std::int64_t>(v.begin(), v.begin() + n), {n});
+    });
+  };
+  const Tensor table = Tensor::from_vector(std::vector<float>{0, 1, 2, 3, 4, 5, 6, 7}, {8, 1});
+  const std::uint64_t scans = detail::host_copy_scans();
+  Tensor rows;
+  for (int i = 0; i < 3; ++i) rows = gather_rows(table, kept());
+  EXPECT_EQ(detail::host_copy_scans(), scans + 1);
+  EXPECT_EQ(rows.to_vector<float>(), (std::vector<float>{2, 0, 5}));
+  const Tensor four = table.slice(0, 4);
+  for (int i = 0; i < 2; ++i) {
+    try {
+      (void)gather_rows(four, kept());
+      ADD_FAILURE() << "no error";
+    } catch (const ValueError& e) {
+      EXPECT_STREQ(e.what(), "gather_rows: label 5 at index 2 is outside [0, 4)");
+    }
+  }
+  EXPECT_EQ(detail::host_copy_scans(), scans + 3);
+  // Labels that are no constant are scanned at each call.
+  const Tensor labels = Tensor::from_vector(std::vector<std::int64_t>{1, 0}, {2});
+  (void)gather_rows(table, labels);
+  (void)gather_rows(table, labels);
+  EXPECT_EQ(detail::host_copy_scans(), scans + 5);
 }
 
 }  // namespace

@@ -59,7 +59,7 @@ class ConstantBuilder {
 ///   GPU the host waits once for the copy, so that every stream of the device (logical replicas
 ///   gpu:0x4 share it) may read it at once (a host read, counted). Integer constants keep their
 ///   host bytes beside them, so ops check them as indices on the host, not with a device read,
-///   and once for a limit, not at every call (tensor/host_copy.hpp remembers the check).
+///   and once for a limit, not at every call, on the CPU too (tensor/host_copy.hpp remembers it).
 ///   Asked for more rows than kept inside a capture, it throws (a capture cannot copy from the
 ///   host), and the capture is discarded, naming why.
 /// - Kept for the process's lifetime, never freed (not even at exit): a captured graph reads it
