@@ -23,10 +23,12 @@ cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DLOCKSTEP_WERROR=ON
       -DLOCKSTEP_WITH_MPI=OFF -DLOCKSTEP_NATIVE=OFF -DLOCKSTEP_BUILD_EXAMPLES=ON \
       -DCMAKE_CUDA_ARCHITECTURES="$arch" "${launcher[@]}" >/dev/null
 cmake --build build-gpu --target gpu_tests backend_tests gpu_bench gemm_bench lockstep custom_loop -j"$(nproc)"
+cmake --build build-gpu --target hotpath_bench -j"$(nproc)"  # gpu_check's part hotpath
 rm -rf gpu-bundle
 mkdir -p gpu-bundle/bin gpu-bundle/lib gpu-bundle/data/mnist
 cp build-gpu/tests/gpu_tests build-gpu/tests/backend_tests build-gpu/bin/gpu_bench build-gpu/bin/lockstep \
    build-gpu/bin/custom_loop build-gpu/bin/gemm_bench gpu-bundle/bin/
+cp build-gpu/bin/hotpath_bench gpu-bundle/bin/
 cp build-gpu/lib/liblockstep_*.so gpu-bundle/lib/  # bin/../lib: where the programs look for them
 # The character GPT's text (the files of /usr/share/common-licenses, which the GPU machine may lack).
 python3 - "$repo/bench" gpu-bundle/data/text.txt <<'PY'

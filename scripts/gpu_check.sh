@@ -361,6 +361,9 @@ part prefetch_off_1024 20 train prefetch_off_1024 --devices gpu:0 --global-batch
 # replica's thread (0), interleaved segments against the bare step (issue 37.1; INFO).
 part host_cost_ahead  40 "${with_libs[@]}" "$bin/fit_host_cost" --batch 1024 --steps 1000 --rounds 3 --gather-ahead 1
 part host_cost_inline 40 "${with_libs[@]}" "$bin/fit_host_cost" --batch 1024 --steps 1000 --rounds 3 --gather-ahead 0
+# The host's ns per launch's count, error site, kept constant and read on gpu:0 and gpu:0x4's
+# replica threads (issue 37; INFO).
+part hotpath          20 "${with_libs[@]}" "$bin/hotpath_bench" --calls 20000 --rounds 5
 # The transformers through fit against PyTorch's (issue 40.5).
 part torch_transformers 90 "$py" bench/reference_gpu.py --json --rows vit,gpt --budget "$(left_s 70 20)" --cap 30 ${text:+--text "$text"}
 part vit              40 train vit --model vit --devices gpu:0 --global-batch-size 128 --epochs 1 --steps-per-epoch 300

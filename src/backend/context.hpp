@@ -14,6 +14,8 @@
 
 namespace lockstep::backend {
 
+struct ErrorMark;
+
 class ComputeContext {
  public:
   /// A CPU context computing on `threads` threads (pinned to `cpus` when given).
@@ -38,12 +40,22 @@ class ComputeContext {
   /// steps, before it hands the replicas their work).
   void set_native(void* native) { native_.store(native, std::memory_order_relaxed); }
 
+  /// Its device-side error mark once made (error_marks.hpp: error_mark makes it), else null.
+  ErrorMark* error_mark() const { return error_mark_.load(std::memory_order_acquire); }
+  void set_error_mark(ErrorMark* mark) { error_mark_.store(mark, std::memory_order_release); }
+  /// Whether its mark is its own (error_marks.hpp: a replica's context while a step runs): raised
+  /// only by a read on this context, which raises no other context's.
+  bool own_marks() const { return own_marks_.load(std::memory_order_acquire); }
+  void set_own_marks(bool own) { own_marks_.store(own, std::memory_order_release); }
+
  private:
   Device device_;
   std::vector<int> cpus_;
   std::shared_ptr<Allocator> allocator_;
   std::unique_ptr<ThreadPool> pool_;
   std::atomic<void*> native_{nullptr};
+  std::atomic<ErrorMark*> error_mark_{nullptr};
+  std::atomic<bool> own_marks_{false};
 };
 
 /// The context current on this thread (the default CPU context when none was set).

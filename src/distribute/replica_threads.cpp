@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <system_error>
 
+#include "backend/context.hpp"
 #include "backend/kernels.hpp"
 #include "core/thread_signals.hpp"
 
@@ -14,7 +15,10 @@ namespace {
 // steps, so that what the host does between steps (creating, assigning and reading variables)
 // runs in the order it is issued, as on one stream. use_stream orders each switch after the work
 // queued before it (no host wait); within the step the collectives' barriers order the replicas.
+// Each replica's context has its own error mark while the step runs (backend/error_marks.hpp):
+// a replica's read raises its own check's error, and the driver's reads after the step every one's.
 void use_own_streams(const std::vector<Device>& devices, Strategy& strategy, bool own) {
+  for (std::size_t r = 0; r < devices.size(); ++r) strategy.context(static_cast<int>(r)).set_own_marks(own);
   for (std::size_t r = 1; r < devices.size(); ++r) {
     const auto& ops = backend::device_ops(devices[r].kind);
     const auto k = std::count(devices.begin(), devices.begin() + static_cast<std::ptrdiff_t>(r), devices[r]);

@@ -39,7 +39,7 @@ Tensor PositionEmbeddingLayer::call(const Tensor& x, const CallContext&) const {
   Tensor table = autocast(embeddings_.value());
   const std::int64_t steps = x.dim(-2);
   if (steps < options_.sequence_length) {  // keras_hub's slice of the first rows (recorded)
-    table = gather_rows(table, device_constant("PositionEmbedding rows", steps, [](std::int64_t n) {
+    table = gather_rows(table, device_constant({"PositionEmbedding rows"}, steps, [](std::int64_t n) {
                           std::vector<std::int64_t> rows(static_cast<std::size_t>(n));
                           for (std::int64_t i = 0; i < n; ++i) rows[static_cast<std::size_t>(i)] = i;
                           return Tensor::from_vector(rows, Shape{n});

@@ -116,7 +116,7 @@ Tensor RepeatVectorLayer::call(const Tensor& x, const CallContext&) const {
   (void)compute_output_shape(x.shape());
   // Row i of the output is example i / n: one gather, whose gradient adds the n copies back.
   const std::int64_t n = n_;
-  const Tensor rows = device_constant("RepeatVector rows " + std::to_string(n), x.dim(0), [n](std::int64_t examples) {
+  const Tensor rows = device_constant({"RepeatVector rows: n", {n}}, x.dim(0), [n](std::int64_t examples) {
     std::vector<std::int64_t> r(static_cast<std::size_t>(examples * n));
     for (std::size_t i = 0; i < r.size(); ++i) r[i] = static_cast<std::int64_t>(i) / n;
     return Tensor::from_vector(r, {examples, n});

@@ -1,5 +1,6 @@
 #include "lockstep/tensor/device_constant.hpp"
 
+#include <cstring>
 #include <mutex>  // recursive: a builder may use constants of its own
 #include <unordered_map>
 #include <vector>
@@ -16,7 +17,7 @@ namespace {
 constexpr std::uint64_t kBudget = 64ull << 20;
 
 struct Kept {
-  std::unordered_map<std::string, Tensor> tensors;       // by device and key: "gpu:0|RepeatVector rows 4"
+  std::unordered_map<std::string, Tensor> tensors;       // by device and key: "gpu:0|RepeatVector rows: n (4)"
   std::unordered_map<std::string, std::uint64_t> bytes;  // by device
   std::vector<Tensor> replaced;                          // by larger builds: graphs may still read them
 };
@@ -32,11 +33,31 @@ std::recursive_mutex& kept_mu() {
   return *mu;
 }
 
+// What this thread was handed, by key (its `what` by address), device and rows: found again
+// without the lock or a string. Only kept constants, which live for the process.
+struct Handed {
+  const char* what;
+  std::array<std::int64_t, ConstantKey::kParams> params;
+  std::size_t count;
+  Device device;
+  std::int64_t rows;
+  bool operator==(const Handed& o) const {
+    return what == o.what && params == o.params && count == o.count && device == o.device && rows == o.rows;
+  }
+};
+struct HandedHash {
+  std::size_t operator()(const Handed& h) const {
+    std::size_t s = std::hash<const void*>()(h.what) ^ (static_cast<std::size_t>(h.rows) * 0x9e3779b97f4a7c15ull) ^ h.count;
+    for (std::int64_t p : h.params) s = (s ^ static_cast<std::size_t>(p)) * 0x100000001b3ull;
+    return s ^ (static_cast<std::size_t>(h.device.kind) << 8) ^ static_cast<std::size_t>(h.device.index);
+  }
+};
+thread_local std::unordered_map<Handed, Tensor, HandedHash> t_handed;
+
 // `build`'s host values copied to the current context's device (found there by `key`); their
 // host bytes kept beside integer ones, so that ops check them as indices on the host
 // (checked_labels), not with a device read that would keep a step from being captured.
-Tensor build_on_device(const std::string& key, std::int64_t rows,
-                       const std::function<Tensor(std::int64_t)>& build) {
+Tensor build_on_device(const std::string& key, std::int64_t rows, ConstantBuilder build) {
   Tensor host;
   if (backend::current_context().device().kind == DeviceKind::kCpu) {
     host = build(rows);
@@ -76,14 +97,17 @@ std::uint64_t device_constant_bytes(const Device& device) {
   return it == kept().bytes.end() ? 0 : it->second;
 }
 
-Tensor device_constant(const std::string& key, std::int64_t rows,
-                       const std::function<Tensor(std::int64_t)>& build) {
-  LOCKSTEP_CHECK(rows >= 0, "device_constant '", key, "': ", rows, " rows asked for");
-  const Device device = backend::current_context().device();
+namespace {
+// The kept constant (made here on the first call that asks for more rows than are kept), under
+// the lock; a constant past the budget is this call's own and not kept (`kept` false).
+Tensor find_or_build(const ConstantKey& ckey, const Device& device, std::int64_t rows, ConstantBuilder build,
+                     bool& is_kept) {
+  const std::string key = ckey.str();
   const std::string name = device.str() + "|" + key;
   std::lock_guard<std::recursive_mutex> lock(kept_mu());
   Kept& k = kept();
   const auto it = k.tensors.find(name);
+  is_kept = true;
   if (it != k.tensors.end() && it->second.dim(0) >= rows)
     return it->second.dim(0) == rows ? it->second : it->second.slice(0, rows);
   // Inside a capture the copy would be recorded, and the memory the graph's pool's.
@@ -102,9 +126,11 @@ Tensor device_constant(const std::string& key, std::int64_t rows,
     if (StepCaptureCheck* check = current_step_capture_check())
       check->block("a copy of host memory into a " + t.shape().str() + " tensor (the constant '" + key +
                    "', past the 64 MiB kept per device: a replay would copy what that memory holds then)");
+    is_kept = false;
     return t;
   }
   wait_for_build(t);
+  if (device.kind == DeviceKind::kCpu) detail::remember_host_copy(t, t);  // checked once as indices, as a device's
   used += t.nbytes();
   if (it == k.tensors.end()) {
     k.tensors.emplace(name, t);
@@ -112,6 +138,30 @@ Tensor device_constant(const std::string& key, std::int64_t rows,
     k.replaced.push_back(it->second);
     it->second = t;
   }
+  return t;
+}
+}  // namespace
+
+ConstantKey::ConstantKey(const char* what_, std::initializer_list<std::int64_t> params_) : what(what_) {
+  LOCKSTEP_CHECK(what_ != nullptr && params_.size() <= kParams, "ConstantKey: a name and at most ", kParams,
+                 " parameters, got ", params_.size());
+  for (std::int64_t p : params_) params[count++] = p;
+}
+
+std::string ConstantKey::str() const {
+  std::string s = what;
+  for (std::size_t i = 0; i < count; ++i) s += (i ? ", " : " (") + std::to_string(params[i]);
+  return count ? s + ")" : s;
+}
+
+Tensor device_constant(const ConstantKey& key, std::int64_t rows, ConstantBuilder build) {
+  LOCKSTEP_CHECK(rows >= 0, "device_constant '", key.str(), "': ", rows, " rows asked for");
+  const Device device = backend::current_context().device();
+  const Handed handed{key.what, key.params, key.count, device, rows};
+  if (const auto it = t_handed.find(handed); it != t_handed.end()) return it->second;
+  bool is_kept = false;
+  Tensor t = find_or_build(key, device, rows, build, is_kept);
+  if (is_kept) t_handed.emplace(handed, t);
   return t;
 }
 

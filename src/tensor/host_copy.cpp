@@ -1,6 +1,7 @@
 // Host bytes kept beside device copies of integer batches (tensor/host_copy.hpp).
 #include "tensor/host_copy.hpp"
 
+#include <algorithm>
 #include <atomic>
 #include <memory>
 #include <mutex>
@@ -16,16 +17,19 @@ struct HostCopy {
   std::weak_ptr<Storage> device;
   std::shared_ptr<const Storage> host;
   std::size_t offset = 0;
+  std::int64_t inside_below = 0;  // > 0: every value of the memory was found inside [0, it)
 };
 std::mutex g_copies_mu;
 std::unordered_map<const Storage*, HostCopy> g_copies;
 std::atomic<std::size_t> g_copies_size{0};  // read without the lock: none kept, nothing to look up
+std::atomic<std::uint64_t> g_scans{0};
 }  // namespace
 
 void remember_host_copy(const Tensor& device_copy, const Tensor& host) {
   // (Memory the host tensor does not own, Tensor::wrap's, may go away while the copy lives.)
+  // A CPU tensor is its own host copy (a kept index constant: remembered for its checks).
   if (is_floating(host.dtype()) || host.device().kind != DeviceKind::kCpu || !host.impl()->storage->allocator ||
-      device_copy.device().kind == DeviceKind::kCpu)
+      (device_copy.device().kind == DeviceKind::kCpu && device_copy.impl()->storage != host.impl()->storage))
     return;
   const std::shared_ptr<Storage>& s = device_copy.impl()->storage;
   if (device_copy.impl()->offset != 0 || device_copy.nbytes() != s->nbytes || host.nbytes() != s->nbytes) return;
@@ -36,13 +40,15 @@ void remember_host_copy(const Tensor& device_copy, const Tensor& host) {
   g_copies_size.store(g_copies.size(), std::memory_order_relaxed);
 }
 
-std::shared_ptr<const void> host_copy_of(const Tensor& t) {
+std::shared_ptr<const void> host_copy_of(const Tensor& t, std::int64_t* inside_below) {
+  if (inside_below) *inside_below = 0;
   if (g_copies_size.load(std::memory_order_relaxed) == 0) return nullptr;
   const std::shared_ptr<Storage>& s = t.impl()->storage;
   std::lock_guard<std::mutex> lock(g_copies_mu);
   const auto it = g_copies.find(s.get());
   if (it == g_copies.end() || it->second.device.lock() != s) return nullptr;
   const HostCopy& c = it->second;
+  if (inside_below) *inside_below = c.inside_below;
   return {c.host, static_cast<const char*>(c.host->data) + c.offset + t.impl()->offset};  // keeps them alive
 }
 
@@ -62,8 +68,23 @@ void share_host_copy(const Tensor& from, const Tensor& to) {
   g_copies_size.store(g_copies.size(), std::memory_order_relaxed);
 }
 
+void note_host_copy_scanned(const Tensor& t, std::int64_t limit, bool inside) {
+  g_scans.fetch_add(1, std::memory_order_relaxed);
+  const std::shared_ptr<Storage>& s = t.impl()->storage;
+  if (!inside || limit <= 0 || t.impl()->offset != 0 || t.nbytes() != s->nbytes) return;
+  std::lock_guard<std::mutex> lock(g_copies_mu);
+  const auto it = g_copies.find(s.get());
+  if (it == g_copies.end() || it->second.device.lock() != s) return;
+  std::int64_t& below = it->second.inside_below;
+  below = below > 0 ? std::min(below, limit) : limit;
+}
+
+std::uint64_t host_copy_scans() { return g_scans.load(std::memory_order_relaxed); }
+
 void forget_host_copy(const Tensor& t) {
-  if (g_copies_size.load(std::memory_order_relaxed) == 0 || !t.defined()) return;
+  // Only integer memory has host bytes: a float write (a gradient's fill, a copy into a bucket)
+  // takes no lock.
+  if (g_copies_size.load(std::memory_order_relaxed) == 0 || !t.defined() || is_floating(t.dtype())) return;
   std::lock_guard<std::mutex> lock(g_copies_mu);
   g_copies.erase(t.impl()->storage.get());
   g_copies_size.store(g_copies.size(), std::memory_order_relaxed);

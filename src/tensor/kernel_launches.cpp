@@ -4,6 +4,7 @@
 #include <array>
 #include <atomic>
 #include <cstddef>
+#include <mutex>
 #include <utility>
 
 #include "tensor/kernel_launches.hpp"
@@ -12,53 +13,95 @@ namespace lockstep::detail {
 namespace {
 constexpr std::size_t kKernels = static_cast<std::size_t>(backend::KernelOp::kCount);
 constexpr int kIndices = 32;  // per device kind; higher indices share the last count
-// Relaxed: a count, read by tests and benches once the work they count is done.
-std::array<std::array<std::atomic<std::uint64_t>, kKernels>, 2 * kIndices> g_counts{};
+constexpr std::size_t kRows = 2 * kIndices;
+using Row = std::array<std::atomic<std::uint64_t>, kKernels>;
+
+// Counts per thread, summed on read: a launch writes its own thread's row alone (no atomic
+// read-modify-write, no cache line shared with another replica's thread). Relaxed: a count, read
+// by tests and benches once the work they count is done. A thread's counts join `gone` when it
+// ends. Never destroyed: a thread may end during exit.
+struct Counts {
+  std::array<Row, kRows> rows{};
+};
+std::mutex& g_mu = *new std::mutex;
+std::vector<Counts*>& g_live = *new std::vector<Counts*>;
+Counts& g_gone = *new Counts;
+
+void add(std::atomic<std::uint64_t>& to, std::uint64_t n) { to.store(to.load(std::memory_order_relaxed) + n, std::memory_order_relaxed); }
+
+class ThreadCounts {
+ public:
+  Row& row(const Device& d) {
+    if (!counts_) [[unlikely]] {
+      counts_ = new Counts;
+      const std::lock_guard<std::mutex> lock(g_mu);
+      g_live.push_back(counts_);
+    }
+    const int index = std::clamp(d.index, 0, kIndices - 1);
+    return counts_->rows[static_cast<std::size_t>((d.kind == DeviceKind::kCpu ? 0 : kIndices) + index)];
+  }
+  ~ThreadCounts() {
+    if (!counts_) return;
+    const std::lock_guard<std::mutex> lock(g_mu);
+    for (std::size_t r = 0; r < kRows; ++r)
+      for (std::size_t i = 0; i < kKernels; ++i)
+        g_gone.rows[r][i].fetch_add(counts_->rows[r][i].load(std::memory_order_relaxed), std::memory_order_relaxed);
+    std::erase(g_live, counts_);
+    delete counts_;
+  }
+
+ private:
+  Counts* counts_ = nullptr;
+};
+thread_local ThreadCounts t_counts;
 thread_local std::vector<std::uint32_t>* t_tally = nullptr;
 
-std::array<std::atomic<std::uint64_t>, kKernels>& counts(const Device& d) {
+// Kernel i's count on `d` over every thread, live and gone.
+std::uint64_t count(const Device& d, std::size_t i) {
   const int index = std::clamp(d.index, 0, kIndices - 1);
-  return g_counts[static_cast<std::size_t>((d.kind == DeviceKind::kCpu ? 0 : kIndices) + index)];
+  const auto r = static_cast<std::size_t>((d.kind == DeviceKind::kCpu ? 0 : kIndices) + index);
+  const std::lock_guard<std::mutex> lock(g_mu);
+  std::uint64_t n = g_gone.rows[r][i].load(std::memory_order_relaxed);
+  for (const Counts* c : g_live) n += c->rows[r][i].load(std::memory_order_relaxed);
+  return n;
 }
 }  // namespace
 
 void note_kernel_launch(const Device& device, backend::KernelOp op) {
   const auto i = static_cast<std::size_t>(op);
-  counts(device)[i].fetch_add(1, std::memory_order_relaxed);
-  if (t_tally) [[unlikely]] {
-    t_tally->resize(kKernels);
+  add(t_counts.row(device)[i], 1);
+  if (t_tally) [[unlikely]]
     ++(*t_tally)[i];
-  }
 }
 
-LaunchTally::LaunchTally(std::vector<std::uint32_t>& tally) : previous_(t_tally) { t_tally = &tally; }
+LaunchTally::LaunchTally(std::vector<std::uint32_t>& tally) : previous_(t_tally) {
+  if (tally.size() < kKernels) tally.resize(kKernels);  // here, not at each launch
+  t_tally = &tally;
+}
 LaunchTally::~LaunchTally() { t_tally = previous_; }
 
 void note_replayed_launches(const Device& device, const std::vector<std::uint32_t>& tally) {
-  auto& c = counts(device);
+  Row& row = t_counts.row(device);
   for (std::size_t i = 0; i < tally.size() && i < kKernels; ++i)
-    if (tally[i]) c[i].fetch_add(tally[i], std::memory_order_relaxed);
+    if (tally[i]) add(row[i], tally[i]);
 }
 
 std::uint64_t kernel_launches(const Device& device) {
   std::uint64_t n = 0;
-  for (const auto& c : counts(device)) n += c.load(std::memory_order_relaxed);
+  for (std::size_t i = 0; i < kKernels; ++i) n += count(device, i);
   return n;
 }
 
 std::uint64_t kernel_launches(const Device& device, const std::string& kernel) {
-  const auto& c = counts(device);
   for (std::size_t i = 0; i < kKernels; ++i)
-    if (kernel == backend::kernel_op_name(static_cast<backend::KernelOp>(i)))
-      return c[i].load(std::memory_order_relaxed);
+    if (kernel == backend::kernel_op_name(static_cast<backend::KernelOp>(i))) return count(device, i);
   return 0;
 }
 
 std::string kernel_launches_by_kernel(const Device& device) {
   std::vector<std::pair<std::uint64_t, std::size_t>> rows;
-  const auto& c = counts(device);
   for (std::size_t i = 0; i < kKernels; ++i)
-    if (const std::uint64_t n = c[i].load(std::memory_order_relaxed)) rows.emplace_back(n, i);
+    if (const std::uint64_t n = count(device, i)) rows.emplace_back(n, i);
   std::stable_sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
   std::string s;
   for (const auto& [n, i] : rows)

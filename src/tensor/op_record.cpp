@@ -106,7 +106,7 @@ std::int64_t host_label(const void* labels, DType dtype, std::int64_t i) {
 }
 
 [[noreturn]] void throw_outside(const char* op, std::int64_t value, std::int64_t index, std::int64_t classes) {
-  throw ValueError(detail::concat(op, ": label ", value, " at index ", index, " is outside [0, ", classes, ")"));
+  throw ValueError(backend::outside_message(op, value, index, classes));
 }
 }  // namespace
 
@@ -114,16 +114,21 @@ Tensor checked_labels(const char* op, const Tensor& labels, std::int64_t classes
   check_integer(op, labels, "labels");
   // Labels the input path copied from the host are checked there, at once (the CPU's kernel on
   // the same bytes); labels with no host bytes on a device by the device, raised later.
-  const std::shared_ptr<const void> host = labels.device().kind == DeviceKind::kCpu ? nullptr : host_copy_of(labels);
+  std::int64_t inside_below = 0;
+  const std::shared_ptr<const void> host =
+      labels.device().kind == DeviceKind::kCpu ? nullptr : host_copy_of(labels, &inside_below);
   if (host) {
     check_context_kind(op, labels);
     // Inside a captured step the check is the replay's to repeat: before each replay, on the
     // labels copied in (StepGraph::refill), the host's check or, for labels with no host bytes,
     // the device's.
     (void)StepGraph::check_before_replay(labels, [op, classes](const Tensor& in) { (void)checked_labels(op, in, classes); });
-    const auto& cpu = backend::kernels(DeviceKind::kCpu, labels.dtype());
-    const std::int64_t bad = cpu.first_outside(ctx(), host.get(), labels.numel(), classes);
-    if (bad >= 0) throw_outside(op, host_label(host.get(), labels.dtype(), bad), bad, classes);
+    if (inside_below <= 0 || inside_below > classes) {  // else checked once (a kept index constant)
+      const auto& cpu = backend::kernels(DeviceKind::kCpu, labels.dtype());
+      const std::int64_t bad = cpu.first_outside(ctx(), host.get(), labels.numel(), classes);
+      note_host_copy_scanned(labels, classes, bad < 0);
+      if (bad >= 0) throw_outside(op, host_label(host.get(), labels.dtype(), bad), bad, classes);
+    }
   } else if (labels.numel() > 0 && labels.device().kind != DeviceKind::kCpu) {
     // No host bytes on a device: checked there into the context's error mark, raised at the host's
     // next read (raise_marked_errors), so the host does not wait and a captured step repeats it.
@@ -131,16 +136,24 @@ Tensor checked_labels(const char* op, const Tensor& labels, std::int64_t classes
         .mark_outside(ctx(), labels.raw_data(), labels.numel(), classes, backend::error_site(op),
                       backend::error_mark(ctx()));
   } else if (labels.numel() > 0) {  // the CPU's own: at once (none: a replica's empty slice)
-    const auto& k = kern(op, labels, backend::KernelOp::kFirstOutside);
-    const std::int64_t bad = k.first_outside(ctx(), labels.raw_data(), labels.numel(), classes);
-    if (bad >= 0) throw_outside(op, host_label(labels.raw_data(), labels.dtype(), bad), bad, classes);
+    (void)host_copy_of(labels, &inside_below);  // a kept index constant's: checked once
+    if (inside_below <= 0 || inside_below > classes) {
+      const auto& k = kern(op, labels, backend::KernelOp::kFirstOutside);
+      const std::int64_t bad = k.first_outside(ctx(), labels.raw_data(), labels.numel(), classes);
+      note_host_copy_scanned(labels, classes, bad < 0);
+      if (bad >= 0) throw_outside(op, host_label(labels.raw_data(), labels.dtype(), bad), bad, classes);
+    }
   }
   return labels.dtype() == DType::kI64 ? labels : labels.to(DType::kI64);
 }
 
 void raise_marked_errors() {
-  if (const std::optional<backend::ErrorMark> m = backend::take_error_mark())
-    throw_outside(backend::error_site_name(m->site), m->value, m->index, m->limit);
+  if (const std::optional<backend::TakenMarks> m = backend::take_error_marks(ctx())) {
+    const backend::ErrorMark& e = m->first;
+    std::string what = backend::outside_message(backend::error_site_name(e.site), e.value, e.index, e.limit);
+    if (m->more > 0) what += detail::concat(" (and ", m->more, " more device check(s) found values outside)");
+    throw ValueError(what);
+  }
 }
 
 int normalize_axis(const char* op, int axis, std::size_t rank) {

@@ -33,7 +33,8 @@ void check_integer(const char* op, const Tensor& t, const char* what);
 /// the host's next read; the kernels that take them skip an index outside meanwhile.
 Tensor checked_labels(const char* op, const Tensor& labels, std::int64_t classes);
 /// After the host waited for a device (a copy to the host): raises the ValueError a device's check
-/// marked ("<op>: label V at index I is outside [0, C)", as checked_labels' own), clearing its mark.
+/// marked ("<op>: label V at index I is outside [0, C)", as checked_labels' own), clearing its mark:
+/// of the marks the read depends on (backend/error_marks.hpp: a replica's own inside a step).
 void raise_marked_errors();
 /// Normalises a possibly negative axis against rank, naming the op on error.
 int normalize_axis(const char* op, int axis, std::size_t rank);

@@ -156,7 +156,7 @@ Tensor attention_reference(const Tensor& q, const Tensor& k, const Tensor& v, co
     const std::int64_t tk = a.tk;
     const DType dtype = q.dtype();
     const Tensor causal = device_constant(
-        detail::concat("causal mask of ", tk, " keys, ", dtype_name(dtype)), a.tq, [tk, dtype](std::int64_t tq) {
+        {"causal mask: keys, dtype", {tk, static_cast<std::int64_t>(dtype)}}, a.tq, [tk, dtype](std::int64_t tq) {
           std::vector<float> lower(static_cast<std::size_t>(tq * tk));
           for (std::int64_t i = 0; i < tq; ++i)
             for (std::int64_t j = 0; j < tk; ++j) lower[static_cast<std::size_t>(i * tk + j)] = j <= i ? 1.0f : 0.0f;

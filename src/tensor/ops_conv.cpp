@@ -314,7 +314,7 @@ Tensor zero_pad2d(const Tensor& x, const Padding2d& p) {
   // Rows of C channels scattered into a zero tensor: the storage kernels do it for every dtype.
   const std::int64_t top = p.top, left = p.left;
   const Tensor idx =
-      device_constant(detail::concat("zero_pad2d rows of ", h, "x", w, " into ", h2, "x", w2, " at ", top, ",", left), n,
+      device_constant({"zero_pad2d rows: h, w, h2, w2, top, left", {h, w, h2, w2, top, left}}, n,
                       [=](std::int64_t examples) {
                         std::vector<std::int64_t> index(static_cast<std::size_t>(examples * h * w));
                         for (std::int64_t b = 0, i = 0; b < examples; ++b)

@@ -24,7 +24,7 @@ std::array<Tensor, 2> concat_positions(const Shape& a, const Shape& b, int axis)
   // Rows of `width` elements at `offset` in rows of wa + wb.
   const auto positions = [&](std::int64_t width, std::int64_t offset) {
     const std::int64_t stride = wa + wb;
-    return device_constant(detail::concat("concatenate positions of ", width, " at ", offset, " of ", stride), outer,
+    return device_constant({"concatenate positions: width, offset, stride", {width, offset, stride}}, outer,
                            [=](std::int64_t rows) {
                              std::vector<std::int64_t> p(static_cast<std::size_t>(rows * width));
                              for (std::int64_t o = 0; o < rows; ++o)

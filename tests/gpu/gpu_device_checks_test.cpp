@@ -12,7 +12,10 @@
 
 #include "gpu_test_util.hpp"
 #include "backend/emulated_gpu.hpp"
+#include "backend/error_marks.hpp"
+#include "lockstep/tensor/device_constant.hpp"
 #include "lockstep/tensor/host_reads.hpp"
+#include "tensor/host_copy.hpp"
 
 using namespace lockstep;
 using namespace lockstep::distribute;
@@ -207,4 +210,135 @@ TEST(GpuDeviceChecks, TokenIdsFromHostArraysAreCheckedOnTheHostInFit) {
   EXPECT_TRUE(has(e, "(Embedding, input_dim 10): an index is outside the vocabulary: gather_rows: label 12 at index 7 "
                      "is outside [0, 10)"))
       << e;
+}
+
+// Logical replicas each have their own mark while a step runs: a replica's read raises its own
+// check's error, never another replica's (replica 0 reads after the meeting that follows replica
+// 1's bad gather, and passes); the driver's read after the step raises it, once; a replica that
+// reads its own bad gather fails the step, named.
+TEST(GpuDeviceChecks, AReplicaRaisesItsOwnMarkAndTheDriverEveryReplicasAfterTheStep) {
+  LOCKSTEP_REQUIRE_GPU();
+  MirroredStrategy strategy({.devices = {"gpu:0x2"}});
+  const std::string error = "gather_rows: label 9 at index 1 is outside [0, 3)";
+  std::vector<Tensor> tables(2), ids(2);
+  strategy.run_void([&](ReplicaContext& r) {  // made on each replica's device: no host bytes
+    const auto i = static_cast<std::size_t>(r.local_replica_id());
+    tables[i] = Tensor::ones({3, 2});
+    ids[i] = Tensor::from_vector(std::vector<std::int64_t>{0, i == 1 ? 9 : 1}, {2});
+  });
+  for (const bool replica_1_reads : {false, true}) {
+    SCOPED_TRACE(replica_1_reads ? "replica 1 reads" : "replica 0 reads");
+    std::string replica_0_read;
+    const std::string step = message_of([&] {
+      strategy.run_void([&](ReplicaContext& r) {
+        const Tensor rows = gather_rows(tables[static_cast<std::size_t>(r.local_replica_id())],
+                                        ids[static_cast<std::size_t>(r.local_replica_id())]);
+        (void)r.all_reduce(ReduceOp::kSum, Tensor::ones({1}));  // the meeting: replica 1's check ran
+        if (r.local_replica_id() == 0) replica_0_read = message_of([&] { (void)rows.to_vector<float>(); });
+        if (r.local_replica_id() == 1 && replica_1_reads) (void)rows.to_vector<float>();
+      });
+    });
+    EXPECT_EQ(replica_0_read, "") << "replica 1's error is not replica 0's";
+    const ComputeScope on(strategy.context(0));
+    const std::string driver = message_of([&] { (void)tables[0].to_vector<float>(); });
+    if (replica_1_reads) {
+      EXPECT_TRUE(has(step, "replica 1 of 2 (gpu:0) failed: " + error)) << step;
+      EXPECT_EQ(driver, "") << "raised once, by the replica";
+    } else {
+      EXPECT_EQ(step, "");
+      EXPECT_EQ(driver, error) << "the driver's read after the step raises every replica's";
+    }
+    EXPECT_EQ(message_of([&] { (void)tables[0].to_vector<float>(); }), "") << "cleared";
+  }
+}
+
+// A context destroyed with its mark still set (a check no read raised) writes the error to stderr:
+// never lost, never thrown from the destructor, and no later read elsewhere raises it.
+TEST(GpuDeviceChecks, AContextDestroyedWithASetMarkWritesItsErrorAndNoOtherReadRaisesIt) {
+  LOCKSTEP_REQUIRE_GPU();
+  ::testing::internal::CaptureStderr();
+  {
+    const OnGpu0 on;
+    const Tensor table = Tensor::ones({2, 2});
+    (void)gather_rows(table, Tensor::from_vector(std::vector<std::int64_t>{4}, {1}));
+  }
+  const std::string logged = ::testing::internal::GetCapturedStderr();
+  EXPECT_TRUE(has(logged, "a context of gpu:0 was destroyed with an error no read raised: gather_rows: label 4 at "
+                          "index 0 is outside [0, 2)"))
+      << logged;
+  const OnGpu0 other;
+  EXPECT_EQ(message_of([&] { (void)Tensor::ones({1}).to_vector<float>(); }), "");
+}
+
+// A check's site: one number per name, whatever the address it comes from, and its name back.
+TEST(GpuDeviceChecks, AnErrorSiteIsOneNumberPerNameAndGivesTheNameBack) {
+  const std::string copy = "a test site";  // the same characters at another address
+  const std::int64_t site = backend::error_site("a test site");
+  EXPECT_EQ(backend::error_site("a test site"), site);
+  EXPECT_EQ(backend::error_site(copy.c_str()), site);
+  EXPECT_NE(backend::error_site("another test site"), site);
+  EXPECT_STREQ(backend::error_site_name(site), "a test site");
+  EXPECT_STREQ(backend::error_site_name(-1), "a device check");
+}
+
+// A kept index constant (device_constant keeps its host bytes) is range-checked on the host once
+// for a limit, not by every op that takes it (zero_pad2d: n x h x w entries a call); against a
+// smaller limit it is scanned again, and a value outside raises at every call.
+TEST(GpuDeviceChecks, AKeptIndexConstantIsScannedOnceAndAValueOutsideRaisesEachTime) {
+  LOCKSTEP_REQUIRE_GPU();
+  const OnGpu0 on;
+  const std::vector<std::int64_t> values{2, 0, 5};
+  const auto kept = [&] {
+    return device_constant({"test kept rows"}, 3, [&](std::int64_t n) {
+      return Tensor::from_vector(std::vector<std::int64_t>(values.begin(), values.begin() + n), {n});
+    });
+  };
+  const Tensor table = Tensor::from_vector(std::vector<float>{0, 1, 2, 3, 4, 5, 6, 7}, {8, 1});
+  const std::uint64_t scans = detail::host_copy_scans();
+  Tensor rows = gather_rows(table, kept());
+  EXPECT_EQ(detail::host_copy_scans(), scans + 1);
+  for (int i = 0; i < 3; ++i) rows = gather_rows(table, kept());
+  EXPECT_EQ(detail::host_copy_scans(), scans + 1) << "found inside [0, 8) once";
+  EXPECT_EQ(rows.to_vector<float>(), (std::vector<float>{2, 0, 5}));
+  const Tensor four = table.slice(0, 4);
+  for (int i = 0; i < 2; ++i)
+    EXPECT_EQ(message_of([&] { (void)gather_rows(four, kept()); }), "gather_rows: label 5 at index 2 is outside [0, 4)");
+  EXPECT_EQ(detail::host_copy_scans(), scans + 3);
+  const Tensor x = Tensor::ones({2, 3, 3, 1});
+  (void)zero_pad2d(x, {1, 1, 1, 1});
+  const std::uint64_t padded = detail::host_copy_scans();
+  const std::vector<float> y = zero_pad2d(x, {1, 1, 1, 1}).to_vector<float>();
+  EXPECT_EQ(detail::host_copy_scans(), padded);
+  ASSERT_EQ(y.size(), 2u * 5 * 5);
+  for (std::size_t i = 0; i < y.size(); ++i) {
+    const std::size_t r = i % 25 / 5, c = i % 5;
+    EXPECT_EQ(y[i], r >= 1 && r <= 3 && c >= 1 && c <= 3 ? 1.0f : 0.0f) << i;
+  }
+}
+
+// Integer device memory copied whole from the host keeps those bytes (checked there) until it is
+// written in place: then its values are the device's, checked there, raised at the read. A write
+// to float memory leaves every record as it was.
+TEST(GpuDeviceChecks, AnInPlaceWriteForgetsTheHostBytesOfThatMemoryOnly) {
+  LOCKSTEP_REQUIRE_GPU();
+  const Tensor host = Tensor::from_vector(std::vector<std::int64_t>{0, 1}, {2});
+  const OnGpu0 on;
+  const auto copied = [&] {
+    Tensor t = Tensor::empty({2}, DType::kI64);
+    t.copy_from(host);
+    detail::remember_host_copy(t, host);
+    return t;
+  };
+  Tensor written = copied();
+  const Tensor kept = copied();
+  Tensor floats = Tensor::zeros({3});
+  floats.fill_(2.0);
+  EXPECT_NE(detail::host_copy_of(written), nullptr);
+  written.fill_(5.0);
+  EXPECT_EQ(detail::host_copy_of(written), nullptr);
+  EXPECT_NE(detail::host_copy_of(kept), nullptr);
+  const Tensor table = Tensor::ones({2, 1});
+  Tensor rows;
+  EXPECT_EQ(message_of([&] { rows = gather_rows(table, written); }), "") << "checked on the device now";
+  EXPECT_EQ(message_of([&] { (void)rows.to_vector<float>(); }), "gather_rows: label 5 at index 0 is outside [0, 2)");
 }

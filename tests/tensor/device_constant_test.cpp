@@ -13,7 +13,9 @@
 #include <vector>
 
 #include "lockstep/tensor/compute_context.hpp"
+#include "lockstep/tensor/ops.hpp"
 #include "lockstep/tensor/step_capture.hpp"
+#include "tensor/host_copy.hpp"
 
 namespace lockstep {
 namespace {
@@ -62,6 +64,34 @@ TEST(DeviceConstant, IsBuiltOnceByKeyAndFoundAfterwardsWithoutACopyTheCaptureChe
   }
   EXPECT_NE(check.blocker().find("a copy of host memory into a (3,) tensor"), std::string::npos)
       << check.blocker();
+}
+
+// A key is its name and every parameter: one differing in a parameter, or asked for on another
+// device, is another constant; the same key is found again, by this thread and by another.
+TEST(DeviceConstant, KeysDifferingInAParameterOrDeviceAreDistinctAndTheSameKeyIsFoundAgain) {
+  int builds = 0;
+  const auto build = [&](std::int64_t rows) {
+    ++builds;
+    return Tensor::zeros(Shape{rows}, DType::kI64);
+  };
+  const Tensor a = device_constant({"test keyed", {1, 2}}, 2, build);
+  const Tensor b = device_constant({"test keyed", {1, 3}}, 2, build);
+  const Tensor c = device_constant({"test keyed", {1}}, 2, build);
+  EXPECT_EQ(builds, 3);
+  EXPECT_NE(a.id(), b.id());
+  EXPECT_NE(a.id(), c.id());
+  EXPECT_EQ(device_constant({"test keyed", {1, 2}}, 2, build).id(), a.id());
+  std::uint64_t from_another_thread = 0;
+  std::thread([&] { from_another_thread = device_constant({"test keyed", {1, 2}}, 2, build).id(); }).join();
+  EXPECT_EQ(from_another_thread, a.id());
+  EXPECT_EQ(builds, 3);
+  const std::shared_ptr<ComputeContext> cpu1 = make_compute_context(Device{DeviceKind::kCpu, 1});
+  {
+    const ComputeScope on(*cpu1);
+    EXPECT_NE(device_constant({"test keyed", {1, 2}}, 2, build).id(), a.id());
+  }
+  EXPECT_EQ(builds, 4);
+  EXPECT_EQ(ConstantKey("test keyed", {1, 2}).str(), "test keyed (1, 2)");
 }
 
 TEST(DeviceConstant, ReplicaThreadsMeetingAtTheFirstCallShareOneBuild) {
@@ -117,6 +147,39 @@ TEST(DeviceConstant, ABuilderThatMakesOtherThanTheRowsAskedForIsRefusedByName) {
             "device_constant 'test bad builder': the builder made no tensor, not 3 rows in host memory");
   const std::string rows = message([](std::int64_t) { return Tensor::zeros({2, 4}); });
   EXPECT_NE(rows.find("made a (2, 4) tensor on cpu"), std::string::npos) << rows;
+}
+
+// An integer constant used as an index is range-checked once for a limit (the CPU's kept bytes are
+// their own host copy, tensor/host_copy.hpp), not by each op that takes it; a smaller limit scans
+// it again, and a value outside raises at every call. (A GPU's: tests/gpu/gpu_device_checks_test.)
+TEST(DeviceConstant, AnIndexConstantIsCheckedOnceForALimitAndAValueOutsideRaisesEachTime) {
+  const auto kept = [] {
+    return device_constant({"test checked rows"}, 3, [](std::int64_t n) {
+      const std::vector<std::int64_t> v{2, 0, 5};
+      return Tensor::from_vector(std::vector<std::int64_t>(v.begin(), v.begin() + n), {n});
+    });
+  };
+  const Tensor table = Tensor::from_vector(std::vector<float>{0, 1, 2, 3, 4, 5, 6, 7}, {8, 1});
+  const std::uint64_t scans = detail::host_copy_scans();
+  Tensor rows;
+  for (int i = 0; i < 3; ++i) rows = gather_rows(table, kept());
+  EXPECT_EQ(detail::host_copy_scans(), scans + 1);
+  EXPECT_EQ(rows.to_vector<float>(), (std::vector<float>{2, 0, 5}));
+  const Tensor four = table.slice(0, 4);
+  for (int i = 0; i < 2; ++i) {
+    try {
+      (void)gather_rows(four, kept());
+      ADD_FAILURE() << "no error";
+    } catch (const ValueError& e) {
+      EXPECT_STREQ(e.what(), "gather_rows: label 5 at index 2 is outside [0, 4)");
+    }
+  }
+  EXPECT_EQ(detail::host_copy_scans(), scans + 3);
+  // Labels that are no constant are scanned at each call.
+  const Tensor labels = Tensor::from_vector(std::vector<std::int64_t>{1, 0}, {2});
+  (void)gather_rows(table, labels);
+  (void)gather_rows(table, labels);
+  EXPECT_EQ(detail::host_copy_scans(), scans + 5);
 }
 
 }  // namespace

@@ -6,7 +6,8 @@
 // (src/backend/kernel_ops.def). A replay of a captured step (StepGraph, jit_compile) counts the
 // kernels its capture recorded, as if they ran again. Device copies and collectives are not
 // kernels of the op list and count nothing. Emulated GPUs (LOCKSTEP_EMULATED_GPUS) count as real
-// ones would. For tests, benches and diagnostics: one count for the process, over every thread.
+// ones would. For tests, benches and diagnostics: one count for the process, over every thread
+// (each thread counts its own launches, summed when read: a launch writes no shared memory).
 #include <cstdint>
 #include <string>
 
