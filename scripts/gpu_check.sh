@@ -109,13 +109,17 @@ gpu_bench="$bin/gpu_bench" cli="$bin/lockstep" custom_loop="$bin/custom_loop" ge
 fit_host_cost="$bin/fit_host_cost"
 export LOCKSTEP_DATA_DIR="$data_dir"
 # The Python that holds PyTorch: $PYTHON, else the first python3 on PATH that imports torch
-# (the GPU machine's python3; here Debian's /usr/bin/python3), else python3.
-py="${PYTHON:-}"
+# (the GPU machine's python3; here Debian's /usr/bin/python3), else python3. Without PyTorch the
+# parts that run it (bench/reference_gpu.py) are skipped, naming why, as is one whose PyTorch sees
+# no GPU (its exit 77).
+py="${PYTHON:-}" torch_here=0
 if [[ -z "$py" ]]; then
   for p in python3 /usr/bin/python3; do
-    command -v "$p" >/dev/null && "$p" -c 'import torch' 2>/dev/null && { py="$(command -v "$p")"; break; }
+    command -v "$p" >/dev/null && "$p" -c 'import torch' 2>/dev/null && { py="$(command -v "$p")"; torch_here=1; break; }
   done
   py="${py:-python3}"
+else
+  "$py" -c 'import torch' 2>/dev/null && torch_here=1
 fi
 
 # ---- libraries: the bundle's, then cuBLASLt / cuDNN / NCCL / cudart from PyTorch's wheels or CUDA
@@ -201,18 +205,19 @@ part() {  # part NAME LIMIT CMD...: runs CMD within LIMIT seconds and what is le
     return 0
   fi
   local gpu_only; gpu_only="$( ((emu)) && real_gpu_only "$@")"
-  if [[ -n "$gpu_only" ]]; then
-    say ""; say "==== $name: SKIPPED (--emulated: $gpu_only needs a real GPU)"
-    printf '%s\tskipped\t0\n' "$name" >>"$logs/status.tsv"
-    return 0
+  [[ -n "$gpu_only" ]] && { skipped "$name" "--emulated: $gpu_only needs a real GPU"; return 0; }
+  # What the GPU machine may lack is skipped by name, not failed: PyTorch, compute-sanitizer.
+  if ((!torch_here)) && [[ " $* " == *"/reference_gpu.py "* ]]; then
+    skipped "$name" "reference_gpu.py needs PyTorch, which $py cannot import"; return 0
+  fi
+  if [[ "$(program_of "$@")" == compute-sanitizer ]] && ! command -v compute-sanitizer >/dev/null; then
+    skipped "$name" "no compute-sanitizer on this machine (PATH, /usr/local/cuda/bin)"; return 0
   fi
   if ((emu)); then
     emulated "$@"; set -- "${cmd[@]}"; limit=$((limit * emu_slack))
   fi
   if ((left < 15 || (extra && limit > left))); then
-    say ""; say "==== $name: SKIPPED (${left}s of the ${budget}s budget left$( ((extra)) && echo ", its limit ${limit}s"))"
-    printf '%s\tskipped\t0\n' "$name" >>"$logs/status.tsv"
-    return 0
+    skipped "$name" "${left}s of the ${budget}s budget left$( ((extra)) && echo ", its limit ${limit}s")"; return 0
   fi
   ((limit > left)) && limit=$left
   say ""; say "==== $name (limit ${limit}s) ===="
@@ -223,6 +228,12 @@ part() {  # part NAME LIMIT CMD...: runs CMD within LIMIT seconds and what is le
   local rc=$?
   tail -n 30 "$log" >>"$report"
   tail -n 8 "$log"
+  if ((rc == 77)); then  # the tests' convention: skipped, saying why (reference_gpu.py: PyTorch sees no GPU)
+    say "---- $name: SKIPPED (exit 77: $(tail -n 1 "$log")) in $((SECONDS - t0))s"
+    printf '%s\tskipped\t%s\n' "$name" "$((SECONDS - t0))" >>"$logs/status.tsv"
+    pack
+    return 0
+  fi
   say "---- $name: exit $rc in $((SECONDS - t0))s"
   printf '%s\t%s\t%s\n' "$name" "$rc" "$((SECONDS - t0))" >>"$logs/status.tsv"
   [[ $rc -ne 0 ]] && status=1
@@ -230,6 +241,10 @@ part() {  # part NAME LIMIT CMD...: runs CMD within LIMIT seconds and what is le
   return 0
 }
 as_time_allows() { extra=1; }  # the parts after it run while their limits fit in what is left
+skipped() {  # skipped NAME WHY: the part is not run, saying why
+  say ""; say "==== $1: SKIPPED ($2)"
+  printf '%s\tskipped\t0\n' "$1" >>"$logs/status.tsv"
+}
 program_of() {  # program_of CMD...: the program a part's CMD runs (past accuracy's MIN, env and its VAR=value words)
   [[ "$1" == accuracy ]] && shift 2
   if [[ "$1" == env ]]; then shift; while [[ "${1:-}" == [A-Za-z_]*=* ]]; do shift; done; fi
