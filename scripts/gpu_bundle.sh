@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds, on a machine with the CUDA toolkit (nvcc), what scripts/gpu_check.sh runs on a GPU
 # machine that has no compiler or package registry: gpu-bundle/bin (gpu_tests, backend_tests,
-# gpu_bench, gemm_bench for bench/compare_cores.sh, custom_loop and the lockstep CLI; their
+# gpu_bench, gemm_bench for bench/compare_cores.sh, fit_host_cost, custom_loop and the lockstep CLI; their
 # plugins liblockstep_cuda.so (the CUDA backend) and liblockstep_nccl.so in gpu-bundle/lib, where
 # they look for them), gpu-bundle/data (MNIST and the GPT's text, which that machine may not have)
 # and gpu-bundle/lib (the shared libraries they need that such a machine may lack:
@@ -22,13 +22,12 @@ command -v ccache >/dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -
 cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DLOCKSTEP_WERROR=ON -DLOCKSTEP_WITH_CUDA=ON \
       -DLOCKSTEP_WITH_MPI=OFF -DLOCKSTEP_NATIVE=OFF -DLOCKSTEP_BUILD_EXAMPLES=ON \
       -DCMAKE_CUDA_ARCHITECTURES="$arch" "${launcher[@]}" >/dev/null
-cmake --build build-gpu --target gpu_tests backend_tests gpu_bench gemm_bench lockstep custom_loop -j"$(nproc)"
-cmake --build build-gpu --target hotpath_bench -j"$(nproc)"  # gpu_check's part hotpath
+cmake --build build-gpu --target gpu_tests backend_tests gpu_bench gemm_bench fit_host_cost hotpath_bench lockstep custom_loop -j"$(nproc)"
 rm -rf gpu-bundle
 mkdir -p gpu-bundle/bin gpu-bundle/lib gpu-bundle/data/mnist
 cp build-gpu/tests/gpu_tests build-gpu/tests/backend_tests build-gpu/bin/gpu_bench build-gpu/bin/lockstep \
-   build-gpu/bin/custom_loop build-gpu/bin/gemm_bench gpu-bundle/bin/
-cp build-gpu/bin/hotpath_bench gpu-bundle/bin/
+   build-gpu/bin/custom_loop build-gpu/bin/gemm_bench build-gpu/bin/fit_host_cost \
+   build-gpu/bin/hotpath_bench gpu-bundle/bin/
 cp build-gpu/lib/liblockstep_*.so gpu-bundle/lib/  # bin/../lib: where the programs look for them
 # The character GPT's text (the files of /usr/share/common-licenses, which the GPU machine may lack).
 python3 - "$repo/bench" gpu-bundle/data/text.txt <<'PY'

@@ -106,15 +106,20 @@ else
   exit 1
 fi
 gpu_bench="$bin/gpu_bench" cli="$bin/lockstep" custom_loop="$bin/custom_loop" gemm_bench="$bin/gemm_bench"
+fit_host_cost="$bin/fit_host_cost" hotpath_bench="$bin/hotpath_bench"
 export LOCKSTEP_DATA_DIR="$data_dir"
 # The Python that holds PyTorch: $PYTHON, else the first python3 on PATH that imports torch
-# (the GPU machine's python3; here Debian's /usr/bin/python3), else python3.
-py="${PYTHON:-}"
+# (the GPU machine's python3; here Debian's /usr/bin/python3), else python3. Without PyTorch the
+# parts that run it (bench/reference_gpu.py) are skipped, naming why, as is one whose PyTorch sees
+# no GPU (its exit 77).
+py="${PYTHON:-}" torch_here=0
 if [[ -z "$py" ]]; then
   for p in python3 /usr/bin/python3; do
-    command -v "$p" >/dev/null && "$p" -c 'import torch' 2>/dev/null && { py="$(command -v "$p")"; break; }
+    command -v "$p" >/dev/null && "$p" -c 'import torch' 2>/dev/null && { py="$(command -v "$p")"; torch_here=1; break; }
   done
   py="${py:-python3}"
+else
+  "$py" -c 'import torch' 2>/dev/null && torch_here=1
 fi
 
 # ---- libraries: the bundle's, then cuBLASLt / cuDNN / NCCL / cudart from PyTorch's wheels or CUDA
@@ -149,7 +154,7 @@ say "gpu_check$( ((dry)) && echo " --dry-run")$( ((emu)) && echo " --emulated (L
 for note in "${lib_notes[@]}"; do say "$note"; done
 status=0
 # (The plugins too: the CUDA backend's and NCCL's libraries are theirs, loaded where a GPU is.)
-for b in "$gpu_tests" "$backend_tests" "$gpu_bench" "$cli" "$custom_loop" "$gemm_bench"; do
+for b in "$gpu_tests" "$backend_tests" "$gpu_bench" "$cli" "$custom_loop" "$gemm_bench" "$fit_host_cost" "$hotpath_bench"; do
   if [[ ! -x "$b" ]]; then say "ERROR: $b is missing (scripts/gpu_bundle.sh builds it)"; status=1
   elif ((!dry)) && missing "$b" >/dev/null; then say "ERROR: $(basename "$b") lacks libraries:"; missing "$b" | tee -a "$report"; exit 1; fi
 done
@@ -191,24 +196,28 @@ part() {  # part NAME LIMIT CMD...: runs CMD within LIMIT seconds and what is le
   if ((dry)); then
     if ((extra)); then say "DRY $name (limit ${limit}s, as time allows): $*"
     else say "DRY $name (limit ${limit}s, done by ${planned}s at worst$( ((planned > budget)) && echo ": past the budget")): $*"; fi
-    [[ "$1" == env || "$1" == train || -x "$1" || -f "$1" ]] || command -v "$1" >/dev/null ||
-      { say "ERROR: $name: '$1' is not a program here"; status=1; }
+    local prog; prog="$(program_of "$@")"
+    if [[ "$prog" != train && ! -x "$prog" && ! -f "$prog" ]] && ! command -v "$prog" >/dev/null; then
+      if [[ "${prog##*/}" == compute-sanitizer ]]; then say "NOTE: $name: no compute-sanitizer here (where a GPU machine lacks it too, the part is skipped)"
+      else say "ERROR: $name: '$prog' is not a program here"; status=1; fi
+    fi
     [[ "$1" == train ]] && { "$@" || status=1; }
     return 0
   fi
   local gpu_only; gpu_only="$( ((emu)) && real_gpu_only "$@")"
-  if [[ -n "$gpu_only" ]]; then
-    say ""; say "==== $name: SKIPPED (--emulated: $gpu_only needs a real GPU)"
-    printf '%s\tskipped\t0\n' "$name" >>"$logs/status.tsv"
-    return 0
+  [[ -n "$gpu_only" ]] && { skipped "$name" "--emulated: $gpu_only needs a real GPU"; return 0; }
+  # What the GPU machine may lack is skipped by name, not failed: PyTorch, compute-sanitizer.
+  if ((!torch_here)) && [[ " $* " == *"/reference_gpu.py "* ]]; then
+    skipped "$name" "reference_gpu.py needs PyTorch, which $py cannot import"; return 0
+  fi
+  if [[ "$(program_of "$@")" == compute-sanitizer ]] && ! command -v compute-sanitizer >/dev/null; then
+    skipped "$name" "no compute-sanitizer on this machine (PATH, /usr/local/cuda/bin)"; return 0
   fi
   if ((emu)); then
     emulated "$@"; set -- "${cmd[@]}"; limit=$((limit * emu_slack))
   fi
   if ((left < 15 || (extra && limit > left))); then
-    say ""; say "==== $name: SKIPPED (${left}s of the ${budget}s budget left$( ((extra)) && echo ", its limit ${limit}s"))"
-    printf '%s\tskipped\t0\n' "$name" >>"$logs/status.tsv"
-    return 0
+    skipped "$name" "${left}s of the ${budget}s budget left$( ((extra)) && echo ", its limit ${limit}s")"; return 0
   fi
   ((limit > left)) && limit=$left
   say ""; say "==== $name (limit ${limit}s) ===="
@@ -219,6 +228,12 @@ part() {  # part NAME LIMIT CMD...: runs CMD within LIMIT seconds and what is le
   local rc=$?
   tail -n 30 "$log" >>"$report"
   tail -n 8 "$log"
+  if ((rc == 77)); then  # the tests' convention: skipped, saying why (reference_gpu.py: PyTorch sees no GPU)
+    say "---- $name: SKIPPED (exit 77: $(tail -n 1 "$log")) in $((SECONDS - t0))s"
+    printf '%s\tskipped\t%s\n' "$name" "$((SECONDS - t0))" >>"$logs/status.tsv"
+    pack
+    return 0
+  fi
   say "---- $name: exit $rc in $((SECONDS - t0))s"
   printf '%s\t%s\t%s\n' "$name" "$rc" "$((SECONDS - t0))" >>"$logs/status.tsv"
   [[ $rc -ne 0 ]] && status=1
@@ -226,6 +241,15 @@ part() {  # part NAME LIMIT CMD...: runs CMD within LIMIT seconds and what is le
   return 0
 }
 as_time_allows() { extra=1; }  # the parts after it run while their limits fit in what is left
+skipped() {  # skipped NAME WHY: the part is not run, saying why
+  say ""; say "==== $1: SKIPPED ($2)"
+  printf '%s\tskipped\t0\n' "$1" >>"$logs/status.tsv"
+}
+program_of() {  # program_of CMD...: the program a part's CMD runs (past accuracy's MIN, env and its VAR=value words)
+  [[ "$1" == accuracy ]] && shift 2
+  if [[ "$1" == env ]]; then shift; while [[ "${1:-}" == [A-Za-z_]*=* ]]; do shift; done; fi
+  printf '%s' "${1:-}"
+}
 # train NAME FLAGS...: `lockstep train` on MNIST from host memory (through fit); its figures
 # (train_steps_per_second, ...) go to NAME.json, and where its time goes (LOCKSTEP_PHASE_TIMES=1:
 # fit's loop, and each replica's phases where steps run eagerly) to NAME.log at its end. In a dry
@@ -359,11 +383,11 @@ part prefetch_off     20 train prefetch_off --devices gpu:0 --global-batch-size 
 part prefetch_off_1024 20 train prefetch_off_1024 --devices gpu:0 --global-batch-size 1024 --epochs 1 --steps-per-epoch 2000 --no-prefetch-to-device
 # fit's host cost at batch 1024 with the next batch gathered by the input worker (1) or by the
 # replica's thread (0), interleaved segments against the bare step (issue 37.1; INFO).
-part host_cost_ahead  40 "${with_libs[@]}" "$bin/fit_host_cost" --batch 1024 --steps 1000 --rounds 3 --gather-ahead 1
-part host_cost_inline 40 "${with_libs[@]}" "$bin/fit_host_cost" --batch 1024 --steps 1000 --rounds 3 --gather-ahead 0
+part host_cost_ahead  40 "${with_libs[@]}" "$fit_host_cost" --batch 1024 --steps 1000 --rounds 3 --gather-ahead 1
+part host_cost_inline 40 "${with_libs[@]}" "$fit_host_cost" --batch 1024 --steps 1000 --rounds 3 --gather-ahead 0
 # The host's ns per launch's count, error site, kept constant and read on gpu:0 and gpu:0x4's
 # replica threads (issue 37; INFO).
-part hotpath          20 "${with_libs[@]}" "$bin/hotpath_bench" --calls 20000 --rounds 5
+part hotpath          20 "${with_libs[@]}" "$hotpath_bench" --calls 20000 --rounds 5
 # The transformers through fit against PyTorch's (issue 40.5).
 part torch_transformers 90 "$py" bench/reference_gpu.py --json --rows vit,gpt --budget "$(left_s 70 20)" --cap 30 ${text:+--text "$text"}
 part vit              40 train vit --model vit --devices gpu:0 --global-batch-size 128 --epochs 1 --steps-per-epoch 300

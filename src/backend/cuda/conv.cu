@@ -196,22 +196,30 @@ void choose(Candidates<Perf>& out, const Perf* perf, int returned, const Conv2dD
 }
 
 // On a direction's first call: asks cuDNN's heuristic (get(requested, &returned, perf), one of
-// the cudnnGet…Algorithm_v7 calls) for its kCount algorithms and chooses among them.
+// the cudnnGet…Algorithm_v7 calls) for its kCount algorithms and chooses among them, the plan's
+// descriptor asking for math_type() (a call before may have left another algorithm's there).
 template <int kCount, typename Perf, typename Get>
-void ensure_chosen(Candidates<Perf>& c, const Conv2dDesc& d, const char* which, const char* api, Get&& get) {
+void ensure_chosen(Candidates<Perf>& c, cudnnConvolutionDescriptor_t conv, const Conv2dDesc& d, const char* which,
+                   const char* api, Get&& get) {
   if (!c.list.empty()) return;
+  check_dnn(cudnnSetConvolutionMathType(conv, math_type()), "cudnnSetConvolutionMathType");
   Perf perf[kCount];
   int returned = 0;
   check_dnn(get(kCount, &returned, perf), api);
   choose(c, perf, returned, d, which);
 }
 
-// Runs call(algorithm, workspace, bytes) with the plan's current algorithm; an algorithm cuDNN
-// then refuses (NOT_SUPPORTED despite the heuristic) is dropped for the next one.
+// Runs call(algorithm, workspace, bytes) with the plan's current algorithm, the descriptor set to
+// the math type the heuristic gave with it: cuDNN picks an algorithm's kernels by both (since cuDNN
+// 7.4; PyTorch sets it so before each call), which matters where choose() fell back to another
+// math type. An algorithm cuDNN then refuses (NOT_SUPPORTED despite the heuristic) is dropped for
+// the next one.
 template <typename Perf, typename Call>
-void run_with(ComputeContext& ctx, Candidates<Perf>& c, const char* what, Call&& call) {
+void run_with(ComputeContext& ctx, cudnnConvolutionDescriptor_t conv, Candidates<Perf>& c, const char* what,
+              Call&& call) {
   for (;;) {
     const Perf& p = c.current();
+    check_dnn(cudnnSetConvolutionMathType(conv, p.mathType), "cudnnSetConvolutionMathType");
     Scratch ws(ctx, p.memory ? p.memory : 1);
     const cudnnStatus_t s = call(p.algo, p.memory ? ws.as<void>() : nullptr, p.memory);
     if (s == CUDNN_STATUS_NOT_SUPPORTED && c.next + 1 < c.list.size()) {
@@ -268,13 +276,13 @@ void conv2d(ComputeContext& ctx, const Conv2dDesc& d, const void* x, const void*
     const DnnLane st = dnn_state(dev);
     Plan& p = plan_for(st.state, d);
     ensure_chosen<CUDNN_CONVOLUTION_FWD_ALGO_COUNT>(
-        p.fwd, d, "forward", "cudnnGetConvolutionForwardAlgorithm_v7", [&](int n, int* r, auto* perf) {
+        p.fwd, p.conv, d, "forward", "cudnnGetConvolutionForwardAlgorithm_v7", [&](int n, int* r, auto* perf) {
           return cudnnGetConvolutionForwardAlgorithm_v7(st.handle, p.x, p.w, p.conv, p.y, n, r, perf);
         });
     const std::unique_ptr<Scratch> padded = padded_input(ctx, dev.stream, d, p, x);
     const float* src = padded ? padded->as<float>() : static_cast<const float*>(x);
     const float one = 1.0f, zero = 0.0f;
-    run_with(ctx, p.fwd, "cudnnConvolutionForward", [&](cudnnConvolutionFwdAlgo_t algo, void* ws, std::size_t bytes) {
+    run_with(ctx, p.conv, p.fwd, "cudnnConvolutionForward", [&](cudnnConvolutionFwdAlgo_t algo, void* ws, std::size_t bytes) {
       return cudnnConvolutionForward(st.handle, &one, p.x, src, p.w, w_krsc->as<float>(), p.conv, algo, ws, bytes, &zero,
                                      p.y, y);
     });
@@ -295,7 +303,7 @@ void conv2d_backward_data(ComputeContext& ctx, const Conv2dDesc& d, const void* 
   const DnnLane st = dnn_state(dev);
   Plan& p = plan_for(st.state, d);
   ensure_chosen<CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT>(
-      p.bwd_data, d, "backward-data", "cudnnGetConvolutionBackwardDataAlgorithm_v7", [&](int n, int* r, auto* perf) {
+      p.bwd_data, p.conv, d, "backward-data", "cudnnGetConvolutionBackwardDataAlgorithm_v7", [&](int n, int* r, auto* perf) {
         return cudnnGetConvolutionBackwardDataAlgorithm_v7(st.handle, p.w, p.y, p.conv, p.x, n, r, perf);
       });
   float* dst = static_cast<float*>(dx);
@@ -305,7 +313,7 @@ void conv2d_backward_data(ComputeContext& ctx, const Conv2dDesc& d, const void* 
     dst = padded->as<float>();
   }
   const float one = 1.0f, zero = 0.0f;
-  run_with(ctx, p.bwd_data, "cudnnConvolutionBackwardData",
+  run_with(ctx, p.conv, p.bwd_data, "cudnnConvolutionBackwardData",
            [&](cudnnConvolutionBwdDataAlgo_t algo, void* ws, std::size_t bytes) {
              return cudnnConvolutionBackwardData(st.handle, &one, p.w, w_krsc->as<float>(), p.y, dy, p.conv, algo, ws,
                                                  bytes, &zero, p.x, dst);
@@ -332,14 +340,14 @@ void conv2d_backward_weights(ComputeContext& ctx, const Conv2dDesc& d, const voi
     const DnnLane st = dnn_state(dev);
     Plan& p = plan_for(st.state, d);
     ensure_chosen<CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT>(
-        p.bwd_filter, d, "backward-filter", "cudnnGetConvolutionBackwardFilterAlgorithm_v7",
+        p.bwd_filter, p.conv, d, "backward-filter", "cudnnGetConvolutionBackwardFilterAlgorithm_v7",
         [&](int n, int* r, auto* perf) {
           return cudnnGetConvolutionBackwardFilterAlgorithm_v7(st.handle, p.x, p.y, p.conv, p.w, n, r, perf);
         });
     const std::unique_ptr<Scratch> padded = padded_input(ctx, dev.stream, d, p, x);
     const float* src = padded ? padded->as<float>() : static_cast<const float*>(x);
     const float one = 1.0f, zero = 0.0f;
-    run_with(ctx, p.bwd_filter, "cudnnConvolutionBackwardFilter",
+    run_with(ctx, p.conv, p.bwd_filter, "cudnnConvolutionBackwardFilter",
              [&](cudnnConvolutionBwdFilterAlgo_t algo, void* ws, std::size_t bytes) {
                return cudnnConvolutionBackwardFilter(st.handle, &one, p.x, src, p.y, dy, p.conv, algo, ws, bytes,
                                                      &zero, p.w, dw_krsc.as<float>());
