@@ -193,6 +193,7 @@ EpochInput FitLoop::open_input(ResumePoint at) const {
                                                   .peek_elements = on_gpus_,
                                                   .read_ahead = read_ahead_,
                                                   .gather_on_worker = o_.gather_ahead,
+                                                  .gather_into_staging = o_.gather_into_staging,
                                                   .check_splittable = s != nullptr};
   auto open_pass = [this, input] { return std::make_unique<EpochInput::Iterator>(dataset_, input); };
   return EpochInput(open_pass, o_, card_, at);

@@ -61,6 +61,10 @@ struct FitOptions {
   /// comparisons: the same bits either way). On GPUs the input worker gathers the next batch's
   /// slices (off the replicas' threads) for the copy ahead; false: each replica gathers them.
   bool gather_ahead = true;
+  /// On GPUs the rows of each batch are gathered straight into the pinned staging memory that
+  /// their copy to the device reads; false gathers them into host memory first (one more copy;
+  /// for comparisons: the same bits either way).
+  bool gather_into_staging = true;
   /// On GPUs the next batch is copied to the replicas' devices while a step runs (TF's
   /// experimental_fetch_to_device); false copies each when its step starts (for comparisons:
   /// the same bits either way).
