@@ -286,6 +286,9 @@ class Model {
   Logs evaluate_impl(const data::Dataset& dataset, std::int64_t steps, const std::vector<CallbackPtr>& callbacks,
                      int verbose);
   Logs collect_logs(const char* prefix) const;
+  /// The same into `logs`, whose values are overwritten where it has their names already: fit's
+  /// batch logs, refreshed each execution without a map made and freed each time.
+  void collect_logs_into(Logs& logs, const char* prefix) const;
   void reset_metrics();
   /// What a replica does with its gradients of one batch: apply them (with those held back
   /// before: the group's sum), or hold them back for gradient accumulation. A strategy's
