@@ -18,12 +18,15 @@
 // segment on the same device, with their range.
 //
 //   fit_host_cost [--model tiny|flagship] [--batch G] [--steps N] [--rounds K] [--only S] [--gather-ahead 0|1]
+//                 [--staging 0|1]
 //     defaults: tiny (Dense(10, softmax) on the 784 pixels: the host's share is largest), batch
 //     64, 2000 steps per segment, 9 rounds. gpu:0 is left out where no GPU (real or emulated) is.
 //     --only S runs segment S alone, K times, and prints nothing else (for a profiler: perf record):
 //     0-2 the CPU's bare, fit/1, fit/8; 3-5 gpu:0's. --gather-ahead 0: gpu:0's fit segments run
 //     with FitOptions::gather_ahead false (the replica's thread gathers each next batch itself;
-//     interleave runs with 0 and 1 to compare).
+//     interleave runs with 0 and 1 to compare). --staging 0: gpu:0's fit segments gather the rows
+//     into host memory and copy them into the staging blocks (FitOptions::gather_into_staging
+//     false), the copy that gathering into the blocks saves.
 #include <sys/resource.h>
 #include <time.h>
 
@@ -76,7 +79,7 @@ std::string machine() {
 
 int usage() {
   std::fprintf(stderr, "usage: fit_host_cost [--model tiny|flagship] [--batch G] [--steps N] [--rounds K] [--only S] "
-                       "[--gather-ahead 0|1]\n");
+                       "[--gather-ahead 0|1] [--staging 0|1]\n");
   return 2;
 }
 
@@ -167,6 +170,7 @@ std::string range(const std::vector<double>& v, const char* format) {
 int main(int argc, char** argv) try {
   int steps = 2000, rounds = 9, only = -1;
   bool gpu_gather_ahead = true;
+  bool gpu_staging = true;
   std::int64_t batch = 64;
   std::string model_name = "tiny";
   for (int i = 1; i < argc; i += 2) {
@@ -179,6 +183,7 @@ int main(int argc, char** argv) try {
     else if (flag == "--rounds") rounds = std::atoi(value.c_str());
     else if (flag == "--only") only = std::atoi(value.c_str());
     else if (flag == "--gather-ahead") gpu_gather_ahead = value != "0";
+    else if (flag == "--staging") gpu_staging = value != "0";
     else return usage();
   }
   if ((model_name != "tiny" && model_name != "flagship") || batch < 1 || steps < 40 || rounds < 1) return usage();
@@ -222,6 +227,7 @@ int main(int argc, char** argv) try {
     const auto marks = std::make_shared<Marks>(warmup);
     FitOptions o{.epochs = 1, .steps_per_epoch = steps, .verbose = 0};
     o.gather_ahead = gpu_gather_ahead || s.name == "cpu";
+    o.gather_into_staging = gpu_staging;
     o.callbacks = {std::make_shared<TerminateOnNaN>(), marks};
     s.model->fit(dataset, o);
     return marks->per_step();

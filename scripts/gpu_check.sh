@@ -382,9 +382,12 @@ part prefetch_off     20 train prefetch_off --devices gpu:0 --global-batch-size 
 # The same at global batch 1024 (against fit_b1024), where the input path is most of a step.
 part prefetch_off_1024 20 train prefetch_off_1024 --devices gpu:0 --global-batch-size 1024 --epochs 1 --steps-per-epoch 2000 --no-prefetch-to-device
 # fit's host cost at batch 1024 with the next batch gathered by the input worker (1) or by the
-# replica's thread (0), interleaved segments against the bare step (issue 37.1; INFO).
+# replica's thread (0), interleaved segments against the bare step (issue 37.1; INFO); and with
+# the rows gathered into host memory, then copied into the pinned block (--staging 0: the copy
+# that gathering straight into the block saves).
 part host_cost_ahead  40 "${with_libs[@]}" "$fit_host_cost" --batch 1024 --steps 1000 --rounds 3 --gather-ahead 1
 part host_cost_inline 40 "${with_libs[@]}" "$fit_host_cost" --batch 1024 --steps 1000 --rounds 3 --gather-ahead 0
+part host_cost_unstaged 40 "${with_libs[@]}" "$fit_host_cost" --batch 1024 --steps 1000 --rounds 3 --staging 0
 # The host's ns per launch's count, error site, kept constant and read on gpu:0 and gpu:0x4's
 # replica threads (issue 37; INFO).
 part hotpath          20 "${with_libs[@]}" "$hotpath_bench" --calls 20000 --rounds 5

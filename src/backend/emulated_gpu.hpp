@@ -10,6 +10,10 @@ namespace lockstep::backend {
 /// a fence that nobody waits for, or one consumed twice, shows here.
 std::int64_t emulated_fences_pending();
 
+/// Copies of host memory into staging blocks on emulated GPUs, as CUDA makes for a copy beside
+/// the work from the caller's memory (none for a block the caller filled: staged_copy.hpp).
+std::int64_t emulated_staging_copies();
+
 /// Graphs replayed on emulated GPUs since the process started, and the contexts (lanes) those
 /// replays ran the recorded work of, summed: a graph of 4 logical replicas' step adds 1 and 4.
 struct EmulatedReplays {

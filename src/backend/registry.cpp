@@ -3,6 +3,9 @@
 #include <atomic>
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <new>
 #include <string>
 
 #include "backend/capture.hpp"
@@ -10,6 +13,8 @@
 #include "backend/devices.hpp"
 #include "backend/emulated_gpu.hpp"
 #include "backend/emulated_capture.hpp"
+#include "backend/staged_copy.hpp"
+#include "backend/staging_pool.hpp"
 #include "core/env.hpp"
 #include "lockstep/core/error.hpp"
 #include "backend/cuda_loader.hpp"
@@ -39,12 +44,50 @@ void* emulated_fence(ComputeContext&, bool) {
   g_emulated_fences.fetch_add(1, std::memory_order_relaxed);
   return &mark;
 }
-void emulated_copy_beside(ComputeContext& ctx, void* dst, const void* host, std::size_t bytes, void* after) {
+// Copies beside the work go through staging blocks as on CUDA (cuda/staging.cpp): a pool over
+// host memory, whose fences have always passed (an emulated copy is done when queued).
+class HostBlocks final : public StagingPool::Ops {
+ public:
+  void* allocate(std::size_t bytes) override { return ::operator new(bytes, std::nothrow); }
+  void free(void* block) override { ::operator delete(block); }
+  void* make_fence() override { return nullptr; }
+  bool passed(void*) override { return true; }
+  void wait(void*) override {}
+};
+StagingPool& emulated_staging() {
+  static auto* pool = new StagingPool(std::make_unique<HostBlocks>(), std::size_t{16} << 20, std::size_t{64} << 20);
+  return *pool;  // leaked, as a GPU's is
+}
+std::atomic<std::int64_t> g_emulated_staging_copies{0};
+
+StagedHost emulated_acquire(ComputeContext&, std::size_t bytes) {
+  auto lease = emulated_staging().acquire(bytes);
+  if (!lease) return {};
+  auto* held = new StagingPool::Lease(std::move(*lease));
+  return {held->host(), held};
+}
+void emulated_release(StagedHost block) { delete static_cast<StagingPool::Lease*>(block.lease); }
+void emulated_copy_staged(ComputeContext& ctx, void* dst, StagedHost block, std::size_t bytes, void* after) {
   if (after) g_emulated_fences.fetch_sub(1, std::memory_order_relaxed);
-  if (bytes) cpu::device_ops().copy_from_host(ctx, dst, host, bytes);
+  std::unique_ptr<StagingPool::Lease> lease(static_cast<StagingPool::Lease*>(block.lease));
+  if (bytes) cpu::device_ops().copy_from_host(ctx, dst, block.host, bytes);
+}
+void emulated_copy_beside(ComputeContext& ctx, void* dst, const void* host, std::size_t bytes, void* after) {
+  const StagedHost block = emulated_acquire(ctx, bytes);
+  if (!block.host) {
+    if (after) g_emulated_fences.fetch_sub(1, std::memory_order_relaxed);
+    if (bytes) cpu::device_ops().copy_from_host(ctx, dst, host, bytes);
+    return;
+  }
+  std::memcpy(block.host, host, bytes);  // the host's copy into the block, as on CUDA
+  g_emulated_staging_copies.fetch_add(1, std::memory_order_relaxed);
+  emulated_copy_staged(ctx, dst, block, bytes, after);
 }
 void emulated_wait(ComputeContext&, void*) { g_emulated_fences.fetch_sub(1, std::memory_order_relaxed); }
 void emulated_use_stream(ComputeContext&, int) {}  // one queue: the host's, in order
+
+const StagedCopyOps kEmulatedStaged{
+    .acquire = emulated_acquire, .copy_beside = emulated_copy_staged, .release = emulated_release};
 
 const DeviceOps& emulated_device_ops() {
   static const DeviceOps ops = [] {
@@ -117,6 +160,10 @@ class GpuKind final : public DeviceKindBackend {
     if (emulated()) return emulated_device_ops();
     return real() ? cuda_loader::api().device_ops() : kNoDeviceOps;
   }
+  const StagedCopyOps* staged_copy_ops() const {
+    if (emulated()) return &kEmulatedStaged;
+    return real() ? &cuda_loader::api().staged_copy_ops() : nullptr;
+  }
   std::unique_ptr<ComputeContext> make_context(Device device, const ContextOptions& options) const override {
     if (emulated()) {
       LOCKSTEP_CHECK(device.index >= 0 && device.index < emulated_gpus(), "device '", device.str(),
@@ -143,6 +190,7 @@ class GpuKind final : public DeviceKindBackend {
 }  // namespace
 
 std::int64_t emulated_fences_pending() { return g_emulated_fences.load(std::memory_order_relaxed); }
+std::int64_t emulated_staging_copies() { return g_emulated_staging_copies.load(std::memory_order_relaxed); }
 
 // The registry: a device kind's row. A new kind is a backend folder and a row here.
 const DeviceKindBackend& device_kind(DeviceKind kind) {
@@ -219,6 +267,10 @@ const char* kernel_capture_refusal(DeviceKind kind, KernelOp op) {
 bool backend_available(DeviceKind kind) { return device_kind(kind).available(); }
 const KernelTable& kernels(DeviceKind kind, DType dtype) { return device_kind(kind).kernels(dtype); }
 const DeviceOps& device_ops(DeviceKind kind) { return device_kind(kind).device_ops(); }
+const StagedCopyOps* staged_copy_ops(DeviceKind kind) {
+  if (kind != DeviceKind::kCuda) return nullptr;
+  return static_cast<const GpuKind&>(device_kind(kind)).staged_copy_ops();
+}
 
 bool supports(DeviceKind kind, DType dtype, KernelOp op) {
   const KernelTable& t = kernels(kind, dtype);

@@ -193,26 +193,34 @@ Element RowBatch::gather(std::int64_t begin, std::int64_t end) const {
 }
 
 Element RowBatch::gather_stored(std::int64_t begin, std::int64_t end) const {
+  Element out;
+  gather_stored_into(begin, end, out);
+  return out;
+}
+
+void RowBatch::gather_stored_into(std::int64_t begin, std::int64_t end, Element& out) const {
   // The pipeline's one-thread context: host memory, and the rows copied on this thread (a
   // replica's thread that would otherwise wait for its device), not by a pool of cores.
   ComputeScope on_host(detail::input_context());
   const Tensor index = index_of(*this, "RowBatch::gather_stored", begin, end);
-  Element out;
-  out.reserve(sources->size());
-  for (const Tensor& t : sources->tensors) out.push_back(gather_rows(t, index));
-  return out;
+  out.resize(sources->size());
+  for (std::size_t c = 0; c < sources->size(); ++c) {
+    if (out[c].defined()) gather_rows_into(out[c], sources->tensors[c], index);
+    else out[c] = gather_rows(sources->tensors[c], index);
+  }
 }
 
 std::future<Element> detail::gather_stored_ahead(const RowBatch& batch, std::int64_t begin, std::int64_t end,
-                                                  int worker_index) {
+                                                  Element into, int worker_index) {
   auto done = std::make_shared<std::promise<Element>>();
   std::future<Element> out = done->get_future();
   // The job holds a copy of the batch (its node keeps the sources alive) and of nothing else:
   // the caller may drop the future before the rows are gathered. A range outside the batch is
   // gather_stored's error, at get().
-  run_on_input_worker(worker_index, [rows = batch, begin, end, done] {
+  run_on_input_worker(worker_index, [rows = batch, begin, end, done, into = std::move(into)]() mutable {
     try {
-      done->set_value(rows.gather_stored(begin, end));
+      rows.gather_stored_into(begin, end, into);
+      done->set_value(std::move(into));
     } catch (...) {
       done->set_exception(std::current_exception());
     }

@@ -25,11 +25,12 @@ std::thread start_pipeline_thread(std::function<void()> body);
 /// gathers run side by side as they did on their own threads). A job must not throw.
 void run_on_input_worker(int worker_index, std::function<void()> job);
 
-/// batch.gather_stored(begin, end) on the input worker, ahead of its use and off the calling
-/// thread: a replica on a GPU has its next slice gathered (by input worker `worker_index`, its
-/// slot's) while it queues a step. get() waits for the rows, and throws what the gather threw.
+/// batch.gather_stored_into(begin, end, into) on the input worker, ahead of its use and off the
+/// calling thread: a replica on a GPU has its next slice gathered (by input worker
+/// `worker_index`, its slot's) while it queues a step, into its staging blocks where it has them.
+/// get() waits for the rows, and throws what the gather threw.
 std::future<Element> gather_stored_ahead(const RowBatch& batch, std::int64_t begin, std::int64_t end,
-                                         int worker_index = 0);
+                                         Element into = {}, int worker_index = 0);
 
 /// Call inside a catch block around a user function: the exception to report, a FunctionError
 /// naming `transformation` and `element_index` (an exception that already is one, from a

@@ -115,16 +115,31 @@ void GlobalBatch::reserve_upload(int slot, std::int64_t begin, std::int64_t end)
     dtypes.push_back(t.dtype());
     bytes += shapes.back().numel() * static_cast<std::int64_t>(dtype_size(t.dtype()));
   }
-  up->emplace(Upload{begin, end, DeviceUpload(std::move(shapes), std::move(dtypes))});
+  up->emplace(begin, end, DeviceUpload(std::move(shapes), std::move(dtypes)));
   if (rows_ && gather_on_worker_ && bytes >= kWorkerGatherBytes)
-    (*up)->host = data::detail::gather_stored_ahead(*rows_, begin, end, slot);
+    (*up)->host = data::detail::gather_stored_ahead(*rows_, begin, end, staged(**up), slot);
+}
+
+data::Element GlobalBatch::staged(Upload& up) const {
+  data::Element into(rows_->sources->size());
+  // An integer component as stored may be labels, which are checked on the host from the host
+  // copy the upload keeps (remember_host_copy): gathered into memory of its own, not a block
+  // lent again after the copy.
+  for (std::size_t c = 0; gather_into_staging_ && c < into.size(); ++c)
+    if (rows_->sources->scale(c) || is_floating(rows_->sources->tensors[c].dtype())) into[c] = up.copy.stage(c);
+  return into;
 }
 
 void GlobalBatch::start_upload(int slot) const {
   auto* up = slot_of(uploads_, slot);
   if (!up || !*up) return;
   data::Element host;
-  if (rows_) host = (*up)->host.valid() ? (*up)->host.get() : rows_->gather_stored((*up)->begin, (*up)->end);
+  if (rows_ && (*up)->host.valid()) {
+    host = (*up)->host.get();
+  } else if (rows_) {
+    host = staged(**up);
+    rows_->gather_stored_into((*up)->begin, (*up)->end, host);
+  }
   for (const Tensor& t : tensors_) host.push_back(t.slice((*up)->begin, (*up)->end));
   (*up)->copy.start(host);
 }
@@ -264,7 +279,7 @@ std::optional<Strategy::DistributedIterator::Batch> Strategy::DistributedIterato
 std::shared_ptr<const GlobalBatch> Strategy::DistributedIterator::read(bool ahead) {
   if (rows_) {
     auto b = rows_->next();
-    return b ? std::make_shared<const GlobalBatch>(std::move(*b), o_.gather_on_worker) : nullptr;
+    return b ? std::make_shared<const GlobalBatch>(std::move(*b), o_.gather_on_worker, o_.gather_into_staging) : nullptr;
   }
   // Elements are read ahead only to copy them to GPUs (where the replicas' threads only queue
   // work): elsewhere reading one ahead would wait for the pipeline for nothing.

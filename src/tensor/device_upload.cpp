@@ -1,9 +1,11 @@
 #include "lockstep/tensor/device_upload.hpp"
 
+#include <string>
 #include <utility>
 
 #include "backend/context.hpp"
 #include "backend/kernels.hpp"
+#include "backend/staged_copy.hpp"
 #include "lockstep/core/error.hpp"
 #include "tensor/host_copy.hpp"
 
@@ -19,6 +21,15 @@ struct DeviceUpload::State {
   void* done = nullptr;         // the copies' fence
   bool started = false, taken = false;
   bool given = false;           // the caller's buffers (DeviceUpload(buffers))
+  const backend::StagedCopyOps* staging = nullptr;  // where blocks are lent for stage()
+  std::vector<backend::StagedHost> staged;            // blocks lent, by tensor, until start()
+
+  ~State() { release_staged(); }
+  void release_staged() noexcept {
+    for (backend::StagedHost& b : staged)
+      if (b.lease) staging->release(b);
+    staged.clear();
+  }
 
   // On the current context: where copies run beside the device's work, marks the work queued so
   // far (the memory may still be read by it: the copy waits for it) and returns true.
@@ -27,6 +38,7 @@ struct DeviceUpload::State {
     const backend::DeviceOps& o = backend::device_ops(ctx->device().kind);
     if (!o.copy_from_host_beside) return false;
     ops = &o;
+    staging = backend::staged_copy_ops(ctx->device().kind);
     after = o.record_fence(*ctx, false);
     return true;
   }
@@ -84,6 +96,17 @@ DeviceUpload& DeviceUpload::operator=(DeviceUpload&& other) noexcept {
 
 bool DeviceUpload::started() const { return s_ && s_->started; }
 
+Tensor DeviceUpload::stage(std::size_t i) {
+  LOCKSTEP_CHECK(s_ && !s_->started && i < s_->shapes.size(), "DeviceUpload::stage: ",
+                 s_ && s_->started ? "started already" : "no tensor " + std::to_string(i));
+  if (!s_->staging) return {};
+  const std::size_t bytes = static_cast<std::size_t>(s_->shapes[i].numel()) * dtype_size(s_->dtypes[i]);
+  if (s_->staged.size() <= i) s_->staged.resize(s_->shapes.size());
+  backend::StagedHost& block = s_->staged[i];
+  if (!block.lease && bytes) block = s_->staging->acquire(*s_->ctx, bytes);
+  return block.lease ? Tensor::wrap(block.host, s_->shapes[i], s_->dtypes[i]) : Tensor{};
+}
+
 void DeviceUpload::start(const std::vector<Tensor>& host) {
   LOCKSTEP_CHECK(s_ && !s_->started, "DeviceUpload::start: started already");
   LOCKSTEP_CHECK(host.size() == s_->shapes.size(), "DeviceUpload::start: ", host.size(), " tensors for ",
@@ -107,9 +130,16 @@ void DeviceUpload::start(const std::vector<Tensor>& host) {
     detail::forget_host_copy(s_->tensors[i]);
     void* after = s_->after;
     s_->after = nullptr;  // consumed by the first copy; the copy stream keeps the rest in order
+    backend::StagedHost* block = i < s_->staged.size() ? &s_->staged[i] : nullptr;
+    if (block && block->lease && host[i].raw_data() == block->host) {  // the caller filled the block
+      const backend::StagedHost taken = std::exchange(*block, {});
+      s_->staging->copy_beside(*s_->ctx, s_->tensors[i].raw_data(), taken, host[i].nbytes(), after);
+      continue;  // (the block is lent again: its bytes are no host copy to keep)
+    }
     s_->ops->copy_from_host_beside(*s_->ctx, s_->tensors[i].raw_data(), host[i].raw_data(), host[i].nbytes(), after);
     detail::remember_host_copy(s_->tensors[i], host[i]);  // a batch gathered for this copy
   }
+  s_->release_staged();  // blocks the caller did not use
   s_->done = s_->ops->record_fence(*s_->ctx, true);
 }
 

@@ -193,6 +193,7 @@ EpochInput FitLoop::open_input(ResumePoint at) const {
                                                   .peek_elements = on_gpus_,
                                                   .read_ahead = read_ahead_,
                                                   .gather_on_worker = o_.gather_ahead,
+                                                  .gather_into_staging = o_.gather_into_staging,
                                                   .check_splittable = s != nullptr};
   auto open_pass = [this, input] { return std::make_unique<EpochInput::Iterator>(dataset_, input); };
   return EpochInput(open_pass, o_, card_, at);
@@ -268,10 +269,10 @@ bool FitLoop::run_execution(EpochInput& in, std::int64_t& step, EpochTally& tall
   };
   if (!group_due()) return false;
   const std::int64_t begin = step;
-  Logs logs;
   {
+    static const Logs kNone;  // Keras' batch-begin logs: none
     const LoopScope timed(LoopPhase::kCallbacks);
-    callbacks.each([&](Callback& c) { c.on_train_batch_begin(begin, logs); });
+    callbacks.each([&](Callback& c) { c.on_train_batch_begin(begin, kNone); });
   }
   for (std::int64_t i = 0; i < n && group_due(); ++i, ++step) {
     ++tally.steps;
@@ -290,10 +291,10 @@ bool FitLoop::run_execution(EpochInput& in, std::int64_t& step, EpochTally& tall
   {
     const LoopScope timed(LoopPhase::kRead);
     model_.merge_numbers(pending_);  // empties it, keeping its memory for the next execution
-    logs = model_.collect_logs("");
+    model_.collect_logs_into(batch_logs_, "");
   }
   const LoopScope timed(LoopPhase::kCallbacks);
-  callbacks.each([&](Callback& c) { c.on_train_batch_end(step - 1, logs); });
+  callbacks.each([&](Callback& c) { c.on_train_batch_end(step - 1, batch_logs_); });
   return group_at_ < group_.size() || !input_ended_;
 }
 

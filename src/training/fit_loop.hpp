@@ -133,6 +133,8 @@ class FitLoop {
   std::chrono::steady_clock::time_point timed_start_;
   // Gradient accumulation without a strategy: the group's sums (a strategy's are its own).
   distribute::GradientAccumulator held_;
+  // The batch callbacks' logs, refreshed in place each execution (the same names all fit long).
+  Logs batch_logs_;
   // The accumulation group being run: its batches, the next one's index, its examples, the
   // first example of the next batch within it; and whether this epoch's input ended.
   std::vector<distribute::DistributedBatch> group_;

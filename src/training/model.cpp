@@ -248,10 +248,21 @@ void Model::set_metric_states(const std::map<std::string, std::vector<double>>& 
 
 Logs Model::collect_logs(const char* prefix) const {
   Logs logs;
-  logs[std::string(prefix) + "loss"] = loss_tracker_.result();
-  for (const auto& t : output_loss_trackers_) logs[prefix + t.name()] = t.result();
-  for (const auto& m : metrics_) logs[prefix + m->name()] = m->result();
+  collect_logs_into(logs, prefix);
   return logs;
+}
+
+void Model::collect_logs_into(Logs& logs, const char* prefix) const {
+  static const std::string kLoss = "loss";
+  std::string key;  // prefix + name, under a prefix only
+  const auto put = [&](const std::string& name, double value) {
+    const std::string& k = *prefix ? key.assign(prefix).append(name) : name;
+    if (const auto it = logs.find(k); it != logs.end()) it->second = value;
+    else logs.emplace(k, value);
+  };
+  put(kLoss, loss_tracker_.result());
+  for (const auto& t : output_loss_trackers_) put(t.name(), t.result());
+  for (const auto& m : metrics_) put(m->name(), m->result());
 }
 
 std::vector<Model::Output> Model::forward_all(std::span<const Tensor> xs, const layers::CallContext& ctx) const {

@@ -61,9 +61,12 @@ double Model::merge_numbers(detail::PendingNumbers& pending) {
   // is a collective round trip, on a GPU a wait for the device (element-wise sums, so the
   // result is what separate reductions gave).
   const std::size_t replicas = pending.steps.empty() ? 0 : pending.steps.front().parts.size();
+  const std::size_t per_step = 1 + output_loss_trackers_.size() + metrics_.size();  // at most
   std::vector<std::vector<Tensor>> pieces(replicas);
-  for (std::size_t r = 0; r < replicas; ++r)
+  for (std::size_t r = 0; r < replicas; ++r) {
+    pieces[r].reserve(per_step * pending.steps.size());
     for (const auto& step : pending.steps) append_numbers(step.parts[r], step.examples, pieces[r]);
+  }
   // Without a strategy there is nothing to reduce and the numbers are used as they are.
   const std::vector<float> v = replicas && !pieces[0].empty() ? summed_numbers(strategy_, pieces) : std::vector<float>{};
   std::size_t at = 0;
@@ -77,8 +80,9 @@ double Model::merge_numbers(detail::PendingNumbers& pending) {
         output_loss_trackers_[k].update(static_cast<double>(v[at++]) / examples, examples);
     for (std::size_t m = 0; m < metrics_.size(); ++m) {
       const auto n = static_cast<std::size_t>(p.metric_states[m].numel());
-      std::vector<float> state(v.begin() + static_cast<std::ptrdiff_t>(at), v.begin() + static_cast<std::ptrdiff_t>(at + n));
-      metrics_[m]->merge_state(Tensor::wrap(state.data(), {static_cast<std::int64_t>(n)}, DType::kF32));  // host memory
+      // Read in place: v outlives the merge, which only reads the state.
+      float* state = const_cast<float*>(v.data()) + at;
+      metrics_[m]->merge_state(Tensor::wrap(state, {static_cast<std::int64_t>(n)}, DType::kF32));  // host memory
       at += n;
     }
     batch_loss = step.examples ? loss_sum / examples : 0.0;

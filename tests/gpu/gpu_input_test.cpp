@@ -2,13 +2,15 @@
 // store them (uint8 pixels stay uint8) and the pipeline's cast_and_scale is done on the device,
 // same rule, same bits; fit and custom loops (experimental_distribute_dataset) read this way;
 // DeviceUpload into a caller's buffers (a captured step's fixed inputs) names a batch that does
-// not fit them. CI runs them on emulated GPUs.
+// not fit them; rows are gathered straight into the staging blocks their copy reads, the same
+// bits with one host copy fewer. CI runs them on emulated GPUs.
 #include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "backend/emulated_gpu.hpp"
 #include "gpu_test_util.hpp"
 #include "lockstep/tensor/device_upload.hpp"
 
@@ -78,6 +80,94 @@ TEST(GpuInput, PixelsCastOnTheDeviceTrainTheSameWeightsAsFloatsFromTheHost) {
   }
 }
 
+// Rows gathered straight into the staging blocks that the copy ahead reads (the default), or
+// into host memory and then copied into them: the same weights, on one GPU and on 2 and 4
+// logical replicas, from uint8 pixels cast on the device or from floats, through the input worker
+// (slices of 256 KB and over) and the replicas' threads; 600 examples in batches of 256
+// (shuffled, a short last batch of 88). Each slice copied ahead costs the host one copy into a
+// staging block fewer: its labels' (integers, kept on the host for the label check) remain.
+TEST(GpuInput, RowsGatheredIntoStagingTrainTheSameWeightsWithOneHostCopyFewer) {
+  LOCKSTEP_REQUIRE_GPU();
+  const bool emulated = backend::device_kind(DeviceKind::kCuda).emulated();
+  const std::int64_t n = 600, features = 1024;
+  std::vector<std::uint8_t> px(static_cast<std::size_t>(n * features));
+  std::uint32_t state = 99;
+  for (auto& p : px) {
+    state = state * 1664525u + 1013904223u;
+    p = static_cast<std::uint8_t>(state >> 24);
+  }
+  std::vector<std::int64_t> labels(static_cast<std::size_t>(n));
+  for (std::size_t i = 0; i < labels.size(); ++i) labels[i] = px[i * static_cast<std::size_t>(features)] % 5;
+  const Tensor x = Tensor::from_vector(px, {n, features}), y = Tensor::from_vector(labels, {n});
+  const auto train = [&](const std::string& devices, bool pixels, bool staging, bool on_worker) {
+    MirroredStrategy strategy({.devices = {devices}});
+    std::unique_ptr<Sequential> model;
+    {
+      auto scope = strategy.scope();
+      set_random_seed(5);
+      model = std::make_unique<Sequential>(
+          std::vector<layers::LayerPtr>{layers::Dense(8, "relu", features), layers::Dense(5, "softmax")});
+      model->compile(optimizers::Adam(1e-2), losses::SparseCategoricalCrossentropy(), {});
+    }
+    const data::Dataset source = pixels ? data::Dataset::from_tensor_slices(x, y).cast_and_scale(kScale)
+                                        : data::Dataset::from_tensor_slices(cast_and_scale(x, kScale), y);
+    const std::int64_t copies = emulated ? backend::emulated_staging_copies() : 0;
+    model->fit(source.shuffle(n, 11).batch(256),
+               {.epochs = 2, .verbose = 0, .gather_ahead = on_worker, .gather_into_staging = staging});
+    std::vector<std::vector<float>> w;
+    for (const auto& v : model->variables()) w.push_back(v.value().to_vector<float>());
+    return std::make_pair(w, emulated ? backend::emulated_staging_copies() - copies : 0);
+  };
+  for (const std::string devices : {"gpu:0", "gpu:0x2", "gpu:0x4"}) {
+    for (bool on_worker : {true, false}) {
+      SCOPED_TRACE(devices + (on_worker ? ", gathered on the input worker" : ", gathered by the replicas"));
+      const auto [want, copies_before] = train(devices, false, false, on_worker);
+      for (bool pixels : {false, true}) {
+        SCOPED_TRACE(pixels ? "uint8 pixels" : "floats");
+        const auto [got, copies] = train(devices, pixels, true, on_worker);
+        EXPECT_EQ(got, want);
+        EXPECT_EQ(train(devices, pixels, false, on_worker).first, want) << "gathered into host memory";
+        // Off: each slice copied ahead staged twice (its rows and its labels); on: once (its labels).
+        if (emulated && !pixels) {
+          EXPECT_GT(copies, 0);
+          EXPECT_EQ(copies_before, 2 * copies);
+        }
+      }
+    }
+  }
+}
+
+TEST(GpuInput, AStagedUploadHandsOutItsBlockAndCopiesFromItAsFromTheHost) {
+  LOCKSTEP_REQUIRE_GPU();
+  const std::vector<std::uint8_t> bytes{1, 2, 3, 4, 5, 6};
+  {
+    OnGpu0 gpu;
+    for (int round = 0; round < 3; ++round) {  // blocks lent, copied from, lent again
+      DeviceUpload up({Shape({2, 3}), Shape({0, 3})}, {DType::kU8, DType::kF32});
+      Tensor block = up.stage(0);
+      ASSERT_TRUE(block.defined());
+      EXPECT_EQ(block.device().kind, DeviceKind::kCpu);
+      EXPECT_EQ(block.shape(), Shape({2, 3}));
+      EXPECT_EQ(block.dtype(), DType::kU8);
+      EXPECT_EQ(up.stage(0).raw_data(), block.raw_data()) << "the same block, asked twice";
+      EXPECT_FALSE(up.stage(1).defined()) << "no block for an empty tensor";
+      std::copy(bytes.begin(), bytes.end(), static_cast<std::uint8_t*>(block.raw_data()));
+      up.start({block, Tensor::wrap(nullptr, Shape({0, 3}), DType::kF32)});
+      const std::vector<Tensor> got = up.take();
+      EXPECT_EQ(got[0].device().kind, DeviceKind::kCuda);
+      EXPECT_EQ(got[0].to_vector<std::uint8_t>(), bytes);
+      const std::string err = message_of([&] { (void)up.stage(0); });
+      EXPECT_TRUE(has(err, "DeviceUpload::stage: started already")) << err;
+    }
+    DeviceUpload unused({Shape({2, 3})}, {DType::kU8});  // a block lent and never copied: given back
+    ASSERT_TRUE(unused.stage(0).defined());
+  }
+  const auto cpu = make_compute_context(Device{});
+  ComputeScope on_cpu(*cpu);
+  DeviceUpload up({Shape({2, 3})}, {DType::kU8});
+  EXPECT_FALSE(up.stage(0).defined()) << "a CPU copies nothing: no block to fill";
+}
+
 TEST(GpuInput, ACustomLoopGetsEachReplicasRowsCastOnItsDevice) {
   LOCKSTEP_REQUIRE_GPU();
   const Pixels d = make_pixels(40);
@@ -142,9 +232,11 @@ TEST(GpuInput, AnUploadAheadGathersTheSameRowsOnTheInputWorkerOrTheReplicasThrea
   const std::vector<std::int64_t> labels = b->gather_stored(2, 12002)[1].to_vector<std::int64_t>();
   const auto ctx = make_compute_context(kGpu0);
   ComputeScope scope(*ctx);
-  for (bool on_worker : {true, false}) {
+  for (bool on_worker : {true, false})
+  for (bool staging : {true, false}) {
     SCOPED_TRACE(on_worker ? "input worker" : "replica's thread");
-    const GlobalBatch global(*b, on_worker);
+    SCOPED_TRACE(staging ? "into staging blocks" : "into host memory");
+    const GlobalBatch global(*b, on_worker, staging);
     global.make_slots(1);
     global.reserve_upload(0, 2, 12002);
     global.start_upload(0);

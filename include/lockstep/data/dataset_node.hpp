@@ -94,6 +94,10 @@ struct RowBatch {
   /// computes on: what a replica on a GPU copies to its device, where RowSource::scale's cast
   /// is done (datasets hold host tensors: from_tensor_slices takes no other).
   Element gather_stored(std::int64_t begin, std::int64_t end) const;
+  /// The same rows into `out` (one tensor per component): a defined one, host memory of the
+  /// rows' shape and dtype as stored, is written in place (a staging block the copy to the
+  /// device reads: DeviceUpload::stage); an undefined one becomes a new host tensor.
+  void gather_stored_into(std::int64_t begin, std::int64_t end, Element& out) const;
   /// Starts gathering rows [begin, end) on the calling thread's compute context, to be taken
   /// later on this thread. Where that context is a CPU pool with workers, they copy the rows in
   /// short chunks while they would otherwise wait between two ops: fit gathers a replica's

@@ -32,8 +32,11 @@ class GlobalBatch {
   explicit GlobalBatch(data::Element tensors) : tensors_(std::move(tensors)) {}
   /// `gather_on_worker`: the rows of an upload ahead are gathered by the input worker
   /// (data::RowBatch::gather_stored_ahead), not on the replica's thread.
-  explicit GlobalBatch(data::RowBatch rows, bool gather_on_worker = false)
-      : rows_(std::move(rows)), gather_on_worker_(gather_on_worker) {}
+  /// `gather_into_staging`: rows are gathered straight into the staging blocks that the copy to
+  /// the device reads (DeviceUpload::stage), one host copy fewer; false: into host memory, then
+  /// copied into the blocks (for comparisons: the same bits either way).
+  explicit GlobalBatch(data::RowBatch rows, bool gather_on_worker = false, bool gather_into_staging = true)
+      : rows_(std::move(rows)), gather_on_worker_(gather_on_worker), gather_into_staging_(gather_into_staging) {}
 
   /// The tensors, or null for a batch of rows (gathered by part()).
   const data::Element* tensors() const { return rows_ ? nullptr : &tensors_; }
@@ -75,12 +78,21 @@ class GlobalBatch {
   data::Element tensors_;
   std::optional<data::RowBatch> rows_;
   bool gather_on_worker_ = false;
+  bool gather_into_staging_ = true;
   // Gathers and uploads ahead by slot; `host`: the rows being gathered on the input worker.
   struct Upload {
     std::int64_t begin, end;
     DeviceUpload copy;
     std::future<data::Element> host = {};
+    Upload(std::int64_t b, std::int64_t e, DeviceUpload c) : begin(b), end(e), copy(std::move(c)) {}
+    Upload(Upload&&) = default;
+    ~Upload() {
+      if (host.valid()) host.wait();  // the worker may be writing into copy's staging blocks
+    }
   };
+  // The upload's staging blocks that slot's rows are gathered into, by component (undefined:
+  // gathered into host memory of its own).
+  data::Element staged(Upload& up) const;
   mutable std::vector<std::optional<data::PendingRows>> ahead_;
   mutable std::vector<std::optional<Upload>> uploads_;
 };

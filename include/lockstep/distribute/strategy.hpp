@@ -64,6 +64,9 @@ struct DistributedInputOptions {
   /// Replicas on GPUs have the input worker gather their slices of the next batch
   /// (data::RowBatch::gather_stored_ahead) while they queue a step, rather than gather them.
   bool gather_on_worker = true;
+  /// ...into the staging blocks that their copy to the device reads (one host copy fewer); false
+  /// gathers them into host memory first (for comparisons: the same bits either way).
+  bool gather_into_staging = true;
   /// Every global batch must split over the replicas (data::check_splittable).
   bool check_splittable = true;
 };

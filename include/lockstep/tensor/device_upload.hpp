@@ -5,7 +5,8 @@
 // - the constructor takes the device memory and marks the device's work queued so far (the
 //   memory may have been used by it: the copy runs after it);
 // - start() copies from the host on the device's copy stream, beside the work queued between the
-//   two (the step), through pinned staging memory, so the host does not wait;
+//   two (the step), through pinned staging memory, so the host does not wait (a caller that
+//   writes its data into the staging memory itself, stage(), saves the host a copy);
 // - take() makes the work queued from then on wait for the copy, and hands the device tensors out.
 // On a device whose work runs in order on the host (CPU), nothing is reserved or copied: take()
 // returns the host tensors themselves (or, given buffers, copies into them).
@@ -32,6 +33,12 @@ class DeviceUpload {
   DeviceUpload(const DeviceUpload&) = delete;
   DeviceUpload& operator=(const DeviceUpload&) = delete;
 
+  /// Host memory for tensor i that start() copies from without a copy on the host (a pinned
+  /// staging block on a GPU), as a host tensor of its shape and dtype for the caller to fill and
+  /// pass to start() as tensor i. Undefined where there is none (a CPU device, no block to be
+  /// lent, an empty tensor): the caller passes a host tensor of its own. The memory is the
+  /// upload's: not to be written after start() or the upload's end, nor read after start().
+  Tensor stage(std::size_t i);
   /// Starts copying `host` (host tensors of the constructor's shapes and dtypes, in order). The
   /// host tensors may be changed or freed as soon as it returns. Once only.
   void start(const std::vector<Tensor>& host);

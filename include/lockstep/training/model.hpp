@@ -61,6 +61,10 @@ struct FitOptions {
   /// comparisons: the same bits either way). On GPUs the input worker gathers the next batch's
   /// slices (off the replicas' threads) for the copy ahead; false: each replica gathers them.
   bool gather_ahead = true;
+  /// On GPUs the rows of each batch are gathered straight into the pinned staging memory that
+  /// their copy to the device reads; false gathers them into host memory first (one more copy;
+  /// for comparisons: the same bits either way).
+  bool gather_into_staging = true;
   /// On GPUs the next batch is copied to the replicas' devices while a step runs (TF's
   /// experimental_fetch_to_device); false copies each when its step starts (for comparisons:
   /// the same bits either way).
@@ -282,6 +286,9 @@ class Model {
   Logs evaluate_impl(const data::Dataset& dataset, std::int64_t steps, const std::vector<CallbackPtr>& callbacks,
                      int verbose);
   Logs collect_logs(const char* prefix) const;
+  /// The same into `logs`, whose values are overwritten where it has their names already: fit's
+  /// batch logs, refreshed each execution without a map made and freed each time.
+  void collect_logs_into(Logs& logs, const char* prefix) const;
   void reset_metrics();
   /// What a replica does with its gradients of one batch: apply them (with those held back
   /// before: the group's sum), or hold them back for gradient accumulation. A strategy's

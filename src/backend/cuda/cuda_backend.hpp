@@ -8,6 +8,7 @@
 #include <string>
 
 #include "backend/kernels.hpp"
+#include "backend/staged_copy.hpp"
 
 namespace lockstep::backend::cuda {
 
@@ -18,6 +19,8 @@ std::string device_name(int index);
 /// The kernels of `dtype` on a CUDA device (tables.cu).
 const KernelTable& table(DType dtype);
 const DeviceOps& device_ops();
+/// Copies from staging blocks the caller fills (staging.cpp).
+const StagedCopyOps& staged_copy_ops();
 /// A context on GPU `device.index`: a caching allocator of that device (limited to
 /// options.memory_limit bytes when set) and the device's stream. Throws ValueError naming the
 /// device when it does not exist.
@@ -44,7 +47,7 @@ void replay(ComputeContext& ctx, void* graph);
 /// The functions above, as the plugin hands them to the loader. `abi` and `size` guard against a
 /// plugin of another lockstep: a change here bumps kAbi.
 struct BackendApi {
-  static constexpr int kAbi = 3;  // 3: DeviceOps::alloc_host_mapped
+  static constexpr int kAbi = 4;  // 3: DeviceOps::alloc_host_mapped; 4: staged_copy_ops
   int abi = kAbi;
   std::size_t size = sizeof(BackendApi);
   int (*device_count)() = nullptr;
@@ -59,6 +62,7 @@ struct BackendApi {
   void (*begin_capture)(ComputeContext&) = nullptr;
   std::shared_ptr<void> (*end_capture)(ComputeContext&, bool) = nullptr;
   void (*replay)(ComputeContext&, void*) = nullptr;
+  const StagedCopyOps& (*staged_copy_ops)() = nullptr;
 };
 /// The plugin's file and its entry point's name (extern "C": a BackendApi*).
 inline constexpr const char* kPluginFile = "liblockstep_cuda.so";

@@ -14,6 +14,7 @@ extern "C" __attribute__((visibility("default"))) const lockstep::backend::cuda:
                                     .capture_refusal = cuda::capture_refusal,
                                     .begin_capture = cuda::begin_capture,
                                     .end_capture = cuda::end_capture,
-                                    .replay = cuda::replay};
+                                    .replay = cuda::replay,
+                                    .staged_copy_ops = cuda::staged_copy_ops};
   return &api;
 }

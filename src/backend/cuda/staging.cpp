@@ -7,6 +7,7 @@
 #include <cstring>
 #include <memory>
 
+#include "backend/cuda/cuda_backend.hpp"
 #include "backend/cuda/cuda_device.hpp"
 
 namespace lockstep::backend::cuda {
@@ -81,6 +82,38 @@ void copy_host_to_device(CudaDevice& d, cudaStream_t stream, void* dst, const vo
     in += n;
     bytes -= n;
   }
+}
+
+namespace {
+// Staged copies (backend/staged_copy.hpp): a lease of the device's pool, held from acquire to the
+// copy, whose fence the copy records.
+using Lease = StagingPool::Lease;
+
+StagedHost acquire_staged(ComputeContext& ctx, std::size_t bytes) {
+  auto lease = lane(ctx).device->staging->acquire(bytes);
+  if (!lease) return {};
+  auto* held = new Lease(std::move(*lease));
+  return {held->host(), held};
+}
+
+void copy_staged_beside(ComputeContext& ctx, void* dst, StagedHost block, std::size_t bytes, void* after) {
+  std::unique_ptr<Lease> lease(static_cast<Lease*>(block.lease));  // back to the pool, thrown or not
+  CudaLane& l = lane(ctx);
+  if (after) {  // as copy_from_host_beside (cuda_context.cpp)
+    check(cudaStreamWaitEvent(l.copy_stream, static_cast<cudaEvent_t>(after), 0), "cudaStreamWaitEvent (copy)");
+    give_event(*l.device, static_cast<cudaEvent_t>(after));
+  }
+  check(cudaMemcpyAsync(dst, block.host, bytes, cudaMemcpyHostToDevice, l.copy_stream), "cudaMemcpyAsync (staged)");
+  check(cudaEventRecord(static_cast<cudaEvent_t>(lease->fence()), l.copy_stream), "cudaEventRecord (staging)");
+}
+
+void release_staged(StagedHost block) { delete static_cast<Lease*>(block.lease); }
+}  // namespace
+
+const StagedCopyOps& staged_copy_ops() {
+  static const StagedCopyOps ops{
+      .acquire = acquire_staged, .copy_beside = copy_staged_beside, .release = release_staged};
+  return ops;
 }
 
 cudaEvent_t take_event(CudaDevice& d) {
