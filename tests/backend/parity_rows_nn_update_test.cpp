@@ -205,14 +205,14 @@ Row loss_scale_row(const char* variant, const Gen& gen) {
   return make_row(
       "loss_scale", variant, "unscale_check", floats(),
       {{KernelOp::kLossScaleSet, DType::kF32},
-       {KernelOp::kLossScaleFactor, DType::kF32},
+       {KernelOp::kLossSeed, DType::kF32},
        {KernelOp::kUnscaleCheck, {}},
        {KernelOp::kLossScaleUpdate, DType::kF32}},
       {{s, gen, {}}},
       [](const std::vector<Tensor>& in, DType) {
         Tensor block = step_block();
         set_loss_scale_(block, {.scale = 1024, .counter = 1, .skipped = 0});
-        const Tensor factor = loss_scale_factor(block, 1.0 / 3.0);
+        const Tensor factor = loss_seed(Tensor(), block, 1.0 / 3.0, 0.0f);
         const Tensor g = unscale_check(in[0], block);
         const bool skipped = step_skipped(block);
         update_loss_scale_(block, 2);
@@ -373,6 +373,27 @@ Row step_row() {
         count.set(0, static_cast<double>(kStep + 1));
         return std::vector<Expected>{scalars(kStep), scalars(kStep + 1), count};
       });
+  r.only = {DType::kF32};
+  return r;
+}
+
+// The step's loss gradient (loss_seed): each per-example loss * 0 + the factor, NaN where a loss
+// is not finite; the factor the host's, or the block's loss_factor(1/4, scale 8) = 2.
+Row loss_seed_row(const char* variant, bool on_device) {
+  const Shape s{67};
+  Row r = make_row(
+      "loss_seed", variant, "loss_seed", {DType::kF32}, {{KernelOp::kLossSeed, {}}}, {{s, specials(), {}}},
+      [on_device](const std::vector<Tensor>& in, DType) {
+        Tensor block = step_block();
+        set_loss_scale_(block, {.scale = 8, .counter = 0, .skipped = 0});
+        return std::vector<Tensor>{loss_seed(in[0], on_device ? block : Tensor(), 0.25, 0.75f)};
+      },
+      [=](const std::vector<Host>& in, DType) {
+        Expected e(s);
+        for (std::int64_t i = 0; i < s.numel(); ++i) e.set(i, in[0][i] * 0.0 + (on_device ? 2.0 : 0.75));
+        return std::vector<Expected>{e};
+      },
+      Match::kExact);
   r.only = {DType::kF32};
   return r;
 }
@@ -636,6 +657,8 @@ std::vector<Row> nn_update_rows() {
   rows.push_back(clip_by_norms_row());
   rows.push_back(loss_scale_row("finite", uniform(-3, 3)));
   rows.push_back(loss_scale_row("nonfinite", specials()));
+  rows.push_back(loss_seed_row("host_factor", false));
+  rows.push_back(loss_seed_row("block_factor", true));
 
   rows.push_back(sgd_row("sgd_update", false, false));
   rows.push_back(sgd_row("sgd_update_momentum", true, false));

@@ -1,0 +1,20 @@
+// Kernels fused to cut a captured step's launches give the bits of the kernels they replace on a
+// GPU: the train step's loss gradient seeded in one kernel (loss_seed) against the summed loss
+// differentiated (the way before, aaf2dcb), captured (jit_compile's default) and with a loss scale.
+#include <string>
+#include <vector>
+
+#include "common/summed_loss_steps.hpp"
+#include "gpu_test_util.hpp"
+
+using namespace lockstep;
+using namespace lockstep::gpu_test;
+
+TEST(GpuFusedKernels, TrainStepWeightsAreThoseOfTheSummedLossDifferentiated) {
+  LOCKSTEP_REQUIRE_GPU();
+  for (const bool loss_scaled : {false, true}) {
+    EXPECT_EQ(test::weights_after_steps("gpu:0", loss_scaled, false, 5),
+              test::weights_after_steps("gpu:0", loss_scaled, true, 5))
+        << (loss_scaled ? "under a loss scale" : "no loss scale");
+  }
+}
