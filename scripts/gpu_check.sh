@@ -339,7 +339,7 @@ part custom_loop      45 accuracy 0.97 "${with_libs[@]}" "$custom_loop" 5
 part gpu_tests        90 "${with_libs[@]}" "$gpu_tests"
 part parity_cuda      30 "${with_libs[@]}" "$backend_tests" --gtest_brief=1 '--gtest_filter=*cuda*:ParityBackends.Cuda'
 part memcheck         45 "${with_libs[@]}" "$sanitizer" --tool memcheck --error-exitcode 1 --report-api-errors no \
-                         --print-limit 20 "$gpu_tests" '--gtest_filter=GpuMemory.*:GpuCompute.*:GpuReplicas.CollectivesAmongLogicalReplicasOnOneGpu:GpuDeviceChecks.*'
+                         --print-limit 20 "$gpu_tests" '--gtest_filter=GpuMemory.*:GpuCompute.*:GpuReplicas.CollectivesAmongLogicalReplicasOnOneGpu:GpuDeviceChecks.*:GpuFusedKernels.*'
 as_time_allows
 # Where fit's time goes under Nsight Systems (every fit run above prints lockstep's phase times).
 part profile          45 profile

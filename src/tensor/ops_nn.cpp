@@ -183,4 +183,26 @@ Tensor sparse_categorical_matches(const Tensor& labels, const Tensor& prediction
   return cast(equal(argmax(predictions, -1), lab.reshape({predictions.dim(0)})), DType::kF32);
 }
 
+Tensor accuracy_state(const Tensor& labels, const Tensor& predictions, bool labels_as_float) {
+  constexpr const char* kName = "accuracy_state";
+  detail::check_float(kName, {&predictions});
+  LOCKSTEP_CHECK(labels.defined(), kName, ": the labels are undefined");
+  LOCKSTEP_CHECK(predictions.rank() == 2, kName, ": predictions must be (rows, classes), got ",
+                 predictions.shape().str());
+  const std::int64_t rows = predictions.dim(0), cols = predictions.dim(1);
+  const bool one_hot = labels_as_float && cols > 1 && labels.numel() == predictions.numel();
+  LOCKSTEP_CHECK(labels.numel() == rows || one_hot, kName, ": labels ", labels.shape().str(),
+                 " do not match predictions ", predictions.shape().str(), " (expected a label per row",
+                 labels_as_float ? ", or one-hot rows)" : ")");
+  LOCKSTEP_CHECK(rows == 0 || cols > 0, kName, ": predictions ", predictions.shape().str(), " have no classes");
+  if (!labels_as_float) detail::check_integer(kName, labels, "labels");
+  LOCKSTEP_CHECK(labels.device().kind == predictions.device().kind, kName, ": labels on ", labels.device().str(),
+                 " and predictions on ", predictions.device().str());
+  const auto& k = kern(kName, predictions, backend::KernelOp::kAccuracyState);
+  Tensor state = Tensor::empty({2}, DType::kF32);
+  k.accuracy_state(ctx(), predictions.raw_data(), rows, cols, labels.raw_data(), labels.dtype(),
+                   one_hot ? cols : 1, labels_as_float, static_cast<float*>(state.raw_data()));
+  return state;
+}
+
 }  // namespace lockstep

@@ -377,6 +377,51 @@ Row step_row() {
   return r;
 }
 
+// argmax's rule on host values: the first largest, NaN winning.
+std::int64_t first_largest(const Host& h, std::int64_t begin, std::int64_t n) {
+  std::int64_t best = 0;
+  for (std::int64_t c = 1; c < n && !std::isnan(h[begin + best]); ++c)
+    if (h[begin + c] > h[begin + best] || std::isnan(h[begin + c])) best = c;
+  return best;
+}
+
+// An accuracy metric's batch state in one kernel: 9 rows of 4 classes with ties (and NaN rows),
+// against int64 labels, float32 labels compared as floats (one off the classes: 1.5), or one-hot
+// rows with ties of their own.
+enum class AccuracyLabels { kInt64, kFloat, kOneHot };
+Row accuracy_state_row(const char* variant, AccuracyLabels kind, const Gen& pred) {
+  const bool one_hot = kind == AccuracyLabels::kOneHot;
+  const DType label_dtype = kind == AccuracyLabels::kInt64 ? DType::kI64 : DType::kF32;
+  const InputSpec labels_in =
+      one_hot ? InputSpec{{9, 4}, coarse(), DType::kF32} : InputSpec{{9}, labels(4), label_dtype};
+  return make_row(
+      "accuracy_state", variant, "accuracy_state", floats(), {{KernelOp::kAccuracyState, {}}},
+      {labels_in, {{9, 4}, pred, {}}},
+      [kind](const std::vector<Tensor>& in, DType) {
+        Tensor l = in[0];
+        if (kind == AccuracyLabels::kFloat) {  // a label that is no class: never a match
+          std::vector<float> v = l.to_vector<float>();
+          v[3] = 1.5f;
+          l = Tensor::from_vector(v, l.shape()).to(in[0].device());
+        }
+        return std::vector<Tensor>{accuracy_state(l, in[1], kind != AccuracyLabels::kInt64)};
+      },
+      [kind, one_hot](const std::vector<Host>& in, DType) {
+        double matches = 0;
+        for (std::int64_t r = 0; r < 9; ++r) {
+          const double label = one_hot ? static_cast<double>(first_largest(in[0], r * 4, 4))
+                               : kind == AccuracyLabels::kFloat && r == 3 ? 1.5
+                                                                           : in[0][r];
+          matches += static_cast<double>(first_largest(in[1], r * 4, 4)) == label ? 1 : 0;
+        }
+        Expected e({2});
+        e.set(0, matches);
+        e.set(1, 9);
+        return std::vector<Expected>{e};
+      },
+      Match::kExact);
+}
+
 // The step's loss gradient (loss_seed): each per-example loss * 0 + the factor, NaN where a loss
 // is not finite; the factor the host's, or the block's loss_factor(1/4, scale 8) = 2.
 Row loss_seed_row(const char* variant, bool on_device) {
@@ -629,6 +674,10 @@ std::vector<Row> nn_update_rows() {
         return std::vector<Expected>{e};
       },
       Match::kExact));
+
+  rows.push_back(accuracy_state_row("i64_labels_ties", AccuracyLabels::kInt64, coarse()));
+  rows.push_back(accuracy_state_row("f32_labels_nan_rows", AccuracyLabels::kFloat, with_nan(-1, 1, 7)));
+  rows.push_back(accuracy_state_row("one_hot_ties", AccuracyLabels::kOneHot, coarse()));
 
   rows.push_back(dropout_row("grain", {67, 1001}, 0.3f));
   rows.push_back(dropout_row("rank1", {400}, 0.5f));

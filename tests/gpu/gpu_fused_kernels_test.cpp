@@ -1,9 +1,11 @@
 // Kernels fused to cut a captured step's launches give the bits of the kernels they replace on a
 // GPU: the train step's loss gradient seeded in one kernel (loss_seed) against the summed loss
-// differentiated (the way before, aaf2dcb), captured (jit_compile's default) and with a loss scale.
+// differentiated (the way before, aaf2dcb), captured (jit_compile's default) and with a loss scale;
+// accuracy's batch state in one kernel (accuracy_state) against argmax, compare, cast and sum.
 #include <string>
 #include <vector>
 
+#include "common/accuracy_cases.hpp"
 #include "common/summed_loss_steps.hpp"
 #include "gpu_test_util.hpp"
 
@@ -18,3 +20,11 @@ TEST(GpuFusedKernels, TrainStepWeightsAreThoseOfTheSummedLossDifferentiated) {
         << (loss_scaled ? "under a loss scale" : "no loss scale");
   }
 }
+
+// Accuracy's batch state in one kernel, on the GPU: the numbers of the ops it replaced.
+TEST(GpuFusedKernels, AccuracyStateGivesTheNumbersOfArgmaxCompareCastAndSum) {
+  LOCKSTEP_REQUIRE_GPU();
+  const OnGpu0 on;
+  test::expect_accuracy_as_composed(on.gpu);
+}
+
