@@ -149,20 +149,15 @@ Tensor dropout(const Tensor& x, float rate, const DropoutKey& key) {
   LOCKSTEP_CHECK(rate >= 0.0f && rate < 1.0f, "dropout: rate must be in [0, 1), got ", rate);
   if (rate == 0.0f) return x;
   const std::int64_t rows = x.rank() ? x.dim(0) : 1, cols = rows ? x.numel() / rows : 0;
-  const auto& kt = kern("dropout", x, backend::KernelOp::kDropoutMask);
-  Tensor mask = Tensor::empty(x.shape(), x.dtype());
-  const std::int64_t* step_at =
-      detail::dropout_step_at("dropout", backend::KernelOp::kDropoutMask, key, rate, x);
-  kt.dropout_mask(ctx(), mask.raw_data(), rows, cols, rate, key.seed, key.stream, key.step, step_at,
-                  key.first_example);
-  backend::BroadcastDesc d;
-  d.rank = 1;
-  d.dims[0] = x.numel();
-  d.a_strides[0] = d.b_strides[0] = 1;
+  const auto& kt = kern("dropout", x, backend::KernelOp::kDropout);
+  const std::int64_t* step_at = detail::dropout_step_at("dropout", backend::KernelOp::kDropout, key, rate, x);
+  // The mask and the product in one kernel; the mask kept only for a tape's backward.
+  const bool recorded = detail::recording({&x});
+  Tensor mask = recorded ? Tensor::empty(x.shape(), x.dtype()) : Tensor();
   Tensor out = Tensor::empty(x.shape(), x.dtype());
-  kern("dropout", x, backend::KernelOp::kBinary)
-      .binary(ctx(), backend::BinaryOp::kMul, d, x.raw_data(), mask.raw_data(), out.raw_data());
-  if (detail::recording({&x})) {
+  kt.dropout(ctx(), x.raw_data(), out.raw_data(), recorded ? mask.raw_data() : nullptr, rows, cols, rate, key.seed,
+             key.stream, key.step, step_at, key.first_example);
+  if (recorded) {
     OpRecord r;
     r.type = OpType::kDropout;
     r.inputs = {x, Tensor(), Tensor()};

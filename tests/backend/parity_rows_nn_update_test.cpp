@@ -295,7 +295,7 @@ Row dropout_row(const char* variant, const Shape& s, float rate) {
   // check() sees host values only: run() tells it the dtype it just ran in.
   auto ran_in = std::make_shared<DType>(DType::kF32);
   Row r = make_row(
-      "dropout", variant, "dropout", floats(), {{KernelOp::kDropoutMask, {}}, {KernelOp::kBinary, {}}},
+      "dropout", variant, "dropout", floats(), {{KernelOp::kDropout, {}}},
       {{s, away_from_zero(-1, 1, 0.01), {}}},
       [rate, ran_in](const std::vector<Tensor>& in, DType dt) {
         *ran_in = dt;

@@ -1,11 +1,13 @@
 // Kernels fused to cut a captured step's launches give the bits of the kernels they replace on a
 // GPU: the train step's loss gradient seeded in one kernel (loss_seed) against the summed loss
 // differentiated (the way before, aaf2dcb), captured (jit_compile's default) and with a loss scale;
-// accuracy's batch state in one kernel (accuracy_state) against argmax, compare, cast and sum.
+// accuracy's batch state in one kernel (accuracy_state) against argmax, compare, cast and sum;
+// dropout's mask and product in one kernel against the mask then binary's multiply.
 #include <string>
 #include <vector>
 
 #include "common/accuracy_cases.hpp"
+#include "common/dropout_cases.hpp"
 #include "common/summed_loss_steps.hpp"
 #include "gpu_test_util.hpp"
 
@@ -28,3 +30,9 @@ TEST(GpuFusedKernels, AccuracyStateGivesTheNumbersOfArgmaxCompareCastAndSum) {
   test::expect_accuracy_as_composed(on.gpu);
 }
 
+// Dropout's mask and product in one kernel, on the GPU: the bits of the mask then the product.
+TEST(GpuFusedKernels, DropoutGivesTheBitsOfTheMaskThenTheProduct) {
+  LOCKSTEP_REQUIRE_GPU();
+  const OnGpu0 on;
+  test::expect_dropout_as_composed(on.gpu);
+}
