@@ -364,11 +364,11 @@ part custom_loop      45 accuracy 0.97 "${with_libs[@]}" "$custom_loop" 5
 part gpu_tests        90 "${with_libs[@]}" "$gpu_tests"
 part parity_cuda      30 "${with_libs[@]}" "$backend_tests" --gtest_brief=1 '--gtest_filter=*cuda*:ParityBackends.Cuda'
 part memcheck         45 "${with_libs[@]}" "$sanitizer" --tool memcheck --error-exitcode 1 --report-api-errors no \
-                         --print-limit 20 "$gpu_tests" '--gtest_filter=GpuMemory.*:GpuCompute.*:GpuReplicas.CollectivesAmongLogicalReplicasOnOneGpu:GpuDeviceChecks.*:GpuKernelLaunches.AdamOverSeveral*:GpuStepGraph.Replays*'
+                         --print-limit 20 "$gpu_tests" '--gtest_filter=GpuMemory.*:GpuCompute.*:GpuReplicas.CollectivesAmongLogicalReplicasOnOneGpu:GpuDeviceChecks.*:GpuKernelLaunches.AdamOverSeveral*:GpuStepGraph.Replays*:GpuFusedKernels.*'
 as_time_allows
 # The block-shared kernels written since the last real run (attention's tiles and reduction trees,
-# the device range check's) under compute-sanitizer's racecheck and synccheck.
-shared_kernels='--gtest_filter=GpuCompute.DropoutAndAttention*:GpuCompute.AttentionOverHeadsWider*:GpuDeviceChecks.AnEagerOp*'
+# the device range check's, the fused accuracy's warps) under compute-sanitizer's racecheck and synccheck.
+shared_kernels='--gtest_filter=GpuCompute.DropoutAndAttention*:GpuCompute.AttentionOverHeadsWider*:GpuDeviceChecks.AnEagerOp*:GpuFusedKernels.*'
 part racecheck        30 "${with_libs[@]}" "$sanitizer" --tool racecheck --error-exitcode 1 --report-api-errors no \
                          --print-limit 20 "$gpu_tests" "$shared_kernels"
 part synccheck        20 "${with_libs[@]}" "$sanitizer" --tool synccheck --error-exitcode 1 --report-api-errors no \

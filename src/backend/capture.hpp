@@ -12,7 +12,7 @@ namespace lockstep::backend {
 /// makes the host wait and decide on the value each step. The step's own numbers are read from
 /// the step's block in device memory (lockstep/core/step_state.hpp), so they replay right: the
 /// optimizer updates' learning rate and bias corrections, and dropout's step where a call gives
-/// its count (dropout_mask's step_at, AttentionDesc::step_at); a call that drops with a host
+/// its count (the dropout kernel's step_at, AttentionDesc::step_at); a call that drops with a host
 /// step is refused by its op (detail::dropout_step_at), not here.
 const char* kernel_capture_refusal(DeviceKind kind, KernelOp op);
 /// Whether `op`'s result returns to the host (its op-list return type is not void): on a device

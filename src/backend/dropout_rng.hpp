@@ -1,5 +1,5 @@
 #pragma once
-// Dropout's counter-based generator: the one rule every backend's dropout_mask follows, so a mask
+// Dropout's counter-based generator: the one rule every backend's dropout kernel follows, so a mask
 // is bit-identical on CPU and GPU, however rows are split over threads, replicas or devices.
 // A unit (row, column) of a step is dropped when 24 bits of its hash fall below rate * 2^24;
 // the hash is the SplitMix64 finaliser cascaded over the key words: (seed, stream — the layer —,

@@ -101,7 +101,7 @@ struct Conv2dDesc {
 /// Scaled dot-product attention over q [b, h, tq, d], k [b, h, tk, d], v [b, h, tk, dv] (out
 /// [b, h, tq, dv]): score s = scale * q . k, masked scores replaced by -1e9 (Keras' large negative:
 /// a row with nothing to attend to averages every value), softmax over keys, dropout on the
-/// probabilities keyed as dropout_mask keys an example's unit (h * tq + i) * tk + j.
+/// probabilities keyed as the dropout kernel keys an example's unit (h * tq + i) * tk + j.
 /// heads_last: q, k, v, out and their gradients are [b, t, h, width] instead (a projection's
 /// output as it comes, no transpose); row i of head (e, head) is at ((e * t + i) * h + head) *
 /// width, rows h * width apart. lse stays [b, h, tq].
@@ -115,7 +115,7 @@ struct AttentionDesc {
   std::int64_t mask_b_stride = 0, mask_q_stride = 0;
   float dropout_rate = 0;
   std::uint64_t seed = 0, stream = 0, step = 0;
-  const std::int64_t* step_at = nullptr;  // not null: the step is the count there (dropout_mask's step_at)
+  const std::int64_t* step_at = nullptr;  // not null: the step is the count there (the dropout kernel's step_at)
   std::int64_t first_example = 0;
 };
 

@@ -68,9 +68,8 @@ Tensor SparseCategoricalAccuracy::batch_state(const Tensor& y_true, const Tensor
   const std::int64_t classes = y_pred.rank() > 2 ? y_pred.dim(-1) : 0, positions = classes ? y_pred.numel() / classes : 0;
   if (classes) LOCKSTEP_CHECK(y_true.numel() == positions, name(), ": y_true ", y_true.shape().str(),
                               " must hold one label per position of y_pred ", y_pred.shape().str());
-  const Tensor m = classes ? sparse_categorical_matches(y_true.reshape({positions}), y_pred.reshape({positions, classes}))
-                           : sparse_categorical_matches(y_true, y_pred);
-  return total_and_count(sum(m), m.numel());
+  return classes ? accuracy_state(y_true.reshape({positions}), y_pred.reshape({positions, classes}))
+                 : accuracy_state(y_true, y_pred);
 }
 
 Tensor Accuracy::batch_state(const Tensor& y_true, const Tensor& y_pred) const {
@@ -79,17 +78,15 @@ Tensor Accuracy::batch_state(const Tensor& y_true, const Tensor& y_pred) const {
   const std::int64_t cols = y_pred.numel() / n;
   LOCKSTEP_CHECK(y_true.numel() == n || y_true.numel() == y_pred.numel(), "accuracy: y_true ", y_true.shape().str(),
                  " does not match y_pred ", y_pred.shape().str());
-  const Tensor t = y_true.to(DType::kF32);
-  Tensor matches;
-  if (y_true.numel() == y_pred.numel() && cols > 1) {  // one-hot targets
-    matches = equal(argmax(y_pred.reshape({n, cols})), argmax(t.reshape({n, cols})));
-  } else if (cols == 1) {  // binary: threshold at 0.5
+  if (cols == 1) {  // binary: threshold at 0.5
     const Tensor p = y_pred.to(DType::kF32).reshape({n});
-    matches = equal(cast(greater(p, Tensor::scalar(0.5)), DType::kF32), t.reshape({n}));
-  } else {  // integer labels against class scores
-    matches = equal(cast(argmax(y_pred.reshape({n, cols})), DType::kF32), t.reshape({n}));
+    const Tensor t = y_true.to(DType::kF32).reshape({n});
+    const Tensor matches = equal(cast(greater(p, Tensor::scalar(0.5)), DType::kF32), t);
+    return total_and_count(sum(cast(matches, DType::kF32)), n);
   }
-  return total_and_count(sum(cast(matches, DType::kF32)), n);
+  // One-hot targets, or labels (as float32) against class scores.
+  return accuracy_state(y_true.numel() == n ? y_true.reshape({n}) : y_true.reshape({n, cols}),
+                        y_pred.reshape({n, cols}), /*labels_as_float=*/true);
 }
 
 Tensor MeanAbsoluteError::batch_state(const Tensor& y_true, const Tensor& y_pred) const {

@@ -149,20 +149,15 @@ Tensor dropout(const Tensor& x, float rate, const DropoutKey& key) {
   LOCKSTEP_CHECK(rate >= 0.0f && rate < 1.0f, "dropout: rate must be in [0, 1), got ", rate);
   if (rate == 0.0f) return x;
   const std::int64_t rows = x.rank() ? x.dim(0) : 1, cols = rows ? x.numel() / rows : 0;
-  const auto& kt = kern("dropout", x, backend::KernelOp::kDropoutMask);
-  Tensor mask = Tensor::empty(x.shape(), x.dtype());
-  const std::int64_t* step_at =
-      detail::dropout_step_at("dropout", backend::KernelOp::kDropoutMask, key, rate, x);
-  kt.dropout_mask(ctx(), mask.raw_data(), rows, cols, rate, key.seed, key.stream, key.step, step_at,
-                  key.first_example);
-  backend::BroadcastDesc d;
-  d.rank = 1;
-  d.dims[0] = x.numel();
-  d.a_strides[0] = d.b_strides[0] = 1;
+  const auto& kt = kern("dropout", x, backend::KernelOp::kDropout);
+  const std::int64_t* step_at = detail::dropout_step_at("dropout", backend::KernelOp::kDropout, key, rate, x);
+  // The mask and the product in one kernel; the mask kept only for a tape's backward.
+  const bool recorded = detail::recording({&x});
+  Tensor mask = recorded ? Tensor::empty(x.shape(), x.dtype()) : Tensor();
   Tensor out = Tensor::empty(x.shape(), x.dtype());
-  kern("dropout", x, backend::KernelOp::kBinary)
-      .binary(ctx(), backend::BinaryOp::kMul, d, x.raw_data(), mask.raw_data(), out.raw_data());
-  if (detail::recording({&x})) {
+  kt.dropout(ctx(), x.raw_data(), out.raw_data(), recorded ? mask.raw_data() : nullptr, rows, cols, rate, key.seed,
+             key.stream, key.step, step_at, key.first_example);
+  if (recorded) {
     OpRecord r;
     r.type = OpType::kDropout;
     r.inputs = {x, Tensor(), Tensor()};
@@ -181,6 +176,28 @@ Tensor sparse_categorical_matches(const Tensor& labels, const Tensor& prediction
   detail::check_integer("sparse_categorical_matches", labels, "labels");
   const Tensor lab = labels.dtype() == DType::kI64 ? labels : labels.to(DType::kI64);
   return cast(equal(argmax(predictions, -1), lab.reshape({predictions.dim(0)})), DType::kF32);
+}
+
+Tensor accuracy_state(const Tensor& labels, const Tensor& predictions, bool labels_as_float) {
+  constexpr const char* kName = "accuracy_state";
+  detail::check_float(kName, {&predictions});
+  LOCKSTEP_CHECK(labels.defined(), kName, ": the labels are undefined");
+  LOCKSTEP_CHECK(predictions.rank() == 2, kName, ": predictions must be (rows, classes), got ",
+                 predictions.shape().str());
+  const std::int64_t rows = predictions.dim(0), cols = predictions.dim(1);
+  const bool one_hot = labels_as_float && cols > 1 && labels.numel() == predictions.numel();
+  LOCKSTEP_CHECK(labels.numel() == rows || one_hot, kName, ": labels ", labels.shape().str(),
+                 " do not match predictions ", predictions.shape().str(), " (expected a label per row",
+                 labels_as_float ? ", or one-hot rows)" : ")");
+  LOCKSTEP_CHECK(rows == 0 || cols > 0, kName, ": predictions ", predictions.shape().str(), " have no classes");
+  if (!labels_as_float) detail::check_integer(kName, labels, "labels");
+  LOCKSTEP_CHECK(labels.device().kind == predictions.device().kind, kName, ": labels on ", labels.device().str(),
+                 " and predictions on ", predictions.device().str());
+  const auto& k = kern(kName, predictions, backend::KernelOp::kAccuracyState);
+  Tensor state = Tensor::empty({2}, DType::kF32);
+  k.accuracy_state(ctx(), predictions.raw_data(), rows, cols, labels.raw_data(), labels.dtype(),
+                   one_hot ? cols : 1, labels_as_float, static_cast<float*>(state.raw_data()));
+  return state;
 }
 
 }  // namespace lockstep

@@ -169,12 +169,17 @@ loss_scale_math::LossScaleState loss_scale_state(const Tensor& block) {
   return b.loss_scale;
 }
 
-Tensor loss_scale_factor(const Tensor& block, double inverse_n) {
-  check_block("loss_scale_factor", block, block);
-  const auto& k = kern("loss_scale_factor", block, backend::KernelOp::kLossScaleFactor);
-  Tensor factor = Tensor::empty(Shape{}, DType::kF32);
-  k.loss_scale_factor(ctx(), block_of(block), inverse_n, static_cast<float*>(factor.raw_data()));
-  return factor;
+Tensor loss_seed(const Tensor& losses, const Tensor& block, double inverse_n, float factor) {
+  constexpr const char* kName = "loss_seed";
+  LOCKSTEP_CHECK(losses.defined() || block.defined(), kName, ": needs the losses or a step block");
+  const Tensor& on = losses.defined() ? losses : block;
+  LOCKSTEP_CHECK(on.dtype() == DType::kF32, kName, ": the losses must be float32, got ", dtype_name(on.dtype()));
+  if (block.defined()) check_block(kName, block, on, "losses");
+  const auto& k = kern(kName, on, backend::KernelOp::kLossSeed);
+  Tensor seed = Tensor::empty(losses.defined() ? losses.shape() : Shape{}, DType::kF32);
+  k.loss_seed(ctx(), losses.defined() ? losses.raw_data() : nullptr, seed.numel(), factor,
+              block.defined() ? block_of(block) : nullptr, inverse_n, seed.raw_data());
+  return seed;
 }
 
 Tensor unscale_check(const Tensor& g, Tensor& block) {

@@ -38,8 +38,10 @@ struct detail::PendingNumbers {
 };
 
 // One replica's outputs: `one` for a model of one output (no vector on that path), else `many`.
+// `losses`: that one output's per-example losses (the train step seeds its gradient there).
 struct detail::SliceOutputs {
   Model::Output one;
+  Tensor losses;
   std::vector<Model::Output> many;
   const Model::Output& operator[](std::size_t k) const { return many.empty() ? one : many[k]; }
 };

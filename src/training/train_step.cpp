@@ -31,7 +31,8 @@ Tensor Model::slice_loss(const data::Element& s, const layers::CallContext& ctx,
   const std::size_t n_in = inputs_.size();
   if (n_in == 1 && outputs_.size() == 1) {  // the path every Sequential takes
     outs.one = forward(input_of(s[0]), ctx);
-    return sum(loss_->per_example(s[1], outs.one.output, outs.one.logits));
+    outs.losses = loss_->per_example(s[1], outs.one.output, outs.one.logits);
+    return sum(outs.losses);
   }
   std::vector<Tensor> xs;
   for (std::size_t i = 0; i < n_in; ++i) xs.push_back(input_of(s[i]));
@@ -106,8 +107,19 @@ detail::ReplicaNumbers Model::replica_train_step(const data::Element& s, std::in
         replica && use == GradientUse::kApply
             ? replica->begin_gradient_exchange(vars, optimizer_->elementwise_rule())
             : GradientReadyFn();
-    grads = on_device ? tape.gradient(r.loss_sum, vars, loss_scale_factor(step_block, inverse_n), on_ready)
-                      : tape.gradient(scale(r.loss_sum, factor), vars, Tensor(), on_ready);
+    // The loss's output gradient in one kernel (loss_seed): at the per-example losses of a model
+    // of one output (the sum's backward folded in), at the summed loss of several.
+    const Tensor no_block;
+    Tensor root = r.loss_sum, seed;
+    if (outs.losses.defined() && outs.losses.dtype() == DType::kF32) {
+      root = outs.losses;
+      seed = loss_seed(root, on_device ? step_block : no_block, inverse_n, factor);
+    } else if (on_device) {
+      seed = loss_seed(Tensor(), step_block, inverse_n, factor);
+    } else {
+      root = scale(r.loss_sum, factor);
+    }
+    grads = tape.gradient(root, vars, seed, on_ready);
   }
   const phase_times::Scope timed(phase_times::Phase::kUpdate);  // metrics and the update
   slice_metric_states(s, outs, r);

@@ -205,14 +205,14 @@ Row loss_scale_row(const char* variant, const Gen& gen) {
   return make_row(
       "loss_scale", variant, "unscale_check", floats(),
       {{KernelOp::kLossScaleSet, DType::kF32},
-       {KernelOp::kLossScaleFactor, DType::kF32},
+       {KernelOp::kLossSeed, DType::kF32},
        {KernelOp::kUnscaleCheck, {}},
        {KernelOp::kLossScaleUpdate, DType::kF32}},
       {{s, gen, {}}},
       [](const std::vector<Tensor>& in, DType) {
         Tensor block = step_block();
         set_loss_scale_(block, {.scale = 1024, .counter = 1, .skipped = 0});
-        const Tensor factor = loss_scale_factor(block, 1.0 / 3.0);
+        const Tensor factor = loss_seed(Tensor(), block, 1.0 / 3.0, 0.0f);
         const Tensor g = unscale_check(in[0], block);
         const bool skipped = step_skipped(block);
         update_loss_scale_(block, 2);
@@ -295,7 +295,7 @@ Row dropout_row(const char* variant, const Shape& s, float rate) {
   // check() sees host values only: run() tells it the dtype it just ran in.
   auto ran_in = std::make_shared<DType>(DType::kF32);
   Row r = make_row(
-      "dropout", variant, "dropout", floats(), {{KernelOp::kDropoutMask, {}}, {KernelOp::kBinary, {}}},
+      "dropout", variant, "dropout", floats(), {{KernelOp::kDropout, {}}},
       {{s, away_from_zero(-1, 1, 0.01), {}}},
       [rate, ran_in](const std::vector<Tensor>& in, DType dt) {
         *ran_in = dt;
@@ -373,6 +373,72 @@ Row step_row() {
         count.set(0, static_cast<double>(kStep + 1));
         return std::vector<Expected>{scalars(kStep), scalars(kStep + 1), count};
       });
+  r.only = {DType::kF32};
+  return r;
+}
+
+// argmax's rule on host values: the first largest, NaN winning.
+std::int64_t first_largest(const Host& h, std::int64_t begin, std::int64_t n) {
+  std::int64_t best = 0;
+  for (std::int64_t c = 1; c < n && !std::isnan(h[begin + best]); ++c)
+    if (h[begin + c] > h[begin + best] || std::isnan(h[begin + c])) best = c;
+  return best;
+}
+
+// An accuracy metric's batch state in one kernel: 9 rows of 4 classes with ties (and NaN rows),
+// against int64 labels, float32 labels compared as floats (one off the classes: 1.5), or one-hot
+// rows with ties of their own.
+enum class AccuracyLabels { kInt64, kFloat, kOneHot };
+Row accuracy_state_row(const char* variant, AccuracyLabels kind, const Gen& pred) {
+  const bool one_hot = kind == AccuracyLabels::kOneHot;
+  const DType label_dtype = kind == AccuracyLabels::kInt64 ? DType::kI64 : DType::kF32;
+  const InputSpec labels_in =
+      one_hot ? InputSpec{{9, 4}, coarse(), DType::kF32} : InputSpec{{9}, labels(4), label_dtype};
+  return make_row(
+      "accuracy_state", variant, "accuracy_state", floats(), {{KernelOp::kAccuracyState, {}}},
+      {labels_in, {{9, 4}, pred, {}}},
+      [kind](const std::vector<Tensor>& in, DType) {
+        Tensor l = in[0];
+        if (kind == AccuracyLabels::kFloat) {  // a label that is no class: never a match
+          std::vector<float> v = l.to_vector<float>();
+          v[3] = 1.5f;
+          l = Tensor::from_vector(v, l.shape()).to(in[0].device());
+        }
+        return std::vector<Tensor>{accuracy_state(l, in[1], kind != AccuracyLabels::kInt64)};
+      },
+      [kind, one_hot](const std::vector<Host>& in, DType) {
+        double matches = 0;
+        for (std::int64_t r = 0; r < 9; ++r) {
+          const double label = one_hot ? static_cast<double>(first_largest(in[0], r * 4, 4))
+                               : kind == AccuracyLabels::kFloat && r == 3 ? 1.5
+                                                                           : in[0][r];
+          matches += static_cast<double>(first_largest(in[1], r * 4, 4)) == label ? 1 : 0;
+        }
+        Expected e({2});
+        e.set(0, matches);
+        e.set(1, 9);
+        return std::vector<Expected>{e};
+      },
+      Match::kExact);
+}
+
+// The step's loss gradient (loss_seed): each per-example loss * 0 + the factor, NaN where a loss
+// is not finite; the factor the host's, or the block's loss_factor(1/4, scale 8) = 2.
+Row loss_seed_row(const char* variant, bool on_device) {
+  const Shape s{67};
+  Row r = make_row(
+      "loss_seed", variant, "loss_seed", {DType::kF32}, {{KernelOp::kLossSeed, {}}}, {{s, specials(), {}}},
+      [on_device](const std::vector<Tensor>& in, DType) {
+        Tensor block = step_block();
+        set_loss_scale_(block, {.scale = 8, .counter = 0, .skipped = 0});
+        return std::vector<Tensor>{loss_seed(in[0], on_device ? block : Tensor(), 0.25, 0.75f)};
+      },
+      [=](const std::vector<Host>& in, DType) {
+        Expected e(s);
+        for (std::int64_t i = 0; i < s.numel(); ++i) e.set(i, in[0][i] * 0.0 + (on_device ? 2.0 : 0.75));
+        return std::vector<Expected>{e};
+      },
+      Match::kExact);
   r.only = {DType::kF32};
   return r;
 }
@@ -609,6 +675,10 @@ std::vector<Row> nn_update_rows() {
       },
       Match::kExact));
 
+  rows.push_back(accuracy_state_row("i64_labels_ties", AccuracyLabels::kInt64, coarse()));
+  rows.push_back(accuracy_state_row("f32_labels_nan_rows", AccuracyLabels::kFloat, with_nan(-1, 1, 7)));
+  rows.push_back(accuracy_state_row("one_hot_ties", AccuracyLabels::kOneHot, coarse()));
+
   rows.push_back(dropout_row("grain", {67, 1001}, 0.3f));
   rows.push_back(dropout_row("rank1", {400}, 0.5f));
 
@@ -636,6 +706,8 @@ std::vector<Row> nn_update_rows() {
   rows.push_back(clip_by_norms_row());
   rows.push_back(loss_scale_row("finite", uniform(-3, 3)));
   rows.push_back(loss_scale_row("nonfinite", specials()));
+  rows.push_back(loss_seed_row("host_factor", false));
+  rows.push_back(loss_seed_row("block_factor", true));
 
   rows.push_back(sgd_row("sgd_update", false, false));
   rows.push_back(sgd_row("sgd_update_momentum", true, false));

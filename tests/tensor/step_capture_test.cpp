@@ -64,7 +64,7 @@ TEST(StepCaptureCheck, DropoutIsNamedOnlyWhereItDropsWithAHostStep) {
     (void)scaled_dot_product_attention(q, q, q, {}, {.dropout_rate = 0.5f, .dropout_key = {.step = 3}});
   }
   EXPECT_EQ(on_host.blocker(),
-            "the op 'dropout' (kernel dropout_mask) takes the step that keys dropout as a host value, which a "
+            "the op 'dropout' (kernel dropout) takes the step that keys dropout as a host value, which a "
             "replay would freeze; the op 'scaled_dot_product_attention' (kernel attention) takes the step that "
             "keys dropout as a host value, which a replay would freeze");
 }

@@ -169,7 +169,7 @@ TEST(StepState, TheLossScaleInTheBlockGivesTheBitsOfTheHostPath) {
   const Tensor g32 = Tensor::from_vector(std::vector<float>{1.0f, -2.5f, 1e-3f, 7.77f, 65000.0f}, Shape{5});
   const bool finite_steps[] = {true, false, true, true, true, false};
   for (const bool finite : finite_steps) {
-    EXPECT_EQ(loss_scale_factor(block, 1.0 / 7.0).to_vector<float>(),
+    EXPECT_EQ(loss_seed(Tensor(), block, 1.0 / 7.0, 0.0f).to_vector<float>(),
               std::vector<float>{loss_scale_math::loss_factor(1.0 / 7.0, host.loss_scale())});
     const float inverse = loss_scale_math::unscale_factor(host.loss_scale());
     bool all_finite = true;  // the host path's own check

@@ -233,6 +233,12 @@ Tensor zero_pad2d(const Tensor& x, const Padding2d& padding);
 
 /// Per example, 1 where the argmax of predictions equals the integer label, else 0 (float32).
 Tensor sparse_categorical_matches(const Tensor& labels, const Tensor& predictions);
+/// An accuracy metric's batch state [matches, rows] (float32) in one kernel: the rows of
+/// predictions (rows, classes) whose argmax (the first largest; NaN wins) matches their label.
+/// labels: one per row, integers compared as themselves (sparse categorical accuracy); with
+/// `labels_as_float` (Keras' Accuracy) any dtype cast to float32 and compared with the argmax as
+/// a float32, or one-hot rows (rows * classes values, classes > 1) whose argmax is compared.
+Tensor accuracy_state(const Tensor& labels, const Tensor& predictions, bool labels_as_float = false);
 
 // ---- gradients: what the autograd layer computes backward passes with ----
 /// dx of a unary op (kNeg ... kClip, the OpTypes of the unary functions above) given its input

@@ -14,9 +14,12 @@ namespace lockstep {
 void set_loss_scale_(Tensor& block, const loss_scale_math::LossScaleState& state);
 /// The block's loss scale, read back (the host's copy of it, where asked).
 loss_scale_math::LossScaleState loss_scale_state(const Tensor& block);
-/// A float32 scalar on the block's device: loss_factor(inverse_n, the block's scale), the output
-/// gradient of the step's summed loss (the bits of scale(loss, loss_factor(...)) differentiated).
-Tensor loss_scale_factor(const Tensor& block, double inverse_n);
+/// The output gradient of a step's per-example float32 `losses` (one kernel, a tensor of their
+/// shape): losses * 0 + f, the bits of scale(sum(losses), f) differentiated (NaN where a loss is
+/// not finite), f = loss_factor(inverse_n, the block's scale) when `block` is defined (read on
+/// the device), else `factor`. `losses` undefined: the float32 scalar f on the block's device
+/// (the output gradient of a summed loss).
+Tensor loss_seed(const Tensor& losses, const Tensor& block, double inverse_n, float factor);
 /// scale(g, unscale_factor(the block's scale)), and the loss scale's finite check of it in the
 /// same pass (a kernel, reading nothing back): an infinite or NaN element marks the block's step
 /// skipped, so that the updates leave the weights and slots untouched and step_end_ does not

@@ -1,4 +1,4 @@
-// Reductions, softmax, the fused bias + ReLU, cross-entropy and the dropout mask.
+// Reductions, softmax, the fused bias + ReLU, cross-entropy and dropout (its mask and product).
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -240,21 +240,30 @@ void one_hot(ComputeContext&, const std::int64_t* labels, std::int64_t rows, std
     if (inside(labels[i], classes)) out[i * classes + labels[i]] = 1.0f;
 }
 
-// The mask is in the activations' dtype (a 16-bit mask rounds 1 / (1 - rate) once, as TF's does).
+// The mask is in the activations' dtype (a 16-bit mask rounds 1 / (1 - rate) once, as TF's does),
+// and y is x times it as binary's kMul computes it (a dropped inf or NaN gives NaN).
 template <typename F>
-void dropout_mask(ComputeContext& ctx, void* maskv, std::int64_t rows, std::int64_t cols, float rate,
-                  std::uint64_t seed, std::uint64_t stream, std::uint64_t step, const std::int64_t* step_at,
-                  std::int64_t first_row) {
+void dropout(ComputeContext& ctx, const void* xv, void* yv, void* maskv, std::int64_t rows, std::int64_t cols,
+             float rate, std::uint64_t seed, std::uint64_t stream, std::uint64_t step, const std::int64_t* step_at,
+             std::int64_t first_row) {
+  using E = Elem<F>;
+  const F* x = static_cast<const F*>(xv);
+  F* y = static_cast<F*>(yv);
   F* mask = static_cast<F*>(maskv);
-  const F keep_scale = Elem<F>::store(1.0f / (1.0f - rate));
-  const F zero = Elem<F>::store(0.0f);
+  const F keep_scale = E::store(1.0f / (1.0f - rate));
+  const F zero = E::store(0.0f);
+  const float keep = E::load(keep_scale), drop = E::load(zero);
   const std::uint32_t threshold = dropout::threshold(rate);
   const std::uint64_t key = dropout::step_key(seed, stream, step, step_at);
-  parallel_rows(ctx, rows, cols * 2, [=](std::int64_t b, std::int64_t e) {
+  parallel_rows(ctx, rows, cols * 3, [=](std::int64_t b, std::int64_t e) {
     for (auto r = b; r < e; ++r) {
       const std::uint64_t row_key = dropout::row_key(key, first_row + r);
-      F* mr = mask + r * cols;
-      for (std::int64_t c = 0; c < cols; ++c) mr[c] = dropout::dropped(row_key, c, threshold) ? zero : keep_scale;
+      const std::int64_t at = r * cols;
+      for (std::int64_t c = 0; c < cols; ++c) {
+        const bool dropped = dropout::dropped(row_key, c, threshold);
+        if (mask) mask[at + c] = dropped ? zero : keep_scale;
+        y[at + c] = E::store(E::load(x[at + c]) * (dropped ? drop : keep));
+      }
     }
   });
 }
@@ -265,6 +274,6 @@ LOCKSTEP_INSTANTIATE_KERNEL(Floating, reduce_max_backward)
 LOCKSTEP_INSTANTIATE_KERNEL(Floating, softmax)
 LOCKSTEP_INSTANTIATE_KERNEL(Floating, softmax_backward)
 LOCKSTEP_INSTANTIATE_KERNEL(Floating, bias_activation)
-LOCKSTEP_INSTANTIATE_KERNEL(Floating, dropout_mask)
+LOCKSTEP_INSTANTIATE_KERNEL(Floating, dropout)
 
 }  // namespace lockstep::backend::cpu

@@ -180,8 +180,16 @@ void step_set(ComputeContext&, StepBlock* block, std::int64_t iterations) { step
 
 // The loss scale kept in the block: loss_scale_math.hpp's rule and factors, run here.
 void loss_scale_set(ComputeContext&, StepBlock* block, const LossScaleState& state) { block->loss_scale = state; }
-void loss_scale_factor(ComputeContext&, const StepBlock* block, double inverse_n, float* factor) {
-  *factor = loss_scale_math::loss_factor(inverse_n, block->loss_scale.scale);
+void loss_seed(ComputeContext&, const void* lossv, std::int64_t n, float factor, const StepBlock* block,
+               double inverse_n, void* seedv) {
+  const float f = block ? loss_scale_math::loss_factor(inverse_n, block->loss_scale.scale) : factor;
+  const float* loss = static_cast<const float*>(lossv);
+  float* seed = static_cast<float*>(seedv);
+  if (!loss) {
+    seed[0] = f;
+    return;
+  }
+  for (std::int64_t i = 0; i < n; ++i) seed[i] = loss[i] * 0.0f + f;  // scale(loss, 0) + f, as sum's backward
 }
 void loss_scale_update(ComputeContext&, StepBlock* block, std::int64_t growth_steps) {
   step_state::update_loss_scale(*block, growth_steps);

@@ -1,5 +1,5 @@
 // Storage kernels for every dtype (fill, cast, row gather/scatter, the multi-buffer combine
-// that collectives run, argmax, label range checks) and the CPU's DeviceOps.
+// that collectives run, argmax and accuracy's matches, label range checks) and the CPU's DeviceOps.
 #include <cmath>
 #include <algorithm>
 #include <atomic>
@@ -59,6 +59,44 @@ template <typename T>
 float as_float(T v) {
   if constexpr (kIsHalf<T>) return to_float(v);
   else return static_cast<float>(v);
+}
+
+// Index of the first largest of at(0) .. at(n - 1), floats (NaN wins, as in numpy): argmax's rule.
+template <typename At>
+std::int64_t first_largest(std::int64_t n, At at) {
+  std::int64_t arg = 0;
+  float best = at(0);
+  for (std::int64_t a = 1; a < n && !std::isnan(best); ++a) {
+    const float v = at(a);
+    if (v > best || std::isnan(v)) {
+      best = v;
+      arg = a;
+    }
+  }
+  return arg;
+}
+
+// accuracy_state's rows against labels of type L.
+template <typename T, typename L>
+std::int64_t count_matches(const T* pred, std::int64_t rows, std::int64_t cols, const L* labels,
+                           std::int64_t label_cols, bool compare_as_float) {
+  std::int64_t matches = 0;
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const T* p = pred + r * cols;
+    const std::int64_t arg = first_largest(cols, [p](std::int64_t a) { return as_float(p[a]); });
+    bool match;
+    if (label_cols > 1) {
+      const L* l = labels + r * label_cols;
+      match = arg == first_largest(label_cols, [l](std::int64_t a) { return convert<float>(l[a]); });
+    } else if constexpr (std::is_integral_v<L>) {
+      match = compare_as_float ? static_cast<float>(arg) == convert<float>(labels[r])
+                               : arg == static_cast<std::int64_t>(labels[r]);
+    } else {
+      match = static_cast<float>(arg) == convert<float>(labels[r]);
+    }
+    matches += match ? 1 : 0;
+  }
+  return matches;
 }
 }  // namespace
 
@@ -234,18 +272,29 @@ void argmax(ComputeContext&, const void* xv, std::int64_t* arg_out, std::int64_t
         for (std::int64_t a = 1; a < axis; ++a)
           if (p[a * inner] > p[arg * inner]) arg = a;
       } else {
-        float best = as_float(p[0]);
-        for (std::int64_t a = 1; a < axis && !std::isnan(best); ++a) {
-          const float v = as_float(p[a * inner]);
-          if (v > best || std::isnan(v)) {  // NaN wins, as in numpy
-            best = v;
-            arg = a;
-          }
-        }
+        arg = first_largest(axis, [p, inner](std::int64_t a) { return as_float(p[a * inner]); });
       }
       arg_out[o * inner + i] = arg;
     }
   }
+}
+
+template <typename T>
+void accuracy_state(ComputeContext&, const void* predv, std::int64_t rows, std::int64_t cols, const void* labels,
+                    DType label_dtype, std::int64_t label_cols, bool as_float, float* state) {
+  const T* pred = static_cast<const T*>(predv);
+  const auto count = [&](const auto* l) { return count_matches(pred, rows, cols, l, label_cols, as_float); };
+  std::int64_t matches = 0;
+  switch (label_dtype) {
+    case DType::kF32: matches = count(static_cast<const float*>(labels)); break;
+    case DType::kF16: matches = count(static_cast<const Float16*>(labels)); break;
+    case DType::kBF16: matches = count(static_cast<const BFloat16*>(labels)); break;
+    case DType::kI32: matches = count(static_cast<const std::int32_t*>(labels)); break;
+    case DType::kI64: matches = count(static_cast<const std::int64_t*>(labels)); break;
+    case DType::kU8: matches = count(static_cast<const std::uint8_t*>(labels)); break;
+  }
+  state[0] = static_cast<float>(matches);
+  state[1] = static_cast<float>(rows);
 }
 
 template <typename T>
@@ -322,6 +371,7 @@ LOCKSTEP_INSTANTIATE_KERNEL(Any, gather_rows)
 LOCKSTEP_INSTANTIATE_KERNEL(Any, scatter_add_rows)
 LOCKSTEP_INSTANTIATE_KERNEL(Any, combine)
 LOCKSTEP_INSTANTIATE_KERNEL(Any, argmax)
+LOCKSTEP_INSTANTIATE_KERNEL(Floating, accuracy_state)
 LOCKSTEP_INSTANTIATE_KERNEL(Any, transpose)
 LOCKSTEP_INSTANTIATE_KERNEL(Integer, first_outside)
 LOCKSTEP_INSTANTIATE_KERNEL(Integer, mark_outside)

@@ -238,14 +238,19 @@ __global__ void one_hot_kernel(const std::int64_t* labels, std::int64_t rows, st
 }
 
 // ---- dropout: the keying every backend shares (backend/dropout_rng.hpp) ----
+// y = x * the mask as binary_kernel's kMul (the mask's value as stored), the mask kept unless null.
 template <typename F>
-__global__ void dropout_kernel(F* mask, std::int64_t rows, std::int64_t cols, std::uint32_t threshold,
-                               std::uint64_t seed, std::uint64_t stream_id, std::uint64_t step,
-                               const std::int64_t* step_at, std::int64_t first_row, F keep, F zero) {
+__global__ void dropout_kernel(const F* x, F* y, F* mask, std::int64_t rows, std::int64_t cols,
+                               std::uint32_t threshold, std::uint64_t seed, std::uint64_t stream_id,
+                               std::uint64_t step, const std::int64_t* step_at, std::int64_t first_row, F keep,
+                               F zero) {
+  using E = Elem<F>;
   const std::uint64_t key = dropout::step_key(seed, stream_id, step, step_at);  // once per thread
   LOCKSTEP_GRID_LOOP(i, rows * cols) {
     const std::int64_t r = i / cols, c = i - r * cols;
-    mask[i] = dropout::dropped(dropout::row_key(key, first_row + r), c, threshold) ? zero : keep;
+    const F m = dropout::dropped(dropout::row_key(key, first_row + r), c, threshold) ? zero : keep;
+    if (mask) mask[i] = m;
+    y[i] = E::store(E::load(x[i]) * E::load(m));
   }
 }
 
@@ -351,14 +356,14 @@ void one_hot(ComputeContext& ctx, const std::int64_t* labels, std::int64_t rows,
 }
 
 template <typename F>
-void dropout_mask(ComputeContext& ctx, void* mask, std::int64_t rows, std::int64_t cols, float rate, std::uint64_t seed,
-                  std::uint64_t stream_id, std::uint64_t step, const std::int64_t* step_at,
-                  std::int64_t first_row) {
+void dropout(ComputeContext& ctx, const void* x, void* y, void* mask, std::int64_t rows, std::int64_t cols, float rate,
+             std::uint64_t seed, std::uint64_t stream_id, std::uint64_t step, const std::int64_t* step_at,
+             std::int64_t first_row) {
   if (rows * cols == 0) return;
   dropout_kernel<F><<<blocks_for(rows * cols), kThreads, 0, stream(ctx)>>>(
-      static_cast<F*>(mask), rows, cols, dropout::threshold(rate), seed, stream_id, step, step_at, first_row,
-      host_store<F>(1.0f / (1.0f - rate)), host_store<F>(0.0f));
-  check_launch("dropout_mask");
+      static_cast<const F*>(x), static_cast<F*>(y), static_cast<F*>(mask), rows, cols, dropout::threshold(rate), seed,
+      stream_id, step, step_at, first_row, host_store<F>(1.0f / (1.0f - rate)), host_store<F>(0.0f));
+  check_launch("dropout");
 }
 
 void batch_norm_reduce(ComputeContext& ctx, const void* x, const void* mean, const void* dy, const void* inv_std,
@@ -471,6 +476,6 @@ LOCKSTEP_INSTANTIATE_KERNEL(Floating, reduce_max)
 LOCKSTEP_INSTANTIATE_KERNEL(Floating, reduce_max_backward)
 LOCKSTEP_INSTANTIATE_KERNEL(Floating, softmax)
 LOCKSTEP_INSTANTIATE_KERNEL(Floating, softmax_backward)
-LOCKSTEP_INSTANTIATE_KERNEL(Floating, dropout_mask)
+LOCKSTEP_INSTANTIATE_KERNEL(Floating, dropout)
 
 }  // namespace lockstep::backend::cuda

@@ -133,8 +133,15 @@ __global__ void step_set_kernel(StepBlock* block, std::int64_t iterations) { ste
 
 // The loss scale kept in the block: loss_scale_math.hpp's rule and factors, on one thread.
 __global__ void loss_scale_set_kernel(StepBlock* block, LossScaleState state) { block->loss_scale = state; }
-__global__ void loss_scale_factor_kernel(const StepBlock* block, double inverse_n, float* factor) {
-  *factor = loss_scale_math::loss_factor(inverse_n, block->loss_scale.scale);
+// scale(loss, 0) + f, as sum's backward adds them; loss null: f alone.
+__global__ void loss_seed_kernel(const float* loss, std::int64_t n, float factor, const StepBlock* block,
+                                 double inverse_n, float* seed) {
+  const float f = block ? loss_scale_math::loss_factor(inverse_n, block->loss_scale.scale) : factor;
+  if (!loss) {
+    if (blockIdx.x == 0 && threadIdx.x == 0) seed[0] = f;
+    return;
+  }
+  LOCKSTEP_GRID_LOOP(i, n) seed[i] = loss[i] * 0.0f + f;
 }
 __global__ void loss_scale_update_kernel(StepBlock* block, std::int64_t growth_steps) {
   step_state::update_loss_scale(*block, growth_steps);
@@ -228,9 +235,12 @@ void loss_scale_set(ComputeContext& ctx, StepBlock* block, const LossScaleState&
   check_launch("loss_scale_set");
 }
 
-void loss_scale_factor(ComputeContext& ctx, const StepBlock* block, double inverse_n, float* factor) {
-  loss_scale_factor_kernel<<<1, 1, 0, stream(ctx)>>>(block, inverse_n, factor);
-  check_launch("loss_scale_factor");
+void loss_seed(ComputeContext& ctx, const void* loss, std::int64_t n, float factor, const StepBlock* block,
+               double inverse_n, void* seed) {
+  if (loss && n == 0) return;
+  loss_seed_kernel<<<loss ? blocks_for(n) : 1, kThreads, 0, stream(ctx)>>>(static_cast<const float*>(loss), n, factor,
+                                                                          block, inverse_n, static_cast<float*>(seed));
+  check_launch("loss_seed");
 }
 
 void loss_scale_update(ComputeContext& ctx, StepBlock* block, std::int64_t growth_steps) {

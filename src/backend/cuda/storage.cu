@@ -1,5 +1,5 @@
 // Storage kernels for every dtype (fill, cast, compare, row gather/scatter, the multi-buffer
-// combine that collectives run, argmax, label range checks) and byte comparison. Each follows
+// combine that collectives run, argmax and accuracy's matches, label range checks) and byte comparison. Each follows
 // the CPU backend's semantics (src/backend/cpu/storage.cpp) element for element.
 #include <climits>
 #include <cmath>
@@ -196,6 +196,43 @@ __global__ void argmax_kernel(const T* x, std::int64_t* arg, std::int64_t outer,
   }
 }
 
+// accuracy_state: one block (a batch's rows), a warp per row as argmax_kernel, each warp's
+// matches counted in integers and added in warp order by thread 0: no atomics, the CPU's count.
+template <typename T, typename L>
+__global__ void accuracy_state_kernel(const T* pred, std::int64_t rows, std::int64_t cols, const L* labels,
+                                      std::int64_t label_cols, bool as_float, float* state) {
+  __shared__ std::int64_t warp_matches[kRowsPerBlock];
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  std::int64_t matches = 0;
+  for (std::int64_t r = warp; r < rows; r += kRowsPerBlock) {
+    const T* p = pred + r * cols;
+    ArgBest b{Elem<T>::load(p[0]), 0};
+    for (std::int64_t a = lane; a < cols; a += 32) b = arg_better(b, ArgBest{Elem<T>::load(p[a]), a});
+    b = warp_arg_best(b);
+    bool match = false;
+    if (label_cols > 1) {
+      const L* l = labels + r * label_cols;
+      ArgBest t{convert<float>(l[0]), 0};
+      for (std::int64_t a = lane; a < label_cols; a += 32) t = arg_better(t, ArgBest{convert<float>(l[a]), a});
+      t = warp_arg_best(t);
+      match = b.i == t.i;
+    } else if constexpr (std::is_integral_v<L>) {
+      match = as_float ? static_cast<float>(b.i) == convert<float>(labels[r])
+                       : b.i == static_cast<std::int64_t>(labels[r]);
+    } else {
+      match = static_cast<float>(b.i) == convert<float>(labels[r]);
+    }
+    if (lane == 0 && match) ++matches;
+  }
+  if (lane == 0) warp_matches[warp] = matches;
+  __syncthreads();
+  if (threadIdx.x != 0) return;
+  std::int64_t total = 0;
+  for (int w = 0; w < kRowsPerBlock; ++w) total += warp_matches[w];
+  state[0] = static_cast<float>(total);
+  state[1] = static_cast<float>(rows);
+}
+
 template <typename T>
 __global__ void first_outside_kernel(const T* l, std::int64_t n, std::int64_t limit, unsigned long long* first) {
   LOCKSTEP_GRID_LOOP(i, n) {
@@ -376,6 +413,25 @@ void argmax(ComputeContext& ctx, const void* x, std::int64_t* arg, std::int64_t 
 }
 
 template <typename T>
+void accuracy_state(ComputeContext& ctx, const void* predv, std::int64_t rows, std::int64_t cols, const void* labels,
+                    DType label_dtype, std::int64_t label_cols, bool as_float, float* state) {
+  const T* pred = static_cast<const T*>(predv);
+  const auto run = [&](const auto* l) {  // one block: a batch's rows
+    using L = std::remove_cv_t<std::remove_pointer_t<decltype(l)>>;
+    accuracy_state_kernel<T, L><<<1, kThreads, 0, stream(ctx)>>>(pred, rows, cols, l, label_cols, as_float, state);
+  };
+  switch (label_dtype) {
+    case DType::kF32: run(static_cast<const float*>(labels)); break;
+    case DType::kF16: run(static_cast<const Float16*>(labels)); break;
+    case DType::kBF16: run(static_cast<const BFloat16*>(labels)); break;
+    case DType::kI32: run(static_cast<const std::int32_t*>(labels)); break;
+    case DType::kI64: run(static_cast<const std::int64_t*>(labels)); break;
+    case DType::kU8: run(static_cast<const std::uint8_t*>(labels)); break;
+  }
+  check_launch("accuracy_state");
+}
+
+template <typename T>
 void cast_scaled(ComputeContext& ctx, const void* src, float scale, float* dst, std::int64_t n) {
   if (n == 0) return;
   cast_scaled_kernel<T><<<blocks_for(n), kThreads, 0, stream(ctx)>>>(static_cast<const T*>(src), scale, dst, n);
@@ -424,6 +480,7 @@ LOCKSTEP_INSTANTIATE_KERNEL(Any, gather_rows)
 LOCKSTEP_INSTANTIATE_KERNEL(Any, scatter_add_rows)
 LOCKSTEP_INSTANTIATE_KERNEL(Any, combine)
 LOCKSTEP_INSTANTIATE_KERNEL(Any, argmax)
+LOCKSTEP_INSTANTIATE_KERNEL(Floating, accuracy_state)
 LOCKSTEP_INSTANTIATE_KERNEL(Any, transpose)
 LOCKSTEP_INSTANTIATE_KERNEL(Integer, first_outside)
 LOCKSTEP_INSTANTIATE_KERNEL(Integer, mark_outside)

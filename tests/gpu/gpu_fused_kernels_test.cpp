@@ -1,0 +1,38 @@
+// Kernels fused to cut a captured step's launches give the bits of the kernels they replace on a
+// GPU: the train step's loss gradient seeded in one kernel (loss_seed) against the summed loss
+// differentiated (the way before, aaf2dcb), captured (jit_compile's default) and with a loss scale;
+// accuracy's batch state in one kernel (accuracy_state) against argmax, compare, cast and sum;
+// dropout's mask and product in one kernel against the mask then binary's multiply.
+#include <string>
+#include <vector>
+
+#include "common/accuracy_cases.hpp"
+#include "common/dropout_cases.hpp"
+#include "common/summed_loss_steps.hpp"
+#include "gpu_test_util.hpp"
+
+using namespace lockstep;
+using namespace lockstep::gpu_test;
+
+TEST(GpuFusedKernels, TrainStepWeightsAreThoseOfTheSummedLossDifferentiated) {
+  LOCKSTEP_REQUIRE_GPU();
+  for (const bool loss_scaled : {false, true}) {
+    EXPECT_EQ(test::weights_after_steps("gpu:0", loss_scaled, false, 5),
+              test::weights_after_steps("gpu:0", loss_scaled, true, 5))
+        << (loss_scaled ? "under a loss scale" : "no loss scale");
+  }
+}
+
+// Accuracy's batch state in one kernel, on the GPU: the numbers of the ops it replaced.
+TEST(GpuFusedKernels, AccuracyStateGivesTheNumbersOfArgmaxCompareCastAndSum) {
+  LOCKSTEP_REQUIRE_GPU();
+  const OnGpu0 on;
+  test::expect_accuracy_as_composed(on.gpu);
+}
+
+// Dropout's mask and product in one kernel, on the GPU: the bits of the mask then the product.
+TEST(GpuFusedKernels, DropoutGivesTheBitsOfTheMaskThenTheProduct) {
+  LOCKSTEP_REQUIRE_GPU();
+  const OnGpu0 on;
+  test::expect_dropout_as_composed(on.gpu);
+}

@@ -1,0 +1,55 @@
+// The train step seeds its loss gradient in one kernel (loss_seed) at the per-example losses: the
+// weights come out bit-identical to differentiating the summed loss scaled by the step's factor
+// (the way before, aaf2dcb), with and without a loss scale; and the seed is the bits of that
+// derivative where a loss is infinite or NaN too.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "common/summed_loss_steps.hpp"
+#include "lockstep/tensor/ops_loss_scale.hpp"
+
+namespace lockstep {
+namespace {
+
+TEST(LossSeed, TrainStepWeightsAreThoseOfTheSummedLossDifferentiated) {
+  for (const bool loss_scaled : {false, true}) {
+    EXPECT_EQ(test::weights_after_steps("cpu", loss_scaled, false, 5),
+              test::weights_after_steps("cpu", loss_scaled, true, 5))
+        << (loss_scaled ? "under a loss scale" : "no loss scale");
+  }
+}
+
+TEST(LossSeed, IsTheDerivativeOfTheScaledSumWhereALossIsNotFinite) {
+  constexpr float kInf = std::numeric_limits<float>::infinity();
+  const Tensor losses = Tensor::from_vector(std::vector<float>{0.5f, kInf, -0.0f, NAN, 3.0f, -kInf}, Shape{2, 3});
+  const float factor = 0.125f;
+  std::vector<Tensor> grads;
+  {
+    GradientTape tape;
+    tape.watch(losses);
+    grads = tape.gradient(scale(sum(losses), factor), std::vector<Tensor>{losses});
+  }
+  const Tensor seed = loss_seed(losses, Tensor(), 0.0, factor);
+  EXPECT_EQ(seed.shape(), losses.shape());
+  EXPECT_TRUE(seed.bitwise_equal(grads[0])) << "seed " << seed.str() << ", derivative " << grads[0].str();
+  const std::vector<float> v = seed.to_vector<float>();
+  EXPECT_EQ(v[0], factor);
+  EXPECT_TRUE(std::isnan(v[1]) && std::isnan(v[3]) && std::isnan(v[5]));
+}
+
+TEST(LossSeed, NamesWhatItCannotSeed) {
+  EXPECT_THROW((void)loss_seed(Tensor(), Tensor(), 1.0, 1.0f), ValueError);
+  try {
+    (void)loss_seed(Tensor::ones({3}, DType::kF16), Tensor(), 1.0, 1.0f);
+    FAIL() << "a float16 loss was seeded";
+  } catch (const ValueError& e) {
+    EXPECT_NE(std::string(e.what()).find("loss_seed: the losses must be float32, got float16"), std::string::npos)
+        << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace lockstep
