@@ -283,6 +283,15 @@ bool run_with(ComputeContext& ctx, cudnnConvolutionDescriptor_t conv, Candidates
   }
 }
 
+// A direction's call: its algorithms chosen on its first call (ensure_chosen), then run (run_with).
+// False: cuDNN has no algorithm for this 16-bit configuration.
+template <int kCount, typename Perf, typename Get, typename Call>
+bool choose_and_run(ComputeContext& ctx, cudnnConvolutionDescriptor_t conv, Candidates<Perf>& c,
+                    const Conv2dDesc& d, DType dt, const char* which, const char* get_api, Get&& get,
+                    const char* call_api, Call&& call) {
+  return ensure_chosen<kCount>(c, conv, d, dt, which, get_api, get) && run_with(ctx, conv, c, dt, call_api, call);
+}
+
 // Rows of the HWIO kernel matrix ([kh kw c/g, oc]).
 std::int64_t kernel_rows(const Conv2dDesc& d) { return d.kh * d.kw * (d.c / d.groups); }
 
@@ -330,19 +339,18 @@ bool dnn_forward(ComputeContext& ctx, const Conv2dDesc& d, const void* x, const 
     Locked locked;
     const DnnLane st = dnn_state(dev);
     Plan& p = plan_for(st.state, d, dt);
-    if (!ensure_chosen<CUDNN_CONVOLUTION_FWD_ALGO_COUNT>(
-            p.fwd, p.conv, d, dt, "forward", "cudnnGetConvolutionForwardAlgorithm_v7", [&](int n, int* r, auto* perf) {
-              return cudnnGetConvolutionForwardAlgorithm_v7(st.handle, p.x, p.w, p.conv, p.y, n, r, perf);
-            }))
-      return false;
     const std::unique_ptr<Scratch> padded = padded_input<T>(ctx, dev.stream, d, p, x);
     const void* src = padded ? padded->as<void>() : x;
     const float one = 1.0f, beta = blend ? 1.0f : 0.0f;  // float scaling factors for every dtype here
-    if (!run_with(ctx, p.conv, p.fwd, dt, "cudnnConvolutionForward",
-                  [&](cudnnConvolutionFwdAlgo_t algo, void* ws, std::size_t bytes) {
-                    return cudnnConvolutionForward(st.handle, &one, p.x, src, p.w, w_krsc->as<void>(), p.conv, algo,
-                                                   ws, bytes, &beta, p.y, y);
-                  }))
+    if (!choose_and_run<CUDNN_CONVOLUTION_FWD_ALGO_COUNT>(
+            ctx, p.conv, p.fwd, d, dt, "forward", "cudnnGetConvolutionForwardAlgorithm_v7",
+            [&](int n, int* r, auto* perf) {
+              return cudnnGetConvolutionForwardAlgorithm_v7(st.handle, p.x, p.w, p.conv, p.y, n, r, perf);
+            },
+            "cudnnConvolutionForward", [&](cudnnConvolutionFwdAlgo_t algo, void* ws, std::size_t bytes) {
+              return cudnnConvolutionForward(st.handle, &one, p.x, src, p.w, w_krsc->as<void>(), p.conv, algo, ws,
+                                             bytes, &beta, p.y, y);
+            }))
       return false;
   }
   bias_activation<T>(ctx, y, blend ? nullptr : bias, d.n * d.oh * d.ow, d.oc, d.relu);
@@ -357,12 +365,6 @@ bool dnn_backward_data(ComputeContext& ctx, const Conv2dDesc& d, const void* w, 
   Locked locked;
   const DnnLane st = dnn_state(dev);
   Plan& p = plan_for(st.state, d, dt);
-  if (!ensure_chosen<CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT>(
-          p.bwd_data, p.conv, d, dt, "backward-data", "cudnnGetConvolutionBackwardDataAlgorithm_v7",
-          [&](int n, int* r, auto* perf) {
-            return cudnnGetConvolutionBackwardDataAlgorithm_v7(st.handle, p.w, p.y, p.conv, p.x, n, r, perf);
-          }))
-    return false;
   void* dst = dx;
   std::unique_ptr<Scratch> padded;
   if (p.explicit_pad) {
@@ -370,11 +372,15 @@ bool dnn_backward_data(ComputeContext& ctx, const Conv2dDesc& d, const void* w, 
     dst = padded->as<void>();
   }
   const float one = 1.0f, zero = 0.0f;
-  if (!run_with(ctx, p.conv, p.bwd_data, dt, "cudnnConvolutionBackwardData",
-                [&](cudnnConvolutionBwdDataAlgo_t algo, void* ws, std::size_t bytes) {
-                  return cudnnConvolutionBackwardData(st.handle, &one, p.w, w_krsc->as<void>(), p.y, dy, p.conv, algo,
-                                                      ws, bytes, &zero, p.x, dst);
-                }))
+  if (!choose_and_run<CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT>(
+          ctx, p.conv, p.bwd_data, d, dt, "backward-data", "cudnnGetConvolutionBackwardDataAlgorithm_v7",
+          [&](int n, int* r, auto* perf) {
+            return cudnnGetConvolutionBackwardDataAlgorithm_v7(st.handle, p.w, p.y, p.conv, p.x, n, r, perf);
+          },
+          "cudnnConvolutionBackwardData", [&](cudnnConvolutionBwdDataAlgo_t algo, void* ws, std::size_t bytes) {
+            return cudnnConvolutionBackwardData(st.handle, &one, p.w, w_krsc->as<void>(), p.y, dy, p.conv, algo, ws,
+                                                bytes, &zero, p.x, dst);
+          }))
     return false;
   if (p.explicit_pad)  // the input's gradient is the padded one's interior
     window_copy<T>(dev.stream, dst, p.hp, p.wp, dx, d.n, d.h, d.w, d.c, d.pad_top, d.pad_left,
@@ -393,20 +399,18 @@ bool dnn_backward_weights(ComputeContext& ctx, const Conv2dDesc& d, const void* 
     Locked locked;
     const DnnLane st = dnn_state(dev);
     Plan& p = plan_for(st.state, d, dt);
-    if (!ensure_chosen<CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT>(
-            p.bwd_filter, p.conv, d, dt, "backward-filter", "cudnnGetConvolutionBackwardFilterAlgorithm_v7",
-            [&](int n, int* r, auto* perf) {
-              return cudnnGetConvolutionBackwardFilterAlgorithm_v7(st.handle, p.x, p.y, p.conv, p.w, n, r, perf);
-            }))
-      return false;
     const std::unique_ptr<Scratch> padded = padded_input<T>(ctx, dev.stream, d, p, x);
     const void* src = padded ? padded->as<void>() : x;
     const float one = 1.0f, zero = 0.0f;
-    if (!run_with(ctx, p.conv, p.bwd_filter, dt, "cudnnConvolutionBackwardFilter",
-                  [&](cudnnConvolutionBwdFilterAlgo_t algo, void* ws, std::size_t bytes) {
-                    return cudnnConvolutionBackwardFilter(st.handle, &one, p.x, src, p.y, dy, p.conv, algo, ws, bytes,
-                                                          &zero, p.w, dw_krsc.as<void>());
-                  }))
+    if (!choose_and_run<CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT>(
+            ctx, p.conv, p.bwd_filter, d, dt, "backward-filter", "cudnnGetConvolutionBackwardFilterAlgorithm_v7",
+            [&](int n, int* r, auto* perf) {
+              return cudnnGetConvolutionBackwardFilterAlgorithm_v7(st.handle, p.x, p.y, p.conv, p.w, n, r, perf);
+            },
+            "cudnnConvolutionBackwardFilter", [&](cudnnConvolutionBwdFilterAlgo_t algo, void* ws, std::size_t bytes) {
+              return cudnnConvolutionBackwardFilter(st.handle, &one, p.x, src, p.y, dy, p.conv, algo, ws, bytes, &zero,
+                                                    p.w, dw_krsc.as<void>());
+            }))
       return false;
   }
   transpose<T>(dev.stream, dw_krsc.as<void>(), dw, d.oc, kn);
