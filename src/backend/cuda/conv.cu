@@ -213,6 +213,22 @@ Plan& plan_for(DnnState& st, const Conv2dDesc& d, DType dt) {  // g_dnn_mu held
   return *slot;
 }
 
+// 16-bit: the direct and GEMM-like algorithms only. FFT and Winograd transform the operands first
+// and may keep the transforms in 16 bits, an error relative to the sum's terms rather than its
+// result, which the widened path does not have; where cuDNN has nothing else, the call widens.
+bool transform_free(cudnnConvolutionFwdAlgo_t a) {
+  return a != CUDNN_CONVOLUTION_FWD_ALGO_FFT && a != CUDNN_CONVOLUTION_FWD_ALGO_FFT_TILING &&
+         a != CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD && a != CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD_NONFUSED;
+}
+bool transform_free(cudnnConvolutionBwdDataAlgo_t a) {
+  return a != CUDNN_CONVOLUTION_BWD_DATA_ALGO_FFT && a != CUDNN_CONVOLUTION_BWD_DATA_ALGO_FFT_TILING &&
+         a != CUDNN_CONVOLUTION_BWD_DATA_ALGO_WINOGRAD && a != CUDNN_CONVOLUTION_BWD_DATA_ALGO_WINOGRAD_NONFUSED;
+}
+bool transform_free(cudnnConvolutionBwdFilterAlgo_t a) {
+  return a != CUDNN_CONVOLUTION_BWD_FILTER_ALGO_FFT && a != CUDNN_CONVOLUTION_BWD_FILTER_ALGO_FFT_TILING &&
+         a != CUDNN_CONVOLUTION_BWD_FILTER_ALGO_WINOGRAD_NONFUSED;
+}
+
 // The usable algorithms from a heuristic's list, best first within each tier: first those with
 // the math type asked for (FMA: no TF32), deterministic, a workspace within kMaxWorkspace; where
 // cuDNN has none of those, non-deterministic ones (float32 accumulation still, run-to-run bits may
@@ -225,7 +241,7 @@ void choose(Candidates<Perf>& out, const Perf* perf, int returned, const Conv2dD
   for (int tier = 0; tier < 4 && out.list.empty(); ++tier) {
     for (int i = 0; i < returned; ++i) {
       const Perf& p = perf[i];
-      if (p.status != CUDNN_STATUS_SUCCESS) continue;
+      if (p.status != CUDNN_STATUS_SUCCESS || (dt != DType::kF32 && !transform_free(p.algo))) continue;
       if (tier < 3 && p.memory > kMaxWorkspace) continue;
       if (tier < 2 && p.mathType != math) continue;
       if (tier == 0 && p.determinism != CUDNN_DETERMINISTIC) continue;
