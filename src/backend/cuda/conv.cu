@@ -12,12 +12,15 @@
 //   * The bias and the fused ReLU are lockstep's bias_activation kernel after cuDNN's forward
 //     (NHWC: the bias is a row vector); the bias gradient is reduce_sum's fixed-tree column sums.
 //     16-bit: the bias is written into y first and cuDNN blends it (beta = 1) into its float32
-//     result before its one rounding, as the widened float32 path rounds once.
+//     result before its one rounding, as the widened float32 path rounds once (scaling factors
+//     are float for 16-bit data; that the blend precedes the rounding is what the parity rows'
+//     bias cases check on a GPU).
 //   * 16-bit math: CUDNN_TENSOR_OP_MATH (tensor cores allowed; PyTorch's choice for half too):
 //     asked before the heuristic, it ranks tensor-core and other algorithms together. Where cuDNN
 //     has no algorithm for a 16-bit configuration (the heuristic gives none, or every one is
-//     refused), the call widens to float32 scratch and runs float32's plan (widened_*, the one
-//     place that decides it): slower, never an error, and the plan remembers it.
+//     refused), the call widens to float32 scratch and runs float32's plan (Widened, in the
+//     entry points below: the one place that decides it): slower, never an error, and the plan
+//     remembers it. FFT and Winograd algorithms are left out for 16-bit (transform_free).
 //   * Algorithms come from cuDNN's heuristics (not a timed search, which may pick another
 //     algorithm on the next run), deterministic ones with FMA math unless TF32 is allowed (the
 //     same rule as GEMM: LOCKSTEP_CUDA_TF32=1) wherever cuDNN has one: the same bits on every run.
