@@ -398,6 +398,8 @@ part gpt              40 train gpt --model gpt ${text:+--text "$text"} --devices
 # The convnet's peak device memory under float32 and mixed_bfloat16 (issue 42's point 5; INFO).
 part cnn_mem_f32      25 train cnn_mem_f32 --model cnn --devices gpu:0 --global-batch-size 128 --epochs 1 --steps-per-epoch 50
 part cnn_mem_bf16     25 train cnn_mem_bf16 --model cnn --devices gpu:0 --global-batch-size 128 --epochs 1 --steps-per-epoch 50 --policy mixed_bfloat16
+# With cnn_mem_*: the convnet's steps/s with cuDNN's 16-bit convolutions (float16 beside bfloat16; INFO).
+part cnn_f16          25 train cnn_f16 --model cnn --devices gpu:0 --global-batch-size 128 --epochs 1 --steps-per-epoch 50 --policy mixed_float16
 part mlp_accuracy     45 tests/cli/check_metrics.sh 0.975 "${with_libs[@]}" "$cli" train --devices gpu:0 --no-tensorboard --logdir "$runs/mlp"
 part cnn_accuracy     60 tests/cli/check_metrics.sh 0.99 "${with_libs[@]}" "$cli" train --model cnn --devices gpu:0x2 --epochs 5 \
                          --global-batch-size 64 --learning-rate 2e-3 --no-tensorboard --logdir "$runs/cnn"

@@ -183,12 +183,21 @@ struct KernelTable {
 /// (constexpr, so a kernel it lacks is never named); enabled: the kernel is wanted in this process.
 struct AllKernels {
   static constexpr bool built(KernelOp) { return true; }
+  /// For storage type T, of the dtypes the op's row names (the most any backend has).
+  template <typename T>
+  static constexpr bool built_as(KernelOp) { return true; }
   static bool enabled(KernelOp) { return true; }
 };
 /// The fused convolution + max pooling kernels (optional in every backend).
 constexpr bool fused_conv_pool(KernelOp op) {
   return op == KernelOp::kConv2dMaxPool2d || op == KernelOp::kConv2dMaxPool2dBackwardWeights ||
          op == KernelOp::kMaxUnpool2d;
+}
+
+/// The convolution's own kernels: their rows name the floating dtypes (cuDNN has 16-bit ones); a
+/// backend without them has float32's only, and the ops widen 16-bit tensors for it.
+constexpr bool convolution(KernelOp op) {
+  return op == KernelOp::kConv2d || op == KernelOp::kConv2dBackwardData || op == KernelOp::kConv2dBackwardWeights;
 }
 
 // Explicit instantiations of a backend's kernel templates, for its kernel files to expand in its

@@ -30,8 +30,9 @@ namespace {
 std::string pair_str(const std::array<std::int64_t, 2>& p) { return detail::concat("(", p[0], ", ", p[1], ")"); }
 
 // ---- 16-bit tensors on float32 kernels ----
-// Convolution and pooling kernels are float32 (kernel_ops.def: F32). A 16-bit tensor (mixed
-// precision) is widened to float32 for them (float32 accumulation) and the result rounded back,
+// Pooling kernels are float32 (kernel_ops.def: F32), and so are the CPU's convolutions (CUDA's
+// are 16-bit too: cuDNN, and then nothing widens here). A 16-bit tensor (mixed precision) is
+// widened to float32 for a float32 kernel (float32 accumulation) and the result rounded back,
 // so what the tape keeps stays 16-bit: that is what halves a convnet's activation memory. The
 // batch goes through in parts of at most kWidenedPartBytes of float32 per operand, so the
 // temporaries stay small next to the activations (widened whole, a two-layer convnet's step held

@@ -11,8 +11,10 @@ namespace lockstep::parity {
 
 namespace {
 using backend::KernelOp;
-// The kernels are float32's; the ops widen 16-bit tensors for them and round the results back
+// The CPU's kernels are float32's; the ops widen 16-bit tensors for them and round the results back
 // (ops_conv.cpp), so every dtype runs on the float32 kernel and meets its own dtype's tolerance.
+// CUDA has 16-bit conv2d kernels (cuDNN, float32 accumulation): there the same rows run them in
+// float16 / bfloat16 and check them against this reference and the CPU's float32 (parity_cuda).
 constexpr DType kWidened = DType::kF32;
 
 struct ConvCase {

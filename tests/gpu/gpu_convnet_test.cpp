@@ -2,11 +2,13 @@
 // from the generic kernels): N logical replicas with synchronized BatchNorm compute what one
 // device does, the GPU what the CPU does, and Keras' simple convnet learns. Each GPU test has
 // a NoDevice twin that runs the same task and thresholds on CPU devices, so the expectations
-// are checked wherever the suite runs.
+// are checked wherever the suite runs. Under mixed precision a real GPU runs the convolutions in
+// 16 bits (cuDNN, float32 accumulation), with no widening casts, and the convnet still learns.
 #include <random>
 
 #include "common/relative_error.hpp"
 #include "gpu_test_util.hpp"
+#include "lockstep/tensor/kernel_launches.hpp"
 
 using namespace lockstep;
 using namespace lockstep::distribute;
@@ -119,4 +121,83 @@ TEST(GpuConvnet, TheSimpleConvnetLearnsOnTheGpu) {
 TEST(NoDevice, TheSimpleConvnetLearnsOnTwoCpuDevices) {
   MirroredStrategy strategy({.num_cpu_devices = 2});
   convnet_learns(strategy);
+}
+
+namespace {
+// Launches of `kernel` and of casts while f runs on gpu:0.
+struct Launches {
+  std::uint64_t kernel = 0, casts = 0;
+};
+template <typename F>
+Launches launches_of(const Device& gpu, const std::string& kernel, F&& f) {
+  const std::uint64_t k0 = detail::kernel_launches(gpu, kernel), c0 = detail::kernel_launches(gpu, "cast");
+  f();
+  return {detail::kernel_launches(gpu, kernel) - k0, detail::kernel_launches(gpu, "cast") - c0};
+}
+
+// Restores the float32 policy however a test ends: the global policy outlives a test.
+struct PolicyGuard {
+  explicit PolicyGuard(const std::string& name) { mixed_precision::set_global_policy(name); }
+  ~PolicyGuard() { mixed_precision::set_global_policy("float32"); }
+};
+}  // namespace
+
+// cuDNN's 16-bit convolutions: each op is one kernel launch in the tensors' own dtype, with no
+// cast around it (the CPU and emulated GPUs widen to float32: casts in and out).
+TEST(GpuConvnet, SixteenBitConvolutionsRunInTheirOwnDtypeWithoutWidening) {
+  LOCKSTEP_REQUIRE_REAL_GPU();
+  const OnGpu0 on;
+  for (DType dt : {DType::kBF16, DType::kF16}) {
+    SCOPED_TRACE(dtype_name(dt));
+    ASSERT_TRUE(backend::supports(DeviceKind::kCuda, dt, backend::KernelOp::kConv2d));
+    const Images b = make_images(16, 9);
+    const Tensor x = b.x.to(on.gpu).to(dt);
+    const Tensor k = Tensor::full({3, 3, 2, 8}, 0.1f).to(on.gpu).to(dt), bias = Tensor::full({8}, 0.5f).to(on.gpu).to(dt);
+    const Conv2dOptions o{.activation = FusedActivation::kRelu};
+    Tensor y, dx, dw;
+    (void)conv2d(x, k, bias, o).to(DType::kF32).to_vector<float>();  // warm-up: plans and algorithms chosen
+    const Launches fwd = launches_of(on.gpu, "conv2d", [&] { y = conv2d(x, k, bias, o); });
+    const Launches bwd_data =
+        launches_of(on.gpu, "conv2d_backward_data", [&] { dx = conv2d_input_grad(k, y, x.shape(), o); });
+    const Launches bwd_weights =
+        launches_of(on.gpu, "conv2d_backward_weights", [&] { dw = conv2d_kernel_grad(x, y, k.shape(), true, o)[0]; });
+    EXPECT_EQ(fwd.kernel, 1u);
+    EXPECT_EQ(bwd_data.kernel, 1u);
+    EXPECT_EQ(bwd_weights.kernel, 1u);
+    EXPECT_EQ(fwd.casts + bwd_data.casts + bwd_weights.casts, 0u) << detail::kernel_launches_by_kernel(on.gpu);
+    EXPECT_EQ(y.dtype(), dt);
+    EXPECT_EQ(dx.dtype(), dt);
+    EXPECT_EQ(dw.dtype(), dt);
+    // Against float32's convolution of the same (16-bit) values: every output is relu(sum + 0.5) > 0.
+    const Tensor want = conv2d(x.to(DType::kF32), k.to(DType::kF32), bias.to(DType::kF32), o);
+    EXPECT_LE(max_rel_diff({y.to(DType::kF32).to_vector<float>()}, {want.to_vector<float>()}), 1e-2);
+  }
+}
+
+// Keras' simple convnet shape under mixed_bfloat16 on gpu:0: a step runs both convolutions in
+// bfloat16 (launches counted on a real GPU) and fit's loss falls.
+TEST(GpuConvnet, AMixedBfloat16ConvnetTrainsOnTheGpu) {
+  LOCKSTEP_REQUIRE_GPU();
+  const PolicyGuard policy("mixed_bfloat16");
+  OneDeviceStrategy strategy("gpu:0");
+  std::unique_ptr<Sequential> model;
+  {
+    auto scope = strategy.scope();
+    set_random_seed(3);
+    model = std::make_unique<Sequential>(std::vector<layers::LayerPtr>{
+        layers::Input({kSide, kSide, 2}), layers::Conv2D(16, {3, 3}, "relu"), layers::MaxPooling2D({2, 2}),
+        layers::Conv2D(16, {2, 2}, "relu"), layers::Flatten(), layers::Dense(4, "softmax")});
+    model->compile(optimizers::Adam(1e-2), losses::SparseCategoricalCrossentropy(), {"accuracy"});
+  }
+  const Images train = make_images(1024, 1);
+  const History h = model->fit(train.x, train.y, {.epochs = 4, .batch_size = 64, .verbose = 0});
+  const std::vector<double>& loss = h.history.at("loss");
+  EXPECT_LT(loss.back(), 0.5 * loss.front()) << "loss by epoch: " << loss.front() << " ... " << loss.back();
+  if (backend::device_kind(DeviceKind::kCuda).emulated()) return;  // the CPU's kernels: widened
+  const Device gpu = Device::parse("gpu:0");
+  const Images b = make_images(64, 4);
+  model->train_step(b.x, b.y);  // this input's step captured (jit_compile) before it is counted
+  const Launches step = launches_of(gpu, "conv2d", [&] { model->train_step(b.x, b.y); });
+  EXPECT_EQ(step.kernel, 2u) << detail::kernel_launches_by_kernel(gpu);
+  EXPECT_TRUE(backend::supports(DeviceKind::kCuda, DType::kBF16, backend::KernelOp::kConv2d));
 }

@@ -19,6 +19,7 @@
 #include <cstring>
 #include <memory>
 #include <optional>
+#include <type_traits>
 #include <unordered_map>
 #include <vector>
 
@@ -249,7 +250,11 @@ bool direct_convolutions_only() {
   return direct;
 }
 
+// The op list's conv2d rows are Floating (CUDA's cuDNN kernels); the CPU defines float32's
+// (tables.cpp: built_as), so these templates are instantiated for float alone.
+template <typename T>
 void conv2d(ComputeContext& ctx, const Conv2dDesc& d, const void* x, const void* w, const void* bias, void* y) {
+  static_assert(std::is_same_v<T, float>, "the CPU's convolutions are float32's");
   const BatchParts parts(ctx, d.n, conv_flops(d));
   const auto* xs = static_cast<const float*>(x);
   auto* ys = static_cast<float*>(y);
@@ -275,7 +280,9 @@ void conv2d(ComputeContext& ctx, const Conv2dDesc& d, const void* x, const void*
   });
 }
 
+template <typename T>
 void conv2d_backward_data(ComputeContext& ctx, const Conv2dDesc& d, const void* w, const void* dy, void* dx) {
+  static_assert(std::is_same_v<T, float>, "the CPU's convolutions are float32's");
   const BatchParts parts(ctx, d.n, conv_flops(d));
   const auto* dys = static_cast<const float*>(dy);
   auto* dxs = static_cast<float*>(dx);
@@ -294,8 +301,10 @@ void conv2d_backward_data(ComputeContext& ctx, const Conv2dDesc& d, const void* 
   });
 }
 
+template <typename T>
 void conv2d_backward_weights(ComputeContext& ctx, const Conv2dDesc& d, const void* x, const void* dy, void* dw,
                              void* db) {
+  static_assert(std::is_same_v<T, float>, "the CPU's convolutions are float32's");
   const BatchParts parts(ctx, d.n, conv_flops(d));
   const std::int64_t wn = d.kh * d.kw * (d.c / d.groups) * d.oc, bn = db ? d.oc : 0;
   if (d.n == 0) {
@@ -325,5 +334,9 @@ void conv2d_backward_weights(ComputeContext& ctx, const Conv2dDesc& d, const voi
   });
   sums.finish();
 }
+
+LOCKSTEP_INSTANTIATE_KERNEL_AS(conv2d, float)
+LOCKSTEP_INSTANTIATE_KERNEL_AS(conv2d_backward_data, float)
+LOCKSTEP_INSTANTIATE_KERNEL_AS(conv2d_backward_weights, float)
 
 }  // namespace lockstep::backend::cpu

@@ -15,6 +15,11 @@ struct CpuKernels : AllKernels {
     return !fused_conv_pool(op);
 #endif
   }
+  // Convolutions in float32 only (oneDNN's f32 kernels): the ops widen 16-bit tensors.
+  template <typename T>
+  static constexpr bool built_as(KernelOp op) {
+    return std::is_same_v<T, float> || !convolution(op);
+  }
   // LOCKSTEP_CONV_ALGORITHM=direct leaves the fused kernel out.
   static bool enabled(KernelOp op) { return !fused_conv_pool(op) || !direct_convolutions_only(); }
 };
