@@ -68,7 +68,7 @@ double Model::merge_numbers(detail::PendingNumbers& pending) {
     for (const auto& step : pending.steps) append_numbers(step.parts[r], step.examples, pieces[r]);
   }
   // Without a strategy there is nothing to reduce and the numbers are used as they are.
-  const std::vector<float> v = replicas && !pieces[0].empty() ? summed_numbers(strategy_, pieces) : std::vector<float>{};
+  std::vector<float> v = replicas && !pieces[0].empty() ? summed_numbers(strategy_, pieces) : std::vector<float>{};
   std::size_t at = 0;
   double batch_loss = 0.0;
   for (const auto& step : pending.steps) {
@@ -81,8 +81,7 @@ double Model::merge_numbers(detail::PendingNumbers& pending) {
     for (std::size_t m = 0; m < metrics_.size(); ++m) {
       const auto n = static_cast<std::size_t>(p.metric_states[m].numel());
       // Read in place: v outlives the merge, which only reads the state.
-      float* state = const_cast<float*>(v.data()) + at;
-      metrics_[m]->merge_state(Tensor::wrap(state, {static_cast<std::int64_t>(n)}, DType::kF32));  // host memory
+      metrics_[m]->merge_state(Tensor::wrap(v.data() + at, {static_cast<std::int64_t>(n)}, DType::kF32));  // host memory
       at += n;
     }
     batch_loss = step.examples ? loss_sum / examples : 0.0;

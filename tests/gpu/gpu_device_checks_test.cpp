@@ -270,17 +270,6 @@ TEST(GpuDeviceChecks, AContextDestroyedWithASetMarkWritesItsErrorAndNoOtherReadR
   EXPECT_EQ(message_of([&] { (void)Tensor::ones({1}).to_vector<float>(); }), "");
 }
 
-// A check's site: one number per name, whatever the address it comes from, and its name back.
-TEST(GpuDeviceChecks, AnErrorSiteIsOneNumberPerNameAndGivesTheNameBack) {
-  const std::string copy = "a test site";  // the same characters at another address
-  const std::int64_t site = backend::error_site("a test site");
-  EXPECT_EQ(backend::error_site("a test site"), site);
-  EXPECT_EQ(backend::error_site(copy.c_str()), site);
-  EXPECT_NE(backend::error_site("another test site"), site);
-  EXPECT_STREQ(backend::error_site_name(site), "a test site");
-  EXPECT_STREQ(backend::error_site_name(-1), "a device check");
-}
-
 // A kept index constant (device_constant keeps its host bytes) is range-checked on the host once
 // for a limit, not by every op that takes it (zero_pad2d: n x h x w entries a call); against a
 // smaller limit it is scanned again, and a value outside raises at every call.
