@@ -15,7 +15,7 @@ namespace {
 // address used again is never mistaken for it. Few entries: the batches in flight.
 struct HostCopy {
   std::weak_ptr<Storage> device;
-  std::shared_ptr<const Storage> host;
+  std::shared_ptr<const Storage> host;  // null: the device memory is its own host copy (a CPU tensor's)
   std::size_t offset = 0;
   std::int64_t inside_below = 0;  // > 0: every value of the memory was found inside [0, it)
 };
@@ -43,7 +43,9 @@ void remember_host_copy(const Tensor& device_copy, const Tensor& host) {
     std::erase_if(g_copies, [](const auto& e) { return e.second.device.expired(); });
     g_sweep_at = std::max<std::size_t>(16, 2 * g_copies.size());
   }
-  g_copies[s.get()] = HostCopy{s, host.impl()->storage, host.impl()->offset};
+  // (A CPU tensor is not held by its own entry: that would keep every batch alive for good.)
+  const bool own = host.impl()->storage == s;
+  g_copies[s.get()] = HostCopy{s, own ? nullptr : host.impl()->storage, host.impl()->offset};
   g_copies_size.store(g_copies.size(), std::memory_order_relaxed);
 }
 
@@ -56,7 +58,8 @@ std::shared_ptr<const void> host_copy_of(const Tensor& t, std::int64_t* inside_b
   if (it == g_copies.end() || it->second.device.lock() != s) return nullptr;
   const HostCopy& c = it->second;
   if (inside_below) *inside_below = c.inside_below;
-  return {c.host, static_cast<const char*>(c.host->data) + c.offset + t.impl()->offset};  // keeps them alive
+  const std::shared_ptr<const Storage> host = c.host ? c.host : s;
+  return {host, static_cast<const char*>(host->data) + c.offset + t.impl()->offset};  // keeps them alive
 }
 
 void share_host_copy(const Tensor& from, const Tensor& to) {
@@ -70,6 +73,7 @@ void share_host_copy(const Tensor& from, const Tensor& to) {
   const auto it = g_copies.find(f.get());
   if (it == g_copies.end() || it->second.device.lock() != f) return;
   HostCopy c = it->second;
+  if (!c.host) c.host = f;  // `from` is its own host copy: `to` reads it
   c.device = s;
   g_copies[s.get()] = std::move(c);
   g_copies_size.store(g_copies.size(), std::memory_order_relaxed);
