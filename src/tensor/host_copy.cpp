@@ -15,13 +15,14 @@ namespace {
 // address used again is never mistaken for it. Few entries: the batches in flight.
 struct HostCopy {
   std::weak_ptr<Storage> device;
-  std::shared_ptr<const Storage> host;
+  std::shared_ptr<const Storage> host;  // null: the device memory is its own host copy (a CPU tensor's)
   std::size_t offset = 0;
   std::int64_t inside_below = 0;  // > 0: every value of the memory was found inside [0, it)
 };
 std::mutex g_copies_mu;
 std::unordered_map<const Storage*, HostCopy> g_copies;
 std::atomic<std::size_t> g_copies_size{0};  // read without the lock: none kept, nothing to look up
+std::size_t g_sweep_at = 16;  // the size at which stale entries are swept next (guarded by g_copies_mu)
 std::atomic<std::uint64_t> g_scans{0};
 }  // namespace
 
@@ -34,9 +35,17 @@ void remember_host_copy(const Tensor& device_copy, const Tensor& host) {
   const std::shared_ptr<Storage>& s = device_copy.impl()->storage;
   if (device_copy.impl()->offset != 0 || device_copy.nbytes() != s->nbytes || host.nbytes() != s->nbytes) return;
   std::lock_guard<std::mutex> lock(g_copies_mu);
-  // Host bytes are kept only while their device copy lives (or until the next copy after it died).
-  std::erase_if(g_copies, [](const auto& e) { return e.second.device.expired(); });
-  g_copies[s.get()] = HostCopy{s, host.impl()->storage, host.impl()->offset};
+  // Host bytes are kept only while their device copy lives (or until a sweep after it died). The
+  // sweep walks every entry: made each time the entries have doubled since the last, it costs
+  // each copy O(1) however many device copies are alive (a sweep at every copy cost fit a walk
+  // over every batch it kept alive: 16% of its CPU on emulated gpu:0, growing with the steps).
+  if (g_copies.size() >= g_sweep_at) {
+    std::erase_if(g_copies, [](const auto& e) { return e.second.device.expired(); });
+    g_sweep_at = std::max<std::size_t>(16, 2 * g_copies.size());
+  }
+  // (A CPU tensor is not held by its own entry: that would keep every batch alive for good.)
+  const bool own = host.impl()->storage == s;
+  g_copies[s.get()] = HostCopy{s, own ? nullptr : host.impl()->storage, host.impl()->offset};
   g_copies_size.store(g_copies.size(), std::memory_order_relaxed);
 }
 
@@ -49,7 +58,8 @@ std::shared_ptr<const void> host_copy_of(const Tensor& t, std::int64_t* inside_b
   if (it == g_copies.end() || it->second.device.lock() != s) return nullptr;
   const HostCopy& c = it->second;
   if (inside_below) *inside_below = c.inside_below;
-  return {c.host, static_cast<const char*>(c.host->data) + c.offset + t.impl()->offset};  // keeps them alive
+  const std::shared_ptr<const Storage> host = c.host ? c.host : s;
+  return {host, static_cast<const char*>(host->data) + c.offset + t.impl()->offset};  // keeps them alive
 }
 
 void share_host_copy(const Tensor& from, const Tensor& to) {
@@ -63,6 +73,7 @@ void share_host_copy(const Tensor& from, const Tensor& to) {
   const auto it = g_copies.find(f.get());
   if (it == g_copies.end() || it->second.device.lock() != f) return;
   HostCopy c = it->second;
+  if (!c.host) c.host = f;  // `from` is its own host copy: `to` reads it
   c.device = s;
   g_copies[s.get()] = std::move(c);
   g_copies_size.store(g_copies.size(), std::memory_order_relaxed);

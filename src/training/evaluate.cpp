@@ -31,7 +31,6 @@ Logs Model::evaluate_impl(const data::Dataset& dataset, std::int64_t steps, cons
   std::unique_ptr<Progbar> bar;
   if (verbose == 1 && (!strategy_ || strategy_->is_chief())) bar = std::make_unique<Progbar>(total);
   std::int64_t examples = 0;
-  const std::shared_ptr<detail::StepJit> jit = step_jit(StepFunction::kTest);
   const auto run_step = [&](const data::Element& batch, detail::PendingNumbers& pending) {
     check_components(batch.size(), "evaluate");
     data::Element xy(batch.begin(), batch.begin() + static_cast<std::ptrdiff_t>(inputs_.size() + outputs_.size()));
@@ -40,7 +39,8 @@ Logs Model::evaluate_impl(const data::Dataset& dataset, std::int64_t steps, cons
       LOCKSTEP_CHECK(xy[i].rank() >= 1 && xy[i].dim(0) == x.dim(0), "evaluate: x ", x.shape().str(), " and ",
                      i < inputs_.size() ? "x" : "y", " ", xy[i].shape().str(), " have different batch sizes");
     if (!built()) build(Shape(x.shape()));
-    ensure_mirrored();
+    ensure_mirrored();  // may make the step functions again (a layer added since): taken after it
+    const std::shared_ptr<detail::StepJit> jit = step_jit(StepFunction::kTest);
     const std::int64_t rows = x.dim(0);
     const auto parts = jit->step(strategy_, detail::split_batch(strategy_, std::move(xy)), jit_compile_, name(),
                                  [&](const data::Element& s, std::int64_t, ReplicaInterface* rc) {
@@ -104,7 +104,6 @@ std::vector<Tensor> Model::predict_outputs(const data::Dataset& dataset, const P
   auto it = dataset.make_iterator();
   // One step's outputs, per replica, kept on the devices until its execution ends.
   using StepOutputs = distribute::PerReplica<std::vector<Tensor>>;
-  const std::shared_ptr<detail::StepJit> jit = step_jit(StepFunction::kPredict);
   const auto run_step = [&](const data::Element& batch) {
     LOCKSTEP_CHECK(batch.size() >= n_in, "predict: model '", name(), "' takes ", n_in, " input(s) (",
                    inputs_.joined(), "), but the elements hold ", batch.size(), " tensor(s)");
@@ -116,6 +115,7 @@ std::vector<Tensor> Model::predict_outputs(const data::Dataset& dataset, const P
                      " have different batch sizes");
     if (!built()) build(Shape(xs[0].shape()));
     ensure_mirrored();
+    const std::shared_ptr<detail::StepJit> jit = step_jit(StepFunction::kPredict);
     auto parts = jit->step(strategy_, detail::split_batch(strategy_, std::move(xs)), jit_compile_, name(),
                            [&](const data::Element& s, std::int64_t, ReplicaInterface* rc) {
                              const layers::CallContext ctx{.replica = rc};

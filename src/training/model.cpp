@@ -282,7 +282,26 @@ void Model::check_components(std::size_t components, const char* what, bool targ
                    std::to_string(components));
 }
 
+void Model::refresh_step_variables() {
+  // variables() is its layers' variables in order (Sequential's and Functional's): compared, by
+  // identity, with the lists of the last refresh without a vector made.
+  const auto unchanged = [this] {
+    std::size_t i = 0;
+    for (const auto& layer : layers())
+      for (const auto& v : layer->variables())
+        if (i >= step_variables_.size() || !step_variables_[i++].is_same(v)) return false;
+    return i == step_variables_.size();
+  };
+  if (unchanged()) return;
+  step_variables_ = variables();
+  step_trainable_.clear();
+  for (const auto& v : step_variables_)
+    if (v.trainable()) step_trainable_.push_back(v);
+  reset_step_jits();
+}
+
 void Model::ensure_mirrored() {
+  refresh_step_variables();
   if (!strategy_) return;
   // A copy of each variable per local replica, on its device. One local replica (alone, or one
   // per worker) keeps its variables unmirrored, on its device: a GPU's replica takes them from
@@ -290,7 +309,7 @@ void Model::ensure_mirrored() {
   // share the host's memory).
   const int local = strategy_->num_local_replicas();
   const Device& device = context_device(*strategy_->contexts().front());
-  const std::vector<Variable> vars = variables();
+  const std::vector<Variable>& vars = step_variables_;
   bool caught_up = !optimizer_;
   const auto mirror = [&](Variable& v) {
     // Replayed steps may have moved the optimizer's count and loss scale on the device alone; its

@@ -8,10 +8,10 @@
 namespace lockstep::detail {
 
 namespace {
-std::string signature(const data::Element& slice, const std::string& key) {
-  std::string s = key;
-  for (const Tensor& t : slice) s += std::string(";") + dtype_name(t.dtype()) + t.shape().str();
-  return s;
+// The slice's signature written over `out` (the lane's last: its memory kept, no string made per step).
+void write_signature(std::string& out, const data::Element& slice, const std::string& key) {
+  out.assign(key);
+  for (const Tensor& t : slice) out.append(";").append(dtype_name(t.dtype())).append(t.shape().str());
 }
 
 ReplicaNumbers copied(const ReplicaNumbers& r) {
@@ -96,13 +96,14 @@ ReplicaNumbers StepReplays::run(int lane, const data::Element& slice, const std:
                                 const std::function<void()>& discarded) {
   if (!failure().empty()) return step(slice);
   Lane& mine = lanes_[static_cast<std::size_t>(lane)];
-  mine.signature = signature(slice, key);
+  write_signature(mine.signature, slice, key);
   // With lanes, the steady state meets once: each lane replays the graph its signature had last.
   // Where they did not all guess the step's (a new signature), that meeting told every lane
   // every lane's signature: the graph of the joint one is captured or replayed.
   ReplicaNumbers guessed;
   if (meeting_ && replay_guessed(lane, slice, guessed)) return guessed;
-  const std::string sig = meeting_ ? joint_signature() : mine.signature;
+  std::string joint;
+  const std::string& sig = meeting_ ? (joint = joint_signature()) : mine.signature;
   auto& graphs = mine.graphs;  // every lane's hold the same keys
   auto it = graphs.find(sig);
   if (it == graphs.end()) {

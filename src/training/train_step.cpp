@@ -71,7 +71,7 @@ void Model::slice_metric_states(const data::Element& s, const detail::SliceOutpu
 detail::ReplicaNumbers Model::replica_train_step(const data::Element& s, std::int64_t first_example,
                                         std::int64_t global_n, std::int64_t step, ReplicaInterface* replica,
                                         GradientUse use, distribute::GradientAccumulator* held) {
-  const auto vars = trainable_variables();  // each replica resolves them to its own copies
+  const std::vector<Variable>& vars = step_trainable_;  // each replica resolves them to its own copies
   // Dropout reads the step on the device, from this replica's step block (the update's, holding
   // `step`): the step's launches are then the same every step.
   const Tensor step_block = vars.empty() ? Tensor() : optimizer_->step_block(step, vars.front());
@@ -166,7 +166,7 @@ double Model::train_micro_step(const distribute::DistributedBatch& batch, std::i
   ensure_mirrored();
   const std::int64_t n = batch.global_size;
   const std::int64_t step = optimizer_->host_iterations();  // no read: the device counts skipped replays
-  const std::vector<Variable> vars = trainable_variables();
+  const std::vector<Variable>& vars = step_trainable_;  // ensure_mirrored refreshed them
   const detail::StepTerms terms{.whole = use == GradientUse::kApply,
                                 .replayable = !held || held->empty(),
                                 .key = std::to_string(first_example) + "/" + std::to_string(group_examples),

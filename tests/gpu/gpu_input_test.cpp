@@ -13,6 +13,7 @@
 #include "backend/emulated_gpu.hpp"
 #include "gpu_test_util.hpp"
 #include "lockstep/tensor/device_upload.hpp"
+#include "tensor/host_copy.hpp"
 
 using namespace lockstep;
 using namespace lockstep::distribute;
@@ -166,6 +167,36 @@ TEST(GpuInput, AStagedUploadHandsOutItsBlockAndCopiesFromItAsFromTheHost) {
   ComputeScope on_cpu(*cpu);
   DeviceUpload up({Shape({2, 3})}, {DType::kU8});
   EXPECT_FALSE(up.stage(0).defined()) << "a CPU copies nothing: no block to fill";
+}
+
+// The host bytes kept beside uploaded integer batches (labels are checked on the host) go with
+// their device copies: however many batches a fit uploads, only a few dead ones' bytes are kept
+// (until a sweep, made as the kept ones double), and a live batch's are found among them.
+TEST(GpuInput, TheHostBytesOfUploadedBatchesGoWithTheirDeviceCopies) {
+  LOCKSTEP_REQUIRE_GPU();
+  const auto cpu = make_compute_context(Device{});
+  OnGpu0 gpu;
+  const auto upload = [&cpu](std::int64_t label, std::weak_ptr<Storage>* host_storage) {
+    Tensor host;
+    {
+      ComputeScope on_host(*cpu);  // a batch gathered in host memory
+      host = Tensor::from_vector(std::vector<std::int64_t>{label, 1, 2, 3}, {4});
+    }
+    *host_storage = host.impl()->storage;
+    DeviceUpload up({host.shape()}, {host.dtype()});
+    up.start({host});
+    return up.take()[0];
+  };
+  std::weak_ptr<Storage> live_host;
+  const Tensor live = upload(7, &live_host);
+  std::vector<std::weak_ptr<Storage>> dead(1000);
+  for (std::size_t i = 0; i < dead.size(); ++i) (void)upload(static_cast<std::int64_t>(i), &dead[i]);
+  const auto kept = std::count_if(dead.begin(), dead.end(), [](const auto& w) { return !w.expired(); });
+  EXPECT_LE(kept, 32) << "the host bytes of batches whose device copies are gone are kept";
+  const std::shared_ptr<const void> bytes = detail::host_copy_of(live);
+  ASSERT_NE(bytes, nullptr) << "a live batch's host bytes were let go";
+  EXPECT_EQ(*static_cast<const std::int64_t*>(bytes.get()), 7);
+  EXPECT_FALSE(live_host.expired());
 }
 
 TEST(GpuInput, ACustomLoopGetsEachReplicasRowsCastOnItsDevice) {

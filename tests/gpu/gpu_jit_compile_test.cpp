@@ -184,6 +184,28 @@ TEST(GpuJitCompile, AnAttentionBlockThatTransposesIsCapturedAndTrainsTheBitsOfEa
   for (std::size_t i = 0; i < captured.size(); ++i) EXPECT_TRUE(captured[i].bitwise_equal(eager[i])) << i;
 }
 
+// A step keeps the model's variables from the step before (no vector made per step); a layer
+// added after captured steps changes them, so the step is checked and captured again: the new
+// layer's kernel is trained (a replay of the old graph would leave it as it was).
+TEST(GpuJitCompile, ALayerAddedAfterCapturedStepsIsCapturedAnewAndTrained) {
+  LOCKSTEP_REQUIRE_GPU();
+  const std::string refusal = step_capture_refusal(Device::parse("gpu:0"));
+  if (!refusal.empty()) GTEST_SKIP() << "gpu:0 cannot capture: " << refusal;
+  const auto [x, y] = regression(16, Shape{12});
+  MirroredStrategy strategy({.devices = {"gpu:0"}});
+  auto scope = strategy.scope();
+  Sequential model({layers::Dense(8, "relu", 12), layers::Dense(4)});
+  model.compile(optimizers::SGD(0.1), losses::MeanSquaredError());
+  model.set_jit_compile(JitCompile::kOn);  // throws, naming why, where a step cannot be captured
+  for (int i = 0; i < 3; ++i) (void)model.train_step(x, y);
+  model.add(layers::Dense(4));
+  const Variable added = model.layers().back()->variables().front();
+  const std::vector<float> before = added.read_value().to_vector<float>();
+  for (int i = 0; i < 3; ++i) (void)model.train_step(x, y);
+  EXPECT_NE(added.read_value().to_vector<float>(), before) << "the added layer's kernel was not updated";
+  EXPECT_EQ(model.jit_compile_reason(), "");
+}
+
 TEST(GpuJitCompile, AutoSaysOnceWhyStepsRunEagerlyAndTrainsTheBitsOfOff) {
   LOCKSTEP_REQUIRE_GPU();
   std::string reason, err, off_reason, off_err;

@@ -182,5 +182,20 @@ TEST(DeviceConstant, AnIndexConstantIsCheckedOnceForALimitAndAValueOutsideRaises
   EXPECT_EQ(detail::host_copy_scans(), scans + 5);
 }
 
+// A CPU tensor is its own host copy (a kept index constant, a batch the input path leaves where
+// it is): remembered so, its bytes are found while it lives, and the memory is not kept alive by
+// being remembered (each CPU batch of a fit was kept for good, and every later copy walked them).
+TEST(DeviceConstant, ACpuTensorRememberedAsItsOwnHostCopyIsNotKeptAliveByIt) {
+  Tensor t = Tensor::from_vector(std::vector<std::int64_t>{3, 1, 2}, {3});
+  detail::remember_host_copy(t, t);
+  std::shared_ptr<const void> bytes = detail::host_copy_of(t);
+  ASSERT_NE(bytes, nullptr);
+  EXPECT_EQ(static_cast<const std::int64_t*>(bytes.get())[0], 3);
+  const std::weak_ptr<Storage> memory = t.impl()->storage;
+  bytes.reset();
+  t = Tensor();
+  EXPECT_TRUE(memory.expired()) << "the tensor's memory outlived it: its host-copy entry holds it";
+}
+
 }  // namespace
 }  // namespace lockstep

@@ -116,6 +116,21 @@ TEST(Sequential, WithoutInputDimBuildsOnFirstFit) {
   EXPECT_NE(model.summary().find("(None, 8)"), std::string::npos);
 }
 
+// A step keeps the model's variables from the step before (no vector made per step): a layer
+// added after steps is trained by the next ones, and the model's trainable variables name it.
+TEST(Sequential, ALayerAddedAfterTrainStepsIsTrainedByTheNextOnes) {
+  Sequential model({layers::Dense(8, "relu", 12), layers::Dense(4)});
+  model.compile(optimizers::SGD(0.1), losses::MeanSquaredError());
+  const Tensor x = Tensor::ones({16, 12}), y = Tensor::zeros({16, 4});
+  for (int i = 0; i < 2; ++i) (void)model.train_step(x, y);
+  model.add(layers::Dense(4));
+  const Variable added = model.layers().back()->variables().front();
+  const std::vector<float> before = added.read_value().to_vector<float>();
+  (void)model.train_step(x, y);
+  EXPECT_NE(added.read_value().to_vector<float>(), before) << "the added layer's kernel was not updated";
+  EXPECT_EQ(model.trainable_variables().size(), 6u);
+}
+
 TEST(Sequential, SoftmaxOutputsAreProbabilities) {
   Sequential model = flagship();
   std::vector<float> v(3 * 784);

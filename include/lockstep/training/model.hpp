@@ -322,6 +322,10 @@ class Model {
   /// one host read for them all. Returns the last step's mean loss; empties `pending`.
   double merge_numbers(detail::PendingNumbers& pending);
   void ensure_mirrored();
+  /// Brings step_variables_ and step_trainable_ up to date with variables() (a layer added or
+  /// built since remakes them, and the step functions: a captured step would leave the new
+  /// variables out). On the host, between steps; each step reads them without a vector made.
+  void refresh_step_variables();
   /// A step function's jit_compile state (train's, evaluate's or predict's), made on first use
   /// (jit_compile.cpp).
   std::shared_ptr<detail::StepJit> step_jit(StepFunction step);
@@ -345,6 +349,7 @@ class Model {
   JitCompile jit_compile_ = JitCompile::kAuto;
   std::shared_ptr<detail::StepJit> step_jits_[3];  // by StepFunction (made by step_jit)
   std::int64_t steps_per_execution_ = 1;
+  std::vector<Variable> step_variables_, step_trainable_;  // refresh_step_variables()
   mutable std::atomic<std::uint64_t> training_calls_{0};  // operator()(x, {.training = true}) outside a strategy
 };
 
