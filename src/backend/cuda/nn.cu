@@ -199,24 +199,30 @@ __global__ void softmax_backward_kernel(const F* y, const F* dy, F* dx, std::int
 }
 
 // ---- cross-entropy (float32) ----
-__global__ void xent_kernel(const float* logits, const std::int64_t* labels, float* loss, float* probs,
+// sparse_softmax_xent (y null) and softmax_sparse_xent (y as softmax_kernel writes it; probs may
+// be null): the sum of the exponentials is softmax_kernel's, term for term.
+__global__ void xent_kernel(const float* logits, const std::int64_t* labels, float* loss, float* probs, float* y,
                             std::int64_t rows, std::int64_t cols) {
   const int lane = threadIdx.x % 32;
   LOCKSTEP_WARP_ROW_LOOP(r, rows) {
     const float* xr = logits + r * cols;
-    float* pr = probs + r * cols;
+    float* pr = probs ? probs + r * cols : nullptr;
+    float* yr = y ? y + r * cols : nullptr;
     float m = -INFINITY;
     for (std::int64_t c = lane; c < cols; c += 32) m = fmaxf(m, xr[c]);
     m = __shfl_sync(0xffffffffu, warp_max(m), 0);
     float s = 0.0f;
     for (std::int64_t c = lane; c < cols; c += 32) {
       const float e = expf(xr[c] - m);
-      pr[c] = e;
+      if (pr) pr[c] = e;
       s += e;
     }
     s = __shfl_sync(0xffffffffu, warp_sum(s), 0);
     const float inv = 1.0f / s;
-    for (std::int64_t c = lane; c < cols; c += 32) pr[c] *= inv;
+    for (std::int64_t c = lane; c < cols; c += 32) {
+      if (pr) pr[c] *= inv;
+      if (yr) yr[c] = expf(xr[c] - m) * inv;
+    }
     if (lane == 0) loss[r] = inside(labels[r], cols) ? -(xr[labels[r]] - m - logf(s)) : 0.0f;  // outside: raised later
   }
 }
@@ -336,8 +342,17 @@ void sparse_softmax_xent(ComputeContext& ctx, const void* logits, const std::int
   if (rows == 0) return;
   xent_kernel<<<row_blocks(rows), kThreads, 0, stream(ctx)>>>(static_cast<const float*>(logits), labels,
                                                              static_cast<float*>(loss), static_cast<float*>(probs),
-                                                             rows, cols);
+                                                             nullptr, rows, cols);
   check_launch("sparse_softmax_xent");
+}
+
+void softmax_sparse_xent(ComputeContext& ctx, const void* logits, const std::int64_t* labels, void* loss, void* probs,
+                         void* y, std::int64_t rows, std::int64_t cols) {
+  if (rows == 0) return;
+  xent_kernel<<<row_blocks(rows), kThreads, 0, stream(ctx)>>>(static_cast<const float*>(logits), labels,
+                                                             static_cast<float*>(loss), static_cast<float*>(probs),
+                                                             static_cast<float*>(y), rows, cols);
+  check_launch("softmax_sparse_xent");
 }
 
 void sparse_softmax_xent_backward(ComputeContext& ctx, const void* probs, const std::int64_t* labels, const void* g,
