@@ -160,6 +160,14 @@ void softmax_backward(ComputeContext& ctx, const void* yv, const void* dyv, void
   });
 }
 
+// The CPU's launches cost nothing: the two kernels, one after the other.
+template <typename F>
+void relu_backward_bias_grad(ComputeContext& ctx, const void* y, const void* g, void* dx, void* db, std::int64_t rows,
+                             std::int64_t cols) {
+  unary_backward<F>(ctx, UnaryOp::kRelu, y, y, g, dx, rows * cols, 0.0f, 0.0f);
+  reduce_sum<F>(ctx, dx, db, 1, rows, cols, 1.0f);
+}
+
 template <typename F>
 void bias_activation(ComputeContext& ctx, void* yv, const void* biasv, std::int64_t rows, std::int64_t cols,
                      bool relu) {
@@ -297,6 +305,7 @@ LOCKSTEP_INSTANTIATE_KERNEL(Floating, reduce_max_backward)
 LOCKSTEP_INSTANTIATE_KERNEL(Floating, softmax)
 LOCKSTEP_INSTANTIATE_KERNEL(Floating, softmax_backward)
 LOCKSTEP_INSTANTIATE_KERNEL(Floating, bias_activation)
+LOCKSTEP_INSTANTIATE_KERNEL(Floating, relu_backward_bias_grad)
 LOCKSTEP_INSTANTIATE_KERNEL(Floating, dropout)
 
 }  // namespace lockstep::backend::cpu

@@ -71,6 +71,26 @@ __global__ void column_finish_kernel(const float* part, F* out, std::int64_t col
   }
 }
 
+// relu_backward_bias_grad: column_partial_kernel's sums (outer 1) of the dx it writes as
+// unary_backward_kernel's kRelu computes it, each element by the thread that adds it.
+template <typename F>
+__global__ void relu_backward_partial_kernel(const F* y, const F* g, F* dx, float* part, std::int64_t rows,
+                                             std::int64_t cols, std::int64_t segs, std::int64_t seg) {
+  using E = Elem<F>;
+  LOCKSTEP_GRID_LOOP(t, cols * segs) {
+    const std::int64_t c = t % cols, s = t / cols;
+    const std::int64_t a0 = s * seg, a1 = a0 + seg < rows ? a0 + seg : rows;
+    float acc = 0.0f;
+    for (std::int64_t a = a0; a < a1; ++a) {
+      const std::int64_t i = a * cols + c;
+      const F d = E::store(E::load(y[i]) > 0.0f ? E::load(g[i]) : 0.0f);
+      dx[i] = d;
+      acc += E::load(d);
+    }
+    part[t] = acc;
+  }
+}
+
 // ---- batch normalisation (float32) ----
 // Per-channel sums as reduce_sum's columns: each thread sums `seg` consecutive rows of one
 // channel (in double), then each channel's partials are added in segment order. part holds
@@ -300,6 +320,24 @@ void reduce_sum(ComputeContext& ctx, const void* xv, void* outv, std::int64_t ou
 }
 
 template <typename F>
+void relu_backward_bias_grad(ComputeContext& ctx, const void* y, const void* g, void* dx, void* db, std::int64_t rows,
+                             std::int64_t cols) {
+  if (rows == 0 || cols <= 1) {  // reduce_sum's other paths: the two kernels
+    unary_backward<F>(ctx, UnaryOp::kRelu, y, y, g, dx, rows * cols, 0.0f, 0.0f);
+    reduce_sum<F>(ctx, dx, db, 1, rows, cols, 1.0f);
+    return;
+  }
+  cudaStream_t s = stream(ctx);
+  const std::int64_t segs = column_segments(cols, rows);
+  const std::int64_t seg = (rows + segs - 1) / segs;
+  Scratch part(ctx, static_cast<std::size_t>(cols * segs) * sizeof(float));
+  relu_backward_partial_kernel<F><<<blocks_for(cols * segs), kThreads, 0, s>>>(
+      static_cast<const F*>(y), static_cast<const F*>(g), static_cast<F*>(dx), part.as<float>(), rows, cols, segs, seg);
+  column_finish_kernel<F><<<blocks_for(cols), kThreads, 0, s>>>(part.as<float>(), static_cast<F*>(db), cols, segs, 1.0f);
+  check_launch("relu_backward_bias_grad");
+}
+
+template <typename F>
 void reduce_max(ComputeContext& ctx, const void* x, void* out, std::int64_t* arg, std::int64_t outer,
                 std::int64_t axis, std::int64_t inner) {
   if (outer * inner == 0) return;
@@ -492,5 +530,6 @@ LOCKSTEP_INSTANTIATE_KERNEL(Floating, reduce_max_backward)
 LOCKSTEP_INSTANTIATE_KERNEL(Floating, softmax)
 LOCKSTEP_INSTANTIATE_KERNEL(Floating, softmax_backward)
 LOCKSTEP_INSTANTIATE_KERNEL(Floating, dropout)
+LOCKSTEP_INSTANTIATE_KERNEL(Floating, relu_backward_bias_grad)
 
 }  // namespace lockstep::backend::cuda
