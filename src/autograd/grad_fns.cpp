@@ -5,6 +5,7 @@
 
 #include "lockstep/autograd/gradient_tape.hpp"
 #include "lockstep/tensor/ops.hpp"
+#include "lockstep/tensor/ops_dense_grad.hpp"
 
 namespace lockstep {
 
@@ -58,12 +59,17 @@ G dense_grad(const OpRecord& r, const Tensor& g_in, const std::array<bool, 3>& n
   const Tensor& x = r.inputs[0];
   const Tensor& w = r.inputs[1];
   const Tensor& b = r.inputs[2];
-  const Tensor g = before_activation(static_cast<FusedActivation>(r.i0), r.output, g_in, masked);
+  const auto act = static_cast<FusedActivation>(r.i0);
+  const bool bias_grad = b.defined() && needs[2];
   G out;
+  // The ReLU's backward and the bias gradient in one op where both run.
+  const Tensor g = act == FusedActivation::kRelu && !masked && bias_grad
+                       ? relu_and_bias_grad(r.output, g_in, out[2])
+                       : before_activation(act, r.output, g_in, masked);
   // dx is skipped when x is not watched (the model's input): a whole GEMM saved per step.
   if (needs[0]) out[0] = matmul(g, w, false, true);
   if (needs[1]) out[1] = matmul(x, g, true, false);
-  if (b.defined() && needs[2]) out[2] = sum(g, 0);
+  if (bias_grad && !out[2].defined()) out[2] = sum(g, 0);
   return out;
 }
 Conv2dOptions conv_options(const OpRecord& r) {

@@ -1,4 +1,5 @@
 #include "lockstep/losses/loss.hpp"
+#include "lockstep/tensor/ops_softmax_xent.hpp"
 
 namespace lockstep::losses {
 
@@ -33,6 +34,15 @@ class SparseCCE final : public Loss {
     if (o_.from_logits) return sparse_softmax_cross_entropy_with_logits(y_true, y_pred);
     if (logits.defined()) return sparse_softmax_cross_entropy_with_logits(y_true, logits);
     return xent_from_probs(lockstep::one_hot(y_true, y_pred.dim(1)), y_pred);
+  }
+  Tensor per_example_and_softmax(const Tensor& y_true, const Tensor& logits, Tensor& y_pred) const override {
+    // Rows of logits with a label each: per_example's path through the logits, and the softmax beside.
+    if (o_.from_logits || logits.rank() != 2 || !y_true.defined() || y_true.rank() < 1 ||
+        y_true.dim(0) != logits.dim(0) || y_true.numel() != logits.dim(0))
+      return Loss::per_example_and_softmax(y_true, logits, y_pred);
+    LossAndSoftmax both = sparse_softmax_cross_entropy_and_softmax(y_true, logits);
+    y_pred = std::move(both.softmax);
+    return std::move(both.loss);
   }
 
  private:

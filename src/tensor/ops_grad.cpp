@@ -1,5 +1,6 @@
 // The backward kernels, as ops: the autograd layer computes every gradient through these and
 // the ordinary ops, never through the backend directly.
+#include "lockstep/tensor/ops_dense_grad.hpp"
 #include "tensor/op_util.hpp"
 
 namespace lockstep {
@@ -40,6 +41,23 @@ Tensor unary_grad(OpType op, const Tensor& x, const Tensor& y, const Tensor& dy,
   const auto& k = kern(op_name(op), x, backend::KernelOp::kUnaryBackward);
   Tensor dx = Tensor::empty(x.shape(), x.dtype());
   k.unary_backward(ctx(), u, x.raw_data(), y.raw_data(), dy.raw_data(), dx.raw_data(), x.numel(), p0, p1);
+  return dx;
+}
+
+Tensor relu_and_bias_grad(const Tensor& y, const Tensor& dy, Tensor& db) {
+  constexpr const char* kName = "relu_and_bias_grad";
+  detail::check_float(kName, {&y, &dy});
+  LOCKSTEP_CHECK(y.rank() == 2 && y.shape() == dy.shape(), kName, ": y ", y.shape().str(), " and dy ",
+                 dy.shape().str(), " must be the same (rows, units)");
+  if (detail::recording({&dy})) {  // a tape records the backward: the recorded sum
+    Tensor dx = unary_grad(OpType::kRelu, y, y, dy);
+    db = sum(dx, 0);
+    return dx;
+  }
+  const auto& k = kern(kName, y, backend::KernelOp::kReluBackwardBiasGrad);
+  Tensor dx = Tensor::empty(y.shape(), y.dtype());
+  db = Tensor::empty({y.dim(1)}, y.dtype());
+  k.relu_backward_bias_grad(ctx(), y.raw_data(), dy.raw_data(), dx.raw_data(), db.raw_data(), y.dim(0), y.dim(1));
   return dx;
 }
 

@@ -1,5 +1,6 @@
 #include <cmath>
 
+#include "lockstep/tensor/ops_softmax_xent.hpp"
 #include "tensor/op_util.hpp"
 
 namespace lockstep {
@@ -110,22 +111,41 @@ Tensor log_softmax(const Tensor& a, int axis) {
   return softmax_impl("log_softmax", OpType::kLogSoftmax, a, axis);
 }
 
-Tensor sparse_softmax_cross_entropy_with_logits(const Tensor& labels, const Tensor& logits) {
+namespace {
+// The per-example loss; with `probs` the softmax too (softmax_sparse_xent), recorded as the softmax
+// op then the loss, as the two ops record them.
+Tensor sparse_xent(const Tensor& labels, const Tensor& logits, Tensor* softmax_out) {
   constexpr const char* kName = "sparse_softmax_cross_entropy_with_logits";
   detail::check_float(kName, {&logits});
-  const auto& k = kern(kName, logits, backend::KernelOp::kSparseSoftmaxXent);
+  const auto op = softmax_out ? backend::KernelOp::kSoftmaxSparseXent : backend::KernelOp::kSparseSoftmaxXent;
+  const auto& k = kern(kName, logits, op);
   LOCKSTEP_CHECK(logits.rank() == 2, kName, ": logits must be (batch, classes), got ", logits.shape().str());
   LOCKSTEP_CHECK(labels.defined() && labels.numel() == logits.dim(0) && labels.rank() <= 2, kName, ": labels ",
                  (labels.defined() ? labels.shape().str() : std::string("undefined")),
                  " do not match logits ", logits.shape().str(), " (expected (", logits.dim(0), ",))");
   const std::int64_t rows = logits.dim(0), cols = logits.dim(1);
   const Tensor lab = detail::checked_labels(kName, labels, cols);
+  const bool recorded = detail::recording({&logits});
   Tensor loss = Tensor::empty({rows}, logits.dtype());
-  Tensor probs = Tensor::empty(logits.shape(), logits.dtype());
-  k.sparse_softmax_xent(ctx(), logits.raw_data(), static_cast<const std::int64_t*>(lab.raw_data()), loss.raw_data(),
-                        probs.raw_data(), rows, cols);
-  if (detail::recording({&logits})) {
+  // The probabilities the backward reads: not kept beside a softmax output unless a tape records.
+  Tensor probs = softmax_out && !recorded ? Tensor() : Tensor::empty(logits.shape(), logits.dtype());
+  const auto* label_data = static_cast<const std::int64_t*>(lab.raw_data());
+  if (softmax_out) {
+    *softmax_out = Tensor::empty(logits.shape(), logits.dtype());
+    k.softmax_sparse_xent(ctx(), logits.raw_data(), label_data, loss.raw_data(),
+                          probs.defined() ? probs.raw_data() : nullptr, softmax_out->raw_data(), rows, cols);
+  } else {
+    k.sparse_softmax_xent(ctx(), logits.raw_data(), label_data, loss.raw_data(), probs.raw_data(), rows, cols);
+  }
+  if (recorded) {
     OpRecord r;
+    if (softmax_out) {
+      r.type = OpType::kSoftmax;
+      r.inputs = {logits, Tensor(), Tensor()};
+      r.output = *softmax_out;
+      detail::record(r);
+      r = OpRecord();
+    }
     r.type = OpType::kSparseSoftmaxCE;
     r.inputs = {lab, logits, Tensor()};
     r.output = loss;
@@ -133,6 +153,17 @@ Tensor sparse_softmax_cross_entropy_with_logits(const Tensor& labels, const Tens
     detail::record(r);
   }
   return loss;
+}
+}  // namespace
+
+Tensor sparse_softmax_cross_entropy_with_logits(const Tensor& labels, const Tensor& logits) {
+  return sparse_xent(labels, logits, nullptr);
+}
+
+LossAndSoftmax sparse_softmax_cross_entropy_and_softmax(const Tensor& labels, const Tensor& logits) {
+  LossAndSoftmax out;
+  out.loss = sparse_xent(labels, logits, &out.softmax);
+  return out;
 }
 
 Tensor softmax_cross_entropy_with_logits(const Tensor& targets, const Tensor& logits) {

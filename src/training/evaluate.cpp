@@ -46,7 +46,8 @@ Logs Model::evaluate_impl(const data::Dataset& dataset, std::int64_t steps, cons
                                  [&](const data::Element& s, std::int64_t, ReplicaInterface* rc) {
                                    detail::SliceOutputs outs;
                                    ReplicaNumbers r;
-                                   r.loss_sum = slice_loss(s, layers::CallContext{.replica = rc}, outs, r);
+                                   const layers::CallContext ctx{.replica = rc, .softmax_to_loss = true};
+                                   r.loss_sum = slice_loss(s, ctx, outs, r);
                                    slice_metric_states(s, outs, r);
                                    return r;
                                  });

@@ -31,7 +31,9 @@ Tensor Model::slice_loss(const data::Element& s, const layers::CallContext& ctx,
   const std::size_t n_in = inputs_.size();
   if (n_in == 1 && outputs_.size() == 1) {  // the path every Sequential takes
     outs.one = forward(input_of(s[0]), ctx);
-    outs.losses = loss_->per_example(s[1], outs.one.output, outs.one.logits);
+    Output& o = outs.one;
+    outs.losses = o.output.defined() ? loss_->per_example(s[1], o.output, o.logits)
+                                     : loss_->per_example_and_softmax(s[1], o.logits, o.output);
     return sum(outs.losses);
   }
   std::vector<Tensor> xs;
@@ -80,7 +82,8 @@ detail::ReplicaNumbers Model::replica_train_step(const data::Element& s, std::in
                                 .step = static_cast<std::uint64_t>(step),
                                 .first_example = first_example,
                                 .replica = replica,
-                                .step_block = step_block};
+                                .step_block = step_block,
+                                .softmax_to_loss = true};
   const auto* loss_scale = dynamic_cast<const optimizers::LossScaleOptimizer*>(optimizer_.get());
   detail::SliceOutputs outs;
   ReplicaNumbers r;

@@ -2,8 +2,10 @@
 // log_softmax, and their gradients.
 #include <cmath>
 #include <tuple>
+#include <utility>
 
 #include "backend/parity.hpp"
+#include "lockstep/tensor/ops_dense_grad.hpp"
 
 namespace lockstep::parity {
 
@@ -251,6 +253,34 @@ Expected softmax_grad_ref(const Host& y, const Host& g, bool log) {
   }
   return e;
 }
+
+// A Dense layer's ReLU backward and bias gradient in one op: dx = dy where y > 0, db = its column sums.
+Row relu_and_bias_grad_row(const char* variant, const Shape& shape) {
+  return make_row(
+      "relu_and_bias_grad", variant, "relu_and_bias_grad", floats(), {{KernelOp::kReluBackwardBiasGrad, {}}},
+      {{shape, uniform(-1, 1), {}}, {shape, uniform(-1, 1), {}}},
+      [](const std::vector<Tensor>& in, DType) {
+        Tensor db;
+        Tensor dx = relu_and_bias_grad(in[0], in[1], db);
+        return std::vector<Tensor>{dx, db};
+      },
+      [shape](const std::vector<Host>& in, DType) {
+        const std::int64_t rows = shape[0], cols = shape[1];
+        Expected dx(shape), db(Shape{cols});
+        for (std::int64_t c = 0; c < cols; ++c) {
+          double s = 0, sabs = 0;
+          for (std::int64_t r = 0; r < rows; ++r) {
+            const std::int64_t i = r * cols + c;
+            const double d = in[0][i] > 0 ? in[1][i] : 0.0;
+            dx.set(i, d);
+            s += d;
+            sabs += std::fabs(d);
+          }
+          db.set(c, s, sabs);
+        }
+        return std::vector<Expected>{dx, db};
+      });
+}
 }  // namespace
 
 std::vector<Row> linalg_reduce_rows() {
@@ -336,6 +366,9 @@ std::vector<Row> linalg_reduce_rows() {
           }));
     }
   }
+  for (const auto& [variant, shape] : {std::pair<const char*, Shape>{"odd", {7, 13}}, {"segments", {300, 257}},
+                                       {"one_unit", {9, 1}}, {"no_rows", {0, 4}}})
+    rows.push_back(relu_and_bias_grad_row(variant, shape));
   return rows;
 }
 

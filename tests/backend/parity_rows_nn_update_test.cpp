@@ -8,6 +8,7 @@
 #include "backend/parity.hpp"
 #include "lockstep/tensor/ops_clip.hpp"
 #include "lockstep/tensor/ops_loss_scale.hpp"
+#include "lockstep/tensor/ops_softmax_xent.hpp"
 #include "lockstep/tensor/ops_update_all.hpp"
 
 namespace lockstep::parity {
@@ -33,23 +34,30 @@ struct XentCase {
   Gen logits;
 };
 
-Row sparse_xent_row(const XentCase& c) {
-  std::vector<Need> needs{{KernelOp::kSparseSoftmaxXent, {}}, {KernelOp::kFirstOutside, c.label_dtype}};
+// The loss alone, or with the softmax beside (the kernel a softmax output layer and its loss share).
+Row sparse_xent_row(const XentCase& c, bool with_softmax) {
+  const char* op = "sparse_softmax_cross_entropy_with_logits";
+  std::vector<Need> needs{{with_softmax ? KernelOp::kSoftmaxSparseXent : KernelOp::kSparseSoftmaxXent, {}},
+                          {KernelOp::kFirstOutside, c.label_dtype}};
   if (c.label_dtype != DType::kI64) needs.push_back({KernelOp::kCast, c.label_dtype});
   return make_row(
-      "sparse_softmax_cross_entropy_with_logits", c.variant, "sparse_softmax_cross_entropy_with_logits", floats(),
-      needs, {{c.label_shape, labels(c.cols), c.label_dtype}, {{c.rows, c.cols}, c.logits, {}}},
-      [](const std::vector<Tensor>& in, DType) {
-        return std::vector<Tensor>{sparse_softmax_cross_entropy_with_logits(in[0], in[1])};
+      with_softmax ? "sparse_softmax_cross_entropy_and_softmax" : op, c.variant, op, floats(), needs,
+      {{c.label_shape, labels(c.cols), c.label_dtype}, {{c.rows, c.cols}, c.logits, {}}},
+      [with_softmax](const std::vector<Tensor>& in, DType) {
+        if (!with_softmax) return std::vector<Tensor>{sparse_softmax_cross_entropy_with_logits(in[0], in[1])};
+        const LossAndSoftmax both = sparse_softmax_cross_entropy_and_softmax(in[0], in[1]);
+        return std::vector<Tensor>{both.loss, both.softmax};
       },
-      [c](const std::vector<Host>& in, DType) {
-        Expected e({c.rows});
+      [c, with_softmax](const std::vector<Host>& in, DType) {
+        Expected e({c.rows}), p({c.rows, c.cols});
         for (std::int64_t r = 0; r < c.rows; ++r) {
           const Lse l = lse_of(in[1], r, c.cols);
           const double xl = in[1][r * c.cols + static_cast<std::int64_t>(in[0][r])];
           e.set(r, l.lse - xl, std::fabs(xl) + std::fabs(l.max) + std::fabs(l.lse));
+          for (std::int64_t k = 0; k < c.cols; ++k) p.set(r * c.cols + k, std::exp(in[1][r * c.cols + k] - l.lse));
         }
-        return std::vector<Expected>{e};
+        if (!with_softmax) return std::vector<Expected>{e};
+        return std::vector<Expected>{e, p};
       });
 }
 
@@ -454,7 +462,8 @@ std::vector<Row> nn_update_rows() {
       {"grain", 300, 257, DType::kI64, {300}, uniform(-3, 3)},
       {"stable", 6, 4, DType::kI64, {6}, uniform(80, 100)},
   };
-  for (const XentCase& c : xent_cases) rows.push_back(sparse_xent_row(c));
+  for (const XentCase& c : xent_cases) rows.push_back(sparse_xent_row(c, false));
+  for (const XentCase& c : xent_cases) rows.push_back(sparse_xent_row(c, true));
 
   rows.push_back(make_row(
       "softmax_cross_entropy_with_logits", "odd", "softmax_cross_entropy_with_logits", floats(),

@@ -2,12 +2,16 @@
 // GPU: the train step's loss gradient seeded in one kernel (loss_seed) against the summed loss
 // differentiated (the way before, aaf2dcb), captured (jit_compile's default) and with a loss scale;
 // accuracy's batch state in one kernel (accuracy_state) against argmax, compare, cast and sum;
-// dropout's mask and product in one kernel against the mask then binary's multiply.
+// dropout's mask and product in one kernel against the mask then binary's multiply; a softmax
+// output's softmax and its sparse cross-entropy in one kernel against the two; a Dense layer's
+// ReLU backward and bias gradient in one op against unary_grad then sum.
 #include <string>
 #include <vector>
 
 #include "common/accuracy_cases.hpp"
 #include "common/dropout_cases.hpp"
+#include "common/relu_bias_grad_cases.hpp"
+#include "common/softmax_xent_cases.hpp"
 #include "common/summed_loss_steps.hpp"
 #include "gpu_test_util.hpp"
 
@@ -35,4 +39,19 @@ TEST(GpuFusedKernels, DropoutGivesTheBitsOfTheMaskThenTheProduct) {
   LOCKSTEP_REQUIRE_GPU();
   const OnGpu0 on;
   test::expect_dropout_as_composed(on.gpu);
+}
+
+// A softmax output's softmax and its loss in one kernel, on the GPU: the bits of the two kernels.
+TEST(GpuFusedKernels, SoftmaxXentGivesTheBitsOfTheSoftmaxThenTheLoss) {
+  LOCKSTEP_REQUIRE_GPU();
+  const OnGpu0 on;
+  test::expect_softmax_xent_as_composed(on.gpu);
+}
+
+// A Dense layer's ReLU backward and bias gradient in one op, on the GPU (its column sums in
+// reduce_sum's segments and order): the bits of the two ops.
+TEST(GpuFusedKernels, ReluBiasGradGivesTheBitsOfTheReluGradientThenTheSum) {
+  LOCKSTEP_REQUIRE_GPU();
+  const OnGpu0 on;
+  test::expect_relu_bias_grad_as_composed(on.gpu);
 }

@@ -137,6 +137,12 @@ TEST(GpuKernelLaunches, TheFlagshipsCapturedTrainStepRunsTheSameKernelsEachStep)
   // Adam updates the four variables in one launch.
   EXPECT_EQ(step["adam_update_multi"], 1u) << list;
   EXPECT_EQ(step["adam_update"], 0u) << list;
+  // The output's softmax is computed with the loss.
+  EXPECT_EQ(step["softmax_sparse_xent"], 1u) << list;
+  EXPECT_EQ(step["softmax"] + step["sparse_softmax_xent"], 0u) << list;
+  // The hidden Dense layer's ReLU backward and bias gradient: one op.
+  EXPECT_EQ(step["relu_backward_bias_grad"], 1u) << list;
+  EXPECT_EQ(step["unary_backward"], 0u) << list;
   std::printf("flagship, batch 64: %llu kernels per captured train step: %s\n",
               static_cast<unsigned long long>(per_step), list.c_str());
 }

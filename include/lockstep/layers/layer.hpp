@@ -30,6 +30,9 @@ struct CallContext {
   /// The step as dropout reads it on the device (DropoutKey::step_block): this replica's step
   /// block in a train step (the optimizer's, holding `step`); undefined (custom loops): `step`.
   Tensor step_block;
+  /// A model's forward may leave a softmax output layer's softmax to the loss (Model::Output's
+  /// output undefined, its logits set): the train and test steps, whose loss computes it beside.
+  bool softmax_to_loss = false;
 };
 
 class Layer {

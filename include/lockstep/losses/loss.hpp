@@ -17,6 +17,13 @@ class Loss {
   /// y_pred are the model's outputs; `logits`, when defined, are the pre-softmax values of a
   /// softmax output layer, which probability-based losses use for numerical stability.
   virtual Tensor per_example(const Tensor& y_true, const Tensor& y_pred, const Tensor& logits) const = 0;
+  /// per_example for a softmax output layer whose softmax the model's forward left to the loss
+  /// (CallContext::softmax_to_loss): sets y_pred = softmax(logits), the model's output, and returns
+  /// the per-example losses; sparse categorical cross-entropy computes both in one kernel.
+  virtual Tensor per_example_and_softmax(const Tensor& y_true, const Tensor& logits, Tensor& y_pred) const {
+    y_pred = softmax(logits);
+    return per_example(y_true, y_pred, logits);
+  }
   /// Keras' reduction="none": one loss per example, e.g. for compute_average_loss in a custom loop.
   Tensor per_example(const Tensor& y_true, const Tensor& y_pred) const { return per_example(y_true, y_pred, Tensor()); }
   /// Mean over the batch (Keras' default sum_over_batch_size reduction).

@@ -245,13 +245,14 @@ class Model {
   /// input(s) (`run(true)`: the layer's call_logits). The final softmax and the loss are computed
   /// in float32 whatever the layers' policy (Keras' advice for mixed precision, applied for the
   /// user): a 16-bit softmax loses the small probabilities that the loss and its gradient are
-  /// made of. A softmax output layer also returns its logits, so the loss is computed stably.
+  /// made of. A softmax output layer also returns its logits, so the loss is computed stably;
+  /// its softmax is left to the loss when `softmax_to_loss` (CallContext's).
   template <typename Run>
-  static Output output_in_float32(const layers::Layer& last, Run&& run) {
+  static Output output_in_float32(const layers::Layer& last, Run&& run, bool softmax_to_loss = false) {
     Output out;
     if (last.has_softmax_output()) {
       out.logits = as_float32(run(true));
-      out.output = softmax(out.logits);
+      if (!softmax_to_loss) out.output = softmax(out.logits);
     } else {
       out.output = as_float32(run(false));
     }

@@ -3,6 +3,7 @@
 #include <cstring>
 #include <limits>
 #include <type_traits>
+#include <vector>
 
 #include "backend/cpu/cpu_kernels.hpp"
 #include "backend/cpu/vec_math.hpp"
@@ -107,27 +108,31 @@ void reduce_max_backward(ComputeContext&, const std::int64_t* arg, const void* g
     for (std::int64_t i = 0; i < inner; ++i) dx[(o * axis + arg[o * inner + i]) * inner + i] = g[o * inner + i];
 }
 
+namespace {
+// One row of softmax (log_softmax when `log`): softmax's bits, which softmax_sparse_xent's output shares.
+template <typename F>
+void softmax_row(const F* xr, F* yr, std::int64_t cols, bool log) {
+  using E = Elem<F>;
+  float m = -std::numeric_limits<float>::infinity();
+  for (std::int64_t c = 0; c < cols; ++c) m = std::max(m, E::load(xr[c]));
+  float s = 0.0f;
+  for (std::int64_t c = 0; c < cols; ++c) s += std::exp(E::load(xr[c]) - m);
+  if (log) {
+    const float lse = m + std::log(s);
+    for (std::int64_t c = 0; c < cols; ++c) yr[c] = E::store(E::load(xr[c]) - lse);
+  } else {
+    const float inv = 1.0f / s;
+    for (std::int64_t c = 0; c < cols; ++c) yr[c] = E::store(std::exp(E::load(xr[c]) - m) * inv);
+  }
+}
+}  // namespace
+
 template <typename F>
 void softmax(ComputeContext& ctx, const void* xv, void* yv, std::int64_t rows, std::int64_t cols, bool log) {
-  using E = Elem<F>;
   const F* x = static_cast<const F*>(xv);
   F* y = static_cast<F*>(yv);
   parallel_rows(ctx, rows, cols * 4, [=](std::int64_t b, std::int64_t e) {
-    for (auto r = b; r < e; ++r) {
-      const F* xr = x + r * cols;
-      F* yr = y + r * cols;
-      float m = -std::numeric_limits<float>::infinity();
-      for (std::int64_t c = 0; c < cols; ++c) m = std::max(m, E::load(xr[c]));
-      float s = 0.0f;
-      for (std::int64_t c = 0; c < cols; ++c) s += std::exp(E::load(xr[c]) - m);
-      if (log) {
-        const float lse = m + std::log(s);
-        for (std::int64_t c = 0; c < cols; ++c) yr[c] = E::store(E::load(xr[c]) - lse);
-      } else {
-        const float inv = 1.0f / s;
-        for (std::int64_t c = 0; c < cols; ++c) yr[c] = E::store(std::exp(E::load(xr[c]) - m) * inv);
-      }
-    }
+    for (auto r = b; r < e; ++r) softmax_row(x + r * cols, y + r * cols, cols, log);
   });
 }
 
@@ -153,6 +158,14 @@ void softmax_backward(ComputeContext& ctx, const void* yv, const void* dyv, void
       }
     }
   });
+}
+
+// The CPU's launches cost nothing: the two kernels, one after the other.
+template <typename F>
+void relu_backward_bias_grad(ComputeContext& ctx, const void* y, const void* g, void* dx, void* db, std::int64_t rows,
+                             std::int64_t cols) {
+  unary_backward<F>(ctx, UnaryOp::kRelu, y, y, g, dx, rows * cols, 0.0f, 0.0f);
+  reduce_sum<F>(ctx, dx, db, 1, rows, cols, 1.0f);
 }
 
 template <typename F>
@@ -198,6 +211,16 @@ float exp_shifted(const float* x, float m, float* out, std::int64_t n) {
   }
   return vec::sum(acc);
 }
+
+// One row of sparse_softmax_xent: its probabilities into pr, its loss returned.
+float xent_row(const float* xr, std::int64_t label, float* pr, std::int64_t cols) {
+  float m = -std::numeric_limits<float>::infinity();
+  for (std::int64_t c = 0; c < cols; ++c) m = std::max(m, xr[c]);
+  const float s = exp_shifted(xr, m, pr, cols);
+  const float inv = 1.0f / s;
+  for (std::int64_t c = 0; c < cols; ++c) pr[c] *= inv;
+  return inside(label, cols) ? -(xr[label] - m - std::log(s)) : 0.0f;  // outside: raised later
+}
 }  // namespace
 
 void sparse_softmax_xent(ComputeContext& ctx, const void* logitsv, const std::int64_t* labels, void* lossv,
@@ -206,15 +229,23 @@ void sparse_softmax_xent(ComputeContext& ctx, const void* logitsv, const std::in
   float* loss = static_cast<float*>(lossv);
   float* probs = static_cast<float*>(probsv);
   parallel_rows(ctx, rows, cols * 4, [=](std::int64_t b, std::int64_t e) {
+    for (auto r = b; r < e; ++r) loss[r] = xent_row(logits + r * cols, labels[r], probs + r * cols, cols);
+  });
+}
+
+// The CPU's softmax and cross-entropy sum their exponentials differently (a scalar sum, vector
+// lanes), so each row runs both: y as softmax, loss and probs as sparse_softmax_xent.
+void softmax_sparse_xent(ComputeContext& ctx, const void* logitsv, const std::int64_t* labels, void* lossv,
+                         void* probsv, void* yv, std::int64_t rows, std::int64_t cols) {
+  const float* logits = static_cast<const float*>(logitsv);
+  float* loss = static_cast<float*>(lossv);
+  float* probs = static_cast<float*>(probsv);
+  float* y = static_cast<float*>(yv);
+  parallel_rows(ctx, rows, cols * 8, [=](std::int64_t b, std::int64_t e) {
+    std::vector<float> scratch(probs ? 0 : static_cast<std::size_t>(cols));
     for (auto r = b; r < e; ++r) {
-      const float* xr = logits + r * cols;
-      float* pr = probs + r * cols;
-      float m = -std::numeric_limits<float>::infinity();
-      for (std::int64_t c = 0; c < cols; ++c) m = std::max(m, xr[c]);
-      const float s = exp_shifted(xr, m, pr, cols);
-      const float inv = 1.0f / s;
-      for (std::int64_t c = 0; c < cols; ++c) pr[c] *= inv;
-      loss[r] = inside(labels[r], cols) ? -(xr[labels[r]] - m - std::log(s)) : 0.0f;  // outside: raised later
+      softmax_row(logits + r * cols, y + r * cols, cols, false);
+      loss[r] = xent_row(logits + r * cols, labels[r], probs ? probs + r * cols : scratch.data(), cols);
     }
   });
 }
@@ -274,6 +305,7 @@ LOCKSTEP_INSTANTIATE_KERNEL(Floating, reduce_max_backward)
 LOCKSTEP_INSTANTIATE_KERNEL(Floating, softmax)
 LOCKSTEP_INSTANTIATE_KERNEL(Floating, softmax_backward)
 LOCKSTEP_INSTANTIATE_KERNEL(Floating, bias_activation)
+LOCKSTEP_INSTANTIATE_KERNEL(Floating, relu_backward_bias_grad)
 LOCKSTEP_INSTANTIATE_KERNEL(Floating, dropout)
 
 }  // namespace lockstep::backend::cpu

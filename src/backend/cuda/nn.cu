@@ -71,6 +71,26 @@ __global__ void column_finish_kernel(const float* part, F* out, std::int64_t col
   }
 }
 
+// relu_backward_bias_grad: column_partial_kernel's sums (outer 1) of the dx it writes as
+// unary_backward_kernel's kRelu computes it, each element by the thread that adds it.
+template <typename F>
+__global__ void relu_backward_partial_kernel(const F* y, const F* g, F* dx, float* part, std::int64_t rows,
+                                             std::int64_t cols, std::int64_t segs, std::int64_t seg) {
+  using E = Elem<F>;
+  LOCKSTEP_GRID_LOOP(t, cols * segs) {
+    const std::int64_t c = t % cols, s = t / cols;
+    const std::int64_t a0 = s * seg, a1 = a0 + seg < rows ? a0 + seg : rows;
+    float acc = 0.0f;
+    for (std::int64_t a = a0; a < a1; ++a) {
+      const std::int64_t i = a * cols + c;
+      const F d = E::store(E::load(y[i]) > 0.0f ? E::load(g[i]) : 0.0f);
+      dx[i] = d;
+      acc += E::load(d);
+    }
+    part[t] = acc;
+  }
+}
+
 // ---- batch normalisation (float32) ----
 // Per-channel sums as reduce_sum's columns: each thread sums `seg` consecutive rows of one
 // channel (in double), then each channel's partials are added in segment order. part holds
@@ -199,24 +219,30 @@ __global__ void softmax_backward_kernel(const F* y, const F* dy, F* dx, std::int
 }
 
 // ---- cross-entropy (float32) ----
-__global__ void xent_kernel(const float* logits, const std::int64_t* labels, float* loss, float* probs,
+// sparse_softmax_xent (y null) and softmax_sparse_xent (y as softmax_kernel writes it; probs may
+// be null): the sum of the exponentials is softmax_kernel's, term for term.
+__global__ void xent_kernel(const float* logits, const std::int64_t* labels, float* loss, float* probs, float* y,
                             std::int64_t rows, std::int64_t cols) {
   const int lane = threadIdx.x % 32;
   LOCKSTEP_WARP_ROW_LOOP(r, rows) {
     const float* xr = logits + r * cols;
-    float* pr = probs + r * cols;
+    float* pr = probs ? probs + r * cols : nullptr;
+    float* yr = y ? y + r * cols : nullptr;
     float m = -INFINITY;
     for (std::int64_t c = lane; c < cols; c += 32) m = fmaxf(m, xr[c]);
     m = __shfl_sync(0xffffffffu, warp_max(m), 0);
     float s = 0.0f;
     for (std::int64_t c = lane; c < cols; c += 32) {
       const float e = expf(xr[c] - m);
-      pr[c] = e;
+      if (pr) pr[c] = e;
       s += e;
     }
     s = __shfl_sync(0xffffffffu, warp_sum(s), 0);
     const float inv = 1.0f / s;
-    for (std::int64_t c = lane; c < cols; c += 32) pr[c] *= inv;
+    for (std::int64_t c = lane; c < cols; c += 32) {
+      if (pr) pr[c] *= inv;
+      if (yr) yr[c] = expf(xr[c] - m) * inv;
+    }
     if (lane == 0) loss[r] = inside(labels[r], cols) ? -(xr[labels[r]] - m - logf(s)) : 0.0f;  // outside: raised later
   }
 }
@@ -294,6 +320,24 @@ void reduce_sum(ComputeContext& ctx, const void* xv, void* outv, std::int64_t ou
 }
 
 template <typename F>
+void relu_backward_bias_grad(ComputeContext& ctx, const void* y, const void* g, void* dx, void* db, std::int64_t rows,
+                             std::int64_t cols) {
+  if (rows == 0 || cols <= 1) {  // reduce_sum's other paths: the two kernels
+    unary_backward<F>(ctx, UnaryOp::kRelu, y, y, g, dx, rows * cols, 0.0f, 0.0f);
+    reduce_sum<F>(ctx, dx, db, 1, rows, cols, 1.0f);
+    return;
+  }
+  cudaStream_t s = stream(ctx);
+  const std::int64_t segs = column_segments(cols, rows);
+  const std::int64_t seg = (rows + segs - 1) / segs;
+  Scratch part(ctx, static_cast<std::size_t>(cols * segs) * sizeof(float));
+  relu_backward_partial_kernel<F><<<blocks_for(cols * segs), kThreads, 0, s>>>(
+      static_cast<const F*>(y), static_cast<const F*>(g), static_cast<F*>(dx), part.as<float>(), rows, cols, segs, seg);
+  column_finish_kernel<F><<<blocks_for(cols), kThreads, 0, s>>>(part.as<float>(), static_cast<F*>(db), cols, segs, 1.0f);
+  check_launch("relu_backward_bias_grad");
+}
+
+template <typename F>
 void reduce_max(ComputeContext& ctx, const void* x, void* out, std::int64_t* arg, std::int64_t outer,
                 std::int64_t axis, std::int64_t inner) {
   if (outer * inner == 0) return;
@@ -336,8 +380,17 @@ void sparse_softmax_xent(ComputeContext& ctx, const void* logits, const std::int
   if (rows == 0) return;
   xent_kernel<<<row_blocks(rows), kThreads, 0, stream(ctx)>>>(static_cast<const float*>(logits), labels,
                                                              static_cast<float*>(loss), static_cast<float*>(probs),
-                                                             rows, cols);
+                                                             nullptr, rows, cols);
   check_launch("sparse_softmax_xent");
+}
+
+void softmax_sparse_xent(ComputeContext& ctx, const void* logits, const std::int64_t* labels, void* loss, void* probs,
+                         void* y, std::int64_t rows, std::int64_t cols) {
+  if (rows == 0) return;
+  xent_kernel<<<row_blocks(rows), kThreads, 0, stream(ctx)>>>(static_cast<const float*>(logits), labels,
+                                                             static_cast<float*>(loss), static_cast<float*>(probs),
+                                                             static_cast<float*>(y), rows, cols);
+  check_launch("softmax_sparse_xent");
 }
 
 void sparse_softmax_xent_backward(ComputeContext& ctx, const void* probs, const std::int64_t* labels, const void* g,
@@ -477,5 +530,6 @@ LOCKSTEP_INSTANTIATE_KERNEL(Floating, reduce_max_backward)
 LOCKSTEP_INSTANTIATE_KERNEL(Floating, softmax)
 LOCKSTEP_INSTANTIATE_KERNEL(Floating, softmax_backward)
 LOCKSTEP_INSTANTIATE_KERNEL(Floating, dropout)
+LOCKSTEP_INSTANTIATE_KERNEL(Floating, relu_backward_bias_grad)
 
 }  // namespace lockstep::backend::cuda
