@@ -112,37 +112,34 @@ std::int64_t host_label(const void* labels, DType dtype, std::int64_t i) {
 
 Tensor checked_labels(const char* op, const Tensor& labels, std::int64_t classes) {
   check_integer(op, labels, "labels");
-  // Labels the input path copied from the host are checked there, at once (the CPU's kernel on
-  // the same bytes); labels with no host bytes on a device by the device, raised later.
-  std::int64_t inside_below = 0;
-  const std::shared_ptr<const void> host =
-      labels.device().kind == DeviceKind::kCpu ? nullptr : host_copy_of(labels, &inside_below);
-  if (host) {
+  // Labels with host bytes are checked there, at once (the CPU's kernel): the CPU's own, or a
+  // device copy's that the input path kept. Labels with none on a device are checked by the
+  // device, raised later.
+  const bool on_cpu = labels.device().kind == DeviceKind::kCpu;
+  std::int64_t inside_below = 0;  // a kept index constant's: checked once for a limit
+  const std::shared_ptr<const void> kept = host_copy_of(labels, &inside_below);
+  if (!on_cpu && kept) {
     check_context_kind(op, labels);
     // Inside a captured step the check is the replay's to repeat: before each replay, on the
     // labels copied in (StepGraph::refill), the host's check or, for labels with no host bytes,
     // the device's.
     (void)StepGraph::check_before_replay(labels, [op, classes](const Tensor& in) { (void)checked_labels(op, in, classes); });
-    if (inside_below <= 0 || inside_below > classes) {  // else checked once (a kept index constant)
-      const auto& cpu = backend::kernels(DeviceKind::kCpu, labels.dtype());
-      const std::int64_t bad = cpu.first_outside(ctx(), host.get(), labels.numel(), classes);
-      note_host_copy_scanned(labels, classes, bad < 0);
-      if (bad >= 0) throw_outside(op, host_label(host.get(), labels.dtype(), bad), bad, classes);
-    }
-  } else if (labels.numel() > 0 && labels.device().kind != DeviceKind::kCpu) {
-    // No host bytes on a device: checked there into the context's error mark, raised at the host's
-    // next read (raise_marked_errors), so the host does not wait and a captured step repeats it.
-    kern(op, labels, backend::KernelOp::kMarkOutside)
-        .mark_outside(ctx(), labels.raw_data(), labels.numel(), classes, backend::error_site(op),
-                      backend::error_mark(ctx()));
-  } else if (labels.numel() > 0) {  // the CPU's own: at once (none: a replica's empty slice)
-    (void)host_copy_of(labels, &inside_below);  // a kept index constant's: checked once
-    if (inside_below <= 0 || inside_below > classes) {
-      const auto& k = kern(op, labels, backend::KernelOp::kFirstOutside);
-      const std::int64_t bad = k.first_outside(ctx(), labels.raw_data(), labels.numel(), classes);
-      note_host_copy_scanned(labels, classes, bad < 0);
-      if (bad >= 0) throw_outside(op, host_label(labels.raw_data(), labels.dtype(), bad), bad, classes);
-    }
+  }
+  if (!on_cpu && !kept) {
+    // Checked on the device into the context's error mark, raised at the host's next read
+    // (raise_marked_errors), so the host does not wait and a captured step repeats it. None (a
+    // replica's empty slice): nothing to check.
+    if (labels.numel() > 0)
+      kern(op, labels, backend::KernelOp::kMarkOutside)
+          .mark_outside(ctx(), labels.raw_data(), labels.numel(), classes, backend::error_site(op),
+                        backend::error_mark(ctx()));
+  } else if ((!on_cpu || labels.numel() > 0) && (inside_below <= 0 || inside_below > classes)) {
+    const void* bytes = on_cpu ? labels.raw_data() : kept.get();
+    const auto& k = on_cpu ? kern(op, labels, backend::KernelOp::kFirstOutside)
+                           : backend::kernels(DeviceKind::kCpu, labels.dtype());
+    const std::int64_t bad = k.first_outside(ctx(), bytes, labels.numel(), classes);
+    note_host_copy_scanned(labels, classes, bad < 0);
+    if (bad >= 0) throw_outside(op, host_label(bytes, labels.dtype(), bad), bad, classes);
   }
   return labels.dtype() == DType::kI64 ? labels : labels.to(DType::kI64);
 }
