@@ -169,13 +169,11 @@ void copy_to_host(ComputeContext& ctx, void* host, const void* src, std::size_t 
   base_ops()->copy_to_host(ctx, host, src, bytes);
 }
 void copy_from_host(ComputeContext& ctx, void* dst, const void* host, std::size_t bytes) {
-  if (capturing(ctx)) [[unlikely]]
-    refuse(ctx, "a copy of " + std::to_string(bytes) + " bytes from the host to the device");
+  refuse_host_copy_in_capture(ctx, bytes);
   base_ops()->copy_from_host(ctx, dst, host, bytes);
 }
 void copy_from_host_beside(ComputeContext& ctx, void* dst, const void* host, std::size_t bytes, void* after) {
-  if (capturing(ctx)) [[unlikely]]
-    refuse(ctx, "a copy of " + std::to_string(bytes) + " bytes from the host to the device");
+  refuse_host_copy_in_capture(ctx, bytes);
   base_ops()->copy_from_host_beside(ctx, dst, host, bytes, after);
 }
 bool equal_bytes(ComputeContext& ctx, const void* a, const void* b, std::size_t bytes) {
@@ -243,6 +241,11 @@ void check_joined(const Recording& rec) {
 }
 
 }  // namespace
+
+void refuse_host_copy_in_capture(const ComputeContext& ctx, std::size_t bytes) {
+  if (capturing(ctx)) [[unlikely]]
+    refuse(ctx, "a copy of " + std::to_string(bytes) + " bytes from the host to the device");
+}
 
 const KernelTable& kernels(DType dtype) {
   static const KernelTable f32 = recording_table<DType::kF32>();

@@ -24,6 +24,9 @@ const KernelTable& kernels(DType dtype);
 /// `base` (the emulated device's memory work and fences) with device copies, fills and fences
 /// recorded likewise, and the host's copies refused while capturing.
 DeviceOps capturing_ops(const DeviceOps& base);
+/// Refuses (ValueError) a copy of `bytes` from the host to the device while `ctx` is being
+/// captured, as capturing_ops' copies do: for copies outside DeviceOps (staged_copy.hpp).
+void refuse_host_copy_in_capture(const ComputeContext& ctx, std::size_t bytes);
 
 void begin_capture(ComputeContext& ctx);
 std::shared_ptr<void> end_capture(ComputeContext& ctx, bool keep);

@@ -60,16 +60,12 @@ StagingPool& emulated_staging() {
 }
 std::atomic<std::int64_t> g_emulated_staging_copies{0};
 
-StagedHost emulated_acquire(ComputeContext&, std::size_t bytes) {
-  auto lease = emulated_staging().acquire(bytes);
-  if (!lease) return {};
-  auto* held = new StagingPool::Lease(std::move(*lease));
-  return {held->host(), held};
-}
-void emulated_release(StagedHost block) { delete static_cast<StagingPool::Lease*>(block.lease); }
+StagedHost emulated_acquire(ComputeContext&, std::size_t bytes) { return emulated_staging().lend(bytes); }
+void emulated_release(StagedHost block) { StagingPool::reclaim(block); }
 void emulated_copy_staged(ComputeContext& ctx, void* dst, StagedHost block, std::size_t bytes, void* after) {
+  const std::unique_ptr<StagingPool::Lease> lease = StagingPool::reclaim(block);  // back to the pool, thrown or not
+  emulated::refuse_host_copy_in_capture(ctx, bytes);  // as copy_from_host_beside: the block's copy is one too
   if (after) g_emulated_fences.fetch_sub(1, std::memory_order_relaxed);
-  std::unique_ptr<StagingPool::Lease> lease(static_cast<StagingPool::Lease*>(block.lease));
   if (bytes) cpu::device_ops().copy_from_host(ctx, dst, block.host, bytes);
 }
 void emulated_copy_beside(ComputeContext& ctx, void* dst, const void* host, std::size_t bytes, void* after) {

@@ -14,6 +14,8 @@
 #include <optional>
 #include <vector>
 
+#include "backend/staged_copy.hpp"
+
 namespace lockstep::backend {
 
 class StagingPool {
@@ -67,6 +69,16 @@ class StagingPool {
   /// capacity allows (after freeing idle blocks too small to serve); at the capacity, the host
   /// waits for a block of the size in use. None when there is no pinned memory to be had.
   std::optional<Lease> acquire(std::size_t bytes);
+  /// acquire() as a block lent for a staged copy (staged_copy.hpp): the lease held in it, or an
+  /// empty one where none can be lent. reclaim() takes the lease back out (once), to be let go
+  /// after the copy recorded its fence, or at once for a block never copied from.
+  StagedHost lend(std::size_t bytes) {
+    std::optional<Lease> lease = acquire(bytes);
+    if (!lease) return {};
+    auto* held = new Lease(std::move(*lease));
+    return {held->host(), held};
+  }
+  static std::unique_ptr<Lease> reclaim(StagedHost block) { return std::unique_ptr<Lease>(static_cast<Lease*>(block.lease)); }
 
   std::size_t max_block() const { return max_block_; }
   /// Bytes of blocks held, and blocks ever allocated (for tests and reports).

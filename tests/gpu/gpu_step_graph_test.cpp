@@ -12,6 +12,7 @@
 #include "backend/capture.hpp"
 #include "backend/emulated_gpu.hpp"
 #include "lockstep/distribute/strategy.hpp"
+#include "lockstep/tensor/device_upload.hpp"
 #include "lockstep/tensor/step_capture.hpp"
 
 using namespace lockstep;
@@ -84,6 +85,29 @@ TEST(GpuStepGraph, ACopyFromTheHostInsideACaptureIsRefusedAndLaterCopiesArrive) 
   for (std::uint64_t seed : {8, 9}) {  // through the staging blocks, the one refused among them
     const Tensor next = test::random_uniform({3}, seed).to(Device{});
     EXPECT_EQ(next.to(gpu).to_vector<float>(), next.to_vector<float>()) << "seed " << seed;
+  }
+}
+
+// The same for a copy out of a staging block the caller filled (DeviceUpload::stage: how the
+// input path gathers a batch): refused by name, the block given back, later uploads arrive.
+TEST(GpuStepGraph, AStagedCopyFromTheHostInsideACaptureIsRefusedAsAnyOther) {
+  LOCKSTEP_REQUIRE_GPU();
+  const OnGpu0 on;
+  const Tensor host = test::random_uniform({3}, 7).to(Device{});
+  const auto upload = [&](const Tensor& values) {
+    DeviceUpload up({values.shape()}, {values.dtype()});
+    Tensor block = up.stage(0);
+    EXPECT_TRUE(block.defined()) << "a staging block is lent on a GPU";
+    block.copy_from(values);
+    up.start({block});
+    return up.take().front();
+  };
+  (void)upload(host).to_vector<float>();  // warm-up
+  const std::string msg = message_of([&] { StepGraph graph(*on.ctx, [&] { (void)upload(host); }); });
+  EXPECT_TRUE(has(msg, "a copy of 12 bytes from the host to the device inside a graph capture on gpu:0")) << msg;
+  for (std::uint64_t seed : {8, 9}) {
+    const Tensor next = test::random_uniform({3}, seed).to(Device{});
+    EXPECT_EQ(upload(next).to_vector<float>(), next.to_vector<float>()) << "seed " << seed;
   }
 }
 

@@ -171,6 +171,10 @@ std::string bytes_between(std::size_t bytes, const char* direction) {
 }
 }  // namespace
 
+void refuse_host_copy_in_capture(const CudaLane& l, std::size_t bytes) {
+  refuse_in_capture(l.stream, l.device->index, bytes_between(bytes, "from the host to the device"));
+}
+
 void read_back(ComputeContext& ctx, void* host, const void* dev, std::size_t bytes) {
   CudaLane& l = lane(ctx);
   refuse_in_capture(l.stream, l.device->index,
@@ -233,7 +237,7 @@ void copy_to_host(ComputeContext& ctx, void* host, const void* src, std::size_t 
 void copy_from_host(ComputeContext& ctx, void* dst, const void* host, std::size_t bytes) {
   if (!bytes) return;
   CudaLane& l = lane_for(ctx, dst);
-  refuse_in_capture(l.stream, l.device->index, bytes_between(bytes, "from the host to the device"));
+  refuse_host_copy_in_capture(l, bytes);
   copy_host_to_device(*l.device, l.stream, dst, host, bytes);
 }
 
@@ -247,7 +251,7 @@ void* record_fence(ComputeContext& ctx, bool copy_stream) {
 void copy_from_host_beside(ComputeContext& ctx, void* dst, const void* host, std::size_t bytes, void* after) {
   CudaLane& l = lane(ctx);
   // Waiting for a fence of a capture would pull the copy stream into it too.
-  refuse_in_capture(l.stream, l.device->index, bytes_between(bytes, "from the host to the device"));
+  refuse_host_copy_in_capture(l, bytes);
   if (after) {
     // The wait takes the event's state now: the event may go back to the pool at once.
     check(cudaStreamWaitEvent(l.copy_stream, static_cast<cudaEvent_t>(after), 0), "cudaStreamWaitEvent (copy)");

@@ -93,6 +93,9 @@ std::unique_ptr<StagingPool> make_staging_pool(int device);
 /// waits neither for the transfer nor for the work queued before it (only, when every block is
 /// in flight, for the oldest). Without pinned memory it copies directly and waits.
 void copy_host_to_device(CudaDevice& d, cudaStream_t stream, void* dst, const void* host, std::size_t bytes);
+/// Refuses (ValueError, in the emulated GPUs' words) a copy of `bytes` from the host to the device
+/// while lane `l`'s stream is captured: a replay could not repeat it (cuda_context.cpp).
+void refuse_host_copy_in_capture(const CudaLane& l, std::size_t bytes);
 /// An event of the device's pool (DisableTiming) and its return.
 cudaEvent_t take_event(CudaDevice& d);
 void give_event(CudaDevice& d, cudaEvent_t e);

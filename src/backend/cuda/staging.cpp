@@ -89,16 +89,12 @@ namespace {
 // copy, whose fence the copy records.
 using Lease = StagingPool::Lease;
 
-StagedHost acquire_staged(ComputeContext& ctx, std::size_t bytes) {
-  auto lease = lane(ctx).device->staging->acquire(bytes);
-  if (!lease) return {};
-  auto* held = new Lease(std::move(*lease));
-  return {held->host(), held};
-}
+StagedHost acquire_staged(ComputeContext& ctx, std::size_t bytes) { return lane(ctx).device->staging->lend(bytes); }
 
 void copy_staged_beside(ComputeContext& ctx, void* dst, StagedHost block, std::size_t bytes, void* after) {
-  std::unique_ptr<Lease> lease(static_cast<Lease*>(block.lease));  // back to the pool, thrown or not
+  std::unique_ptr<Lease> lease = StagingPool::reclaim(block);  // back to the pool, thrown or not
   CudaLane& l = lane(ctx);
+  refuse_host_copy_in_capture(l, bytes);  // as copy_from_host_beside: the block's copy is one too
   if (after) {  // as copy_from_host_beside (cuda_context.cpp)
     check(cudaStreamWaitEvent(l.copy_stream, static_cast<cudaEvent_t>(after), 0), "cudaStreamWaitEvent (copy)");
     give_event(*l.device, static_cast<cudaEvent_t>(after));
@@ -107,7 +103,7 @@ void copy_staged_beside(ComputeContext& ctx, void* dst, StagedHost block, std::s
   check(cudaEventRecord(static_cast<cudaEvent_t>(lease->fence()), l.copy_stream), "cudaEventRecord (staging)");
 }
 
-void release_staged(StagedHost block) { delete static_cast<Lease*>(block.lease); }
+void release_staged(StagedHost block) { StagingPool::reclaim(block); }
 }  // namespace
 
 const StagedCopyOps& staged_copy_ops() {
