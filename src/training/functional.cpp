@@ -316,7 +316,7 @@ Functional::Functional(const KerasTensors& inputs, const KerasTensors& outputs, 
     }
   }
 
-  // Build every layer in layer order (Sequential's seeds: the model's, mixed with the index),
+  // Build every layer in layer order with its layer_seed (as Sequential builds its layers),
   // on the inputs of its first call; every later call must have the same input shape.
   std::vector<const detail::KerasNode*> first_call(layers_.size(), nullptr);
   for (const auto* n : order) {
@@ -328,13 +328,13 @@ Functional::Functional(const KerasTensors& inputs, const KerasTensors& outputs, 
     auto& l = *layers_[i];
     try {
       if (is_input(n)) {
-        l.build(n->shape, layers::mix_seed(seed_, i + 1));
+        l.build(n->shape, layer_seed(i));
       } else if (auto* merge = dynamic_cast<layers::MergeLayer*>(&l)) {
         std::vector<Shape> shapes = shapes_of(n->inputs);
         if (n->attention_mask) shapes.pop_back();
-        merge->build_merge(shapes, layers::mix_seed(seed_, i + 1));
+        merge->build_merge(shapes, layer_seed(i));
       } else {
-        l.build(n->inputs.front().shape(), layers::mix_seed(seed_, i + 1));
+        l.build(n->inputs.front().shape(), layer_seed(i));
       }
     } catch (const Error& e) {
       throw ValueError("Functional '" + this->name() + "': " + describe(l) + " cannot be built for " +
@@ -494,13 +494,6 @@ void Functional::run_graph(std::span<const Tensor> xs, const layers::CallContext
     if (static_cast<std::size_t>(output_of_[output_nodes_[k]]) != k) outs[k] = outs[output_of_[output_nodes_[k]]];
 }
 
-std::vector<Variable> Functional::variables() const {
-  std::vector<Variable> out;
-  for (const auto& l : layers_)
-    for (const auto& v : l->variables()) out.push_back(v);
-  return out;
-}
-
 std::string Functional::summary() const {
   std::vector<detail::SummaryRow> rows;
   for (std::size_t i = 0; i < layers_.size(); ++i) {
@@ -514,7 +507,7 @@ std::string Functional::summary() const {
       }
     rows.push_back(std::move(row));
   }
-  return detail::summary_table(name(), rows, /*connected=*/true);
+  return detail::summary_table(*this, rows, /*connected=*/true);
 }
 
 }  // namespace lockstep

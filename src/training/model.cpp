@@ -3,6 +3,7 @@
 // step_numbers.cpp's; jit_compile's state is jit_compile.cpp's.
 #include "lockstep/training/model.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <set>
@@ -174,16 +175,35 @@ void Model::check_compiled(const char* what) const {
   LOCKSTEP_CHECK(compiled(), "Model::", what, ": the model must be compiled first (call compile())");
 }
 
+template <typename F>
+void Model::for_each_variable(F&& f) const {
+  // A layer owns its variables alone, so a variable shared is a layer listed twice (a Sequential
+  // given one layer twice; a Functional lists a layer once however often it is called): its
+  // variables are taken where it is listed first. Layers without variables skip the look back.
+  for (auto it = layers_.begin(); it != layers_.end(); ++it) {
+    const auto& vars = (*it)->variables();
+    if (vars.empty() || std::find(layers_.begin(), it, *it) != it) continue;
+    for (const auto& v : vars) f(v);
+  }
+}
+
+std::vector<Variable> Model::variables() const {
+  std::vector<Variable> out;
+  for_each_variable([&](const Variable& v) { out.push_back(v); });
+  return out;
+}
+
 std::vector<Variable> Model::trainable_variables() const {
   std::vector<Variable> out;
-  for (const auto& v : variables())
+  for_each_variable([&](const Variable& v) {
     if (v.trainable()) out.push_back(v);
+  });
   return out;
 }
 
 std::int64_t Model::count_params() const {
   std::int64_t n = 0;
-  for (const auto& v : variables()) n += v.shape().numel();
+  for_each_variable([&](const Variable& v) { n += v.shape().numel(); });
   return n;
 }
 
@@ -283,16 +303,13 @@ void Model::check_components(std::size_t components, const char* what, bool targ
 }
 
 void Model::refresh_step_variables() {
-  // variables() is its layers' variables in order (Sequential's and Functional's): compared, by
-  // identity, with the lists of the last refresh without a vector made.
-  const auto unchanged = [this] {
-    std::size_t i = 0;
-    for (const auto& layer : layers())
-      for (const auto& v : layer->variables())
-        if (i >= step_variables_.size() || !step_variables_[i++].is_same(v)) return false;
-    return i == step_variables_.size();
-  };
-  if (unchanged()) return;
+  // variables(), compared by identity with the list of the last refresh without a vector made.
+  std::size_t i = 0;
+  bool unchanged = true;
+  for_each_variable([&](const Variable& v) {
+    unchanged = unchanged && i < step_variables_.size() && step_variables_[i++].is_same(v);
+  });
+  if (unchanged && i == step_variables_.size()) return;
   step_variables_ = variables();
   step_trainable_.clear();
   for (const auto& v : step_variables_)

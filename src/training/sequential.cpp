@@ -4,7 +4,6 @@
 #include <cstdio>
 #include <map>
 
-#include "lockstep/layers/initializers.hpp"
 #include "training/layer_config.hpp"
 #include "training/summary_table.hpp"
 
@@ -42,7 +41,7 @@ void Sequential::build_layer(std::size_t i) {
                    ") declares input shape ", layers::with_batch_dim(*layer->declared_input_shape()).str(), " but the previous layer '", layers_[i - 1]->name(),
                    "' outputs ", in.str());
   }
-  layer->build(in, layers::mix_seed(seed_, i + 1));
+  layer->build(in, layer_seed(i));
   output_shapes_.push_back(layer->compute_output_shape(in));
   built_ = true;
 }
@@ -85,13 +84,6 @@ Model::Output Sequential::forward(const Tensor& x, const layers::CallContext& ct
   }, ctx.softmax_to_loss);
 }
 
-std::vector<Variable> Sequential::variables() const {
-  std::vector<Variable> out;
-  for (const auto& l : layers_)
-    for (const auto& v : l->variables()) out.push_back(v);
-  return out;
-}
-
 Shape Sequential::input_shape() const {
   LOCKSTEP_CHECK(built_, "Sequential '", name(), "' is not built yet, so it has no input shape");
   return input_shape_;
@@ -107,7 +99,7 @@ std::string Sequential::summary() const {
                          "call build(input_shape)");
   std::vector<detail::SummaryRow> rows;
   for (std::size_t i = 0; i < layers_.size(); ++i) rows.push_back({layers_[i].get(), output_shapes_[i], {}});
-  return detail::summary_table(name(), rows, /*connected=*/false);
+  return detail::summary_table(*this, rows, /*connected=*/false);
 }
 
 }  // namespace lockstep

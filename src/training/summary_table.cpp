@@ -1,7 +1,5 @@
 #include "training/summary_table.hpp"
 
-#include <set>
-
 namespace lockstep::detail {
 
 namespace {
@@ -21,14 +19,12 @@ std::string pad(std::string s, std::size_t width) {
 }
 }  // namespace
 
-std::string summary_table(const std::string& model_name, const std::vector<SummaryRow>& rows, bool connected) {
+std::string summary_table(const Model& model, const std::vector<SummaryRow>& rows, bool connected) {
   const std::size_t width = connected ? 98 : 65;
   const std::string rule(width, '_'), thick(width, '=');
-  std::string s = "Model: \"" + model_name + "\"\n" + rule + "\n";
+  std::string s = "Model: \"" + model.name() + "\"\n" + rule + "\n";
   s += pad(" Layer (type)", 29) + pad("Output Shape", 26) + (connected ? pad("Param #", 12) + "Connected to" : "Param #") +
        "\n" + thick + "\n";
-  std::int64_t total = 0, trainable = 0;
-  std::set<const layers::Layer*> counted;  // a shared layer's weights count once
   for (const auto& row : rows) {
     const auto& l = *row.layer;
     std::string line = pad(" " + l.name() + " (" + l.class_name() + ")", 29) + pad(row.output_shape.str(), 26);
@@ -40,10 +36,10 @@ std::string summary_table(const std::string& model_name, const std::vector<Summa
       for (std::size_t i = 0; i < row.connected_to.size(); ++i)
         s += (i == 0 ? line : std::string(29 + 26 + 12, ' ')) + row.connected_to[i] + "\n";
     }
-    if (!counted.insert(&l).second) continue;
-    total += l.count_params();
-    for (const auto& v : l.trainable_variables()) trainable += v.shape().numel();
   }
+  const std::int64_t total = model.count_params();
+  std::int64_t trainable = 0;
+  for (const auto& v : model.trainable_variables()) trainable += v.shape().numel();
   s += thick + "\n";
   s += "Total params: " + with_commas(total) + "\n";
   s += "Trainable params: " + with_commas(trainable) + "\n";

@@ -4,7 +4,7 @@
 #include <string>
 #include <vector>
 
-#include "lockstep/layers/layer.hpp"
+#include "lockstep/training/model.hpp"
 
 namespace lockstep::detail {
 
@@ -15,8 +15,9 @@ struct SummaryRow {
   std::vector<std::string> connected_to;
 };
 
-/// Keras' table: "Layer (type)", "Output Shape", "Param #" (and "Connected to" when
-/// `connected` is set), then the totals of trainable and non-trainable parameters.
-std::string summary_table(const std::string& model_name, const std::vector<SummaryRow>& rows, bool connected);
+/// Keras' table of `model`: "Layer (type)", "Output Shape", "Param #" (and "Connected to" when
+/// `connected` is set), a line per row, then the totals of the model's trainable and
+/// non-trainable parameters (its variables', a shared layer's counted once).
+std::string summary_table(const Model& model, const std::vector<SummaryRow>& rows, bool connected);
 
 }  // namespace lockstep::detail

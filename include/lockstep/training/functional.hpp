@@ -120,9 +120,9 @@ class Functional final : public Model {
     int index_in_layer = 0;           // Keras' node_index: this call's number among the layer's calls
   };
 
-  /// Keras' model.layers: the InputLayer first, then by depth from the inputs (ties in the order
-  /// Keras' graph walk from the output meets them). Variables follow this order.
-  const std::vector<layers::LayerPtr>& layers() const override { return layers_; }
+  // layers() (Model's), Keras' model.layers: the InputLayer first, then by depth from the inputs
+  // (ties in the order Keras' graph walk from the output meets them), each layer once however
+  // often it is called. Variables follow this order.
   const std::vector<Node>& nodes() const { return nodes_; }
   /// The nodes that call layers()[layer], in execution order: one lookup, so that walks over
   /// every layer's calls (summary, saving) stay linear in the size of the graph.
@@ -139,7 +139,6 @@ class Functional final : public Model {
   Output forward(const Tensor& x, const layers::CallContext& ctx) const override;
   /// Any model: one tensor per input, one Output per output, in the structures' orders.
   std::vector<Output> forward_all(std::span<const Tensor> xs, const layers::CallContext& ctx) const override;
-  std::vector<Variable> variables() const override;
   /// The first input's and the first output's shapes (those of a model of one).
   Shape input_shape() const override { return nodes_.front().output_shape; }
   Shape output_shape() const override { return nodes_[output_node()].output_shape; }
@@ -155,7 +154,6 @@ class Functional final : public Model {
                   const layers::CallContext& ctx, bool logits) const;
   /// Runs the graph on one tensor per input; outs gets one Output per output.
   void run_graph(std::span<const Tensor> xs, const layers::CallContext& ctx, std::span<Output> outs) const;
-  std::vector<layers::LayerPtr> layers_;
   std::vector<Node> nodes_;  // the inputs first
   std::vector<std::size_t> output_nodes_;
   std::vector<int> output_of_;  // per node, the output it is (-1: none)

@@ -194,10 +194,14 @@ class Model {
   /// device would; outside a strategy, a count of the model's training calls.
   Tensor operator()(const Tensor& x, const layers::CallContext& ctx) const;
 
-  virtual std::vector<Variable> variables() const = 0;
-  /// Keras' model.layers: every layer once, in the order of variables().
-  virtual const std::vector<layers::LayerPtr>& layers() const = 0;
+  /// Keras' model.layers, in the model's order (Sequential's and Functional's say which). A
+  /// layer called twice in a Functional is listed once; one given twice to a Sequential, twice.
+  const std::vector<layers::LayerPtr>& layers() const { return layers_; }
+  /// Keras' model.variables: the variables of layers(), in that order, each once (a layer listed
+  /// twice shares its weights: they are the model's once, updated once per step).
+  std::vector<Variable> variables() const;
   std::vector<Variable> trainable_variables() const;
+  /// The elements of variables(): a shared layer's weights count once.
   std::int64_t count_params() const;
 
   const optimizers::OptimizerPtr& optimizer() const { return optimizer_; }
@@ -258,7 +262,11 @@ class Model {
     }
     return out;
   }
+  /// The seed that builds layers()[i]: the model's, mixed with the index, so that a Functional
+  /// and the equivalent Sequential start from the same weights.
+  std::uint64_t layer_seed(std::size_t i) const { return layers::mix_seed(seed_, i + 1); }
   std::uint64_t seed_;
+  std::vector<layers::LayerPtr> layers_;  // layers(): each model class fills it
   Structure inputs_{Structure::Form::kOne, {""}};
   Structure outputs_{Structure::Form::kOne, {""}};
 
@@ -323,6 +331,10 @@ class Model {
   /// one host read for them all. Returns the last step's mean loss; empties `pending`.
   double merge_numbers(detail::PendingNumbers& pending);
   void ensure_mirrored();
+  /// f(v) for each of variables(), in its order, without a vector made: the one walk that says
+  /// which variables a model has (variables() and refresh_step_variables()).
+  template <typename F>
+  void for_each_variable(F&& f) const;
   /// Brings step_variables_ and step_trainable_ up to date with variables() (a layer added or
   /// built since remakes them, and the step functions: a captured step would leave the new
   /// variables out). On the host, between steps; each step reads them without a vector made.

@@ -12,13 +12,13 @@ class Sequential final : public Model {
   explicit Sequential(std::vector<layers::LayerPtr> layers = {}, std::string name = "sequential");
   Sequential(std::initializer_list<layers::LayerPtr> layers) : Sequential(std::vector<layers::LayerPtr>(layers)) {}
 
+  /// Appends a layer: layers() in the order added. A layer added twice shares its weights
+  /// (Keras'): variables() lists them once.
   void add(layers::LayerPtr layer);
-  const std::vector<layers::LayerPtr>& layers() const override { return layers_; }
 
   void build(const Shape& input_shape) override;
   bool built() const override { return built_; }
   Output forward(const Tensor& x, const layers::CallContext& ctx) const override;
-  std::vector<Variable> variables() const override;
 
   Shape input_shape() const override;
   Shape output_shape() const override;
@@ -26,7 +26,6 @@ class Sequential final : public Model {
 
  private:
   void build_layer(std::size_t i);
-  std::vector<layers::LayerPtr> layers_;
   bool built_ = false;
   Shape input_shape_;
   std::vector<Shape> output_shapes_;
