@@ -2,6 +2,7 @@
 
 #include "backend/capture.hpp"
 #include "backend/error_marks.hpp"
+#include "backend/labels.hpp"
 #include "lockstep/tensor/step_capture.hpp"
 #include "tensor/host_copy.hpp"
 #include "tensor/host_reads.hpp"
@@ -97,12 +98,13 @@ void check_integer(const char* op, const Tensor& t, const char* what) {
 }
 
 namespace {
+// Labels of an integer dtype (check_integer), read as the kernels read them.
 std::int64_t host_label(const void* labels, DType dtype, std::int64_t i) {
-  switch (dtype) {
-    case DType::kI32: return static_cast<const std::int32_t*>(labels)[i];
-    case DType::kU8: return static_cast<const std::uint8_t*>(labels)[i];
-    default: return static_cast<const std::int64_t*>(labels)[i];
-  }
+  return backend::visit_dtype(dtype, [&](auto label_type) -> std::int64_t {
+    using L = typename decltype(label_type)::type;
+    if constexpr (std::is_integral_v<L>) return backend::label_index(static_cast<const L*>(labels)[i]);
+    else throw InternalError(std::string("host_label: labels of ") + dtype_name(dtype) + " are not integers");
+  });
 }
 
 [[noreturn]] void throw_outside(const char* op, std::int64_t value, std::int64_t index, std::int64_t classes) {

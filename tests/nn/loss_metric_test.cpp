@@ -6,6 +6,7 @@
 #include <cmath>
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "lockstep/autograd/gradient_tape.hpp"
@@ -75,6 +76,21 @@ TEST(SparseCategoricalCrossentropy, LabelOutOfRangeNamesTheIndex) {
   }
   auto loss = losses::SparseCategoricalCrossentropy();
   EXPECT_THROW((void)per_example(loss, labels({-1, 0}), p), ValueError);
+}
+
+// Labels of every integer dtype are read as their values (uint8's 200 is not -56): the error
+// names the value stored.
+TEST(SparseCategoricalCrossentropy, LabelOutOfRangeNamesItsValueInEveryIntegerDtype) {
+  const Tensor p = mat({0.2f, 0.3f, 0.5f, 0.1f, 0.1f, 0.8f}, 2, 3);
+  auto loss = losses::SparseCategoricalCrossentropy({.from_logits = true});
+  const std::pair<Tensor, std::string> cases[] = {
+      {Tensor::from_vector(std::vector<std::int32_t>{0, -3}, Shape{2}), "label -3"},
+      {Tensor::from_vector(std::vector<std::int64_t>{0, std::int64_t{1} << 40}, Shape{2}), "label 1099511627776"},
+      {Tensor::from_vector(std::vector<std::uint8_t>{0, 200}, Shape{2}), "label 200"}};
+  for (const auto& [y, value] : cases) {
+    const std::string msg = message_of([&] { (void)per_example(loss, y, p); });
+    EXPECT_NE(msg.find(value + " at index 1 is outside [0, 3)"), std::string::npos) << dtype_name(y.dtype()) << ": " << msg;
+  }
 }
 
 TEST(SparseCategoricalCrossentropy, MismatchedBatchNamesBothShapes) {

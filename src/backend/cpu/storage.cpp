@@ -10,6 +10,7 @@
 #include "backend/cpu/combine_block.hpp"
 #include "backend/cpu/cpu_kernels.hpp"
 #include "backend/cpu/half_convert.hpp"
+#include "backend/labels.hpp"
 
 namespace lockstep::backend::cpu {
 
@@ -88,11 +89,8 @@ std::int64_t count_matches(const T* pred, std::int64_t rows, std::int64_t cols, 
     if (label_cols > 1) {
       const L* l = labels + r * label_cols;
       match = arg == first_largest(label_cols, [l](std::int64_t a) { return convert<float>(l[a]); });
-    } else if constexpr (std::is_integral_v<L>) {
-      match = compare_as_float ? static_cast<float>(arg) == convert<float>(labels[r])
-                               : arg == static_cast<std::int64_t>(labels[r]);
     } else {
-      match = static_cast<float>(arg) == convert<float>(labels[r]);
+      match = label_matches(arg, labels[r], convert<float>(labels[r]), compare_as_float);
     }
     matches += match ? 1 : 0;
   }
@@ -112,14 +110,9 @@ void fill(ComputeContext& ctx, void* dstv, std::int64_t n, double value) {
 template <typename T>
 void cast(ComputeContext& ctx, const void* srcv, DType to, void* dst, std::int64_t n) {
   const T* src = static_cast<const T*>(srcv);
-  switch (to) {
-    case DType::kF32: return cast_loop(ctx, src, static_cast<float*>(dst), n);
-    case DType::kF16: return cast_loop(ctx, src, static_cast<Float16*>(dst), n);
-    case DType::kBF16: return cast_loop(ctx, src, static_cast<BFloat16*>(dst), n);
-    case DType::kI32: return cast_loop(ctx, src, static_cast<std::int32_t*>(dst), n);
-    case DType::kI64: return cast_loop(ctx, src, static_cast<std::int64_t*>(dst), n);
-    case DType::kU8: return cast_loop(ctx, src, static_cast<std::uint8_t*>(dst), n);
-  }
+  visit_dtype(to, [&](auto to_type) {
+    cast_loop(ctx, src, static_cast<typename decltype(to_type)::type*>(dst), n);
+  });
 }
 
 template <typename T>
@@ -283,16 +276,10 @@ template <typename T>
 void accuracy_state(ComputeContext&, const void* predv, std::int64_t rows, std::int64_t cols, const void* labels,
                     DType label_dtype, std::int64_t label_cols, bool as_float, float* state) {
   const T* pred = static_cast<const T*>(predv);
-  const auto count = [&](const auto* l) { return count_matches(pred, rows, cols, l, label_cols, as_float); };
-  std::int64_t matches = 0;
-  switch (label_dtype) {
-    case DType::kF32: matches = count(static_cast<const float*>(labels)); break;
-    case DType::kF16: matches = count(static_cast<const Float16*>(labels)); break;
-    case DType::kBF16: matches = count(static_cast<const BFloat16*>(labels)); break;
-    case DType::kI32: matches = count(static_cast<const std::int32_t*>(labels)); break;
-    case DType::kI64: matches = count(static_cast<const std::int64_t*>(labels)); break;
-    case DType::kU8: matches = count(static_cast<const std::uint8_t*>(labels)); break;
-  }
+  const std::int64_t matches = visit_dtype(label_dtype, [&](auto label_type) {
+    using L = typename decltype(label_type)::type;
+    return count_matches(pred, rows, cols, static_cast<const L*>(labels), label_cols, as_float);
+  });
   state[0] = static_cast<float>(matches);
   state[1] = static_cast<float>(rows);
 }
@@ -301,7 +288,7 @@ template <typename T>
 std::int64_t first_outside(ComputeContext&, const void* labelsv, std::int64_t n, std::int64_t limit) {
   const T* l = static_cast<const T*>(labelsv);
   for (std::int64_t i = 0; i < n; ++i) {
-    const auto v = static_cast<std::int64_t>(l[i]);
+    const std::int64_t v = label_index(l[i]);
     if (v < 0 || v >= limit) return i;
   }
   return -1;
@@ -316,7 +303,7 @@ void mark_outside(ComputeContext&, const void* labelsv, std::int64_t n, std::int
   if (set.load(std::memory_order_acquire) != 0) return;
   const T* l = static_cast<const T*>(labelsv);
   for (std::int64_t i = 0; i < n; ++i) {
-    const auto v = static_cast<std::int64_t>(l[i]);
+    const std::int64_t v = label_index(l[i]);
     if (inside(v, limit)) continue;
     mark->index = i;
     mark->value = v;

@@ -7,6 +7,7 @@
 
 #include "backend/cuda/cuda_common.cuh"
 #include "backend/cuda/cuda_kernels.hpp"
+#include "backend/labels.hpp"
 
 namespace lockstep::backend::cuda {
 
@@ -216,11 +217,8 @@ __global__ void accuracy_state_kernel(const T* pred, std::int64_t rows, std::int
       for (std::int64_t a = lane; a < label_cols; a += 32) t = arg_better(t, ArgBest{convert<float>(l[a]), a});
       t = warp_arg_best(t);
       match = b.i == t.i;
-    } else if constexpr (std::is_integral_v<L>) {
-      match = as_float ? static_cast<float>(b.i) == convert<float>(labels[r])
-                       : b.i == static_cast<std::int64_t>(labels[r]);
     } else {
-      match = static_cast<float>(b.i) == convert<float>(labels[r]);
+      match = label_matches(b.i, labels[r], convert<float>(labels[r]), as_float);
     }
     if (lane == 0 && match) ++matches;
   }
@@ -236,7 +234,7 @@ __global__ void accuracy_state_kernel(const T* pred, std::int64_t rows, std::int
 template <typename T>
 __global__ void first_outside_kernel(const T* l, std::int64_t n, std::int64_t limit, unsigned long long* first) {
   LOCKSTEP_GRID_LOOP(i, n) {
-    const auto v = static_cast<std::int64_t>(l[i]);
+    const std::int64_t v = label_index(l[i]);
     if (v < 0 || v >= limit) atomicMin(first, static_cast<unsigned long long>(i));  // min: order-free
   }
 }
@@ -255,7 +253,7 @@ __global__ void mark_outside_kernel(const T* l, std::int64_t n, std::int64_t lim
   if (already) return;  // the block returns as one
   std::int64_t mine = n;
   for (std::int64_t i = threadIdx.x; i < n; i += blockDim.x)
-    if (!inside(static_cast<std::int64_t>(l[i]), limit)) {
+    if (!inside(label_index(l[i]), limit)) {
       mine = i;
       break;
     }
@@ -314,14 +312,7 @@ template <typename T>
 void cast(ComputeContext& ctx, const void* srcv, DType to, void* dst, std::int64_t n) {
   if (n == 0) return;
   const T* src = static_cast<const T*>(srcv);
-  switch (to) {
-    case DType::kF32: return cast_to<T, float>(ctx, src, dst, n);
-    case DType::kF16: return cast_to<T, Float16>(ctx, src, dst, n);
-    case DType::kBF16: return cast_to<T, BFloat16>(ctx, src, dst, n);
-    case DType::kI32: return cast_to<T, std::int32_t>(ctx, src, dst, n);
-    case DType::kI64: return cast_to<T, std::int64_t>(ctx, src, dst, n);
-    case DType::kU8: return cast_to<T, std::uint8_t>(ctx, src, dst, n);
-  }
+  visit_dtype(to, [&](auto to_type) { cast_to<T, typename decltype(to_type)::type>(ctx, src, dst, n); });
 }
 
 template <typename T>
@@ -416,18 +407,11 @@ template <typename T>
 void accuracy_state(ComputeContext& ctx, const void* predv, std::int64_t rows, std::int64_t cols, const void* labels,
                     DType label_dtype, std::int64_t label_cols, bool as_float, float* state) {
   const T* pred = static_cast<const T*>(predv);
-  const auto run = [&](const auto* l) {  // one block: a batch's rows
-    using L = std::remove_cv_t<std::remove_pointer_t<decltype(l)>>;
-    accuracy_state_kernel<T, L><<<1, kThreads, 0, stream(ctx)>>>(pred, rows, cols, l, label_cols, as_float, state);
-  };
-  switch (label_dtype) {
-    case DType::kF32: run(static_cast<const float*>(labels)); break;
-    case DType::kF16: run(static_cast<const Float16*>(labels)); break;
-    case DType::kBF16: run(static_cast<const BFloat16*>(labels)); break;
-    case DType::kI32: run(static_cast<const std::int32_t*>(labels)); break;
-    case DType::kI64: run(static_cast<const std::int64_t*>(labels)); break;
-    case DType::kU8: run(static_cast<const std::uint8_t*>(labels)); break;
-  }
+  visit_dtype(label_dtype, [&](auto label_type) {  // one block: a batch's rows
+    using L = typename decltype(label_type)::type;
+    accuracy_state_kernel<T, L><<<1, kThreads, 0, stream(ctx)>>>(pred, rows, cols, static_cast<const L*>(labels),
+                                                                 label_cols, as_float, state);
+  });
   check_launch("accuracy_state");
 }
 
