@@ -65,13 +65,16 @@ Tensor dense(const Tensor& x, const Tensor& kernel, const Tensor& bias, FusedAct
                    " does not match kernel ", kernel.shape().str());
   }
   const std::int64_t m = x.dim(0), k = x.dim(1), n = kernel.dim(1);
-  const auto& kt = kern("dense", x, backend::KernelOp::kGemm);
+  const bool relu = act == FusedActivation::kRelu;
   Tensor out = Tensor::empty({m, n}, x.dtype());
-  kt.gemm(ctx(), false, false, m, n, k, 1.0f, x.raw_data(), k, kernel.raw_data(), n, 0.0f, out.raw_data(), n);
-  if (bias.defined() || act == FusedActivation::kRelu) {
-    kern("dense", x, backend::KernelOp::kBiasActivation)
-        .bias_activation(ctx(), out.raw_data(), bias.defined() ? bias.raw_data() : nullptr, m, n,
-                         act == FusedActivation::kRelu);
+  if (bias.defined() || relu) {
+    // The product, the bias and the ReLU in one op: a backend adds them in the GEMM's epilogue.
+    kern("dense", x, backend::KernelOp::kGemmBiasActivation)
+        .gemm_bias_activation(ctx(), x.raw_data(), kernel.raw_data(), bias.defined() ? bias.raw_data() : nullptr,
+                              out.raw_data(), m, n, k, relu);
+  } else {
+    kern("dense", x, backend::KernelOp::kGemm)
+        .gemm(ctx(), false, false, m, n, k, 1.0f, x.raw_data(), k, kernel.raw_data(), n, 0.0f, out.raw_data(), n);
   }
   if (detail::recording({&x, &kernel, &bias})) {
     OpRecord r;

@@ -86,8 +86,8 @@ Row batch_matmul_row(bool ta, bool tb, std::int64_t batch, const Mkn& c) {
 
 Row dense_row(bool bias, bool relu, const Mkn& c) {
   const std::string key = std::string("dense") + (bias ? "_bias" : "") + (relu ? "_relu" : "");
-  std::vector<Need> needs{{KernelOp::kGemm, {}}};
-  if (bias || relu) needs.push_back({KernelOp::kBiasActivation, {}});
+  // A bias or a ReLU: one op (gemm_bias_activation; on CUDA cuBLASLt's epilogue), else the GEMM.
+  const std::vector<Need> needs{{bias || relu ? KernelOp::kGemmBiasActivation : KernelOp::kGemm, {}}};
   std::vector<InputSpec> inputs{{{c.m, c.k}, uniform(-1, 1), {}}, {{c.k, c.n}, uniform(-1, 1), {}}};
   if (bias) inputs.push_back({{c.n}, uniform(-1, 1), {}});
   return make_row(

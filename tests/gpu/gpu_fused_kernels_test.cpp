@@ -4,11 +4,13 @@
 // accuracy's batch state in one kernel (accuracy_state) against argmax, compare, cast and sum;
 // dropout's mask and product in one kernel against the mask then binary's multiply; a softmax
 // output's softmax and its sparse cross-entropy in one kernel against the two; a Dense layer's
-// ReLU backward and bias gradient in one op against unary_grad then sum.
+// ReLU backward and bias gradient in one op against unary_grad then sum; a Dense layer's product,
+// bias and ReLU in one op (cuBLASLt's epilogue) against matmul, add and relu.
 #include <string>
 #include <vector>
 
 #include "common/accuracy_cases.hpp"
+#include "common/dense_epilogue_cases.hpp"
 #include "common/dropout_cases.hpp"
 #include "common/relu_bias_grad_cases.hpp"
 #include "common/softmax_xent_cases.hpp"
@@ -54,4 +56,13 @@ TEST(GpuFusedKernels, ReluBiasGradGivesTheBitsOfTheReluGradientThenTheSum) {
   LOCKSTEP_REQUIRE_GPU();
   const OnGpu0 on;
   test::expect_relu_bias_grad_as_composed(on.gpu);
+}
+
+// A Dense layer's product, bias and ReLU in one op, on the GPU: on emulated GPUs the bits of the
+// three ops; on CUDA (the bias and ReLU in cuBLASLt's epilogue, 16-bit outputs rounded once where
+// the ops round twice) within rounding of them.
+TEST(GpuFusedKernels, DenseEpilogueGivesTheProductThenTheBiasThenTheRelu) {
+  LOCKSTEP_REQUIRE_GPU();
+  const OnGpu0 on;
+  test::expect_dense_epilogue_as_composed(on.gpu, backend::device_kind(DeviceKind::kCuda).emulated());
 }

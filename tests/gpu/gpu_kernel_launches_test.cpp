@@ -143,6 +143,9 @@ TEST(GpuKernelLaunches, TheFlagshipsCapturedTrainStepRunsTheSameKernelsEachStep)
   // The hidden Dense layer's ReLU backward and bias gradient: one op.
   EXPECT_EQ(step["relu_backward_bias_grad"], 1u) << list;
   EXPECT_EQ(step["unary_backward"], 0u) << list;
+  // Each Dense layer's product with its bias (and the hidden one's ReLU): one op, cuBLASLt's
+  // epilogue on CUDA; the GEMMs left are the backward's.
+  EXPECT_EQ(step["gemm_bias_activation"], 2u) << list;
   std::printf("flagship, batch 64: %llu kernels per captured train step: %s\n",
               static_cast<unsigned long long>(per_step), list.c_str());
 }

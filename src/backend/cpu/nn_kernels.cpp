@@ -168,6 +168,8 @@ void relu_backward_bias_grad(ComputeContext& ctx, const void* y, const void* g, 
   reduce_sum<F>(ctx, dx, db, 1, rows, cols, 1.0f);
 }
 
+namespace {
+// y[r, c] += bias[c], then relu when `relu`; bias may be null (gemm_bias_activation's second half).
 template <typename F>
 void bias_activation(ComputeContext& ctx, void* yv, const void* biasv, std::int64_t rows, std::int64_t cols,
                      bool relu) {
@@ -186,6 +188,15 @@ void bias_activation(ComputeContext& ctx, void* yv, const void* biasv, std::int6
       }
     }
   });
+}
+}  // namespace
+
+// The CPU's launches cost nothing and its GEMM has no epilogue: the two kernels, one after the other.
+template <typename F>
+void gemm_bias_activation(ComputeContext& ctx, const void* x, const void* w, const void* bias, void* y, std::int64_t m,
+                          std::int64_t n, std::int64_t k, bool relu) {
+  gemm<F>(ctx, false, false, m, n, k, 1.0f, x, k, w, n, 0.0f, y, n);
+  bias_activation<F>(ctx, y, bias, m, n, relu);
 }
 
 namespace {
@@ -304,7 +315,7 @@ LOCKSTEP_INSTANTIATE_KERNEL(Floating, reduce_max)
 LOCKSTEP_INSTANTIATE_KERNEL(Floating, reduce_max_backward)
 LOCKSTEP_INSTANTIATE_KERNEL(Floating, softmax)
 LOCKSTEP_INSTANTIATE_KERNEL(Floating, softmax_backward)
-LOCKSTEP_INSTANTIATE_KERNEL(Floating, bias_activation)
+LOCKSTEP_INSTANTIATE_KERNEL(Floating, gemm_bias_activation)
 LOCKSTEP_INSTANTIATE_KERNEL(Floating, relu_backward_bias_grad)
 LOCKSTEP_INSTANTIATE_KERNEL(Floating, dropout)
 

@@ -37,11 +37,12 @@ bool tf32_allowed();
 struct GemmKey {
   bool ta, tb;
   std::int64_t m, n, k, lda, ldb, ldc;
-  int dtype;
+  int dtype;  // with the operands' alignments (gemm.cu)
   bool beta_zero;
+  int epilogue;  // 0: a plain GEMM; else the bias / ReLU its epilogue adds (gemm_bias_activation, gemm.cu)
   bool operator<(const GemmKey& o) const {
-    return std::tie(ta, tb, m, n, k, lda, ldb, ldc, dtype, beta_zero) <
-           std::tie(o.ta, o.tb, o.m, o.n, o.k, o.lda, o.ldb, o.ldc, o.dtype, o.beta_zero);
+    return std::tie(ta, tb, m, n, k, lda, ldb, ldc, dtype, beta_zero, epilogue) <
+           std::tie(o.ta, o.tb, o.m, o.n, o.k, o.lda, o.ldb, o.ldc, o.dtype, o.beta_zero, o.epilogue);
   }
 };
 struct GemmPlan;  // gemm.cu

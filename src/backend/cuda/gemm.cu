@@ -2,10 +2,32 @@
 // 10 mantissa bits, far outside float32's parity tolerance), float16 and bfloat16 with float32
 // accumulation and one rounding of the result (as the CPU's widening GEMM). Row-major C =
 // op(A) op(B) is the column-major C^T = op(B)^T op(A)^T: B and A swap places, nothing moves.
-// A plan (descriptors and the heuristic's algorithm) is made once per shape and kept.
+// A plan (descriptors and the heuristic's algorithm) is made once per shape and kept; the
+// heuristic is asked in gemm_tries.hpp's order, so a shape it has no algorithm for under the
+// first preferences gets the next (and a Dense layer's bias / ReLU the plain GEMM, then
+// bias_activation) before an error names what was tried.
+//
+// gemm_bias_activation: Dense's bias and ReLU in the GEMM's epilogue (CUBLASLT_EPILOGUE_BIAS,
+// _RELU, _RELU_BIAS), one kernel where gemm then bias_activation were two.
+//   * Which bias: cuBLASLt's bias vector has the length of D's rows and is added to each of D's
+//     columns, D column-major. Our D is C^T, column-major n x m (see above): its rows are our C's
+//     columns, so its bias vector is our per-column bias [n], element i added to D(i, j) = C[j, i].
+//   * Bits: the epilogue adds the bias to the float32 result of the product (alpha = 1, beta = 0:
+//     no C read), then the ReLU, then rounds once to the output type. For float32 that is what
+//     gemm's float32 store then bias_activation's float32 add compute; for float16 / bfloat16 the
+//     unfused path rounds twice (the product to 16 bits, then the sum), the epilogue once, so the
+//     two may differ by an ulp of the output, within the CPU parity's tolerance. The algorithm the
+//     heuristic picks for the fused product may also sum k in another order than the plain one's.
+//     jit_compile on or off runs this same kernel, so their bits agree.
+//   * ReLU of NaN: cuBLASLt's max(x, 0), as bias_activation's CUDA kernel (NaN > 0 is false) gives
+//     0; the CPU's std::max keeps NaN (a difference the unfused CUDA path had already).
+
+#include <memory>
+#include <string>
 
 #include "backend/cuda/cuda_common.cuh"
 #include "backend/cuda/cuda_kernels.hpp"
+#include "backend/cuda/gemm_tries.hpp"
 
 namespace lockstep::backend::cuda {
 
@@ -13,6 +35,12 @@ struct GemmPlan {
   cublasLtMatmulDesc_t op = nullptr;
   cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
   cublasLtMatmulAlgo_t algo{};
+  // The bias / ReLU is in the product's epilogue; false for a plain GEMM (gemm_bias_activation
+  // then runs bias_activation after it).
+  bool epilogue = false;
+  // The epilogue's bias pointer is an attribute of `op`, set before each product: held from the
+  // set to the queued product, since a plan serves every lane of the device.
+  std::mutex bias_mu;
 };
 
 namespace {
@@ -38,62 +66,161 @@ std::uint32_t alignment(const void* p) {
   while (a > 1 && (v % a) != 0) a >>= 1;
   return a;
 }
+int log2_of(std::uint32_t a) { return static_cast<int>(__builtin_ctz(a)); }
 
+// The operands' alignments in bytes (gemm's a, b, c and the epilogue's bias): a plan asks for them.
+struct Aligns {
+  std::uint32_t a, b, c, bias;
+};
+
+// GemmKey::epilogue: which of the bias and the ReLU the product's epilogue adds (0: a plain GEMM),
+// with the bias's alignment, which the plan's algorithm was chosen for.
+constexpr int kKeyBias = 1, kKeyRelu = 2;
+
+void destroy(GemmPlan* p) {
+  if (p->c) cublasLtMatrixLayoutDestroy(p->c);
+  if (p->b) cublasLtMatrixLayoutDestroy(p->b);
+  if (p->a) cublasLtMatrixLayoutDestroy(p->a);
+  if (p->op) cublasLtMatmulDescDestroy(p->op);
+  delete p;
+}
+struct PlanDelete {
+  void operator()(GemmPlan* p) const { destroy(p); }
+};
+using PlanPtr = std::unique_ptr<GemmPlan, PlanDelete>;
+struct PrefDelete {
+  void operator()(cublasLtMatmulPreferenceOpaque_t* p) const { cublasLtMatmulPreferenceDestroy(p); }
+};
+
+template <typename V>
+void set_desc(cublasLtMatmulDesc_t op, cublasLtMatmulDescAttributes_t attr, const V& v) {
+  check(cublasLtMatmulDescSetAttribute(op, attr, &v, sizeof v), "cublasLtMatmulDescSetAttribute");
+}
+template <typename V>
+void set_pref(cublasLtMatmulPreference_t pref, cublasLtMatmulPreferenceAttributes_t attr, const V& v) {
+  check(cublasLtMatmulPreferenceSetAttribute(pref, attr, &v, sizeof v), "cublasLtMatmulPreferenceSetAttribute");
+}
+
+// The descriptors of `key` under try `t` (gemm_tries.hpp) and the heuristic's algorithm for them;
+// null when the heuristic has none (its status in *status).
 template <typename F>
-GemmPlan* make_plan(CudaLane& d, const GemmKey& key, std::uint32_t align_a, std::uint32_t align_b,
-                    std::uint32_t align_c) {
+PlanPtr try_plan(CudaLane& d, const GemmKey& key, const Aligns& al, const GemmTry& t, const void* bias, bool relu,
+                 cublasStatus_t* status) {
   const cudaDataType_t dt = data_type<F>();
   const cublasComputeType_t compute =
       std::is_same_v<F, float> && tf32_allowed() ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
-  auto* p = new GemmPlan;
+  PlanPtr p(new GemmPlan);
   check(cublasLtMatmulDescCreate(&p->op, compute, CUDA_R_32F), "cublasLtMatmulDescCreate");
   // Column-major: the first operand is our B, the second our A.
   const cublasOperation_t op_first = key.tb ? CUBLAS_OP_T : CUBLAS_OP_N;
   const cublasOperation_t op_second = key.ta ? CUBLAS_OP_T : CUBLAS_OP_N;
-  check(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSA, &op_first, sizeof op_first),
-        "cublasLtMatmulDescSetAttribute");
-  check(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSB, &op_second, sizeof op_second),
-        "cublasLtMatmulDescSetAttribute");
+  set_desc(p->op, CUBLASLT_MATMUL_DESC_TRANSA, op_first);
+  set_desc(p->op, CUBLASLT_MATMUL_DESC_TRANSB, op_second);
+  if (t.epilogue) {
+    // D's rows are our columns (the file's header): the bias [n] is cuBLASLt's per-row vector.
+    const std::uint32_t epilogue = !bias ? CUBLASLT_EPILOGUE_RELU
+                                   : relu ? CUBLASLT_EPILOGUE_RELU_BIAS
+                                          : CUBLASLT_EPILOGUE_BIAS;
+    set_desc(p->op, CUBLASLT_MATMUL_DESC_EPILOGUE, epilogue);
+    if (bias) {
+      set_desc(p->op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, static_cast<std::int32_t>(dt));  // the output's
+      set_desc(p->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, bias);  // this call's; reset by each product
+    }
+    p->epilogue = true;
+  }
   const auto u = [](std::int64_t v) { return static_cast<std::uint64_t>(v); };
   check(cublasLtMatrixLayoutCreate(&p->a, dt, key.tb ? u(key.k) : u(key.n), key.tb ? u(key.n) : u(key.k), key.ldb),
         "cublasLtMatrixLayoutCreate");
   check(cublasLtMatrixLayoutCreate(&p->b, dt, key.ta ? u(key.m) : u(key.k), key.ta ? u(key.k) : u(key.m), key.lda),
         "cublasLtMatrixLayoutCreate");
   check(cublasLtMatrixLayoutCreate(&p->c, dt, u(key.n), u(key.m), key.ldc), "cublasLtMatrixLayoutCreate");
-  cublasLtMatmulPreference_t pref = nullptr;
-  check(cublasLtMatmulPreferenceCreate(&pref), "cublasLtMatmulPreferenceCreate");
-  const std::uint64_t ws = d.workspace_bytes;
-  check(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws),
-        "cublasLtMatmulPreferenceSetAttribute");
-  // Split-K only with partial sums kept in float32 (the compute type), added in a separate pass: the
-  // default also allows adding them in the output type (in the workspace, or in place in the
-  // output), which for float16 / bfloat16 rounds every partial sum (seen on an H200: 2-4 float16
-  // ulps off a 12x150 by 150x700 product, beyond the CPU's one rounding).
-  const std::uint32_t reductions = CUBLASLT_REDUCTION_SCHEME_NONE | CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
-  check(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &reductions,
-                                             sizeof reductions),
-        "cublasLtMatmulPreferenceSetAttribute");
-  // The first operand is our B: its alignment is align_b.
-  check(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &align_b, sizeof align_b),
-        "cublasLtMatmulPreferenceSetAttribute");
-  check(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &align_a, sizeof align_a),
-        "cublasLtMatmulPreferenceSetAttribute");
-  check(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &align_c, sizeof align_c),
-        "cublasLtMatmulPreferenceSetAttribute");
-  check(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &align_c, sizeof align_c),
-        "cublasLtMatmulPreferenceSetAttribute");
+  cublasLtMatmulPreference_t raw = nullptr;
+  check(cublasLtMatmulPreferenceCreate(&raw), "cublasLtMatmulPreferenceCreate");
+  const std::unique_ptr<cublasLtMatmulPreferenceOpaque_t, PrefDelete> pref(raw);
+  set_pref(raw, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, static_cast<std::uint64_t>(d.workspace_bytes));
+  // Split-K first only with partial sums kept in float32 (the compute type), added in a separate
+  // pass: the default also allows adding them in the output type (in the workspace, or in place in
+  // the output), which for float16 / bfloat16 rounds every partial sum (seen on an H200: 2-4
+  // float16 ulps off a 12x150 by 150x700 product, beyond the CPU's one rounding). float32's later
+  // tries allow every scheme (gemm_tries.hpp).
+  const std::uint32_t reductions = t.any_reduction
+                                       ? static_cast<std::uint32_t>(CUBLASLT_REDUCTION_SCHEME_MASK)
+                                       : CUBLASLT_REDUCTION_SCHEME_NONE | CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
+  set_pref(raw, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, reductions);
+  // The first operand is our B: its alignment is al.b.
+  set_pref(raw, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, al.b);
+  set_pref(raw, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, al.a);
+  set_pref(raw, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, al.c);
+  set_pref(raw, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, al.c);
   cublasLtMatmulHeuristicResult_t result{};
   int found = 0;
-  const cublasStatus_t st =
-      cublasLtMatmulAlgoGetHeuristic(d.lt, p->op, p->a, p->b, p->c, p->c, pref, 1, &result, &found);
-  cublasLtMatmulPreferenceDestroy(pref);
-  if (st != CUBLAS_STATUS_SUCCESS || found == 0) {
-    throw InternalError("cuBLASLt has no GEMM algorithm for m=" + std::to_string(key.m) + " n=" +
-                        std::to_string(key.n) + " k=" + std::to_string(key.k) + " (status " +
-                        std::to_string(static_cast<int>(st)) + ")");
-  }
+  *status = cublasLtMatmulAlgoGetHeuristic(d.lt, p->op, p->a, p->b, p->c, p->c, raw, 1, &result, &found);
+  if (*status != CUBLAS_STATUS_SUCCESS || found == 0) return nullptr;
   p->algo = result.algo;
   return p;
+}
+
+template <typename F>
+std::string describe(const GemmKey& key, const Aligns& al) {
+  std::string s = "m=" + std::to_string(key.m) + " n=" + std::to_string(key.n) + " k=" + std::to_string(key.k) +
+                  " (" + dtype_name(dtype_of_v<F>) + ", A" + (key.ta ? "^T" : "") + " lda=" + std::to_string(key.lda) +
+                  ", B" + (key.tb ? "^T" : "") + " ldb=" + std::to_string(key.ldb) + ", ldc=" +
+                  std::to_string(key.ldc) + "; alignments A " + std::to_string(al.a) + ", B " + std::to_string(al.b) +
+                  ", C " + std::to_string(al.c);
+  if (key.epilogue & kKeyBias) s += ", bias " + std::to_string(al.bias);
+  return s + " bytes)";
+}
+
+// The plan of the first try the heuristic has an algorithm for; InternalError naming the GEMM
+// and every try when there is none.
+template <typename F>
+GemmPlan* make_plan(CudaLane& d, const GemmKey& key, const Aligns& al, const void* bias, bool relu) {
+  cublasStatus_t status = CUBLAS_STATUS_SUCCESS;
+  std::string tried;
+  for (const GemmTry& t : gemm_tries(dtype_of_v<F>, key.epilogue != 0)) {
+    if (PlanPtr p = try_plan<F>(d, key, al, t, bias, relu, &status)) return p.release();
+    tried += (tried.empty() ? "" : "; ") + gemm_try_str(t);
+  }
+  throw InternalError("cuBLASLt has no GEMM algorithm for " + describe<F>(key, al) + "; tried: " + tried +
+                      " (last status " + std::to_string(static_cast<int>(status)) + ")");
+}
+
+// The kept plan of a product (made on first use), keyed by its shape, dtype, the operands'
+// alignments and its epilogue.
+template <typename F>
+GemmPlan* plan_for(CudaLane& d, bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k, std::int64_t lda,
+                   std::int64_t ldb, std::int64_t ldc, bool beta_zero, const Aligns& al, const void* bias, bool relu) {
+  const int epilogue = (bias ? kKeyBias : 0) | (relu ? kKeyRelu : 0);
+  GemmKey key{ta,
+              tb,
+              m,
+              n,
+              k,
+              lda,
+              ldb,
+              ldc,
+              (static_cast<int>(data_type<F>()) << 24) | (log2_of(al.a) << 16) | (log2_of(al.b) << 8) | log2_of(al.c),
+              beta_zero,
+              epilogue ? epilogue | (log2_of(al.bias) << 8) : 0};
+  const std::lock_guard<std::mutex> lock(d.device->plans_mu);
+  auto& plans = d.device->plans;
+  auto it = plans.find(key);
+  if (it == plans.end()) it = plans.emplace(key, make_plan<F>(d, key, al, bias, relu)).first;
+  return it->second;
+}
+
+// Queues the product of `plan` on the lane (with this call's bias when its epilogue adds one).
+void run(CudaLane& d, GemmPlan& plan, float alpha, const void* a, const void* b, float beta, void* c,
+         const void* bias) {
+  const std::lock_guard<std::mutex> queue(d.gemm_mu);
+  std::unique_lock<std::mutex> bias_lock;
+  if (plan.epilogue && bias) {
+    bias_lock = std::unique_lock<std::mutex>(plan.bias_mu);
+    set_desc(plan.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, bias);
+  }
+  check(cublasLtMatmul(d.lt, plan.op, &alpha, b, plan.a, a, plan.b, &beta, c, plan.c, c, plan.c, &plan.algo,
+                       d.workspace, d.workspace_bytes, d.stream),
+        "cublasLtMatmul");
 }
 }  // namespace
 
@@ -107,25 +234,28 @@ void gemm(ComputeContext& ctx, bool ta, bool tb, std::int64_t m, std::int64_t n,
     check_launch("gemm (k = 0)");
     return;
   }
-  const std::uint32_t al_a = alignment(a), al_b = alignment(b), al_c = alignment(c);
-  // A plan asks for its operands' alignments: one per (dtype, alignment of each operand).
-  const auto lg = [](std::uint32_t a) { return static_cast<int>(__builtin_ctz(a)); };
-  GemmKey key{ta, tb, m, n, k, lda, ldb, ldc,
-              (static_cast<int>(data_type<F>()) << 24) | (lg(al_a) << 16) | (lg(al_b) << 8) | lg(al_c), beta == 0.0f};
-  GemmPlan* plan = nullptr;
-  {
-    std::lock_guard<std::mutex> lock(d.device->plans_mu);
-    auto& plans = d.device->plans;
-    auto it = plans.find(key);
-    if (it == plans.end()) it = plans.emplace(key, make_plan<F>(d, key, al_a, al_b, al_c)).first;
-    plan = it->second;
+  const Aligns al{alignment(a), alignment(b), alignment(c), 256};
+  GemmPlan* plan = plan_for<F>(d, ta, tb, m, n, k, lda, ldb, ldc, beta == 0.0f, al, nullptr, false);
+  run(d, *plan, alpha, a, b, beta, c, nullptr);
+}
+
+template <typename F>
+void gemm_bias_activation(ComputeContext& ctx, const void* x, const void* w, const void* bias, void* y, std::int64_t m,
+                          std::int64_t n, std::int64_t k, bool relu) {
+  if (m == 0 || n == 0) return;
+  if (k == 0 || (!bias && !relu)) {  // zeros (scale_kernel), or no epilogue: the two kernels
+    gemm<F>(ctx, false, false, m, n, k, 1.0f, x, k, w, n, 0.0f, y, n);
+    bias_activation<F>(ctx, y, bias, m, n, relu);
+    return;
   }
-  const std::lock_guard<std::mutex> queue(d.gemm_mu);
-  check(cublasLtMatmul(d.lt, plan->op, &alpha, b, plan->a, a, plan->b, &beta, c, plan->c, c, plan->c, &plan->algo,
-                       d.workspace, d.workspace_bytes, d.stream),
-        "cublasLtMatmul");
+  CudaLane& d = lane(ctx);
+  const Aligns al{alignment(x), alignment(w), alignment(y), bias ? alignment(bias) : 256u};
+  GemmPlan* plan = plan_for<F>(d, false, false, m, n, k, k, n, n, true, al, bias, relu);
+  run(d, *plan, 1.0f, x, w, 0.0f, y, bias);
+  if (!plan->epilogue) bias_activation<F>(ctx, y, bias, m, n, relu);  // no fused algorithm (gemm_tries.hpp)
 }
 
 LOCKSTEP_INSTANTIATE_KERNEL(Floating, gemm)
+LOCKSTEP_INSTANTIATE_KERNEL(Floating, gemm_bias_activation)
 
 }  // namespace lockstep::backend::cuda
