@@ -19,6 +19,7 @@ std::int64_t emulated_staging_copies();
 struct EmulatedReplays {
   std::int64_t graphs = 0;
   std::int64_t lanes = 0;
+  std::int64_t work = 0;
 };
 EmulatedReplays emulated_replays();
 

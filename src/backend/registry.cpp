@@ -192,12 +192,12 @@ std::int64_t emulated_staging_copies() { return g_emulated_staging_copies.load(s
 const DeviceKindBackend& device_kind(DeviceKind kind) {
   switch (kind) {
     case DeviceKind::kCpu: {
-      static const CpuKind cpu;
-      return cpu;
+      static const auto* cpu = new CpuKind;
+      return *cpu;
     }
     case DeviceKind::kCuda: {
-      static const GpuKind gpu;
-      return gpu;
+      static const auto* gpu = new GpuKind;
+      return *gpu;
     }
   }
   throw InternalError("unknown device kind");
