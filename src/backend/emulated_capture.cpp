@@ -301,8 +301,15 @@ void check_joined(const Recording& rec) {
 }  // namespace
 
 void refuse_host_copy_in_capture(const ComputeContext& ctx, std::size_t bytes) {
-  if (capturing(ctx)) [[unlikely]]
-    refuse(ctx, "a copy of " + std::to_string(bytes) + " bytes from the host to the device");
+  if (const Where at = capturing(ctx)) [[unlikely]]
+    refuse(ctx, "a copy of " + std::to_string(bytes) + " bytes from the host to the device", at.foreign);
+}
+
+bool recorded(const ComputeContext& ctx) {
+  if (g_captures.load(std::memory_order_acquire) == 0) [[likely]]
+    return false;
+  std::lock_guard<std::mutex> lock(g_mu);
+  return g_lanes.contains(&ctx);
 }
 
 const KernelTable& kernels(DType dtype) {

@@ -31,6 +31,9 @@ DeviceOps capturing_ops(const DeviceOps& base);
 /// captured, as capturing_ops' copies do: for copies outside DeviceOps (staged_copy.hpp).
 void refuse_host_copy_in_capture(const ComputeContext& ctx, std::size_t bytes);
 
+/// Whether `ctx` is a lane of a capture under way: its work is recorded, to run at replays.
+bool recorded(const ComputeContext& ctx);
+
 void begin_capture(ComputeContext& ctx);
 std::shared_ptr<void> end_capture(ComputeContext& ctx, bool keep);
 void replay(ComputeContext& ctx, void* graph);

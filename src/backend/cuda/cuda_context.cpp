@@ -165,6 +165,25 @@ CudaLane& lane(ComputeContext& ctx) {
 
 void* stream_of(ComputeContext& ctx) { return stream(ctx); }
 
+bool wait_for_queue(ComputeContext& ctx) {
+  auto* l = static_cast<CudaLane*>(ctx.native());
+  if (!l) return true;
+  // A captured stream's work does not run until a replay, and a synchronisation would invalidate
+  // the capture: no wait there. Nor where CUDA fails (a fault, the runtime unloading at exit).
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  bool done = cudaSetDevice(l->device->index) == cudaSuccess &&
+              cudaStreamIsCapturing(l->stream, &status) == cudaSuccess && status == cudaStreamCaptureStatusNone;
+  if (done) {
+    // In relaxed mode, as the allocator's cudaMalloc: the thread may be capturing another stream.
+    cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+    const bool relaxed = cudaThreadExchangeStreamCaptureMode(&mode) == cudaSuccess;
+    done = cudaStreamSynchronize(l->stream) == cudaSuccess;
+    if (relaxed) (void)cudaThreadExchangeStreamCaptureMode(&mode);
+  }
+  if (!done) (void)cudaGetLastError();
+  return done;
+}
+
 std::unique_ptr<ComputeContext> make_context(Device dev, const ContextOptions& options) {
   CudaLane& l = lane_state(dev.index, 0);
   auto alloc = std::make_shared<CudaCachingAllocator>(CudaMemory{dev.index, dev.str() + " (" + l.device->name + ")"},
