@@ -20,9 +20,10 @@ const char* kernel_capture_refusal(DeviceKind kind, KernelOp op);
 bool kernel_returns_to_host(KernelOp op);
 
 /// Captures the work queued on `ctx` between begin_capture and end_capture (on one thread) into
-/// a graph, replayed by replay_graph on ctx's queue; only on a device kind whose capture_refusal
-/// is empty (else ValueError naming the device and why). Another context of the device joins the
-/// capture by waiting for a fence recorded on `ctx` inside it (DeviceOps::record_fence, then
+/// a graph, replayed by replay_graph on ctx's queue; work another thread queues on a captured
+/// queue meanwhile (through ctx, or another context of the device sharing its queue) is refused
+/// (ValueError), never recorded; only on a device kind whose capture_refusal is empty (else
+/// ValueError naming the device and why). Another context of the device joins the capture by waiting for a fence recorded on `ctx` inside it (DeviceOps::record_fence, then
 /// wait_fence: CUDA's fork of a capture into another stream), and must be joined back before it
 /// ends: a fence recorded after its last work, waited for on `ctx`. end_capture(ctx, false)
 /// discards the capture (the captured work failed) and returns null.

@@ -35,6 +35,10 @@ class DeviceKindBackend {
   /// The native queue (a cudaStream_t, as void*) `ctx` computes on, for collectives that enqueue
   /// on the device (NCCL); null where work runs in order on the host.
   virtual void* stream(ComputeContext& /*ctx*/) const { return nullptr; }
+  /// Waits on the host until the work queued on `ctx` so far is done, and says so; never throws.
+  /// False where it cannot (the queue is being captured into a graph, the device failed or is gone
+  /// at exit): that work may run later. True at once where work runs as it is called.
+  virtual bool wait_for_queue(ComputeContext& /*ctx*/) const { return true; }
   /// Why the kind's devices cannot capture a step into a graph and replay it (jit_compile);
   /// empty where they can.
   virtual std::string capture_refusal() const { return "the device cannot capture a step"; }

@@ -38,6 +38,7 @@ struct Recording {
   std::vector<Lane> lanes;
   int fences = 0;
   std::thread::id thread;  // the thread that began it, which ends it (as CUDA's capture modes ask)
+  int stream = 0;          // the queue of lane 0's context (use_stream)
   std::vector<std::unique_ptr<char>> marks;  // the fences handed out: their addresses are their names
 
   void add(int lane, Item item) {
@@ -50,29 +51,70 @@ struct Recording {
 // fence handed out belongs to which capture. Looked up only while a capture is under way.
 struct Where {
   Recording* rec = nullptr;
-  int index = -1;  // the lane, or the fence
+  int index = -1;  // the lane (-1: a context that shares the captured queue), or the fence
+  // The thread whose work the lane records: the one that began the capture (lane 0) or joined the
+  // lane to it. Another thread's work there is `foreign`, refused (refuse).
+  std::thread::id thread;
+  bool foreign = false;
   explicit operator bool() const { return rec != nullptr; }
 };
 std::mutex g_mu;
 std::atomic<int> g_captures{0};
 std::unordered_map<const ComputeContext*, Where> g_lanes;
 std::unordered_map<const void*, Where> g_fences;
+std::vector<Recording*> g_recordings;  // the captures under way
+// The queue of each context that use_stream moved off stream 0, which every other context of its
+// device shares (as CUDA's contexts of a GPU share its stream 0).
+std::unordered_map<const ComputeContext*, int> g_streams;
 
-std::atomic<std::int64_t> g_replays{0}, g_replayed_lanes{0};
+std::atomic<std::int64_t> g_replays{0}, g_replayed_lanes{0}, g_replayed_work{0};
+
+int stream_locked(const ComputeContext& ctx) {
+  const auto it = g_streams.find(&ctx);
+  return it == g_streams.end() ? 0 : it->second;
+}
+
+// Under g_mu: the lane `ctx` records into, or a capture of the queue `ctx` shares, begun by
+// another thread (foreign: CUDA would record this thread's work into that graph); none where
+// `ctx`'s work runs now. A context of the capture's queue on the capture's own thread runs its
+// work now (CUDA would record it: one thread captures through one context).
+Where where_locked(const ComputeContext& ctx) {
+  const std::thread::id me = std::this_thread::get_id();
+  if (const auto it = g_lanes.find(&ctx); it != g_lanes.end()) {
+    Where at = it->second;
+    at.foreign = at.thread != me;
+    return at;
+  }
+  if (ctx.device().kind == DeviceKind::kCpu || g_recordings.empty()) return {};
+  const int stream = stream_locked(ctx);
+  for (Recording* rec : g_recordings)
+    if (rec->thread != me && rec->lanes[0].ctx->device() == ctx.device() && rec->stream == stream)
+      return {.rec = rec, .thread = rec->thread, .foreign = true};
+  return {};
+}
 
 Where capturing(const ComputeContext& ctx) {
   if (g_captures.load(std::memory_order_acquire) == 0) [[likely]]
     return {};
   std::lock_guard<std::mutex> lock(g_mu);
-  const auto it = g_lanes.find(&ctx);
-  return it == g_lanes.end() ? Where{} : it->second;
+  return where_locked(ctx);
 }
 
 std::string lane_name(const ComputeContext& ctx, int lane) {
   return lane == 0 ? ctx.device().str() : ctx.device().str() + " (lane " + std::to_string(lane) + " of the capture)";
 }
 
-[[noreturn]] void refuse(const ComputeContext& ctx, const std::string& what) {
+// Work queued on a captured queue by a thread other than the capture's (`foreign`) is refused
+// whatever it is: CUDA records what any thread queues on a stream being captured, so that work
+// would not run now but at each replay. Refused as the CUDA backend refuses it (cuda_context.cpp:
+// lane), before CUDA would see it.
+[[noreturn]] void refuse(const ComputeContext& ctx, const std::string& what, bool foreign = false) {
+  if (foreign)
+    throw ValueError(what + " queued by a thread other than the capture's inside a graph capture on " +
+                     ctx.device().str() +
+                     ": it would be recorded into that capture's graph instead of running now (a capture records what "
+                     "any thread queues on its stream, which every context of the device shares); queue it before the "
+                     "capture begins or after it ends");
   throw ValueError(what + " inside a graph capture on " + ctx.device().str() +
                    ": a replay could not repeat it (CUDA's stream capture fails there too)");
 }
@@ -113,6 +155,7 @@ struct Recorded<D, Member, Op, R (*)(ComputeContext&, A...)> {
   static R call(ComputeContext& ctx, A... a) {
     const auto kernel = cpu::table(D).*Member;
     if (const Where at = capturing(ctx)) [[unlikely]] {
+      if (at.foreign) refuse(ctx, std::string("the kernel ") + kernel_op_name(Op), true);
       if constexpr (Signature<R (*)(ComputeContext&, A...)>::returns_value) {
         refuse(ctx, std::string("the kernel ") + kernel_op_name(Op) + ", which returns its result to the host");
       } else {
@@ -151,6 +194,7 @@ DeviceOps*& base_ops() {
 
 void copy(ComputeContext& ctx, void* dst, const void* src, std::size_t bytes) {
   if (const Where at = capturing(ctx)) [[unlikely]] {
+    if (at.foreign) refuse(ctx, "a copy of " + std::to_string(bytes) + " bytes on the device", true);
     at.rec->add(at.index, {.work = [&ctx, dst, src, bytes] { base_ops()->copy(ctx, dst, src, bytes); }});
     return;
   }
@@ -158,14 +202,15 @@ void copy(ComputeContext& ctx, void* dst, const void* src, std::size_t bytes) {
 }
 void zero(ComputeContext& ctx, void* dst, std::size_t bytes) {
   if (const Where at = capturing(ctx)) [[unlikely]] {
+    if (at.foreign) refuse(ctx, "a fill of " + std::to_string(bytes) + " bytes with zeros", true);
     at.rec->add(at.index, {.work = [&ctx, dst, bytes] { base_ops()->zero(ctx, dst, bytes); }});
     return;
   }
   base_ops()->zero(ctx, dst, bytes);
 }
 void copy_to_host(ComputeContext& ctx, void* host, const void* src, std::size_t bytes) {
-  if (capturing(ctx)) [[unlikely]]
-    refuse(ctx, "a copy of " + std::to_string(bytes) + " bytes from the device to the host");
+  if (const Where at = capturing(ctx)) [[unlikely]]
+    refuse(ctx, "a copy of " + std::to_string(bytes) + " bytes from the device to the host", at.foreign);
   base_ops()->copy_to_host(ctx, host, src, bytes);
 }
 void copy_from_host(ComputeContext& ctx, void* dst, const void* host, std::size_t bytes) {
@@ -177,7 +222,8 @@ void copy_from_host_beside(ComputeContext& ctx, void* dst, const void* host, std
   base_ops()->copy_from_host_beside(ctx, dst, host, bytes, after);
 }
 bool equal_bytes(ComputeContext& ctx, const void* a, const void* b, std::size_t bytes) {
-  if (capturing(ctx)) [[unlikely]] refuse(ctx, "a comparison of two tensors' bytes read on the host");
+  if (const Where at = capturing(ctx)) [[unlikely]]
+    refuse(ctx, "a comparison of two tensors' bytes read on the host", at.foreign);
   return base_ops()->equal_bytes(ctx, a, b, bytes);
 }
 
@@ -188,6 +234,7 @@ void* record_fence(ComputeContext& ctx, bool copy_stream) {
   const Where at = copy_stream ? Where{} : capturing(ctx);
   if (!at) [[likely]]
     return outside;
+  if (at.foreign) refuse(ctx, "a fence", true);
   std::lock_guard<std::mutex> lock(g_mu);
   std::lock_guard<std::mutex> rec_lock(at.rec->mu);
   const int id = at.rec->fences++;
@@ -205,6 +252,7 @@ void wait_fence(ComputeContext& ctx, void* fence) {
   if (g_captures.load(std::memory_order_acquire) == 0) [[likely]]
     return;
   std::lock_guard<std::mutex> lock(g_mu);
+  if (where_locked(ctx).foreign) refuse(ctx, "a wait for a fence", true);
   const auto f = g_fences.find(fence);
   const auto l = g_lanes.find(&ctx);
   if (f == g_fences.end()) {
@@ -221,9 +269,19 @@ void wait_fence(ComputeContext& ctx, void* fence) {
   if (lane < 0) {
     lane = static_cast<int>(rec->lanes.size());
     rec->lanes.push_back({.ctx = &ctx});
-    g_lanes[&ctx] = {rec, lane};
+    g_lanes[&ctx] = {.rec = rec, .index = lane, .thread = std::this_thread::get_id()};
   }
   rec->lanes[static_cast<std::size_t>(lane)].items.push_back({.wait = f->second.index});
+}
+
+// Where the context's queue is, for where_locked: stream 0 by default.
+void use_stream(ComputeContext& ctx, int stream) {
+  {
+    std::lock_guard<std::mutex> lock(g_mu);
+    if (stream == 0) g_streams.erase(&ctx);
+    else g_streams[&ctx] = stream;
+  }
+  base_ops()->use_stream(ctx, stream);
 }
 
 // A lane other than 0 is joined when its last item is a fence lane 0 waits for.
@@ -243,8 +301,15 @@ void check_joined(const Recording& rec) {
 }  // namespace
 
 void refuse_host_copy_in_capture(const ComputeContext& ctx, std::size_t bytes) {
-  if (capturing(ctx)) [[unlikely]]
-    refuse(ctx, "a copy of " + std::to_string(bytes) + " bytes from the host to the device");
+  if (const Where at = capturing(ctx)) [[unlikely]]
+    refuse(ctx, "a copy of " + std::to_string(bytes) + " bytes from the host to the device", at.foreign);
+}
+
+bool recorded(const ComputeContext& ctx) {
+  if (g_captures.load(std::memory_order_acquire) == 0) [[likely]]
+    return false;
+  std::lock_guard<std::mutex> lock(g_mu);
+  return g_lanes.contains(&ctx);
 }
 
 const KernelTable& kernels(DType dtype) {
@@ -278,6 +343,7 @@ DeviceOps capturing_ops(const DeviceOps& base) {
   o.equal_bytes = equal_bytes;
   o.record_fence = record_fence;
   o.wait_fence = wait_fence;
+  o.use_stream = use_stream;
   return o;
 }
 
@@ -288,7 +354,9 @@ void begin_capture(ComputeContext& ctx) {
   auto* rec = new Recording;
   rec->lanes.push_back({.ctx = &ctx});
   rec->thread = std::this_thread::get_id();
-  g_lanes[&ctx] = {rec, 0};
+  rec->stream = stream_locked(ctx);
+  g_lanes[&ctx] = {.rec = rec, .index = 0, .thread = rec->thread};
+  g_recordings.push_back(rec);
   g_captures.fetch_add(1, std::memory_order_acq_rel);
 }
 
@@ -302,6 +370,7 @@ std::shared_ptr<void> end_capture(ComputeContext& ctx, bool keep) {
     rec.reset(it->second.rec);
     for (const auto& lane : rec->lanes) g_lanes.erase(lane.ctx);
     for (const auto& mark : rec->marks) g_fences.erase(mark.get());
+    std::erase(g_recordings, rec.get());
     g_captures.fetch_sub(1, std::memory_order_acq_rel);
   }
   if (!keep) return nullptr;
@@ -314,6 +383,7 @@ void replay(ComputeContext&, void* graph) {
   const std::size_t n = rec.lanes.size();
   std::vector<std::size_t> next(n, 0);
   std::vector<char> passed(static_cast<std::size_t>(rec.fences), 0);
+  std::int64_t work = 0;
   for (std::size_t done = 0; done < n;) {
     bool moved = false;
     done = 0;
@@ -324,7 +394,10 @@ void replay(ComputeContext&, void* graph) {
         const Recording::Item& item = items[i];
         if (item.wait >= 0 && !passed[static_cast<std::size_t>(item.wait)]) break;
         if (item.record >= 0) passed[static_cast<std::size_t>(item.record)] = 1;
-        if (item.work) item.work();
+        if (item.work) {
+          item.work();
+          ++work;
+        }
       }
       done += i == items.size() ? 1 : 0;
     }
@@ -334,12 +407,14 @@ void replay(ComputeContext&, void* graph) {
   }
   g_replays.fetch_add(1, std::memory_order_relaxed);
   g_replayed_lanes.fetch_add(static_cast<std::int64_t>(n), std::memory_order_relaxed);
+  g_replayed_work.fetch_add(work, std::memory_order_relaxed);
 }
 
 }  // namespace lockstep::backend::emulated
 
 namespace lockstep::backend {
 EmulatedReplays emulated_replays() {
-  return {emulated::g_replays.load(std::memory_order_relaxed), emulated::g_replayed_lanes.load(std::memory_order_relaxed)};
+  return {emulated::g_replays.load(std::memory_order_relaxed), emulated::g_replayed_lanes.load(std::memory_order_relaxed),
+          emulated::g_replayed_work.load(std::memory_order_relaxed)};
 }
 }  // namespace lockstep::backend

@@ -1,10 +1,13 @@
 #pragma once
 // Graph capture on emulated GPUs (LOCKSTEP_EMULATED_GPUS): what CUDA's stream capture does, on
 // host memory with the CPU's kernels, so that CI tests everything of jit_compile but the CUDA
-// calls. As in CUDA, a capture belongs to contexts (streams), not threads: while a context is
-// being captured, the kernels and device copies queued on it, by any thread, are recorded (each a
-// closure holding its arguments by value, descriptors and host arrays of pointers copied, and the
-// CPU kernel) instead of run. Other contexts join a capture as CUDA's streams do: by waiting for
+// calls. As in CUDA, a capture belongs to contexts (streams): while a context is being captured,
+// the kernels and device copies queued on it are recorded (each a closure holding its arguments by
+// value, descriptors and host arrays of pointers copied, and the CPU kernel) instead of run. Each
+// lane records one thread's work (the one that began the capture, or joined the lane to it); work
+// another thread queues on it, or on another context of the device sharing the captured queue
+// (stream 0 unless use_stream moved it, as CUDA's contexts of a GPU share its stream 0), is refused
+// by name, as the CUDA backend refuses it, rather than recorded into the graph. Other contexts join a capture as CUDA's streams do: by waiting for
 // a fence recorded inside it (a fork); the capturing context ends it once it waited for a fence
 // each joined context recorded after its last work (a join). A replay runs every context's
 // recording in an order its fences allow, the last context first, so that a fence the capture
@@ -27,6 +30,9 @@ DeviceOps capturing_ops(const DeviceOps& base);
 /// Refuses (ValueError) a copy of `bytes` from the host to the device while `ctx` is being
 /// captured, as capturing_ops' copies do: for copies outside DeviceOps (staged_copy.hpp).
 void refuse_host_copy_in_capture(const ComputeContext& ctx, std::size_t bytes);
+
+/// Whether `ctx` is a lane of a capture under way: its work is recorded, to run at replays.
+bool recorded(const ComputeContext& ctx);
 
 void begin_capture(ComputeContext& ctx);
 std::shared_ptr<void> end_capture(ComputeContext& ctx, bool keep);

@@ -14,11 +14,18 @@ std::int64_t emulated_fences_pending();
 /// the work from the caller's memory (none for a block the caller filled: staged_copy.hpp).
 std::int64_t emulated_staging_copies();
 
-/// Graphs replayed on emulated GPUs since the process started, and the contexts (lanes) those
-/// replays ran the recorded work of, summed: a graph of 4 logical replicas' step adds 1 and 4.
+/// Waits for a context's queue on emulated GPUs (DeviceKindBackend::wait_for_queue), which have
+/// nothing in flight: where the host must wait for a context's work (its error mark going back,
+/// error_marks.hpp), each wait shows here.
+std::int64_t emulated_queue_waits();
+
+/// Graphs replayed on emulated GPUs since the process started, the contexts (lanes) those replays
+/// ran the recorded work of, and that work (kernels, device copies and fills), each summed: a
+/// graph of 4 logical replicas' step adds 1, 4 and every kernel of the 4 lanes.
 struct EmulatedReplays {
   std::int64_t graphs = 0;
   std::int64_t lanes = 0;
+  std::int64_t work = 0;
 };
 EmulatedReplays emulated_replays();
 

@@ -18,9 +18,10 @@ namespace lockstep::backend {
 
 namespace {
 struct Slot {
-  const ComputeContext* owner = nullptr;  // null: free for another context of `kind`
+  const ComputeContext* owner = nullptr;  // null: free for another context of `kind`, unless retired
   DeviceKind kind = DeviceKind::kCpu;
   ErrorMark* mark = nullptr;  // never freed: a graph captured with it may write it until it dies
+  bool retired = false;       // its last owner's work may still write it: never handed out again
 };
 std::mutex g_mu;
 // Never destroyed (nor the marks they point to): a graph captured with a mark may write it until
@@ -76,7 +77,7 @@ ErrorMark* error_mark(ComputeContext& ctx) {
   std::lock_guard<std::mutex> lock(g_mu);
   Slot* spare = nullptr;
   for (Slot& s : g_slots)
-    if (!s.owner && s.kind == ctx.device().kind && !spare) spare = &s;
+    if (!s.owner && !s.retired && s.kind == ctx.device().kind && !spare) spare = &s;
   if (!spare) spare = &g_slots.emplace_back(Slot{nullptr, ctx.device().kind, new_mark(ctx.device().kind)});
   spare->owner = &ctx;
   g_owned.fetch_add(1, std::memory_order_relaxed);
@@ -117,11 +118,18 @@ std::optional<TakenMarks> take_error_marks(const ComputeContext& reader) {
   return taken;
 }
 
-void release_error_mark(const ComputeContext& ctx) {
+void release_error_mark(ComputeContext& ctx) {
   if (!ctx.error_mark()) return;
+  // Before the lock: the wait may be long, and other contexts take and read their marks meanwhile.
+  bool done = false;
+  try {
+    done = device_kind(ctx.device().kind).wait_for_queue(ctx);
+  } catch (...) {  // a destructor's call: the slot is retired instead
+  }
   std::lock_guard<std::mutex> lock(g_mu);
   for (Slot& s : g_slots) {
     if (s.owner != &ctx) continue;
+    s.retired = !done;
     if (set_of(s.mark).load(std::memory_order_acquire) != 0) {
       const ErrorMark& m = *s.mark;
       std::fprintf(stderr, "WARNING: a context of %s was destroyed with an error no read raised: %s\n",

@@ -43,8 +43,12 @@ struct TakenMarks {
 };
 std::optional<TakenMarks> take_error_marks(const ComputeContext& reader);
 
-/// `ctx` is being destroyed: its mark, cleared, goes back for another context. A mark still set
-/// (a check whose error no read raised) is written to stderr, never lost, never thrown.
-void release_error_mark(const ComputeContext& ctx);
+/// `ctx` is being destroyed: its mark, cleared, goes back for another context once the work queued
+/// on `ctx` is done (the host waits for it: DeviceKindBackend::wait_for_queue), so that a check
+/// still running never sets the mark of the context that takes it next. Where the host cannot wait
+/// (the queue is being captured, the device failed or is gone), the mark is never handed out
+/// again. A mark still set after the wait (a check whose error no read raised) is written to
+/// stderr, never lost, never thrown.
+void release_error_mark(ComputeContext& ctx);
 
 }  // namespace lockstep::backend

@@ -59,6 +59,7 @@ StagingPool& emulated_staging() {
   return *pool;  // leaked, as a GPU's is
 }
 std::atomic<std::int64_t> g_emulated_staging_copies{0};
+std::atomic<std::int64_t> g_emulated_queue_waits{0};  // emulated_queue_waits
 
 StagedHost emulated_acquire(ComputeContext&, std::size_t bytes) { return emulated_staging().lend(bytes); }
 void emulated_release(StagedHost block) { StagingPool::reclaim(block); }
@@ -148,6 +149,13 @@ class GpuKind final : public DeviceKindBackend {
   void* stream(ComputeContext& ctx) const override {
     return real() && ctx.device().kind == DeviceKind::kCuda ? cuda_loader::api().stream_of(ctx) : nullptr;
   }
+  bool wait_for_queue(ComputeContext& ctx) const override {
+    if (emulated()) {  // its work is done when queued, unless a capture records it
+      g_emulated_queue_waits.fetch_add(1, std::memory_order_relaxed);
+      return !emulated::recorded(ctx);
+    }
+    return !real() || ctx.device().kind != DeviceKind::kCuda || cuda_loader::api().wait_for_queue(ctx);
+  }
   const KernelTable& kernels(DType dtype) const override {
     if (emulated()) return emulated::kernels(dtype);
     return real() ? cuda_loader::api().table(dtype) : kNoKernels;
@@ -187,17 +195,19 @@ class GpuKind final : public DeviceKindBackend {
 
 std::int64_t emulated_fences_pending() { return g_emulated_fences.load(std::memory_order_relaxed); }
 std::int64_t emulated_staging_copies() { return g_emulated_staging_copies.load(std::memory_order_relaxed); }
+std::int64_t emulated_queue_waits() { return g_emulated_queue_waits.load(std::memory_order_relaxed); }
 
-// The registry: a device kind's row. A new kind is a backend folder and a row here.
+// The registry: a device kind's row. A new kind is a backend folder and a row here. The rows are
+// leaked: a context destroyed during exit still asks its row to wait for its queue (error_marks.cpp).
 const DeviceKindBackend& device_kind(DeviceKind kind) {
   switch (kind) {
     case DeviceKind::kCpu: {
-      static const CpuKind cpu;
-      return cpu;
+      static const auto* cpu = new CpuKind;
+      return *cpu;
     }
     case DeviceKind::kCuda: {
-      static const GpuKind gpu;
-      return gpu;
+      static const auto* gpu = new GpuKind;
+      return *gpu;
     }
   }
   throw InternalError("unknown device kind");

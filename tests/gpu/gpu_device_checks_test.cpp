@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "gpu_test_util.hpp"
+#include "backend/capture.hpp"
 #include "backend/emulated_gpu.hpp"
 #include "backend/error_marks.hpp"
 #include "lockstep/tensor/device_constant.hpp"
@@ -268,6 +269,64 @@ TEST(GpuDeviceChecks, AContextDestroyedWithASetMarkWritesItsErrorAndNoOtherReadR
       << logged;
   const OnGpu0 other;
   EXPECT_EQ(message_of([&] { (void)Tensor::ones({1}).to_vector<float>(); }), "");
+}
+
+// A context's mark goes back for another context only once the host waited for the work queued on
+// it: a check still running would otherwise set the mark of the context that takes it next, which
+// would raise an error not its own. Emulated GPUs, whose work is done when queued, count the waits;
+// a context that never made a mark waits for nothing.
+TEST(GpuDeviceChecks, AContextsMarkGoesBackOnceTheHostWaitedForItsWork) {
+  LOCKSTEP_REQUIRE_GPU();
+  if (!backend::device_kind(DeviceKind::kCuda).emulated()) GTEST_SKIP() << "counted on emulated GPUs";
+  const Device gpu = Device::parse("gpu:0");
+  const std::int64_t before = backend::emulated_queue_waits();
+  backend::ErrorMark* mark = nullptr;
+  {
+    const auto ctx = make_compute_context(gpu);
+    mark = backend::error_mark(*ctx);
+  }
+  EXPECT_EQ(backend::emulated_queue_waits() - before, 1);
+  (void)make_compute_context(gpu);
+  EXPECT_EQ(backend::emulated_queue_waits() - before, 1) << "no mark, no wait";
+  std::vector<std::shared_ptr<ComputeContext>> next;
+  bool reused = false;
+  for (int i = 0; i < 64 && !reused; ++i) {
+    next.push_back(make_compute_context(gpu));
+    reused = backend::error_mark(*next.back()) == mark;
+  }
+  EXPECT_TRUE(reused) << "a mark whose work is done is handed out again";
+}
+
+// Where the host cannot wait for a destroyed context's work (its queue is recorded by a capture:
+// the work runs at the graph's replays), its mark is never handed out again: a late write into it,
+// as that work would make, reaches no other context's read.
+TEST(GpuDeviceChecks, AMarkWhoseWorkTheHostCannotWaitForIsNeverHandedOutAgain) {
+  LOCKSTEP_REQUIRE_GPU();
+  if (!backend::device_kind(DeviceKind::kCuda).emulated()) GTEST_SKIP() << "a second context's queue: emulated lanes";
+  const OnGpu0 on;
+  const backend::DeviceOps& ops = backend::device_ops(DeviceKind::kCuda);
+  backend::ErrorMark* old = nullptr;
+  backend::begin_capture(*on.ctx);
+  {
+    const auto joined = make_compute_context(on.gpu);
+    old = backend::error_mark(*joined);
+    ops.wait_fence(*joined, ops.record_fence(*on.ctx, false));  // the fork: its queue is recorded
+  }
+  (void)backend::end_capture(*on.ctx, false);
+  std::vector<std::shared_ptr<ComputeContext>> next(32);
+  for (auto& ctx : next) {
+    ctx = make_compute_context(on.gpu);
+    EXPECT_NE(backend::error_mark(*ctx), old);
+  }
+  old->value = 9;
+  old->limit = 2;
+  old->site = backend::error_site("a late check");
+  old->set = 1;
+  for (auto& ctx : next) {
+    const ComputeScope scope(*ctx);
+    EXPECT_EQ(message_of([] { (void)Tensor::ones({1}).to_vector<float>(); }), "");
+  }
+  EXPECT_EQ(message_of([] { (void)Tensor::ones({1}).to_vector<float>(); }), "");
 }
 
 // A kept index constant (device_constant keeps its host bytes) is range-checked on the host once

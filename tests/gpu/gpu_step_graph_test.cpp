@@ -5,6 +5,7 @@
 #include <chrono>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "common/random_data.hpp"
@@ -154,6 +155,56 @@ TEST(GpuStepGraph, EmulatedGpusKeepTheHostArraysOfPointersAKernelIsHanded) {
   a.copy_from(Tensor::from_vector(std::vector<float>{5, 6, 7, 8}, {4}).to(on.gpu));
   graph.replay();
   EXPECT_EQ(out.to_vector<float>(), (std::vector<float>{15, 26, 37, 48}));
+}
+
+// Work another thread queues on a GPU while a capture records it is refused by name, whether that
+// thread computes on the capturing context or on a context of its own on the GPU: CUDA records
+// what any thread queues on the stream being captured, which every context of a GPU shares, so
+// that work would not run now but at each replay. The capture goes on; its replays run the
+// capturing thread's work alone (as many kernels as a capture without the other thread) and give
+// the eager bits; once the capture ended, the other thread's work runs.
+TEST(GpuStepGraph, AnotherThreadsWorkOnTheCapturedGpuIsRefusedAndTheReplayIsTheCapturingThreads) {
+  LOCKSTEP_REQUIRE_GPU();
+  const OnGpu0 on;
+  const Device& gpu = on.gpu;
+  const auto other = make_compute_context(gpu);
+  const Tensor a = test::random_uniform({16, 16}, 1).to(gpu), b = test::random_uniform({16, 16}, 2).to(gpu);
+  (void)work(a, b).to_vector<float>();  // warm-up: the caches hold the blocks
+  const auto from_another_thread = [&](ComputeContext& ctx) {
+    std::string msg = "did not run";
+    std::thread t([&] {
+      const ComputeScope scope(ctx);
+      msg = message_of([&] { (void)add(a, b).to_vector<float>(); });
+    });
+    t.join();
+    return msg;
+  };
+  EXPECT_EQ(from_another_thread(*other), "");  // warm-up of its own cache
+  Tensor alone_out, out;
+  std::string on_capturing, on_own;
+  StepGraph alone(*on.ctx, [&] { alone_out = work(a, b); });
+  StepGraph graph(*on.ctx, [&] {
+    const Tensor mm = matmul(a, b);
+    on_capturing = from_another_thread(*on.ctx);
+    on_own = from_another_thread(*other);
+    out = relu(add(mm, a));
+  });
+  for (const std::string& msg : {on_capturing, on_own})
+    EXPECT_TRUE(has(msg, "queued by a thread other than the capture's inside a graph capture on gpu:0")) << msg;
+  const backend::EmulatedReplays before = backend::emulated_replays();
+  alone.replay();
+  const backend::EmulatedReplays between = backend::emulated_replays();
+  graph.replay();
+  const backend::EmulatedReplays after = backend::emulated_replays();
+  if (emulated()) {
+    EXPECT_GT(between.work - before.work, 0);
+    EXPECT_EQ(after.work - between.work, between.work - before.work) << "kernels a replay runs";
+  }
+  const std::vector<float> want = work(a, b).to_vector<float>();
+  EXPECT_EQ(out.to_vector<float>(), want);
+  EXPECT_EQ(alone_out.to_vector<float>(), want);
+  EXPECT_EQ(from_another_thread(*on.ctx), "");
+  EXPECT_EQ(from_another_thread(*other), "");
 }
 
 // Two logical replicas of gpu:0, each on its thread, capture one graph: replica 0 begins it, the

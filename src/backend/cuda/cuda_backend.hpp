@@ -33,6 +33,9 @@ std::string runtime_summary();
 std::optional<double> utilization_percent(int index);
 /// The cudaStream_t a CUDA context computes on (as void*, for NCCL).
 void* stream_of(ComputeContext& ctx);
+/// DeviceKindBackend::wait_for_queue: synchronises ctx's stream unless it is captured; never throws
+/// (cuda_context.cpp).
+bool wait_for_queue(ComputeContext& ctx);
 /// Why work on this process's CUDA devices cannot be captured into a CUDA graph and replayed
 /// (jit_compile); empty where it can (graph.cpp).
 std::string capture_refusal();
@@ -47,7 +50,7 @@ void replay(ComputeContext& ctx, void* graph);
 /// The functions above, as the plugin hands them to the loader. `abi` and `size` guard against a
 /// plugin of another lockstep: a change here bumps kAbi.
 struct BackendApi {
-  static constexpr int kAbi = 4;  // 3: DeviceOps::alloc_host_mapped; 4: staged_copy_ops
+  static constexpr int kAbi = 5;  // 3: DeviceOps::alloc_host_mapped; 4: staged_copy_ops; 5: wait_for_queue
   int abi = kAbi;
   std::size_t size = sizeof(BackendApi);
   int (*device_count)() = nullptr;
@@ -63,6 +66,7 @@ struct BackendApi {
   std::shared_ptr<void> (*end_capture)(ComputeContext&, bool) = nullptr;
   void (*replay)(ComputeContext&, void*) = nullptr;
   const StagedCopyOps& (*staged_copy_ops)() = nullptr;
+  bool (*wait_for_queue)(ComputeContext&) = nullptr;
 };
 /// The plugin's file and its entry point's name (extern "C": a BackendApi*).
 inline constexpr const char* kPluginFile = "liblockstep_cuda.so";

@@ -9,6 +9,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 
 #include "backend/cuda/cuda_allocator.hpp"
 #include "backend/cuda/cuda_backend.hpp"
@@ -135,15 +136,53 @@ CudaLane& lane_state(int index, int k) {
   return *slot;
 }
 
+namespace {
+// Work queued on a lane whose stream a capture records, by a thread other than the capture's: CUDA
+// would record it into that capture's graph (every context of the GPU queues on lane 0) instead of
+// running it now. Refused in the emulated GPUs' words (emulated_capture.cpp: refuse); one
+// atomic load where no capture is under way.
+void refuse_foreign(const CudaLane& l) {
+  const std::thread::id by = l.captured_by.load(std::memory_order_acquire);
+  if (by == std::thread::id{} || by == std::this_thread::get_id()) [[likely]]
+    return;
+  const std::string gpu = "gpu:" + std::to_string(l.device->index);
+  throw ValueError("work on " + gpu + " (stream " + std::to_string(l.index) +
+                   ") queued by a thread other than the capture's inside a graph capture on " + gpu +
+                   ": it would be recorded into that capture's graph instead of running now (a capture records what "
+                   "any thread queues on its stream, which every context of the device shares); queue it before the "
+                   "capture begins or after it ends");
+}
+}  // namespace
+
 CudaLane& lane(ComputeContext& ctx) {
   auto* l = static_cast<CudaLane*>(ctx.native());
   if (!l) throw InternalError("a CUDA kernel ran on the non-CUDA context of " + ctx.device().str());
+  refuse_foreign(*l);
   // Cheap when it is current already; a thread may serve contexts of several GPUs.
   check(cudaSetDevice(l->device->index), "cudaSetDevice");
   return *l;
 }
 
 void* stream_of(ComputeContext& ctx) { return stream(ctx); }
+
+bool wait_for_queue(ComputeContext& ctx) {
+  auto* l = static_cast<CudaLane*>(ctx.native());
+  if (!l) return true;
+  // A captured stream's work does not run until a replay, and a synchronisation would invalidate
+  // the capture: no wait there. Nor where CUDA fails (a fault, the runtime unloading at exit).
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  bool done = cudaSetDevice(l->device->index) == cudaSuccess &&
+              cudaStreamIsCapturing(l->stream, &status) == cudaSuccess && status == cudaStreamCaptureStatusNone;
+  if (done) {
+    // In relaxed mode, as the allocator's cudaMalloc: the thread may be capturing another stream.
+    cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+    const bool relaxed = cudaThreadExchangeStreamCaptureMode(&mode) == cudaSuccess;
+    done = cudaStreamSynchronize(l->stream) == cudaSuccess;
+    if (relaxed) (void)cudaThreadExchangeStreamCaptureMode(&mode);
+  }
+  if (!done) (void)cudaGetLastError();
+  return done;
+}
 
 std::unique_ptr<ComputeContext> make_context(Device dev, const ContextOptions& options) {
   CudaLane& l = lane_state(dev.index, 0);
@@ -202,6 +241,7 @@ CudaLane& lane_for(ComputeContext& ctx, const void* dev_ptr) {
   if (idx < 0) throw InternalError("a CUDA memory operation on " + ctx.device().str() + " got a pointer that is not "
                                    "GPU memory");
   CudaLane& l = lane_state(idx, 0);
+  refuse_foreign(l);
   check(cudaSetDevice(idx), "cudaSetDevice");
   return l;
 }
@@ -264,6 +304,9 @@ void wait_fence(ComputeContext& ctx, void* fence) {
   CudaLane& l = lane(ctx);
   check(cudaStreamWaitEvent(l.stream, static_cast<cudaEvent_t>(fence), 0), "cudaStreamWaitEvent (compute)");
   give_event(*l.device, static_cast<cudaEvent_t>(fence));
+  // A wait for an event of a capture joins the stream to it (a fork): its work is this thread's.
+  if (l.device->captured_lanes.load(std::memory_order_acquire) != 0) [[unlikely]]
+    note_capture(l);
 }
 
 void use_stream(ComputeContext& ctx, int k) {

@@ -5,11 +5,13 @@
 #include <cublasLt.h>
 #include <cuda_runtime.h>
 
+#include <atomic>
 #include <cstdint>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <tuple>
 #include <vector>
 
@@ -69,6 +71,12 @@ struct CudaLane {
   // Copies started ahead of their use (DeviceOps::copy_from_host_beside) run here, beside the
   // compute stream, ordered against it by events.
   cudaStream_t copy_stream = nullptr;
+  // While the stream is in a graph capture: the one thread whose work it records (the thread that
+  // began the capture, or the one that joined this lane to it: note_capture) and CUDA's id of the
+  // capture; no thread otherwise. lane() refuses every other thread's work here: CUDA would record
+  // it into that capture's graph (the device's contexts share lane 0).
+  std::atomic<std::thread::id> captured_by{};
+  std::atomic<unsigned long long> capture_id{0};
 };
 
 /// One per physical GPU, made on first use and kept for the process (as the CUDA runtime's
@@ -86,6 +94,7 @@ struct CudaDevice {
   std::vector<cudaEvent_t> free_events;  // for fences; leaked with the device
   std::mutex lanes_mu;
   CudaLane* lanes[kMaxLanes] = {};  // made on first use (lane_state), leaked with the device
+  std::atomic<int> captured_lanes{0};  // lanes with captured_by set: a wait_fence looks for a join only then
 };
 
 /// The staging pool of GPU `device` (made with its state).
@@ -101,8 +110,15 @@ void refuse_host_copy_in_capture(const CudaLane& l, std::size_t bytes);
 cudaEvent_t take_event(CudaDevice& d);
 void give_event(CudaDevice& d, cudaEvent_t e);
 
-/// The lane a CUDA context queues on; makes its GPU current on the calling thread.
+/// The lane a CUDA context queues on; makes its GPU current on the calling thread. Refuses
+/// (ValueError) a thread other than the one whose work the lane's capture records (captured_by).
 CudaLane& lane(ComputeContext& ctx);
+/// Lane `l`'s stream is in a capture (begun on it, or joined to one by a wait for its event): its
+/// captured_by is the calling thread from now until forget_capture (graph.cpp). Nothing where it
+/// is not capturing or is noted already.
+void note_capture(CudaLane& l);
+/// The capture begun on `origin` ended: its lanes and those that joined it capture no more.
+void forget_capture(CudaLane& origin);
 inline CudaDevice& device(ComputeContext& ctx) { return *lane(ctx).device; }
 inline cudaStream_t stream(ComputeContext& ctx) { return lane(ctx).stream; }
 /// Device state of GPU `index` (made on first use); throws ValueError when there is none.

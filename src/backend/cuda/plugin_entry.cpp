@@ -15,6 +15,7 @@ extern "C" __attribute__((visibility("default"))) const lockstep::backend::cuda:
                                     .begin_capture = cuda::begin_capture,
                                     .end_capture = cuda::end_capture,
                                     .replay = cuda::replay,
-                                    .staged_copy_ops = cuda::staged_copy_ops};
+                                    .staged_copy_ops = cuda::staged_copy_ops,
+                                    .wait_for_queue = cuda::wait_for_queue};
   return &api;
 }
