@@ -14,6 +14,10 @@ std::int64_t emulated_fences_pending();
 /// the work from the caller's memory (none for a block the caller filled: staged_copy.hpp).
 std::int64_t emulated_staging_copies();
 
+/// Copies from the host to emulated GPUs beside their work (DeviceOps::copy_from_host_beside,
+/// StagedCopyOps::copy_beside): what CUDA queues as one cudaMemcpyAsync and one event each.
+std::int64_t emulated_copies_beside();
+
 /// Graphs replayed on emulated GPUs since the process started, and the contexts (lanes) those
 /// replays ran the recorded work of, summed: a graph of 4 logical replicas' step adds 1 and 4.
 struct EmulatedReplays {
