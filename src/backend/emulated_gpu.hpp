@@ -14,6 +14,10 @@ std::int64_t emulated_fences_pending();
 /// the work from the caller's memory (none for a block the caller filled: staged_copy.hpp).
 std::int64_t emulated_staging_copies();
 
+/// Copies from the host to emulated GPUs beside their work (DeviceOps::copy_from_host_beside,
+/// StagedCopyOps::copy_beside): what CUDA queues as one cudaMemcpyAsync and one event each.
+std::int64_t emulated_copies_beside();
+
 /// Waits for a context's queue on emulated GPUs (DeviceKindBackend::wait_for_queue), which have
 /// nothing in flight: where the host must wait for a context's work (its error mark going back,
 /// error_marks.hpp), each wait shows here.

@@ -58,26 +58,32 @@ StagingPool& emulated_staging() {
   static auto* pool = new StagingPool(std::make_unique<HostBlocks>(), std::size_t{16} << 20, std::size_t{64} << 20);
   return *pool;  // leaked, as a GPU's is
 }
-std::atomic<std::int64_t> g_emulated_staging_copies{0};
+std::atomic<std::int64_t> g_emulated_staging_copies{0};  // host copies into a block (emulated_staging_copies)
+std::atomic<std::int64_t> g_emulated_copies_beside{0};   // transfers to the device (emulated_copies_beside)
 std::atomic<std::int64_t> g_emulated_queue_waits{0};  // emulated_queue_waits
 
 StagedHost emulated_acquire(ComputeContext&, std::size_t bytes) { return emulated_staging().lend(bytes); }
 void emulated_release(StagedHost block) { StagingPool::reclaim(block); }
+void emulated_fill(StagedHost block, std::size_t offset, const void* host, std::size_t bytes) {
+  std::memcpy(static_cast<char*>(block.host) + offset, host, bytes);  // the host's copy into the block, as on CUDA
+  g_emulated_staging_copies.fetch_add(1, std::memory_order_relaxed);
+}
 void emulated_copy_staged(ComputeContext& ctx, void* dst, StagedHost block, std::size_t bytes, void* after) {
   const std::unique_ptr<StagingPool::Lease> lease = StagingPool::reclaim(block);  // back to the pool, thrown or not
   emulated::refuse_host_copy_in_capture(ctx, bytes);  // as copy_from_host_beside: the block's copy is one too
   if (after) g_emulated_fences.fetch_sub(1, std::memory_order_relaxed);
   if (bytes) cpu::device_ops().copy_from_host(ctx, dst, block.host, bytes);
+  g_emulated_copies_beside.fetch_add(1, std::memory_order_relaxed);
 }
 void emulated_copy_beside(ComputeContext& ctx, void* dst, const void* host, std::size_t bytes, void* after) {
   const StagedHost block = emulated_acquire(ctx, bytes);
   if (!block.host) {
     if (after) g_emulated_fences.fetch_sub(1, std::memory_order_relaxed);
     if (bytes) cpu::device_ops().copy_from_host(ctx, dst, host, bytes);
+    g_emulated_copies_beside.fetch_add(1, std::memory_order_relaxed);
     return;
   }
-  std::memcpy(block.host, host, bytes);  // the host's copy into the block, as on CUDA
-  g_emulated_staging_copies.fetch_add(1, std::memory_order_relaxed);
+  emulated_fill(block, 0, host, bytes);
   emulated_copy_staged(ctx, dst, block, bytes, after);
 }
 void emulated_wait(ComputeContext&, void*) { g_emulated_fences.fetch_sub(1, std::memory_order_relaxed); }
@@ -195,6 +201,7 @@ class GpuKind final : public DeviceKindBackend {
 
 std::int64_t emulated_fences_pending() { return g_emulated_fences.load(std::memory_order_relaxed); }
 std::int64_t emulated_staging_copies() { return g_emulated_staging_copies.load(std::memory_order_relaxed); }
+std::int64_t emulated_copies_beside() { return g_emulated_copies_beside.load(std::memory_order_relaxed); }
 std::int64_t emulated_queue_waits() { return g_emulated_queue_waits.load(std::memory_order_relaxed); }
 
 // The registry: a device kind's row. A new kind is a backend folder and a row here. The rows are
@@ -276,6 +283,10 @@ const DeviceOps& device_ops(DeviceKind kind) { return device_kind(kind).device_o
 const StagedCopyOps* staged_copy_ops(DeviceKind kind) {
   if (kind != DeviceKind::kCuda) return nullptr;
   return static_cast<const GpuKind&>(device_kind(kind)).staged_copy_ops();
+}
+void fill_staged(DeviceKind kind, StagedHost block, std::size_t offset, const void* host, std::size_t bytes) {
+  if (device_kind(kind).emulated()) return emulated_fill(block, offset, host, bytes);
+  std::memcpy(static_cast<char*>(block.host) + offset, host, bytes);
 }
 
 bool supports(DeviceKind kind, DType dtype, KernelOp op) {

@@ -3,7 +3,8 @@
 // on a GPU, staging_pool.hpp) is lent to the caller, who writes its data there, and the copy then
 // reads it as it is, so the host copies the data once (into the block) rather than twice (into
 // memory of its own, then into the block, as DeviceOps::copy_from_host_beside does). DeviceUpload
-// uses it for the input path's batches, gathered straight into the block.
+// uses it for the input path's batches, gathered straight into the block: a batch's components
+// share one block, copied to the device in one transfer.
 #include <cstddef>
 
 #include "lockstep/core/device.hpp"
@@ -31,5 +32,10 @@ struct StagedCopyOps {
 
 /// A device kind's, or null where it has none (the CPU: work runs in order, nothing is copied).
 const StagedCopyOps* staged_copy_ops(DeviceKind kind);
+
+/// The host's copy of `bytes` of host memory into a block lent by staged_copy_ops(kind), at
+/// `offset` (memory the caller did not gather there itself): counted on emulated GPUs, as the
+/// copies into a block that DeviceOps::copy_from_host_beside makes (emulated_staging_copies).
+void fill_staged(DeviceKind kind, StagedHost block, std::size_t offset, const void* host, std::size_t bytes);
 
 }  // namespace lockstep::backend

@@ -8,8 +8,15 @@
 #include "backend/staged_copy.hpp"
 #include "lockstep/core/error.hpp"
 #include "tensor/host_copy.hpp"
+#include "tensor/tensor_parts.hpp"
 
 namespace lockstep {
+
+namespace {
+// Where each component of a batch starts in its block and its device memory: cudaMalloc's
+// alignment, so that a component's kernels see memory aligned as a tensor of its own.
+constexpr std::size_t kPartAlign = 256;
+}  // namespace
 
 struct DeviceUpload::State {
   backend::ComputeContext* ctx = nullptr;
@@ -22,14 +29,25 @@ struct DeviceUpload::State {
   bool started = false, taken = false;
   bool given = false;           // the caller's buffers (DeviceUpload(buffers))
   const backend::StagedCopyOps* staging = nullptr;  // where blocks are lent for stage()
-  std::vector<backend::StagedHost> staged;            // blocks lent, by tensor, until start()
+  // Reserved tensors: the components at `offsets` of one device allocation (`device`), copied
+  // there from one block (`batch`) laid out the same way, `span` bytes: up to the end of the
+  // last component that has any.
+  std::vector<std::size_t> offsets;
+  std::size_t span = 0;
+  void* device = nullptr;
+  backend::StagedHost batch;
+  bool batch_asked = false;
+  std::vector<backend::StagedHost> staged;  // blocks lent by tensor (where there is no batch block), until start()
 
   ~State() { release_staged(); }
   void release_staged() noexcept {
+    if (batch.lease) staging->release(std::exchange(batch, {}));
     for (backend::StagedHost& b : staged)
       if (b.lease) staging->release(b);
     staged.clear();
   }
+
+  std::size_t bytes(std::size_t i) const { return static_cast<std::size_t>(shapes[i].numel()) * dtype_size(dtypes[i]); }
 
   // On the current context: where copies run beside the device's work, marks the work queued so
   // far (the memory may still be read by it: the copy waits for it) and returns true.
@@ -41,6 +59,51 @@ struct DeviceUpload::State {
     staging = backend::staged_copy_ops(ctx->device().kind);
     after = o.record_fence(*ctx, false);
     return true;
+  }
+
+  // The one choice of how a batch goes: where one block is lent for all of it (asked once), its
+  // components share it and one transfer (copy_batch). Otherwise (the caller's buffers, apart in
+  // device memory; no block of the batch's size to be lent now: over a block's size, or the pool
+  // on loan) each component goes on its own (copy_each).
+  bool one_block() {
+    if (!batch_asked && staging && device && span) {
+      batch_asked = true;
+      batch = staging->acquire(*ctx, span);
+    }
+    return batch.lease != nullptr;
+  }
+
+  // The batch's block, filled where the caller did not gather a component into it, copied to the
+  // device in one transfer after `after`.
+  void copy_batch(const std::vector<Tensor>& host) {
+    const char* const block = static_cast<const char*>(batch.host);
+    const auto gathered_there = [&](std::size_t i) { return host[i].raw_data() == block + offsets[i]; };
+    for (std::size_t i = 0; i < host.size(); ++i) {
+      if (!host[i].nbytes()) continue;
+      detail::forget_host_copy(tensors[i]);
+      if (!gathered_there(i))
+        backend::fill_staged(ctx->device().kind, batch, offsets[i], host[i].raw_data(), host[i].nbytes());
+    }
+    staging->copy_beside(*ctx, device, std::exchange(batch, {}), span, std::exchange(after, nullptr));
+    for (std::size_t i = 0; i < host.size(); ++i)  // batches gathered for this copy (the block is lent again)
+      if (host[i].nbytes() && !gathered_there(i)) detail::remember_host_copy(tensors[i], host[i]);
+  }
+
+  // Each component in a copy of its own, the first one after `after` (the copy stream keeps the
+  // rest in order): from the block lent to it by stage(), or as DeviceOps::copy_from_host_beside.
+  void copy_each(const std::vector<Tensor>& host) {
+    for (std::size_t i = 0; i < host.size(); ++i) {
+      if (!host[i].nbytes()) continue;
+      detail::forget_host_copy(tensors[i]);
+      void* const first_after = std::exchange(after, nullptr);
+      backend::StagedHost* block = i < staged.size() ? &staged[i] : nullptr;
+      if (block && block->lease && host[i].raw_data() == block->host) {  // the caller filled the block
+        staging->copy_beside(*ctx, tensors[i].raw_data(), std::exchange(*block, {}), host[i].nbytes(), first_after);
+        continue;  // (the block is lent again: its bytes are no host copy to keep)
+      }
+      ops->copy_from_host_beside(*ctx, tensors[i].raw_data(), host[i].raw_data(), host[i].nbytes(), first_after);
+      detail::remember_host_copy(tensors[i], host[i]);  // a batch gathered for this copy
+    }
   }
 
   // Consumes the fences left: the device's later work waits for them, so that memory freed
@@ -63,8 +126,11 @@ DeviceUpload::DeviceUpload(std::vector<Shape> shapes, std::vector<DType> dtypes)
   s_->shapes = std::move(shapes);  // moved: fit makes one per replica and step
   s_->dtypes = std::move(dtypes);
   if (!s_->order_after_queued_work()) return;
-  s_->tensors.reserve(s_->shapes.size());
-  for (std::size_t i = 0; i < s_->shapes.size(); ++i) s_->tensors.push_back(Tensor::empty(s_->shapes[i], s_->dtypes[i]));
+  // One allocation for the batch (one_block()), component 0 at its start.
+  s_->tensors = detail::empty_parts(s_->shapes, s_->dtypes, kPartAlign, s_->offsets);
+  for (std::size_t i = 0; i < s_->shapes.size(); ++i)
+    if (s_->bytes(i)) s_->span = s_->offsets[i] + s_->bytes(i);
+  if (!s_->tensors.empty()) s_->device = s_->tensors[0].raw_data();
 }
 
 DeviceUpload::DeviceUpload(std::vector<Tensor> buffers) : s_(std::make_unique<State>()) {
@@ -99,12 +165,17 @@ bool DeviceUpload::started() const { return s_ && s_->started; }
 Tensor DeviceUpload::stage(std::size_t i) {
   LOCKSTEP_CHECK(s_ && !s_->started && i < s_->shapes.size(), "DeviceUpload::stage: ",
                  s_ && s_->started ? "started already" : "no tensor " + std::to_string(i));
-  if (!s_->staging) return {};
-  const std::size_t bytes = static_cast<std::size_t>(s_->shapes[i].numel()) * dtype_size(s_->dtypes[i]);
-  if (s_->staged.size() <= i) s_->staged.resize(s_->shapes.size());
-  backend::StagedHost& block = s_->staged[i];
-  if (!block.lease && bytes) block = s_->staging->acquire(*s_->ctx, bytes);
-  return block.lease ? Tensor::wrap(block.host, s_->shapes[i], s_->dtypes[i]) : Tensor{};
+  if (!s_->staging || !s_->bytes(i)) return {};
+  void* host = nullptr;
+  if (s_->one_block()) {
+    host = static_cast<char*>(s_->batch.host) + s_->offsets[i];
+  } else {
+    if (s_->staged.size() <= i) s_->staged.resize(s_->shapes.size());
+    backend::StagedHost& block = s_->staged[i];
+    if (!block.lease) block = s_->staging->acquire(*s_->ctx, s_->bytes(i));
+    host = block.host;
+  }
+  return host ? Tensor::wrap(host, s_->shapes[i], s_->dtypes[i]) : Tensor{};
 }
 
 void DeviceUpload::start(const std::vector<Tensor>& host) {
@@ -125,20 +196,10 @@ void DeviceUpload::start(const std::vector<Tensor>& host) {
     for (std::size_t i = 0; s_->given && i < host.size(); ++i) s_->tensors[i].copy_from(host[i]);
     return;
   }
-  for (std::size_t i = 0; i < host.size(); ++i) {
-    if (!host[i].nbytes()) continue;
-    detail::forget_host_copy(s_->tensors[i]);
-    void* after = s_->after;
-    s_->after = nullptr;  // consumed by the first copy; the copy stream keeps the rest in order
-    backend::StagedHost* block = i < s_->staged.size() ? &s_->staged[i] : nullptr;
-    if (block && block->lease && host[i].raw_data() == block->host) {  // the caller filled the block
-      const backend::StagedHost taken = std::exchange(*block, {});
-      s_->staging->copy_beside(*s_->ctx, s_->tensors[i].raw_data(), taken, host[i].nbytes(), after);
-      continue;  // (the block is lent again: its bytes are no host copy to keep)
-    }
-    s_->ops->copy_from_host_beside(*s_->ctx, s_->tensors[i].raw_data(), host[i].raw_data(), host[i].nbytes(), after);
-    detail::remember_host_copy(s_->tensors[i], host[i]);  // a batch gathered for this copy
-  }
+  if (s_->one_block())
+    s_->copy_batch(host);
+  else
+    s_->copy_each(host);
   s_->release_staged();  // blocks the caller did not use
   s_->done = s_->ops->record_fence(*s_->ctx, true);
 }

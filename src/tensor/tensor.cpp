@@ -11,6 +11,7 @@
 #include "tensor/host_reads.hpp"
 #include "tensor/kernel_launches.hpp"
 #include "tensor/op_util.hpp"
+#include "tensor/tensor_parts.hpp"
 
 namespace lockstep {
 
@@ -65,6 +66,42 @@ Tensor Tensor::empty(const Shape& shape, DType dtype) {
   storage->allocator = ctx.allocator_ptr();
   storage->device = ctx.device();
   return Tensor(new_impl(std::move(storage), shape, dtype));
+}
+
+std::vector<Tensor> detail::empty_parts(const std::vector<Shape>& shapes, const std::vector<DType>& dtypes,
+                                        std::size_t align, std::vector<std::size_t>& offsets) {
+  offsets.clear();
+  std::size_t end = 0;
+  for (std::size_t i = 0; i < shapes.size(); ++i) {
+    for (auto d : shapes[i].dims())
+      LOCKSTEP_CHECK(d >= 0, "Tensor::empty: negative dimension in shape ", shapes[i].str());
+    offsets.push_back((end + align - 1) / align * align);
+    end = offsets.back() + static_cast<std::size_t>(shapes[i].numel()) * dtype_size(dtypes[i]);
+  }
+  auto& c = ctx();
+  // One allocation for the Storages too: element 0 owns the memory (released when the last part's
+  // tensor is gone), element 1 + i is tensor i's.
+  const std::shared_ptr<Storage[]> storages = std::make_shared<Storage[]>(shapes.size() + 1);
+  Storage& whole = storages[0];
+  whole.nbytes = end;
+  try {
+    whole.data = c.allocator().allocate(end);
+  } catch (const ResourceError& e) {
+    throw ResourceError(::lockstep::detail::concat("Tensor::empty: ", shapes.size(), " tensors of ", end,
+                                                   " bytes in all on ", c.device().str(), ": ", e.what()));
+  }
+  whole.allocator = c.allocator_ptr();
+  whole.device = c.device();
+  std::vector<Tensor> out;
+  out.reserve(shapes.size());
+  for (std::size_t i = 0; i < shapes.size(); ++i) {
+    Storage& part = storages[i + 1];  // no allocator: freed as the whole
+    part.data = static_cast<char*>(whole.data) + offsets[i];
+    part.nbytes = static_cast<std::size_t>(shapes[i].numel()) * dtype_size(dtypes[i]);
+    part.device = whole.device;
+    out.emplace_back(new_impl(std::shared_ptr<Storage>(storages, &part), shapes[i], dtypes[i]));
+  }
+  return out;
 }
 
 Tensor Tensor::wrap(void* data, const Shape& shape, DType dtype, const Device& device) {

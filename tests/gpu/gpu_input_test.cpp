@@ -3,7 +3,8 @@
 // same rule, same bits; fit and custom loops (experimental_distribute_dataset) read this way;
 // DeviceUpload into a caller's buffers (a captured step's fixed inputs) names a batch that does
 // not fit them; rows are gathered straight into the staging blocks their copy reads, the same
-// bits with one host copy fewer. CI runs them on emulated GPUs.
+// bits with one host copy fewer; a batch's components share one block and one copy. CI runs them
+// on emulated GPUs.
 #include <algorithm>
 #include <cstdint>
 #include <memory>
@@ -100,6 +101,10 @@ TEST(GpuInput, RowsGatheredIntoStagingTrainTheSameWeightsWithOneHostCopyFewer) {
   std::vector<std::int64_t> labels(static_cast<std::size_t>(n));
   for (std::size_t i = 0; i < labels.size(); ++i) labels[i] = px[i * static_cast<std::size_t>(features)] % 5;
   const Tensor x = Tensor::from_vector(px, {n, features}), y = Tensor::from_vector(labels, {n});
+  struct Trained {
+    std::vector<std::vector<float>> weights;
+    std::int64_t host_copies = 0, transfers = 0;  // into staging blocks; to the device (emulated GPUs)
+  };
   const auto train = [&](const std::string& devices, bool pixels, bool staging, bool on_worker) {
     MirroredStrategy strategy({.devices = {devices}});
     std::unique_ptr<Sequential> model;
@@ -113,28 +118,128 @@ TEST(GpuInput, RowsGatheredIntoStagingTrainTheSameWeightsWithOneHostCopyFewer) {
     const data::Dataset source = pixels ? data::Dataset::from_tensor_slices(x, y).cast_and_scale(kScale)
                                         : data::Dataset::from_tensor_slices(cast_and_scale(x, kScale), y);
     const std::int64_t copies = emulated ? backend::emulated_staging_copies() : 0;
+    const std::int64_t transfers = emulated ? backend::emulated_copies_beside() : 0;
     model->fit(source.shuffle(n, 11).batch(256),
                {.epochs = 2, .verbose = 0, .gather_ahead = on_worker, .gather_into_staging = staging});
-    std::vector<std::vector<float>> w;
-    for (const auto& v : model->variables()) w.push_back(v.value().to_vector<float>());
-    return std::make_pair(w, emulated ? backend::emulated_staging_copies() - copies : 0);
+    Trained t;
+    for (const auto& v : model->variables()) t.weights.push_back(v.value().to_vector<float>());
+    t.host_copies = emulated ? backend::emulated_staging_copies() - copies : 0;
+    t.transfers = emulated ? backend::emulated_copies_beside() - transfers : 0;
+    return t;
   };
   for (const std::string devices : {"gpu:0", "gpu:0x2", "gpu:0x4"}) {
     for (bool on_worker : {true, false}) {
       SCOPED_TRACE(devices + (on_worker ? ", gathered on the input worker" : ", gathered by the replicas"));
-      const auto [want, copies_before] = train(devices, false, false, on_worker);
+      const Trained before = train(devices, false, false, on_worker);
       for (bool pixels : {false, true}) {
         SCOPED_TRACE(pixels ? "uint8 pixels" : "floats");
-        const auto [got, copies] = train(devices, pixels, true, on_worker);
-        EXPECT_EQ(got, want);
-        EXPECT_EQ(train(devices, pixels, false, on_worker).first, want) << "gathered into host memory";
-        // Off: each slice copied ahead staged twice (its rows and its labels); on: once (its labels).
+        const Trained on = train(devices, pixels, true, on_worker);
+        EXPECT_EQ(on.weights, before.weights);
+        EXPECT_EQ(train(devices, pixels, false, on_worker).weights, before.weights) << "gathered into host memory";
+        // Off: each slice copied ahead is copied into its block twice by the host (its rows and
+        // its labels); on: once (its labels). Either way the slice's rows and labels share the
+        // block and one transfer to the device.
         if (emulated && !pixels) {
-          EXPECT_GT(copies, 0);
-          EXPECT_EQ(copies_before, 2 * copies);
+          EXPECT_GT(on.host_copies, 0);
+          EXPECT_EQ(before.host_copies, 2 * on.host_copies);
+          EXPECT_EQ(on.transfers, on.host_copies) << "one transfer per slice";
+          EXPECT_EQ(before.transfers, on.transfers);
         }
       }
     }
+  }
+}
+
+// A batch's components (rows, labels, sample weights) share one staging block, each at an aligned
+// place, and one copy to the device: rows gathered into the block by the caller, the others
+// copied there by the host. Their values arrive intact, each its own tensor, the labels' host
+// bytes kept for the label check; the block is lent again for the next batch.
+TEST(GpuInput, ABatchsComponentsShareOneStagingBlockAndOneCopyToTheDevice) {
+  LOCKSTEP_REQUIRE_GPU();
+  const bool emulated = backend::device_kind(DeviceKind::kCuda).emulated();
+  const auto cpu = make_compute_context(Device{});
+  OnGpu0 gpu;
+  for (int round = 0; round < 3; ++round) {
+    std::vector<float> xv(5 * 7), wv{0.5f, 1.0f, 2.0f, 0.25f, 1.5f};
+    for (std::size_t k = 0; k < xv.size(); ++k) xv[k] = static_cast<float>(round * 100 + static_cast<int>(k)) / 3;
+    const std::vector<std::int64_t> yv{round, 4, 0, 2, 1};
+    Tensor y, w;
+    {
+      ComputeScope on_host(*cpu);  // labels and weights gathered in host memory
+      y = Tensor::from_vector(yv, {5});
+      w = Tensor::from_vector(wv, {5});
+    }
+    const std::int64_t copies = emulated ? backend::emulated_copies_beside() : 0;
+    const std::int64_t fills = emulated ? backend::emulated_staging_copies() : 0;
+    DeviceUpload up({Shape({5, 7}), y.shape(), w.shape()}, {DType::kF32, DType::kI64, DType::kF32});
+    Tensor x = up.stage(0);
+    ASSERT_TRUE(x.defined());
+    const Tensor y_block = up.stage(1), w_block = up.stage(2);
+    ASSERT_TRUE(y_block.defined() && w_block.defined()) << "each component has its place in the block";
+    EXPECT_NE(y_block.raw_data(), x.raw_data());
+    EXPECT_NE(w_block.raw_data(), y_block.raw_data());
+    std::copy(xv.begin(), xv.end(), x.data<float>());
+    up.start({x, y, w});
+    const std::vector<Tensor> got = up.take();
+    ASSERT_EQ(got.size(), 3u);
+    EXPECT_EQ(got[0].to_vector<float>(), xv) << "round " << round;
+    EXPECT_EQ(got[1].to_vector<std::int64_t>(), yv) << "round " << round;
+    EXPECT_EQ(got[2].to_vector<float>(), wv) << "round " << round;
+    for (const Tensor& t : got) EXPECT_EQ(t.device(), gpu.gpu);
+    const std::shared_ptr<const void> labels = detail::host_copy_of(got[1]);
+    ASSERT_NE(labels, nullptr) << "the labels' host bytes, for the label check on the host";
+    EXPECT_EQ(static_cast<const std::int64_t*>(labels.get())[0], round);
+    if (emulated) {
+      EXPECT_EQ(backend::emulated_copies_beside() - copies, 1) << "one copy to the device for the batch";
+      EXPECT_EQ(backend::emulated_staging_copies() - fills, 2) << "the labels and weights copied into the block";
+    }
+  }
+}
+
+// Where no block holds the whole batch, each component goes on its own, with the same values: a
+// batch over a block's size (16 MiB) takes a block per component; with every block on loan, the
+// components are copied as from the caller's memory.
+TEST(GpuInput, ABatchNoBlockCanHoldGoesComponentByComponent) {
+  LOCKSTEP_REQUIRE_GPU();
+  const bool emulated = backend::device_kind(DeviceKind::kCuda).emulated();
+  OnGpu0 gpu;
+  const auto upload = [&](std::int64_t x_floats, std::int64_t y_floats, bool x_staged) {
+    const std::int64_t copies = emulated ? backend::emulated_copies_beside() : 0;
+    DeviceUpload up({Shape({x_floats}), Shape({y_floats})}, {DType::kF32, DType::kF32});
+    Tensor x = up.stage(0);
+    ASSERT_EQ(x.defined(), x_staged);
+    std::vector<float> xv(static_cast<std::size_t>(x_floats)), yv(static_cast<std::size_t>(y_floats));
+    for (std::size_t k = 0; k < xv.size(); k += 997) xv[k] = static_cast<float>(k);
+    for (std::size_t k = 0; k < yv.size(); k += 991) yv[k] = -static_cast<float>(k);
+    const auto cpu = make_compute_context(Device{});
+    Tensor y;
+    {
+      ComputeScope on_host(*cpu);
+      y = Tensor::from_vector(yv, {y_floats});
+      if (!x_staged) x = Tensor::from_vector(xv, {x_floats});
+    }
+    if (x_staged) std::copy(xv.begin(), xv.end(), x.data<float>());
+    up.start({x, y});
+    const std::vector<Tensor> got = up.take();
+    EXPECT_EQ(got[0].to_vector<float>(), xv);
+    EXPECT_EQ(got[1].to_vector<float>(), yv);
+    if (emulated) {
+      EXPECT_EQ(backend::emulated_copies_beside() - copies, 2) << "a copy per component";
+    }
+  };
+  {
+    SCOPED_TRACE("12 MiB and 8 MiB: over a block's size together");
+    upload(std::int64_t{3} << 20, std::int64_t{2} << 20, true);
+  }
+  if (!emulated) return;  // CUDA's pinned memory may be scarcer than the pool's capacity
+  {
+    SCOPED_TRACE("every block on loan");
+    std::vector<DeviceUpload> holding;
+    for (int k = 0; k < 4; ++k) {  // 4 blocks of 16 MiB: the pool's 64 MiB
+      holding.emplace_back(std::vector<Shape>{Shape({std::int64_t{4} << 20})}, std::vector<DType>{DType::kF32});
+      ASSERT_TRUE(holding.back().stage(0).defined()) << k;
+    }
+    upload(1000, 100, false);
   }
 }
 

@@ -6,7 +6,8 @@
 //   memory may have been used by it: the copy runs after it);
 // - start() copies from the host on the device's copy stream, beside the work queued between the
 //   two (the step), through pinned staging memory, so the host does not wait (a caller that
-//   writes its data into the staging memory itself, stage(), saves the host a copy);
+//   writes its data into the staging memory itself, stage(), saves the host a copy); the
+//   tensors share one block and one copy where a block holds them all;
 // - take() makes the work queued from then on wait for the copy, and hands the device tensors out.
 // On a device whose work runs in order on the host (CPU), nothing is reserved or copied: take()
 // returns the host tensors themselves (or, given buffers, copies into them).
