@@ -14,6 +14,20 @@ void write_signature(std::string& out, const data::Element& slice, const std::st
   for (const Tensor& t : slice) out.append(";").append(dtype_name(t.dtype())).append(t.shape().str());
 }
 
+// Whether nothing but `r` holds its numbers' tensors or their memory (the caller that had them
+// dropped them: an execution's numbers once merged).
+bool unheld(const ReplicaNumbers& r) {
+  const auto alone = [](const Tensor& t) {
+    return !t.defined() || (t.impl().use_count() == 1 && t.impl()->storage.use_count() == 1);
+  };
+  if (!alone(r.loss_sum)) return false;
+  for (const Tensor& t : r.output_loss_sums)
+    if (!alone(t)) return false;
+  for (const Tensor& t : r.metric_states)
+    if (!alone(t)) return false;
+  return true;
+}
+
 ReplicaNumbers copied(const ReplicaNumbers& r) {
   ReplicaNumbers out = r;
   out.loss_sum = r.loss_sum.defined() ? r.loss_sum.clone() : r.loss_sum;
@@ -84,8 +98,26 @@ bool StepReplays::replay_guessed(int lane, const data::Element& slice, ReplicaNu
   if (!StepGraph::replay_lanes(*meeting_, lane, current_compute_context(), g ? g->graph.get() : nullptr,
                                g ? &guess->second : nullptr, agree))
     return false;
-  out = copied(g->outputs);
+  out = copied_out(*g);
   return true;
+}
+
+ReplicaNumbers StepReplays::copied_out(Graph& g) {
+  const ReplicaNumbers& r = g.outputs;
+  if (!r.outputs.empty()) return copied(r);  // predict's outputs: its caller keeps them
+  // Into an earlier step's copy nothing holds any more (on this context's queue, after the reads
+  // of that copy's numbers), else into new memory kept for later steps: no tensor made per step.
+  for (ReplicaNumbers& spare : g.spares) {
+    if (!unheld(spare)) continue;
+    if (r.loss_sum.defined()) spare.loss_sum.copy_from(r.loss_sum);
+    for (std::size_t k = 0; k < r.output_loss_sums.size(); ++k) spare.output_loss_sums[k].copy_from(r.output_loss_sums[k]);
+    for (std::size_t k = 0; k < r.metric_states.size(); ++k) spare.metric_states[k].copy_from(r.metric_states[k]);
+    spare.gradients_finite = r.gradients_finite;
+    return spare;
+  }
+  ReplicaNumbers out = copied(r);
+  if (g.spares.size() < kMaxSpares) g.spares.push_back(out);
+  return out;
 }
 
 void StepReplays::refill(Graph& g, const data::Element& slice) {
@@ -137,7 +169,7 @@ ReplicaNumbers StepReplays::run(int lane, const data::Element& slice, const std:
   }
   mine.joint_of[mine.signature] = sig;
   it->second.graph->replay();
-  return copied(it->second.outputs);
+  return copied_out(it->second);
 }
 
 }  // namespace lockstep::detail

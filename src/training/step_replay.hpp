@@ -60,10 +60,14 @@ class StepReplays {
   std::string failure() const;
 
  private:
+  /// Copies of a graph's numbers kept for reuse at most (an execution of more steps copies the
+  /// rest into new memory).
+  static constexpr std::size_t kMaxSpares = 16;
   struct Graph {
     data::Element inputs;  // static: refilled in place before each replay
     ReplicaNumbers outputs;
     std::unique_ptr<StepGraph> graph;
+    std::vector<ReplicaNumbers> spares;  // earlier steps' copies of `outputs`, reused once no one holds them
   };
   std::string step_;
   struct Lane {
@@ -78,6 +82,8 @@ class StepReplays {
   /// into `out`); false on every lane where one did not (nothing replayed).
   bool replay_guessed(int lane, const data::Element& slice, ReplicaNumbers& out);
   void refill(Graph& g, const data::Element& slice);
+  /// The graph's outputs copied out for the step's caller (the next replay writes over them).
+  static ReplicaNumbers copied_out(Graph& g);
   void fail(const std::string& why);
 
   std::unique_ptr<LaneMeeting> meeting_;
