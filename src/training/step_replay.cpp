@@ -1,6 +1,7 @@
 // fit's captured train steps, replayed per input signature (step_replay.hpp).
 #include "training/step_replay.hpp"
 
+#include <charconv>
 #include <cstdio>
 
 #include "lockstep/core/error.hpp"
@@ -8,10 +9,25 @@
 namespace lockstep::detail {
 
 namespace {
-// The slice's signature written over `out` (the lane's last: its memory kept, no string made per step).
-void write_signature(std::string& out, const data::Element& slice, const std::string& key) {
-  out.assign(key);
-  for (const Tensor& t : slice) out.append(";").append(dtype_name(t.dtype())).append(t.shape().str());
+// The slice's signature written over `out` (the lane's last: its memory kept, no string made per
+// step): the key's numbers, then each tensor's dtype and shape, as "0/64;float32(64, 784);int64(64)".
+void write_signature(std::string& out, const data::Element& slice, std::span<const std::int64_t> key) {
+  char digits[24];
+  const auto number = [&](std::int64_t n) { out.append(digits, std::to_chars(digits, digits + sizeof digits, n).ptr); };
+  out.clear();
+  for (std::size_t k = 0; k < key.size(); ++k) {
+    if (k) out.push_back('/');
+    number(key[k]);
+  }
+  for (const Tensor& t : slice) {
+    out.append(";").append(dtype_name(t.dtype())).push_back('(');
+    const std::vector<std::int64_t>& dims = t.shape().dims();
+    for (std::size_t d = 0; d < dims.size(); ++d) {
+      if (d) out.append(", ");
+      number(dims[d]);
+    }
+    out.append(dims.size() == 1 ? ",)" : ")");
+  }
 }
 
 // Whether nothing but `r` holds its numbers' tensors or their memory (the caller that had them
@@ -124,7 +140,7 @@ void StepReplays::refill(Graph& g, const data::Element& slice) {
   for (std::size_t i = 0; i < slice.size(); ++i) g.graph->refill(g.inputs[i], slice[i]);
 }
 
-ReplicaNumbers StepReplays::run(int lane, const data::Element& slice, const std::string& key, const Step& step,
+ReplicaNumbers StepReplays::run(int lane, const data::Element& slice, std::span<const std::int64_t> key, const Step& step,
                                 const std::function<void()>& discarded) {
   if (!failure().empty()) return step(slice);
   Lane& mine = lanes_[static_cast<std::size_t>(lane)];

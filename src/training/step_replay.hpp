@@ -15,6 +15,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -40,12 +41,12 @@ class StepReplays {
   /// caller runs the step again, eagerly, on every lane).
   /// `discarded` is called where a capture was discarded, before anything else runs (what the
   /// host recorded while capturing never ran on the device).
-  ReplicaNumbers run(const data::Element& slice, const std::string& key, const Step& step,
+  ReplicaNumbers run(const data::Element& slice, std::span<const std::int64_t> key, const Step& step,
                      const std::function<void()>& discarded = {}) {
     return run(0, slice, key, step, discarded);
   }
   /// Lane `lane`'s part of the step: every lane calls it, each on its own thread, for each step.
-  ReplicaNumbers run(int lane, const data::Element& slice, const std::string& key, const Step& step,
+  ReplicaNumbers run(int lane, const data::Element& slice, std::span<const std::int64_t> key, const Step& step,
                      const std::function<void()>& discarded = {});
   /// Between steps, with lanes: a step that failed may have left the lanes' meeting half met.
   void begin_step();
