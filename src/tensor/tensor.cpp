@@ -12,6 +12,7 @@
 #include "tensor/kernel_launches.hpp"
 #include "tensor/op_util.hpp"
 #include "tensor/tensor_parts.hpp"
+#include "tensor/write_at.hpp"
 
 namespace lockstep {
 
@@ -291,22 +292,31 @@ Tensor Tensor::to(const Device& target) const {
 void Tensor::copy_from(const Tensor& src) {
   LOCKSTEP_CHECK(src.numel() == numel() && src.dtype() == dtype(), "copy_from: source ", src.shape().str(), " ",
                  dtype_name(src.dtype()), " does not fit destination ", shape().str(), " ", dtype_name(dtype()));
-  if (!nbytes() || raw_data() == src.raw_data()) return;
-  detail::forget_host_copy(*this);
-  const Device from = src.device(), to = device();
+  detail::write_at(*this, 0, src);
+}
+
+void detail::write_at(Tensor& dst, std::int64_t at, const Tensor& src) {
+  LOCKSTEP_CHECK(src.dtype() == dst.dtype() && at >= 0 && at + src.numel() <= dst.numel(), "write_at: source ",
+                 src.shape().str(), " ", dtype_name(src.dtype()), " does not fit destination ", dst.shape().str(), " ",
+                 dtype_name(dst.dtype()), " from element ", at);
+  const std::size_t bytes = src.nbytes();
+  void* to_data = static_cast<char*>(dst.raw_data()) + static_cast<std::size_t>(at) * dtype_size(dst.dtype());
+  if (!bytes || to_data == src.raw_data()) return;
+  forget_host_copy(dst);
+  const Device from = src.device(), to = dst.device();
   if (from.kind == to.kind) {
     // Between two GPUs the host waits for both (the source may still be written, and the copy
     // must be done before either reuses the memory): counted with the reads.
-    if (from.index != to.index) detail::note_host_read(to, detail::HostRead::kCopyBetweenDevices);
-    dev_ops(to).copy(ctx(), raw_data(), src.raw_data(), nbytes());
+    if (from.index != to.index) note_host_read(to, HostRead::kCopyBetweenDevices);
+    dev_ops(to).copy(ctx(), to_data, src.raw_data(), bytes);
   } else if (from.kind == DeviceKind::kCpu) {
-    dev_ops(to).copy_from_host(ctx(), raw_data(), src.raw_data(), nbytes());
+    dev_ops(to).copy_from_host(ctx(), to_data, src.raw_data(), bytes);
   } else if (to.kind == DeviceKind::kCpu) {
-    detail::note_host_read(from, detail::HostRead::kCopyToHost);
-    dev_ops(from).copy_to_host(ctx(), raw_data(), src.raw_data(), nbytes());
-    detail::raise_marked_errors();
+    note_host_read(from, HostRead::kCopyToHost);
+    dev_ops(from).copy_to_host(ctx(), to_data, src.raw_data(), bytes);
+    raise_marked_errors();
   } else {
-    copy_from(src.to(Device{}));  // between two non-host kinds: through the host
+    write_at(dst, at, src.to(Device{}));  // between two non-host kinds: through the host
   }
 }
 

@@ -56,10 +56,10 @@ Logs Model::evaluate_impl(const data::Dataset& dataset, std::int64_t steps, cons
   };
   // Executions of steps_per_execution batches: callbacks and one read of the numbers each.
   std::optional<data::Element> batch = steps == 0 ? std::nullopt : it->next();
+  detail::PendingNumbers pending;  // merge_numbers empties it, keeping its memory for the next execution
   for (std::int64_t step = 0; batch;) {
     const std::int64_t begin = step;
     cbs.each([&](Callback& c) { c.on_test_batch_begin(begin, logs); });
-    detail::PendingNumbers pending;
     for (std::int64_t i = 0; batch && i < steps_per_execution_ && (steps < 0 || step < steps); ++i, ++step) {
       run_step(*batch, pending);
       batch = steps < 0 || step + 1 < steps ? it->next() : std::nullopt;

@@ -29,12 +29,17 @@ struct detail::ReplicaNumbers {
 
 // The numbers of the steps of one execution (steps_per_execution), each step's per-replica
 // numbers and examples, kept on the devices until Model::merge_numbers reads them all at once.
+// The merge's memory is kept for the next execution (fit's and evaluate's every step would
+// otherwise allocate it again): each replica's numbers packed into one float32 vector on its
+// device, and the host's copy of their sum.
 struct detail::PendingNumbers {
   struct Step {
     distribute::PerReplica<ReplicaNumbers> parts;
     std::int64_t examples = 0;
   };
   std::vector<Step> steps;
+  std::vector<Tensor> packed;  // [replica]
+  std::vector<float> host;
 };
 
 // One replica's outputs: `one` for a model of one output (no vector on that path), else `many`.

@@ -5,6 +5,8 @@
 // replayed from a graph per input signature (StepReplays) or all run eagerly, "auto" saying why
 // once on a GPU and true refusing by name. Logical replicas of one GPU capture their steps as
 // one graph; replicas on several GPUs or workers run eagerly, said so.
+#include <array>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
@@ -41,9 +43,10 @@ struct StepTerms {
   bool whole = true;
   /// False: the step runs eagerly where steps are replayed (it adds gradients held on the host).
   bool replayable = true;
-  /// The host numbers the step takes beside its slice: part of its signature, since a graph
+  /// The host numbers the step takes beside its slice (fit's: the batch's first example in its
+  /// accumulation group, and the group's examples): part of its signature, since a graph
   /// replays them as captured.
-  std::string key;
+  std::array<std::int64_t, 2> key{};
   /// The optimizer whose step `step` this is (null: none), `like` as its step block's. Around a
   /// replay or capture on each replica's thread: a count the host set between steps is written
   /// first (a capture would record it as a constant), a replay advances the host's record of the

@@ -1,6 +1,7 @@
 // fit's captured train steps, replayed per input signature (step_replay.hpp).
 #include "training/step_replay.hpp"
 
+#include <charconv>
 #include <cstdio>
 
 #include "lockstep/core/error.hpp"
@@ -8,10 +9,39 @@
 namespace lockstep::detail {
 
 namespace {
-// The slice's signature written over `out` (the lane's last: its memory kept, no string made per step).
-void write_signature(std::string& out, const data::Element& slice, const std::string& key) {
-  out.assign(key);
-  for (const Tensor& t : slice) out.append(";").append(dtype_name(t.dtype())).append(t.shape().str());
+// The slice's signature written over `out` (the lane's last: its memory kept, no string made per
+// step): the key's numbers, then each tensor's dtype and shape, as "0/64;float32(64, 784);int64(64)".
+void write_signature(std::string& out, const data::Element& slice, std::span<const std::int64_t> key) {
+  char digits[24];
+  const auto number = [&](std::int64_t n) { out.append(digits, std::to_chars(digits, digits + sizeof digits, n).ptr); };
+  out.clear();
+  for (std::size_t k = 0; k < key.size(); ++k) {
+    if (k) out.push_back('/');
+    number(key[k]);
+  }
+  for (const Tensor& t : slice) {
+    out.append(";").append(dtype_name(t.dtype())).push_back('(');
+    const std::vector<std::int64_t>& dims = t.shape().dims();
+    for (std::size_t d = 0; d < dims.size(); ++d) {
+      if (d) out.append(", ");
+      number(dims[d]);
+    }
+    out.append(dims.size() == 1 ? ",)" : ")");
+  }
+}
+
+// Whether nothing but `r` holds its numbers' tensors or their memory (the caller that had them
+// dropped them: an execution's numbers once merged).
+bool unheld(const ReplicaNumbers& r) {
+  const auto alone = [](const Tensor& t) {
+    return !t.defined() || (t.impl().use_count() == 1 && t.impl()->storage.use_count() == 1);
+  };
+  if (!alone(r.loss_sum)) return false;
+  for (const Tensor& t : r.output_loss_sums)
+    if (!alone(t)) return false;
+  for (const Tensor& t : r.metric_states)
+    if (!alone(t)) return false;
+  return true;
 }
 
 ReplicaNumbers copied(const ReplicaNumbers& r) {
@@ -84,15 +114,33 @@ bool StepReplays::replay_guessed(int lane, const data::Element& slice, ReplicaNu
   if (!StepGraph::replay_lanes(*meeting_, lane, current_compute_context(), g ? g->graph.get() : nullptr,
                                g ? &guess->second : nullptr, agree))
     return false;
-  out = copied(g->outputs);
+  out = copied_out(*g);
   return true;
+}
+
+ReplicaNumbers StepReplays::copied_out(Graph& g) {
+  const ReplicaNumbers& r = g.outputs;
+  if (!r.outputs.empty()) return copied(r);  // predict's outputs: its caller keeps them
+  // Into an earlier step's copy nothing holds any more (on this context's queue, after the reads
+  // of that copy's numbers), else into new memory kept for later steps: no tensor made per step.
+  for (ReplicaNumbers& spare : g.spares) {
+    if (!unheld(spare)) continue;
+    if (r.loss_sum.defined()) spare.loss_sum.copy_from(r.loss_sum);
+    for (std::size_t k = 0; k < r.output_loss_sums.size(); ++k) spare.output_loss_sums[k].copy_from(r.output_loss_sums[k]);
+    for (std::size_t k = 0; k < r.metric_states.size(); ++k) spare.metric_states[k].copy_from(r.metric_states[k]);
+    spare.gradients_finite = r.gradients_finite;
+    return spare;
+  }
+  ReplicaNumbers out = copied(r);
+  if (g.spares.size() < kMaxSpares) g.spares.push_back(out);
+  return out;
 }
 
 void StepReplays::refill(Graph& g, const data::Element& slice) {
   for (std::size_t i = 0; i < slice.size(); ++i) g.graph->refill(g.inputs[i], slice[i]);
 }
 
-ReplicaNumbers StepReplays::run(int lane, const data::Element& slice, const std::string& key, const Step& step,
+ReplicaNumbers StepReplays::run(int lane, const data::Element& slice, std::span<const std::int64_t> key, const Step& step,
                                 const std::function<void()>& discarded) {
   if (!failure().empty()) return step(slice);
   Lane& mine = lanes_[static_cast<std::size_t>(lane)];
@@ -137,7 +185,7 @@ ReplicaNumbers StepReplays::run(int lane, const data::Element& slice, const std:
   }
   mine.joint_of[mine.signature] = sig;
   it->second.graph->replay();
-  return copied(it->second.outputs);
+  return copied_out(it->second);
 }
 
 }  // namespace lockstep::detail

@@ -15,6 +15,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -40,12 +41,12 @@ class StepReplays {
   /// caller runs the step again, eagerly, on every lane).
   /// `discarded` is called where a capture was discarded, before anything else runs (what the
   /// host recorded while capturing never ran on the device).
-  ReplicaNumbers run(const data::Element& slice, const std::string& key, const Step& step,
+  ReplicaNumbers run(const data::Element& slice, std::span<const std::int64_t> key, const Step& step,
                      const std::function<void()>& discarded = {}) {
     return run(0, slice, key, step, discarded);
   }
   /// Lane `lane`'s part of the step: every lane calls it, each on its own thread, for each step.
-  ReplicaNumbers run(int lane, const data::Element& slice, const std::string& key, const Step& step,
+  ReplicaNumbers run(int lane, const data::Element& slice, std::span<const std::int64_t> key, const Step& step,
                      const std::function<void()>& discarded = {});
   /// Between steps, with lanes: a step that failed may have left the lanes' meeting half met.
   void begin_step();
@@ -60,10 +61,14 @@ class StepReplays {
   std::string failure() const;
 
  private:
+  /// Copies of a graph's numbers kept for reuse at most (an execution of more steps copies the
+  /// rest into new memory).
+  static constexpr std::size_t kMaxSpares = 16;
   struct Graph {
     data::Element inputs;  // static: refilled in place before each replay
     ReplicaNumbers outputs;
     std::unique_ptr<StepGraph> graph;
+    std::vector<ReplicaNumbers> spares;  // earlier steps' copies of `outputs`, reused once no one holds them
   };
   std::string step_;
   struct Lane {
@@ -78,6 +83,8 @@ class StepReplays {
   /// into `out`); false on every lane where one did not (nothing replayed).
   bool replay_guessed(int lane, const data::Element& slice, ReplicaNumbers& out);
   void refill(Graph& g, const data::Element& slice);
+  /// The graph's outputs copied out for the step's caller (the next replay writes over them).
+  static ReplicaNumbers copied_out(Graph& g);
   void fail(const std::string& why);
 
   std::unique_ptr<LaneMeeting> meeting_;

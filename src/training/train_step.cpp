@@ -172,7 +172,7 @@ double Model::train_micro_step(const distribute::DistributedBatch& batch, std::i
   const std::vector<Variable>& vars = step_trainable_;  // ensure_mirrored refreshed them
   const detail::StepTerms terms{.whole = use == GradientUse::kApply,
                                 .replayable = !held || held->empty(),
-                                .key = std::to_string(first_example) + "/" + std::to_string(group_examples),
+                                .key = {first_example, group_examples},
                                 .optimizer = vars.empty() ? nullptr : optimizer_.get(),
                                 .step = step,
                                 .like = vars.empty() ? Variable() : vars.front()};

@@ -19,6 +19,8 @@ using namespace lockstep;
 using namespace lockstep::gpu_test;
 
 namespace {
+// The host numbers the steps take beside their slices (StepTerms::key).
+const std::array<std::int64_t, 1> kKey{7};
 
 // A step: a loss over x @ w and a metric state, and w updated in place as an optimizer does.
 struct Toy {
@@ -47,7 +49,7 @@ TEST(GpuStepReplay, ReplaysGiveTheEagerBitsAndEachStepItsOwnNumbers) {
   for (std::uint64_t seed = 2; seed < 8; ++seed) {
     const std::int64_t rows = seed % 2 ? 8 : 4;  // two signatures
     const data::Element slice{test::random_uniform({rows, 8}, seed).to(gpu)};
-    kept.push_back(replays.run(slice, "k", [&](const data::Element& in) { return replayed(in); }));
+    kept.push_back(replays.run(slice, kKey, [&](const data::Element& in) { return replayed(in); }));
     const detail::ReplicaNumbers want = eager(slice);
     EXPECT_EQ(host(kept.back().loss_sum), host(want.loss_sum)) << seed;
     EXPECT_EQ(host(kept.back().metric_states[0]), host(want.metric_states[0])) << seed;
@@ -59,6 +61,32 @@ TEST(GpuStepReplay, ReplaysGiveTheEagerBitsAndEachStepItsOwnNumbers) {
   EXPECT_NE(host(kept[0].loss_sum), host(kept[2].loss_sum));
 }
 
+// A replayed step's numbers that its caller dropped (merged) take the next step's: each step
+// still reads its own, in the earlier step's copy.
+TEST(GpuStepReplay, NumbersNoOneHoldsAreReusedForTheNextStep) {
+  LOCKSTEP_REQUIRE_GPU();
+  const OnGpu0 on;
+  const Device& gpu = on.gpu;
+  Toy replayed{test::random_uniform({8, 8}, 1).to(gpu)}, eager{replayed.w.clone()};
+  detail::StepReplays replays;
+  std::vector<float> previous;
+  std::uint64_t copy = 0;
+  for (std::uint64_t seed = 2; seed < 8; ++seed) {
+    const data::Element slice{test::random_uniform({8, 8}, seed).to(gpu)};
+    const detail::ReplicaNumbers got = replays.run(slice, kKey, [&](const data::Element& in) { return replayed(in); });
+    const detail::ReplicaNumbers want = eager(slice);
+    EXPECT_EQ(host(got.loss_sum), host(want.loss_sum)) << seed;
+    EXPECT_EQ(host(got.metric_states[0]), host(want.metric_states[0])) << seed;
+    EXPECT_NE(host(got.loss_sum), previous) << seed;
+    previous = host(got.loss_sum);
+    // From the second step on, the copy is the one before's (a tensor's id is never reused).
+    if (seed > 2) {
+      EXPECT_EQ(got.loss_sum.id(), copy) << seed;
+    }
+    copy = got.loss_sum.id();
+  }
+}
+
 TEST(GpuStepReplay, PastTheBoundASignatureRunsEagerlySaidOnce) {
   LOCKSTEP_REQUIRE_GPU();
   const OnGpu0 on;
@@ -68,7 +96,7 @@ TEST(GpuStepReplay, PastTheBoundASignatureRunsEagerlySaidOnce) {
   ::testing::internal::CaptureStderr();
   for (std::size_t i = 0; i < detail::StepReplays::kMaxGraphs + 2; ++i) {
     const data::Element slice{test::random_uniform({4, 4}, 3).to(gpu)};
-    (void)replays.run(slice, "key " + std::to_string(i), [&](const data::Element& in) { return toy(in); });
+    (void)replays.run(slice, std::array<std::int64_t, 1>{static_cast<std::int64_t>(i)}, [&](const data::Element& in) { return toy(in); });
   }
   const std::string err = ::testing::internal::GetCapturedStderr();
   EXPECT_EQ(replays.graphs(), detail::StepReplays::kMaxGraphs);
@@ -92,14 +120,14 @@ TEST(GpuStepReplay, ACaptureThatFailsRunsTheStepEagerlyAndSaysWhy) {
   };
   const data::Element slice{Tensor::from_vector(std::vector<float>{1, 2, 3}, {3}).to(gpu)};
   ::testing::internal::CaptureStderr();
-  const detail::ReplicaNumbers r = replays.run(slice, "", step);
+  const detail::ReplicaNumbers r = replays.run(slice, {}, step);
   const std::string err = ::testing::internal::GetCapturedStderr();
   EXPECT_EQ(host(r.loss_sum), std::vector<float>{6});
   EXPECT_EQ(replays.graphs(), 0u);
   EXPECT_TRUE(has(err, "jit_compile: the train step could not be captured, so train steps run eagerly"))
       << err;
   EXPECT_FALSE(replays.failure().empty());
-  (void)replays.run(slice, "", step);  // eagerly, no second capture
+  (void)replays.run(slice, {}, step);  // eagerly, no second capture
   EXPECT_EQ(calls, 3);
 }
 
@@ -129,7 +157,7 @@ TEST(GpuStepReplay, LanesCaptureTogetherAndACaptureThatFailsOnOneLaneFailsTheSte
       const auto i = static_cast<std::size_t>(l);
       const data::Element slice{test::random_uniform({4, 8}, seed * 2 + i).to(gpu)};
       const detail::ReplicaNumbers got =
-          replays.run(l, slice, "k", [&](const data::Element& in) { return replayed[i](in); });
+          replays.run(l, slice, kKey, [&](const data::Element& in) { return replayed[i](in); });
       const detail::ReplicaNumbers want = eager[i](slice);
       EXPECT_EQ(host(got.loss_sum), host(want.loss_sum)) << seed << " lane " << l;
       EXPECT_EQ(host(replayed[i].w), host(eager[i].w)) << seed << " lane " << l;
@@ -153,7 +181,7 @@ TEST(GpuStepReplay, LanesCaptureTogetherAndACaptureThatFailsOnOneLaneFailsTheSte
     strategy.run_void([&](distribute::ReplicaContext& rc) {
       const int l = rc.local_replica_id();
       const data::Element slice{Tensor::from_vector(std::vector<float>{1, 2, 3}, {3}).to(gpu)};
-      (void)failing.run(l, slice, "", [&](const data::Element& in) { return step(l, in); }, [&] { ++discarded; });
+      (void)failing.run(l, slice, {}, [&](const data::Element& in) { return step(l, in); }, [&] { ++discarded; });
     });
   };
   ::testing::internal::CaptureStderr();
@@ -202,7 +230,7 @@ TEST(GpuStepReplay, LanesMeetOnceAReplayedStepAndFindANewSignatureInThatMeeting)
       const auto i = static_cast<std::size_t>(l);
       const data::Element slice{test::random_uniform({rows[step][i], 8}, step * 2 + i).to(gpu)};
       const detail::ReplicaNumbers got =
-          replays.run(l, slice, "k", [&](const data::Element& in) { return replayed[i](in); });
+          replays.run(l, slice, kKey, [&](const data::Element& in) { return replayed[i](in); });
       const detail::ReplicaNumbers want = eager[i](slice);
       EXPECT_EQ(host(got.loss_sum), host(want.loss_sum)) << step << " lane " << l;
       EXPECT_EQ(host(replayed[i].w), host(eager[i].w)) << step << " lane " << l;
