@@ -231,15 +231,14 @@ Tensor Optimizer::step_block(std::int64_t step, const Variable& like) {
 
 void Optimizer::end_step_block(std::int64_t step, bool applied) {
   std::size_t r = 0;
-  Tensor block;
   {
     std::lock_guard<std::mutex> lock(slots_mu_);
     if (!step_.blocks.defined()) return;
     r = this_copy(step_.blocks);
     if (r >= step_.derived_for.size() || step_.derived_for[r] != step) return;  // never begun
-    block = step_.blocks.value();
   }
-  step_end_(block);  // counts the step unless the block marks it skipped
+  // No kernel: the next step_begin_ counts the step on the device unless the block marks it
+  // skipped (a launch fewer per step); the host's count follows here.
   step_.count[r] = applied ? step + 1 : step;
   step_.derived_for[r] = -1;
 }

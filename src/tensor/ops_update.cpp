@@ -147,11 +147,6 @@ void step_begin_(Tensor& block, const step_state::StepRule& rule) {
   kern("step_begin", block, backend::KernelOp::kStepBegin).step_begin(ctx(), rule, block_of(block));
 }
 
-void step_end_(Tensor& block) {
-  check_block("step_end", block, block);
-  kern("step_end", block, backend::KernelOp::kStepEnd).step_end(ctx(), block_of(block));
-}
-
 void set_step_count_(Tensor& block, std::int64_t iterations) {
   check_block("set_step_count", block, block);
   kern("set_step_count", block, backend::KernelOp::kStepSet).step_set(ctx(), block_of(block), iterations);
@@ -208,7 +203,7 @@ std::int64_t step_count(const Tensor& block) {
   check_block("step_count", block, block);
   step_state::StepState state;
   block.copy_to_host(&state, sizeof state);
-  return state.iterations;
+  return step_state::count_after_step(state);
 }
 
 void sgd_update_(Tensor& w, Tensor& momentum, const Tensor& g, const Tensor& step, float mu, bool nesterov) {

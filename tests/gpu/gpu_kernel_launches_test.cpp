@@ -74,17 +74,30 @@ TEST(GpuKernelLaunches, AdamOverSeveralVariablesReplaysTheOneVariableUpdatesBits
 }
 
 namespace {
+// kSequentialFromInput: an Input layer first, as a Functional model's layers begin (the layers'
+// seeds are the model's mixed with their index, so the two then draw the same weights and masks).
+enum class Api { kSequential, kSequentialFromInput, kFunctional };
 struct Flagship {
   std::unique_ptr<distribute::OneDeviceStrategy> strategy =
       std::make_unique<distribute::OneDeviceStrategy>("gpu:0");
-  std::unique_ptr<Sequential> model;
+  std::unique_ptr<Model> model;
   Tensor x, y;
-  Flagship() {
+  explicit Flagship(Api api = Api::kSequential) {
     {
       auto scope = strategy->scope();
       set_random_seed(1);
-      model = std::make_unique<Sequential>(std::vector<layers::LayerPtr>{
-          layers::Dense(128, "relu", 784), layers::Dropout(0.2), layers::Dense(10, "softmax")});
+      if (api == Api::kSequential) {
+        model = std::make_unique<Sequential>(std::vector<layers::LayerPtr>{
+            layers::Dense(128, "relu", 784), layers::Dropout(0.2), layers::Dense(10, "softmax")});
+      } else if (api == Api::kSequentialFromInput) {
+        model = std::make_unique<Sequential>(std::vector<layers::LayerPtr>{
+            layers::Input({784}), layers::Dense(128, "relu"), layers::Dropout(0.2), layers::Dense(10, "softmax")});
+      } else {
+        const KerasTensor in = Input({784});
+        KerasTensor h = call(layers::Dense(128, "relu"), in);
+        h = call(layers::Dropout(0.2), h);
+        model = std::make_unique<Functional>(in, call(layers::Dense(10, "softmax"), h));
+      }
       model->compile(optimizers::Adam(1e-3), losses::SparseCategoricalCrossentropy(), {"accuracy"});
     }
     const ComputeScope on(strategy->context(0));
@@ -98,42 +111,52 @@ struct Flagship {
     detail::remember_host_copy(y, host);
   }
 };
-}  // namespace
 
-// The flagship's train step, captured (jit_compile's default): the same kernels every step.
-TEST(GpuKernelLaunches, TheFlagshipsCapturedTrainStepRunsTheSameKernelsEachStep) {
-  LOCKSTEP_REQUIRE_GPU();
-  Flagship f;
+// Three captured train steps (jit_compile's default) after three warm-up ones; then one more,
+// counted kernel by kernel. Returns the kernels of a step and those by name ("name n, ...").
+struct StepKernels {
+  std::uint64_t per_step = 0;
+  std::map<std::string, std::uint64_t> by_name;
+  std::string list;
+};
+StepKernels captured_step_kernels(Flagship& f) {
   const Device gpu{DeviceKind::kCuda, 0};
   for (int i = 0; i < 3; ++i) (void)f.model->train_step(f.x, f.y);
-  std::uint64_t per_step = 0;
+  StepKernels out;
   const std::uint64_t checks = kernel_launches(gpu, "first_outside");
   for (int i = 0; i < 3; ++i) {
     const std::uint64_t before = kernel_launches(gpu);
     (void)f.model->train_step(f.x, f.y);
     const std::uint64_t n = kernel_launches(gpu) - before;
     if (i > 0) {
-      EXPECT_EQ(n, per_step);
+      EXPECT_EQ(n, out.per_step);
     }
-    per_step = n;
+    out.per_step = n;
   }
-  EXPECT_GT(per_step, 10u);
   EXPECT_EQ(kernel_launches(gpu, "first_outside"), checks)
       << "not captured: the labels were checked on the device";
-  // The step's kernels by name (what fusing cuts).
   std::vector<std::uint64_t> before;
   for (int k = 0; k < static_cast<int>(backend::KernelOp::kCount); ++k)
     before.push_back(kernel_launches(gpu, backend::kernel_op_name(static_cast<backend::KernelOp>(k))));
   (void)f.model->train_step(f.x, f.y);
-  std::string list;
-  std::map<std::string, std::uint64_t> step;
   for (int k = 0; k < static_cast<int>(backend::KernelOp::kCount); ++k) {
     const char* name = backend::kernel_op_name(static_cast<backend::KernelOp>(k));
     if (const std::uint64_t n = kernel_launches(gpu, name) - before[static_cast<std::size_t>(k)]) {
-      list += std::string(list.empty() ? "" : ", ") + name + " " + std::to_string(n);
-      step[name] = n;
+      out.list += std::string(out.list.empty() ? "" : ", ") + name + " " + std::to_string(n);
+      out.by_name[name] = n;
     }
   }
+  return out;
+}
+}  // namespace
+
+// The flagship's train step, captured (jit_compile's default): the same kernels every step.
+TEST(GpuKernelLaunches, TheFlagshipsCapturedTrainStepRunsTheSameKernelsEachStep) {
+  LOCKSTEP_REQUIRE_GPU();
+  Flagship f;
+  StepKernels k = captured_step_kernels(f);
+  auto& step = k.by_name;
+  const std::string& list = k.list;
   // Adam updates the four variables in one launch.
   EXPECT_EQ(step["adam_update_multi"], 1u) << list;
   EXPECT_EQ(step["adam_update"], 0u) << list;
@@ -146,6 +169,27 @@ TEST(GpuKernelLaunches, TheFlagshipsCapturedTrainStepRunsTheSameKernelsEachStep)
   // Each Dense layer's product with its bias (and the hidden one's ReLU): one op, cuBLASLt's
   // epilogue on CUDA; the GEMMs left are the backward's.
   EXPECT_EQ(step["gemm_bias_activation"], 2u) << list;
+  // The step's numbers: one kernel at its start, which also ends the step before (no step_end).
+  EXPECT_EQ(step["step_begin"], 1u) << list;
+  // gemm 3, gemm_bias_activation 2, binary 1, reduce_sum 2, relu_backward_bias_grad 1, dropout 1,
+  // accuracy_state 1, softmax_sparse_xent 1 + backward 1, adam_update_multi 1, step_begin 1,
+  // loss_seed 1.
+  EXPECT_EQ(k.per_step, 16u) << list;
   std::printf("flagship, batch 64: %llu kernels per captured train step: %s\n",
-              static_cast<unsigned long long>(per_step), list.c_str());
+              static_cast<unsigned long long>(k.per_step), list.c_str());
+}
+
+// The flagship written with the functional API: its softmax output is fused with the loss as the
+// Sequential's is (the same kernels), and its weights after a few steps are the Sequential's bits.
+TEST(GpuKernelLaunches, TheFunctionalFlagshipRunsTheSequentialsKernelsAndGetsItsWeights) {
+  LOCKSTEP_REQUIRE_GPU();
+  Flagship seq(Api::kSequentialFromInput), fun(Api::kFunctional);
+  const StepKernels ks = captured_step_kernels(seq), kf = captured_step_kernels(fun);
+  EXPECT_EQ(kf.per_step, ks.per_step) << "functional: " << kf.list << "\nsequential: " << ks.list;
+  EXPECT_EQ(kf.list, ks.list);
+  EXPECT_EQ(kf.by_name.count("softmax"), 0u) << kf.list;
+  const std::vector<Variable> vs = seq.model->variables(), vf = fun.model->variables();
+  ASSERT_EQ(vs.size(), vf.size());
+  for (std::size_t i = 0; i < vs.size(); ++i)
+    EXPECT_TRUE(vs[i].value().to(Device{}).bitwise_equal(vf[i].value().to(Device{}))) << vs[i].name();
 }

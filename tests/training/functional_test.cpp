@@ -14,6 +14,7 @@
 #include "lockstep/io/atomic_file.hpp"
 #include "lockstep/io/zip_archive.hpp"
 #include "lockstep/lockstep.hpp"
+#include "lockstep/tensor/kernel_launches.hpp"
 
 namespace lockstep {
 namespace {
@@ -89,7 +90,12 @@ TEST(Functional, ComputesWhatTheEquivalentSequentialDoesForwardAndInATrainingSte
   for (Model* m : {static_cast<Model*>(&seq), static_cast<Model*>(&fun)})
     m->compile(optimizers::SGD(0.1), losses::SparseCategoricalCrossentropy(), {"accuracy"});
   const auto hs = seq.fit(images(8, 2), labels(8), {.batch_size = 8, .shuffle = false, .verbose = 0});
+  // The Functional's softmax output is left to the loss as the Sequential's is: one kernel for both.
+  const std::uint64_t softmaxes = detail::kernel_launches(Device{}, "softmax");
+  const std::uint64_t fused = detail::kernel_launches(Device{}, "softmax_sparse_xent");
   const auto hf = fun.fit(images(8, 2), labels(8), {.batch_size = 8, .shuffle = false, .verbose = 0});
+  EXPECT_EQ(detail::kernel_launches(Device{}, "softmax"), softmaxes);
+  EXPECT_EQ(detail::kernel_launches(Device{}, "softmax_sparse_xent"), fused + 1);
   EXPECT_EQ(hs.history.at("loss"), hf.history.at("loss"));
   for (std::size_t i = 0; i < vs.size(); ++i) {
     EXPECT_TRUE(same_bits(vs[i].value(), vf[i].value())) << vs[i].name();

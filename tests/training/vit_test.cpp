@@ -6,6 +6,7 @@
 
 #include "common/error_message.hpp"
 #include "lockstep/lockstep.hpp"
+#include "lockstep/tensor/kernel_launches.hpp"
 #include "training/model_io_test_util.hpp"
 
 namespace lockstep {
@@ -77,7 +78,10 @@ TEST(ViT, LearnsOnTwoReplicasThroughFit) {
       for (std::int64_t c = c0; c < c0 + 4; ++c) x[static_cast<std::size_t>(i * 64 + r * 8 + c)] = 0.9f;
   }
   const Tensor xt = Tensor::from_vector(x, {n, 8, 8, 1}), yt = Tensor::from_vector(y, {n});
+  const std::uint64_t fused = detail::kernel_launches(Device{}, "softmax_sparse_xent");
   const auto history = model->fit(xt, yt, {.epochs = 15, .batch_size = 16, .verbose = 0});
+  // The softmax classifier's softmax is computed with the loss, in one kernel per step and replica.
+  EXPECT_EQ(detail::kernel_launches(Device{}, "softmax_sparse_xent") - fused, 15u * 4u);
   const auto& loss = history.history.at("loss");
   EXPECT_LT(loss.back(), 0.5 * loss.front());
   EXPECT_GE(model->evaluate(xt, yt, {.batch_size = 32}).at("accuracy"), 0.99);

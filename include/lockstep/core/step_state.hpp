@@ -1,9 +1,11 @@
 #pragma once
 // The step's changing numbers where the step runs: each replica holds a StepBlock in its
-// device's memory (the optimizer makes it with its slots, placed like a mirrored variable). A
-// kernel at the start of a step derives the step's scalars (the learning rate, Adam's alpha and
-// decay) from the step count the block holds and the optimizer's StepRule; the update kernels
-// read them through a pointer; a kernel at the end of the step advances the count. A step's
+// device's memory (the optimizer makes it with its slots, placed like a mirrored variable). One
+// kernel at the start of a step counts the step before it (unless that one was skipped), then
+// derives the step's scalars (the learning rate, Adam's alpha and decay) from the count and the
+// optimizer's StepRule; the update kernels read them through a pointer. The end of a step is
+// that next kernel's work, not a kernel of its own (a launch fewer per step: the count is read
+// only inside a step, after its start, or by the host through count_after_step). A step's
 // launches then take the same arguments every step, so a captured step replays right, and the
 // host reads nothing. derive_step_scalars is the one rule, for the host and the device.
 #include <math.h>
@@ -21,7 +23,8 @@ struct StepState {
   std::int64_t iterations = 0;  // updates applied before this step (Keras' optimizer.iterations)
   std::int32_t skipped = 0;     // whether this step's update is skipped (1) or applies (0): the
                                 // loss scale's finite check sets it (mark_not_finite)
-  std::int32_t pad = 0;
+  std::int32_t begun = 0;       // whether a step has begun since the count was set (1): the next
+                                // begin_step counts it unless it was skipped
 };
 
 /// The step's numbers, derived at its start (float32, Keras' roundings).
@@ -69,20 +72,24 @@ LOCKSTEP_HOST_DEVICE inline StepScalars derive_step_scalars(const StepRule& r, s
   return s;
 }
 
-/// The kernel at the start of a step: the scalars of the count the block holds; the step applies
-/// unless its check finds otherwise.
+/// The kernel at the start of a step: the step before it counted (Keras: a skipped one does
+/// not), then the scalars of the count; the step applies unless its check finds otherwise.
 LOCKSTEP_HOST_DEVICE inline void begin_step(const StepRule& r, StepBlock& b) {
+  if (b.state.begun && !b.state.skipped) ++b.state.iterations;
   b.scalars = derive_step_scalars(r, b.state.iterations);
   b.state.skipped = 0;
+  b.state.begun = 1;
 }
 /// The loss scale's finite check, on a gradient's element: an infinite or NaN one skips the step
-/// (the update kernels then leave the weights and slots as they are, and end_step does not count it).
+/// (the update kernels then leave the weights and slots as they are, and the next begin_step does
+/// not count it).
 LOCKSTEP_HOST_DEVICE inline void mark_not_finite(StepBlock& b, float x) {
   if (!isfinite(x)) b.state.skipped = 1;
 }
-/// The kernel at the end of a step: a step that applied counts (Keras: a skipped one does not).
-LOCKSTEP_HOST_DEVICE inline void end_step(StepBlock& b) {
-  if (!b.state.skipped) ++b.state.iterations;
+/// The count once the block's last step has ended (what the next begin_step starts from): between
+/// steps, the updates applied so far.
+LOCKSTEP_HOST_DEVICE inline std::int64_t count_after_step(const StepState& s) {
+  return s.iterations + (s.begun && !s.skipped ? 1 : 0);
 }
 /// After the loss scale's finite checks of a step: the scale moved by its rule
 /// (loss_scale_math::update), the step finite unless a check marked it skipped.
@@ -97,6 +104,7 @@ LOCKSTEP_HOST_DEVICE inline float unscale_factor(const StepBlock& b) {
 LOCKSTEP_HOST_DEVICE inline void set_step(StepBlock& b, std::int64_t iterations) {
   b.state.iterations = iterations;
   b.state.skipped = 0;
+  b.state.begun = 0;
 }
 
 }  // namespace lockstep::step_state

@@ -172,8 +172,9 @@ class Optimizer {
   /// `var`'s slot variables (slot_names() order), made on first use like `var` (mirrored over
   /// the same devices) and kept placed like it. Under slots_mu_.
   const std::vector<Variable>& slot_variables(const Variable& var);
-  /// The end of this replica's step: its block's count advanced by a kernel unless the step was
-  /// skipped (`applied` false: the block marks it so, and the kernel does not count it).
+  /// The end of this replica's step, on the host: the count its next step starts from (the
+  /// block's is advanced by the next step's step_begin_ unless the step was skipped; `applied`
+  /// false: the block marks it so). Launches nothing.
   void end_step_block(std::int64_t step, bool applied);
 
  private:

@@ -301,14 +301,14 @@ void adam_update_(Tensor& w, Tensor& m, Tensor& v, const std::vector<Tensor>& gr
 // corrections from it, so that their launches are the same every step (a captured step replays).
 /// A new block on this thread's device (zeros: count 0, the step applies).
 Tensor step_block();
-/// The start of a step: the block's scalars derived from its count and `rule` (a kernel).
+/// The start of a step (a kernel): the step begun before it counted unless it was skipped (a
+/// step's end is no launch of its own), then the block's scalars derived from the count and `rule`.
 void step_begin_(Tensor& block, const step_state::StepRule& rule);
-/// The end of a step: the count advanced unless the step was skipped (a kernel).
-void step_end_(Tensor& block);
 /// Sets the count (the next step applies): a kernel taking it as a host value, so never inside a
 /// step that is to be captured (a block made, a checkpoint restored).
 void set_step_count_(Tensor& block, std::int64_t iterations);
-/// The count: a read from the device (when asked, never per step).
+/// The count once the block's last step has ended (count_after_step): a read from the device
+/// (when asked, never per step).
 std::int64_t step_count(const Tensor& block);
 /// Whether the block's step is marked skipped: a read from the device.
 bool step_skipped(const Tensor& block);

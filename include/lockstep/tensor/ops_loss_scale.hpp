@@ -22,8 +22,8 @@ loss_scale_math::LossScaleState loss_scale_state(const Tensor& block);
 Tensor loss_seed(const Tensor& losses, const Tensor& block, double inverse_n, float factor);
 /// scale(g, unscale_factor(the block's scale)), and the loss scale's finite check of it in the
 /// same pass (a kernel, reading nothing back): an infinite or NaN element marks the block's step
-/// skipped, so that the updates leave the weights and slots untouched and step_end_ does not
-/// count it. step_begin_ clears the mark.
+/// skipped, so that the updates leave the weights and slots untouched and the next step_begin_
+/// does not count it (then clears the mark).
 Tensor unscale_check(const Tensor& g, Tensor& block);
 /// After the step's checks: the block's scale moved by loss_scale_math::update.
 void update_loss_scale_(Tensor& block, std::int64_t growth_steps);

@@ -1,6 +1,6 @@
 // Fused optimizer updates (one pass over a variable's memory per step), the step's numbers
-// (step_begin, step_end), the sum of squares that gradient clipping needs, accumulated in
-// double in a fixed order, and the clip by those norms.
+// (step_begin, which also ends the step before), the sum of squares that gradient clipping
+// needs, accumulated in double in a fixed order, and the clip by those norms.
 #include <algorithm>
 
 #include "backend/cuda/cuda_common.cuh"
@@ -126,9 +126,8 @@ dim3 multi_grid(const MultiUpdateDesc& d) {
   return dim3(blocks_for(most), static_cast<unsigned>(d.count));
 }
 
-// One thread: the step's numbers from the count the block holds (step_state.hpp's rule).
+// One thread: the step before counted, the step's numbers from the count (step_state.hpp's rule).
 __global__ void step_begin_kernel(StepRule rule, StepBlock* block) { step_state::begin_step(rule, *block); }
-__global__ void step_end_kernel(StepBlock* block) { step_state::end_step(*block); }
 __global__ void step_set_kernel(StepBlock* block, std::int64_t iterations) { step_state::set_step(*block, iterations); }
 
 // The loss scale kept in the block: loss_scale_math.hpp's rule and factors, on one thread.
@@ -218,11 +217,6 @@ void adam_update_multi(ComputeContext& ctx, const MultiUpdateDesc& d, const Adam
 void step_begin(ComputeContext& ctx, const StepRule& rule, StepBlock* block) {
   step_begin_kernel<<<1, 1, 0, stream(ctx)>>>(rule, block);
   check_launch("step_begin");
-}
-
-void step_end(ComputeContext& ctx, StepBlock* block) {
-  step_end_kernel<<<1, 1, 0, stream(ctx)>>>(block);
-  check_launch("step_end");
 }
 
 void step_set(ComputeContext& ctx, StepBlock* block, std::int64_t iterations) {
