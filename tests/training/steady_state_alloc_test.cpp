@@ -56,6 +56,13 @@ void* operator new(std::size_t n) {
 void operator delete(void* p) noexcept { std::free(p); }
 void operator delete(void* p, std::size_t) noexcept { std::free(p); }
 #pragma GCC diagnostic pop
+// The nothrow form too (std::stable_sort's buffer): libstdc++'s calls the one above, but a
+// sanitizer's runtime replaces it with its own, whose memory the delete above must not free.
+void* operator new(std::size_t n, const std::nothrow_t&) noexcept {
+  if (t_counting) ++t_allocations;
+  return std::malloc(n ? n : 1);
+}
+void operator delete(void* p, const std::nothrow_t&) noexcept { std::free(p); }
 
 namespace {
 // Counts fit's thread's allocations from the start of batch `from` to the end of the last batch.
