@@ -32,13 +32,18 @@ struct Recording {
   };
   struct Lane {
     ComputeContext* ctx = nullptr;
+    // The one thread whose work the lane records: lane 0's began the capture and ends it (as CUDA's
+    // capture modes ask), each other's joined it. Another thread's work there is refused.
+    std::thread::id thread;
+    // The lane's queue (its context's device and use_stream), which other contexts may share;
+    // read without the context, which a test may destroy inside the capture.
+    Device device;
+    int stream = 0;
     std::vector<Item> items;
   };
   std::mutex mu;
-  std::vector<Lane> lanes;
+  std::vector<Lane> lanes;  // grown under g_mu as well, so that where_locked reads it
   int fences = 0;
-  std::thread::id thread;  // the thread that began it, which ends it (as CUDA's capture modes ask)
-  int stream = 0;          // the queue of lane 0's context (use_stream)
   std::vector<std::unique_ptr<char>> marks;  // the fences handed out: their addresses are their names
 
   void add(int lane, Item item) {
@@ -47,16 +52,32 @@ struct Recording {
   }
 };
 
+// Why work queued while a capture is under way is refused whatever it is (refuse), where CUDA
+// would record it into the capture's graph instead of running it now, or where the emulation
+// cannot tell whether CUDA would:
+//   * kOtherThread: a thread other than the lane's queues on its captured queue (through the
+//     lane's context or another one on that queue): CUDA records what any thread queues there;
+//   * kOtherContext: the lane's own thread queues through another context on its queue: CUDA would
+//     record it, but that context's memory is not the graph's pool (each context allocates from
+//     its own), so a replay could write what the host has reused; and the graph's recordings run
+//     on their lanes' contexts;
+//   * kHostContext: a CPU context's copy of GPU memory (DeviceOps called on a host thread): CUDA
+//     queues it on stream 0 of the GPU that holds the memory (refused from another thread while
+//     that stream is captured, recorded or refused from the capturing one); host memory does not
+//     say which emulated GPU it is, so it is refused while any capture is under way.
+enum class Refusal { kNone, kOtherThread, kOtherContext, kHostContext };
+
 // The captures under way: which context records into which capture as which lane, and which
 // fence handed out belongs to which capture. Looked up only while a capture is under way.
 struct Where {
   Recording* rec = nullptr;
-  int index = -1;  // the lane (-1: a context that shares the captured queue), or the fence
-  // The thread whose work the lane records: the one that began the capture (lane 0) or joined the
-  // lane to it. Another thread's work there is `foreign`, refused (refuse).
-  std::thread::id thread;
-  bool foreign = false;
+  int index = -1;  // the lane, or the fence
+  Refusal refusal = Refusal::kNone;
+  // The captured GPU, for a refusal's words: a refused thread never reads `rec`, which the
+  // capturing thread may end meanwhile.
+  Device gpu;
   explicit operator bool() const { return rec != nullptr; }
+  bool refused() const { return refusal != Refusal::kNone; }
 };
 std::mutex g_mu;
 std::atomic<int> g_captures{0};
@@ -74,22 +95,31 @@ int stream_locked(const ComputeContext& ctx) {
   return it == g_streams.end() ? 0 : it->second;
 }
 
-// Under g_mu: the lane `ctx` records into, or a capture of the queue `ctx` shares, begun by
-// another thread (foreign: CUDA would record this thread's work into that graph); none where
-// `ctx`'s work runs now. A context of the capture's queue on the capture's own thread runs its
-// work now (CUDA would record it: one thread captures through one context).
+// Under g_mu: the lane `ctx` records into, or a lane whose queue `ctx` shares (refused: Refusal
+// says why), or for a CPU context any capture (refused); none where `ctx`'s work runs now.
 Where where_locked(const ComputeContext& ctx) {
   const std::thread::id me = std::this_thread::get_id();
+  const auto by = [&](const Recording::Lane& lane, Refusal otherwise) {
+    return lane.thread != me ? Refusal::kOtherThread : otherwise;
+  };
   if (const auto it = g_lanes.find(&ctx); it != g_lanes.end()) {
     Where at = it->second;
-    at.foreign = at.thread != me;
+    at.refusal = by(at.rec->lanes[static_cast<std::size_t>(at.index)], Refusal::kNone);
     return at;
   }
-  if (ctx.device().kind == DeviceKind::kCpu || g_recordings.empty()) return {};
+  if (g_recordings.empty()) return {};
+  if (ctx.device().kind == DeviceKind::kCpu) {
+    Recording* rec = g_recordings.front();
+    return {.rec = rec, .refusal = Refusal::kHostContext, .gpu = rec->lanes[0].device};
+  }
   const int stream = stream_locked(ctx);
   for (Recording* rec : g_recordings)
-    if (rec->thread != me && rec->lanes[0].ctx->device() == ctx.device() && rec->stream == stream)
-      return {.rec = rec, .thread = rec->thread, .foreign = true};
+    for (std::size_t k = 0; k < rec->lanes.size(); ++k) {
+      const Recording::Lane& lane = rec->lanes[k];
+      if (lane.device == ctx.device() && lane.stream == stream)
+        return {.rec = rec, .index = static_cast<int>(k), .refusal = by(lane, Refusal::kOtherContext),
+                .gpu = ctx.device()};
+    }
   return {};
 }
 
@@ -104,18 +134,32 @@ std::string lane_name(const ComputeContext& ctx, int lane) {
   return lane == 0 ? ctx.device().str() : ctx.device().str() + " (lane " + std::to_string(lane) + " of the capture)";
 }
 
-// Work queued on a captured queue by a thread other than the capture's (`foreign`) is refused
-// whatever it is: CUDA records what any thread queues on a stream being captured, so that work
-// would not run now but at each replay. Refused as the CUDA backend refuses it (cuda_context.cpp:
-// lane), before CUDA would see it.
-[[noreturn]] void refuse(const ComputeContext& ctx, const std::string& what, bool foreign = false) {
-  if (foreign)
-    throw ValueError(what + " queued by a thread other than the capture's inside a graph capture on " +
-                     ctx.device().str() +
-                     ": it would be recorded into that capture's graph instead of running now (a capture records what "
-                     "any thread queues on its stream, which every context of the device shares); queue it before the "
-                     "capture begins or after it ends");
-  throw ValueError(what + " inside a graph capture on " + ctx.device().str() +
+// `what`, asked for at `at` while a capture is under way, refused: for what Refusal names whatever
+// it is (another thread's work in CUDA's words, cuda_context.cpp: lane), else as what a replay
+// could not repeat.
+[[noreturn]] void refuse(const Where& at, const std::string& what) {
+  const std::string gpu = at.gpu.str();
+  const char* const later = "; queue it before the capture begins or after it ends";
+  switch (at.refusal) {
+    case Refusal::kOtherThread:
+      throw ValueError(what + " queued by a thread other than the capture's inside a graph capture on " + gpu +
+                       ": it would be recorded into that capture's graph instead of running now (a capture records "
+                       "what any thread queues on its stream, which every context of the device shares)" + later);
+    case Refusal::kOtherContext:
+      throw ValueError(what + " queued through a second context of " + gpu + " by the thread capturing it, inside a "
+                       "graph capture on " + gpu + ": CUDA would record it into the graph (the contexts share the "
+                       "captured stream) while that context's memory is not the graph's; queue it through the "
+                       "capturing context, or before the capture begins or after it ends");
+    case Refusal::kHostContext:
+      throw ValueError(what + " through a CPU context during a graph capture on " + gpu +
+                       ": a GPU queues it on the stream of the GPU whose memory it is, which a capture there "
+                       "records (emulated GPUs cannot tell which GPU's memory it is, and refuse it while any of "
+                       "them captures); queue it on the GPU's own context, or before the capture begins or after it "
+                       "ends");
+    case Refusal::kNone:
+      break;
+  }
+  throw ValueError(what + " inside a graph capture on " + gpu +
                    ": a replay could not repeat it (CUDA's stream capture fails there too)");
 }
 
@@ -155,9 +199,9 @@ struct Recorded<D, Member, Op, R (*)(ComputeContext&, A...)> {
   static R call(ComputeContext& ctx, A... a) {
     const auto kernel = cpu::table(D).*Member;
     if (const Where at = capturing(ctx)) [[unlikely]] {
-      if (at.foreign) refuse(ctx, std::string("the kernel ") + kernel_op_name(Op), true);
+      if (at.refused()) refuse(at, std::string("the kernel ") + kernel_op_name(Op));
       if constexpr (Signature<R (*)(ComputeContext&, A...)>::returns_value) {
-        refuse(ctx, std::string("the kernel ") + kernel_op_name(Op) + ", which returns its result to the host");
+        refuse(at, std::string("the kernel ") + kernel_op_name(Op) + ", which returns its result to the host");
       } else {
         using Args = std::tuple<std::remove_cvref_t<A>...>;
         Args args(a...);
@@ -194,7 +238,7 @@ DeviceOps*& base_ops() {
 
 void copy(ComputeContext& ctx, void* dst, const void* src, std::size_t bytes) {
   if (const Where at = capturing(ctx)) [[unlikely]] {
-    if (at.foreign) refuse(ctx, "a copy of " + std::to_string(bytes) + " bytes on the device", true);
+    if (at.refused()) refuse(at, "a copy of " + std::to_string(bytes) + " bytes on the device");
     at.rec->add(at.index, {.work = [&ctx, dst, src, bytes] { base_ops()->copy(ctx, dst, src, bytes); }});
     return;
   }
@@ -202,7 +246,7 @@ void copy(ComputeContext& ctx, void* dst, const void* src, std::size_t bytes) {
 }
 void zero(ComputeContext& ctx, void* dst, std::size_t bytes) {
   if (const Where at = capturing(ctx)) [[unlikely]] {
-    if (at.foreign) refuse(ctx, "a fill of " + std::to_string(bytes) + " bytes with zeros", true);
+    if (at.refused()) refuse(at, "a fill of " + std::to_string(bytes) + " bytes with zeros");
     at.rec->add(at.index, {.work = [&ctx, dst, bytes] { base_ops()->zero(ctx, dst, bytes); }});
     return;
   }
@@ -210,7 +254,7 @@ void zero(ComputeContext& ctx, void* dst, std::size_t bytes) {
 }
 void copy_to_host(ComputeContext& ctx, void* host, const void* src, std::size_t bytes) {
   if (const Where at = capturing(ctx)) [[unlikely]]
-    refuse(ctx, "a copy of " + std::to_string(bytes) + " bytes from the device to the host", at.foreign);
+    refuse(at, "a copy of " + std::to_string(bytes) + " bytes from the device to the host");
   base_ops()->copy_to_host(ctx, host, src, bytes);
 }
 void copy_from_host(ComputeContext& ctx, void* dst, const void* host, std::size_t bytes) {
@@ -223,7 +267,7 @@ void copy_from_host_beside(ComputeContext& ctx, void* dst, const void* host, std
 }
 bool equal_bytes(ComputeContext& ctx, const void* a, const void* b, std::size_t bytes) {
   if (const Where at = capturing(ctx)) [[unlikely]]
-    refuse(ctx, "a comparison of two tensors' bytes read on the host", at.foreign);
+    refuse(at, "a comparison of two tensors' bytes read on the host");
   return base_ops()->equal_bytes(ctx, a, b, bytes);
 }
 
@@ -234,7 +278,7 @@ void* record_fence(ComputeContext& ctx, bool copy_stream) {
   const Where at = copy_stream ? Where{} : capturing(ctx);
   if (!at) [[likely]]
     return outside;
-  if (at.foreign) refuse(ctx, "a fence", true);
+  if (at.refused()) refuse(at, "a fence");
   std::lock_guard<std::mutex> lock(g_mu);
   std::lock_guard<std::mutex> rec_lock(at.rec->mu);
   const int id = at.rec->fences++;
@@ -252,24 +296,24 @@ void wait_fence(ComputeContext& ctx, void* fence) {
   if (g_captures.load(std::memory_order_acquire) == 0) [[likely]]
     return;
   std::lock_guard<std::mutex> lock(g_mu);
-  if (where_locked(ctx).foreign) refuse(ctx, "a wait for a fence", true);
+  const Where at = where_locked(ctx);
+  if (at.refused()) refuse(at, "a wait for a fence");
   const auto f = g_fences.find(fence);
-  const auto l = g_lanes.find(&ctx);
   if (f == g_fences.end()) {
-    if (l != g_lanes.end())
-      refuse(ctx, "a wait for work queued outside the capture (CUDA: a captured stream may wait only for events "
-                  "recorded in its capture)");
+    if (at)
+      refuse(at, "a wait for work queued outside the capture (CUDA: a captured stream may wait only for events "
+                 "recorded in its capture)");
     return;
   }
   Recording* rec = f->second.rec;
-  if (l != g_lanes.end() && l->second.rec != rec)
-    refuse(ctx, "a wait for a fence of another capture (CUDA cannot merge two captures)");
+  if (at && at.rec != rec) refuse(at, "a wait for a fence of another capture (CUDA cannot merge two captures)");
   std::lock_guard<std::mutex> rec_lock(rec->mu);
-  int lane = l != g_lanes.end() ? l->second.index : -1;
-  if (lane < 0) {
+  int lane = at.index;
+  if (!at) {
     lane = static_cast<int>(rec->lanes.size());
-    rec->lanes.push_back({.ctx = &ctx});
-    g_lanes[&ctx] = {.rec = rec, .index = lane, .thread = std::this_thread::get_id()};
+    rec->lanes.push_back(
+        {.ctx = &ctx, .thread = std::this_thread::get_id(), .device = ctx.device(), .stream = stream_locked(ctx)});
+    g_lanes[&ctx] = {.rec = rec, .index = lane, .gpu = ctx.device()};
   }
   rec->lanes[static_cast<std::size_t>(lane)].items.push_back({.wait = f->second.index});
 }
@@ -302,7 +346,7 @@ void check_joined(const Recording& rec) {
 
 void refuse_host_copy_in_capture(const ComputeContext& ctx, std::size_t bytes) {
   if (const Where at = capturing(ctx)) [[unlikely]]
-    refuse(ctx, "a copy of " + std::to_string(bytes) + " bytes from the host to the device", at.foreign);
+    refuse(at, "a copy of " + std::to_string(bytes) + " bytes from the host to the device");
 }
 
 bool recorded(const ComputeContext& ctx) {
@@ -352,10 +396,9 @@ void begin_capture(ComputeContext& ctx) {
   LOCKSTEP_CHECK(!g_lanes.contains(&ctx), "a graph capture of ", ctx.device().str(),
                  " is already under way on this context: captures do not nest");
   auto* rec = new Recording;
-  rec->lanes.push_back({.ctx = &ctx});
-  rec->thread = std::this_thread::get_id();
-  rec->stream = stream_locked(ctx);
-  g_lanes[&ctx] = {.rec = rec, .index = 0, .thread = rec->thread};
+  rec->lanes.push_back(
+      {.ctx = &ctx, .thread = std::this_thread::get_id(), .device = ctx.device(), .stream = stream_locked(ctx)});
+  g_lanes[&ctx] = {.rec = rec, .index = 0, .gpu = ctx.device()};
   g_recordings.push_back(rec);
   g_captures.fetch_add(1, std::memory_order_acq_rel);
 }
@@ -365,7 +408,7 @@ std::shared_ptr<void> end_capture(ComputeContext& ctx, bool keep) {
   {
     std::lock_guard<std::mutex> lock(g_mu);
     const auto it = g_lanes.find(&ctx);
-    if (it == g_lanes.end() || it->second.index != 0 || it->second.rec->thread != std::this_thread::get_id())
+    if (it == g_lanes.end() || it->second.index != 0 || it->second.rec->lanes[0].thread != std::this_thread::get_id())
       throw InternalError("end_capture on " + ctx.device().str() + " without its begin_capture on this thread");
     rec.reset(it->second.rec);
     for (const auto& lane : rec->lanes) g_lanes.erase(lane.ctx);

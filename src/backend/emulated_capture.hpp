@@ -4,11 +4,16 @@
 // calls. As in CUDA, a capture belongs to contexts (streams): while a context is being captured,
 // the kernels and device copies queued on it are recorded (each a closure holding its arguments by
 // value, descriptors and host arrays of pointers copied, and the CPU kernel) instead of run. Each
-// lane records one thread's work (the one that began the capture, or joined the lane to it); work
-// another thread queues on it, or on another context of the device sharing the captured queue
-// (stream 0 unless use_stream moved it, as CUDA's contexts of a GPU share its stream 0), is refused
-// by name, as the CUDA backend refuses it, rather than recorded into the graph. Other contexts join a capture as CUDA's streams do: by waiting for
-// a fence recorded inside it (a fork); the capturing context ends it once it waited for a fence
+// lane records one thread's work (the one that began the capture, or joined the lane to it) through
+// its one context; work another thread queues on it, or on another context of the device sharing
+// the captured queue (stream 0 unless use_stream moved it, as CUDA's contexts of a GPU share its
+// stream 0), is refused by name, as the CUDA backend refuses it, rather than recorded into the
+// graph. Refused too, by name, though CUDA would record some of it: work the lane's own thread
+// queues through a second context on its queue (CUDA records it, but that context's memory is not
+// the graph's pool), and a CPU context's copy of GPU memory while any capture is under way (CUDA
+// queues it on stream 0 of the GPU that holds the memory, refused or recorded when that GPU is
+// captured; host memory does not say which GPU it is). Other contexts join a capture as CUDA's
+// streams do: by waiting for a fence recorded inside it (a fork); the capturing context ends it once it waited for a fence
 // each joined context recorded after its last work (a join). A replay runs every context's
 // recording in an order its fences allow, the last context first, so that a fence the capture
 // missed shows as a wrong result. What CUDA's capture would refuse fails here too, by name: a

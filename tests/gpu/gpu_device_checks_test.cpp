@@ -310,7 +310,9 @@ TEST(GpuDeviceChecks, AMarkWhoseWorkTheHostCannotWaitForIsNeverHandedOutAgain) {
   {
     const auto joined = make_compute_context(on.gpu);
     old = backend::error_mark(*joined);
+    ops.use_stream(*joined, 1);  // a queue of its own, as a logical replica's
     ops.wait_fence(*joined, ops.record_fence(*on.ctx, false));  // the fork: its queue is recorded
+    ops.use_stream(*joined, 0);
   }
   (void)backend::end_capture(*on.ctx, false);
   std::vector<std::shared_ptr<ComputeContext>> next(32);

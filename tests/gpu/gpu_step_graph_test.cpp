@@ -22,6 +22,12 @@ using namespace lockstep::gpu_test;
 namespace {
 bool emulated() { return backend::device_kind(DeviceKind::kCuda).emulated(); }
 Tensor work(const Tensor& a, const Tensor& b) { return relu(add(matmul(a, b), a)); }
+// The kernels, copies and fills one replay of `graph` runs on emulated GPUs.
+std::int64_t replayed_work(StepGraph& graph) {
+  const std::int64_t before = backend::emulated_replays().work;
+  graph.replay();
+  return backend::emulated_replays().work - before;
+}
 }  // namespace
 
 TEST(GpuStepGraph, ReplaysTheCapturedOpsOnWhatTheirInputsHoldNow) {
@@ -207,6 +213,127 @@ TEST(GpuStepGraph, AnotherThreadsWorkOnTheCapturedGpuIsRefusedAndTheReplayIsTheC
   EXPECT_EQ(from_another_thread(*other), "");
 }
 
+// A copy of GPU memory through a CPU context (the host's, current on a thread that set none)
+// during a capture is refused by name, from another thread or from the capturing one: on CUDA it
+// queues on the stream of the GPU that holds the memory, which the capture records (another
+// thread's work is refused there; the capturing thread's copies to or from the host cannot be
+// repeated by a replay); emulated GPUs cannot tell which GPU's memory it is and refuse it while
+// any capture is under way. The replay is the capturing thread's work alone; after the capture
+// the copies run.
+TEST(GpuStepGraph, ACpuContextsCopyOfGpuMemoryDuringACaptureIsRefused) {
+  LOCKSTEP_REQUIRE_GPU();
+  const OnGpu0 on;
+  const Device& gpu = on.gpu;
+  Tensor a = test::random_uniform({16, 16}, 1).to(gpu);
+  const Tensor b = test::random_uniform({16, 16}, 2).to(gpu), host_b = b.to(Device{});
+  (void)work(a, b).to_vector<float>();  // warm-up: the cache holds the blocks
+  const auto copies = [&] {  // to the host and from it, with this thread's (CPU) context
+    return std::vector<std::string>{message_of([&] { (void)b.to_vector<float>(); }),
+                                    message_of([&] { a.copy_from(host_b); })};
+  };
+  const auto cpu = make_compute_context(Device{});
+  std::vector<std::string> from_another, from_capturing;
+  Tensor alone_out, out;
+  StepGraph alone(*on.ctx, [&] { alone_out = work(a, b); });
+  StepGraph graph(*on.ctx, [&] {
+    std::thread t([&] { from_another = copies(); });
+    t.join();
+    {
+      const ComputeScope host(*cpu);
+      from_capturing = copies();
+    }
+    out = work(a, b);
+  });
+  const std::vector<std::string> direction = {"a copy of 1024 bytes from the device to the host",
+                                              "a copy of 1024 bytes from the host to the device"};
+  for (std::size_t i = 0; i < 2; ++i) {
+    const std::string& other = from_another[i];
+    const std::string& own = from_capturing[i];
+    if (emulated()) {
+      for (const std::string& msg : {other, own}) {
+        EXPECT_TRUE(has(msg, direction[i] + " through a CPU context during a graph capture on gpu:0")) << msg;
+        EXPECT_TRUE(has(msg, "emulated GPUs cannot tell which GPU's memory it is")) << msg;
+      }
+    } else {
+      EXPECT_TRUE(has(other, "queued by a thread other than the capture's inside a graph capture on gpu:0")) << other;
+      EXPECT_TRUE(has(own, direction[i] + " inside a graph capture on gpu:0")) << own;
+    }
+  }
+  if (emulated()) EXPECT_EQ(replayed_work(graph), replayed_work(alone));
+  else graph.replay();
+  EXPECT_EQ(out.to_vector<float>(), work(a, b).to_vector<float>());
+  std::thread t([&] { from_another = copies(); });
+  t.join();
+  EXPECT_EQ(from_another, (std::vector<std::string>{"", ""}));
+  EXPECT_EQ(a.to_vector<float>(), b.to_vector<float>());  // the copy into a ran
+}
+
+// The capturing thread's work through a second context of the captured GPU: CUDA records it into
+// the graph (the contexts share the stream) though that context's memory is not the graph's, so
+// a replay could write blocks the host reused; emulated GPUs refuse it by name instead of running
+// it at once, so that a path doing it fails in CI before a GPU records it. The capture goes on and
+// its replay runs the capturing context's work alone; after the capture the context runs again.
+TEST(GpuStepGraph, EmulatedGpusRefuseTheCapturingThreadsWorkThroughASecondContext) {
+  LOCKSTEP_REQUIRE_GPU();
+  if (!emulated()) GTEST_SKIP() << "CUDA records it";
+  const OnGpu0 on;
+  const auto second = make_compute_context(on.gpu);
+  const Tensor a = test::random_uniform({16, 16}, 1).to(on.gpu), b = test::random_uniform({16, 16}, 2).to(on.gpu);
+  (void)work(a, b).to_vector<float>();
+  const auto on_second = [&] {
+    const ComputeScope scope(*second);
+    return message_of([&] { (void)add(a, b); });
+  };
+  EXPECT_EQ(on_second(), "");  // warm-up of its own cache
+  std::string msg;
+  Tensor alone_out, out;
+  StepGraph alone(*on.ctx, [&] { alone_out = work(a, b); });
+  StepGraph graph(*on.ctx, [&] {
+    msg = on_second();
+    out = work(a, b);
+  });
+  EXPECT_TRUE(has(msg, "queued through a second context of gpu:0 by the thread capturing it, inside a graph capture "
+                       "on gpu:0"))
+      << msg;
+  EXPECT_EQ(replayed_work(graph), replayed_work(alone));
+  EXPECT_EQ(out.to_vector<float>(), work(a, b).to_vector<float>());
+  EXPECT_EQ(on_second(), "");
+}
+
+// A lane that joined a capture from a queue of its own records its thread's work alone, as the
+// capturing lane does: another thread's work on that queue, through a context of its own moved
+// there, is refused by name (as CUDA's lane() refuses it: the lane notes its thread at the join).
+TEST(GpuStepGraph, EmulatedGpusRefuseAnotherThreadsWorkOnAJoinedLanesQueue) {
+  LOCKSTEP_REQUIRE_GPU();
+  if (!emulated()) GTEST_SKIP() << "CUDA's lane() refuses it; this checks the emulated lanes";
+  const OnGpu0 on;
+  const auto joined = make_compute_context(on.gpu), other = make_compute_context(on.gpu);
+  const backend::DeviceOps& ops = backend::device_ops(DeviceKind::kCuda);
+  const Tensor a = test::random_uniform({8}, 1).to(on.gpu);
+  ops.use_stream(*joined, 1);
+  ops.use_stream(*other, 1);
+  const auto add_on = [&](ComputeContext& ctx) {
+    const ComputeScope scope(ctx);
+    return message_of([&] { (void)add(a, a); });
+  };
+  backend::begin_capture(*on.ctx);
+  ops.wait_fence(*joined, ops.record_fence(*on.ctx, false));  // the fork
+  std::string msg = "did not run";
+  std::thread t([&] { msg = add_on(*other); });
+  t.join();
+  EXPECT_EQ(add_on(*joined), "");  // recorded
+  ops.wait_fence(*on.ctx, ops.record_fence(*joined, false));  // the join
+  const std::shared_ptr<void> graph = backend::end_capture(*on.ctx, true);
+  EXPECT_TRUE(has(msg, "the kernel binary queued by a thread other than the capture's inside a graph capture on gpu:0"))
+      << msg;
+  const backend::EmulatedReplays before = backend::emulated_replays();
+  backend::replay_graph(*on.ctx, graph.get());
+  EXPECT_EQ(backend::emulated_replays().work - before.work, 1) << "the joined lane's add alone";
+  EXPECT_EQ(add_on(*other), "");  // after the capture
+  ops.use_stream(*joined, 0);
+  ops.use_stream(*other, 0);
+}
+
 // Two logical replicas of gpu:0, each on its thread, capture one graph: replica 0 begins it, the
 // other joins by a fence (the fork) and is joined back before it ends; their all-reduce, a
 // collective through the GPU's memory, orders them by fences inside it. Each replay is one launch
@@ -249,7 +376,8 @@ TEST(GpuStepGraph, LogicalReplicasCaptureOneGraphForkedFromTheFirst) {
 }
 
 // A context that joined a capture and was not joined back fails the capture's end by name (as
-// CUDA's cudaErrorStreamCaptureUnjoined).
+// CUDA's cudaErrorStreamCaptureUnjoined). It joins from a stream of its own, as a logical replica
+// does (on the captured stream it would be a second context there, refused).
 TEST(GpuStepGraph, EmulatedGpusRefuseToEndACaptureWithALaneNotJoinedBack) {
   LOCKSTEP_REQUIRE_GPU();
   if (!emulated()) GTEST_SKIP() << "CUDA's own check";
@@ -257,6 +385,7 @@ TEST(GpuStepGraph, EmulatedGpusRefuseToEndACaptureWithALaneNotJoinedBack) {
   const auto other = make_compute_context(on.gpu);
   const backend::DeviceOps& ops = backend::device_ops(DeviceKind::kCuda);
   const Tensor a = test::random_uniform({8}, 1).to(on.gpu);
+  ops.use_stream(*other, 1);
   backend::begin_capture(*on.ctx);
   ops.wait_fence(*other, ops.record_fence(*on.ctx, false));  // the fork: `other` joins
   {
@@ -269,4 +398,5 @@ TEST(GpuStepGraph, EmulatedGpusRefuseToEndACaptureWithALaneNotJoinedBack) {
   EXPECT_EQ(add(a, a).to_vector<float>().size(), 8u);  // both contexts run eagerly again
   const ComputeScope scope(*other);
   EXPECT_EQ(add(a, a).to_vector<float>().size(), 8u);
+  ops.use_stream(*other, 0);
 }

@@ -37,26 +37,37 @@ struct Toy {
 
 std::vector<float> host(const Tensor& t) { return t.to_vector<float>(); }
 
+// On gpu:0, a Toy whose steps are replayed and one that runs the same steps eagerly from the same
+// weights.
+struct ReplayedAndEager {
+  OnGpu0 on;
+  Toy replayed{test::random_uniform({8, 8}, 1).to(on.gpu)}, eager{replayed.w.clone()};
+  detail::StepReplays replays;
+
+  // One step of each on a slice of `rows` x 8 (drawn from `seed`): the replayed step's numbers,
+  // expected to be the eager step's.
+  detail::ReplicaNumbers step(std::int64_t rows, std::uint64_t seed) {
+    const data::Element slice{test::random_uniform({rows, 8}, seed).to(on.gpu)};
+    detail::ReplicaNumbers got = replays.run(slice, kKey, [&](const data::Element& in) { return replayed(in); });
+    const detail::ReplicaNumbers want = eager(slice);
+    EXPECT_EQ(host(got.loss_sum), host(want.loss_sum)) << seed;
+    EXPECT_EQ(host(got.metric_states[0]), host(want.metric_states[0])) << seed;
+    return got;
+  }
+};
+
 }  // namespace
 
 TEST(GpuStepReplay, ReplaysGiveTheEagerBitsAndEachStepItsOwnNumbers) {
   LOCKSTEP_REQUIRE_GPU();
-  const OnGpu0 on;
-  const Device& gpu = on.gpu;
-  Toy replayed{test::random_uniform({8, 8}, 1).to(gpu)}, eager{replayed.w.clone()};
-  detail::StepReplays replays;
+  ReplayedAndEager toys;
   std::vector<detail::ReplicaNumbers> kept;
   for (std::uint64_t seed = 2; seed < 8; ++seed) {
-    const std::int64_t rows = seed % 2 ? 8 : 4;  // two signatures
-    const data::Element slice{test::random_uniform({rows, 8}, seed).to(gpu)};
-    kept.push_back(replays.run(slice, kKey, [&](const data::Element& in) { return replayed(in); }));
-    const detail::ReplicaNumbers want = eager(slice);
-    EXPECT_EQ(host(kept.back().loss_sum), host(want.loss_sum)) << seed;
-    EXPECT_EQ(host(kept.back().metric_states[0]), host(want.metric_states[0])) << seed;
-    EXPECT_EQ(host(replayed.w), host(eager.w)) << seed;
+    kept.push_back(toys.step(seed % 2 ? 8 : 4, seed));  // two signatures
+    EXPECT_EQ(host(toys.replayed.w), host(toys.eager.w)) << seed;
   }
-  EXPECT_EQ(replays.graphs(), 2u);
-  EXPECT_EQ(replays.failure(), "");
+  EXPECT_EQ(toys.replays.graphs(), 2u);
+  EXPECT_EQ(toys.replays.failure(), "");
   // Steps 0 and 2 replayed one graph: each kept its own loss.
   EXPECT_NE(host(kept[0].loss_sum), host(kept[2].loss_sum));
 }
@@ -65,18 +76,11 @@ TEST(GpuStepReplay, ReplaysGiveTheEagerBitsAndEachStepItsOwnNumbers) {
 // still reads its own, in the earlier step's copy.
 TEST(GpuStepReplay, NumbersNoOneHoldsAreReusedForTheNextStep) {
   LOCKSTEP_REQUIRE_GPU();
-  const OnGpu0 on;
-  const Device& gpu = on.gpu;
-  Toy replayed{test::random_uniform({8, 8}, 1).to(gpu)}, eager{replayed.w.clone()};
-  detail::StepReplays replays;
+  ReplayedAndEager toys;
   std::vector<float> previous;
   std::uint64_t copy = 0;
   for (std::uint64_t seed = 2; seed < 8; ++seed) {
-    const data::Element slice{test::random_uniform({8, 8}, seed).to(gpu)};
-    const detail::ReplicaNumbers got = replays.run(slice, kKey, [&](const data::Element& in) { return replayed(in); });
-    const detail::ReplicaNumbers want = eager(slice);
-    EXPECT_EQ(host(got.loss_sum), host(want.loss_sum)) << seed;
-    EXPECT_EQ(host(got.metric_states[0]), host(want.metric_states[0])) << seed;
+    const detail::ReplicaNumbers got = toys.step(8, seed);
     EXPECT_NE(host(got.loss_sum), previous) << seed;
     previous = host(got.loss_sum);
     // From the second step on, the copy is the one before's (a tensor's id is never reused).

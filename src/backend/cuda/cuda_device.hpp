@@ -12,9 +12,9 @@
 #include <mutex>
 #include <string>
 #include <thread>
-#include <tuple>
 #include <vector>
 
+#include "backend/cuda/gemm_key.hpp"
 #include "backend/kernels.hpp"
 #include "backend/staging_pool.hpp"
 #include "lockstep/core/error.hpp"
@@ -36,18 +36,7 @@ bool nvml_available();
 /// TF32 keeps 10 mantissa bits, far outside float32's parity tolerance, so it is opt-in.
 bool tf32_allowed();
 
-struct GemmKey {
-  bool ta, tb;
-  std::int64_t m, n, k, lda, ldb, ldc;
-  int dtype;  // with the operands' alignments (gemm.cu)
-  bool beta_zero;
-  int epilogue;  // 0: a plain GEMM; else the bias / ReLU its epilogue adds (gemm_bias_activation, gemm.cu)
-  bool operator<(const GemmKey& o) const {
-    return std::tie(ta, tb, m, n, k, lda, ldb, ldc, dtype, beta_zero, epilogue) <
-           std::tie(o.ta, o.tb, o.m, o.n, o.k, o.lda, o.ldb, o.ldc, o.dtype, o.beta_zero, o.epilogue);
-  }
-};
-struct GemmPlan;  // gemm.cu
+struct GemmPlan;  // gemm.cu; kept per GemmKey (gemm_key.hpp)
 
 struct CudaDevice;
 

@@ -2,10 +2,10 @@
 // 10 mantissa bits, far outside float32's parity tolerance), float16 and bfloat16 with float32
 // accumulation and one rounding of the result (as the CPU's widening GEMM). Row-major C =
 // op(A) op(B) is the column-major C^T = op(B)^T op(A)^T: B and A swap places, nothing moves.
-// A plan (descriptors and the heuristic's algorithm) is made once per shape and kept; the
-// heuristic is asked in gemm_tries.hpp's order, so a shape it has no algorithm for under the
-// first preferences gets the next (and a Dense layer's bias / ReLU the plain GEMM, then
-// bias_activation) before an error names what was tried.
+// A plan (descriptors and the heuristic's algorithm) is made once per key and kept (gemm_key.hpp:
+// what a plan depends on); the heuristic is asked in gemm_tries.hpp's order, so a shape it has no
+// algorithm for under the first preferences gets the next (and a Dense layer's bias / ReLU the
+// plain GEMM, then bias_activation) before an error names what was tried.
 //
 // gemm_bias_activation: Dense's bias and ReLU in the GEMM's epilogue (CUBLASLT_EPILOGUE_BIAS,
 // _RELU, _RELU_BIAS), one kernel where gemm then bias_activation were two.
@@ -27,6 +27,7 @@
 
 #include "backend/cuda/cuda_common.cuh"
 #include "backend/cuda/cuda_kernels.hpp"
+#include "backend/cuda/gemm_key.hpp"
 #include "backend/cuda/gemm_tries.hpp"
 
 namespace lockstep::backend::cuda {
@@ -60,23 +61,6 @@ cudaDataType_t data_type() {
   else return CUDA_R_32F;
 }
 
-std::uint32_t alignment(const void* p) {
-  const auto v = reinterpret_cast<std::uintptr_t>(p);
-  std::uint32_t a = 256;
-  while (a > 1 && (v % a) != 0) a >>= 1;
-  return a;
-}
-int log2_of(std::uint32_t a) { return static_cast<int>(__builtin_ctz(a)); }
-
-// The operands' alignments in bytes (gemm's a, b, c and the epilogue's bias): a plan asks for them.
-struct Aligns {
-  std::uint32_t a, b, c, bias;
-};
-
-// GemmKey::epilogue: which of the bias and the ReLU the product's epilogue adds (0: a plain GEMM),
-// with the bias's alignment, which the plan's algorithm was chosen for.
-constexpr int kKeyBias = 1, kKeyRelu = 2;
-
 void destroy(GemmPlan* p) {
   if (p->c) cublasLtMatrixLayoutDestroy(p->c);
   if (p->b) cublasLtMatrixLayoutDestroy(p->b);
@@ -101,39 +85,39 @@ void set_pref(cublasLtMatmulPreference_t pref, cublasLtMatmulPreferenceAttribute
   check(cublasLtMatmulPreferenceSetAttribute(pref, attr, &v, sizeof v), "cublasLtMatmulPreferenceSetAttribute");
 }
 
-// The descriptors of `key` under try `t` (gemm_tries.hpp) and the heuristic's algorithm for them;
-// null when the heuristic has none (its status in *status).
+// The descriptors of `key` under try `t` (gemm_tries.hpp) and the heuristic's algorithm for them
+// (`bias`: this product's bias vector, null without one); null when the heuristic has none (its status in *status).
 template <typename F>
-PlanPtr try_plan(CudaLane& d, const GemmKey& key, const Aligns& al, const GemmTry& t, const void* bias, bool relu,
-                 cublasStatus_t* status) {
+PlanPtr try_plan(CudaLane& d, const GemmKey& key, const GemmTry& t, const void* bias, cublasStatus_t* status) {
+  const GemmProduct& g = key.product;
   const cudaDataType_t dt = data_type<F>();
   const cublasComputeType_t compute =
       std::is_same_v<F, float> && tf32_allowed() ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
   PlanPtr p(new GemmPlan);
   check(cublasLtMatmulDescCreate(&p->op, compute, CUDA_R_32F), "cublasLtMatmulDescCreate");
   // Column-major: the first operand is our B, the second our A.
-  const cublasOperation_t op_first = key.tb ? CUBLAS_OP_T : CUBLAS_OP_N;
-  const cublasOperation_t op_second = key.ta ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const cublasOperation_t op_first = g.tb ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const cublasOperation_t op_second = g.ta ? CUBLAS_OP_T : CUBLAS_OP_N;
   set_desc(p->op, CUBLASLT_MATMUL_DESC_TRANSA, op_first);
   set_desc(p->op, CUBLASLT_MATMUL_DESC_TRANSB, op_second);
   if (t.epilogue) {
     // D's rows are our columns (the file's header): the bias [n] is cuBLASLt's per-row vector.
-    const std::uint32_t epilogue = !bias ? CUBLASLT_EPILOGUE_RELU
-                                   : relu ? CUBLASLT_EPILOGUE_RELU_BIAS
-                                          : CUBLASLT_EPILOGUE_BIAS;
+    const std::uint32_t epilogue = !key.bias ? CUBLASLT_EPILOGUE_RELU
+                                   : key.relu ? CUBLASLT_EPILOGUE_RELU_BIAS
+                                              : CUBLASLT_EPILOGUE_BIAS;
     set_desc(p->op, CUBLASLT_MATMUL_DESC_EPILOGUE, epilogue);
-    if (bias) {
+    if (key.bias) {
       set_desc(p->op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, static_cast<std::int32_t>(dt));  // the output's
       set_desc(p->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, bias);  // this call's; reset by each product
     }
     p->epilogue = true;
   }
   const auto u = [](std::int64_t v) { return static_cast<std::uint64_t>(v); };
-  check(cublasLtMatrixLayoutCreate(&p->a, dt, key.tb ? u(key.k) : u(key.n), key.tb ? u(key.n) : u(key.k), key.ldb),
+  check(cublasLtMatrixLayoutCreate(&p->a, dt, g.tb ? u(g.k) : u(g.n), g.tb ? u(g.n) : u(g.k), g.ldb),
         "cublasLtMatrixLayoutCreate");
-  check(cublasLtMatrixLayoutCreate(&p->b, dt, key.ta ? u(key.m) : u(key.k), key.ta ? u(key.k) : u(key.m), key.lda),
+  check(cublasLtMatrixLayoutCreate(&p->b, dt, g.ta ? u(g.m) : u(g.k), g.ta ? u(g.k) : u(g.m), g.lda),
         "cublasLtMatrixLayoutCreate");
-  check(cublasLtMatrixLayoutCreate(&p->c, dt, u(key.n), u(key.m), key.ldc), "cublasLtMatrixLayoutCreate");
+  check(cublasLtMatrixLayoutCreate(&p->c, dt, u(g.n), u(g.m), g.ldc), "cublasLtMatrixLayoutCreate");
   cublasLtMatmulPreference_t raw = nullptr;
   check(cublasLtMatmulPreferenceCreate(&raw), "cublasLtMatmulPreferenceCreate");
   const std::unique_ptr<cublasLtMatmulPreferenceOpaque_t, PrefDelete> pref(raw);
@@ -147,11 +131,11 @@ PlanPtr try_plan(CudaLane& d, const GemmKey& key, const Aligns& al, const GemmTr
                                        ? static_cast<std::uint32_t>(CUBLASLT_REDUCTION_SCHEME_MASK)
                                        : CUBLASLT_REDUCTION_SCHEME_NONE | CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
   set_pref(raw, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, reductions);
-  // The first operand is our B: its alignment is al.b.
-  set_pref(raw, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, al.b);
-  set_pref(raw, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, al.a);
-  set_pref(raw, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, al.c);
-  set_pref(raw, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, al.c);
+  // The first operand is our B: its alignment is align.b.
+  set_pref(raw, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, key.align.b);
+  set_pref(raw, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, key.align.a);
+  set_pref(raw, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, key.align.c);
+  set_pref(raw, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, key.align.c);
   cublasLtMatmulHeuristicResult_t result{};
   int found = 0;
   *status = cublasLtMatmulAlgoGetHeuristic(d.lt, p->op, p->a, p->b, p->c, p->c, raw, 1, &result, &found);
@@ -160,52 +144,27 @@ PlanPtr try_plan(CudaLane& d, const GemmKey& key, const Aligns& al, const GemmTr
   return p;
 }
 
-template <typename F>
-std::string describe(const GemmKey& key, const Aligns& al) {
-  std::string s = "m=" + std::to_string(key.m) + " n=" + std::to_string(key.n) + " k=" + std::to_string(key.k) +
-                  " (" + dtype_name(dtype_of_v<F>) + ", A" + (key.ta ? "^T" : "") + " lda=" + std::to_string(key.lda) +
-                  ", B" + (key.tb ? "^T" : "") + " ldb=" + std::to_string(key.ldb) + ", ldc=" +
-                  std::to_string(key.ldc) + "; alignments A " + std::to_string(al.a) + ", B " + std::to_string(al.b) +
-                  ", C " + std::to_string(al.c);
-  if (key.epilogue & kKeyBias) s += ", bias " + std::to_string(al.bias);
-  return s + " bytes)";
-}
-
 // The plan of the first try the heuristic has an algorithm for; InternalError naming the GEMM
-// and every try when there is none.
+// (its key) and every try when there is none.
 template <typename F>
-GemmPlan* make_plan(CudaLane& d, const GemmKey& key, const Aligns& al, const void* bias, bool relu) {
+GemmPlan* make_plan(CudaLane& d, const GemmKey& key, const void* bias) {
   cublasStatus_t status = CUBLAS_STATUS_SUCCESS;
   std::string tried;
-  for (const GemmTry& t : gemm_tries(dtype_of_v<F>, key.epilogue != 0)) {
-    if (PlanPtr p = try_plan<F>(d, key, al, t, bias, relu, &status)) return p.release();
+  for (const GemmTry& t : gemm_tries(key.product.dtype, key.epilogue())) {
+    if (PlanPtr p = try_plan<F>(d, key, t, bias, &status)) return p.release();
     tried += (tried.empty() ? "" : "; ") + gemm_try_str(t);
   }
-  throw InternalError("cuBLASLt has no GEMM algorithm for " + describe<F>(key, al) + "; tried: " + tried +
+  throw InternalError("cuBLASLt has no GEMM algorithm for " + gemm_key_str(key) + "; tried: " + tried +
                       " (last status " + std::to_string(static_cast<int>(status)) + ")");
 }
 
-// The kept plan of a product (made on first use), keyed by its shape, dtype, the operands'
-// alignments and its epilogue.
+// The kept plan of a product (made on first use) for its key (gemm_key.hpp).
 template <typename F>
-GemmPlan* plan_for(CudaLane& d, bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k, std::int64_t lda,
-                   std::int64_t ldb, std::int64_t ldc, bool beta_zero, const Aligns& al, const void* bias, bool relu) {
-  const int epilogue = (bias ? kKeyBias : 0) | (relu ? kKeyRelu : 0);
-  GemmKey key{ta,
-              tb,
-              m,
-              n,
-              k,
-              lda,
-              ldb,
-              ldc,
-              (static_cast<int>(data_type<F>()) << 24) | (log2_of(al.a) << 16) | (log2_of(al.b) << 8) | log2_of(al.c),
-              beta_zero,
-              epilogue ? epilogue | (log2_of(al.bias) << 8) : 0};
+GemmPlan* plan_for(CudaLane& d, const GemmKey& key, const void* bias) {
   const std::lock_guard<std::mutex> lock(d.device->plans_mu);
   auto& plans = d.device->plans;
   auto it = plans.find(key);
-  if (it == plans.end()) it = plans.emplace(key, make_plan<F>(d, key, al, bias, relu)).first;
+  if (it == plans.end()) it = plans.emplace(key, make_plan<F>(d, key, bias)).first;
   return it->second;
 }
 
@@ -234,8 +193,8 @@ void gemm(ComputeContext& ctx, bool ta, bool tb, std::int64_t m, std::int64_t n,
     check_launch("gemm (k = 0)");
     return;
   }
-  const Aligns al{alignment(a), alignment(b), alignment(c), 256};
-  GemmPlan* plan = plan_for<F>(d, ta, tb, m, n, k, lda, ldb, ldc, beta == 0.0f, al, nullptr, false);
+  const GemmKey key = gemm_key({ta, tb, m, n, k, lda, ldb, ldc, dtype_of_v<F>, beta == 0.0f}, a, b, c);
+  GemmPlan* plan = plan_for<F>(d, key, nullptr);
   run(d, *plan, alpha, a, b, beta, c, nullptr);
 }
 
@@ -249,8 +208,8 @@ void gemm_bias_activation(ComputeContext& ctx, const void* x, const void* w, con
     return;
   }
   CudaLane& d = lane(ctx);
-  const Aligns al{alignment(x), alignment(w), alignment(y), bias ? alignment(bias) : 256u};
-  GemmPlan* plan = plan_for<F>(d, false, false, m, n, k, k, n, n, true, al, bias, relu);
+  const GemmKey key = gemm_key({false, false, m, n, k, k, n, n, dtype_of_v<F>, true}, x, w, y, bias, relu);
+  GemmPlan* plan = plan_for<F>(d, key, bias);
   run(d, *plan, 1.0f, x, w, 0.0f, y, bias);
   if (!plan->epilogue) bias_activation<F>(ctx, y, bias, m, n, relu);  // no fused algorithm (gemm_tries.hpp)
 }
