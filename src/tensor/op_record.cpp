@@ -146,6 +146,17 @@ void check_labels(const char* op, const Tensor& labels, std::int64_t classes) {
   }
 }
 
+void check_label_range(const char* op, const Tensor& labels, std::int64_t begin, std::int64_t end,
+                       std::int64_t classes) {
+  LOCKSTEP_CHECK(labels.defined() && labels.rank() == 1 && labels.dtype() == DType::kI64 &&
+                     labels.device().kind == DeviceKind::kCpu && 0 <= begin && begin <= end && end <= labels.numel(),
+                 op, ": labels [", begin, ", ", end, ") must be a range of 1-D int64 labels in host memory");
+  const auto* range = static_cast<const std::int64_t*>(labels.raw_data()) + begin;
+  const std::int64_t bad =
+      kern(op, labels, backend::KernelOp::kFirstOutside).first_outside(ctx(), range, end - begin, classes);
+  if (bad >= 0) throw_outside(op, host_label(range, DType::kI64, bad), begin + bad, classes);
+}
+
 Tensor checked_labels(const char* op, const Tensor& labels, std::int64_t classes) {
   check_labels(op, labels, classes);
   return labels.dtype() == DType::kI64 ? labels : labels.to(DType::kI64);
