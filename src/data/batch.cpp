@@ -294,7 +294,9 @@ PendingRows RowBatch::gather_ahead(std::int64_t begin, std::int64_t end, bool ca
     std::size_t component;
     std::int64_t r0, r1;
   };
-  const auto dtype_of = [&](std::size_t c) { return s->cast_at_take ? sources->tensors[c].dtype() : sources->dtype(c); };
+  const auto dtype_of = [&](std::size_t c) {
+    return s->cast_at_take ? sources->tensors[c].dtype() : sources->dtype(c);
+  };
   const auto rows_per_chunk = [&](std::size_t c) {
     // Bytes written: what a chunk's copying time follows.
     const Tensor& src = sources->tensors[c];
@@ -324,8 +326,9 @@ PendingRows RowBatch::gather_ahead(std::int64_t begin, std::int64_t end, bool ca
   // made per chunk); a tensor's chunks write disjoint rows.
   s->work = std::make_unique<IdleWork>(ctx, n, [srcs, out, index, as_stored, chunks = std::move(chunks)](std::int64_t i) {
     const Chunk& ch = chunks[static_cast<std::size_t>(i)];
+    const std::optional<float> scale = as_stored ? std::nullopt : srcs->scale(ch.component);
     lockstep::detail::gather_rows_range_into((*out)[ch.component], srcs->tensors[ch.component], index, ch.r0, ch.r1,
-                                             as_stored ? std::nullopt : srcs->scale(ch.component));
+                                             scale);
   });
   if (!s->work->offered()) {  // another gather is out: take() gathers
     s->work.reset();

@@ -149,9 +149,12 @@ void gather_rows_scaled_into(Tensor& dst, const Tensor& src, const Tensor& indic
 void detail::gather_rows_range_into(Tensor& dst, const Tensor& src, const Tensor& indices, std::int64_t begin,
                                     std::int64_t end, std::optional<float> scale) {
   const char* op = scale ? "gather_rows_scaled_into" : "gather_rows_into";
-  if (scale && src.defined() &&
-      (is_floating(src.dtype()) || !backend::supports(src.device().kind, src.dtype(), backend::KernelOp::kGatherRowsScaled))) {
-    Tensor part = dst.slice(begin, end);  // the whole op's own error or fallback
+  const bool fused = !scale || !src.defined() ||
+                     (!is_floating(src.dtype()) &&
+                      backend::supports(src.device().kind, src.dtype(), backend::KernelOp::kGatherRowsScaled));
+  if (!fused) {
+    // A floating source (the op's error) or no fused kernel (its fallback): the op on slices.
+    Tensor part = dst.slice(begin, end);
     return gather_rows_scaled_into(part, src, indices.slice(begin, end), *scale);
   }
   LOCKSTEP_CHECK(src.defined() && src.rank() >= 1, op, ": the source must have rank >= 1");
@@ -162,8 +165,10 @@ void detail::gather_rows_range_into(Tensor& dst, const Tensor& src, const Tensor
   void* out = static_cast<char*>(dst.raw_data()) + static_cast<std::size_t>(begin * row) * dtype_size(dst.dtype());
   detail::forget_host_copy(dst);
   const auto& k = kern(op, src, scale ? backend::KernelOp::kGatherRowsScaled : backend::KernelOp::kGatherRows);
-  if (scale) k.gather_rows_scaled(ctx(), src.raw_data(), idx, end - begin, row, src.dim(0), *scale, static_cast<float*>(out));
-  else k.gather_rows(ctx(), src.raw_data(), idx, end - begin, row, src.dim(0), out);
+  if (scale)
+    k.gather_rows_scaled(ctx(), src.raw_data(), idx, end - begin, row, src.dim(0), *scale, static_cast<float*>(out));
+  else
+    k.gather_rows(ctx(), src.raw_data(), idx, end - begin, row, src.dim(0), out);
 }
 
 void scatter_add_rows(Tensor& dst, const Tensor& indices, const Tensor& src) {
