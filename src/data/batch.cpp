@@ -8,6 +8,7 @@
 #include "data/worker.hpp"
 #include "lockstep/tensor/compute_context.hpp"
 #include "lockstep/tensor/ops.hpp"
+#include "tensor/gather_range.hpp"
 
 namespace lockstep::data::detail {
 
@@ -160,7 +161,9 @@ Tensor index_of(const RowBatch& b, const char* op, std::int64_t begin, std::int6
   LOCKSTEP_CHECK(b.sources != nullptr, op, ": the batch has no sources");
   LOCKSTEP_CHECK(begin >= 0 && begin <= end && end <= b.size(), op, ": rows [", begin, ", ", end,
                  ") are outside the batch of ", b.size());
-  return Tensor::from_vector(std::vector<std::int64_t>(b.rows.begin() + begin, b.rows.begin() + end), {end - begin});
+  Tensor index = Tensor::empty({end - begin}, DType::kI64);
+  index.copy_from_host(b.rows.data() + begin, static_cast<std::size_t>(end - begin) * sizeof(std::int64_t));
+  return index;
 }
 
 // A chunk of a gather ahead: about this many bytes, a few microseconds of copying, so that a
@@ -291,17 +294,27 @@ PendingRows RowBatch::gather_ahead(std::int64_t begin, std::int64_t end, bool ca
     std::size_t component;
     std::int64_t r0, r1;
   };
-  std::vector<Chunk> chunks;
-  for (std::size_t c = 0; c < sources->size(); ++c) {
-    const Tensor& src = sources->tensors[c];
-    std::vector<std::int64_t> dims = src.shape().dims();
-    dims[0] = end - begin;
-    const DType dtype = s->cast_at_take ? src.dtype() : sources->dtype(c);
-    s->out.push_back(Tensor::empty(Shape(std::move(dims)), dtype));
+  const auto dtype_of = [&](std::size_t c) {
+    return s->cast_at_take ? sources->tensors[c].dtype() : sources->dtype(c);
+  };
+  const auto rows_per_chunk = [&](std::size_t c) {
     // Bytes written: what a chunk's copying time follows.
-    const std::int64_t row_bytes =
-        std::max<std::int64_t>(1, src.shape().tail().numel() * static_cast<std::int64_t>(dtype_size(dtype)));
-    const std::int64_t per_chunk = std::max<std::int64_t>(1, kAheadChunkBytes / row_bytes);
+    const Tensor& src = sources->tensors[c];
+    const std::int64_t row = src.dim(0) ? src.numel() / src.dim(0) : 0;
+    const std::int64_t row_bytes = std::max<std::int64_t>(1, row * static_cast<std::int64_t>(dtype_size(dtype_of(c))));
+    return std::max<std::int64_t>(1, kAheadChunkBytes / row_bytes);
+  };
+  std::size_t count = 0;
+  for (std::size_t c = 0; c < sources->size(); ++c)
+    count += static_cast<std::size_t>((end - begin + rows_per_chunk(c) - 1) / rows_per_chunk(c));
+  std::vector<Chunk> chunks;
+  chunks.reserve(count);
+  s->out.reserve(sources->size());
+  for (std::size_t c = 0; c < sources->size(); ++c) {
+    std::vector<std::int64_t> dims = sources->tensors[c].shape().dims();
+    dims[0] = end - begin;
+    s->out.push_back(Tensor::empty(Shape(std::move(dims)), dtype_of(c)));
+    const std::int64_t per_chunk = rows_per_chunk(c);
     for (std::int64_t r = 0; r < end - begin; r += per_chunk)
       chunks.push_back({c, r, std::min(end - begin, r + per_chunk)});
   }
@@ -309,12 +322,13 @@ PendingRows RowBatch::gather_ahead(std::int64_t begin, std::int64_t end, bool ca
   const RowSource* srcs = sources;
   Element* out = &s->out;
   const bool as_stored = s->cast_at_take;
+  // Each chunk writes its rows of the slice's tensors in place (no slice of them or of the index
+  // made per chunk); a tensor's chunks write disjoint rows.
   s->work = std::make_unique<IdleWork>(ctx, n, [srcs, out, index, as_stored, chunks = std::move(chunks)](std::int64_t i) {
     const Chunk& ch = chunks[static_cast<std::size_t>(i)];
-    Tensor dst = (*out)[ch.component].slice(ch.r0, ch.r1);
-    const Tensor rows = index.slice(ch.r0, ch.r1);
-    if (as_stored) gather_rows_into(dst, srcs->tensors[ch.component], rows);
-    else srcs->gather_into(ch.component, dst, rows);
+    const std::optional<float> scale = as_stored ? std::nullopt : srcs->scale(ch.component);
+    lockstep::detail::gather_rows_range_into((*out)[ch.component], srcs->tensors[ch.component], index, ch.r0, ch.r1,
+                                             scale);
   });
   if (!s->work->offered()) {  // another gather is out: take() gathers
     s->work.reset();

@@ -43,10 +43,15 @@ constexpr std::int64_t kWorkerGatherBytes = 256 << 10;
 
 // A batch's tensors on this thread's device; integer ones keep their host bytes there, so that
 // labels are checked on the host (the input path's own copies: nothing writes to them after).
-data::Element batch_to_device(const data::Element& batch) {
-  data::Element out = to_current_device(batch);
-  for (std::size_t c = 0; c < out.size(); ++c) detail::remember_host_copy(out[c], batch[c]);
-  return out;
+// The batch's own vector is reused (to_current_device's rule, in place).
+data::Element batch_to_device(data::Element batch) {
+  const Device here = backend::current_context().device();
+  for (Tensor& t : batch) {
+    const Tensor host = t;
+    if (t.defined() && t.device().kind != here.kind) t = host.to(here);
+    detail::remember_host_copy(t, host);
+  }
+  return batch;
 }
 }  // namespace
 
@@ -193,9 +198,8 @@ data::Element DistributedBatch::begin_slice(int local) const {
   const int r = first_replica + local;
   const auto [begin, end] = data::replica_rows(global_size, num_replicas, r);
   // One replica of tensors takes them whole (no views), unless their copy ahead is on its device.
-  const data::Element slice = num_replicas == 1 && global->tensors() && !global->uploaded(r)
-                                  ? *global->tensors()
-                                  : global->part(begin, end, r);
+  data::Element slice = num_replicas == 1 && global->tensors() && !global->uploaded(r) ? *global->tensors()
+                                                                                      : global->part(begin, end, r);
   if (ahead) {
     const auto [next_begin, next_end] = data::replica_rows(ahead->size(), num_replicas, r);
     // With peers, a replica waits for them (at the gradient exchange, for the next step) and
@@ -205,7 +209,7 @@ data::Element DistributedBatch::begin_slice(int local) const {
     else
       ahead->gather_ahead(r, next_begin, next_end, num_replicas > 1);
   }
-  return batch_to_device(slice);
+  return batch_to_device(std::move(slice));
 }
 
 void DistributedBatch::end_slice(int local) const {

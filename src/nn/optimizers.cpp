@@ -112,8 +112,10 @@ const std::vector<Variable>& Optimizer::slot_variables(const Variable& var) {
 std::vector<Tensor> Optimizer::slots_of(const Variable& var) {
   if (slot_names().empty()) return {};
   std::lock_guard<std::mutex> lock(slots_mu_);
+  const std::vector<Variable>& slots = slot_variables(var);
   std::vector<Tensor> out;
-  for (const Variable& s : slot_variables(var)) out.push_back(s.value());
+  out.reserve(slots.size());  // (as every vector of a step's update: one allocation, not one per doubling)
+  for (const Variable& s : slots) out.push_back(s.value());
   return out;
 }
 
@@ -159,6 +161,8 @@ void Optimizer::update_all(const std::vector<Variable>& vars, const std::vector<
                            const Tensor& step_block) {
   std::vector<Tensor> ws;  // handles: the update writes the variables' own memory
   std::vector<std::vector<Tensor>> slots;
+  ws.reserve(vars.size());
+  slots.reserve(vars.size());
   for (const Variable& v : vars) {
     ws.push_back(v.value());
     slots.push_back(slots_of(v));
@@ -175,6 +179,7 @@ namespace {
 // Slot `s` of every variable (slots[i][s]), for the rules' multi-tensor updates.
 std::vector<Tensor> slot_column(const std::vector<std::vector<Tensor>>& slots, std::size_t s) {
   std::vector<Tensor> out;
+  out.reserve(slots.size());
   for (const auto& of : slots) out.push_back(of.at(s));
   return out;
 }
@@ -394,6 +399,8 @@ void Optimizer::apply_gradients_at(const std::vector<std::pair<Tensor, Variable>
   note_capture_refusal(name(), options_.schedule);
   std::vector<Variable> vars;
   std::vector<Tensor> grads;
+  vars.reserve(grads_and_vars.size());
+  grads.reserve(grads_and_vars.size());
   for (std::size_t i = 0; i < grads_and_vars.size(); ++i) {
     const auto& [g, v] = grads_and_vars[i];
     if (!g.defined()) continue;

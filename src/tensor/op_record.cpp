@@ -112,7 +112,7 @@ std::int64_t host_label(const void* labels, DType dtype, std::int64_t i) {
 }
 }  // namespace
 
-Tensor checked_labels(const char* op, const Tensor& labels, std::int64_t classes) {
+void check_labels(const char* op, const Tensor& labels, std::int64_t classes) {
   check_integer(op, labels, "labels");
   // Labels with host bytes are checked there, at once (the CPU's kernel): the CPU's own, or a
   // device copy's that the input path kept. Labels with none on a device are checked by the
@@ -125,7 +125,8 @@ Tensor checked_labels(const char* op, const Tensor& labels, std::int64_t classes
     // Inside a captured step the check is the replay's to repeat: before each replay, on the
     // labels copied in (StepGraph::refill), the host's check or, for labels with no host bytes,
     // the device's.
-    (void)StepGraph::check_before_replay(labels, [op, classes](const Tensor& in) { (void)checked_labels(op, in, classes); });
+    // The check alone: the replay reads the labels it copied in, not an int64 cast of them.
+    (void)StepGraph::check_before_replay(labels, [op, classes](const Tensor& in) { check_labels(op, in, classes); });
   }
   if (!on_cpu && !kept) {
     // Checked on the device into the context's error mark, raised at the host's next read
@@ -143,6 +144,21 @@ Tensor checked_labels(const char* op, const Tensor& labels, std::int64_t classes
     note_host_copy_scanned(labels, classes, bad < 0);
     if (bad >= 0) throw_outside(op, host_label(bytes, labels.dtype(), bad), bad, classes);
   }
+}
+
+void check_label_range(const char* op, const Tensor& labels, std::int64_t begin, std::int64_t end,
+                       std::int64_t classes) {
+  LOCKSTEP_CHECK(labels.defined() && labels.rank() == 1 && labels.dtype() == DType::kI64 &&
+                     labels.device().kind == DeviceKind::kCpu && 0 <= begin && begin <= end && end <= labels.numel(),
+                 op, ": labels [", begin, ", ", end, ") must be a range of 1-D int64 labels in host memory");
+  const auto* range = static_cast<const std::int64_t*>(labels.raw_data()) + begin;
+  const std::int64_t bad =
+      kern(op, labels, backend::KernelOp::kFirstOutside).first_outside(ctx(), range, end - begin, classes);
+  if (bad >= 0) throw_outside(op, host_label(range, DType::kI64, bad), begin + bad, classes);
+}
+
+Tensor checked_labels(const char* op, const Tensor& labels, std::int64_t classes) {
+  check_labels(op, labels, classes);
   return labels.dtype() == DType::kI64 ? labels : labels.to(DType::kI64);
 }
 

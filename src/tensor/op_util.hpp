@@ -27,11 +27,17 @@ const std::int64_t* dropout_step_at(const char* op, backend::KernelOp k, const D
                                     const Tensor& x);
 /// Throws unless t is defined and of an integer dtype (labels, indices).
 void check_integer(const char* op, const Tensor& t, const char* what);
-/// Integer labels as int64 (cast when needed), each checked to be in [0, classes): at once on
-/// the host where their bytes are there (the CPU's, or a device copy that kept the host's), else
-/// on the device into its error mark (backend/error_marks.hpp), raised by raise_marked_errors at
-/// the host's next read; the kernels that take them skip an index outside meanwhile.
+/// Integer labels each checked to be in [0, classes): at once on the host where their bytes are
+/// there (the CPU's, or a device copy that kept the host's), else on the device into its error
+/// mark (backend/error_marks.hpp), raised by raise_marked_errors at the host's next read; the
+/// kernels that take them skip an index outside meanwhile.
+void check_labels(const char* op, const Tensor& labels, std::int64_t classes);
+/// check_labels, then the labels as int64 (cast when needed).
 Tensor checked_labels(const char* op, const Tensor& labels, std::int64_t classes);
+/// Labels [begin, end) of 1-D int64 labels in host memory checked as check_labels checks host
+/// bytes (an error's index counts from the first label): a chunk of a gather that threads share.
+void check_label_range(const char* op, const Tensor& labels, std::int64_t begin, std::int64_t end,
+                       std::int64_t classes);
 /// After the host waited for a device (a copy to the host): raises the ValueError a device's check
 /// marked ("<op>: label V at index I is outside [0, C)", as checked_labels' own), clearing its mark:
 /// of the marks the read depends on (backend/error_marks.hpp: a replica's own inside a step).

@@ -1,7 +1,9 @@
 // Ops that move or combine memory: concat / stack, row gather and scatter, one-hot, and the
 // multi-tensor reduction that collectives compute with.
+#include <algorithm>
 #include <utility>
 
+#include "tensor/gather_range.hpp"
 #include "tensor/host_copy.hpp"
 #include "tensor/op_util.hpp"
 
@@ -69,6 +71,12 @@ Tensor stack(const std::vector<Tensor>& tensors) {
 }
 
 namespace {
+// a.tail() == b.tail() for shapes of rank >= 1, without building either (gathers check it for
+// each chunk of rows).
+bool same_tail(const Shape& a, const Shape& b) {
+  return std::equal(a.dims().begin() + 1, a.dims().end(), b.dims().begin() + 1, b.dims().end());
+}
+
 // The checked indices and the row length of a gather from src.
 std::pair<Tensor, std::int64_t> gather_plan(const char* op, const Tensor& src, const Tensor& indices) {
   LOCKSTEP_CHECK(src.defined() && src.rank() >= 1, op, ": the source must have rank >= 1");
@@ -103,21 +111,21 @@ namespace {
 // dst can hold the gather of idx's rows of src as `dtype`: defined, that dtype, idx.numel() rows
 // of src's row shape, and in src's memory (host memory is one memory: a replica on cpu:1 may
 // fill its slice from a batch on cpu:0).
-void check_gather_dst(const char* op, const Tensor& dst, const Tensor& src, const Tensor& idx, DType dtype) {
+void check_gather_dst(const char* op, const Tensor& dst, const Tensor& src, std::int64_t rows, DType dtype) {
   const bool same_memory = dst.defined() && (dst.device() == src.device() || (dst.device().kind == DeviceKind::kCpu &&
                                                                                src.device().kind == DeviceKind::kCpu));
-  LOCKSTEP_CHECK(same_memory && dst.dtype() == dtype && dst.rank() >= 1 && dst.dim(0) == idx.numel() &&
-                     dst.shape().tail() == src.shape().tail(),
+  LOCKSTEP_CHECK(same_memory && dst.dtype() == dtype && dst.rank() >= 1 && dst.dim(0) == rows &&
+                     same_tail(dst.shape(), src.shape()),
                  op, ": dst ", dst.defined() ? dst.shape().str() : "undefined", " (",
                  dst.defined() ? dtype_name(dst.dtype()) : "-", " on ", dst.defined() ? dst.device().str() : "-",
-                 ") cannot hold ", idx.numel(), " rows of ", src.shape().str(), " (", dtype_name(src.dtype()), " on ",
+                 ") cannot hold ", rows, " rows of ", src.shape().str(), " (", dtype_name(src.dtype()), " on ",
                  src.device().str(), ") as ", dtype_name(dtype));
 }
 }  // namespace
 
 void gather_rows_into(Tensor& dst, const Tensor& src, const Tensor& indices) {
   const auto [idx, row] = gather_plan("gather_rows_into", src, indices);
-  check_gather_dst("gather_rows_into", dst, src, idx, src.dtype());
+  check_gather_dst("gather_rows_into", dst, src, idx.numel(), src.dtype());
   detail::forget_host_copy(dst);
   kern("gather_rows_into", src, backend::KernelOp::kGatherRows)
       .gather_rows(ctx(), src.raw_data(), static_cast<const std::int64_t*>(idx.raw_data()), idx.numel(), row,
@@ -128,7 +136,7 @@ void gather_rows_scaled_into(Tensor& dst, const Tensor& src, const Tensor& indic
   LOCKSTEP_CHECK(!src.defined() || !is_floating(src.dtype()), "gather_rows_scaled_into: takes an integer source, got ",
                  dtype_name(src.dtype()), " (gather a floating one with gather_rows_into)");
   const auto [idx, row] = gather_plan("gather_rows_scaled_into", src, indices);
-  check_gather_dst("gather_rows_scaled_into", dst, src, idx, DType::kF32);
+  check_gather_dst("gather_rows_scaled_into", dst, src, idx.numel(), DType::kF32);
   if (!backend::supports(src.device().kind, src.dtype(), backend::KernelOp::kGatherRowsScaled)) {
     dst.copy_from(cast_and_scale(gather_rows(src, idx), s));
     return;
@@ -138,11 +146,36 @@ void gather_rows_scaled_into(Tensor& dst, const Tensor& src, const Tensor& indic
                           src.dim(0), s, static_cast<float*>(dst.raw_data()));
 }
 
+void detail::gather_rows_range_into(Tensor& dst, const Tensor& src, const Tensor& indices, std::int64_t begin,
+                                    std::int64_t end, std::optional<float> scale) {
+  const char* op = scale ? "gather_rows_scaled_into" : "gather_rows_into";
+  const bool fused = !scale || !src.defined() ||
+                     (!is_floating(src.dtype()) &&
+                      backend::supports(src.device().kind, src.dtype(), backend::KernelOp::kGatherRowsScaled));
+  if (!fused) {
+    // A floating source (the op's error) or no fused kernel (its fallback): the op on slices.
+    Tensor part = dst.slice(begin, end);
+    return gather_rows_scaled_into(part, src, indices.slice(begin, end), *scale);
+  }
+  LOCKSTEP_CHECK(src.defined() && src.rank() >= 1, op, ": the source must have rank >= 1");
+  check_gather_dst(op, dst, src, indices.defined() ? indices.numel() : 0, scale ? DType::kF32 : src.dtype());
+  check_label_range(op, indices, begin, end, src.dim(0));
+  const std::int64_t row = src.dim(0) ? src.numel() / src.dim(0) : 0;
+  const std::int64_t* idx = static_cast<const std::int64_t*>(indices.raw_data()) + begin;
+  void* out = static_cast<char*>(dst.raw_data()) + static_cast<std::size_t>(begin * row) * dtype_size(dst.dtype());
+  detail::forget_host_copy(dst);
+  const auto& k = kern(op, src, scale ? backend::KernelOp::kGatherRowsScaled : backend::KernelOp::kGatherRows);
+  if (scale)
+    k.gather_rows_scaled(ctx(), src.raw_data(), idx, end - begin, row, src.dim(0), *scale, static_cast<float*>(out));
+  else
+    k.gather_rows(ctx(), src.raw_data(), idx, end - begin, row, src.dim(0), out);
+}
+
 void scatter_add_rows(Tensor& dst, const Tensor& indices, const Tensor& src) {
   LOCKSTEP_CHECK(dst.defined() && dst.rank() >= 1 && src.defined() && src.dtype() == dst.dtype(),
                  "scatter_add_rows: dst and src must be defined tensors of one dtype");
   LOCKSTEP_CHECK(indices.defined() && indices.rank() == 1 && src.rank() >= 1 && src.dim(0) == indices.numel() &&
-                     src.shape().tail() == dst.shape().tail(),
+                     same_tail(src.shape(), dst.shape()),
                  "scatter_add_rows: src ", src.shape().str(), " does not match ",
                  indices.defined() ? indices.shape().str() : "undefined", " indices into dst ", dst.shape().str());
   const Tensor idx = detail::checked_labels("scatter_add_rows", indices, dst.dim(0));
