@@ -177,14 +177,9 @@ void Model::check_compiled(const char* what) const {
 
 template <typename F>
 void Model::for_each_variable(F&& f) const {
-  // A layer owns its variables alone, so a variable shared is a layer listed twice (a Sequential
-  // given one layer twice; a Functional lists a layer once however often it is called): its
-  // variables are taken where it is listed first. Layers without variables skip the look back.
-  for (auto it = layers_.begin(); it != layers_.end(); ++it) {
-    const auto& vars = (*it)->variables();
-    if (vars.empty() || std::find(layers_.begin(), it, *it) != it) continue;
-    for (const auto& v : vars) f(v);
-  }
+  // A layer owns its variables alone and is listed once (layers()), so each variable comes once.
+  for (const auto& l : layers_)
+    for (const auto& v : l->variables()) f(v);
 }
 
 std::vector<Variable> Model::variables() const {

@@ -1,4 +1,5 @@
-// Sequential: Keras' summary layout, construction-time shape errors, naming, lazy build.
+// Sequential: Keras' summary layout, construction-time shape errors, naming (unique names), lazy
+// build.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -129,6 +130,36 @@ TEST(Sequential, ALayerAddedAfterTrainStepsIsTrainedByTheNextOnes) {
   (void)model.train_step(x, y);
   EXPECT_NE(added.read_value().to_vector<float>(), before) << "the added layer's kernel was not updated";
   EXPECT_EQ(model.trainable_variables().size(), 6u);
+}
+
+// Keras 3's Sequential.add: every layer's name is unique within the model, so the same layer
+// given twice, or two layers of one name, is a ValueError with Keras' message, and the model is
+// left as it was (a saved model and a checkpoint name each layer's weights by its name).
+TEST(Sequential, ALayerNameTwiceIsRefusedWithKerasMessage) {
+  const std::string keras = "All layers added to a Sequential model should have unique names. Name 'hidden' is "
+                            "already the name of a layer in this model. Update the `name` argument to pass a unique "
+                            "name.";
+  const auto hidden = layers::Dense({.units = 4, .activation = "tanh", .input_dim = 4, .name = "hidden"});
+  EXPECT_EQ(test::message_of([&] { Sequential({hidden, hidden, layers::Dense(3, "softmax")}); }), keras);
+  Sequential model({hidden});
+  EXPECT_EQ(test::message_of([&] { model.add(hidden); }), keras);
+  EXPECT_EQ(test::message_of([&] { model.add(layers::Dense({.units = 4, .name = "hidden"})); }), keras);
+  ASSERT_EQ(model.layers().size(), 1u);
+  EXPECT_EQ(model.count_params(), 4 * 4 + 4);
+  model.add(layers::Dense(3, "softmax"));
+  EXPECT_EQ(model.variables().size(), 4u);
+  EXPECT_NE(model.summary().find("Total params: " + std::to_string(4 * 4 + 4 + 4 * 3 + 3) + "\n"), std::string::npos)
+      << model.summary();
+}
+
+// Unnamed layers are numbered within their class past the names the model holds, so a name a
+// user gave (dense_1) is never given again.
+TEST(Sequential, UnnamedLayersAreNumberedPastTheNamesTaken) {
+  Sequential model({layers::Dense({.units = 4, .input_dim = 3, .name = "dense_1"}), layers::Dense(4), layers::Dense(4),
+                    layers::Dense({.units = 2, .name = "dense"}), layers::Dense(2)});
+  std::vector<std::string> names;
+  for (const auto& l : model.layers()) names.push_back(l->name());
+  EXPECT_EQ(names, (std::vector<std::string>{"dense_1", "dense_2", "dense_3", "dense", "dense_4"}));
 }
 
 TEST(Sequential, SoftmaxOutputsAreProbabilities) {

@@ -194,11 +194,12 @@ class Model {
   /// device would; outside a strategy, a count of the model's training calls.
   Tensor operator()(const Tensor& x, const layers::CallContext& ctx) const;
 
-  /// Keras' model.layers, in the model's order (Sequential's and Functional's say which). A
-  /// layer called twice in a Functional is listed once; one given twice to a Sequential, twice.
+  /// Keras' model.layers, in the model's order (Sequential's and Functional's say which), each
+  /// layer once: a layer called twice in a Functional is listed once, and a Sequential refuses a
+  /// layer whose name it holds already (Keras' rule), so one layer object never comes twice.
   const std::vector<layers::LayerPtr>& layers() const { return layers_; }
-  /// Keras' model.variables: the variables of layers(), in that order, each once (a layer listed
-  /// twice shares its weights: they are the model's once, updated once per step).
+  /// Keras' model.variables: the variables of layers(), in that order (a layer called twice in a
+  /// Functional shares its weights: they are the model's once, updated once per step).
   std::vector<Variable> variables() const;
   std::vector<Variable> trainable_variables() const;
   /// The elements of variables(): a shared layer's weights count once.
@@ -266,7 +267,7 @@ class Model {
   /// and the equivalent Sequential start from the same weights.
   std::uint64_t layer_seed(std::size_t i) const { return layers::mix_seed(seed_, i + 1); }
   std::uint64_t seed_;
-  std::vector<layers::LayerPtr> layers_;  // layers(): each model class fills it
+  std::vector<layers::LayerPtr> layers_;  // layers(): each model class fills it, each layer once
   Structure inputs_{Structure::Form::kOne, {""}};
   Structure outputs_{Structure::Form::kOne, {""}};
 
