@@ -38,7 +38,7 @@ void Sequential::add(layers::LayerPtr layer) {
     throw ValueError("All layers added to a Sequential model should have unique names. Name '" + layer->name() +
                      "' is already the name of a layer in this model. Update the `name` argument to pass a unique "
                      "name.");
-  layers_.push_back(std::move(layer));
+  add_layer(std::move(layer));
   // Build as soon as the input is known (Keras does the same), so that a layer that cannot
   // take its predecessor's output is reported when the model is made, naming both shapes.
   if (layers_.size() == 1 && layers_[0]->declared_input_shape()) {
