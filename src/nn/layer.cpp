@@ -1,5 +1,6 @@
 #include "lockstep/layers/layer.hpp"
 
+#include <atomic>
 #include <nlohmann/json.hpp>
 
 #include "nn/weight_check.hpp"
@@ -54,11 +55,18 @@ Variable Layer::add_weight(const std::string& wname, const Shape& shape, const I
   return add_weight(shape, init, seed, VariableOptions{.name = wname, .trainable = trainable});
 }
 
+namespace {
+std::atomic<std::uint64_t> weights_made_count{0};  // Layer::weights_made()
+}  // namespace
+
+std::uint64_t Layer::weights_made() { return weights_made_count.load(std::memory_order_acquire); }
+
 Variable Layer::add_weight(const Shape& shape, const Initializer& init, std::uint64_t seed, VariableOptions options) {
   detail::WeightCheck::run(*this, variables_.size(), shape);
   options.name = name_ + "/" + options.name;
   Variable v(init(shape, seed), options);
   variables_.push_back(v);
+  weights_made_count.fetch_add(1, std::memory_order_release);
   return v;
 }
 

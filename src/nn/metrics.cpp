@@ -13,16 +13,23 @@ Tensor total_and_count(const Tensor& total, std::int64_t count) {
 }  // namespace
 
 void Metric::merge_state(const Tensor& batch_state) {
-  LOCKSTEP_CHECK(batch_state.numel() == static_cast<std::int64_t>(state_.size()), "metric '", name_, "': a state of ",
-                 batch_state.numel(), " values cannot merge into ", state_.size());
   const std::vector<float> v = (batch_state.dtype() == DType::kF32 ? batch_state : batch_state.to(DType::kF32)).to_vector<float>();
-  add_to_state(std::vector<double>(v.begin(), v.end()));
+  merge_state(std::span<const float>(v));
 }
 
-void Metric::add_to_state(const std::vector<double>& delta) {
+void Metric::merge_state(std::span<const float> batch_state) {
+  LOCKSTEP_CHECK(batch_state.size() == state_.size(), "metric '", name_, "': a state of ", batch_state.size(),
+                 " values cannot merge into ", state_.size());
+  add_values(batch_state);
+}
+
+void Metric::add_to_state(const std::vector<double>& delta) { add_values(std::span<const double>(delta)); }
+
+template <typename T>
+void Metric::add_values(std::span<const T> delta) {
   const ReplicaInterface* replica = current_replica();
   if (!replica || replica->num_local_replicas() == 1) {  // one thread updates this metric
-    for (std::size_t i = 0; i < delta.size(); ++i) state_[i] += delta[i];
+    for (std::size_t i = 0; i < delta.size(); ++i) state_[i] += static_cast<double>(delta[i]);
     return;
   }
   std::lock_guard<std::mutex> lock(shares_mu_);
@@ -30,7 +37,7 @@ void Metric::add_to_state(const std::vector<double>& delta) {
   if (replica_shares_.size() <= r) replica_shares_.resize(r + 1);
   auto& share = replica_shares_[r];
   if (share.empty()) share.assign(state_.size(), 0.0);
-  for (std::size_t i = 0; i < delta.size(); ++i) share[i] += delta[i];
+  for (std::size_t i = 0; i < delta.size(); ++i) share[i] += static_cast<double>(delta[i]);
 }
 
 void Metric::fold_replica_shares() const {

@@ -285,11 +285,13 @@ Functional::Functional(const KerasTensors& inputs, const KerasTensors& outputs, 
     d = std::max(d, depth[i]);
     owner[order[i]->layer.get()] = order[i]->layer;
   }
-  for (const auto& [l, ptr] : owner) layers_.push_back(ptr);
-  std::sort(layers_.begin(), layers_.end(), [&](const auto& a, const auto& b) {
+  std::vector<layers::LayerPtr> sorted;
+  for (const auto& [l, ptr] : owner) sorted.push_back(ptr);
+  std::sort(sorted.begin(), sorted.end(), [&](const auto& a, const auto& b) {
     const int da = layer_depth.at(a.get()), db = layer_depth.at(b.get());
     return da != db ? da > db : first_visit.at(a.get()) < first_visit.at(b.get());
   });
+  set_layers(std::move(sorted));
   std::map<const layers::Layer*, std::size_t> layer_index;
   for (std::size_t i = 0; i < layers_.size(); ++i) layer_index[layers_[i].get()] = i;
 

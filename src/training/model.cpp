@@ -175,16 +175,21 @@ void Model::check_compiled(const char* what) const {
   LOCKSTEP_CHECK(compiled(), "Model::", what, ": the model must be compiled first (call compile())");
 }
 
+void Model::add_layer(layers::LayerPtr layer) {
+  layer_list_.push_back(std::move(layer));
+  layers_changed_ = true;
+}
+
+void Model::set_layers(std::vector<layers::LayerPtr> layers) {
+  layer_list_ = std::move(layers);
+  layers_changed_ = true;
+}
+
 template <typename F>
 void Model::for_each_variable(F&& f) const {
-  // A layer owns its variables alone, so a variable shared is a layer listed twice (a Sequential
-  // given one layer twice; a Functional lists a layer once however often it is called): its
-  // variables are taken where it is listed first. Layers without variables skip the look back.
-  for (auto it = layers_.begin(); it != layers_.end(); ++it) {
-    const auto& vars = (*it)->variables();
-    if (vars.empty() || std::find(layers_.begin(), it, *it) != it) continue;
-    for (const auto& v : vars) f(v);
-  }
+  // A layer owns its variables alone and is listed once (layers()), so each variable comes once.
+  for (const auto& l : layers_)
+    for (const auto& v : l->variables()) f(v);
 }
 
 std::vector<Variable> Model::variables() const {
@@ -303,14 +308,17 @@ void Model::check_components(std::size_t components, const char* what, bool targ
 }
 
 void Model::refresh_step_variables() {
-  // variables(), compared by identity with the list of the last refresh without a vector made.
-  std::size_t i = 0;
-  bool unchanged = true;
-  for_each_variable([&](const Variable& v) {
-    unchanged = unchanged && i < step_variables_.size() && step_variables_[i++].is_same(v);
-  });
-  if (unchanged && i == step_variables_.size()) return;
-  step_variables_ = variables();
+  // The count is read before the walk: weights made during it are walked again next time.
+  const std::uint64_t made = layers::Layer::weights_made();
+  if (!layers_changed_ && made == walked_at_weights_) return;
+  layers_changed_ = false;
+  walked_at_weights_ = made;
+  // Another model's weights move the count too: the step functions stay unless this walk differs.
+  std::vector<Variable> walked = variables();
+  if (std::equal(walked.begin(), walked.end(), step_variables_.begin(), step_variables_.end(),
+                 [](const Variable& a, const Variable& b) { return a.is_same(b); }))
+    return;
+  step_variables_ = std::move(walked);
   step_trainable_.clear();
   for (const auto& v : step_variables_)
     if (v.trainable()) step_trainable_.push_back(v);

@@ -1,5 +1,6 @@
 #include "lockstep/training/sequential.hpp"
 
+#include <algorithm>
 #include <cctype>
 #include <cstdio>
 #include <map>
@@ -13,16 +14,31 @@ Sequential::Sequential(std::vector<layers::LayerPtr> layer_list, std::string nam
   for (auto& l : layer_list) add(std::move(l));
 }
 
+bool Sequential::holds_name(const std::string& name) const {
+  return std::any_of(layers_.begin(), layers_.end(), [&](const auto& l) { return l->name() == name; });
+}
+
 void Sequential::add(layers::LayerPtr layer) {
   LOCKSTEP_CHECK(layer != nullptr, "Sequential::add: null layer");
   if (layer->name().empty()) {
+    // Numbered within the class (dense, dense_1, ...), past any name a layer holds already.
     const std::string base = detail::snake_case(layer->class_name());
     int count = 0;
     for (const auto& l : layers_)
       if (l->class_name() == layer->class_name()) ++count;
-    layer->set_name(count ? base + "_" + std::to_string(count) : base);
+    for (;; ++count)
+      if (const std::string name = count ? base + "_" + std::to_string(count) : base; !holds_name(name)) {
+        layer->set_name(name);
+        break;
+      }
   }
-  layers_.push_back(std::move(layer));
+  // Keras' rule and message: a name twice makes a saved model's layers and a checkpoint's
+  // variables ambiguous; the same layer given twice holds its name twice.
+  if (holds_name(layer->name()))
+    throw ValueError("All layers added to a Sequential model should have unique names. Name '" + layer->name() +
+                     "' is already the name of a layer in this model. Update the `name` argument to pass a unique "
+                     "name.");
+  add_layer(std::move(layer));
   // Build as soon as the input is known (Keras does the same), so that a layer that cannot
   // take its predecessor's output is reported when the model is made, naming both shapes.
   if (layers_.size() == 1 && layers_[0]->declared_input_shape()) {

@@ -98,13 +98,9 @@ double Model::merge_numbers(detail::PendingNumbers& pending) {
       for (std::size_t k = 0; k < p.output_loss_sums.size(); ++k)
         output_loss_trackers_[k].update(static_cast<double>(*v++) / examples, examples);
     for (std::size_t m = 0; m < metrics_.size(); ++m) {
-      // merge_state's sum, read in place (no tensor made for it): outside strategy.run a state
-      // is the metric's own.
-      std::vector<double>& state = metrics_[m]->state();
+      // Each metric's summed state, merged where it was read (no tensor made for it).
       const auto n = static_cast<std::size_t>(p.metric_states[m].numel());
-      LOCKSTEP_CHECK(n == state.size(), "metric '", metrics_[m]->name(), "': a state of ", n,
-                     " values cannot merge into ", state.size());
-      for (std::size_t i = 0; i < n; ++i) state[i] += static_cast<double>(v[i]);
+      metrics_[m]->merge_state(std::span<const float>(v, n));
       v += n;
     }
     batch_loss = step.examples ? loss_sum / examples : 0.0;

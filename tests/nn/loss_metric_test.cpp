@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <functional>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -295,6 +296,23 @@ TEST(Metrics, MeanIsWeightedAndResets) {
   m.reset_state();
   EXPECT_DOUBLE_EQ(m.result(), 0.0);
   EXPECT_DOUBLE_EQ(m.state()[1], 0.0);
+}
+
+// merge_state adds a batch state to the running state, from a tensor or from values the host
+// holds already (a model's step numbers); a state of another size is refused, naming the metric
+// and both sizes, and leaves the state as it was.
+TEST(Metrics, MergeStateAddsAHostStateAsItsTensorAndRefusesAnotherSize) {
+  metrics::Mean m("seen");
+  const std::vector<float> host{6.0f, 2.0f};
+  m.merge_state(std::span<const float>(host));
+  m.merge_state(Tensor::from_vector<float>({4, 1}, Shape{2}));
+  EXPECT_EQ(m.state(), (std::vector<double>{10.0, 3.0}));
+  EXPECT_DOUBLE_EQ(m.result(), 10.0 / 3.0);
+  const std::vector<float> three{1.0f, 2.0f, 3.0f};
+  const std::string want = "metric 'seen': a state of 3 values cannot merge into 2";
+  EXPECT_EQ(test::message_of([&] { m.merge_state(std::span<const float>(three)); }), want);
+  EXPECT_EQ(test::message_of([&] { m.merge_state(Tensor::from_vector(three, Shape{3})); }), want);
+  EXPECT_EQ(m.state(), (std::vector<double>{10.0, 3.0}));
 }
 
 TEST(Metrics, UnknownNameThrows) {

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 #include <algorithm>
 #include <filesystem>
@@ -103,38 +104,39 @@ TEST(Functional, ComputesWhatTheEquivalentSequentialDoesForwardAndInATrainingSte
   EXPECT_TRUE(same_bits(fun.predict(images(4, 3)), seq.predict(images(4, 3))));
 }
 
-// Keras' weight sharing: a Sequential given one layer twice and the Functional that calls it
-// twice have one set of its weights, listed once in variables() (so counted once, and updated
-// once per step: a variable listed twice had its gradient applied twice).
-TEST(Functional, ALayerCalledTwiceSharesItsWeightsAsTheSequentialGivenItTwice) {
+// Keras' weight sharing: a Functional that calls one layer twice has one set of its weights,
+// listed once in variables() (so counted once, and updated once per step: a variable listed
+// twice had its gradient applied twice). Adam's first step moves each weight by its learning
+// rate at most, so a second application would show. A Sequential given one layer twice refuses
+// it (Keras' rule; Sequential.ALayerNameTwiceIsRefusedWithKerasMessage).
+TEST(Functional, ALayerCalledTwiceSharesItsWeightsUpdatedOncePerStep) {
   set_random_seed(7);
-  const auto twice = layers::Dense(4, "tanh", /*input_dim=*/4);
-  Sequential seq({twice, twice, layers::Dense(3, "softmax")});
   const KerasTensor in = Input({4});
   const auto shared = layers::Dense(4, "tanh");
   Functional fun(in, call(layers::Dense(3, "softmax"), call(shared, call(shared, in))));
-  EXPECT_EQ(seq.layers().size(), 3u);  // as given; the Functional lists the layer once
   EXPECT_EQ(fun.layers().size(), 3u);  // the InputLayer, the shared Dense, the output
-  const auto vs = seq.variables(), vf = fun.variables();
-  ASSERT_EQ(vs.size(), 4u);  // the shared Dense's kernel and bias, the output's
-  ASSERT_EQ(vf.size(), 4u);
-  EXPECT_EQ(seq.trainable_variables().size(), 4u);
+  const auto vars = fun.variables();
+  ASSERT_EQ(vars.size(), 4u);  // the shared Dense's kernel and bias, the output's
+  EXPECT_TRUE(vars[0].is_same(shared->variables()[0]));
+  EXPECT_EQ(fun.trainable_variables().size(), 4u);
   const std::int64_t params = 4 * 4 + 4 + 4 * 3 + 3;
-  EXPECT_EQ(seq.count_params(), params);
   EXPECT_EQ(fun.count_params(), params);
-  EXPECT_NE(seq.summary().find("Total params: " + std::to_string(params) + "\n"), std::string::npos);
   EXPECT_NE(fun.summary().find("Total params: " + std::to_string(params) + "\n"), std::string::npos);
-  for (std::size_t i = 0; i < vs.size(); ++i) vf[i].assign(vs[i].value());
+  Sequential seq({shared});
+  EXPECT_THROW(seq.add(shared), ValueError);
 
   std::vector<float> xv(8 * 4);
   for (std::size_t i = 0; i < xv.size(); ++i) xv[i] = static_cast<float>((i * 13) % 7) / 7.0f - 0.4f;
   const Tensor x = Tensor::from_vector(xv, Shape{8, 4});
-  for (Model* m : {static_cast<Model*>(&seq), static_cast<Model*>(&fun)})
-    m->compile(optimizers::SGD(0.5), losses::SparseCategoricalCrossentropy());
-  const auto hs = seq.fit(x, labels(8), {.epochs = 2, .batch_size = 4, .shuffle = false, .verbose = 0});
-  const auto hf = fun.fit(x, labels(8), {.epochs = 2, .batch_size = 4, .shuffle = false, .verbose = 0});
-  EXPECT_EQ(hs.history.at("loss"), hf.history.at("loss"));
-  for (std::size_t i = 0; i < vs.size(); ++i) EXPECT_TRUE(same_bits(vs[i].value(), vf[i].value())) << vs[i].name();
+  constexpr double kRate = 0.01;
+  fun.compile(optimizers::Adam(kRate), losses::SparseCategoricalCrossentropy());
+  const std::vector<float> before = vars[0].read_value().to_vector<float>();
+  (void)fun.train_step(x, labels(8));
+  const std::vector<float> after = vars[0].read_value().to_vector<float>();
+  double most = 0;
+  for (std::size_t i = 0; i < before.size(); ++i) most = std::max(most, std::abs(double{after[i]} - before[i]));
+  EXPECT_GT(most, 0.9 * kRate);
+  EXPECT_LT(most, 1.01 * kRate) << "the shared kernel was updated more than once";
 }
 
 // A residual block: y = relu(bn(conv(x))); out = Add([x, y]).

@@ -1,7 +1,7 @@
 // Hostile .keras archives (issue 41, items 4, 7 and 10): overlapping zip entries, a config asking
-// for weights the file cannot fill (units: 100,000,000), and integer arguments given fractions or
-// absurd values. Each is an IOError naming the file, the layer or entry and the problem, before
-// anything large is allocated.
+// for weights the file cannot fill (units: 100,000,000), integer arguments given fractions or
+// absurd values, and a layer's name given twice. Each is an IOError naming the file, the layer or
+// entry and the problem, before anything large is allocated.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -12,6 +12,7 @@
 #include "lockstep/io/zip_archive.hpp"
 #include "lockstep/layers/core_layers.hpp"
 #include "lockstep/layers/normalization_layers.hpp"
+#include "lockstep/training/functional.hpp"
 #include "lockstep/training/saved_model.hpp"
 #include "training/layer_config.hpp"
 #include "training/model_io_test_util.hpp"
@@ -122,6 +123,34 @@ TEST_F(HostileKeras, IntegerArgumentsMustBeIntegers) {
     EXPECT_HAS(std::string(e.what()), "argument units=128.5");
   }
   EXPECT_NO_THROW(detail::layer_from_json(dense));
+}
+
+// A Sequential's layers have unique names (Keras' Sequential.add): a config that names two
+// layers alike, or lists one layer twice, is an IOError naming the file, the layer and Keras'
+// rule. A Functional's config alike (its calls name the layers they read).
+TEST_F(HostileKeras, ALayerNameTwiceIsRefused) {
+  const std::string rule = "All layers added to a Sequential model should have unique names. Name 'dense' is already "
+                           "the name of a layer in this model.";
+  layer_config(3)["name"] = "dense";
+  const std::string renamed = load_message("renamed.keras", with_config());
+  EXPECT_HAS(renamed, "layer 'dense' (Dense): ");
+  EXPECT_HAS(renamed, rule);
+  config_ = json::parse(io::find_entry(entries_, "config.json")->bytes);
+  config_["config"]["layers"].push_back(config_["config"]["layers"][1]);
+  EXPECT_HAS(load_message("repeated.keras", with_config()), rule);
+
+  const KerasTensor in = Input({4});
+  Functional f(in, call(layers::Dense(2, "softmax"), call(layers::Dense(8, "relu"), in)), "fun");
+  save_model(f, dir_ + "/fun.keras");
+  auto entries = io::decode_zip(io::read_file(dir_ + "/fun.keras"), "fun.keras");
+  for (auto& e : entries)
+    if (e.name == "config.json") {
+      json c = json::parse(e.bytes);
+      ASSERT_EQ(c["config"]["layers"][2]["name"], "dense_1");
+      c["config"]["layers"][2]["name"] = "dense";
+      e.bytes = c.dump();
+    }
+  EXPECT_HAS(load_message("fun_renamed.keras", io::encode_zip(entries)), "two layers are named 'dense'");
 }
 
 }  // namespace

@@ -322,6 +322,17 @@ TEST_F(SavedModelErrors, DeeplyNestedJsonIsRefusedBeforeAnythingRecurses) {
   EXPECT_NE(m.find("not a lockstep saved model"), std::string::npos) << m;
 }
 
+// Sequential.add's rule (Keras'): a layer's name given twice is refused, naming the file and the layer.
+TEST_F(SavedModelErrors, ALayerNameTwiceIsRefusedWithKerasMessage) {
+  replace_in_file(json_, "\"name\": \"dense_1\"", "\"name\": \"dense\"");
+  const auto m = io_message([&] { load_model(dir_); });
+  EXPECT_NE(m.find(json_), std::string::npos) << m;
+  EXPECT_NE(m.find("layer 2: All layers added to a Sequential model should have unique names. Name 'dense' is "
+                   "already the name of a layer in this model."),
+            std::string::npos)
+      << m;
+}
+
 TEST_F(SavedModelErrors, BadLayerConfigValueNamesTheFile) {
   replace_in_file(json_, "\"activation\": \"relu\"", "\"activation\": \"swishy\"");
   const auto m = io_message([&] { load_model(dir_); });

@@ -1,4 +1,5 @@
-// Sequential: Keras' summary layout, construction-time shape errors, naming, lazy build.
+// Sequential: Keras' summary layout, construction-time shape errors, naming (unique names), lazy
+// build, the variables' walk.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -7,6 +8,7 @@
 #include <vector>
 
 #include "lockstep/layers/core_layers.hpp"
+#include "lockstep/layers/normalization_layers.hpp"
 #include "lockstep/training/sequential.hpp"
 #include "training/training_test_util.hpp"
 
@@ -129,6 +131,90 @@ TEST(Sequential, ALayerAddedAfterTrainStepsIsTrainedByTheNextOnes) {
   (void)model.train_step(x, y);
   EXPECT_NE(added.read_value().to_vector<float>(), before) << "the added layer's kernel was not updated";
   EXPECT_EQ(model.trainable_variables().size(), 6u);
+}
+
+// The walk is kept between steps while the list of layers and every layer's weights stay: a
+// layer built before it is added makes no weights then, and must still be trained (the list's
+// change alone makes the step's variables again).
+TEST(Sequential, APrebuiltLayerAddedAfterTrainStepsIsTrainedByTheNextOnes) {
+  Sequential model({layers::Dense(8, "relu", 12), layers::Dense(4)});
+  model.compile(optimizers::SGD(0.1), losses::MeanSquaredError());
+  const Tensor x = Tensor::ones({16, 12}), y = Tensor::zeros({16, 4});
+  const auto extra = layers::Dense(4);
+  extra->build(Shape{-1, 4}, 3);
+  for (int i = 0; i < 2; ++i) (void)model.train_step(x, y);
+  const std::uint64_t made = layers::Layer::weights_made();
+  model.add(extra);
+  EXPECT_EQ(layers::Layer::weights_made(), made) << "the added layer was built already";
+  const std::vector<float> before = extra->variables().front().read_value().to_vector<float>();
+  (void)model.train_step(x, y);
+  EXPECT_NE(extra->variables().front().read_value().to_vector<float>(), before) << "the added layer was not updated";
+  EXPECT_EQ(model.trainable_variables().size(), 6u);
+}
+
+// A deep model's variables are its layers', in layer order, each once: the walk that every step
+// keeps (checkpoints and Keras files follow this order). Non-trainable weights (BatchNormalization's
+// moving statistics) are in variables(), not in trainable_variables().
+TEST(Sequential, ADeepModelListsEveryLayersVariablesInLayerOrder) {
+  constexpr int kLayers = 200;
+  Sequential model({layers::Input(Shape{3})});
+  for (int i = 0; i < kLayers; ++i) model.add(i % 50 == 25 ? layers::BatchNormalization() : layers::Dense(3, "tanh"));
+  std::vector<Variable> want, want_trainable;
+  for (const auto& l : model.layers())
+    for (const auto& v : l->variables()) {
+      want.push_back(v);
+      if (v.trainable()) want_trainable.push_back(v);
+    }
+  ASSERT_EQ(want.size(), 196u * 2 + 4u * 4);  // Dense: kernel, bias; BatchNormalization: gamma, beta, mean, variance
+  ASSERT_EQ(want_trainable.size(), 196u * 2 + 4u * 2);
+  const auto same = [](const std::vector<Variable>& a, const std::vector<Variable>& b) {
+    return a.size() == b.size() &&
+           std::equal(a.begin(), a.end(), b.begin(), [](const Variable& u, const Variable& v) { return u.is_same(v); });
+  };
+  EXPECT_TRUE(same(model.variables(), want));
+  EXPECT_TRUE(same(model.trainable_variables(), want_trainable));
+  EXPECT_EQ(model.variables()[2].name(), "dense_1/kernel");
+  EXPECT_EQ(model.count_params(), 196 * (3 * 3 + 3) + 4 * 4 * 3);
+
+  model.compile(optimizers::SGD(0.1), losses::MeanSquaredError());
+  std::vector<float> xv(8 * 3);
+  for (std::size_t i = 0; i < xv.size(); ++i) xv[i] = static_cast<float>((i * 5) % 7) / 7.0f - 0.4f;
+  const Tensor x = Tensor::from_vector(xv, Shape{8, 3}), y = Tensor::zeros({8, 3});
+  const std::vector<float> last = want_trainable.back().read_value().to_vector<float>();
+  for (int i = 0; i < 2; ++i) (void)model.train_step(x, y);
+  EXPECT_NE(want_trainable.back().read_value().to_vector<float>(), last) << "the last layer was not trained";
+  EXPECT_TRUE(same(model.variables(), want));
+  EXPECT_TRUE(same(model.trainable_variables(), want_trainable));
+}
+
+// Keras 3's Sequential.add: every layer's name is unique within the model, so the same layer
+// given twice, or two layers of one name, is a ValueError with Keras' message, and the model is
+// left as it was (a saved model and a checkpoint name each layer's weights by its name).
+TEST(Sequential, ALayerNameTwiceIsRefusedWithKerasMessage) {
+  const std::string keras = "All layers added to a Sequential model should have unique names. Name 'hidden' is "
+                            "already the name of a layer in this model. Update the `name` argument to pass a unique "
+                            "name.";
+  const auto hidden = layers::Dense({.units = 4, .activation = "tanh", .input_dim = 4, .name = "hidden"});
+  EXPECT_EQ(test::message_of([&] { Sequential({hidden, hidden, layers::Dense(3, "softmax")}); }), keras);
+  Sequential model({hidden});
+  EXPECT_EQ(test::message_of([&] { model.add(hidden); }), keras);
+  EXPECT_EQ(test::message_of([&] { model.add(layers::Dense({.units = 4, .name = "hidden"})); }), keras);
+  ASSERT_EQ(model.layers().size(), 1u);
+  EXPECT_EQ(model.count_params(), 4 * 4 + 4);
+  model.add(layers::Dense(3, "softmax"));
+  EXPECT_EQ(model.variables().size(), 4u);
+  EXPECT_NE(model.summary().find("Total params: " + std::to_string(4 * 4 + 4 + 4 * 3 + 3) + "\n"), std::string::npos)
+      << model.summary();
+}
+
+// Unnamed layers are numbered within their class past the names the model holds, so a name a
+// user gave (dense_1) is never given again.
+TEST(Sequential, UnnamedLayersAreNumberedPastTheNamesTaken) {
+  Sequential model({layers::Dense({.units = 4, .input_dim = 3, .name = "dense_1"}), layers::Dense(4), layers::Dense(4),
+                    layers::Dense({.units = 2, .name = "dense"}), layers::Dense(2)});
+  std::vector<std::string> names;
+  for (const auto& l : model.layers()) names.push_back(l->name());
+  EXPECT_EQ(names, (std::vector<std::string>{"dense_1", "dense_2", "dense_3", "dense", "dense_4"}));
 }
 
 TEST(Sequential, SoftmaxOutputsAreProbabilities) {

@@ -101,6 +101,10 @@ class Layer {
 
   const std::vector<Variable>& variables() const { return variables_; }
   std::vector<Variable> trainable_variables() const;
+  /// How many weights the layers of this process have made (add_weight), ever: a model keeps
+  /// its walk of its layers' variables while this count stays (Model::refresh_step_variables),
+  /// however and by whom its layers were built.
+  static std::uint64_t weights_made();
   std::int64_t count_params() const;
 
  protected:

@@ -9,6 +9,7 @@
 // same on every run.
 #include <memory>
 #include <mutex>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -26,8 +27,12 @@ class Metric {
   /// One batch's contribution to state(), as a float32 tensor of state().size() values (zeros
   /// for an empty batch). Const: replicas may call it concurrently.
   virtual Tensor batch_state(const Tensor& y_true, const Tensor& y_pred) const = 0;
-  /// Adds a (possibly cross-replica summed) batch_state() to the running state.
+  /// Adds a (possibly cross-replica summed) batch_state() to the running state: its values are
+  /// read to the host and merged as below.
   void merge_state(const Tensor& batch_state);
+  /// The same for a batch state already on the host (a model's step numbers, read in one vector):
+  /// the one place a state is added to another. ValueError unless it holds state().size() values.
+  void merge_state(std::span<const float> batch_state);
   /// merge_state(batch_state(y_true, y_pred))
   void update_state(const Tensor& y_true, const Tensor& y_pred) { merge_state(batch_state(y_true, y_pred)); }
   double result() const {
@@ -45,6 +50,10 @@ class Metric {
   void add_to_state(const std::vector<double>& delta);
 
  private:
+  /// add_to_state's rule, for float32 values (merge_state) or float64 (add_to_state).
+  template <typename T>
+  void add_values(std::span<const T> delta);
+
   void fold_replica_shares() const;
 
   mutable std::vector<double> state_{0.0, 0.0};

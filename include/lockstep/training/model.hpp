@@ -194,11 +194,12 @@ class Model {
   /// device would; outside a strategy, a count of the model's training calls.
   Tensor operator()(const Tensor& x, const layers::CallContext& ctx) const;
 
-  /// Keras' model.layers, in the model's order (Sequential's and Functional's say which). A
-  /// layer called twice in a Functional is listed once; one given twice to a Sequential, twice.
+  /// Keras' model.layers, in the model's order (Sequential's and Functional's say which), each
+  /// layer once: a layer called twice in a Functional is listed once, and a Sequential refuses a
+  /// layer whose name it holds already (Keras' rule), so one layer object never comes twice.
   const std::vector<layers::LayerPtr>& layers() const { return layers_; }
-  /// Keras' model.variables: the variables of layers(), in that order, each once (a layer listed
-  /// twice shares its weights: they are the model's once, updated once per step).
+  /// Keras' model.variables: the variables of layers(), in that order (a layer called twice in a
+  /// Functional shares its weights: they are the model's once, updated once per step).
   std::vector<Variable> variables() const;
   std::vector<Variable> trainable_variables() const;
   /// The elements of variables(): a shared layer's weights count once.
@@ -265,8 +266,20 @@ class Model {
   /// The seed that builds layers()[i]: the model's, mixed with the index, so that a Functional
   /// and the equivalent Sequential start from the same weights.
   std::uint64_t layer_seed(std::size_t i) const { return layers::mix_seed(seed_, i + 1); }
+  /// The one way a model's list of layers changes (each class fills it: Sequential::add, the
+  /// Functional's constructor): each step's variables are walked again before the next step.
+  /// Every layer once (layers()).
+  void add_layer(layers::LayerPtr layer);
+  void set_layers(std::vector<layers::LayerPtr> layers);
   std::uint64_t seed_;
-  std::vector<layers::LayerPtr> layers_;  // layers(): each model class fills it
+
+ private:
+  std::vector<layers::LayerPtr> layer_list_;  // layers(), changed by add_layer and set_layers only
+  bool layers_changed_ = true;                // since the step's variables were walked
+
+ protected:
+  /// layers(), for the classes to read (const: they change it through add_layer and set_layers).
+  const std::vector<layers::LayerPtr>& layers_ = layer_list_;
   Structure inputs_{Structure::Form::kOne, {""}};
   Structure outputs_{Structure::Form::kOne, {""}};
 
@@ -332,12 +345,15 @@ class Model {
   double merge_numbers(detail::PendingNumbers& pending);
   void ensure_mirrored();
   /// f(v) for each of variables(), in its order, without a vector made: the one walk that says
-  /// which variables a model has (variables() and refresh_step_variables()).
+  /// which variables a model has (variables(), trainable_variables(), count_params()).
   template <typename F>
   void for_each_variable(F&& f) const;
-  /// Brings step_variables_ and step_trainable_ up to date with variables() (a layer added or
-  /// built since remakes them, and the step functions: a captured step would leave the new
-  /// variables out). On the host, between steps; each step reads them without a vector made.
+  /// Brings step_variables_ and step_trainable_ up to date with variables(), walked again only
+  /// where the list of layers changed (add_layer, set_layers) or a layer anywhere made weights
+  /// since (Layer::weights_made: layers build lazily, this model's or another's); otherwise a
+  /// step costs two comparisons. Where the walk differs the step functions are made again (a
+  /// captured step would leave the new variables out). On the host, between steps; each step
+  /// reads them without a vector made.
   void refresh_step_variables();
   /// A step function's jit_compile state (train's, evaluate's or predict's), made on first use
   /// (jit_compile.cpp).
@@ -363,6 +379,7 @@ class Model {
   std::shared_ptr<detail::StepJit> step_jits_[3];  // by StepFunction (made by step_jit)
   std::int64_t steps_per_execution_ = 1;
   std::vector<Variable> step_variables_, step_trainable_;  // refresh_step_variables()
+  std::uint64_t walked_at_weights_ = 0;  // Layer::weights_made() when step_variables_ were walked
   mutable std::atomic<std::uint64_t> training_calls_{0};  // operator()(x, {.training = true}) outside a strategy
 };
 

@@ -12,8 +12,9 @@ class Sequential final : public Model {
   explicit Sequential(std::vector<layers::LayerPtr> layers = {}, std::string name = "sequential");
   Sequential(std::initializer_list<layers::LayerPtr> layers) : Sequential(std::vector<layers::LayerPtr>(layers)) {}
 
-  /// Appends a layer: layers() in the order added. A layer added twice shares its weights
-  /// (Keras'): variables() lists them once.
+  /// Appends a layer: layers() in the order added. An unnamed layer is named after its class,
+  /// numbered (dense, dense_1, ...). ValueError with Keras' message for a name the model holds
+  /// already: the same layer added twice, or two layers of one name.
   void add(layers::LayerPtr layer);
 
   void build(const Shape& input_shape) override;
@@ -26,6 +27,7 @@ class Sequential final : public Model {
 
  private:
   void build_layer(std::size_t i);
+  bool holds_name(const std::string& name) const;
   bool built_ = false;
   Shape input_shape_;
   std::vector<Shape> output_shapes_;
