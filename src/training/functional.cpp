@@ -430,7 +430,7 @@ Model::Output Functional::forward(const Tensor& x, const layers::CallContext& ct
   LOCKSTEP_CHECK(x.rank() == want.rank() && x.shape().tail() == want.tail(), "Functional '", name(),
                  "' expects input shape ", want.str(), " but received ", x.shape().str());
   Output out;
-  run_graph({&x, 1}, ctx, {&out, 1}, ctx.softmax_to_loss);
+  run_graph({&x, 1}, ctx, {&out, 1});
   return out;
 }
 
@@ -442,21 +442,21 @@ std::vector<Model::Output> Functional::forward_all(std::span<const Tensor> xs, c
     LOCKSTEP_CHECK(xs[i].rank() == want.rank() && xs[i].shape().tail() == want.tail(), "Functional '", name(),
                    "': input '", inputs_.names[i], "' expects shape ", want.str(), " but received ", xs[i].shape().str());
   }
-  // Each output's probabilities made here: the losses of several outputs are computed from them.
   std::vector<Output> outs(outputs_.size());
-  run_graph(xs, ctx, outs, false);
+  run_graph(xs, ctx, outs);
   return outs;
 }
 
-void Functional::run_graph(std::span<const Tensor> xs, const layers::CallContext& ctx, std::span<Output> outs,
-                           bool softmax_to_loss) const {
+void Functional::run_graph(std::span<const Tensor> xs, const layers::CallContext& ctx,
+                           std::span<Output> outs) const {
   std::vector<Tensor> values(nodes_.size()), masks(nodes_.size());
   for (std::size_t i = 0; i < xs.size(); ++i) values[i] = xs[i];
   // An output ends as every model's output ends (output_in_float32); a later node reads that, so
-  // only an output that no node reads may leave its softmax to the loss (as Sequential's does).
+  // only an output that no node reads may leave its softmax to the loss (as Sequential's does):
+  // the one rule for a model of one output and for each output of several.
   const auto finish_output = [&](std::size_t i) {
     Output& o = outs[static_cast<std::size_t>(output_of_[i])];
-    const bool to_loss = softmax_to_loss && last_use_[i] == 0;
+    const bool to_loss = ctx.softmax_to_loss && last_use_[i] == 0;
     if (i < xs.size()) o = output_in_float32(*layers_[nodes_[i].layer], [&](bool) { return xs[i]; });
     else o = output_in_float32(*layers_[nodes_[i].layer], [&](bool logits) { return run_node(nodes_[i], values, masks, ctx, logits); }, to_loss);
     values[i] = o.output;

@@ -24,6 +24,15 @@ void check_same_rows(const Tensor& x, const Tensor& y) {
   LOCKSTEP_CHECK(x.rank() >= 1 && y.rank() >= 1 && y.dim(0) == x.dim(0), "train_step: x ", x.shape().str(), " and y ",
                  y.shape().str(), " have different batch sizes");
 }
+
+// An output's per-example losses under `loss`. Where the forward left a softmax output's softmax
+// to the loss (CallContext::softmax_to_loss: the output undefined, its logits set), the loss
+// computes it beside (the sparse cross-entropy in one kernel) and sets the output, which the
+// metrics read: one rule for a model of one output and for each output of several.
+Tensor per_example_losses(const losses::Loss& loss, const Tensor& y, Model::Output& o) {
+  return o.output.defined() ? loss.per_example(y, o.output, o.logits)
+                            : loss.per_example_and_softmax(y, o.logits, o.output);
+}
 }  // namespace
 
 Tensor Model::slice_loss(const data::Element& s, const layers::CallContext& ctx, detail::SliceOutputs& outs,
@@ -31,9 +40,7 @@ Tensor Model::slice_loss(const data::Element& s, const layers::CallContext& ctx,
   const std::size_t n_in = inputs_.size();
   if (n_in == 1 && outputs_.size() == 1) {  // the path every Sequential takes
     outs.one = forward(input_of(s[0]), ctx);
-    Output& o = outs.one;
-    outs.losses = o.output.defined() ? loss_->per_example(s[1], o.output, o.logits)
-                                     : loss_->per_example_and_softmax(s[1], o.logits, o.output);
+    outs.losses = per_example_losses(*loss_, s[1], outs.one);
     return sum(outs.losses);
   }
   std::vector<Tensor> xs;
@@ -41,15 +48,16 @@ Tensor Model::slice_loss(const data::Element& s, const layers::CallContext& ctx,
   outs.many = forward_all(xs, ctx);
   Tensor total;
   for (std::size_t k = 0; k < outs.many.size(); ++k) {
-    const Output& o = outs.many[k];
+    Output& o = outs.many[k];
     const Tensor& y = s[n_in + k];
     const std::string& out = outputs_.names[k];
-    LOCKSTEP_CHECK(y.rank() >= 1 && y.dim(0) == o.output.dim(0), "model '", name(), "': the target of output '", out,
-                   "' ", y.shape().str(), " does not have the batch size of the output ", o.output.shape().str());
+    const Tensor& pred = o.output.defined() ? o.output : o.logits;  // the logits have the output's shape
+    LOCKSTEP_CHECK(y.rank() >= 1 && y.dim(0) == pred.dim(0), "model '", name(), "': the target of output '", out,
+                   "' ", y.shape().str(), " does not have the batch size of the output ", pred.shape().str());
     const losses::Loss& loss = output_losses_.empty() ? *loss_ : *output_losses_[k].loss;
     Tensor part;
     try {
-      part = sum(loss.per_example(y, o.output, o.logits));
+      part = sum(per_example_losses(loss, y, o));
     } catch (const ValueError& e) {
       throw ValueError("model '" + name() + "', output '" + out + "': " + e.what());
     }

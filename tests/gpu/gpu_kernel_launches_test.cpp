@@ -193,3 +193,101 @@ TEST(GpuKernelLaunches, TheFunctionalFlagshipRunsTheSequentialsKernelsAndGetsIts
   for (std::size_t i = 0; i < vs.size(); ++i)
     EXPECT_TRUE(vs[i].value().to(Device{}).bitwise_equal(vf[i].value().to(Device{}))) << vs[i].name();
 }
+
+namespace {
+// A Functional model of two outputs on gpu:0: "cls" (10 classes, softmax, sparse cross-entropy,
+// accuracy) and "reg" (one value, mse). With `echo`, a third output reads "cls" (weighted 0), so
+// "cls" keeps its probabilities: the unfused reference, the same weights and numbers.
+struct TwoHeads {
+  std::unique_ptr<distribute::OneDeviceStrategy> strategy =
+      std::make_unique<distribute::OneDeviceStrategy>("gpu:0");
+  std::unique_ptr<Functional> model;
+  explicit TwoHeads(bool echo) {
+    auto scope = strategy->scope();
+    set_random_seed(1);
+    const auto named = [](layers::LayerPtr l, const char* name) {
+      l->set_name(name);
+      return l;
+    };
+    const KerasTensor in = Input({784});
+    const KerasTensor h = call(layers::Dense(128, "relu"), in);
+    const KerasTensor cls = call(named(layers::Dense(10, "softmax"), "cls"), h);
+    const KerasTensor reg = call(named(layers::Dense(1), "reg"), h);
+    std::map<std::string, losses::LossPtr> loss{{"cls", losses::SparseCategoricalCrossentropy()},
+                                                {"reg", losses::MeanSquaredError()}};
+    std::map<std::string, double> weights;
+    if (echo) {
+      model = std::make_unique<Functional>(
+          in, std::vector<KerasTensor>{cls, reg, call(named(layers::Activation("linear"), "echo"), cls)}, "echo", 3);
+      loss["echo"] = losses::MeanSquaredError();
+      weights["echo"] = 0.0;
+    } else {
+      model = std::make_unique<Functional>(in, std::vector<KerasTensor>{cls, reg}, "two_heads", 3);
+    }
+    model->compile(optimizers::Adam(1e-3), loss, {{"cls", {"accuracy"}}}, weights);
+  }
+  // fit for 6 steps of 64 (captured after the first, jit_compile's default): the last step's
+  // kernels, counted at each step's end.
+  StepKernels fit_last_step() {
+    const Device gpu{DeviceKind::kCuda, 0};
+    const std::int64_t n = 6 * 64;
+    std::vector<std::int64_t> labels(static_cast<std::size_t>(n));
+    for (std::size_t i = 0; i < labels.size(); ++i) labels[i] = static_cast<std::int64_t>(i % 10);
+    std::vector<Tensor> ys{Tensor::from_vector(labels, {n}), test::random_uniform({n, 1}, 3)};
+    if (model->output_structure().size() == 3) ys.push_back(Tensor::zeros({n, 10}));
+    std::vector<std::vector<std::uint64_t>> at_end;  // per step: the total, then per kernel op
+    const auto count = std::make_shared<LambdaCallback>(LambdaCallbackOptions{
+        .on_train_batch_end = [&](std::int64_t, const Logs&) {
+          std::vector<std::uint64_t> n_now{kernel_launches(gpu)};
+          for (int k = 0; k < static_cast<int>(backend::KernelOp::kCount); ++k)
+            n_now.push_back(kernel_launches(gpu, backend::kernel_op_name(static_cast<backend::KernelOp>(k))));
+          at_end.push_back(std::move(n_now));
+        }});
+    model->fit({test::random_uniform({n, 784}, 2)}, ys,
+               {.batch_size = 64, .shuffle = false, .verbose = 0, .callbacks = {count}});
+    StepKernels out;
+    if (at_end.size() != 6u) {
+      ADD_FAILURE() << at_end.size() << " steps";
+      return out;
+    }
+    const auto& last = at_end[5];
+    const auto& before = at_end[4];
+    out.per_step = last[0] - before[0];
+    for (int k = 0; k < static_cast<int>(backend::KernelOp::kCount); ++k) {
+      const char* name = backend::kernel_op_name(static_cast<backend::KernelOp>(k));
+      if (const std::uint64_t d = last[static_cast<std::size_t>(k) + 1] - before[static_cast<std::size_t>(k) + 1]) {
+        out.list += std::string(out.list.empty() ? "" : ", ") + name + " " + std::to_string(d);
+        out.by_name[name] = d;
+      }
+    }
+    return out;
+  }
+};
+}  // namespace
+
+// Each softmax output of a Functional model that no layer reads is computed with its sparse
+// cross-entropy, as a model of one output's is: softmax_sparse_xent where softmax and
+// sparse_softmax_xent ran (one kernel fewer per output and step). An output another layer reads
+// keeps its softmax; the weights after fit are the same bits either way.
+TEST(GpuKernelLaunches, ASoftmaxOutputOfAFunctionalModelOfTwoOutputsRunsOneKernelWithItsLoss) {
+  LOCKSTEP_REQUIRE_GPU();
+  TwoHeads fused(false), unfused(true);
+  StepKernels kf = fused.fit_last_step(), ku = unfused.fit_last_step();
+  EXPECT_EQ(fused.model->jit_compile_reason(), "");  // captured
+  EXPECT_EQ(kf.by_name["softmax_sparse_xent"], 1u) << kf.list;
+  EXPECT_EQ(kf.by_name["softmax"] + kf.by_name["sparse_softmax_xent"], 0u) << kf.list;
+  EXPECT_EQ(kf.by_name["sparse_softmax_xent_backward"], 1u) << kf.list;
+  EXPECT_EQ(ku.by_name["softmax_sparse_xent"], 0u) << ku.list;
+  EXPECT_EQ(ku.by_name["softmax"], 1u) << ku.list;
+  EXPECT_EQ(ku.by_name["sparse_softmax_xent"], 1u) << ku.list;
+  // fill 1, gemm 5, gemm_bias_activation 3, unary 7, unary_backward 2, binary 6, reduce_sum 5,
+  // relu_backward_bias_grad 1, accuracy_state 1, softmax_sparse_xent 1 + backward 1,
+  // adam_update_multi 1, step_begin 1 (36 with "cls"'s softmax and loss apart).
+  EXPECT_EQ(kf.per_step, 35u) << kf.list;
+  const std::vector<Variable> vf = fused.model->variables(), vu = unfused.model->variables();
+  ASSERT_EQ(vf.size(), vu.size());
+  for (std::size_t i = 0; i < vf.size(); ++i)
+    EXPECT_TRUE(vf[i].value().to(Device{}).bitwise_equal(vu[i].value().to(Device{}))) << vf[i].name();
+  std::printf("two outputs, batch 64: %llu kernels per step of fit (captured): %s\n",
+              static_cast<unsigned long long>(kf.per_step), kf.list.c_str());
+}

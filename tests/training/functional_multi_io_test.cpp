@@ -4,6 +4,7 @@
 // outputs' losses; bad structures are ValueErrors naming what is wrong; .keras files round-trip.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <map>
@@ -11,6 +12,7 @@
 
 #include "common/error_message.hpp"
 #include "lockstep/lockstep.hpp"
+#include "lockstep/tensor/kernel_launches.hpp"
 
 namespace lockstep {
 namespace {
@@ -194,6 +196,69 @@ TEST(FunctionalMultiIO, TwoReplicasTrainWhatOneDeviceDoes) {
     for (std::size_t j = 0; j < weights[0][i].size(); ++j) ASSERT_NEAR(weights[0][i][j], weights[1][i][j], 1e-4);
   for (const char* k : {"loss", "cls_loss", "reg_loss", "cls_accuracy", "reg_mae"})
     EXPECT_NEAR(history[0].at(k).back(), history[1].at(k).back(), 1e-4 * (1 + std::abs(history[0].at(k).back()))) << k;
+}
+
+// Each output whose softmax no node reads leaves it to its loss, as a model of one output does:
+// "cls"'s softmax and sparse cross-entropy run as one softmax_sparse_xent in the train and test
+// steps. The reference is the same model with a third output, "echo", that reads "cls" (weighted
+// 0): "cls"'s probabilities are then made by the forward as before and the loss reads its logits.
+// Both train to the same losses, metrics and weights, bit for bit; predict returns probabilities.
+TEST(FunctionalMultiIO, ASoftmaxOutputNoLayerReadsComputesItsSoftmaxWithItsLossAndTrainsTheSame) {
+  const Data d = make_data(64);
+  const Tensor zeros = Tensor::zeros({64, 3});
+  TwoByTwo fg, ug;
+  Functional fused({fg.image, fg.tab}, {fg.cls, fg.reg}, "fused", 7);
+  const KerasTensor echo = call(named(layers::Activation("linear"), "echo"), ug.cls);
+  Functional unfused({ug.image, ug.tab}, {ug.cls, ug.reg, echo}, "unfused", 7);
+  const auto vf = fused.variables(), vu = unfused.variables();
+  ASSERT_EQ(vf.size(), vu.size());
+  for (std::size_t i = 0; i < vf.size(); ++i) vu[i].assign(vf[i].value());
+  compile_two_by_two(fused);
+  unfused.compile(optimizers::Adam(0.01),
+                  {{"cls", losses::SparseCategoricalCrossentropy()},
+                   {"reg", losses::MeanSquaredError()},
+                   {"echo", losses::MeanSquaredError()}},
+                  {{"cls", {"accuracy"}}, {"reg", {"mae"}}}, {{"cls", 1.0}, {"reg", 0.5}, {"echo", 0.0}});
+  FitOptions o;
+  o.epochs = 2;
+  o.batch_size = 16;
+  o.shuffle = false;
+  o.verbose = 0;
+  const auto count = [] {
+    return std::map<std::string, std::uint64_t>{
+        {"fused", detail::kernel_launches(Device{}, "softmax_sparse_xent")},
+        {"softmax", detail::kernel_launches(Device{}, "softmax")},
+        {"loss", detail::kernel_launches(Device{}, "sparse_softmax_xent")}};
+  };
+  const auto fit_counting = [&](Model& m, const std::vector<Tensor>& ys, std::map<std::string, std::uint64_t>& n) {
+    const auto before = count();
+    const History h = m.fit({d.image, d.tab}, ys, o);
+    const Logs logs = m.evaluate({d.image, d.tab}, ys, {.batch_size = 16});
+    for (auto& [name, value] : count()) n[name] = value - before.at(name);
+    return std::pair{h, logs};
+  };
+  std::map<std::string, std::uint64_t> nf, nu;
+  const auto [hf, lf] = fit_counting(fused, {d.cls, d.reg}, nf);
+  const auto [hu, lu] = fit_counting(unfused, {d.cls, d.reg, zeros}, nu);
+  // 8 train steps and 4 test steps: one kernel each for "cls"'s softmax and loss, or two.
+  EXPECT_EQ(nf, (std::map<std::string, std::uint64_t>{{"fused", 12}, {"softmax", 0}, {"loss", 0}}));
+  EXPECT_EQ(nu, (std::map<std::string, std::uint64_t>{{"fused", 0}, {"softmax", 12}, {"loss", 12}}));
+  for (const char* k : {"loss", "cls_loss", "reg_loss", "cls_accuracy", "reg_mae"}) {
+    EXPECT_EQ(hf.history.at(k), hu.history.at(k)) << k;
+    EXPECT_EQ(lf.at(k), lu.at(k)) << k;
+  }
+  for (std::size_t i = 0; i < vf.size(); ++i)
+    EXPECT_EQ(vf[i].value().to_vector<float>(), vu[i].value().to_vector<float>()) << vf[i].name();
+  // predict keeps each output's probabilities: rows summing to 1, the unfused model's bits.
+  const std::vector<Tensor> pf = fused.predict({d.image, d.tab}), pu = unfused.predict({d.image, d.tab});
+  ASSERT_EQ(pf[0].shape(), (Shape{64, 3}));
+  EXPECT_EQ(pf[0].to_vector<float>(), pu[0].to_vector<float>());
+  EXPECT_EQ(pu[2].to_vector<float>(), pu[0].to_vector<float>());
+  const std::vector<float> p = pf[0].to_vector<float>();
+  for (std::size_t r = 0; r < 64; ++r) {
+    EXPECT_NEAR(p[3 * r] + p[3 * r + 1] + p[3 * r + 2], 1.0f, 1e-6f) << "row " << r;
+    EXPECT_GE(*std::min_element(p.begin() + 3 * r, p.begin() + 3 * r + 3), 0.0f) << "row " << r;
+  }
 }
 
 // MultiHeadAttention's call keywords (Keras' mha(x, x, use_causal_mask=True) and

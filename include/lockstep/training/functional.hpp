@@ -152,11 +152,10 @@ class Functional final : public Model {
   /// masks[i]: Keras' mask of values[i] (undefined for none).
   Tensor run_node(const Node& node, const std::vector<Tensor>& values, const std::vector<Tensor>& masks,
                   const layers::CallContext& ctx, bool logits) const;
-  /// Runs the graph on one tensor per input; outs gets one Output per output. `softmax_to_loss`:
-  /// a softmax output layer's softmax is left to the loss (Model::output_in_float32) where no
-  /// later node reads that output.
-  void run_graph(std::span<const Tensor> xs, const layers::CallContext& ctx, std::span<Output> outs,
-                 bool softmax_to_loss) const;
+  /// Runs the graph on one tensor per input; outs gets one Output per output. Under
+  /// ctx.softmax_to_loss, a softmax output layer's softmax is left to the loss
+  /// (Model::output_in_float32) where no later node reads that output.
+  void run_graph(std::span<const Tensor> xs, const layers::CallContext& ctx, std::span<Output> outs) const;
   std::vector<Node> nodes_;  // the inputs first
   std::vector<std::size_t> output_nodes_;
   std::vector<int> output_of_;  // per node, the output it is (-1: none)
