@@ -309,6 +309,7 @@ void FitLoop::read_pending() {
     model_.read_numbers(pending_);
   }
   std::size_t first = 0;
+  const bool stopped_before = model_.stop_training;  // (by something else: every batch end runs)
   bool stopped = false;
   for (const PendingExecution& e : executions_) {
     {
@@ -322,7 +323,7 @@ void FitLoop::read_pending() {
     if (stopped) continue;
     const LoopScope timed(LoopPhase::kCallbacks);
     callbacks.each([&](Callback& c) { c.on_train_batch_end(e.last_batch, batch_logs_); });
-    stopped = model_.stop_training;
+    stopped = model_.stop_training && !stopped_before;
   }
   pending_.steps.clear();  // keeping its memory for the next read
   executions_.clear();
