@@ -9,7 +9,10 @@
 //          each step)
 //   fit    what `lockstep train` runs: MNIST's uint8 pixels from host memory, cast_and_scale(1/255),
 //          shuffle over the whole set, batch, prefetch, repeat; TerminateOnNaN; verbose 0; one
-//          epoch of STEPS steps
+//          epoch of STEPS steps. Its callbacks are async-safe, as lockstep train's, so fit reads
+//          the steps' numbers once per 16 steps (FitLoop::kMaxPendingSteps)
+//   fit, read each  (--read-each 1) fit/1 with each step's numbers read at its end
+//          (FitOptions::defer_reads false: a wait for the device per step)
 // Each segment is timed after its first 5% of steps (fit's warm-up rule): wall time, the
 // process's CPU time (every thread: what the host spends, which a shared machine's load does not
 // inflate as it does wall time) and heap allocations (operator new, every thread), per step.
@@ -18,15 +21,18 @@
 // segment on the same device, with their range.
 //
 //   fit_host_cost [--model tiny|flagship] [--batch G] [--steps N] [--rounds K] [--only S] [--gather-ahead 0|1]
-//                 [--staging 0|1]
+//                 [--staging 0|1] [--read-each 0|1]
 //     defaults: tiny (Dense(10, softmax) on the 784 pixels: the host's share is largest), batch
 //     64, 2000 steps per segment, 9 rounds. gpu:0 is left out where no GPU (real or emulated) is.
 //     --only S runs segment S alone, K times, and prints nothing else (for a profiler: perf record):
-//     0-2 the CPU's bare, fit/1, fit/8; 3-5 gpu:0's. --gather-ahead 0: gpu:0's fit segments run
+//     0-2 the CPU's bare, fit/1, fit/8; 3-5 gpu:0's (with --read-each 1: 0-3 and 4-7, fit/1 read
+//     each third). --gather-ahead 0: gpu:0's fit segments run
 //     with FitOptions::gather_ahead false (the replica's thread gathers each next batch itself;
 //     interleave runs with 0 and 1 to compare). --staging 0: gpu:0's fit segments gather the rows
 //     into host memory and copy them into the staging blocks (FitOptions::gather_into_staging
-//     false), the copy that gathering into the blocks saves.
+//     false), the copy that gathering into the blocks saves. --read-each 1 adds the "fit/1, read
+//     each" segment per device: its wall time against fit/1's is what deferred reads save (on
+//     emulated GPUs, which compute on the calling thread, little: the wait is for the host itself).
 #include <sys/resource.h>
 #include <time.h>
 
@@ -86,7 +92,7 @@ std::string machine() {
 
 int usage() {
   std::fprintf(stderr, "usage: fit_host_cost [--model tiny|flagship] [--batch G] [--steps N] [--rounds K] [--only S] "
-                       "[--gather-ahead 0|1] [--staging 0|1]\n");
+                       "[--gather-ahead 0|1] [--staging 0|1] [--read-each 0|1]\n");
   return 2;
 }
 
@@ -130,10 +136,12 @@ struct PerStep {
 };
 
 // Marks fit's first batch at or after `from` (its begin) and its last (its end): with
-// steps_per_execution N the callbacks see every N-th batch.
+// steps_per_execution N the callbacks see every N-th batch. Async-safe, as lockstep train's
+// callbacks are: the last batch's end comes after fit's last read, which waits for the device.
 class Marks final : public Callback {
  public:
   explicit Marks(std::int64_t from) : from_(from) {}
+  bool async_safe() const override { return true; }
   void on_train_batch_begin(std::int64_t batch, const Logs&) override {
     if (batch >= from_ && first_ < 0) start_ = Mark::now(), first_ = batch;
   }
@@ -161,6 +169,8 @@ struct Setup {
 struct Segment {
   Setup* setup;
   std::int64_t per_execution;  // 0: bare
+  bool read_each;              // FitOptions::defer_reads false
+  std::size_t bare;            // the index of the same device's bare segment
   std::vector<double> rates, cpu_us, allocations, switches, ratio, wall_added, cpu_added;
 };
 
@@ -178,6 +188,7 @@ int main(int argc, char** argv) try {
   int steps = 2000, rounds = 9, only = -1;
   bool gpu_gather_ahead = true;
   bool gpu_staging = true;
+  bool read_each = false;
   std::int64_t batch = 64;
   std::string model_name = "tiny";
   for (int i = 1; i < argc; i += 2) {
@@ -191,6 +202,7 @@ int main(int argc, char** argv) try {
     else if (flag == "--only") only = std::atoi(value.c_str());
     else if (flag == "--gather-ahead") gpu_gather_ahead = value != "0";
     else if (flag == "--staging") gpu_staging = value != "0";
+    else if (flag == "--read-each") read_each = value != "0";
     else return usage();
   }
   if ((model_name != "tiny" && model_name != "flagship") || batch < 1 || steps < 40 || rounds < 1) return usage();
@@ -229,22 +241,29 @@ int main(int argc, char** argv) try {
     }
     return PerStep(start, Mark::now(), steps - warmup);
   };
-  const auto fit = [&](Setup& s, std::int64_t per_execution) {
+  const auto fit = [&](Setup& s, std::int64_t per_execution, bool read_each_step) {
     s.model->set_steps_per_execution(per_execution);
     const auto marks = std::make_shared<Marks>(warmup);
     FitOptions o{.epochs = 1, .steps_per_epoch = steps, .verbose = 0};
     o.gather_ahead = gpu_gather_ahead || s.name == "cpu";
     o.gather_into_staging = gpu_staging;
+    o.defer_reads = !read_each_step;
     o.callbacks = {std::make_shared<TerminateOnNaN>(), marks};
     s.model->fit(dataset, o);
     return marks->per_step();
   };
 
   std::vector<Segment> segments;
-  for (Setup& s : setups)
-    for (std::int64_t n : {0, 1, 8}) segments.push_back({&s, n, {}, {}, {}, {}, {}, {}, {}});
-  const auto run = [&](Segment& g) { return g.per_execution ? fit(*g.setup, g.per_execution) : bare(*g.setup); };
-  for (Setup& s : setups) (void)fit(s, 1), (void)bare(s);  // compiled, captured, caches warm
+  for (Setup& s : setups) {
+    const std::size_t base = segments.size();
+    for (std::int64_t n : {0, 1, 8}) segments.push_back({&s, n, false, base, {}, {}, {}, {}, {}, {}, {}});
+    if (read_each) segments.insert(segments.begin() + static_cast<std::ptrdiff_t>(base) + 2,
+                                   Segment{&s, 1, true, base, {}, {}, {}, {}, {}, {}, {}});
+  }
+  const auto run = [&](Segment& g) {
+    return g.per_execution ? fit(*g.setup, g.per_execution, g.read_each) : bare(*g.setup);
+  };
+  for (Setup& s : setups) (void)fit(s, 1, false), (void)bare(s);  // compiled, captured, caches warm
   if (only >= 0) {
     LOCKSTEP_CHECK(static_cast<std::size_t>(only) < segments.size(), "fit_host_cost: --only ", only, " is not a segment");
     for (int r = 0; r < rounds; ++r) (void)run(segments[static_cast<std::size_t>(only)]);
@@ -260,7 +279,7 @@ int main(int argc, char** argv) try {
     std::fprintf(stderr, "round %2d (steps/s, CPU us/step):", r + 1);
     for (std::size_t m = 0; m < segments.size(); ++m) {
       Segment& g = segments[m];
-      const PerStep& base = got[m - m % 3];  // the bare segment of the same device
+      const PerStep& base = got[g.bare];  // the bare segment of the same device
       g.rates.push_back(got[m].rate);
       g.cpu_us.push_back(got[m].cpu_us);
       g.allocations.push_back(got[m].allocations);
@@ -268,9 +287,9 @@ int main(int argc, char** argv) try {
       g.ratio.push_back(got[m].rate / base.rate);
       g.wall_added.push_back(1e6 / got[m].rate - 1e6 / base.rate);
       g.cpu_added.push_back(got[m].cpu_us - base.cpu_us);
-      std::fprintf(stderr, "  %s %s %.0f %.1f", g.setup->name.c_str(),
-                   g.per_execution ? ("fit/" + std::to_string(g.per_execution)).c_str() : "bare", got[m].rate,
-                   got[m].cpu_us);
+      std::fprintf(stderr, "  %s %s%s %.0f %.1f", g.setup->name.c_str(),
+                   g.per_execution ? ("fit/" + std::to_string(g.per_execution)).c_str() : "bare",
+                   g.read_each ? " read each" : "", got[m].rate, got[m].cpu_us);
     }
     std::fprintf(stderr, "\n");
   }
@@ -280,11 +299,12 @@ int main(int argc, char** argv) try {
   std::printf("machine: %s; gpu:0: %s\n", machine().c_str(),
               gpu ? backend::list_local_devices().front().description.c_str()
                   : "none (LOCKSTEP_EMULATED_GPUS=1 gives an emulated one)");
-  std::printf("  %-6s %-12s %8s %8s %7s %6s %22s %24s %24s\n", "device", "mode", "steps/s", "CPU us", "allocs",
+  std::printf("  %-6s %-22s %8s %8s %7s %6s %22s %24s %24s\n", "device", "mode", "steps/s", "CPU us", "allocs",
               "waits", "fit/bare steps/s", "wall us added", "CPU us added");
   for (Segment& g : segments) {
-    const std::string mode = g.per_execution ? "fit, spe " + std::to_string(g.per_execution) : std::string("bare");
-    std::printf("  %-6s %-12s %8.0f %8.1f %7.1f %6.2f %22s %24s %24s\n", g.setup->name.c_str(), mode.c_str(),
+    const std::string mode = !g.per_execution ? std::string("bare")
+                             : "fit, spe " + std::to_string(g.per_execution) + (g.read_each ? ", read each" : "");
+    std::printf("  %-6s %-22s %8.0f %8.1f %7.1f %6.2f %22s %24s %24s\n", g.setup->name.c_str(), mode.c_str(),
                 median(g.rates), median(g.cpu_us), median(g.allocations), median(g.switches), g.per_execution ? range(g.ratio, "%.3f").c_str() : "",
                 g.per_execution ? range(g.wall_added, "%.1f").c_str() : "",
                 g.per_execution ? range(g.cpu_added, "%.1f").c_str() : "");

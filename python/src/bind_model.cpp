@@ -103,10 +103,14 @@ nb::dict history_dict(const History& h) {
 }
 
 // A Python keras.callbacks.Callback subclass: fit's hooks call its methods with the GIL held
-// (fit runs with it released); an exception it raises ends fit and reaches the caller.
+// (fit runs with it released); an exception it raises ends fit and reaches the caller. It is
+// async-safe only where it sets `async_safe = True`, as in Keras (read once, when it is given).
 class PythonCallback final : public Callback {
  public:
-  explicit PythonCallback(nb::object callback) : callback_(std::move(callback)) {}
+  explicit PythonCallback(nb::object callback)
+      : callback_(std::move(callback)),
+        async_safe_(nb::hasattr(callback_, "async_safe") && nb::cast<bool>(callback_.attr("async_safe"))) {}
+  bool async_safe() const override { return async_safe_; }
   ~PythonCallback() override {
     nb::gil_scoped_acquire acquire;
     callback_.reset();
@@ -132,6 +136,7 @@ class PythonCallback final : public Callback {
     }
   }
   nb::object callback_;
+  bool async_safe_;
 };
 
 void bind_callbacks(nb::module_& m) {

@@ -42,6 +42,10 @@ constexpr Row kRows[] = {
     {"LOCKSTEP_PHASE_TIMES", Type::kFlag, "0", "",
      "print at exit each replica's mean ms per training step in input, forward, backward, exchange wait, update, "
      "and fit's loop's in input wait, step, read, callbacks"},
+    {"LOCKSTEP_SYNC_EACH_STEP", Type::kFlag, "0", "FitOptions::defer_reads",
+     "fit reads each execution's losses and metrics at its end even where every callback is async-safe "
+     "(comparisons: the same logs and weights)",
+     "", 0, 0, true},
     {"LOCKSTEP_VERBOSE_RESUME", Type::kFlag, "0", "FitOptions::verbose > 0",
      "print the epoch, batch and step fit resumes from a backup at"},
     {"LOCKSTEP_WORKER_SHM", Type::kFlag, "1", "",

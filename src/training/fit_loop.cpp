@@ -110,6 +110,11 @@ FitLoop::FitLoop(Model& model, const data::Dataset& dataset, const FitOptions& o
   warmup_ = total_steps > 0 ? std::max<std::int64_t>(1, total_steps / 20) : 1;
   for (auto& c : callbacks.cbs)
     if (auto* b = dynamic_cast<BackupAndRestore*>(c.get())) backup_ = b;
+  // Reads wait only where every batch end may come late. Under several workers a read is a
+  // collective whose points each worker must choose alike, and their callbacks may differ (the
+  // chief's progress bar, TensorBoard): they read every execution's numbers.
+  defer_reads_ = o.defer_reads && !env::flag("LOCKSTEP_SYNC_EACH_STEP") && callbacks.all_async_safe() &&
+                 (!strategy || strategy->num_workers() == 1);
   LOCKSTEP_CHECK(!backup_ || model_.built(), "fit: BackupAndRestore needs a built model (give the first layer an "
                                              "input_dim or call build()) so that a backup can be restored before "
                                              "training starts");
@@ -221,6 +226,8 @@ EpochTally FitLoop::train_epoch(EpochInput& in, bool resumed, std::int64_t first
     }
     if (!more) break;
   }
+  // The epoch's logs, validation, a backup at a stop and the caller read merged numbers.
+  read_pending();
   // Training stopped within a group: its held-back gradients are not applied.
   drop_held_back();
   tally.gpu_utilization = utilization.take_mean();
@@ -288,14 +295,38 @@ bool FitLoop::run_execution(EpochInput& in, std::int64_t& step, EpochTally& tall
     if (global_step_ == warmup_) timed_start_ = std::chrono::steady_clock::now();
     utilization.maybe_sample();
   }
+  executions_.push_back({pending_.steps.size(), step - 1});
+  // Read now unless the next execution's steps still fit beside the pending ones.
+  const auto next_steps = static_cast<std::size_t>(model_.steps_per_execution_);
+  if (!defer_reads_ || pending_.steps.size() + next_steps > kMaxPendingSteps) read_pending();
+  return group_at_ < group_.size() || !input_ended_;
+}
+
+void FitLoop::read_pending() {
+  if (executions_.empty()) return;
   {
     const LoopScope timed(LoopPhase::kRead);
-    model_.merge_numbers(pending_);  // empties it, keeping its memory for the next execution
-    model_.collect_logs_into(batch_logs_, "");
+    model_.read_numbers(pending_);
   }
-  const LoopScope timed(LoopPhase::kCallbacks);
-  callbacks.each([&](Callback& c) { c.on_train_batch_end(step - 1, batch_logs_); });
-  return group_at_ < group_.size() || !input_ended_;
+  std::size_t first = 0;
+  const bool stopped_before = model_.stop_training;  // (by something else: every batch end runs)
+  bool stopped = false;
+  for (const PendingExecution& e : executions_) {
+    {
+      const LoopScope timed(LoopPhase::kRead);
+      model_.merge_read_numbers(pending_, first, e.steps_end);
+      model_.collect_logs_into(batch_logs_, "");
+    }
+    first = e.steps_end;
+    // Without deferral training would have stopped after that batch end: no callback is shown
+    // a later batch (TerminateOnNaN's first non-finite loss is the last one any callback sees).
+    if (stopped) continue;
+    const LoopScope timed(LoopPhase::kCallbacks);
+    callbacks.each([&](Callback& c) { c.on_train_batch_end(e.last_batch, batch_logs_); });
+    stopped = model_.stop_training && !stopped_before;
+  }
+  pending_.steps.clear();  // keeping its memory for the next read
+  executions_.clear();
 }
 
 std::optional<training::AgreedStop> FitLoop::poll_stop() {

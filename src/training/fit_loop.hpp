@@ -73,6 +73,13 @@ class EpochInput {
 /// One fit call's state and its parts; Model::fit is the loop over epochs that calls them.
 class FitLoop {
  public:
+  /// Steps whose numbers may wait on the devices, unread, while every callback is async-safe
+  /// (Callback::async_safe): a flagship step on an H200 takes tens of microseconds, so reading
+  /// each one's numbers would leave the GPU idle while the host runs callbacks and queues the
+  /// next. At most the step replays' spare copies of a step's numbers (StepReplays::kMaxSpares),
+  /// each pending replayed step holding one: more would allocate a copy per step.
+  static constexpr std::size_t kMaxPendingSteps = 16;
+
   /// Checks the options and sets up callbacks, the thread budget and the read-ahead switches.
   FitLoop(Model& model, const data::Dataset& dataset, const FitOptions& o);
   /// Where to start: checks a restored backup against this fit and takes its slots to every
@@ -97,9 +104,15 @@ class FitLoop {
   bool read_group(EpochInput& in, std::int64_t step, EpochTally& tally);
   /// One execution (Model::steps_per_execution): up to N steps from `step` (fewer at the epoch's
   /// or the input's end), groups read as their first batch is due, so a group may span
-  /// executions; the batch callbacks fire once, the losses and metrics are read once, at its
-  /// end. Returns false when the input ended (nothing ran: no callbacks either).
+  /// executions; the batch begin callbacks fire once before it, its losses and metrics are read
+  /// and its batch end callbacks fire once at its end, or later with others' (read_pending).
+  /// Returns false when the input ended (nothing ran: no callbacks either).
   bool run_execution(EpochInput& in, std::int64_t& step, EpochTally& tally, GpuUtilization& utilization);
+  /// Reads the numbers of the executions run since the last read (one reduction and host read),
+  /// merges them into the trackers execution by execution and calls each one's batch end with
+  /// its own logs, in order; none after a batch end that stopped training (the later steps'
+  /// numbers are merged still: they changed the weights).
+  void read_pending();
   /// At a step boundary: a stop that every worker agrees on (training::agreed_stop), asked of
   /// them every few boundaries only.
   std::optional<training::AgreedStop> poll_stop();
@@ -142,7 +155,15 @@ class FitLoop {
   std::int64_t group_examples_ = 0;
   std::int64_t first_example_ = 0;
   bool input_ended_ = false;
-  detail::PendingNumbers pending_;  // the numbers of the execution being run
+  detail::PendingNumbers pending_;  // the numbers of the executions run since the last read
+  // Each of those executions: where its steps end in pending_.steps, and its last batch.
+  struct PendingExecution {
+    std::size_t steps_end;
+    std::int64_t last_batch;
+  };
+  std::vector<PendingExecution> executions_;
+  // Whether executions' numbers wait to be read together (every callback async-safe, one worker).
+  bool defer_reads_ = false;
 };
 
 }  // namespace lockstep::detail

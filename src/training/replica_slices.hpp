@@ -62,6 +62,11 @@ struct CallbackList {
   void each(F&& f) {
     for (auto& c : cbs) f(*c);
   }
+  bool all_async_safe() const {
+    for (const auto& c : cbs)
+      if (!c->async_safe()) return false;
+    return true;
+  }
 };
 
 // The one path of a batch through the model, the custom loops' (strategy.run(fn, batch)):

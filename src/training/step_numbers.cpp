@@ -1,11 +1,17 @@
 // The numbers of a model's steps (losses, metric states), summed across the replicas and merged
-// into its trackers: one reduction and one host read per execution (fit, evaluate).
+// into its trackers: one reduction and one host read per execution (fit, evaluate), or per
+// several executions where fit defers its reads (fit_loop.cpp).
+#include "training/step_numbers.hpp"
+
+#include <atomic>
+
 #include "lockstep/training/model.hpp"
 #include "tensor/write_at.hpp"
 #include "training/replica_slices.hpp"
 
 namespace lockstep {
 namespace {
+std::atomic<std::int64_t> g_host_reads{0};
 using detail::as_float;
 using detail::PendingNumbers;
 using detail::ReplicaNumbers;
@@ -18,6 +24,13 @@ void each_number(const ReplicaNumbers& p, std::int64_t examples, F&& f) {
   if (examples)
     for (const Tensor& t : p.output_loss_sums) f(t);
   for (const Tensor& t : p.metric_states) f(t);
+}
+
+// How many float32 numbers a step's replica contributes (each_number's).
+std::int64_t step_number_count(const PendingNumbers::Step& step) {
+  std::int64_t count = 0;
+  each_number(step.parts[0], step.examples, [&](const Tensor& t) { count += t.numel(); });
+  return count;
 }
 
 // Replica r's numbers of every pending step written one after another into one float32 vector
@@ -61,6 +74,7 @@ void read_summed_numbers(distribute::Strategy* strategy, PendingNumbers& pending
   }
   pending.host.resize(static_cast<std::size_t>(count));
   total.copy_to_host(pending.host.data(), pending.host.size() * sizeof(float));
+  g_host_reads.fetch_add(1, std::memory_order_relaxed);
   // A collective the watchdog aborted (NCCL: a dead peer, the deadline; nccl_group.cpp) ends
   // with what it wrote undefined, and the host learns it only from the group: numbers read after
   // such an abort are not handed on (to logs, callbacks, a checkpoint's decision).
@@ -79,18 +93,30 @@ void Model::merge_replica_numbers(const distribute::PerReplica<ReplicaNumbers>& 
 }
 
 double Model::merge_numbers(detail::PendingNumbers& pending) {
-  // Each replica's numbers of every step travel as one vector, so an execution costs one
-  // cross-replica reduction and one host read, not one per number or step: across workers each
-  // is a collective round trip, on a GPU a wait for the device (element-wise sums, so the
-  // result is what separate reductions gave).
+  read_numbers(pending);
+  const double batch_loss = merge_read_numbers(pending, 0, pending.steps.size());
+  pending.steps.clear();
+  return batch_loss;
+}
+
+void Model::read_numbers(detail::PendingNumbers& pending) {
+  // Each replica's numbers of every step travel as one vector, so an execution (or fit's
+  // several deferred ones) costs one cross-replica reduction and one host read, not one per
+  // number or step: across workers each is a collective round trip, on a GPU a wait for the
+  // device (element-wise sums, so the result is what separate reductions gave).
   std::int64_t count = 0;
-  for (const auto& step : pending.steps)
-    each_number(step.parts[0], step.examples, [&](const Tensor& t) { count += t.numel(); });
+  for (const auto& step : pending.steps) count += step_number_count(step);
   // Without a strategy there is nothing to reduce and the numbers are used as they are.
   if (count) read_summed_numbers(strategy_, pending, count);
-  const float* v = pending.host.data();
+}
+
+double Model::merge_read_numbers(const detail::PendingNumbers& pending, std::size_t first, std::size_t last) {
+  std::int64_t at = 0;  // where step `first`'s numbers start in what read_numbers read
+  for (std::size_t s = 0; s < first; ++s) at += step_number_count(pending.steps[s]);
+  const float* v = pending.host.data() + at;
   double batch_loss = 0.0;
-  for (const auto& step : pending.steps) {
+  for (std::size_t s = first; s < last; ++s) {
+    const PendingNumbers::Step& step = pending.steps[s];
     const ReplicaNumbers& p = step.parts[0];
     const auto examples = static_cast<double>(step.examples);
     const double loss_sum = step.examples ? static_cast<double>(*v++) : 0.0;
@@ -106,8 +132,9 @@ double Model::merge_numbers(detail::PendingNumbers& pending) {
     batch_loss = step.examples ? loss_sum / examples : 0.0;
     if (step.examples) loss_tracker_.update(batch_loss, examples);
   }
-  pending.steps.clear();
   return batch_loss;
 }
+
+std::int64_t detail::host_number_reads() { return g_host_reads.load(std::memory_order_relaxed); }
 
 }  // namespace lockstep

@@ -7,6 +7,7 @@
 #include <limits>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "gpu_test_util.hpp"
@@ -147,6 +148,60 @@ TEST(GpuHostReads, FitReadsTheLogsOncePerExecution) {
       else EXPECT_EQ(reads, 0u) << hook << " at mark " << i << counter->str();
     }
   });
+}
+
+// Where every callback is async-safe (Callback::async_safe), fit reads the numbers of 16 steps
+// at once (FitLoop::kMaxPendingSteps): 40 steps an epoch read after 16, 32 and 40; executions of
+// 3 (13 of 3, then 1) after 5, 10 and 14 of them. Each batch end still gets its own logs, and
+// the logs, History and weights are those of a read per execution (FitOptions::defer_reads
+// false), under gradient accumulation too (its steps eager).
+TEST(GpuHostReads, FitReadsOncePerSixteenStepsWhereEveryCallbackIsAsyncSafe) {
+  LOCKSTEP_REQUIRE_GPU();
+  const Data d = make_data(2560);
+  struct Run {
+    std::vector<std::pair<std::int64_t, Logs>> batches;
+    History history;
+    std::vector<std::vector<float>> weights;
+    std::uint64_t reads = 0;  // between the epoch's begin and its end
+  };
+  // Records each batch end's logs and the host reads at the epoch's begin and end.
+  class Recorder final : public Callback {
+   public:
+    bool async_safe() const override { return true; }
+    void on_epoch_begin(int, const Logs&) override { at_begin_ = host_reads(); }
+    void on_epoch_end(int, const Logs&) override { run.reads = host_reads() - at_begin_; }
+    void on_train_batch_end(std::int64_t batch, const Logs& logs) override { run.batches.emplace_back(batch, logs); }
+    Run run;
+
+   private:
+    std::uint64_t at_begin_ = 0;
+  };
+  for (const int accumulation : {1, 2}) {
+    for_each_setup({1, 3}, [&](MirroredStrategy& strategy, Sequential&, std::int64_t spe) {
+      SCOPED_TRACE("accumulation " + std::to_string(accumulation));
+      const auto fit = [&](bool defer) {
+        auto model = make_model(strategy, spe);
+        // Accumulation groups run eagerly: their captured replays' weights differ from eager
+        // steps' on emulated GPUs, with reads deferred or not (a fault of the replays, not of
+        // the reads; to be mended on its own).
+        if (accumulation > 1) model->set_jit_compile(JitCompile::kOff);
+        auto recorder = std::make_shared<Recorder>();
+        recorder->run.history = model->fit(data::Dataset::from_tensor_slices(d.x, d.y).batch(64),
+                                           {.epochs = 1, .verbose = 0, .callbacks = {recorder},
+                                            .gradient_accumulation_steps = accumulation, .defer_reads = defer});
+        for (const auto& v : model->variables()) recorder->run.weights.push_back(v.value().to_vector<float>());
+        return recorder->run;
+      };
+      const Run deferred = fit(true), each = fit(false);
+      const std::uint64_t executions = spe == 1 ? 40 : 14;
+      EXPECT_EQ(deferred.reads, 3u) << host_reads_by_cause();
+      EXPECT_EQ(each.reads, executions) << host_reads_by_cause();
+      EXPECT_EQ(deferred.batches, each.batches);
+      EXPECT_EQ(deferred.batches.size(), executions);
+      for (const char* k : {"loss", "accuracy"}) EXPECT_EQ(deferred.history.history.at(k), each.history.history.at(k)) << k;
+      EXPECT_EQ(deferred.weights, each.weights) << "the weights must be bit-identical";
+    });
+  }
 }
 
 // clipnorm and global_clipnorm: the norms are summed and applied by kernels, so a clipped step

@@ -182,9 +182,14 @@ TEST(StepsPerExecution, MetricsAreMergedOncePerExecution) {
   model.compile(optimizers::SGD(0.1), losses::SparseCategoricalCrossentropy(),
                 std::vector<metrics::MetricPtr>{std::make_shared<CountsSeen>(&seen)});
   model.set_steps_per_execution(3);
-  model.fit(data::Dataset::from_tensor_slices(data().x, data().y).batch(4), {.verbose = 0});
+  model.fit(data::Dataset::from_tensor_slices(data().x, data().y).batch(4), {.verbose = 0, .defer_reads = false});
   // Batches of 4,4,4 | 4,4,4 | 2: the state grows by 12 after each execution, not each batch.
   EXPECT_EQ(seen, (std::vector<double>{0, 0, 0, 12, 12, 12, 24}));
+  // Where no callback needs each execution's numbers (none here), they wait for the epoch's end
+  // (fewer than FitLoop::kMaxPendingSteps steps).
+  seen.clear();
+  model.fit(data::Dataset::from_tensor_slices(data().x, data().y).batch(4), {.verbose = 0});
+  EXPECT_EQ(seen, (std::vector<double>(7, 0.0)));
 }
 
 TEST(StepsPerExecution, ModelCheckpointCountsTheBatchesOfEachExecution) {

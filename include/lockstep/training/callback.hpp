@@ -38,6 +38,16 @@ class Callback {
   virtual void on_predict_end(const Logs&) {}
   virtual void on_predict_batch_begin(std::int64_t, const Logs&) {}
   virtual void on_predict_batch_end(std::int64_t, const Logs&) {}
+  /// Keras' async_safe: whether on_train_batch_end may run after later steps were already
+  /// queued. It is still called once per execution, in order, with that execution's own logs;
+  /// what it reads of the model (weights, metrics, iterations) may be some steps further on, and
+  /// a stop_training it sets takes effect at fit's next read (up to 15 steps later; no callback
+  /// is then shown a later batch).
+  /// on_train_batch_begin is still called before its steps are queued (so it may come before an
+  /// earlier batch's end). When every callback of a fit is async-safe, fit reads the steps'
+  /// numbers once per several steps, not at every execution's end (a wait for the devices each).
+  /// false (the default, as Keras'): each execution's batch end is called before the next is queued.
+  virtual bool async_safe() const { return false; }
 
  protected:
   /// Whether this process writes a callback's files: `is_chief` when given (as the CLI gives

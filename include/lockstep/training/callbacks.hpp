@@ -62,6 +62,8 @@ class ModelCheckpoint final : public Callback {
   void on_train_batch_begin(std::int64_t batch, const Logs&) override { span_.begin(batch); }
   void on_train_batch_end(std::int64_t batch, const Logs& logs) override;
   void on_epoch_end(int epoch, const Logs& logs) override;
+  /// A save every N batches must see the weights after exactly that batch: not async-safe.
+  bool async_safe() const override { return o_.save_freq.batches <= 0; }
   /// Prefixes written so far, in order.
   const std::vector<std::string>& saved() const { return saved_; }
   double best() const { return best_; }
@@ -94,6 +96,7 @@ class EarlyStopping final : public Callback {
   void on_train_begin(const Logs& logs) override;
   void on_epoch_end(int epoch, const Logs& logs) override;
   void on_train_end(const Logs& logs) override;
+  bool async_safe() const override { return true; }  // epoch hooks only
   /// The epoch training stopped at (0 when it did not stop early), the best epoch and value.
   int stopped_epoch() const { return stopped_epoch_; }
   int best_epoch() const { return best_epoch_; }
@@ -126,6 +129,7 @@ class ReduceLROnPlateau final : public Callback {
   explicit ReduceLROnPlateau(ReduceLROnPlateauOptions options = {});
   void on_train_begin(const Logs& logs) override;
   void on_epoch_end(int epoch, const Logs& logs) override;
+  bool async_safe() const override { return true; }  // epoch hooks only
 
  private:
   ReduceLROnPlateauOptions o_;
@@ -141,6 +145,7 @@ class LearningRateScheduler final : public Callback {
   using Schedule = std::function<double(int epoch, double lr)>;
   explicit LearningRateScheduler(Schedule schedule, int verbose = 0);
   void on_epoch_begin(int epoch, const Logs& logs) override;
+  bool async_safe() const override { return true; }  // epoch hooks only
 
  private:
   Schedule schedule_;
@@ -152,6 +157,11 @@ class TerminateOnNaN final : public Callback {
  public:
   void on_epoch_begin(int epoch, const Logs& logs) override;
   void on_train_batch_end(std::int64_t batch, const Logs& logs) override;
+  /// Async-safe: it still stops at the first non-finite batch it is shown, in order, and fit
+  /// shows no callback a batch after that one; up to 15 later steps may already have run (fit
+  /// defers the reads of at most 16), their weights past the divergence anyway. Were it not,
+  /// fit could never defer its reads where the CLI trains (it installs one).
+  bool async_safe() const override { return true; }
   /// Whether it stopped training, and where (epoch, batch: 0-based), so that a caller can report
   /// the divergence instead of treating the stopped run as finished.
   bool terminated() const { return terminated_; }
@@ -181,6 +191,7 @@ class CSVLogger final : public Callback {
   void on_train_begin(const Logs& logs) override;
   void on_epoch_end(int epoch, const Logs& logs) override;
   void on_train_end(const Logs& logs) override;
+  bool async_safe() const override { return true; }  // one row per epoch
 
  private:
   CSVLoggerOptions o_;
@@ -208,6 +219,8 @@ class LambdaCallback final : public Callback {
   void on_train_batch_end(std::int64_t b, const Logs& l) override { if (h_.on_train_batch_end) h_.on_train_batch_end(b, l); }
   void on_train_begin(const Logs& l) override { if (h_.on_train_begin) h_.on_train_begin(l); }
   void on_train_end(const Logs& l) override { if (h_.on_train_end) h_.on_train_end(l); }
+  /// Only without batch hooks: a user's batch hook may read the model as of its own batch.
+  bool async_safe() const override { return !h_.on_train_batch_begin && !h_.on_train_batch_end; }
 
  private:
   LambdaCallbackOptions h_;
@@ -237,6 +250,9 @@ class TensorBoard final : public Callback {
   void on_train_batch_end(std::int64_t batch, const Logs& logs) override;
   void on_epoch_end(int epoch, const Logs& logs) override;
   void on_train_end(const Logs& logs) override;
+  /// Per epoch only: "batch_<metric>" every N batches is written at the optimizer's iterations
+  /// when it is called, which must be that batch's.
+  bool async_safe() const override { return o_.update_freq.batches <= 0; }
 
  private:
   io::EventFileWriter& validation_writer();
@@ -274,6 +290,8 @@ class BackupAndRestore final : public Callback {
   void on_train_batch_end(std::int64_t batch, const Logs& logs) override;
   void on_epoch_end(int epoch, const Logs& logs) override;
   void on_train_end(const Logs& logs) override;
+  /// A backup every N batches must hold the weights after exactly that batch: not async-safe.
+  bool async_safe() const override { return o_.save_freq.batches <= 0; }
   /// The state restored at train begin (nullopt: no backup existed; training starts fresh).
   const std::optional<io::TrainingState>& restored_state() const { return restored_; }
   /// Restores the latest backup into the model now (builds nothing: the model must be built).

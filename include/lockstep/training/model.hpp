@@ -69,6 +69,11 @@ struct FitOptions {
   /// experimental_fetch_to_device); false copies each when its step starts (for comparisons:
   /// the same bits either way).
   bool prefetch_to_device = true;
+  /// When every callback is async_safe (Callback::async_safe), the numbers of several steps
+  /// (losses, metric states) are read from the devices together, so the host does not wait for
+  /// each step; false reads each execution's at its end (for comparisons: the same logs, History
+  /// and weights either way). LOCKSTEP_SYNC_EACH_STEP=1 sets it false for every fit.
+  bool defer_reads = true;
 };
 
 struct EvaluateOptions {
@@ -343,6 +348,12 @@ class Model {
   /// The same for every step of an execution, in step order: one cross-replica reduction and
   /// one host read for them all. Returns the last step's mean loss; empties `pending`.
   double merge_numbers(detail::PendingNumbers& pending);
+  /// merge_numbers' two halves, for fit's deferred reads (several executions pending): the one
+  /// reduction and host read of every pending step's numbers, then the merge of what it read
+  /// of steps [first, last) into the trackers, in step order (returns the last one's mean loss).
+  /// Neither empties `pending`.
+  void read_numbers(detail::PendingNumbers& pending);
+  double merge_read_numbers(const detail::PendingNumbers& pending, std::size_t first, std::size_t last);
   void ensure_mirrored();
   /// f(v) for each of variables(), in its order, without a vector made: the one walk that says
   /// which variables a model has (variables(), trainable_variables(), count_params()).

@@ -50,6 +50,7 @@ class ProgbarLogger final : public Callback {
   void on_epoch_begin(int epoch, const Logs&) override;
   void on_train_batch_end(std::int64_t batch, const Logs& logs) override;
   void on_epoch_end(int epoch, const Logs& logs) override;
+  bool async_safe() const override { return true; }  // draws the logs it is given
 
  private:
   std::FILE* out_;

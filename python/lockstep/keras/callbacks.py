@@ -20,6 +20,10 @@ class Callback:
 
     _callback = None  # lockstep's own callbacks: the C++ object
     model = None
+    # Keras' async_safe: True lets fit call on_train_batch_end after later steps were queued
+    # (each call still gets its own batch's logs, in order), so fit reads the steps' numbers
+    # once per several steps; every callback of a fit must be.
+    async_safe = False
 
     def set_model(self, model):
         self.model = model
