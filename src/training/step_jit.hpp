@@ -41,7 +41,8 @@ struct StepTerms {
   /// False: the step is neither checked nor replayed (an accumulation group's held-back batch
   /// applies nothing: the check waits for a whole step).
   bool whole = true;
-  /// False: the step runs eagerly where steps are replayed (it adds gradients held on the host).
+  /// False: the step runs eagerly where steps are replayed (it adds gradient sums held back by
+  /// its group's earlier batches, which a replay would not read anew).
   bool replayable = true;
   /// The host numbers the step takes beside its slice (fit's: the batch's first example in its
   /// accumulation group, and the group's examples): part of its signature, since a graph

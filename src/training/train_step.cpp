@@ -178,8 +178,12 @@ double Model::train_micro_step(const distribute::DistributedBatch& batch, std::i
   const std::int64_t n = batch.global_size;
   const std::int64_t step = optimizer_->host_iterations();  // no read: the device counts skipped replays
   const std::vector<Variable>& vars = step_trainable_;  // ensure_mirrored refreshed them
+  // A step that adds the sums of its group's earlier, held-back batches runs eagerly: a replay
+  // would read the sums its capture saw. Fit holds them without a strategy, the strategy under
+  // no_sync; a group's first batch follows none.
+  const bool adds_held = first_example > 0 || (held && !held->empty());
   const detail::StepTerms terms{.whole = use == GradientUse::kApply,
-                                .replayable = !held || held->empty(),
+                                .replayable = !adds_held,
                                 .key = {first_example, group_examples},
                                 .optimizer = vars.empty() ? nullptr : optimizer_.get(),
                                 .step = step,

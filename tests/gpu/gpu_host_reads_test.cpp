@@ -154,7 +154,7 @@ TEST(GpuHostReads, FitReadsTheLogsOncePerExecution) {
 // at once (FitLoop::kMaxPendingSteps): 40 steps an epoch read after 16, 32 and 40; executions of
 // 3 (13 of 3, then 1) after 5, 10 and 14 of them. Each batch end still gets its own logs, and
 // the logs, History and weights are those of a read per execution (FitOptions::defer_reads
-// false), under gradient accumulation too (its steps eager).
+// false), under gradient accumulation too.
 TEST(GpuHostReads, FitReadsOncePerSixteenStepsWhereEveryCallbackIsAsyncSafe) {
   LOCKSTEP_REQUIRE_GPU();
   const Data d = make_data(2560);
@@ -181,10 +181,6 @@ TEST(GpuHostReads, FitReadsOncePerSixteenStepsWhereEveryCallbackIsAsyncSafe) {
       SCOPED_TRACE("accumulation " + std::to_string(accumulation));
       const auto fit = [&](bool defer) {
         auto model = make_model(strategy, spe);
-        // Accumulation groups run eagerly: their captured replays' weights differ from eager
-        // steps' on emulated GPUs, with reads deferred or not (a fault of the replays, not of
-        // the reads; to be mended on its own).
-        if (accumulation > 1) model->set_jit_compile(JitCompile::kOff);
         auto recorder = std::make_shared<Recorder>();
         recorder->run.history = model->fit(data::Dataset::from_tensor_slices(d.x, d.y).batch(64),
                                            {.epochs = 1, .verbose = 0, .callbacks = {recorder},

@@ -389,6 +389,65 @@ TEST(GpuJitCompile, AClassifierIsReplayedWithTheBitsOfEagerStepsAndItsLabelsChec
   EXPECT_TRUE(has(msg, "label 9 at index 3 is outside [0, 4)")) << msg;
 }
 
+namespace {
+// The classifier fit for 2 epochs of 40 batches of 16 (no shuffling) under gradient
+// accumulation, on `devices` through a strategy or, where empty, on gpu:0 without one (fit then
+// holds the group's sums itself); its weights after, on the host.
+std::vector<Tensor> fit_accumulating(const std::string& devices, JitCompile mode, int accumulation,
+                                     std::int64_t steps_per_execution, History* h) {
+  const test::Classification d = test::random_classification(16 * 40, 12, 4, 3);
+  const auto fit = [&] {
+    auto m = classifier(mode);
+    m->set_steps_per_execution(steps_per_execution);
+    *h = m->fit(d.x, d.y, {.epochs = 2, .batch_size = 16, .shuffle = false, .verbose = 0,
+                           .gradient_accumulation_steps = accumulation});
+    std::vector<Tensor> out;
+    for (const auto& v : m->variables()) out.push_back(Tensor::from_vector(v.read_value().to_vector<float>(), v.shape()));
+    return out;
+  };
+  if (devices.empty()) {
+    const auto gpu = make_compute_context(Device{DeviceKind::kCuda, 0});
+    ComputeScope scope(*gpu);
+    return fit();
+  }
+  MirroredStrategy strategy({.devices = {devices}});
+  auto scope = strategy.scope();
+  return fit();
+}
+}  // namespace
+
+// Gradient accumulation under jit_compile "auto": the weights and every epoch's loss and accuracy
+// are those of eager steps, bit for bit, on gpu:0 (with and without a strategy) and its two
+// logical replicas, for groups of 2 and 3 batches, one step or three per execution. A step that
+// adds gradients held back by the group's earlier batches (fit's sums, or the strategy's under
+// no_sync) runs eagerly: a replay would read the sums its capture saw. A group of one batch (the
+// last of each epoch under 3: 40 = 13 * 3 + 1) is replayed, between eager ones, on emulated GPUs
+// counted: captured in the first epoch, replayed in both.
+TEST(GpuJitCompile, GradientAccumulationTrainsTheBitsOfEagerSteps) {
+  LOCKSTEP_REQUIRE_GPU();
+  const bool emulated = backend::device_kind(DeviceKind::kCuda).emulated();
+  for (const std::string devices : {"", "gpu:0", "gpu:0x2"}) {
+    for (const int accumulation : {2, 3}) {
+      for (const std::int64_t spe : {1, 3}) {
+        SCOPED_TRACE((devices.empty() ? "gpu:0 without a strategy" : devices) + ", accumulation " +
+                     std::to_string(accumulation) + ", steps_per_execution " + std::to_string(spe));
+        History on, off;
+        const auto eager = fit_accumulating(devices, JitCompile::kOff, accumulation, spe, &off);
+        const backend::EmulatedReplays before = backend::emulated_replays();
+        const auto replayed = fit_accumulating(devices, JitCompile::kAuto, accumulation, spe, &on);
+        const backend::EmulatedReplays after = backend::emulated_replays();
+        ASSERT_EQ(replayed.size(), eager.size());
+        for (std::size_t i = 0; i < eager.size(); ++i) EXPECT_TRUE(replayed[i].bitwise_equal(eager[i])) << i;
+        EXPECT_EQ(on.history.at("loss"), off.history.at("loss"));
+        EXPECT_EQ(on.history.at("accuracy"), off.history.at("accuracy"));
+        if (emulated) {
+          EXPECT_EQ(after.graphs - before.graphs, accumulation == 3 ? 2 : 0);
+        }
+      }
+    }
+  }
+}
+
 // Logical replicas of one GPU (gpu:0x2, gpu:0x4) capture their step as one graph, forked from
 // replica 0's queue, their collectives' fences its edges, replayed by one launch: the weights
 // after every step (check_mirrored: still mirrored), each epoch's loss and accuracy, are those of
