@@ -402,7 +402,8 @@ std::vector<Tensor> fit_accumulating(const std::string& devices, JitCompile mode
     *h = m->fit(d.x, d.y, {.epochs = 2, .batch_size = 16, .shuffle = false, .verbose = 0,
                            .gradient_accumulation_steps = accumulation});
     std::vector<Tensor> out;
-    for (const auto& v : m->variables()) out.push_back(Tensor::from_vector(v.read_value().to_vector<float>(), v.shape()));
+    for (const auto& v : m->variables())
+      out.push_back(Tensor::from_vector(v.read_value().to_vector<float>(), v.shape()));
     return out;
   };
   if (devices.empty()) {
