@@ -180,8 +180,9 @@ double Model::train_micro_step(const distribute::DistributedBatch& batch, std::i
   const std::vector<Variable>& vars = step_trainable_;  // ensure_mirrored refreshed them
   // A step that adds the sums of its group's earlier, held-back batches runs eagerly: a replay
   // would read the sums its capture saw. Fit holds them without a strategy, the strategy under
-  // no_sync; a group's first batch follows none.
-  const bool adds_held = first_example > 0 || (held && !held->empty());
+  // no_sync (fit's, or a custom loop's before its train_step); a group's first batch follows none.
+  const bool adds_held = first_example > 0 || (held && !held->empty()) ||
+                         (strategy_ && strategy_->sharded_update().holds_back());
   const detail::StepTerms terms{.whole = use == GradientUse::kApply,
                                 .replayable = !adds_held,
                                 .key = {first_example, group_examples},

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "common/random_data.hpp"
+#include "lockstep/autograd/gradient_tape.hpp"
 #include "gpu_test_util.hpp"
 #include "backend/emulated_gpu.hpp"
 #include "lockstep/tensor/step_capture.hpp"
@@ -447,6 +448,49 @@ TEST(GpuJitCompile, GradientAccumulationTrainsTheBitsOfEagerSteps) {
       }
     }
   }
+}
+
+// A custom loop that holds a micro-batch's gradients back under no_sync, then calls train_step on
+// the next: the train step adds the strategy's held sums, so it runs eagerly under jit_compile
+// "auto" too (a replay would add the sums its capture saw): the weights are eager steps' bits,
+// and differ from the same loop without the held-back batches (the sums were added).
+TEST(GpuJitCompile, ATrainStepAfterACustomLoopsHeldBackGradientsTrainsTheBitsOfEagerSteps) {
+  LOCKSTEP_REQUIRE_GPU();
+  const test::Classification d = test::random_classification(16 * 12, 12, 4, 3);
+  const Device gpu{DeviceKind::kCuda, 0};
+  const auto run = [&](JitCompile mode, bool hold_back) {
+    MirroredStrategy strategy({.devices = {"gpu:0"}});
+    auto scope = strategy.scope();
+    auto m = classifier(mode);
+    m->build(Shape{-1, 12});
+    const auto vars = m->trainable_variables();
+    for (std::int64_t b = 0; b < 12; b += 2) {
+      const Tensor x = d.x.slice(16 * b, 16 * (b + 1)), y = d.y.slice(16 * b, 16 * (b + 1));
+      if (hold_back)
+        strategy.run_void([&](ReplicaContext& rc) {
+          auto quiet = rc.no_sync();
+          GradientTape tape;
+          const auto out = m->forward(x.to(gpu), layers::CallContext{.replica = &rc});
+          const Tensor loss = distribute::compute_average_loss(
+              m->loss()->per_example(y.to(gpu), out.output, out.logits), 32);
+          auto grads = tape.gradient(loss, vars);
+          EXPECT_FALSE(rc.all_reduce_gradients(grads, vars));  // held back
+        });
+      m->train_step(d.x.slice(16 * (b + 1), 16 * (b + 2)), d.y.slice(16 * (b + 1), 16 * (b + 2)));
+    }
+    std::vector<Tensor> out;
+    for (const auto& v : m->variables()) out.push_back(Tensor::from_vector(v.read_value().to_vector<float>(), v.shape()));
+    return out;
+  };
+  const auto eager = run(JitCompile::kOff, true), replayed = run(JitCompile::kAuto, true);
+  const auto without = run(JitCompile::kOff, false);
+  ASSERT_EQ(replayed.size(), eager.size());
+  bool differ = false;
+  for (std::size_t i = 0; i < eager.size(); ++i) {
+    EXPECT_TRUE(replayed[i].bitwise_equal(eager[i])) << i;
+    differ = differ || !without[i].bitwise_equal(eager[i]);
+  }
+  EXPECT_TRUE(differ) << "the held-back gradients were not added";
 }
 
 // Logical replicas of one GPU (gpu:0x2, gpu:0x4) capture their step as one graph, forked from

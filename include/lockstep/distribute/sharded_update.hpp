@@ -69,6 +69,8 @@ class ShardedUpdate final : public ShardedSlots {
   void set_no_sync(int replica, bool on) { no_sync_[static_cast<std::size_t>(replica)] = on ? 1 : 0; }
   /// Drops the sums no_sync held back (a group that will not be applied).
   void drop_held_back() { held_back_.clear(); }
+  /// Whether no_sync holds sums back that the next exchange adds (a replayed step would not).
+  bool holds_back() const { return !held_back_.empty(); }
   const GradientReducer& reducer(int replica) const { return *reducers_[static_cast<std::size_t>(replica)]; }
 
  private:
