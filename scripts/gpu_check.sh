@@ -250,12 +250,13 @@ program_of() {  # program_of CMD...: the program a part's CMD runs (past accurac
   if [[ "$1" == env ]]; then shift; while [[ "${1:-}" == [A-Za-z_]*=* ]]; do shift; done; fi
   printf '%s' "${1:-}"
 }
-# train NAME FLAGS...: `lockstep train` on MNIST from host memory (through fit); its figures
+# train NAME [VAR=VALUE...] FLAGS...: `lockstep train` on MNIST from host memory (through fit); its figures
 # (train_steps_per_second, ...) go to NAME.json, and where its time goes (LOCKSTEP_PHASE_TIMES=1:
 # fit's loop, and each replica's phases where steps run eagerly) to NAME.log at its end. In a dry
 # run: checks each flag against --help.
 train() {
-  local name="$1"; shift
+  local name="$1" vars=(); shift
+  while [[ "${1:-}" =~ ^[A-Z_][A-Z_0-9]*= ]]; do vars+=("$1"); shift; done  # set for this run alone
   if ((dry)); then
     [[ -n "$train_help" ]] || train_help="$("${with_libs[@]}" "$cli" train --help 2>&1)"
     local a ok=0
@@ -269,7 +270,7 @@ train() {
     return $ok
   fi
   if ((emu)); then emulated train "$@"; set -- "${cmd[@]:1}"; fi
-  env "LD_LIBRARY_PATH=$lib_path" LOCKSTEP_PHASE_TIMES=1 "$cli" train "$@" --no-tensorboard --verbose 2 --logdir "$runs/$name" \
+  env "LD_LIBRARY_PATH=$lib_path" LOCKSTEP_PHASE_TIMES=1 "${vars[@]}" "$cli" train "$@" --no-tensorboard --verbose 2 --logdir "$runs/$name" \
     --metrics-out "$logs/$name.json"
 }
 # accuracy MIN CMD...: CMD's last line says "Test Accuracy: A" with A >= MIN (examples/custom_loop.cpp)
@@ -378,6 +379,9 @@ part profile          45 profile
 # Logical replicas on their own streams (issue 37.4): where gpu:0x4's step goes (streams overlapping?).
 part profile_x4       45 profile gpu:0x4 _x4
 part fit_b64_spe8     20 train fit_b64_spe8 --devices gpu:0 --global-batch-size 64 --epochs 1 --steps-per-epoch 5000 --steps-per-execution 8
+# fit reading each step's numbers (a device sync per step) against fit_b64's reads once per 16
+# steps (every callback of lockstep train's is async-safe; issue 37.1; INFO).
+part fit_b64_sync     20 train fit_b64_sync LOCKSTEP_SYNC_EACH_STEP=1 --devices gpu:0 --global-batch-size 64 --epochs 1 --steps-per-epoch 5000
 part prefetch_off     20 train prefetch_off --devices gpu:0 --global-batch-size 64 --epochs 1 --steps-per-epoch 5000 --no-prefetch-to-device
 # The same at global batch 1024 (against fit_b1024), where the input path is most of a step.
 part prefetch_off_1024 20 train prefetch_off_1024 --devices gpu:0 --global-batch-size 1024 --epochs 1 --steps-per-epoch 2000 --no-prefetch-to-device
@@ -388,6 +392,8 @@ part prefetch_off_1024 20 train prefetch_off_1024 --devices gpu:0 --global-batch
 part host_cost_ahead  40 "${with_libs[@]}" "$fit_host_cost" --batch 1024 --steps 1000 --rounds 3 --gather-ahead 1
 part host_cost_inline 40 "${with_libs[@]}" "$fit_host_cost" --batch 1024 --steps 1000 --rounds 3 --gather-ahead 0
 part host_cost_unstaged 40 "${with_libs[@]}" "$fit_host_cost" --batch 1024 --steps 1000 --rounds 3 --staging 0
+# At batch 64, fit reading once per 16 steps against reading each step ("fit/1, read each").
+part host_cost_reads  40 "${with_libs[@]}" "$fit_host_cost" --batch 64 --steps 2000 --rounds 3 --read-each 1
 # The host's ns per launch's count, error site, kept constant and read on gpu:0 and gpu:0x4's
 # replica threads (issue 37; INFO).
 part hotpath          20 "${with_libs[@]}" "$hotpath_bench" --calls 20000 --rounds 5
