@@ -5,6 +5,7 @@
 // new and delete: include it in one source file of a test binary only.
 #include <cstdint>
 #include <cstdlib>
+#include <memory>
 #include <new>
 
 #include "lockstep/lockstep.hpp"
@@ -58,4 +59,15 @@ class CountFitAllocations final : public Callback {
  private:
   std::int64_t from_;
 };
+
+// Fits `model` for 120 steps of `dataset` (repeated), every batch gathered on fit's thread (none
+// by a worker ahead), and counts fit's thread's allocations over the last 100 steps.
+inline std::shared_ptr<CountFitAllocations> count_fit_allocations(Model& model, const data::Dataset& dataset) {
+  const auto count = std::make_shared<CountFitAllocations>(20);
+  FitOptions o{.epochs = 1, .steps_per_epoch = 120, .verbose = 0};
+  o.gather_ahead = false;
+  o.callbacks = {count};
+  model.fit(dataset, o);
+  return count;
+}
 }  // namespace lockstep::test

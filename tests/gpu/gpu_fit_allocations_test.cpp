@@ -35,11 +35,7 @@ TEST(GpuFitAllocations, FitStepsOnOneGpuMakeFewHeapAllocations) {
                            .cast_and_scale(1.0f / 255.0f)
                            .batch(32)
                            .repeat();
-  const auto count = std::make_shared<test::CountFitAllocations>(20);
-  FitOptions o{.epochs = 1, .steps_per_epoch = 120, .verbose = 0};
-  o.gather_ahead = false;  // every batch gathered on fit's thread, none by a worker ahead
-  o.callbacks = {count};
-  model->fit(dataset, o);
+  const auto count = test::count_fit_allocations(*model, dataset);
   ASSERT_EQ(count->batches, 100);
   std::printf("fit's heap allocations per steady-state step on gpu:0: %.2f\n", count->per_batch());
   EXPECT_LE(count->per_batch(), 48.0) << "fit's thread allocates more per step than it did (issue 37)";

@@ -60,11 +60,7 @@ TEST(SteadyState, FitStepsMakeFewHeapAllocations) {
   const auto dataset = data::Dataset::from_tensor_slices(Tensor::from_vector(xv, {256, 20}), Tensor::from_vector(yv, {256}))
                            .batch(32)
                            .repeat();
-  const auto count = std::make_shared<test::CountFitAllocations>(20);
-  FitOptions o{.epochs = 1, .steps_per_epoch = 120, .verbose = 0};
-  o.gather_ahead = false;  // every batch gathered on fit's thread, none by a worker ahead
-  o.callbacks = {count};
-  model->fit(dataset, o);
+  const auto count = test::count_fit_allocations(*model, dataset);
   ASSERT_EQ(count->batches, 100);
   const double per_step = count->per_batch();
   std::printf("fit's heap allocations per steady-state step: %.2f\n", per_step);
