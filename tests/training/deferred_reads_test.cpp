@@ -12,6 +12,7 @@
 #include <tuple>
 #include <utility>
 
+#include "common/mirrored_model.hpp"
 #include "common/random_data.hpp"
 #include "lockstep/io/checkpoint_manager.hpp"
 #include "lockstep/lockstep.hpp"
@@ -26,7 +27,6 @@
 namespace lockstep {
 namespace {
 
-using distribute::MirroredStrategy;
 using detail::FitLoop;
 using detail::host_number_reads;
 
@@ -82,22 +82,16 @@ struct FitRun {
 
 // replicas 0: no strategy; o.callbacks run before the recorder.
 FitRun fit_run(int replicas, std::int64_t steps_per_execution, FitOptions o, std::shared_ptr<Recorder> recorder) {
-  std::unique_ptr<MirroredStrategy> strategy;
-  std::unique_ptr<Sequential> model;
-  if (replicas > 0) {
-    strategy = std::make_unique<MirroredStrategy>(distribute::MirroredOptions{.num_cpu_devices = replicas});
-    auto scope = strategy->scope();
-    model = make_model(steps_per_execution);
-  } else {
-    model = make_model(steps_per_execution);
-  }
+  const auto on = test::model_on_cpus(replicas, [&] { return make_model(steps_per_execution); });
   o.verbose = 0;
   o.callbacks.push_back(recorder);
   const std::int64_t reads = host_number_reads();
-  const History h = model->fit(batches(), o);
-  FitRun r{.history = h.history, .batches = recorder->seen, .updates = model->optimizer()->iterations()};
+  const History h = on.model->fit(batches(), o);
+  FitRun r{.weights = test::weights_of(*on.model),
+           .history = h.history,
+           .batches = recorder->seen,
+           .updates = on.model->optimizer()->iterations()};
   r.reads = host_number_reads() - reads;
-  for (const auto& v : model->variables()) r.weights.push_back(v.value().to_vector<float>());
   return r;
 }
 

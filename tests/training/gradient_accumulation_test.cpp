@@ -6,6 +6,7 @@
 #include <random>
 
 #include "lockstep/autograd/gradient_tape.hpp"
+#include "common/mirrored_model.hpp"
 #include "common/random_data.hpp"
 #include "common/relative_error.hpp"
 #include "lockstep/lockstep.hpp"
@@ -41,20 +42,12 @@ std::vector<std::vector<float>> values(const std::vector<Variable>& vars) {
 // fit for 2 epochs on batches of `batch`, accumulating k of them; replicas 0: no strategy.
 std::vector<std::vector<float>> fit_weights(int replicas, std::int64_t batch, int k, std::int64_t* updates = nullptr) {
   const Data d = make_data(26);
-  std::unique_ptr<MirroredStrategy> strategy;
-  std::unique_ptr<Sequential> model;
-  if (replicas > 0) {
-    strategy = std::make_unique<MirroredStrategy>(distribute::MirroredOptions{.num_cpu_devices = replicas});
-    auto scope = strategy->scope();
-    model = make_model();
-  } else {
-    model = make_model();
-  }
+  const auto on = test::model_on_cpus(replicas, make_model);
   const auto ds = data::Dataset::from_tensor_slices(d.x, d.y).batch(batch);
-  model->fit(ds, {.epochs = 2, .verbose = 0, .gradient_accumulation_steps = k});
-  if (strategy) strategy->check_mirrored(model->variables());
-  if (updates) *updates = model->optimizer()->iterations();
-  return values(model->variables());
+  on.model->fit(ds, {.epochs = 2, .verbose = 0, .gradient_accumulation_steps = k});
+  if (on.strategy) on.strategy->check_mirrored(on.model->variables());
+  if (updates) *updates = on.model->optimizer()->iterations();
+  return test::weights_of(*on.model);
 }
 
 TEST(GradientAccumulation, KBatchesTrainAsOneBatchKTimesLarger) {

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <utility>
 
+#include "common/mirrored_model.hpp"
 #include "common/random_data.hpp"
 #include "lockstep/layers/dtype_policy.hpp"
 #include "lockstep/lockstep.hpp"
@@ -15,7 +16,6 @@
 namespace lockstep {
 namespace {
 
-using distribute::MirroredStrategy;
 
 const test::Classification& data() {
   static const test::Classification d = test::random_classification(26, 20, 5, 7);
@@ -40,23 +40,13 @@ struct FitRun {
 // 26 examples in batches of 4: 7 batches a pass, the last one short. `steps_per_epoch` > 0 reads
 // a repeated dataset. replicas 0: no strategy.
 FitRun fit_run(std::int64_t n, int replicas, FitOptions o, std::int64_t steps_per_epoch = -1) {
-  std::unique_ptr<MirroredStrategy> strategy;
-  std::unique_ptr<Sequential> model;
-  if (replicas > 0) {
-    strategy = std::make_unique<MirroredStrategy>(distribute::MirroredOptions{.num_cpu_devices = replicas});
-    auto scope = strategy->scope();
-    model = make_model(n);
-  } else {
-    model = make_model(n);
-  }
+  const auto on = test::model_on_cpus(replicas, [&] { return make_model(n); });
   auto ds = data::Dataset::from_tensor_slices(data().x, data().y).batch(4);
   if (steps_per_epoch > 0) ds = ds.repeat();
   o.steps_per_epoch = steps_per_epoch;
   o.verbose = 0;
-  const History h = model->fit(ds, o);
-  FitRun r{.history = h.history, .updates = model->optimizer()->iterations()};
-  for (const auto& v : model->variables()) r.weights.push_back(v.value().to_vector<float>());
-  return r;
+  const History h = on.model->fit(ds, o);
+  return {.weights = test::weights_of(*on.model), .history = h.history, .updates = on.model->optimizer()->iterations()};
 }
 
 void expect_same(const FitRun& a, const FitRun& b, const std::string& what) {
