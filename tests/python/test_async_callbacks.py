@@ -192,6 +192,24 @@ def test_built_in_callbacks_report_async_safe_as_their_cpp_callbacks_and_fit_agr
         cb.EarlyStopping().async_safe = False  # the C++ callback decides, not the Python object
 
 
+def test_a_stop_set_by_a_late_batch_end_shows_no_callback_a_later_batch(mnist_small):
+    class StopsAtBatch2(Recorder):
+        def on_train_batch_end(self, batch, logs=None):
+            super().on_train_batch_end(batch, logs)
+            if batch == 2:
+                self.model.stop_training = True
+
+    stopper, other = StopsAtBatch2(async_safe=True), Recorder(async_safe=True)
+    _, history = fit(mnist_small, [stopper, other], epochs=3)
+    assert deferred(stopper.calls)
+    # Steps up to the read ran (their weights are trained), but as without deferral every callback
+    # sees batch 2's end last, then the epoch's end, and fit ends.
+    for recorder in (stopper, other):
+        assert [b for b, _ in recorder.batch_logs] == [0, 1, 2]
+        assert recorder.calls[-1] == ("epoch_end", 0)
+    assert history.epoch == [0]
+
+
 def test_an_exception_from_a_late_batch_end_surfaces_and_keeps_what_was_saved(mnist_small, tmp_path):
     class Diverged(Exception):
         pass
