@@ -103,13 +103,12 @@ nb::dict history_dict(const History& h) {
 }
 
 // A Python keras.callbacks.Callback subclass: fit's hooks call its methods with the GIL held
-// (fit runs with it released); an exception it raises ends fit and reaches the caller. It is
-// async-safe only where it sets `async_safe = True`, as in Keras (read once, when it is given).
+// (fit runs with it released); an exception it raises ends fit and reaches the caller. Whether it
+// is async-safe is Python's answer (keras/callbacks.py's _async_safe: Keras 3's rule), read once,
+// when fit is given it.
 class PythonCallback final : public Callback {
  public:
-  explicit PythonCallback(nb::object callback)
-      : callback_(std::move(callback)),
-        async_safe_(nb::hasattr(callback_, "async_safe") && nb::cast<bool>(callback_.attr("async_safe"))) {}
+  PythonCallback(nb::object callback, bool async_safe) : callback_(std::move(callback)), async_safe_(async_safe) {}
   bool async_safe() const override { return async_safe_; }
   ~PythonCallback() override {
     nb::gil_scoped_acquire acquire;
@@ -140,9 +139,9 @@ class PythonCallback final : public Callback {
 };
 
 void bind_callbacks(nb::module_& m) {
-  nb::class_<Callback>(m, "Callback");
-  m.def("python_callback", [](nb::object callback) {
-    return CallbackPtr(std::make_shared<PythonCallback>(std::move(callback)));
+  nb::class_<Callback>(m, "Callback").def_prop_ro("async_safe", &Callback::async_safe);
+  m.def("python_callback", [](nb::object callback, bool async_safe) {
+    return CallbackPtr(std::make_shared<PythonCallback>(std::move(callback), async_safe));
   });
   m.def("model_checkpoint", [](std::string filepath, std::string monitor, int verbose, bool save_best_only,
                                bool save_weights_only, std::string mode, std::int64_t save_freq_batches) {
