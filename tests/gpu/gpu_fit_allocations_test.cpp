@@ -16,8 +16,10 @@ using namespace lockstep;
 
 // Counted on the 2-core AMD EPYC VM on emulated gpu:0: 50.99 while the replay's label check cast
 // the labels to int64 and a gather built its rows' shapes to compare them and its index from a
-// vector first, 44.02 since (the bound leaves room for a CUDA path that allocates differently:
-// an emulated GPU's replay and staging blocks make one each that CUDA's need not).
+// vector first, 44.02 while each batch's host copy took a new node of the host copies' table, an
+// upload's offsets grew twice and a read's function was too big for std::function, 41.04 since
+// (the bound leaves room for a CUDA path that allocates differently: an emulated GPU's replay and
+// staging blocks make one each that CUDA's need not, and one more).
 TEST(GpuFitAllocations, FitStepsOnOneGpuMakeFewHeapAllocations) {
   LOCKSTEP_REQUIRE_GPU();
   distribute::MirroredStrategy strategy(distribute::MirroredOptions{.devices = {"gpu:0"}});
@@ -38,5 +40,5 @@ TEST(GpuFitAllocations, FitStepsOnOneGpuMakeFewHeapAllocations) {
   const auto count = test::count_fit_allocations(*model, dataset);
   ASSERT_EQ(count->batches, 100);
   std::printf("fit's heap allocations per steady-state step on gpu:0: %.2f\n", count->per_batch());
-  EXPECT_LE(count->per_batch(), 48.0) << "fit's thread allocates more per step than it did (issue 37)";
+  EXPECT_LE(count->per_batch(), 44.0) << "fit's thread allocates more per step than it did (issue 37)";
 }
