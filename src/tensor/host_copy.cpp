@@ -6,6 +6,7 @@
 #include <memory>
 #include <mutex>
 #include <unordered_map>
+#include <vector>
 
 namespace lockstep::detail {
 
@@ -24,6 +25,35 @@ std::unordered_map<const Storage*, HostCopy> g_copies;
 std::atomic<std::size_t> g_copies_size{0};  // read without the lock: none kept, nothing to look up
 std::size_t g_sweep_at = 16;  // the size at which stale entries are swept next (guarded by g_copies_mu)
 std::atomic<std::uint64_t> g_scans{0};
+
+// Nodes of entries swept or forgotten, emptied, for the next entries: each step's batch makes
+// one (its integer components' new device memory), which would otherwise allocate a node every
+// step (issue 37). At most kSpareNodes; guarded by g_copies_mu.
+constexpr std::size_t kSpareNodes = 64;
+std::vector<decltype(g_copies)::node_type> g_spare;
+
+void keep_spare(decltype(g_copies)::node_type node) {
+  if (!node || g_spare.size() >= kSpareNodes) return;
+  node.mapped() = {};  // holds no memory alive
+  g_spare.push_back(std::move(node));
+}
+
+// g_copies[key] = c, in a spare node where the key is new and one is left.
+void put(const Storage* key, HostCopy c) {
+  if (const auto it = g_copies.find(key); it != g_copies.end()) {
+    it->second = std::move(c);
+    return;
+  }
+  if (g_spare.empty()) {
+    g_copies.emplace(key, std::move(c));
+    return;
+  }
+  auto node = std::move(g_spare.back());
+  g_spare.pop_back();
+  node.key() = key;
+  node.mapped() = std::move(c);
+  g_copies.insert(std::move(node));
+}
 }  // namespace
 
 void remember_host_copy(const Tensor& device_copy, const Tensor& host) {
@@ -40,12 +70,15 @@ void remember_host_copy(const Tensor& device_copy, const Tensor& host) {
   // each copy O(1) however many device copies are alive (a sweep at every copy cost fit a walk
   // over every batch it kept alive: 16% of its CPU on emulated gpu:0, growing with the steps).
   if (g_copies.size() >= g_sweep_at) {
-    std::erase_if(g_copies, [](const auto& e) { return e.second.device.expired(); });
+    for (auto it = g_copies.begin(); it != g_copies.end();) {
+      const auto stale = it++;
+      if (stale->second.device.expired()) keep_spare(g_copies.extract(stale));
+    }
     g_sweep_at = std::max<std::size_t>(16, 2 * g_copies.size());
   }
   // (A CPU tensor is not held by its own entry: that would keep every batch alive for good.)
   const bool own = host.impl()->storage == s;
-  g_copies[s.get()] = HostCopy{s, own ? nullptr : host.impl()->storage, host.impl()->offset};
+  put(s.get(), HostCopy{s, own ? nullptr : host.impl()->storage, host.impl()->offset});
   g_copies_size.store(g_copies.size(), std::memory_order_relaxed);
 }
 
@@ -75,7 +108,7 @@ void share_host_copy(const Tensor& from, const Tensor& to) {
   HostCopy c = it->second;
   if (!c.host) c.host = f;  // `from` is its own host copy: `to` reads it
   c.device = s;
-  g_copies[s.get()] = std::move(c);
+  put(s.get(), std::move(c));
   g_copies_size.store(g_copies.size(), std::memory_order_relaxed);
 }
 
@@ -97,7 +130,7 @@ void forget_host_copy(const Tensor& t) {
   // takes no lock.
   if (g_copies_size.load(std::memory_order_relaxed) == 0 || !t.defined() || is_floating(t.dtype())) return;
   std::lock_guard<std::mutex> lock(g_copies_mu);
-  g_copies.erase(t.impl()->storage.get());
+  keep_spare(g_copies.extract(t.impl()->storage.get()));
   g_copies_size.store(g_copies.size(), std::memory_order_relaxed);
 }
 

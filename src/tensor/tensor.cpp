@@ -72,6 +72,7 @@ Tensor Tensor::empty(const Shape& shape, DType dtype) {
 std::vector<Tensor> detail::empty_parts(const std::vector<Shape>& shapes, const std::vector<DType>& dtypes,
                                         std::size_t align, std::vector<std::size_t>& offsets) {
   offsets.clear();
+  offsets.reserve(shapes.size());  // one allocation, not one per doubling (an upload per replica and step)
   std::size_t end = 0;
   for (std::size_t i = 0; i < shapes.size(); ++i) {
     for (auto d : shapes[i].dims())

@@ -161,8 +161,12 @@ double Model::train_step(const Tensor& x, const Tensor& y) {
   check_compiled("train_step");
   check_same_rows(x, y);
   check_components(2, "train_step");
-  return train_micro_step(detail::split_batch(strategy_, {x, y}), 0, x.rank() >= 1 ? x.dim(0) : 0,
-                          GradientUse::kApply);
+  // The step's numbers are merged from `numbers`, which takes them as they are (merging them
+  // as the step's result copied each replica's, two heap allocations a step).
+  detail::PendingNumbers numbers;
+  train_micro_step(detail::split_batch(strategy_, {x, y}), 0, x.rank() >= 1 ? x.dim(0) : 0, GradientUse::kApply,
+                   nullptr, &numbers);
+  return merge_numbers(numbers);
 }
 
 double Model::train_micro_step(const distribute::DistributedBatch& batch, std::int64_t first_example,
