@@ -65,6 +65,22 @@ struct ErrorMark {
 LOCKSTEP_HOST_DEVICE constexpr bool inside(std::int64_t i, std::int64_t n) {
   return static_cast<std::uint64_t>(i) < static_cast<std::uint64_t>(n);
 }
+// NaN through the elementwise kernels, every backend's (a NaN in gives a NaN out, as TensorFlow's
+// ops): each kernel whose output is a maximum or minimum of floats (ReLU, maximum, minimum, max
+// pooling) writes it with these, never with `v > 0 ? v : 0` or fmaxf / fminf, which turn a NaN
+// into the other operand. (A softmax's shift by its row's maximum may skip a NaN: the row's sum
+// is NaN anyway.) A model whose weights became NaN then gives a NaN loss on every device, and
+// TerminateOnNaN stops it.
+/// ReLU: max(v, 0) keeping a NaN (an ordered compare is false for it); -0 gives +0.
+LOCKSTEP_HOST_DEVICE constexpr float relu_of(float v) { return v <= 0.0f ? 0.0f : v; }
+/// The larger (smaller) of a and b, NaN if either is (numpy's maximum); b where they are equal.
+LOCKSTEP_HOST_DEVICE constexpr float max_of(float a, float b) { return a > b || a != a ? a : b; }
+LOCKSTEP_HOST_DEVICE constexpr float min_of(float a, float b) { return a < b || a != a ? a : b; }
+/// clip(u, lo, hi)'s gradient: g unless u is outside [lo, hi] (TensorFlow's clip_by_value
+/// gradient, which a NaN passes).
+LOCKSTEP_HOST_DEVICE constexpr float clip_grad_of(float u, float g, float lo, float hi) {
+  return u < lo || u > hi ? 0.0f : g;
+}
 /// Several float32 variables' updates in one launch (multi-tensor apply): variable j's weights
 /// w[j], slots m[j] and v[j] (null where the rule has none) and gradient g[j], of n[j] elements.
 /// A value: CUDA's launch carries it in the kernel's parameters, a capture's recording copies it.

@@ -25,29 +25,27 @@ TEST(CudaGemmKey, AnAlignmentIsTheLargestPowerOfTwoUpTo256ThatDividesTheAddress)
   EXPECT_EQ(gemm_alignment(reinterpret_cast<const void*>(std::uintptr_t{0x10006})), 2u);
 }
 
-// Two Dense products that differ only in their bias's alignment, or only in the ReLU, or in
-// whether there is a bias, each get a plan of their own; the same operands give the same key.
+// Two Dense products that differ only in their bias's alignment, or in whether there is a bias,
+// each get a plan of their own; the same operands give the same key.
 TEST(CudaGemmKey, TheEpilogueAndTheBiasAlignmentEachMakeAnotherKey) {
   const void* x = aligned_to(256);
   const void* w = aligned_to(256);
   const void* y = aligned_to(256);
-  const GemmKey base = gemm_key(kDense, x, w, y, aligned_to(16), true);
-  EXPECT_EQ(gemm_key(kDense, x, w, y, aligned_to(16), true), base);
+  const GemmKey base = gemm_key(kDense, x, w, y, aligned_to(16));
+  EXPECT_EQ(gemm_key(kDense, x, w, y, aligned_to(16)), base);
   EXPECT_EQ(base.align.bias, 16u);
 
-  const GemmKey other_bias_alignment = gemm_key(kDense, x, w, y, aligned_to(4), true);
-  const GemmKey no_relu = gemm_key(kDense, x, w, y, aligned_to(16), false);
-  const GemmKey no_bias = gemm_key(kDense, x, w, y, nullptr, true);
+  const GemmKey other_bias_alignment = gemm_key(kDense, x, w, y, aligned_to(4));
   const GemmKey plain = gemm_key(kDense, x, w, y);
   std::map<GemmKey, int> plans;  // as CudaDevice::plans keeps them
-  for (const GemmKey& k : {base, other_bias_alignment, no_relu, no_bias, plain, base}) plans.emplace(k, 0);
-  EXPECT_EQ(plans.size(), 5u);
+  for (const GemmKey& k : {base, other_bias_alignment, plain, base}) plans.emplace(k, 0);
+  EXPECT_EQ(plans.size(), 3u);
 
-  EXPECT_TRUE(base.epilogue() && no_relu.epilogue() && no_bias.epilogue());
+  EXPECT_TRUE(base.epilogue() && other_bias_alignment.epilogue());
   EXPECT_FALSE(plain.epilogue());
   // Without a bias its alignment is not part of what differs: a bias-less key is one key.
-  EXPECT_EQ(no_bias.align.bias, 256u);
-  EXPECT_EQ(plain, gemm_key(kDense, x, w, y, nullptr, false));
+  EXPECT_EQ(plain.align.bias, 256u);
+  EXPECT_EQ(plain, gemm_key(kDense, x, w, y, nullptr));
 }
 
 // Each operand's alignment and each field of the product is part of the key.
@@ -74,11 +72,9 @@ TEST(CudaGemmKey, EachOperandsAlignmentAndEachFieldOfTheProductMakeAnotherKey) {
 TEST(CudaGemmKey, TheKeyInWordsNamesEveryFieldAPlanReads) {
   GemmProduct p = kDense;
   p.ta = true;
-  EXPECT_EQ(gemm_key_str(gemm_key(p, aligned_to(256), aligned_to(8), aligned_to(16), aligned_to(2), true)),
-            "m=32 n=64 k=16 (float16, A^T lda=16, B ldb=64, ldc=64; epilogue: bias + ReLU; alignments A 256, B 8, "
+  EXPECT_EQ(gemm_key_str(gemm_key(p, aligned_to(256), aligned_to(8), aligned_to(16), aligned_to(2))),
+            "m=32 n=64 k=16 (float16, A^T lda=16, B ldb=64, ldc=64; epilogue: bias; alignments A 256, B 8, "
             "C 16, bias 2 bytes)");
-  EXPECT_EQ(gemm_key_str(gemm_key(kDense, aligned_to(4), aligned_to(4), aligned_to(4), nullptr, true)),
-            "m=32 n=64 k=16 (float16, A lda=16, B ldb=64, ldc=64; epilogue: ReLU; alignments A 4, B 4, C 4 bytes)");
   p = kDense;
   p.beta_zero = false;
   EXPECT_EQ(gemm_key_str(gemm_key(p, aligned_to(4), aligned_to(4), aligned_to(4))),

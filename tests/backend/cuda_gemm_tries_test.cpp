@@ -10,7 +10,7 @@ namespace lockstep::backend::cuda {
 namespace {
 
 // float32: split-K's partial sums in any scheme are float32 too, so each form gets that second try;
-// a bias / ReLU is tried in the epilogue before the plain GEMM (then bias_activation).
+// a bias is tried in the epilogue before the plain GEMM (then bias_activation).
 TEST(CudaGemmTries, Float32WidensTheReductionsAndFallsBackToThePlainGemm) {
   EXPECT_EQ(gemm_tries(DType::kF32, false), (std::vector<GemmTry>{{false, false}, {false, true}}));
   EXPECT_EQ(gemm_tries(DType::kF32, true),
@@ -28,7 +28,7 @@ TEST(CudaGemmTries, SixteenBitNeverAddsPartialSumsInTheOutputType) {
 
 // The error names each try it made.
 TEST(CudaGemmTries, EachTryIsNamedInWords) {
-  EXPECT_EQ(gemm_try_str({true, false}), "bias/ReLU epilogue, split-K sums in float32 only");
+  EXPECT_EQ(gemm_try_str({true, false}), "bias epilogue, split-K sums in float32 only");
   EXPECT_EQ(gemm_try_str({false, true}), "plain GEMM, split-K sums in any scheme");
 }
 

@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 #include <random>
 #include <string>
 #include <vector>
@@ -89,6 +90,38 @@ TEST(CudaWindowMath, PoolingMatchesTheCpuBackendElementByElement) {
       // Max: one add per window in (oy, ox) order, as the CPU's: the same bits.
       if (d.max) ASSERT_EQ(got, dx_cpu[static_cast<std::size_t>(i)]) << "gradient element " << i;
       else ASSERT_NEAR(got, dx_cpu[static_cast<std::size_t>(i)], 1e-6) << "gradient element " << i;
+    }
+  }
+}
+
+// Max pooling of a window holding a NaN is NaN, wherever the NaN is in it; of a window of -inf,
+// -inf (oneDNN's pooling, which the CPU used, skipped the NaN and gave -FLT_MAX for either).
+TEST(CudaWindowMath, MaxPoolingOfANanIsNanOnBothBackends) {
+  constexpr float kNan = std::numeric_limits<float>::quiet_NaN(), kInf = std::numeric_limits<float>::infinity();
+  const Pool2dDesc d = pool(1, 2, 8, 17, 2, 2, 0, 0, 0, 0, true);  // 4 windows of 2x2, 17 channels
+  std::vector<float> x(static_cast<std::size_t>(2 * 8 * 17), 1.0f);
+  const auto at = [&](std::int64_t row, std::int64_t col, std::int64_t ch) -> float& {
+    return x[static_cast<std::size_t>((row * 8 + col) * 17 + ch)];
+  };
+  for (std::int64_t ch = 0; ch < 17; ++ch) {
+    at(0, 0, ch) = kNan;                  // window 0: a NaN first
+    at(1, 3, ch) = kNan;                  // window 1: a NaN last, after a larger value
+    at(0, 2, ch) = 5.0f;
+    for (std::int64_t r = 0; r < 2; ++r)  // window 2: -inf only
+      for (std::int64_t col = 4; col < 6; ++col) at(r, col, ch) = -kInf;
+  }
+  std::vector<float> y_cpu(static_cast<std::size_t>(4 * 17));
+  cpu().pool2d(ctx(), d, x.data(), y_cpu.data());
+  for (std::int64_t ch = 0; ch < 17; ++ch) {
+    for (std::int64_t w = 0; w < 4; ++w) {
+      const std::int64_t i = w * 17 + ch;
+      const float cpu_y = y_cpu[static_cast<std::size_t>(i)], cuda_y = cuda::window::pool_forward_at(d, x.data(), i);
+      if (w < 2) {
+        EXPECT_TRUE(std::isnan(cpu_y) && std::isnan(cuda_y)) << "window " << w << ": " << cpu_y << ", " << cuda_y;
+      } else {
+        EXPECT_EQ(cpu_y, w == 2 ? -kInf : 1.0f) << "window " << w;
+        EXPECT_EQ(cuda_y, cpu_y) << "window " << w;
+      }
     }
   }
 }

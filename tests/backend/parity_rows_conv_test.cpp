@@ -149,6 +149,7 @@ struct PoolCase {
   Pool2dOptions o;
   bool ties = false;  // a few values only (parity's coarse()), as after a ReLU: max pooling's
                       // gradient must go to each window's first maximum
+  bool nan = false;   // NaN at every 7th element: a max pooling window holding one is NaN
 };
 // split: 2.3M window reads over 9 examples (the pool splits the batch).
 const PoolCase kPoolCases[] = {
@@ -194,7 +195,7 @@ Row pool_row(const PoolCase& p, bool max) {
   const Shape ys{g.n, g.oh, g.ow, g.c};
   return make_row(
       max ? "max_pool2d" : "avg_pool2d", p.variant, max ? "max_pool2d" : "avg_pool2d", floats(),
-      {{KernelOp::kPool2d, kWidened}}, {{p.x, p.ties ? coarse() : uniform(-2, 2), {}}},
+      {{KernelOp::kPool2d, kWidened}}, {{p.x, p.nan ? with_nan(-2, 2, 7) : p.ties ? coarse() : uniform(-2, 2), {}}},
       [p, max](const std::vector<Tensor>& in, DType) {
         return std::vector<Tensor>{max ? max_pool2d(in[0], p.o) : avg_pool2d(in[0], p.o)};
       },
@@ -202,7 +203,10 @@ Row pool_row(const PoolCase& p, bool max) {
         Expected e(ys);
         for_each_window(p, [&](std::int64_t yi, const std::vector<std::int64_t>& idx) {
           double m = -std::numeric_limits<double>::infinity(), s = 0, acc = 0;
-          for (std::int64_t i : idx) m = std::max(m, in[0][i]), s += in[0][i], acc += std::fabs(in[0][i]);
+          for (std::int64_t i : idx) {
+            m = std::isnan(in[0][i]) || in[0][i] > m ? in[0][i] : m;  // a NaN wins and stays
+            s += in[0][i], acc += std::fabs(in[0][i]);
+          }
           if (max) e.set(yi, m);
           else e.set(yi, s / static_cast<double>(idx.size()), acc / static_cast<double>(idx.size()));
         });
@@ -403,6 +407,12 @@ std::vector<Row> conv_pool_rows() {
     }
     rows.push_back(pool_grad_row(p, true, true));
   }
+  // Windows holding a NaN (overlapping, so some hold two), forward only: NaN, on every backend
+  // (oneDNN's pooling skipped it).
+  for (bool max : {true, false})
+    rows.push_back(pool_row({"nan", {2, 7, 7, 5}, {.pool_size = {3, 3}, .strides = {2, 2}, .padding = {1, 1, 1, 1}},
+                             false, true},
+                            max));
   for (const ConvPoolCase& c : kConvPoolCases) {
     rows.push_back(conv_pool_row(c));
     rows.push_back(conv_pool_grad_row(c));

@@ -1,5 +1,7 @@
 // Parity rows: broadcasting binary ops, unary ops and their gradients (unary_grad).
+#include <algorithm>
 #include <cmath>
+#include <iterator>
 
 #include "backend/parity.hpp"
 
@@ -38,9 +40,9 @@ const BinaryCase kAddCases[] = {
 using Binary = Tensor (*)(const Tensor&, const Tensor&);
 using Ref2 = double (*)(double, double);
 
-Row binary_row(const char* key, Binary f, Ref2 ref, Gen gb, Match m, const BinaryCase& c) {
+Row binary_row(const char* key, Binary f, Ref2 ref, Gen gb, Match m, const BinaryCase& c, Gen ga = uniform(-2, 2)) {
   return make_row(
-      key, c.variant, key, floats(), {{KernelOp::kBinary, {}}}, {{c.a, uniform(-2, 2), {}}, {c.b, gb, {}}},
+      key, c.variant, key, floats(), {{KernelOp::kBinary, {}}}, {{c.a, ga, {}}, {c.b, gb, {}}},
       [f](const std::vector<Tensor>& in, DType) { return std::vector<Tensor>{f(in[0], in[1])}; },
       [ref](const std::vector<Host>& in, DType) {
         Expected e(broadcast(in[0].shape, in[1].shape));
@@ -75,8 +77,8 @@ std::vector<UnaryCase> unary_cases() {
        Match::kRounded, none},
       {"abs", [](const Tensor& x) { return abs(x); }, [](double x) { return std::fabs(x); }, uniform(-2, 2),
        Match::kExact, none},
-      {"relu", [](const Tensor& x) { return relu(x); }, [](double x) { return x > 0 ? x : 0.0; }, uniform(-2, 2),
-       Match::kExact, none},
+      {"relu", [](const Tensor& x) { return relu(x); }, [](double x) { return std::isnan(x) || x > 0 ? x : 0.0; },
+       uniform(-2, 2), Match::kExact, none},
       {"sigmoid", [](const Tensor& x) { return sigmoid(x); }, [](double x) { return 1 / (1 + std::exp(-x)); },
        uniform(-8, 8), Match::kRounded, none},
       {"tanh", [](const Tensor& x) { return tanh(x); }, [](double x) { return std::tanh(x); }, uniform(-4, 4),
@@ -166,9 +168,21 @@ std::vector<GradCase> grad_cases() {
       {OpType::kAddScalar, any, any, 0.75f, 0, [](double, double, double g) { return g; }, none},
       {OpType::kPowScalar, any, any, 3.0f, 0, [](double x, double, double g) { return g * 3 * x * x; }, none},
       {OpType::kClip, uniform(-1.5, 1.5), any, -0.5f, 0.75f,
-       [](double x, double, double g) { return x >= -0.5 && x <= 0.75 ? g : 0.0; }, none},
+       [](double x, double, double g) { return x < -0.5 || x > 0.75 ? 0.0 : g; }, none},
+      // NaN and +-inf: relu's gradient at a NaN is 0 (TensorFlow's g * (x > 0)), clip's passes
+      // g (TensorFlow's: only a value outside [lo, hi] stops it).
+      {OpType::kRelu, specials(), any, 0, 0, [](double x, double, double g) { return x > 0 ? g : 0.0; }, none,
+       "_nonfinite"},
+      {OpType::kClip, specials(), any, -0.5f, 0.75f,
+       [](double x, double, double g) { return x < -0.5 || x > 0.75 ? 0.0 : g; }, none, "_nonfinite"},
   };
 }
+
+// The activations at NaN, +-inf and +-0 on every backend: TensorFlow's rule, a NaN in gives a
+// NaN out (relu, clip, maximum and minimum included, where `x > 0 ? x : 0` or fmaxf would give
+// 0), and each function's own limits at +-inf (sigmoid 0 and 1, tanh -1 and 1). gelu and silu
+// at -inf are -inf * 0: NaN, as TensorFlow's formulas give too.
+const char* const kActivations[] = {"relu", "sigmoid", "tanh", "gelu", "gelu_tanh", "silu", "clip"};
 
 Row grad_row(const GradCase& c) {
   const Shape s{263, 257};  // past the grain
@@ -203,8 +217,10 @@ std::vector<Row> elementwise_rows() {
       {"sub", sub, [](double a, double b) { return a - b; }, uniform(-2, 2), Match::kRounded},
       {"mul", mul, [](double a, double b) { return a * b; }, uniform(-2, 2), Match::kRounded},
       {"div", div, [](double a, double b) { return a / b; }, away_from_zero(-2, 2, 0.5), Match::kRounded},
-      {"maximum", maximum, [](double a, double b) { return a > b ? a : b; }, uniform(-2, 2), Match::kExact},
-      {"minimum", minimum, [](double a, double b) { return a < b ? a : b; }, uniform(-2, 2), Match::kExact},
+      {"maximum", maximum, [](double a, double b) { return std::isnan(a) || a > b ? a : b; }, uniform(-2, 2),
+       Match::kExact},
+      {"minimum", minimum, [](double a, double b) { return std::isnan(a) || a < b ? a : b; }, uniform(-2, 2),
+       Match::kExact},
   };
   for (const B& b : binaries)
     for (const BinaryCase& c : kBinaryCases) rows.push_back(binary_row(b.key, b.f, b.ref, b.gb, b.m, c));
@@ -214,6 +230,16 @@ std::vector<Row> elementwise_rows() {
     rows.push_back(unary_row(u, "odd", {2, 3, 5}));
     rows.push_back(unary_row(u, "grain", {65539}));
   }
+  for (UnaryCase u : unary_cases()) {
+    if (std::find(std::begin(kActivations), std::end(kActivations), std::string(u.key)) == std::end(kActivations))
+      continue;
+    u.gen = specials();
+    rows.push_back(unary_row(u, "nonfinite", {4, 8}));
+  }
+  for (const B& b : binaries)
+    if (b.key == std::string("maximum") || b.key == std::string("minimum"))
+      // a's columns and b's rows are NaN, +-inf, +-0 and ordinary values: every pair of them.
+      rows.push_back(binary_row(b.key, b.f, b.ref, specials(), b.m, {"nonfinite", {8, 8}, {8, 1}}, specials()));
   rows.push_back(unary_row(unary_cases()[0], "empty", {0, 4}));
   rows.push_back(unary_row(unary_cases()[1], "scalar", {}));
 

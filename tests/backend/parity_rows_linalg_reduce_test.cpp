@@ -84,11 +84,11 @@ Row batch_matmul_row(bool ta, bool tb, std::int64_t batch, const Mkn& c) {
       [ta, tb](const std::vector<Host>& in, DType) { return std::vector<Expected>{batch_matmul_ref(in[0], in[1], ta, tb)}; });
 }
 
-Row dense_row(bool bias, bool relu, const Mkn& c) {
+Row dense_row(bool bias, bool relu, const Mkn& c, Gen gx = uniform(-1, 1)) {
   const std::string key = std::string("dense") + (bias ? "_bias" : "") + (relu ? "_relu" : "");
   // A bias or a ReLU: one op (gemm_bias_activation; on CUDA cuBLASLt's epilogue), else the GEMM.
   const std::vector<Need> needs{{bias || relu ? KernelOp::kGemmBiasActivation : KernelOp::kGemm, {}}};
-  std::vector<InputSpec> inputs{{{c.m, c.k}, uniform(-1, 1), {}}, {{c.k, c.n}, uniform(-1, 1), {}}};
+  std::vector<InputSpec> inputs{{{c.m, c.k}, gx, {}}, {{c.k, c.n}, uniform(-1, 1), {}}};
   if (bias) inputs.push_back({{c.n}, uniform(-1, 1), {}});
   return make_row(
       key, c.variant, "dense", floats(), needs, inputs,
@@ -297,6 +297,8 @@ std::vector<Row> linalg_reduce_rows() {
   for (bool bias : {false, true})
     for (bool relu : {false, true})
       for (const Mkn& c : {Mkn{"odd", 33, 47, 21}, Mkn{"rowsplit", 130, 100, 90}}) rows.push_back(dense_row(bias, relu, c));
+  // Rows of x with a NaN give rows of NaN, the ReLU's (CUDA's after the epilogue's bias) included.
+  for (bool bias : {false, true}) rows.push_back(dense_row(bias, true, {"nan", 12, 10, 5}, with_nan(-1, 1, 17)));
 
   for (const ReduceCase& c : kSumCases) rows.push_back(reduce_row(c, false));
   for (const ReduceCase& c : kMeanCases) rows.push_back(reduce_row(c, true));

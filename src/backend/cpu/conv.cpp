@@ -79,12 +79,7 @@ dnnl::convolution_forward::primitive_desc forward_pd(const Conv2dDesc& d, bool b
   const auto alg = winograd ? dnnl::algorithm::convolution_winograd : dnnl::algorithm::convolution_direct;
   dnnl::convolution_forward::desc cd(dnnl::prop_kind::forward_training, alg, src, any_kernel_desc(d), b, dst,
                                      g.strides, g.dilates, g.pad_l, g.pad_r);
-  if (!d.relu) return {cd, onednn::engine()};
-  dnnl::post_ops ops;
-  ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, 0.0f, 0.0f);
-  dnnl::primitive_attr attr;
-  attr.set_post_ops(ops);
-  return {cd, attr, onednn::engine()};
+  return {cd, onednn::engine()};
 }
 
 // Winograd's forward primitive for d, or none where oneDNN has no Winograd kernel for it.
@@ -157,7 +152,7 @@ struct BackwardWeights {
 std::array<std::int64_t, 18> key_of(const Conv2dDesc& d, bool bias) {
   return {d.n, d.h, d.w, d.c, d.oh, d.ow, d.oc, d.kh, d.kw, d.stride_h, d.stride_w, d.dilation_h, d.dilation_w,
           d.pad_top, d.pad_left, d.pad_bottom, d.pad_right,
-          ((d.groups * 2 + (bias ? 1 : 0)) * 2 + (d.relu ? 1 : 0)) * 2 + (d.winograd ? 1 : 0)};
+          (d.groups * 2 + (bias ? 1 : 0)) * 2 + (d.winograd ? 1 : 0)};
 }
 
 template <typename Entry, typename Make>
@@ -276,6 +271,13 @@ void conv2d(ComputeContext& ctx, const Conv2dDesc& d, const void* x, const void*
       f.prim.execute(s, args);
       f.dst.to_user(s);
       s.wait();
+      // The ReLU here, on the part's output while it is in cache, not as oneDNN's eltwise_relu
+      // post-op: that one is a max with 0 (vmaxps) and gives 0 for a NaN, which every other path
+      // keeps (kernels.hpp's relu_of; CUDA's bias_activation after cuDNN).
+      if (d.relu) {
+        float* yp = ys + n0 * d.oh * d.ow * d.oc;
+        for (std::int64_t i = 0, n = (n1 - n0) * d.oh * d.ow * d.oc; i < n; ++i) yp[i] = relu_of(yp[i]);
+      }
     });
   });
 }

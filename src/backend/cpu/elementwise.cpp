@@ -68,7 +68,7 @@ void unary(ComputeContext& ctx, UnaryOp op, const void* xv, void* yv, std::int64
       case UnaryOp::kSqrt: map1(x, y, b, e, [](float v) { return std::sqrt(v); }); break;
       case UnaryOp::kSquare: map1(x, y, b, e, [](float v) { return v * v; }); break;
       case UnaryOp::kAbs: map1(x, y, b, e, [](float v) { return std::fabs(v); }); break;
-      case UnaryOp::kRelu: map1(x, y, b, e, [](float v) { return v > 0.0f ? v : 0.0f; }); break;
+      case UnaryOp::kRelu: map1(x, y, b, e, [](float v) { return relu_of(v); }); break;
       case UnaryOp::kSigmoid: map1(x, y, b, e, [](float v) { return 1.0f / (1.0f + std::exp(-v)); }); break;
       case UnaryOp::kTanh: map1(x, y, b, e, [](float v) { return std::tanh(v); }); break;
       case UnaryOp::kGelu: map_vec(x, x, y, b, e, [p0](vec::Vec v, vec::Vec) { return gelu_v(v, p0); }); break;
@@ -112,7 +112,7 @@ void unary_backward(ComputeContext& ctx, UnaryOp op, const void* xv, const void*
       case UnaryOp::kPowScalar:
         map(b, e, [p0](float u, float, float g) { return g * p0 * std::pow(u, p0 - 1.0f); });
         break;
-      case UnaryOp::kClip: map(b, e, [p0, p1](float u, float, float g) { return (u >= p0 && u <= p1) ? g : 0.0f; }); break;
+      case UnaryOp::kClip: map(b, e, [p0, p1](float u, float, float g) { return clip_grad_of(u, g, p0, p1); }); break;
       case UnaryOp::kSilu:
         map(b, e, [](float u, float, float g) {
           const float s = sigmoid_f(u);
@@ -130,8 +130,8 @@ inline float apply(float a, float b) {
   if constexpr (Op == BinaryOp::kSub) return a - b;
   if constexpr (Op == BinaryOp::kMul) return a * b;
   if constexpr (Op == BinaryOp::kDiv) return a / b;
-  if constexpr (Op == BinaryOp::kMaximum) return a > b ? a : b;
-  if constexpr (Op == BinaryOp::kMinimum) return a < b ? a : b;
+  if constexpr (Op == BinaryOp::kMaximum) return max_of(a, b);
+  if constexpr (Op == BinaryOp::kMinimum) return min_of(a, b);
 }
 
 template <CompareOp Op, typename T>

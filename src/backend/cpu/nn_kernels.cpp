@@ -180,11 +180,11 @@ void bias_activation(ComputeContext& ctx, void* yv, const void* biasv, std::int6
     for (auto r = b; r < e; ++r) {
       F* yr = y + r * cols;
       if (bias && relu) {
-        for (std::int64_t c = 0; c < cols; ++c) yr[c] = E::store(std::max(E::load(yr[c]) + E::load(bias[c]), 0.0f));
+        for (std::int64_t c = 0; c < cols; ++c) yr[c] = E::store(relu_of(E::load(yr[c]) + E::load(bias[c])));
       } else if (bias) {
         for (std::int64_t c = 0; c < cols; ++c) yr[c] = E::store(E::load(yr[c]) + E::load(bias[c]));
       } else if (relu) {
-        for (std::int64_t c = 0; c < cols; ++c) yr[c] = E::store(std::max(E::load(yr[c]), 0.0f));
+        for (std::int64_t c = 0; c < cols; ++c) yr[c] = E::store(relu_of(E::load(yr[c])));
       }
     }
   });

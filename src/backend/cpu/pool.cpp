@@ -1,8 +1,10 @@
-// Pooling: forward (max and average) and average's backward through oneDNN's pooling
-// primitives on NHWC tensors, split over the pool by batch parts like convolution. Max
-// pooling's backward is a loop here: oneDNN's needs the forward's opaque workspace, which
-// would have to live on the tape; finding each window's maximum again in x is as cheap.
+// Pooling: average's forward and backward through oneDNN's pooling primitives on NHWC tensors,
+// split over the pool by batch parts like convolution. Max pooling is loops here: oneDNN's
+// forward skips a NaN (max_pool_rows), and its backward needs the forward's opaque workspace,
+// which would have to live on the tape; finding each window's maximum again in x is as cheap.
+#include <algorithm>
 #include <array>
+#include <limits>
 #include <memory>
 #include <vector>
 
@@ -12,6 +14,7 @@
 
 #include "backend/cpu/conv_common.hpp"
 #include "backend/cpu/cpu_kernels.hpp"
+#include "backend/cpu/vec_math.hpp"
 
 namespace lockstep::backend::cpu {
 
@@ -214,10 +217,56 @@ void max_pool_backward_rows(const Pool2dDesc& d, const float* x, const float* y,
 }
 }  // namespace
 
+namespace {
+// Max pooling's forward for examples [n0, n1): each window's largest element, a NaN winning
+// (kernels.hpp's max_of), as reduce_max and the fused conv2d_max_pool2d take it and CUDA's
+// pool.cu; a window of -inf gives -inf. Ours, not oneDNN's pooling_max, which skips a NaN and
+// starts from -FLT_MAX: a window of NaN gave -3.4e38, so a model whose activations became NaN
+// got finite numbers past it. A window's maximum of a vector of NHWC's contiguous channels is
+// kept in a register (about 1.2x oneDNN's JIT kernel's time, one thread, MNIST convnet shapes).
+void max_pool_rows(const Pool2dDesc& d, const float* x, float* y, std::int64_t n0, std::int64_t n1) {
+  constexpr int kL = vec::kLanes;
+  constexpr float kLowest = -std::numeric_limits<float>::infinity();
+  const std::int64_t c = d.c;
+  for (std::int64_t n = n0; n < n1; ++n) {
+    const float* xn = x + n * d.h * d.w * c;
+    for (std::int64_t oy = 0; oy < d.oh; ++oy) {
+      const std::int64_t y0 = std::max<std::int64_t>(0, oy * d.stride_h - d.pad_top);
+      const std::int64_t y1 = std::min<std::int64_t>(d.h, oy * d.stride_h - d.pad_top + d.kh);
+      for (std::int64_t ox = 0; ox < d.ow; ++ox) {
+        const std::int64_t x0 = std::max<std::int64_t>(0, ox * d.stride_w - d.pad_left);
+        const std::int64_t x1 = std::min<std::int64_t>(d.w, ox * d.stride_w - d.pad_left + d.kw);
+        float* m = y + ((n * d.oh + oy) * d.ow + ox) * c;
+        std::int64_t ch = 0;
+        for (; ch + kL <= c; ch += kL) {
+          vec::Vec acc = vec::splat(kLowest);
+          for (std::int64_t iy = y0; iy < y1; ++iy)
+            for (std::int64_t ix = x0; ix < x1; ++ix) {
+              const vec::Vec v = vec::load(xn + (iy * d.w + ix) * c + ch);
+              acc = (acc > v) | (acc != acc) ? acc : v;  // max_of, lane by lane
+            }
+          vec::store(m + ch, acc);
+        }
+        for (; ch < c; ++ch) {
+          float acc = kLowest;
+          for (std::int64_t iy = y0; iy < y1; ++iy)
+            for (std::int64_t ix = x0; ix < x1; ++ix) acc = max_of(acc, xn[(iy * d.w + ix) * c + ch]);
+          m[ch] = acc;
+        }
+      }
+    }
+  }
+}
+}  // namespace
+
 void pool2d(ComputeContext& ctx, const Pool2dDesc& d, const void* x, void* y) {
   const BatchParts parts(ctx, d.n, pool_cost(d));
   const auto* xs = static_cast<const float*>(x);
   auto* ys = static_cast<float*>(y);
+  if (d.max) {
+    parts.run(ctx, [&](std::int64_t, std::int64_t n0, std::int64_t n1) { max_pool_rows(d, xs, ys, n0, n1); });
+    return;
+  }
   parts.run(ctx, [&](std::int64_t, std::int64_t n0, std::int64_t n1) {
     guarded("pool2d", [&] {
       thread_local PrimitiveCache<Key, Forward> cache;

@@ -15,9 +15,9 @@ namespace lockstep::backend::cuda {
 
 bool equal_bytes_on(ComputeContext&, const void*, const void*, std::size_t);
 
-/// y[r, c] += bias[c], then relu when `relu`; bias may be null (elementwise.cu): the bias and ReLU
-/// after a product that did not add them itself (conv.cu; gemm.cu when cuBLASLt has no epilogue
-/// algorithm for a shape).
+/// y[r, c] += bias[c], then relu when `relu` (relu_of: a NaN stays NaN); bias may be null
+/// (elementwise.cu): the bias and ReLU after a product that did not add them itself (conv.cu;
+/// gemm.cu's ReLU, and its bias too when cuBLASLt has no epilogue algorithm for a shape).
 template <typename F>
 void bias_activation(ComputeContext& ctx, void* y, const void* bias, std::int64_t rows, std::int64_t cols, bool relu);
 

@@ -35,7 +35,7 @@ __device__ inline float unary_f(UnaryOp op, float v, float p0, float p1) {
     case UnaryOp::kSqrt: return sqrtf(v);
     case UnaryOp::kSquare: return v * v;
     case UnaryOp::kAbs: return fabsf(v);
-    case UnaryOp::kRelu: return v > 0.0f ? v : 0.0f;
+    case UnaryOp::kRelu: return relu_of(v);
     case UnaryOp::kSigmoid: return 1.0f / (1.0f + expf(-v));
     case UnaryOp::kTanh: return tanhf(v);
     case UnaryOp::kGelu: return gelu_f(v, p0);
@@ -66,7 +66,7 @@ __device__ inline float unary_grad_f(UnaryOp op, float u, float v, float g, floa
     case UnaryOp::kScale: return g * p0;
     case UnaryOp::kAddScalar: return g;
     case UnaryOp::kPowScalar: return g * p0 * powf(u, p0 - 1.0f);
-    case UnaryOp::kClip: return (u >= p0 && u <= p1) ? g : 0.0f;
+    case UnaryOp::kClip: return clip_grad_of(u, g, p0, p1);
     case UnaryOp::kSilu: {
       const float s = sigmoid_f(u);
       return g * s * (1.0f + u * (1.0f - s));
@@ -98,8 +98,8 @@ __device__ inline float binary_f(BinaryOp op, float a, float b) {
     case BinaryOp::kSub: return a - b;
     case BinaryOp::kMul: return a * b;
     case BinaryOp::kDiv: return a / b;
-    case BinaryOp::kMaximum: return a > b ? a : b;
-    case BinaryOp::kMinimum: return a < b ? a : b;
+    case BinaryOp::kMaximum: return max_of(a, b);
+    case BinaryOp::kMinimum: return min_of(a, b);
   }
   return a;
 }
@@ -121,7 +121,7 @@ __global__ void bias_activation_kernel(F* y, const F* bias, std::int64_t rows, s
   LOCKSTEP_GRID_LOOP(i, rows * cols) {
     float v = E::load(y[i]);
     if (bias) v += E::load(bias[i % cols]);
-    if (relu) v = v > 0.0f ? v : 0.0f;
+    if (relu) v = relu_of(v);
     y[i] = E::store(v);
   }
 }

@@ -4,23 +4,26 @@
 // op(A) op(B) is the column-major C^T = op(B)^T op(A)^T: B and A swap places, nothing moves.
 // A plan (descriptors and the heuristic's algorithm) is made once per key and kept (gemm_key.hpp:
 // what a plan depends on); the heuristic is asked in gemm_tries.hpp's order, so a shape it has no
-// algorithm for under the first preferences gets the next (and a Dense layer's bias / ReLU the
-// plain GEMM, then bias_activation) before an error names what was tried.
+// algorithm for under the first preferences gets the next (and a Dense layer's bias the plain
+// GEMM, then bias_activation) before an error names what was tried.
 //
-// gemm_bias_activation: Dense's bias and ReLU in the GEMM's epilogue (CUBLASLT_EPILOGUE_BIAS,
-// _RELU, _RELU_BIAS), one kernel where gemm then bias_activation were two.
+// gemm_bias_activation: Dense's bias in the GEMM's epilogue (CUBLASLT_EPILOGUE_BIAS), its ReLU
+// bias_activation's kernel after it.
 //   * Which bias: cuBLASLt's bias vector has the length of D's rows and is added to each of D's
 //     columns, D column-major. Our D is C^T, column-major n x m (see above): its rows are our C's
 //     columns, so its bias vector is our per-column bias [n], element i added to D(i, j) = C[j, i].
 //   * Bits: the epilogue adds the bias to the float32 result of the product (alpha = 1, beta = 0:
-//     no C read), then the ReLU, then rounds once to the output type. For float32 that is what
-//     gemm's float32 store then bias_activation's float32 add compute; for float16 / bfloat16 the
-//     unfused path rounds twice (the product to 16 bits, then the sum), the epilogue once, so the
-//     two may differ by an ulp of the output, within the CPU parity's tolerance. The algorithm the
+//     no C read), then rounds once to the output type. For float32 that is what gemm's float32
+//     store then bias_activation's float32 add compute; for float16 / bfloat16 the unfused path
+//     rounds twice (the product to 16 bits, then the sum), the epilogue once, so the two may
+//     differ by an ulp of the output, within the CPU parity's tolerance. The algorithm the
 //     heuristic picks for the fused product may also sum k in another order than the plain one's.
-//     jit_compile on or off runs this same kernel, so their bits agree.
-//   * ReLU of NaN: cuBLASLt's max(x, 0), as bias_activation's CUDA kernel (NaN > 0 is false) gives
-//     0; the CPU's std::max keeps NaN (a difference the unfused CUDA path had already).
+//     jit_compile on or off runs this same kernel, so their bits agree. The ReLU after it gives
+//     the bits of a ReLU in the epilogue: rounding keeps a value's sign.
+//   * Why not the ReLU too (CUBLASLT_EPILOGUE_RELU_BIAS, one pass over y fewer): cuBLASLt documents
+//     its ReLU as "x := max(x, 0)" and says nothing of NaN; a max in the IEEE 754 sense (fmaxf,
+//     CUTLASS's epilogues) gives 0 for max(NaN, 0), so a Dense layer's NaN would leave it as 0 and
+//     the loss finite where every other path keeps it (kernels.hpp's relu_of).
 
 #include <memory>
 #include <string>
@@ -102,14 +105,9 @@ PlanPtr try_plan(CudaLane& d, const GemmKey& key, const GemmTry& t, const void* 
   set_desc(p->op, CUBLASLT_MATMUL_DESC_TRANSB, op_second);
   if (t.epilogue) {
     // D's rows are our columns (the file's header): the bias [n] is cuBLASLt's per-row vector.
-    const std::uint32_t epilogue = !key.bias ? CUBLASLT_EPILOGUE_RELU
-                                   : key.relu ? CUBLASLT_EPILOGUE_RELU_BIAS
-                                              : CUBLASLT_EPILOGUE_BIAS;
-    set_desc(p->op, CUBLASLT_MATMUL_DESC_EPILOGUE, epilogue);
-    if (key.bias) {
-      set_desc(p->op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, static_cast<std::int32_t>(dt));  // the output's
-      set_desc(p->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, bias);  // this call's; reset by each product
-    }
+    set_desc(p->op, CUBLASLT_MATMUL_DESC_EPILOGUE, static_cast<std::uint32_t>(CUBLASLT_EPILOGUE_BIAS));
+    set_desc(p->op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, static_cast<std::int32_t>(dt));  // the output's
+    set_desc(p->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, bias);  // this call's; reset by each product
     p->epilogue = true;
   }
   const auto u = [](std::int64_t v) { return static_cast<std::uint64_t>(v); };
@@ -202,16 +200,18 @@ template <typename F>
 void gemm_bias_activation(ComputeContext& ctx, const void* x, const void* w, const void* bias, void* y, std::int64_t m,
                           std::int64_t n, std::int64_t k, bool relu) {
   if (m == 0 || n == 0) return;
-  if (k == 0 || (!bias && !relu)) {  // zeros (scale_kernel), or no epilogue: the two kernels
+  if (k == 0 || !bias) {  // zeros (scale_kernel), or no epilogue: the two kernels
     gemm<F>(ctx, false, false, m, n, k, 1.0f, x, k, w, n, 0.0f, y, n);
     bias_activation<F>(ctx, y, bias, m, n, relu);
     return;
   }
   CudaLane& d = lane(ctx);
-  const GemmKey key = gemm_key({false, false, m, n, k, k, n, n, dtype_of_v<F>, true}, x, w, y, bias, relu);
+  const GemmKey key = gemm_key({false, false, m, n, k, k, n, n, dtype_of_v<F>, true}, x, w, y, bias);
   GemmPlan* plan = plan_for<F>(d, key, bias);
   run(d, *plan, 1.0f, x, w, 0.0f, y, bias);
-  if (!plan->epilogue) bias_activation<F>(ctx, y, bias, m, n, relu);  // no fused algorithm (gemm_tries.hpp)
+  // The ReLU (the file's header), and the bias too where no algorithm took it (gemm_tries.hpp);
+  // nothing to launch where the epilogue did it all.
+  bias_activation<F>(ctx, y, plan->epilogue ? nullptr : bias, m, n, relu);
 }
 
 LOCKSTEP_INSTANTIATE_KERNEL(Floating, gemm)

@@ -4,7 +4,7 @@
 // CUDA code runs only on a GPU.
 //
 // A plan is its descriptors (the product's shape, transposes, leading dimensions and dtype; the
-// epilogue's bias and ReLU) and the algorithm the heuristic chose for them and for the operands'
+// epilogue's bias) and the algorithm the heuristic chose for them and for the operands'
 // alignments (an algorithm may need every byte of alignment it was chosen for). Each of these is
 // a named field of the key, compared as a whole: a product whose key differs in any of them gets
 // a plan of its own, never one made for another epilogue or for better aligned operands.
@@ -43,20 +43,19 @@ struct GemmAlignments {
 
 struct GemmKey {
   GemmProduct product;
-  // The epilogue (gemm_bias_activation): the bias [n] added to each row, then the ReLU; neither
-  // is a plain GEMM.
-  bool bias = false, relu = false;
+  // The epilogue (gemm_bias_activation): the bias [n] added to each row; none is a plain GEMM.
+  // Never the ReLU (gemm.cu: cuBLASLt's max(x, 0) may turn a NaN into 0).
+  bool bias = false;
   GemmAlignments align;
-  bool epilogue() const { return bias || relu; }
+  bool epilogue() const { return bias; }
   auto operator<=>(const GemmKey&) const = default;
 };
 
-/// The key of `product` on these operands, with the epilogue's `bias` (null: none) and ReLU.
+/// The key of `product` on these operands, with the epilogue's `bias` (null: none).
 inline GemmKey gemm_key(const GemmProduct& product, const void* a, const void* b, const void* c,
-                        const void* bias = nullptr, bool relu = false) {
+                        const void* bias = nullptr) {
   return {.product = product,
           .bias = bias != nullptr,
-          .relu = relu,
           .align = {.a = gemm_alignment(a),
                     .b = gemm_alignment(b),
                     .c = gemm_alignment(c),
@@ -70,9 +69,7 @@ inline std::string gemm_key_str(const GemmKey& key) {
   std::string s = "m=" + n(p.m) + " n=" + n(p.n) + " k=" + n(p.k) + " (" + dtype_name(p.dtype) + ", A" +
                   (p.ta ? "^T" : "") + " lda=" + n(p.lda) + ", B" + (p.tb ? "^T" : "") + " ldb=" + n(p.ldb) +
                   ", ldc=" + n(p.ldc) + (p.beta_zero ? "" : ", C read (beta != 0)");
-  if (key.epilogue())
-    s += std::string("; epilogue: ") + (key.bias ? "bias" : "") + (key.bias && key.relu ? " + " : "") +
-         (key.relu ? "ReLU" : "");
+  if (key.epilogue()) s += "; epilogue: bias";
   s += "; alignments A " + n(key.align.a) + ", B " + n(key.align.b) + ", C " + n(key.align.c);
   if (key.bias) s += ", bias " + n(key.align.bias);
   return s + " bytes)";

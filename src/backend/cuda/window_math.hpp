@@ -42,7 +42,7 @@ LOCKSTEP_HOST_DEVICE inline float pool_forward_at(const Pool2dDesc& d, const flo
   for (std::int64_t iy = w.y0; iy < w.y1; ++iy)
     for (std::int64_t ix = w.x0; ix < w.x1; ++ix) {
       const float v = xn[(iy * d.w + ix) * d.c];
-      if (d.max) acc = v > acc ? v : acc;
+      if (d.max) acc = max_of(acc, v);  // a NaN wins, as the CPU's max_pool_rows
       else acc += v;
     }
   if (!d.max) {
