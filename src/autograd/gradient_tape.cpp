@@ -81,7 +81,8 @@ std::vector<Tensor> GradientTape::walk(std::span<const Tensor> targets, const st
   LOCKSTEP_CHECK(!targets.empty(), "GradientTape::gradient: no target");
   LOCKSTEP_CHECK(output_gradients.size() == targets.size(), "GradientTape::gradient: ", output_gradients.size(),
                  " output gradients for ", targets.size(), " targets");
-  for (const Tensor& target : targets) LOCKSTEP_CHECK(target.defined(), "GradientTape::gradient: the target is undefined");
+  for (const Tensor& target : targets)
+    LOCKSTEP_CHECK(target.defined(), "GradientTape::gradient: the target is undefined");
   LOCKSTEP_CHECK(persistent_ || !used_,
                  "GradientTape::gradient called twice on a non-persistent tape (make it GradientTape(true))");
   used_ = true;
