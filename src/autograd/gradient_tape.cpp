@@ -73,19 +73,32 @@ std::vector<Tensor> GradientTape::gradient(const Tensor& target, const std::vect
 
 std::vector<Tensor> GradientTape::gradient(const Tensor& target, const std::vector<Tensor>& sources,
                                            const Tensor& output_gradient, const GradientReady& on_ready) {
-  LOCKSTEP_CHECK(target.defined(), "GradientTape::gradient: the target is undefined");
+  return walk({&target, 1}, sources, {&output_gradient, 1}, on_ready);
+}
+
+std::vector<Tensor> GradientTape::walk(std::span<const Tensor> targets, const std::vector<Tensor>& sources,
+                                       std::span<const Tensor> output_gradients, const GradientReady& on_ready) {
+  LOCKSTEP_CHECK(!targets.empty(), "GradientTape::gradient: no target");
+  LOCKSTEP_CHECK(output_gradients.size() == targets.size(), "GradientTape::gradient: ", output_gradients.size(),
+                 " output gradients for ", targets.size(), " targets");
+  for (const Tensor& target : targets)
+    LOCKSTEP_CHECK(target.defined(), "GradientTape::gradient: the target is undefined");
   LOCKSTEP_CHECK(persistent_ || !used_,
                  "GradientTape::gradient called twice on a non-persistent tape (make it GradientTape(true))");
   used_ = true;
   NoRecording pause;
   std::unordered_map<std::uint64_t, Accumulated> grads;
-  if (output_gradient.defined()) {
-    LOCKSTEP_CHECK(output_gradient.shape() == target.shape(), "GradientTape::gradient: output_gradient ",
-                   output_gradient.shape().str(), " does not match target ", target.shape().str());
-    grads.emplace(target.id(), Accumulated{output_gradient, false});
-  } else {
-    // Of the target's dtype, as TF seeds it: a 16-bit loss gets a 16-bit gradient.
-    grads.emplace(target.id(), Accumulated{Tensor::ones(target.shape(), target.dtype()), false});
+  for (std::size_t t = 0; t < targets.size(); ++t) {
+    const Tensor& target = targets[t];
+    const Tensor& output_gradient = output_gradients[t];
+    if (output_gradient.defined()) {
+      LOCKSTEP_CHECK(output_gradient.shape() == target.shape(), "GradientTape::gradient: output_gradient ",
+                     output_gradient.shape().str(), " does not match target ", target.shape().str());
+      accumulate(grads, target, output_gradient, false);
+    } else {
+      // Of the target's dtype, as TF seeds it: a 16-bit loss gets a 16-bit gradient.
+      accumulate(grads, target, Tensor::ones(target.shape(), target.dtype()), false);
+    }
   }
   auto gradient_of = [&](const Tensor& s) {
     const auto g = grads.find(s.id());
@@ -148,10 +161,15 @@ std::vector<Tensor> GradientTape::gradient(const Tensor& target, const std::vect
 
 std::vector<Tensor> GradientTape::gradient(const Tensor& target, const std::vector<Variable>& sources,
                                            const Tensor& output_gradient, const GradientReady& on_ready) {
+  return gradient({&target, 1}, sources, {&output_gradient, 1}, on_ready);
+}
+
+std::vector<Tensor> GradientTape::gradient(std::span<const Tensor> targets, const std::vector<Variable>& sources,
+                                           std::span<const Tensor> output_gradients, const GradientReady& on_ready) {
   std::vector<Tensor> values;
   values.reserve(sources.size());
   for (const auto& v : sources) values.push_back(v.value());
-  return gradient(target, values, output_gradient, on_ready);
+  return walk(targets, values, output_gradients, on_ready);
 }
 
 }  // namespace lockstep

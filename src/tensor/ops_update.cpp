@@ -164,7 +164,7 @@ loss_scale_math::LossScaleState loss_scale_state(const Tensor& block) {
   return b.loss_scale;
 }
 
-Tensor loss_seed(const Tensor& losses, const Tensor& block, double inverse_n, float factor) {
+Tensor loss_seed(const Tensor& losses, const Tensor& block, double inverse_n, float factor, float weight) {
   constexpr const char* kName = "loss_seed";
   LOCKSTEP_CHECK(losses.defined() || block.defined(), kName, ": needs the losses or a step block");
   const Tensor& on = losses.defined() ? losses : block;
@@ -172,7 +172,7 @@ Tensor loss_seed(const Tensor& losses, const Tensor& block, double inverse_n, fl
   if (block.defined()) check_block(kName, block, on, "losses");
   const auto& k = kern(kName, on, backend::KernelOp::kLossSeed);
   Tensor seed = Tensor::empty(losses.defined() ? losses.shape() : Shape{}, DType::kF32);
-  k.loss_seed(ctx(), losses.defined() ? losses.raw_data() : nullptr, seed.numel(), factor,
+  k.loss_seed(ctx(), losses.defined() ? losses.raw_data() : nullptr, seed.numel(), factor, weight,
               block.defined() ? block_of(block) : nullptr, inverse_n, seed.raw_data());
   return seed;
 }

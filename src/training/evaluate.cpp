@@ -47,7 +47,7 @@ Logs Model::evaluate_impl(const data::Dataset& dataset, std::int64_t steps, cons
                                    detail::SliceOutputs outs;
                                    ReplicaNumbers r;
                                    const layers::CallContext ctx{.replica = rc, .softmax_to_loss = true};
-                                   r.loss_sum = slice_loss(s, ctx, outs, r);
+                                   slice_loss(s, ctx, outs, r);
                                    slice_metric_states(s, outs, r);
                                    return r;
                                  });

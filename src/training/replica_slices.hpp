@@ -18,8 +18,9 @@ namespace lockstep {
 // Per-replica losses and metric states, summed across replicas by the strategy (the only
 // cross-replica reduction of the model's numbers), then merged into the running trackers.
 struct detail::ReplicaNumbers {
-  Tensor loss_sum;                     // weighted over the outputs
-  std::vector<Tensor> output_loss_sums;  // a model of several outputs: each one's (unweighted)
+  Tensor loss_sum;                       // a model of one output (several outputs: undefined)
+  std::vector<Tensor> output_loss_sums;  // a model of several outputs: each one's (unweighted; the
+                                         // weighted total is formed where they are read)
   std::vector<Tensor> outputs;           // predict's: one per output
   std::vector<Tensor> metric_states;
   // Under loss scaling: whether the (all-reduced, so on every replica the same) gradients were
@@ -43,11 +44,13 @@ struct detail::PendingNumbers {
 };
 
 // One replica's outputs: `one` for a model of one output (no vector on that path), else `many`.
-// `losses`: that one output's per-example losses (the train step seeds its gradient there).
+// `losses`: that one output's per-example losses, `many_losses` each of several outputs' (the
+// train step seeds their gradients there).
 struct detail::SliceOutputs {
   Model::Output one;
   Tensor losses;
   std::vector<Model::Output> many;
+  std::vector<Tensor> many_losses;
   const Model::Output& operator[](std::size_t k) const { return many.empty() ? one : many[k]; }
 };
 

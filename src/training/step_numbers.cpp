@@ -16,11 +16,12 @@ using detail::as_float;
 using detail::PendingNumbers;
 using detail::ReplicaNumbers;
 
-// A replica's numbers of one step, flattened: its loss sum and each output's (when the batch
-// had examples), then each metric's state. `f` is called with each in that order.
+// A replica's numbers of one step, flattened: its loss sum (a model of one output) or each
+// output's (of several), when the batch had examples, then each metric's state. `f` is called
+// with each in that order.
 template <typename F>
 void each_number(const ReplicaNumbers& p, std::int64_t examples, F&& f) {
-  if (examples) f(p.loss_sum);
+  if (examples && p.output_loss_sums.empty()) f(p.loss_sum);
   if (examples)
     for (const Tensor& t : p.output_loss_sums) f(t);
   for (const Tensor& t : p.metric_states) f(t);
@@ -127,10 +128,16 @@ double Model::merge_read_numbers(const detail::PendingNumbers& pending, std::siz
     const PendingNumbers::Step& step = pending.steps[s];
     const ReplicaNumbers& p = step.parts[0];
     const auto examples = static_cast<double>(step.examples);
-    const double loss_sum = step.examples ? static_cast<double>(*v++) : 0.0;
+    // A model of several outputs: the loss is their sums weighted and added here, on the host
+    // (no kernel in the step), in double, in the order of the outputs.
+    const bool several = !p.output_loss_sums.empty();
+    double loss_sum = step.examples && !several ? static_cast<double>(*v++) : 0.0;
     if (step.examples)
-      for (std::size_t k = 0; k < p.output_loss_sums.size(); ++k)
-        output_loss_trackers_[k].update(static_cast<double>(*v++) / examples, examples);
+      for (std::size_t k = 0; k < p.output_loss_sums.size(); ++k) {
+        const auto output_sum = static_cast<double>(*v++);
+        output_loss_trackers_[k].update(output_sum / examples, examples);
+        loss_sum += output_losses_[k].weight * output_sum;
+      }
     for (std::size_t m = 0; m < metrics_.size(); ++m) {
       // Each metric's summed state, merged where it was read (no tensor made for it).
       const auto n = static_cast<std::size_t>(p.metric_states[m].numel());

@@ -1,6 +1,7 @@
 // A model's train step: each replica's forward, loss, gradients and update on its slice
 // (replica_train_step), and one step of the replicas through jit_compile's StepJit
 // (train_micro_step).
+#include <algorithm>
 #include <string>
 
 #include "lockstep/autograd/gradient_tape.hpp"
@@ -33,20 +34,50 @@ Tensor per_example_losses(const losses::Loss& loss, const Tensor& y, Model::Outp
   return o.output.defined() ? loss.per_example(y, o.output, o.logits)
                             : loss.per_example_and_softmax(y, o.logits, o.output);
 }
+
+// Whether every output's per-example losses are float32 (what loss_seed seeds).
+bool float32_losses(const detail::SliceOutputs& outs) {
+  if (outs.many_losses.empty()) return outs.losses.dtype() == DType::kF32;
+  return std::all_of(outs.many_losses.begin(), outs.many_losses.end(),
+                     [](const Tensor& l) { return l.dtype() == DType::kF32; });
+}
+
+// How a step seeds its loss gradient: the step block whose loss scale gives the factor on the
+// device (undefined: `factor`, the host's), and the global batch's inverse size.
+struct OutputSeed {
+  Tensor block;
+  double inverse_n = 0.0;
+  float factor = 1.0f;
+};
+
+// Where the backward starts for one output's per-example `losses` (`sum` their sum, `weight` the
+// output's in the total) and its output gradient there. Float32 losses: the losses, seeded in one
+// kernel (loss_seed) with the bits of their sum, weighted and scaled by the factor,
+// differentiated (sum's, scale's and the total's backward folded in); another dtype: the sum
+// scaled by factor * weight, from a seed of ones.
+void seed_output(const Tensor& losses, const Tensor& sum, float weight, const OutputSeed& how, Tensor& root,
+                 Tensor& seed) {
+  if (losses.dtype() == DType::kF32) {
+    root = losses;
+    seed = loss_seed(losses, how.block, how.inverse_n, how.factor, weight);
+  } else {
+    root = scale(sum, how.factor * weight);
+  }
+}
 }  // namespace
 
-Tensor Model::slice_loss(const data::Element& s, const layers::CallContext& ctx, detail::SliceOutputs& outs,
-                         ReplicaNumbers& r) const {
+void Model::slice_loss(const data::Element& s, const layers::CallContext& ctx, detail::SliceOutputs& outs,
+                       ReplicaNumbers& r) const {
   const std::size_t n_in = inputs_.size();
   if (n_in == 1 && outputs_.size() == 1) {  // the path every Sequential takes
     outs.one = forward(input_of(s[0]), ctx);
     outs.losses = per_example_losses(*loss_, s[1], outs.one);
-    return sum(outs.losses);
+    r.loss_sum = sum(outs.losses);
+    return;
   }
   std::vector<Tensor> xs;
   for (std::size_t i = 0; i < n_in; ++i) xs.push_back(input_of(s[i]));
   outs.many = forward_all(xs, ctx);
-  Tensor total;
   for (std::size_t k = 0; k < outs.many.size(); ++k) {
     Output& o = outs.many[k];
     const Tensor& y = s[n_in + k];
@@ -55,19 +86,23 @@ Tensor Model::slice_loss(const data::Element& s, const layers::CallContext& ctx,
     LOCKSTEP_CHECK(y.rank() >= 1 && y.dim(0) == pred.dim(0), "model '", name(), "': the target of output '", out,
                    "' ", y.shape().str(), " does not have the batch size of the output ", pred.shape().str());
     const losses::Loss& loss = output_losses_.empty() ? *loss_ : *output_losses_[k].loss;
-    Tensor part;
+    Tensor losses;
     try {
-      part = sum(per_example_losses(loss, y, o));
+      losses = per_example_losses(loss, y, o);
     } catch (const ValueError& e) {
       throw ValueError("model '" + name() + "', output '" + out + "': " + e.what());
     }
-    if (output_losses_.empty()) return part;  // several inputs, one output
-    r.output_loss_sums.push_back(part);
-    const double w = output_losses_[k].weight;
-    const Tensor weighted = w == 1.0 ? part : scale(part, static_cast<float>(w));
-    total = total.defined() ? add(total, weighted) : weighted;
+    if (output_losses_.empty()) {  // several inputs, one output
+      outs.losses = losses;
+      r.loss_sum = sum(losses);
+      return;
+    }
+    // Each output's sum alone: the weighted total is formed from them where they are read
+    // (merge_read_numbers), and the backward starts at the per-example losses, so no kernel
+    // weights or adds them here.
+    r.output_loss_sums.push_back(sum(losses));
+    outs.many_losses.push_back(std::move(losses));
   }
-  return total;
 }
 
 void Model::slice_metric_states(const data::Element& s, const detail::SliceOutputs& outs, ReplicaNumbers& r) const {
@@ -101,7 +136,7 @@ detail::ReplicaNumbers Model::replica_train_step(const data::Element& s, std::in
     {
       const phase_times::Scope timed(phase_times::Phase::kForward,
                                      replica ? replica->replica_id_in_sync_group() : -1);
-      r.loss_sum = slice_loss(s, ctx, outs, r);
+      slice_loss(s, ctx, outs, r);
     }
     const phase_times::Scope timed(phase_times::Phase::kBackward);
     // Every replica divides by the GLOBAL batch size, so the summed gradients are the mean
@@ -109,7 +144,7 @@ detail::ReplicaNumbers Model::replica_train_step(const data::Element& s, std::in
     // Under a loss scale the factor is the block's (its scale on the device: the output gradient
     // of the summed loss, the bits of the loss scaled by it), so that the step reads nothing.
     const double inverse_n = global_n ? 1.0 / static_cast<double>(global_n) : 0.0;
-    const bool on_device = loss_scale && step_block.defined() && r.loss_sum.dtype() == DType::kF32;
+    const bool on_device = loss_scale && step_block.defined() && float32_losses(outs);
     const float factor =
         loss_scale_math::loss_factor(inverse_n, loss_scale && !on_device ? loss_scale->loss_scale() : 1.0);
     // Each gradient bucket's exchange starts as soon as the backward pass has made its last
@@ -118,19 +153,20 @@ detail::ReplicaNumbers Model::replica_train_step(const data::Element& s, std::in
         replica && use == GradientUse::kApply
             ? replica->begin_gradient_exchange(vars, optimizer_->elementwise_rule())
             : GradientReadyFn();
-    // The loss's output gradient in one kernel (loss_seed): at the per-example losses of a model
-    // of one output (the sum's backward folded in), at the summed loss of several.
-    const Tensor no_block;
-    Tensor root = r.loss_sum, seed;
-    if (outs.losses.defined() && outs.losses.dtype() == DType::kF32) {
-      root = outs.losses;
-      seed = loss_seed(root, on_device ? step_block : no_block, inverse_n, factor);
-    } else if (on_device) {
-      seed = loss_seed(Tensor(), step_block, inverse_n, factor);
-    } else {
-      root = scale(r.loss_sum, factor);
+    // The backward starts at each output's per-example losses, seeded in one kernel each.
+    const OutputSeed how{.block = on_device ? step_block : Tensor(), .inverse_n = inverse_n, .factor = factor};
+    if (outs.many_losses.empty()) {
+      Tensor root, seed;
+      seed_output(outs.losses, r.loss_sum, 1.0f, how, root, seed);
+      grads = tape.gradient(root, vars, seed, on_ready);
+    } else {  // several outputs: each seeded with its weight, so no op adds their losses up
+      const std::size_t n_out = outs.many_losses.size();
+      std::vector<Tensor> roots(n_out), seeds(n_out);
+      for (std::size_t k = 0; k < n_out; ++k)
+        seed_output(outs.many_losses[k], r.output_loss_sums[k], static_cast<float>(output_losses_[k].weight), how,
+                    roots[k], seeds[k]);
+      grads = tape.gradient(roots, vars, seeds, on_ready);
     }
-    grads = tape.gradient(root, vars, seed, on_ready);
   }
   const phase_times::Scope timed(phase_times::Phase::kUpdate);  // metrics and the update
   slice_metric_states(s, outs, r);

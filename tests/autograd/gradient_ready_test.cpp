@@ -88,3 +88,36 @@ TEST(GradientTape, ASixteenBitTargetIsSeededInItsOwnDtype) {
     EXPECT_EQ(cast(g[0], DType::kF32).to_vector<float>(), std::vector<float>(12, 3.0f));
   }
 }
+
+// Several targets, each with its own output gradient, in one walk (a model's outputs' losses,
+// each seeded where it is): the gradient of the sum of each target times its seed, a target
+// without a seed seeded with ones; each source handed over once; counts that differ refused.
+TEST(GradientTape, SeveralTargetsGiveTheGradientOfTheirSeededSum) {
+  Variable v{Tensor::from_vector(std::vector<float>{1, 2, 3}, Shape{3})};
+  Variable unused{Tensor::from_vector(std::vector<float>{4}, Shape{1})};
+  GradientTape tape;
+  const std::vector<Tensor> targets{scale(v.value(), 2.0f), scale(v.value(), 3.0f), sum(v.value())};
+  const std::vector<Tensor> seeds{Tensor::from_vector(std::vector<float>{1, 10, 100}, Shape{3}),
+                                  Tensor::from_vector(std::vector<float>{-1, 0, 1}, Shape{3}), Tensor()};
+  std::vector<std::size_t> order;
+  const auto got = tape.gradient(targets, std::vector<Variable>{v, unused}, seeds,
+                                 [&](std::size_t i, const Tensor&) { order.push_back(i); });
+  ASSERT_EQ(got.size(), 2u);
+  // 2 * seed0 + 3 * seed1 + 1 (the sum's ones).
+  EXPECT_EQ(got[0].to_vector<float>(), (std::vector<float>{0, 21, 204}));
+  EXPECT_FALSE(got[1].defined());
+  EXPECT_EQ(order, (std::vector<std::size_t>{1, 0}));
+}
+
+TEST(GradientTape, SeveralTargetsNeedAnOutputGradientSlotEach) {
+  Variable v{Tensor::from_vector(std::vector<float>{1, 2}, Shape{2})};
+  GradientTape tape;
+  const std::vector<Tensor> targets{scale(v.value(), 2.0f), scale(v.value(), 3.0f)};
+  try {
+    (void)tape.gradient(targets, std::vector<Variable>{v}, std::vector<Tensor>{Tensor()},
+                        GradientTape::GradientReady());
+    FAIL() << "two targets walked with one output gradient";
+  } catch (const ValueError& e) {
+    EXPECT_NE(std::string(e.what()).find("1 output gradients for 2 targets"), std::string::npos) << e.what();
+  }
+}

@@ -429,20 +429,21 @@ Row accuracy_state_row(const char* variant, AccuracyLabels kind, const Gen& pred
       Match::kExact);
 }
 
-// The step's loss gradient (loss_seed): each per-example loss * 0 + the factor, NaN where a loss
-// is not finite; the factor the host's, or the block's loss_factor(1/4, scale 8) = 2.
-Row loss_seed_row(const char* variant, bool on_device) {
+// The step's loss gradient (loss_seed): each per-example loss * 0 + the factor * the output's
+// weight, NaN where a loss is not finite; the factor the host's, or the block's
+// loss_factor(1/4, scale 8) = 2; the weight 1, or 0.375 (an output's in a model of several).
+Row loss_seed_row(const char* variant, bool on_device, float weight) {
   const Shape s{67};
   Row r = make_row(
       "loss_seed", variant, "loss_seed", {DType::kF32}, {{KernelOp::kLossSeed, {}}}, {{s, specials(), {}}},
-      [on_device](const std::vector<Tensor>& in, DType) {
+      [on_device, weight](const std::vector<Tensor>& in, DType) {
         Tensor block = step_block();
         set_loss_scale_(block, {.scale = 8, .counter = 0, .skipped = 0});
-        return std::vector<Tensor>{loss_seed(in[0], on_device ? block : Tensor(), 0.25, 0.75f)};
+        return std::vector<Tensor>{loss_seed(in[0], on_device ? block : Tensor(), 0.25, 0.75f, weight)};
       },
       [=](const std::vector<Host>& in, DType) {
         Expected e(s);
-        for (std::int64_t i = 0; i < s.numel(); ++i) e.set(i, in[0][i] * 0.0 + (on_device ? 2.0 : 0.75));
+        for (std::int64_t i = 0; i < s.numel(); ++i) e.set(i, in[0][i] * 0.0 + (on_device ? 2.0 : 0.75) * weight);
         return std::vector<Expected>{e};
       },
       Match::kExact);
@@ -714,8 +715,10 @@ std::vector<Row> nn_update_rows() {
   rows.push_back(clip_by_norms_row());
   rows.push_back(loss_scale_row("finite", uniform(-3, 3)));
   rows.push_back(loss_scale_row("nonfinite", specials()));
-  rows.push_back(loss_seed_row("host_factor", false));
-  rows.push_back(loss_seed_row("block_factor", true));
+  rows.push_back(loss_seed_row("host_factor", false, 1.0f));
+  rows.push_back(loss_seed_row("block_factor", true, 1.0f));
+  rows.push_back(loss_seed_row("host_factor_weighted", false, 0.375f));
+  rows.push_back(loss_seed_row("block_factor_weighted", true, 0.375f));
 
   rows.push_back(sgd_row("sgd_update", false, false));
   rows.push_back(sgd_row("sgd_update_momentum", true, false));

@@ -1,6 +1,7 @@
 // Kernels fused to cut a captured step's launches give the bits of the kernels they replace on a
 // GPU: the train step's loss gradient seeded in one kernel (loss_seed) against the summed loss
-// differentiated (the way before, aaf2dcb), captured (jit_compile's default) and with a loss scale;
+// differentiated (the way before, aaf2dcb), captured (jit_compile's default) and with a loss scale,
+// for a model of one output and each output of two;
 // accuracy's batch state in one kernel (accuracy_state) against argmax, compare, cast and sum;
 // dropout's mask and product in one kernel against the mask then binary's multiply; a softmax
 // output's softmax and its sparse cross-entropy in one kernel against the two; a Dense layer's
@@ -25,6 +26,17 @@ TEST(GpuFusedKernels, TrainStepWeightsAreThoseOfTheSummedLossDifferentiated) {
   for (const bool loss_scaled : {false, true}) {
     EXPECT_EQ(test::weights_after_steps("gpu:0", loss_scaled, false, 5),
               test::weights_after_steps("gpu:0", loss_scaled, true, 5))
+        << (loss_scaled ? "under a loss scale" : "no loss scale");
+  }
+}
+
+// A model of two outputs, each output's losses seeded with its weight, on the GPU (captured after
+// fit's first step): the weights of the outputs' sums weighted, added and scaled, differentiated.
+TEST(GpuFusedKernels, TwoOutputsTrainStepWeightsAreThoseOfTheirWeightedSumDifferentiated) {
+  LOCKSTEP_REQUIRE_GPU();
+  for (const bool loss_scaled : {false, true}) {
+    EXPECT_EQ(test::two_output_weights_after_steps("gpu:0", loss_scaled, false, 0.3f, 4),
+              test::two_output_weights_after_steps("gpu:0", loss_scaled, true, 0.3f, 4))
         << (loss_scaled ? "under a loss scale" : "no loss scale");
   }
 }

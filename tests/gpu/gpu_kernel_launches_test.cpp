@@ -280,10 +280,15 @@ TEST(GpuKernelLaunches, ASoftmaxOutputOfAFunctionalModelOfTwoOutputsRunsOneKerne
   EXPECT_EQ(ku.by_name["softmax_sparse_xent"], 0u) << ku.list;
   EXPECT_EQ(ku.by_name["softmax"], 1u) << ku.list;
   EXPECT_EQ(ku.by_name["sparse_softmax_xent"], 1u) << ku.list;
-  // fill 1, gemm 5, gemm_bias_activation 3, unary 7, unary_backward 2, binary 6, reduce_sum 5,
+  // Each output's per-example losses seeded with its weight, one kernel each, and no op adding
+  // them up: no seed of ones (fill), no weighted total and no scale of it, nor their backward.
+  EXPECT_EQ(kf.by_name["loss_seed"], 2u) << kf.list;
+  EXPECT_EQ(kf.by_name["fill"], 0u) << kf.list;
+  // gemm 5, gemm_bias_activation 3, unary 4, unary_backward 1, binary 3, reduce_sum 5,
   // relu_backward_bias_grad 1, accuracy_state 1, softmax_sparse_xent 1 + backward 1,
-  // adam_update_multi 1, step_begin 1 (36 with "cls"'s softmax and loss apart).
-  EXPECT_EQ(kf.per_step, 35u) << kf.list;
+  // adam_update_multi 1, step_begin 1, loss_seed 2 (35 with the outputs' sums added up and
+  // scaled, and differentiated from ones; 36 with "cls"'s softmax and loss apart too).
+  EXPECT_EQ(kf.per_step, 29u) << kf.list;
   const std::vector<Variable> vf = fused.model->variables(), vu = unfused.model->variables();
   ASSERT_EQ(vf.size(), vu.size());
   for (std::size_t i = 0; i < vf.size(); ++i)

@@ -22,6 +22,18 @@ TEST(LossSeed, TrainStepWeightsAreThoseOfTheSummedLossDifferentiated) {
   }
 }
 
+// A model of two outputs seeds each output's per-example losses with its weight (one kernel each):
+// the weights of the outputs' sums weighted, added and scaled, differentiated; a weight of 1 and
+// another, with and without a loss scale.
+TEST(LossSeed, TwoOutputsTrainStepWeightsAreThoseOfTheirWeightedSumDifferentiated) {
+  for (const float reg_weight : {1.0f, 0.3f})
+    for (const bool loss_scaled : {false, true}) {
+      EXPECT_EQ(test::two_output_weights_after_steps("cpu", loss_scaled, false, reg_weight, 4),
+                test::two_output_weights_after_steps("cpu", loss_scaled, true, reg_weight, 4))
+          << "reg weight " << reg_weight << (loss_scaled ? ", under a loss scale" : ", no loss scale");
+    }
+}
+
 TEST(LossSeed, IsTheDerivativeOfTheScaledSumWhereALossIsNotFinite) {
   constexpr float kInf = std::numeric_limits<float>::infinity();
   const Tensor losses = Tensor::from_vector(std::vector<float>{0.5f, kInf, -0.0f, NAN, 3.0f, -kInf}, Shape{2, 3});
@@ -38,6 +50,23 @@ TEST(LossSeed, IsTheDerivativeOfTheScaledSumWhereALossIsNotFinite) {
   const std::vector<float> v = seed.to_vector<float>();
   EXPECT_EQ(v[0], factor);
   EXPECT_TRUE(std::isnan(v[1]) && std::isnan(v[3]) && std::isnan(v[5]));
+}
+
+// An output's weight in a model of several: the seed is the derivative of its sum scaled by the
+// weight, then by the factor (f * weight rounded once, as scale's backward rounds it).
+TEST(LossSeed, WithAWeightIsTheDerivativeOfTheWeightedSumScaled) {
+  constexpr float kInf = std::numeric_limits<float>::infinity();
+  const Tensor losses = Tensor::from_vector(std::vector<float>{0.5f, kInf, -0.0f, NAN, 3.0f, -2.0f}, Shape{6});
+  const float factor = 1.0f / 3.0f, weight = 0.3f;
+  std::vector<Tensor> grads;
+  {
+    GradientTape tape;
+    tape.watch(losses);
+    grads = tape.gradient(scale(scale(sum(losses), weight), factor), std::vector<Tensor>{losses});
+  }
+  const Tensor seed = loss_seed(losses, Tensor(), 0.0, factor, weight);
+  EXPECT_TRUE(seed.bitwise_equal(grads[0])) << "seed " << seed.str() << ", derivative " << grads[0].str();
+  EXPECT_EQ(seed.to_vector<float>()[0], factor * weight);
 }
 
 TEST(LossSeed, NamesWhatItCannotSeed) {

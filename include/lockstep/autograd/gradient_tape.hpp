@@ -5,6 +5,7 @@
 // A tape belongs to the thread that made it. Nested tapes each record.
 #include <functional>
 #include <memory>
+#include <span>
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>
@@ -44,12 +45,20 @@ class GradientTape final : public OpRecorder {
                                const Tensor& output_gradient, const GradientReady& on_ready);
   std::vector<Tensor> gradient(const Tensor& target, const std::vector<Variable>& sources,
                                const Tensor& output_gradient, const GradientReady& on_ready);
+  /// Several targets, each with its output gradient (undefined: ones): d(sum over k of
+  /// sum(targets[k] * output_gradients[k])) / d(source), in one walk of the records (a model's
+  /// outputs' losses, each seeded where it is, with no op to add them up).
+  std::vector<Tensor> gradient(std::span<const Tensor> targets, const std::vector<Variable>& sources,
+                               std::span<const Tensor> output_gradients, const GradientReady& on_ready);
 
   // OpRecorder
   bool wants(const Tensor* const* inputs, int n) const override;
   void record(const OpRecord& r) override;
 
  private:
+  // gradient()'s one walk of the records from every target back to the sources.
+  std::vector<Tensor> walk(std::span<const Tensor> targets, const std::vector<Tensor>& sources,
+                           std::span<const Tensor> output_gradients, const GradientReady& on_ready);
   bool persistent_;
   bool recording_ = true;
   bool used_ = false;

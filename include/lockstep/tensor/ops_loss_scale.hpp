@@ -15,11 +15,12 @@ void set_loss_scale_(Tensor& block, const loss_scale_math::LossScaleState& state
 /// The block's loss scale, read back (the host's copy of it, where asked).
 loss_scale_math::LossScaleState loss_scale_state(const Tensor& block);
 /// The output gradient of a step's per-example float32 `losses` (one kernel, a tensor of their
-/// shape): losses * 0 + f, the bits of scale(sum(losses), f) differentiated (NaN where a loss is
-/// not finite), f = loss_factor(inverse_n, the block's scale) when `block` is defined (read on
-/// the device), else `factor`. `losses` undefined: the float32 scalar f on the block's device
-/// (the output gradient of a summed loss).
-Tensor loss_seed(const Tensor& losses, const Tensor& block, double inverse_n, float factor);
+/// shape): losses * 0 + f * weight, the bits of scale(scale(sum(losses), weight), f)
+/// differentiated (NaN where a loss is not finite; `weight` an output's in a model of several),
+/// f = loss_factor(inverse_n, the block's scale) when `block` is defined (read on the device),
+/// else `factor`. `losses` undefined: the float32 scalar f * weight on the block's device (the
+/// output gradient of a summed loss).
+Tensor loss_seed(const Tensor& losses, const Tensor& block, double inverse_n, float factor, float weight = 1.0f);
 /// scale(g, unscale_factor(the block's scale)), and the loss scale's finite check of it in the
 /// same pass (a kernel, reading nothing back): an infinite or NaN element marks the block's step
 /// skipped, so that the updates leave the weights and slots untouched and the next step_begin_

@@ -322,11 +322,12 @@ class Model {
   /// replicas hold them back under no_sync (its ShardedUpdate keeps the sums); without a
   /// strategy, `held` keeps them (fit's, for its accumulation groups; null: nothing is held).
   enum class GradientUse { kApply, kHoldBack };
-  /// One replica's forward on its slice (inputs, then targets) and its loss sum (weighted over
-  /// the outputs; each output's own sum goes to r). A model of one input and output takes the
-  /// path it always took: forward(), no vectors.
-  Tensor slice_loss(const data::Element& s, const layers::CallContext& ctx, detail::SliceOutputs& outs,
-                    detail::ReplicaNumbers& r) const;
+  /// One replica's forward on its slice (inputs, then targets) and its loss sums into r: the
+  /// loss_sum of a model of one output, else each output's own sum (their weighted total is
+  /// formed where the numbers are read). A model of one input and output takes the path it
+  /// always took: forward(), no vectors.
+  void slice_loss(const data::Element& s, const layers::CallContext& ctx, detail::SliceOutputs& outs,
+                  detail::ReplicaNumbers& r) const;
   /// Each metric's batch state, on its output and target.
   void slice_metric_states(const data::Element& s, const detail::SliceOutputs& outs, detail::ReplicaNumbers& r) const;
   /// An element's components are the inputs, then (`targets`) the targets: ValueError naming the

@@ -179,9 +179,10 @@ void step_set(ComputeContext&, StepBlock* block, std::int64_t iterations) { step
 
 // The loss scale kept in the block: loss_scale_math.hpp's rule and factors, run here.
 void loss_scale_set(ComputeContext&, StepBlock* block, const LossScaleState& state) { block->loss_scale = state; }
-void loss_seed(ComputeContext&, const void* lossv, std::int64_t n, float factor, const StepBlock* block,
+void loss_seed(ComputeContext&, const void* lossv, std::int64_t n, float factor, float weight, const StepBlock* block,
                double inverse_n, void* seedv) {
-  const float f = block ? loss_scale_math::loss_factor(inverse_n, block->loss_scale.scale) : factor;
+  // f * weight rounded once, as scale's backward multiplies (a weight of 1 leaves f's bits).
+  const float f = (block ? loss_scale_math::loss_factor(inverse_n, block->loss_scale.scale) : factor) * weight;
   const float* loss = static_cast<const float*>(lossv);
   float* seed = static_cast<float*>(seedv);
   if (!loss) {

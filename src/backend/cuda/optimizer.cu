@@ -132,10 +132,11 @@ __global__ void step_set_kernel(StepBlock* block, std::int64_t iterations) { ste
 
 // The loss scale kept in the block: loss_scale_math.hpp's rule and factors, on one thread.
 __global__ void loss_scale_set_kernel(StepBlock* block, LossScaleState state) { block->loss_scale = state; }
-// scale(loss, 0) + f, as sum's backward adds them; loss null: f alone.
-__global__ void loss_seed_kernel(const float* loss, std::int64_t n, float factor, const StepBlock* block,
-                                 double inverse_n, float* seed) {
-  const float f = block ? loss_scale_math::loss_factor(inverse_n, block->loss_scale.scale) : factor;
+// scale(loss, 0) + f * weight, as sum's backward adds them after scale's backward (f * weight,
+// rounded once: a weight of 1 leaves f's bits); loss null: f * weight alone.
+__global__ void loss_seed_kernel(const float* loss, std::int64_t n, float factor, float weight,
+                                 const StepBlock* block, double inverse_n, float* seed) {
+  const float f = __fmul_rn(block ? loss_scale_math::loss_factor(inverse_n, block->loss_scale.scale) : factor, weight);
   if (!loss) {
     if (blockIdx.x == 0 && threadIdx.x == 0) seed[0] = f;
     return;
@@ -229,11 +230,11 @@ void loss_scale_set(ComputeContext& ctx, StepBlock* block, const LossScaleState&
   check_launch("loss_scale_set");
 }
 
-void loss_seed(ComputeContext& ctx, const void* loss, std::int64_t n, float factor, const StepBlock* block,
-               double inverse_n, void* seed) {
+void loss_seed(ComputeContext& ctx, const void* loss, std::int64_t n, float factor, float weight,
+               const StepBlock* block, double inverse_n, void* seed) {
   if (loss && n == 0) return;
-  loss_seed_kernel<<<loss ? blocks_for(n) : 1, kThreads, 0, stream(ctx)>>>(static_cast<const float*>(loss), n, factor,
-                                                                          block, inverse_n, static_cast<float*>(seed));
+  loss_seed_kernel<<<loss ? blocks_for(n) : 1, kThreads, 0, stream(ctx)>>>(
+      static_cast<const float*>(loss), n, factor, weight, block, inverse_n, static_cast<float*>(seed));
   check_launch("loss_seed");
 }
 
