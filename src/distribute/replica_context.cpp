@@ -60,6 +60,7 @@ const GradientReducer& Strategy::gradient_reducer(int replica) const {
 }
 
 void Strategy::drop_held_back_gradients() { update_->drop_held_back(); }
+GradientAccumulator& Strategy::held_back_gradients() { return update_->held_back(); }
 
 void Strategy::gather_sharded_slots(ElementwiseRule* rule) {
   if (!rule || num_workers_ == 1 || !update_->slots_partial()) return;

@@ -254,14 +254,19 @@ void Optimizer::write_block_state_once(std::size_t r, Tensor& block) {
   step_.state_written[r] = 1;
 }
 
-void Optimizer::note_replayed_step(std::int64_t step) {
+void Optimizer::note_replayed_step(std::int64_t step, bool ended) {
   const std::lock_guard<std::mutex> lock(slots_mu_);
   if (!step_.blocks.defined()) return;
   const std::size_t r = this_copy(step_.blocks);
   if (r >= step_.count.size()) return;
+  step_.made[r] = 0;
+  if (!ended) {  // as step_block left it: begun for `step`
+    step_.count[r] = step;
+    step_.derived_for[r] = step;
+    return;
+  }
   step_.count[r] = step + 1;
   step_.derived_for[r] = -1;
-  step_.made[r] = 0;
   if (skips_on_device()) device_ahead_.store(true);
 }
 

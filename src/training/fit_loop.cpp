@@ -183,10 +183,7 @@ void FitLoop::take_restored_slots() {
   for (const auto& v : model_.trainable_variables()) optimizer.broadcast_slots(v);
 }
 
-void FitLoop::drop_held_back() {
-  held_.clear();
-  if (model_.strategy_) model_.strategy_->drop_held_back_gradients();
-}
+void FitLoop::drop_held_back() { model_.group_sums().clear(); }
 
 EpochInput FitLoop::open_input(ResumePoint at) const {
   const distribute::Strategy* s = model_.strategy_;
@@ -288,7 +285,7 @@ bool FitLoop::run_execution(EpochInput& in, std::int64_t& step, EpochTally& tall
     const distribute::DistributedBatch& batch = group_[group_at_++];
     {
       const LoopScope timed(LoopPhase::kStep);
-      model_.train_micro_step(batch, first_example_, group_examples_, use, &held_, &pending_);
+      model_.train_micro_step(batch, first_example_, group_examples_, use, &pending_);
     }
     first_example_ += batch.global_size;
     ++global_step_;

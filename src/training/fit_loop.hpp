@@ -144,8 +144,6 @@ class FitLoop {
   std::int64_t warmup_ = 1;
   std::int64_t global_step_ = 0;
   std::chrono::steady_clock::time_point timed_start_;
-  // Gradient accumulation without a strategy: the group's sums (a strategy's are its own).
-  distribute::GradientAccumulator held_;
   // The batch callbacks' logs, refreshed in place each execution (the same names all fit long).
   Logs batch_logs_;
   // The accumulation group being run: its batches, the next one's index, its examples, the

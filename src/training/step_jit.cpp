@@ -64,14 +64,19 @@ std::string decide_capture(const StepCaptureCheck& check, JitCompile mode, const
   if (!op.empty()) why += (why.empty() ? "" : "; and ") + op;
   const std::string lanes = strategy ? replicas_capture_refusal(*strategy) : std::string();
   if (!lanes.empty()) why += (why.empty() ? "" : "; and ") + lanes;
-  LOCKSTEP_CHECK(mode != JitCompile::kOn || why.empty(), "jit_compile=True: model '", model, "': the ", step,
+  if (!why.empty()) say_eager(mode, device, model, step, true, why);  // once per decision
+  return why;
+}
+
+void say_eager(JitCompile mode, const Device& device, const std::string& model, const std::string& step, bool all,
+               const std::string& why) {
+  LOCKSTEP_CHECK(mode != JitCompile::kOn, "jit_compile=True: model '", model, "': the ", step,
                  " step cannot be captured into a graph: ", why,
                  "; compile with jit_compile=\"auto\" or False to run it eagerly");
-  // Once per decision, where capture was to be expected: on a GPU (the CPU never captures).
-  if (!why.empty() && mode == JitCompile::kAuto && device.kind != DeviceKind::kCpu)
-    std::fprintf(stderr, "jit_compile=\"auto\": model '%s' runs its %s steps eagerly on %s: %s\n", model.c_str(),
-                 step.c_str(), device.str().c_str(), why.c_str());
-  return why;
+  // Where capture was to be expected: on a GPU (the CPU never captures).
+  if (mode == JitCompile::kAuto && device.kind != DeviceKind::kCpu)
+    std::fprintf(stderr, "jit_compile=\"auto\": model '%s' runs %s %s steps eagerly on %s: %s\n", model.c_str(),
+                 all ? "its" : "some of its", step.c_str(), device.str().c_str(), why.c_str());
 }
 
 std::unique_ptr<StepCaptureCheck> StepJit::check(JitCompile mode, const Device& device) const {
@@ -93,8 +98,14 @@ ReplicaNumbers StepJit::replay(int lane, const data::Element& slice, const StepT
   ReplicaNumbers r = replays_->run(lane, slice, terms.key, step, [opt] {
     if (opt) opt->note_discarded_step();
   });
-  if (opt) opt->note_replayed_step(terms.step);
+  if (opt) opt->note_replayed_step(terms.step, terms.whole);
   return r;
+}
+
+void StepJit::run_eagerly(std::string_view why, JitCompile mode, const Device& device, const std::string& model) {
+  if (!eager_reason_.empty()) return;  // said
+  say_eager(mode, device, model, step_, false, std::string(why));
+  eager_reason_ = why;
 }
 
 }  // namespace lockstep::detail

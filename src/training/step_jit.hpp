@@ -10,6 +10,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include "lockstep/optimizers/optimizer.hpp"
 #include "lockstep/tensor/step_capture.hpp"
@@ -34,24 +35,34 @@ std::unique_ptr<StepCaptureCheck> start_capture_check(JitCompile mode, const Dev
 /// true a reason is a ValueError naming it; under "auto" on a GPU it is said once.
 std::string decide_capture(const StepCaptureCheck& check, JitCompile mode, const Device& device,
                            distribute::Strategy* strategy, const std::string& model, const std::string& step);
+/// Why `model`'s `step` steps (`all`: every one, else some) run eagerly, as jit_compile's `mode`
+/// treats it, the one rule for both: under true a ValueError naming `why`; under "auto", on a GPU,
+/// a line naming it (the CPU never captures). The caller says it once.
+void say_eager(JitCompile mode, const Device& device, const std::string& model, const std::string& step, bool all,
+               const std::string& why);
 
 // How one call of a step function meets jit_compile beside its slices: fit's train step's terms;
 // evaluate's and predict's take the defaults.
 struct StepTerms {
-  /// False: the step is neither checked nor replayed (an accumulation group's held-back batch
-  /// applies nothing: the check waits for a whole step).
+  /// False: the step is not checked (an accumulation group's held-back batch applies nothing:
+  /// the check waits for a whole step), and a replay leaves the optimizer's step going on.
   bool whole = true;
-  /// False: the step runs eagerly where steps are replayed (it adds gradient sums held back by
-  /// its group's earlier batches, which a replay would not read anew).
+  /// False: the step runs eagerly where steps are replayed, unsaid (a held-back batch before
+  /// its group's sums have memory, which an eager batch makes).
   bool replayable = true;
+  /// Not empty: why the step runs eagerly where steps are replayed, refused under true and said
+  /// once under "auto" as a step's uncapturable op is (say_eager), and jit_compile's reason since.
+  std::string_view eager;
   /// The host numbers the step takes beside its slice (fit's: the batch's first example in its
-  /// accumulation group, and the group's examples): part of its signature, since a graph
-  /// replays them as captured.
-  std::array<std::int64_t, 2> key{};
+  /// accumulation group, the group's examples, and whether the batch applies the group's
+  /// gradients or holds them back): part of its signature, since a graph replays them as
+  /// captured.
+  std::array<std::int64_t, 3> key{};
   /// The optimizer whose step `step` this is (null: none), `like` as its step block's. Around a
   /// replay or capture on each replica's thread: a count the host set between steps is written
   /// first (a capture would record it as a constant), a replay advances the host's record of the
-  /// count, a discarded capture forgets what it recorded.
+  /// count (a whole step's; a held-back batch's leaves the step begun), a discarded capture
+  /// forgets what it recorded.
   optimizers::Optimizer* optimizer = nullptr;
   std::int64_t step = 0;
   Variable like;
@@ -73,8 +84,9 @@ class StepJit {
                                               JitCompile mode, const std::string& model, const StepTerms& terms, F&& f,
                                               S&& settle) {
     const Device& device = step_device(strategy);
+    if (!terms.eager.empty() && mode != JitCompile::kOff) run_eagerly(terms.eager, mode, device, model);
     const std::unique_ptr<StepCaptureCheck> watch = terms.whole ? check(mode, device) : nullptr;
-    const bool replayed = replays_ && terms.whole && terms.replayable;
+    const bool replayed = replays_ && terms.replayable && terms.eager.empty();
     const auto run_all = [&] {
       return run_on_slices(strategy, batch, [&](const data::Element& s, std::int64_t first, ReplicaInterface* rc) {
         const StepCaptureCheck::OnThisThread watched(watch.get());
@@ -94,8 +106,9 @@ class StepJit {
     return step(strategy, batch, mode, model, StepTerms{}, std::forward<F>(f),
                 [](const distribute::PerReplica<ReplicaNumbers>&) {});
   }
-  /// Why the steps run eagerly: empty before the check, under off, and while they are replayed.
-  const std::string& reason() const { return reason_; }
+  /// Why the steps run eagerly: empty before the check, under off, and while they are replayed,
+  /// unless some ran eagerly for a reason of their own (StepTerms::eager).
+  const std::string& reason() const { return reason_.empty() ? eager_reason_ : reason_; }
 
  private:
   /// The check watching the next step, or null where decided already or under off; under true,
@@ -109,10 +122,14 @@ class StepJit {
   /// Lane `lane`'s step on `slice` replayed (captured first for a new signature), with the
   /// optimizer's count around it (terms).
   ReplicaNumbers replay(int lane, const data::Element& slice, const StepTerms& terms, const StepReplays::Step& step);
+  /// Before a step that runs eagerly for `why` (StepTerms::eager): ValueError under true, said
+  /// once under "auto".
+  void run_eagerly(std::string_view why, JitCompile mode, const Device& device, const std::string& model);
 
   std::string step_;
   bool checked_ = false;
   std::string reason_;
+  std::string eager_reason_;  // StepTerms::eager of the first step that ran eagerly for one
   std::unique_ptr<StepReplays> replays_;
 };
 

@@ -115,7 +115,7 @@ void Model::slice_metric_states(const data::Element& s, const detail::SliceOutpu
 
 detail::ReplicaNumbers Model::replica_train_step(const data::Element& s, std::int64_t first_example,
                                         std::int64_t global_n, std::int64_t step, ReplicaInterface* replica,
-                                        GradientUse use, distribute::GradientAccumulator* held) {
+                                        GradientUse use) {
   const std::vector<Variable>& vars = step_trainable_;  // each replica resolves them to its own copies
   // Dropout reads the step on the device, from this replica's step block (the update's, holding
   // `step`): the step's launches are then the same every step.
@@ -170,12 +170,12 @@ detail::ReplicaNumbers Model::replica_train_step(const data::Element& s, std::in
   }
   const phase_times::Scope timed(phase_times::Phase::kUpdate);  // metrics and the update
   slice_metric_states(s, outs, r);
-  if (!replica && held) {  // one device: the group's sums are held by fit
+  if (!replica) {  // one device: the group's sums are the model's
     if (use == GradientUse::kHoldBack) {
-      held->add(grads, vars);
+      fit_sums_.add(grads, vars);
       return r;
     }
-    if (!held->empty()) grads = held->take(grads, vars);
+    if (!fit_sums_.empty()) grads = fit_sums_.take(grads, vars);
   }
   // Summed over the replicas (or held back under no_sync), checked, and applied, sharded over
   // the replicas where the strategy allows. The sums are identical on every replica, so every
@@ -206,8 +206,7 @@ double Model::train_step(const Tensor& x, const Tensor& y) {
 }
 
 double Model::train_micro_step(const distribute::DistributedBatch& batch, std::int64_t first_example,
-                               std::int64_t group_examples, GradientUse use,
-                               distribute::GradientAccumulator* held, detail::PendingNumbers* pending) {
+                               std::int64_t group_examples, GradientUse use, detail::PendingNumbers* pending) {
   check_compiled("train_step");
   // Tensors are checked here; a batch of rows comes from one table of rows, so its components
   // agree. Each replica casts its own slice (on its device, after the copy: fewer bytes).
@@ -218,19 +217,27 @@ double Model::train_micro_step(const distribute::DistributedBatch& batch, std::i
   const std::int64_t n = batch.global_size;
   const std::int64_t step = optimizer_->host_iterations();  // no read: the device counts skipped replays
   const std::vector<Variable>& vars = step_trainable_;  // ensure_mirrored refreshed them
-  // A step that adds the sums of its group's earlier, held-back batches runs eagerly: a replay
-  // would read the sums its capture saw. Fit holds them without a strategy, the strategy under
-  // no_sync (fit's, or a custom loop's before its train_step); a group's first batch follows none.
-  const bool adds_held = first_example > 0 || (held && !held->empty()) ||
-                         (strategy_ && strategy_->sharded_update().holds_back());
-  const detail::StepTerms terms{.whole = use == GradientUse::kApply,
-                                .replayable = !adds_held,
-                                .key = {first_example, group_examples},
-                                .optimizer = vars.empty() ? nullptr : optimizer_.get(),
-                                .step = step,
-                                .like = vars.empty() ? Variable() : vars.front()};
+  // Every batch of an accumulation group is replayed: its place in the group (the key) says what
+  // it does with the sums, which live where every replay finds them (GradientAccumulator), and
+  // their host state is set after the step as its place says (a replay skips that code). A
+  // batch held back runs eagerly, unsaid, until the sums have memory (a capture makes none that
+  // outlives it). Sums held before a group's first batch are a custom loop's (no_sync): which of
+  // them are held is no part of the key, so a step adding them runs eagerly.
+  distribute::GradientAccumulator& sums = group_sums();
+  const bool accumulating = use == GradientUse::kHoldBack || first_example > 0;
+  const detail::StepTerms terms{
+      .whole = use == GradientUse::kApply,
+      .replayable = use == GradientUse::kApply || sums.has_memory_for(vars),
+      .eager = first_example == 0 && !sums.empty()
+                   ? "a step adding gradients that a custom loop held back under no_sync is not replayed (which "
+                     "sums are held is no part of its input signature)"
+                   : "",
+      .key = {first_example, group_examples, use == GradientUse::kApply},
+      .optimizer = vars.empty() ? nullptr : optimizer_.get(),
+      .step = step,
+      .like = vars.empty() ? Variable() : vars.front()};
   const auto train = [&](const data::Element& s, std::int64_t first, ReplicaInterface* rc) {
-    return replica_train_step(s, first_example + first, group_examples, step, rc, use, held);
+    return replica_train_step(s, first_example + first, group_examples, step, rc, use);
   };
   const auto settle = [&](const distribute::PerReplica<ReplicaNumbers>& parts) {
     if (use == GradientUse::kHoldBack) return;
@@ -240,6 +247,7 @@ double Model::train_micro_step(const distribute::DistributedBatch& batch, std::i
     if (applied) optimizer_->finish_step();
   };
   auto parts = step_jit(StepFunction::kTrain)->step(strategy_, batch, jit_compile_, name(), terms, train, settle);
+  if (accumulating) sums.note_step(vars, use == GradientUse::kHoldBack);
   // Losses and metrics are reduced across replicas before anyone sees them: now, or with the
   // execution's other steps (`pending`).
   const auto merge = [&] {

@@ -332,12 +332,14 @@ TEST(GpuJitCompile, ReplicasOnSeveralGpusRunEagerlyNamingTheirCollectives) {
 }
 
 namespace {
-// A classifier with no dropout: its labels checked on the host, its Adam steps read their numbers
-// (a decaying rate, bias corrections) from the step block: every op can be captured.
-std::unique_ptr<Sequential> classifier(JitCompile mode) {
+// A classifier with no dropout (unless asked): its labels checked on the host, its Adam steps
+// read their numbers (a decaying rate, bias corrections) from the step block, as dropout reads the
+// step: every op can be captured.
+std::unique_ptr<Sequential> classifier(JitCompile mode, bool dropout = false) {
   set_random_seed(7);
-  auto m = std::make_unique<Sequential>(
-      std::vector<layers::LayerPtr>{layers::Dense(32, "relu", 12), layers::Dense(4, "softmax")});
+  std::vector<layers::LayerPtr> layers{layers::Dense(32, "relu", 12), layers::Dense(4, "softmax")};
+  if (dropout) layers.insert(layers.begin() + 1, layers::Dropout(0.25));
+  auto m = std::make_unique<Sequential>(std::move(layers));
   optimizers::AdamOptions o;
   o.schedule = optimizers::schedules::ExponentialDecay(1e-2, 10, 0.9);
   m->compile(optimizers::Adam(o), losses::SparseCategoricalCrossentropy(), {"accuracy"});
@@ -391,17 +393,19 @@ TEST(GpuJitCompile, AClassifierIsReplayedWithTheBitsOfEagerStepsAndItsLabelsChec
 }
 
 namespace {
-// The classifier fit for 2 epochs of 40 batches of 16 (no shuffling) under gradient
-// accumulation, on `devices` through a strategy or, where empty, on gpu:0 without one (fit then
-// holds the group's sums itself); its weights after, on the host.
+// The classifier (with dropout) fit for 2 epochs of 41 batches (40 of 16 and one of 5, no
+// shuffling) under gradient accumulation, on `devices` through a strategy or, where empty, on
+// gpu:0 without one (the model then holds the group's sums itself); its weights after, on the
+// host, and jit_compile's reason.
 std::vector<Tensor> fit_accumulating(const std::string& devices, JitCompile mode, int accumulation,
-                                     std::int64_t steps_per_execution, History* h) {
-  const test::Classification d = test::random_classification(16 * 40, 12, 4, 3);
+                                     std::int64_t steps_per_execution, History* h, std::string* reason) {
+  const test::Classification d = test::random_classification(16 * 40 + 5, 12, 4, 3);
   const auto fit = [&] {
-    auto m = classifier(mode);
+    auto m = classifier(mode, true);
     m->set_steps_per_execution(steps_per_execution);
     *h = m->fit(d.x, d.y, {.epochs = 2, .batch_size = 16, .shuffle = false, .verbose = 0,
                            .gradient_accumulation_steps = accumulation});
+    *reason = m->jit_compile_reason();
     std::vector<Tensor> out;
     for (const auto& v : m->variables())
       out.push_back(Tensor::from_vector(v.read_value().to_vector<float>(), v.shape()));
@@ -418,13 +422,14 @@ std::vector<Tensor> fit_accumulating(const std::string& devices, JitCompile mode
 }
 }  // namespace
 
-// Gradient accumulation under jit_compile "auto": the weights and every epoch's loss and accuracy
-// are those of eager steps, bit for bit, on gpu:0 (with and without a strategy) and its two
-// logical replicas, for groups of 2 and 3 batches, one step or three per execution. A step that
-// adds gradients held back by the group's earlier batches (fit's sums, or the strategy's under
-// no_sync) runs eagerly: a replay would read the sums its capture saw. A group of one batch (the
-// last of each epoch under 3: 40 = 13 * 3 + 1) is replayed, between eager ones, on emulated GPUs
-// counted: captured in the first epoch, replayed in both.
+// Gradient accumulation under jit_compile "auto": every batch of a group is replayed, the ones
+// held back too (the group's first copies its gradients into the sums' memory, a later one adds
+// into it, the last adds it to its own and applies), and the weights and every epoch's loss and
+// accuracy are those of eager steps, bit for bit, on gpu:0 (with and without a strategy) and its
+// two logical replicas, for groups of 2 and 3 batches, one step or three per execution. The
+// short last group (41 = 20 * 2 + 1 = 13 * 3 + 2, its last batch of 5) has graphs of its own. On
+// emulated GPUs the replays are counted: every step after the first group's (run eagerly: the
+// check, and the sums' memory made) of both epochs.
 TEST(GpuJitCompile, GradientAccumulationTrainsTheBitsOfEagerSteps) {
   LOCKSTEP_REQUIRE_GPU();
   const bool emulated = backend::device_kind(DeviceKind::kCuda).emulated();
@@ -434,30 +439,70 @@ TEST(GpuJitCompile, GradientAccumulationTrainsTheBitsOfEagerSteps) {
         SCOPED_TRACE((devices.empty() ? "gpu:0 without a strategy" : devices) + ", accumulation " +
                      std::to_string(accumulation) + ", steps_per_execution " + std::to_string(spe));
         History on, off;
-        const auto eager = fit_accumulating(devices, JitCompile::kOff, accumulation, spe, &off);
+        std::string on_reason, off_reason;
+        const auto eager = fit_accumulating(devices, JitCompile::kOff, accumulation, spe, &off, &off_reason);
         const backend::EmulatedReplays before = backend::emulated_replays();
-        const auto replayed = fit_accumulating(devices, JitCompile::kAuto, accumulation, spe, &on);
+        const auto replayed = fit_accumulating(devices, JitCompile::kAuto, accumulation, spe, &on, &on_reason);
         const backend::EmulatedReplays after = backend::emulated_replays();
+        EXPECT_EQ(on_reason, "");  // captured, every batch
         ASSERT_EQ(replayed.size(), eager.size());
         for (std::size_t i = 0; i < eager.size(); ++i) EXPECT_TRUE(replayed[i].bitwise_equal(eager[i])) << i;
         EXPECT_EQ(on.history.at("loss"), off.history.at("loss"));
         EXPECT_EQ(on.history.at("accuracy"), off.history.at("accuracy"));
         if (emulated) {
-          EXPECT_EQ(after.graphs - before.graphs, accumulation == 3 ? 2 : 0);
+          const std::int64_t replays = 2 * 41 - accumulation;
+          EXPECT_EQ(after.graphs - before.graphs, replays);
+          EXPECT_EQ(after.lanes - before.lanes, replays * (devices == "gpu:0x2" ? 2 : 1));
         }
       }
     }
   }
 }
 
+// One model fit three times, on gpu:0 through a strategy: without accumulation (its steps
+// captured), then twice with groups of 3. The second fit's first batch held back runs eagerly
+// (the sums have no memory yet: a capture makes none that outlives it), every later one is
+// replayed; the third fit replays all of its batches, writing the sums the second made (the model
+// keeps them: its graphs outlive a fit). The weights are those of eager steps, bit for bit.
+TEST(GpuJitCompile, FitsOfOneModelWithAndWithoutAccumulationTrainTheBitsOfEagerSteps) {
+  LOCKSTEP_REQUIRE_GPU();
+  const bool emulated = backend::device_kind(DeviceKind::kCuda).emulated();
+  const test::Classification d = test::random_classification(16 * 12, 12, 4, 3);
+  std::vector<std::int64_t> replays;
+  const auto run = [&](JitCompile mode) {
+    MirroredStrategy strategy({.devices = {"gpu:0"}});
+    auto scope = strategy.scope();
+    auto m = classifier(mode, true);
+    for (const int accumulation : {1, 3, 3}) {
+      const backend::EmulatedReplays before = backend::emulated_replays();
+      m->fit(d.x, d.y, {.epochs = 1, .batch_size = 16, .shuffle = false, .verbose = 0,
+                        .gradient_accumulation_steps = accumulation});
+      replays.push_back(backend::emulated_replays().graphs - before.graphs);
+    }
+    std::vector<Tensor> out;
+    for (const auto& v : m->variables()) out.push_back(Tensor::from_vector(v.read_value().to_vector<float>(), v.shape()));
+    return out;
+  };
+  const auto eager = run(JitCompile::kOff);
+  replays.clear();
+  const auto replayed = run(JitCompile::kAuto);
+  ASSERT_EQ(replayed.size(), eager.size());
+  for (std::size_t i = 0; i < eager.size(); ++i) EXPECT_TRUE(replayed[i].bitwise_equal(eager[i])) << i;
+  if (emulated) {
+    EXPECT_EQ(replays, (std::vector<std::int64_t>{11, 11, 12}));
+  }
+}
+
 // A custom loop that holds a micro-batch's gradients back under no_sync, then calls train_step on
-// the next: the train step adds the strategy's held sums, so it runs eagerly under jit_compile
-// "auto" too (a replay would add the sums its capture saw): the weights are eager steps' bits,
-// and differ from the same loop without the held-back batches (the sums were added).
+// the next: the train step adds the strategy's held sums, which its input signature does not
+// describe, so it runs eagerly under jit_compile "auto" too, said once and kept as the reason: the
+// weights are eager steps' bits, and differ from the same loop without the held-back batches (the
+// sums were added). Under true the step is refused by name, as an op that cannot be captured.
 TEST(GpuJitCompile, ATrainStepAfterACustomLoopsHeldBackGradientsTrainsTheBitsOfEagerSteps) {
   LOCKSTEP_REQUIRE_GPU();
   const test::Classification d = test::random_classification(16 * 12, 12, 4, 3);
   const Device gpu{DeviceKind::kCuda, 0};
+  std::string reason;
   const auto run = [&](JitCompile mode, bool hold_back) {
     MirroredStrategy strategy({.devices = {"gpu:0"}});
     auto scope = strategy.scope();
@@ -478,11 +523,15 @@ TEST(GpuJitCompile, ATrainStepAfterACustomLoopsHeldBackGradientsTrainsTheBitsOfE
         });
       m->train_step(d.x.slice(16 * (b + 1), 16 * (b + 2)), d.y.slice(16 * (b + 1), 16 * (b + 2)));
     }
+    reason = m->jit_compile_reason();
     std::vector<Tensor> out;
     for (const auto& v : m->variables()) out.push_back(Tensor::from_vector(v.read_value().to_vector<float>(), v.shape()));
     return out;
   };
-  const auto eager = run(JitCompile::kOff, true), replayed = run(JitCompile::kAuto, true);
+  const auto eager = run(JitCompile::kOff, true);
+  ::testing::internal::CaptureStderr();
+  const auto replayed = run(JitCompile::kAuto, true);
+  const std::string err = ::testing::internal::GetCapturedStderr(), auto_reason = reason;
   const auto without = run(JitCompile::kOff, false);
   ASSERT_EQ(replayed.size(), eager.size());
   bool differ = false;
@@ -491,6 +540,14 @@ TEST(GpuJitCompile, ATrainStepAfterACustomLoopsHeldBackGradientsTrainsTheBitsOfE
     differ = differ || !without[i].bitwise_equal(eager[i]);
   }
   EXPECT_TRUE(differ) << "the held-back gradients were not added";
+  const std::string why = "a step adding gradients that a custom loop held back under no_sync is not replayed";
+  EXPECT_TRUE(has(auto_reason, why)) << auto_reason;
+  const std::string line = "runs some of its train steps eagerly on gpu:0: " + why;
+  EXPECT_TRUE(has(err, line)) << err;
+  EXPECT_EQ(err.find(line), err.rfind(line)) << "said once: " << err;
+  const std::string msg = message_of([&] { run(JitCompile::kOn, true); });
+  EXPECT_TRUE(has(msg, "jit_compile=True: model '")) << msg;
+  EXPECT_TRUE(has(msg, "the train step cannot be captured into a graph: " + why)) << msg;
 }
 
 // Logical replicas of one GPU (gpu:0x2, gpu:0x4) capture their step as one graph, forked from

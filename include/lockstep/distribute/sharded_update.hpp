@@ -69,8 +69,10 @@ class ShardedUpdate final : public ShardedSlots {
   void set_no_sync(int replica, bool on) { no_sync_[static_cast<std::size_t>(replica)] = on ? 1 : 0; }
   /// Drops the sums no_sync held back (a group that will not be applied).
   void drop_held_back() { held_back_.clear(); }
-  /// Whether no_sync holds sums back that the next exchange adds (a replayed step would not).
+  /// Whether no_sync holds sums back that the next exchange adds.
   bool holds_back() const { return !held_back_.empty(); }
+  /// The sums no_sync holds back (fit keeps their host state right around replayed steps).
+  GradientAccumulator& held_back() { return held_back_; }
   const GradientReducer& reducer(int replica) const { return *reducers_[static_cast<std::size_t>(replica)]; }
 
  private:

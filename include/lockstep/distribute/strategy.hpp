@@ -347,6 +347,8 @@ class Strategy {
   /// Drops the gradient sums that no_sync() held back (a group that will not be applied:
   /// training stopped within it), outside run().
   void drop_held_back_gradients();
+  /// The gradient sums no_sync() holds back (fit's accumulation groups hold theirs there).
+  GradientAccumulator& held_back_gradients();
   ComputeContext& context(int replica);
   const std::vector<ComputeContext*>& contexts() const { return context_ptrs_; }
 

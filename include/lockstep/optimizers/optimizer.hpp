@@ -70,8 +70,11 @@ class Optimizer {
                                          const std::vector<Variable>& vars, std::int64_t step);
   /// A captured step `step` of this replica was replayed (jit_compile): its kernels derived the
   /// step's numbers and advanced the block's count on the device, and the host's record of that
-  /// count follows (else the next capture would write the count the host last saw).
-  void note_replayed_step(std::int64_t step);
+  /// count follows (else the next capture would write the count the host last saw). `ended`
+  /// false: a batch whose gradients were held back (gradient accumulation), after which the step
+  /// goes on, its numbers derived and its count unchanged (its group's later batches derive
+  /// nothing: the block counts the step once).
+  void note_replayed_step(std::int64_t step, bool ended);
   /// A capture of this replica's step was discarded (jit_compile): what the host recorded of the
   /// step block while capturing (its numbers derived, its count advanced) never ran, so the next
   /// step derives its numbers and writes its count anew.

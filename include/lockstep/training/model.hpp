@@ -320,7 +320,7 @@ class Model {
   /// What a replica does with its gradients of one batch: apply them (with those held back
   /// before: the group's sum), or hold them back for gradient accumulation. A strategy's
   /// replicas hold them back under no_sync (its ShardedUpdate keeps the sums); without a
-  /// strategy, `held` keeps them (fit's, for its accumulation groups; null: nothing is held).
+  /// strategy, the model's fit_sums_ keep them (group_sums()).
   enum class GradientUse { kApply, kHoldBack };
   /// One replica's forward on its slice (inputs, then targets) and its loss sums into r: the
   /// loss_sum of a model of one output, else each output's own sum (their weighted total is
@@ -335,14 +335,17 @@ class Model {
   void check_components(std::size_t components, const char* what, bool targets = true) const;
   detail::ReplicaNumbers replica_train_step(const data::Element& s, std::int64_t first_example,
                                     std::int64_t global_n, std::int64_t step, ReplicaInterface* replica,
-                                    GradientUse use, distribute::GradientAccumulator* held);
+                                    GradientUse use);
   /// train_step on one batch of an accumulation group: its loss is divided by all the group's
   /// examples (`group_examples`), its rows numbered from `first_example` within the group.
   /// The replicas prepare their slices of the batch after meanwhile (batch.ahead).
   /// With `pending`, the batch's numbers are kept there for merge_numbers (no host read).
   double train_micro_step(const distribute::DistributedBatch& batch, std::int64_t first_example,
-                          std::int64_t group_examples, GradientUse use,
-                          distribute::GradientAccumulator* held = nullptr, detail::PendingNumbers* pending = nullptr);
+                          std::int64_t group_examples, GradientUse use, detail::PendingNumbers* pending = nullptr);
+  /// Where an accumulation group's gradient sums are held: the strategy's (no_sync's), else fit_sums_.
+  distribute::GradientAccumulator& group_sums() {
+    return strategy_ ? strategy_->held_back_gradients() : fit_sums_;
+  }
   /// Sums per-replica numbers through the strategy and adds them to the loss and metric trackers.
   void merge_replica_numbers(const distribute::PerReplica<detail::ReplicaNumbers>& parts, std::int64_t examples,
                              double* mean_loss);
@@ -389,6 +392,9 @@ class Model {
   FitTiming timing_;
   JitCompile jit_compile_ = JitCompile::kAuto;
   std::shared_ptr<detail::StepJit> step_jits_[3];  // by StepFunction (made by step_jit)
+  // fit's accumulation sums on one device (a strategy holds its own): kept with the model, since
+  // its captured steps write and read their memory.
+  distribute::GradientAccumulator fit_sums_;
   std::int64_t steps_per_execution_ = 1;
   std::vector<Variable> step_variables_, step_trainable_;  // refresh_step_variables()
   std::uint64_t walked_at_weights_ = 0;  // Layer::weights_made() when step_variables_ were walked
