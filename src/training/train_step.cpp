@@ -201,7 +201,7 @@ double Model::train_step(const Tensor& x, const Tensor& y) {
   // as the step's result copied each replica's, two heap allocations a step).
   detail::PendingNumbers numbers;
   train_micro_step(detail::split_batch(strategy_, {x, y}), 0, x.rank() >= 1 ? x.dim(0) : 0, GradientUse::kApply,
-                   nullptr, &numbers);
+                   &numbers);
   return merge_numbers(numbers);
 }
 
