@@ -382,6 +382,9 @@ part fit_b64_spe8     20 train fit_b64_spe8 --devices gpu:0 --global-batch-size 
 # fit reading each step's numbers (a device sync per step) against fit_b64's reads once per 16
 # steps (every callback of lockstep train's is async-safe; issue 37.1; INFO).
 part fit_b64_sync     20 train fit_b64_sync LOCKSTEP_SYNC_EACH_STEP=1 --devices gpu:0 --global-batch-size 64 --epochs 1 --steps-per-epoch 5000
+# An accumulation group of 4 batches of 64, every batch replayed (issue 37; INFO against fit_b64:
+# before, every batch after a group's first ran eagerly).
+part fit_b64_accum4   20 train fit_b64_accum4 --devices gpu:0 --global-batch-size 64 --epochs 1 --steps-per-epoch 5000 --gradient-accumulation-steps 4
 part prefetch_off     20 train prefetch_off --devices gpu:0 --global-batch-size 64 --epochs 1 --steps-per-epoch 5000 --no-prefetch-to-device
 # The same at global batch 1024 (against fit_b1024), where the input path is most of a step.
 part prefetch_off_1024 20 train prefetch_off_1024 --devices gpu:0 --global-batch-size 1024 --epochs 1 --steps-per-epoch 2000 --no-prefetch-to-device

@@ -227,6 +227,9 @@ def info_lines(logs: Logs, ours: dict, theirs: dict, status: dict) -> list[str]:
     out.append(f"INFO fit, flagship batch 64: steps_per_execution 1 {fmt(one)} / 8 {fmt(eight)} steps/s")
     sync = logs.fit("fit_b64_sync")
     out.append(f"INFO fit, flagship batch 64: numbers read once per 16 steps {fmt(one)} / each step {fmt(sync)} steps/s")
+    accum = logs.fit("fit_b64_accum4")
+    out.append(f"INFO fit, flagship batch 64: one update per batch {fmt(one)} / per 4 accumulated {fmt(accum)} steps/s "
+               f"(its train step {logs.capture('fit_b64_accum4')})")
     for b in ("64", "1024"):
         on, off = logs.fit(f"fit_b{b}"), logs.fit("prefetch_off" if b == "64" else f"prefetch_off_{b}")
         out.append(f"INFO fit, flagship batch {b}: prefetch to device on {fmt(on)} / off {fmt(off)} steps/s")

@@ -6,8 +6,9 @@
 #   - the MultiWorker tests on 2 ranks under mpirun (where lockstep is built with MPI);
 #   - the GPU tests on 2 emulated GPUs (replicas on devices and logical replicas on one, their
 #     fences, fit's uploads ahead, captured steps and their replays: gpu.emulated);
-#   - the training and tensor tests of fit's input read ahead, steps_per_execution, the stop
-#     signals and preemption, jit_compile and the step block, and step capture;
+#   - the training and tensor tests of fit's input read ahead, steps_per_execution, gradient
+#     accumulation, deferred reads, the stop signals and preemption, jit_compile and the step
+#     block, and step capture;
 #   - `lockstep train`: on 2 CPU replicas with LOCKSTEP_PHASE_TIMES=1 (the phase timers) and
 #     --steps-per-execution 3; on emulated GPUs as gpu:0x2, gpu:0,gpu:1 and gpu:0 with
 #     --jit-compile on (replays); and a run stopped by SIGTERM (status 143, the stop-signal thread).
@@ -34,7 +35,7 @@ if grep -q "LOCKSTEP_WITH_MPI:BOOL=ON" "$build/CMakeCache.txt" && command -v mpi
 fi
 echo "== LOCKSTEP_EMULATED_GPUS=2"
 LOCKSTEP_EMULATED_GPUS=2 run gpu_tests 'Gpu*'
-run training_tests 'FitInput.*:DistributedInput.*:StepsPerExecution.*:StopSignals.*:Preemption.*:JitCompile.*:StepState.*'
+run training_tests 'FitInput.*:DistributedInput.*:StepsPerExecution.*:GradientAccumulation.*:DeferredReads.*:StopSignals.*:Preemption.*:JitCompile.*:StepState.*'
 run tensor_tests 'StepCapture*:StepGraph.*'
 [[ -n "$filter" ]] && { echo "sanitize_threads: clean"; exit 0; }
 
