@@ -149,6 +149,15 @@ struct Pool2dDesc {
   /// the result is then already masked and the ReLU's own pass can be skipped.
   bool relu_input = false;
 };
+/// Output (oy, ox)'s pooling window: its rows [y0, y1) and columns [x0, x1) inside the input (the
+/// padding cut off). One rule for the CPU's loops and CUDA's per-element kernels (window_math.hpp).
+struct PoolWindow {
+  std::int64_t y0, y1, x0, x1;
+};
+LOCKSTEP_HOST_DEVICE inline PoolWindow pool_window(const Pool2dDesc& d, std::int64_t oy, std::int64_t ox) {
+  const std::int64_t ty = oy * d.stride_h - d.pad_top, tx = ox * d.stride_w - d.pad_left;
+  return {ty > 0 ? ty : 0, ty + d.kh < d.h ? ty + d.kh : d.h, tx > 0 ? tx : 0, tx + d.kw < d.w ? tx + d.kw : d.w};
+}
 
 /// Whether conv2d_max_pool2d can compute max_pool2d(conv2d(x)) for these descriptors (pool's
 /// input is conv's output): a stride-1, undilated, ungrouped convolution whose window holds at

@@ -14,6 +14,18 @@
 
 using namespace lockstep;
 
+namespace {
+// Dense(10) on 20 features under `strategy`: a step whose own work is small, so that what the
+// host allocates around it shows.
+std::unique_ptr<Sequential> small_model(distribute::MirroredStrategy& strategy) {
+  auto scope = strategy.scope();
+  set_random_seed(1);
+  auto model = std::make_unique<Sequential>(std::vector<layers::LayerPtr>{layers::Dense(10, "softmax", 20)});
+  model->compile(optimizers::Adam(1e-3), losses::SparseCategoricalCrossentropy(), {"accuracy"});
+  return model;
+}
+}  // namespace
+
 // Counted on the 2-core AMD EPYC VM on emulated gpu:0: 50.99 while the replay's label check cast
 // the labels to int64 and a gather built its rows' shapes to compare them and its index from a
 // vector first, 44.02 while each batch's host copy took a new node of the host copies' table, an
@@ -23,13 +35,7 @@ using namespace lockstep;
 TEST(GpuFitAllocations, FitStepsOnOneGpuMakeFewHeapAllocations) {
   LOCKSTEP_REQUIRE_GPU();
   distribute::MirroredStrategy strategy(distribute::MirroredOptions{.devices = {"gpu:0"}});
-  std::unique_ptr<Sequential> model;
-  {
-    auto scope = strategy.scope();
-    set_random_seed(1);
-    model = std::make_unique<Sequential>(std::vector<layers::LayerPtr>{layers::Dense(10, "softmax", 20)});
-    model->compile(optimizers::Adam(1e-3), losses::SparseCategoricalCrossentropy(), {"accuracy"});
-  }
+  const auto model = small_model(strategy);
   std::vector<std::uint8_t> xv(256 * 20), yv(256);
   for (std::size_t i = 0; i < xv.size(); ++i) xv[i] = static_cast<std::uint8_t>((i * 37) % 251);
   for (std::size_t i = 0; i < yv.size(); ++i) yv[i] = static_cast<std::uint8_t>(i % 10);
@@ -52,13 +58,7 @@ TEST(GpuFitAllocations, FitStepsOnOneGpuMakeFewHeapAllocations) {
 TEST(GpuFitAllocations, BareTrainStepsOnOneGpuMakeFewHeapAllocations) {
   LOCKSTEP_REQUIRE_GPU();
   distribute::MirroredStrategy strategy(distribute::MirroredOptions{.devices = {"gpu:0"}});
-  std::unique_ptr<Sequential> model;
-  {
-    auto scope = strategy.scope();
-    set_random_seed(1);
-    model = std::make_unique<Sequential>(std::vector<layers::LayerPtr>{layers::Dense(10, "softmax", 20)});
-    model->compile(optimizers::Adam(1e-3), losses::SparseCategoricalCrossentropy(), {"accuracy"});
-  }
+  const auto model = small_model(strategy);
   std::vector<float> xv(32 * 20);
   std::vector<std::int64_t> yv(32);
   for (std::size_t i = 0; i < xv.size(); ++i) xv[i] = static_cast<float>((i * 37) % 251) / 251.0f;

@@ -189,11 +189,8 @@ void max_pool_backward_rows(const Pool2dDesc& d, const float* x, const float* y,
       continue;
     }
     for (std::int64_t oy = 0; oy < d.oh; ++oy) {
-      const std::int64_t y0 = std::max<std::int64_t>(0, oy * d.stride_h - d.pad_top);
-      const std::int64_t y1 = std::min<std::int64_t>(d.h, oy * d.stride_h - d.pad_top + d.kh);
       for (std::int64_t ox = 0; ox < d.ow; ++ox) {
-        const std::int64_t x0 = std::max<std::int64_t>(0, ox * d.stride_w - d.pad_left);
-        const std::int64_t x1 = std::min<std::int64_t>(d.w, ox * d.stride_w - d.pad_left + d.kw);
+        const auto [y0, y1, x0, x1] = pool_window(d, oy, ox);
         const std::int64_t o = ((n * d.oh + oy) * d.ow + ox) * c;
         const float* __restrict m = y + o;
         const float* __restrict g = dy + o;
@@ -231,11 +228,8 @@ void max_pool_rows(const Pool2dDesc& d, const float* x, float* y, std::int64_t n
   for (std::int64_t n = n0; n < n1; ++n) {
     const float* xn = x + n * d.h * d.w * c;
     for (std::int64_t oy = 0; oy < d.oh; ++oy) {
-      const std::int64_t y0 = std::max<std::int64_t>(0, oy * d.stride_h - d.pad_top);
-      const std::int64_t y1 = std::min<std::int64_t>(d.h, oy * d.stride_h - d.pad_top + d.kh);
       for (std::int64_t ox = 0; ox < d.ow; ++ox) {
-        const std::int64_t x0 = std::max<std::int64_t>(0, ox * d.stride_w - d.pad_left);
-        const std::int64_t x1 = std::min<std::int64_t>(d.w, ox * d.stride_w - d.pad_left + d.kw);
+        const auto [y0, y1, x0, x1] = pool_window(d, oy, ox);
         float* m = y + ((n * d.oh + oy) * d.ow + ox) * c;
         std::int64_t ch = 0;
         for (; ch + kL <= c; ch += kL) {

@@ -12,13 +12,6 @@
 
 namespace lockstep::backend::cuda::window {
 
-struct Window {
-  std::int64_t y0, y1, x0, x1;  // the window's rows / columns inside the input
-};
-LOCKSTEP_HOST_DEVICE inline Window window_of(const Pool2dDesc& d, std::int64_t oy, std::int64_t ox) {
-  const std::int64_t ty = oy * d.stride_h - d.pad_top, tx = ox * d.stride_w - d.pad_left;
-  return {ty > 0 ? ty : 0, ty + d.kh < d.h ? ty + d.kh : d.h, tx > 0 ? tx : 0, tx + d.kw < d.w ? tx + d.kw : d.w};
-}
 
 /// The outputs whose windows cover input index i along one axis: [*lo, *hi] (empty when lo > hi).
 LOCKSTEP_HOST_DEVICE inline void covering(std::int64_t i, std::int64_t pad, std::int64_t k, std::int64_t stride,
@@ -36,7 +29,7 @@ LOCKSTEP_HOST_DEVICE inline float pool_forward_at(const Pool2dDesc& d, const flo
   const std::int64_t ox = r % d.ow;
   r /= d.ow;
   const std::int64_t oy = r % d.oh, n = r / d.oh;
-  const Window w = window_of(d, oy, ox);
+  const PoolWindow w = pool_window(d, oy, ox);
   const float* xn = x + n * d.h * d.w * d.c + ch;
   float acc = d.max ? -std::numeric_limits<float>::infinity() : 0.0f;
   for (std::int64_t iy = w.y0; iy < w.y1; ++iy)
@@ -72,7 +65,7 @@ LOCKSTEP_HOST_DEVICE inline float pool_backward_at(const Pool2dDesc& d, const fl
   for (std::int64_t oy = oy0; oy <= oy1; ++oy)
     for (std::int64_t ox = ox0; ox <= ox1; ++ox) {
       const std::int64_t o = ((n * d.oh + oy) * d.ow + ox) * d.c + ch;
-      const Window w = window_of(d, oy, ox);
+      const PoolWindow w = pool_window(d, oy, ox);
       if (!d.max) {
         acc += dy[o] / static_cast<float>((w.y1 - w.y0) * (w.x1 - w.x0));
         continue;
