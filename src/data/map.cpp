@@ -186,8 +186,14 @@ class ParallelMapIterator final : public Iterator {
       }
       if (!e) {
         std::lock_guard<std::mutex> lock(mu_);
-        if (!input_done_) end_index_ = error ? idx + 1 : std::max<std::int64_t>(idx, 0);
-        input_done_ = true;
+        // Only the worker that saw the input end (or fail, at idx) knows where it ended. One that
+        // found it ended already (idx -1) may get here first: had it set the end (at 0), the
+        // consumer would have stopped before the elements still in flight and the error, a
+        // silently short pass.
+        if (idx >= 0) {
+          end_index_ = error ? idx + 1 : idx;
+          input_done_ = true;
+        }
         if (error) {
           store(idx, Result{std::nullopt, error});
         } else {
