@@ -105,14 +105,25 @@ nb::dict history_dict(const History& h) {
 // A Python keras.callbacks.Callback subclass: fit's hooks call its methods with the GIL held
 // (fit runs with it released); an exception it raises ends fit and reaches the caller. Whether it
 // is async-safe is Python's answer (keras/callbacks.py's _async_safe: Keras 3's rule), read once,
-// when fit is given it.
+// when fit is given it. A subclass of a built-in that overrides its hooks has that built-in as its
+// base: fit tells the base its model and parameters, and the Python hooks it does not override,
+// and its super() calls, run the base's (keras/callbacks.py's _NativeCallback).
 class PythonCallback final : public Callback {
  public:
-  PythonCallback(nb::object callback, bool async_safe) : callback_(std::move(callback)), async_safe_(async_safe) {}
+  PythonCallback(nb::object callback, bool async_safe, CallbackPtr base)
+      : callback_(std::move(callback)), async_safe_(async_safe), base_(std::move(base)) {}
   bool async_safe() const override { return async_safe_; }
   ~PythonCallback() override {
     nb::gil_scoped_acquire acquire;
     callback_.reset();
+  }
+  void set_model(Model* model) override {
+    Callback::set_model(model);
+    if (base_) base_->set_model(model);
+  }
+  void set_params(const TrainParams& params) override {
+    Callback::set_params(params);
+    if (base_) base_->set_params(params);
   }
   void on_train_begin(const Logs& logs) override { call("on_train_begin", logs); }
   void on_train_end(const Logs& logs) override { call("on_train_end", logs); }
@@ -136,13 +147,33 @@ class PythonCallback final : public Callback {
   }
   nb::object callback_;
   bool async_safe_;
+  CallbackPtr base_;
 };
 
+// A Python callable that C++ keeps (a schedule): called with the GIL, and let go of with it
+// wherever its last owner drops it (fit's thread runs with the GIL released).
+std::shared_ptr<nb::object> keep_python(nb::object fn) {
+  return {new nb::object(std::move(fn)), [](nb::object* o) {
+            nb::gil_scoped_acquire acquire;
+            delete o;
+          }};
+}
+
 void bind_callbacks(nb::module_& m) {
-  nb::class_<Callback>(m, "Callback").def_prop_ro("async_safe", &Callback::async_safe);
-  m.def("python_callback", [](nb::object callback, bool async_safe) {
-    return CallbackPtr(std::make_shared<PythonCallback>(std::move(callback), async_safe));
-  });
+  // The hooks are bound for a Python subclass of a built-in (its super() calls and the hooks it
+  // does not override); they run with the GIL released, as fit runs them.
+  const auto released = nb::call_guard<nb::gil_scoped_release>();
+  nb::class_<Callback>(m, "Callback")
+      .def_prop_ro("async_safe", &Callback::async_safe)
+      .def("on_train_begin", &Callback::on_train_begin, released)
+      .def("on_train_end", &Callback::on_train_end, released)
+      .def("on_epoch_begin", &Callback::on_epoch_begin, released)
+      .def("on_epoch_end", &Callback::on_epoch_end, released)
+      .def("on_train_batch_begin", &Callback::on_train_batch_begin, released)
+      .def("on_train_batch_end", &Callback::on_train_batch_end, released);
+  m.def("python_callback", [](nb::object callback, bool async_safe, CallbackPtr base) {
+    return CallbackPtr(std::make_shared<PythonCallback>(std::move(callback), async_safe, std::move(base)));
+  }, nb::arg("callback"), nb::arg("async_safe"), nb::arg("base").none());
   m.def("model_checkpoint", [](std::string filepath, std::string monitor, int verbose, bool save_best_only,
                                bool save_weights_only, std::string mode, std::int64_t save_freq_batches) {
     return CallbackPtr(std::make_shared<ModelCheckpoint>(ModelCheckpointOptions{
@@ -171,6 +202,24 @@ void bind_callbacks(nb::module_& m) {
     LOCKSTEP_CHECK(separator.size() == 1, "CSVLogger: separator must be one character, not '", separator, "'");
     return CallbackPtr(std::make_shared<CSVLogger>(std::move(filename), separator[0], append));
   });
+  m.def("reduce_lr_on_plateau", [](std::string monitor, double factor, int patience, int verbose, std::string mode,
+                                   double min_delta, int cooldown, double min_lr) {
+    return CallbackPtr(std::make_shared<ReduceLROnPlateau>(ReduceLROnPlateauOptions{
+        .monitor = std::move(monitor), .factor = factor, .patience = patience, .verbose = verbose,
+        .mode = std::move(mode), .min_delta = min_delta, .cooldown = cooldown, .min_lr = min_lr}));
+  });
+  // schedule(epoch, lr) is Python's (keras/callbacks.py checks what it returns); an exception it
+  // raises ends fit and reaches the caller as it was raised.
+  m.def("learning_rate_scheduler", [](nb::callable schedule, int verbose) {
+    auto fn = keep_python(std::move(schedule));
+    return CallbackPtr(std::make_shared<LearningRateScheduler>(
+        [fn](int epoch, double lr) {
+          nb::gil_scoped_acquire acquire;
+          return nb::cast<double>((*fn)(epoch, lr));
+        },
+        verbose));
+  });
+  m.def("terminate_on_nan", [] { return CallbackPtr(std::make_shared<TerminateOnNaN>()); });
   m.def("set_stdout_redraws", &set_stdout_redraws, nb::arg("redraws"),
         "Whether fit's progress bar redraws in place on stdout (True in a Jupyter kernel)");
 }
@@ -248,8 +297,11 @@ void bind_model(nb::module_& m) {
   m.def("layer_class_names", &layers::layer_class_names);
   m.def("has_layer_class", [](const std::string& name) { return layers::find_layer_class(name).has_value(); });
 
+  // learning_rate is written as Keras' optimizer.learning_rate = x is (a callback's, between
+  // epochs): it replaces any schedule.
   nb::class_<optimizers::Optimizer>(m, "Optimizer")
-      .def_prop_ro("learning_rate", &optimizers::Optimizer::current_learning_rate);
+      .def_prop_rw("learning_rate", &optimizers::Optimizer::current_learning_rate,
+                   &optimizers::Optimizer::set_learning_rate);
   m.def("make_optimizer", &make_optimizer, nb::arg("class_name"), nb::arg("config_json"));
   nb::class_<losses::Loss>(m, "Loss").def_prop_ro("name", &losses::Loss::name);
   m.def("make_loss", &make_loss, nb::arg("name"), nb::arg("from_logits") = false);

@@ -1,4 +1,9 @@
 """keras.callbacks on lockstep's C++ callbacks (they run while the GIL is released)."""
+import inspect
+import math
+
+import numpy as np
+
 from .. import _lockstep
 from .._support import refuse_arguments, unsupported_getattr
 
@@ -48,14 +53,41 @@ class Callback:
         pass
 
 
+def _logs(logs):
+    return {} if logs is None else logs
+
+
 class _NativeCallback(Callback):
-    """One of lockstep's C++ callbacks (self._callback), which decides whether it is async-safe:
-    fit asks it, and so does this attribute (EarlyStopping's is, a ModelCheckpoint saving every N
-    batches is not)."""
+    """One of lockstep's C++ callbacks (self._callback). Its hooks run the C++ callback's, so that a
+    Python subclass may override them as Keras' may: native() then makes the subclass a Python
+    callback, whose hooks it does not override, and whose super().hook(...) calls, run these.
+    Whether it is async-safe is the C++ callback's answer (EarlyStopping's is, a ModelCheckpoint
+    saving every N batches is not), unless a subclass overrides a batch hook: then Keras' default,
+    false, or the subclass's own class attribute async_safe."""
 
     @property
     def async_safe(self):
+        if any(_has_own(self, hook, _NativeCallback) for hook in _BATCH_HOOKS):
+            return False
         return self._callback.async_safe
+
+    def on_train_begin(self, logs=None):
+        self._callback.on_train_begin(_logs(logs))
+
+    def on_train_end(self, logs=None):
+        self._callback.on_train_end(_logs(logs))
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self._callback.on_epoch_begin(epoch, _logs(logs))
+
+    def on_epoch_end(self, epoch, logs=None):
+        self._callback.on_epoch_end(epoch, _logs(logs))
+
+    def on_train_batch_begin(self, batch, logs=None):
+        self._callback.on_train_batch_begin(batch, _logs(logs))
+
+    def on_train_batch_end(self, batch, logs=None):
+        self._callback.on_train_batch_end(batch, _logs(logs))
 
 
 class LambdaCallback(Callback):
@@ -108,12 +140,83 @@ class CSVLogger(_NativeCallback):
         self._callback = _lockstep.csv_logger(str(filename), separator, append)
 
 
+class ReduceLROnPlateau(_NativeCallback):
+    def __init__(self, monitor="val_loss", factor=0.1, patience=10, verbose=0, mode="auto", min_delta=1e-4, cooldown=0,
+                 min_lr=0.0, **kwargs):
+        refuse_arguments("keras.callbacks.ReduceLROnPlateau", **kwargs)
+        self._callback = _lockstep.reduce_lr_on_plateau(monitor, float(factor), patience, verbose, mode,
+                                                        float(min_delta), cooldown, float(min_lr))
+
+
+class LearningRateScheduler(_NativeCallback):
+    """Sets the optimizer's learning rate at each epoch's start to schedule(epoch, lr) (lr: the
+    current rate, a float), or schedule(epoch) for a function of one argument, as Keras' older API."""
+
+    def __init__(self, schedule, verbose=0):
+        if not callable(schedule):
+            raise ValueError(f"keras.callbacks.LearningRateScheduler: schedule must be a function, not {schedule!r}")
+        self.schedule = schedule
+        self.verbose = verbose
+        self._callback = _lockstep.learning_rate_scheduler(_rate_of(schedule), int(verbose))
+
+
+def _rate_of(schedule):
+    """schedule as the C++ LearningRateScheduler calls it, (epoch, lr) -> lr, with Keras' check of
+    what it returns. Keras tries schedule(epoch, lr) and, on a TypeError, schedule(epoch); the
+    signature decides here, so that a TypeError raised inside the schedule reaches the caller as it was."""
+    try:
+        takes_lr = _binds(schedule, 0, 0.0)
+    except ValueError:  # no signature to read (some built-in functions): Keras' current API
+        takes_lr = True
+    if not takes_lr and not _binds(schedule, 0):
+        raise ValueError(f"keras.callbacks.LearningRateScheduler: schedule must take (epoch, lr) or (epoch), "
+                         f"not {inspect.signature(schedule)}")
+
+    def rate(epoch, lr):
+        value = schedule(epoch, lr) if takes_lr else schedule(epoch)
+        if not isinstance(value, (float, np.floating)):
+            raise ValueError(f"The output of the `schedule` function should be a float. Got: {value!r}")
+        return float(value)
+
+    return rate
+
+
+def _binds(fn, *args):
+    try:
+        inspect.signature(fn).bind(*args)
+        return True
+    except TypeError:
+        return False
+
+
+class TerminateOnNaN(_NativeCallback):
+    """Stops fit after the first batch whose loss is NaN or infinite (that batch's epoch still ends:
+    its logs, History row and epoch-end callbacks). Async-safe, as the C++ one: fit may have run up
+    to 15 further steps by then, whose weights are past the divergence anyway. raise_error=True
+    raises a RuntimeError at that batch's end instead, as Keras 3 does (no epoch end, no train end):
+    a batch hook of its own, so fit reads every step."""
+
+    def __init__(self, raise_error=False):
+        self.raise_error = bool(raise_error)
+        self._callback = _lockstep.terminate_on_nan()
+        if self.raise_error:
+            self.on_train_batch_end = self._raise_on_nan
+
+    def _raise_on_nan(self, batch, logs=None):
+        loss = (logs or {}).get("loss")
+        if loss is not None and not math.isfinite(loss):
+            raise RuntimeError(f"NaN or Inf loss encountered at batch {batch}. Loss value: {loss}. "
+                               f"Terminating training immediately.")
+
+
 _BATCH_HOOKS = ("on_train_batch_begin", "on_train_batch_end")
+_HOOKS = ("on_train_begin", "on_train_end", "on_epoch_begin", "on_epoch_end") + _BATCH_HOOKS
 
 
-def _has_own(callback, hook):
-    """Whether the callback's hook is its own (its class's or set on it), not Callback's no-op."""
-    return getattr(type(callback), hook) is not getattr(Callback, hook) or hook in getattr(callback, "__dict__", {})
+def _has_own(callback, hook, base=Callback):
+    """Whether the callback's hook is its own (its class's or set on it), not base's (Callback's no-op,
+    or a built-in's C++ hook)."""
+    return getattr(type(callback), hook) is not getattr(base, hook) or hook in getattr(callback, "__dict__", {})
 
 
 def _async_safe(callback):
@@ -132,10 +235,19 @@ def _async_safe(callback):
 
 
 def native(callback, model):
-    """The C++ callback behind a keras.callbacks object (a Python subclass: one that calls its hooks)."""
+    """The C++ callback fit calls for a keras.callbacks object: a built-in's own, unless a Python
+    subclass overrides one of its hooks; otherwise one that calls the object's hooks (with the
+    built-in as its base: see _NativeCallback)."""
     if not isinstance(callback, Callback):
         raise ValueError(f"keras.Model.fit: {callback!r} is not a keras.callbacks.Callback")
-    if callback._callback is not None:
-        return callback._callback
+    base = callback._callback
+    if base is not None:
+        overridden = [f"{type(callback).__name__}.{hook}" for hook in _HOOKS
+                      if _has_own(callback, hook, _NativeCallback)]
+        if not overridden:
+            return base
+        if isinstance(callback, BackupAndRestore):  # fit resumes from, and backs up through, the C++ one
+            raise ValueError(f"keras.Model.fit: lockstep does not support overriding BackupAndRestore's hooks yet "
+                             f"({', '.join(overridden)})")
     callback.set_model(model)
-    return _lockstep.python_callback(callback, _async_safe(callback))
+    return _lockstep.python_callback(callback, _async_safe(callback), base)

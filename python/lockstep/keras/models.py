@@ -71,7 +71,14 @@ class Model:
 
     @property
     def optimizer(self):
-        return self._model.optimizer
+        """The keras.optimizers object compile was given (one of the C++ optimizer for a loaded model)."""
+        native = self._model.optimizer
+        if native is None:
+            return None
+        known = getattr(self, "_optimizer", None)
+        if known is None or known._optimizer is not native:
+            known = self._optimizer = optimizers.Optimizer._of(native)
+        return known
 
     def build(self, input_shape):
         self._model.build([-1 if d is None else int(d) for d in input_shape])
@@ -98,6 +105,7 @@ class Model:
                                  f"objects, not {m!r}")
             given.append(m if isinstance(m, str) else m._metric)
         self._model.compile(optimizers.get(optimizer), losses.get(loss), given)
+        self._optimizer = optimizer if isinstance(optimizer, optimizers.Optimizer) else None
         # Keras' "auto", True or False; the C++ model names them auto, on and off.
         self._model.jit_compile = ("on" if jit_compile else "off") if isinstance(jit_compile, bool) else jit_compile
         self._model.steps_per_execution = int(steps_per_execution)

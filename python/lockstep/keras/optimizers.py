@@ -1,5 +1,6 @@
 """keras.optimizers: SGD, Adam and AdamW on lockstep's optimizers."""
 import json
+import numbers
 
 from .. import _lockstep
 from .._support import refuse_arguments, unsupported_getattr
@@ -16,9 +17,24 @@ class Optimizer:
                   "global_clipnorm": global_clipnorm, **rule}
         self._optimizer = _lockstep.make_optimizer(class_name, json.dumps(config))
 
+    @classmethod
+    def _of(cls, native):
+        """The keras.optimizers object of a C++ optimizer (a loaded model's, for model.optimizer)."""
+        optimizer = cls.__new__(cls)
+        optimizer._optimizer = native
+        return optimizer
+
     @property
     def learning_rate(self):
         return self._optimizer.learning_rate
+
+    @learning_rate.setter
+    def learning_rate(self, value):
+        # Keras' optimizer.learning_rate = x (a callback's, between epochs); it replaces any schedule.
+        if isinstance(value, bool) or not isinstance(value, numbers.Real):
+            raise ValueError(f"keras.optimizers.Optimizer.learning_rate: lockstep takes a number, not "
+                             f"{type(value).__name__}")
+        self._optimizer.learning_rate = float(value)
 
     @property
     def iterations(self):
