@@ -392,6 +392,44 @@ TEST(GpuJitCompile, AClassifierIsReplayedWithTheBitsOfEagerStepsAndItsLabelsChec
   EXPECT_TRUE(has(msg, "label 9 at index 3 is outside [0, 4)")) << msg;
 }
 
+// A rate the host sets between steps is a constant of the graphs captured before it: those are
+// dropped and the next steps captured anew. A LearningRateScheduler's rate per epoch (replacing the
+// classifier's decaying schedule) and a rate set at a batch's end, mid-epoch, train the weights and
+// losses of eager steps, bit for bit, on gpu:0 and its two logical replicas (one graph). Before,
+// replays kept the rate of their capture, silently.
+TEST(GpuJitCompile, ARateSetBetweenStepsIsTheRateOfTheReplaysAfterIt) {
+  LOCKSTEP_REQUIRE_GPU();
+  const test::Classification d = test::random_classification(16 * 12, 12, 4, 3);
+  const auto run = [&](const std::string& devices, JitCompile mode, std::string* reason, History* h) {
+    MirroredStrategy strategy({.devices = {devices}});
+    auto scope = strategy.scope();
+    auto m = classifier(mode);
+    optimizers::Optimizer& opt = *m->optimizer();
+    const auto scheduler =
+        std::make_shared<LearningRateScheduler>([](int epoch, double) { return epoch == 0 ? 1e-2 : 4e-3 / epoch; });
+    const auto mid_epoch = std::make_shared<LambdaCallback>(LambdaCallbackOptions{
+        .on_train_batch_end = [&](std::int64_t batch, const Logs&) {
+          if (batch == 5) opt.set_learning_rate(opt.current_learning_rate() * 0.5);
+        }});
+    *h = m->fit(d.x, d.y, {.epochs = 3, .batch_size = 16, .shuffle = false, .verbose = 0,
+                           .callbacks = {scheduler, mid_epoch}});
+    *reason = m->jit_compile_reason();
+    std::vector<Tensor> out;
+    for (const auto& v : m->variables()) out.push_back(Tensor::from_vector(v.read_value().to_vector<float>(), v.shape()));
+    return out;
+  };
+  for (const std::string devices : {"gpu:0", "gpu:0x2"}) {
+    std::string on_reason, off_reason;
+    History on, off;
+    const auto eager = run(devices, JitCompile::kOff, &off_reason, &off);
+    const auto replayed = run(devices, JitCompile::kAuto, &on_reason, &on);
+    EXPECT_EQ(on_reason, "") << devices;  // captured
+    ASSERT_EQ(replayed.size(), eager.size());
+    for (std::size_t i = 0; i < eager.size(); ++i) EXPECT_TRUE(replayed[i].bitwise_equal(eager[i])) << devices << " " << i;
+    EXPECT_EQ(on.history.at("loss"), off.history.at("loss")) << devices;
+  }
+}
+
 namespace {
 // The classifier (with dropout) fit for 2 epochs of 41 batches (40 of 16 and one of 5, no
 // shuffling) under gradient accumulation, on `devices` through a strategy or, where empty, on
