@@ -124,6 +124,12 @@ class PythonCallback final : public Callback {
   void set_params(const TrainParams& params) override {
     Callback::set_params(params);
     if (base_) base_->set_params(params);
+    nb::gil_scoped_acquire acquire;
+    nb::dict d;  // Keras' params
+    d["epochs"] = params.epochs;
+    d["steps"] = params.steps < 0 ? nb::none() : nb::object(nb::int_(params.steps));
+    d["verbose"] = params.verbose;
+    callback_.attr("set_params")(d);
   }
   void on_train_begin(const Logs& logs) override { call("on_train_begin", logs); }
   void on_train_end(const Logs& logs) override { call("on_train_end", logs); }

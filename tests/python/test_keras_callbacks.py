@@ -349,3 +349,33 @@ def test_a_backup_and_restore_subclass_overriding_a_hook_is_refused_by_name(tmp_
 
     history = fit(model(), [Quiet(str(tmp_path / "backup"))], epochs=2)
     assert history.epoch == [0, 1]
+
+
+# What Keras' Callback gives a subclass besides the hooks
+
+
+def test_the_older_batch_hook_names_are_called_and_keep_fit_reading_each_step():
+    class Older(tf.keras.callbacks.Callback):  # Keras 2's names, which Keras 3 still calls
+        def __init__(self):
+            self.calls = []
+
+        def on_batch_begin(self, batch, logs=None):
+            self.calls.append(("begin", batch))
+
+        def on_batch_end(self, batch, logs=None):
+            self.calls.append(("end", batch, logs["loss"]))
+
+    older, ends = Older(), BatchEnds()
+    fit(model(), [older, ends], epochs=2)
+    assert [c[:2] for c in older.calls] == [(k, b) for _ in range(2) for b in range(STEPS) for k in ("begin", "end")]
+    assert [c[2] for c in older.calls if c[0] == "end"] == [loss for _, _, loss in ends.ends]
+
+
+def test_a_callback_gets_fits_params():
+    class Params(tf.keras.callbacks.Callback):
+        def on_train_begin(self, logs=None):
+            self.seen = dict(self.params)
+
+    params = Params()
+    fit(model(), [params], epochs=3)
+    assert params.seen == {"epochs": 3, "steps": STEPS, "verbose": 0}

@@ -25,6 +25,7 @@ class Callback:
 
     _callback = None  # lockstep's own callbacks: the C++ object
     model = None
+    params = None  # fit's: {"epochs", "steps" (None where unknown), "verbose"}, as Keras sets them
     # Keras' async_safe: True lets fit call on_train_batch_end after later steps were queued
     # (each call still gets its own batch's logs, in order; a stop_training it sets ends fit at
     # that read, up to 15 steps on), so fit reads the steps' numbers once per several steps;
@@ -33,6 +34,9 @@ class Callback:
 
     def set_model(self, model):
         self.model = model
+
+    def set_params(self, params):
+        self.params = params
 
     def on_train_begin(self, logs=None):
         pass
@@ -47,9 +51,15 @@ class Callback:
         pass
 
     def on_train_batch_begin(self, batch, logs=None):
-        pass
+        self.on_batch_begin(batch, logs=logs)  # as Keras: its older name, which a subclass may override
 
     def on_train_batch_end(self, batch, logs=None):
+        self.on_batch_end(batch, logs=logs)
+
+    def on_batch_begin(self, batch, logs=None):
+        pass
+
+    def on_batch_end(self, batch, logs=None):
         pass
 
 
@@ -210,7 +220,10 @@ class TerminateOnNaN(_NativeCallback):
 
 
 _BATCH_HOOKS = ("on_train_batch_begin", "on_train_batch_end")
+# A built-in's hooks (its C++ callback's), which a subclass may override; not the older batch
+# hooks' names: a built-in's batch hooks are its own and call neither, as Keras' do.
 _HOOKS = ("on_train_begin", "on_train_end", "on_epoch_begin", "on_epoch_end") + _BATCH_HOOKS
+_OLDER_BATCH_HOOKS = ("on_batch_begin", "on_batch_end")
 
 
 def _has_own(callback, hook, base=Callback):
@@ -222,8 +235,8 @@ def _has_own(callback, hook, base=Callback):
 def _async_safe(callback):
     """Whether fit may call a Python callback's on_train_batch_end late, as Keras 3 decides: its
     async_safe attribute read as bool() (1 or "yes" are true, None false), else whether it has no
-    batch hook of its own (Keras 3 asks only on_train_batch_end; lockstep asks on_train_batch_begin
-    too, which fit calls before an earlier batch's end, as its C++ LambdaCallback does)."""
+    batch hook of its own, under either name (Keras 3 asks only for the batch end; lockstep asks for
+    the begin too, which fit calls before an earlier batch's end, as its C++ LambdaCallback does)."""
     flag = getattr(callback, "async_safe", False)
     try:
         if bool(flag):
@@ -231,7 +244,7 @@ def _async_safe(callback):
     except Exception as e:  # (e.g. a NumPy array of several values)
         raise ValueError(f"keras.Model.fit: {type(callback).__name__}.async_safe must be true or false, "
                          f"and bool() of {flag!r} fails: {e}") from e
-    return not any(_has_own(callback, hook) for hook in _BATCH_HOOKS)
+    return not any(_has_own(callback, hook) for hook in _BATCH_HOOKS + _OLDER_BATCH_HOOKS)
 
 
 def native(callback, model):
