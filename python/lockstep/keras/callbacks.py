@@ -254,6 +254,9 @@ def native(callback, model):
     if not isinstance(callback, Callback):
         raise ValueError(f"keras.Model.fit: {callback!r} is not a keras.callbacks.Callback")
     base = callback._callback
+    if base is None and isinstance(callback, _NativeCallback):
+        raise ValueError(f"keras.Model.fit: {type(callback).__name__}.__init__ must call super().__init__(...): "
+                         f"the {_built_in(callback)} it subclasses is made there")
     if base is not None:
         overridden = [f"{type(callback).__name__}.{hook}" for hook in _HOOKS
                       if _has_own(callback, hook, _NativeCallback)]
@@ -264,3 +267,8 @@ def native(callback, model):
                              f"({', '.join(overridden)})")
     callback.set_model(model)
     return _lockstep.python_callback(callback, _async_safe(callback), base)
+
+
+def _built_in(callback):
+    """The name of the built-in a subclass derives from (its first base of this module's)."""
+    return next(c.__name__ for c in type(callback).__mro__ if c.__module__ == __name__)
