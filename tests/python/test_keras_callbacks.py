@@ -145,6 +145,10 @@ def test_a_schedule_must_give_a_float_as_in_keras():
     assert recorder.rates == [0.25]
     with pytest.raises(ValueError, match="learning_rate"):  # the C++ optimizer's own check
         fit(model(), [tf.keras.callbacks.LearningRateScheduler(lambda epoch, lr: -1.0)], epochs=1)
+    with pytest.raises(ValueError, match=r"schedule must take \(epoch, lr\) or \(epoch\), not \(\)"):
+        tf.keras.callbacks.LearningRateScheduler(lambda: 0.1)
+    with pytest.raises(ValueError, match="schedule must be a function, not 0.1"):
+        tf.keras.callbacks.LearningRateScheduler(0.1)
 
 
 # ReduceLROnPlateau
