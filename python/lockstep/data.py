@@ -25,6 +25,10 @@ class Dataset:
         if isinstance(tensors, dict):
             raise ValueError("lockstep does not support tf.data.Dataset.from_tensor_slices of a dict yet")
         if isinstance(tensors, tuple):
+            if any(isinstance(t, (tuple, dict)) for t in tensors):
+                raise ValueError("lockstep does not support nested structures in tf.data.Dataset.from_tensor_slices "
+                                 "yet (e.g. ((a, b), (c, d))): give a flat tuple; a model of several inputs and "
+                                 "outputs takes (inputs..., targets...) in its inputs' and outputs' order")
             arrays = [host_array(t, "tf.data.Dataset.from_tensor_slices") for t in tensors]
             return Dataset(_lockstep.Dataset.from_tensor_slices(arrays), "tuple")
         array = host_array(tensors, "tf.data.Dataset.from_tensor_slices")
