@@ -1,10 +1,21 @@
 """tf.data: Dataset on lockstep's C++ input pipeline (it runs outside the GIL)."""
+import numpy as np
+
 from . import _lockstep
 from ._support import host_array, refuse_arguments, unsupported_getattr
 
 __getattr__ = unsupported_getattr("tf.data")
 
 AUTOTUNE = _lockstep.AUTOTUNE
+INFINITE_CARDINALITY = _lockstep.INFINITE_CARDINALITY
+UNKNOWN_CARDINALITY = _lockstep.UNKNOWN_CARDINALITY
+
+
+class ElementArray(np.ndarray):
+    """A dataset element's component as iteration gives it: a NumPy array with EagerTensor's numpy()."""
+
+    def numpy(self):
+        return self.view(np.ndarray)
 
 
 class Dataset:
@@ -95,12 +106,26 @@ class Dataset:
     def cardinality(self):
         return self._ds.cardinality()
 
+    def __len__(self):
+        """TensorFlow's len(dataset): its cardinality where known and finite, else a TypeError."""
+        n = self._ds.cardinality()
+        if n < 0:
+            raise TypeError("The dataset is infinite." if n == INFINITE_CARDINALITY else
+                            "The dataset length is unknown.")
+        return n
+
     def __iter__(self):
+        """Each element as NumPy arrays that also answer TensorFlow's .numpy() (a program's
+        `for images, labels in ds.take(1): images.numpy()`); == and the rest are NumPy's, elementwise
+        as TensorFlow's."""
         for element in self._ds:
-            yield tuple(element) if self._structure == "tuple" else element[0]
+            arrays = tuple(a.view(ElementArray) for a in element)
+            yield arrays if self._structure == "tuple" else arrays[0]
 
     def as_numpy_iterator(self):
-        return iter(self)
+        """Each element as plain NumPy arrays."""
+        for element in self._ds:
+            yield tuple(element) if self._structure == "tuple" else element[0]
 
     def __getattr__(self, name):
         if name.startswith("_"):

@@ -323,3 +323,22 @@ def test_a_shuffled_mapped_pipeline_trains_and_validates(mnist):
     history = model.fit(train, epochs=2, validation_data=val, verbose=0)
     assert history.history["val_accuracy"][-1] > 0.85
     assert model.evaluate(val, verbose=0)[1] == pytest.approx(history.history["val_accuracy"][-1])
+
+
+def test_iterating_a_dataset_gives_what_a_tensorflow_program_reads():
+    images = np.arange(10 * 4, dtype=np.float32).reshape(10, 4)
+    labels = np.arange(10, dtype=np.int32)
+    ds = tf.data.Dataset.from_tensor_slices((images, labels)).batch(4)
+    assert len(ds) == 3
+    for x, y in ds.take(1):  # EagerTensor's numpy(), shape and dtype
+        assert x.shape == (4, 4) and x.dtype == tf.float32 and type(x.numpy()) is np.ndarray
+        np.testing.assert_array_equal(x.numpy(), images[:4])
+        np.testing.assert_array_equal(y.numpy(), labels[:4])
+        assert (y == np.arange(4)).all()  # elementwise, as TensorFlow's ==
+    batches = list(ds.as_numpy_iterator())
+    assert type(batches[-1][0]) is np.ndarray
+    np.testing.assert_array_equal(batches[-1][1], labels[8:])
+    single = list(tf.data.Dataset.from_tensor_slices(labels).as_numpy_iterator())
+    assert single[3] == 3
+    with pytest.raises(TypeError, match="infinite"):
+        len(ds.repeat())
