@@ -178,6 +178,11 @@ def test_transformer_block_classifier_learns_whether_a_token_occurs():
     assert history.history["val_accuracy"][-1] > 0.95
 
 
+def test_variable_sequence_lengths_are_refused_by_name():
+    with pytest.raises(ValueError, match="variable sizes \\(None\\) in keras.Input's shape"):
+        keras.Input(shape=(None,))
+
+
 def test_multi_head_attention_takes_keras_call_arguments_and_names_the_rest():
     query, value = keras.Input(shape=(4, 8)), keras.Input(shape=(6, 8))
     mha = layers.MultiHeadAttention(2, 4)
@@ -239,6 +244,15 @@ def test_saved_and_loaded_models_and_weights_predict_the_same_bits(tmp_path):
     reloaded = small_classifier()
     reloaded.load_weights(tmp_path / "m.weights.h5")
     np.testing.assert_array_equal(reloaded.predict(x, verbose=0), expected)
+
+
+def test_legacy_h5_model_files_are_refused_by_name(tmp_path):
+    model = small_classifier()
+    with pytest.raises(ValueError, match="legacy HDF5 model files \\(.h5\\)"):
+        model.save(tmp_path / "m.h5")  # was a saved-model folder named m.h5
+    assert not (tmp_path / "m.h5").exists()
+    with pytest.raises(ValueError, match="legacy HDF5 model files"):
+        keras.models.load_model(tmp_path / "old.hdf5")
 
 
 def test_set_weights_checks_every_array_before_changing_any():
@@ -342,3 +356,16 @@ def test_iterating_a_dataset_gives_what_a_tensorflow_program_reads():
     assert single[3] == 3
     with pytest.raises(TypeError, match="infinite"):
         len(ds.repeat())
+
+
+def test_tensors_compare_elementwise_as_tensorflow_2s():
+    """A TF program's `t == 1` (Python compared identities before: always False)."""
+    t = tf.constant([1.0, 2.0, 3.0])
+    np.testing.assert_array_equal((t == [1.0, 0.0, 3.0]).numpy(), [1, 0, 1])
+    np.testing.assert_array_equal((t != 2.0).numpy(), [1, 0, 1])
+    assert bool(tf.constant(4.0) == 4) and not bool(tf.constant(4.0) != 4)
+    assert (t == None) is False and (t != None) is True  # noqa: E711 (TensorFlow's answers)
+    v = tf.Variable([1.0, 2.0])
+    np.testing.assert_array_equal((v == [1.0, 0.0]).numpy(), [1, 0])
+    with pytest.raises(TypeError, match="unhashable"):
+        {t: 1}

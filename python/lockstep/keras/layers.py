@@ -246,6 +246,9 @@ def Input(shape=None, batch_size=None, dtype=None, name=None, **kwargs):  # noqa
         raise ValueError(f"lockstep does not support the argument {next(iter(kwargs))} of keras.Input yet")
     if shape is None:
         raise TypeError("keras.Input needs shape=")
+    if any(d is None for d in shape):
+        raise ValueError(f"lockstep does not support variable sizes (None) in keras.Input's shape yet: give every "
+                         f"size of an example, not {tuple(shape)} (pad sequences to one length)")
     return KerasTensor(_lockstep.keras_input([int(d) for d in shape], name or ""))
 
 

@@ -334,7 +334,7 @@ class Model:
     def save(self, filepath, overwrite=True, **kwargs):
         """A path ending in .keras: a Keras 3 archive; another: lockstep's saved-model folder."""
         refuse_arguments("keras.Model.save", **kwargs)
-        self._model.save(str(filepath))
+        self._model.save(_not_legacy_h5(filepath, "keras.Model.save"))
 
     def save_weights(self, filepath, overwrite=True):
         self._model.save_weights(str(filepath))
@@ -409,4 +409,14 @@ class Sequential(Model):
 
 def load_model(filepath, custom_objects=None, compile=True, safe_mode=True):  # noqa: A002 (Keras' name)
     refuse_arguments("keras.models.load_model", custom_objects=custom_objects)
-    return Model(_lockstep.load_model(str(filepath)))
+    return Model(_lockstep.load_model(_not_legacy_h5(filepath, "keras.models.load_model")))
+
+
+def _not_legacy_h5(filepath, qualname):
+    """A whole model in Keras 2's HDF5 file (.h5): refused by name, where lockstep's saved-model
+    folder would have been written under that file's name."""
+    path = str(filepath)
+    if path.lower().endswith((".h5", ".hdf5")):
+        raise ValueError(f"{qualname}: lockstep does not support Keras' legacy HDF5 model files (.h5) yet; use a "
+                         f".keras file (save_weights / load_weights take .weights.h5)")
+    return path
