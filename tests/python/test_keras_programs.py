@@ -178,6 +178,20 @@ def test_transformer_block_classifier_learns_whether_a_token_occurs():
     assert history.history["val_accuracy"][-1] > 0.95
 
 
+def test_a_sequential_built_with_add_starts_from_keras_input():
+    keras.utils.set_random_seed(3)
+    built = keras.Sequential()
+    built.add(keras.Input(shape=(4,)))
+    built.add(layers.Dense(3))
+    keras.utils.set_random_seed(3)
+    listed = keras.Sequential([keras.Input(shape=(4,)), layers.Dense(3)])
+    assert built.output_shape == (None, 3) and [layer.name for layer in built.layers] == ["dense"]
+    x = np.ones((2, 4), np.float32)
+    np.testing.assert_array_equal(built.predict(x, verbose=0), listed.predict(x, verbose=0))
+    with pytest.raises(ValueError, match="a keras.Input can only be the first"):
+        built.add(keras.Input(shape=(3,)))
+
+
 def test_variable_sequence_lengths_are_refused_by_name():
     with pytest.raises(ValueError, match="variable sizes \\(None\\) in keras.Input's shape"):
         keras.Input(shape=(None,))

@@ -400,6 +400,12 @@ class Sequential(Model):
         return [Layer(layer) for layer in (made[1:] if made and made[0].class_name == "InputLayer" else made)]
 
     def add(self, layer):
+        """Keras' model.add(layer); model.add(keras.Input(shape)) first, as Keras 3's guides begin."""
+        if isinstance(layer, KerasTensor) and layer._tensor.is_input:
+            if self._model.layers:
+                raise ValueError("keras.Sequential.add: a keras.Input can only be the first thing added")
+            _lockstep.sequential_add(self._model, layer._tensor.layer)
+            return
         if not isinstance(layer, Layer):
             raise ValueError(f"keras.Sequential.add: not a lockstep layer: {layer!r}")
         if not self._model.layers and layer._input_shape is not None and layer._layer.class_name != "InputLayer":
