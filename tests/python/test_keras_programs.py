@@ -145,6 +145,10 @@ def test_what_a_model_of_several_inputs_and_outputs_refuses_is_named():
         model.fit([a, b, b], [cls, reg], verbose=0)
     with pytest.raises(ValueError, match="missing reg"):
         model.fit([a, b], {"cls": cls}, verbose=0)
+    with pytest.raises(ValueError, match="expected a numeric array, got str"):
+        model.fit([a, "b"], [cls, reg], verbose=0)
+    with pytest.raises(ValueError, match="calling model 'functional' of several inputs or outputs"):
+        model([a, b])
     with pytest.raises(ValueError, match="nested structures in tf.data.Dataset.from_tensor_slices"):
         tf.data.Dataset.from_tensor_slices(((a, b), (cls, reg)))
     one = keras.Sequential([keras.Input(shape=(8,)), layers.Dense(1)])
@@ -208,6 +212,8 @@ def test_multi_head_attention_takes_keras_call_arguments_and_names_the_rest():
     changed = x.copy()
     changed[:, 3] += 1.0  # the last position: causal attention hides it from every earlier one
     np.testing.assert_array_equal(model.predict(x, verbose=0)[:, :3], model.predict(changed, verbose=0)[:, :3])
+    with pytest.raises(NotImplementedError, match="calling keras.layers.MultiHeadAttention on anything but"):
+        layers.MultiHeadAttention(2, 4)(query, value, attention_mask=np.ones((1, 4, 6)))
     with pytest.raises(ValueError, match="return_attention_scores=True of keras.layers.MultiHeadAttention.__call__"):
         layers.MultiHeadAttention(2, 4)(query, value, return_attention_scores=True)
     with pytest.raises(ValueError, match="training=False of keras.layers.Dropout.__call__"):

@@ -176,8 +176,8 @@ class Layer:
             raise TypeError(f"{qualname} needs query and value")
         tensors = [given[name] for name in names if name in given]
         if not all(isinstance(t, KerasTensor) for t in tensors) or not (mask is None or isinstance(mask, KerasTensor)):
-            raise NotImplementedError(f"lockstep does not support calling {qualname[:-10]} on anything but "
-                                      f"KerasTensors yet (the functional API)")
+            raise NotImplementedError(f"lockstep does not support calling keras.layers.{self._layer.class_name} on "
+                                      f"anything but KerasTensors yet (the functional API)")
         return KerasTensor(_lockstep.call_attention(self._layer, [t._tensor for t in tensors], bool(causal),
                                                     None if mask is None else mask._tensor))
 

@@ -312,6 +312,9 @@ class Model:
         """Keras' model(x, training=...): one batch forward, a tf.Tensor (recorded by a GradientTape
         open on this thread; inside strategy.run on the replica's copies of the weights)."""
         refuse_arguments("keras.Model.__call__", mask=mask)
+        if self._several():
+            raise ValueError(f"lockstep does not support calling model '{self.name}' of several inputs or outputs yet; "
+                             f"use predict (a list or dict of arrays)")
         return _lockstep.model_call(self._model, inputs, bool(training))
 
     @property
