@@ -128,6 +128,41 @@ def test_dict_outputs_predict_a_dict_and_a_flat_dataset_trains_them():
     assert sorted(predicted) == ["label", "value"] and predicted["label"].shape == (4, 2)
 
 
+def test_nested_datasets_train_a_model_of_several_inputs_and_outputs_as_its_arrays_do():
+    """Keras' tf.data form of a two-input, two-output program: elements ((inputs), {targets})."""
+    a, b, cls, reg = two_by_two_data(256)
+    runs = []
+    for source in ("arrays", "dataset"):
+        features, extra, out_cls, out_reg = two_by_two(4)
+        model = keras.Model({"features": features, "extra": extra}, [out_cls, out_reg])
+        model.compile(optimizer="adam", loss={"cls": "sparse_categorical_crossentropy", "reg": "mse"},
+                      metrics={"cls": ["accuracy"]})
+        if source == "arrays":
+            history = model.fit({"features": a, "extra": b}, [cls, reg], batch_size=32, shuffle=False, verbose=0)
+        else:
+            ds = tf.data.Dataset.from_tensor_slices(({"features": a, "extra": b}, (cls, reg))).batch(32)
+            history = model.fit(ds, verbose=0)
+            predicted = model.predict(ds, verbose=0)  # (inputs, targets) elements: predict reads the inputs
+            np.testing.assert_array_equal(predicted[1], model.predict({"features": a, "extra": b}, verbose=0)[1])
+        runs.append((history.history["loss"], model.get_weights()))
+    assert runs[0][0] == runs[1][0]
+    for x, y in zip(runs[0][1], runs[1][1]):
+        np.testing.assert_array_equal(x, y)
+
+
+def test_nested_dataset_elements_come_back_nested_and_map_takes_them():
+    a, b = np.arange(6, dtype=np.float32).reshape(3, 2), np.arange(3, dtype=np.int32)
+    ds = tf.data.Dataset.from_tensor_slices(({"y": a, "x": b}, (b, a)))
+    first = next(iter(ds))
+    assert sorted(first[0]) == ["x", "y"] and first[0]["x"] == 0
+    np.testing.assert_array_equal(first[1][1].numpy(), [0, 1])
+    doubled = ds.map(lambda inputs, targets: ({"sum": inputs["y"] * 2.0}, targets[0]))
+    element = list(doubled.as_numpy_iterator())[2]
+    np.testing.assert_array_equal(element[0]["sum"], [8, 10])
+    assert element[1] == 2
+    assert next(iter(tf.data.Dataset.from_tensor_slices({"only": b}).batch(3)))["only"].shape == (3,)
+
+
 def test_what_a_model_of_several_inputs_and_outputs_refuses_is_named():
     a, b, cls, reg = two_by_two_data(64)
     features, extra, out_cls, out_reg = two_by_two(1)
@@ -149,8 +184,16 @@ def test_what_a_model_of_several_inputs_and_outputs_refuses_is_named():
         model.fit([a, "b"], [cls, reg], verbose=0)
     with pytest.raises(ValueError, match="calling model 'functional' of several inputs or outputs"):
         model([a, b])
-    with pytest.raises(ValueError, match="nested structures in tf.data.Dataset.from_tensor_slices"):
-        tf.data.Dataset.from_tensor_slices(((a, b), (cls, reg)))
+    # A dict is flat in its keys' order, not the list model's (features, extra): named, not silently swapped.
+    swapped = tf.data.Dataset.from_tensor_slices(({"features": a, "extra": b}, (cls, reg))).batch(8)
+    with pytest.raises(ValueError, match="give them as a tuple in the model's order"):
+        model.fit(swapped, verbose=0)
+    mapped = tf.data.Dataset.from_tensor_slices((a, b, cls, reg)).map(
+        lambda x1, x2, y1, y2: ({"features": x1, "extra": x2}, (y1, y2))).batch(8)
+    with pytest.raises(ValueError, match="give them as a tuple in the model's order"):
+        model.fit(mapped, verbose=0)  # checked at the map's first element
+    with pytest.raises(ValueError, match="the dataset's dict has cls, rgr; the model's entries are cls, reg"):
+        model.evaluate(tf.data.Dataset.from_tensor_slices(((a, b), {"cls": cls, "rgr": reg})).batch(8), verbose=0)
     one = keras.Sequential([keras.Input(shape=(8,)), layers.Dense(1)])
     with pytest.raises(ValueError, match="loss_weights"):
         one.compile(optimizer="adam", loss="mse", loss_weights=[0.5])

@@ -198,10 +198,45 @@ class Model:
             value = next(iter(value.values()))
         return host_array(value, what)
 
+    def _check_nesting(self, spec, structure, what):
+        """A dataset element's inputs or targets, nested (a dict, a tuple), against the model's: its
+        flat order (a dict's sorted keys) must be the model's, else the components would silently
+        reach the wrong inputs or outputs."""
+        if spec is None or spec == "single":
+            return
+        if any(child is not None for child in spec[-1]):
+            raise ValueError(f"{what}: lockstep does not support dataset elements nested more than (inputs, targets) "
+                             f"of tuples or dicts of tensors yet")
+        names = structure[1]
+        if spec[0] == "dict" and spec[1] != names:
+            if sorted(spec[1]) != sorted(names):
+                raise ValueError(f"{what}: the dataset's dict has {', '.join(spec[1])}; the model's entries are "
+                                 f"{', '.join(names)}")
+            raise ValueError(f"{what}: the dataset's dict is flat in its keys' order ({', '.join(spec[1])}), the "
+                             f"model takes {', '.join(names)}: give them as a tuple in the model's order")
+
+    def _check_dataset(self, ds, what, targets=True):
+        """Where a dataset's elements are nested ((inputs, targets) of dicts or tuples), that each part
+        is flat in the order the model takes its inputs and outputs (a map's elements: at its first)."""
+        ds.when_structure_known(lambda structure: self._check_structure(structure, what, targets))
+
+    def _check_structure(self, structure, what, targets):
+        if structure in ("single", "tuple"):
+            return  # flat: the C++ side checks counts and shapes
+        if not targets:  # predict: the inputs, or (inputs, targets) as fit's
+            nested_pair = structure[0] == "tuple" and any(child is not None for child in structure[1])
+            self._check_nesting(structure[1][0] if nested_pair else structure, self._model.input_structure, what)
+            return
+        if structure[0] != "tuple" or len(structure[1]) != 2:
+            raise ValueError(f"{what}: a dataset of nested elements must yield (inputs, targets)")
+        self._check_nesting(structure[1][0], self._model.input_structure, what + " inputs")
+        self._check_nesting(structure[1][1], self._model.output_structure, what + " targets")
+
     def _dataset(self, x, y, batch_size, what):
         if isinstance(x, Dataset):
             if y is not None:
                 raise ValueError(f"{what}: y must not be given when x is a tf.data.Dataset (it yields (x, y))")
+            self._check_dataset(x, what)
             return x._ds
         if y is None:
             raise ValueError(f"{what}: y is missing (lockstep trains on (x, y) arrays or a tf.data.Dataset)")
@@ -229,6 +264,7 @@ class Model:
         o.callbacks = _callbacks(callbacks, self)
         if validation_data is not None:
             if isinstance(validation_data, Dataset):
+                self._check_dataset(validation_data, "keras.Model.fit validation_data")
                 o.validation_data = validation_data._ds
             else:
                 if len(validation_data) == 3 and validation_data[2] is not None:
@@ -289,6 +325,7 @@ class Model:
             return self._model.predict_arrays(self._one_array(x, "keras.Model.predict x"), _batch_size(batch_size),
                                               _steps(steps))
         if isinstance(x, Dataset):
+            self._check_dataset(x, "keras.Model.predict", targets=False)
             outputs = self._model.predict_dataset_outputs(x._ds, _steps(steps))
         else:
             outputs = self._model.predict_arrays_list(
