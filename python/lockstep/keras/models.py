@@ -114,6 +114,22 @@ class Model:
     def layers(self):
         return [Layer(layer) for layer in self._model.layers]
 
+    def get_layer(self, name=None, index=None):
+        """Keras' model.get_layer(name) or (index=i): a layer of model.layers."""
+        found = self.layers
+        if (name is None) == (index is None):
+            raise ValueError("keras.Model.get_layer: give a name or an index (one of them)")
+        if index is not None:
+            if not -len(found) <= int(index) < len(found):
+                raise ValueError(f"keras.Model.get_layer: index {index} is outside the {len(found)} layers of "
+                                 f"model '{self.name}'")
+            return found[int(index)]
+        for layer in found:
+            if layer.name == name:
+                return layer
+        raise ValueError(f"keras.Model.get_layer: model '{self.name}' has no layer '{name}' (it has "
+                         f"{', '.join(layer.name for layer in found)})")
+
     @property
     def metrics_names(self):
         return self._model.metrics_names
