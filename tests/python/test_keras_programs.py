@@ -163,6 +163,22 @@ def test_nested_dataset_elements_come_back_nested_and_map_takes_them():
     assert next(iter(tf.data.Dataset.from_tensor_slices({"only": b}).batch(3)))["only"].shape == (3,)
 
 
+def test_a_model_of_one_output_takes_its_arguments_in_every_keras_form():
+    x, y = np.linspace(0, 1, 24, dtype=np.float32).reshape(8, 3), np.ones((8, 1), np.float32)
+    logs = []
+    for outputs_form in ("one", "list", "dict"):
+        keras.utils.set_random_seed(5)
+        inputs = keras.Input(shape=(3,), name="x")
+        out = layers.Dense(1, name="v")(inputs)
+        model = keras.Model(inputs, {"one": out, "list": [out], "dict": {"v": out}}[outputs_form])
+        for loss, metrics in (("mse", ["mae"]), ({"v": "mse"}, {"v": ["mae"]}), (["mse"], [["mae"]])):
+            model.compile(optimizer="sgd", loss=loss, metrics=metrics)
+            logs.append(model.evaluate([x], [y], verbose=0, return_dict=True))
+        predicted = model.predict(x, verbose=0)
+        assert isinstance(predicted, dict) if outputs_form == "dict" else predicted.shape == (8, 1)
+    assert all(entry == logs[0] for entry in logs) and sorted(logs[0]) == ["loss", "mae"]
+
+
 def test_what_a_model_of_several_inputs_and_outputs_refuses_is_named():
     a, b, cls, reg = two_by_two_data(64)
     features, extra, out_cls, out_reg = two_by_two(1)

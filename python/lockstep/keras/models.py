@@ -164,9 +164,14 @@ class Model:
         if loss is None:
             raise ValueError("keras.Model.compile: lockstep needs a loss")
         outputs = self._model.output_structure[1]
-        if self._model.output_structure[0] == "one":
+        if len(outputs) == 1:  # one tensor, or a list or dict of one: Keras takes either form of each
+            loss = _per_output(loss, outputs, "loss").get(outputs[0], loss) if isinstance(loss, (dict, list, tuple)) \
+                else loss
+            if isinstance(metrics, dict) or (metrics and all(isinstance(m, (list, tuple)) for m in metrics)):
+                metrics = _per_output(metrics, outputs, "metrics").get(outputs[0])
             if isinstance(loss, (dict, list, tuple)):
-                raise ValueError(f"keras.Model.compile: the model has one output; give one loss, not {loss!r}")
+                raise ValueError(f"keras.Model.compile: the model has one output, '{outputs[0]}'; give it one loss, "
+                                 f"not {loss!r}")
             refuse_arguments("keras.Model.compile of a model of one output", loss_weights=loss_weights)
             self._model.compile(optimizers.get(optimizer), losses.get(loss), _metric_list(metrics))
         else:
@@ -212,6 +217,8 @@ class Model:
         """x or y of a model of one input and one output (a list or dict of one array is taken too)."""
         if isinstance(value, dict) and len(value) == 1:
             value = next(iter(value.values()))
+        elif isinstance(value, (list, tuple)) and len(value) == 1 and hasattr(value[0], "shape"):
+            value = value[0]  # [x]: a list of one array (a list of one list of numbers is one example)
         return host_array(value, what)
 
     def _check_nesting(self, spec, structure, what):
@@ -335,11 +342,15 @@ class Model:
     def predict(self, x, batch_size=None, verbose="auto", steps=None, callbacks=None):
         """An array, or for a model of several outputs a list or dict of them, as its outputs are."""
         refuse_arguments("keras.Model.predict", callbacks=callbacks or None)
+        form, names = self._model.output_structure
         if not self._several():
             if isinstance(x, Dataset):
-                return self._model.predict_dataset(x._ds, _steps(steps))
-            return self._model.predict_arrays(self._one_array(x, "keras.Model.predict x"), _batch_size(batch_size),
-                                              _steps(steps))
+                self._check_dataset(x, "keras.Model.predict", targets=False)
+                out = self._model.predict_dataset(x._ds, _steps(steps))
+            else:
+                out = self._model.predict_arrays(self._one_array(x, "keras.Model.predict x"), _batch_size(batch_size),
+                                                 _steps(steps))
+            return {names[0]: out} if form == "dict" else out  # a list of one: the array, as before
         if isinstance(x, Dataset):
             self._check_dataset(x, "keras.Model.predict", targets=False)
             outputs = self._model.predict_dataset_outputs(x._ds, _steps(steps))
@@ -347,7 +358,6 @@ class Model:
             outputs = self._model.predict_arrays_list(
                 self._flat_arrays(x, self._model.input_structure, "keras.Model.predict x"), _batch_size(batch_size),
                 _steps(steps))
-        form, names = self._model.output_structure
         if form == "dict":
             return dict(zip(names, outputs))
         return outputs if form == "list" else outputs[0]
