@@ -30,8 +30,9 @@ def host_array(value, what):
         a = a.astype(np.float32)
     elif a.dtype == np.bool_:
         a = a.astype(np.uint8)
-    if a.dtype == object:
-        raise ValueError(f"{what}: expected a numeric array, got objects of type {type(value).__name__}")
+    if a.dtype == object or a.dtype.kind in "USV":  # objects, strings, bytes, raw records
+        raise ValueError(f"{what}: expected a numeric array, got {a.dtype.name if a.dtype != object else 'objects'} "
+                         f"of type {type(value).__name__}")
     return np.require(a, requirements="C")  # (np.ascontiguousarray would make a scalar 1-D)
 
 

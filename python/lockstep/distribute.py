@@ -3,7 +3,7 @@ import contextlib
 
 from . import _lockstep
 from ._support import refuse_arguments, unsupported_getattr
-from .data import Dataset
+from .data import Dataset, pack
 
 __getattr__ = unsupported_getattr("tf.distribute")
 InputContext = _lockstep.InputContext  # what distribute_datasets_from_function's function gets
@@ -51,7 +51,7 @@ class DistributedValues:
         self._structure = structure
 
     def _slice(self, components):
-        return tuple(components) if self._structure == "tuple" else components[0]
+        return pack(self._structure, components)
 
 
 def running_strategy():

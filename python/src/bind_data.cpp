@@ -100,6 +100,8 @@ void bind_data(nb::module_& m) {
       .def("cardinality", &Dataset::cardinality)
       .def("__iter__", [](const Dataset& ds) { return ElementIterator(ds); });
   m.attr("AUTOTUNE") = data::kAutotune;
+  m.attr("INFINITE_CARDINALITY") = data::kInfiniteCardinality;
+  m.attr("UNKNOWN_CARDINALITY") = data::kUnknownCardinality;
 
   m.def("mnist_load_data", [](std::optional<std::string> dir) {
     return train_test_arrays(dir ? datasets::mnist::load_data(*dir) : datasets::mnist::load_data());

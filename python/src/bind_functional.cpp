@@ -1,5 +1,7 @@
-// Keras' functional API: keras.Input, a layer called on a KerasTensor, keras.Model(inputs, outputs)
-// (one input and one output, as lockstep's Functional).
+// Keras' functional API: keras.Input, a layer called on KerasTensors (one, a list for merge layers,
+// or MultiHeadAttention's query and value with its keyword arguments), keras.Model(inputs, outputs)
+// of one tensor, a list or a dict each (lockstep's Functional and its Structure).
+#include <nanobind/stl/map.h>
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/shared_ptr.h>
 #include <nanobind/stl/string.h>
@@ -9,6 +11,24 @@
 #include "lockstep/training/functional.hpp"
 
 namespace lockstep::python {
+
+namespace {
+// Python's side flattens a model's inputs or outputs (keras/models.py): "one" (a single tensor),
+// "list", or "dict" (the tensors under `keys`, in any order: KerasTensors sorts them).
+KerasTensors keras_tensors(const std::string& form, const std::vector<KerasTensor>& flat,
+                           const std::vector<std::string>& keys) {
+  if (form == "one") {
+    LOCKSTEP_CHECK(flat.size() == 1, "keras.Model: one tensor expected, got ", flat.size());
+    return KerasTensors(flat.front());
+  }
+  if (form == "list") return KerasTensors(flat);
+  LOCKSTEP_CHECK(form == "dict" && keys.size() == flat.size(), "keras.Model: a structure of form '", form, "' with ",
+                 keys.size(), " keys for ", flat.size(), " tensors");
+  std::map<std::string, KerasTensor> dict;
+  for (std::size_t i = 0; i < flat.size(); ++i) dict.emplace(keys[i], flat[i]);
+  return KerasTensors(dict);
+}
+}  // namespace
 
 void bind_functional(nb::module_& m) {
   nb::class_<KerasTensor>(m, "KerasTensor")
@@ -22,8 +42,19 @@ void bind_functional(nb::module_& m) {
   m.def("call_layer_on_list", [](const layers::LayerPtr& layer, const std::vector<KerasTensor>& xs) {
     return call(layer, xs);
   });
-  m.def("functional", [](const KerasTensor& inputs, const KerasTensor& outputs, const std::string& name) {
-    return std::shared_ptr<Model>(std::make_shared<Functional>(inputs, outputs, name));
+  // mha(query, value[, key], attention_mask=..., use_causal_mask=...).
+  m.def("call_attention", [](const layers::LayerPtr& layer, const std::vector<KerasTensor>& xs, bool use_causal_mask,
+                             std::optional<KerasTensor> attention_mask) {
+    return call(layer, xs, CallKwargs{.use_causal_mask = use_causal_mask,
+                                      .attention_mask = attention_mask ? &*attention_mask : nullptr});
+  });
+  m.def("functional", [](const std::string& inputs_form, const std::vector<KerasTensor>& inputs,
+                         const std::vector<std::string>& input_keys, const std::string& outputs_form,
+                         const std::vector<KerasTensor>& outputs, const std::vector<std::string>& output_keys,
+                         const std::string& name) {
+    return std::shared_ptr<Model>(std::make_shared<Functional>(keras_tensors(inputs_form, inputs, input_keys),
+                                                               keras_tensors(outputs_form, outputs, output_keys),
+                                                               name));
   });
 }
 

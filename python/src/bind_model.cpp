@@ -96,6 +96,24 @@ losses::LossPtr make_loss(const std::string& name, bool from_logits) {
   return losses::get(name);
 }
 
+// A model's inputs or outputs for Python: ("one" | "list" | "dict", names in flat order).
+nb::tuple structure_tuple(const Structure& st) {
+  const char* form = st.form == Structure::Form::kOne ? "one" : st.form == Structure::Form::kList ? "list" : "dict";
+  return nb::make_tuple(form, st.names);
+}
+
+std::vector<Tensor> tensors_from_arrays(const std::vector<HostArray>& arrays, const char* what) {
+  std::vector<Tensor> out;
+  for (const auto& a : arrays) out.push_back(tensor_from_array(a, what));
+  return out;
+}
+
+nb::list arrays_from_tensors(const std::vector<Tensor>& tensors) {
+  nb::list out;
+  for (const auto& t : tensors) out.append(array_from_tensor(t));
+  return out;
+}
+
 nb::dict history_dict(const History& h) {
   nb::dict d;
   for (const auto& [key, values] : h.history) d[key.c_str()] = nb::cast(values);
@@ -261,6 +279,43 @@ void bind_fit(nb::class_<Model>& model) {
         nb::gil_scoped_acquire acquire;
         return nb::make_tuple(h.epoch, history_dict(h));
       })
+      // Several inputs and outputs: one array per input and per target, in the structures' flat order.
+      .def("fit_arrays_list", [](Model& m, const std::vector<HostArray>& xs, const std::vector<HostArray>& ys,
+                                 const FitOptions& o) {
+        const std::vector<Tensor> tx = tensors_from_arrays(xs, "fit x"), ty = tensors_from_arrays(ys, "fit y");
+        const StopOnSigint stop_on_sigint;
+        nb::gil_scoped_release release;
+        const History h = m.fit(tx, ty, o);
+        nb::gil_scoped_acquire acquire;
+        return nb::make_tuple(h.epoch, history_dict(h));
+      })
+      .def("evaluate_arrays_list", [](Model& m, const std::vector<HostArray>& xs, const std::vector<HostArray>& ys,
+                                      std::int64_t batch_size, std::int64_t steps, int verbose,
+                                      const std::vector<CallbackPtr>& callbacks) {
+        const std::vector<Tensor> tx = tensors_from_arrays(xs, "evaluate x");
+        const std::vector<Tensor> ty = tensors_from_arrays(ys, "evaluate y");
+        nb::gil_scoped_release release;
+        return m.evaluate(tx, ty, EvaluateOptions{.batch_size = batch_size, .steps = steps, .verbose = verbose,
+                                                  .callbacks = callbacks});
+      })
+      .def("predict_arrays_list", [](Model& m, const std::vector<HostArray>& xs, std::int64_t batch_size,
+                                     std::int64_t steps) {
+        const std::vector<Tensor> tx = tensors_from_arrays(xs, "predict x");
+        std::vector<Tensor> out;
+        {
+          nb::gil_scoped_release release;
+          out = m.predict(tx, PredictOptions{.batch_size = batch_size, .steps = steps});
+        }
+        return arrays_from_tensors(out);
+      })
+      .def("predict_dataset_outputs", [](Model& m, const data::Dataset& ds, std::int64_t steps) {
+        std::vector<Tensor> out;
+        {
+          nb::gil_scoped_release release;
+          out = m.predict_outputs(ds, PredictOptions{.steps = steps});
+        }
+        return arrays_from_tensors(out);
+      })
       .def("evaluate_dataset", [](Model& m, const data::Dataset& ds, std::int64_t steps, int verbose,
                                   const std::vector<CallbackPtr>& callbacks) {
         nb::gil_scoped_release release;
@@ -297,6 +352,8 @@ void bind_model(nb::module_& m) {
   nb::class_<layers::Layer>(m, "Layer")
       .def_prop_ro("name", &layers::Layer::name)
       .def_prop_ro("class_name", &layers::Layer::class_name)
+      .def_prop_ro("keras_positional_call", &layers::Layer::keras_positional_call)
+      .def_prop_ro("variables", [](const layers::Layer& l) { return l.variables(); })
       .def("get_config", [](const layers::Layer& l) { return l.get_config().dump(); });
   m.def("make_layer", &make_layer, nb::arg("class_name"), nb::arg("config_json"));
   m.def("input_layer", [](const std::vector<std::int64_t>& shape) { return layers::Input(Shape(shape)); });
@@ -323,6 +380,8 @@ void bind_model(nb::module_& m) {
         for (const auto& metric : mo.metrics()) names.push_back(metric->name());
         return names;
       })
+      .def_prop_ro("input_structure", [](const Model& mo) { return structure_tuple(mo.input_structure()); })
+      .def_prop_ro("output_structure", [](const Model& mo) { return structure_tuple(mo.output_structure()); })
       .def_prop_ro("input_shape", [](const Model& mo) { return mo.input_shape().dims(); })
       .def_prop_ro("output_shape", [](const Model& mo) { return mo.output_shape().dims(); })
       .def_prop_ro("optimizer", &Model::optimizer)
@@ -340,6 +399,14 @@ void bind_model(nb::module_& m) {
           made.push_back(std::holds_alternative<std::string>(g) ? metrics::get(std::get<std::string>(g), loss->name())
                                                                 : std::get<metrics::MetricPtr>(g));
         mo.compile(opt, loss, std::move(made));
+      })
+      // A model of several outputs: losses, metric names and loss weights by output name ("" for one
+      // loss of every output).
+      .def("compile_outputs", [](Model& mo, const optimizers::OptimizerPtr& opt,
+                                 const std::map<std::string, losses::LossPtr>& losses,
+                                 const std::map<std::string, std::vector<std::string>>& metrics,
+                                 const std::map<std::string, double>& loss_weights) {
+        mo.compile(opt, losses, metrics, loss_weights);
       })
       .def_prop_rw(
           "jit_compile", [](const Model& mo) { return std::string(jit_compile_name(mo.jit_compile())); },

@@ -70,6 +70,19 @@ void def_arithmetic(nb::class_<Self>& c) {
       .def("__ge__", binary<Self>([](const Tensor& a, const Tensor& b) { return greater_equal(a, b); }))
       .def("__neg__", [](const Self& a) { nb::gil_scoped_release r; return neg(value_of(a)); })
       .def("__pow__", [](const Self& a, float p) { nb::gil_scoped_release r; return pow_scalar(value_of(a), p); });
+  // == and != elementwise, as TensorFlow 2's (Python's default compared identities: `t == 1` was
+  // False whatever t held); against None they are False and True, as there. A tensor is then
+  // unhashable, as TensorFlow's.
+  const auto compare = [](auto f, bool none_result) {
+    return [f, none_result](const Self& self, nb::handle other) -> nb::object {
+      if (other.is_none()) return nb::bool_(none_result);
+      return nb::cast(binary<Self>(f)(self, other));
+    };
+  };
+  c.def("__eq__", compare([](const Tensor& a, const Tensor& b) { return equal(a, b); }, false), nb::arg().none())
+      .def("__ne__", compare([](const Tensor& a, const Tensor& b) { return not_equal(a, b); }, true),
+           nb::arg().none());
+  c.attr("__hash__") = nb::none();
 }
 
 template <typename F>

@@ -7,8 +7,10 @@ registry has but this table lacks (a newly added layer) is still reachable with 
 """
 import json
 
+import numpy as np
+
 from .. import _lockstep
-from .._support import unsupported_getattr
+from .._support import refuse_arguments, unsupported_getattr
 
 _unsupported = unsupported_getattr("tf.keras.layers")
 
@@ -18,6 +20,9 @@ _CONV = {"strides": (1, 1), "padding": "valid", "dilation_rate": (1, 1), "activa
 _POOL = {"pool_size": (2, 2), "strides": None, "padding": "valid", **_IMAGE}
 _NORM = {"axis": -1, "epsilon": 1e-3, "center": True, "scale": True, "beta_initializer": "zeros",
          "gamma_initializer": "ones"}
+
+# An optional argument whose default the C++ layer's from_config has (Keras' own): left out of the config.
+_LAYERS_DEFAULT = object()
 
 # class name: (positional argument names, Keras' defaults)
 _SIGNATURES = {
@@ -41,6 +46,16 @@ _SIGNATURES = {
                             "moving_variance_initializer": "ones"}),
     "LayerNormalization": (("axis", "epsilon"), dict(_NORM)),
     "Add": ((), {}),
+    "Concatenate": (("axis",), {"axis": _LAYERS_DEFAULT}),
+    "Dot": (("axes", "normalize"), {"normalize": _LAYERS_DEFAULT}),
+    "Softmax": (("axis",), {"axis": _LAYERS_DEFAULT}),
+    "Embedding": (("input_dim", "output_dim", "embeddings_initializer"), {"embeddings_initializer": _LAYERS_DEFAULT}),
+    "GlobalAveragePooling1D": (("data_format",), {"data_format": _LAYERS_DEFAULT}),
+    "RepeatVector": (("n",), {}),
+    "Permute": (("dims",), {}),
+    "MultiHeadAttention": (("num_heads", "key_dim", "value_dim", "dropout", "use_bias", "output_shape"),
+                           {k: _LAYERS_DEFAULT for k in ("value_dim", "dropout", "use_bias", "output_shape")}),
+    "PositionEmbedding": (("sequence_length",), {}),
 }
 
 
@@ -50,6 +65,34 @@ def _jsonable(value):
     if hasattr(value, "item"):  # NumPy scalars
         return value.item()
     return value
+
+
+_NUMPY_DTYPES = ("float32", "float16", "int32", "int64", "uint8")
+
+
+def assign_weights(qualname, owner, variables, weights):
+    """Keras' set_weights: every variable from an array of its shape, all checked before any is
+    assigned (on every replica of a mirrored variable)."""
+    weights = list(weights)
+    if len(weights) != len(variables):
+        raise ValueError(f"{qualname}: '{owner}' has {len(variables)} weights, got {len(weights)}")
+    arrays = []
+    for v, w in zip(variables, weights):
+        a = np.asarray(w)
+        if tuple(a.shape) != tuple(v.shape):
+            raise ValueError(f"{qualname}: weight '{v.name}' has shape {tuple(v.shape)}, got an array of shape "
+                             f"{a.shape}")
+        arrays.append(a.astype(v.dtype) if v.dtype in _NUMPY_DTYPES else a)
+    for v, a in zip(variables, arrays):
+        v.assign(a)
+
+
+def refuse_frozen(qualname, trainable):
+    """Keras' freezing (layer.trainable = False): lockstep trains every variable a layer has, so a
+    frozen layer would still train; refused by name."""
+    if not trainable:
+        raise ValueError(f"lockstep does not support {qualname}.trainable = False (freezing) yet: fit trains every "
+                         f"weight")
 
 
 class Layer:
@@ -66,19 +109,77 @@ class Layer:
     def get_config(self):
         return json.loads(self._layer.get_config())
 
-    def __call__(self, inputs, *args, **kwargs):
+    @property
+    def weights(self):
+        """Keras' layer.weights: its variables (tf.Variable), in the order Keras gives them."""
+        return list(self._layer.variables)
+
+    variables = weights
+
+    def get_weights(self):
+        return [v.numpy() for v in self.weights]
+
+    def set_weights(self, weights):
+        assign_weights(f"keras.layers.{self._layer.class_name}.set_weights", self.name, self.weights, weights)
+
+    @property
+    def trainable(self):
+        return True
+
+    @trainable.setter
+    def trainable(self, value):
+        refuse_frozen(f"keras.layers.{self._layer.class_name}", value)
+
+    def __call__(self, *args, **kwargs):
         """The functional API: called on a KerasTensor (keras.Input or a layer's output), or on a list
-        of them (merge layers), gives the KerasTensor of its output."""
-        if args or kwargs:
-            raise ValueError(f"lockstep does not support further arguments of keras.layers."
-                             f"{self._layer.class_name}.__call__ yet")
+        of them (merge layers), gives the KerasTensor of its output. MultiHeadAttention takes Keras'
+        mha(query, value[, key], attention_mask=..., use_causal_mask=...)."""
+        class_name = self._layer.class_name
+        training = kwargs.pop("training", None)
+        if training is not None:  # False too: a layer fixed in inference mode inside fit (Keras' freezing)
+            raise ValueError(f"lockstep does not support the argument training={training!r} of keras.layers."
+                             f"{class_name}.__call__ yet: fit runs every layer in training mode, evaluate and "
+                             f"predict in inference mode")
+        if self._layer.keras_positional_call:
+            return self._call_attention(args, kwargs)
+        if len(args) != 1 or kwargs:
+            extra = next(iter(kwargs)) if kwargs else "a second positional argument"
+            raise ValueError(f"lockstep does not support {extra} in keras.layers.{class_name}.__call__ yet")
+        inputs = args[0]
         if isinstance(inputs, KerasTensor):
             return KerasTensor(_lockstep.call_layer(self._layer, inputs._tensor))
         if isinstance(inputs, (list, tuple)) and inputs and all(isinstance(x, KerasTensor) for x in inputs):
             return KerasTensor(_lockstep.call_layer_on_list(self._layer, [x._tensor for x in inputs]))
-        raise NotImplementedError(f"lockstep does not support calling keras.layers.{self._layer.class_name} on "
+        raise NotImplementedError(f"lockstep does not support calling keras.layers.{class_name} on "
                                   f"{type(inputs).__name__} yet: only on keras.Input's KerasTensors (the functional "
                                   f"API); call the model on tensors instead")
+
+    def _call_attention(self, args, kwargs):
+        """Keras' MultiHeadAttention.__call__(query, value, key=None, ..., attention_mask=None,
+        use_causal_mask=False); the per-tensor masks and return_attention_scores are refused by name."""
+        qualname = f"keras.layers.{self._layer.class_name}.__call__"
+        names = ("query", "value", "key")
+        if len(args) > len(names):
+            raise TypeError(f"{qualname} takes at most 3 positional arguments (query, value, key), got {len(args)}")
+        given = dict(zip(names, args))
+        for name in names:
+            if name in kwargs:
+                if name in given:
+                    raise TypeError(f"{qualname} got two values for argument '{name}'")
+                given[name] = kwargs.pop(name)
+        mask = kwargs.pop("attention_mask", None)
+        causal = kwargs.pop("use_causal_mask", False)
+        refuse_arguments(qualname, **kwargs)  # query_mask, value_mask, key_mask, return_attention_scores
+        if given.get("key") is None:
+            given.pop("key", None)
+        if "query" not in given or "value" not in given:
+            raise TypeError(f"{qualname} needs query and value")
+        tensors = [given[name] for name in names if name in given]
+        if not all(isinstance(t, KerasTensor) for t in tensors) or not (mask is None or isinstance(mask, KerasTensor)):
+            raise NotImplementedError(f"lockstep does not support calling keras.layers.{self._layer.class_name} on "
+                                      f"anything but KerasTensors yet (the functional API)")
+        return KerasTensor(_lockstep.call_attention(self._layer, [t._tensor for t in tensors], bool(causal),
+                                                    None if mask is None else mask._tensor))
 
     def __repr__(self):
         return f"<lockstep.keras.layers.{self._layer.class_name} name={self.name}>"
@@ -96,7 +197,7 @@ def _layer_class(class_name):
                 raise TypeError(f"keras.layers.{class_name} got two values for argument '{name}'")
             kwargs[name] = value
         input_shape = kwargs.pop("input_shape", None)
-        config = {**defaults, **kwargs}
+        config = {k: v for k, v in {**defaults, **kwargs}.items() if v is not _LAYERS_DEFAULT}
         config.setdefault("name", "")
         if config.get("activation", "") is None:
             config["activation"] = "linear"
@@ -104,7 +205,7 @@ def _layer_class(class_name):
             if config.get(key) is not None and not isinstance(config[key], str):
                 raise ValueError(f"keras.layers.{class_name}: lockstep takes {key} by name only "
                                  f"(e.g. 'glorot_uniform'), not {config[key]!r}")
-        missing = [name for name in positional if name not in config]
+        missing = [name for name in positional if name not in config and name not in defaults]
         if config.get("strides", "") is None:  # pooling: strides default to pool_size
             del config["strides"]
         if missing:
@@ -145,6 +246,9 @@ def Input(shape=None, batch_size=None, dtype=None, name=None, **kwargs):  # noqa
         raise ValueError(f"lockstep does not support the argument {next(iter(kwargs))} of keras.Input yet")
     if shape is None:
         raise TypeError("keras.Input needs shape=")
+    if any(d is None for d in shape):
+        raise ValueError(f"lockstep does not support variable sizes (None) in keras.Input's shape yet: give every "
+                         f"size of an example, not {tuple(shape)} (pad sequences to one length)")
     return KerasTensor(_lockstep.keras_input([int(d) for d in shape], name or ""))
 
 

@@ -1,12 +1,13 @@
 """keras.Model / keras.Sequential on lockstep's C++ models: compile, fit, evaluate, predict, save."""
 import numbers
+
 from .. import _lockstep, distribute
 from .._support import host_array, refuse_arguments
 from ..data import Dataset
 from . import callbacks as callbacks_module
 from . import losses, optimizers
 from . import metrics as metrics_module
-from .layers import KerasTensor, Layer
+from .layers import KerasTensor, Layer, assign_weights, refuse_frozen
 
 
 class History:
@@ -23,12 +24,60 @@ def _verbose(verbose):
     return -1 if verbose == "auto" else int(verbose)
 
 
+def _batch_size(batch_size):
+    """Keras' default of 32 for None only: a batch_size of 0 reaches the C++ check, named."""
+    return 32 if batch_size is None else int(batch_size)
+
+
 def _steps(steps):
     return -1 if steps is None else int(steps)
 
 
 def _callbacks(callbacks, model):
     return [callbacks_module.native(c, model) for c in (callbacks or [])]
+
+
+def _metric_list(metrics):
+    given = []
+    for m in metrics or []:
+        if not isinstance(m, (str, metrics_module.Metric)):
+            raise ValueError(f"keras.Model.compile: lockstep takes metrics by name or as keras.metrics "
+                             f"objects, not {m!r}")
+        given.append(m if isinstance(m, str) else m._metric)
+    return given
+
+
+def _metric_names(metrics, output):
+    """One output's metrics of a model of several: names only (the C++ compile takes names there)."""
+    metrics = [metrics] if isinstance(metrics, str) else list(metrics or [])
+    for m in metrics:
+        if not isinstance(m, str):
+            raise ValueError(f"lockstep does not support metric objects for output '{output}' of a model of several "
+                             f"outputs yet; give their names (e.g. 'accuracy'), not {m!r}")
+    return metrics
+
+
+def _per_output(value, outputs, what):
+    """Keras' per-output argument of compile (loss, loss_weights, metrics): a dict by output name,
+    a list in the outputs' order (metrics: a list of lists), or one loss for every output (under "")."""
+    if isinstance(value, dict):
+        return dict(value)
+    listed = isinstance(value, (list, tuple))
+    if what == "metrics":
+        if not value:
+            return {}
+        listed = listed and all(v is None or isinstance(v, (list, tuple)) for v in value)
+        if not listed:
+            raise ValueError(f"keras.Model.compile: give metrics per output of a model of several outputs, as a dict "
+                             f"({{'{outputs[0]}': [...]}}) or a list of lists, not {value!r}")
+    if listed:
+        if len(value) != len(outputs):
+            raise ValueError(f"keras.Model.compile: {what} has {len(value)} entries for the model's "
+                             f"{len(outputs)} outputs ({', '.join(outputs)})")
+        return dict(zip(outputs, value))
+    if what == "loss_weights":
+        raise ValueError(f"keras.Model.compile: loss_weights must be a dict or a list, not {value!r}")
+    return {"": value}
 
 
 class Model:
@@ -54,8 +103,32 @@ class Model:
         return self._model.name
 
     @property
+    def trainable(self):
+        return True
+
+    @trainable.setter
+    def trainable(self, value):
+        refuse_frozen("keras.Model", value)
+
+    @property
     def layers(self):
         return [Layer(layer) for layer in self._model.layers]
+
+    def get_layer(self, name=None, index=None):
+        """Keras' model.get_layer(name) or (index=i): a layer of model.layers."""
+        found = self.layers
+        if (name is None) == (index is None):
+            raise ValueError("keras.Model.get_layer: give a name or an index (one of them)")
+        if index is not None:
+            if not -len(found) <= int(index) < len(found):
+                raise ValueError(f"keras.Model.get_layer: index {index} is outside the {len(found)} layers of "
+                                 f"model '{self.name}'")
+            return found[int(index)]
+        for layer in found:
+            if layer.name == name:
+                return layer
+        raise ValueError(f"keras.Model.get_layer: model '{self.name}' has no layer '{name}' (it has "
+                         f"{', '.join(layer.name for layer in found)})")
 
     @property
     def metrics_names(self):
@@ -91,20 +164,31 @@ class Model:
 
     def compile(self, optimizer="rmsprop", loss=None, loss_weights=None, metrics=None, weighted_metrics=None,
                 run_eagerly=False, steps_per_execution=1, jit_compile="auto", auto_scale_loss=True):
-        refuse_arguments("keras.Model.compile", loss_weights=loss_weights, weighted_metrics=weighted_metrics,
-                         run_eagerly=run_eagerly)
+        refuse_arguments("keras.Model.compile", weighted_metrics=weighted_metrics, run_eagerly=run_eagerly)
         if isinstance(steps_per_execution, bool) or not isinstance(steps_per_execution, numbers.Integral):
             raise ValueError(f"keras.Model.compile: steps_per_execution must be a positive integer, got "
                              f"{steps_per_execution!r}")
         if loss is None:
             raise ValueError("keras.Model.compile: lockstep needs a loss")
-        given = []
-        for m in metrics or []:
-            if not isinstance(m, (str, metrics_module.Metric)):
-                raise ValueError(f"keras.Model.compile: lockstep takes metrics by name or as keras.metrics "
-                                 f"objects, not {m!r}")
-            given.append(m if isinstance(m, str) else m._metric)
-        self._model.compile(optimizers.get(optimizer), losses.get(loss), given)
+        outputs = self._model.output_structure[1]
+        if len(outputs) == 1:  # one tensor, or a list or dict of one: Keras takes either form of each
+            loss = _per_output(loss, outputs, "loss").get(outputs[0], loss) if isinstance(loss, (dict, list, tuple)) \
+                else loss
+            if isinstance(metrics, dict) or (metrics and all(isinstance(m, (list, tuple)) for m in metrics)):
+                metrics = _per_output(metrics, outputs, "metrics").get(outputs[0])
+            if isinstance(loss, (dict, list, tuple)):
+                raise ValueError(f"keras.Model.compile: the model has one output, '{outputs[0]}'; give it one loss, "
+                                 f"not {loss!r}")
+            refuse_arguments("keras.Model.compile of a model of one output", loss_weights=loss_weights)
+            self._model.compile(optimizers.get(optimizer), losses.get(loss), _metric_list(metrics))
+        else:
+            per_output_metrics = {k: _metric_names(v, k) for k, v in _per_output(metrics or {}, outputs, "metrics")
+                                  .items()}
+            self._model.compile_outputs(optimizers.get(optimizer),
+                                        {k: losses.get(v) for k, v in _per_output(loss, outputs, "loss").items()},
+                                        per_output_metrics,
+                                        {k: float(v) for k, v in _per_output(loss_weights or {}, outputs,
+                                                                             "loss_weights").items()})
         self._optimizer = optimizer if isinstance(optimizer, optimizers.Optimizer) else None
         # Keras' "auto", True or False; the C++ model names them auto, on and off.
         self._model.jit_compile = ("on" if jit_compile else "off") if isinstance(jit_compile, bool) else jit_compile
@@ -114,14 +198,85 @@ class Model:
     def steps_per_execution(self):
         return self._model.steps_per_execution
 
+    def _several(self):
+        """Whether the model has several inputs or outputs: x and y are then lists or dicts of arrays."""
+        return len(self._model.input_structure[1]) > 1 or len(self._model.output_structure[1]) > 1
+
+    def _flat_arrays(self, value, structure, what):
+        """x or y of a model of several inputs or outputs: one array per entry, in the structure's
+        flat order (a dict by the entries' names, a list by position, one array for one entry)."""
+        names = structure[1]
+        if isinstance(value, dict):
+            missing = [n for n in names if n not in value]
+            if missing or len(value) != len(names):
+                unknown = [str(k) for k in value if k not in names]
+                raise ValueError(f"{what}: the model's entries are {', '.join(names)}; "
+                                 + (f"missing {', '.join(missing)}" if missing else f"unknown {', '.join(unknown)}"))
+            flat = [value[n] for n in names]
+        elif isinstance(value, (list, tuple)) and len(names) > 1:
+            if len(value) != len(names):
+                raise ValueError(f"{what}: expected {len(names)} arrays ({', '.join(names)}), got {len(value)}")
+            flat = list(value)
+        else:
+            flat = [value[0] if isinstance(value, (list, tuple)) and len(value) == 1 else value]
+        return [host_array(a, what) for a in flat]
+
+    def _one_array(self, value, what):
+        """x or y of a model of one input and one output (a list or dict of one array is taken too)."""
+        if isinstance(value, dict) and len(value) == 1:
+            value = next(iter(value.values()))
+        elif isinstance(value, (list, tuple)) and len(value) == 1 and hasattr(value[0], "shape"):
+            value = value[0]  # [x]: a list of one array (a list of one list of numbers is one example)
+        return host_array(value, what)
+
+    def _check_nesting(self, spec, structure, what):
+        """A dataset element's inputs or targets, nested (a dict, a tuple), against the model's: its
+        flat order (a dict's sorted keys) must be the model's, else the components would silently
+        reach the wrong inputs or outputs."""
+        if spec is None or spec == "single":
+            return
+        if any(child is not None for child in spec[-1]):
+            raise ValueError(f"{what}: lockstep does not support dataset elements nested more than (inputs, targets) "
+                             f"of tuples or dicts of tensors yet")
+        names = structure[1]
+        if spec[0] == "dict" and spec[1] != names:
+            if sorted(spec[1]) != sorted(names):
+                raise ValueError(f"{what}: the dataset's dict has {', '.join(spec[1])}; the model's entries are "
+                                 f"{', '.join(names)}")
+            raise ValueError(f"{what}: the dataset's dict is flat in its keys' order ({', '.join(spec[1])}), the "
+                             f"model takes {', '.join(names)}: give them as a tuple in the model's order")
+
+    def _check_dataset(self, ds, what, targets=True):
+        """Where a dataset's elements are nested ((inputs, targets) of dicts or tuples), that each part
+        is flat in the order the model takes its inputs and outputs (a map's elements: at its first)."""
+        ds.when_structure_known(lambda structure: self._check_structure(structure, what, targets))
+
+    def _check_structure(self, structure, what, targets):
+        if structure in ("single", "tuple"):
+            return  # flat: the C++ side checks counts and shapes
+        if not targets:  # predict: the inputs, or (inputs, targets) as fit's
+            nested_pair = structure[0] == "tuple" and any(child is not None for child in structure[1])
+            self._check_nesting(structure[1][0] if nested_pair else structure, self._model.input_structure, what)
+            return
+        if structure[0] != "tuple" or len(structure[1]) != 2:
+            raise ValueError(f"{what}: a dataset of nested elements must yield (inputs, targets)")
+        self._check_nesting(structure[1][0], self._model.input_structure, what + " inputs")
+        self._check_nesting(structure[1][1], self._model.output_structure, what + " targets")
+
     def _dataset(self, x, y, batch_size, what):
         if isinstance(x, Dataset):
             if y is not None:
                 raise ValueError(f"{what}: y must not be given when x is a tf.data.Dataset (it yields (x, y))")
+            self._check_dataset(x, what)
             return x._ds
         if y is None:
             raise ValueError(f"{what}: y is missing (lockstep trains on (x, y) arrays or a tf.data.Dataset)")
-        return Dataset.from_tensor_slices((x, y)).batch(batch_size or 32)._ds
+        if self._several():
+            arrays = (self._flat_arrays(x, self._model.input_structure, what + " x")
+                      + self._flat_arrays(y, self._model.output_structure, what + " y"))
+            return Dataset.from_tensor_slices(tuple(arrays)).batch(_batch_size(batch_size))._ds
+        return Dataset.from_tensor_slices((self._one_array(x, what + " x"),
+                                           self._one_array(y, what + " y"))).batch(_batch_size(batch_size))._ds
 
     def fit(self, x=None, y=None, batch_size=None, epochs=1, verbose="auto", callbacks=None, validation_split=0.0,
             validation_data=None, shuffle=True, class_weight=None, sample_weight=None, initial_epoch=0,
@@ -131,7 +286,7 @@ class Model:
         o = _lockstep.Model.FitOptions()
         o.epochs = int(epochs)
         o.steps_per_epoch = _steps(steps_per_epoch)
-        o.batch_size = int(batch_size or 32)
+        o.batch_size = _batch_size(batch_size)
         o.validation_split = float(validation_split)
         o.validation_steps = _steps(validation_steps)
         o.shuffle = bool(shuffle)
@@ -140,18 +295,28 @@ class Model:
         o.callbacks = _callbacks(callbacks, self)
         if validation_data is not None:
             if isinstance(validation_data, Dataset):
+                self._check_dataset(validation_data, "keras.Model.fit validation_data")
                 o.validation_data = validation_data._ds
             else:
+                if len(validation_data) == 3 and validation_data[2] is not None:
+                    raise ValueError("lockstep does not support sample weights in keras.Model.fit's validation_data "
+                                     "yet")
                 vx, vy = validation_data[:2]
-                o.validation_data = self._dataset(vx, vy, validation_batch_size or batch_size, "keras.Model.fit")
+                o.validation_data = self._dataset(vx, vy, validation_batch_size or batch_size, "keras.Model.fit "
+                                                  "validation_data")
         if isinstance(x, Dataset):
             epoch, history = self._model.fit_dataset(self._dataset(x, y, batch_size, "keras.Model.fit"), o)
         else:
             if y is None:
                 raise ValueError("keras.Model.fit: y is missing (lockstep trains on (x, y) arrays or a "
                                  "tf.data.Dataset)")
-            epoch, history = self._model.fit_arrays(host_array(x, "keras.Model.fit x"),
-                                                    host_array(y, "keras.Model.fit y"), o)
+            if self._several():
+                epoch, history = self._model.fit_arrays_list(
+                    self._flat_arrays(x, self._model.input_structure, "keras.Model.fit x"),
+                    self._flat_arrays(y, self._model.output_structure, "keras.Model.fit y"), o)
+            else:
+                epoch, history = self._model.fit_arrays(self._one_array(x, "keras.Model.fit x"),
+                                                        self._one_array(y, "keras.Model.fit y"), o)
         params = {"epochs": o.epochs, "steps": None if o.steps_per_epoch < 0 else o.steps_per_epoch,
                   "verbose": o.verbose}
         self.history = History(epoch, history, params, self)
@@ -167,25 +332,60 @@ class Model:
         else:
             if y is None:
                 raise ValueError("keras.Model.evaluate: y is missing")
-            logs = self._model.evaluate_arrays(host_array(x, "keras.Model.evaluate x"),
-                                               host_array(y, "keras.Model.evaluate y"), int(batch_size or 32),
-                                               _steps(steps), verbose, _callbacks(callbacks, self))
+            if self._several():
+                logs = self._model.evaluate_arrays_list(
+                    self._flat_arrays(x, self._model.input_structure, "keras.Model.evaluate x"),
+                    self._flat_arrays(y, self._model.output_structure, "keras.Model.evaluate y"),
+                    _batch_size(batch_size), _steps(steps), verbose, _callbacks(callbacks, self))
+            else:
+                logs = self._model.evaluate_arrays(self._one_array(x, "keras.Model.evaluate x"),
+                                                   self._one_array(y, "keras.Model.evaluate y"),
+                                                   _batch_size(batch_size), _steps(steps), verbose,
+                                                   _callbacks(callbacks, self))
         if return_dict:
             return dict(logs)
         values = [logs[name] for name in self.metrics_names if name in logs]
         return values[0] if len(values) == 1 else values
 
     def predict(self, x, batch_size=None, verbose="auto", steps=None, callbacks=None):
+        """An array, or for a model of several outputs a list or dict of them, as its outputs are."""
         refuse_arguments("keras.Model.predict", callbacks=callbacks or None)
+        form, names = self._model.output_structure
+        if not self._several():
+            if isinstance(x, Dataset):
+                self._check_dataset(x, "keras.Model.predict", targets=False)
+                out = self._model.predict_dataset(x._ds, _steps(steps))
+            else:
+                out = self._model.predict_arrays(self._one_array(x, "keras.Model.predict x"), _batch_size(batch_size),
+                                                 _steps(steps))
+            return {names[0]: out} if form == "dict" else out  # a list of one: the array, as before
         if isinstance(x, Dataset):
-            return self._model.predict_dataset(x._ds, _steps(steps))
-        return self._model.predict_arrays(host_array(x, "keras.Model.predict x"), int(batch_size or 32),
-                                          _steps(steps))
+            self._check_dataset(x, "keras.Model.predict", targets=False)
+            outputs = self._model.predict_dataset_outputs(x._ds, _steps(steps))
+        else:
+            outputs = self._model.predict_arrays_list(
+                self._flat_arrays(x, self._model.input_structure, "keras.Model.predict x"), _batch_size(batch_size),
+                _steps(steps))
+        if form == "dict":
+            return dict(zip(names, outputs))
+        return outputs if form == "list" else outputs[0]
+
+    def get_weights(self):
+        """Keras' model.get_weights(): a NumPy copy of every variable, in model.weights' order."""
+        return [v.numpy() for v in self.variables]
+
+    def set_weights(self, weights):
+        """Keras' model.set_weights(): every variable, in model.weights' order, from an array of its
+        shape (on every replica of the model's strategy)."""
+        assign_weights("keras.Model.set_weights", self.name, self.variables, weights)
 
     def __call__(self, inputs, training=None, mask=None):
         """Keras' model(x, training=...): one batch forward, a tf.Tensor (recorded by a GradientTape
         open on this thread; inside strategy.run on the replica's copies of the weights)."""
         refuse_arguments("keras.Model.__call__", mask=mask)
+        if self._several():
+            raise ValueError(f"lockstep does not support calling model '{self.name}' of several inputs or outputs yet; "
+                             f"use predict (a list or dict of arrays)")
         return _lockstep.model_call(self._model, inputs, bool(training))
 
     @property
@@ -208,7 +408,7 @@ class Model:
     def save(self, filepath, overwrite=True, **kwargs):
         """A path ending in .keras: a Keras 3 archive; another: lockstep's saved-model folder."""
         refuse_arguments("keras.Model.save", **kwargs)
-        self._model.save(str(filepath))
+        self._model.save(_not_legacy_h5(filepath, "keras.Model.save"))
 
     def save_weights(self, filepath, overwrite=True):
         self._model.save_weights(str(filepath))
@@ -223,24 +423,29 @@ class Model:
         raise AttributeError(f"lockstep does not support tf.keras.Model.{name} yet")
 
 
+def _flatten_tensors(value, what):
+    """keras.Model's inputs or outputs: (form, KerasTensors, dict keys) for the C++ Functional."""
+    if isinstance(value, dict):
+        form, keys, flat = "dict", [str(k) for k in value], list(value.values())
+    elif isinstance(value, (list, tuple)):
+        form, keys, flat = "list", [], list(value)
+    else:
+        form, keys, flat = "one", [], [value]
+    for x in flat:
+        if not isinstance(x, KerasTensor):
+            raise ValueError(f"keras.Model: {what} must be KerasTensors (keras.Input and layers called on it), "
+                             f"not {type(x).__name__}")
+    return form, [x._tensor for x in flat], keys
+
+
 def _functional(inputs=None, outputs=None, name=None, trainable=True):
-    """keras.Model(inputs, outputs): one input and one output (a list of one is taken too)."""
+    """keras.Model(inputs, outputs): each a KerasTensor, a list of them or a dict of them."""
     if inputs is None and outputs is None:
         raise NotImplementedError("lockstep's Python package does not support subclassing keras.Model yet; use "
                                   "keras.Model(inputs, outputs) or keras.Sequential")
     refuse_arguments("keras.Model", trainable=None if trainable else True)
-
-    def one(value, what):
-        if isinstance(value, (list, tuple)) and len(value) == 1:
-            value = value[0]
-        if isinstance(value, (list, tuple, dict)):
-            raise ValueError(f"lockstep does not support a keras.Model with several {what} yet")
-        if not isinstance(value, KerasTensor):
-            raise ValueError(f"keras.Model: {what} must be KerasTensors (keras.Input and layers called on it), "
-                             f"not {type(value).__name__}")
-        return value._tensor
-
-    return _lockstep.functional(one(inputs, "inputs"), one(outputs, "outputs"), name or "functional")
+    return _lockstep.functional(*_flatten_tensors(inputs, "inputs"), *_flatten_tensors(outputs, "outputs"),
+                                name or "functional")
 
 
 class Sequential(Model):
@@ -261,7 +466,20 @@ class Sequential(Model):
             native.append(layer._layer)
         super().__init__(_lockstep.sequential(native, name or "sequential"))
 
+    @property
+    def layers(self):
+        """Keras' Sequential.layers: the layers added, without the InputLayer a keras.Input or a first
+        layer's input_shape made."""
+        made = self._model.layers
+        return [Layer(layer) for layer in (made[1:] if made and made[0].class_name == "InputLayer" else made)]
+
     def add(self, layer):
+        """Keras' model.add(layer); model.add(keras.Input(shape)) first, as Keras 3's guides begin."""
+        if isinstance(layer, KerasTensor) and layer._tensor.is_input:
+            if self._model.layers:
+                raise ValueError("keras.Sequential.add: a keras.Input can only be the first thing added")
+            _lockstep.sequential_add(self._model, layer._tensor.layer)
+            return
         if not isinstance(layer, Layer):
             raise ValueError(f"keras.Sequential.add: not a lockstep layer: {layer!r}")
         if not self._model.layers and layer._input_shape is not None and layer._layer.class_name != "InputLayer":
@@ -271,4 +489,14 @@ class Sequential(Model):
 
 def load_model(filepath, custom_objects=None, compile=True, safe_mode=True):  # noqa: A002 (Keras' name)
     refuse_arguments("keras.models.load_model", custom_objects=custom_objects)
-    return Model(_lockstep.load_model(str(filepath)))
+    return Model(_lockstep.load_model(_not_legacy_h5(filepath, "keras.models.load_model")))
+
+
+def _not_legacy_h5(filepath, qualname):
+    """A whole model in Keras 2's HDF5 file (.h5): refused by name, where lockstep's saved-model
+    folder would have been written under that file's name."""
+    path = str(filepath)
+    if path.lower().endswith((".h5", ".hdf5")):
+        raise ValueError(f"{qualname}: lockstep does not support Keras' legacy HDF5 model files (.h5) yet; use a "
+                         f".keras file (save_weights / load_weights take .weights.h5)")
+    return path
