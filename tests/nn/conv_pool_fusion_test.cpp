@@ -182,6 +182,21 @@ TEST(ConvPoolFusion, AWindowWhoseMaximumIsNanSendsItsGradientToTheNanFusedOrNot)
   EXPECT_FLOAT_EQ(dx[2 * 4 + 3], rv[(1 * 2 + 1) * 2] * 1.5f + rv[(1 * 2 + 1) * 2 + 1] * -0.5f);
 }
 
+TEST(ConvPoolFusion, TheFusedReluOfNegativeZeroIsPositiveZeroAsTheUnfusedOps) {
+  // Convolutions of -0 (zeros times a negative weight, plus a bias of -0): the ReLU gives +0 on
+  // both paths (kernels.hpp's relu_of), bit for bit; the fused kernel's `< 0` kept -0.
+  if (!fused_kernel_here()) GTEST_SKIP() << kNoFusedKernel;
+  const Tensor x = Tensor::zeros({2, 4, 4, 1});
+  const Tensor k = Tensor::from_vector(std::vector<float>{-1.0f, -2.0f}, {1, 1, 1, 2});
+  const Tensor b = Tensor::from_vector(std::vector<float>{-0.0f, -0.0f}, {2});
+  const Conv2dOptions relu{.activation = FusedActivation::kRelu};
+  for (const bool fused : {true, false}) {
+    const Tensor y = fused ? conv2d_max_pool2d(x, k, b, relu, {}) : max_pool2d(conv2d(x, k, b, relu), {});
+    for (float v : y.to_vector<float>())
+      EXPECT_TRUE(v == 0.0f && !std::signbit(v)) << (fused ? "fused" : "unfused") << ": " << v;
+  }
+}
+
 TEST(ConvPoolFusion, TheOpRefusesWhatItsKernelDoesNotTakeAndSaysWhy) {
   if (!fused_kernel_here()) GTEST_SKIP() << kNoFusedKernel;
   const Tensor x = Tensor::zeros({2, 8, 8, 4}), k = Tensor::zeros({3, 3, 4, 8});  // 36 taps
