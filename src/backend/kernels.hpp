@@ -76,6 +76,12 @@ LOCKSTEP_HOST_DEVICE constexpr float relu_of(float v) { return v <= 0.0f ? 0.0f 
 /// The larger (smaller) of a and b, NaN if either is (numpy's maximum); b where they are equal.
 LOCKSTEP_HOST_DEVICE constexpr float max_of(float a, float b) { return a > b || a != a ? a : b; }
 LOCKSTEP_HOST_DEVICE constexpr float min_of(float a, float b) { return a < b || a != a ? a : b; }
+/// Whether window element x gave the window's maximum m (max_of's): it equals m, or both are NaN.
+/// Max pooling's backward sends a window's gradient to its first such element, row-major (TF's
+/// first maximum), on every path, fused or not: a window whose maximum is NaN sends it to its
+/// first NaN, the element that produced the output, as PyTorch (whose max_pool2d keeps a NaN and
+/// its index) and the fused conv2d_max_pool2d's index do. `x == m` alone sent it nowhere.
+LOCKSTEP_HOST_DEVICE constexpr bool gave_max(float x, float m) { return x == m || (x != x && m != m); }
 /// clip(u, lo, hi)'s gradient: g unless u is outside [lo, hi] (TensorFlow's clip_by_value
 /// gradient, which a NaN passes).
 LOCKSTEP_HOST_DEVICE constexpr float clip_grad_of(float u, float g, float lo, float hi) {

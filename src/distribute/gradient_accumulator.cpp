@@ -1,5 +1,7 @@
 #include "lockstep/distribute/gradient_accumulator.hpp"
 
+#include <algorithm>
+
 #include "lockstep/tensor/ops.hpp"
 #include "lockstep/tensor/step_capture.hpp"
 
@@ -20,27 +22,11 @@ void check_shape(const Tensor& grad, const Variable& var, const char* what) {
 GradientAccumulator::Sum& GradientAccumulator::entry_locked(const Tensor& copy) {
   const auto [it, made] = sums_.try_emplace(copy.impl().get());
   if (!made && !it->second.copy.expired()) return it->second;
-  if (!made) {  // a dead copy's entry, whose address a new copy took
-    set_held_locked(it->second, false);
-    it->second = Sum{};
-  }
+  if (!made) it->second = Sum{};  // a dead copy's entry, whose address a new copy took
   it->second.copy = copy.impl();
   // The entries of copies that died since (a model's variables made again) go with their memory.
-  for (auto e = sums_.begin(); e != sums_.end();) {
-    if (e->second.copy.expired()) {
-      set_held_locked(e->second, false);
-      e = sums_.erase(e);
-    } else {
-      ++e;
-    }
-  }
+  std::erase_if(sums_, [](const auto& e) { return e.second.copy.expired(); });
   return it->second;
-}
-
-void GradientAccumulator::set_held_locked(Sum& s, bool held) {
-  if (s.held == held) return;
-  s.held = held;
-  held ? ++held_ : --held_;
 }
 
 void GradientAccumulator::add(const std::vector<Tensor>& grads, const std::vector<Variable>& vars) {
@@ -73,7 +59,7 @@ void GradientAccumulator::add(const std::vector<Tensor>& grads, const std::vecto
       s->memory.copy_from(g);
     }
     std::lock_guard<std::mutex> lock(mu_);
-    set_held_locked(*s, true);
+    s->held = true;
   }
 }
 
@@ -92,7 +78,7 @@ std::vector<Tensor> GradientAccumulator::take(const std::vector<Tensor>& grads, 
         continue;
       }
       s = &it->second;
-      set_held_locked(*s, false);
+      s->held = false;
     }
     // A new tensor: the sum's memory takes the next group's first gradient.
     out[i] = g.defined() ? lockstep::add(s->memory, g) : s->memory.clone();
@@ -103,12 +89,11 @@ std::vector<Tensor> GradientAccumulator::take(const std::vector<Tensor>& grads, 
 void GradientAccumulator::clear() {
   std::lock_guard<std::mutex> lock(mu_);
   for (auto& [key, s] : sums_) s.held = false;
-  held_ = 0;
 }
 
 bool GradientAccumulator::empty() const {
   std::lock_guard<std::mutex> lock(mu_);
-  return held_ == 0;
+  return std::none_of(sums_.begin(), sums_.end(), [](const auto& e) { return e.second.held; });
 }
 
 bool GradientAccumulator::has_memory_for(const std::vector<Variable>& vars) const {
@@ -127,7 +112,7 @@ void GradientAccumulator::note_step(const std::vector<Variable>& vars, bool held
   for (const Variable& v : vars) {
     for (int q = 0; q < v.num_copies(); ++q) {
       const auto it = sums_.find(v.copy(q).impl().get());
-      if (it != sums_.end()) set_held_locked(it->second, held && it->second.held_after_add);
+      if (it != sums_.end()) it->second.held = held && it->second.held_after_add;
     }
   }
 }

@@ -17,6 +17,7 @@ namespace lockstep {
 
 // Per-replica losses and metric states, summed across replicas by the strategy (the only
 // cross-replica reduction of the model's numbers), then merged into the running trackers.
+// The loss has one of two shapes, by the model: several_outputs() says which, the one test of it.
 struct detail::ReplicaNumbers {
   Tensor loss_sum;                       // a model of one output (several outputs: undefined)
   std::vector<Tensor> output_loss_sums;  // a model of several outputs: each one's (unweighted; the
@@ -26,6 +27,14 @@ struct detail::ReplicaNumbers {
   // Under loss scaling: whether the (all-reduced, so on every replica the same) gradients were
   // finite, i.e. whether the update was applied.
   bool gradients_finite = true;
+
+  bool several_outputs() const { return !output_loss_sums.empty(); }
+  /// f(t) for each loss sum, in the order they are packed and read: loss_sum, else each output's.
+  template <typename F>
+  void each_loss_sum(F&& f) const {
+    if (!several_outputs()) f(loss_sum);
+    for (const Tensor& t : output_loss_sums) f(t);
+  }
 };
 
 // The numbers of the steps of one execution (steps_per_execution), each step's per-replica
@@ -37,6 +46,7 @@ struct detail::PendingNumbers {
   struct Step {
     distribute::PerReplica<ReplicaNumbers> parts;
     std::int64_t examples = 0;
+    std::int64_t host_at = 0;  // where its numbers start in `host` (Model::read_numbers sets it)
   };
   std::vector<Step> steps;
   std::vector<Tensor> packed;  // [replica]

@@ -16,14 +16,11 @@ using detail::as_float;
 using detail::PendingNumbers;
 using detail::ReplicaNumbers;
 
-// A replica's numbers of one step, flattened: its loss sum (a model of one output) or each
-// output's (of several), when the batch had examples, then each metric's state. `f` is called
-// with each in that order.
+// A replica's numbers of one step, flattened: its loss sums (each_loss_sum's), when the batch had
+// examples, then each metric's state. `f` is called with each in that order.
 template <typename F>
 void each_number(const ReplicaNumbers& p, std::int64_t examples, F&& f) {
-  if (examples && p.output_loss_sums.empty()) f(p.loss_sum);
-  if (examples)
-    for (const Tensor& t : p.output_loss_sums) f(t);
+  if (examples) p.each_loss_sum(f);
   for (const Tensor& t : p.metric_states) f(t);
 }
 
@@ -114,24 +111,24 @@ void Model::read_numbers(detail::PendingNumbers& pending) {
   // number or step: across workers each is a collective round trip, on a GPU a wait for the
   // device (element-wise sums, so the result is what separate reductions gave).
   std::int64_t count = 0;
-  for (const auto& step : pending.steps) count += step_number_count(step);
+  for (auto& step : pending.steps) {
+    step.host_at = count;
+    count += step_number_count(step);
+  }
   // Without a strategy there is nothing to reduce and the numbers are used as they are.
   if (count) read_summed_numbers(strategy_, pending, count);
 }
 
 double Model::merge_read_numbers(const detail::PendingNumbers& pending, std::size_t first, std::size_t last) {
-  std::int64_t at = 0;  // where step `first`'s numbers start in what read_numbers read
-  for (std::size_t s = 0; s < first; ++s) at += step_number_count(pending.steps[s]);
-  const float* v = pending.host.data() + at;
   double batch_loss = 0.0;
   for (std::size_t s = first; s < last; ++s) {
     const PendingNumbers::Step& step = pending.steps[s];
     const ReplicaNumbers& p = step.parts[0];
+    const float* v = pending.host.data() + step.host_at;  // in each_number's order
     const auto examples = static_cast<double>(step.examples);
     // A model of several outputs: the loss is their sums weighted and added here, on the host
     // (no kernel in the step), in double, in the order of the outputs.
-    const bool several = !p.output_loss_sums.empty();
-    double loss_sum = step.examples && !several ? static_cast<double>(*v++) : 0.0;
+    double loss_sum = step.examples && !p.several_outputs() ? static_cast<double>(*v++) : 0.0;
     if (step.examples)
       for (std::size_t k = 0; k < p.output_loss_sums.size(); ++k) {
         const auto output_sum = static_cast<double>(*v++);

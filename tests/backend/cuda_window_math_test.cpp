@@ -95,7 +95,9 @@ TEST(CudaWindowMath, PoolingMatchesTheCpuBackendElementByElement) {
 }
 
 // Max pooling of a window holding a NaN is NaN, wherever the NaN is in it; of a window of -inf,
-// -inf (oneDNN's pooling, which the CPU used, skipped the NaN and gave -FLT_MAX for either).
+// -inf (oneDNN's pooling, which the CPU used, skipped the NaN and gave -FLT_MAX for either). The
+// gradient of a NaN window goes to its first NaN, the element that gave the output (it went to
+// no element), of a window of -inf to its first element.
 TEST(CudaWindowMath, MaxPoolingOfANanIsNanOnBothBackends) {
   constexpr float kNan = std::numeric_limits<float>::quiet_NaN(), kInf = std::numeric_limits<float>::infinity();
   const Pool2dDesc d = pool(1, 2, 8, 17, 2, 2, 0, 0, 0, 0, true);  // 4 windows of 2x2, 17 channels
@@ -123,6 +125,23 @@ TEST(CudaWindowMath, MaxPoolingOfANanIsNanOnBothBackends) {
         EXPECT_EQ(cuda_y, cpu_y) << "window " << w;
       }
     }
+  }
+  std::vector<float> dy(y_cpu.size()), dx_cpu(x.size());
+  for (std::size_t i = 0; i < dy.size(); ++i) dy[i] = 1.0f + static_cast<float>(i);
+  cpu().pool2d_backward(ctx(), d, x.data(), y_cpu.data(), dy.data(), dx_cpu.data());
+  // Each window's gradient at the element that gave its maximum: (row, column) of windows 0-3.
+  const std::int64_t gave[4][2] = {{0, 0}, {1, 3}, {0, 4}, {0, 6}};
+  for (std::int64_t ch = 0; ch < 17; ++ch) {
+    for (std::int64_t row = 0; row < 2; ++row)
+      for (std::int64_t col = 0; col < 8; ++col) {
+        const std::int64_t i = (row * 8 + col) * 17 + ch, w = col / 2;
+        const bool gets = gave[w][0] == row && gave[w][1] == col;
+        const float want = gets ? dy[static_cast<std::size_t>(w * 17 + ch)] : 0.0f;
+        const std::string where = "row " + std::to_string(row) + " column " + std::to_string(col) + " channel " +
+                                  std::to_string(ch);
+        EXPECT_EQ(dx_cpu[static_cast<std::size_t>(i)], want) << "cpu: " << where;
+        EXPECT_EQ(cuda::window::pool_backward_at(d, x.data(), y_cpu.data(), dy.data(), i), want) << "cuda: " << where;
+      }
   }
 }
 

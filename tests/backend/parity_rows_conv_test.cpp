@@ -224,7 +224,7 @@ Row pool_grad_row(const PoolCase& p, bool max, bool relu_input = false) {
       // The forward op runs first, so it is what a dtype error names.
       max ? (relu_input ? "max_pool2d_grad_relu_input" : "max_pool2d_grad") : "avg_pool2d_grad", p.variant,
       max ? "max_pool2d" : "avg_pool2d", floats(), {{KernelOp::kPool2d, kWidened}, {KernelOp::kPool2dBackward, kWidened}},
-      {{p.x, p.ties ? coarse() : uniform(-2, 2), {}}, {ys, uniform(-1, 1), {}}},
+      {{p.x, p.nan ? with_nan(-2, 2, 7) : p.ties ? coarse() : uniform(-2, 2), {}}, {ys, uniform(-1, 1), {}}},
       [p, max, relu_input](const std::vector<Tensor>& in, DType) {
         const Tensor y = max ? max_pool2d(in[0], p.o) : avg_pool2d(in[0], p.o);
         return std::vector<Tensor>{pool2d_grad(max, in[0], y, in[1], p.o, relu_input)};
@@ -233,9 +233,10 @@ Row pool_grad_row(const PoolCase& p, bool max, bool relu_input = false) {
         Sums s(p.x.numel());
         for_each_window(p, [&](std::int64_t yi, const std::vector<std::int64_t>& idx) {
           if (max) {
+            // The first maximum, or the first NaN (which the maximum is): the element that gave it.
             std::int64_t best = idx[0];
             for (std::int64_t i : idx)
-              if (in[0][i] > in[0][best]) best = i;
+              if (!std::isnan(in[0][best]) && (std::isnan(in[0][i]) || in[0][i] > in[0][best])) best = i;
             if (!relu_input || in[0][best] > 0) s.add(best, in[1][yi]);
           } else {
             for (std::int64_t i : idx) s.add(i, in[1][yi] / static_cast<double>(idx.size()));
@@ -407,12 +408,17 @@ std::vector<Row> conv_pool_rows() {
     }
     rows.push_back(pool_grad_row(p, true, true));
   }
-  // Windows holding a NaN (overlapping, so some hold two), forward only: NaN, on every backend
-  // (oneDNN's pooling skipped it).
-  for (bool max : {true, false})
-    rows.push_back(pool_row({"nan", {2, 7, 7, 5}, {.pool_size = {3, 3}, .strides = {2, 2}, .padding = {1, 1, 1, 1}},
-                             false, true},
-                            max));
+  // Windows holding a NaN (overlapping, so some hold two): NaN, on every backend (oneDNN's
+  // pooling skipped it); max pooling's gradient goes to the window's first NaN (it went nowhere).
+  // nan_2x2: Keras' default pool, 19 channels (the vector loops and their scalar tail).
+  const PoolCase nan_overlapping{
+      "nan", {2, 7, 7, 5}, {.pool_size = {3, 3}, .strides = {2, 2}, .padding = {1, 1, 1, 1}}, false, true};
+  const PoolCase nan_2x2{"nan_2x2", {2, 6, 8, 19}, {}, false, true};
+  for (bool max : {true, false}) rows.push_back(pool_row(nan_overlapping, max));
+  for (const PoolCase& p : {nan_overlapping, nan_2x2}) {
+    rows.push_back(pool_grad_row(p, true));
+    rows.push_back(pool_grad_row(p, true, true));
+  }
   for (const ConvPoolCase& c : kConvPoolCases) {
     rows.push_back(conv_pool_row(c));
     rows.push_back(conv_pool_grad_row(c));

@@ -89,6 +89,18 @@ inline void expect_activations_keep_nan(const std::string& where) {
   const std::vector<float> pv = pooled.to(Device{}).to_vector<float>();
   EXPECT_TRUE(std::isnan(pv[0]) && std::isnan(pv[1])) << where << " max_pool2d: " << pv[0] << ", " << pv[1];
   EXPECT_EQ(pv[2], -kInf) << where << " max_pool2d";
+  // Its gradient: a window whose maximum is NaN sends it to its first NaN, the element that gave
+  // the output, as any window to its first maximum (it went to no element, where the fused
+  // conv2d_max_pool2d sent it to the NaN). Windows: a NaN second; a NaN last after a larger value;
+  // -inf only; two NaNs after finite values.
+  const Tensor wx = Tensor::from_vector(
+      std::vector<float>{1, kNan, 5, 1, -kInf, -kInf, 3, 2, 4, 2, 1, kNan, -kInf, -kInf, kNan, kNan}, {1, 2, 8, 1});
+  const Tensor pdy = Tensor::from_vector(std::vector<float>{1, 2, 3, 4}, {1, 1, 4, 1});
+  GradientTape tape;
+  tape.watch(wx);
+  const Tensor pdx = tape.gradient(max_pool2d(wx), std::vector<Tensor>{wx}, pdy)[0];
+  EXPECT_EQ(pdx.to(Device{}).to_vector<float>(), (std::vector<float>{0, 1, 0, 0, 3, 0, 0, 0, 0, 0, 0, 2, 0, 0, 4, 0}))
+      << where << " max_pool2d's gradient";
   // maximum / minimum: NaN from either side (numpy's and TensorFlow's maximum).
   const Tensor a = Tensor::from_vector(std::vector<float>{kNan, 1, 2}, {3});
   const Tensor c = Tensor::from_vector(std::vector<float>{1, kNan, -kInf}, {3});

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "common/random_data.hpp"
 #include "lockstep/lockstep.hpp"
@@ -137,6 +138,62 @@ TEST(ConvPoolFusion, AnEmptyBatchGivesAnEmptyOutputAndZeroGradients) {
   for (const Tensor& t : g) {
     ASSERT_TRUE(t.defined());
     for (float v : t.to_vector<float>()) EXPECT_EQ(v, 0.0f);
+  }
+}
+
+// got and want are NaN at the same elements, and close (expect_close's bound) at the others.
+void expect_close_nan_alike(const Tensor& got, const Tensor& want, const std::string& what) {
+  ASSERT_EQ(got.shape(), want.shape()) << what;
+  const auto g = got.to_vector<float>(), w = want.to_vector<float>();
+  float scale = 1e-6f;
+  for (float v : w) scale = std::isnan(v) ? scale : std::max(scale, std::fabs(v));
+  for (std::size_t i = 0; i < g.size(); ++i) {
+    if (std::isnan(w[i])) EXPECT_TRUE(std::isnan(g[i])) << what << " element " << i << ": " << g[i] << ", not NaN";
+    else EXPECT_LE(std::fabs(g[i] - w[i]), 1e-5f * scale) << what << " element " << i << ": " << g[i] << ", " << w[i];
+  }
+}
+
+TEST(ConvPoolFusion, AWindowWhoseMaximumIsNanSendsItsGradientToTheNanFusedOrNot) {
+  // A window whose maximum is NaN sends its gradient to its first NaN on both paths (the unfused
+  // max pooling sent it to no element, the fused kernel to the NaN's index). A 1x1 convolution
+  // keeps each NaN of x at its place: last in window (0, 0), second in window (1, 1).
+  if (!fused_kernel_here()) GTEST_SKIP() << kNoFusedKernel;
+  constexpr float kNan = std::numeric_limits<float>::quiet_NaN();
+  std::vector<float> xv = test::random_uniform({2, 4, 4, 1}, 11).to_vector<float>();
+  xv[1 * 4 + 1] = kNan;
+  xv[2 * 4 + 3] = kNan;
+  const Tensor x = Tensor::from_vector(xv, {2, 4, 4, 1});
+  const Tensor k = Tensor::from_vector(std::vector<float>{1.5f, -0.5f}, {1, 1, 1, 2});
+  const Tensor b = Tensor::from_vector(std::vector<float>{0.25f, -1.0f}, {2});
+  const Tensor r = test::random_uniform({2, 2, 2, 2}, 12);
+  const auto grads = [&](bool fused) {
+    GradientTape tape;
+    for (const Tensor& t : {x, k, b}) tape.watch(t);
+    const Tensor y = fused ? conv2d_max_pool2d(x, k, b, {}, {}) : max_pool2d(conv2d(x, k, b, {}), {});
+    // r as y's gradient (sum(y * r)'s backward would make it NaN at a NaN y: x * 0 + g).
+    return tape.gradient(y, std::vector<Tensor>{x, k, b}, r);
+  };
+  const auto got = grads(true), want = grads(false);
+  const char* names[] = {"dx", "dkernel", "dbias"};
+  for (std::size_t i = 0; i < got.size(); ++i) expect_close_nan_alike(got[i], want[i], names[i]);
+  // Each NaN of x got its window's gradient through the convolution: r's times the kernel's.
+  const auto dx = want[0].to_vector<float>(), rv = r.to_vector<float>();
+  EXPECT_FLOAT_EQ(dx[1 * 4 + 1], rv[0] * 1.5f + rv[1] * -0.5f);
+  EXPECT_FLOAT_EQ(dx[2 * 4 + 3], rv[(1 * 2 + 1) * 2] * 1.5f + rv[(1 * 2 + 1) * 2 + 1] * -0.5f);
+}
+
+TEST(ConvPoolFusion, TheFusedReluOfNegativeZeroIsPositiveZeroAsTheUnfusedOps) {
+  // Convolutions of -0 (zeros times a negative weight, plus a bias of -0): the ReLU gives +0 on
+  // both paths (kernels.hpp's relu_of), bit for bit; the fused kernel's `< 0` kept -0.
+  if (!fused_kernel_here()) GTEST_SKIP() << kNoFusedKernel;
+  const Tensor x = Tensor::zeros({2, 4, 4, 1});
+  const Tensor k = Tensor::from_vector(std::vector<float>{-1.0f, -2.0f}, {1, 1, 1, 2});
+  const Tensor b = Tensor::from_vector(std::vector<float>{-0.0f, -0.0f}, {2});
+  const Conv2dOptions relu{.activation = FusedActivation::kRelu};
+  for (const bool fused : {true, false}) {
+    const Tensor y = fused ? conv2d_max_pool2d(x, k, b, relu, {}) : max_pool2d(conv2d(x, k, b, relu), {});
+    for (float v : y.to_vector<float>())
+      EXPECT_TRUE(v == 0.0f && !std::signbit(v)) << (fused ? "fused" : "unfused") << ": " << v;
   }
 }
 

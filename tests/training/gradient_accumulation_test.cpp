@@ -129,5 +129,46 @@ TEST(GradientAccumulation, NoSyncInACustomLoopGivesTheGroupsGradient) {
   }
 }
 
+// What the accumulator holds, as each host call leaves it: add() holds the variables that got a
+// gradient, take() and clear() drop them, and note_step, after a step a replay may have run
+// (none of this host code), leaves a held-back batch's variables held as the last add() did, an
+// applied batch's not. empty() says whether anything is held.
+TEST(GradientAccumulation, TheAccumulatorHoldsWhatAddTakeClearAndNoteStepLeave) {
+  const Variable a(Tensor::from_vector(std::vector<float>{1, 2}, {2}), "a");
+  const Variable b(Tensor::from_vector(std::vector<float>{3}, {1}), "b");
+  const std::vector<Variable> vars{a, b};
+  const Tensor ga = Tensor::from_vector(std::vector<float>{0.5f, -1}, {2});
+  const auto held = [&](distribute::GradientAccumulator& acc) {  // which are held, by what take() gives
+    const std::vector<Tensor> sums = acc.take({Tensor(), Tensor()}, vars);
+    return std::pair{sums[0].defined(), sums[1].defined()};
+  };
+  distribute::GradientAccumulator acc;
+  EXPECT_TRUE(acc.empty());
+  acc.add({ga, Tensor()}, vars);  // b got no gradient: not held
+  EXPECT_FALSE(acc.empty());
+  acc.add({ga, Tensor()}, vars);
+  const std::vector<Tensor> sums = acc.take({ga, Tensor()}, vars);
+  EXPECT_EQ(sums[0].to_vector<float>(), (std::vector<float>{1.5f, -3}));
+  EXPECT_FALSE(sums[1].defined());
+  EXPECT_TRUE(acc.empty());
+  // A replayed held-back batch: held as the last add() left it (a only).
+  acc.note_step(vars, true);
+  EXPECT_FALSE(acc.empty());
+  EXPECT_EQ(held(acc), std::pair(true, false));
+  EXPECT_TRUE(acc.empty());
+  acc.note_step(vars, true);
+  acc.note_step(vars, false);  // a replayed applied batch: nothing held
+  EXPECT_TRUE(acc.empty());
+  acc.note_step(vars, true);
+  acc.clear();
+  EXPECT_TRUE(acc.empty());
+  acc.note_step(vars, true);  // after clear(), a replay holds what the last add() held
+  EXPECT_EQ(held(acc), std::pair(true, false));
+  // An eager held-back batch: note_step leaves what add() did.
+  acc.add({Tensor(), Tensor::from_vector(std::vector<float>{2}, {1})}, vars);
+  acc.note_step(vars, true);
+  EXPECT_EQ(held(acc), std::pair(false, true));
+}
+
 }  // namespace
 }  // namespace lockstep

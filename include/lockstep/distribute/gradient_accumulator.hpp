@@ -30,7 +30,7 @@ class GradientAccumulator {
   std::vector<Tensor> take(const std::vector<Tensor>& grads, const std::vector<Variable>& vars);
   /// Drops every sum (a group that will not be applied, e.g. training stopped within it).
   void clear();
-  /// Whether nothing is held.
+  /// Whether nothing is held (a walk over the entries: none where nothing was ever held back).
   bool empty() const;
 
   /// Whether every copy of every variable of `vars` was held here before, so that its sum has
@@ -44,21 +44,24 @@ class GradientAccumulator {
   void note_step(const std::vector<Variable>& vars, bool held);
 
  private:
+  // What is held is these flags alone (empty() walks them: no count to keep beside them), each
+  // written under mu_.
   struct Sum {
     std::weak_ptr<void> copy;  // the variable copy's storage owner: the entry dies with it
     Tensor memory;             // the sum, where the copy got a gradient
     bool held = false;         // memory holds this group's sum so far
-    bool held_after_add = false;  // held after the last add() on the host
+    // `held` as the last add() on the host left it: what a replay of a batch held back leaves it
+    // at (note_step), whichever group the replay runs in (a step's gradients reach the same
+    // variables every time). take(), clear() and an applied batch reset `held`, not this.
+    bool held_after_add = false;
   };
   /// The entry of the copy current on this thread (made where there is none). Under mu_.
   Sum& entry_locked(const Tensor& copy);
-  void set_held_locked(Sum& s, bool held);
 
   mutable std::mutex mu_;
   // Keyed by the variable copy's TensorImpl. Entries are never moved (node-based map), so a
-  // thread reads and writes its own outside the lock.
+  // thread reads its own, and writes its memory, outside the lock.
   std::unordered_map<const void*, Sum> sums_;
-  std::size_t held_ = 0;  // entries held
 };
 
 }  // namespace lockstep::distribute

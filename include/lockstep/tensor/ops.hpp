@@ -258,7 +258,8 @@ Tensor conv2d_input_grad(const Tensor& kernel, const Tensor& dy, const Shape& in
 std::array<Tensor, 2> conv2d_kernel_grad(const Tensor& x, const Tensor& dy, const Shape& kernel_shape,
                                          bool with_bias, const Conv2dOptions& options);
 /// dx of max_pool2d (max) or avg_pool2d, given its input x, output y and dy. Max pooling sends
-/// each gradient to the first element (row-major in the window) equal to the window's maximum.
+/// each gradient to the first element (row-major in the window) equal to the window's maximum
+/// (of a window whose maximum is NaN, to its first NaN, as the fused conv2d_max_pool2d).
 /// relu_input (max pooling only): x is the output of a ReLU whose backward masks the result
 /// anyway; windows whose maximum is not positive then hand out nothing (see GradientTape).
 Tensor pool2d_grad(bool max, const Tensor& x, const Tensor& y, const Tensor& dy, const Pool2dOptions& options,

@@ -134,9 +134,11 @@ void forward_example(const Conv2dDesc& c, const Pool2dDesc& p, const Taps& t, co
         }
         const std::int64_t i = (py * p.ow + px) * oc + o0;
         for (int b = 0; b < B; ++b) {
-          // relu(max) == max(relu); a NaN stays NaN (an ordered compare is false for it).
+          // relu(max) == max(relu), by kernels.hpp's relu_of: v <= 0 gives +0, -0 included (a
+          // `< 0` kept -0, where the unfused Conv2D's ReLU gives +0); a NaN stays NaN (an ordered
+          // compare is false for it).
           if (c.relu)
-            best[b] = _mm512_mask_mov_ps(best[b], _mm512_cmp_ps_mask(best[b], _mm512_setzero_ps(), _CMP_LT_OQ),
+            best[b] = _mm512_mask_mov_ps(best[b], _mm512_cmp_ps_mask(best[b], _mm512_setzero_ps(), _CMP_LE_OQ),
                                          _mm512_setzero_ps());
           _mm512_mask_storeu_ps(yn + i + b * kLanes, lanes[b], best[b]);
           _mm512_mask_cvtepi32_storeu_epi8(an + i + b * kLanes, lanes[b], arg[b]);

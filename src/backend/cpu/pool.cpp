@@ -68,7 +68,23 @@ double pool_cost(const Pool2dDesc& d) {
   return BatchParts::memory_bound(static_cast<double>(d.n * d.c * (d.h * d.w + d.oh * d.ow)));
 }
 
-// One window's gradient `rest` (c channels) to its first maximum in row-major order (as TF's).
+#if defined(__AVX2__)
+// kernels.hpp's gave_max, lane by lane: x equals m, or both are NaN.
+inline __m256 gave_max8(__m256 x, __m256 m) {
+  const __m256 both_nan = _mm256_and_ps(_mm256_cmp_ps(x, x, _CMP_UNORD_Q), _mm256_cmp_ps(m, m, _CMP_UNORD_Q));
+  return _mm256_or_ps(_mm256_cmp_ps(x, m, _CMP_EQ_OQ), both_nan);
+}
+#endif
+#if defined(__AVX512F__)
+// The same of the lanes in `lanes`; m_nan: the lanes where m is NaN.
+inline __mmask16 gave_max16(__mmask16 lanes, __m512 x, __m512 m, __mmask16 m_nan) {
+  return static_cast<__mmask16>(_mm512_mask_cmp_ps_mask(lanes, x, m, _CMP_EQ_OQ) |
+                                _mm512_mask_cmp_ps_mask(static_cast<__mmask16>(lanes & m_nan), x, x, _CMP_UNORD_Q));
+}
+#endif
+
+// One window's gradient `rest` (c channels) to its first maximum in row-major order (as TF's;
+// kernels.hpp's gave_max: a window whose maximum is NaN, to its first NaN).
 // The channel loop is innermost and branch-free, so it vectorises over NHWC's contiguous
 // channels: `rest` holds what the window has not handed out yet, and the first x equal to the
 // maximum takes it. kStore: the window owns its elements (no other window overlaps them), so it
@@ -87,7 +103,7 @@ void max_pool_window(const Pool2dDesc& d, const float* xn, const float* __restri
       // Spelled out: under -ftrapping-math GCC will not vectorise a float compare.
       for (; ch + 8 <= c; ch += 8) {
         const __m256 r = _mm256_loadu_ps(rest + ch);
-        const __m256 hit = _mm256_cmp_ps(_mm256_loadu_ps(xi + ch), _mm256_loadu_ps(m + ch), _CMP_EQ_OQ);
+        const __m256 hit = gave_max8(_mm256_loadu_ps(xi + ch), _mm256_loadu_ps(m + ch));
         const __m256 take = _mm256_and_ps(hit, r);
         _mm256_storeu_ps(dxi + ch, kStore ? take : _mm256_add_ps(_mm256_loadu_ps(dxi + ch), take));
         _mm256_storeu_ps(rest + ch, _mm256_andnot_ps(hit, r));
@@ -95,7 +111,7 @@ void max_pool_window(const Pool2dDesc& d, const float* xn, const float* __restri
 #endif
       for (; ch < c; ++ch) {
         const float r = rest[ch];
-        const bool hit = xi[ch] == m[ch];
+        const bool hit = gave_max(xi[ch], m[ch]);
         const float take = hit ? r : 0.0f;
         dxi[ch] = kStore ? take : dxi[ch] + take;
         rest[ch] = hit ? 0.0f : r;
@@ -106,7 +122,7 @@ void max_pool_window(const Pool2dDesc& d, const float* xn, const float* __restri
 
 // The common case (Keras' default 2x2 pool, stride 2, no padding) without the generic loop's
 // `rest` in memory: a window's four elements are compared in registers and each written once;
-// the window's gradient goes to its first maximum in row-major order, as TF's.
+// the window's gradient goes to its first maximum in row-major order, as TF's (gave_max).
 void max_pool_backward_2x2(const Pool2dDesc& d, const float* xn, const float* y, const float* dy, float* dxn,
                            std::int64_t n) {
   const std::int64_t c = d.c, row = d.w * c;
@@ -123,12 +139,13 @@ void max_pool_backward_2x2(const Pool2dDesc& d, const float* xn, const float* y,
 #if defined(__AVX512F__)
       for (; ch + 16 <= c; ch += 16) {
         const __m512 mv = _mm512_loadu_ps(m + ch);
+        const __mmask16 m_nan = _mm512_cmp_ps_mask(mv, mv, _CMP_UNORD_Q);
         __mmask16 left = d.relu_input ? _mm512_cmp_ps_mask(mv, _mm512_setzero_ps(), _CMP_GT_OQ) : __mmask16(0xFFFF);
         const __m512 gv = _mm512_loadu_ps(g + ch);
         const float* xs[4] = {x0 + ch, x0 + c + ch, x1 + ch, x1 + c + ch};
         float* ds[4] = {d0 + ch, d0 + c + ch, d1 + ch, d1 + c + ch};
         for (int k = 0; k < 4; ++k) {
-          const __mmask16 hit = _mm512_mask_cmp_ps_mask(left, _mm512_loadu_ps(xs[k]), mv, _CMP_EQ_OQ);
+          const __mmask16 hit = gave_max16(left, _mm512_loadu_ps(xs[k]), mv, m_nan);
           _mm512_storeu_ps(ds[k], _mm512_maskz_mov_ps(hit, gv));
           left = static_cast<__mmask16>(left & ~hit);
         }
@@ -141,7 +158,7 @@ void max_pool_backward_2x2(const Pool2dDesc& d, const float* xn, const float* y,
         const float* xs[4] = {x0 + ch, x0 + c + ch, x1 + ch, x1 + c + ch};
         float* ds[4] = {d0 + ch, d0 + c + ch, d1 + ch, d1 + c + ch};
         for (int k = 0; k < 4; ++k) {
-          const __m256 hit = _mm256_cmp_ps(_mm256_loadu_ps(xs[k]), mv, _CMP_EQ_OQ);
+          const __m256 hit = gave_max8(_mm256_loadu_ps(xs[k]), mv);
           _mm256_storeu_ps(ds[k], _mm256_and_ps(hit, left));
           left = _mm256_andnot_ps(hit, left);
         }
@@ -152,7 +169,7 @@ void max_pool_backward_2x2(const Pool2dDesc& d, const float* xn, const float* y,
         const float* xs[4] = {x0 + ch, x0 + c + ch, x1 + ch, x1 + c + ch};
         float* ds[4] = {d0 + ch, d0 + c + ch, d1 + ch, d1 + c + ch};
         for (int k = 0; k < 4; ++k) {
-          const bool hit = *xs[k] == m[ch];
+          const bool hit = gave_max(*xs[k], m[ch]);
           *ds[k] = hit ? left : 0.0f;
           left = hit ? 0.0f : left;
         }

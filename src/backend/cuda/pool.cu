@@ -1,9 +1,10 @@
 // Max and average pooling over NHWC tensors, float32: lockstep's own kernels rather than cuDNN's
 // pooling, because the CPU backend's semantics are what the parity harness checks and cuDNN's
 // differ in two of them: max pooling's gradient goes to the *first* (row-major) element of a
-// window equal to its maximum (TF's rule; cuDNN's choice among ties is its own), and a
-// `relu_input` window whose maximum is not positive hands out nothing (Pool2dDesc). Average
-// pooling divides by the window elements inside the input (padding excluded).
+// window that gave its maximum (TF's rule, a NaN maximum's first NaN: kernels.hpp's gave_max;
+// cuDNN's choice among ties is its own), and a `relu_input` window whose maximum is not
+// positive hands out nothing (Pool2dDesc). Average pooling divides by the window elements
+// inside the input (padding excluded).
 // One thread per output element (forward) or input element (backward, gathering from the
 // windows that cover it: no atomics, the same bits on every run); the bodies are in
 // window_math.hpp, which the CPU suite tests against the CPU backend. NHWC makes a warp's

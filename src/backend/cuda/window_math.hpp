@@ -47,8 +47,9 @@ LOCKSTEP_HOST_DEVICE inline float pool_forward_at(const Pool2dDesc& d, const flo
 
 /// Input-gradient element i of pooling, gathered from the windows that cover it in (oy, ox)
 /// order (no atomics: the same bits on every run). Max pooling: a window's gradient goes to its
-/// first (row-major) element equal to its maximum y, as the CPU backend's and TF's; with
-/// relu_input, a window whose maximum is not positive hands out nothing.
+/// first (row-major) element that gave its maximum y (kernels.hpp's gave_max: a NaN maximum's
+/// first NaN), as the CPU backend's and TF's; with relu_input, a window whose maximum is not
+/// positive hands out nothing.
 LOCKSTEP_HOST_DEVICE inline float pool_backward_at(const Pool2dDesc& d, const float* x, const float* y,
                                                    const float* dy, std::int64_t i) {
   std::int64_t r = i / d.c;
@@ -71,12 +72,12 @@ LOCKSTEP_HOST_DEVICE inline float pool_backward_at(const Pool2dDesc& d, const fl
         continue;
       }
       const float m = y[o];
-      if (xv != m || (d.relu_input && !(m > 0.0f))) continue;
-      bool first = true;  // no element before this one in the window equals the maximum
+      if (!gave_max(xv, m) || (d.relu_input && !(m > 0.0f))) continue;
+      bool first = true;  // no element before this one in the window gave the maximum
       for (std::int64_t yy = w.y0; yy <= iy && first; ++yy) {
         const std::int64_t end = yy < iy ? w.x1 : ix;
         for (std::int64_t xx = w.x0; xx < end; ++xx)
-          if (xn[(yy * d.w + xx) * d.c] == m) {
+          if (gave_max(xn[(yy * d.w + xx) * d.c], m)) {
             first = false;
             break;
           }
