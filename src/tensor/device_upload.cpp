@@ -48,10 +48,16 @@ struct DeviceUpload::State {
   }
 
   // Where copies run beside the device's work: the device memory of the whole batch, one
-  // allocation (one_block()), component 0 at its start.
+  // allocation (one_block()), component 0 at its start. Memory that cannot be had leaves no
+  // fence behind (a CUDA event out of its pool for good).
   void reserve_device() {
     if (!order_after_queued_work()) return;
-    tensors = detail::empty_parts(shapes, dtypes, kPartAlign, offsets);
+    try {
+      tensors = detail::empty_parts(shapes, dtypes, kPartAlign, offsets);
+    } catch (...) {
+      settle();
+      throw;
+    }
     for (std::size_t i = 0; i < shapes.size(); ++i)
       if (bytes(i)) span = offsets[i] + bytes(i);
     if (!tensors.empty()) device = tensors[0].raw_data();
@@ -161,9 +167,14 @@ void DeviceUpload::reserve(const std::vector<Shape>& shapes, const std::vector<D
     if (s_->ops) s_->settle();  // (as the destructor: a copy never taken is waited for)
     s_->clear();
   }
-  s_->shapes = shapes;  // copied into the vectors kept: no allocation where they are as large
-  s_->dtypes = dtypes;
-  s_->reserve_device();
+  try {
+    s_->shapes = shapes;  // copied into the vectors kept: no allocation where they are as large
+    s_->dtypes = dtypes;
+    s_->reserve_device();
+  } catch (...) {
+    s_.reset();  // reserved for nothing, as DeviceUpload(): no half-written shapes to start
+    throw;
+  }
 }
 
 DeviceUpload::DeviceUpload(std::vector<Tensor> buffers) : s_(std::make_unique<State>()) {

@@ -497,3 +497,41 @@ TEST(GpuInput, ABatchAheadUploadsInTheSpentUploadOfTheBatchBefore) {
   EXPECT_EQ(third[0].to_vector<float>(), want[2]);
   EXPECT_EQ(second[0].device(), gpu.gpu);
 }
+
+// Device memory that cannot be had for an upload (a batch larger than any device, refused before
+// the system is asked: the sanitizers stop at such a request) is a ResourceError naming the
+// tensors, and leaves nothing behind: no fence of the device's work (on CUDA an event out of its
+// pool for good; emulated GPUs count them), and an upload reserved for nothing, which reserved
+// again copies its batch.
+TEST(GpuInput, AnUploadThatFindsNoDeviceMemoryLeavesNothingReserved) {
+  LOCKSTEP_REQUIRE_GPU();
+  const bool emulated = backend::device_kind(DeviceKind::kCuda).emulated();
+  OnGpu0 gpu;
+  const std::vector<Shape> too_large{Shape({std::int64_t{1} << 59, 2})};  // 4 EiB of float32
+  const std::int64_t fences = emulated ? backend::emulated_fences_pending() : 0;
+  std::string err = message_of([&] { DeviceUpload up(too_large, {DType::kF32}); });
+  EXPECT_TRUE(has(err, "Tensor::empty")) << err;
+  if (emulated) {
+    EXPECT_EQ(backend::emulated_fences_pending(), fences) << "the constructor's fence";
+  }
+  DeviceUpload up;
+  up.reserve({Shape({2, 4})}, {DType::kF32});
+  err = message_of([&] { up.reserve(too_large, {DType::kF32}); });
+  EXPECT_TRUE(has(err, "Tensor::empty")) << err;
+  if (emulated) {
+    EXPECT_EQ(backend::emulated_fences_pending(), fences) << "reserve's fence, the one before's";
+  }
+  EXPECT_FALSE(up.started());
+  err = message_of([&] { up.stage(0); });
+  EXPECT_TRUE(has(err, "no tensor 0")) << err;
+  up.reserve({Shape({2, 4})}, {DType::kF32});
+  const std::vector<float> xv{1, 2, 3, 4, 5, 6, 7, 8};
+  Tensor x = up.stage(0);
+  ASSERT_TRUE(x.defined());
+  std::copy(xv.begin(), xv.end(), x.data<float>());
+  up.start({x});
+  EXPECT_EQ(up.take()[0].to_vector<float>(), xv);
+  if (emulated) {
+    EXPECT_EQ(backend::emulated_fences_pending(), fences);
+  }
+}
