@@ -30,7 +30,7 @@ Shape GlobalBatch::shape(std::size_t c) const {
 namespace {
 // Slot `slot` of per-slot state, or null where there is none (no slots made, or out of range).
 template <typename T>
-std::optional<T>* slot_of(std::vector<std::optional<T>>& slots, int slot) {
+T* slot_of(std::vector<T>& slots, int slot) {
   if (slot < 0 || static_cast<std::size_t>(slot) >= slots.size()) return nullptr;
   return &slots[static_cast<std::size_t>(slot)];
 }
@@ -66,23 +66,31 @@ data::Element GlobalBatch::cast_on_device(data::Element stored) const {
   return stored;
 }
 
+void GlobalBatch::Upload::drop() {
+  wait_host();
+  host = {};
+  copy = DeviceUpload();
+  reserved = false;
+}
+
 bool GlobalBatch::uploaded(int slot) const {
-  const auto* up = slot_of(uploads_, slot);
-  return up && *up && (*up)->copy.started();
+  const Slot* s = slot_of(slots_, slot);
+  return s && s->upload.reserved && s->upload.copy.started();
 }
 
 data::Element GlobalBatch::part(std::int64_t begin, std::int64_t end, int slot) const {
-  if (auto* up = slot_of(uploads_, slot)) {
-    if (*up && (*up)->begin == begin && (*up)->end == end && (*up)->copy.started()) {
-      data::Element out = (*up)->copy.take();
-      up->reset();
+  if (Slot* s = slot_of(slots_, slot)) {
+    Upload& up = s->upload;
+    if (up.reserved && up.begin == begin && up.end == end && up.copy.started()) {
+      data::Element out = up.copy.take();
+      up.reserved = false;  // spent: its memory kept for the batch ahead's upload
       return rows_ ? cast_on_device(std::move(out)) : out;
     }
-    up->reset();  // another range, or never started: its memory goes back
+    if (up.reserved) up.drop();  // another range, or never started: its memory goes back
   }
   if (stored_to_device()) return cast_on_device(batch_to_device(rows_->gather_stored(begin, end)));
-  if (auto* slot_ahead = rows_ ? slot_of(ahead_, slot) : nullptr) {
-    std::optional<data::PendingRows>& pending = *slot_ahead;
+  if (Slot* s = rows_ ? slot_of(slots_, slot) : nullptr) {
+    std::optional<data::PendingRows>& pending = s->ahead;
     if (pending && pending->begin() == begin && pending->end() == end) {
       data::Element out = pending->take();
       pending.reset();
@@ -98,31 +106,42 @@ data::Element GlobalBatch::part(std::int64_t begin, std::int64_t end, int slot) 
 
 void GlobalBatch::make_slots(int slots) const {
   const auto n = static_cast<std::size_t>(slots);
-  if (rows_ && ahead_.size() < n) ahead_.resize(n);
-  if (uploads_.size() < n) uploads_.resize(n);
+  if (slots_.size() < n) slots_.resize(n);
 }
 
-void GlobalBatch::reserve_upload(int slot, std::int64_t begin, std::int64_t end) const {
-  auto* up = slot_of(uploads_, slot);
-  if (!up) return;
+void GlobalBatch::reserve_upload(int slot, std::int64_t begin, std::int64_t end, const GlobalBatch* spent) const {
+  Slot* s = slot_of(slots_, slot);
+  if (!s) return;
   const std::vector<Tensor>& stored = rows_ ? rows_->sources->tensors : tensors_;
-  std::vector<Shape> shapes;
-  std::vector<DType> dtypes;
-  std::int64_t bytes = 0;
-  shapes.reserve(stored.size());
-  dtypes.reserve(stored.size());
-  // Rows travel as their sources store them (part() casts them on the device).
-  for (const Tensor& t : stored) {
+  for (const Tensor& t : stored)
     if (t.rank() < 1 || t.device().kind != DeviceKind::kCpu) return;  // a scalar, or not from the host
-    std::vector<std::int64_t> dims = t.shape().dims();
-    dims[0] = end - begin;
-    shapes.emplace_back(std::move(dims));
-    dtypes.push_back(t.dtype());
-    bytes += shapes.back().numel() * static_cast<std::int64_t>(dtype_size(t.dtype()));
+  Upload& up = s->upload;
+  if (up.reserved) up.drop();
+  // The spent upload's memory: its vectors and state, this slot's (a replica's thread's) alone.
+  Slot* from = spent && spent != this ? slot_of(spent->slots_, slot) : nullptr;
+  if (from && !from->upload.reserved && !from->upload.host.valid()) {
+    std::swap(up.shapes, from->upload.shapes);
+    std::swap(up.dtypes, from->upload.dtypes);
+    std::swap(up.copy, from->upload.copy);
   }
-  up->emplace(begin, end, DeviceUpload(std::move(shapes), std::move(dtypes)));
+  // Rows travel as their sources store them (part() casts them on the device). The shapes are
+  // written into the vectors kept (no allocation where they are as large).
+  up.shapes.resize(stored.size());
+  up.dtypes.resize(stored.size());
+  std::int64_t bytes = 0;
+  for (std::size_t c = 0; c < stored.size(); ++c) {
+    const std::vector<std::int64_t>& dims = stored[c].shape().dims();
+    up.shapes[c].dims().assign(dims.begin(), dims.end());
+    up.shapes[c].dims()[0] = end - begin;
+    up.dtypes[c] = stored[c].dtype();
+    bytes += up.shapes[c].numel() * static_cast<std::int64_t>(dtype_size(up.dtypes[c]));
+  }
+  up.copy.reserve(up.shapes, up.dtypes);
+  up.begin = begin;
+  up.end = end;
+  up.reserved = true;
   if (rows_ && gather_on_worker_ && bytes >= kWorkerGatherBytes)
-    (*up)->host = data::detail::gather_stored_ahead(*rows_, begin, end, staged(**up), slot);
+    up.host = data::detail::gather_stored_ahead(*rows_, begin, end, staged(up), slot);
 }
 
 data::Element GlobalBatch::staged(Upload& up) const {
@@ -136,26 +155,27 @@ data::Element GlobalBatch::staged(Upload& up) const {
 }
 
 void GlobalBatch::start_upload(int slot) const {
-  auto* up = slot_of(uploads_, slot);
-  if (!up || !*up) return;
+  Slot* s = slot_of(slots_, slot);
+  if (!s || !s->upload.reserved) return;
+  Upload& up = s->upload;
   data::Element host;
-  if (rows_ && (*up)->host.valid()) {
-    host = (*up)->host.get();
+  if (rows_ && up.host.valid()) {
+    host = up.host.get();
   } else if (rows_) {
-    host = staged(**up);
-    rows_->gather_stored_into((*up)->begin, (*up)->end, host);
+    host = staged(up);
+    rows_->gather_stored_into(up.begin, up.end, host);
   }
-  for (const Tensor& t : tensors_) host.push_back(t.slice((*up)->begin, (*up)->end));
-  (*up)->copy.start(host);
+  for (const Tensor& t : tensors_) host.push_back(t.slice(up.begin, up.end));
+  up.copy.start(host);
 }
 
 void GlobalBatch::gather_ahead(int slot, std::int64_t begin, std::int64_t end, bool caller_waits) const {
-  auto* pending = rows_ ? slot_of(ahead_, slot) : nullptr;
-  if (!pending) return;
+  Slot* s = rows_ ? slot_of(slots_, slot) : nullptr;
+  if (!s) return;
   // A pool of one thread that waits for nobody has no time to give it: part() gathers, as
   // without it (and no state is built per step for nothing).
   if (context_threads(current_compute_context()) < 2 && !caller_waits) return;
-  if (!*pending) pending->emplace(rows_->gather_ahead(begin, end, caller_waits));
+  if (!s->ahead) s->ahead.emplace(rows_->gather_ahead(begin, end, caller_waits));
 }
 
 const data::Element& ReplicaSlices::operator[](std::size_t local) const {
@@ -205,7 +225,7 @@ data::Element DistributedBatch::begin_slice(int local) const {
     // With peers, a replica waits for them (at the gradient exchange, for the next step) and
     // gathers while it waits, even on one thread.
     if (context_device(current_compute_context()).kind != DeviceKind::kCpu)
-      ahead->reserve_upload(r, next_begin, next_end);
+      ahead->reserve_upload(r, next_begin, next_end, global.get());
     else
       ahead->gather_ahead(r, next_begin, next_end, num_replicas > 1);
   }

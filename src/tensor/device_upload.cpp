@@ -47,6 +47,34 @@ struct DeviceUpload::State {
     staged.clear();
   }
 
+  // Where copies run beside the device's work: the device memory of the whole batch, one
+  // allocation (one_block()), component 0 at its start. Memory that cannot be had leaves no
+  // fence behind (a CUDA event out of its pool for good).
+  void reserve_device() {
+    if (!order_after_queued_work()) return;
+    try {
+      tensors = detail::empty_parts(shapes, dtypes, kPartAlign, offsets);
+    } catch (...) {
+      settle();
+      throw;
+    }
+    for (std::size_t i = 0; i < shapes.size(); ++i)
+      if (bytes(i)) span = offsets[i] + bytes(i);
+    if (!tensors.empty()) device = tensors[0].raw_data();
+  }
+
+  // Back to a state reserved for nothing, keeping the vectors' memory (the fences settled).
+  void clear() noexcept {
+    release_staged();
+    ctx = nullptr;
+    ops = nullptr;
+    staging = nullptr;
+    tensors.clear();
+    started = taken = given = batch_asked = false;
+    span = 0;
+    device = nullptr;
+  }
+
   std::size_t bytes(std::size_t i) const { return static_cast<std::size_t>(shapes[i].numel()) * dtype_size(dtypes[i]); }
 
   // On the current context: where copies run beside the device's work, marks the work queued so
@@ -120,17 +148,33 @@ struct DeviceUpload::State {
   }
 };
 
+DeviceUpload::DeviceUpload() = default;
+
 DeviceUpload::DeviceUpload(std::vector<Shape> shapes, std::vector<DType> dtypes) : s_(std::make_unique<State>()) {
   LOCKSTEP_CHECK(shapes.size() == dtypes.size(), "DeviceUpload: ", shapes.size(), " shapes but ", dtypes.size(),
                  " dtypes");
   s_->shapes = std::move(shapes);  // moved: fit makes one per replica and step
   s_->dtypes = std::move(dtypes);
-  if (!s_->order_after_queued_work()) return;
-  // One allocation for the batch (one_block()), component 0 at its start.
-  s_->tensors = detail::empty_parts(s_->shapes, s_->dtypes, kPartAlign, s_->offsets);
-  for (std::size_t i = 0; i < s_->shapes.size(); ++i)
-    if (s_->bytes(i)) s_->span = s_->offsets[i] + s_->bytes(i);
-  if (!s_->tensors.empty()) s_->device = s_->tensors[0].raw_data();
+  s_->reserve_device();
+}
+
+void DeviceUpload::reserve(const std::vector<Shape>& shapes, const std::vector<DType>& dtypes) {
+  LOCKSTEP_CHECK(shapes.size() == dtypes.size(), "DeviceUpload: ", shapes.size(), " shapes but ", dtypes.size(),
+                 " dtypes");
+  if (!s_) {
+    s_ = std::make_unique<State>();
+  } else {
+    if (s_->ops) s_->settle();  // (as the destructor: a copy never taken is waited for)
+    s_->clear();
+  }
+  try {
+    s_->shapes = shapes;  // copied into the vectors kept: no allocation where they are as large
+    s_->dtypes = dtypes;
+    s_->reserve_device();
+  } catch (...) {
+    s_.reset();  // reserved for nothing, as DeviceUpload(): no half-written shapes to start
+    throw;
+  }
 }
 
 DeviceUpload::DeviceUpload(std::vector<Tensor> buffers) : s_(std::make_unique<State>()) {

@@ -197,9 +197,12 @@ double Model::train_step(const Tensor& x, const Tensor& y) {
   check_compiled("train_step");
   check_same_rows(x, y);
   check_components(2, "train_step");
-  // The step's numbers are merged from `numbers`, which takes them as they are (merging them
-  // as the step's result copied each replica's, two heap allocations a step).
-  detail::PendingNumbers numbers;
+  // The step's numbers are merged from the model's PendingNumbers, which takes them as they are
+  // and keeps the merge's memory for the next call (a PendingNumbers of the call's own, copying
+  // each replica's numbers in, cost the bare step six heap allocations, issue 37).
+  if (!step_numbers_) step_numbers_ = std::make_shared<detail::PendingNumbers>();
+  detail::PendingNumbers& numbers = *step_numbers_;
+  numbers.steps.clear();  // (a step that threw left its numbers)
   train_micro_step(detail::split_batch(strategy_, {x, y}), 0, x.rank() >= 1 ? x.dim(0) : 0, GradientUse::kApply,
                    &numbers);
   return merge_numbers(numbers);

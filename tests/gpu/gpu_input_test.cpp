@@ -417,3 +417,121 @@ TEST(GpuInput, AnUploadIntoBuffersTakesThemAndNamesABatchThatDoesNotFit) {
   err = message_of([&] { DeviceUpload up({pixels}); });
   EXPECT_TRUE(has(err, "buffer 0 is on cpu:0 but this thread computes on gpu:0")) << err;
 }
+
+// An input path that copies a batch to the device every step makes each upload in the host
+// memory of the one before (issue 37: fit's thread allocated it again every step). A DeviceUpload
+// reserved again after take() copies the next batch, of other rows, with its own values and its
+// labels' host bytes; one reserved again before its start gives what it reserved back first.
+TEST(GpuInput, AnUploadReservedAgainCopiesTheNextBatch) {
+  LOCKSTEP_REQUIRE_GPU();
+  const bool emulated = backend::device_kind(DeviceKind::kCuda).emulated();
+  const auto cpu = make_compute_context(Device{});
+  OnGpu0 gpu;
+  DeviceUpload up;
+  for (std::int64_t round = 0; round < 3; ++round) {
+    const std::int64_t rows = 3 + round;
+    std::vector<float> xv(static_cast<std::size_t>(rows * 4));
+    for (std::size_t k = 0; k < xv.size(); ++k) xv[k] = static_cast<float>(round * 100 + static_cast<int>(k)) / 3;
+    std::vector<std::int64_t> yv(static_cast<std::size_t>(rows));
+    for (std::size_t k = 0; k < yv.size(); ++k) yv[k] = round + static_cast<std::int64_t>(k);
+    Tensor y;
+    {
+      ComputeScope on_host(*cpu);
+      y = Tensor::from_vector(yv, {rows});
+    }
+    if (round == 2) up.reserve({Shape({1000})}, {DType::kF32});  // never started
+    const std::int64_t copies = emulated ? backend::emulated_copies_beside() : 0;
+    up.reserve({Shape({rows, 4}), y.shape()}, {DType::kF32, DType::kI64});
+    EXPECT_FALSE(up.started());
+    Tensor x = up.stage(0);
+    ASSERT_TRUE(x.defined());
+    EXPECT_EQ(x.shape(), Shape({rows, 4}));
+    std::copy(xv.begin(), xv.end(), x.data<float>());
+    up.start({x, y});
+    const std::vector<Tensor> got = up.take();
+    ASSERT_EQ(got.size(), 2u);
+    EXPECT_EQ(got[0].shape(), Shape({rows, 4})) << "round " << round;
+    EXPECT_EQ(got[0].to_vector<float>(), xv) << "round " << round;
+    EXPECT_EQ(got[1].to_vector<std::int64_t>(), yv) << "round " << round;
+    const std::shared_ptr<const void> labels = detail::host_copy_of(got[1]);
+    ASSERT_NE(labels, nullptr) << "the labels' host bytes, for the label check on the host";
+    EXPECT_EQ(static_cast<const std::int64_t*>(labels.get())[0], round);
+    if (emulated) {
+      EXPECT_EQ(backend::emulated_copies_beside() - copies, 1) << "one copy to the device for the batch";
+    }
+  }
+}
+
+// fit's batch ahead reserves its upload in the memory of the one its batch before gave up
+// (reserve_upload's `spent`): each batch gets its own rows, the batch before keeps the tensors it
+// took, and an upload still reserved (not taken) is left to its batch.
+TEST(GpuInput, ABatchAheadUploadsInTheSpentUploadOfTheBatchBefore) {
+  LOCKSTEP_REQUIRE_GPU();
+  const Pixels d = make_pixels(96);
+  auto rows = data::Dataset::from_tensor_slices(d.x, d.y).cast_and_scale(kScale).batch(32).make_row_batch_iterator();
+  ASSERT_TRUE(rows);
+  std::vector<std::shared_ptr<const GlobalBatch>> batches;
+  std::vector<std::vector<float>> want;
+  for (int b = 0; b < 3; ++b) {
+    const auto next = rows->next();
+    ASSERT_TRUE(next);
+    want.push_back(cast_and_scale(next->gather_stored(4, 20)[0], kScale).to_vector<float>());
+    batches.push_back(std::make_shared<const GlobalBatch>(*next));
+    batches.back()->make_slots(1);
+  }
+  OnGpu0 gpu;
+  batches[0]->reserve_upload(0, 4, 20);
+  batches[0]->start_upload(0);
+  const data::Element first = batches[0]->part(4, 20, 0);
+  EXPECT_FALSE(batches[0]->uploaded(0));
+  batches[1]->reserve_upload(0, 4, 20, batches[0].get());
+  batches[1]->start_upload(0);
+  ASSERT_TRUE(batches[1]->uploaded(0));
+  batches[2]->reserve_upload(0, 4, 20, batches[1].get());  // batch 1's upload is not spent
+  batches[2]->start_upload(0);
+  ASSERT_TRUE(batches[1]->uploaded(0));
+  const data::Element second = batches[1]->part(4, 20, 0);
+  const data::Element third = batches[2]->part(4, 20, 0);
+  EXPECT_EQ(first[0].to_vector<float>(), want[0]);
+  EXPECT_EQ(second[0].to_vector<float>(), want[1]);
+  EXPECT_EQ(third[0].to_vector<float>(), want[2]);
+  EXPECT_EQ(second[0].device(), gpu.gpu);
+}
+
+// Device memory that cannot be had for an upload (a batch larger than any device, refused before
+// the system is asked: the sanitizers stop at such a request) is a ResourceError naming the
+// tensors, and leaves nothing behind: no fence of the device's work (on CUDA an event out of its
+// pool for good; emulated GPUs count them), and an upload reserved for nothing, which reserved
+// again copies its batch.
+TEST(GpuInput, AnUploadThatFindsNoDeviceMemoryLeavesNothingReserved) {
+  LOCKSTEP_REQUIRE_GPU();
+  const bool emulated = backend::device_kind(DeviceKind::kCuda).emulated();
+  OnGpu0 gpu;
+  const std::vector<Shape> too_large{Shape({std::int64_t{1} << 59, 2})};  // 4 EiB of float32
+  const std::int64_t fences = emulated ? backend::emulated_fences_pending() : 0;
+  std::string err = message_of([&] { DeviceUpload up(too_large, {DType::kF32}); });
+  EXPECT_TRUE(has(err, "Tensor::empty")) << err;
+  if (emulated) {
+    EXPECT_EQ(backend::emulated_fences_pending(), fences) << "the constructor's fence";
+  }
+  DeviceUpload up;
+  up.reserve({Shape({2, 4})}, {DType::kF32});
+  err = message_of([&] { up.reserve(too_large, {DType::kF32}); });
+  EXPECT_TRUE(has(err, "Tensor::empty")) << err;
+  if (emulated) {
+    EXPECT_EQ(backend::emulated_fences_pending(), fences) << "reserve's fence, the one before's";
+  }
+  EXPECT_FALSE(up.started());
+  err = message_of([&] { up.stage(0); });
+  EXPECT_TRUE(has(err, "no tensor 0")) << err;
+  up.reserve({Shape({2, 4})}, {DType::kF32});
+  const std::vector<float> xv{1, 2, 3, 4, 5, 6, 7, 8};
+  Tensor x = up.stage(0);
+  ASSERT_TRUE(x.defined());
+  std::copy(xv.begin(), xv.end(), x.data<float>());
+  up.start({x});
+  EXPECT_EQ(up.take()[0].to_vector<float>(), xv);
+  if (emulated) {
+    EXPECT_EQ(backend::emulated_fences_pending(), fences);
+  }
+}

@@ -61,8 +61,10 @@ class GlobalBatch {
   /// (the caller decides): reserves device
   /// memory there for slot's rows [begin, end) and marks the device's work so far
   /// (DeviceUpload), and has the input worker start gathering the rows where it gathers them.
-  /// Before the step that the copy is to run beside is queued.
-  void reserve_upload(int slot, std::int64_t begin, std::int64_t end) const;
+  /// Before the step that the copy is to run beside is queued. `spent`: a batch whose upload in
+  /// this slot part() took, whose host memory (the upload's state and vectors) this one's is
+  /// made in, so that a step's upload ahead allocates none of its own (the batch before it).
+  void reserve_upload(int slot, std::int64_t begin, std::int64_t end, const GlobalBatch* spent = nullptr) const;
   /// After that step is queued: starts the copy (of the rows the worker gathered, waiting for
   /// them, or gathered here), for part() to take.
   void start_upload(int slot) const;
@@ -79,22 +81,34 @@ class GlobalBatch {
   std::optional<data::RowBatch> rows_;
   bool gather_on_worker_ = false;
   bool gather_into_staging_ = true;
-  // Gathers and uploads ahead by slot; `host`: the rows being gathered on the input worker.
+  // A slot's upload ahead: rows [begin, end) while `reserved`; `host`: the rows being gathered on
+  // the input worker. Once part() took it, its shapes, dtypes and copy keep their memory for
+  // the batch ahead (reserve_upload's `spent`).
   struct Upload {
-    std::int64_t begin, end;
+    std::int64_t begin = 0, end = 0;
+    bool reserved = false;
+    std::vector<Shape> shapes;
+    std::vector<DType> dtypes;
     DeviceUpload copy;
     std::future<data::Element> host = {};
-    Upload(std::int64_t b, std::int64_t e, DeviceUpload c) : begin(b), end(e), copy(std::move(c)) {}
+    Upload() = default;
     Upload(Upload&&) = default;
-    ~Upload() {
+    ~Upload() { wait_host(); }
+    void wait_host() {
       if (host.valid()) host.wait();  // the worker may be writing into copy's staging blocks
     }
+    // Not reserved: what it reserved goes back (a copy started is waited for by later work).
+    void drop();
+  };
+  // A slot's gather or upload ahead (a replica's).
+  struct Slot {
+    std::optional<data::PendingRows> ahead;
+    Upload upload;
   };
   // The upload's staging blocks that slot's rows are gathered into, by component (undefined:
   // gathered into host memory of its own).
   data::Element staged(Upload& up) const;
-  mutable std::vector<std::optional<data::PendingRows>> ahead_;
-  mutable std::vector<std::optional<Upload>> uploads_;
+  mutable std::vector<Slot> slots_;
 };
 
 /// Each of this worker's replicas' slice of one step, in replica order. A split global batch's

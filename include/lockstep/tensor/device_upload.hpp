@@ -21,8 +21,15 @@ namespace lockstep {
 
 class DeviceUpload {
  public:
+  /// Nothing reserved (reserve() reserves).
+  DeviceUpload();
   /// Device memory for tensors of these shapes and dtypes, on the current context's device.
   DeviceUpload(std::vector<Shape> shapes, std::vector<DType> dtypes);
+  /// As `*this = DeviceUpload(shapes, dtypes)`, keeping this upload's host memory (its state and
+  /// vectors, which an input path that uploads a batch per step would otherwise allocate again):
+  /// what it reserved and did not hand out is given back first, as its destructor does. One that
+  /// throws (no device memory) leaves nothing reserved, as DeviceUpload().
+  void reserve(const std::vector<Shape>& shapes, const std::vector<DType>& dtypes);
   /// Into `buffers`, tensors on the current context's device that the caller keeps (a captured
   /// step's fixed inputs): start() copies into them, take() hands them back. The device's work
   /// queued so far may still read them: the copy waits for it.

@@ -395,6 +395,7 @@ class Model {
   // fit's accumulation sums on one device (a strategy holds its own): kept with the model, since
   // its captured steps write and read their memory.
   distribute::GradientAccumulator fit_sums_;
+  std::shared_ptr<detail::PendingNumbers> step_numbers_;  // train_step(x, y)'s, its memory kept from call to call
   std::int64_t steps_per_execution_ = 1;
   std::vector<Variable> step_variables_, step_trainable_;  // refresh_step_variables()
   std::uint64_t walked_at_weights_ = 0;  // Layer::weights_made() when step_variables_ were walked
