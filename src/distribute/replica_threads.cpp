@@ -17,6 +17,16 @@ namespace {
 // queued before it (no host wait); within the step the collectives' barriers order the replicas.
 // Each replica's context has its own error mark while the step runs (backend/error_marks.hpp):
 // a replica's read raises its own check's error, and the driver's reads after the step every one's.
+std::string what_of(const std::exception_ptr& e) {
+  try {
+    std::rethrow_exception(e);
+  } catch (const std::exception& x) {
+    return x.what();
+  } catch (...) {
+    return "unknown exception";
+  }
+}
+
 void use_own_streams(const std::vector<Device>& devices, Strategy& strategy, bool own) {
   for (std::size_t r = 0; r < devices.size(); ++r) strategy.context(static_cast<int>(r)).set_own_marks(own);
   for (std::size_t r = 1; r < devices.size(); ++r) {
@@ -56,7 +66,8 @@ Strategy::~Strategy() { replicas_->stop_threads(); }
 void Strategy::run_on_replicas(const std::function<void(ReplicaContext&)>& fn) {
   Replicas& R = *replicas_;
   LOCKSTEP_CHECK_T(DistributedError, !R.broken, name(),
-                   ": a replica of this strategy never finished an earlier step; make a new strategy");
+                   ": a replica of this strategy never finished an earlier step (", R.broken_by,
+                   "); make a new strategy");
   LOCKSTEP_CHECK_T(DistributedError, R.remaining.load() == 0, name(), "::run is not reentrant");
   group_->reset();
   R.first_error = nullptr;
@@ -88,11 +99,15 @@ void Strategy::run_on_replicas(const std::function<void(ReplicaContext&)>& fn) {
       const bool done = R.cv_done.wait_for(lock, deadline, [&] { return R.remaining.load() == 0; });
       if (done) break;
       if (failed) {
+        // The failure that began it is named here and by every later run: it is the one to fix.
         R.broken = true;
+        {
+          std::lock_guard<std::mutex> err(R.err_mu);  // the unstopped replica may still record one
+          R.broken_by = "replica " + std::to_string(R.first_error_replica) + " failed: " + what_of(R.first_error);
+        }
         throw DistributedError(name() + ": " + std::to_string(R.remaining.load()) +
                                " replica(s) did not stop within " + std::to_string(group_->timeout().count()) +
-                               " ms after replica " + std::to_string(R.first_error_replica) +
-                               " failed; the strategy is unusable");
+                               " ms after " + R.broken_by + "; the strategy is unusable");
       }
     }
   }
@@ -104,14 +119,7 @@ void Strategy::run_on_replicas(const std::function<void(ReplicaContext&)>& fn) {
     if (!R.first_error) throw;  // else the replica's error is the one to report
   }
   if (R.first_error) {
-    std::string what;
-    try {
-      std::rethrow_exception(R.first_error);
-    } catch (const std::exception& e) {
-      what = e.what();
-    } catch (...) {
-      what = "unknown exception";
-    }
+    const std::string what = what_of(R.first_error);
     throw ReplicaError(R.first_error_replica,
                        "replica " + std::to_string(R.first_error_replica) + " of " + std::to_string(n) +
                            " (" + devices_[static_cast<std::size_t>(R.first_error_replica)].str() + ") failed: " + what,

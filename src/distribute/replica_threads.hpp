@@ -35,6 +35,7 @@ struct Strategy::Replicas {
   std::exception_ptr first_error;
   int first_error_replica = -1;
   bool broken = false;
+  std::string broken_by;  // "replica R failed: ...", the failure after which a replica never stopped
 
   void record_error(int r, std::exception_ptr e, const std::string& what) {
     {
