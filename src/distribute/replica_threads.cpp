@@ -61,7 +61,16 @@ void Strategy::start_replica_threads() {
   }
 }
 
-Strategy::~Strategy() { replicas_->stop_threads(); }
+Strategy::~Strategy() {
+  Replicas& R = *replicas_;
+  if (R.broken) {
+    // A replica that did not stop after a failure gets the timeout once more to finish: one that
+    // does is joined; one left running past it would resume in a destroyed strategy.
+    std::unique_lock<std::mutex> lock(R.mu);
+    R.cv_done.wait_for(lock, group_->timeout(), [&] { return R.remaining.load() == 0; });
+  }
+  R.stop_threads();
+}
 
 void Strategy::run_on_replicas(const std::function<void(ReplicaContext&)>& fn) {
   Replicas& R = *replicas_;

@@ -105,7 +105,7 @@ struct Strategy::Replicas {
     for (auto& w : workers) {
       if (!w->thread.joinable()) continue;
       // A replica that never finished (reported by run()) cannot be joined without hanging.
-      if (broken) w->thread.detach();
+      if (broken && remaining.load() > 0) w->thread.detach();
       else w->thread.join();
     }
   }

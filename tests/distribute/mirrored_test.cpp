@@ -240,32 +240,38 @@ TEST_P(MirroredOver, StalledReplicaIsReportedByTimeout) {
 
 // A replica that does not stop after another failed (it waits on something other than a
 // collective) makes the strategy unusable: that run, and every later one, names the failure that
-// began it, the one a user must fix.
+// began it, the one a user must fix. The replica still runs after run_void returned, so its
+// function captures nothing: the std::function holding it is gone by then.
+std::atomic<bool> g_release_stuck_replica{false};
+
 TEST_P(MirroredOver, AReplicaThatNeverStopsAfterAFailureLeavesTheFailureNamed) {
   MirroredOptions o = options(2);
   o.collective_timeout = std::chrono::milliseconds(200);
-  MirroredStrategy strategy(o);
-  std::atomic<bool> release{false};
-  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-  const std::string cause = "replica 0 failed: label 7 is outside [0, 2)";
-  try {
-    strategy.run_void([&](ReplicaContext& ctx) {
-      if (ctx.replica_id_in_sync_group() == 0) throw ValueError("label 7 is outside [0, 2)");
-      while (!release && std::chrono::steady_clock::now() < give_up)
-        std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    });
-    FAIL() << "no exception";
-  } catch (const DistributedError& e) {
-    EXPECT_NE(std::string(e.what()).find("did not stop within 200 ms after " + cause), std::string::npos) << e.what();
+  g_release_stuck_replica = false;
+  {
+    MirroredStrategy strategy(o);
+    const std::string cause = "replica 0 failed: label 7 is outside [0, 2)";
+    try {
+      strategy.run_void([](ReplicaContext& ctx) {
+        if (ctx.replica_id_in_sync_group() == 0) throw ValueError("label 7 is outside [0, 2)");
+        const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+        while (!g_release_stuck_replica && std::chrono::steady_clock::now() < give_up)
+          std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      });
+      FAIL() << "no exception";
+    } catch (const DistributedError& e) {
+      EXPECT_NE(std::string(e.what()).find("did not stop within 200 ms after " + cause), std::string::npos)
+          << e.what();
+    }
+    try {
+      strategy.run_void([](ReplicaContext&) {});
+      FAIL() << "no exception";
+    } catch (const DistributedError& e) {
+      EXPECT_NE(std::string(e.what()).find("never finished an earlier step (" + cause + ")"), std::string::npos)
+          << e.what();
+    }
+    g_release_stuck_replica = true;  // it finishes, and the strategy joins its thread as it goes
   }
-  try {
-    strategy.run_void([](ReplicaContext&) {});
-    FAIL() << "no exception";
-  } catch (const DistributedError& e) {
-    EXPECT_NE(std::string(e.what()).find("never finished an earlier step (" + cause + ")"), std::string::npos)
-        << e.what();
-  }
-  release = true;  // the strategy's threads are joined as it goes
 }
 
 TEST(Mirrored, DeviceErrors) {
