@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <random>
 #include <thread>
 
@@ -241,8 +242,16 @@ TEST_P(MirroredOver, StalledReplicaIsReportedByTimeout) {
 // A replica that does not stop after another failed (it waits on something other than a
 // collective) makes the strategy unusable: that run, and every later one, names the failure that
 // began it, the one a user must fix. The replica still runs after run_void returned, so its
-// function captures nothing: the std::function holding it is gone by then.
+// function captures nothing and is a std::function of static storage: one made in the test's
+// frame would be gone by then, and its stack reused while the replica still refers to it
+// (ThreadSanitizer reports that race: nothing orders a replica given up on with the caller).
 std::atomic<bool> g_release_stuck_replica{false};
+const std::function<void(ReplicaContext&)> g_fail_or_get_stuck = [](ReplicaContext& ctx) {
+  if (ctx.replica_id_in_sync_group() == 0) throw ValueError("label 7 is outside [0, 2)");
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (!g_release_stuck_replica && std::chrono::steady_clock::now() < give_up)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+};
 
 TEST_P(MirroredOver, AReplicaThatNeverStopsAfterAFailureLeavesTheFailureNamed) {
   MirroredOptions o = options(2);
@@ -252,12 +261,7 @@ TEST_P(MirroredOver, AReplicaThatNeverStopsAfterAFailureLeavesTheFailureNamed) {
     MirroredStrategy strategy(o);
     const std::string cause = "replica 0 failed: label 7 is outside [0, 2)";
     try {
-      strategy.run_void([](ReplicaContext& ctx) {
-        if (ctx.replica_id_in_sync_group() == 0) throw ValueError("label 7 is outside [0, 2)");
-        const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-        while (!g_release_stuck_replica && std::chrono::steady_clock::now() < give_up)
-          std::this_thread::sleep_for(std::chrono::milliseconds(1));
-      });
+      strategy.run_void(g_fail_or_get_stuck);
       FAIL() << "no exception";
     } catch (const DistributedError& e) {
       EXPECT_NE(std::string(e.what()).find("did not stop within 200 ms after " + cause), std::string::npos)
