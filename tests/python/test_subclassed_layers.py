@@ -361,5 +361,14 @@ def test_a_subclassed_model_whose_call_reads_values_is_refused_by_name():
 
     with pytest.raises(TypeError, match="data-dependent Python control flow"):
         Gated().fit(np.zeros((4, 3), np.float32), np.zeros((4, 2), np.float32), verbose=0)
+    class NoSuper(keras.Model):
+        def __init__(self):
+            self.dense = layers.Dense(2)
+
+        def call(self, inputs):
+            return self.dense(inputs)
+
+    with pytest.raises(TypeError, match="NoSuper.__init__ must call super\\(\\).__init__\\(\\)"):
+        NoSuper().predict(np.zeros((4, 3), np.float32), verbose=0)
     with pytest.raises(ValueError, match="keras.Model needs inputs and outputs"):
         keras.Model()

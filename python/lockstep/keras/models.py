@@ -506,6 +506,8 @@ class Model:
             raise ValueError(f"model '{self._subclass_name}' ({type(self).__name__}) is not built yet: lockstep "
                              f"builds a subclassed keras.Model by tracing its call at the first fit, evaluate, "
                              f"predict or model(x), or at model.build(input_shape)")
+        if name in ("_model", "_strategy") and "_strategy" not in vars(self):
+            raise TypeError(f"{type(self).__name__}.__init__ must call super().__init__() (keras.Model's)")
         if name.startswith("_"):
             raise AttributeError(name)
         raise AttributeError(f"lockstep does not support tf.keras.Model.{name} yet")
