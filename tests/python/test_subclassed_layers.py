@@ -72,6 +72,7 @@ def test_a_sequential_called_on_a_keras_tensor_runs_its_layers_with_their_weight
     ffn = keras.Sequential([layers.Dense(8, activation="relu"), layers.Dense(4)])
     inputs = keras.Input(shape=(4,))
     once = ffn(inputs)
+    assert [layer.name for layer in ffn.layers] == ["dense", "dense_1"]  # the Sequential's names, until
     model = keras.Model(inputs, ffn(once))  # called twice: one set of weights
     assert len(model.weights) == 4 and model.count_params() == (4 * 8 + 8) + (8 * 4 + 4)
     k1, b1, k2, b2 = ffn.get_weights()
@@ -191,6 +192,16 @@ def test_the_keras_example_program_runs_as_written_and_learns():
     run = subprocess.run([sys.executable, script, "4800", "2"], capture_output=True, text=True, timeout=600, env=env)
     assert run.returncode == 0, run.stdout + run.stderr
     assert float(run.stdout.strip().splitlines()[-1].split(":")[1]) > 0.9, run.stdout
+
+
+def test_stacked_blocks_each_with_a_sequential_get_a_name_each():
+    inputs = layers.Input(shape=(MAXLEN,))
+    h = TokenAndPositionEmbedding(MAXLEN, VOCAB, EMBED)(inputs)
+    h = TransformerBlock(EMBED, num_heads=2, ff_dim=32)(TransformerBlock(EMBED, num_heads=2, ff_dim=32)(h))
+    model = keras.Model(inputs, layers.Dense(2)(layers.GlobalAveragePooling1D()(h)))
+    names = [layer.name for layer in model.layers]
+    assert len(names) == len(set(names))  # each Sequential named its Dense layers dense and dense_1
+    assert [n for n in names if n.startswith("dense")] == ["dense", "dense_1", "dense_2", "dense_3", "dense_4"]
 
 
 def test_a_subclassed_layer_called_twice_shares_its_weights_and_saves_as_a_functional_model(tmp_path):
