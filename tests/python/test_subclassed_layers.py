@@ -31,16 +31,16 @@ def test_keras_tensor_arithmetic_makes_keras_merge_layers_and_saves(tmp_path):
     inputs = keras.Input(shape=(4,))
     a = layers.Dense(3, name="a")(inputs)
     b = layers.Dense(3, name="b")(inputs)
-    outputs = [a + b, a - b, a * b, 2.0 * a, a - 1, 1 - a, a + 0.5]
+    outputs = [a + b, a - b, a * b, 2.0 * a, a - 1, 1 - a, 0.5 + a, -a]
     model = keras.Model(inputs, outputs)
     assert [layer.get_config()["name"] for layer in model.layers if layer._layer.class_name in
             ("Add", "Subtract", "Multiply")] == ["add", "subtract", "multiply"]
-    assert sum(layer._layer.class_name == "Rescaling" for layer in model.layers) == 4
+    assert sum(layer._layer.class_name == "Rescaling" for layer in model.layers) == 5
     x = np.random.default_rng(0).normal(size=(5, 4)).astype(np.float32)
     ref = dense_outputs(model, x, ["a", "b"])
     ra, rb = ref["a"], ref["b"]
     got = model.predict(x, verbose=0)
-    for value, expected in zip(got, [ra + rb, ra - rb, ra * rb, 2 * ra, ra - 1, 1 - ra, ra + 0.5]):
+    for value, expected in zip(got, [ra + rb, ra - rb, ra * rb, 2 * ra, ra - 1, 1 - ra, 0.5 + ra, -ra]):
         np.testing.assert_allclose(value, expected, rtol=1e-5, atol=1e-6)
     model.save(str(tmp_path / "arithmetic.keras"))
     loaded = keras.models.load_model(str(tmp_path / "arithmetic.keras"))

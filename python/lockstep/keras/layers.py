@@ -413,7 +413,7 @@ class InputLayer(Layer):
 class KerasTensor:
     """Keras' symbolic tensor: keras.Input, or a layer's output on one; .shape has None for the batch.
     a + b, a - b and a * b of two (of one shape) are the layers Add, Subtract and Multiply called on
-    them, as Keras makes them; with a number, Rescaling (x * scale + offset)."""
+    them, as Keras makes them; with a number (and -a), Rescaling (x * scale + offset)."""
 
     # NumPy defers to the reflected operators below (2.0 * x) instead of converting the tensor.
     __array_ufunc__ = None
@@ -423,33 +423,40 @@ class KerasTensor:
         self.shape = tuple(None if d < 0 else d for d in tensor.shape)
         self.dtype = "float32"
 
-    def _merge(self, other, class_name, scale, offset, symbol):
-        """self (op) other: a merge layer of two KerasTensors, or Rescaling(scale, offset) for a number."""
+    def _operate(self, symbol, other, reflected=False):
+        """self (symbol) other, or other (symbol) self where reflected (other a number: Python tries
+        a KerasTensor's own operator first): a merge layer of two KerasTensors, or Rescaling."""
         if isinstance(other, KerasTensor):
-            return Layer(_lockstep.make_layer(class_name, json.dumps({"name": ""})))([self, other])
-        if isinstance(other, numbers.Real) and not isinstance(other, bool):
-            config = {"name": "", "scale": float(scale(other)), "offset": float(offset(other))}
-            return Layer(_lockstep.make_layer("Rescaling", json.dumps(config)))(self)
-        raise TypeError(f"lockstep does not support KerasTensor {symbol} {type(other).__name__} yet: only another "
-                        f"KerasTensor of the same shape (a layer's output) or a number")
+            merge = {"+": "Add", "-": "Subtract", "*": "Multiply"}[symbol]
+            return Layer(_lockstep.make_layer(merge, json.dumps({"name": ""})))([self, other])
+        if not isinstance(other, numbers.Real) or isinstance(other, bool):
+            raise TypeError(f"lockstep does not support KerasTensor {symbol} {type(other).__name__} yet: only another "
+                            f"KerasTensor of the same shape (a layer's output) or a number")
+        c = float(other)
+        scale, offset = {"+": (1.0, c), "-": (-1.0, c) if reflected else (1.0, -c), "*": (c, 0.0)}[symbol]
+        config = {"name": "", "scale": scale, "offset": offset}
+        return Layer(_lockstep.make_layer("Rescaling", json.dumps(config)))(self)
 
     def __add__(self, other):
-        return self._merge(other, "Add", lambda c: 1.0, lambda c: c, "+")
+        return self._operate("+", other)
 
     def __sub__(self, other):
-        return self._merge(other, "Subtract", lambda c: 1.0, lambda c: -c, "-")
+        return self._operate("-", other)
 
     def __mul__(self, other):
-        return self._merge(other, "Multiply", lambda c: c, lambda c: 0.0, "*")
+        return self._operate("*", other)
 
-    def __radd__(self, other):  # number + x (x + y of two KerasTensors is __add__)
-        return self._merge(other, "Add", lambda c: 1.0, lambda c: c, "+")
+    def __radd__(self, other):
+        return self._operate("+", other, reflected=True)
 
-    def __rsub__(self, other):  # number - x
-        return self._merge(other, "Subtract", lambda c: -1.0, lambda c: c, "-")
+    def __rsub__(self, other):
+        return self._operate("-", other, reflected=True)
 
     def __rmul__(self, other):
-        return self._merge(other, "Multiply", lambda c: c, lambda c: 0.0, "*")
+        return self._operate("*", other, reflected=True)
+
+    def __neg__(self):
+        return self._operate("*", -1.0)
 
     def _unsupported(self, what, instead):
         return TypeError(f"lockstep does not support {what} on a KerasTensor yet: {instead}")
@@ -463,9 +470,6 @@ class KerasTensor:
         raise self._unsupported("@", "use keras.layers.Dense or Dot")
 
     __rmatmul__ = __matmul__
-
-    def __neg__(self):
-        raise self._unsupported("-x", "write -1 * x")
 
     def __getitem__(self, key):
         raise self._unsupported("indexing (x[...])", "use a layer (Reshape, Permute, GlobalAveragePooling1D, ...)")
