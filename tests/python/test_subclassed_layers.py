@@ -176,7 +176,7 @@ def test_keras_transformer_text_classification_learns_on_one_and_two_replicas(de
         block = TransformerBlock(EMBED, num_heads=2, ff_dim=32)
         model = text_classifier(block)
         model.compile(optimizer="adam", loss="sparse_categorical_crossentropy", metrics=["accuracy"])
-    history = model.fit(x, y, batch_size=32, epochs=3, validation_data=(x_val, y_val), verbose=0)
+    history = model.fit(x, y, batch_size=32, epochs=5, validation_data=(x_val, y_val), verbose=0)
     assert history.history["val_accuracy"][-1] > 0.9  # chance is about 0.5
     # The block's weights are its sublayers': attention's 8, two LayerNormalizations' and the ffn's 4 each.
     assert len(block.weights) == 8 + 2 + 2 + 4 and block.name == "transformer_block"
@@ -331,7 +331,7 @@ def test_a_subclassed_model_is_traced_at_its_first_fit_and_then_is_a_functional_
     assert model.name == "classifier"
     with pytest.raises(ValueError, match="model 'classifier' \\(Classifier\\) is not built yet"):
         model.summary()
-    model.fit(x, y, batch_size=32, epochs=4, verbose=0)
+    model.fit(x, y, batch_size=32, epochs=10, verbose=0)
     _, accuracy = model.evaluate(*separable(400, seed=2), verbose=0)
     assert accuracy > 0.9
     lines = []
