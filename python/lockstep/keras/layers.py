@@ -5,7 +5,10 @@ signature (keras.layers.X.__init__); the C++ layer's from_config takes the full 
 a value it cannot take, and the binding refuses an argument the layer does not have. A class the
 registry has but this table lacks (a newly added layer) is still reachable with keyword arguments.
 """
+import inspect
 import json
+import numbers
+import re
 
 import numpy as np
 
@@ -96,31 +99,78 @@ def refuse_frozen(qualname, trainable):
 
 
 class Layer:
-    """A lockstep layer (lockstep._lockstep.Layer) with the input shape Keras lets a first layer declare."""
+    """Keras' keras.layers.Layer, in two roles. lockstep's own layers (keras.layers.Dense(...) and
+    the rest) wrap a C++ layer (lockstep._lockstep.Layer), with the input shape Keras lets a first
+    layer declare. A user's subclass composes them, as Keras' examples write attention blocks: its
+    __init__ sets built-in layers (or models) as attributes, alone or in lists and dicts, and its
+    call(inputs) calls them. Called on KerasTensors, the subclass runs its call in Python there and
+    then, as Keras traces it: the result is those layers called in the graph being built, so a
+    keras.Model of it is a functional model of lockstep's layers (saved to .keras as one, and loaded
+    back without custom_objects). Its weights are its sublayers'."""
 
-    def __init__(self, layer, input_shape=None):
+    def __init__(self, *args, **kwargs):
+        if args and isinstance(args[0], _lockstep.Layer):
+            self._init_native(*args, **kwargs)
+        else:
+            self._init_subclass(*args, **kwargs)
+
+    def _init_native(self, layer, input_shape=None):
         self._layer = layer
         self._input_shape = None if input_shape is None else tuple(input_shape)
 
+    def _init_subclass(self, *args, name=None, dtype=None, trainable=True, **kwargs):
+        qualname = f"{type(self).__name__}.__init__ (a keras.layers.Layer subclass)"
+        if args:
+            raise TypeError(f"{qualname}: keras.layers.Layer takes keyword arguments only (name=, dtype=), got "
+                            f"{len(args)} positional")
+        if type(self) is Layer:
+            raise TypeError("keras.layers.Layer is a base class: subclass it (with a call method) or use a layer of "
+                            "keras.layers")
+        refuse_frozen(qualname, trainable)
+        if dtype not in (None, "float32"):
+            raise ValueError(f"lockstep does not support dtype={dtype!r} in {qualname} yet: its layers take their "
+                             f"own dtype (float32, or the global mixed precision policy)")
+        refuse_arguments(qualname, **kwargs)
+        self._name = name or snake_case(type(self).__name__)
+        self.built = False
+
+    @property
+    def _subclassed(self):
+        return "_layer" not in vars(self)
+
+    @property
+    def _qualname(self):
+        return type(self).__name__ if self._subclassed else f"keras.layers.{self._layer.class_name}"
+
     @property
     def name(self):
-        return self._layer.name
+        return self._name if self._subclassed else self._layer.name
 
     def get_config(self):
+        if self._subclassed:  # Keras' base Layer.get_config
+            return {"name": self.name, "trainable": True, "dtype": "float32"}
         return json.loads(self._layer.get_config())
 
     @property
     def weights(self):
-        """Keras' layer.weights: its variables (tf.Variable), in the order Keras gives them."""
-        return list(self._layer.variables)
+        """Keras' layer.weights: its variables (tf.Variable), in the order Keras gives them; a
+        subclass's are its sublayers' in the order its __init__ set them, each once (none before
+        the subclass is first called in a model that builds them)."""
+        return gathered_weights(self) if self._subclassed else list(self._layer.variables)
 
     variables = weights
+
+    @property
+    def trainable_weights(self):
+        return self.weights  # lockstep trains every weight it has (no freezing; see refuse_frozen)
+
+    trainable_variables = trainable_weights
 
     def get_weights(self):
         return [v.numpy() for v in self.weights]
 
     def set_weights(self, weights):
-        assign_weights(f"keras.layers.{self._layer.class_name}.set_weights", self.name, self.weights, weights)
+        assign_weights(f"{self._qualname}.set_weights", self.name, self.weights, weights)
 
     @property
     def trainable(self):
@@ -128,18 +178,39 @@ class Layer:
 
     @trainable.setter
     def trainable(self, value):
-        refuse_frozen(f"keras.layers.{self._layer.class_name}", value)
+        refuse_frozen(self._qualname, value)
+
+    def build(self, input_shape):
+        """Keras' build: a subclass may override it to make its sublayers once the input shape is
+        known (its own weights, add_weight, are refused)."""
+        self.built = True
+
+    def add_weight(self, *args, **kwargs):
+        raise NotImplementedError(
+            f"lockstep does not support {self._qualname}.add_weight (a subclassed layer's own variables) yet: compose "
+            f"built-in layers instead (set keras.layers.Dense, Embedding, PositionEmbedding, ... as attributes in "
+            f"__init__ and call them in call); their weights are the layer's")
+
+    add_variable = add_weight
+
+    def add_loss(self, *args, **kwargs):
+        raise NotImplementedError(f"lockstep does not support {self._qualname}.add_loss yet: give the model's loss to "
+                                  f"compile")
 
     def __call__(self, *args, **kwargs):
         """The functional API: called on a KerasTensor (keras.Input or a layer's output), or on a list
         of them (merge layers), gives the KerasTensor of its output. MultiHeadAttention takes Keras'
-        mha(query, value[, key], attention_mask=..., use_causal_mask=...)."""
-        class_name = self._layer.class_name
+        mha(query, value[, key], attention_mask=..., use_causal_mask=...). A subclass runs its call."""
         training = kwargs.pop("training", None)
         if training is not None:  # False too: a layer fixed in inference mode inside fit (Keras' freezing)
-            raise ValueError(f"lockstep does not support the argument training={training!r} of keras.layers."
-                             f"{class_name}.__call__ yet: fit runs every layer in training mode, evaluate and "
-                             f"predict in inference mode")
+            raise ValueError(f"lockstep does not support the argument training={training!r} of {self._qualname}."
+                             f"__call__ yet: fit runs every layer in training mode, evaluate and predict in "
+                             f"inference mode")
+        if self._subclassed:
+            if "_name" not in vars(self):
+                raise TypeError(f"{self._qualname}.__init__ must call super().__init__() (keras.layers.Layer's)")
+            return trace_call(self, args, kwargs)
+        class_name = self._layer.class_name
         if self._layer.keras_positional_call:
             return self._call_attention(args, kwargs)
         if len(args) != 1 or kwargs:
@@ -182,7 +253,117 @@ class Layer:
                                                     None if mask is None else mask._tensor))
 
     def __repr__(self):
+        if self._subclassed:
+            return f"<{type(self).__name__} name={self.name}>"
         return f"<lockstep.keras.layers.{self._layer.class_name} name={self.name}>"
+
+
+def snake_case(class_name):
+    """Keras' default name of a layer of this class: TransformerBlock -> transformer_block."""
+    return re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", class_name).lower()
+
+
+def _sublayers(owner):
+    """The layers and models a subclass set as attributes (alone, or in lists, tuples and dicts), in
+    the order it set them, each once."""
+    from .models import Model  # models imports this module
+
+    found, seen = [], set()
+
+    def visit(value):
+        if isinstance(value, (Layer, Model)):
+            if id(value) not in seen:
+                seen.add(id(value))
+                found.append(value)
+        elif isinstance(value, (list, tuple)):
+            for v in value:
+                visit(v)
+        elif isinstance(value, dict):
+            for v in value.values():
+                visit(v)
+
+    for value in vars(owner).values():
+        visit(value)
+    return found
+
+
+def gathered_weights(owner):
+    """A subclass's weights (keras.layers.Layer's or an unbuilt keras.Model's): those of the
+    built-in layers it holds, in the order its __init__ set them, each layer once however often
+    it is held (a layer's Python object is one per C++ layer while that is alive: kept in `held`)."""
+    held, seen = [], set()
+
+    def visit(sub):
+        if isinstance(sub, Layer) and not sub._subclassed:
+            natives = [sub._layer]
+        elif "_model" in vars(sub):  # a model: its layers, as built
+            natives = list(sub._model.layers)
+        else:  # a subclass: its own sublayers
+            natives = []
+            for inner in _sublayers(sub):
+                visit(inner)
+        for native in natives:
+            if id(native) not in seen:
+                seen.add(id(native))
+                held.append(native)
+
+    for sub in _sublayers(owner):
+        visit(sub)
+    return [v for native in held for v in native.variables]
+
+
+def flat_keras_tensors(value):
+    """The KerasTensors in a call's argument, nested in lists, tuples and dicts; None where the
+    argument holds anything else (a layer called on data, not in a model being built)."""
+    if isinstance(value, KerasTensor):
+        return [value]
+    if isinstance(value, (list, tuple, dict)):
+        flat = []
+        for v in value.values() if isinstance(value, dict) else value:
+            inner = flat_keras_tensors(v)
+            if inner is None:
+                return None
+            flat += inner
+        return flat
+    return None
+
+
+def _shape_of(value):
+    """Keras' input_shape argument of build: a shape, or lists and dicts of them as the inputs nest."""
+    if isinstance(value, KerasTensor):
+        return value.shape
+    if isinstance(value, dict):
+        return {k: _shape_of(v) for k, v in value.items()}
+    return [_shape_of(v) for v in value]
+
+
+def trace_call(owner, args, kwargs):
+    """A subclass's call (keras.layers.Layer's or keras.Model's) on KerasTensors, run in Python as
+    Keras traces it: the built-in layers it calls join the graph being built, and its result, one
+    KerasTensor or lists and dicts of them, is returned. The call's mask argument is left None (the
+    layers it calls carry masks themselves); training is None (fit trains, evaluate and predict infer)."""
+    qualname = f"{type(owner).__name__}.call"
+    mask = kwargs.pop("mask", None)
+    if mask is not None:
+        raise ValueError(f"lockstep does not support the argument mask= of {type(owner).__name__}.__call__ yet: the "
+                         f"layers it calls carry the masks of their inputs themselves (Embedding(mask_zero=True))")
+    if not args or any(flat_keras_tensors(a) is None for a in args):
+        raise NotImplementedError(f"lockstep does not support calling {type(owner).__name__} on "
+                                  f"{type(args[0]).__name__ if args else 'nothing'} yet: only on KerasTensors "
+                                  f"(keras.Input and layers' outputs), inside a model being built")
+    parameters = inspect.signature(owner.call).parameters
+    for name in ("training", "mask"):
+        if name in parameters:
+            kwargs[name] = None
+    if not getattr(owner, "built", True):
+        owner.build(_shape_of(args[0]))
+        owner.built = True
+    outputs = owner.call(*args, **kwargs)
+    if flat_keras_tensors(outputs) is None:
+        raise TypeError(f"{qualname} returned {type(outputs).__name__}: lockstep builds a subclass's call from the "
+                        f"layers it calls on its inputs, so it must return their KerasTensors (one, or a list or "
+                        f"dict of them)")
+    return outputs
 
 
 def _layer_class(class_name):
@@ -230,12 +411,80 @@ class InputLayer(Layer):
 
 
 class KerasTensor:
-    """Keras' symbolic tensor: keras.Input, or a layer's output on one; .shape has None for the batch."""
+    """Keras' symbolic tensor: keras.Input, or a layer's output on one; .shape has None for the batch.
+    a + b, a - b and a * b of two (of one shape) are the layers Add, Subtract and Multiply called on
+    them, as Keras makes them; with a number (and -a), Rescaling (x * scale + offset)."""
+
+    # NumPy defers to the reflected operators below (2.0 * x) instead of converting the tensor.
+    __array_ufunc__ = None
 
     def __init__(self, tensor):
         self._tensor = tensor
         self.shape = tuple(None if d < 0 else d for d in tensor.shape)
         self.dtype = "float32"
+
+    def _operate(self, symbol, other, reflected=False):
+        """self (symbol) other, or other (symbol) self where reflected (other a number: Python tries
+        a KerasTensor's own operator first): a merge layer of two KerasTensors, or Rescaling."""
+        if isinstance(other, KerasTensor):
+            merge = {"+": "Add", "-": "Subtract", "*": "Multiply"}[symbol]
+            return Layer(_lockstep.make_layer(merge, json.dumps({"name": ""})))([self, other])
+        if not isinstance(other, numbers.Real) or isinstance(other, bool):
+            raise TypeError(f"lockstep does not support KerasTensor {symbol} {type(other).__name__} yet: only another "
+                            f"KerasTensor of the same shape (a layer's output) or a number")
+        c = float(other)
+        scale, offset = {"+": (1.0, c), "-": (-1.0, c) if reflected else (1.0, -c), "*": (c, 0.0)}[symbol]
+        config = {"name": "", "scale": scale, "offset": offset}
+        return Layer(_lockstep.make_layer("Rescaling", json.dumps(config)))(self)
+
+    def __add__(self, other):
+        return self._operate("+", other)
+
+    def __sub__(self, other):
+        return self._operate("-", other)
+
+    def __mul__(self, other):
+        return self._operate("*", other)
+
+    def __radd__(self, other):
+        return self._operate("+", other, reflected=True)
+
+    def __rsub__(self, other):
+        return self._operate("-", other, reflected=True)
+
+    def __rmul__(self, other):
+        return self._operate("*", other, reflected=True)
+
+    def __neg__(self):
+        return self._operate("*", -1.0)
+
+    def _unsupported(self, what, instead):
+        return TypeError(f"lockstep does not support {what} on a KerasTensor yet: {instead}")
+
+    def __truediv__(self, other):
+        raise self._unsupported("/", "multiply by the reciprocal (x * (1 / c)), or use a layer")
+
+    __rtruediv__ = __truediv__
+
+    def __matmul__(self, other):
+        raise self._unsupported("@", "use keras.layers.Dense or Dot")
+
+    __rmatmul__ = __matmul__
+
+    def __getitem__(self, key):
+        raise self._unsupported("indexing (x[...])", "use a layer (Reshape, Permute, GlobalAveragePooling1D, ...)")
+
+    def _symbolic(self, what):
+        return TypeError(f"a KerasTensor has no values while a model is being built, so lockstep cannot {what}: "
+                         f"data-dependent Python control flow and tf / keras.ops functions cannot be traced in a "
+                         f"layer's or model's call; use keras layers (Dense, Add, Multiply, Softmax, ...) on "
+                         f"KerasTensors, and write x + y, x - y, x * y for the merge layers")
+
+    def __bool__(self):
+        raise self._symbolic("take its truth value (if / while on a tensor)")
+
+    def __array__(self, dtype=None, copy=None):
+        raise self._symbolic("make it a NumPy array")
 
     def __repr__(self):
         return f"<KerasTensor shape={self.shape} from {self._tensor.layer.class_name}>"

@@ -1,4 +1,5 @@
 """keras.Model / keras.Sequential on lockstep's C++ models: compile, fit, evaluate, predict, save."""
+import contextlib
 import numbers
 
 from .. import _lockstep, distribute
@@ -7,7 +8,8 @@ from ..data import Dataset
 from . import callbacks as callbacks_module
 from . import losses, optimizers
 from . import metrics as metrics_module
-from .layers import KerasTensor, Layer, assign_weights, refuse_frozen
+from .layers import (Input, KerasTensor, Layer, assign_weights, flat_keras_tensors, gathered_weights, refuse_frozen,
+                     snake_case, trace_call)
 
 
 class History:
@@ -81,14 +83,63 @@ def _per_output(value, outputs, what):
 
 
 class Model:
-    """A lockstep model. Made inside a strategy's scope(), it trains on that strategy's replicas."""
+    """A lockstep model. Made inside a strategy's scope(), it trains on that strategy's replicas.
+
+    A subclass (Keras' `class M(keras.Model)` whose __init__ sets layers and whose call(inputs) calls
+    them) is built by tracing call on keras.Input of the data's shape, at the first fit, evaluate,
+    predict, model(x) or build(input_shape): from then on it is the functional model of the layers
+    call called (compile may come before). Python control flow that depends on the data's values
+    cannot be traced, and is refused where the call reads a tensor's value."""
 
     def __init__(self, *args, **kwargs):
+        self._strategy = distribute.current_strategy()  # the C++ model refers to it: keep it alive
+        if not args and "inputs" not in kwargs and "outputs" not in kwargs and _subclass_with_call(self):
+            self._init_subclass(**kwargs)
+            return
         model = args[0] if len(args) == 1 and not kwargs else None
         if not isinstance(model, _lockstep.Model):
             model = _functional(*args, **kwargs)
         self._model = model
-        self._strategy = distribute.current_strategy()  # the C++ model refers to it: keep it alive
+
+    def _init_subclass(self, name=None, trainable=True, **kwargs):
+        refuse_frozen(f"{type(self).__name__} (a keras.Model subclass)", trainable)
+        refuse_arguments(f"{type(self).__name__}.__init__ (a keras.Model subclass)", **kwargs)
+        self._subclass_name = name or snake_case(type(self).__name__)
+        self._pending_compile = None
+
+    @property
+    def _unbuilt_subclass(self):
+        return "_model" not in vars(self) and "_subclass_name" in vars(self)
+
+    def _trace(self, inputs):
+        """A subclass's functional model: call traced on `inputs` (keras.Input's, nested as the data),
+        inside the strategy scope the model was made in, then the compile given before, if any."""
+        scope = self._strategy.scope() if self._strategy is not None and distribute.current_strategy() is not \
+            self._strategy else contextlib.nullcontext()
+        with scope:
+            outputs = trace_call(self, [inputs], {})
+            self._model = _functional(inputs, outputs, self._subclass_name)
+            if self._pending_compile is not None:
+                self.compile(**self._pending_compile)
+
+    def _build_for(self, x, what):
+        """A subclass not yet built: traced on keras.Input of x's shape per example (x an array, a list
+        or dict of arrays, or a tf.data.Dataset whose first element tells)."""
+        if not self._unbuilt_subclass:
+            return
+        if isinstance(x, Dataset):
+            element = next(iter(x.take(1)), None)
+            if element is None:
+                raise ValueError(f"{what}: the dataset is empty, so subclassed model '{self.name}' cannot be built "
+                                 f"from it; call model.build(input_shape) first")
+            x = element[0] if isinstance(element, tuple) else element
+        self._trace(_inputs_like(x, what))
+
+    def build(self, input_shape):
+        if self._unbuilt_subclass:
+            self._trace(_inputs_for_shape(input_shape))
+            return
+        self._model.build([-1 if d is None else int(d) for d in input_shape])
 
     @property
     def stop_training(self):
@@ -100,7 +151,7 @@ class Model:
 
     @property
     def name(self):
-        return self._model.name
+        return self._subclass_name if self._unbuilt_subclass else self._model.name
 
     @property
     def trainable(self):
@@ -153,9 +204,6 @@ class Model:
             known = self._optimizer = optimizers.Optimizer._of(native)
         return known
 
-    def build(self, input_shape):
-        self._model.build([-1 if d is None else int(d) for d in input_shape])
-
     def summary(self, print_fn=None):
         (print_fn or print)(self._model.summary())
 
@@ -165,6 +213,11 @@ class Model:
     def compile(self, optimizer="rmsprop", loss=None, loss_weights=None, metrics=None, weighted_metrics=None,
                 run_eagerly=False, steps_per_execution=1, jit_compile="auto", auto_scale_loss=True):
         refuse_arguments("keras.Model.compile", weighted_metrics=weighted_metrics, run_eagerly=run_eagerly)
+        if self._unbuilt_subclass:  # compiled once call is traced (the outputs tell the losses' form)
+            self._pending_compile = dict(optimizer=optimizer, loss=loss, loss_weights=loss_weights, metrics=metrics,
+                                         steps_per_execution=steps_per_execution, jit_compile=jit_compile,
+                                         auto_scale_loss=auto_scale_loss)
+            return
         if isinstance(steps_per_execution, bool) or not isinstance(steps_per_execution, numbers.Integral):
             raise ValueError(f"keras.Model.compile: steps_per_execution must be a positive integer, got "
                              f"{steps_per_execution!r}")
@@ -283,6 +336,7 @@ class Model:
             steps_per_epoch=None, validation_steps=None, validation_batch_size=None, validation_freq=1):
         refuse_arguments("keras.Model.fit", class_weight=class_weight, sample_weight=sample_weight,
                          validation_freq=None if validation_freq == 1 else validation_freq)
+        self._build_for(x, "keras.Model.fit")
         o = _lockstep.Model.FitOptions()
         o.epochs = int(epochs)
         o.steps_per_epoch = _steps(steps_per_epoch)
@@ -325,6 +379,7 @@ class Model:
     def evaluate(self, x=None, y=None, batch_size=None, verbose="auto", sample_weight=None, steps=None,
                  callbacks=None, return_dict=False):
         refuse_arguments("keras.Model.evaluate", sample_weight=sample_weight)
+        self._build_for(x, "keras.Model.evaluate")
         verbose = 1 if verbose == "auto" else int(verbose)
         if isinstance(x, Dataset):
             logs = self._model.evaluate_dataset(self._dataset(x, y, batch_size, "keras.Model.evaluate"),
@@ -350,6 +405,7 @@ class Model:
     def predict(self, x, batch_size=None, verbose="auto", steps=None, callbacks=None):
         """An array, or for a model of several outputs a list or dict of them, as its outputs are."""
         refuse_arguments("keras.Model.predict", callbacks=callbacks or None)
+        self._build_for(x, "keras.Model.predict")
         form, names = self._model.output_structure
         if not self._several():
             if isinstance(x, Dataset):
@@ -381,12 +437,38 @@ class Model:
 
     def __call__(self, inputs, training=None, mask=None):
         """Keras' model(x, training=...): one batch forward, a tf.Tensor (recorded by a GradientTape
-        open on this thread; inside strategy.run on the replica's copies of the weights)."""
+        open on this thread; inside strategy.run on the replica's copies of the weights). On
+        KerasTensors (a model called inside another being built): its layers called on them, the
+        same layer objects, so their weights are shared (the outer model lists those layers, not
+        this model)."""
         refuse_arguments("keras.Model.__call__", mask=mask)
+        if flat_keras_tensors(inputs) is not None:
+            refuse_arguments("keras.Model.__call__ on KerasTensors", training=training)
+            if self._unbuilt_subclass:
+                return trace_call(self, [inputs], {})
+            return self._call_symbolic(inputs)
+        self._build_for(inputs, "keras.Model.__call__")
         if self._several():
             raise ValueError(f"lockstep does not support calling model '{self.name}' of several inputs or outputs yet; "
                              f"use predict (a list or dict of arrays)")
         return _lockstep.model_call(self._model, inputs, bool(training))
+
+    def _call_symbolic(self, inputs):
+        """The model's outputs, nested as its output structure, of its layers called on `inputs`
+        (nested as its input structure: one KerasTensor, a list, or a dict by the inputs' names)."""
+        form, names = self._model.input_structure
+        if isinstance(inputs, dict):
+            if sorted(inputs) != sorted(names):
+                raise ValueError(f"model '{self.name}' takes inputs {', '.join(names)}, got {', '.join(inputs)}")
+            flat = [inputs[n] for n in names]
+        else:
+            flat = flat_keras_tensors(inputs)
+        outputs = [KerasTensor(t) for t in _lockstep.call_model(self._model, [x._tensor for x in flat],
+                                                                getattr(self, "_auto_named", []))]
+        out_form, out_names = self._model.output_structure
+        if out_form == "dict":
+            return dict(zip(out_names, outputs))
+        return outputs if out_form == "list" else outputs[0]
 
     @property
     def trainable_variables(self):
@@ -396,6 +478,8 @@ class Model:
 
     @property
     def variables(self):
+        if self._unbuilt_subclass:  # Keras' tracked layers' (none built until a model that calls them is)
+            return gathered_weights(self)
         return _lockstep.variables(self._model)
 
     weights = variables
@@ -418,6 +502,12 @@ class Model:
         self._model.load_weights(str(filepath))
 
     def __getattr__(self, name):
+        if name == "_model" and "_subclass_name" in vars(self):
+            raise ValueError(f"model '{self._subclass_name}' ({type(self).__name__}) is not built yet: lockstep "
+                             f"builds a subclassed keras.Model by tracing its call at the first fit, evaluate, "
+                             f"predict or model(x), or at model.build(input_shape)")
+        if name in ("_model", "_strategy") and "_strategy" not in vars(self):
+            raise TypeError(f"{type(self).__name__}.__init__ must call super().__init__() (keras.Model's)")
         if name.startswith("_"):
             raise AttributeError(name)
         raise AttributeError(f"lockstep does not support tf.keras.Model.{name} yet")
@@ -438,11 +528,35 @@ def _flatten_tensors(value, what):
     return form, [x._tensor for x in flat], keys
 
 
+def _subclass_with_call(model):
+    """Whether `model` is of a keras.Model subclass that defines call (Keras' subclassed model)."""
+    return type(model) is not Model and callable(getattr(type(model), "call", None))
+
+
+def _inputs_for_shape(input_shape):
+    """keras.Input's for build(input_shape): a shape with the batch's None first, or a list or dict
+    of them (a model of several inputs)."""
+    if isinstance(input_shape, dict):
+        return {k: _inputs_for_shape(v) for k, v in input_shape.items()}
+    if isinstance(input_shape, (list, tuple)) and input_shape and isinstance(input_shape[0], (list, tuple)):
+        return [_inputs_for_shape(s) for s in input_shape]
+    return Input(shape=tuple(input_shape)[1:])
+
+
+def _inputs_like(x, what):
+    """keras.Input's of the shapes of x's examples: x an array, or a list, tuple or dict of them."""
+    if isinstance(x, dict):
+        return {k: _inputs_like(v, what) for k, v in x.items()}
+    if isinstance(x, (list, tuple)) and x and hasattr(x[0], "shape"):
+        return [_inputs_like(v, what) for v in x]
+    return Input(shape=host_array(x, what + " x").shape[1:])
+
+
 def _functional(inputs=None, outputs=None, name=None, trainable=True):
     """keras.Model(inputs, outputs): each a KerasTensor, a list of them or a dict of them."""
     if inputs is None and outputs is None:
-        raise NotImplementedError("lockstep's Python package does not support subclassing keras.Model yet; use "
-                                  "keras.Model(inputs, outputs) or keras.Sequential")
+        raise ValueError("keras.Model needs inputs and outputs (keras.Model(inputs, outputs)), or subclass it with "
+                         "a call method")
     refuse_arguments("keras.Model", trainable=None if trainable else True)
     return _lockstep.functional(*_flatten_tensors(inputs, "inputs"), *_flatten_tensors(outputs, "outputs"),
                                 name or "functional")
@@ -461,9 +575,12 @@ class Sequential(Model):
                 continue
             if not isinstance(layer, Layer):
                 raise ValueError(f"keras.Sequential: item {i} is not a lockstep layer: {layer!r}")
+            _refuse_subclassed(layer, "keras.Sequential")
             if i == 0 and layer._input_shape is not None and layer._layer.class_name != "InputLayer":
                 native.append(_lockstep.input_layer(list(layer._input_shape)))
             native.append(layer._layer)
+        # Per layer, whether the Sequential names it (called in another model, that model does).
+        self._auto_named = [not n.name for n in native]
         super().__init__(_lockstep.sequential(native, name or "sequential"))
 
     @property
@@ -479,12 +596,24 @@ class Sequential(Model):
             if self._model.layers:
                 raise ValueError("keras.Sequential.add: a keras.Input can only be the first thing added")
             _lockstep.sequential_add(self._model, layer._tensor.layer)
+            self._auto_named.append(False)
             return
         if not isinstance(layer, Layer):
             raise ValueError(f"keras.Sequential.add: not a lockstep layer: {layer!r}")
+        _refuse_subclassed(layer, "keras.Sequential.add")
         if not self._model.layers and layer._input_shape is not None and layer._layer.class_name != "InputLayer":
             _lockstep.sequential_add(self._model, _lockstep.input_layer(list(layer._input_shape)))
+            self._auto_named.append(False)
+        self._auto_named.append(not layer.name)
         _lockstep.sequential_add(self._model, layer._layer)
+
+
+def _refuse_subclassed(layer, qualname):
+    """A Sequential holds lockstep's layers: a subclass of keras.layers.Layer is traced in a functional model."""
+    if layer._subclassed:
+        raise ValueError(f"lockstep does not support a keras.layers.Layer subclass ({type(layer).__name__}) in "
+                         f"{qualname} yet: call it on a KerasTensor in a functional model (keras.Input, then "
+                         f"keras.Model(inputs, outputs))")
 
 
 def load_model(filepath, custom_objects=None, compile=True, safe_mode=True):  # noqa: A002 (Keras' name)
