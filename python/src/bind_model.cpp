@@ -248,6 +248,23 @@ void bind_callbacks(nb::module_& m) {
         "Whether fit's progress bar redraws in place on stdout (True in a Jupyter kernel)");
 }
 
+// The GIL is released while C++ trains, evaluates or predicts (callbacks and schedules written
+// in Python take it back for their calls); what the call returns is converted with it held.
+template <class F>
+auto without_gil(F&& call) {
+  nb::gil_scoped_release release;
+  return call();
+}
+
+// fit in each of its forms: Ctrl-C stops it at a step boundary (StopOnSigint) and raises
+// KeyboardInterrupt; its History comes back as (epoch, history).
+template <class F>
+nb::tuple run_fit(F&& fit) {
+  const StopOnSigint stop_on_sigint;
+  const History h = without_gil(std::forward<F>(fit));
+  return nb::make_tuple(h.epoch, history_dict(h));
+}
+
 void bind_fit(nb::class_<Model>& model) {
   nb::class_<FitOptions>(model, "FitOptions")
       .def(nb::init<>())
@@ -261,89 +278,62 @@ void bind_fit(nb::class_<Model>& model) {
       .def_rw("initial_epoch", &FitOptions::initial_epoch)
       .def_rw("verbose", &FitOptions::verbose)
       .def_rw("callbacks", &FitOptions::callbacks);
-  // The GIL is released while C++ trains, evaluates or predicts: callbacks are C++ objects.
-  // Ctrl-C stops fit at a step boundary (StopOnSigint) and raises KeyboardInterrupt.
+  // fit, evaluate and predict each take their data in several forms; the data is read into tensors
+  // with the GIL held, then the call runs with it released (below).
   model
       .def("fit_dataset", [](Model& m, const data::Dataset& ds, const FitOptions& o) {
-        const StopOnSigint stop_on_sigint;
-        nb::gil_scoped_release release;
-        const History h = m.fit(ds, o);
-        nb::gil_scoped_acquire acquire;
-        return nb::make_tuple(h.epoch, history_dict(h));
+        return run_fit([&] { return m.fit(ds, o); });
       })
       .def("fit_arrays", [](Model& m, const HostArray& x, const HostArray& y, const FitOptions& o) {
         const Tensor tx = tensor_from_array(x, "fit x"), ty = tensor_from_array(y, "fit y");
-        const StopOnSigint stop_on_sigint;
-        nb::gil_scoped_release release;
-        const History h = m.fit(tx, ty, o);
-        nb::gil_scoped_acquire acquire;
-        return nb::make_tuple(h.epoch, history_dict(h));
+        return run_fit([&] { return m.fit(tx, ty, o); });
       })
       // Several inputs and outputs: one array per input and per target, in the structures' flat order.
       .def("fit_arrays_list", [](Model& m, const std::vector<HostArray>& xs, const std::vector<HostArray>& ys,
                                  const FitOptions& o) {
         const std::vector<Tensor> tx = tensors_from_arrays(xs, "fit x"), ty = tensors_from_arrays(ys, "fit y");
-        const StopOnSigint stop_on_sigint;
-        nb::gil_scoped_release release;
-        const History h = m.fit(tx, ty, o);
-        nb::gil_scoped_acquire acquire;
-        return nb::make_tuple(h.epoch, history_dict(h));
+        return run_fit([&] { return m.fit(tx, ty, o); });
       })
       .def("evaluate_arrays_list", [](Model& m, const std::vector<HostArray>& xs, const std::vector<HostArray>& ys,
                                       std::int64_t batch_size, std::int64_t steps, int verbose,
                                       const std::vector<CallbackPtr>& callbacks) {
         const std::vector<Tensor> tx = tensors_from_arrays(xs, "evaluate x");
         const std::vector<Tensor> ty = tensors_from_arrays(ys, "evaluate y");
-        nb::gil_scoped_release release;
-        return m.evaluate(tx, ty, EvaluateOptions{.batch_size = batch_size, .steps = steps, .verbose = verbose,
-                                                  .callbacks = callbacks});
+        return without_gil([&] {
+          return m.evaluate(tx, ty, EvaluateOptions{.batch_size = batch_size, .steps = steps, .verbose = verbose,
+                                                    .callbacks = callbacks});
+        });
       })
       .def("predict_arrays_list", [](Model& m, const std::vector<HostArray>& xs, std::int64_t batch_size,
                                      std::int64_t steps) {
         const std::vector<Tensor> tx = tensors_from_arrays(xs, "predict x");
-        std::vector<Tensor> out;
-        {
-          nb::gil_scoped_release release;
-          out = m.predict(tx, PredictOptions{.batch_size = batch_size, .steps = steps});
-        }
-        return arrays_from_tensors(out);
+        return arrays_from_tensors(
+            without_gil([&] { return m.predict(tx, PredictOptions{.batch_size = batch_size, .steps = steps}); }));
       })
       .def("predict_dataset_outputs", [](Model& m, const data::Dataset& ds, std::int64_t steps) {
-        std::vector<Tensor> out;
-        {
-          nb::gil_scoped_release release;
-          out = m.predict_outputs(ds, PredictOptions{.steps = steps});
-        }
-        return arrays_from_tensors(out);
+        return arrays_from_tensors(without_gil([&] { return m.predict_outputs(ds, PredictOptions{.steps = steps}); }));
       })
       .def("evaluate_dataset", [](Model& m, const data::Dataset& ds, std::int64_t steps, int verbose,
                                   const std::vector<CallbackPtr>& callbacks) {
-        nb::gil_scoped_release release;
-        return m.evaluate(ds, EvaluateOptions{.steps = steps, .verbose = verbose, .callbacks = callbacks});
+        return without_gil([&] {
+          return m.evaluate(ds, EvaluateOptions{.steps = steps, .verbose = verbose, .callbacks = callbacks});
+        });
       })
       .def("evaluate_arrays", [](Model& m, const HostArray& x, const HostArray& y, std::int64_t batch_size,
                                  std::int64_t steps, int verbose, const std::vector<CallbackPtr>& callbacks) {
         const Tensor tx = tensor_from_array(x, "evaluate x"), ty = tensor_from_array(y, "evaluate y");
-        nb::gil_scoped_release release;
-        return m.evaluate(tx, ty, EvaluateOptions{.batch_size = batch_size, .steps = steps, .verbose = verbose,
-                                                  .callbacks = callbacks});
+        return without_gil([&] {
+          return m.evaluate(tx, ty, EvaluateOptions{.batch_size = batch_size, .steps = steps, .verbose = verbose,
+                                                    .callbacks = callbacks});
+        });
       })
       .def("predict_dataset", [](Model& m, const data::Dataset& ds, std::int64_t steps) {
-        Tensor out;
-        {
-          nb::gil_scoped_release release;
-          out = m.predict(ds, PredictOptions{.steps = steps});
-        }
-        return array_from_tensor(out);
+        return array_from_tensor(without_gil([&] { return m.predict(ds, PredictOptions{.steps = steps}); }));
       })
       .def("predict_arrays", [](Model& m, const HostArray& x, std::int64_t batch_size, std::int64_t steps) {
         const Tensor tx = tensor_from_array(x, "predict x");
-        Tensor out;
-        {
-          nb::gil_scoped_release release;
-          out = m.predict(tx, PredictOptions{.batch_size = batch_size, .steps = steps});
-        }
-        return array_from_tensor(out);
+        return array_from_tensor(
+            without_gil([&] { return m.predict(tx, PredictOptions{.batch_size = batch_size, .steps = steps}); }));
       });
 }
 }  // namespace
