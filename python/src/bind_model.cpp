@@ -13,6 +13,7 @@
 #include "lockstep/layers/core_layers.hpp"
 #include "lockstep/layers/initializers.hpp"
 #include "lockstep/layers/layer_registry.hpp"
+#include "lockstep/optimizers/schedules.hpp"
 #include "lockstep/training/callbacks.hpp"
 #include "lockstep/training/progbar.hpp"
 #include "lockstep/training/saved_model.hpp"
@@ -55,7 +56,10 @@ layers::LayerPtr make_layer(const std::string& class_name, const std::string& co
 optimizers::OptimizerPtr make_optimizer(const std::string& class_name, const std::string& config_text) {
   const json c = json::parse(config_text);
   auto common = [&](optimizers::OptimizerOptions& o) {
-    o.learning_rate = c.value("learning_rate", o.learning_rate);
+    // A schedule (keras.optimizers.schedules' built-in classes) comes as Keras serialises it.
+    const json& lr = c.at("learning_rate");
+    if (lr.is_object()) o.schedule = optimizers::schedules::deserialize(lr);
+    else o.learning_rate = lr.get<double>();
     if (c.contains("clipnorm") && !c["clipnorm"].is_null()) o.clipnorm = c["clipnorm"].get<double>();
     if (c.contains("global_clipnorm") && !c["global_clipnorm"].is_null())
       o.global_clipnorm = c["global_clipnorm"].get<double>();
@@ -87,6 +91,12 @@ optimizers::OptimizerPtr make_optimizer(const std::string& class_name, const std
   }
   throw ValueError("lockstep does not support keras.optimizers." + class_name + " yet (it has SGD, Adam, AdamW)");
 }
+
+// A schedule of keras.optimizers.schedules' built-in classes, as Python holds it: the C++ schedule
+// its Keras serialisation describes, which the optimizer given it runs (on the host and in fit's step).
+struct KerasSchedule {
+  optimizers::Schedule rate;
+};
 
 losses::LossPtr make_loss(const std::string& name, bool from_logits) {
   if (name == "sparse_categorical_crossentropy") return losses::SparseCategoricalCrossentropy({from_logits});
@@ -354,7 +364,17 @@ void bind_model(nb::module_& m) {
   // epochs): it replaces any schedule.
   nb::class_<optimizers::Optimizer>(m, "Optimizer")
       .def_prop_rw("learning_rate", &optimizers::Optimizer::current_learning_rate,
-                   &optimizers::Optimizer::set_learning_rate);
+                   &optimizers::Optimizer::set_learning_rate)
+      .def_prop_ro("has_schedule",
+                   [](const optimizers::Optimizer& o) { return static_cast<bool>(o.options().schedule); });
+  nb::class_<KerasSchedule>(m, "Schedule").def("__call__", [](const KerasSchedule& s, std::int64_t step) {
+    LOCKSTEP_CHECK(step >= 0, "a learning-rate schedule's step must be >= 0, got ", step);
+    return s.rate(step);
+  });
+  // ValueError naming the class or argument lockstep lacks, or an argument out of its range.
+  m.def("make_schedule", [](const std::string& keras_json) {
+    return KerasSchedule{optimizers::schedules::deserialize(json::parse(keras_json))};
+  });
   m.def("make_optimizer", &make_optimizer, nb::arg("class_name"), nb::arg("config_json"));
   nb::class_<losses::Loss>(m, "Loss").def_prop_ro("name", &losses::Loss::name);
   m.def("make_loss", &make_loss, nb::arg("name"), nb::arg("from_logits") = false);

@@ -4,16 +4,21 @@ import numbers
 
 from .. import _lockstep
 from .._support import refuse_arguments, unsupported_getattr
+from . import schedules
 
 __getattr__ = unsupported_getattr("tf.keras.optimizers")
 
 
 class Optimizer:
     def __init__(self, class_name, learning_rate, clipnorm=None, clipvalue=None, global_clipnorm=None, **rule):
-        if not isinstance(learning_rate, (int, float)):
-            raise ValueError(f"lockstep does not support a learning_rate of type {type(learning_rate).__name__} "
-                             f"in Python yet (a number only)")
-        config = {"learning_rate": float(learning_rate), "clipnorm": clipnorm, "clipvalue": clipvalue,
+        if isinstance(learning_rate, schedules.LearningRateSchedule):
+            learning_rate = schedules.native_of(learning_rate, f"keras.optimizers.{class_name}")
+        elif isinstance(learning_rate, bool) or not isinstance(learning_rate, numbers.Real):
+            raise ValueError(f"keras.optimizers.{class_name}: lockstep takes a learning_rate that is a number or a "
+                             f"keras.optimizers.schedules schedule, not {type(learning_rate).__name__}")
+        else:
+            learning_rate = float(learning_rate)
+        config = {"learning_rate": learning_rate, "clipnorm": clipnorm, "clipvalue": clipvalue,
                   "global_clipnorm": global_clipnorm, **rule}
         self._optimizer = _lockstep.make_optimizer(class_name, json.dumps(config))
 
@@ -26,11 +31,18 @@ class Optimizer:
 
     @property
     def learning_rate(self):
+        """The rate the next update uses (a schedule's at iterations)."""
         return self._optimizer.learning_rate
 
     @learning_rate.setter
     def learning_rate(self, value):
-        # Keras' optimizer.learning_rate = x (a callback's, between epochs); it replaces any schedule.
+        # Keras' optimizer.learning_rate = x (a callback's, between epochs). An optimizer made with a
+        # schedule keeps it: Keras 3 refuses the rate so (its TypeError and message).
+        if self._optimizer.has_schedule:
+            raise TypeError("This optimizer was created with a `LearningRateSchedule` object as its `learning_rate` "
+                            "constructor argument, hence its learning rate is not settable. If you need the learning "
+                            "rate to be settable, you should instantiate the optimizer with a float `learning_rate` "
+                            "argument.")
         if isinstance(value, bool) or not isinstance(value, numbers.Real):
             raise ValueError(f"keras.optimizers.Optimizer.learning_rate: lockstep takes a number, not "
                              f"{type(value).__name__}")
