@@ -1,5 +1,7 @@
 """The learning rate as a Keras 3 user sets and reads it: keras.optimizers.schedules' schedules (their
-rates by Keras' formulas, fit training with them, a saved model keeping them)."""
+rates by Keras' formulas, fit training with them, a saved model keeping them), model.optimizer.learning_rate
+(float, numpy, assign, arithmetic) and the "learning_rate" that ReduceLROnPlateau and LearningRateScheduler
+put in the epoch logs."""
 import math
 
 import numpy as np
@@ -169,12 +171,15 @@ def test_adam_and_adamw_take_a_schedule_and_report_its_current_rate():
         assert float(m.optimizer.learning_rate) == pytest.approx(0.01)
         fit(m, epochs=1)
         assert float(m.optimizer.learning_rate) == pytest.approx(float(s(STEPS)), rel=1e-6)
+        assert m.optimizer.learning_rate.numpy() == s(STEPS).numpy()
 
 
 def test_an_optimizer_made_with_a_schedule_refuses_a_new_rate_as_keras_3():
     sgd = keras.optimizers.SGD(schedules.ExponentialDecay(0.1, 10, 0.5))
     with pytest.raises(TypeError, match="created with a `LearningRateSchedule`.*not settable"):
         sgd.learning_rate = 0.01
+    with pytest.raises(TypeError, match="not settable"):
+        sgd.learning_rate.assign(0.01)
     assert float(sgd.learning_rate) == pytest.approx(0.1)
 
 
@@ -197,3 +202,58 @@ def test_a_saved_model_keeps_its_schedule(tmp_path):
     fit(m, epochs=2, initial_epoch=1)
     fit(loaded, epochs=2, initial_epoch=1)
     np.testing.assert_array_equal(kernel(loaded), kernel(m))
+
+
+# model.optimizer.learning_rate as Keras 3 users use it
+
+
+def test_the_learning_rate_reads_as_keras_variable_does():
+    sgd = keras.optimizers.SGD(0.25)
+    lr = sgd.learning_rate
+    assert float(lr) == 0.25 and lr == 0.25 and lr.numpy() == np.float32(0.25) and lr.numpy().dtype == np.float32
+    assert np.asarray(lr).dtype == np.float32 and float(np.asarray(lr)) == 0.25
+    assert lr * 2 == 0.5 and 1 - lr == 0.75 and lr / 2 == 0.125 and -lr == -0.25 and lr > 0.1
+    assert round(lr, 1) == 0.2 and f"{lr:.2f}" == "0.25"
+    lr.assign(0.5)
+    assert float(lr) == 0.5 and float(sgd.learning_rate) == 0.5  # one rate: what it reads is the optimizer's
+    sgd.learning_rate = sgd.learning_rate * 0.5
+    assert float(lr) == 0.25
+    with pytest.raises(ValueError, match="learning_rate"):
+        lr.assign("0.1")
+
+
+# "learning_rate" in the logs
+
+
+class EpochLogs(keras.callbacks.Callback):
+    def __init__(self):
+        self.logs = []
+
+    def on_epoch_end(self, epoch, logs=None):
+        self.logs.append(dict(logs))
+
+
+def test_reduce_lr_on_plateau_logs_the_epochs_rate_before_it_reduces_it():
+    m = model(keras.optimizers.SGD(0.05))
+    # Zero inputs: a kernel without a bias predicts 0 whatever it learns, so the loss never improves.
+    x, y = np.zeros((STEPS * BATCH, 4), np.float32), np.ones((STEPS * BATCH, 1), np.float32)
+    logs = EpochLogs()
+    h = fit(m, 4, [keras.callbacks.ReduceLROnPlateau(monitor="loss", factor=0.5, patience=1), logs], x=x, y=y)
+    # Epoch 0 sets the best loss; each later one is no better, so patience 1 halves the rate at its
+    # end, after its logs took the rate it trained with.
+    expected = [float(np.float32(r)) for r in (0.05, 0.05, 0.025, 0.0125)]
+    assert h.history["learning_rate"] == expected
+    assert [entry["learning_rate"] for entry in logs.logs] == expected
+    assert float(m.optimizer.learning_rate) == pytest.approx(0.00625)
+
+
+def test_learning_rate_scheduler_logs_the_rate_each_epoch_trained_with():
+    m = model(keras.optimizers.SGD(0.05))
+    h = fit(m, 3, [keras.callbacks.LearningRateScheduler(lambda epoch, lr: 0.1 / (epoch + 1))])
+    assert h.history["learning_rate"] == [float(np.float32(0.1 / (e + 1))) for e in range(3)]
+
+
+def test_without_those_callbacks_the_logs_have_no_learning_rate():
+    m = model(keras.optimizers.SGD(schedules.ExponentialDecay(0.1, 4, 0.5)))
+    h = fit(m, 2, [keras.callbacks.EarlyStopping(monitor="loss", patience=5)])
+    assert "learning_rate" not in h.history and "loss" in h.history
