@@ -129,8 +129,13 @@ def test_an_optimizer_refuses_a_schedule_of_ones_own_and_a_non_number_by_name():
         def __call__(self, step):
             return 0.1 / (step + 1)
 
-    with pytest.raises(ValueError, match=r"keras.optimizers.SGD: .*schedule of one's own \(Mine\)"):
-        keras.optimizers.SGD(learning_rate=Mine())
+    class Halved(schedules.ExponentialDecay):  # a formula of its own over a built-in's arguments
+        def __call__(self, step):
+            return super().__call__(step) / 2
+
+    for mine in (Mine(), Halved(0.1, 10, 0.5)):
+        with pytest.raises(ValueError, match=rf"keras.optimizers.SGD: .*schedule of one's own \({type(mine).__name__}\)"):
+            keras.optimizers.SGD(learning_rate=mine)
     with pytest.raises(ValueError, match=r"keras.optimizers.Adam: .*learning_rate .* not str"):
         keras.optimizers.Adam(learning_rate="0.1")
 

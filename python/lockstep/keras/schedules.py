@@ -38,14 +38,14 @@ class _Builtin(LearningRateSchedule):
     and C++ makes the schedule from that config, refusing a bad one by class and argument."""
 
     def _made(self, arguments):
-        names = list(inspect.signature(type(self).__init__).parameters)[1:]
+        names = list(inspect.signature(_builtin_class(self).__init__).parameters)[1:]
         for name in names:
             setattr(self, name, arguments[name])
         self._names = names
         steps = getattr(self, "decay_steps", None)
         if isinstance(steps, numbers.Real) and steps <= 0:  # Keras' own check and message
             raise ValueError(f"Argument `decay_steps` must be > 0. Received: decay_steps={self.decay_steps}")
-        self._schedule = _lockstep.make_schedule(json.dumps(serialize(self), default=_plain))
+        self._schedule = _lockstep.make_schedule(json.dumps(_native_config(self), default=_plain))
 
     def get_config(self):
         return {name: getattr(self, name) for name in self._names}
@@ -113,13 +113,24 @@ def deserialize(config):
     return _CLASSES[name].from_config(config.get("config", {}))
 
 
+def _builtin_class(schedule):
+    """The built-in class whose formula C++ runs for `schedule` (a subclass's nearest)."""
+    return next(c for c in type(schedule).__mro__ if c in _CLASSES.values())
+
+
+def _native_config(schedule):
+    """Keras' serialisation under the built-in class's name, as C++ reads it."""
+    return {**serialize(schedule), "class_name": _builtin_class(schedule).__name__}
+
+
 def native_of(schedule, qualname):
-    """The C++ schedule an optimizer runs: a built-in's config (C++ makes it again from that)."""
-    if not isinstance(schedule, _Builtin):
+    """The C++ schedule an optimizer runs: a built-in's config (C++ makes it again from that). A
+    subclass whose own __call__ C++ would not run is one of one's own."""
+    if not isinstance(schedule, _Builtin) or type(schedule).__call__ is not _Builtin.__call__:
         raise ValueError(f"{qualname}: lockstep does not support a learning_rate schedule of one's own "
                          f"({type(schedule).__name__}) yet: it runs {', '.join(_CLASSES)} of "
                          f"keras.optimizers.schedules, or a keras.callbacks.LearningRateScheduler per epoch")
-    return json.loads(json.dumps(serialize(schedule), default=_plain))
+    return json.loads(json.dumps(_native_config(schedule), default=_plain))
 
 
 def _plain(value):
