@@ -125,8 +125,17 @@ metrics::MetricPtr make_metric(const std::string& class_name, const std::string&
   if (class_name == "SparseCategoricalAccuracy") return std::make_shared<metrics::SparseCategoricalAccuracy>(name);
   if (class_name == "Accuracy") return std::make_shared<metrics::Accuracy>(name);
   if (class_name == "MeanAbsoluteError") return std::make_shared<metrics::MeanAbsoluteError>(name);
+  // The classes metrics::get alone makes, by their Keras names.
+  for (const auto& [cls, keras_name] : {std::pair{"CategoricalAccuracy", "categorical_accuracy"},
+                                        std::pair{"MeanSquaredError", "mean_squared_error"}}) {
+    if (class_name != cls) continue;
+    metrics::MetricPtr made = metrics::get(keras_name, "");
+    made->set_name(name);
+    return made;
+  }
   throw ValueError("lockstep does not support keras.metrics." + class_name +
-                   " yet (it has Mean, SparseCategoricalAccuracy, Accuracy, MeanAbsoluteError)");
+                   " yet (it has Mean, SparseCategoricalAccuracy, Accuracy, CategoricalAccuracy, MeanAbsoluteError, "
+                   "MeanSquaredError)");
 }
 
 void bind_strategy_loop(nb::module_& m) {

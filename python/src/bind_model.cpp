@@ -13,6 +13,7 @@
 #include "lockstep/layers/core_layers.hpp"
 #include "lockstep/layers/initializers.hpp"
 #include "lockstep/layers/layer_registry.hpp"
+#include "lockstep/optimizers/schedules.hpp"
 #include "lockstep/training/callbacks.hpp"
 #include "lockstep/training/progbar.hpp"
 #include "lockstep/training/saved_model.hpp"
@@ -55,7 +56,10 @@ layers::LayerPtr make_layer(const std::string& class_name, const std::string& co
 optimizers::OptimizerPtr make_optimizer(const std::string& class_name, const std::string& config_text) {
   const json c = json::parse(config_text);
   auto common = [&](optimizers::OptimizerOptions& o) {
-    o.learning_rate = c.value("learning_rate", o.learning_rate);
+    // A schedule (keras.optimizers.schedules' built-in classes) comes as Keras serialises it.
+    const json& lr = c.at("learning_rate");
+    if (lr.is_object()) o.schedule = optimizers::schedules::deserialize(lr);
+    else o.learning_rate = lr.get<double>();
     if (c.contains("clipnorm") && !c["clipnorm"].is_null()) o.clipnorm = c["clipnorm"].get<double>();
     if (c.contains("global_clipnorm") && !c["global_clipnorm"].is_null())
       o.global_clipnorm = c["global_clipnorm"].get<double>();
@@ -87,6 +91,12 @@ optimizers::OptimizerPtr make_optimizer(const std::string& class_name, const std
   }
   throw ValueError("lockstep does not support keras.optimizers." + class_name + " yet (it has SGD, Adam, AdamW)");
 }
+
+// A schedule of keras.optimizers.schedules' built-in classes, as Python holds it: the C++ schedule
+// its Keras serialisation describes, which the optimizer given it runs (on the host and in fit's step).
+struct KerasSchedule {
+  optimizers::Schedule rate;
+};
 
 losses::LossPtr make_loss(const std::string& name, bool from_logits) {
   if (name == "sparse_categorical_crossentropy") return losses::SparseCategoricalCrossentropy({from_logits});
@@ -248,6 +258,23 @@ void bind_callbacks(nb::module_& m) {
         "Whether fit's progress bar redraws in place on stdout (True in a Jupyter kernel)");
 }
 
+// The GIL is released while C++ trains, evaluates or predicts (callbacks and schedules written
+// in Python take it back for their calls); what the call returns is converted with it held.
+template <class F>
+auto without_gil(F&& call) {
+  nb::gil_scoped_release release;
+  return call();
+}
+
+// fit in each of its forms: Ctrl-C stops it at a step boundary (StopOnSigint) and raises
+// KeyboardInterrupt; its History comes back as (epoch, history).
+template <class F>
+nb::tuple run_fit(F&& fit) {
+  const StopOnSigint stop_on_sigint;
+  const History h = without_gil(std::forward<F>(fit));
+  return nb::make_tuple(h.epoch, history_dict(h));
+}
+
 void bind_fit(nb::class_<Model>& model) {
   nb::class_<FitOptions>(model, "FitOptions")
       .def(nb::init<>())
@@ -261,89 +288,62 @@ void bind_fit(nb::class_<Model>& model) {
       .def_rw("initial_epoch", &FitOptions::initial_epoch)
       .def_rw("verbose", &FitOptions::verbose)
       .def_rw("callbacks", &FitOptions::callbacks);
-  // The GIL is released while C++ trains, evaluates or predicts: callbacks are C++ objects.
-  // Ctrl-C stops fit at a step boundary (StopOnSigint) and raises KeyboardInterrupt.
+  // fit, evaluate and predict each take their data in several forms; the data is read into tensors
+  // with the GIL held, then the call runs with it released (below).
   model
       .def("fit_dataset", [](Model& m, const data::Dataset& ds, const FitOptions& o) {
-        const StopOnSigint stop_on_sigint;
-        nb::gil_scoped_release release;
-        const History h = m.fit(ds, o);
-        nb::gil_scoped_acquire acquire;
-        return nb::make_tuple(h.epoch, history_dict(h));
+        return run_fit([&] { return m.fit(ds, o); });
       })
       .def("fit_arrays", [](Model& m, const HostArray& x, const HostArray& y, const FitOptions& o) {
         const Tensor tx = tensor_from_array(x, "fit x"), ty = tensor_from_array(y, "fit y");
-        const StopOnSigint stop_on_sigint;
-        nb::gil_scoped_release release;
-        const History h = m.fit(tx, ty, o);
-        nb::gil_scoped_acquire acquire;
-        return nb::make_tuple(h.epoch, history_dict(h));
+        return run_fit([&] { return m.fit(tx, ty, o); });
       })
       // Several inputs and outputs: one array per input and per target, in the structures' flat order.
       .def("fit_arrays_list", [](Model& m, const std::vector<HostArray>& xs, const std::vector<HostArray>& ys,
                                  const FitOptions& o) {
         const std::vector<Tensor> tx = tensors_from_arrays(xs, "fit x"), ty = tensors_from_arrays(ys, "fit y");
-        const StopOnSigint stop_on_sigint;
-        nb::gil_scoped_release release;
-        const History h = m.fit(tx, ty, o);
-        nb::gil_scoped_acquire acquire;
-        return nb::make_tuple(h.epoch, history_dict(h));
+        return run_fit([&] { return m.fit(tx, ty, o); });
       })
       .def("evaluate_arrays_list", [](Model& m, const std::vector<HostArray>& xs, const std::vector<HostArray>& ys,
                                       std::int64_t batch_size, std::int64_t steps, int verbose,
                                       const std::vector<CallbackPtr>& callbacks) {
         const std::vector<Tensor> tx = tensors_from_arrays(xs, "evaluate x");
         const std::vector<Tensor> ty = tensors_from_arrays(ys, "evaluate y");
-        nb::gil_scoped_release release;
-        return m.evaluate(tx, ty, EvaluateOptions{.batch_size = batch_size, .steps = steps, .verbose = verbose,
-                                                  .callbacks = callbacks});
+        return without_gil([&] {
+          return m.evaluate(tx, ty, EvaluateOptions{.batch_size = batch_size, .steps = steps, .verbose = verbose,
+                                                    .callbacks = callbacks});
+        });
       })
       .def("predict_arrays_list", [](Model& m, const std::vector<HostArray>& xs, std::int64_t batch_size,
                                      std::int64_t steps) {
         const std::vector<Tensor> tx = tensors_from_arrays(xs, "predict x");
-        std::vector<Tensor> out;
-        {
-          nb::gil_scoped_release release;
-          out = m.predict(tx, PredictOptions{.batch_size = batch_size, .steps = steps});
-        }
-        return arrays_from_tensors(out);
+        return arrays_from_tensors(
+            without_gil([&] { return m.predict(tx, PredictOptions{.batch_size = batch_size, .steps = steps}); }));
       })
       .def("predict_dataset_outputs", [](Model& m, const data::Dataset& ds, std::int64_t steps) {
-        std::vector<Tensor> out;
-        {
-          nb::gil_scoped_release release;
-          out = m.predict_outputs(ds, PredictOptions{.steps = steps});
-        }
-        return arrays_from_tensors(out);
+        return arrays_from_tensors(without_gil([&] { return m.predict_outputs(ds, PredictOptions{.steps = steps}); }));
       })
       .def("evaluate_dataset", [](Model& m, const data::Dataset& ds, std::int64_t steps, int verbose,
                                   const std::vector<CallbackPtr>& callbacks) {
-        nb::gil_scoped_release release;
-        return m.evaluate(ds, EvaluateOptions{.steps = steps, .verbose = verbose, .callbacks = callbacks});
+        return without_gil([&] {
+          return m.evaluate(ds, EvaluateOptions{.steps = steps, .verbose = verbose, .callbacks = callbacks});
+        });
       })
       .def("evaluate_arrays", [](Model& m, const HostArray& x, const HostArray& y, std::int64_t batch_size,
                                  std::int64_t steps, int verbose, const std::vector<CallbackPtr>& callbacks) {
         const Tensor tx = tensor_from_array(x, "evaluate x"), ty = tensor_from_array(y, "evaluate y");
-        nb::gil_scoped_release release;
-        return m.evaluate(tx, ty, EvaluateOptions{.batch_size = batch_size, .steps = steps, .verbose = verbose,
-                                                  .callbacks = callbacks});
+        return without_gil([&] {
+          return m.evaluate(tx, ty, EvaluateOptions{.batch_size = batch_size, .steps = steps, .verbose = verbose,
+                                                    .callbacks = callbacks});
+        });
       })
       .def("predict_dataset", [](Model& m, const data::Dataset& ds, std::int64_t steps) {
-        Tensor out;
-        {
-          nb::gil_scoped_release release;
-          out = m.predict(ds, PredictOptions{.steps = steps});
-        }
-        return array_from_tensor(out);
+        return array_from_tensor(without_gil([&] { return m.predict(ds, PredictOptions{.steps = steps}); }));
       })
       .def("predict_arrays", [](Model& m, const HostArray& x, std::int64_t batch_size, std::int64_t steps) {
         const Tensor tx = tensor_from_array(x, "predict x");
-        Tensor out;
-        {
-          nb::gil_scoped_release release;
-          out = m.predict(tx, PredictOptions{.batch_size = batch_size, .steps = steps});
-        }
-        return array_from_tensor(out);
+        return array_from_tensor(
+            without_gil([&] { return m.predict(tx, PredictOptions{.batch_size = batch_size, .steps = steps}); }));
       });
 }
 }  // namespace
@@ -364,7 +364,17 @@ void bind_model(nb::module_& m) {
   // epochs): it replaces any schedule.
   nb::class_<optimizers::Optimizer>(m, "Optimizer")
       .def_prop_rw("learning_rate", &optimizers::Optimizer::current_learning_rate,
-                   &optimizers::Optimizer::set_learning_rate);
+                   &optimizers::Optimizer::set_learning_rate)
+      .def_prop_ro("has_schedule",
+                   [](const optimizers::Optimizer& o) { return static_cast<bool>(o.options().schedule); });
+  nb::class_<KerasSchedule>(m, "Schedule").def("__call__", [](const KerasSchedule& s, std::int64_t step) {
+    LOCKSTEP_CHECK(step >= 0, "a learning-rate schedule's step must be >= 0, got ", step);
+    return s.rate(step);
+  });
+  // ValueError naming the class or argument lockstep lacks, or an argument out of its range.
+  m.def("make_schedule", [](const std::string& keras_json) {
+    return KerasSchedule{optimizers::schedules::deserialize(json::parse(keras_json))};
+  });
   m.def("make_optimizer", &make_optimizer, nb::arg("class_name"), nb::arg("config_json"));
   nb::class_<losses::Loss>(m, "Loss").def_prop_ro("name", &losses::Loss::name);
   m.def("make_loss", &make_loss, nb::arg("name"), nb::arg("from_logits") = false);

@@ -10,6 +10,19 @@ namespace {
 Tensor total_and_count(const Tensor& total, std::int64_t count) {
   return concat({total.reshape({1}), Tensor::full({1}, static_cast<double>(count))});
 }
+
+// The state of "mae" and "mse": the sum over examples of the mean of error(y_pred - y_true) over
+// each example's values, and the count of examples.
+template <typename Error>
+Tensor mean_error_state(const std::string& name, const Tensor& y_true, const Tensor& y_pred, Error error) {
+  const std::int64_t n = y_pred.rank() ? y_pred.dim(0) : 1;
+  if (n == 0) return Tensor::zeros({2});
+  LOCKSTEP_CHECK(y_true.numel() == y_pred.numel(), name, ": y_true ", y_true.shape().str(), " does not match y_pred ",
+                 y_pred.shape().str());
+  const Shape rows{n, y_pred.numel() / n};
+  const Tensor diff = sub(y_pred.to(DType::kF32).reshape(rows), y_true.to(DType::kF32).reshape(rows));
+  return total_and_count(sum(mean(error(diff), -1)), n);
+}
 }  // namespace
 
 void Metric::merge_state(const Tensor& batch_state) {
@@ -97,14 +110,37 @@ Tensor Accuracy::batch_state(const Tensor& y_true, const Tensor& y_pred) const {
 }
 
 Tensor MeanAbsoluteError::batch_state(const Tensor& y_true, const Tensor& y_pred) const {
-  const std::int64_t n = y_pred.rank() ? y_pred.dim(0) : 1;
-  if (n == 0) return Tensor::zeros({2});
-  LOCKSTEP_CHECK(y_true.numel() == y_pred.numel(), name(), ": y_true ", y_true.shape().str(), " does not match y_pred ",
-                 y_pred.shape().str());
-  const Shape rows{n, y_pred.numel() / n};
-  const Tensor diff = sub(y_pred.to(DType::kF32).reshape(rows), y_true.to(DType::kF32).reshape(rows));
-  return total_and_count(sum(mean(abs(diff), -1)), n);
+  return mean_error_state(name(), y_true, y_pred, [](const Tensor& diff) { return abs(diff); });
 }
+
+namespace {
+// Keras' "categorical_accuracy": whether each row's top class is its one-hot target's. Integer
+// labels are sparse_categorical_accuracy's; refused by name rather than read as one-hot rows.
+class CategoricalAccuracy final : public Metric {
+ public:
+  using Metric::Metric;
+  Tensor batch_state(const Tensor& y_true, const Tensor& y_pred) const override {
+    const std::int64_t n = y_pred.rank() ? y_pred.dim(0) : 1;
+    if (n == 0) return Tensor::zeros({2});
+    const std::int64_t cols = y_pred.numel() / n;
+    LOCKSTEP_CHECK(cols > 1 && y_true.numel() == y_pred.numel(), name(), ": y_true ", y_true.shape().str(),
+                   " must be one-hot rows like y_pred ", y_pred.shape().str(),
+                   " (of 2 or more classes; integer labels take sparse_categorical_accuracy)");
+    return accuracy_state(y_true.reshape({n, cols}), y_pred.reshape({n, cols}), /*labels_as_float=*/true);
+  }
+  std::shared_ptr<Metric> clone_empty() const override { return std::make_shared<CategoricalAccuracy>(name()); }
+};
+
+// Keras' "mse": the mean over examples of mean((y_true - y_pred)^2) over each example's values.
+class MeanSquaredError final : public Metric {
+ public:
+  using Metric::Metric;
+  Tensor batch_state(const Tensor& y_true, const Tensor& y_pred) const override {
+    return mean_error_state(name(), y_true, y_pred, [](const Tensor& diff) { return square(diff); });
+  }
+  std::shared_ptr<Metric> clone_empty() const override { return std::make_shared<MeanSquaredError>(name()); }
+};
+}  // namespace
 
 MetricPtr get(const std::string& name, const std::string& loss_name) {
   if (name == "accuracy" || name == "acc") {
@@ -113,8 +149,11 @@ MetricPtr get(const std::string& name, const std::string& loss_name) {
   }
   if (name == "sparse_categorical_accuracy") return std::make_shared<SparseCategoricalAccuracy>();
   if (name == "mean") return std::make_shared<Mean>();
+  if (name == "categorical_accuracy") return std::make_shared<CategoricalAccuracy>(name);
   if (name == "mae" || name == "mean_absolute_error") return std::make_shared<MeanAbsoluteError>(name);
-  throw ValueError("unknown metric '" + name + "': expected accuracy, sparse_categorical_accuracy, mae or mean");
+  if (name == "mse" || name == "mean_squared_error") return std::make_shared<MeanSquaredError>(name);
+  throw ValueError("unknown metric '" + name +
+                   "': expected accuracy, sparse_categorical_accuracy, categorical_accuracy, mae, mse or mean");
 }
 
 }  // namespace lockstep::metrics

@@ -105,7 +105,9 @@ void TensorBoard::on_epoch_end(int epoch, const Logs& logs) {
       train_->add_scalar("epoch_" + k, v, epoch);
     }
   }
-  if (model_->optimizer()) train_->add_scalar("epoch_learning_rate", model_->optimizer()->current_learning_rate(), epoch);
+  // The rate once: the logs' where fit put it there (ReduceLROnPlateau's, LearningRateScheduler's).
+  if (model_->optimizer() && !logs.contains("learning_rate"))
+    train_->add_scalar("epoch_learning_rate", model_->optimizer()->current_learning_rate(), epoch);
   if (o_.histogram_freq > 0 && epoch % o_.histogram_freq == 0)
     for (const auto& var : model_->variables()) train_->add_histogram(var.name() + "_0", var.value(), epoch);
   train_->flush();

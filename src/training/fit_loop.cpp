@@ -357,6 +357,13 @@ void FitLoop::update_timing() {
   t.steps_per_second = t.seconds > 0 ? static_cast<double>(t.steps) / t.seconds : 0;
 }
 
+bool CallbackList::log_learning_rate() const {
+  for (const auto& c : cbs)
+    if (dynamic_cast<const ReduceLROnPlateau*>(c.get()) || dynamic_cast<const LearningRateScheduler*>(c.get()))
+      return true;
+  return false;
+}
+
 Logs FitLoop::epoch_logs(const EpochTally& tally) {
   update_timing();
   Logs out = model_.collect_logs("");
@@ -373,6 +380,10 @@ Logs FitLoop::epoch_logs(const EpochTally& tally) {
     out["input_wait_share"] = tally.input_seconds / epoch_seconds;
     out["steps_per_second"] = static_cast<double>(tally.steps) / epoch_seconds;
   }
+  // Keras' optimizer.learning_rate, read as float32 as Keras reads it: the rate of the next step
+  // (a schedule's at the optimizer's iterations), before any callback changes it this epoch end.
+  if (callbacks.log_learning_rate())
+    out["learning_rate"] = static_cast<float>(model_.optimizer_->current_learning_rate());
   if (o_.validation_data) {
     Logs v = model_.evaluate_impl(*o_.validation_data, o_.validation_steps, {}, 0);
     for (const auto& [k, val] : v) out["val_" + k] = val;

@@ -80,6 +80,9 @@ struct CallbackList {
       if (!c->async_safe()) return false;
     return true;
   }
+  /// Whether fit's epoch logs carry "learning_rate": Keras 3's ReduceLROnPlateau and
+  /// LearningRateScheduler write it at each epoch's end, so that History has it (fit_loop.cpp).
+  bool log_learning_rate() const;
 };
 
 // The one path of a batch through the model, the custom loops' (strategy.run(fn, batch)):

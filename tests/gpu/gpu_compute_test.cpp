@@ -7,6 +7,7 @@
 #include <random>
 
 #include "gpu_test_util.hpp"
+#include "lockstep/metrics/metric.hpp"
 #include "lockstep/tensor/attention.hpp"
 
 using namespace lockstep;
@@ -69,6 +70,27 @@ TEST(GpuCompute, DropoutAndAttentionReadTheStepFromTheGpusStepBlock) {
   EXPECT_EQ(run(by_block), run(by_host));
   by_block.step_block = Tensor();
   EXPECT_NE(run(by_block), run(by_host));  // step 0: other masks
+}
+
+// The metrics compile takes by name compute on the batch's device what they do on the CPU.
+TEST(GpuCompute, MetricsByNameGiveTheCpusNumbers) {
+  LOCKSTEP_REQUIRE_GPU();
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<float> u(0.0f, 1.0f);
+  std::vector<float> scores(40 * 7), one_hot(40 * 7, 0.0f);
+  for (auto& v : scores) v = u(rng);
+  for (int r = 0; r < 40; ++r) one_hot[r * 7 + r % 7] = 1.0f;
+  const Tensor pred = Tensor::from_vector(scores, {40, 7}), target = Tensor::from_vector(one_hot, {40, 7});
+  for (const char* name : {"categorical_accuracy", "accuracy", "mse", "mae"}) {
+    auto cpu = metrics::get(name, "categorical_crossentropy"), gpu = cpu->clone_empty();
+    cpu->update_state(target, pred);
+    {
+      const OnGpu0 on;
+      gpu->update_state(target.to(on.gpu), pred.to(on.gpu));
+    }
+    EXPECT_EQ(gpu->state()[1], cpu->state()[1]) << name;
+    EXPECT_NEAR(gpu->result(), cpu->result(), 1e-6) << name;
+  }
 }
 
 TEST(GpuCompute, HalfRoundingsAreBitIdenticalAcrossBackends) {

@@ -315,8 +315,39 @@ TEST(Metrics, MergeStateAddsAHostStateAsItsTensorAndRefusesAnotherSize) {
   EXPECT_EQ(m.state(), (std::vector<double>{10.0, 3.0}));
 }
 
+// Keras' categorical_accuracy: each row's top class against its one-hot target's (ties: the first).
+// Integer labels are refused by name rather than read as one-hot rows of one class.
+TEST(Metrics, CategoricalAccuracyComparesTopClassesOfOneHotRowsAndRefusesLabels) {
+  auto m = metrics::get("categorical_accuracy", "mean_squared_error");
+  EXPECT_EQ(m->name(), "categorical_accuracy");
+  // Top classes 1, 0, 2 (0.4 tie: the first) against targets 1, 1, 2 -> 2/3.
+  m->update_state(mat({0, 1, 0, 0, 1, 0, 0, 0, 1}, 3, 3), mat({0.1f, 0.8f, 0.1f, 0.4f, 0.4f, 0.2f, 0, 0.3f, 0.7f}, 3, 3));
+  EXPECT_DOUBLE_EQ(m->result(), 2.0 / 3.0);
+  EXPECT_DOUBLE_EQ(m->clone_empty()->result(), 0.0);
+  EXPECT_EQ(m->clone_empty()->name(), "categorical_accuracy");
+  const std::string msg = message_of([&] { m->update_state(mat({1, 0, 2}, 3, 1), mat({0, 1, 0, 0, 1, 0, 0, 0, 1}, 3, 3)); });
+  EXPECT_NE(msg.find("categorical_accuracy: y_true (3, 1) must be one-hot rows"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("sparse_categorical_accuracy"), std::string::npos) << msg;
+  EXPECT_DOUBLE_EQ(m->result(), 2.0 / 3.0);  // the refused batch added nothing
+}
+
+TEST(Metrics, MseIsTheMeanOverExamplesOfEachRowsMeanSquaredError) {
+  auto m = metrics::get("mse", "mean_absolute_error");
+  EXPECT_EQ(m->name(), "mse");
+  m->update_state(mat({0, 1, 0, 0}, 2, 2), mat({2, 1, 1, 0}, 2, 2));  // rows (4 + 0) / 2, (1 + 0) / 2
+  EXPECT_DOUBLE_EQ(m->result(), (2.0 + 0.5) / 2);
+  m->update_state(mat({0, 0}, 1, 2), mat({3, -3}, 1, 2));  // a row of 9
+  EXPECT_DOUBLE_EQ(m->result(), (2.0 + 0.5 + 9.0) / 3);
+  EXPECT_EQ(metrics::get("mean_squared_error", "")->name(), "mean_squared_error");
+  const std::string msg = message_of([&] { m->update_state(mat({0, 1, 0}, 3, 1), mat({1, 1}, 2, 1)); });
+  EXPECT_NE(msg.find("mse: y_true (3, 1) does not match y_pred (2, 1)"), std::string::npos) << msg;
+}
+
 TEST(Metrics, UnknownNameThrows) {
   EXPECT_THROW((void)metrics::get("f1_typo", "mse"), ValueError);
+  const std::string msg = message_of([] { (void)metrics::get("top_k_categorical_accuracy", ""); });
+  EXPECT_NE(msg.find("unknown metric 'top_k_categorical_accuracy'"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("categorical_accuracy, mae, mse"), std::string::npos) << msg;
 }
 
 }  // namespace

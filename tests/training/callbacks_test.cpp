@@ -188,6 +188,38 @@ TEST(ReduceLROnPlateauAndScheduler, ChangeTheLearningRate) {
   EXPECT_LT(model->optimizer()->current_learning_rate(), 0.0025);
 }
 
+// Keras 3's ReduceLROnPlateau and LearningRateScheduler write logs["learning_rate"] at each epoch's
+// end (float32, as Keras reads the optimizer's variable), so History has it: the rate that epoch
+// trained with, before a reduction at its end. Without them the logs have none.
+TEST(ReduceLROnPlateauAndScheduler, PutTheEpochsRateInTheLogsAndHistory) {
+  Data d;
+  auto model = make_model();
+  auto sched = std::make_shared<LearningRateScheduler>([](int epoch, double) { return 0.1 / (epoch + 1); });
+  History h = model->fit(d.x, d.y, {.epochs = 3, .batch_size = 50, .verbose = 0, .callbacks = {sched}});
+  EXPECT_EQ(h.history["learning_rate"], (std::vector<double>{static_cast<float>(0.1), static_cast<float>(0.05),
+                                                             static_cast<float>(0.1 / 3)}));
+  // mode "max" on the loss: every epoch after the first is no better, so patience 1 halves the rate
+  // at each of their ends.
+  auto plateau = std::make_shared<ReduceLROnPlateau>(
+      ReduceLROnPlateauOptions{.monitor = "loss", .factor = 0.5, .patience = 1, .mode = "max"});
+  model->optimizer()->set_learning_rate(0.08);
+  h = model->fit(d.x, d.y, {.epochs = 3, .batch_size = 50, .verbose = 0, .callbacks = {plateau}});
+  EXPECT_EQ(h.history["learning_rate"], (std::vector<double>{0.08f, 0.08f, 0.04f}));
+  EXPECT_DOUBLE_EQ(model->optimizer()->current_learning_rate(), 0.02);
+  h = model->fit(d.x, d.y, {.epochs = 1, .batch_size = 50, .verbose = 0});
+  EXPECT_FALSE(h.history.contains("learning_rate"));
+  // TensorBoard writes the rate once an epoch, the logs' where they have it.
+  const std::string dir = fresh_dir("tb_lr");
+  model->fit(d.x, d.y, {.epochs = 2, .batch_size = 50, .verbose = 0,
+                        .callbacks = {sched, std::make_shared<TensorBoard>(TensorBoardOptions{.log_dir = dir})}});
+  std::vector<std::pair<std::int64_t, double>> rates;
+  for (const auto& f : std::filesystem::directory_iterator(dir + "/train"))
+    for (const auto& e : io::read_event_file(f.path().string()))
+      for (const auto& v : e.values)
+        if (v.tag == "epoch_learning_rate") rates.emplace_back(e.step, v.scalar);
+  EXPECT_EQ(rates, (std::vector<std::pair<std::int64_t, double>>{{0, 0.1f}, {1, 0.05f}}));
+}
+
 TEST(BackupAndRestore, SavesEachEpochAndRestoresAtTrainBegin) {
   const std::string dir = fresh_dir("backup");
   Data d;

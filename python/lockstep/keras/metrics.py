@@ -9,8 +9,10 @@ __getattr__ = unsupported_getattr("tf.keras.metrics")
 
 class Metric:
     _class_name = None  # lockstep's metric class
+    _keras_name = None  # the name Keras gives it by default
 
-    def __init__(self, name, dtype=None):
+    def __init__(self, name=None, dtype=None):
+        name = self._keras_name if name is None else name
         self.name = name
         self._metric = _lockstep.make_metric(self._class_name, name)
 
@@ -33,24 +35,28 @@ class Metric:
 
 class Mean(Metric):
     """The running mean of the values given (every element of each tensor)."""
-    _class_name = "Mean"
-
-    def __init__(self, name="mean", dtype=None):
-        super().__init__(name)
+    _class_name, _keras_name = "Mean", "mean"
 
     def update_state(self, values, sample_weight=None):
         super().update_state(values, None, sample_weight)
 
 
 class SparseCategoricalAccuracy(Metric):
-    _class_name = "SparseCategoricalAccuracy"
-
-    def __init__(self, name="sparse_categorical_accuracy", dtype=None):
-        super().__init__(name)
+    _class_name, _keras_name = "SparseCategoricalAccuracy", "sparse_categorical_accuracy"
 
 
 class Accuracy(Metric):
-    _class_name = "Accuracy"
+    _class_name, _keras_name = "Accuracy", "accuracy"
 
-    def __init__(self, name="accuracy", dtype=None):
-        super().__init__(name)
+
+class CategoricalAccuracy(Metric):
+    """Whether each row's top class is its one-hot target's (integer labels: SparseCategoricalAccuracy)."""
+    _class_name, _keras_name = "CategoricalAccuracy", "categorical_accuracy"
+
+
+class MeanAbsoluteError(Metric):
+    _class_name, _keras_name = "MeanAbsoluteError", "mean_absolute_error"
+
+
+class MeanSquaredError(Metric):
+    _class_name, _keras_name = "MeanSquaredError", "mean_squared_error"

@@ -1,19 +1,27 @@
 """keras.optimizers: SGD, Adam and AdamW on lockstep's optimizers."""
 import json
 import numbers
+import operator
+
+import numpy as np
 
 from .. import _lockstep
 from .._support import refuse_arguments, unsupported_getattr
+from . import schedules
 
 __getattr__ = unsupported_getattr("tf.keras.optimizers")
 
 
 class Optimizer:
     def __init__(self, class_name, learning_rate, clipnorm=None, clipvalue=None, global_clipnorm=None, **rule):
-        if not isinstance(learning_rate, (int, float)):
-            raise ValueError(f"lockstep does not support a learning_rate of type {type(learning_rate).__name__} "
-                             f"in Python yet (a number only)")
-        config = {"learning_rate": float(learning_rate), "clipnorm": clipnorm, "clipvalue": clipvalue,
+        if isinstance(learning_rate, schedules.LearningRateSchedule):
+            learning_rate = schedules.native_of(learning_rate, f"keras.optimizers.{class_name}")
+        elif isinstance(learning_rate, bool) or not isinstance(learning_rate, numbers.Real):
+            raise ValueError(f"keras.optimizers.{class_name}: lockstep takes a learning_rate that is a number or a "
+                             f"keras.optimizers.schedules schedule, not {type(learning_rate).__name__}")
+        else:
+            learning_rate = float(learning_rate)
+        config = {"learning_rate": learning_rate, "clipnorm": clipnorm, "clipvalue": clipvalue,
                   "global_clipnorm": global_clipnorm, **rule}
         self._optimizer = _lockstep.make_optimizer(class_name, json.dumps(config))
 
@@ -26,11 +34,21 @@ class Optimizer:
 
     @property
     def learning_rate(self):
-        return self._optimizer.learning_rate
+        """The rate the next update uses (a schedule's at iterations), as Keras 3's variable: float(),
+        .numpy(), .assign(x), NumPy and arithmetic; it reads the optimizer each time it is used."""
+        return LearningRate(self)
 
     @learning_rate.setter
     def learning_rate(self, value):
-        # Keras' optimizer.learning_rate = x (a callback's, between epochs); it replaces any schedule.
+        # Keras' optimizer.learning_rate = x (a callback's, between epochs). An optimizer made with a
+        # schedule keeps it: Keras 3 refuses the rate so (its TypeError and message).
+        if self._optimizer.has_schedule:
+            raise TypeError("This optimizer was created with a `LearningRateSchedule` object as its `learning_rate` "
+                            "constructor argument, hence its learning rate is not settable. If you need the learning "
+                            "rate to be settable, you should instantiate the optimizer with a float `learning_rate` "
+                            "argument.")
+        if isinstance(value, LearningRate):
+            value = float(value)
         if isinstance(value, bool) or not isinstance(value, numbers.Real):
             raise ValueError(f"keras.optimizers.Optimizer.learning_rate: lockstep takes a number, not "
                              f"{type(value).__name__}")
@@ -47,6 +65,64 @@ class Optimizer:
                          skip_gradients_aggregation=skip_gradients_aggregation, **kwargs)
         pairs = list(grads_and_vars)
         _lockstep.apply_gradients(self._optimizer, [g for g, _ in pairs], [v for _, v in pairs])
+
+
+class LearningRate:
+    """optimizer.learning_rate: what Keras users do with Keras 3's learning-rate variable, on the
+    optimizer's current rate. Arithmetic and comparisons give Python's numbers (the rate as a float);
+    numpy() and np.asarray give float32, Keras' dtype."""
+    __slots__ = ("_owner",)
+    __hash__ = None  # it compares by value, which assign changes
+
+    def __init__(self, owner):
+        self._owner = owner
+
+    def __float__(self):
+        return float(self._owner._optimizer.learning_rate)
+
+    def numpy(self):
+        return np.float32(float(self))
+
+    def __array__(self, dtype=None, copy=None):
+        return np.asarray(self.numpy(), dtype=dtype)
+
+    def assign(self, value):
+        """optimizer.learning_rate.assign(x): as optimizer.learning_rate = x (refused by Keras' TypeError
+        where the optimizer runs a schedule)."""
+        self._owner.learning_rate = value
+        return self
+
+    def __round__(self, ndigits=None):
+        return round(float(self), ndigits)
+
+    def __format__(self, spec):
+        return format(float(self), spec)
+
+    def __repr__(self):
+        return f"<learning_rate={float(self)!r}>"
+
+    def __bool__(self):
+        return bool(float(self))
+
+    def __neg__(self):
+        return -float(self)
+
+
+def _number_op(op, reflected=False):
+    def method(self, other):
+        if isinstance(other, LearningRate):
+            other = float(other)
+        elif isinstance(other, bool) or not isinstance(other, numbers.Real):
+            return NotImplemented
+        return op(other, float(self)) if reflected else op(float(self), other)
+    return method
+
+
+for _name in ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow"):
+    setattr(LearningRate, f"__{_name}__", _number_op(getattr(operator, _name)))
+    setattr(LearningRate, f"__r{_name}__", _number_op(getattr(operator, _name), reflected=True))
+for _name in ("eq", "ne", "lt", "le", "gt", "ge"):
+    setattr(LearningRate, f"__{_name}__", _number_op(getattr(operator, _name)))
 
 
 class SGD(Optimizer):
