@@ -41,15 +41,11 @@ struct Recording {
     int stream = 0;
     std::vector<Item> items;
   };
-  std::mutex mu;
-  std::vector<Lane> lanes;  // grown under g_mu as well, so that where_locked reads it
+  // Guarded by g_mu while the capture is under way, as the maps that lead to it: end_capture
+  // takes it out of them under g_mu, and from then on it is lane 0's alone.
+  std::vector<Lane> lanes;
   int fences = 0;
   std::vector<std::unique_ptr<char>> marks;  // the fences handed out: their addresses are their names
-
-  void add(int lane, Item item) {
-    std::lock_guard<std::mutex> lock(mu);
-    lanes[static_cast<std::size_t>(lane)].items.push_back(std::move(item));
-  }
 };
 
 // Why work queued while a capture is under way is refused whatever it is (refuse), where CUDA
@@ -70,12 +66,12 @@ enum class Refusal { kNone, kOtherThread, kOtherContext, kHostContext };
 // The captures under way: which context records into which capture as which lane, and which
 // fence handed out belongs to which capture. Looked up only while a capture is under way.
 struct Where {
+  // Read only under g_mu, the hold that found it: once the lock is released the capturing thread
+  // may end the capture and free it (record() looks the lane up again).
   Recording* rec = nullptr;
   int index = -1;  // the lane, or the fence
   Refusal refusal = Refusal::kNone;
-  // The captured GPU, for a refusal's words: a refused thread never reads `rec`, which the
-  // capturing thread may end meanwhile.
-  Device gpu;
+  Device gpu;  // the captured GPU, for a refusal's words
   explicit operator bool() const { return rec != nullptr; }
   bool refused() const { return refusal != Refusal::kNone; }
 };
@@ -89,6 +85,22 @@ std::vector<Recording*> g_recordings;  // the captures under way
 std::unordered_map<const ComputeContext*, int> g_streams;
 
 std::atomic<std::int64_t> g_replays{0}, g_replayed_lanes{0}, g_replayed_work{0};
+
+// set_emulated_record_hook's hook (tests), looked at without a lock where none was set.
+std::atomic<bool> g_has_record_hook{false};
+std::mutex g_record_hook_mu;
+std::function<void()> g_record_hook;
+
+void before_record() {
+  if (!g_has_record_hook.load(std::memory_order_acquire)) [[likely]]
+    return;
+  std::function<void()> hook;
+  {
+    std::lock_guard<std::mutex> lock(g_record_hook_mu);
+    hook = g_record_hook;
+  }
+  if (hook) hook();
+}
 
 int stream_locked(const ComputeContext& ctx) {
   const auto it = g_streams.find(&ctx);
@@ -128,6 +140,19 @@ Where capturing(const ComputeContext& ctx) {
     return {};
   std::lock_guard<std::mutex> lock(g_mu);
   return where_locked(ctx);
+}
+
+// Adds `work` to the recording of the lane `ctx` records into, found again under g_mu: a Where
+// found before may name a capture that lane 0 has ended since, and freed (its step failed while
+// the other lanes still queued theirs). False where `ctx` is captured no more: the caller runs
+// the work now, as work queued after the end runs.
+bool record(const ComputeContext& ctx, std::function<void()> work) {
+  before_record();
+  std::lock_guard<std::mutex> lock(g_mu);
+  const auto it = g_lanes.find(&ctx);
+  if (it == g_lanes.end()) return false;
+  it->second.rec->lanes[static_cast<std::size_t>(it->second.index)].items.push_back({.work = std::move(work)});
+  return true;
 }
 
 std::string lane_name(const ComputeContext& ctx, int lane) {
@@ -209,10 +234,10 @@ struct Recorded<D, Member, Op, R (*)(ComputeContext&, A...)> {
         [&]<std::size_t... I>(std::index_sequence<I...>) {
           (keep_array<I>(args, kept), ...);
         }(std::index_sequence_for<A...>{});
-        at.rec->add(at.index, {.work = [kernel, &ctx, args, kept = std::move(kept)] {
-                                 std::apply([&](const auto&... v) { kernel(ctx, v...); }, args);
-                               }});
-        return;
+        if (record(ctx, [kernel, &ctx, args, kept = std::move(kept)] {
+              std::apply([&](const auto&... v) { kernel(ctx, v...); }, args);
+            }))
+          return;
       }
     }
     return kernel(ctx, a...);
@@ -239,16 +264,14 @@ DeviceOps*& base_ops() {
 void copy(ComputeContext& ctx, void* dst, const void* src, std::size_t bytes) {
   if (const Where at = capturing(ctx)) [[unlikely]] {
     if (at.refused()) refuse(at, "a copy of " + std::to_string(bytes) + " bytes on the device");
-    at.rec->add(at.index, {.work = [&ctx, dst, src, bytes] { base_ops()->copy(ctx, dst, src, bytes); }});
-    return;
+    if (record(ctx, [&ctx, dst, src, bytes] { base_ops()->copy(ctx, dst, src, bytes); })) return;
   }
   base_ops()->copy(ctx, dst, src, bytes);
 }
 void zero(ComputeContext& ctx, void* dst, std::size_t bytes) {
   if (const Where at = capturing(ctx)) [[unlikely]] {
     if (at.refused()) refuse(at, "a fill of " + std::to_string(bytes) + " bytes with zeros");
-    at.rec->add(at.index, {.work = [&ctx, dst, bytes] { base_ops()->zero(ctx, dst, bytes); }});
-    return;
+    if (record(ctx, [&ctx, dst, bytes] { base_ops()->zero(ctx, dst, bytes); })) return;
   }
   base_ops()->zero(ctx, dst, bytes);
 }
@@ -275,12 +298,13 @@ bool equal_bytes(ComputeContext& ctx, const void* a, const void* b, std::size_t 
 // its own (the fences outside captures share one, as they all have passed).
 void* record_fence(ComputeContext& ctx, bool copy_stream) {
   void* const outside = base_ops()->record_fence(ctx, copy_stream);  // counted either way
-  const Where at = copy_stream ? Where{} : capturing(ctx);
-  if (!at) [[likely]]
+  if (copy_stream || g_captures.load(std::memory_order_acquire) == 0) [[likely]]
     return outside;
-  if (at.refused()) refuse(at, "a fence");
+  // Found and recorded under one hold of g_mu: a capture ended meanwhile is found no more.
   std::lock_guard<std::mutex> lock(g_mu);
-  std::lock_guard<std::mutex> rec_lock(at.rec->mu);
+  const Where at = where_locked(ctx);
+  if (!at) return outside;
+  if (at.refused()) refuse(at, "a fence");
   const int id = at.rec->fences++;
   at.rec->marks.push_back(std::make_unique<char>());
   void* mark = at.rec->marks.back().get();
@@ -307,7 +331,6 @@ void wait_fence(ComputeContext& ctx, void* fence) {
   }
   Recording* rec = f->second.rec;
   if (at && at.rec != rec) refuse(at, "a wait for a fence of another capture (CUDA cannot merge two captures)");
-  std::lock_guard<std::mutex> rec_lock(rec->mu);
   int lane = at.index;
   if (!at) {
     lane = static_cast<int>(rec->lanes.size());
@@ -456,6 +479,12 @@ void replay(ComputeContext&, void* graph) {
 }  // namespace lockstep::backend::emulated
 
 namespace lockstep::backend {
+void set_emulated_record_hook(std::function<void()> hook) {
+  std::lock_guard<std::mutex> lock(emulated::g_record_hook_mu);
+  emulated::g_has_record_hook.store(static_cast<bool>(hook), std::memory_order_release);
+  emulated::g_record_hook = std::move(hook);
+}
+
 EmulatedReplays emulated_replays() {
   return {emulated::g_replays.load(std::memory_order_relaxed), emulated::g_replayed_lanes.load(std::memory_order_relaxed),
           emulated::g_replayed_work.load(std::memory_order_relaxed)};

@@ -19,6 +19,8 @@
 // missed shows as a wrong result. What CUDA's capture would refuse fails here too, by name: a
 // kernel that returns its result to the host, a copy between the host and the device, a byte
 // comparison read on the host, a wait for work outside the capture, a context left unjoined.
+// Lane 0 ends a capture whose step failed while the other lanes may still queue theirs: what a
+// lane queues from then on runs at once, as outside a capture.
 #include <cstdint>
 #include <memory>
 

@@ -1,8 +1,10 @@
 #pragma once
 // What emulated GPUs (LOCKSTEP_EMULATED_GPUS, registry.cpp) let a test check of the device
 // ordering they cannot run: their fences pass at once, but each one is counted; and of their
-// graphs (emulated_capture.hpp): how many were replayed, and with how many contexts' work.
+// graphs (emulated_capture.hpp): how many were replayed, and with how many contexts' work; and
+// where a test may end a capture while a lane records into it.
 #include <cstdint>
+#include <functional>
 
 namespace lockstep::backend {
 
@@ -32,5 +34,10 @@ struct EmulatedReplays {
   std::int64_t work = 0;
 };
 EmulatedReplays emulated_replays();
+
+/// Tests: `hook` (empty: none) runs on a thread that found its context captured, before it
+/// records a kernel, a device copy or a fill there; a test ends the capture meanwhile, as lane 0
+/// ends it when its step fails while the other lanes still queue theirs.
+void set_emulated_record_hook(std::function<void()> hook);
 
 }  // namespace lockstep::backend

@@ -2,7 +2,9 @@
 // GEMM and elementwise kernels) replay on what their static inputs hold at each replay and give
 // the bits the same ops give eagerly; an op that waits for the device inside the capture fails by
 // name and leaves the stream usable. Emulated GPUs record the CPU's kernels the same way (CI).
+#include <atomic>
 #include <chrono>
+#include <future>
 #include <memory>
 #include <string>
 #include <thread>
@@ -399,4 +401,93 @@ TEST(GpuStepGraph, EmulatedGpusRefuseToEndACaptureWithALaneNotJoinedBack) {
   const ComputeScope scope(*other);
   EXPECT_EQ(add(a, a).to_vector<float>().size(), 8u);
   ops.use_stream(*other, 0);
+}
+
+// A lane's thread that found its context captured and records its work after lane 0 ended the
+// capture (lane 0's step failed: fit's label check on gpu:0x2, while lane 1 still queues its
+// step) runs that work then, as work queued after the end. It was added to the ended capture's
+// recording, freed by then: a lock of its freed mutex, whose first bytes the allocator had
+// written, waited for good, and the replica never stopped.
+TEST(GpuStepGraph, EmulatedGpusRunTheWorkALaneQueuesAsLaneZeroEndsTheCapture) {
+  LOCKSTEP_REQUIRE_GPU();
+  if (!emulated()) GTEST_SKIP() << "the emulated capture's own bookkeeping";
+  const OnGpu0 on;
+  const auto lane = make_compute_context(on.gpu);
+  const backend::DeviceOps& ops = backend::device_ops(DeviceKind::kCuda);
+  const Tensor a = test::random_uniform({8}, 1).to(on.gpu);
+  const std::vector<float> want = add(a, a).to_vector<float>();
+  ops.use_stream(*lane, 1);
+  std::promise<void> found, ended;
+  std::promise<std::vector<float>> got;
+  std::shared_future<void> ended_now = ended.get_future().share();
+  std::atomic<bool> first{true};
+  backend::set_emulated_record_hook([&] {
+    if (!first.exchange(false)) return;
+    found.set_value();  // the lane found its context captured ...
+    ended_now.wait();   // ... and records its add after the capture ended
+  });
+  backend::begin_capture(*on.ctx);
+  void* const fork = ops.record_fence(*on.ctx, false);
+  std::thread t([&] {
+    ops.wait_fence(*lane, fork);  // joins the capture as lane 1
+    const ComputeScope scope(*lane);
+    got.set_value(add(a, a).to_vector<float>());
+  });
+  std::future<std::vector<float>> result = got.get_future();
+  const bool paused = found.get_future().wait_for(std::chrono::seconds(60)) == std::future_status::ready;
+  EXPECT_TRUE(paused) << "the lane's add was never about to be recorded";
+  (void)backend::end_capture(*on.ctx, false);  // lane 0 failed: the capture is dropped
+  ended.set_value();
+  // A hang is what this guards against: the deadline only ends the test that would wait for good.
+  const bool done = result.wait_for(std::chrono::seconds(60)) == std::future_status::ready;
+  backend::set_emulated_record_hook({});
+  if (!done) {
+    t.detach();  // blocked for good: leaving it is all that is left
+    FAIL() << "the lane's add, queued while lane 0 ended the capture, never returned";
+  }
+  t.join();
+  EXPECT_EQ(result.get(), want) << "the add ran, after the capture it was queued in had ended";
+  ops.use_stream(*lane, 0);
+}
+
+// The same through a strategy: two logical replicas of gpu:0 capture their step as the lanes of
+// one graph, and replica 0's step fails inside the capture (fit's label check) while replica 1 is
+// about to record an op. Replica 1 stops too, the run raises replica 0's error, and the strategy
+// stays usable. Before, replica 1 waited for good on the freed capture's lock: the run gave up on
+// it after the collective timeout ("did not stop within"), and every later run refused to start.
+TEST(GpuStepGraph, LogicalReplicasStopWhenTheFirstFailsInsideTheCaptureAsTheOtherRecords) {
+  LOCKSTEP_REQUIRE_GPU();
+  if (!emulated()) GTEST_SKIP() << "the emulated capture's own bookkeeping";
+  const auto timeout = std::chrono::seconds(30);  // only a replica that never stops waits for it
+  distribute::MirroredStrategy strategy({.devices = {"gpu:0x2"}, .collective_timeout = timeout});
+  distribute::CollectiveGroup* group = &strategy.collectives();
+  LaneMeeting meeting(2, timeout, [group] { return group->failed(); });
+  std::promise<void> about_to_record;
+  const std::shared_future<void> recording = about_to_record.get_future().share();
+  std::atomic<bool> first{true};
+  backend::set_emulated_record_hook([&] {
+    if (!first.exchange(false)) return;  // replica 1's add: replica 0 records nothing
+    about_to_record.set_value();
+    // Until replica 0 failed, after it ended the capture.
+    const auto give_up = std::chrono::steady_clock::now() + timeout;
+    while (!group->failed() && std::chrono::steady_clock::now() < give_up)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  });
+  const std::string why = "label 7 at index 6 is outside [0, 2)";
+  const std::string e = message_of([&] {
+    strategy.run_void([&](distribute::ReplicaContext& rc) {
+      const int l = rc.local_replica_id();
+      const Tensor a = test::random_uniform({8}, 1).to(Device::parse("gpu:0"));
+      (void)add(a, a).to_vector<float>();  // warm-up: the cache holds the block
+      StepGraph graph(current_compute_context(), l, meeting, [&] {
+        if (l == 1) return (void)add(a, a);
+        (void)recording.wait_for(timeout);
+        throw ValueError(why);
+      });
+    });
+  });
+  backend::set_emulated_record_hook({});
+  EXPECT_TRUE(has(e, "replica 0 of 2") && has(e, why)) << e;
+  EXPECT_FALSE(has(e, "did not stop")) << e;
+  EXPECT_EQ(message_of([&] { strategy.run_void([](distribute::ReplicaContext&) {}); }), "");
 }
