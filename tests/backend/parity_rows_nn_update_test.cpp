@@ -353,13 +353,15 @@ Row step_row() {
   rule.weight_decay = kWd;
   Row r = make_row(
       "step_begin_end", "adamw_cosine", "step_begin", {DType::kF32},
-      {{KernelOp::kStepSet, {}}, {KernelOp::kStepBegin, {}}}, {{Shape{1}, uniform(0, 1), {}}},
+      {{KernelOp::kStepSet, {}}, {KernelOp::kStepRuleSet, {}}, {KernelOp::kStepBegin, {}}},
+      {{Shape{1}, uniform(0, 1), {}}},
       [=](const std::vector<Tensor>&, DType) {
         Tensor block = step_block();
         set_step_count_(block, kStep);
-        step_begin_(block, rule);
+        set_step_rule_(block, rule);
+        step_begin_(block);
         const Tensor first = block.slice(4, 7).clone();  // lr, alpha, decay: after the 16-byte StepState
-        step_begin_(block, rule);  // the step begun at kStep counted, then kStep + 1's numbers
+        step_begin_(block);  // the step begun at kStep counted, then kStep + 1's numbers
         const Tensor second = block.slice(4, 7).clone();
         const auto count = static_cast<float>(step_count(block));
         return std::vector<Tensor>{first, second, Tensor::from_vector(std::vector<float>{count}, Shape{1})};

@@ -174,7 +174,8 @@ void adam_update_summed(ComputeContext& ctx, void* wv, void* mv, void* vv, const
 }
 
 // The step's numbers in host memory: the one rule of step_state.hpp, run here.
-void step_begin(ComputeContext&, const StepRule& rule, StepBlock* block) { step_state::begin_step(rule, *block); }
+void step_begin(ComputeContext&, StepBlock* block) { step_state::begin_step(*block); }
+void step_rule_set(ComputeContext&, StepBlock* block, const StepRule& rule) { block->rule = rule; }
 void step_set(ComputeContext&, StepBlock* block, std::int64_t iterations) { step_state::set_step(*block, iterations); }
 
 // The loss scale kept in the block: loss_scale_math.hpp's rule and factors, run here.

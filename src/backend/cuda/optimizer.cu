@@ -127,7 +127,8 @@ dim3 multi_grid(const MultiUpdateDesc& d) {
 }
 
 // One thread: the step before counted, the step's numbers from the count (step_state.hpp's rule).
-__global__ void step_begin_kernel(StepRule rule, StepBlock* block) { step_state::begin_step(rule, *block); }
+__global__ void step_begin_kernel(StepBlock* block) { step_state::begin_step(*block); }
+__global__ void step_rule_set_kernel(StepBlock* block, StepRule rule) { block->rule = rule; }
 __global__ void step_set_kernel(StepBlock* block, std::int64_t iterations) { step_state::set_step(*block, iterations); }
 
 // The loss scale kept in the block: loss_scale_math.hpp's rule and factors, on one thread.
@@ -215,9 +216,14 @@ void adam_update_multi(ComputeContext& ctx, const MultiUpdateDesc& d, const Adam
   check_launch("adam_update_multi");
 }
 
-void step_begin(ComputeContext& ctx, const StepRule& rule, StepBlock* block) {
-  step_begin_kernel<<<1, 1, 0, stream(ctx)>>>(rule, block);
+void step_begin(ComputeContext& ctx, StepBlock* block) {
+  step_begin_kernel<<<1, 1, 0, stream(ctx)>>>(block);
   check_launch("step_begin");
+}
+
+void step_rule_set(ComputeContext& ctx, StepBlock* block, const StepRule& rule) {
+  step_rule_set_kernel<<<1, 1, 0, stream(ctx)>>>(block, rule);
+  check_launch("step_rule_set");
 }
 
 void step_set(ComputeContext& ctx, StepBlock* block, std::int64_t iterations) {
