@@ -190,7 +190,7 @@ void loss_seed(ComputeContext&, const void* lossv, std::int64_t n, float factor,
     seed[0] = f;
     return;
   }
-  for (std::int64_t i = 0; i < n; ++i) seed[i] = loss[i] * 0.0f + f;  // scale(loss, 0) + f, as sum's backward
+  std::fill(seed, seed + n, f);  // sum's backward: f at every loss, finite or not
 }
 void loss_scale_update(ComputeContext&, StepBlock* block, std::int64_t growth_steps) {
   step_state::update_loss_scale(*block, growth_steps);

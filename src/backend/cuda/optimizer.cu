@@ -133,8 +133,8 @@ __global__ void step_set_kernel(StepBlock* block, std::int64_t iterations) { ste
 
 // The loss scale kept in the block: loss_scale_math.hpp's rule and factors, on one thread.
 __global__ void loss_scale_set_kernel(StepBlock* block, LossScaleState state) { block->loss_scale = state; }
-// scale(loss, 0) + f * weight, as sum's backward adds them after scale's backward (f * weight,
-// rounded once: a weight of 1 leaves f's bits); loss null: f * weight alone.
+// f * weight at every loss, as sum's backward gives it after scale's backward (f * weight,
+// rounded once: a weight of 1 leaves f's bits), whatever the loss holds; loss null: one element.
 __global__ void loss_seed_kernel(const float* loss, std::int64_t n, float factor, float weight,
                                  const StepBlock* block, double inverse_n, float* seed) {
   const float f = __fmul_rn(block ? loss_scale_math::loss_factor(inverse_n, block->loss_scale.scale) : factor, weight);
@@ -142,7 +142,7 @@ __global__ void loss_seed_kernel(const float* loss, std::int64_t n, float factor
     if (blockIdx.x == 0 && threadIdx.x == 0) seed[0] = f;
     return;
   }
-  LOCKSTEP_GRID_LOOP(i, n) seed[i] = loss[i] * 0.0f + f;
+  LOCKSTEP_GRID_LOOP(i, n) seed[i] = f;
 }
 __global__ void loss_scale_update_kernel(StepBlock* block, std::int64_t growth_steps) {
   step_state::update_loss_scale(*block, growth_steps);
