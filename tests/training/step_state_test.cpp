@@ -13,6 +13,7 @@
 #include "lockstep/tensor/kernel_launches.hpp"
 #include "lockstep/tensor/ops.hpp"
 #include "lockstep/tensor/ops_loss_scale.hpp"
+#include "lockstep/training/callbacks.hpp"
 #include "lockstep/training/sequential.hpp"
 #include "training/model_io_test_util.hpp"
 
@@ -243,6 +244,32 @@ TEST(StepState, TheBlockTakesTheRuleTheHostSetBeforeTheStepThatUsesIt) {
     EXPECT_EQ(rule_sets() - before, 1u) << "a schedule the device evaluates holds for every count";
     EXPECT_EQ(opt->iterations(), 2);
   }
+}
+
+// Under gradient accumulation a rate set after a held-back batch is the next group's, as one set
+// after the group's last batch: the group begun keeps the numbers it derived. Before, the next
+// batch derived them again, with the new rate, and counted the step on the device a second time
+// (Adam's bias correction then a step ahead of the host's count); jit_compile's replays did
+// neither. The weights of the two fits are equal, bit for bit.
+TEST(StepState, ARateSetWithinAnAccumulationGroupIsTheNextGroupsAndCountsNothing) {
+  const auto weights_after = [](std::int64_t set_after_batch) {
+    set_random_seed(7);
+    Sequential m({layers::Dense(8, "relu", 4), layers::Dense(2, "softmax")}, "mlp");
+    m.compile(optimizers::Adam(1e-2), losses::SparseCategoricalCrossentropy());
+    optimizers::Optimizer& opt = *m.optimizer();
+    const auto setter = std::make_shared<LambdaCallback>(LambdaCallbackOptions{
+        .on_train_batch_end = [&opt, set_after_batch](std::int64_t batch, const Logs&) {
+          if (batch == set_after_batch) opt.set_learning_rate(2e-3);
+        }});
+    m.fit(inputs(64, 4), labels(64, 2), {.epochs = 1, .batch_size = 8, .shuffle = false, .verbose = 0,
+                                         .callbacks = {setter}, .gradient_accumulation_steps = 2});
+    EXPECT_EQ(opt.iterations(), 4);
+    std::vector<std::vector<float>> out;
+    for (const auto& v : m.variables()) out.push_back(v.read_value().to_vector<float>());
+    return out;
+  };
+  EXPECT_EQ(weights_after(2), weights_after(3)) << "set after group 2's held-back batch, or after its last";
+  EXPECT_NE(weights_after(3), weights_after(5)) << "the rate set counts";
 }
 
 }  // namespace
