@@ -169,10 +169,13 @@ std::array<Tensor, 3> op_backward(const OpRecord& r, const Tensor& g, const std:
       return {ga, gb, {}};
     }
     case OpType::kDense: return dense_grad(r, g, needs, hints.output_gradient_masked);
-    case OpType::kSum: return {add(scale(x, 0.0f), expand_reduced(g, r)), {}, {}};
+    // The upstream gradient broadcast over the reduced elements, whatever they hold (TF's
+    // _SumGrad): a NaN or infinite element gets g, not NaN (x * 0 + g would give NaN there).
+    case OpType::kSum: return {add(Tensor::zeros(x.shape(), x.dtype()), expand_reduced(g, r)), {}, {}};
     case OpType::kMean: {
       const std::int64_t count = r.i0 < 0 ? x.numel() : x.dim(static_cast<int>(r.i0));
-      return {add(scale(x, 0.0f), scale(expand_reduced(g, r), count ? 1.0f / static_cast<float>(count) : 0.0f)),
+      return {add(Tensor::zeros(x.shape(), x.dtype()),
+                  scale(expand_reduced(g, r), count ? 1.0f / static_cast<float>(count) : 0.0f)),
               {},
               {}};
     }

@@ -55,7 +55,11 @@ void Optimizer::set_learning_rate(double lr) {
   options_.learning_rate = lr;
   options_.schedule = nullptr;
   std::lock_guard<std::mutex> lock(slots_mu_);
-  std::fill(step_.derived_for.begin(), step_.derived_for.end(), -1);  // the next step derives its numbers anew
+  // Every copy's block takes the new rule before its next step, replayed or not (it is the
+  // block's, not a captured constant), and that step derives its numbers by it. A step begun
+  // (an accumulation group's batches held back so far) keeps the numbers it derived, replayed or
+  // eager: deriving them again would count the step on the device (step_begin_).
+  std::fill(step_.rule_for.begin(), step_.rule_for.end(), kRuleUnwritten);
 }
 
 std::int64_t Optimizer::iterations() const {
@@ -185,12 +189,14 @@ std::vector<Tensor> slot_column(const std::vector<std::vector<Tensor>>& slots, s
 }
 }  // namespace
 
-step_state::StepRule Optimizer::step_rule(std::int64_t step) const {
+step_state::StepRule Optimizer::step_rule(std::int64_t step, std::int64_t& holds_for) const {
   step_state::StepRule r;
+  holds_for = kRuleForEveryStep;
   if (const auto d = options_.schedule ? schedules::describe(options_.schedule) : std::nullopt) {
     r.schedule = *d;
   } else {
     r.schedule.initial = learning_rate_at(step);  // kConstant: the rate as the host computes it
+    if (options_.schedule) holds_for = step;  // a function of one's own: its rate of this step only
   }
   describe_step(r);
   return r;
@@ -204,6 +210,7 @@ std::size_t Optimizer::step_copy(const Variable& like) {
     step_.count.assign(n, -1);
     step_.derived_for.assign(n, -1);
     step_.made.assign(n, 1);
+    step_.rule_for.assign(n, kRuleUnwritten);
     step_.state_written.assign(n, 0);
   }
   return this_copy(step_.blocks);
@@ -227,9 +234,9 @@ Tensor Optimizer::step_block(std::int64_t step, const Variable& like) {
     set_step_count_(block, step);
     step_.count[r] = step;
   }
-  write_block_state_once(r, block);
+  write_block_state_once(r, block, step);
   step_.made[r] = 0;
-  step_begin_(block, step_rule(step));
+  step_begin_(block);
   step_.derived_for[r] = step;
   return block;
 }
@@ -248,7 +255,12 @@ void Optimizer::end_step_block(std::int64_t step, bool applied) {
   step_.derived_for[r] = -1;
 }
 
-void Optimizer::write_block_state_once(std::size_t r, Tensor& block) {
+void Optimizer::write_block_state_once(std::size_t r, Tensor& block, std::int64_t step) {
+  if (step_.rule_for[r] != kRuleForEveryStep && step_.rule_for[r] != step) {
+    std::int64_t holds_for = 0;
+    set_step_rule_(block, step_rule(step, holds_for));
+    step_.rule_for[r] = holds_for;
+  }
   if (step_.state_written[r]) return;
   write_block_state(block);
   step_.state_written[r] = 1;
@@ -289,7 +301,7 @@ void Optimizer::set_step_count_before_replay(std::int64_t step, const Variable& 
     block = step_.blocks.value();
   }
   // Only this replica's thread touches its entries from here.
-  write_block_state_once(r, block);
+  write_block_state_once(r, block, step);
   if (step_.count[r] == step) return;
   set_step_count_(block, step);
   step_.count[r] = step;

@@ -27,6 +27,12 @@ std::mutex& g_mu = *new std::mutex;
 std::vector<Counts*>& g_live = *new std::vector<Counts*>;
 Counts& g_gone = *new Counts;
 
+// The row of `d`'s counts.
+std::size_t row_of(const Device& d) {
+  const int index = std::clamp(d.index, 0, kIndices - 1);
+  return static_cast<std::size_t>((d.kind == DeviceKind::kCpu ? 0 : kIndices) + index);
+}
+
 void add(std::atomic<std::uint64_t>& to, std::uint64_t n) { to.store(to.load(std::memory_order_relaxed) + n, std::memory_order_relaxed); }
 
 class ThreadCounts {
@@ -37,8 +43,7 @@ class ThreadCounts {
       const std::lock_guard<std::mutex> lock(g_mu);
       g_live.push_back(counts_);
     }
-    const int index = std::clamp(d.index, 0, kIndices - 1);
-    return counts_->rows[static_cast<std::size_t>((d.kind == DeviceKind::kCpu ? 0 : kIndices) + index)];
+    return counts_->rows[row_of(d)];
   }
   ~ThreadCounts() {
     if (!counts_) return;
@@ -54,12 +59,14 @@ class ThreadCounts {
   Counts* counts_ = nullptr;
 };
 thread_local ThreadCounts t_counts;
+// Captures are rare (one per signature and graph): one shared count per device row.
+std::array<std::atomic<std::uint64_t>, kRows> g_captures{};
+
 thread_local std::vector<std::uint32_t>* t_tally = nullptr;
 
 // Kernel i's count on `d` over every thread, live and gone.
 std::uint64_t count(const Device& d, std::size_t i) {
-  const int index = std::clamp(d.index, 0, kIndices - 1);
-  const auto r = static_cast<std::size_t>((d.kind == DeviceKind::kCpu ? 0 : kIndices) + index);
+  const std::size_t r = row_of(d);
   const std::lock_guard<std::mutex> lock(g_mu);
   std::uint64_t n = g_gone.rows[r][i].load(std::memory_order_relaxed);
   for (const Counts* c : g_live) n += c->rows[r][i].load(std::memory_order_relaxed);
@@ -85,6 +92,10 @@ void note_replayed_launches(const Device& device, const std::vector<std::uint32_
   for (std::size_t i = 0; i < tally.size() && i < kKernels; ++i)
     if (tally[i]) add(row[i], tally[i]);
 }
+
+void note_step_capture(const Device& device) { g_captures[row_of(device)].fetch_add(1, std::memory_order_relaxed); }
+
+std::uint64_t step_captures(const Device& device) { return g_captures[row_of(device)].load(std::memory_order_relaxed); }
 
 std::uint64_t kernel_launches(const Device& device) {
   std::uint64_t n = 0;

@@ -27,4 +27,7 @@ class LaunchTally {
 /// Counts on `device` the launches a tally holds (a replay of what it recorded).
 void note_replayed_launches(const Device& device, const std::vector<std::uint32_t>& tally);
 
+/// Notes that a step graph was captured on `device` (step_captures).
+void note_step_capture(const Device& device);
+
 }  // namespace lockstep::detail

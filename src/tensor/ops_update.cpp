@@ -142,9 +142,14 @@ Tensor clip_by_norms(const Tensor& g, const clip_math::NormClip& c, const Tensor
 
 Tensor step_block() { return Tensor::zeros({step_state::kStepBlockFloats}); }  // count 0, step applied
 
-void step_begin_(Tensor& block, const step_state::StepRule& rule) {
+void step_begin_(Tensor& block) {
   check_block("step_begin", block, block);
-  kern("step_begin", block, backend::KernelOp::kStepBegin).step_begin(ctx(), rule, block_of(block));
+  kern("step_begin", block, backend::KernelOp::kStepBegin).step_begin(ctx(), block_of(block));
+}
+
+void set_step_rule_(Tensor& block, const step_state::StepRule& rule) {
+  check_block("step_rule_set", block, block);
+  kern("step_rule_set", block, backend::KernelOp::kStepRuleSet).step_rule_set(ctx(), block_of(block), rule);
 }
 
 void set_step_count_(Tensor& block, std::int64_t iterations) {

@@ -144,6 +144,7 @@ StepGraph::StepGraph(ComputeContext& ctx, int lane, LaneMeeting* meeting, const 
     if (lane == 0) {
       begun = false;
       graph = backend::end_capture(ctx, true);
+      detail::note_step_capture(ctx.device());
     }
     // The other lanes' streams are in the capture until it ended: nothing more of theirs before.
     if (meeting_) (void)exchange(std::vector<void*>(static_cast<std::size_t>(lanes), nullptr));

@@ -1,9 +1,7 @@
 // jit_compile's decision for a model's step functions, and their replays (step_jit.hpp).
 #include "training/step_jit.hpp"
 
-#include <bit>
 #include <cstdio>
-#include <limits>
 
 #include "lockstep/core/error.hpp"
 
@@ -102,15 +100,6 @@ ReplicaNumbers StepJit::replay(int lane, const data::Element& slice, const StepT
   });
   if (opt) opt->note_replayed_step(terms.step, terms.whole);
   return r;
-}
-
-void StepJit::drop_graphs_of_another_rate(const optimizers::Optimizer& optimizer, distribute::Strategy* strategy) {
-  const optimizers::OptimizerOptions& o = optimizer.options();
-  const double rate = o.schedule ? std::numeric_limits<double>::quiet_NaN() : o.learning_rate;
-  const auto bits = std::bit_cast<std::uint64_t>(rate);
-  if (bits == rate_bits_) return;
-  rate_bits_ = bits;
-  if (replays_) replays_ = std::make_unique<StepReplays>(step_, step_lanes(strategy));
 }
 
 void StepJit::run_eagerly(std::string_view why, JitCompile mode, const Device& device, const std::string& model) {

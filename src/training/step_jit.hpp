@@ -84,7 +84,6 @@ class StepJit {
                                               JitCompile mode, const std::string& model, const StepTerms& terms, F&& f,
                                               S&& settle) {
     const Device& device = step_device(strategy);
-    if (terms.optimizer) drop_graphs_of_another_rate(*terms.optimizer, strategy);
     if (!terms.eager.empty() && mode != JitCompile::kOff) run_eagerly(terms.eager, mode, device, model);
     const std::unique_ptr<StepCaptureCheck> watch = terms.whole ? check(mode, device) : nullptr;
     const bool replayed = replays_ && terms.replayable && terms.eager.empty();
@@ -126,20 +125,12 @@ class StepJit {
   /// Before a step that runs eagerly for `why` (StepTerms::eager): ValueError under true, said
   /// once under "auto".
   void run_eagerly(std::string_view why, JitCompile mode, const Device& device, const std::string& model);
-  /// A learning rate the host set since the last step (Optimizer::set_learning_rate: a
-  /// LearningRateScheduler's, ReduceLROnPlateau's, a user's between epochs) is a constant of the
-  /// graphs captured before, which replays would repeat: they are dropped, and the next step of
-  /// each signature is captured anew.
-  void drop_graphs_of_another_rate(const optimizers::Optimizer& optimizer, distribute::Strategy* strategy);
 
   std::string step_;
   bool checked_ = false;
   std::string reason_;
   std::string eager_reason_;  // StepTerms::eager of the first step that ran eagerly for one
   std::unique_ptr<StepReplays> replays_;
-  // The constant rate of the last step, as bits (a schedule's marker where the step computes
-  // its rate on the device from its count).
-  std::uint64_t rate_bits_ = 0;
 };
 
 }  // namespace lockstep::detail

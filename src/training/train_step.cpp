@@ -35,9 +35,10 @@ Tensor per_example_losses(const losses::Loss& loss, const Tensor& y, Model::Outp
                             : loss.per_example_and_softmax(y, o.logits, o.output);
 }
 
-// Whether every output's per-example losses are float32 (what loss_seed seeds).
-bool float32_losses(const detail::SliceOutputs& outs) {
-  if (outs.many_losses.empty()) return outs.losses.dtype() == DType::kF32;
+// Whether every output's per-example losses are float32 (what loss_seed seeds); `r`: the step's
+// numbers, whose several_outputs() says which of outs' losses the model has.
+bool float32_losses(const detail::SliceOutputs& outs, const detail::ReplicaNumbers& r) {
+  if (!r.several_outputs()) return outs.losses.dtype() == DType::kF32;
   return std::all_of(outs.many_losses.begin(), outs.many_losses.end(),
                      [](const Tensor& l) { return l.dtype() == DType::kF32; });
 }
@@ -144,7 +145,7 @@ detail::ReplicaNumbers Model::replica_train_step(const data::Element& s, std::in
     // Under a loss scale the factor is the block's (its scale on the device: the output gradient
     // of the summed loss, the bits of the loss scaled by it), so that the step reads nothing.
     const double inverse_n = global_n ? 1.0 / static_cast<double>(global_n) : 0.0;
-    const bool on_device = loss_scale && step_block.defined() && float32_losses(outs);
+    const bool on_device = loss_scale && step_block.defined() && float32_losses(outs, r);
     const float factor =
         loss_scale_math::loss_factor(inverse_n, loss_scale && !on_device ? loss_scale->loss_scale() : 1.0);
     // Each gradient bucket's exchange starts as soon as the backward pass has made its last
@@ -155,7 +156,7 @@ detail::ReplicaNumbers Model::replica_train_step(const data::Element& s, std::in
             : GradientReadyFn();
     // The backward starts at each output's per-example losses, seeded in one kernel each.
     const OutputSeed how{.block = on_device ? step_block : Tensor(), .inverse_n = inverse_n, .factor = factor};
-    if (outs.many_losses.empty()) {
+    if (!r.several_outputs()) {
       Tensor root, seed;
       seed_output(outs.losses, r.loss_sum, 1.0f, how, root, seed);
       grads = tape.gradient(root, vars, seed, on_ready);

@@ -1,6 +1,9 @@
 // A finite-difference check for every differentiable op (one table row per op).
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <functional>
+#include <limits>
 #include <random>
 
 #include "lockstep/autograd/gradcheck.hpp"
@@ -195,6 +198,31 @@ TEST(Gradcheck, DetectsAWrongGradient) {
   // stop_gradient hides the dependency, so the analytic gradient is zero and must be caught.
   const GradcheckResult r = gradcheck([](auto& v) { return mul(stop_gradient(v[0]), v[0]); }, {randn({3}, 50)});
   EXPECT_FALSE(r.ok);
+}
+
+// d/dx sum(x) is 1 at every element, as TF's reduce_sum differentiates (the upstream gradient
+// broadcast): a NaN or infinite element gets the upstream gradient, not NaN (x * 0 + g gave NaN
+// there, and so the seed of a step's loss at a loss that is not finite), mean's too (g / count),
+// over all elements or an axis; only a NaN upstream gradient makes it NaN.
+TEST(Gradcheck, SumAndMeanGiveTheUpstreamGradientAtANanOrInfiniteElement) {
+  const float kNan = std::numeric_limits<float>::quiet_NaN(), kInf = std::numeric_limits<float>::infinity();
+  const Tensor x = Tensor::from_vector(std::vector<float>{1.0f, kNan, kInf, -kInf, -2.0f, 0.5f}, {2, 3});
+  const auto grad = [&](const std::function<Tensor(const Tensor&)>& f, const Tensor& upstream) {
+    GradientTape tape;
+    tape.watch(x);
+    return tape.gradient(f(x), std::vector<Tensor>{x}, upstream)[0].to_vector<float>();
+  };
+  const Tensor one = Tensor::from_vector(std::vector<float>{1.0f}, Shape{});
+  EXPECT_EQ(grad([](const Tensor& t) { return sum(t); }, one), std::vector<float>(6, 1.0f));
+  EXPECT_EQ(grad([](const Tensor& t) { return mean(t); }, one), std::vector<float>(6, 1.0f / 6));
+  const Tensor rows = Tensor::from_vector(std::vector<float>{2.0f, -3.0f}, {2});
+  EXPECT_EQ(grad([](const Tensor& t) { return sum(t, 1); }, rows),
+            (std::vector<float>{2.0f, 2.0f, 2.0f, -3.0f, -3.0f, -3.0f}));
+  EXPECT_EQ(grad([](const Tensor& t) { return mean(t, 1); }, rows),
+            (std::vector<float>{2.0f / 3, 2.0f / 3, 2.0f / 3, -1.0f, -1.0f, -1.0f}));
+  const Tensor nan_rows = Tensor::from_vector(std::vector<float>{kNan, 1.0f}, {2});
+  const std::vector<float> g = grad([](const Tensor& t) { return sum(t, 1); }, nan_rows);
+  for (int i = 0; i < 6; ++i) EXPECT_EQ(std::isnan(g[static_cast<std::size_t>(i)]), i < 3) << i;
 }
 
 TEST(Dropout, GradientIsTheMaskAndMaskIgnoresSplit) {

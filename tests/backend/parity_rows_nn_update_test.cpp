@@ -353,13 +353,15 @@ Row step_row() {
   rule.weight_decay = kWd;
   Row r = make_row(
       "step_begin_end", "adamw_cosine", "step_begin", {DType::kF32},
-      {{KernelOp::kStepSet, {}}, {KernelOp::kStepBegin, {}}}, {{Shape{1}, uniform(0, 1), {}}},
+      {{KernelOp::kStepSet, {}}, {KernelOp::kStepRuleSet, {}}, {KernelOp::kStepBegin, {}}},
+      {{Shape{1}, uniform(0, 1), {}}},
       [=](const std::vector<Tensor>&, DType) {
         Tensor block = step_block();
         set_step_count_(block, kStep);
-        step_begin_(block, rule);
+        set_step_rule_(block, rule);
+        step_begin_(block);
         const Tensor first = block.slice(4, 7).clone();  // lr, alpha, decay: after the 16-byte StepState
-        step_begin_(block, rule);  // the step begun at kStep counted, then kStep + 1's numbers
+        step_begin_(block);  // the step begun at kStep counted, then kStep + 1's numbers
         const Tensor second = block.slice(4, 7).clone();
         const auto count = static_cast<float>(step_count(block));
         return std::vector<Tensor>{first, second, Tensor::from_vector(std::vector<float>{count}, Shape{1})};
@@ -429,8 +431,8 @@ Row accuracy_state_row(const char* variant, AccuracyLabels kind, const Gen& pred
       Match::kExact);
 }
 
-// The step's loss gradient (loss_seed): each per-example loss * 0 + the factor * the output's
-// weight, NaN where a loss is not finite; the factor the host's, or the block's
+// The step's loss gradient (loss_seed): the factor * the output's weight at each per-example loss,
+// one that is not finite too (sum's backward, as TF's); the factor the host's, or the block's
 // loss_factor(1/4, scale 8) = 2; the weight 1, or 0.375 (an output's in a model of several).
 Row loss_seed_row(const char* variant, bool on_device, float weight) {
   const Shape s{67};
@@ -441,9 +443,9 @@ Row loss_seed_row(const char* variant, bool on_device, float weight) {
         set_loss_scale_(block, {.scale = 8, .counter = 0, .skipped = 0});
         return std::vector<Tensor>{loss_seed(in[0], on_device ? block : Tensor(), 0.25, 0.75f, weight)};
       },
-      [=](const std::vector<Host>& in, DType) {
+      [=](const std::vector<Host>&, DType) {
         Expected e(s);
-        for (std::int64_t i = 0; i < s.numel(); ++i) e.set(i, in[0][i] * 0.0 + (on_device ? 2.0 : 0.75) * weight);
+        for (std::int64_t i = 0; i < s.numel(); ++i) e.set(i, (on_device ? 2.0 : 0.75) * weight);
         return std::vector<Expected>{e};
       },
       Match::kExact);

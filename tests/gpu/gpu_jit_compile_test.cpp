@@ -12,6 +12,7 @@
 #include "lockstep/autograd/gradient_tape.hpp"
 #include "gpu_test_util.hpp"
 #include "backend/emulated_gpu.hpp"
+#include "lockstep/tensor/kernel_launches.hpp"
 #include "lockstep/tensor/step_capture.hpp"
 
 using namespace lockstep;
@@ -392,11 +393,10 @@ TEST(GpuJitCompile, AClassifierIsReplayedWithTheBitsOfEagerStepsAndItsLabelsChec
   EXPECT_TRUE(has(msg, "label 9 at index 3 is outside [0, 4)")) << msg;
 }
 
-// A rate the host sets between steps is a constant of the graphs captured before it: those are
-// dropped and the next steps captured anew. A LearningRateScheduler's rate per epoch (replacing the
-// classifier's decaying schedule) and a rate set at a batch's end, mid-epoch, train the weights and
-// losses of eager steps, bit for bit, on gpu:0 and its two logical replicas (one graph). Before,
-// replays kept the rate of their capture, silently.
+// A rate the host sets between steps is the rate of the replays after it: A LearningRateScheduler's
+// rate per epoch (replacing the classifier's decaying schedule) and a rate set at a batch's end,
+// mid-epoch, train the weights and losses of eager steps, bit for bit, on gpu:0 and its two logical
+// replicas (one graph). Once, replays kept the rate of their capture, silently.
 TEST(GpuJitCompile, ARateSetBetweenStepsIsTheRateOfTheReplaysAfterIt) {
   LOCKSTEP_REQUIRE_GPU();
   const test::Classification d = test::random_classification(16 * 12, 12, 4, 3);
@@ -428,6 +428,114 @@ TEST(GpuJitCompile, ARateSetBetweenStepsIsTheRateOfTheReplaysAfterIt) {
     for (std::size_t i = 0; i < eager.size(); ++i) EXPECT_TRUE(replayed[i].bitwise_equal(eager[i])) << devices << " " << i;
     EXPECT_EQ(on.history.at("loss"), off.history.at("loss")) << devices;
   }
+}
+
+namespace {
+// What a fit under rates and counts the host sets between steps leaves.
+struct HostSetFit {
+  std::vector<Tensor> weights;  // on the host
+  History history;
+  std::string reason;
+  double rate = 0;  // the optimizer's learning rate after
+  std::int64_t iterations = 0;
+  std::uint64_t captures = 0;    // step graphs captured on gpu:0 during the fit
+  std::uint64_t rule_sets = 0;   // step_rule_set kernels run on gpu:0 during the fit
+};
+
+// The classifier (Adam, ExponentialDecay) fit on `devices` (batch 16, no shuffling) with
+// `callbacks` given the model's optimizer.
+HostSetFit fit_with_host_sets(const std::string& devices, JitCompile mode, const test::Classification& d, int epochs,
+                              const std::function<std::vector<CallbackPtr>(optimizers::Optimizer&)>& callbacks) {
+  const Device gpu0 = Device::parse("gpu:0");
+  MirroredStrategy strategy({.devices = {devices}});
+  auto scope = strategy.scope();
+  auto m = classifier(mode);
+  optimizers::Optimizer& opt = *m->optimizer();
+  HostSetFit r;
+  const std::uint64_t captures = detail::step_captures(gpu0);
+  const std::uint64_t rule_sets = detail::kernel_launches(gpu0, "step_rule_set");
+  r.history = m->fit(d.x, d.y, {.epochs = epochs, .batch_size = 16, .shuffle = false, .verbose = 0,
+                                .callbacks = callbacks(opt)});
+  r.captures = detail::step_captures(gpu0) - captures;
+  r.rule_sets = detail::kernel_launches(gpu0, "step_rule_set") - rule_sets;
+  r.reason = m->jit_compile_reason();
+  r.rate = opt.current_learning_rate();
+  r.iterations = opt.iterations();
+  for (const auto& v : m->variables())
+    r.weights.push_back(Tensor::from_vector(v.read_value().to_vector<float>(), v.shape()));
+  return r;
+}
+
+// jit_compile true against off: the same weights and losses, bit for bit, the same rate and
+// count after, and the rule written as often (before steps, on the host's word: never by a
+// replay); `graphs` captures in all, one per signature, however often the host set something.
+void expect_captured_with_the_bits_of_eager_steps(const std::string& devices, const test::Classification& d,
+                                                  int epochs, std::uint64_t graphs,
+                                                  const std::function<std::vector<CallbackPtr>(optimizers::Optimizer&)>& callbacks) {
+  const HostSetFit off = fit_with_host_sets(devices, JitCompile::kOff, d, epochs, callbacks);
+  const HostSetFit on = fit_with_host_sets(devices, JitCompile::kOn, d, epochs, callbacks);
+  EXPECT_EQ(on.reason, "") << devices;
+  EXPECT_EQ(off.captures, 0u) << devices;
+  EXPECT_EQ(on.captures, graphs) << devices;
+  EXPECT_EQ(on.rule_sets, off.rule_sets) << devices;
+  EXPECT_EQ(on.rate, off.rate) << devices;
+  EXPECT_EQ(on.iterations, off.iterations) << devices;
+  EXPECT_EQ(on.history.history.at("loss"), off.history.history.at("loss")) << devices;
+  ASSERT_EQ(on.weights.size(), off.weights.size());
+  for (std::size_t i = 0; i < off.weights.size(); ++i)
+    EXPECT_TRUE(on.weights[i].bitwise_equal(off.weights[i])) << devices << " " << i;
+}
+}  // namespace
+
+// The learning rate lives in each replica's step block, which the host writes before a step when
+// it set a rate: a rate set between steps, every epoch and mid-epoch, is read there by the
+// replays after it, and no step is captured anew (one graph for the fit's one signature; before,
+// each rate dropped the graphs and captured the next step again). Three epochs of 12 batches
+// under jit_compile true train the bits of off, on gpu:0 and its two logical replicas.
+TEST(GpuJitCompile, ARateSetBetweenStepsIsReadFromTheStepBlockWithoutACaptureAnew) {
+  LOCKSTEP_REQUIRE_GPU();
+  const test::Classification d = test::random_classification(16 * 12, 12, 4, 3);
+  for (const std::string devices : {"gpu:0", "gpu:0x2"})
+    expect_captured_with_the_bits_of_eager_steps(devices, d, 3, 1, [](optimizers::Optimizer& opt) {
+      return std::vector<CallbackPtr>{
+          std::make_shared<LearningRateScheduler>([](int epoch, double) { return 1e-2 / (epoch + 1); }),
+          std::make_shared<LambdaCallback>(LambdaCallbackOptions{.on_train_batch_end = [&opt](std::int64_t batch,
+                                                                                              const Logs&) {
+            if (batch % 4 == 1) opt.set_learning_rate(opt.current_learning_rate() * 0.75);
+          }})};
+    });
+}
+
+// Keras' two rate callbacks together: a LearningRateScheduler's rate at each epoch's start and
+// ReduceLROnPlateau's halving at the end of each epoch after the first (no loss improves by 100),
+// under jit_compile true, train the bits of off with one capture, and leave the same rate.
+TEST(GpuJitCompile, ALearningRateSchedulerAndReduceLROnPlateauTrainTheBitsOfEagerStepsCapturedOnce) {
+  LOCKSTEP_REQUIRE_GPU();
+  const test::Classification d = test::random_classification(16 * 8, 12, 4, 3);
+  for (const std::string devices : {"gpu:0", "gpu:0x2"})
+    expect_captured_with_the_bits_of_eager_steps(devices, d, 4, 1, [](optimizers::Optimizer&) {
+      return std::vector<CallbackPtr>{
+          std::make_shared<LearningRateScheduler>([](int epoch, double lr) { return epoch == 0 ? 1e-2 : lr * 0.8; }),
+          std::make_shared<ReduceLROnPlateau>(
+              ReduceLROnPlateauOptions{.monitor = "loss", .factor = 0.5, .patience = 1, .min_delta = 100})};
+    });
+}
+
+// The classifier's Adam under an ExponentialDecay (its rate derived on the device from the
+// block's count and rule) with the count set between steps (mid-epoch and at each epoch's end):
+// the rule, written once, holds for every step, the replays count from the host's count, and the
+// fit's two signatures (batches of 16 and the short last one of 5) are captured once each.
+TEST(GpuJitCompile, AnExponentialDecayCountsFromIterationsSetBetweenStepsWithoutACaptureAnew) {
+  LOCKSTEP_REQUIRE_GPU();
+  const test::Classification d = test::random_classification(16 * 7 + 5, 12, 4, 3);
+  for (const std::string devices : {"gpu:0", "gpu:0x2"})
+    expect_captured_with_the_bits_of_eager_steps(devices, d, 3, 2, [](optimizers::Optimizer& opt) {
+      return std::vector<CallbackPtr>{std::make_shared<LambdaCallback>(LambdaCallbackOptions{
+          .on_epoch_end = [&opt](int, const Logs&) { opt.set_iterations(opt.iterations() + 25); },
+          .on_train_batch_end = [&opt](std::int64_t batch, const Logs&) {
+            if (batch == 3) opt.set_iterations(opt.iterations() * 2);
+          }})};
+    });
 }
 
 namespace {

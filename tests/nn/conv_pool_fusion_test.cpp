@@ -170,7 +170,7 @@ TEST(ConvPoolFusion, AWindowWhoseMaximumIsNanSendsItsGradientToTheNanFusedOrNot)
     GradientTape tape;
     for (const Tensor& t : {x, k, b}) tape.watch(t);
     const Tensor y = fused ? conv2d_max_pool2d(x, k, b, {}, {}) : max_pool2d(conv2d(x, k, b, {}), {});
-    // r as y's gradient (sum(y * r)'s backward would make it NaN at a NaN y: x * 0 + g).
+    // r as y's gradient.
     return tape.gradient(y, std::vector<Tensor>{x, k, b}, r);
   };
   const auto got = grads(true), want = grads(false);

@@ -10,8 +10,10 @@
 #include "lockstep/losses/loss.hpp"
 #include "lockstep/optimizers/loss_scale_optimizer.hpp"
 #include "lockstep/optimizers/schedules.hpp"
+#include "lockstep/tensor/kernel_launches.hpp"
 #include "lockstep/tensor/ops.hpp"
 #include "lockstep/tensor/ops_loss_scale.hpp"
+#include "lockstep/training/callbacks.hpp"
 #include "lockstep/training/sequential.hpp"
 #include "training/model_io_test_util.hpp"
 
@@ -129,7 +131,8 @@ TEST(StepState, TheFiniteCheckMarksTheBlockAndTheUpdatesLeaveASkippedStepAlone) 
   rule.beta_2 = 0.999;
   Tensor block = step_block();
   set_loss_scale_(block, {.scale = 1, .counter = 0, .skipped = 0});
-  step_begin_(block, rule);
+  set_step_rule_(block, rule);
+  step_begin_(block);
   const Tensor finite = Tensor::from_vector(std::vector<float>{1.0f, -2.0f}, Shape{2});
   (void)unscale_check(finite, block);
   (void)unscale_check(Tensor::from_vector(std::vector<float>{65504.0f}, Shape{1}).to(DType::kF16), block);
@@ -147,16 +150,16 @@ TEST(StepState, TheFiniteCheckMarksTheBlockAndTheUpdatesLeaveASkippedStepAlone) 
   EXPECT_EQ(m.to_vector<float>(), (std::vector<float>{0.0f, 0.0f}));
   EXPECT_EQ(v.to_vector<float>(), (std::vector<float>{0.0f, 0.0f}));
   EXPECT_EQ(step_count(block), 0) << "a skipped step does not count";
-  step_begin_(block, rule);
+  step_begin_(block);
   EXPECT_FALSE(step_skipped(block)) << "the next step applies unless its own check fails";
   (void)unscale_check(Tensor::from_vector(std::vector<float>{INFINITY}, Shape{1}).to(DType::kF16), block);
   EXPECT_TRUE(step_skipped(block)) << "a float16 infinity";
-  step_begin_(block, rule);
+  step_begin_(block);
   sgd_update_(w, none, finite, block, 0.0f, false);
   EXPECT_EQ(w.to_vector<float>(), (std::vector<float>{-0.5f, 2.5f})) << "applied: w -= lr g";
   EXPECT_EQ(step_count(block), 1);
   // The applied step ends at the next start, which derives the numbers of count 1 (Adam's t = 2).
-  step_begin_(block, rule);
+  step_begin_(block);
   step_state::StepBlock held;
   block.copy_to_host(&held, sizeof held);
   EXPECT_EQ(held.state.iterations, 1);
@@ -193,9 +196,80 @@ TEST(StepState, TheLossScaleInTheBlockGivesTheBitsOfTheHostPath) {
     EXPECT_EQ(st.scale, host.loss_scale());
     EXPECT_EQ(st.counter, host.step_counter());
     EXPECT_EQ(st.skipped, host.skipped_steps());
-    step_begin_(block, step_state::StepRule{});  // the next step applies unless its check fails
+    step_begin_(block);  // the next step applies unless its check fails
   }
   EXPECT_EQ(host.skipped_steps(), 2);
+}
+
+// The optimizer's rule lives in the step block, written by the host before the step that needs it:
+// once for a rate or a schedule the device evaluates (set_iterations moves only the count), again
+// after set_learning_rate, and every step for a function of one's own (its rate of that step). SGD
+// on a gradient of ones moves w by exactly each step's rate (powers of two), so the rate each
+// step's block held is read off w.
+TEST(StepState, TheBlockTakesTheRuleTheHostSetBeforeTheStepThatUsesIt) {
+  const Tensor ones = Tensor::from_vector(std::vector<float>{1.0f}, Shape{1});
+  const auto rule_sets = [] { return detail::kernel_launches(Device{}, "step_rule_set"); };
+  const auto step = [&](optimizers::Optimizer& opt, Variable& w) {
+    const float before = w.read_value().to_vector<float>()[0];
+    opt.apply_gradients({{ones, w}});
+    return before - w.read_value().to_vector<float>()[0];  // the step's rate
+  };
+  {
+    Variable w(Tensor::zeros({1}), "w");
+    optimizers::SGDOptions o;
+    o.schedule = [](std::int64_t s) { return std::ldexp(1.0, -1 - static_cast<int>(s)); };  // 1/2, 1/4, ...
+    auto opt = optimizers::SGD(o);
+    const std::uint64_t before = rule_sets();
+    EXPECT_EQ(step(*opt, w), 0.5f);
+    EXPECT_EQ(step(*opt, w), 0.25f);
+    EXPECT_EQ(step(*opt, w), 0.125f);
+    EXPECT_EQ(rule_sets() - before, 3u) << "a function's rate, written each step";
+    opt->set_learning_rate(2.0);
+    EXPECT_EQ(step(*opt, w), 2.0f);
+    EXPECT_EQ(step(*opt, w), 2.0f);
+    opt->set_learning_rate(1.0);
+    EXPECT_EQ(step(*opt, w), 1.0f);
+    EXPECT_EQ(rule_sets() - before, 5u) << "a constant rate, written once per set_learning_rate";
+  }
+  {
+    Variable w(Tensor::zeros({1}), "w");
+    auto opt = optimizers::get("sgd", optimizers::schedules::ExponentialDecay(1.0, 1, 0.5));  // 2^-step
+    const std::uint64_t before = rule_sets();
+    EXPECT_EQ(step(*opt, w), 1.0f);
+    opt->set_iterations(3);
+    EXPECT_EQ(step(*opt, w), 0.125f);
+    EXPECT_EQ(step(*opt, w), 0.0625f);
+    opt->set_iterations(1);
+    EXPECT_EQ(step(*opt, w), 0.5f);
+    EXPECT_EQ(rule_sets() - before, 1u) << "a schedule the device evaluates holds for every count";
+    EXPECT_EQ(opt->iterations(), 2);
+  }
+}
+
+// Under gradient accumulation a rate set after a held-back batch is the next group's, as one set
+// after the group's last batch: the group begun keeps the numbers it derived. Before, the next
+// batch derived them again, with the new rate, and counted the step on the device a second time
+// (Adam's bias correction then a step ahead of the host's count); jit_compile's replays did
+// neither. The weights of the two fits are equal, bit for bit.
+TEST(StepState, ARateSetWithinAnAccumulationGroupIsTheNextGroupsAndCountsNothing) {
+  const auto weights_after = [](std::int64_t set_after_batch) {
+    set_random_seed(7);
+    Sequential m({layers::Dense(8, "relu", 4), layers::Dense(2, "softmax")}, "mlp");
+    m.compile(optimizers::Adam(1e-2), losses::SparseCategoricalCrossentropy());
+    optimizers::Optimizer& opt = *m.optimizer();
+    const auto setter = std::make_shared<LambdaCallback>(LambdaCallbackOptions{
+        .on_train_batch_end = [&opt, set_after_batch](std::int64_t batch, const Logs&) {
+          if (batch == set_after_batch) opt.set_learning_rate(2e-3);
+        }});
+    m.fit(inputs(64, 4), labels(64, 2), {.epochs = 1, .batch_size = 8, .shuffle = false, .verbose = 0,
+                                         .callbacks = {setter}, .gradient_accumulation_steps = 2});
+    EXPECT_EQ(opt.iterations(), 4);
+    std::vector<std::vector<float>> out;
+    for (const auto& v : m.variables()) out.push_back(v.read_value().to_vector<float>());
+    return out;
+  };
+  EXPECT_EQ(weights_after(2), weights_after(3)) << "set after group 2's held-back batch, or after its last";
+  EXPECT_NE(weights_after(3), weights_after(5)) << "the rate set counts";
 }
 
 }  // namespace

@@ -3,14 +3,20 @@
 // device's memory (the optimizer makes it with its slots, placed like a mirrored variable). One
 // kernel at the start of a step counts the step before it (unless that one was skipped), then
 // derives the step's scalars (the learning rate, Adam's alpha and decay) from the count and the
-// optimizer's StepRule; the update kernels read them through a pointer. The end of a step is
-// that next kernel's work, not a kernel of its own (a launch fewer per step: the count is read
-// only inside a step, after its start, or by the host through count_after_step). A step's
-// launches then take the same arguments every step, so a captured step replays right, and the
-// host reads nothing. derive_step_scalars is the one rule, for the host and the device.
+// optimizer's StepRule, which the block holds too; the update kernels read them through a
+// pointer. The end of a step is that next kernel's work, not a kernel of its own (a launch fewer
+// per step: the count is read only inside a step, after its start, or by the host through
+// count_after_step). A step's launches then take the same arguments every step, so a captured
+// step replays right, and the host reads nothing. The rule is the host's to change (a learning
+// rate set between steps): it writes it into the block before a step, never inside one, as Keras
+// 3 and PyTorch's capturable Adam keep the rate in a device variable, so a replayed step reads
+// the rate of now, not the one captured. derive_step_scalars is the one rule, for the host and
+// the device.
 #include <math.h>
 
+#include <cstddef>
 #include <cstdint>
+#include <type_traits>
 
 #include "lockstep/core/host_device.hpp"
 #include "lockstep/core/loss_scale_math.hpp"
@@ -35,25 +41,38 @@ struct StepScalars {
   float pad = 0;
 };
 
+enum class RuleKind : std::uint8_t { kSgd, kAdam };
+
+/// The optimizer's description of its steps: its schedule (or constant rate) and the numbers its
+/// bias corrections use.
+struct StepRule {
+  schedule_math::ScheduleDesc schedule;
+  RuleKind kind = RuleKind::kSgd;
+  double beta_1 = 0, beta_2 = 0, weight_decay = 0;
+};
+
 struct StepBlock {
   StepState state;
   StepScalars scalars;
   // The dynamic loss scale where one is kept on the device (loss_scale_set writes it; zeros until
   // then): the step's loss factor and unscaling read it, loss_scale_update moves it.
   loss_scale_math::LossScaleState loss_scale;
+  // The optimizer's rule, written by the host (step_rule_set) before the block's first step and
+  // whenever it changed since, between steps; begin_step derives the scalars from it. Last, so
+  // that the fields above keep their offsets.
+  StepRule rule;
 };
 /// A block's size in float32 elements (it is stored as a float32 tensor; all zeros is count 0,
-/// step applied).
+/// step applied, and a rate of 0 until the rule is written).
 constexpr std::int64_t kStepBlockFloats = static_cast<std::int64_t>((sizeof(StepBlock) + 3) / 4);
-
-enum class RuleKind : std::uint8_t { kSgd, kAdam };
-
-/// The optimizer's constant description: its schedule and the numbers its bias corrections use.
-struct StepRule {
-  schedule_math::ScheduleDesc schedule;
-  RuleKind kind = RuleKind::kSgd;
-  double beta_1 = 0, beta_2 = 0, weight_decay = 0;
-};
+// The block is copied as bytes between the host and the device, and read in place through a
+// pointer to the tensor's memory: plain bytes, its doubles and 64-bit counts aligned as the
+// memory is (tensors start 64-byte aligned on the host, 256 on a GPU), and the fields read from
+// the host by offset where they were (step_skipped reads the StepState at the start; the scalars
+// are floats 4 to 6, as the parity rows read them).
+static_assert(std::is_trivially_copyable_v<StepBlock> && std::is_standard_layout_v<StepBlock>);
+static_assert(alignof(StepBlock) <= 64);
+static_assert(offsetof(StepBlock, state) == 0 && offsetof(StepBlock, scalars) == 16);
 
 /// The scalars of step `step` (updates applied before it): the learning rate as the schedule
 /// gives it, rounded to float32, and for Adam Keras' float32 form of every constant (the
@@ -73,10 +92,11 @@ LOCKSTEP_HOST_DEVICE inline StepScalars derive_step_scalars(const StepRule& r, s
 }
 
 /// The kernel at the start of a step: the step before it counted (Keras: a skipped one does
-/// not), then the scalars of the count; the step applies unless its check finds otherwise.
-LOCKSTEP_HOST_DEVICE inline void begin_step(const StepRule& r, StepBlock& b) {
+/// not), then the scalars of the count by the block's rule; the step applies unless its check
+/// finds otherwise.
+LOCKSTEP_HOST_DEVICE inline void begin_step(StepBlock& b) {
   if (b.state.begun && !b.state.skipped) ++b.state.iterations;
-  b.scalars = derive_step_scalars(r, b.state.iterations);
+  b.scalars = derive_step_scalars(b.rule, b.state.iterations);
   b.state.skipped = 0;
   b.state.begun = 1;
 }

@@ -80,9 +80,10 @@ class Optimizer {
   /// step derives its numbers and writes its count anew.
   void note_discarded_step();
   /// Before a captured step `step` of this replica is replayed or captured (jit_compile): a count
-  /// the host set since this replica's last step (set_iterations, a checkpoint) is written into
-  /// its block now, eagerly, so that no graph records it (each replay would reset the count) and
-  /// no replay misses it. `like`: as step_block's.
+  /// the host set since this replica's last step (set_iterations, a checkpoint), and the rule and
+  /// state it changed (set_learning_rate, a loss scale set), are written into its block now,
+  /// eagerly, so that no graph records them (each replay would write them again as they were)
+  /// and no replay misses them. `like`: as step_block's.
   void set_step_count_before_replay(std::int64_t step, const Variable& like);
   /// The rule a sharded update applies to ranges, or null where the update of one element
   /// needs more than that element (clipnorm, global_clipnorm, loss scaling): every replica then
@@ -103,7 +104,8 @@ class Optimizer {
   /// The learning rate the next update uses.
   double current_learning_rate() const;
   double learning_rate_at(std::int64_t step) const;
-  /// Replaces the rate (and any schedule); ValueError unless lr is finite and >= 0.
+  /// Replaces the rate (and any schedule); ValueError unless lr is finite and >= 0. Each replica's
+  /// step block takes it before its next step: a captured step reads it there when replayed.
   void set_learning_rate(double lr);
   const OptimizerOptions& options() const { return options_; }
   /// The rule's own options beyond OptimizerOptions, by Keras name ("momentum", "nesterov" as
@@ -202,15 +204,22 @@ class Optimizer {
     std::vector<std::int64_t> count;        // the count the block holds (the host set or advanced it)
     std::vector<std::int64_t> derived_for;  // the step its scalars are for, or -1
     std::vector<std::uint8_t> made;         // made for this step (its count set as it was made)
+    std::vector<std::int64_t> rule_for;  // the step the block's rule was written for (kRuleForEveryStep,
+                                         // kRuleUnwritten since made or set_learning_rate)
     std::vector<std::uint8_t> state_written;  // write_block_state done since made or changed
   };
+  static constexpr std::int64_t kRuleUnwritten = -1;
+  static constexpr std::int64_t kRuleForEveryStep = -2;
   /// The step's description: the schedule (a function of one's own: the host's rate of `step`,
-  /// as a constant) and describe_step's part.
-  step_state::StepRule step_rule(std::int64_t step) const;
+  /// as a constant) and describe_step's part; `holds_for` the step it holds for
+  /// (kRuleForEveryStep unless the rate is that function's).
+  step_state::StepRule step_rule(std::int64_t step, std::int64_t& holds_for) const;
   /// This thread's copy of the blocks (made like `like` where there are none). Under slots_mu_.
   std::size_t step_copy(const Variable& like);
-  /// write_block_state into copy `r`'s block unless done since it was made or changed.
-  void write_block_state_once(std::size_t r, Tensor& block);
+  /// What the host keeps in copy `r`'s block, written into it where the block does not hold it
+  /// for step `step` yet: the rule (since made or set_learning_rate; each step's where a function
+  /// of one's own gives the rate) and write_block_state (since made or block_state_changed).
+  void write_block_state_once(std::size_t r, Tensor& block, std::int64_t step);
 
   OptimizerOptions options_;
   // Replicas of apply_gradients count a step once; after replays, corrected from the device

@@ -21,5 +21,9 @@ std::uint64_t kernel_launches(const Device& device);
 std::uint64_t kernel_launches(const Device& device, const std::string& kernel);
 /// Every kernel's on `device`, most first: "gemm 6, bias_activation 2" ("none" when none).
 std::string kernel_launches_by_kernel(const Device& device);
+/// Step graphs (StepGraph: jit_compile's) captured on `device` so far in this process, one per
+/// graph however many lanes it has: each capture is a step queued at eager speed and a graph
+/// kept, which steady training captures once per signature.
+std::uint64_t step_captures(const Device& device);
 
 }  // namespace lockstep::detail

@@ -303,8 +303,13 @@ void adam_update_(Tensor& w, Tensor& m, Tensor& v, const std::vector<Tensor>& gr
 /// A new block on this thread's device (zeros: count 0, the step applies).
 Tensor step_block();
 /// The start of a step (a kernel): the step begun before it counted unless it was skipped (a
-/// step's end is no launch of its own), then the block's scalars derived from the count and `rule`.
-void step_begin_(Tensor& block, const step_state::StepRule& rule);
+/// step's end is no launch of its own), then the block's scalars derived from the count and the
+/// block's rule.
+void step_begin_(Tensor& block);
+/// Writes the optimizer's rule (its schedule or constant rate, its kind and constants) into the
+/// block: a kernel taking it as a host value, so before a step, never inside one that is to be
+/// captured (a block made, a learning rate set); every later step_begin_ derives by it.
+void set_step_rule_(Tensor& block, const step_state::StepRule& rule);
 /// Sets the count (the next step applies): a kernel taking it as a host value, so never inside a
 /// step that is to be captured (a block made, a checkpoint restored).
 void set_step_count_(Tensor& block, std::int64_t iterations);

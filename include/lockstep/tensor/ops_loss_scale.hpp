@@ -15,8 +15,8 @@ void set_loss_scale_(Tensor& block, const loss_scale_math::LossScaleState& state
 /// The block's loss scale, read back (the host's copy of it, where asked).
 loss_scale_math::LossScaleState loss_scale_state(const Tensor& block);
 /// The output gradient of a step's per-example float32 `losses` (one kernel, a tensor of their
-/// shape): losses * 0 + f * weight, the bits of scale(scale(sum(losses), weight), f)
-/// differentiated (NaN where a loss is not finite; `weight` an output's in a model of several),
+/// shape): f * weight at every loss, finite or not, the bits of scale(scale(sum(losses), weight), f)
+/// differentiated (`weight` an output's in a model of several),
 /// f = loss_factor(inverse_n, the block's scale) when `block` is defined (read on the device),
 /// else `factor`. `losses` undefined: the float32 scalar f * weight on the block's device (the
 /// output gradient of a summed loss).

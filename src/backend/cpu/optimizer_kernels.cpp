@@ -174,7 +174,8 @@ void adam_update_summed(ComputeContext& ctx, void* wv, void* mv, void* vv, const
 }
 
 // The step's numbers in host memory: the one rule of step_state.hpp, run here.
-void step_begin(ComputeContext&, const StepRule& rule, StepBlock* block) { step_state::begin_step(rule, *block); }
+void step_begin(ComputeContext&, StepBlock* block) { step_state::begin_step(*block); }
+void step_rule_set(ComputeContext&, StepBlock* block, const StepRule& rule) { block->rule = rule; }
 void step_set(ComputeContext&, StepBlock* block, std::int64_t iterations) { step_state::set_step(*block, iterations); }
 
 // The loss scale kept in the block: loss_scale_math.hpp's rule and factors, run here.
@@ -189,7 +190,7 @@ void loss_seed(ComputeContext&, const void* lossv, std::int64_t n, float factor,
     seed[0] = f;
     return;
   }
-  for (std::int64_t i = 0; i < n; ++i) seed[i] = loss[i] * 0.0f + f;  // scale(loss, 0) + f, as sum's backward
+  std::fill(seed, seed + n, f);  // sum's backward: f at every loss, finite or not
 }
 void loss_scale_update(ComputeContext&, StepBlock* block, std::int64_t growth_steps) {
   step_state::update_loss_scale(*block, growth_steps);

@@ -127,13 +127,14 @@ dim3 multi_grid(const MultiUpdateDesc& d) {
 }
 
 // One thread: the step before counted, the step's numbers from the count (step_state.hpp's rule).
-__global__ void step_begin_kernel(StepRule rule, StepBlock* block) { step_state::begin_step(rule, *block); }
+__global__ void step_begin_kernel(StepBlock* block) { step_state::begin_step(*block); }
+__global__ void step_rule_set_kernel(StepBlock* block, StepRule rule) { block->rule = rule; }
 __global__ void step_set_kernel(StepBlock* block, std::int64_t iterations) { step_state::set_step(*block, iterations); }
 
 // The loss scale kept in the block: loss_scale_math.hpp's rule and factors, on one thread.
 __global__ void loss_scale_set_kernel(StepBlock* block, LossScaleState state) { block->loss_scale = state; }
-// scale(loss, 0) + f * weight, as sum's backward adds them after scale's backward (f * weight,
-// rounded once: a weight of 1 leaves f's bits); loss null: f * weight alone.
+// f * weight at every loss, as sum's backward gives it after scale's backward (f * weight,
+// rounded once: a weight of 1 leaves f's bits), whatever the loss holds; loss null: one element.
 __global__ void loss_seed_kernel(const float* loss, std::int64_t n, float factor, float weight,
                                  const StepBlock* block, double inverse_n, float* seed) {
   const float f = __fmul_rn(block ? loss_scale_math::loss_factor(inverse_n, block->loss_scale.scale) : factor, weight);
@@ -141,7 +142,7 @@ __global__ void loss_seed_kernel(const float* loss, std::int64_t n, float factor
     if (blockIdx.x == 0 && threadIdx.x == 0) seed[0] = f;
     return;
   }
-  LOCKSTEP_GRID_LOOP(i, n) seed[i] = loss[i] * 0.0f + f;
+  LOCKSTEP_GRID_LOOP(i, n) seed[i] = f;
 }
 __global__ void loss_scale_update_kernel(StepBlock* block, std::int64_t growth_steps) {
   step_state::update_loss_scale(*block, growth_steps);
@@ -215,9 +216,14 @@ void adam_update_multi(ComputeContext& ctx, const MultiUpdateDesc& d, const Adam
   check_launch("adam_update_multi");
 }
 
-void step_begin(ComputeContext& ctx, const StepRule& rule, StepBlock* block) {
-  step_begin_kernel<<<1, 1, 0, stream(ctx)>>>(rule, block);
+void step_begin(ComputeContext& ctx, StepBlock* block) {
+  step_begin_kernel<<<1, 1, 0, stream(ctx)>>>(block);
   check_launch("step_begin");
+}
+
+void step_rule_set(ComputeContext& ctx, StepBlock* block, const StepRule& rule) {
+  step_rule_set_kernel<<<1, 1, 0, stream(ctx)>>>(block, rule);
+  check_launch("step_rule_set");
 }
 
 void step_set(ComputeContext& ctx, StepBlock* block, std::int64_t iterations) {
