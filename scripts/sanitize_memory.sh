@@ -10,7 +10,8 @@ cd "$repo_root"
 build=build-asan
 source scripts/sanitizer_build.sh
 sanitizer_build "$build" address,undefined distribute_tests gpu_tests training_tests tensor_tests backend_tests
-export ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:detect_stack_use_after_return=1:handle_segv=0
+ASAN_OPTIONS=$(asan_options "$build")
+export ASAN_OPTIONS
 export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
 export LSAN_OPTIONS=suppressions=$repo_root/tests/lsan.supp
 run() {  # binary, filter

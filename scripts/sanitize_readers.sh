@@ -15,7 +15,8 @@ sanitizer_build "$build" address,undefined io_tests data_tests training_tests
 # child (src/io/hdf5_child_probe.cpp) that libhdf5 crashes in on a hostile file dies by SIGSEGV as
 # it does outside the sanitizer (ASan's own handler would make it exit 1 with a report of
 # uninstrumented libhdf5 code); our code's bad accesses are caught by the instrumentation first.
-export ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:detect_stack_use_after_return=1:handle_segv=0
+ASAN_OPTIONS=$(asan_options "$build")
+export ASAN_OPTIONS
 export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
 export LSAN_OPTIONS=suppressions=$repo_root/tests/lsan.supp
 filter="${1:-}"
