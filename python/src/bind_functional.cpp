@@ -9,7 +9,6 @@
 #include <nanobind/stl/vector.h>
 
 #include "arrays.hpp"
-#include "lockstep/layers/core_layers.hpp"
 #include "lockstep/training/functional.hpp"
 #include "lockstep/training/sequential.hpp"
 
@@ -31,69 +30,6 @@ KerasTensors keras_tensors(const std::string& form, const std::vector<KerasTenso
   for (std::size_t i = 0; i < flat.size(); ++i) dict.emplace(keys[i], flat[i]);
   return KerasTensors(dict);
 }
-
-// Keras' model(x) on KerasTensors, one per input in the input structure's order: the model's
-// layers called again on them, the same layer objects (so weights are shared, as Keras shares a
-// nested model's), giving one KerasTensor per output. A Sequential's layers are chained (an
-// InputLayer skipped); a Functional's nodes are replayed in their execution order.
-// `auto_named`: per layer of a Sequential, whether the Sequential named it (the user gave no
-// name). Such a layer not yet built is named afresh by the model being built (when it is made),
-// as a layer called there unnamed is: two Sequentials of Dense layers each name theirs dense,
-// dense_1, and one model calling both would hold two layers named dense (Keras names layers
-// uniquely per program).
-std::vector<KerasTensor> call_model(const Model& model, const std::vector<KerasTensor>& xs,
-                                    const std::vector<bool>& auto_named) {
-  LOCKSTEP_CHECK(!xs.empty(), "model '", model.name(), "' is called on no tensors");
-  if (dynamic_cast<const Sequential*>(&model) != nullptr) {
-    LOCKSTEP_CHECK(xs.size() == 1, "Sequential '", model.name(), "' takes one input but is called on ",
-                   xs.size());
-    KerasTensor x = xs.front();
-    for (std::size_t i = 0; i < model.layers().size(); ++i) {
-      const auto& layer = model.layers()[i];
-      if (dynamic_cast<const layers::InputLayer*>(layer.get()) != nullptr) continue;
-      if (i < auto_named.size() && auto_named[i] && !layer->built()) {
-        // Called unnamed, the node is one the model numbers; the name comes back until it does,
-        // so that the Sequential holds unique names whatever happens to this graph.
-        const std::string given = layer->name();
-        layer->set_name("");
-        try {
-          x = call(layer, x);
-        } catch (...) {
-          layer->set_name(given);
-          throw;
-        }
-        layer->set_name(given);
-        continue;
-      }
-      x = call(layer, x);
-    }
-    return {x};
-  }
-  const auto* functional = dynamic_cast<const Functional*>(&model);
-  LOCKSTEP_CHECK(functional != nullptr, "model '", model.name(), "' cannot be called on KerasTensors");
-  const auto& nodes = functional->nodes();
-  const std::size_t n_inputs = model.input_structure().size();
-  LOCKSTEP_CHECK(xs.size() == n_inputs, "model '", model.name(), "' takes ", n_inputs, " inputs (",
-                 model.input_structure().joined(), ") but is called on ", xs.size());
-  std::vector<KerasTensor> values(nodes.size());
-  for (std::size_t i = 0; i < n_inputs; ++i) {
-    LOCKSTEP_CHECK(xs[i].shape().tail() == nodes[i].output_shape.tail(), "model '", model.name(),
-                   "' takes input '", model.input_structure().names[i], "' of shape ",
-                   nodes[i].output_shape.str(), " but is called on ", xs[i].shape().str());
-    values[i] = xs[i];
-  }
-  for (std::size_t i = n_inputs; i < nodes.size(); ++i) {
-    const auto& node = nodes[i];
-    std::vector<KerasTensor> args;
-    for (std::size_t a = 0; a < node.arguments(); ++a) args.push_back(values[node.inputs[a]]);
-    const KerasTensor* mask = node.attention_mask ? &values[node.inputs.back()] : nullptr;
-    values[i] = call(model.layers()[node.layer], args,
-                     CallKwargs{.use_causal_mask = node.use_causal_mask, .attention_mask = mask});
-  }
-  std::vector<KerasTensor> outputs;
-  for (const std::size_t o : functional->output_nodes()) outputs.push_back(values[o]);
-  return outputs;
-}
 }  // namespace
 
 void bind_functional(nb::module_& m) {
@@ -114,8 +50,8 @@ void bind_functional(nb::module_& m) {
     return call(layer, xs, CallKwargs{.use_causal_mask = use_causal_mask,
                                       .attention_mask = attention_mask ? &*attention_mask : nullptr});
   });
-  m.def("call_model", &call_model, nb::arg("model"), nb::arg("xs"),
-        nb::arg("auto_named") = std::vector<bool>{});
+  m.def("call_model", [](const Model& model, const std::vector<KerasTensor>& xs) { return call(model, xs); },
+        nb::arg("model"), nb::arg("xs"));
   m.def("functional", [](const std::string& inputs_form, const std::vector<KerasTensor>& inputs,
                          const std::vector<std::string>& input_keys, const std::string& outputs_form,
                          const std::vector<KerasTensor>& outputs, const std::vector<std::string>& output_keys,

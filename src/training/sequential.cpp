@@ -20,6 +20,7 @@ bool Sequential::holds_name(const std::string& name) const {
 
 void Sequential::add(layers::LayerPtr layer) {
   LOCKSTEP_CHECK(layer != nullptr, "Sequential::add: null layer");
+  bool named = false;
   if (layer->name().empty()) {
     // Numbered within the class (dense, dense_1, ...), past any name a layer holds already.
     const std::string base = detail::snake_case(layer->class_name());
@@ -29,6 +30,7 @@ void Sequential::add(layers::LayerPtr layer) {
     for (;; ++count)
       if (const std::string name = count ? base + "_" + std::to_string(count) : base; !holds_name(name)) {
         layer->set_name(name);
+        named = true;
         break;
       }
   }
@@ -38,6 +40,7 @@ void Sequential::add(layers::LayerPtr layer) {
     throw ValueError("All layers added to a Sequential model should have unique names. Name '" + layer->name() +
                      "' is already the name of a layer in this model. Update the `name` argument to pass a unique "
                      "name.");
+  if (named) named_.insert(layer.get());
   add_layer(std::move(layer));
   // Build as soon as the input is known (Keras does the same), so that a layer that cannot
   // take its predecessor's output is reported when the model is made, naming both shapes.

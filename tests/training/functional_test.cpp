@@ -139,6 +139,45 @@ TEST(Functional, ALayerCalledTwiceSharesItsWeightsUpdatedOncePerStep) {
   EXPECT_LT(most, 1.01 * kRate) << "the shared kernel was updated more than once";
 }
 
+// Keras' model(x): a model called on KerasTensors calls its layers there, the same objects, so
+// the outer model holds them (not the inner model) and trains the weights the inner one computes
+// with. Unbuilt, the layers a Sequential named are named by the outer model, so two Sequentials
+// of one Dense each (both named dense) give it dense and dense_1, as Keras names them.
+TEST(Functional, AModelCalledOnKerasTensorsSharesItsLayersAndTheirWeights) {
+  set_random_seed(3);
+  Sequential encoder({layers::Dense(6, "tanh")});
+  Sequential other({layers::Dense(6, "tanh")});
+  ASSERT_EQ(encoder.layers()[0]->name(), other.layers()[0]->name());
+  const KerasTensor hin = Input({6});
+  Functional head(hin, call(layers::Dense(3, "softmax"), hin), "head");
+  const KerasTensor in = Input({4});
+  const std::vector<KerasTensor> encoded = call(encoder, {in});
+  ASSERT_EQ(encoded.size(), 1u);
+  const KerasTensor merged = call(layers::Add(), {encoded[0], call(other, {in})[0]});
+  Functional outer(in, call(head, {merged})[0]);
+  std::vector<std::string> names;
+  for (const auto& l : outer.layers()) names.push_back(l->name());
+  EXPECT_EQ(names.size(), 5u);  // the input, both Sequentials' Dense, Add, the head's Dense
+  EXPECT_NE(std::find(names.begin(), names.end(), "dense"), names.end());
+  EXPECT_NE(std::find(names.begin(), names.end(), "dense_1"), names.end());
+  EXPECT_TRUE(outer.variables()[0].is_same(encoder.variables()[0]) ||
+              outer.variables()[0].is_same(other.variables()[0]));
+
+  // The outer model computes the inner ones composed, and its fit trains their weights.
+  for (Sequential* s : {&encoder, &other}) s->build(Shape{-1, 4});  // on the layers the outer model built
+  const Tensor x = Tensor::from_vector(std::vector<float>{0.1f, -0.2f, 0.3f, 0.5f, -0.4f, 0.2f, 0.0f, 0.7f}, {2, 4});
+  EXPECT_TRUE(same_bits(outer(x), head(add(encoder(x), other(x)))));
+  const std::vector<float> before = encoder.variables()[0].read_value().to_vector<float>();
+  outer.compile(optimizers::SGD(0.5), losses::SparseCategoricalCrossentropy());
+  (void)outer.train_step(x, labels(2));
+  EXPECT_NE(encoder.variables()[0].read_value().to_vector<float>(), before);
+  EXPECT_TRUE(same_bits(outer(x), head(add(encoder(x), other(x)))));
+
+  EXPECT_VALUE_ERROR(call(head, {in}), "model 'head' takes input 'input_layer' of shape (None, 6) but is called on (None, 4)");
+  EXPECT_VALUE_ERROR(call(head, {merged, merged}), "model 'head' takes 1 inputs (input_layer) but is called on 2");
+  EXPECT_VALUE_ERROR(call(encoder, {in, in}), "Sequential 'sequential' takes one input but is called on 2");
+}
+
 // A residual block: y = relu(bn(conv(x))); out = Add([x, y]).
 struct Residual {
   KerasTensor in, out;

@@ -54,6 +54,15 @@ struct CallKwargs {
 /// MultiHeadAttention, or a mask of another shape than [batch, query length, value length].
 KerasTensor call(const layers::LayerPtr& layer, const std::vector<KerasTensor>& xs, const CallKwargs& kwargs);
 
+class Model;
+/// Keras' model(x) on symbolic tensors, one per input in the model's input structure's order: the
+/// model's layers called again on them, the same layer objects (so their weights are shared, as
+/// Keras shares a nested model's), giving one symbolic tensor per output in its output
+/// structure's order. A Sequential's layers are chained, a Functional's calls replayed in order;
+/// the outer model then holds those layers (not the inner model). ValueError naming the model for
+/// another count of inputs or an input of another shape than the model takes.
+std::vector<KerasTensor> call(const Model& model, const std::vector<KerasTensor>& xs);
+
 /// A symbolic tensor: the output of lockstep::Input or of a layer called on symbolic tensors.
 /// Holds its producing layer and inputs (shared, cheap to copy).
 class KerasTensor {

@@ -1,5 +1,6 @@
 #pragma once
 #include <initializer_list>
+#include <set>
 
 #include "lockstep/training/model.hpp"
 
@@ -16,6 +17,11 @@ class Sequential final : public Model {
   /// numbered (dense, dense_1, ...). ValueError with Keras' message for a name the model holds
   /// already: the same layer added twice, or two layers of one name.
   void add(layers::LayerPtr layer);
+  /// Whether this model named layers()[i] (it was added unnamed). Called in another model before
+  /// it is built, such a layer is named by that model instead, as a layer called there unnamed:
+  /// Keras names layers uniquely per program, so two Sequentials of Dense layers (each holding a
+  /// dense) called in one model give it dense and dense_1.
+  bool named_layer(std::size_t i) const { return named_.count(layers_.at(i).get()) > 0; }
 
   void build(const Shape& input_shape) override;
   bool built() const override { return built_; }
@@ -29,6 +35,7 @@ class Sequential final : public Model {
   void build_layer(std::size_t i);
   bool holds_name(const std::string& name) const;
   bool built_ = false;
+  std::set<const layers::Layer*> named_;  // the layers add() named
   Shape input_shape_;
   std::vector<Shape> output_shapes_;
 };

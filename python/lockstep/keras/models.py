@@ -463,8 +463,7 @@ class Model:
             flat = [inputs[n] for n in names]
         else:
             flat = flat_keras_tensors(inputs)
-        outputs = [KerasTensor(t) for t in _lockstep.call_model(self._model, [x._tensor for x in flat],
-                                                                getattr(self, "_auto_named", []))]
+        outputs = [KerasTensor(t) for t in _lockstep.call_model(self._model, [x._tensor for x in flat])]
         out_form, out_names = self._model.output_structure
         if out_form == "dict":
             return dict(zip(out_names, outputs))
@@ -579,8 +578,6 @@ class Sequential(Model):
             if i == 0 and layer._input_shape is not None and layer._layer.class_name != "InputLayer":
                 native.append(_lockstep.input_layer(list(layer._input_shape)))
             native.append(layer._layer)
-        # Per layer, whether the Sequential names it (called in another model, that model does).
-        self._auto_named = [not n.name for n in native]
         super().__init__(_lockstep.sequential(native, name or "sequential"))
 
     @property
@@ -596,15 +593,12 @@ class Sequential(Model):
             if self._model.layers:
                 raise ValueError("keras.Sequential.add: a keras.Input can only be the first thing added")
             _lockstep.sequential_add(self._model, layer._tensor.layer)
-            self._auto_named.append(False)
             return
         if not isinstance(layer, Layer):
             raise ValueError(f"keras.Sequential.add: not a lockstep layer: {layer!r}")
         _refuse_subclassed(layer, "keras.Sequential.add")
         if not self._model.layers and layer._input_shape is not None and layer._layer.class_name != "InputLayer":
             _lockstep.sequential_add(self._model, _lockstep.input_layer(list(layer._input_shape)))
-            self._auto_named.append(False)
-        self._auto_named.append(not layer.name)
         _lockstep.sequential_add(self._model, layer._layer)
 
 

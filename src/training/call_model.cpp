@@ -1,0 +1,71 @@
+// Keras' model(x) on KerasTensors: a model's layers called again in the graph being built.
+#include "lockstep/core/error.hpp"
+#include "lockstep/layers/core_layers.hpp"
+#include "lockstep/training/functional.hpp"
+#include "lockstep/training/sequential.hpp"
+
+namespace lockstep {
+
+namespace {
+// A layer the Sequential named and that is not built yet is named afresh by the model being built
+// (when it is made), as a layer called there unnamed; its name comes back until then, so that the
+// Sequential holds unique names whatever happens to this graph.
+KerasTensor call_renamed(const layers::LayerPtr& layer, const KerasTensor& x) {
+  const std::string given = layer->name();
+  layer->set_name("");
+  try {
+    KerasTensor y = call(layer, x);
+    layer->set_name(given);
+    return y;
+  } catch (...) {
+    layer->set_name(given);
+    throw;
+  }
+}
+
+KerasTensor call_sequential(const Sequential& model, const std::vector<KerasTensor>& xs) {
+  LOCKSTEP_CHECK(xs.size() == 1, "Sequential '", model.name(), "' takes one input but is called on ", xs.size());
+  KerasTensor x = xs.front();
+  for (std::size_t i = 0; i < model.layers().size(); ++i) {
+    const auto& layer = model.layers()[i];
+    if (dynamic_cast<const layers::InputLayer*>(layer.get()) != nullptr) continue;
+    x = model.named_layer(i) && !layer->built() ? call_renamed(layer, x) : call(layer, x);
+  }
+  return x;
+}
+
+std::vector<KerasTensor> call_functional(const Functional& model, const std::vector<KerasTensor>& xs) {
+  const auto& nodes = model.nodes();
+  const std::size_t n_inputs = model.input_structure().size();
+  LOCKSTEP_CHECK(xs.size() == n_inputs, "model '", model.name(), "' takes ", n_inputs, " inputs (",
+                 model.input_structure().joined(), ") but is called on ", xs.size());
+  std::vector<KerasTensor> values(nodes.size());
+  for (std::size_t i = 0; i < n_inputs; ++i) {
+    LOCKSTEP_CHECK(xs[i].shape().tail() == nodes[i].output_shape.tail(), "model '", model.name(),
+                   "' takes input '", model.input_structure().names[i], "' of shape ", nodes[i].output_shape.str(),
+                   " but is called on ", xs[i].shape().str());
+    values[i] = xs[i];
+  }
+  for (std::size_t i = n_inputs; i < nodes.size(); ++i) {
+    const auto& node = nodes[i];
+    std::vector<KerasTensor> args;
+    for (std::size_t a = 0; a < node.arguments(); ++a) args.push_back(values[node.inputs[a]]);
+    const KerasTensor* mask = node.attention_mask ? &values[node.inputs.back()] : nullptr;
+    values[i] = call(model.layers()[node.layer], args,
+                     CallKwargs{.use_causal_mask = node.use_causal_mask, .attention_mask = mask});
+  }
+  std::vector<KerasTensor> outputs;
+  for (const std::size_t o : model.output_nodes()) outputs.push_back(values[o]);
+  return outputs;
+}
+}  // namespace
+
+std::vector<KerasTensor> call(const Model& model, const std::vector<KerasTensor>& xs) {
+  LOCKSTEP_CHECK(!xs.empty(), "model '", model.name(), "' is called on no tensors");
+  if (const auto* sequential = dynamic_cast<const Sequential*>(&model)) return {call_sequential(*sequential, xs)};
+  const auto* functional = dynamic_cast<const Functional*>(&model);
+  LOCKSTEP_CHECK(functional != nullptr, "model '", model.name(), "' cannot be called on KerasTensors");
+  return call_functional(*functional, xs);
+}
+
+}  // namespace lockstep
