@@ -11,6 +11,9 @@ std::string pair_str(const std::array<std::int64_t, 2>& p) { return detail::conc
 void check_positive(const char* layer, const char* what, const Pair& p) {
   LOCKSTEP_CHECK(p[0] > 0 && p[1] > 0, layer, ": ", what, " must be positive, got ", pair_str(p));
 }
+void check_positive(const char* layer, const char* what, std::int64_t v) {
+  LOCKSTEP_CHECK(v > 0, layer, ": ", what, " must be positive, got ", v);
+}
 
 void check_image(const std::string& name, const char* cls, const Shape& s) {
   LOCKSTEP_CHECK(s.rank() == 4, "layer '", name, "' (", cls,
@@ -30,7 +33,7 @@ Padding2d padding_for(PaddingMode mode, const Shape& x, const Pair& window, cons
 std::int64_t output_length(std::int64_t in, PaddingMode mode, std::int64_t window, std::int64_t stride,
                            std::int64_t dilation) {
   if (in < 0) return -1;
-  if (mode == PaddingMode::kSame) return (in + stride - 1) / stride;
+  if (mode != PaddingMode::kValid) return (in + stride - 1) / stride;  // "same" and "causal"
   return window_output_size(in, window, stride, dilation, 0, 0);
 }
 
@@ -43,6 +46,40 @@ Shape window_output_shape(const std::string& name, const char* cls, const Shape&
                  pair_str(dilation), ") does not fit the input ", s.str(), " with padding \"",
                  padding_name(mode), "\"");
   return Shape{s[0], h, w, channels};
+}
+
+// ---- sequences: (N, steps, C) as the (N, 1, steps, C) image the 2D ops take ----
+void check_sequence(const std::string& name, const char* cls, const Shape& s) {
+  LOCKSTEP_CHECK(s.rank() == 3, "layer '", name, "' (", cls, ") needs inputs of shape (batch, steps, channels), got ",
+                 s.str(), "; add a Reshape layer before it (channels_last is the only data_format)");
+}
+
+// The padding of the steps (the image's left and right) for a window over `steps`.
+Padding2d steps_padding(PaddingMode mode, std::int64_t steps, std::int64_t window, std::int64_t stride,
+                        std::int64_t dilation) {
+  if (mode == PaddingMode::kValid) return {};
+  if (mode == PaddingMode::kCausal) return {.left = dilation * (window - 1)};
+  const auto p = same_padding(steps, window, stride, dilation);
+  return {.left = p[0], .right = p[1]};
+}
+
+Shape sequence_output_shape(const std::string& name, const char* cls, const Shape& s, PaddingMode mode,
+                            std::int64_t window, std::int64_t stride, std::int64_t dilation, std::int64_t channels) {
+  check_sequence(name, cls, s);
+  const std::int64_t steps = output_length(s[1], mode, window, stride, dilation);
+  LOCKSTEP_CHECK(steps != 0, "layer '", name, "' (", cls, "): the window ", window, " (dilation ", dilation,
+                 ") does not fit the input ", s.str(), " with padding \"", padding_name(mode), "\"");
+  return Shape{s[0], steps, channels};
+}
+
+Tensor as_image(const Tensor& x) { return reshape(x, Shape{x.dim(0), 1, x.dim(1), x.dim(2)}); }
+Tensor as_sequence(const Tensor& y) { return reshape(y, Shape{y.dim(0), y.dim(2), y.dim(3)}); }
+
+// ReLU in the convolution's own pass over its output, as Dense does; any other activation after it.
+template <typename Convolve>
+Tensor activated(ActivationKind activation, const Convolve& convolve) {
+  if (activation == ActivationKind::kRelu) return convolve(FusedActivation::kRelu);
+  return apply_activation(activation, convolve(FusedActivation::kNone));
 }
 
 void check_dilation_and_strides(const char* cls, const Pair& strides, const Pair& dilation) {
@@ -59,14 +96,26 @@ Pair pair_from_json(const nlohmann::json& j) {
   if (v.size() != 2) throw nlohmann::json::type_error::create(302, "expected 2 integers, got " + j.dump(), &j);
   return {v[0], v[1]};
 }
+// A 1D layer's size: Keras writes a tuple of one, (7,), and accepts an int.
+nlohmann::json size_to_json(std::int64_t v) { return nlohmann::json::array({v}); }
+std::int64_t size_from_json(const nlohmann::json& j) {
+  if (j.is_number_integer()) return j.get<std::int64_t>();
+  const auto v = j.get<std::vector<std::int64_t>>();
+  if (v.size() != 1) throw nlohmann::json::type_error::create(302, "expected 1 integer, got " + j.dump(), &j);
+  return v[0];
+}
 }  // namespace
 
-PaddingMode parse_padding(const std::string& name) {
+PaddingMode parse_padding(const std::string& name, bool allow_causal) {
   if (name == "valid") return PaddingMode::kValid;
   if (name == "same") return PaddingMode::kSame;
-  throw ValueError("unknown padding '" + name + "': expected \"valid\" or \"same\"");
+  if (name == "causal" && allow_causal) return PaddingMode::kCausal;
+  if (name == "causal") throw ValueError("padding 'causal' is for Conv1D only (as in Keras): expected \"valid\" or \"same\"");
+  throw ValueError("unknown padding '" + name + "': expected \"valid\"" + (allow_causal ? ", \"same\" or \"causal\"" : " or \"same\""));
 }
-std::string padding_name(PaddingMode mode) { return mode == PaddingMode::kValid ? "valid" : "same"; }
+std::string padding_name(PaddingMode mode) {
+  return mode == PaddingMode::kValid ? "valid" : mode == PaddingMode::kSame ? "same" : "causal";
+}
 
 // ---- Conv2D ----
 Conv2DLayer::Conv2DLayer(const Conv2DOptions& o)
@@ -120,9 +169,7 @@ Tensor Conv2DLayer::call_logits(const Tensor& x, const CallContext& ctx) const {
 }
 
 Tensor Conv2DLayer::call(const Tensor& x, const CallContext& ctx) const {
-  // ReLU in the convolution's own pass over its output, as Dense does.
-  if (activation_ == ActivationKind::kRelu) return convolve(x, FusedActivation::kRelu, ctx.training);
-  return apply_activation(activation_, convolve(x, FusedActivation::kNone, ctx.training));
+  return activated(activation_, [&](FusedActivation a) { return convolve(x, a, ctx.training); });
 }
 
 Tensor Conv2DLayer::call_then(const Layer& next, const Tensor& x, const CallContext&) const {
@@ -211,20 +258,101 @@ Tensor Pooling2DLayer::call(const Tensor& x, const CallContext&) const {
   return max_ ? max_pool2d(autocast(x), geometry(x.shape())) : avg_pool2d(autocast(x), geometry(x.shape()));
 }
 
-// ---- GlobalAveragePooling2D ----
-GlobalAveragePooling2DLayer::GlobalAveragePooling2DLayer(bool keepdims, std::string name)
-    : Layer(std::move(name)), keepdims_(keepdims) {}
+// ---- GlobalAveragePooling2D, GlobalMaxPooling2D ----
+GlobalPooling2DLayer::GlobalPooling2DLayer(bool max, bool keepdims, std::string name)
+    : Layer(std::move(name)), max_(max), keepdims_(keepdims) {}
 
-Shape GlobalAveragePooling2DLayer::compute_output_shape(const Shape& s) const {
-  check_image(name(), "GlobalAveragePooling2D", s);
+Shape GlobalPooling2DLayer::compute_output_shape(const Shape& s) const {
+  check_image(name(), class_name().c_str(), s);
   return keepdims_ ? Shape{s[0], 1, 1, s[3]} : Shape{s[0], s[3]};
 }
 
-Tensor GlobalAveragePooling2DLayer::call(const Tensor& x, const CallContext&) const {
-  check_image(name(), "GlobalAveragePooling2D", x.shape());
-  // (N, H * W, C) averaged over its middle axis: one reduction kernel, any floating dtype.
-  const Tensor m = mean(reshape(autocast(x), Shape{x.dim(0), x.dim(1) * x.dim(2), x.dim(3)}), 1);
+Tensor GlobalPooling2DLayer::call(const Tensor& x, const CallContext&) const {
+  check_image(name(), class_name().c_str(), x.shape());
+  LOCKSTEP_CHECK(!max_ || x.dim(1) * x.dim(2) > 0, "layer '", name(), "' (GlobalMaxPooling2D): input ",
+                 x.shape().str(), " has no pixels to take the maximum of");
+  // (N, H * W, C) reduced over its middle axis: one reduction kernel, any floating dtype.
+  const Tensor flat = reshape(autocast(x), Shape{x.dim(0), x.dim(1) * x.dim(2), x.dim(3)});
+  const Tensor m = max_ ? reduce_max(flat, 1) : mean(flat, 1);
   return keepdims_ ? reshape(m, Shape{x.dim(0), 1, 1, x.dim(3)}) : m;
+}
+
+// ---- Conv1D ----
+Conv1DLayer::Conv1DLayer(const Conv1DOptions& o)
+    : Layer(o.name), options_(o), padding_(parse_padding(o.padding, true)), activation_(parse_activation(o.activation)) {
+  check_positive("Conv1D", "filters", o.filters);
+  check_positive("Conv1D", "kernel_size", o.kernel_size);
+  check_positive("Conv1D", "strides", o.strides);
+  check_positive("Conv1D", "dilation_rate", o.dilation_rate);
+  LOCKSTEP_CHECK(o.strides == 1 || o.dilation_rate == 1,
+                 "Conv1D: strides > 1 are not supported together with dilation_rate > 1 (as in Keras), got strides ",
+                 o.strides, " and dilation_rate ", o.dilation_rate);
+  LOCKSTEP_CHECK(o.groups > 0 && o.filters % o.groups == 0, "Conv1D: filters (", o.filters,
+                 ") must be a multiple of groups (", o.groups, ")");
+  (void)Initializer{o.kernel_initializer}(Shape{0}, 0);
+  (void)Initializer{o.bias_initializer}(Shape{0}, 0);
+}
+
+Shape Conv1DLayer::compute_output_shape(const Shape& s) const {
+  return sequence_output_shape(name(), "Conv1D", s, padding_, options_.kernel_size, options_.strides,
+                               options_.dilation_rate, options_.filters);
+}
+
+void Conv1DLayer::build_impl(const Shape& s, std::uint64_t seed) {
+  (void)compute_output_shape(s);
+  const std::int64_t c = s[2];
+  LOCKSTEP_CHECK(c > 0 && c % options_.groups == 0, "layer '", name(), "' (Conv1D): the input's channels (", c,
+                 ") must be a positive multiple of groups (", options_.groups, ")");
+  kernel_ = add_weight("kernel", Shape{options_.kernel_size, c / options_.groups, options_.filters},
+                       Initializer{options_.kernel_initializer}, mix_seed(seed, 1));
+  if (options_.use_bias)
+    bias_ = add_weight("bias", Shape{options_.filters}, Initializer{options_.bias_initializer}, mix_seed(seed, 2));
+}
+
+Tensor Conv1DLayer::convolve(const Tensor& x, FusedActivation act, bool training) const {
+  LOCKSTEP_CHECK(built(), "layer '", name(), "' (Conv1D) is called before it was built");
+  (void)compute_output_shape(x.shape());
+  const Shape& k = kernel_.shape();
+  const Conv2dOptions o{.strides = {1, options_.strides},
+                        .dilation = {1, options_.dilation_rate},
+                        .padding = steps_padding(padding_, x.dim(1), k[0], options_.strides, options_.dilation_rate),
+                        .groups = options_.groups,
+                        .activation = act,
+                        .winograd = training};
+  // (k, C / groups, filters) and the image kernel (1, k, C / groups, filters) are the same memory.
+  const Tensor kernel = reshape(autocast(kernel_.value()), Shape{1, k[0], k[1], k[2]});
+  const Tensor bias = bias_.defined() ? autocast(bias_.value()) : Tensor();
+  return as_sequence(conv2d(as_image(autocast(x)), kernel, bias, o));
+}
+
+Tensor Conv1DLayer::call_logits(const Tensor& x, const CallContext& ctx) const {
+  return convolve(x, FusedActivation::kNone, ctx.training);
+}
+
+Tensor Conv1DLayer::call(const Tensor& x, const CallContext& ctx) const {
+  return activated(activation_, [&](FusedActivation a) { return convolve(x, a, ctx.training); });
+}
+
+// ---- MaxPooling1D, AveragePooling1D ----
+Pooling1DLayer::Pooling1DLayer(bool max, const Pooling1DOptions& o)
+    : Layer(o.name), max_(max), options_(o), padding_(parse_padding(o.padding)) {
+  const char* cls = max ? "MaxPooling1D" : "AveragePooling1D";
+  check_positive(cls, "pool_size", o.pool_size);
+  if (o.strides) check_positive(cls, "strides", *o.strides);
+}
+
+Shape Pooling1DLayer::compute_output_shape(const Shape& s) const {
+  return sequence_output_shape(name(), max_ ? "MaxPooling1D" : "AveragePooling1D", s, padding_, options_.pool_size,
+                               strides(), 1, s.rank() == 3 ? s[2] : 0);
+}
+
+Tensor Pooling1DLayer::call(const Tensor& x, const CallContext&) const {
+  (void)compute_output_shape(x.shape());
+  const Pool2dOptions o{.pool_size = {1, options_.pool_size},
+                        .strides = {1, strides()},
+                        .padding = steps_padding(padding_, x.dim(1), options_.pool_size, strides(), 1)};
+  const Tensor image = as_image(autocast(x));
+  return as_sequence(max_ ? max_pool2d(image, o) : avg_pool2d(image, o));
 }
 
 // ---- ZeroPadding2D ----
@@ -330,13 +458,52 @@ LayerPtr Pooling2DLayer::from_config(bool max, const json& c) {
                             c.at("padding").get<std::string>(), c.at("name").get<std::string>()});
 }
 
-json GlobalAveragePooling2DLayer::get_config() const {
+json GlobalPooling2DLayer::get_config() const {
   json c = Layer::get_config();
   c["keepdims"] = keepdims_;
   return c;
 }
-LayerPtr GlobalAveragePooling2DLayer::from_config(const json& c) {
-  return std::make_shared<GlobalAveragePooling2DLayer>(c.value("keepdims", false), c.at("name").get<std::string>());
+LayerPtr GlobalPooling2DLayer::from_config(bool max, const json& c) {
+  return std::make_shared<GlobalPooling2DLayer>(max, c.value("keepdims", false), c.at("name").get<std::string>());
+}
+
+json Conv1DLayer::get_config() const {
+  json c = Layer::get_config();
+  const auto& o = options_;
+  c.update({{"filters", o.filters}, {"kernel_size", size_to_json(o.kernel_size)}, {"strides", size_to_json(o.strides)},
+            {"padding", o.padding}, {"dilation_rate", size_to_json(o.dilation_rate)}, {"groups", o.groups},
+            {"activation", activation_name(activation_)}, {"use_bias", o.use_bias},
+            {"kernel_initializer", o.kernel_initializer}, {"bias_initializer", o.bias_initializer}});
+  return c;
+}
+LayerPtr Conv1DLayer::from_config(const json& c) {
+  Conv1DOptions o;
+  o.filters = c.at("filters").get<std::int64_t>();
+  o.kernel_size = size_from_json(c.at("kernel_size"));
+  o.strides = size_from_json(c.at("strides"));
+  o.padding = c.at("padding").get<std::string>();
+  o.dilation_rate = size_from_json(c.at("dilation_rate"));
+  o.groups = c.at("groups").get<std::int64_t>();
+  o.activation = c.at("activation").get<std::string>();
+  o.use_bias = c.at("use_bias").get<bool>();
+  o.kernel_initializer = c.at("kernel_initializer").get<std::string>();
+  o.bias_initializer = c.at("bias_initializer").get<std::string>();
+  o.name = c.at("name").get<std::string>();
+  return std::make_shared<Conv1DLayer>(o);
+}
+
+json Pooling1DLayer::get_config() const {
+  json c = Layer::get_config();
+  c.update({{"pool_size", size_to_json(options_.pool_size)}, {"strides", size_to_json(strides())},
+            {"padding", options_.padding}});
+  return c;
+}
+LayerPtr Pooling1DLayer::from_config(bool max, const json& c) {
+  const json& strides = c.value("strides", json());
+  return std::make_shared<Pooling1DLayer>(
+      max, Pooling1DOptions{size_from_json(c.at("pool_size")),
+                            strides.is_null() ? std::nullopt : std::optional<std::int64_t>(size_from_json(strides)),
+                            c.at("padding").get<std::string>(), c.at("name").get<std::string>()});
 }
 
 json ZeroPadding2DLayer::get_config() const {
@@ -383,7 +550,23 @@ LayerPtr MaxPooling2D(Pair pool_size, std::optional<Pair> strides, const std::st
 LayerPtr AveragePooling2D(Pair pool_size, std::optional<Pair> strides, const std::string& padding) {
   return std::make_shared<Pooling2DLayer>(false, Pooling2DOptions{pool_size, strides, padding, ""});
 }
-LayerPtr GlobalAveragePooling2D(bool keepdims) { return std::make_shared<GlobalAveragePooling2DLayer>(keepdims); }
+LayerPtr GlobalAveragePooling2D(bool keepdims) { return std::make_shared<GlobalPooling2DLayer>(false, keepdims); }
+LayerPtr GlobalMaxPooling2D(bool keepdims) { return std::make_shared<GlobalPooling2DLayer>(true, keepdims); }
+LayerPtr Conv1D(std::int64_t filters, std::int64_t kernel_size, const std::string& activation,
+                const std::string& padding, std::int64_t strides) {
+  return std::make_shared<Conv1DLayer>(Conv1DOptions{.filters = filters,
+                                                     .kernel_size = kernel_size,
+                                                     .strides = strides,
+                                                     .padding = padding,
+                                                     .activation = activation});
+}
+LayerPtr Conv1D(const Conv1DOptions& options) { return std::make_shared<Conv1DLayer>(options); }
+LayerPtr MaxPooling1D(std::int64_t pool_size, std::optional<std::int64_t> strides, const std::string& padding) {
+  return std::make_shared<Pooling1DLayer>(true, Pooling1DOptions{pool_size, strides, padding, ""});
+}
+LayerPtr AveragePooling1D(std::int64_t pool_size, std::optional<std::int64_t> strides, const std::string& padding) {
+  return std::make_shared<Pooling1DLayer>(false, Pooling1DOptions{pool_size, strides, padding, ""});
+}
 LayerPtr ZeroPadding2D(std::array<Pair, 2> padding) { return std::make_shared<ZeroPadding2DLayer>(padding); }
 LayerPtr Rescaling(float scale, float offset) { return std::make_shared<RescalingLayer>(scale, offset); }
 

@@ -101,6 +101,32 @@ LayerPtr GlobalAveragePooling1DLayer::from_config(const json& c) {
   return std::make_shared<GlobalAveragePooling1DLayer>(c.value("keepdims", false), c.at("name").get<std::string>());
 }
 
+// ---- GlobalMaxPooling1D ----
+GlobalMaxPooling1DLayer::GlobalMaxPooling1DLayer(bool keepdims, std::string name)
+    : Layer(std::move(name)), keepdims_(keepdims) {}
+
+Shape GlobalMaxPooling1DLayer::compute_output_shape(const Shape& s) const {
+  LOCKSTEP_CHECK(s.rank() == 3, "layer '", name(), "' (GlobalMaxPooling1D) needs inputs of shape (batch, steps, ",
+                 "features), got ", s.str());
+  LOCKSTEP_CHECK(s[1] != 0, "layer '", name(), "' (GlobalMaxPooling1D): input ", s.str(),
+                 " has no steps to take the maximum of");
+  return keepdims_ ? Shape{s[0], 1, s[2]} : Shape{s[0], s[2]};
+}
+
+Tensor GlobalMaxPooling1DLayer::call(const Tensor& x, const CallContext&) const {
+  (void)compute_output_shape(x.shape());
+  return reduce_max(autocast(x), 1, keepdims_);
+}
+
+json GlobalMaxPooling1DLayer::get_config() const {
+  json c = Layer::get_config();
+  c["keepdims"] = keepdims_;
+  return c;
+}
+LayerPtr GlobalMaxPooling1DLayer::from_config(const json& c) {
+  return std::make_shared<GlobalMaxPooling1DLayer>(c.value("keepdims", false), c.at("name").get<std::string>());
+}
+
 // ---- RepeatVector ----
 RepeatVectorLayer::RepeatVectorLayer(std::int64_t n, std::string name) : Layer(std::move(name)), n_(n) {
   LOCKSTEP_CHECK(n > 0, "RepeatVector: n must be positive, got ", n);
@@ -176,6 +202,7 @@ LayerPtr Embedding(std::int64_t input_dim, std::int64_t output_dim, bool mask_ze
 }
 LayerPtr Embedding(const EmbeddingOptions& options) { return std::make_shared<EmbeddingLayer>(options); }
 LayerPtr GlobalAveragePooling1D(bool keepdims) { return std::make_shared<GlobalAveragePooling1DLayer>(keepdims); }
+LayerPtr GlobalMaxPooling1D(bool keepdims) { return std::make_shared<GlobalMaxPooling1DLayer>(keepdims); }
 LayerPtr RepeatVector(std::int64_t n) { return std::make_shared<RepeatVectorLayer>(n); }
 LayerPtr Permute(std::vector<int> dims) { return std::make_shared<PermuteLayer>(std::move(dims)); }
 

@@ -1,9 +1,10 @@
 // Convolutional networks on the GPU (cuDNN convolutions, lockstep's pooling kernels, BatchNorm
 // from the generic kernels): N logical replicas with synchronized BatchNorm compute what one
-// device does, the GPU what the CPU does, and Keras' simple convnet learns. Each GPU test has
-// a NoDevice twin that runs the same task and thresholds on CPU devices, so the expectations
-// are checked wherever the suite runs. Under mixed precision a real GPU runs the convolutions in
-// 16 bits (cuDNN, float32 accumulation), with no widening casts, and the convnet still learns.
+// device does, the GPU what the CPU does (and so for a sequence convnet of Conv1D and the 1D and
+// global max pooling layers), and Keras' simple convnet learns. Each GPU test has a NoDevice twin
+// that runs the same task and thresholds on CPU devices, so the expectations are checked wherever
+// the suite runs. Under mixed precision a real GPU runs the convolutions in 16 bits (cuDNN,
+// float32 accumulation), with no widening casts, and the convnet still learns.
 #include <random>
 
 #include "common/relative_error.hpp"
@@ -53,15 +54,33 @@ std::unique_ptr<Sequential> make_convnet() {
   return m;
 }
 
+// The same images as a sequence of kSide steps of 2 * kSide features: a causal dilated Conv1D,
+// max and 'same' average pooling over the steps, a strided grouped Conv1D, then GlobalMaxPooling2D
+// and GlobalMaxPooling1D (on reshaped views).
+std::unique_ptr<Sequential> make_sequence_convnet() {
+  set_random_seed(7);
+  auto m = std::make_unique<Sequential>(std::vector<layers::LayerPtr>{
+      layers::Input({kSide, kSide, 2}), layers::Reshape(Shape{kSide, kSide * 2}),
+      layers::Conv1D({.filters = 8, .kernel_size = 3, .padding = "causal", .dilation_rate = 2, .activation = "relu"}),
+      layers::MaxPooling1D(2),
+      layers::Conv1D({.filters = 8, .kernel_size = 2, .strides = 2, .padding = "same", .groups = 2}),
+      layers::AveragePooling1D(2, 1, "same"), layers::Reshape(Shape{2, 2, 4}), layers::GlobalMaxPooling2D(true),
+      layers::Reshape(Shape{1, 4}), layers::GlobalMaxPooling1D(), layers::Dense(4, "softmax")});
+  m->compile(optimizers::SGD(0.05, 0.9), losses::SparseCategoricalCrossentropy(), {"accuracy"});
+  return m;
+}
+
+using MakeModel = std::unique_ptr<Sequential> (*)();
+
 // Steps on uneven batches (13 over 4 replicas; a batch of 3 leaves one replica none) under
 // `strategy` (null: none, on the CPU); every variable, BatchNorm's moving statistics included.
-std::vector<std::vector<float>> train_convnet(Strategy* strategy) {
+std::vector<std::vector<float>> train_convnet(Strategy* strategy, MakeModel make) {
   std::unique_ptr<Sequential> model;
   if (strategy) {
     auto scope = strategy->scope();
-    model = make_convnet();
+    model = make();
   } else {
-    model = make_convnet();
+    model = make();
   }
   unsigned seed = 20;
   for (std::int64_t n : {16, 13, 16, 3, 12}) {
@@ -74,14 +93,15 @@ std::vector<std::vector<float>> train_convnet(Strategy* strategy) {
   return w;
 }
 
-void replicas_match_one_device(const std::string& one_device, const MirroredOptions& four) {
+void replicas_match_one_device(const std::string& one_device, const MirroredOptions& four,
+                               MakeModel make = make_convnet) {
   OneDeviceStrategy one(one_device);
-  const auto reference = train_convnet(&one);
+  const auto reference = train_convnet(&one, make);
   MirroredStrategy replicas(four);
   ASSERT_EQ(replicas.num_replicas_in_sync(), 4);
-  EXPECT_LE(max_rel_diff(train_convnet(&replicas), reference), 1e-5);
+  EXPECT_LE(max_rel_diff(train_convnet(&replicas, make), reference), 1e-5);
   // And the device computes what the CPU does without a strategy, to float32 rounding.
-  EXPECT_LE(max_rel_diff(reference, train_convnet(nullptr)), 1e-4);
+  EXPECT_LE(max_rel_diff(reference, train_convnet(nullptr, make)), 1e-4);
 }
 
 // fit() of Keras' simple convnet shape (Conv-MaxPool-Conv-MaxPool-Flatten-Dropout-Dense) on the
@@ -110,6 +130,15 @@ TEST(GpuConvnet, FourLogicalReplicasWithSyncBatchNormComputeWhatOneDeviceWould) 
 
 TEST(NoDevice, ConvnetOnFourCpuDevicesComputesWhatOneDeviceWould) {
   replicas_match_one_device("cpu:0", {.num_cpu_devices = 4});
+}
+
+TEST(GpuConvnet, ASequenceConvnetOnFourLogicalReplicasComputesWhatOneDeviceWould) {
+  LOCKSTEP_REQUIRE_GPU();
+  replicas_match_one_device("gpu:0", {.devices = {"gpu:0x4"}}, make_sequence_convnet);
+}
+
+TEST(NoDevice, ASequenceConvnetOnFourCpuDevicesComputesWhatOneDeviceWould) {
+  replicas_match_one_device("cpu:0", {.num_cpu_devices = 4}, make_sequence_convnet);
 }
 
 TEST(GpuConvnet, TheSimpleConvnetLearnsOnTheGpu) {

@@ -12,6 +12,7 @@
 #include "lockstep/layers/conv_layers.hpp"
 #include "lockstep/layers/core_layers.hpp"
 #include "lockstep/layers/dtype_policy.hpp"
+#include "lockstep/layers/sequence_layers.hpp"
 
 namespace lockstep {
 namespace {
@@ -132,7 +133,9 @@ TEST(ConvLayers, UnderMixedPoliciesOutputsAreSixteenBitAndMatchFloat32) {
   struct Make {
     const char* name;
     std::function<layers::LayerPtr()> make;
+    Shape in{2, 7, 6, 3};  // images; sequences (2, 9, 3)
   };
+  const Shape sequence{2, 9, 3};
   const std::vector<Make> makes{
       {"Conv2D", [] { return layers::Conv2D(6, {3, 3}, "relu", "same"); }},
       {"Conv2D strided", [] { return layers::Conv2D({.filters = 4, .kernel_size = {2, 2}, .strides = {2, 2}}); }},
@@ -140,13 +143,20 @@ TEST(ConvLayers, UnderMixedPoliciesOutputsAreSixteenBitAndMatchFloat32) {
       {"MaxPooling2D", [] { return layers::MaxPooling2D({2, 2}); }},
       {"AveragePooling2D", [] { return layers::AveragePooling2D({2, 2}, std::nullopt, "same"); }},
       {"GlobalAveragePooling2D", [] { return layers::GlobalAveragePooling2D(); }},
-      {"ZeroPadding2D", [] { return layers::ZeroPadding2D({Pair{1, 1}, Pair{0, 2}}); }}};
-  const Shape in{2, 7, 6, 3};
-  const Tensor x = iota(in, 1.0f / 64.0f);  // float32, as a model's first layer receives it
+      {"ZeroPadding2D", [] { return layers::ZeroPadding2D({Pair{1, 1}, Pair{0, 2}}); }},
+      {"GlobalMaxPooling2D", [] { return layers::GlobalMaxPooling2D(); }},
+      {"Conv1D", [] { return layers::Conv1D(4, 3, "relu", "causal"); }, sequence},
+      {"Conv1D strided", [] { return layers::Conv1D({.filters = 4, .kernel_size = 2, .strides = 2}); },
+       sequence},
+      {"MaxPooling1D", [] { return layers::MaxPooling1D(); }, sequence},
+      {"AveragePooling1D", [] { return layers::AveragePooling1D(3, 2, "same"); }, sequence},
+      {"GlobalMaxPooling1D", [] { return layers::GlobalMaxPooling1D(); }, sequence}};
   for (const char* policy : {"mixed_float16", "mixed_bfloat16"}) {
     const mixed_precision::Policy p(policy);
     const double tol = p.compute_dtype() == DType::kBF16 ? 2e-2 : 2e-3;
     for (const Make& m : makes) {
+      const Shape& in = m.in;
+      const Tensor x = iota(in, 1.0f / 64.0f);  // float32, as a model's first layer receives it
       mixed_precision::set_global_policy(policy);
       auto mixed = m.make();
       mixed_precision::set_global_policy("float32");
@@ -168,7 +178,9 @@ TEST(ConvLayers, UnderMixedPoliciesOutputsAreSixteenBitAndMatchFloat32) {
       EXPECT_EQ(g.dtype(), DType::kF32) << m.name;
       // An empty batch (a replica's share of a short last batch): an empty output, zero gradients.
       GradientTape empty_tape;
-      const Tensor none = mixed->call(Tensor::zeros({0, 7, 6, 3}), CallContext{.training = true});
+      std::vector<std::int64_t> no_examples = in.dims();
+      no_examples[0] = 0;
+      const Tensor none = mixed->call(Tensor::zeros(Shape(no_examples)), CallContext{.training = true});
       EXPECT_EQ(none.dim(0), 0) << m.name;
       const auto zero = empty_tape.gradient(sum(cast(none, DType::kF32)), std::vector<Variable>{kernel})[0];
       ASSERT_TRUE(zero.defined()) << m.name;

@@ -109,6 +109,21 @@ std::vector<LayerCase> layer_cases() {
       {"global_average_pooling1d_keepdims", [] { return layers::GlobalAveragePooling1D(true); }, {2, 3, 4}},
       {"repeat_vector", [] { return layers::RepeatVector(3); }, {2, 4}},
       {"permute", [] { return layers::Permute({2, 3, 1}); }, {2, 3, 4, 2}},
+      {"conv1d_valid_tanh", [] { return layers::Conv1D(3, 3, "tanh"); }, {2, 6, 2}},
+      {"conv1d_same_strided", [] { return layers::Conv1D(4, 3, "linear", "same", 2); }, {2, 7, 3}},
+      {"conv1d_causal_dilated_grouped_no_bias",
+       [] {
+         return layers::Conv1D({.filters = 4, .kernel_size = 3, .padding = "causal", .dilation_rate = 2, .groups = 2,
+                                .use_bias = false});
+       },
+       {2, 6, 4}},
+      {"conv1d_causal_strided_relu", [] { return layers::Conv1D(3, 2, "relu", "causal", 3); }, {2, 7, 2}},
+      {"max_pooling1d", [] { return layers::MaxPooling1D(); }, {2, 5, 3}},
+      {"max_pooling1d_same_strided", [] { return layers::MaxPooling1D(3, 2, "same"); }, {2, 6, 2}},
+      {"average_pooling1d_same", [] { return layers::AveragePooling1D(3, 2, "same"); }, {2, 6, 2}},
+      {"global_max_pooling1d", [] { return layers::GlobalMaxPooling1D(); }, {2, 3, 4}},
+      {"global_max_pooling1d_keepdims", [] { return layers::GlobalMaxPooling1D(true); }, {2, 3, 4}},
+      {"global_max_pooling2d", [] { return layers::GlobalMaxPooling2D(); }, {2, 3, 2, 3}},
   };
 }
 

@@ -8,7 +8,10 @@ and silu, Permute, Softmax on an inner axis, GlobalAveragePooling1D, RepeatVecto
 Multiply, Subtract, Average, Maximum, Minimum, Dot, a silu Activation) with random weights and
 saves it. `lockstep predict` on that file gives Keras' predictions (relative
 1e-4); Keras' save_weights file loads into lockstep's copy; lockstep's re-save loads back in Keras
-and predicts the same.
+and predicts the same. The same for a sequence convnet (Conv1D of every padding, strides,
+dilation and groups; MaxPooling1D, AveragePooling1D, GlobalMaxPooling2D, GlobalMaxPooling1D; the
+text classifier of keras.io's "Text classification from scratch"), and for Embedding(mask_zero)
+before Conv1D and GlobalMaxPooling1D, which ignore the mask as Keras 3's do.
 
 Exit 0 all agree, 1 a disagreement, 77 (skip) when tensorflow/keras are not importable.
 """
@@ -79,6 +82,56 @@ def keras_masked_functional():
     return model
 
 
+def keras_sequence_convnet():
+    """Every sequence convnet layer, on an Embedding's output."""
+    keras.utils.set_random_seed(7)
+    inp = keras.Input((STEPS * 2,))
+    x = keras.layers.Embedding(VOCAB, 6)(inp)
+    x = keras.layers.Conv1D(6, 3, padding="causal", dilation_rate=2, activation="relu")(x)
+    x = keras.layers.MaxPooling1D(2, strides=1, padding="same")(x)
+    x = keras.layers.Conv1D(8, 3, strides=2, padding="same", groups=2)(x)
+    x = keras.layers.AveragePooling1D(2, padding="same")(x)
+    a = keras.layers.Conv1D(4, 2, activation="tanh", use_bias=False)(x)
+    image = keras.layers.Reshape((3, 2, 4))(x)
+    b = keras.layers.GlobalMaxPooling2D()(image)
+    c = keras.layers.GlobalMaxPooling1D(keepdims=True)(a)
+    merged = keras.layers.Concatenate()([keras.layers.Flatten()(c), b, keras.layers.GlobalMaxPooling1D()(x)])
+    model = keras.Model(inp, keras.layers.Dense(3, activation="softmax")(merged), name="keras_seqconv")
+    rng = np.random.RandomState(4)
+    for w in model.weights:
+        w.assign(rng.normal(0, 0.5, w.shape).astype(np.float32))
+    return model
+
+
+def keras_text_classifier():
+    """keras.io's "Text classification from scratch" model (smaller vocabulary and sequences)."""
+    keras.utils.set_random_seed(8)
+    inputs = keras.Input(shape=(40,), dtype="int64")
+    x = keras.layers.Embedding(VOCAB, 16)(inputs)
+    x = keras.layers.Dropout(0.5)(x)
+    x = keras.layers.Conv1D(16, 7, padding="valid", activation="relu", strides=3)(x)
+    x = keras.layers.Conv1D(16, 7, padding="valid", activation="relu", strides=3)(x)
+    x = keras.layers.GlobalMaxPooling1D()(x)
+    x = keras.layers.Dense(16, activation="relu")(x)
+    x = keras.layers.Dropout(0.5)(x)
+    predictions = keras.layers.Dense(1, activation="sigmoid", name="predictions")(x)
+    model = keras.Model(inputs, predictions, name="keras_text_classifier")
+    model.compile(loss="binary_crossentropy", optimizer="adam", metrics=["accuracy"])
+    return model
+
+
+def keras_masked_convnet():
+    """Embedding(mask_zero) -> Conv1D -> GlobalMaxPooling1D: Keras 3 drops the mask at Conv1D (a warning)."""
+    keras.utils.set_random_seed(9)
+    model = keras.Sequential([keras.Input((STEPS,)), keras.layers.Embedding(VOCAB, 4, mask_zero=True),
+                              keras.layers.Conv1D(4, 2, padding="same"), keras.layers.GlobalMaxPooling1D(),
+                              keras.layers.Dense(3, activation="softmax")], name="keras_masked_convnet")
+    rng = np.random.RandomState(5)
+    for w in model.weights:
+        w.assign(rng.normal(0, 0.5, w.shape).astype(np.float32))
+    return model
+
+
 def both_ways(model, x, d, cli, driver, what):
     """Keras' file predicts the same in lockstep, and lockstep's re-save in Keras; the re-saved model."""
     want = model.predict(x, verbose=0)
@@ -127,6 +180,14 @@ def main():
         x[row, STEPS - row % (STEPS - 1):] = 0
     both_ways(keras_masked_model(), x, d, cli, driver, "Embedding(mask_zero) masking GlobalAveragePooling1D")
     both_ways(keras_masked_functional(), x, d, cli, driver, "Functional Embedding(mask_zero): the NotEqual mask node")
+    both_ways(keras_masked_convnet(), x, d, cli, driver, "Embedding(mask_zero) before Conv1D: the mask ignored")
+    # The sequence convnet layers, and keras.io's text classifier after a few training steps.
+    tokens = np.random.RandomState(6).randint(0, VOCAB, (32, STEPS * 2)).astype(np.float32)
+    both_ways(keras_sequence_convnet(), tokens, d, cli, driver, "every sequence convnet layer")
+    classifier = keras_text_classifier()
+    words = np.random.RandomState(7).randint(0, VOCAB, (64, 40))
+    classifier.fit(words, (words.max(axis=1) > VOCAB // 2).astype(np.float32), batch_size=16, epochs=1, verbose=0)
+    both_ways(classifier, words.astype(np.float32), d, cli, driver, "keras.io's text classifier, trained")
     print(f"{len(kf.failures)} failure(s)")
     return 1 if kf.failures else 0
 

@@ -14,6 +14,7 @@
 #include "lockstep/layers/conv_layers.hpp"
 #include "lockstep/layers/core_layers.hpp"
 #include "lockstep/layers/normalization_layers.hpp"
+#include "lockstep/layers/sequence_layers.hpp"
 #include "lockstep/optimizers/schedules.hpp"
 #include "training/model_io_test_util.hpp"
 
@@ -149,6 +150,49 @@ TEST(SavedModel, ConvolutionalLayersAndBatchNormStateRoundTrip) {
             (layers::Pair{1, 2}));
   expect_same_variables(model, *loaded);
   EXPECT_TRUE(same_bits(model(x), (*loaded)(x)));
+  EXPECT_EQ(model.train_step(x, y), loaded->train_step(x, y));
+  expect_same_variables(model, *loaded);
+}
+
+// The sequence convnet layers, in lockstep's folder and in a .keras archive (Keras' class names
+// and its one-element lists for sizes): the same options, bits and training.
+TEST(SavedModel, SequenceConvolutionalLayersRoundTripInBothFormats) {
+  const std::string dir = fresh_dir("seqconv");
+  Sequential model(
+      {layers::Input(Shape{12, 3}),
+       layers::Conv1D({.filters = 4, .kernel_size = 3, .padding = "causal", .dilation_rate = 2, .activation = "relu"}),
+       layers::MaxPooling1D(2, 1, "same"),
+       layers::Conv1D({.filters = 6, .kernel_size = 2, .strides = 2, .padding = "same", .groups = 2, .use_bias = false}),
+       layers::AveragePooling1D(2), layers::Reshape(Shape{3, 2, 3}), layers::GlobalMaxPooling2D(true),
+       layers::Reshape(Shape{1, 3}), layers::GlobalMaxPooling1D(), layers::Dense(3, "softmax")},
+      "seqconv");
+  model.compile(optimizers::Adam(1e-2), losses::SparseCategoricalCrossentropy(), {"accuracy"});
+  const Tensor x = inputs(5, 36).reshape(Shape{5, 12, 3}), y = labels(5, 3);
+  model.train_step(x, y);
+  for (const std::string& path : {dir, dir + ".keras"}) {
+    save_model(model, path);
+    auto loaded = load_model(path);
+    ASSERT_EQ(loaded->layers().size(), model.layers().size()) << path;
+    for (std::size_t i = 0; i < model.layers().size(); ++i)
+      EXPECT_EQ(loaded->layers()[i]->class_name(), model.layers()[i]->class_name()) << path;
+    const auto& causal = dynamic_cast<const layers::Conv1DLayer&>(*loaded->layers()[1]).options();
+    EXPECT_EQ(causal.padding, "causal") << path;
+    EXPECT_EQ(causal.dilation_rate, 2) << path;
+    const auto& grouped = dynamic_cast<const layers::Conv1DLayer&>(*loaded->layers()[3]).options();
+    EXPECT_EQ(grouped.strides, 2) << path;
+    EXPECT_EQ(grouped.groups, 2) << path;
+    EXPECT_FALSE(grouped.use_bias) << path;
+    const auto& pool = dynamic_cast<const layers::Pooling1DLayer&>(*loaded->layers()[2]);
+    EXPECT_TRUE(pool.is_max()) << path;
+    EXPECT_EQ(pool.strides(), 1) << path;
+    EXPECT_EQ(pool.options().padding, "same") << path;
+    EXPECT_EQ(dynamic_cast<const layers::Pooling1DLayer&>(*loaded->layers()[4]).strides(), 2) << path;
+    EXPECT_TRUE(dynamic_cast<const layers::GlobalPooling2DLayer&>(*loaded->layers()[6]).keepdims()) << path;
+    expect_same_variables(model, *loaded);
+    EXPECT_TRUE(same_bits(model(x), (*loaded)(x))) << path;
+  }
+  // The folder keeps the optimizer's state too: the next step trains the same bits.
+  auto loaded = load_model(dir);
   EXPECT_EQ(model.train_step(x, y), loaded->train_step(x, y));
   expect_same_variables(model, *loaded);
 }

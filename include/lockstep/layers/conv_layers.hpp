@@ -1,7 +1,8 @@
 #pragma once
 // Convolution and pooling layers with Keras' names, arguments and defaults, channels_last
-// (NHWC) only: Conv2D, DepthwiseConv2D, MaxPooling2D, AveragePooling2D,
-// GlobalAveragePooling2D, ZeroPadding2D, Rescaling.
+// (NHWC; sequences (N, steps, C)) only: Conv2D, DepthwiseConv2D, MaxPooling2D, AveragePooling2D,
+// GlobalAveragePooling2D, GlobalMaxPooling2D, ZeroPadding2D, Rescaling, and the sequence ones
+// Conv1D, MaxPooling1D, AveragePooling1D (the 2D ops on an (N, 1, steps, C) view of the sequence).
 #include <array>
 
 #include "lockstep/layers/layer.hpp"
@@ -10,9 +11,12 @@ namespace lockstep::layers {
 
 using Pair = std::array<std::int64_t, 2>;
 
-/// Keras' padding argument: "valid" (none) or "same" (output = ceil(input / stride)).
-enum class PaddingMode { kValid, kSame };
-PaddingMode parse_padding(const std::string& name);
+/// Keras' padding argument: "valid" (none) or "same" (output = ceil(input / stride)); Conv1D's
+/// "causal" also: dilation * (kernel_size - 1) zeros before the steps only, so that output step t
+/// reads no input after step t (output = ceil(input / stride)).
+enum class PaddingMode { kValid, kSame, kCausal };
+/// "causal" is refused unless allow_causal (Keras takes it for Conv1D only).
+PaddingMode parse_padding(const std::string& name, bool allow_causal = false);
 std::string padding_name(PaddingMode mode);
 
 struct Conv2DOptions {
@@ -124,19 +128,94 @@ class Pooling2DLayer final : public Layer {
   PaddingMode padding_;
 };
 
-/// Mean over height and width: (N, H, W, C) -> (N, C), or (N, 1, 1, C) with keepdims.
-class GlobalAveragePooling2DLayer final : public Layer {
+/// Mean (GlobalAveragePooling2D) or maximum (GlobalMaxPooling2D: max) over height and width:
+/// (N, H, W, C) -> (N, C), or (N, 1, 1, C) with keepdims. The maximum is reduce_max over the
+/// (N, H * W, C) view, its gradient reduce_max's (see GlobalMaxPooling1DLayer).
+class GlobalPooling2DLayer final : public Layer {
  public:
-  explicit GlobalAveragePooling2DLayer(bool keepdims = false, std::string name = "");
-  std::string class_name() const override { return "GlobalAveragePooling2D"; }
+  GlobalPooling2DLayer(bool max, bool keepdims = false, std::string name = "");
+  std::string class_name() const override { return max_ ? "GlobalMaxPooling2D" : "GlobalAveragePooling2D"; }
+  nlohmann::json get_config() const override;
+  static LayerPtr from_config(bool max, const nlohmann::json& config);
+  Shape compute_output_shape(const Shape& input_shape) const override;
+  Tensor call(const Tensor& x, const CallContext& ctx) const override;
+  bool keepdims() const { return keepdims_; }
+  bool is_max() const { return max_; }
+
+ private:
+  bool max_;
+  bool keepdims_;
+};
+
+struct Conv1DOptions {
+  std::int64_t filters = 0;
+  std::int64_t kernel_size = 0;
+  std::int64_t strides = 1;
+  std::string padding = "valid";  // "valid", "same" or "causal"
+  std::int64_t dilation_rate = 1;
+  std::int64_t groups = 1;
+  std::string activation = "linear";
+  bool use_bias = true;
+  std::string kernel_initializer = "glorot_uniform";
+  std::string bias_initializer = "zeros";
+  std::string name;
+};
+
+/// Convolution over the steps of (N, steps, C): (N, out_steps, filters), kernel (kernel_size,
+/// C / groups, filters) as Keras'. It is conv2d on the (N, 1, steps, C) view with the kernel
+/// (1, kernel_size, C / groups, filters), the same memory: one owner for convolutions.
+class Conv1DLayer final : public Layer {
+ public:
+  explicit Conv1DLayer(const Conv1DOptions& options);
+  std::string class_name() const override { return "Conv1D"; }
   nlohmann::json get_config() const override;
   static LayerPtr from_config(const nlohmann::json& config);
   Shape compute_output_shape(const Shape& input_shape) const override;
   Tensor call(const Tensor& x, const CallContext& ctx) const override;
-  bool keepdims() const { return keepdims_; }
+  bool has_softmax_output() const override { return activation_ == ActivationKind::kSoftmax; }
+  Tensor call_logits(const Tensor& x, const CallContext& ctx) const override;
+  const Conv1DOptions& options() const { return options_; }
+  const Variable& kernel() const { return kernel_; }
+  const Variable& bias() const { return bias_; }
+
+ protected:
+  void build_impl(const Shape& input_shape, std::uint64_t seed) override;
 
  private:
-  bool keepdims_;
+  Tensor convolve(const Tensor& x, FusedActivation activation, bool training) const;
+  Conv1DOptions options_;
+  PaddingMode padding_;
+  ActivationKind activation_;
+  Variable kernel_, bias_;
+};
+
+struct Pooling1DOptions {
+  std::int64_t pool_size = 2;
+  /// Keras' strides=None: the pool size.
+  std::optional<std::int64_t> strides;
+  std::string padding = "valid";
+  std::string name;
+};
+
+/// MaxPooling1D (max) and AveragePooling1D over the steps of (N, steps, C): max_pool2d and
+/// avg_pool2d on the (N, 1, steps, C) view, with their gradients (the first maximum of a window;
+/// "same" averages exclude the padding).
+class Pooling1DLayer final : public Layer {
+ public:
+  Pooling1DLayer(bool max, const Pooling1DOptions& options);
+  std::string class_name() const override { return max_ ? "MaxPooling1D" : "AveragePooling1D"; }
+  nlohmann::json get_config() const override;
+  static LayerPtr from_config(bool max, const nlohmann::json& config);
+  Shape compute_output_shape(const Shape& input_shape) const override;
+  Tensor call(const Tensor& x, const CallContext& ctx) const override;
+  const Pooling1DOptions& options() const { return options_; }
+  std::int64_t strides() const { return options_.strides.value_or(options_.pool_size); }
+  bool is_max() const { return max_; }
+
+ private:
+  bool max_;
+  Pooling1DOptions options_;
+  PaddingMode padding_;
 };
 
 class ZeroPadding2DLayer final : public Layer {
@@ -180,6 +259,14 @@ LayerPtr MaxPooling2D(Pair pool_size = {2, 2}, std::optional<Pair> strides = std
 LayerPtr AveragePooling2D(Pair pool_size = {2, 2}, std::optional<Pair> strides = std::nullopt,
                           const std::string& padding = "valid");
 LayerPtr GlobalAveragePooling2D(bool keepdims = false);
+LayerPtr GlobalMaxPooling2D(bool keepdims = false);
+LayerPtr Conv1D(std::int64_t filters, std::int64_t kernel_size, const std::string& activation = "linear",
+                const std::string& padding = "valid", std::int64_t strides = 1);
+LayerPtr Conv1D(const Conv1DOptions& options);
+LayerPtr MaxPooling1D(std::int64_t pool_size = 2, std::optional<std::int64_t> strides = std::nullopt,
+                      const std::string& padding = "valid");
+LayerPtr AveragePooling1D(std::int64_t pool_size = 2, std::optional<std::int64_t> strides = std::nullopt,
+                          const std::string& padding = "valid");
 LayerPtr ZeroPadding2D(std::array<Pair, 2> padding = {Pair{1, 1}, Pair{1, 1}});
 LayerPtr Rescaling(float scale, float offset = 0.0f);
 

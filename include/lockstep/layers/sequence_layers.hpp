@@ -1,6 +1,7 @@
 #pragma once
 // Layers for sequences [batch, steps, features], with Keras 3's names, defaults and weights:
-// Embedding, GlobalAveragePooling1D, RepeatVector, Permute.
+// Embedding, GlobalAveragePooling1D, GlobalMaxPooling1D, RepeatVector, Permute (Conv1D and the
+// 1D pooling layers are with the other convolutions: conv_layers.hpp).
 #include "lockstep/layers/layer.hpp"
 
 namespace lockstep::layers {
@@ -59,6 +60,25 @@ class GlobalAveragePooling1DLayer final : public Layer {
   bool keepdims_;
 };
 
+/// The maximum over the steps of [b, steps, features] (channels_last): [b, features], or
+/// [b, 1, features] with keepdims (reduce_max). As Keras 3's, it ignores a mask (masked steps
+/// count; the mask ends here, as for any layer that does not support masking). The gradient goes
+/// to each feature's first maximal step; TensorFlow's reduce_max (Keras' ops.max) splits it
+/// evenly among tied steps instead, a difference only where steps tie exactly (after a ReLU, ties
+/// at 0 get no gradient either way).
+class GlobalMaxPooling1DLayer final : public Layer {
+ public:
+  explicit GlobalMaxPooling1DLayer(bool keepdims = false, std::string name = "");
+  std::string class_name() const override { return "GlobalMaxPooling1D"; }
+  nlohmann::json get_config() const override;
+  static LayerPtr from_config(const nlohmann::json& config);
+  Shape compute_output_shape(const Shape& input_shape) const override;
+  Tensor call(const Tensor& x, const CallContext& ctx) const override;
+
+ private:
+  bool keepdims_;
+};
+
 /// [b, features] -> [b, n, features]: each example's vector n times.
 class RepeatVectorLayer final : public Layer {
  public:
@@ -91,6 +111,7 @@ class PermuteLayer final : public Layer {
 LayerPtr Embedding(std::int64_t input_dim, std::int64_t output_dim, bool mask_zero = false);
 LayerPtr Embedding(const EmbeddingOptions& options);
 LayerPtr GlobalAveragePooling1D(bool keepdims = false);
+LayerPtr GlobalMaxPooling1D(bool keepdims = false);
 LayerPtr RepeatVector(std::int64_t n);
 LayerPtr Permute(std::vector<int> dims);
 
