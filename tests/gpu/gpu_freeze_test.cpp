@@ -61,33 +61,32 @@ Trained train(JitCompile mode, const std::vector<std::string>& devices, bool unf
   return t;
 }
 
-std::vector<std::string> gpus_named(int n) {
-  std::vector<std::string> out;
-  for (int i = 0; i < n; ++i) out.push_back("gpu:" + std::to_string(i));
-  return out;
-}
-
 }  // namespace
 
-// One GPU and two, captured and eager: the frozen weights keep their bits, the head trains, and
-// the captured step trains the eager step's bits (and the CPU's, on one replica).
+// One GPU, and two logical replicas of it (captured together), captured and eager: the frozen
+// weights keep their bits, the head trains, and the captured step trains the eager step's bits
+// (and the CPU's, on one replica). Two GPUs (whose collectives are not captured): eagerly, the same.
 TEST(GpuFreeze, FrozenLayersKeepTheirBitsCapturedOrNotAndBothTrainTheSameBits) {
   LOCKSTEP_REQUIRE_GPU();
   const std::string refusal = step_capture_refusal(Device::parse("gpu:0"));
   if (!refusal.empty()) GTEST_SKIP() << "gpu:0 cannot capture: " << refusal;
-  for (const int n : {1, 2}) {
-    if (gpus() < n) continue;
-    SCOPED_TRACE(std::to_string(n) + " GPU(s)");
-    const Trained captured = train(JitCompile::kOn, gpus_named(n));  // throws, naming why, where it cannot capture
-    const Trained eager = train(JitCompile::kOff, gpus_named(n));
+  for (const std::string& devices : {std::string("gpu:0"), std::string("gpu:0x2")}) {
+    SCOPED_TRACE(devices);
+    const Trained captured = train(JitCompile::kOn, {devices});  // throws, naming why, where it cannot capture
+    const Trained eager = train(JitCompile::kOff, {devices});
     EXPECT_EQ(captured.frozen_after, captured.frozen_before);
     EXPECT_EQ(eager.frozen_after, eager.frozen_before);
     EXPECT_NE(captured.head_after, captured.head_before);
     EXPECT_EQ(captured.head_after, eager.head_after);
-    if (n == 1) {
+    if (devices == "gpu:0") {
       const Trained cpu = train(JitCompile::kOff, {"cpu:0"});
       EXPECT_EQ(cpu.head_after, eager.head_after);
     }
+  }
+  if (gpus() >= 2) {
+    const Trained two = train(JitCompile::kAuto, {"gpu:0", "gpu:1"});
+    EXPECT_EQ(two.frozen_after, two.frozen_before);
+    EXPECT_EQ(two.head_after, train(JitCompile::kOff, {"gpu:0x2"}).head_after);
   }
 }
 
@@ -99,6 +98,7 @@ TEST(GpuFreeze, UnfrozenAndCompiledAgainTheCapturedStepTrainsTheBase) {
   if (!refusal.empty()) GTEST_SKIP() << "gpu:0 cannot capture: " << refusal;
   const Trained captured = train(JitCompile::kOn, {"gpu:0"}, /*unfreeze=*/true);
   const Trained eager = train(JitCompile::kOff, {"gpu:0"}, /*unfreeze=*/true);
+  ASSERT_EQ(captured.base_after_unfreezing.size(), 2u);
   EXPECT_NE(captured.base_after_unfreezing, std::vector<std::vector<float>>(captured.frozen_before.begin(),
                                                                             captured.frozen_before.begin() + 2));
   EXPECT_EQ(captured.base_after_unfreezing, eager.base_after_unfreezing);
