@@ -182,7 +182,7 @@ class Layer:
         recursive); fit takes it at the next compile."""
         if self._subclassed:
             self._trainable = bool(value)
-            for sub in _sublayers(self):
+            for sub in sublayers_of(self):
                 sub.trainable = value
         else:
             self._layer.trainable = bool(value)
@@ -277,7 +277,7 @@ def snake_case(class_name):
     return re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", class_name).lower()
 
 
-def _sublayers(owner):
+def sublayers_of(owner):
     """The layers and models a subclass set as attributes (alone, or in lists, tuples and dicts), in
     the order it set them, each once."""
     return _sublayers_in(list(vars(owner).values()))
@@ -318,14 +318,14 @@ def gathered_weights(owner):
             natives = list(sub._model.layers)
         else:  # a subclass: its own sublayers
             natives = []
-            for inner in _sublayers(sub):
+            for inner in sublayers_of(sub):
                 visit(inner)
         for native in natives:
             if id(native) not in seen:
                 seen.add(id(native))
                 held.append(native)
 
-    for sub in _sublayers(owner):
+    for sub in sublayers_of(owner):
         visit(sub)
     return [v for native in held for v in native.variables]
 

@@ -8,8 +8,8 @@ from ..data import Dataset
 from . import callbacks as callbacks_module
 from . import losses, optimizers
 from . import metrics as metrics_module
-from .layers import (Input, KerasTensor, Layer, _sublayers, assign_weights, flat_keras_tensors, gathered_weights,
-                     snake_case, trace_call)
+from .layers import (Input, KerasTensor, Layer, assign_weights, flat_keras_tensors, gathered_weights,
+                     snake_case, sublayers_of, trace_call)
 
 
 class History:
@@ -166,7 +166,7 @@ class Model:
         again after changing it, or fit raises ValueError saying so)."""
         if self._unbuilt_subclass:
             self._subclass_trainable = bool(value)
-            for sub in _sublayers(self):
+            for sub in sublayers_of(self):
                 sub.trainable = value
         else:
             self._model.trainable = bool(value)
