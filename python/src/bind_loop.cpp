@@ -197,6 +197,7 @@ void bind_model_loop(nb::module_& m) {
     return model(t, layers::CallContext{.training = training});
   });
   m.def("trainable_variables", [](const Model& model) { return model.trainable_variables(); });
+  m.def("non_trainable_variables", [](const Model& model) { return model.non_trainable_variables(); });
   m.def("variables", [](const Model& model) { return model.variables(); });
   m.def("loss_per_example", [](const losses::Loss& loss, nb::handle y_true, nb::handle y_pred) {
     const Tensor t = as_tensor(y_true, "keras.losses y_true"), p = as_tensor(y_pred, "keras.losses y_pred");

@@ -354,6 +354,9 @@ void bind_model(nb::module_& m) {
       .def_prop_ro("class_name", &layers::Layer::class_name)
       .def_prop_ro("keras_positional_call", &layers::Layer::keras_positional_call)
       .def_prop_ro("variables", [](const layers::Layer& l) { return l.variables(); })
+      .def_prop_ro("trainable_variables", [](const layers::Layer& l) { return l.trainable_variables(); })
+      .def_prop_ro("non_trainable_variables", [](const layers::Layer& l) { return l.non_trainable_variables(); })
+      .def_prop_rw("trainable", &layers::Layer::trainable, &layers::Layer::set_trainable)
       .def("get_config", [](const layers::Layer& l) { return l.get_config().dump(); });
   m.def("make_layer", &make_layer, nb::arg("class_name"), nb::arg("config_json"));
   m.def("input_layer", [](const std::vector<std::int64_t>& shape) { return layers::Input(Shape(shape)); });
@@ -395,6 +398,7 @@ void bind_model(nb::module_& m) {
       .def_prop_ro("input_shape", [](const Model& mo) { return mo.input_shape().dims(); })
       .def_prop_ro("output_shape", [](const Model& mo) { return mo.output_shape().dims(); })
       .def_prop_ro("optimizer", &Model::optimizer)
+      .def_prop_rw("trainable", &Model::trainable, &Model::set_trainable)
       .def_rw("stop_training", &Model::stop_training)
       .def_prop_rw("steps_per_execution", &Model::steps_per_execution, &Model::set_steps_per_execution)
       .def("build", [](Model& mo, const std::vector<std::int64_t>& shape) { mo.build(Shape(shape)); })

@@ -150,6 +150,14 @@ const std::string& Variable::name() const {
 }
 bool Variable::trainable() const { return impl_ && impl_->trainable; }
 
+void Variable::set_trainable(bool trainable) const {
+  LOCKSTEP_CHECK(impl_, "set_trainable: undefined Variable");
+  LOCKSTEP_CHECK(!trainable || impl_->synchronization != VariableSynchronization::kOnRead, "Variable '", impl_->name,
+                 "': synchronization kOnRead is only for non-trainable variables (as TensorFlow)");
+  impl_->trainable = trainable;
+  for (const Tensor& c : impl_->copies) c.impl()->trainable_variable = trainable;
+}
+
 void Variable::assign(const Tensor& v) const {
   LOCKSTEP_CHECK(v.shape() == shape(), "Variable '", name(), "': cannot assign shape ", v.shape().str(),
                  " to a variable of shape ", shape().str());

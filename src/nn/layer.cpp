@@ -56,16 +56,31 @@ Variable Layer::add_weight(const std::string& wname, const Shape& shape, const I
 }
 
 namespace {
-std::atomic<std::uint64_t> weights_made_count{0};  // Layer::weights_made()
+std::atomic<std::uint64_t> weights_made_count{0};       // Layer::weights_made()
+std::atomic<std::uint64_t> trainable_changes_count{0};  // Layer::trainable_changes()
 }  // namespace
+
+std::uint64_t Layer::trainable_changes() { return trainable_changes_count.load(std::memory_order_acquire); }
+
+void Layer::set_trainable(bool trainable) {
+  if (trainable == trainable_) return;
+  trainable_ = trainable;
+  // Only the weights made trainable move: a frozen layer's state (moving statistics) never trains.
+  for (std::size_t i = 0; i < variables_.size(); ++i)
+    if (made_trainable_[i]) variables_[i].set_trainable(trainable);
+  trainable_changes_count.fetch_add(1, std::memory_order_release);
+}
 
 std::uint64_t Layer::weights_made() { return weights_made_count.load(std::memory_order_acquire); }
 
 Variable Layer::add_weight(const Shape& shape, const Initializer& init, std::uint64_t seed, VariableOptions options) {
   detail::WeightCheck::run(*this, variables_.size(), shape);
   options.name = name_ + "/" + options.name;
+  const bool made_trainable = options.trainable;
+  options.trainable = options.trainable && trainable_;
   Variable v(init(shape, seed), options);
   variables_.push_back(v);
+  made_trainable_.push_back(made_trainable);
   weights_made_count.fetch_add(1, std::memory_order_release);
   return v;
 }
@@ -79,6 +94,13 @@ std::vector<Variable> Layer::trainable_variables() const {
   std::vector<Variable> out;
   for (const auto& v : variables_)
     if (v.trainable()) out.push_back(v);
+  return out;
+}
+
+std::vector<Variable> Layer::non_trainable_variables() const {
+  std::vector<Variable> out;
+  for (const auto& v : variables_)
+    if (!v.trainable()) out.push_back(v);
   return out;
 }
 

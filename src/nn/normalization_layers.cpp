@@ -118,7 +118,9 @@ Tensor BatchNormalizationLayer::call(const Tensor& x, const CallContext& ctx) co
   // and the output is in the input's dtype.
   const Tensor x2d = reshape(x, Shape{rows, c});
   const auto output = [&](const Tensor& y) { return reshape(y, x.shape()); };
-  if (!ctx.training) return output(normalize(x2d, moving_mean_.value(), moving_variance_.value(), 0, nullptr));
+  // Keras' rule: a frozen BatchNormalization runs in inference mode even in training (fit), on
+  // its moving statistics, which it then leaves alone (fine-tuning keeps what the base learned).
+  if (!ctx.training || !trainable()) return output(normalize(x2d, moving_mean_.value(), moving_variance_.value(), 0, nullptr));
 
   ReplicaInterface* sync = options_.synchronized && ctx.replica && ctx.replica->num_replicas_in_sync() > 1
                                ? ctx.replica

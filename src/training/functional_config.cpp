@@ -82,7 +82,7 @@ json functional_config(const Functional& m, const LayerToJson& layer_json) {
     return out;
   };
   return {{"name", m.name()},
-          {"trainable", true},
+          {"trainable", m.trainable()},
           {"layers", list},
           {"input_layers", endpoints(m.input_structure(), [](std::size_t k) { return k; })},
           {"output_layers", endpoints(m.output_structure(), [&](std::size_t k) { return m.output_nodes()[k]; })}};

@@ -76,6 +76,12 @@ class LayerReader {
   const std::string& cls() const { return cls_; }
   const std::string& name() const { return name_; }
   const json& config() const { return config_; }
+  /// Keras' "trainable" (true where the config lacks it): false is a frozen layer.
+  bool trainable() const {
+    const json& t = config_.value("trainable", json(true));
+    if (!t.is_boolean()) fail("trainable=" + clip(t) + " is not a boolean");
+    return t.get<bool>();
+  }
 
   [[noreturn]] void fail(const std::string& what) const {
     throw IOError("Keras file '" + source_ + "': layer '" + name_ + "' (" + cls_ + "): " + what);
@@ -96,15 +102,13 @@ class LayerReader {
   }
 
   // The lockstep config (the layer's get_config() JSON) of this layer: Keras' own arguments
-  // (trainable, dtype, the arguments lockstep fixes, the ignored ones) taken out.
+  // (trainable and dtype, read by themselves; the arguments lockstep fixes; the ignored ones) taken out.
   json to_lockstep(const layers::LayerClass& c) const {
     if (name_.empty()) fail("the config has no name");
     json out = {{"name", name_}};
     for (const auto& [key, value] : config_.items()) {
-      if (key == "name" || key == "dtype" || kIgnoredArguments.count(key)) continue;
-      if (key == "trainable") {
-        if (value != json(true)) fail("trainable=" + clip(value) + ": lockstep layers are always trainable");
-      } else if (c.keras_fixed.contains(key)) {
+      if (key == "name" || key == "dtype" || key == "trainable" || kIgnoredArguments.count(key)) continue;
+      if (c.keras_fixed.contains(key)) {
         if (!is_off(value) && value != c.keras_fixed.at(key))
           fail("argument " + key + "=" + clip(value) + " is not supported by lockstep (its " + cls_ + " has " +
                key + "=" + c.keras_fixed.at(key).dump() + " only)");
@@ -163,7 +167,7 @@ class LayerReader {
 // The Keras config of one lockstep layer (Keras' serialisation around its get_config()).
 json layer_to_keras(const layers::Layer& l) {
   const json ours = layer_to_json(l).at("config");  // ValueError for an unregistered class
-  json config = {{"name", l.name()}, {"trainable", true}, {"dtype", policy_to_keras(l.dtype_policy().name())}};
+  json config = {{"name", l.name()}, {"trainable", l.trainable()}, {"dtype", policy_to_keras(l.dtype_policy().name())}};
   for (const auto& [key, value] : ours.items()) {
     // A declared input_dim (Dense's) is the InputLayer's shape; Embedding's is its vocabulary.
     if (key == "name" || (key == "input_dim" && l.declared_input_shape())) continue;
@@ -410,10 +414,12 @@ layers::LayerPtr layer_from_keras(const LayerReader& r) {
   if (!c) r.fail("this layer class is not supported by lockstep (it reads " + layers::layer_class_names() + ")");
   const json ours = r.to_lockstep(*c);
   if (const std::string bad = out_of_range_argument(ours); !bad.empty()) r.fail(bad);
+  const bool trainable = r.trainable();
   layers::LayerPtr layer;
   try {
     layer = c->from_config(ours);
     layer->set_dtype_policy(mixed_precision::Policy(r.policy()));
+    layer->set_trainable(trainable);
   } catch (const json::exception& e) {
     r.fail(std::string("missing or mistyped argument (") + e.what() + ")");
   } catch (const Error& e) {
@@ -556,7 +562,7 @@ json keras_model_config(const Model& any) {
             {"class_name", "Sequential"},
             {"config",
              {{"name", model.name()},
-              {"trainable", true},
+              {"trainable", model.trainable()},
               {"dtype", policy_to_keras("float32")},
               {"layers", list},
               {"build_input_shape", shape}}},

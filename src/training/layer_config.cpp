@@ -27,17 +27,25 @@ json layer_to_json(const layers::Layer& l) {
     throw ValueError("save_model: layer '" + l.name() + "' is a " + l.class_name() +
                      ", which saved models cannot describe yet (supported: " + layers::layer_class_names() +
                      "; layers::register_layer_class adds a class)");
-  return {{"class_name", l.class_name()}, {"config", l.get_config()}};
+  json config = l.get_config();
+  if (!l.trainable()) config["trainable"] = false;  // a frozen layer (Keras' key); true is left out, as before
+  return {{"class_name", l.class_name()}, {"config", std::move(config)}};
 }
 
 layers::LayerPtr layer_from_json(const json& j) {
   const auto cls = j.at("class_name").get<std::string>();
   const auto found = layers::find_layer_class(cls);
   if (!found) throw IOError("unknown layer class_name '" + cls + "' (lockstep knows " + layers::layer_class_names() + ")");
-  const json& config = j.at("config");
+  json config = j.at("config");
   if (const std::string bad = out_of_range_argument(config); !bad.empty())
     throw IOError("layer '" + config.value("name", std::string("?")) + "' (" + cls + "): " + bad);
+  const json trainable = config.value("trainable", json(true));
+  if (!trainable.is_boolean())
+    throw IOError("layer '" + config.value("name", std::string("?")) + "' (" + cls + "): trainable=" + trainable.dump() +
+                  " is not a boolean");
+  config.erase("trainable");  // the base Layer's, not the class's argument
   auto layer = found->from_config(config);
+  layer->set_trainable(trainable.get<bool>());
   const std::string bad = non_integer_argument(config, layer->get_config());
   if (!bad.empty())
     throw IOError("layer '" + layer->name() + "' (" + cls + "): " + bad);

@@ -87,6 +87,10 @@ void Model::take_optimizer(optimizers::OptimizerPtr optimizer, losses::LossPtr l
   optimizer_ = std::move(optimizer);
   loss_ = std::move(loss);
   reset_step_jits();  // new step functions (the train step's graphs update the old optimizer's slots)
+  // Keras' rule: the layers' trainable settings take effect at compile.
+  compiled_trainable_.clear();
+  for (const auto& l : layers_) compiled_trainable_.emplace_back(l, l->trainable());
+  compiled_at_trainable_ = layers::Layer::trainable_changes();
   metrics_.clear();
   metric_outputs_.clear();
   output_losses_.clear();
@@ -206,6 +210,32 @@ std::vector<Variable> Model::trainable_variables() const {
   return out;
 }
 
+std::vector<Variable> Model::non_trainable_variables() const {
+  std::vector<Variable> out;
+  for_each_variable([&](const Variable& v) {
+    if (!v.trainable()) out.push_back(v);
+  });
+  return out;
+}
+
+void Model::set_trainable(bool trainable) {
+  trainable_ = trainable;
+  for (const auto& l : layers_) l->set_trainable(trainable);
+}
+
+void Model::check_trainable_as_compiled() {
+  const std::uint64_t changes = layers::Layer::trainable_changes();
+  if (changes == compiled_at_trainable_) return;
+  for (const auto& [held, was] : compiled_trainable_) {
+    const auto layer = held.lock();
+    if (layer && layer->trainable() != was)
+      throw ValueError("Model '" + name() + "': layer '" + layer->name() + "' was set trainable = " +
+                       (was ? "false" : "true") + " after compile(); fit trains the weights that were trainable "
+                       "at compile (Keras' rule), so call compile() again for the change to take effect");
+  }
+  compiled_at_trainable_ = changes;  // another model's layers moved the count
+}
+
 std::int64_t Model::count_params() const {
   std::int64_t n = 0;
   for_each_variable([&](const Variable& v) { n += v.shape().numel(); });
@@ -310,18 +340,24 @@ void Model::check_components(std::size_t components, const char* what, bool targ
 void Model::refresh_step_variables() {
   // The count is read before the walk: weights made during it are walked again next time.
   const std::uint64_t made = layers::Layer::weights_made();
-  if (!layers_changed_ && made == walked_at_weights_) return;
+  const std::uint64_t flips = layers::Layer::trainable_changes();
+  if (!layers_changed_ && made == walked_at_weights_ && flips == walked_at_trainable_) return;
   layers_changed_ = false;
   walked_at_weights_ = made;
-  // Another model's weights move the count too: the step functions stay unless this walk differs.
+  walked_at_trainable_ = flips;
+  // Another model's weights (or layers' settings) move the counts too: the step functions stay
+  // unless this walk differs, in the variables or in which of them train (a layer frozen).
   std::vector<Variable> walked = variables();
-  if (std::equal(walked.begin(), walked.end(), step_variables_.begin(), step_variables_.end(),
-                 [](const Variable& a, const Variable& b) { return a.is_same(b); }))
-    return;
+  std::vector<Variable> trainable;
+  for (const auto& v : walked)
+    if (v.trainable()) trainable.push_back(v);
+  const auto same = [](const std::vector<Variable>& a, const std::vector<Variable>& b) {
+    return std::equal(a.begin(), a.end(), b.begin(), b.end(),
+                      [](const Variable& x, const Variable& y) { return x.is_same(y); });
+  };
+  if (same(walked, step_variables_) && same(trainable, step_trainable_)) return;
   step_variables_ = std::move(walked);
-  step_trainable_.clear();
-  for (const auto& v : step_variables_)
-    if (v.trainable()) step_trainable_.push_back(v);
+  step_trainable_ = std::move(trainable);
   reset_step_jits();
 }
 

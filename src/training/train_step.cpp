@@ -217,6 +217,7 @@ double Model::train_micro_step(const distribute::DistributedBatch& batch, std::i
   if (const data::Element* t = batch.global->tensors())
     for (std::size_t i = 1; i < t->size(); ++i) check_same_rows((*t)[0], (*t)[i]);
   if (!built()) build(batch.global->shape(0));
+  check_trainable_as_compiled();
   ensure_mirrored();
   const std::int64_t n = batch.global_size;
   const std::int64_t step = optimizer_->host_iterations();  // no read: the device counts skipped replays

@@ -366,16 +366,6 @@ def test_set_weights_reaches_every_replica():
     np.testing.assert_array_equal(model.predict(x, batch_size=8, verbose=0), source.predict(x, verbose=0))
 
 
-def test_freezing_a_layer_or_a_model_is_refused_by_name():
-    model = small_classifier()
-    with pytest.raises(ValueError, match="keras.layers.Dense.trainable = False"):
-        model.layers[0].trainable = False
-    with pytest.raises(ValueError, match="keras.Model.trainable = False"):
-        model.trainable = False
-    model.trainable = True  # what it is
-    assert model.trainable and model.layers[0].trainable
-
-
 # --- 5. tf.data: from_tensor_slices -> shuffle -> map -> batch -> prefetch ---
 
 def test_a_tf_data_pipeline_trains_the_bits_of_the_same_arrays(mnist):

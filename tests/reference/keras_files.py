@@ -15,6 +15,8 @@ usage: keras_files.py DIR LOCKSTEP_CLI KERAS_FILES_DRIVER
     file, the layer class and the layer's name (or the problem); a Functional model of two inputs,
     which the library reads (keras_multi_io.py) but the CLI's one tensor of examples cannot feed,
     exits 2 naming its inputs.
+(d) Keras' frozen layers (trainable=False: a Dense and a BatchNormalization) load frozen in
+    lockstep, and lockstep's re-save loads in Keras with them frozen.
 
 Exit 0 all agree, 1 a disagreement, 77 (skip) when tensorflow/keras are not importable.
 """
@@ -157,6 +159,34 @@ def part_a(d, cli, driver):
               f"(a) {model.name}: same layer classes after the re-save")
 
 
+def part_d(d, driver):
+    """(d) Keras' freezing: a Keras file whose Dense and BatchNormalization are frozen loads in
+    lockstep with them frozen, and lockstep's re-save loads in Keras with them frozen."""
+    keras.utils.set_random_seed(4)
+    model = keras.Sequential(
+        [
+            keras.Input((6,)),
+            keras.layers.Dense(8, activation="relu", name="base"),
+            keras.layers.BatchNormalization(name="norm"),
+            keras.layers.Dense(3, activation="softmax", name="head"),
+        ],
+        name="keras_frozen",
+    )
+    model.get_layer("base").trainable = False
+    model.get_layer("norm").trainable = False
+    path = os.path.join(d, "keras_frozen.keras")
+    model.save(path)
+    want = {layer.name: layer.trainable for layer in model.layers}
+    r = run(driver, "trainable", path)
+    got = {name: flag == "true" for name, flag in (line.split() for line in r.stdout.splitlines() if line.strip())}
+    check(r.returncode == 0 and got == want,
+          f"(d) Keras' frozen layers load frozen in lockstep: {got if r.returncode == 0 else r.stderr.strip()}")
+    back = resave_and_load(driver, path, os.path.join(d, "keras_frozen_resaved.keras"), "(d) keras_frozen")
+    if back is not None:
+        check({layer.name: layer.trainable for layer in back.layers} == want,
+              "(d) lockstep's re-save loads in Keras with the same layers frozen")
+
+
 def part_b(d, cli, driver):
     rng = np.random.RandomState(1)
     for kind, shape in (("mlp", (6, 5)), ("cnn", (10, 10, 2)), ("resnet20", (8, 8, 3))):
@@ -225,6 +255,7 @@ def main():
     part_a(d, cli, driver)
     part_b(d, cli, driver)
     part_c(d, cli)
+    part_d(d, driver)
     print(f"{len(failures)} failure(s)")
     return 1 if failures else 0
 

@@ -10,6 +10,8 @@
 //   keras_files_driver multi-predict MODEL.keras IMAGE.npy TAB.npy OUT_PREFIX
 //                                                            each output's predictions to
 //                                                            OUT_PREFIX<output name>.npy
+//   keras_files_driver trainable MODEL.keras                 each layer's name and trainable
+//                                                            setting (true / false), a line each
 // Errors: message on stderr, exit 1.
 #include <cstdio>
 #include <string>
@@ -86,6 +88,9 @@ int main(int argc, char** argv) {
       const std::vector<Tensor> outs = m->predict(std::vector<Tensor>{data::read_npy(a[2]), data::read_npy(a[3])});
       for (std::size_t k = 0; k < outs.size(); ++k)
         data::write_npy(a[4] + m->output_structure().names[k] + ".npy", outs[k]);
+    } else if (a.size() == 2 && a[0] == "trainable") {
+      for (const auto& l : load_model(a[1])->layers())
+        if (l->class_name() != "InputLayer") std::printf("%s %s\n", l->name().c_str(), l->trainable() ? "true" : "false");
     } else {
       std::fprintf(stderr, "usage: see the header of keras_files_driver.cpp\n");
       return 2;

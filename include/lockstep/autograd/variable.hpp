@@ -56,6 +56,9 @@ class Variable {
   const Tensor& value() const;
   const std::string& name() const;
   bool trainable() const;
+  /// Keras 3's variable.trainable = value (what a layer's freezing sets): from now on the tape
+  /// watches the variable (every copy) or not. A kOnRead variable stays non-trainable (TF's rule).
+  void set_trainable(bool trainable) const;
   VariableSynchronization synchronization() const;
   VariableAggregation aggregation() const;
   /// The value as TF's read_value(): inside a replica its own copy; outside, a kOnWrite

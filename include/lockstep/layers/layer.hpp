@@ -100,7 +100,20 @@ class Layer {
   DType compute_dtype() const { return policy_.compute_dtype(); }
 
   const std::vector<Variable>& variables() const { return variables_; }
+  /// Keras' trainable_variables / non_trainable_variables: a frozen layer's are all non-trainable.
   std::vector<Variable> trainable_variables() const;
+  std::vector<Variable> non_trainable_variables() const;
+  /// Keras' layer.trainable (true unless set): set false, the layer is frozen. Its weights made
+  /// trainable become non-trainable (Keras 3 sets each variable's flag), so the tape does not
+  /// watch them and fit neither reduces nor updates them; BatchNormalization also runs in
+  /// inference mode inside fit. Set true, they train again. fit takes the setting at compile
+  /// (Keras' rule: compile again after changing it; Model::compile). Weights made after the
+  /// call (a layer built later) follow it.
+  bool trainable() const { return trainable_; }
+  void set_trainable(bool trainable);
+  /// How many times set_trainable changed a layer's setting in this process, ever: a model reads
+  /// its layers' settings again only where this count moved (Model::refresh_step_variables).
+  static std::uint64_t trainable_changes();
   /// How many weights the layers of this process have made (add_weight), ever: a model keeps
   /// its walk of its layers' variables while this count stays (Model::refresh_step_variables),
   /// however and by whom its layers were built.
@@ -126,6 +139,8 @@ class Layer {
   bool built_ = false;
   Shape input_shape_;
   std::vector<Variable> variables_;
+  std::vector<bool> made_trainable_;  // per variables_: trainable as add_weight was asked (what unfreezing restores)
+  bool trainable_ = true;
 };
 
 using LayerPtr = std::shared_ptr<Layer>;

@@ -206,7 +206,17 @@ class Model {
   /// Keras' model.variables: the variables of layers(), in that order (a layer called twice in a
   /// Functional shares its weights: they are the model's once, updated once per step).
   std::vector<Variable> variables() const;
+  /// Keras' model.trainable_variables and non_trainable_variables: a frozen layer's weights are
+  /// among the latter (Layer::set_trainable).
   std::vector<Variable> trainable_variables() const;
+  std::vector<Variable> non_trainable_variables() const;
+  /// Keras' model.trainable: true unless set. Setting it sets every layer's (Keras' setter is
+  /// recursive): model.set_trainable(false) freezes them all; a layer's own setting may then differ.
+  /// fit trains the weights trainable at compile: a layer's setting changed after compile is a
+  /// ValueError at the next train step, naming the layer and the fix (compile again), where
+  /// Keras would go on training the weights of compile's time without a word.
+  bool trainable() const { return trainable_; }
+  void set_trainable(bool trainable);
   /// The elements of variables(): a shared layer's weights count once.
   std::int64_t count_params() const;
 
@@ -300,6 +310,8 @@ class Model {
   /// device and the output comes back to this thread's device.
   Tensor call_where_variables_are(const Tensor& x, const layers::CallContext& ctx) const;
   void check_compiled(const char* what) const;
+  /// ValueError unless every layer's trainable setting is the one compile took (set_trainable's rule).
+  void check_trainable_as_compiled();
   /// fit on in-memory tensors (inputs, then targets), validation_split held out.
   History fit_split(const data::Element& xy, const FitOptions& options);
   /// compile's common part: the optimizer (loss-scaled under mixed_float16), the first loss, no metrics yet.
@@ -364,10 +376,11 @@ class Model {
   template <typename F>
   void for_each_variable(F&& f) const;
   /// Brings step_variables_ and step_trainable_ up to date with variables(), walked again only
-  /// where the list of layers changed (add_layer, set_layers) or a layer anywhere made weights
-  /// since (Layer::weights_made: layers build lazily, this model's or another's); otherwise a
-  /// step costs two comparisons. Where the walk differs the step functions are made again (a
-  /// captured step would leave the new variables out). On the host, between steps; each step
+  /// where the list of layers changed (add_layer, set_layers), a layer anywhere made weights
+  /// since (Layer::weights_made: layers build lazily, this model's or another's) or changed its
+  /// trainable setting (Layer::trainable_changes); otherwise a step costs three comparisons.
+  /// Where the walk differs, in the variables or in which of them train, the step functions are
+  /// made again (a captured step would leave the new variables out, or update a frozen one). On the host, between steps; each step
   /// reads them without a vector made.
   void refresh_step_variables();
   /// A step function's jit_compile state (train's, evaluate's or predict's), made on first use
@@ -399,6 +412,12 @@ class Model {
   std::int64_t steps_per_execution_ = 1;
   std::vector<Variable> step_variables_, step_trainable_;  // refresh_step_variables()
   std::uint64_t walked_at_weights_ = 0;  // Layer::weights_made() when step_variables_ were walked
+  std::uint64_t walked_at_trainable_ = 0;  // Layer::trainable_changes() then
+  bool trainable_ = true;                  // trainable()
+  // Each layer's trainable setting when compiled (check_trainable_as_compiled), and
+  // Layer::trainable_changes() when last found the same: no walk while that count stays.
+  std::vector<std::pair<std::weak_ptr<const layers::Layer>, bool>> compiled_trainable_;
+  std::uint64_t compiled_at_trainable_ = 0;
   mutable std::atomic<std::uint64_t> training_calls_{0};  // operator()(x, {.training = true}) outside a strategy
 };
 

@@ -97,14 +97,6 @@ def assign_weights(qualname, owner, variables, weights):
         v.assign(a)
 
 
-def refuse_frozen(qualname, trainable):
-    """Keras' freezing (layer.trainable = False): lockstep trains every variable a layer has, so a
-    frozen layer would still train; refused by name."""
-    if not trainable:
-        raise ValueError(f"lockstep does not support {qualname}.trainable = False (freezing) yet: fit trains every "
-                         f"weight")
-
-
 class Layer:
     """Keras' keras.layers.Layer, in two roles. lockstep's own layers (keras.layers.Dense(...) and
     the rest) wrap a C++ layer (lockstep._lockstep.Layer), with the input shape Keras lets a first
@@ -133,13 +125,13 @@ class Layer:
         if type(self) is Layer:
             raise TypeError("keras.layers.Layer is a base class: subclass it (with a call method) or use a layer of "
                             "keras.layers")
-        refuse_frozen(qualname, trainable)
         if dtype not in (None, "float32"):
             raise ValueError(f"lockstep does not support dtype={dtype!r} in {qualname} yet: its layers take their "
                              f"own dtype (float32, or the global mixed precision policy)")
         refuse_arguments(qualname, **kwargs)
         self._name = name or snake_case(type(self).__name__)
         self.built = False
+        self._trainable = bool(trainable)  # applied to the sublayers as they are set (__setattr__)
 
     @property
     def _subclassed(self):
@@ -155,7 +147,7 @@ class Layer:
 
     def get_config(self):
         if self._subclassed:  # Keras' base Layer.get_config
-            return {"name": self.name, "trainable": True, "dtype": "float32"}
+            return {"name": self.name, "trainable": self.trainable, "dtype": "float32"}
         return json.loads(self._layer.get_config())
 
     @property
@@ -169,9 +161,17 @@ class Layer:
 
     @property
     def trainable_weights(self):
-        return self.weights  # lockstep trains every weight it has (no freezing; see refuse_frozen)
+        """Keras 3's: the weights whose own flag is set (a frozen layer's are cleared), what fit
+        trains once compiled."""
+        return [v for v in self.weights if v.trainable]
 
     trainable_variables = trainable_weights
+
+    @property
+    def non_trainable_weights(self):
+        return [v for v in self.weights if not v.trainable]
+
+    non_trainable_variables = non_trainable_weights
 
     def get_weights(self):
         return [v.numpy() for v in self.weights]
@@ -181,11 +181,25 @@ class Layer:
 
     @property
     def trainable(self):
-        return True
+        return self._trainable if self._subclassed else self._layer.trainable
 
     @trainable.setter
     def trainable(self, value):
-        refuse_frozen(self._qualname, value)
+        """Keras' freezing: set on this layer and every layer and model under it (Keras' setter is
+        recursive); fit takes it at the next compile."""
+        if self._subclassed:
+            self._trainable = bool(value)
+            for sub in sublayers_of(self):
+                sub.trainable = value
+        else:
+            self._layer.trainable = bool(value)
+
+    def __setattr__(self, name, value):
+        # A sublayer set on a frozen subclass is frozen too (Keras freezes what the layer tracks).
+        if not name.startswith("_") and not vars(self).get("_trainable", True):
+            for sub in _sublayers_in(value):
+                sub.trainable = False
+        super().__setattr__(name, value)
 
     def build(self, input_shape):
         """Keras' build: a subclass may override it to make its sublayers once the input shape is
@@ -270,9 +284,14 @@ def snake_case(class_name):
     return re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", class_name).lower()
 
 
-def _sublayers(owner):
+def sublayers_of(owner):
     """The layers and models a subclass set as attributes (alone, or in lists, tuples and dicts), in
     the order it set them, each once."""
+    return _sublayers_in(list(vars(owner).values()))
+
+
+def _sublayers_in(value):
+    """The layers and models in `value` (one, or lists, tuples and dicts of them), each once."""
     from .models import Model  # models imports this module
 
     found, seen = [], set()
@@ -289,8 +308,7 @@ def _sublayers(owner):
             for v in value.values():
                 visit(v)
 
-    for value in vars(owner).values():
-        visit(value)
+    visit(value)
     return found
 
 
@@ -307,14 +325,14 @@ def gathered_weights(owner):
             natives = list(sub._model.layers)
         else:  # a subclass: its own sublayers
             natives = []
-            for inner in _sublayers(sub):
+            for inner in sublayers_of(sub):
                 visit(inner)
         for native in natives:
             if id(native) not in seen:
                 seen.add(id(native))
                 held.append(native)
 
-    for sub in _sublayers(owner):
+    for sub in sublayers_of(owner):
         visit(sub)
     return [v for native in held for v in native.variables]
 
@@ -385,6 +403,7 @@ def _layer_class(class_name):
                 raise TypeError(f"keras.layers.{class_name} got two values for argument '{name}'")
             kwargs[name] = value
         input_shape = kwargs.pop("input_shape", None)
+        trainable = kwargs.pop("trainable", True)
         config = {k: v for k, v in {**defaults, **kwargs}.items() if v is not _LAYERS_DEFAULT}
         config.setdefault("name", "")
         if config.get("activation", "") is None:
@@ -399,7 +418,9 @@ def _layer_class(class_name):
         if missing:
             raise TypeError(f"keras.layers.{class_name} missing required argument '{missing[0]}'")
         config = {k: _jsonable(v) for k, v in config.items()}
-        return Layer(_lockstep.make_layer(class_name, json.dumps(config)), input_shape)
+        native = _lockstep.make_layer(class_name, json.dumps(config))
+        native.trainable = bool(trainable)
+        return Layer(native, input_shape)
 
     make.__name__ = make.__qualname__ = class_name
     make.__doc__ = f"keras.layers.{class_name}({', '.join(positional)}, ...) on lockstep's {class_name}."

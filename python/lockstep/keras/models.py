@@ -8,8 +8,8 @@ from ..data import Dataset
 from . import callbacks as callbacks_module
 from . import losses, optimizers
 from . import metrics as metrics_module
-from .layers import (Input, KerasTensor, Layer, assign_weights, flat_keras_tensors, gathered_weights, refuse_frozen,
-                     snake_case, trace_call)
+from .layers import (Input, KerasTensor, Layer, assign_weights, flat_keras_tensors, gathered_weights,
+                     snake_case, sublayers_of, trace_call)
 
 
 class History:
@@ -102,7 +102,7 @@ class Model:
         self._model = model
 
     def _init_subclass(self, name=None, trainable=True, **kwargs):
-        refuse_frozen(f"{type(self).__name__} (a keras.Model subclass)", trainable)
+        self._subclass_trainable = bool(trainable)  # the traced model's, once traced (_trace)
         refuse_arguments(f"{type(self).__name__}.__init__ (a keras.Model subclass)", **kwargs)
         self._subclass_name = name or snake_case(type(self).__name__)
         self._pending_compile = None
@@ -119,6 +119,8 @@ class Model:
         with scope:
             outputs = trace_call(self, [inputs], {})
             self._model = _functional(inputs, outputs, self._subclass_name)
+            if not self._subclass_trainable:
+                self._model.trainable = False
             if self._pending_compile is not None:
                 self.compile(**self._pending_compile)
 
@@ -155,11 +157,19 @@ class Model:
 
     @property
     def trainable(self):
-        return True
+        return self._subclass_trainable if self._unbuilt_subclass else self._model.trainable
 
     @trainable.setter
     def trainable(self, value):
-        refuse_frozen("keras.Model", value)
+        """Keras' model.trainable = False: every layer under the model frozen (Keras' setter is
+        recursive), a nested model's too; fit takes it at the next compile (Keras' rule: compile
+        again after changing it, or fit raises ValueError saying so)."""
+        if self._unbuilt_subclass:
+            self._subclass_trainable = bool(value)
+            for sub in sublayers_of(self):
+                sub.trainable = value
+        else:
+            self._model.trainable = bool(value)
 
     @property
     def layers(self):
@@ -471,9 +481,19 @@ class Model:
 
     @property
     def trainable_variables(self):
+        if self._unbuilt_subclass:
+            return [v for v in self.variables if v.trainable]
         return _lockstep.trainable_variables(self._model)
 
     trainable_weights = trainable_variables
+
+    @property
+    def non_trainable_variables(self):
+        if self._unbuilt_subclass:
+            return [v for v in self.variables if not v.trainable]
+        return _lockstep.non_trainable_variables(self._model)
+
+    non_trainable_weights = non_trainable_variables
 
     @property
     def variables(self):
@@ -556,9 +576,11 @@ def _functional(inputs=None, outputs=None, name=None, trainable=True):
     if inputs is None and outputs is None:
         raise ValueError("keras.Model needs inputs and outputs (keras.Model(inputs, outputs)), or subclass it with "
                          "a call method")
-    refuse_arguments("keras.Model", trainable=None if trainable else True)
-    return _lockstep.functional(*_flatten_tensors(inputs, "inputs"), *_flatten_tensors(outputs, "outputs"),
-                                name or "functional")
+    model = _lockstep.functional(*_flatten_tensors(inputs, "inputs"), *_flatten_tensors(outputs, "outputs"),
+                                 name or "functional")
+    if not trainable:
+        model.trainable = False
+    return model
 
 
 class Sequential(Model):
@@ -566,7 +588,6 @@ class Sequential(Model):
     builds it at once (shape mismatches are reported here, not in fit)."""
 
     def __init__(self, layers=None, name=None, trainable=True):
-        refuse_arguments("keras.Sequential", trainable=None if trainable else True)
         native = []
         for i, layer in enumerate(layers or []):
             if i == 0 and isinstance(layer, KerasTensor) and layer._tensor.is_input:  # keras.Input first
@@ -579,6 +600,8 @@ class Sequential(Model):
                 native.append(_lockstep.input_layer(list(layer._input_shape)))
             native.append(layer._layer)
         super().__init__(_lockstep.sequential(native, name or "sequential"))
+        if not trainable:
+            self.trainable = False
 
     @property
     def layers(self):
