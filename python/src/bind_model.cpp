@@ -89,7 +89,17 @@ optimizers::OptimizerPtr make_optimizer(const std::string& class_name, const std
     o.weight_decay = c.value("weight_decay", o.weight_decay);
     return optimizers::AdamW(o);
   }
-  throw ValueError("lockstep does not support keras.optimizers." + class_name + " yet (it has SGD, Adam, AdamW)");
+  if (class_name == "RMSprop") {
+    optimizers::RMSpropOptions o;
+    common(o);
+    o.rho = c.value("rho", o.rho);
+    o.momentum = c.value("momentum", o.momentum);
+    o.epsilon = c.value("epsilon", o.epsilon);
+    o.centered = c.value("centered", o.centered);
+    return optimizers::RMSprop(o);
+  }
+  throw ValueError("lockstep does not support keras.optimizers." + class_name +
+                   " yet (it has SGD, Adam, AdamW, RMSprop)");
 }
 
 // A schedule of keras.optimizers.schedules' built-in classes, as Python holds it: the C++ schedule

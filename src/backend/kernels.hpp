@@ -52,6 +52,12 @@ struct TransposeDesc {
 struct AdamStep {
   float one_minus_b1 = 0, one_minus_b2 = 0, epsilon = 0;
 };
+/// RMSprop's constants of every step in float32 (Keras' rounding: rho and epsilon rounded, 1 - rho
+/// computed in double, then rounded); the step's learning rate is its StepScalars'. momentum 0:
+/// no momentum slot.
+struct RmspropStep {
+  float rho = 0, one_minus_rho = 0, epsilon = 0, momentum = 0;
+};
 /// A device-side error mark (error_marks.hpp): where a kernel that checks values on the device
 /// (mark_outside) records the first one it found wrong, for the host to raise after it waited for
 /// the device. In host memory the device writes (mapped, pinned on a GPU), at a fixed address per

@@ -518,7 +518,60 @@ class AdamImpl : public Optimizer {
   double b1_, b2_, eps_, wd_;
 };
 
+// Keras 3's RMSprop (keras/src/optimizers/rmsprop.py): the rule is the rmsprop_update kernel's;
+// the step's learning rate is the block's, as SGD's (no bias correction: SGD's step description).
+class RMSpropImpl final : public Optimizer {
+ public:
+  explicit RMSpropImpl(const RMSpropOptions& o)
+      : Optimizer(o), rho_(o.rho), momentum_(o.momentum), eps_(o.epsilon), centered_(o.centered) {
+    LOCKSTEP_CHECK(std::isfinite(o.rho) && o.rho >= 0 && o.rho <= 1, "RMSprop: rho must be in [0, 1], got ", o.rho);
+    LOCKSTEP_CHECK(std::isfinite(o.momentum) && o.momentum >= 0 && o.momentum <= 1,
+                   "RMSprop: momentum must be in [0, 1], got ", o.momentum);
+    check_finite_at_least(o.epsilon, 0, true, "epsilon");
+  }
+  std::string name() const override { return "RMSprop"; }
+  std::map<std::string, double> hyperparameters() const override {
+    return {{"rho", rho_}, {"momentum", momentum_}, {"epsilon", eps_}, {"centered", centered_ ? 1.0 : 0.0}};
+  }
+
+ protected:
+  // Keras' variable names, in its order of making them (build()).
+  std::vector<std::string> slot_names() const override {
+    std::vector<std::string> names{"velocity"};
+    if (momentum_ > 0) names.emplace_back("momentum");
+    if (centered_) names.emplace_back("average_gradient");
+    return names;
+  }
+  void update_rule(Tensor& w, std::vector<Tensor>& slots, const Tensor& g, const Tensor& step) override {
+    Tensor none;
+    std::size_t next = 1;
+    Tensor& momentum = momentum_ > 0 ? slots.at(next++) : none;
+    Tensor& average = centered_ ? slots.at(next) : none;
+    rmsprop_update_(w, slots.at(0), momentum, average, g, step, constants());
+  }
+
+ private:
+  // Keras' float32 forms: rho and epsilon cast from their Python floats, 1 - rho computed in
+  // double first (Python's) and then cast.
+  RmspropConstants constants() const {
+    return {.rho = static_cast<float>(rho_),
+            .one_minus_rho = static_cast<float>(1.0 - rho_),
+            .epsilon = static_cast<float>(eps_),
+            .momentum = static_cast<float>(momentum_)};
+  }
+
+  double rho_, momentum_, eps_;
+  bool centered_;
+};
+
 }  // namespace
+
+OptimizerPtr RMSprop(double lr) {
+  RMSpropOptions o;
+  o.learning_rate = lr;
+  return RMSprop(o);
+}
+OptimizerPtr RMSprop(const RMSpropOptions& o) { return std::make_shared<RMSpropImpl>(o); }
 
 OptimizerPtr SGD(double lr, double momentum, bool nesterov) {
   SGDOptions o;
@@ -549,7 +602,8 @@ OptimizerPtr get(const std::string& name, double lr) {
   if (name == "sgd" || name == "SGD") return SGD(lr);
   if (name == "adam" || name == "Adam") return Adam(lr);
   if (name == "adamw" || name == "AdamW") return AdamW(lr);
-  throw ValueError("unknown optimizer '" + name + "': expected sgd, adam or adamw");
+  if (name == "rmsprop" || name == "RMSprop") return RMSprop(lr);
+  throw ValueError("unknown optimizer '" + name + "': expected sgd, adam, adamw or rmsprop");
 }
 
 }  // namespace lockstep::optimizers
@@ -566,10 +620,15 @@ OptimizerPtr get(const std::string& name, Schedule schedule) {
     static_cast<OptimizerOptions&>(o) = base;
     return SGD(o);
   }
+  if (name == "rmsprop" || name == "RMSprop") {
+    RMSpropOptions o;
+    static_cast<OptimizerOptions&>(o) = base;
+    return RMSprop(o);
+  }
   AdamWOptions o;
   static_cast<OptimizerOptions&>(o) = base;
   if (name == "adam" || name == "Adam") return Adam(static_cast<const AdamOptions&>(o));
   if (name == "adamw" || name == "AdamW") return AdamW(o);
-  throw ValueError("unknown optimizer '" + name + "': expected sgd, adam or adamw");
+  throw ValueError("unknown optimizer '" + name + "': expected sgd, adam, adamw or rmsprop");
 }
 }  // namespace lockstep::optimizers

@@ -228,6 +228,22 @@ void adam_update_(Tensor& w, Tensor& m, Tensor& v, const Tensor& g, const Tensor
                 checked_block("Adam", step, w));
 }
 
+void rmsprop_update_(Tensor& w, Tensor& velocity, Tensor& momentum, Tensor& average_gradient, const Tensor& g,
+                     const Tensor& step, const RmspropConstants& c) {
+  const auto& k = kern("RMSprop", w, backend::KernelOp::kRmspropUpdate);
+  check_slot("RMSprop", w, g, "gradient");
+  check_slot("RMSprop", w, velocity, "velocity");
+  LOCKSTEP_CHECK(momentum.defined() == (c.momentum > 0), "RMSprop: a momentum slot goes with a momentum > 0, got ",
+                 momentum.defined() ? "a slot" : "no slot", " and momentum ", c.momentum);
+  if (momentum.defined()) check_slot("RMSprop", w, momentum, "momentum");
+  if (average_gradient.defined()) check_slot("RMSprop", w, average_gradient, "average gradient");
+  const auto raw = [](Tensor& t) { return t.defined() ? t.raw_data() : nullptr; };
+  k.rmsprop_update(ctx(), w.raw_data(), velocity.raw_data(), raw(momentum), raw(average_gradient), g.raw_data(),
+                   w.numel(), {.rho = c.rho, .one_minus_rho = c.one_minus_rho, .epsilon = c.epsilon,
+                               .momentum = c.momentum},
+                   checked_block("RMSprop", step, w));
+}
+
 void sgd_update_(Tensor& w, Tensor& momentum, const std::vector<Tensor>& grads, const std::vector<Tensor>& copies,
                  const Tensor& step, float mu, bool nesterov) {
   const auto& k = kern("SGD (summed gradients)", w, backend::KernelOp::kSgdUpdateSummed);
@@ -309,6 +325,11 @@ void adam_update_all_(std::vector<Tensor>& ws, std::vector<Tensor>& ms, std::vec
 // With the step's numbers given as values: a block holding them, then the updates above.
 void sgd_update_(Tensor& w, Tensor& momentum, const Tensor& g, float lr, float mu, bool nesterov) {
   sgd_update_(w, momentum, g, block_with({.lr = lr}), mu, nesterov);
+}
+
+void rmsprop_update_(Tensor& w, Tensor& velocity, Tensor& momentum, Tensor& average_gradient, const Tensor& g,
+                     float lr, const RmspropConstants& c) {
+  rmsprop_update_(w, velocity, momentum, average_gradient, g, block_with({.lr = lr}), c);
 }
 
 void adam_update_(Tensor& w, Tensor& m, Tensor& v, const Tensor& g, const AdamConstants& c) {

@@ -18,7 +18,7 @@ json optimizer_to_json(const optimizers::Optimizer& opt) {
   if (o.global_clipnorm) config["global_clipnorm"] = *o.global_clipnorm;
   if (o.clipvalue) config["clipvalue"] = *o.clipvalue;
   for (const auto& [key, value] : opt.hyperparameters()) {
-    if (key == "nesterov") config[key] = value != 0.0;
+    if (key == "nesterov" || key == "centered") config[key] = value != 0.0;
     else config[key] = value;
   }
   return {{"class_name", opt.name()}, {"config", config}};
@@ -61,7 +61,16 @@ optimizers::OptimizerPtr optimizer_from_json(const json& j) {
     o.weight_decay = c.value("weight_decay", o.weight_decay);
     return optimizers::AdamW(o);
   }
-  throw IOError("unknown optimizer class_name '" + cls + "' (lockstep knows SGD, Adam, AdamW)");
+  if (cls == "RMSprop") {
+    optimizers::RMSpropOptions o;
+    base_options_from_json(c, o);
+    o.rho = c.value("rho", o.rho);
+    o.momentum = c.value("momentum", o.momentum);
+    o.epsilon = c.value("epsilon", o.epsilon);
+    o.centered = c.value("centered", o.centered);
+    return optimizers::RMSprop(o);
+  }
+  throw IOError("unknown optimizer class_name '" + cls + "' (lockstep knows SGD, Adam, AdamW, RMSprop)");
 }
 
 losses::LossPtr loss_from_json(const json& j) {

@@ -12,7 +12,7 @@ namespace lockstep::detail {
 /// schedule Keras has a class for as Keras serialises it, any other schedule as the rate current
 /// now), clipping options and the optimizer's hyperparameters.
 nlohmann::json optimizer_to_json(const optimizers::Optimizer& opt);
-/// SGD, Adam or AdamW; IOError naming another class; nlohmann's exceptions for mistyped fields.
+/// SGD, Adam, AdamW or RMSprop; IOError naming another class; nlohmann's exceptions for mistyped fields.
 optimizers::OptimizerPtr optimizer_from_json(const nlohmann::json& j);
 /// {"class_name": "sparse_categorical_crossentropy", "config": {"from_logits": false}}; IOError
 /// naming an unknown class.

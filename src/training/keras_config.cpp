@@ -358,9 +358,8 @@ std::string compile_from_keras(const json& c, const Structure& outs, CompilePart
   std::string cls;
   json oc = json::object();
   if (o.is_string()) {
-    cls = o.get<std::string>() == "sgd" ? "SGD" : o.get<std::string>() == "adam" ? "Adam"
-                                           : o.get<std::string>() == "adamw"   ? "AdamW"
-                                                                                : o.get<std::string>();
+    const std::string& n = o.get<std::string>();
+    cls = n == "sgd" ? "SGD" : n == "adam" ? "Adam" : n == "adamw" ? "AdamW" : n == "rmsprop" ? "RMSprop" : n;
     oc["learning_rate"] = cls == "SGD" ? 0.01 : 0.001;
   } else if (o.is_object() && o.value("class_name", json()).is_string() && o.value("config", json()).is_object()) {
     cls = o.at("class_name").get<std::string>();
@@ -375,7 +374,7 @@ std::string compile_from_keras(const json& c, const Structure& outs, CompilePart
       static const std::set<std::string> kOptimizerArgs = {"learning_rate", "clipnorm", "global_clipnorm",
                                                            "clipvalue",     "momentum", "nesterov",
                                                            "beta_1",        "beta_2",   "epsilon",
-                                                           "weight_decay"};
+                                                           "weight_decay",  "rho",      "centered"};
       if (kOptimizerArgs.count(key)) {
         if (!value.is_null()) oc[key] = value;
       } else if (!is_off(value)) {
@@ -385,7 +384,8 @@ std::string compile_from_keras(const json& c, const Structure& outs, CompilePart
   } else {
     return "optimizer " + o.dump().substr(0, 120) + " is not supported";
   }
-  if (cls != "SGD" && cls != "Adam" && cls != "AdamW") return "optimizer " + cls + " is not supported (SGD, Adam, AdamW)";
+  if (cls != "SGD" && cls != "Adam" && cls != "AdamW" && cls != "RMSprop")
+    return "optimizer " + cls + " is not supported (SGD, Adam, AdamW, RMSprop)";
   out.optimizer = {{"class_name", cls}, {"config", oc}};
 
   if (outs.size() > 1) return per_output_from_keras(c, outs, out);

@@ -189,6 +189,63 @@ Row adam_row(const char* key, float decay, int parts = 0, bool multi = false) {
       });
 }
 
+// One Keras RMSprop step (velocity, and momentum / average gradient where asked): the variable
+// and its slots after it, against the rule in double.
+Row rmsprop_row(const char* key, bool centered, float momentum) {
+  const Shape s{67591};
+  constexpr float kLr = 1e-3f;
+  const RmspropConstants k{.rho = 0.9f, .one_minus_rho = static_cast<float>(1.0 - 0.9), .epsilon = 1e-7f,
+                           .momentum = momentum};
+  std::vector<InputSpec> inputs{{s, uniform(-1, 1), {}}, {s, uniform(0.01, 0.1), {}}};
+  if (momentum > 0) inputs.push_back({s, uniform(-0.01, 0.01), {}});
+  if (centered) inputs.push_back({s, uniform(-0.05, 0.05), {}});  // a^2 < v: the variance stays positive
+  const std::size_t first = inputs.size();
+  add_gradients(inputs, s, 0);
+  return make_row(
+      key, "grain", "RMSprop", floats(), {{KernelOp::kRmspropUpdate, {}}}, inputs,
+      [=](const std::vector<Tensor>& in, DType) {
+        Tensor w = in[0].clone(), v = in[1].clone();
+        std::size_t next = 2;
+        Tensor m = momentum > 0 ? in[next++].clone() : Tensor();
+        Tensor a = centered ? in[next].clone() : Tensor();
+        rmsprop_update_(w, v, m, a, in[first], kLr, k);
+        std::vector<Tensor> out{w, v};
+        if (m.defined()) out.push_back(m);
+        if (a.defined()) out.push_back(a);
+        return out;
+      },
+      [=](const std::vector<Host>& in, DType) {
+        Expected w(s), v(s), m(s), a(s);
+        const double rho = k.rho, one_rho = k.one_minus_rho, mu = k.momentum;
+        for (std::int64_t i = 0; i < s.numel(); ++i) {
+          std::size_t next = 2;
+          const double g = in[first][i], m0 = momentum > 0 ? in[next++][i] : 0, a0 = centered ? in[next][i] : 0;
+          const double vi = rho * in[1][i] + one_rho * g * g;
+          v.set(i, vi, 0, rho * in[1][i] + one_rho * g * g);
+          double d = vi + k.epsilon, d_mag = vi;
+          if (centered) {
+            const double ai = rho * a0 + one_rho * g;
+            a.set(i, ai, 0, std::fabs(rho * a0) + std::fabs(one_rho * g));
+            d = vi - ai * ai + k.epsilon;
+            d_mag = vi + ai * ai;  // the subtraction's cancellation
+          }
+          const double x = kLr * g / std::sqrt(d);
+          const double x_mag = std::fabs(x) * d_mag / d;  // d's rounding, relative to the difference
+          double step = x, step_mag = x_mag;
+          if (momentum > 0) {
+            step = mu * m0 + x;
+            step_mag = std::fabs(mu * m0) + x_mag;
+            m.set(i, step, 0, step_mag);
+          }
+          w.set(i, in[0][i] - step, 0, std::fabs(in[0][i]) + step_mag);
+        }
+        std::vector<Expected> out{w, v};
+        if (momentum > 0) out.push_back(m);
+        if (centered) out.push_back(a);
+        return out;
+      });
+}
+
 // clamp(x * scale, -clip, clip); NaN stays NaN (a non-finite gradient must stay visible).
 Row scale_and_clip_row(const char* variant, const Shape& s, const Gen& gen, float sc, float cl) {
   return make_row(
@@ -727,6 +784,9 @@ std::vector<Row> nn_update_rows() {
   rows.push_back(sgd_row("sgd_update_nesterov", true, true));
   rows.push_back(adam_row("adam_update", 0.0f));
   rows.push_back(adam_row("adamw_update", 1e-4f));
+  rows.push_back(rmsprop_row("rmsprop_update", false, 0.0f));
+  rows.push_back(rmsprop_row("rmsprop_update_centered_momentum", true, 0.9f));
+  rows.push_back(rmsprop_row("rmsprop_update_momentum", false, 0.5f));
   // The sharded update of replicas that share memory: 2 and 3 replicas' gradients.
   rows.push_back(sgd_row("sgd_update_summed", false, false, 2));
   rows.push_back(sgd_row("sgd_update_summed_nesterov", true, true, 3));

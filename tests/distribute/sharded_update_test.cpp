@@ -108,12 +108,21 @@ optimizers::OptimizerPtr adam_global_clipnorm() {  // needs every gradient: not 
   return optimizers::Adam(o);
 }
 
+optimizers::OptimizerPtr rmsprop_centered_momentum() {  // three slots; the gradients summed before its rule
+  optimizers::RMSpropOptions o;
+  o.learning_rate = 1e-2;
+  o.momentum = 0.5;
+  o.centered = true;
+  return optimizers::RMSprop(o);
+}
+
 struct Rule {
   const char* name;
   MakeOptimizer make;
 };
 const Rule kRules[] = {{"Adam", adam}, {"AdamW+clipvalue", adamw_clipvalue}, {"SGD nesterov", sgd_nesterov},
-                       {"Adam+global_clipnorm", adam_global_clipnorm}};
+                       {"Adam+global_clipnorm", adam_global_clipnorm},
+                       {"RMSprop centered+momentum", rmsprop_centered_momentum}};
 
 void expect_same(const Trained& got, const Trained& want) {
   EXPECT_EQ(got.iterations, want.iterations);

@@ -2,10 +2,12 @@
 // and the ops a replay could not repeat, and trains the same bits as jit_compile off (200 steps on
 // a GPU: the acceptance check); true is refused by name while the device cannot capture.
 // CI runs them on emulated GPUs (gpu.emulated), which capture as real ones do.
+#include <cmath>
 #include <functional>
 #include <limits>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/random_data.hpp"
@@ -21,33 +23,49 @@ using namespace lockstep::gpu_test;
 
 namespace {
 
-// How the test's Adam takes its numbers: host_rate, its learning rate from a function of one's
-// own, which only the host evaluates (not capturable); clipnorm / global_clipnorm > 0, its
-// gradients clipped by their norms, which kernels sum and apply on the device (capturable).
-struct AdamSetup {
+// How the test's optimizer takes its numbers: host_rate, its learning rate from a function of
+// one's own, which only the host evaluates (not capturable); clipnorm / global_clipnorm > 0, its
+// gradients clipped by their norms, which kernels sum and apply on the device (capturable);
+// rmsprop, RMSprop (centered, momentum 0.5: its three slots) in Adam's place.
+struct OptimizerSetup {
   bool host_rate = false;
   double clipnorm = 0, global_clipnorm = 0;
+  bool rmsprop = false;
 };
 
-std::unique_ptr<Sequential> make_model(JitCompile mode, const AdamSetup& setup = {}) {
+optimizers::OptimizerPtr make_optimizer(const OptimizerSetup& setup) {
+  optimizers::OptimizerOptions base;
+  base.learning_rate = 1e-2;
+  if (setup.host_rate) base.schedule = [](std::int64_t) { return 1e-2; };
+  if (setup.clipnorm > 0) base.clipnorm = setup.clipnorm;
+  if (setup.global_clipnorm > 0) base.global_clipnorm = setup.global_clipnorm;
+  if (setup.rmsprop) {
+    optimizers::RMSpropOptions o;
+    static_cast<optimizers::OptimizerOptions&>(o) = base;
+    o.centered = true;
+    o.momentum = 0.5;
+    return optimizers::RMSprop(o);
+  }
+  optimizers::AdamOptions o;
+  static_cast<optimizers::OptimizerOptions&>(o) = base;
+  return optimizers::Adam(o);
+}
+
+std::unique_ptr<Sequential> make_model(JitCompile mode, const OptimizerSetup& setup = {}) {
   set_random_seed(7);  // the same weights for every model made here
   auto m = std::make_unique<Sequential>(std::vector<layers::LayerPtr>{
       layers::Dense(32, "relu", 12), layers::Dropout(0.25), layers::Dense(4, "softmax")});
-  optimizers::AdamOptions o;
-  o.learning_rate = 1e-2;
-  if (setup.host_rate) o.schedule = [](std::int64_t) { return 1e-2; };
-  if (setup.clipnorm > 0) o.clipnorm = setup.clipnorm;
-  if (setup.global_clipnorm > 0) o.global_clipnorm = setup.global_clipnorm;
-  m->compile(optimizers::Adam(o), losses::SparseCategoricalCrossentropy(), {"accuracy"});
+  m->compile(make_optimizer(setup), losses::SparseCategoricalCrossentropy(), {"accuracy"});
   m->set_jit_compile(mode);
   return m;
 }
 
-// `steps` steps of fit at global batch 16 on gpu:0; the weights after them, on the host.
+// `steps` steps of fit at global batch 16 on `devices`; the weights after them, on the host.
 std::vector<Tensor> trained(JitCompile mode, std::int64_t steps, std::string* reason, std::string* err,
-                            const AdamSetup& setup = {}, const std::string& devices = "gpu:0") {
+                            const OptimizerSetup& setup = {},
+                            const std::vector<std::string>& devices = {"gpu:0"}) {
   const test::Classification d = test::random_classification(16 * steps, 12, 4, 3);
-  MirroredStrategy strategy({.devices = {devices}});
+  MirroredStrategy strategy({.devices = devices});
   auto scope = strategy.scope();
   auto model = make_model(mode, setup);
   ::testing::internal::CaptureStderr();
@@ -245,7 +263,7 @@ TEST(GpuJitCompile, TrueIsRefusedNamingTheDeviceOrTheOp) {
 // the step is captured where the GPU can capture, and trains the bits of jit_compile off.
 TEST(GpuJitCompile, ClippedStepsAreCapturedAndTrainTheBitsOfOff) {
   LOCKSTEP_REQUIRE_GPU();
-  const AdamSetup clipped{.clipnorm = 0.05, .global_clipnorm = 0.08};  // small: every step clips
+  const OptimizerSetup clipped{.clipnorm = 0.05, .global_clipnorm = 0.08};  // small: every step clips
   std::string reason, err, off_reason, off_err;
   const auto with = trained(JitCompile::kAuto, 40, &reason, &err, clipped);
   const auto without = trained(JitCompile::kOff, 40, &off_reason, &off_err, clipped);
@@ -258,6 +276,40 @@ TEST(GpuJitCompile, ClippedStepsAreCapturedAndTrainTheBitsOfOff) {
   for (std::size_t i = 0; i < with.size(); ++i) EXPECT_TRUE(with[i].bitwise_equal(without[i])) << i;
 }
 
+// RMSprop's steps (centered, with momentum: three slots, the rate read from the step block) are
+// captured and train the bits of jit_compile off, on one replica and on two logical replicas of
+// gpu:0; those are the bits of one and two CPU replicas where the GPUs are emulated (the CPU's
+// kernels), and within float32 rounding of them on CUDA.
+TEST(GpuJitCompile, RMSpropTrainsTheBitsOfOffAndOfTheCpuOnOneAndTwoReplicas) {
+  LOCKSTEP_REQUIRE_GPU();
+  const OptimizerSetup rmsprop{.rmsprop = true};
+  const bool emulated = backend::device_kind(DeviceKind::kCuda).emulated();
+  const std::vector<std::pair<std::vector<std::string>, std::vector<std::string>>> layouts = {
+      {{"gpu:0"}, {"cpu:0"}}, {{"gpu:0x2"}, {"cpu:0", "cpu:1"}}};
+  for (const auto& [gpu, cpu] : layouts) {
+    SCOPED_TRACE(gpu[0]);
+    std::string reason, err, off_reason, off_err, cpu_reason, cpu_err;
+    const auto with = trained(JitCompile::kAuto, 40, &reason, &err, rmsprop, gpu);
+    const auto without = trained(JitCompile::kOff, 40, &off_reason, &off_err, rmsprop, gpu);
+    const auto on_cpu = trained(JitCompile::kOff, 40, &cpu_reason, &cpu_err, rmsprop, cpu);
+    if (step_capture_refusal(Device::parse("gpu:0")).empty()) {
+      EXPECT_EQ(reason, "");
+    }
+    EXPECT_FALSE(has(reason, "rmsprop")) << reason;
+    ASSERT_EQ(with.size(), without.size());
+    ASSERT_EQ(with.size(), on_cpu.size());
+    for (std::size_t i = 0; i < with.size(); ++i) {
+      EXPECT_TRUE(with[i].bitwise_equal(without[i])) << i;
+      if (emulated) {
+        EXPECT_TRUE(without[i].bitwise_equal(on_cpu[i])) << i;
+        continue;
+      }
+      const std::vector<float> g = without[i].to_vector<float>(), c = on_cpu[i].to_vector<float>();
+      for (std::size_t j = 0; j < g.size(); ++j) EXPECT_NEAR(g[j], c[j], 1e-4 * (1 + std::fabs(c[j]))) << i << " " << j;
+    }
+  }
+}
+
 // The acceptance check of issue 37: with jit_compile on and off, the weights after 200 steps
 // are bit-identical, on gpu:0 and on its four logical replicas. Where this GPU cannot capture
 // yet, "auto" runs eagerly and says why (the reason is printed for scripts/gpu_check.sh's log),
@@ -266,8 +318,8 @@ TEST(GpuJitCompile, WeightsAfter200StepsAreBitIdenticalWithAndWithoutCapture) {
   LOCKSTEP_REQUIRE_GPU();  // emulated GPUs capture as real ones do (a recording of the CPU's kernels)
   std::string reason, err, off_reason, off_err;
   for (const std::string devices : {"gpu:0", "gpu:0x4"}) {  // one replica, and four logical ones (one graph)
-    const auto with = trained(JitCompile::kAuto, 200, &reason, &err, {}, devices);
-    const auto without = trained(JitCompile::kOff, 200, &off_reason, &off_err, {}, devices);
+    const auto with = trained(JitCompile::kAuto, 200, &reason, &err, {}, {devices});
+    const auto without = trained(JitCompile::kOff, 200, &off_reason, &off_err, {}, {devices});
     std::printf("jit_compile auto on %s: %s\n", devices.c_str(),
                 reason.empty() ? "captured" : ("eager: " + reason).c_str());
     ASSERT_EQ(with.size(), without.size());

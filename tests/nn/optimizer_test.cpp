@@ -1,8 +1,10 @@
 // Optimizers against Keras' update rules, computed by hand in double precision here.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
+#include <map>
 #include <random>
 #include <string>
 #include <vector>
@@ -278,6 +280,125 @@ TEST(ApplyGradients, ShapeMismatchNamesTheVariable) {
   expect_near_all(values(w), {1.0, 2.0}, 0.0);
 }
 
+// Keras 3's RMSprop (keras/src/optimizers/rmsprop.py): v = rho v + (1 - rho) g^2; centered:
+// a = rho a + (1 - rho) g and the denominator sqrt((v - a^2) + eps), else sqrt(v + eps);
+// x = lr g / denominator; with momentum m = momentum m + x, w -= m; else w -= x.
+struct RmspropReference {
+  std::vector<double> w, v, m, a;
+};
+// Six steps' gradients of a three-element variable: signs that change, magnitudes over 10^4.
+const std::vector<std::vector<float>> kRmsGrads = {{0.5f, -1.0f, 4.0f},    {-0.25f, 2.0f, 3.5f},
+                                                   {1.5f, 0.125f, -0.01f}, {0.75f, -0.5f, 0.02f},
+                                                   {-2.0f, 0.001f, 1.0f},  {0.3f, 0.9f, -3.0f}};
+const std::vector<float> kRmsW0 = {1.0f, -2.0f, 0.5f};
+
+RmspropReference rmsprop_reference(double lr, double rho, double momentum, double eps, bool centered,
+                                   std::size_t steps) {
+  RmspropReference r{{kRmsW0.begin(), kRmsW0.end()}, std::vector<double>(3), std::vector<double>(3),
+                     std::vector<double>(3)};
+  for (std::size_t s = 0; s < steps; ++s) {
+    for (std::size_t i = 0; i < 3; ++i) {
+      const double g = kRmsGrads[s][i];
+      r.v[i] = rho * r.v[i] + (1 - rho) * g * g;
+      double d = r.v[i] + eps;
+      if (centered) {
+        r.a[i] = rho * r.a[i] + (1 - rho) * g;
+        d = r.v[i] - r.a[i] * r.a[i] + eps;
+      }
+      const double x = lr * g / std::sqrt(d);
+      if (momentum > 0) {
+        r.m[i] = momentum * r.m[i] + x;
+        r.w[i] -= r.m[i];
+      } else {
+        r.w[i] -= x;
+      }
+    }
+  }
+  return r;
+}
+
+TEST(RMSprop, DefaultsAreKeras3s) {
+  auto opt = optimizers::RMSprop();
+  EXPECT_EQ(opt->name(), "RMSprop");
+  EXPECT_DOUBLE_EQ(opt->current_learning_rate(), 0.001);
+  const std::map<std::string, double> want{{"rho", 0.9}, {"momentum", 0.0}, {"epsilon", 1e-7}, {"centered", 0.0}};
+  EXPECT_EQ(opt->hyperparameters(), want);
+}
+
+// Keras' docstring example: RMSprop(0.1) minimising var1^2 / 2 from 10 (gradient 10) gives 9.683772.
+TEST(RMSprop, KerasDocstringExample) {
+  Variable w = var({10.0f});
+  optimizers::RMSprop(0.1)->apply_gradients({{vec({10.0f}), w}});
+  EXPECT_NEAR(values(w)[0], 9.683772, 1e-6);
+}
+
+// Each variant (centered, momentum, both) over six steps against the float64 rule, its slots by
+// Keras' names and values; each variant ends elsewhere than plain RMSprop (the option matters).
+TEST(RMSprop, SixStepsOfEachVariantMatchKerasFormulas) {
+  const RmspropReference plain = rmsprop_reference(0.01, 0.9, 0.0, 1e-7, false, kRmsGrads.size());
+  for (const bool centered : {false, true}) {
+    for (const double momentum : {0.0, 0.5}) {
+      SCOPED_TRACE(std::string(centered ? "centered" : "plain") + ", momentum " + std::to_string(momentum));
+      optimizers::RMSpropOptions o;
+      o.learning_rate = 0.01;
+      o.momentum = momentum;
+      o.centered = centered;
+      auto opt = optimizers::RMSprop(o);
+      Variable w = var(kRmsW0);
+      for (std::size_t s = 1; s <= kRmsGrads.size(); ++s) {
+        opt->apply_gradients({{vec(kRmsGrads[s - 1]), w}});
+        expect_near_all(values(w), rmsprop_reference(0.01, 0.9, momentum, 1e-7, centered, s).w, 2e-6);
+      }
+      const RmspropReference want = rmsprop_reference(0.01, 0.9, momentum, 1e-7, centered, kRmsGrads.size());
+      std::vector<std::string> names;
+      for (const auto& [name, t] : opt->slots(w)) {
+        names.push_back(name);
+        const std::vector<double>& ref = name == "velocity" ? want.v : name == "momentum" ? want.m : want.a;
+        expect_near_all(t.to_vector<float>(), ref, 1e-5);
+      }
+      std::vector<std::string> keras{"velocity"};
+      if (momentum > 0) keras.emplace_back("momentum");
+      if (centered) keras.emplace_back("average_gradient");
+      EXPECT_EQ(names, keras);
+      if (centered || momentum > 0) {
+        double most = 0;
+        for (std::size_t i = 0; i < 3; ++i) most = std::max(most, std::fabs(values(w)[i] - plain.w[i]));
+        EXPECT_GT(most, 1e-3);
+      }
+    }
+  }
+}
+
+TEST(RMSprop, RhoAndEpsilonAreKeras) {
+  optimizers::RMSpropOptions o;
+  o.learning_rate = 0.05;
+  o.rho = 0.5;
+  o.epsilon = 0.1;
+  o.centered = true;
+  auto opt = optimizers::RMSprop(o);
+  Variable w = var(kRmsW0);
+  for (const auto& g : kRmsGrads) opt->apply_gradients({{vec(g), w}});
+  expect_near_all(values(w), rmsprop_reference(0.05, 0.5, 0.0, 0.1, true, kRmsGrads.size()).w, 2e-6);
+}
+
+TEST(RMSprop, InvalidOptionsAreNamed) {
+  const double inf = std::numeric_limits<double>::infinity(), nan = std::numeric_limits<double>::quiet_NaN();
+  for (const double bad : {-0.1, 1.5, inf, nan}) {
+    optimizers::RMSpropOptions o;
+    o.rho = bad;
+    EXPECT_THROW(optimizers::RMSprop(o), ValueError) << bad;
+    o.rho = 0.9;
+    o.momentum = bad;
+    EXPECT_THROW(optimizers::RMSprop(o), ValueError) << bad;
+  }
+  for (const double bad : {-1e-7, inf, nan}) {
+    optimizers::RMSpropOptions o;
+    o.epsilon = bad;
+    EXPECT_THROW(optimizers::RMSprop(o), ValueError) << bad;
+  }
+  EXPECT_THROW(optimizers::RMSprop(-1e-3), ValueError);
+}
+
 TEST(Options, InvalidValuesThrow) {
   EXPECT_THROW(optimizers::SGD(-0.1), ValueError);
   EXPECT_THROW(optimizers::Adam(-1e-3), ValueError);
@@ -322,6 +443,8 @@ TEST(Options, GetByName) {
   EXPECT_EQ(optimizers::get("sgd", 0.1)->name(), "SGD");
   EXPECT_EQ(optimizers::get("adam", 0.1)->name(), "Adam");
   EXPECT_EQ(optimizers::get("adamw", 0.1)->name(), "AdamW");
+  EXPECT_EQ(optimizers::get("rmsprop", 0.1)->name(), "RMSprop");
+  EXPECT_EQ(optimizers::get("RMSprop", 0.1)->name(), "RMSprop");
   EXPECT_DOUBLE_EQ(optimizers::get("adam", 0.25)->current_learning_rate(), 0.25);
 }
 

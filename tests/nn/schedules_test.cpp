@@ -133,7 +133,8 @@ TEST(Schedules, BadArgumentsAreValueErrorsNamingThem) {
   EXPECT_NE(message([] { sch::PiecewiseConstantDecay({2, 2}, {1.0, 1.0, 1.0}); }).find("increase"), std::string::npos);
   EXPECT_NE(message([] { sch::PolynomialDecay(0.1, 10, 0.0, -1); }).find("power"), std::string::npos);
   EXPECT_NE(message([] { sch::LinearWarmup(nullptr, 3); }).find("empty"), std::string::npos);
-  EXPECT_NE(message([] { optimizers::get("rmsprop", sch::Constant(0.1)); }).find("rmsprop"), std::string::npos);
+  EXPECT_NE(message([] { optimizers::get("adagrad", sch::Constant(0.1)); }).find("adagrad"), std::string::npos);
+  EXPECT_NEAR(optimizers::get("rmsprop", sch::ExponentialDecay(0.1, 2, 0.5))->learning_rate_at(4), 0.025, 1e-8);
 }
 
 // What keras.optimizers.Adam(ExponentialDecay(0.1, 7, 0.5)).get_config()["learning_rate"] is

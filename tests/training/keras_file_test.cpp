@@ -5,6 +5,7 @@
 
 #include <cstring>
 #include <filesystem>
+#include <map>
 #include <nlohmann/json.hpp>
 
 #include "lockstep/io/atomic_file.hpp"
@@ -355,13 +356,67 @@ TEST_F(BrokenArchive, WrongShapeAndExtraWeightsAreNamed) {
 }
 
 TEST_F(BrokenArchive, UnknownCompileConfigLoadsUncompiled) {
-  config_["compile_config"]["optimizer"] = {{"class_name", "RMSprop"}, {"config", {{"learning_rate", 0.001}}}};
+  config_["compile_config"]["optimizer"] = {{"class_name", "Adagrad"}, {"config", {{"learning_rate", 0.001}}}};
   std::unique_ptr<Model> m;
-  const std::string err = load_warnings("rmsprop.keras", m);
+  const std::string err = load_warnings("adagrad.keras", m);
   EXPECT_FALSE(m->compiled());
   EXPECT_HAS(err, "WARNING: Keras file '");
-  EXPECT_HAS(err, "optimizer RMSprop is not supported");
+  EXPECT_HAS(err, "optimizer Adagrad is not supported");
   EXPECT_TRUE(same_bits(m->predict(inputs(3, 4)), mlp()->predict(inputs(3, 4))));
+}
+
+// RMSprop's compile config as Keras 3 writes and reads it: lockstep's is Keras' object (its
+// arguments, centered a boolean, name "rmsprop") and loads back the same rule; Keras' own, every
+// argument written (Keras' "off" for those lockstep lacks), and the bare name "rmsprop" (compile()
+// without an optimizer) load as Keras' defaults; a weight_decay is refused by name.
+TEST_F(BrokenArchive, RMSpropCompileConfigIsKeras3sBothWays) {
+  optimizers::RMSpropOptions o;
+  o.learning_rate = 0.01;
+  o.rho = 0.8;
+  o.momentum = 0.5;
+  o.centered = true;
+  auto model = mlp();
+  model->compile(optimizers::RMSprop(o), losses::SparseCategoricalCrossentropy(), {"accuracy"});
+  model->train_step(inputs(8, 4), labels(8, 2));
+  save_model(*model, dir_ + "/rmsprop.keras");
+  const json written =
+      json::parse(io::find_entry(io::decode_zip(io::read_file(dir_ + "/rmsprop.keras"), "r"), "config.json")->bytes);
+  const json& opt = written["compile_config"]["optimizer"];
+  EXPECT_EQ(opt["module"], "keras.optimizers");
+  EXPECT_EQ(opt["class_name"], "RMSprop");
+  EXPECT_EQ(opt["config"]["name"], "rmsprop");
+  EXPECT_EQ(opt["config"]["rho"], 0.8);
+  EXPECT_EQ(opt["config"]["momentum"], 0.5);
+  EXPECT_EQ(opt["config"]["epsilon"], 1e-7);
+  EXPECT_EQ(opt["config"]["centered"], true);
+  auto loaded = load_model(dir_ + "/rmsprop.keras");
+  ASSERT_TRUE(loaded->compiled());
+  EXPECT_EQ(loaded->optimizer()->name(), "RMSprop");
+  EXPECT_EQ(loaded->optimizer()->current_learning_rate(), 0.01);
+  EXPECT_EQ(loaded->optimizer()->hyperparameters(), model->optimizer()->hyperparameters());
+
+  const std::map<std::string, double> defaults{{"rho", 0.9}, {"momentum", 0.0}, {"epsilon", 1e-7}, {"centered", 0.0}};
+  config_["compile_config"]["optimizer"] = json::parse(R"({"module": "keras.optimizers", "class_name": "RMSprop",
+      "config": {"name": "rmsprop", "learning_rate": 0.0010000000474974513, "weight_decay": null, "clipnorm": null,
+                 "global_clipnorm": null, "clipvalue": null, "use_ema": false, "ema_momentum": 0.99,
+                 "ema_overwrite_frequency": null, "loss_scale_factor": null, "gradient_accumulation_steps": null,
+                 "rho": 0.9, "momentum": 0.0, "epsilon": 1e-07, "centered": false},
+      "registered_name": null})");
+  std::unique_ptr<Model> m;
+  EXPECT_EQ(load_warnings("keras_rmsprop.keras", m), "");
+  ASSERT_TRUE(m->compiled());
+  EXPECT_EQ(m->optimizer()->name(), "RMSprop");
+  EXPECT_EQ(m->optimizer()->hyperparameters(), defaults);
+  config_["compile_config"]["optimizer"] = "rmsprop";
+  EXPECT_EQ(load_warnings("rmsprop_by_name.keras", m), "");
+  ASSERT_TRUE(m->compiled());
+  EXPECT_EQ(m->optimizer()->name(), "RMSprop");
+  EXPECT_EQ(m->optimizer()->current_learning_rate(), 0.001);
+  EXPECT_EQ(m->optimizer()->hyperparameters(), defaults);
+  config_["compile_config"]["optimizer"] = {{"class_name", "RMSprop"},
+                                            {"config", {{"learning_rate", 0.001}, {"weight_decay", 0.01}}}};
+  EXPECT_HAS(load_warnings("rmsprop_decay.keras", m), "optimizer RMSprop weight_decay is not supported");
+  EXPECT_FALSE(m->compiled());
 }
 
 TEST_F(BrokenArchive, StepsPerExecutionRoundTripsAndABadOneIsNamed) {

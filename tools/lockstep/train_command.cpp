@@ -139,8 +139,8 @@ void add_train_command(CLI::App& app, TrainArgs& a) {
                   "--devices gpu:0x4): a step that needs more fails naming the device, the bytes asked and the "
                   "bytes free")
       ->check(kPositive);
-  cmd->add_option("--optimizer", a.optimizer, "sgd, adam or adamw")
-      ->check(CLI::IsMember({"sgd", "adam", "adamw"}))
+  cmd->add_option("--optimizer", a.optimizer, "sgd, adam, adamw or rmsprop (Keras' defaults beyond the rate)")
+      ->check(CLI::IsMember({"sgd", "adam", "adamw", "rmsprop"}))
       ->capture_default_str();
   cmd->add_option("--learning-rate", a.learning_rate, "Learning rate")
       ->check(kPositive)

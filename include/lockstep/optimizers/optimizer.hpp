@@ -108,8 +108,9 @@ class Optimizer {
   /// step block takes it before its next step: a captured step reads it there when replayed.
   void set_learning_rate(double lr);
   const OptimizerOptions& options() const { return options_; }
-  /// The rule's own options beyond OptimizerOptions, by Keras name ("momentum", "nesterov" as
-  /// 0/1, "beta_1", "beta_2", "epsilon", "weight_decay"), so a saved model can rebuild it.
+  /// The rule's own options beyond OptimizerOptions, by Keras name ("momentum", "nesterov" and
+  /// "centered" as 0/1, "beta_1", "beta_2", "rho", "epsilon", "weight_decay"), so a saved model
+  /// can rebuild it.
   virtual std::map<std::string, double> hyperparameters() const { return {}; }
 
   /// Slot tensors of a variable by slot name (for checkpoints): the copy current on this
@@ -249,13 +250,26 @@ struct AdamWOptions : AdamOptions {
   double weight_decay = 0.004;
 };
 
+/// Keras 3's RMSprop (keras.optimizers.RMSprop), its arguments and defaults.
+struct RMSpropOptions : OptimizerOptions {
+  double rho = 0.9;
+  double momentum = 0.0;
+  double epsilon = 1e-7;
+  bool centered = false;
+};
+
 OptimizerPtr SGD(double learning_rate = 0.01, double momentum = 0.0, bool nesterov = false);
 OptimizerPtr SGD(const SGDOptions& options);
 OptimizerPtr Adam(double learning_rate = 0.001);
 OptimizerPtr Adam(const AdamOptions& options);
 OptimizerPtr AdamW(double learning_rate = 0.001, double weight_decay = 0.004);
 OptimizerPtr AdamW(const AdamWOptions& options);
-/// By name ("sgd", "adam", "adamw") with a learning rate.
+/// RMSprop; its slots are Keras' "velocity", then "momentum" where momentum > 0 and
+/// "average_gradient" where centered. ValueError for rho or momentum outside [0, 1], a negative
+/// or infinite epsilon.
+OptimizerPtr RMSprop(double learning_rate = 0.001);
+OptimizerPtr RMSprop(const RMSpropOptions& options);
+/// By name ("sgd", "adam", "adamw", "rmsprop") with a learning rate.
 OptimizerPtr get(const std::string& name, double learning_rate);
 /// By name, with a learning-rate schedule (optimizers/schedules.hpp) and the rule's defaults.
 OptimizerPtr get(const std::string& name, Schedule schedule);

@@ -322,6 +322,19 @@ bool step_skipped(const Tensor& block);
 struct AdamBetas {
   float one_minus_beta_1 = 0, one_minus_beta_2 = 0, epsilon = 0;
 };
+/// RMSprop's constants of every step (the step's learning rate is the block's), in float32 as
+/// Keras rounds them: rho, 1 - rho (computed in double), epsilon, momentum.
+struct RmspropConstants {
+  float rho = 0, one_minus_rho = 0, epsilon = 0, momentum = 0;
+};
+/// Keras' RMSprop on float32 w: `velocity` always; `momentum` defined where c.momentum > 0 (else
+/// undefined); `average_gradient` defined where centered (else undefined). The learning rate is
+/// read from `step`.
+void rmsprop_update_(Tensor& w, Tensor& velocity, Tensor& momentum, Tensor& average_gradient, const Tensor& g,
+                     const Tensor& step, const RmspropConstants& c);
+/// The same with the learning rate given as a value.
+void rmsprop_update_(Tensor& w, Tensor& velocity, Tensor& momentum, Tensor& average_gradient, const Tensor& g,
+                     float lr, const RmspropConstants& c);
 /// The updates above with the step's numbers read from `step` (a block on w's device).
 void sgd_update_(Tensor& w, Tensor& momentum, const Tensor& g, const Tensor& step, float mu, bool nesterov);
 void adam_update_(Tensor& w, Tensor& m, Tensor& v, const Tensor& g, const Tensor& step, const AdamBetas& b);

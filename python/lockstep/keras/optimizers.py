@@ -1,4 +1,4 @@
-"""keras.optimizers: SGD, Adam and AdamW on lockstep's optimizers."""
+"""keras.optimizers: SGD, Adam, AdamW and RMSprop on lockstep's optimizers."""
 import json
 import numbers
 import operator
@@ -151,7 +151,17 @@ class AdamW(Optimizer):
                          beta_1=beta_1, beta_2=beta_2, epsilon=epsilon)
 
 
-_BY_NAME = {"sgd": SGD, "adam": Adam, "adamw": AdamW}
+class RMSprop(Optimizer):
+    """Keras 3's RMSprop, the optimizer of compile() given none: slots velocity, momentum (momentum > 0)
+    and average_gradient (centered), as Keras names its variables."""
+    def __init__(self, learning_rate=0.001, rho=0.9, momentum=0.0, epsilon=1e-7, centered=False, weight_decay=None,
+                 clipnorm=None, clipvalue=None, global_clipnorm=None, use_ema=False, name="rmsprop", **kwargs):
+        refuse_arguments("keras.optimizers.RMSprop", weight_decay=weight_decay, use_ema=use_ema, **kwargs)
+        super().__init__("RMSprop", learning_rate, clipnorm, clipvalue, global_clipnorm, rho=rho, momentum=momentum,
+                         epsilon=epsilon, centered=centered)
+
+
+_BY_NAME = {"sgd": SGD, "adam": Adam, "adamw": AdamW, "rmsprop": RMSprop}
 
 
 def get(identifier):
@@ -160,4 +170,4 @@ def get(identifier):
         return identifier._optimizer
     if isinstance(identifier, str) and identifier.lower() in _BY_NAME:
         return _BY_NAME[identifier.lower()]()._optimizer
-    raise ValueError(f"lockstep does not support the optimizer {identifier!r} yet (it has SGD, Adam, AdamW)")
+    raise ValueError(f"lockstep does not support the optimizer {identifier!r} yet (it has SGD, Adam, AdamW, RMSprop)")

@@ -105,6 +105,59 @@ void adam_update(ComputeContext& ctx, void* wv, void* mv, void* vv, const void* 
   });
 }
 
+namespace {
+// Keras 3's RMSprop (keras/src/optimizers/rmsprop.py, update_step), in its float32 order:
+//   v = rho v + (1 - rho) g^2
+//   centered: a = rho a + (1 - rho) g;  d = (v - a^2) + eps,  else d = v + eps
+//   x = (lr g) / sqrt(d)
+//   momentum: m = momentum m + x; w -= m,  else w -= x
+// One loop per variant, no branch inside, so that each vectorises.
+template <bool kCentered, bool kMomentum>
+void rmsprop_loop(float* __restrict w, float* __restrict vel, float* __restrict mom, float* __restrict avg,
+                  const float* __restrict g, std::int64_t n, float lr, const RmspropStep& s) {
+  const float rho = s.rho, one_rho = s.one_minus_rho, eps = s.epsilon, mu = s.momentum;
+  for (std::int64_t i = 0; i < n; ++i) {
+    const float gi = g[i];
+    const float vi = rho * vel[i] + one_rho * (gi * gi);
+    vel[i] = vi;
+    float d = vi + eps;
+    if constexpr (kCentered) {
+      const float ai = rho * avg[i] + one_rho * gi;
+      avg[i] = ai;
+      d = (vi - ai * ai) + eps;
+    }
+    const float x = (lr * gi) / std::sqrt(d);
+    if constexpr (kMomentum) {
+      const float mi = mu * mom[i] + x;
+      mom[i] = mi;
+      w[i] -= mi;
+    } else {
+      w[i] -= x;
+    }
+  }
+}
+}  // namespace
+
+void rmsprop_update(ComputeContext& ctx, void* wv, void* velv, void* momv, void* avgv, const void* gv,
+                    std::int64_t n, const RmspropStep& s, const StepBlock* step) {
+  if (step->state.skipped) return;
+  const float lr = step->scalars.lr;
+  float* w = static_cast<float*>(wv);
+  float* vel = static_cast<float*>(velv);
+  float* mom = static_cast<float*>(momv);
+  float* avg = static_cast<float*>(avgv);
+  const float* g = static_cast<const float*>(gv);
+  parallel(ctx, n, [=](std::int64_t b, std::int64_t e) {
+    const FlushDenormals flush;  // the velocity and momentum decay by rho and momentum every step
+    float* mb = mom ? mom + b : nullptr;
+    float* ab = avg ? avg + b : nullptr;
+    if (avg && mom) rmsprop_loop<true, true>(w + b, vel + b, mb, ab, g + b, e - b, lr, s);
+    else if (avg) rmsprop_loop<true, false>(w + b, vel + b, mb, ab, g + b, e - b, lr, s);
+    else if (mom) rmsprop_loop<false, true>(w + b, vel + b, mb, ab, g + b, e - b, lr, s);
+    else rmsprop_loop<false, false>(w + b, vel + b, mb, ab, g + b, e - b, lr, s);
+  });
+}
+
 // One variable after another, each as its own update runs (the launches saved are a GPU's).
 void sgd_update_multi(ComputeContext& ctx, const MultiUpdateDesc& d, const StepBlock* step, float mu,
                       bool nesterov) {

@@ -97,6 +97,32 @@ __global__ void adam_kernel(float* w, float* m, float* v, const float* g, std::i
   LOCKSTEP_GRID_LOOP(i, n) adam_at(i, w, m, v, g, s, alpha, decay);
 }
 
+// Keras 3's RMSprop in its float32 order (the CPU kernel's expression: optimizer_kernels.cpp).
+__global__ void rmsprop_kernel(float* w, float* vel, float* mom, float* avg, const float* g, std::int64_t n,
+                               RmspropStep s, const StepBlock* step) {
+  if (step->state.skipped) return;
+  const float lr = step->scalars.lr;
+  LOCKSTEP_GRID_LOOP(i, n) {
+    const float gi = g[i];
+    const float vi = s.rho * vel[i] + s.one_minus_rho * (gi * gi);
+    vel[i] = vi;
+    float d = vi + s.epsilon;
+    if (avg) {
+      const float ai = s.rho * avg[i] + s.one_minus_rho * gi;
+      avg[i] = ai;
+      d = (vi - ai * ai) + s.epsilon;
+    }
+    const float x = (lr * gi) / sqrtf(d);
+    if (mom) {
+      const float mi = s.momentum * mom[i] + x;
+      mom[i] = mi;
+      w[i] -= mi;
+    } else {
+      w[i] -= x;
+    }
+  }
+}
+
 // Multi-tensor apply: the grid's row y is variable y of the descriptor (a kernel parameter).
 __global__ void sgd_multi_kernel(MultiUpdateDesc d, const StepBlock* step, float mu, bool nesterov) {
   if (step->state.skipped) return;
@@ -200,6 +226,15 @@ void adam_update(ComputeContext& ctx, void* w, void* m, void* v, const void* g, 
                                                           static_cast<float*>(v), static_cast<const float*>(g), n, s,
                                                           step);
   check_launch("adam_update");
+}
+
+void rmsprop_update(ComputeContext& ctx, void* w, void* velocity, void* momentum, void* average, const void* g,
+                    std::int64_t n, const RmspropStep& s, const StepBlock* step) {
+  if (n == 0) return;
+  rmsprop_kernel<<<blocks_for(n), kThreads, 0, stream(ctx)>>>(
+      static_cast<float*>(w), static_cast<float*>(velocity), static_cast<float*>(momentum),
+      static_cast<float*>(average), static_cast<const float*>(g), n, s, step);
+  check_launch("rmsprop_update");
 }
 
 void sgd_update_multi(ComputeContext& ctx, const MultiUpdateDesc& d, const StepBlock* step, float momentum,
