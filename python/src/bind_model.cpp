@@ -374,12 +374,10 @@ void bind_model(nb::module_& m) {
   m.def("has_layer_class", [](const std::string& name) { return layers::find_layer_class(name).has_value(); });
 
   // learning_rate is written as Keras' optimizer.learning_rate = x is (a callback's, between
-  // epochs): it replaces any schedule.
+  // epochs): TypeError, Keras 3's, for an optimizer made with a schedule.
   nb::class_<optimizers::Optimizer>(m, "Optimizer")
       .def_prop_rw("learning_rate", &optimizers::Optimizer::current_learning_rate,
-                   &optimizers::Optimizer::set_learning_rate)
-      .def_prop_ro("has_schedule",
-                   [](const optimizers::Optimizer& o) { return static_cast<bool>(o.options().schedule); });
+                   &optimizers::Optimizer::set_learning_rate);
   nb::class_<KerasSchedule>(m, "Schedule").def("__call__", [](const KerasSchedule& s, std::int64_t step) {
     LOCKSTEP_CHECK(step >= 0, "a learning-rate schedule's step must be >= 0, got ", step);
     return s.rate(step);

@@ -8,6 +8,7 @@
 
 #include "arrays.hpp"
 #include "lockstep/core/error.hpp"
+#include "lockstep/core/type_error.hpp"
 #include "lockstep/distribute/strategy.hpp"
 #include "lockstep/training/preemption.hpp"
 
@@ -28,6 +29,8 @@ PyObject* python_type(const std::exception_ptr& p) {
     return distributed_error;
   } catch (const ValueError&) {
     return PyExc_ValueError;
+  } catch (const TypeError&) {
+    return PyExc_TypeError;  // Keras' own: a scheduled learning rate set
   } catch (const nlohmann::json::exception&) {
     return PyExc_ValueError;  // a layer's or optimizer's argument of the wrong type
   } catch (const IOError&) {

@@ -20,7 +20,12 @@ LossScaleOptimizer::LossScaleOptimizer(OptimizerPtr inner, LossScaleOptions opti
   LOCKSTEP_CHECK(options.dynamic_growth_steps >= 1, "LossScaleOptimizer: dynamic_growth_steps must be >= 1, got ",
                  options.dynamic_growth_steps);
   set_iterations(inner_->iterations());
+  // One rate, the inner optimizer's, as Keras 3's wrapper forwards learning_rate to it: a rate set
+  // on the inner optimizer (a callback holding it) reaches the wrapper's steps.
+  share_rate_of(*inner_);
 }
+
+bool LossScaleOptimizer::built() const { return state_set_ || Optimizer::built() || inner_->built(); }
 
 Tensor LossScaleOptimizer::scale_loss(const Tensor& loss) const {
   return scale(loss, loss_scale_math::loss_factor(1.0, scale_));
@@ -87,6 +92,7 @@ void LossScaleOptimizer::set_state(double scale, std::int64_t counter, std::int6
   scale_ = scale;
   counter_ = counter;
   skipped_ = skipped;
+  state_set_ = true;
   block_state_changed();
 }
 

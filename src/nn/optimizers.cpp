@@ -51,15 +51,28 @@ Optimizer::Optimizer(OptimizerOptions options) : options_(std::move(options)) {
 }
 
 void Optimizer::set_learning_rate(double lr) {
+  if (rate_owner_ != this) return rate_owner_->set_learning_rate(lr);
+  // Where Keras 3's learning_rate setter raises: a schedule is never replaced by a rate.
+  if (options_.schedule)
+    throw TypeError(
+        "This optimizer was created with a `LearningRateSchedule` object as its `learning_rate` constructor "
+        "argument, hence its learning rate is not settable. If you need the learning rate to be settable, you "
+        "should instantiate the optimizer with a float `learning_rate` argument.");
   check_finite_at_least(lr, 0, true, "learning_rate");
   options_.learning_rate = lr;
-  options_.schedule = nullptr;
-  std::lock_guard<std::mutex> lock(slots_mu_);
-  // Every copy's block takes the new rule before its next step, replayed or not (it is the
-  // block's, not a captured constant), and that step derives its numbers by it. A step begun
-  // (an accumulation group's batches held back so far) keeps the numbers it derived, replayed or
-  // eager: deriving them again would count the step on the device (step_begin_).
-  std::fill(step_.rule_for.begin(), step_.rule_for.end(), kRuleUnwritten);
+  // Every copy's block (this optimizer's, and a wrapper's that shares the rate) takes the new rule
+  // before its next step, replayed or not (it is the block's, not a captured constant), and that
+  // step derives its numbers by it. A step begun (an accumulation group's batches held back so
+  // far) keeps the numbers it derived, replayed or eager: deriving them again would count the
+  // step on the device (step_begin_).
+  rate_version_.fetch_add(1);
+}
+
+void Optimizer::share_rate_of(Optimizer& owner) { rate_owner_ = owner.rate_owner_; }
+
+bool Optimizer::built() const {
+  const std::lock_guard<std::mutex> lock(slots_mu_);
+  return step_.blocks.defined() || !slots_.empty() || iterations_.load() > 0;
 }
 
 std::int64_t Optimizer::iterations() const {
@@ -99,7 +112,8 @@ void Optimizer::catch_up_with_device() const {
 double Optimizer::current_learning_rate() const { return learning_rate_at(iterations_.load()); }
 
 double Optimizer::learning_rate_at(std::int64_t step) const {
-  return options_.schedule ? options_.schedule(step) : options_.learning_rate;
+  const OptimizerOptions& o = options();
+  return o.schedule ? o.schedule(step) : o.learning_rate;
 }
 
 const std::vector<Variable>& Optimizer::slot_variables(const Variable& var) {
@@ -137,10 +151,10 @@ std::vector<Tensor> Optimizer::Rule::shared_slots(const Variable& var) {
 
 void Optimizer::Rule::apply(const std::vector<Variable>& vars, const std::vector<GradientShard>& ranges,
                             std::int64_t step) {
-  note_capture_refusal(o_.name(), o_.options_.schedule);
+  note_capture_refusal(o_.name(), o_.options().schedule);
   if (ranges.empty()) return;
   const Tensor block = o_.step_block(step, vars[ranges.front().variable]);
-  const auto& clipvalue = o_.options_.clipvalue;
+  const auto& clipvalue = o_.options().clipvalue;
   for (const GradientShard& s : ranges) {
     const Variable& v = vars[s.variable];
     const std::int64_t numel = v.value().numel();
@@ -192,11 +206,12 @@ std::vector<Tensor> slot_column(const std::vector<std::vector<Tensor>>& slots, s
 step_state::StepRule Optimizer::step_rule(std::int64_t step, std::int64_t& holds_for) const {
   step_state::StepRule r;
   holds_for = kRuleForEveryStep;
-  if (const auto d = options_.schedule ? schedules::describe(options_.schedule) : std::nullopt) {
+  const Schedule& schedule = options().schedule;
+  if (const auto d = schedule ? schedules::describe(schedule) : std::nullopt) {
     r.schedule = *d;
   } else {
     r.schedule.initial = learning_rate_at(step);  // kConstant: the rate as the host computes it
-    if (options_.schedule) holds_for = step;  // a function of one's own: its rate of this step only
+    if (schedule) holds_for = step;  // a function of one's own: its rate of this step only
   }
   describe_step(r);
   return r;
@@ -211,6 +226,7 @@ std::size_t Optimizer::step_copy(const Variable& like) {
     step_.derived_for.assign(n, -1);
     step_.made.assign(n, 1);
     step_.rule_for.assign(n, kRuleUnwritten);
+    step_.rate_version.assign(n, 0);
     step_.state_written.assign(n, 0);
   }
   return this_copy(step_.blocks);
@@ -256,10 +272,12 @@ void Optimizer::end_step_block(std::int64_t step, bool applied) {
 }
 
 void Optimizer::write_block_state_once(std::size_t r, Tensor& block, std::int64_t step) {
-  if (step_.rule_for[r] != kRuleForEveryStep && step_.rule_for[r] != step) {
+  const std::uint64_t version = rate_owner_->rate_version_.load();
+  if ((step_.rule_for[r] != kRuleForEveryStep && step_.rule_for[r] != step) || step_.rate_version[r] != version) {
     std::int64_t holds_for = 0;
     set_step_rule_(block, step_rule(step, holds_for));
     step_.rule_for[r] = holds_for;
+    step_.rate_version[r] = version;
   }
   if (step_.state_written[r]) return;
   write_block_state(block);
@@ -307,7 +325,7 @@ void Optimizer::set_step_count_before_replay(std::int64_t step, const Variable& 
   step_.count[r] = step;
 }
 
-bool Optimizer::elementwise() const { return !options_.clipnorm && !options_.global_clipnorm; }
+bool Optimizer::elementwise() const { return !options().clipnorm && !options().global_clipnorm; }
 
 std::vector<std::pair<std::string, Tensor>> Optimizer::slots(const Variable& v) {
   std::vector<std::pair<std::string, Tensor>> out;
@@ -400,9 +418,10 @@ void Optimizer::apply_gradients_at(const std::vector<std::pair<Tensor, Variable>
   }
   // Clipping by norm on the device: the squared norms summed by kernels (the global one at 0,
   // each gradient's own after it), the factor derived where they are. Nothing is read back.
-  const clip_math::NormClip clip{.global_clipnorm = options_.global_clipnorm.value_or(0),
-                                 .clipnorm = options_.clipnorm.value_or(0),
-                                 .clipvalue = options_.clipvalue ? static_cast<float>(*options_.clipvalue) : INFINITY};
+  const OptimizerOptions& o = options();
+  const clip_math::NormClip clip{.global_clipnorm = o.global_clipnorm.value_or(0),
+                                 .clipnorm = o.clipnorm.value_or(0),
+                                 .clipvalue = o.clipvalue ? static_cast<float>(*o.clipvalue) : INFINITY};
   Tensor sums;
   if (clip.global_clipnorm > 0 || clip.clipnorm > 0) {
     sums = norm_sums(1 + static_cast<std::int64_t>(grads_and_vars.size()));
@@ -413,7 +432,7 @@ void Optimizer::apply_gradients_at(const std::vector<std::pair<Tensor, Variable>
       if (clip.clipnorm > 0) add_sum_squares_(g, sums, 1 + static_cast<std::int64_t>(i));
     }
   }
-  note_capture_refusal(name(), options_.schedule);
+  note_capture_refusal(name(), o.schedule);
   std::vector<Variable> vars;
   std::vector<Tensor> grads;
   vars.reserve(grads_and_vars.size());
@@ -425,7 +444,7 @@ void Optimizer::apply_gradients_at(const std::vector<std::pair<Tensor, Variable>
                    v.name(), "' ", v.shape().str());
     Tensor grad = g;
     if (sums.defined()) grad = clip_by_norms(g, clip, sums, 1 + static_cast<std::int64_t>(i));
-    else if (options_.clipvalue) grad = scale_and_clip(g, 1.0f, clip.clipvalue);
+    else if (o.clipvalue) grad = scale_and_clip(g, 1.0f, clip.clipvalue);
     vars.push_back(v);
     grads.push_back(grad);
   }

@@ -16,6 +16,7 @@
 #include "lockstep/training/sequential.hpp"
 #include "nn/weight_check.hpp"
 #include "training/keras_config.hpp"
+#include "training/keras_optimizer_variables.hpp"
 #include "training/layer_config.hpp"
 
 namespace lockstep::detail {
@@ -67,7 +68,7 @@ std::string date_saved() {
 bool is_keras_archive_path(const std::string& path) { return ends_with(path, ".keras"); }
 bool is_keras_weights_path(const std::string& path) { return ends_with(path, ".weights.h5"); }
 
-std::string encode_keras_weights(const Model& model) {
+std::string encode_keras_weights(const Model& model, bool with_optimizer) {
   LOCKSTEP_CHECK(model.built(), "save_model: model '", model.name(), "' is not built, so it has no weights yet");
   io::H5Content h5;
   for (const auto& [l, group] : weight_layers(model)) {
@@ -80,6 +81,7 @@ std::string encode_keras_weights(const Model& model) {
       h5.datasets.push_back({group + "/" + l->keras_weight_path(i), value});
     }
   }
+  if (with_optimizer) add_keras_optimizer_variables(model, h5);
   h5.groups.push_back({"vars", {{"name", model.name()}}});
   return io::encode_hdf5(h5);
 }
@@ -129,17 +131,19 @@ void assign_keras_weights(const io::H5Content& h5, const std::string& source, Mo
     throw bad("holds " + d.path + ", but layer '" + it->layer->name() + "' (" + it->layer->class_name() + ") has " +
               std::to_string(it->layer->variables().size()) + " weights");
   }
+  const std::function<void()> restore_optimizer = check_keras_optimizer_variables(h5, source, model);
   io::assign_verified(by_name, source, model.variables(), nullptr);
+  if (restore_optimizer) restore_optimizer();
 }
 
-void save_keras_archive(const Model& model, const std::string& path) {
+void save_keras_archive(const Model& model, const std::string& path, bool with_optimizer) {
   io::check_output_path(path, "save_model");
   const nlohmann::json config = keras_model_config(model);
   const nlohmann::json metadata = {
       {"keras_version", kKerasVersion}, {"date_saved", date_saved()}, {"saved_by", "lockstep"}};
   const std::string zip = io::encode_zip({{kMetadataEntry, metadata.dump()},
                                           {kConfigEntry, config.dump()},
-                                          {kWeightsEntry, encode_keras_weights(model)}});
+                                          {kWeightsEntry, encode_keras_weights(model, with_optimizer)}});
   io::write_file_atomic(path, zip);
 }
 

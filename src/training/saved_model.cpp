@@ -83,7 +83,7 @@ decltype(auto) parse_part(const std::string& json_path, const std::string& what,
 
 void save_model(Model& model, const std::string& dir, const SaveModelOptions& options) {
   if (detail::is_keras_archive_path(dir)) {
-    return detail::save_keras_archive(built_model(model, "save_model"), dir);
+    return detail::save_keras_archive(built_model(model, "save_model"), dir, options.include_optimizer);
   }
   // Describe everything before writing anything, so an unsupported layer leaves no files behind.
   const json arch = architecture(model);

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "lockstep/optimizers/optimizer.hpp"
+#include "lockstep/optimizers/schedules.hpp"
 #include "lockstep/tensor/ops.hpp"
 
 namespace lockstep {
@@ -437,6 +438,25 @@ TEST(Options, NonFiniteHyperParametersAndNegativeIterationsAreRefused) {
   auto opt = optimizers::Adam(1e-3);
   EXPECT_THROW(opt->set_iterations(-1), ValueError);
   EXPECT_EQ(opt->iterations(), 0);
+}
+
+// Keras 3's learning_rate setter raises TypeError for an optimizer made with a schedule (a
+// LearningRateSchedule or a function): a rate never replaces the schedule, which it silently did.
+TEST(Options, ARateIsNotSettableOnAnOptimizerMadeWithASchedule) {
+  auto opt = optimizers::get("sgd", optimizers::schedules::ExponentialDecay(1.0, 1, 0.5));
+  try {
+    opt->set_learning_rate(0.1);
+    ADD_FAILURE() << "no TypeError";
+  } catch (const TypeError& e) {
+    EXPECT_NE(std::string(e.what()).find("was created with a `LearningRateSchedule` object as its `learning_rate` "
+                                         "constructor argument, hence its learning rate is not settable"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_EQ(opt->learning_rate_at(3), 0.125) << "the schedule stays";
+  optimizers::SGDOptions o;
+  o.schedule = [](std::int64_t) { return 0.5; };
+  EXPECT_THROW(optimizers::SGD(o)->set_learning_rate(0.1), TypeError);
 }
 
 TEST(Options, GetByName) {

@@ -189,8 +189,8 @@ def test_an_optimizer_made_with_a_schedule_refuses_a_new_rate_as_keras_3():
 
 
 def test_a_saved_model_keeps_its_schedule(tmp_path):
-    """A .keras file and a saved folder keep the schedule (not its rate then); the folder keeps the
-    optimizer's iterations too, so that training goes on at the schedule's next rate."""
+    """A .keras file and a saved folder keep the schedule (not its rate then) and the optimizer's
+    iterations, so that training goes on at the schedule's next rate."""
     s = schedules.ExponentialDecay(0.1, decay_steps=4, decay_rate=0.5)
     m = model(keras.optimizers.SGD(s))
     fit(m, epochs=1)
@@ -200,10 +200,27 @@ def test_a_saved_model_keeps_its_schedule(tmp_path):
         loaded = keras.models.load_model(tmp_path / path)
         with pytest.raises(TypeError, match="not settable"):  # a schedule still
             loaded.optimizer.learning_rate = 0.5
-    assert float(keras.models.load_model(tmp_path / "m.keras").optimizer.learning_rate) == pytest.approx(0.1)
-    loaded = keras.models.load_model(tmp_path / "folder")
+    loaded = [keras.models.load_model(tmp_path / path) for path in ("m.keras", "folder")]
+    for one in loaded:
+        assert one.optimizer.iterations == STEPS
+        assert float(one.optimizer.learning_rate) == pytest.approx(float(s(STEPS)), rel=1e-6)
+    fit(m, epochs=2, initial_epoch=1)
+    for one in loaded:
+        fit(one, epochs=2, initial_epoch=1)
+        np.testing.assert_array_equal(kernel(one), kernel(m))
+
+
+def test_a_keras_file_keeps_the_optimizers_state_so_fit_goes_on_as_if_never_saved(tmp_path):
+    """model.save("x.keras") writes Keras 3's optimizer variables (iterations, the rate, Adam's m and v)
+    through the C++ library; keras.models.load_model gives them back, and fit after it trains the bits
+    of the run that was never saved (Adam's bias correction included)."""
+    m = model(keras.optimizers.Adam(0.05))
+    fit(m, epochs=1)
+    m.optimizer.learning_rate = 0.02
+    m.save(tmp_path / "m.keras")
+    loaded = keras.models.load_model(tmp_path / "m.keras")
     assert loaded.optimizer.iterations == STEPS
-    assert float(loaded.optimizer.learning_rate) == pytest.approx(float(s(STEPS)), rel=1e-6)
+    assert float(loaded.optimizer.learning_rate) == pytest.approx(0.02)
     fit(m, epochs=2, initial_epoch=1)
     fit(loaded, epochs=2, initial_epoch=1)
     np.testing.assert_array_equal(kernel(loaded), kernel(m))

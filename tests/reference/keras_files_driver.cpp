@@ -12,6 +12,15 @@
 //                                                            OUT_PREFIX<output name>.npy
 //   keras_files_driver trainable MODEL.keras                 each layer's name and trainable
 //                                                            setting (true / false), a line each
+//   keras_files_driver optimizer-train OUT.keras X.npy Y.npy [--mixed]
+//                                                            an Adam mlp trained 6 steps (batch 8, in
+//                                                            order), saved with its optimizer's state
+//   keras_files_driver optimizer-continue IN.keras X.npy Y.npy OUT.keras [--mixed]
+//                                                            load, train 6 steps more, save
+//   keras_files_driver optimizer-resave IN.keras OUT.keras [--mixed]
+//                                                            load (compiled), save again
+//   (--mixed: under the mixed_float16 policy, so that compile wraps the optimizer in a
+//   LossScaleOptimizer, as Keras' does)
 // Errors: message on stderr, exit 1.
 #include <cstdio>
 #include <string>
@@ -61,6 +70,17 @@ std::unique_ptr<Model> make_two_by_two(const Shape& image, const Shape& tab) {
              {{"cls", {"accuracy"}}, {"reg", {"mae"}}}, {{"cls", 1.0}, {"reg", 0.5}});
   return m;
 }
+// The optimizer tests' model: Dense(8, relu) -> Dense(3, softmax), Adam(1e-2).
+std::unique_ptr<Model> make_optimizer_mlp(const Shape& example) {
+  auto m = std::make_unique<Sequential>(
+      std::vector<layers::LayerPtr>{layers::Input(example), layers::Dense(8, "relu"), layers::Dense(3, "softmax")},
+      "lockstep_optimizer_mlp");
+  m->compile(optimizers::Adam(1e-2), losses::SparseCategoricalCrossentropy(), {"accuracy"});
+  return m;
+}
+void fit_six_steps(Model& m, const std::string& x, const std::string& y) {
+  m.fit(data::read_npy(x), data::read_npy(y), {.epochs = 1, .batch_size = 8, .shuffle = false, .verbose = 0});
+}
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -91,6 +111,19 @@ int main(int argc, char** argv) {
     } else if (a.size() == 2 && a[0] == "trainable") {
       for (const auto& l : load_model(a[1])->layers())
         if (l->class_name() != "InputLayer") std::printf("%s %s\n", l->name().c_str(), l->trainable() ? "true" : "false");
+    } else if ((a.size() == 4 || a.size() == 5) && a[0] == "optimizer-train") {
+      if (a.size() == 5) mixed_precision::set_global_policy("mixed_float16");
+      auto m = make_optimizer_mlp(data::read_npy(a[2]).shape().tail());
+      fit_six_steps(*m, a[2], a[3]);
+      save_model(*m, a[1]);
+    } else if ((a.size() == 5 || a.size() == 6) && a[0] == "optimizer-continue") {
+      if (a.size() == 6) mixed_precision::set_global_policy("mixed_float16");
+      auto m = load_model(a[1]);
+      fit_six_steps(*m, a[2], a[3]);
+      save_model(*m, a[4]);
+    } else if ((a.size() == 3 || a.size() == 4) && a[0] == "optimizer-resave") {
+      if (a.size() == 4) mixed_precision::set_global_policy("mixed_float16");
+      save_model(*load_model(a[1]), a[2]);
     } else {
       std::fprintf(stderr, "usage: see the header of keras_files_driver.cpp\n");
       return 2;

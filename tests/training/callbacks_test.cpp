@@ -220,6 +220,21 @@ TEST(ReduceLROnPlateauAndScheduler, PutTheEpochsRateInTheLogsAndHistory) {
   EXPECT_EQ(rates, (std::vector<std::pair<std::int64_t, double>>{{0, 0.1f}, {1, 0.05f}}));
 }
 
+// Where Keras 3 raises TypeError (the optimizer's learning_rate setter) a callback that sets the
+// rate of an optimizer made with a schedule stops fit with it: the schedule was silently replaced.
+TEST(ReduceLROnPlateauAndScheduler, RefuseAnOptimizerMadeWithASchedule) {
+  Data d;
+  auto model = make_model();
+  const optimizers::Schedule schedule = optimizers::schedules::ExponentialDecay(0.01, 4, 0.5);
+  model->compile(optimizers::get("adam", schedule), losses::SparseCategoricalCrossentropy());
+  auto sched = std::make_shared<LearningRateScheduler>([](int, double lr) { return lr; });
+  EXPECT_THROW(model->fit(d.x, d.y, {.epochs = 2, .batch_size = 50, .verbose = 0, .callbacks = {sched}}), TypeError);
+  auto plateau = std::make_shared<ReduceLROnPlateau>(
+      ReduceLROnPlateauOptions{.monitor = "loss", .factor = 0.5, .patience = 0, .mode = "max"});
+  EXPECT_THROW(model->fit(d.x, d.y, {.epochs = 2, .batch_size = 50, .verbose = 0, .callbacks = {plateau}}), TypeError);
+  EXPECT_EQ(model->optimizer()->learning_rate_at(8), schedule(8)) << "the schedule stays";
+}
+
 TEST(BackupAndRestore, SavesEachEpochAndRestoresAtTrainBegin) {
   const std::string dir = fresh_dir("backup");
   Data d;

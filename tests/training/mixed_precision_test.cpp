@@ -185,6 +185,29 @@ TEST(LossScale, ApplyGradientsUnscalesAndSkipsANonFiniteStep) {
   EXPECT_EQ(opt->iterations(), 1) << "a skipped step is no update";
 }
 
+// Keras 3's LossScaleOptimizer forwards learning_rate to its inner optimizer: the two have one
+// rate. A rate set on the inner optimizer (a callback holding it) is the rate of the wrapper's next
+// step (it was not: the wrapper kept a copy of the rate it was made with), and one set on the
+// wrapper is the inner optimizer's. Scale 1 and SGD on a gradient of one: w moves by the rate.
+TEST(LossScale, TheInnerOptimizersRateIsTheWrappersRate) {
+  auto inner = optimizers::SGD(1.0);
+  auto opt = optimizers::LossScale(inner, {.initial_scale = 1});
+  Variable w(Tensor::zeros({1}), "w");
+  const Tensor one = Tensor::from_vector(std::vector<float>{1}, {1});
+  opt->apply_gradients({one}, {w});
+  EXPECT_EQ(w.value().to_vector<float>()[0], -1.0f);
+  inner->set_learning_rate(0.5);
+  EXPECT_EQ(opt->current_learning_rate(), 0.5);
+  opt->apply_gradients({one}, {w});
+  EXPECT_EQ(w.value().to_vector<float>()[0], -1.5f) << "the step took the inner optimizer's new rate";
+  opt->set_learning_rate(0.25);
+  EXPECT_EQ(inner->current_learning_rate(), 0.25);
+  opt->apply_gradients({one}, {w});
+  EXPECT_EQ(w.value().to_vector<float>()[0], -1.75f);
+  auto scheduled = optimizers::LossScale(optimizers::get("sgd", optimizers::schedules::ExponentialDecay(1, 1, 0.5)));
+  EXPECT_THROW(scheduled->set_learning_rate(0.1), TypeError) << "the inner optimizer's schedule";
+}
+
 TEST(LossScale, SkippedStepsAndTheScaleAreInTheEpochLogsUnderMirroredStrategy) {
   distribute::MirroredStrategy strategy({.num_cpu_devices = 3});
   auto scope = strategy.scope();

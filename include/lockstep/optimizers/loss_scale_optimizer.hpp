@@ -37,7 +37,11 @@ class LossScaleOptimizer final : public Optimizer {
   std::map<std::string, double> hyperparameters() const override { return inner_->hyperparameters(); }
   std::vector<std::pair<std::string, Tensor>> slots(const Variable& v) override { return inner_->slots(v); }
   void broadcast_slots(const Variable& v) override { inner_->broadcast_slots(v); }
+  std::vector<std::string> slot_names() const override;
   const OptimizerPtr& inner_optimizer() const { return inner_; }
+  const LossScaleOptions& loss_scale_options() const { return options_; }
+  /// Its own steps begun, or its inner optimizer's slots made, or a scale set (set_state).
+  bool built() const override;
 
   /// The scale (after replayed steps, read from the device once: catch_up_with_device).
   double loss_scale() const;
@@ -57,7 +61,7 @@ class LossScaleOptimizer final : public Optimizer {
   /// asked (catch_up_with_device).
   void update_scale_in_block(Tensor step_block) const;
   void follow_block_update(bool finite);
-  /// For checkpoints: the scale, the growth counter and the skipped count.
+  /// For checkpoints and Keras files: the scale, the growth counter and the skipped count.
   void set_state(double scale, std::int64_t counter, std::int64_t skipped);
 
  protected:
@@ -78,7 +82,6 @@ class LossScaleOptimizer final : public Optimizer {
   void write_block_state(Tensor& block) const override;
   bool skips_on_device() const override { return true; }
   void read_block_state(const Tensor& block) const override;
-  std::vector<std::string> slot_names() const override;
 
  private:
   OptimizerPtr inner_;
@@ -88,6 +91,7 @@ class LossScaleOptimizer final : public Optimizer {
   mutable double scale_;
   mutable std::int64_t counter_ = 0;
   mutable std::int64_t skipped_ = 0;
+  bool state_set_ = false;  // set_state was called
 };
 
 /// Wraps `inner` (which must not be one already).

@@ -17,6 +17,7 @@
 #include "lockstep/autograd/replica_interface.hpp"
 #include "lockstep/autograd/variable.hpp"
 #include "lockstep/core/step_state.hpp"
+#include "lockstep/core/type_error.hpp"
 
 namespace lockstep::optimizers {
 
@@ -104,15 +105,26 @@ class Optimizer {
   /// The learning rate the next update uses.
   double current_learning_rate() const;
   double learning_rate_at(std::int64_t step) const;
-  /// Replaces the rate (and any schedule); ValueError unless lr is finite and >= 0. Each replica's
-  /// step block takes it before its next step: a captured step reads it there when replayed.
+  /// Replaces the rate; ValueError unless lr is finite and >= 0. Each replica's step block takes
+  /// it before its next step: a captured step reads it there when replayed. TypeError (Keras 3's,
+  /// where its learning_rate setter raises it) for an optimizer made with a schedule, which a
+  /// rate never replaces. A LossScaleOptimizer's rate is its inner optimizer's: setting either
+  /// sets both.
   void set_learning_rate(double lr);
-  const OptimizerOptions& options() const { return options_; }
+  /// The options it was made with, the rate as set since. A LossScaleOptimizer's are its inner
+  /// optimizer's (one owner of the rate).
+  const OptimizerOptions& options() const { return rate_owner_->options_; }
+  /// Whether it has begun a step or holds slots (after loading them): Keras' `built`, for which a
+  /// saved file holds its slots (and a loss scale's state).
+  virtual bool built() const;
   /// The rule's own options beyond OptimizerOptions, by Keras name ("momentum", "nesterov" and
   /// "centered" as 0/1, "beta_1", "beta_2", "rho", "epsilon", "weight_decay"), so a saved model
   /// can rebuild it.
   virtual std::map<std::string, double> hyperparameters() const { return {}; }
 
+  /// The names of the slots it keeps per variable, in Keras' order (Adam: "m", "v"; SGD with
+  /// momentum: "momentum"; none otherwise).
+  virtual std::vector<std::string> slot_names() const = 0;
   /// Slot tensors of a variable by slot name (for checkpoints): the copy current on this
   /// thread of each slot variable (outside the replicas, the primary); created on demand.
   virtual std::vector<std::pair<std::string, Tensor>> slots(const Variable& v);
@@ -147,7 +159,6 @@ class Optimizer {
   /// The rule's part of the step's description (its kind and the constants of its bias
   /// corrections); the schedule is the base class's. SGD's is the default.
   virtual void describe_step(step_state::StepRule& /*rule*/) const {}
-  virtual std::vector<std::string> slot_names() const = 0;
   /// On the summed gradients, before the rule, with this replica's step block: false skips the
   /// step. The sums are the same on every replica, so every replica decides alike.
   /// LossScaleOptimizer unscales them here and checks them on the device (into the block).
@@ -161,6 +172,9 @@ class Optimizer {
   virtual void write_block_state(Tensor& /*block*/) const {}
   /// Every copy's block gets write_block_state again before its next step.
   void block_state_changed();
+  /// From now on the rate (options(), set_learning_rate) is `owner`'s: a wrapper's steps read the
+  /// rate its inner optimizer holds, and take a rate set on either before their next step.
+  void share_rate_of(Optimizer& owner);
   /// Whether a replayed step may have been skipped on the device (a loss scale's finite check),
   /// so that the device's count and state may differ from the host's after replays.
   virtual bool skips_on_device() const { return false; }
@@ -206,7 +220,8 @@ class Optimizer {
     std::vector<std::int64_t> derived_for;  // the step its scalars are for, or -1
     std::vector<std::uint8_t> made;         // made for this step (its count set as it was made)
     std::vector<std::int64_t> rule_for;  // the step the block's rule was written for (kRuleForEveryStep,
-                                         // kRuleUnwritten since made or set_learning_rate)
+                                         // kRuleUnwritten since made)
+    std::vector<std::uint64_t> rate_version;  // the rate owner's rate_version_ the rule was written at
     std::vector<std::uint8_t> state_written;  // write_block_state done since made or changed
   };
   static constexpr std::int64_t kRuleUnwritten = -1;
@@ -218,11 +233,15 @@ class Optimizer {
   /// This thread's copy of the blocks (made like `like` where there are none). Under slots_mu_.
   std::size_t step_copy(const Variable& like);
   /// What the host keeps in copy `r`'s block, written into it where the block does not hold it
-  /// for step `step` yet: the rule (since made or set_learning_rate; each step's where a function
+  /// for step `step` yet: the rule (since made or a rate was set; each step's where a function
   /// of one's own gives the rate) and write_block_state (since made or block_state_changed).
   void write_block_state_once(std::size_t r, Tensor& block, std::int64_t step);
 
   OptimizerOptions options_;
+  // Whose options (and rate) this optimizer's steps use: itself, or a wrapper's inner optimizer.
+  Optimizer* rate_owner_ = this;
+  // Advanced by each set_learning_rate, so that every block sharing the rate rewrites its rule.
+  std::atomic<std::uint64_t> rate_version_{0};
   // Replicas of apply_gradients count a step once; after replays, corrected from the device
   // (catch_up_with_device, as the host's record in step_).
   mutable std::atomic<std::int64_t> iterations_{0};

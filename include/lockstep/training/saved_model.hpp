@@ -2,7 +2,8 @@
 // Saved models: everything needed to use a Sequential or Functional model again, with no code that describes it
 // (Keras' model.save / keras.saving.load_model), in one of two formats, chosen by the path:
 //   PATH.keras   a Keras 3 archive (zip of metadata.json, config.json, model.weights.h5), which
-//                Keras loads and writes; weights and compile config, not the optimizer's state
+//                Keras loads and writes; weights, compile config and the optimizer's variables
+//                (Keras 3's optimizer/vars: step count, rate, slots, a loss scale's state)
 //   any other    a folder in lockstep's own format, described below (optimizer state included)
 //   DIR/weights.safetensors  the variables by name ("dense/kernel") and, when the model is compiled,
 //                            the optimizer's slots ("optimizer/dense/kernel/m")
@@ -35,7 +36,7 @@ struct SaveModelOptions {
 
 /// Saves `model` (a built Sequential or a Functional of lockstep's layers) to `dir`, creating it;
 /// when `dir` ends in ".keras", as the Keras 3 archive of that name instead (written atomically; its compile
-/// config is Keras', optimizer variables are not written, as Keras' include_optimizer=False). A learning-rate schedule Keras has a class for
+/// config is Keras', and its optimizer's variables are Keras 3's, unless include_optimizer is false). A learning-rate schedule Keras has a class for
 /// (optimizers::schedules::serialize) is saved as Keras saves it and comes back on load; any other
 /// schedule (it is code) is saved as the learning rate current at save time. Throws ValueError, before writing anything, for a
 /// model that is not a built Sequential or Functional or holds a layer of another class (naming it); IOError
@@ -53,8 +54,11 @@ void save_model(Model& model, const std::string& dir, const SaveModelOptions& op
 /// (every layer class and argument translated, or an IOError naming the file, the layer, its class
 /// and the argument), the weights from model.weights.h5 (checked by count and shape, then
 /// assigned), compiled from its compile config when lockstep has its optimizer, loss and metrics
-/// (else uncompiled, with a WARNING, as Keras). A truncated or corrupt archive is an IOError
-/// naming the file and the problem.
+/// (else uncompiled, with a WARNING, as Keras), and its optimizer's variables restored, so that fit
+/// continues as if never saved (a file without them, or saved before the first step, gives a fresh
+/// optimizer; one whose count differs is skipped with a WARNING, as Keras 3 skips it). A truncated
+/// or corrupt archive, or an optimizer variable of another shape or dtype, is an IOError naming
+/// the file and the problem.
 struct LoadModelOptions {
   /// Keras' load_model(compile=False): the model comes back uncompiled, its compile config
   /// unread (no WARNING about one lockstep cannot express) and a saved optimizer state unused;
@@ -67,8 +71,10 @@ std::unique_ptr<Model> load_model(const std::string& dir, const LoadModelOptions
 bool is_keras_file(const std::string& path);
 
 /// Keras' model.save_weights / load_weights: a `.weights.h5` file (the HDF5 layout of a .keras
-/// archive's model.weights.h5), written atomically. load_weights checks every layer's weights by
-/// count and shape before assigning any: IOError naming the file and the weight otherwise.
+/// archive's model.weights.h5, a compiled model's optimizer variables included, as Keras 3's),
+/// written atomically. load_weights checks every layer's weights by count and shape (and the
+/// optimizer's variables, into a compiled model) before assigning any: IOError naming the file and
+/// the weight otherwise.
 /// ValueError for a path not ending in ".weights.h5" (Keras' rule) or a model that is not a built
 /// Sequential or Functional.
 void save_weights(const Model& model, const std::string& path);

@@ -41,12 +41,7 @@ class Optimizer:
     @learning_rate.setter
     def learning_rate(self, value):
         # Keras' optimizer.learning_rate = x (a callback's, between epochs). An optimizer made with a
-        # schedule keeps it: Keras 3 refuses the rate so (its TypeError and message).
-        if self._optimizer.has_schedule:
-            raise TypeError("This optimizer was created with a `LearningRateSchedule` object as its `learning_rate` "
-                            "constructor argument, hence its learning rate is not settable. If you need the learning "
-                            "rate to be settable, you should instantiate the optimizer with a float `learning_rate` "
-                            "argument.")
+        # schedule keeps it: the C++ optimizer refuses the rate with Keras 3's TypeError and message.
         if isinstance(value, LearningRate):
             value = float(value)
         if isinstance(value, bool) or not isinstance(value, numbers.Real):
