@@ -386,15 +386,16 @@ TEST(GpuJitCompile, ReplicasOnSeveralGpusRunEagerlyNamingTheirCollectives) {
 
 namespace {
 // A classifier with no dropout (unless asked): its labels checked on the host, its Adam steps
-// read their numbers (a decaying rate, bias corrections) from the step block, as dropout reads the
-// step: every op can be captured.
-std::unique_ptr<Sequential> classifier(JitCompile mode, bool dropout = false) {
+// read their numbers (a decaying rate, unless `scheduled` is false: a constant one the host may
+// set; bias corrections) from the step block, as dropout reads the step: every op can be captured.
+std::unique_ptr<Sequential> classifier(JitCompile mode, bool dropout = false, bool scheduled = true) {
   set_random_seed(7);
   std::vector<layers::LayerPtr> layers{layers::Dense(32, "relu", 12), layers::Dense(4, "softmax")};
   if (dropout) layers.insert(layers.begin() + 1, layers::Dropout(0.25));
   auto m = std::make_unique<Sequential>(std::move(layers));
   optimizers::AdamOptions o;
-  o.schedule = optimizers::schedules::ExponentialDecay(1e-2, 10, 0.9);
+  o.learning_rate = 1e-2;
+  if (scheduled) o.schedule = optimizers::schedules::ExponentialDecay(1e-2, 10, 0.9);
   m->compile(optimizers::Adam(o), losses::SparseCategoricalCrossentropy(), {"accuracy"});
   m->set_jit_compile(mode);
   return m;
@@ -446,7 +447,7 @@ TEST(GpuJitCompile, AClassifierIsReplayedWithTheBitsOfEagerStepsAndItsLabelsChec
 }
 
 // A rate the host sets between steps is the rate of the replays after it: A LearningRateScheduler's
-// rate per epoch (replacing the classifier's decaying schedule) and a rate set at a batch's end,
+// rate per epoch (on the classifier's constant rate: a schedule's is not settable) and a rate set at a batch's end,
 // mid-epoch, train the weights and losses of eager steps, bit for bit, on gpu:0 and its two logical
 // replicas (one graph). Once, replays kept the rate of their capture, silently.
 TEST(GpuJitCompile, ARateSetBetweenStepsIsTheRateOfTheReplaysAfterIt) {
@@ -455,7 +456,7 @@ TEST(GpuJitCompile, ARateSetBetweenStepsIsTheRateOfTheReplaysAfterIt) {
   const auto run = [&](const std::string& devices, JitCompile mode, std::string* reason, History* h) {
     MirroredStrategy strategy({.devices = {devices}});
     auto scope = strategy.scope();
-    auto m = classifier(mode);
+    auto m = classifier(mode, false, /*scheduled=*/false);
     optimizers::Optimizer& opt = *m->optimizer();
     const auto scheduler =
         std::make_shared<LearningRateScheduler>([](int epoch, double) { return epoch == 0 ? 1e-2 : 4e-3 / epoch; });
@@ -494,14 +495,15 @@ struct HostSetFit {
   std::uint64_t rule_sets = 0;   // step_rule_set kernels run on gpu:0 during the fit
 };
 
-// The classifier (Adam, ExponentialDecay) fit on `devices` (batch 16, no shuffling) with
-// `callbacks` given the model's optimizer.
+// The classifier (Adam, ExponentialDecay unless `scheduled` is false) fit on `devices` (batch 16, no
+// shuffling) with `callbacks` given the model's optimizer.
 HostSetFit fit_with_host_sets(const std::string& devices, JitCompile mode, const test::Classification& d, int epochs,
+                              bool scheduled,
                               const std::function<std::vector<CallbackPtr>(optimizers::Optimizer&)>& callbacks) {
   const Device gpu0 = Device::parse("gpu:0");
   MirroredStrategy strategy({.devices = {devices}});
   auto scope = strategy.scope();
-  auto m = classifier(mode);
+  auto m = classifier(mode, false, scheduled);
   optimizers::Optimizer& opt = *m->optimizer();
   HostSetFit r;
   const std::uint64_t captures = detail::step_captures(gpu0);
@@ -522,10 +524,10 @@ HostSetFit fit_with_host_sets(const std::string& devices, JitCompile mode, const
 // count after, and the rule written as often (before steps, on the host's word: never by a
 // replay); `graphs` captures in all, one per signature, however often the host set something.
 void expect_captured_with_the_bits_of_eager_steps(const std::string& devices, const test::Classification& d,
-                                                  int epochs, std::uint64_t graphs,
+                                                  int epochs, std::uint64_t graphs, bool scheduled,
                                                   const std::function<std::vector<CallbackPtr>(optimizers::Optimizer&)>& callbacks) {
-  const HostSetFit off = fit_with_host_sets(devices, JitCompile::kOff, d, epochs, callbacks);
-  const HostSetFit on = fit_with_host_sets(devices, JitCompile::kOn, d, epochs, callbacks);
+  const HostSetFit off = fit_with_host_sets(devices, JitCompile::kOff, d, epochs, scheduled, callbacks);
+  const HostSetFit on = fit_with_host_sets(devices, JitCompile::kOn, d, epochs, scheduled, callbacks);
   EXPECT_EQ(on.reason, "") << devices;
   EXPECT_EQ(off.captures, 0u) << devices;
   EXPECT_EQ(on.captures, graphs) << devices;
@@ -548,7 +550,7 @@ TEST(GpuJitCompile, ARateSetBetweenStepsIsReadFromTheStepBlockWithoutACaptureAne
   LOCKSTEP_REQUIRE_GPU();
   const test::Classification d = test::random_classification(16 * 12, 12, 4, 3);
   for (const std::string devices : {"gpu:0", "gpu:0x2"})
-    expect_captured_with_the_bits_of_eager_steps(devices, d, 3, 1, [](optimizers::Optimizer& opt) {
+    expect_captured_with_the_bits_of_eager_steps(devices, d, 3, 1, /*scheduled=*/false, [](optimizers::Optimizer& opt) {
       return std::vector<CallbackPtr>{
           std::make_shared<LearningRateScheduler>([](int epoch, double) { return 1e-2 / (epoch + 1); }),
           std::make_shared<LambdaCallback>(LambdaCallbackOptions{.on_train_batch_end = [&opt](std::int64_t batch,
@@ -565,7 +567,7 @@ TEST(GpuJitCompile, ALearningRateSchedulerAndReduceLROnPlateauTrainTheBitsOfEage
   LOCKSTEP_REQUIRE_GPU();
   const test::Classification d = test::random_classification(16 * 8, 12, 4, 3);
   for (const std::string devices : {"gpu:0", "gpu:0x2"})
-    expect_captured_with_the_bits_of_eager_steps(devices, d, 4, 1, [](optimizers::Optimizer&) {
+    expect_captured_with_the_bits_of_eager_steps(devices, d, 4, 1, /*scheduled=*/false, [](optimizers::Optimizer&) {
       return std::vector<CallbackPtr>{
           std::make_shared<LearningRateScheduler>([](int epoch, double lr) { return epoch == 0 ? 1e-2 : lr * 0.8; }),
           std::make_shared<ReduceLROnPlateau>(
@@ -581,7 +583,7 @@ TEST(GpuJitCompile, AnExponentialDecayCountsFromIterationsSetBetweenStepsWithout
   LOCKSTEP_REQUIRE_GPU();
   const test::Classification d = test::random_classification(16 * 7 + 5, 12, 4, 3);
   for (const std::string devices : {"gpu:0", "gpu:0x2"})
-    expect_captured_with_the_bits_of_eager_steps(devices, d, 3, 2, [](optimizers::Optimizer& opt) {
+    expect_captured_with_the_bits_of_eager_steps(devices, d, 3, 2, /*scheduled=*/true, [](optimizers::Optimizer& opt) {
       return std::vector<CallbackPtr>{std::make_shared<LambdaCallback>(LambdaCallbackOptions{
           .on_epoch_end = [&opt](int, const Logs&) { opt.set_iterations(opt.iterations() + 25); },
           .on_train_batch_end = [&opt](std::int64_t batch, const Logs&) {
