@@ -561,6 +561,8 @@ class RMSpropImpl final : public Optimizer {
     if (centered_) names.emplace_back("average_gradient");
     return names;
   }
+  // Keras' build() adds the velocities of every variable, then the momentums, then the averages.
+  bool keras_slots_by_variable() const override { return false; }
   void update_rule(Tensor& w, std::vector<Tensor>& slots, const Tensor& g, const Tensor& step) override {
     Tensor none;
     std::size_t next = 1;

@@ -51,10 +51,17 @@ std::vector<Entry> keras_entries(Optimizer& opt, const std::vector<Variable>& tr
     if (!o.options().schedule) scalar(Kind::kLearningRate, o, "learning_rate", DType::kF32);
     if (!built) return;
     const std::vector<std::string> names = o.slot_names();
-    for (const Variable& v : trainable)
+    const auto slot = [&](const Variable& v, std::size_t s) {
+      out.push_back({Kind::kSlot, &o, "slot '" + names[s] + "' of variable '" + v.name() + "'", DType::kF32,
+                     v.shape(), v, s});
+    };
+    if (o.keras_slots_by_variable()) {
+      for (const Variable& v : trainable)
+        for (std::size_t s = 0; s < names.size(); ++s) slot(v, s);
+    } else {
       for (std::size_t s = 0; s < names.size(); ++s)
-        out.push_back({Kind::kSlot, &o, "slot '" + names[s] + "' of variable '" + v.name() + "'", DType::kF32,
-                       v.shape(), v, s});
+        for (const Variable& v : trainable) slot(v, s);
+    }
   };
   if (auto* ls = dynamic_cast<LossScaleOptimizer*>(&opt)) {
     scalar(Kind::kWrapperCount, opt, "the LossScaleOptimizer's own iterations", DType::kI64);

@@ -6,7 +6,8 @@ usage: keras_optimizer_state.py DIR KERAS_FILES_DRIVER
 (a) Keras trains an Adam MLP 6 steps (batch 8, in order) and saves it; lockstep loads it (iterations,
     the rate, m and v) and trains the next 6; Keras trains its model the same 6: the weights and the
     optimizer's variables agree (relative 1e-4). With a fresh optimizer they would not: Adam's first
-    steps move every weight by about the rate.
+    steps move every weight by about the rate. The same with RMSprop(momentum, centered), whose
+    slots Keras keeps slot by slot rather than per variable.
 (b) lockstep trains 6 steps and saves; Keras loads the file without skipping its optimizer (no
     "Skipping variable loading" warning), with iterations 6, and trains 6 more; lockstep's own
     continuation from the same file agrees with it (1e-4).
@@ -62,11 +63,12 @@ def fit_six(model, x, y):
     model.fit(x, y, batch_size=8, epochs=1, shuffle=False, verbose=0)
 
 
-def keras_model():
+def keras_model(optimizer=None):
     keras.utils.set_random_seed(5)
     m = keras.Sequential([keras.Input((4,)), keras.layers.Dense(8, activation="relu"),
                           keras.layers.Dense(3, activation="softmax")])
-    m.compile(optimizer=keras.optimizers.Adam(1e-2), loss="sparse_categorical_crossentropy", metrics=["accuracy"])
+    m.compile(optimizer=optimizer or keras.optimizers.Adam(1e-2), loss="sparse_categorical_crossentropy",
+              metrics=["accuracy"])
     return m
 
 
@@ -99,9 +101,9 @@ def compare(got, want, what, rtol):
     check(worst <= rtol, f"{what}: {len(go)} optimizer variables agree (worst relative {worst:.2e} <= {rtol})")
 
 
-def keras_to_lockstep(d, driver, x, y):
-    tag, extra, rtol = "float32", [], 1e-4
-    model = keras_model()
+def keras_to_lockstep(d, driver, x, y, tag="float32", optimizer=None):
+    extra, rtol = [], 1e-4
+    model = keras_model(optimizer)
     fit_six(model, x, y)
     path, out = os.path.join(d, f"keras_{tag}.keras"), os.path.join(d, f"keras_{tag}_continued.keras")
     model.save(path)
@@ -184,6 +186,9 @@ def main():
     os.makedirs(d, exist_ok=True)
     x, y = data(d)
     keras_to_lockstep(d, driver, x, y)
+    # RMSprop keeps its slots slot by slot (every velocity, then every momentum, then every average
+    # gradient), where Adam interleaves them per variable: lockstep must read Keras' order.
+    keras_to_lockstep(d, driver, x, y, "rmsprop", keras.optimizers.RMSprop(1e-2, momentum=0.5, centered=True))
     lockstep_to_keras(d, driver, x, y)
     mixed_both_ways(d, driver, x, y)
     print(f"{len(failures)} failed" if failures else "all agree")

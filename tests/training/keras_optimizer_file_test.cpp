@@ -89,6 +89,14 @@ float float_at(const io::H5Content& h5, const std::string& path) {
   return t ? t->to_vector<float>().at(0) : -1.0f;
 }
 
+optimizers::OptimizerPtr rmsprop_with_momentum_centered() {
+  optimizers::RMSpropOptions o;
+  o.learning_rate = 1e-2;
+  o.momentum = 0.5;
+  o.centered = true;
+  return optimizers::RMSprop(o);
+}
+
 struct Case {
   const char* name;
   std::function<optimizers::OptimizerPtr()> make;
@@ -99,6 +107,8 @@ const std::vector<Case>& cases() {
       {"AdamW", [] { return optimizers::AdamW(1e-2, 0.05); }},
       {"SGD with Nesterov momentum", [] { return optimizers::SGD(0.05, 0.9, true); }},
       {"SGD", [] { return optimizers::SGD(0.05); }},
+      {"RMSprop with momentum, centered",
+       [] { return rmsprop_with_momentum_centered(); }},
       {"Adam on a schedule",
        [] { return optimizers::get("adam", optimizers::schedules::ExponentialDecay(0.02, 2, 0.5)); }},
   };
@@ -180,6 +190,27 @@ TEST(KerasOptimizerFile, FileHasKerasOptimizerVariables) {
   save_model(*model, dir + "/bare.keras", {.include_optimizer = false});
   EXPECT_EQ(datasets_under(weights_of(dir + "/bare.keras"), "optimizer"), 0u);
   EXPECT_EQ(load_model(dir + "/bare.keras")->optimizer()->iterations(), 0) << "a fresh optimizer";
+}
+
+// RMSprop's slots are in Keras 3's order, which is not Adam's: its build() makes every variable's
+// velocity, then every momentum, then every average gradient (Adam interleaves m and v per
+// variable). A file in the other order would give Keras each slot of another variable.
+TEST(KerasOptimizerFile, RMSpropSlotsAreInKerasOrderSlotBySlot) {
+  const std::string dir = fresh_dir("rmsprop");
+  auto model = mlp(rmsprop_with_momentum_centered());
+  fit_epoch(*model);
+  save_model(*model, dir + "/m.keras");
+  const io::H5Content h5 = weights_of(dir + "/m.keras");
+  const std::vector<Variable> trainable = model->trainable_variables();
+  const std::size_t n = trainable.size();
+  ASSERT_EQ(datasets_under(h5, "optimizer/vars"), 2 + 3 * n);
+  for (std::size_t s = 0; s < 3; ++s)
+    for (std::size_t i = 0; i < n; ++i) {
+      const auto slots = model->optimizer()->slots(trainable[i]);
+      const Tensor* t = h5.find_dataset("optimizer/vars/" + std::to_string(2 + s * n + i));
+      ASSERT_NE(t, nullptr);
+      EXPECT_TRUE(same_bits(*t, slots.at(s).second.on_host())) << trainable[i].name() << " " << slots.at(s).first;
+    }
 }
 
 // Under mixed_float16 compile wraps the optimizer in a LossScaleOptimizer; Keras 3 saves its own

@@ -125,6 +125,10 @@ class Optimizer {
   /// The names of the slots it keeps per variable, in Keras' order (Adam: "m", "v"; SGD with
   /// momentum: "momentum"; none otherwise).
   virtual std::vector<std::string> slot_names() const = 0;
+  /// Keras 3's order of the slots in its optimizer.variables, so in its files: each variable's
+  /// slots in turn (true: Adam's add_optimizer_variables of a list of names interleaves them), or
+  /// every variable's first slot, then every variable's second, ... (RMSprop makes each list alone).
+  virtual bool keras_slots_by_variable() const { return true; }
   /// Slot tensors of a variable by slot name (for checkpoints): the copy current on this
   /// thread of each slot variable (outside the replicas, the primary); created on demand.
   virtual std::vector<std::pair<std::string, Tensor>> slots(const Variable& v);
