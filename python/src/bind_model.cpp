@@ -13,6 +13,7 @@
 #include "lockstep/layers/core_layers.hpp"
 #include "lockstep/layers/initializers.hpp"
 #include "lockstep/layers/layer_registry.hpp"
+#include "lockstep/optimizers/optimizer_config.hpp"
 #include "lockstep/optimizers/schedules.hpp"
 #include "lockstep/training/callbacks.hpp"
 #include "lockstep/training/progbar.hpp"
@@ -54,52 +55,7 @@ layers::LayerPtr make_layer(const std::string& class_name, const std::string& co
 }
 
 optimizers::OptimizerPtr make_optimizer(const std::string& class_name, const std::string& config_text) {
-  const json c = json::parse(config_text);
-  auto common = [&](optimizers::OptimizerOptions& o) {
-    // A schedule (keras.optimizers.schedules' built-in classes) comes as Keras serialises it.
-    const json& lr = c.at("learning_rate");
-    if (lr.is_object()) o.schedule = optimizers::schedules::deserialize(lr);
-    else o.learning_rate = lr.get<double>();
-    if (c.contains("clipnorm") && !c["clipnorm"].is_null()) o.clipnorm = c["clipnorm"].get<double>();
-    if (c.contains("global_clipnorm") && !c["global_clipnorm"].is_null())
-      o.global_clipnorm = c["global_clipnorm"].get<double>();
-    if (c.contains("clipvalue") && !c["clipvalue"].is_null()) o.clipvalue = c["clipvalue"].get<double>();
-  };
-  auto adam = [&](optimizers::AdamOptions& o) {
-    common(o);
-    o.beta_1 = c.value("beta_1", o.beta_1);
-    o.beta_2 = c.value("beta_2", o.beta_2);
-    o.epsilon = c.value("epsilon", o.epsilon);
-  };
-  if (class_name == "SGD") {
-    optimizers::SGDOptions o;
-    common(o);
-    o.momentum = c.value("momentum", o.momentum);
-    o.nesterov = c.value("nesterov", o.nesterov);
-    return optimizers::SGD(o);
-  }
-  if (class_name == "Adam") {
-    optimizers::AdamOptions o;
-    adam(o);
-    return optimizers::Adam(o);
-  }
-  if (class_name == "AdamW") {
-    optimizers::AdamWOptions o;
-    adam(o);
-    o.weight_decay = c.value("weight_decay", o.weight_decay);
-    return optimizers::AdamW(o);
-  }
-  if (class_name == "RMSprop") {
-    optimizers::RMSpropOptions o;
-    common(o);
-    o.rho = c.value("rho", o.rho);
-    o.momentum = c.value("momentum", o.momentum);
-    o.epsilon = c.value("epsilon", o.epsilon);
-    o.centered = c.value("centered", o.centered);
-    return optimizers::RMSprop(o);
-  }
-  throw ValueError("lockstep does not support keras.optimizers." + class_name +
-                   " yet (it has SGD, Adam, AdamW, RMSprop)");
+  return optimizers::deserialize({{"class_name", class_name}, {"config", json::parse(config_text)}});
 }
 
 // A schedule of keras.optimizers.schedules' built-in classes, as Python holds it: the C++ schedule

@@ -12,6 +12,7 @@
 #include "lockstep/layers/merge_layers.hpp"
 #include "lockstep/training/functional.hpp"
 #include "lockstep/training/sequential.hpp"
+#include "lockstep/optimizers/optimizer_config.hpp"
 #include "training/compile_config.hpp"
 #include "training/functional_config.hpp"
 #include "training/layer_config.hpp"
@@ -197,7 +198,7 @@ std::string keras_loss_class(const std::string& snake) {
 }
 
 json compile_to_keras(const Model& model) {
-  json opt = optimizer_to_json(*model.optimizer());
+  json opt = optimizers::serialize(*model.optimizer());
   json& oc = opt.at("config");
   std::string lower = opt.at("class_name").get<std::string>();
   for (auto& ch : lower) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
@@ -522,11 +523,11 @@ void compile_from_keras_file(const json& j, Model& model, const std::string& sou
     if (problem.empty()) {
       try {
         if (model.output_structure().size() == 1) {
-          model.compile(optimizer_from_json(parts.optimizer), loss_from_json(parts.loss), parts.metrics);
+          model.compile(optimizers::deserialize(parts.optimizer), loss_from_json(parts.loss), parts.metrics);
         } else {
           std::map<std::string, losses::LossPtr> losses;
           for (const auto& [name, loss] : parts.losses) losses[name] = loss_from_json(loss);
-          model.compile(optimizer_from_json(parts.optimizer), losses, parts.output_metrics, parts.loss_weights);
+          model.compile(optimizers::deserialize(parts.optimizer), losses, parts.output_metrics, parts.loss_weights);
         }
         model.set_jit_compile(parts.jit_compile);
         model.set_steps_per_execution(parts.steps_per_execution);

@@ -11,6 +11,7 @@
 #include "lockstep/io/crc32c.hpp"
 #include "lockstep/layers/core_layers.hpp"
 #include "lockstep/training/functional.hpp"
+#include "lockstep/optimizers/optimizer_config.hpp"
 #include "training/compile_config.hpp"
 #include "training/functional_config.hpp"
 #include "training/keras_file.hpp"
@@ -22,8 +23,6 @@ namespace {
 using nlohmann::json;
 using detail::layer_from_json;
 using detail::loss_from_json;
-using detail::optimizer_from_json;
-using detail::optimizer_to_json;
 using detail::layer_to_json;
 using detail::shape_from_json;
 using detail::shape_to_json;
@@ -119,7 +118,7 @@ void save_model(Model& model, const std::string& dir, const SaveModelOptions& op
     for (const auto& m : model.metrics()) metric_names.push_back(m->name());
     const auto& loss = *model.loss();
     j["compile_config"] = {
-        {"optimizer", optimizer_to_json(*opt)},
+        {"optimizer", optimizers::serialize(*opt)},
         {"loss", {{"class_name", loss.name()}, {"config", {{"from_logits", loss.from_logits()}}}}},
         {"metrics", metric_names},
         {"include_optimizer", with_optimizer},
@@ -231,9 +230,9 @@ std::unique_ptr<Model> load_model(const std::string& dir, const LoadModelOptions
           weights[name] = o.at("weight").get<double>();
           metrics[name] = o.at("metrics").get<std::vector<std::string>>();
         }
-        model->compile(optimizer_from_json(c.at("optimizer")), losses, metrics, weights);
+        model->compile(optimizers::deserialize(c.at("optimizer")), losses, metrics, weights);
       } else {
-        model->compile(optimizer_from_json(c.at("optimizer")), loss_from_json(c.at("loss")),
+        model->compile(optimizers::deserialize(c.at("optimizer")), loss_from_json(c.at("loss")),
                        c.at("metrics").get<std::vector<std::string>>());
       }
       if (c.at("include_optimizer").get<bool>()) restore_optimizer = model->optimizer().get();
