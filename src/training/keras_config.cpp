@@ -517,7 +517,13 @@ std::unique_ptr<Sequential> sequential_from_keras_layers(const json& j, const st
 }
 
 void compile_from_keras_file(const json& j, Model& model, const std::string& source) {
-  if (j.contains("compile_config") && !j.at("compile_config").is_null()) {
+  // Keras 3 writes an uncompiled model's compile_config as null or {}: nothing to compile.
+  const auto compiled = [&] {
+    if (!j.contains("compile_config")) return false;
+    const json& c = j.at("compile_config");
+    return !c.is_null() && !(c.is_object() && c.empty());
+  };
+  if (compiled()) {
     CompileParts parts;
     std::string problem = compile_from_keras(j.at("compile_config"), model.output_structure(), parts);
     if (problem.empty()) {

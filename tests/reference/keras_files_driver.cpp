@@ -109,7 +109,8 @@ int main(int argc, char** argv) {
       for (std::size_t k = 0; k < outs.size(); ++k)
         data::write_npy(a[4] + m->output_structure().names[k] + ".npy", outs[k]);
     } else if (a.size() == 2 && a[0] == "trainable") {
-      for (const auto& l : load_model(a[1])->layers())
+      const auto m = load_model(a[1]);  // held: a range-for's temporary owner would free the layers first
+      for (const auto& l : m->layers())
         if (l->class_name() != "InputLayer") std::printf("%s %s\n", l->name().c_str(), l->trainable() ? "true" : "false");
     } else if ((a.size() == 4 || a.size() == 5) && a[0] == "optimizer-train") {
       if (a.size() == 5) mixed_precision::set_global_policy("mixed_float16");

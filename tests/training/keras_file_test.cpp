@@ -156,6 +156,26 @@ TEST(KerasFile, KerasWrittenScheduleIsReadAndAnUnknownOneWarnsOnce) {
   EXPECT_EQ(err.find("WARNING"), err.rfind("WARNING")) << err;  // once
 }
 
+// Keras 3 writes the compile_config of a model it never compiled as {} (or null): such a file
+// loads uncompiled, silently, as in Keras (it warned "optimizer null is not supported").
+TEST(KerasFile, AnUncompiledKerasModelsEmptyCompileConfigLoadsUncompiledSilently) {
+  const std::string dir = fresh_dir("keras_uncompiled");
+  auto model = mlp();
+  save_model(*model, dir + "/m.keras");
+  auto entries = io::decode_zip(io::read_file(dir + "/m.keras"), "m");
+  json config = json::parse(io::find_entry(entries, "config.json")->bytes);
+  for (const json& empty : {json::object(), json()}) {
+    config["compile_config"] = empty;
+    for (auto& e : entries)
+      if (e.name == "config.json") e.bytes = config.dump();
+    io::write_file_atomic(dir + "/uncompiled.keras", io::encode_zip(entries));
+    ::testing::internal::CaptureStderr();
+    auto loaded = load_model(dir + "/uncompiled.keras");
+    EXPECT_EQ(::testing::internal::GetCapturedStderr(), "") << empty.dump();
+    EXPECT_FALSE(loaded->compiled()) << empty.dump();
+  }
+}
+
 TEST(KerasFile, ArchiveHasKerasLayout) {
   const std::string dir = fresh_dir("layout");
   auto model = mlp();
