@@ -8,6 +8,7 @@
 #include "lockstep/training/progbar.hpp"
 #include "training/progbar_values.hpp"
 #include "training/replica_slices.hpp"
+#include "training/sample_weights.hpp"
 #include "training/step_jit.hpp"
 
 namespace lockstep {
@@ -33,11 +34,13 @@ Logs Model::evaluate_impl(const data::Dataset& dataset, std::int64_t steps, cons
   std::int64_t examples = 0;
   const auto run_step = [&](const data::Element& batch, detail::PendingNumbers& pending) {
     check_components(batch.size(), "evaluate");
-    data::Element xy(batch.begin(), batch.begin() + static_cast<std::ptrdiff_t>(inputs_.size() + outputs_.size()));
+    data::Element xy = batch;  // inputs, targets, then any sample weights
     const Tensor& x = xy[0];
+    const std::size_t n_xy = inputs_.size() + outputs_.size();
     for (std::size_t i = 1; i < xy.size(); ++i)
       LOCKSTEP_CHECK(xy[i].rank() >= 1 && xy[i].dim(0) == x.dim(0), "evaluate: x ", x.shape().str(), " and ",
-                     i < inputs_.size() ? "x" : "y", " ", xy[i].shape().str(), " have different batch sizes");
+                     i < inputs_.size() ? "x" : i < n_xy ? "y" : "sample_weight", " ", xy[i].shape().str(),
+                     " have different batch sizes");
     if (!built()) build(Shape(x.shape()));
     ensure_mirrored();  // may make the step functions again (a layer added since): taken after it
     const std::shared_ptr<detail::StepJit> jit = step_jit(StepFunction::kTest);
@@ -77,19 +80,26 @@ Logs Model::evaluate_impl(const data::Dataset& dataset, std::int64_t steps, cons
 }
 
 Logs Model::evaluate(const data::Dataset& dataset, const EvaluateOptions& o) {
+  // Keras' words (data_adapters/__init__.py: raise_unsupported_arg).
+  LOCKSTEP_CHECK(!o.sample_weight.defined(), "evaluate: the sample weights come from the dataset, as its elements' "
+                 "component after the targets: sample_weight is not supported when using a dataset");
   return evaluate_impl(dataset, o.steps, o.callbacks, o.verbose);
 }
 
 Logs Model::evaluate(const Tensor& x, const Tensor& y, const EvaluateOptions& o) {
   LOCKSTEP_CHECK(x.rank() >= 1 && y.rank() >= 1 && x.dim(0) == y.dim(0), "evaluate: x ", x.shape().str(), " and y ",
                  y.shape().str(), " must have the same number of examples");
-  LOCKSTEP_CHECK(o.batch_size > 0, "evaluate: batch_size must be positive");
-  return evaluate_impl(data::Dataset::from_tensor_slices(x, y).batch(o.batch_size), o.steps, o.callbacks, o.verbose);
+  return evaluate_tensors({x, y}, o);
 }
 
 Logs Model::evaluate(const std::vector<Tensor>& xs, const std::vector<Tensor>& ys, const EvaluateOptions& o) {
+  return evaluate_tensors(detail::tensor_components(*this, xs, ys, "evaluate"), o);
+}
+
+Logs Model::evaluate_tensors(data::Element xy, const EvaluateOptions& o) {
   LOCKSTEP_CHECK(o.batch_size > 0, "evaluate: batch_size must be positive");
-  return evaluate_impl(data::Dataset::from_tensor_slices(detail::tensor_components(*this, xs, ys, "evaluate")).batch(o.batch_size), o.steps, o.callbacks,
+  xy = detail::with_sample_weights(*this, std::move(xy), o.sample_weight, {}, "evaluate");
+  return evaluate_impl(data::Dataset::from_tensor_slices(std::move(xy)).batch(o.batch_size), o.steps, o.callbacks,
                        o.verbose);
 }
 

@@ -7,6 +7,7 @@
 #include "lockstep/layers/initializers.hpp"
 #include "lockstep/training/model.hpp"
 #include "training/fit_loop.hpp"
+#include "training/sample_weights.hpp"
 
 namespace lockstep {
 namespace {
@@ -72,16 +73,28 @@ History Model::fit(const std::vector<Tensor>& xs, const std::vector<Tensor>& ys,
 }
 
 History Model::fit_split(const data::Element& xy, const FitOptions& options) {
-  auto [train, val] = split_xy(xy, options);
+  // The weights join the tensors before the split, so that the held-out rows keep theirs (Keras).
+  auto [train, val] =
+      split_xy(detail::with_sample_weights(*this, xy, options.sample_weight, options.class_weight, "fit"), options);
   FitOptions o = options;
   if (val && !o.validation_data) o.validation_data = *val;
   o.validation_split = 0.0;
+  o.sample_weight = Tensor();
+  o.class_weight.clear();
   return fit(train, o);
 }
 
 History Model::fit(const data::Dataset& dataset, const FitOptions& o) {
   check_compiled("fit");
   check_strategy_scope("fit");
+  // Keras' words (data_adapters/__init__.py: raise_unsupported_arg).
+  LOCKSTEP_CHECK(!o.sample_weight.defined(), "fit: the sample weights come from the dataset, as its elements' "
+                 "component after the targets: sample_weight is not supported when using a dataset");
+  if (!o.class_weight.empty()) {
+    FitOptions weighted = o;
+    weighted.class_weight.clear();
+    return fit(detail::with_class_weights(*this, dataset, o.class_weight), weighted);
+  }
   detail::FitLoop loop(*this, dataset, o);
   Logs& logs = loop.logs;
   loop.callbacks.each([&](Callback& c) { c.on_train_begin(logs); });

@@ -327,14 +327,24 @@ std::vector<Model::Output> Model::forward_all(std::span<const Tensor> xs, const 
 
 void Model::check_components(std::size_t components, const char* what, bool targets) const {
   const std::size_t want = inputs_.size() + (targets ? outputs_.size() : 0);
-  // A model of one input and output takes (x, y) and ignores more (sample weights are not read).
-  if (components == want || (inputs_.size() == 1 && outputs_.size() == 1 && components >= want)) return;
+  // Sample weights after the targets (sample_weights.hpp): one for every output, or one per output.
+  if (components == want || (targets && (components == want + 1 || components == want + outputs_.size()))) return;
   std::string names = inputs_.size() == 1 ? "x" : "inputs " + inputs_.joined();
   if (targets) names += outputs_.size() == 1 ? ", y" : ", then targets " + outputs_.joined();
+  const std::string weights = !targets                ? ""
+                              : outputs_.size() == 1 ? " (or " + std::to_string(want + 1) + " with sample_weight)"
+                                                     : " (or " + std::to_string(want + 1) + " with one sample_weight, " +
+                                                           std::to_string(want + outputs_.size()) + " with one per output)";
   throw ValueError(std::string(what) + ": model '" + name() + "' takes " + std::to_string(inputs_.size()) + " input(s)" +
                    (targets ? " and " + std::to_string(outputs_.size()) + " target(s)" : std::string()) +
                    ", so each element must hold " + std::to_string(want) + " tensors (" + names + "), got " +
-                   std::to_string(components));
+                   std::to_string(components) + weights);
+}
+
+Tensor Model::sample_weight_of(const data::Element& s, std::size_t k) const {
+  const std::size_t at = inputs_.size() + outputs_.size();
+  if (s.size() <= at) return Tensor();
+  return s.size() == at + 1 ? s[at] : s[at + k];
 }
 
 void Model::refresh_step_variables() {

@@ -12,6 +12,7 @@
 #include "lockstep/training/model.hpp"
 #include "distribute/phase_times.hpp"
 #include "training/replica_slices.hpp"
+#include "training/sample_weights.hpp"
 #include "training/step_jit.hpp"
 
 namespace lockstep {
@@ -72,7 +73,7 @@ void Model::slice_loss(const data::Element& s, const layers::CallContext& ctx, d
   const std::size_t n_in = inputs_.size();
   if (n_in == 1 && outputs_.size() == 1) {  // the path every Sequential takes
     outs.one = forward(input_of(s[0]), ctx);
-    outs.losses = per_example_losses(*loss_, s[1], outs.one);
+    outs.losses = detail::weighted_losses(per_example_losses(*loss_, s[1], outs.one), sample_weight_of(s, 0));
     r.loss_sum = sum(outs.losses);
     return;
   }
@@ -89,7 +90,7 @@ void Model::slice_loss(const data::Element& s, const layers::CallContext& ctx, d
     const losses::Loss& loss = output_losses_.empty() ? *loss_ : *output_losses_[k].loss;
     Tensor losses;
     try {
-      losses = per_example_losses(loss, y, o);
+      losses = detail::weighted_losses(per_example_losses(loss, y, o), sample_weight_of(s, k));
     } catch (const ValueError& e) {
       throw ValueError("model '" + name() + "', output '" + out + "': " + e.what());
     }

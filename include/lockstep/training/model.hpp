@@ -74,6 +74,16 @@ struct FitOptions {
   /// each step; false reads each execution's at its end (for comparisons: the same logs, History
   /// and weights either way). LOCKSTEP_SYNC_EACH_STEP=1 sets it false for every fit.
   bool defer_reads = true;
+  /// Keras' sample_weight, for fit on tensors: one weight per example (shape (N,) or (N, 1), read
+  /// as float32; sample_weights.hpp), which multiplies that example's loss. A model of several
+  /// outputs weighs every output's loss by it. A dataset carries its weights itself, as the
+  /// component after the targets ((x, y, sample_weight), as Keras): setting this with a dataset
+  /// is a ValueError. Undefined: every example weighs 1.
+  Tensor sample_weight;
+  /// Keras' class_weight: each example weighs its class's weight (classes absent weigh 1), its
+  /// class the integer target, or the argmax of a one-hot one. With tensors or a dataset; not with
+  /// sample_weight, weights in the dataset, or a model of several outputs (ValueError, Keras' words).
+  std::map<int, double> class_weight;
 };
 
 struct EvaluateOptions {
@@ -81,6 +91,8 @@ struct EvaluateOptions {
   std::int64_t steps = -1;
   int verbose = 0;
   std::vector<CallbackPtr> callbacks;
+  /// Keras' sample_weight for evaluate on tensors, as FitOptions::sample_weight.
+  Tensor sample_weight;
 };
 
 struct PredictOptions {
@@ -322,6 +334,8 @@ class Model {
   /// it; ValueError with Keras' message and the fix otherwise. An unbuilt model without a
   /// strategy adopts the open scope's (its variables will be made under it).
   void check_strategy_scope(const char* what);
+  /// evaluate on in-memory tensors (inputs, then targets), with options' sample weights.
+  Logs evaluate_tensors(data::Element xy, const EvaluateOptions& options);
   Logs evaluate_impl(const data::Dataset& dataset, std::int64_t steps, const std::vector<CallbackPtr>& callbacks,
                      int verbose);
   Logs collect_logs(const char* prefix) const;
@@ -342,9 +356,12 @@ class Model {
                   detail::ReplicaNumbers& r) const;
   /// Each metric's batch state, on its output and target.
   void slice_metric_states(const data::Element& s, const detail::SliceOutputs& outs, detail::ReplicaNumbers& r) const;
-  /// An element's components are the inputs, then (`targets`) the targets: ValueError naming the
-  /// model's inputs and outputs otherwise.
+  /// An element's components are the inputs, then (`targets`) the targets, then optionally sample
+  /// weights (one for every output, or one per output): ValueError naming the model's inputs and
+  /// outputs otherwise.
   void check_components(std::size_t components, const char* what, bool targets = true) const;
+  /// Output k's sample weights in a slice (inputs, targets, then weights), undefined where it has none.
+  Tensor sample_weight_of(const data::Element& s, std::size_t k) const;
   detail::ReplicaNumbers replica_train_step(const data::Element& s, std::int64_t first_example,
                                     std::int64_t global_n, std::int64_t step, ReplicaInterface* replica,
                                     GradientUse use);

@@ -1,0 +1,98 @@
+// Keras' sample_weight and class_weight (sample_weights.hpp).
+#include "training/sample_weights.hpp"
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "lockstep/tensor/ops.hpp"
+#include "lockstep/training/model.hpp"
+
+namespace lockstep::detail {
+namespace {
+
+// `w` read as float32 (N,) on the host: N weights, each finite (a NaN or infinite weight would make
+// every later loss and weight NaN without a word; Keras does not check, and lets negative ones be).
+Tensor checked_weights(const Tensor& w, std::int64_t n, const char* what) {
+  LOCKSTEP_CHECK(w.rank() == 1 || (w.rank() == 2 && w.dim(1) == 1), what,
+                 ": sample_weight must hold one weight per example (shape (", n, ",) or (", n, ", 1)), got shape ",
+                 w.shape().str());
+  LOCKSTEP_CHECK(w.dim(0) == n, what, ": sample_weight has ", w.dim(0), " weights but the data has ", n,
+                 " examples");
+  std::vector<float> values = w.to(DType::kF32).to_vector<float>();
+  for (std::size_t i = 0; i < values.size(); ++i)
+    LOCKSTEP_CHECK(std::isfinite(values[i]), what, ": sample_weight[", i, "] is ", values[i],
+                   "; every weight must be finite");
+  return Tensor::from_vector(values, Shape{n}).on_host();
+}
+
+void check_class_weight(const Model& model, const std::map<int, double>& class_weight, const char* what) {
+  // Keras' words (array_data_adapter.py, tf_dataset_adapter.py).
+  LOCKSTEP_CHECK(model.output_structure().size() == 1, what,
+                 ": `class_weight` is only supported for Models with a single output.");
+  for (const auto& [c, weight] : class_weight)
+    LOCKSTEP_CHECK(std::isfinite(weight), what, ": class_weight[", c, "] is ", weight, "; every weight must be finite");
+}
+
+}  // namespace
+
+Tensor class_weights(const Tensor& y, const std::map<int, double>& class_weight) {
+  LOCKSTEP_CHECK(y.rank() >= 1 && y.rank() <= 2, "class_weight: the targets must be class indices (N,) or (N, 1), or "
+                 "one-hot rows (N, classes); got shape ", y.shape().str());
+  const std::int64_t n = y.dim(0);
+  const std::int64_t row = y.rank() == 2 ? y.dim(1) : 1;
+  const std::vector<float> values = y.to(DType::kF32).to_vector<float>();
+  std::vector<float> weights(static_cast<std::size_t>(n), 1.0f);
+  for (std::int64_t i = 0; i < n; ++i) {
+    const float* r = values.data() + i * row;
+    std::int64_t c = 0;
+    if (row > 1) {  // one-hot: the first largest, as np.argmax
+      for (std::int64_t j = 1; j < row; ++j)
+        if (r[j] > r[c]) c = j;
+    } else {
+      c = static_cast<std::int64_t>(std::nearbyint(r[0]));  // np.round: half to even
+    }
+    if (const auto it = class_weight.find(static_cast<int>(c)); it != class_weight.end())
+      weights[static_cast<std::size_t>(i)] = static_cast<float>(it->second);
+  }
+  return Tensor::from_vector(weights, Shape{n}).on_host();
+}
+
+data::Element with_sample_weights(const Model& model, data::Element xy, const Tensor& sample_weight,
+                                  const std::map<int, double>& class_weight, const char* what) {
+  if (!sample_weight.defined() && class_weight.empty()) return xy;
+  LOCKSTEP_CHECK(!sample_weight.defined() || class_weight.empty(), what,
+                 ": You cannot `class_weight` and `sample_weight` at the same time.");
+  const std::int64_t n = xy.front().dim(0);
+  if (sample_weight.defined()) {
+    xy.push_back(checked_weights(sample_weight, n, what));
+    return xy;
+  }
+  check_class_weight(model, class_weight, what);
+  xy.push_back(class_weights(xy[model.input_structure().size()], class_weight));
+  return xy;
+}
+
+data::Dataset with_class_weights(const Model& model, const data::Dataset& dataset,
+                                 const std::map<int, double>& class_weight) {
+  check_class_weight(model, class_weight, "fit");
+  const std::size_t inputs = model.input_structure().size();
+  return dataset.map([inputs, class_weight](data::Element e) {
+    LOCKSTEP_CHECK(e.size() == inputs + 1, "fit: You cannot `class_weight` and `sample_weight` at the same time "
+                   "(the dataset's elements hold ", e.size(), " tensors: inputs, a target, and sample weights?)");
+    e.push_back(class_weights(e[inputs], class_weight));
+    return e;
+  });
+}
+
+Tensor weighted_losses(const Tensor& losses, const Tensor& weight) {
+  if (!weight.defined()) return losses;
+  const std::int64_t b = losses.dim(0);
+  LOCKSTEP_CHECK((weight.rank() == 1 || (weight.rank() == 2 && weight.dim(1) == 1)) && weight.dim(0) == b,
+                 "sample_weight: a batch of ", b, " examples needs one weight per example (shape (", b, ",) or (", b,
+                 ", 1)), got shape ", weight.shape().str());
+  const Tensor w = weight.rank() == 1 ? weight : weight.reshape(Shape{b});
+  return mul(losses, w.dtype() == losses.dtype() ? w : cast(w, losses.dtype()));
+}
+
+}  // namespace lockstep::detail

@@ -1,0 +1,49 @@
+#pragma once
+// Keras' sample_weight and class_weight: how weights join a batch and how they weigh its losses.
+// An element holds the inputs, the targets, then the sample weights (Keras' (x, y, sample_weight)),
+// so they travel the one input path with their rows: every replica gets its slice's weights.
+//
+// Keras 3's arithmetic (keras/src/losses/loss.py, reduce_weighted_values and reduce_values, with
+// the default reduction "sum_over_batch_size"): each example's loss times its weight, summed, then
+// divided by the number of examples (not by the weights' sum). The model divides every replica's
+// sum by the global batch's size, as without weights, so N replicas compute what one device would,
+// and all-ones weights give the bits of no weights. The "loss" log is that mean, averaged over the
+// batches by their sizes (Keras' loss tracker). compile's metrics are not weighted: Keras 3 weights
+// only weighted_metrics (compile_utils.py, CompileMetrics.update_state).
+#include <cstddef>
+#include <map>
+
+#include "lockstep/data/dataset.hpp"
+
+namespace lockstep {
+class Model;
+}
+
+namespace lockstep::detail {
+
+/// The in-memory tensors of fit or evaluate (inputs, then targets) with the sample weights
+/// joined as their last component: `sample_weight` checked and read as float32 (N,), or
+/// `class_weight`'s weights of the targets (class_weights), or neither (`xy` as it is).
+/// ValueError naming the argument: both given, class_weight with several outputs, a weight not
+/// finite, another number of weights than examples, another shape than (N,) or (N, 1).
+data::Element with_sample_weights(const Model& model, data::Element xy, const Tensor& sample_weight,
+                                  const std::map<int, double>& class_weight, const char* what);
+
+/// fit's class_weight on a dataset of (inputs, target) batches: each batch gains its weights, as
+/// Keras' TFDatasetAdapter maps make_class_weight_map_fn over it. A batch that has sample weights
+/// already is a ValueError at that batch.
+data::Dataset with_class_weights(const Model& model, const data::Dataset& dataset,
+                                 const std::map<int, double>& class_weight);
+
+/// Keras 3's class_weight_to_sample_weights (trainers/data_adapters/data_adapter_utils.py): one
+/// float32 weight per row of `y`, its class's, where the class is y rounded to an integer (half to
+/// even, as np.round), or the argmax of a one-hot row (y of shape (N, C), C > 1); a class absent
+/// from the map weighs 1. y of rank above 2: ValueError.
+Tensor class_weights(const Tensor& y, const std::map<int, double>& class_weight);
+
+/// `losses` (per example, shape (B,)) weighted by `weight` (undefined: `losses` itself), of shape
+/// (B,) or (B, 1) and any dtype (cast to the losses'). ValueError naming sample_weight otherwise.
+/// Inside the step: on the device, captured with it.
+Tensor weighted_losses(const Tensor& losses, const Tensor& weight);
+
+}  // namespace lockstep::detail
