@@ -21,8 +21,18 @@
 //                                                            load (compiled), save again
 //   (--mixed: under the mixed_float16 policy, so that compile wraps the optimizer in a
 //   LossScaleOptimizer, as Keras' does)
+//   keras_files_driver weighted IN.keras X.npy Y.npy W.npy CLASS:WEIGHT,... OUT_DIR
+//                                                            IN evaluated with sample_weight W (batch
+//                                                            8; the loss to OUT_DIR/evaluate_loss.txt),
+//                                                            and trained an epoch (batch 8, in order)
+//                                                            with W and with the class weights, saved
+//                                                            as OUT_DIR/sample_weight.keras and
+//                                                            class_weight.keras (each fit's loss to
+//                                                            OUT_DIR/<name>_loss.txt)
 // Errors: message on stderr, exit 1.
+#include <algorithm>
 #include <cstdio>
+#include <map>
 #include <string>
 
 #include "lockstep/lockstep.hpp"
@@ -78,6 +88,25 @@ std::unique_ptr<Model> make_optimizer_mlp(const Shape& example) {
   m->compile(optimizers::Adam(1e-2), losses::SparseCategoricalCrossentropy(), {"accuracy"});
   return m;
 }
+void write_number(const std::string& path, double value) {
+  std::FILE* f = std::fopen(path.c_str(), "w");
+  if (!f) throw IOError("cannot write " + path);
+  std::fprintf(f, "%.9g\n", value);
+  std::fclose(f);
+}
+// "0:0.5,2:3" -> {0: 0.5, 2: 3}.
+std::map<int, double> parse_class_weight(const std::string& text) {
+  std::map<int, double> out;
+  std::size_t at = 0;
+  while (at < text.size()) {
+    const std::size_t comma = std::min(text.find(',', at), text.size());
+    const std::string pair = text.substr(at, comma - at);
+    const std::size_t colon = pair.find(':');
+    out[std::stoi(pair.substr(0, colon))] = std::stod(pair.substr(colon + 1));
+    at = comma + 1;
+  }
+  return out;
+}
 void fit_six_steps(Model& m, const std::string& x, const std::string& y) {
   m.fit(data::read_npy(x), data::read_npy(y), {.epochs = 1, .batch_size = 8, .shuffle = false, .verbose = 0});
 }
@@ -125,6 +154,21 @@ int main(int argc, char** argv) {
     } else if ((a.size() == 3 || a.size() == 4) && a[0] == "optimizer-resave") {
       if (a.size() == 4) mixed_precision::set_global_policy("mixed_float16");
       save_model(*load_model(a[1]), a[2]);
+    } else if (a.size() == 7 && a[0] == "weighted") {
+      const Tensor x = data::read_npy(a[2]), y = data::read_npy(a[3]), w = data::read_npy(a[4]);
+      const std::string out = a[6];
+      write_number(out + "/evaluate_loss.txt",
+                   load_model(a[1])->evaluate(x, y, {.batch_size = 8, .sample_weight = w}).at("loss"));
+      FitOptions o{.epochs = 1, .batch_size = 8, .shuffle = false, .verbose = 0};
+      o.sample_weight = w;
+      auto by_example = load_model(a[1]);
+      write_number(out + "/sample_weight_loss.txt", by_example->fit(x, y, o).history.at("loss").back());
+      save_model(*by_example, out + "/sample_weight.keras");
+      o.sample_weight = Tensor();
+      o.class_weight = parse_class_weight(a[5]);
+      auto by_class = load_model(a[1]);
+      write_number(out + "/class_weight_loss.txt", by_class->fit(x, y, o).history.at("loss").back());
+      save_model(*by_class, out + "/class_weight.keras");
     } else {
       std::fprintf(stderr, "usage: see the header of keras_files_driver.cpp\n");
       return 2;

@@ -1,0 +1,101 @@
+#!/usr/bin/env python3
+"""Keras' sample_weight and class_weight against real Keras 3 (TF backend, .venv-ref).
+
+usage: keras_sample_weight.py DIR KERAS_FILES_DRIVER
+
+Keras builds a Dense(8, relu) -> Dense(3, softmax) MLP (Adam, sparse categorical cross-entropy)
+and saves it untrained. From that file, lockstep (keras_files_driver weighted) and Keras each
+(a) evaluate it with sample weights (some 0, one negative; batch 8): the same loss (relative 1e-5),
+    Keras 3's sum(w * loss) / N, which differs from the unweighted loss and from sum(w * loss) / sum(w);
+(b) train it an epoch (batch 8, in order) with those sample weights, and
+(c) with class_weight {0: 0.5, 2: 3.0} (class 1 absent: weight 1):
+    the same epoch loss (1e-5) and weights (relative 1e-4).
+
+Exit 0 all agree, 1 a disagreement, 77 (skip) when tensorflow/keras are not importable.
+"""
+import os
+import subprocess
+import sys
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")
+try:
+    import numpy as np
+    import keras
+except ImportError as e:  # no reference environment: skip, do not fail
+    print(f"SKIP: {e}")
+    sys.exit(77)
+
+failures = []
+CLASS_WEIGHT = {0: 0.5, 2: 3.0}
+
+
+def check(ok, what):
+    print(("ok:   " if ok else "FAIL: ") + what)
+    if not ok:
+        failures.append(what)
+
+
+def rel(a, b):
+    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
+    return float(np.max(np.abs(a - b)) / max(float(np.max(np.abs(b))), 1e-30)) if b.size else 0.0
+
+
+def number(path):
+    with open(path) as f:
+        return float(f.read())
+
+
+def main():
+    d, driver = sys.argv[1], sys.argv[2]
+    os.makedirs(d, exist_ok=True)
+    rng = np.random.default_rng(6)
+    x = rng.normal(size=(44, 4)).astype(np.float32)  # batches of 8 and a last one of 4
+    y = rng.integers(0, 3, size=44).astype(np.int64)
+    w = rng.uniform(0.0, 2.0, size=44).astype(np.float32)
+    w[[2, 9]] = 0.0
+    w[5] = -0.5  # Keras lets a weight be negative
+    for name, a in (("x", x), ("y", y), ("w", w)):
+        np.save(os.path.join(d, name + ".npy"), a)
+    keras.utils.set_random_seed(5)
+    m = keras.Sequential([keras.Input((4,)), keras.layers.Dense(8, activation="relu"),
+                          keras.layers.Dense(3, activation="softmax")])
+    m.compile(optimizer=keras.optimizers.Adam(1e-2), loss="sparse_categorical_crossentropy")
+    base = os.path.join(d, "base.keras")
+    m.save(base)
+
+    r = subprocess.run([driver, "weighted", base] + [os.path.join(d, n + ".npy") for n in ("x", "y", "w")]
+                       + [",".join(f"{c}:{v}" for c, v in CLASS_WEIGHT.items()), d], capture_output=True, text=True)
+    if r.returncode != 0:
+        print(f"FAIL: keras_files_driver weighted: {r.stderr}")
+        return 1
+
+    # (a) evaluate.
+    keras_loss = keras.saving.load_model(base).evaluate(x, y, sample_weight=w, batch_size=8, verbose=0)
+    lockstep_loss = number(os.path.join(d, "evaluate_loss.txt"))
+    check(rel(lockstep_loss, keras_loss) < 1e-5,
+          f"(a) evaluate's weighted loss: lockstep {lockstep_loss:.7g}, Keras {keras_loss:.7g}")
+    plain = keras.saving.load_model(base).evaluate(x, y, batch_size=8, verbose=0)
+    p = keras.saving.load_model(base).predict(x, verbose=0)
+    each = -np.log(p[np.arange(len(y)), y].astype(np.float64))
+    check(abs(keras_loss - plain) > 1e-3 and abs(keras_loss - np.sum(w * each) / np.sum(w)) > 1e-3
+          and abs(keras_loss - np.sum(w * each) / len(y)) < 1e-5 * abs(keras_loss),
+          f"(a) Keras' loss is sum(w * loss) / N ({np.sum(w * each) / len(y):.7g}), not the plain mean "
+          f"({plain:.7g}) nor / sum(w) ({np.sum(w * each) / np.sum(w):.7g})")
+
+    # (b), (c) an epoch of training.
+    for name, kwargs in (("sample_weight", {"sample_weight": w}), ("class_weight", {"class_weight": CLASS_WEIGHT})):
+        km = keras.saving.load_model(base)
+        h = km.fit(x, y, batch_size=8, epochs=1, shuffle=False, verbose=0, **kwargs)
+        lm = keras.saving.load_model(os.path.join(d, name + ".keras"))
+        lockstep_fit_loss = number(os.path.join(d, name + "_loss.txt"))
+        check(rel(lockstep_fit_loss, h.history["loss"][-1]) < 1e-5,
+              f"{name}: the epoch's loss, lockstep {lockstep_fit_loss:.7g}, Keras {h.history['loss'][-1]:.7g}")
+        worst = max(rel(a, b) for a, b in zip(lm.get_weights(), km.get_weights()))
+        check(worst < 1e-4, f"{name}: the weights after an epoch agree (relative {worst:.2g})")
+    print("FAILED: " + "; ".join(failures) if failures else "all agree")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
