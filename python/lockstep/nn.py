@@ -1,6 +1,6 @@
 """tf.nn: the ops and loss helpers a custom loop uses."""
 from . import _lockstep, distribute
-from ._support import refuse_arguments, unsupported_getattr
+from ._support import unsupported_getattr
 from .ops import reduce_sum
 
 __getattr__ = unsupported_getattr("tf.nn")
@@ -21,9 +21,12 @@ def sparse_softmax_cross_entropy_with_logits(labels=None, logits=None, name=None
 
 
 def compute_average_loss(per_example_loss, sample_weight=None, global_batch_size=None):
-    """sum(per_example_loss) / global_batch_size; without it, inside strategy.run the step's global
-    batch size (exact for uneven splits), elsewhere TensorFlow's rule."""
-    refuse_arguments("tf.nn.compute_average_loss", sample_weight=sample_weight)
+    """sum(per_example_loss * sample_weight) / global_batch_size (TensorFlow's: the weights, broadcast,
+    multiply the losses; the divisor stays the number of examples); without global_batch_size,
+    inside strategy.run the step's global batch size (exact for uneven splits), elsewhere
+    TensorFlow's rule."""
+    if sample_weight is not None:
+        per_example_loss = per_example_loss * sample_weight
     return _lockstep.compute_average_loss(per_example_loss, None if global_batch_size is None
                                           else int(global_batch_size))
 

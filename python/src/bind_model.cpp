@@ -241,6 +241,11 @@ nb::tuple run_fit(F&& fit) {
   return nb::make_tuple(h.epoch, history_dict(h));
 }
 
+// evaluate's sample_weight argument: an array (the package makes it float32), or none.
+Tensor evaluate_weights(const std::optional<HostArray>& w) {
+  return w ? tensor_from_array(*w, "evaluate sample_weight") : Tensor();
+}
+
 void bind_fit(nb::class_<Model>& model) {
   nb::class_<FitOptions>(model, "FitOptions")
       .def(nb::init<>())
@@ -253,7 +258,12 @@ void bind_fit(nb::class_<Model>& model) {
       .def_rw("shuffle", &FitOptions::shuffle)
       .def_rw("initial_epoch", &FitOptions::initial_epoch)
       .def_rw("verbose", &FitOptions::verbose)
-      .def_rw("callbacks", &FitOptions::callbacks);
+      .def_rw("callbacks", &FitOptions::callbacks)
+      .def_rw("class_weight", &FitOptions::class_weight)
+      // Keras' sample_weight: an array (the package makes it float32), copied in when set.
+      .def("set_sample_weight", [](FitOptions& o, const HostArray& w) {
+        o.sample_weight = tensor_from_array(w, "fit sample_weight");
+      });
   // fit, evaluate and predict each take their data in several forms; the data is read into tensors
   // with the GIL held, then the call runs with it released (below).
   model
@@ -272,14 +282,15 @@ void bind_fit(nb::class_<Model>& model) {
       })
       .def("evaluate_arrays_list", [](Model& m, const std::vector<HostArray>& xs, const std::vector<HostArray>& ys,
                                       std::int64_t batch_size, std::int64_t steps, int verbose,
-                                      const std::vector<CallbackPtr>& callbacks) {
+                                      const std::vector<CallbackPtr>& callbacks,
+                                      const std::optional<HostArray>& sample_weight) {
         const std::vector<Tensor> tx = tensors_from_arrays(xs, "evaluate x");
         const std::vector<Tensor> ty = tensors_from_arrays(ys, "evaluate y");
-        return without_gil([&] {
-          return m.evaluate(tx, ty, EvaluateOptions{.batch_size = batch_size, .steps = steps, .verbose = verbose,
-                                                    .callbacks = callbacks});
-        });
-      })
+        const EvaluateOptions o{.batch_size = batch_size, .steps = steps, .verbose = verbose, .callbacks = callbacks,
+                                .sample_weight = evaluate_weights(sample_weight)};
+        return without_gil([&] { return m.evaluate(tx, ty, o); });
+      }, nb::arg("xs"), nb::arg("ys"), nb::arg("batch_size"), nb::arg("steps"), nb::arg("verbose"),
+         nb::arg("callbacks"), nb::arg("sample_weight").none() = nb::none())
       .def("predict_arrays_list", [](Model& m, const std::vector<HostArray>& xs, std::int64_t batch_size,
                                      std::int64_t steps) {
         const std::vector<Tensor> tx = tensors_from_arrays(xs, "predict x");
@@ -296,13 +307,14 @@ void bind_fit(nb::class_<Model>& model) {
         });
       })
       .def("evaluate_arrays", [](Model& m, const HostArray& x, const HostArray& y, std::int64_t batch_size,
-                                 std::int64_t steps, int verbose, const std::vector<CallbackPtr>& callbacks) {
+                                 std::int64_t steps, int verbose, const std::vector<CallbackPtr>& callbacks,
+                                 const std::optional<HostArray>& sample_weight) {
         const Tensor tx = tensor_from_array(x, "evaluate x"), ty = tensor_from_array(y, "evaluate y");
-        return without_gil([&] {
-          return m.evaluate(tx, ty, EvaluateOptions{.batch_size = batch_size, .steps = steps, .verbose = verbose,
-                                                    .callbacks = callbacks});
-        });
-      })
+        const EvaluateOptions o{.batch_size = batch_size, .steps = steps, .verbose = verbose, .callbacks = callbacks,
+                                .sample_weight = evaluate_weights(sample_weight)};
+        return without_gil([&] { return m.evaluate(tx, ty, o); });
+      }, nb::arg("x"), nb::arg("y"), nb::arg("batch_size"), nb::arg("steps"), nb::arg("verbose"),
+         nb::arg("callbacks"), nb::arg("sample_weight").none() = nb::none())
       .def("predict_dataset", [](Model& m, const data::Dataset& ds, std::int64_t steps) {
         return array_from_tensor(without_gil([&] { return m.predict(ds, PredictOptions{.steps = steps}); }));
       })

@@ -27,9 +27,19 @@ class Loss:
         self._loss = _lockstep.make_loss(name, from_logits)
 
     def __call__(self, y_true, y_pred, sample_weight=None):
-        """The loss of a batch: one value per example with reduction "none", else their sum or mean."""
-        refuse_arguments(f"keras.losses.{type(self).__name__}.__call__", sample_weight=sample_weight)
+        """The loss of a batch: one value per example with reduction "none", else their sum or mean.
+        sample_weight (one weight per example, shape (batch,) or (batch, 1), or a scalar) multiplies
+        each example's loss first; the mean still divides by the number of examples, not by the
+        weights' sum (Keras 3's reduce_weighted_values under "sum_over_batch_size")."""
         per_example = _lockstep.loss_per_example(self._loss, y_true, y_pred)
+        if sample_weight is not None:
+            weight = _lockstep.cast(sample_weight, "float32")
+            if len(weight.shape) == 2 and weight.shape[1] == 1:
+                weight = _lockstep.reshape(weight, [weight.shape[0]])
+            if len(weight.shape) > 1 or (len(weight.shape) == 1 and weight.shape[0] != per_example.shape[0]):
+                raise ValueError(f"keras.losses.{type(self).__name__}: sample_weight of shape {tuple(weight.shape)} "
+                                 f"does not give one weight per example of {per_example.shape[0]}")
+            per_example = per_example * weight
         if self.reduction == "none":
             return per_example
         return (_lockstep.reduce_sum if self.reduction == "sum" else _lockstep.reduce_mean)(per_example, None, False)

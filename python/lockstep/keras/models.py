@@ -2,6 +2,8 @@
 import contextlib
 import numbers
 
+import numpy as np
+
 from .. import _lockstep, distribute
 from .._support import host_array, refuse_arguments
 from ..data import Dataset
@@ -29,6 +31,14 @@ def _verbose(verbose):
 def _batch_size(batch_size):
     """Keras' default of 32 for None only: a batch_size of 0 reaches the C++ check, named."""
     return 32 if batch_size is None else int(batch_size)
+
+
+def _class_weight(class_weight):
+    """Keras' class_weight: a dict of class index to weight (the C++ checks the rest)."""
+    if not isinstance(class_weight, dict):
+        raise ValueError(f"keras.Model.fit: class_weight must be a dict mapping class indices to weights, got "
+                         f"{type(class_weight).__name__}")
+    return {int(c): float(w) for c, w in class_weight.items()}
 
 
 def _steps(steps):
@@ -321,12 +331,16 @@ class Model:
             nested_pair = structure[0] == "tuple" and any(child is not None for child in structure[1])
             self._check_nesting(structure[1][0] if nested_pair else structure, self._model.input_structure, what)
             return
-        if structure[0] != "tuple" or len(structure[1]) != 2:
-            raise ValueError(f"{what}: a dataset of nested elements must yield (inputs, targets)")
+        if structure[0] != "tuple" or len(structure[1]) not in (2, 3):
+            raise ValueError(f"{what}: a dataset of nested elements must yield (inputs, targets) or (inputs, "
+                             f"targets, sample_weight)")
+        if len(structure[1]) == 3 and structure[1][2] not in (None, "single"):
+            raise ValueError(f"{what}: lockstep does not support nested sample weights in a dataset yet; yield one "
+                             f"array of weights, which weighs every output's loss")
         self._check_nesting(structure[1][0], self._model.input_structure, what + " inputs")
         self._check_nesting(structure[1][1], self._model.output_structure, what + " targets")
 
-    def _dataset(self, x, y, batch_size, what):
+    def _dataset(self, x, y, batch_size, what, sample_weight=None):
         if isinstance(x, Dataset):
             if y is not None:
                 raise ValueError(f"{what}: y must not be given when x is a tf.data.Dataset (it yields (x, y))")
@@ -337,15 +351,25 @@ class Model:
         if self._several():
             arrays = (self._flat_arrays(x, self._model.input_structure, what + " x")
                       + self._flat_arrays(y, self._model.output_structure, what + " y"))
-            return Dataset.from_tensor_slices(tuple(arrays)).batch(_batch_size(batch_size))._ds
-        return Dataset.from_tensor_slices((self._one_array(x, what + " x"),
-                                           self._one_array(y, what + " y"))).batch(_batch_size(batch_size))._ds
+        else:
+            arrays = [self._one_array(x, what + " x"), self._one_array(y, what + " y")]
+        if sample_weight is not None:  # after the targets, as the C++ reads them (Keras' (x, y, sample_weight))
+            arrays.append(self._sample_weight(sample_weight, what))
+        return Dataset.from_tensor_slices(tuple(arrays)).batch(_batch_size(batch_size))._ds
+
+    def _sample_weight(self, value, what):
+        """Keras' sample_weight: one array, float32, whose examples the C++ checks against x's; a
+        model of several outputs weighs each output's loss by it."""
+        if isinstance(value, (list, tuple, dict)) and self._several():
+            raise ValueError(f"{what}: lockstep does not support one sample_weight array per output yet; "
+                             f"give one array (shape (num_samples,)), which weighs every output's loss")
+        a = host_array(value, what + " sample_weight")
+        return np.ascontiguousarray(a, dtype=np.float32)
 
     def fit(self, x=None, y=None, batch_size=None, epochs=1, verbose="auto", callbacks=None, validation_split=0.0,
             validation_data=None, shuffle=True, class_weight=None, sample_weight=None, initial_epoch=0,
             steps_per_epoch=None, validation_steps=None, validation_batch_size=None, validation_freq=1):
-        refuse_arguments("keras.Model.fit", class_weight=class_weight, sample_weight=sample_weight,
-                         validation_freq=None if validation_freq == 1 else validation_freq)
+        refuse_arguments("keras.Model.fit", validation_freq=None if validation_freq == 1 else validation_freq)
         self._build_for(x, "keras.Model.fit")
         o = _lockstep.Model.FitOptions()
         o.epochs = int(epochs)
@@ -357,17 +381,25 @@ class Model:
         o.initial_epoch = int(initial_epoch)
         o.verbose = _verbose(verbose)
         o.callbacks = _callbacks(callbacks, self)
+        if class_weight is not None:
+            o.class_weight = _class_weight(class_weight)
+        if sample_weight is not None:
+            if isinstance(x, Dataset):  # Keras' words (data_adapters raise_unsupported_arg)
+                raise ValueError("keras.Model.fit: the argument sample_weight is not supported when using a "
+                                 "tf.data.Dataset; yield (x, y, sample_weight) from it instead")
+            o.set_sample_weight(self._sample_weight(sample_weight, "keras.Model.fit"))
         if validation_data is not None:
             if isinstance(validation_data, Dataset):
                 self._check_dataset(validation_data, "keras.Model.fit validation_data")
                 o.validation_data = validation_data._ds
             else:
-                if len(validation_data) == 3 and validation_data[2] is not None:
-                    raise ValueError("lockstep does not support sample weights in keras.Model.fit's validation_data "
-                                     "yet")
+                if not isinstance(validation_data, (list, tuple)) or len(validation_data) not in (2, 3):
+                    raise ValueError("keras.Model.fit: validation_data must be a tf.data.Dataset or a tuple (x_val, "
+                                     "y_val) or (x_val, y_val, val_sample_weight)")
                 vx, vy = validation_data[:2]
+                vw = validation_data[2] if len(validation_data) == 3 else None
                 o.validation_data = self._dataset(vx, vy, validation_batch_size or batch_size, "keras.Model.fit "
-                                                  "validation_data")
+                                                  "validation_data", sample_weight=vw)
         if isinstance(x, Dataset):
             epoch, history = self._model.fit_dataset(self._dataset(x, y, batch_size, "keras.Model.fit"), o)
         else:
@@ -388,9 +420,13 @@ class Model:
 
     def evaluate(self, x=None, y=None, batch_size=None, verbose="auto", sample_weight=None, steps=None,
                  callbacks=None, return_dict=False):
-        refuse_arguments("keras.Model.evaluate", sample_weight=sample_weight)
         self._build_for(x, "keras.Model.evaluate")
         verbose = 1 if verbose == "auto" else int(verbose)
+        if sample_weight is not None:
+            if isinstance(x, Dataset):
+                raise ValueError("keras.Model.evaluate: the argument sample_weight is not supported when using a "
+                                 "tf.data.Dataset; yield (x, y, sample_weight) from it instead")
+            sample_weight = self._sample_weight(sample_weight, "keras.Model.evaluate")
         if isinstance(x, Dataset):
             logs = self._model.evaluate_dataset(self._dataset(x, y, batch_size, "keras.Model.evaluate"),
                                                 _steps(steps), verbose, _callbacks(callbacks, self))
@@ -401,12 +437,12 @@ class Model:
                 logs = self._model.evaluate_arrays_list(
                     self._flat_arrays(x, self._model.input_structure, "keras.Model.evaluate x"),
                     self._flat_arrays(y, self._model.output_structure, "keras.Model.evaluate y"),
-                    _batch_size(batch_size), _steps(steps), verbose, _callbacks(callbacks, self))
+                    _batch_size(batch_size), _steps(steps), verbose, _callbacks(callbacks, self), sample_weight)
             else:
                 logs = self._model.evaluate_arrays(self._one_array(x, "keras.Model.evaluate x"),
                                                    self._one_array(y, "keras.Model.evaluate y"),
                                                    _batch_size(batch_size), _steps(steps), verbose,
-                                                   _callbacks(callbacks, self))
+                                                   _callbacks(callbacks, self), sample_weight)
         if return_dict:
             return dict(logs)
         values = [logs[name] for name in self.metrics_names if name in logs]

@@ -1,0 +1,141 @@
+"""Keras' sample_weight and class_weight through `import lockstep as tf`: fit and evaluate on arrays,
+datasets of (x, y, sample_weight), validation_data's third array, a loss called with weights, and
+the refusals Keras makes (or lockstep adds: weights that are not finite) by name."""
+import numpy as np
+import pytest
+
+import lockstep as tf
+from lockstep import keras
+from lockstep.keras import layers
+
+
+def data(n=40, features=5, classes=3, seed=0):
+    rng = np.random.default_rng(seed)
+    return (rng.normal(size=(n, features)).astype(np.float32), rng.integers(0, classes, n),
+            rng.uniform(0.0, 2.0, n).astype(np.float32))
+
+
+def model(seed=2):
+    keras.utils.set_random_seed(seed)
+    m = keras.Sequential([keras.Input(shape=(5,)), layers.Dense(8, activation="relu"),
+                          layers.Dense(3, activation="softmax")])
+    m.compile(optimizer=keras.optimizers.SGD(0.1), loss="sparse_categorical_crossentropy", metrics=["accuracy"])
+    return m
+
+
+def per_example_losses(m, x, y):
+    p = m.predict(x, verbose=0)
+    return -np.log(p[np.arange(len(y)), y].astype(np.float64))
+
+
+def test_evaluate_weighs_each_loss_and_divides_by_the_examples():
+    x, y, w = data()
+    m = model()
+    losses = per_example_losses(m, x, y)
+    got = m.evaluate(x, y, sample_weight=w, batch_size=len(x), verbose=0, return_dict=True)
+    # Keras 3 ("sum_over_batch_size"): sum(w * loss) / N, not / sum(w).
+    assert got["loss"] == pytest.approx(np.sum(w * losses) / len(x), rel=1e-5)
+    # Metrics are not weighted (only weighted_metrics are, in Keras 3).
+    plain = m.evaluate(x, y, batch_size=len(x), verbose=0, return_dict=True)
+    assert got["accuracy"] == plain["accuracy"]
+    assert got["loss"] != plain["loss"]
+
+
+def test_fit_with_all_ones_trains_as_without_and_weights_change_it():
+    x, y, w = data()
+    a, b, c = model(), model(), model()
+    ha = a.fit(x, y, epochs=2, batch_size=8, verbose=0)
+    hb = b.fit(x, y, sample_weight=np.ones(len(x)), epochs=2, batch_size=8, verbose=0)
+    c.fit(x, y, sample_weight=w, epochs=2, batch_size=8, verbose=0)
+    for wa, wb in zip(a.get_weights(), b.get_weights()):
+        np.testing.assert_array_equal(wa, wb)
+    assert ha.history["loss"] == hb.history["loss"]
+    assert any(not np.array_equal(wa, wc) for wa, wc in zip(a.get_weights(), c.get_weights()))
+
+
+def test_a_dataset_of_triples_trains_as_the_argument():
+    x, y, w = data()
+    a, b = model(), model()
+    a.fit(tf.data.Dataset.from_tensor_slices((x, y, w)).batch(8), epochs=2, verbose=0)
+    b.fit(x, y, sample_weight=w, shuffle=False, batch_size=8, epochs=2, verbose=0)
+    for wa, wb in zip(a.get_weights(), b.get_weights()):
+        np.testing.assert_array_equal(wa, wb)
+    ds = tf.data.Dataset.from_tensor_slices((x, y, w)).batch(8)
+    assert a.evaluate(ds, verbose=0)[0] == a.evaluate(x, y, sample_weight=w, batch_size=8, verbose=0)[0]
+
+
+def test_class_weight_is_each_examples_class_weight():
+    x, y, _ = data()
+    class_weight = {0: 0.5, 1: 2.0}  # class 2 weighs 1, as in Keras
+    w = np.array([class_weight.get(int(c), 1.0) for c in y], np.float32)
+    a, b, c = model(), model(), model()
+    a.fit(x, y, class_weight=class_weight, shuffle=False, batch_size=8, epochs=2, verbose=0)
+    b.fit(x, y, sample_weight=w, shuffle=False, batch_size=8, epochs=2, verbose=0)
+    c.fit(tf.data.Dataset.from_tensor_slices((x, y)).batch(8), class_weight=class_weight, epochs=2, verbose=0)
+    for wa, wb, wc in zip(a.get_weights(), b.get_weights(), c.get_weights()):
+        np.testing.assert_array_equal(wa, wb)
+        np.testing.assert_array_equal(wc, wb)
+
+
+def test_validation_data_takes_its_sample_weights():
+    x, y, w = data()
+    m = model()
+    h = m.fit(x[:32], y[:32], validation_data=(x[32:], y[32:], w[32:]), batch_size=8, epochs=1, verbose=0)
+    assert h.history["val_loss"][0] == pytest.approx(
+        m.evaluate(x[32:], y[32:], sample_weight=w[32:], batch_size=8, verbose=0)[0], rel=1e-6)
+
+
+def test_a_loss_called_with_weights():
+    y_true = np.array([0, 1, 2, 1])
+    y_pred = np.array([[0.7, 0.2, 0.1], [0.1, 0.8, 0.1], [0.2, 0.2, 0.6], [0.5, 0.4, 0.1]], np.float32)
+    w = np.array([2.0, 0.0, 1.0, 0.5], np.float32)
+    loss = keras.losses.SparseCategoricalCrossentropy()
+    each = -np.log(y_pred[np.arange(4), y_true])
+    assert float(loss(y_true, y_pred, sample_weight=w)) == pytest.approx(np.sum(w * each) / 4, rel=1e-6)
+    assert float(loss(y_true, y_pred, sample_weight=w[:, None])) == pytest.approx(np.sum(w * each) / 4, rel=1e-6)
+    with pytest.raises(ValueError, match="sample_weight"):
+        loss(y_true, y_pred, sample_weight=w[:3])
+
+
+def test_bad_weights_are_value_errors_naming_them():
+    x, y, w = data()
+    m = model()
+    with pytest.raises(ValueError, match="sample_weight has 39 weights but the data has 40 examples"):
+        m.fit(x, y, sample_weight=w[:39], verbose=0)
+    bad = w.copy()
+    bad[3] = np.nan
+    with pytest.raises(ValueError, match=r"sample_weight\[3\] is nan"):
+        m.evaluate(x, y, sample_weight=bad, verbose=0)
+    with pytest.raises(ValueError, match="You cannot `class_weight` and `sample_weight` at the same time"):
+        m.fit(x, y, sample_weight=w, class_weight={0: 2.0}, verbose=0)
+    ds = tf.data.Dataset.from_tensor_slices((x, y)).batch(8)
+    with pytest.raises(ValueError, match="sample_weight is not supported when using a tf.data.Dataset"):
+        m.fit(ds, sample_weight=w, verbose=0)
+    with pytest.raises(ValueError, match="class_weight must be a dict"):
+        m.fit(x, y, class_weight=[1.0, 2.0], verbose=0)
+
+
+def test_compute_average_loss_weighs_the_losses():
+    losses = np.array([1.0, 2.0, 3.0, 4.0], np.float32)
+    w = np.array([0.5, 0.0, 2.0, 1.0], np.float32)
+    got = tf.nn.compute_average_loss(tf.constant(losses), sample_weight=tf.constant(w), global_batch_size=8)
+    assert float(got) == pytest.approx(float(np.sum(losses * w)) / 8, rel=1e-6)
+
+
+def test_a_model_of_two_outputs_weighs_each_outputs_loss():
+    x, y, w = data()
+    reg = np.random.default_rng(3).normal(size=(len(x), 1)).astype(np.float32)
+    keras.utils.set_random_seed(4)
+    inp = keras.Input(shape=(5,))
+    h = layers.Dense(8, activation="relu")(inp)
+    m = keras.Model(inp, [layers.Dense(3, activation="softmax", name="cls")(h), layers.Dense(1, name="reg")(h)])
+    m.compile(optimizer="adam", loss=["sparse_categorical_crossentropy", "mse"])
+    plain = m.evaluate(x, [y, reg], batch_size=len(x), verbose=0, return_dict=True)
+    weighted = m.evaluate(x, [y, reg], sample_weight=w, batch_size=len(x), verbose=0, return_dict=True)
+    mse = (m.predict(x, verbose=0)[1] - reg)[:, 0].astype(np.float64) ** 2
+    assert weighted["reg_loss"] == pytest.approx(np.sum(w * mse) / len(x), rel=1e-5)
+    assert plain["reg_loss"] == pytest.approx(np.mean(mse), rel=1e-5)
+    with pytest.raises(ValueError, match="one sample_weight array per output"):
+        m.fit(x, [y, reg], sample_weight=[w, w], verbose=0)
+    with pytest.raises(ValueError, match="only supported for Models with a single output"):
+        m.fit(x, [y, reg], class_weight={0: 2.0}, verbose=0)
