@@ -301,11 +301,13 @@ void bind_fit(nb::class_<Model>& model) {
         return arrays_from_tensors(without_gil([&] { return m.predict_outputs(ds, PredictOptions{.steps = steps}); }));
       })
       .def("evaluate_dataset", [](Model& m, const data::Dataset& ds, std::int64_t steps, int verbose,
-                                  const std::vector<CallbackPtr>& callbacks) {
-        return without_gil([&] {
-          return m.evaluate(ds, EvaluateOptions{.steps = steps, .verbose = verbose, .callbacks = callbacks});
-        });
-      })
+                                  const std::vector<CallbackPtr>& callbacks,
+                                  const std::optional<HostArray>& sample_weight) {
+        const EvaluateOptions o{.steps = steps, .verbose = verbose, .callbacks = callbacks,
+                                .sample_weight = evaluate_weights(sample_weight)};
+        return without_gil([&] { return m.evaluate(ds, o); });
+      }, nb::arg("dataset"), nb::arg("steps"), nb::arg("verbose"), nb::arg("callbacks"),
+         nb::arg("sample_weight").none() = nb::none())
       .def("evaluate_arrays", [](Model& m, const HostArray& x, const HostArray& y, std::int64_t batch_size,
                                  std::int64_t steps, int verbose, const std::vector<CallbackPtr>& callbacks,
                                  const std::optional<HostArray>& sample_weight) {

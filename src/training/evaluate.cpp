@@ -80,9 +80,7 @@ Logs Model::evaluate_impl(const data::Dataset& dataset, std::int64_t steps, cons
 }
 
 Logs Model::evaluate(const data::Dataset& dataset, const EvaluateOptions& o) {
-  // Keras' words (data_adapters/__init__.py: raise_unsupported_arg).
-  LOCKSTEP_CHECK(!o.sample_weight.defined(), "evaluate: the sample weights come from the dataset, as its elements' "
-                 "component after the targets: sample_weight is not supported when using a dataset");
+  detail::check_no_sample_weight_beside(o.sample_weight, "evaluate");
   return evaluate_impl(dataset, o.steps, o.callbacks, o.verbose);
 }
 

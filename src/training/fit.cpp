@@ -87,9 +87,7 @@ History Model::fit_split(const data::Element& xy, const FitOptions& options) {
 History Model::fit(const data::Dataset& dataset, const FitOptions& o) {
   check_compiled("fit");
   check_strategy_scope("fit");
-  // Keras' words (data_adapters/__init__.py: raise_unsupported_arg).
-  LOCKSTEP_CHECK(!o.sample_weight.defined(), "fit: the sample weights come from the dataset, as its elements' "
-                 "component after the targets: sample_weight is not supported when using a dataset");
+  detail::check_no_sample_weight_beside(o.sample_weight, "fit");
   if (!o.class_weight.empty()) {
     FitOptions weighted = o;
     weighted.class_weight.clear();

@@ -331,10 +331,11 @@ void Model::check_components(std::size_t components, const char* what, bool targ
   if (components == want || (targets && (components == want + 1 || components == want + outputs_.size()))) return;
   std::string names = inputs_.size() == 1 ? "x" : "inputs " + inputs_.joined();
   if (targets) names += outputs_.size() == 1 ? ", y" : ", then targets " + outputs_.joined();
-  const std::string weights = !targets                ? ""
-                              : outputs_.size() == 1 ? " (or " + std::to_string(want + 1) + " with sample_weight)"
-                                                     : " (or " + std::to_string(want + 1) + " with one sample_weight, " +
-                                                           std::to_string(want + outputs_.size()) + " with one per output)";
+  std::string weights;
+  if (targets && outputs_.size() == 1) weights = " (or " + std::to_string(want + 1) + " with sample_weight)";
+  if (targets && outputs_.size() > 1)
+    weights = " (or " + std::to_string(want + 1) + " with one sample_weight, " +
+              std::to_string(want + outputs_.size()) + " with one per output)";
   throw ValueError(std::string(what) + ": model '" + name() + "' takes " + std::to_string(inputs_.size()) + " input(s)" +
                    (targets ? " and " + std::to_string(outputs_.size()) + " target(s)" : std::string()) +
                    ", so each element must hold " + std::to_string(want) + " tensors (" + names + "), got " +

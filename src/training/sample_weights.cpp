@@ -15,8 +15,8 @@ namespace {
 // every later loss and weight NaN without a word; Keras does not check, and lets negative ones be).
 Tensor checked_weights(const Tensor& w, std::int64_t n, const char* what) {
   LOCKSTEP_CHECK(w.rank() == 1 || (w.rank() == 2 && w.dim(1) == 1), what,
-                 ": sample_weight must hold one weight per example (shape (", n, ",) or (", n, ", 1)), got shape ",
-                 w.shape().str());
+                 ": sample_weight must hold one weight per example (shape (", n, ",) or (", n,
+                 ", 1)), got shape ", w.shape().str());
   LOCKSTEP_CHECK(w.dim(0) == n, what, ": sample_weight has ", w.dim(0), " weights but the data has ", n,
                  " examples");
   std::vector<float> values = w.to(DType::kF32).to_vector<float>();
@@ -31,14 +31,17 @@ void check_class_weight(const Model& model, const std::map<int, double>& class_w
   LOCKSTEP_CHECK(model.output_structure().size() == 1, what,
                  ": `class_weight` is only supported for Models with a single output.");
   for (const auto& [c, weight] : class_weight)
-    LOCKSTEP_CHECK(std::isfinite(weight), what, ": class_weight[", c, "] is ", weight, "; every weight must be finite");
+    LOCKSTEP_CHECK(std::isfinite(weight), what, ": class_weight[", c, "] is ", weight,
+                   "; every weight must be finite");
 }
 
 }  // namespace
 
 Tensor class_weights(const Tensor& y, const std::map<int, double>& class_weight) {
-  LOCKSTEP_CHECK(y.rank() >= 1 && y.rank() <= 2, "class_weight: the targets must be class indices (N,) or (N, 1), or "
-                 "one-hot rows (N, classes); got shape ", y.shape().str());
+  LOCKSTEP_CHECK(y.rank() >= 1 && y.rank() <= 2,
+                 "class_weight: the targets must be class indices (N,) or (N, 1), or "
+                 "one-hot rows (N, classes); got shape ",
+                 y.shape().str());
   const std::int64_t n = y.dim(0);
   const std::int64_t row = y.rank() == 2 ? y.dim(1) : 1;
   const std::vector<float> values = y.to(DType::kF32).to_vector<float>();
@@ -73,13 +76,24 @@ data::Element with_sample_weights(const Model& model, data::Element xy, const Te
   return xy;
 }
 
+void check_no_sample_weight_beside(const Tensor& sample_weight, const char* what) {
+  // Keras' words (data_adapters/__init__.py: raise_unsupported_arg), and where they go.
+  LOCKSTEP_CHECK(
+      !sample_weight.defined(), what,
+      ": When providing `x` as a dataset, `sample_weight` should not be "
+      "passed. Instead, the sample weights should be included as part of the dataset (its elements' "
+      "component after the targets).");
+}
+
 data::Dataset with_class_weights(const Model& model, const data::Dataset& dataset,
                                  const std::map<int, double>& class_weight) {
   check_class_weight(model, class_weight, "fit");
   const std::size_t inputs = model.input_structure().size();
   return dataset.map([inputs, class_weight](data::Element e) {
-    LOCKSTEP_CHECK(e.size() == inputs + 1, "fit: You cannot `class_weight` and `sample_weight` at the same time "
-                   "(the dataset's elements hold ", e.size(), " tensors: inputs, a target, and sample weights?)");
+    LOCKSTEP_CHECK(e.size() == inputs + 1,
+                   "fit: You cannot `class_weight` and `sample_weight` at the same time "
+                   "(the dataset's elements hold ",
+                   e.size(), " tensors: inputs, a target, and sample weights?)");
     e.push_back(class_weights(e[inputs], class_weight));
     return e;
   });
@@ -89,8 +103,8 @@ Tensor weighted_losses(const Tensor& losses, const Tensor& weight) {
   if (!weight.defined()) return losses;
   const std::int64_t b = losses.dim(0);
   LOCKSTEP_CHECK((weight.rank() == 1 || (weight.rank() == 2 && weight.dim(1) == 1)) && weight.dim(0) == b,
-                 "sample_weight: a batch of ", b, " examples needs one weight per example (shape (", b, ",) or (", b,
-                 ", 1)), got shape ", weight.shape().str());
+                 "sample_weight: a batch of ", b, " examples needs one weight per example (shape (", b,
+                 ",) or (", b, ", 1)), got shape ", weight.shape().str());
   const Tensor w = weight.rank() == 1 ? weight : weight.reshape(Shape{b});
   return mul(losses, w.dtype() == losses.dtype() ? w : cast(w, losses.dtype()));
 }

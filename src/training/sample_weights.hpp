@@ -29,6 +29,10 @@ namespace lockstep::detail {
 data::Element with_sample_weights(const Model& model, data::Element xy, const Tensor& sample_weight,
                                   const std::map<int, double>& class_weight, const char* what);
 
+/// ValueError in Keras' words unless `sample_weight` is undefined: fit and evaluate on a dataset,
+/// whose elements carry their weights themselves.
+void check_no_sample_weight_beside(const Tensor& sample_weight, const char* what);
+
 /// fit's class_weight on a dataset of (inputs, target) batches: each batch gains its weights, as
 /// Keras' TFDatasetAdapter maps make_class_weight_map_fn over it. A batch that has sample weights
 /// already is a ValueError at that batch.

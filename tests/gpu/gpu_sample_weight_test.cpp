@@ -53,7 +53,8 @@ TEST(GpuSampleWeight, CapturedAndEagerStepsTrainTheCpusBitsOnWeightedData) {
   const Trained unweighted = train(JitCompile::kOff, {"gpu:0"}, false);
   for (const std::string& devices : {std::string("gpu:0"), std::string("gpu:0x2")}) {
     SCOPED_TRACE(devices);
-    const Trained captured = train(JitCompile::kOn, {devices});  // throws, naming why, where it cannot capture
+    const Trained captured =
+        train(JitCompile::kOn, {devices});  // throws, naming why, where it cannot capture
     const Trained eager = train(JitCompile::kOff, {devices});
     EXPECT_EQ(captured.weights, eager.weights);
     EXPECT_EQ(captured.losses, eager.losses);

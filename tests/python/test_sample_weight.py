@@ -109,8 +109,10 @@ def test_bad_weights_are_value_errors_naming_them():
     with pytest.raises(ValueError, match="You cannot `class_weight` and `sample_weight` at the same time"):
         m.fit(x, y, sample_weight=w, class_weight={0: 2.0}, verbose=0)
     ds = tf.data.Dataset.from_tensor_slices((x, y)).batch(8)
-    with pytest.raises(ValueError, match="sample_weight is not supported when using a tf.data.Dataset"):
+    with pytest.raises(ValueError, match="When providing `x` as a dataset, `sample_weight` should not be passed"):
         m.fit(ds, sample_weight=w, verbose=0)
+    with pytest.raises(ValueError, match="When providing `x` as a dataset, `sample_weight` should not be passed"):
+        m.evaluate(ds, sample_weight=w, verbose=0)
     with pytest.raises(ValueError, match="class_weight must be a dict"):
         m.fit(x, y, class_weight=[1.0, 2.0], verbose=0)
 

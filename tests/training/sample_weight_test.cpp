@@ -33,11 +33,14 @@ std::unique_ptr<Sequential> make_model(optimizers::OptimizerPtr optimizer = null
   set_random_seed(5);
   auto m = std::make_unique<Sequential>(std::vector<layers::LayerPtr>{
       layers::Dense(8, "relu", 12), layers::Dropout(0.25), layers::Dense(4, "softmax")});
-  m->compile(optimizer ? optimizer : optimizers::Adam(1e-2), losses::SparseCategoricalCrossentropy(), {"accuracy"});
+  m->compile(optimizer ? optimizer : optimizers::Adam(1e-2), losses::SparseCategoricalCrossentropy(),
+             {"accuracy"});
   return m;
 }
 
-Tensor floats(const std::vector<float>& v) { return Tensor::from_vector(v, Shape{static_cast<std::int64_t>(v.size())}); }
+Tensor floats(const std::vector<float>& v) {
+  return Tensor::from_vector(v, Shape{static_cast<std::int64_t>(v.size())});
+}
 
 // Weights in [0, 2), the same for every run.
 Tensor random_weights() { return test::random_uniform(Shape{kN}, 77, 0.0f, 2.0f); }
@@ -114,7 +117,8 @@ TEST(SampleWeight, ReplicasTrainWhatOneDeviceTrains) {
     const Trained r = fit_on(replicas, o);
     EXPECT_LE(test::max_rel_diff(r.weights, one.weights), 1e-5) << replicas << " replicas";
     for (std::size_t e = 0; e < 3; ++e)
-      EXPECT_NEAR(r.history.at("loss")[e], one.history.at("loss")[e], 1e-5) << replicas << " replicas, epoch " << e;
+      EXPECT_NEAR(r.history.at("loss")[e], one.history.at("loss")[e], 1e-5)
+          << replicas << " replicas, epoch " << e;
   }
 }
 
@@ -166,7 +170,8 @@ TEST(ClassWeight, EqualsTheSampleWeightOfEachExamplesClass) {
   const test::Classification& d = data();
   const std::map<int, double> class_weight{{0, 0.5}, {1, 3.0}, {3, 0.0}};  // class 2 weighs 1
   std::vector<float> w;
-  for (std::int64_t c : d.y.to_vector<std::int64_t>()) w.push_back(c == 0 ? 0.5f : c == 1 ? 3.0f : c == 3 ? 0.0f : 1.0f);
+  for (std::int64_t c : d.y.to_vector<std::int64_t>())
+    w.push_back(c == 0 ? 0.5f : c == 1 ? 3.0f : c == 3 ? 0.0f : 1.0f);
   FitOptions o{.epochs = 2, .batch_size = 8, .shuffle = false, .verbose = 0};
   FitOptions by_class = o;
   by_class.class_weight = class_weight;
@@ -182,14 +187,15 @@ TEST(ClassWeight, EqualsTheSampleWeightOfEachExamplesClass) {
   // One-hot targets: the argmax's weight.
   std::vector<float> one_hot(static_cast<std::size_t>(kN * 4), 0.0f);
   const std::vector<std::int64_t> labels = d.y.to_vector<std::int64_t>();
-  for (std::int64_t i = 0; i < kN; ++i) one_hot[static_cast<std::size_t>(i * 4 + labels[static_cast<std::size_t>(i)])] = 1.0f;
-  EXPECT_EQ(detail::class_weights(Tensor::from_vector(one_hot, Shape{kN, 4}), class_weight).to_vector<float>(), w);
+  for (std::int64_t i = 0; i < kN; ++i)
+    one_hot[static_cast<std::size_t>(i * 4 + labels[static_cast<std::size_t>(i)])] = 1.0f;
+  EXPECT_EQ(
+      detail::class_weights(Tensor::from_vector(one_hot, Shape{kN, 4}), class_weight).to_vector<float>(), w);
   // Class indices as floats, (N, 1), rounded half to even as np.round: 1.5 is class 2, 2.5 class 2.
   const Tensor column = Tensor::from_vector(std::vector<float>{0.0f, 1.4f, 1.5f, 2.5f, 3.0f}, Shape{5, 1});
   EXPECT_EQ(detail::class_weights(column, class_weight).to_vector<float>(),
             (std::vector<float>{0.5f, 3.0f, 1.0f, 1.0f, 0.0f}));
 }
-
 
 // A model of several outputs: one weight array weighs every output's loss (Keras replicates it
 // over the outputs), or a dataset carries one per output; each output's loss log is weighted.
@@ -217,7 +223,8 @@ TEST(SampleWeight, OneArrayWeighsEveryOutputOfAModelOfSeveral) {
   const Logs weighted = m->evaluate({d.x}, {d.y, reg}, {.batch_size = 16, .sample_weight = w});
   EXPECT_NE(weighted.at("cls_loss"), plain.at("cls_loss"));
   EXPECT_NE(weighted.at("reg_loss"), plain.at("reg_loss"));
-  EXPECT_NEAR(weighted.at("loss"), weighted.at("cls_loss") + 0.5 * weighted.at("reg_loss"), 1e-5 * weighted.at("loss"));
+  EXPECT_NEAR(weighted.at("loss"), weighted.at("cls_loss") + 0.5 * weighted.at("reg_loss"),
+              1e-5 * weighted.at("loss"));
   // One per output in a dataset: the same weights twice give the one array's numbers.
   const Logs per_output = m->evaluate(data::Dataset::from_tensor_slices({d.x, d.y, reg, w, w}).batch(16));
   EXPECT_EQ(per_output.at("cls_loss"), weighted.at("cls_loss"));
@@ -230,7 +237,9 @@ TEST(SampleWeight, OneArrayWeighsEveryOutputOfAModelOfSeveral) {
   // class_weight needs one output (Keras' words).
   FitOptions o{.verbose = 0};
   o.class_weight = {{0, 2.0}};
-  EXPECT_NE(message_of([&] { m->fit({d.x}, {d.y, reg}, o); }).find("only supported for Models with a single output"),
+  EXPECT_NE(message_of([&] {
+              m->fit({d.x}, {d.y, reg}, o);
+            }).find("only supported for Models with a single output"),
             std::string::npos);
 }
 
@@ -259,8 +268,9 @@ TEST(SampleWeight, BadWeightsAreValueErrorsNamingTheArgument) {
   EXPECT_NE(fit_error(o).find("sample_weight has 47 weights but the data has 48 examples"), std::string::npos)
       << fit_error(o);
   o.sample_weight = Tensor::ones(Shape{kN, 2});
-  EXPECT_NE(fit_error(o).find("sample_weight must hold one weight per example (shape (48,) or (48, 1)), got shape"),
-            std::string::npos)
+  EXPECT_NE(
+      fit_error(o).find("sample_weight must hold one weight per example (shape (48,) or (48, 1)), got shape"),
+      std::string::npos)
       << fit_error(o);
   std::vector<float> nan(kN, 1.0f);
   nan[5] = std::numeric_limits<float>::quiet_NaN();
@@ -269,7 +279,8 @@ TEST(SampleWeight, BadWeightsAreValueErrorsNamingTheArgument) {
       << fit_error(o);
   o.sample_weight = Tensor::ones(Shape{kN});
   o.class_weight = {{1, 2.0}};
-  EXPECT_NE(fit_error(o).find("You cannot `class_weight` and `sample_weight` at the same time."), std::string::npos);
+  EXPECT_NE(fit_error(o).find("You cannot `class_weight` and `sample_weight` at the same time."),
+            std::string::npos);
   o.class_weight = {{1, std::numeric_limits<double>::infinity()}};
   o.sample_weight = Tensor();
   EXPECT_NE(fit_error(o).find("class_weight[1] is inf"), std::string::npos) << fit_error(o);
@@ -277,15 +288,19 @@ TEST(SampleWeight, BadWeightsAreValueErrorsNamingTheArgument) {
   const data::Dataset ds = data::Dataset::from_tensor_slices(d.x, d.y).batch(8);
   FitOptions with_option{.verbose = 0};
   with_option.sample_weight = Tensor::ones(Shape{kN});
-  EXPECT_NE(message_of([&] { m->fit(ds, with_option); }).find("sample_weight is not supported when using a dataset"),
+  EXPECT_NE(message_of([&] {
+              m->fit(ds, with_option);
+            }).find("When providing `x` as a dataset, `sample_weight` should not be passed"),
             std::string::npos);
-  EXPECT_NE(message_of([&] { m->evaluate(ds, {.sample_weight = Tensor::ones(Shape{kN})}); })
-                .find("sample_weight is not supported when using a dataset"),
+  EXPECT_NE(message_of([&] {
+              m->evaluate(ds, {.sample_weight = Tensor::ones(Shape{kN})});
+            }).find("When providing `x` as a dataset, `sample_weight` should not be passed"),
             std::string::npos);
   // class_weight on a dataset that has weights already.
   FitOptions by_class{.verbose = 0};
   by_class.class_weight = {{1, 2.0}};
-  const data::Dataset triples = data::Dataset::from_tensor_slices({d.x, d.y, Tensor::ones(Shape{kN})}).batch(8);
+  const data::Dataset triples =
+      data::Dataset::from_tensor_slices({d.x, d.y, Tensor::ones(Shape{kN})}).batch(8);
   // (The map that adds class weights to a dataset's batches finds it, so it comes as the
   // pipeline's FunctionError, which carries the ValueError.)
   try {
@@ -296,13 +311,18 @@ TEST(SampleWeight, BadWeightsAreValueErrorsNamingTheArgument) {
         << e.what();
   }
   // A dataset's weights of another shape, and a fourth component: named.
-  const data::Dataset wide = data::Dataset::from_tensor_slices({d.x, d.y, Tensor::ones(Shape{kN, 3})}).batch(8);
-  EXPECT_NE(message_of([&] { m->fit(wide, {.verbose = 0}); }).find("sample_weight: a batch of 8 examples needs one weight"),
+  const data::Dataset wide =
+      data::Dataset::from_tensor_slices({d.x, d.y, Tensor::ones(Shape{kN, 3})}).batch(8);
+  EXPECT_NE(message_of([&] {
+              m->fit(wide, {.verbose = 0});
+            }).find("sample_weight: a batch of 8 examples needs one weight"),
             std::string::npos)
       << message_of([&] { m->fit(wide, {.verbose = 0}); });
   const Tensor ones = Tensor::ones(Shape{kN});
   const data::Dataset four = data::Dataset::from_tensor_slices({d.x, d.y, ones, ones}).batch(8);
-  EXPECT_NE(message_of([&] { m->evaluate(four); }).find("must hold 2 tensors (x, y), got 4 (or 3 with sample_weight)"),
+  EXPECT_NE(message_of([&] {
+              m->evaluate(four);
+            }).find("must hold 2 tensors (x, y), got 4 (or 3 with sample_weight)"),
             std::string::npos)
       << message_of([&] { m->evaluate(four); });
   // Negative weights are Keras' to allow: they train (against the example).

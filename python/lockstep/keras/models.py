@@ -383,10 +383,7 @@ class Model:
         o.callbacks = _callbacks(callbacks, self)
         if class_weight is not None:
             o.class_weight = _class_weight(class_weight)
-        if sample_weight is not None:
-            if isinstance(x, Dataset):  # Keras' words (data_adapters raise_unsupported_arg)
-                raise ValueError("keras.Model.fit: the argument sample_weight is not supported when using a "
-                                 "tf.data.Dataset; yield (x, y, sample_weight) from it instead")
+        if sample_weight is not None:  # (the C++ refuses it beside a dataset)
             o.set_sample_weight(self._sample_weight(sample_weight, "keras.Model.fit"))
         if validation_data is not None:
             if isinstance(validation_data, Dataset):
@@ -422,14 +419,11 @@ class Model:
                  callbacks=None, return_dict=False):
         self._build_for(x, "keras.Model.evaluate")
         verbose = 1 if verbose == "auto" else int(verbose)
-        if sample_weight is not None:
-            if isinstance(x, Dataset):
-                raise ValueError("keras.Model.evaluate: the argument sample_weight is not supported when using a "
-                                 "tf.data.Dataset; yield (x, y, sample_weight) from it instead")
+        if sample_weight is not None:  # (the C++ refuses it beside a dataset)
             sample_weight = self._sample_weight(sample_weight, "keras.Model.evaluate")
         if isinstance(x, Dataset):
             logs = self._model.evaluate_dataset(self._dataset(x, y, batch_size, "keras.Model.evaluate"),
-                                                _steps(steps), verbose, _callbacks(callbacks, self))
+                                                _steps(steps), verbose, _callbacks(callbacks, self), sample_weight)
         else:
             if y is None:
                 raise ValueError("keras.Model.evaluate: y is missing")
