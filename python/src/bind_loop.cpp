@@ -17,6 +17,7 @@
 #include "lockstep/data/input_context.hpp"
 #include "lockstep/losses/loss.hpp"
 #include "lockstep/metrics/metric.hpp"
+#include "lockstep/metrics/metric_config.hpp"
 #include "lockstep/optimizers/optimizer.hpp"
 #include "lockstep/training/model.hpp"
 

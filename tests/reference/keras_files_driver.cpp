@@ -19,6 +19,9 @@
 //                                                            load, train 6 steps more, save
 //   keras_files_driver optimizer-resave IN.keras OUT.keras [--mixed]
 //                                                            load (compiled), save again
+//   keras_files_driver evaluate MODEL.keras X.npy Y.npy OUT.json
+//                                                            load (compiled), evaluate in batches of
+//                                                            8, write the logs as {name: value}
 //   (--mixed: under the mixed_float16 policy, so that compile wraps the optimizer in a
 //   LossScaleOptimizer, as Keras' does)
 // Errors: message on stderr, exit 1.
@@ -125,6 +128,13 @@ int main(int argc, char** argv) {
     } else if ((a.size() == 3 || a.size() == 4) && a[0] == "optimizer-resave") {
       if (a.size() == 4) mixed_precision::set_global_policy("mixed_float16");
       save_model(*load_model(a[1]), a[2]);
+    } else if (a.size() == 5 && a[0] == "evaluate") {
+      const auto m = load_model(a[1]);
+      const Logs logs = m->evaluate(data::read_npy(a[2]), data::read_npy(a[3]), {.batch_size = 8});
+      std::FILE* out = std::fopen(a[4].c_str(), "w");
+      LOCKSTEP_CHECK(out != nullptr, "cannot write ", a[4]);
+      std::fprintf(out, "%s\n", nlohmann::json(logs).dump().c_str());
+      std::fclose(out);
     } else {
       std::fprintf(stderr, "usage: see the header of keras_files_driver.cpp\n");
       return 2;
