@@ -534,6 +534,13 @@ add_test(NAME reference.keras_sample_weight_matches_keras
                  ${_ref_py} ${CMAKE_CURRENT_SOURCE_DIR}/reference/keras_sample_weight.py
                  ${CMAKE_CURRENT_BINARY_DIR}/keras_sample_weight $<TARGET_FILE:keras_files_driver>)
 set_tests_properties(reference.keras_sample_weight_matches_keras PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300)
+# Keras 3's accuracy metrics (top-k, sparse top-k, binary; names and objects with k and threshold)
+# in .keras files both ways against real Keras, ties included; SKIP (exit 77) without it.
+add_test(NAME reference.keras_metrics_load_and_save_both_ways
+         COMMAND bash -c "rm -rf \"$2\" && \"$0\" \"$1\" \"$2\" \"$3\""
+                 ${_ref_py} ${CMAKE_CURRENT_SOURCE_DIR}/reference/keras_metrics.py ${CMAKE_CURRENT_BINARY_DIR}/keras_metrics
+                 $<TARGET_FILE:keras_files_driver>)
+set_tests_properties(reference.keras_metrics_load_and_save_both_ways PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300)
 # The optimizer's state (Adam's, and a LossScaleOptimizer's under mixed_float16) in .keras files
 # both ways against real Keras: fit after load continues as Keras' does; SKIP (exit 77) without it.
 add_test(NAME reference.keras_optimizer_state_both_ways

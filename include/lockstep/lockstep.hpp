@@ -35,6 +35,7 @@
 #include "lockstep/layers/sequence_layers.hpp"
 #include "lockstep/losses/loss.hpp"
 #include "lockstep/metrics/metric.hpp"
+#include "lockstep/metrics/metric_config.hpp"
 #include "lockstep/optimizers/optimizer.hpp"
 #include "lockstep/optimizers/loss_scale_optimizer.hpp"
 #include "lockstep/optimizers/schedules.hpp"

@@ -17,6 +17,7 @@
 #include "lockstep/data/input_context.hpp"
 #include "lockstep/losses/loss.hpp"
 #include "lockstep/metrics/metric.hpp"
+#include "lockstep/metrics/metric_config.hpp"
 #include "lockstep/optimizers/optimizer.hpp"
 #include "lockstep/training/model.hpp"
 
@@ -120,22 +121,10 @@ distribute::ReduceOp reduce_op(const std::string& name) {
   throw ValueError("tf.distribute.ReduceOp: lockstep has SUM, MEAN, MAX and MIN, not " + name);
 }
 
-metrics::MetricPtr make_metric(const std::string& class_name, const std::string& name) {
-  if (class_name == "Mean") return std::make_shared<metrics::Mean>(name);
-  if (class_name == "SparseCategoricalAccuracy") return std::make_shared<metrics::SparseCategoricalAccuracy>(name);
-  if (class_name == "Accuracy") return std::make_shared<metrics::Accuracy>(name);
-  if (class_name == "MeanAbsoluteError") return std::make_shared<metrics::MeanAbsoluteError>(name);
-  // The classes metrics::get alone makes, by their Keras names.
-  for (const auto& [cls, keras_name] : {std::pair{"CategoricalAccuracy", "categorical_accuracy"},
-                                        std::pair{"MeanSquaredError", "mean_squared_error"}}) {
-    if (class_name != cls) continue;
-    metrics::MetricPtr made = metrics::get(keras_name, "");
-    made->set_name(name);
-    return made;
-  }
-  throw ValueError("lockstep does not support keras.metrics." + class_name +
-                   " yet (it has Mean, SparseCategoricalAccuracy, Accuracy, CategoricalAccuracy, MeanAbsoluteError, "
-                   "MeanSquaredError)");
+// keras.metrics.<class_name>(**config): the table of metrics::deserialize makes it (and refuses
+// an unknown class or option by name).
+metrics::MetricPtr make_metric(const std::string& class_name, const std::string& config_text) {
+  return metrics::deserialize({{"class_name", class_name}, {"config", nlohmann::json::parse(config_text)}});
 }
 
 void bind_strategy_loop(nb::module_& m) {
@@ -220,8 +209,9 @@ void bind_model_loop(nb::module_& m) {
         metric.update_state(ta, tb);
       }, nb::arg("y_true"), nb::arg("y_pred") = nb::none())
       .def("result", &metrics::Metric::result)
-      .def("reset_state", &metrics::Metric::reset_state);
-  m.def("make_metric", &make_metric, nb::arg("class_name"), nb::arg("name"));
+      .def("reset_state", &metrics::Metric::reset_state)
+      .def("get_config", [](const metrics::Metric& metric) { return metrics::serialize(metric).at("config").dump(); });
+  m.def("make_metric", &make_metric, nb::arg("class_name"), nb::arg("config"));
 }
 }  // namespace
 

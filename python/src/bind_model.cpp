@@ -13,6 +13,7 @@
 #include "lockstep/layers/core_layers.hpp"
 #include "lockstep/layers/initializers.hpp"
 #include "lockstep/layers/layer_registry.hpp"
+#include "lockstep/metrics/metric_config.hpp"
 #include "lockstep/optimizers/optimizer_config.hpp"
 #include "lockstep/optimizers/schedules.hpp"
 #include "lockstep/training/callbacks.hpp"

@@ -1,5 +1,7 @@
 #include "lockstep/metrics/metric.hpp"
 
+#include <cmath>
+
 #include "lockstep/autograd/replica_interface.hpp"
 #include "lockstep/tensor/ops.hpp"
 
@@ -113,47 +115,93 @@ Tensor MeanAbsoluteError::batch_state(const Tensor& y_true, const Tensor& y_pred
   return mean_error_state(name(), y_true, y_pred, [](const Tensor& diff) { return abs(diff); });
 }
 
-namespace {
-// Keras' "categorical_accuracy": whether each row's top class is its one-hot target's. Integer
-// labels are sparse_categorical_accuracy's; refused by name rather than read as one-hot rows.
-class CategoricalAccuracy final : public Metric {
- public:
-  using Metric::Metric;
-  Tensor batch_state(const Tensor& y_true, const Tensor& y_pred) const override {
-    const std::int64_t n = y_pred.rank() ? y_pred.dim(0) : 1;
-    if (n == 0) return Tensor::zeros({2});
-    const std::int64_t cols = y_pred.numel() / n;
-    LOCKSTEP_CHECK(cols > 1 && y_true.numel() == y_pred.numel(), name(), ": y_true ", y_true.shape().str(),
-                   " must be one-hot rows like y_pred ", y_pred.shape().str(),
-                   " (of 2 or more classes; integer labels take sparse_categorical_accuracy)");
-    return accuracy_state(y_true.reshape({n, cols}), y_pred.reshape({n, cols}), /*labels_as_float=*/true);
-  }
-  std::shared_ptr<Metric> clone_empty() const override { return std::make_shared<CategoricalAccuracy>(name()); }
-};
+Tensor MeanSquaredError::batch_state(const Tensor& y_true, const Tensor& y_pred) const {
+  return mean_error_state(name(), y_true, y_pred, [](const Tensor& diff) { return square(diff); });
+}
 
-// Keras' "mse": the mean over examples of mean((y_true - y_pred)^2) over each example's values.
-class MeanSquaredError final : public Metric {
- public:
-  using Metric::Metric;
-  Tensor batch_state(const Tensor& y_true, const Tensor& y_pred) const override {
-    return mean_error_state(name(), y_true, y_pred, [](const Tensor& diff) { return square(diff); });
-  }
-  std::shared_ptr<Metric> clone_empty() const override { return std::make_shared<MeanSquaredError>(name()); }
-};
+Tensor CategoricalAccuracy::batch_state(const Tensor& y_true, const Tensor& y_pred) const {
+  const std::int64_t n = y_pred.rank() ? y_pred.dim(0) : 1;
+  if (n == 0) return Tensor::zeros({2});
+  const std::int64_t cols = y_pred.numel() / n;
+  LOCKSTEP_CHECK(cols > 1 && y_true.numel() == y_pred.numel(), name(), ": y_true ", y_true.shape().str(),
+                 " must be one-hot rows like y_pred ", y_pred.shape().str(),
+                 " (of 2 or more classes; integer labels take sparse_categorical_accuracy)");
+  return accuracy_state(y_true.reshape({n, cols}), y_pred.reshape({n, cols}), /*labels_as_float=*/true);
+}
+
+BinaryAccuracy::BinaryAccuracy(std::string name, double threshold) : Metric(std::move(name)), threshold_(threshold) {
+  LOCKSTEP_CHECK(std::isfinite(threshold), "BinaryAccuracy '", this->name(), "': threshold must be a finite number, got ",
+                 threshold);
+}
+
+Tensor BinaryAccuracy::batch_state(const Tensor& y_true, const Tensor& y_pred) const {
+  const std::int64_t n = y_pred.rank() ? y_pred.dim(0) : 1;
+  if (n == 0) return Tensor::zeros({2});
+  LOCKSTEP_CHECK(y_true.numel() == y_pred.numel(), name(), ": y_true ", y_true.shape().str(),
+                 " must hold a target per value of y_pred ", y_pred.shape().str());
+  const Shape rows{n, y_pred.numel() / n};
+  const Tensor predicted = cast(greater(y_pred.to(DType::kF32).reshape(rows), Tensor::scalar(threshold_)), DType::kF32);
+  const Tensor matches = cast(equal(predicted, y_true.to(DType::kF32).reshape(rows)), DType::kF32);
+  return total_and_count(sum(mean(matches, -1)), n);
+}
+
+namespace {
+std::int64_t checked_k(const std::string& metric, std::int64_t k) {
+  LOCKSTEP_CHECK(k >= 1, metric, ": k must be a positive integer, got ", k);
+  return k;
+}
+
+// Keras' in_top_k (TF's InTopK kernel) per row of scores (rows, classes), the target marked by a
+// one-hot row: 1 where fewer than k scores are strictly greater than the target's (a tie with the
+// k-th score is in), 0 where the row holds a NaN or an infinity anywhere. Composed of elementwise
+// ops and row sums, so it runs wherever they do, captured steps included.
+Tensor in_top_k(const Tensor& target_rows, const Tensor& scores, std::int64_t k) {
+  const Tensor target = sum(mul(target_rows, scores), -1, /*keepdims=*/true);  // exact: one 1, the rest 0
+  const Tensor above = sum(cast(greater(scores, target), DType::kF32), -1);
+  // 0 for a row of finite scores, NaN for any other (0 * inf is NaN too), and NaN < k is false.
+  const Tensor not_finite = sum(scale(scores, 0.0f), -1);
+  return cast(less(add(above, not_finite), Tensor::scalar(static_cast<double>(k))), DType::kF32);
+}
+
+// A top-k metric's rows: (positions, classes) of y_pred of rank 2 or more, or a ValueError naming
+// the metric.
+Shape score_rows(const std::string& metric, const Tensor& y_pred) {
+  LOCKSTEP_CHECK(y_pred.rank() >= 2 && y_pred.dim(-1) > 0, metric, ": y_pred ", y_pred.shape().str(),
+                 " must hold a score per class (rank 2 or more)");
+  return Shape{y_pred.numel() / y_pred.dim(-1), y_pred.dim(-1)};
+}
+
+Tensor in_top_k_state(const Tensor& target_rows, const Tensor& scores, std::int64_t k) {
+  return total_and_count(sum(in_top_k(target_rows, scores, k)), scores.dim(0));
+}
 }  // namespace
 
-MetricPtr get(const std::string& name, const std::string& loss_name) {
-  if (name == "accuracy" || name == "acc") {
-    if (loss_name == "sparse_categorical_crossentropy") return std::make_shared<SparseCategoricalAccuracy>(name);
-    return std::make_shared<Accuracy>(name);
-  }
-  if (name == "sparse_categorical_accuracy") return std::make_shared<SparseCategoricalAccuracy>();
-  if (name == "mean") return std::make_shared<Mean>();
-  if (name == "categorical_accuracy") return std::make_shared<CategoricalAccuracy>(name);
-  if (name == "mae" || name == "mean_absolute_error") return std::make_shared<MeanAbsoluteError>(name);
-  if (name == "mse" || name == "mean_squared_error") return std::make_shared<MeanSquaredError>(name);
-  throw ValueError("unknown metric '" + name +
-                   "': expected accuracy, sparse_categorical_accuracy, categorical_accuracy, mae, mse or mean");
+TopKCategoricalAccuracy::TopKCategoricalAccuracy(std::int64_t k, std::string name)
+    : Metric(std::move(name)), k_(checked_k(this->name(), k)) {}
+
+Tensor TopKCategoricalAccuracy::batch_state(const Tensor& y_true, const Tensor& y_pred) const {
+  const Shape rows = score_rows(name(), y_pred);
+  LOCKSTEP_CHECK(y_true.numel() == y_pred.numel(), name(), ": y_true ", y_true.shape().str(),
+                 " must be one-hot rows like y_pred ", y_pred.shape().str(),
+                 " (integer labels take sparse_top_k_categorical_accuracy)");
+  if (rows[0] == 0) return Tensor::zeros({2});
+  const Tensor scores = y_pred.to(DType::kF32).reshape(rows);
+  // Keras' target is the one-hot row's argmax (the first largest).
+  const Tensor targets = one_hot(argmax(y_true.to(DType::kF32).reshape(rows)), rows[1]);
+  return in_top_k_state(targets, scores, k_);
+}
+
+SparseTopKCategoricalAccuracy::SparseTopKCategoricalAccuracy(std::int64_t k, std::string name)
+    : Metric(std::move(name)), k_(checked_k(this->name(), k)) {}
+
+Tensor SparseTopKCategoricalAccuracy::batch_state(const Tensor& y_true, const Tensor& y_pred) const {
+  const Shape rows = score_rows(name(), y_pred);
+  LOCKSTEP_CHECK(y_true.numel() == rows[0], name(), ": y_true ", y_true.shape().str(),
+                 " must hold one integer label per row of y_pred ", y_pred.shape().str(),
+                 " (one-hot rows take top_k_categorical_accuracy)");
+  LOCKSTEP_CHECK(!is_floating(y_true.dtype()), name(), ": labels must be integers, got ", dtype_name(y_true.dtype()));
+  if (rows[0] == 0) return Tensor::zeros({2});
+  return in_top_k_state(one_hot(y_true.reshape({rows[0]}), rows[1]), y_pred.to(DType::kF32).reshape(rows), k_);
 }
 
 }  // namespace lockstep::metrics

@@ -10,6 +10,7 @@
 #include "lockstep/layers/core_layers.hpp"
 #include "lockstep/layers/layer_registry.hpp"
 #include "lockstep/layers/merge_layers.hpp"
+#include "lockstep/metrics/metric_config.hpp"
 #include "lockstep/training/functional.hpp"
 #include "lockstep/training/sequential.hpp"
 #include "lockstep/optimizers/optimizer_config.hpp"
@@ -210,7 +211,7 @@ json compile_to_keras(const Model& model) {
   };
   json loss = keras_loss(*model.loss()), loss_weights = nullptr, metrics = json::array();
   if (model.output_losses().empty()) {
-    for (const auto& m : model.metrics()) metrics.push_back(m->name());
+    for (const auto& m : model.metrics()) metrics.push_back(lockstep::metrics::identifier(*m, model.loss()->name()));
   } else {  // per output, in the outputs' form (a dict by name, else a list); metrics unprefixed
     const Structure& outs = model.output_structure();
     const bool dict = outs.form == Structure::Form::kDict;
@@ -245,7 +246,7 @@ json compile_to_keras(const Model& model) {
 // Keras' compile config -> lockstep's; a string naming what lockstep cannot express otherwise.
 struct CompileParts {
   json optimizer, loss;
-  std::vector<std::string> metrics;
+  std::vector<json> metrics;  // names and serialised objects, made with the loss (metrics::deserialize)
   // A model of several outputs, by output name: losses as lockstep's JSON, weights, metrics.
   std::map<std::string, json> losses;
   std::map<std::string, double> loss_weights;
@@ -293,6 +294,14 @@ std::string metric_names_from_keras(const json& m, std::vector<std::string>& out
     if (!e.is_string()) return "metric " + e.dump().substr(0, 120) + " is not supported (names are)";
     out.push_back(e.get<std::string>());
   }
+  return {};
+}
+
+// A list of metric identifiers, names or serialised objects (checked as they are made, with the
+// loss); a string naming what lockstep cannot express otherwise.
+std::string metrics_from_keras(const json& m, std::vector<json>& out) {
+  if (!m.is_array()) return "metrics " + m.dump().substr(0, 120) + " are not supported (a list is)";
+  out.assign(m.begin(), m.end());
   return {};
 }
 
@@ -392,7 +401,7 @@ std::string compile_from_keras(const json& c, const Structure& outs, CompilePart
   if (outs.size() > 1) return per_output_from_keras(c, outs, out);
   if (std::string p = loss_from_keras(c.value("loss", json()), out.loss); !p.empty()) return p;
   const json& m = c.value("metrics", json());
-  if (!m.is_null()) return metric_names_from_keras(m, out.metrics);
+  if (!m.is_null()) return metrics_from_keras(m, out.metrics);
   return {};
 }
 
@@ -529,7 +538,10 @@ void compile_from_keras_file(const json& j, Model& model, const std::string& sou
     if (problem.empty()) {
       try {
         if (model.output_structure().size() == 1) {
-          model.compile(optimizers::deserialize(parts.optimizer), loss_from_json(parts.loss), parts.metrics);
+          const losses::LossPtr loss = loss_from_json(parts.loss);
+          std::vector<lockstep::metrics::MetricPtr> made;
+          for (const json& m : parts.metrics) made.push_back(lockstep::metrics::deserialize(m, loss->name()));
+          model.compile(optimizers::deserialize(parts.optimizer), loss, std::move(made));
         } else {
           std::map<std::string, losses::LossPtr> losses;
           for (const auto& [name, loss] : parts.losses) losses[name] = loss_from_json(loss);

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "lockstep/layers/dtype_policy.hpp"
+#include "lockstep/metrics/metric_config.hpp"
 #include "lockstep/optimizers/loss_scale_optimizer.hpp"
 #include "lockstep/tensor/compute_context.hpp"
 #include "lockstep/training/preprocessing.hpp"

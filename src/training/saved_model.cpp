@@ -10,6 +10,7 @@
 #include "lockstep/io/checkpoint.hpp"
 #include "lockstep/io/crc32c.hpp"
 #include "lockstep/layers/core_layers.hpp"
+#include "lockstep/metrics/metric_config.hpp"
 #include "lockstep/training/functional.hpp"
 #include "lockstep/optimizers/optimizer_config.hpp"
 #include "training/compile_config.hpp"
@@ -114,9 +115,9 @@ void save_model(Model& model, const std::string& dir, const SaveModelOptions& op
             {"weights_crc32c", hex32(io::crc32c(bytes))},
             {"weights", weights}};
   if (opt != nullptr) {
-    json metric_names = json::array();
-    for (const auto& m : model.metrics()) metric_names.push_back(m->name());
     const auto& loss = *model.loss();
+    json metric_names = json::array();  // names, or Keras' objects for what a name does not make (k=3)
+    for (const auto& m : model.metrics()) metric_names.push_back(metrics::identifier(*m, loss.name()));
     j["compile_config"] = {
         {"optimizer", optimizers::serialize(*opt)},
         {"loss", {{"class_name", loss.name()}, {"config", {{"from_logits", loss.from_logits()}}}}},
@@ -232,8 +233,10 @@ std::unique_ptr<Model> load_model(const std::string& dir, const LoadModelOptions
         }
         model->compile(optimizers::deserialize(c.at("optimizer")), losses, metrics, weights);
       } else {
-        model->compile(optimizers::deserialize(c.at("optimizer")), loss_from_json(c.at("loss")),
-                       c.at("metrics").get<std::vector<std::string>>());
+        const losses::LossPtr loss = loss_from_json(c.at("loss"));
+        std::vector<metrics::MetricPtr> made;
+        for (const json& m : c.at("metrics")) made.push_back(metrics::deserialize(m, loss->name()));
+        model->compile(optimizers::deserialize(c.at("optimizer")), loss, std::move(made));
       }
       if (c.at("include_optimizer").get<bool>()) restore_optimizer = model->optimizer().get();
       iterations = c.at("iterations").get<std::int64_t>();

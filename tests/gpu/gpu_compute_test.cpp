@@ -8,6 +8,7 @@
 
 #include "gpu_test_util.hpp"
 #include "lockstep/metrics/metric.hpp"
+#include "lockstep/metrics/metric_config.hpp"
 #include "lockstep/tensor/attention.hpp"
 
 using namespace lockstep;
@@ -91,6 +92,33 @@ TEST(GpuCompute, MetricsByNameGiveTheCpusNumbers) {
     EXPECT_EQ(gpu->state()[1], cpu->state()[1]) << name;
     EXPECT_NEAR(gpu->result(), cpu->result(), 1e-6) << name;
   }
+}
+
+// The top-k and binary accuracies are composed of ops (metrics.cpp's in_top_k): on the GPU their
+// batch states are the CPU's exactly, for ties with the k-th score, NaN and infinity rows and
+// k >= classes.
+TEST(GpuCompute, TopKAndBinaryAccuracyStatesAreTheCpusTiesAndNaNsIncluded) {
+  LOCKSTEP_REQUIRE_GPU();
+  const float nan = NAN, inf = INFINITY;
+  const Tensor scores = Tensor::from_vector<float>({0.1f, 0.5f, 0.5f, 0.2f, 0.3f, 0.3f, 0.3f, 0.3f, 0.9f, 0.1f, 0.1f, 0.1f,
+                                                    nan, 0.1f, 0.2f, 0.3f, 0.1f, 0.2f, nan, 0.3f, inf, 0.1f, 0.1f, 0.1f},
+                                                   {6, 4});
+  const Tensor ids = Tensor::from_vector<std::int64_t>({2, 3, 1, 3, 3, 0}, {6}), rows = one_hot(ids, 4);
+  const Tensor bits = Tensor::from_vector<float>({1, 0, 1, 1, 0, 0}, {6, 1});
+  const Tensor probs = Tensor::from_vector<float>({0.1f, 0.5f, 0.25f, nan, 0.9f, 0.2f}, {6, 1});
+  for (std::int64_t k = 1; k <= 5; ++k) {
+    const metrics::TopKCategoricalAccuracy top(k);
+    const metrics::SparseTopKCategoricalAccuracy sparse(k);
+    const auto cpu_top = top.batch_state(rows, scores).to_vector<float>();
+    const auto cpu_sparse = sparse.batch_state(ids, scores).to_vector<float>();
+    const OnGpu0 on;
+    EXPECT_EQ(top.batch_state(rows.to(on.gpu), scores.to(on.gpu)).to(Device{}).to_vector<float>(), cpu_top) << k;
+    EXPECT_EQ(sparse.batch_state(ids.to(on.gpu), scores.to(on.gpu)).to(Device{}).to_vector<float>(), cpu_sparse) << k;
+  }
+  const metrics::BinaryAccuracy binary("b", 0.25);
+  const auto cpu_binary = binary.batch_state(bits, probs).to_vector<float>();
+  const OnGpu0 on;
+  EXPECT_EQ(binary.batch_state(bits.to(on.gpu), probs.to(on.gpu)).to(Device{}).to_vector<float>(), cpu_binary);
 }
 
 TEST(GpuCompute, HalfRoundingsAreBitIdenticalAcrossBackends) {

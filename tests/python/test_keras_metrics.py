@@ -76,8 +76,99 @@ def test_mse_and_mae_by_name_and_class_are_numpys():
 
 
 def test_metrics_lockstep_lacks_are_refused_by_name():
+    with pytest.raises(ValueError, match="unknown metric 'f1_score': lockstep has acc, accuracy, binary_accuracy"):
+        classifier(["f1_score"])
+    with pytest.raises(AttributeError, match="tf.keras.metrics.AUC"):
+        keras.metrics.AUC()
+
+
+# Keras 3's top-k and binary accuracies: the classes on their docs' examples, and ties as Keras'
+# in_top_k counts them (a target tied with the k-th score is in; checked against Keras 3.15.1).
+def test_the_top_k_classes_count_a_target_tied_with_the_kth_score_as_in():
+    scores = np.array([[0.1, 0.9, 0.8], [0.05, 0.95, 0.0]], np.float32)
+    top1 = keras.metrics.TopKCategoricalAccuracy(k=1)
+    top1.update_state(np.array([[0, 0, 1], [0, 1, 0]], np.float32), scores)
+    assert top1.name == "top_k_categorical_accuracy" and float(top1.result()) == pytest.approx(0.5)
+    sparse = keras.metrics.SparseTopKCategoricalAccuracy(k=1)
+    sparse.update_state(np.array([2, 1]), scores)
+    assert sparse.name == "sparse_top_k_categorical_accuracy" and float(sparse.result()) == pytest.approx(0.5)
+    ties = np.array([[0.1, 0.5, 0.5, 0.2], [0.3, 0.3, 0.3, 0.3], [0.9, 0.1, 0.1, 0.1]], np.float32)
+    sparse.reset_state()
+    sparse.update_state(np.array([2, 3, 1]), ties)
+    assert float(sparse.result()) == pytest.approx(2 / 3)  # the first two tie with the top score
+    assert float(keras.metrics.SparseTopKCategoricalAccuracy(k=2)(np.array([2, 3, 1]), ties)) == 1.0
+    assert keras.metrics.TopKCategoricalAccuracy(k=3, name="top3").get_config() == {
+        "name": "top3", "dtype": "float32", "k": 3}
+
+
+def test_binary_accuracy_thresholds_predictions():
+    metric = keras.metrics.BinaryAccuracy()
+    metric.update_state([[1], [1], [0], [0]], np.array([[0.98], [1], [0], [0.6]], np.float32))
+    assert metric.name == "binary_accuracy" and float(metric.result()) == pytest.approx(0.75)
+    high = keras.metrics.BinaryAccuracy(threshold=0.7, name="high")
+    high.update_state(np.array([[1], [0]], np.float32), np.array([[0.6], [0.4]], np.float32))
+    assert float(high.result()) == pytest.approx(0.5)
+    assert high.get_config() == {"name": "high", "dtype": "float32", "threshold": 0.7}
+
+
+def test_hostile_options_are_refused_by_name():
+    for k in (0, -1, 2.5, True):
+        with pytest.raises(ValueError, match="TopKCategoricalAccuracy: k must be a positive integer"):
+            keras.metrics.TopKCategoricalAccuracy(k=k)
+    with pytest.raises(ValueError, match="BinaryAccuracy: threshold must be a finite number, got \"nan\""):
+        keras.metrics.BinaryAccuracy(threshold=float("nan"))
+    with pytest.raises(ValueError, match="from_sorted_ids=true is not supported"):
+        keras.metrics.SparseTopKCategoricalAccuracy(from_sorted_ids=True)
+    with pytest.raises(ValueError, match="sparse_top_k_categorical_accuracy: y_true \\(3, 3\\) must hold one integer label"):
+        keras.metrics.SparseTopKCategoricalAccuracy().update_state(np.eye(3, dtype=np.float32), np.eye(3, dtype=np.float32))
+
+
+@pytest.mark.parametrize("devices", [None, ["cpu:0", "cpu:1"]])
+def test_top_k_names_and_objects_in_compile_are_logged_under_keras_names(devices):
+    x, one_hot, labels = classification()
+    strategy = tf.distribute.MirroredStrategy(devices) if devices else None
+    m = classifier(["top_k_categorical_accuracy", keras.metrics.TopKCategoricalAccuracy(k=2, name="top2")], strategy)
+    logs = m.evaluate(x, one_hot, batch_size=32, verbose=0, return_dict=True)
+    scores = m.predict(x, verbose=0)
+    target = scores[np.arange(len(labels)), labels][:, None]
+    above = (scores > target).sum(-1)
+    assert logs["top_k_categorical_accuracy"] == 1.0  # k = 5 of 5 classes
+    assert logs["top2"] == pytest.approx(float(np.mean(above < 2)))
+    h = m.fit(x, one_hot, batch_size=32, epochs=1, shuffle=False, verbose=0)
+    assert {"loss", "top_k_categorical_accuracy", "top2"} <= set(h.history)
+
+    with (strategy or tf.distribute.get_strategy()).scope():
+        s = keras.Sequential([keras.Input((6,)), keras.layers.Dense(CLASSES, activation="softmax")])
+        s.compile(optimizer="sgd", loss="sparse_categorical_crossentropy",
+                  metrics=["sparse_top_k_categorical_accuracy",
+                           keras.metrics.SparseTopKCategoricalAccuracy(k=3, name="top3")])
+    logs = s.evaluate(x, labels, batch_size=32, verbose=0, return_dict=True)
+    scores = s.predict(x, verbose=0)
+    above = (scores > scores[np.arange(len(labels)), labels][:, None]).sum(-1)
+    assert set(logs) == {"loss", "sparse_top_k_categorical_accuracy", "top3"}
+    assert logs["sparse_top_k_categorical_accuracy"] == 1.0
+    assert logs["top3"] == pytest.approx(float(np.mean(above < 3)))
+
+
+def test_accuracy_with_binary_crossentropy_is_binary_accuracy():
+    x, _, labels = classification()
+    y = (labels >= 2).astype(np.float32)[:, None]
+    keras.utils.set_random_seed(4)
+    m = keras.Sequential([keras.Input((6,)), keras.layers.Dense(1, activation="sigmoid")])
+    m.compile(optimizer="sgd", loss="binary_crossentropy",
+              metrics=["accuracy", "binary_accuracy", keras.metrics.BinaryAccuracy(threshold=0.7, name="high")])
+    logs = m.evaluate(x, y, batch_size=32, verbose=0, return_dict=True)
+    p = m.predict(x, verbose=0)
+    assert logs["accuracy"] == pytest.approx(float(np.mean((p > 0.5) == y)))
+    assert logs["binary_accuracy"] == logs["accuracy"]
+    assert logs["high"] == pytest.approx(float(np.mean((p > 0.7) == y)))
+
+
+def test_a_keras_file_keeps_the_metrics_k(tmp_path):
     x, one_hot, _ = classification()
-    with pytest.raises(ValueError, match="unknown metric 'top_k_categorical_accuracy'"):
-        classifier(["top_k_categorical_accuracy"])
-    with pytest.raises(AttributeError, match="tf.keras.metrics.TopKCategoricalAccuracy"):
-        keras.metrics.TopKCategoricalAccuracy(k=2)
+    m = classifier(["accuracy", keras.metrics.TopKCategoricalAccuracy(k=3, name="top3")])
+    want = m.evaluate(x, one_hot, batch_size=32, verbose=0, return_dict=True)
+    m.save(str(tmp_path / "m.keras"))
+    loaded = keras.models.load_model(str(tmp_path / "m.keras"))
+    got = loaded.evaluate(x, one_hot, batch_size=32, verbose=0, return_dict=True)
+    assert got == pytest.approx(want) and "top3" in got and want["top3"] < 1.0

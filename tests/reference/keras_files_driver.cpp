@@ -19,6 +19,9 @@
 //                                                            load, train 6 steps more, save
 //   keras_files_driver optimizer-resave IN.keras OUT.keras [--mixed]
 //                                                            load (compiled), save again
+//   keras_files_driver evaluate MODEL.keras X.npy Y.npy OUT.json
+//                                                            load (compiled), evaluate in batches of
+//                                                            8, write the logs as {name: value}
 //   (--mixed: under the mixed_float16 policy, so that compile wraps the optimizer in a
 //   LossScaleOptimizer, as Keras' does)
 //   keras_files_driver weighted IN.keras X.npy Y.npy W.npy CLASS:WEIGHT,... OUT_DIR
@@ -169,6 +172,13 @@ int main(int argc, char** argv) {
       auto by_class = load_model(a[1]);
       write_number(out + "/class_weight_loss.txt", by_class->fit(x, y, o).history.at("loss").back());
       save_model(*by_class, out + "/class_weight.keras");
+    } else if (a.size() == 5 && a[0] == "evaluate") {
+      const auto m = load_model(a[1]);
+      const Logs logs = m->evaluate(data::read_npy(a[2]), data::read_npy(a[3]), {.batch_size = 8});
+      std::FILE* out = std::fopen(a[4].c_str(), "w");
+      LOCKSTEP_CHECK(out != nullptr, "cannot write ", a[4]);
+      std::fprintf(out, "%s\n", nlohmann::json(logs).dump().c_str());
+      std::fclose(out);
     } else {
       std::fprintf(stderr, "usage: see the header of keras_files_driver.cpp\n");
       return 2;

@@ -14,6 +14,7 @@
 #include "lockstep/layers/conv_layers.hpp"
 #include "lockstep/layers/core_layers.hpp"
 #include "lockstep/layers/normalization_layers.hpp"
+#include "lockstep/metrics/metric_config.hpp"
 #include "lockstep/optimizers/schedules.hpp"
 #include "lockstep/training/saved_model.hpp"
 #include "training/model_io_test_util.hpp"
@@ -174,6 +175,66 @@ TEST(KerasFile, AnUncompiledKerasModelsEmptyCompileConfigLoadsUncompiledSilently
     EXPECT_EQ(::testing::internal::GetCapturedStderr(), "") << empty.dump();
     EXPECT_FALSE(loaded->compiled()) << empty.dump();
   }
+}
+
+// Metrics a name does not make (TopKCategoricalAccuracy(k=3), a threshold, a name of one's own) are
+// written as Keras' objects and come back as they were; names stay names (Keras keeps
+// metrics=["accuracy"] as given). A Keras file listing metric objects loads them; one it cannot
+// make loads the model uncompiled, saying why.
+TEST(KerasFile, MetricObjectsKeepTheirOptions) {
+  const std::string dir = fresh_dir("metric_objects");
+  Sequential model({layers::Dense(5, "softmax", 4)}, "top");
+  model.compile(optimizers::SGD(0.1), losses::CategoricalCrossentropy(),
+                std::vector<metrics::MetricPtr>{metrics::get("accuracy", "categorical_crossentropy"),
+                                                std::make_shared<metrics::TopKCategoricalAccuracy>(3),
+                                                std::make_shared<metrics::BinaryAccuracy>("bin", 0.7),
+                                                metrics::get("sparse_top_k_categorical_accuracy", "")});
+  save_model(model, dir + "/m.keras");
+  save_model(model, dir + "/folder");
+  auto entries = io::decode_zip(io::read_file(dir + "/m.keras"), "m");
+  json config = json::parse(io::find_entry(entries, "config.json")->bytes);
+  const json& listed = config["compile_config"]["metrics"];
+  ASSERT_EQ(listed.size(), 4u);
+  EXPECT_EQ(listed[0], "accuracy");
+  EXPECT_EQ(listed[1]["class_name"], "TopKCategoricalAccuracy");
+  EXPECT_EQ(listed[1]["config"], json::parse(R"({"name": "top_k_categorical_accuracy", "dtype": "float32", "k": 3})"));
+  EXPECT_EQ(listed[2]["config"]["threshold"], 0.7);
+  EXPECT_EQ(listed[3], "sparse_top_k_categorical_accuracy");
+  for (const std::string& path : {dir + "/m.keras", dir + "/folder"}) {
+    SCOPED_TRACE(path);
+    auto loaded = load_model(path);
+    ASSERT_EQ(loaded->metrics().size(), 4u);
+    EXPECT_EQ(loaded->metrics()[0]->class_name(), "CategoricalAccuracy");
+    EXPECT_EQ(loaded->metrics()[0]->name(), "accuracy");
+    const auto* top = dynamic_cast<const metrics::TopKCategoricalAccuracy*>(loaded->metrics()[1].get());
+    ASSERT_NE(top, nullptr);
+    EXPECT_EQ(top->k(), 3);
+    const auto* bin = dynamic_cast<const metrics::BinaryAccuracy*>(loaded->metrics()[2].get());
+    ASSERT_NE(bin, nullptr);
+    EXPECT_EQ(bin->threshold(), 0.7);
+    EXPECT_EQ(bin->name(), "bin");
+    EXPECT_EQ(loaded->metrics()[3]->name(), "sparse_top_k_categorical_accuracy");
+  }
+  // Keras' own form: a metric object where lockstep wrote a name, then one lockstep lacks.
+  config["compile_config"]["metrics"] = json::parse(
+      R"([{"module": "keras.metrics", "class_name": "SparseTopKCategoricalAccuracy",
+           "config": {"name": "top2", "dtype": "float32", "k": 2}, "registered_name": null}])");
+  for (auto& e : entries)
+    if (e.name == "config.json") e.bytes = config.dump();
+  io::write_file_atomic(dir + "/keras.keras", io::encode_zip(entries));
+  auto loaded = load_model(dir + "/keras.keras");
+  ASSERT_EQ(loaded->metrics().size(), 1u);
+  EXPECT_EQ(loaded->metrics()[0]->name(), "top2");
+  EXPECT_EQ(dynamic_cast<const metrics::SparseTopKCategoricalAccuracy&>(*loaded->metrics()[0]).k(), 2);
+  config["compile_config"]["metrics"][0]["class_name"] = "AUC";
+  for (auto& e : entries)
+    if (e.name == "config.json") e.bytes = config.dump();
+  io::write_file_atomic(dir + "/auc.keras", io::encode_zip(entries));
+  ::testing::internal::CaptureStderr();
+  loaded = load_model(dir + "/auc.keras");
+  const std::string warned = ::testing::internal::GetCapturedStderr();
+  EXPECT_FALSE(loaded->compiled());
+  EXPECT_HAS(warned, "the model is loaded uncompiled: lockstep does not support keras.metrics.AUC yet");
 }
 
 TEST(KerasFile, ArchiveHasKerasLayout) {

@@ -7,6 +7,8 @@
 // adds to its own share of the state (TF's SyncOnRead metric variables), and reading the
 // state (result(), state()) outside folds the shares in replica order, so the result is the
 // same on every run.
+#include <cstdint>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <span>
@@ -44,6 +46,11 @@ class Metric {
   std::vector<double>& state();
   const std::vector<double>& state() const;
   virtual std::shared_ptr<Metric> clone_empty() const = 0;
+  /// Keras' class name (keras.metrics.<class_name>) and the options its config holds beside name
+  /// and dtype (k, threshold): what metrics::serialize writes (metric_config.hpp). Empty for a
+  /// metric class of the user's own, which Keras has no config for.
+  virtual std::string class_name() const { return {}; }
+  virtual std::map<std::string, double> options() const { return {}; }
 
  protected:
   /// Adds `delta` to the state, or inside strategy.run to this replica's share of it.
@@ -71,6 +78,7 @@ class Mean final : public Metric {
   Tensor batch_state(const Tensor& values, const Tensor&) const override;
   void update(double value, double weight = 1.0) { add_to_state({value * weight, weight}); }
   std::shared_ptr<Metric> clone_empty() const override { return std::make_shared<Mean>(name()); }
+  std::string class_name() const override { return "Mean"; }
 };
 
 /// Fraction of examples whose argmax prediction equals the integer label.
@@ -82,6 +90,7 @@ class SparseCategoricalAccuracy final : public Metric {
   std::shared_ptr<Metric> clone_empty() const override {
     return std::make_shared<SparseCategoricalAccuracy>(name());
   }
+  std::string class_name() const override { return "SparseCategoricalAccuracy"; }
 };
 
 /// Keras' "accuracy": exact match of y_true and y_pred (after rounding y_pred at 0.5 for one output).
@@ -90,6 +99,7 @@ class Accuracy final : public Metric {
   explicit Accuracy(std::string name = "accuracy") : Metric(std::move(name)) {}
   Tensor batch_state(const Tensor& y_true, const Tensor& y_pred) const override;
   std::shared_ptr<Metric> clone_empty() const override { return std::make_shared<Accuracy>(name()); }
+  std::string class_name() const override { return "Accuracy"; }
 };
 
 /// Keras' "mae": the mean over examples of mean(|y_true - y_pred|) over each example's values.
@@ -98,10 +108,81 @@ class MeanAbsoluteError final : public Metric {
   explicit MeanAbsoluteError(std::string name = "mean_absolute_error") : Metric(std::move(name)) {}
   Tensor batch_state(const Tensor& y_true, const Tensor& y_pred) const override;
   std::shared_ptr<Metric> clone_empty() const override { return std::make_shared<MeanAbsoluteError>(name()); }
+  std::string class_name() const override { return "MeanAbsoluteError"; }
 };
 
-/// Resolves a Keras metric name. "accuracy"/"acc" becomes sparse_categorical_accuracy
-/// (named "accuracy") when the loss is sparse categorical, as Keras does.
-MetricPtr get(const std::string& name, const std::string& loss_name);
+/// Keras' "mse": the mean over examples of mean((y_true - y_pred)^2) over each example's values.
+class MeanSquaredError final : public Metric {
+ public:
+  explicit MeanSquaredError(std::string name = "mean_squared_error") : Metric(std::move(name)) {}
+  Tensor batch_state(const Tensor& y_true, const Tensor& y_pred) const override;
+  std::shared_ptr<Metric> clone_empty() const override { return std::make_shared<MeanSquaredError>(name()); }
+  std::string class_name() const override { return "MeanSquaredError"; }
+};
+
+/// Keras' "categorical_accuracy": whether each row's top class is its one-hot target's. Integer
+/// labels are sparse_categorical_accuracy's; refused by name rather than read as one-hot rows.
+class CategoricalAccuracy final : public Metric {
+ public:
+  explicit CategoricalAccuracy(std::string name = "categorical_accuracy") : Metric(std::move(name)) {}
+  Tensor batch_state(const Tensor& y_true, const Tensor& y_pred) const override;
+  std::shared_ptr<Metric> clone_empty() const override { return std::make_shared<CategoricalAccuracy>(name()); }
+  std::string class_name() const override { return "CategoricalAccuracy"; }
+};
+
+/// Keras' "binary_accuracy": whether y_pred > threshold equals y_true, value by value; the mean
+/// over examples of each example's mean. ValueError for a threshold that is not a finite number.
+class BinaryAccuracy final : public Metric {
+ public:
+  explicit BinaryAccuracy(std::string name = "binary_accuracy", double threshold = 0.5);
+  Tensor batch_state(const Tensor& y_true, const Tensor& y_pred) const override;
+  std::shared_ptr<Metric> clone_empty() const override {
+    return std::make_shared<BinaryAccuracy>(name(), threshold_);
+  }
+  std::string class_name() const override { return "BinaryAccuracy"; }
+  std::map<std::string, double> options() const override { return {{"threshold", threshold_}}; }
+  double threshold() const { return threshold_; }
+
+ private:
+  double threshold_;
+};
+
+/// Keras' "top_k_categorical_accuracy": whether each one-hot target (its argmax) is among the k
+/// top scores, by Keras' in_top_k (TF's InTopK): fewer than k scores strictly greater than the
+/// target's, so a target tied with the k-th score is in; a row holding a NaN or an infinity is
+/// not. A label per position of rank-3 predictions, as sparse_categorical_accuracy.
+/// ValueError for k < 1.
+class TopKCategoricalAccuracy final : public Metric {
+ public:
+  explicit TopKCategoricalAccuracy(std::int64_t k = 5, std::string name = "top_k_categorical_accuracy");
+  Tensor batch_state(const Tensor& y_true, const Tensor& y_pred) const override;
+  std::shared_ptr<Metric> clone_empty() const override {
+    return std::make_shared<TopKCategoricalAccuracy>(k_, name());
+  }
+  std::string class_name() const override { return "TopKCategoricalAccuracy"; }
+  std::map<std::string, double> options() const override { return {{"k", static_cast<double>(k_)}}; }
+  std::int64_t k() const { return k_; }
+
+ private:
+  std::int64_t k_;
+};
+
+/// Keras' "sparse_top_k_categorical_accuracy": TopKCategoricalAccuracy's rule for integer labels
+/// (a label outside [0, classes) is a ValueError naming it, as in the sparse loss; Keras counts
+/// it a miss). Keras' from_sorted_ids=True has no counterpart here.
+class SparseTopKCategoricalAccuracy final : public Metric {
+ public:
+  explicit SparseTopKCategoricalAccuracy(std::int64_t k = 5, std::string name = "sparse_top_k_categorical_accuracy");
+  Tensor batch_state(const Tensor& y_true, const Tensor& y_pred) const override;
+  std::shared_ptr<Metric> clone_empty() const override {
+    return std::make_shared<SparseTopKCategoricalAccuracy>(k_, name());
+  }
+  std::string class_name() const override { return "SparseTopKCategoricalAccuracy"; }
+  std::map<std::string, double> options() const override { return {{"k", static_cast<double>(k_)}}; }
+  std::int64_t k() const { return k_; }
+
+ private:
+  std::int64_t k_;
+};
 
 }  // namespace lockstep::metrics
