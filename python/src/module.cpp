@@ -1,5 +1,5 @@
 // lockstep._lockstep: the C++ library bound for the Python package (python/lockstep/), which
-// gives it TensorFlow's and Keras' names. Errors become Python's: ValueError, OSError,
+// gives it TensorFlow's and Keras' names. Errors become Python's: ValueError, TypeError, OSError,
 // lockstep.errors.DistributedError (a RuntimeError), MemoryError, KeyboardInterrupt (Ctrl-C during
 // fit), RuntimeError.
 #include <csignal>
@@ -8,7 +8,6 @@
 
 #include "arrays.hpp"
 #include "lockstep/core/error.hpp"
-#include "lockstep/core/type_error.hpp"
 #include "lockstep/distribute/strategy.hpp"
 #include "lockstep/training/preemption.hpp"
 

@@ -2,6 +2,7 @@
 
 #include <nlohmann/json.hpp>
 #include <string>
+#include <type_traits>
 
 namespace lockstep::layers {
 
@@ -82,27 +83,54 @@ Tensor activated(ActivationKind activation, const Convolve& convolve) {
   return apply_activation(activation, convolve(FusedActivation::kNone));
 }
 
-void check_dilation_and_strides(const char* cls, const Pair& strides, const Pair& dilation) {
-  LOCKSTEP_CHECK((strides[0] == 1 && strides[1] == 1) || (dilation[0] == 1 && dilation[1] == 1), cls,
+// A size as messages name it: "(3, 3)" for a pair, "3" for a 1D layer's.
+std::string size_str(const Pair& p) { return pair_str(p); }
+std::string size_str(std::int64_t v) { return std::to_string(v); }
+
+template <typename Size>
+void check_dilation_and_strides(const char* cls, const Size& strides, const Size& dilation) {
+  const Size one = uniform_size<Size>(1);
+  LOCKSTEP_CHECK(strides == one || dilation == one, cls,
                  ": strides > 1 are not supported together with dilation_rate > 1 (as in Keras), got strides ",
-                 pair_str(strides), " and dilation_rate ", pair_str(dilation));
+                 size_str(strides), " and dilation_rate ", size_str(dilation));
 }
 
-// Keras writes a pair as a list and accepts an int for a square window.
-nlohmann::json pair_to_json(const Pair& p) { return nlohmann::json::array({p[0], p[1]}); }
-Pair pair_from_json(const nlohmann::json& j) {
-  if (j.is_number_integer()) return {j.get<std::int64_t>(), j.get<std::int64_t>()};
-  const auto v = j.get<std::vector<std::int64_t>>();
-  if (v.size() != 2) throw nlohmann::json::type_error::create(302, "expected 2 integers, got " + j.dump(), &j);
-  return {v[0], v[1]};
+// Conv2D's and Conv1D's arguments, checked when the layer is made.
+template <typename Size>
+void check_conv_options(const char* cls, const ConvOptions<Size>& o) {
+  check_positive(cls, "filters", o.filters);
+  check_positive(cls, "kernel_size", o.kernel_size);
+  check_positive(cls, "strides", o.strides);
+  check_positive(cls, "dilation_rate", o.dilation_rate);
+  check_dilation_and_strides(cls, o.strides, o.dilation_rate);
+  LOCKSTEP_CHECK(o.groups > 0 && o.filters % o.groups == 0, cls, ": filters (", o.filters,
+                 ") must be a multiple of groups (", o.groups, ")");
+  (void)Initializer{o.kernel_initializer}(Shape{0}, 0);
+  (void)Initializer{o.bias_initializer}(Shape{0}, 0);
 }
-// A 1D layer's size: Keras writes a tuple of one, (7,), and accepts an int.
+
+// The pooling layers' arguments (strides=None is the pool size).
+template <typename Size>
+void check_pooling_options(const char* cls, const PoolingOptions<Size>& o) {
+  check_positive(cls, "pool_size", o.pool_size);
+  if (o.strides) check_positive(cls, "strides", *o.strides);
+}
+
+// Keras writes a size as a list, a 1D layer's as a tuple of one, (7,), and takes an int for a
+// size alike along every dimension.
+nlohmann::json size_to_json(const Pair& p) { return nlohmann::json::array({p[0], p[1]}); }
 nlohmann::json size_to_json(std::int64_t v) { return nlohmann::json::array({v}); }
-std::int64_t size_from_json(const nlohmann::json& j) {
-  if (j.is_number_integer()) return j.get<std::int64_t>();
+template <typename Size>
+Size size_from_json(const nlohmann::json& j) {
+  if (j.is_number_integer()) return uniform_size<Size>(j.get<std::int64_t>());
   const auto v = j.get<std::vector<std::int64_t>>();
-  if (v.size() != 1) throw nlohmann::json::type_error::create(302, "expected 1 integer, got " + j.dump(), &j);
-  return v[0];
+  if constexpr (std::is_same_v<Size, Pair>) {
+    if (v.size() != 2) throw nlohmann::json::type_error::create(302, "expected 2 integers, got " + j.dump(), &j);
+    return {v[0], v[1]};
+  } else {
+    if (v.size() != 1) throw nlohmann::json::type_error::create(302, "expected 1 integer, got " + j.dump(), &j);
+    return v[0];
+  }
 }
 }  // namespace
 
@@ -120,15 +148,7 @@ std::string padding_name(PaddingMode mode) {
 // ---- Conv2D ----
 Conv2DLayer::Conv2DLayer(const Conv2DOptions& o)
     : Layer(o.name), options_(o), padding_(parse_padding(o.padding)), activation_(parse_activation(o.activation)) {
-  LOCKSTEP_CHECK(o.filters > 0, "Conv2D: filters must be positive, got ", o.filters);
-  check_positive("Conv2D", "kernel_size", o.kernel_size);
-  check_positive("Conv2D", "strides", o.strides);
-  check_positive("Conv2D", "dilation_rate", o.dilation_rate);
-  check_dilation_and_strides("Conv2D", o.strides, o.dilation_rate);
-  LOCKSTEP_CHECK(o.groups > 0 && o.filters % o.groups == 0, "Conv2D: filters (", o.filters,
-                 ") must be a multiple of groups (", o.groups, ")");
-  (void)Initializer{o.kernel_initializer}(Shape{0}, 0);
-  (void)Initializer{o.bias_initializer}(Shape{0}, 0);
+  check_conv_options("Conv2D", o);
 }
 
 Shape Conv2DLayer::compute_output_shape(const Shape& s) const {
@@ -236,9 +256,7 @@ Tensor DepthwiseConv2DLayer::call(const Tensor& x, const CallContext&) const {
 // ---- pooling ----
 Pooling2DLayer::Pooling2DLayer(bool max, const Pooling2DOptions& o)
     : Layer(o.name), max_(max), options_(o), padding_(parse_padding(o.padding)) {
-  const char* cls = max ? "MaxPooling2D" : "AveragePooling2D";
-  check_positive(cls, "pool_size", o.pool_size);
-  if (o.strides) check_positive(cls, "strides", *o.strides);
+  check_pooling_options(max ? "MaxPooling2D" : "AveragePooling2D", o);
 }
 
 Shape Pooling2DLayer::compute_output_shape(const Shape& s) const {
@@ -280,17 +298,7 @@ Tensor GlobalPooling2DLayer::call(const Tensor& x, const CallContext&) const {
 // ---- Conv1D ----
 Conv1DLayer::Conv1DLayer(const Conv1DOptions& o)
     : Layer(o.name), options_(o), padding_(parse_padding(o.padding, true)), activation_(parse_activation(o.activation)) {
-  check_positive("Conv1D", "filters", o.filters);
-  check_positive("Conv1D", "kernel_size", o.kernel_size);
-  check_positive("Conv1D", "strides", o.strides);
-  check_positive("Conv1D", "dilation_rate", o.dilation_rate);
-  LOCKSTEP_CHECK(o.strides == 1 || o.dilation_rate == 1,
-                 "Conv1D: strides > 1 are not supported together with dilation_rate > 1 (as in Keras), got strides ",
-                 o.strides, " and dilation_rate ", o.dilation_rate);
-  LOCKSTEP_CHECK(o.groups > 0 && o.filters % o.groups == 0, "Conv1D: filters (", o.filters,
-                 ") must be a multiple of groups (", o.groups, ")");
-  (void)Initializer{o.kernel_initializer}(Shape{0}, 0);
-  (void)Initializer{o.bias_initializer}(Shape{0}, 0);
+  check_conv_options("Conv1D", o);
 }
 
 Shape Conv1DLayer::compute_output_shape(const Shape& s) const {
@@ -336,9 +344,7 @@ Tensor Conv1DLayer::call(const Tensor& x, const CallContext& ctx) const {
 // ---- MaxPooling1D, AveragePooling1D ----
 Pooling1DLayer::Pooling1DLayer(bool max, const Pooling1DOptions& o)
     : Layer(o.name), max_(max), options_(o), padding_(parse_padding(o.padding)) {
-  const char* cls = max ? "MaxPooling1D" : "AveragePooling1D";
-  check_positive(cls, "pool_size", o.pool_size);
-  if (o.strides) check_positive(cls, "strides", *o.strides);
+  check_pooling_options(max ? "MaxPooling1D" : "AveragePooling1D", o);
 }
 
 Shape Pooling1DLayer::compute_output_shape(const Shape& s) const {
@@ -394,48 +400,68 @@ Tensor RescalingLayer::call(const Tensor& x, const CallContext&) const {
 // ---- configurations (Keras' get_config / from_config) ----
 using nlohmann::json;
 
-json Conv2DLayer::get_config() const {
-  json c = Layer::get_config();
-  const auto& o = options_;
-  c.update({{"filters", o.filters}, {"kernel_size", pair_to_json(o.kernel_size)}, {"strides", pair_to_json(o.strides)},
-            {"padding", o.padding}, {"dilation_rate", pair_to_json(o.dilation_rate)}, {"groups", o.groups},
-            {"activation", activation_name(activation_)}, {"use_bias", o.use_bias},
+namespace {
+// Conv2D's and Conv1D's configs: Keras' arguments, the sizes in each one's form.
+template <typename Size>
+json conv_config(json c, const ConvOptions<Size>& o, ActivationKind activation) {
+  c.update({{"filters", o.filters}, {"kernel_size", size_to_json(o.kernel_size)}, {"strides", size_to_json(o.strides)},
+            {"padding", o.padding}, {"dilation_rate", size_to_json(o.dilation_rate)}, {"groups", o.groups},
+            {"activation", activation_name(activation)}, {"use_bias", o.use_bias},
             {"kernel_initializer", o.kernel_initializer}, {"bias_initializer", o.bias_initializer}});
   return c;
 }
-LayerPtr Conv2DLayer::from_config(const json& c) {
-  Conv2DOptions o;
+template <typename Size>
+ConvOptions<Size> conv_options(const json& c) {
+  ConvOptions<Size> o;
   o.filters = c.at("filters").get<std::int64_t>();
-  o.kernel_size = pair_from_json(c.at("kernel_size"));
-  o.strides = pair_from_json(c.at("strides"));
+  o.kernel_size = size_from_json<Size>(c.at("kernel_size"));
+  o.strides = size_from_json<Size>(c.at("strides"));
   o.padding = c.at("padding").get<std::string>();
-  o.dilation_rate = pair_from_json(c.at("dilation_rate"));
+  o.dilation_rate = size_from_json<Size>(c.at("dilation_rate"));
   o.groups = c.at("groups").get<std::int64_t>();
   o.activation = c.at("activation").get<std::string>();
   o.use_bias = c.at("use_bias").get<bool>();
   o.kernel_initializer = c.at("kernel_initializer").get<std::string>();
   o.bias_initializer = c.at("bias_initializer").get<std::string>();
   o.name = c.at("name").get<std::string>();
-  return std::make_shared<Conv2DLayer>(o);
+  return o;
 }
+
+// The pooling layers' configs; strides as the layer uses them (Keras writes its strides=None so).
+template <typename Size>
+json pooling_config(json c, const PoolingOptions<Size>& o, const Size& strides) {
+  c.update({{"pool_size", size_to_json(o.pool_size)}, {"strides", size_to_json(strides)}, {"padding", o.padding}});
+  return c;
+}
+template <typename Size>
+PoolingOptions<Size> pooling_options(const json& c) {
+  const json& strides = c.value("strides", json());
+  return {size_from_json<Size>(c.at("pool_size")),
+          strides.is_null() ? std::nullopt : std::optional<Size>(size_from_json<Size>(strides)),
+          c.at("padding").get<std::string>(), c.at("name").get<std::string>()};
+}
+}  // namespace
+
+json Conv2DLayer::get_config() const { return conv_config(Layer::get_config(), options_, activation_); }
+LayerPtr Conv2DLayer::from_config(const json& c) { return std::make_shared<Conv2DLayer>(conv_options<Pair>(c)); }
 
 json DepthwiseConv2DLayer::get_config() const {
   json c = Layer::get_config();
   const auto& o = options_;
-  c.update({{"kernel_size", pair_to_json(o.kernel_size)}, {"strides", pair_to_json(o.strides)},
+  c.update({{"kernel_size", size_to_json(o.kernel_size)}, {"strides", size_to_json(o.strides)},
             {"padding", o.padding}, {"depth_multiplier", o.depth_multiplier},
-            {"dilation_rate", pair_to_json(o.dilation_rate)}, {"activation", activation_name(activation_)},
+            {"dilation_rate", size_to_json(o.dilation_rate)}, {"activation", activation_name(activation_)},
             {"use_bias", o.use_bias}, {"depthwise_initializer", o.depthwise_initializer},
             {"bias_initializer", o.bias_initializer}});
   return c;
 }
 LayerPtr DepthwiseConv2DLayer::from_config(const json& c) {
   DepthwiseConv2DOptions o;
-  o.kernel_size = pair_from_json(c.at("kernel_size"));
-  o.strides = pair_from_json(c.at("strides"));
+  o.kernel_size = size_from_json<Pair>(c.at("kernel_size"));
+  o.strides = size_from_json<Pair>(c.at("strides"));
   o.padding = c.at("padding").get<std::string>();
   o.depth_multiplier = c.at("depth_multiplier").get<std::int64_t>();
-  o.dilation_rate = pair_from_json(c.at("dilation_rate"));
+  o.dilation_rate = size_from_json<Pair>(c.at("dilation_rate"));
   o.activation = c.at("activation").get<std::string>();
   o.use_bias = c.at("use_bias").get<bool>();
   o.depthwise_initializer = c.at("depthwise_initializer").get<std::string>();
@@ -444,18 +470,9 @@ LayerPtr DepthwiseConv2DLayer::from_config(const json& c) {
   return std::make_shared<DepthwiseConv2DLayer>(o);
 }
 
-json Pooling2DLayer::get_config() const {
-  json c = Layer::get_config();
-  c.update({{"pool_size", pair_to_json(options_.pool_size)}, {"strides", pair_to_json(strides())},
-            {"padding", options_.padding}});
-  return c;
-}
+json Pooling2DLayer::get_config() const { return pooling_config(Layer::get_config(), options_, strides()); }
 LayerPtr Pooling2DLayer::from_config(bool max, const json& c) {
-  const json& strides = c.value("strides", json());
-  return std::make_shared<Pooling2DLayer>(
-      max, Pooling2DOptions{pair_from_json(c.at("pool_size")),
-                            strides.is_null() ? std::nullopt : std::optional<Pair>(pair_from_json(strides)),
-                            c.at("padding").get<std::string>(), c.at("name").get<std::string>()});
+  return std::make_shared<Pooling2DLayer>(max, pooling_options<Pair>(c));
 }
 
 json GlobalPooling2DLayer::get_config() const {
@@ -467,55 +484,26 @@ LayerPtr GlobalPooling2DLayer::from_config(bool max, const json& c) {
   return std::make_shared<GlobalPooling2DLayer>(max, c.value("keepdims", false), c.at("name").get<std::string>());
 }
 
-json Conv1DLayer::get_config() const {
-  json c = Layer::get_config();
-  const auto& o = options_;
-  c.update({{"filters", o.filters}, {"kernel_size", size_to_json(o.kernel_size)}, {"strides", size_to_json(o.strides)},
-            {"padding", o.padding}, {"dilation_rate", size_to_json(o.dilation_rate)}, {"groups", o.groups},
-            {"activation", activation_name(activation_)}, {"use_bias", o.use_bias},
-            {"kernel_initializer", o.kernel_initializer}, {"bias_initializer", o.bias_initializer}});
-  return c;
-}
+json Conv1DLayer::get_config() const { return conv_config(Layer::get_config(), options_, activation_); }
 LayerPtr Conv1DLayer::from_config(const json& c) {
-  Conv1DOptions o;
-  o.filters = c.at("filters").get<std::int64_t>();
-  o.kernel_size = size_from_json(c.at("kernel_size"));
-  o.strides = size_from_json(c.at("strides"));
-  o.padding = c.at("padding").get<std::string>();
-  o.dilation_rate = size_from_json(c.at("dilation_rate"));
-  o.groups = c.at("groups").get<std::int64_t>();
-  o.activation = c.at("activation").get<std::string>();
-  o.use_bias = c.at("use_bias").get<bool>();
-  o.kernel_initializer = c.at("kernel_initializer").get<std::string>();
-  o.bias_initializer = c.at("bias_initializer").get<std::string>();
-  o.name = c.at("name").get<std::string>();
-  return std::make_shared<Conv1DLayer>(o);
+  return std::make_shared<Conv1DLayer>(conv_options<std::int64_t>(c));
 }
 
-json Pooling1DLayer::get_config() const {
-  json c = Layer::get_config();
-  c.update({{"pool_size", size_to_json(options_.pool_size)}, {"strides", size_to_json(strides())},
-            {"padding", options_.padding}});
-  return c;
-}
+json Pooling1DLayer::get_config() const { return pooling_config(Layer::get_config(), options_, strides()); }
 LayerPtr Pooling1DLayer::from_config(bool max, const json& c) {
-  const json& strides = c.value("strides", json());
-  return std::make_shared<Pooling1DLayer>(
-      max, Pooling1DOptions{size_from_json(c.at("pool_size")),
-                            strides.is_null() ? std::nullopt : std::optional<std::int64_t>(size_from_json(strides)),
-                            c.at("padding").get<std::string>(), c.at("name").get<std::string>()});
+  return std::make_shared<Pooling1DLayer>(max, pooling_options<std::int64_t>(c));
 }
 
 json ZeroPadding2DLayer::get_config() const {
   json c = Layer::get_config();
-  c["padding"] = json::array({pair_to_json(padding_[0]), pair_to_json(padding_[1])});
+  c["padding"] = json::array({size_to_json(padding_[0]), size_to_json(padding_[1])});
   return c;
 }
 LayerPtr ZeroPadding2DLayer::from_config(const json& c) {
   const json& p = c.at("padding");
   if (!p.is_array() || p.size() != 2) throw json::type_error::create(302, "padding must be ((t, b), (l, r))", &p);
-  return std::make_shared<ZeroPadding2DLayer>(std::array<Pair, 2>{pair_from_json(p[0]), pair_from_json(p[1])},
-                                              c.at("name").get<std::string>());
+  return std::make_shared<ZeroPadding2DLayer>(
+      std::array<Pair, 2>{size_from_json<Pair>(p[0]), size_from_json<Pair>(p[1])}, c.at("name").get<std::string>());
 }
 
 json RescalingLayer::get_config() const {

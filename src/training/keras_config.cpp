@@ -245,7 +245,8 @@ json compile_to_keras(const Model& model) {
 
 // Keras' compile config -> lockstep's; a string naming what lockstep cannot express otherwise.
 struct CompileParts {
-  json optimizer, loss;
+  optimizers::OptimizerPtr optimizer;
+  json loss;
   std::vector<json> metrics;  // names and serialised objects, made with the loss (metrics::deserialize)
   // A model of several outputs, by output name: losses as lockstep's JSON, weights, metrics.
   std::map<std::string, json> losses;
@@ -364,39 +365,25 @@ std::string compile_from_keras(const json& c, const Structure& outs, CompilePart
       continue;  // how Keras runs a step, not what it computes
     if (!is_off(value)) return "compile argument " + key + "=" + value.dump() + " is not supported";
   }
+  // Keras' optimizer: a name (its defaults) or a serialised object, whose options
+  // optimizers::deserialize reads and refuses.
   const json& o = c.value("optimizer", json());
-  std::string cls;
-  json oc = json::object();
+  json keras_optimizer;
   if (o.is_string()) {
     const std::string& n = o.get<std::string>();
-    cls = n == "sgd" ? "SGD" : n == "adam" ? "Adam" : n == "adamw" ? "AdamW" : n == "rmsprop" ? "RMSprop" : n;
-    oc["learning_rate"] = cls == "SGD" ? 0.01 : 0.001;
+    const std::string cls =
+        n == "sgd" ? "SGD" : n == "adam" ? "Adam" : n == "adamw" ? "AdamW" : n == "rmsprop" ? "RMSprop" : n;
+    keras_optimizer = {{"class_name", cls}, {"config", json::object()}};
   } else if (o.is_object() && o.value("class_name", json()).is_string() && o.value("config", json()).is_object()) {
-    cls = o.at("class_name").get<std::string>();
-    for (const auto& [key, value] : o.at("config").items()) {
-      if (key == "name" || key == "ema_momentum" || key == "ema_overwrite_frequency") continue;
-      if (key == "learning_rate" && !value.is_number() && !value.is_object())
-        return "optimizer learning_rate=" + value.dump().substr(0, 120) + " is not supported";
-      if (key == "weight_decay" && cls != "AdamW") {
-        if (!value.is_null()) return "optimizer " + cls + " weight_decay is not supported (use AdamW)";
-        continue;
-      }
-      static const std::set<std::string> kOptimizerArgs = {"learning_rate", "clipnorm", "global_clipnorm",
-                                                           "clipvalue",     "momentum", "nesterov",
-                                                           "beta_1",        "beta_2",   "epsilon",
-                                                           "weight_decay",  "rho",      "centered"};
-      if (kOptimizerArgs.count(key)) {
-        if (!value.is_null()) oc[key] = value;
-      } else if (!is_off(value)) {
-        return "optimizer argument " + key + "=" + value.dump() + " is not supported";
-      }
-    }
+    keras_optimizer = {{"class_name", o.at("class_name")}, {"config", o.at("config")}};
   } else {
     return "optimizer " + o.dump().substr(0, 120) + " is not supported";
   }
-  if (cls != "SGD" && cls != "Adam" && cls != "AdamW" && cls != "RMSprop")
-    return "optimizer " + cls + " is not supported (SGD, Adam, AdamW, RMSprop)";
-  out.optimizer = {{"class_name", cls}, {"config", oc}};
+  try {
+    out.optimizer = optimizers::deserialize(keras_optimizer);
+  } catch (const std::exception& e) {  // lockstep's errors, nlohmann's for a mistyped option
+    return e.what();
+  }
 
   if (outs.size() > 1) return per_output_from_keras(c, outs, out);
   if (std::string p = loss_from_keras(c.value("loss", json()), out.loss); !p.empty()) return p;
@@ -541,11 +528,11 @@ void compile_from_keras_file(const json& j, Model& model, const std::string& sou
           const losses::LossPtr loss = loss_from_json(parts.loss);
           std::vector<lockstep::metrics::MetricPtr> made;
           for (const json& m : parts.metrics) made.push_back(lockstep::metrics::deserialize(m, loss->name()));
-          model.compile(optimizers::deserialize(parts.optimizer), loss, std::move(made));
+          model.compile(parts.optimizer, loss, std::move(made));
         } else {
           std::map<std::string, losses::LossPtr> losses;
           for (const auto& [name, loss] : parts.losses) losses[name] = loss_from_json(loss);
-          model.compile(optimizers::deserialize(parts.optimizer), losses, parts.output_metrics, parts.loss_weights);
+          model.compile(parts.optimizer, losses, parts.output_metrics, parts.loss_weights);
         }
         model.set_jit_compile(parts.jit_compile);
         model.set_steps_per_execution(parts.steps_per_execution);

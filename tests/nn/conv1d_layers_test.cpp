@@ -1,13 +1,14 @@
 // The sequence convnet layers (Conv1D, MaxPooling1D, AveragePooling1D, GlobalMaxPooling1D) and
 // GlobalMaxPooling2D: forward values against a float64 reference computed here (every padding,
 // strides, dilation, groups), Keras' shapes and parameter counts, where the global maximum's
-// gradient goes, masks, and the errors for arguments and inputs they cannot take. Gradients
-// against finite differences: layer_gradcheck_test.cpp.
+// gradient goes, masks, their configs, and the errors for arguments and inputs they cannot take.
+// Gradients against finite differences: layer_gradcheck_test.cpp.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <random>
 #include <string>
@@ -241,4 +242,53 @@ TEST(SequenceConvLayers, BadArgumentsAndInputsAreValueErrorsNamingThem) {
   EXPECT_TRUE(has(message_of([] { layers::GlobalMaxPooling1D()->call(Tensor::ones({2, 0, 3}), {}); }), "no steps"));
   EXPECT_TRUE(has(message_of([] { layers::GlobalMaxPooling2D()->call(Tensor::ones({2, 3, 3}), {}); }),
                   "(batch, height, width, channels)"));
+}
+
+// Conv1D's and the 1D pooling layers' configs are Keras 3's get_config fields (those the .keras
+// writer does not add: trainable, dtype, data_format, regularizers), a size as Keras' tuple of one,
+// and from_config gives every option back, non-default ones included; Conv2D's and the 2D pooling
+// layers' are the same fields with pairs (one list for both); Keras' plain int for a size is taken.
+TEST(SequenceConvLayers, ConfigsAreKerasFieldsAndFromConfigGivesEveryOptionBack) {
+  using nlohmann::json;
+  const json conv1d = json::parse(R"({"name": "c", "filters": 6, "kernel_size": [3], "strides": [1],
+      "padding": "causal", "dilation_rate": [2], "groups": 2, "activation": "relu", "use_bias": false,
+      "kernel_initializer": "he_normal", "bias_initializer": "ones"})");
+  const auto conv = layers::Conv1D({.filters = 6,
+                                    .kernel_size = 3,
+                                    .padding = "causal",
+                                    .dilation_rate = 2,
+                                    .groups = 2,
+                                    .activation = "relu",
+                                    .use_bias = false,
+                                    .kernel_initializer = "he_normal",
+                                    .bias_initializer = "ones",
+                                    .name = "c"});
+  EXPECT_EQ(conv->get_config(), conv1d);
+  EXPECT_EQ(layers::Conv1DLayer::from_config(conv1d)->get_config(), conv1d);
+  json plain = conv1d;
+  plain["kernel_size"] = 3;
+  plain["dilation_rate"] = 2;
+  EXPECT_EQ(layers::Conv1DLayer::from_config(plain)->get_config(), conv1d);
+
+  const json conv2d = json::parse(R"({"name": "c2", "filters": 4, "kernel_size": [3, 2], "strides": [2, 1],
+      "padding": "same", "dilation_rate": [1, 1], "groups": 2, "activation": "tanh", "use_bias": true,
+      "kernel_initializer": "glorot_normal", "bias_initializer": "zeros"})");
+  EXPECT_EQ(layers::Conv2DLayer::from_config(conv2d)->get_config(), conv2d);
+
+  // strides=None is the pool size, written as such (as Keras writes it).
+  const json pool1d = json::parse(R"({"name": "p", "pool_size": [3], "strides": null, "padding": "same"})");
+  json pooled = pool1d;
+  pooled["strides"] = json::array({3});
+  EXPECT_EQ(layers::Pooling1DLayer::from_config(true, pool1d)->get_config(), pooled);
+  const json pool2d = json::parse(R"({"name": "p2", "pool_size": [2, 3], "strides": [1, 2], "padding": "valid"})");
+  EXPECT_EQ(layers::Pooling2DLayer::from_config(false, pool2d)->get_config(), pool2d);
+
+  json wrong = conv1d;
+  wrong["kernel_size"] = json::array({3, 3});
+  try {
+    layers::Conv1DLayer::from_config(wrong);
+    ADD_FAILURE() << "a Conv1D kernel_size of two numbers was taken";
+  } catch (const nlohmann::json::exception& e) {
+    EXPECT_NE(std::string(e.what()).find("expected 1 integer, got [3,3]"), std::string::npos) << e.what();
+  }
 }

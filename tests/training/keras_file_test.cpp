@@ -446,6 +446,21 @@ TEST_F(BrokenArchive, UnknownCompileConfigLoadsUncompiled) {
   EXPECT_TRUE(same_bits(m->predict(inputs(3, 4)), mlp()->predict(inputs(3, 4))));
 }
 
+// An optimizer option lockstep does not read (Keras' Adam with amsgrad on) is named and the model
+// loads uncompiled, as for an unknown class: optimizers::deserialize, the one owner of the options,
+// refuses it.
+TEST_F(BrokenArchive, AnOptimizerOptionLockstepLacksLoadsUncompiledNamingIt) {
+  config_["compile_config"]["optimizer"] = {{"class_name", "Adam"},
+                                            {"config", {{"learning_rate", 0.001}, {"amsgrad", true}}}};
+  std::unique_ptr<Model> m;
+  EXPECT_HAS(load_warnings("amsgrad.keras", m),
+             "the model is loaded uncompiled: optimizer argument amsgrad=true is not supported");
+  EXPECT_FALSE(m->compiled());
+  config_["compile_config"]["optimizer"]["config"]["amsgrad"] = false;  // Keras' "off"
+  EXPECT_EQ(load_warnings("amsgrad_off.keras", m), "");
+  EXPECT_TRUE(m->compiled());
+}
+
 // RMSprop's compile config as Keras 3 writes and reads it: lockstep's is Keras' object (its
 // arguments, centered a boolean, name "rmsprop") and loads back the same rule; Keras' own, every
 // argument written (Keras' "off" for those lockstep lacks), and the bare name "rmsprop" (compile()

@@ -37,6 +37,12 @@ class DistributedError : public Error {
  public:
   using Error::Error;
 };
+/// An operation the object does not allow in its state, where Keras raises Python's TypeError
+/// (setting the learning rate of an optimizer made with a schedule).
+class TypeError : public Error {
+ public:
+  using Error::Error;
+};
 
 namespace detail {
 template <typename... Args>

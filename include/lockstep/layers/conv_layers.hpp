@@ -4,6 +4,8 @@
 // GlobalAveragePooling2D, GlobalMaxPooling2D, ZeroPadding2D, Rescaling, and the sequence ones
 // Conv1D, MaxPooling1D, AveragePooling1D (the 2D ops on an (N, 1, steps, C) view of the sequence).
 #include <array>
+#include <optional>
+#include <type_traits>
 
 #include "lockstep/layers/layer.hpp"
 
@@ -19,12 +21,23 @@ enum class PaddingMode { kValid, kSame, kCausal };
 PaddingMode parse_padding(const std::string& name, bool allow_causal = false);
 std::string padding_name(PaddingMode mode);
 
-struct Conv2DOptions {
+/// A window's size, strides or dilation along each spatial dimension: a Pair (height, width) for
+/// the 2D layers, one length for the 1D ones; every dimension `v`.
+template <typename Size>
+constexpr Size uniform_size(std::int64_t v) {
+  if constexpr (std::is_same_v<Size, Pair>) return Pair{v, v};
+  else return v;
+}
+
+/// Conv2D's (Size = Pair) and Conv1D's (Size = std::int64_t) arguments: one list, so that an option
+/// is added once for both, as their get_config / from_config are one.
+template <typename Size>
+struct ConvOptions {
   std::int64_t filters = 0;
-  Pair kernel_size{0, 0};
-  Pair strides{1, 1};
-  std::string padding = "valid";
-  Pair dilation_rate{1, 1};
+  Size kernel_size = uniform_size<Size>(0);
+  Size strides = uniform_size<Size>(1);
+  std::string padding = "valid";  // Conv1D also "causal"
+  Size dilation_rate = uniform_size<Size>(1);
   std::int64_t groups = 1;
   std::string activation = "linear";
   bool use_bias = true;
@@ -32,6 +45,8 @@ struct Conv2DOptions {
   std::string bias_initializer = "zeros";
   std::string name;
 };
+using Conv2DOptions = ConvOptions<Pair>;
+using Conv1DOptions = ConvOptions<std::int64_t>;
 
 class Conv2DLayer final : public Layer {
  public:
@@ -98,13 +113,18 @@ class DepthwiseConv2DLayer final : public Layer {
   Variable kernel_, bias_;
 };
 
-struct Pooling2DOptions {
-  Pair pool_size{2, 2};
+/// MaxPooling2D's and AveragePooling2D's (Size = Pair), MaxPooling1D's and AveragePooling1D's
+/// (Size = std::int64_t) arguments.
+template <typename Size>
+struct PoolingOptions {
+  Size pool_size = uniform_size<Size>(2);
   /// Keras' strides=None: the pool size.
-  std::optional<Pair> strides;
+  std::optional<Size> strides;
   std::string padding = "valid";
   std::string name;
 };
+using Pooling2DOptions = PoolingOptions<Pair>;
+using Pooling1DOptions = PoolingOptions<std::int64_t>;
 
 /// MaxPooling2D (max) and AveragePooling2D.
 class Pooling2DLayer final : public Layer {
@@ -147,20 +167,6 @@ class GlobalPooling2DLayer final : public Layer {
   bool keepdims_;
 };
 
-struct Conv1DOptions {
-  std::int64_t filters = 0;
-  std::int64_t kernel_size = 0;
-  std::int64_t strides = 1;
-  std::string padding = "valid";  // "valid", "same" or "causal"
-  std::int64_t dilation_rate = 1;
-  std::int64_t groups = 1;
-  std::string activation = "linear";
-  bool use_bias = true;
-  std::string kernel_initializer = "glorot_uniform";
-  std::string bias_initializer = "zeros";
-  std::string name;
-};
-
 /// Convolution over the steps of (N, steps, C): (N, out_steps, filters), kernel (kernel_size,
 /// C / groups, filters) as Keras'. It is conv2d on the (N, 1, steps, C) view with the kernel
 /// (1, kernel_size, C / groups, filters), the same memory: one owner for convolutions.
@@ -187,14 +193,6 @@ class Conv1DLayer final : public Layer {
   PaddingMode padding_;
   ActivationKind activation_;
   Variable kernel_, bias_;
-};
-
-struct Pooling1DOptions {
-  std::int64_t pool_size = 2;
-  /// Keras' strides=None: the pool size.
-  std::optional<std::int64_t> strides;
-  std::string padding = "valid";
-  std::string name;
 };
 
 /// MaxPooling1D (max) and AveragePooling1D over the steps of (N, steps, C): max_pool2d and

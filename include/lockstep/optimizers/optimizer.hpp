@@ -16,8 +16,8 @@
 
 #include "lockstep/autograd/replica_interface.hpp"
 #include "lockstep/autograd/variable.hpp"
+#include "lockstep/core/error.hpp"
 #include "lockstep/core/step_state.hpp"
-#include "lockstep/core/type_error.hpp"
 
 namespace lockstep::optimizers {
 

@@ -13,7 +13,10 @@ namespace lockstep::optimizers {
 nlohmann::json serialize(const Optimizer& opt);
 /// SGD, Adam, AdamW or RMSprop from their Keras config: `learning_rate` a number or a serialised
 /// schedule; an option that is null or absent takes its default (Keras writes "clipnorm": null).
-/// ValueError naming another class; nlohmann's exceptions for mistyped fields.
+/// The one owner of the options each class takes: ValueError naming another class, and an option
+/// the class does not read unless Keras' "off" (null or false; Keras' name and EMA settings are
+/// passed over), e.g. "optimizer argument amsgrad=true is not supported" or "optimizer SGD
+/// weight_decay is not supported (use AdamW)"; nlohmann's exceptions for mistyped fields.
 OptimizerPtr deserialize(const nlohmann::json& j);
 
 }  // namespace lockstep::optimizers
