@@ -228,9 +228,9 @@ class Layer:
         training = training_argument(f"{self._qualname}.__call__", kwargs.pop("training", None))
         if self._subclassed:
             if training is not None:
-                raise ValueError(f"lockstep does not support the argument training={training!r} of a subclassed "
-                                 f"layer's call ({self._qualname}.__call__) yet: pass it to the layers its call "
-                                 f"calls instead")
+                raise ValueError(f"lockstep does not support the argument training={training!r} of "
+                                 f"{self._qualname}.__call__ (a subclassed layer's) yet: pass it to the layers its "
+                                 f"call calls instead")
             if "_name" not in vars(self):
                 raise TypeError(f"{self._qualname}.__init__ must call super().__init__() (keras.layers.Layer's)")
             return trace_call(self, args, kwargs)
