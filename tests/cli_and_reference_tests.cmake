@@ -548,6 +548,13 @@ add_test(NAME reference.keras_optimizer_state_both_ways
                  ${_ref_py} ${CMAKE_CURRENT_SOURCE_DIR}/reference/keras_optimizer_state.py
                  ${CMAKE_CURRENT_BINARY_DIR}/keras_optimizer_state $<TARGET_FILE:keras_files_driver>)
 set_tests_properties(reference.keras_optimizer_state_both_ways PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300)
+# A call's training= (BatchNormalization()(x, training=False)) in .keras files both ways against real
+# Keras: lockstep's fit of Keras' file trains as Keras' inference-mode custom loop; SKIP without it.
+add_test(NAME reference.keras_training_arg_both_ways
+         COMMAND bash -c "rm -rf \"$2\" && \"$0\" \"$1\" \"$2\" \"$3\""
+                 ${_ref_py} ${CMAKE_CURRENT_SOURCE_DIR}/reference/keras_training_arg.py
+                 ${CMAKE_CURRENT_BINARY_DIR}/keras_training_arg $<TARGET_FILE:keras_files_driver>)
+set_tests_properties(reference.keras_training_arg_both_ways PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300)
 # --model vit (issue 40): a Vision Transformer on 2 CPU replicas reaches 0.975 on MNIST in at most
 # 10 epochs (0.9863 measured), and 0.87 on Fashion-MNIST (0.8887). Its size is the tests' (patch 7:
 # 16 tokens, 2 blocks; about 160 CPU seconds each), so that each fits a few minutes on 2 cores; the

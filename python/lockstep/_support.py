@@ -22,6 +22,15 @@ def refuse_arguments(qualname, **arguments):
             raise ValueError(f"lockstep does not support the argument {name}={value!r} of {qualname} yet")
 
 
+def training_argument(qualname, training):
+    """Keras' training= of a call: True, False or None (NumPy's bool too); anything else is a
+    TypeError naming it, where Keras would take any truthy value for True."""
+    if training is None or isinstance(training, (bool, np.bool_)):
+        return None if training is None else bool(training)
+    raise TypeError(f"{qualname}: training must be True, False or None, got {training!r} "
+                    f"({type(training).__name__})")
+
+
 def host_array(value, what):
     """A C-contiguous NumPy array of a dtype lockstep has: float64 becomes float32 (Keras' floatx),
     bool becomes uint8; anything else is passed on and refused by the C++ side by name."""

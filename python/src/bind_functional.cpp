@@ -1,5 +1,5 @@
 // Keras' functional API: keras.Input, a layer called on KerasTensors (one, a list for merge layers,
-// or MultiHeadAttention's query and value with its keyword arguments), keras.Model(inputs, outputs)
+// or MultiHeadAttention's query and value with its keyword arguments; training= on any call), keras.Model(inputs, outputs)
 // of one tensor, a list or a dict each (lockstep's Functional and its Structure), and a model
 // called on KerasTensors (its layers called again in the graph being built).
 #include <nanobind/stl/map.h>
@@ -40,18 +40,24 @@ void bind_functional(nb::module_& m) {
   m.def("keras_input", [](const std::vector<std::int64_t>& shape, const std::string& name) {
     return Input(Shape(shape), name);
   }, nb::arg("shape"), nb::arg("name") = "");
-  m.def("call_layer", [](const layers::LayerPtr& layer, const KerasTensor& x) { return call(layer, x); });
-  m.def("call_layer_on_list", [](const layers::LayerPtr& layer, const std::vector<KerasTensor>& xs) {
-    return call(layer, xs);
-  });
-  // mha(query, value[, key], attention_mask=..., use_causal_mask=...).
+  // training: Keras' layer(x, training=...) (None: the mode the model runs in).
+  m.def("call_layer", [](const layers::LayerPtr& layer, const KerasTensor& x, std::optional<bool> training) {
+    return call(layer, x, CallKwargs{.training = training});
+  }, nb::arg("layer"), nb::arg("x"), nb::arg("training") = nb::none());
+  m.def("call_layer_on_list", [](const layers::LayerPtr& layer, const std::vector<KerasTensor>& xs,
+                                 std::optional<bool> training) {
+    return call(layer, xs, CallKwargs{.training = training});
+  }, nb::arg("layer"), nb::arg("xs"), nb::arg("training") = nb::none());
+  // mha(query, value[, key], attention_mask=..., use_causal_mask=..., training=...).
   m.def("call_attention", [](const layers::LayerPtr& layer, const std::vector<KerasTensor>& xs, bool use_causal_mask,
-                             std::optional<KerasTensor> attention_mask) {
-    return call(layer, xs, CallKwargs{.use_causal_mask = use_causal_mask,
+                             std::optional<KerasTensor> attention_mask, std::optional<bool> training) {
+    return call(layer, xs, CallKwargs{.training = training, .use_causal_mask = use_causal_mask,
                                       .attention_mask = attention_mask ? &*attention_mask : nullptr});
-  });
-  m.def("call_model", [](const Model& model, const std::vector<KerasTensor>& xs) { return call(model, xs); },
-        nb::arg("model"), nb::arg("xs"));
+  }, nb::arg("layer"), nb::arg("xs"), nb::arg("use_causal_mask"), nb::arg("attention_mask").none(),
+        nb::arg("training") = nb::none());
+  m.def("call_model", [](const Model& model, const std::vector<KerasTensor>& xs, std::optional<bool> training) {
+    return call(model, xs, CallKwargs{.training = training});
+  }, nb::arg("model"), nb::arg("xs"), nb::arg("training") = nb::none());
   m.def("functional", [](const std::string& inputs_form, const std::vector<KerasTensor>& inputs,
                          const std::vector<std::string>& input_keys, const std::string& outputs_form,
                          const std::vector<KerasTensor>& outputs, const std::vector<std::string>& output_keys,

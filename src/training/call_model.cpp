@@ -10,11 +10,11 @@ namespace {
 // A layer the Sequential named and that is not built yet is named afresh by the model being built
 // (when it is made), as a layer called there unnamed; its name comes back until then, so that the
 // Sequential holds unique names whatever happens to this graph.
-KerasTensor call_renamed(const layers::LayerPtr& layer, const KerasTensor& x) {
+KerasTensor call_renamed(const layers::LayerPtr& layer, const KerasTensor& x, const CallKwargs& kwargs) {
   const std::string given = layer->name();
   layer->set_name("");
   try {
-    KerasTensor y = call(layer, x);
+    KerasTensor y = call(layer, x, kwargs);
     layer->set_name(given);
     return y;
   } catch (...) {
@@ -23,18 +23,19 @@ KerasTensor call_renamed(const layers::LayerPtr& layer, const KerasTensor& x) {
   }
 }
 
-KerasTensor call_sequential(const Sequential& model, const std::vector<KerasTensor>& xs) {
+KerasTensor call_sequential(const Sequential& model, const std::vector<KerasTensor>& xs, const CallKwargs& kwargs) {
   LOCKSTEP_CHECK(xs.size() == 1, "Sequential '", model.name(), "' takes one input but is called on ", xs.size());
   KerasTensor x = xs.front();
   for (std::size_t i = 0; i < model.layers().size(); ++i) {
     const auto& layer = model.layers()[i];
     if (dynamic_cast<const layers::InputLayer*>(layer.get()) != nullptr) continue;
-    x = model.named_layer(i) && !layer->built() ? call_renamed(layer, x) : call(layer, x);
+    x = model.named_layer(i) && !layer->built() ? call_renamed(layer, x, kwargs) : call(layer, x, kwargs);
   }
   return x;
 }
 
-std::vector<KerasTensor> call_functional(const Functional& model, const std::vector<KerasTensor>& xs) {
+std::vector<KerasTensor> call_functional(const Functional& model, const std::vector<KerasTensor>& xs,
+                                         const CallKwargs& kwargs) {
   const auto& nodes = model.nodes();
   const std::size_t n_inputs = model.input_structure().size();
   LOCKSTEP_CHECK(xs.size() == n_inputs, "model '", model.name(), "' takes ", n_inputs, " inputs (",
@@ -51,8 +52,10 @@ std::vector<KerasTensor> call_functional(const Functional& model, const std::vec
     std::vector<KerasTensor> args;
     for (std::size_t a = 0; a < node.arguments(); ++a) args.push_back(values[node.inputs[a]]);
     const KerasTensor* mask = node.attention_mask ? &values[node.inputs.back()] : nullptr;
+    // The innermost call's own mode first, as a layer's own training= goes before its model's.
     values[i] = call(model.layers()[node.layer], args,
-                     CallKwargs{.use_causal_mask = node.use_causal_mask, .attention_mask = mask});
+                     CallKwargs{.training = node.training ? node.training : kwargs.training,
+                                .use_causal_mask = node.use_causal_mask, .attention_mask = mask});
   }
   std::vector<KerasTensor> outputs;
   for (const std::size_t o : model.output_nodes()) outputs.push_back(values[o]);
@@ -61,11 +64,18 @@ std::vector<KerasTensor> call_functional(const Functional& model, const std::vec
 }  // namespace
 
 std::vector<KerasTensor> call(const Model& model, const std::vector<KerasTensor>& xs) {
+  return call(model, xs, CallKwargs{});
+}
+
+std::vector<KerasTensor> call(const Model& model, const std::vector<KerasTensor>& xs, const CallKwargs& kwargs) {
   LOCKSTEP_CHECK(!xs.empty(), "model '", model.name(), "' is called on no tensors");
-  if (const auto* sequential = dynamic_cast<const Sequential*>(&model)) return {call_sequential(*sequential, xs)};
+  LOCKSTEP_CHECK(!kwargs.use_causal_mask && kwargs.attention_mask == nullptr, "model '", model.name(),
+                 "' takes no use_causal_mask or attention_mask (a MultiHeadAttention call does); only training");
+  if (const auto* sequential = dynamic_cast<const Sequential*>(&model))
+    return {call_sequential(*sequential, xs, kwargs)};
   const auto* functional = dynamic_cast<const Functional*>(&model);
   LOCKSTEP_CHECK(functional != nullptr, "model '", model.name(), "' cannot be called on KerasTensors");
-  return call_functional(*functional, xs);
+  return call_functional(*functional, xs, kwargs);
 }
 
 }  // namespace lockstep

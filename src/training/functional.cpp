@@ -25,6 +25,7 @@ struct KerasNode {
   bool list_call = false;
   bool use_causal_mask = false;  // CallKwargs
   bool attention_mask = false;   // inputs.back() is the call's attention mask
+  std::optional<bool> training;  // CallKwargs
   bool auto_named = false;  // the layer had no name: the model names it
   std::uint64_t id = 0;     // creation order (Keras' node_index counts a layer's calls in it)
 
@@ -133,6 +134,10 @@ KerasTensor call(const layers::LayerPtr& layer, const KerasTensor& x) { return c
 
 KerasTensor call(const layers::LayerPtr& layer, const std::vector<KerasTensor>& xs) { return call(layer, xs, CallKwargs{}); }
 
+KerasTensor call(const layers::LayerPtr& layer, const KerasTensor& x, const CallKwargs& kwargs) {
+  return call(layer, std::vector<KerasTensor>{x}, kwargs);
+}
+
 KerasTensor call(const layers::LayerPtr& layer, const std::vector<KerasTensor>& xs, const CallKwargs& kwargs) {
   LOCKSTEP_CHECK(layer != nullptr, "lockstep::call: the layer is null");
   LOCKSTEP_CHECK(!xs.empty(), "lockstep::call: ", layer->class_name(), " is called on an empty list of tensors");
@@ -170,6 +175,7 @@ KerasTensor call(const layers::LayerPtr& layer, const std::vector<KerasTensor>& 
   if (merge == nullptr) first_calls().record(layer, in);
   node->layer = layer;
   node->inputs = xs;
+  node->training = kwargs.training;
   if (kwargs.use_causal_mask || kwargs.attention_mask) {
     LOCKSTEP_CHECK(dynamic_cast<const layers::MultiHeadAttentionLayer*>(layer.get()) != nullptr, "lockstep::call: ",
                    describe(*layer), " takes no use_causal_mask or attention_mask (MultiHeadAttention does)");
@@ -352,7 +358,7 @@ Functional::Functional(const KerasTensors& inputs, const KerasTensors& outputs, 
   for (const auto* n : order) {
     Node node{.layer = layer_index.at(n->layer.get()), .inputs = {}, .list_call = n->list_call,
               .use_causal_mask = n->use_causal_mask, .attention_mask = n->attention_mask,
-              .output_shape = n->shape, .index_in_layer = index_in_layer.at(n)};
+              .training = n->training, .output_shape = n->shape, .index_in_layer = index_in_layer.at(n)};
     for (const auto& x : n->inputs) node.inputs.push_back(index.at(x.node()));
     if (!is_input(n) && !n->list_call)
       LOCKSTEP_CHECK(n->inputs.front().shape().tail() == layers_[node.layer]->input_shape().tail(), "Functional '",
@@ -419,7 +425,7 @@ bool Functional::fuses_with_next(std::size_t i) const {
   const Node& next = nodes_[i + 1];
   // Nodes are in topological order, so only later nodes read node i.
   return !node.list_call && !next.list_call && next.inputs.size() == 1 && next.inputs.front() == i &&
-         last_use_[i] == i + 1;
+         last_use_[i] == i + 1 && node.training == next.training;
 }
 
 Model::Output Functional::forward(const Tensor& x, const layers::CallContext& ctx) const {
@@ -451,6 +457,15 @@ void Functional::run_graph(std::span<const Tensor> xs, const layers::CallContext
                            std::span<Output> outs) const {
   std::vector<Tensor> values(nodes_.size()), masks(nodes_.size());
   for (std::size_t i = 0; i < xs.size(); ++i) values[i] = xs[i];
+  // The one place that decides which mode a call runs in: its own training= (Keras'
+  // layer(x, training=False)) over the mode the model runs in. A layer then reads ctx.training
+  // (a frozen BatchNormalization infers in training mode as well: its own rule).
+  layers::CallContext inference = ctx, training = ctx;
+  inference.training = false;
+  training.training = true;
+  const auto ctx_of = [&](const Node& n) -> const layers::CallContext& {
+    return !n.training ? ctx : *n.training ? training : inference;
+  };
   // An output ends as every model's output ends (output_in_float32); a later node reads that, so
   // only an output that no node reads may leave its softmax to the loss (as Sequential's does):
   // the one rule for a model of one output and for each output of several.
@@ -458,7 +473,7 @@ void Functional::run_graph(std::span<const Tensor> xs, const layers::CallContext
     Output& o = outs[static_cast<std::size_t>(output_of_[i])];
     const bool to_loss = ctx.softmax_to_loss && last_use_[i] == 0;
     if (i < xs.size()) o = output_in_float32(*layers_[nodes_[i].layer], [&](bool) { return xs[i]; });
-    else o = output_in_float32(*layers_[nodes_[i].layer], [&](bool logits) { return run_node(nodes_[i], values, masks, ctx, logits); }, to_loss);
+    else o = output_in_float32(*layers_[nodes_[i].layer], [&](bool logits) { return run_node(nodes_[i], values, masks, ctx_of(nodes_[i]), logits); }, to_loss);
     values[i] = o.output;
   };
   for (std::size_t i = 0; i < xs.size(); ++i)
@@ -477,7 +492,7 @@ void Functional::run_graph(std::span<const Tensor> xs, const layers::CallContext
       Tensor fused;
       if (i + 1 < nodes_.size() && output_of_[i] < 0 && output_of_[i + 1] < 0 && fuses_with_next(i) &&
           !masks[node.inputs.front()].defined())
-        fused = layers_[node.layer]->call_then(*layers_[nodes_[i + 1].layer], values[node.inputs.front()], ctx);
+        fused = layers_[node.layer]->call_then(*layers_[nodes_[i + 1].layer], values[node.inputs.front()], ctx_of(node));
       if (!node.list_call) {
         const std::size_t in = node.inputs.front();
         masks[i] = layers_[node.layer]->compute_mask(values[in], masks[in]);
@@ -491,7 +506,7 @@ void Functional::run_graph(std::span<const Tensor> xs, const layers::CallContext
       }
       if (fused.defined()) values[++i] = std::move(fused);
       else if (output_of_[i] >= 0) finish_output(i);
-      else values[i] = run_node(node, values, masks, ctx, false);
+      else values[i] = run_node(node, values, masks, ctx_of(node), false);
     }
     for (std::size_t j : node.inputs)
       if (last_use_[j] == ran) values[j] = masks[j] = Tensor();

@@ -1,5 +1,6 @@
 #include "training/functional_config.hpp"
 
+#include <cstdio>
 #include <map>
 #include <optional>
 #include <set>
@@ -40,6 +41,13 @@ void check_size(const json& layer_list, const std::string& source) {
                      std::to_string(Functional::kMaxNodes) + " for a model");
 }
 
+// The training= Keras writes on a call given none (its call's default, where that is not None):
+// Dropout's False, on every one of its calls. That value in a file says nothing about the call.
+std::optional<bool> keras_default_training(const layers::Layer& l) {
+  if (dynamic_cast<const layers::DropoutLayer*>(&l) != nullptr) return false;  // call(inputs, training=False)
+  return std::nullopt;
+}
+
 // [layer name, node index, tensor index] of a keras tensor (or of an input_layers entry).
 std::pair<std::string, int> reference(const json& h, const std::string& source) {
   if (!h.is_array() || h.size() != 3 || !h[0].is_string() || !h[1].is_number_integer() || h[2] != json(0))
@@ -65,6 +73,15 @@ json functional_config(const Functional& m, const LayerToJson& layer_json) {
       json kwargs = json::object();
       if (n.use_causal_mask) kwargs["use_causal_mask"] = true;
       if (n.attention_mask) kwargs["attention_mask"] = keras_tensor(m, n.inputs.back());
+      if (n.training) {
+        kwargs["training"] = *n.training;
+        if (n.training == keras_default_training(*m.layers()[i]))
+          std::fprintf(stderr,
+                       "WARNING: model '%s': layer '%s' is called with training=%s, which a Keras file cannot keep: "
+                       "Keras writes that value on every call of a %s, so the file's call follows the model's mode\n",
+                       m.name().c_str(), m.layers()[i]->name().c_str(), *n.training ? "True" : "False",
+                       m.layers()[i]->class_name().c_str());
+      }
       inbound.push_back({{"args", one_list ? json::array({args}) : args}, {"kwargs", kwargs}});
     }
     entry["inbound_nodes"] = inbound;
@@ -160,15 +177,17 @@ std::unique_ptr<Functional> functional_from_config(const json& config, const Lay
       const json& args = node.is_object() ? node.value("args", json()) : node;
       const json kwargs = node.is_object() ? node.value("kwargs", json::object()) : json::object();
       bool causal = false;
+      std::optional<bool> training;
       std::optional<std::pair<std::string, int>> mask_ref;
       if (kwargs.is_object())
         for (const auto& [key, value] : kwargs.items()) {
           if (key == "use_causal_mask" && value.is_boolean()) causal = value.get<bool>();
           else if (key == "attention_mask" && value.is_object()) mask_ref = reference_of(p, value);
           else if (key == "mask" && value.is_object() && mask_nodes.count(reference_of(p, value).first)) continue;
-          // Keras 3 records training=False on a Dropout's call and passes fit's training=True over
-          // it; only a call fixed to training=True (dropout at inference) would differ: refused.
-          else if (key == "training" && value.is_boolean() && !value.get<bool>()) continue;
+          else if (key == "training" && value.is_boolean()) training = value.get<bool>();
+          else if (key == "training" && !value.is_null())
+            fail(source, "layer '" + p.name + "': call " + std::to_string(p.done) + " has the argument training=" +
+                             value.dump().substr(0, 100) + ", which must be true, false or null");
           else if (!value.is_null())
             fail(source, "layer '" + p.name + "': call " + std::to_string(p.done) + " has the argument " + key + "=" +
                              value.dump().substr(0, 100) + ", which lockstep's layers do not take");
@@ -199,10 +218,13 @@ std::unique_ptr<Functional> functional_from_config(const json& config, const Lay
       }
       const std::pair<std::string, int> made{p.name, static_cast<int>(p.done)};
       try {
+        // Keras writes Dropout's training=False on each of its calls, whatever the call was given
+        // (and Keras 3's fit passes training=True over it): that value is no training= of the call.
+        if (training == keras_default_training(*p.layer)) training.reset();
         // A list, or several positional tensors (MultiHeadAttention's query, value): a list call.
-        const CallKwargs kw{.use_causal_mask = causal, .attention_mask = mask_ref ? &mask : nullptr};
-        tensors[made] = causal || mask_ref ? call(p.layer, xs, kw)
-                        : list || xs.size() > 1 ? call(p.layer, xs) : call(p.layer, xs.front());
+        const CallKwargs kw{.training = training, .use_causal_mask = causal,
+                            .attention_mask = mask_ref ? &mask : nullptr};
+        tensors[made] = call(p.layer, xs, kw);
       } catch (const Error& e) {
         fail(source, e.what());
       }

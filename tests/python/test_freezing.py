@@ -117,3 +117,78 @@ def test_keras_files_keep_a_frozen_layer(tmp_path):
     loaded = keras.models.load_model(path)
     assert loaded.get_layer("base").trainable is False and loaded.get_layer("head").trainable is True
     assert [w.name for w in loaded.trainable_weights] == [w.name for w in loaded.get_layer("head").weights]
+
+
+def guide_model(training):
+    """The guide's model with a base that has BatchNormalization and Dropout, called as
+    base_model(inputs, training=training); the base frozen."""
+    keras.utils.set_random_seed(2)
+    base_model = keras.Sequential([keras.Input(shape=(6,)), layers.Dense(16, activation="relu"),
+                                   layers.BatchNormalization(), layers.Dropout(0.5)], name="base")
+    base_model.trainable = False
+    inputs = keras.Input(shape=(6,))
+    outputs = layers.Dense(3, activation="softmax")(base_model(inputs, training=training))
+    return base_model, keras.Model(inputs, outputs)
+
+
+@pytest.mark.parametrize("training", [False, None])
+def test_the_guides_base_called_with_training_false_stays_in_inference_mode_when_fine_tuned(training):
+    # keras.io's transfer-learning guide: "x = base_model(inputs, training=False)", so that once the
+    # base is unfrozen for fine-tuning its BatchNormalization still runs on (and leaves alone) its
+    # moving statistics, and its Dropout drops nothing. Without training=, fine-tuning moves them.
+    x, y = data()
+    base_model, model = guide_model(training)
+    model.compile(optimizer=keras.optimizers.Adam(), loss="sparse_categorical_crossentropy")
+    base_before = base_model.get_weights()
+    model.fit(x, y, epochs=2, batch_size=16, verbose=0)
+    assert not any(changed(base_before, base_model.get_weights())), "the frozen base trained"
+
+    base_model.trainable = True
+    model.compile(optimizer=keras.optimizers.Adam(1e-5), loss="sparse_categorical_crossentropy")
+    bn = base_model.layers[1]
+    gamma, beta, moving_mean, moving_variance = bn.get_weights()
+    model.fit(x, y, epochs=1, batch_size=16, verbose=0)
+    tuned = bn.get_weights()
+    assert changed([gamma, beta], tuned[:2]) == [True, True], "the unfrozen BatchNormalization did not train"
+    kept = not any(changed([moving_mean, moving_variance], tuned[2:]))
+    assert kept == (training is False)
+    # A training-mode call (a custom loop's) of the inference-mode base: BatchNormalization on its
+    # moving statistics and no dropout, so the same outputs as an inference call.
+    same = np.array_equal(np.asarray(model(x, training=True)), np.asarray(model(x, training=False)))
+    assert same == (training is False)
+
+
+def test_a_keras_file_keeps_the_bases_training_false(tmp_path):
+    x, y = data()
+    base_model, model = guide_model(False)
+    base_model.trainable = True
+    model.compile(optimizer="adam", loss="sparse_categorical_crossentropy")
+    path = str(tmp_path / "guide.keras")
+    model.save(path)  # warns that the Dropout's training=False cannot be kept (Keras writes it on every call)
+    loaded = keras.models.load_model(path)
+    bn = loaded.get_layer(base_model.layers[1].name)
+    before = bn.get_weights()
+    loaded.fit(x, y, epochs=1, batch_size=16, verbose=0)
+    after = bn.get_weights()
+    assert changed(before, after) == [True, True, False, False]
+
+
+def test_a_dropout_called_with_training_true_drops_in_predict():
+    inputs = keras.Input(shape=(64,))
+    model = keras.Model(inputs, layers.Dropout(0.5)(inputs, training=True))
+    out = model.predict(np.ones((4, 64), np.float32), verbose=0)
+    assert set(np.unique(out)) == {0.0, 2.0}
+    plain = keras.Model(inputs, layers.Dropout(0.5)(inputs))
+    assert np.array_equal(plain.predict(np.ones((4, 64), np.float32), verbose=0), np.ones((4, 64)))
+
+
+@pytest.mark.parametrize("bad", ["yes", 1, 0.0])
+def test_training_that_is_not_a_bool_is_a_type_error_naming_it(bad):
+    inputs = keras.Input(shape=(6,))
+    with pytest.raises(TypeError, match=r"keras\.layers\.Dropout\.__call__: training must be True, False or None"):
+        layers.Dropout(0.5)(inputs, training=bad)
+    base = keras.Sequential([keras.Input(shape=(6,)), layers.Dense(2)])
+    with pytest.raises(TypeError, match=r"keras\.Model\.__call__: training must be True, False or None, got"):
+        base(inputs, training=bad)
+    with pytest.raises(TypeError, match=r"training must be True, False or None"):
+        base(np.ones((2, 6), np.float32), training=bad)

@@ -317,9 +317,9 @@ TEST(Functional, SavedModelRoundTripPredictsTheSameAndKeepsTraining) {
 
 namespace lockstep {
 namespace {
-// A Keras file's call arguments: Keras writes {"mask": null} for BatchNormalization and
-// training=False on Dropout calls, which fit overrides (accepted); any other value is a keyword
-// lockstep's layers do not take (training=True: dropout at inference; refused, naming it).
+// A Keras file's call arguments: Keras writes {"mask": null} for BatchNormalization, and a call's
+// training (kept: the call's mode); a training that is not a bool, or any other keyword lockstep's
+// layers do not take, is refused naming it.
 TEST(Functional, KerasCallKeywordsThatAreSetAreRefusedNamingThem) {
   const auto dir = (std::filesystem::path(LOCKSTEP_BINARY_DIR) / "test_tmp" / "functional").string();
   std::filesystem::create_directories(dir);
@@ -331,21 +331,33 @@ TEST(Functional, KerasCallKeywordsThatAreSetAreRefusedNamingThem) {
   auto j = nlohmann::json::parse(config.bytes);
   auto& bn = j["config"]["layers"][2];
   ASSERT_EQ(bn["class_name"], "BatchNormalization");
-  for (const auto& [value, ok] : {std::pair{nlohmann::json(nullptr), true}, std::pair{nlohmann::json(false), true},
-                                  std::pair{nlohmann::json(true), false}}) {
-    bn["inbound_nodes"][0]["kwargs"] = {{"mask", nullptr}, {"training", value}};
+  const std::vector<std::pair<nlohmann::json, std::string>> cases{
+      {{{"mask", nullptr}, {"training", nullptr}}, ""},
+      {{{"mask", nullptr}, {"training", false}}, ""},
+      {{{"mask", nullptr}, {"training", true}}, ""},
+      {{{"training", "yes"}}, "call 0 has the argument training=\"yes\", which must be true, false or null"},
+      {{{"return_attention_scores", true}},
+       "call 0 has the argument return_attention_scores=true, which lockstep's layers do not take"}};
+  for (const auto& [kwargs, error] : cases) {
+    SCOPED_TRACE(kwargs.dump());
+    bn["inbound_nodes"][0]["kwargs"] = kwargs;
     config.bytes = j.dump();
     io::write_file_atomic(dir + "/kw2.keras", io::encode_zip(entries));
-    if (ok) {
-      EXPECT_TRUE(same_bits(load_model(dir + "/kw2.keras")->predict(images(2, 1)), model.predict(images(2, 1))));
+    if (error.empty()) {
+      const auto loaded = load_model(dir + "/kw2.keras");
+      const auto& node = dynamic_cast<const Functional&>(*loaded).nodes()[2];
+      ASSERT_EQ(loaded->layers()[node.layer]->class_name(), "BatchNormalization");
+      const nlohmann::json& training = kwargs.at("training");
+      EXPECT_EQ(node.training, training.is_null() ? std::nullopt : std::optional<bool>(training.get<bool>()));
+      if (!node.training.value_or(false)) {  // training=True normalises on the batch's statistics
+        EXPECT_TRUE(same_bits(loaded->predict(images(2, 1)), model.predict(images(2, 1))));
+      }
     } else {
       try {
         load_model(dir + "/kw2.keras");
         ADD_FAILURE() << "no error";
       } catch (const IOError& e) {
-        EXPECT_NE(std::string(e.what()).find("kw2.keras': layer 'batch_normalization': call 0 has the argument "
-                                             "training=true, which lockstep's layers do not take"),
-                  std::string::npos)
+        EXPECT_NE(std::string(e.what()).find("kw2.keras': layer 'batch_normalization': " + error), std::string::npos)
             << e.what();
       }
     }

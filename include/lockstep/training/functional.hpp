@@ -43,16 +43,25 @@ KerasTensor Input(Shape shape, std::string name = "");
 KerasTensor call(const layers::LayerPtr& layer, const KerasTensor& x);
 /// Calls a merge layer (Add) on a list of symbolic tensors: lockstep::call(layers::Add(), {a, b}).
 KerasTensor call(const layers::LayerPtr& layer, const std::vector<KerasTensor>& xs);
-/// Keras' keyword arguments of a MultiHeadAttention call (mha(query, value, attention_mask=mask,
-/// use_causal_mask=True)); the mask is a tensor of the graph, [batch, query length, value length],
-/// nonzero where a query may attend.
+/// Keras' keyword arguments of a call.
+///   training: Keras' layer(x, training=False): this call always runs in inference mode (Dropout
+///     off, BatchNormalization on its moving statistics, which it leaves alone), in fit too; true:
+///     always in training mode (Dropout in predict too); unset: the mode of fit / evaluate /
+///     predict or of the model's call. Any layer, and a model (call(model, xs, kwargs)).
+///   use_causal_mask, attention_mask: a MultiHeadAttention's (mha(query, value,
+///     attention_mask=mask, use_causal_mask=True)); the mask is a tensor of the graph, [batch,
+///     query length, value length], nonzero where a query may attend.
 struct CallKwargs {
+  std::optional<bool> training;
   bool use_causal_mask = false;
   const KerasTensor* attention_mask = nullptr;
 };
-/// call(mha, {query, value}, {.use_causal_mask = true}). ValueError for a layer other than
-/// MultiHeadAttention, or a mask of another shape than [batch, query length, value length].
+/// call(mha, {query, value}, {.use_causal_mask = true}), call(bn, {x}, {.training = false}).
+/// ValueError for a mask on a layer other than MultiHeadAttention, or a mask of another shape than
+/// [batch, query length, value length].
 KerasTensor call(const layers::LayerPtr& layer, const std::vector<KerasTensor>& xs, const CallKwargs& kwargs);
+/// call(dropout, x, {.training = true}).
+KerasTensor call(const layers::LayerPtr& layer, const KerasTensor& x, const CallKwargs& kwargs);
 
 class Model;
 /// Keras' model(x) on symbolic tensors, one per input in the model's input structure's order: the
@@ -62,6 +71,11 @@ class Model;
 /// the outer model then holds those layers (not the inner model). ValueError naming the model for
 /// another count of inputs or an input of another shape than the model takes.
 std::vector<KerasTensor> call(const Model& model, const std::vector<KerasTensor>& xs);
+/// Keras' base_model(x, training=False) (the transfer-learning guide's): every layer call of the
+/// model runs in that mode, except a call given a mode of its own inside the model (the innermost
+/// call's training= decides, as a layer's own argument does). Only kwargs.training: ValueError
+/// for a MultiHeadAttention's kwargs.
+std::vector<KerasTensor> call(const Model& model, const std::vector<KerasTensor>& xs, const CallKwargs& kwargs);
 
 /// A symbolic tensor: the output of lockstep::Input or of a layer called on symbolic tensors.
 /// Holds its producing layer and inputs (shared, cheap to copy).
@@ -124,6 +138,7 @@ class Functional final : public Model {
     bool list_call = false;           // called on a list (merge layers)
     bool use_causal_mask = false;     // CallKwargs
     bool attention_mask = false;      // inputs.back() is the call's attention_mask
+    std::optional<bool> training;     // CallKwargs: the call's own mode, over the model's
     std::size_t arguments() const { return inputs.size() - (attention_mask ? 1 : 0); }
     Shape output_shape;
     int index_in_layer = 0;           // Keras' node_index: this call's number among the layer's calls
@@ -155,8 +170,8 @@ class Functional final : public Model {
   std::string summary() const override;
 
  private:
-  /// Whether node i and node i + 1 may run as one fused op: i + 1 reads node i alone, and no
-  /// other node reads node i.
+  /// Whether node i and node i + 1 may run as one fused op: i + 1 reads node i alone, no other
+  /// node reads node i, and both run in one mode.
   bool fuses_with_next(std::size_t i) const;
   /// masks[i]: Keras' mask of values[i] (undefined for none).
   Tensor run_node(const Node& node, const std::vector<Tensor>& values, const std::vector<Tensor>& masks,

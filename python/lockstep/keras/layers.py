@@ -13,7 +13,7 @@ import re
 import numpy as np
 
 from .. import _lockstep
-from .._support import refuse_arguments, unsupported_getattr
+from .._support import refuse_arguments, training_argument, unsupported_getattr
 
 _unsupported = unsupported_getattr("tf.keras.layers")
 
@@ -221,32 +221,35 @@ class Layer:
     def __call__(self, *args, **kwargs):
         """The functional API: called on a KerasTensor (keras.Input or a layer's output), or on a list
         of them (merge layers), gives the KerasTensor of its output. MultiHeadAttention takes Keras'
-        mha(query, value[, key], attention_mask=..., use_causal_mask=...). A subclass runs its call."""
-        training = kwargs.pop("training", None)
-        if training is not None:  # False too: a layer fixed in inference mode inside fit (Keras' freezing)
-            raise ValueError(f"lockstep does not support the argument training={training!r} of {self._qualname}."
-                             f"__call__ yet: fit runs every layer in training mode, evaluate and predict in "
-                             f"inference mode")
+        mha(query, value[, key], attention_mask=..., use_causal_mask=...). A subclass runs its call.
+        training=False runs this call in inference mode always (fit too: Dropout off, BatchNormalization
+        on its moving statistics), True in training mode always (predict too), None (Keras' default)
+        in the mode of fit, evaluate, predict or the model's call."""
+        training = training_argument(f"{self._qualname}.__call__", kwargs.pop("training", None))
         if self._subclassed:
+            if training is not None:
+                raise ValueError(f"lockstep does not support the argument training={training!r} of "
+                                 f"{self._qualname}.__call__ (a subclassed layer's) yet: pass it to the layers its "
+                                 f"call calls instead")
             if "_name" not in vars(self):
                 raise TypeError(f"{self._qualname}.__init__ must call super().__init__() (keras.layers.Layer's)")
             return trace_call(self, args, kwargs)
         class_name = self._layer.class_name
         if self._layer.keras_positional_call:
-            return self._call_attention(args, kwargs)
+            return self._call_attention(args, kwargs, training)
         if len(args) != 1 or kwargs:
             extra = next(iter(kwargs)) if kwargs else "a second positional argument"
             raise ValueError(f"lockstep does not support {extra} in keras.layers.{class_name}.__call__ yet")
         inputs = args[0]
         if isinstance(inputs, KerasTensor):
-            return KerasTensor(_lockstep.call_layer(self._layer, inputs._tensor))
+            return KerasTensor(_lockstep.call_layer(self._layer, inputs._tensor, training))
         if isinstance(inputs, (list, tuple)) and inputs and all(isinstance(x, KerasTensor) for x in inputs):
-            return KerasTensor(_lockstep.call_layer_on_list(self._layer, [x._tensor for x in inputs]))
+            return KerasTensor(_lockstep.call_layer_on_list(self._layer, [x._tensor for x in inputs], training))
         raise NotImplementedError(f"lockstep does not support calling keras.layers.{class_name} on "
                                   f"{type(inputs).__name__} yet: only on keras.Input's KerasTensors (the functional "
                                   f"API); call the model on tensors instead")
 
-    def _call_attention(self, args, kwargs):
+    def _call_attention(self, args, kwargs, training):
         """Keras' MultiHeadAttention.__call__(query, value, key=None, ..., attention_mask=None,
         use_causal_mask=False); the per-tensor masks and return_attention_scores are refused by name."""
         qualname = f"keras.layers.{self._layer.class_name}.__call__"
@@ -271,7 +274,7 @@ class Layer:
             raise NotImplementedError(f"lockstep does not support calling keras.layers.{self._layer.class_name} on "
                                       f"anything but KerasTensors yet (the functional API)")
         return KerasTensor(_lockstep.call_attention(self._layer, [t._tensor for t in tensors], bool(causal),
-                                                    None if mask is None else mask._tensor))
+                                                    None if mask is None else mask._tensor, training))
 
     def __repr__(self):
         if self._subclassed:

@@ -5,7 +5,7 @@ import numbers
 import numpy as np
 
 from .. import _lockstep, distribute
-from .._support import host_array, refuse_arguments
+from .._support import host_array, refuse_arguments, training_argument
 from ..data import Dataset
 from . import callbacks as callbacks_module
 from . import losses, optimizers
@@ -480,20 +480,26 @@ class Model:
         open on this thread; inside strategy.run on the replica's copies of the weights). On
         KerasTensors (a model called inside another being built): its layers called on them, the
         same layer objects, so their weights are shared (the outer model lists those layers, not
-        this model)."""
+        this model). There training=False runs every call of the model in inference mode always
+        (Keras' transfer-learning guide's base_model(x, training=False): fit too), True in training
+        mode always; a call given a mode of its own inside the model keeps it."""
         refuse_arguments("keras.Model.__call__", mask=mask)
+        training = training_argument("keras.Model.__call__", training)
         if flat_keras_tensors(inputs) is not None:
-            refuse_arguments("keras.Model.__call__ on KerasTensors", training=training)
             if self._unbuilt_subclass:
+                if training is not None:
+                    raise ValueError(f"lockstep does not support the argument training={training!r} of a "
+                                     f"subclassed model's call on KerasTensors yet: pass it to the layers its call "
+                                     f"calls instead")
                 return trace_call(self, [inputs], {})
-            return self._call_symbolic(inputs)
+            return self._call_symbolic(inputs, training)
         self._build_for(inputs, "keras.Model.__call__")
         if self._several():
             raise ValueError(f"lockstep does not support calling model '{self.name}' of several inputs or outputs yet; "
                              f"use predict (a list or dict of arrays)")
         return _lockstep.model_call(self._model, inputs, bool(training))
 
-    def _call_symbolic(self, inputs):
+    def _call_symbolic(self, inputs, training=None):
         """The model's outputs, nested as its output structure, of its layers called on `inputs`
         (nested as its input structure: one KerasTensor, a list, or a dict by the inputs' names)."""
         form, names = self._model.input_structure
@@ -503,7 +509,7 @@ class Model:
             flat = [inputs[n] for n in names]
         else:
             flat = flat_keras_tensors(inputs)
-        outputs = [KerasTensor(t) for t in _lockstep.call_model(self._model, [x._tensor for x in flat])]
+        outputs = [KerasTensor(t) for t in _lockstep.call_model(self._model, [x._tensor for x in flat], training)]
         out_form, out_names = self._model.output_structure
         if out_form == "dict":
             return dict(zip(out_names, outputs))
