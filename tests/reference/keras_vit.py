@@ -12,10 +12,8 @@ and predicts what lockstep does (relative 1e-4).
 
 Exit 0 all agree, 1 a disagreement, 77 (skip) when tensorflow/keras are not importable.
 """
-import json
 import os
 import sys
-import zipfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import keras_files as kf  # noqa: E402  (skips with 77 itself when Keras is missing)
@@ -78,22 +76,6 @@ def keras_vit(patch=4, dim=64, heads=4, depth=4, mlp=128, classes=10):
     return model
 
 
-def without_training_kwargs(path):
-    """Keras 3 records Dropout's default `training=False` as a call kwarg of the Functional graph
-    (and overrides it whenever the model is called with training set); lockstep's reader refuses
-    call kwargs it does not take, this one included, so it is left out of the file lockstep reads."""
-    with zipfile.ZipFile(path) as z:
-        entries = {n: z.read(n) for n in z.namelist()}
-    config = json.loads(entries["config.json"])
-    for layer in config["config"]["layers"]:
-        for node in layer.get("inbound_nodes", []):
-            node.get("kwargs", {}).pop("training", None)
-    entries["config.json"] = json.dumps(config).encode()
-    with zipfile.ZipFile(path, "w") as z:
-        for n, b in entries.items():
-            z.writestr(n, b)
-
-
 def classes(model):
     return sorted(l.__class__.__name__ for l in model.layers)
 
@@ -112,7 +94,6 @@ def main():
     check(model.count_params() == PARAMS, f"Keras' ViT has lockstep's parameter count ({model.count_params()})")
     path = os.path.join(d, "keras_vit.keras")
     model.save(path)
-    without_training_kwargs(path)
     want = model.predict(x, verbose=0)
     got = lockstep_predict(cli, path, x, d, "keras_vit")
     if got is not None:
