@@ -44,7 +44,8 @@ def check(ok, what):
 
 
 def rel(a, b):
-    return float(np.max(np.abs(a - b)) / max(float(np.max(np.abs(b))), 1e-30))
+    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
+    return float(np.max(np.abs(a - b)) / max(float(np.max(np.abs(b))), 1e-30)) if b.size else 0.0
 
 
 def run(*args):

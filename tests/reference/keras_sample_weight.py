@@ -17,28 +17,11 @@ import os
 import subprocess
 import sys
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")
-try:
-    import numpy as np
-    import keras
-except ImportError as e:  # no reference environment: skip, do not fail
-    print(f"SKIP: {e}")
-    sys.exit(77)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import keras_files as kf  # noqa: E402  (skips with 77 itself when Keras is missing)
+from keras_files import check, rel, np, keras  # noqa: E402
 
-failures = []
 CLASS_WEIGHT = {0: 0.5, 2: 3.0}
-
-
-def check(ok, what):
-    print(("ok:   " if ok else "FAIL: ") + what)
-    if not ok:
-        failures.append(what)
-
-
-def rel(a, b):
-    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
-    return float(np.max(np.abs(a - b)) / max(float(np.max(np.abs(b))), 1e-30)) if b.size else 0.0
 
 
 def number(path):
@@ -93,8 +76,8 @@ def main():
               f"{name}: the epoch's loss, lockstep {lockstep_fit_loss:.7g}, Keras {h.history['loss'][-1]:.7g}")
         worst = max(rel(a, b) for a, b in zip(lm.get_weights(), km.get_weights()))
         check(worst < 1e-4, f"{name}: the weights after an epoch agree (relative {worst:.2g})")
-    print("FAILED: " + "; ".join(failures) if failures else "all agree")
-    return 1 if failures else 0
+    print("FAILED: " + "; ".join(kf.failures) if kf.failures else "all agree")
+    return 1 if kf.failures else 0
 
 
 if __name__ == "__main__":

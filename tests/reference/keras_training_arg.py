@@ -19,36 +19,13 @@ Exit 0 all agree, 1 a disagreement, 77 (skip) when tensorflow/keras are not impo
 """
 import json
 import os
-import subprocess
 import sys
 import zipfile
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")
-try:
-    import numpy as np
-    import keras
-    import tensorflow as tf
-except ImportError as e:  # no reference environment: skip, do not fail
-    print(f"SKIP: {e}")
-    sys.exit(77)
-
-failures = []
-
-
-def check(ok, what):
-    print(("ok:   " if ok else "FAIL: ") + what)
-    if not ok:
-        failures.append(what)
-
-
-def rel(a, b):
-    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
-    return float(np.max(np.abs(a - b)) / max(float(np.max(np.abs(b))), 1e-30)) if b.size else 0.0
-
-
-def run(*args):
-    return subprocess.run([str(a) for a in args], capture_output=True, text=True)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import keras_files as kf  # noqa: E402  (skips with 77 itself when Keras is missing)
+from keras_files import check, rel, run, np, keras  # noqa: E402
+import tensorflow as tf  # noqa: E402
 
 
 def keras_model():
@@ -123,8 +100,8 @@ def main():
         err = rel(again.predict(x, verbose=0), fresh.predict(x, verbose=0))
         check(err <= 1e-5 and bn_kwargs(resaved).get("training") is False,
               f"(b) Keras loads lockstep's re-save (training=false kept) and predicts the same (relative {err:.2e})")
-    print(f"{len(failures)} failed" if failures else "all agree")
-    return 1 if failures else 0
+    print(f"{len(kf.failures)} failed" if kf.failures else "all agree")
+    return 1 if kf.failures else 0
 
 
 if __name__ == "__main__":
