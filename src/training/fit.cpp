@@ -73,14 +73,15 @@ History Model::fit(const std::vector<Tensor>& xs, const std::vector<Tensor>& ys,
 }
 
 History Model::fit_split(const data::Element& xy, const FitOptions& options) {
-  // The weights join the tensors before the split, so that the held-out rows keep theirs (Keras).
-  auto [train, val] =
-      split_xy(detail::with_sample_weights(*this, xy, options.sample_weight, options.class_weight, "fit"), options);
+  // sample_weight joins the tensors before the split, so that the held-out rows keep theirs;
+  // class_weight stays in the options, which fit(dataset) maps over the training batches alone:
+  // Keras 3 splits first and weighs by class only what it trains on (val_loss is unweighted).
+  detail::check_one_kind_of_weights(options.sample_weight, options.class_weight, "fit");
+  auto [train, val] = split_xy(detail::with_sample_weights(xy, options.sample_weight, "fit"), options);
   FitOptions o = options;
   if (val && !o.validation_data) o.validation_data = *val;
   o.validation_split = 0.0;
   o.sample_weight = Tensor();
-  o.class_weight.clear();
   return fit(train, o);
 }
 

@@ -61,19 +61,16 @@ Tensor class_weights(const Tensor& y, const std::map<int, double>& class_weight)
   return Tensor::from_vector(weights, Shape{n}).on_host();
 }
 
-data::Element with_sample_weights(const Model& model, data::Element xy, const Tensor& sample_weight,
-                                  const std::map<int, double>& class_weight, const char* what) {
-  if (!sample_weight.defined() && class_weight.empty()) return xy;
+data::Element with_sample_weights(data::Element xy, const Tensor& sample_weight, const char* what) {
+  if (!sample_weight.defined()) return xy;
+  xy.push_back(checked_weights(sample_weight, xy.front().dim(0), what));
+  return xy;
+}
+
+void check_one_kind_of_weights(const Tensor& sample_weight, const std::map<int, double>& class_weight,
+                               const char* what) {
   LOCKSTEP_CHECK(!sample_weight.defined() || class_weight.empty(), what,
                  ": You cannot `class_weight` and `sample_weight` at the same time.");
-  const std::int64_t n = xy.front().dim(0);
-  if (sample_weight.defined()) {
-    xy.push_back(checked_weights(sample_weight, n, what));
-    return xy;
-  }
-  check_class_weight(model, class_weight, what);
-  xy.push_back(class_weights(xy[model.input_structure().size()], class_weight));
-  return xy;
 }
 
 void check_no_sample_weight_beside(const Tensor& sample_weight, const char* what) {

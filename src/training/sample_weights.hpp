@@ -21,13 +21,15 @@ class Model;
 
 namespace lockstep::detail {
 
-/// The in-memory tensors of fit or evaluate (inputs, then targets) with the sample weights
-/// joined as their last component: `sample_weight` checked and read as float32 (N,), or
-/// `class_weight`'s weights of the targets (class_weights), or neither (`xy` as it is).
-/// ValueError naming the argument: both given, class_weight with several outputs, a weight not
-/// finite, another number of weights than examples, another shape than (N,) or (N, 1).
-data::Element with_sample_weights(const Model& model, data::Element xy, const Tensor& sample_weight,
-                                  const std::map<int, double>& class_weight, const char* what);
+/// The in-memory tensors of fit or evaluate (inputs, then targets) with `sample_weight` joined as
+/// their last component, checked and read as float32 (N,), so that a split keeps each row's weight;
+/// undefined: `xy` as it is. ValueError naming sample_weight: a weight not finite, another number
+/// of weights than examples, another shape than (N,) or (N, 1).
+data::Element with_sample_weights(data::Element xy, const Tensor& sample_weight, const char* what);
+
+/// fit's sample_weight and class_weight: at most one of them (Keras' words otherwise).
+void check_one_kind_of_weights(const Tensor& sample_weight, const std::map<int, double>& class_weight,
+                               const char* what);
 
 /// ValueError in Keras' words unless `sample_weight` is undefined: fit and evaluate on a dataset,
 /// whose elements carry their weights themselves.

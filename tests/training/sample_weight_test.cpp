@@ -164,6 +164,18 @@ TEST(SampleWeight, ValidationSplitKeepsTheHeldOutRowsWeights) {
   EXPECT_EQ(h.history.at("val_loss").back(), held_out.at("loss"));
 }
 
+// class_weight weighs only the rows fit trains on: Keras 3 splits first, so val_loss is the held-out
+// rows' unweighted loss (Keras 3.15.1: 0.66707 unweighted, 2.0101 if they were weighted).
+TEST(ClassWeight, ValidationSplitsHeldOutRowsAreNotWeighted) {
+  const test::Classification& d = data();
+  auto m = make_model();
+  FitOptions o{.epochs = 1, .batch_size = 8, .validation_split = 0.25, .verbose = 0};
+  o.class_weight = {{0, 5.0}, {1, 0.25}};
+  const History h = m->fit(d.x, d.y, o);
+  const Logs held_out = m->evaluate(d.x.slice(36, kN), d.y.slice(36, kN), {.batch_size = 8});
+  EXPECT_EQ(h.history.at("val_loss").back(), held_out.at("loss"));
+}
+
 // Keras 3's class_weight_to_sample_weights: each example weighs its class's weight, 1 where the
 // map has none; one-hot targets by their argmax; on tensors and on a dataset alike.
 TEST(ClassWeight, EqualsTheSampleWeightOfEachExamplesClass) {
