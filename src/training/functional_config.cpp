@@ -4,6 +4,7 @@
 #include <map>
 #include <optional>
 #include <set>
+#include <tuple>
 
 #include "lockstep/layers/core_layers.hpp"
 #include "training/layer_config.hpp"
@@ -48,11 +49,14 @@ std::optional<bool> keras_default_training(const layers::Layer& l) {
   return std::nullopt;
 }
 
-// [layer name, node index, tensor index] of a keras tensor (or of an input_layers entry).
-std::pair<std::string, int> reference(const json& h, const std::string& source) {
-  if (!h.is_array() || h.size() != 3 || !h[0].is_string() || !h[1].is_number_integer() || h[2] != json(0))
-    fail(source, "a tensor reference must be [layer name, node index, 0], got " + h.dump().substr(0, 200));
-  return {h[0].get<std::string>(), h[1].get<int>()};
+// [layer name, node index, tensor index] of a keras tensor (or of an input_layers entry). A layer's
+// call makes tensor 0; a nested model's, one per output.
+using Reference = std::tuple<std::string, int, int>;
+Reference reference(const json& h, const std::string& source) {
+  if (!h.is_array() || h.size() != 3 || !h[0].is_string() || !h[1].is_number_integer() || !h[2].is_number_integer() ||
+      h[2].get<std::int64_t>() < 0 || h[2].get<std::int64_t>() >= static_cast<std::int64_t>(Functional::kMaxNodes))
+    fail(source, "a tensor reference must be [layer name, node index, tensor index], got " + h.dump().substr(0, 200));
+  return {h[0].get<std::string>(), h[1].get<int>(), h[2].get<int>()};
 }
 }  // namespace
 
@@ -114,13 +118,13 @@ std::unique_ptr<Functional> functional_from_config(const json& config, const Lay
   // Each layer with the calls still to make; the tensors made so far by (layer, node index).
   struct Pending {
     std::string name;
-    layers::LayerPtr layer;
+    Callee callee;
     json nodes;
     std::size_t done = 0;
   };
   check_size(config.at("layers"), source);
   std::vector<Pending> pending;
-  std::map<std::pair<std::string, int>, KerasTensor> tensors;
+  std::map<Reference, KerasTensor> tensors;
   std::set<std::string> names;
   std::set<std::string> mask_nodes;  // NotEqual: Keras' record of a mask
   for (const auto& entry : config.at("layers")) {
@@ -134,7 +138,7 @@ std::unique_ptr<Functional> functional_from_config(const json& config, const Lay
       try {
         Shape shape = shape_from_json(s);
         if (c.contains("batch_shape")) shape = shape.tail();
-        tensors[{lname, 0}] = Input(shape, lname);
+        tensors[{lname, 0, 0}] = Input(shape, lname);
       } catch (const std::exception& e) {
         fail(source, "InputLayer '" + lname + "': its shape " + s.dump().substr(0, 200) + " is not a shape (" + e.what() + ")");
       }
@@ -165,7 +169,7 @@ std::unique_ptr<Functional> functional_from_config(const json& config, const Lay
       fail(source, "layer '" + p.name + "': an argument is not a symbolic tensor: " + arg.dump().substr(0, 200));
     return reference(arg.at("config").value("keras_history", json()), source);
   };
-  std::map<std::pair<std::string, int>, std::vector<std::size_t>> waiting;
+  std::map<Reference, std::vector<std::size_t>> waiting;
   std::vector<std::size_t> ready(pending.size());
   for (std::size_t i = 0; i < ready.size(); ++i) ready[i] = pending.size() - 1 - i;  // in file order
   while (!ready.empty()) {
@@ -178,12 +182,12 @@ std::unique_ptr<Functional> functional_from_config(const json& config, const Lay
       const json kwargs = node.is_object() ? node.value("kwargs", json::object()) : json::object();
       bool causal = false;
       std::optional<bool> training;
-      std::optional<std::pair<std::string, int>> mask_ref;
+      std::optional<Reference> mask_ref;
       if (kwargs.is_object())
         for (const auto& [key, value] : kwargs.items()) {
           if (key == "use_causal_mask" && value.is_boolean()) causal = value.get<bool>();
           else if (key == "attention_mask" && value.is_object()) mask_ref = reference_of(p, value);
-          else if (key == "mask" && value.is_object() && mask_nodes.count(reference_of(p, value).first)) continue;
+          else if (key == "mask" && value.is_object() && mask_nodes.count(std::get<0>(reference_of(p, value)))) continue;
           else if (key == "training" && value.is_boolean()) training = value.get<bool>();
           else if (key == "training" && !value.is_null())
             fail(source, "layer '" + p.name + "': call " + std::to_string(p.done) + " has the argument training=" +
@@ -196,7 +200,7 @@ std::unique_ptr<Functional> functional_from_config(const json& config, const Lay
         fail(source, "layer '" + p.name + "': inbound node " + std::to_string(p.done) + " has no arguments");
       const bool list = args.size() == 1 && args[0].is_array();
       std::vector<KerasTensor> xs;
-      std::optional<std::pair<std::string, int>> missing;
+      std::optional<Reference> missing;
       for (const auto& arg : list ? args[0] : args) {
         const auto ref = reference_of(p, arg);
         const auto it = tensors.find(ref);
@@ -216,22 +220,28 @@ std::unique_ptr<Functional> functional_from_config(const json& config, const Lay
         waiting[*missing].push_back(which);
         break;
       }
-      const std::pair<std::string, int> made{p.name, static_cast<int>(p.done)};
+      const int node_index = static_cast<int>(p.done);
+      std::vector<KerasTensor> made;
       try {
         // Keras writes Dropout's training=False on each of its calls, whatever the call was given
         // (and Keras 3's fit passes training=True over it): that value is no training= of the call.
-        if (training == keras_default_training(*p.layer)) training.reset();
+        if (p.callee.layer && training == keras_default_training(*p.callee.layer)) training.reset();
         // A list, or several positional tensors (MultiHeadAttention's query, value): a list call.
         const CallKwargs kw{.training = training, .use_causal_mask = causal,
                             .attention_mask = mask_ref ? &mask : nullptr};
-        tensors[made] = call(p.layer, xs, kw);
+        if (p.callee.model) made = call(*p.callee.model, xs, kw);
+        else made.push_back(call(p.callee.layer, xs, kw));
       } catch (const Error& e) {
         fail(source, e.what());
       }
       ++p.done;
-      if (const auto w = waiting.find(made); w != waiting.end()) {
-        ready.insert(ready.end(), w->second.rbegin(), w->second.rend());
-        waiting.erase(w);
+      for (std::size_t k = 0; k < made.size(); ++k) {
+        const Reference ref{p.name, node_index, static_cast<int>(k)};
+        tensors[ref] = made[k];
+        if (const auto w = waiting.find(ref); w != waiting.end()) {
+          ready.insert(ready.end(), w->second.rbegin(), w->second.rend());
+          waiting.erase(w);
+        }
       }
     }
   }

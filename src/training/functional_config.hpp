@@ -15,8 +15,18 @@
 namespace lockstep::detail {
 
 using LayerToJson = std::function<nlohmann::json(const layers::Layer&)>;
-/// Makes a layer (not an InputLayer) from one entry of "layers"; throws IOError naming what is wrong.
-using LayerFromJson = std::function<layers::LayerPtr(const nlohmann::json&)>;
+/// What one entry of "layers" makes: a layer, or a model (a .keras file's nested Functional or
+/// Sequential, Keras' `base_model(x)`), whose calls call its layers in the graph being built
+/// (lockstep::call(model, xs, kwargs): the outer model holds them, flattened). A model's outputs
+/// are its calls' tensors 0, 1, ... (keras_history [name, node, k]).
+struct Callee {
+  Callee(layers::LayerPtr l) : layer(std::move(l)) {}  // NOLINT(google-explicit-constructor): a layer is a callee
+  Callee(std::shared_ptr<const Model> m) : model(std::move(m)) {}  // NOLINT(google-explicit-constructor)
+  layers::LayerPtr layer;
+  std::shared_ptr<const Model> model;
+};
+/// Makes a layer or a model (not an InputLayer) from one entry of "layers"; throws IOError naming what is wrong.
+using LayerFromJson = std::function<Callee(const nlohmann::json&)>;
 
 /// {"name", "trainable", "layers", "input_layers", "output_layers"}.
 nlohmann::json functional_config(const Functional& model, const LayerToJson& layer_json);

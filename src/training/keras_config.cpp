@@ -468,32 +468,96 @@ std::vector<std::int64_t> input_batch_shape(const LayerReader& r) {
     r.fail("batch_shape=" + s.dump() + " must hold integers after the batch dimension");
   }
 }
-std::unique_ptr<Sequential> sequential_from_keras_layers(const json& j, const std::string& source) {
+std::unique_ptr<Model> model_from_entry(const json& j, const std::string& source, int depth, KerasLayerTree& tree);
+
+bool is_model_entry(const json& entry) {
+  const json& c = entry.is_object() ? entry.value("class_name", json()) : json();
+  return c == json("Functional") || c == json("Sequential");
+}
+
+// A layer entry of class Functional or Sequential (Keras' nested model), built from its config at
+// one level deeper; its "trainable": false freezes it whole, as Keras' setter does.
+std::shared_ptr<const Model> nested_model(const json& entry, const std::string& source, int depth,
+                                          KerasLayerTree& tree) {
+  const json& config = entry.value("config", json());
+  const std::string name = config.is_object() && config.value("name", json()).is_string()
+                               ? config.at("name").get<std::string>()
+                               : entry.value("name", json("?")).dump();
+  if (depth >= kMaxKerasNesting)
+    throw IOError("Keras file '" + source + "': model '" + name + "' is nested " + std::to_string(depth + 1) +
+                  " levels deep (a model in a model ...), more than lockstep's bound of " +
+                  std::to_string(kMaxKerasNesting));
+  std::unique_ptr<Model> inner = model_from_entry(entry, source, depth + 1, tree);
+  const json& trainable = config.value("trainable", json(true));
+  if (!trainable.is_boolean())
+    throw IOError("Keras file '" + source + "': model '" + name + "': trainable=" + trainable.dump().substr(0, 100) +
+                  " is not a boolean");
+  if (!trainable.get<bool>()) inner->set_trainable(false);
+  return inner;
+}
+
+// A Sequential holding a nested model: a Functional of the same layers in turn (lockstep's
+// Sequential holds layers only), the nested model's flattened into it.
+std::unique_ptr<Model> sequential_as_functional(const std::vector<std::pair<LayerReader, Callee>>& entries,
+                                                const Shape& input, const std::string& input_name,
+                                                const std::string& name, const std::string& source) {
+  const KerasTensor in = Input(input.tail(), input_name);
+  KerasTensor x = in;
+  for (const auto& [r, callee] : entries) {
+    try {
+      if (!callee.model) {
+        x = call(callee.layer, x);
+        continue;
+      }
+      const std::vector<KerasTensor> out = call(*callee.model, {x});
+      if (out.size() != 1)
+        throw ValueError("a Sequential's layer must make one tensor, but model '" + callee.model->name() +
+                         "' makes " + std::to_string(out.size()));
+      x = out.front();
+    } catch (const Error& e) {
+      r.fail(e.what());
+    }
+  }
+  try {
+    return std::make_unique<Functional>(in, x, name);
+  } catch (const Error& e) {
+    throw IOError("Keras file '" + source + "': the Sequential '" + name + "': " + e.what());
+  }
+}
+
+std::unique_ptr<Model> sequential_from_keras_layers(const json& j, const std::string& source, int depth,
+                                                    KerasLayerTree& tree) {
   const auto bad = [&](const std::string& what) { return IOError("Keras file '" + source + "': " + what); };
   const json& config = j.value("config", json());
   if (!config.is_object() || !config.value("layers", json()).is_array())
     throw bad("the Sequential config has no list of layers");
   const std::string name = config.value("name", json()).is_string() ? config.at("name").get<std::string>() : "sequential";
-  auto model = std::make_unique<Sequential>(std::vector<layers::LayerPtr>{}, name);
 
   std::optional<Shape> input;
+  std::string input_name = "input_layer";
+  bool input_layer = false;
+  std::vector<std::pair<LayerReader, Callee>> entries;
+  bool nested = false;
   for (const auto& entry : config.at("layers")) {
     const LayerReader r(source, entry);
     if (r.cls() == "InputLayer") {
-      if (!model->layers().empty()) r.fail("an InputLayer must come first, once");
+      if (input || !entries.empty()) r.fail("an InputLayer must come first, once");
       input = Shape(input_batch_shape(r));
-      // Kept as lockstep's InputLayer, so the layer list (and a save back) is Keras' own.
-      model->add(std::make_shared<layers::InputLayer>(input->tail(), r.name().empty() ? "input_layer" : r.name()));
+      input_layer = true;
+      if (!r.name().empty()) input_name = r.name();
       continue;
     }
-    layers::LayerPtr layer = layer_from_keras(r);
-    try {
-      model->add(std::move(layer));
-    } catch (const Error& e) {
-      r.fail(e.what());
+    KerasLayerTree& leaf = tree.layers.emplace_back();
+    if (is_model_entry(entry)) {
+      entries.emplace_back(r, nested_model(entry, source, depth, leaf));
+      nested = true;
+    } else {
+      layers::LayerPtr layer = layer_from_keras(r);
+      leaf = {r.cls(), layer.get(), {}};
+      entries.emplace_back(r, std::move(layer));
     }
   }
-  if (model->layers().size() == (input ? 1u : 0u)) throw bad("the Sequential has no layers");
+  if (entries.empty()) throw bad("the Sequential has no layers");
   if (!input) {
     const json& b = config.value("build_input_shape", json());
     if (b.is_null()) throw bad("the model has no input shape (no InputLayer, no build_input_shape): it was saved unbuilt");
@@ -503,13 +567,59 @@ std::unique_ptr<Sequential> sequential_from_keras_layers(const json& j, const st
       throw bad("build_input_shape=" + b.dump() + " is not a shape");
     }
   }
+  if (nested) return sequential_as_functional(entries, *input, input_name, name, source);
+
+  auto model = std::make_unique<Sequential>(std::vector<layers::LayerPtr>{}, name);
+  // Kept as lockstep's InputLayer, so the layer list (and a save back) is Keras' own.
+  if (input_layer) model->add(std::make_shared<layers::InputLayer>(input->tail(), input_name));
+  for (const auto& [r, callee] : entries) {
+    try {
+      model->add(callee.layer);
+    } catch (const Error& e) {
+      r.fail(e.what());
+    }
+  }
   try {
     if (!model->built()) model->build(*input);
   } catch (const Error& e) {
     throw bad(std::string("the layers do not fit together: ") + e.what());
   }
-
   return model;
+}
+
+std::unique_ptr<Functional> functional_from_keras_layers(const json& j, const std::string& source, int depth,
+                                                         KerasLayerTree& tree) {
+  std::map<std::string, KerasLayerTree> made;  // by the entry's name
+  auto model = functional_from_config(
+      j.value("config", json()),
+      [&](const json& entry) -> Callee {
+        KerasLayerTree& leaf = made[entry.at("name").get<std::string>()];
+        if (is_model_entry(entry)) return nested_model(entry, source, depth, leaf);
+        const LayerReader r(source, entry);
+        // Its inputs come from "inbound_nodes", its weights from the file.
+        layers::LayerPtr layer = layer_from_keras(r);
+        leaf = {r.cls(), layer.get(), {}};
+        return layer;
+      },
+      std::nullopt, "Keras file '" + source + "'");
+  // The file's order (Keras' model.layers), which its weights' groups follow; NotEqual (a mask) is no layer.
+  for (const auto& entry : j.at("config").at("layers")) {
+    if (entry.value("class_name", json()) == json("InputLayer")) tree.layers.push_back({"InputLayer", nullptr, {}});
+    else if (const auto it = made.find(entry.at("name").get<std::string>()); it != made.end())
+      tree.layers.push_back(std::move(it->second));
+  }
+  return model;
+}
+
+// The Functional or Sequential that `j` (config.json, or a nested model's layer entry) describes.
+std::unique_ptr<Model> model_from_entry(const json& j, const std::string& source, int depth, KerasLayerTree& tree) {
+  const std::string cls = j.at("class_name").get<std::string>();
+  tree.class_name = cls;
+  if (cls == "Functional") return functional_from_keras_layers(j, source, depth, tree);
+  if (cls == "Sequential") return sequential_from_keras_layers(j, source, depth, tree);
+  throw IOError("Keras file '" + source + "': the model is a " + cls +
+                " model; lockstep reads Sequential and Functional models only (of the layers " +
+                layers::layer_class_names() + ")");
 }
 
 void compile_from_keras_file(const json& j, Model& model, const std::string& source) {
@@ -578,28 +688,16 @@ json keras_model_config(const Model& any) {
   return j;
 }
 
-std::unique_ptr<Model> model_from_keras_config(const json& j, const std::string& source, bool compile) {
-  const auto bad = [&](const std::string& what) { return IOError("Keras file '" + source + "': " + what); };
+bool KerasLayerTree::has_nested_model() const {
+  return std::any_of(layers.begin(), layers.end(), [](const KerasLayerTree& t) { return t.is_model(); });
+}
+
+std::unique_ptr<Model> model_from_keras_config(const json& j, const std::string& source, bool compile,
+                                               KerasLayerTree* tree) {
   if (!j.is_object() || !j.value("class_name", json()).is_string())
-    throw bad("config.json does not describe a model (no class_name)");
-  const std::string cls = j.at("class_name").get<std::string>();
-  std::unique_ptr<Model> result;
-  if (cls == "Functional") {
-    result = functional_from_config(
-        j.value("config", json()),
-        [&](const json& entry) {
-          const LayerReader r(source, entry);
-          // Its inputs come from "inbound_nodes", its weights from the file.
-          return layer_from_keras(r);
-        },
-        std::nullopt, "Keras file '" + source + "'");
-  } else if (cls != "Sequential") {
-    throw bad("the model is a " + cls +
-              " model; lockstep reads Sequential and Functional models only (of the layers " +
-              layers::layer_class_names() + ")");
-  } else {
-    result = sequential_from_keras_layers(j, source);
-  }
+    throw IOError("Keras file '" + source + "': config.json does not describe a model (no class_name)");
+  KerasLayerTree own;
+  std::unique_ptr<Model> result = model_from_entry(j, source, 0, tree != nullptr ? *tree : own);
   if (compile) compile_from_keras_file(j, *result, source);
   return result;
 }

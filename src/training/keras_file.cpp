@@ -41,18 +41,33 @@ struct WeightLayer {
   const layers::Layer* layer;
   std::string group;  // "layers/dense_1" (its weights: keras_weight_path under it)
 };
+// "layers/dense", then "layers/dense_1", ... within one model.
+std::string numbered_group(const std::string& class_name, std::map<std::string, int>& used) {
+  const std::string base = snake_case(class_name);
+  const auto [it, fresh] = used.try_emplace(base, 0);
+  return "layers/" + (fresh ? base : base + "_" + std::to_string(++it->second));
+}
+
 std::vector<WeightLayer> weight_layers(const Model& model) {
   std::vector<WeightLayer> out;
   std::map<std::string, int> used;
   const bool sequential = dynamic_cast<const Sequential*>(&model) != nullptr;
   for (const auto& l : model.layers()) {
     if (sequential && dynamic_cast<const layers::InputLayer*>(l.get()) != nullptr) continue;
-    const std::string base = snake_case(l->class_name());
-    const auto [it, fresh] = used.try_emplace(base, 0);
-    const std::string name = fresh ? base : base + "_" + std::to_string(++it->second);
-    out.push_back({l.get(), "layers/" + name});
+    out.push_back({l.get(), numbered_group(l->class_name(), used)});
   }
   return out;
+}
+
+// The same for the layers as a file listed them, a nested model's under its own group (its
+// InputLayers, which hold no weights, counted but not returned).
+void weight_layers(const KerasLayerTree& tree, const std::string& prefix, std::vector<WeightLayer>& out) {
+  std::map<std::string, int> used;
+  for (const auto& t : tree.layers) {
+    const std::string group = prefix + numbered_group(t.layer ? t.layer->class_name() : t.class_name, used);
+    if (t.is_model()) weight_layers(t, group + "/", out);
+    else if (t.layer != nullptr) out.push_back({t.layer, group});
+  }
 }
 
 std::string date_saved() {
@@ -90,11 +105,15 @@ void assign_keras_weights(const std::string& bytes, const std::string& source, M
   assign_keras_weights(io::decode_hdf5(bytes, source), source, model);
 }
 
-void assign_keras_weights(const io::H5Content& h5, const std::string& source, Model& model) {
+void assign_keras_weights(const io::H5Content& h5, const std::string& source, Model& model,
+                          const KerasLayerTree* file_layers) {
   const auto bad = [&](const std::string& what) { return IOError(source + " " + what); };
   io::SafetensorsContent by_name;  // the file's tensors under the model's variable names
   std::set<std::string> used;
-  const auto layers = weight_layers(model);
+  const bool nested = file_layers != nullptr && file_layers->has_nested_model();
+  std::vector<WeightLayer> layers;
+  if (nested) weight_layers(*file_layers, "", layers);
+  else layers = weight_layers(model);
   for (const auto& [l, group] : layers) {
     const auto& vars = l->variables();
     const std::string who = "layer '" + l->name() + "' (" + l->class_name() + ")";
@@ -123,14 +142,18 @@ void assign_keras_weights(const io::H5Content& h5, const std::string& source, Mo
   // Nothing in the file may go unused: a weight or layer the model lacks means another model.
   for (const auto& d : h5.datasets) {
     if (d.path.rfind("layers/", 0) != 0 || used.count(d.path)) continue;  // optimizer/..., vars/...
-    const std::string group = d.path.substr(0, d.path.find('/', 7));  // layers/<name>
-    const auto it = std::find_if(layers.begin(), layers.end(), [&](const WeightLayer& w) { return w.group == group; });
+    const auto it = std::find_if(layers.begin(), layers.end(),
+                                 [&](const WeightLayer& w) { return d.path.rfind(w.group + "/", 0) == 0; });
+    // layers/<name>, or a nested model's layers/<name>/layers/<name>
+    const std::string group = d.path.substr(0, std::min(d.path.find("/vars/"), d.path.find('/', 7)));
     if (it == layers.end())
       throw bad("holds " + d.path + ", but model '" + model.name() + "' has no layer whose weights go to " + group +
                 "/vars (another model's file, or layers in another order)");
     throw bad("holds " + d.path + ", but layer '" + it->layer->name() + "' (" + it->layer->class_name() + ") has " +
               std::to_string(it->layer->variables().size()) + " weights");
   }
+  // The optimizer's slots follow model.trainable_variables(): a nested model's layers, flattened
+  // where the file's model called it, come in the file's order, which Keras' slots follow too.
   const std::function<void()> restore_optimizer = check_keras_optimizer_variables(h5, source, model);
   io::assign_verified(by_name, source, model.variables(), nullptr);
   if (restore_optimizer) restore_optimizer();
@@ -210,11 +233,12 @@ std::unique_ptr<Model> load_keras_archive(const std::string& path, bool compile)
   // they are (units: 600000 is refused before its 1.9 GB kernel is allocated).
   const io::H5Content h5 = io::decode_hdf5(entry(kWeightsEntry), weights_source);
   std::unique_ptr<Model> model;
+  KerasLayerTree file_layers;
   {
     const layers::detail::WeightCheck check(FileSizedWeights{h5});
-    model = model_from_keras_config(config, path, compile);
+    model = model_from_keras_config(config, path, compile, &file_layers);
   }
-  assign_keras_weights(h5, weights_source, *model);
+  assign_keras_weights(h5, weights_source, *model, &file_layers);
   return model;
 }
 

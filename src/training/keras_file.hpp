@@ -5,12 +5,15 @@
 // group layers/<class in snake_case, numbered per class: dense, dense_1, ...>/vars (attribute
 // name = the layer's name) with its variables as datasets "0", "1", ... in Keras' creation order (Dense and Conv2D: kernel, bias;
 // BatchNormalization: gamma, beta, moving_mean, moving_variance), and an empty top-level vars.
+// A nested model (Keras' `base_model(x)`) is one layer there, numbered by its class (functional,
+// sequential), its own layers' groups under it: layers/functional/layers/dense/vars.
 // A compiled model's file also holds its optimizer's variables (keras_optimizer_variables.hpp).
 #include <memory>
 #include <string>
 
 #include "lockstep/io/hdf5_file.hpp"
 #include "lockstep/training/model.hpp"
+#include "training/keras_config.hpp"
 
 namespace lockstep::detail {
 
@@ -29,7 +32,10 @@ std::string encode_keras_weights(const Model& model, bool with_optimizer = true)
 /// optimizer's variables where the model is compiled) and only then assigns them, the optimizer's
 /// state too. Errors start with `source`, e.g. "Keras file 'm.keras': model.weights.h5".
 void assign_keras_weights(const std::string& bytes, const std::string& source, Model& model);
-/// The same, with the weights file already decoded.
-void assign_keras_weights(const io::H5Content& h5, const std::string& source, Model& model);
+/// The same, with the weights file already decoded. `file_layers`, where given, is the layers as
+/// the file's config listed them (model_from_keras_config's tree): with a nested model among them,
+/// the groups follow it (layers/functional/layers/dense/vars).
+void assign_keras_weights(const io::H5Content& h5, const std::string& source, Model& model,
+                          const KerasLayerTree* file_layers = nullptr);
 
 }  // namespace lockstep::detail
