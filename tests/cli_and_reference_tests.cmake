@@ -633,3 +633,10 @@ foreach(_model vit gpt)
            COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/cli/jit_compile_captures.sh ${_cli} ${_model})
   set_tests_properties(cli.jit_compile_captures.${_model} PROPERTIES TIMEOUT 300)
 endforeach()
+# Nested models in .keras files (a model used as a layer: keras.io's transfer learning) both ways
+# against real Keras: lockstep predicts and fits Keras' file as Keras does; SKIP without it.
+add_test(NAME reference.keras_nested_models_both_ways
+         COMMAND bash -c "rm -rf \"$2\" && \"$0\" \"$1\" \"$2\" \"$3\" \"$4\""
+                 ${_ref_py} ${CMAKE_CURRENT_SOURCE_DIR}/reference/keras_nested.py
+                 ${CMAKE_CURRENT_BINARY_DIR}/keras_nested ${_cli} $<TARGET_FILE:keras_files_driver>)
+set_tests_properties(reference.keras_nested_models_both_ways PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300)
