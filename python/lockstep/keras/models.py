@@ -199,7 +199,8 @@ class Model:
             if layer.name == name:
                 return layer
         raise ValueError(f"keras.Model.get_layer: model '{self.name}' has no layer '{name}' (it has "
-                         f"{', '.join(layer.name for layer in found)})")
+                         f"{', '.join(layer.name for layer in found)}; a model called inside this one, or "
+                         f"loaded from a .keras file where it was, is held as its layers: get them by their names)")
 
     @property
     def metrics_names(self):
