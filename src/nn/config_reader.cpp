@@ -45,14 +45,16 @@ std::optional<double> ConfigReader::optional_number(const char* key) {
   return raw(key) ? std::optional<double>(number(key)) : std::nullopt;
 }
 
-std::int64_t ConfigReader::integer(const char* key, std::int64_t otherwise, std::int64_t min, std::int64_t max) {
+std::int64_t ConfigReader::integer(const char* key, std::int64_t otherwise, std::int64_t min,
+                                   std::int64_t max) {
   const json* v = raw(key);
   if (!v) return otherwise;
   const std::string wanted = min == kLowest && max == kHighest ? "must be an integer"
-                             : max == kHighest                   ? concat("must be an integer >= ", min)
-                                                                 : concat("must be an integer in [", min, ", ", max, "]");
+                             : max == kHighest                 ? concat("must be an integer >= ", min)
+                                               : concat("must be an integer in [", min, ", ", max, "]");
   // nlohmann's get<std::int64_t>() would truncate 2.5, and true is no integer in Keras either.
-  const bool past_int64 = v->is_number_unsigned() && v->get<std::uint64_t>() > static_cast<std::uint64_t>(kHighest);
+  const bool past_int64 =
+      v->is_number_unsigned() && v->get<std::uint64_t>() > static_cast<std::uint64_t>(kHighest);
   if (!v->is_number_integer() || past_int64) fail(key, *v, wanted);
   const auto i = v->get<std::int64_t>();
   if (i < min || i > max) fail(key, *v, wanted);
@@ -105,7 +107,8 @@ void ConfigReader::pass_over(std::initializer_list<const char*> keys) {
 }
 
 void ConfigReader::refuse(const char* key, const char* hint) {
-  if (const json* v = raw(key); v && *v != json(false)) fail(key, *v, concat("is not supported (", hint, ")"));
+  if (const json* v = raw(key); v && *v != json(false))
+    fail(key, *v, concat("is not supported (", hint, ")"));
 }
 
 void ConfigReader::refuse_the_rest() const {
