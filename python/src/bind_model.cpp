@@ -393,13 +393,22 @@ void bind_model(nb::module_& m) {
                                                                 : std::get<metrics::MetricPtr>(g));
         mo.compile(opt, loss, std::move(made));
       })
-      // A model of several outputs: losses, metric names and loss weights by output name ("" for one
-      // loss of every output).
+      // A model of several outputs: losses, metrics (names and objects) and loss weights by output
+      // name ("" for one loss of every output). Names are made by their output's loss, as
+      // Model::compile makes them.
       .def("compile_outputs", [](Model& mo, const optimizers::OptimizerPtr& opt,
                                  const std::map<std::string, losses::LossPtr>& losses,
-                                 const std::map<std::string, std::vector<std::string>>& metrics,
+                                 const std::map<std::string, std::vector<std::variant<std::string, metrics::MetricPtr>>>& given,
                                  const std::map<std::string, double>& loss_weights) {
-        mo.compile(opt, losses, metrics, loss_weights);
+        std::map<std::string, std::vector<metrics::MetricPtr>> made;
+        for (const auto& [out, list] : given) {
+          const auto loss = losses.contains(out) ? losses.find(out) : losses.find("");
+          const std::string loss_name = loss != losses.end() && loss->second ? loss->second->name() : "";
+          for (const auto& g : list)
+            made[out].push_back(std::holds_alternative<std::string>(g) ? metrics::get(std::get<std::string>(g), loss_name)
+                                                                       : std::get<metrics::MetricPtr>(g));
+        }
+        mo.compile(opt, losses, std::move(made), loss_weights);
       })
       .def_prop_rw(
           "jit_compile", [](const Model& mo) { return std::string(jit_compile_name(mo.jit_compile())); },

@@ -97,6 +97,19 @@ Tensor SparseCategoricalAccuracy::batch_state(const Tensor& y_true, const Tensor
 Tensor Accuracy::batch_state(const Tensor& y_true, const Tensor& y_pred) const {
   const std::int64_t n = y_pred.rank() ? y_pred.dim(0) : 1;
   if (n == 0) return Tensor::zeros({2});
+  LOCKSTEP_CHECK(y_true.numel() == y_pred.numel(), name(), ": y_true ", y_true.shape().str(),
+                 " must hold a value per value of y_pred ", y_pred.shape().str(),
+                 " (Accuracy compares them value by value; class scores take \"accuracy\" or categorical_accuracy)");
+  // Keras casts y_true to y_pred's dtype before comparing; float32 holds both after that.
+  const Shape rows{n, y_pred.numel() / n};
+  const Tensor p = y_pred.to(DType::kF32).reshape(rows);
+  const Tensor t = y_true.to(y_pred.dtype()).to(DType::kF32).reshape(rows);
+  return total_and_count(sum(mean(cast(equal(t, p), DType::kF32), -1)), n);
+}
+
+Tensor AccuracyByShape::batch_state(const Tensor& y_true, const Tensor& y_pred) const {
+  const std::int64_t n = y_pred.rank() ? y_pred.dim(0) : 1;
+  if (n == 0) return Tensor::zeros({2});
   const std::int64_t cols = y_pred.numel() / n;
   LOCKSTEP_CHECK(y_true.numel() == n || y_true.numel() == y_pred.numel(), "accuracy: y_true ", y_true.shape().str(),
                  " does not match y_pred ", y_pred.shape().str());

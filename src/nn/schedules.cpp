@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "lockstep/core/error.hpp"
+#include "nn/config_reader.hpp"
 #include "nn/schedule_desc.hpp"
 
 namespace lockstep::optimizers::schedules {
@@ -145,48 +146,6 @@ json keras_schedule(const char* cls, json config) {
   return {{"module", "keras.optimizers.schedules"}, {"class_name", cls}, {"config", std::move(config)},
           {"registered_name", nullptr}};
 }
-
-// Reads one class's config: every key must be one of `known` (or "name"); a missing or mistyped
-// argument is a ValueError naming the class and the argument.
-class ConfigReader {
- public:
-  ConfigReader(std::string cls, const json& config, std::initializer_list<const char*> known)
-      : cls_(std::move(cls)), c_(config) {
-    LOCKSTEP_CHECK(c_.is_object(), cls_, ": config must be an object, got ", c_.dump());
-    for (const auto& [key, value] : c_.items()) {
-      bool ok = key == "name";
-      for (const char* k : known) ok = ok || key == k;
-      LOCKSTEP_CHECK(ok, cls_, ": argument ", key, "=", value.dump(), " is not supported");
-    }
-  }
-  template <typename T>
-  T get(const char* key) const {
-    LOCKSTEP_CHECK(c_.contains(key), cls_, ": missing argument ", key);
-    return as<T>(c_.at(key), key);
-  }
-  template <typename T>
-  T get(const char* key, T fallback) const {
-    return c_.contains(key) && !c_.at(key).is_null() ? as<T>(c_.at(key), key) : fallback;
-  }
-
- private:
-  template <typename T>
-  T as(const json& v, const char* key) const {
-    const bool ok = std::is_same_v<T, bool>                     ? v.is_boolean()
-                    : std::is_same_v<T, double>                 ? v.is_number()
-                    : std::is_same_v<T, std::vector<double>>    ? v.is_array()
-                    : std::is_same_v<T, std::vector<std::int64_t>> ? v.is_array()
-                                                                : v.is_number_integer();
-    LOCKSTEP_CHECK(ok, cls_, ": argument ", key, "=", v.dump(), " has the wrong type");
-    try {
-      return v.get<T>();
-    } catch (const json::exception&) {
-      throw ValueError(detail::concat(cls_, ": argument ", key, "=", v.dump(), " has the wrong type"));
-    }
-  }
-  std::string cls_;
-  const json& c_;
-};
 }  // namespace
 
 json serialize(const Schedule& s) {
@@ -232,26 +191,25 @@ Schedule deserialize(const json& j) {
                  "a learning-rate schedule must be {\"class_name\", \"config\"}, got ", j.dump().substr(0, 120));
   const std::string cls = j.at("class_name").get<std::string>();
   const json& c = j.contains("config") ? j.at("config") : json::object();
+  detail::ConfigReader r("learning-rate schedule " + cls, c);
+  r.pass_over({"name"});
+  const auto done = [&r](Schedule s) {
+    r.refuse_the_rest();
+    return s;
+  };
   if (cls == "ExponentialDecay") {
-    const ConfigReader r(cls, c, {"initial_learning_rate", "decay_steps", "decay_rate", "staircase"});
-    return ExponentialDecay(r.get<double>("initial_learning_rate"), r.get<std::int64_t>("decay_steps"),
-                            r.get<double>("decay_rate"), r.get<bool>("staircase", false));
+    return done(ExponentialDecay(r.number("initial_learning_rate"), r.integer("decay_steps"), r.number("decay_rate"),
+                                 r.boolean("staircase", false)));
   }
-  if (cls == "PiecewiseConstantDecay") {
-    const ConfigReader r(cls, c, {"boundaries", "values"});
-    return PiecewiseConstantDecay(r.get<std::vector<std::int64_t>>("boundaries"), r.get<std::vector<double>>("values"));
-  }
+  if (cls == "PiecewiseConstantDecay") return done(PiecewiseConstantDecay(r.integers("boundaries"), r.numbers("values")));
   if (cls == "CosineDecay") {
-    const ConfigReader r(cls, c, {"initial_learning_rate", "decay_steps", "alpha", "warmup_target", "warmup_steps"});
-    CosineDecayOptions o{.alpha = r.get<double>("alpha", 0.0), .warmup_steps = r.get<std::int64_t>("warmup_steps", 0)};
-    if (c.contains("warmup_target") && !c.at("warmup_target").is_null()) o.warmup_target = r.get<double>("warmup_target");
-    return CosineDecay(r.get<double>("initial_learning_rate"), r.get<std::int64_t>("decay_steps"), o);
+    CosineDecayOptions o{.alpha = r.number("alpha", 0.0), .warmup_steps = r.integer("warmup_steps", 0)};
+    o.warmup_target = r.optional_number("warmup_target");
+    return done(CosineDecay(r.number("initial_learning_rate"), r.integer("decay_steps"), o));
   }
   if (cls == "PolynomialDecay") {
-    const ConfigReader r(cls, c, {"initial_learning_rate", "decay_steps", "end_learning_rate", "power", "cycle"});
-    return PolynomialDecay(r.get<double>("initial_learning_rate"), r.get<std::int64_t>("decay_steps"),
-                           r.get<double>("end_learning_rate", 0.0001), r.get<double>("power", 1.0),
-                           r.get<bool>("cycle", false));
+    return done(PolynomialDecay(r.number("initial_learning_rate"), r.integer("decay_steps"),
+                                r.number("end_learning_rate", 0.0001), r.number("power", 1.0), r.boolean("cycle", false)));
   }
   throw ValueError("learning-rate schedule " + cls +
                    " is not supported (lockstep has ExponentialDecay, PiecewiseConstantDecay, CosineDecay, "

@@ -14,6 +14,7 @@
 #include "lockstep/training/functional.hpp"
 #include "lockstep/training/sequential.hpp"
 #include "lockstep/optimizers/optimizer_config.hpp"
+#include "nn/config_reader.hpp"
 #include "training/compile_config.hpp"
 #include "training/functional_config.hpp"
 #include "training/layer_config.hpp"
@@ -220,16 +221,13 @@ json compile_to_keras(const Model& model) {
     metrics = loss;
     for (std::size_t k = 0; k < outs.size(); ++k) {
       const auto& head = model.output_losses()[k];
-      json names = json::array();
-      for (std::size_t i = 0; i < model.metrics().size(); ++i)
-        if (model.metric_outputs()[i] == k) names.push_back(model.metrics()[i]->name().substr(head.name.size() + 1));
       const auto put = [&](json& where, json value) {
         if (dict) where[head.name] = std::move(value);
         else where.push_back(std::move(value));
       };
       put(loss, keras_loss(*head.loss));
       put(loss_weights, head.weight);
-      put(metrics, names);
+      put(metrics, output_metric_identifiers(model, k));
     }
   }
   return {{"optimizer", keras_object("keras.optimizers", opt.at("class_name").get<std::string>(), oc)},
@@ -251,7 +249,7 @@ struct CompileParts {
   // A model of several outputs, by output name: losses as lockstep's JSON, weights, metrics.
   std::map<std::string, json> losses;
   std::map<std::string, double> loss_weights;
-  std::map<std::string, std::vector<std::string>> output_metrics;
+  std::map<std::string, std::vector<json>> output_metrics;
   JitCompile jit_compile = JitCompile::kAuto;
   std::int64_t steps_per_execution = 1;
 };
@@ -272,28 +270,25 @@ std::string loss_from_keras(const json& l, json& out) {
     if (name == "mae") name = "mean_absolute_error";
     out = {{"class_name", name}, {"config", json::object()}};
   } else if (l.is_object() && l.value("class_name", json()).is_string() && kLosses.count(l.at("class_name"))) {
-    json lc = json::object();
+    const std::string cls = l.at("class_name").get<std::string>();
     const json config = l.value("config", json::object());
-    for (const auto& [key, value] : config.items()) {
-      if (key == "name" || key == "dtype" || (key == "axis" && value == json(-1))) continue;
-      if (key == "reduction" && value == json("sum_over_batch_size")) continue;
-      if (key == "label_smoothing" && value == json(0) ) continue;
-      if (key == "from_logits") lc["from_logits"] = value;
-      else if (!is_off(value)) return "loss argument " + key + "=" + value.dump() + " is not supported";
+    try {  // Keras' options at lockstep's only values are passed; from_logits is read
+      detail::ConfigReader r("loss " + cls, config);
+      r.pass_over({"name", "dtype"});
+      if (const json* axis = r.raw("axis"); axis && *axis != json(-1)) r.fail("axis", *axis, "is not supported (-1 is)");
+      if (const std::string reduction = r.string("reduction", "sum_over_batch_size"); reduction != "sum_over_batch_size")
+        r.fail("reduction", reduction, "is not supported (sum_over_batch_size is)");
+      if (const double smoothing = r.number("label_smoothing", 0.0); smoothing != 0.0)
+        r.fail("label_smoothing", smoothing, "is not supported");
+      json lc = json::object();
+      if (r.raw("from_logits")) lc["from_logits"] = r.boolean("from_logits", false);
+      r.refuse_the_rest();
+      out = {{"class_name", kLosses.at(cls)}, {"config", lc}};
+    } catch (const ValueError& e) {
+      return e.what();
     }
-    out = {{"class_name", kLosses.at(l.at("class_name").get<std::string>())}, {"config", lc}};
   } else {
     return "loss " + l.dump().substr(0, 120) + " is not supported";
-  }
-  return {};
-}
-
-// A list of metric names; a string naming what lockstep cannot express otherwise.
-std::string metric_names_from_keras(const json& m, std::vector<std::string>& out) {
-  if (!m.is_array()) return "metrics " + m.dump().substr(0, 120) + " are not supported (a list of names is)";
-  for (const auto& e : m) {
-    if (!e.is_string()) return "metric " + e.dump().substr(0, 120) + " is not supported (names are)";
-    out.push_back(e.get<std::string>());
   }
   return {};
 }
@@ -337,9 +332,10 @@ std::string per_output_from_keras(const json& c, const Structure& outs, CompileP
     const json wk = entry(w, k);
     if (wk.is_number()) out.loss_weights[name] = wk.get<double>();
     else if (!wk.is_null()) return "loss_weights " + w.dump().substr(0, 120) + " are not supported";
-    const json mk = entry(m, k);
+    json mk = entry(m, k);
+    if (mk.is_string() || (mk.is_object() && mk.contains("class_name"))) mk = json::array({mk});  // one metric
     if (!mk.is_null())
-      if (std::string p = metric_names_from_keras(mk, out.output_metrics[name]); !p.empty()) return p;
+      if (std::string p = metrics_from_keras(mk, out.output_metrics[name]); !p.empty()) return p;
   }
   return {};
 }
@@ -641,8 +637,11 @@ void compile_from_keras_file(const json& j, Model& model, const std::string& sou
           model.compile(parts.optimizer, loss, std::move(made));
         } else {
           std::map<std::string, losses::LossPtr> losses;
+          std::map<std::string, std::vector<lockstep::metrics::MetricPtr>> made;
           for (const auto& [name, loss] : parts.losses) losses[name] = loss_from_json(loss);
-          model.compile(parts.optimizer, losses, parts.output_metrics, parts.loss_weights);
+          for (const auto& [name, listed] : parts.output_metrics)
+            for (const json& m : listed) made[name].push_back(lockstep::metrics::deserialize(m, losses.at(name)->name()));
+          model.compile(parts.optimizer, losses, std::move(made), parts.loss_weights);
         }
         model.set_jit_compile(parts.jit_compile);
         model.set_steps_per_execution(parts.steps_per_execution);

@@ -129,6 +129,21 @@ void Model::compile_with_metric_objects(optimizers::OptimizerPtr optimizer, loss
 void Model::compile(optimizers::OptimizerPtr optimizer, const std::map<std::string, losses::LossPtr>& losses,
                     const std::map<std::string, std::vector<std::string>>& metric_names,
                     const std::map<std::string, double>& loss_weights, bool auto_scale_loss) {
+  // Each name is made as Keras' compile makes it, by its output's loss ("accuracy" by the loss).
+  std::map<std::string, std::vector<metrics::MetricPtr>> made;
+  for (const auto& [out, names] : metric_names) {
+    const auto loss = losses.contains(out) ? losses.find(out) : losses.find("");
+    const std::string loss_name = loss != losses.end() && loss->second ? loss->second->name() : "";
+    for (const auto& name : names) made[out].push_back(metrics::get(name, loss_name));
+  }
+  compile_outputs_with_metric_objects(std::move(optimizer), losses, std::move(made), loss_weights, auto_scale_loss);
+}
+
+void Model::compile_outputs_with_metric_objects(optimizers::OptimizerPtr optimizer,
+                                                const std::map<std::string, losses::LossPtr>& losses,
+                                                std::map<std::string, std::vector<metrics::MetricPtr>> metric_objects,
+                                                const std::map<std::string, double>& loss_weights,
+                                                bool auto_scale_loss) {
   const auto one = losses.find("");
   LOCKSTEP_CHECK(one == losses.end() || losses.size() == 1, "Model::compile: a loss under \"\" applies to every output; "
                  "give either it alone or one loss per output");
@@ -142,7 +157,10 @@ void Model::compile(optimizers::OptimizerPtr optimizer, const std::map<std::stri
     LOCKSTEP_CHECK(std::isfinite(key.second) && key.second >= 0, "Model::compile: loss_weights['", key.first,
                    "'] must be a finite number >= 0, got ", key.second);
   }
-  for (const auto& key : metric_names) outputs_.index_of(key.first, "output");
+  for (const auto& [key, list] : metric_objects) {
+    outputs_.index_of(key, "output");
+    for (const auto& m : list) LOCKSTEP_CHECK(m != nullptr, "Model::compile: a metric of output '", key, "' is null");
+  }
   for (const auto& out : outputs_.names) {
     const auto it = one != losses.end() ? one : losses.find(out);
     LOCKSTEP_CHECK(it != losses.end(), "Model::compile: output '", out, "' has no loss; the losses must name every "
@@ -151,10 +169,11 @@ void Model::compile(optimizers::OptimizerPtr optimizer, const std::map<std::stri
     heads.push_back({out, it->second, w == loss_weights.end() ? 1.0 : w->second});
   }
   if (outputs_.size() == 1) {  // a model of one output: its plain logs ("loss", "accuracy")
-    const auto m = metric_names.find(outputs_.names.front());
+    const auto m = metric_objects.find(outputs_.names.front());
     LOCKSTEP_CHECK(loss_weights.empty(), "Model::compile: loss_weights are for a model of several outputs");
-    compile(std::move(optimizer), heads.front().loss, m == metric_names.end() ? std::vector<std::string>{} : m->second,
-            auto_scale_loss);
+    compile_with_metric_objects(std::move(optimizer), heads.front().loss,
+                                m == metric_objects.end() ? std::vector<metrics::MetricPtr>{} : std::move(m->second),
+                                auto_scale_loss);
     return;
   }
   take_optimizer(std::move(optimizer), heads.front().loss, auto_scale_loss);
@@ -162,14 +181,18 @@ void Model::compile(optimizers::OptimizerPtr optimizer, const std::map<std::stri
   for (std::size_t k = 0; k < output_losses_.size(); ++k) {
     const std::string& out = output_losses_[k].name;
     output_loss_trackers_.emplace_back(out + "_loss");
-    const auto m = metric_names.find(out);
-    if (m == metric_names.end()) continue;
-    for (const auto& metric : m->second) {
-      metrics_.push_back(metrics::get(metric, output_losses_[k].loss->name()));
-      metrics_.back()->set_name(out + "_" + metrics_.back()->name());
+    const auto m = metric_objects.find(out);
+    if (m == metric_objects.end()) continue;
+    for (auto& metric : m->second) {
+      metric->set_name(out + "_" + metric->name());
+      metrics_.push_back(std::move(metric));
       metric_outputs_.push_back(k);
     }
   }
+  std::set<std::string> names;
+  for (const auto& m : metrics_)
+    LOCKSTEP_CHECK(names.insert(m->name()).second, "Model::compile: two metrics are logged as '", m->name(),
+                   "'; give each metric of an output its own name (and one object to one output)");
 }
 
 void Model::compile(const std::string& optimizer, const std::string& loss, std::vector<std::string> metric_names) {

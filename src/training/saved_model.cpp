@@ -128,13 +128,10 @@ void save_model(Model& model, const std::string& dir, const SaveModelOptions& op
     json outputs = json::array();
     for (std::size_t k = 0; k < model.output_losses().size(); ++k) {
       const auto& head = model.output_losses()[k];
-      json names = json::array();
-      for (std::size_t i = 0; i < model.metrics().size(); ++i)
-        if (model.metric_outputs()[i] == k) names.push_back(model.metrics()[i]->name().substr(head.name.size() + 1));
       outputs.push_back({{"name", head.name},
                          {"loss", {{"class_name", head.loss->name()}, {"config", {{"from_logits", head.loss->from_logits()}}}}},
                          {"weight", head.weight},
-                         {"metrics", names}});
+                         {"metrics", detail::output_metric_identifiers(model, k)}});
     }
     if (!outputs.empty()) j["compile_config"]["outputs"] = outputs;
   }
@@ -223,15 +220,15 @@ std::unique_ptr<Model> load_model(const std::string& dir, const LoadModelOptions
       const json& c = j.at("compile_config");
       if (c.contains("outputs")) {
         std::map<std::string, losses::LossPtr> losses;
-        std::map<std::string, std::vector<std::string>> metrics;
+        std::map<std::string, std::vector<metrics::MetricPtr>> made;
         std::map<std::string, double> weights;
         for (const auto& o : c.at("outputs")) {
           const auto name = o.at("name").get<std::string>();
           losses[name] = loss_from_json(o.at("loss"));
           weights[name] = o.at("weight").get<double>();
-          metrics[name] = o.at("metrics").get<std::vector<std::string>>();
+          for (const json& m : o.at("metrics")) made[name].push_back(metrics::deserialize(m, losses[name]->name()));
         }
-        model->compile(optimizers::deserialize(c.at("optimizer")), losses, metrics, weights);
+        model->compile(optimizers::deserialize(c.at("optimizer")), losses, std::move(made), weights);
       } else {
         const losses::LossPtr loss = loss_from_json(c.at("loss"));
         std::vector<metrics::MetricPtr> made;

@@ -3,7 +3,8 @@
 // (aaf2dcb: argmax, compare, cast, sum, and the count filled beside): ties (the first largest
 // wins, Keras' rule), NaN rows (a NaN wins), labels as int64, int32, uint8 and float32 (one off
 // the classes), one-hot targets with ties, 16-bit predictions, predictions of rank 3 and a batch
-// of no rows, for sparse categorical accuracy and Keras' Accuracy; on `device`.
+// of no rows, for sparse categorical accuracy and compile's "accuracy" picked by shapes
+// (AccuracyByShape); on `device`. And keras.metrics.Accuracy, exact equality, on Keras' numbers.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -49,7 +50,7 @@ inline void expect_accuracy_as_composed(const Device& device) {
   const Tensor pred = on(Tensor::from_vector(scores, {7, 4}));
   const Tensor i64 = on(Tensor::from_vector(label_values, {7}));
   auto sparse = metrics::get("sparse_categorical_accuracy", "");
-  const metrics::MetricPtr accuracy = std::make_shared<metrics::Accuracy>();  // labels compared as floats
+  const metrics::MetricPtr accuracy = std::make_shared<metrics::AccuracyByShape>();  // labels compared as floats
   const auto state = [](const metrics::MetricPtr& m, const Tensor& y, const Tensor& p) {
     return m->batch_state(y, p).to_vector<float>();
   };
@@ -76,6 +77,26 @@ inline void expect_accuracy_as_composed(const Device& device) {
   const Tensor none = pred.slice(0, 0), no_labels = i64.slice(0, 0);
   EXPECT_EQ(state(sparse, no_labels, none), (std::vector<float>{0.0f, 0.0f}));
   EXPECT_EQ(state(accuracy, no_labels, none), (std::vector<float>{0.0f, 0.0f}));
+}
+
+// keras.metrics.Accuracy: how often y_pred equals y_true, value by value, as Keras 3.15.1 counts
+// (its results on the same batches in the venv: 0.75 for its doc example, state [1.5, 3] for two
+// values a row, 0.0 for scores against one-hot rows, 2/3 for labels against a column, 1.0 for
+// float16 predictions against integers).
+inline void expect_keras_accuracy(const Device& device) {
+  const auto state = [&](const Tensor& y_true, const Tensor& y_pred) {
+    return metrics::Accuracy().batch_state(y_true.to(device), y_pred.to(device)).to_vector<float>();
+  };
+  const auto f32 = [](std::vector<float> v, Shape s) { return Tensor::from_vector(v, std::move(s)); };
+  const auto i64 = [](std::vector<std::int64_t> v, Shape s) { return Tensor::from_vector(v, std::move(s)); };
+  EXPECT_EQ(state(i64({1, 2, 3, 4}, {4, 1}), f32({0, 2, 3, 4}, {4, 1})), (std::vector<float>{3.0f, 4.0f}));
+  EXPECT_EQ(state(i64({1, 2, 3, 4, 5, 6}, {3, 2}), f32({1, 0, 3, 4, 0, 0}, {3, 2})), (std::vector<float>{1.5f, 3.0f}));
+  EXPECT_EQ(state(f32({0, 1, 1, 0}, {2, 2}), f32({0.1f, 0.9f, 0.8f, 0.2f}, {2, 2})), (std::vector<float>{0.0f, 2.0f}))
+      << "scores are not rounded: \"accuracy\" would count both rows";
+  const std::vector<float> column = state(i64({1, 0, 1}, {3}), f32({1, 0, 0.4f}, {3, 1}));
+  EXPECT_EQ(column, (std::vector<float>{2.0f, 3.0f}));
+  EXPECT_EQ(state(i64({1, 2}, {1, 2}), f32({1, 2}, {1, 2}).to(DType::kF16)), (std::vector<float>{1.0f, 1.0f}));
+  EXPECT_EQ(state(i64({}, {0}), f32({}, {0, 1})), (std::vector<float>{0.0f, 0.0f}));
 }
 
 }  // namespace lockstep::test

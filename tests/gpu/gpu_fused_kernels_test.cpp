@@ -48,6 +48,12 @@ TEST(GpuFusedKernels, AccuracyStateGivesTheNumbersOfArgmaxCompareCastAndSum) {
   test::expect_accuracy_as_composed(on.gpu);
 }
 
+TEST(GpuFusedKernels, KerasAccuracyIsExactEqualityValueByValue) {
+  LOCKSTEP_REQUIRE_GPU();
+  const OnGpu0 on;
+  test::expect_keras_accuracy(on.gpu);
+}
+
 // Dropout's mask and product in one kernel, on the GPU: the bits of the mask then the product.
 TEST(GpuFusedKernels, DropoutGivesTheBitsOfTheMaskThenTheProduct) {
   LOCKSTEP_REQUIRE_GPU();

@@ -12,6 +12,8 @@ namespace {
 
 TEST(AccuracyState, GivesTheNumbersOfArgmaxCompareCastAndSum) { test::expect_accuracy_as_composed(Device{}); }
 
+TEST(AccuracyState, KerasAccuracyIsExactEqualityValueByValue) { test::expect_keras_accuracy(Device{}); }
+
 TEST(AccuracyState, NamesWhatItCannotCount) {
   const Tensor pred = Tensor::zeros({4, 3});
   const std::string float_labels =

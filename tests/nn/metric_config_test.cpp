@@ -95,7 +95,9 @@ TEST(MetricConfig, AccuracyIsTheOneThatFitsTheLoss) {
   EXPECT_EQ(cls("acc", "categorical_crossentropy"), "CategoricalAccuracy");
   EXPECT_EQ(cls("accuracy", "sparse_categorical_crossentropy"), "SparseCategoricalAccuracy");
   EXPECT_EQ(cls("ACC", "sparse_categorical_crossentropy"), "SparseCategoricalAccuracy");
-  EXPECT_EQ(cls("accuracy", "mean_squared_error"), "Accuracy");
+  // Any other loss: picked by the batch's shapes, as Keras picks; no Keras class (never Accuracy).
+  EXPECT_EQ(cls("accuracy", "mean_squared_error"), "");
+  EXPECT_NE(std::dynamic_pointer_cast<metrics::AccuracyByShape>(metrics::get("accuracy", "mse")), nullptr);
   EXPECT_EQ(metrics::deserialize("accuracy", "binary_crossentropy")->class_name(), "BinaryAccuracy");
 }
 
@@ -117,19 +119,51 @@ TEST(MetricConfig, HostileConfigsAreRefusedNamingTheOption) {
   };
   for (const json& k : {json(0), json(-3), json(2.5), json("3"), json(true)}) {
     EXPECT_HAS(refused("TopKCategoricalAccuracy", {{"k", k}}),
-               "TopKCategoricalAccuracy: k must be a positive integer, got " + k.dump());
-    EXPECT_HAS(refused("SparseTopKCategoricalAccuracy", {{"k", k}}), "SparseTopKCategoricalAccuracy: k must be");
+               "metric TopKCategoricalAccuracy: argument k=" + k.dump() + " must be an integer >= 1");
+    EXPECT_HAS(refused("SparseTopKCategoricalAccuracy", {{"k", k}}), "SparseTopKCategoricalAccuracy: argument k=");
   }
   EXPECT_HAS(refused("BinaryAccuracy", {{"threshold", "nan"}}),
-             "BinaryAccuracy: threshold must be a finite number, got \"nan\"");
+             "metric BinaryAccuracy: argument threshold=\"nan\" must be a finite number");
   EXPECT_HAS(refused("BinaryAccuracy", {{"threshold", std::numeric_limits<double>::quiet_NaN()}}),
-             "threshold must be a finite number");  // a NaN a C++ caller put in the config
+             "must be a finite number");  // a NaN a C++ caller put in the config
   EXPECT_HAS(refused("SparseTopKCategoricalAccuracy", {{"from_sorted_ids", true}}),
-             "SparseTopKCategoricalAccuracy: from_sorted_ids=true is not supported");
-  EXPECT_HAS(refused("Accuracy", {{"dtype", "float16"}}), "Accuracy: dtype \"float16\" is not supported");
-  EXPECT_HAS(refused("Mean", {{"k", 3}}), "Mean: config option 'k' is not supported");
-  EXPECT_HAS(refused("Mean", {{"name", 3}}), "Mean: name must be a string, got 3");
-  EXPECT_HAS(refused("Mean", json::array()), "Mean: config [] is not an object");
+             "metric SparseTopKCategoricalAccuracy: argument from_sorted_ids=true is not supported");
+  EXPECT_HAS(refused("Accuracy", {{"dtype", "float16"}}), "metric Accuracy: argument dtype=\"float16\" is not supported");
+  EXPECT_HAS(refused("Mean", {{"k", 3}}), "metric Mean: argument k=3 is not supported");
+  EXPECT_HAS(refused("Mean", {{"name", 3}}), "metric Mean: argument name=3 must be a string");
+  EXPECT_HAS(refused("Mean", json::array()), "metric Mean: config [] is not an object");
+}
+
+// Every class, table-driven: what serialize writes (each option away from its default) is what
+// deserialize reads back, an unknown key is refused naming the class, the key and its value, and
+// Keras' "off" (null or false) for a key the class has not passes. A key serialize writes that the
+// reads leave fails here.
+TEST(MetricConfig, WhatSerializeWritesDeserializeReadsAndNothingElse) {
+  const std::vector<metrics::MetricPtr> all = {std::make_shared<metrics::Accuracy>("a"),
+                                               std::make_shared<metrics::BinaryAccuracy>("b", 0.7),
+                                               std::make_shared<metrics::CategoricalAccuracy>("c"),
+                                               std::make_shared<metrics::SparseCategoricalAccuracy>("s"),
+                                               std::make_shared<metrics::TopKCategoricalAccuracy>(3, "t"),
+                                               std::make_shared<metrics::SparseTopKCategoricalAccuracy>(2, "st"),
+                                               std::make_shared<metrics::MeanAbsoluteError>("mae"),
+                                               std::make_shared<metrics::MeanSquaredError>("mse"),
+                                               std::make_shared<metrics::Mean>("m")};
+  ASSERT_EQ(all.size(), kClasses.size());
+  for (const auto& metric : all) {
+    const std::string cls = metric->class_name();
+    SCOPED_TRACE(cls);
+    const json written = metrics::serialize(*metric);
+    const metrics::MetricPtr back = metrics::deserialize(written);
+    EXPECT_EQ(metrics::serialize(*back), written);
+    EXPECT_EQ(back->options(), metric->options());
+    json extra = written;
+    extra["config"]["bogus"] = 1.5;
+    EXPECT_HAS(message_of([&] { (void)metrics::deserialize(extra); }),
+               "metric " + cls + ": argument bogus=1.5 is not supported");
+    extra["config"]["bogus"] = nullptr;
+    extra["config"]["unused"] = false;
+    EXPECT_EQ(metrics::serialize(*metrics::deserialize(extra)), written);
+  }
 }
 
 // What a .keras compile config lists: the name compile took where it makes the same metric again.

@@ -96,18 +96,29 @@ TEST(OptimizerConfig, WhatSerializeWritesDeserializeReadsEveryOptionSet) {
   }
 }
 
+// Every class: an unknown key is refused naming the class, the key and its value (the message
+// metrics and schedules give too); Keras' "off" for it passes.
+TEST(OptimizerConfig, EveryClassRefusesAnUnknownKeyNamingClassAndKey) {
+  for (const std::string cls : {"SGD", "Adam", "AdamW", "RMSprop"}) {
+    SCOPED_TRACE(cls);
+    EXPECT_VALUE_ERROR(from_keras(cls, R"({"learning_rate": 0.01, "bogus": [1]})"),
+                       "optimizer " + cls + ": argument bogus=[1] is not supported");
+    EXPECT_EQ(from_keras(cls, R"({"learning_rate": 0.01, "bogus": null, "unused": false})")->name(), cls);
+  }
+}
+
 TEST(OptimizerConfig, AnOptionTheClassDoesNotReadIsRefusedByNameUnlessOff) {
   EXPECT_VALUE_ERROR(from_keras("Adam", R"({"learning_rate": 0.001, "amsgrad": true})"),
-                     "optimizer argument amsgrad=true is not supported");
+                     "optimizer Adam: argument amsgrad=true is not supported");
   EXPECT_VALUE_ERROR(from_keras("SGD", R"({"learning_rate": 0.01, "use_ema": true})"),
-                     "optimizer argument use_ema=true is not supported");
+                     "optimizer SGD: argument use_ema=true is not supported");
   // Another class's option: Keras' Adam has no momentum.
   EXPECT_VALUE_ERROR(from_keras("Adam", R"({"learning_rate": 0.001, "momentum": 0.9})"),
-                     "optimizer argument momentum=0.9 is not supported");
+                     "optimizer Adam: argument momentum=0.9 is not supported");
   EXPECT_VALUE_ERROR(from_keras("RMSprop", R"({"learning_rate": 0.001, "weight_decay": 0.01})"),
-                     "optimizer RMSprop weight_decay is not supported (use AdamW)");
+                     "optimizer RMSprop: argument weight_decay=0.01 is not supported (use AdamW)");
   EXPECT_VALUE_ERROR(from_keras("SGD", R"({"learning_rate": "fast"})"),
-                     R"(optimizer learning_rate="fast" is not supported)");
+                     R"(optimizer SGD: argument learning_rate="fast" must be a finite number)");
   EXPECT_VALUE_ERROR(from_keras("Adagrad", R"({"learning_rate": 0.001})"), "optimizer Adagrad is not supported");
   EXPECT_VALUE_ERROR(optimizers::deserialize({{"class_name", "SGD"}, {"config", 3}}), "is not an object");
   // Keras' "off" (null or false) and its name are passed over.

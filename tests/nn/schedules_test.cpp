@@ -6,6 +6,7 @@
 #include <cmath>
 #include <numbers>
 
+#include "common/error_message.hpp"
 #include "lockstep/optimizers/schedules.hpp"
 
 namespace lockstep {
@@ -184,7 +185,7 @@ TEST(Schedules, DeserializeNamesWhatItCannotRead) {
   EXPECT_NE(message(j).find("schedule InverseTimeDecay is not supported"), std::string::npos) << message(j);
   j = exp;
   j["config"]["decay_steps"] = "7";
-  EXPECT_NE(message(j).find("ExponentialDecay: argument decay_steps=\"7\" has the wrong type"), std::string::npos)
+  EXPECT_NE(message(j).find("learning-rate schedule ExponentialDecay: argument decay_steps=\"7\" must be an integer"), std::string::npos)
       << message(j);
   j = exp;
   j["config"].erase("decay_rate");
@@ -196,6 +197,22 @@ TEST(Schedules, DeserializeNamesWhatItCannotRead) {
   j["config"]["decay_steps"] = 0;
   EXPECT_NE(message(j).find("decay_steps must be > 0"), std::string::npos) << message(j);
   EXPECT_NE(message(nlohmann::json(0.1)).find("must be {\"class_name\""), std::string::npos);
+}
+
+// Every class: an unknown key is refused naming the class, the key and its value (the message
+// optimizers and metrics give too); Keras' "off" for it (null, false) passes.
+TEST(Schedules, EveryClassRefusesAnUnknownKeyNamingClassAndKey) {
+  for (const optimizers::Schedule& s : {sch::ExponentialDecay(0.1, 7, 0.5), sch::PiecewiseConstantDecay({3}, {0.1, 0.01}),
+                                 sch::CosineDecay(0.1, 10), sch::PolynomialDecay(0.1, 10)}) {
+    nlohmann::json j = sch::serialize(s);
+    const std::string cls = j.at("class_name");
+    SCOPED_TRACE(cls);
+    j["config"]["bogus"] = 2;
+    EXPECT_VALUE_ERROR(sch::deserialize(j), "learning-rate schedule " + cls + ": argument bogus=2 is not supported");
+    j["config"]["bogus"] = false;
+    j["config"]["unused"] = nullptr;
+    EXPECT_EQ(sch::serialize(sch::deserialize(j)), sch::serialize(s));
+  }
 }
 
 }  // namespace

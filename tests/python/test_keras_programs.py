@@ -96,6 +96,21 @@ def test_two_inputs_two_outputs_train_with_a_loss_per_output_and_loss_weights():
         np.testing.assert_array_equal(p, q)
 
 
+def test_metric_objects_per_output_are_logged_under_the_outputs_names():
+    a, b, cls, reg = two_by_two_data(256)
+    features, extra, out_cls, out_reg = two_by_two(5)
+    model = keras.Model(inputs=[features, extra], outputs=[out_cls, out_reg])
+    top1 = keras.metrics.SparseTopKCategoricalAccuracy(k=1, name="top1")
+    model.compile(optimizer="adam", loss={"cls": "sparse_categorical_crossentropy", "reg": "mse"},
+                  metrics={"cls": [top1, "accuracy"], "reg": keras.metrics.MeanAbsoluteError()})
+    logs = model.evaluate([a, b], [cls, reg], verbose=0, return_dict=True)
+    assert {"cls_top1", "cls_accuracy", "reg_mean_absolute_error"} <= set(logs)
+    assert logs["cls_top1"] == pytest.approx(logs["cls_accuracy"])  # the top 1 of two classes is the argmax
+    assert float(top1.result()) == pytest.approx(logs["cls_top1"])  # the object itself
+    np.testing.assert_allclose(logs["reg_mean_absolute_error"],
+                               np.abs(model.predict([a, b], verbose=0)[1] - reg).mean(), rtol=1e-5)
+
+
 def test_per_output_arguments_as_lists_train_the_bits_of_dicts():
     a, b, cls, reg = two_by_two_data(256)
     weights = []
@@ -187,8 +202,6 @@ def test_what_a_model_of_several_inputs_and_outputs_refuses_is_named():
         model.compile(optimizer="adam", loss=["mse"])
     with pytest.raises(ValueError, match="give metrics per output"):
         model.compile(optimizer="adam", loss="mse", metrics=["accuracy"])
-    with pytest.raises(ValueError, match="metric objects for output 'cls'"):
-        model.compile(optimizer="adam", loss="mse", metrics={"cls": [keras.metrics.Accuracy()]})
     with pytest.raises(ValueError, match="'rgr' is not an output"):
         model.compile(optimizer="adam", loss={"cls": "mse", "rgr": "mse"})
     model.compile(optimizer="adam", loss={"cls": "sparse_categorical_crossentropy", "reg": "mse"})

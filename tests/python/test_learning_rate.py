@@ -105,7 +105,7 @@ def test_bad_schedule_arguments_get_keras_errors_by_name():
         schedules.PiecewiseConstantDecay([20, 10], [1.0, 0.5, 0.1])
     with pytest.raises(ValueError, match="initial_learning_rate"):
         schedules.ExponentialDecay(-0.1, 10, 0.5)
-    with pytest.raises(ValueError, match="initial_learning_rate.*wrong type"):
+    with pytest.raises(ValueError, match="initial_learning_rate=\"0.1\" must be a finite number"):
         schedules.ExponentialDecay("0.1", 10, 0.5)
     with pytest.raises(ValueError, match="alpha"):
         schedules.CosineDecay(0.1, 10, alpha=2.0)

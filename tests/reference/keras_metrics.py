@@ -11,7 +11,10 @@ Keras evaluates and saves; lockstep loads the file, compiled from its compile_co
 every metric to Keras' value (the classifiers' first two classes have equal weights, so every row's
 scores tie there: Keras' in_top_k rule on ties runs end to end); lockstep's re-save lists the
 metrics exactly as Keras' file does (names as names, objects with their k and threshold), and Keras
-loads it and evaluates the same again.
+loads it and evaluates the same again. And keras.metrics.Accuracy (exact equality) beside
+"accuracy" on a loss that does not say which accuracy ("exact": mean_squared_error on a ReLU output,
+whose zeros equal the 0 targets exactly): Keras' Accuracy is lockstep's, both ways, and "accuracy"
+is Keras' pick by shapes (binary_accuracy for one output).
 
 Exit 0 all agree, 1 a disagreement, 77 (skip) when tensorflow/keras are not importable.
 """
@@ -34,9 +37,9 @@ def compile_config(path):
 
 def model_of(kind):
     keras.utils.set_random_seed(5)
-    units = 1 if kind == "binary" else CLASSES
-    model = keras.Sequential([keras.Input((FEATURES,)),
-                              keras.layers.Dense(units, activation="sigmoid" if units == 1 else "softmax")],
+    units = 1 if kind in ("binary", "exact") else CLASSES
+    activation = {"binary": "sigmoid", "exact": "relu"}.get(kind, "softmax")
+    model = keras.Sequential([keras.Input((FEATURES,)), keras.layers.Dense(units, activation=activation)],
                              name=f"metrics_{kind}")
     if units > 1:  # class 1's weights are class 0's: the two tie in every row
         kernel, bias = model.layers[0].get_weights()
@@ -52,9 +55,10 @@ def model_of(kind):
                    keras.metrics.SparseTopKCategoricalAccuracy(k=1, name="stop1"),
                    keras.metrics.SparseTopKCategoricalAccuracy(k=2, name="stop2")],
         "binary": ["accuracy", "binary_accuracy", keras.metrics.BinaryAccuracy(threshold=0.7, name="high")],
+        "exact": ["accuracy", keras.metrics.Accuracy(name="exact")],
     }[kind]
     loss = {"categorical": "categorical_crossentropy", "sparse": "sparse_categorical_crossentropy",
-            "binary": "binary_crossentropy"}[kind]
+            "binary": "binary_crossentropy", "exact": "mean_squared_error"}[kind]
     model.compile(optimizer="sgd", loss=loss, metrics=metrics)
     return model
 
@@ -113,7 +117,7 @@ def main():
     d, driver = sys.argv[1:]
     os.makedirs(d, exist_ok=True)
     print(f"keras {keras.__version__}")
-    for kind in ("categorical", "sparse", "binary"):
+    for kind in ("categorical", "sparse", "binary", "exact"):
         part(d, driver, kind)
     print(f"{len(kf.failures)} failure(s)")
     return 1 if kf.failures else 0

@@ -10,8 +10,13 @@
 #include <map>
 #include <set>
 
+#include <nlohmann/json.hpp>
+
 #include "common/error_message.hpp"
+#include "lockstep/io/atomic_file.hpp"
+#include "lockstep/io/zip_archive.hpp"
 #include "lockstep/lockstep.hpp"
+#include "lockstep/metrics/metric_config.hpp"
 #include "lockstep/tensor/kernel_launches.hpp"
 
 namespace lockstep {
@@ -326,6 +331,51 @@ TEST(FunctionalMultiIO, KerasFileRoundTripPredictsTheSame) {
   EXPECT_EQ(again->output_structure().names, (std::vector<std::string>{"cls", "reg"}));
   EXPECT_EQ(again->evaluate({d.image, d.tab}, {d.cls, d.reg}), la);
   std::filesystem::remove_all(dir);
+}
+
+// Metric objects per output (Keras' metrics={"cls": [keras.metrics.X(...)]}): logged as
+// "<output>_<name>", listed in .keras compile configs unprefixed by output, as Keras lists them
+// (a name where it makes the same metric, else Keras' object), and loaded back as the same
+// metrics. Two metrics of one log name are refused.
+TEST(FunctionalMultiIO, PerOutputMetricObjectsAreLoggedPrefixedAndKeptInKerasFiles) {
+  TwoByTwo g;
+  Functional model({{"image", g.image}, {"tab", g.tab}}, {{"cls", g.cls}, {"reg", g.reg}}, "objects", 5);
+  const std::map<std::string, losses::LossPtr> losses = {{"cls", losses::SparseCategoricalCrossentropy()},
+                                                         {"reg", losses::MeanSquaredError()}};
+  model.compile(optimizers::Adam(0.01), losses,
+                std::map<std::string, std::vector<metrics::MetricPtr>>{
+                    {"cls",
+                     {std::make_shared<metrics::SparseTopKCategoricalAccuracy>(2, "top2"),
+                      metrics::get("accuracy", "sparse_categorical_crossentropy")}},
+                    {"reg", {std::make_shared<metrics::MeanAbsoluteError>()}}});
+  const Data d = make_data(40);
+  const Logs logs = model.evaluate({d.image, d.tab}, {d.cls, d.reg});
+  for (const char* k : {"cls_top2", "cls_accuracy", "reg_mean_absolute_error"}) EXPECT_TRUE(logs.contains(k)) << k;
+  const auto dir = std::filesystem::temp_directory_path() / ("lockstep_multiio_m_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string path = (dir / "m.keras").string();
+  save_model(model, path);
+  const nlohmann::json config =
+      nlohmann::json::parse(io::find_entry(io::decode_zip(io::read_file(path), "m"), "config.json")->bytes);
+  const nlohmann::json listed = config.at("compile_config").at("metrics");
+  EXPECT_EQ(listed.at("cls").at(0), metrics::serialize(metrics::SparseTopKCategoricalAccuracy(2, "top2")));
+  EXPECT_EQ(listed.at("cls").at(1), "accuracy");
+  EXPECT_EQ(listed.at("reg"), nlohmann::json::array({"mean_absolute_error"}));
+  save_model(model, (dir / "folder").string());  // lockstep's own folder lists them alike
+  for (const std::string& saved : {path, (dir / "folder").string()}) {
+    SCOPED_TRACE(saved);
+    const auto back = load_model(saved);
+    ASSERT_TRUE(back->compiled());
+    ASSERT_EQ(back->metrics().size(), 3u);
+    EXPECT_EQ(dynamic_cast<const metrics::SparseTopKCategoricalAccuracy&>(*back->metrics()[0]).k(), 2);
+    EXPECT_EQ(back->metrics()[1]->class_name(), "SparseCategoricalAccuracy");
+    EXPECT_EQ(back->evaluate({d.image, d.tab}, {d.cls, d.reg}), logs);
+  }
+  std::filesystem::remove_all(dir);
+  EXPECT_VALUE_ERROR(model.compile(optimizers::Adam(0.01), losses,
+                                   std::map<std::string, std::vector<metrics::MetricPtr>>{
+                                       {"cls", {metrics::get("mae", ""), metrics::get("mae", "")}}}),
+                     "two metrics are logged as 'cls_mae'");
 }
 
 }  // namespace

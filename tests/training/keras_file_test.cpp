@@ -454,11 +454,29 @@ TEST_F(BrokenArchive, AnOptimizerOptionLockstepLacksLoadsUncompiledNamingIt) {
                                             {"config", {{"learning_rate", 0.001}, {"amsgrad", true}}}};
   std::unique_ptr<Model> m;
   EXPECT_HAS(load_warnings("amsgrad.keras", m),
-             "the model is loaded uncompiled: optimizer argument amsgrad=true is not supported");
+             "the model is loaded uncompiled: optimizer Adam: argument amsgrad=true is not supported");
   EXPECT_FALSE(m->compiled());
   config_["compile_config"]["optimizer"]["config"]["amsgrad"] = false;  // Keras' "off"
   EXPECT_EQ(load_warnings("amsgrad_off.keras", m), "");
   EXPECT_TRUE(m->compiled());
+}
+
+// A loss object's options go through the reader optimizers and metrics use: Keras' values at
+// lockstep's only ones pass, another is named in the same form, and the model loads uncompiled.
+TEST_F(BrokenArchive, ALossOptionLockstepLacksLoadsUncompiledNamingIt) {
+  config_["compile_config"]["loss"] = json::parse(R"({"module": "keras.losses", "class_name": "SparseCategoricalCrossentropy",
+      "config": {"name": "sparse_categorical_crossentropy", "reduction": "sum_over_batch_size", "from_logits": false,
+                 "ignore_class": null}, "registered_name": null})");
+  std::unique_ptr<Model> m;
+  EXPECT_EQ(load_warnings("loss_off.keras", m), "");
+  EXPECT_TRUE(m->compiled());
+  config_["compile_config"]["loss"]["config"]["ignore_class"] = 0;
+  EXPECT_HAS(load_warnings("loss_ignore.keras", m),
+             "the model is loaded uncompiled: loss SparseCategoricalCrossentropy: argument ignore_class=0 is not supported");
+  EXPECT_FALSE(m->compiled());
+  config_["compile_config"]["loss"]["config"]["ignore_class"] = nullptr;
+  config_["compile_config"]["loss"]["config"]["from_logits"] = "yes";
+  EXPECT_HAS(load_warnings("loss_logits.keras", m), "argument from_logits=\"yes\" must be true or false");
 }
 
 // RMSprop's compile config as Keras 3 writes and reads it: lockstep's is Keras' object (its
@@ -511,7 +529,7 @@ TEST_F(BrokenArchive, RMSpropCompileConfigIsKeras3sBothWays) {
   EXPECT_EQ(m->optimizer()->hyperparameters(), defaults);
   config_["compile_config"]["optimizer"] = {{"class_name", "RMSprop"},
                                             {"config", {{"learning_rate", 0.001}, {"weight_decay", 0.01}}}};
-  EXPECT_HAS(load_warnings("rmsprop_decay.keras", m), "optimizer RMSprop weight_decay is not supported");
+  EXPECT_HAS(load_warnings("rmsprop_decay.keras", m), "optimizer RMSprop: argument weight_decay=");
   EXPECT_FALSE(m->compiled());
 }
 

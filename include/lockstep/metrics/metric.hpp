@@ -93,13 +93,27 @@ class SparseCategoricalAccuracy final : public Metric {
   std::string class_name() const override { return "SparseCategoricalAccuracy"; }
 };
 
-/// Keras' "accuracy": exact match of y_true and y_pred (after rounding y_pred at 0.5 for one output).
+/// keras.metrics.Accuracy: how often y_pred equals y_true exactly, value by value (y_true taken
+/// in y_pred's dtype; the mean over each example's values, then over examples). Predictions are
+/// compared as they are, not rounded: it fits predicted labels, not scores.
 class Accuracy final : public Metric {
  public:
   explicit Accuracy(std::string name = "accuracy") : Metric(std::move(name)) {}
   Tensor batch_state(const Tensor& y_true, const Tensor& y_pred) const override;
   std::shared_ptr<Metric> clone_empty() const override { return std::make_shared<Accuracy>(name()); }
   std::string class_name() const override { return "Accuracy"; }
+};
+
+/// compile's "accuracy" where the loss does not say which accuracy fits (metric_config.hpp's
+/// get): picked by the batch's shapes as Keras 3's compile picks it at its first batch: one
+/// output, binary_accuracy (a threshold at 0.5); labels against class scores,
+/// sparse_categorical_accuracy; one-hot rows, categorical_accuracy. Keras has no class for it
+/// and writes it as the string, so class_name() is empty and a compile config lists its name.
+class AccuracyByShape final : public Metric {
+ public:
+  explicit AccuracyByShape(std::string name = "accuracy") : Metric(std::move(name)) {}
+  Tensor batch_state(const Tensor& y_true, const Tensor& y_pred) const override;
+  std::shared_ptr<Metric> clone_empty() const override { return std::make_shared<AccuracyByShape>(name()); }
 };
 
 /// Keras' "mae": the mean over examples of mean(|y_true - y_pred|) over each example's values.

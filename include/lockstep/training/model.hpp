@@ -142,6 +142,17 @@ class Model {
   void compile(optimizers::OptimizerPtr optimizer, const std::map<std::string, losses::LossPtr>& losses,
                const std::map<std::string, std::vector<std::string>>& metrics,
                const std::map<std::string, double>& loss_weights = {}, bool auto_scale_loss = true);
+  /// The same with metric objects per output (Keras' metrics={"cls": [keras.metrics.X(...)]}):
+  /// each is logged, and renamed, "<output>_<its name>". A template only so that `{}` and
+  /// `{{"cls", {"accuracy"}}}` still mean names.
+  template <typename M>
+    requires std::same_as<M, metrics::MetricPtr>
+  void compile(optimizers::OptimizerPtr optimizer, const std::map<std::string, losses::LossPtr>& losses,
+               std::map<std::string, std::vector<M>> metrics, const std::map<std::string, double>& loss_weights = {},
+               bool auto_scale_loss = true) {
+    compile_outputs_with_metric_objects(std::move(optimizer), losses, std::move(metrics), loss_weights,
+                                        auto_scale_loss);
+  }
   bool compiled() const { return optimizer_ != nullptr; }
   /// Keras' model.jit_compile (jit_compile.hpp): how train steps run from the next one on.
   /// Under "auto" and true the first train step after compile runs eagerly and is checked; under
@@ -330,6 +341,10 @@ class Model {
   void take_optimizer(optimizers::OptimizerPtr optimizer, losses::LossPtr loss, bool auto_scale_loss);
   void compile_with_metric_objects(optimizers::OptimizerPtr optimizer, losses::LossPtr loss,
                                    std::vector<metrics::MetricPtr> metrics, bool auto_scale_loss);
+  void compile_outputs_with_metric_objects(optimizers::OptimizerPtr optimizer,
+                                           const std::map<std::string, losses::LossPtr>& losses,
+                                           std::map<std::string, std::vector<metrics::MetricPtr>> metrics,
+                                           const std::map<std::string, double>& loss_weights, bool auto_scale_loss);
   /// Keras' rule: a model used (compile/fit) inside a strategy's scope must have been made in
   /// it; ValueError with Keras' message and the fix otherwise. An unbuilt model without a
   /// strategy adopts the open scope's (its variables will be made under it).

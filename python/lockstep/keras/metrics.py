@@ -81,6 +81,8 @@ class SparseCategoricalAccuracy(Metric):
 
 
 class Accuracy(Metric):
+    """How often y_pred equals y_true exactly, value by value (Keras' Accuracy: for predicted labels,
+    not scores; compile's "accuracy" is the one that fits the loss)."""
     _class_name = "Accuracy"
 
 

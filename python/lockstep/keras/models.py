@@ -59,16 +59,6 @@ def _metric_list(metrics):
     return given
 
 
-def _metric_names(metrics, output):
-    """One output's metrics of a model of several: names only (the C++ compile takes names there)."""
-    metrics = [metrics] if isinstance(metrics, str) else list(metrics or [])
-    for m in metrics:
-        if not isinstance(m, str):
-            raise ValueError(f"lockstep does not support metric objects for output '{output}' of a model of several "
-                             f"outputs yet; give their names (e.g. 'accuracy'), not {m!r}")
-    return metrics
-
-
 def _per_output(value, outputs, what):
     """Keras' per-output argument of compile (loss, loss_weights, metrics): a dict by output name,
     a list in the outputs' order (metrics: a list of lists), or one loss for every output (under "")."""
@@ -256,8 +246,8 @@ class Model:
             refuse_arguments("keras.Model.compile of a model of one output", loss_weights=loss_weights)
             self._model.compile(optimizers.get(optimizer), losses.get(loss), _metric_list(metrics))
         else:
-            per_output_metrics = {k: _metric_names(v, k) for k, v in _per_output(metrics or {}, outputs, "metrics")
-                                  .items()}
+            per_output_metrics = {k: _metric_list([v] if isinstance(v, (str, metrics_module.Metric)) else v)
+                                  for k, v in _per_output(metrics or {}, outputs, "metrics").items()}
             self._model.compile_outputs(optimizers.get(optimizer),
                                         {k: losses.get(v) for k, v in _per_output(loss, outputs, "loss").items()},
                                         per_output_metrics,

@@ -1,0 +1,121 @@
+#include "nn/config_reader.hpp"
+
+#include <cmath>
+
+#include "lockstep/core/error.hpp"
+
+namespace lockstep::detail {
+
+using nlohmann::json;
+
+ConfigReader::ConfigReader(std::string what, const json& config) : what_(std::move(what)), config_(config) {
+  LOCKSTEP_CHECK(config_.is_object(), what_, ": config ", config_.dump().substr(0, 120), " is not an object");
+}
+
+const json* ConfigReader::raw(const char* key) {
+  read_.insert(key);
+  const auto it = config_.find(key);
+  return it == config_.end() || it->is_null() ? nullptr : &*it;
+}
+
+const json& ConfigReader::required(const char* key) {
+  const json* v = raw(key);
+  LOCKSTEP_CHECK(v != nullptr, what_, ": missing argument ", key);
+  return *v;
+}
+
+void ConfigReader::fail(const char* key, const json& value, const std::string& problem) const {
+  throw ValueError(concat(what_, ": argument ", key, "=", value.dump().substr(0, 120), " ", problem));
+}
+
+namespace {
+// A JSON number that is finite (a C++ caller may put a NaN in a config; JSON text has none).
+bool finite_number(const json& v) { return v.is_number() && std::isfinite(v.get<double>()); }
+}  // namespace
+
+double ConfigReader::number(const char* key) {
+  const json& v = required(key);
+  if (!finite_number(v)) fail(key, v, "must be a finite number");
+  return v.get<double>();
+}
+
+double ConfigReader::number(const char* key, double otherwise) { return raw(key) ? number(key) : otherwise; }
+
+std::optional<double> ConfigReader::optional_number(const char* key) {
+  return raw(key) ? std::optional<double>(number(key)) : std::nullopt;
+}
+
+std::int64_t ConfigReader::integer(const char* key, std::int64_t otherwise, std::int64_t min,
+                                   std::int64_t max) {
+  const json* v = raw(key);
+  if (!v) return otherwise;
+  const std::string wanted = min == kLowest && max == kHighest ? "must be an integer"
+                             : max == kHighest                 ? concat("must be an integer >= ", min)
+                                               : concat("must be an integer in [", min, ", ", max, "]");
+  // nlohmann's get<std::int64_t>() would truncate 2.5, and true is no integer in Keras either.
+  const bool past_int64 =
+      v->is_number_unsigned() && v->get<std::uint64_t>() > static_cast<std::uint64_t>(kHighest);
+  if (!v->is_number_integer() || past_int64) fail(key, *v, wanted);
+  const auto i = v->get<std::int64_t>();
+  if (i < min || i > max) fail(key, *v, wanted);
+  return i;
+}
+
+std::int64_t ConfigReader::integer(const char* key) {
+  (void)required(key);
+  return integer(key, 0);
+}
+
+bool ConfigReader::boolean(const char* key, bool otherwise) {
+  const json* v = raw(key);
+  if (!v) return otherwise;
+  if (!v->is_boolean()) fail(key, *v, "must be true or false");
+  return v->get<bool>();
+}
+
+std::string ConfigReader::string(const char* key, const std::string& otherwise) {
+  const json* v = raw(key);
+  if (!v) return otherwise;
+  if (!v->is_string()) fail(key, *v, "must be a string");
+  return v->get<std::string>();
+}
+
+std::vector<double> ConfigReader::numbers(const char* key) {
+  const json& v = required(key);
+  std::vector<double> out;
+  if (!v.is_array()) fail(key, v, "must be a list of numbers");
+  for (const json& e : v) {
+    if (!finite_number(e)) fail(key, v, "must be a list of numbers");
+    out.push_back(e.get<double>());
+  }
+  return out;
+}
+
+std::vector<std::int64_t> ConfigReader::integers(const char* key) {
+  const json& v = required(key);
+  std::vector<std::int64_t> out;
+  if (!v.is_array()) fail(key, v, "must be a list of integers");
+  for (const json& e : v) {
+    if (!e.is_number_integer()) fail(key, v, "must be a list of integers");
+    out.push_back(e.get<std::int64_t>());
+  }
+  return out;
+}
+
+void ConfigReader::pass_over(std::initializer_list<const char*> keys) {
+  for (const char* key : keys) read_.insert(key);
+}
+
+void ConfigReader::refuse(const char* key, const char* hint) {
+  if (const json* v = raw(key); v && *v != json(false))
+    fail(key, *v, concat("is not supported (", hint, ")"));
+}
+
+void ConfigReader::refuse_the_rest() const {
+  for (const auto& [key, value] : config_.items()) {
+    if (read_.contains(key) || value.is_null() || value == json(false)) continue;
+    fail(key.c_str(), value, "is not supported");
+  }
+}
+
+}  // namespace lockstep::detail
