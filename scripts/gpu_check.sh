@@ -360,12 +360,12 @@ part custom_loop      45 accuracy 0.97 "${with_libs[@]}" "$custom_loop" 5
 # Correctness: the gpu tests (37.5 among them), the CUDA parity rows, compute-sanitizer's memcheck
 # on a short set (API errors are what the memory tests provoke), labels and token ids out of range on
 # the device among them (mark_outside: the kernels that take them touch nothing outside memory), and
-# a captured graph's replays with the multi-tensor Adam's pointers in its launch parameters.
+# a captured graph's replays with the multi-tensor Adam's and RMSprop's pointers in its launch parameters.
 # Not --gtest_brief: if a test hangs, the log's last "[ RUN ]" names it.
 part gpu_tests        90 "${with_libs[@]}" "$gpu_tests"
 part parity_cuda      30 "${with_libs[@]}" "$backend_tests" --gtest_brief=1 '--gtest_filter=*cuda*:ParityBackends.Cuda'
 part memcheck         45 "${with_libs[@]}" "$sanitizer" --tool memcheck --error-exitcode 1 --report-api-errors no \
-                         --print-limit 20 "$gpu_tests" '--gtest_filter=GpuMemory.*:GpuCompute.*:GpuReplicas.CollectivesAmongLogicalReplicasOnOneGpu:GpuDeviceChecks.*:GpuKernelLaunches.AdamOverSeveral*:GpuStepGraph.Replays*:GpuFusedKernels.*'
+                         --print-limit 20 "$gpu_tests" '--gtest_filter=GpuMemory.*:GpuCompute.*:GpuReplicas.CollectivesAmongLogicalReplicasOnOneGpu:GpuDeviceChecks.*:GpuKernelLaunches.AdamOverSeveral*:GpuKernelLaunches.RmspropOverSeveral*:GpuStepGraph.Replays*:GpuFusedKernels.*'
 as_time_allows
 # The block-shared kernels written since the last real run (attention's tiles and reduction trees,
 # the device range check's, the fused accuracy's warps) under compute-sanitizer's racecheck and synccheck.

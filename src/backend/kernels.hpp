@@ -94,14 +94,16 @@ LOCKSTEP_HOST_DEVICE constexpr float clip_grad_of(float u, float g, float lo, fl
   return u < lo || u > hi ? 0.0f : g;
 }
 /// Several float32 variables' updates in one launch (multi-tensor apply): variable j's weights
-/// w[j], slots m[j] and v[j] (null where the rule has none) and gradient g[j], of n[j] elements.
-/// A value: CUDA's launch carries it in the kernel's parameters, a capture's recording copies it.
+/// w[j], slots m[j], v[j] and a[j] (null where the rule has none; RMSprop's momentum, velocity and
+/// average gradient) and gradient g[j], of n[j] elements. A value: CUDA's launch carries it in
+/// the kernel's parameters, a capture's recording copies it.
 struct MultiUpdateDesc {
-  static constexpr int kMax = 32;  // 1.3 KB of parameters (CUDA takes 4 KB)
+  static constexpr int kMax = 32;  // 1.5 KB of parameters (CUDA takes 4 KB)
   int count = 0;
   void* w[kMax] = {};
   void* m[kMax] = {};
   void* v[kMax] = {};
+  void* a[kMax] = {};
   const void* g[kMax] = {};
   std::int64_t n[kMax] = {};
 };

@@ -138,8 +138,9 @@ Tensor BatchNormalizationLayer::call(const Tensor& x, const CallContext& ctx) co
     variance = scale(total(batch_norm_squared_deviations(xf, mean)), static_cast<float>(1.0 / count));
   }
   const Tensor y = normalize(x2d, mean, variance, count, sync);
-  // Synchronised replicas all know the global statistics, an empty slice's included.
-  if (sync || rows > 0) {
+  // Synchronised replicas all know the global statistics, an empty slice's included. predict and
+  // evaluate (read_only) normalise by them and keep the moving statistics.
+  if ((sync || rows > 0) && !ctx.read_only) {
     const float m = options_.momentum;
     moving_mean_.assign(add(scale(moving_mean_.value(), m), scale(mean, 1.0f - m)));
     moving_variance_.assign(add(scale(moving_variance_.value(), m), scale(variance, 1.0f - m)));

@@ -570,6 +570,14 @@ class RMSpropImpl final : public Optimizer {
     Tensor& average = centered_ ? slots.at(next) : none;
     rmsprop_update_(w, slots.at(0), momentum, average, g, step, constants());
   }
+  void update_rule_all(std::vector<Tensor>& ws, std::vector<std::vector<Tensor>>& slots,
+                       const std::vector<Tensor>& grads, const Tensor& step) override {
+    std::size_t next = 1;
+    std::vector<Tensor> velocities = slot_column(slots, 0);
+    std::vector<Tensor> momentums = momentum_ > 0 ? slot_column(slots, next++) : std::vector<Tensor>{};
+    std::vector<Tensor> averages = centered_ ? slot_column(slots, next) : std::vector<Tensor>{};
+    rmsprop_update_all_(ws, velocities, momentums, averages, grads, step, constants());
+  }
 
  private:
   // Keras' float32 forms: rho and epsilon cast from their Python floats, 1 - rho computed in

@@ -26,6 +26,9 @@ void check_slot(const char* op, const Tensor& w, const Tensor& t, const char* wh
 backend::AdamStep adam_step(const AdamBetas& b) {
   return {.one_minus_b1 = b.one_minus_beta_1, .one_minus_b2 = b.one_minus_beta_2, .epsilon = b.epsilon};
 }
+backend::RmspropStep rmsprop_step(const RmspropConstants& c) {
+  return {.rho = c.rho, .one_minus_rho = c.one_minus_rho, .epsilon = c.epsilon, .momentum = c.momentum};
+}
 AdamBetas betas(const AdamConstants& c) {
   return {.one_minus_beta_1 = c.one_minus_beta_1, .one_minus_beta_2 = c.one_minus_beta_2, .epsilon = c.epsilon};
 }
@@ -239,9 +242,7 @@ void rmsprop_update_(Tensor& w, Tensor& velocity, Tensor& momentum, Tensor& aver
   if (average_gradient.defined()) check_slot("RMSprop", w, average_gradient, "average gradient");
   const auto raw = [](Tensor& t) { return t.defined() ? t.raw_data() : nullptr; };
   k.rmsprop_update(ctx(), w.raw_data(), velocity.raw_data(), raw(momentum), raw(average_gradient), g.raw_data(),
-                   w.numel(), {.rho = c.rho, .one_minus_rho = c.one_minus_rho, .epsilon = c.epsilon,
-                               .momentum = c.momentum},
-                   checked_block("RMSprop", step, w));
+                   w.numel(), rmsprop_step(c), checked_block("RMSprop", step, w));
 }
 
 void sgd_update_(Tensor& w, Tensor& momentum, const std::vector<Tensor>& grads, const std::vector<Tensor>& copies,
@@ -266,18 +267,28 @@ void adam_update_(Tensor& w, Tensor& m, Tensor& v, const std::vector<Tensor>& gr
 }
 
 namespace {
+// One slot list of a multi-tensor update: its tensors (one per variable), its name in messages,
+// and the descriptor's array it goes to.
+struct SlotList {
+  std::vector<Tensor>* tensors;
+  const char* name;
+  void* (backend::MultiUpdateDesc::*at)[backend::MultiUpdateDesc::kMax];
+};
+constexpr auto kM = &backend::MultiUpdateDesc::m;
+constexpr auto kV = &backend::MultiUpdateDesc::v;
+constexpr auto kA = &backend::MultiUpdateDesc::a;
+
 // The variables of the lists in launches of at most MultiUpdateDesc::kMax, each checked as the
 // one-variable update checks it: `launch` gets each launch's table, descriptor and block.
 void for_each_launch(const char* op, backend::KernelOp kernel, std::vector<Tensor>& ws,
-                     const std::vector<Tensor>& grads, const std::vector<std::vector<Tensor>*>& slots,
-                     const std::vector<const char*>& slot_names, const Tensor& step,
+                     const std::vector<Tensor>& grads, const std::vector<SlotList>& slots, const Tensor& step,
                      const std::function<void(const backend::KernelTable&, const backend::MultiUpdateDesc&,
                                               const step_state::StepBlock*)>& launch) {
   LOCKSTEP_CHECK(grads.size() == ws.size(), op, ": ", grads.size(), " gradients for ", ws.size(),
                  " variables");
-  for (std::size_t s = 0; s < slots.size(); ++s)
-    LOCKSTEP_CHECK(slots[s]->size() == ws.size(), op, ": ", slots[s]->size(), " ", slot_names[s],
-                   " slots for ", ws.size(), " variables");
+  for (const SlotList& s : slots)
+    LOCKSTEP_CHECK(s.tensors->size() == ws.size(), op, ": ", s.tensors->size(), " ", s.name, " slots for ",
+                   ws.size(), " variables");
   const step_state::StepBlock* block = nullptr;
   for (std::size_t i = 0; i < ws.size(); ++i) {
     LOCKSTEP_CHECK(ws[i].defined() && ws[i].dtype() == ws[0].dtype(), op, ": variable ", i, " is ",
@@ -285,7 +296,7 @@ void for_each_launch(const char* op, backend::KernelOp kernel, std::vector<Tenso
                    dtype_name(ws[0].dtype()));
     block = checked_block(op, step, ws[i]);
     check_slot(op, ws[i], grads[i], "gradient");
-    for (std::size_t s = 0; s < slots.size(); ++s) check_slot(op, ws[i], (*slots[s])[i], slot_names[s]);
+    for (const SlotList& s : slots) check_slot(op, ws[i], (*s.tensors)[i], s.name);
   }
   for (std::size_t begin = 0; begin < ws.size(); begin += backend::MultiUpdateDesc::kMax) {
     const std::size_t end = std::min(ws.size(), begin + backend::MultiUpdateDesc::kMax);
@@ -295,20 +306,20 @@ void for_each_launch(const char* op, backend::KernelOp kernel, std::vector<Tenso
       d.w[d.count] = ws[i].raw_data();
       d.g[d.count] = grads[i].raw_data();
       d.n[d.count] = ws[i].numel();
-      if (!slots.empty()) d.m[d.count] = (*slots[0])[i].raw_data();
-      if (slots.size() > 1) d.v[d.count] = (*slots[1])[i].raw_data();
+      for (const SlotList& s : slots) (d.*s.at)[d.count] = (*s.tensors)[i].raw_data();
     }
     launch(k, d, block);
   }
 }
+
 }  // namespace
 
 void sgd_update_all_(std::vector<Tensor>& ws, std::vector<Tensor>& momentums,
                      const std::vector<Tensor>& grads, const Tensor& step, float mu, bool nesterov) {
-  std::vector<std::vector<Tensor>*> slots;
-  if (!momentums.empty() || mu > 0) slots.push_back(&momentums);
+  std::vector<SlotList> slots;
+  if (!momentums.empty() || mu > 0) slots.push_back({&momentums, "momentum", kM});
   for_each_launch(
-      "SGD", backend::KernelOp::kSgdUpdateMulti, ws, grads, slots, {"momentum"}, step,
+      "SGD", backend::KernelOp::kSgdUpdateMulti, ws, grads, slots, step,
       [&](const backend::KernelTable& k, const backend::MultiUpdateDesc& d,
           const step_state::StepBlock* block) { k.sgd_update_multi(ctx(), d, block, mu, nesterov); });
 }
@@ -316,10 +327,26 @@ void sgd_update_all_(std::vector<Tensor>& ws, std::vector<Tensor>& momentums,
 void adam_update_all_(std::vector<Tensor>& ws, std::vector<Tensor>& ms, std::vector<Tensor>& vs,
                       const std::vector<Tensor>& grads, const Tensor& step, const AdamBetas& b) {
   for_each_launch(
-      "Adam", backend::KernelOp::kAdamUpdateMulti, ws, grads, {&ms, &vs}, {"first moment", "second moment"},
-      step,
-      [&](const backend::KernelTable& k, const backend::MultiUpdateDesc& d,
-          const step_state::StepBlock* block) { k.adam_update_multi(ctx(), d, adam_step(b), block); });
+      "Adam", backend::KernelOp::kAdamUpdateMulti, ws, grads, {{&ms, "first moment", kM}, {&vs, "second moment", kV}},
+      step, [&](const backend::KernelTable& k, const backend::MultiUpdateDesc& d,
+                const step_state::StepBlock* block) { k.adam_update_multi(ctx(), d, adam_step(b), block); });
+}
+
+void rmsprop_update_all_(std::vector<Tensor>& ws, std::vector<Tensor>& velocities, std::vector<Tensor>& momentums,
+                         std::vector<Tensor>& averages, const std::vector<Tensor>& grads, const Tensor& step,
+                         const RmspropConstants& c) {
+  // rmsprop_update_'s rule: momentum slots exactly when momentum > 0; average slots (centered)
+  // wherever given.
+  LOCKSTEP_CHECK(momentums.empty() == !(c.momentum > 0), "RMSprop: momentum slots go with a momentum > 0, got ",
+                 momentums.size(), " momentum slots and momentum ", c.momentum);
+  std::vector<SlotList> slots{{&velocities, "velocity", kV}};
+  if (!momentums.empty()) slots.push_back({&momentums, "momentum", kM});
+  if (!averages.empty()) slots.push_back({&averages, "average gradient", kA});
+  for_each_launch("RMSprop", backend::KernelOp::kRmspropUpdateMulti, ws, grads, slots, step,
+                  [&](const backend::KernelTable& k, const backend::MultiUpdateDesc& d,
+                      const step_state::StepBlock* block) {
+                    k.rmsprop_update_multi(ctx(), d, rmsprop_step(c), block);
+                  });
 }
 
 // With the step's numbers given as values: a block holding them, then the updates above.
@@ -344,6 +371,12 @@ void sgd_update_all_(std::vector<Tensor>& ws, std::vector<Tensor>& momentums,
 void adam_update_all_(std::vector<Tensor>& ws, std::vector<Tensor>& ms, std::vector<Tensor>& vs,
                       const std::vector<Tensor>& grads, const AdamConstants& c) {
   adam_update_all_(ws, ms, vs, grads, block_with({.alpha = c.alpha, .decay = c.decay}), betas(c));
+}
+
+void rmsprop_update_all_(std::vector<Tensor>& ws, std::vector<Tensor>& velocities, std::vector<Tensor>& momentums,
+                         std::vector<Tensor>& averages, const std::vector<Tensor>& grads, float lr,
+                         const RmspropConstants& c) {
+  rmsprop_update_all_(ws, velocities, momentums, averages, grads, block_with({.lr = lr}), c);
 }
 
 void sgd_update_(Tensor& w, Tensor& momentum, const std::vector<Tensor>& grads, const std::vector<Tensor>& copies,

@@ -49,7 +49,7 @@ Logs Model::evaluate_impl(const data::Dataset& dataset, std::int64_t steps, cons
                                  [&](const data::Element& s, std::int64_t, ReplicaInterface* rc) {
                                    detail::SliceOutputs outs;
                                    ReplicaNumbers r;
-                                   const layers::CallContext ctx{.replica = rc, .softmax_to_loss = true};
+                                   const layers::CallContext ctx{.replica = rc, .softmax_to_loss = true, .read_only = true};
                                    slice_loss(s, ctx, outs, r);
                                    slice_metric_states(s, outs, r);
                                    return r;
@@ -127,7 +127,7 @@ std::vector<Tensor> Model::predict_outputs(const data::Dataset& dataset, const P
     const std::shared_ptr<detail::StepJit> jit = step_jit(StepFunction::kPredict);
     auto parts = jit->step(strategy_, detail::split_batch(strategy_, std::move(xs)), jit_compile_, name(),
                            [&](const data::Element& s, std::int64_t, ReplicaInterface* rc) {
-                             const layers::CallContext ctx{.replica = rc};
+                             const layers::CallContext ctx{.replica = rc, .read_only = true};
                              ReplicaNumbers r;
                              if (n_in == 1 && outputs_.size() == 1) {
                                r.outputs = {forward(s[0], ctx).output};

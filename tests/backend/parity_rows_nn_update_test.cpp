@@ -190,8 +190,9 @@ Row adam_row(const char* key, float decay, int parts = 0, bool multi = false) {
 }
 
 // One Keras RMSprop step (velocity, and momentum / average gradient where asked): the variable
-// and its slots after it, against the rule in double.
-Row rmsprop_row(const char* key, bool centered, float momentum) {
+// and its slots after it, against the rule in double; with `multi`, the multi-tensor kernel on
+// the variable cut in three.
+Row rmsprop_row(const char* key, bool centered, float momentum, bool multi = false) {
   const Shape s{67591};
   constexpr float kLr = 1e-3f;
   const RmspropConstants k{.rho = 0.9f, .one_minus_rho = static_cast<float>(1.0 - 0.9), .epsilon = 1e-7f,
@@ -202,13 +203,21 @@ Row rmsprop_row(const char* key, bool centered, float momentum) {
   const std::size_t first = inputs.size();
   add_gradients(inputs, s, 0);
   return make_row(
-      key, "grain", "RMSprop", floats(), {{KernelOp::kRmspropUpdate, {}}}, inputs,
+      key, "grain", "RMSprop", floats(), {{multi ? KernelOp::kRmspropUpdateMulti : KernelOp::kRmspropUpdate, {}}},
+      inputs,
       [=](const std::vector<Tensor>& in, DType) {
         Tensor w = in[0].clone(), v = in[1].clone();
         std::size_t next = 2;
         Tensor m = momentum > 0 ? in[next++].clone() : Tensor();
         Tensor a = centered ? in[next].clone() : Tensor();
-        rmsprop_update_(w, v, m, a, in[first], kLr, k);
+        if (multi) {
+          std::vector<Tensor> ws = three_of(w), vs = three_of(v);
+          std::vector<Tensor> ms = m.defined() ? three_of(m) : std::vector<Tensor>{};
+          std::vector<Tensor> as = a.defined() ? three_of(a) : std::vector<Tensor>{};
+          rmsprop_update_all_(ws, vs, ms, as, three_of(in[first]), kLr, k);
+        } else {
+          rmsprop_update_(w, v, m, a, in[first], kLr, k);
+        }
         std::vector<Tensor> out{w, v};
         if (m.defined()) out.push_back(m);
         if (a.defined()) out.push_back(a);
@@ -796,6 +805,8 @@ std::vector<Row> nn_update_rows() {
   rows.push_back(sgd_row("sgd_update_multi", false, false, 0, true));
   rows.push_back(sgd_row("sgd_update_multi_nesterov", true, true, 0, true));
   rows.push_back(adam_row("adamw_update_multi", 1e-4f, 0, true));
+  rows.push_back(rmsprop_row("rmsprop_update_multi", false, 0.0f, true));
+  rows.push_back(rmsprop_row("rmsprop_update_multi_centered_momentum", true, 0.9f, true));
   rows.push_back(step_row());
   return rows;
 }

@@ -73,6 +73,61 @@ TEST(GpuKernelLaunches, AdamOverSeveralVariablesReplaysTheOneVariableUpdatesBits
   }
 }
 
+// RMSprop over several variables in one launch, captured, in each of its forms (plain, momentum,
+// centered, both: one to three slots a variable): each replay gives the bits the one-variable
+// updates give eagerly, and counts one launch.
+TEST(GpuKernelLaunches, RmspropOverSeveralVariablesReplaysTheOneVariableUpdatesBitsInEveryForm) {
+  LOCKSTEP_REQUIRE_GPU();
+  const OnGpu0 on;
+  for (const float momentum : {0.0f, 0.5f})
+    for (const bool centered : {false, true}) {
+      SCOPED_TRACE(::testing::Message() << "momentum " << momentum << " centered " << centered);
+      std::vector<Tensor> w, vel, mom, avg, g, w1, vel1, mom1, avg1;
+      for (std::uint64_t i = 0; i < 3; ++i) {
+        const Shape s{1 + 50 * static_cast<std::int64_t>(i)};
+        w.push_back(test::random_uniform(s, 10 * i + 1).to(on.gpu));
+        vel.push_back(test::random_uniform(s, 10 * i + 2, 0.0f, 0.01f).to(on.gpu));
+        g.push_back(test::random_uniform(s, 10 * i + 3).to(on.gpu));
+        w1.push_back(w.back().clone());
+        vel1.push_back(vel.back().clone());
+        if (momentum > 0) {
+          mom.push_back(test::random_uniform(s, 10 * i + 4, -0.1f, 0.1f).to(on.gpu));
+          mom1.push_back(mom.back().clone());
+        }
+        if (centered) {
+          avg.push_back(test::random_uniform(s, 10 * i + 5, -0.01f, 0.01f).to(on.gpu));
+          avg1.push_back(avg.back().clone());
+        }
+      }
+      step_state::StepBlock host;
+      host.scalars.lr = 0.01f;
+      Tensor block = Tensor::empty({step_state::kStepBlockFloats});
+      block.copy_from_host(&host, sizeof host);
+      const RmspropConstants c{.rho = 0.9f, .one_minus_rho = 0.1f, .epsilon = 1e-7f, .momentum = momentum};
+      StepGraph graph(*on.ctx, [&] { rmsprop_update_all_(w, vel, mom, avg, g, block, c); });
+      for (int round = 0; round < 3; ++round) {
+        const std::uint64_t multi = kernel_launches(on.gpu, "rmsprop_update_multi");
+        graph.replay();
+        EXPECT_EQ(kernel_launches(on.gpu, "rmsprop_update_multi") - multi, 1u);
+        for (std::size_t i = 0; i < w.size(); ++i) {
+          Tensor m = momentum > 0 ? mom1[i] : Tensor(), a = centered ? avg1[i] : Tensor();
+          rmsprop_update_(w1[i], vel1[i], m, a, g[i], block, c);
+        }
+        const auto expect_same = [&](const std::vector<Tensor>& got, const std::vector<Tensor>& want,
+                                     const char* what) {
+          ASSERT_EQ(got.size(), want.size()) << what;
+          for (std::size_t i = 0; i < got.size(); ++i)
+            EXPECT_EQ(got[i].to_vector<float>(), want[i].to_vector<float>())
+                << what << ", round " << round << ", variable " << i;
+        };
+        expect_same(w, w1, "weights");
+        expect_same(vel, vel1, "velocity");
+        expect_same(mom, mom1, "momentum");  // (empty without momentum)
+        expect_same(avg, avg1, "average gradient");
+      }
+    }
+}
+
 namespace {
 // kSequentialFromInput: an Input layer first, as a Functional model's layers begin (the layers'
 // seeds are the model's mixed with their index, so the two then draw the same weights and masks).

@@ -86,6 +86,43 @@ TEST(UpdateAll, SgdGivesEachVariableTheBitsOfItsOwnUpdateWithAndWithoutMomentum)
     }
 }
 
+// Keras' RMSprop in its four forms (plain, momentum, centered, both): velocity in v, momentum in
+// m, the average gradient in a third slot list; five steps, so the slots' own values feed back.
+TEST(UpdateAll, RmspropGivesEachVariableTheBitsOfItsOwnUpdateInEveryFormInOneLaunchPer32Variables) {
+  for (const float momentum : {0.0f, 0.9f})
+    for (const bool centered : {false, true}) {
+      SCOPED_TRACE(::testing::Message() << "momentum " << momentum << " centered " << centered);
+      const RmspropConstants c{.rho = 0.9f, .one_minus_rho = 0.1f, .epsilon = 1e-7f, .momentum = momentum};
+      Vars one = make_vars(40, 3), all = clone(one);
+      std::vector<Tensor> averages, averages_all;  // centered: the average gradient, small and signed
+      for (std::size_t i = 0; i < one.w.size(); ++i) {
+        if (!centered) break;
+        averages.push_back(test::random_uniform(one.w[i].shape(), 500 + i, -0.01f, 0.01f));
+        averages_all.push_back(averages.back().clone());
+      }
+      std::vector<Tensor> none, none_all;
+      std::vector<Tensor>& ms = momentum > 0 ? one.m : none;
+      std::vector<Tensor>& ms_all = momentum > 0 ? all.m : none_all;
+      for (int step = 0; step < 5; ++step) {
+        for (std::size_t i = 0; i < one.w.size(); ++i) {
+          Tensor m = momentum > 0 ? ms[i] : Tensor(), a = centered ? averages[i] : Tensor();
+          rmsprop_update_(one.w[i], one.v[i], m, a, one.g[i], 0.01f, c);
+        }
+        const std::uint64_t multi = kernel_launches(kCpu, "rmsprop_update_multi"),
+                            single = kernel_launches(kCpu, "rmsprop_update");
+        rmsprop_update_all_(all.w, all.v, ms_all, averages_all, all.g, 0.01f, c);
+        EXPECT_EQ(kernel_launches(kCpu, "rmsprop_update_multi") - multi, 2u);  // 32 + 8 variables
+        EXPECT_EQ(kernel_launches(kCpu, "rmsprop_update"), single);
+      }
+      expect_same_bits(all.w, one.w, "weights");
+      expect_same_bits(all.v, one.v, "velocity");
+      expect_same_bits(ms_all, ms, "momentum");
+      expect_same_bits(averages_all, averages, "average gradient");
+      // The five steps moved the weights (a test of nothing otherwise).
+      EXPECT_FALSE(all.w[1].bitwise_equal(make_vars(40, 3).w[1]));
+    }
+}
+
 TEST(UpdateAll, ListsThatDoNotMatchAreRefusedByName) {
   const AdamConstants c{
       .alpha = 1e-2f, .one_minus_beta_1 = 0.1f, .one_minus_beta_2 = 0.001f, .epsilon = 1e-7f};
@@ -119,12 +156,48 @@ TEST(UpdateAll, ListsThatDoNotMatchAreRefusedByName) {
       ValueError);
   std::vector<Tensor> none;
   EXPECT_THROW(sgd_update_all_(s.w, none, s.g, 0.1f, 0.9f, false), ValueError);  // momentum without slots
+  // RMSprop: momentum slots without a momentum (and the reverse), an average list too short.
+  const RmspropConstants plain{.rho = 0.9f, .one_minus_rho = 0.1f, .epsilon = 1e-7f, .momentum = 0};
+  EXPECT_THROW(
+      {
+        try {
+          rmsprop_update_all_(s.w, s.v, s.m, none, s.g, 0.1f, plain);
+        } catch (const ValueError& e) {
+          EXPECT_NE(std::string(e.what()).find("RMSprop: momentum slots go with a momentum > 0, got 3 momentum "
+                                               "slots and momentum 0"),
+                    std::string::npos)
+              << e.what();
+          throw;
+        }
+      },
+      ValueError);
+  RmspropConstants with_momentum = plain;
+  with_momentum.momentum = 0.5f;
+  EXPECT_THROW(rmsprop_update_all_(s.w, s.v, none, none, s.g, 0.1f, with_momentum), ValueError);
+  std::vector<Tensor> short_averages = two;
+  EXPECT_THROW(
+      {
+        try {
+          rmsprop_update_all_(s.w, s.v, none, short_averages, s.g, 0.1f, plain);
+        } catch (const ValueError& e) {
+          EXPECT_NE(std::string(e.what()).find("RMSprop: 2 average gradient slots for 3 variables"), std::string::npos)
+              << e.what();
+          throw;
+        }
+      },
+      ValueError);
 }
 
 // The optimizers update all their variables with one launch (of a dtype, per 32 variables).
-TEST(UpdateAll, AdamAndSgdUpdateAModelsVariablesInOneLaunch) {
-  for (const char* which : {"adam_update_multi", "sgd_update_multi"}) {
-    auto opt = std::string(which) == "adam_update_multi" ? optimizers::Adam(1e-2) : optimizers::SGD(0.1, 0.9);
+TEST(UpdateAll, AdamSgdAndRmspropUpdateAModelsVariablesInOneLaunch) {
+  optimizers::RMSpropOptions centered;
+  centered.momentum = 0.5;
+  centered.centered = true;
+  for (const char* which : {"adam_update_multi", "sgd_update_multi", "rmsprop_update_multi"}) {
+    const std::string kernel = which;
+    auto opt = kernel == "adam_update_multi" ? optimizers::Adam(1e-2)
+               : kernel == "sgd_update_multi" ? optimizers::SGD(0.1, 0.9)
+                                              : optimizers::RMSprop(centered);
     std::vector<Variable> vars;
     std::vector<Tensor> grads;
     for (int i = 0; i < 3; ++i) {

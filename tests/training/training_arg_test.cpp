@@ -93,6 +93,34 @@ TEST(TrainingArg, ADropoutCalledWithTrainingTrueDropsInPredict) {
   EXPECT_TRUE(same_bits(plain.predict(ones), ones));
 }
 
+// BatchNormalization(x, training=True) in predict and evaluate normalises by the batch's
+// statistics (the call's mode, as Dropout's above) and leaves its moving statistics alone: predict
+// and evaluate change no weight (Keras 3's never do; tf.keras 2's moved them). A plain call of the
+// model, fit's mode none, is a training-mode call of the layer, which moves them (Keras 3's too).
+TEST(TrainingArg, ABatchNormalizationCalledWithTrainingTrueLeavesItsStatisticsInPredictAndEvaluate) {
+  const KerasTensor in = Input({4});
+  const auto bn = layers::BatchNormalization();
+  Functional model(in, call(bn, in, {.training = true}));
+  model.compile(optimizers::SGD(0.1), losses::MeanSquaredError());
+  const Tensor x = add_scalar(scale(test::random_uniform({16, 4}, 5), 2.0f), 3.0f);  // means near 3
+  const auto before = values_of(bn->variables());  // gamma, beta, moving_mean, moving_variance
+  ASSERT_EQ(before.size(), 4u);
+  const std::vector<float> predicted = model.predict(x).to_vector<float>();
+  EXPECT_EQ(values_of(bn->variables()), before);
+  // By the batch's statistics: each column's mean is 0 (the moving ones, 0 and 1, would leave x).
+  for (int c = 0; c < 4; ++c) {
+    double mean = 0;
+    for (int r = 0; r < 16; ++r) mean += predicted[static_cast<std::size_t>(r * 4 + c)] / 16.0;
+    EXPECT_NEAR(mean, 0.0, 1e-5) << "column " << c;
+  }
+  (void)model.evaluate(x, Tensor::zeros({16, 4}), {.batch_size = 8, .verbose = 0});
+  EXPECT_EQ(values_of(bn->variables()), before);
+  (void)model(x);
+  const auto called = values_of(bn->variables());
+  EXPECT_NE(called[2], before[2]);
+  EXPECT_NE(called[3], before[3]);
+}
+
 // One Dropout called twice, once with training=False and once without: in a training-mode
 // forward the first call passes its input through and the second drops.
 TEST(TrainingArg, ASharedLayersCallsKeepTheirOwnModes) {

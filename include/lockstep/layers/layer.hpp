@@ -33,6 +33,11 @@ struct CallContext {
   /// A model's forward may leave a softmax output layer's softmax to the loss (Model::Output's
   /// output undefined, its logits set): the train and test steps, whose loss computes it beside.
   bool softmax_to_loss = false;
+  /// predict and evaluate: the call writes no variable, whatever mode its layers run in. A
+  /// BatchNormalization called with training=True there normalises by the batch's statistics
+  /// (the call's mode, as a Dropout called so drops) and leaves its moving statistics alone: as
+  /// Keras 3, whose predict and evaluate change no weight (tf.keras 2's moved them).
+  bool read_only = false;
 };
 
 class Layer {

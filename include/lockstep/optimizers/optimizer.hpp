@@ -149,8 +149,8 @@ class Optimizer {
   /// numbers (learning rate, bias corrections) are read from `step_block` on the device
   /// (step_block(): lockstep/core/step_state.hpp), never passed as host values.
   virtual void update_rule(Tensor& w, std::vector<Tensor>& slots, const Tensor& grad, const Tensor& step_block) = 0;
-  /// update_rule for each ws[i], slots[i], grads[i]: the default calls it for each; Adam and SGD
-  /// update them all in one kernel launch (lockstep/tensor/ops_update_all.hpp), the same bits.
+  /// update_rule for each ws[i], slots[i], grads[i]: the default calls it for each; SGD, Adam
+  /// and RMSprop update them all in one kernel launch (lockstep/tensor/ops_update_all.hpp), the same bits.
   virtual void update_rule_all(std::vector<Tensor>& ws, std::vector<std::vector<Tensor>>& slots,
                                const std::vector<Tensor>& grads, const Tensor& step_block);
   /// update_rule for a shard whose gradient is `grads` summed in their order (((grads[0] +

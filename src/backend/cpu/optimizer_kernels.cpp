@@ -169,6 +169,11 @@ void adam_update_multi(ComputeContext& ctx, const MultiUpdateDesc& d, const Adam
   for (int j = 0; j < d.count; ++j) adam_update(ctx, d.w[j], d.m[j], d.v[j], d.g[j], d.n[j], s, step);
 }
 
+void rmsprop_update_multi(ComputeContext& ctx, const MultiUpdateDesc& d, const RmspropStep& s,
+                          const StepBlock* step) {
+  for (int j = 0; j < d.count; ++j) rmsprop_update(ctx, d.w[j], d.v[j], d.m[j], d.a[j], d.g[j], d.n[j], s, step);
+}
+
 namespace {
 // The sharded update of replicas that share memory, block by block: the replicas' gradients
 // summed into a block on the stack by combine's own block sum (combine_block.hpp), before the

@@ -98,29 +98,32 @@ __global__ void adam_kernel(float* w, float* m, float* v, const float* g, std::i
 }
 
 // Keras 3's RMSprop in its float32 order (the CPU kernel's expression: optimizer_kernels.cpp).
+__device__ __forceinline__ void rmsprop_at(std::int64_t i, float* w, float* vel, float* mom, float* avg,
+                                           const float* g, const RmspropStep& s, float lr) {
+  const float gi = g[i];
+  const float vi = s.rho * vel[i] + s.one_minus_rho * (gi * gi);
+  vel[i] = vi;
+  float d = vi + s.epsilon;
+  if (avg) {
+    const float ai = s.rho * avg[i] + s.one_minus_rho * gi;
+    avg[i] = ai;
+    d = (vi - ai * ai) + s.epsilon;
+  }
+  const float x = (lr * gi) / sqrtf(d);
+  if (mom) {
+    const float mi = s.momentum * mom[i] + x;
+    mom[i] = mi;
+    w[i] -= mi;
+  } else {
+    w[i] -= x;
+  }
+}
+
 __global__ void rmsprop_kernel(float* w, float* vel, float* mom, float* avg, const float* g, std::int64_t n,
                                RmspropStep s, const StepBlock* step) {
   if (step->state.skipped) return;
   const float lr = step->scalars.lr;
-  LOCKSTEP_GRID_LOOP(i, n) {
-    const float gi = g[i];
-    const float vi = s.rho * vel[i] + s.one_minus_rho * (gi * gi);
-    vel[i] = vi;
-    float d = vi + s.epsilon;
-    if (avg) {
-      const float ai = s.rho * avg[i] + s.one_minus_rho * gi;
-      avg[i] = ai;
-      d = (vi - ai * ai) + s.epsilon;
-    }
-    const float x = (lr * gi) / sqrtf(d);
-    if (mom) {
-      const float mi = s.momentum * mom[i] + x;
-      mom[i] = mi;
-      w[i] -= mi;
-    } else {
-      w[i] -= x;
-    }
-  }
+  LOCKSTEP_GRID_LOOP(i, n) rmsprop_at(i, w, vel, mom, avg, g, s, lr);
 }
 
 // Multi-tensor apply: the grid's row y is variable y of the descriptor (a kernel parameter).
@@ -143,6 +146,18 @@ __global__ void adam_multi_kernel(MultiUpdateDesc d, AdamStep s, const StepBlock
   const float* g = static_cast<const float*>(d.g[j]);
   const float alpha = step->scalars.alpha, decay = step->scalars.decay;
   LOCKSTEP_GRID_LOOP(i, d.n[j]) adam_at(i, w, m, v, g, s, alpha, decay);
+}
+
+__global__ void rmsprop_multi_kernel(MultiUpdateDesc d, RmspropStep s, const StepBlock* step) {
+  if (step->state.skipped) return;
+  const int j = static_cast<int>(blockIdx.y);
+  float* w = static_cast<float*>(d.w[j]);
+  float* vel = static_cast<float*>(d.v[j]);
+  float* mom = static_cast<float*>(d.m[j]);
+  float* avg = static_cast<float*>(d.a[j]);
+  const float* g = static_cast<const float*>(d.g[j]);
+  const float lr = step->scalars.lr;
+  LOCKSTEP_GRID_LOOP(i, d.n[j]) rmsprop_at(i, w, vel, mom, avg, g, s, lr);
 }
 
 // Blocks along x for the largest variable, one row of them per variable.
@@ -249,6 +264,13 @@ void adam_update_multi(ComputeContext& ctx, const MultiUpdateDesc& d, const Adam
   if (d.count == 0) return;
   adam_multi_kernel<<<multi_grid(d), kThreads, 0, stream(ctx)>>>(d, s, step);
   check_launch("adam_update_multi");
+}
+
+void rmsprop_update_multi(ComputeContext& ctx, const MultiUpdateDesc& d, const RmspropStep& s,
+                          const StepBlock* step) {
+  if (d.count == 0) return;
+  rmsprop_multi_kernel<<<multi_grid(d), kThreads, 0, stream(ctx)>>>(d, s, step);
+  check_launch("rmsprop_update_multi");
 }
 
 void step_begin(ComputeContext& ctx, StepBlock* block) {
