@@ -1,5 +1,7 @@
 #include "training/compile_config.hpp"
 
+#include "lockstep/metrics/metric_config.hpp"
+
 namespace lockstep::detail {
 
 namespace {
@@ -17,6 +19,18 @@ losses::LossPtr loss_from_json(const json& j) {
   throw IOError("unknown loss class_name '" + cls +
                 "' (lockstep knows sparse_categorical_crossentropy, categorical_crossentropy, binary_crossentropy, "
                 "mean_squared_error, mean_absolute_error)");
+}
+
+json metric_identifiers(const Model& model, std::size_t k, bool weighted) {
+  const losses::LossPtr& loss = model.output_losses().empty() ? model.loss() : model.output_losses()[k].loss;
+  json out = json::array();
+  for (std::size_t i = 0; i < model.metrics().size(); ++i) {
+    if (model.metric_outputs()[i] != k || model.metric_weighted()[i] != weighted) continue;
+    const metrics::MetricPtr given = model.metrics()[i]->clone_empty();
+    given->set_name(model.metric_given_name(i));
+    out.push_back(metrics::identifier(*given, loss->name()));
+  }
+  return out;
 }
 
 }  // namespace lockstep::detail

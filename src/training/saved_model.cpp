@@ -116,25 +116,23 @@ void save_model(Model& model, const std::string& dir, const SaveModelOptions& op
             {"weights", weights}};
   if (opt != nullptr) {
     const auto& loss = *model.loss();
-    json metric_names = json::array();  // names, or Keras' objects for what a name does not make (k=3)
-    for (const auto& m : model.metrics()) metric_names.push_back(metrics::identifier(*m, loss.name()));
+    // Names, or Keras' objects for what a name does not make (k=3); weighted_metrics apart.
     j["compile_config"] = {
         {"optimizer", optimizers::serialize(*opt)},
         {"loss", {{"class_name", loss.name()}, {"config", {{"from_logits", loss.from_logits()}}}}},
-        {"metrics", metric_names},
+        {"metrics", model.output_losses().empty() ? detail::metric_identifiers(model, 0, false) : json::array()},
+        {"weighted_metrics", model.output_losses().empty() ? detail::metric_identifiers(model, 0, true) : json::array()},
         {"include_optimizer", with_optimizer},
         {"iterations", with_optimizer ? opt->iterations() : 0}};
     // A model of several outputs: each output's loss, weight and metrics (named unprefixed).
     json outputs = json::array();
     for (std::size_t k = 0; k < model.output_losses().size(); ++k) {
       const auto& head = model.output_losses()[k];
-      json names = json::array();
-      for (std::size_t i = 0; i < model.metrics().size(); ++i)
-        if (model.metric_outputs()[i] == k) names.push_back(model.metrics()[i]->name().substr(head.name.size() + 1));
       outputs.push_back({{"name", head.name},
                          {"loss", {{"class_name", head.loss->name()}, {"config", {{"from_logits", head.loss->from_logits()}}}}},
                          {"weight", head.weight},
-                         {"metrics", names}});
+                         {"metrics", detail::metric_identifiers(model, k, false)},
+                         {"weighted_metrics", detail::metric_identifiers(model, k, true)}});
     }
     if (!outputs.empty()) j["compile_config"]["outputs"] = outputs;
   }
@@ -232,11 +230,17 @@ std::unique_ptr<Model> load_model(const std::string& dir, const LoadModelOptions
           metrics[name] = o.at("metrics").get<std::vector<std::string>>();
         }
         model->compile(optimizers::deserialize(c.at("optimizer")), losses, metrics, weights);
+        for (const auto& o : c.at("outputs"))  // (files before weighted metrics have none)
+          if (const auto w = o.value("weighted_metrics", std::vector<std::string>{}); !w.empty())
+            model->add_weighted_metrics(w, o.at("name").get<std::string>());
       } else {
         const losses::LossPtr loss = loss_from_json(c.at("loss"));
-        std::vector<metrics::MetricPtr> made;
+        std::vector<metrics::MetricPtr> made, weighted;
         for (const json& m : c.at("metrics")) made.push_back(metrics::deserialize(m, loss->name()));
+        for (const json& m : c.value("weighted_metrics", json::array()))
+          weighted.push_back(metrics::deserialize(m, loss->name()));
         model->compile(optimizers::deserialize(c.at("optimizer")), loss, std::move(made));
+        if (!weighted.empty()) model->add_weighted_metrics(std::move(weighted));
       }
       if (c.at("include_optimizer").get<bool>()) restore_optimizer = model->optimizer().get();
       iterations = c.at("iterations").get<std::int64_t>();
