@@ -222,7 +222,7 @@ def test_weighted_metrics_weigh_the_sample_weights_under_keras_names(devices):
     plain = m.evaluate(x, one_hot, batch_size=32, verbose=0, return_dict=True)
     assert plain["weighted_accuracy"] == plain["accuracy"]
     h = m.fit(x, one_hot, sample_weight=w, batch_size=32, epochs=1, verbose=0)
-    assert {"loss", "accuracy", "weighted_accuracy", "top2"} == set(h.history)
+    assert {"loss", "accuracy", "weighted_accuracy", "top2"} <= set(h.history)
 
 
 def test_weighted_metrics_per_output_and_a_keras_file_keeps_them(tmp_path):

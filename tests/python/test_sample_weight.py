@@ -147,9 +147,14 @@ def test_a_model_of_two_outputs_weighs_each_outputs_loss():
     by_name = m.evaluate(x, [y, reg], sample_weight={"reg": w2, "cls": np.ones(len(x))}, batch_size=len(x),
                          verbose=0, return_dict=True)
     assert by_name == per_output
+    # A dataset's elements carry them as (x, y, (w_cls, w_reg)).
+    ds = tf.data.Dataset.from_tensor_slices((x, (y, reg), (np.ones(len(x), np.float32), w2))).batch(len(x))
+    assert m.evaluate(ds, verbose=0, return_dict=True) == pytest.approx(per_output, rel=1e-6)
     a = m.fit(x, [y, reg], sample_weight=[w, w2], epochs=1, batch_size=8, shuffle=False, verbose=0)
     assert np.isfinite(a.history["loss"]).all()
     with pytest.raises(ValueError, match="unknown nope"):
+        m.fit(x, [y, reg], sample_weight={"cls": w, "reg": w, "nope": w}, verbose=0)
+    with pytest.raises(ValueError, match="missing reg"):
         m.fit(x, [y, reg], sample_weight={"cls": w, "nope": w}, verbose=0)
     with pytest.raises(ValueError, match="expected 2 arrays"):
         m.evaluate(x, [y, reg], sample_weight=[w, w, w], verbose=0)
