@@ -202,12 +202,14 @@ void bind_model_loop(nb::module_& m) {
 
   nb::class_<metrics::Metric>(m, "Metric")
       .def_prop_ro("name", &metrics::Metric::name)
-      .def("update_state", [](metrics::Metric& metric, nb::handle a, nb::handle b) {
+      .def("update_state", [](metrics::Metric& metric, nb::handle a, nb::handle b, nb::handle w) {
         const Tensor ta = as_tensor(a, "keras.metrics update_state");
         const Tensor tb = b.is_none() ? Tensor() : as_tensor(b, "keras.metrics update_state");
+        // Keras' sample_weight: none, or an array the metric weighs its values by.
+        const Tensor tw = w.is_none() ? Tensor() : as_tensor(w, "keras.metrics update_state sample_weight");
         nb::gil_scoped_release release;
-        metric.update_state(ta, tb);
-      }, nb::arg("y_true"), nb::arg("y_pred") = nb::none())
+        metric.update_state(ta, tb, tw);
+      }, nb::arg("y_true"), nb::arg("y_pred") = nb::none(), nb::arg("sample_weight") = nb::none())
       .def("result", &metrics::Metric::result)
       .def("reset_state", &metrics::Metric::reset_state)
       .def("get_config", [](const metrics::Metric& metric) { return metrics::serialize(metric).at("config").dump(); });

@@ -247,6 +247,11 @@ Tensor evaluate_weights(const std::optional<HostArray>& w) {
   return w ? tensor_from_array(*w, "evaluate sample_weight") : Tensor();
 }
 
+// evaluate's sample_weight as one array per output (a model of several), or none.
+std::vector<Tensor> evaluate_output_weights(const std::optional<std::vector<HostArray>>& w) {
+  return w ? tensors_from_arrays(*w, "evaluate sample_weight") : std::vector<Tensor>();
+}
+
 void bind_fit(nb::class_<Model>& model) {
   nb::class_<FitOptions>(model, "FitOptions")
       .def(nb::init<>())
@@ -264,6 +269,10 @@ void bind_fit(nb::class_<Model>& model) {
       // Keras' sample_weight: an array (the package makes it float32), copied in when set.
       .def("set_sample_weight", [](FitOptions& o, const HostArray& w) {
         o.sample_weight = tensor_from_array(w, "fit sample_weight");
+      })
+      // One array per output of a model of several (Keras' list or dict), in the outputs' order.
+      .def("set_sample_weights", [](FitOptions& o, const std::vector<HostArray>& w) {
+        o.sample_weights = tensors_from_arrays(w, "fit sample_weight");
       });
   // fit, evaluate and predict each take their data in several forms; the data is read into tensors
   // with the GIL held, then the call runs with it released (below).
@@ -284,14 +293,17 @@ void bind_fit(nb::class_<Model>& model) {
       .def("evaluate_arrays_list", [](Model& m, const std::vector<HostArray>& xs, const std::vector<HostArray>& ys,
                                       std::int64_t batch_size, std::int64_t steps, int verbose,
                                       const std::vector<CallbackPtr>& callbacks,
-                                      const std::optional<HostArray>& sample_weight) {
+                                      const std::optional<HostArray>& sample_weight,
+                                      const std::optional<std::vector<HostArray>>& sample_weights) {
         const std::vector<Tensor> tx = tensors_from_arrays(xs, "evaluate x");
         const std::vector<Tensor> ty = tensors_from_arrays(ys, "evaluate y");
         const EvaluateOptions o{.batch_size = batch_size, .steps = steps, .verbose = verbose, .callbacks = callbacks,
-                                .sample_weight = evaluate_weights(sample_weight)};
+                                .sample_weight = evaluate_weights(sample_weight),
+                                .sample_weights = evaluate_output_weights(sample_weights)};
         return without_gil([&] { return m.evaluate(tx, ty, o); });
       }, nb::arg("xs"), nb::arg("ys"), nb::arg("batch_size"), nb::arg("steps"), nb::arg("verbose"),
-         nb::arg("callbacks"), nb::arg("sample_weight").none() = nb::none())
+         nb::arg("callbacks"), nb::arg("sample_weight").none() = nb::none(),
+         nb::arg("sample_weights").none() = nb::none())
       .def("predict_arrays_list", [](Model& m, const std::vector<HostArray>& xs, std::int64_t batch_size,
                                      std::int64_t steps) {
         const std::vector<Tensor> tx = tensors_from_arrays(xs, "predict x");
@@ -303,12 +315,14 @@ void bind_fit(nb::class_<Model>& model) {
       })
       .def("evaluate_dataset", [](Model& m, const data::Dataset& ds, std::int64_t steps, int verbose,
                                   const std::vector<CallbackPtr>& callbacks,
-                                  const std::optional<HostArray>& sample_weight) {
+                                  const std::optional<HostArray>& sample_weight,
+                                  const std::optional<std::vector<HostArray>>& sample_weights) {
         const EvaluateOptions o{.steps = steps, .verbose = verbose, .callbacks = callbacks,
-                                .sample_weight = evaluate_weights(sample_weight)};
+                                .sample_weight = evaluate_weights(sample_weight),
+                                .sample_weights = evaluate_output_weights(sample_weights)};
         return without_gil([&] { return m.evaluate(ds, o); });
       }, nb::arg("dataset"), nb::arg("steps"), nb::arg("verbose"), nb::arg("callbacks"),
-         nb::arg("sample_weight").none() = nb::none())
+         nb::arg("sample_weight").none() = nb::none(), nb::arg("sample_weights").none() = nb::none())
       .def("evaluate_arrays", [](Model& m, const HostArray& x, const HostArray& y, std::int64_t batch_size,
                                  std::int64_t steps, int verbose, const std::vector<CallbackPtr>& callbacks,
                                  const std::optional<HostArray>& sample_weight) {
@@ -410,6 +424,15 @@ void bind_model(nb::module_& m) {
         }
         mo.compile(opt, losses, std::move(made), loss_weights);
       })
+      // Keras' weighted_metrics of one output ("" for a model of one): names and metric objects,
+      // in their order.
+      .def("add_weighted_metrics", [](Model& mo, const std::vector<std::variant<std::string, metrics::MetricPtr>>& given,
+                                      const std::string& output) {
+        for (const auto& g : given) {
+          if (std::holds_alternative<std::string>(g)) mo.add_weighted_metrics({std::get<std::string>(g)}, output);
+          else mo.add_weighted_metrics(std::vector<metrics::MetricPtr>{std::get<metrics::MetricPtr>(g)}, output);
+        }
+      }, nb::arg("metrics"), nb::arg("output") = "")
       .def_prop_rw(
           "jit_compile", [](const Model& mo) { return std::string(jit_compile_name(mo.jit_compile())); },
           [](Model& mo, const std::string& mode) { mo.set_jit_compile(parse_jit_compile(mode)); })

@@ -13,17 +13,41 @@ Tensor total_and_count(const Tensor& total, std::int64_t count) {
   return concat({total.reshape({1}), Tensor::full({1}, static_cast<double>(count))});
 }
 
-// The state of "mae" and "mse": the sum over examples of the mean of error(y_pred - y_true) over
-// each example's values, and the count of examples.
+// The per-example values of "mae" and "mse": the mean of error(y_pred - y_true) over each
+// example's values.
 template <typename Error>
-Tensor mean_error_state(const std::string& name, const Tensor& y_true, const Tensor& y_pred, Error error) {
+Tensor mean_error_values(const std::string& name, const Tensor& y_true, const Tensor& y_pred, Error error) {
   const std::int64_t n = y_pred.rank() ? y_pred.dim(0) : 1;
-  if (n == 0) return Tensor::zeros({2});
+  if (n == 0) return Tensor::zeros({0});
   LOCKSTEP_CHECK(y_true.numel() == y_pred.numel(), name, ": y_true ", y_true.shape().str(), " does not match y_pred ",
                  y_pred.shape().str());
   const Shape rows{n, y_pred.numel() / n};
   const Tensor diff = sub(y_pred.to(DType::kF32).reshape(rows), y_true.to(DType::kF32).reshape(rows));
-  return total_and_count(sum(mean(error(diff), -1)), n);
+  return mean(error(diff), -1);
+}
+
+// The unweighted state of a metric's values(): [sum, count], as Metric::values promises.
+Tensor state_of(const Tensor& values) {
+  if (values.numel() == 0) return Tensor::zeros({2});
+  return total_and_count(sum(values), values.numel());
+}
+
+// Values of an example's positions, (rows,) read as (b,) or (b, rows / b).
+Tensor per_example(const Tensor& values, std::int64_t b) {
+  return values.numel() == b ? values.reshape({b}) : values.reshape({b, values.numel() / b});
+}
+
+// accuracy_state's rule, row by row (float32 1 or 0 per row of predictions (rows, classes)): the
+// values a weighted accuracy weighs. Its counts are accuracy_state's, exactly (0 and 1 sum exactly).
+Tensor accuracy_matches(const Tensor& labels, const Tensor& predictions, bool labels_as_float) {
+  const std::int64_t rows = predictions.dim(0), cols = predictions.dim(1);
+  if (!labels_as_float) return sparse_categorical_matches(labels, predictions);
+  const Tensor predicted = argmax(predictions, -1);
+  if (cols > 1 && labels.numel() == predictions.numel())  // one-hot rows: their argmax
+    return cast(equal(predicted, argmax(labels.to(DType::kF32).reshape({rows, cols}), -1)), DType::kF32);
+  LOCKSTEP_CHECK(labels.numel() == rows, "accuracy: labels ", labels.shape().str(), " do not match predictions ",
+                 predictions.shape().str());
+  return cast(equal(cast(predicted, DType::kF32), labels.to(DType::kF32).reshape({rows})), DType::kF32);
 }
 }  // namespace
 
@@ -72,6 +96,29 @@ const std::vector<double>& Metric::state() const {
   return state_;
 }
 
+Tensor Metric::values(const Tensor&, const Tensor&) const {
+  throw ValueError("metric '" + name_ + "' has no per-example values (Metric::values), so it takes no sample weights");
+}
+
+Tensor Metric::weighted_batch_state(const Tensor& y_true, const Tensor& y_pred, const Tensor& sample_weight) const {
+  if (!sample_weight.defined()) return batch_state(y_true, y_pred);
+  const Tensor v = values(y_true, y_pred);
+  const Tensor& w = sample_weight;
+  const std::int64_t b = v.rank() ? v.dim(0) : 1, p = v.rank() == 2 ? v.dim(1) : 1;
+  const bool per_example = (w.rank() == 1 || (w.rank() == 2 && w.dim(1) == 1)) && w.dim(0) == b;
+  const bool per_position = p > 1 && w.rank() == 2 && w.dim(0) == b && w.dim(1) == p;
+  LOCKSTEP_CHECK(per_example || per_position, "metric '", name_, "': sample_weight must hold one weight per example "
+                 "(shape (", b, ",) or (", b, ", 1))", p > 1 ? " or one per position (shape (" + std::to_string(b) +
+                 ", " + std::to_string(p) + "))" : std::string(), ", got shape ", w.shape().str());
+  if (v.numel() == 0) return Tensor::zeros({2});
+  const Tensor wf = w.dtype() == DType::kF32 ? w : cast(w, DType::kF32);
+  // Multiplying by a weight of 1 is exact and the sum is batch_state's, so weights of ones give
+  // its bits; the count, a sum of ones, is exact too.
+  const Tensor total = sum(mul(v, wf.reshape(per_position ? v.shape() : v.rank() == 2 ? Shape{b, 1} : Shape{b})));
+  const Tensor count = per_position || p == 1 ? sum(wf) : scale(sum(wf), static_cast<float>(p));
+  return concat({total.reshape({1}), count.reshape({1})});
+}
+
 void Metric::reset_state() {
   std::lock_guard<std::mutex> lock(shares_mu_);
   replica_shares_.clear();
@@ -84,6 +131,12 @@ Tensor Mean::batch_state(const Tensor& values, const Tensor&) const {
   return total_and_count(sum(v), v.numel());
 }
 
+Tensor Mean::values(const Tensor& values, const Tensor&) const {
+  const Tensor v = values.dtype() == DType::kF32 ? values : values.to(DType::kF32);
+  if (v.rank() <= 1) return v.reshape({v.rank() ? v.dim(0) : 1});
+  return v.dim(0) ? v.reshape({v.dim(0), v.numel() / v.dim(0)}) : Tensor::zeros({0});
+}
+
 Tensor SparseCategoricalAccuracy::batch_state(const Tensor& y_true, const Tensor& y_pred) const {
   if (y_pred.dim(0) == 0) return Tensor::zeros({2});
   // Keras' rule for y_pred (b, d1, ..., classes): a label per position, every position counted.
@@ -94,9 +147,19 @@ Tensor SparseCategoricalAccuracy::batch_state(const Tensor& y_true, const Tensor
                  : accuracy_state(y_true, y_pred);
 }
 
-Tensor Accuracy::batch_state(const Tensor& y_true, const Tensor& y_pred) const {
+Tensor SparseCategoricalAccuracy::values(const Tensor& y_true, const Tensor& y_pred) const {
+  const std::int64_t b = y_pred.dim(0);
+  if (b == 0) return Tensor::zeros({0});
+  const std::int64_t classes = y_pred.rank() > 2 ? y_pred.dim(-1) : 0, positions = classes ? y_pred.numel() / classes : 0;
+  if (!classes) return accuracy_matches(y_true, y_pred, false);
+  LOCKSTEP_CHECK(y_true.numel() == positions, name(), ": y_true ", y_true.shape().str(),
+                 " must hold one label per position of y_pred ", y_pred.shape().str());
+  return per_example(accuracy_matches(y_true.reshape({positions}), y_pred.reshape({positions, classes}), false), b);
+}
+
+Tensor Accuracy::values(const Tensor& y_true, const Tensor& y_pred) const {
   const std::int64_t n = y_pred.rank() ? y_pred.dim(0) : 1;
-  if (n == 0) return Tensor::zeros({2});
+  if (n == 0) return Tensor::zeros({0});
   LOCKSTEP_CHECK(y_true.numel() == y_pred.numel(), name(), ": y_true ", y_true.shape().str(),
                  " must hold a value per value of y_pred ", y_pred.shape().str(),
                  " (Accuracy compares them value by value; class scores take \"accuracy\" or categorical_accuracy)");
@@ -104,7 +167,26 @@ Tensor Accuracy::batch_state(const Tensor& y_true, const Tensor& y_pred) const {
   const Shape rows{n, y_pred.numel() / n};
   const Tensor p = y_pred.to(DType::kF32).reshape(rows);
   const Tensor t = y_true.to(y_pred.dtype()).to(DType::kF32).reshape(rows);
-  return total_and_count(sum(mean(cast(equal(t, p), DType::kF32), -1)), n);
+  return mean(cast(equal(t, p), DType::kF32), -1);  // each example's share of equal values
+}
+
+Tensor Accuracy::batch_state(const Tensor& y_true, const Tensor& y_pred) const {
+  return state_of(values(y_true, y_pred));
+}
+
+Tensor AccuracyByShape::values(const Tensor& y_true, const Tensor& y_pred) const {
+  const std::int64_t n = y_pred.rank() ? y_pred.dim(0) : 1;
+  if (n == 0) return Tensor::zeros({0});
+  const std::int64_t cols = y_pred.numel() / n;
+  LOCKSTEP_CHECK(y_true.numel() == n || y_true.numel() == y_pred.numel(), "accuracy: y_true ", y_true.shape().str(),
+                 " does not match y_pred ", y_pred.shape().str());
+  if (cols == 1) {  // binary: threshold at 0.5, as batch_state
+    const Tensor p = y_pred.to(DType::kF32).reshape({n});
+    const Tensor t = y_true.to(DType::kF32).reshape({n});
+    return cast(equal(cast(greater(p, Tensor::scalar(0.5)), DType::kF32), t), DType::kF32);
+  }
+  return accuracy_matches(y_true.numel() == n ? y_true.reshape({n}) : y_true.reshape({n, cols}),
+                          y_pred.reshape({n, cols}), /*labels_as_float=*/true);
 }
 
 Tensor AccuracyByShape::batch_state(const Tensor& y_true, const Tensor& y_pred) const {
@@ -124,22 +206,43 @@ Tensor AccuracyByShape::batch_state(const Tensor& y_true, const Tensor& y_pred) 
                         y_pred.reshape({n, cols}), /*labels_as_float=*/true);
 }
 
+Tensor MeanAbsoluteError::values(const Tensor& y_true, const Tensor& y_pred) const {
+  return mean_error_values(name(), y_true, y_pred, [](const Tensor& diff) { return abs(diff); });
+}
+
 Tensor MeanAbsoluteError::batch_state(const Tensor& y_true, const Tensor& y_pred) const {
-  return mean_error_state(name(), y_true, y_pred, [](const Tensor& diff) { return abs(diff); });
+  return state_of(values(y_true, y_pred));
+}
+
+Tensor MeanSquaredError::values(const Tensor& y_true, const Tensor& y_pred) const {
+  return mean_error_values(name(), y_true, y_pred, [](const Tensor& diff) { return square(diff); });
 }
 
 Tensor MeanSquaredError::batch_state(const Tensor& y_true, const Tensor& y_pred) const {
-  return mean_error_state(name(), y_true, y_pred, [](const Tensor& diff) { return square(diff); });
+  return state_of(values(y_true, y_pred));
 }
 
-Tensor CategoricalAccuracy::batch_state(const Tensor& y_true, const Tensor& y_pred) const {
+// CategoricalAccuracy's rows (n, cols), checked; n = 0 for an empty batch.
+Shape CategoricalAccuracy::rows(const Tensor& y_true, const Tensor& y_pred) const {
   const std::int64_t n = y_pred.rank() ? y_pred.dim(0) : 1;
-  if (n == 0) return Tensor::zeros({2});
+  if (n == 0) return Shape{0, 0};
   const std::int64_t cols = y_pred.numel() / n;
   LOCKSTEP_CHECK(cols > 1 && y_true.numel() == y_pred.numel(), name(), ": y_true ", y_true.shape().str(),
                  " must be one-hot rows like y_pred ", y_pred.shape().str(),
                  " (of 2 or more classes; integer labels take sparse_categorical_accuracy)");
-  return accuracy_state(y_true.reshape({n, cols}), y_pred.reshape({n, cols}), /*labels_as_float=*/true);
+  return Shape{n, cols};
+}
+
+Tensor CategoricalAccuracy::batch_state(const Tensor& y_true, const Tensor& y_pred) const {
+  const Shape r = rows(y_true, y_pred);
+  if (r[0] == 0) return Tensor::zeros({2});
+  return accuracy_state(y_true.reshape(r), y_pred.reshape(r), /*labels_as_float=*/true);
+}
+
+Tensor CategoricalAccuracy::values(const Tensor& y_true, const Tensor& y_pred) const {
+  const Shape r = rows(y_true, y_pred);
+  if (r[0] == 0) return Tensor::zeros({0});
+  return accuracy_matches(y_true.reshape(r), y_pred.reshape(r), /*labels_as_float=*/true);
 }
 
 BinaryAccuracy::BinaryAccuracy(std::string name, double threshold) : Metric(std::move(name)), threshold_(threshold) {
@@ -147,15 +250,19 @@ BinaryAccuracy::BinaryAccuracy(std::string name, double threshold) : Metric(std:
                  threshold);
 }
 
-Tensor BinaryAccuracy::batch_state(const Tensor& y_true, const Tensor& y_pred) const {
+Tensor BinaryAccuracy::values(const Tensor& y_true, const Tensor& y_pred) const {
   const std::int64_t n = y_pred.rank() ? y_pred.dim(0) : 1;
-  if (n == 0) return Tensor::zeros({2});
+  if (n == 0) return Tensor::zeros({0});
   LOCKSTEP_CHECK(y_true.numel() == y_pred.numel(), name(), ": y_true ", y_true.shape().str(),
                  " must hold a target per value of y_pred ", y_pred.shape().str());
   const Shape rows{n, y_pred.numel() / n};
   const Tensor predicted = cast(greater(y_pred.to(DType::kF32).reshape(rows), Tensor::scalar(threshold_)), DType::kF32);
   const Tensor matches = cast(equal(predicted, y_true.to(DType::kF32).reshape(rows)), DType::kF32);
-  return total_and_count(sum(mean(matches, -1)), n);
+  return mean(matches, -1);
+}
+
+Tensor BinaryAccuracy::batch_state(const Tensor& y_true, const Tensor& y_pred) const {
+  return state_of(values(y_true, y_pred));
 }
 
 namespace {
@@ -184,37 +291,43 @@ Shape score_rows(const std::string& metric, const Tensor& y_pred) {
   return Shape{y_pred.numel() / y_pred.dim(-1), y_pred.dim(-1)};
 }
 
-Tensor in_top_k_state(const Tensor& target_rows, const Tensor& scores, std::int64_t k) {
-  return total_and_count(sum(in_top_k(target_rows, scores, k)), scores.dim(0));
-}
 }  // namespace
 
 TopKCategoricalAccuracy::TopKCategoricalAccuracy(std::int64_t k, std::string name)
     : Metric(std::move(name)), k_(checked_k(this->name(), k)) {}
 
-Tensor TopKCategoricalAccuracy::batch_state(const Tensor& y_true, const Tensor& y_pred) const {
+Tensor TopKCategoricalAccuracy::values(const Tensor& y_true, const Tensor& y_pred) const {
   const Shape rows = score_rows(name(), y_pred);
   LOCKSTEP_CHECK(y_true.numel() == y_pred.numel(), name(), ": y_true ", y_true.shape().str(),
                  " must be one-hot rows like y_pred ", y_pred.shape().str(),
                  " (integer labels take sparse_top_k_categorical_accuracy)");
-  if (rows[0] == 0) return Tensor::zeros({2});
+  if (rows[0] == 0) return Tensor::zeros({0});
   const Tensor scores = y_pred.to(DType::kF32).reshape(rows);
   // Keras' target is the one-hot row's argmax (the first largest).
   const Tensor targets = one_hot(argmax(y_true.to(DType::kF32).reshape(rows)), rows[1]);
-  return in_top_k_state(targets, scores, k_);
+  return per_example(in_top_k(targets, scores, k_), y_pred.dim(0));
+}
+
+Tensor TopKCategoricalAccuracy::batch_state(const Tensor& y_true, const Tensor& y_pred) const {
+  return state_of(values(y_true, y_pred));
 }
 
 SparseTopKCategoricalAccuracy::SparseTopKCategoricalAccuracy(std::int64_t k, std::string name)
     : Metric(std::move(name)), k_(checked_k(this->name(), k)) {}
 
-Tensor SparseTopKCategoricalAccuracy::batch_state(const Tensor& y_true, const Tensor& y_pred) const {
+Tensor SparseTopKCategoricalAccuracy::values(const Tensor& y_true, const Tensor& y_pred) const {
   const Shape rows = score_rows(name(), y_pred);
   LOCKSTEP_CHECK(y_true.numel() == rows[0], name(), ": y_true ", y_true.shape().str(),
                  " must hold one integer label per row of y_pred ", y_pred.shape().str(),
                  " (one-hot rows take top_k_categorical_accuracy)");
   LOCKSTEP_CHECK(!is_floating(y_true.dtype()), name(), ": labels must be integers, got ", dtype_name(y_true.dtype()));
-  if (rows[0] == 0) return Tensor::zeros({2});
-  return in_top_k_state(one_hot(y_true.reshape({rows[0]}), rows[1]), y_pred.to(DType::kF32).reshape(rows), k_);
+  if (rows[0] == 0) return Tensor::zeros({0});
+  return per_example(in_top_k(one_hot(y_true.reshape({rows[0]}), rows[1]), y_pred.to(DType::kF32).reshape(rows), k_),
+                     y_pred.dim(0));
+}
+
+Tensor SparseTopKCategoricalAccuracy::batch_state(const Tensor& y_true, const Tensor& y_pred) const {
+  return state_of(values(y_true, y_pred));
 }
 
 }  // namespace lockstep::metrics

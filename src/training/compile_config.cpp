@@ -21,16 +21,16 @@ losses::LossPtr loss_from_json(const json& j) {
                 "mean_squared_error, mean_absolute_error)");
 }
 
-json output_metric_identifiers(const Model& model, std::size_t k) {
-  const auto& head = model.output_losses().at(k);
-  json listed = json::array();
+json metric_identifiers(const Model& model, std::size_t k, bool weighted) {
+  const losses::LossPtr& loss = model.output_losses().empty() ? model.loss() : model.output_losses()[k].loss;
+  json out = json::array();
   for (std::size_t i = 0; i < model.metrics().size(); ++i) {
-    if (model.metric_outputs()[i] != k) continue;
-    const metrics::MetricPtr unprefixed = model.metrics()[i]->clone_empty();
-    unprefixed->set_name(unprefixed->name().substr(head.name.size() + 1));  // "<output>_" off
-    listed.push_back(metrics::identifier(*unprefixed, head.loss->name()));
+    if (model.metric_outputs()[i] != k || model.metric_weighted()[i] != weighted) continue;
+    const metrics::MetricPtr given = model.metrics()[i]->clone_empty();
+    given->set_name(model.metric_given_name(i));
+    out.push_back(metrics::identifier(*given, loss->name()));
   }
-  return listed;
+  return out;
 }
 
 }  // namespace lockstep::detail

@@ -4,6 +4,8 @@
 // lockstep/optimizers/optimizer_config.hpp).
 #include <nlohmann/json.hpp>
 
+#include <vector>
+
 #include "lockstep/losses/loss.hpp"
 #include "lockstep/training/model.hpp"
 
@@ -13,10 +15,9 @@ namespace lockstep::detail {
 /// naming an unknown class.
 losses::LossPtr loss_from_json(const nlohmann::json& j);
 
-/// The metrics of output k of a model of several, as a compile config lists them (unprefixed, as
-/// compile was given them): each a name where it makes the same metric, else Keras' object
-/// (metrics::identifier, with the output's loss). What .keras files and saved folders write, and
-/// metrics::deserialize reads back.
-nlohmann::json output_metric_identifiers(const Model& model, std::size_t k);
+/// A compiled model's metrics of output k (0 for a model of one), its weighted ones
+/// (add_weighted_metrics) or the others, as compile was given them: metrics::identifier of each
+/// under the name it was given (Model::metric_given_name): a name, or Keras' object.
+nlohmann::json metric_identifiers(const Model& model, std::size_t k, bool weighted);
 
 }  // namespace lockstep::detail

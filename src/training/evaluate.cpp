@@ -80,7 +80,7 @@ Logs Model::evaluate_impl(const data::Dataset& dataset, std::int64_t steps, cons
 }
 
 Logs Model::evaluate(const data::Dataset& dataset, const EvaluateOptions& o) {
-  detail::check_no_sample_weight_beside(o.sample_weight, "evaluate");
+  detail::check_no_sample_weight_beside(o.sample_weight.defined() || !o.sample_weights.empty(), "evaluate");
   return evaluate_impl(dataset, o.steps, o.callbacks, o.verbose);
 }
 
@@ -96,7 +96,7 @@ Logs Model::evaluate(const std::vector<Tensor>& xs, const std::vector<Tensor>& y
 
 Logs Model::evaluate_tensors(data::Element xy, const EvaluateOptions& o) {
   LOCKSTEP_CHECK(o.batch_size > 0, "evaluate: batch_size must be positive");
-  xy = detail::with_sample_weights(std::move(xy), o.sample_weight, "evaluate");
+  xy = detail::with_sample_weights(*this, std::move(xy), o.sample_weight, o.sample_weights, "evaluate");
   return evaluate_impl(data::Dataset::from_tensor_slices(std::move(xy)).batch(o.batch_size), o.steps, o.callbacks,
                        o.verbose);
 }

@@ -76,19 +76,22 @@ History Model::fit_split(const data::Element& xy, const FitOptions& options) {
   // sample_weight joins the tensors before the split, so that the held-out rows keep theirs;
   // class_weight stays in the options, which fit(dataset) maps over the training batches alone:
   // Keras 3 splits first and weighs by class only what it trains on (val_loss is unweighted).
-  detail::check_one_kind_of_weights(options.sample_weight, options.class_weight, "fit");
-  auto [train, val] = split_xy(detail::with_sample_weights(xy, options.sample_weight, "fit"), options);
+  detail::check_one_kind_of_weights(options.sample_weight.defined() || !options.sample_weights.empty(),
+                                    options.class_weight, "fit");
+  auto [train, val] =
+      split_xy(detail::with_sample_weights(*this, xy, options.sample_weight, options.sample_weights, "fit"), options);
   FitOptions o = options;
   if (val && !o.validation_data) o.validation_data = *val;
   o.validation_split = 0.0;
   o.sample_weight = Tensor();
+  o.sample_weights.clear();
   return fit(train, o);
 }
 
 History Model::fit(const data::Dataset& dataset, const FitOptions& o) {
   check_compiled("fit");
   check_strategy_scope("fit");
-  detail::check_no_sample_weight_beside(o.sample_weight, "fit");
+  detail::check_no_sample_weight_beside(o.sample_weight.defined() || !o.sample_weights.empty(), "fit");
   if (!o.class_weight.empty()) {
     FitOptions weighted = o;
     weighted.class_weight.clear();

@@ -210,15 +210,19 @@ json compile_to_keras(const Model& model) {
     return keras_object("keras.losses", keras_loss_class(loss.name()),
                         {{"name", loss.name()}, {"reduction", "sum_over_batch_size"}, {"from_logits", true}});
   };
-  json loss = keras_loss(*model.loss()), loss_weights = nullptr, metrics = json::array();
+  json loss = keras_loss(*model.loss()), loss_weights = nullptr, metrics = json::array(), weighted = nullptr;
   if (model.output_losses().empty()) {
-    for (const auto& m : model.metrics()) metrics.push_back(lockstep::metrics::identifier(*m, model.loss()->name()));
+    metrics = metric_identifiers(model, 0, false);
+    if (json w = metric_identifiers(model, 0, true); !w.empty()) weighted = std::move(w);
   } else {  // per output, in the outputs' form (a dict by name, else a list); metrics unprefixed
     const Structure& outs = model.output_structure();
     const bool dict = outs.form == Structure::Form::kDict;
     loss = dict ? json::object() : json::array();
     loss_weights = loss;
     metrics = loss;
+    const bool any_weighted = std::find(model.metric_weighted().begin(), model.metric_weighted().end(), true) !=
+                              model.metric_weighted().end();
+    if (any_weighted) weighted = loss;  // Keras writes None for none
     for (std::size_t k = 0; k < outs.size(); ++k) {
       const auto& head = model.output_losses()[k];
       const auto put = [&](json& where, json value) {
@@ -227,14 +231,16 @@ json compile_to_keras(const Model& model) {
       };
       put(loss, keras_loss(*head.loss));
       put(loss_weights, head.weight);
-      put(metrics, output_metric_identifiers(model, k));
+      put(metrics, metric_identifiers(model, k, false));
+      // A dict names only the outputs that have some (Keras writes the dict it was given).
+      if (json w = metric_identifiers(model, k, true); any_weighted && (!dict || !w.empty())) put(weighted, std::move(w));
     }
   }
   return {{"optimizer", keras_object("keras.optimizers", opt.at("class_name").get<std::string>(), oc)},
           {"loss", loss},
           {"loss_weights", loss_weights},
           {"metrics", metrics},
-          {"weighted_metrics", nullptr},
+          {"weighted_metrics", weighted},
           {"run_eagerly", false},
           {"steps_per_execution", model.steps_per_execution()},
           {"jit_compile", model.jit_compile() == JitCompile::kAuto ? json("auto")
@@ -250,6 +256,9 @@ struct CompileParts {
   std::map<std::string, json> losses;
   std::map<std::string, double> loss_weights;
   std::map<std::string, std::vector<json>> output_metrics;
+  // compile's weighted_metrics (Model::add_weighted_metrics), as metrics and output_metrics.
+  std::vector<json> weighted_metrics;
+  std::map<std::string, std::vector<json>> output_weighted_metrics;
   JitCompile jit_compile = JitCompile::kAuto;
   std::int64_t steps_per_execution = 1;
 };
@@ -313,10 +322,11 @@ std::string per_output_from_keras(const json& c, const Structure& outs, CompileP
   const json& l = c.value("loss", json());
   const json& w = c.value("loss_weights", json());
   const json& m = c.value("metrics", json());
+  const json& wm = c.value("weighted_metrics", json());
   const bool one_loss = l.is_string() || (l.is_object() && l.contains("class_name"));
-  for (const json* j : {&l, &w, &m}) {
+  for (const json* j : {&l, &w, &m, &wm}) {
     if (j == &l && one_loss) continue;
-    if (j->is_array() && j->size() != outs.size() && !(j == &m && j->empty()))
+    if (j->is_array() && j->size() != outs.size() && !((j == &m || j == &wm) && j->empty()))
       return "a list of " + std::to_string(j->size()) + " per output does not match the " +
              std::to_string(outs.size()) + " outputs (" + outs.joined() + ")";
     if (j->is_object())
@@ -332,10 +342,12 @@ std::string per_output_from_keras(const json& c, const Structure& outs, CompileP
     const json wk = entry(w, k);
     if (wk.is_number()) out.loss_weights[name] = wk.get<double>();
     else if (!wk.is_null()) return "loss_weights " + w.dump().substr(0, 120) + " are not supported";
-    json mk = entry(m, k);
-    if (mk.is_string() || (mk.is_object() && mk.contains("class_name"))) mk = json::array({mk});  // one metric
-    if (!mk.is_null())
-      if (std::string p = metrics_from_keras(mk, out.output_metrics[name]); !p.empty()) return p;
+    for (const auto& [given, listed] : {std::pair{&m, &out.output_metrics}, {&wm, &out.output_weighted_metrics}}) {
+      json mk = entry(*given, k);
+      if (mk.is_string() || (mk.is_object() && mk.contains("class_name"))) mk = json::array({mk});  // one metric
+      if (!mk.is_null())
+        if (std::string p = metrics_from_keras(mk, (*listed)[name]); !p.empty()) return p;
+    }
   }
   return {};
 }
@@ -343,7 +355,9 @@ std::string per_output_from_keras(const json& c, const Structure& outs, CompileP
 std::string compile_from_keras(const json& c, const Structure& outs, CompileParts& out) {
   if (!c.is_object()) return "compile_config is not an object";
   for (const auto& [key, value] : c.items()) {
-    if (key == "optimizer" || key == "loss" || key == "metrics" || (key == "loss_weights" && outs.size() > 1)) continue;
+    if (key == "optimizer" || key == "loss" || key == "metrics" || key == "weighted_metrics" ||
+        (key == "loss_weights" && outs.size() > 1))
+      continue;
     if (key == "steps_per_execution") {
       if (value.is_null()) continue;
       if (!value.is_number_integer() || value.get<std::int64_t>() < 1)
@@ -384,7 +398,10 @@ std::string compile_from_keras(const json& c, const Structure& outs, CompilePart
   if (outs.size() > 1) return per_output_from_keras(c, outs, out);
   if (std::string p = loss_from_keras(c.value("loss", json()), out.loss); !p.empty()) return p;
   const json& m = c.value("metrics", json());
-  if (!m.is_null()) return metrics_from_keras(m, out.metrics);
+  if (!m.is_null())
+    if (std::string p = metrics_from_keras(m, out.metrics); !p.empty()) return p;
+  const json& wm = c.value("weighted_metrics", json());
+  if (!wm.is_null()) return metrics_from_keras(wm, out.weighted_metrics);
   return {};
 }
 
@@ -635,6 +652,9 @@ void compile_from_keras_file(const json& j, Model& model, const std::string& sou
           std::vector<lockstep::metrics::MetricPtr> made;
           for (const json& m : parts.metrics) made.push_back(lockstep::metrics::deserialize(m, loss->name()));
           model.compile(parts.optimizer, loss, std::move(made));
+          std::vector<lockstep::metrics::MetricPtr> weighted;
+          for (const json& m : parts.weighted_metrics) weighted.push_back(lockstep::metrics::deserialize(m, loss->name()));
+          if (!weighted.empty()) model.add_weighted_metrics(std::move(weighted));
         } else {
           std::map<std::string, losses::LossPtr> losses;
           std::map<std::string, std::vector<lockstep::metrics::MetricPtr>> made;
@@ -642,6 +662,13 @@ void compile_from_keras_file(const json& j, Model& model, const std::string& sou
           for (const auto& [name, listed] : parts.output_metrics)
             for (const json& m : listed) made[name].push_back(lockstep::metrics::deserialize(m, losses.at(name)->name()));
           model.compile(parts.optimizer, losses, std::move(made), parts.loss_weights);
+          for (const auto& output : model.output_structure().names)  // in the outputs' order, as saved
+            if (const auto w = parts.output_weighted_metrics.find(output); w != parts.output_weighted_metrics.end()) {
+              std::vector<lockstep::metrics::MetricPtr> weighted;
+              for (const json& m : w->second)
+                weighted.push_back(lockstep::metrics::deserialize(m, losses.at(output)->name()));
+              if (!weighted.empty()) model.add_weighted_metrics(std::move(weighted), output);
+            }
         }
         model.set_jit_compile(parts.jit_compile);
         model.set_steps_per_execution(parts.steps_per_execution);

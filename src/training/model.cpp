@@ -94,6 +94,7 @@ void Model::take_optimizer(optimizers::OptimizerPtr optimizer, losses::LossPtr l
   compiled_at_trainable_ = layers::Layer::trainable_changes();
   metrics_.clear();
   metric_outputs_.clear();
+  metric_weighted_.clear();
   output_losses_.clear();
   output_loss_trackers_.clear();
 }
@@ -124,6 +125,7 @@ void Model::compile_with_metric_objects(optimizers::OptimizerPtr optimizer, loss
   take_optimizer(std::move(optimizer), std::move(loss), auto_scale_loss);
   metrics_ = std::move(metrics);
   metric_outputs_.assign(metrics_.size(), 0);
+  metric_weighted_.assign(metrics_.size(), false);
 }
 
 void Model::compile(optimizers::OptimizerPtr optimizer, const std::map<std::string, losses::LossPtr>& losses,
@@ -187,12 +189,61 @@ void Model::compile_outputs_with_metric_objects(optimizers::OptimizerPtr optimiz
       metric->set_name(out + "_" + metric->name());
       metrics_.push_back(std::move(metric));
       metric_outputs_.push_back(k);
+      metric_weighted_.push_back(false);
     }
   }
   std::set<std::string> names;
   for (const auto& m : metrics_)
     LOCKSTEP_CHECK(names.insert(m->name()).second, "Model::compile: two metrics are logged as '", m->name(),
                    "'; give each metric of an output its own name (and one object to one output)");
+}
+
+void Model::add_weighted_metrics(const std::vector<std::string>& names, const std::string& output) {
+  check_compiled("add_weighted_metrics");
+  const std::size_t k = output.empty() ? 0 : outputs_.index_of(output, "output");
+  const losses::LossPtr& loss = output_losses_.empty() ? loss_ : output_losses_[k].loss;
+  std::vector<metrics::MetricPtr> made;
+  for (const auto& name : names) made.push_back(metrics::get(name, loss->name()));
+  add_weighted_metric_objects(std::move(made), output);
+}
+
+void Model::add_weighted_metric_objects(std::vector<metrics::MetricPtr> metrics, const std::string& output) {
+  check_compiled("add_weighted_metrics");
+  LOCKSTEP_CHECK(!output.empty() || outputs_.size() == 1, "Model::add_weighted_metrics: model '", name(), "' has ",
+                 outputs_.size(), " outputs (", outputs_.joined(), "): name the output the metrics read");
+  const std::size_t k = output.empty() ? 0 : outputs_.index_of(output, "output");
+  const std::string prefix = outputs_.size() > 1 ? outputs_.names[k] + "_" : "";
+  std::set<std::string> taken{"loss"};
+  for (const auto& t : output_loss_trackers_) taken.insert(t.name());
+  for (const auto& m : metrics_) taken.insert(m->name());
+  for (auto& m : metrics) {
+    LOCKSTEP_CHECK(m != nullptr, "Model::add_weighted_metrics: a metric is null");
+    std::string logged = prefix + m->name();
+    if (taken.count(logged)) logged = prefix + "weighted_" + m->name();  // Keras' name for the second
+    LOCKSTEP_CHECK(taken.insert(logged).second, "Model::add_weighted_metrics: two metrics are logged as '", logged,
+                   "'; give each metric its own name");
+    // A metric object of metrics (the same one, or of its name) is kept apart, under its new name.
+    if (logged != m->name()) {
+      m = m->clone_empty();
+      m->set_name(logged);
+    }
+    metrics_.push_back(std::move(m));
+    metric_outputs_.push_back(k);
+    metric_weighted_.push_back(true);
+  }
+}
+
+std::string Model::metric_given_name(std::size_t i) const {
+  const std::string prefix = outputs_.size() > 1 ? outputs_.names[metric_outputs_[i]] + "_" : "";
+  const std::string name = metrics_[i]->name().substr(prefix.size());
+  static const std::string kWeighted = "weighted_";
+  if (!metric_weighted_[i] || name.rfind(kWeighted, 0) != 0) return name;
+  // add_weighted_metrics' rule undone: "weighted_" was added where the plain name was taken.
+  const std::string plain = prefix + name.substr(kWeighted.size());
+  bool taken = plain == "loss";
+  for (const auto& t : output_loss_trackers_) taken = taken || t.name() == plain;
+  for (std::size_t j = 0; j < i; ++j) taken = taken || metrics_[j]->name() == plain;
+  return taken ? name.substr(kWeighted.size()) : name;
 }
 
 void Model::compile(const std::string& optimizer, const std::string& loss, std::vector<std::string> metric_names) {

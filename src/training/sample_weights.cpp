@@ -7,6 +7,7 @@
 
 #include "lockstep/tensor/ops.hpp"
 #include "lockstep/training/model.hpp"
+#include "lockstep/training/structure.hpp"
 
 namespace lockstep::detail {
 namespace {
@@ -61,22 +62,34 @@ Tensor class_weights(const Tensor& y, const std::map<int, double>& class_weight)
   return Tensor::from_vector(weights, Shape{n}).on_host();
 }
 
-data::Element with_sample_weights(data::Element xy, const Tensor& sample_weight, const char* what) {
-  if (!sample_weight.defined()) return xy;
-  xy.push_back(checked_weights(sample_weight, xy.front().dim(0), what));
+data::Element with_sample_weights(const Model& model, data::Element xy, const Tensor& sample_weight,
+                                  const std::vector<Tensor>& per_output, const char* what) {
+  const std::int64_t n = xy.front().dim(0);
+  if (per_output.empty()) {
+    if (sample_weight.defined()) xy.push_back(checked_weights(sample_weight, n, what));
+    return xy;
+  }
+  const Structure& outs = model.output_structure();
+  LOCKSTEP_CHECK(!sample_weight.defined(), what, ": give sample_weight as one array or as one per output, not both");
+  LOCKSTEP_CHECK(per_output.size() == outs.size(), what, ": sample_weight holds ", per_output.size(),
+                 " arrays; the model has ", outs.size(), " outputs (", outs.joined(), "), one array each");
+  for (std::size_t k = 0; k < per_output.size(); ++k) {
+    const std::string output = std::string(what) + " (output '" + outs.names[k] + "')";
+    LOCKSTEP_CHECK(per_output[k].defined(), output, ": sample_weight is missing");
+    xy.push_back(checked_weights(per_output[k], n, output.c_str()));
+  }
   return xy;
 }
 
-void check_one_kind_of_weights(const Tensor& sample_weight, const std::map<int, double>& class_weight,
-                               const char* what) {
-  LOCKSTEP_CHECK(!sample_weight.defined() || class_weight.empty(), what,
+void check_one_kind_of_weights(bool sample_weights, const std::map<int, double>& class_weight, const char* what) {
+  LOCKSTEP_CHECK(!sample_weights || class_weight.empty(), what,
                  ": You cannot `class_weight` and `sample_weight` at the same time.");
 }
 
-void check_no_sample_weight_beside(const Tensor& sample_weight, const char* what) {
+void check_no_sample_weight_beside(bool given, const char* what) {
   // Keras' words (data_adapters/__init__.py: raise_unsupported_arg), and where they go.
   LOCKSTEP_CHECK(
-      !sample_weight.defined(), what,
+      !given, what,
       ": When providing `x` as a dataset, `sample_weight` should not be "
       "passed. Instead, the sample weights should be included as part of the dataset (its elements' "
       "component after the targets).");

@@ -9,9 +9,11 @@
 // sum by the global batch's size, as without weights, so N replicas compute what one device would,
 // and all-ones weights give the bits of no weights. The "loss" log is that mean, averaged over the
 // batches by their sizes (Keras' loss tracker). compile's metrics are not weighted: Keras 3 weights
-// only weighted_metrics (compile_utils.py, CompileMetrics.update_state).
+// only weighted_metrics (compile_utils.py, CompileMetrics.update_state; Model::add_weighted_metrics),
+// each with its output's weights.
 #include <cstddef>
 #include <map>
+#include <vector>
 
 #include "lockstep/data/dataset.hpp"
 
@@ -21,19 +23,22 @@ class Model;
 
 namespace lockstep::detail {
 
-/// The in-memory tensors of fit or evaluate (inputs, then targets) with `sample_weight` joined as
-/// their last component, checked and read as float32 (N,), so that a split keeps each row's weight;
-/// undefined: `xy` as it is. ValueError naming sample_weight: a weight not finite, another number
-/// of weights than examples, another shape than (N,) or (N, 1).
-data::Element with_sample_weights(data::Element xy, const Tensor& sample_weight, const char* what);
+/// The in-memory tensors of fit or evaluate (inputs, then targets) with the sample weights joined
+/// as their last components, each checked and read as float32 (N,), so that a split keeps each
+/// row's weight: `sample_weight` (one array for every output), or `per_output` (one array per
+/// output of `model`, in its order); neither: `xy` as it is. ValueError naming sample_weight (and
+/// the output): both given, another number of arrays than outputs, a weight not finite, another
+/// number of weights than examples, another shape than (N,) or (N, 1).
+data::Element with_sample_weights(const Model& model, data::Element xy, const Tensor& sample_weight,
+                                  const std::vector<Tensor>& per_output, const char* what);
 
-/// fit's sample_weight and class_weight: at most one of them (Keras' words otherwise).
-void check_one_kind_of_weights(const Tensor& sample_weight, const std::map<int, double>& class_weight,
-                               const char* what);
+/// fit's sample weights (one array, or one per output) and class_weight: at most one of them
+/// (Keras' words otherwise).
+void check_one_kind_of_weights(bool sample_weights, const std::map<int, double>& class_weight, const char* what);
 
-/// ValueError in Keras' words unless `sample_weight` is undefined: fit and evaluate on a dataset,
+/// ValueError in Keras' words if `given` (sample weights beside it): fit and evaluate on a dataset,
 /// whose elements carry their weights themselves.
-void check_no_sample_weight_beside(const Tensor& sample_weight, const char* what);
+void check_no_sample_weight_beside(bool given, const char* what);
 
 /// fit's class_weight on a dataset of (inputs, target) batches: each batch gains its weights, as
 /// Keras' TFDatasetAdapter maps make_class_weight_map_fn over it. A batch that has sample weights

@@ -116,12 +116,12 @@ void save_model(Model& model, const std::string& dir, const SaveModelOptions& op
             {"weights", weights}};
   if (opt != nullptr) {
     const auto& loss = *model.loss();
-    json metric_names = json::array();  // names, or Keras' objects for what a name does not make (k=3)
-    for (const auto& m : model.metrics()) metric_names.push_back(metrics::identifier(*m, loss.name()));
+    // Names, or Keras' objects for what a name does not make (k=3); weighted_metrics apart.
     j["compile_config"] = {
         {"optimizer", optimizers::serialize(*opt)},
         {"loss", {{"class_name", loss.name()}, {"config", {{"from_logits", loss.from_logits()}}}}},
-        {"metrics", metric_names},
+        {"metrics", model.output_losses().empty() ? detail::metric_identifiers(model, 0, false) : json::array()},
+        {"weighted_metrics", model.output_losses().empty() ? detail::metric_identifiers(model, 0, true) : json::array()},
         {"include_optimizer", with_optimizer},
         {"iterations", with_optimizer ? opt->iterations() : 0}};
     // A model of several outputs: each output's loss, weight and metrics (named unprefixed).
@@ -131,7 +131,8 @@ void save_model(Model& model, const std::string& dir, const SaveModelOptions& op
       outputs.push_back({{"name", head.name},
                          {"loss", {{"class_name", head.loss->name()}, {"config", {{"from_logits", head.loss->from_logits()}}}}},
                          {"weight", head.weight},
-                         {"metrics", detail::output_metric_identifiers(model, k)}});
+                         {"metrics", detail::metric_identifiers(model, k, false)},
+                         {"weighted_metrics", detail::metric_identifiers(model, k, true)}});
     }
     if (!outputs.empty()) j["compile_config"]["outputs"] = outputs;
   }
@@ -229,11 +230,21 @@ std::unique_ptr<Model> load_model(const std::string& dir, const LoadModelOptions
           for (const json& m : o.at("metrics")) made[name].push_back(metrics::deserialize(m, losses[name]->name()));
         }
         model->compile(optimizers::deserialize(c.at("optimizer")), losses, std::move(made), weights);
+        for (const auto& o : c.at("outputs")) {  // (files before weighted metrics have none)
+          const auto name = o.at("name").get<std::string>();
+          std::vector<metrics::MetricPtr> weighted;
+          for (const json& m : o.value("weighted_metrics", json::array()))
+            weighted.push_back(metrics::deserialize(m, losses[name]->name()));
+          if (!weighted.empty()) model->add_weighted_metrics(std::move(weighted), name);
+        }
       } else {
         const losses::LossPtr loss = loss_from_json(c.at("loss"));
-        std::vector<metrics::MetricPtr> made;
+        std::vector<metrics::MetricPtr> made, weighted;
         for (const json& m : c.at("metrics")) made.push_back(metrics::deserialize(m, loss->name()));
+        for (const json& m : c.value("weighted_metrics", json::array()))
+          weighted.push_back(metrics::deserialize(m, loss->name()));
         model->compile(optimizers::deserialize(c.at("optimizer")), loss, std::move(made));
+        if (!weighted.empty()) model->add_weighted_metrics(std::move(weighted));
       }
       if (c.at("include_optimizer").get<bool>()) restore_optimizer = model->optimizer().get();
       iterations = c.at("iterations").get<std::int64_t>();

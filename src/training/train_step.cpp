@@ -111,7 +111,8 @@ void Model::slice_metric_states(const data::Element& s, const detail::SliceOutpu
   const std::size_t n_in = inputs_.size();
   for (std::size_t m = 0; m < metrics_.size(); ++m) {
     const std::size_t k = metric_outputs_[m];
-    r.metric_states.push_back(metrics_[m]->batch_state(s[n_in + k], outs[k].output));
+    const Tensor weight = metric_weighted_[m] ? sample_weight_of(s, k) : Tensor();
+    r.metric_states.push_back(metrics_[m]->weighted_batch_state(s[n_in + k], outs[k].output, weight));
   }
 }
 

@@ -1,7 +1,8 @@
 // Sample weights on GPU replicas: the weights travel to each device with their slice of the batch
 // (copied ahead with it), and the weighted loss is captured with the step, so a captured step
 // (jit_compile=True) trains the eager step's bits, which are the CPU's, on one replica and on two
-// logical replicas of one GPU; evaluate's captured step reads the weights alike. CI runs them on
+// logical replicas of one GPU; evaluate's captured step reads the weights alike, and so do the
+// weighted metrics (compile's weighted_metrics), whose states are captured with the steps. CI runs them on
 // emulated GPUs (gpu.emulated), which capture as real ones do.
 #include <string>
 #include <vector>
@@ -18,8 +19,8 @@ namespace {
 
 struct Trained {
   std::vector<std::vector<float>> weights;
-  std::vector<double> losses;
-  double eval_loss = 0;
+  std::vector<double> losses, weighted_accuracy;
+  double eval_loss = 0, eval_weighted_accuracy = 0;
 };
 
 Trained train(JitCompile mode, const std::vector<std::string>& devices, bool weighted = true) {
@@ -29,6 +30,7 @@ Trained train(JitCompile mode, const std::vector<std::string>& devices, bool wei
   set_random_seed(9);
   Sequential m({layers::Dense(16, "relu", 12), layers::Dropout(0.2), layers::Dense(4, "softmax")});
   m.compile(optimizers::Adam(1e-2), losses::SparseCategoricalCrossentropy());
+  m.add_weighted_metrics({"accuracy"});
   m.set_jit_compile(mode);
   FitOptions fit{.epochs = 2, .batch_size = 16, .shuffle = false, .verbose = 0};
   const Tensor w = test::random_uniform(Shape{64}, 5, 0.0f, 2.0f);
@@ -41,6 +43,8 @@ Trained train(JitCompile mode, const std::vector<std::string>& devices, bool wei
   for (const auto& v : m.variables()) t.weights.push_back(v.read_value().to_vector<float>());
   t.losses = h.history.at("loss");
   t.eval_loss = eval.at("loss");
+  t.weighted_accuracy = h.history.at("accuracy");
+  t.eval_weighted_accuracy = eval.at("accuracy");
   return t;
 }
 
@@ -59,11 +63,16 @@ TEST(GpuSampleWeight, CapturedAndEagerStepsTrainTheCpusBitsOnWeightedData) {
     EXPECT_EQ(captured.weights, eager.weights);
     EXPECT_EQ(captured.losses, eager.losses);
     EXPECT_EQ(captured.eval_loss, eager.eval_loss);
+    EXPECT_EQ(captured.weighted_accuracy, eager.weighted_accuracy);
+    EXPECT_EQ(captured.eval_weighted_accuracy, eager.eval_weighted_accuracy);
     EXPECT_NE(eager.weights, unweighted.weights) << "the weights must change the training";
+    EXPECT_NE(eager.eval_weighted_accuracy, unweighted.eval_weighted_accuracy);
     if (devices == "gpu:0") {
       const Trained cpu = train(JitCompile::kOff, {"cpu:0"});
       EXPECT_EQ(cpu.weights, eager.weights);
       EXPECT_EQ(cpu.eval_loss, eager.eval_loss);
+      EXPECT_EQ(cpu.weighted_accuracy, eager.weighted_accuracy);
+      EXPECT_EQ(cpu.eval_weighted_accuracy, eager.eval_weighted_accuracy);
     }
   }
   if (gpus() >= 2) {

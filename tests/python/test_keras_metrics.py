@@ -172,3 +172,87 @@ def test_a_keras_file_keeps_the_metrics_k(tmp_path):
     loaded = keras.models.load_model(str(tmp_path / "m.keras"))
     got = loaded.evaluate(x, one_hot, batch_size=32, verbose=0, return_dict=True)
     assert got == pytest.approx(want) and "top3" in got and want["top3"] < 1.0
+
+
+def test_update_state_with_sample_weight_gives_keras_numbers():
+    # Keras 3.15.1's results for these batches (update_state(y_true, y_pred, sample_weight=w)).
+    scores = np.array([[.9, .05, .05], [.1, .8, .1], [.3, .4, .3], [.2, .2, .6]], np.float32)
+    labels, w = np.array([0, 1, 2, 1]), np.array([1, 2, 3, 4], np.float32)
+    m = keras.metrics.SparseCategoricalAccuracy()
+    m.update_state(labels, scores, sample_weight=w)
+    assert float(m.result()) == pytest.approx(0.3, abs=1e-7)
+    m = keras.metrics.CategoricalAccuracy()
+    m.update_state(np.eye(3, dtype=np.float32)[labels], scores, sample_weight=w)
+    assert float(m.result()) == pytest.approx(0.3, abs=1e-7)
+    a = np.array([[1, 2], [3, 4], [5, 6]], np.float32)
+    b = np.array([[1.5, 2], [3, 3], [4, 6.5]], np.float32)
+    m = keras.metrics.MeanSquaredError()
+    m.update_state(a, b, sample_weight=np.array([0.5, 1, 2], np.float32))
+    assert float(m.result()) == pytest.approx(0.5178571343421936, abs=1e-7)
+    m = keras.metrics.Mean()
+    m.update_state([1, 3, 5, 7], sample_weight=[1, 1, 0, 0])
+    assert float(m.result()) == 2.0
+    m = keras.metrics.BinaryAccuracy()
+    m.update_state(np.array([[1, 0], [1, 1], [0, 0]], np.float32), np.array([[.7, .2], [.4, .9], [.6, .1]], np.float32),
+                   sample_weight=np.array([2, 1, 1], np.float32))
+    assert float(m.result()) == 0.75
+    with pytest.raises(ValueError, match=r"sample_weight must hold one weight per example \(shape \(3,\) or \(3, 1\)\)"):
+        keras.metrics.MeanSquaredError().update_state(a, b, sample_weight=np.ones(2, np.float32))
+
+
+def weighted_top_class(m, x, labels, w):
+    hits = np.argmax(m.predict(x, verbose=0), -1) == labels
+    return float(np.sum(w * hits) / np.sum(w))
+
+
+@pytest.mark.parametrize("devices", [None, ["cpu:0", "cpu:1"]])
+def test_weighted_metrics_weigh_the_sample_weights_under_keras_names(devices):
+    x, one_hot, labels = classification()
+    w = np.random.default_rng(5).uniform(0, 2, len(x)).astype(np.float32)
+    keras.utils.set_random_seed(11)
+    with (tf.distribute.MirroredStrategy(devices) if devices else tf.distribute.get_strategy()).scope():
+        m = keras.Sequential([keras.Input((6,)), keras.layers.Dense(CLASSES, activation="softmax")])
+        m.compile(optimizer="sgd", loss="categorical_crossentropy", metrics=["accuracy"],
+                  weighted_metrics=["accuracy", keras.metrics.TopKCategoricalAccuracy(k=2, name="top2")])
+    logs = m.evaluate(x, one_hot, sample_weight=w, batch_size=32, verbose=0, return_dict=True)
+    # Keras 3 logs the second "accuracy" as weighted_accuracy.
+    assert set(logs) == {"loss", "accuracy", "weighted_accuracy", "top2"}
+    assert logs["weighted_accuracy"] == pytest.approx(weighted_top_class(m, x, labels, w), rel=1e-6)
+    assert logs["accuracy"] == pytest.approx(top_class_matches(m, x, one_hot))
+    plain = m.evaluate(x, one_hot, batch_size=32, verbose=0, return_dict=True)
+    assert plain["weighted_accuracy"] == plain["accuracy"]
+    h = m.fit(x, one_hot, sample_weight=w, batch_size=32, epochs=1, verbose=0)
+    assert {"loss", "accuracy", "weighted_accuracy", "top2"} <= set(h.history)
+
+
+def test_weighted_metrics_per_output_and_a_keras_file_keeps_them(tmp_path):
+    x, _, labels = classification()
+    reg = np.random.default_rng(4).normal(size=(len(x), 1)).astype(np.float32)
+    w = np.random.default_rng(5).uniform(0, 2, len(x)).astype(np.float32)
+    keras.utils.set_random_seed(11)
+    inp = keras.Input((6,))
+    m = keras.Model(inp, {"cls": keras.layers.Dense(CLASSES, activation="softmax", name="cls")(inp),
+                          "reg": keras.layers.Dense(1, name="reg")(inp)})
+    m.compile(optimizer="sgd", loss={"cls": "sparse_categorical_crossentropy", "reg": "mse"},
+              metrics={"cls": ["accuracy"]}, weighted_metrics={"cls": ["accuracy"], "reg": ["mae"]})
+    y = {"cls": labels, "reg": reg}
+    logs = m.evaluate(x, y, sample_weight={"cls": w, "reg": np.ones(len(x), np.float32)}, batch_size=32, verbose=0,
+                      return_dict=True)
+    assert {"cls_accuracy", "cls_weighted_accuracy", "reg_mae"} <= set(logs)
+    p = m.predict(x, verbose=0)
+    assert logs["cls_weighted_accuracy"] == pytest.approx(weighted_top_class_of(p["cls"], labels, w), rel=1e-6)
+    assert logs["reg_mae"] == pytest.approx(float(np.mean(np.abs(p["reg"] - reg))), rel=1e-5)
+    m.save(str(tmp_path / "m.keras"))
+    loaded = keras.models.load_model(str(tmp_path / "m.keras"))
+    assert loaded.evaluate(x, y, sample_weight={"cls": w, "reg": np.ones(len(x), np.float32)}, batch_size=32,
+                           verbose=0, return_dict=True) == logs
+    with pytest.raises(ValueError, match="nope"):
+        m.compile(optimizer="sgd", loss={"cls": "sparse_categorical_crossentropy", "reg": "mse"},
+                  weighted_metrics={"nope": ["accuracy"]})
+    with pytest.raises(ValueError, match="acuracy"):
+        m.compile(optimizer="sgd", loss={"cls": "sparse_categorical_crossentropy", "reg": "mse"},
+                  weighted_metrics={"cls": ["acuracy"]})
+
+
+def weighted_top_class_of(p, labels, w):
+    return float(np.sum(w * (np.argmax(p, -1) == labels)) / np.sum(w))

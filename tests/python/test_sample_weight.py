@@ -137,7 +137,28 @@ def test_a_model_of_two_outputs_weighs_each_outputs_loss():
     mse = (m.predict(x, verbose=0)[1] - reg)[:, 0].astype(np.float64) ** 2
     assert weighted["reg_loss"] == pytest.approx(np.sum(w * mse) / len(x), rel=1e-5)
     assert plain["reg_loss"] == pytest.approx(np.mean(mse), rel=1e-5)
-    with pytest.raises(ValueError, match="one sample_weight array per output"):
-        m.fit(x, [y, reg], sample_weight=[w, w], verbose=0)
+    # One array per output (Keras' list in the outputs' order, or a dict by output name): each
+    # weighs its own output's loss.
+    w2 = np.random.default_rng(6).uniform(0.0, 3.0, len(x)).astype(np.float32)
+    per_output = m.evaluate(x, [y, reg], sample_weight=[np.ones(len(x), np.float32), w2], batch_size=len(x),
+                            verbose=0, return_dict=True)
+    assert per_output["reg_loss"] == pytest.approx(np.sum(w2 * mse) / len(x), rel=1e-5)
+    assert per_output["cls_loss"] == plain["cls_loss"]
+    by_name = m.evaluate(x, [y, reg], sample_weight={"reg": w2, "cls": np.ones(len(x))}, batch_size=len(x),
+                         verbose=0, return_dict=True)
+    assert by_name == per_output
+    # A dataset's elements carry them as (x, y, (w_cls, w_reg)).
+    ds = tf.data.Dataset.from_tensor_slices((x, (y, reg), (np.ones(len(x), np.float32), w2))).batch(len(x))
+    assert m.evaluate(ds, verbose=0, return_dict=True) == pytest.approx(per_output, rel=1e-6)
+    a = m.fit(x, [y, reg], sample_weight=[w, w2], epochs=1, batch_size=8, shuffle=False, verbose=0)
+    assert np.isfinite(a.history["loss"]).all()
+    with pytest.raises(ValueError, match="unknown nope"):
+        m.fit(x, [y, reg], sample_weight={"cls": w, "reg": w, "nope": w}, verbose=0)
+    with pytest.raises(ValueError, match="missing reg"):
+        m.fit(x, [y, reg], sample_weight={"cls": w, "nope": w}, verbose=0)
+    with pytest.raises(ValueError, match="expected 2 arrays"):
+        m.evaluate(x, [y, reg], sample_weight=[w, w, w], verbose=0)
+    with pytest.raises(ValueError, match=r"output 'reg'\): sample_weight must hold one weight per example"):
+        m.evaluate(x, [y, reg], sample_weight=[w, np.ones((len(x), 3), np.float32)], verbose=0)
     with pytest.raises(ValueError, match="only supported for Models with a single output"):
         m.fit(x, [y, reg], class_weight={0: 2.0}, verbose=0)

@@ -31,7 +31,13 @@
 //                                                            with W and with the class weights, saved
 //                                                            as OUT_DIR/sample_weight.keras and
 //                                                            class_weight.keras (each fit's loss to
-//                                                            OUT_DIR/<name>_loss.txt)
+//                                                            OUT_DIR/<name>_loss.txt); the logs as
+//                                                            JSON: evaluate_logs.json and
+//                                                            sample_weight_history.json
+//   keras_files_driver multi-evaluate-weighted IN.keras IMAGE.npy TAB.npy CLS.npy REG.npy W_CLS.npy W_REG.npy OUT.json
+//                                                            IN (two inputs, outputs cls and reg)
+//                                                            evaluated (batch 8) with one sample weight
+//                                                            array per output; the logs as JSON to OUT
 // Errors: message on stderr, exit 1.
 #include <algorithm>
 #include <cstdio>
@@ -97,6 +103,12 @@ void write_number(const std::string& path, double value) {
   std::fprintf(f, "%.9g\n", value);
   std::fclose(f);
 }
+void write_json(const std::string& path, const nlohmann::json& j) {
+  std::FILE* f = std::fopen(path.c_str(), "w");
+  if (!f) throw IOError("cannot write " + path);
+  std::fprintf(f, "%s\n", j.dump().c_str());
+  std::fclose(f);
+}
 // "0:0.5,2:3" -> {0: 0.5, 2: 3}.
 std::map<int, double> parse_class_weight(const std::string& text) {
   std::map<int, double> out;
@@ -140,6 +152,12 @@ int main(int argc, char** argv) {
       const std::vector<Tensor> outs = m->predict(std::vector<Tensor>{data::read_npy(a[2]), data::read_npy(a[3])});
       for (std::size_t k = 0; k < outs.size(); ++k)
         data::write_npy(a[4] + m->output_structure().names[k] + ".npy", outs[k]);
+    } else if (a.size() == 9 && a[0] == "multi-evaluate-weighted") {
+      auto m = load_model(a[1]);
+      EvaluateOptions o{.batch_size = 8};
+      o.sample_weights = {data::read_npy(a[6]), data::read_npy(a[7])};
+      write_json(a[8], nlohmann::json(m->evaluate(std::vector<Tensor>{data::read_npy(a[2]), data::read_npy(a[3])},
+                                                  std::vector<Tensor>{data::read_npy(a[4]), data::read_npy(a[5])}, o)));
     } else if (a.size() == 2 && a[0] == "trainable") {
       const auto m = load_model(a[1]);  // held: a range-for's temporary owner would free the layers first
       for (const auto& l : m->layers())
@@ -160,12 +178,15 @@ int main(int argc, char** argv) {
     } else if (a.size() == 7 && a[0] == "weighted") {
       const Tensor x = data::read_npy(a[2]), y = data::read_npy(a[3]), w = data::read_npy(a[4]);
       const std::string out = a[6];
-      write_number(out + "/evaluate_loss.txt",
-                   load_model(a[1])->evaluate(x, y, {.batch_size = 8, .sample_weight = w}).at("loss"));
+      const Logs evaluated = load_model(a[1])->evaluate(x, y, {.batch_size = 8, .sample_weight = w});
+      write_number(out + "/evaluate_loss.txt", evaluated.at("loss"));
+      write_json(out + "/evaluate_logs.json", nlohmann::json(evaluated));
       FitOptions o{.epochs = 1, .batch_size = 8, .shuffle = false, .verbose = 0};
       o.sample_weight = w;
       auto by_example = load_model(a[1]);
-      write_number(out + "/sample_weight_loss.txt", by_example->fit(x, y, o).history.at("loss").back());
+      const History h = by_example->fit(x, y, o);
+      write_number(out + "/sample_weight_loss.txt", h.history.at("loss").back());
+      write_json(out + "/sample_weight_history.json", nlohmann::json(h.history));
       save_model(*by_example, out + "/sample_weight.keras");
       o.sample_weight = Tensor();
       o.class_weight = parse_class_weight(a[5]);
@@ -174,11 +195,7 @@ int main(int argc, char** argv) {
       save_model(*by_class, out + "/class_weight.keras");
     } else if (a.size() == 5 && a[0] == "evaluate") {
       const auto m = load_model(a[1]);
-      const Logs logs = m->evaluate(data::read_npy(a[2]), data::read_npy(a[3]), {.batch_size = 8});
-      std::FILE* out = std::fopen(a[4].c_str(), "w");
-      LOCKSTEP_CHECK(out != nullptr, "cannot write ", a[4]);
-      std::fprintf(out, "%s\n", nlohmann::json(logs).dump().c_str());
-      std::fclose(out);
+      write_json(a[4], nlohmann::json(m->evaluate(data::read_npy(a[2]), data::read_npy(a[3]), {.batch_size = 8})));
     } else {
       std::fprintf(stderr, "usage: see the header of keras_files_driver.cpp\n");
       return 2;

@@ -10,6 +10,10 @@ usage: keras_multi_io.py DIR KERAS_FILES_DRIVER
     keeps the compile config (losses, weights and metrics per output).
 (b) lockstep trains such a model (dicts) and saves it: keras.saving.load_model reads it, predicts
     what lockstep does (relative 1e-4) and evaluates it under Keras' names (cls_loss, reg_mae, ...).
+(d) Keras' weighted_metrics per output ({"cls": ["accuracy"], "reg": ["mae"]}, beside metrics
+    {"cls": ["accuracy"]}) and one sample weight array per output: lockstep, reading Keras' file,
+    evaluates to Keras' logs (names: cls_weighted_accuracy; metrics 1e-6, losses relative 1e-5),
+    and its re-save keeps weighted_metrics as Keras wrote them.
 (c) MultiHeadAttention's call keywords: Keras' mha(x, x, use_causal_mask=True) then
     mha(y, y, attention_mask=mask), the mask a second input: lockstep predicts Keras' outputs
     (relative 1e-4) and its re-save loads in Keras and predicts the same.
@@ -137,6 +141,41 @@ def lockstep_to_keras(d, driver):
           f"(b) loss is the weighted sum (weights kept): {logs}")
 
 
+def weighted_per_output(d, driver):
+    model = keras_model("dict")
+    model.compile("adam", loss={"cls": "sparse_categorical_crossentropy", "reg": "mse"},
+                  loss_weights={"cls": 1.0, "reg": 0.5}, metrics={"cls": ["accuracy"]},
+                  weighted_metrics={"cls": ["accuracy"], "reg": ["mae"]})
+    image, tab, cls, reg = data(2)
+    rng = np.random.RandomState(3)
+    w_cls, w_reg = rng.uniform(0, 2, N).astype(np.float32), rng.uniform(0, 3, N).astype(np.float32)
+    path = os.path.join(d, "keras_weighted.keras")
+    model.save(path)
+    want = model.evaluate({"image": image, "tab": tab}, {"cls": cls, "reg": reg},
+                          sample_weight={"cls": w_cls, "reg": w_reg}, batch_size=8, verbose=0, return_dict=True)
+    files = []
+    for name, arr in (("image", image), ("tab", tab), ("cls", cls), ("reg", reg), ("w_cls", w_cls), ("w_reg", w_reg)):
+        files.append(os.path.join(d, f"weighted_{name}.npy"))
+        np.save(files[-1], arr)
+    out = os.path.join(d, "weighted_logs.json")
+    r = run(driver, "multi-evaluate-weighted", path, *files, out)
+    if r.returncode != 0:
+        check(False, f"(d) lockstep multi-evaluate-weighted: {r.stderr.strip()}")
+        return
+    with open(out) as f:
+        got = json.load(f)
+    check(set(got) == set(want) and "cls_weighted_accuracy" in want,
+          f"(d) the logs' names: lockstep {sorted(got)}, Keras {sorted(want)}")
+    for k in set(got) & set(want):
+        ok = rel(got[k], want[k]) < 1e-5 if k.endswith("loss") else abs(got[k] - want[k]) < 1e-6
+        check(ok, f"(d) {k}: lockstep {got[k]:.7g}, Keras {want[k]:.7g}")
+    again = os.path.join(d, "keras_weighted_resaved.keras")
+    if kf.resave_and_load(driver, path, again, "(d)") is not None:
+        mine = json.loads(zipfile.ZipFile(again).read("config.json"))["compile_config"]["weighted_metrics"]
+        theirs = json.loads(zipfile.ZipFile(path).read("config.json"))["compile_config"]["weighted_metrics"]
+        check(mine == theirs, f"(d) the re-save keeps weighted_metrics: {mine} (Keras wrote {theirs})")
+
+
 def attention_keywords(d, driver):
     keras.utils.set_random_seed(8)
     x, mask = keras.Input((5, 8), name="tokens"), keras.Input((5, 5), name="mask")
@@ -170,6 +209,7 @@ def main():
     keras_to_lockstep("dict", d, driver)
     keras_to_lockstep("list", d, driver)
     lockstep_to_keras(d, driver)
+    weighted_per_output(d, driver)
     attention_keywords(d, driver)
     print(f"{len(kf.failures)} failure(s)")
     return 1 if kf.failures else 0

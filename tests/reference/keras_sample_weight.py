@@ -10,9 +10,13 @@ and saves it untrained. From that file, lockstep (keras_files_driver weighted) a
 (b) train it an epoch (batch 8, in order) with those sample weights, and
 (c) with class_weight {0: 0.5, 2: 3.0} (class 1 absent: weight 1):
     the same epoch loss (1e-5) and weights (relative 1e-4).
+The model is compiled with metrics=["accuracy"] and weighted_metrics=["accuracy",
+SparseTopKCategoricalAccuracy(k=2, name="top2")], which lockstep reads from the file: (a) and (b)
+log the same names (Keras' weighted_accuracy for the second "accuracy") and metric values (1e-6).
 
 Exit 0 all agree, 1 a disagreement, 77 (skip) when tensorflow/keras are not importable.
 """
+import json
 import os
 import subprocess
 import sys
@@ -43,7 +47,8 @@ def main():
     keras.utils.set_random_seed(5)
     m = keras.Sequential([keras.Input((4,)), keras.layers.Dense(8, activation="relu"),
                           keras.layers.Dense(3, activation="softmax")])
-    m.compile(optimizer=keras.optimizers.Adam(1e-2), loss="sparse_categorical_crossentropy")
+    m.compile(optimizer=keras.optimizers.Adam(1e-2), loss="sparse_categorical_crossentropy", metrics=["accuracy"],
+              weighted_metrics=["accuracy", keras.metrics.SparseTopKCategoricalAccuracy(k=2, name="top2")])
     base = os.path.join(d, "base.keras")
     m.save(base)
 
@@ -54,11 +59,22 @@ def main():
         return 1
 
     # (a) evaluate.
-    keras_loss = keras.saving.load_model(base).evaluate(x, y, sample_weight=w, batch_size=8, verbose=0)
+    keras_logs = keras.saving.load_model(base).evaluate(x, y, sample_weight=w, batch_size=8, verbose=0,
+                                                        return_dict=True)
+    keras_loss = keras_logs["loss"]
+    with open(os.path.join(d, "evaluate_logs.json")) as f:
+        lockstep_logs = json.load(f)
+    check(set(lockstep_logs) == set(keras_logs) == {"loss", "accuracy", "weighted_accuracy", "top2"},
+          f"(a) evaluate's logs: lockstep {sorted(lockstep_logs)}, Keras {sorted(keras_logs)}")
+    for name in set(lockstep_logs) & set(keras_logs) - {"loss"}:
+        check(abs(lockstep_logs[name] - keras_logs[name]) < 1e-6,
+              f"(a) evaluate's {name}: lockstep {lockstep_logs[name]:.7g}, Keras {keras_logs[name]:.7g}")
+    check(abs(keras_logs["weighted_accuracy"] - keras_logs["accuracy"]) > 1e-3,
+          "(a) the weights change the weighted accuracy")
     lockstep_loss = number(os.path.join(d, "evaluate_loss.txt"))
     check(rel(lockstep_loss, keras_loss) < 1e-5,
           f"(a) evaluate's weighted loss: lockstep {lockstep_loss:.7g}, Keras {keras_loss:.7g}")
-    plain = keras.saving.load_model(base).evaluate(x, y, batch_size=8, verbose=0)
+    plain = keras.saving.load_model(base).evaluate(x, y, batch_size=8, verbose=0, return_dict=True)["loss"]
     p = keras.saving.load_model(base).predict(x, verbose=0)
     each = -np.log(p[np.arange(len(y)), y].astype(np.float64))
     check(abs(keras_loss - plain) > 1e-3 and abs(keras_loss - np.sum(w * each) / np.sum(w)) > 1e-3
@@ -76,6 +92,12 @@ def main():
               f"{name}: the epoch's loss, lockstep {lockstep_fit_loss:.7g}, Keras {h.history['loss'][-1]:.7g}")
         worst = max(rel(a, b) for a, b in zip(lm.get_weights(), km.get_weights()))
         check(worst < 1e-4, f"{name}: the weights after an epoch agree (relative {worst:.2g})")
+        if name == "sample_weight":
+            with open(os.path.join(d, "sample_weight_history.json")) as f:
+                history = json.load(f)
+            for metric in ("accuracy", "weighted_accuracy", "top2"):
+                got, want = history.get(metric, [float("nan")])[-1], h.history[metric][-1]
+                check(abs(got - want) < 1e-6, f"(b) fit's {metric}: lockstep {got:.7g}, Keras {want:.7g}")
     print("FAILED: " + "; ".join(kf.failures) if kf.failures else "all agree")
     return 1 if kf.failures else 0
 

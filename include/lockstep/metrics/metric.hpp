@@ -7,6 +7,11 @@
 // adds to its own share of the state (TF's SyncOnRead metric variables), and reading the
 // state (result(), state()) outside folds the shares in replica order, so the result is the
 // same on every run.
+// Sample weights (Keras' update_state(y_true, y_pred, sample_weight), and compile's
+// weighted_metrics): weighted_batch_state() is [sum of w * value, sum of w] over the metric's
+// values(), the arithmetic of Keras 3's Mean (keras/src/metrics/reduction_metrics.py,
+// reduce_to_samplewise_values): a weighted mean, sum(w * v) / sum(w). Weights of all ones give the
+// bits of no weights.
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -37,6 +42,22 @@ class Metric {
   void merge_state(std::span<const float> batch_state);
   /// merge_state(batch_state(y_true, y_pred))
   void update_state(const Tensor& y_true, const Tensor& y_pred) { merge_state(batch_state(y_true, y_pred)); }
+  /// The values whose mean the metric is (Keras' MeanMetricWrapper's per-example values), float32
+  /// of shape (B,), or (B, P) where each example has P positions (a label per position): what
+  /// batch_state() sums, [sum(values), values.numel()]. ValueError for a metric class that has
+  /// none (a class of the user's own), naming it: such a metric takes no sample weights.
+  virtual Tensor values(const Tensor& y_true, const Tensor& y_pred) const;
+  /// batch_state() with Keras' sample_weight (undefined: batch_state() itself): the weights of
+  /// shape (B,) or (B, 1), one per example, give [sum(w * values), P * sum(w)]; of values()'
+  /// shape (B, P), one per position, [sum(w * values), sum(w)] (Keras 3's result for both: the
+  /// mean of each example's values weighted by its weight). Any dtype, cast to float32.
+  /// ValueError naming sample_weight for another shape. On the batch's device, capturable.
+  Tensor weighted_batch_state(const Tensor& y_true, const Tensor& y_pred, const Tensor& sample_weight) const;
+  /// merge_state(weighted_batch_state(y_true, y_pred, sample_weight)): Keras' update_state with
+  /// sample_weight.
+  void update_state(const Tensor& y_true, const Tensor& y_pred, const Tensor& sample_weight) {
+    merge_state(weighted_batch_state(y_true, y_pred, sample_weight));
+  }
   double result() const {
     const auto& s = state();
     return s[1] > 0 ? s[0] / s[1] : 0.0;
@@ -76,6 +97,8 @@ class Mean final : public Metric {
   explicit Mean(std::string name = "mean") : Metric(std::move(name)) {}
   /// [sum of values, count]; the second argument is unused (Keras' Mean takes values only).
   Tensor batch_state(const Tensor& values, const Tensor&) const override;
+  /// The values as (B, the rest) (a scalar: (1, 1)); the second argument is unused.
+  Tensor values(const Tensor& values, const Tensor&) const override;
   void update(double value, double weight = 1.0) { add_to_state({value * weight, weight}); }
   std::shared_ptr<Metric> clone_empty() const override { return std::make_shared<Mean>(name()); }
   std::string class_name() const override { return "Mean"; }
@@ -87,6 +110,7 @@ class SparseCategoricalAccuracy final : public Metric {
   explicit SparseCategoricalAccuracy(std::string name = "sparse_categorical_accuracy")
       : Metric(std::move(name)) {}
   Tensor batch_state(const Tensor& y_true, const Tensor& y_pred) const override;
+  Tensor values(const Tensor& y_true, const Tensor& y_pred) const override;
   std::shared_ptr<Metric> clone_empty() const override {
     return std::make_shared<SparseCategoricalAccuracy>(name());
   }
@@ -100,6 +124,7 @@ class Accuracy final : public Metric {
  public:
   explicit Accuracy(std::string name = "accuracy") : Metric(std::move(name)) {}
   Tensor batch_state(const Tensor& y_true, const Tensor& y_pred) const override;
+  Tensor values(const Tensor& y_true, const Tensor& y_pred) const override;
   std::shared_ptr<Metric> clone_empty() const override { return std::make_shared<Accuracy>(name()); }
   std::string class_name() const override { return "Accuracy"; }
 };
@@ -113,6 +138,7 @@ class AccuracyByShape final : public Metric {
  public:
   explicit AccuracyByShape(std::string name = "accuracy") : Metric(std::move(name)) {}
   Tensor batch_state(const Tensor& y_true, const Tensor& y_pred) const override;
+  Tensor values(const Tensor& y_true, const Tensor& y_pred) const override;
   std::shared_ptr<Metric> clone_empty() const override { return std::make_shared<AccuracyByShape>(name()); }
 };
 
@@ -121,6 +147,7 @@ class MeanAbsoluteError final : public Metric {
  public:
   explicit MeanAbsoluteError(std::string name = "mean_absolute_error") : Metric(std::move(name)) {}
   Tensor batch_state(const Tensor& y_true, const Tensor& y_pred) const override;
+  Tensor values(const Tensor& y_true, const Tensor& y_pred) const override;
   std::shared_ptr<Metric> clone_empty() const override { return std::make_shared<MeanAbsoluteError>(name()); }
   std::string class_name() const override { return "MeanAbsoluteError"; }
 };
@@ -130,6 +157,7 @@ class MeanSquaredError final : public Metric {
  public:
   explicit MeanSquaredError(std::string name = "mean_squared_error") : Metric(std::move(name)) {}
   Tensor batch_state(const Tensor& y_true, const Tensor& y_pred) const override;
+  Tensor values(const Tensor& y_true, const Tensor& y_pred) const override;
   std::shared_ptr<Metric> clone_empty() const override { return std::make_shared<MeanSquaredError>(name()); }
   std::string class_name() const override { return "MeanSquaredError"; }
 };
@@ -140,8 +168,12 @@ class CategoricalAccuracy final : public Metric {
  public:
   explicit CategoricalAccuracy(std::string name = "categorical_accuracy") : Metric(std::move(name)) {}
   Tensor batch_state(const Tensor& y_true, const Tensor& y_pred) const override;
+  Tensor values(const Tensor& y_true, const Tensor& y_pred) const override;
   std::shared_ptr<Metric> clone_empty() const override { return std::make_shared<CategoricalAccuracy>(name()); }
   std::string class_name() const override { return "CategoricalAccuracy"; }
+ private:
+  /// The rows (n, classes) y_pred is read as, checked against y_true.
+  Shape rows(const Tensor& y_true, const Tensor& y_pred) const;
 };
 
 /// Keras' "binary_accuracy": whether y_pred > threshold equals y_true, value by value; the mean
@@ -150,6 +182,7 @@ class BinaryAccuracy final : public Metric {
  public:
   explicit BinaryAccuracy(std::string name = "binary_accuracy", double threshold = 0.5);
   Tensor batch_state(const Tensor& y_true, const Tensor& y_pred) const override;
+  Tensor values(const Tensor& y_true, const Tensor& y_pred) const override;
   std::shared_ptr<Metric> clone_empty() const override {
     return std::make_shared<BinaryAccuracy>(name(), threshold_);
   }
@@ -170,6 +203,7 @@ class TopKCategoricalAccuracy final : public Metric {
  public:
   explicit TopKCategoricalAccuracy(std::int64_t k = 5, std::string name = "top_k_categorical_accuracy");
   Tensor batch_state(const Tensor& y_true, const Tensor& y_pred) const override;
+  Tensor values(const Tensor& y_true, const Tensor& y_pred) const override;
   std::shared_ptr<Metric> clone_empty() const override {
     return std::make_shared<TopKCategoricalAccuracy>(k_, name());
   }
@@ -188,6 +222,7 @@ class SparseTopKCategoricalAccuracy final : public Metric {
  public:
   explicit SparseTopKCategoricalAccuracy(std::int64_t k = 5, std::string name = "sparse_top_k_categorical_accuracy");
   Tensor batch_state(const Tensor& y_true, const Tensor& y_pred) const override;
+  Tensor values(const Tensor& y_true, const Tensor& y_pred) const override;
   std::shared_ptr<Metric> clone_empty() const override {
     return std::make_shared<SparseTopKCategoricalAccuracy>(k_, name());
   }

@@ -80,6 +80,10 @@ struct FitOptions {
   /// component after the targets ((x, y, sample_weight), as Keras): setting this with a dataset
   /// is a ValueError. Undefined: every example weighs 1.
   Tensor sample_weight;
+  /// Keras' sample_weight as a list or dict for a model of several outputs: one weight array per
+  /// output (output_structure()'s order), each as sample_weight, weighing that output's loss and
+  /// weighted metrics. In place of sample_weight (both: ValueError); empty: none.
+  std::vector<Tensor> sample_weights;
   /// Keras' class_weight: each example weighs its class's weight (classes absent weigh 1), its
   /// class the integer target, or the argmax of a one-hot one. With tensors or a dataset; not with
   /// sample_weight, weights in the dataset, or a model of several outputs (ValueError, Keras' words).
@@ -91,8 +95,9 @@ struct EvaluateOptions {
   std::int64_t steps = -1;
   int verbose = 0;
   std::vector<CallbackPtr> callbacks;
-  /// Keras' sample_weight for evaluate on tensors, as FitOptions::sample_weight.
+  /// Keras' sample_weight for evaluate on tensors, as FitOptions::sample_weight and sample_weights.
   Tensor sample_weight;
+  std::vector<Tensor> sample_weights;
 };
 
 struct PredictOptions {
@@ -152,6 +157,20 @@ class Model {
                bool auto_scale_loss = true) {
     compile_outputs_with_metric_objects(std::move(optimizer), losses, std::move(metrics), loss_weights,
                                         auto_scale_loss);
+  }
+  /// Keras' compile(weighted_metrics=...), given after compile (which clears them): metrics
+  /// updated with the batches' sample weights (Metric::weighted_batch_state; unweighted where
+  /// there are none), on `output`, by name ("" for a model of one output). Logged under their
+  /// names ("<output>_<name>" for a model of several); a name that metrics (or the loss) took
+  /// already becomes "weighted_<name>" ("<output>_weighted_<name>"), as Keras 3's
+  /// CompileMetrics.result (keras/src/trainers/compile_utils.py). ValueError naming an output the
+  /// model lacks, or a name taken twice. Metric objects or names (the template: as compile's, so
+  /// that `{"accuracy", "mae"}` means names).
+  void add_weighted_metrics(const std::vector<std::string>& names, const std::string& output = "");
+  template <typename M>
+    requires std::same_as<M, metrics::MetricPtr>
+  void add_weighted_metrics(std::vector<M> metrics, const std::string& output = "") {
+    add_weighted_metric_objects(std::move(metrics), output);
   }
   bool compiled() const { return optimizer_ != nullptr; }
   /// Keras' model.jit_compile (jit_compile.hpp): how train steps run from the next one on.
@@ -255,6 +274,11 @@ class Model {
   const std::vector<OutputLoss>& output_losses() const { return output_losses_; }
   /// Per metric of metrics(), the output it reads (all 0 for a model of one output).
   const std::vector<std::size_t>& metric_outputs() const { return metric_outputs_; }
+  /// Per metric of metrics(), whether it is weighted (add_weighted_metrics).
+  const std::vector<bool>& metric_weighted() const { return metric_weighted_; }
+  /// The name compile (or add_weighted_metrics) was given for metrics()[i]: its name without the
+  /// output's prefix and, where add_weighted_metrics added "weighted_", without that.
+  std::string metric_given_name(std::size_t i) const;
   std::uint64_t seed() const { return seed_; }
   /// Seed for weights and dropout; call before the model is built.
   void set_seed(std::uint64_t seed);
@@ -345,6 +369,7 @@ class Model {
                                            const std::map<std::string, losses::LossPtr>& losses,
                                            std::map<std::string, std::vector<metrics::MetricPtr>> metrics,
                                            const std::map<std::string, double>& loss_weights, bool auto_scale_loss);
+  void add_weighted_metric_objects(std::vector<metrics::MetricPtr> metrics, const std::string& output);
   /// Keras' rule: a model used (compile/fit) inside a strategy's scope must have been made in
   /// it; ValueError with Keras' message and the fix otherwise. An unbuilt model without a
   /// strategy adopts the open scope's (its variables will be made under it).
@@ -429,6 +454,7 @@ class Model {
   std::vector<metrics::MetricPtr> metrics_;
   std::vector<OutputLoss> output_losses_;
   std::vector<std::size_t> metric_outputs_;
+  std::vector<bool> metric_weighted_;  // by metric of metrics_ (add_weighted_metrics)
   metrics::Mean loss_tracker_{"loss"};
   std::deque<metrics::Mean> output_loss_trackers_;  // "<output>_loss" (a Mean does not move)
   distribute::Strategy* strategy_ = nullptr;

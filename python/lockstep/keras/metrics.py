@@ -7,7 +7,7 @@ import math
 import numbers
 
 from .. import _lockstep
-from .._support import refuse_arguments, unsupported_getattr
+from .._support import unsupported_getattr
 from ..ops import constant, float32
 
 __getattr__ = unsupported_getattr("tf.keras.metrics")
@@ -52,8 +52,9 @@ class Metric:
         return cls(**config)
 
     def update_state(self, y_true, y_pred=None, sample_weight=None):
-        refuse_arguments(f"keras.metrics.{type(self).__name__}.update_state", sample_weight=sample_weight)
-        self._metric.update_state(y_true, y_pred)
+        """Keras' arithmetic with sample_weight (one weight per example, or per position of a
+        label per position): the mean of the values weighted, sum(w * value) / sum(w)."""
+        self._metric.update_state(y_true, y_pred, sample_weight)
 
     def result(self):
         return constant(self._metric.result(), float32)

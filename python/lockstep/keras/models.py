@@ -49,11 +49,11 @@ def _callbacks(callbacks, model):
     return [callbacks_module.native(c, model) for c in (callbacks or [])]
 
 
-def _metric_list(metrics):
+def _metric_list(metrics, what="metrics"):
     given = []
     for m in metrics or []:
         if not isinstance(m, (str, metrics_module.Metric)):
-            raise ValueError(f"keras.Model.compile: lockstep takes metrics by name or as keras.metrics "
+            raise ValueError(f"keras.Model.compile: lockstep takes {what} by name or as keras.metrics "
                              f"objects, not {m!r}")
         given.append(m if isinstance(m, str) else m._metric)
     return given
@@ -65,12 +65,12 @@ def _per_output(value, outputs, what):
     if isinstance(value, dict):
         return dict(value)
     listed = isinstance(value, (list, tuple))
-    if what == "metrics":
+    if what in ("metrics", "weighted_metrics"):
         if not value:
             return {}
         listed = listed and all(v is None or isinstance(v, (list, tuple)) for v in value)
         if not listed:
-            raise ValueError(f"keras.Model.compile: give metrics per output of a model of several outputs, as a dict "
+            raise ValueError(f"keras.Model.compile: give {what} per output of a model of several outputs, as a dict "
                              f"({{'{outputs[0]}': [...]}}) or a list of lists, not {value!r}")
     if listed:
         if len(value) != len(outputs):
@@ -223,11 +223,11 @@ class Model:
 
     def compile(self, optimizer="rmsprop", loss=None, loss_weights=None, metrics=None, weighted_metrics=None,
                 run_eagerly=False, steps_per_execution=1, jit_compile="auto", auto_scale_loss=True):
-        refuse_arguments("keras.Model.compile", weighted_metrics=weighted_metrics, run_eagerly=run_eagerly)
+        refuse_arguments("keras.Model.compile", run_eagerly=run_eagerly)
         if self._unbuilt_subclass:  # compiled once call is traced (the outputs tell the losses' form)
             self._pending_compile = dict(optimizer=optimizer, loss=loss, loss_weights=loss_weights, metrics=metrics,
-                                         steps_per_execution=steps_per_execution, jit_compile=jit_compile,
-                                         auto_scale_loss=auto_scale_loss)
+                                         weighted_metrics=weighted_metrics, steps_per_execution=steps_per_execution,
+                                         jit_compile=jit_compile, auto_scale_loss=auto_scale_loss)
             return
         if isinstance(steps_per_execution, bool) or not isinstance(steps_per_execution, numbers.Integral):
             raise ValueError(f"keras.Model.compile: steps_per_execution must be a positive integer, got "
@@ -240,19 +240,34 @@ class Model:
                 else loss
             if isinstance(metrics, dict) or (metrics and all(isinstance(m, (list, tuple)) for m in metrics)):
                 metrics = _per_output(metrics, outputs, "metrics").get(outputs[0])
+            if isinstance(weighted_metrics, dict) or (weighted_metrics and all(isinstance(m, (list, tuple))
+                                                                               for m in weighted_metrics)):
+                weighted_metrics = _per_output(weighted_metrics, outputs, "weighted_metrics").get(outputs[0])
             if isinstance(loss, (dict, list, tuple)):
                 raise ValueError(f"keras.Model.compile: the model has one output, '{outputs[0]}'; give it one loss, "
                                  f"not {loss!r}")
             refuse_arguments("keras.Model.compile of a model of one output", loss_weights=loss_weights)
             self._model.compile(optimizers.get(optimizer), losses.get(loss), _metric_list(metrics))
+            if weighted_metrics:
+                self._model.add_weighted_metrics(_metric_list(weighted_metrics, "weighted_metrics"))
         else:
             per_output_metrics = {k: _metric_list([v] if isinstance(v, (str, metrics_module.Metric)) else v)
                                   for k, v in _per_output(metrics or {}, outputs, "metrics").items()}
+            weighted = _per_output(weighted_metrics or {}, outputs, "weighted_metrics")
+            unknown = [str(k) for k in weighted if k not in outputs]
+            if unknown:
+                raise ValueError(f"keras.Model.compile: weighted_metrics names {', '.join(unknown)}, which is no "
+                                 f"output of the model ({', '.join(outputs)})")
             self._model.compile_outputs(optimizers.get(optimizer),
                                         {k: losses.get(v) for k, v in _per_output(loss, outputs, "loss").items()},
                                         per_output_metrics,
                                         {k: float(v) for k, v in _per_output(loss_weights or {}, outputs,
                                                                              "loss_weights").items()})
+            for output in outputs:  # in the outputs' order, as Keras logs them
+                if weighted.get(output):
+                    listed = weighted[output]
+                    listed = [listed] if isinstance(listed, (str, metrics_module.Metric)) else listed
+                    self._model.add_weighted_metrics(_metric_list(listed, "weighted_metrics"), output)
         self._optimizer = optimizer if isinstance(optimizer, optimizers.Optimizer) else None
         # Keras' "auto", True or False; the C++ model names them auto, on and off.
         self._model.jit_compile = ("on" if jit_compile else "off") if isinstance(jit_compile, bool) else jit_compile
@@ -325,9 +340,8 @@ class Model:
         if structure[0] != "tuple" or len(structure[1]) not in (2, 3):
             raise ValueError(f"{what}: a dataset of nested elements must yield (inputs, targets) or (inputs, "
                              f"targets, sample_weight)")
-        if len(structure[1]) == 3 and structure[1][2] not in (None, "single"):
-            raise ValueError(f"{what}: lockstep does not support nested sample weights in a dataset yet; yield one "
-                             f"array of weights, which weighs every output's loss")
+        if len(structure[1]) == 3 and structure[1][2] not in (None, "single"):  # one array per output
+            self._check_nesting(structure[1][2], self._model.output_structure, what + " sample_weight")
         self._check_nesting(structure[1][0], self._model.input_structure, what + " inputs")
         self._check_nesting(structure[1][1], self._model.output_structure, what + " targets")
 
@@ -345,15 +359,21 @@ class Model:
         else:
             arrays = [self._one_array(x, what + " x"), self._one_array(y, what + " y")]
         if sample_weight is not None:  # after the targets, as the C++ reads them (Keras' (x, y, sample_weight))
-            arrays.append(self._sample_weight(sample_weight, what))
+            weights = self._sample_weight(sample_weight, what)
+            arrays.extend(weights if isinstance(weights, list) else [weights])
         return Dataset.from_tensor_slices(tuple(arrays)).batch(_batch_size(batch_size))._ds
 
     def _sample_weight(self, value, what):
         """Keras' sample_weight: one array, float32, whose examples the C++ checks against x's; a
-        model of several outputs weighs each output's loss by it."""
-        if isinstance(value, (list, tuple, dict)) and self._several():
-            raise ValueError(f"{what}: lockstep does not support one sample_weight array per output yet; "
-                             f"give one array (shape (num_samples,)), which weighs every output's loss")
+        model of several outputs weighs each output's loss by it. For a model of several outputs a
+        list (in the outputs' order) or a dict by output name gives one array per output (a list of
+        them here), each weighing its output's loss and weighted metrics."""
+        outputs = self._model.output_structure
+        if isinstance(value, (list, tuple, dict)) and len(outputs[1]) > 1:
+            return [np.ascontiguousarray(a, dtype=np.float32)
+                    for a in self._flat_arrays(value, outputs, what + " sample_weight")]
+        if isinstance(value, dict) and len(value) == 1:
+            value = next(iter(value.values()))
         a = host_array(value, what + " sample_weight")
         return np.ascontiguousarray(a, dtype=np.float32)
 
@@ -375,7 +395,11 @@ class Model:
         if class_weight is not None:
             o.class_weight = _class_weight(class_weight)
         if sample_weight is not None:  # (the C++ refuses it beside a dataset)
-            o.set_sample_weight(self._sample_weight(sample_weight, "keras.Model.fit"))
+            weights = self._sample_weight(sample_weight, "keras.Model.fit")
+            if isinstance(weights, list):
+                o.set_sample_weights(weights)
+            else:
+                o.set_sample_weight(weights)
         if validation_data is not None:
             if isinstance(validation_data, Dataset):
                 self._check_dataset(validation_data, "keras.Model.fit validation_data")
@@ -410,11 +434,15 @@ class Model:
                  callbacks=None, return_dict=False):
         self._build_for(x, "keras.Model.evaluate")
         verbose = 1 if verbose == "auto" else int(verbose)
+        per_output = None
         if sample_weight is not None:  # (the C++ refuses it beside a dataset)
             sample_weight = self._sample_weight(sample_weight, "keras.Model.evaluate")
+            if isinstance(sample_weight, list):
+                per_output, sample_weight = sample_weight, None
         if isinstance(x, Dataset):
             logs = self._model.evaluate_dataset(self._dataset(x, y, batch_size, "keras.Model.evaluate"),
-                                                _steps(steps), verbose, _callbacks(callbacks, self), sample_weight)
+                                                _steps(steps), verbose, _callbacks(callbacks, self), sample_weight,
+                                                per_output)
         else:
             if y is None:
                 raise ValueError("keras.Model.evaluate: y is missing")
@@ -422,7 +450,8 @@ class Model:
                 logs = self._model.evaluate_arrays_list(
                     self._flat_arrays(x, self._model.input_structure, "keras.Model.evaluate x"),
                     self._flat_arrays(y, self._model.output_structure, "keras.Model.evaluate y"),
-                    _batch_size(batch_size), _steps(steps), verbose, _callbacks(callbacks, self), sample_weight)
+                    _batch_size(batch_size), _steps(steps), verbose, _callbacks(callbacks, self), sample_weight,
+                    per_output)
             else:
                 logs = self._model.evaluate_arrays(self._one_array(x, "keras.Model.evaluate x"),
                                                    self._one_array(y, "keras.Model.evaluate y"),
