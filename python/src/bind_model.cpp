@@ -383,7 +383,7 @@ void bind_model(nb::module_& m) {
       .def_prop_ro("layers", [](const Model& mo) { return mo.layers(); })
       .def_prop_ro("metrics_names", [](const Model& mo) {
         std::vector<std::string> names{"loss"};
-        for (const auto& metric : mo.metrics()) names.push_back(metric->name());
+        names.insert(names.end(), mo.metric_log_names().begin(), mo.metric_log_names().end());
         return names;
       })
       .def_prop_ro("input_structure", [](const Model& mo) { return structure_tuple(mo.input_structure()); })

@@ -26,9 +26,7 @@ json metric_identifiers(const Model& model, std::size_t k, bool weighted) {
   json out = json::array();
   for (std::size_t i = 0; i < model.metrics().size(); ++i) {
     if (model.metric_outputs()[i] != k || model.metric_weighted()[i] != weighted) continue;
-    const metrics::MetricPtr given = model.metrics()[i]->clone_empty();
-    given->set_name(model.metric_given_name(i));
-    out.push_back(metrics::identifier(*given, loss->name()));
+    out.push_back(metrics::identifier(*model.metrics()[i], loss->name()));
   }
   return out;
 }

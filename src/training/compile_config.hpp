@@ -17,7 +17,7 @@ losses::LossPtr loss_from_json(const nlohmann::json& j);
 
 /// A compiled model's metrics of output k (0 for a model of one), its weighted ones
 /// (add_weighted_metrics) or the others, as compile was given them: metrics::identifier of each
-/// under the name it was given (Model::metric_given_name): a name, or Keras' object.
+/// under the name it was given (not its log's): a name, or Keras' object.
 nlohmann::json metric_identifiers(const Model& model, std::size_t k, bool weighted);
 
 }  // namespace lockstep::detail

@@ -95,6 +95,7 @@ void Model::take_optimizer(optimizers::OptimizerPtr optimizer, losses::LossPtr l
   metrics_.clear();
   metric_outputs_.clear();
   metric_weighted_.clear();
+  metric_log_names_.clear();
   output_losses_.clear();
   output_loss_trackers_.clear();
 }
@@ -126,6 +127,7 @@ void Model::compile_with_metric_objects(optimizers::OptimizerPtr optimizer, loss
   metrics_ = std::move(metrics);
   metric_outputs_.assign(metrics_.size(), 0);
   metric_weighted_.assign(metrics_.size(), false);
+  for (const auto& m : metrics_) metric_log_names_.push_back(m->name());
 }
 
 void Model::compile(optimizers::OptimizerPtr optimizer, const std::map<std::string, losses::LossPtr>& losses,
@@ -186,16 +188,20 @@ void Model::compile_outputs_with_metric_objects(optimizers::OptimizerPtr optimiz
     const auto m = metric_objects.find(out);
     if (m == metric_objects.end()) continue;
     for (auto& metric : m->second) {
-      metric->set_name(out + "_" + metric->name());
+      metric_log_names_.push_back(out + "_" + metric->name());
       metrics_.push_back(std::move(metric));
       metric_outputs_.push_back(k);
       metric_weighted_.push_back(false);
     }
   }
   std::set<std::string> names;
-  for (const auto& m : metrics_)
-    LOCKSTEP_CHECK(names.insert(m->name()).second, "Model::compile: two metrics are logged as '", m->name(),
-                   "'; give each metric of an output its own name (and one object to one output)");
+  std::set<const metrics::Metric*> objects;
+  for (std::size_t i = 0; i < metrics_.size(); ++i) {
+    LOCKSTEP_CHECK(names.insert(metric_log_names_[i]).second, "Model::compile: two metrics are logged as '",
+                   metric_log_names_[i], "'; give each metric of an output its own name");
+    LOCKSTEP_CHECK(objects.insert(metrics_[i].get()).second, "Model::compile: the metric object '", metrics_[i]->name(),
+                   "' is given twice; give each output its own object (it holds one output's state)");
+  }
 }
 
 void Model::add_weighted_metrics(const std::vector<std::string>& names, const std::string& output) {
@@ -215,35 +221,21 @@ void Model::add_weighted_metric_objects(std::vector<metrics::MetricPtr> metrics,
   const std::string prefix = outputs_.size() > 1 ? outputs_.names[k] + "_" : "";
   std::set<std::string> taken{"loss"};
   for (const auto& t : output_loss_trackers_) taken.insert(t.name());
-  for (const auto& m : metrics_) taken.insert(m->name());
+  taken.insert(metric_log_names_.begin(), metric_log_names_.end());
   for (auto& m : metrics) {
     LOCKSTEP_CHECK(m != nullptr, "Model::add_weighted_metrics: a metric is null");
     std::string logged = prefix + m->name();
     if (taken.count(logged)) logged = prefix + "weighted_" + m->name();  // Keras' name for the second
     LOCKSTEP_CHECK(taken.insert(logged).second, "Model::add_weighted_metrics: two metrics are logged as '", logged,
                    "'; give each metric its own name");
-    // A metric object of metrics (the same one, or of its name) is kept apart, under its new name.
-    if (logged != m->name()) {
-      m = m->clone_empty();
-      m->set_name(logged);
-    }
+    // The object compile's metrics hold already keeps its state apart (a weighted one of its own).
+    for (const auto& held : metrics_)
+      if (held == m) m = m->clone_empty();
     metrics_.push_back(std::move(m));
     metric_outputs_.push_back(k);
     metric_weighted_.push_back(true);
+    metric_log_names_.push_back(std::move(logged));
   }
-}
-
-std::string Model::metric_given_name(std::size_t i) const {
-  const std::string prefix = outputs_.size() > 1 ? outputs_.names[metric_outputs_[i]] + "_" : "";
-  const std::string name = metrics_[i]->name().substr(prefix.size());
-  static const std::string kWeighted = "weighted_";
-  if (!metric_weighted_[i] || name.rfind(kWeighted, 0) != 0) return name;
-  // add_weighted_metrics' rule undone: "weighted_" was added where the plain name was taken.
-  const std::string plain = prefix + name.substr(kWeighted.size());
-  bool taken = plain == "loss";
-  for (const auto& t : output_loss_trackers_) taken = taken || t.name() == plain;
-  for (std::size_t j = 0; j < i; ++j) taken = taken || metrics_[j]->name() == plain;
-  return taken ? name.substr(kWeighted.size()) : name;
 }
 
 void Model::compile(const std::string& optimizer, const std::string& loss, std::vector<std::string> metric_names) {
@@ -362,18 +354,18 @@ std::map<std::string, std::vector<double>> Model::metric_states() const {
   std::map<std::string, std::vector<double>> out;
   out["loss"] = loss_tracker_.state();
   for (const auto& t : output_loss_trackers_) out[t.name()] = t.state();
-  for (const auto& m : metrics_) out[m->name()] = m->state();
+  for (std::size_t i = 0; i < metrics_.size(); ++i) out[metric_log_names_[i]] = metrics_[i]->state();
   return out;
 }
 
 void Model::set_metric_states(const std::map<std::string, std::vector<double>>& states) {
-  auto set = [&](metrics::Metric& m) {
-    auto it = states.find(m.name());
+  auto set = [&](metrics::Metric& m, const std::string& logged) {
+    auto it = states.find(logged);
     if (it != states.end() && it->second.size() == m.state().size()) m.state() = it->second;
   };
-  set(loss_tracker_);
-  for (auto& t : output_loss_trackers_) set(t);
-  for (auto& m : metrics_) set(*m);
+  set(loss_tracker_, loss_tracker_.name());
+  for (auto& t : output_loss_trackers_) set(t, t.name());
+  for (std::size_t i = 0; i < metrics_.size(); ++i) set(*metrics_[i], metric_log_names_[i]);
 }
 
 Logs Model::collect_logs(const char* prefix) const {
@@ -392,7 +384,7 @@ void Model::collect_logs_into(Logs& logs, const char* prefix) const {
   };
   put(kLoss, loss_tracker_.result());
   for (const auto& t : output_loss_trackers_) put(t.name(), t.result());
-  for (const auto& m : metrics_) put(m->name(), m->result());
+  for (std::size_t i = 0; i < metrics_.size(); ++i) put(metric_log_names_[i], metrics_[i]->result());
 }
 
 std::vector<Model::Output> Model::forward_all(std::span<const Tensor> xs, const layers::CallContext& ctx) const {

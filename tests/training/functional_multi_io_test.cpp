@@ -378,5 +378,30 @@ TEST(FunctionalMultiIO, PerOutputMetricObjectsAreLoggedPrefixedAndKeptInKerasFil
                      "two metrics are logged as 'cls_mae'");
 }
 
+// Keras prefixes the log, not the object: a user's metric keeps its name, so compiling again with
+// the same objects (keras.io's fine-tuning recompiles) logs the same keys, and one object given to
+// two outputs (one state for two) is refused by name.
+TEST(FunctionalMultiIO, MetricObjectsKeepTheirNamesAcrossCompiles) {
+  TwoByTwo g;
+  Functional model({{"image", g.image}, {"tab", g.tab}}, {{"cls", g.cls}, {"reg", g.reg}}, "again", 5);
+  const std::map<std::string, losses::LossPtr> losses = {{"cls", losses::SparseCategoricalCrossentropy()},
+                                                         {"reg", losses::MeanSquaredError()}};
+  const auto top2 = std::make_shared<metrics::SparseTopKCategoricalAccuracy>(2, "top2");
+  const auto mae = std::make_shared<metrics::MeanAbsoluteError>();
+  const Data d = make_data(40);
+  for (int compiled = 0; compiled < 2; ++compiled) {
+    model.compile(optimizers::Adam(0.01), losses,
+                  std::map<std::string, std::vector<metrics::MetricPtr>>{{"cls", {top2}}, {"reg", {mae}}});
+    EXPECT_EQ(top2->name(), "top2");
+    EXPECT_EQ(model.metric_log_names(), (std::vector<std::string>{"cls_top2", "reg_mean_absolute_error"}));
+    const Logs logs = model.evaluate({d.image, d.tab}, {d.cls, d.reg});
+    EXPECT_TRUE(logs.contains("cls_top2") && logs.contains("reg_mean_absolute_error"));
+    EXPECT_EQ(logs.at("cls_top2"), top2->result());  // the user's object holds the model's state
+  }
+  EXPECT_VALUE_ERROR(model.compile(optimizers::Adam(0.01), losses,
+                                   std::map<std::string, std::vector<metrics::MetricPtr>>{{"cls", {mae}}, {"reg", {mae}}}),
+                     "the metric object 'mean_absolute_error' is given twice");
+}
+
 }  // namespace
 }  // namespace lockstep

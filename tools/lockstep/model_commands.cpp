@@ -112,10 +112,10 @@ int run_evaluate(const ModelArgs& a) {
   std::snprintf(buf, sizeof buf, "%.4f", logs.at("loss"));
   line += buf;
   nlohmann::json j = {{"test_loss", logs.at("loss")}};
-  for (const auto& m : model->metrics()) {
-    std::snprintf(buf, sizeof buf, "%.4f", logs.at(m->name()));
-    line += " - test_" + m->name() + ": " + buf;
-    j["test_" + m->name()] = logs.at(m->name());
+  for (const auto& name : model->metric_log_names()) {
+    std::snprintf(buf, sizeof buf, "%.4f", logs.at(name));
+    line += " - test_" + name + ": " + buf;
+    j["test_" + name] = logs.at(name);
   }
   std::printf("%s\n", line.c_str());
   if (!a.metrics_out.empty()) {

@@ -148,7 +148,7 @@ class Model {
                const std::map<std::string, std::vector<std::string>>& metrics,
                const std::map<std::string, double>& loss_weights = {}, bool auto_scale_loss = true);
   /// The same with metric objects per output (Keras' metrics={"cls": [keras.metrics.X(...)]}):
-  /// each is logged, and renamed, "<output>_<its name>". A template only so that `{}` and
+  /// each is logged as "<output>_<its name>" (metric_log_names()). A template only so that `{}` and
   /// `{{"cls", {"accuracy"}}}` still mean names.
   template <typename M>
     requires std::same_as<M, metrics::MetricPtr>
@@ -276,9 +276,10 @@ class Model {
   const std::vector<std::size_t>& metric_outputs() const { return metric_outputs_; }
   /// Per metric of metrics(), whether it is weighted (add_weighted_metrics).
   const std::vector<bool>& metric_weighted() const { return metric_weighted_; }
-  /// The name compile (or add_weighted_metrics) was given for metrics()[i]: its name without the
-  /// output's prefix and, where add_weighted_metrics added "weighted_", without that.
-  std::string metric_given_name(std::size_t i) const;
+  /// Per metric of metrics(), the key of its logs, as Keras names them: its own name, after
+  /// "<output>_" for a model of several, and "weighted_" before it for a weighted metric whose name
+  /// was taken (compile_utils.py). The metric objects keep the names they were given.
+  const std::vector<std::string>& metric_log_names() const { return metric_log_names_; }
   std::uint64_t seed() const { return seed_; }
   /// Seed for weights and dropout; call before the model is built.
   void set_seed(std::uint64_t seed);
@@ -455,6 +456,7 @@ class Model {
   std::vector<OutputLoss> output_losses_;
   std::vector<std::size_t> metric_outputs_;
   std::vector<bool> metric_weighted_;  // by metric of metrics_ (add_weighted_metrics)
+  std::vector<std::string> metric_log_names_;  // by metric of metrics_
   metrics::Mean loss_tracker_{"loss"};
   std::deque<metrics::Mean> output_loss_trackers_;  // "<output>_loss" (a Mean does not move)
   distribute::Strategy* strategy_ = nullptr;
