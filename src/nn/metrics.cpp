@@ -174,13 +174,21 @@ Tensor Accuracy::batch_state(const Tensor& y_true, const Tensor& y_pred) const {
   return state_of(values(y_true, y_pred));
 }
 
-Tensor AccuracyByShape::values(const Tensor& y_true, const Tensor& y_pred) const {
+namespace {
+// AccuracyByShape's (n, columns) of a batch, its targets checked against them.
+std::pair<std::int64_t, std::int64_t> by_shape_rows(const Tensor& y_true, const Tensor& y_pred) {
   const std::int64_t n = y_pred.rank() ? y_pred.dim(0) : 1;
+  const std::int64_t cols = n ? y_pred.numel() / n : 0;
+  LOCKSTEP_CHECK(n == 0 || y_true.numel() == n || y_true.numel() == y_pred.numel(), "accuracy: y_true ",
+                 y_true.shape().str(), " does not match y_pred ", y_pred.shape().str());
+  return {n, cols};
+}
+}  // namespace
+
+Tensor AccuracyByShape::values(const Tensor& y_true, const Tensor& y_pred) const {
+  const auto [n, cols] = by_shape_rows(y_true, y_pred);
   if (n == 0) return Tensor::zeros({0});
-  const std::int64_t cols = y_pred.numel() / n;
-  LOCKSTEP_CHECK(y_true.numel() == n || y_true.numel() == y_pred.numel(), "accuracy: y_true ", y_true.shape().str(),
-                 " does not match y_pred ", y_pred.shape().str());
-  if (cols == 1) {  // binary: threshold at 0.5, as batch_state
+  if (cols == 1) {  // binary: threshold at 0.5
     const Tensor p = y_pred.to(DType::kF32).reshape({n});
     const Tensor t = y_true.to(DType::kF32).reshape({n});
     return cast(equal(cast(greater(p, Tensor::scalar(0.5)), DType::kF32), t), DType::kF32);
@@ -190,18 +198,10 @@ Tensor AccuracyByShape::values(const Tensor& y_true, const Tensor& y_pred) const
 }
 
 Tensor AccuracyByShape::batch_state(const Tensor& y_true, const Tensor& y_pred) const {
-  const std::int64_t n = y_pred.rank() ? y_pred.dim(0) : 1;
+  const auto [n, cols] = by_shape_rows(y_true, y_pred);
   if (n == 0) return Tensor::zeros({2});
-  const std::int64_t cols = y_pred.numel() / n;
-  LOCKSTEP_CHECK(y_true.numel() == n || y_true.numel() == y_pred.numel(), "accuracy: y_true ", y_true.shape().str(),
-                 " does not match y_pred ", y_pred.shape().str());
-  if (cols == 1) {  // binary: threshold at 0.5
-    const Tensor p = y_pred.to(DType::kF32).reshape({n});
-    const Tensor t = y_true.to(DType::kF32).reshape({n});
-    const Tensor matches = equal(cast(greater(p, Tensor::scalar(0.5)), DType::kF32), t);
-    return total_and_count(sum(cast(matches, DType::kF32)), n);
-  }
-  // One-hot targets, or labels (as float32) against class scores.
+  if (cols == 1) return state_of(values(y_true, y_pred));
+  // One-hot targets, or labels (as float32) against class scores: one kernel for the state.
   return accuracy_state(y_true.numel() == n ? y_true.reshape({n}) : y_true.reshape({n, cols}),
                         y_pred.reshape({n, cols}), /*labels_as_float=*/true);
 }
