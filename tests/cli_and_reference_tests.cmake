@@ -534,6 +534,14 @@ add_test(NAME reference.keras_sample_weight_matches_keras
                  ${_ref_py} ${CMAKE_CURRENT_SOURCE_DIR}/reference/keras_sample_weight.py
                  ${CMAKE_CURRENT_BINARY_DIR}/keras_sample_weight $<TARGET_FILE:keras_files_driver>)
 set_tests_properties(reference.keras_sample_weight_matches_keras PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300)
+# A sequence model's loss and metrics under an Embedding(mask_zero=True) mask and per-step sample
+# weights, evaluate and an epoch of fit, against real Keras (tests/reference/keras_sequence_masks.py);
+# SKIP (exit 77) without it.
+add_test(NAME reference.keras_sequence_masks_match_keras
+         COMMAND bash -c "rm -rf \"$2\" && \"$0\" \"$1\" \"$2\" \"$3\""
+                 ${_ref_py} ${CMAKE_CURRENT_SOURCE_DIR}/reference/keras_sequence_masks.py
+                 ${CMAKE_CURRENT_BINARY_DIR}/keras_sequence_masks $<TARGET_FILE:keras_files_driver>)
+set_tests_properties(reference.keras_sequence_masks_match_keras PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300)
 # Keras 3's accuracy metrics (top-k, sparse top-k, binary; names and objects with k and threshold)
 # in .keras files both ways against real Keras, ties included; SKIP (exit 77) without it.
 add_test(NAME reference.keras_metrics_load_and_save_both_ways

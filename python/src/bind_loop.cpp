@@ -188,10 +188,10 @@ void bind_model_loop(nb::module_& m) {
   m.def("trainable_variables", [](const Model& model) { return model.trainable_variables(); });
   m.def("non_trainable_variables", [](const Model& model) { return model.non_trainable_variables(); });
   m.def("variables", [](const Model& model) { return model.variables(); });
-  m.def("loss_per_example", [](const losses::Loss& loss, nb::handle y_true, nb::handle y_pred) {
+  m.def("loss_per_position", [](const losses::Loss& loss, nb::handle y_true, nb::handle y_pred) {
     const Tensor t = as_tensor(y_true, "keras.losses y_true"), p = as_tensor(y_pred, "keras.losses y_pred");
     nb::gil_scoped_release release;
-    return loss.per_example(t, p);
+    return loss.per_position(t, p, Tensor());
   });
   m.def("apply_gradients", [](optimizers::Optimizer& opt, nb::handle grads, const std::vector<Variable>& vars) {
     const std::vector<Tensor> g = tensors_from_list(grads, "keras.optimizers.Optimizer.apply_gradients");

@@ -15,6 +15,20 @@ void check_batch(const char* loss, const Tensor& y_true, const Tensor& y_pred) {
                  y_pred.defined() ? y_pred.shape().str() : "undefined", " have different batch sizes");
 }
 
+// y_pred's shape without its last axis: the positions of Keras' per-position losses.
+Shape positions_shape(const Tensor& y_pred) {
+  std::vector<std::int64_t> dims = y_pred.shape().dims();
+  dims.pop_back();
+  return Shape(std::move(dims));
+}
+
+// Each example's mean of its per-position losses (b, d1, ...): per_example where y_pred has
+// positions. A recorded reshape, so that the gradient reaches them.
+Tensor mean_over_positions(const Tensor& positions) {
+  const std::int64_t b = positions.dim(0);
+  return mean(reshape(positions, {b, b ? positions.numel() / b : 0}), 1);
+}
+
 // -sum(target * log(clip(p / sum(p)))) over the class axis, as Keras for probabilities.
 Tensor xent_from_probs(const Tensor& target, const Tensor& probs) {
   Tensor p = div(probs, sum(probs, -1, true));
@@ -28,12 +42,16 @@ class SparseCCE final : public Loss {
   bool from_logits() const override { return o_.from_logits; }
   Tensor per_example(const Tensor& y_true, const Tensor& y_pred, const Tensor& logits) const override {
     check_batch("sparse_categorical_crossentropy", y_true, y_pred);
-    if (y_pred.rank() > 2) return per_example_of_sequences(y_true, y_pred, logits);
+    if (y_pred.rank() > 2) return mean_over_positions(of_positions(y_true, y_pred, logits));
     LOCKSTEP_CHECK(y_pred.rank() == 2 && y_true.numel() == y_pred.dim(0), "sparse_categorical_crossentropy: y_true ",
                    y_true.shape().str(), " must hold one integer label per row of y_pred ", y_pred.shape().str());
     if (o_.from_logits) return sparse_softmax_cross_entropy_with_logits(y_true, y_pred);
     if (logits.defined()) return sparse_softmax_cross_entropy_with_logits(y_true, logits);
     return xent_from_probs(lockstep::one_hot(y_true, y_pred.dim(1)), y_pred);
+  }
+  Tensor per_position(const Tensor& y_true, const Tensor& y_pred, const Tensor& logits) const override {
+    check_batch("sparse_categorical_crossentropy", y_true, y_pred);
+    return y_pred.rank() > 2 ? of_positions(y_true, y_pred, logits) : per_example(y_true, y_pred, logits);
   }
   Tensor per_example_and_softmax(const Tensor& y_true, const Tensor& logits, Tensor& y_pred) const override {
     // Rows of logits with a label each: per_example's path through the logits, and the softmax beside.
@@ -48,13 +66,11 @@ class SparseCCE final : public Loss {
  private:
   CrossentropyOptions o_;
   // Keras' rule for y_pred (b, d1, ..., classes) and y_true (b, d1, ...): a label per position,
-  // the loss averaged over every position. Each example's mean over its positions, so that the
+  // a loss per position (b, d1, ...); per_example is each example's mean of them, so that the
   // model's sum over examples / batch is Keras' mean over the b * d1 * ... positions.
-  Tensor per_example_of_sequences(const Tensor& y_true, const Tensor& y_pred, const Tensor& logits) const {
-    const std::int64_t b = y_pred.dim(0), classes = y_pred.dim(-1), positions = y_pred.numel() / classes;
-    std::vector<std::int64_t> label_dims = y_pred.shape().dims();
-    label_dims.pop_back();
-    const Shape want(std::move(label_dims));
+  Tensor of_positions(const Tensor& y_true, const Tensor& y_pred, const Tensor& logits) const {
+    const std::int64_t classes = y_pred.dim(-1), positions = classes ? y_pred.numel() / classes : 0;
+    const Shape want = positions_shape(y_pred);
     LOCKSTEP_CHECK(y_true.numel() == positions && (y_true.shape() == want || y_true.shape()[-1] == 1),
                    "sparse_categorical_crossentropy: y_true ", y_true.shape().str(), " must hold one integer label per "
                    "position of y_pred ", y_pred.shape().str(), " (shape ", want.str(), ")");
@@ -62,7 +78,7 @@ class SparseCCE final : public Loss {
     // Recorded reshapes (ops), so that the gradient reaches y_pred.
     const Tensor flat = per_example(y_true.reshape({positions}), reshape(y_pred, rows),
                                     logits.defined() ? reshape(logits, rows) : Tensor());
-    return mean(reshape(flat, {b, positions / b}), 1);
+    return reshape(flat, want);
   }
 };
 
@@ -75,10 +91,23 @@ class CCE final : public Loss {
     check_batch("categorical_crossentropy", y_true, y_pred);
     LOCKSTEP_CHECK(y_true.shape() == y_pred.shape(), "categorical_crossentropy: y_true ", y_true.shape().str(),
                    " and y_pred ", y_pred.shape().str(), " must have the same shape (one-hot targets)");
+    if (y_pred.rank() > 2) return mean_over_positions(per_position(y_true, y_pred, logits));
     const Tensor t = as_float(y_true);
     if (o_.from_logits) return softmax_cross_entropy_with_logits(t, y_pred);
     if (logits.defined()) return softmax_cross_entropy_with_logits(t, logits);
     return xent_from_probs(t, y_pred);
+  }
+  /// y_pred (b, d1, ..., classes): a one-hot target per position, a loss per position (b, d1, ...).
+  Tensor per_position(const Tensor& y_true, const Tensor& y_pred, const Tensor& logits) const override {
+    if (y_pred.rank() <= 2) return per_example(y_true, y_pred, logits);
+    check_batch("categorical_crossentropy", y_true, y_pred);
+    LOCKSTEP_CHECK(y_true.shape() == y_pred.shape(), "categorical_crossentropy: y_true ", y_true.shape().str(),
+                   " and y_pred ", y_pred.shape().str(), " must have the same shape (one-hot targets)");
+    const std::int64_t classes = y_pred.dim(-1);
+    const Shape rows{classes ? y_pred.numel() / classes : 0, classes};
+    const Tensor flat = per_example(as_float(y_true).reshape(rows), reshape(y_pred, rows),
+                                    logits.defined() ? reshape(logits, rows) : Tensor());
+    return reshape(flat, positions_shape(y_pred));
   }
 
  private:
@@ -95,9 +124,24 @@ class BCE final : public Loss {
     LOCKSTEP_CHECK(y_true.numel() == y_pred.numel(), "binary_crossentropy: y_true ", y_true.shape().str(),
                    " and y_pred ", y_pred.shape().str(), " differ in size");
     const std::int64_t n = y_pred.dim(0);
-    const Shape s{n, n ? y_pred.numel() / n : 0};
-    const Tensor z = as_float(y_true).reshape(s);
-    const Tensor x = reshape(y_pred, s);
+    return rows_mean(y_true, y_pred, Shape{n, n ? y_pred.numel() / n : 0});
+  }
+  /// Keras': the mean over the last axis, (b, d1, ...) for y_pred (b, d1, ..., k).
+  Tensor per_position(const Tensor& y_true, const Tensor& y_pred, const Tensor& logits) const override {
+    if (y_pred.rank() <= 2) return per_example(y_true, y_pred, logits);
+    check_batch("binary_crossentropy", y_true, y_pred);
+    LOCKSTEP_CHECK(y_true.numel() == y_pred.numel(), "binary_crossentropy: y_true ", y_true.shape().str(),
+                   " and y_pred ", y_pred.shape().str(), " differ in size");
+    const std::int64_t k = y_pred.dim(-1);
+    return reshape(rows_mean(y_true, y_pred, Shape{k ? y_pred.numel() / k : 0, k}), positions_shape(y_pred));
+  }
+
+ private:
+  CrossentropyOptions o_;
+  // The loss of each row of y_true and y_pred reshaped to `rows`: the mean over its values.
+  Tensor rows_mean(const Tensor& y_true, const Tensor& y_pred, const Shape& rows) const {
+    const Tensor z = as_float(y_true).reshape(rows);
+    const Tensor x = reshape(y_pred, rows);
     if (o_.from_logits) {
       // max(x, 0) - x z + log(1 + exp(-|x|)): stable for any x.
       return mean(add(sub(relu(x), mul(x, z)), log(add_scalar(exp(neg(abs(x))), 1.0f))), -1);
@@ -106,9 +150,6 @@ class BCE final : public Loss {
     const Tensor one_minus_z = add_scalar(neg(z), 1.0f);
     return neg(mean(add(mul(z, log(p)), mul(one_minus_z, log(add_scalar(neg(p), 1.0f)))), -1));
   }
-
- private:
-  CrossentropyOptions o_;
 };
 
 // mean(f(y_pred - y_true)) over each example's values: mean squared (f = square) or absolute (f = abs) error.
@@ -122,13 +163,25 @@ class MeanError final : public Loss {
     LOCKSTEP_CHECK(y_true.numel() == y_pred.numel(), n_, ": y_true ", y_true.shape().str(), " and y_pred ",
                    y_pred.shape().str(), " differ in size");
     const std::int64_t n = y_pred.dim(0);
-    const Shape s{n, n ? y_pred.numel() / n : 0};
-    const Tensor diff = sub(reshape(y_pred, s), as_float(y_true).reshape(s));
-    return mean(squared_ ? square(diff) : abs(diff), -1);
+    return rows_mean(y_true, y_pred, Shape{n, n ? y_pred.numel() / n : 0});
+  }
+  /// Keras': the mean over the last axis, (b, d1, ...) for y_pred (b, d1, ..., k).
+  Tensor per_position(const Tensor& y_true, const Tensor& y_pred, const Tensor& logits) const override {
+    if (y_pred.rank() <= 2) return per_example(y_true, y_pred, logits);
+    const std::string n_ = name();
+    check_batch(n_.c_str(), y_true, y_pred);
+    LOCKSTEP_CHECK(y_true.numel() == y_pred.numel(), n_, ": y_true ", y_true.shape().str(), " and y_pred ",
+                   y_pred.shape().str(), " differ in size");
+    const std::int64_t k = y_pred.dim(-1);
+    return reshape(rows_mean(y_true, y_pred, Shape{k ? y_pred.numel() / k : 0, k}), positions_shape(y_pred));
   }
 
  private:
   bool squared_;
+  Tensor rows_mean(const Tensor& y_true, const Tensor& y_pred, const Shape& rows) const {
+    const Tensor diff = sub(reshape(y_pred, rows), as_float(y_true).reshape(rows));
+    return mean(squared_ ? square(diff) : abs(diff), -1);
+  }
 };
 }  // namespace
 

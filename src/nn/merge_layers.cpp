@@ -62,7 +62,11 @@ Tensor combine_masks(const std::vector<Tensor>& masks, bool any) {
 }  // namespace
 
 Tensor MergeLayer::merge_mask(const std::vector<Tensor>&, const std::vector<Tensor>& masks) const {
-  return combine_masks(masks, false);
+  // Keras 3's Merge.compute_mask (merging/base_merge.py): no mask where an input has none, else
+  // the steps any input keeps.
+  for (const Tensor& m : masks)
+    if (!m.defined()) return Tensor();
+  return combine_masks(masks, true);
 }
 
 Shape AddLayer::merge_output_shape(const std::vector<Shape>& shapes) const { return check_same_shapes(shapes); }

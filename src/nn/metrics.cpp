@@ -13,28 +13,30 @@ Tensor total_and_count(const Tensor& total, std::int64_t count) {
   return concat({total.reshape({1}), Tensor::full({1}, static_cast<double>(count))});
 }
 
-// The per-example values of "mae" and "mse": the mean of error(y_pred - y_true) over each
-// example's values.
+// Values of an example's positions, (rows,) read as (b,) or (b, rows / b).
+Tensor per_example(const Tensor& values, std::int64_t b) {
+  return values.numel() == b ? values.reshape({b}) : values.reshape({b, values.numel() / b});
+}
+
+// The values of "mae" and "mse": the mean of error(y_pred - y_true) over each example's values, or
+// over each position's last axis.
 template <typename Error>
 Tensor mean_error_values(const std::string& name, const Tensor& y_true, const Tensor& y_pred, Error error) {
   const std::int64_t n = y_pred.rank() ? y_pred.dim(0) : 1;
   if (n == 0) return Tensor::zeros({0});
   LOCKSTEP_CHECK(y_true.numel() == y_pred.numel(), name, ": y_true ", y_true.shape().str(), " does not match y_pred ",
                  y_pred.shape().str());
-  const Shape rows{n, y_pred.numel() / n};
+  // Keras' mean over the last axis: a value per example, or per position of (b, d1, ..., k).
+  const std::int64_t k = y_pred.rank() > 2 ? y_pred.dim(-1) : y_pred.numel() / n;
+  const Shape rows{k ? y_pred.numel() / k : 0, k};
   const Tensor diff = sub(y_pred.to(DType::kF32).reshape(rows), y_true.to(DType::kF32).reshape(rows));
-  return mean(error(diff), -1);
+  return per_example(mean(error(diff), -1), n);
 }
 
 // The unweighted state of a metric's values(): [sum, count], as Metric::values promises.
 Tensor state_of(const Tensor& values) {
   if (values.numel() == 0) return Tensor::zeros({2});
   return total_and_count(sum(values), values.numel());
-}
-
-// Values of an example's positions, (rows,) read as (b,) or (b, rows / b).
-Tensor per_example(const Tensor& values, std::int64_t b) {
-  return values.numel() == b ? values.reshape({b}) : values.reshape({b, values.numel() / b});
 }
 
 // accuracy_state's rule, row by row (float32 1 or 0 per row of predictions (rows, classes)): the
@@ -226,11 +228,12 @@ Tensor MeanSquaredError::batch_state(const Tensor& y_true, const Tensor& y_pred)
 Shape CategoricalAccuracy::rows(const Tensor& y_true, const Tensor& y_pred) const {
   const std::int64_t n = y_pred.rank() ? y_pred.dim(0) : 1;
   if (n == 0) return Shape{0, 0};
-  const std::int64_t cols = y_pred.numel() / n;
+  // Keras' argmax over the last axis: a row per example, or per position of (b, d1, ..., classes).
+  const std::int64_t cols = y_pred.rank() > 2 ? y_pred.dim(-1) : y_pred.numel() / n;
   LOCKSTEP_CHECK(cols > 1 && y_true.numel() == y_pred.numel(), name(), ": y_true ", y_true.shape().str(),
                  " must be one-hot rows like y_pred ", y_pred.shape().str(),
                  " (of 2 or more classes; integer labels take sparse_categorical_accuracy)");
-  return Shape{n, cols};
+  return Shape{y_pred.numel() / cols, cols};
 }
 
 Tensor CategoricalAccuracy::batch_state(const Tensor& y_true, const Tensor& y_pred) const {
@@ -242,7 +245,7 @@ Tensor CategoricalAccuracy::batch_state(const Tensor& y_true, const Tensor& y_pr
 Tensor CategoricalAccuracy::values(const Tensor& y_true, const Tensor& y_pred) const {
   const Shape r = rows(y_true, y_pred);
   if (r[0] == 0) return Tensor::zeros({0});
-  return accuracy_matches(y_true.reshape(r), y_pred.reshape(r), /*labels_as_float=*/true);
+  return per_example(accuracy_matches(y_true.reshape(r), y_pred.reshape(r), /*labels_as_float=*/true), y_pred.dim(0));
 }
 
 BinaryAccuracy::BinaryAccuracy(std::string name, double threshold) : Metric(std::move(name)), threshold_(threshold) {
@@ -255,10 +258,12 @@ Tensor BinaryAccuracy::values(const Tensor& y_true, const Tensor& y_pred) const 
   if (n == 0) return Tensor::zeros({0});
   LOCKSTEP_CHECK(y_true.numel() == y_pred.numel(), name(), ": y_true ", y_true.shape().str(),
                  " must hold a target per value of y_pred ", y_pred.shape().str());
-  const Shape rows{n, y_pred.numel() / n};
+  // Keras' mean over the last axis: a value per example, or per position of (b, d1, ..., k).
+  const std::int64_t k = y_pred.rank() > 2 ? y_pred.dim(-1) : y_pred.numel() / n;
+  const Shape rows{k ? y_pred.numel() / k : 0, k};
   const Tensor predicted = cast(greater(y_pred.to(DType::kF32).reshape(rows), Tensor::scalar(threshold_)), DType::kF32);
   const Tensor matches = cast(equal(predicted, y_true.to(DType::kF32).reshape(rows)), DType::kF32);
-  return mean(matches, -1);
+  return per_example(mean(matches, -1), n);
 }
 
 Tensor BinaryAccuracy::batch_state(const Tensor& y_true, const Tensor& y_pred) const {

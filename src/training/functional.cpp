@@ -453,6 +453,20 @@ std::vector<Model::Output> Functional::forward_all(std::span<const Tensor> xs, c
   return outs;
 }
 
+Tensor Functional::node_mask(const Node& node, const std::vector<Tensor>& values,
+                             const std::vector<Tensor>& masks) const {
+  if (!node.list_call) {
+    const std::size_t in = node.inputs.front();
+    return layers_[node.layer]->compute_mask(values[in], masks[in]);
+  }
+  std::vector<Tensor> ms_xs, ms;
+  for (std::size_t a = 0; a < node.arguments(); ++a) {
+    ms_xs.push_back(values[node.inputs[a]]);
+    ms.push_back(masks[node.inputs[a]]);
+  }
+  return dynamic_cast<const layers::MergeLayer&>(*layers_[node.layer]).merge_mask(ms_xs, ms);
+}
+
 void Functional::run_graph(std::span<const Tensor> xs, const layers::CallContext& ctx,
                            std::span<Output> outs) const {
   std::vector<Tensor> values(nodes_.size()), masks(nodes_.size());
@@ -474,6 +488,7 @@ void Functional::run_graph(std::span<const Tensor> xs, const layers::CallContext
     const bool to_loss = ctx.softmax_to_loss && last_use_[i] == 0;
     if (i < xs.size()) o = output_in_float32(*layers_[nodes_[i].layer], [&](bool) { return xs[i]; });
     else o = output_in_float32(*layers_[nodes_[i].layer], [&](bool logits) { return run_node(nodes_[i], values, masks, ctx_of(nodes_[i]), logits); }, to_loss);
+    o.mask = masks[i];
     values[i] = o.output;
   };
   for (std::size_t i = 0; i < xs.size(); ++i)
@@ -485,6 +500,7 @@ void Functional::run_graph(std::span<const Tensor> xs, const layers::CallContext
     const Node& node = nodes_[i];
     const std::size_t ran = i;
     if (output_of_[i] >= 0 && last_use_[i] == 0) {
+      masks[i] = node_mask(node, values, masks);
       finish_output(i);
     } else {
       // Node i and the next one as one fused op (Conv2D then MaxPooling2D) where the next is
@@ -493,17 +509,7 @@ void Functional::run_graph(std::span<const Tensor> xs, const layers::CallContext
       if (i + 1 < nodes_.size() && output_of_[i] < 0 && output_of_[i + 1] < 0 && fuses_with_next(i) &&
           !masks[node.inputs.front()].defined())
         fused = layers_[node.layer]->call_then(*layers_[nodes_[i + 1].layer], values[node.inputs.front()], ctx_of(node));
-      if (!node.list_call) {
-        const std::size_t in = node.inputs.front();
-        masks[i] = layers_[node.layer]->compute_mask(values[in], masks[in]);
-      } else {
-        std::vector<Tensor> ms_xs, ms;
-        for (std::size_t a = 0; a < node.arguments(); ++a) {
-          ms_xs.push_back(values[node.inputs[a]]);
-          ms.push_back(masks[node.inputs[a]]);
-        }
-        masks[i] = dynamic_cast<const layers::MergeLayer&>(*layers_[node.layer]).merge_mask(ms_xs, ms);
-      }
+      masks[i] = node_mask(node, values, masks);
       if (fused.defined()) values[++i] = std::move(fused);
       else if (output_of_[i] >= 0) finish_output(i);
       else values[i] = run_node(node, values, masks, ctx_of(node), false);

@@ -2,29 +2,51 @@
 #include "training/sample_weights.hpp"
 
 #include <cmath>
+#include <limits>
 #include <string>
 #include <vector>
 
 #include "lockstep/tensor/ops.hpp"
+#include "lockstep/training/functional.hpp"
 #include "lockstep/training/model.hpp"
 #include "lockstep/training/structure.hpp"
 
 namespace lockstep::detail {
 namespace {
 
-// `w` read as float32 (N,) on the host: N weights, each finite (a NaN or infinite weight would make
-// every later loss and weight NaN without a word; Keras does not check, and lets negative ones be).
-Tensor checked_weights(const Tensor& w, std::int64_t n, const char* what) {
-  LOCKSTEP_CHECK(w.rank() == 1 || (w.rank() == 2 && w.dim(1) == 1), what,
-                 ": sample_weight must hold one weight per example (shape (", n, ",) or (", n,
-                 ", 1)), got shape ", w.shape().str());
+// The positions of output k's loss (Loss::per_position): d1 * ... for an output (b, d1, ..., k),
+// 1 for (b, k); 0 where the model is not built yet (unknown).
+std::int64_t loss_positions(const Model& model, std::size_t k) {
+  if (!model.built()) return 0;
+  const auto* f = dynamic_cast<const Functional*>(&model);
+  const Shape shape = f ? f->nodes()[f->output_nodes()[k]].output_shape : model.output_shape();
+  std::int64_t p = 1;
+  for (std::size_t d = 1; d + 1 < shape.rank(); ++d) p *= shape[static_cast<std::int64_t>(d)];
+  return p;
+}
+
+// `w` read as float32 on the host, N weights (shape (N,)) or N rows of one per position of the
+// output's loss (`positions` of them; 0: unknown, any), each finite (a NaN or infinite weight
+// would make every later loss and weight NaN without a word; Keras does not check, and lets
+// negative ones be).
+Tensor checked_weights(const Tensor& w, std::int64_t n, std::int64_t positions, const char* what) {
+  const bool per_example = w.rank() == 1 || (w.rank() == 2 && w.dim(1) == 1);
+  const bool per_position = w.rank() == 2 && positions != 1 && (positions == 0 || w.dim(1) == positions);
+  LOCKSTEP_CHECK(per_example || per_position, what, ": sample_weight must hold one weight per example (shape (", n,
+                 ",) or (", n, ", 1))",
+                 positions > 1 ? " or one per position of the output (shape (" + std::to_string(n) + ", " +
+                                     std::to_string(positions) + "))"
+                               : std::string(),
+                 ", got shape ", w.shape().str());
   LOCKSTEP_CHECK(w.dim(0) == n, what, ": sample_weight has ", w.dim(0), " weights but the data has ", n,
                  " examples");
   std::vector<float> values = w.to(DType::kF32).to_vector<float>();
+  const std::size_t row = per_example ? 1 : static_cast<std::size_t>(w.dim(1));
   for (std::size_t i = 0; i < values.size(); ++i)
-    LOCKSTEP_CHECK(std::isfinite(values[i]), what, ": sample_weight[", i, "] is ", values[i],
+    LOCKSTEP_CHECK(std::isfinite(values[i]), what, ": sample_weight[", i / row,
+                   per_example ? std::string() : "][" + std::to_string(i % row), "] is ", values[i],
                    "; every weight must be finite");
-  return Tensor::from_vector(values, Shape{n}).on_host();
+  return Tensor::from_vector(values, per_example ? Shape{n} : w.shape()).on_host();
 }
 
 void check_class_weight(const Model& model, const std::map<int, double>& class_weight, const char* what) {
@@ -34,6 +56,33 @@ void check_class_weight(const Model& model, const std::map<int, double>& class_w
   for (const auto& [c, weight] : class_weight)
     LOCKSTEP_CHECK(std::isfinite(weight), what, ": class_weight[", c, "] is ", weight,
                    "; every weight must be finite");
+}
+
+bool per_example(const Tensor& weight) { return weight.rank() == 1 || (weight.rank() == 2 && weight.dim(1) == 1); }
+
+Tensor as_dtype(const Tensor& t, DType dtype) { return t.dtype() == dtype ? t : cast(t, dtype); }
+
+// An output's mask ([B, T]) must mark the positions of its losses (B, d1, ...): one step each.
+void check_mask(const Tensor& mask, const Tensor& values) {
+  const std::int64_t b = values.dim(0);
+  LOCKSTEP_CHECK(mask.rank() >= 1 && mask.dim(0) == b && mask.numel() == values.numel(), "the output's mask ",
+                 mask.shape().str(), " does not mark the positions of its loss ", values.shape().str(),
+                 " (Keras applies an output's mask to a loss per position: a sequence output (batch, steps, ...) "
+                 "whose steps the mask marks)");
+}
+
+// `weight` for losses of `values`' shape (B, d1, ...), as (B, 1) for a weight per example or
+// (B, P) for one per position; ValueError naming sample_weight otherwise.
+Tensor example_or_position_weights(const Tensor& weight, const Tensor& values) {
+  const std::int64_t b = values.dim(0), p = b ? values.numel() / b : 1;
+  LOCKSTEP_CHECK(weight.rank() >= 1 && weight.dim(0) == b && (per_example(weight) || (p > 1 && weight.numel() == b * p)),
+                 "sample_weight: a batch of ", b, " examples needs one weight per example (shape (", b, ",) or (", b,
+                 ", 1))",
+                 p > 1 ? " or one per position of its loss " + values.shape().str() + " (shape (" + std::to_string(b) +
+                             ", " + std::to_string(p) + "))"
+                       : std::string(),
+                 ", got shape ", weight.shape().str());
+  return per_example(weight) ? weight.reshape(Shape{b, 1}) : weight.reshape(Shape{b, p});
 }
 
 }  // namespace
@@ -66,7 +115,9 @@ data::Element with_sample_weights(const Model& model, data::Element xy, const Te
                                   const std::vector<Tensor>& per_output, const char* what) {
   const std::int64_t n = xy.front().dim(0);
   if (per_output.empty()) {
-    if (sample_weight.defined()) xy.push_back(checked_weights(sample_weight, n, what));
+    if (sample_weight.defined())
+      xy.push_back(checked_weights(sample_weight, n, model.output_structure().size() == 1 ? loss_positions(model, 0) : 0,
+                                   what));
     return xy;
   }
   const Structure& outs = model.output_structure();
@@ -76,7 +127,7 @@ data::Element with_sample_weights(const Model& model, data::Element xy, const Te
   for (std::size_t k = 0; k < per_output.size(); ++k) {
     const std::string output = std::string(what) + " (output '" + outs.names[k] + "')";
     LOCKSTEP_CHECK(per_output[k].defined(), output, ": sample_weight is missing");
-    xy.push_back(checked_weights(per_output[k], n, output.c_str()));
+    xy.push_back(checked_weights(per_output[k], n, loss_positions(model, k), output.c_str()));
   }
   return xy;
 }
@@ -109,14 +160,47 @@ data::Dataset with_class_weights(const Model& model, const data::Dataset& datase
   });
 }
 
-Tensor weighted_losses(const Tensor& losses, const Tensor& weight) {
-  if (!weight.defined()) return losses;
-  const std::int64_t b = losses.dim(0);
-  LOCKSTEP_CHECK((weight.rank() == 1 || (weight.rank() == 2 && weight.dim(1) == 1)) && weight.dim(0) == b,
-                 "sample_weight: a batch of ", b, " examples needs one weight per example (shape (", b,
-                 ",) or (", b, ", 1)), got shape ", weight.shape().str());
-  const Tensor w = weight.rank() == 1 ? weight : weight.reshape(Shape{b});
-  return mul(losses, w.dtype() == losses.dtype() ? w : cast(w, losses.dtype()));
+Tensor output_losses(const losses::Loss& loss, const Tensor& y, Model::Output& o, const Tensor& weight) {
+  if (!o.mask.defined() && (!weight.defined() || per_example(weight))) {
+    Tensor losses = o.output.defined() ? loss.per_example(y, o.output, o.logits)
+                                       : loss.per_example_and_softmax(y, o.logits, o.output);
+    if (!weight.defined()) return losses;
+    const std::int64_t b = losses.dim(0);
+    LOCKSTEP_CHECK(weight.dim(0) == b, "sample_weight: a batch of ", b, " examples needs one weight per example "
+                   "(shape (", b, ",) or (", b, ", 1)), got shape ", weight.shape().str());
+    const Tensor w = weight.rank() == 1 ? weight : weight.reshape(Shape{b});
+    return mul(losses, as_dtype(w, losses.dtype()));
+  }
+  if (!o.output.defined()) o.output = softmax(o.logits);
+  const Tensor values = loss.per_position(y, o.output, o.logits);
+  const std::int64_t b = values.dim(0), p = b ? values.numel() / b : 1;
+  Tensor w;
+  if (o.mask.defined()) {
+    check_mask(o.mask, values);
+    // Keras' apply_mask for sum_over_batch_size: a kept position weighs total / valid, so that the
+    // mean over every position is the mean over the kept ones. valid = 0 (all masked): the mask's
+    // zeros make every weight 0, as Keras' divide_no_nan.
+    const Tensor m = as_dtype(o.mask, DType::kF32).reshape(Shape{b, p});
+    const Tensor valid = clip(sum(m), 1.0f, std::numeric_limits<float>::max());
+    w = div(scale(m, static_cast<float>(o.mask.numel())), valid);
+  }
+  if (weight.defined()) {
+    const Tensor given = as_dtype(example_or_position_weights(weight, values), DType::kF32);
+    w = w.defined() ? mul(given, w) : given;
+  }
+  return mean(mul(reshape(values, {b, p}), as_dtype(w, values.dtype())), 1);
+}
+
+Tensor metric_weights(const Tensor& weight, const Tensor& mask) {
+  if (!mask.defined()) return weight;
+  const std::int64_t b = mask.dim(0), t = b ? mask.numel() / b : 1;
+  const Tensor m = as_dtype(mask, DType::kF32).reshape(Shape{b, t});
+  if (!weight.defined()) return m;
+  LOCKSTEP_CHECK(weight.rank() >= 1 && weight.dim(0) == b && (per_example(weight) || weight.numel() == b * t),
+                 "sample_weight ", weight.shape().str(), " does not fit the output's mask ", mask.shape().str(),
+                 ": give one weight per example (shape (", b, ",)) or one per position (shape (", b, ", ", t, "))");
+  const Tensor w = as_dtype(weight, DType::kF32);
+  return mul(per_example(weight) ? w.reshape(Shape{b, 1}) : w.reshape(Shape{b, t}), m);
 }
 
 }  // namespace lockstep::detail

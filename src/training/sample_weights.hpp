@@ -11,15 +11,22 @@
 // batches by their sizes (Keras' loss tracker). compile's metrics are not weighted: Keras 3 weights
 // only weighted_metrics (compile_utils.py, CompileMetrics.update_state; Model::add_weighted_metrics),
 // each with its output's weights.
+//
+// Positions. An output of positions (b, d1, ..., k: a sequence model's) has a loss per position
+// (Loss::per_position). Keras weighs those by a sample weight per position, shape (b, d1 * ...),
+// and by the output's Keras mask (Model::Output::mask, from Embedding(mask_zero=true)): the loss is
+// sum(w * mask * loss) / sum(mask) over the batch, masked positions left out (apply_mask's
+// total / valid), and each metric the mean of its values over the positions the mask keeps
+// (MeanMetricWrapper's apply_mask, reduction "sum"). The mask's count is each replica's own, as
+// Keras' under MirroredStrategy (each replica's loss is its own batch's, scaled by 1 / replicas):
+// with masks, N replicas compute one device's loss only where each replica's slice keeps as many
+// positions.
 #include <cstddef>
 #include <map>
 #include <vector>
 
 #include "lockstep/data/dataset.hpp"
-
-namespace lockstep {
-class Model;
-}
+#include "lockstep/training/model.hpp"
 
 namespace lockstep::detail {
 
@@ -52,9 +59,19 @@ data::Dataset with_class_weights(const Model& model, const data::Dataset& datase
 /// from the map weighs 1. y of rank above 2: ValueError.
 Tensor class_weights(const Tensor& y, const std::map<int, double>& class_weight);
 
-/// `losses` (per example, shape (B,)) weighted by `weight` (undefined: `losses` itself), of shape
-/// (B,) or (B, 1) and any dtype (cast to the losses'). ValueError naming sample_weight otherwise.
-/// Inside the step: on the device, captured with it.
-Tensor weighted_losses(const Tensor& losses, const Tensor& weight);
+/// One output's losses under `loss`, one per example (shape (B,)), weighted as Keras 3 weighs
+/// them (above): by `weight` (undefined: none; any dtype) of shape (B,) or (B, 1), one per example,
+/// or (B, P) or the per-position losses' shape, one per position; and by o.mask. Where the forward
+/// left a softmax output's softmax to the loss (CallContext::softmax_to_loss: o.output undefined,
+/// o.logits set), the loss computes it beside and sets o.output, which the metrics read.
+/// ValueError naming sample_weight or the mask for a shape that does not fit. On the device,
+/// captured with the step.
+Tensor output_losses(const losses::Loss& loss, const Tensor& y, Model::Output& o, const Tensor& weight);
+
+/// The weights a metric of an output weighs its values by (Metric::weighted_batch_state): the
+/// metric's `weight` (undefined: none), and where the output has a Keras `mask` ([B, T]), the
+/// mask's ones and zeros times it, one per position (Keras' MeanMetricWrapper: apply_mask with the
+/// "sum" reduction; a per-example weight (B,) or (B, 1) weighs each of the example's positions).
+Tensor metric_weights(const Tensor& weight, const Tensor& mask);
 
 }  // namespace lockstep::detail

@@ -97,10 +97,12 @@ Model::Output Sequential::forward(const Tensor& x, const layers::CallContext& ct
     mask = std::move(next_mask);
   }
   const layers::Layer& output_layer = *layers_[last];
-  return output_in_float32(output_layer, [&](bool logits) {
+  Output out = output_in_float32(output_layer, [&](bool logits) {
     if (logits) return output_layer.call_logits(h, ctx);
     return mask.defined() ? output_layer.call_masked(h, mask, ctx) : output_layer.call(h, ctx);
   }, ctx.softmax_to_loss);
+  if (mask.defined()) out.mask = output_layer.compute_mask(h, mask);
+  return out;
 }
 
 Shape Sequential::input_shape() const {

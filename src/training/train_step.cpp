@@ -27,15 +27,6 @@ void check_same_rows(const Tensor& x, const Tensor& y) {
                  y.shape().str(), " have different batch sizes");
 }
 
-// An output's per-example losses under `loss`. Where the forward left a softmax output's softmax
-// to the loss (CallContext::softmax_to_loss: the output undefined, its logits set), the loss
-// computes it beside (the sparse cross-entropy in one kernel) and sets the output, which the
-// metrics read: one rule for a model of one output and for each output of several.
-Tensor per_example_losses(const losses::Loss& loss, const Tensor& y, Model::Output& o) {
-  return o.output.defined() ? loss.per_example(y, o.output, o.logits)
-                            : loss.per_example_and_softmax(y, o.logits, o.output);
-}
-
 // Whether every output's per-example losses are float32 (what loss_seed seeds); `r`: the step's
 // numbers, whose several_outputs() says which of outs' losses the model has.
 bool float32_losses(const detail::SliceOutputs& outs, const detail::ReplicaNumbers& r) {
@@ -73,7 +64,7 @@ void Model::slice_loss(const data::Element& s, const layers::CallContext& ctx, d
   const std::size_t n_in = inputs_.size();
   if (n_in == 1 && outputs_.size() == 1) {  // the path every Sequential takes
     outs.one = forward(input_of(s[0]), ctx);
-    outs.losses = detail::weighted_losses(per_example_losses(*loss_, s[1], outs.one), sample_weight_of(s, 0));
+    outs.losses = detail::output_losses(*loss_, s[1], outs.one, sample_weight_of(s, 0));
     r.loss_sum = sum(outs.losses);
     return;
   }
@@ -90,7 +81,7 @@ void Model::slice_loss(const data::Element& s, const layers::CallContext& ctx, d
     const losses::Loss& loss = output_losses_.empty() ? *loss_ : *output_losses_[k].loss;
     Tensor losses;
     try {
-      losses = detail::weighted_losses(per_example_losses(loss, y, o), sample_weight_of(s, k));
+      losses = detail::output_losses(loss, y, o, sample_weight_of(s, k));
     } catch (const ValueError& e) {
       throw ValueError("model '" + name() + "', output '" + out + "': " + e.what());
     }
@@ -112,7 +103,9 @@ void Model::slice_metric_states(const data::Element& s, const detail::SliceOutpu
   for (std::size_t m = 0; m < metrics_.size(); ++m) {
     const std::size_t k = metric_outputs_[m];
     const Tensor weight = metric_weighted_[m] ? sample_weight_of(s, k) : Tensor();
-    r.metric_states.push_back(metrics_[m]->weighted_batch_state(s[n_in + k], outs[k].output, weight));
+    const Tensor mask = metrics_[m]->applies_masks() ? outs[k].mask : Tensor();
+    r.metric_states.push_back(
+        metrics_[m]->weighted_batch_state(s[n_in + k], outs[k].output, detail::metric_weights(weight, mask)));
   }
 }
 

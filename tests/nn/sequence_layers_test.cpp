@@ -164,6 +164,19 @@ TEST(Masking, PaddingStepsAreLeftOutOfTheAverageInBothModelKinds) {
     Functional joined(in, call(layers::GlobalAveragePooling1D(), call(layers::Concatenate(1), {e, d})));
     expect_near(joined.predict(x), want);  // both halves keep the same steps
   }
+  // Keras 3's element-wise merge (base_merge.py): the steps any input keeps, and no mask where an
+  // input has none (token embeddings plus unmasked position embeddings: every step counts).
+  {
+    const Tensor m1 = Tensor::from_vector(std::vector<std::uint8_t>{1, 1, 0, 0}, Shape{1, 4});
+    const Tensor m2 = Tensor::from_vector(std::vector<std::uint8_t>{0, 1, 1, 0}, Shape{1, 4});
+    const Tensor xs = Tensor::zeros(Shape{1, 4, 2});
+    const auto add = std::dynamic_pointer_cast<layers::MergeLayer>(layers::Add());
+    ASSERT_TRUE(add);
+    EXPECT_EQ(cast(add->merge_mask({xs, xs}, {m1, m2}), DType::kU8).to_vector<std::uint8_t>(),
+              (std::vector<std::uint8_t>{1, 1, 1, 0}));
+    EXPECT_FALSE(add->merge_mask({xs, xs}, {m1, Tensor()}).defined());
+    EXPECT_FALSE(add->merge_mask({xs, xs}, {Tensor(), Tensor()}).defined());
+  }
   // Without mask_zero there is no mask: every step counts.
   EXPECT_FALSE(layers::Embedding(5, 2)->compute_mask(x, Tensor()).defined());
   EXPECT_TRUE(layers::Embedding(5, 2, true)->compute_mask(x, Tensor()).defined());

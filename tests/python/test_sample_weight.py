@@ -162,3 +162,63 @@ def test_a_model_of_two_outputs_weighs_each_outputs_loss():
         m.evaluate(x, [y, reg], sample_weight=[w, np.ones((len(x), 3), np.float32)], verbose=0)
     with pytest.raises(ValueError, match="only supported for Models with a single output"):
         m.fit(x, [y, reg], class_weight={0: 2.0}, verbose=0)
+
+
+def tagger(mask_zero, steps=6, vocab=7):
+    keras.utils.set_random_seed(3)
+    m = keras.Sequential([keras.Input(shape=(steps,)), layers.Embedding(vocab, 8, mask_zero=mask_zero),
+                          layers.Dense(8, activation="relu"), layers.Dense(vocab, activation="softmax")])
+    m.compile(optimizer=keras.optimizers.Adam(1e-2), loss="sparse_categorical_crossentropy", metrics=["accuracy"],
+              weighted_metrics=["accuracy"])
+    return m
+
+
+def sequences(n=24, steps=6, vocab=7, seed=4):
+    rng = np.random.default_rng(seed)
+    x = np.zeros((n, steps), np.float32)
+    for i, k in enumerate(rng.integers(1, steps + 1, n)):
+        x[i, :k] = rng.integers(1, vocab, k)
+    return x, rng.integers(0, vocab, (n, steps)), rng.uniform(0.0, 2.0, (n, steps)).astype(np.float32)
+
+
+def test_a_sequence_output_weighs_each_step_by_its_mask_and_weight():
+    x, y, w = sequences()
+    m = tagger(mask_zero=True)
+    p = m.predict(x, verbose=0).astype(np.float64)
+    each = -np.log(np.take_along_axis(p, y[..., None], axis=-1)[..., 0])
+    right = p.argmax(-1) == y
+    kept = x != 0
+    # Keras 3: the padded steps (Embedding(mask_zero=True)'s mask) are left out of the loss and the
+    # metrics; weights per step weigh each step, the loss still divided by the kept steps.
+    got = m.evaluate(x, y, batch_size=len(x), verbose=0, return_dict=True)
+    assert got["loss"] == pytest.approx(each[kept].mean(), rel=1e-5)
+    assert got["accuracy"] == pytest.approx(right[kept].mean(), abs=1e-6)
+    got = m.evaluate(x, y, sample_weight=w, batch_size=len(x), verbose=0, return_dict=True)
+    assert got["loss"] == pytest.approx(np.sum(w * kept * each) / kept.sum(), rel=1e-5)
+    assert got["weighted_accuracy"] == pytest.approx(np.sum(w * kept * right) / np.sum(w * kept), abs=1e-6)
+    h = m.fit(x, y, sample_weight=w, epochs=2, batch_size=8, verbose=0)
+    assert np.isfinite(h.history["loss"]).all()
+
+
+def test_a_loss_called_on_steps_with_weights_per_step():
+    rng = np.random.default_rng(1)
+    y_pred = rng.uniform(0.1, 1.0, (3, 4, 5)).astype(np.float32)
+    y_pred /= y_pred.sum(-1, keepdims=True)
+    y_true = rng.integers(0, 5, (3, 4))
+    w = rng.uniform(0.0, 2.0, (3, 4)).astype(np.float32)
+    each = -np.log(np.take_along_axis(y_pred, y_true[..., None], axis=-1)[..., 0])
+    loss = keras.losses.SparseCategoricalCrossentropy()
+    assert float(loss(y_true, y_pred, sample_weight=w)) == pytest.approx(np.sum(w * each) / 12, rel=1e-6)
+    assert float(loss(y_true, y_pred, sample_weight=w[:, 0])) == pytest.approx(
+        np.sum(w[:, :1] * each) / 12, rel=1e-6)
+    none = keras.losses.SparseCategoricalCrossentropy(reduction="none")(y_true, y_pred)
+    assert tuple(none.shape) == (3, 4)
+    np.testing.assert_allclose(np.asarray(none), each, rtol=1e-6)
+    with pytest.raises(ValueError, match="sample_weight of shape"):
+        loss(y_true, y_pred, sample_weight=w[:, :3])
+
+
+def test_weights_per_step_of_another_shape_are_value_errors():
+    x, y, w = sequences()
+    with pytest.raises(ValueError, match=r"one per position of the output \(shape \(24, 6\)\), got shape \(24, 5\)"):
+        tagger(mask_zero=False).fit(x, y, sample_weight=w[:, :5], verbose=0)

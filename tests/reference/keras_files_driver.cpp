@@ -38,6 +38,15 @@
 //                                                            IN (two inputs, outputs cls and reg)
 //                                                            evaluated (batch 8) with one sample weight
 //                                                            array per output; the logs as JSON to OUT
+//   keras_files_driver sequence IN.keras X.npy Y.npy W.npy OUT_DIR
+//                                                            a sequence model (a loss per step, masks)
+//                                                            evaluated (batch 8) without and with the
+//                                                            sample weights W, one per step (logs to
+//                                                            OUT_DIR/evaluate_plain.json and
+//                                                            evaluate_weighted.json), then trained an
+//                                                            epoch with W (batch 8, in order; its
+//                                                            history to fit_history.json), saved as
+//                                                            OUT_DIR/trained.keras
 // Errors: message on stderr, exit 1.
 #include <algorithm>
 #include <cstdio>
@@ -193,6 +202,17 @@ int main(int argc, char** argv) {
       auto by_class = load_model(a[1]);
       write_number(out + "/class_weight_loss.txt", by_class->fit(x, y, o).history.at("loss").back());
       save_model(*by_class, out + "/class_weight.keras");
+    } else if (a.size() == 6 && a[0] == "sequence") {
+      const Tensor x = data::read_npy(a[2]), y = data::read_npy(a[3]), w = data::read_npy(a[4]);
+      const std::string out = a[5];
+      const auto m = load_model(a[1]);
+      write_json(out + "/evaluate_plain.json", nlohmann::json(m->evaluate(x, y, {.batch_size = 8})));
+      write_json(out + "/evaluate_weighted.json",
+                 nlohmann::json(m->evaluate(x, y, {.batch_size = 8, .sample_weight = w})));
+      FitOptions o{.epochs = 1, .batch_size = 8, .shuffle = false, .verbose = 0};
+      o.sample_weight = w;
+      write_json(out + "/fit_history.json", nlohmann::json(m->fit(x, y, o).history));
+      save_model(*m, out + "/trained.keras");
     } else if (a.size() == 5 && a[0] == "evaluate") {
       const auto m = load_model(a[1]);
       write_json(a[4], nlohmann::json(m->evaluate(data::read_npy(a[2]), data::read_npy(a[3]), {.batch_size = 8})));

@@ -21,7 +21,8 @@ class MergeLayer : public Layer {
   /// Checks the shapes, then builds as Layer::build does for the first one.
   void build_merge(const std::vector<Shape>& input_shapes, std::uint64_t seed);
   /// The output's mask given the inputs' (undefined: none; see Layer::compute_mask), as Keras'
-  /// Merge: the steps every masked input keeps (element-wise merges).
+  /// Merge (element-wise merges, Keras 3's rule): none where an input has none, else the steps
+  /// any input keeps.
   virtual Tensor merge_mask(const std::vector<Tensor>& inputs, const std::vector<Tensor>& masks) const;
 
   // One tensor is not a list: an error naming the layer.

@@ -24,6 +24,13 @@ class Loss {
     y_pred = softmax(logits);
     return per_example(y_true, y_pred, logits);
   }
+  /// Keras' unreduced values (a Loss's call(): the function before its reduction), one per
+  /// position: shape (b,) for y_pred (b, k), and (b, d1, ...) for y_pred (b, d1, ..., k), where
+  /// per_example() is each example's mean of them. What an output's mask and per-position sample
+  /// weights weigh (sample_weights.hpp). The default: per_example() (a loss of one value per example).
+  virtual Tensor per_position(const Tensor& y_true, const Tensor& y_pred, const Tensor& logits) const {
+    return per_example(y_true, y_pred, logits);
+  }
   /// Keras' reduction="none": one loss per example, e.g. for compute_average_loss in a custom loop.
   Tensor per_example(const Tensor& y_true, const Tensor& y_pred) const { return per_example(y_true, y_pred, Tensor()); }
   /// Mean over the batch (Keras' default sum_over_batch_size reduction).

@@ -47,6 +47,10 @@ class Metric {
   /// batch_state() sums, [sum(values), values.numel()]. ValueError for a metric class that has
   /// none (a class of the user's own), naming it: such a metric takes no sample weights.
   virtual Tensor values(const Tensor& y_true, const Tensor& y_pred) const;
+  /// Whether a model's output mask weighs this metric's values (Keras' MeanMetricWrapper, which
+  /// every built-in metric but Mean is: its update_state applies y_pred's mask); a metric class of
+  /// the user's own sees no mask, as Keras' Metric.
+  virtual bool applies_masks() const { return false; }
   /// batch_state() with Keras' sample_weight (undefined: batch_state() itself): the weights of
   /// shape (B,) or (B, 1), one per example, give [sum(w * values), P * sum(w)]; of values()'
   /// shape (B, P), one per position, [sum(w * values), sum(w)] (Keras 3's result for both: the
@@ -107,6 +111,7 @@ class Mean final : public Metric {
 /// Fraction of examples whose argmax prediction equals the integer label.
 class SparseCategoricalAccuracy final : public Metric {
  public:
+  bool applies_masks() const override { return true; }
   explicit SparseCategoricalAccuracy(std::string name = "sparse_categorical_accuracy")
       : Metric(std::move(name)) {}
   Tensor batch_state(const Tensor& y_true, const Tensor& y_pred) const override;
@@ -122,6 +127,7 @@ class SparseCategoricalAccuracy final : public Metric {
 /// compared as they are, not rounded: it fits predicted labels, not scores.
 class Accuracy final : public Metric {
  public:
+  bool applies_masks() const override { return true; }
   explicit Accuracy(std::string name = "accuracy") : Metric(std::move(name)) {}
   Tensor batch_state(const Tensor& y_true, const Tensor& y_pred) const override;
   Tensor values(const Tensor& y_true, const Tensor& y_pred) const override;
@@ -136,6 +142,7 @@ class Accuracy final : public Metric {
 /// and writes it as the string, so class_name() is empty and a compile config lists its name.
 class AccuracyByShape final : public Metric {
  public:
+  bool applies_masks() const override { return true; }
   explicit AccuracyByShape(std::string name = "accuracy") : Metric(std::move(name)) {}
   Tensor batch_state(const Tensor& y_true, const Tensor& y_pred) const override;
   Tensor values(const Tensor& y_true, const Tensor& y_pred) const override;
@@ -145,6 +152,7 @@ class AccuracyByShape final : public Metric {
 /// Keras' "mae": the mean over examples of mean(|y_true - y_pred|) over each example's values.
 class MeanAbsoluteError final : public Metric {
  public:
+  bool applies_masks() const override { return true; }
   explicit MeanAbsoluteError(std::string name = "mean_absolute_error") : Metric(std::move(name)) {}
   Tensor batch_state(const Tensor& y_true, const Tensor& y_pred) const override;
   Tensor values(const Tensor& y_true, const Tensor& y_pred) const override;
@@ -155,6 +163,7 @@ class MeanAbsoluteError final : public Metric {
 /// Keras' "mse": the mean over examples of mean((y_true - y_pred)^2) over each example's values.
 class MeanSquaredError final : public Metric {
  public:
+  bool applies_masks() const override { return true; }
   explicit MeanSquaredError(std::string name = "mean_squared_error") : Metric(std::move(name)) {}
   Tensor batch_state(const Tensor& y_true, const Tensor& y_pred) const override;
   Tensor values(const Tensor& y_true, const Tensor& y_pred) const override;
@@ -166,6 +175,7 @@ class MeanSquaredError final : public Metric {
 /// labels are sparse_categorical_accuracy's; refused by name rather than read as one-hot rows.
 class CategoricalAccuracy final : public Metric {
  public:
+  bool applies_masks() const override { return true; }
   explicit CategoricalAccuracy(std::string name = "categorical_accuracy") : Metric(std::move(name)) {}
   Tensor batch_state(const Tensor& y_true, const Tensor& y_pred) const override;
   Tensor values(const Tensor& y_true, const Tensor& y_pred) const override;
@@ -180,6 +190,7 @@ class CategoricalAccuracy final : public Metric {
 /// over examples of each example's mean. ValueError for a threshold that is not a finite number.
 class BinaryAccuracy final : public Metric {
  public:
+  bool applies_masks() const override { return true; }
   explicit BinaryAccuracy(std::string name = "binary_accuracy", double threshold = 0.5);
   Tensor batch_state(const Tensor& y_true, const Tensor& y_pred) const override;
   Tensor values(const Tensor& y_true, const Tensor& y_pred) const override;
@@ -201,6 +212,7 @@ class BinaryAccuracy final : public Metric {
 /// ValueError for k < 1.
 class TopKCategoricalAccuracy final : public Metric {
  public:
+  bool applies_masks() const override { return true; }
   explicit TopKCategoricalAccuracy(std::int64_t k = 5, std::string name = "top_k_categorical_accuracy");
   Tensor batch_state(const Tensor& y_true, const Tensor& y_pred) const override;
   Tensor values(const Tensor& y_true, const Tensor& y_pred) const override;
@@ -220,6 +232,7 @@ class TopKCategoricalAccuracy final : public Metric {
 /// it a miss). Keras' from_sorted_ids=True has no counterpart here.
 class SparseTopKCategoricalAccuracy final : public Metric {
  public:
+  bool applies_masks() const override { return true; }
   explicit SparseTopKCategoricalAccuracy(std::int64_t k = 5, std::string name = "sparse_top_k_categorical_accuracy");
   Tensor batch_state(const Tensor& y_true, const Tensor& y_pred) const override;
   Tensor values(const Tensor& y_true, const Tensor& y_pred) const override;

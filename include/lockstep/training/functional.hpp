@@ -176,6 +176,9 @@ class Functional final : public Model {
   /// masks[i]: Keras' mask of values[i] (undefined for none).
   Tensor run_node(const Node& node, const std::vector<Tensor>& values, const std::vector<Tensor>& masks,
                   const layers::CallContext& ctx, bool logits) const;
+  /// Keras' mask of `node`'s output given its inputs' (masks, by node; undefined: none): its
+  /// layer's compute_mask, or a list call's merge_mask.
+  Tensor node_mask(const Node& node, const std::vector<Tensor>& values, const std::vector<Tensor>& masks) const;
   /// Runs the graph on one tensor per input; outs gets one Output per output. Under
   /// ctx.softmax_to_loss, a softmax output layer's softmax is left to the loss
   /// (Model::output_in_float32) where no later node reads that output.

@@ -222,6 +222,10 @@ class Model {
   struct Output {
     Tensor output;
     Tensor logits;
+    /// The output's Keras mask (Layer::compute_mask carried through the model from an
+    /// Embedding(mask_zero=true)): uint8 [batch, steps], nonzero where a step counts; undefined
+    /// for none. Keras' loss and metrics weigh the output's positions by it (sample_weights.hpp).
+    Tensor mask;
   };
   virtual Output forward(const Tensor& x, const layers::CallContext& ctx) const = 0;
   /// One tensor per input, one Output per output; a model of one runs forward().

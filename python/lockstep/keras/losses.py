@@ -27,22 +27,27 @@ class Loss:
         self._loss = _lockstep.make_loss(name, from_logits)
 
     def __call__(self, y_true, y_pred, sample_weight=None):
-        """The loss of a batch: one value per example with reduction "none", else their sum or mean.
-        sample_weight (one weight per example, shape (batch,) or (batch, 1), or a scalar) multiplies
-        each example's loss first; the mean still divides by the number of examples, not by the
-        weights' sum (Keras 3's reduce_weighted_values under "sum_over_batch_size")."""
-        per_example = _lockstep.loss_per_example(self._loss, y_true, y_pred)
+        """The loss of a batch as Keras 3's Loss computes it: the loss of each example, or of each
+        step of a sequence (y_pred (batch, steps, ..., k): shape (batch, steps, ...)), times
+        sample_weight (one weight per example, shape (batch,) or (batch, 1); one per step, the
+        losses' shape; or a scalar), then with reduction "none" those values, "sum" their sum, and
+        "sum_over_batch_size" their sum over their number (not over the weights' sum)."""
+        values = _lockstep.loss_per_position(self._loss, y_true, y_pred)
         if sample_weight is not None:
             weight = _lockstep.cast(sample_weight, "float32")
-            if len(weight.shape) == 2 and weight.shape[1] == 1:
-                weight = _lockstep.reshape(weight, [weight.shape[0]])
-            if len(weight.shape) > 1 or (len(weight.shape) == 1 and weight.shape[0] != per_example.shape[0]):
-                raise ValueError(f"keras.losses.{type(self).__name__}: sample_weight of shape {tuple(weight.shape)} "
-                                 f"does not give one weight per example of {per_example.shape[0]}")
-            per_example = per_example * weight
+            shape, rows = tuple(weight.shape), values.shape[0]
+            if len(shape) == 2 and shape[1] == 1:
+                weight = _lockstep.reshape(weight, [rows] if shape[0] == rows else list(shape[:1]))
+                shape = tuple(weight.shape)
+            if len(shape) == 1 and shape[0] == rows and len(values.shape) > 1:
+                weight = _lockstep.reshape(weight, [rows] + [1] * (len(values.shape) - 1))  # each step
+            elif len(shape) != 0 and shape != tuple(values.shape):
+                raise ValueError(f"keras.losses.{type(self).__name__}: sample_weight of shape {shape} does not give "
+                                 f"one weight per example of {rows} (or per step: shape {tuple(values.shape)})")
+            values = values * weight
         if self.reduction == "none":
-            return per_example
-        return (_lockstep.reduce_sum if self.reduction == "sum" else _lockstep.reduce_mean)(per_example, None, False)
+            return values
+        return (_lockstep.reduce_sum if self.reduction == "sum" else _lockstep.reduce_mean)(values, None, False)
 
 
 class SparseCategoricalCrossentropy(Loss):
