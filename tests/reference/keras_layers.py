@@ -12,7 +12,7 @@ and predicts the same. The same for a sequence convnet (Conv1D of every padding,
 dilation and groups; MaxPooling1D, AveragePooling1D, GlobalMaxPooling2D, GlobalMaxPooling1D; the
 text classifier of keras.io's "Text classification from scratch"), and for Embedding(mask_zero)
 before Conv1D and GlobalMaxPooling1D, which ignore the mask as Keras 3's do, and before
-MultiHeadAttention (self-attention, plain and causal), which takes it.
+MultiHeadAttention (self-attention, and causal with a key), which takes it.
 
 Exit 0 all agree, 1 a disagreement, 77 (skip) when tensorflow/keras are not importable.
 """
@@ -84,16 +84,21 @@ def keras_masked_functional():
 
 
 def keras_masked_attention():
-    """Embedding(mask_zero) -> MultiHeadAttention(x, x), plain and causal -> residual Add ->
-    LayerNormalization -> GlobalAveragePooling1D: each attention takes the mask as its query's and
-    value's (Keras' _compute_attention_mask) and passes on the query's."""
+    """Embedding(mask_zero) -> MultiHeadAttention(x, x) -> LayerNormalization ->
+    MultiHeadAttention(query, value, key, use_causal_mask=True) on a second Embedding(mask_zero)
+    -> GlobalAveragePooling1D: each attention takes its inputs' masks as its query's, value's and
+    key's (Keras' _compute_attention_mask) and passes on the query's. Each tensor is read by one
+    attention only: Keras' call also deletes its inputs' masks, so a later reader of the same
+    tensor would see none (lockstep keeps them); and no Add of masked tensors (Keras writes its
+    mask as a LogicalOr node, which lockstep does not read)."""
     keras.utils.set_random_seed(10)
     inp = keras.Input((STEPS,))
     x = keras.layers.Embedding(VOCAB, 8, mask_zero=True)(inp)
     a = keras.layers.MultiHeadAttention(num_heads=2, key_dim=4)(x, x)
-    c = keras.layers.MultiHeadAttention(num_heads=2, key_dim=3, value_dim=5)(x, x, use_causal_mask=True)
-    y = keras.layers.LayerNormalization()(keras.layers.Add()([x, a, c]))
-    out = keras.layers.Dense(3, activation="softmax")(keras.layers.GlobalAveragePooling1D()(y))
+    n = keras.layers.LayerNormalization()(a)
+    v = keras.layers.Embedding(VOCAB, 8, mask_zero=True)(inp)
+    c = keras.layers.MultiHeadAttention(num_heads=2, key_dim=3, value_dim=5)(n, v, v, use_causal_mask=True)
+    out = keras.layers.Dense(3, activation="softmax")(keras.layers.GlobalAveragePooling1D()(c))
     model = keras.Model(inp, out, name="keras_masked_attention")
     rng = np.random.RandomState(8)
     for w in model.weights:

@@ -16,6 +16,9 @@
 // with nothing to attend to (a padded one) attends to every value step alike, as Keras' masked
 // softmax. The output's mask is the query's (merge_mask), so the layers after it (Add,
 // LayerNormalization, GlobalAveragePooling1D) leave the padded query steps out as Keras does.
+// One difference: Keras 3's call also deletes the masks of the tensors it is given, so in Keras a
+// later MultiHeadAttention on the same tensor (a second call on x after mha(x, x)) sees no mask
+// and attends to the padding; lockstep gives every reader of a tensor its mask.
 #include "lockstep/layers/merge_layers.hpp"
 
 namespace lockstep::layers {
