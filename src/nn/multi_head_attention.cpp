@@ -67,6 +67,52 @@ Tensor MultiHeadAttentionLayer::project(const Projection& p, const Tensor& x, st
   return reshape(y, {b, len, heads, per_head});
 }
 
+namespace {
+// Keras masks (any dtype, nonzero where a step counts) as uint8 0 / 1, combined by comparisons
+// (which broadcast and write uint8): no float copy of a [batch, queries, keys] mask is made.
+Tensor kept(const Tensor& mask) { return not_equal(mask, Tensor::zeros(Shape{}, mask.dtype())); }
+// keep & mask for `keep` 0 / 1 and `mask` any Keras mask, broadcast: keep > (mask == 0).
+Tensor kept_by_both(const Tensor& keep, const Tensor& mask) {
+  return greater(keep, equal(mask, Tensor::zeros(Shape{}, mask.dtype())));
+}
+}  // namespace
+
+// Keras' _compute_attention_mask: query_mask[:, :, None] & value_mask[:, None, :] &
+// key_mask[:, None, :] & attention_mask (and the causal mask, which the kernel applies). The
+// cheapest form the kernel takes: the value's and key's masks alone stay [batch, value length].
+// A padded query step then has no step to attend to: the kernel gives it uniform probabilities,
+// as Keras' masked softmax.
+Tensor MultiHeadAttentionLayer::attention_mask(const Tensor& query, const Tensor& value,
+                                               const AttentionCall& call) const {
+  const std::int64_t b = query.dim(0), t = query.dim(1), s = value.dim(1);
+  const auto check = [&](const Tensor& mask, const char* which, std::int64_t steps, const char* input) {
+    LOCKSTEP_CHECK(!mask.defined() || mask.shape() == (Shape{b, steps}), "layer '", name(), "' (MultiHeadAttention): ",
+                   which, " must have the shape of the ", input, "'s steps (", b, ", ", steps, "), got ",
+                   mask.shape().str());
+  };
+  check(call.query_mask, "query_mask", t, "query");
+  check(call.value_mask, "value_mask", s, "value");
+  check(call.key_mask, "key_mask", s, "value");
+  const Tensor &q = call.query_mask, &v = call.value_mask, &k = call.key_mask, &given = call.attention_mask;
+  // The value steps the value's and the key's masks keep: 0 / 1 (attention_reference multiplies
+  // by it) [b, s], undefined where neither is.
+  Tensor steps = v.defined() ? kept(v) : Tensor();
+  if (k.defined()) steps = steps.defined() ? kept_by_both(steps, k) : kept(k);
+  if (!q.defined() && !given.defined()) return steps;
+  if (!q.defined() && !steps.defined()) return given;
+  Tensor keep;  // 0 / 1, broadcast to [b, t, s] as it is made
+  if (q.defined()) {
+    keep = reshape(kept(q), {b, t, 1});
+    keep = steps.defined() ? kept_by_both(keep, reshape(steps, {b, 1, s}))
+                           : greater(keep, Tensor::zeros(Shape{1, 1, s}, DType::kU8));
+  } else {
+    keep = reshape(steps, {b, 1, s});
+  }
+  if (given.defined())
+    keep = kept_by_both(keep, given.rank() == 2 ? reshape(given, {given.dim(0), 1, given.dim(1)}) : given);
+  return keep;
+}
+
 Tensor MultiHeadAttentionLayer::attend(const Tensor& query, const Tensor& value, const Tensor& key,
                                        const CallContext& ctx, const AttentionCall& call) const {
   LOCKSTEP_CHECK(built(), "layer '", name(), "' (MultiHeadAttention) is called before it was built");
@@ -87,9 +133,9 @@ Tensor MultiHeadAttentionLayer::attend(const Tensor& query, const Tensor& value,
                      .first_example = ctx.first_example,
                      .step_block = ctx.step_block};
   }
-  const Tensor heads = call.attention_scores
-                           ? attention_reference(q, k, v, call.attention_mask, o, call.attention_scores)
-                           : scaled_dot_product_attention(q, k, v, call.attention_mask, o);
+  const Tensor mask = attention_mask(query, value, call);
+  const Tensor heads = call.attention_scores ? attention_reference(q, k, v, mask, o, call.attention_scores)
+                                             : scaled_dot_product_attention(q, k, v, mask, o);
   // [batch, length, heads, value_dim] -> [batch * length, heads * value_dim] @ [heads * value_dim, out].
   const std::int64_t b = query.dim(0), len = query.dim(1), out = out_shape[2];
   const Tensor merged = reshape(heads, {b * len, options_.num_heads * value_dim()});
@@ -116,6 +162,10 @@ Tensor MultiHeadAttentionLayer::merge(const std::vector<Tensor>& inputs, const C
                  "' (MultiHeadAttention) is called on [query, value] or [query, value, key], got ",
                  inputs.size(), " inputs");
   return attend(inputs[0], inputs[1], inputs.size() == 3 ? inputs[2] : Tensor(), ctx);
+}
+
+Tensor MultiHeadAttentionLayer::merge_mask(const std::vector<Tensor>&, const std::vector<Tensor>& masks) const {
+  return masks.empty() ? Tensor() : masks.front();
 }
 
 nlohmann::json MultiHeadAttentionLayer::get_config() const {

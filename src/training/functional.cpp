@@ -404,13 +404,20 @@ Tensor Functional::run_node(const Node& node, const std::vector<Tensor>& values,
                             const layers::CallContext& ctx, bool logits) const {
   const layers::Layer& l = *layers_[node.layer];
   if (node.list_call) {
-    std::vector<Tensor> xs;
-    for (std::size_t a = 0; a < node.arguments(); ++a) xs.push_back(values[node.inputs[a]]);
-    if (node.use_causal_mask || node.attention_mask) {  // CallKwargs: a MultiHeadAttention
-      layers::AttentionCall call{.use_causal_mask = node.use_causal_mask};
+    std::vector<Tensor> xs, ms;
+    for (std::size_t a = 0; a < node.arguments(); ++a) {
+      xs.push_back(values[node.inputs[a]]);
+      ms.push_back(masks[node.inputs[a]]);
+    }
+    if (const auto* mha = dynamic_cast<const layers::MultiHeadAttentionLayer*>(&l)) {
+      // Keras' mha(query, value, key, attention_mask=, use_causal_mask=): the inputs' masks are its
+      // query_mask, value_mask and key_mask (layer.py's "Populate mask argument(s)").
+      layers::AttentionCall call{.query_mask = ms[0],
+                                 .value_mask = ms[1],
+                                 .key_mask = ms.size() > 2 ? ms[2] : Tensor(),
+                                 .use_causal_mask = node.use_causal_mask};
       if (node.attention_mask) call.attention_mask = cast(values[node.inputs.back()], DType::kU8);
-      return dynamic_cast<const layers::MultiHeadAttentionLayer&>(l).attend(
-          xs[0], xs[1], xs.size() > 2 ? xs[2] : Tensor(), ctx, call);
+      return mha->attend(xs[0], xs[1], xs.size() > 2 ? xs[2] : Tensor(), ctx, call);
     }
     return dynamic_cast<const layers::MergeLayer&>(l).merge(xs, ctx);
   }

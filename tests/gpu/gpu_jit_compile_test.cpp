@@ -162,6 +162,19 @@ TEST(GpuJitCompile, DropoutAndAttentionInFitLeaveNothingThatKeepsTheStepFromBein
       const KerasTensor out = call(layers::Dense(4), call(layers::Flatten(), call(layers::Add(), {in, a})));
       return compiled(std::make_unique<Functional>(in, out, "gpt", 3));
     }, sequences, targets));
+    // Padded tokens: Embedding(mask_zero)'s mask reaches the attention as its query and value
+    // masks (combined on the device) and GlobalAveragePooling1D as the attention's output's.
+    std::vector<float> tv(16 * 6, 0.0f);
+    for (std::size_t r = 0; r < 16; ++r)
+      for (std::size_t i = 0; i < 1 + r % 6; ++i) tv[r * 6 + i] = static_cast<float>(1 + (r + 3 * i) % 8);
+    expect_no_blocker("padded causal attention", reason_after_fit([rate] {
+      const KerasTensor in = Input({6});
+      const KerasTensor e = call(layers::Embedding(9, 8, /*mask_zero=*/true), in);
+      const KerasTensor a = call(layers::MultiHeadAttention({.num_heads = 2, .key_dim = 4, .dropout = rate}),
+                                 {e, e}, {.use_causal_mask = true});
+      const KerasTensor out = call(layers::Dense(4), call(layers::GlobalAveragePooling1D(), call(layers::Add(), {e, a})));
+      return compiled(std::make_unique<Functional>(in, out, "padded_gpt", 3));
+    }, Tensor::from_vector(tv, {16, 6}), targets));
   }
 }
 

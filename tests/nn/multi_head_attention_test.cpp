@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <functional>
 #include <nlohmann/json.hpp>
 
 #include "common/error_message.hpp"
@@ -48,8 +49,12 @@ std::vector<double> project(const Tensor& x, const Variable& kernel, const Varia
   return out;  // [b, len, h, k]
 }
 
+// keep(e, i, j): whether query step i of example e may attend to value step j besides the causal
+// rule (null: every step); a masked score is Keras' -1e9, so a row with none kept is uniform.
+using Keep = std::function<bool(std::int64_t, std::int64_t, std::int64_t)>;
+
 std::vector<double> reference(const MultiHeadAttentionLayer& l, const Tensor& query, const Tensor& value,
-                              const Tensor& key, bool causal) {
+                              const Tensor& key, bool causal, const Keep& keep = nullptr) {
   const auto& v = l.variables();  // query k/b, key k/b, value k/b, output k/b
   const std::int64_t b = query.dim(0), t = query.dim(1), s = value.dim(1), h = l.options().num_heads,
                      kd = l.options().key_dim, vd = l.value_dim(), out_dim = v[6].shape()[2];
@@ -67,7 +72,8 @@ std::vector<double> reference(const MultiHeadAttentionLayer& l, const Tensor& qu
           for (std::int64_t c = 0; c < kd; ++c)
             dot += q[static_cast<std::size_t>(((e * t + i) * h + hh) * kd + c)] *
                    k[static_cast<std::size_t>(((e * s + j) * h + hh) * kd + c)];
-          p[static_cast<std::size_t>(j)] = causal && j > i ? -1e9 : dot / std::sqrt(double(kd));
+          const bool masked = (causal && j > i) || (keep && !keep(e, i, j));
+          p[static_cast<std::size_t>(j)] = masked ? -1e9 : dot / std::sqrt(double(kd));
           top = std::max(top, p[static_cast<std::size_t>(j)]);
         }
         for (auto& x : p) sum += (x = std::exp(x - top));
@@ -112,6 +118,76 @@ TEST(MultiHeadAttention, ComputesKerasAttentionPerHead) {
     for (std::size_t j = 0; j < 5; ++j) sum += p[row * 5 + j];
     EXPECT_NEAR(sum, 1.0, 1e-5) << row;
   }
+}
+
+// Keras' _compute_attention_mask: query step i attends to value step j where the query's mask
+// keeps i, the value's and the key's keep j, the causal rule and the explicit attention_mask
+// allow it; a padded query step attends to every value step alike. Fused and unfused alike.
+TEST(MultiHeadAttention, CombinesTheInputsMasksAsKeras) {
+  const auto l = built({.num_heads = 2, .key_dim = 3, .value_dim = 4, .output_shape = 6}, 5);
+  const Tensor x = random_uniform({2, 3, 5}, 1), value = random_uniform({2, 5, 5}, 2),
+               key = random_uniform({2, 5, 5}, 3);
+  // Masks of several dtypes, nonzero where a step counts.
+  const std::vector<std::uint8_t> qv{1, 1, 0, 1, 0, 0}, vv{1, 1, 1, 0, 0, 0, 1, 1, 1, 1}, kv{1, 0, 1, 1, 1, 1, 1, 0, 1, 1};
+  const Tensor q_mask = Tensor::from_vector(qv, {2, 3});
+  const Tensor v_mask = cast(Tensor::from_vector(vv, {2, 5}), DType::kF32);
+  const Tensor k_mask = cast(Tensor::from_vector(kv, {2, 5}), DType::kI32);
+  std::vector<std::uint8_t> ev(2 * 3 * 5);
+  for (std::size_t i = 0; i < ev.size(); ++i) ev[i] = i % 4 != 2;
+  const Tensor explicit_mask = Tensor::from_vector(ev, {2, 3, 5});
+  const auto q = [&](std::int64_t e, std::int64_t i) { return qv[static_cast<std::size_t>(e * 3 + i)] != 0; };
+  const auto v = [&](std::int64_t e, std::int64_t j) { return vv[static_cast<std::size_t>(e * 5 + j)] != 0; };
+  const auto k = [&](std::int64_t e, std::int64_t j) { return kv[static_cast<std::size_t>(e * 5 + j)] != 0; };
+  const auto ex = [&](std::int64_t e, std::int64_t i, std::int64_t j) {
+    return ev[static_cast<std::size_t>((e * 3 + i) * 5 + j)] != 0;
+  };
+  const CallContext c;
+  using layers::AttentionCall;
+  // The value's mask alone (the kernel takes it as it is), then with the key's.
+  expect_near(l->attend(x, value, Tensor(), c, {.value_mask = v_mask}),
+              reference(*l, x, value, value, false, [&](auto e, auto, auto j) { return v(e, j); }), "value");
+  const Tensor v_mask_u8 = Tensor::from_vector(std::vector<std::uint8_t>{2, 1, 7, 0, 0, 0, 1, 1, 1, 1}, {2, 5});
+  for (const bool fused : {true, false}) {
+    Tensor probabilities;
+    expect_near(l->attend(x, value, Tensor(), c,
+                          {.value_mask = v_mask_u8, .attention_scores = fused ? nullptr : &probabilities}),
+                reference(*l, x, value, value, false, [&](auto e, auto, auto j) { return v(e, j); }),
+                fused ? "value, uint8" : "value, uint8, unfused");
+  }
+  expect_near(l->attend(x, value, key, c, {.value_mask = v_mask, .key_mask = k_mask}),
+              reference(*l, x, value, key, false, [&](auto e, auto, auto j) { return v(e, j) && k(e, j); }),
+              "value and key");
+  // The query's mask alone: its padded steps attend to everything alike.
+  const auto query_only = l->attend(x, value, Tensor(), c, {.query_mask = q_mask});
+  expect_near(query_only, reference(*l, x, value, value, false, [&](auto e, auto i, auto) { return q(e, i); }),
+              "query");
+  EXPECT_NE(query_only.to_vector<float>(), l->merge({x, value}, c).to_vector<float>());
+  // Everything: query, value, key, causal and explicit.
+  const Keep all = [&](auto e, auto i, auto j) { return q(e, i) && v(e, j) && k(e, j) && ex(e, i, j); };
+  const AttentionCall every{.query_mask = q_mask,
+                            .value_mask = v_mask,
+                            .key_mask = k_mask,
+                            .attention_mask = explicit_mask,
+                            .use_causal_mask = true};
+  expect_near(l->attend(x, value, key, c, every), reference(*l, x, value, key, true, all), "all");
+  Tensor scores;
+  AttentionCall unfused = every;
+  unfused.attention_scores = &scores;
+  expect_near(l->attend(x, value, key, c, unfused), reference(*l, x, value, key, true, all), "all, unfused");
+  // Self-attention: the query's mask and the value's (the same one), with the causal mask.
+  const std::vector<std::uint8_t> xv{1, 1, 0, 1, 0, 1};
+  const Tensor x_mask = Tensor::from_vector(xv, {2, 3});
+  const auto kept = [&](std::int64_t e, std::int64_t s) { return xv[static_cast<std::size_t>(e * 3 + s)] != 0; };
+  expect_near(l->attend(x, x, Tensor(), c, {.query_mask = x_mask, .value_mask = x_mask, .use_causal_mask = true}),
+              reference(*l, x, x, x, true, [&](auto e, auto i, auto j) { return kept(e, i) && kept(e, j); }),
+              "self, causal");
+
+  const std::string wrong = test::message_of([&] {
+    (void)l->attend(x, value, Tensor(), c, {.value_mask = q_mask});
+  });
+  EXPECT_NE(wrong.find("value_mask must have the shape of the value's steps (2, 5), got (2, 3)"), std::string::npos)
+      << wrong;
+  EXPECT_NE(wrong.find("MultiHeadAttention"), std::string::npos) << wrong;
 }
 
 TEST(MultiHeadAttention, HasKerasWeightsInKerasOrder) {

@@ -11,7 +11,8 @@ saves it. `lockstep predict` on that file gives Keras' predictions (relative
 and predicts the same. The same for a sequence convnet (Conv1D of every padding, strides,
 dilation and groups; MaxPooling1D, AveragePooling1D, GlobalMaxPooling2D, GlobalMaxPooling1D; the
 text classifier of keras.io's "Text classification from scratch"), and for Embedding(mask_zero)
-before Conv1D and GlobalMaxPooling1D, which ignore the mask as Keras 3's do.
+before Conv1D and GlobalMaxPooling1D, which ignore the mask as Keras 3's do, and before
+MultiHeadAttention (self-attention, and causal with a key), which takes it.
 
 Exit 0 all agree, 1 a disagreement, 77 (skip) when tensorflow/keras are not importable.
 """
@@ -77,6 +78,29 @@ def keras_masked_functional():
     x = keras.layers.GlobalAveragePooling1D()(keras.layers.Dense(4, activation="gelu")(x))
     model = keras.Model(inp, keras.layers.Dense(3, activation="softmax")(x), name="keras_masked_functional")
     rng = np.random.RandomState(2)
+    for w in model.weights:
+        w.assign(rng.normal(0, 0.5, w.shape).astype(np.float32))
+    return model
+
+
+def keras_masked_attention():
+    """Embedding(mask_zero) -> MultiHeadAttention(x, x) -> LayerNormalization ->
+    MultiHeadAttention(query, value, key, use_causal_mask=True) on a second Embedding(mask_zero)
+    -> GlobalAveragePooling1D: each attention takes its inputs' masks as its query's, value's and
+    key's (Keras' _compute_attention_mask) and passes on the query's. Each tensor is read by one
+    attention only: Keras' call also deletes its inputs' masks, so a later reader of the same
+    tensor would see none (lockstep keeps them); and no Add of masked tensors (Keras writes its
+    mask as a LogicalOr node, which lockstep does not read)."""
+    keras.utils.set_random_seed(10)
+    inp = keras.Input((STEPS,))
+    x = keras.layers.Embedding(VOCAB, 8, mask_zero=True)(inp)
+    a = keras.layers.MultiHeadAttention(num_heads=2, key_dim=4)(x, x)
+    n = keras.layers.LayerNormalization()(a)
+    v = keras.layers.Embedding(VOCAB, 8, mask_zero=True)(inp)
+    c = keras.layers.MultiHeadAttention(num_heads=2, key_dim=3, value_dim=5)(n, v, v, use_causal_mask=True)
+    out = keras.layers.Dense(3, activation="softmax")(keras.layers.GlobalAveragePooling1D()(c))
+    model = keras.Model(inp, out, name="keras_masked_attention")
+    rng = np.random.RandomState(8)
     for w in model.weights:
         w.assign(rng.normal(0, 0.5, w.shape).astype(np.float32))
     return model
@@ -181,6 +205,10 @@ def main():
     both_ways(keras_masked_model(), x, d, cli, driver, "Embedding(mask_zero) masking GlobalAveragePooling1D")
     both_ways(keras_masked_functional(), x, d, cli, driver, "Functional Embedding(mask_zero): the NotEqual mask node")
     both_ways(keras_masked_convnet(), x, d, cli, driver, "Embedding(mask_zero) before Conv1D: the mask ignored")
+    # Padding in the middle of rows as well: a padded query step attends to every step alike.
+    x_mid = x.copy()
+    x_mid[::3, 1] = 0
+    both_ways(keras_masked_attention(), x_mid, d, cli, driver, "Embedding(mask_zero) into MultiHeadAttention")
     # The sequence convnet layers, and keras.io's text classifier after a few training steps.
     tokens = np.random.RandomState(6).randint(0, VOCAB, (32, STEPS * 2)).astype(np.float32)
     both_ways(keras_sequence_convnet(), tokens, d, cli, driver, "every sequence convnet layer")

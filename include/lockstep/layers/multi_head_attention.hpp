@@ -7,6 +7,18 @@
 // self-attention is call(mha, {x, x}). Inputs are [batch, length, features], every input with
 // the query's features. The attention runs fused (scaled_dot_product_attention) unless the
 // scores are asked for.
+//
+// Masks, as Keras 3's call and _compute_attention_mask: the inputs' Keras masks (Embedding's
+// mask_zero; a Functional model passes them as query_mask, value_mask and key_mask) decide what
+// is attended to. A query step attends to a value step when the query's mask keeps the query
+// step, the value's and the key's masks keep the value step, the causal mask allows it
+// (use_causal_mask: value step <= query step) and the explicit attention_mask does. A query step
+// with nothing to attend to (a padded one) attends to every value step alike, as Keras' masked
+// softmax. The output's mask is the query's (merge_mask), so the layers after it (Add,
+// LayerNormalization, GlobalAveragePooling1D) leave the padded query steps out as Keras does.
+// One difference: Keras 3's call also deletes the masks of the tensors it is given, so in Keras a
+// later MultiHeadAttention on the same tensor (a second call on x after mha(x, x)) sees no mask
+// and attends to the padding; lockstep gives every reader of a tensor its mask.
 #include "lockstep/layers/merge_layers.hpp"
 
 namespace lockstep::layers {
@@ -25,6 +37,10 @@ struct MultiHeadAttentionOptions {
 
 /// Keras' call arguments besides the tensors.
 struct AttentionCall {
+  /// Keras' query_mask, value_mask and key_mask: the inputs' masks (any dtype, nonzero where a step
+  /// counts; undefined: none), the query's [batch, query length], the value's and the key's
+  /// [batch, value length]. Combined with attention_mask and use_causal_mask as the header says.
+  Tensor query_mask, value_mask, key_mask;
   /// uint8 (1 = attend) [batch, query length, value length] or [batch, value length]; undefined: none.
   Tensor attention_mask;
   bool use_causal_mask = false;
@@ -42,6 +58,8 @@ class MultiHeadAttentionLayer final : public MergeLayer {
   /// [query, value] or [query, value, key] shapes -> [batch, query length, output].
   Shape merge_output_shape(const std::vector<Shape>& input_shapes) const override;
   Tensor merge(const std::vector<Tensor>& inputs, const CallContext& ctx) const override;
+  /// The query's mask (Keras sets it on the output), whatever the value's and the key's are.
+  Tensor merge_mask(const std::vector<Tensor>& inputs, const std::vector<Tensor>& masks) const override;
   /// Keras' call(query, value, key=None, attention_mask=None, use_causal_mask=False,
   /// return_attention_scores=False); key undefined: the value.
   Tensor attend(const Tensor& query, const Tensor& value, const Tensor& key, const CallContext& ctx,
@@ -68,6 +86,9 @@ class MultiHeadAttentionLayer final : public MergeLayer {
   };
   Projection query_, key_, value_, output_;
   Tensor project(const Projection& p, const Tensor& x, std::int64_t per_head) const;
+  /// The uint8 mask the attention kernel takes for this call (undefined: none), the causal mask
+  /// left to the kernel: Keras' _compute_attention_mask.
+  Tensor attention_mask(const Tensor& query, const Tensor& value, const AttentionCall& call) const;
 };
 
 LayerPtr MultiHeadAttention(const MultiHeadAttentionOptions& options);
