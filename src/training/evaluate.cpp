@@ -22,6 +22,7 @@ Logs Model::evaluate_impl(const data::Dataset& dataset, std::int64_t steps, cons
   const std::int64_t card = dataset.cardinality();
   LOCKSTEP_CHECK(steps > 0 || card != data::kInfiniteCardinality,
                  "evaluate: the dataset is infinite (repeat()), so steps must be given");
+  check_strategy_alive();
   CallbackList cbs{callbacks};
   cbs.each([&](Callback& c) { c.set_model(this); });
   reset_metrics();
@@ -104,6 +105,7 @@ Logs Model::evaluate_tensors(data::Element xy, const EvaluateOptions& o) {
 std::vector<Tensor> Model::predict_outputs(const data::Dataset& dataset, const PredictOptions& o) {
   LOCKSTEP_CHECK(o.steps > 0 || dataset.cardinality() != data::kInfiniteCardinality,
                  "predict: the dataset is infinite (repeat()), so steps must be given");
+  check_strategy_alive();
   CallbackList cbs{o.callbacks};
   cbs.each([&](Callback& c) { c.set_model(this); });
   Logs logs;

@@ -126,7 +126,7 @@ std::unique_ptr<Functional> functional_from_config(const json& config, const Lay
   std::vector<Pending> pending;
   std::map<Reference, KerasTensor> tensors;
   std::set<std::string> names;
-  std::set<std::string> mask_nodes;  // NotEqual: Keras' record of a mask
+  std::set<std::string> mask_nodes;  // NotEqual, LogicalOr: Keras' records of masks
   for (const auto& entry : config.at("layers")) {
     if (!entry.is_object() || !entry.value("name", json()).is_string())
       fail(source, "a layer of the Functional config has no name: " + entry.dump().substr(0, 200));
@@ -153,6 +153,22 @@ std::unique_ptr<Functional> functional_from_config(const json& config, const Lay
       const json& args = nodes.size() == 1 && nodes[0].is_object() ? nodes[0].value("args", json()) : json();
       if (!args.is_array() || args.size() != 2 || args[1] != json(0))
         fail(source, "'" + lname + "' (NotEqual) is read as a layer's mask, not_equal(x, 0), but it is " +
+                         nodes.dump().substr(0, 200));
+      mask_nodes.insert(lname);
+      continue;
+    }
+    if (entry.value("class_name", json()) == json("LogicalOr")) {
+      // What Keras writes for an element-wise merge's mask (Merge.compute_mask: the steps any input
+      // keeps) of masks it recorded before: a mask too, which lockstep's merge layers make alike.
+      const json& args = nodes.size() == 1 && nodes[0].is_object() ? nodes[0].value("args", json()) : json();
+      const auto is_mask = [&](const json& a) {
+        return a.is_object() && a.value("class_name", json()) == json("__keras_tensor__") && a.contains("config") &&
+               a.at("config").is_object() && a.at("config").value("keras_history", json()).is_array() &&
+               !a.at("config").at("keras_history").empty() && a.at("config").at("keras_history")[0].is_string() &&
+               mask_nodes.count(a.at("config").at("keras_history")[0].get<std::string>()) > 0;
+      };
+      if (!args.is_array() || args.size() != 2 || !is_mask(args[0]) || !is_mask(args[1]))
+        fail(source, "'" + lname + "' (LogicalOr) is read as a merge's mask, logical_or(mask, mask), but it is " +
                          nodes.dump().substr(0, 200));
       mask_nodes.insert(lname);
       continue;

@@ -36,8 +36,9 @@ void Model::set_steps_per_execution(std::int64_t n) {
   steps_per_execution_ = n;
 }
 
-Model::Model(std::string name)
-    : seed_(random_seed()), name_(std::move(name)), strategy_(distribute::Strategy::current()) {}
+Model::Model(std::string name) : seed_(random_seed()), name_(std::move(name)) {
+  set_strategy(distribute::Strategy::current());
+}
 Model::~Model() = default;
 
 Tensor Model::input_of(const Tensor& x) const {
@@ -57,11 +58,25 @@ void Model::set_seed(std::uint64_t seed) {
   seed_ = seed;
 }
 
+void Model::set_strategy(distribute::Strategy* strategy) {
+  strategy_ = strategy;
+  strategy_lifetime_ = strategy ? strategy->lifetime() : std::weak_ptr<const void>();
+  strategy_name_ = strategy ? strategy->name() : std::string();
+}
+
+void Model::check_strategy_alive() const {
+  LOCKSTEP_CHECK(!strategy_ || !strategy_lifetime_.expired(), "model '", name(), "' was made in the scope of a ",
+                 strategy_name_, " (or distributed to it) that no longer exists: keep the strategy alive while its "
+                 "models are used (its variables' copies were on that strategy's devices; their values can still "
+                 "be read, e.g. to load into a model made under another)");
+}
+
 void Model::check_strategy_scope(const char* what) {
+  check_strategy_alive();
   distribute::Strategy* open = distribute::Strategy::current();
   if (!open || open == strategy_) return;
   if (!strategy_ && !built()) {
-    strategy_ = open;  // no variables yet: they are made under this scope when the model builds
+    set_strategy(open);  // no variables yet: they are made under this scope when the model builds
     return;
   }
   if (strategy_)
@@ -442,6 +457,7 @@ void Model::refresh_step_variables() {
 void Model::ensure_mirrored() {
   refresh_step_variables();
   if (!strategy_) return;
+  check_strategy_alive();
   // A copy of each variable per local replica, on its device. One local replica (alone, or one
   // per worker) keeps its variables unmirrored, on its device: a GPU's replica takes them from
   // the host where they were built; a CPU's leaves them where they are (all logical CPU devices
@@ -484,8 +500,9 @@ void Model::gather_optimizer_slots() {
 }
 
 void Model::distribute(distribute::Strategy& strategy) {
+  check_strategy_alive();
   if (strategy_ != &strategy) set_jit_compile(jit_compile_);  // other devices: checked again
-  strategy_ = &strategy;
+  set_strategy(&strategy);
   if (built()) ensure_mirrored();
 }
 

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <functional>
 #include <memory>
 #include <random>
 #include <string>
@@ -190,6 +191,37 @@ TEST(CustomLoop, CompileOrFitInAScopeOfAModelMadeOutsideItFailsWithKerasMessage)
   auto other_scope = other.scope();
   const std::string msg = test::message_of([&] { outside->fit(d.x, d.y, {.epochs = 1, .verbose = 0}); });
   EXPECT_NE(msg.find("mixing different strategies"), std::string::npos) << msg;
+}
+
+// A model outliving the strategy it was made in is refused by name where it is used next (it used
+// to reach the destroyed strategy: a crash); its weights can still be read, to carry elsewhere.
+TEST(CustomLoop, AModelWhoseStrategyIsGoneSaysSo) {
+  const Data d = make_data(8);
+  std::unique_ptr<Model> model;
+  {
+    MirroredStrategy gone({.num_cpu_devices = 2});
+    auto scope = gone.scope();
+    model = make_model();
+    model->compile("adam", "sparse_categorical_crossentropy");
+    model->fit(d.x, d.y, {.epochs = 1, .batch_size = 4, .verbose = 0});
+  }
+  MirroredStrategy next({.num_cpu_devices = 2});
+  for (const auto& use : std::vector<std::function<void()>>{
+           [&] { model->predict(d.x); }, [&] { model->evaluate(d.x, d.y); },
+           [&] { model->fit(d.x, d.y, {.epochs = 1, .verbose = 0}); }, [&] { model->distribute(next); }}) {
+    const std::string msg = test::message_of(use);
+    EXPECT_NE(msg.find("was made in the scope of a MirroredStrategy (or distributed to it) that no longer exists"),
+              std::string::npos)
+        << msg;
+  }
+  std::vector<Tensor> weights;
+  for (const auto& v : model->variables()) weights.push_back(v.value());
+  auto scope = next.scope();
+  auto again = make_model();
+  for (std::size_t i = 0; i < weights.size(); ++i) again->variables()[i].assign(weights[i]);
+  again->compile("adam", "sparse_categorical_crossentropy");
+  again->fit(d.x, d.y, {.epochs = 1, .batch_size = 4, .verbose = 0});
+  EXPECT_EQ(again->predict(d.x).shape()[0], 8);
 }
 
 TEST(CustomLoop, EvaluateAndPredictAgreeOn1And3Replicas) {

@@ -89,8 +89,7 @@ def keras_masked_attention():
     -> GlobalAveragePooling1D: each attention takes its inputs' masks as its query's, value's and
     key's (Keras' _compute_attention_mask) and passes on the query's. Each tensor is read by one
     attention only: Keras' call also deletes its inputs' masks, so a later reader of the same
-    tensor would see none (lockstep keeps them); and no Add of masked tensors (Keras writes its
-    mask as a LogicalOr node, which lockstep does not read)."""
+    tensor would see none (lockstep keeps them)."""
     keras.utils.set_random_seed(10)
     inp = keras.Input((STEPS,))
     x = keras.layers.Embedding(VOCAB, 8, mask_zero=True)(inp)
@@ -156,6 +155,25 @@ def keras_masked_convnet():
     return model
 
 
+def keras_masked_merges():
+    """Keras 3's element-wise merge masks (base_merge.py): Add of two masked tensors keeps the steps
+    either keeps (Keras writes that mask as a LogicalOr node, handed to GlobalAveragePooling1D), and
+    Add of a masked and an unmasked one (token plus position embeddings) has no mask: every step
+    counts in the average after it."""
+    keras.utils.set_random_seed(11)
+    inp = keras.Input((STEPS,))
+    e = keras.layers.Embedding(VOCAB, 4, mask_zero=True)(inp)
+    both = keras.layers.Add()([e, keras.layers.Dense(4)(e)])
+    unmasked = keras.layers.Add()([both, keras.layers.Embedding(VOCAB, 4)(inp)])
+    pooled = keras.layers.Concatenate()([keras.layers.GlobalAveragePooling1D()(both),
+                                         keras.layers.GlobalAveragePooling1D()(unmasked)])
+    model = keras.Model(inp, keras.layers.Dense(3, activation="softmax")(pooled), name="keras_masked_merges")
+    rng = np.random.RandomState(9)
+    for w in model.weights:
+        w.assign(rng.normal(0, 0.5, w.shape).astype(np.float32))
+    return model
+
+
 def both_ways(model, x, d, cli, driver, what):
     """Keras' file predicts the same in lockstep, and lockstep's re-save in Keras; the re-saved model."""
     want = model.predict(x, verbose=0)
@@ -205,6 +223,7 @@ def main():
     both_ways(keras_masked_model(), x, d, cli, driver, "Embedding(mask_zero) masking GlobalAveragePooling1D")
     both_ways(keras_masked_functional(), x, d, cli, driver, "Functional Embedding(mask_zero): the NotEqual mask node")
     both_ways(keras_masked_convnet(), x, d, cli, driver, "Embedding(mask_zero) before Conv1D: the mask ignored")
+    both_ways(keras_masked_merges(), x, d, cli, driver, "Add's masks: LogicalOr of masked inputs, none beside an unmasked one")
     # Padding in the middle of rows as well: a padded query step attends to every step alike.
     x_mid = x.copy()
     x_mid[::3, 1] = 0

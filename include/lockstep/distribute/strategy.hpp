@@ -351,11 +351,15 @@ class Strategy {
   GradientAccumulator& held_back_gradients();
   ComputeContext& context(int replica);
   const std::vector<ComputeContext*>& contexts() const { return context_ptrs_; }
+  /// Expires when this strategy is destroyed: what a model made in its scope (or distributed to
+  /// it) holds to refuse being used afterwards, by name, instead of reaching a strategy gone.
+  std::weak_ptr<const void> lifetime() const { return lifetime_; }
 
  protected:
   explicit Strategy(StrategyLayout layout);
 
  private:
+  std::shared_ptr<const int> lifetime_ = std::make_shared<const int>(0);
   friend class ReplicaContext;
   friend class NoSyncScope;
   void run_on_replicas(const std::function<void(ReplicaContext&)>& fn);

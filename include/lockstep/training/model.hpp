@@ -464,6 +464,12 @@ class Model {
   metrics::Mean loss_tracker_{"loss"};
   std::deque<metrics::Mean> output_loss_trackers_;  // "<output>_loss" (a Mean does not move)
   distribute::Strategy* strategy_ = nullptr;
+  // strategy_'s lifetime() and name, so that a model whose strategy is gone says so (set_strategy).
+  std::weak_ptr<const void> strategy_lifetime_;
+  std::string strategy_name_;
+  void set_strategy(distribute::Strategy* strategy);
+  /// ValueError naming the strategy when the one the model was made in or distributed to is gone.
+  void check_strategy_alive() const;
   // The strategy whose workers took the chief's variables (ensure_mirrored), once per strategy.
   const distribute::Strategy* synced_workers_ = nullptr;
   FitTiming timing_;
