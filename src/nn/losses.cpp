@@ -114,32 +114,45 @@ class CCE final : public Loss {
   CrossentropyOptions o_;
 };
 
-class BCE final : public Loss {
+// A loss that is the mean of an element-wise loss of y_true and y_pred (binary cross-entropy, mean
+// squared and absolute error): over each example's values (per_example), or, as Keras reduces
+// them, over the last axis (per_position: (b, d1, ...) for y_pred (b, d1, ..., k)).
+class MeanOfValues : public Loss {
  public:
-  explicit BCE(CrossentropyOptions o) : o_(o) {}
-  std::string name() const override { return "binary_crossentropy"; }
-  bool from_logits() const override { return o_.from_logits; }
-  Tensor per_example(const Tensor& y_true, const Tensor& y_pred, const Tensor&) const override {
-    check_batch("binary_crossentropy", y_true, y_pred);
-    LOCKSTEP_CHECK(y_true.numel() == y_pred.numel(), "binary_crossentropy: y_true ", y_true.shape().str(),
-                   " and y_pred ", y_pred.shape().str(), " differ in size");
+  Tensor per_example(const Tensor& y_true, const Tensor& y_pred, const Tensor&) const final {
+    check(y_true, y_pred);
     const std::int64_t n = y_pred.dim(0);
     return rows_mean(y_true, y_pred, Shape{n, n ? y_pred.numel() / n : 0});
   }
-  /// Keras': the mean over the last axis, (b, d1, ...) for y_pred (b, d1, ..., k).
-  Tensor per_position(const Tensor& y_true, const Tensor& y_pred, const Tensor& logits) const override {
+  Tensor per_position(const Tensor& y_true, const Tensor& y_pred, const Tensor& logits) const final {
     if (y_pred.rank() <= 2) return per_example(y_true, y_pred, logits);
-    check_batch("binary_crossentropy", y_true, y_pred);
-    LOCKSTEP_CHECK(y_true.numel() == y_pred.numel(), "binary_crossentropy: y_true ", y_true.shape().str(),
-                   " and y_pred ", y_pred.shape().str(), " differ in size");
+    check(y_true, y_pred);
     const std::int64_t k = y_pred.dim(-1);
     return reshape(rows_mean(y_true, y_pred, Shape{k ? y_pred.numel() / k : 0, k}), positions_shape(y_pred));
   }
 
+ protected:
+  // The loss of each row of y_true and y_pred reshaped to `rows`: the mean over its values.
+  virtual Tensor rows_mean(const Tensor& y_true, const Tensor& y_pred, const Shape& rows) const = 0;
+
+ private:
+  void check(const Tensor& y_true, const Tensor& y_pred) const {
+    const std::string n = name();
+    check_batch(n.c_str(), y_true, y_pred);
+    LOCKSTEP_CHECK(y_true.numel() == y_pred.numel(), n, ": y_true ", y_true.shape().str(), " and y_pred ",
+                   y_pred.shape().str(), " differ in size");
+  }
+};
+
+class BCE final : public MeanOfValues {
+ public:
+  explicit BCE(CrossentropyOptions o) : o_(o) {}
+  std::string name() const override { return "binary_crossentropy"; }
+  bool from_logits() const override { return o_.from_logits; }
+
  private:
   CrossentropyOptions o_;
-  // The loss of each row of y_true and y_pred reshaped to `rows`: the mean over its values.
-  Tensor rows_mean(const Tensor& y_true, const Tensor& y_pred, const Shape& rows) const {
+  Tensor rows_mean(const Tensor& y_true, const Tensor& y_pred, const Shape& rows) const override {
     const Tensor z = as_float(y_true).reshape(rows);
     const Tensor x = reshape(y_pred, rows);
     if (o_.from_logits) {
@@ -152,33 +165,15 @@ class BCE final : public Loss {
   }
 };
 
-// mean(f(y_pred - y_true)) over each example's values: mean squared (f = square) or absolute (f = abs) error.
-class MeanError final : public Loss {
+// mean(f(y_pred - y_true)): mean squared (f = square) or absolute (f = abs) error.
+class MeanError final : public MeanOfValues {
  public:
   explicit MeanError(bool squared) : squared_(squared) {}
   std::string name() const override { return squared_ ? "mean_squared_error" : "mean_absolute_error"; }
-  Tensor per_example(const Tensor& y_true, const Tensor& y_pred, const Tensor&) const override {
-    const std::string n_ = name();
-    check_batch(n_.c_str(), y_true, y_pred);
-    LOCKSTEP_CHECK(y_true.numel() == y_pred.numel(), n_, ": y_true ", y_true.shape().str(), " and y_pred ",
-                   y_pred.shape().str(), " differ in size");
-    const std::int64_t n = y_pred.dim(0);
-    return rows_mean(y_true, y_pred, Shape{n, n ? y_pred.numel() / n : 0});
-  }
-  /// Keras': the mean over the last axis, (b, d1, ...) for y_pred (b, d1, ..., k).
-  Tensor per_position(const Tensor& y_true, const Tensor& y_pred, const Tensor& logits) const override {
-    if (y_pred.rank() <= 2) return per_example(y_true, y_pred, logits);
-    const std::string n_ = name();
-    check_batch(n_.c_str(), y_true, y_pred);
-    LOCKSTEP_CHECK(y_true.numel() == y_pred.numel(), n_, ": y_true ", y_true.shape().str(), " and y_pred ",
-                   y_pred.shape().str(), " differ in size");
-    const std::int64_t k = y_pred.dim(-1);
-    return reshape(rows_mean(y_true, y_pred, Shape{k ? y_pred.numel() / k : 0, k}), positions_shape(y_pred));
-  }
 
  private:
   bool squared_;
-  Tensor rows_mean(const Tensor& y_true, const Tensor& y_pred, const Shape& rows) const {
+  Tensor rows_mean(const Tensor& y_true, const Tensor& y_pred, const Shape& rows) const override {
     const Tensor diff = sub(reshape(y_pred, rows), as_float(y_true).reshape(rows));
     return mean(squared_ ? square(diff) : abs(diff), -1);
   }

@@ -24,6 +24,24 @@ struct Trained {
   double eval_loss = 0, eval_weighted_accuracy = 0;
 };
 
+// Two epochs of fit (in order) and an evaluate, with the sample weights `w` (undefined: none), in
+// batches of `batch`; the weighted metric is compile's weighted "accuracy".
+Trained fit_and_evaluate(Model& m, const Tensor& x, const Tensor& y, const Tensor& w, std::int64_t batch) {
+  FitOptions fit{.epochs = 2, .batch_size = batch, .shuffle = false, .verbose = 0};
+  fit.sample_weight = w;
+  ::testing::internal::CaptureStderr();
+  const History h = m.fit(x, y, fit);
+  const Logs eval = m.evaluate(x, y, {.batch_size = batch, .sample_weight = w});
+  (void)::testing::internal::GetCapturedStderr();
+  Trained t;
+  for (const auto& v : m.variables()) t.weights.push_back(v.read_value().to_vector<float>());
+  t.losses = h.history.at("loss");
+  t.eval_loss = eval.at("loss");
+  t.weighted_accuracy = h.history.at("accuracy");
+  t.eval_weighted_accuracy = eval.at("accuracy");
+  return t;
+}
+
 Trained train(JitCompile mode, const std::vector<std::string>& devices, bool weighted = true) {
   const test::Classification d = test::random_classification(64, 12, 4, 3);
   MirroredStrategy strategy({.devices = devices});
@@ -33,20 +51,8 @@ Trained train(JitCompile mode, const std::vector<std::string>& devices, bool wei
   m.compile(optimizers::Adam(1e-2), losses::SparseCategoricalCrossentropy());
   m.add_weighted_metrics({"accuracy"});
   m.set_jit_compile(mode);
-  FitOptions fit{.epochs = 2, .batch_size = 16, .shuffle = false, .verbose = 0};
   const Tensor w = test::random_uniform(Shape{64}, 5, 0.0f, 2.0f);
-  if (weighted) fit.sample_weight = w;
-  ::testing::internal::CaptureStderr();
-  const History h = m.fit(d.x, d.y, fit);
-  const Logs eval = m.evaluate(d.x, d.y, {.batch_size = 16, .sample_weight = weighted ? w : Tensor()});
-  (void)::testing::internal::GetCapturedStderr();
-  Trained t;
-  for (const auto& v : m.variables()) t.weights.push_back(v.read_value().to_vector<float>());
-  t.losses = h.history.at("loss");
-  t.eval_loss = eval.at("loss");
-  t.weighted_accuracy = h.history.at("accuracy");
-  t.eval_weighted_accuracy = eval.at("accuracy");
-  return t;
+  return fit_and_evaluate(m, d.x, d.y, weighted ? w : Tensor(), 16);
 }
 
 }  // namespace
@@ -105,19 +111,7 @@ Trained train_tagger(JitCompile mode, const std::string& devices) {
   m.compile(optimizers::Adam(1e-2), losses::SparseCategoricalCrossentropy());
   m.add_weighted_metrics({"accuracy"});
   m.set_jit_compile(mode);
-  FitOptions fit{.epochs = 2, .batch_size = 8, .shuffle = false, .verbose = 0};
-  fit.sample_weight = w;
-  ::testing::internal::CaptureStderr();
-  const History h = m.fit(x, y, fit);
-  const Logs eval = m.evaluate(x, y, {.batch_size = 8, .sample_weight = w});
-  (void)::testing::internal::GetCapturedStderr();
-  Trained t;
-  for (const auto& v : m.variables()) t.weights.push_back(v.read_value().to_vector<float>());
-  t.losses = h.history.at("loss");
-  t.eval_loss = eval.at("loss");
-  t.weighted_accuracy = h.history.at("accuracy");
-  t.eval_weighted_accuracy = eval.at("accuracy");
-  return t;
+  return fit_and_evaluate(m, x, y, w, 8);
 }
 }  // namespace
 
