@@ -247,21 +247,8 @@ json compile_to_keras(const Model& model) {
                                                                     : json(model.jit_compile() == JitCompile::kOn)}};
 }
 
-// Keras' compile config -> lockstep's; a string naming what lockstep cannot express otherwise.
-struct CompileParts {
-  optimizers::OptimizerPtr optimizer;
-  json loss;
-  std::vector<json> metrics;  // names and serialised objects, made with the loss (metrics::deserialize)
-  // A model of several outputs, by output name: losses as lockstep's JSON, weights, metrics.
-  std::map<std::string, json> losses;
-  std::map<std::string, double> loss_weights;
-  std::map<std::string, std::vector<json>> output_metrics;
-  // compile's weighted_metrics (Model::add_weighted_metrics), as metrics and output_metrics.
-  std::vector<json> weighted_metrics;
-  std::map<std::string, std::vector<json>> output_weighted_metrics;
-  JitCompile jit_compile = JitCompile::kAuto;
-  std::int64_t steps_per_execution = 1;
-};
+// Keras' compile config -> lockstep's CompileParts (compile_config.hpp): the functions below, each a
+// string naming what lockstep cannot express, empty when read.
 
 // One Keras loss (a name or a serialised object) as lockstep's {"class_name", "config"}; a
 // string naming what lockstep cannot express otherwise.
@@ -647,31 +634,7 @@ void compile_from_keras_file(const json& j, Model& model, const std::string& sou
     std::string problem = compile_from_keras(j.at("compile_config"), model.output_structure(), parts);
     if (problem.empty()) {
       try {
-        if (model.output_structure().size() == 1) {
-          const losses::LossPtr loss = loss_from_json(parts.loss);
-          std::vector<lockstep::metrics::MetricPtr> made;
-          for (const json& m : parts.metrics) made.push_back(lockstep::metrics::deserialize(m, loss->name()));
-          model.compile(parts.optimizer, loss, std::move(made));
-          std::vector<lockstep::metrics::MetricPtr> weighted;
-          for (const json& m : parts.weighted_metrics) weighted.push_back(lockstep::metrics::deserialize(m, loss->name()));
-          if (!weighted.empty()) model.add_weighted_metrics(std::move(weighted));
-        } else {
-          std::map<std::string, losses::LossPtr> losses;
-          std::map<std::string, std::vector<lockstep::metrics::MetricPtr>> made;
-          for (const auto& [name, loss] : parts.losses) losses[name] = loss_from_json(loss);
-          for (const auto& [name, listed] : parts.output_metrics)
-            for (const json& m : listed) made[name].push_back(lockstep::metrics::deserialize(m, losses.at(name)->name()));
-          model.compile(parts.optimizer, losses, std::move(made), parts.loss_weights);
-          for (const auto& output : model.output_structure().names)  // in the outputs' order, as saved
-            if (const auto w = parts.output_weighted_metrics.find(output); w != parts.output_weighted_metrics.end()) {
-              std::vector<lockstep::metrics::MetricPtr> weighted;
-              for (const json& m : w->second)
-                weighted.push_back(lockstep::metrics::deserialize(m, losses.at(output)->name()));
-              if (!weighted.empty()) model.add_weighted_metrics(std::move(weighted), output);
-            }
-        }
-        model.set_jit_compile(parts.jit_compile);
-        model.set_steps_per_execution(parts.steps_per_execution);
+        compile_from_parts(model, parts);
       } catch (const std::exception& e) {
         problem = e.what();
       }

@@ -219,33 +219,25 @@ std::unique_ptr<Model> load_model(const std::string& dir, const LoadModelOptions
   if (options.compile && j.contains("compile_config")) {
     parse_part(json_path, "compile_config", [&] {
       const json& c = j.at("compile_config");
+      detail::CompileParts parts;
+      parts.optimizer = optimizers::deserialize(c.at("optimizer"));
+      const auto listed = [](const json& o, const char* key) {  // (files before weighted metrics have none)
+        return o.value(key, json::array()).get<std::vector<json>>();
+      };
       if (c.contains("outputs")) {
-        std::map<std::string, losses::LossPtr> losses;
-        std::map<std::string, std::vector<metrics::MetricPtr>> made;
-        std::map<std::string, double> weights;
         for (const auto& o : c.at("outputs")) {
           const auto name = o.at("name").get<std::string>();
-          losses[name] = loss_from_json(o.at("loss"));
-          weights[name] = o.at("weight").get<double>();
-          for (const json& m : o.at("metrics")) made[name].push_back(metrics::deserialize(m, losses[name]->name()));
-        }
-        model->compile(optimizers::deserialize(c.at("optimizer")), losses, std::move(made), weights);
-        for (const auto& o : c.at("outputs")) {  // (files before weighted metrics have none)
-          const auto name = o.at("name").get<std::string>();
-          std::vector<metrics::MetricPtr> weighted;
-          for (const json& m : o.value("weighted_metrics", json::array()))
-            weighted.push_back(metrics::deserialize(m, losses[name]->name()));
-          if (!weighted.empty()) model->add_weighted_metrics(std::move(weighted), name);
+          parts.losses[name] = o.at("loss");
+          parts.loss_weights[name] = o.at("weight").get<double>();
+          parts.output_metrics[name] = o.at("metrics").get<std::vector<json>>();
+          parts.output_weighted_metrics[name] = listed(o, "weighted_metrics");
         }
       } else {
-        const losses::LossPtr loss = loss_from_json(c.at("loss"));
-        std::vector<metrics::MetricPtr> made, weighted;
-        for (const json& m : c.at("metrics")) made.push_back(metrics::deserialize(m, loss->name()));
-        for (const json& m : c.value("weighted_metrics", json::array()))
-          weighted.push_back(metrics::deserialize(m, loss->name()));
-        model->compile(optimizers::deserialize(c.at("optimizer")), loss, std::move(made));
-        if (!weighted.empty()) model->add_weighted_metrics(std::move(weighted));
+        parts.loss = c.at("loss");
+        parts.metrics = c.at("metrics").get<std::vector<json>>();
+        parts.weighted_metrics = listed(c, "weighted_metrics");
       }
+      detail::compile_from_parts(*model, parts);
       if (c.at("include_optimizer").get<bool>()) restore_optimizer = model->optimizer().get();
       iterations = c.at("iterations").get<std::int64_t>();
     });
