@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The replica threads, step capture and replay, device error marks and kept constants, the input
-# path and the optimizers' kernels, built with AddressSanitizer and UndefinedBehaviorSanitizer in
-# build-asan/ (CUDA off) and run, on the CPU and on 1 and 2 emulated GPUs. Not part of
+# path, the optimizers' kernels, and sample weights and masks on losses and metrics, built with
+# AddressSanitizer and UndefinedBehaviorSanitizer in build-asan/ (CUDA off) and run, on the CPU
+# and on 1 and 2 emulated GPUs. Not part of
 # scripts/test.sh: it builds the library a second time.
 #   scripts/sanitize_memory.sh
 set -euo pipefail
@@ -23,5 +24,5 @@ run backend_tests '*'
 run distribute_tests '*'
 LOCKSTEP_EMULATED_GPUS=1 run gpu_tests 'Gpu*'
 LOCKSTEP_EMULATED_GPUS=2 run gpu_tests 'Gpu*'
-run training_tests 'FitInput.*:DistributedInput.*:StepsPerExecution.*:StopSignals.*:Preemption.*:JitCompile.*:StepState.*:Progbar*:Callbacks*:Model*:GradientAccumulation.*:DeferredReads.*:NanThroughActivations.*'
+run training_tests 'FitInput.*:DistributedInput.*:StepsPerExecution.*:StopSignals.*:Preemption.*:JitCompile.*:StepState.*:Progbar*:Callbacks*:Model*:GradientAccumulation.*:DeferredReads.*:NanThroughActivations.*:SequenceMasks.*:SampleWeight.*:WeightedMetrics.*:MultiHeadAttentionModel.*:Freeze.*'
 echo "sanitize_memory: clean"
