@@ -58,6 +58,14 @@ Reference reference(const json& h, const std::string& source) {
     fail(source, "a tensor reference must be [layer name, node index, tensor index], got " + h.dump().substr(0, 200));
   return {h[0].get<std::string>(), h[1].get<int>(), h[2].get<int>()};
 }
+// A call argument of layer `layer`: a symbolic tensor, {"class_name": "__keras_tensor__",
+// "config": {"keras_history": [...]}}, read as its reference.
+Reference tensor_reference(const json& arg, const std::string& layer, const std::string& source) {
+  if (!arg.is_object() || arg.value("class_name", json()) != json("__keras_tensor__") || !arg.contains("config") ||
+      !arg.at("config").is_object())
+    fail(source, "layer '" + layer + "': an argument is not a symbolic tensor: " + arg.dump().substr(0, 200));
+  return reference(arg.at("config").value("keras_history", json()), source);
+}
 }  // namespace
 
 json functional_config(const Functional& m, const LayerToJson& layer_json) {
@@ -162,10 +170,7 @@ std::unique_ptr<Functional> functional_from_config(const json& config, const Lay
       // keeps) of masks it recorded before: a mask too, which lockstep's merge layers make alike.
       const json& args = nodes.size() == 1 && nodes[0].is_object() ? nodes[0].value("args", json()) : json();
       const auto is_mask = [&](const json& a) {
-        return a.is_object() && a.value("class_name", json()) == json("__keras_tensor__") && a.contains("config") &&
-               a.at("config").is_object() && a.at("config").value("keras_history", json()).is_array() &&
-               !a.at("config").at("keras_history").empty() && a.at("config").at("keras_history")[0].is_string() &&
-               mask_nodes.count(a.at("config").at("keras_history")[0].get<std::string>()) > 0;
+        return mask_nodes.count(std::get<0>(tensor_reference(a, lname, source))) > 0;
       };
       if (!args.is_array() || args.size() != 2 || !is_mask(args[0]) || !is_mask(args[1]))
         fail(source, "'" + lname + "' (LogicalOr) is read as a merge's mask, logical_or(mask, mask), but it is " +
@@ -179,12 +184,7 @@ std::unique_ptr<Functional> functional_from_config(const json& config, const Lay
   // Layers are listed by depth, but a shared layer's later call may wait for layers after it.
   // A layer whose next call lacks an input waits for that tensor alone (a pass over every layer
   // until nothing moved was quadratic for layers listed in reverse).
-  const auto reference_of = [&](const Pending& p, const json& arg) {
-    if (!arg.is_object() || arg.value("class_name", json()) != json("__keras_tensor__") || !arg.contains("config") ||
-        !arg.at("config").is_object())
-      fail(source, "layer '" + p.name + "': an argument is not a symbolic tensor: " + arg.dump().substr(0, 200));
-    return reference(arg.at("config").value("keras_history", json()), source);
-  };
+  const auto reference_of = [&](const Pending& p, const json& arg) { return tensor_reference(arg, p.name, source); };
   std::map<Reference, std::vector<std::size_t>> waiting;
   std::vector<std::size_t> ready(pending.size());
   for (std::size_t i = 0; i < ready.size(); ++i) ready[i] = pending.size() - 1 - i;  // in file order

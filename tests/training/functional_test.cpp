@@ -375,5 +375,60 @@ TEST(Functional, KerasCallKeywordsThatAreSetAreRefusedNamingThem) {
         << e.what();
   }
 }
+
+// Keras writes an element-wise merge's mask of two masks as a LogicalOr node handed to the next
+// layer as its mask keyword: read as a mask (lockstep's merge makes it alike), and one whose
+// arguments are not masks, or not tensors, is refused naming it.
+TEST(Functional, AKerasLogicalOrOfMasksIsReadAsAMaskAndAnythingElseNamed) {
+  const auto dir = (std::filesystem::path(LOCKSTEP_BINARY_DIR) / "test_tmp" / "functional").string();
+  std::filesystem::create_directories(dir);
+  set_random_seed(4);
+  const KerasTensor in = Input({5});
+  const KerasTensor e = call(layers::Embedding(7, 4, true), in);
+  const KerasTensor added = call(layers::Add(), {e, call(layers::Dense(4), e)});
+  Functional model(in, call(layers::Dense(3), call(layers::GlobalAveragePooling1D(), added)), "merged");
+  save_model(model, dir + "/or.keras");
+  auto entries = io::decode_zip(io::read_file(dir + "/or.keras"), "or.keras");
+  auto& config = *std::find_if(entries.begin(), entries.end(), [](const auto& e) { return e.name == "config.json"; });
+  const auto j = nlohmann::json::parse(config.bytes);
+  const auto at = [&](const char* cls) {
+    const auto& ls = j["config"]["layers"];
+    return std::find_if(ls.begin(), ls.end(), [&](const auto& l) { return l["class_name"] == cls; }) - ls.begin();
+  };
+  const auto tensor = [](const std::string& layer) {
+    return nlohmann::json{{"class_name", "__keras_tensor__"}, {"config", {{"keras_history", {layer, 0, 0}}}}};
+  };
+  const std::string input = j["config"]["layers"][0]["name"], dense = j["config"]["layers"][at("Dense")]["name"];
+  const auto with_or = [&](const nlohmann::json& second) {
+    auto c = j;
+    auto& ls = c["config"]["layers"];
+    ls[at("GlobalAveragePooling1D")]["inbound_nodes"][0]["kwargs"] = {{"mask", tensor("logical_or")}};
+    const nlohmann::json not_equal{{"class_name", "NotEqual"},
+                                   {"name", "not_equal"},
+                                   {"inbound_nodes", {{{"args", {tensor(input), 0}}, {"kwargs", nlohmann::json::object()}}}}};
+    const nlohmann::json logical_or{
+        {"class_name", "LogicalOr"},
+        {"name", "logical_or"},
+        {"inbound_nodes", {{{"args", {tensor("not_equal"), second}}, {"kwargs", nlohmann::json::object()}}}}};
+    ls.insert(ls.begin() + at("GlobalAveragePooling1D"), {not_equal, logical_or});
+    config.bytes = c.dump();
+    io::write_file_atomic(dir + "/or2.keras", io::encode_zip(entries));
+    try {
+      const Tensor x = Tensor::from_vector(std::vector<float>{1, 2, 0, 0, 0, 3, 4, 5, 6, 0}, Shape{2, 5});
+      EXPECT_TRUE(same_bits(load_model(dir + "/or2.keras")->predict(x), model.predict(x)));
+      return std::string();
+    } catch (const IOError& e) {
+      return std::string(e.what());
+    }
+  };
+  EXPECT_EQ(with_or(tensor("not_equal")), "");
+  const std::string not_mask = with_or(tensor(dense));
+  EXPECT_NE(not_mask.find("or2.keras': 'logical_or' (LogicalOr) is read as a merge's mask, logical_or(mask, mask)"),
+            std::string::npos)
+      << not_mask;
+  const std::string not_tensor = with_or("not_equal");
+  EXPECT_NE(not_tensor.find("layer 'logical_or': an argument is not a symbolic tensor"), std::string::npos)
+      << not_tensor;
+}
 }  // namespace
 }  // namespace lockstep
