@@ -14,6 +14,9 @@
 namespace lockstep::detail {
 namespace {
 
+// Whether sample weights are one per example: shape (B,) or (B, 1).
+bool per_example(const Tensor& weight) { return weight.rank() == 1 || (weight.rank() == 2 && weight.dim(1) == 1); }
+
 // The positions of output k's loss (Loss::per_position): d1 * ... for an output (b, d1, ..., k),
 // 1 for (b, k); 0 where the model is not built yet (unknown).
 std::int64_t loss_positions(const Model& model, std::size_t k) {
@@ -30,9 +33,9 @@ std::int64_t loss_positions(const Model& model, std::size_t k) {
 // would make every later loss and weight NaN without a word; Keras does not check, and lets
 // negative ones be).
 Tensor checked_weights(const Tensor& w, std::int64_t n, std::int64_t positions, const char* what) {
-  const bool per_example = w.rank() == 1 || (w.rank() == 2 && w.dim(1) == 1);
+  const bool by_example = per_example(w);
   const bool per_position = w.rank() == 2 && positions != 1 && (positions == 0 || w.dim(1) == positions);
-  LOCKSTEP_CHECK(per_example || per_position, what, ": sample_weight must hold one weight per example (shape (", n,
+  LOCKSTEP_CHECK(by_example || per_position, what, ": sample_weight must hold one weight per example (shape (", n,
                  ",) or (", n, ", 1))",
                  positions > 1 ? " or one per position of the output (shape (" + std::to_string(n) + ", " +
                                      std::to_string(positions) + "))"
@@ -41,12 +44,12 @@ Tensor checked_weights(const Tensor& w, std::int64_t n, std::int64_t positions, 
   LOCKSTEP_CHECK(w.dim(0) == n, what, ": sample_weight has ", w.dim(0), " weights but the data has ", n,
                  " examples");
   std::vector<float> values = w.to(DType::kF32).to_vector<float>();
-  const std::size_t row = per_example ? 1 : static_cast<std::size_t>(w.dim(1));
+  const std::size_t row = by_example ? 1 : static_cast<std::size_t>(w.dim(1));
   for (std::size_t i = 0; i < values.size(); ++i)
     LOCKSTEP_CHECK(std::isfinite(values[i]), what, ": sample_weight[", i / row,
-                   per_example ? std::string() : "][" + std::to_string(i % row), "] is ", values[i],
+                   by_example ? std::string() : "][" + std::to_string(i % row), "] is ", values[i],
                    "; every weight must be finite");
-  return Tensor::from_vector(values, per_example ? Shape{n} : w.shape()).on_host();
+  return Tensor::from_vector(values, by_example ? Shape{n} : w.shape()).on_host();
 }
 
 void check_class_weight(const Model& model, const std::map<int, double>& class_weight, const char* what) {
@@ -57,8 +60,6 @@ void check_class_weight(const Model& model, const std::map<int, double>& class_w
     LOCKSTEP_CHECK(std::isfinite(weight), what, ": class_weight[", c, "] is ", weight,
                    "; every weight must be finite");
 }
-
-bool per_example(const Tensor& weight) { return weight.rank() == 1 || (weight.rank() == 2 && weight.dim(1) == 1); }
 
 Tensor as_dtype(const Tensor& t, DType dtype) { return t.dtype() == dtype ? t : cast(t, dtype); }
 
@@ -71,15 +72,15 @@ void check_mask(const Tensor& mask, const Tensor& values) {
                  "whose steps the mask marks)");
 }
 
-// `weight` for losses of `values`' shape (B, d1, ...), as (B, 1) for a weight per example or
-// (B, P) for one per position; ValueError naming sample_weight otherwise.
-Tensor example_or_position_weights(const Tensor& weight, const Tensor& values) {
-  const std::int64_t b = values.dim(0), p = b ? values.numel() / b : 1;
+// `weight` as (B, 1), one per example, or (B, P), one per position of `of` (shape (B, ...));
+// ValueError naming sample_weight otherwise.
+Tensor example_or_position_weights(const Tensor& weight, const Shape& of, const std::string& what) {
+  const std::int64_t b = of[0], p = b ? of.numel() / b : 1;
   LOCKSTEP_CHECK(weight.rank() >= 1 && weight.dim(0) == b && (per_example(weight) || (p > 1 && weight.numel() == b * p)),
                  "sample_weight: a batch of ", b, " examples needs one weight per example (shape (", b, ",) or (", b,
                  ", 1))",
-                 p > 1 ? " or one per position of its loss " + values.shape().str() + " (shape (" + std::to_string(b) +
-                             ", " + std::to_string(p) + "))"
+                 p > 1 ? " or one per position of " + what + " " + of.str() + " (shape (" + std::to_string(b) + ", " +
+                             std::to_string(p) + "))"
                        : std::string(),
                  ", got shape ", weight.shape().str());
   return per_example(weight) ? weight.reshape(Shape{b, 1}) : weight.reshape(Shape{b, p});
@@ -185,7 +186,7 @@ Tensor output_losses(const losses::Loss& loss, const Tensor& y, Model::Output& o
     w = div(scale(m, static_cast<float>(o.mask.numel())), valid);
   }
   if (weight.defined()) {
-    const Tensor given = as_dtype(example_or_position_weights(weight, values), DType::kF32);
+    const Tensor given = as_dtype(example_or_position_weights(weight, values.shape(), "its loss"), DType::kF32);
     w = w.defined() ? mul(given, w) : given;
   }
   return mean(mul(reshape(values, {b, p}), as_dtype(w, values.dtype())), 1);
@@ -196,11 +197,7 @@ Tensor metric_weights(const Tensor& weight, const Tensor& mask) {
   const std::int64_t b = mask.dim(0), t = b ? mask.numel() / b : 1;
   const Tensor m = as_dtype(mask, DType::kF32).reshape(Shape{b, t});
   if (!weight.defined()) return m;
-  LOCKSTEP_CHECK(weight.rank() >= 1 && weight.dim(0) == b && (per_example(weight) || weight.numel() == b * t),
-                 "sample_weight ", weight.shape().str(), " does not fit the output's mask ", mask.shape().str(),
-                 ": give one weight per example (shape (", b, ",)) or one per position (shape (", b, ", ", t, "))");
-  const Tensor w = as_dtype(weight, DType::kF32);
-  return mul(per_example(weight) ? w.reshape(Shape{b, 1}) : w.reshape(Shape{b, t}), m);
+  return mul(as_dtype(example_or_position_weights(weight, mask.shape(), "the output's mask"), DType::kF32), m);
 }
 
 }  // namespace lockstep::detail
