@@ -24,6 +24,12 @@
 namespace lockstep::python {
 
 namespace {
+
+// The Keras mask a tensor carries (Keras' backend.get_keras_mask: its _keras_mask), or undefined.
+Tensor keras_mask(nb::handle t) {
+  const nb::object mask = nb::getattr(t, "_keras_mask", nb::none());
+  return mask.is_none() ? Tensor() : as_tensor(mask, "a tensor's _keras_mask");
+}
 using distribute::DistributedBatch;
 using distribute::Strategy;
 
@@ -180,18 +186,36 @@ void bind_strategy_loop(nb::module_& m) {
 }
 
 void bind_model_loop(nb::module_& m) {
+  // Keras' model(x): the output, carrying its Keras mask as Keras' tensors do (y_pred._keras_mask),
+  // for the loss and metrics a custom loop hands it to.
   m.def("model_call", [](const Model& model, nb::handle x, bool training) {
     const Tensor t = as_tensor(x, "keras.Model.__call__");
-    nb::gil_scoped_release release;
-    return model(t, layers::CallContext{.training = training});
+    Model::Output o;
+    {
+      nb::gil_scoped_release release;
+      o = model.call_with_mask(t, layers::CallContext{.training = training});
+    }
+    nb::object out = nb::cast(o.output);
+    if (o.mask.defined()) nb::setattr(out, "_keras_mask", nb::cast(o.mask));
+    return out;
   });
   m.def("trainable_variables", [](const Model& model) { return model.trainable_variables(); });
   m.def("non_trainable_variables", [](const Model& model) { return model.non_trainable_variables(); });
   m.def("variables", [](const Model& model) { return model.variables(); });
-  m.def("loss_per_position", [](const losses::Loss& loss, nb::handle y_true, nb::handle y_pred) {
+  // Keras 3's Loss.__call__: y_pred's own Keras mask (_keras_mask, as model_call sets it) leaves
+  // the masked positions out, as fit does.
+  m.def("loss_call", [](const losses::Loss& loss, nb::handle y_true, nb::handle y_pred, nb::handle sample_weight,
+                        const std::string& reduction) {
     const Tensor t = as_tensor(y_true, "keras.losses y_true"), p = as_tensor(y_pred, "keras.losses y_pred");
+    const Tensor w = sample_weight.is_none() ? Tensor() : as_tensor(sample_weight, "keras.losses sample_weight");
+    const Tensor mask = keras_mask(y_pred);
+    const losses::Reduction r = losses::reduction_from_name(reduction);
     nb::gil_scoped_release release;
-    return loss.per_position(t, p, Tensor());
+    try {
+      return loss(t, p, w, mask, r);
+    } catch (const ValueError& e) {
+      throw ValueError("loss '" + loss.name() + "': " + e.what());
+    }
   });
   m.def("apply_gradients", [](optimizers::Optimizer& opt, nb::handle grads, const std::vector<Variable>& vars) {
     const std::vector<Tensor> g = tensors_from_list(grads, "keras.optimizers.Optimizer.apply_gradients");
@@ -205,10 +229,12 @@ void bind_model_loop(nb::module_& m) {
       .def("update_state", [](metrics::Metric& metric, nb::handle a, nb::handle b, nb::handle w) {
         const Tensor ta = as_tensor(a, "keras.metrics update_state");
         const Tensor tb = b.is_none() ? Tensor() : as_tensor(b, "keras.metrics update_state");
-        // Keras' sample_weight: none, or an array the metric weighs its values by.
+        // Keras' sample_weight: none, or an array the metric weighs its values by; and y_pred's
+        // Keras mask, which Keras' MeanMetricWrapper applies.
         const Tensor tw = w.is_none() ? Tensor() : as_tensor(w, "keras.metrics update_state sample_weight");
+        const Tensor mask = b.is_none() ? Tensor() : keras_mask(b);
         nb::gil_scoped_release release;
-        metric.update_state(ta, tb, tw);
+        metric.update_state(ta, tb, tw, mask);
       }, nb::arg("y_true"), nb::arg("y_pred") = nb::none(), nb::arg("sample_weight") = nb::none())
       .def("result", &metrics::Metric::result)
       .def("reset_state", &metrics::Metric::reset_state)

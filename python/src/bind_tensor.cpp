@@ -184,7 +184,8 @@ class PyTape {
 };
 
 void bind_tensor_class(nb::module_& m) {
-  auto tensor = nb::class_<Tensor>(m, "Tensor");
+  // dynamic_attr: a model's output carries its Keras mask as an attribute (_keras_mask), as Keras'.
+  auto tensor = nb::class_<Tensor>(m, "Tensor", nb::dynamic_attr());
   tensor.def_prop_ro("shape", [](const Tensor& t) { return shape_tuple(t.shape()); })
       .def_prop_ro("dtype", [](const Tensor& t) { return std::string(dtype_name(t.dtype())); })
       .def_prop_ro("ndim", [](const Tensor& t) { return t.rank(); })

@@ -46,7 +46,7 @@ Tensor Strategy::reduce(ReduceOp op, const PerReplica<Tensor>& replica_values, s
   }
   Tensor acc = first.dtype() == DType::kF32 ? first.clone() : first.to(DType::kF32);
   for (std::size_t r = 1; r < values.size(); ++r) {
-    const Tensor v = values[r].dtype() == DType::kF32 ? values[r] : values[r].to(DType::kF32);
+    const Tensor v = values[r].to(DType::kF32);
     acc = op == ReduceOp::kMax ? maximum(acc, v) : op == ReduceOp::kMin ? minimum(acc, v) : add(acc, v);
   }
   if (op == ReduceOp::kMean) acc = scale(acc, 1.0f / static_cast<float>(values.size()));
@@ -72,7 +72,7 @@ Tensor Strategy::reduce_across_workers(ReduceOp op, const PerReplica<Tensor>& va
   self->run_on_replicas([&](ReplicaContext& ctx) {
     const auto r = static_cast<std::size_t>(ctx.local_replica_id());
     const Tensor& v = values[r];
-    Tensor t = axis ? sum(v.dtype() == DType::kF32 ? v : v.to(DType::kF32), *axis)
+    Tensor t = axis ? sum(v.to(DType::kF32), *axis)
                     : (v.dtype() == DType::kF32 ? v.clone() : v.to(DType::kF32));
     ctx.communicator().all_reduce(t, op == ReduceOp::kMean ? ReduceOp::kSum : op)->wait();
     sums[r] = t;

@@ -16,7 +16,7 @@ bool launched_under_mpi() {
 double time_raw_mpi_all_reduce(const Tensor& values, int iterations) {
   LOCKSTEP_CHECK(launched_under_mpi(), "time_raw_mpi_all_reduce: this process was not launched under MPI (mpirun)");
   LOCKSTEP_CHECK(iterations >= 1, "time_raw_mpi_all_reduce: iterations must be >= 1, got ", iterations);
-  std::vector<float> host = (values.dtype() == DType::kF32 ? values : values.to(DType::kF32)).to_vector<float>();
+  std::vector<float> host = values.to(DType::kF32).to_vector<float>();
   return WorkerTransport::world().time_raw_all_reduce(host, iterations);
 }
 

@@ -76,7 +76,7 @@ std::vector<Transfer> transfers(const std::vector<Window>& windows) {
 void divide(const Tensor& t, std::int64_t begin, std::int64_t end, int count) {
   if (begin == end) return;
   Tensor part = t.slice(begin, end);
-  const Tensor f = part.dtype() == DType::kF32 ? part : part.to(DType::kF32);
+  const Tensor f = part.to(DType::kF32);
   const Tensor q = scale(f, 1.0f / static_cast<float>(count));
   part.copy_from(q.dtype() == part.dtype() ? q : q.to(part.dtype()));
 }

@@ -88,7 +88,7 @@ void EventFileWriter::add_histogram(const std::string& tag, const std::vector<fl
 }
 
 void EventFileWriter::add_histogram(const std::string& tag, const Tensor& values, std::int64_t step) {
-  const Tensor f = values.dtype() == DType::kF32 ? values : values.to(DType::kF32);
+  const Tensor f = values.to(DType::kF32);
   add_histogram(tag, f.to_vector<float>(), step);
 }
 

@@ -86,8 +86,7 @@ Variable Layer::add_weight(const Shape& shape, const Initializer& init, std::uin
 }
 
 Tensor Layer::autocast(const Tensor& x) const {
-  if (!x.defined() || !is_floating(x.dtype()) || x.dtype() == compute_dtype()) return x;
-  return cast(x, compute_dtype());
+  return x.defined() && is_floating(x.dtype()) ? cast(x, compute_dtype()) : x;
 }
 
 std::vector<Variable> Layer::trainable_variables() const {

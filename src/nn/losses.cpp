@@ -6,8 +6,6 @@ namespace lockstep::losses {
 namespace {
 constexpr float kEpsilon = 1e-7f;  // Keras' backend epsilon
 
-Tensor as_float(const Tensor& t) { return t.dtype() == DType::kF32 ? t : t.to(DType::kF32); }
-
 void check_batch(const char* loss, const Tensor& y_true, const Tensor& y_pred) {
   LOCKSTEP_CHECK(y_true.defined() && y_pred.defined() && y_pred.rank() >= 1 && y_true.rank() >= 1 &&
                      y_true.dim(0) == y_pred.dim(0),
@@ -92,7 +90,7 @@ class CCE final : public Loss {
     LOCKSTEP_CHECK(y_true.shape() == y_pred.shape(), "categorical_crossentropy: y_true ", y_true.shape().str(),
                    " and y_pred ", y_pred.shape().str(), " must have the same shape (one-hot targets)");
     if (y_pred.rank() > 2) return mean_over_positions(per_position(y_true, y_pred, logits));
-    const Tensor t = as_float(y_true);
+    const Tensor t = y_true.to(DType::kF32);
     if (o_.from_logits) return softmax_cross_entropy_with_logits(t, y_pred);
     if (logits.defined()) return softmax_cross_entropy_with_logits(t, logits);
     return xent_from_probs(t, y_pred);
@@ -105,7 +103,7 @@ class CCE final : public Loss {
                    " and y_pred ", y_pred.shape().str(), " must have the same shape (one-hot targets)");
     const std::int64_t classes = y_pred.dim(-1);
     const Shape rows{classes ? y_pred.numel() / classes : 0, classes};
-    const Tensor flat = per_example(as_float(y_true).reshape(rows), reshape(y_pred, rows),
+    const Tensor flat = per_example(y_true.to(DType::kF32).reshape(rows), reshape(y_pred, rows),
                                     logits.defined() ? reshape(logits, rows) : Tensor());
     return reshape(flat, positions_shape(y_pred));
   }
@@ -153,7 +151,7 @@ class BCE final : public MeanOfValues {
  private:
   CrossentropyOptions o_;
   Tensor rows_mean(const Tensor& y_true, const Tensor& y_pred, const Shape& rows) const override {
-    const Tensor z = as_float(y_true).reshape(rows);
+    const Tensor z = y_true.to(DType::kF32).reshape(rows);
     const Tensor x = reshape(y_pred, rows);
     if (o_.from_logits) {
       // max(x, 0) - x z + log(1 + exp(-|x|)): stable for any x.
@@ -174,7 +172,7 @@ class MeanError final : public MeanOfValues {
  private:
   bool squared_;
   Tensor rows_mean(const Tensor& y_true, const Tensor& y_pred, const Shape& rows) const override {
-    const Tensor diff = sub(reshape(y_pred, rows), as_float(y_true).reshape(rows));
+    const Tensor diff = sub(reshape(y_pred, rows), y_true.to(DType::kF32).reshape(rows));
     return mean(squared_ ? square(diff) : abs(diff), -1);
   }
 };

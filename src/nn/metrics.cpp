@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "lockstep/autograd/replica_interface.hpp"
+#include "lockstep/losses/reduction.hpp"
 #include "lockstep/tensor/ops.hpp"
 
 namespace lockstep::metrics {
@@ -53,8 +54,13 @@ Tensor accuracy_matches(const Tensor& labels, const Tensor& predictions, bool la
 }
 }  // namespace
 
+Tensor mask_weights(const Tensor& sample_weight, const Tensor& mask) {
+  if (!mask.defined()) return sample_weight;
+  return losses::apply_mask(sample_weight, mask, mask.shape(), losses::Reduction::kSum, "the output's mask");
+}
+
 void Metric::merge_state(const Tensor& batch_state) {
-  const std::vector<float> v = (batch_state.dtype() == DType::kF32 ? batch_state : batch_state.to(DType::kF32)).to_vector<float>();
+  const std::vector<float> v = batch_state.to(DType::kF32).to_vector<float>();
   merge_state(std::span<const float>(v));
 }
 
@@ -107,13 +113,13 @@ Tensor Metric::weighted_batch_state(const Tensor& y_true, const Tensor& y_pred, 
   const Tensor v = values(y_true, y_pred);
   const Tensor& w = sample_weight;
   const std::int64_t b = v.rank() ? v.dim(0) : 1, p = v.rank() == 2 ? v.dim(1) : 1;
-  const bool per_example = (w.rank() == 1 || (w.rank() == 2 && w.dim(1) == 1)) && w.dim(0) == b;
+  const bool per_example = losses::one_weight_per_example(w) && w.dim(0) == b;
   const bool per_position = p > 1 && w.rank() == 2 && w.dim(0) == b && w.dim(1) == p;
   LOCKSTEP_CHECK(per_example || per_position, "metric '", name_, "': sample_weight must hold one weight per example "
                  "(shape (", b, ",) or (", b, ", 1))", p > 1 ? " or one per position (shape (" + std::to_string(b) +
                  ", " + std::to_string(p) + "))" : std::string(), ", got shape ", w.shape().str());
   if (v.numel() == 0) return Tensor::zeros({2});
-  const Tensor wf = w.dtype() == DType::kF32 ? w : cast(w, DType::kF32);
+  const Tensor wf = w.to(DType::kF32);
   // Multiplying by a weight of 1 is exact and the sum is batch_state's, so weights of ones give
   // its bits; the count, a sum of ones, is exact too.
   const Tensor total = sum(mul(v, wf.reshape(per_position ? v.shape() : v.rank() == 2 ? Shape{b, 1} : Shape{b})));
@@ -129,12 +135,12 @@ void Metric::reset_state() {
 
 Tensor Mean::batch_state(const Tensor& values, const Tensor&) const {
   if (values.numel() == 0) return Tensor::zeros({2});
-  const Tensor v = values.dtype() == DType::kF32 ? values : values.to(DType::kF32);
+  const Tensor v = values.to(DType::kF32);
   return total_and_count(sum(v), v.numel());
 }
 
 Tensor Mean::values(const Tensor& values, const Tensor&) const {
-  const Tensor v = values.dtype() == DType::kF32 ? values : values.to(DType::kF32);
+  const Tensor v = values.to(DType::kF32);
   if (v.rank() <= 1) return v.reshape({v.rank() ? v.dim(0) : 1});
   return v.dim(0) ? v.reshape({v.dim(0), v.numel() / v.dim(0)}) : Tensor::zeros({0});
 }

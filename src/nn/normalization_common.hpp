@@ -20,6 +20,6 @@ class RecordingPaused {
 
 // t as float32, unrecorded: 16-bit inputs and gradients are normalised in float32 (as Keras 3:
 // their statistics overflow float16) in temporaries, so the tape keeps only the 16-bit tensors.
-inline Tensor wide(const Tensor& t) { return t.dtype() == DType::kF32 ? t : t.to(DType::kF32); }
+inline Tensor wide(const Tensor& t) { return t.to(DType::kF32); }
 
 }  // namespace lockstep::layers::detail

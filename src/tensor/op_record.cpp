@@ -159,7 +159,7 @@ void check_label_range(const char* op, const Tensor& labels, std::int64_t begin,
 
 Tensor checked_labels(const char* op, const Tensor& labels, std::int64_t classes) {
   check_labels(op, labels, classes);
-  return labels.dtype() == DType::kI64 ? labels : labels.to(DType::kI64);
+  return labels.to(DType::kI64);
 }
 
 void raise_marked_errors() {

@@ -145,6 +145,7 @@ Tensor reshape(const Tensor& a, const Shape& shape) {
 Tensor stop_gradient(const Tensor& a) { return a.reshape(a.shape()); }
 
 Tensor cast(const Tensor& a, DType dtype) {
+  if (a.dtype() == dtype) return a;
   Tensor out = a.to(dtype);
   // Between floating dtypes the gradient flows back (cast to the input's dtype).
   if (is_floating(a.dtype()) && is_floating(dtype) && detail::recording({&a})) {

@@ -208,7 +208,7 @@ Tensor sparse_categorical_matches(const Tensor& labels, const Tensor& prediction
                  "sparse_categorical_matches: labels ", labels.shape().str(), " do not match predictions ",
                  predictions.shape().str());
   detail::check_integer("sparse_categorical_matches", labels, "labels");
-  const Tensor lab = labels.dtype() == DType::kI64 ? labels : labels.to(DType::kI64);
+  const Tensor lab = labels.to(DType::kI64);
   return cast(equal(argmax(predictions, -1), lab.reshape({predictions.dim(0)})), DType::kF32);
 }
 

@@ -261,7 +261,7 @@ Tensor Tensor::slice(std::int64_t begin, std::int64_t end) const {
 }
 
 Tensor Tensor::to(DType target) const {
-  if (target == dtype()) return clone();
+  if (target == dtype()) return *this;
   const auto& k = table(*this, backend::KernelOp::kCast, "Tensor::to");
   Tensor t = empty(shape(), target);
   LOCKSTEP_CHECK(t.device().kind == device().kind, "Tensor::to(", dtype_name(target), "): the tensor is on ",

@@ -46,11 +46,11 @@ Tensor Model::input_of(const Tensor& x) const {
   // scales them in one pass (cast_and_scale), the same floats as casting here first; token ids to
   // an Embedding, which checks them on the host where the input path kept their bytes.
   if (!is_floating(x.dtype()) && takes_integer_input(*this)) return x;
-  return detail::as_float(x);
+  return x.to(DType::kF32);
 }
 
 Tensor Model::as_float32(const Tensor& t) {
-  return is_floating(t.dtype()) && t.dtype() != DType::kF32 ? cast(t, DType::kF32) : t;
+  return is_floating(t.dtype()) ? cast(t, DType::kF32) : t;
 }
 
 void Model::set_seed(std::uint64_t seed) {
@@ -324,27 +324,35 @@ std::int64_t Model::count_params() const {
   return n;
 }
 
-Tensor Model::operator()(const Tensor& x) const { return call_where_variables_are(x, layers::CallContext{}); }
+Tensor Model::operator()(const Tensor& x) const { return call_where_variables_are(x, layers::CallContext{}).output; }
 
-Tensor Model::call_where_variables_are(const Tensor& x, const layers::CallContext& ctx) const {
+Model::Output Model::call_where_variables_are(const Tensor& x, const layers::CallContext& ctx) const {
   const std::vector<Variable> vars = variables();
   const Device here = context_device(current_compute_context());
+  const auto forward_here = [&](const Tensor& in) {
+    Output o = forward(input_of(in), ctx);
+    return Output{.output = o.output, .mask = o.mask};
+  };
   if (current_replica()) {
     for (const auto& v : vars) check_made_in_scope(v, "Model '" + name() + "'", /*for_update=*/false);
-    return forward(input_of(x.device().kind == here.kind ? x : x.to(here)), ctx).output;
+    return forward_here(x.device().kind == here.kind ? x : x.to(here));
   }
-  if (!strategy_ || vars.empty() || vars[0].value().device().kind == here.kind) return forward(input_of(x), ctx).output;
-  Tensor out;
+  if (!strategy_ || vars.empty() || vars[0].value().device().kind == here.kind) return forward_here(x);
+  Output out;
   {
     ComputeContext& first = strategy_->context(0);
     const ComputeScope scope(first);
     const Device& at = context_device(first);
-    out = forward(input_of(x.device() == at ? x : x.to(at)), ctx).output;
+    out = forward_here(x.device() == at ? x : x.to(at));
   }
-  return out.to(here);
+  return Output{.output = out.output.to(here), .mask = out.mask.defined() ? out.mask.to(here) : Tensor()};
 }
 
 Tensor Model::operator()(const Tensor& x, const layers::CallContext& given) const {
+  return call_with_mask(x, given).output;
+}
+
+Model::Output Model::call_with_mask(const Tensor& x, const layers::CallContext& given) const {
   layers::CallContext ctx = given;
   if (!ctx.replica) ctx.replica = current_replica();
   if (ctx.seed == 0) ctx.seed = seed_;

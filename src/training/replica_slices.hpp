@@ -66,9 +66,6 @@ struct detail::SliceOutputs {
 
 namespace detail {
 
-// t in float32 (copied where it is not): the model's input, its numbers as the host reads them.
-inline Tensor as_float(const Tensor& t) { return t.dtype() == DType::kF32 ? t : t.to(DType::kF32); }
-
 struct CallbackList {
   std::vector<CallbackPtr> cbs;
   template <typename F>

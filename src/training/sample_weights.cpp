@@ -2,10 +2,10 @@
 #include "training/sample_weights.hpp"
 
 #include <cmath>
-#include <limits>
 #include <string>
 #include <vector>
 
+#include "lockstep/losses/reduction.hpp"
 #include "lockstep/tensor/ops.hpp"
 #include "lockstep/training/functional.hpp"
 #include "lockstep/training/model.hpp"
@@ -14,8 +14,7 @@
 namespace lockstep::detail {
 namespace {
 
-// Whether sample weights are one per example: shape (B,) or (B, 1).
-bool per_example(const Tensor& weight) { return weight.rank() == 1 || (weight.rank() == 2 && weight.dim(1) == 1); }
+using losses::one_weight_per_example;
 
 // The positions of output k's loss (Loss::per_position): d1 * ... for an output (b, d1, ..., k),
 // 1 for (b, k); 0 where the model is not built yet (unknown).
@@ -33,7 +32,7 @@ std::int64_t loss_positions(const Model& model, std::size_t k) {
 // would make every later loss and weight NaN without a word; Keras does not check, and lets
 // negative ones be).
 Tensor checked_weights(const Tensor& w, std::int64_t n, std::int64_t positions, const char* what) {
-  const bool by_example = per_example(w);
+  const bool by_example = one_weight_per_example(w);
   const bool per_position = w.rank() == 2 && positions != 1 && (positions == 0 || w.dim(1) == positions);
   LOCKSTEP_CHECK(by_example || per_position, what, ": sample_weight must hold one weight per example (shape (", n,
                  ",) or (", n, ", 1))",
@@ -59,31 +58,6 @@ void check_class_weight(const Model& model, const std::map<int, double>& class_w
   for (const auto& [c, weight] : class_weight)
     LOCKSTEP_CHECK(std::isfinite(weight), what, ": class_weight[", c, "] is ", weight,
                    "; every weight must be finite");
-}
-
-Tensor as_dtype(const Tensor& t, DType dtype) { return t.dtype() == dtype ? t : cast(t, dtype); }
-
-// An output's mask ([B, T]) must mark the positions of its losses (B, d1, ...): one step each.
-void check_mask(const Tensor& mask, const Tensor& values) {
-  const std::int64_t b = values.dim(0);
-  LOCKSTEP_CHECK(mask.rank() >= 1 && mask.dim(0) == b && mask.numel() == values.numel(), "the output's mask ",
-                 mask.shape().str(), " does not mark the positions of its loss ", values.shape().str(),
-                 " (Keras applies an output's mask to a loss per position: a sequence output (batch, steps, ...) "
-                 "whose steps the mask marks)");
-}
-
-// `weight` as (B, 1), one per example, or (B, P), one per position of `of` (shape (B, ...));
-// ValueError naming sample_weight otherwise.
-Tensor example_or_position_weights(const Tensor& weight, const Shape& of, const std::string& what) {
-  const std::int64_t b = of[0], p = b ? of.numel() / b : 1;
-  LOCKSTEP_CHECK(weight.rank() >= 1 && weight.dim(0) == b && (per_example(weight) || (p > 1 && weight.numel() == b * p)),
-                 "sample_weight: a batch of ", b, " examples needs one weight per example (shape (", b, ",) or (", b,
-                 ", 1))",
-                 p > 1 ? " or one per position of " + what + " " + of.str() + " (shape (" + std::to_string(b) + ", " +
-                             std::to_string(p) + "))"
-                       : std::string(),
-                 ", got shape ", weight.shape().str());
-  return per_example(weight) ? weight.reshape(Shape{b, 1}) : weight.reshape(Shape{b, p});
 }
 
 }  // namespace
@@ -162,7 +136,7 @@ data::Dataset with_class_weights(const Model& model, const data::Dataset& datase
 }
 
 Tensor output_losses(const losses::Loss& loss, const Tensor& y, Model::Output& o, const Tensor& weight) {
-  if (!o.mask.defined() && (!weight.defined() || per_example(weight))) {
+  if (!o.mask.defined() && (!weight.defined() || one_weight_per_example(weight))) {
     Tensor losses = o.output.defined() ? loss.per_example(y, o.output, o.logits)
                                        : loss.per_example_and_softmax(y, o.logits, o.output);
     if (!weight.defined()) return losses;
@@ -170,34 +144,14 @@ Tensor output_losses(const losses::Loss& loss, const Tensor& y, Model::Output& o
     LOCKSTEP_CHECK(weight.dim(0) == b, "sample_weight: a batch of ", b, " examples needs one weight per example "
                    "(shape (", b, ",) or (", b, ", 1)), got shape ", weight.shape().str());
     const Tensor w = weight.rank() == 1 ? weight : weight.reshape(Shape{b});
-    return mul(losses, as_dtype(w, losses.dtype()));
+    return mul(losses, cast(w, losses.dtype()));
   }
   if (!o.output.defined()) o.output = softmax(o.logits);
   const Tensor values = loss.per_position(y, o.output, o.logits);
+  // Each example's mean of its weighted positions: their mean over the batch is Keras' reduction.
+  const Tensor w = losses::apply_mask(weight, o.mask, values.shape(), losses::Reduction::kSumOverBatchSize, "its loss");
   const std::int64_t b = values.dim(0), p = b ? values.numel() / b : 1;
-  Tensor w;
-  if (o.mask.defined()) {
-    check_mask(o.mask, values);
-    // Keras' apply_mask for sum_over_batch_size: a kept position weighs total / valid, so that the
-    // mean over every position is the mean over the kept ones. valid = 0 (all masked): the mask's
-    // zeros make every weight 0, as Keras' divide_no_nan.
-    const Tensor m = as_dtype(o.mask, DType::kF32).reshape(Shape{b, p});
-    const Tensor valid = clip(sum(m), 1.0f, std::numeric_limits<float>::max());
-    w = div(scale(m, static_cast<float>(o.mask.numel())), valid);
-  }
-  if (weight.defined()) {
-    const Tensor given = as_dtype(example_or_position_weights(weight, values.shape(), "its loss"), DType::kF32);
-    w = w.defined() ? mul(given, w) : given;
-  }
-  return mean(mul(reshape(values, {b, p}), as_dtype(w, values.dtype())), 1);
-}
-
-Tensor metric_weights(const Tensor& weight, const Tensor& mask) {
-  if (!mask.defined()) return weight;
-  const std::int64_t b = mask.dim(0), t = b ? mask.numel() / b : 1;
-  const Tensor m = as_dtype(mask, DType::kF32).reshape(Shape{b, t});
-  if (!weight.defined()) return m;
-  return mul(as_dtype(example_or_position_weights(weight, mask.shape(), "the output's mask"), DType::kF32), m);
+  return mean(mul(reshape(values, {b, p}), cast(w, values.dtype())), 1);
 }
 
 }  // namespace lockstep::detail

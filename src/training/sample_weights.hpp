@@ -68,10 +68,4 @@ Tensor class_weights(const Tensor& y, const std::map<int, double>& class_weight)
 /// captured with the step.
 Tensor output_losses(const losses::Loss& loss, const Tensor& y, Model::Output& o, const Tensor& weight);
 
-/// The weights a metric of an output weighs its values by (Metric::weighted_batch_state): the
-/// metric's `weight` (undefined: none), and where the output has a Keras `mask` ([B, T]), the
-/// mask's ones and zeros times it, one per position (Keras' MeanMetricWrapper: apply_mask with the
-/// "sum" reduction; a per-example weight (B,) or (B, 1) weighs each of the example's positions).
-Tensor metric_weights(const Tensor& weight, const Tensor& mask);
-
 }  // namespace lockstep::detail

@@ -12,7 +12,6 @@
 namespace lockstep {
 namespace {
 std::atomic<std::int64_t> g_host_reads{0};
-using detail::as_float;
 using detail::PendingNumbers;
 using detail::ReplicaNumbers;
 
@@ -41,7 +40,7 @@ const Tensor& packed_numbers(PendingNumbers& pending, std::size_t r, std::int64_
   std::int64_t at = 0;
   for (const auto& step : pending.steps)
     each_number(step.parts[r], step.examples, [&](const Tensor& t) {
-      detail::write_at(out, at, as_float(t));
+      detail::write_at(out, at, t.to(DType::kF32));
       at += t.numel();
     });
   return out;

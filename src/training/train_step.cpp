@@ -2,7 +2,9 @@
 // (replica_train_step), and one step of the replicas through jit_compile's StepJit
 // (train_micro_step).
 #include <algorithm>
+#include <map>
 #include <string>
+#include <tuple>
 
 #include "lockstep/autograd/gradient_tape.hpp"
 #include "lockstep/core/loss_scale_math.hpp"
@@ -100,12 +102,16 @@ void Model::slice_loss(const data::Element& s, const layers::CallContext& ctx, d
 
 void Model::slice_metric_states(const data::Element& s, const detail::SliceOutputs& outs, ReplicaNumbers& r) const {
   const std::size_t n_in = inputs_.size();
+  // A metric's weights depend only on its output, whether it is weighted and whether it applies
+  // masks: made once per such kind in a step, not once per metric.
+  std::map<std::tuple<std::size_t, bool, bool>, Tensor> weights;
   for (std::size_t m = 0; m < metrics_.size(); ++m) {
     const std::size_t k = metric_outputs_[m];
-    const Tensor weight = metric_weighted_[m] ? sample_weight_of(s, k) : Tensor();
-    const Tensor mask = metrics_[m]->applies_masks() ? outs[k].mask : Tensor();
-    r.metric_states.push_back(
-        metrics_[m]->weighted_batch_state(s[n_in + k], outs[k].output, detail::metric_weights(weight, mask)));
+    const bool weighted = metric_weighted_[m], masked = metrics_[m]->applies_masks();
+    auto [w, made] = weights.try_emplace({k, weighted, masked});
+    if (made)
+      w->second = metrics::mask_weights(weighted ? sample_weight_of(s, k) : Tensor(), masked ? outs[k].mask : Tensor());
+    r.metric_states.push_back(metrics_[m]->weighted_batch_state(s[n_in + k], outs[k].output, w->second));
   }
 }
 

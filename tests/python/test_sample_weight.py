@@ -214,7 +214,7 @@ def test_a_loss_called_on_steps_with_weights_per_step():
     none = keras.losses.SparseCategoricalCrossentropy(reduction="none")(y_true, y_pred)
     assert tuple(none.shape) == (3, 4)
     np.testing.assert_allclose(np.asarray(none), each, rtol=1e-6)
-    with pytest.raises(ValueError, match="sample_weight of shape"):
+    with pytest.raises(ValueError, match=r"one per position of the loss \(3, 4\) \(shape \(3, 4\)\), got shape \(3, 3\)"):
         loss(y_true, y_pred, sample_weight=w[:, :3])
 
 
@@ -222,3 +222,49 @@ def test_weights_per_step_of_another_shape_are_value_errors():
     x, y, w = sequences()
     with pytest.raises(ValueError, match=r"one per position of the output \(shape \(24, 6\)\), got shape \(24, 5\)"):
         tagger(mask_zero=False).fit(x, y, sample_weight=w[:, :5], verbose=0)
+
+
+def test_a_custom_loop_leaves_the_masked_steps_out_as_fit_does():
+    # Keras 3: model(x) carries its output's mask (y_pred._keras_mask), which the loss and the
+    # metrics called on it apply, so a custom loop computes fit's loss.
+    x, y, w = sequences()
+    m = tagger(mask_zero=True)
+    got = m.evaluate(x, y, batch_size=len(x), verbose=0, return_dict=True)
+    y_pred = m(x)
+    kept = x != 0
+    np.testing.assert_array_equal(np.asarray(y_pred._keras_mask) != 0, kept)
+    loss = keras.losses.SparseCategoricalCrossentropy()
+    assert float(loss(y, y_pred)) == pytest.approx(got["loss"], rel=1e-5)
+    accuracy = keras.metrics.SparseCategoricalAccuracy()
+    accuracy.update_state(y, y_pred)
+    assert float(accuracy.result()) == pytest.approx(got["accuracy"], abs=1e-6)
+    weighted = m.evaluate(x, y, sample_weight=w, batch_size=len(x), verbose=0, return_dict=True)
+    assert float(loss(y, y_pred, sample_weight=w)) == pytest.approx(weighted["loss"], rel=1e-5)
+    # The steps' losses themselves: the masked ones 0.
+    none = np.asarray(keras.losses.SparseCategoricalCrossentropy(reduction="none")(y, y_pred))
+    assert (none[~kept] == 0).all() and (none[kept] > 0).all()
+    # A tensor without the mask (the predictions as an array) counts every step.
+    p = np.asarray(y_pred).astype(np.float64)
+    each = -np.log(np.take_along_axis(p, y[..., None], axis=-1)[..., 0])
+    assert float(loss(y, np.asarray(y_pred))) == pytest.approx(each.mean(), rel=1e-5)
+    assert float(loss(y, y_pred)) == pytest.approx(each[kept].mean(), rel=1e-5)
+    # A model without a mask gives a tensor without one.
+    assert getattr(tagger(mask_zero=False)(x), "_keras_mask", None) is None
+
+
+def test_a_custom_training_step_on_masked_steps_ignores_the_padded_labels():
+    # The padded steps' labels reach neither the loss nor its gradient.
+    x, y, _ = sequences()
+    m = tagger(mask_zero=True)
+    loss = keras.losses.SparseCategoricalCrossentropy()
+
+    def step(labels):
+        with tf.GradientTape() as tape:
+            value = loss(labels, m(x, training=True))
+        return [float(value)] + [np.asarray(g) for g in tape.gradient(value, m.trainable_variables)]
+
+    other = np.where(x != 0, y, (y + 1) % 7)
+    before, after = step(y), step(other)
+    assert before[0] == after[0]
+    for a, b in zip(before[1:], after[1:]):
+        np.testing.assert_array_equal(a, b)

@@ -44,6 +44,11 @@ TEST(Tensor, DtypeConversion) {
   Tensor f = u.to(DType::kF32);
   EXPECT_EQ(f.to_vector<float>(), (std::vector<float>{0, 255, 7}));
   EXPECT_FLOAT_EQ(Tensor::scalar(2.5f).item(), 2.5f);
+  // To the dtype it has: the tensor itself, not a copy (torch's .to, tf.cast), recorded or not.
+  EXPECT_EQ(f.to(DType::kF32).raw_data(), f.raw_data());
+  EXPECT_EQ(cast(f, DType::kF32).raw_data(), f.raw_data());
+  EXPECT_EQ(u.to(DType::kU8).raw_data(), u.raw_data());
+  EXPECT_NE(f.to(DType::kF16).raw_data(), f.raw_data());
 }
 
 TEST(Allocator, ReusesFreedBlocks) {

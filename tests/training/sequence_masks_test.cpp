@@ -204,5 +204,65 @@ TEST(SequenceMasks, WeightsOfAnotherShapeAreValueErrorsNamingTheShapes) {
   EXPECT_NE(error(Tensor::ones(Shape{kN, kSteps, 1})).find("got shape (16, 6, 1)"), std::string::npos);
 }
 
+TEST(SequenceMasks, ACustomLoopsLossAndMetricsLeaveOutTheMaskedStepsAsFitDoes) {
+  // Keras 3: loss(y, model(x)) reads y_pred's mask; here call_with_mask hands it over.
+  for (bool functional : {false, true}) {
+    SCOPED_TRACE(functional ? "Functional" : "Sequential");
+    auto m = tagger(true, functional);
+    const Logs logs = m->evaluate(tokens(), labels(), {.batch_size = kN});
+    const Model::Output o = m->call_with_mask(tokens());
+    ASSERT_TRUE(o.mask.defined());
+    const std::vector<float> kept = kept_steps();
+    std::vector<float> mask;
+    for (auto v : cast(o.mask, DType::kF32).to_vector<float>()) mask.push_back(v);
+    EXPECT_EQ(mask, kept) << "the mask marks the tokens that are not padding";
+    EXPECT_EQ(o.output.to_vector<float>(), (*m)(tokens()).to_vector<float>());
+
+    const losses::LossPtr sparse = losses::SparseCategoricalCrossentropy();
+    const losses::Loss& loss = *sparse;
+    EXPECT_NEAR(loss(labels(), o.output, Tensor(), o.mask).item(), logs.at("loss"), 1e-5 * logs.at("loss"));
+    metrics::SparseCategoricalAccuracy accuracy;
+    accuracy.update_state(labels(), o.output, Tensor(), o.mask);
+    EXPECT_NEAR(accuracy.result(), logs.at("accuracy"), 1e-6);
+
+    // Without the mask every step counts, as in a model without one.
+    const Expected every = by_hand(*m, std::vector<float>(kept.size(), 1.0f));
+    EXPECT_NEAR(loss(labels(), o.output).item(), every.loss_sum / every.weight_sum, 1e-5 * logs.at("loss"));
+    EXPECT_GT(std::abs(loss(labels(), o.output).item() - logs.at("loss")), 1e-4 * logs.at("loss"));
+    // "sum" and "none": the masked steps weigh 0 (not total / kept).
+    const Expected e = by_hand(*m, kept);
+    EXPECT_NEAR(loss(labels(), o.output, Tensor(), o.mask, losses::Reduction::kSum).item(), e.loss_sum,
+                1e-5 * e.loss_sum);
+    const Tensor none = loss(labels(), o.output, Tensor(), o.mask, losses::Reduction::kNone);
+    const std::vector<float> each = none.to_vector<float>();
+    ASSERT_EQ(each.size(), kept.size());
+    for (std::size_t i = 0; i < kept.size(); ++i) {
+      if (kept[i] == 0.0f) {
+        EXPECT_EQ(each[i], 0.0f) << i;
+      }
+    }
+  }
+}
+
+TEST(SequenceMasks, ACustomLoopsGradientLeavesTheMaskedStepsOut) {
+  // The masked loss's gradient reaches no padded step: changing a padded step's label changes
+  // neither the loss nor any gradient.
+  auto m = tagger(true);
+  const auto grads = [&](const Tensor& y) {
+    GradientTape tape;
+    const Model::Output o = m->call_with_mask(tokens(), {.training = true});
+    const Tensor l = losses::SparseCategoricalCrossentropy()->operator()(y, o.output, Tensor(), o.mask);
+    std::vector<std::vector<float>> out{l.to_vector<float>()};
+    for (const Tensor& g : tape.gradient(l, m->trainable_variables())) out.push_back(g.to_vector<float>());
+    return out;
+  };
+  std::vector<std::int64_t> y = labels().to_vector<std::int64_t>();
+  const auto before = grads(labels());
+  const std::vector<float> kept = kept_steps();
+  for (std::size_t i = 0; i < y.size(); ++i)
+    if (kept[i] == 0.0f) y[i] = (y[i] + 1) % kVocab;
+  EXPECT_EQ(grads(Tensor::from_vector(y, Shape{kN, kSteps})), before);
+}
+
 }  // namespace
 }  // namespace lockstep

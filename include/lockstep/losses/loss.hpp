@@ -4,6 +4,7 @@
 #include <memory>
 #include <string>
 
+#include "lockstep/losses/reduction.hpp"
 #include "lockstep/tensor/ops.hpp"
 
 namespace lockstep::losses {
@@ -36,6 +37,15 @@ class Loss {
   /// Mean over the batch (Keras' default sum_over_batch_size reduction).
   Tensor operator()(const Tensor& y_true, const Tensor& y_pred) const {
     return mean(per_example(y_true, y_pred, Tensor()));
+  }
+  /// Keras 3's loss(y_true, y_pred, sample_weight) (Loss.__call__) where y_pred carries a Keras
+  /// `mask` (Model::call's Output::mask, Keras' y_pred._keras_mask; undefined: none): per_position()
+  /// weighed by `sample_weight` (undefined: none) and by the mask, then reduced
+  /// (reduce_weighted_values, reduction.hpp). With a mask and the default reduction, the mean over
+  /// the positions the mask keeps.
+  Tensor operator()(const Tensor& y_true, const Tensor& y_pred, const Tensor& sample_weight, const Tensor& mask = Tensor(),
+                    Reduction reduction = Reduction::kSumOverBatchSize) const {
+    return reduce_weighted_values(per_position(y_true, y_pred, Tensor()), sample_weight, mask, reduction);
   }
 };
 using LossPtr = std::shared_ptr<Loss>;

@@ -24,6 +24,12 @@
 
 namespace lockstep::metrics {
 
+/// The weights of a metric that applies masks (Metric::applies_masks; Keras' MeanMetricWrapper:
+/// apply_mask with the "sum" reduction, losses/reduction.hpp): `sample_weight` (undefined: none)
+/// times the mask's ones and zeros, one per position of the mask ([B, T]); sample_weight itself
+/// where `mask` is undefined. ValueError naming sample_weight for a shape that does not fit.
+Tensor mask_weights(const Tensor& sample_weight, const Tensor& mask);
+
 class Metric {
  public:
   explicit Metric(std::string name) : name_(std::move(name)) {}
@@ -61,6 +67,12 @@ class Metric {
   /// sample_weight.
   void update_state(const Tensor& y_true, const Tensor& y_pred, const Tensor& sample_weight) {
     merge_state(weighted_batch_state(y_true, y_pred, sample_weight));
+  }
+  /// Keras' update_state(y_true, y_pred, sample_weight) where y_pred carries a Keras `mask`
+  /// (Model::call's Output::mask, y_pred._keras_mask; undefined: none): a metric that
+  /// applies_masks() weighs its values by mask_weights(sample_weight, mask); another ignores it.
+  void update_state(const Tensor& y_true, const Tensor& y_pred, const Tensor& sample_weight, const Tensor& mask) {
+    update_state(y_true, y_pred, applies_masks() ? mask_weights(sample_weight, mask) : sample_weight);
   }
   double result() const {
     const auto& s = state();

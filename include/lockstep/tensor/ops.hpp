@@ -88,7 +88,7 @@ Tensor sum_to_shape(const Tensor& a, const Shape& shape);
 Tensor reshape(const Tensor& a, const Shape& shape);
 /// Cuts the gradient: the result is a, but the tape treats it as a constant.
 Tensor stop_gradient(const Tensor& a);
-Tensor cast(const Tensor& a, DType dtype);
+Tensor cast(const Tensor& a, DType dtype);  // recorded Tensor::to(dtype): a itself where a has that dtype
 /// float32(a) * s for an integer tensor (uint8 pixels), in one pass where the backend has the
 /// fused kernel (else a cast, then a scale): cast(a, kF32) then scale(.., s), bit for bit. Not
 /// recorded (an integer input has no gradient).

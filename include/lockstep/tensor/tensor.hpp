@@ -112,8 +112,8 @@ class Tensor {
   Tensor reshape(const Shape& shape) const;
   /// View of rows [begin, end) along dimension 0.
   Tensor slice(std::int64_t begin, std::int64_t end) const;
-  /// Converts to another dtype (a copy; a clone when the dtype is the same). Floats to ints
-  /// truncate toward zero (saturating); float32 to float16/bfloat16 rounds to nearest even.
+  /// Converts to another dtype (a copy; this tensor itself when it has that dtype). Floats to
+  /// ints truncate toward zero (saturating); float32 to float16/bfloat16 rounds to nearest even.
   Tensor to(DType dtype) const;
   /// The same values on `device` (this tensor itself when it is already there). Memory comes
   /// from the current context when it is that device's, else from the device's default context.

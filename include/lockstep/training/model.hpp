@@ -244,6 +244,11 @@ class Model {
   /// batch) the strategy's step and this slice's global row, so N replicas draw the masks one
   /// device would; outside a strategy, a count of the model's training calls.
   Tensor operator()(const Tensor& x, const layers::CallContext& ctx) const;
+  /// operator()(x, ctx) with the output's Keras mask beside it (Keras' y_pred._keras_mask, from an
+  /// Embedding(mask_zero=true)): what a custom loop hands its loss and metrics, which leave out
+  /// the masked positions as fit does: loss(y, o.output, Tensor(), o.mask) and
+  /// metric.update_state(y, o.output, Tensor(), o.mask). A model of one output; o.logits undefined.
+  Output call_with_mask(const Tensor& x, const layers::CallContext& ctx = {}) const;
 
   /// Keras' model.layers, in the model's order (Sequential's and Functional's say which), each
   /// layer once: a layer called twice in a Functional is listed once, and a Sequential refuses a
@@ -360,7 +365,7 @@ class Model {
   /// its device (host data is copied there; a variable made outside the scope is refused with
   /// Keras' message); outside, a model whose variables a GPU holds runs on its strategy's first
   /// device and the output comes back to this thread's device.
-  Tensor call_where_variables_are(const Tensor& x, const layers::CallContext& ctx) const;
+  Output call_where_variables_are(const Tensor& x, const layers::CallContext& ctx) const;
   void check_compiled(const char* what) const;
   /// ValueError unless every layer's trainable setting is the one compile took (set_trainable's rule).
   void check_trainable_as_compiled();

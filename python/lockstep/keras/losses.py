@@ -30,24 +30,11 @@ class Loss:
         """The loss of a batch as Keras 3's Loss computes it: the loss of each example, or of each
         step of a sequence (y_pred (batch, steps, ..., k): shape (batch, steps, ...)), times
         sample_weight (one weight per example, shape (batch,) or (batch, 1); one per step, the
-        losses' shape; or a scalar), then with reduction "none" those values, "sum" their sum, and
-        "sum_over_batch_size" their sum over their number (not over the weights' sum)."""
-        values = _lockstep.loss_per_position(self._loss, y_true, y_pred)
-        if sample_weight is not None:
-            weight = _lockstep.cast(sample_weight, "float32")
-            shape, rows = tuple(weight.shape), values.shape[0]
-            if len(shape) == 2 and shape[1] == 1:
-                weight = _lockstep.reshape(weight, [rows] if shape[0] == rows else list(shape[:1]))
-                shape = tuple(weight.shape)
-            if len(shape) == 1 and shape[0] == rows and len(values.shape) > 1:
-                weight = _lockstep.reshape(weight, [rows] + [1] * (len(values.shape) - 1))  # each step
-            elif len(shape) != 0 and shape != tuple(values.shape):
-                raise ValueError(f"keras.losses.{type(self).__name__}: sample_weight of shape {shape} does not give "
-                                 f"one weight per example of {rows} (or per step: shape {tuple(values.shape)})")
-            values = values * weight
-        if self.reduction == "none":
-            return values
-        return (_lockstep.reduce_sum if self.reduction == "sum" else _lockstep.reduce_mean)(values, None, False)
+        losses' shape; or a scalar) and by y_pred's Keras mask (a model's output of padded
+        sequences: the padded steps weigh 0), then with reduction "none" those values, "sum" their
+        sum, and "sum_over_batch_size" their sum over their number (not over the weights' sum; with
+        a mask, over the steps it keeps)."""
+        return _lockstep.loss_call(self._loss, y_true, y_pred, sample_weight, self.reduction)
 
 
 class SparseCategoricalCrossentropy(Loss):
