@@ -200,6 +200,10 @@ TEST(MaskedSoftmax, TheCallsMaskIsSavedAsKerasWritesItAndLoadsBack) {
     const auto loaded = load_model(tmp_dir() + file);
     EXPECT_TRUE(same_bits(loaded->predict(xs).front(), model.predict(xs).front())) << file;
   }
+  // Called as a model inside a model, its calls are replayed with their masks.
+  const KerasTensor x2 = Input({2, 3}), m2 = Input({1, 3});
+  Functional outer({x2, m2}, call(model, {x2, m2}).front(), "outer");
+  EXPECT_TRUE(same_bits(outer.predict(xs).front(), model.predict(xs).front()));
   auto entries = io::decode_zip(io::read_file(tmp_dir() + "/masked_softmax.keras"), "masked_softmax.keras");
   const auto config = std::find_if(entries.begin(), entries.end(), [](const auto& e) { return e.name == "config.json"; });
   const auto j = nlohmann::json::parse(config->bytes);
