@@ -15,7 +15,8 @@ From that file lockstep (keras_files_driver sequence) and Keras each
     (relative 1e-4).
 The same for the tagger on float features, Input((T, 3)) -> Masking(mask_value=0.5) -> Dense(8,
 relu) -> Dense(V, softmax), whose padded steps are all 0.5: Masking's mask in place of the
-Embedding's.
+Embedding's; and for a tagger of 2T steps, the Embedding's steps concatenated (axis 1) with a
+Masking's of a second table (token 5 masked): Concatenate's mask.
 
 Exit 0 all agree, 1 a disagreement, 77 (skip) when tensorflow/keras are not importable.
 """
@@ -116,6 +117,20 @@ def main():
     h = keras.layers.Masking(mask_value=0.5)(inputs)
     h = keras.layers.Dense(8, activation="relu")(h)
     compare(os.path.join(d, "masking"), driver, "Masking(0.5)", compiled(inputs, h), features, y, w, x != 0)
+
+    # Concatenate along the steps of the Embedding's steps (padding masked) and a Masking's (token 5,
+    # whose row of a second, frozen table is zeros, masked): Keras 3's concatenated mask, 2T steps.
+    keras.utils.set_random_seed(7)
+    inputs = keras.Input((T,))
+    e = keras.layers.Embedding(V, 4, mask_zero=True, trainable=False)(inputs)
+    table = keras.layers.Embedding(V, 4, trainable=False, name="zero_five")
+    h = keras.layers.Concatenate(axis=1)([e, keras.layers.Masking()(table(inputs))])
+    m = compiled(inputs, keras.layers.Dense(8, activation="relu")(h))
+    table.embeddings.assign(np.where(np.arange(V)[:, None] == 5, 0.0, table.embeddings.numpy()).astype(np.float32))
+    y2 = rng.integers(0, V, size=(N, 2 * T)).astype(np.int64)
+    w2 = rng.uniform(0.0, 2.0, size=(N, 2 * T)).astype(np.float32)
+    compare(os.path.join(d, "concatenate"), driver, "Concatenate(axis=1) of masks", m, x, y2, w2,
+            np.concatenate([x != 0, x != 5], axis=1))
     print("FAILED: " + "; ".join(kf.failures) if kf.failures else "all agree")
     return 1 if kf.failures else 0
 
