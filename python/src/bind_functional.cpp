@@ -40,10 +40,11 @@ void bind_functional(nb::module_& m) {
   m.def("keras_input", [](const std::vector<std::int64_t>& shape, const std::string& name) {
     return Input(Shape(shape), name);
   }, nb::arg("shape"), nb::arg("name") = "");
-  // training: Keras' layer(x, training=...) (None: the mode the model runs in).
-  m.def("call_layer", [](const layers::LayerPtr& layer, const KerasTensor& x, std::optional<bool> training) {
-    return call(layer, x, CallKwargs{.training = training});
-  }, nb::arg("layer"), nb::arg("x"), nb::arg("training") = nb::none());
+  // training: Keras' layer(x, training=...) (None: the mode the model runs in); mask: layer(x, mask=m).
+  m.def("call_layer", [](const layers::LayerPtr& layer, const KerasTensor& x, std::optional<bool> training,
+                         std::optional<KerasTensor> mask) {
+    return call(layer, x, CallKwargs{.training = training, .mask = mask ? &*mask : nullptr});
+  }, nb::arg("layer"), nb::arg("x"), nb::arg("training") = nb::none(), nb::arg("mask") = nb::none());
   m.def("call_layer_on_list", [](const layers::LayerPtr& layer, const std::vector<KerasTensor>& xs,
                                  std::optional<bool> training) {
     return call(layer, xs, CallKwargs{.training = training});

@@ -348,6 +348,7 @@ void bind_model(nb::module_& m) {
       .def_prop_ro("name", &layers::Layer::name)
       .def_prop_ro("class_name", &layers::Layer::class_name)
       .def_prop_ro("keras_positional_call", &layers::Layer::keras_positional_call)
+      .def_prop_ro("call_takes_mask", &layers::Layer::call_takes_mask)
       .def_prop_ro("variables", [](const layers::Layer& l) { return l.variables(); })
       .def_prop_ro("trainable_variables", [](const layers::Layer& l) { return l.trainable_variables(); })
       .def_prop_ro("non_trainable_variables", [](const layers::Layer& l) { return l.non_trainable_variables(); })

@@ -1,5 +1,6 @@
 #include "lockstep/layers/core_layers.hpp"
 
+#include <cmath>
 #include <nlohmann/json.hpp>
 
 #include "lockstep/layers/layer_registry.hpp"
@@ -145,6 +146,60 @@ Tensor SoftmaxLayer::call(const Tensor& x, const CallContext&) const {
   return transpose(softmax(transpose(autocast(x), swap), -1), swap);
 }
 
+void SoftmaxLayer::check_call_mask(const Shape& mask, const Shape& input) const {
+  // Keras 3's Softmax.call: the mask's axes from the last, each 1 or the input's (None: unknown).
+  bool fits = mask.rank() <= input.rank();
+  for (std::size_t k = 1; fits && k <= mask.rank(); ++k) {
+    const std::int64_t m = mask.dims()[mask.rank() - k], i = input.dims()[input.rank() - k];
+    fits = m < 0 || i < 0 || m == 1 || m == i;
+  }
+  LOCKSTEP_CHECK(fits, "layer '", name(), "' (Softmax): the mask must be broadcastable to the inputs (no more axes, "
+                 "each of its axes from the last 1 or the input's), as Keras requires; got inputs ", input.str(),
+                 " and a mask ", mask.str());
+}
+
+Tensor SoftmaxLayer::call_masked(const Tensor& x, const Tensor& mask, const CallContext& ctx) const {
+  check_call_mask(mask.shape(), x.shape());
+  const Tensor in = autocast(x);
+  // Keras keeps a position where a boolean mask is true, another dtype's above 0.5 (an integer
+  // mask: above 0); lockstep's masks are uint8 0 / 1, its booleans.
+  const Tensor keep = cast(is_floating(mask.dtype()) ? greater(mask, Tensor::full(Shape{}, 0.5, mask.dtype()))
+                                                     : not_equal(mask, Tensor::zeros(Shape{}, mask.dtype())),
+                           in.dtype());
+  // where(keep, x, large_negative) (Keras' _large_negative_number: -3e4 in float16, else -1e9),
+  // then where(keep, softmax, 0): a row masked whole is all zeros, not uniform.
+  const float large_negative = in.dtype() == DType::kF16 ? -3e4f : -1e9f;
+  const Tensor masked = add(mul(in, keep), scale(add_scalar(neg(keep), 1.0f), large_negative));
+  return mul(call(masked, ctx), keep);
+}
+
+MaskingLayer::MaskingLayer(float mask_value, std::string name) : Layer(std::move(name)), mask_value_(mask_value) {
+  LOCKSTEP_CHECK(std::isfinite(mask_value), "Masking: mask_value ", mask_value,
+                 " is not finite; lockstep zeroes a masked step by multiplying it by the mask, so it takes finite "
+                 "values only");
+}
+
+Shape MaskingLayer::compute_output_shape(const Shape& s) const {
+  LOCKSTEP_CHECK(s.rank() >= 2, "layer '", name(), "' (Masking) takes inputs (batch, ..., features), got ", s.str());
+  return s;
+}
+
+Tensor MaskingLayer::compute_mask(const Tensor& x, const Tensor&) const {
+  // Keras' rule, its one place here: a step counts where any feature differs from mask_value.
+  (void)compute_output_shape(x.shape());
+  const Tensor in = autocast(x);
+  const Tensor differs = cast(not_equal(in, Tensor::full(Shape{}, mask_value_, in.dtype())), DType::kF32);
+  return not_equal(reduce_max(differs, -1), Tensor::zeros(Shape{}, DType::kF32));
+}
+
+Tensor MaskingLayer::call(const Tensor& x, const CallContext&) const {
+  const Tensor keep = compute_mask(x, Tensor());
+  std::vector<std::int64_t> steps = keep.shape().dims();
+  steps.push_back(1);
+  const Tensor in = autocast(x);
+  return mul(in, cast(keep.reshape(Shape(std::move(steps))), in.dtype()));
+}
+
 InputLayer::InputLayer(Shape shape, std::string name) : Layer(std::move(name)) { declared_input_shape_ = shape; }
 
 // Configurations (Keras' get_config / from_config).
@@ -201,6 +256,18 @@ LayerPtr SoftmaxLayer::from_config(const json& c) {
   return std::make_shared<SoftmaxLayer>(one.get<int>(), c.at("name").get<std::string>());
 }
 
+json MaskingLayer::get_config() const {
+  json c = Layer::get_config();
+  c["mask_value"] = mask_value_;
+  return c;
+}
+LayerPtr MaskingLayer::from_config(const json& c) {
+  const json& v = c.value("mask_value", json(0.0));
+  // Keras writes a tensor mask_value as a serialized object: one number only here.
+  if (!v.is_number()) throw ValueError("Masking mask_value " + v.dump().substr(0, 200) + " is not supported (a number only)");
+  return std::make_shared<MaskingLayer>(v.get<float>(), c.at("name").get<std::string>());
+}
+
 LayerPtr FlattenLayer::from_config(const json& c) {
   return std::make_shared<FlattenLayer>(c.at("name").get<std::string>());
 }
@@ -230,6 +297,7 @@ LayerPtr Dense(const DenseOptions& options) { return std::make_shared<DenseLayer
 LayerPtr Dropout(float rate) { return std::make_shared<DropoutLayer>(rate); }
 LayerPtr Activation(const std::string& activation) { return std::make_shared<ActivationLayer>(activation); }
 LayerPtr Softmax(int axis) { return std::make_shared<SoftmaxLayer>(axis); }
+LayerPtr Masking(float mask_value) { return std::make_shared<MaskingLayer>(mask_value); }
 LayerPtr Flatten() { return std::make_shared<FlattenLayer>(); }
 LayerPtr Reshape(Shape target_shape) { return std::make_shared<ReshapeLayer>(std::move(target_shape)); }
 LayerPtr Input(Shape shape) { return std::make_shared<InputLayer>(std::move(shape)); }

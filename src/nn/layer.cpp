@@ -17,6 +17,16 @@ Layer::Layer(std::string name) : name_(std::move(name)) {}
 
 nlohmann::json Layer::get_config() const { return {{"name", name_}}; }
 std::string Layer::keras_weight_path(std::size_t index) const { return "vars/" + std::to_string(index); }
+void Layer::check_call_mask(const Shape& mask, const Shape& input) const {
+  bool steps = input.rank() >= 2 && mask.rank() + 1 == input.rank();
+  for (std::size_t d = 0; steps && d < mask.rank(); ++d) {
+    const std::int64_t m = mask.dims()[d], i = input.dims()[d];
+    steps = m < 0 || i < 0 || m == i;
+  }
+  LOCKSTEP_CHECK(steps, "layer '", name_, "' (", class_name(), "): a mask must mark the steps of its input ",
+                 input.str(), " (its shape without the last axis), got a mask of shape ", mask.str());
+}
+
 nlohmann::json Layer::keras_build_config(const nlohmann::json& input_shapes) const {
   return {{"input_shape", input_shapes}};
 }

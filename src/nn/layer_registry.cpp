@@ -46,6 +46,7 @@ std::vector<LayerClass> builtin_classes() {
       // Attention over the length axis of [batch, length, features] (Keras' default for rank 3).
       {"MultiHeadAttention", &MultiHeadAttentionLayer::from_config, {{"attention_axes", json::array({1})}}},
       {"Softmax", &SoftmaxLayer::from_config},
+      {"Masking", &MaskingLayer::from_config},
       {"Embedding", &EmbeddingLayer::from_config},
       {"GlobalAveragePooling1D", &GlobalAveragePooling1DLayer::from_config, kChannelsLast},
       {"GlobalMaxPooling1D", &GlobalMaxPooling1DLayer::from_config, kChannelsLast},

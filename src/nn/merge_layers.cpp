@@ -154,24 +154,27 @@ Tensor ConcatenateLayer::merge(const std::vector<Tensor>& inputs, const CallCont
 }
 
 Tensor ConcatenateLayer::merge_mask(const std::vector<Tensor>& inputs, const std::vector<Tensor>& masks) const {
+  // Keras 3's Concatenate.compute_mask (merging/concatenate.py): none where no input has one; else
+  // each input's mask broadcast over its features (an unmasked input's all true), concatenated
+  // along the axis, then any() over the last axis. Computed here without the broadcast: along
+  // the features, the steps any input keeps (all of them where an input has no mask: a mask of
+  // ones, not none); along another axis, the inputs' step masks concatenated.
   std::size_t masked = 0;
   for (const Tensor& m : masks) masked += m.defined() ? 1 : 0;
   if (masked == 0) return Tensor();
   const int rank = static_cast<int>(inputs.front().rank());
   const int axis = axis_ < 0 ? axis_ + rank : axis_;
-  // Along the features: the steps any input keeps; an unmasked input keeps them all (no mask).
-  if (axis == rank - 1) return masked < masks.size() ? Tensor() : combine_masks(masks, true);
-  // Along the steps: the masks concatenated, an unmasked input's all ones.
   std::vector<Tensor> parts;
   for (std::size_t i = 0; i < inputs.size(); ++i) {
     const auto& d = inputs[i].shape().dims();
     const Shape steps(std::vector<std::int64_t>(d.begin(), d.end() - 1));
     LOCKSTEP_CHECK(!masks[i].defined() || masks[i].numel() == steps.numel(), "layer '", name(),
-                   "' (Concatenate): a mask does not match the steps of input ", inputs[i].shape().str());
+                   "' (Concatenate): a mask ", masks[i].shape().str(), " does not match the steps of input ",
+                   inputs[i].shape().str());
     parts.push_back(masks[i].defined() ? combine_masks({masks[i].reshape(steps)}, false)
                                        : Tensor::ones(steps, DType::kU8));
   }
-  return concatenate(parts, axis);
+  return axis == rank - 1 ? combine_masks(parts, true) : concatenate(parts, axis);
 }
 
 nlohmann::json ConcatenateLayer::get_config() const {

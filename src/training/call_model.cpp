@@ -51,11 +51,13 @@ std::vector<KerasTensor> call_functional(const Functional& model, const std::vec
     const auto& node = nodes[i];
     std::vector<KerasTensor> args;
     for (std::size_t a = 0; a < node.arguments(); ++a) args.push_back(values[node.inputs[a]]);
-    const KerasTensor* mask = node.attention_mask ? &values[node.inputs.back()] : nullptr;
+    const KerasTensor* last = node.inputs.size() > node.arguments() ? &values[node.inputs.back()] : nullptr;
     // The innermost call's own mode first, as a layer's own training= goes before its model's.
     values[i] = call(model.layers()[node.layer], args,
                      CallKwargs{.training = node.training ? node.training : kwargs.training,
-                                .use_causal_mask = node.use_causal_mask, .attention_mask = mask});
+                                .use_causal_mask = node.use_causal_mask,
+                                .attention_mask = node.attention_mask ? last : nullptr,
+                                .mask = node.call_mask ? last : nullptr});
   }
   std::vector<KerasTensor> outputs;
   for (const std::size_t o : model.output_nodes()) outputs.push_back(values[o]);
@@ -69,8 +71,9 @@ std::vector<KerasTensor> call(const Model& model, const std::vector<KerasTensor>
 
 std::vector<KerasTensor> call(const Model& model, const std::vector<KerasTensor>& xs, const CallKwargs& kwargs) {
   LOCKSTEP_CHECK(!xs.empty(), "model '", model.name(), "' is called on no tensors");
-  LOCKSTEP_CHECK(!kwargs.use_causal_mask && kwargs.attention_mask == nullptr, "model '", model.name(),
-                 "' takes no use_causal_mask or attention_mask (a MultiHeadAttention call does); only training");
+  LOCKSTEP_CHECK(!kwargs.use_causal_mask && kwargs.attention_mask == nullptr && kwargs.mask == nullptr, "model '",
+                 model.name(), "' takes no use_causal_mask or attention_mask (a MultiHeadAttention call does) and no mask "
+                 "(a Softmax call does); only training");
   if (const auto* sequential = dynamic_cast<const Sequential*>(&model))
     return {call_sequential(*sequential, xs, kwargs)};
   const auto* functional = dynamic_cast<const Functional*>(&model);

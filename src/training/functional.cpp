@@ -25,6 +25,7 @@ struct KerasNode {
   bool list_call = false;
   bool use_causal_mask = false;  // CallKwargs
   bool attention_mask = false;   // inputs.back() is the call's attention mask
+  bool call_mask = false;        // inputs.back() is the call's mask (CallKwargs::mask)
   std::optional<bool> training;  // CallKwargs
   bool auto_named = false;  // the layer had no name: the model names it
   std::uint64_t id = 0;     // creation order (Keras' node_index counts a layer's calls in it)
@@ -188,6 +189,18 @@ KerasTensor call(const layers::LayerPtr& layer, const std::vector<KerasTensor>& 
       node->attention_mask = true;
       node->inputs.push_back(*mask);
     }
+  }
+  if (const KerasTensor* mask = kwargs.mask) {
+    LOCKSTEP_CHECK(merge == nullptr && layer->call_takes_mask(), "lockstep::call: ", describe(*layer),
+                   " takes no mask (Softmax and GlobalAveragePooling1D do)");
+    LOCKSTEP_CHECK(mask->defined(), "lockstep::call: ", describe(*layer), "'s mask is undefined");
+    try {
+      layer->check_call_mask(mask->shape(), in);
+    } catch (const Error& e) {
+      throw ValueError(std::string("lockstep::call: ") + e.what());
+    }
+    node->call_mask = true;
+    node->inputs.push_back(*mask);
   }
   node->id = next_node_id++;
   return KerasTensor(std::move(node));
@@ -358,7 +371,8 @@ Functional::Functional(const KerasTensors& inputs, const KerasTensors& outputs, 
   for (const auto* n : order) {
     Node node{.layer = layer_index.at(n->layer.get()), .inputs = {}, .list_call = n->list_call,
               .use_causal_mask = n->use_causal_mask, .attention_mask = n->attention_mask,
-              .training = n->training, .output_shape = n->shape, .index_in_layer = index_in_layer.at(n)};
+              .call_mask = n->call_mask, .training = n->training, .output_shape = n->shape,
+              .index_in_layer = index_in_layer.at(n)};
     for (const auto& x : n->inputs) node.inputs.push_back(index.at(x.node()));
     if (!is_input(n) && !n->list_call)
       LOCKSTEP_CHECK(n->inputs.front().shape().tail() == layers_[node.layer]->input_shape().tail(), "Functional '",
@@ -422,7 +436,7 @@ Tensor Functional::run_node(const Node& node, const std::vector<Tensor>& values,
     return dynamic_cast<const layers::MergeLayer&>(l).merge(xs, ctx);
   }
   const Tensor& x = values[node.inputs.front()];
-  const Tensor& mask = masks[node.inputs.front()];
+  const Tensor& mask = given_mask(node, values, masks);
   if (logits) return l.call_logits(x, ctx);
   return mask.defined() ? l.call_masked(x, mask, ctx) : l.call(x, ctx);
 }
@@ -460,12 +474,15 @@ std::vector<Model::Output> Functional::forward_all(std::span<const Tensor> xs, c
   return outs;
 }
 
+const Tensor& Functional::given_mask(const Node& node, const std::vector<Tensor>& values,
+                                    const std::vector<Tensor>& masks) const {
+  return node.call_mask ? values[node.inputs.back()] : masks[node.inputs.front()];
+}
+
 Tensor Functional::node_mask(const Node& node, const std::vector<Tensor>& values,
                              const std::vector<Tensor>& masks) const {
-  if (!node.list_call) {
-    const std::size_t in = node.inputs.front();
-    return layers_[node.layer]->compute_mask(values[in], masks[in]);
-  }
+  if (!node.list_call)
+    return layers_[node.layer]->compute_mask(values[node.inputs.front()], given_mask(node, values, masks));
   std::vector<Tensor> ms_xs, ms;
   for (std::size_t a = 0; a < node.arguments(); ++a) {
     ms_xs.push_back(values[node.inputs[a]]);
@@ -494,7 +511,12 @@ void Functional::run_graph(std::span<const Tensor> xs, const layers::CallContext
     Output& o = outs[static_cast<std::size_t>(output_of_[i])];
     const bool to_loss = ctx.softmax_to_loss && last_use_[i] == 0;
     if (i < xs.size()) o = output_in_float32(*layers_[nodes_[i].layer], [&](bool) { return xs[i]; });
-    else o = output_in_float32(*layers_[nodes_[i].layer], [&](bool logits) { return run_node(nodes_[i], values, masks, ctx_of(nodes_[i]), logits); }, to_loss);
+    else {
+      const Node& n = nodes_[i];
+      const bool masked = !n.list_call && given_mask(n, values, masks).defined();
+      o = output_in_float32(*layers_[n.layer], [&](bool logits) { return run_node(n, values, masks, ctx_of(n), logits); },
+                            to_loss, masked);
+    }
     o.mask = masks[i];
     values[i] = o.output;
   };

@@ -5,6 +5,7 @@
 #include <optional>
 #include <set>
 #include <tuple>
+#include <utility>
 
 #include "lockstep/layers/core_layers.hpp"
 #include "training/layer_config.hpp"
@@ -66,6 +67,103 @@ Reference tensor_reference(const json& arg, const std::string& layer, const std:
     fail(source, "layer '" + layer + "': an argument is not a symbolic tensor: " + arg.dump().substr(0, 200));
   return reference(arg.at("config").value("keras_history", json()), source);
 }
+
+// Keras 3 writes the ops that its layers' compute_mask ran on symbolic tensors as nodes of the
+// graph (module keras.src.ops.numpy), whose output a later layer takes as its `mask` keyword:
+//   Embedding(mask_zero=True): not_equal(ids, 0);
+//   Masking(mask_value): any(not_equal(x, mask_value), axis=-1);
+//   Add and the other element-wise merges (base_merge.py): logical_or(mask, mask);
+//   Concatenate (concatenate.py): per input its mask broadcast to the input (logical_or(
+//     expand_dims(mask, -1), zeros_like(x))) or ones_like(x) where it has none, concatenate(...,
+//     axis), any(axis=-1).
+// lockstep's layers compute those masks themselves (Layer::compute_mask, MergeLayer::merge_mask)
+// and carry them from layer to layer, so such a node is read as a record of a mask and nothing
+// else: true for one of these ops in the form Keras writes, an IOError naming any other op (or
+// this one in another form). `masks`: the nodes read so far as masks.
+using MaskMakers = std::set<std::pair<Reference, double>>;
+// The calls whose masks lockstep's layers compute, Embedding(mask_zero=True) and Masking: the
+// tensor each is called on and the value its mask compares it to (0, mask_value). Keras' records
+// of masks start from a not_equal of one of them; a not_equal of anything else is a mask the
+// model computes with ops, which lockstep does not run.
+MaskMakers mask_makers(const json& layer_list, const std::string& source) {
+  MaskMakers makers;
+  for (const auto& entry : layer_list) {
+    if (!entry.is_object() || !entry.value("config", json()).is_object() ||
+        !entry.value("inbound_nodes", json()).is_array())
+      continue;  // refused by name further on
+    const std::string cls = entry.value("class_name", json()).is_string() ? entry.at("class_name").get<std::string>() : "";
+    const json& config = entry.at("config");
+    std::optional<double> value;
+    if (cls == "Embedding" && config.value("mask_zero", json(false)) == json(true)) value = 0.0;
+    if (cls == "Masking" && config.value("mask_value", json(0.0)).is_number()) value = config.value("mask_value", 0.0);
+    if (!value) continue;
+    for (const auto& node : entry.at("inbound_nodes")) {
+      const json& args = node.is_object() ? node.value("args", json()) : json();
+      if (!args.is_array() || args.empty()) continue;
+      try {
+        makers.emplace(tensor_reference(args[0], cls, source), *value);
+      } catch (const IOError&) {
+        // the call is refused by name when it is read
+      }
+    }
+  }
+  return makers;
+}
+
+bool mask_op(const json& entry, const std::string& name, const json& nodes, const std::set<std::string>& masks,
+             const MaskMakers& makers, const std::string& source) {
+  const std::string cls = entry.value("class_name", json()).is_string() ? entry.at("class_name").get<std::string>() : "";
+  const json& module = entry.value("module", json());
+  const bool op_module = module.is_string() && module.get<std::string>().starts_with("keras.src.ops");
+  static const std::set<std::string> kOps = {"NotEqual", "Any", "ExpandDims", "ZerosLike", "OnesLike", "LogicalOr"};
+  if (!kOps.count(cls) && !op_module) return false;
+  const json& args = nodes.size() == 1 && nodes[0].is_object() ? nodes[0].value("args", json()) : json();
+  const json& config = entry.value("config", json::object());
+  const auto is_tensor = [&](const json& a) { return (void)tensor_reference(a, name, source), true; };
+  const auto is_mask = [&](const json& a) { return masks.count(std::get<0>(tensor_reference(a, name, source))) > 0; };
+  const auto config_is = [&](const char* key, const json& want) {
+    return config.is_object() && config.value(key, want) == want;
+  };
+  const auto unary = [&](const auto& arg_ok) { return args.is_array() && args.size() == 1 && arg_ok(args[0]); };
+  bool keras_form = false;
+  std::string form;
+  if (cls == "NotEqual") {
+    form = "not_equal(x, a number)";
+    keras_form = args.is_array() && args.size() == 2 && is_tensor(args[0]) && args[1].is_number();
+    if (keras_form && !makers.count({tensor_reference(args[0], name, source), args[1].get<double>()}))
+      fail(source, "'" + name + "' (NotEqual) is not_equal(x, " + args[1].dump() + ") of a tensor that no "
+                       "Embedding(mask_zero=True) or Masking(mask_value=" + args[1].dump() + ") is called on: a mask "
+                       "the model computes with ops, which lockstep does not run (it carries its layers' masks itself)");
+  } else if (cls == "Any") {
+    form = "any(mask, axis=-1, keepdims=False)";
+    keras_form = unary(is_mask) && config_is("axis", -1) && config_is("keepdims", false);
+  } else if (cls == "ExpandDims") {
+    form = "expand_dims(mask, axis=-1)";
+    keras_form = unary(is_mask) && config_is("axis", -1);
+  } else if (cls == "ZerosLike" || cls == "OnesLike") {
+    form = cls == "ZerosLike" ? "zeros_like(x)" : "ones_like(x)";
+    keras_form = unary(is_tensor);
+  } else if (cls == "LogicalOr") {
+    form = "logical_or(mask, mask)";
+    keras_form = args.is_array() && args.size() == 2 && is_mask(args[0]) && is_mask(args[1]);
+  } else if (cls == "Concatenate") {
+    form = "concatenate([mask, ...], axis)";
+    keras_form = unary([&](const json& list) {
+      if (!list.is_array() || list.size() < 2) return false;
+      for (const auto& a : list)
+        if (!is_mask(a)) return false;
+      return true;
+    }) && config.is_object() && config.value("axis", json()).is_number_integer();
+  } else {
+    fail(source, "'" + name + "' (" + cls + ") is an op of " + module.get<std::string>() +
+                     "; lockstep reads ops only as Keras' records of masks (NotEqual, Any, ExpandDims, ZerosLike, "
+                     "OnesLike, LogicalOr, Concatenate), not this one");
+  }
+  if (!keras_form)
+    fail(source, "'" + name + "' (" + cls + ") is read as a record of a mask, " + form + ", but it is " +
+                     nodes.dump().substr(0, 200) + " with config " + config.dump().substr(0, 200));
+  return true;
+}
 }  // namespace
 
 json functional_config(const Functional& m, const LayerToJson& layer_json) {
@@ -85,6 +183,7 @@ json functional_config(const Functional& m, const LayerToJson& layer_json) {
       json kwargs = json::object();
       if (n.use_causal_mask) kwargs["use_causal_mask"] = true;
       if (n.attention_mask) kwargs["attention_mask"] = keras_tensor(m, n.inputs.back());
+      if (n.call_mask) kwargs["mask"] = keras_tensor(m, n.inputs.back());
       if (n.training) {
         kwargs["training"] = *n.training;
         if (n.training == keras_default_training(*m.layers()[i]))
@@ -134,7 +233,8 @@ std::unique_ptr<Functional> functional_from_config(const json& config, const Lay
   std::vector<Pending> pending;
   std::map<Reference, KerasTensor> tensors;
   std::set<std::string> names;
-  std::set<std::string> mask_nodes;  // NotEqual, LogicalOr: Keras' records of masks
+  std::set<std::string> mask_nodes;  // Keras' records of masks (mask_op)
+  const MaskMakers makers = mask_makers(config.at("layers"), source);
   for (const auto& entry : config.at("layers")) {
     if (!entry.is_object() || !entry.value("name", json()).is_string())
       fail(source, "a layer of the Functional config has no name: " + entry.dump().substr(0, 200));
@@ -154,27 +254,7 @@ std::unique_ptr<Functional> functional_from_config(const json& config, const Lay
     }
     const json& nodes = entry.value("inbound_nodes", json());
     if (!nodes.is_array()) fail(source, "layer '" + lname + "' has no list of inbound_nodes");
-    if (entry.value("class_name", json()) == json("NotEqual")) {
-      // What Keras writes for Embedding(mask_zero=True)'s mask: not_equal(x, 0), handed to the
-      // layers after as their `mask` keyword. lockstep carries that mask from layer to layer
-      // itself (Layer::compute_mask), so the node is read as a mask and nothing else.
-      const json& args = nodes.size() == 1 && nodes[0].is_object() ? nodes[0].value("args", json()) : json();
-      if (!args.is_array() || args.size() != 2 || args[1] != json(0))
-        fail(source, "'" + lname + "' (NotEqual) is read as a layer's mask, not_equal(x, 0), but it is " +
-                         nodes.dump().substr(0, 200));
-      mask_nodes.insert(lname);
-      continue;
-    }
-    if (entry.value("class_name", json()) == json("LogicalOr")) {
-      // What Keras writes for an element-wise merge's mask (Merge.compute_mask: the steps any input
-      // keeps) of masks it recorded before: a mask too, which lockstep's merge layers make alike.
-      const json& args = nodes.size() == 1 && nodes[0].is_object() ? nodes[0].value("args", json()) : json();
-      const auto is_mask = [&](const json& a) {
-        return mask_nodes.count(std::get<0>(tensor_reference(a, lname, source))) > 0;
-      };
-      if (!args.is_array() || args.size() != 2 || !is_mask(args[0]) || !is_mask(args[1]))
-        fail(source, "'" + lname + "' (LogicalOr) is read as a merge's mask, logical_or(mask, mask), but it is " +
-                         nodes.dump().substr(0, 200));
+    if (mask_op(entry, lname, nodes, mask_nodes, makers, source)) {
       mask_nodes.insert(lname);
       continue;
     }
@@ -198,12 +278,15 @@ std::unique_ptr<Functional> functional_from_config(const json& config, const Lay
       const json kwargs = node.is_object() ? node.value("kwargs", json::object()) : json::object();
       bool causal = false;
       std::optional<bool> training;
-      std::optional<Reference> mask_ref;
+      std::optional<Reference> mask_ref, call_mask_ref;
       if (kwargs.is_object())
         for (const auto& [key, value] : kwargs.items()) {
           if (key == "use_causal_mask" && value.is_boolean()) causal = value.get<bool>();
           else if (key == "attention_mask" && value.is_object()) mask_ref = reference_of(p, value);
+          // A record of a mask is the mask lockstep carries to this call itself; another tensor is
+          // the call's own mask (Softmax()(x, mask=m)).
           else if (key == "mask" && value.is_object() && mask_nodes.count(std::get<0>(reference_of(p, value)))) continue;
+          else if (key == "mask" && value.is_object()) call_mask_ref = reference_of(p, value);
           else if (key == "training" && value.is_boolean()) training = value.get<bool>();
           else if (key == "training" && !value.is_null())
             fail(source, "layer '" + p.name + "': call " + std::to_string(p.done) + " has the argument training=" +
@@ -226,11 +309,12 @@ std::unique_ptr<Functional> functional_from_config(const json& config, const Lay
         }
         xs.push_back(it->second);
       }
-      KerasTensor mask;
-      if (mask_ref && !missing) {
-        const auto it = tensors.find(*mask_ref);
-        if (it == tensors.end()) missing = mask_ref;
-        else mask = it->second;
+      KerasTensor mask, call_mask;
+      for (auto [ref, tensor] : {std::pair{&mask_ref, &mask}, std::pair{&call_mask_ref, &call_mask}}) {
+        if (!*ref || missing) continue;
+        const auto it = tensors.find(**ref);
+        if (it == tensors.end()) missing = *ref;
+        else *tensor = it->second;
       }
       if (missing) {  // an input is not made yet
         waiting[*missing].push_back(which);
@@ -244,7 +328,7 @@ std::unique_ptr<Functional> functional_from_config(const json& config, const Lay
         if (p.callee.layer && training == keras_default_training(*p.callee.layer)) training.reset();
         // A list, or several positional tensors (MultiHeadAttention's query, value): a list call.
         const CallKwargs kw{.training = training, .use_causal_mask = causal,
-                            .attention_mask = mask_ref ? &mask : nullptr};
+                            .attention_mask = mask_ref ? &mask : nullptr, .mask = call_mask_ref ? &call_mask : nullptr};
         if (p.callee.model) made = call(*p.callee.model, xs, kw);
         else made.push_back(call(p.callee.layer, xs, kw));
       } catch (const Error& e) {

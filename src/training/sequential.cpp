@@ -100,7 +100,7 @@ Model::Output Sequential::forward(const Tensor& x, const layers::CallContext& ct
   Output out = output_in_float32(output_layer, [&](bool logits) {
     if (logits) return output_layer.call_logits(h, ctx);
     return mask.defined() ? output_layer.call_masked(h, mask, ctx) : output_layer.call(h, ctx);
-  }, ctx.softmax_to_loss);
+  }, ctx.softmax_to_loss, mask.defined());
   if (mask.defined()) out.mask = output_layer.compute_mask(h, mask);
   return out;
 }

@@ -12,7 +12,10 @@ and predicts the same. The same for a sequence convnet (Conv1D of every padding,
 dilation and groups; MaxPooling1D, AveragePooling1D, GlobalMaxPooling2D, GlobalMaxPooling1D; the
 text classifier of keras.io's "Text classification from scratch"), and for Embedding(mask_zero)
 before Conv1D and GlobalMaxPooling1D, which ignore the mask as Keras 3's do, and before
-MultiHeadAttention (self-attention, and causal with a key), which takes it.
+MultiHeadAttention (self-attention, and causal with a key), which takes it. Keras 3's other masks:
+Masking (Sequential, and Functional with its not_equal / any mask nodes), Concatenate's masks
+(along the features and the steps, its mask op nodes), Softmax(x, mask=m) (a second input), and
+Embedding(mask_zero) -> Softmax, which Keras and lockstep both refuse at predict.
 
 Exit 0 all agree, 1 a disagreement, 77 (skip) when tensorflow/keras are not importable.
 """
@@ -174,6 +177,125 @@ def keras_masked_merges():
     return model
 
 
+def keras_masking_model():
+    """Masking(0.0) -> Dense -> GlobalAveragePooling1D on float steps, a Sequential: the steps whose
+    features are all 0 are left out of the average."""
+    keras.utils.set_random_seed(12)
+    model = keras.Sequential([keras.Input((STEPS, 3)), keras.layers.Masking(), keras.layers.Dense(4, activation="gelu"),
+                              keras.layers.GlobalAveragePooling1D(), keras.layers.Dense(3, activation="softmax")],
+                             name="keras_masking")
+    rng = np.random.RandomState(10)
+    for w in model.weights:
+        w.assign(rng.normal(0, 0.5, w.shape).astype(np.float32))
+    return model
+
+
+def keras_masking_functional():
+    """Masking(mask_value=0.5) in a Functional model: Keras writes its mask as not_equal(x, 0.5) and
+    any(axis=-1) nodes handed to GlobalAveragePooling1D; one branch pools the Dense after it, the
+    other the Masking's own (zeroed) output."""
+    keras.utils.set_random_seed(13)
+    inp = keras.Input((STEPS, 3))
+    masked = keras.layers.Masking(mask_value=0.5)(inp)
+    a = keras.layers.GlobalAveragePooling1D()(keras.layers.Dense(4, activation="tanh")(masked))
+    b = keras.layers.GlobalAveragePooling1D()(masked)
+    out = keras.layers.Dense(3, activation="softmax")(keras.layers.Concatenate()([a, b]))
+    model = keras.Model(inp, out, name="keras_masking_functional")
+    rng = np.random.RandomState(11)
+    for w in model.weights:
+        w.assign(rng.normal(0, 0.5, w.shape).astype(np.float32))
+    return model
+
+
+def keras_masked_concatenate():
+    """Concatenate's masks (Keras 3's concatenate.py): along the features of a masked and an unmasked
+    Embedding (every step kept), of two masked ones (the steps either keeps: the padding, and token
+    5 under a Masking), and along the steps (the masks joined). Keras writes them as not_equal,
+    expand_dims, zeros_like, logical_or, ones_like, concatenate and any nodes handed to each
+    GlobalAveragePooling1D."""
+    keras.utils.set_random_seed(14)
+    inp = keras.Input((STEPS,))
+    e1 = keras.layers.Embedding(VOCAB, 3, mask_zero=True)(inp)
+    e2 = keras.layers.Embedding(VOCAB, 2)(inp)
+    # A mask elsewhere: Masking after an embedding whose row for token 5 is zeros (set below).
+    e3 = keras.layers.Masking()(keras.layers.Embedding(VOCAB, 3, name="zero_five")(inp))
+    pools = [keras.layers.GlobalAveragePooling1D()(keras.layers.Concatenate()([e1, e2])),
+             keras.layers.GlobalAveragePooling1D()(keras.layers.Concatenate()([e1, e3])),
+             keras.layers.GlobalAveragePooling1D()(keras.layers.Concatenate(axis=1)([e1, e3]))]
+    out = keras.layers.Dense(3, activation="softmax")(keras.layers.Concatenate()(pools))
+    model = keras.Model(inp, out, name="keras_masked_concatenate")
+    rng = np.random.RandomState(12)
+    for w in model.weights:
+        w.assign(rng.normal(0, 0.5, w.shape).astype(np.float32))
+    table = model.get_layer("zero_five").embeddings
+    table.assign(np.where(np.arange(VOCAB)[:, None] == 5, 0.0, table.numpy()).astype(np.float32))
+    return model
+
+
+def keras_masked_softmax():
+    """Softmax(scores, mask=m) with m a second input (floats: Keras keeps what is above 0.5), then a
+    Dense: Keras writes the mask keyword as that input's tensor."""
+    keras.utils.set_random_seed(15)
+    scores, mask = keras.Input((STEPS,), name="scores"), keras.Input((STEPS,), name="mask")
+    s = keras.layers.Softmax()(keras.layers.Dense(STEPS)(scores), mask=mask)
+    model = keras.Model([scores, mask], keras.layers.Dense(3, name="out")(s), name="keras_masked_softmax")
+    rng = np.random.RandomState(13)
+    for w in model.weights:
+        w.assign(rng.normal(0, 0.5, w.shape).astype(np.float32))
+    return model
+
+
+def masked_softmax_both_ways(d, driver):
+    """keras_masked_softmax's file predicts the same in lockstep (two inputs: keras_files_driver
+    multi-predict), and lockstep's re-save in Keras."""
+    model = keras_masked_softmax()
+    rng = np.random.RandomState(14)
+    x = rng.normal(0, 2, (16, STEPS)).astype(np.float32)
+    m = rng.choice([0.0, 0.3, 0.7, 1.0], (16, STEPS)).astype(np.float32)
+    m[3] = 0  # a row masked whole: all zeros out of the softmax
+    want = model.predict([x, m], verbose=0)
+    path = os.path.join(d, "keras_masked_softmax.keras")
+    model.save(path)
+    for name, a in (("scores", x), ("mask", m)):
+        np.save(os.path.join(d, f"softmax_{name}.npy"), a)
+    for tag, file in (("keras", path), ("resaved", os.path.join(d, "keras_masked_softmax_resaved.keras"))):
+        if tag == "resaved":
+            r = run(driver, "resave", path, file)
+            if r.returncode != 0:
+                check(False, f"Softmax(mask=m): resave: {r.stderr.strip()}")
+                return
+            e = rel(keras.saving.load_model(file).predict([x, m], verbose=0), want)
+            check(e <= RTOL, f"Softmax(mask=m): lockstep's re-save loads in Keras and predicts the same (rel {e:.2e})")
+        prefix = os.path.join(d, f"softmax_{tag}_")
+        r = run(driver, "multi-predict", file, os.path.join(d, "softmax_scores.npy"), os.path.join(d, "softmax_mask.npy"),
+                prefix)
+        if r.returncode != 0:
+            check(False, f"Softmax(mask=m) ({tag} file): lockstep multi-predict: {r.stderr.strip()}")
+            continue
+        e = rel(np.load(prefix + "out.npy"), want)
+        check(e <= RTOL, f"Softmax(mask=m) ({tag} file): lockstep predicts Keras' outputs (rel {e:.2e})")
+
+
+def embedding_mask_into_softmax(x, d, cli):
+    """Embedding(mask_zero) -> Softmax: Keras passes the [batch, steps] mask to the softmax of the
+    [batch, steps, features] embeddings and refuses it at predict; lockstep refuses it alike."""
+    model = keras.Sequential([keras.Input((STEPS,)), keras.layers.Embedding(VOCAB, 4, mask_zero=True),
+                              keras.layers.Softmax()], name="keras_embedding_softmax")
+    try:
+        model.predict(x, verbose=0)
+        check(False, "Embedding(mask_zero) -> Softmax: Keras predicts (expected its ValueError)")
+    except ValueError as e:
+        check("must be broadcastable" in str(e), f"Embedding(mask_zero) -> Softmax: Keras' error: {str(e)[:200]}")
+    path = os.path.join(d, "keras_embedding_softmax.keras")
+    model.save(path)
+    xin, out = os.path.join(d, "embedding_softmax_x.npy"), os.path.join(d, "embedding_softmax_pred.npy")
+    np.save(xin, x.astype(np.float32))
+    r = run(cli, "predict", "--model", path, "--input", xin, "--output", out)
+    check(r.returncode != 0 and "must be broadcastable" in r.stderr,
+          f"Embedding(mask_zero) -> Softmax: lockstep refuses it as Keras does (exit {r.returncode}: "
+          f"{r.stderr.strip()[:300]})")
+
+
 def both_ways(model, x, d, cli, driver, what):
     """Keras' file predicts the same in lockstep, and lockstep's re-save in Keras; the re-saved model."""
     want = model.predict(x, verbose=0)
@@ -224,6 +346,18 @@ def main():
     both_ways(keras_masked_functional(), x, d, cli, driver, "Functional Embedding(mask_zero): the NotEqual mask node")
     both_ways(keras_masked_convnet(), x, d, cli, driver, "Embedding(mask_zero) before Conv1D: the mask ignored")
     both_ways(keras_masked_merges(), x, d, cli, driver, "Add's masks: LogicalOr of masked inputs, none beside an unmasked one")
+    both_ways(keras_masked_concatenate(), x, d, cli, driver, "Concatenate's masks: Keras' mask op nodes")
+    embedding_mask_into_softmax(x, d, cli)
+    masked_softmax_both_ways(d, driver)
+    # Float steps padded with all-0 (all-0.5) features: Masking's mask.
+    steps = np.random.RandomState(15).normal(0, 1, (16, STEPS, 3)).astype(np.float32)
+    for row in range(16):
+        steps[row, STEPS - row % (STEPS - 1):] = 0
+    steps[::4, 1] = 0  # and in the middle of some rows
+    both_ways(keras_masking_model(), steps, d, cli, driver, "Masking(0.0) -> Dense -> GlobalAveragePooling1D")
+    steps[steps == 0] = 0.5
+    steps[1, 2, 0] = 0.5  # a step with one feature equal to mask_value is kept
+    both_ways(keras_masking_functional(), steps, d, cli, driver, "Functional Masking(0.5): not_equal and any nodes")
     # Padding in the middle of rows as well: a padded query step attends to every step alike.
     x_mid = x.copy()
     x_mid[::3, 1] = 0

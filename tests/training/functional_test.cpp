@@ -423,7 +423,7 @@ TEST(Functional, AKerasLogicalOrOfMasksIsReadAsAMaskAndAnythingElseNamed) {
   };
   EXPECT_EQ(with_or(tensor("not_equal")), "");
   const std::string not_mask = with_or(tensor(dense));
-  EXPECT_NE(not_mask.find("or2.keras': 'logical_or' (LogicalOr) is read as a merge's mask, logical_or(mask, mask)"),
+  EXPECT_NE(not_mask.find("or2.keras': 'logical_or' (LogicalOr) is read as a record of a mask, logical_or(mask, mask)"),
             std::string::npos)
       << not_mask;
   const std::string not_tensor = with_or("not_equal");

@@ -1,5 +1,5 @@
 #pragma once
-// Dense, Dropout, Activation, Flatten, Reshape, Input, with Keras' names and defaults.
+// Dense, Dropout, Activation, Flatten, Reshape, Softmax, Masking, Input, with Keras' names and defaults.
 #include "lockstep/layers/layer.hpp"
 
 namespace lockstep::layers {
@@ -101,7 +101,11 @@ class ReshapeLayer final : public Layer {
   Shape target_;
 };
 
-/// Keras' Softmax layer: softmax over `axis` (-1, the last, by default).
+/// Keras' Softmax layer: softmax over `axis` (-1, the last, by default). Given a mask (its input's,
+/// or the call's own: CallKwargs::mask), Keras 3's masked softmax (keras/src/layers/activations/
+/// softmax.py): a position is kept where the mask is nonzero (a floating mask: > 0.5), the others
+/// enter as -1e9 (-3e4 in float16) and come out 0; the mask broadcasts against the input from the
+/// last axis (check_call_mask). The output keeps the mask it was given (Keras' previous_mask).
 class SoftmaxLayer final : public Layer {
  public:
   explicit SoftmaxLayer(int axis = -1, std::string name = "");
@@ -110,6 +114,13 @@ class SoftmaxLayer final : public Layer {
   static LayerPtr from_config(const nlohmann::json& config);
   Shape compute_output_shape(const Shape& s) const override;
   Tensor call(const Tensor& x, const CallContext& ctx) const override;
+  bool supports_masking() const override { return true; }
+  bool call_takes_mask() const override { return true; }
+  Tensor call_masked(const Tensor& x, const Tensor& mask, const CallContext& ctx) const override;
+  /// Keras' rule: no more axes than the input, each of the mask's last axes 1 or the input's. So
+  /// an Embedding(mask_zero)'s [batch, steps] mask does not fit its [batch, steps, features]
+  /// output (unless the sizes happen to line up): Keras' ValueError, raised by the call.
+  void check_call_mask(const Shape& mask, const Shape& input) const override;
   /// Over the last axis, a final Softmax gives the loss its logits (stable cross-entropy).
   bool has_softmax_output() const override { return axis_ == -1; }
   Tensor call_logits(const Tensor& x, const CallContext&) const override { return autocast(x); }
@@ -117,6 +128,26 @@ class SoftmaxLayer final : public Layer {
 
  private:
   int axis_;
+};
+
+/// Keras' Masking (keras/src/layers/core/masking.py): a step whose features all equal
+/// `mask_value` is masked. The output's mask is any(x != mask_value, axis=-1), whatever mask the
+/// input had, and the call sets the masked steps to 0. Inputs of rank 2 or more; mask_value must
+/// be finite (a masked step is zeroed by multiplying it by the mask: ValueError otherwise).
+class MaskingLayer final : public Layer {
+ public:
+  explicit MaskingLayer(float mask_value = 0.0f, std::string name = "");
+  std::string class_name() const override { return "Masking"; }
+  bool supports_masking() const override { return true; }
+  nlohmann::json get_config() const override;
+  static LayerPtr from_config(const nlohmann::json& config);
+  Shape compute_output_shape(const Shape& s) const override;
+  Tensor call(const Tensor& x, const CallContext& ctx) const override;
+  Tensor compute_mask(const Tensor& x, const Tensor& mask) const override;
+  float mask_value() const { return mask_value_; }
+
+ private:
+  float mask_value_;
 };
 
 /// Declares the model's input shape (without the batch dimension); passes its input through.
@@ -137,6 +168,7 @@ LayerPtr Dense(const DenseOptions& options);
 LayerPtr Dropout(float rate);
 LayerPtr Activation(const std::string& activation);
 LayerPtr Softmax(int axis = -1);
+LayerPtr Masking(float mask_value = 0.0f);
 LayerPtr Flatten();
 LayerPtr Reshape(Shape target_shape);
 LayerPtr Input(Shape shape);

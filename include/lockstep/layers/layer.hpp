@@ -98,6 +98,15 @@ class Layer {
   virtual Tensor call_masked(const Tensor& x, const Tensor& /*mask*/, const CallContext& ctx) const {
     return call(x, ctx);
   }
+  /// Whether call_masked reads the mask: Keras' layers whose call takes a `mask` argument
+  /// (Softmax, GlobalAveragePooling1D), which Keras fills with the input's mask unless the caller
+  /// gives one, layer(x, mask=m) (CallKwargs::mask). Such a softmax output is not split into
+  /// logits when it is called with a mask (the mask acts on the logits).
+  virtual bool call_takes_mask() const { return false; }
+  /// ValueError naming the layer unless a call on `input` may take a mask of shape `mask` (-1: a
+  /// dimension not known yet, not compared). This base: the input's steps, its shape less the
+  /// last axis (GlobalAveragePooling1D's [batch, steps]).
+  virtual void check_call_mask(const Shape& mask, const Shape& input) const;
 
   /// The layer's mixed-precision policy: the global policy when the layer was made, unless set.
   const mixed_precision::Policy& dtype_policy() const { return policy_; }

@@ -70,8 +70,9 @@ class ConcatenateLayer final : public MergeLayer {
  public:
   explicit ConcatenateLayer(int axis = -1, std::string name = "");
   std::string class_name() const override { return "Concatenate"; }
-  /// Keras': along the last axis, the steps any input keeps (an unmasked input keeps all); along
-  /// another, the masks concatenated (an unmasked input's all ones).
+  /// Keras 3's: along the last axis, the steps any input keeps (an unmasked input keeps all: then
+  /// a mask of ones); along another, the masks concatenated (an unmasked input's all ones). None
+  /// where no input has a mask.
   Tensor merge_mask(const std::vector<Tensor>& inputs, const std::vector<Tensor>& masks) const override;
   nlohmann::json get_config() const override;
   static LayerPtr from_config(const nlohmann::json& config);

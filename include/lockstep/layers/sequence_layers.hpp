@@ -51,6 +51,7 @@ class GlobalAveragePooling1DLayer final : public Layer {
   bool supports_masking() const override { return true; }
   Tensor compute_mask(const Tensor&, const Tensor&) const override { return Tensor(); }
   Tensor call_masked(const Tensor& x, const Tensor& mask, const CallContext& ctx) const override;
+  bool call_takes_mask() const override { return true; }
   nlohmann::json get_config() const override;
   static LayerPtr from_config(const nlohmann::json& config);
   Shape compute_output_shape(const Shape& input_shape) const override;

@@ -51,14 +51,20 @@ KerasTensor call(const layers::LayerPtr& layer, const std::vector<KerasTensor>& 
 ///   use_causal_mask, attention_mask: a MultiHeadAttention's (mha(query, value,
 ///     attention_mask=mask, use_causal_mask=True)); the mask is a tensor of the graph, [batch,
 ///     query length, value length], nonzero where a query may attend.
+///   mask: Keras' layer(x, mask=m), for a layer whose call takes a mask (Layer::call_takes_mask:
+///     Softmax, GlobalAveragePooling1D): the call's mask instead of its input's, and its output's
+///     mask (Keras' previous_mask). A tensor of the graph of a shape the layer takes
+///     (Layer::check_call_mask).
 struct CallKwargs {
   std::optional<bool> training;
   bool use_causal_mask = false;
   const KerasTensor* attention_mask = nullptr;
+  const KerasTensor* mask = nullptr;
 };
 /// call(mha, {query, value}, {.use_causal_mask = true}), call(bn, {x}, {.training = false}).
-/// ValueError for a mask on a layer other than MultiHeadAttention, or a mask of another shape than
-/// [batch, query length, value length].
+/// ValueError for an attention mask on a layer other than MultiHeadAttention, or one of another
+/// shape than [batch, query length, value length]; for a mask on a layer whose call takes none, or
+/// one it cannot take.
 KerasTensor call(const layers::LayerPtr& layer, const std::vector<KerasTensor>& xs, const CallKwargs& kwargs);
 /// call(dropout, x, {.training = true}).
 KerasTensor call(const layers::LayerPtr& layer, const KerasTensor& x, const CallKwargs& kwargs);
@@ -87,7 +93,7 @@ class KerasTensor {
   const Shape& shape() const;
   /// The layer whose output this is (an InputLayer for lockstep::Input).
   const layers::LayerPtr& layer() const;
-  /// The tensors the layer was called on (none for an input), then its attention mask (CallKwargs).
+  /// The tensors the layer was called on (none for an input), then its attention mask or its mask (CallKwargs).
   const std::vector<KerasTensor>& inputs() const;
   /// Whether the layer was called on a list (a merge layer).
   bool list_call() const;
@@ -134,12 +140,13 @@ class Functional final : public Model {
   /// One layer call of the graph, in execution (topological) order.
   struct Node {
     std::size_t layer;                // index into layers()
-    std::vector<std::size_t> inputs;  // indices of earlier nodes (the call's arguments, then its attention mask)
+    std::vector<std::size_t> inputs;  // indices of earlier nodes (the call's arguments, then its attention mask or mask)
     bool list_call = false;           // called on a list (merge layers)
     bool use_causal_mask = false;     // CallKwargs
     bool attention_mask = false;      // inputs.back() is the call's attention_mask
+    bool call_mask = false;           // inputs.back() is the call's mask (CallKwargs::mask)
     std::optional<bool> training;     // CallKwargs: the call's own mode, over the model's
-    std::size_t arguments() const { return inputs.size() - (attention_mask ? 1 : 0); }
+    std::size_t arguments() const { return inputs.size() - (attention_mask || call_mask ? 1 : 0); }
     Shape output_shape;
     int index_in_layer = 0;           // Keras' node_index: this call's number among the layer's calls
   };
@@ -176,8 +183,10 @@ class Functional final : public Model {
   /// masks[i]: Keras' mask of values[i] (undefined for none).
   Tensor run_node(const Node& node, const std::vector<Tensor>& values, const std::vector<Tensor>& masks,
                   const layers::CallContext& ctx, bool logits) const;
+  /// The mask a single-input call gets (undefined: none): its own (CallKwargs::mask), else its input's.
+  const Tensor& given_mask(const Node& node, const std::vector<Tensor>& values, const std::vector<Tensor>& masks) const;
   /// Keras' mask of `node`'s output given its inputs' (masks, by node; undefined: none): its
-  /// layer's compute_mask, or a list call's merge_mask.
+  /// layer's compute_mask of given_mask, or a list call's merge_mask.
   Tensor node_mask(const Node& node, const std::vector<Tensor>& values, const std::vector<Tensor>& masks) const;
   /// Runs the graph on one tensor per input; outs gets one Output per output. Under
   /// ctx.softmax_to_loss, a softmax output layer's softmax is left to the loss

@@ -323,11 +323,13 @@ class Model {
   /// in float32 whatever the layers' policy (Keras' advice for mixed precision, applied for the
   /// user): a 16-bit softmax loses the small probabilities that the loss and its gradient are
   /// made of. A softmax output layer also returns its logits, so the loss is computed stably;
-  /// its softmax is left to the loss when `softmax_to_loss` (CallContext's).
+  /// its softmax is left to the loss when `softmax_to_loss` (CallContext's), unless the call is
+  /// `masked` and the layer's call reads its mask (Layer::call_takes_mask: a masked Softmax).
   template <typename Run>
-  static Output output_in_float32(const layers::Layer& last, Run&& run, bool softmax_to_loss = false) {
+  static Output output_in_float32(const layers::Layer& last, Run&& run, bool softmax_to_loss = false,
+                                  bool masked = false) {
     Output out;
-    if (last.has_softmax_output()) {
+    if (last.has_softmax_output() && !(masked && last.call_takes_mask())) {
       out.logits = as_float32(run(true));
       if (!softmax_to_loss) out.output = softmax(out.logits);
     } else {

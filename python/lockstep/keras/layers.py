@@ -59,6 +59,7 @@ _SIGNATURES = {
     "Concatenate": (("axis",), {"axis": _LAYERS_DEFAULT}),
     "Dot": (("axes", "normalize"), {"normalize": _LAYERS_DEFAULT}),
     "Softmax": (("axis",), {"axis": _LAYERS_DEFAULT}),
+    "Masking": (("mask_value",), {"mask_value": 0.0}),
     "Embedding": (("input_dim", "output_dim", "embeddings_initializer"), {"embeddings_initializer": _LAYERS_DEFAULT}),
     "GlobalAveragePooling1D": (("data_format",), {"data_format": _LAYERS_DEFAULT}),
     "RepeatVector": (("n",), {}),
@@ -221,7 +222,8 @@ class Layer:
     def __call__(self, *args, **kwargs):
         """The functional API: called on a KerasTensor (keras.Input or a layer's output), or on a list
         of them (merge layers), gives the KerasTensor of its output. MultiHeadAttention takes Keras'
-        mha(query, value[, key], attention_mask=..., use_causal_mask=...). A subclass runs its call.
+        mha(query, value[, key], attention_mask=..., use_causal_mask=...); Softmax and
+        GlobalAveragePooling1D a mask=KerasTensor (Keras' layer(x, mask=m)). A subclass runs its call.
         training=False runs this call in inference mode always (fit too: Dropout off, BatchNormalization
         on its moving statistics), True in training mode always (predict too), None (Keras' default)
         in the mode of fit, evaluate, predict or the model's call."""
@@ -237,12 +239,17 @@ class Layer:
         class_name = self._layer.class_name
         if self._layer.keras_positional_call:
             return self._call_attention(args, kwargs, training)
+        mask = kwargs.pop("mask", None) if self._layer.call_takes_mask else None
         if len(args) != 1 or kwargs:
             extra = next(iter(kwargs)) if kwargs else "a second positional argument"
             raise ValueError(f"lockstep does not support {extra} in keras.layers.{class_name}.__call__ yet")
         inputs = args[0]
+        if mask is not None and not (isinstance(mask, KerasTensor) and isinstance(inputs, KerasTensor)):
+            raise NotImplementedError(f"lockstep does not support mask={type(mask).__name__} in keras.layers."
+                                      f"{class_name}.__call__ yet: only a KerasTensor of the graph, with one input")
         if isinstance(inputs, KerasTensor):
-            return KerasTensor(_lockstep.call_layer(self._layer, inputs._tensor, training))
+            return KerasTensor(_lockstep.call_layer(self._layer, inputs._tensor, training,
+                                                    None if mask is None else mask._tensor))
         if isinstance(inputs, (list, tuple)) and inputs and all(isinstance(x, KerasTensor) for x in inputs):
             return KerasTensor(_lockstep.call_layer_on_list(self._layer, [x._tensor for x in inputs], training))
         raise NotImplementedError(f"lockstep does not support calling keras.layers.{class_name} on "
