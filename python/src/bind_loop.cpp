@@ -216,7 +216,7 @@ void bind_model_loop(nb::module_& m) {
     } catch (const ValueError& e) {
       throw ValueError("loss '" + loss.name() + "': " + e.what());
     }
-  });
+  }, nb::arg("loss"), nb::arg("y_true"), nb::arg("y_pred"), nb::arg("sample_weight").none(), nb::arg("reduction"));
   m.def("apply_gradients", [](optimizers::Optimizer& opt, nb::handle grads, const std::vector<Variable>& vars) {
     const std::vector<Tensor> g = tensors_from_list(grads, "keras.optimizers.Optimizer.apply_gradients");
     nb::gil_scoped_release release;

@@ -171,11 +171,15 @@ Tensor Accuracy::values(const Tensor& y_true, const Tensor& y_pred) const {
   LOCKSTEP_CHECK(y_true.numel() == y_pred.numel(), name(), ": y_true ", y_true.shape().str(),
                  " must hold a value per value of y_pred ", y_pred.shape().str(),
                  " (Accuracy compares them value by value; class scores take \"accuracy\" or categorical_accuracy)");
-  // Keras casts y_true to y_pred's dtype before comparing; float32 holds both after that.
-  const Shape rows{n, y_pred.numel() / n};
+  // Keras casts y_true to y_pred's dtype before comparing; float32 holds both after that. Keras'
+  // values are the comparisons themselves, which its Mean reduces to the weights' rank by their
+  // mean: each example's mean, or of (b, d1, ..., k) each position's mean over the last axis, so
+  // that a mask or weight per position weighs its position.
+  const std::int64_t k = y_pred.rank() > 2 ? y_pred.dim(-1) : y_pred.numel() / n;
+  const Shape rows{y_pred.numel() / k, k};
   const Tensor p = y_pred.to(DType::kF32).reshape(rows);
   const Tensor t = y_true.to(y_pred.dtype()).to(DType::kF32).reshape(rows);
-  return mean(cast(equal(t, p), DType::kF32), -1);  // each example's share of equal values
+  return per_example(mean(cast(equal(t, p), DType::kF32), -1), n);
 }
 
 Tensor Accuracy::batch_state(const Tensor& y_true, const Tensor& y_pred) const {
@@ -183,35 +187,40 @@ Tensor Accuracy::batch_state(const Tensor& y_true, const Tensor& y_pred) const {
 }
 
 namespace {
-// AccuracyByShape's (n, columns) of a batch, its targets checked against them.
+// AccuracyByShape's (rows, columns) of a batch, its targets checked against them: Keras picks by
+// y_pred's last axis, a row per example or per position of (b, d1, ..., k); y_pred of rank 1 is a
+// column of one per example.
 std::pair<std::int64_t, std::int64_t> by_shape_rows(const Tensor& y_true, const Tensor& y_pred) {
-  const std::int64_t n = y_pred.rank() ? y_pred.dim(0) : 1;
-  const std::int64_t cols = n ? y_pred.numel() / n : 0;
-  LOCKSTEP_CHECK(n == 0 || y_true.numel() == n || y_true.numel() == y_pred.numel(), "accuracy: y_true ",
-                 y_true.shape().str(), " does not match y_pred ", y_pred.shape().str());
-  return {n, cols};
+  const std::int64_t cols = y_pred.rank() >= 2 ? y_pred.dim(-1) : 1;
+  const std::int64_t rows = cols ? y_pred.numel() / cols : 0;
+  LOCKSTEP_CHECK(rows == 0 || y_true.numel() == rows || y_true.numel() == y_pred.numel(), "accuracy: y_true ",
+                 y_true.shape().str(), " does not match y_pred ", y_pred.shape().str(),
+                 " (a label or target per row of its last axis, or one-hot rows)");
+  return {rows, cols};
 }
 }  // namespace
 
 Tensor AccuracyByShape::values(const Tensor& y_true, const Tensor& y_pred) const {
-  const auto [n, cols] = by_shape_rows(y_true, y_pred);
-  if (n == 0) return Tensor::zeros({0});
+  const auto [rows, cols] = by_shape_rows(y_true, y_pred);
+  if (rows == 0) return Tensor::zeros({0});
+  const std::int64_t b = y_pred.rank() ? y_pred.dim(0) : 1;
   if (cols == 1) {  // binary: threshold at 0.5
-    const Tensor p = y_pred.to(DType::kF32).reshape({n});
-    const Tensor t = y_true.to(DType::kF32).reshape({n});
-    return cast(equal(cast(greater(p, Tensor::scalar(0.5)), DType::kF32), t), DType::kF32);
+    const Tensor p = y_pred.to(DType::kF32).reshape({rows});
+    const Tensor t = y_true.to(DType::kF32).reshape({rows});
+    return per_example(cast(equal(cast(greater(p, Tensor::scalar(0.5)), DType::kF32), t), DType::kF32), b);
   }
-  return accuracy_matches(y_true.numel() == n ? y_true.reshape({n}) : y_true.reshape({n, cols}),
-                          y_pred.reshape({n, cols}), /*labels_as_float=*/true);
+  return per_example(accuracy_matches(y_true.numel() == rows ? y_true.reshape({rows}) : y_true.reshape({rows, cols}),
+                                      y_pred.reshape({rows, cols}), /*labels_as_float=*/true),
+                     b);
 }
 
 Tensor AccuracyByShape::batch_state(const Tensor& y_true, const Tensor& y_pred) const {
-  const auto [n, cols] = by_shape_rows(y_true, y_pred);
-  if (n == 0) return Tensor::zeros({2});
+  const auto [rows, cols] = by_shape_rows(y_true, y_pred);
+  if (rows == 0) return Tensor::zeros({2});
   if (cols == 1) return state_of(values(y_true, y_pred));
   // One-hot targets, or labels (as float32) against class scores: one kernel for the state.
-  return accuracy_state(y_true.numel() == n ? y_true.reshape({n}) : y_true.reshape({n, cols}),
-                        y_pred.reshape({n, cols}), /*labels_as_float=*/true);
+  return accuracy_state(y_true.numel() == rows ? y_true.reshape({rows}) : y_true.reshape({rows, cols}),
+                        y_pred.reshape({rows, cols}), /*labels_as_float=*/true);
 }
 
 Tensor MeanAbsoluteError::values(const Tensor& y_true, const Tensor& y_pred) const {

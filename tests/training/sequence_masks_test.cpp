@@ -204,6 +204,17 @@ TEST(SequenceMasks, WeightsOfAnotherShapeAreValueErrorsNamingTheShapes) {
   EXPECT_NE(error(Tensor::ones(Shape{kN, kSteps, 1})).find("got shape (16, 6, 1)"), std::string::npos);
 }
 
+TEST(SequenceMasks, AccuracyPickedByShapeIsEachKeptStepsArgmax) {
+  // "accuracy" beside a loss that names no accuracy (mse on one-hot steps): Keras picks
+  // categorical_accuracy by y_pred's last axis, each step's argmax, and leaves the masked steps out.
+  auto m = tagger(true);
+  m->compile(optimizers::Adam(1e-2), losses::MeanSquaredError(), {"accuracy"});
+  const Tensor y = one_hot(labels().reshape(Shape{kN * kSteps}), kVocab).reshape(Shape{kN, kSteps, kVocab});
+  const Logs logs = m->evaluate(tokens(), y, {.batch_size = kN});
+  const Expected e = by_hand(*m, kept_steps());
+  EXPECT_NEAR(logs.at("accuracy"), e.correct / e.weight_sum, 1e-6);
+}
+
 TEST(SequenceMasks, ACustomLoopsLossAndMetricsLeaveOutTheMaskedStepsAsFitDoes) {
   // Keras 3: loss(y, model(x)) reads y_pred's mask; here call_with_mask hands it over.
   for (bool functional : {false, true}) {

@@ -135,8 +135,9 @@ class SparseCategoricalAccuracy final : public Metric {
 };
 
 /// keras.metrics.Accuracy: how often y_pred equals y_true exactly, value by value (y_true taken
-/// in y_pred's dtype; the mean over each example's values, then over examples). Predictions are
-/// compared as they are, not rounded: it fits predicted labels, not scores.
+/// in y_pred's dtype; the mean over every value). Its values() are each example's mean, or each
+/// position's mean over the last axis of (b, d1, ..., k), which a mask or weight per position
+/// weighs. Predictions are compared as they are, not rounded: it fits predicted labels, not scores.
 class Accuracy final : public Metric {
  public:
   bool applies_masks() const override { return true; }
@@ -148,8 +149,9 @@ class Accuracy final : public Metric {
 };
 
 /// compile's "accuracy" where the loss does not say which accuracy fits (metric_config.hpp's
-/// get): picked by the batch's shapes as Keras 3's compile picks it at its first batch: one
-/// output, binary_accuracy (a threshold at 0.5); labels against class scores,
+/// get): picked by the batch's shapes as Keras 3's compile picks it at its first batch, by y_pred's
+/// last axis (a row per example, or per position of a sequence output (b, d1, ..., k)): a last
+/// axis of 1, binary_accuracy (a threshold at 0.5); a label per row against class scores,
 /// sparse_categorical_accuracy; one-hot rows, categorical_accuracy. Keras has no class for it
 /// and writes it as the string, so class_name() is empty and a compile config lists its name.
 class AccuracyByShape final : public Metric {
