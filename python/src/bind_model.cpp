@@ -384,7 +384,7 @@ void bind_model(nb::module_& m) {
       .def_prop_ro("layers", [](const Model& mo) { return mo.layers(); })
       .def_prop_ro("metrics_names", [](const Model& mo) {
         std::vector<std::string> names{"loss"};
-        names.insert(names.end(), mo.metric_log_names().begin(), mo.metric_log_names().end());
+        for (const auto& metric : mo.metrics()) names.push_back(metric.log_name);
         return names;
       })
       .def_prop_ro("input_structure", [](const Model& mo) { return structure_tuple(mo.input_structure()); })
@@ -399,40 +399,22 @@ void bind_model(nb::module_& m) {
       .def("summary", &Model::summary)
       .def("count_params", &Model::count_params)
       .def("set_seed", &Model::set_seed)
+      // Keras' metrics=[...]: names and metric objects, names made as Model::compile makes them (by
+      // their output's loss).
       .def("compile", [](Model& mo, const optimizers::OptimizerPtr& opt, const losses::LossPtr& loss,
-                         const std::vector<std::variant<std::string, metrics::MetricPtr>>& given) {
-        // Keras' metrics=[...]: names (resolved as Keras does, by the loss) and metric objects.
-        std::vector<metrics::MetricPtr> made;
-        for (const auto& g : given)
-          made.push_back(std::holds_alternative<std::string>(g) ? metrics::get(std::get<std::string>(g), loss->name())
-                                                                : std::get<metrics::MetricPtr>(g));
-        mo.compile(opt, loss, std::move(made));
-      })
+                         std::vector<Model::MetricArg> given) { mo.compile(opt, loss, std::move(given)); })
       // A model of several outputs: losses, metrics (names and objects) and loss weights by output
-      // name ("" for one loss of every output). Names are made by their output's loss, as
-      // Model::compile makes them.
+      // name ("" for one loss of every output).
       .def("compile_outputs", [](Model& mo, const optimizers::OptimizerPtr& opt,
                                  const std::map<std::string, losses::LossPtr>& losses,
-                                 const std::map<std::string, std::vector<std::variant<std::string, metrics::MetricPtr>>>& given,
+                                 std::map<std::string, std::vector<Model::MetricArg>> given,
                                  const std::map<std::string, double>& loss_weights) {
-        std::map<std::string, std::vector<metrics::MetricPtr>> made;
-        for (const auto& [out, list] : given) {
-          const auto loss = losses.contains(out) ? losses.find(out) : losses.find("");
-          const std::string loss_name = loss != losses.end() && loss->second ? loss->second->name() : "";
-          for (const auto& g : list)
-            made[out].push_back(std::holds_alternative<std::string>(g) ? metrics::get(std::get<std::string>(g), loss_name)
-                                                                       : std::get<metrics::MetricPtr>(g));
-        }
-        mo.compile(opt, losses, std::move(made), loss_weights);
+        mo.compile(opt, losses, std::move(given), loss_weights);
       })
       // Keras' weighted_metrics of one output ("" for a model of one): names and metric objects,
       // in their order.
-      .def("add_weighted_metrics", [](Model& mo, const std::vector<std::variant<std::string, metrics::MetricPtr>>& given,
-                                      const std::string& output) {
-        for (const auto& g : given) {
-          if (std::holds_alternative<std::string>(g)) mo.add_weighted_metrics({std::get<std::string>(g)}, output);
-          else mo.add_weighted_metrics(std::vector<metrics::MetricPtr>{std::get<metrics::MetricPtr>(g)}, output);
-        }
+      .def("add_weighted_metrics", [](Model& mo, std::vector<Model::MetricArg> given, const std::string& output) {
+        mo.add_weighted_metrics(std::move(given), output);
       }, nb::arg("metrics"), nb::arg("output") = "")
       .def_prop_rw(
           "jit_compile", [](const Model& mo) { return std::string(jit_compile_name(mo.jit_compile())); },

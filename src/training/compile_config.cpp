@@ -55,10 +55,8 @@ void compile_from_parts(Model& model, const CompileParts& parts) {
 json metric_identifiers(const Model& model, std::size_t k, bool weighted) {
   const losses::LossPtr& loss = model.output_losses().empty() ? model.loss() : model.output_losses()[k].loss;
   json out = json::array();
-  for (std::size_t i = 0; i < model.metrics().size(); ++i) {
-    if (model.metric_outputs()[i] != k || model.metric_weighted()[i] != weighted) continue;
-    out.push_back(metrics::identifier(*model.metrics()[i], loss->name()));
-  }
+  for (const Model::CompiledMetric& m : model.metrics())
+    if (m.output == k && m.weighted == weighted) out.push_back(metrics::identifier(*m.metric, loss->name()));
   return out;
 }
 

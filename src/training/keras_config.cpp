@@ -220,8 +220,7 @@ json compile_to_keras(const Model& model) {
     loss = dict ? json::object() : json::array();
     loss_weights = loss;
     metrics = loss;
-    const bool any_weighted = std::find(model.metric_weighted().begin(), model.metric_weighted().end(), true) !=
-                              model.metric_weighted().end();
+    const bool any_weighted = std::ranges::any_of(model.metrics(), &Model::CompiledMetric::weighted);
     if (any_weighted) weighted = loss;  // Keras writes None for none
     for (std::size_t k = 0; k < outs.size(); ++k) {
       const auto& head = model.output_losses()[k];

@@ -108,23 +108,48 @@ void Model::take_optimizer(optimizers::OptimizerPtr optimizer, losses::LossPtr l
   for (const auto& l : layers_) compiled_trainable_.emplace_back(l, l->trainable());
   compiled_at_trainable_ = layers::Layer::trainable_changes();
   metrics_.clear();
-  metric_outputs_.clear();
-  metric_weighted_.clear();
-  metric_log_names_.clear();
   output_losses_.clear();
   output_loss_trackers_.clear();
+}
+
+std::vector<metrics::MetricPtr> Model::made_metrics(std::vector<MetricArg> given, const std::string& loss_name) {
+  std::vector<metrics::MetricPtr> made;
+  for (auto& g : given)
+    made.push_back(std::holds_alternative<std::string>(g) ? metrics::get(std::get<std::string>(g), loss_name)
+                                                          : std::move(std::get<metrics::MetricPtr>(g)));
+  return made;
+}
+
+void Model::add_metric(metrics::MetricPtr metric, std::size_t k, bool weighted, std::set<std::string>& taken,
+                       const char* what) {
+  LOCKSTEP_CHECK(metric != nullptr, "Model::", what, ": a metric is null");
+  const std::string prefix = outputs_.size() > 1 ? outputs_.names[k] + "_" : "";
+  std::string logged = prefix + metric->name();
+  // Keras' name for a weighted metric whose key an earlier metric (or a loss) took.
+  if (weighted && taken.count(logged)) logged = prefix + "weighted_" + metric->name();
+  LOCKSTEP_CHECK(taken.insert(logged).second, "Model::", what, ": two metrics are logged as '", logged,
+                 "'; give each metric its own name");
+  for (const auto& held : metrics_) {
+    if (held.metric != metric) continue;
+    // The object compile's metrics hold already keeps its state apart (a weighted one of its own).
+    LOCKSTEP_CHECK(weighted, "Model::", what, ": the metric object '", metric->name(),
+                   "' is given twice; give each output its own object (it holds one output's state)");
+    metric = metric->clone_empty();
+    break;
+  }
+  metrics_.push_back({.metric = std::move(metric), .output = k, .weighted = weighted, .log_name = std::move(logged)});
 }
 
 void Model::compile(optimizers::OptimizerPtr optimizer, losses::LossPtr loss, std::vector<std::string> metric_names,
                     bool auto_scale_loss) {
   LOCKSTEP_CHECK(loss != nullptr, "Model::compile: an optimizer and a loss are required");
-  std::vector<metrics::MetricPtr> made;
-  for (const auto& m : metric_names) made.push_back(metrics::get(m, loss->name()));
-  compile_with_metric_objects(std::move(optimizer), std::move(loss), std::move(made), auto_scale_loss);
+  compile_metrics(std::move(optimizer), std::move(loss), metric_args(std::move(metric_names)), auto_scale_loss);
 }
 
-void Model::compile_with_metric_objects(optimizers::OptimizerPtr optimizer, losses::LossPtr loss,
-                                        std::vector<metrics::MetricPtr> metrics, bool auto_scale_loss) {
+void Model::compile_metrics(optimizers::OptimizerPtr optimizer, losses::LossPtr loss, std::vector<MetricArg> given,
+                            bool auto_scale_loss) {
+  // Each name is made as Keras' compile makes it, by the loss ("accuracy" by the loss).
+  std::vector<metrics::MetricPtr> metrics = made_metrics(std::move(given), loss ? loss->name() : "");
   LOCKSTEP_CHECK(outputs_.size() <= 1 || metrics.empty(), "Model::compile: model '", name(), "' has ",
                  outputs_.size(), " outputs (", outputs_.joined(),
                  "): give metrics per output, by name (compile(optimizer, losses, metrics))");
@@ -139,30 +164,28 @@ void Model::compile_with_metric_objects(optimizers::OptimizerPtr optimizer, loss
     return;
   }
   take_optimizer(std::move(optimizer), std::move(loss), auto_scale_loss);
-  metrics_ = std::move(metrics);
-  metric_outputs_.assign(metrics_.size(), 0);
-  metric_weighted_.assign(metrics_.size(), false);
-  for (const auto& m : metrics_) metric_log_names_.push_back(m->name());
+  std::set<std::string> taken{"loss"};
+  for (auto& m : metrics) add_metric(std::move(m), 0, /*weighted=*/false, taken, "compile");
 }
 
 void Model::compile(optimizers::OptimizerPtr optimizer, const std::map<std::string, losses::LossPtr>& losses,
                     const std::map<std::string, std::vector<std::string>>& metric_names,
                     const std::map<std::string, double>& loss_weights, bool auto_scale_loss) {
-  // Each name is made as Keras' compile makes it, by its output's loss ("accuracy" by the loss).
-  std::map<std::string, std::vector<metrics::MetricPtr>> made;
-  for (const auto& [out, names] : metric_names) {
-    const auto loss = losses.contains(out) ? losses.find(out) : losses.find("");
-    const std::string loss_name = loss != losses.end() && loss->second ? loss->second->name() : "";
-    for (const auto& name : names) made[out].push_back(metrics::get(name, loss_name));
-  }
-  compile_outputs_with_metric_objects(std::move(optimizer), losses, std::move(made), loss_weights, auto_scale_loss);
+  std::map<std::string, std::vector<MetricArg>> args;
+  for (const auto& [out, names] : metric_names) args[out] = metric_args(names);
+  compile_outputs(std::move(optimizer), losses, std::move(args), loss_weights, auto_scale_loss);
 }
 
-void Model::compile_outputs_with_metric_objects(optimizers::OptimizerPtr optimizer,
-                                                const std::map<std::string, losses::LossPtr>& losses,
-                                                std::map<std::string, std::vector<metrics::MetricPtr>> metric_objects,
-                                                const std::map<std::string, double>& loss_weights,
-                                                bool auto_scale_loss) {
+void Model::compile_outputs(optimizers::OptimizerPtr optimizer, const std::map<std::string, losses::LossPtr>& losses,
+                            std::map<std::string, std::vector<MetricArg>> given,
+                            const std::map<std::string, double>& loss_weights, bool auto_scale_loss) {
+  // Each name is made as Keras' compile makes it, by its output's loss ("accuracy" by the loss).
+  std::map<std::string, std::vector<metrics::MetricPtr>> metric_objects;
+  for (auto& [out, list] : given) {
+    const auto loss = losses.contains(out) ? losses.find(out) : losses.find("");
+    const std::string loss_name = loss != losses.end() && loss->second ? loss->second->name() : "";
+    metric_objects[out] = made_metrics(std::move(list), loss_name);
+  }
   const auto one = losses.find("");
   LOCKSTEP_CHECK(one == losses.end() || losses.size() == 1, "Model::compile: a loss under \"\" applies to every output; "
                  "give either it alone or one loss per output");
@@ -190,67 +213,38 @@ void Model::compile_outputs_with_metric_objects(optimizers::OptimizerPtr optimiz
   if (outputs_.size() == 1) {  // a model of one output: its plain logs ("loss", "accuracy")
     const auto m = metric_objects.find(outputs_.names.front());
     LOCKSTEP_CHECK(loss_weights.empty(), "Model::compile: loss_weights are for a model of several outputs");
-    compile_with_metric_objects(std::move(optimizer), heads.front().loss,
-                                m == metric_objects.end() ? std::vector<metrics::MetricPtr>{} : std::move(m->second),
-                                auto_scale_loss);
+    compile_metrics(std::move(optimizer), heads.front().loss,
+                    m == metric_objects.end() ? std::vector<MetricArg>{} : metric_args(std::move(m->second)),
+                    auto_scale_loss);
     return;
   }
   take_optimizer(std::move(optimizer), heads.front().loss, auto_scale_loss);
   output_losses_ = std::move(heads);
+  std::set<std::string> taken;  // the metrics' keys ("<output>_<name>")
   for (std::size_t k = 0; k < output_losses_.size(); ++k) {
     const std::string& out = output_losses_[k].name;
     output_loss_trackers_.emplace_back(out + "_loss");
     const auto m = metric_objects.find(out);
     if (m == metric_objects.end()) continue;
-    for (auto& metric : m->second) {
-      metric_log_names_.push_back(out + "_" + metric->name());
-      metrics_.push_back(std::move(metric));
-      metric_outputs_.push_back(k);
-      metric_weighted_.push_back(false);
-    }
-  }
-  std::set<std::string> names;
-  std::set<const metrics::Metric*> objects;
-  for (std::size_t i = 0; i < metrics_.size(); ++i) {
-    LOCKSTEP_CHECK(names.insert(metric_log_names_[i]).second, "Model::compile: two metrics are logged as '",
-                   metric_log_names_[i], "'; give each metric of an output its own name");
-    LOCKSTEP_CHECK(objects.insert(metrics_[i].get()).second, "Model::compile: the metric object '", metrics_[i]->name(),
-                   "' is given twice; give each output its own object (it holds one output's state)");
+    for (auto& metric : m->second) add_metric(std::move(metric), k, /*weighted=*/false, taken, "compile");
   }
 }
 
 void Model::add_weighted_metrics(const std::vector<std::string>& names, const std::string& output) {
+  add_weighted(metric_args(names), output);
+}
+
+void Model::add_weighted(std::vector<MetricArg> given, const std::string& output) {
   check_compiled("add_weighted_metrics");
   const std::size_t k = output.empty() ? 0 : outputs_.index_of(output, "output");
   const losses::LossPtr& loss = output_losses_.empty() ? loss_ : output_losses_[k].loss;
-  std::vector<metrics::MetricPtr> made;
-  for (const auto& name : names) made.push_back(metrics::get(name, loss->name()));
-  add_weighted_metric_objects(std::move(made), output);
-}
-
-void Model::add_weighted_metric_objects(std::vector<metrics::MetricPtr> metrics, const std::string& output) {
-  check_compiled("add_weighted_metrics");
+  std::vector<metrics::MetricPtr> metrics = made_metrics(std::move(given), loss->name());
   LOCKSTEP_CHECK(!output.empty() || outputs_.size() == 1, "Model::add_weighted_metrics: model '", name(), "' has ",
                  outputs_.size(), " outputs (", outputs_.joined(), "): name the output the metrics read");
-  const std::size_t k = output.empty() ? 0 : outputs_.index_of(output, "output");
-  const std::string prefix = outputs_.size() > 1 ? outputs_.names[k] + "_" : "";
-  std::set<std::string> taken{"loss"};
+  std::set<std::string> taken{"loss"};  // every key of the logs
   for (const auto& t : output_loss_trackers_) taken.insert(t.name());
-  taken.insert(metric_log_names_.begin(), metric_log_names_.end());
-  for (auto& m : metrics) {
-    LOCKSTEP_CHECK(m != nullptr, "Model::add_weighted_metrics: a metric is null");
-    std::string logged = prefix + m->name();
-    if (taken.count(logged)) logged = prefix + "weighted_" + m->name();  // Keras' name for the second
-    LOCKSTEP_CHECK(taken.insert(logged).second, "Model::add_weighted_metrics: two metrics are logged as '", logged,
-                   "'; give each metric its own name");
-    // The object compile's metrics hold already keeps its state apart (a weighted one of its own).
-    for (const auto& held : metrics_)
-      if (held == m) m = m->clone_empty();
-    metrics_.push_back(std::move(m));
-    metric_outputs_.push_back(k);
-    metric_weighted_.push_back(true);
-    metric_log_names_.push_back(std::move(logged));
-  }
+  for (const auto& m : metrics_) taken.insert(m.log_name);
+  for (auto& m : metrics) add_metric(std::move(m), k, /*weighted=*/true, taken, "add_weighted_metrics");
 }
 
 void Model::compile(const std::string& optimizer, const std::string& loss, std::vector<std::string> metric_names) {
@@ -370,14 +364,14 @@ Model::Output Model::call_with_mask(const Tensor& x, const layers::CallContext& 
 void Model::reset_metrics() {
   loss_tracker_.reset_state();
   for (auto& t : output_loss_trackers_) t.reset_state();
-  for (auto& m : metrics_) m->reset_state();
+  for (auto& m : metrics_) m.metric->reset_state();
 }
 
 std::map<std::string, std::vector<double>> Model::metric_states() const {
   std::map<std::string, std::vector<double>> out;
   out["loss"] = loss_tracker_.state();
   for (const auto& t : output_loss_trackers_) out[t.name()] = t.state();
-  for (std::size_t i = 0; i < metrics_.size(); ++i) out[metric_log_names_[i]] = metrics_[i]->state();
+  for (const auto& m : metrics_) out[m.log_name] = m.metric->state();
   return out;
 }
 
@@ -388,7 +382,7 @@ void Model::set_metric_states(const std::map<std::string, std::vector<double>>& 
   };
   set(loss_tracker_, loss_tracker_.name());
   for (auto& t : output_loss_trackers_) set(t, t.name());
-  for (std::size_t i = 0; i < metrics_.size(); ++i) set(*metrics_[i], metric_log_names_[i]);
+  for (auto& m : metrics_) set(*m.metric, m.log_name);
 }
 
 Logs Model::collect_logs(const char* prefix) const {
@@ -407,7 +401,7 @@ void Model::collect_logs_into(Logs& logs, const char* prefix) const {
   };
   put(kLoss, loss_tracker_.result());
   for (const auto& t : output_loss_trackers_) put(t.name(), t.result());
-  for (std::size_t i = 0; i < metrics_.size(); ++i) put(metric_log_names_[i], metrics_[i]->result());
+  for (const auto& m : metrics_) put(m.log_name, m.metric->result());
 }
 
 std::vector<Model::Output> Model::forward_all(std::span<const Tensor> xs, const layers::CallContext& ctx) const {

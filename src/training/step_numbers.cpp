@@ -137,7 +137,7 @@ double Model::merge_read_numbers(const detail::PendingNumbers& pending, std::siz
     for (std::size_t m = 0; m < metrics_.size(); ++m) {
       // Each metric's summed state, merged where it was read (no tensor made for it).
       const auto n = static_cast<std::size_t>(p.metric_states[m].numel());
-      metrics_[m]->merge_state(std::span<const float>(v, n));
+      metrics_[m].metric->merge_state(std::span<const float>(v, n));
       v += n;
     }
     batch_loss = step.examples ? loss_sum / examples : 0.0;

@@ -105,13 +105,13 @@ void Model::slice_metric_states(const data::Element& s, const detail::SliceOutpu
   // A metric's weights depend only on its output, whether it is weighted and whether it applies
   // masks: made once per such kind in a step, not once per metric.
   std::map<std::tuple<std::size_t, bool, bool>, Tensor> weights;
-  for (std::size_t m = 0; m < metrics_.size(); ++m) {
-    const std::size_t k = metric_outputs_[m];
-    const bool weighted = metric_weighted_[m], masked = metrics_[m]->applies_masks();
-    auto [w, made] = weights.try_emplace({k, weighted, masked});
+  for (const CompiledMetric& m : metrics_) {
+    const std::size_t k = m.output;
+    const bool masked = m.metric->applies_masks();
+    auto [w, made] = weights.try_emplace({k, m.weighted, masked});
     if (made)
-      w->second = metrics::mask_weights(weighted ? sample_weight_of(s, k) : Tensor(), masked ? outs[k].mask : Tensor());
-    r.metric_states.push_back(metrics_[m]->weighted_batch_state(s[n_in + k], outs[k].output, w->second));
+      w->second = metrics::mask_weights(m.weighted ? sample_weight_of(s, k) : Tensor(), masked ? outs[k].mask : Tensor());
+    r.metric_states.push_back(m.metric->weighted_batch_state(s[n_in + k], outs[k].output, w->second));
   }
 }
 

@@ -55,7 +55,8 @@ TEST(AccuracyMetricsReplicas, EvaluateOnTwoReplicasGivesOneDevicesNumbersExactly
     MirroredStrategy strategy({.num_cpu_devices = 2});
     model.distribute(strategy);
     const Logs two = model.evaluate(x, y, {.batch_size = 8});
-    for (const auto& m : model.metrics()) {
+    for (const auto& compiled : model.metrics()) {
+      const metrics::MetricPtr& m = compiled.metric;
       SCOPED_TRACE(m->name());
       EXPECT_EQ(one.at(m->name()), two.at(m->name()));
       const metrics::MetricPtr direct = m->clone_empty();

@@ -99,10 +99,10 @@ LoopResult train_step_reference() {
     for (std::int64_t b = 0; b < kExamples; b += kGlobalBatch) {
       const std::int64_t e = std::min(kExamples, b + kGlobalBatch);
       r.loss_sum += model->train_step(d.x.slice(b, e), d.y.slice(b, e));
-      const auto& s = model->metrics()[0]->state();
+      const auto& s = model->metrics()[0].metric->state();
       correct += s[0];
       seen += s[1];
-      model->metrics()[0]->reset_state();
+      model->metrics()[0].metric->reset_state();
     }
   }
   r.weights = weights_of(*model);

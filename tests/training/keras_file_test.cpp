@@ -95,7 +95,7 @@ TEST(KerasFile, RoundTripIsBitExact) {
   EXPECT_EQ(loaded->optimizer()->iterations(), 1);
   EXPECT_EQ(loaded->loss()->name(), "sparse_categorical_crossentropy");
   ASSERT_EQ(loaded->metrics().size(), 1u);
-  EXPECT_EQ(loaded->metrics()[0]->name(), "accuracy");
+  EXPECT_EQ(loaded->metrics()[0].metric->name(), "accuracy");
   // Saved again, the archive is the same but for metadata.json's date.
   save_model(*loaded, dir + "/again.keras");
   const auto a = io::decode_zip(io::read_file(dir + "/m.keras"), "m"), b = io::decode_zip(io::read_file(dir + "/again.keras"), "a");
@@ -204,16 +204,16 @@ TEST(KerasFile, MetricObjectsKeepTheirOptions) {
     SCOPED_TRACE(path);
     auto loaded = load_model(path);
     ASSERT_EQ(loaded->metrics().size(), 4u);
-    EXPECT_EQ(loaded->metrics()[0]->class_name(), "CategoricalAccuracy");
-    EXPECT_EQ(loaded->metrics()[0]->name(), "accuracy");
-    const auto* top = dynamic_cast<const metrics::TopKCategoricalAccuracy*>(loaded->metrics()[1].get());
+    EXPECT_EQ(loaded->metrics()[0].metric->class_name(), "CategoricalAccuracy");
+    EXPECT_EQ(loaded->metrics()[0].metric->name(), "accuracy");
+    const auto* top = dynamic_cast<const metrics::TopKCategoricalAccuracy*>(loaded->metrics()[1].metric.get());
     ASSERT_NE(top, nullptr);
     EXPECT_EQ(top->k(), 3);
-    const auto* bin = dynamic_cast<const metrics::BinaryAccuracy*>(loaded->metrics()[2].get());
+    const auto* bin = dynamic_cast<const metrics::BinaryAccuracy*>(loaded->metrics()[2].metric.get());
     ASSERT_NE(bin, nullptr);
     EXPECT_EQ(bin->threshold(), 0.7);
     EXPECT_EQ(bin->name(), "bin");
-    EXPECT_EQ(loaded->metrics()[3]->name(), "sparse_top_k_categorical_accuracy");
+    EXPECT_EQ(loaded->metrics()[3].metric->name(), "sparse_top_k_categorical_accuracy");
   }
   // Keras' own form: a metric object where lockstep wrote a name, then one lockstep lacks.
   config["compile_config"]["metrics"] = json::parse(
@@ -224,8 +224,8 @@ TEST(KerasFile, MetricObjectsKeepTheirOptions) {
   io::write_file_atomic(dir + "/keras.keras", io::encode_zip(entries));
   auto loaded = load_model(dir + "/keras.keras");
   ASSERT_EQ(loaded->metrics().size(), 1u);
-  EXPECT_EQ(loaded->metrics()[0]->name(), "top2");
-  EXPECT_EQ(dynamic_cast<const metrics::SparseTopKCategoricalAccuracy&>(*loaded->metrics()[0]).k(), 2);
+  EXPECT_EQ(loaded->metrics()[0].metric->name(), "top2");
+  EXPECT_EQ(dynamic_cast<const metrics::SparseTopKCategoricalAccuracy&>(*loaded->metrics()[0].metric).k(), 2);
   config["compile_config"]["metrics"][0]["class_name"] = "AUC";
   for (auto& e : entries)
     if (e.name == "config.json") e.bytes = config.dump();
@@ -310,7 +310,7 @@ TEST(KerasFile, PolicyAndLogitsLossRoundTrip) {
   EXPECT_EQ(loaded->optimizer()->name(), "AdamW");
   EXPECT_EQ(loaded->optimizer()->hyperparameters(), model.optimizer()->hyperparameters());
   EXPECT_TRUE(loaded->loss()->from_logits());
-  EXPECT_EQ(loaded->metrics()[0]->name(), "sparse_categorical_accuracy");
+  EXPECT_EQ(loaded->metrics()[0].metric->name(), "sparse_categorical_accuracy");
   const Tensor x = inputs(6, 3);
   EXPECT_TRUE(same_bits(model.predict(x), loaded->predict(x)));
 }

@@ -93,6 +93,29 @@ TEST(Model, CompileTakesMetricObjectsUnderTheirNames) {
                ValueError);
 }
 
+// Keras' metrics lists mix names and objects (Python's compile hands them over as they come): a
+// name is made by the loss as compile(names) makes it, an object kept; weighted_metrics' entry
+// whose key compile's metrics took is logged as "weighted_<name>", its object a state of its own.
+TEST(Model, CompileTakesNamesAndObjectsMixedInTheirOrder) {
+  Sequential model({layers::Dense(8, "relu", 2), layers::Dense(2, "softmax")});
+  const auto top1 = std::make_shared<metrics::SparseTopKCategoricalAccuracy>(1, "top1");
+  model.compile(optimizers::Adam(0.05), losses::SparseCategoricalCrossentropy(),
+                std::vector<Model::MetricArg>{top1, "accuracy"});
+  model.add_weighted_metrics(std::vector<Model::MetricArg>{"accuracy", top1});
+  ASSERT_EQ(model.metrics().size(), 4u);
+  std::vector<std::string> keys;
+  for (const auto& m : model.metrics()) keys.push_back(m.log_name);
+  EXPECT_EQ(keys, (std::vector<std::string>{"top1", "accuracy", "weighted_accuracy", "weighted_top1"}));
+  EXPECT_EQ(model.metrics()[0].metric, top1);
+  EXPECT_EQ(model.metrics()[1].metric->class_name(), "SparseCategoricalAccuracy");  // by the loss
+  EXPECT_NE(model.metrics()[3].metric, top1);
+  EXPECT_TRUE(model.metrics()[3].weighted && !model.metrics()[1].weighted);
+  const auto toy = make_toy(32);
+  const Logs logs = model.evaluate(toy.x, toy.y, {.batch_size = 8});
+  EXPECT_EQ(logs.at("top1"), logs.at("accuracy"));  // no sample weights: the same counts
+  EXPECT_EQ(logs.at("weighted_top1"), logs.at("accuracy"));
+}
+
 TEST(Model, FitSolvesALinearlySeparableProblem) {
   auto model = small_model();
   const auto toy = make_toy(128);

@@ -71,7 +71,7 @@ TEST(SavedModel, FlagshipRoundTripIsBitExactAndTrainingContinues) {
   EXPECT_EQ(loaded->optimizer()->hyperparameters(), model->optimizer()->hyperparameters());
   EXPECT_EQ(loaded->loss()->name(), "sparse_categorical_crossentropy");
   ASSERT_EQ(loaded->metrics().size(), 1u);
-  EXPECT_EQ(loaded->metrics()[0]->name(), "accuracy");
+  EXPECT_EQ(loaded->metrics()[0].metric->name(), "accuracy");
 
   // Adam's moments and step, and the dropout stream, came back: the next steps are identical.
   for (int step = 0; step < 3; ++step) EXPECT_EQ(model->train_step(x, y), loaded->train_step(x, y));
@@ -217,7 +217,7 @@ TEST(SavedModel, ModelBuiltLaterAndSgdOptionsRoundTrip) {
   EXPECT_EQ(loaded->optimizer()->hyperparameters(), model.optimizer()->hyperparameters());
   EXPECT_EQ(loaded->optimizer()->options().clipnorm, std::optional<double>(1.5));
   EXPECT_TRUE(loaded->loss()->from_logits());
-  EXPECT_EQ(loaded->metrics()[0]->name(), "sparse_categorical_accuracy");
+  EXPECT_EQ(loaded->metrics()[0].metric->name(), "sparse_categorical_accuracy");
   EXPECT_EQ(model.train_step(x, y), loaded->train_step(x, y));
   expect_same_variables(model, *loaded);
 }

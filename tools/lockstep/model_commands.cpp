@@ -112,7 +112,8 @@ int run_evaluate(const ModelArgs& a) {
   std::snprintf(buf, sizeof buf, "%.4f", logs.at("loss"));
   line += buf;
   nlohmann::json j = {{"test_loss", logs.at("loss")}};
-  for (const auto& name : model->metric_log_names()) {
+  for (const auto& m : model->metrics()) {
+    const std::string& name = m.log_name;
     std::snprintf(buf, sizeof buf, "%.4f", logs.at(name));
     line += " - test_" + name + ": " + buf;
     j["test_" + name] = logs.at(name);

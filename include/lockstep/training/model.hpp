@@ -9,8 +9,10 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <span>
 #include <string>
+#include <variant>
 #include <vector>
 
 #include "lockstep/data/dataset.hpp"
@@ -129,14 +131,17 @@ class Model {
   /// "loss_scale" and "skipped_steps".
   void compile(optimizers::OptimizerPtr optimizer, losses::LossPtr loss, std::vector<std::string> metrics = {},
                bool auto_scale_loss = true);
-  /// Keras' compile(metrics=[keras.metrics.X(name=...)]): metric objects, logged under their names
-  /// (names must differ from each other and from "loss"). A template only so that `{}` and
-  /// `{"accuracy"}` still mean names.
+  /// One of compile's metrics as Keras takes them (Python's lists mix the two): a name, made by
+  /// its output's loss as metrics::get makes it ("accuracy" by the loss), or a metric object.
+  using MetricArg = std::variant<std::string, metrics::MetricPtr>;
+  /// Keras' compile(metrics=[keras.metrics.X(name=...)]): metric objects (or MetricArgs), logged
+  /// under their names (names must differ from each other and from "loss"). A template only so
+  /// that `{}` and `{"accuracy"}` still mean names.
   template <typename M>
-    requires std::same_as<M, metrics::MetricPtr>
+    requires std::same_as<M, metrics::MetricPtr> || std::same_as<M, MetricArg>
   void compile(optimizers::OptimizerPtr optimizer, losses::LossPtr loss, std::vector<M> metrics,
                bool auto_scale_loss = true) {
-    compile_with_metric_objects(std::move(optimizer), std::move(loss), std::move(metrics), auto_scale_loss);
+    compile_metrics(std::move(optimizer), std::move(loss), metric_args(std::move(metrics)), auto_scale_loss);
   }
   void compile(const std::string& optimizer, const std::string& loss, std::vector<std::string> metrics = {});
   /// A model of several outputs (Keras' compile(loss={"cls": ..., "reg": ...}, loss_weights=...,
@@ -147,16 +152,17 @@ class Model {
   void compile(optimizers::OptimizerPtr optimizer, const std::map<std::string, losses::LossPtr>& losses,
                const std::map<std::string, std::vector<std::string>>& metrics,
                const std::map<std::string, double>& loss_weights = {}, bool auto_scale_loss = true);
-  /// The same with metric objects per output (Keras' metrics={"cls": [keras.metrics.X(...)]}):
-  /// each is logged as "<output>_<its name>" (metric_log_names()). A template only so that `{}` and
-  /// `{{"cls", {"accuracy"}}}` still mean names.
+  /// The same with metric objects (or MetricArgs) per output (Keras' metrics={"cls":
+  /// [keras.metrics.X(...)]}): each is logged as "<output>_<its name>" (CompiledMetric::log_name).
+  /// A template only so that `{}` and `{{"cls", {"accuracy"}}}` still mean names.
   template <typename M>
-    requires std::same_as<M, metrics::MetricPtr>
+    requires std::same_as<M, metrics::MetricPtr> || std::same_as<M, MetricArg>
   void compile(optimizers::OptimizerPtr optimizer, const std::map<std::string, losses::LossPtr>& losses,
                std::map<std::string, std::vector<M>> metrics, const std::map<std::string, double>& loss_weights = {},
                bool auto_scale_loss = true) {
-    compile_outputs_with_metric_objects(std::move(optimizer), losses, std::move(metrics), loss_weights,
-                                        auto_scale_loss);
+    std::map<std::string, std::vector<MetricArg>> args;
+    for (auto& [out, list] : metrics) args[out] = metric_args(std::move(list));
+    compile_outputs(std::move(optimizer), losses, std::move(args), loss_weights, auto_scale_loss);
   }
   /// Keras' compile(weighted_metrics=...), given after compile (which clears them): metrics
   /// updated with the batches' sample weights (Metric::weighted_batch_state; unweighted where
@@ -168,9 +174,9 @@ class Model {
   /// that `{"accuracy", "mae"}` means names).
   void add_weighted_metrics(const std::vector<std::string>& names, const std::string& output = "");
   template <typename M>
-    requires std::same_as<M, metrics::MetricPtr>
+    requires std::same_as<M, metrics::MetricPtr> || std::same_as<M, MetricArg>
   void add_weighted_metrics(std::vector<M> metrics, const std::string& output = "") {
-    add_weighted_metric_objects(std::move(metrics), output);
+    add_weighted(metric_args(std::move(metrics)), output);
   }
   bool compiled() const { return optimizer_ != nullptr; }
   /// Keras' model.jit_compile (jit_compile.hpp): how train steps run from the next one on.
@@ -273,7 +279,19 @@ class Model {
 
   const optimizers::OptimizerPtr& optimizer() const { return optimizer_; }
   const losses::LossPtr& loss() const { return loss_; }
-  const std::vector<metrics::MetricPtr>& metrics() const { return metrics_; }
+  /// A compiled metric: the object (holding its state, keeping the name it was given), the output
+  /// it reads (0 for a model of one output), whether it is one of Keras' weighted_metrics
+  /// (add_weighted_metrics), and the key of its logs, as Keras names it (compile_utils.py): its
+  /// name, after "<output>_" for a model of several outputs, and "weighted_" before the name for a
+  /// weighted metric whose key was taken (Model::add_metric, the rule's one owner).
+  struct CompiledMetric {
+    metrics::MetricPtr metric;
+    std::size_t output = 0;
+    bool weighted = false;
+    std::string log_name;
+  };
+  /// compile's metrics, then add_weighted_metrics', in the logs' order.
+  const std::vector<CompiledMetric>& metrics() const { return metrics_; }
   /// Per output of a model of several (empty for one): its name, loss and weight.
   struct OutputLoss {
     std::string name;
@@ -281,14 +299,6 @@ class Model {
     double weight = 1.0;
   };
   const std::vector<OutputLoss>& output_losses() const { return output_losses_; }
-  /// Per metric of metrics(), the output it reads (all 0 for a model of one output).
-  const std::vector<std::size_t>& metric_outputs() const { return metric_outputs_; }
-  /// Per metric of metrics(), whether it is weighted (add_weighted_metrics).
-  const std::vector<bool>& metric_weighted() const { return metric_weighted_; }
-  /// Per metric of metrics(), the key of its logs, as Keras names them: its own name, after
-  /// "<output>_" for a model of several, and "weighted_" before it for a weighted metric whose name
-  /// was taken (compile_utils.py). The metric objects keep the names they were given.
-  const std::vector<std::string>& metric_log_names() const { return metric_log_names_; }
   std::uint64_t seed() const { return seed_; }
   /// Seed for weights and dropout; call before the model is built.
   void set_seed(std::uint64_t seed);
@@ -375,13 +385,25 @@ class Model {
   History fit_split(const data::Element& xy, const FitOptions& options);
   /// compile's common part: the optimizer (loss-scaled under mixed_float16), the first loss, no metrics yet.
   void take_optimizer(optimizers::OptimizerPtr optimizer, losses::LossPtr loss, bool auto_scale_loss);
-  void compile_with_metric_objects(optimizers::OptimizerPtr optimizer, losses::LossPtr loss,
-                                   std::vector<metrics::MetricPtr> metrics, bool auto_scale_loss);
-  void compile_outputs_with_metric_objects(optimizers::OptimizerPtr optimizer,
-                                           const std::map<std::string, losses::LossPtr>& losses,
-                                           std::map<std::string, std::vector<metrics::MetricPtr>> metrics,
-                                           const std::map<std::string, double>& loss_weights, bool auto_scale_loss);
-  void add_weighted_metric_objects(std::vector<metrics::MetricPtr> metrics, const std::string& output);
+  template <typename M>
+  static std::vector<MetricArg> metric_args(std::vector<M> given) {
+    return {std::make_move_iterator(given.begin()), std::make_move_iterator(given.end())};
+  }
+  /// compile's metrics of one output as objects: a name made by that output's loss (metrics::get),
+  /// an object as given. ValueError naming an unknown name.
+  static std::vector<metrics::MetricPtr> made_metrics(std::vector<MetricArg> given, const std::string& loss_name);
+  void compile_metrics(optimizers::OptimizerPtr optimizer, losses::LossPtr loss, std::vector<MetricArg> metrics,
+                       bool auto_scale_loss);
+  void compile_outputs(optimizers::OptimizerPtr optimizer, const std::map<std::string, losses::LossPtr>& losses,
+                       std::map<std::string, std::vector<MetricArg>> metrics,
+                       const std::map<std::string, double>& loss_weights, bool auto_scale_loss);
+  void add_weighted(std::vector<MetricArg> metrics, const std::string& output);
+  /// Adds `metric` to metrics_, reading output k, under its log key (CompiledMetric's rule), which
+  /// joins `taken` (the keys in use that it must not repeat). ValueError from Model::<what> where
+  /// the key is taken already, or, for an unweighted metric, the object is held already (it holds
+  /// one output's state); a weighted object held already is cloned empty (a state of its own).
+  void add_metric(metrics::MetricPtr metric, std::size_t k, bool weighted, std::set<std::string>& taken,
+                  const char* what);
   /// Keras' rule: a model used (compile/fit) inside a strategy's scope must have been made in
   /// it; ValueError with Keras' message and the fix otherwise. An unbuilt model without a
   /// strategy adopts the open scope's (its variables will be made under it).
@@ -463,11 +485,8 @@ class Model {
   std::string name_;
   optimizers::OptimizerPtr optimizer_;
   losses::LossPtr loss_;
-  std::vector<metrics::MetricPtr> metrics_;
+  std::vector<CompiledMetric> metrics_;
   std::vector<OutputLoss> output_losses_;
-  std::vector<std::size_t> metric_outputs_;
-  std::vector<bool> metric_weighted_;  // by metric of metrics_ (add_weighted_metrics)
-  std::vector<std::string> metric_log_names_;  // by metric of metrics_
   metrics::Mean loss_tracker_{"loss"};
   std::deque<metrics::Mean> output_loss_trackers_;  // "<output>_loss" (a Mean does not move)
   distribute::Strategy* strategy_ = nullptr;
