@@ -1,5 +1,5 @@
 #pragma once
-// The message of the ValueError a callable throws (a test failure when it throws none).
+// The message of the ValueError (or IOError) a callable throws (a test failure when it throws none).
 #include <gtest/gtest.h>
 
 #include <functional>
@@ -16,6 +16,20 @@ inline std::string message_of(const std::function<void()>& f) {
     return e.what();
   }
   ADD_FAILURE() << "expected ValueError";
+  return "";
+}
+
+/// The message of the IOError a callable throws (a test failure when it throws none or another).
+inline std::string io_message_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const IOError& e) {
+    return e.what();
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << "expected IOError, got: " << e.what();
+    return "";
+  }
+  ADD_FAILURE() << "expected IOError";
   return "";
 }
 

@@ -18,16 +18,6 @@ std::string write(const TempDir& dir, const std::string& name, const std::string
   return path;
 }
 
-std::string io_message_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const IOError& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "expected IOError";
-  return "";
-}
-
 TEST(CharText, WindowsHoldNextCharacterTargetsAndTheEndIsHeldOut) {
   TempDir dir;
   // 40 characters: 36 for training, the last 4 for validation (10%); windows of 3.

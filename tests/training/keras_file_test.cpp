@@ -24,7 +24,7 @@ namespace {
 using nlohmann::json;
 using test::expect_same_variables;
 using test::inputs;
-using test::io_message;
+using test::io_message_of;
 using test::labels;
 using test::same_bits;
 
@@ -287,7 +287,7 @@ TEST(KerasFile, WeightsFileRoundTripAndMismatch) {
 
   Sequential wider({layers::Dense(9, "relu", 4), layers::BatchNormalization(), layers::Dense(2, "softmax")}, "mlp");
   const auto before = wider.variables()[0].read_value();
-  const std::string m = io_message([&] { load_weights(wider, dir + "/m.weights.h5"); });
+  const std::string m = io_message_of([&] { load_weights(wider, dir + "/m.weights.h5"); });
   EXPECT_HAS(m, "m.weights.h5");
   EXPECT_HAS(m, "weight layers/dense/vars/0");
   EXPECT_HAS(m, "has shape (4, 8) but the model's is (4, 9)");
@@ -353,7 +353,7 @@ class BrokenArchive : public ::testing::Test {
     }
     const std::string path = dir_ + "/" + name;
     io::write_file_atomic(path, io::encode_zip(copy));
-    std::string m = io_message([&] { load_model(path); });
+    std::string m = io_message_of([&] { load_model(path); });
     EXPECT_HAS(m, name);
     return m;
   }
@@ -551,20 +551,20 @@ TEST_F(BrokenArchive, StepsPerExecutionRoundTripsAndABadOneIsNamed) {
 TEST_F(BrokenArchive, NotAnArchiveOrCutShortIsNamed) {
   const std::string good = io::read_file(dir_ + "/good.keras");
   io::write_file_atomic(dir_ + "/cut.keras", good.substr(0, good.size() - 100));
-  EXPECT_HAS(io_message([&] { load_model(dir_ + "/cut.keras"); }), "cut.keras': truncated");
+  EXPECT_HAS(io_message_of([&] { load_model(dir_ + "/cut.keras"); }), "cut.keras': truncated");
   io::write_file_atomic(dir_ + "/text.keras", "{\"class_name\": \"Sequential\"}");
-  EXPECT_HAS(io_message([&] { load_model(dir_ + "/text.keras"); }), "text.keras': not a zip archive");
-  EXPECT_HAS(io_message([&] { load_model(dir_ + "/absent.keras"); }), "absent.keras");
+  EXPECT_HAS(io_message_of([&] { load_model(dir_ + "/text.keras"); }), "text.keras': not a zip archive");
+  EXPECT_HAS(io_message_of([&] { load_model(dir_ + "/absent.keras"); }), "absent.keras");
   io::write_file_atomic(dir_ + "/no_config.keras", io::encode_zip({entries_[0], entries_[2]}));
-  EXPECT_HAS(io_message([&] { load_model(dir_ + "/no_config.keras"); }), "no_config.keras' has no config.json");
+  EXPECT_HAS(io_message_of([&] { load_model(dir_ + "/no_config.keras"); }), "no_config.keras' has no config.json");
   auto copy = entries_;
   copy[1].bytes = "{\"class_name\": ";
   io::write_file_atomic(dir_ + "/bad_json.keras", io::encode_zip(copy));
-  EXPECT_HAS(io_message([&] { load_model(dir_ + "/bad_json.keras"); }), "bad_json.keras': config.json is not valid JSON");
+  EXPECT_HAS(io_message_of([&] { load_model(dir_ + "/bad_json.keras"); }), "bad_json.keras': config.json is not valid JSON");
   copy = entries_;
   copy[2].bytes = copy[2].bytes.substr(0, copy[2].bytes.size() / 2);
   io::write_file_atomic(dir_ + "/cut_h5.keras", io::encode_zip(copy));
-  EXPECT_HAS(io_message([&] { load_model(dir_ + "/cut_h5.keras"); }), "cut_h5.keras': model.weights.h5: cannot be opened");
+  EXPECT_HAS(io_message_of([&] { load_model(dir_ + "/cut_h5.keras"); }), "cut_h5.keras': model.weights.h5: cannot be opened");
 }
 
 TEST(KerasFile, FailedSaveLeavesThePreviousFile) {

@@ -40,7 +40,7 @@ class HostileKeras : public ::testing::Test {
   std::string load_message(const std::string& name, const std::string& bytes) {
     const std::string path = dir_ + "/" + name;
     io::write_file_atomic(path, bytes);
-    std::string m = test::io_message([&] { load_model(path); });
+    std::string m = test::io_message_of([&] { load_model(path); });
     EXPECT_HAS(m, name);
     return m;
   }
@@ -67,10 +67,10 @@ TEST_F(HostileKeras, OverlappingEntriesAreRefused) {
 
 TEST_F(HostileKeras, ADirectoryOrADeviceIsNamedNotRead) {
   std::filesystem::create_directories(dir_ + "/folder.keras");
-  EXPECT_HAS(test::io_message([&] { load_model(dir_ + "/folder.keras"); }), "folder.keras' is a directory");
+  EXPECT_HAS(test::io_message_of([&] { load_model(dir_ + "/folder.keras"); }), "folder.keras' is a directory");
   std::filesystem::create_symlink("/dev/zero", dir_ + "/zero.keras");
   EXPECT_LT(test::thread_cpu_seconds_of([&] {
-    EXPECT_HAS(test::io_message([&] { load_model(dir_ + "/zero.keras"); }), "zero.keras' is not a regular file");
+    EXPECT_HAS(test::io_message_of([&] { load_model(dir_ + "/zero.keras"); }), "zero.keras' is not a regular file");
   }), 2.0);
 }
 

@@ -21,7 +21,7 @@ namespace lockstep {
 namespace {
 using nlohmann::json;
 using test::inputs;
-using test::io_message;
+using test::io_message_of;
 using test::same_bits;
 
 #define EXPECT_HAS(message, needle) \
@@ -193,7 +193,7 @@ TEST(KerasNested, HostileNestingIsAnIOErrorNamingIt) {
     NestedFile f = nested_file(m, dir);
     f.config["config"]["layers"][1]["config"]["layers"][2]["class_name"] = "Frobnicate";
     f.write(dir + "/unknown.keras");
-    EXPECT_HAS(io_message([&] { load_model(dir + "/unknown.keras"); }),
+    EXPECT_HAS(io_message_of([&] { load_model(dir + "/unknown.keras"); }),
                "unknown.keras': layer 'bn' (Frobnicate): this layer class is not supported by lockstep");
   }
   {  // its weights' group missing
@@ -205,7 +205,7 @@ TEST(KerasNested, HostileNestingIsAnIOErrorNamingIt) {
       return g.path.rfind("layers/sequential/layers/batch_normalization", 0) == 0;
     });
     f.write(dir + "/no_group.keras");
-    EXPECT_HAS(io_message([&] { load_model(dir + "/no_group.keras"); }),
+    EXPECT_HAS(io_message_of([&] { load_model(dir + "/no_group.keras"); }),
                "has no group layers/sequential/layers/batch_normalization/vars for layer 'bn' (BatchNormalization)");
   }
   {  // the weights of a flattened file: the groups the nested config asks for are not there
@@ -213,7 +213,7 @@ TEST(KerasNested, HostileNestingIsAnIOErrorNamingIt) {
     for (const auto& e : f.entries)
       if (e.name == "model.weights.h5") f.weights = io::decode_hdf5(e.bytes, "flat weights");
     f.write(dir + "/flat_weights.keras");
-    EXPECT_HAS(io_message([&] { load_model(dir + "/flat_weights.keras"); }),
+    EXPECT_HAS(io_message_of([&] { load_model(dir + "/flat_weights.keras"); }),
                "has no group layers/sequential/layers/dense/vars for layer 'd1' (Dense)");
   }
   {  // models nested beyond the bound: 'base' inside 17 Sequentials
@@ -233,7 +233,7 @@ TEST(KerasNested, HostileNestingIsAnIOErrorNamingIt) {
     f.config["config"]["layers"][1] = inner;
     f.config["config"]["layers"][2]["inbound_nodes"][0]["args"][0]["config"]["keras_history"][0] = "s16";
     f.write(dir + "/deep.keras");
-    EXPECT_HAS(io_message([&] { load_model(dir + "/deep.keras"); }),
+    EXPECT_HAS(io_message_of([&] { load_model(dir + "/deep.keras"); }),
                "deep.keras': model 's0' is nested 17 levels deep (a model in a model ...), more than lockstep's "
                "bound of 16");
   }

@@ -22,7 +22,7 @@
 namespace lockstep {
 namespace {
 using test::inputs;
-using test::io_message;
+using test::io_message_of;
 using test::labels;
 using test::same_bits;
 
@@ -280,14 +280,14 @@ class BrokenOptimizer : public ::testing::Test {
   // one epoch already: refused before anything is assigned (its weights and count unchanged).
   std::string refused(const std::string& name) {
     const std::string path = write(name);
-    std::string m = io_message([&] { load_model(path); });
+    std::string m = io_message_of([&] { load_model(path); });
     EXPECT_HAS(m, name);
     auto target = mlp(optimizers::Adam(1e-2));
     fit_epoch(*target);
     const Tensor kernel = target->variables()[0].read_value();
     io::write_file_atomic(dir_ + "/w.weights.h5", io::find_entry(io::decode_zip(io::read_file(path), path),
                                                                  "model.weights.h5")->bytes);
-    io_message([&] { load_weights(*target, dir_ + "/w.weights.h5"); });
+    io_message_of([&] { load_weights(*target, dir_ + "/w.weights.h5"); });
     EXPECT_TRUE(same_bits(kernel, target->variables()[0].read_value())) << "nothing half-loaded";
     EXPECT_EQ(target->optimizer()->iterations(), 6);
     return m;

@@ -119,7 +119,7 @@ TEST(LayerNormalizationModel, ReadsKeras3sOwnConfig) {
 
   ln["rms_scaling"] = true;
   write();
-  const std::string m = test::io_message([&] { load_model(path); });
+  const std::string m = test::io_message_of([&] { load_model(path); });
   EXPECT_NE(m.find("layer 'layer_normalization' (LayerNormalization): argument rms_scaling=true"), std::string::npos)
       << m;
 }

@@ -38,15 +38,6 @@ std::string tmp_dir() {
   std::filesystem::create_directories(dir);
   return dir;
 }
-std::string io_error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const IOError& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "expected IOError";
-  return "";
-}
 #define EXPECT_HAS(text, part) EXPECT_NE((text).find(part), std::string::npos) << (text)
 
 // Two examples of 3 steps of 2 features: row 0's middle step and row 1's last are all zeros; row
@@ -291,20 +282,20 @@ TEST(KerasMaskRecords, AConcatenationsMaskLoadsAndAnyOtherOpIsNamed) {
 
   auto other = records();
   other.insert(other.end() - 1, op("Squeeze", "squeeze", nlohmann::json::array({tensor("concatenate")}), {{"axis", 0}}));
-  EXPECT_HAS(io_error_of([&] { load(other); }),
+  EXPECT_HAS(test::io_message_of([&] { load(other); }),
              "'squeeze' (Squeeze) is an op of keras.src.ops.numpy; lockstep reads ops only as Keras' records of masks");
   auto axis = records();
   axis.back()["config"]["axis"] = 1;
-  EXPECT_HAS(io_error_of([&] { load(axis); }),
+  EXPECT_HAS(test::io_message_of([&] { load(axis); }),
              "'any' (Any) is read as a record of a mask, any(mask, axis=-1, keepdims=False), but it is");
   auto computed = records();
   computed.front()["inbound_nodes"][0]["args"][1] = 3;
-  EXPECT_HAS(io_error_of([&] { load(computed); }),
+  EXPECT_HAS(test::io_message_of([&] { load(computed); }),
              "'not_equal' (NotEqual) is not_equal(x, 3) of a tensor that no Embedding(mask_zero=True) or "
              "Masking(mask_value=3) is called on");
   auto not_a_mask = records();
   not_a_mask[5]["inbound_nodes"][0]["args"][0][1] = tensor("plain");
-  EXPECT_HAS(io_error_of([&] { load(not_a_mask); }), "'concatenate' (Concatenate) is read as a record of a mask");
+  EXPECT_HAS(test::io_message_of([&] { load(not_a_mask); }), "'concatenate' (Concatenate) is read as a record of a mask");
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "common/error_message.hpp"
 #include "lockstep/training/model.hpp"
 
 namespace lockstep::test {
@@ -44,20 +45,6 @@ inline void expect_same_variables(const Model& a, const Model& b) {
     EXPECT_EQ(va[i].name(), vb[i].name());
     EXPECT_TRUE(same_bits(va[i].read_value(), vb[i].read_value())) << va[i].name();
   }
-}
-
-/// The message of the IOError `f` throws (a test failure when it throws none or another).
-inline std::string io_message(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const IOError& e) {
-    return e.what();
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << "expected IOError, got: " << e.what();
-    return "";
-  }
-  ADD_FAILURE() << "expected IOError";
-  return "";
 }
 
 }  // namespace lockstep::test

@@ -22,7 +22,7 @@ namespace lockstep {
 namespace {
 using test::expect_same_variables;
 using test::inputs;
-using test::io_message;
+using test::io_message_of;
 using test::labels;
 using test::same_bits;
 
@@ -275,22 +275,22 @@ class SavedModelErrors : public ::testing::Test {
 
 TEST_F(SavedModelErrors, MissingFolderOrFile) {
   const std::string missing = dir_ + "-nope";
-  auto m = io_message([&] { load_model(missing); });
+  auto m = io_message_of([&] { load_model(missing); });
   EXPECT_NE(m.find(missing), std::string::npos) << m;
   EXPECT_NE(m.find("does not exist"), std::string::npos) << m;
 
   std::filesystem::remove(weights_);
-  m = io_message([&] { load_model(dir_); });
+  m = io_message_of([&] { load_model(dir_); });
   EXPECT_NE(m.find(weights_), std::string::npos) << m;
   std::filesystem::remove(json_);
-  m = io_message([&] { load_model(dir_); });
+  m = io_message_of([&] { load_model(dir_); });
   EXPECT_NE(m.find(json_), std::string::npos) << m;
 }
 
 TEST_F(SavedModelErrors, TruncatedWeights) {
   const std::string bytes = io::read_file(weights_);
   io::write_file_atomic(weights_, bytes.substr(0, bytes.size() / 2));
-  const auto m = io_message([&] { load_model(dir_); });
+  const auto m = io_message_of([&] { load_model(dir_); });
   EXPECT_NE(m.find(weights_), std::string::npos) << m;
   EXPECT_NE(m.find("truncated"), std::string::npos) << m;
 }
@@ -299,14 +299,14 @@ TEST_F(SavedModelErrors, CorruptWeights) {
   std::string bytes = io::read_file(weights_);
   bytes[bytes.size() - 3] = static_cast<char>(bytes[bytes.size() - 3] ^ 0x40);
   io::write_file_atomic(weights_, bytes);
-  const auto m = io_message([&] { load_model(dir_); });
+  const auto m = io_message_of([&] { load_model(dir_); });
   EXPECT_NE(m.find(weights_), std::string::npos) << m;
   EXPECT_NE(m.find("CRC-32C"), std::string::npos) << m;
 }
 
 TEST_F(SavedModelErrors, EditedUnitsNameTheMisShapedTensor) {
   replace_in_file(json_, "\"units\": 10", "\"units\": 11");
-  const auto m = io_message([&] { load_model(dir_); });
+  const auto m = io_message_of([&] { load_model(dir_); });
   EXPECT_NE(m.find(weights_), std::string::npos) << m;
   EXPECT_NE(m.find("'dense_1/kernel' is (128, 10)"), std::string::npos) << m;
   EXPECT_NE(m.find("(128, 11) float32 in the model"), std::string::npos) << m;
@@ -314,14 +314,14 @@ TEST_F(SavedModelErrors, EditedUnitsNameTheMisShapedTensor) {
 
 TEST_F(SavedModelErrors, EditedTensorListShape) {
   replace_in_file(json_, "\"shape\": [\n        128,\n        10\n      ]", "\"shape\": [\n        128,\n        12\n      ]");
-  const auto m = io_message([&] { load_model(dir_); });
+  const auto m = io_message_of([&] { load_model(dir_); });
   EXPECT_NE(m.find(json_), std::string::npos) << m;
   EXPECT_NE(m.find("'dense_1/kernel' has shape (128, 10)"), std::string::npos) << m;
 }
 
 TEST_F(SavedModelErrors, UnknownLayerClass) {
   replace_in_file(json_, "\"class_name\": \"Dropout\"", "\"class_name\": \"LSTM\"");
-  const auto m = io_message([&] { load_model(dir_); });
+  const auto m = io_message_of([&] { load_model(dir_); });
   EXPECT_NE(m.find(json_), std::string::npos) << m;
   EXPECT_NE(m.find("layer 1"), std::string::npos) << m;
   EXPECT_NE(m.find("unknown layer class_name 'LSTM'"), std::string::npos) << m;
@@ -329,7 +329,7 @@ TEST_F(SavedModelErrors, UnknownLayerClass) {
 
 TEST_F(SavedModelErrors, WrongFormatVersion) {
   replace_in_file(json_, "\"format_version\": 1", "\"format_version\": 99");
-  const auto m = io_message([&] { load_model(dir_); });
+  const auto m = io_message_of([&] { load_model(dir_); });
   EXPECT_NE(m.find(json_), std::string::npos) << m;
   EXPECT_NE(m.find("format version 99 is not the supported version 1"), std::string::npos) << m;
 }
@@ -337,18 +337,18 @@ TEST_F(SavedModelErrors, WrongFormatVersion) {
 // get<int>() once read 4294967297 as 1.
 TEST_F(SavedModelErrors, FormatVersionPast32BitsIsNotTruncated) {
   replace_in_file(json_, "\"format_version\": 1", "\"format_version\": 4294967297");
-  const auto m = io_message([&] { load_model(dir_); });
+  const auto m = io_message_of([&] { load_model(dir_); });
   EXPECT_NE(m.find("format version 4294967297 is not the supported version 1"), std::string::npos) << m;
 }
 
 TEST_F(SavedModelErrors, InvalidJsonAndMissingFields) {
   replace_in_file(json_, "\"rate\":", "\"rate\" ");
-  auto m = io_message([&] { load_model(dir_); });
+  auto m = io_message_of([&] { load_model(dir_); });
   EXPECT_NE(m.find(json_), std::string::npos) << m;
   EXPECT_NE(m.find("not valid JSON"), std::string::npos) << m;
 
   replace_in_file(json_, "\"rate\" ", "\"ratio\":");
-  m = io_message([&] { load_model(dir_); });
+  m = io_message_of([&] { load_model(dir_); });
   EXPECT_NE(m.find(json_), std::string::npos) << m;
   EXPECT_NE(m.find("layer 1: missing or mistyped field"), std::string::npos) << m;
 }
@@ -357,19 +357,19 @@ TEST_F(SavedModelErrors, InvalidJsonAndMissingFields) {
 TEST_F(SavedModelErrors, DeeplyNestedJsonIsRefusedBeforeAnythingRecurses) {
   const std::string deep = std::string(100000, '[') + std::string(100000, ']');
   replace_in_file(json_, "\"format_version\": 1", "\"format_version\": " + deep);
-  auto m = io_message([&] { load_model(dir_); });
+  auto m = io_message_of([&] { load_model(dir_); });
   EXPECT_NE(m.find(json_), std::string::npos) << m;
   EXPECT_NE(m.find("nested deeper than 64 levels"), std::string::npos) << m;
   // Nesting inside a string is text, not structure.
   io::write_file_atomic(json_, "{\"format\": \"" + std::string(1000, '[') + "\"}");
-  m = io_message([&] { load_model(dir_); });
+  m = io_message_of([&] { load_model(dir_); });
   EXPECT_NE(m.find("not a lockstep saved model"), std::string::npos) << m;
 }
 
 // Sequential.add's rule (Keras'): a layer's name given twice is refused, naming the file and the layer.
 TEST_F(SavedModelErrors, ALayerNameTwiceIsRefusedWithKerasMessage) {
   replace_in_file(json_, "\"name\": \"dense_1\"", "\"name\": \"dense\"");
-  const auto m = io_message([&] { load_model(dir_); });
+  const auto m = io_message_of([&] { load_model(dir_); });
   EXPECT_NE(m.find(json_), std::string::npos) << m;
   EXPECT_NE(m.find("layer 2: All layers added to a Sequential model should have unique names. Name 'dense' is "
                    "already the name of a layer in this model."),
@@ -379,7 +379,7 @@ TEST_F(SavedModelErrors, ALayerNameTwiceIsRefusedWithKerasMessage) {
 
 TEST_F(SavedModelErrors, BadLayerConfigValueNamesTheFile) {
   replace_in_file(json_, "\"activation\": \"relu\"", "\"activation\": \"swishy\"");
-  const auto m = io_message([&] { load_model(dir_); });
+  const auto m = io_message_of([&] { load_model(dir_); });
   EXPECT_NE(m.find(json_), std::string::npos) << m;
   EXPECT_NE(m.find("swishy"), std::string::npos) << m;
 }
