@@ -102,16 +102,21 @@ void Model::slice_loss(const data::Element& s, const layers::CallContext& ctx, d
 
 void Model::slice_metric_states(const data::Element& s, const detail::SliceOutputs& outs, ReplicaNumbers& r) const {
   const std::size_t n_in = inputs_.size();
-  // A metric's weights depend only on its output, whether it is weighted and whether it applies
-  // masks: made once per such kind in a step, not once per metric.
+  // A metric's weights depend only on its output and on which of its sample weights and mask it
+  // reads: made once per such kind in a step, not once per metric; none made (and nothing
+  // allocated) where a metric reads neither, the common step.
   std::map<std::tuple<std::size_t, bool, bool>, Tensor> weights;
   for (const CompiledMetric& m : metrics_) {
     const std::size_t k = m.output;
-    const bool masked = m.metric->applies_masks();
-    auto [w, made] = weights.try_emplace({k, m.weighted, masked});
-    if (made)
-      w->second = metrics::mask_weights(m.weighted ? sample_weight_of(s, k) : Tensor(), masked ? outs[k].mask : Tensor());
-    r.metric_states.push_back(m.metric->weighted_batch_state(s[n_in + k], outs[k].output, w->second));
+    const Tensor weight = m.weighted ? sample_weight_of(s, k) : Tensor();
+    const Tensor mask = m.metric->applies_masks() ? outs[k].mask : Tensor();
+    Tensor w;
+    if (weight.defined() || mask.defined()) {
+      auto [it, made] = weights.try_emplace({k, weight.defined(), mask.defined()});
+      if (made) it->second = metrics::mask_weights(weight, mask);
+      w = it->second;
+    }
+    r.metric_states.push_back(m.metric->weighted_batch_state(s[n_in + k], outs[k].output, w));
   }
 }
 
