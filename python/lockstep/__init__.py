@@ -8,7 +8,7 @@ from ._support import in_jupyter_kernel, unsupported_getattr
 from .ops import (GradientTape, Tensor, Variable, abs, add, add_n, argmax, bfloat16, cast, constant,  # noqa: A004
                   convert_to_tensor, equal, exp, float16, float32, function, greater, greater_equal, int32, int64,
                   less, less_equal, matmul, maximum, minimum, not_equal, reduce_max, reduce_mean, reduce_sum,
-                  reshape, sqrt, square, stop_gradient, uint8)
+                  reshape, sqrt, square, stop_gradient, uint8, where)
 
 if in_jupyter_kernel():
     _lockstep.set_stdout_redraws(True)  # fit's and evaluate's progress bars, as Keras' in Jupyter

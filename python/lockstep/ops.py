@@ -2,6 +2,8 @@
 lockstep's C++ tensors (each op releases the GIL while it computes)."""
 import functools
 
+import numpy as np
+
 from . import _lockstep
 from ._support import refuse_arguments
 
@@ -49,6 +51,19 @@ def argmax(input, axis=None, output_type=int64, name=None):  # noqa: A002 (Tenso
 
 def reshape(tensor, shape, name=None):
     return _lockstep.reshape(tensor, [int(d) for d in shape])
+
+
+def where(condition, x=None, y=None, name=None):
+    """tf.where(condition, x, y): x where condition holds (nonzero), else y, broadcast over all three; the
+    gradient goes to the side chosen. A NumPy bool condition is taken as uint8."""
+    if x is None or y is None:
+        raise ValueError("lockstep supports tf.where(condition, x, y) only; tf.where(condition) (the indices where "
+                         "it holds) is not supported yet")
+    if not isinstance(condition, (Tensor, Variable)):
+        condition = np.asarray(condition)
+        if condition.dtype == np.bool_:
+            condition = condition.astype(np.uint8)
+    return _lockstep.where(condition, x, y)
 
 
 def add_n(inputs, name=None):

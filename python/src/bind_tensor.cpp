@@ -303,6 +303,21 @@ void bind_ops(nb::module_& m) {
   def_binary("less_equal", "tf.math.less_equal", &less_equal);
   def_binary("greater", "tf.math.greater", &greater);
   def_binary("greater_equal", "tf.math.greater_equal", &greater_equal);
+  // tf.where(condition, x, y): a Python number on one side takes the other side's dtype.
+  m.def("where", [](nb::handle condition, nb::handle x, nb::handle y) {
+    const bool x_number = PyFloat_Check(x.ptr()) || PyLong_Check(x.ptr());
+    Tensor xt, yt;
+    if (x_number) {
+      yt = as_tensor(y, "tf.where y");
+      xt = as_tensor(x, "tf.where x", &yt);
+    } else {
+      xt = as_tensor(x, "tf.where x");
+      yt = as_tensor(y, "tf.where y", &xt);
+    }
+    const Tensor c = as_tensor(condition, "tf.where condition");
+    nb::gil_scoped_release release;
+    return where(c, xt, yt);
+  }, nb::arg("condition"), nb::arg("x"), nb::arg("y"));
   m.def("sparse_softmax_cross_entropy_with_logits", [](nb::handle labels, nb::handle logits) {
     const Tensor l = as_tensor(labels, "tf.nn.sparse_softmax_cross_entropy_with_logits labels");
     const Tensor z = as_tensor(logits, "tf.nn.sparse_softmax_cross_entropy_with_logits logits");

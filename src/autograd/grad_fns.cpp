@@ -127,6 +127,13 @@ std::array<Tensor, 3> op_backward(const OpRecord& r, const Tensor& g, const std:
     case OpType::kDiv:
     case OpType::kMaximum:
     case OpType::kMinimum: return binary_grad(r, g);
+    case OpType::kWhere: {  // inputs: a, b, the uint8 condition
+      const Tensor zero = Tensor::zeros(Shape{}, g.dtype());
+      const Tensor& a = r.inputs[0];
+      const Tensor& b = r.inputs[1];
+      return {needs[0] ? sum_to_shape(where(r.inputs[2], g, zero), a.shape()) : Tensor(),
+              needs[1] ? sum_to_shape(where(r.inputs[2], zero, g), b.shape()) : Tensor(), {}};
+    }
     case OpType::kScale: return {unary_backward(r, g), {}, {}};
     case OpType::kAddScalar: return {g, {}, {}};
     case OpType::kPowScalar: return {unary_backward(r, g), {}, {}};

@@ -39,6 +39,12 @@ struct BroadcastDesc {
   std::int64_t a_strides[kMaxRank] = {};
   std::int64_t b_strides[kMaxRank] = {};
 };
+/// where's three operands: the output's dims with a's and b's strides (`ab`), and the
+/// condition's element strides (0 on broadcast dimensions).
+struct WhereDesc {
+  BroadcastDesc ab;
+  std::int64_t cond_strides[kMaxRank] = {};
+};
 /// A permutation of a tensor's axes (transpose): the output's dims and, per output axis, the
 /// input's element stride along the axis that becomes it.
 struct TransposeDesc {

@@ -163,14 +163,13 @@ Tensor SoftmaxLayer::call_masked(const Tensor& x, const Tensor& mask, const Call
   const Tensor in = autocast(x);
   // Keras keeps a position where a boolean mask is true, another dtype's above 0.5 (an integer
   // mask: above 0); lockstep's masks are uint8 0 / 1, its booleans.
-  const Tensor keep = cast(is_floating(mask.dtype()) ? greater(mask, Tensor::full(Shape{}, 0.5, mask.dtype()))
-                                                     : not_equal(mask, Tensor::zeros(Shape{}, mask.dtype())),
-                           in.dtype());
+  const Tensor keep = is_floating(mask.dtype()) ? greater(mask, Tensor::full(Shape{}, 0.5, mask.dtype()))
+                                                : not_equal(mask, Tensor::zeros(Shape{}, mask.dtype()));
   // where(keep, x, large_negative) (Keras' _large_negative_number: -3e4 in float16, else -1e9),
   // then where(keep, softmax, 0): a row masked whole is all zeros, not uniform.
-  const float large_negative = in.dtype() == DType::kF16 ? -3e4f : -1e9f;
-  const Tensor masked = add(mul(in, keep), scale(add_scalar(neg(keep), 1.0f), large_negative));
-  return mul(call(masked, ctx), keep);
+  const double large_negative = in.dtype() == DType::kF16 ? -3e4 : -1e9;
+  const Tensor masked = where(keep, in, Tensor::full(Shape{}, large_negative, in.dtype()));
+  return where(keep, call(masked, ctx), Tensor::zeros(Shape{}, in.dtype()));
 }
 
 MaskingLayer::MaskingLayer(float mask_value, std::string name) : Layer(std::move(name)), mask_value_(mask_value) {

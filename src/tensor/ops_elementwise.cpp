@@ -11,26 +11,31 @@ using detail::kern;
 
 namespace {
 
-backend::BroadcastDesc broadcast_desc(const char* name, const Tensor& a, const Tensor& b, Shape* out) {
-  const Shape out_shape = detail::broadcast_shape(name, a.shape(), b.shape());
+// An operand's element strides in an output of `out` it broadcasts to (0 on broadcast dimensions).
+void broadcast_strides(const Shape& out, const Shape& operand, std::int64_t* strides) {
+  const int rank = static_cast<int>(out.rank()), shift = rank - static_cast<int>(operand.rank());
+  std::int64_t s = 1;
+  for (int i = rank - 1; i >= 0; --i) {
+    const std::int64_t d = i >= shift ? operand.dims()[static_cast<std::size_t>(i - shift)] : 1;
+    strides[i] = d == 1 ? 0 : s;
+    s *= d;
+  }
+}
+
+backend::BroadcastDesc broadcast_to(const char* name, const Shape& out_shape, const Tensor& a, const Tensor& b) {
   LOCKSTEP_CHECK(out_shape.rank() <= static_cast<std::size_t>(backend::kMaxRank), name, ": rank ",
                  out_shape.rank(), " exceeds ", backend::kMaxRank);
   backend::BroadcastDesc d;
   d.rank = static_cast<int>(out_shape.rank());
-  std::int64_t sa = 1, sb = 1;
-  for (int i = d.rank - 1; i >= 0; --i) {
-    d.dims[i] = out_shape.dims()[static_cast<std::size_t>(i)];
-    const int ia = i - (d.rank - static_cast<int>(a.rank()));
-    const int ib = i - (d.rank - static_cast<int>(b.rank()));
-    const std::int64_t da = ia >= 0 ? a.shape().dims()[static_cast<std::size_t>(ia)] : 1;
-    const std::int64_t db = ib >= 0 ? b.shape().dims()[static_cast<std::size_t>(ib)] : 1;
-    d.a_strides[i] = da == 1 ? 0 : sa;
-    d.b_strides[i] = db == 1 ? 0 : sb;
-    sa *= da;
-    sb *= db;
-  }
-  *out = out_shape;
+  for (int i = 0; i < d.rank; ++i) d.dims[i] = out_shape.dims()[static_cast<std::size_t>(i)];
+  broadcast_strides(out_shape, a.shape(), d.a_strides);
+  broadcast_strides(out_shape, b.shape(), d.b_strides);
   return d;
+}
+
+backend::BroadcastDesc broadcast_desc(const char* name, const Tensor& a, const Tensor& b, Shape* out) {
+  *out = detail::broadcast_shape(name, a.shape(), b.shape());
+  return broadcast_to(name, *out, a, b);
 }
 
 Tensor binary(const char* name, OpType type, BinaryOp op, const Tensor& a, const Tensor& b) {
@@ -103,6 +108,31 @@ Tensor less_equal(const Tensor& a, const Tensor& b) {
 Tensor greater(const Tensor& a, const Tensor& b) { return compare("greater", backend::CompareOp::kGreater, a, b); }
 Tensor greater_equal(const Tensor& a, const Tensor& b) {
   return compare("greater_equal", backend::CompareOp::kGreaterEqual, a, b);
+}
+
+Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
+  detail::check_float("where", {&a, &b});
+  LOCKSTEP_CHECK(cond.defined(), "where: the condition is undefined");
+  // Any dtype's condition as uint8 0 / 1, the kernel's; a uint8 one as it is (nonzero holds).
+  const Tensor keep = cond.dtype() == DType::kU8 ? cond : not_equal(cond, Tensor::zeros(Shape{}, cond.dtype()));
+  LOCKSTEP_CHECK(keep.device().kind == a.device().kind, "where: the condition is on ", keep.device().str(),
+                 " and the values on ", a.device().str());
+  const Shape out_shape =
+      detail::broadcast_shape("where", keep.shape(), detail::broadcast_shape("where", a.shape(), b.shape()));
+  backend::WhereDesc w;
+  w.ab = broadcast_to("where", out_shape, a, b);
+  broadcast_strides(out_shape, keep.shape(), w.cond_strides);
+  const auto& k = kern("where", a, backend::KernelOp::kWhere);
+  Tensor out = Tensor::empty(out_shape, a.dtype());
+  k.where(ctx(), w, static_cast<const std::uint8_t*>(keep.raw_data()), a.raw_data(), b.raw_data(), out.raw_data());
+  if (detail::recording({&a, &b})) {
+    OpRecord r;
+    r.type = OpType::kWhere;
+    r.inputs = {a, b, keep};
+    r.output = out;
+    detail::record(r);
+  }
+  return out;
 }
 
 Tensor scale(const Tensor& a, float s) { return unary("scale", OpType::kScale, UnaryOp::kScale, a, s); }

@@ -62,6 +62,12 @@ std::vector<OpCase> cases() {
       {"div", [](auto& v) { return div(v[0], v[1]); }, {randn({2, 3}, 7), randn({2, 3}, 8, 0.5f, 2.0f)}},
       {"maximum", [](auto& v) { return maximum(v[0], v[1]); }, {randn({3, 3}, 9), add_scalar(randn({3, 3}, 9), 0.3f)}},
       {"minimum", [](auto& v) { return minimum(v[0], v[1]); }, {randn({3, 4}, 52), offset_from(randn({3, 4}, 52), 53)}},
+      {"where_broadcast",
+       [](auto& v) {
+         const Tensor cond = Tensor::from_vector<std::uint8_t>({1, 0, 0, 1, 1, 0, 1, 0}, {2, 1, 4});
+         return where(cond, v[0], v[1]);
+       },
+       {randn({3, 4}, 54), randn({2, 3, 1}, 55)}},
       {"scale", [](auto& v) { return scale(v[0], -2.5f); }, {randn({5}, 10)}},
       {"add_scalar", [](auto& v) { return add_scalar(v[0], 3.0f); }, {randn({5}, 11)}},
       {"pow_scalar", [](auto& v) { return pow_scalar(v[0], 3.0f); }, {randn({5}, 12, 0.5f, 2.0f)}},

@@ -240,6 +240,35 @@ std::vector<Row> elementwise_rows() {
     if (b.key == std::string("maximum") || b.key == std::string("minimum"))
       // a's columns and b's rows are NaN, +-inf, +-0 and ordinary values: every pair of them.
       rows.push_back(binary_row(b.key, b.f, b.ref, specials(), b.m, {"nonfinite", {8, 8}, {8, 1}}, specials()));
+  // where(cond, a, b): the condition uint8 (nonzero holds: 0, 1 and 2) broadcast with a and b;
+  // "nonfinite": an infinity or NaN on the side not chosen never reaches the result.
+  struct WhereCase {
+    const char* variant;
+    Shape cond, a, b;
+    Gen values;
+  };
+  const WhereCase where_cases[] = {
+      {"same", {4, 6}, {4, 6}, {4, 6}, uniform(-2, 2)},
+      {"bcast", {3, 1, 5}, {4, 5}, {}, uniform(-2, 2)},
+      {"mask_rows", {2, 1, 1, 7}, {2, 3, 4, 7}, {1}, uniform(-2, 2)},
+      {"grain", {263, 257}, {257}, {263, 1}, uniform(-2, 2)},
+      {"nonfinite", {8, 8}, {8, 8}, {8, 8}, specials()},
+      {"empty", {0, 3}, {3}, {}, uniform(-2, 2)},
+  };
+  for (const WhereCase& c : where_cases)
+    rows.push_back(make_row(
+        "where", c.variant, "where", floats(), {{KernelOp::kWhere, {}}},
+        {{c.cond, uniform(0, 2), DType::kU8}, {c.a, c.values, {}}, {c.b, c.values, {}}},
+        [](const std::vector<Tensor>& in, DType) { return std::vector<Tensor>{where(in[0], in[1], in[2])}; },
+        [](const std::vector<Host>& in, DType) {
+          Expected e(broadcast(in[0].shape, broadcast(in[1].shape, in[2].shape)));
+          for (std::int64_t i = 0; i < e.numel(); ++i)
+            e.set(i, in[0][broadcast_index(e.shape, in[0].shape, i)] != 0
+                         ? in[1][broadcast_index(e.shape, in[1].shape, i)]
+                         : in[2][broadcast_index(e.shape, in[2].shape, i)]);
+          return std::vector<Expected>{e};
+        },
+        Match::kExact));
   rows.push_back(unary_row(unary_cases()[0], "empty", {0, 4}));
   rows.push_back(unary_row(unary_cases()[1], "scalar", {}));
 

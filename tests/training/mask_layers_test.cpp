@@ -11,6 +11,7 @@
 #include <cstring>
 #include <filesystem>
 #include <functional>
+#include <limits>
 #include <nlohmann/json.hpp>
 
 #include "common/error_message.hpp"
@@ -146,6 +147,17 @@ TEST(MaskedSoftmax, KeepsThePositionsTheMaskKeepsAsKerasDoes) {
   const Tensor y3 = broadcast.predict(std::vector<Tensor>{vec({0, 0, 5, 1, 1, 1}, {1, 2, 3}),
                                                           vec({1, 1, 0}, {1, 1, 3})}).front();
   expect_near(y3, {0.5f, 0.5f, 0, 0.5f, 0.5f, 0});
+}
+
+// Keras' where(mask, x, large_negative): a score the mask leaves out never reaches the output, an
+// infinity or NaN there included (a scores tensor already filled with -inf where padded).
+TEST(MaskedSoftmax, AnInfiniteOrNaNScoreTheMaskLeavesOutDoesNotReachTheOutput) {
+  const KerasTensor x = Input({4}, "x"), m = Input({4}, "m");
+  Functional model({x, m}, call(layers::Softmax(), x, CallKwargs{.mask = &m}));
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+  const Tensor scores = vec({0, -inf, std::log(3.0f), nan, inf, 1, 1, -inf}, {2, 4});
+  const Tensor mask = vec({1, 0, 1, 0, 0, 1, 1, 0}, {2, 4});
+  expect_near(model.predict(std::vector<Tensor>{scores, mask}).front(), {0.25f, 0, 0.75f, 0, 0, 0.5f, 0.5f, 0});
 }
 
 TEST(MaskedSoftmax, AMaskTheCallCannotTakeIsAValueErrorNamingTheLayer) {

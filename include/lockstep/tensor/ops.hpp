@@ -61,6 +61,11 @@ Tensor less(const Tensor& a, const Tensor& b);
 Tensor less_equal(const Tensor& a, const Tensor& b);
 Tensor greater(const Tensor& a, const Tensor& b);
 Tensor greater_equal(const Tensor& a, const Tensor& b);
+/// numpy's and TF's where(cond, a, b): a where cond is nonzero, else b, broadcast over all three
+/// (a and b of one floating dtype, cond of any dtype). The value not chosen never reaches the
+/// result (an infinity there stays out, unlike a * cond + b * (1 - cond)). Recorded: the gradient
+/// goes to a where cond holds and to b elsewhere.
+Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
 
 // ---- linear algebra ----
 /// 2-D matrix product op(a) @ op(b).

@@ -291,9 +291,48 @@ void compare(ComputeContext& ctx, CompareOp op, const BroadcastDesc& d, const vo
   }
 }
 
+template <typename F>
+void where(ComputeContext& ctx, const WhereDesc& w, const std::uint8_t* cond, const void* av, const void* bv,
+           void* ov) {
+  const BroadcastDesc& d = w.ab;
+  const F* a = static_cast<const F*>(av);
+  const F* b = static_cast<const F*>(bv);
+  F* out = static_cast<F*>(ov);
+  std::int64_t n = 1;
+  for (int i = 0; i < d.rank; ++i) n *= d.dims[i];
+  if (n == 0) return;
+  // An odometer over the output, the three operands' offsets kept beside it (not a hot op: masks).
+  parallel(ctx, n, [&](std::int64_t s, std::int64_t e) {
+    std::int64_t idx[kMaxRank] = {};
+    std::int64_t rem = s, ao = 0, bo = 0, co = 0;
+    for (int k = d.rank - 1; k >= 0; --k) {
+      idx[k] = rem % d.dims[k];
+      rem /= d.dims[k];
+      ao += idx[k] * d.a_strides[k];
+      bo += idx[k] * d.b_strides[k];
+      co += idx[k] * w.cond_strides[k];
+    }
+    for (std::int64_t i = s; i < e; ++i) {
+      out[i] = cond[co] != 0 ? a[ao] : b[bo];
+      for (int k = d.rank - 1; k >= 0; --k) {
+        ++idx[k];
+        ao += d.a_strides[k];
+        bo += d.b_strides[k];
+        co += w.cond_strides[k];
+        if (idx[k] < d.dims[k]) break;
+        ao -= idx[k] * d.a_strides[k];
+        bo -= idx[k] * d.b_strides[k];
+        co -= idx[k] * w.cond_strides[k];
+        idx[k] = 0;
+      }
+    }
+  });
+}
+
 LOCKSTEP_INSTANTIATE_KERNEL(Floating, unary)
 LOCKSTEP_INSTANTIATE_KERNEL(Floating, unary_backward)
 LOCKSTEP_INSTANTIATE_KERNEL(Floating, binary)
+LOCKSTEP_INSTANTIATE_KERNEL(Floating, where)
 LOCKSTEP_INSTANTIATE_KERNEL(Any, compare)
 
 }  // namespace lockstep::backend::cpu

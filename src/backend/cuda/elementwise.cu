@@ -116,6 +116,21 @@ __global__ void binary_kernel(BinaryOp op, BroadcastDesc d, BcastKind kind, cons
 }
 
 template <typename F>
+__global__ void where_kernel(WhereDesc w, const std::uint8_t* cond, const F* a, const F* b, F* out, std::int64_t n) {
+  LOCKSTEP_GRID_LOOP(i, n) {
+    std::int64_t ao = 0, bo = 0, co = 0, rem = i;
+    for (int k = w.ab.rank - 1; k >= 0; --k) {
+      const std::int64_t idx = rem % w.ab.dims[k];
+      rem /= w.ab.dims[k];
+      ao += idx * w.ab.a_strides[k];
+      bo += idx * w.ab.b_strides[k];
+      co += idx * w.cond_strides[k];
+    }
+    out[i] = cond[co] != 0 ? a[ao] : b[bo];
+  }
+}
+
+template <typename F>
 __global__ void bias_activation_kernel(F* y, const F* bias, std::int64_t rows, std::int64_t cols, bool relu) {
   using E = Elem<F>;
   LOCKSTEP_GRID_LOOP(i, rows * cols) {
@@ -164,6 +179,17 @@ void binary(ComputeContext& ctx, BinaryOp op, const BroadcastDesc& d, const void
 }
 
 template <typename F>
+void where(ComputeContext& ctx, const WhereDesc& w, const std::uint8_t* cond, const void* a, const void* b,
+           void* out) {
+  std::int64_t n = 1;
+  for (int k = 0; k < w.ab.rank; ++k) n *= w.ab.dims[k];
+  if (n == 0) return;
+  where_kernel<F><<<blocks_for(n), kThreads, 0, stream(ctx)>>>(w, cond, static_cast<const F*>(a),
+                                                               static_cast<const F*>(b), static_cast<F*>(out), n);
+  check_launch("where");
+}
+
+template <typename F>
 void bias_activation(ComputeContext& ctx, void* y, const void* bias, std::int64_t rows, std::int64_t cols, bool relu) {
   if (rows * cols == 0 || (!bias && !relu)) return;
   bias_activation_kernel<F><<<blocks_for(rows * cols), kThreads, 0, stream(ctx)>>>(
@@ -182,6 +208,7 @@ void scale_clip(ComputeContext& ctx, const void* x, void* y, std::int64_t n, flo
 LOCKSTEP_INSTANTIATE_KERNEL(Floating, unary)
 LOCKSTEP_INSTANTIATE_KERNEL(Floating, unary_backward)
 LOCKSTEP_INSTANTIATE_KERNEL(Floating, binary)
+LOCKSTEP_INSTANTIATE_KERNEL(Floating, where)
 LOCKSTEP_INSTANTIATE_KERNEL(Floating, bias_activation)
 LOCKSTEP_INSTANTIATE_KERNEL(Floating, scale_clip)
 
