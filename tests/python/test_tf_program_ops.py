@@ -109,3 +109,20 @@ def test_distribute_datasets_from_function_gives_each_replica_its_batch():
     assert firsts == [(0.0, 4.0), (8.0, 12.0)]
     with pytest.raises(ValueError, match="must return a tf.data.Dataset"):
         strategy.distribute_datasets_from_function(lambda ctx: [1, 2])
+
+
+def test_where_picks_a_side_and_sends_the_gradient_there():
+    # tf.where(condition, x, y): a NumPy bool condition, broadcasting, a number on one side; the
+    # side not chosen (an infinity here) never reaches the result.
+    x = tf.Variable(np.array([[1.0, -np.inf, 3.0], [4.0, 5.0, np.inf]], np.float32))
+    keep = np.array([True, False, True])
+    with tf.GradientTape() as tape:
+        y = tf.where(keep, x, 0.0)
+        loss = tf.reduce_sum(y * y)
+    np.testing.assert_array_equal(y.numpy(), [[1, 0, 3], [4, 0, np.inf]])
+    np.testing.assert_array_equal(tape.gradient(loss, x).numpy()[0], [2, 0, 6])
+    np.testing.assert_array_equal(tf.where(tf.greater(x, 2.0), -1.0, x).numpy()[0], [1, -np.inf, -1])
+    with pytest.raises(ValueError, match=r"tf.where\(condition\) \(the indices"):
+        tf.where(keep)
+    with pytest.raises(ValueError, match="where: expected a floating tensor"):
+        tf.where(keep, np.array([1, 2, 3], np.int32), np.array([4, 5, 6], np.int32))
