@@ -15,10 +15,13 @@ struct NoRecording {
 };
 
 // A tensor's gradient so far, and whether every part of it came already masked by the ReLU
-// that produced the tensor (BackwardHints).
+// that produced the tensor (BackwardHints). owned: `sum` is a buffer this walk made (a sum, or
+// a gather's gradient), which nothing else holds yet, so a gather's gradient may go into it in
+// place; a gradient accumulated as it came (an op's, which may be its output gradient itself) is not.
 struct Accumulated {
   Tensor sum;
   bool masked = true;
+  bool owned = false;
 };
 
 void accumulate(std::unordered_map<std::uint64_t, Accumulated>& grads, const Tensor& input, const Tensor& g,
@@ -28,6 +31,29 @@ void accumulate(std::unordered_map<std::uint64_t, Accumulated>& grads, const Ten
   if (inserted) return;
   it->second.sum = add(it->second.sum, g);
   it->second.masked = it->second.masked && masked;
+  it->second.owned = true;
+}
+
+// gather_rows' gradient (the output's gradient g added at the rows it was gathered from), added
+// into the input's gradient so far in place where that is a buffer of the walk's own: a tensor
+// read by many gathers (a recurrent layer's steps, each a gather of one step's rows) costs the
+// rows gathered, not a zero-filled copy of the whole tensor and a sum of it per gather. The sums
+// are those of adding each gather's gradient whole, but for the order in which a row gathered
+// more than once adds up.
+void accumulate_gathered(std::unordered_map<std::uint64_t, Accumulated>& grads, const Tensor& input,
+                         const Tensor& index, const Tensor& g) {
+  auto it = grads.find(input.id());
+  if (it != grads.end() && it->second.owned) {
+    scatter_add_rows(it->second.sum, index, g);
+    return;
+  }
+  Tensor dx = Tensor::zeros(input.shape(), g.dtype());
+  scatter_add_rows(dx, index, g);
+  if (it == grads.end()) {
+    grads.emplace(input.id(), Accumulated{dx, false, true});
+    return;
+  }
+  accumulate(grads, input, dx, false);
 }
 }  // namespace
 
@@ -139,9 +165,13 @@ std::vector<Tensor> GradientTape::walk(std::span<const Tensor> targets, const st
       hints.input_from_relu = rec.inputs[0].defined() && relu_outputs.count(rec.inputs[0].id()) > 0;
       hints.output_gradient_masked = g->second.masked && masks_by_relu(rec);
       const bool masked_input0 = hints.input_from_relu && returns_relu_masked(rec);
-      const std::array<Tensor, 3> gin = op_backward(rec, gout, needs, hints);
-      for (int i = 0; i < 3; ++i) {
-        if (needs[i]) accumulate(grads, rec.inputs[i], gin[i], i == 0 && masked_input0);
+      if (rec.type == OpType::kGatherRows) {
+        if (needs[0]) accumulate_gathered(grads, rec.inputs[0], rec.saved[0], gout);
+      } else {
+        const std::array<Tensor, 3> gin = op_backward(rec, gout, needs, hints);
+        for (int i = 0; i < 3; ++i) {
+          if (needs[i]) accumulate(grads, rec.inputs[i], gin[i], i == 0 && masked_input0);
+        }
       }
     }
     if (on_ready)

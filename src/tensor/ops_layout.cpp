@@ -72,9 +72,17 @@ Tensor concatenate(const std::vector<Tensor>& tensors, int axis) {
                    ", tensor 0 is ", first.shape().str(), " ", dtype_name(first.dtype()),
                    " (every other dimension and the dtype must match)");
   }
-  Tensor out = first;
-  for (std::size_t i = 1; i < tensors.size(); ++i) out = concat_pair(out, tensors[i], ax);
-  return out;
+  // Pairs, then pairs of pairs: each element is copied (and its gradient gathered back) about
+  // log2(n) times, not up to n times as in a running concatenation (a recurrent layer's steps).
+  std::vector<Tensor> level = tensors;
+  while (level.size() > 1) {
+    std::vector<Tensor> next;
+    next.reserve((level.size() + 1) / 2);
+    for (std::size_t i = 0; i + 1 < level.size(); i += 2) next.push_back(concat_pair(level[i], level[i + 1], ax));
+    if (level.size() % 2 == 1) next.push_back(level.back());
+    level = std::move(next);
+  }
+  return level.front();
 }
 
 namespace {
