@@ -1,0 +1,192 @@
+// RecurrentLayer: the options, weights, time loop and mask rule SimpleRNN, LSTM and GRU share
+// (Keras 3's RNN layer and backend rnn(): keras/src/layers/rnn/rnn.py,
+// keras/src/backend/tensorflow/rnn.py).
+#include <nlohmann/json.hpp>
+
+#include "lockstep/layers/recurrent_layers.hpp"
+#include "lockstep/tensor/device_constant.hpp"
+
+namespace lockstep::layers {
+
+// The gradient of each gather scatters into zeros of rows' shape: a call's backward costs
+// steps^2 * batch * gates * units for the steps' gathers, small beside the matmuls for the
+// sequence lengths these layers are used on.
+Tensor RecurrentLayer::every_nth_row(const Tensor& rows, std::int64_t n, std::int64_t count, std::int64_t at) {
+  const Tensor index = device_constant({"RNN rows: count, at", {count, at}}, n, [count, at](std::int64_t m) {
+    std::vector<std::int64_t> r(static_cast<std::size_t>(m));
+    for (std::int64_t i = 0; i < m; ++i) r[static_cast<std::size_t>(i)] = i * count + at;
+    return Tensor::from_vector(r, Shape{m});
+  });
+  return gather_rows(rows, index);
+}
+
+RecurrentLayer::RecurrentLayer(const RecurrentOptions& o, const char* class_name, int gates, int states)
+    : Layer(o.name),
+      options_(o),
+      class_name_(class_name),
+      gates_(gates),
+      states_(states),
+      activation_(parse_activation(o.activation)),
+      recurrent_activation_(parse_activation(o.recurrent_activation)) {
+  LOCKSTEP_CHECK(o.units > 0, class_name, ": units must be a positive integer, got ", o.units);
+  for (const auto* init : {&o.kernel_initializer, &o.recurrent_initializer, &o.bias_initializer})
+    (void)Initializer{*init}(Shape{0}, 0);  // an unknown name is refused now, not at build
+}
+
+Shape RecurrentLayer::compute_output_shape(const Shape& s) const {
+  LOCKSTEP_CHECK(s.rank() == 3, "layer '", name(), "' (", class_name_,
+                 ") needs inputs of shape (batch, steps, features), got ", s.str());
+  if (options_.return_sequences) return Shape{s[0], s[1], options_.units};
+  return Shape{s[0], options_.units};
+}
+
+Shape RecurrentLayer::bias_shape() const { return Shape{gates_ * options_.units}; }
+
+Tensor RecurrentLayer::initial_bias(std::uint64_t seed) const {
+  return Initializer{options_.bias_initializer}(bias_shape(), seed);
+}
+
+void RecurrentLayer::build_impl(const Shape& s, std::uint64_t seed) {
+  (void)compute_output_shape(s);
+  LOCKSTEP_CHECK(s[2] > 0, "layer '", name(), "' (", class_name_, "): input shape ", s.str(), " has no features");
+  const std::int64_t u = options_.units;
+  // Keras' order (and so its weight file's): kernel, recurrent_kernel, bias.
+  kernel_ = add_weight("kernel", Shape{s[2], gates_ * u}, Initializer{options_.kernel_initializer}, mix_seed(seed, 1));
+  recurrent_kernel_ = add_weight("recurrent_kernel", Shape{u, gates_ * u}, Initializer{options_.recurrent_initializer},
+                                 mix_seed(seed, 2));
+  if (options_.use_bias) {
+    bias_ = add_weight("bias", bias_shape(), Initializer{"zeros"}, mix_seed(seed, 3));
+    const Tensor initial = initial_bias(mix_seed(seed, 3));
+    bias_.assign(initial.to(bias_.value().dtype()));
+  }
+}
+
+Tensor RecurrentLayer::gate(const Tensor& z, int g) const {
+  const std::int64_t n = z.dim(0);
+  return every_nth_row(reshape(z, {n * gates_, options_.units}), n, gates_, g);
+}
+
+RecurrentResult RecurrentLayer::run(const Tensor& x, const Tensor& mask, const std::vector<Tensor>& initial_states,
+                                    const CallContext&) const {
+  LOCKSTEP_CHECK(built(), "layer '", name(), "' (", class_name_, ") is called before it was built");
+  LOCKSTEP_CHECK(x.rank() == 3 && x.dim(2) == kernel_.shape()[0], "layer '", name(), "' (", class_name_,
+                 ") was built for inputs ", input_shape().str(), " but receives ", x.shape().str());
+  const std::int64_t batch = x.dim(0), steps = x.dim(1), u = options_.units;
+  LOCKSTEP_CHECK(steps > 0, "layer '", name(), "' (", class_name_, ") needs at least one step, got ", x.shape().str());
+  const DType dt = compute_dtype();
+
+  // The input projection of every step at once: rows b * steps + t of [batch * steps, gates * units].
+  const Tensor bias = bias_.defined() ? autocast(bias_.value()) : Tensor();
+  const Tensor projected = dense(reshape(autocast(x), {batch * steps, x.dim(2)}), autocast(kernel_.value()),
+                                 bias.defined() ? input_bias(bias) : Tensor(), FusedActivation::kNone);
+  StepInputs in{.projected = Tensor(),
+                .recurrent_kernel = autocast(recurrent_kernel_.value()),
+                .recurrent_bias = bias.defined() ? recurrent_bias(bias) : Tensor()};
+
+  // Keras' mask rule (backend rnn()): where a step is dropped, each state keeps its value and the
+  // output is the previous step's output (zeros before the first kept step; zeros at every
+  // dropped step with zero_output_for_mask). keep and drop are 1 - each other, so that
+  // new * keep + old * drop is exactly new or old.
+  Tensor keep, drop;
+  if (mask.defined()) {
+    LOCKSTEP_CHECK(mask.rank() == 2 && mask.dim(0) == batch && mask.dim(1) == steps, "layer '", name(), "' (",
+                   class_name_, "): a mask of shape ", mask.shape().str(), " does not fit inputs ", x.shape().str(),
+                   " (it must be (batch, steps))");
+    keep = reshape(cast(not_equal(mask, Tensor::zeros(Shape{}, mask.dtype())), dt), {batch * steps, 1});
+    drop = add_scalar(neg(keep), 1.0f);
+  }
+
+  std::vector<Tensor> states;
+  if (initial_states.empty()) {
+    for (int s = 0; s < states_; ++s) states.push_back(Tensor::zeros(Shape{batch, u}, dt));
+  } else {
+    LOCKSTEP_CHECK(static_cast<int>(initial_states.size()) == states_, "layer '", name(), "' (", class_name_,
+                   ") has ", states_, " state(s), got ", initial_states.size(), " initial states");
+    for (const Tensor& s : initial_states) {
+      LOCKSTEP_CHECK(s.rank() == 2 && s.dim(0) == batch && s.dim(1) == u, "layer '", name(), "' (", class_name_,
+                     "): an initial state must be (batch, units) = (", batch, ", ", u, "), got ", s.shape().str());
+      states.push_back(autocast(s));
+    }
+  }
+
+  Tensor output = Tensor::zeros(Shape{batch, u}, dt);  // the previous step's output
+  std::vector<Tensor> outputs;
+  for (std::int64_t i = 0; i < steps; ++i) {
+    const std::int64_t t = options_.go_backwards ? steps - 1 - i : i;
+    in.projected = every_nth_row(projected, batch, steps, t);
+    std::vector<Tensor> next = step(in, states);
+    Tensor out = next[0];
+    if (mask.defined()) {
+      const Tensor k = every_nth_row(keep, batch, steps, t), d = every_nth_row(drop, batch, steps, t);
+      for (std::size_t s = 0; s < next.size(); ++s) next[s] = add(mul(next[s], k), mul(states[s], d));
+      out = options_.zero_output_for_mask ? mul(out, k) : add(mul(out, k), mul(output, d));
+    }
+    states = std::move(next);
+    output = out;
+    if (options_.return_sequences) outputs.push_back(reshape(out, {batch, 1, u}));
+  }
+  RecurrentResult r;
+  r.output = options_.return_sequences ? (outputs.size() == 1 ? outputs.front() : concatenate(outputs, 1)) : output;
+  r.states = std::move(states);
+  return r;
+}
+
+Tensor RecurrentLayer::call(const Tensor& x, const CallContext& ctx) const { return run(x, Tensor(), {}, ctx).output; }
+
+Tensor RecurrentLayer::call_masked(const Tensor& x, const Tensor& mask, const CallContext& ctx) const {
+  return run(x, mask, {}, ctx).output;
+}
+
+Tensor RecurrentLayer::compute_mask(const Tensor&, const Tensor& mask) const {
+  return options_.return_sequences ? mask : Tensor();
+}
+
+std::string RecurrentLayer::keras_weight_path(std::size_t index) const {
+  return "cell/vars/" + std::to_string(index);
+}
+
+nlohmann::json RecurrentLayer::get_config() const {
+  nlohmann::json c = Layer::get_config();
+  const auto& o = options_;
+  c.update({{"units", o.units},
+            {"activation", activation_name(activation_)},
+            {"use_bias", o.use_bias},
+            {"kernel_initializer", o.kernel_initializer},
+            {"recurrent_initializer", o.recurrent_initializer},
+            {"bias_initializer", o.bias_initializer},
+            {"return_sequences", o.return_sequences},
+            {"go_backwards", o.go_backwards},
+            {"zero_output_for_mask", o.zero_output_for_mask}});
+  return c;
+}
+
+RecurrentOptions RecurrentLayer::options_from_config(const nlohmann::json& c, const char* class_name) {
+  // Options lockstep does not run are refused by name: a .keras file's pass the registry's
+  // keras_fixed first; lockstep's own configs never hold them, Python's may.
+  const auto set = [&c](const char* key) { return c.contains(key) && !c.at(key).is_null(); };
+  for (const char* key : {"stateful", "unroll", "return_state"})
+    LOCKSTEP_CHECK(!set(key) || !c.at(key).get<bool>(), class_name, ": ", key, "=True is not supported by lockstep",
+                   std::string(key) == "return_state"
+                       ? " (a layer of a lockstep model gives one output; in C++, RecurrentLayer::run gives the states)"
+                       : "");
+  for (const char* key : {"dropout", "recurrent_dropout"})
+    LOCKSTEP_CHECK(!set(key) || c.at(key).get<double>() == 0.0, class_name, ": ", key, "=", c.at(key).dump(),
+                   " is not supported by lockstep (only 0)");
+  RecurrentOptions o;
+  o.units = c.at("units").get<std::int64_t>();
+  o.activation = c.value("activation", o.activation);
+  o.recurrent_activation = c.value("recurrent_activation", o.recurrent_activation);
+  o.use_bias = c.value("use_bias", o.use_bias);
+  o.kernel_initializer = c.value("kernel_initializer", o.kernel_initializer);
+  o.recurrent_initializer = c.value("recurrent_initializer", o.recurrent_initializer);
+  o.bias_initializer = c.value("bias_initializer", o.bias_initializer);
+  o.unit_forget_bias = c.value("unit_forget_bias", o.unit_forget_bias);
+  o.reset_after = c.value("reset_after", o.reset_after);
+  o.return_sequences = c.value("return_sequences", o.return_sequences);
+  o.go_backwards = c.value("go_backwards", o.go_backwards);
+  o.zero_output_for_mask = c.value("zero_output_for_mask", o.zero_output_for_mask);
+  o.name = c.at("name").get<std::string>();
+  return o;
+}
+
+}  // namespace lockstep::layers
