@@ -25,12 +25,15 @@ Tensor GRULayer::recurrent_bias(const Tensor& bias) const {
 
 std::vector<Tensor> GRULayer::step(const StepInputs& in, const std::vector<Tensor>& states) const {
   const Tensor& h = states[0];
-  Tensor inner = matmul(h, in.recurrent_kernel);
+  Tensor inner = in.recurrent;
   if (in.recurrent_bias.defined()) inner = add(inner, in.recurrent_bias);
   const Tensor z = apply_activation(recurrent_activation(), add(gate(in.projected, 0), gate(inner, 0)));
   const Tensor r = apply_activation(recurrent_activation(), add(gate(in.projected, 1), gate(inner, 1)));
-  const Tensor recurrent_h = options().reset_after ? mul(r, gate(inner, 2))
-                                                   : matmul(mul(r, h), gate(in.recurrent_kernel, 2));
+  // reset_after=False: (r * h) · R_h, h through the h gate's recurrent dropout mask where there is one.
+  const Tensor recurrent_h =
+      options().reset_after
+          ? mul(r, gate(inner, 2))
+          : matmul(mul(r, in.masked_states.empty() ? h : in.masked_states[2]), in.kernel_gates[2]);
   const Tensor hh = apply_activation(activation(), add(gate(in.projected, 2), recurrent_h));
   return {add(mul(z, h), mul(add_scalar(neg(z), 1.0f), hh))};
 }

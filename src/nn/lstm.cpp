@@ -8,7 +8,7 @@ namespace lockstep::layers {
 LSTMLayer::LSTMLayer(const RecurrentOptions& options) : RecurrentLayer(options, "LSTM", 4, 2) {}
 
 std::vector<Tensor> LSTMLayer::step(const StepInputs& in, const std::vector<Tensor>& states) const {
-  const Tensor z = add(in.projected, matmul(states[0], in.recurrent_kernel));
+  const Tensor z = add(in.projected, in.recurrent);
   const Tensor i = apply_activation(recurrent_activation(), gate(z, 0));
   const Tensor f = apply_activation(recurrent_activation(), gate(z, 1));
   const Tensor c = add(mul(f, states[1]), mul(i, apply_activation(activation(), gate(z, 2))));

@@ -29,6 +29,8 @@ RecurrentLayer::RecurrentLayer(const RecurrentOptions& o, const char* class_name
       activation_(parse_activation(o.activation)),
       recurrent_activation_(parse_activation(o.recurrent_activation)) {
   LOCKSTEP_CHECK(o.units > 0, class_name, ": units must be a positive integer, got ", o.units);
+  for (const auto& [key, rate] : {std::pair{"dropout", o.dropout}, std::pair{"recurrent_dropout", o.recurrent_dropout}})
+    LOCKSTEP_CHECK(rate >= 0.0f && rate < 1.0f, class_name, ": ", key, " must be in [0, 1), got ", rate);
   for (const auto* init : {&o.kernel_initializer, &o.recurrent_initializer, &o.bias_initializer})
     (void)Initializer{*init}(Shape{0}, 0);  // an unknown name is refused now, not at build
 }
@@ -50,6 +52,7 @@ void RecurrentLayer::build_impl(const Shape& s, std::uint64_t seed) {
   (void)compute_output_shape(s);
   LOCKSTEP_CHECK(s[2] > 0, "layer '", name(), "' (", class_name_, "): input shape ", s.str(), " has no features");
   const std::int64_t u = options_.units;
+  dropout_stream_ = seed;
   // Keras' order (and so its weight file's): kernel, recurrent_kernel, bias.
   kernel_ = add_weight("kernel", Shape{s[2], gates_ * u}, Initializer{options_.kernel_initializer}, mix_seed(seed, 1));
   recurrent_kernel_ = add_weight("recurrent_kernel", Shape{u, gates_ * u}, Initializer{options_.recurrent_initializer},
@@ -67,7 +70,7 @@ Tensor RecurrentLayer::gate(const Tensor& z, int g) const {
 }
 
 RecurrentResult RecurrentLayer::run(const Tensor& x, const Tensor& mask, const std::vector<Tensor>& initial_states,
-                                    const CallContext&) const {
+                                    const CallContext& ctx) const {
   LOCKSTEP_CHECK(built(), "layer '", name(), "' (", class_name_, ") is called before it was built");
   LOCKSTEP_CHECK(x.rank() == 3 && x.dim(2) == kernel_.shape()[0], "layer '", name(), "' (", class_name_,
                  ") was built for inputs ", input_shape().str(), " but receives ", x.shape().str());
@@ -75,13 +78,45 @@ RecurrentResult RecurrentLayer::run(const Tensor& x, const Tensor& mask, const s
   LOCKSTEP_CHECK(steps > 0, "layer '", name(), "' (", class_name_, ") needs at least one step, got ", x.shape().str());
   const DType dt = compute_dtype();
 
+  // Keras' dropout masks (training only), fixed over the steps: with recurrent_dropout, one per
+  // gate for the inputs and one per gate for the state (Keras' implementation 1), else one input
+  // mask for every gate.
+  const auto masks = [&](float rate, std::int64_t width, int count, std::uint64_t which) {
+    std::vector<Tensor> out;
+    if (!ctx.training || rate == 0.0f) return out;
+    for (int g = 0; g < count; ++g)
+      out.push_back(dropout(Tensor::ones(Shape{batch, width}, dt), rate,
+                            DropoutKey{.seed = ctx.seed,
+                                       .stream = mix_seed(dropout_stream_, which * 16 + static_cast<std::uint64_t>(g)),
+                                       .step = ctx.step,
+                                       .first_example = ctx.first_example,
+                                       .step_block = ctx.step_block}));
+    return out;
+  };
+  const std::int64_t features = x.dim(2);
+  const bool per_gate = options_.recurrent_dropout > 0.0f;
+  const std::vector<Tensor> input_masks = masks(options_.dropout, features, per_gate ? gates_ : 1, 1);
+  const std::vector<Tensor> state_masks = masks(options_.recurrent_dropout, u, gates_, 2);
+
   // The input projection of every step at once: rows b * steps + t of [batch * steps, gates * units].
+  const Tensor kernel = autocast(kernel_.value()), xs = autocast(x);
   const Tensor bias = bias_.defined() ? autocast(bias_.value()) : Tensor();
-  const Tensor projected = dense(reshape(autocast(x), {batch * steps, x.dim(2)}), autocast(kernel_.value()),
-                                 bias.defined() ? input_bias(bias) : Tensor(), FusedActivation::kNone);
-  StepInputs in{.projected = Tensor(),
-                .recurrent_kernel = autocast(recurrent_kernel_.value()),
-                .recurrent_bias = bias.defined() ? recurrent_bias(bias) : Tensor()};
+  const Tensor in_bias = bias.defined() ? input_bias(bias) : Tensor();
+  const auto rows_of = [&](const Tensor* mask) {  // x through a mask [batch, features], as [batch * steps, features]
+    return reshape(mask ? mul(xs, reshape(*mask, {batch, 1, features})) : xs, {batch * steps, features});
+  };
+  Tensor projected;
+  if (input_masks.size() <= 1) {
+    projected = dense(rows_of(input_masks.empty() ? nullptr : &input_masks[0]), kernel, in_bias, FusedActivation::kNone);
+  } else {
+    std::vector<Tensor> parts;
+    for (int g = 0; g < gates_; ++g) parts.push_back(matmul(rows_of(&input_masks[static_cast<std::size_t>(g)]), gate(kernel, g)));
+    projected = concatenate(parts, -1);
+    if (in_bias.defined()) projected = add(projected, in_bias);
+  }
+  StepInputs in{.recurrent_bias = bias.defined() ? recurrent_bias(bias) : Tensor()};
+  const Tensor recurrent_kernel = autocast(recurrent_kernel_.value());
+  for (int g = 0; g < gates_; ++g) in.kernel_gates.push_back(gate(recurrent_kernel, g));
 
   // Keras' mask rule (backend rnn()): where a step is dropped, each state keeps its value and the
   // output is the previous step's output (zeros before the first kept step; zeros at every
@@ -114,6 +149,17 @@ RecurrentResult RecurrentLayer::run(const Tensor& x, const Tensor& mask, const s
   for (std::int64_t i = 0; i < steps; ++i) {
     const std::int64_t t = options_.go_backwards ? steps - 1 - i : i;
     in.projected = every_nth_row(projected, batch, steps, t);
+    in.masked_states.clear();
+    if (state_masks.empty()) {
+      in.recurrent = matmul(states[0], recurrent_kernel);
+    } else {
+      std::vector<Tensor> parts;
+      for (std::size_t g = 0; g < state_masks.size(); ++g) {
+        in.masked_states.push_back(mul(states[0], state_masks[g]));
+        parts.push_back(matmul(in.masked_states.back(), in.kernel_gates[g]));
+      }
+      in.recurrent = concatenate(parts, -1);
+    }
     std::vector<Tensor> next = step(in, states);
     Tensor out = next[0];
     if (mask.defined()) {
@@ -156,7 +202,9 @@ nlohmann::json RecurrentLayer::get_config() const {
             {"bias_initializer", o.bias_initializer},
             {"return_sequences", o.return_sequences},
             {"go_backwards", o.go_backwards},
-            {"zero_output_for_mask", o.zero_output_for_mask}});
+            {"zero_output_for_mask", o.zero_output_for_mask},
+            {"dropout", o.dropout},
+            {"recurrent_dropout", o.recurrent_dropout}});
   return c;
 }
 
@@ -169,9 +217,6 @@ RecurrentOptions RecurrentLayer::options_from_config(const nlohmann::json& c, co
                    std::string(key) == "return_state"
                        ? " (a layer of a lockstep model gives one output; in C++, RecurrentLayer::run gives the states)"
                        : "");
-  for (const char* key : {"dropout", "recurrent_dropout"})
-    LOCKSTEP_CHECK(!set(key) || c.at(key).get<double>() == 0.0, class_name, ": ", key, "=", c.at(key).dump(),
-                   " is not supported by lockstep (only 0)");
   RecurrentOptions o;
   o.units = c.at("units").get<std::int64_t>();
   o.activation = c.value("activation", o.activation);
@@ -185,6 +230,8 @@ RecurrentOptions RecurrentLayer::options_from_config(const nlohmann::json& c, co
   o.return_sequences = c.value("return_sequences", o.return_sequences);
   o.go_backwards = c.value("go_backwards", o.go_backwards);
   o.zero_output_for_mask = c.value("zero_output_for_mask", o.zero_output_for_mask);
+  o.dropout = c.value("dropout", o.dropout);
+  o.recurrent_dropout = c.value("recurrent_dropout", o.recurrent_dropout);
   o.name = c.at("name").get<std::string>();
   return o;
 }

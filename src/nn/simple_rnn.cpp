@@ -7,8 +7,8 @@ namespace lockstep::layers {
 
 SimpleRNNLayer::SimpleRNNLayer(const RecurrentOptions& options) : RecurrentLayer(options, "SimpleRNN", 1, 1) {}
 
-std::vector<Tensor> SimpleRNNLayer::step(const StepInputs& in, const std::vector<Tensor>& states) const {
-  return {apply_activation(activation(), add(in.projected, matmul(states[0], in.recurrent_kernel)))};
+std::vector<Tensor> SimpleRNNLayer::step(const StepInputs& in, const std::vector<Tensor>&) const {
+  return {apply_activation(activation(), add(in.projected, in.recurrent))};
 }
 
 nlohmann::json SimpleRNNLayer::get_config() const { return RecurrentLayer::get_config(); }

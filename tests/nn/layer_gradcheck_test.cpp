@@ -132,6 +132,13 @@ std::vector<LayerCase> layer_cases() {
       {"gru", [] { return layers::GRU(3); }, {2, 4, 2}},
       {"gru_reset_before_sequences",
        [] { return layers::GRU({.units = 2, .reset_after = false, .return_sequences = true}); }, {2, 3, 2}},
+      {"simple_rnn_dropout_training", [] { return layers::SimpleRNN({.units = 3, .dropout = 0.4f, .recurrent_dropout = 0.3f}); },
+       {2, 3, 2}, true},
+      {"lstm_dropout_training", [] { return layers::LSTM({.units = 2, .dropout = 0.3f}); }, {2, 3, 2}, true},
+      {"lstm_recurrent_dropout_training",
+       [] { return layers::LSTM({.units = 2, .dropout = 0.3f, .recurrent_dropout = 0.4f}); }, {2, 3, 2}, true},
+      {"gru_reset_before_recurrent_dropout_training",
+       [] { return layers::GRU({.units = 2, .reset_after = false, .recurrent_dropout = 0.4f}); }, {2, 3, 2}, true},
   };
 }
 

@@ -2,7 +2,8 @@
 // (keras/src/layers/rnn/{simple_rnn,lstm,gru}.py), Keras' mask rule (a padded batch gives what the
 // unpadded sequences give; a dropped step carries the states and repeats the previous output),
 // go_backwards, return_sequences, the final states and initial states of run(), the orthogonal
-// initializer, and the options lockstep refuses, by name.
+// initializer, Keras' dropout masks (fixed over the steps, training only), and the options lockstep
+// refuses, by name.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -281,8 +282,8 @@ TEST(OrthogonalInitializer, GivesOrthonormalRowsOrColumnsDeterministicallyFromTh
 
 TEST(RecurrentLayers, OptionsLockstepDoesNotRunAreRefusedByName) {
   const json base = {{"name", "lstm"}, {"units", 3}};
-  for (const auto& [key, value] : std::vector<std::pair<std::string, json>>{
-           {"stateful", true}, {"unroll", true}, {"return_state", true}, {"dropout", 0.2}, {"recurrent_dropout", 0.1}}) {
+  for (const auto& [key, value] :
+       std::vector<std::pair<std::string, json>>{{"stateful", true}, {"unroll", true}, {"return_state", true}}) {
     json c = base;
     c[key] = value;
     for (const char* cls : {"SimpleRNN", "LSTM", "GRU"}) {
@@ -292,10 +293,15 @@ TEST(RecurrentLayers, OptionsLockstepDoesNotRunAreRefusedByName) {
       EXPECT_NE(msg.find("not supported"), std::string::npos) << cls << ": " << msg;
     }
     // Keras' "off" passes.
-    c[key] = key == "dropout" || key == "recurrent_dropout" ? json(0.0) : json(false);
+    c[key] = false;
     EXPECT_NO_THROW((void)layers::find_layer_class("LSTM")->from_config(c)) << key;
   }
   EXPECT_NE(test::message_of([] { (void)layers::LSTM(0); }).find("units"), std::string::npos);
+  EXPECT_NE(test::message_of([] { (void)layers::LSTM({.units = 2, .dropout = 1.0f}); }).find("dropout must be in [0, 1)"),
+            std::string::npos);
+  EXPECT_NE(test::message_of([] { (void)layers::GRU({.units = 2, .recurrent_dropout = -0.1f}); })
+                .find("recurrent_dropout must be in [0, 1)"),
+            std::string::npos);
   EXPECT_NE(test::message_of([] { (void)layers::GRU({.units = 2, .activation = "nope"}); }).find("nope"),
             std::string::npos);
   const auto l = built(layers::SimpleRNN(2), kF);
@@ -321,4 +327,59 @@ TEST(RecurrentLayers, ConfigsRoundTripWithKerasKeys) {
   EXPECT_EQ(l.at("unit_forget_bias"), true);
   EXPECT_FALSE(l.contains("reset_after"));
   EXPECT_FALSE(layers::SimpleRNN(3)->get_config().contains("recurrent_activation"));
+}
+
+// Keras' dropout masks are drawn once per call and fixed over the steps: a SimpleRNN with no
+// recurrence (recurrent kernel and bias zero) given the same input at every step outputs the same
+// at every step in training too, with some units' inputs dropped; in inference there is no dropout.
+TEST(RecurrentLayers, DropoutMasksAreFixedOverTheStepsAndOnlyInTraining) {
+  const auto l = built(layers::SimpleRNN({.units = 6, .return_sequences = true, .dropout = 0.5f}), 4);
+  const auto plain = built(layers::SimpleRNN({.units = 6, .return_sequences = true}), 4);
+  l->recurrent_kernel().assign(Tensor::zeros({6, 6}));
+  l->bias().assign(Tensor::zeros({6}));
+  plain->kernel().assign(l->kernel().read_value());
+  plain->recurrent_kernel().assign(Tensor::zeros({6, 6}));
+  plain->bias().assign(Tensor::zeros({6}));
+  std::vector<float> x;
+  const auto step = random_values(4, 9, 1.0f);
+  for (int n = 0; n < 8 * kT; ++n) x.insert(x.end(), step.begin(), step.end());
+  const Tensor xt = Tensor::from_vector(x, {8, kT, 4});
+  const layers::CallContext train{.training = true, .seed = 3, .step = 1};
+  const auto y = l->call(xt, train).to_vector<float>(), inference = l->call(xt, {}).to_vector<float>();
+  EXPECT_EQ(inference, plain->call(xt, {}).to_vector<float>());
+  std::size_t dropped_rows = 0;
+  for (std::int64_t n = 0; n < 8; ++n) {
+    bool differs = false;
+    for (std::int64_t t = 1; t < kT; ++t)
+      for (std::int64_t j = 0; j < 6; ++j) {
+        const auto at = [&](std::int64_t s) { return static_cast<std::size_t>((n * kT + s) * 6 + j); };
+        EXPECT_EQ(y[at(t)], y[at(0)]) << "row " << n << " step " << t;
+        differs = differs || y[at(t)] != inference[at(t)];
+      }
+    dropped_rows += differs ? 1 : 0;
+  }
+  EXPECT_GE(dropped_rows, 6u);  // each row keeps all 4 inputs with probability 1/16
+  // The same call again draws the same masks; the next step other ones.
+  EXPECT_EQ(l->call(xt, train).to_vector<float>(), y);
+  EXPECT_NE(l->call(xt, {.training = true, .seed = 3, .step = 2}).to_vector<float>(), y);
+}
+
+// recurrent_dropout (with dropout, Keras' implementation 1: a mask per gate) trains each layer;
+// inference ignores it.
+TEST(RecurrentLayers, RecurrentDropoutActsInTrainingOnly) {
+  const auto x = random_values(kB * kT * kF, 45, 1.0f);
+  const Tensor xt = Tensor::from_vector(x, {kB, kT, kF});
+  for (auto c : every_layer(true)) {
+    auto o = std::dynamic_pointer_cast<RecurrentLayer>(c.layer)->options();
+    o.dropout = 0.3f;
+    o.recurrent_dropout = 0.4f;
+    const std::string cls = c.layer->class_name();
+    const auto l = built(cls == "LSTM" ? layers::LSTM(o) : cls == "GRU" ? layers::GRU(o) : layers::SimpleRNN(o), kF);
+    expect_near(l->call(xt, {}), reference(*l, x, kB, kT, kF), 1e-5, c.name);
+    const layers::CallContext train{.training = true, .seed = 5, .step = 4};
+    const auto y = l->call(xt, train).to_vector<float>();
+    EXPECT_NE(y, l->call(xt, {}).to_vector<float>()) << c.name;
+    EXPECT_EQ(y, l->call(xt, train).to_vector<float>()) << c.name;
+    EXPECT_EQ(layers::find_layer_class(cls)->from_config(l->get_config())->get_config(), l->get_config()) << c.name;
+  }
 }

@@ -72,7 +72,8 @@ std::unique_ptr<Model> make(const std::string& kind, const Shape& example) {
     layers::RecurrentOptions gru{.units = 5, .return_sequences = true, .go_backwards = true};
     gru.reset_after = false;
     l.insert(l.end(), {layers::Embedding(9, 6, true), layers::SimpleRNN({.units = 6, .return_sequences = true}),
-                       layers::GRU(gru), layers::LSTM(5, true), layers::GRU(4), layers::Dense(3, "softmax")});
+                       layers::GRU(gru), layers::LSTM({.units = 5, .return_sequences = true, .dropout = 0.2f, .recurrent_dropout = 0.1f}),
+                       layers::GRU(4), layers::Dense(3, "softmax")});
   } else {
     l.insert(l.end(), {layers::Rescaling(0.5f), layers::ZeroPadding2D(),
                        layers::Conv2D({.filters = 6, .kernel_size = {3, 3}, .activation = "relu"}),

@@ -4,7 +4,8 @@
 usage: keras_rnn.py DIR LOCKSTEP_CLI KERAS_FILES_DRIVER
 
 (a) Keras builds models of every recurrent layer with random weights (biases too): a Sequential
-    Embedding(mask_zero=True) -> SimpleRNN -> GRU(go_backwards, reset_after=False) -> LSTM -> GRU
+    Embedding(mask_zero=True) -> SimpleRNN -> GRU(go_backwards, reset_after=False) -> LSTM (with
+    dropout and recurrent_dropout, which inference leaves out) -> GRU
     -> Dense, its Functional twin (Keras writes the mask as a NotEqual node), and float steps
     through Masking -> LSTM(zero_output_for_mask) -> SimpleRNN(go_backwards); padding at the end,
     the start and the middle of rows. `lockstep predict` on Keras' .keras file gives Keras'
@@ -37,7 +38,7 @@ def recurrent_layers():
     return [keras.layers.Embedding(VOCAB, 6, mask_zero=True),
             keras.layers.SimpleRNN(6, return_sequences=True),
             keras.layers.GRU(5, return_sequences=True, go_backwards=True, reset_after=False),
-            keras.layers.LSTM(5, return_sequences=True),
+            keras.layers.LSTM(5, return_sequences=True, dropout=0.2, recurrent_dropout=0.1),
             keras.layers.GRU(4),
             keras.layers.Dense(3, activation="softmax")]
 

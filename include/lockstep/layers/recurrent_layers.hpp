@@ -12,10 +12,15 @@
 // zero_output_for_mask; the output's mask is the input's with return_sequences, none otherwise.
 // go_backwards runs the steps last to first and returns the outputs in that order (Keras' rule).
 //
+// dropout and recurrent_dropout (training only) are Keras' masks fixed over the steps: one mask
+// [batch, features] on the inputs and one [batch, units] on the previous state; with
+// recurrent_dropout, one of each per gate (Keras' implementation 1). They come from lockstep's
+// dropout op keyed by the model's seed, the step and the example (Keras' random draws differ).
+//
 // Not supported, refused by name where a config (a .keras file, Python) asks for them (the
-// registry's keras_fixed): stateful=True, unroll=True, dropout and recurrent_dropout other than
-// 0, and return_state=True (a layer of a lockstep model gives one tensor: in C++, run() gives the
-// final states); activations lockstep lacks are a ValueError listing those it has.
+// registry's keras_fixed): stateful=True, unroll=True and return_state=True (a layer of a
+// lockstep model gives one tensor: in C++, run() gives the final states); activations lockstep
+// lacks are a ValueError listing those it has.
 #include <vector>
 
 #include "lockstep/layers/layer.hpp"
@@ -43,6 +48,9 @@ struct RecurrentOptions {
   bool go_backwards = false;
   /// A step the mask drops outputs zeros instead of the previous output (states carry over either way).
   bool zero_output_for_mask = false;
+  /// Keras' dropout of the inputs and recurrent_dropout of the previous state, in [0, 1).
+  float dropout = 0.0f;
+  float recurrent_dropout = 0.0f;
   std::string name;
 };
 
@@ -86,11 +94,15 @@ class RecurrentLayer : public Layer {
   /// The layer's options from a config (Keras' keys), refusing what lockstep does not run.
   static RecurrentOptions options_from_config(const nlohmann::json& config, const char* class_name);
 
-  /// What a step reads: the weights in the compute dtype, and this step's x·kernel (+ the input bias).
+  /// What a step reads: this step's x·kernel (+ the input bias), the previous state times the
+  /// recurrent kernel (each gate's block through its recurrent dropout mask), and what GRU's
+  /// reset_after=False needs besides.
   struct StepInputs {
-    Tensor projected;         // [batch, gates * units]
-    Tensor recurrent_kernel;  // [units, gates * units]
-    Tensor recurrent_bias;    // GRU with reset_after: [gates * units]; else undefined
+    Tensor projected;                   // [batch, gates * units]
+    Tensor recurrent;                   // [batch, gates * units]
+    Tensor recurrent_bias;              // GRU with reset_after: [gates * units]; else undefined
+    std::vector<Tensor> kernel_gates;   // the recurrent kernel's gate blocks, each [units, units]
+    std::vector<Tensor> masked_states;  // states[0] through each gate's recurrent dropout mask (empty: none)
   };
   /// One step of the cell: the new states (states[0] is the step's output, h).
   virtual std::vector<Tensor> step(const StepInputs& in, const std::vector<Tensor>& states) const = 0;
@@ -115,6 +127,7 @@ class RecurrentLayer : public Layer {
   const char* class_name_;
   int gates_;
   int states_;
+  std::uint64_t dropout_stream_ = 0;  // the layer's dropout stream (its build seed)
   ActivationKind activation_;
   ActivationKind recurrent_activation_;
   Variable kernel_, recurrent_kernel_, bias_;
