@@ -30,10 +30,14 @@ std::vector<Tensor> GRULayer::step(const StepInputs& in, const std::vector<Tenso
   const Tensor z = apply_activation(recurrent_activation(), add(gate(in.projected, 0), gate(inner, 0)));
   const Tensor r = apply_activation(recurrent_activation(), add(gate(in.projected, 1), gate(inner, 1)));
   // reset_after=False: (r * h) · R_h, h through the h gate's recurrent dropout mask where there is one.
-  const Tensor recurrent_h =
-      options().reset_after
-          ? mul(r, gate(inner, 2))
-          : matmul(mul(r, in.masked_states.empty() ? h : in.masked_states[2]), in.kernel_gates[2]);
+  Tensor recurrent_h;
+  if (options().reset_after) {
+    recurrent_h = mul(r, gate(inner, 2));
+  } else if (in.masked_states.empty()) {
+    recurrent_h = matmul(mul(r, h), gate(in.recurrent_kernel, 2));
+  } else {
+    recurrent_h = matmul(mul(r, in.masked_states[2]), in.kernel_gates[2]);
+  }
   const Tensor hh = apply_activation(activation(), add(gate(in.projected, 2), recurrent_h));
   return {add(mul(z, h), mul(add_scalar(neg(z), 1.0f), hh))};
 }

@@ -107,16 +107,19 @@ RecurrentResult RecurrentLayer::run(const Tensor& x, const Tensor& mask, const s
   };
   Tensor projected;
   if (input_masks.size() <= 1) {
-    projected = dense(rows_of(input_masks.empty() ? nullptr : &input_masks[0]), kernel, in_bias, FusedActivation::kNone);
+    projected =
+        dense(rows_of(input_masks.empty() ? nullptr : &input_masks[0]), kernel, in_bias, FusedActivation::kNone);
   } else {
     std::vector<Tensor> parts;
-    for (int g = 0; g < gates_; ++g) parts.push_back(matmul(rows_of(&input_masks[static_cast<std::size_t>(g)]), gate(kernel, g)));
+    for (int g = 0; g < gates_; ++g)
+      parts.push_back(matmul(rows_of(&input_masks[static_cast<std::size_t>(g)]), gate(kernel, g)));
     projected = concatenate(parts, -1);
     if (in_bias.defined()) projected = add(projected, in_bias);
   }
-  StepInputs in{.recurrent_bias = bias.defined() ? recurrent_bias(bias) : Tensor()};
-  const Tensor recurrent_kernel = autocast(recurrent_kernel_.value());
-  for (int g = 0; g < gates_; ++g) in.kernel_gates.push_back(gate(recurrent_kernel, g));
+  StepInputs in{.recurrent_kernel = autocast(recurrent_kernel_.value()),
+                .recurrent_bias = bias.defined() ? recurrent_bias(bias) : Tensor()};
+  if (!state_masks.empty())
+    for (int g = 0; g < gates_; ++g) in.kernel_gates.push_back(gate(in.recurrent_kernel, g));
 
   // Keras' mask rule (backend rnn()): where a step is dropped, each state keeps its value and the
   // output is the previous step's output (zeros before the first kept step; zeros at every
@@ -135,8 +138,8 @@ RecurrentResult RecurrentLayer::run(const Tensor& x, const Tensor& mask, const s
   if (initial_states.empty()) {
     for (int s = 0; s < states_; ++s) states.push_back(Tensor::zeros(Shape{batch, u}, dt));
   } else {
-    LOCKSTEP_CHECK(static_cast<int>(initial_states.size()) == states_, "layer '", name(), "' (", class_name_,
-                   ") has ", states_, " state(s), got ", initial_states.size(), " initial states");
+    LOCKSTEP_CHECK(static_cast<int>(initial_states.size()) == states_, "layer '", name(), "' (", class_name_, ") has ",
+                   states_, " state(s), got ", initial_states.size(), " initial states");
     for (const Tensor& s : initial_states) {
       LOCKSTEP_CHECK(s.rank() == 2 && s.dim(0) == batch && s.dim(1) == u, "layer '", name(), "' (", class_name_,
                      "): an initial state must be (batch, units) = (", batch, ", ", u, "), got ", s.shape().str());
@@ -151,7 +154,7 @@ RecurrentResult RecurrentLayer::run(const Tensor& x, const Tensor& mask, const s
     in.projected = every_nth_row(projected, batch, steps, t);
     in.masked_states.clear();
     if (state_masks.empty()) {
-      in.recurrent = matmul(states[0], recurrent_kernel);
+      in.recurrent = matmul(states[0], in.recurrent_kernel);
     } else {
       std::vector<Tensor> parts;
       for (std::size_t g = 0; g < state_masks.size(); ++g) {
@@ -187,9 +190,7 @@ Tensor RecurrentLayer::compute_mask(const Tensor&, const Tensor& mask) const {
   return options_.return_sequences ? mask : Tensor();
 }
 
-std::string RecurrentLayer::keras_weight_path(std::size_t index) const {
-  return "cell/vars/" + std::to_string(index);
-}
+std::string RecurrentLayer::keras_weight_path(std::size_t index) const { return "cell/vars/" + std::to_string(index); }
 
 nlohmann::json RecurrentLayer::get_config() const {
   nlohmann::json c = Layer::get_config();

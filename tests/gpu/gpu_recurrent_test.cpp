@@ -26,7 +26,8 @@ Trained train_recurrent(JitCompile mode, const std::string& devices) {
   std::vector<float> x(static_cast<std::size_t>(n * steps), 0.0f), y(static_cast<std::size_t>(n));
   for (std::int64_t i = 0; i < n; ++i) {
     const std::int64_t len = 2 + i % 5;
-    for (std::int64_t t = 0; t < len; ++t) x[static_cast<std::size_t>(i * steps + t)] = static_cast<float>(1 + (i * 7 + t * 3) % (vocab - 1));
+    for (std::int64_t t = 0; t < len; ++t)
+      x[static_cast<std::size_t>(i * steps + t)] = static_cast<float>(1 + (i * 7 + t * 3) % (vocab - 1));
     y[static_cast<std::size_t>(i)] = 0.0f;
     for (std::int64_t t = 0; t < len; ++t)
       if (x[static_cast<std::size_t>(i * steps + t)] == 1.0f) y[static_cast<std::size_t>(i)] = 1.0f;

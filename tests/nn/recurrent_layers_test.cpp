@@ -61,7 +61,8 @@ std::vector<double> reference(const RecurrentLayer& l, const std::vector<float>&
         double a = B[static_cast<std::size_t>(j)], r = two_biases ? B[static_cast<std::size_t>(g * u + j)] : 0.0;
         for (std::int64_t k = 0; k < f; ++k)
           a += x[static_cast<std::size_t>((n * steps + t) * f + k)] * W[static_cast<std::size_t>(k * g * u + j)];
-        for (std::int64_t k = 0; k < u; ++k) r += h[static_cast<std::size_t>(k)] * R[static_cast<std::size_t>(k * g * u + j)];
+        for (std::int64_t k = 0; k < u; ++k)
+          r += h[static_cast<std::size_t>(k)] * R[static_cast<std::size_t>(k * g * u + j)];
         xz[static_cast<std::size_t>(j)] = a;
         hz[static_cast<std::size_t>(j)] = r;
       }
@@ -166,7 +167,10 @@ TEST(RecurrentLayers, AMaskedStepKeepsTheStatesAndRepeatsThePreviousOutput) {
           auto o = std::dynamic_pointer_cast<RecurrentLayer>(c.layer)->options();
           o.zero_output_for_mask = zero;
           const std::string cls = c.layer->class_name();
-          const auto l = built(cls == "LSTM" ? layers::LSTM(o) : cls == "GRU" ? layers::GRU(o) : layers::SimpleRNN(o), kF);
+          const auto l = built(cls == "LSTM"  ? layers::LSTM(o)
+                               : cls == "GRU" ? layers::GRU(o)
+                                              : layers::SimpleRNN(o),
+                               kF);
           const Tensor y = l->call_masked(Tensor::from_vector(x, {kB, kT, kF}), mask, {});
           expect_near(y, reference(*l, x, kB, kT, kF, keep), 1e-5,
                       std::string(c.name) + (seqs ? " return_sequences" : "") + (back ? " go_backwards" : "") +
@@ -220,8 +224,9 @@ TEST(RecurrentLayers, RunGivesTheFinalStatesAndStartsFromInitialStates) {
     const auto tail = l->run(Tensor::from_vector(rest, {kB, 2, kF}), Tensor(), head.states, {});
     const auto want = r.output.to_vector<float>(), got = tail.output.to_vector<float>();
     for (std::size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-6) << c.name;
-    EXPECT_NE(test::message_of([&] { (void)l->run(xt, Tensor(), {Tensor::zeros({kB, 7})}, {}); })
-                  .find("initial state"),
+    EXPECT_NE(test::message_of([&] {
+                (void)l->run(xt, Tensor(), {Tensor::zeros({kB, 7})}, {});
+              }).find("initial state"),
               std::string::npos)
         << c.name;
   }
@@ -253,7 +258,8 @@ TEST(RecurrentLayers, WeightsHaveKerasShapesNamesAndInitialValues) {
   for (int i = 0; i < 6; ++i)
     for (int j = 0; j < 6; ++j) {
       double dot = 0;
-      for (int k = 0; k < 6; ++k) dot += R[static_cast<std::size_t>(k * 6 + i)] * R[static_cast<std::size_t>(k * 6 + j)];
+      for (int k = 0; k < 6; ++k)
+        dot += R[static_cast<std::size_t>(k * 6 + i)] * R[static_cast<std::size_t>(k * 6 + j)];
       EXPECT_NEAR(dot, i == j ? 1.0 : 0.0, 1e-5) << i << "," << j;
     }
 }
@@ -297,23 +303,29 @@ TEST(RecurrentLayers, OptionsLockstepDoesNotRunAreRefusedByName) {
     EXPECT_NO_THROW((void)layers::find_layer_class("LSTM")->from_config(c)) << key;
   }
   EXPECT_NE(test::message_of([] { (void)layers::LSTM(0); }).find("units"), std::string::npos);
-  EXPECT_NE(test::message_of([] { (void)layers::LSTM({.units = 2, .dropout = 1.0f}); }).find("dropout must be in [0, 1)"),
-            std::string::npos);
-  EXPECT_NE(test::message_of([] { (void)layers::GRU({.units = 2, .recurrent_dropout = -0.1f}); })
-                .find("recurrent_dropout must be in [0, 1)"),
+  EXPECT_NE(
+      test::message_of([] { (void)layers::LSTM({.units = 2, .dropout = 1.0f}); }).find("dropout must be in [0, 1)"),
+      std::string::npos);
+  EXPECT_NE(test::message_of([] {
+              (void)layers::GRU({.units = 2, .recurrent_dropout = -0.1f});
+            }).find("recurrent_dropout must be in [0, 1)"),
             std::string::npos);
   EXPECT_NE(test::message_of([] { (void)layers::GRU({.units = 2, .activation = "nope"}); }).find("nope"),
             std::string::npos);
   const auto l = built(layers::SimpleRNN(2), kF);
-  EXPECT_NE(test::message_of([&] { (void)l->call(Tensor::zeros({2, 3, kF + 1}), {}); }).find("was built for"),
+  EXPECT_NE(test::message_of([&] {
+              (void)l->call(Tensor::zeros({2, 3, kF + 1}), {});
+            }).find("was built for"),
             std::string::npos);
-  EXPECT_NE(test::message_of([&] { (void)layers::SimpleRNN(2)->compute_output_shape(Shape{-1, 3}); })
-                .find("(batch, steps, features)"),
+  EXPECT_NE(test::message_of([&] {
+              (void)layers::SimpleRNN(2)->compute_output_shape(Shape{-1, 3});
+            }).find("(batch, steps, features)"),
             std::string::npos);
 }
 
 TEST(RecurrentLayers, ConfigsRoundTripWithKerasKeys) {
-  RecurrentOptions o{.units = 5, .activation = "relu", .use_bias = false, .return_sequences = true, .go_backwards = true};
+  RecurrentOptions o{
+      .units = 5, .activation = "relu", .use_bias = false, .return_sequences = true, .go_backwards = true};
   o.reset_after = false;
   o.name = "g";
   const auto gru = layers::GRU(o);

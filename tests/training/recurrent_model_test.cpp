@@ -43,8 +43,8 @@ Sequences sequences(std::int64_t n, unsigned seed) {
 std::unique_ptr<Sequential> lstm_classifier() {
   auto m = std::make_unique<Sequential>(std::vector<layers::LayerPtr>{}, "lstm_classifier");
   m->set_seed(3);
-  for (auto layer : {layers::Input({kSteps}), layers::Embedding(kVocab, 8, true), layers::LSTM(16),
-                     layers::Dense(1, "sigmoid")})
+  for (auto layer :
+       {layers::Input({kSteps}), layers::Embedding(kVocab, 8, true), layers::LSTM(16), layers::Dense(1, "sigmoid")})
     m->add(layer);
   m->compile(optimizers::Adam(2e-2), losses::BinaryCrossentropy(), {"accuracy"});
   return m;
@@ -131,8 +131,8 @@ TEST(RecurrentModel, AKerasFileAskingForAnOptionLockstepDoesNotRunIsRefusedNamin
   const std::string path = test::fresh_test_dir("recurrent_model", "refused") + ".keras";
   std::filesystem::remove(path);
   save_model(*model, path);
-  for (const auto& [key, value] : std::vector<std::pair<std::string, json>>{
-           {"stateful", true}, {"return_state", true}, {"unroll", true}}) {
+  for (const auto& [key, value] :
+       std::vector<std::pair<std::string, json>>{{"stateful", true}, {"return_state", true}, {"unroll", true}}) {
     auto entries = io::decode_zip(io::read_file(path), path);
     std::vector<io::ZipEntry> out;
     for (auto& e : entries) {

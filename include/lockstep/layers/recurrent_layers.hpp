@@ -100,9 +100,10 @@ class RecurrentLayer : public Layer {
   struct StepInputs {
     Tensor projected;                   // [batch, gates * units]
     Tensor recurrent;                   // [batch, gates * units]
+    Tensor recurrent_kernel;            // [units, gates * units]
     Tensor recurrent_bias;              // GRU with reset_after: [gates * units]; else undefined
-    std::vector<Tensor> kernel_gates;   // the recurrent kernel's gate blocks, each [units, units]
-    std::vector<Tensor> masked_states;  // states[0] through each gate's recurrent dropout mask (empty: none)
+    std::vector<Tensor> kernel_gates;   // with recurrent dropout: the recurrent kernel's gate blocks [units, units]
+    std::vector<Tensor> masked_states;  // with recurrent dropout: states[0] through each gate's mask
   };
   /// One step of the cell: the new states (states[0] is the step's output, h).
   virtual std::vector<Tensor> step(const StepInputs& in, const std::vector<Tensor>& states) const = 0;
