@@ -8,9 +8,8 @@
 
 namespace lockstep::layers {
 
-// The gradient of each gather scatters into zeros of rows' shape: a call's backward costs
-// steps^2 * batch * gates * units for the steps' gathers, small beside the matmuls for the
-// sequence lengths these layers are used on.
+// The tape adds the steps' gathers' gradients into one buffer of rows' shape (GradientTape's
+// gather accumulation), so a call's backward does not grow with the square of the steps.
 Tensor RecurrentLayer::every_nth_row(const Tensor& rows, std::int64_t n, std::int64_t count, std::int64_t at) {
   const Tensor index = device_constant({"RNN rows: count, at", {count, at}}, n, [count, at](std::int64_t m) {
     std::vector<std::int64_t> r(static_cast<std::size_t>(m));
@@ -123,15 +122,14 @@ RecurrentResult RecurrentLayer::run(const Tensor& x, const Tensor& mask, const s
 
   // Keras' mask rule (backend rnn()): where a step is dropped, each state keeps its value and the
   // output is the previous step's output (zeros before the first kept step; zeros at every
-  // dropped step with zero_output_for_mask). keep and drop are 1 - each other, so that
-  // new * keep + old * drop is exactly new or old.
-  Tensor keep, drop;
+  // dropped step with zero_output_for_mask), chosen by where() as Keras' tf.where: the value not
+  // chosen never reaches the result.
+  Tensor keep;
   if (mask.defined()) {
     LOCKSTEP_CHECK(mask.rank() == 2 && mask.dim(0) == batch && mask.dim(1) == steps, "layer '", name(), "' (",
                    class_name_, "): a mask of shape ", mask.shape().str(), " does not fit inputs ", x.shape().str(),
                    " (it must be (batch, steps))");
     keep = reshape(cast(not_equal(mask, Tensor::zeros(Shape{}, mask.dtype())), dt), {batch * steps, 1});
-    drop = add_scalar(neg(keep), 1.0f);
   }
 
   std::vector<Tensor> states;
@@ -166,9 +164,9 @@ RecurrentResult RecurrentLayer::run(const Tensor& x, const Tensor& mask, const s
     std::vector<Tensor> next = step(in, states);
     Tensor out = next[0];
     if (mask.defined()) {
-      const Tensor k = every_nth_row(keep, batch, steps, t), d = every_nth_row(drop, batch, steps, t);
-      for (std::size_t s = 0; s < next.size(); ++s) next[s] = add(mul(next[s], k), mul(states[s], d));
-      out = options_.zero_output_for_mask ? mul(out, k) : add(mul(out, k), mul(output, d));
+      const Tensor k = every_nth_row(keep, batch, steps, t);
+      for (std::size_t s = 0; s < next.size(); ++s) next[s] = where(k, next[s], states[s]);
+      out = where(k, out, options_.zero_output_for_mask ? Tensor::zeros(Shape{}, dt) : output);
     }
     states = std::move(next);
     output = out;
