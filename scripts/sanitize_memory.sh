@@ -24,5 +24,5 @@ run backend_tests '*'
 run distribute_tests '*'
 LOCKSTEP_EMULATED_GPUS=1 run gpu_tests 'Gpu*'
 LOCKSTEP_EMULATED_GPUS=2 run gpu_tests 'Gpu*'
-run training_tests 'FitInput.*:DistributedInput.*:StepsPerExecution.*:StopSignals.*:Preemption.*:JitCompile.*:StepState.*:Progbar*:Callbacks*:Model*:GradientAccumulation.*:DeferredReads.*:NanThroughActivations.*:SequenceMasks.*:SampleWeight.*:WeightedMetrics.*:MultiHeadAttentionModel.*:Freeze.*:MaskingLayer.*:MaskedSoftmax.*:ConcatenateMask.*:KerasMaskRecords.*'
+run training_tests 'FitInput.*:DistributedInput.*:StepsPerExecution.*:StopSignals.*:Preemption.*:JitCompile.*:StepState.*:Progbar*:Callbacks*:Model*:GradientAccumulation.*:DeferredReads.*:NanThroughActivations.*:SequenceMasks.*:SampleWeight.*:WeightedMetrics.*:MultiHeadAttentionModel.*:Freeze.*:MaskingLayer.*:MaskedSoftmax.*:ConcatenateMask.*:KerasMaskRecords.*:RecurrentModel.*'
 echo "sanitize_memory: clean"

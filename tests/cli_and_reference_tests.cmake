@@ -142,8 +142,8 @@ add_test(NAME cli.keras_truncated_is_status_1_naming_it
 add_test(NAME cli.keras_not_zip_is_status_1_naming_it
          COMMAND ${_expect} 1 "not_zip.keras': not a zip archive" ${_cli} evaluate --model ${_saved}/not_zip.keras)
 add_test(NAME cli.keras_unsupported_layer_is_status_1_naming_file_layer_and_class
-         COMMAND ${_expect} 1 "lstm.keras': layer 'lstm' \\(LSTM\\): this layer class is not supported by lockstep"
-                 ${_cli} evaluate --model ${_saved}/lstm.keras)
+         COMMAND ${_expect} 1 "conv3d.keras': layer 'conv3d' \\(Conv3D\\): this layer class is not supported by lockstep"
+                 ${_cli} evaluate --model ${_saved}/conv3d.keras)
 add_test(NAME cli.keras_missing_weight_is_status_1_naming_it
          COMMAND ${_expect} 1 "missing_weight.keras': model.weights.h5 has no weight layers/dense_1/vars/1"
                  ${_cli} predict --model ${_saved}/missing_weight.keras --input ${_saved}/features.npy)
@@ -534,6 +534,14 @@ add_test(NAME reference.keras_sample_weight_matches_keras
                  ${_ref_py} ${CMAKE_CURRENT_SOURCE_DIR}/reference/keras_sample_weight.py
                  ${CMAKE_CURRENT_BINARY_DIR}/keras_sample_weight $<TARGET_FILE:keras_files_driver>)
 set_tests_properties(reference.keras_sample_weight_matches_keras PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300)
+# Keras 3's SimpleRNN, LSTM and GRU (masks, go_backwards, both GRU forms) both ways against real
+# Keras (tests/reference/keras_rnn.py): predictions to 1e-5, weights files, a lockstep-trained
+# model in Keras; SKIP (exit 77) without it.
+add_test(NAME reference.keras_rnn_load_and_save_both_ways
+         COMMAND bash -c "rm -rf \"$2\" && \"$0\" \"$1\" \"$2\" \"$3\" \"$4\""
+                 ${_ref_py} ${CMAKE_CURRENT_SOURCE_DIR}/reference/keras_rnn.py ${CMAKE_CURRENT_BINARY_DIR}/keras_rnn
+                 ${_cli} $<TARGET_FILE:keras_files_driver>)
+set_tests_properties(reference.keras_rnn_load_and_save_both_ways PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 600)
 # A sequence model's loss and metrics under an Embedding(mask_zero=True) mask and per-step sample
 # weights, evaluate and an epoch of fit, against real Keras (tests/reference/keras_sequence_masks.py);
 # SKIP (exit 77) without it.

@@ -67,9 +67,41 @@ Tensor Initializer::operator()(const Shape& shape, std::uint64_t seed) const {
       while (std::fabs(z) > 2.0);
       return static_cast<float>(z * stddev);
     });
+  } else if (name == "orthogonal") {
+    // Keras' Orthogonal(gain=1.0): the Q of a normal (max, min) matrix of (rows = the product of
+    // the leading dims, cols = the last), its columns' signs those of R's diagonal (what modified
+    // Gram-Schmidt gives), transposed where rows < cols.
+    LOCKSTEP_CHECK(n == 0 || shape.rank() >= 2, "initializer 'orthogonal' needs a shape of rank 2 or more, got ",
+                   shape.str());
+    if (n == 0) return out;
+    const std::int64_t cols = shape[-1], rows = n / cols;
+    const std::int64_t big = std::max(rows, cols), small = std::min(rows, cols);
+    std::normal_distribution<double> g(0.0, 1.0);
+    std::vector<double> a(static_cast<std::size_t>(big * small));  // row-major (big, small)
+    for (auto& v : a) v = g(rng);
+    const auto at = [&](std::int64_t i, std::int64_t j) -> double& {
+      return a[static_cast<std::size_t>(i * small + j)];
+    };
+    for (std::int64_t j = 0; j < small; ++j) {
+      for (std::int64_t k = 0; k < j; ++k) {
+        double dot = 0;
+        for (std::int64_t i = 0; i < big; ++i) dot += at(i, k) * at(i, j);
+        for (std::int64_t i = 0; i < big; ++i) at(i, j) -= dot * at(i, k);
+      }
+      double norm = 0;
+      for (std::int64_t i = 0; i < big; ++i) norm += at(i, j) * at(i, j);
+      norm = std::sqrt(norm);
+      for (std::int64_t i = 0; i < big; ++i) at(i, j) /= norm;
+    }
+    std::vector<float> q(static_cast<std::size_t>(n));
+    for (std::int64_t r = 0; r < rows; ++r)
+      for (std::int64_t c = 0; c < cols; ++c)
+        q[static_cast<std::size_t>(r * cols + c)] = static_cast<float>(rows >= cols ? at(r, c) : at(c, r));
+    out.copy_from_host(q.data(), q.size() * sizeof(float), 0);
   } else {
     throw ValueError("unknown initializer '" + name +
-                     "': expected glorot_uniform, glorot_normal, he_normal, he_uniform, uniform, zeros or ones");
+                     "': expected glorot_uniform, glorot_normal, he_normal, he_uniform, uniform, orthogonal, zeros "
+                     "or ones");
   }
   return out;
 }

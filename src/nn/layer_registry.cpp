@@ -10,6 +10,7 @@
 #include "lockstep/layers/multi_head_attention.hpp"
 #include "lockstep/layers/normalization_layers.hpp"
 #include "lockstep/layers/position_embedding.hpp"
+#include "lockstep/layers/recurrent_layers.hpp"
 #include "lockstep/layers/sequence_layers.hpp"
 
 namespace lockstep::layers {
@@ -19,6 +20,10 @@ using nlohmann::json;
 
 // Keras' image layers take a data_format; lockstep's are NHWC only.
 const json kChannelsLast = {{"data_format", "channels_last"}};
+
+// The recurrent layers' Keras arguments lockstep does not run (recurrent_layers.hpp): a .keras
+// file that sets one is refused naming it.
+const json kRecurrentFixed = {{"stateful", false}, {"unroll", false}, {"return_state", false}};
 
 // One row per layer class lockstep has.
 std::vector<LayerClass> builtin_classes() {
@@ -61,6 +66,9 @@ std::vector<LayerClass> builtin_classes() {
       {"Minimum", [](const json& c) { return ElementwiseMergeLayer::from_config(ElementwiseMergeLayer::Kind::kMinimum, c); }},
       // keras_hub.layers.PositionEmbedding (Keras writes it registered as "keras_hub>PositionEmbedding").
       {"PositionEmbedding", &PositionEmbeddingLayer::from_config},
+      {"SimpleRNN", &SimpleRNNLayer::from_config, kRecurrentFixed},
+      {"LSTM", &LSTMLayer::from_config, kRecurrentFixed},
+      {"GRU", &GRULayer::from_config, kRecurrentFixed},
   };
 }
 

@@ -33,9 +33,10 @@ const std::set<std::string> kIgnoredArguments = {"seed", "renorm_momentum"};
 const std::map<std::string, std::string> kInitializers = {
     {"glorot_uniform", "GlorotUniform"}, {"glorot_normal", "GlorotNormal"}, {"he_normal", "HeNormal"},
     {"he_uniform", "HeUniform"},         {"zeros", "Zeros"},                {"ones", "Ones"},
-    {"uniform", "RandomUniform"}};
+    {"uniform", "RandomUniform"},        {"orthogonal", "Orthogonal"}};
 // The arguments of a Keras class that lockstep's initializer fixes (Keras' own defaults).
-const std::map<std::string, json> kInitializerArguments = {{"uniform", {{"minval", -0.05}, {"maxval", 0.05}}}};
+const std::map<std::string, json> kInitializerArguments = {{"uniform", {{"minval", -0.05}, {"maxval", 0.05}}},
+                                                           {"orthogonal", {{"gain", 1.0}}}};
 json initializer_arguments(const std::string& name) {
   const auto it = kInitializerArguments.find(name);
   return it == kInitializerArguments.end() ? json::object() : it->second;

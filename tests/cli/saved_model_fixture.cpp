@@ -9,7 +9,7 @@
 //                                  y_test), DIR/mismatched.npz (one label short),
 //                                DIR/model.keras (the same model as a Keras archive) and broken
 //                                  copies of it: truncated.keras (half of it), not_zip.keras,
-//                                  lstm.keras (an LSTM layer in config.json), missing_weight.keras
+//                                  conv3d.keras (a Conv3D layer in config.json), missing_weight.keras
 //                                  (no layers/dense_1/vars/1), wrong_shape.keras (that bias (9,))
 #include <cstdio>
 #include <filesystem>
@@ -49,10 +49,10 @@ void write_broken_keras_files(const std::string& dir) {
   };
   nlohmann::json config = nlohmann::json::parse(io::find_entry(entries, "config.json")->bytes);
   config["config"]["layers"][1] = {{"module", "keras.layers"},
-                                   {"class_name", "LSTM"},
-                                   {"config", {{"name", "lstm"}, {"units", 16}}},
+                                   {"class_name", "Conv3D"},
+                                   {"config", {{"name", "conv3d"}, {"filters", 16}}},
                                    {"registered_name", nullptr}};
-  io::write_file_atomic(dir + "/lstm.keras", with("config.json", config.dump()));
+  io::write_file_atomic(dir + "/conv3d.keras", with("config.json", config.dump()));
   io::H5Content h5 = io::decode_hdf5(io::find_entry(entries, "model.weights.h5")->bytes, "model.weights.h5", {.attributes = true});
   io::H5Content missing = h5;
   std::erase_if(missing.datasets, [](const io::H5Dataset& d) { return d.path == "layers/dense_1/vars/1"; });

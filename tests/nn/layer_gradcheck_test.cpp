@@ -124,6 +124,21 @@ std::vector<LayerCase> layer_cases() {
       {"global_max_pooling1d", [] { return layers::GlobalMaxPooling1D(); }, {2, 3, 4}},
       {"global_max_pooling1d_keepdims", [] { return layers::GlobalMaxPooling1D(true); }, {2, 3, 4}},
       {"global_max_pooling2d", [] { return layers::GlobalMaxPooling2D(); }, {2, 3, 2, 3}},
+      {"simple_rnn", [] { return layers::SimpleRNN(3); }, {2, 4, 2}},
+      {"simple_rnn_sequences_backwards",
+       [] { return layers::SimpleRNN({.units = 3, .return_sequences = true, .go_backwards = true}); }, {2, 3, 2}},
+      {"lstm", [] { return layers::LSTM(3); }, {2, 4, 2}},
+      {"lstm_sequences", [] { return layers::LSTM(2, true); }, {2, 3, 3}},
+      {"gru", [] { return layers::GRU(3); }, {2, 4, 2}},
+      {"gru_reset_before_sequences",
+       [] { return layers::GRU({.units = 2, .reset_after = false, .return_sequences = true}); }, {2, 3, 2}},
+      {"simple_rnn_dropout_training",
+       [] { return layers::SimpleRNN({.units = 3, .dropout = 0.4f, .recurrent_dropout = 0.3f}); }, {2, 3, 2}, true},
+      {"lstm_dropout_training", [] { return layers::LSTM({.units = 2, .dropout = 0.3f}); }, {2, 3, 2}, true},
+      {"lstm_recurrent_dropout_training",
+       [] { return layers::LSTM({.units = 2, .dropout = 0.3f, .recurrent_dropout = 0.4f}); }, {2, 3, 2}, true},
+      {"gru_reset_before_recurrent_dropout_training",
+       [] { return layers::GRU({.units = 2, .reset_after = false, .recurrent_dropout = 0.4f}); }, {2, 3, 2}, true},
   };
 }
 

@@ -11,7 +11,7 @@ usage: keras_files.py DIR LOCKSTEP_CLI KERAS_FILES_DRIVER
     them and predicts what `lockstep predict` does (relative 1e-5, or twice the change a one-ulp
     perturbation of the input makes to Keras' own predictions where the trained model is that
     sensitive: float32 cannot agree more closely than that), and compiles them as lockstep did.
-(c) Keras models lockstep cannot read (an LSTM layer): the CLI exits 1 with a message naming the
+(c) Keras models lockstep cannot read (a Conv3D layer): the CLI exits 1 with a message naming the
     file, the layer class and the layer's name (or the problem); a Functional model of two inputs,
     which the library reads (keras_multi_io.py) but the CLI's one tensor of examples cannot feed,
     exits 2 naming its inputs.
@@ -222,13 +222,14 @@ def part_b(d, cli, driver):
 
 
 def part_c(d, cli):
-    lstm = keras.Sequential([keras.Input((5, 3)), keras.layers.LSTM(4, name="my_lstm"), keras.layers.Dense(2)])
-    path = os.path.join(d, "lstm.keras")
-    lstm.save(path)
+    conv3d = keras.Sequential([keras.Input((4, 4, 4, 1)), keras.layers.Conv3D(2, 2, name="my_conv3d"),
+                               keras.layers.Flatten(), keras.layers.Dense(2)])
+    path = os.path.join(d, "conv3d.keras")
+    conv3d.save(path)
     r = run(cli, "predict", "--model", path, "--input", os.path.join(d, "keras_mlp_x.npy"))
     msg = r.stderr.strip()
-    check(r.returncode == 1 and "lstm.keras" in msg and "layer 'my_lstm' (LSTM)" in msg and "not supported" in msg,
-          f"(c) an LSTM layer: exit {r.returncode}, message: {msg}")
+    check(r.returncode == 1 and "conv3d.keras" in msg and "layer 'my_conv3d' (Conv3D)" in msg and "not supported" in msg,
+          f"(c) a Conv3D layer: exit {r.returncode}, message: {msg}")
     a, b = keras.Input((4,)), keras.Input((4,))
     functional = keras.Model([a, b], keras.layers.Add()([keras.layers.Dense(3)(a), keras.layers.Dense(3)(b)]))
     path = os.path.join(d, "two_inputs.keras")

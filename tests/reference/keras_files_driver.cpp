@@ -1,5 +1,5 @@
 // lockstep's side of tests/reference/keras_files.py (Keras 3 files in both directions):
-//   keras_files_driver train mlp|cnn|resnet20 OUT.keras X.npy Y.npy   train briefly, save as .keras
+//   keras_files_driver train mlp|cnn|resnet20|rnn OUT.keras X.npy Y.npy   train briefly, save as .keras
 //   keras_files_driver resave IN.keras OUT.keras             load a Keras-made file, save it again
 //   keras_files_driver load-weights MODEL.keras W.weights.h5 X.npy OUT.npy
 //                                                            load a model, then Keras' save_weights
@@ -68,6 +68,12 @@ std::unique_ptr<Model> make(const std::string& kind, const Shape& example) {
   if (kind == "mlp") {
     l.insert(l.end(), {layers::Flatten(), layers::Dense(16, "relu"), layers::BatchNormalization(), layers::Dropout(0.2f),
                        layers::Dense(3, "softmax")});
+  } else if (kind == "rnn") {  // tokens [b, steps], 0 padding: every recurrent layer (keras_rnn.py)
+    layers::RecurrentOptions gru{.units = 5, .return_sequences = true, .go_backwards = true};
+    gru.reset_after = false;
+    l.insert(l.end(), {layers::Embedding(9, 6, true), layers::SimpleRNN({.units = 6, .return_sequences = true}),
+                       layers::GRU(gru), layers::LSTM({.units = 5, .return_sequences = true, .dropout = 0.2f, .recurrent_dropout = 0.1f}),
+                       layers::GRU(4), layers::Dense(3, "softmax")});
   } else {
     l.insert(l.end(), {layers::Rescaling(0.5f), layers::ZeroPadding2D(),
                        layers::Conv2D({.filters = 6, .kernel_size = {3, 3}, .activation = "relu"}),

@@ -375,9 +375,9 @@ class BrokenArchive : public ::testing::Test {
 };
 
 TEST_F(BrokenArchive, UnsupportedLayerNamesFileLayerAndClass) {
-  layer(2) = {{"module", "keras.layers"}, {"class_name", "LSTM"}, {"config", {{"name", "lstm"}, {"units", 4}}}};
-  const std::string m = load_message("lstm.keras");
-  EXPECT_HAS(m, "layer 'lstm' (LSTM): this layer class is not supported by lockstep");
+  layer(2) = {{"module", "keras.layers"}, {"class_name", "Conv3D"}, {"config", {{"name", "conv3d"}, {"filters", 4}}}};
+  const std::string m = load_message("conv3d.keras");
+  EXPECT_HAS(m, "layer 'conv3d' (Conv3D): this layer class is not supported by lockstep");
   EXPECT_HAS(m, "BatchNormalization");  // the classes it has
 }
 
@@ -397,7 +397,7 @@ TEST_F(BrokenArchive, UnsupportedArgumentIsNamed) {
   layer(2)["config"]["renorm"] = true;
   EXPECT_HAS(load_message("renorm.keras"), "layer 'batch_normalization' (BatchNormalization): argument renorm=true");
   layer(2)["config"]["renorm"] = false;
-  layer(1)["config"]["kernel_initializer"] = {{"class_name", "Orthogonal"}, {"config", json::object()}};
+  layer(1)["config"]["kernel_initializer"] = {{"class_name", "LecunNormal"}, {"config", json::object()}};
   EXPECT_HAS(load_message("initializer.keras"), "argument kernel_initializer=");
   layer(1)["config"]["kernel_initializer"] = "glorot_uniform";
   layer(1)["config"]["dtype"] = "float64";
@@ -432,8 +432,8 @@ TEST_F(BrokenArchive, WrongShapeAndExtraWeightsAreNamed) {
   h5_.datasets.push_back({"layers/dense/vars/2", Tensor::zeros(Shape{8})});
   EXPECT_HAS(load_message("extra.keras"), "holds layers/dense/vars/2, but layer 'dense' (Dense) has 2 weights");
   h5_.datasets.pop_back();
-  h5_.datasets.push_back({"layers/lstm/vars/0", Tensor::zeros(Shape{8})});
-  EXPECT_HAS(load_message("other_layer.keras"), "holds layers/lstm/vars/0, but model 'mlp' has no layer whose weights go to layers/lstm/vars");
+  h5_.datasets.push_back({"layers/conv3d/vars/0", Tensor::zeros(Shape{8})});
+  EXPECT_HAS(load_message("other_layer.keras"), "holds layers/conv3d/vars/0, but model 'mlp' has no layer whose weights go to layers/conv3d/vars");
 }
 
 TEST_F(BrokenArchive, UnknownCompileConfigLoadsUncompiled) {

@@ -320,11 +320,11 @@ TEST_F(SavedModelErrors, EditedTensorListShape) {
 }
 
 TEST_F(SavedModelErrors, UnknownLayerClass) {
-  replace_in_file(json_, "\"class_name\": \"Dropout\"", "\"class_name\": \"LSTM\"");
+  replace_in_file(json_, "\"class_name\": \"Dropout\"", "\"class_name\": \"Conv3D\"");
   const auto m = io_message_of([&] { load_model(dir_); });
   EXPECT_NE(m.find(json_), std::string::npos) << m;
   EXPECT_NE(m.find("layer 1"), std::string::npos) << m;
-  EXPECT_NE(m.find("unknown layer class_name 'LSTM'"), std::string::npos) << m;
+  EXPECT_NE(m.find("unknown layer class_name 'Conv3D'"), std::string::npos) << m;
 }
 
 TEST_F(SavedModelErrors, WrongFormatVersion) {

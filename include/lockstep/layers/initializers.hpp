@@ -7,7 +7,8 @@
 namespace lockstep::layers {
 
 /// Keras initializer names: "glorot_uniform", "glorot_normal", "he_normal", "he_uniform",
-/// "uniform" (RandomUniform(-0.05, 0.05)), "zeros", "ones". Fan-in/fan-out follow Keras for 2-D kernels (rows, cols).
+/// "uniform" (RandomUniform(-0.05, 0.05)), "orthogonal" (Orthogonal(gain=1.0), the recurrent
+/// layers' recurrent kernels; a shape of rank 2 or more), "zeros", "ones". Fan-in/fan-out follow Keras for 2-D kernels (rows, cols).
 struct Initializer {
   std::string name = "glorot_uniform";
   /// Fills a new float32 tensor deterministically from seed.

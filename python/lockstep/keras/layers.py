@@ -67,6 +67,12 @@ _SIGNATURES = {
     "MultiHeadAttention": (("num_heads", "key_dim", "value_dim", "dropout", "use_bias", "output_shape"),
                            {k: _LAYERS_DEFAULT for k in ("value_dim", "dropout", "use_bias", "output_shape")}),
     "PositionEmbedding": (("sequence_length",), {}),
+    # Keras' recurrent layers: units first, every other argument Keras' default (the C++ layer's).
+    "SimpleRNN": (("units", "activation", "use_bias"), {k: _LAYERS_DEFAULT for k in ("activation", "use_bias")}),
+    "LSTM": (("units", "activation", "recurrent_activation", "use_bias"),
+             {k: _LAYERS_DEFAULT for k in ("activation", "recurrent_activation", "use_bias")}),
+    "GRU": (("units", "activation", "recurrent_activation", "use_bias"),
+            {k: _LAYERS_DEFAULT for k in ("activation", "recurrent_activation", "use_bias")}),
 }
 
 
@@ -418,7 +424,7 @@ def _layer_class(class_name):
         config.setdefault("name", "")
         if config.get("activation", "") is None:
             config["activation"] = "linear"
-        for key in ("kernel_initializer", "bias_initializer", "depthwise_initializer"):
+        for key in ("kernel_initializer", "bias_initializer", "depthwise_initializer", "recurrent_initializer"):
             if config.get(key) is not None and not isinstance(config[key], str):
                 raise ValueError(f"keras.layers.{class_name}: lockstep takes {key} by name only "
                                  f"(e.g. 'glorot_uniform'), not {config[key]!r}")

@@ -1,0 +1,146 @@
+#!/usr/bin/env python3
+"""Keras 3's recurrent layers (SimpleRNN, LSTM, GRU) both ways against real Keras (TF backend).
+
+usage: keras_rnn.py DIR LOCKSTEP_CLI KERAS_FILES_DRIVER
+
+(a) Keras builds models of every recurrent layer with random weights (biases too): a Sequential
+    Embedding(mask_zero=True) -> SimpleRNN -> GRU(go_backwards, reset_after=False) -> LSTM (with
+    dropout and recurrent_dropout, which inference leaves out) -> GRU
+    -> Dense, its Functional twin (Keras writes the mask as a NotEqual node), and float steps
+    through Masking -> LSTM(zero_output_for_mask) -> SimpleRNN(go_backwards); padding at the end,
+    the start and the middle of rows. `lockstep predict` on Keras' .keras file gives Keras'
+    predictions (relative 1e-5), and lockstep's re-save loads in Keras and predicts the same.
+(b) Keras' save_weights file loads into lockstep's copy (the weights under each layer's cell).
+(c) lockstep trains the same kind of model (keras_files_driver train rnn) and saves it; Keras
+    loads it and predicts what `lockstep predict` does (relative 1e-5).
+
+Exit 0 all agree, 1 a disagreement, 77 (skip) when tensorflow/keras are not importable.
+"""
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import keras_files as kf  # noqa: E402  (skips with 77 itself when Keras is missing)
+from keras_files import check, rel, run, lockstep_predict, np, keras  # noqa: E402
+
+RTOL = 1e-5
+VOCAB, STEPS = 9, 7
+
+
+def randomize(model, seed):
+    rng = np.random.RandomState(seed)
+    for w in model.weights:
+        w.assign(rng.normal(0, 0.5, w.shape).astype(np.float32))
+    return model
+
+
+def recurrent_layers():
+    return [keras.layers.Embedding(VOCAB, 6, mask_zero=True),
+            keras.layers.SimpleRNN(6, return_sequences=True),
+            keras.layers.GRU(5, return_sequences=True, go_backwards=True, reset_after=False),
+            keras.layers.LSTM(5, return_sequences=True, dropout=0.2, recurrent_dropout=0.1),
+            keras.layers.GRU(4),
+            keras.layers.Dense(3, activation="softmax")]
+
+
+def keras_sequential():
+    keras.utils.set_random_seed(1)
+    return randomize(keras.Sequential([keras.Input((STEPS,))] + recurrent_layers(), name="keras_rnn_sequential"), 2)
+
+
+def keras_functional():
+    keras.utils.set_random_seed(1)
+    inp = keras.Input((STEPS,))
+    x = inp
+    for layer in recurrent_layers():
+        x = layer(x)
+    return randomize(keras.Model(inp, x, name="keras_rnn_functional"), 3)
+
+
+def keras_masking():
+    keras.utils.set_random_seed(4)
+    model = keras.Sequential([keras.Input((STEPS, 3)), keras.layers.Masking(0.0),
+                              keras.layers.LSTM(4, return_sequences=True, zero_output_for_mask=True),
+                              keras.layers.SimpleRNN(3, activation="relu", go_backwards=True),
+                              keras.layers.Dense(2)], name="keras_rnn_masking")
+    return randomize(model, 5)
+
+
+def both_ways(model, x, d, cli, driver, what):
+    want = model.predict(x, verbose=0)
+    path = os.path.join(d, f"{model.name}.keras")
+    model.save(path)
+    got = lockstep_predict(cli, path, x, d, model.name)
+    if got is not None:
+        e = rel(got, want)
+        check(got.shape == want.shape and e <= RTOL, f"{what}: lockstep predicts Keras' outputs (rel {e:.2e})")
+    again = os.path.join(d, f"{model.name}_resaved.keras")
+    r = run(driver, "resave", path, again)
+    if r.returncode != 0:
+        check(False, f"{what}: resave: {r.stderr.strip()}")
+        return
+    e = rel(keras.saving.load_model(again).predict(x, verbose=0), want)
+    check(e <= RTOL, f"{what}: lockstep's re-save loads in Keras and predicts the same (rel {e:.2e})")
+
+
+def padded_tokens(seed, n=24):
+    rng = np.random.RandomState(seed)
+    x = rng.randint(1, VOCAB, (n, STEPS)).astype(np.float32)
+    for row in range(n):
+        kind = row % 4
+        if kind == 1:
+            x[row, STEPS - 1 - row % (STEPS - 1):] = 0  # at the end
+        elif kind == 2:
+            x[row, :1 + row % (STEPS - 2)] = 0  # at the start
+        elif kind == 3:
+            x[row, 2:4] = 0  # in the middle
+    return x
+
+
+def main():
+    if len(sys.argv) != 4:
+        print(__doc__)
+        return 2
+    d, cli, driver = sys.argv[1:]
+    os.makedirs(d, exist_ok=True)
+    print(f"keras {keras.__version__}")
+    x = padded_tokens(0)
+    seq = keras_sequential()
+    both_ways(seq, x, d, cli, driver, "(a) Sequential Embedding(mask_zero) -> every recurrent layer")
+    both_ways(keras_functional(), x, d, cli, driver, "(a) Functional: the NotEqual mask node into each layer")
+    steps = np.random.RandomState(6).normal(0, 1, (16, STEPS, 3)).astype(np.float32)
+    for row in range(16):
+        steps[row, STEPS - row % (STEPS - 1):] = 0
+    steps[::3, 1] = 0
+    both_ways(keras_masking(), steps, d, cli, driver, "(a) Masking -> LSTM(zero_output_for_mask) -> SimpleRNN(go_backwards)")
+
+    # (b) Keras' save_weights file into lockstep's copy of the model (zeroed first by the driver).
+    weights = os.path.join(d, f"{seq.name}.weights.h5")
+    seq.save_weights(weights)
+    out = os.path.join(d, f"{seq.name}_w_pred.npy")
+    r = run(driver, "load-weights", os.path.join(d, f"{seq.name}.keras"), weights, os.path.join(d, f"{seq.name}_x.npy"),
+            out)
+    e = rel(np.load(out), seq.predict(x, verbose=0)) if r.returncode == 0 else float("inf")
+    failed = f": {r.stderr.strip()}" if r.returncode != 0 else ""
+    check(e <= RTOL, f"(b) Keras' .weights.h5 loads in lockstep (rel {e:.2e}){failed}")
+
+    # (c) A model lockstep trained and saved, in Keras.
+    xt, yt = os.path.join(d, "train_x.npy"), os.path.join(d, "train_y.npy")
+    tokens = padded_tokens(7, 64)
+    np.save(xt, tokens)
+    np.save(yt, (tokens == 1).any(axis=1).astype(np.int64) + (tokens == 2).any(axis=1).astype(np.int64))
+    path = os.path.join(d, "lockstep_rnn.keras")
+    r = run(driver, "train", "rnn", path, xt, yt)
+    if r.returncode != 0:
+        check(False, f"(c) keras_files_driver train rnn: {r.stderr.strip()}")
+    else:
+        got = lockstep_predict(cli, path, x, d, "lockstep_rnn")
+        want = keras.saving.load_model(path).predict(x, verbose=0)
+        e = rel(got, want) if got is not None else float("inf")
+        check(e <= RTOL, f"(c) lockstep's trained recurrent model loads in Keras and predicts the same (rel {e:.2e})")
+    print(f"{len(kf.failures)} failure(s)")
+    return 1 if kf.failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
