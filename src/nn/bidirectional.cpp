@@ -73,9 +73,6 @@ BidirectionalLayer::BidirectionalLayer(const LayerPtr& layer, const std::optiona
                                 {"zero_output_for_mask", sequences}});
   } else {
     const auto b = as_recurrent(backward_layer, "backward_layer");
-    LOCKSTEP_CHECK(b->options().go_backwards != forward_->options().go_backwards,
-                   "Bidirectional: the forward and backward layers must have different go_backwards values, got ",
-                   forward_->options().go_backwards ? "True" : "False", " for both");
     LOCKSTEP_CHECK(b->options().return_sequences == sequences, "Bidirectional: the forward and backward layers must have "
                    "the same return_sequences, got ", sequences ? "True" : "False", " for the forward layer and ",
                    sequences ? "False" : "True", " for the backward layer");
@@ -86,6 +83,10 @@ BidirectionalLayer::BidirectionalLayer(const LayerPtr& layer, const std::optiona
     const std::string named = b->name().empty() ? "backward_" + default_name(b->class_name()) : b->name();
     backward_ = remade(*b, {{"name", named}, {"zero_output_for_mask", sequences}});
   }
+  // Keras' _verify_layer_config (a layer that goes backwards itself has no forward copy).
+  LOCKSTEP_CHECK(backward_->options().go_backwards != forward_->options().go_backwards,
+                 "Bidirectional: the forward and backward layers must have different go_backwards values, got ",
+                 forward_->options().go_backwards ? "True" : "False", " for both");
 }
 
 Shape BidirectionalLayer::compute_output_shape(const Shape& s) const {

@@ -169,6 +169,7 @@ TEST(Bidirectional, RefusesWhatKerasRefusesByName) {
   EXPECT_VALUE_ERROR((void)layers::Bidirectional(layers::LSTM(3), "concat", layers::Dense(3)), "backward_layer");
   // A given backward layer must run the other way and agree in return_sequences.
   EXPECT_VALUE_ERROR((void)layers::Bidirectional(layers::LSTM(3), "concat", layers::LSTM(3)), "go_backwards");
+  EXPECT_VALUE_ERROR((void)layers::Bidirectional(layers::LSTM({.units = 3, .go_backwards = true})), "go_backwards");
   RecurrentOptions back{.units = 3, .return_sequences = true, .go_backwards = true};
   EXPECT_VALUE_ERROR((void)layers::Bidirectional(layers::LSTM(3), "concat", layers::LSTM(back)), "return_sequences");
   back.return_sequences = false;
