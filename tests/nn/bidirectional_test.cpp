@@ -3,13 +3,14 @@
 // plain layers given the wrapper's weights; masks (a padded batch gives each sequence's own
 // result, masked steps are zeros with return_sequences); configs, weight order and Keras' weight
 // paths; the arguments Keras refuses, by name.
+#include "lockstep/layers/bidirectional.hpp"
+
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
 #include <random>
 
 #include "common/error_message.hpp"
-#include "lockstep/layers/bidirectional.hpp"
 #include "lockstep/layers/layer_registry.hpp"
 #include "lockstep/lockstep.hpp"
 
@@ -40,7 +41,8 @@ std::shared_ptr<BidirectionalLayer> built(const layers::LayerPtr& inner, const s
   auto b = std::make_shared<BidirectionalLayer>(inner, mode);
   b->build(Shape{-1, -1, kF}, 7);
   std::uint64_t seed = 11;
-  for (const auto& v : b->variables()) v.assign(Tensor::from_vector(random_values(v.shape().numel(), seed++), v.shape()));
+  for (const auto& v : b->variables())
+    v.assign(Tensor::from_vector(random_values(v.shape().numel(), seed++), v.shape()));
   return b;
 }
 
@@ -49,7 +51,8 @@ layers::LayerPtr plain_copy(const BidirectionalLayer& b, const std::string& cls,
                             bool go_backwards, std::size_t first) {
   auto l = make(cls, return_sequences, go_backwards);
   l->build(Shape{-1, -1, kF}, 1);
-  for (std::size_t i = 0; i < l->variables().size(); ++i) l->variables()[i].assign(b.variables()[first + i].read_value());
+  for (std::size_t i = 0; i < l->variables().size(); ++i)
+    l->variables()[i].assign(b.variables()[first + i].read_value());
   return l;
 }
 }  // namespace
@@ -75,11 +78,14 @@ TEST(Bidirectional, OutputIsTheForwardAndTheReversedBackwardOutputsMerged) {
         const Tensor got = b->call(x, {});
         const std::int64_t width = mode == "concat" ? 2 * kU : kU;
         EXPECT_EQ(got.shape(), seq ? Shape({kB, kT, width}) : Shape({kB, width})) << what;
-        EXPECT_EQ(b->compute_output_shape(Shape{-1, kT, kF}), seq ? Shape({-1, kT, width}) : Shape({-1, width})) << what;
+        EXPECT_EQ(b->compute_output_shape(Shape{-1, kT, kF}),
+                  seq ? Shape({-1, kT, width}) : Shape({-1, width}))
+            << what;
         const auto g = got.to_vector<float>();
         for (std::int64_t r = 0; r < kB * steps; ++r)
           for (std::int64_t j = 0; j < kU; ++j) {
-            const float f = y[static_cast<std::size_t>(r * kU + j)], k = rev[static_cast<std::size_t>(r * kU + j)];
+            const float f = y[static_cast<std::size_t>(r * kU + j)],
+                        k = rev[static_cast<std::size_t>(r * kU + j)];
             if (mode == "concat") {
               EXPECT_NEAR(g[static_cast<std::size_t>(r * 2 * kU + j)], f, 1e-6) << what;
               EXPECT_NEAR(g[static_cast<std::size_t>(r * 2 * kU + kU + j)], k, 1e-6) << what;
@@ -116,7 +122,8 @@ TEST(Bidirectional, APaddedBatchGivesWhatEachUnpaddedSequenceGives) {
       }
       for (std::size_t r = 0; r < rows.size(); ++r) {
         const auto n = static_cast<std::int64_t>(rows[r].size());
-        const auto alone = b->call(emb->call(Tensor::from_vector(rows[r], {1, n}), {}), {}).to_vector<float>();
+        const auto alone =
+            b->call(emb->call(Tensor::from_vector(rows[r], {1, n}), {}), {}).to_vector<float>();
         const std::size_t width = 2 * kU, per_row = seq ? kT * width : width;
         for (std::size_t j = 0; j < per_row; ++j) {
           const float want = j < alone.size() ? alone[j] : 0.0f;  // padded steps: zeros
@@ -145,7 +152,8 @@ TEST(Bidirectional, HoldsBothLayersWeightsInKerasOrderAndPaths) {
   EXPECT_EQ(b->keras_weight_path(3), "backward_layer/cell/vars/0");
   EXPECT_EQ(b->keras_weight_path(5), "backward_layer/cell/vars/2");
   // The two layers start with different weights (their own seeds), as Keras' do.
-  EXPECT_NE(b->variables()[0].read_value().to_vector<float>(), b->variables()[3].read_value().to_vector<float>());
+  EXPECT_NE(b->variables()[0].read_value().to_vector<float>(),
+            b->variables()[3].read_value().to_vector<float>());
   b->set_trainable(false);
   EXPECT_TRUE(b->trainable_variables().empty());
 }
@@ -166,12 +174,15 @@ TEST(Bidirectional, RefusesWhatKerasRefusesByName) {
   EXPECT_VALUE_ERROR((void)layers::Bidirectional(layers::LSTM(3), std::nullopt), "merge_mode=None");
   EXPECT_VALUE_ERROR((void)layers::Bidirectional(layers::LSTM(3), "max"), "merge_mode 'max'");
   EXPECT_VALUE_ERROR((void)layers::Bidirectional(layers::Dense(3)), "must be a recurrent layer");
-  EXPECT_VALUE_ERROR((void)layers::Bidirectional(layers::LSTM(3), "concat", layers::Dense(3)), "backward_layer");
+  EXPECT_VALUE_ERROR((void)layers::Bidirectional(layers::LSTM(3), "concat", layers::Dense(3)),
+                     "backward_layer");
   // A given backward layer must run the other way and agree in return_sequences.
   EXPECT_VALUE_ERROR((void)layers::Bidirectional(layers::LSTM(3), "concat", layers::LSTM(3)), "go_backwards");
-  EXPECT_VALUE_ERROR((void)layers::Bidirectional(layers::LSTM({.units = 3, .go_backwards = true})), "go_backwards");
+  EXPECT_VALUE_ERROR((void)layers::Bidirectional(layers::LSTM({.units = 3, .go_backwards = true})),
+                     "go_backwards");
   RecurrentOptions back{.units = 3, .return_sequences = true, .go_backwards = true};
-  EXPECT_VALUE_ERROR((void)layers::Bidirectional(layers::LSTM(3), "concat", layers::LSTM(back)), "return_sequences");
+  EXPECT_VALUE_ERROR((void)layers::Bidirectional(layers::LSTM(3), "concat", layers::LSTM(back)),
+                     "return_sequences");
   back.return_sequences = false;
   back.units = 4;
   EXPECT_VALUE_ERROR((void)layers::Bidirectional(layers::LSTM(3), "concat", layers::LSTM(back)), "units");
@@ -181,7 +192,10 @@ TEST(Bidirectional, RefusesWhatKerasRefusesByName) {
   const auto b = std::make_shared<BidirectionalLayer>(layers::LSTM(3), "concat", layers::LSTM(back));
   EXPECT_EQ(b->backward_layer().name(), "mine");
   EXPECT_EQ(b->backward_layer().get_config().at("activation"), "relu");
-  EXPECT_VALUE_ERROR((void)layers::find_layer_class("Bidirectional")
-                         ->from_config({{"name", "b"}, {"merge_mode", nullptr}, {"layer", {{"class_name", "LSTM"}, {"config", layers::LSTM(3)->get_config()}}}}),
-                     "merge_mode=None");
+  EXPECT_VALUE_ERROR(
+      (void)layers::find_layer_class("Bidirectional")
+          ->from_config({{"name", "b"},
+                         {"merge_mode", nullptr},
+                         {"layer", {{"class_name", "LSTM"}, {"config", layers::LSTM(3)->get_config()}}}}),
+      "merge_mode=None");
 }
