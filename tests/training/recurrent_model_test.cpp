@@ -243,5 +243,32 @@ TEST(RecurrentModel, UnderMixedFloat16ComputesWhatFloat32Does) {
   }
 }
 
+// Bidirectional under mixed_float16: its layers compute in float16 (the wrapper's policy) from
+// float32 weights, and give float32's outputs to float16's precision.
+TEST(RecurrentModel, BidirectionalUnderMixedFloat16ComputesWhatFloat32Does) {
+  auto reference = bidirectional_model();
+  std::unique_ptr<Functional> mixed;
+  {
+    struct Guard {
+      Guard() { mixed_precision::set_global_policy("mixed_float16"); }
+      ~Guard() { mixed_precision::set_global_policy("float32"); }
+    } guard;
+    mixed = bidirectional_model();
+  }
+  for (const auto& v : mixed->variables()) EXPECT_EQ(v.read_value().dtype(), DType::kF32) << v.name();
+  int wrappers = 0;
+  for (const auto& l : mixed->layers())
+    if (const auto* b = dynamic_cast<const layers::BidirectionalLayer*>(l.get())) {
+      ++wrappers;
+      EXPECT_EQ(b->forward_layer().compute_dtype(), DType::kF16) << l->name();
+      EXPECT_EQ(b->backward_layer().compute_dtype(), DType::kF16) << l->name();
+    }
+  EXPECT_EQ(wrappers, 3);
+  const Sequences data = sequences(8, 4);
+  const auto va = reference->predict(data.x).to_vector<float>(), vb = mixed->predict(data.x).to_vector<float>();
+  ASSERT_EQ(va.size(), vb.size());
+  for (std::size_t i = 0; i < va.size(); ++i) EXPECT_NEAR(va[i], vb[i], 1e-2) << i;
+}
+
 }  // namespace
 }  // namespace lockstep
