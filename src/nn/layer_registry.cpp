@@ -3,6 +3,7 @@
 #include <map>
 #include <mutex>
 
+#include "lockstep/layers/bidirectional.hpp"
 #include "lockstep/layers/conv_layers.hpp"
 #include "lockstep/layers/core_layers.hpp"
 #include "lockstep/layers/layer_normalization.hpp"
@@ -69,6 +70,7 @@ std::vector<LayerClass> builtin_classes() {
       {"SimpleRNN", &SimpleRNNLayer::from_config, kRecurrentFixed},
       {"LSTM", &LSTMLayer::from_config, kRecurrentFixed},
       {"GRU", &GRULayer::from_config, kRecurrentFixed},
+      {"Bidirectional", &BidirectionalLayer::from_config},
   };
 }
 

@@ -7,6 +7,7 @@
 #include <map>
 #include <set>
 
+#include "lockstep/layers/bidirectional.hpp"
 #include "lockstep/layers/core_layers.hpp"
 #include "lockstep/layers/layer_registry.hpp"
 #include "lockstep/layers/merge_layers.hpp"
@@ -116,6 +117,8 @@ class LayerReader {
         if (!is_off(value) && value != c.keras_fixed.at(key))
           fail("argument " + key + "=" + clip(value) + " is not supported by lockstep (its " + cls_ + " has " +
                key + "=" + c.keras_fixed.at(key).dump() + " only)");
+      } else if (value.is_object() && value.value("module", json()) == json("keras.layers")) {
+        out[key] = nested_layer(value);  // Bidirectional's layer and backward_layer
       } else {
         out[key] = is_initializer_key(key) ? json(initializer(key, value)) : value;
       }
@@ -157,6 +160,14 @@ class LayerReader {
     unsupported(key, v);
   }
 
+  // A layer inside this one's config as lockstep's {"class_name", "config"}.
+  json nested_layer(const json& v) const {
+    const LayerReader inner(source_, v);
+    const auto c = layers::find_layer_class(inner.cls());
+    if (!c) inner.fail("this layer class is not supported by lockstep (it reads " + layers::layer_class_names() + ")");
+    return {{"class_name", inner.cls()}, {"config", inner.to_lockstep(*c)}};
+  }
+
   static std::string clip(const json& v) {
     std::string s = v.dump();
     return s.size() > 200 ? s.substr(0, 200) + "..." : s;
@@ -178,6 +189,10 @@ json layer_to_keras(const layers::Layer& l) {
     config[key] = is_initializer_key(key) ? initializer_to_keras(value.get<std::string>()) : value;
   }
   config.update(layers::find_layer_class(l.class_name())->keras_fixed);
+  if (const auto* b = dynamic_cast<const layers::BidirectionalLayer*>(&l)) {
+    config["layer"] = layer_to_keras(b->forward_layer());
+    config["backward_layer"] = layer_to_keras(b->backward_layer());
+  }
   const std::string registered = l.keras_registered_name();
   return {{"module", l.keras_module()},
           {"class_name", l.class_name()},

@@ -129,6 +129,9 @@ std::vector<LayerCase> layer_cases() {
        [] { return layers::SimpleRNN({.units = 3, .return_sequences = true, .go_backwards = true}); }, {2, 3, 2}},
       {"lstm", [] { return layers::LSTM(3); }, {2, 4, 2}},
       {"lstm_sequences", [] { return layers::LSTM(2, true); }, {2, 3, 3}},
+      // The backward outputs put back in time order (a gather) before the merge.
+      {"bidirectional_lstm_sequences", [] { return layers::Bidirectional(layers::LSTM(2, true)); }, {2, 3, 2}},
+      {"bidirectional_gru_ave", [] { return layers::Bidirectional(layers::GRU(2), "ave"); }, {2, 3, 2}},
       {"gru", [] { return layers::GRU(3); }, {2, 4, 2}},
       {"gru_reset_before_sequences",
        [] { return layers::GRU({.units = 2, .reset_after = false, .return_sequences = true}); }, {2, 3, 2}},

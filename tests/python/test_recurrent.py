@@ -57,3 +57,38 @@ def test_options_lockstep_does_not_run_are_refused_by_name(argument):
     (key, _), = argument.items()
     with pytest.raises(ValueError, match=key):
         layers.LSTM(4, **argument)
+
+
+def test_bidirectional_lstm_after_a_masked_embedding_learns_saves_and_loads(tmp_path):
+    tf.keras.utils.set_random_seed(3)
+    bi = layers.Bidirectional(layers.LSTM(8))
+    model = keras.Sequential([keras.Input(shape=(STEPS,)), layers.Embedding(VOCAB, 8, mask_zero=True), bi,
+                              layers.Dense(1, activation="sigmoid")])
+    model.compile(optimizer=keras.optimizers.Adam(2e-2), loss="binary_crossentropy", metrics=["accuracy"])
+    x, y = sequences(512, 1)
+    model.fit(x, y, epochs=12, batch_size=32, verbose=0)
+    tx, ty = sequences(256, 2)
+    assert model.evaluate(tx, ty, batch_size=128, verbose=0, return_dict=True)["accuracy"] > 0.95
+    config = bi.get_config()
+    assert config["merge_mode"] == "concat"
+    assert config["layer"]["config"]["name"] == "forward_lstm"
+    assert config["backward_layer"]["config"]["go_backwards"] is True
+    assert len(bi.weights) == 6
+    path = str(tmp_path / "bidirectional.keras")
+    model.save(path)
+    again = keras.models.load_model(path)
+    np.testing.assert_array_equal(again.predict(tx, verbose=0), model.predict(tx, verbose=0))
+
+
+@pytest.mark.parametrize("mode", ["sum", "mul", "ave"])
+def test_bidirectional_merge_modes_give_the_forward_units(mode):
+    model = keras.Sequential([keras.Input(shape=(STEPS, 3)),
+                              layers.Bidirectional(layers.GRU(4, return_sequences=True), merge_mode=mode)])
+    assert model.predict(np.ones((2, STEPS, 3), np.float32), verbose=0).shape == (2, STEPS, 4)
+
+
+def test_bidirectional_refuses_merge_mode_none_and_other_layers_by_name():
+    with pytest.raises(ValueError, match="merge_mode=None"):
+        layers.Bidirectional(layers.LSTM(4), merge_mode=None)
+    with pytest.raises(ValueError, match="must be a recurrent layer"):
+        layers.Bidirectional(layers.Dense(4))

@@ -8,7 +8,8 @@ usage: keras_rnn.py DIR LOCKSTEP_CLI KERAS_FILES_DRIVER
     dropout and recurrent_dropout, which inference leaves out) -> GRU
     -> Dense, its Functional twin (Keras writes the mask as a NotEqual node), and float steps
     through Masking -> LSTM(zero_output_for_mask) -> SimpleRNN(go_backwards); padding at the end,
-    the start and the middle of rows. `lockstep predict` on Keras' .keras file gives Keras'
+    the start and the middle of rows; Bidirectional wrappers of each layer (every merge mode, a
+    given backward layer of another class). `lockstep predict` on Keras' .keras file gives Keras'
     predictions (relative 1e-5), and lockstep's re-save loads in Keras and predicts the same.
 (b) Keras' save_weights file loads into lockstep's copy (the weights under each layer's cell).
 (c) lockstep trains the same kind of model (keras_files_driver train rnn) and saves it; Keras
@@ -66,6 +67,28 @@ def keras_masking():
     return randomize(model, 5)
 
 
+def bidirectional_layers():
+    return [keras.layers.Embedding(VOCAB, 6, mask_zero=True),
+            keras.layers.Bidirectional(keras.layers.LSTM(5, return_sequences=True), merge_mode="sum"),
+            keras.layers.Bidirectional(keras.layers.SimpleRNN(3, return_sequences=True), merge_mode="mul"),
+            keras.layers.Bidirectional(keras.layers.GRU(4, return_sequences=True), merge_mode="ave"),
+            keras.layers.Bidirectional(keras.layers.LSTM(4),
+                                       backward_layer=keras.layers.GRU(4, activation="relu", go_backwards=True)),
+            keras.layers.Dense(3, activation="softmax")]
+
+
+def keras_bidirectional(functional):
+    keras.utils.set_random_seed(8)
+    if not functional:
+        return randomize(keras.Sequential([keras.Input((STEPS,))] + bidirectional_layers(),
+                                          name="keras_rnn_bidirectional"), 9)
+    inp = keras.Input((STEPS,))
+    x = inp
+    for layer in bidirectional_layers():
+        x = layer(x)
+    return randomize(keras.Model(inp, x, name="keras_rnn_bidirectional_functional"), 9)
+
+
 def both_ways(model, x, d, cli, driver, what):
     want = model.predict(x, verbose=0)
     path = os.path.join(d, f"{model.name}.keras")
@@ -108,6 +131,10 @@ def main():
     seq = keras_sequential()
     both_ways(seq, x, d, cli, driver, "(a) Sequential Embedding(mask_zero) -> every recurrent layer")
     both_ways(keras_functional(), x, d, cli, driver, "(a) Functional: the NotEqual mask node into each layer")
+    for functional in (False, True):
+        both_ways(keras_bidirectional(functional), x, d, cli, driver,
+                  f"(a) {'Functional' if functional else 'Sequential'} Bidirectional: each merge mode, "
+                  "return_sequences, a given backward layer, masks")
     steps = np.random.RandomState(6).normal(0, 1, (16, STEPS, 3)).astype(np.float32)
     for row in range(16):
         steps[row, STEPS - row % (STEPS - 1):] = 0

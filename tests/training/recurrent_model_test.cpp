@@ -152,6 +152,72 @@ TEST(RecurrentModel, AKerasFileAskingForAnOptionLockstepDoesNotRunIsRefusedNamin
   }
 }
 
+// Keras' most common text model: Embedding(mask_zero=True) -> Bidirectional(LSTM) -> Dense.
+std::unique_ptr<Sequential> bidirectional_classifier() {
+  auto m = std::make_unique<Sequential>(std::vector<layers::LayerPtr>{}, "bidirectional_classifier");
+  m->set_seed(3);
+  for (auto layer : {layers::Input({kSteps}), layers::Embedding(kVocab, 8, true), layers::Bidirectional(layers::LSTM(8)),
+                     layers::Dense(1, "sigmoid")})
+    m->add(layer);
+  m->compile(optimizers::Adam(2e-2), losses::BinaryCrossentropy(), {"accuracy"});
+  return m;
+}
+
+TEST(RecurrentModel, EmbeddingMaskZeroBidirectionalLstmDenseLearnsWhetherATokenAppears) {
+  auto model = bidirectional_classifier();
+  const Sequences train = sequences(512, 1), test = sequences(256, 2);
+  model->fit(train.x, train.y, {.epochs = 12, .batch_size = 32, .verbose = 0});
+  EXPECT_GT(model->evaluate(test.x, test.y, {.batch_size = 128}).at("accuracy"), 0.95);  // chance: 0.5
+}
+
+// Bidirectional layers stacked (return_sequences, each merge mode) in a Functional model.
+std::unique_ptr<Functional> bidirectional_model() {
+  const KerasTensor in = Input({kSteps});
+  KerasTensor x = call(layers::Embedding(kVocab, 4, true), in);
+  x = call(layers::Bidirectional(layers::GRU(3, true), "sum"), x);
+  x = call(layers::Bidirectional(layers::SimpleRNN({.units = 3, .return_sequences = true}), "mul"), x);
+  x = call(layers::Bidirectional(layers::LSTM(4), "concat",
+                                 layers::LSTM({.units = 4, .activation = "relu", .go_backwards = true})),
+           x);
+  auto m = std::make_unique<Functional>(in, call(layers::Dense(2, "softmax"), x), "bidirectional", 5);
+  m->compile(optimizers::Adam(1e-2), losses::SparseCategoricalCrossentropy(), {"accuracy"});
+  return m;
+}
+
+TEST(RecurrentModel, BidirectionalSavesAndLoadsInBothFormats) {
+  auto model = bidirectional_model();
+  const Sequences data = sequences(32, 3);
+  Tensor labels = cast(data.y.reshape({32}), DType::kI64);
+  model->fit(data.x, labels, {.epochs = 1, .batch_size = 8, .verbose = 0});
+  const std::string dir = test::fresh_test_dir("recurrent_model", "bidirectional");
+  save_model(*model, dir + "/saved");
+  expect_same_model(*model, *load_model(dir + "/saved"), data.x);
+  std::filesystem::remove(dir + ".keras");
+  save_model(*model, dir + ".keras");
+  expect_same_model(*model, *load_model(dir + ".keras"), data.x);
+  // Keras' layout: both layers' configs inside the wrapper's, their weights under their cells.
+  const auto entries = io::decode_zip(io::read_file(dir + ".keras"), dir + ".keras");
+  const json config = json::parse(io::find_entry(entries, "config.json")->bytes);
+  const json& bi = config["config"]["layers"][4];  // after the InputLayer, Embedding and two
+  EXPECT_EQ(bi["class_name"], "Bidirectional");
+  EXPECT_EQ(bi["config"]["merge_mode"], "concat");
+  EXPECT_EQ(bi["config"]["layer"]["class_name"], "LSTM");
+  EXPECT_EQ(bi["config"]["layer"]["config"]["name"], "forward_lstm");
+  EXPECT_EQ(bi["config"]["layer"]["config"]["kernel_initializer"]["class_name"], "GlorotUniform");
+  EXPECT_EQ(bi["config"]["backward_layer"]["config"]["activation"], "relu");
+  EXPECT_EQ(bi["config"]["backward_layer"]["config"]["go_backwards"], true);
+  const io::H5Content h5 = io::decode_hdf5(io::find_entry(entries, "model.weights.h5")->bytes, "h5", {});
+  const std::map<std::string, Shape> want = {{"layers/bidirectional/forward_layer/cell/vars/0", {4, 9}},
+                                             {"layers/bidirectional/backward_layer/cell/vars/2", {2, 9}},
+                                             {"layers/bidirectional_2/forward_layer/cell/vars/1", {4, 16}},
+                                             {"layers/bidirectional_2/backward_layer/cell/vars/0", {3, 16}}};
+  for (const auto& [p, shape] : want) {
+    const Tensor* t = h5.find_dataset(p);
+    ASSERT_NE(t, nullptr) << p;
+    EXPECT_EQ(t->shape(), shape) << p;
+  }
+}
+
 // Under mixed_float16 (float16 compute, float32 variables) the same weights give float32's
 // outputs to float16's precision, and the gradients reach the variables as float32.
 TEST(RecurrentModel, UnderMixedFloat16ComputesWhatFloat32Does) {
@@ -175,6 +241,33 @@ TEST(RecurrentModel, UnderMixedFloat16ComputesWhatFloat32Does) {
     ASSERT_TRUE(g.defined());
     EXPECT_EQ(g.dtype(), DType::kF32);
   }
+}
+
+// Bidirectional under mixed_float16: its layers compute in float16 (the wrapper's policy) from
+// float32 weights, and give float32's outputs to float16's precision.
+TEST(RecurrentModel, BidirectionalUnderMixedFloat16ComputesWhatFloat32Does) {
+  auto reference = bidirectional_model();
+  std::unique_ptr<Functional> mixed;
+  {
+    struct Guard {
+      Guard() { mixed_precision::set_global_policy("mixed_float16"); }
+      ~Guard() { mixed_precision::set_global_policy("float32"); }
+    } guard;
+    mixed = bidirectional_model();
+  }
+  for (const auto& v : mixed->variables()) EXPECT_EQ(v.read_value().dtype(), DType::kF32) << v.name();
+  int wrappers = 0;
+  for (const auto& l : mixed->layers())
+    if (const auto* b = dynamic_cast<const layers::BidirectionalLayer*>(l.get())) {
+      ++wrappers;
+      EXPECT_EQ(b->forward_layer().compute_dtype(), DType::kF16) << l->name();
+      EXPECT_EQ(b->backward_layer().compute_dtype(), DType::kF16) << l->name();
+    }
+  EXPECT_EQ(wrappers, 3);
+  const Sequences data = sequences(8, 4);
+  const auto va = reference->predict(data.x).to_vector<float>(), vb = mixed->predict(data.x).to_vector<float>();
+  ASSERT_EQ(va.size(), vb.size());
+  for (std::size_t i = 0; i < va.size(); ++i) EXPECT_NEAR(va[i], vb[i], 1e-2) << i;
 }
 
 }  // namespace

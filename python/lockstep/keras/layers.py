@@ -73,6 +73,9 @@ _SIGNATURES = {
              {k: _LAYERS_DEFAULT for k in ("activation", "recurrent_activation", "use_bias")}),
     "GRU": (("units", "activation", "recurrent_activation", "use_bias"),
             {k: _LAYERS_DEFAULT for k in ("activation", "recurrent_activation", "use_bias")}),
+    # Keras' Bidirectional(layer, merge_mode="concat", backward_layer=None): the layers by their configs.
+    "Bidirectional": (("layer", "merge_mode", "backward_layer"),
+                      {"merge_mode": "concat", "backward_layer": _LAYERS_DEFAULT}),
 }
 
 
@@ -81,6 +84,10 @@ def _jsonable(value):
         return [_jsonable(v) for v in value]
     if hasattr(value, "item"):  # NumPy scalars
         return value.item()
+    if isinstance(value, Layer):  # a wrapper's layer (Bidirectional's): Keras' {"class_name", "config"}
+        if value._subclassed:
+            raise ValueError(f"lockstep wraps its own layers only, not the subclassed layer '{value.name}'")
+        return {"class_name": value._layer.class_name, "config": value.get_config()}
     return value
 
 
