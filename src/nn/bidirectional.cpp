@@ -117,16 +117,10 @@ void BidirectionalLayer::build_impl(const Shape& s, std::uint64_t seed) {
   backward_->set_dtype_policy(dtype_policy());
   forward_->build(s, mix_seed(seed, 1));
   backward_->build(s, mix_seed(seed, 2));
-  // The wrapper holds the weights (Keras' order: the forward layer's, then the backward's), with
-  // the values the layers were built with; the layers compute with them.
-  for (const auto& inner : {forward_, backward_}) {
-    std::vector<Variable> held;
-    for (const Variable& v : inner->variables()) {
-      held.push_back(add_weight(v.name(), v.shape(), Initializer{"zeros"}, 0));
-      held.back().assign(v.read_value());
-    }
-    inner->use_weights(held);
-  }
+  // The wrapper holds the layers' weights (Keras' order: the forward layer's, then the
+  // backward's), the very variables the layers compute with.
+  adopt_weights(*forward_);
+  adopt_weights(*backward_);
 }
 
 Tensor BidirectionalLayer::merge(const Tensor& x, const Tensor& mask, const CallContext& ctx) const {

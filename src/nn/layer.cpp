@@ -95,6 +95,14 @@ Variable Layer::add_weight(const Shape& shape, const Initializer& init, std::uin
   return v;
 }
 
+void Layer::adopt_weights(const Layer& inner) {
+  for (std::size_t i = 0; i < inner.variables_.size(); ++i) {
+    variables_.push_back(inner.variables_[i]);
+    made_trainable_.push_back(inner.made_trainable_[i]);
+    if (!trainable_ && made_trainable_.back()) variables_.back().set_trainable(false);
+  }
+}
+
 Tensor Layer::autocast(const Tensor& x) const {
   return x.defined() && is_floating(x.dtype()) ? cast(x, compute_dtype()) : x;
 }

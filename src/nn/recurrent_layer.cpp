@@ -63,17 +63,6 @@ void RecurrentLayer::build_impl(const Shape& s, std::uint64_t seed) {
   }
 }
 
-void RecurrentLayer::use_weights(const std::vector<Variable>& w) {
-  LOCKSTEP_CHECK(built() && w.size() == variables().size(), "layer '", name(), "' (", class_name_, "): use_weights needs ",
-                 variables().size(), " weights of a built layer, got ", w.size());
-  for (std::size_t i = 0; i < w.size(); ++i)
-    LOCKSTEP_CHECK(w[i].shape() == variables()[i].shape(), "layer '", name(), "' (", class_name_, "): weight ", i,
-                   " must have shape ", variables()[i].shape().str(), ", got ", w[i].shape().str());
-  kernel_ = w[0];
-  recurrent_kernel_ = w[1];
-  if (options_.use_bias) bias_ = w[2];
-}
-
 Tensor RecurrentLayer::gate(const Tensor& z, int g) const {
   const std::int64_t n = z.dim(0);
   return every_nth_row(reshape(z, {n * gates_, options_.units}), n, gates_, g);

@@ -151,6 +151,9 @@ TEST(Bidirectional, HoldsBothLayersWeightsInKerasOrderAndPaths) {
   EXPECT_EQ(b->keras_weight_path(2), "forward_layer/cell/vars/2");
   EXPECT_EQ(b->keras_weight_path(3), "backward_layer/cell/vars/0");
   EXPECT_EQ(b->keras_weight_path(5), "backward_layer/cell/vars/2");
+  // One copy of each weight: the wrapper's variables are the ones the inner layers compute with.
+  EXPECT_EQ(b->variables()[0].identity(), b->forward_layer().kernel().identity());
+  EXPECT_EQ(b->variables()[4].identity(), b->backward_layer().recurrent_kernel().identity());
   // The two layers start with different weights (their own seeds), as Keras' do.
   EXPECT_NE(b->variables()[0].read_value().to_vector<float>(),
             b->variables()[3].read_value().to_vector<float>());

@@ -71,6 +71,27 @@ def lockstep_predict(cli, model, x, out_dir, tag):
     return np.load(out)
 
 
+def both_ways(model, x, d, cli, driver, what, rtol=RTOL):
+    """Keras' file predicts the same in lockstep, and lockstep's re-save in Keras; the re-saved
+    model (None when the re-save failed)."""
+    want = model.predict(x, verbose=0)
+    path = os.path.join(d, f"{model.name}.keras")
+    model.save(path)
+    got = lockstep_predict(cli, path, x, d, model.name)
+    if got is not None:
+        e = rel(got, want)
+        check(got.shape == want.shape and e <= rtol, f"{what}: lockstep predicts Keras' outputs (rel {e:.2e})")
+    again = os.path.join(d, f"{model.name}_resaved.keras")
+    r = run(driver, "resave", path, again)
+    if r.returncode != 0:
+        check(False, f"{what}: resave: {r.stderr.strip()}")
+        return None
+    back = keras.saving.load_model(again)
+    e = rel(back.predict(x, verbose=0), want)
+    check(e <= rtol, f"{what}: lockstep's re-save loads in Keras and predicts the same (rel {e:.2e})")
+    return back
+
+
 def keras_models():
     keras.utils.set_random_seed(3)
     convnet = keras.Sequential(

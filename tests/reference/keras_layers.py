@@ -24,7 +24,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import keras_files as kf  # noqa: E402  (skips with 77 itself when Keras is missing)
-from keras_files import check, rel, run, lockstep_predict, np, keras  # noqa: E402
+from keras_files import check, rel, run, np, keras  # noqa: E402
 
 RTOL = 1e-4
 VOCAB, STEPS = 13, 6
@@ -297,23 +297,7 @@ def embedding_mask_into_softmax(x, d, cli):
 
 
 def both_ways(model, x, d, cli, driver, what):
-    """Keras' file predicts the same in lockstep, and lockstep's re-save in Keras; the re-saved model."""
-    want = model.predict(x, verbose=0)
-    path = os.path.join(d, f"{model.name}.keras")
-    model.save(path)
-    got = lockstep_predict(cli, path, x, d, model.name)
-    if got is not None:
-        e = rel(got, want)
-        check(got.shape == want.shape and e <= RTOL, f"{what}: lockstep predicts Keras' outputs (rel {e:.2e})")
-    again = os.path.join(d, f"{model.name}_resaved.keras")
-    r = run(driver, "resave", path, again)
-    if r.returncode != 0:
-        check(False, f"{what}: resave: {r.stderr.strip()}")
-        return None
-    back = keras.saving.load_model(again)
-    e = rel(back.predict(x, verbose=0), want)
-    check(e <= RTOL, f"{what}: lockstep's re-save loads in Keras and predicts the same (rel {e:.2e})")
-    return back
+    return kf.both_ways(model, x, d, cli, driver, what, RTOL)
 
 
 def main():

@@ -90,20 +90,7 @@ def keras_bidirectional(functional):
 
 
 def both_ways(model, x, d, cli, driver, what):
-    want = model.predict(x, verbose=0)
-    path = os.path.join(d, f"{model.name}.keras")
-    model.save(path)
-    got = lockstep_predict(cli, path, x, d, model.name)
-    if got is not None:
-        e = rel(got, want)
-        check(got.shape == want.shape and e <= RTOL, f"{what}: lockstep predicts Keras' outputs (rel {e:.2e})")
-    again = os.path.join(d, f"{model.name}_resaved.keras")
-    r = run(driver, "resave", path, again)
-    if r.returncode != 0:
-        check(False, f"{what}: resave: {r.stderr.strip()}")
-        return
-    e = rel(keras.saving.load_model(again).predict(x, verbose=0), want)
-    check(e <= RTOL, f"{what}: lockstep's re-save loads in Keras and predicts the same (rel {e:.2e})")
+    return kf.both_ways(model, x, d, cli, driver, what, RTOL)
 
 
 def padded_tokens(seed, n=24):

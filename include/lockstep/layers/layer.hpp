@@ -142,6 +142,10 @@ class Layer {
   /// a moving mean: {.trainable = false, .synchronization = kOnRead, .aggregation = kMean}.
   /// options.name is the weight's name within the layer.
   Variable add_weight(const Shape& shape, const Initializer& init, std::uint64_t seed, VariableOptions options);
+  /// Holds a built inner layer's weights as this layer's own too, after those it has: a wrapper
+  /// whose inner layers compute with them (Bidirectional). One copy of each weight, which this
+  /// layer's freezing, saving and mirroring reach.
+  void adopt_weights(const Layer& inner);
   std::optional<Shape> declared_input_shape_;
   /// A floating tensor in the compute dtype (a recorded cast when it is not): what call() does
   /// to its inputs and to the values of its variables (Keras' autocast).

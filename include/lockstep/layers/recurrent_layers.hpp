@@ -69,9 +69,6 @@ class RecurrentLayer : public Layer {
   const Variable& kernel() const { return kernel_; }
   const Variable& recurrent_kernel() const { return recurrent_kernel_; }
   const Variable& bias() const { return bias_; }  // undefined without use_bias
-  /// Makes the built layer compute with `weights` (counterparts of variables(), in order and of
-  /// the same shapes) instead of its own: a wrapper that holds the weights (Bidirectional).
-  void use_weights(const std::vector<Variable>& weights);
 
   /// Runs the layer over x [batch, steps, features] given its mask [batch, steps] (undefined:
   /// every step counts; nonzero: the step counts) and initial states (empty: zeros; else one
