@@ -153,8 +153,8 @@ Tensor BidirectionalLayer::call_masked(const Tensor& x, const Tensor& mask, cons
   return merge(x, mask, ctx);
 }
 
-Tensor BidirectionalLayer::compute_mask(const Tensor&, const Tensor& mask) const {
-  return forward_->options().return_sequences ? mask : Tensor();
+Tensor BidirectionalLayer::compute_mask(const Tensor& x, const Tensor& mask) const {
+  return forward_->compute_mask(x, mask);  // Keras' RNN rule, the recurrent layers' (both agree on return_sequences)
 }
 
 std::string BidirectionalLayer::keras_weight_path(std::size_t index) const {

@@ -129,7 +129,8 @@ RecurrentResult RecurrentLayer::run(const Tensor& x, const Tensor& mask, const s
     LOCKSTEP_CHECK(mask.rank() == 2 && mask.dim(0) == batch && mask.dim(1) == steps, "layer '", name(), "' (",
                    class_name_, "): a mask of shape ", mask.shape().str(), " does not fit inputs ", x.shape().str(),
                    " (it must be (batch, steps))");
-    keep = reshape(cast(not_equal(mask, Tensor::zeros(Shape{}, mask.dtype())), dt), {batch * steps, 1});
+    // uint8 0 / 1, where()'s own condition: no compare per step.
+    keep = reshape(not_equal(mask, Tensor::zeros(Shape{}, mask.dtype())), {batch * steps, 1});
   }
 
   std::vector<Tensor> states;
