@@ -227,6 +227,10 @@ add_test(NAME cli.crash_inside_checkpoint_writes_and_resume_is_bit_identical
          COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/cli/crash_during_checkpoint.sh ${_cli_hooks})
 set_tests_properties(cli.crash_inside_checkpoint_writes_and_resume_is_bit_identical PROPERTIES TIMEOUT 600)
 
+# Every LOCKSTEP_* variable a script reads or sets is one lockstep knows (it refuses the others).
+add_test(NAME cli.scripts_use_known_environment_variables
+         COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/cli/env_names_known.sh ${_cli} ${PROJECT_SOURCE_DIR})
+
 # Layering rules the compiler cannot check (scripts/check_layering.py): raw tensor memory only in
 # the backend, the tensor layer and file readers; private backend headers only below distribute;
 # CMake layer targets list exactly the layers they include. The second test plants violations.

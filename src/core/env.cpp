@@ -79,6 +79,8 @@ constexpr Row kRows[] = {
      false, Reader::kScripts},
     {"LOCKSTEP_PY_VENV", Type::kPath, "", "", "scripts/setup_python.sh: the reference venv", "", 0, 0, false,
      Reader::kScripts},
+    {"LOCKSTEP_PY_PKG_VENV", Type::kPath, "", "", "scripts/setup_python_pkg.sh: the Python package's venv", "", 0, 0,
+     false, Reader::kScripts},
     {"LOCKSTEP_PY_IO_VENV", Type::kPath, "", "", "scripts/setup_python_io.sh: the file-format venv", "", 0, 0,
      false, Reader::kScripts},
     {"LOCKSTEP_REF_PYTHON", Type::kPath, "", "", "tests/reference: the Python that runs the references", "", 0,
