@@ -2,6 +2,7 @@
 #include <nlohmann/json.hpp>
 
 #include "lockstep/layers/recurrent_layers.hpp"
+#include "lockstep/tensor/ops_recurrent.hpp"
 
 namespace lockstep::layers {
 
@@ -27,6 +28,9 @@ std::vector<Tensor> GRULayer::step(const StepInputs& in, const std::vector<Tenso
   const Tensor& h = states[0];
   Tensor inner = in.recurrent;
   if (in.recurrent_bias.defined()) inner = add(inner, in.recurrent_bias);
+  if (options().reset_after && recurrent_activation() == ActivationKind::kSigmoid &&
+      activation() == ActivationKind::kTanh)
+    return {gru_cell(in.projected, inner, h)};  // Keras' defaults: one op, the same bits as below
   const Tensor z = apply_activation(recurrent_activation(), add(gate(in.projected, 0), gate(inner, 0)));
   const Tensor r = apply_activation(recurrent_activation(), add(gate(in.projected, 1), gate(inner, 1)));
   // reset_after=False: (r * h) · R_h, h through the h gate's recurrent dropout mask where there is one.

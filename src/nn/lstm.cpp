@@ -2,12 +2,19 @@
 #include <nlohmann/json.hpp>
 
 #include "lockstep/layers/recurrent_layers.hpp"
+#include "lockstep/tensor/ops_recurrent.hpp"
 
 namespace lockstep::layers {
 
 LSTMLayer::LSTMLayer(const RecurrentOptions& options) : RecurrentLayer(options, "LSTM", 4, 2) {}
 
 std::vector<Tensor> LSTMLayer::step(const StepInputs& in, const std::vector<Tensor>& states) const {
+  if (recurrent_activation() == ActivationKind::kSigmoid && activation() == ActivationKind::kTanh) {
+    // Keras' activations: one op (the same bits as the composition below), h and c its two halves.
+    const std::int64_t batch = states[1].dim(0);
+    const Tensor hc = reshape(lstm_cell(in.projected, in.recurrent, states[1]), {2 * batch, options().units});
+    return {every_nth_row(hc, batch, 1, 0), every_nth_row(hc, batch, 1, batch)};
+  }
   const Tensor z = add(in.projected, in.recurrent);
   const Tensor i = apply_activation(recurrent_activation(), gate(z, 0));
   const Tensor f = apply_activation(recurrent_activation(), gate(z, 1));

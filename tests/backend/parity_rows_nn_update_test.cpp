@@ -4,10 +4,12 @@
 #include <limits>
 #include <memory>
 #include <numbers>
+#include <tuple>
 
 #include "backend/parity.hpp"
 #include "lockstep/tensor/ops_clip.hpp"
 #include "lockstep/tensor/ops_loss_scale.hpp"
+#include "lockstep/tensor/ops_recurrent.hpp"
 #include "lockstep/tensor/ops_softmax_xent.hpp"
 #include "lockstep/tensor/ops_update_all.hpp"
 
@@ -808,6 +810,108 @@ std::vector<Row> nn_update_rows() {
   rows.push_back(rmsprop_row("rmsprop_update_multi", false, 0.0f, true));
   rows.push_back(rmsprop_row("rmsprop_update_multi_centered_momentum", true, 0.9f, true));
   rows.push_back(step_row());
+  // One LSTM step (Keras' gates i, f, c, o) and its backward. "rows": past the CPU's row grain.
+  // The forward stores each intermediate as the dtype (the composed ops' bits), so a 16-bit
+  // result carries a few roundings of values of size ~1 (mag 2).
+  for (const auto& [variant, batch, units] :
+       {std::tuple<const char*, std::int64_t, std::int64_t>{"small", 3, 5}, {"rows", 33, 16}}) {
+    const Shape z{batch, 4 * units}, st{batch, units}, halves{2, batch, units};
+    const auto at = [units](std::int64_t r, std::int64_t gate, std::int64_t j) { return (r * 4 + gate) * units + j; };
+    const auto sig = [](double v) { return 1.0 / (1.0 + std::exp(-v)); };
+    rows.push_back(make_row(
+        "lstm_cell", variant, "lstm_cell", floats(), {{KernelOp::kLstmCell, {}}},
+        {{z, uniform(-4, 4), {}}, {z, uniform(-2, 2), {}}, {st, uniform(-2, 2), {}}},
+        [](const std::vector<Tensor>& in, DType) {
+          const auto out = lstm_cell_step(in[0], in[1], in[2]);
+          return std::vector<Tensor>{out[0], out[1]};
+        },
+        [=](const std::vector<Host>& in, DType) {
+          Expected hc(halves), gates(z);
+          for (std::int64_t r = 0; r < batch; ++r)
+            for (std::int64_t j = 0; j < units; ++j) {
+              const auto zv = [&](std::int64_t g) { return in[0][at(r, g, j)] + in[1][at(r, g, j)]; };
+              const double i = sig(zv(0)), f = sig(zv(1)), g = std::tanh(zv(2)), o = sig(zv(3));
+              const double cp = in[2][r * units + j], c = f * cp + i * g;
+              hc.set(r * units + j, o * std::tanh(c), 0, 2);
+              hc.set((batch + r) * units + j, c, 0, 2 + std::fabs(cp));
+              for (const auto& [gate, v] : {std::pair{0, i}, {1, f}, {2, g}, {3, o}}) gates.set(at(r, gate, j), v, 0, 1);
+            }
+          return std::vector<Expected>{hc, gates};
+        }));
+    rows.push_back(make_row(
+        "lstm_cell_grad", variant, "lstm_cell_grad", floats(), {{KernelOp::kLstmCellBackward, {}}},
+        {{halves, uniform(-1, 1), {}}, {z, uniform(0, 1), {}}, {st, uniform(-2, 2), {}}, {halves, uniform(-2, 2), {}}},
+        [](const std::vector<Tensor>& in, DType) {
+          const auto out = lstm_cell_grad(in[0], in[1], in[2], in[3]);
+          return std::vector<Tensor>{out[0], out[1]};
+        },
+        [=](const std::vector<Host>& in, DType) {
+          Expected dz(z), dc_prev(st);
+          for (std::int64_t r = 0; r < batch; ++r)
+            for (std::int64_t j = 0; j < units; ++j) {
+              const std::int64_t k = r * units + j;
+              const double i = in[1][at(r, 0, j)], f = in[1][at(r, 1, j)], g = in[1][at(r, 2, j)],
+                           o = in[1][at(r, 3, j)];
+              const double dh = in[0][k], t = std::tanh(in[3][batch * units + k]);
+              const double dct = in[0][batch * units + k] + dh * o * (1 - t * t), mag = std::fabs(in[0][batch * units + k]) + std::fabs(dh);
+              dz.set(at(r, 0, j), dct * g * i * (1 - i), 0, mag);
+              dz.set(at(r, 1, j), dct * in[2][k] * f * (1 - f), 0, 2 * mag);
+              dz.set(at(r, 2, j), dct * i * (1 - g * g), 0, mag);
+              dz.set(at(r, 3, j), dh * t * o * (1 - o), 0, mag);
+              dc_prev.set(k, dct * f, 0, mag);
+            }
+          return std::vector<Expected>{dz, dc_prev};
+        }));
+    // The GRU step (reset_after=True: x and inner are [batch, 3 units]) and its backward.
+    const Shape z3{batch, 3 * units};
+    const auto at3 = [units](std::int64_t r, std::int64_t gate, std::int64_t j) { return (r * 3 + gate) * units + j; };
+    rows.push_back(make_row(
+        "gru_cell", variant, "gru_cell", floats(), {{KernelOp::kGruCell, {}}},
+        {{z3, uniform(-4, 4), {}}, {z3, uniform(-2, 2), {}}, {st, uniform(-1, 1), {}}},
+        [](const std::vector<Tensor>& in, DType) {
+          const auto out = gru_cell_step(in[0], in[1], in[2]);
+          return std::vector<Tensor>{out[0], out[1]};
+        },
+        [=](const std::vector<Host>& in, DType) {
+          Expected h(st), gates(z3);
+          for (std::int64_t r = 0; r < batch; ++r)
+            for (std::int64_t j = 0; j < units; ++j) {
+              const double zg = sig(in[0][at3(r, 0, j)] + in[1][at3(r, 0, j)]);
+              const double rg = sig(in[0][at3(r, 1, j)] + in[1][at3(r, 1, j)]);
+              const double hh = std::tanh(in[0][at3(r, 2, j)] + rg * in[1][at3(r, 2, j)]);
+              h.set(r * units + j, zg * in[2][r * units + j] + (1 - zg) * hh, 0, 2);
+              for (const auto& [gate, v] : {std::pair{0, zg}, {1, rg}, {2, hh}}) gates.set(at3(r, gate, j), v, 0, 1);
+            }
+          return std::vector<Expected>{h, gates};
+        }));
+    rows.push_back(make_row(
+        "gru_cell_grad", variant, "gru_cell_grad", floats(), {{KernelOp::kGruCellBackward, {}}},
+        {{st, uniform(-1, 1), {}}, {z3, uniform(0, 1), {}}, {z3, uniform(-2, 2), {}}, {st, uniform(-1, 1), {}}},
+        [](const std::vector<Tensor>& in, DType) {
+          const auto out = gru_cell_grad(in[0], in[1], in[2], in[3]);
+          return std::vector<Tensor>{out[0], out[1], out[2]};
+        },
+        [=](const std::vector<Host>& in, DType) {
+          Expected dx(z3), dinner(z3), dh_prev(st);
+          for (std::int64_t r = 0; r < batch; ++r)
+            for (std::int64_t j = 0; j < units; ++j) {
+              const std::int64_t k = r * units + j;
+              const double zg = in[1][at3(r, 0, j)], rg = in[1][at3(r, 1, j)], hh = in[1][at3(r, 2, j)];
+              const double d = in[0][k], mag = 2 * std::fabs(d);
+              const double dpre = d * (1 - zg) * (1 - hh * hh), dz = d * (in[3][k] - hh) * zg * (1 - zg);
+              const double dr = dpre * in[2][at3(r, 2, j)] * rg * (1 - rg);
+              for (Expected* e : {&dx, &dinner}) {
+                e->set(at3(r, 0, j), dz, 0, mag * (1 + std::fabs(in[3][k])));
+                e->set(at3(r, 1, j), dr, 0, 2 * mag);
+              }
+              dx.set(at3(r, 2, j), dpre, 0, mag);
+              dinner.set(at3(r, 2, j), dpre * rg, 0, mag);
+              dh_prev.set(k, d * zg, 0, mag);
+            }
+          return std::vector<Expected>{dx, dinner, dh_prev};
+        }));
+  }
+
   return rows;
 }
 
