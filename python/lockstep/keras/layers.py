@@ -76,6 +76,18 @@ _SIGNATURES = {
     # Keras' Bidirectional(layer, merge_mode="concat", backward_layer=None): the layers by their configs.
     "Bidirectional": (("layer", "merge_mode", "backward_layer"),
                       {"merge_mode": "concat", "backward_layer": _LAYERS_DEFAULT}),
+    # Keras 3's advanced activations (keras/src/layers/activations/) and SeparableConv2D.
+    "ReLU": (("max_value", "negative_slope", "threshold"),
+             {"max_value": None, "negative_slope": 0.0, "threshold": 0.0}),
+    "LeakyReLU": (("negative_slope",), {"negative_slope": 0.3}),
+    "ELU": (("alpha",), {"alpha": 1.0}),
+    "PReLU": (("alpha_initializer", "alpha_regularizer", "alpha_constraint", "shared_axes"),
+              {"alpha_initializer": "zeros", "shared_axes": None}),
+    "SeparableConv2D": (("filters", "kernel_size", "strides", "padding", "data_format", "dilation_rate",
+                         "depth_multiplier", "activation", "use_bias", "depthwise_initializer",
+                         "pointwise_initializer", "bias_initializer"),
+                        {**_CONV, "depth_multiplier": 1, "depthwise_initializer": "glorot_uniform",
+                         "pointwise_initializer": "glorot_uniform"}),
 }
 
 
@@ -431,7 +443,8 @@ def _layer_class(class_name):
         config.setdefault("name", "")
         if config.get("activation", "") is None:
             config["activation"] = "linear"
-        for key in ("kernel_initializer", "bias_initializer", "depthwise_initializer", "recurrent_initializer"):
+        for key in ("kernel_initializer", "bias_initializer", "depthwise_initializer", "recurrent_initializer",
+                    "pointwise_initializer", "alpha_initializer"):
             if config.get(key) is not None and not isinstance(config[key], str):
                 raise ValueError(f"keras.layers.{class_name}: lockstep takes {key} by name only "
                                  f"(e.g. 'glorot_uniform'), not {config[key]!r}")
