@@ -96,10 +96,15 @@ std::string argument_error(const layers::LayerClass& cls, const std::string& cla
   for (const auto& [key, value] : given.items()) {
     json changed = value;
     bool holds = value.type_name() == got;
-    if (holds) changed = value_of_type(wanted);
-    else if (value.is_array())
-      for (auto& element : changed)
-        if (element.type_name() == got) element = value_of_type(wanted), holds = true;
+    if (holds) {
+      changed = value_of_type(wanted);
+    } else if (value.is_array()) {
+      for (auto& element : changed) {
+        if (element.type_name() != got) continue;
+        element = value_of_type(wanted);
+        holds = true;
+      }
+    }
     if (!holds) continue;
     json trial = probe;
     trial[key] = changed;

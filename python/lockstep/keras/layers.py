@@ -82,7 +82,7 @@ _SIGNATURES = {
     "LeakyReLU": (("negative_slope",), {"negative_slope": 0.3}),
     "ELU": (("alpha",), {"alpha": 1.0}),
     "PReLU": (("alpha_initializer", "alpha_regularizer", "alpha_constraint", "shared_axes"),
-              {"alpha_initializer": "zeros", "shared_axes": None}),
+              {"alpha_initializer": "zeros", "alpha_regularizer": None, "alpha_constraint": None, "shared_axes": None}),
     "SeparableConv2D": (("filters", "kernel_size", "strides", "padding", "data_format", "dilation_rate",
                          "depth_multiplier", "activation", "use_bias", "depthwise_initializer",
                          "pointwise_initializer", "bias_initializer"),
