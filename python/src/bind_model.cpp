@@ -95,8 +95,9 @@ std::string argument_error(const layers::LayerClass& cls, const std::string& cla
   const std::string before = from_config_error(cls, probe);
   for (const auto& [key, value] : given.items()) {
     json changed = value;
-    bool holds = value.type_name() == got;
-    if (holds) {
+    const bool whole = value.type_name() == got;  // else elements of a list
+    bool holds = whole;
+    if (whole) {
       changed = value_of_type(wanted);
     } else if (value.is_array()) {
       for (auto& element : changed) {
@@ -110,9 +111,8 @@ std::string argument_error(const layers::LayerClass& cls, const std::string& cla
     trial[key] = changed;
     const std::string after = from_config_error(cls, trial);
     if (after == before || after.find(reverse) != std::string::npos) continue;
-    return prefix + key + " must be " + (value.is_array() && wanted != "array" ? "a list of " + wanted + "s"
-                                                                              : type_words(wanted)) +
-           ", got " + python_repr(value);
+    return prefix + key + " must be " + (whole ? type_words(wanted) : "a list of " + wanted + "s") + ", got " +
+           python_repr(value);
   }
   return prefix + text;
 }

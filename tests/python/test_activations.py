@@ -98,6 +98,7 @@ def test_separable_conv2d_is_depthwise_then_pointwise_and_round_trips(tmp_path):
     (lambda: layers.Conv2D(3, ("a", 3)), "keras.layers.Conv2D: kernel_size must be a list of numbers, got ['a', 3]"),
     (lambda: layers.Dense(3, activation=5), "keras.layers.Dense: activation must be a string, got 5"),
     (lambda: layers.ELU(alpha="big"), "keras.layers.ELU: alpha must be a number, got 'big'"),
+    (lambda: layers.Dense([3]), "keras.layers.Dense: units must be a number, got [3]"),
 ])
 def test_a_mistyped_argument_is_named_with_the_type_wanted(make, message):
     with pytest.raises(ValueError) as e:
