@@ -50,6 +50,8 @@ def test_advanced_activation_layers_take_keras_arguments_and_defaults():
     assert layers.PReLU(shared_axes=[1]).get_config()["shared_axes"] == [1]
     with pytest.raises(ValueError, match="negative_slope"):
         layers.LeakyReLU(negative_slope=-1)
+    with pytest.warns(UserWarning, match="`alpha` is deprecated"):  # Keras 3 still takes it
+        assert layers.LeakyReLU(alpha=0.1).get_config()["negative_slope"] == pytest.approx(0.1)
 
 
 def test_prelu_alpha_trains_and_the_model_round_trips(tmp_path):

@@ -9,6 +9,7 @@ import inspect
 import json
 import numbers
 import re
+import warnings
 
 import numpy as np
 
@@ -89,6 +90,10 @@ _SIGNATURES = {
                         {**_CONV, "depth_multiplier": 1, "depthwise_initializer": "glorot_uniform",
                          "pointwise_initializer": "glorot_uniform"}),
 }
+
+
+# Keras 3's deprecated argument names it still takes: class name: {old: new}.
+_DEPRECATED = {"LeakyReLU": {"alpha": "negative_slope"}}
 
 
 def _jsonable(value):
@@ -439,6 +444,10 @@ def _layer_class(class_name):
             kwargs[name] = value
         input_shape = kwargs.pop("input_shape", None)
         trainable = kwargs.pop("trainable", True)
+        for old, new in _DEPRECATED.get(class_name, {}).items():
+            if old in kwargs:  # as Keras 3: the old name taken, with its warning
+                warnings.warn(f"Argument `{old}` is deprecated. Use `{new}` instead.")
+                kwargs[new] = kwargs.pop(old)
         config = {k: v for k, v in {**defaults, **kwargs}.items() if v is not _LAYERS_DEFAULT}
         config.setdefault("name", "")
         if config.get("activation", "") is None:
