@@ -15,6 +15,7 @@
 #include "lockstep/layers/activation_layers.hpp"
 #include "lockstep/layers/activations.hpp"
 #include "lockstep/layers/core_layers.hpp"
+#include "lockstep/layers/dtype_policy.hpp"
 #include "lockstep/layers/layer_registry.hpp"
 
 namespace lockstep {
@@ -204,6 +205,37 @@ TEST(ActivationLayers, PreluAlphaTrains) {
   EXPECT_EQ(g, (std::vector<float>{-5, -2, -6}));
   alpha.assign(sub(alpha.value(), scale(Tensor::from_vector(g, {3}), 0.1f)));
   EXPECT_EQ(p->call(x, CallContext{}).to_vector<float>()[0], -0.5f);  // alpha 0.5 now
+}
+
+TEST(ActivationLayers, UnderAMixedPolicyOutputsAreSixteenBitAndAlphaStaysFloat32) {
+  const std::vector<double> xs = {-3, -0.5, 0.25, 2};
+  std::vector<std::function<layers::LayerPtr()>> makes = {
+      [] { return layers::ReLU(1.0f, 0.2f, 0.1f); }, [] { return layers::LeakyReLU(); },
+      [] { return layers::ELU(0.5f); }, [] { return layers::PReLU("uniform"); }};
+  for (const char* policy : {"mixed_float16", "mixed_bfloat16"}) {
+    for (const auto& make : makes) {
+      mixed_precision::set_global_policy(policy);
+      auto mixed = make();
+      mixed_precision::set_global_policy("float32");
+      auto full = make();
+      const Tensor x = points(xs).reshape(Shape{1, 4});
+      mixed->build(Shape{-1, 4}, 3);
+      full->build(Shape{-1, 4}, 3);
+      GradientTape tape;
+      const Tensor y = mixed->call(x, CallContext{});
+      EXPECT_NE(y.dtype(), DType::kF32) << mixed->class_name() << " under " << policy;
+      const auto got = y.to(DType::kF32).to_vector<float>(), want = full->call(x, CallContext{}).to_vector<float>();
+      for (std::size_t i = 0; i < xs.size(); ++i)
+        EXPECT_NEAR(got[i], want[i], 1e-2 * (1 + std::fabs(want[i]))) << mixed->class_name() << " under " << policy;
+      if (mixed->trainable_variables().empty()) continue;
+      const Variable alpha = mixed->trainable_variables()[0];
+      EXPECT_EQ(alpha.value().dtype(), DType::kF32);
+      const Tensor g = tape.gradient(sum(cast(y, DType::kF32)), std::vector<Variable>{alpha})[0];
+      ASSERT_TRUE(g.defined());
+      EXPECT_EQ(g.dtype(), DType::kF32);
+    }
+  }
+  mixed_precision::set_global_policy("float32");
 }
 
 TEST(ActivationLayers, ConfigsRoundTripThroughTheRegistry) {
