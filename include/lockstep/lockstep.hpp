@@ -23,6 +23,8 @@
 #include "lockstep/distribute/strategy.hpp"
 #include "lockstep/datasets/mnist.hpp"
 #include "lockstep/datasets/npz_dataset.hpp"
+#include "lockstep/layers/activation_layers.hpp"
+#include "lockstep/layers/activations.hpp"
 #include "lockstep/layers/bidirectional.hpp"
 #include "lockstep/layers/conv_layers.hpp"
 #include "lockstep/layers/core_layers.hpp"

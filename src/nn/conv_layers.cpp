@@ -253,6 +253,57 @@ Tensor DepthwiseConv2DLayer::call(const Tensor& x, const CallContext&) const {
   return apply_activation(activation_, conv2d(autocast(x), grouped, bias, geometry(x.shape())));
 }
 
+// ---- SeparableConv2D ----
+SeparableConv2DLayer::SeparableConv2DLayer(const SeparableConv2DOptions& o)
+    : Layer(o.name), options_(o), padding_(parse_padding(o.padding)), activation_(parse_activation(o.activation)) {
+  check_positive("SeparableConv2D", "filters", o.filters);
+  check_positive("SeparableConv2D", "kernel_size", o.kernel_size);
+  check_positive("SeparableConv2D", "strides", o.strides);
+  check_positive("SeparableConv2D", "dilation_rate", o.dilation_rate);
+  check_dilation_and_strides("SeparableConv2D", o.strides, o.dilation_rate);
+  check_positive("SeparableConv2D", "depth_multiplier", o.depth_multiplier);
+  (void)Initializer{o.depthwise_initializer}(Shape{0}, 0);
+  (void)Initializer{o.pointwise_initializer}(Shape{0}, 0);
+  (void)Initializer{o.bias_initializer}(Shape{0}, 0);
+}
+
+Shape SeparableConv2DLayer::compute_output_shape(const Shape& s) const {
+  return window_output_shape(name(), "SeparableConv2D", s, padding_, options_.kernel_size, options_.strides,
+                             options_.dilation_rate, options_.filters);
+}
+
+void SeparableConv2DLayer::build_impl(const Shape& s, std::uint64_t seed) {
+  (void)compute_output_shape(s);
+  LOCKSTEP_CHECK(s[3] > 0, "layer '", name(), "' (SeparableConv2D): input ", s.str(), " has no channels");
+  const std::int64_t m = options_.depth_multiplier;
+  depthwise_ = add_weight("depthwise_kernel", Shape{options_.kernel_size[0], options_.kernel_size[1], s[3], m},
+                          Initializer{options_.depthwise_initializer}, mix_seed(seed, 1));
+  pointwise_ = add_weight("pointwise_kernel", Shape{1, 1, s[3] * m, options_.filters},
+                          Initializer{options_.pointwise_initializer}, mix_seed(seed, 2));
+  if (options_.use_bias)
+    bias_ = add_weight("bias", Shape{options_.filters}, Initializer{options_.bias_initializer}, mix_seed(seed, 3));
+}
+
+Tensor SeparableConv2DLayer::call_logits(const Tensor& x, const CallContext&) const {
+  LOCKSTEP_CHECK(built(), "layer '", name(), "' (SeparableConv2D) is called before it was built");
+  check_image(name(), "SeparableConv2D", x.shape());
+  const Shape& k = depthwise_.shape();
+  // The depthwise step is DepthwiseConv2D's grouped convolution (its kernel (kh, kw, C, m) is the
+  // grouped (kh, kw, 1, C * m)), then the pointwise 1x1 convolution with the bias.
+  const Conv2dOptions depthwise{
+      .strides = options_.strides,
+      .dilation = options_.dilation_rate,
+      .padding = padding_for(padding_, x.shape(), options_.kernel_size, options_.strides, options_.dilation_rate),
+      .groups = x.dim(3)};
+  const Tensor grouped = reshape(autocast(depthwise_.value()), Shape{k[0], k[1], 1, k[2] * k[3]});
+  const Tensor y = conv2d(autocast(x), grouped, Tensor(), depthwise);
+  return conv2d(y, autocast(pointwise_.value()), bias_.defined() ? autocast(bias_.value()) : Tensor(), {});
+}
+
+Tensor SeparableConv2DLayer::call(const Tensor& x, const CallContext& ctx) const {
+  return apply_activation(activation_, call_logits(x, ctx));
+}
+
 // ---- pooling ----
 Pooling2DLayer::Pooling2DLayer(bool max, const Pooling2DOptions& o)
     : Layer(o.name), max_(max), options_(o), padding_(parse_padding(o.padding)) {
@@ -470,6 +521,33 @@ LayerPtr DepthwiseConv2DLayer::from_config(const json& c) {
   return std::make_shared<DepthwiseConv2DLayer>(o);
 }
 
+json SeparableConv2DLayer::get_config() const {
+  json c = Layer::get_config();
+  const auto& o = options_;
+  c.update({{"filters", o.filters}, {"kernel_size", size_to_json(o.kernel_size)}, {"strides", size_to_json(o.strides)},
+            {"padding", o.padding}, {"depth_multiplier", o.depth_multiplier},
+            {"dilation_rate", size_to_json(o.dilation_rate)}, {"activation", activation_name(activation_)},
+            {"use_bias", o.use_bias}, {"depthwise_initializer", o.depthwise_initializer},
+            {"pointwise_initializer", o.pointwise_initializer}, {"bias_initializer", o.bias_initializer}});
+  return c;
+}
+LayerPtr SeparableConv2DLayer::from_config(const json& c) {
+  SeparableConv2DOptions o;
+  o.filters = c.at("filters").get<std::int64_t>();
+  o.kernel_size = size_from_json<Pair>(c.at("kernel_size"));
+  o.strides = size_from_json<Pair>(c.at("strides"));
+  o.padding = c.at("padding").get<std::string>();
+  o.depth_multiplier = c.at("depth_multiplier").get<std::int64_t>();
+  o.dilation_rate = size_from_json<Pair>(c.at("dilation_rate"));
+  o.activation = c.at("activation").get<std::string>();
+  o.use_bias = c.at("use_bias").get<bool>();
+  o.depthwise_initializer = c.at("depthwise_initializer").get<std::string>();
+  o.pointwise_initializer = c.at("pointwise_initializer").get<std::string>();
+  o.bias_initializer = c.at("bias_initializer").get<std::string>();
+  o.name = c.at("name").get<std::string>();
+  return std::make_shared<SeparableConv2DLayer>(o);
+}
+
 json Pooling2DLayer::get_config() const { return pooling_config(Layer::get_config(), options_, strides()); }
 LayerPtr Pooling2DLayer::from_config(bool max, const json& c) {
   return std::make_shared<Pooling2DLayer>(max, pooling_options<Pair>(c));
@@ -531,6 +609,9 @@ LayerPtr Conv2D(std::int64_t filters, Pair kernel_size, const std::string& activ
 LayerPtr Conv2D(const Conv2DOptions& options) { return std::make_shared<Conv2DLayer>(options); }
 LayerPtr DepthwiseConv2D(const DepthwiseConv2DOptions& options) {
   return std::make_shared<DepthwiseConv2DLayer>(options);
+}
+LayerPtr SeparableConv2D(const SeparableConv2DOptions& options) {
+  return std::make_shared<SeparableConv2DLayer>(options);
 }
 LayerPtr MaxPooling2D(Pair pool_size, std::optional<Pair> strides, const std::string& padding) {
   return std::make_shared<Pooling2DLayer>(true, Pooling2DOptions{pool_size, strides, padding, ""});

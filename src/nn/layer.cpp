@@ -3,6 +3,7 @@
 #include <atomic>
 #include <nlohmann/json.hpp>
 
+#include "lockstep/layers/activations.hpp"
 #include "nn/weight_check.hpp"
 
 namespace lockstep::layers {
@@ -136,8 +137,20 @@ ActivationKind parse_activation(const std::string& name) {
   if (name == "gelu") return ActivationKind::kGelu;
   if (name == "log_softmax") return ActivationKind::kLogSoftmax;
   if (name == "silu" || name == "swish") return ActivationKind::kSilu;
+  if (name == "elu") return ActivationKind::kElu;
+  if (name == "selu") return ActivationKind::kSelu;
+  if (name == "leaky_relu") return ActivationKind::kLeakyRelu;
+  if (name == "relu6") return ActivationKind::kRelu6;
+  if (name == "softplus") return ActivationKind::kSoftplus;
+  if (name == "softsign") return ActivationKind::kSoftsign;
+  if (name == "hard_sigmoid") return ActivationKind::kHardSigmoid;
+  if (name == "hard_silu" || name == "hard_swish") return ActivationKind::kHardSilu;
+  if (name == "exponential") return ActivationKind::kExponential;
+  if (name == "mish") return ActivationKind::kMish;
   throw ValueError("unknown activation '" + name +
-                   "': expected one of linear, relu, sigmoid, tanh, softmax, gelu, log_softmax, silu, swish");
+                   "': expected one of linear, relu, sigmoid, tanh, softmax, gelu, log_softmax, silu, swish, elu, "
+                   "selu, leaky_relu, relu6, softplus, softsign, hard_sigmoid, hard_silu, hard_swish, exponential, "
+                   "mish");
 }
 
 std::string activation_name(ActivationKind kind) {
@@ -150,6 +163,16 @@ std::string activation_name(ActivationKind kind) {
     case ActivationKind::kGelu: return "gelu";
     case ActivationKind::kLogSoftmax: return "log_softmax";
     case ActivationKind::kSilu: return "silu";
+    case ActivationKind::kElu: return "elu";
+    case ActivationKind::kSelu: return "selu";
+    case ActivationKind::kLeakyRelu: return "leaky_relu";
+    case ActivationKind::kRelu6: return "relu6";
+    case ActivationKind::kSoftplus: return "softplus";
+    case ActivationKind::kSoftsign: return "softsign";
+    case ActivationKind::kHardSigmoid: return "hard_sigmoid";
+    case ActivationKind::kHardSilu: return "hard_silu";
+    case ActivationKind::kExponential: return "exponential";
+    case ActivationKind::kMish: return "mish";
   }
   return "linear";
 }
@@ -164,6 +187,16 @@ Tensor apply_activation(ActivationKind kind, const Tensor& x) {
     case ActivationKind::kGelu: return gelu(x);
     case ActivationKind::kLogSoftmax: return log_softmax(x);
     case ActivationKind::kSilu: return silu(x);
+    case ActivationKind::kElu: return elu(x);
+    case ActivationKind::kSelu: return selu(x);
+    case ActivationKind::kLeakyRelu: return leaky_relu(x);
+    case ActivationKind::kRelu6: return relu6(x);
+    case ActivationKind::kSoftplus: return softplus(x);
+    case ActivationKind::kSoftsign: return softsign(x);
+    case ActivationKind::kHardSigmoid: return hard_sigmoid(x);
+    case ActivationKind::kHardSilu: return hard_silu(x);
+    case ActivationKind::kExponential: return exp(x);
+    case ActivationKind::kMish: return mish(x);
   }
   return x;
 }

@@ -3,6 +3,7 @@
 #include <map>
 #include <mutex>
 
+#include "lockstep/layers/activation_layers.hpp"
 #include "lockstep/layers/bidirectional.hpp"
 #include "lockstep/layers/conv_layers.hpp"
 #include "lockstep/layers/core_layers.hpp"
@@ -71,6 +72,12 @@ std::vector<LayerClass> builtin_classes() {
       {"LSTM", &LSTMLayer::from_config, kRecurrentFixed},
       {"GRU", &GRULayer::from_config, kRecurrentFixed},
       {"Bidirectional", &BidirectionalLayer::from_config},
+      // Keras 3's advanced activations and SeparableConv2D.
+      {"ReLU", &ReLULayer::from_config},
+      {"LeakyReLU", &LeakyReLULayer::from_config},
+      {"ELU", &ELULayer::from_config},
+      {"PReLU", &PReLULayer::from_config},
+      {"SeparableConv2D", &SeparableConv2DLayer::from_config, kChannelsLast},
   };
 }
 

@@ -39,6 +39,17 @@ inline void expect_activations_keep_nan(const std::string& where) {
       {"gelu_tanh", [](const Tensor& x) { return gelu(x, true); }, {N, I, N, 0, 0, -1, -1, N}},
       {"silu", [](const Tensor& x) { return silu(x); }, {N, I, N, 0, 0, -1, -1, N}},
       {"clip", [](const Tensor& x) { return clip(x, -0.5f, 0.75f); }, {N, 0.75, -0.5, 0, 0, 0.75, -0.5, N}},
+      // Keras 3's others (layers/activations.hpp), from these ops; +-inf as TensorFlow's formulas give.
+      {"elu", [](const Tensor& x) { return layers::elu(x); }, {N, I, -1, 0, 0, 1.5, -1, N}},
+      {"selu", [](const Tensor& x) { return layers::selu(x); }, {N, I, -1, 0, 0, -1, -1, N}},
+      {"leaky_relu", [](const Tensor& x) { return layers::leaky_relu(x); }, {N, I, -I, 0, 0, 1.5, -1, N}},
+      {"relu6", [](const Tensor& x) { return layers::relu6(x); }, {N, 6, 0, 0, 0, 1.5, 0, N}},
+      {"softplus", [](const Tensor& x) { return layers::softplus(x); }, {N, I, 0, -1, -1, -1, -1, N}},
+      {"softsign", [](const Tensor& x) { return layers::softsign(x); }, {N, N, N, 0, 0, -1, -1, N}},
+      {"hard_sigmoid", [](const Tensor& x) { return layers::hard_sigmoid(x); }, {N, 1, 0, -1, -1, -1, -1, N}},
+      {"hard_silu", [](const Tensor& x) { return layers::hard_silu(x); }, {N, I, N, 0, 0, -1, -1, N}},
+      {"exponential", [](const Tensor& x) { return exp(x); }, {N, I, 0, 1, 1, -1, -1, N}},
+      {"mish", [](const Tensor& x) { return layers::mish(x); }, {N, I, N, 0, 0, -1, -1, N}},
   };
   for (const DType dt : {DType::kF32, DType::kF16, DType::kBF16}) {
     const Tensor x = Tensor::from_vector(xs, {8}).to(dt);

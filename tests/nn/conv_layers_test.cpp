@@ -73,6 +73,57 @@ TEST(DepthwiseConv2D, EachChannelHasItsOwnFiltersInKerasOrder) {
   EXPECT_EQ(y, (std::vector<float>{5, 10, 21, 28}));
 }
 
+// Keras' separable_conv: out[i, j, f] = bias[f] + sum over (c, m) of pointwise[c * M + m, f] *
+// depthwise(c, m)[i, j], depthwise(c, m)[i, j] = sum over the window of x[., ., c] * dk[., ., c, m].
+TEST(SeparableConv2D, IsTheDepthwiseConvolutionThenThePointwiseOne) {
+  constexpr std::int64_t H = 4, W = 5, C = 2, M = 2, F = 3, KH = 2, KW = 3;
+  auto s = layers::SeparableConv2D({.filters = F, .kernel_size = {KH, KW}, .depth_multiplier = M});
+  s->build(Shape{-1, H, W, C}, 0);
+  auto* sep = dynamic_cast<layers::SeparableConv2DLayer*>(s.get());
+  ASSERT_NE(sep, nullptr);
+  // Keras' weights, in its order and shapes.
+  ASSERT_EQ(s->variables().size(), 3u);
+  EXPECT_TRUE(s->variables()[0].name().ends_with("/depthwise_kernel")) << s->variables()[0].name();
+  EXPECT_TRUE(s->variables()[1].name().ends_with("/pointwise_kernel")) << s->variables()[1].name();
+  EXPECT_TRUE(s->variables()[2].name().ends_with("/bias")) << s->variables()[2].name();
+  EXPECT_EQ(sep->depthwise_kernel().shape(), (Shape{KH, KW, C, M}));
+  EXPECT_EQ(sep->pointwise_kernel().shape(), (Shape{1, 1, C * M, F}));
+  EXPECT_EQ(s->count_params(), KH * KW * C * M + C * M * F + F);
+  const Tensor dk = iota({KH, KW, C, M}, 0.25f), pk = iota({1, 1, C * M, F}, -0.5f);
+  sep->depthwise_kernel().assign(dk);
+  sep->pointwise_kernel().assign(pk);
+  sep->bias().assign(Tensor::from_vector<float>({1, 2, 3}, {F}));
+  const Tensor x = iota({1, H, W, C}, 0.1f);
+  const auto xv = x.to_vector<float>(), dv = dk.to_vector<float>(), pv = pk.to_vector<float>();
+  const std::int64_t OH = H - KH + 1, OW = W - KW + 1;
+  std::vector<float> want;
+  for (std::int64_t i = 0; i < OH; ++i)
+    for (std::int64_t j = 0; j < OW; ++j)
+      for (std::int64_t f = 0; f < F; ++f) {
+        double out = 1.0 + static_cast<double>(f);
+        for (std::int64_t c = 0; c < C; ++c)
+          for (std::int64_t m = 0; m < M; ++m) {
+            double d = 0;
+            for (std::int64_t a = 0; a < KH; ++a)
+              for (std::int64_t b = 0; b < KW; ++b)
+                d += xv[static_cast<std::size_t>(((i + a) * W + (j + b)) * C + c)] *
+                     dv[static_cast<std::size_t>(((a * KW + b) * C + c) * M + m)];
+            out += d * pv[static_cast<std::size_t>((c * M + m) * F + f)];
+          }
+        want.push_back(static_cast<float>(out));
+      }
+  const Tensor y = s->call(x, CallContext{});
+  EXPECT_EQ(y.shape(), (Shape{1, OH, OW, F}));
+  const auto got = y.to_vector<float>();
+  ASSERT_EQ(got.size(), want.size());
+  for (std::size_t k = 0; k < got.size(); ++k) EXPECT_NEAR(got[k], want[k], 1e-4 * (1 + std::fabs(want[k]))) << k;
+  // "same" with strides: Keras' output size ceil(input / stride).
+  auto strided = layers::SeparableConv2D({.filters = 2, .kernel_size = {3, 3}, .strides = {2, 2}, .padding = "same"});
+  EXPECT_EQ(strided->compute_output_shape(Shape{-1, 5, 6, 3}), (Shape{-1, 3, 3, 2}));
+  EXPECT_NE(message_of([] { (void)layers::SeparableConv2D({.filters = 0, .kernel_size = {3, 3}}); }).find("filters"),
+            std::string::npos);
+}
+
 TEST(Pooling2D, StridesDefaultToPoolSizeAndSameAverageExcludesPadding) {
   auto m = layers::MaxPooling2D({2, 2});
   const auto ym = m->call(iota({1, 3, 4, 1}), CallContext{}).to_vector<float>();
@@ -140,6 +191,8 @@ TEST(ConvLayers, UnderMixedPoliciesOutputsAreSixteenBitAndMatchFloat32) {
       {"Conv2D", [] { return layers::Conv2D(6, {3, 3}, "relu", "same"); }},
       {"Conv2D strided", [] { return layers::Conv2D({.filters = 4, .kernel_size = {2, 2}, .strides = {2, 2}}); }},
       {"DepthwiseConv2D", [] { return layers::DepthwiseConv2D({.kernel_size = {3, 3}, .depth_multiplier = 2}); }},
+      {"SeparableConv2D",
+       [] { return layers::SeparableConv2D({.filters = 4, .kernel_size = {3, 3}, .padding = "same", .depth_multiplier = 2}); }},
       {"MaxPooling2D", [] { return layers::MaxPooling2D({2, 2}); }},
       {"AveragePooling2D", [] { return layers::AveragePooling2D({2, 2}, std::nullopt, "same"); }},
       {"GlobalAveragePooling2D", [] { return layers::GlobalAveragePooling2D(); }},

@@ -142,6 +142,31 @@ std::vector<LayerCase> layer_cases() {
        [] { return layers::LSTM({.units = 2, .dropout = 0.3f, .recurrent_dropout = 0.4f}); }, {2, 3, 2}, true},
       {"gru_reset_before_recurrent_dropout_training",
        [] { return layers::GRU({.units = 2, .reset_after = false, .recurrent_dropout = 0.4f}); }, {2, 3, 2}, true},
+      // Keras 3's other activations (inputs in [-1, 1], away from 0) and advanced activation layers.
+      {"activation_elu", [] { return layers::Activation("elu"); }, {3, 4}},
+      {"activation_selu", [] { return layers::Activation("selu"); }, {3, 4}},
+      {"activation_leaky_relu", [] { return layers::Activation("leaky_relu"); }, {3, 4}},
+      {"activation_relu6", [] { return layers::Activation("relu6"); }, {3, 4}},
+      {"activation_softplus", [] { return layers::Activation("softplus"); }, {3, 4}},
+      {"activation_softsign", [] { return layers::Activation("softsign"); }, {3, 4}},
+      {"activation_hard_sigmoid", [] { return layers::Activation("hard_sigmoid"); }, {3, 4}},
+      {"activation_hard_silu", [] { return layers::Activation("hard_silu"); }, {3, 4}},
+      {"activation_exponential", [] { return layers::Activation("exponential"); }, {3, 4}},
+      {"dense_mish", [] { return layers::Dense(4, "mish", 3); }, {5, 3}},
+      {"relu_layer_all_arguments", [] { return layers::ReLU(2.0f, 0.3f, 0.05f); }, {3, 4}},
+      {"leaky_relu_layer", [] { return layers::LeakyReLU(); }, {3, 4}},
+      {"elu_layer", [] { return layers::ELU(0.6f); }, {3, 4}},
+      {"prelu", [] { return layers::PReLU("uniform"); }, {3, 4}},
+      {"prelu_shared_axes", [] { return layers::PReLU("ones", {1}); }, {2, 3, 4}},
+      {"separable_conv2d",
+       [] { return layers::SeparableConv2D({.filters = 3, .kernel_size = {2, 2}, .depth_multiplier = 2}); },
+       {2, 4, 3, 2}},
+      {"separable_conv2d_same_strided_softsign",
+       [] {
+         return layers::SeparableConv2D(
+             {.filters = 2, .kernel_size = {3, 3}, .strides = {2, 2}, .padding = "same", .activation = "softsign"});
+       },
+       {2, 5, 4, 3}},
   };
 }
 

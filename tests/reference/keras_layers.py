@@ -15,7 +15,8 @@ before Conv1D and GlobalMaxPooling1D, which ignore the mask as Keras 3's do, and
 MultiHeadAttention (self-attention, and causal with a key), which takes it. Keras 3's other masks:
 Masking (Sequential, and Functional with its not_equal / any mask nodes), Concatenate's masks
 (along the features and the steps, its mask op nodes), Softmax(x, mask=m) (a second input), and
-Embedding(mask_zero) -> Softmax, which Keras and lockstep both refuse at predict.
+Embedding(mask_zero) -> Softmax, which Keras and lockstep both refuse at predict. Keras 3's other
+activations, its advanced activation layers (ReLU, LeakyReLU, ELU, PReLU) and SeparableConv2D.
 
 Exit 0 all agree, 1 a disagreement, 77 (skip) when tensorflow/keras are not importable.
 """
@@ -296,6 +297,35 @@ def embedding_mask_into_softmax(x, d, cli):
           f"{r.stderr.strip()[:300]})")
 
 
+KERAS3_ACTIVATIONS = ("elu", "selu", "leaky_relu", "relu6", "softplus", "softsign", "hard_sigmoid", "hard_silu",
+                      "hard_swish", "exponential", "mish")
+
+
+def keras_activations_model():
+    """Keras 3's other activations (a Dense branch each) and its advanced activation layers (ReLU
+    with every argument, LeakyReLU, ELU, PReLU with and without shared axes) after SeparableConv2D
+    ("same" with a depth multiplier, strided "valid")."""
+    keras.utils.set_random_seed(16)
+    inp = keras.Input((8, 8, 3))
+    x = keras.layers.SeparableConv2D(4, 3, padding="same", depth_multiplier=2, activation="elu")(inp)
+    x = keras.layers.PReLU(shared_axes=[1, 2])(x)
+    x = keras.layers.SeparableConv2D(5, (2, 3), strides=2, activation="mish")(x)
+    x = keras.layers.ReLU(max_value=2.0, negative_slope=0.1, threshold=0.2)(x)
+    x = keras.layers.Flatten()(x)
+    x = keras.layers.LeakyReLU()(keras.layers.Dense(12)(x))
+    x = keras.layers.ELU(alpha=0.7)(x)
+    x = keras.layers.PReLU()(x)
+    x = keras.layers.ReLU(6.0)(x)
+    branches = [keras.layers.Dense(3, activation=a)(x) for a in KERAS3_ACTIVATIONS]
+    # Every branch an output feature, so that each activation is compared, not a softmax of them.
+    model = keras.Model(inp, keras.layers.Concatenate()(branches), name="keras_activations")
+    rng = np.random.RandomState(17)
+    for w in model.weights:
+        if w.path.endswith("bias") or w.path.endswith("alpha"):
+            w.assign(rng.normal(0, 0.5, w.shape).astype(np.float32))
+    return model
+
+
 def both_ways(model, x, d, cli, driver, what):
     return kf.both_ways(model, x, d, cli, driver, what, RTOL)
 
@@ -353,6 +383,9 @@ def main():
     words = np.random.RandomState(7).randint(0, VOCAB, (64, 40))
     classifier.fit(words, (words.max(axis=1) > VOCAB // 2).astype(np.float32), batch_size=16, epochs=1, verbose=0)
     both_ways(classifier, words.astype(np.float32), d, cli, driver, "keras.io's text classifier, trained")
+    images = np.random.RandomState(18).normal(0, 2, (16, 8, 8, 3)).astype(np.float32)
+    both_ways(keras_activations_model(), images, d, cli, driver,
+              "Keras 3's activations, ReLU / LeakyReLU / ELU / PReLU and SeparableConv2D")
     print(f"{len(kf.failures)} failure(s)")
     return 1 if kf.failures else 0
 

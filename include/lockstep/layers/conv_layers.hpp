@@ -1,6 +1,6 @@
 #pragma once
 // Convolution and pooling layers with Keras' names, arguments and defaults, channels_last
-// (NHWC; sequences (N, steps, C)) only: Conv2D, DepthwiseConv2D, MaxPooling2D, AveragePooling2D,
+// (NHWC; sequences (N, steps, C)) only: Conv2D, DepthwiseConv2D, SeparableConv2D, MaxPooling2D, AveragePooling2D,
 // GlobalAveragePooling2D, GlobalMaxPooling2D, ZeroPadding2D, Rescaling, and the sequence ones
 // Conv1D, MaxPooling1D, AveragePooling1D (the 2D ops on an (N, 1, steps, C) view of the sequence).
 #include <array>
@@ -111,6 +111,51 @@ class DepthwiseConv2DLayer final : public Layer {
   PaddingMode padding_;
   ActivationKind activation_;
   Variable kernel_, bias_;
+};
+
+struct SeparableConv2DOptions {
+  std::int64_t filters = 0;
+  Pair kernel_size{0, 0};
+  Pair strides{1, 1};
+  std::string padding = "valid";
+  std::int64_t depth_multiplier = 1;
+  Pair dilation_rate{1, 1};
+  std::string activation = "linear";
+  bool use_bias = true;
+  std::string depthwise_initializer = "glorot_uniform";
+  std::string pointwise_initializer = "glorot_uniform";
+  std::string bias_initializer = "zeros";
+  std::string name;
+};
+
+/// Keras 3's SeparableConv2D (keras/src/layers/convolutional/separable_conv2d.py): a depthwise
+/// convolution (DepthwiseConv2D's, no bias) with the strides, padding and dilation, then a 1x1
+/// convolution to `filters`, the bias and the activation. Weights in Keras' order and shapes:
+/// depthwise_kernel (kh, kw, channels, depth_multiplier), pointwise_kernel (1, 1, channels *
+/// depth_multiplier, filters), bias (filters).
+class SeparableConv2DLayer final : public Layer {
+ public:
+  explicit SeparableConv2DLayer(const SeparableConv2DOptions& options);
+  std::string class_name() const override { return "SeparableConv2D"; }
+  nlohmann::json get_config() const override;
+  static LayerPtr from_config(const nlohmann::json& config);
+  Shape compute_output_shape(const Shape& input_shape) const override;
+  Tensor call(const Tensor& x, const CallContext& ctx) const override;
+  bool has_softmax_output() const override { return activation_ == ActivationKind::kSoftmax; }
+  Tensor call_logits(const Tensor& x, const CallContext& ctx) const override;
+  const SeparableConv2DOptions& options() const { return options_; }
+  const Variable& depthwise_kernel() const { return depthwise_; }
+  const Variable& pointwise_kernel() const { return pointwise_; }
+  const Variable& bias() const { return bias_; }
+
+ protected:
+  void build_impl(const Shape& input_shape, std::uint64_t seed) override;
+
+ private:
+  SeparableConv2DOptions options_;
+  PaddingMode padding_;
+  ActivationKind activation_;
+  Variable depthwise_, pointwise_, bias_;
 };
 
 /// MaxPooling2D's and AveragePooling2D's (Size = Pair), MaxPooling1D's and AveragePooling1D's
@@ -252,6 +297,7 @@ LayerPtr Conv2D(std::int64_t filters, Pair kernel_size, const std::string& activ
                 const std::string& padding = "valid", Pair strides = {1, 1});
 LayerPtr Conv2D(const Conv2DOptions& options);
 LayerPtr DepthwiseConv2D(const DepthwiseConv2DOptions& options);
+LayerPtr SeparableConv2D(const SeparableConv2DOptions& options);
 LayerPtr MaxPooling2D(Pair pool_size = {2, 2}, std::optional<Pair> strides = std::nullopt,
                       const std::string& padding = "valid");
 LayerPtr AveragePooling2D(Pair pool_size = {2, 2}, std::optional<Pair> strides = std::nullopt,

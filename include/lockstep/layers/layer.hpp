@@ -166,10 +166,15 @@ using LayerPtr = std::shared_ptr<Layer>;
 /// (d0, d1, ...) -> (None, d0, d1, ...): a per-example shape with an unknown batch dimension.
 Shape with_batch_dim(const Shape& per_example);
 
-/// Keras' activation names: "linear" (or ""), "relu", "sigmoid", "tanh", "softmax", "gelu" (the
-/// exact form, Keras' default), "log_softmax", "silu" (or its alias "swish"); anything else throws
-/// ValueError listing them.
-enum class ActivationKind { kLinear, kRelu, kSigmoid, kTanh, kSoftmax, kGelu, kLogSoftmax, kSilu };
+/// Keras 3's activation names (keras/src/activations/activations.py): "linear" (or ""), "relu",
+/// "sigmoid", "tanh", "softmax", "gelu" (the exact form, Keras' default), "log_softmax", "silu" (or
+/// its alias "swish"), "elu", "selu", "leaky_relu" (the function's negative_slope 0.2), "relu6",
+/// "softplus", "softsign", "hard_sigmoid" (relu6(x + 3) / 6), "hard_silu" (or its alias
+/// "hard_swish"), "exponential", "mish"; anything else throws ValueError listing them.
+enum class ActivationKind {
+  kLinear, kRelu, kSigmoid, kTanh, kSoftmax, kGelu, kLogSoftmax, kSilu,
+  kElu, kSelu, kLeakyRelu, kRelu6, kSoftplus, kSoftsign, kHardSigmoid, kHardSilu, kExponential, kMish
+};
 ActivationKind parse_activation(const std::string& name);
 std::string activation_name(ActivationKind kind);
 Tensor apply_activation(ActivationKind kind, const Tensor& x);

@@ -9,6 +9,7 @@ import inspect
 import json
 import numbers
 import re
+import warnings
 
 import numpy as np
 
@@ -76,7 +77,23 @@ _SIGNATURES = {
     # Keras' Bidirectional(layer, merge_mode="concat", backward_layer=None): the layers by their configs.
     "Bidirectional": (("layer", "merge_mode", "backward_layer"),
                       {"merge_mode": "concat", "backward_layer": _LAYERS_DEFAULT}),
+    # Keras 3's advanced activations (keras/src/layers/activations/) and SeparableConv2D.
+    "ReLU": (("max_value", "negative_slope", "threshold"),
+             {"max_value": None, "negative_slope": 0.0, "threshold": 0.0}),
+    "LeakyReLU": (("negative_slope",), {"negative_slope": 0.3}),
+    "ELU": (("alpha",), {"alpha": 1.0}),
+    "PReLU": (("alpha_initializer", "alpha_regularizer", "alpha_constraint", "shared_axes"),
+              {"alpha_initializer": "zeros", "alpha_regularizer": None, "alpha_constraint": None, "shared_axes": None}),
+    "SeparableConv2D": (("filters", "kernel_size", "strides", "padding", "data_format", "dilation_rate",
+                         "depth_multiplier", "activation", "use_bias", "depthwise_initializer",
+                         "pointwise_initializer", "bias_initializer"),
+                        {**_CONV, "depth_multiplier": 1, "depthwise_initializer": "glorot_uniform",
+                         "pointwise_initializer": "glorot_uniform"}),
 }
+
+
+# Keras 3's deprecated argument names it still takes: class name: {old: new}.
+_DEPRECATED = {"LeakyReLU": {"alpha": "negative_slope"}}
 
 
 def _jsonable(value):
@@ -427,11 +444,16 @@ def _layer_class(class_name):
             kwargs[name] = value
         input_shape = kwargs.pop("input_shape", None)
         trainable = kwargs.pop("trainable", True)
+        for old, new in _DEPRECATED.get(class_name, {}).items():
+            if old in kwargs:  # as Keras 3: the old name taken, with its warning
+                warnings.warn(f"Argument `{old}` is deprecated. Use `{new}` instead.")
+                kwargs[new] = kwargs.pop(old)
         config = {k: v for k, v in {**defaults, **kwargs}.items() if v is not _LAYERS_DEFAULT}
         config.setdefault("name", "")
         if config.get("activation", "") is None:
             config["activation"] = "linear"
-        for key in ("kernel_initializer", "bias_initializer", "depthwise_initializer", "recurrent_initializer"):
+        for key in ("kernel_initializer", "bias_initializer", "depthwise_initializer", "recurrent_initializer",
+                    "pointwise_initializer", "alpha_initializer"):
             if config.get(key) is not None and not isinstance(config[key], str):
                 raise ValueError(f"keras.layers.{class_name}: lockstep takes {key} by name only "
                                  f"(e.g. 'glorot_uniform'), not {config[key]!r}")
