@@ -71,6 +71,12 @@ std::vector<LayerClass> builtin_classes() {
       {"LSTM", &LSTMLayer::from_config, kRecurrentFixed},
       {"GRU", &GRULayer::from_config, kRecurrentFixed},
       {"Bidirectional", &BidirectionalLayer::from_config},
+      // The decoder side of autoencoders and U-Nets.
+      {"Conv2DTranspose", &Conv2DTransposeLayer::from_config, kChannelsLast},
+      {"UpSampling2D", &UpSampling2DLayer::from_config, kChannelsLast},
+      {"UpSampling1D", &UpSampling1DLayer::from_config},
+      {"Cropping2D", &Cropping2DLayer::from_config, kChannelsLast},
+      {"ZeroPadding1D", &ZeroPadding1DLayer::from_config, kChannelsLast},
   };
 }
 

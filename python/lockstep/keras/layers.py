@@ -76,6 +76,14 @@ _SIGNATURES = {
     # Keras' Bidirectional(layer, merge_mode="concat", backward_layer=None): the layers by their configs.
     "Bidirectional": (("layer", "merge_mode", "backward_layer"),
                       {"merge_mode": "concat", "backward_layer": _LAYERS_DEFAULT}),
+    # The decoder side of autoencoders and U-Nets.
+    "Conv2DTranspose": (("filters", "kernel_size", "strides", "padding", "output_padding", "data_format",
+                         "dilation_rate", "activation", "use_bias", "kernel_initializer", "bias_initializer"),
+                        {**_CONV, "output_padding": None, "kernel_initializer": "glorot_uniform"}),
+    "UpSampling2D": (("size", "data_format", "interpolation"), {"size": (2, 2), **_IMAGE, "interpolation": "nearest"}),
+    "UpSampling1D": (("size",), {"size": 2}),
+    "Cropping2D": (("cropping", "data_format"), {"cropping": ((0, 0), (0, 0)), **_IMAGE}),
+    "ZeroPadding1D": (("padding", "data_format"), {"padding": 1, **_IMAGE}),
 }
 
 
