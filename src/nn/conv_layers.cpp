@@ -724,7 +724,9 @@ Tensor UpSampling2DLayer::call(const Tensor& x_in, const CallContext&) const {
   const Tensor x = autocast(x_in);
   const std::int64_t n = x.dim(0), h = x.dim(1), w = x.dim(2), c = x.dim(3);
   const std::int64_t sh = size_[0], sw = size_[1], oh = h * sh, ow = w * sw;
-  if (n * h * w * c == 0) return Tensor::zeros({n, oh, ow, c}, x.dtype());
+  // An empty batch (a replica's share of a short last batch): no rows to gather, and reshape keeps
+  // the tape's path to x, so that the layers before get their (zero) gradients.
+  if (x.numel() == 0) return reshape(x, Shape{n, oh, ow, c});
   if (interpolation_ == "bilinear") {
     const Tensor rows = bilinear_axis(x, n, 1, h, sh, w * c);              // (n, oh, w * c)
     return reshape(bilinear_axis(rows, n, oh, w, sw, c), Shape{n, oh, ow, c});  // (n * oh, ow, c)
@@ -757,7 +759,7 @@ Tensor UpSampling1DLayer::call(const Tensor& x_in, const CallContext&) const {
   check_sequence(name(), "UpSampling1D", x_in.shape());
   const Tensor x = autocast(x_in);
   const std::int64_t n = x.dim(0), steps = x.dim(1), c = x.dim(2), f = size_, out = steps * f;
-  if (n * steps * c == 0) return Tensor::zeros({n, out, c}, x.dtype());
+  if (x.numel() == 0) return reshape(x, Shape{n, out, c});  // as UpSampling2D's
   const Tensor index = device_constant({"UpSampling1D rows: steps, size", {steps, f}}, n, [=](std::int64_t examples) {
                          std::vector<std::int64_t> v(static_cast<std::size_t>(examples * out));
                          std::size_t r = 0;
@@ -794,7 +796,7 @@ Tensor Cropping2DLayer::call(const Tensor& x_in, const CallContext&) const {
   const Tensor x = autocast(x_in);
   const std::int64_t n = x.dim(0), h = x.dim(1), w = x.dim(2), oh = out[1], ow = out[2];
   const std::int64_t top = cropping_[0][0], left = cropping_[1][0];
-  if (x.numel() == 0) return Tensor::zeros(Shape{n, oh, ow, x.dim(3)}, x.dtype());
+  if (x.numel() == 0) return reshape(x, Shape{n, oh, ow, x.dim(3)});  // as UpSampling2D's
   const Tensor index = device_constant({"Cropping2D rows: h, w, oh, ow, top, left", {h, w, oh, ow, top, left}}, n,
                                        [=](std::int64_t examples) {
                                          std::vector<std::int64_t> v(static_cast<std::size_t>(examples * oh * ow));

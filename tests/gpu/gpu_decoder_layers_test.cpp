@@ -21,6 +21,7 @@ namespace {
 struct Trained {
   std::vector<std::vector<float>> weights;
   std::vector<double> losses;
+  std::string jit_reason;  // why a step ran eagerly: "" where it was captured
 };
 
 // (8, 8, 1) images -> Conv2D -> MaxPooling2D -> Conv2DTranspose(strides 2) beside UpSampling2D
@@ -55,6 +56,7 @@ Trained train_unet(JitCompile mode, const std::string& devices) {
   Trained t;
   for (const auto& var : m.variables()) t.weights.push_back(var.read_value().to_vector<float>());
   t.losses = h.history.at("loss");
+  t.jit_reason = m.jit_compile_reason();
   return t;
 }
 
@@ -66,6 +68,7 @@ TEST(GpuDecoderLayers, AUNetTrainsAsOnTheCpuCapturedOrNot) {
   if (!refusal.empty()) GTEST_SKIP() << "gpu:0 cannot capture: " << refusal;
   const Trained captured = train_unet(JitCompile::kOn, "gpu:0");
   const Trained eager = train_unet(JitCompile::kOff, "gpu:0");
+  EXPECT_EQ(captured.jit_reason, "");
   EXPECT_EQ(captured.weights, eager.weights);
   EXPECT_EQ(captured.losses, eager.losses);
   const Trained cpu = train_unet(JitCompile::kOff, "cpu:0");
@@ -83,6 +86,7 @@ TEST(GpuDecoderLayers, TwoReplicasTrainAsOneCapturedOrNot) {
   if (!refusal.empty()) GTEST_SKIP() << "gpu:0 cannot capture: " << refusal;
   const Trained captured = train_unet(JitCompile::kOn, "gpu:0x2");
   const Trained eager = train_unet(JitCompile::kOff, "gpu:0x2");
+  EXPECT_EQ(captured.jit_reason, "");
   EXPECT_EQ(captured.weights, eager.weights);
   EXPECT_EQ(captured.losses, eager.losses);
 }

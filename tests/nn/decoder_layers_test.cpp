@@ -261,6 +261,27 @@ TEST(ZeroPadding1D, PadsTheSteps) {
   EXPECT_EQ(layer->call(x, {}).to_vector<float>(), (std::vector<float>{0, 0, 1, 2, 3, 4, 0, 0, 0, 0}));
 }
 
+// A replica's share of a short last batch may be empty: the layers without weights keep the
+// tape's path to their input, so that the convolution before them gets its (zero) gradient.
+TEST(UpSampling2D, AnEmptyBatchKeepsTheGradientPathOfTheLayersWithoutWeights) {
+  const std::vector<std::pair<layers::LayerPtr, bool>> cases = {  // (layer, takes sequences)
+      {layers::UpSampling2D(), false}, {layers::UpSampling2D({2, 2}, "bilinear"), false},
+      {layers::Cropping2D({Pair{1, 0}, Pair{0, 1}}), false}, {layers::UpSampling1D(2), true},
+      {layers::ZeroPadding1D(), true}};
+  for (const auto& [layer, sequence] : cases) {
+    auto conv = sequence ? layers::Conv1D(2, 1) : layers::Conv2D(2, {1, 1});
+    const Shape in = sequence ? Shape{0, 4, 3} : Shape{0, 3, 4, 3};
+    conv->build(in, 1);
+    const Variable kernel = conv->trainable_variables()[0];
+    GradientTape tape;
+    const Tensor y = layer->call(conv->call(Tensor::zeros(in), {}), {});
+    EXPECT_EQ(y.dim(0), 0) << layer->class_name();
+    const Tensor g = tape.gradient(sum(y), std::vector<Variable>{kernel})[0];
+    ASSERT_TRUE(g.defined()) << layer->class_name();
+    for (float v : g.to_vector<float>()) ASSERT_EQ(v, 0.0f) << layer->class_name();
+  }
+}
+
 // keras.io's "Convolutional autoencoder for image denoising", scaled down: Conv2D -> MaxPooling2D
 // -> Conv2DTranspose(strides 2, relu, "same") -> Conv2D(1, sigmoid), binary cross-entropy.
 TEST(Conv2DTranspose, ADenoisingAutoencoderLearns) {
