@@ -85,9 +85,9 @@ def test_the_keras_denoising_autoencoder_learns_and_saves_as_keras(tmp_path):
     h = layers.MaxPooling2D((2, 2), padding="same")(h)
     h = layers.Conv2DTranspose(8, 3, strides=2, activation="relu", padding="same")(h)
     model = keras.Model(inputs, layers.Conv2D(1, 3, activation="sigmoid", padding="same")(h))
-    model.compile(optimizer="adam", loss="binary_crossentropy")
+    model.compile(optimizer=keras.optimizers.Adam(1e-2), loss="binary_crossentropy")
     history = model.fit(noisy, clean, epochs=20, batch_size=16, verbose=0)
-    assert history.history["loss"][-1] < 0.7 * history.history["loss"][0], history.history["loss"]
+    assert history.history["loss"][-1] < 0.5 * history.history["loss"][0], history.history["loss"]
     path = str(tmp_path / "autoencoder.keras")
     model.save(path)
     loaded = keras.models.load_model(path)
