@@ -78,8 +78,9 @@ std::vector<Case> cases() {
       {"UpSampling2D nearest and bilinear, Cropping2D", Shape{3, 4, 2},
        [] {
          const KerasTensor in = Input({3, 4, 2});
-         const KerasTensor up = call(layers::Concatenate(), {call(layers::UpSampling2D(), in),
-                                                             call(layers::UpSampling2D({2, 2}, "bilinear"), in)});
+         const KerasTensor up =
+             call(layers::Concatenate(),
+                  {call(layers::UpSampling2D(), in), call(layers::UpSampling2D({2, 2}, "bilinear"), in)});
          return functional(in, call(layers::Conv2D({.filters = 3, .kernel_size = {3, 3}}),
                                     call(layers::Cropping2D({layers::Pair{1, 0}, layers::Pair{0, 2}}), up)));
        }},

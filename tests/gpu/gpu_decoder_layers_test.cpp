@@ -38,8 +38,9 @@ Trained train_unet(JitCompile mode, const std::string& devices) {
   const KerasTensor b = call(layers::MaxPooling2D(), c1);  // 4x4
   const KerasTensor up = call(layers::Conv2DTranspose(4, {3, 3}, "relu", "same", {2, 2}), b);
   const KerasTensor merged =
-      call(layers::Concatenate(), {up, call(layers::UpSampling2D(), b), call(layers::UpSampling2D({2, 2}, "bilinear"), b),
-                                   call(layers::Cropping2D({Pair{0, 0}, Pair{0, 0}}), c1)});
+      call(layers::Concatenate(),
+           {up, call(layers::UpSampling2D(), b), call(layers::UpSampling2D({2, 2}, "bilinear"), b),
+            call(layers::Cropping2D({Pair{0, 0}, Pair{0, 0}}), c1)});
   const KerasTensor wide = call(layers::Conv2DTranspose({.filters = 4,
                                                          .kernel_size = {3, 3},
                                                          .strides = {2, 2},
@@ -77,7 +78,8 @@ TEST(GpuDecoderLayers, AUNetTrainsAsOnTheCpuCapturedOrNot) {
     for (std::size_t j = 0; j < cpu.weights[i].size(); ++j)
       ASSERT_NEAR(eager.weights[i][j], cpu.weights[i][j], 1e-4f + 1e-4f * std::abs(cpu.weights[i][j]))
           << "weight " << i << "[" << j << "]";
-  for (std::size_t e = 0; e < cpu.losses.size(); ++e) EXPECT_NEAR(eager.losses[e], cpu.losses[e], 1e-5 * cpu.losses[e]);
+  for (std::size_t e = 0; e < cpu.losses.size(); ++e)
+    EXPECT_NEAR(eager.losses[e], cpu.losses[e], 1e-5 * cpu.losses[e]);
 }
 
 TEST(GpuDecoderLayers, TwoReplicasTrainAsOneCapturedOrNot) {

@@ -39,8 +39,8 @@ struct TransposeCase {
 };
 
 // Keras' output length (backend_utils.py, _get_output_shape_given_tf_padding), restated.
-std::int64_t keras_length(std::int64_t in, std::int64_t k, std::int64_t s, std::int64_t d, const std::string& padding,
-                          std::optional<std::int64_t> op) {
+std::int64_t keras_length(std::int64_t in, std::int64_t k, std::int64_t s, std::int64_t d,
+                          const std::string& padding, std::optional<std::int64_t> op) {
   const std::int64_t ke = (k - 1) * d + 1;
   if (padding == "valid") return (in - 1) * s + ke + (op ? *op : std::max(ke, s) - ke);
   return op ? (in - 1) * s + ke % 2 + *op : in * s;
@@ -86,9 +86,9 @@ TEST(Conv2DTranspose, MatchesTheScatterDefinitionForStridesPaddingsAndOutputPadd
       {{2, 3}, {3, 2}, "valid", std::nullopt, {1, 1}, Shape{2, 3, 2, 1}, 2},  // stride > kernel: gaps
       {{3, 2}, {2, 3}, "valid", Pair{1, 2}, {1, 1}, Shape{2, 2, 3, 2}, 3},
       {{3, 3}, {2, 2}, "same", Pair{1, 0}, {1, 1}, Shape{1, 3, 3, 2}, 2},
-      {{4, 4}, {2, 2}, "same", std::nullopt, {1, 1}, Shape{2, 3, 3, 2}, 1},   // even kernel, uneven padding
+      {{4, 4}, {2, 2}, "same", std::nullopt, {1, 1}, Shape{2, 3, 3, 2}, 1},  // even kernel, uneven padding
       {{2, 2}, {2, 2}, "same", Pair{1, 1}, {1, 1}, Shape{1, 2, 3, 1}, 2},
-      {{3, 2}, {1, 1}, "same", std::nullopt, {2, 3}, Shape{2, 5, 6, 2}, 2},   // dilated
+      {{3, 2}, {1, 1}, "same", std::nullopt, {2, 3}, Shape{2, 5, 6, 2}, 2},  // dilated
       {{1, 1}, {3, 2}, "valid", std::nullopt, {1, 1}, Shape{1, 2, 2, 2}, 2},
   };
   for (std::size_t ci = 0; ci < cases.size(); ++ci) {
@@ -102,10 +102,12 @@ TEST(Conv2DTranspose, MatchesTheScatterDefinitionForStridesPaddingsAndOutputPadd
                                        .dilation_rate = c.dilation,
                                        .bias_initializer = "glorot_uniform"});
     layer->build(c.input, 3 + ci);
-    const std::int64_t oh = keras_length(c.input[1], c.kernel[0], c.strides[0], c.dilation[0], c.padding,
-                                         c.output_padding ? std::optional<std::int64_t>((*c.output_padding)[0]) : std::nullopt);
-    const std::int64_t ow = keras_length(c.input[2], c.kernel[1], c.strides[1], c.dilation[1], c.padding,
-                                         c.output_padding ? std::optional<std::int64_t>((*c.output_padding)[1]) : std::nullopt);
+    const std::int64_t oh =
+        keras_length(c.input[1], c.kernel[0], c.strides[0], c.dilation[0], c.padding,
+                     c.output_padding ? std::optional<std::int64_t>((*c.output_padding)[0]) : std::nullopt);
+    const std::int64_t ow =
+        keras_length(c.input[2], c.kernel[1], c.strides[1], c.dilation[1], c.padding,
+                     c.output_padding ? std::optional<std::int64_t>((*c.output_padding)[1]) : std::nullopt);
     const Shape expected{c.input[0], oh, ow, c.filters};
     ASSERT_EQ(layer->kernel().shape(), (Shape{c.kernel[0], c.kernel[1], c.filters, c.input[3]})) << ci;
     const Tensor x = random_tensor(c.input, 10 + ci);
@@ -113,7 +115,8 @@ TEST(Conv2DTranspose, MatchesTheScatterDefinitionForStridesPaddingsAndOutputPadd
     ASSERT_EQ(y.shape(), expected) << "case " << ci;
     EXPECT_EQ(layer->compute_output_shape(Shape{-1, c.input[1], c.input[2], c.input[3]}),
               (Shape{-1, oh, ow, c.filters}));
-    const auto want = scatter_reference(c, x, layer->kernel().value(), layer->bias().value().to_vector<float>(), oh, ow);
+    const auto want =
+        scatter_reference(c, x, layer->kernel().value(), layer->bias().value().to_vector<float>(), oh, ow);
     const auto got = y.to_vector<float>();
     for (std::size_t i = 0; i < want.size(); ++i)
       ASSERT_NEAR(got[i], want[i], 1e-5f + 1e-5f * std::abs(want[i])) << "case " << ci << " element " << i;
@@ -128,21 +131,26 @@ TEST(Conv2DTranspose, KerasShapesWithAnUnknownBatchAndItsRefusals) {
   const Shape in{-1, 7, 5, 3};
   EXPECT_EQ(shape({.kernel_size = {3, 3}, .strides = {2, 2}, .padding = "same"}, in), (Shape{-1, 14, 10, 4}));
   EXPECT_EQ(shape({.kernel_size = {3, 3}, .strides = {2, 2}}, in), (Shape{-1, 15, 11, 4}));
-  EXPECT_EQ(shape({.kernel_size = {2, 2}, .strides = {3, 3}}, in), (Shape{-1, 21, 15, 4}));  // max(kernel, stride)
-  EXPECT_EQ(shape({.kernel_size = {3, 3}, .strides = {2, 2}, .output_padding = Pair{1, 0}}, in), (Shape{-1, 16, 11, 4}));
-  EXPECT_EQ(shape({.kernel_size = {3, 3}, .strides = {2, 2}, .padding = "same", .output_padding = Pair{1, 1}}, in),
-            (Shape{-1, 14, 10, 4}));
+  EXPECT_EQ(shape({.kernel_size = {2, 2}, .strides = {3, 3}}, in),
+            (Shape{-1, 21, 15, 4}));  // max(kernel, stride)
+  EXPECT_EQ(shape({.kernel_size = {3, 3}, .strides = {2, 2}, .output_padding = Pair{1, 0}}, in),
+            (Shape{-1, 16, 11, 4}));
+  EXPECT_EQ(
+      shape({.kernel_size = {3, 3}, .strides = {2, 2}, .padding = "same", .output_padding = Pair{1, 1}}, in),
+      (Shape{-1, 14, 10, 4}));
   EXPECT_EQ(shape({.kernel_size = {3, 3}, .strides = {2, 2}, .padding = "same"}, Shape{-1, -1, 5, 3}),
             (Shape{-1, -1, 10, 4}));
   // An even kernel, "same" and output_padding 0: (in - 1) * stride rows, which the "same"
   // convolution does not bring back to the input (TensorFlow refuses it too).
   EXPECT_NE(message_of([&] {
-              (void)shape({.kernel_size = {2, 2}, .strides = {2, 2}, .padding = "same", .output_padding = Pair{0, 0}}, in);
+              (void)shape(
+                  {.kernel_size = {2, 2}, .strides = {2, 2}, .padding = "same", .output_padding = Pair{0, 0}},
+                  in);
             }).find("output_padding (0, 0)"),
             std::string::npos);
   EXPECT_NE(message_of([] {
-              (void)layers::Conv2DTranspose({.filters = 2, .kernel_size = {3, 3}, .strides = {2, 2},
-                                             .output_padding = Pair{2, 0}});
+              (void)layers::Conv2DTranspose(
+                  {.filters = 2, .kernel_size = {3, 3}, .strides = {2, 2}, .output_padding = Pair{2, 0}});
             }).find("output_padding must be at least 0 and less than strides"),
             std::string::npos);
   EXPECT_NE(message_of([] {
@@ -150,13 +158,19 @@ TEST(Conv2DTranspose, KerasShapesWithAnUnknownBatchAndItsRefusals) {
                   {.filters = 2, .kernel_size = {3, 3}, .strides = {2, 2}, .dilation_rate = {2, 2}});
             }).find("dilation_rate"),
             std::string::npos);
-  EXPECT_NE(message_of([] { (void)layers::Conv2DTranspose(2, {3, 3}, "linear", "causal"); }).find("causal"),
+  EXPECT_NE(message_of([] {
+              (void)layers::Conv2DTranspose(2, {3, 3}, "linear", "causal");
+            }).find("causal"),
             std::string::npos);
 }
 
 TEST(Conv2DTranspose, ConfigRoundTripsAndParamCount) {
-  auto layer = layers::Conv2DTranspose({.filters = 32, .kernel_size = {3, 3}, .strides = {2, 2}, .padding = "same",
-                                        .output_padding = Pair{1, 1}, .activation = "relu"});
+  auto layer = layers::Conv2DTranspose({.filters = 32,
+                                        .kernel_size = {3, 3},
+                                        .strides = {2, 2},
+                                        .padding = "same",
+                                        .output_padding = Pair{1, 1},
+                                        .activation = "relu"});
   layer->build(Shape{-1, 7, 7, 32}, 1);
   EXPECT_EQ(layer->count_params(), 3 * 3 * 32 * 32 + 32);  // Keras' summary: 9,248
   const nlohmann::json c = layer->get_config();
@@ -166,7 +180,8 @@ TEST(Conv2DTranspose, ConfigRoundTripsAndParamCount) {
   EXPECT_EQ(again->get_config(), c);
   auto plain = layers::Conv2DTranspose(4, {2, 2});
   EXPECT_TRUE(plain->get_config().at("output_padding").is_null());
-  EXPECT_EQ(layers::Conv2DTransposeLayer::from_config(plain->get_config())->get_config(), plain->get_config());
+  EXPECT_EQ(layers::Conv2DTransposeLayer::from_config(plain->get_config())->get_config(),
+            plain->get_config());
 }
 
 // d sum(w * layer(x)) / dx through the tape.
@@ -218,7 +233,9 @@ TEST(UpSampling2D, BilinearUsesHalfPixelCentresAndKeepsTheEdges) {
     EXPECT_FLOAT_EQ(y[8 + j], 0.25f * row0[j] + 0.75f * row3[j]);
     EXPECT_FLOAT_EQ(y[12 + j], row3[j]);
   }
-  EXPECT_NE(message_of([] { (void)layers::UpSampling2D({2, 2}, "bicubic"); }).find("interpolation 'bicubic'"),
+  EXPECT_NE(message_of([] {
+              (void)layers::UpSampling2D({2, 2}, "bicubic");
+            }).find("interpolation 'bicubic'"),
             std::string::npos);
 }
 
@@ -240,18 +257,22 @@ TEST(Cropping2D, CutsTheBordersAndItsGradientIsZeroThere) {
   const Tensor w = Tensor::from_vector(std::vector<float>{1, 2, 3, 4}, Shape{1, 2, 2, 1});
   EXPECT_EQ(input_gradient(*layer, x, w).to_vector<float>(),
             (std::vector<float>{0, 0, 0, 0, 1, 2, 0, 0, 3, 4, 0, 0}));
-  EXPECT_NE(message_of([&] { (void)layer->compute_output_shape(Shape{-1, 1, 4, 1}); }).find("leaves nothing"),
+  EXPECT_NE(message_of([&] {
+              (void)layer->compute_output_shape(Shape{-1, 1, 4, 1});
+            }).find("leaves nothing"),
             std::string::npos);
   const auto again = layers::Cropping2DLayer::from_config(layer->get_config());
   EXPECT_EQ(again->get_config(), layer->get_config());
   // Keras' int and symmetric-pair forms.
   nlohmann::json c = layer->get_config();
   c["cropping"] = 2;
-  EXPECT_EQ(std::dynamic_pointer_cast<layers::Cropping2DLayer>(layers::Cropping2DLayer::from_config(c))->cropping(),
-            (std::array<Pair, 2>{Pair{2, 2}, Pair{2, 2}}));
+  EXPECT_EQ(
+      std::dynamic_pointer_cast<layers::Cropping2DLayer>(layers::Cropping2DLayer::from_config(c))->cropping(),
+      (std::array<Pair, 2>{Pair{2, 2}, Pair{2, 2}}));
   c["cropping"] = nlohmann::json::array({1, 3});
-  EXPECT_EQ(std::dynamic_pointer_cast<layers::Cropping2DLayer>(layers::Cropping2DLayer::from_config(c))->cropping(),
-            (std::array<Pair, 2>{Pair{1, 1}, Pair{3, 3}}));
+  EXPECT_EQ(
+      std::dynamic_pointer_cast<layers::Cropping2DLayer>(layers::Cropping2DLayer::from_config(c))->cropping(),
+      (std::array<Pair, 2>{Pair{1, 1}, Pair{3, 3}}));
 }
 
 TEST(ZeroPadding1D, PadsTheSteps) {
@@ -264,9 +285,12 @@ TEST(ZeroPadding1D, PadsTheSteps) {
 // A replica's share of a short last batch may be empty: the layers without weights keep the
 // tape's path to their input, so that the convolution before them gets its (zero) gradient.
 TEST(UpSampling2D, AnEmptyBatchKeepsTheGradientPathOfTheLayersWithoutWeights) {
-  const std::vector<std::pair<layers::LayerPtr, bool>> cases = {  // (layer, takes sequences)
-      {layers::UpSampling2D(), false}, {layers::UpSampling2D({2, 2}, "bilinear"), false},
-      {layers::Cropping2D({Pair{1, 0}, Pair{0, 1}}), false}, {layers::UpSampling1D(2), true},
+  const std::vector<std::pair<layers::LayerPtr, bool>> cases = {
+      // (layer, takes sequences)
+      {layers::UpSampling2D(), false},
+      {layers::UpSampling2D({2, 2}, "bilinear"), false},
+      {layers::Cropping2D({Pair{1, 0}, Pair{0, 1}}), false},
+      {layers::UpSampling1D(2), true},
       {layers::ZeroPadding1D(), true}};
   for (const auto& [layer, sequence] : cases) {
     auto conv = sequence ? layers::Conv1D(2, 1) : layers::Conv2D(2, {1, 1});
@@ -290,11 +314,12 @@ TEST(Conv2DTranspose, ADenoisingAutoencoderLearns) {
   for (std::int64_t b = 0; b < n; ++b)
     for (std::int64_t i = 0; i < side; ++i)
       for (std::int64_t j = 0; j < side; ++j)  // stripes of a few widths and offsets
-        clean[static_cast<std::size_t>((b * side + i) * side + j)] = ((j + b % 3) / (1 + b % 2)) % 2 ? 1.0f : 0.0f;
+        clean[static_cast<std::size_t>((b * side + i) * side + j)] =
+            ((j + b % 3) / (1 + b % 2)) % 2 ? 1.0f : 0.0f;
   const Tensor target = Tensor::from_vector(clean, Shape{n, side, side, 1});
   set_random_seed(4);
-  Sequential m({layers::Input({side, side, 1}), layers::Conv2D(8, {3, 3}, "relu", "same"), layers::MaxPooling2D({2, 2}),
-                layers::Conv2DTranspose(8, {3, 3}, "relu", "same", {2, 2}),
+  Sequential m({layers::Input({side, side, 1}), layers::Conv2D(8, {3, 3}, "relu", "same"),
+                layers::MaxPooling2D({2, 2}), layers::Conv2DTranspose(8, {3, 3}, "relu", "same", {2, 2}),
                 layers::Conv2D(1, {3, 3}, "sigmoid", "same")});
   EXPECT_EQ(m.output_shape(), (Shape{-1, side, side, 1}));
   m.compile(optimizers::Adam(1e-2), losses::BinaryCrossentropy());

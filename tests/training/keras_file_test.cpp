@@ -110,8 +110,12 @@ TEST(KerasFile, DecoderLayersRoundTripBitExact) {
   auto m = std::make_unique<Sequential>(
       std::vector<layers::LayerPtr>{
           layers::Input(Shape{4, 3, 2}),
-          layers::Conv2DTranspose({.filters = 3, .kernel_size = {3, 2}, .strides = {2, 3}, .padding = "same",
-                                   .output_padding = Pair{1, 2}, .activation = "tanh"}),
+          layers::Conv2DTranspose({.filters = 3,
+                                   .kernel_size = {3, 2},
+                                   .strides = {2, 3},
+                                   .padding = "same",
+                                   .output_padding = Pair{1, 2},
+                                   .activation = "tanh"}),
           layers::UpSampling2D({1, 2}, "bilinear"), layers::Cropping2D({Pair{1, 0}, Pair{2, 3}}),
           layers::UpSampling2D({2, 1}), layers::Reshape(Shape{-1, 3}), layers::UpSampling1D(2),
           layers::ZeroPadding1D({1, 0}), layers::Flatten(), layers::Dense(2)},

@@ -298,7 +298,8 @@ class Conv2DTransposeLayer final : public Layer {
 /// half-pixel centres, the edge rows weighted toward the edge); Keras' others are refused by name.
 class UpSampling2DLayer final : public Layer {
  public:
-  explicit UpSampling2DLayer(Pair size = {2, 2}, std::string interpolation = "nearest", std::string name = "");
+  explicit UpSampling2DLayer(Pair size = {2, 2}, std::string interpolation = "nearest",
+                             std::string name = "");
   std::string class_name() const override { return "UpSampling2D"; }
   nlohmann::json get_config() const override;
   static LayerPtr from_config(const nlohmann::json& config);
