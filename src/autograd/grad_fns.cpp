@@ -103,6 +103,19 @@ G conv2d_grad(const OpRecord& r, const Tensor& g_in, const std::array<bool, 3>& 
   }
   return out;
 }
+
+// conv2d_transpose is the input gradient of a convolution c from its output y (the op's output)
+// to x: x's gradient is c applied to y's gradient, the kernel's c's kernel gradient with y's
+// gradient in the place of c's input and x in that of c's output gradient.
+G conv2d_transpose_grad(const OpRecord& r, const Tensor& g, const std::array<bool, 3>& needs) {
+  const Tensor& x = r.inputs[0];
+  const Tensor& w = r.inputs[1];
+  const Conv2dOptions o = conv_options(r);
+  G out;
+  if (needs[0]) out[0] = conv2d(g, w, Tensor(), o);
+  if (needs[1]) out[1] = conv2d_kernel_grad(g, x, w.shape(), false, o)[0];
+  return out;
+}
 }  // namespace
 
 bool masks_by_relu(const OpRecord& r) {
@@ -198,6 +211,7 @@ std::array<Tensor, 3> op_backward(const OpRecord& r, const Tensor& g, const std:
     case OpType::kSoftmaxCE: break;
     case OpType::kDropout: return {mul(g, r.saved[0]), {}, {}};
     case OpType::kConv2d: return conv2d_grad(r, g, needs, hints.output_gradient_masked);
+    case OpType::kConv2dTranspose: return conv2d_transpose_grad(r, g, needs);
     case OpType::kCustom: return r.custom->backward(r, g, needs);
     case OpType::kZeroPad2d: {
       // saved[0]: the padded output's row (of C channels) for each input row.

@@ -1,8 +1,13 @@
 #include "lockstep/layers/conv_layers.hpp"
 
+#include <algorithm>
+#include <cmath>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <type_traits>
+#include <vector>
+
+#include "lockstep/tensor/device_constant.hpp"
 
 namespace lockstep::layers {
 
@@ -638,5 +643,372 @@ LayerPtr AveragePooling1D(std::int64_t pool_size, std::optional<std::int64_t> st
 }
 LayerPtr ZeroPadding2D(std::array<Pair, 2> padding) { return std::make_shared<ZeroPadding2DLayer>(padding); }
 LayerPtr Rescaling(float scale, float offset) { return std::make_shared<RescalingLayer>(scale, offset); }
+
+// ---- the decoder side: Conv2DTranspose, UpSampling2D / UpSampling1D, Cropping2D, ZeroPadding1D ----
+namespace {
+// Keras' transposed output length along one dimension (backend_utils.py's
+// _get_output_shape_given_tf_padding); an unknown -1 stays unknown.
+std::int64_t transposed_length(std::int64_t in, PaddingMode mode, std::int64_t kernel, std::int64_t stride,
+                               std::int64_t dilation, std::optional<std::int64_t> output_padding) {
+  if (in < 0) return -1;
+  const std::int64_t k = (kernel - 1) * dilation + 1;
+  if (mode == PaddingMode::kValid)
+    return (in - 1) * stride + k + output_padding.value_or(std::max(k, stride) - k);
+  return output_padding ? (in - 1) * stride + k % 2 + *output_padding : in * stride;
+}
+
+// Keras' pair-of-pairs arguments (Cropping2D's cropping): an int for all four, a pair for (symmetric
+// height, symmetric width), or ((top, bottom), (left, right)).
+std::array<Pair, 2> pairs_from_json(const json& j) {
+  if (j.is_number_integer())
+    return {uniform_size<Pair>(j.get<std::int64_t>()), uniform_size<Pair>(j.get<std::int64_t>())};
+  if (!j.is_array() || j.size() != 2)
+    throw json::type_error::create(302, "expected ((t, b), (l, r)), got " + j.dump(), &j);
+  return {size_from_json<Pair>(j[0]), size_from_json<Pair>(j[1])};
+}
+
+// Rows gathered from x's (rows, C) view, `per` output rows per example: recorded gather_rows,
+// whose gradient scatter-adds into x's rows (a repeated row's gradients add up).
+Tensor gather_image_rows(const Tensor& x, const Tensor& index, const Shape& out) {
+  const std::int64_t c = x.dim(x.rank() - 1);
+  const Tensor rows = gather_rows(reshape(x, Shape{x.numel() / std::max<std::int64_t>(c, 1), c}), index);
+  return reshape(rows, out);
+}
+
+// One axis of a bilinear resize by an integer factor, as Keras' ops.image.resize computes it
+// (jax.image.resize / tf.image.resize with half-pixel centres; antialiasing never acts when
+// enlarging): output i samples s = (i + 0.5) / factor - 0.5 between inputs floor(s) and
+// floor(s) + 1, weighted 1 - frac and frac; a sample before the first or past the last input takes
+// that input whole. x is viewed as (n * outer, in, inner) and becomes (n * outer, in * factor, inner).
+Tensor bilinear_axis(const Tensor& x, std::int64_t n, std::int64_t outer, std::int64_t in,
+                     std::int64_t factor, std::int64_t inner) {
+  const std::int64_t out = in * factor;
+  std::vector<std::int64_t> lo(static_cast<std::size_t>(out)), hi(lo.size());
+  std::vector<float> wlo(lo.size()), whi(lo.size());
+  for (std::int64_t i = 0; i < out; ++i) {
+    const double s = (static_cast<double>(i) + 0.5) / static_cast<double>(factor) - 0.5;
+    const double f = std::floor(s);
+    const auto j = static_cast<std::int64_t>(f);
+    const auto k = static_cast<std::size_t>(i);
+    lo[k] = std::clamp<std::int64_t>(j, 0, in - 1);
+    hi[k] = std::clamp<std::int64_t>(j + 1, 0, in - 1);
+    whi[k] = static_cast<float>(s - f);
+    wlo[k] = 1.0f - whi[k];
+  }
+  const DType dt = x.dtype();
+  Tensor gathered[2];
+  Tensor weights[2];
+  for (int side = 0; side < 2; ++side) {
+    const std::vector<std::int64_t>& src = side == 0 ? lo : hi;
+    const Tensor index =
+        device_constant({"UpSampling2D bilinear rows: outer, in, factor, side", {outer, in, factor, side}}, n,
+                        [&](std::int64_t examples) {
+                          std::vector<std::int64_t> v(static_cast<std::size_t>(examples * outer * out));
+                          std::size_t r = 0;
+                          for (std::int64_t b = 0; b < examples * outer; ++b)
+                            for (std::int64_t i = 0; i < out; ++i)
+                              v[r++] = b * in + src[static_cast<std::size_t>(i)];
+                          return Tensor::from_vector(v, {examples, outer * out});
+                        })
+            .reshape({n * outer * out});
+    gathered[side] = gather_rows(reshape(x, Shape{n * outer * in, inner}), index);
+    const std::vector<float>& w = side == 0 ? wlo : whi;
+    weights[side] = device_constant(
+        {"UpSampling2D bilinear weights: in, factor, side, dtype",
+         {in, factor, side, static_cast<std::int64_t>(dt)}},
+        out, [&](std::int64_t rows) {
+          return Tensor::from_vector(std::vector<float>(w.begin(), w.begin() + rows), {rows, 1}).to(dt);
+        });
+  }
+  const Shape blocks{n * outer, out, inner};
+  return add(mul(reshape(gathered[0], blocks), weights[0]), mul(reshape(gathered[1], blocks), weights[1]));
+}
+}  // namespace
+
+// Conv2DTranspose
+Conv2DTransposeLayer::Conv2DTransposeLayer(const Conv2DTransposeOptions& o)
+    : Layer(o.name),
+      options_(o),
+      padding_(parse_padding(o.padding)),
+      activation_(parse_activation(o.activation)) {
+  check_positive("Conv2DTranspose", "filters", o.filters);
+  check_positive("Conv2DTranspose", "kernel_size", o.kernel_size);
+  check_positive("Conv2DTranspose", "strides", o.strides);
+  check_positive("Conv2DTranspose", "dilation_rate", o.dilation_rate);
+  check_dilation_and_strides("Conv2DTranspose", o.strides, o.dilation_rate);
+  if (o.output_padding)
+    for (int i = 0; i < 2; ++i)
+      LOCKSTEP_CHECK(
+          (*o.output_padding)[i] >= 0 && (*o.output_padding)[i] < o.strides[i],
+          "Conv2DTranspose: output_padding must be at least 0 and less than strides (as in Keras), got "
+          "output_padding ",
+          pair_str(*o.output_padding), " and strides ", pair_str(o.strides));
+  (void)Initializer{o.kernel_initializer}(Shape{0}, 0);
+  (void)Initializer{o.bias_initializer}(Shape{0}, 0);
+}
+
+Shape Conv2DTransposeLayer::compute_output_shape(const Shape& s) const {
+  check_image(name(), "Conv2DTranspose", s);
+  const auto& o = options_;
+  std::int64_t len[2];
+  for (int i = 0; i < 2; ++i) {
+    const std::optional<std::int64_t> op =
+        o.output_padding ? std::optional<std::int64_t>((*o.output_padding)[i]) : std::nullopt;
+    len[i] = transposed_length(s[i + 1], padding_, o.kernel_size[i], o.strides[i], o.dilation_rate[i], op);
+    // "same" with an output_padding can ask for an output whose "same" convolution does not come
+    // back to the input (an even kernel with output_padding 0: (in - 1) * stride rows, which
+    // tf.nn.conv2d_transpose refuses as Keras' TensorFlow backend calls it).
+    LOCKSTEP_CHECK(s[i + 1] < 0 || padding_ == PaddingMode::kValid ||
+                       (len[i] + o.strides[i] - 1) / o.strides[i] == s[i + 1],
+                   "layer '", name(), "' (Conv2DTranspose): padding \"same\" with output_padding ",
+                   pair_str(*o.output_padding), " gives ", len[i], " ", i == 0 ? "rows" : "columns", " for ",
+                   s[i + 1], " input ones, which a \"same\" convolution with strides ", pair_str(o.strides),
+                   " does not map back to them (TensorFlow refuses it too); use another output_padding");
+    LOCKSTEP_CHECK(len[i] != 0, "layer '", name(), "' (Conv2DTranspose): input ", s.str(),
+                   " has an empty dimension");
+  }
+  return Shape{s[0], len[0], len[1], o.filters};
+}
+
+void Conv2DTransposeLayer::build_impl(const Shape& s, std::uint64_t seed) {
+  (void)compute_output_shape(s);
+  LOCKSTEP_CHECK(s[3] > 0, "layer '", name(), "' (Conv2DTranspose): input ", s.str(), " has no channels");
+  kernel_ =
+      add_weight("kernel", Shape{options_.kernel_size[0], options_.kernel_size[1], options_.filters, s[3]},
+                 Initializer{options_.kernel_initializer}, mix_seed(seed, 1));
+  if (options_.use_bias)
+    bias_ = add_weight("bias", Shape{options_.filters}, Initializer{options_.bias_initializer},
+                       mix_seed(seed, 2));
+}
+
+Tensor Conv2DTransposeLayer::call(const Tensor& x, const CallContext&) const {
+  LOCKSTEP_CHECK(built(), "layer '", name(), "' (Conv2DTranspose) is called before it was built");
+  const Shape out = compute_output_shape(x.shape());
+  // The convolution from the output back to x: "same"'s padding is TensorFlow's for that
+  // convolution over the output (tf.nn.conv2d_transpose's), "valid" none.
+  const Conv2dOptions o{
+      .strides = options_.strides,
+      .dilation = options_.dilation_rate,
+      .padding = padding_for(padding_, out, options_.kernel_size, options_.strides, options_.dilation_rate)};
+  Tensor y = conv2d_transpose(autocast(x), autocast(kernel_.value()), {out[1], out[2]}, o);
+  if (bias_.defined()) y = add(y, autocast(bias_.value()));
+  return apply_activation(activation_, y);
+}
+
+// UpSampling2D
+UpSampling2DLayer::UpSampling2DLayer(Pair size, std::string interpolation, std::string name)
+    : Layer(std::move(name)), size_(size), interpolation_(std::move(interpolation)) {
+  check_positive("UpSampling2D", "size", size_);
+  LOCKSTEP_CHECK(interpolation_ == "nearest" || interpolation_ == "bilinear", "UpSampling2D: interpolation '",
+                 interpolation_, "' is not supported: lockstep has \"nearest\" and \"bilinear\"");
+}
+
+Shape UpSampling2DLayer::compute_output_shape(const Shape& s) const {
+  check_image(name(), "UpSampling2D", s);
+  const auto grow = [](std::int64_t d, std::int64_t f) { return d < 0 ? d : d * f; };
+  return Shape{s[0], grow(s[1], size_[0]), grow(s[2], size_[1]), s[3]};
+}
+
+Tensor UpSampling2DLayer::call(const Tensor& x_in, const CallContext&) const {
+  check_image(name(), "UpSampling2D", x_in.shape());
+  const Tensor x = autocast(x_in);
+  const std::int64_t n = x.dim(0), h = x.dim(1), w = x.dim(2), c = x.dim(3);
+  const std::int64_t sh = size_[0], sw = size_[1], oh = h * sh, ow = w * sw;
+  // An empty batch (a replica's share of a short last batch): no rows to gather, and reshape keeps
+  // the tape's path to x, so that the layers before get their (zero) gradients.
+  if (x.numel() == 0) return reshape(x, Shape{n, oh, ow, c});
+  if (interpolation_ == "bilinear") {
+    const Tensor rows = bilinear_axis(x, n, 1, h, sh, w * c);                   // (n, oh, w * c)
+    return reshape(bilinear_axis(rows, n, oh, w, sw, c), Shape{n, oh, ow, c});  // (n * oh, ow, c)
+  }
+  const Tensor index =
+      device_constant({"UpSampling2D rows: h, w, size", {h, w, sh, sw}}, n, [=](std::int64_t examples) {
+        std::vector<std::int64_t> v(static_cast<std::size_t>(examples * oh * ow));
+        std::size_t r = 0;
+        for (std::int64_t b = 0; b < examples; ++b)
+          for (std::int64_t i = 0; i < oh; ++i)
+            for (std::int64_t j = 0; j < ow; ++j) v[r++] = (b * h + i / sh) * w + j / sw;
+        return Tensor::from_vector(v, {examples, oh * ow});
+      }).reshape({n * oh * ow});
+  return gather_image_rows(x, index, Shape{n, oh, ow, c});
+}
+
+// UpSampling1D
+UpSampling1DLayer::UpSampling1DLayer(std::int64_t size, std::string name)
+    : Layer(std::move(name)), size_(size) {
+  check_positive("UpSampling1D", "size", size_);
+}
+
+Shape UpSampling1DLayer::compute_output_shape(const Shape& s) const {
+  check_sequence(name(), "UpSampling1D", s);
+  return Shape{s[0], s[1] < 0 ? s[1] : s[1] * size_, s[2]};
+}
+
+Tensor UpSampling1DLayer::call(const Tensor& x_in, const CallContext&) const {
+  check_sequence(name(), "UpSampling1D", x_in.shape());
+  const Tensor x = autocast(x_in);
+  const std::int64_t n = x.dim(0), steps = x.dim(1), c = x.dim(2), f = size_, out = steps * f;
+  if (x.numel() == 0) return reshape(x, Shape{n, out, c});  // as UpSampling2D's
+  const Tensor index =
+      device_constant({"UpSampling1D rows: steps, size", {steps, f}}, n, [=](std::int64_t examples) {
+        std::vector<std::int64_t> v(static_cast<std::size_t>(examples * out));
+        std::size_t r = 0;
+        for (std::int64_t b = 0; b < examples; ++b)
+          for (std::int64_t t = 0; t < out; ++t) v[r++] = b * steps + t / f;
+        return Tensor::from_vector(v, {examples, out});
+      }).reshape({n * out});
+  return gather_image_rows(x, index, Shape{n, out, c});
+}
+
+// Cropping2D
+Cropping2DLayer::Cropping2DLayer(std::array<Pair, 2> cropping, std::string name)
+    : Layer(std::move(name)), cropping_(cropping) {
+  for (const Pair& p : cropping_)
+    LOCKSTEP_CHECK(p[0] >= 0 && p[1] >= 0, "Cropping2D: cropping must not be negative, got ((",
+                   cropping_[0][0], ", ", cropping_[0][1], "), (", cropping_[1][0], ", ", cropping_[1][1],
+                   "))");
+}
+
+Shape Cropping2DLayer::compute_output_shape(const Shape& s) const {
+  check_image(name(), "Cropping2D", s);
+  std::int64_t len[2];
+  for (int i = 0; i < 2; ++i) {
+    const Pair& p = cropping_[static_cast<std::size_t>(i)];
+    len[i] = s[i + 1] < 0 ? -1 : s[i + 1] - p[0] - p[1];
+    LOCKSTEP_CHECK(s[i + 1] < 0 || len[i] > 0, "layer '", name(), "' (Cropping2D): cropping ", pair_str(p),
+                   " leaves nothing of the input's ", s[i + 1], " ", i == 0 ? "rows" : "columns", " (input ",
+                   s.str(), ")");
+  }
+  return Shape{s[0], len[0], len[1], s[3]};
+}
+
+Tensor Cropping2DLayer::call(const Tensor& x_in, const CallContext&) const {
+  const Shape out = compute_output_shape(x_in.shape());
+  const Tensor x = autocast(x_in);
+  const std::int64_t n = x.dim(0), h = x.dim(1), w = x.dim(2), oh = out[1], ow = out[2];
+  const std::int64_t top = cropping_[0][0], left = cropping_[1][0];
+  if (x.numel() == 0) return reshape(x, Shape{n, oh, ow, x.dim(3)});  // as UpSampling2D's
+  const Tensor index =
+      device_constant({"Cropping2D rows: h, w, oh, ow, top, left", {h, w, oh, ow, top, left}}, n,
+                      [=](std::int64_t examples) {
+                        std::vector<std::int64_t> v(static_cast<std::size_t>(examples * oh * ow));
+                        std::size_t r = 0;
+                        for (std::int64_t b = 0; b < examples; ++b)
+                          for (std::int64_t i = 0; i < oh; ++i)
+                            for (std::int64_t j = 0; j < ow; ++j) v[r++] = (b * h + i + top) * w + j + left;
+                        return Tensor::from_vector(v, {examples, oh * ow});
+                      })
+          .reshape({n * oh * ow});
+  return gather_image_rows(x, index, Shape{n, oh, ow, x.dim(3)});
+}
+
+// ZeroPadding1D
+ZeroPadding1DLayer::ZeroPadding1DLayer(Pair padding, std::string name)
+    : Layer(std::move(name)), padding_(padding) {
+  LOCKSTEP_CHECK(padding_[0] >= 0 && padding_[1] >= 0, "ZeroPadding1D: padding must not be negative, got ",
+                 pair_str(padding_));
+}
+
+Shape ZeroPadding1DLayer::compute_output_shape(const Shape& s) const {
+  check_sequence(name(), "ZeroPadding1D", s);
+  return Shape{s[0], s[1] < 0 ? s[1] : s[1] + padding_[0] + padding_[1], s[2]};
+}
+
+Tensor ZeroPadding1DLayer::call(const Tensor& x, const CallContext&) const {
+  check_sequence(name(), "ZeroPadding1D", x.shape());
+  return as_sequence(zero_pad2d(as_image(autocast(x)), {.left = padding_[0], .right = padding_[1]}));
+}
+
+// configurations (Keras' get_config / from_config)
+json Conv2DTransposeLayer::get_config() const {
+  json c = Layer::get_config();
+  const auto& o = options_;
+  c.update({{"filters", o.filters},
+            {"kernel_size", size_to_json(o.kernel_size)},
+            {"strides", size_to_json(o.strides)},
+            {"padding", o.padding},
+            {"output_padding", o.output_padding ? size_to_json(*o.output_padding) : json(nullptr)},
+            {"dilation_rate", size_to_json(o.dilation_rate)},
+            {"activation", activation_name(activation_)},
+            {"use_bias", o.use_bias},
+            {"kernel_initializer", o.kernel_initializer},
+            {"bias_initializer", o.bias_initializer}});
+  return c;
+}
+LayerPtr Conv2DTransposeLayer::from_config(const json& c) {
+  Conv2DTransposeOptions o;
+  o.filters = c.at("filters").get<std::int64_t>();
+  o.kernel_size = size_from_json<Pair>(c.at("kernel_size"));
+  o.strides = size_from_json<Pair>(c.at("strides"));
+  o.padding = c.at("padding").get<std::string>();
+  const json& op = c.value("output_padding", json());
+  if (!op.is_null()) o.output_padding = size_from_json<Pair>(op);
+  o.dilation_rate = size_from_json<Pair>(c.at("dilation_rate"));
+  o.activation = c.at("activation").get<std::string>();
+  o.use_bias = c.at("use_bias").get<bool>();
+  o.kernel_initializer = c.at("kernel_initializer").get<std::string>();
+  o.bias_initializer = c.at("bias_initializer").get<std::string>();
+  o.name = c.at("name").get<std::string>();
+  return std::make_shared<Conv2DTransposeLayer>(o);
+}
+
+json UpSampling2DLayer::get_config() const {
+  json c = Layer::get_config();
+  c.update({{"size", size_to_json(size_)}, {"interpolation", interpolation_}});
+  return c;
+}
+LayerPtr UpSampling2DLayer::from_config(const json& c) {
+  return std::make_shared<UpSampling2DLayer>(size_from_json<Pair>(c.at("size")),
+                                             c.value("interpolation", std::string("nearest")),
+                                             c.at("name").get<std::string>());
+}
+
+json UpSampling1DLayer::get_config() const {
+  json c = Layer::get_config();
+  c["size"] = size_;
+  return c;
+}
+LayerPtr UpSampling1DLayer::from_config(const json& c) {
+  return std::make_shared<UpSampling1DLayer>(c.at("size").get<std::int64_t>(),
+                                             c.at("name").get<std::string>());
+}
+
+json Cropping2DLayer::get_config() const {
+  json c = Layer::get_config();
+  c["cropping"] = json::array({size_to_json(cropping_[0]), size_to_json(cropping_[1])});
+  return c;
+}
+LayerPtr Cropping2DLayer::from_config(const json& c) {
+  return std::make_shared<Cropping2DLayer>(pairs_from_json(c.at("cropping")),
+                                           c.at("name").get<std::string>());
+}
+
+json ZeroPadding1DLayer::get_config() const {
+  json c = Layer::get_config();
+  c["padding"] = size_to_json(padding_);
+  return c;
+}
+LayerPtr ZeroPadding1DLayer::from_config(const json& c) {
+  return std::make_shared<ZeroPadding1DLayer>(size_from_json<Pair>(c.at("padding")),
+                                              c.at("name").get<std::string>());
+}
+
+LayerPtr Conv2DTranspose(std::int64_t filters, Pair kernel_size, const std::string& activation,
+                         const std::string& padding, Pair strides) {
+  return std::make_shared<Conv2DTransposeLayer>(Conv2DTransposeOptions{.filters = filters,
+                                                                       .kernel_size = kernel_size,
+                                                                       .strides = strides,
+                                                                       .padding = padding,
+                                                                       .activation = activation});
+}
+LayerPtr Conv2DTranspose(const Conv2DTransposeOptions& options) {
+  return std::make_shared<Conv2DTransposeLayer>(options);
+}
+LayerPtr UpSampling2D(Pair size, const std::string& interpolation) {
+  return std::make_shared<UpSampling2DLayer>(size, interpolation);
+}
+LayerPtr UpSampling1D(std::int64_t size) { return std::make_shared<UpSampling1DLayer>(size); }
+LayerPtr Cropping2D(std::array<Pair, 2> cropping) { return std::make_shared<Cropping2DLayer>(cropping); }
+LayerPtr ZeroPadding1D(Pair padding) { return std::make_shared<ZeroPadding1DLayer>(padding); }
 
 }  // namespace lockstep::layers

@@ -78,6 +78,12 @@ std::vector<LayerClass> builtin_classes() {
       {"ELU", &ELULayer::from_config},
       {"PReLU", &PReLULayer::from_config},
       {"SeparableConv2D", &SeparableConv2DLayer::from_config, kChannelsLast},
+      // The decoder side of autoencoders and U-Nets.
+      {"Conv2DTranspose", &Conv2DTransposeLayer::from_config, kChannelsLast},
+      {"UpSampling2D", &UpSampling2DLayer::from_config, kChannelsLast},
+      {"UpSampling1D", &UpSampling1DLayer::from_config},
+      {"Cropping2D", &Cropping2DLayer::from_config, kChannelsLast},
+      {"ZeroPadding1D", &ZeroPadding1DLayer::from_config, kChannelsLast},
   };
 }
 

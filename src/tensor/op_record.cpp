@@ -29,7 +29,7 @@ const char* op_name(OpType t) {
                                 "reduce_max", "reshape", "slice", "cast",
                                 "sparse_softmax_cross_entropy_with_logits",
                                 "softmax_cross_entropy_with_logits", "dropout", "conv2d", "max_pool2d",
-                                "avg_pool2d", "zero_pad2d", "conv2d_max_pool2d", "where", "custom"};
+                                "avg_pool2d", "zero_pad2d", "conv2d_max_pool2d", "conv2d_transpose", "where", "custom"};
   static_assert(sizeof(names) / sizeof(names[0]) == static_cast<std::size_t>(OpType::kCount));
   return names[static_cast<std::size_t>(t)];
 }

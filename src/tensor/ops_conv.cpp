@@ -341,6 +341,41 @@ Tensor zero_pad2d(const Tensor& x, const Padding2d& p) {
   return out;
 }
 
+Tensor conv2d_transpose(const Tensor& x, const Tensor& kernel, const std::array<std::int64_t, 2>& output_size,
+                        const Conv2dOptions& o) {
+  detail::check_float("conv2d_transpose", {&x, &kernel});
+  check_nhwc("conv2d_transpose", x);
+  LOCKSTEP_CHECK(kernel.rank() == 4,
+                 "conv2d_transpose: expected a kernel (height, width, filters, in_channels), got ",
+                 kernel.shape().str());
+  LOCKSTEP_CHECK(o.groups == 1 && o.activation == FusedActivation::kNone,
+                 "conv2d_transpose: takes groups 1 and no fused activation, got groups ", o.groups);
+  LOCKSTEP_CHECK(kernel.dim(3) == x.dim(3), "conv2d_transpose: kernel ", kernel.shape().str(),
+                 " does not match input ", x.shape().str(), " (expected (kh, kw, filters, ", x.dim(3), "))");
+  LOCKSTEP_CHECK(output_size[0] > 0 && output_size[1] > 0, "conv2d_transpose: output size ",
+                 pair_str(output_size), " must be positive");
+  // The convolution whose input gradient this is: from the (N, OH, OW, F) output to x.
+  const Shape out{x.dim(0), output_size[0], output_size[1], kernel.dim(2)};
+  Conv2dOptions plain = o;
+  plain.winograd = false;
+  const backend::Conv2dDesc d = conv_desc("conv2d_transpose", out, kernel.shape(), plain);
+  LOCKSTEP_CHECK(d.oh == x.dim(1) && d.ow == x.dim(2), "conv2d_transpose: the ", d.kh, "x", d.kw,
+                 " convolution (strides ", pair_str(o.strides), ", dilation ", pair_str(o.dilation),
+                 ", padding top ", o.padding.top, ", bottom ", o.padding.bottom, ", left ", o.padding.left,
+                 ", right ", o.padding.right, ") maps an output of ", out.str(), " to (", d.oh, ", ", d.ow,
+                 "), not to the input's ", x.shape().str());
+  const Tensor y = conv2d_input_grad(kernel, x, out, plain);
+  if (detail::recording({&x, &kernel})) {
+    OpRecord r;
+    r.type = OpType::kConv2dTranspose;
+    r.inputs = {x, kernel, Tensor()};
+    r.output = y;
+    r.geometry = conv_geometry(plain);
+    detail::record(r);
+  }
+  return y;
+}
+
 Tensor conv2d_input_grad(const Tensor& kernel, const Tensor& dy, const Shape& input_shape, const Conv2dOptions& o) {
   detail::check_float("conv2d_input_grad", {&kernel, &dy});
   const backend::Conv2dDesc d = conv_desc("conv2d_input_grad", input_shape, kernel.shape(), o);

@@ -75,6 +75,20 @@ std::vector<Case> cases() {
          return functional(in, call(layers::Conv2D({.filters = 3, .kernel_size = {3, 3}}),
                                     call(layers::ZeroPadding2D(), in)));
        }},
+      {"UpSampling2D nearest and bilinear, Cropping2D", Shape{3, 4, 2},
+       [] {
+         const KerasTensor in = Input({3, 4, 2});
+         const KerasTensor up =
+             call(layers::Concatenate(),
+                  {call(layers::UpSampling2D(), in), call(layers::UpSampling2D({2, 2}, "bilinear"), in)});
+         return functional(in, call(layers::Conv2D({.filters = 3, .kernel_size = {3, 3}}),
+                                    call(layers::Cropping2D({layers::Pair{1, 0}, layers::Pair{0, 2}}), up)));
+       }},
+      {"UpSampling1D", Shape{5, 3},
+       [] {
+         const KerasTensor in = Input({5, 3});
+         return functional(in, call(layers::UpSampling1D(3), call(layers::Dense(4, "tanh"), in)));
+       }},
       {"Concatenate", Shape{12},
        [] {
          const KerasTensor in = Input({12});

@@ -203,7 +203,16 @@ TEST(ConvLayers, UnderMixedPoliciesOutputsAreSixteenBitAndMatchFloat32) {
        sequence},
       {"MaxPooling1D", [] { return layers::MaxPooling1D(); }, sequence},
       {"AveragePooling1D", [] { return layers::AveragePooling1D(3, 2, "same"); }, sequence},
-      {"GlobalMaxPooling1D", [] { return layers::GlobalMaxPooling1D(); }, sequence}};
+      {"GlobalMaxPooling1D", [] { return layers::GlobalMaxPooling1D(); }, sequence},
+      // The decoder side.
+      {"Conv2DTranspose", [] { return layers::Conv2DTranspose(4, {3, 3}, "relu", "same", {2, 2}); }},
+      {"Conv2DTranspose output_padding",
+       [] { return layers::Conv2DTranspose({.filters = 3, .kernel_size = {2, 3}, .strides = {3, 2}, .output_padding = Pair{1, 0}}); }},
+      {"UpSampling2D", [] { return layers::UpSampling2D({2, 3}); }},
+      {"UpSampling2D bilinear", [] { return layers::UpSampling2D({2, 2}, "bilinear"); }},
+      {"Cropping2D", [] { return layers::Cropping2D({Pair{1, 2}, Pair{0, 1}}); }},
+      {"UpSampling1D", [] { return layers::UpSampling1D(2); }, sequence},
+      {"ZeroPadding1D", [] { return layers::ZeroPadding1D({1, 2}); }, sequence}};
   for (const char* policy : {"mixed_float16", "mixed_bfloat16"}) {
     const mixed_precision::Policy p(policy);
     const double tol = p.compute_dtype() == DType::kBF16 ? 2e-2 : 2e-3;

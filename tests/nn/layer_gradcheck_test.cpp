@@ -167,6 +167,25 @@ std::vector<LayerCase> layer_cases() {
              {.filters = 2, .kernel_size = {3, 3}, .strides = {2, 2}, .padding = "same", .activation = "softsign"});
        },
        {2, 5, 4, 3}},
+      // The decoder side: Conv2DTranspose (its own op and gradient), the gathers of UpSampling and
+      // Cropping2D (a repeated row's gradients add up), bilinear's weighted gathers.
+      {"conv2d_transpose_valid_tanh", [] { return layers::Conv2DTranspose(3, {3, 2}, "tanh"); }, {2, 3, 4, 2}},
+      {"conv2d_transpose_same_strided",
+       [] { return layers::Conv2DTranspose(2, {3, 3}, "linear", "same", {2, 2}); }, {2, 3, 2, 3}},
+      {"conv2d_transpose_valid_output_padding_no_bias",
+       [] {
+         return layers::Conv2DTranspose(
+             {.filters = 2, .kernel_size = {2, 3}, .strides = {3, 2}, .output_padding = Pair{2, 1}, .use_bias = false});
+       },
+       {2, 2, 3, 2}},
+      {"conv2d_transpose_same_dilated",
+       [] { return layers::Conv2DTranspose({.filters = 2, .kernel_size = {3, 2}, .padding = "same", .dilation_rate = {2, 2}}); },
+       {1, 4, 5, 2}},
+      {"up_sampling2d", [] { return layers::UpSampling2D({2, 3}); }, {2, 2, 3, 2}},
+      {"up_sampling2d_bilinear", [] { return layers::UpSampling2D({3, 2}, "bilinear"); }, {2, 3, 2, 2}},
+      {"up_sampling1d", [] { return layers::UpSampling1D(3); }, {2, 3, 2}},
+      {"cropping2d", [] { return layers::Cropping2D({Pair{1, 0}, Pair{1, 2}}); }, {2, 4, 5, 2}},
+      {"zero_padding1d", [] { return layers::ZeroPadding1D({2, 1}); }, {2, 3, 2}},
   };
 }
 

@@ -16,7 +16,9 @@ MultiHeadAttention (self-attention, and causal with a key), which takes it. Kera
 Masking (Sequential, and Functional with its not_equal / any mask nodes), Concatenate's masks
 (along the features and the steps, its mask op nodes), Softmax(x, mask=m) (a second input), and
 Embedding(mask_zero) -> Softmax, which Keras and lockstep both refuse at predict. Keras 3's other
-activations, its advanced activation layers (ReLU, LeakyReLU, ELU, PReLU) and SeparableConv2D.
+activations, its advanced activation layers (ReLU, LeakyReLU, ELU, PReLU) and SeparableConv2D. The
+decoder side: keras.io's denoising autoencoder, a U-Net-like model (Conv2DTranspose, UpSampling2D
+nearest and bilinear, Cropping2D), UpSampling1D and ZeroPadding1D.
 
 Exit 0 all agree, 1 a disagreement, 77 (skip) when tensorflow/keras are not importable.
 """
@@ -326,6 +328,37 @@ def keras_activations_model():
     return model
 
 
+def keras_decoder_models():
+    """The decoder side: keras.io's denoising autoencoder (scaled down), a U-Net-like Functional
+    model (UpSampling2D nearest and bilinear, Cropping2D, Concatenate, Conv2DTranspose with strides,
+    output_padding, dilation, no bias), and the sequence ones (UpSampling1D, ZeroPadding1D)."""
+    keras.utils.set_random_seed(11)
+    L = keras.layers
+    autoencoder = keras.Sequential(
+        [keras.Input((12, 12, 1)), L.Conv2D(8, 3, activation="relu", padding="same"), L.MaxPooling2D(2, padding="same"),
+         L.Conv2DTranspose(8, 3, strides=2, activation="relu", padding="same"),
+         L.Conv2D(1, 3, activation="sigmoid", padding="same")], name="keras_autoencoder")
+    inp = keras.Input((10, 10, 3))
+    c1 = L.Conv2D(4, 3, activation="relu")(inp)  # 8x8
+    b = L.Conv2D(4, 3, padding="same")(L.MaxPooling2D(2)(c1))  # 4x4
+    merged = L.Concatenate()([c1, L.UpSampling2D(2)(b), L.UpSampling2D((2, 2), interpolation="bilinear")(b),
+                              L.Cropping2D(((1, 1), (2, 0)))(inp)])
+    y = L.Conv2DTranspose(3, (2, 3), strides=(3, 2), output_padding=(1, 0), activation="tanh")(merged)
+    y = L.Conv2DTranspose(2, 3, strides=2, padding="same", output_padding=1)(y)
+    y = L.Conv2DTranspose(2, (3, 2), padding="same", dilation_rate=2, use_bias=False)(y)
+    y = L.UpSampling2D((1, 3), interpolation="bilinear")(L.Cropping2D(3)(y))
+    unet = keras.Model(inp, y, name="keras_unet")
+    seq_in = keras.Input((6, 3))
+    s = L.ZeroPadding1D((1, 2))(L.UpSampling1D(3)(seq_in))
+    sequence = keras.Model(seq_in, L.Conv1D(4, 3)(s), name="keras_upsampling1d")
+    rng = np.random.RandomState(2)
+    for model in (autoencoder, unet, sequence):
+        for w in model.weights:
+            if w.path.endswith("bias"):
+                w.assign(rng.normal(0, 0.5, w.shape).astype(np.float32))
+    return autoencoder, unet, sequence
+
+
 def both_ways(model, x, d, cli, driver, what):
     return kf.both_ways(model, x, d, cli, driver, what, RTOL)
 
@@ -386,6 +419,14 @@ def main():
     images = np.random.RandomState(18).normal(0, 2, (16, 8, 8, 3)).astype(np.float32)
     both_ways(keras_activations_model(), images, d, cli, driver,
               "Keras 3's activations, ReLU / LeakyReLU / ELU / PReLU and SeparableConv2D")
+    # The decoder side (Conv2DTranspose, UpSampling2D / 1D, Cropping2D, ZeroPadding1D).
+    autoencoder, unet, sequence = keras_decoder_models()
+    both_ways(autoencoder, np.random.RandomState(8).uniform(0, 1, (16, 12, 12, 1)).astype(np.float32), d, cli, driver,
+              "keras.io's denoising autoencoder")
+    both_ways(unet, np.random.RandomState(9).normal(0, 1, (8, 10, 10, 3)).astype(np.float32), d, cli, driver,
+              "a U-Net: UpSampling2D, Cropping2D, Conv2DTranspose's strides, output_padding and dilation")
+    both_ways(sequence, np.random.RandomState(10).normal(0, 1, (8, 6, 3)).astype(np.float32), d, cli, driver,
+              "UpSampling1D and ZeroPadding1D")
     print(f"{len(kf.failures)} failure(s)")
     return 1 if kf.failures else 0
 

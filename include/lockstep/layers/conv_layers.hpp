@@ -1,8 +1,9 @@
 #pragma once
 // Convolution and pooling layers with Keras' names, arguments and defaults, channels_last
-// (NHWC; sequences (N, steps, C)) only: Conv2D, DepthwiseConv2D, SeparableConv2D, MaxPooling2D, AveragePooling2D,
-// GlobalAveragePooling2D, GlobalMaxPooling2D, ZeroPadding2D, Rescaling, and the sequence ones
-// Conv1D, MaxPooling1D, AveragePooling1D (the 2D ops on an (N, 1, steps, C) view of the sequence).
+// (NHWC; sequences (N, steps, C)) only: Conv2D, DepthwiseConv2D, SeparableConv2D, MaxPooling2D,
+// AveragePooling2D, GlobalAveragePooling2D, GlobalMaxPooling2D, ZeroPadding2D, Rescaling, the decoder
+// side's Conv2DTranspose, UpSampling2D and Cropping2D, and the sequence ones Conv1D, MaxPooling1D,
+// AveragePooling1D, UpSampling1D, ZeroPadding1D (the 2D ops on an (N, 1, steps, C) view of the sequence).
 #include <array>
 #include <optional>
 #include <type_traits>
@@ -291,6 +292,125 @@ class RescalingLayer final : public Layer {
  private:
   float scale_, offset_;
 };
+
+// ---- the decoder side: Conv2DTranspose, UpSampling2D / UpSampling1D, Cropping2D, ZeroPadding1D ----
+/// Conv2DTranspose's arguments, Keras 3's (layers/convolutional/base_conv_transpose.py).
+struct Conv2DTransposeOptions {
+  std::int64_t filters = 0;
+  Pair kernel_size{0, 0};
+  Pair strides{1, 1};
+  std::string padding = "valid";
+  /// Keras' output_padding=None: the output is (in - 1) * stride + max(kernel, stride) ("valid")
+  /// or in * stride ("same"); given, (in - 1) * stride + kernel + output_padding ("valid") or
+  /// (in - 1) * stride + kernel % 2 + output_padding ("same"), each < its stride.
+  std::optional<Pair> output_padding;
+  Pair dilation_rate{1, 1};
+  std::string activation = "linear";
+  bool use_bias = true;
+  std::string kernel_initializer = "glorot_uniform";
+  std::string bias_initializer = "zeros";
+  std::string name;
+};
+
+/// The transposed convolution (N, H, W, C) -> (N, OH, OW, filters), kernel (kh, kw, filters, C) as
+/// Keras' (filters and channels the other way round from Conv2D's): conv2d_transpose, the bias
+/// added and the activation applied after it. Keras' TensorFlow backend computes it as
+/// tf.nn.conv2d_transpose with that output shape, which is what conv2d_transpose is.
+class Conv2DTransposeLayer final : public Layer {
+ public:
+  explicit Conv2DTransposeLayer(const Conv2DTransposeOptions& options);
+  std::string class_name() const override { return "Conv2DTranspose"; }
+  nlohmann::json get_config() const override;
+  static LayerPtr from_config(const nlohmann::json& config);
+  Shape compute_output_shape(const Shape& input_shape) const override;
+  Tensor call(const Tensor& x, const CallContext& ctx) const override;
+  const Conv2DTransposeOptions& options() const { return options_; }
+  const Variable& kernel() const { return kernel_; }
+  const Variable& bias() const { return bias_; }
+
+ protected:
+  void build_impl(const Shape& input_shape, std::uint64_t seed) override;
+
+ private:
+  Conv2DTransposeOptions options_;
+  PaddingMode padding_;
+  ActivationKind activation_;
+  Variable kernel_, bias_;
+};
+
+/// Each row and column repeated: (N, H, W, C) -> (N, H * size[0], W * size[1], C). interpolation
+/// "nearest" (Keras' ops.repeat: the gradient sums each block) or "bilinear" (Keras' ops.image.resize:
+/// half-pixel centres, the edge rows weighted toward the edge); Keras' others are refused by name.
+class UpSampling2DLayer final : public Layer {
+ public:
+  explicit UpSampling2DLayer(Pair size = {2, 2}, std::string interpolation = "nearest",
+                             std::string name = "");
+  std::string class_name() const override { return "UpSampling2D"; }
+  nlohmann::json get_config() const override;
+  static LayerPtr from_config(const nlohmann::json& config);
+  Shape compute_output_shape(const Shape& input_shape) const override;
+  Tensor call(const Tensor& x, const CallContext& ctx) const override;
+  const Pair& size() const { return size_; }
+  const std::string& interpolation() const { return interpolation_; }
+
+ private:
+  Pair size_;
+  std::string interpolation_;
+};
+
+/// Each step repeated `size` times: (N, steps, C) -> (N, steps * size, C).
+class UpSampling1DLayer final : public Layer {
+ public:
+  explicit UpSampling1DLayer(std::int64_t size = 2, std::string name = "");
+  std::string class_name() const override { return "UpSampling1D"; }
+  nlohmann::json get_config() const override;
+  static LayerPtr from_config(const nlohmann::json& config);
+  Shape compute_output_shape(const Shape& input_shape) const override;
+  Tensor call(const Tensor& x, const CallContext& ctx) const override;
+  std::int64_t size() const { return size_; }
+
+ private:
+  std::int64_t size_;
+};
+
+/// The image without ((top, bottom), (left, right)) rows and columns (a U-Net's skip connection cut
+/// to the decoder's size); the gradient is zero on what was cut.
+class Cropping2DLayer final : public Layer {
+ public:
+  explicit Cropping2DLayer(std::array<Pair, 2> cropping = {Pair{0, 0}, Pair{0, 0}}, std::string name = "");
+  std::string class_name() const override { return "Cropping2D"; }
+  nlohmann::json get_config() const override;
+  static LayerPtr from_config(const nlohmann::json& config);
+  Shape compute_output_shape(const Shape& input_shape) const override;
+  Tensor call(const Tensor& x, const CallContext& ctx) const override;
+  const std::array<Pair, 2>& cropping() const { return cropping_; }
+
+ private:
+  std::array<Pair, 2> cropping_;
+};
+
+/// (left, right) zero steps around (N, steps, C): zero_pad2d on the (N, 1, steps, C) view.
+class ZeroPadding1DLayer final : public Layer {
+ public:
+  explicit ZeroPadding1DLayer(Pair padding = {1, 1}, std::string name = "");
+  std::string class_name() const override { return "ZeroPadding1D"; }
+  nlohmann::json get_config() const override;
+  static LayerPtr from_config(const nlohmann::json& config);
+  Shape compute_output_shape(const Shape& input_shape) const override;
+  Tensor call(const Tensor& x, const CallContext& ctx) const override;
+  const Pair& padding() const { return padding_; }
+
+ private:
+  Pair padding_;
+};
+
+LayerPtr Conv2DTranspose(std::int64_t filters, Pair kernel_size, const std::string& activation = "linear",
+                         const std::string& padding = "valid", Pair strides = {1, 1});
+LayerPtr Conv2DTranspose(const Conv2DTransposeOptions& options);
+LayerPtr UpSampling2D(Pair size = {2, 2}, const std::string& interpolation = "nearest");
+LayerPtr UpSampling1D(std::int64_t size = 2);
+LayerPtr Cropping2D(std::array<Pair, 2> cropping);
+LayerPtr ZeroPadding1D(Pair padding = {1, 1});
 
 // Keras-style factories.
 LayerPtr Conv2D(std::int64_t filters, Pair kernel_size, const std::string& activation = "linear",

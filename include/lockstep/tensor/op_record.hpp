@@ -16,7 +16,7 @@ enum class OpType : std::uint8_t {
   kNeg, kExp, kLog, kSqrt, kSquare, kAbs, kRelu, kSigmoid, kTanh, kGelu, kSilu, kGatherRows, kConcat,
   kSoftmax, kLogSoftmax, kMatmul, kBatchMatmul, kDense, kSum, kMean, kReduceMax, kReshape, kSlice,
   kCast, kSparseSoftmaxCE, kSoftmaxCE, kDropout, kConv2d, kMaxPool2d, kAvgPool2d,
-  kZeroPad2d, kConv2dMaxPool2d, kWhere, kCustom, kCount
+  kZeroPad2d, kConv2dMaxPool2d, kConv2dTranspose, kWhere, kCustom, kCount
 };
 const char* op_name(OpType t);
 

@@ -209,6 +209,16 @@ struct Conv2dOptions {
 };
 /// x (N, H, W, C) * kernel (KH, KW, C / groups, OC) [+ bias (OC); may be undefined] -> (N, OH, OW, OC).
 Tensor conv2d(const Tensor& x, const Tensor& kernel, const Tensor& bias, const Conv2dOptions& options = {});
+/// The transposed convolution (Keras' Conv2DTranspose, tf.nn.conv2d_transpose): the input
+/// gradient of the convolution `options` describes, from an (N, output_size, F) image to x's
+/// (N, H, W, C) shape, with x in the place of that convolution's output gradient. kernel: (KH, KW,
+/// F, C), Keras' Conv2DTranspose layout, which is that convolution's own. -> (N, OH, OW, F), where
+/// output_size = (OH, OW) must be an image the convolution maps to (H, W) (several may: strides
+/// drop rows), else a ValueError naming both; groups 1 and no fused activation. Recorded: x's
+/// gradient is conv2d of the output gradient, the kernel's conv2d's kernel gradient with the
+/// output gradient as its input and x as its output gradient.
+Tensor conv2d_transpose(const Tensor& x, const Tensor& kernel, const std::array<std::int64_t, 2>& output_size,
+                        const Conv2dOptions& options = {});
 struct Pool2dOptions {
   std::array<std::int64_t, 2> pool_size{2, 2};
   std::array<std::int64_t, 2> strides{2, 2};

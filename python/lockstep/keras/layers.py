@@ -89,6 +89,14 @@ _SIGNATURES = {
                          "pointwise_initializer", "bias_initializer"),
                         {**_CONV, "depth_multiplier": 1, "depthwise_initializer": "glorot_uniform",
                          "pointwise_initializer": "glorot_uniform"}),
+    # The decoder side of autoencoders and U-Nets.
+    "Conv2DTranspose": (("filters", "kernel_size", "strides", "padding", "output_padding", "data_format",
+                         "dilation_rate", "activation", "use_bias", "kernel_initializer", "bias_initializer"),
+                        {**_CONV, "output_padding": None, "kernel_initializer": "glorot_uniform"}),
+    "UpSampling2D": (("size", "data_format", "interpolation"), {"size": (2, 2), **_IMAGE, "interpolation": "nearest"}),
+    "UpSampling1D": (("size",), {"size": 2}),
+    "Cropping2D": (("cropping", "data_format"), {"cropping": ((0, 0), (0, 0)), **_IMAGE}),
+    "ZeroPadding1D": (("padding", "data_format"), {"padding": 1, **_IMAGE}),
 }
 
 

@@ -1,0 +1,94 @@
+// The decoder side on a GPU: a U-Net-like autoencoder (Conv2DTranspose with strides and
+// output_padding, UpSampling2D nearest and bilinear, Cropping2D, Concatenate) trains the same bits
+// in a captured step (jit_compile=True) as eagerly, and the CPU's to 1e-4; on gpu:0x2 too (the
+// mirrored copies stay equal). CI runs them on emulated GPUs (gpu.emulated), which capture as
+// real ones do.
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "common/random_data.hpp"
+#include "gpu_test_util.hpp"
+#include "lockstep/tensor/step_capture.hpp"
+
+using namespace lockstep;
+using namespace lockstep::distribute;
+using namespace lockstep::gpu_test;
+using lockstep::layers::Pair;
+
+namespace {
+
+struct Trained {
+  std::vector<std::vector<float>> weights;
+  std::vector<double> losses;
+  std::string jit_reason;  // why a step ran eagerly: "" where it was captured
+};
+
+// (8, 8, 1) images -> Conv2D -> MaxPooling2D -> Conv2DTranspose(strides 2) beside UpSampling2D
+// (nearest and bilinear) and the cropped input, concatenated -> Conv2DTranspose(output_padding)
+// -> Cropping2D -> Conv2D(1, sigmoid); mean squared error against the input, two epochs.
+Trained train_unet(JitCompile mode, const std::string& devices) {
+  constexpr std::int64_t n = 32, side = 8;
+  const Tensor x = test::random_uniform(Shape{n, side, side, 1}, 5, 0.0f, 1.0f);
+  MirroredStrategy strategy({.devices = {devices}});
+  auto scope = strategy.scope();
+  set_random_seed(6);
+  const KerasTensor in = Input({side, side, 1});
+  const KerasTensor c1 = call(layers::Conv2D(4, {3, 3}, "relu", "same"), in);
+  const KerasTensor b = call(layers::MaxPooling2D(), c1);  // 4x4
+  const KerasTensor up = call(layers::Conv2DTranspose(4, {3, 3}, "relu", "same", {2, 2}), b);
+  const KerasTensor merged =
+      call(layers::Concatenate(),
+           {up, call(layers::UpSampling2D(), b), call(layers::UpSampling2D({2, 2}, "bilinear"), b),
+            call(layers::Cropping2D({Pair{0, 0}, Pair{0, 0}}), c1)});
+  const KerasTensor wide = call(layers::Conv2DTranspose({.filters = 4,
+                                                         .kernel_size = {3, 3},
+                                                         .strides = {2, 2},
+                                                         .output_padding = Pair{1, 1},
+                                                         .activation = "tanh"}),
+                                merged);  // 18x18
+  const KerasTensor cropped = call(layers::Cropping2D({Pair{1, 1}, Pair{1, 1}}), wide);
+  Functional m(in, call(layers::Conv2D(1, {3, 3}, "sigmoid", "same", {2, 2}), cropped));
+  m.compile(optimizers::Adam(1e-2), losses::MeanSquaredError());
+  m.set_jit_compile(mode);
+  ::testing::internal::CaptureStderr();
+  const History h = m.fit(x, x, {.epochs = 2, .batch_size = 8, .shuffle = false, .verbose = 0});
+  (void)::testing::internal::GetCapturedStderr();
+  Trained t;
+  for (const auto& var : m.variables()) t.weights.push_back(var.read_value().to_vector<float>());
+  t.losses = h.history.at("loss");
+  t.jit_reason = m.jit_compile_reason();
+  return t;
+}
+
+}  // namespace
+
+TEST(GpuDecoderLayers, AUNetTrainsAsOnTheCpuCapturedOrNot) {
+  LOCKSTEP_REQUIRE_GPU();
+  const std::string refusal = step_capture_refusal(Device::parse("gpu:0"));
+  if (!refusal.empty()) GTEST_SKIP() << "gpu:0 cannot capture: " << refusal;
+  const Trained captured = train_unet(JitCompile::kOn, "gpu:0");
+  const Trained eager = train_unet(JitCompile::kOff, "gpu:0");
+  EXPECT_EQ(captured.jit_reason, "");
+  EXPECT_EQ(captured.weights, eager.weights);
+  EXPECT_EQ(captured.losses, eager.losses);
+  const Trained cpu = train_unet(JitCompile::kOff, "cpu:0");
+  ASSERT_EQ(eager.weights.size(), cpu.weights.size());
+  for (std::size_t i = 0; i < cpu.weights.size(); ++i)
+    for (std::size_t j = 0; j < cpu.weights[i].size(); ++j)
+      ASSERT_NEAR(eager.weights[i][j], cpu.weights[i][j], 1e-4f + 1e-4f * std::abs(cpu.weights[i][j]))
+          << "weight " << i << "[" << j << "]";
+  for (std::size_t e = 0; e < cpu.losses.size(); ++e)
+    EXPECT_NEAR(eager.losses[e], cpu.losses[e], 1e-5 * cpu.losses[e]);
+}
+
+TEST(GpuDecoderLayers, TwoReplicasTrainAsOneCapturedOrNot) {
+  LOCKSTEP_REQUIRE_GPU();
+  const std::string refusal = step_capture_refusal(Device::parse("gpu:0"));
+  if (!refusal.empty()) GTEST_SKIP() << "gpu:0 cannot capture: " << refusal;
+  const Trained captured = train_unet(JitCompile::kOn, "gpu:0x2");
+  const Trained eager = train_unet(JitCompile::kOff, "gpu:0x2");
+  EXPECT_EQ(captured.jit_reason, "");
+  EXPECT_EQ(captured.weights, eager.weights);
+  EXPECT_EQ(captured.losses, eager.losses);
+}
