@@ -1,5 +1,6 @@
 // Keras' functional API: keras.Input, a layer called on KerasTensors (one, a list for merge layers,
-// or MultiHeadAttention's query and value with its keyword arguments; training= on any call), keras.Model(inputs, outputs)
+// or MultiHeadAttention's query and value with its keyword arguments; training= on any call; a
+// call may give several tensors: return_state, return_attention_scores), keras.Model(inputs, outputs)
 // of one tensor, a list or a dict each (lockstep's Functional and its Structure), and a model
 // called on KerasTensors (its layers called again in the graph being built).
 #include <nanobind/stl/map.h>
@@ -40,22 +41,29 @@ void bind_functional(nb::module_& m) {
   m.def("keras_input", [](const std::vector<std::int64_t>& shape, const std::string& name) {
     return Input(Shape(shape), name);
   }, nb::arg("shape"), nb::arg("name") = "");
-  // training: Keras' layer(x, training=...) (None: the mode the model runs in); mask: layer(x, mask=m).
+  // training: Keras' layer(x, training=...) (None: the mode the model runs in); mask: layer(x, mask=m);
+  // initial_state: a recurrent layer's rnn(x, initial_state=[h, c]). Every tensor the call gives
+  // (several for a recurrent layer with return_state).
   m.def("call_layer", [](const layers::LayerPtr& layer, const KerasTensor& x, std::optional<bool> training,
-                         std::optional<KerasTensor> mask) {
-    return call(layer, x, CallKwargs{.training = training, .mask = mask ? &*mask : nullptr});
-  }, nb::arg("layer"), nb::arg("x"), nb::arg("training") = nb::none(), nb::arg("mask") = nb::none());
+                         std::optional<KerasTensor> mask, std::optional<std::vector<KerasTensor>> initial_state) {
+    return call_outputs(layer, x, CallKwargs{.training = training, .mask = mask ? &*mask : nullptr,
+                                             .initial_state = initial_state ? &*initial_state : nullptr});
+  }, nb::arg("layer"), nb::arg("x"), nb::arg("training") = nb::none(), nb::arg("mask") = nb::none(),
+        nb::arg("initial_state") = nb::none());
   m.def("call_layer_on_list", [](const layers::LayerPtr& layer, const std::vector<KerasTensor>& xs,
                                  std::optional<bool> training) {
     return call(layer, xs, CallKwargs{.training = training});
   }, nb::arg("layer"), nb::arg("xs"), nb::arg("training") = nb::none());
-  // mha(query, value[, key], attention_mask=..., use_causal_mask=..., training=...).
+  // mha(query, value[, key], attention_mask=..., use_causal_mask=..., return_attention_scores=...,
+  // training=...): [output], or [output, scores].
   m.def("call_attention", [](const layers::LayerPtr& layer, const std::vector<KerasTensor>& xs, bool use_causal_mask,
-                             std::optional<KerasTensor> attention_mask, std::optional<bool> training) {
-    return call(layer, xs, CallKwargs{.training = training, .use_causal_mask = use_causal_mask,
-                                      .attention_mask = attention_mask ? &*attention_mask : nullptr});
+                             std::optional<KerasTensor> attention_mask, std::optional<bool> training,
+                             bool return_attention_scores) {
+    return call_outputs(layer, xs, CallKwargs{.training = training, .use_causal_mask = use_causal_mask,
+                                              .attention_mask = attention_mask ? &*attention_mask : nullptr,
+                                              .return_attention_scores = return_attention_scores});
   }, nb::arg("layer"), nb::arg("xs"), nb::arg("use_causal_mask"), nb::arg("attention_mask").none(),
-        nb::arg("training") = nb::none());
+        nb::arg("training") = nb::none(), nb::arg("return_attention_scores") = false);
   m.def("call_model", [](const Model& model, const std::vector<KerasTensor>& xs, std::optional<bool> training) {
     return call(model, xs, CallKwargs{.training = training});
   }, nb::arg("model"), nb::arg("xs"), nb::arg("training") = nb::none());

@@ -69,6 +69,9 @@ BidirectionalLayer::BidirectionalLayer(const LayerPtr& layer, const std::optiona
       "Bidirectional: invalid merge_mode '", merge_mode_,
       "': expected one of \"concat\", \"sum\", \"mul\", \"ave\"");
   const auto given = as_recurrent(layer, "layer");
+  for (const auto& l : {given, backward_layer ? as_recurrent(backward_layer, "backward_layer") : given})
+    LOCKSTEP_CHECK(!l->options().return_state, "Bidirectional: a layer with return_state=True (Keras' output "
+                   "followed by both layers' states) is not supported by lockstep's Bidirectional");
   const std::string base = given->name().empty() ? default_name(given->class_name()) : given->name();
   // Keras forces zero_output_for_mask = return_sequences in both layers.
   const bool sequences = given->options().return_sequences;

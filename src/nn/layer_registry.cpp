@@ -25,7 +25,7 @@ const json kChannelsLast = {{"data_format", "channels_last"}};
 
 // The recurrent layers' Keras arguments lockstep does not run (recurrent_layers.hpp): a .keras
 // file that sets one is refused naming it.
-const json kRecurrentFixed = {{"stateful", false}, {"unroll", false}, {"return_state", false}};
+const json kRecurrentFixed = {{"stateful", false}, {"unroll", false}};
 
 // One row per layer class lockstep has.
 std::vector<LayerClass> builtin_classes() {

@@ -201,6 +201,7 @@ nlohmann::json RecurrentLayer::get_config() const {
             {"recurrent_initializer", o.recurrent_initializer},
             {"bias_initializer", o.bias_initializer},
             {"return_sequences", o.return_sequences},
+            {"return_state", o.return_state},
             {"go_backwards", o.go_backwards},
             {"zero_output_for_mask", o.zero_output_for_mask},
             {"dropout", o.dropout},
@@ -212,11 +213,8 @@ RecurrentOptions RecurrentLayer::options_from_config(const nlohmann::json& c, co
   // Options lockstep does not run are refused by name: a .keras file's pass the registry's
   // keras_fixed first; lockstep's own configs never hold them, Python's may.
   const auto set = [&c](const char* key) { return c.contains(key) && !c.at(key).is_null(); };
-  for (const char* key : {"stateful", "unroll", "return_state"})
-    LOCKSTEP_CHECK(!set(key) || !c.at(key).get<bool>(), class_name, ": ", key, "=True is not supported by lockstep",
-                   std::string(key) == "return_state"
-                       ? " (a layer of a lockstep model gives one output; in C++, RecurrentLayer::run gives the states)"
-                       : "");
+  for (const char* key : {"stateful", "unroll"})
+    LOCKSTEP_CHECK(!set(key) || !c.at(key).get<bool>(), class_name, ": ", key, "=True is not supported by lockstep");
   RecurrentOptions o;
   o.units = c.at("units").get<std::int64_t>();
   o.activation = c.value("activation", o.activation);
@@ -228,6 +226,7 @@ RecurrentOptions RecurrentLayer::options_from_config(const nlohmann::json& c, co
   o.unit_forget_bias = c.value("unit_forget_bias", o.unit_forget_bias);
   o.reset_after = c.value("reset_after", o.reset_after);
   o.return_sequences = c.value("return_sequences", o.return_sequences);
+  o.return_state = set("return_state") && c.at("return_state").get<bool>();
   o.go_backwards = c.value("go_backwards", o.go_backwards);
   o.zero_output_for_mask = c.value("zero_output_for_mask", o.zero_output_for_mask);
   o.dropout = c.value("dropout", o.dropout);

@@ -40,27 +40,35 @@ std::vector<KerasTensor> call_functional(const Functional& model, const std::vec
   const std::size_t n_inputs = model.input_structure().size();
   LOCKSTEP_CHECK(xs.size() == n_inputs, "model '", model.name(), "' takes ", n_inputs, " inputs (",
                  model.input_structure().joined(), ") but is called on ", xs.size());
-  std::vector<KerasTensor> values(nodes.size());
+  std::vector<std::vector<KerasTensor>> values(nodes.size());  // per node, the tensors its call gives
   for (std::size_t i = 0; i < n_inputs; ++i) {
     LOCKSTEP_CHECK(xs[i].shape().tail() == nodes[i].output_shape.tail(), "model '", model.name(),
                    "' takes input '", model.input_structure().names[i], "' of shape ", nodes[i].output_shape.str(),
                    " but is called on ", xs[i].shape().str());
-    values[i] = xs[i];
+    values[i] = {xs[i]};
   }
   for (std::size_t i = n_inputs; i < nodes.size(); ++i) {
     const auto& node = nodes[i];
-    std::vector<KerasTensor> args;
-    for (std::size_t a = 0; a < node.arguments(); ++a) args.push_back(values[node.inputs[a]]);
-    const KerasTensor* last = node.inputs.size() > node.arguments() ? &values[node.inputs.back()] : nullptr;
+    const auto input = [&](std::size_t a) -> const KerasTensor& {
+      return values[node.inputs[a]].at(static_cast<std::size_t>(node.input_index[a]));
+    };
+    std::vector<KerasTensor> args, states;
+    for (std::size_t a = 0; a < node.arguments(); ++a) args.push_back(input(a));
+    for (std::size_t a = node.arguments(); a < node.arguments() + node.initial_states; ++a) states.push_back(input(a));
+    const KerasTensor* last =
+        node.inputs.size() > node.arguments() + node.initial_states ? &input(node.inputs.size() - 1) : nullptr;
     // The innermost call's own mode first, as a layer's own training= goes before its model's.
-    values[i] = call(model.layers()[node.layer], args,
-                     CallKwargs{.training = node.training ? node.training : kwargs.training,
-                                .use_causal_mask = node.use_causal_mask,
-                                .attention_mask = node.attention_mask ? last : nullptr,
-                                .mask = node.call_mask ? last : nullptr});
+    values[i] = call_outputs(model.layers()[node.layer], args,
+                             CallKwargs{.training = node.training ? node.training : kwargs.training,
+                                        .use_causal_mask = node.use_causal_mask,
+                                        .attention_mask = node.attention_mask ? last : nullptr,
+                                        .mask = node.call_mask ? last : nullptr,
+                                        .return_attention_scores = node.return_attention_scores,
+                                        .initial_state = node.initial_states ? &states : nullptr});
   }
   std::vector<KerasTensor> outputs;
-  for (const std::size_t o : model.output_nodes()) outputs.push_back(values[o]);
+  for (std::size_t k = 0; k < model.output_nodes().size(); ++k)
+    outputs.push_back(values[model.output_nodes()[k]].at(static_cast<std::size_t>(model.output_indices()[k])));
   return outputs;
 }
 }  // namespace
@@ -71,9 +79,11 @@ std::vector<KerasTensor> call(const Model& model, const std::vector<KerasTensor>
 
 std::vector<KerasTensor> call(const Model& model, const std::vector<KerasTensor>& xs, const CallKwargs& kwargs) {
   LOCKSTEP_CHECK(!xs.empty(), "model '", model.name(), "' is called on no tensors");
-  LOCKSTEP_CHECK(!kwargs.use_causal_mask && kwargs.attention_mask == nullptr && kwargs.mask == nullptr, "model '",
-                 model.name(), "' takes no use_causal_mask or attention_mask (a MultiHeadAttention call does) and no mask "
-                 "(a Softmax call does); only training");
+  LOCKSTEP_CHECK(!kwargs.use_causal_mask && kwargs.attention_mask == nullptr && kwargs.mask == nullptr &&
+                     !kwargs.return_attention_scores && kwargs.initial_state == nullptr,
+                 "model '", model.name(), "' takes no use_causal_mask, attention_mask or return_attention_scores (a "
+                 "MultiHeadAttention call does), no mask (a Softmax call does) and no initial_state (a recurrent "
+                 "layer's call does); only training");
   if (const auto* sequential = dynamic_cast<const Sequential*>(&model))
     return {call_sequential(*sequential, xs, kwargs)};
   const auto* functional = dynamic_cast<const Functional*>(&model);

@@ -12,6 +12,7 @@
 #include "lockstep/layers/initializers.hpp"
 #include "lockstep/layers/merge_layers.hpp"
 #include "lockstep/layers/multi_head_attention.hpp"
+#include "lockstep/layers/recurrent_layers.hpp"
 #include "training/layer_config.hpp"
 #include "training/summary_table.hpp"
 
@@ -20,9 +21,12 @@ namespace lockstep {
 namespace detail {
 struct KerasNode {
   layers::LayerPtr layer;
-  std::vector<KerasTensor> inputs;
-  Shape shape;
+  std::vector<KerasTensor> inputs;  // the arguments, then initial states, then an attention mask or a mask
+  Shape shape;                      // tensor 0's
+  std::vector<Shape> more_shapes;   // a call that gives several tensors: those after the first
   bool list_call = false;
+  bool return_attention_scores = false;  // CallKwargs
+  std::size_t initial_states = 0;        // CallKwargs::initial_state's count
   bool use_causal_mask = false;  // CallKwargs
   bool attention_mask = false;   // inputs.back() is the call's attention mask
   bool call_mask = false;        // inputs.back() is the call's mask (CallKwargs::mask)
@@ -108,7 +112,7 @@ std::vector<Shape> shapes_of(const std::vector<KerasTensor>& xs) {
 
 const Shape& KerasTensor::shape() const {
   LOCKSTEP_CHECK(node_ != nullptr, "KerasTensor: an undefined (default-constructed) symbolic tensor has no shape");
-  return node_->shape;
+  return index_ == 0 ? node_->shape : node_->more_shapes.at(static_cast<std::size_t>(index_ - 1));
 }
 const layers::LayerPtr& KerasTensor::layer() const {
   LOCKSTEP_CHECK(node_ != nullptr, "KerasTensor: an undefined (default-constructed) symbolic tensor has no layer");
@@ -140,6 +144,18 @@ KerasTensor call(const layers::LayerPtr& layer, const KerasTensor& x, const Call
 }
 
 KerasTensor call(const layers::LayerPtr& layer, const std::vector<KerasTensor>& xs, const CallKwargs& kwargs) {
+  std::vector<KerasTensor> outs = call_outputs(layer, xs, kwargs);
+  LOCKSTEP_CHECK(outs.size() == 1, "lockstep::call: ", describe(*layer), " gives ", outs.size(),
+                 " tensors here (return_state or return_attention_scores): use lockstep::call_outputs");
+  return std::move(outs.front());
+}
+
+std::vector<KerasTensor> call_outputs(const layers::LayerPtr& layer, const KerasTensor& x, const CallKwargs& kwargs) {
+  return call_outputs(layer, std::vector<KerasTensor>{x}, kwargs);
+}
+
+std::vector<KerasTensor> call_outputs(const layers::LayerPtr& layer, const std::vector<KerasTensor>& xs,
+                                      const CallKwargs& kwargs) {
   LOCKSTEP_CHECK(layer != nullptr, "lockstep::call: the layer is null");
   LOCKSTEP_CHECK(!xs.empty(), "lockstep::call: ", layer->class_name(), " is called on an empty list of tensors");
   for (const auto& x : xs)
@@ -177,6 +193,30 @@ KerasTensor call(const layers::LayerPtr& layer, const std::vector<KerasTensor>& 
   node->layer = layer;
   node->inputs = xs;
   node->training = kwargs.training;
+  const auto* rnn = dynamic_cast<const layers::RecurrentLayer*>(layer.get());
+  if (rnn != nullptr && rnn->options().return_state)  // Keras' [output, h] or [output, h, c]
+    node->more_shapes.assign(static_cast<std::size_t>(rnn->state_count()), Shape{in[0], rnn->options().units});
+  if (const auto* states = kwargs.initial_state) {
+    LOCKSTEP_CHECK(rnn != nullptr, "lockstep::call: ", describe(*layer),
+                   " takes no initial_state (SimpleRNN, LSTM and GRU do)");
+    LOCKSTEP_CHECK(states->size() == static_cast<std::size_t>(rnn->state_count()), "lockstep::call: ", describe(*layer),
+                   " has ", rnn->state_count(), " state(s) but is given ", states->size(), " initial states");
+    for (const auto& h : *states) {
+      LOCKSTEP_CHECK(h.defined(), "lockstep::call: ", describe(*layer), "'s initial_state holds an undefined tensor");
+      LOCKSTEP_CHECK(h.shape().rank() == 2 && h.shape()[1] == rnn->options().units, "lockstep::call: ",
+                     describe(*layer), "'s initial states must have shape (batch, units) = ",
+                     Shape{-1, rnn->options().units}.str(), ", got ", h.shape().str());
+      node->inputs.push_back(h);
+    }
+    node->initial_states = states->size();
+  }
+  if (kwargs.return_attention_scores) {
+    const auto* mha = dynamic_cast<const layers::MultiHeadAttentionLayer*>(layer.get());
+    LOCKSTEP_CHECK(mha != nullptr, "lockstep::call: ", describe(*layer),
+                   " takes no return_attention_scores (MultiHeadAttention does)");
+    node->return_attention_scores = true;
+    node->more_shapes = {Shape{in[0], mha->options().num_heads, xs[0].shape()[1], xs[1].shape()[1]}};
+  }
   if (kwargs.use_causal_mask || kwargs.attention_mask) {
     LOCKSTEP_CHECK(dynamic_cast<const layers::MultiHeadAttentionLayer*>(layer.get()) != nullptr, "lockstep::call: ",
                    describe(*layer), " takes no use_causal_mask or attention_mask (MultiHeadAttention does)");
@@ -203,7 +243,11 @@ KerasTensor call(const layers::LayerPtr& layer, const std::vector<KerasTensor>& 
     node->inputs.push_back(*mask);
   }
   node->id = next_node_id++;
-  return KerasTensor(std::move(node));
+  const std::size_t count = 1 + node->more_shapes.size();
+  std::shared_ptr<const detail::KerasNode> made = std::move(node);
+  std::vector<KerasTensor> outs;
+  for (std::size_t k = 0; k < count; ++k) outs.push_back(KerasTensor(made, static_cast<int>(k)));
+  return outs;
 }
 
 KerasTensors::KerasTensors(const KerasTensor& one) : flat{one} {}
@@ -369,16 +413,25 @@ Functional::Functional(const KerasTensors& inputs, const KerasTensors& outputs, 
   std::map<const detail::KerasNode*, int> index_in_layer;
   for (const auto* n : by_id) index_in_layer[n] = calls[n->layer.get()]++;
   for (const auto* n : order) {
-    Node node{.layer = layer_index.at(n->layer.get()), .inputs = {}, .list_call = n->list_call,
+    Node node{.layer = layer_index.at(n->layer.get()), .inputs = {}, .input_index = {}, .list_call = n->list_call,
               .use_causal_mask = n->use_causal_mask, .attention_mask = n->attention_mask,
-              .call_mask = n->call_mask, .training = n->training, .output_shape = n->shape,
-              .index_in_layer = index_in_layer.at(n)};
-    for (const auto& x : n->inputs) node.inputs.push_back(index.at(x.node()));
+              .call_mask = n->call_mask, .return_attention_scores = n->return_attention_scores,
+              .initial_states = n->initial_states, .training = n->training, .output_shape = n->shape,
+              .more_outputs = n->more_shapes, .index_in_layer = index_in_layer.at(n)};
+    for (const auto& x : n->inputs) {
+      node.inputs.push_back(index.at(x.node()));
+      node.input_index.push_back(x.index());
+    }
     if (!is_input(n) && !n->list_call)
       LOCKSTEP_CHECK(n->inputs.front().shape().tail() == layers_[node.layer]->input_shape().tail(), "Functional '",
                      this->name(), "': ", describe(*layers_[node.layer]), " is called on ", n->inputs.front().shape().str(),
                      " and on ", layers_[node.layer]->input_shape().str(), " (a shared layer takes inputs of one shape)");
     nodes_.push_back(std::move(node));
+  }
+  slot_.clear();
+  for (const auto& node : nodes_) {
+    slot_.push_back(slots_);
+    slots_ += node.outputs();
   }
   calls_of_.assign(layers_.size(), {});
   for (std::size_t i = 0; i < nodes_.size(); ++i) calls_of_[nodes_[i].layer].push_back(i);
@@ -387,11 +440,16 @@ Functional::Functional(const KerasTensors& inputs, const KerasTensors& outputs, 
     for (std::size_t j : nodes_[i].inputs) last_use_[j] = i;
 
   // The structures: entries named by the dict's keys, else by their layers (Keras' input_names
-  // and output_names); the names must differ, for the logs and the losses that name them.
+  // and output_names; a call's tensor k > 0, "<layer>_<k>"); the names must differ, for the logs
+  // and the losses that name them.
   const auto structure = [&](const KerasTensors& xs, const char* what) {
     Structure st{xs.form, xs.keys};
     if (xs.form != Structure::Form::kDict)
-      for (const auto& x : xs.flat) st.names.push_back(x.layer()->name());
+      for (const auto& x : xs.flat) {
+        std::string entry = x.layer()->name();
+        if (x.index() > 0) entry.append("_").append(std::to_string(x.index()));
+        st.names.push_back(std::move(entry));
+      }
     std::set<std::string> seen;
     for (const auto& n : st.names)
       LOCKSTEP_CHECK(seen.insert(n).second, "Functional '", this->name(), "': two ", what, "s are named '", n,
@@ -400,11 +458,13 @@ Functional::Functional(const KerasTensors& inputs, const KerasTensors& outputs, 
   };
   inputs_ = structure(inputs, "input");
   outputs_ = structure(outputs, "output");
-  output_of_.assign(nodes_.size(), -1);
+  output_of_.assign(slots_, -1);
   for (std::size_t k = 0; k < outputs.flat.size(); ++k) {
     const std::size_t node = index.at(outputs.flat[k].node());
     output_nodes_.push_back(node);
-    if (output_of_[node] < 0) output_of_[node] = static_cast<int>(k);
+    output_indices_.push_back(outputs.flat[k].index());
+    int& of = output_of_[slot_[node] + static_cast<std::size_t>(outputs.flat[k].index())];
+    if (of < 0) of = static_cast<int>(k);
   }
 }
 
@@ -420,8 +480,8 @@ Tensor Functional::run_node(const Node& node, const std::vector<Tensor>& values,
   if (node.list_call) {
     std::vector<Tensor> xs, ms;
     for (std::size_t a = 0; a < node.arguments(); ++a) {
-      xs.push_back(values[node.inputs[a]]);
-      ms.push_back(masks[node.inputs[a]]);
+      xs.push_back(values[slot(node, a)]);
+      ms.push_back(masks[slot(node, a)]);
     }
     if (const auto* mha = dynamic_cast<const layers::MultiHeadAttentionLayer*>(&l)) {
       // Keras' mha(query, value, key, attention_mask=, use_causal_mask=): the inputs' masks are its
@@ -430,23 +490,52 @@ Tensor Functional::run_node(const Node& node, const std::vector<Tensor>& values,
                                  .value_mask = ms[1],
                                  .key_mask = ms.size() > 2 ? ms[2] : Tensor(),
                                  .use_causal_mask = node.use_causal_mask};
-      if (node.attention_mask) call.attention_mask = cast(values[node.inputs.back()], DType::kU8);
+      if (node.attention_mask) call.attention_mask = cast(values[slot(node, node.inputs.size() - 1)], DType::kU8);
       return mha->attend(xs[0], xs[1], xs.size() > 2 ? xs[2] : Tensor(), ctx, call);
     }
     return dynamic_cast<const layers::MergeLayer&>(l).merge(xs, ctx);
   }
-  const Tensor& x = values[node.inputs.front()];
+  const Tensor& x = values[slot(node, 0)];
   const Tensor& mask = given_mask(node, values, masks);
+  if (node.initial_states > 0) return run_node_outputs(node, values, masks, ctx).front();
   if (logits) return l.call_logits(x, ctx);
   return mask.defined() ? l.call_masked(x, mask, ctx) : l.call(x, ctx);
+}
+
+std::vector<Tensor> Functional::run_node_outputs(const Node& node, const std::vector<Tensor>& values,
+                                                 const std::vector<Tensor>& masks, const layers::CallContext& ctx) const {
+  const layers::Layer& l = *layers_[node.layer];
+  if (const auto* rnn = dynamic_cast<const layers::RecurrentLayer*>(&l)) {
+    std::vector<Tensor> states;
+    for (std::size_t a = node.arguments(); a < node.arguments() + node.initial_states; ++a)
+      states.push_back(values[slot(node, a)]);
+    layers::RecurrentResult r = rnn->run(values[slot(node, 0)], given_mask(node, values, masks), states, ctx);
+    std::vector<Tensor> outs{std::move(r.output)};
+    if (rnn->options().return_state) outs.insert(outs.end(), r.states.begin(), r.states.end());
+    return outs;
+  }
+  // MultiHeadAttention with return_attention_scores: Keras' (output, scores).
+  const auto& mha = dynamic_cast<const layers::MultiHeadAttentionLayer&>(l);
+  std::vector<Tensor> ms;
+  for (std::size_t a = 0; a < node.arguments(); ++a) ms.push_back(masks[slot(node, a)]);
+  Tensor scores;
+  layers::AttentionCall call{.query_mask = ms[0],
+                             .value_mask = ms[1],
+                             .key_mask = ms.size() > 2 ? ms[2] : Tensor(),
+                             .use_causal_mask = node.use_causal_mask,
+                             .attention_scores = &scores};
+  if (node.attention_mask) call.attention_mask = cast(values[slot(node, node.inputs.size() - 1)], DType::kU8);
+  Tensor out = mha.attend(values[slot(node, 0)], values[slot(node, 1)],
+                          node.arguments() > 2 ? values[slot(node, 2)] : Tensor(), ctx, call);
+  return {std::move(out), std::move(scores)};
 }
 
 bool Functional::fuses_with_next(std::size_t i) const {
   const Node& node = nodes_[i];
   const Node& next = nodes_[i + 1];
   // Nodes are in topological order, so only later nodes read node i.
-  return !node.list_call && !next.list_call && next.inputs.size() == 1 && next.inputs.front() == i &&
-         last_use_[i] == i + 1 && node.training == next.training;
+  return !node.list_call && !next.list_call && node.more_outputs.empty() &&
+         next.inputs.size() == 1 && next.inputs.front() == i && last_use_[i] == i + 1 && node.training == next.training;
 }
 
 Model::Output Functional::forward(const Tensor& x, const layers::CallContext& ctx) const {
@@ -476,25 +565,26 @@ std::vector<Model::Output> Functional::forward_all(std::span<const Tensor> xs, c
 
 const Tensor& Functional::given_mask(const Node& node, const std::vector<Tensor>& values,
                                     const std::vector<Tensor>& masks) const {
-  return node.call_mask ? values[node.inputs.back()] : masks[node.inputs.front()];
+  return node.call_mask ? values[slot(node, node.inputs.size() - 1)] : masks[slot(node, 0)];
 }
 
 Tensor Functional::node_mask(const Node& node, const std::vector<Tensor>& values,
                              const std::vector<Tensor>& masks) const {
   if (!node.list_call)
-    return layers_[node.layer]->compute_mask(values[node.inputs.front()], given_mask(node, values, masks));
+    return layers_[node.layer]->compute_mask(values[slot(node, 0)], given_mask(node, values, masks));
   std::vector<Tensor> ms_xs, ms;
   for (std::size_t a = 0; a < node.arguments(); ++a) {
-    ms_xs.push_back(values[node.inputs[a]]);
-    ms.push_back(masks[node.inputs[a]]);
+    ms_xs.push_back(values[slot(node, a)]);
+    ms.push_back(masks[slot(node, a)]);
   }
   return dynamic_cast<const layers::MergeLayer&>(*layers_[node.layer]).merge_mask(ms_xs, ms);
 }
 
 void Functional::run_graph(std::span<const Tensor> xs, const layers::CallContext& ctx,
                            std::span<Output> outs) const {
-  std::vector<Tensor> values(nodes_.size()), masks(nodes_.size());
-  for (std::size_t i = 0; i < xs.size(); ++i) values[i] = xs[i];
+  // One entry per tensor: node i's tensor k at slot_[i] + k (slot_[i] == i when every call gives one).
+  std::vector<Tensor> values(slots_), masks(slots_);
+  for (std::size_t i = 0; i < xs.size(); ++i) values[slot_[i]] = xs[i];
   // The one place that decides which mode a call runs in: its own training= (Keras'
   // layer(x, training=False)) over the mode the model runs in. A layer then reads ctx.training
   // (a frozen BatchNormalization infers in training mode as well: its own rule).
@@ -508,7 +598,8 @@ void Functional::run_graph(std::span<const Tensor> xs, const layers::CallContext
   // only an output that no node reads may leave its softmax to the loss (as Sequential's does):
   // the one rule for a model of one output and for each output of several.
   const auto finish_output = [&](std::size_t i) {
-    Output& o = outs[static_cast<std::size_t>(output_of_[i])];
+    const std::size_t s = slot_[i];
+    Output& o = outs[static_cast<std::size_t>(output_of_[s])];
     const bool to_loss = ctx.softmax_to_loss && last_use_[i] == 0;
     if (i < xs.size()) o = output_in_float32(*layers_[nodes_[i].layer], [&](bool) { return xs[i]; });
     else {
@@ -517,37 +608,55 @@ void Functional::run_graph(std::span<const Tensor> xs, const layers::CallContext
       o = output_in_float32(*layers_[n.layer], [&](bool logits) { return run_node(n, values, masks, ctx_of(n), logits); },
                             to_loss, masked);
     }
-    o.mask = masks[i];
-    values[i] = o.output;
+    o.mask = masks[s];
+    values[s] = o.output;
   };
   for (std::size_t i = 0; i < xs.size(); ++i)
-    if (output_of_[i] >= 0) finish_output(i);
+    if (output_of_[slot_[i]] >= 0) finish_output(i);
   // A node's output is let go after its last consumer ran: holding every one until the end kept
   // a whole forward pass alive (ResNet-20 evaluating at batch 1024 peaked at 5 GB). A tape still
   // holds what backward needs.
   for (std::size_t i = xs.size(); i < nodes_.size(); ++i) {
     const Node& node = nodes_[i];
     const std::size_t ran = i;
-    if (output_of_[i] >= 0 && last_use_[i] == 0) {
-      masks[i] = node_mask(node, values, masks);
+    const std::size_t s = slot_[i];
+    if (!node.more_outputs.empty()) {
+      // A call that gives several tensors: tensor 0's mask is the layer's compute_mask, the others
+      // have none (Keras' RNN.compute_mask gives its states None; attention scores have none).
+      masks[s] = node_mask(node, values, masks);
+      std::vector<Tensor> got = run_node_outputs(node, values, masks, ctx_of(node));
+      for (std::size_t k = 0; k < got.size(); ++k) {
+        values[s + k] = std::move(got[k]);
+        if (const int o = output_of_[s + k]; o >= 0) {
+          Output& out = outs[static_cast<std::size_t>(o)];
+          out = output_in_float32(*layers_[node.layer], [&](bool) { return values[s + k]; });
+          out.mask = masks[s + k];
+          values[s + k] = out.output;
+        }
+      }
+    } else if (output_of_[s] >= 0 && last_use_[i] == 0) {
+      masks[s] = node_mask(node, values, masks);
       finish_output(i);
     } else {
       // Node i and the next one as one fused op (Conv2D then MaxPooling2D) where the next is
       // node i's only reader and not an output: node i's own output then never exists.
       Tensor fused;
-      if (i + 1 < nodes_.size() && output_of_[i] < 0 && output_of_[i + 1] < 0 && fuses_with_next(i) &&
-          !masks[node.inputs.front()].defined())
-        fused = layers_[node.layer]->call_then(*layers_[nodes_[i + 1].layer], values[node.inputs.front()], ctx_of(node));
-      masks[i] = node_mask(node, values, masks);
-      if (fused.defined()) values[++i] = std::move(fused);
-      else if (output_of_[i] >= 0) finish_output(i);
-      else values[i] = run_node(node, values, masks, ctx_of(node), false);
+      if (i + 1 < nodes_.size() && output_of_[s] < 0 && output_of_[slot_[i + 1]] < 0 && fuses_with_next(i) &&
+          !masks[slot(node, 0)].defined())
+        fused = layers_[node.layer]->call_then(*layers_[nodes_[i + 1].layer], values[slot(node, 0)], ctx_of(node));
+      masks[s] = node_mask(node, values, masks);
+      if (fused.defined()) values[slot_[++i]] = std::move(fused);
+      else if (output_of_[s] >= 0) finish_output(i);
+      else values[s] = run_node(node, values, masks, ctx_of(node), false);
     }
     for (std::size_t j : node.inputs)
-      if (last_use_[j] == ran) values[j] = masks[j] = Tensor();
+      if (last_use_[j] == ran)
+        for (std::size_t k = slot_[j]; k < slot_[j] + nodes_[j].outputs(); ++k) values[k] = masks[k] = Tensor();
   }
-  for (std::size_t k = 0; k < outs.size(); ++k)
-    if (static_cast<std::size_t>(output_of_[output_nodes_[k]]) != k) outs[k] = outs[output_of_[output_nodes_[k]]];
+  for (std::size_t k = 0; k < outs.size(); ++k) {
+    const int o = output_of_[slot_[output_nodes_[k]] + static_cast<std::size_t>(output_indices_[k])];
+    if (static_cast<std::size_t>(o) != k) outs[k] = outs[static_cast<std::size_t>(o)];
+  }
 }
 
 std::string Functional::summary() const {
@@ -557,9 +666,10 @@ std::string Functional::summary() const {
     const auto& calls = calls_of_[i];
     if (!calls.empty()) row.output_shape = nodes_[calls.front()].output_shape;
     for (std::size_t c : calls)
-      for (auto in : nodes_[c].inputs) {
-        const auto& src = nodes_[in];
-        row.connected_to.push_back(layers_[src.layer]->name() + "[" + std::to_string(src.index_in_layer) + "][0]");
+      for (std::size_t a = 0; a < nodes_[c].inputs.size(); ++a) {
+        const auto& src = nodes_[nodes_[c].inputs[a]];
+        row.connected_to.push_back(layers_[src.layer]->name() + "[" + std::to_string(src.index_in_layer) + "][" +
+                                   std::to_string(nodes_[c].input_index[a]) + "]");
       }
     rows.push_back(std::move(row));
   }

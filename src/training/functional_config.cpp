@@ -15,15 +15,18 @@ namespace lockstep::detail {
 namespace {
 using nlohmann::json;
 
-json history(const Functional& m, std::size_t node) {
+// Keras' keras_history of node's tensor `index` (its tensor_index: 0 but for a call that gives several).
+json history(const Functional& m, std::size_t node, int index) {
   const auto& n = m.nodes()[node];
-  return json::array({m.layers()[n.layer]->name(), n.index_in_layer, 0});
+  return json::array({m.layers()[n.layer]->name(), n.index_in_layer, index});
 }
 
-json keras_tensor(const Functional& m, std::size_t node) {
+json keras_tensor(const Functional& m, std::size_t node, int index) {
   return {{"class_name", "__keras_tensor__"},
           {"config",
-           {{"shape", shape_to_json(m.nodes()[node].output_shape)}, {"dtype", "float32"}, {"keras_history", history(m, node)}}}};
+           {{"shape", shape_to_json(m.nodes()[node].output(static_cast<std::size_t>(index)))},
+            {"dtype", "float32"},
+            {"keras_history", history(m, node, index)}}}};
 }
 
 [[noreturn]] void fail(const std::string& source, const std::string& what) { throw IOError(source + ": " + what); }
@@ -176,14 +179,21 @@ json functional_config(const Functional& m, const LayerToJson& layer_json) {
       const auto& n = m.nodes()[c];
       if (n.inputs.empty()) continue;
       json args = json::array();
-      for (std::size_t a = 0; a < n.arguments(); ++a) args.push_back(keras_tensor(m, n.inputs[a]));
+      const auto input = [&](std::size_t a) { return keras_tensor(m, n.inputs[a], n.input_index[a]); };
+      for (std::size_t a = 0; a < n.arguments(); ++a) args.push_back(input(a));
       // Keras calls a merge layer on one list (Add()([a, b])), some on positional tensors
       // (MultiHeadAttention: mha(query, value)).
       const bool one_list = n.list_call && !m.layers()[i]->keras_positional_call();
       json kwargs = json::object();
       if (n.use_causal_mask) kwargs["use_causal_mask"] = true;
-      if (n.attention_mask) kwargs["attention_mask"] = keras_tensor(m, n.inputs.back());
-      if (n.call_mask) kwargs["mask"] = keras_tensor(m, n.inputs.back());
+      if (n.return_attention_scores) kwargs["return_attention_scores"] = true;
+      if (n.initial_states) {  // Keras' rnn(x, initial_state=[h, c]): a list of tensors
+        json states = json::array();
+        for (std::size_t a = n.arguments(); a < n.arguments() + n.initial_states; ++a) states.push_back(input(a));
+        kwargs["initial_state"] = states;
+      }
+      if (n.attention_mask) kwargs["attention_mask"] = input(n.inputs.size() - 1);
+      if (n.call_mask) kwargs["mask"] = input(n.inputs.size() - 1);
       if (n.training) {
         kwargs["training"] = *n.training;
         if (n.training == keras_default_training(*m.layers()[i]))
@@ -200,20 +210,21 @@ json functional_config(const Functional& m, const LayerToJson& layer_json) {
   }
   // As Keras writes them: one input or output as the reference itself, several as a list or a
   // dict of references.
-  const auto endpoints = [&](const Structure& st, const auto& node_of) {
-    if (st.single()) return history(m, node_of(0));
+  const auto endpoints = [&](const Structure& st, const auto& node_of, const auto& index_of) {
+    if (st.single()) return history(m, node_of(0), index_of(0));
     json out = st.form == Structure::Form::kDict ? json::object() : json::array();
     for (std::size_t k = 0; k < st.size(); ++k) {
-      if (st.form == Structure::Form::kDict) out[st.names[k]] = history(m, node_of(k));
-      else out.push_back(history(m, node_of(k)));
+      if (st.form == Structure::Form::kDict) out[st.names[k]] = history(m, node_of(k), index_of(k));
+      else out.push_back(history(m, node_of(k), index_of(k)));
     }
     return out;
   };
   return {{"name", m.name()},
           {"trainable", m.trainable()},
           {"layers", list},
-          {"input_layers", endpoints(m.input_structure(), [](std::size_t k) { return k; })},
-          {"output_layers", endpoints(m.output_structure(), [&](std::size_t k) { return m.output_nodes()[k]; })}};
+          {"input_layers", endpoints(m.input_structure(), [](std::size_t k) { return k; }, [](std::size_t) { return 0; })},
+          {"output_layers", endpoints(m.output_structure(), [&](std::size_t k) { return m.output_nodes()[k]; },
+                                      [&](std::size_t k) { return m.output_indices()[k]; })}};
 }
 
 std::unique_ptr<Functional> functional_from_config(const json& config, const LayerFromJson& make_layer,
@@ -276,12 +287,19 @@ std::unique_ptr<Functional> functional_from_config(const json& config, const Lay
       const json& node = p.nodes[p.done];
       const json& args = node.is_object() ? node.value("args", json()) : node;
       const json kwargs = node.is_object() ? node.value("kwargs", json::object()) : json::object();
-      bool causal = false;
+      bool causal = false, scores = false;
+      std::optional<std::vector<Reference>> state_refs;  // initial_state
       std::optional<bool> training;
       std::optional<Reference> mask_ref, call_mask_ref;
       if (kwargs.is_object())
         for (const auto& [key, value] : kwargs.items()) {
           if (key == "use_causal_mask" && value.is_boolean()) causal = value.get<bool>();
+          else if (key == "return_attention_scores" && value.is_boolean()) scores = value.get<bool>();
+          // Keras writes a list of tensors (one tensor where the call was given one).
+          else if (key == "initial_state" && (value.is_array() || value.is_object())) {
+            state_refs.emplace();
+            for (const auto& t : value.is_array() ? value : json::array({value})) state_refs->push_back(reference_of(p, t));
+          }
           else if (key == "attention_mask" && value.is_object()) mask_ref = reference_of(p, value);
           // A record of a mask is the mask lockstep carries to this call itself; another tensor is
           // the call's own mask (Softmax()(x, mask=m)).
@@ -316,6 +334,12 @@ std::unique_ptr<Functional> functional_from_config(const json& config, const Lay
         if (it == tensors.end()) missing = *ref;
         else *tensor = it->second;
       }
+      std::vector<KerasTensor> states;
+      for (std::size_t k = 0; state_refs && k < state_refs->size() && !missing; ++k) {
+        const auto it = tensors.find((*state_refs)[k]);
+        if (it == tensors.end()) missing = (*state_refs)[k];
+        else states.push_back(it->second);
+      }
       if (missing) {  // an input is not made yet
         waiting[*missing].push_back(which);
         break;
@@ -328,9 +352,10 @@ std::unique_ptr<Functional> functional_from_config(const json& config, const Lay
         if (p.callee.layer && training == keras_default_training(*p.callee.layer)) training.reset();
         // A list, or several positional tensors (MultiHeadAttention's query, value): a list call.
         const CallKwargs kw{.training = training, .use_causal_mask = causal,
-                            .attention_mask = mask_ref ? &mask : nullptr, .mask = call_mask_ref ? &call_mask : nullptr};
+                            .attention_mask = mask_ref ? &mask : nullptr, .mask = call_mask_ref ? &call_mask : nullptr,
+                            .return_attention_scores = scores, .initial_state = state_refs ? &states : nullptr};
         if (p.callee.model) made = call(*p.callee.model, xs, kw);
-        else made.push_back(call(p.callee.layer, xs, kw));
+        else made = call_outputs(p.callee.layer, xs, kw);
       } catch (const Error& e) {
         fail(source, e.what());
       }
@@ -348,7 +373,8 @@ std::unique_ptr<Functional> functional_from_config(const json& config, const Lay
   for (const auto& p : pending)
     if (p.done < p.nodes.size())
       fail(source, "layer '" + p.name + "': call " + std::to_string(p.done) +
-                       " takes a tensor that no layer of the model makes (a missing layer or node index, or a cycle)");
+                       " takes a tensor that no layer of the model makes (a missing layer, node index or tensor index, "
+                       "or a cycle)");
 
   const auto tensor_at = [&](const char* key, const json& ref) {
     const auto it = tensors.find(reference(ref, source));

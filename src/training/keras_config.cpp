@@ -446,15 +446,25 @@ json functional_to_keras(const Functional& model) {
     if (dynamic_cast<const layers::InputLayer*>(&l) != nullptr) return input_layer_to_keras(l.name(), l.input_shape());
     return layer_to_keras(l);
   });
-  // Keras writes a merge layer's build shape from its inputs' shapes, as the layer says.
+  // Keras writes a merge layer's build shape from its inputs' shapes, as the layer says; a
+  // recurrent layer first called with initial_state, {"shapes_dict": {"sequences_shape",
+  // "initial_state_shape": [...]}} (RNN.build(sequences_shape, initial_state_shape)).
   for (std::size_t i = 0; i < model.layers().size(); ++i) {
-    if (dynamic_cast<const layers::MergeLayer*>(model.layers()[i].get()) == nullptr) continue;
     const auto& calls = model.calls_of(i);
     if (calls.empty()) continue;
-    json shapes = json::array();
     const auto& first = model.nodes()[calls.front()];
-    for (std::size_t a = 0; a < first.arguments(); ++a)
-      shapes.push_back(shape_to_json(model.nodes()[first.inputs[a]].output_shape));
+    const auto shape_of = [&](std::size_t a) {
+      return shape_to_json(model.nodes()[first.inputs[a]].output(static_cast<std::size_t>(first.input_index[a])));
+    };
+    if (first.initial_states) {
+      json states = json::array();
+      for (std::size_t a = first.arguments(); a < first.arguments() + first.initial_states; ++a) states.push_back(shape_of(a));
+      config["layers"][i]["build_config"] = {
+          {"shapes_dict", {{"sequences_shape", shape_of(0)}, {"initial_state_shape", states}}}};
+    }
+    if (dynamic_cast<const layers::MergeLayer*>(model.layers()[i].get()) == nullptr) continue;
+    json shapes = json::array();
+    for (std::size_t a = 0; a < first.arguments(); ++a) shapes.push_back(shape_of(a));
     config["layers"][i]["build_config"] = model.layers()[i]->keras_build_config(shapes);
   }
   return {{"module", "keras.src.models.functional"},

@@ -21,7 +21,8 @@ using losses::one_weight_per_example;
 std::int64_t loss_positions(const Model& model, std::size_t k) {
   if (!model.built()) return 0;
   const auto* f = dynamic_cast<const Functional*>(&model);
-  const Shape shape = f ? f->nodes()[f->output_nodes()[k]].output_shape : model.output_shape();
+  const Shape shape =
+      f ? f->nodes()[f->output_nodes()[k]].output(static_cast<std::size_t>(f->output_indices()[k])) : model.output_shape();
   std::int64_t p = 1;
   for (std::size_t d = 1; d + 1 < shape.rank(); ++d) p *= shape[static_cast<std::int64_t>(d)];
   return p;

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <map>
 
+#include "lockstep/layers/recurrent_layers.hpp"
 #include "training/layer_config.hpp"
 #include "training/summary_table.hpp"
 
@@ -20,6 +21,11 @@ bool Sequential::holds_name(const std::string& name) const {
 
 void Sequential::add(layers::LayerPtr layer) {
   LOCKSTEP_CHECK(layer != nullptr, "Sequential::add: null layer");
+  // Keras refuses such a layer too (at the next layer, which gets several tensors).
+  if (const auto* rnn = dynamic_cast<const layers::RecurrentLayer*>(layer.get()); rnn && rnn->options().return_state)
+    throw ValueError("Sequential '" + name() + "': layer '" + layer->name() + "' (" + layer->class_name() +
+                     ") has return_state=True and gives its output and its states, several tensors; a Sequential "
+                     "model's layers give one: use a Functional model (lockstep::call_outputs)");
   bool named = false;
   if (layer->name().empty()) {
     // Numbered within the class (dense, dense_1, ...), past any name a layer holds already.

@@ -1,6 +1,7 @@
 // The recurrent layers on a GPU: Embedding(mask_zero=True) -> LSTM -> GRU -> Dense trains on
 // gpu:0 the CPU's weights (to 1e-4) on padded batches, the same bits in a captured step
-// (jit_compile=True) as eagerly. CI runs it on emulated GPUs (gpu.emulated).
+// (jit_compile=True) as eagerly; so does an encoder-decoder (an LSTM's return_state starting a
+// decoder LSTM through initial_state). CI runs it on emulated GPUs (gpu.emulated).
 #include <cmath>
 #include <string>
 #include <vector>
@@ -51,7 +52,53 @@ Trained train_recurrent(JitCompile mode, const std::string& devices) {
   return t;
 }
 
+// Keras' seq2seq: the encoder's final states start the decoder; the target, the encoder input's
+// first feature's mean at every decoder step, reaches the decoder through the states alone.
+Trained train_encoder_decoder(JitCompile mode, const std::string& devices) {
+  constexpr std::int64_t n = 32;
+  std::vector<float> enc(static_cast<std::size_t>(n * 5 * 2)), y;
+  for (std::size_t i = 0; i < enc.size(); ++i) enc[i] = std::sin(0.7f * static_cast<float>(i));
+  for (std::int64_t i = 0; i < n; ++i) {
+    float m = 0;
+    for (std::int64_t t = 0; t < 5; ++t) m += enc[static_cast<std::size_t>((i * 5 + t) * 2)] / 5.0f;
+    for (int t = 0; t < 3; ++t) y.push_back(m);
+  }
+  MirroredStrategy strategy({.devices = {devices}});
+  auto scope = strategy.scope();
+  const KerasTensor enc_in = Input({5, 2}), dec_in = Input({3, 1});
+  const auto encoded = call_outputs(layers::LSTM({.units = 6, .return_state = true}), enc_in);
+  const std::vector<KerasTensor> states{encoded[1], encoded[2]};
+  const KerasTensor decoded = call(layers::LSTM(6, true), dec_in, {.initial_state = &states});
+  Functional m(std::vector<KerasTensor>{enc_in, dec_in}, call(layers::Dense(1), decoded), "seq2seq", 4);
+  m.compile(optimizers::Adam(1e-2), losses::MeanSquaredError());
+  m.set_jit_compile(mode);
+  const std::vector<Tensor> xs{Tensor::from_vector(enc, Shape{n, 5, 2}), Tensor::zeros(Shape{n, 3, 1})};
+  const std::vector<Tensor> ys{Tensor::from_vector(y, Shape{n, 3, 1})};
+  ::testing::internal::CaptureStderr();
+  const History h = m.fit(xs, ys, {.epochs = 2, .batch_size = 8, .shuffle = false, .verbose = 0});
+  (void)::testing::internal::GetCapturedStderr();
+  Trained t;
+  for (const auto& var : m.variables()) t.weights.push_back(var.read_value().to_vector<float>());
+  t.losses = h.history.at("loss");
+  return t;
+}
+
 }  // namespace
+
+TEST(GpuRecurrent, AnEncoderDecoderTrainsAsOnTheCpuCapturedOrNot) {
+  LOCKSTEP_REQUIRE_GPU();
+  const Trained eager = train_encoder_decoder(JitCompile::kOff, "gpu:0");
+  const Trained cpu = train_encoder_decoder(JitCompile::kOff, "cpu:0");
+  ASSERT_EQ(eager.weights.size(), cpu.weights.size());
+  for (std::size_t i = 0; i < cpu.weights.size(); ++i)
+    for (std::size_t j = 0; j < cpu.weights[i].size(); ++j)
+      ASSERT_NEAR(eager.weights[i][j], cpu.weights[i][j], 1e-4f + 1e-4f * std::abs(cpu.weights[i][j]));
+  const std::string refusal = step_capture_refusal(Device::parse("gpu:0"));
+  if (!refusal.empty()) GTEST_SKIP() << "gpu:0 cannot capture: " << refusal;
+  const Trained captured = train_encoder_decoder(JitCompile::kOn, "gpu:0");
+  EXPECT_EQ(captured.weights, eager.weights);
+  EXPECT_EQ(captured.losses, eager.losses);
+}
 
 TEST(GpuRecurrent, AMaskedLstmAndGruTrainAsOnTheCpuCapturedOrNot) {
   LOCKSTEP_REQUIRE_GPU();

@@ -289,7 +289,7 @@ TEST(OrthogonalInitializer, GivesOrthonormalRowsOrColumnsDeterministicallyFromTh
 TEST(RecurrentLayers, OptionsLockstepDoesNotRunAreRefusedByName) {
   const json base = {{"name", "lstm"}, {"units", 3}};
   for (const auto& [key, value] :
-       std::vector<std::pair<std::string, json>>{{"stateful", true}, {"unroll", true}, {"return_state", true}}) {
+       std::vector<std::pair<std::string, json>>{{"stateful", true}, {"unroll", true}}) {
     json c = base;
     c[key] = value;
     for (const char* cls : {"SimpleRNN", "LSTM", "GRU"}) {

@@ -286,8 +286,8 @@ def test_multi_head_attention_takes_keras_call_arguments_and_names_the_rest():
     np.testing.assert_array_equal(model.predict(x, verbose=0)[:, :3], model.predict(changed, verbose=0)[:, :3])
     with pytest.raises(NotImplementedError, match="calling keras.layers.MultiHeadAttention on anything but"):
         layers.MultiHeadAttention(2, 4)(query, value, attention_mask=np.ones((1, 4, 6)))
-    with pytest.raises(ValueError, match="return_attention_scores=True of keras.layers.MultiHeadAttention.__call__"):
-        layers.MultiHeadAttention(2, 4)(query, value, return_attention_scores=True)
+    out, scores = layers.MultiHeadAttention(2, 4)(query, value, return_attention_scores=True)  # Keras' tuple
+    assert (out.shape, scores.shape) == ((None, 4, 8), (None, 2, 4, 6))
     assert layers.Dropout(0.5)(query, training=False).shape == query.shape  # a call's mode (test_freezing.py)
     with pytest.raises(ValueError, match="mask in keras.layers.Dense.__call__"):
         layers.Dense(2)(query, mask=None)

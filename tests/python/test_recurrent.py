@@ -51,8 +51,7 @@ def test_simple_rnn_and_gru_take_keras_arguments():
     assert [tuple(w.shape) for w in gru.weights] == [(4, 9), (3, 9), (9,)]
 
 
-@pytest.mark.parametrize("argument", [dict(stateful=True), dict(return_state=True), dict(unroll=True),
-                                      dict(dropout=1.0)])
+@pytest.mark.parametrize("argument", [dict(stateful=True), dict(unroll=True), dict(dropout=1.0)])
 def test_options_lockstep_does_not_run_are_refused_by_name(argument):
     (key, _), = argument.items()
     with pytest.raises(ValueError, match=key):

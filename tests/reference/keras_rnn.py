@@ -14,6 +14,11 @@ usage: keras_rnn.py DIR LOCKSTEP_CLI KERAS_FILES_DRIVER
 (b) Keras' save_weights file loads into lockstep's copy (the weights under each layer's cell).
 (c) lockstep trains the same kind of model (keras_files_driver train rnn) and saves it; Keras
     loads it and predicts what `lockstep predict` does (relative 1e-5).
+(d) Layer calls of several tensors: Keras' encoder-decoder (an LSTM encoder with return_state
+    after a masked Embedding; an LSTM and a GRU decoder started from its states by
+    initial_state=[...]) and a MultiHeadAttention with return_attention_scores whose scores are a
+    model output. Keras' file predicts the same in lockstep (keras_files_driver multi-predict), and
+    lockstep's re-save in Keras.
 
 Exit 0 all agree, 1 a disagreement, 77 (skip) when tensorflow/keras are not importable.
 """
@@ -93,6 +98,59 @@ def both_ways(model, x, d, cli, driver, what):
     return kf.both_ways(model, x, d, cli, driver, what, RTOL)
 
 
+def keras_seq2seq():
+    keras.utils.set_random_seed(10)
+    tokens, decoder_inputs = keras.Input((STEPS,), name="tokens"), keras.Input((5, 2), name="decoder_inputs")
+    x = keras.layers.Embedding(VOCAB, 4, mask_zero=True)(tokens)
+    _, h, c = keras.layers.LSTM(6, return_state=True, name="encoder")(x)
+    y = keras.layers.LSTM(6, return_sequences=True, name="decoder")(decoder_inputs, initial_state=[h, c])
+    z = keras.layers.GRU(6, return_sequences=True, name="decoder_gru")(decoder_inputs, initial_state=[h])
+    out = keras.layers.Dense(3)(keras.layers.Concatenate()([y, z]))
+    return randomize(keras.Model([tokens, decoder_inputs], out, name="keras_seq2seq"), 11)
+
+
+def keras_attention_scores():
+    keras.utils.set_random_seed(12)
+    query, value = keras.Input((4, 8), name="query"), keras.Input((6, 8), name="value")
+    out, scores = keras.layers.MultiHeadAttention(2, 3, name="mha")(query, value, return_attention_scores=True)
+    return randomize(keras.Model([query, value], [out, scores], name="keras_mha_scores"), 13)
+
+
+def multi_both_ways(model, xs, d, driver, what):
+    """both_ways for a model of two inputs: Keras' file and lockstep's re-save through multi-predict."""
+    want = model.predict(xs, verbose=0)
+    want = want if isinstance(want, list) else [want]
+    path = os.path.join(d, f"{model.name}.keras")
+    model.save(path)
+    names = []
+    for i, a in enumerate(xs):
+        names.append(os.path.join(d, f"{model.name}_x{i}.npy"))
+        np.save(names[-1], a.astype(np.float32))
+    prefix = os.path.join(d, f"{model.name}_")
+    r = run(driver, "multi-predict", path, *names, prefix)
+    if r.returncode != 0:
+        check(False, f"{what}: lockstep multi-predict: {r.stderr.strip()}")
+    else:
+        outs = sorted(f for f in os.listdir(d) if f.startswith(f"{model.name}_") and f.endswith(".npy")
+                      and not f[len(model.name) + 1:].startswith("x"))
+        # lockstep names a call's tensor k > 0 "<layer>_<k>": in order, after the first.
+        got = [np.load(os.path.join(d, f)) for f in outs]
+        check(len(got) == len(want), f"{what}: lockstep gives {len(got)} outputs ({outs}), Keras {len(want)}")
+        for k, (g, w) in enumerate(zip(got, want)):
+            e = rel(g, w)
+            check(g.shape == w.shape and e <= RTOL, f"{what}: lockstep predicts Keras' output {k} (rel {e:.2e})")
+    again = os.path.join(d, f"{model.name}_resaved.keras")
+    r = run(driver, "resave", path, again)
+    if r.returncode != 0:
+        check(False, f"{what}: resave: {r.stderr.strip()}")
+        return
+    back = keras.saving.load_model(again).predict(xs, verbose=0)
+    back = back if isinstance(back, list) else [back]
+    for k, (g, w) in enumerate(zip(back, want)):
+        e = rel(g, w)
+        check(e <= RTOL, f"{what}: lockstep's re-save loads in Keras and predicts output {k} the same (rel {e:.2e})")
+
+
 def padded_tokens(seed, n=24):
     rng = np.random.RandomState(seed)
     x = rng.randint(1, VOCAB, (n, STEPS)).astype(np.float32)
@@ -152,6 +210,14 @@ def main():
         want = keras.saving.load_model(path).predict(x, verbose=0)
         e = rel(got, want) if got is not None else float("inf")
         check(e <= RTOL, f"(c) lockstep's trained recurrent model loads in Keras and predicts the same (rel {e:.2e})")
+
+    # (d) Calls of several tensors: return_state, initial_state, return_attention_scores.
+    rng = np.random.RandomState(14)
+    multi_both_ways(keras_seq2seq(), [x, rng.normal(0, 1, (len(x), 5, 2)).astype(np.float32)], d, driver,
+                    "(d) encoder-decoder: return_state, initial_state=[h, c] and [h]")
+    multi_both_ways(keras_attention_scores(), [rng.normal(0, 1, (8, 4, 8)).astype(np.float32),
+                                               rng.normal(0, 1, (8, 6, 8)).astype(np.float32)], d, driver,
+                    "(d) MultiHeadAttention(return_attention_scores=True): the scores as an output")
     print(f"{len(kf.failures)} failure(s)")
     return 1 if kf.failures else 0
 

@@ -336,8 +336,7 @@ TEST(Functional, KerasCallKeywordsThatAreSetAreRefusedNamingThem) {
       {{{"mask", nullptr}, {"training", false}}, ""},
       {{{"mask", nullptr}, {"training", true}}, ""},
       {{{"training", "yes"}}, "call 0 has the argument training=\"yes\", which must be true, false or null"},
-      {{{"return_attention_scores", true}},
-       "call 0 has the argument return_attention_scores=true, which lockstep's layers do not take"}};
+      {{{"query_mask", true}}, "call 0 has the argument query_mask=true, which lockstep's layers do not take"}};
   for (const auto& [kwargs, error] : cases) {
     SCOPED_TRACE(kwargs.dump());
     bn["inbound_nodes"][0]["kwargs"] = kwargs;

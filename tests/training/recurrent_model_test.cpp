@@ -132,7 +132,7 @@ TEST(RecurrentModel, AKerasFileAskingForAnOptionLockstepDoesNotRunIsRefusedNamin
   std::filesystem::remove(path);
   save_model(*model, path);
   for (const auto& [key, value] :
-       std::vector<std::pair<std::string, json>>{{"stateful", true}, {"return_state", true}, {"unroll", true}}) {
+       std::vector<std::pair<std::string, json>>{{"stateful", true}, {"unroll", true}}) {
     auto entries = io::decode_zip(io::read_file(path), path);
     std::vector<io::ZipEntry> out;
     for (auto& e : entries) {

@@ -165,7 +165,7 @@ TEST(TrainingArg, AModelCallRefusesAttentionKeywords) {
   Functional inner(in, call(layers::Dense(2), in));
   const KerasTensor x = Input({4});
   const std::string what = test::message_of([&] { (void)call(inner, {x}, {.use_causal_mask = true}); });
-  EXPECT_NE(what.find("model '" + inner.name() + "' takes no use_causal_mask or attention_mask"), std::string::npos)
+  EXPECT_NE(what.find("model '" + inner.name() + "' takes no use_causal_mask, attention_mask"), std::string::npos)
       << what;
 }
 

@@ -6,7 +6,8 @@
 // lockstep::call(mha, {query, value}) or {query, value, key} (Keras' mha(query, value, key));
 // self-attention is call(mha, {x, x}). Inputs are [batch, length, features], every input with
 // the query's features. The attention runs fused (scaled_dot_product_attention) unless the
-// scores are asked for.
+// scores are asked for: in a Functional model, lockstep::call_outputs(mha, {query, value},
+// {.return_attention_scores = true}) gives Keras' (output, scores).
 //
 // Masks, as Keras 3's call and _compute_attention_mask: the inputs' Keras masks (Embedding's
 // mask_zero; a Functional model passes them as query_mask, value_mask and key_mask) decide what

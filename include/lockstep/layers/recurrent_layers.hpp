@@ -17,10 +17,14 @@
 // recurrent_dropout, one of each per gate (Keras' implementation 1). They come from lockstep's
 // dropout op keyed by the model's seed, the step and the example (Keras' random draws differ).
 //
+// return_state (Keras'): a call in a Functional model gives [output, h] (SimpleRNN, GRU) or
+// [output, h, c] (LSTM) (lockstep::call_outputs, functional.hpp), the states without a mask (Keras'
+// RNN.compute_mask); a Sequential refuses such a layer, as Keras does. Keras' initial_state is a
+// call's argument (CallKwargs::initial_state; in C++ also run()'s).
+//
 // Not supported, refused by name where a config (a .keras file, Python) asks for them (the
-// registry's keras_fixed): stateful=True, unroll=True and return_state=True (a layer of a
-// lockstep model gives one tensor: in C++, run() gives the final states); activations lockstep
-// lacks are a ValueError listing those it has.
+// registry's keras_fixed): stateful=True and unroll=True; activations lockstep lacks are a
+// ValueError listing those it has.
 #include <vector>
 
 #include "lockstep/layers/layer.hpp"
@@ -45,6 +49,8 @@ struct RecurrentOptions {
   bool reset_after = true;
   /// The output at every step [batch, steps, units], else the last step's [batch, units].
   bool return_sequences = false;
+  /// A Functional model's call also gives the final states (Keras' return_state), after the output.
+  bool return_state = false;
   bool go_backwards = false;
   /// A step the mask drops outputs zeros instead of the previous output (states carry over either way).
   bool zero_output_for_mask = false;
@@ -69,6 +75,8 @@ class RecurrentLayer : public Layer {
   const Variable& kernel() const { return kernel_; }
   const Variable& recurrent_kernel() const { return recurrent_kernel_; }
   const Variable& bias() const { return bias_; }  // undefined without use_bias
+  /// The states the layer carries: 1 (SimpleRNN, GRU: h) or 2 (LSTM: h, c), each [batch, units].
+  int state_count() const { return states_; }
 
   /// Runs the layer over x [batch, steps, features] given its mask [batch, steps] (undefined:
   /// every step counts; nonzero: the step counts) and initial states (empty: zeros; else one

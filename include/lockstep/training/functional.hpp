@@ -18,6 +18,17 @@
 // Several inputs and outputs, as lists or dicts (Keras' keras.Model(inputs=[a, b], outputs={"cls":
 // c, "reg": d})): lockstep::Functional model({image, tab}, {{"cls", c}, {"reg", d}}). Their order
 // and names are the model's Structure (structure.hpp).
+//
+// A call that gives several tensors (Keras' layer call returning a list or tuple): a recurrent
+// layer made with return_state (Keras' [output, h, c] for LSTM, [output, h] for GRU and
+// SimpleRNN) and a MultiHeadAttention call with return_attention_scores ((output, scores)).
+// lockstep::call_outputs gives them all, in Keras' order; lockstep::call refuses such a call by
+// name. A symbolic tensor is one output of one call, Keras' keras_history [layer, node index,
+// tensor index] (KerasTensor::index()):
+//   auto enc = lockstep::call_outputs(layers::LSTM({.units = 64, .return_state = true}), encoder_inputs);
+//   std::vector<lockstep::KerasTensor> states{enc[1], enc[2]};            // [h, c]
+//   auto y = lockstep::call(decoder_lstm, decoder_inputs, {.initial_state = &states});
+//   auto att = lockstep::call_outputs(mha, {query, value}, {.return_attention_scores = true});  // {output, scores}
 #include <initializer_list>
 #include <map>
 #include <memory>
@@ -55,11 +66,19 @@ KerasTensor call(const layers::LayerPtr& layer, const std::vector<KerasTensor>& 
 ///     Softmax, GlobalAveragePooling1D): the call's mask instead of its input's, and its output's
 ///     mask (Keras' previous_mask). A tensor of the graph of a shape the layer takes
 ///     (Layer::check_call_mask).
+///   return_attention_scores: a MultiHeadAttention's; the call gives (output, scores), the scores
+///     [batch, heads, query length, value length] (the attention probabilities, before dropout),
+///     computed apart from the fused kernel only for such a call (call_outputs).
+///   initial_state: a recurrent layer's (Keras' rnn(x, initial_state=[h, c])): one tensor of the
+///     graph per state ([h] for SimpleRNN and GRU, [h, c] for LSTM), each [batch, units]; the
+///     gradient flows into them (an encoder's states trained through its decoder).
 struct CallKwargs {
   std::optional<bool> training;
   bool use_causal_mask = false;
   const KerasTensor* attention_mask = nullptr;
   const KerasTensor* mask = nullptr;
+  bool return_attention_scores = false;
+  const std::vector<KerasTensor>* initial_state = nullptr;
 };
 /// call(mha, {query, value}, {.use_causal_mask = true}), call(bn, {x}, {.training = false}).
 /// ValueError for an attention mask on a layer other than MultiHeadAttention, or one of another
@@ -68,6 +87,12 @@ struct CallKwargs {
 KerasTensor call(const layers::LayerPtr& layer, const std::vector<KerasTensor>& xs, const CallKwargs& kwargs);
 /// call(dropout, x, {.training = true}).
 KerasTensor call(const layers::LayerPtr& layer, const KerasTensor& x, const CallKwargs& kwargs);
+/// Every tensor a call gives, in Keras' order (one for most calls; see the header comment). The
+/// same checks as call(); call() is call_outputs() of a call that gives one tensor, and a
+/// ValueError naming the layer and call_outputs for one that gives several.
+std::vector<KerasTensor> call_outputs(const layers::LayerPtr& layer, const std::vector<KerasTensor>& xs,
+                                      const CallKwargs& kwargs = {});
+std::vector<KerasTensor> call_outputs(const layers::LayerPtr& layer, const KerasTensor& x, const CallKwargs& kwargs = {});
 
 class Model;
 /// Keras' model(x) on symbolic tensors, one per input in the model's input structure's order: the
@@ -89,22 +114,28 @@ class KerasTensor {
  public:
   KerasTensor() = default;
   bool defined() const { return node_ != nullptr; }
+  /// Which of its call's outputs this is (Keras' tensor_index): 0 but for call_outputs' later ones.
+  int index() const { return index_; }
   /// Batch dimension -1, e.g. (None, 8, 8, 16).
   const Shape& shape() const;
   /// The layer whose output this is (an InputLayer for lockstep::Input).
   const layers::LayerPtr& layer() const;
-  /// The tensors the layer was called on (none for an input), then its attention mask or its mask (CallKwargs).
+  /// The tensors the layer was called on (none for an input), then its initial states, then its
+  /// attention mask or its mask (CallKwargs).
   const std::vector<KerasTensor>& inputs() const;
   /// Whether the layer was called on a list (a merge layer).
   bool list_call() const;
   const detail::KerasNode* node() const { return node_.get(); }
 
  private:
-  explicit KerasTensor(std::shared_ptr<const detail::KerasNode> node) : node_(std::move(node)) {}
+  explicit KerasTensor(std::shared_ptr<const detail::KerasNode> node, int index = 0)
+      : node_(std::move(node)), index_(index) {}
   friend KerasTensor Input(Shape, std::string);
-  friend KerasTensor call(const layers::LayerPtr&, const std::vector<KerasTensor>&, const CallKwargs&);
+  friend std::vector<KerasTensor> call_outputs(const layers::LayerPtr&, const std::vector<KerasTensor>&,
+                                               const CallKwargs&);
   friend struct detail::KerasNode;  // its destructor lets go of a long chain without recursing
   std::shared_ptr<const detail::KerasNode> node_;
+  int index_ = 0;
 };
 
 /// A model's inputs or outputs as symbolic tensors: one, a list, or a dict (flat in its keys'
@@ -140,14 +171,23 @@ class Functional final : public Model {
   /// One layer call of the graph, in execution (topological) order.
   struct Node {
     std::size_t layer;                // index into layers()
-    std::vector<std::size_t> inputs;  // indices of earlier nodes (the call's arguments, then its attention mask or mask)
+    // indices of earlier nodes: the call's arguments, then its initial states, then its attention mask or mask
+    std::vector<std::size_t> inputs;
+    std::vector<int> input_index;     // per input, which output of that node it reads (Keras' tensor_index)
     bool list_call = false;           // called on a list (merge layers)
     bool use_causal_mask = false;     // CallKwargs
     bool attention_mask = false;      // inputs.back() is the call's attention_mask
     bool call_mask = false;           // inputs.back() is the call's mask (CallKwargs::mask)
+    bool return_attention_scores = false;  // CallKwargs
+    std::size_t initial_states = 0;   // CallKwargs::initial_state: how many inputs after the arguments
     std::optional<bool> training;     // CallKwargs: the call's own mode, over the model's
-    std::size_t arguments() const { return inputs.size() - (attention_mask || call_mask ? 1 : 0); }
-    Shape output_shape;
+    std::size_t arguments() const {
+      return inputs.size() - initial_states - (attention_mask || call_mask ? 1 : 0);
+    }
+    Shape output_shape;               // tensor 0's
+    std::vector<Shape> more_outputs;  // a call that gives several tensors: those after the first
+    std::size_t outputs() const { return 1 + more_outputs.size(); }
+    const Shape& output(std::size_t index) const { return index == 0 ? output_shape : more_outputs.at(index - 1); }
     int index_in_layer = 0;           // Keras' node_index: this call's number among the layer's calls
   };
 
@@ -163,6 +203,9 @@ class Functional final : public Model {
   /// Per output, in the output structure's order: the node that computes it. Inputs are nodes
   /// 0 .. input_structure().size() - 1, in the input structure's order.
   const std::vector<std::size_t>& output_nodes() const { return output_nodes_; }
+  /// Per output: which of its node's tensors it is (Keras' tensor_index; 0 but for a call that
+  /// gives several).
+  const std::vector<int>& output_indices() const { return output_indices_; }
 
   void build(const Shape& input_shape) override;
   bool built() const override { return true; }
@@ -172,7 +215,7 @@ class Functional final : public Model {
   std::vector<Output> forward_all(std::span<const Tensor> xs, const layers::CallContext& ctx) const override;
   /// The first input's and the first output's shapes (those of a model of one).
   Shape input_shape() const override { return nodes_.front().output_shape; }
-  Shape output_shape() const override { return nodes_[output_node()].output_shape; }
+  Shape output_shape() const override { return nodes_[output_node()].output(output_indices_.front()); }
   /// Keras' table with a "Connected to" column ("conv2d[0][0]").
   std::string summary() const override;
 
@@ -181,8 +224,16 @@ class Functional final : public Model {
   /// node reads node i, and both run in one mode.
   bool fuses_with_next(std::size_t i) const;
   /// masks[i]: Keras' mask of values[i] (undefined for none).
+  /// values and masks hold one entry per tensor: node i's tensor k at slot_[i] + k.
   Tensor run_node(const Node& node, const std::vector<Tensor>& values, const std::vector<Tensor>& masks,
                   const layers::CallContext& ctx, bool logits) const;
+  /// A call that gives several tensors (Node::more_outputs): all of them, in Keras' order.
+  std::vector<Tensor> run_node_outputs(const Node& node, const std::vector<Tensor>& values,
+                                       const std::vector<Tensor>& masks, const layers::CallContext& ctx) const;
+  /// The slot of node's input a (values, masks).
+  std::size_t slot(const Node& node, std::size_t a) const {
+    return slot_[node.inputs[a]] + static_cast<std::size_t>(node.input_index[a]);
+  }
   /// The mask a single-input call gets (undefined: none): its own (CallKwargs::mask), else its input's.
   const Tensor& given_mask(const Node& node, const std::vector<Tensor>& values, const std::vector<Tensor>& masks) const;
   /// Keras' mask of `node`'s output given its inputs' (masks, by node; undefined: none): its
@@ -194,7 +245,10 @@ class Functional final : public Model {
   void run_graph(std::span<const Tensor> xs, const layers::CallContext& ctx, std::span<Output> outs) const;
   std::vector<Node> nodes_;  // the inputs first
   std::vector<std::size_t> output_nodes_;
-  std::vector<int> output_of_;  // per node, the output it is (-1: none)
+  std::vector<int> output_indices_;
+  std::vector<std::size_t> slot_;  // per node, where its tensors start in run_graph's values (node i's: i when every call gives one)
+  std::size_t slots_ = 0;
+  std::vector<int> output_of_;  // per slot, the output it is (-1: none)
   std::vector<std::vector<std::size_t>> calls_of_;  // per layer, its nodes
   // last_use_[i]: the last node that reads node i's output (0: none). forward() lets an output
   // go once that node ran.

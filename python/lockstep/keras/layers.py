@@ -260,8 +260,9 @@ class Layer:
     def __call__(self, *args, **kwargs):
         """The functional API: called on a KerasTensor (keras.Input or a layer's output), or on a list
         of them (merge layers), gives the KerasTensor of its output. MultiHeadAttention takes Keras'
-        mha(query, value[, key], attention_mask=..., use_causal_mask=...); Softmax and
-        GlobalAveragePooling1D a mask=KerasTensor (Keras' layer(x, mask=m)). A subclass runs its call.
+        mha(query, value[, key], attention_mask=..., use_causal_mask=..., return_attention_scores=...);
+        Softmax and GlobalAveragePooling1D a mask=KerasTensor (Keras' layer(x, mask=m)); SimpleRNN, LSTM
+        and GRU initial_state=[h, (c)], and with return_state=True give [output, *states]. A subclass runs its call.
         training=False runs this call in inference mode always (fit too: Dropout off, BatchNormalization
         on its moving statistics), True in training mode always (predict too), None (Keras' default)
         in the mode of fit, evaluate, predict or the model's call."""
@@ -278,6 +279,13 @@ class Layer:
         if self._layer.keras_positional_call:
             return self._call_attention(args, kwargs, training)
         mask = kwargs.pop("mask", None) if self._layer.call_takes_mask else None
+        initial_state = kwargs.pop("initial_state", None)
+        if initial_state is not None:  # Keras' rnn(x, initial_state=[h, c]) (one tensor: [h])
+            states = [initial_state] if isinstance(initial_state, KerasTensor) else list(initial_state)
+            if not all(isinstance(h, KerasTensor) for h in states):
+                raise NotImplementedError(f"lockstep does not support initial_state of anything but KerasTensors in "
+                                          f"keras.layers.{class_name}.__call__ yet (the functional API)")
+            initial_state = [h._tensor for h in states]
         if len(args) != 1 or kwargs:
             extra = next(iter(kwargs)) if kwargs else "a second positional argument"
             raise ValueError(f"lockstep does not support {extra} in keras.layers.{class_name}.__call__ yet")
@@ -286,8 +294,12 @@ class Layer:
             raise NotImplementedError(f"lockstep does not support mask={type(mask).__name__} in keras.layers."
                                       f"{class_name}.__call__ yet: only a KerasTensor of the graph, with one input")
         if isinstance(inputs, KerasTensor):
-            return KerasTensor(_lockstep.call_layer(self._layer, inputs._tensor, training,
-                                                    None if mask is None else mask._tensor))
+            outs = [KerasTensor(t) for t in _lockstep.call_layer(self._layer, inputs._tensor, training,
+                                                                 None if mask is None else mask._tensor,
+                                                                 initial_state)]
+            return outs[0] if len(outs) == 1 else outs  # Keras' return_state: [output, *states], a list
+        if initial_state is not None:
+            raise ValueError(f"keras.layers.{class_name}.__call__ takes initial_state with one input tensor only")
         if isinstance(inputs, (list, tuple)) and inputs and all(isinstance(x, KerasTensor) for x in inputs):
             return KerasTensor(_lockstep.call_layer_on_list(self._layer, [x._tensor for x in inputs], training))
         raise NotImplementedError(f"lockstep does not support calling keras.layers.{class_name} on "
@@ -296,7 +308,8 @@ class Layer:
 
     def _call_attention(self, args, kwargs, training):
         """Keras' MultiHeadAttention.__call__(query, value, key=None, ..., attention_mask=None,
-        use_causal_mask=False); the per-tensor masks and return_attention_scores are refused by name."""
+        use_causal_mask=False, return_attention_scores=False: then (output, scores)); the per-tensor masks
+        are refused by name."""
         qualname = f"keras.layers.{self._layer.class_name}.__call__"
         names = ("query", "value", "key")
         if len(args) > len(names):
@@ -309,7 +322,8 @@ class Layer:
                 given[name] = kwargs.pop(name)
         mask = kwargs.pop("attention_mask", None)
         causal = kwargs.pop("use_causal_mask", False)
-        refuse_arguments(qualname, **kwargs)  # query_mask, value_mask, key_mask, return_attention_scores
+        scores = bool(kwargs.pop("return_attention_scores", False))
+        refuse_arguments(qualname, **kwargs)  # query_mask, value_mask, key_mask
         if given.get("key") is None:
             given.pop("key", None)
         if "query" not in given or "value" not in given:
@@ -318,8 +332,10 @@ class Layer:
         if not all(isinstance(t, KerasTensor) for t in tensors) or not (mask is None or isinstance(mask, KerasTensor)):
             raise NotImplementedError(f"lockstep does not support calling keras.layers.{self._layer.class_name} on "
                                       f"anything but KerasTensors yet (the functional API)")
-        return KerasTensor(_lockstep.call_attention(self._layer, [t._tensor for t in tensors], bool(causal),
-                                                    None if mask is None else mask._tensor, training))
+        outs = [KerasTensor(t) for t in _lockstep.call_attention(self._layer, [t._tensor for t in tensors],
+                                                                 bool(causal), None if mask is None else mask._tensor,
+                                                                 training, scores)]
+        return tuple(outs) if scores else outs[0]  # Keras' (output, scores)
 
     def __repr__(self):
         if self._subclassed:

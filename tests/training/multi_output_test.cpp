@@ -1,0 +1,253 @@
+// Layer calls that give several tensors (Keras' tensor_index): a recurrent layer's return_state,
+// its initial_state in a Functional model (Keras' encoder-decoder), and MultiHeadAttention's
+// return_attention_scores. The states are the last step's, the initial states are the ones run()
+// takes, the gradient reaches an encoder through its states, the scores are the attention's
+// probabilities under its masks, and an encoder-decoder model saves and loads as a .keras file
+// (Keras' initial_state kwargs and keras_history tensor indices).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <nlohmann/json.hpp>
+
+#include "lockstep/io/atomic_file.hpp"
+#include "lockstep/io/zip_archive.hpp"
+#include "lockstep/lockstep.hpp"
+#include "training/model_io_test_util.hpp"
+
+namespace lockstep {
+namespace {
+using nlohmann::json;
+using test::same_bits;
+
+Tensor sequence_input(std::int64_t n, std::int64_t steps, std::int64_t features, unsigned salt) {
+  std::vector<float> v(static_cast<std::size_t>(n * steps * features));
+  for (std::size_t i = 0; i < v.size(); ++i)
+    v[i] = std::sin(0.37f * static_cast<float>(i) + static_cast<float>(salt)) * 0.8f;
+  return Tensor::from_vector(v, Shape{n, steps, features});
+}
+
+// x[:, t, :] of [batch, steps, units].
+std::vector<float> step_of(const Tensor& x, std::int64_t t) {
+  const auto v = x.to_vector<float>();
+  const std::int64_t b = x.dim(0), steps = x.dim(1), u = x.dim(2);
+  std::vector<float> out;
+  for (std::int64_t i = 0; i < b; ++i)
+    for (std::int64_t k = 0; k < u; ++k) out.push_back(v[static_cast<std::size_t>((i * steps + t) * u + k)]);
+  return out;
+}
+
+std::vector<layers::LayerPtr> each_recurrent(const layers::RecurrentOptions& o) {
+  return {layers::SimpleRNN(o), layers::LSTM(o), layers::GRU(o)};
+}
+
+TEST(MultiOutput, ReturnStateGivesTheLastStepsStatesInKerasOrder) {
+  const Tensor x = sequence_input(3, 5, 2, 1);
+  for (bool sequences : {true, false})
+    for (const auto& layer : each_recurrent({.units = 4, .return_sequences = sequences, .return_state = true})) {
+      const KerasTensor in = Input({5, 2});
+      const std::vector<KerasTensor> outs = call_outputs(layer, in);
+      const auto& rnn = dynamic_cast<const layers::RecurrentLayer&>(*layer);
+      ASSERT_EQ(outs.size(), 1u + static_cast<std::size_t>(rnn.state_count())) << layer->class_name();
+      EXPECT_EQ(outs[1].index(), 1);
+      EXPECT_EQ(outs[1].shape(), (Shape{-1, 4}));
+      Functional model(in, outs);
+      const std::vector<Tensor> got = model.predict(std::vector<Tensor>{x});
+      ASSERT_EQ(got.size(), outs.size());
+      // h is the last step's output (return_sequences) or the output itself.
+      const std::vector<float> last = sequences ? step_of(got[0], 4) : got[0].to_vector<float>();
+      EXPECT_EQ(last, got[1].to_vector<float>()) << layer->class_name();
+      // and every state is run()'s.
+      const layers::RecurrentResult r = rnn.run(x, Tensor(), {}, layers::CallContext{});
+      for (std::size_t s = 0; s < r.states.size(); ++s)
+        EXPECT_TRUE(same_bits(r.states[s], got[1 + s])) << layer->class_name() << " state " << s;
+      // The model's output structure names the states after their layer.
+      EXPECT_EQ(model.output_structure().names[1], layer->name() + "_1");
+    }
+}
+
+TEST(MultiOutput, AMultiOutputCallIsRefusedByCallAndBySequentialNamingWhatToUse) {
+  const KerasTensor in = Input({5, 2});
+  const auto lstm = layers::LSTM({.units = 3, .return_state = true});
+  std::string msg = test::message_of([&] { (void)call(lstm, in); });
+  EXPECT_NE(msg.find("gives 3 tensors"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("call_outputs"), std::string::npos) << msg;
+  msg = test::message_of([&] { Sequential({layers::Input({5, 2}), layers::GRU({.units = 3, .return_state = true})}); });
+  EXPECT_NE(msg.find("return_state=True"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("Functional"), std::string::npos) << msg;
+  // initial_state and return_attention_scores belong to the layers that take them.
+  const std::vector<KerasTensor> states{call(layers::Dense(3), call(layers::Flatten(), in))};
+  msg = test::message_of([&] { (void)call(layers::Dense(3), in, {.initial_state = &states}); });
+  EXPECT_NE(msg.find("takes no initial_state"), std::string::npos) << msg;
+  msg = test::message_of([&] { (void)call(layers::LSTM(3), in, {.initial_state = &states}); });
+  EXPECT_NE(msg.find("has 2 state(s)"), std::string::npos) << msg;
+  const std::vector<KerasTensor> wide{call(layers::Dense(4), call(layers::Flatten(), in))};
+  msg = test::message_of([&] { (void)call(layers::GRU(3), in, {.initial_state = &wide}); });
+  EXPECT_NE(msg.find("(batch, units)"), std::string::npos) << msg;
+  msg = test::message_of([&] { (void)call(layers::Dense(3), in, {.return_attention_scores = true}); });
+  EXPECT_NE(msg.find("takes no return_attention_scores"), std::string::npos) << msg;
+}
+
+TEST(MultiOutput, InitialStateIsTheStateRunStartsFrom) {
+  const Tensor x = sequence_input(3, 5, 2, 2);
+  const Tensor h0 = Tensor::from_vector(std::vector<float>{0.5f, -0.2f, 0.1f, 0.9f, -0.7f, 0.3f, 0.0f, 0.4f, -0.1f},
+                                        Shape{3, 3});
+  const Tensor c0 = mul(h0, Tensor::full(Shape{}, -1.5f));
+  for (const auto& layer : each_recurrent({.units = 3, .return_sequences = true})) {
+    const auto& rnn = dynamic_cast<const layers::RecurrentLayer&>(*layer);
+    const KerasTensor in = Input({5, 2}), h = Input({3}), c = Input({3});
+    const bool lstm = rnn.state_count() == 2;
+    const std::vector<KerasTensor> states = lstm ? std::vector<KerasTensor>{h, c} : std::vector<KerasTensor>{h};
+    const KerasTensor y = call(layer, in, {.initial_state = &states});
+    Functional model(lstm ? std::vector<KerasTensor>{in, h, c} : std::vector<KerasTensor>{in, h}, y);
+    const std::vector<Tensor> given = lstm ? std::vector<Tensor>{h0, c0} : std::vector<Tensor>{h0};
+    const std::vector<Tensor> xs = lstm ? std::vector<Tensor>{x, h0, c0} : std::vector<Tensor>{x, h0};
+    const Tensor got = model.predict(xs).front();
+    EXPECT_TRUE(same_bits(got, rnn.run(x, Tensor(), given, layers::CallContext{}).output)) << layer->class_name();
+    EXPECT_FALSE(same_bits(got, rnn.run(x, Tensor(), {}, layers::CallContext{}).output)) << layer->class_name();
+  }
+}
+
+// Keras' seq2seq example: the encoder's final states start the decoder.
+struct EncoderDecoder {
+  KerasTensor encoder_inputs = Input({6, 2}, "encoder_inputs");
+  KerasTensor decoder_inputs = Input({4, 1}, "decoder_inputs");
+  layers::LayerPtr encoder = layers::LSTM({.units = 8, .return_state = true, .name = "encoder"});
+  std::unique_ptr<Functional> model;
+  EncoderDecoder() {
+    const auto enc = call_outputs(encoder, encoder_inputs);
+    const std::vector<KerasTensor> states{enc[1], enc[2]};
+    const KerasTensor y =
+        call(layers::LSTM({.units = 8, .return_sequences = true, .name = "decoder"}), decoder_inputs, {.initial_state = &states});
+    model = std::make_unique<Functional>(std::vector<KerasTensor>{encoder_inputs, decoder_inputs},
+                                         call(layers::Dense(1), y), "seq2seq", 7);
+    model->compile(optimizers::Adam(2e-2), losses::MeanSquaredError());
+  }
+};
+
+TEST(MultiOutput, AnEncoderDecoderTrainsTheEncoderThroughItsStates) {
+  EncoderDecoder s2s;
+  const std::int64_t n = 64;
+  const Tensor enc = sequence_input(n, 6, 2, 3);
+  const Tensor dec = Tensor::zeros(Shape{n, 4, 1});
+  // The target is the encoder input's mean over time per feature 0, at every decoder step: only
+  // the states carry it (the decoder's own input is zeros).
+  const auto e = enc.to_vector<float>();
+  std::vector<float> y;
+  for (std::int64_t i = 0; i < n; ++i) {
+    float m = 0;
+    for (std::int64_t t = 0; t < 6; ++t) m += e[static_cast<std::size_t>((i * 6 + t) * 2)] / 6.0f;
+    for (int t = 0; t < 4; ++t) y.push_back(m);
+  }
+  const Tensor target = Tensor::from_vector(y, Shape{n, 4, 1});
+  const std::vector<float> kernel_before = s2s.encoder->variables()[0].read_value().to_vector<float>();
+  const History h = s2s.model->fit({enc, dec}, {target}, {.epochs = 30, .batch_size = 16, .verbose = 0});
+  // Only the decoder's loss reaches the encoder, and only through its states.
+  EXPECT_NE(kernel_before, s2s.encoder->variables()[0].read_value().to_vector<float>());
+  const auto& loss = h.history.at("loss");
+  EXPECT_LT(loss.back(), 0.2 * loss.front()) << loss.front() << " -> " << loss.back();
+}
+
+TEST(MultiOutput, AnEncoderDecoderSavesAndLoadsAsAKerasFile) {
+  EncoderDecoder s2s;
+  const Tensor enc = sequence_input(5, 6, 2, 4), dec = sequence_input(5, 4, 1, 5);
+  const std::string path = test::fresh_test_dir("multi_output", "seq2seq") + ".keras";
+  std::filesystem::remove(path);
+  save_model(*s2s.model, path);
+  const auto loaded = load_model(path);
+  EXPECT_TRUE(same_bits(s2s.model->predict({enc, dec}).front(), loaded->predict({enc, dec}).front()));
+  // Keras' form: the decoder's call takes initial_state=[encoder[0][1], encoder[0][2]].
+  const auto entries = io::decode_zip(io::read_file(path), path);
+  const json config = json::parse(io::find_entry(entries, "config.json")->bytes);
+  json decoder;
+  for (const auto& l : config["config"]["layers"])
+    if (l["config"]["name"] == "decoder") decoder = l;
+  const json& states = decoder["inbound_nodes"][0]["kwargs"]["initial_state"];
+  ASSERT_EQ(states.size(), 2u) << decoder.dump();
+  EXPECT_EQ(states[0]["config"]["keras_history"], json::array({"encoder", 0, 1}));
+  EXPECT_EQ(states[1]["config"]["keras_history"], json::array({"encoder", 0, 2}));
+  EXPECT_EQ(decoder["build_config"]["shapes_dict"]["initial_state_shape"], json::parse("[[null, 8], [null, 8]]"));
+
+  // A hostile file: a tensor index the encoder does not give is refused by name.
+  auto bad_entries = entries;
+  for (auto& e : bad_entries)
+    if (e.name == "config.json") {
+      json c = json::parse(e.bytes);
+      for (auto& l : c["config"]["layers"])
+        if (l["config"]["name"] == "decoder") l["inbound_nodes"][0]["kwargs"]["initial_state"][1]["config"]["keras_history"][2] = 3;
+      e.bytes = c.dump();
+    }
+  const std::string bad = path + ".bad.keras";
+  io::write_file_atomic(bad, io::encode_zip(bad_entries));
+  const std::string msg = test::io_message_of([&] { (void)load_model(bad); });
+  EXPECT_NE(msg.find("tensor index"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("decoder"), std::string::npos) << msg;
+}
+
+TEST(MultiOutput, AttentionScoresAreTheProbabilitiesUnderTheMasksAndLeaveTheOutputAlone) {
+  const auto mha = layers::MultiHeadAttention({.num_heads = 2, .key_dim = 3});
+  const KerasTensor q = Input({4, 5}), v = Input({4, 5});
+  const auto outs = call_outputs(mha, {q, v}, {.use_causal_mask = true, .return_attention_scores = true});
+  ASSERT_EQ(outs.size(), 2u);
+  EXPECT_EQ(outs[1].shape(), (Shape{-1, 2, 4, 4}));
+  Functional with_scores({q, v}, outs);
+  Functional without({q, v}, call(mha, {q, v}, {.use_causal_mask = true}));  // the same layer: the same weights
+  const Tensor xq = sequence_input(3, 4, 5, 6), xv = sequence_input(3, 4, 5, 7);
+  const std::vector<Tensor> got = with_scores.predict({xq, xv});
+  const Tensor plain = without.predict({xq, xv}).front();
+  const auto a = got[0].to_vector<float>(), b = plain.to_vector<float>();
+  ASSERT_EQ(a.size(), b.size());
+  for (std::size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(a[i], b[i], 1e-5) << i;
+  const auto s = got[1].to_vector<float>();
+  ASSERT_EQ(got[1].shape(), (Shape{3, 2, 4, 4}));
+  for (std::size_t row = 0; row < s.size() / 4; ++row) {
+    const std::size_t query = row % 4;
+    float sum = 0;
+    for (std::size_t key = 0; key < 4; ++key) {
+      sum += s[row * 4 + key];
+      if (key > query) {
+        EXPECT_EQ(s[row * 4 + key], 0.0f) << "row " << row << " key " << key;  // causal
+      } else {
+        EXPECT_GT(s[row * 4 + key], 0.0f);
+      }
+    }
+    EXPECT_NEAR(sum, 1.0f, 1e-5) << row;
+  }
+}
+
+TEST(MultiOutput, AttentionScoresRespectAnAttentionMaskAndSaveAndLoad) {
+  const auto mha = layers::MultiHeadAttention({.num_heads = 1, .key_dim = 2, .name = "mha"});
+  const KerasTensor q = Input({3, 4}), v = Input({5, 4}), m = Input({3, 5});
+  const auto outs = call_outputs(mha, {q, v}, {.attention_mask = &m, .return_attention_scores = true});
+  Functional model({q, v, m}, outs, "scores");
+  std::vector<float> mv(3 * 3 * 5);
+  for (std::size_t i = 0; i < mv.size(); ++i) mv[i] = (i * 7) % 3 == 0 ? 0.0f : 1.0f;
+  const Tensor xm = Tensor::from_vector(mv, Shape{3, 3, 5});
+  const std::vector<Tensor> xs{sequence_input(3, 3, 4, 8), sequence_input(3, 5, 4, 9), xm};
+  const std::vector<Tensor> got = model.predict(xs);
+  const auto s = got[1].to_vector<float>();
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    if (mv[i] == 0.0f) {
+      EXPECT_EQ(s[i], 0.0f) << i;
+    }
+  }
+  EXPECT_EQ(model.output_structure().names, (std::vector<std::string>{"mha", "mha_1"}));
+  const std::string path = test::fresh_test_dir("multi_output", "scores") + ".keras";
+  std::filesystem::remove(path);
+  save_model(model, path);
+  const std::vector<Tensor> again = load_model(path)->predict(xs);
+  ASSERT_EQ(again.size(), 2u);
+  EXPECT_TRUE(same_bits(got[0], again[0]));
+  EXPECT_TRUE(same_bits(got[1], again[1]));
+}
+
+// A model called on symbolic tensors replays its calls, states and scores included.
+TEST(MultiOutput, AnEncoderDecoderCalledAsALayerComputesWhatItDoes) {
+  EncoderDecoder s2s;
+  const KerasTensor a = Input({6, 2}), b = Input({4, 1});
+  Functional outer({a, b}, call(*s2s.model, {a, b}).front());
+  const std::vector<Tensor> xs{sequence_input(2, 6, 2, 10), sequence_input(2, 4, 1, 11)};
+  EXPECT_TRUE(same_bits(s2s.model->predict(xs).front(), outer.predict(xs).front()));
+}
+
+}  // namespace
+}  // namespace lockstep
