@@ -213,5 +213,25 @@ TEST(TrainingArg, AKerasFileKeepsEachCallsMode) {
   EXPECT_FALSE(same_bits(mc_loaded->predict(Tensor::ones({4, 64})), Tensor::ones({4, 64})));
 }
 
+// Keras writes "training": false on every recurrent layer's call (RNN.call's default), as on
+// Dropout's: read from a file, that value leaves the call to the model's mode, so a loaded LSTM's
+// dropout acts in fit. Saving a call really given training=False says the file cannot keep it.
+TEST(TrainingArg, ARecurrentCallsFileTrainingFalseFollowsTheModelsMode) {
+  const KerasTensor in = Input({5, 3});
+  const auto lstm = layers::LSTM({.units = 4, .dropout = 0.5f});
+  Functional model(in, call(layers::Dense(1), call(lstm, in, {.training = false})), "rnn_mode");
+  const std::string path = tmp_dir() + "/rnn_mode.keras";
+  ::testing::internal::CaptureStderr();
+  save_model(model, path);
+  const std::string warned = ::testing::internal::GetCapturedStderr();
+  EXPECT_NE(warned.find("layer 'lstm"), std::string::npos) << warned;
+  EXPECT_NE(warned.find("which a Keras file cannot keep"), std::string::npos) << warned;
+  const auto loaded = load_model(path);
+  const auto* functional = dynamic_cast<const Functional*>(loaded.get());
+  ASSERT_NE(functional, nullptr);
+  ASSERT_EQ(functional->nodes().size(), 3u);
+  EXPECT_EQ(functional->nodes()[1].training, std::nullopt);
+}
+
 }  // namespace
 }  // namespace lockstep
