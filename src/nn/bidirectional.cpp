@@ -59,15 +59,11 @@ LayerPtr nested_layer(const json& j) {
 
 BidirectionalLayer::BidirectionalLayer(const LayerPtr& layer, const std::optional<std::string>& merge_mode,
                                        const LayerPtr& backward_layer, const std::string& name)
-    : Layer(name) {
-  LOCKSTEP_CHECK(merge_mode.has_value(),
-                 "Bidirectional: merge_mode=None (the two outputs as a list) is not supported "
-                 "by lockstep, whose layers give one output; use \"concat\", \"sum\", \"mul\" or \"ave\"");
-  merge_mode_ = *merge_mode;
-  LOCKSTEP_CHECK(
-      merge_mode_ == "concat" || merge_mode_ == "sum" || merge_mode_ == "mul" || merge_mode_ == "ave",
-      "Bidirectional: invalid merge_mode '", merge_mode_,
-      "': expected one of \"concat\", \"sum\", \"mul\", \"ave\"");
+    : Layer(name), merge_mode_(merge_mode) {
+  LOCKSTEP_CHECK(!merge_mode_ || *merge_mode_ == "concat" || *merge_mode_ == "sum" || *merge_mode_ == "mul" ||
+                     *merge_mode_ == "ave",
+                 "Bidirectional: invalid merge_mode '", merge_mode_.value_or(""),
+                 "': expected one of \"concat\", \"sum\", \"mul\", \"ave\" or None");
   const auto given = as_recurrent(layer, "layer");
   for (const auto& l : {given, backward_layer ? as_recurrent(backward_layer, "backward_layer") : given})
     LOCKSTEP_CHECK(!l->options().return_state, "Bidirectional: a layer with return_state=True (Keras' output "
@@ -108,7 +104,7 @@ BidirectionalLayer::BidirectionalLayer(const LayerPtr& layer, const std::optiona
 
 Shape BidirectionalLayer::compute_output_shape(const Shape& s) const {
   Shape out = forward_->compute_output_shape(s);
-  if (merge_mode_ != "concat") return out;
+  if (merge_mode_ != "concat") return out;  // merge_mode=None: each output's
   std::vector<std::int64_t> dims = out.dims();
   dims.back() *= 2;
   return Shape(std::move(dims));
@@ -126,8 +122,8 @@ void BidirectionalLayer::build_impl(const Shape& s, std::uint64_t seed) {
   adopt_weights(*backward_);
 }
 
-Tensor BidirectionalLayer::merge(const Tensor& x, const Tensor& mask, const CallContext& ctx) const {
-  const Tensor y = forward_->run(x, mask, {}, ctx).output;
+std::vector<Tensor> BidirectionalLayer::unmerged(const Tensor& x, const Tensor& mask, const CallContext& ctx) const {
+  Tensor y = forward_->run(x, mask, {}, ctx).output;
   Tensor y_rev = backward_->run(x, mask, {}, ctx).output;
   if (forward_->options().return_sequences) {
     // Keras' ops.flip(y_rev, axis=1): row b * steps + t of [batch * steps, units] reads row
@@ -142,6 +138,15 @@ Tensor BidirectionalLayer::merge(const Tensor& x, const Tensor& mask, const Call
         });
     y_rev = reshape(gather_rows(reshape(y_rev, {batch * steps, units}), index), {batch, steps, units});
   }
+  return {std::move(y), std::move(y_rev)};
+}
+
+Tensor BidirectionalLayer::merge(const Tensor& x, const Tensor& mask, const CallContext& ctx) const {
+  LOCKSTEP_CHECK(merge_mode_.has_value(), "Bidirectional '", name(),
+                 "' has merge_mode=None and gives two tensors, [forward output, backward output]: call it "
+                 "in a Functional model with lockstep::call_outputs");
+  const std::vector<Tensor> ys = unmerged(x, mask, ctx);
+  const Tensor &y = ys[0], &y_rev = ys[1];
   if (merge_mode_ == "concat") return concatenate({y, y_rev}, -1);
   if (merge_mode_ == "sum") return add(y, y_rev);
   if (merge_mode_ == "mul") return mul(y, y_rev);
@@ -172,7 +177,7 @@ json BidirectionalLayer::get_config() const {
     return json{{"class_name", l.class_name()}, {"config", l.get_config()}};
   };
   c["layer"] = nested(*forward_);
-  c["merge_mode"] = merge_mode_;
+  c["merge_mode"] = merge_mode_ ? json(*merge_mode_) : json(nullptr);
   c["backward_layer"] = nested(*backward_);
   return c;
 }

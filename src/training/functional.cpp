@@ -8,6 +8,7 @@
 #include <set>
 #include <unordered_map>
 
+#include "lockstep/layers/bidirectional.hpp"
 #include "lockstep/layers/core_layers.hpp"
 #include "lockstep/layers/initializers.hpp"
 #include "lockstep/layers/merge_layers.hpp"
@@ -146,7 +147,8 @@ KerasTensor call(const layers::LayerPtr& layer, const KerasTensor& x, const Call
 KerasTensor call(const layers::LayerPtr& layer, const std::vector<KerasTensor>& xs, const CallKwargs& kwargs) {
   std::vector<KerasTensor> outs = call_outputs(layer, xs, kwargs);
   LOCKSTEP_CHECK(outs.size() == 1, "lockstep::call: ", describe(*layer), " gives ", outs.size(),
-                 " tensors here (return_state or return_attention_scores): use lockstep::call_outputs");
+                 " tensors here (return_state, return_attention_scores or Bidirectional's merge_mode=None): use "
+                 "lockstep::call_outputs");
   return std::move(outs.front());
 }
 
@@ -196,6 +198,9 @@ std::vector<KerasTensor> call_outputs(const layers::LayerPtr& layer, const std::
   const auto* rnn = dynamic_cast<const layers::RecurrentLayer*>(layer.get());
   if (rnn != nullptr && rnn->options().return_state)  // Keras' [output, h] or [output, h, c]
     node->more_shapes.assign(static_cast<std::size_t>(rnn->state_count()), Shape{in[0], rnn->options().units});
+  // Keras' Bidirectional(merge_mode=None): [forward output, backward output], of one shape.
+  if (const auto* bi = dynamic_cast<const layers::BidirectionalLayer*>(layer.get()); bi && !bi->merge_mode())
+    node->more_shapes = {node->shape};
   if (const auto* states = kwargs.initial_state) {
     LOCKSTEP_CHECK(rnn != nullptr, "lockstep::call: ", describe(*layer),
                    " takes no initial_state (SimpleRNN, LSTM and GRU do)");
@@ -514,6 +519,8 @@ std::vector<Tensor> Functional::run_node_outputs(const Node& node, const std::ve
     if (rnn->options().return_state) outs.insert(outs.end(), r.states.begin(), r.states.end());
     return outs;
   }
+  if (const auto* bi = dynamic_cast<const layers::BidirectionalLayer*>(&l))  // merge_mode=None
+    return bi->unmerged(values[slot(node, 0)], given_mask(node, values, masks), ctx);
   // MultiHeadAttention with return_attention_scores: Keras' (output, scores).
   const auto& mha = dynamic_cast<const layers::MultiHeadAttentionLayer&>(l);
   std::vector<Tensor> ms;
@@ -622,8 +629,11 @@ void Functional::run_graph(std::span<const Tensor> xs, const layers::CallContext
     const std::size_t s = slot_[i];
     if (!node.more_outputs.empty()) {
       // A call that gives several tensors: tensor 0's mask is the layer's compute_mask, the others
-      // have none (Keras' RNN.compute_mask gives its states None; attention scores have none).
+      // have none (Keras' RNN.compute_mask gives its states None; attention scores have none)
+      // but Bidirectional's backward output, which has tensor 0's (Keras' [mask, mask]).
       masks[s] = node_mask(node, values, masks);
+      if (dynamic_cast<const layers::BidirectionalLayer*>(layers_[node.layer].get()) != nullptr)
+        masks[s + 1] = masks[s];
       std::vector<Tensor> got = run_node_outputs(node, values, masks, ctx_of(node));
       for (std::size_t k = 0; k < got.size(); ++k) {
         values[s + k] = std::move(got[k]);
@@ -662,9 +672,12 @@ void Functional::run_graph(std::span<const Tensor> xs, const layers::CallContext
 std::string Functional::summary() const {
   std::vector<detail::SummaryRow> rows;
   for (std::size_t i = 0; i < layers_.size(); ++i) {
-    detail::SummaryRow row{layers_[i].get(), {}, {}};
+    detail::SummaryRow row{layers_[i].get(), {}, {}, {}};
     const auto& calls = calls_of_[i];
-    if (!calls.empty()) row.output_shape = nodes_[calls.front()].output_shape;
+    if (!calls.empty()) {
+      row.output_shape = nodes_[calls.front()].output_shape;
+      row.more_shapes = nodes_[calls.front()].more_outputs;
+    }
     for (std::size_t c : calls)
       for (std::size_t a = 0; a < nodes_[c].inputs.size(); ++a) {
         const auto& src = nodes_[nodes_[c].inputs[a]];

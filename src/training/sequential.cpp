@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <map>
 
+#include "lockstep/layers/bidirectional.hpp"
 #include "lockstep/layers/recurrent_layers.hpp"
 #include "training/layer_config.hpp"
 #include "training/summary_table.hpp"
@@ -26,6 +27,10 @@ void Sequential::add(layers::LayerPtr layer) {
     throw ValueError("Sequential '" + name() + "': layer '" + layer->name() + "' (" + layer->class_name() +
                      ") has return_state=True and gives its output and its states, several tensors; a Sequential "
                      "model's layers give one: use a Functional model (lockstep::call_outputs)");
+  if (const auto* bi = dynamic_cast<const layers::BidirectionalLayer*>(layer.get()); bi && !bi->merge_mode())
+    throw ValueError("Sequential '" + name() + "': layer '" + layer->name() +
+                     "' (Bidirectional) has merge_mode=None and gives two tensors, [forward output, backward "
+                     "output]; a Sequential model's layers give one: use a Functional model (lockstep::call_outputs)");
   bool named = false;
   if (layer->name().empty()) {
     // Numbered within the class (dense, dense_1, ...), past any name a layer holds already.
@@ -125,7 +130,7 @@ std::string Sequential::summary() const {
   LOCKSTEP_CHECK(built_, "Sequential::summary: the model is not built yet; give the first layer an input_dim or "
                          "call build(input_shape)");
   std::vector<detail::SummaryRow> rows;
-  for (std::size_t i = 0; i < layers_.size(); ++i) rows.push_back({layers_[i].get(), output_shapes_[i], {}});
+  for (std::size_t i = 0; i < layers_.size(); ++i) rows.push_back({layers_[i].get(), output_shapes_[i], {}, {}});
   return detail::summary_table(*this, rows, /*connected=*/false);
 }
 

@@ -27,7 +27,13 @@ std::string summary_table(const Model& model, const std::vector<SummaryRow>& row
        "\n" + thick + "\n";
   for (const auto& row : rows) {
     const auto& l = *row.layer;
-    std::string line = pad(" " + l.name() + " (" + l.class_name() + ")", 29) + pad(row.output_shape.str(), 26);
+    std::string shape = row.output_shape.str();
+    if (!row.more_shapes.empty()) {  // Keras' list of the call's shapes
+      shape = "[" + shape;
+      for (const auto& more : row.more_shapes) shape += ", " + more.str();
+      shape += "]";
+    }
+    std::string line = pad(" " + l.name() + " (" + l.class_name() + ")", 29) + pad(shape, 26);
     if (!connected) {
       s += line + std::to_string(l.count_params()) + "\n";
     } else {

@@ -11,6 +11,8 @@ namespace lockstep::detail {
 struct SummaryRow {
   const layers::Layer* layer;
   Shape output_shape;
+  /// A call that gives several tensors: those after the first (Keras shows "[(None, 4), (None, 4)]").
+  std::vector<Shape> more_shapes;
   /// Functional models: the layers whose outputs this one takes ("conv2d[0][0]"), one per line.
   std::vector<std::string> connected_to;
 };

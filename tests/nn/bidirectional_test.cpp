@@ -174,8 +174,9 @@ TEST(Bidirectional, ConfigsRoundTripWithKerasKeys) {
 }
 
 TEST(Bidirectional, RefusesWhatKerasRefusesByName) {
-  EXPECT_VALUE_ERROR((void)layers::Bidirectional(layers::LSTM(3), std::nullopt), "merge_mode=None");
   EXPECT_VALUE_ERROR((void)layers::Bidirectional(layers::LSTM(3), "max"), "merge_mode 'max'");
+  EXPECT_VALUE_ERROR((void)layers::Bidirectional(layers::LSTM({.units = 3, .return_state = true}), std::nullopt),
+                     "return_state=True");
   EXPECT_VALUE_ERROR((void)layers::Bidirectional(layers::Dense(3)), "must be a recurrent layer");
   EXPECT_VALUE_ERROR((void)layers::Bidirectional(layers::LSTM(3), "concat", layers::Dense(3)),
                      "backward_layer");
@@ -195,10 +196,16 @@ TEST(Bidirectional, RefusesWhatKerasRefusesByName) {
   const auto b = std::make_shared<BidirectionalLayer>(layers::LSTM(3), "concat", layers::LSTM(back));
   EXPECT_EQ(b->backward_layer().name(), "mine");
   EXPECT_EQ(b->backward_layer().get_config().at("activation"), "relu");
-  EXPECT_VALUE_ERROR(
-      (void)layers::find_layer_class("Bidirectional")
-          ->from_config({{"name", "b"},
-                         {"merge_mode", nullptr},
-                         {"layer", {{"class_name", "LSTM"}, {"config", layers::LSTM(3)->get_config()}}}}),
-      "merge_mode=None");
+}
+
+TEST(Bidirectional, MergeModeNoneRoundTripsAsNullAndGivesEachOutputsShape) {
+  // Keras' merge_mode=None: two outputs (lockstep::call_outputs), each the forward layer's shape.
+  const auto b = layers::find_layer_class("Bidirectional")
+                     ->from_config({{"name", "b"},
+                                    {"merge_mode", nullptr},
+                                    {"layer", {{"class_name", "LSTM"}, {"config", layers::LSTM(3, true)->get_config()}}}});
+  const auto& bi = dynamic_cast<const BidirectionalLayer&>(*b);
+  EXPECT_FALSE(bi.merge_mode().has_value());
+  EXPECT_TRUE(b->get_config().at("merge_mode").is_null());
+  EXPECT_EQ(b->compute_output_shape(Shape{-1, 5, 2}), (Shape{-1, 5, 3}));
 }

@@ -1,7 +1,8 @@
 """Layer calls that give several tensors, as Keras' functional API: LSTM(return_state=True) gives a
 list [output, h, c] whose states start a decoder (initial_state=[h, c]) in keras.io's seq2seq
 example, which trains, saves and loads; MultiHeadAttention(return_attention_scores=True) gives a
-tuple (output, scores) whose scores are the attention's probabilities."""
+tuple (output, scores) whose scores are the attention's probabilities; Bidirectional(merge_mode=None)
+gives a list [forward output, backward output]."""
 import numpy as np
 import pytest
 
@@ -58,3 +59,31 @@ def test_attention_scores_are_a_tuple_of_probabilities_under_the_causal_mask():
     assert got_out.shape == (2, 5, 8)
     np.testing.assert_allclose(got_scores.sum(axis=-1), 1.0, rtol=1e-5)
     np.testing.assert_array_equal(np.triu(got_scores, k=1), 0.0)  # no query attends to a later step
+
+
+def test_bidirectional_merge_mode_none_gives_a_list_of_both_directions(tmp_path):
+    x = keras.Input(shape=(5, 3))
+    bi = layers.Bidirectional(layers.LSTM(4, return_sequences=True), merge_mode=None)
+    outs = bi(x)
+    assert isinstance(outs, list) and [o.shape for o in outs] == [(None, 5, 4), (None, 5, 4)]
+    model = keras.Model(x, outs)
+    concat = keras.Model(x, layers.Concatenate()(outs))
+    data = np.random.default_rng(4).normal(size=(2, 5, 3)).astype(np.float32)
+    forward, backward = model.predict(data, verbose=0)
+    np.testing.assert_array_equal(concat.predict(data, verbose=0), np.concatenate([forward, backward], axis=-1))
+    # The backward layer read the sequence from its end: its output at step t saw steps t..4, so
+    # changing the first step leaves its later steps alone, unlike the forward layer's.
+    changed = data.copy()
+    changed[:, 0] += 1.0
+    forward2, backward2 = model.predict(changed, verbose=0)
+    np.testing.assert_array_equal(backward2[:, 1:], backward[:, 1:])
+    assert not np.array_equal(forward2[:, 1:], forward[:, 1:])
+    lines = []
+    model.summary(print_fn=lines.append)
+    assert "[(None, 5, 4), (None, 5, 4)]" in lines[0]  # Keras' shape column: the call's shapes as a list
+    path = str(tmp_path / "unmerged.keras")
+    model.save(path)
+    for got, want in zip(keras.models.load_model(path).predict(data, verbose=0), (forward, backward)):
+        np.testing.assert_array_equal(got, want)
+    with pytest.raises(ValueError, match="merge_mode=None"):
+        keras.Sequential([keras.Input(shape=(5, 3)), layers.Bidirectional(layers.GRU(4), merge_mode=None)])

@@ -86,8 +86,8 @@ def test_bidirectional_merge_modes_give_the_forward_units(mode):
     assert model.predict(np.ones((2, STEPS, 3), np.float32), verbose=0).shape == (2, STEPS, 4)
 
 
-def test_bidirectional_refuses_merge_mode_none_and_other_layers_by_name():
-    with pytest.raises(ValueError, match="merge_mode=None"):
-        layers.Bidirectional(layers.LSTM(4), merge_mode=None)
+def test_bidirectional_refuses_return_state_and_other_layers_by_name():
+    with pytest.raises(ValueError, match="return_state=True"):
+        layers.Bidirectional(layers.LSTM(4, return_state=True), merge_mode=None)
     with pytest.raises(ValueError, match="must be a recurrent layer"):
         layers.Bidirectional(layers.Dense(4))

@@ -7,9 +7,9 @@
 //   keras_files_driver multi-train OUT.keras IMAGE.npy TAB.npy CLS.npy REG.npy
 //                                                            a model of two inputs and two outputs
 //                                                            (dicts), trained briefly, saved
-//   keras_files_driver multi-predict MODEL.keras IMAGE.npy TAB.npy OUT_PREFIX
-//                                                            each output's predictions to
-//                                                            OUT_PREFIX<output name>.npy
+//   keras_files_driver multi-predict MODEL.keras X.npy... OUT_PREFIX
+//                                                            (an input each) each output's
+//                                                            predictions to OUT_PREFIX<output name>.npy
 //   keras_files_driver trainable MODEL.keras                 each layer's name and trainable
 //                                                            setting (true / false), a line each
 //   keras_files_driver optimizer-train OUT.keras X.npy Y.npy [--mixed]
@@ -162,11 +162,13 @@ int main(int argc, char** argv) {
       auto m = make_two_by_two(image.shape().tail(), tab.shape().tail());
       m->fit({image, tab}, {data::read_npy(a[4]), data::read_npy(a[5])}, {.epochs = 3, .batch_size = 16, .verbose = 0});
       save_model(*m, a[1]);
-    } else if (a.size() == 5 && a[0] == "multi-predict") {
+    } else if (a.size() >= 4 && a[0] == "multi-predict") {
       auto m = load_model(a[1]);
-      const std::vector<Tensor> outs = m->predict(std::vector<Tensor>{data::read_npy(a[2]), data::read_npy(a[3])});
+      std::vector<Tensor> xs;
+      for (std::size_t i = 2; i + 1 < a.size(); ++i) xs.push_back(data::read_npy(a[i]));
+      const std::vector<Tensor> outs = m->predict(xs);
       for (std::size_t k = 0; k < outs.size(); ++k)
-        data::write_npy(a[4] + m->output_structure().names[k] + ".npy", outs[k]);
+        data::write_npy(a.back() + m->output_structure().names[k] + ".npy", outs[k]);
     } else if (a.size() == 9 && a[0] == "multi-evaluate-weighted") {
       auto m = load_model(a[1]);
       EvaluateOptions o{.batch_size = 8};

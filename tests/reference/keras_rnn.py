@@ -17,8 +17,9 @@ usage: keras_rnn.py DIR LOCKSTEP_CLI KERAS_FILES_DRIVER
 (d) Layer calls of several tensors: Keras' encoder-decoder (an LSTM encoder with return_state
     after a masked Embedding; an LSTM and a GRU decoder started from its states by
     initial_state=[...]) and a MultiHeadAttention with return_attention_scores whose scores are a
-    model output. Keras' file predicts the same in lockstep (keras_files_driver multi-predict), and
-    lockstep's re-save in Keras.
+    model output; Bidirectional(merge_mode=None) after a masked Embedding (both directions as
+    outputs, summed into a second one whose two outputs a Dense reads). Keras' file predicts the
+    same in lockstep (keras_files_driver multi-predict), and lockstep's re-save in Keras.
 
 Exit 0 all agree, 1 a disagreement, 77 (skip) when tensorflow/keras are not importable.
 """
@@ -116,8 +117,20 @@ def keras_attention_scores():
     return randomize(keras.Model([query, value], [out, scores], name="keras_mha_scores"), 13)
 
 
+def keras_unmerged_bidirectional():
+    keras.utils.set_random_seed(15)
+    tokens = keras.Input((STEPS,), name="tokens")
+    x = keras.layers.Embedding(VOCAB, 4, mask_zero=True)(tokens)
+    forward, backward = keras.layers.Bidirectional(keras.layers.LSTM(5, return_sequences=True), merge_mode=None,
+                                                   name="bi_lstm")(x)
+    h1, h2 = keras.layers.Bidirectional(keras.layers.GRU(3), merge_mode=None)(keras.layers.Add()([forward, backward]))
+    out = keras.layers.Dense(2, name="head")(keras.layers.Concatenate()([h1, h2]))
+    return randomize(keras.Model(tokens, [forward, backward, out], name="keras_unmerged_bidirectional"), 16)
+
+
 def multi_both_ways(model, xs, d, driver, what):
-    """both_ways for a model of two inputs: Keras' file and lockstep's re-save through multi-predict."""
+    """both_ways for a model of several outputs (outputs named in sorted order): Keras' file and
+    lockstep's re-save through multi-predict."""
     want = model.predict(xs, verbose=0)
     want = want if isinstance(want, list) else [want]
     path = os.path.join(d, f"{model.name}.keras")
@@ -218,6 +231,8 @@ def main():
     multi_both_ways(keras_attention_scores(), [rng.normal(0, 1, (8, 4, 8)).astype(np.float32),
                                                rng.normal(0, 1, (8, 6, 8)).astype(np.float32)], d, driver,
                     "(d) MultiHeadAttention(return_attention_scores=True): the scores as an output")
+    multi_both_ways(keras_unmerged_bidirectional(), [x], d, driver,
+                    "(d) Bidirectional(merge_mode=None): both directions as outputs, masks, a second one's into a Dense")
     print(f"{len(kf.failures)} failure(s)")
     return 1 if kf.failures else 0
 

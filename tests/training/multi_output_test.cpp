@@ -3,7 +3,8 @@
 // return_attention_scores. The states are the last step's, the initial states are the ones run()
 // takes, the gradient reaches an encoder through its states, the scores are the attention's
 // probabilities under its masks, and an encoder-decoder model saves and loads as a .keras file
-// (Keras' initial_state kwargs and keras_history tensor indices).
+// (Keras' initial_state kwargs and keras_history tensor indices). Bidirectional(merge_mode=None):
+// the forward layer's output and the backward layer's re-reversed one, both masked as Keras masks.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -247,6 +248,136 @@ TEST(MultiOutput, AnEncoderDecoderCalledAsALayerComputesWhatItDoes) {
   Functional outer({a, b}, call(*s2s.model, {a, b}).front());
   const std::vector<Tensor> xs{sequence_input(2, 6, 2, 10), sequence_input(2, 4, 1, 11)};
   EXPECT_TRUE(same_bits(s2s.model->predict(xs).front(), outer.predict(xs).front()));
+}
+
+// Bidirectional(merge_mode=None) over Masking: rows 1 and 2 end in masked steps.
+struct UnmergedBidirectional {
+  std::shared_ptr<layers::BidirectionalLayer> bi;
+  KerasTensor in = Input({5, 2});
+  std::unique_ptr<Functional> model;
+  explicit UnmergedBidirectional(bool sequences) {
+    bi = std::make_shared<layers::BidirectionalLayer>(layers::LSTM({.units = 4, .return_sequences = sequences}),
+                                                      std::nullopt, nullptr, "bi");
+    model = std::make_unique<Functional>(in, call_outputs(bi, call(layers::Masking(0.0f), in)), "unmerged", 5);
+  }
+  static Tensor input(std::int64_t n, unsigned salt) {
+    std::vector<float> v = sequence_input(n, 5, 2, salt).to_vector<float>();
+    for (std::int64_t b = 1; b < n; b += 3)
+      for (std::size_t k = 6; k < 10; ++k) v[static_cast<std::size_t>(b) * 10 + k] = 0.0f;  // steps 3 and 4
+    for (std::int64_t b = 2; b < n; b += 3)
+      for (std::size_t k = 8; k < 10; ++k) v[static_cast<std::size_t>(b) * 10 + k] = 0.0f;  // step 4
+    return Tensor::from_vector(v, Shape{n, 5, 2});
+  }
+};
+
+TEST(MultiOutput, BidirectionalMergeModeNoneGivesTheForwardAndTheReReversedBackwardOutputs) {
+  const Tensor x = UnmergedBidirectional::input(3, 12);
+  for (bool sequences : {true, false}) {
+    UnmergedBidirectional u(sequences);
+    const std::vector<KerasTensor> outs = call_outputs(u.bi, Input({5, 2}));  // a second call, shapes only
+    ASSERT_EQ(outs.size(), 2u);
+    const Shape want = sequences ? Shape{-1, 5, 4} : Shape{-1, 4};
+    EXPECT_EQ(outs[0].shape(), want);
+    EXPECT_EQ(outs[1].shape(), want);
+    EXPECT_EQ(outs[1].index(), 1);
+    const std::vector<Model::Output> got = u.model->forward_all(std::vector<Tensor>{x}, {});
+    ASSERT_EQ(got.size(), 2u);
+    const Tensor mask = layers::MaskingLayer(0.0f).compute_mask(x, Tensor());
+    const layers::CallContext ctx{};
+    const Tensor forward = u.bi->forward_layer().run(x, mask, {}, ctx).output;
+    const Tensor backward = u.bi->backward_layer().run(x, mask, {}, ctx).output;
+    EXPECT_TRUE(same_bits(got[0].output, forward)) << sequences;
+    if (sequences) {
+      // The backward layer's step t is output step 4 - t (Keras' ops.flip on axis 1).
+      for (std::int64_t t = 0; t < 5; ++t) EXPECT_EQ(step_of(got[1].output, t), step_of(backward, 4 - t)) << t;
+      EXPECT_NE(step_of(got[1].output, 0), step_of(backward, 0));
+    } else {
+      EXPECT_TRUE(same_bits(got[1].output, backward));
+    }
+    // Keras' compute_mask: [mask, mask] with return_sequences, [None, None] otherwise.
+    EXPECT_EQ(got[0].mask.defined(), sequences);
+    EXPECT_EQ(got[1].mask.defined(), sequences);
+    if (sequences) {
+      EXPECT_TRUE(same_bits(got[0].mask, mask));
+      EXPECT_TRUE(same_bits(got[1].mask, mask));
+    }
+    EXPECT_EQ(u.model->output_structure().names, (std::vector<std::string>{"bi", "bi_1"}));
+    // Keras' summary shows the call's shapes as a list.
+    const std::string summary = u.model->summary();
+    const std::string shapes = sequences ? "[(None, 5, 4), (None, 5, 4)]" : "[(None, 4), (None, 4)]";
+    EXPECT_NE(summary.find(" bi (Bidirectional)          " + shapes + " "), std::string::npos) << summary;
+  }
+}
+
+TEST(MultiOutput, BidirectionalMergeModeNoneTrainsWithALossPerDirection) {
+  UnmergedBidirectional u(true);
+  u.model->compile(optimizers::Adam(2e-2),
+                   {{"bi", losses::MeanSquaredError()}, {"bi_1", losses::MeanAbsoluteError()}}, {});
+  const std::int64_t n = 48;
+  const Tensor x = UnmergedBidirectional::input(n, 13);
+  // Targets each direction can reach: the running sum of feature 0 forward, and of feature 1
+  // backward (from the last step), squashed.
+  const auto xv = x.to_vector<float>();
+  std::vector<float> fwd, bwd;
+  for (std::int64_t b = 0; b < n; ++b) {
+    std::vector<float> f(5), r(5);
+    float acc = 0;
+    for (std::int64_t t = 0; t < 5; ++t) f[static_cast<std::size_t>(t)] = std::tanh(acc += xv[static_cast<std::size_t>((b * 5 + t) * 2)]);
+    acc = 0;
+    for (std::int64_t t = 4; t >= 0; --t) r[static_cast<std::size_t>(t)] = std::tanh(acc += xv[static_cast<std::size_t>((b * 5 + t) * 2 + 1)]);
+    for (std::int64_t t = 0; t < 5; ++t)
+      for (int k = 0; k < 4; ++k) {
+        fwd.push_back(f[static_cast<std::size_t>(t)]);
+        bwd.push_back(r[static_cast<std::size_t>(t)]);
+      }
+  }
+  const std::vector<float> forward_kernel = u.bi->forward_layer().kernel().read_value().to_vector<float>();
+  const std::vector<float> backward_kernel = u.bi->backward_layer().kernel().read_value().to_vector<float>();
+  const History h = u.model->fit({x}, {Tensor::from_vector(fwd, Shape{n, 5, 4}), Tensor::from_vector(bwd, Shape{n, 5, 4})},
+                                 {.epochs = 25, .batch_size = 16, .verbose = 0});
+  EXPECT_NE(forward_kernel, u.bi->forward_layer().kernel().read_value().to_vector<float>());
+  EXPECT_NE(backward_kernel, u.bi->backward_layer().kernel().read_value().to_vector<float>());
+  for (const char* key : {"bi_loss", "bi_1_loss"}) {
+    ASSERT_TRUE(h.history.contains(key)) << key;
+    const auto& loss = h.history.at(key);
+    EXPECT_LT(loss.back(), 0.5 * loss.front()) << key << ": " << loss.front() << " -> " << loss.back();
+  }
+}
+
+TEST(MultiOutput, BidirectionalMergeModeNoneSavesAndLoadsAsAKerasFile) {
+  UnmergedBidirectional u(true);
+  const Tensor x = UnmergedBidirectional::input(4, 14);
+  const std::string path = test::fresh_test_dir("multi_output", "unmerged") + ".keras";
+  std::filesystem::remove(path);
+  save_model(*u.model, path);
+  const auto loaded = load_model(path);
+  const std::vector<Tensor> want = u.model->predict(std::vector<Tensor>{x}), got = loaded->predict(std::vector<Tensor>{x});
+  ASSERT_EQ(got.size(), 2u);
+  EXPECT_TRUE(same_bits(want[0], got[0]));
+  EXPECT_TRUE(same_bits(want[1], got[1]));
+  // Keras' form: merge_mode null, the outputs the call's tensors 0 and 1.
+  const auto entries = io::decode_zip(io::read_file(path), path);
+  const json config = json::parse(io::find_entry(entries, "config.json")->bytes);
+  EXPECT_EQ(config["config"]["output_layers"], json::parse(R"([["bi", 0, 0], ["bi", 0, 1]])"));
+  for (const auto& l : config["config"]["layers"])
+    if (l["config"]["name"] == "bi") {
+      EXPECT_TRUE(l["config"]["merge_mode"].is_null()) << l.dump();
+    }
+}
+
+TEST(MultiOutput, BidirectionalMergeModeNoneIsRefusedByCallAndBySequentialNamingWhatToUse) {
+  const auto bi = layers::Bidirectional(layers::GRU(3, true), std::nullopt);
+  std::string msg = test::message_of([&] { (void)call(bi, Input({5, 2})); });
+  EXPECT_NE(msg.find("gives 2 tensors"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("call_outputs"), std::string::npos) << msg;
+  msg = test::message_of([&] { Sequential({layers::Input({5, 2}), bi}); });
+  EXPECT_NE(msg.find("merge_mode=None"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("Functional"), std::string::npos) << msg;
+  // A direct call has no one tensor to give either.
+  const auto built = std::make_shared<layers::BidirectionalLayer>(layers::GRU(3, true), std::nullopt, nullptr, "b");
+  built->build(Shape{-1, 5, 2}, 1);
+  msg = test::message_of([&] { (void)built->call(sequence_input(2, 5, 2, 15), layers::CallContext{}); });
+  EXPECT_NE(msg.find("call_outputs"), std::string::npos) << msg;
 }
 
 }  // namespace

@@ -5,8 +5,10 @@
 // layer's weights; or the given backward_layer, which must differ in go_backwards and agree in
 // return_sequences (Keras' _verify_layer_config). Both run on the input and its mask; with
 // return_sequences the backward outputs are put back in time order (Keras' ops.flip on axis 1)
-// before the merge: "concat" (last axis), "sum", "mul" or "ave". Keras' merge_mode=None (two
-// outputs) is refused: a lockstep layer gives one tensor.
+// before the merge: "concat" (last axis), "sum", "mul" or "ave". Keras' merge_mode=None gives
+// both unmerged, [forward output, backward output]: a call of two tensors in a Functional model
+// (lockstep::call_outputs, functional.hpp), each of the forward layer's output shape, both with the
+// output's mask (Keras' compute_mask: [mask, mask]); Sequential and call() refuse it by name.
 //
 // As Keras, both layers output zeros at masked steps when they return sequences (Keras forces
 // zero_output_for_mask = return_sequences); the output's mask is the input's with
@@ -22,18 +24,25 @@ namespace lockstep::layers {
 
 class BidirectionalLayer final : public Layer {
  public:
-  /// `layer` (and `backward_layer` where given) must be a SimpleRNN, LSTM or GRU; merge_mode
-  /// "concat", "sum", "mul" or "ave" (nullopt is Keras' None, refused): ValueError naming each.
+  /// `layer` (and `backward_layer` where given) must be a SimpleRNN, LSTM or GRU, without
+  /// return_state; merge_mode "concat", "sum", "mul", "ave" or nullopt (Keras' None: two
+  /// outputs): ValueError naming each.
   BidirectionalLayer(const LayerPtr& layer, const std::optional<std::string>& merge_mode = "concat",
                      const LayerPtr& backward_layer = nullptr, const std::string& name = "");
   std::string class_name() const override { return "Bidirectional"; }
   const RecurrentLayer& forward_layer() const { return *forward_; }
   const RecurrentLayer& backward_layer() const { return *backward_; }
-  const std::string& merge_mode() const { return merge_mode_; }
+  const std::optional<std::string>& merge_mode() const { return merge_mode_; }
 
+  /// With merge_mode=None, each output's shape (the forward layer's).
   Shape compute_output_shape(const Shape& input_shape) const override;
+  /// Keras' merge_mode=None call: [forward output, backward output], the backward one in time
+  /// order with return_sequences. `mask`: the input's (undefined for none).
+  std::vector<Tensor> unmerged(const Tensor& x, const Tensor& mask, const CallContext& ctx) const;
+  /// A merged mode's output; ValueError naming call_outputs with merge_mode=None (two tensors).
   Tensor call(const Tensor& x, const CallContext& ctx) const override;
   bool supports_masking() const override { return true; }
+  /// With merge_mode=None, each output's (Keras' [mask, mask] or [None, None]).
   Tensor compute_mask(const Tensor& x, const Tensor& mask) const override;
   Tensor call_masked(const Tensor& x, const Tensor& mask, const CallContext& ctx) const override;
   bool call_takes_mask() const override { return true; }
@@ -48,7 +57,7 @@ class BidirectionalLayer final : public Layer {
  private:
   Tensor merge(const Tensor& x, const Tensor& mask, const CallContext& ctx) const;
   std::shared_ptr<RecurrentLayer> forward_, backward_;
-  std::string merge_mode_;
+  std::optional<std::string> merge_mode_;
 };
 
 LayerPtr Bidirectional(const LayerPtr& layer, const std::optional<std::string>& merge_mode = "concat",

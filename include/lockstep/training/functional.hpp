@@ -21,7 +21,8 @@
 //
 // A call that gives several tensors (Keras' layer call returning a list or tuple): a recurrent
 // layer made with return_state (Keras' [output, h, c] for LSTM, [output, h] for GRU and
-// SimpleRNN) and a MultiHeadAttention call with return_attention_scores ((output, scores)).
+// SimpleRNN), a MultiHeadAttention call with return_attention_scores ((output, scores)) and a
+// Bidirectional with merge_mode=None ([forward output, backward output], both with its mask).
 // lockstep::call_outputs gives them all, in Keras' order; lockstep::call refuses such a call by
 // name. A symbolic tensor is one output of one call, Keras' keras_history [layer, node index,
 // tensor index] (KerasTensor::index()):

@@ -262,7 +262,8 @@ class Layer:
         of them (merge layers), gives the KerasTensor of its output. MultiHeadAttention takes Keras'
         mha(query, value[, key], attention_mask=..., use_causal_mask=..., return_attention_scores=...);
         Softmax and GlobalAveragePooling1D a mask=KerasTensor (Keras' layer(x, mask=m)); SimpleRNN, LSTM
-        and GRU initial_state=[h, (c)], and with return_state=True give [output, *states]. A subclass runs its call.
+        and GRU initial_state=[h, (c)], and with return_state=True give [output, *states] (Bidirectional with
+        merge_mode=None: [forward output, backward output]). A subclass runs its call.
         training=False runs this call in inference mode always (fit too: Dropout off, BatchNormalization
         on its moving statistics), True in training mode always (predict too), None (Keras' default)
         in the mode of fit, evaluate, predict or the model's call."""
@@ -297,7 +298,8 @@ class Layer:
             outs = [KerasTensor(t) for t in _lockstep.call_layer(self._layer, inputs._tensor, training,
                                                                  None if mask is None else mask._tensor,
                                                                  initial_state)]
-            return outs[0] if len(outs) == 1 else outs  # Keras' return_state: [output, *states], a list
+            # Keras' return_state: [output, *states]; Bidirectional(merge_mode=None): [forward, backward]
+            return outs[0] if len(outs) == 1 else outs
         if initial_state is not None:
             raise ValueError(f"keras.layers.{class_name}.__call__ takes initial_state with one input tensor only")
         if isinstance(inputs, (list, tuple)) and inputs and all(isinstance(x, KerasTensor) for x in inputs):
