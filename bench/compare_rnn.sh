@@ -2,7 +2,10 @@
 # Recurrent layers' training speed: keras.io's text classifier shape (Embedding -> LSTM or GRU ->
 # Dense(1, sigmoid); bench/rnn_fit.py describes it) under lockstep's Python package, TensorFlow
 # running the same Keras code (its default threads and intra-op = THREADS / inter-op 1, the
-# faster of the round) and PyTorch 1.13 (nn.LSTM / nn.GRU, OpenBLAS, the same thread count).
+# faster of the round) and PyTorch 1.13 (nn.LSTM / nn.GRU, OpenBLAS, the same cores: torch's threads
+# and OpenBLAS' fight each other (OpenBLAS' pthreads beside torch's OpenMP ones: 9 steps/s where
+# either alone gives 26-32), so torch runs twice a round, its own THREADS threads over a one-thread
+# OpenBLAS and one torch thread over a THREADS-thread OpenBLAS, and the faster counts).
 # One after another, never concurrently, ROUNDS times, the order turning each round.
 #
 #   bench/compare_rnn.sh [-l lstm|gru|both] [-R ROUNDS] [-t THREADS] [-b BATCH] [-T LENGTH] [-n STEPS]
@@ -53,19 +56,23 @@ run() {  # python, framework, layer, extra flags: prints steps/s (0 when the run
   fi
 }
 
+torch_own() { OPENBLAS_NUM_THREADS=1 run "$py_torch" torch "$1"; }
+torch_blas() { OMP_NUM_THREADS=1 run "$py_torch" torch "$1" --threads 1; }
+
 echo "machine: $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) CPUs; $rounds rounds, $threads threads," \
   "batch $batch, $length time steps, $steps steps an epoch"
 for layer in $layers; do
   : >"$tmp/$layer"
   for ((r = 1; r <= rounds; r++)); do
     if ((r % 2)); then
-      l=$(run "$py_pkg" lockstep "$layer"); p=$(run "$py_torch" torch "$layer")
+      l=$(run "$py_pkg" lockstep "$layer"); pa=$(torch_own "$layer"); pb=$(torch_blas "$layer")
       td=$(run "$py_tf" tensorflow "$layer" --tf-threads default); tt=$(run "$py_tf" tensorflow "$layer" --tf-threads tuned)
     else
       tt=$(run "$py_tf" tensorflow "$layer" --tf-threads tuned); td=$(run "$py_tf" tensorflow "$layer" --tf-threads default)
-      p=$(run "$py_torch" torch "$layer"); l=$(run "$py_pkg" lockstep "$layer")
+      pb=$(torch_blas "$layer"); pa=$(torch_own "$layer"); l=$(run "$py_pkg" lockstep "$layer")
     fi
-    echo "$layer round $r: lockstep $l  torch $p  tf $td (default threads) / $tt (tuned) steps/s"
+    p=$(python3 -c 'import sys; print(max(map(float, sys.argv[1:])))' "$pa" "$pb")
+    echo "$layer round $r: lockstep $l  torch $p ($pa torch threads, $pb OpenBLAS threads)  tf $td (default threads) / $tt (tuned) steps/s"
     echo "$l $p $td $tt" >>"$tmp/$layer"
   done
   python3 - "$tmp/$layer" "$layer" <<'EOF'
