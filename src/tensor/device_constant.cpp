@@ -1,6 +1,7 @@
 #include "lockstep/tensor/device_constant.hpp"
 
 #include <cstring>
+#include <new>
 #include <mutex>  // recursive: a builder may use constants of its own
 #include <unordered_map>
 #include <vector>
@@ -57,13 +58,24 @@ thread_local std::unordered_map<Handed, Tensor, HandedHash> t_handed;
 // `build`'s host values copied to the current context's device (found there by `key`); their
 // host bytes kept beside integer ones, so that ops check them as indices on the host
 // (checked_labels), not with a device read that would keep a step from being captured.
+// The builder's host values; host memory running out (an UpSampling2D of a huge size asks for more
+// index rows than memory holds) is a ResourceError naming the constant, not a bare bad_alloc.
+Tensor build_on_host(const std::string& key, std::int64_t rows, const ConstantBuilder& build) {
+  try {
+    return build(rows);
+  } catch (const std::bad_alloc&) {
+    throw ResourceError(detail::concat("device_constant '", key, "': host memory ran out building its ", rows,
+                                       " rows (a layer asked for a constant of that size)"));
+  }
+}
+
 Tensor build_on_device(const std::string& key, std::int64_t rows, ConstantBuilder build) {
   Tensor host;
   if (backend::current_context().device().kind == DeviceKind::kCpu) {
-    host = build(rows);
+    host = build_on_host(key, rows, build);
   } else {
     const backend::ContextGuard on_host(backend::default_cpu_context());
-    host = build(rows);
+    host = build_on_host(key, rows, build);
   }
   LOCKSTEP_CHECK(
       host.defined() && host.device().kind == DeviceKind::kCpu && host.rank() >= 1 && host.dim(0) == rows,

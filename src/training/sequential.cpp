@@ -23,14 +23,20 @@ bool Sequential::holds_name(const std::string& name) const {
 void Sequential::add(layers::LayerPtr layer) {
   LOCKSTEP_CHECK(layer != nullptr, "Sequential::add: null layer");
   // Keras refuses such a layer too (at the next layer, which gets several tensors).
+  const auto several = [&](const std::string& why) {
+    // Not named yet: its place among the model's layers (Keras' model.layers: the input is none).
+    const auto place = std::count_if(layers_.begin(), layers_.end(),
+                                     [](const auto& l) { return l->class_name() != "InputLayer"; }) + 1;
+    const std::string which = layer->name().empty() ? "its layer " + std::to_string(place)
+                                                    : "layer '" + layer->name() + "'";
+    return ValueError("Sequential '" + name() + "': " + which + " (" + layer->class_name() + ") " + why +
+                      "; a Sequential model's layers give one tensor each: build a Functional model "
+                      "(keras.Model(inputs, outputs); in C++ lockstep::call_outputs)");
+  };
   if (const auto* rnn = dynamic_cast<const layers::RecurrentLayer*>(layer.get()); rnn && rnn->options().return_state)
-    throw ValueError("Sequential '" + name() + "': layer '" + layer->name() + "' (" + layer->class_name() +
-                     ") has return_state=True and gives its output and its states, several tensors; a Sequential "
-                     "model's layers give one: use a Functional model (lockstep::call_outputs)");
+    throw several("has return_state=True and gives its output and its states");
   if (const auto* bi = dynamic_cast<const layers::BidirectionalLayer*>(layer.get()); bi && !bi->merge_mode())
-    throw ValueError("Sequential '" + name() + "': layer '" + layer->name() +
-                     "' (Bidirectional) has merge_mode=None and gives two tensors, [forward output, backward "
-                     "output]; a Sequential model's layers give one: use a Functional model (lockstep::call_outputs)");
+    throw several("has merge_mode=None and gives two tensors, [forward output, backward output]");
   bool named = false;
   if (layer->name().empty()) {
     // Numbered within the class (dense, dense_1, ...), past any name a layer holds already.

@@ -8,6 +8,7 @@
 
 #include <atomic>
 #include <functional>
+#include <new>
 #include <string>
 #include <thread>
 #include <vector>
@@ -147,6 +148,24 @@ TEST(DeviceConstant, ABuilderThatMakesOtherThanTheRowsAskedForIsRefusedByName) {
             "device_constant 'test bad builder': the builder made no tensor, not 3 rows in host memory");
   const std::string rows = message([](std::int64_t) { return Tensor::zeros({2, 4}); });
   EXPECT_NE(rows.find("made a (2, 4) tensor on cpu"), std::string::npos) << rows;
+}
+
+// A builder that runs out of host memory (a layer asking for a huge index constant): a
+// ResourceError naming the constant and its rows, not a bare std::bad_alloc; nothing is kept.
+TEST(DeviceConstant, HostMemoryRunningOutInTheBuilderIsAResourceErrorNamingTheConstant) {
+  const std::uint64_t kept_before = device_constant_bytes(here());
+  try {
+    (void)device_constant("test huge rows", std::int64_t{1} << 40, [](std::int64_t) -> Tensor {
+      throw std::bad_alloc();
+    });
+    ADD_FAILURE() << "no error";
+  } catch (const ResourceError& e) {
+    EXPECT_NE(std::string(e.what()).find("device_constant 'test huge rows': host memory ran out building its "
+                                         "1099511627776 rows"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_EQ(device_constant_bytes(here()), kept_before);
 }
 
 // An integer constant used as an index is range-checked once for a limit (the CPU's kept bytes are

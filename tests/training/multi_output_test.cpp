@@ -75,6 +75,8 @@ TEST(MultiOutput, AMultiOutputCallIsRefusedByCallAndBySequentialNamingWhatToUse)
   msg = test::message_of([&] { Sequential({layers::Input({5, 2}), layers::GRU({.units = 3, .return_state = true})}); });
   EXPECT_NE(msg.find("return_state=True"), std::string::npos) << msg;
   EXPECT_NE(msg.find("Functional"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("its layer 1 (GRU)"), std::string::npos) << msg;  // not yet named: its place
+  EXPECT_NE(msg.find("keras.Model(inputs, outputs)"), std::string::npos) << msg;
   // initial_state and return_attention_scores belong to the layers that take them.
   const std::vector<KerasTensor> states{call(layers::Dense(3), call(layers::Flatten(), in))};
   msg = test::message_of([&] { (void)call(layers::Dense(3), in, {.initial_state = &states}); });
