@@ -64,8 +64,8 @@ Tensor build_on_host(const std::string& key, std::int64_t rows, const ConstantBu
   try {
     return build(rows);
   } catch (const std::bad_alloc&) {
-    throw ResourceError(detail::concat("device_constant '", key, "': host memory ran out building its ", rows,
-                                       " rows (a layer asked for a constant of that size)"));
+    throw ResourceError(detail::concat("device_constant '", key, "': host memory ran out building it for ", rows,
+                                       " row(s): the sizes in its name ask for more than the host holds"));
   }
 }
 

@@ -160,8 +160,8 @@ TEST(DeviceConstant, HostMemoryRunningOutInTheBuilderIsAResourceErrorNamingTheCo
     });
     ADD_FAILURE() << "no error";
   } catch (const ResourceError& e) {
-    EXPECT_NE(std::string(e.what()).find("device_constant 'test huge rows': host memory ran out building its "
-                                         "1099511627776 rows"),
+    EXPECT_NE(std::string(e.what()).find("device_constant 'test huge rows': host memory ran out building it for "
+                                         "1099511627776 row(s)"),
               std::string::npos)
         << e.what();
   }
