@@ -40,6 +40,10 @@ Tensor softplus_f32(const Tensor& x) {
   return add(relu(x), log1p_e);
 }
 
+Tensor leaky_relu_f32(const Tensor& x, float negative_slope) {
+  return where(greater(x, zero_like(x)), x, scale(x, negative_slope));
+}
+
 Tensor hard_sigmoid_f32(const Tensor& x) { return scale(clip(add_scalar(x, 3.0f), 0.0f, 6.0f), 1.0f / 6.0f); }
 }  // namespace
 
@@ -54,8 +58,7 @@ Tensor selu(const Tensor& x) {
 }
 
 Tensor leaky_relu(const Tensor& x, float negative_slope) {
-  return in_float32(
-      x, [negative_slope](const Tensor& v) { return where(greater(v, zero_like(v)), v, scale(v, negative_slope)); });
+  return in_float32(x, [negative_slope](const Tensor& v) { return leaky_relu_f32(v, negative_slope); });
 }
 
 Tensor relu6(const Tensor& x) {
@@ -80,8 +83,7 @@ Tensor mish(const Tensor& x) {
 
 Tensor keras_relu(const Tensor& x, float negative_slope, std::optional<float> max_value, float threshold) {
   return in_float32(x, [&](const Tensor& v) {
-    if (negative_slope != 0.0f && !max_value && threshold == 0.0f)
-      return where(greater(v, zero_like(v)), v, scale(v, negative_slope));
+    if (negative_slope != 0.0f && !max_value && threshold == 0.0f) return leaky_relu_f32(v, negative_slope);
     Tensor y = threshold != 0.0f ? where(greater(v, Tensor::scalar(threshold, v.dtype())), v, zero_like(v)) : relu(v);
     if (max_value) y = clip(y, 0.0f, *max_value);
     if (negative_slope != 0.0f) y = sub(y, scale(relu(add_scalar(neg(v), threshold)), negative_slope));

@@ -60,10 +60,6 @@ TEST(GpuActivationLayers, AConvnetOfThemTrainsAsOnTheCpuCapturedOrNot) {
   EXPECT_EQ(captured.weights, eager.weights);
   EXPECT_EQ(captured.losses, eager.losses);
   const Trained cpu = train_activation_convnet(JitCompile::kOff, "cpu:0");
-  ASSERT_EQ(cpu.weights.size(), eager.weights.size());
-  for (std::size_t i = 0; i < cpu.weights.size(); ++i)
-    for (std::size_t j = 0; j < cpu.weights[i].size(); ++j)
-      ASSERT_NEAR(eager.weights[i][j], cpu.weights[i][j], 1e-4f + 1e-4f * std::abs(cpu.weights[i][j]))
-          << "variable " << i << " at " << j;
+  ASSERT_NO_FATAL_FAILURE(assert_weights_near_cpu(eager.weights, cpu.weights));
   for (std::size_t e = 0; e < cpu.losses.size(); ++e) EXPECT_NEAR(eager.losses[e], cpu.losses[e], 1e-5 * cpu.losses[e]);
 }

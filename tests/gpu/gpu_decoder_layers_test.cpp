@@ -73,11 +73,7 @@ TEST(GpuDecoderLayers, AUNetTrainsAsOnTheCpuCapturedOrNot) {
   EXPECT_EQ(captured.weights, eager.weights);
   EXPECT_EQ(captured.losses, eager.losses);
   const Trained cpu = train_unet(JitCompile::kOff, "cpu:0");
-  ASSERT_EQ(eager.weights.size(), cpu.weights.size());
-  for (std::size_t i = 0; i < cpu.weights.size(); ++i)
-    for (std::size_t j = 0; j < cpu.weights[i].size(); ++j)
-      ASSERT_NEAR(eager.weights[i][j], cpu.weights[i][j], 1e-4f + 1e-4f * std::abs(cpu.weights[i][j]))
-          << "weight " << i << "[" << j << "]";
+  ASSERT_NO_FATAL_FAILURE(assert_weights_near_cpu(eager.weights, cpu.weights));
   for (std::size_t e = 0; e < cpu.losses.size(); ++e)
     EXPECT_NEAR(eager.losses[e], cpu.losses[e], 1e-5 * cpu.losses[e]);
 }

@@ -68,9 +68,7 @@ TEST(GpuMaskLayers, AMaskingTaggerTrainsAsOnTheCpuCapturedOrNot) {
   EXPECT_EQ(captured.losses, eager.losses);
   EXPECT_EQ(captured.eval_loss, eager.eval_loss);
   const Trained cpu = train_masking_tagger(JitCompile::kOff, "cpu:0");
-  for (std::size_t i = 0; i < cpu.weights.size(); ++i)
-    for (std::size_t j = 0; j < cpu.weights[i].size(); ++j)
-      ASSERT_NEAR(eager.weights[i][j], cpu.weights[i][j], 1e-4f + 1e-4f * std::abs(cpu.weights[i][j]));
+  ASSERT_NO_FATAL_FAILURE(assert_weights_near_cpu(eager.weights, cpu.weights));
   EXPECT_NEAR(eager.eval_loss, cpu.eval_loss, 1e-5 * cpu.eval_loss);
   EXPECT_NEAR(eager.eval_accuracy, cpu.eval_accuracy, 1e-6);
 }

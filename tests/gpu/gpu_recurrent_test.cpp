@@ -89,10 +89,7 @@ TEST(GpuRecurrent, AnEncoderDecoderTrainsAsOnTheCpuCapturedOrNot) {
   LOCKSTEP_REQUIRE_GPU();
   const Trained eager = train_encoder_decoder(JitCompile::kOff, "gpu:0");
   const Trained cpu = train_encoder_decoder(JitCompile::kOff, "cpu:0");
-  ASSERT_EQ(eager.weights.size(), cpu.weights.size());
-  for (std::size_t i = 0; i < cpu.weights.size(); ++i)
-    for (std::size_t j = 0; j < cpu.weights[i].size(); ++j)
-      ASSERT_NEAR(eager.weights[i][j], cpu.weights[i][j], 1e-4f + 1e-4f * std::abs(cpu.weights[i][j]));
+  ASSERT_NO_FATAL_FAILURE(assert_weights_near_cpu(eager.weights, cpu.weights));
   const std::string refusal = step_capture_refusal(Device::parse("gpu:0"));
   if (!refusal.empty()) GTEST_SKIP() << "gpu:0 cannot capture: " << refusal;
   const Trained captured = train_encoder_decoder(JitCompile::kOn, "gpu:0");
@@ -104,10 +101,7 @@ TEST(GpuRecurrent, AMaskedLstmAndGruTrainAsOnTheCpuCapturedOrNot) {
   LOCKSTEP_REQUIRE_GPU();
   const Trained eager = train_recurrent(JitCompile::kOff, "gpu:0");
   const Trained cpu = train_recurrent(JitCompile::kOff, "cpu:0");
-  ASSERT_EQ(eager.weights.size(), cpu.weights.size());
-  for (std::size_t i = 0; i < cpu.weights.size(); ++i)
-    for (std::size_t j = 0; j < cpu.weights[i].size(); ++j)
-      ASSERT_NEAR(eager.weights[i][j], cpu.weights[i][j], 1e-4f + 1e-4f * std::abs(cpu.weights[i][j]));
+  ASSERT_NO_FATAL_FAILURE(assert_weights_near_cpu(eager.weights, cpu.weights));
   EXPECT_NEAR(eager.eval_loss, cpu.eval_loss, 1e-5 * cpu.eval_loss);
   const std::string refusal = step_capture_refusal(Device::parse("gpu:0"));
   if (!refusal.empty()) GTEST_SKIP() << "gpu:0 cannot capture: " << refusal;

@@ -125,9 +125,7 @@ TEST(GpuSampleWeight, MaskedStepsWithWeightsPerStepTrainAsOnTheCpu) {
   EXPECT_EQ(captured.eval_loss, eager.eval_loss);
   EXPECT_EQ(captured.eval_weighted_accuracy, eager.eval_weighted_accuracy);
   const Trained cpu = train_tagger(JitCompile::kOff, "cpu:0");
-  for (std::size_t i = 0; i < cpu.weights.size(); ++i)
-    for (std::size_t j = 0; j < cpu.weights[i].size(); ++j)
-      ASSERT_NEAR(eager.weights[i][j], cpu.weights[i][j], 1e-4f + 1e-4f * std::abs(cpu.weights[i][j]));
+  ASSERT_NO_FATAL_FAILURE(assert_weights_near_cpu(eager.weights, cpu.weights));
   EXPECT_NEAR(eager.eval_loss, cpu.eval_loss, 1e-5 * cpu.eval_loss);
   EXPECT_NEAR(eager.eval_weighted_accuracy, cpu.eval_weighted_accuracy, 1e-6);
 }

@@ -2,7 +2,9 @@
 // What the gpu tests share: the skip without a device, and small helpers.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <string>
+#include <vector>
 
 #include "backend/devices.hpp"
 #include "backend/kernels.hpp"
@@ -54,5 +56,18 @@ struct OnGpu0 {
   std::shared_ptr<ComputeContext> ctx = make_compute_context(gpu);
   ComputeScope scope{*ctx};
 };
+
+/// Each weight trained on a GPU within 1e-4 + 1e-4 |w| of the same weight trained on the CPU (the
+/// model tests' tolerance: float32 kernels summing in other orders over a few epochs). Fatal at the
+/// first mismatch: call it inside ASSERT_NO_FATAL_FAILURE.
+inline void assert_weights_near_cpu(const std::vector<std::vector<float>>& gpu,
+                                    const std::vector<std::vector<float>>& cpu) {
+  ASSERT_EQ(gpu.size(), cpu.size());
+  for (std::size_t i = 0; i < cpu.size(); ++i) {
+    ASSERT_EQ(gpu[i].size(), cpu[i].size()) << "variable " << i;
+    for (std::size_t j = 0; j < cpu[i].size(); ++j)
+      ASSERT_NEAR(gpu[i][j], cpu[i][j], 1e-4f + 1e-4f * std::abs(cpu[i][j])) << "variable " << i << " at " << j;
+  }
+}
 
 }  // namespace lockstep::gpu_test
