@@ -4,22 +4,22 @@
 # with BatchNormalization (-m resnet20; bench/reference_cnn.py describes both models).
 #
 #   bench/compare_cnn.sh [-m cnn|resnet20] [-t THREADS] [-n STEPS] [-b BATCH] [-r ROUNDS]
-#     (defaults: cnn, 2 threads, 300 steps, batch 128, 1 round)
+#     (defaults: cnn, 2 threads, 300 steps, batch 128, 3 rounds)
 #   env: LOCKSTEP_BIN (default build/bin/lockstep), REF_PYTHON (as bench/compare_mlp.sh)
 #
 # Runs one after another (never concurrently), ROUNDS times in turn:
 #   lockstep, one device:  LOCKSTEP_CPU_THREADS=T lockstep train --model M --devices cpu:1 ...
 #   lockstep, T replicas:  lockstep train --model M --devices cpu:T ... (one core each)
 #   torch, tf:             bench/reference_cnn.py --model M --threads T --steps N --batch B --json
-# all at global batch B, and prints each one's best steps/s over the rounds (with every round's
-# figure) and lockstep/max(torch, tf), with the seconds of steal (/proc/stat) during the run.
-# Interleaved rounds give each the same share of a shared VM's slow and fast minutes; the best
-# of each is what it can do on this machine.
+# all at global batch B (each reference at its best thread settings), and prints each one's median
+# steps/s with every round's figure, then lockstep's better layout of a round over each reference
+# as the median of the per-round ratios with their range (bench/rounds.py), with the seconds of
+# steal (/proc/stat) during the run.
 set -euo pipefail
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 source "$repo/bench/lib.sh"
-model=cnn threads=2 steps=300 batch=128 rounds=1
+model=cnn threads=2 steps=300 batch=128 rounds=3
 while getopts "m:t:n:b:r:h" opt; do
   case "$opt" in
     m) model="$OPTARG" ;;
@@ -61,34 +61,31 @@ for ((round = 1; round <= rounds; round++)); do
 done
 
 steal_s=$(( ($(steal_ticks) - steal0) / $(getconf CLK_TCK) )) elapsed_s=$(( $(date +%s) - start ))
-"$py" - "$tmp" "$threads" "$steps" "$batch" "$rounds" "$steal_s" "$elapsed_s" "$model" <<'PYEOF'
+"$py" - "$tmp" "$threads" "$steps" "$batch" "$rounds" "$steal_s" "$elapsed_s" "$model" "$repo/bench" <<'PYEOF'
 import json, sys
-tmp, threads, steps, batch, rounds, steal_s, elapsed_s, model = sys.argv[1:9]
-every = {k: [] for k in ("lockstep_one_device", "lockstep_replicas", "torch", "tf")}
-for r in range(1, int(rounds) + 1):
+tmp, threads, steps, batch, rounds, steal_s, elapsed_s, model, bench = sys.argv[1:10]
+rounds = int(rounds)
+per = {k: [None] * rounds for k in ("lockstep_one_device", "lockstep_replicas", "torch", "tf")}
+for r in range(rounds):
     for name in ("one_device", "replicas"):
         try:
-            with open(f"{tmp}/{name}.{r}.json") as f:
-                every[f"lockstep_{name}"].append(float(json.load(f)["train_steps_per_second"]))
+            with open(f"{tmp}/{name}.{r + 1}.json") as f:
+                per[f"lockstep_{name}"][r] = float(json.load(f)["train_steps_per_second"])
         except (OSError, ValueError, KeyError) as e:
-            print(f"compare_cnn: round {r}: no steps/s from lockstep {name}: {e}", file=sys.stderr)
+            print(f"compare_cnn: round {r + 1}: no steps/s from lockstep {name}: {e}", file=sys.stderr)
     try:
-        with open(f"{tmp}/ref.{r}.out") as f:
+        with open(f"{tmp}/ref.{r + 1}.out") as f:
             ref = json.loads([l for l in f.read().splitlines() if l.strip()][-1])
         for fw in ("torch", "tf"):
             if ref.get(fw) is not None:
-                every[fw].append(float(ref[fw]))
+                per[fw][r] = float(ref[fw])
     except (OSError, ValueError, IndexError) as e:
-        print(f"compare_cnn: round {r}: no result from bench/reference_cnn.py: {e}", file=sys.stderr)
-sps = {k: (max(v) if v else None) for k, v in every.items()}
-print(f"{'simple MNIST convnet' if model == 'cnn' else 'ResNet-20 on MNIST'}, global batch {batch}, {steps} steps, {threads} thread(s), best of {rounds} round(s)")
+        print(f"compare_cnn: round {r + 1}: no result from bench/reference_cnn.py: {e}", file=sys.stderr)
+print(f"{'simple MNIST convnet' if model == 'cnn' else 'ResNet-20 on MNIST'}, global batch {batch}, {steps} steps, "
+      f"{threads} thread(s), {rounds} interleaved round(s)")
 print(f"  steal (time the VM's host took): {steal_s} s over the run's {elapsed_s} s")
-for k, v in sps.items():
-    rounds_txt = "" if int(rounds) == 1 else "  (rounds: " + ", ".join(f"{x:.2f}" for x in every[k]) + ")"
-    print(f"  {k:20s} {'unavailable' if v is None else f'{v:8.2f} steps/s'}{rounds_txt}")
-best = max([v for v in (sps["torch"], sps["tf"]) if v is not None], default=None)
-for k in ("lockstep_one_device", "lockstep_replicas"):
-    v = sps[k]
-    print(f"  {k + '/max(torch,tf)':36s} " + ("n/a" if v is None or not best else f"{v / best:5.2f}x"))
-sys.exit(0 if all(v is not None for v in sps.values()) else 1)
+sys.path.insert(0, bench)
+import rounds as summary
+ok = summary.report(per, mine=["lockstep_one_device", "lockstep_replicas"], refs=["torch", "tf"])
+sys.exit(0 if ok else 1)
 PYEOF

@@ -1,86 +1,82 @@
 #!/usr/bin/env bash
-# Compares lockstep's training throughput on the flagship MNIST MLP with the
-# PyTorch and TF/Keras references, on this machine, with the same thread count.
+# Compares lockstep's training throughput on the flagship MNIST MLP with the PyTorch and TF/Keras
+# references, on this machine, with the same thread count, in interleaved rounds.
 #
-#   bench/compare_mlp.sh [-t THREADS] [-n STEPS]          (defaults: 1 thread, 2000 steps)
+#   bench/compare_mlp.sh [-t THREADS] [-n STEPS] [-R ROUNDS]   (defaults: 1 thread, 2000 steps, 3 rounds)
 #   env: LOCKSTEP_BIN (default build/bin/lockstep), REF_PYTHON (default .venv-ref/bin/python,
 #        else /usr/bin/python3)
 #
-# Runs one after another (never concurrently, so they do not share cores):
+# Each round runs, one after another (never concurrently, so they do not share cores):
 #   lockstep:  LOCKSTEP_CPU_THREADS=T lockstep train --devices cpu:1 --epochs 1 --steps-per-epoch N
 #              --batch-size 64 --metrics-out FILE   (reads train_steps_per_second)
-#   torch, tf: bench/reference_mlp.py --framework both --threads T --steps N --json
-# and prints each steps/s and the ratios lockstep/torch, lockstep/tf,
-# lockstep/max(torch, tf). Exit 0 when all three ran, 1 otherwise.
+#   torch, tf, libtorch: bench/reference_mlp.py --framework all --threads T --steps N --json (each at
+#              its best thread settings: torch's own pool or OpenBLAS', TF's default or tuned;
+#              libtorch is the same model in C++, bench/reference_libtorch.cpp, needs libtorch-dev)
+# and prints each one's median steps/s with every round's, then the medians of the per-round ratios
+# lockstep/each and lockstep/max(all three) with their ranges (bench/rounds.py). Exit 0 when every
+# run gave a figure.
 set -euo pipefail
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 source "$repo/bench/lib.sh"
-threads=1
-steps=2000
-while getopts "t:n:h" opt; do
+threads=1 steps=2000 rounds=3
+while getopts "t:n:R:h" opt; do
   case "$opt" in
     t) threads="$OPTARG" ;;
     n) steps="$OPTARG" ;;
+    R) rounds="$OPTARG" ;;
     *) sed -n '2,16p' "$0"; exit 2 ;;
   esac
 done
+positive_ints "$threads" "$steps" "$rounds"
 
 bench_bin lockstep LOCKSTEP_BIN lockstep
 py="$(reference_python "$repo")"
+openblas_check
+libtorch_check
 
 tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
 limit_library_threads "$threads"
 
-echo "== lockstep ($threads thread(s), $steps steps, batch 64)" >&2
-ls_rc=0
-LOCKSTEP_CPU_THREADS="$threads" "$lockstep" train --devices cpu:1 --epochs 1 --steps-per-epoch "$steps" --batch-size 64 --logdir "$tmp/run" --no-tensorboard \
-  --metrics-out "$tmp/lockstep.json" >"$tmp/lockstep.log" 2>&1 || ls_rc=$?
-if [[ $ls_rc -ne 0 ]]; then
-  echo "compare_mlp: lockstep train failed (exit $ls_rc); its last output:" >&2
-  tail -n 20 "$tmp/lockstep.log" >&2
-fi
+for ((round = 1; round <= rounds; round++)); do
+  echo "== round $round: lockstep ($threads thread(s), $steps steps, batch 64)" >&2
+  ls_rc=0
+  LOCKSTEP_CPU_THREADS="$threads" "$lockstep" train --devices cpu:1 --epochs 1 --steps-per-epoch "$steps" \
+    --batch-size 64 --logdir "$tmp/run$round" --no-tensorboard --metrics-out "$tmp/lockstep.$round.json" \
+    >"$tmp/lockstep.$round.log" 2>&1 || ls_rc=$?
+  if [[ $ls_rc -ne 0 ]]; then
+    echo "compare_mlp: lockstep train failed (exit $ls_rc); its last output:" >&2
+    tail -n 20 "$tmp/lockstep.$round.log" >&2
+  fi
+  echo "== round $round: PyTorch, TF/Keras and libtorch references ($py)" >&2
+  "$py" "$repo/bench/reference_mlp.py" --framework all --threads "$threads" --steps "$steps" --json \
+    >"$tmp/ref.$round.out" || true   # exit 3 = a framework unavailable; reported below
+done
 
-echo "== PyTorch and TF/Keras references ($py)" >&2
-"$py" "$repo/bench/reference_mlp.py" --framework both --threads "$threads" --steps "$steps" --json \
-  >"$tmp/ref.out" || true   # exit 3 = a framework unavailable; reported below
+"$py" - "$tmp" "$threads" "$steps" "$rounds" "$repo/bench" <<'PYEOF'
+import json, sys
 
-"$py" - "$tmp/lockstep.json" "$tmp/ref.out" "$threads" "$steps" <<'PYEOF'
-import json, os, sys
+tmp, threads, steps, rounds, bench = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5]
+refs = ("torch", "tf", "libtorch")
+per = {k: [None] * rounds for k in ("lockstep",) + refs}
+for r in range(rounds):
+    try:
+        with open(f"{tmp}/lockstep.{r + 1}.json") as f:
+            per["lockstep"][r] = float(json.load(f)["train_steps_per_second"])
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        print(f"compare_mlp: round {r + 1}: no train_steps_per_second from lockstep: {e}", file=sys.stderr)
+    try:
+        with open(f"{tmp}/ref.{r + 1}.out") as f:
+            ref = json.loads([l for l in f.read().splitlines() if l.strip()][-1])
+        for fw in refs:
+            if ref.get(fw) is not None:
+                per[fw][r] = float(ref[fw])
+    except (OSError, ValueError, IndexError) as e:
+        print(f"compare_mlp: round {r + 1}: no result from bench/reference_mlp.py: {e}", file=sys.stderr)
 
-ls_file, ref_file, threads, steps = sys.argv[1:5]
-sps = {}
-try:
-    with open(ls_file) as f:
-        sps["lockstep"] = float(json.load(f)["train_steps_per_second"])
-except (OSError, ValueError, KeyError, TypeError) as e:
-    print(f"compare_mlp: no train_steps_per_second from lockstep ({ls_file}): {e}", file=sys.stderr)
-    sps["lockstep"] = None
-ref = {}
-try:
-    with open(ref_file) as f:
-        lines = [l for l in f.read().splitlines() if l.strip()]
-    ref = json.loads(lines[-1])
-except (OSError, ValueError, IndexError) as e:
-    print(f"compare_mlp: no result from bench/reference_mlp.py: {e}", file=sys.stderr)
-sps["torch"] = ref.get("torch")
-sps["tf"] = ref.get("tf")
-
-print(f"flagship MLP, batch 64, {steps} steps, {threads} thread(s)")
-for k, v in sps.items():
-    print(f"  {k:9s} {'unavailable' if v is None else f'{v:10.1f} steps/s'}")
-
-def ratio(name, den):
-    ls = sps["lockstep"]
-    if ls is None or den is None or den <= 0:
-        print(f"  {name:26s} n/a")
-    else:
-        print(f"  {name:26s} {ls / den:6.2f}x")
-
-ratio("lockstep/torch", sps["torch"])
-ratio("lockstep/tf", sps["tf"])
-best = max([v for v in (sps["torch"], sps["tf"]) if v is not None], default=None)
-ratio("lockstep/max(torch,tf)", best)
-sys.exit(0 if all(v is not None for v in sps.values()) else 1)
+print(f"flagship MLP, batch 64, {steps} steps, {threads} thread(s), {rounds} interleaved round(s)")
+sys.path.insert(0, bench)
+import rounds as summary
+sys.exit(0 if summary.report(per, mine=["lockstep"], refs=list(refs)) else 1)
 PYEOF

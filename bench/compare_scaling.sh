@@ -4,8 +4,9 @@
 #
 #   bench/compare_scaling.sh [-n STEPS] [-r REF_STEPS] [-b "G1 G2 ..."] [-R ROUNDS] [--no-reference] [--json]
 #     -n  timed lockstep steps per run (default 2000)
-#     -R  rounds of the lockstep runs (default 1): all of a batch size's lockstep runs, in turn,
-#         ROUNDS times; each figure is its best round (a shared VM drifts by tens of percent)
+#     -R  rounds (default 1): all of a batch size's runs, references included, in turn, ROUNDS
+#         times; figures are medians over the rounds and ratios medians of the per-round ratios
+#         with their range (a shared VM drifts by tens of percent: never each side's best round)
 #     -r  steps for the (slower) TF and torch runs (default 400)
 #     -b  global batch sizes (default "128 256"; each must be even)
 #     --no-reference  skip TF MirroredStrategy and torch DDP
@@ -31,7 +32,7 @@
 # Where build/bin/core_handoff is built (or $CORE_HANDOFF_BIN), each 2-replica run is labelled
 # with where the host placed the two CPUs, probed for a second before and after it: "near" (SMT
 # siblings sharing caches), "far" (two cores) or "mixed" (it moved). Two replicas of one process
-# share cache lines every step and change speed with it; the label of each best round is printed.
+# share cache lines every step and change speed with it; each round's label is printed.
 # Exit 1 if a lockstep run fails, 2 on bad usage, else 0 (whether or not goals are met).
 set -euo pipefail
 
@@ -160,7 +161,6 @@ for g in $batches; do
   else
     note "G=$g: fewer than 2 cores (or no taskset): no independent-process reference"
   fi
- done
   if ((reference)); then
     for r in 1 2; do
       note "G=$g: TF MirroredStrategy and torch DDP, $r replica(s), $ref_steps steps ($py)"
@@ -175,6 +175,7 @@ for g in $batches; do
       done
     done
   fi
+ done
 done
 
 python3 - "$results" "$batches" "$steps" "$ref_steps" "$json" "$cores" "$rounds" "$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')" "$placements" <<'PYEOF'
@@ -186,38 +187,43 @@ for line in open(placement_path):
     k, v, label = line.split()
     placed[(k, v)] = label
 batches = [int(b) for b in batches.split()]
-vals = {}  # a key's best round (rounds that failed count for nothing; the exit code says so)
-best_label = {}  # its placement label, where one was probed
+import statistics
+vals = {}  # a key's figure in each round, in order (None where a run failed; the exit code says so)
 for line in open(path):
     k, v = line.split()
     try:
         x = float(v)
     except ValueError:
         x = None
-    if x is not None and (vals.get(k) is None or x > vals[k]):
-        vals[k] = x
-        best_label[k] = placed.get((k, v))
-    else:
-        vals.setdefault(k, None)
-get = lambda k: vals.get(k)
-ratio = lambda a, b: None if a is None or not b else a / b
-
+    vals.setdefault(k, []).append(x)
+labels = {}  # a 2-replica key's placement in each round, where one was probed
+for (k, v), label in placed.items():
+    labels.setdefault(k, []).append(label)
+def get(k):  # a key's median over its rounds
+    got = [x for x in vals.get(k, []) if x is not None]
+    return statistics.median(got) if got else None
+def ratio(a, b):  # the median of a's and b's per-round ratios, with their range: (median, low, high)
+    va, vb = vals.get(a, []), vals.get(b, [])
+    rs = [x / y for x, y in zip(va, vb) if x is not None and y]
+    return (statistics.median(rs), min(rs), max(rs)) if rs else None
 rows = [("core1", "one core (1 thread)"), ("rep1", f"1 replica ({cores} threads)"), ("rep2", "2 replicas")]
 out = {"cpu": cpu, "cores": int(cores), "steps": int(steps), "rounds": int(rounds), "reference_steps": int(ref_steps),
        "batches": {}}
 for g in batches:
     b = {}
     for key, _ in rows:
-        bare, train = get(f"bare_{key}_{g}"), get(f"train_{key}_{g}")
-        b[key] = {"bare": bare, "train": train, "fit_over_bare": ratio(train, bare),
-                  "placement": {"bare": best_label.get(f"bare_{key}_{g}"), "train": best_label.get(f"train_{key}_{g}")}}
+        b[key] = {"bare": get(f"bare_{key}_{g}"), "train": get(f"train_{key}_{g}"),
+                  "fit_over_bare": ratio(f"train_{key}_{g}", f"bare_{key}_{g}"),
+                  "placement": {"bare": labels.get(f"bare_{key}_{g}"), "train": labels.get(f"train_{key}_{g}")}}
     b["pair"] = {"bare": get(f"pair_bare_{g}"), "train": get(f"pair_train_{g}")}
     for fw in ("tf", "torch"):
         b[fw] = {"rep1": get(f"{fw}_rep1_{g}"), "rep2": get(f"{fw}_rep2_{g}")}
-    b["strong_train"] = ratio(b["rep2"]["train"], b["core1"]["train"])
-    b["strong_bare"] = ratio(b["rep2"]["bare"], b["core1"]["bare"])
-    b["weak_train"] = ratio(b["rep2"]["train"], b["pair"]["train"])
-    b["weak_bare"] = ratio(b["rep2"]["bare"], b["pair"]["bare"])
+    b["strong_train"] = ratio(f"train_rep2_{g}", f"train_core1_{g}")
+    b["strong_bare"] = ratio(f"bare_rep2_{g}", f"bare_core1_{g}")
+    b["weak_train"] = ratio(f"train_rep2_{g}", f"pair_train_{g}")
+    b["weak_bare"] = ratio(f"bare_rep2_{g}", f"pair_bare_{g}")
+    for fw in ("tf", "torch"):  # lockstep train over the reference, one core and 2 replicas
+        b[fw]["over"] = {"core1": ratio(f"train_core1_{g}", f"{fw}_rep1_{g}"), "rep2": ratio(f"train_rep2_{g}", f"{fw}_rep2_{g}")}
     out["batches"][str(g)] = b
 
 goals = []
@@ -228,15 +234,17 @@ for g in batches:
     if g == 128:
         goals.append((f"G={g} strong scaling: train 2 replicas / train one core >= 1.6", b["strong_train"], 1.6))
     goals.append((f"G={g} weak scaling: train 2 replicas / two one-core processes >= 0.95", b["weak_train"], 0.95))
-out["goals"] = [{"goal": n, "value": v, "met": None if v is None else v >= t} for n, v, t in goals]
+out["goals"] = [{"goal": n, "value": None if v is None else v[0], "range": None if v is None else v[1:],
+                 "met": None if v is None else v[0] >= t} for n, v, t in goals]
 
 if as_json == "1":
     print(json.dumps(out))
     sys.exit(0)
 f = lambda v: "n/a" if v is None else f"{v:.1f}"
-r = lambda v: "n/a" if v is None else f"{v:.3f}"
+r = lambda v: "n/a" if v is None else f"{v[0]:.3f} ({v[1]:.3f}-{v[2]:.3f})"
 print(f"flagship MLP (Dense(128, relu) -> Dropout(0.2) -> Dense(10, softmax), Adam), MNIST; {cpu}, {cores} cores")
-print(f"lockstep: {steps} timed steps per run, best of {rounds} round(s); TF / torch: {ref_steps} steps; global steps/s")
+print(f"lockstep: {steps} timed steps per run; TF / torch: {ref_steps} steps; {rounds} interleaved round(s); global "
+      "steps/s are medians over the rounds, ratios medians of the per-round ratios (range)")
 print("TF / torch: bench/reference_distributed.py, 1 replica on one thread (one-core row), 2 replicas (last row)")
 for g in batches:
     b = out["batches"][str(g)]
@@ -252,14 +260,18 @@ for g in batches:
               f" {tf:>11s} {torch:>10s}")
     pl = b["rep2"]["placement"]
     if pl["bare"] or pl["train"]:
-        print(f"  {'  (2 replicas: CPUs placed ' + str(pl['bare']) + ' / ' + str(pl['train']) + ')':36s}")
+        print(f"    (2 replicas, CPUs placed by round: bare {', '.join(pl['bare'] or [])}; train {', '.join(pl['train'] or [])})")
     print(f"  {'2 x one core side by side, ' + str(g // 2) + ' each':36s} {f(b['pair']['bare']):>10s}"
           f" {f(b['pair']['train']):>14s}")
     print(f"  strong scaling (2 replicas / one core): train {r(b['strong_train'])}, bare {r(b['strong_bare'])}")
     print(f"  weak scaling (2 replicas / 2 x one core side by side): train {r(b['weak_train'])}, bare {r(b['weak_bare'])}")
+    for fw, name in (("tf", "TF Mirrored"), ("torch", "torch DDP")):
+        o = b[fw]["over"]
+        print(f"  lockstep train / {name}: one core {r(o['core1'])}, 2 replicas {r(o['rep2'])}")
 print("\ngoals (issue 9)")
 for g in out["goals"]:
     state = "n/a" if g["met"] is None else ("met" if g["met"] else "NOT met")
-    print(f"  {g['goal']:72s} {r(g['value']):>7s}  {state}")
+    v = None if g["value"] is None else (g["value"], *g["range"])
+    print(f"  {g['goal']:72s} {r(v):>21s}  {state}")
 PYEOF
 exit "$failed"

@@ -96,17 +96,16 @@ for ((round = 1; round <= rounds; round++)); do
 done
 
 steal_s=$(( ($(steal_ticks) - steal0) / $(getconf CLK_TCK) )) elapsed_s=$(( $(date +%s) - start ))
-"$py" - "$tmp" "$threads" "$steps" "$rounds" "$steal_s" "$elapsed_s" "$models" "$(batch_of vit)" "$(batch_of gpt)" <<'PYEOF'
-import json, statistics, sys
-tmp, threads, steps, rounds, steal_s, elapsed_s, models, vit_batch, gpt_batch = sys.argv[1:10]
+"$py" - "$tmp" "$threads" "$steps" "$rounds" "$steal_s" "$elapsed_s" "$models" "$(batch_of vit)" "$(batch_of gpt)" "$repo/bench" <<'PYEOF'
+import json, sys
+tmp, threads, steps, rounds, steal_s, elapsed_s, models, vit_batch, gpt_batch, bench = sys.argv[1:11]
+sys.path.insert(0, bench)
+import rounds as summary
 rounds = int(rounds)
 title = {"vit": f"ViT on MNIST (patch 4, dim 64, 4 heads, depth 4, mlp 128), global batch {vit_batch}",
          "gpt": f"character GPT (seq 64, dim 128, 4 heads, depth 2), global batch {gpt_batch}"}
 print(f"{steps} steps, {threads} thread(s), {rounds} interleaved round(s); "
       f"steal (time the VM's host took): {steal_s} s over the run's {elapsed_s} s")
-
-def fmt(v):
-    return "n/a" if not v else f"{statistics.median(v):5.2f}x [{min(v):.2f}, {max(v):.2f}]"
 
 ok = True
 for model in models.split():
@@ -128,24 +127,6 @@ for model in models.split():
             print(f"compare_transformer: {model} round {r + 1}: no result from reference_transformer.py: {e}",
                   file=sys.stderr)
     print(title[model])
-    for k, v in per.items():
-        got = [x for x in v if x is not None]
-        ok &= bool(got)
-        every = ", ".join("-" if x is None else f"{x:.2f}" for x in v)
-        print(f"  {k:20s} " + (f"{statistics.median(got):8.2f} steps/s (rounds: {every})" if got else "unavailable"))
-    ratios = {"torch": [], "tf": [], "max(torch,tf)": []}
-    for r in range(rounds):
-        mine = [x for x in (per["lockstep_one_device"][r], per["lockstep_replicas"][r]) if x is not None]
-        if not mine:
-            continue
-        best = max(mine)
-        for fw in ("torch", "tf"):
-            if per[fw][r]:
-                ratios[fw].append(best / per[fw][r])
-        refs = [x for x in (per["torch"][r], per["tf"][r]) if x]
-        if refs:
-            ratios["max(torch,tf)"].append(best / max(refs))
-    for fw, v in ratios.items():
-        print(f"  {'lockstep best/' + fw:34s} {fmt(v)}  (median of per-round ratios [range])")
+    ok &= summary.report(per, mine=["lockstep_one_device", "lockstep_replicas"], refs=["torch", "tf"])
 sys.exit(0 if ok else 1)
 PYEOF

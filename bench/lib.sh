@@ -49,3 +49,15 @@ openblas_check() {
     echo "$(basename "$0" .sh): warning: libopenblas0-pthread is not installed; torch's figures use the reference BLAS" >&2
   fi
 }
+
+# libtorch_check [--install]: the libtorch reference (bench/reference_libtorch.cpp, the C++ user's
+# alternative) needs Debian's libtorch-dev. With --install, as root, installs it (benchmarks only);
+# otherwise warns that the libtorch figure will be missing.
+libtorch_check() {
+  dpkg-query -W -f='${Status}' libtorch-dev 2>/dev/null | grep -q "install ok installed" && return 0
+  if [[ "${1:-}" == --install && $(id -u) -eq 0 ]]; then
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends libtorch-dev >&2
+  else
+    echo "$(basename "$0" .sh): warning: libtorch-dev is not installed; no libtorch (C++) reference" >&2
+  fi
+}

@@ -165,23 +165,9 @@ def run_child(framework: str, args) -> float | None:
         return None
     cmd = [py, os.path.abspath(__file__), "--child", framework, "--threads", str(args.threads), "--steps",
            str(args.steps), "--batch", str(args.batch), "--warmup-frac", str(args.warmup_frac), "--model", args.model]
-    if framework != "tf":
-        return common.run_measurement(framework, cmd, common.child_env(args.threads))
-    return run_tf_both_threadings(cmd, args.threads)
-
-
-def run_tf_both_threadings(cmd: list, threads: int) -> float | None:
-    """TF: its default thread settings and the tuned ones (intra-op = threads, inter-op = 1), one
-    after the other (the child takes --tf-threads); the faster is the reference."""
-    tuned = common.run_measurement("tf", cmd + ["--tf-threads", "tuned"], common.child_env(threads))
-    env = common.child_env(threads)
-    for k in ("TF_NUM_INTRAOP_THREADS", "TF_NUM_INTEROP_THREADS"):
-        env.pop(k, None)
-    default = common.run_measurement("tf", cmd + ["--tf-threads", "default"], env)
-    got = [v for v in (tuned, default) if v is not None]
-    if got:
-        common.log(f"tf: tuned threads {tuned}, default threads {default} steps/s; keeping the faster")
-    return max(got) if got else None
+    if framework == "torch":
+        return common.run_torch_best_pool(cmd, args.threads)
+    return common.run_tf_both_threadings(cmd, args.threads)
 
 
 def main(argv=None) -> int:

@@ -1,20 +1,27 @@
 #!/usr/bin/env python3
-"""Speed reference: trains lockstep's flagship MLP with PyTorch and/or TF/Keras.
+"""Speed reference: trains lockstep's flagship MLP with PyTorch, TF/Keras and/or libtorch (C++).
 
 Model: Dense(128, relu, input 784) -> Dropout(0.2) -> Dense(10, softmax),
 Adam(1e-3, eps 1e-7), sparse categorical cross-entropy, batch 64, MNIST pixels
 scaled to [0, 1] and flattened to 784.
 
-    python3 bench/reference_mlp.py [--framework torch|tf|both] [--threads 1] [--steps 2000]
+    python3 bench/reference_mlp.py [--framework torch|tf|libtorch|both|all] [--threads 1] [--steps 2000]
                                    [--warmup-frac 0.05] [--batch 64] [--hidden 128] [--json]
 
 --batch and --hidden change the batch size and the hidden layer's width (the
-wide MLP of bench/compare_mlp.sh --wide: hidden 1024 or 4096, batch 256).
+wide MLP of bench/compare_cores.sh -H: hidden 1024 or 4096, batch 256).
 
 Each framework's throughput is steps/second over the steps after the first
-warm-up fraction (default 5%). With --json the last stdout line is
-{"torch": steps_per_second, "tf": steps_per_second}; a framework that could not
+warm-up fraction (default 5%). Each gets its best thread settings: PyTorch runs
+once with its own threads and once with OpenBLAS' (torch_pools), TF once with
+its default threads and once with intra-op = threads, inter-op = 1; the faster
+of each counts. With --json the last stdout line is
+{"torch": steps_per_second, "tf": steps_per_second[, "libtorch": ...]}; a framework that could not
 run is null there, the reason goes to stderr, and the exit code is 3.
+
+libtorch is PyTorch's C++ API (Debian's libtorch-dev, the same 1.13 build): the
+same model in a C++ loop, bench/reference_libtorch.cpp, which this script builds
+with g++ into build/bench-ref on first use.
 
 Interpreters: PyTorch is Debian's python3-torch (/usr/bin/python3, or
 .venv-ref, which sees system site packages); TensorFlow lives only in .venv-ref
@@ -172,13 +179,14 @@ def run_torch(steps: int, threads: int, warmup_frac: float) -> float:
     return sps
 
 
-def run_tf(steps: int, threads: int, warmup_frac: float) -> float:
+def run_tf(steps: int, threads: int, warmup_frac: float, tf_threads: str = "tuned") -> float:
+    """tf_threads "tuned": intra-op = threads, inter-op = 1; "default": TF's own choice."""
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     import tensorflow as tf
 
-    # Before any op runs: afterwards TF refuses to change them.
-    tf.config.threading.set_intra_op_parallelism_threads(threads)
-    tf.config.threading.set_inter_op_parallelism_threads(1)
+    if tf_threads == "tuned":  # before any op runs: afterwards TF refuses to change them
+        tf.config.threading.set_intra_op_parallelism_threads(threads)
+        tf.config.threading.set_inter_op_parallelism_threads(1)
     keras = tf.keras
     keras.utils.set_random_seed(0)
     x, y, src = load_mnist_train()
@@ -195,7 +203,8 @@ def run_tf(steps: int, threads: int, warmup_frac: float) -> float:
 
     hist, times = keras_fit_timed(keras, model, ds, steps)
     sps = measure(times, warmup_frac)
-    log(f"tensorflow {tf.__version__} (keras {keras.__version__}): {steps} steps, {threads} intra-op thread(s), "
+    setting = f"{threads} intra-op / 1 inter-op thread(s)" if tf_threads == "tuned" else "TF's default threads"
+    log(f"tensorflow {tf.__version__} (keras {keras.__version__}): {steps} steps, {setting}, "
         f"data={src}, loss {hist.history['loss'][-1]:.4f}, acc {hist.history['accuracy'][-1]:.4f}, "
         f"{sps:.1f} steps/s")
     return sps
@@ -235,7 +244,44 @@ def run_measurement(framework: str, cmd: list, env: dict) -> float | None:
         return None
 
 
+LIBTORCH_SRC = os.path.join(REPO, "bench", "reference_libtorch.cpp")
+LIBTORCH_INCLUDE = "/usr/include/torch/csrc/api/include"
+
+
+def libtorch_binary() -> str | None:
+    """bench/reference_libtorch.cpp built against Debian's libtorch-dev into build/bench-ref (again
+    when the source is newer); None, logged, when libtorch-dev is missing or the build fails."""
+    if not os.path.isfile(os.path.join(LIBTORCH_INCLUDE, "torch", "torch.h")):
+        log("libtorch: UNAVAILABLE: no libtorch headers (apt-get install libtorch-dev)")
+        return None
+    out = os.path.join(REPO, "build", "bench-ref", "reference_libtorch")
+    if os.path.isfile(out) and os.path.getmtime(out) >= os.path.getmtime(LIBTORCH_SRC):
+        return out
+    os.makedirs(os.path.dirname(out), exist_ok=True)
+    cmd = ["g++", "-std=c++17", "-O2", "-DNDEBUG", f"-I{LIBTORCH_INCLUDE}", LIBTORCH_SRC, "-o", out,
+           "-ltorch", "-ltorch_cpu", "-lc10", "-lz"]
+    log("libtorch: building " + " ".join(cmd))
+    if subprocess.run(cmd).returncode != 0:
+        log("libtorch: UNAVAILABLE: building bench/reference_libtorch.cpp failed")
+        return None
+    return out
+
+
+def run_libtorch(args) -> float | None:
+    binary = libtorch_binary()
+    data = next((d for d in mnist_dirs() if os.path.isfile(os.path.join(d, "train-images-idx3-ubyte.gz"))), None)
+    if binary is None or data is None:
+        if data is None:
+            log("libtorch: UNAVAILABLE: no MNIST train files in " + ", ".join(mnist_dirs()))
+        return None
+    cmd = [binary, "--data", data, "--threads", str(args.threads), "--steps", str(args.steps),
+           "--warmup-frac", str(args.warmup_frac), "--batch", str(args.batch), "--hidden", str(args.hidden)]
+    return run_torch_best_pool(cmd, args.threads, "libtorch")
+
+
 def run_child(framework: str, args) -> float | None:
+    if framework == "libtorch":
+        return run_libtorch(args)
     py = pick_python(framework)
     if py is None:
         hint = ("apt-get install python3-torch" if framework == "torch"
@@ -246,7 +292,9 @@ def run_child(framework: str, args) -> float | None:
     t = str(args.threads)
     cmd = [py, os.path.abspath(__file__), "--child", framework, "--threads", t, "--steps", str(args.steps),
            "--warmup-frac", str(args.warmup_frac), "--batch", str(args.batch), "--hidden", str(args.hidden)]
-    return run_measurement(framework, cmd, child_env(args.threads))
+    if framework == "torch":
+        return run_torch_best_pool(cmd, args.threads)
+    return run_tf_both_threadings(cmd, args.threads)
 
 
 def without_blas_pins(env: dict) -> dict:
@@ -285,10 +333,58 @@ def child_env(threads: int) -> dict:
     return env
 
 
+def torch_pools(threads: int) -> list[tuple[str, int, int]]:
+    """PyTorch's CPU thread settings to try, as (label, torch threads, OpenBLAS threads).
+
+    Debian's torch 1.13 has two pools: its own OpenMP threads (elementwise ops, reductions,
+    torch.set_num_threads) and OpenBLAS' pthreads (every matmul). Each spins a while after its
+    work, so with both at `threads` on `threads` cores they take the cores from each other: the
+    flagship MLP at 2 threads ran 260 steps/s that way and 720-840 with either pool alone (AMD
+    EPYC VM, 2026-12-07). So each pool gets the cores in turn and the faster is the reference."""
+    if threads == 1:
+        return [("1 thread", 1, 1)]
+    return [(f"torch {threads} threads + OpenBLAS 1", threads, 1),
+            (f"torch 1 thread + OpenBLAS {threads}", 1, threads)]
+
+
+def run_torch_best_pool(cmd: list, threads: int, name: str = "torch") -> float | None:
+    """Runs the PyTorch measurement `cmd` (which holds "--threads N"; Python's torch or the libtorch
+    program) once per torch_pools(threads) setting; returns the faster, logging each."""
+    at = cmd.index("--threads") + 1
+    results = {}
+    for label, torch_threads, blas_threads in torch_pools(threads):
+        env = child_env(threads)
+        env.update(OMP_NUM_THREADS=str(torch_threads), MKL_NUM_THREADS=str(torch_threads),
+                   OPENBLAS_NUM_THREADS=str(blas_threads))
+        run = list(cmd)
+        run[at] = str(torch_threads)
+        results[label] = run_measurement(name, run, env)
+    ran = {k: v for k, v in results.items() if v is not None}
+    if len(results) > 1:
+        log(f"{name}: " + ", ".join(f"{k}: {'failed' if v is None else f'{v:.2f}'}" for k, v in results.items())
+            + " steps/s; keeping the faster")
+    return max(ran.values()) if ran else None
+
+
+def run_tf_both_threadings(cmd: list, threads: int) -> float | None:
+    """TF: its default thread settings and the tuned ones (intra-op = threads, inter-op = 1), one
+    after the other (the child takes --tf-threads); the faster is the reference."""
+    tuned = run_measurement("tf", cmd + ["--tf-threads", "tuned"], child_env(threads))
+    env = child_env(threads)
+    for k in ("TF_NUM_INTRAOP_THREADS", "TF_NUM_INTEROP_THREADS"):
+        env.pop(k, None)
+    default = run_measurement("tf", cmd + ["--tf-threads", "default"], env)
+    got = [v for v in (tuned, default) if v is not None]
+    if got:
+        log(f"tf: tuned threads {tuned}, default threads {default} steps/s; keeping the faster")
+    return max(got) if got else None
+
+
 def main(argv=None) -> int:
     global BATCH, HIDDEN
     ap = argparse.ArgumentParser(description="PyTorch / TF-Keras speed reference for lockstep's flagship MLP.")
-    ap.add_argument("--framework", choices=("torch", "tf", "both"), default="both")
+    ap.add_argument("--framework", choices=("torch", "tf", "libtorch", "both", "all"), default="both",
+                    help="both: torch and tf; all: torch, tf and libtorch (C++)")
     ap.add_argument("--threads", type=int, default=1, help="compute threads per framework (default 1)")
     ap.add_argument("--steps", type=int, default=2000, help="training steps (default 2000)")
     ap.add_argument("--warmup-frac", type=float, default=0.05, help="fraction of steps not timed (default 0.05)")
@@ -296,6 +392,7 @@ def main(argv=None) -> int:
     ap.add_argument("--hidden", type=int, default=HIDDEN, help=f"units of the hidden layer (default {HIDDEN})")
     ap.add_argument("--json", action="store_true", help="print {framework: steps_per_second} as the last line")
     ap.add_argument("--child", choices=FRAMEWORKS, help=argparse.SUPPRESS)
+    ap.add_argument("--tf-threads", choices=("tuned", "default"), default="tuned", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.steps < 20:
         ap.error("--steps must be at least 20")
@@ -306,17 +403,19 @@ def main(argv=None) -> int:
     BATCH, HIDDEN = args.batch, args.hidden
 
     if args.child:  # in-process run; prints only the number
-        fn = run_torch if args.child == "torch" else run_tf
-        print(fn(args.steps, max(1, args.threads), args.warmup_frac))
+        if args.child == "torch":
+            print(run_torch(args.steps, max(1, args.threads), args.warmup_frac))
+        else:
+            print(run_tf(args.steps, max(1, args.threads), args.warmup_frac, args.tf_threads))
         return 0
 
-    wanted = FRAMEWORKS if args.framework == "both" else (args.framework,)
+    wanted = {"both": FRAMEWORKS, "all": FRAMEWORKS + ("libtorch",)}.get(args.framework, (args.framework,))
     results = {fw: run_child(fw, args) for fw in wanted}
     if args.json:
         print(json.dumps(results))
     else:
         for fw, sps in results.items():
-            print(f"{fw:6s} {'unavailable' if sps is None else f'{sps:.1f} steps/s'}  "
+            print(f"{fw:8s} {'unavailable' if sps is None else f'{sps:.1f} steps/s'}  "
                   f"(batch {BATCH}, {args.threads} thread(s), {args.steps} steps)")
     return 0 if all(v is not None for v in results.values()) else 3
 

@@ -255,9 +255,9 @@ def run_child(framework: str, args) -> float | None:
         cmd += [f"--{k}", str(getattr(args, k))]
     if args.text:
         cmd += ["--text", args.text]
-    if framework != "tf":
-        return common.run_measurement(framework, cmd, common.child_env(args.threads))
-    return reference_cnn.run_tf_both_threadings(cmd, args.threads)
+    if framework == "torch":
+        return common.run_torch_best_pool(cmd, args.threads)
+    return common.run_tf_both_threadings(cmd, args.threads)
 
 
 def main(argv=None) -> int:
