@@ -28,7 +28,6 @@ inline vec::Vec gelu_grad_v(vec::Vec x, float approximate) {
   const vec::Vec pdf = 0.3989422804014327f * vec::exp(-0.5f * x * x);
   return cdf + x * pdf;
 }
-inline float sigmoid_f(float x) { return 1.0f / (1.0f + std::exp(-x)); }
 
 // y = fn(x) on [b, e) through an array function of floats (activations.hpp), 16-bit values
 // widened in blocks.
@@ -44,6 +43,27 @@ void map_floats(const F* x, F* y, std::int64_t b, std::int64_t e, void (*fn)(con
       for (std::int64_t k = 0; k < len; ++k) in[k] = Elem<F>::load(x[i + k]);
       fn(in, out, len);
       for (std::int64_t k = 0; k < len; ++k) y[i + k] = Elem<F>::store(out[k]);
+    }
+  }
+}
+
+// map_floats' two-input form: z = fn(x, y) over [b, e).
+template <typename F>
+void map_floats2(const F* x, const F* y, F* z, std::int64_t b, std::int64_t e,
+                 void (*fn)(const float*, const float*, float*, std::int64_t)) {
+  if constexpr (std::is_same_v<F, float>) {
+    fn(x + b, y + b, z + b, e - b);
+  } else {
+    constexpr std::int64_t kBlock = 256;
+    float in0[kBlock], in1[kBlock], out[kBlock];
+    for (std::int64_t i = b; i < e; i += kBlock) {
+      const std::int64_t len = std::min(kBlock, e - i);
+      for (std::int64_t k = 0; k < len; ++k) {
+        in0[k] = Elem<F>::load(x[i + k]);
+        in1[k] = Elem<F>::load(y[i + k]);
+      }
+      fn(in0, in1, out, len);
+      for (std::int64_t k = 0; k < len; ++k) z[i + k] = Elem<F>::store(out[k]);
     }
   }
 }
@@ -95,7 +115,7 @@ void unary(ComputeContext& ctx, UnaryOp op, const void* xv, void* yv, std::int64
       case UnaryOp::kAddScalar: map1(x, y, b, e, [p0](float v) { return v + p0; }); break;
       case UnaryOp::kPowScalar: map1(x, y, b, e, [p0](float v) { return std::pow(v, p0); }); break;
       case UnaryOp::kClip: map1(x, y, b, e, [p0, p1](float v) { return std::min(std::max(v, p0), p1); }); break;
-      case UnaryOp::kSilu: map1(x, y, b, e, [](float v) { return v * sigmoid_f(v); }); break;
+      case UnaryOp::kSilu: map_floats(x, y, b, e, silu_floats); break;
     }
   });
 }
@@ -132,12 +152,7 @@ void unary_backward(ComputeContext& ctx, UnaryOp op, const void* xv, const void*
         map(b, e, [p0](float u, float, float g) { return g * p0 * std::pow(u, p0 - 1.0f); });
         break;
       case UnaryOp::kClip: map(b, e, [p0, p1](float u, float, float g) { return clip_grad_of(u, g, p0, p1); }); break;
-      case UnaryOp::kSilu:
-        map(b, e, [](float u, float, float g) {
-          const float s = sigmoid_f(u);
-          return g * s * (1.0f + u * (1.0f - s));
-        });
-        break;
+      case UnaryOp::kSilu: map_floats2(x, dy, dx, b, e, silu_backward_floats); break;
     }
   });
 }
