@@ -4,8 +4,9 @@
 # running the same Keras code (its default threads and intra-op = THREADS / inter-op 1, the
 # faster of the round) and PyTorch 1.13 (nn.LSTM / nn.GRU, OpenBLAS, the same cores: torch's threads
 # and OpenBLAS' fight each other (OpenBLAS' pthreads beside torch's OpenMP ones: 9 steps/s where
-# either alone gives 26-32), so torch runs twice a round, its own THREADS threads over a one-thread
-# OpenBLAS and one torch thread over a THREADS-thread OpenBLAS, and the faster counts).
+# either alone gives 26-32), so torch runs once per setting of torch_pools in bench/reference_mlp.py,
+# its own THREADS threads over a one-thread OpenBLAS and one torch thread over a THREADS-thread
+# OpenBLAS, and the faster counts).
 # One after another, never concurrently, ROUNDS times, the order turning each round.
 #
 #   bench/compare_rnn.sh [-l lstm|gru|both] [-R ROUNDS] [-t THREADS] [-b BATCH] [-T LENGTH] [-n STEPS]
@@ -56,8 +57,23 @@ run() {  # python, framework, layer, extra flags: prints steps/s (0 when the run
   fi
 }
 
-torch_own() { OPENBLAS_NUM_THREADS=1 run "$py_torch" torch "$1"; }
-torch_blas() { OMP_NUM_THREADS=1 run "$py_torch" torch "$1" --threads 1; }
+# PyTorch's thread settings, "TORCH_THREADS OPENBLAS_THREADS" a line, from their one owner
+# (torch_pools in bench/reference_mlp.py); torch_best LAYER runs each and prints the faster (each
+# setting's figure goes to $tmp/pools).
+mapfile -t torch_pools < <(python3 -c 'import sys; sys.path.insert(0, sys.argv[1]); import reference_mlp as r
+for _, t, b in r.torch_pools(int(sys.argv[2])): print(t, b)' "$repo/bench" "$threads")
+((${#torch_pools[@]})) || { echo "compare_rnn: no torch thread settings from bench/reference_mlp.py" >&2; exit 1; }
+torch_best() {
+  local pool t b v best=0 each=""
+  for pool in "${torch_pools[@]}"; do
+    read -r t b <<<"$pool"
+    v=$(OMP_NUM_THREADS=$t MKL_NUM_THREADS=$t OPENBLAS_NUM_THREADS=$b run "$py_torch" torch "$1" --threads "$t")
+    each+="${each:+, }$v (torch $t, OpenBLAS $b)"
+    best=$(python3 -c 'import sys; print(max(map(float, sys.argv[1:])))' "$best" "$v")
+  done
+  echo "$each" >"$tmp/pools"
+  echo "$best"
+}
 
 echo "machine: $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) CPUs; $rounds rounds, $threads threads," \
   "batch $batch, $length time steps, $steps steps an epoch"
@@ -65,14 +81,13 @@ for layer in $layers; do
   : >"$tmp/$layer"
   for ((r = 1; r <= rounds; r++)); do
     if ((r % 2)); then
-      l=$(run "$py_pkg" lockstep "$layer"); pa=$(torch_own "$layer"); pb=$(torch_blas "$layer")
+      l=$(run "$py_pkg" lockstep "$layer"); p=$(torch_best "$layer")
       td=$(run "$py_tf" tensorflow "$layer" --tf-threads default); tt=$(run "$py_tf" tensorflow "$layer" --tf-threads tuned)
     else
       tt=$(run "$py_tf" tensorflow "$layer" --tf-threads tuned); td=$(run "$py_tf" tensorflow "$layer" --tf-threads default)
-      pb=$(torch_blas "$layer"); pa=$(torch_own "$layer"); l=$(run "$py_pkg" lockstep "$layer")
+      p=$(torch_best "$layer"); l=$(run "$py_pkg" lockstep "$layer")
     fi
-    p=$(python3 -c 'import sys; print(max(map(float, sys.argv[1:])))' "$pa" "$pb")
-    echo "$layer round $r: lockstep $l  torch $p ($pa torch threads, $pb OpenBLAS threads)  tf $td (default threads) / $tt (tuned) steps/s"
+    echo "$layer round $r: lockstep $l  torch $p ($(cat "$tmp/pools"))  tf $td (default threads) / $tt (tuned) steps/s"
     echo "$l $p $td $tt" >>"$tmp/$layer"
   done
   python3 - "$tmp/$layer" "$layer" <<'EOF'
