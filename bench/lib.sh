@@ -37,27 +37,22 @@ limit_library_threads() {
   export OMP_NUM_THREADS="$1" OPENBLAS_NUM_THREADS="$1" MKL_NUM_THREADS="$1"
 }
 
-# openblas_check [--install]: Debian's torch uses whatever libblas.so.3 points at, the slow
-# reference BLAS unless OpenBLAS (libopenblas0-pthread) is installed. With --install, as root,
-# installs it (benchmarks only; the tests do not need it); otherwise warns that torch's figures
-# use the reference BLAS.
-openblas_check() {
-  dpkg-query -W -f='${Status}' libopenblas0-pthread 2>/dev/null | grep -q "install ok installed" && return 0
-  if [[ "${1:-}" == --install && $(id -u) -eq 0 ]]; then
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends libopenblas0-pthread >&2
+# reference_package PACKAGE WHAT [--install]: a Debian package a reference needs (benchmarks only;
+# the tests never do). With --install, as root, installs it where missing; otherwise warns that
+# WHAT, naming the consequence.
+reference_package() {
+  dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed" && return 0
+  if [[ "${3:-}" == --install && $(id -u) -eq 0 ]]; then
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "$1" >&2
   else
-    echo "$(basename "$0" .sh): warning: libopenblas0-pthread is not installed; torch's figures use the reference BLAS" >&2
+    echo "$(basename "$0" .sh): warning: $1 is not installed; $2" >&2
   fi
 }
 
+# openblas_check [--install]: Debian's torch uses whatever libblas.so.3 points at, the slow
+# reference BLAS unless OpenBLAS (libopenblas0-pthread) is installed.
+openblas_check() { reference_package libopenblas0-pthread "torch's figures use the reference BLAS" "$@"; }
+
 # libtorch_check [--install]: the libtorch reference (bench/reference_libtorch.cpp, the C++ user's
-# alternative) needs Debian's libtorch-dev. With --install, as root, installs it (benchmarks only);
-# otherwise warns that the libtorch figure will be missing.
-libtorch_check() {
-  dpkg-query -W -f='${Status}' libtorch-dev 2>/dev/null | grep -q "install ok installed" && return 0
-  if [[ "${1:-}" == --install && $(id -u) -eq 0 ]]; then
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends libtorch-dev >&2
-  else
-    echo "$(basename "$0" .sh): warning: libtorch-dev is not installed; no libtorch (C++) reference" >&2
-  fi
-}
+# alternative) needs Debian's libtorch-dev.
+libtorch_check() { reference_package libtorch-dev "no libtorch (C++) reference" "$@"; }
