@@ -165,6 +165,25 @@ Tensor BidirectionalLayer::compute_mask(const Tensor& x, const Tensor& mask) con
   return forward_->compute_mask(x, mask);  // Keras' RNN rule, the recurrent layers' (both agree on return_sequences)
 }
 
+std::string BidirectionalLayer::describe_outputs(const CallOptions& options) const {
+  return merge_mode_ ? Layer::describe_outputs(options) : "its forward and backward outputs (merge_mode=None)";
+}
+
+std::vector<Shape> BidirectionalLayer::more_output_shapes(const std::vector<Shape>& inputs, const CallOptions&) const {
+  if (merge_mode_) return {};
+  return {compute_output_shape(inputs.front())};
+}
+
+std::vector<Tensor> BidirectionalLayer::call_outputs(const std::vector<Tensor>& inputs, const CallArguments& args,
+                                                     const CallContext& ctx) const {
+  if (merge_mode_) return Layer::call_outputs(inputs, args, ctx);
+  return unmerged(inputs.front(), args.masks.empty() ? Tensor() : args.masks.front(), ctx);
+}
+
+std::vector<Layer::KerasSublayer> BidirectionalLayer::keras_sublayers() const {
+  return {{"layer", "forward_layer", forward_.get()}, {"backward_layer", "backward_layer", backward_.get()}};
+}
+
 std::string BidirectionalLayer::keras_weight_path(std::size_t index) const {
   const std::size_t n = forward_->variables().size();
   return index < n ? "forward_layer/" + forward_->keras_weight_path(index)

@@ -28,6 +28,14 @@ void Layer::check_call_mask(const Shape& mask, const Shape& input) const {
                  input.str(), " (its shape without the last axis), got a mask of shape ", mask.str());
 }
 
+std::string Layer::describe_outputs(const CallOptions&) const { return "its output"; }
+
+std::vector<Tensor> Layer::call_outputs(const std::vector<Tensor>& inputs, const CallArguments& args,
+                                        const CallContext& ctx) const {
+  const Tensor mask = args.masks.empty() ? Tensor() : args.masks.front();
+  return {mask.defined() ? call_masked(inputs.front(), mask, ctx) : call(inputs.front(), ctx)};
+}
+
 nlohmann::json Layer::keras_build_config(const nlohmann::json& input_shapes) const {
   return {{"input_shape", input_shapes}};
 }

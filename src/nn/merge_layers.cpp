@@ -31,6 +31,11 @@ Tensor MergeLayer::call(const Tensor& x, const CallContext&) const {
   return {};
 }
 
+std::vector<Tensor> MergeLayer::call_outputs(const std::vector<Tensor>& inputs, const CallArguments&,
+                                             const CallContext& ctx) const {
+  return {merge(inputs, ctx)};
+}
+
 Shape MergeLayer::check_same_shapes(const std::vector<Shape>& shapes) const {
   check_list(shapes);
   for (const auto& s : shapes)

@@ -164,6 +164,34 @@ Tensor MultiHeadAttentionLayer::merge(const std::vector<Tensor>& inputs, const C
   return attend(inputs[0], inputs[1], inputs.size() == 3 ? inputs[2] : Tensor(), ctx);
 }
 
+std::vector<Tensor> MultiHeadAttentionLayer::call_outputs(const std::vector<Tensor>& inputs, const CallArguments& args,
+                                                          const CallContext& ctx) const {
+  // Keras' mha(query, value, key, attention_mask=, use_causal_mask=): the inputs' masks are its
+  // query_mask, value_mask and key_mask (layer.py's "Populate mask argument(s)").
+  const auto mask = [&](std::size_t i) { return i < args.masks.size() ? args.masks[i] : Tensor(); };
+  Tensor scores;
+  AttentionCall attention{.query_mask = mask(0),
+                          .value_mask = mask(1),
+                          .key_mask = mask(2),
+                          .use_causal_mask = args.options.use_causal_mask,
+                          .attention_scores = args.options.return_attention_scores ? &scores : nullptr};
+  if (args.attention_mask.defined()) attention.attention_mask = cast(args.attention_mask, DType::kU8);
+  Tensor out = attend(inputs[0], inputs[1], inputs.size() > 2 ? inputs[2] : Tensor(), ctx, attention);
+  if (!args.options.return_attention_scores) return {std::move(out)};
+  return {std::move(out), std::move(scores)};
+}
+
+std::string MultiHeadAttentionLayer::describe_outputs(const CallOptions& options) const {
+  return options.return_attention_scores ? "its output and its attention scores (return_attention_scores=True)"
+                                         : Layer::describe_outputs(options);
+}
+
+std::vector<Shape> MultiHeadAttentionLayer::more_output_shapes(const std::vector<Shape>& inputs,
+                                                               const CallOptions& options) const {
+  if (!options.return_attention_scores) return {};
+  return {Shape{inputs[0][0], options_.num_heads, inputs[0][1], inputs[1][1]}};
+}
+
 Tensor MultiHeadAttentionLayer::merge_mask(const std::vector<Tensor>&, const std::vector<Tensor>& masks) const {
   return masks.empty() ? Tensor() : masks.front();
 }

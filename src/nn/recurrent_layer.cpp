@@ -185,6 +185,26 @@ Tensor RecurrentLayer::call_masked(const Tensor& x, const Tensor& mask, const Ca
   return run(x, mask, {}, ctx).output;
 }
 
+std::size_t RecurrentLayer::output_count(const CallOptions&) const {
+  return options_.return_state ? 1 + static_cast<std::size_t>(states_) : 1;
+}
+
+std::string RecurrentLayer::describe_outputs(const CallOptions& options) const {
+  return options_.return_state ? "its output and its states (return_state=True)" : Layer::describe_outputs(options);
+}
+
+std::vector<Shape> RecurrentLayer::more_output_shapes(const std::vector<Shape>& inputs, const CallOptions& options) const {
+  return std::vector<Shape>(output_count(options) - 1, Shape{inputs.front()[0], options_.units});
+}
+
+std::vector<Tensor> RecurrentLayer::call_outputs(const std::vector<Tensor>& inputs, const CallArguments& args,
+                                                 const CallContext& ctx) const {
+  RecurrentResult r = run(inputs.front(), args.masks.empty() ? Tensor() : args.masks.front(), args.initial_state, ctx);
+  std::vector<Tensor> outs{std::move(r.output)};
+  if (options_.return_state) outs.insert(outs.end(), r.states.begin(), r.states.end());
+  return outs;
+}
+
 Tensor RecurrentLayer::compute_mask(const Tensor&, const Tensor& mask) const {
   return options_.return_sequences ? mask : Tensor();
 }

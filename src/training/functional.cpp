@@ -8,7 +8,6 @@
 #include <set>
 #include <unordered_map>
 
-#include "lockstep/layers/bidirectional.hpp"
 #include "lockstep/layers/core_layers.hpp"
 #include "lockstep/layers/initializers.hpp"
 #include "lockstep/layers/merge_layers.hpp"
@@ -104,6 +103,10 @@ FirstCalls& first_calls() {
   return calls;
 }
 
+layers::CallOptions call_options(const CallKwargs& kwargs) {
+  return {.return_attention_scores = kwargs.return_attention_scores, .use_causal_mask = kwargs.use_causal_mask};
+}
+
 std::vector<Shape> shapes_of(const std::vector<KerasTensor>& xs) {
   std::vector<Shape> out;
   for (const auto& x : xs) out.push_back(x.shape());
@@ -146,9 +149,8 @@ KerasTensor call(const layers::LayerPtr& layer, const KerasTensor& x, const Call
 
 KerasTensor call(const layers::LayerPtr& layer, const std::vector<KerasTensor>& xs, const CallKwargs& kwargs) {
   std::vector<KerasTensor> outs = call_outputs(layer, xs, kwargs);
-  LOCKSTEP_CHECK(outs.size() == 1, "lockstep::call: ", describe(*layer), " gives ", outs.size(),
-                 " tensors here (return_state, return_attention_scores or Bidirectional's merge_mode=None): use "
-                 "lockstep::call_outputs");
+  LOCKSTEP_CHECK(outs.size() == 1, "lockstep::call: ", describe(*layer), " gives ", outs.size(), " tensors here, ",
+                 layer->describe_outputs(call_options(kwargs)), ": use lockstep::call_outputs");
   return std::move(outs.front());
 }
 
@@ -195,12 +197,9 @@ std::vector<KerasTensor> call_outputs(const layers::LayerPtr& layer, const std::
   node->layer = layer;
   node->inputs = xs;
   node->training = kwargs.training;
+  // The keyword arguments only some layers' calls take: a recurrent layer's initial_state and
+  // MultiHeadAttention's; checked here, where the messages name the call.
   const auto* rnn = dynamic_cast<const layers::RecurrentLayer*>(layer.get());
-  if (rnn != nullptr && rnn->options().return_state)  // Keras' [output, h] or [output, h, c]
-    node->more_shapes.assign(static_cast<std::size_t>(rnn->state_count()), Shape{in[0], rnn->options().units});
-  // Keras' Bidirectional(merge_mode=None): [forward output, backward output], of one shape.
-  if (const auto* bi = dynamic_cast<const layers::BidirectionalLayer*>(layer.get()); bi && !bi->merge_mode())
-    node->more_shapes = {node->shape};
   if (const auto* states = kwargs.initial_state) {
     LOCKSTEP_CHECK(rnn != nullptr, "lockstep::call: ", describe(*layer),
                    " takes no initial_state (SimpleRNN, LSTM and GRU do)");
@@ -215,16 +214,14 @@ std::vector<KerasTensor> call_outputs(const layers::LayerPtr& layer, const std::
     }
     node->initial_states = states->size();
   }
+  const bool mha = dynamic_cast<const layers::MultiHeadAttentionLayer*>(layer.get()) != nullptr;
   if (kwargs.return_attention_scores) {
-    const auto* mha = dynamic_cast<const layers::MultiHeadAttentionLayer*>(layer.get());
-    LOCKSTEP_CHECK(mha != nullptr, "lockstep::call: ", describe(*layer),
-                   " takes no return_attention_scores (MultiHeadAttention does)");
+    LOCKSTEP_CHECK(mha, "lockstep::call: ", describe(*layer), " takes no return_attention_scores (MultiHeadAttention does)");
     node->return_attention_scores = true;
-    node->more_shapes = {Shape{in[0], mha->options().num_heads, xs[0].shape()[1], xs[1].shape()[1]}};
   }
   if (kwargs.use_causal_mask || kwargs.attention_mask) {
-    LOCKSTEP_CHECK(dynamic_cast<const layers::MultiHeadAttentionLayer*>(layer.get()) != nullptr, "lockstep::call: ",
-                   describe(*layer), " takes no use_causal_mask or attention_mask (MultiHeadAttention does)");
+    LOCKSTEP_CHECK(mha, "lockstep::call: ", describe(*layer),
+                   " takes no use_causal_mask or attention_mask (MultiHeadAttention does)");
     node->use_causal_mask = kwargs.use_causal_mask;
     if (const KerasTensor* mask = kwargs.attention_mask) {
       LOCKSTEP_CHECK(mask->defined(), "lockstep::call: ", describe(*layer), "'s attention_mask is undefined");
@@ -247,6 +244,8 @@ std::vector<KerasTensor> call_outputs(const layers::LayerPtr& layer, const std::
     node->call_mask = true;
     node->inputs.push_back(*mask);
   }
+  // A call of several tensors (Layer::output_count): the layer's own shapes for those after the first.
+  node->more_shapes = layer->more_output_shapes(shapes_of(xs), call_options(kwargs));
   node->id = next_node_id++;
   const std::size_t count = 1 + node->more_shapes.size();
   std::shared_ptr<const detail::KerasNode> made = std::move(node);
@@ -481,60 +480,27 @@ void Functional::build(const Shape& input_shape) {
 
 Tensor Functional::run_node(const Node& node, const std::vector<Tensor>& values, const std::vector<Tensor>& masks,
                             const layers::CallContext& ctx, bool logits) const {
+  if (node.list_call || node.initial_states > 0) return run_node_outputs(node, values, masks, ctx).front();
   const layers::Layer& l = *layers_[node.layer];
-  if (node.list_call) {
-    std::vector<Tensor> xs, ms;
-    for (std::size_t a = 0; a < node.arguments(); ++a) {
-      xs.push_back(values[slot(node, a)]);
-      ms.push_back(masks[slot(node, a)]);
-    }
-    if (const auto* mha = dynamic_cast<const layers::MultiHeadAttentionLayer*>(&l)) {
-      // Keras' mha(query, value, key, attention_mask=, use_causal_mask=): the inputs' masks are its
-      // query_mask, value_mask and key_mask (layer.py's "Populate mask argument(s)").
-      layers::AttentionCall call{.query_mask = ms[0],
-                                 .value_mask = ms[1],
-                                 .key_mask = ms.size() > 2 ? ms[2] : Tensor(),
-                                 .use_causal_mask = node.use_causal_mask};
-      if (node.attention_mask) call.attention_mask = cast(values[slot(node, node.inputs.size() - 1)], DType::kU8);
-      return mha->attend(xs[0], xs[1], xs.size() > 2 ? xs[2] : Tensor(), ctx, call);
-    }
-    return dynamic_cast<const layers::MergeLayer&>(l).merge(xs, ctx);
-  }
   const Tensor& x = values[slot(node, 0)];
   const Tensor& mask = given_mask(node, values, masks);
-  if (node.initial_states > 0) return run_node_outputs(node, values, masks, ctx).front();
   if (logits) return l.call_logits(x, ctx);
   return mask.defined() ? l.call_masked(x, mask, ctx) : l.call(x, ctx);
 }
 
 std::vector<Tensor> Functional::run_node_outputs(const Node& node, const std::vector<Tensor>& values,
                                                  const std::vector<Tensor>& masks, const layers::CallContext& ctx) const {
-  const layers::Layer& l = *layers_[node.layer];
-  if (const auto* rnn = dynamic_cast<const layers::RecurrentLayer*>(&l)) {
-    std::vector<Tensor> states;
-    for (std::size_t a = node.arguments(); a < node.arguments() + node.initial_states; ++a)
-      states.push_back(values[slot(node, a)]);
-    layers::RecurrentResult r = rnn->run(values[slot(node, 0)], given_mask(node, values, masks), states, ctx);
-    std::vector<Tensor> outs{std::move(r.output)};
-    if (rnn->options().return_state) outs.insert(outs.end(), r.states.begin(), r.states.end());
-    return outs;
+  layers::CallArguments args{
+      .options = {.return_attention_scores = node.return_attention_scores, .use_causal_mask = node.use_causal_mask}};
+  std::vector<Tensor> xs;
+  for (std::size_t a = 0; a < node.arguments(); ++a) {
+    xs.push_back(values[slot(node, a)]);
+    args.masks.push_back(node.list_call ? masks[slot(node, a)] : given_mask(node, values, masks));
   }
-  if (const auto* bi = dynamic_cast<const layers::BidirectionalLayer*>(&l))  // merge_mode=None
-    return bi->unmerged(values[slot(node, 0)], given_mask(node, values, masks), ctx);
-  // MultiHeadAttention with return_attention_scores: Keras' (output, scores).
-  const auto& mha = dynamic_cast<const layers::MultiHeadAttentionLayer&>(l);
-  std::vector<Tensor> ms;
-  for (std::size_t a = 0; a < node.arguments(); ++a) ms.push_back(masks[slot(node, a)]);
-  Tensor scores;
-  layers::AttentionCall call{.query_mask = ms[0],
-                             .value_mask = ms[1],
-                             .key_mask = ms.size() > 2 ? ms[2] : Tensor(),
-                             .use_causal_mask = node.use_causal_mask,
-                             .attention_scores = &scores};
-  if (node.attention_mask) call.attention_mask = cast(values[slot(node, node.inputs.size() - 1)], DType::kU8);
-  Tensor out = mha.attend(values[slot(node, 0)], values[slot(node, 1)],
-                          node.arguments() > 2 ? values[slot(node, 2)] : Tensor(), ctx, call);
-  return {std::move(out), std::move(scores)};
+  for (std::size_t a = node.arguments(); a < node.arguments() + node.initial_states; ++a)
+    args.initial_state.push_back(values[slot(node, a)]);
+  if (node.attention_mask) args.attention_mask = values[slot(node, node.inputs.size() - 1)];
+  return layers_[node.layer]->call_outputs(xs, args, ctx);
 }
 
 bool Functional::fuses_with_next(std::size_t i) const {
@@ -628,12 +594,10 @@ void Functional::run_graph(std::span<const Tensor> xs, const layers::CallContext
     const std::size_t ran = i;
     const std::size_t s = slot_[i];
     if (!node.more_outputs.empty()) {
-      // A call that gives several tensors: tensor 0's mask is the layer's compute_mask, the others
-      // have none (Keras' RNN.compute_mask gives its states None; attention scores have none)
-      // but Bidirectional's backward output, which has tensor 0's (Keras' [mask, mask]).
+      // A call that gives several tensors: tensor 0's mask is the layer's compute_mask, the
+      // others' its more_outputs_mask.
       masks[s] = node_mask(node, values, masks);
-      if (dynamic_cast<const layers::BidirectionalLayer*>(layers_[node.layer].get()) != nullptr)
-        masks[s + 1] = masks[s];
+      for (std::size_t k = 1; k < node.outputs(); ++k) masks[s + k] = layers_[node.layer]->more_outputs_mask(masks[s]);
       std::vector<Tensor> got = run_node_outputs(node, values, masks, ctx_of(node));
       for (std::size_t k = 0; k < got.size(); ++k) {
         values[s + k] = std::move(got[k]);

@@ -7,8 +7,6 @@
 #include <tuple>
 #include <utility>
 
-#include "lockstep/layers/core_layers.hpp"
-#include "lockstep/layers/recurrent_layers.hpp"
 #include "training/layer_config.hpp"
 
 namespace lockstep::detail {
@@ -45,15 +43,6 @@ void check_size(const json& layer_list, const std::string& source) {
     fail(source, "the Functional config has " + std::to_string(calls) + " layer calls (nodes) in " +
                      std::to_string(layer_list.size()) + " layers, more than lockstep's bound of " +
                      std::to_string(Functional::kMaxNodes) + " for a model");
-}
-
-// The training= Keras writes on a call given none (its call's default, where that is not None):
-// Dropout's and the recurrent layers' False, on every one of their calls. That value in a file
-// says nothing about the call (read as the call's own, a loaded LSTM's dropout would never act in fit).
-std::optional<bool> keras_default_training(const layers::Layer& l) {
-  if (dynamic_cast<const layers::DropoutLayer*>(&l) != nullptr) return false;  // call(inputs, training=False)
-  if (dynamic_cast<const layers::RecurrentLayer*>(&l) != nullptr) return false;  // RNN.call(..., training=False)
-  return std::nullopt;
 }
 
 // [layer name, node index, tensor index] of a keras tensor (or of an input_layers entry). A layer's
@@ -199,7 +188,7 @@ json functional_config(const Functional& m, const LayerToJson& layer_json) {
       if (n.call_mask) kwargs["mask"] = input(n.inputs.size() - 1);
       if (n.training) {
         kwargs["training"] = *n.training;
-        if (n.training == keras_default_training(*m.layers()[i]))
+        if (n.training == m.layers()[i]->keras_training_default())
           std::fprintf(stderr,
                        "WARNING: model '%s': layer '%s' is called with training=%s, which a Keras file cannot keep: "
                        "Keras writes that value on every call of a %s, so the file's call follows the model's mode\n",
@@ -350,9 +339,10 @@ std::unique_ptr<Functional> functional_from_config(const json& config, const Lay
       const int node_index = static_cast<int>(p.done);
       std::vector<KerasTensor> made;
       try {
-        // Keras writes Dropout's training=False on each of its calls, whatever the call was given
-        // (and Keras 3's fit passes training=True over it): that value is no training= of the call.
-        if (p.callee.layer && training == keras_default_training(*p.callee.layer)) training.reset();
+        // Keras writes a layer's keras_training_default (Dropout's training=False) on each of its
+        // calls, whatever the call was given (and Keras 3's fit passes training=True over it): that
+        // value is no training= of the call.
+        if (p.callee.layer && training == p.callee.layer->keras_training_default()) training.reset();
         // A list, or several positional tensors (MultiHeadAttention's query, value): a list call.
         const CallKwargs kw{.training = training, .use_causal_mask = causal,
                             .attention_mask = mask_ref ? &mask : nullptr, .mask = call_mask_ref ? &call_mask : nullptr,

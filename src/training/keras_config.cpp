@@ -7,7 +7,6 @@
 #include <map>
 #include <set>
 
-#include "lockstep/layers/bidirectional.hpp"
 #include "lockstep/layers/core_layers.hpp"
 #include "lockstep/layers/layer_registry.hpp"
 #include "lockstep/layers/merge_layers.hpp"
@@ -189,10 +188,7 @@ json layer_to_keras(const layers::Layer& l) {
     config[key] = is_initializer_key(key) ? initializer_to_keras(value.get<std::string>()) : value;
   }
   config.update(layers::find_layer_class(l.class_name())->keras_fixed);
-  if (const auto* b = dynamic_cast<const layers::BidirectionalLayer*>(&l)) {
-    config["layer"] = layer_to_keras(b->forward_layer());
-    config["backward_layer"] = layer_to_keras(b->backward_layer());
-  }
+  for (const auto& inner : l.keras_sublayers()) config[inner.config_key] = layer_to_keras(*inner.layer);
   const std::string registered = l.keras_registered_name();
   return {{"module", l.keras_module()},
           {"class_name", l.class_name()},

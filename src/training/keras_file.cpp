@@ -12,7 +12,6 @@
 #include "lockstep/io/checkpoint.hpp"
 #include "lockstep/io/hdf5_file.hpp"
 #include "lockstep/io/zip_archive.hpp"
-#include "lockstep/layers/bidirectional.hpp"
 #include "lockstep/layers/core_layers.hpp"
 #include "lockstep/training/sequential.hpp"
 #include "nn/weight_check.hpp"
@@ -90,11 +89,8 @@ std::string encode_keras_weights(const Model& model, bool with_optimizer) {
   for (const auto& [l, group] : weight_layers(model)) {
     h5.groups.push_back({group + "/vars", {{"name", l->name()}}});
     // Keras writes a (here empty) vars group for each layer inside a wrapper too.
-    if (const auto* b = dynamic_cast<const layers::BidirectionalLayer*>(l))
-      for (const layers::Layer* inner : {static_cast<const layers::Layer*>(&b->forward_layer()),
-                                         static_cast<const layers::Layer*>(&b->backward_layer())})
-        h5.groups.push_back({group + (inner == &b->forward_layer() ? "/forward_layer" : "/backward_layer") + "/vars",
-                             {{"name", inner->name()}}});
+    for (const auto& inner : l->keras_sublayers())
+      h5.groups.push_back({group + "/" + inner.weights_group + "/vars", {{"name", inner.layer->name()}}});
     const auto& vars = l->variables();
     for (std::size_t i = 0; i < vars.size(); ++i) {
       const Tensor value = vars[i].read_value();

@@ -5,8 +5,6 @@
 #include <cstdio>
 #include <map>
 
-#include "lockstep/layers/bidirectional.hpp"
-#include "lockstep/layers/recurrent_layers.hpp"
 #include "training/layer_config.hpp"
 #include "training/summary_table.hpp"
 
@@ -22,21 +20,19 @@ bool Sequential::holds_name(const std::string& name) const {
 
 void Sequential::add(layers::LayerPtr layer) {
   LOCKSTEP_CHECK(layer != nullptr, "Sequential::add: null layer");
-  // Keras refuses such a layer too (at the next layer, which gets several tensors).
-  const auto several = [&](const std::string& why) {
+  // A layer whose calls give several tensors (Layer::output_count): Keras refuses it too (at the
+  // next layer, which gets several tensors).
+  if (const std::size_t count = layer->output_count({}); count > 1) {
     // Not named yet: its place among the model's layers (Keras' model.layers: the input is none).
     const auto place = std::count_if(layers_.begin(), layers_.end(),
                                      [](const auto& l) { return l->class_name() != "InputLayer"; }) + 1;
     const std::string which = layer->name().empty() ? "its layer " + std::to_string(place)
                                                     : "layer '" + layer->name() + "'";
-    return ValueError("Sequential '" + name() + "': " + which + " (" + layer->class_name() + ") " + why +
-                      "; a Sequential model's layers give one tensor each: build a Functional model "
-                      "(keras.Model(inputs, outputs); in C++ lockstep::call_outputs)");
-  };
-  if (const auto* rnn = dynamic_cast<const layers::RecurrentLayer*>(layer.get()); rnn && rnn->options().return_state)
-    throw several("has return_state=True and gives its output and its states");
-  if (const auto* bi = dynamic_cast<const layers::BidirectionalLayer*>(layer.get()); bi && !bi->merge_mode())
-    throw several("has merge_mode=None and gives two tensors, [forward output, backward output]");
+    throw ValueError("Sequential '" + name() + "': " + which + " (" + layer->class_name() + ") gives " +
+                     std::to_string(count) + " tensors, " + layer->describe_outputs({}) +
+                     "; a Sequential model's layers give one tensor each: build a Functional model "
+                     "(keras.Model(inputs, outputs); in C++ lockstep::call_outputs)");
+  }
   bool named = false;
   if (layer->name().empty()) {
     // Numbered within the class (dense, dense_1, ...), past any name a layer holds already.

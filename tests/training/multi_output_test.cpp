@@ -5,6 +5,7 @@
 // probabilities under its masks, and an encoder-decoder model saves and loads as a .keras file
 // (Keras' initial_state kwargs and keras_history tensor indices). Bidirectional(merge_mode=None):
 // the forward layer's output and the backward layer's re-reversed one, both masked as Keras masks.
+// A layer of one's own gives several tensors through Layer's virtuals (output_count and the rest).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -380,6 +381,49 @@ TEST(MultiOutput, BidirectionalMergeModeNoneIsRefusedByCallAndBySequentialNaming
   built->build(Shape{-1, 5, 2}, 1);
   msg = test::message_of([&] { (void)built->call(sequence_input(2, 5, 2, 15), layers::CallContext{}); });
   EXPECT_NE(msg.find("call_outputs"), std::string::npos) << msg;
+}
+
+// A layer of one's own whose calls give two tensors, x and -x, the second with the first's mask:
+// it says so through Layer's virtuals alone, which lockstep::call_outputs, Functional, call and
+// Sequential all read.
+class SignPair final : public layers::Layer {
+ public:
+  std::string class_name() const override { return "SignPair"; }
+  bool supports_masking() const override { return true; }
+  Shape compute_output_shape(const Shape& s) const override { return s; }
+  Tensor call(const Tensor& x, const layers::CallContext&) const override { return x; }
+  std::size_t output_count(const layers::CallOptions&) const override { return 2; }
+  std::string describe_outputs(const layers::CallOptions&) const override { return "x and -x"; }
+  std::vector<Shape> more_output_shapes(const std::vector<Shape>& inputs, const layers::CallOptions&) const override {
+    return {inputs.front()};
+  }
+  Tensor more_outputs_mask(const Tensor& output_mask) const override { return output_mask; }
+  std::vector<Tensor> call_outputs(const std::vector<Tensor>& inputs, const layers::CallArguments&,
+                                   const layers::CallContext&) const override {
+    return {inputs.front(), neg(inputs.front())};
+  }
+};
+
+TEST(MultiOutput, ALayerOfItsOwnGivesSeveralTensorsThroughLayersVirtuals) {
+  const KerasTensor in = Input({5, 2});
+  const auto pair = std::make_shared<SignPair>();
+  const std::vector<KerasTensor> outs = call_outputs(pair, call(layers::Masking(0.0f), in));
+  ASSERT_EQ(outs.size(), 2u);
+  EXPECT_EQ(outs[1].index(), 1);
+  EXPECT_EQ(outs[1].shape(), (Shape{-1, 5, 2}));
+  Functional model(in, outs, "pair");
+  const Tensor x = UnmergedBidirectional::input(3, 16);  // rows 1 and 2 end in masked steps
+  const std::vector<Model::Output> got = model.forward_all(std::vector<Tensor>{x}, {});
+  ASSERT_EQ(got.size(), 2u);
+  EXPECT_TRUE(same_bits(got[0].output, x));
+  EXPECT_TRUE(same_bits(got[1].output, neg(x)));
+  const Tensor mask = layers::MaskingLayer(0.0f).compute_mask(x, Tensor());
+  ASSERT_TRUE(got[1].mask.defined());
+  EXPECT_TRUE(same_bits(got[1].mask, mask));
+  std::string msg = test::message_of([&] { (void)call(pair, in); });
+  EXPECT_NE(msg.find("gives 2 tensors here, x and -x"), std::string::npos) << msg;
+  msg = test::message_of([&] { Sequential({layers::Input({5, 2}), std::make_shared<SignPair>()}); });
+  EXPECT_NE(msg.find("its layer 1 (SignPair) gives 2 tensors, x and -x"), std::string::npos) << msg;
 }
 
 }  // namespace

@@ -46,8 +46,17 @@ class BidirectionalLayer final : public Layer {
   Tensor compute_mask(const Tensor& x, const Tensor& mask) const override;
   Tensor call_masked(const Tensor& x, const Tensor& mask, const CallContext& ctx) const override;
   bool call_takes_mask() const override { return true; }
+  /// With merge_mode=None: two tensors, unmerged's, both with the output's mask.
+  std::size_t output_count(const CallOptions&) const override { return merge_mode_ ? 1 : 2; }
+  std::string describe_outputs(const CallOptions& options) const override;
+  std::vector<Shape> more_output_shapes(const std::vector<Shape>& inputs, const CallOptions& options) const override;
+  Tensor more_outputs_mask(const Tensor& output_mask) const override { return output_mask; }
+  std::vector<Tensor> call_outputs(const std::vector<Tensor>& inputs, const CallArguments& args,
+                                   const CallContext& ctx) const override;
   /// "forward_layer/cell/vars/<i>" for the forward layer's weights, then "backward_layer/...".
   std::string keras_weight_path(std::size_t index) const override;
+  /// The forward layer under "layer" and in "forward_layer", the backward under "backward_layer".
+  std::vector<KerasSublayer> keras_sublayers() const override;
   nlohmann::json get_config() const override;
   static LayerPtr from_config(const nlohmann::json& config);
 

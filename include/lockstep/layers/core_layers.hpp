@@ -50,6 +50,8 @@ class DropoutLayer final : public Layer {
   static LayerPtr from_config(const nlohmann::json& config);
   Shape compute_output_shape(const Shape& s) const override { return s; }
   Tensor call(const Tensor& x, const CallContext& ctx) const override;
+  /// Keras' Dropout.call(inputs, training=False).
+  std::optional<bool> keras_training_default() const override { return false; }
   float rate() const { return rate_; }
 
  protected:

@@ -40,6 +40,24 @@ struct CallContext {
   bool read_only = false;
 };
 
+/// Keras' call keyword arguments that are settings, for the layers whose call takes them
+/// (lockstep::CallKwargs, functional.hpp, says which).
+struct CallOptions {
+  bool return_attention_scores = false;  // MultiHeadAttention's: the call gives (output, scores)
+  bool use_causal_mask = false;          // MultiHeadAttention's
+};
+
+/// A call's arguments besides its inputs, as a Functional model passes them to
+/// Layer::call_outputs: the inputs' masks and Keras' call keyword arguments.
+struct CallArguments {
+  CallOptions options;
+  std::vector<Tensor> masks;          // per input: its mask, or the call's mask= (undefined: none)
+  std::vector<Tensor> initial_state;  // a recurrent layer's: one [batch, units] tensor per state
+  /// MultiHeadAttention's attention_mask, [batch, query length, value length], nonzero where a
+  /// query step may attend (undefined: none).
+  Tensor attention_mask;
+};
+
 class Layer {
  public:
   explicit Layer(std::string name = "");
@@ -64,6 +82,21 @@ class Layer {
   virtual std::string keras_module() const { return "keras.layers"; }
   virtual std::string keras_registered_name() const { return ""; }
   virtual nlohmann::json keras_build_config(const nlohmann::json& input_shapes) const;
+  /// The training= Keras writes on each call of the class given none: the default of `training`
+  /// in its call's signature where that is not None (Keras' Layer._resolve_and_populate_arg):
+  /// Dropout's and the recurrent layers' call(..., training=False). nullopt (this base): none.
+  /// A file's training= equal to it says nothing about the call, so a loaded call takes none (read
+  /// as the call's own, a loaded LSTM's dropout would never act in fit).
+  virtual std::optional<bool> keras_training_default() const { return std::nullopt; }
+  /// A wrapper's inner layers as a Keras file keeps them (Bidirectional's): the key of the
+  /// wrapper's config that holds each one's Keras config, and its group in the weights file
+  /// (where Keras writes its own "vars" group beside the wrapper's weights). None (this base).
+  struct KerasSublayer {
+    std::string config_key;
+    std::string weights_group;
+    const Layer* layer = nullptr;
+  };
+  virtual std::vector<KerasSublayer> keras_sublayers() const { return {}; }
 
   /// Creates variables for input_shape (batch dimension -1); throws ValueError naming the shape
   /// and the layer when it cannot accept it. Idempotent for the same shape.
@@ -85,6 +118,30 @@ class Layer {
   virtual Tensor call_then(const Layer& /*next*/, const Tensor& /*x*/, const CallContext& /*ctx*/) const {
     return Tensor();
   }
+
+  /// Keras' calls of several tensors, owned here: how many tensors a call with `options` gives.
+  /// One (this base) unless the layer's settings or the call ask for more: a recurrent layer's
+  /// return_state (its output, then its states), Bidirectional's merge_mode=None (forward output,
+  /// backward output), MultiHeadAttention's return_attention_scores (output, scores). Sequential
+  /// and lockstep::call take calls of one; a Functional model's call_outputs gives them all.
+  virtual std::size_t output_count(const CallOptions& /*options*/) const { return 1; }
+  /// What such a call gives and the setting that asks for it, in Keras' words, for messages:
+  /// "its output and its states (return_state=True)". This base: "its output".
+  virtual std::string describe_outputs(const CallOptions& options) const;
+  /// The shapes of such a call's tensors after the first (output_count - 1 of them), given its
+  /// inputs' shapes (batch dimension -1). This base: none.
+  virtual std::vector<Shape> more_output_shapes(const std::vector<Shape>& /*inputs*/,
+                                                const CallOptions& /*options*/) const {
+    return {};
+  }
+  /// The mask of each of those tensors given the output's (compute_mask's): none (this base;
+  /// Keras' RNN.compute_mask gives the states none, attention scores have none).
+  virtual Tensor more_outputs_mask(const Tensor& /*output_mask*/) const { return Tensor(); }
+  /// A call given `args` (a Functional model's call with keyword arguments, on a list, or of
+  /// several tensors): its output_count(args.options) tensors. This base: call_masked or call on
+  /// the one input; a merge layer merges; a layer taking keyword arguments reads them.
+  virtual std::vector<Tensor> call_outputs(const std::vector<Tensor>& inputs, const CallArguments& args,
+                                           const CallContext& ctx) const;
 
   /// Keras' masks: a [batch, steps] tensor, nonzero where a step counts (undefined: none), made
   /// by Embedding(mask_zero=true) and carried by models from layer to layer. The mask of this

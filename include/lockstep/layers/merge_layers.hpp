@@ -28,6 +28,9 @@ class MergeLayer : public Layer {
   // One tensor is not a list: an error naming the layer.
   Shape compute_output_shape(const Shape& input_shape) const final;
   Tensor call(const Tensor& x, const CallContext& ctx) const final;
+  /// A call on a list: merge(inputs).
+  std::vector<Tensor> call_outputs(const std::vector<Tensor>& inputs, const CallArguments& args,
+                                   const CallContext& ctx) const override;
 
  protected:
   /// ValueError unless there are at least two shapes of the same rank; "[a, b, ...]" for messages.

@@ -65,6 +65,15 @@ class MultiHeadAttentionLayer final : public MergeLayer {
   /// return_attention_scores=False); key undefined: the value.
   Tensor attend(const Tensor& query, const Tensor& value, const Tensor& key, const CallContext& ctx,
                 const AttentionCall& call = {}) const;
+  /// A Functional model's call: attend with the inputs' masks and the call's keyword arguments;
+  /// with return_attention_scores, [output, scores] (scores [batch, heads, query length, value length]).
+  std::vector<Tensor> call_outputs(const std::vector<Tensor>& inputs, const CallArguments& args,
+                                   const CallContext& ctx) const override;
+  std::size_t output_count(const CallOptions& options) const override {
+    return options.return_attention_scores ? 2 : 1;
+  }
+  std::string describe_outputs(const CallOptions& options) const override;
+  std::vector<Shape> more_output_shapes(const std::vector<Shape>& inputs, const CallOptions& options) const override;
   /// Where a Keras weights file keeps variables()[index] under the layer's group: in its
   /// sublayers' groups, "query_dense/vars/0" ... "output_dense/vars/1".
   std::string keras_weight_path(std::size_t index) const override;

@@ -92,6 +92,15 @@ class RecurrentLayer : public Layer {
   Tensor compute_mask(const Tensor& x, const Tensor& mask) const override;
   Tensor call_masked(const Tensor& x, const Tensor& mask, const CallContext& ctx) const override;
   bool call_takes_mask() const override { return true; }
+  /// With return_state: 1 + state_count() tensors, the output then the states [batch, units].
+  std::size_t output_count(const CallOptions& options) const override;
+  std::string describe_outputs(const CallOptions& options) const override;
+  std::vector<Shape> more_output_shapes(const std::vector<Shape>& inputs, const CallOptions& options) const override;
+  /// run() from the call's initial_state: its output, then (return_state) its states.
+  std::vector<Tensor> call_outputs(const std::vector<Tensor>& inputs, const CallArguments& args,
+                                   const CallContext& ctx) const override;
+  /// Keras' RNN.call(..., training=False).
+  std::optional<bool> keras_training_default() const override { return false; }
   /// "cell/vars/<index>": Keras 3 keeps an RNN's weights in its cell.
   std::string keras_weight_path(std::size_t index) const override;
   nlohmann::json get_config() const override;
