@@ -508,6 +508,14 @@ add_test(NAME reference.keras_layers_load_and_save_both_ways
                  ${_ref_py} ${CMAKE_CURRENT_SOURCE_DIR}/reference/keras_layers.py ${CMAKE_CURRENT_BINARY_DIR}/keras_layers
                  ${_cli} $<TARGET_FILE:keras_files_driver>)
 set_tests_properties(reference.keras_layers_load_and_save_both_ways PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 600)
+# The rest of Keras 3's 1D convolution family (Conv1DTranspose, SeparableConv1D, DepthwiseConv1D,
+# Cropping1D) and its remaining activations both ways against real Keras (tests/reference/
+# keras_conv1d_family.py); SKIP (exit 77) without it.
+add_test(NAME reference.keras_conv1d_family_load_and_save_both_ways
+         COMMAND bash -c "rm -rf \"$2\" && \"$0\" \"$1\" \"$2\" \"$3\" \"$4\""
+                 ${_ref_py} ${CMAKE_CURRENT_SOURCE_DIR}/reference/keras_conv1d_family.py
+                 ${CMAKE_CURRENT_BINARY_DIR}/keras_conv1d_family ${_cli} $<TARGET_FILE:keras_files_driver>)
+set_tests_properties(reference.keras_conv1d_family_load_and_save_both_ways PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 600)
 
 # The character model (issue 40, acceptance 2): `lockstep train --model gpt` learns the default
 # text to 1 nat per character below its unigram entropy and `lockstep generate` samples from it

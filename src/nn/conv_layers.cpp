@@ -114,6 +114,55 @@ void check_conv_options(const char* cls, const ConvOptions<Size>& o) {
   (void)Initializer{o.bias_initializer}(Shape{0}, 0);
 }
 
+// DepthwiseConv2D's and DepthwiseConv1D's arguments.
+template <typename Size>
+void check_depthwise_options(const char* cls, const DepthwiseConvOptions<Size>& o) {
+  check_positive(cls, "kernel_size", o.kernel_size);
+  check_positive(cls, "strides", o.strides);
+  check_positive(cls, "dilation_rate", o.dilation_rate);
+  check_dilation_and_strides(cls, o.strides, o.dilation_rate);
+  check_positive(cls, "depth_multiplier", o.depth_multiplier);
+  (void)Initializer{o.depthwise_initializer}(Shape{0}, 0);
+  (void)Initializer{o.bias_initializer}(Shape{0}, 0);
+}
+
+// SeparableConv2D's and SeparableConv1D's arguments.
+template <typename Size>
+void check_separable_options(const char* cls, const SeparableConvOptions<Size>& o) {
+  check_positive(cls, "filters", o.filters);
+  check_positive(cls, "kernel_size", o.kernel_size);
+  check_positive(cls, "strides", o.strides);
+  check_positive(cls, "dilation_rate", o.dilation_rate);
+  check_dilation_and_strides(cls, o.strides, o.dilation_rate);
+  check_positive(cls, "depth_multiplier", o.depth_multiplier);
+  (void)Initializer{o.depthwise_initializer}(Shape{0}, 0);
+  (void)Initializer{o.pointwise_initializer}(Shape{0}, 0);
+  (void)Initializer{o.bias_initializer}(Shape{0}, 0);
+}
+
+// Conv2DTranspose's and Conv1DTranspose's arguments: Keras' output_padding is at least 0 and
+// less than the stride along each dimension (base_conv_transpose.py).
+template <typename Size>
+void check_transpose_options(const char* cls, const ConvTransposeOptions<Size>& o) {
+  check_positive(cls, "filters", o.filters);
+  check_positive(cls, "kernel_size", o.kernel_size);
+  check_positive(cls, "strides", o.strides);
+  check_positive(cls, "dilation_rate", o.dilation_rate);
+  check_dilation_and_strides(cls, o.strides, o.dilation_rate);
+  if (o.output_padding) {
+    bool ok = true;
+    if constexpr (std::is_same_v<Size, Pair>) {
+      for (int i = 0; i < 2; ++i) ok = ok && (*o.output_padding)[i] >= 0 && (*o.output_padding)[i] < o.strides[i];
+    } else {
+      ok = *o.output_padding >= 0 && *o.output_padding < o.strides;
+    }
+    LOCKSTEP_CHECK(ok, cls, ": output_padding must be at least 0 and less than strides (as in Keras), got output_padding ",
+                   size_str(*o.output_padding), " and strides ", size_str(o.strides));
+  }
+  (void)Initializer{o.kernel_initializer}(Shape{0}, 0);
+  (void)Initializer{o.bias_initializer}(Shape{0}, 0);
+}
+
 // The pooling layers' arguments (strides=None is the pool size).
 template <typename Size>
 void check_pooling_options(const char* cls, const PoolingOptions<Size>& o) {
@@ -215,14 +264,7 @@ Tensor Conv2DLayer::call_then(const Layer& next, const Tensor& x, const CallCont
 // ---- DepthwiseConv2D ----
 DepthwiseConv2DLayer::DepthwiseConv2DLayer(const DepthwiseConv2DOptions& o)
     : Layer(o.name), options_(o), padding_(parse_padding(o.padding)), activation_(parse_activation(o.activation)) {
-  check_positive("DepthwiseConv2D", "kernel_size", o.kernel_size);
-  check_positive("DepthwiseConv2D", "strides", o.strides);
-  check_positive("DepthwiseConv2D", "dilation_rate", o.dilation_rate);
-  check_dilation_and_strides("DepthwiseConv2D", o.strides, o.dilation_rate);
-  LOCKSTEP_CHECK(o.depth_multiplier > 0, "DepthwiseConv2D: depth_multiplier must be positive, got ",
-                 o.depth_multiplier);
-  (void)Initializer{o.depthwise_initializer}(Shape{0}, 0);
-  (void)Initializer{o.bias_initializer}(Shape{0}, 0);
+  check_depthwise_options("DepthwiseConv2D", o);
 }
 
 Shape DepthwiseConv2DLayer::compute_output_shape(const Shape& s) const {
@@ -261,15 +303,7 @@ Tensor DepthwiseConv2DLayer::call(const Tensor& x, const CallContext&) const {
 // ---- SeparableConv2D ----
 SeparableConv2DLayer::SeparableConv2DLayer(const SeparableConv2DOptions& o)
     : Layer(o.name), options_(o), padding_(parse_padding(o.padding)), activation_(parse_activation(o.activation)) {
-  check_positive("SeparableConv2D", "filters", o.filters);
-  check_positive("SeparableConv2D", "kernel_size", o.kernel_size);
-  check_positive("SeparableConv2D", "strides", o.strides);
-  check_positive("SeparableConv2D", "dilation_rate", o.dilation_rate);
-  check_dilation_and_strides("SeparableConv2D", o.strides, o.dilation_rate);
-  check_positive("SeparableConv2D", "depth_multiplier", o.depth_multiplier);
-  (void)Initializer{o.depthwise_initializer}(Shape{0}, 0);
-  (void)Initializer{o.pointwise_initializer}(Shape{0}, 0);
-  (void)Initializer{o.bias_initializer}(Shape{0}, 0);
+  check_separable_options("SeparableConv2D", o);
 }
 
 Shape SeparableConv2DLayer::compute_output_shape(const Shape& s) const {
@@ -483,6 +517,93 @@ ConvOptions<Size> conv_options(const json& c) {
   return o;
 }
 
+// DepthwiseConv2D's and DepthwiseConv1D's configs.
+template <typename Size>
+json depthwise_config(json c, const DepthwiseConvOptions<Size>& o, ActivationKind activation) {
+  c.update({{"kernel_size", size_to_json(o.kernel_size)}, {"strides", size_to_json(o.strides)},
+            {"padding", o.padding}, {"depth_multiplier", o.depth_multiplier},
+            {"dilation_rate", size_to_json(o.dilation_rate)}, {"activation", activation_name(activation)},
+            {"use_bias", o.use_bias}, {"depthwise_initializer", o.depthwise_initializer},
+            {"bias_initializer", o.bias_initializer}});
+  return c;
+}
+template <typename Size>
+DepthwiseConvOptions<Size> depthwise_options(const json& c) {
+  DepthwiseConvOptions<Size> o;
+  o.kernel_size = size_from_json<Size>(c.at("kernel_size"));
+  o.strides = size_from_json<Size>(c.at("strides"));
+  o.padding = c.at("padding").get<std::string>();
+  o.depth_multiplier = c.at("depth_multiplier").get<std::int64_t>();
+  o.dilation_rate = size_from_json<Size>(c.at("dilation_rate"));
+  o.activation = c.at("activation").get<std::string>();
+  o.use_bias = c.at("use_bias").get<bool>();
+  o.depthwise_initializer = c.at("depthwise_initializer").get<std::string>();
+  o.bias_initializer = c.at("bias_initializer").get<std::string>();
+  o.name = c.at("name").get<std::string>();
+  return o;
+}
+
+// SeparableConv2D's and SeparableConv1D's configs.
+template <typename Size>
+json separable_config(json c, const SeparableConvOptions<Size>& o, ActivationKind activation) {
+  c.update({{"filters", o.filters}, {"kernel_size", size_to_json(o.kernel_size)}, {"strides", size_to_json(o.strides)},
+            {"padding", o.padding}, {"depth_multiplier", o.depth_multiplier},
+            {"dilation_rate", size_to_json(o.dilation_rate)}, {"activation", activation_name(activation)},
+            {"use_bias", o.use_bias}, {"depthwise_initializer", o.depthwise_initializer},
+            {"pointwise_initializer", o.pointwise_initializer}, {"bias_initializer", o.bias_initializer}});
+  return c;
+}
+template <typename Size>
+SeparableConvOptions<Size> separable_options(const json& c) {
+  SeparableConvOptions<Size> o;
+  o.filters = c.at("filters").get<std::int64_t>();
+  o.kernel_size = size_from_json<Size>(c.at("kernel_size"));
+  o.strides = size_from_json<Size>(c.at("strides"));
+  o.padding = c.at("padding").get<std::string>();
+  o.depth_multiplier = c.at("depth_multiplier").get<std::int64_t>();
+  o.dilation_rate = size_from_json<Size>(c.at("dilation_rate"));
+  o.activation = c.at("activation").get<std::string>();
+  o.use_bias = c.at("use_bias").get<bool>();
+  o.depthwise_initializer = c.at("depthwise_initializer").get<std::string>();
+  o.pointwise_initializer = c.at("pointwise_initializer").get<std::string>();
+  o.bias_initializer = c.at("bias_initializer").get<std::string>();
+  o.name = c.at("name").get<std::string>();
+  return o;
+}
+
+// Conv2DTranspose's and Conv1DTranspose's configs (output_padding null: Keras' None).
+template <typename Size>
+json transpose_config(json c, const ConvTransposeOptions<Size>& o, ActivationKind activation) {
+  c.update({{"filters", o.filters},
+            {"kernel_size", size_to_json(o.kernel_size)},
+            {"strides", size_to_json(o.strides)},
+            {"padding", o.padding},
+            {"output_padding", o.output_padding ? size_to_json(*o.output_padding) : json(nullptr)},
+            {"dilation_rate", size_to_json(o.dilation_rate)},
+            {"activation", activation_name(activation)},
+            {"use_bias", o.use_bias},
+            {"kernel_initializer", o.kernel_initializer},
+            {"bias_initializer", o.bias_initializer}});
+  return c;
+}
+template <typename Size>
+ConvTransposeOptions<Size> transpose_options(const json& c) {
+  ConvTransposeOptions<Size> o;
+  o.filters = c.at("filters").get<std::int64_t>();
+  o.kernel_size = size_from_json<Size>(c.at("kernel_size"));
+  o.strides = size_from_json<Size>(c.at("strides"));
+  o.padding = c.at("padding").get<std::string>();
+  const json& op = c.value("output_padding", json());
+  if (!op.is_null()) o.output_padding = size_from_json<Size>(op);
+  o.dilation_rate = size_from_json<Size>(c.at("dilation_rate"));
+  o.activation = c.at("activation").get<std::string>();
+  o.use_bias = c.at("use_bias").get<bool>();
+  o.kernel_initializer = c.at("kernel_initializer").get<std::string>();
+  o.bias_initializer = c.at("bias_initializer").get<std::string>();
+  o.name = c.at("name").get<std::string>();
+  return o;
+}
+
 // The pooling layers' configs; strides as the layer uses them (Keras writes its strides=None so).
 template <typename Size>
 json pooling_config(json c, const PoolingOptions<Size>& o, const Size& strides) {
@@ -502,55 +623,17 @@ json Conv2DLayer::get_config() const { return conv_config(Layer::get_config(), o
 LayerPtr Conv2DLayer::from_config(const json& c) { return std::make_shared<Conv2DLayer>(conv_options<Pair>(c)); }
 
 json DepthwiseConv2DLayer::get_config() const {
-  json c = Layer::get_config();
-  const auto& o = options_;
-  c.update({{"kernel_size", size_to_json(o.kernel_size)}, {"strides", size_to_json(o.strides)},
-            {"padding", o.padding}, {"depth_multiplier", o.depth_multiplier},
-            {"dilation_rate", size_to_json(o.dilation_rate)}, {"activation", activation_name(activation_)},
-            {"use_bias", o.use_bias}, {"depthwise_initializer", o.depthwise_initializer},
-            {"bias_initializer", o.bias_initializer}});
-  return c;
+  return depthwise_config(Layer::get_config(), options_, activation_);
 }
 LayerPtr DepthwiseConv2DLayer::from_config(const json& c) {
-  DepthwiseConv2DOptions o;
-  o.kernel_size = size_from_json<Pair>(c.at("kernel_size"));
-  o.strides = size_from_json<Pair>(c.at("strides"));
-  o.padding = c.at("padding").get<std::string>();
-  o.depth_multiplier = c.at("depth_multiplier").get<std::int64_t>();
-  o.dilation_rate = size_from_json<Pair>(c.at("dilation_rate"));
-  o.activation = c.at("activation").get<std::string>();
-  o.use_bias = c.at("use_bias").get<bool>();
-  o.depthwise_initializer = c.at("depthwise_initializer").get<std::string>();
-  o.bias_initializer = c.at("bias_initializer").get<std::string>();
-  o.name = c.at("name").get<std::string>();
-  return std::make_shared<DepthwiseConv2DLayer>(o);
+  return std::make_shared<DepthwiseConv2DLayer>(depthwise_options<Pair>(c));
 }
 
 json SeparableConv2DLayer::get_config() const {
-  json c = Layer::get_config();
-  const auto& o = options_;
-  c.update({{"filters", o.filters}, {"kernel_size", size_to_json(o.kernel_size)}, {"strides", size_to_json(o.strides)},
-            {"padding", o.padding}, {"depth_multiplier", o.depth_multiplier},
-            {"dilation_rate", size_to_json(o.dilation_rate)}, {"activation", activation_name(activation_)},
-            {"use_bias", o.use_bias}, {"depthwise_initializer", o.depthwise_initializer},
-            {"pointwise_initializer", o.pointwise_initializer}, {"bias_initializer", o.bias_initializer}});
-  return c;
+  return separable_config(Layer::get_config(), options_, activation_);
 }
 LayerPtr SeparableConv2DLayer::from_config(const json& c) {
-  SeparableConv2DOptions o;
-  o.filters = c.at("filters").get<std::int64_t>();
-  o.kernel_size = size_from_json<Pair>(c.at("kernel_size"));
-  o.strides = size_from_json<Pair>(c.at("strides"));
-  o.padding = c.at("padding").get<std::string>();
-  o.depth_multiplier = c.at("depth_multiplier").get<std::int64_t>();
-  o.dilation_rate = size_from_json<Pair>(c.at("dilation_rate"));
-  o.activation = c.at("activation").get<std::string>();
-  o.use_bias = c.at("use_bias").get<bool>();
-  o.depthwise_initializer = c.at("depthwise_initializer").get<std::string>();
-  o.pointwise_initializer = c.at("pointwise_initializer").get<std::string>();
-  o.bias_initializer = c.at("bias_initializer").get<std::string>();
-  o.name = c.at("name").get<std::string>();
-  return std::make_shared<SeparableConv2DLayer>(o);
+  return std::make_shared<SeparableConv2DLayer>(separable_options<Pair>(c));
 }
 
 json Pooling2DLayer::get_config() const { return pooling_config(Layer::get_config(), options_, strides()); }
@@ -731,20 +814,7 @@ Conv2DTransposeLayer::Conv2DTransposeLayer(const Conv2DTransposeOptions& o)
       options_(o),
       padding_(parse_padding(o.padding)),
       activation_(parse_activation(o.activation)) {
-  check_positive("Conv2DTranspose", "filters", o.filters);
-  check_positive("Conv2DTranspose", "kernel_size", o.kernel_size);
-  check_positive("Conv2DTranspose", "strides", o.strides);
-  check_positive("Conv2DTranspose", "dilation_rate", o.dilation_rate);
-  check_dilation_and_strides("Conv2DTranspose", o.strides, o.dilation_rate);
-  if (o.output_padding)
-    for (int i = 0; i < 2; ++i)
-      LOCKSTEP_CHECK(
-          (*o.output_padding)[i] >= 0 && (*o.output_padding)[i] < o.strides[i],
-          "Conv2DTranspose: output_padding must be at least 0 and less than strides (as in Keras), got "
-          "output_padding ",
-          pair_str(*o.output_padding), " and strides ", pair_str(o.strides));
-  (void)Initializer{o.kernel_initializer}(Shape{0}, 0);
-  (void)Initializer{o.bias_initializer}(Shape{0}, 0);
+  check_transpose_options("Conv2DTranspose", o);
 }
 
 Shape Conv2DTransposeLayer::compute_output_shape(const Shape& s) const {
@@ -860,6 +930,27 @@ Tensor UpSampling1DLayer::call(const Tensor& x_in, const CallContext&) const {
   return gather_image_rows(x, index, Shape{n, out, c});
 }
 
+namespace {
+// The (oh, ow) pixels of the image x (N, H, W, C) from row `top` and column `left` on (Cropping2D's,
+// and Cropping1D's on the (N, 1, steps, C) view).
+Tensor cropped(const Tensor& x, std::int64_t top, std::int64_t left, std::int64_t oh, std::int64_t ow) {
+  const std::int64_t n = x.dim(0), h = x.dim(1), w = x.dim(2);
+  if (x.numel() == 0) return reshape(x, Shape{n, oh, ow, x.dim(3)});  // as UpSampling2D's
+  const Tensor index =
+      device_constant({"Cropping2D rows: h, w, oh, ow, top, left", {h, w, oh, ow, top, left}}, n,
+                      [=](std::int64_t examples) {
+                        std::vector<std::int64_t> v(static_cast<std::size_t>(examples * oh * ow));
+                        std::size_t r = 0;
+                        for (std::int64_t b = 0; b < examples; ++b)
+                          for (std::int64_t i = 0; i < oh; ++i)
+                            for (std::int64_t j = 0; j < ow; ++j) v[r++] = (b * h + i + top) * w + j + left;
+                        return Tensor::from_vector(v, {examples, oh * ow});
+                      })
+          .reshape({n * oh * ow});
+  return gather_image_rows(x, index, Shape{n, oh, ow, x.dim(3)});
+}
+}  // namespace
+
 // Cropping2D
 Cropping2DLayer::Cropping2DLayer(std::array<Pair, 2> cropping, std::string name)
     : Layer(std::move(name)), cropping_(cropping) {
@@ -884,22 +975,7 @@ Shape Cropping2DLayer::compute_output_shape(const Shape& s) const {
 
 Tensor Cropping2DLayer::call(const Tensor& x_in, const CallContext&) const {
   const Shape out = compute_output_shape(x_in.shape());
-  const Tensor x = autocast(x_in);
-  const std::int64_t n = x.dim(0), h = x.dim(1), w = x.dim(2), oh = out[1], ow = out[2];
-  const std::int64_t top = cropping_[0][0], left = cropping_[1][0];
-  if (x.numel() == 0) return reshape(x, Shape{n, oh, ow, x.dim(3)});  // as UpSampling2D's
-  const Tensor index =
-      device_constant({"Cropping2D rows: h, w, oh, ow, top, left", {h, w, oh, ow, top, left}}, n,
-                      [=](std::int64_t examples) {
-                        std::vector<std::int64_t> v(static_cast<std::size_t>(examples * oh * ow));
-                        std::size_t r = 0;
-                        for (std::int64_t b = 0; b < examples; ++b)
-                          for (std::int64_t i = 0; i < oh; ++i)
-                            for (std::int64_t j = 0; j < ow; ++j) v[r++] = (b * h + i + top) * w + j + left;
-                        return Tensor::from_vector(v, {examples, oh * ow});
-                      })
-          .reshape({n * oh * ow});
-  return gather_image_rows(x, index, Shape{n, oh, ow, x.dim(3)});
+  return cropped(autocast(x_in), cropping_[0][0], cropping_[1][0], out[1], out[2]);
 }
 
 // ZeroPadding1D
@@ -921,35 +997,10 @@ Tensor ZeroPadding1DLayer::call(const Tensor& x, const CallContext&) const {
 
 // configurations (Keras' get_config / from_config)
 json Conv2DTransposeLayer::get_config() const {
-  json c = Layer::get_config();
-  const auto& o = options_;
-  c.update({{"filters", o.filters},
-            {"kernel_size", size_to_json(o.kernel_size)},
-            {"strides", size_to_json(o.strides)},
-            {"padding", o.padding},
-            {"output_padding", o.output_padding ? size_to_json(*o.output_padding) : json(nullptr)},
-            {"dilation_rate", size_to_json(o.dilation_rate)},
-            {"activation", activation_name(activation_)},
-            {"use_bias", o.use_bias},
-            {"kernel_initializer", o.kernel_initializer},
-            {"bias_initializer", o.bias_initializer}});
-  return c;
+  return transpose_config(Layer::get_config(), options_, activation_);
 }
 LayerPtr Conv2DTransposeLayer::from_config(const json& c) {
-  Conv2DTransposeOptions o;
-  o.filters = c.at("filters").get<std::int64_t>();
-  o.kernel_size = size_from_json<Pair>(c.at("kernel_size"));
-  o.strides = size_from_json<Pair>(c.at("strides"));
-  o.padding = c.at("padding").get<std::string>();
-  const json& op = c.value("output_padding", json());
-  if (!op.is_null()) o.output_padding = size_from_json<Pair>(op);
-  o.dilation_rate = size_from_json<Pair>(c.at("dilation_rate"));
-  o.activation = c.at("activation").get<std::string>();
-  o.use_bias = c.at("use_bias").get<bool>();
-  o.kernel_initializer = c.at("kernel_initializer").get<std::string>();
-  o.bias_initializer = c.at("bias_initializer").get<std::string>();
-  o.name = c.at("name").get<std::string>();
-  return std::make_shared<Conv2DTransposeLayer>(o);
+  return std::make_shared<Conv2DTransposeLayer>(transpose_options<Pair>(c));
 }
 
 json UpSampling2DLayer::get_config() const {
@@ -1010,5 +1061,211 @@ LayerPtr UpSampling2D(Pair size, const std::string& interpolation) {
 LayerPtr UpSampling1D(std::int64_t size) { return std::make_shared<UpSampling1DLayer>(size); }
 LayerPtr Cropping2D(std::array<Pair, 2> cropping) { return std::make_shared<Cropping2DLayer>(cropping); }
 LayerPtr ZeroPadding1D(Pair padding) { return std::make_shared<ZeroPadding1DLayer>(padding); }
+
+// ---- the rest of Keras 3's 1D family: Conv1DTranspose, DepthwiseConv1D, SeparableConv1D, Cropping1D ----
+namespace {
+// Conv1DTranspose's (1, kernel_size) window over the output steps: the convolution from the output
+// back to x, "same"'s padding TensorFlow's for it (tf.nn.conv_transpose's), "valid" none.
+Conv2dOptions steps_transpose_options(PaddingMode mode, std::int64_t out_steps, std::int64_t kernel,
+                                      std::int64_t stride, std::int64_t dilation) {
+  return {.strides = {1, stride},
+          .dilation = {1, dilation},
+          .padding = steps_padding(mode, out_steps, kernel, stride, dilation)};
+}
+
+// DepthwiseConv1D's and SeparableConv1D's depthwise step: the grouped convolution of the (N, 1,
+// steps, C) view, its kernel (k, C, m) the grouped (1, k, 1, C * m), the same memory; an image out.
+Tensor depthwise_steps(const Tensor& x, const Tensor& kernel, const Tensor& bias, PaddingMode mode,
+                       std::int64_t stride, std::int64_t dilation) {
+  const Shape& k = kernel.shape();
+  const Conv2dOptions o{.strides = {1, stride},
+                        .dilation = {1, dilation},
+                        .padding = steps_padding(mode, x.dim(1), k[0], stride, dilation),
+                        .groups = x.dim(2)};
+  return conv2d(as_image(x), reshape(kernel, Shape{1, k[0], 1, k[1] * k[2]}), bias, o);
+}
+}  // namespace
+
+// Conv1DTranspose
+Conv1DTransposeLayer::Conv1DTransposeLayer(const Conv1DTransposeOptions& o)
+    : Layer(o.name), options_(o), padding_(parse_padding(o.padding)), activation_(parse_activation(o.activation)) {
+  check_transpose_options("Conv1DTranspose", o);
+}
+
+Shape Conv1DTransposeLayer::compute_output_shape(const Shape& s) const {
+  check_sequence(name(), "Conv1DTranspose", s);
+  const auto& o = options_;
+  const std::int64_t steps =
+      transposed_length(s[1], padding_, o.kernel_size, o.strides, o.dilation_rate, o.output_padding);
+  // As Conv2DTranspose's: the "same" convolution of the output must come back to the input.
+  LOCKSTEP_CHECK(s[1] < 0 || padding_ == PaddingMode::kValid || (steps + o.strides - 1) / o.strides == s[1],
+                 "layer '", name(), "' (Conv1DTranspose): padding \"same\" with output_padding ",
+                 size_str(*o.output_padding), " gives ", steps, " steps for ", s[1],
+                 " input ones, which a \"same\" convolution with strides ", o.strides,
+                 " does not map back to them (TensorFlow refuses it too); use another output_padding");
+  LOCKSTEP_CHECK(steps != 0, "layer '", name(), "' (Conv1DTranspose): input ", s.str(), " has no steps");
+  return Shape{s[0], steps, o.filters};
+}
+
+void Conv1DTransposeLayer::build_impl(const Shape& s, std::uint64_t seed) {
+  (void)compute_output_shape(s);
+  LOCKSTEP_CHECK(s[2] > 0, "layer '", name(), "' (Conv1DTranspose): input ", s.str(), " has no channels");
+  kernel_ = add_weight("kernel", Shape{options_.kernel_size, options_.filters, s[2]},
+                       Initializer{options_.kernel_initializer}, mix_seed(seed, 1));
+  if (options_.use_bias)
+    bias_ = add_weight("bias", Shape{options_.filters}, Initializer{options_.bias_initializer}, mix_seed(seed, 2));
+}
+
+Tensor Conv1DTransposeLayer::call(const Tensor& x, const CallContext&) const {
+  LOCKSTEP_CHECK(built(), "layer '", name(), "' (Conv1DTranspose) is called before it was built");
+  const Shape out = compute_output_shape(x.shape());
+  const Shape& k = kernel_.shape();
+  const Conv2dOptions o =
+      steps_transpose_options(padding_, out[1], k[0], options_.strides, options_.dilation_rate);
+  // (k, filters, C) and Conv2DTranspose's (1, k, filters, C) are the same memory.
+  const Tensor kernel = reshape(autocast(kernel_.value()), Shape{1, k[0], k[1], k[2]});
+  Tensor y = as_sequence(conv2d_transpose(as_image(autocast(x)), kernel, {1, out[1]}, o));
+  if (bias_.defined()) y = add(y, autocast(bias_.value()));
+  return apply_activation(activation_, y);
+}
+
+json Conv1DTransposeLayer::get_config() const {
+  return transpose_config(Layer::get_config(), options_, activation_);
+}
+LayerPtr Conv1DTransposeLayer::from_config(const json& c) {
+  return std::make_shared<Conv1DTransposeLayer>(transpose_options<std::int64_t>(c));
+}
+
+// DepthwiseConv1D
+DepthwiseConv1DLayer::DepthwiseConv1DLayer(const DepthwiseConv1DOptions& o)
+    : Layer(o.name), options_(o), padding_(parse_padding(o.padding)), activation_(parse_activation(o.activation)) {
+  check_depthwise_options("DepthwiseConv1D", o);
+}
+
+Shape DepthwiseConv1DLayer::compute_output_shape(const Shape& s) const {
+  check_sequence(name(), "DepthwiseConv1D", s);
+  return sequence_output_shape(name(), "DepthwiseConv1D", s, padding_, options_.kernel_size, options_.strides,
+                               options_.dilation_rate, s[2] < 0 ? -1 : s[2] * options_.depth_multiplier);
+}
+
+void DepthwiseConv1DLayer::build_impl(const Shape& s, std::uint64_t seed) {
+  (void)compute_output_shape(s);
+  LOCKSTEP_CHECK(s[2] > 0, "layer '", name(), "' (DepthwiseConv1D): input ", s.str(), " has no channels");
+  kernel_ = add_weight("kernel", Shape{options_.kernel_size, s[2], options_.depth_multiplier},
+                       Initializer{options_.depthwise_initializer}, mix_seed(seed, 1));
+  if (options_.use_bias)
+    bias_ = add_weight("bias", Shape{s[2] * options_.depth_multiplier}, Initializer{options_.bias_initializer},
+                       mix_seed(seed, 2));
+}
+
+Tensor DepthwiseConv1DLayer::call(const Tensor& x, const CallContext&) const {
+  LOCKSTEP_CHECK(built(), "layer '", name(), "' (DepthwiseConv1D) is called before it was built");
+  (void)compute_output_shape(x.shape());
+  const Tensor bias = bias_.defined() ? autocast(bias_.value()) : Tensor();
+  const Tensor y = depthwise_steps(autocast(x), autocast(kernel_.value()), bias, padding_, options_.strides,
+                                   options_.dilation_rate);
+  return apply_activation(activation_, as_sequence(y));
+}
+
+json DepthwiseConv1DLayer::get_config() const {
+  return depthwise_config(Layer::get_config(), options_, activation_);
+}
+LayerPtr DepthwiseConv1DLayer::from_config(const json& c) {
+  return std::make_shared<DepthwiseConv1DLayer>(depthwise_options<std::int64_t>(c));
+}
+
+// SeparableConv1D
+SeparableConv1DLayer::SeparableConv1DLayer(const SeparableConv1DOptions& o)
+    : Layer(o.name), options_(o), padding_(parse_padding(o.padding)), activation_(parse_activation(o.activation)) {
+  check_separable_options("SeparableConv1D", o);
+}
+
+Shape SeparableConv1DLayer::compute_output_shape(const Shape& s) const {
+  return sequence_output_shape(name(), "SeparableConv1D", s, padding_, options_.kernel_size, options_.strides,
+                               options_.dilation_rate, options_.filters);
+}
+
+void SeparableConv1DLayer::build_impl(const Shape& s, std::uint64_t seed) {
+  (void)compute_output_shape(s);
+  LOCKSTEP_CHECK(s[2] > 0, "layer '", name(), "' (SeparableConv1D): input ", s.str(), " has no channels");
+  const std::int64_t m = options_.depth_multiplier;
+  depthwise_ = add_weight("depthwise_kernel", Shape{options_.kernel_size, s[2], m},
+                          Initializer{options_.depthwise_initializer}, mix_seed(seed, 1));
+  pointwise_ = add_weight("pointwise_kernel", Shape{1, s[2] * m, options_.filters},
+                          Initializer{options_.pointwise_initializer}, mix_seed(seed, 2));
+  if (options_.use_bias)
+    bias_ = add_weight("bias", Shape{options_.filters}, Initializer{options_.bias_initializer}, mix_seed(seed, 3));
+}
+
+Tensor SeparableConv1DLayer::call_logits(const Tensor& x, const CallContext&) const {
+  LOCKSTEP_CHECK(built(), "layer '", name(), "' (SeparableConv1D) is called before it was built");
+  (void)compute_output_shape(x.shape());
+  const Tensor y = depthwise_steps(autocast(x), autocast(depthwise_.value()), Tensor(), padding_,
+                                   options_.strides, options_.dilation_rate);
+  // The pointwise kernel (1, C * m, filters) is the 1x1 image kernel (1, 1, C * m, filters).
+  const Shape& p = pointwise_.shape();
+  const Tensor pointwise = reshape(autocast(pointwise_.value()), Shape{1, 1, p[1], p[2]});
+  return as_sequence(conv2d(y, pointwise, bias_.defined() ? autocast(bias_.value()) : Tensor(), {}));
+}
+
+Tensor SeparableConv1DLayer::call(const Tensor& x, const CallContext& ctx) const {
+  return apply_activation(activation_, call_logits(x, ctx));
+}
+
+json SeparableConv1DLayer::get_config() const {
+  return separable_config(Layer::get_config(), options_, activation_);
+}
+LayerPtr SeparableConv1DLayer::from_config(const json& c) {
+  return std::make_shared<SeparableConv1DLayer>(separable_options<std::int64_t>(c));
+}
+
+// Cropping1D
+Cropping1DLayer::Cropping1DLayer(Pair cropping, std::string name)
+    : Layer(std::move(name)), cropping_(cropping) {
+  LOCKSTEP_CHECK(cropping_[0] >= 0 && cropping_[1] >= 0, "Cropping1D: cropping must not be negative, got ",
+                 pair_str(cropping_));
+}
+
+Shape Cropping1DLayer::compute_output_shape(const Shape& s) const {
+  check_sequence(name(), "Cropping1D", s);
+  const std::int64_t steps = s[1] < 0 ? -1 : s[1] - cropping_[0] - cropping_[1];
+  LOCKSTEP_CHECK(s[1] < 0 || steps > 0, "layer '", name(), "' (Cropping1D): cropping ", pair_str(cropping_),
+                 " leaves nothing of the input's ", s[1], " steps (input ", s.str(),
+                 "); Keras' cropping must be smaller than the input length");
+  return Shape{s[0], steps, s[2]};
+}
+
+Tensor Cropping1DLayer::call(const Tensor& x, const CallContext&) const {
+  const Shape out = compute_output_shape(x.shape());
+  return as_sequence(cropped(as_image(autocast(x)), 0, cropping_[0], 1, out[1]));
+}
+
+json Cropping1DLayer::get_config() const {
+  json c = Layer::get_config();
+  c["cropping"] = size_to_json(cropping_);
+  return c;
+}
+LayerPtr Cropping1DLayer::from_config(const json& c) {
+  return std::make_shared<Cropping1DLayer>(size_from_json<Pair>(c.at("cropping")), c.at("name").get<std::string>());
+}
+
+LayerPtr Conv1DTranspose(std::int64_t filters, std::int64_t kernel_size, const std::string& activation,
+                         const std::string& padding, std::int64_t strides) {
+  return std::make_shared<Conv1DTransposeLayer>(Conv1DTransposeOptions{.filters = filters,
+                                                                       .kernel_size = kernel_size,
+                                                                       .strides = strides,
+                                                                       .padding = padding,
+                                                                       .activation = activation});
+}
+LayerPtr Conv1DTranspose(const Conv1DTransposeOptions& options) {
+  return std::make_shared<Conv1DTransposeLayer>(options);
+}
+LayerPtr DepthwiseConv1D(const DepthwiseConv1DOptions& options) {
+  return std::make_shared<DepthwiseConv1DLayer>(options);
+}
+LayerPtr SeparableConv1D(const SeparableConv1DOptions& options) {
+  return std::make_shared<SeparableConv1DLayer>(options);
+}
+LayerPtr Cropping1D(Pair cropping) { return std::make_shared<Cropping1DLayer>(cropping); }
 
 }  // namespace lockstep::layers

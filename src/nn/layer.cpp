@@ -155,10 +155,31 @@ ActivationKind parse_activation(const std::string& name) {
   if (name == "hard_silu" || name == "hard_swish") return ActivationKind::kHardSilu;
   if (name == "exponential") return ActivationKind::kExponential;
   if (name == "mish") return ActivationKind::kMish;
+  if (name == "celu") return ActivationKind::kCelu;
+  if (name == "hard_tanh") return ActivationKind::kHardTanh;
+  if (name == "log_sigmoid") return ActivationKind::kLogSigmoid;
+  if (name == "hard_shrink") return ActivationKind::kHardShrink;
+  if (name == "soft_shrink") return ActivationKind::kSoftShrink;
+  if (name == "tanh_shrink") return ActivationKind::kTanhShrink;
+  if (name == "squareplus") return ActivationKind::kSquareplus;
+  if (name == "sparse_plus") return ActivationKind::kSparsePlus;
+  if (name == "sparse_sigmoid") return ActivationKind::kSparseSigmoid;
+  // Keras 3's names that lockstep refuses, each for its own reason.
+  if (name == "glu")
+    throw ValueError("activation 'glu' is not supported by lockstep: it halves the last axis (Keras' "
+                     "x1 * sigmoid(x2) of its two halves), which a layer's activation must keep");
+  if (name == "sparsemax")
+    throw ValueError("activation 'sparsemax' is not supported by lockstep: it needs a sort along the axis, "
+                     "which lockstep has no op for");
+  if (name == "threshold")
+    throw ValueError("activation 'threshold' is not supported: Keras' threshold(x, threshold, default_value) "
+                     "has no defaults, so it cannot be given by name (Keras fails when it is called too); use "
+                     "keras.layers.ReLU(threshold=...) instead");
   throw ValueError("unknown activation '" + name +
                    "': expected one of linear, relu, sigmoid, tanh, softmax, gelu, log_softmax, silu, swish, elu, "
                    "selu, leaky_relu, relu6, softplus, softsign, hard_sigmoid, hard_silu, hard_swish, exponential, "
-                   "mish");
+                   "mish, celu, hard_tanh, log_sigmoid, hard_shrink, soft_shrink, tanh_shrink, squareplus, "
+                   "sparse_plus, sparse_sigmoid");
 }
 
 std::string activation_name(ActivationKind kind) {
@@ -181,6 +202,15 @@ std::string activation_name(ActivationKind kind) {
     case ActivationKind::kHardSilu: return "hard_silu";
     case ActivationKind::kExponential: return "exponential";
     case ActivationKind::kMish: return "mish";
+    case ActivationKind::kCelu: return "celu";
+    case ActivationKind::kHardTanh: return "hard_tanh";
+    case ActivationKind::kLogSigmoid: return "log_sigmoid";
+    case ActivationKind::kHardShrink: return "hard_shrink";
+    case ActivationKind::kSoftShrink: return "soft_shrink";
+    case ActivationKind::kTanhShrink: return "tanh_shrink";
+    case ActivationKind::kSquareplus: return "squareplus";
+    case ActivationKind::kSparsePlus: return "sparse_plus";
+    case ActivationKind::kSparseSigmoid: return "sparse_sigmoid";
   }
   return "linear";
 }
@@ -205,6 +235,15 @@ Tensor apply_activation(ActivationKind kind, const Tensor& x) {
     case ActivationKind::kHardSilu: return hard_silu(x);
     case ActivationKind::kExponential: return exp(x);
     case ActivationKind::kMish: return mish(x);
+    case ActivationKind::kCelu: return celu(x);
+    case ActivationKind::kHardTanh: return hard_tanh(x);
+    case ActivationKind::kLogSigmoid: return log_sigmoid(x);
+    case ActivationKind::kHardShrink: return hard_shrink(x);
+    case ActivationKind::kSoftShrink: return soft_shrink(x);
+    case ActivationKind::kTanhShrink: return tanh_shrink(x);
+    case ActivationKind::kSquareplus: return squareplus(x);
+    case ActivationKind::kSparsePlus: return sparse_plus(x);
+    case ActivationKind::kSparseSigmoid: return sparse_sigmoid(x);
   }
   return x;
 }

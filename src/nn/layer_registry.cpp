@@ -84,6 +84,11 @@ std::vector<LayerClass> builtin_classes() {
       {"UpSampling1D", &UpSampling1DLayer::from_config},
       {"Cropping2D", &Cropping2DLayer::from_config, kChannelsLast},
       {"ZeroPadding1D", &ZeroPadding1DLayer::from_config, kChannelsLast},
+      // The rest of Keras 3's 1D convolution family.
+      {"Conv1DTranspose", &Conv1DTransposeLayer::from_config, kChannelsLast},
+      {"DepthwiseConv1D", &DepthwiseConv1DLayer::from_config, kChannelsLast},
+      {"SeparableConv1D", &SeparableConv1DLayer::from_config, kChannelsLast},
+      {"Cropping1D", &Cropping1DLayer::from_config},
   };
 }
 

@@ -1,4 +1,5 @@
-// Keras 3's activations beyond relu / sigmoid / tanh / softmax / gelu / silu, and its advanced
+// Keras 3's activations beyond relu / sigmoid / tanh / softmax / gelu / silu (the stable forms where
+// the plain formulas cancel or overflow too), and its advanced
 // activation layers (ReLU, LeakyReLU, ELU, PReLU): values against the formulas at ordinary, large
 // and zero inputs and NaN, gradients against the derivatives (finite at every input), 16-bit
 // inputs against float32, and the layers' arguments and configs.
@@ -28,6 +29,17 @@ constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 double sigmoid_d(double x) { return 1.0 / (1.0 + std::exp(-x)); }
 double softplus_d(double x) { return std::max(x, 0.0) + std::log1p(std::exp(-std::fabs(x))); }
 double hard_sigmoid_d(double x) { return std::min(std::max(x + 3.0, 0.0), 6.0) / 6.0; }
+// x - tanh(x), its series where the double difference would cancel too.
+double tanh_shrink_d(double x) {
+  if (std::fabs(x) >= 1e-2) return x - std::tanh(x);
+  const double z = x * x;
+  return x * z * (1.0 / 3 - z * (2.0 / 15 - z * 17.0 / 315));
+}
+// (x + sqrt(x^2 + 4)) / 2, for x <= 0 without the cancellation.
+double squareplus_d(double x) {
+  const double s = std::sqrt(x * x + 4);
+  return x > 0 ? (x + s) / 2 : 4 / (2 * (s - x));
+}
 constexpr double kSeluAlpha = 1.67326324, kSeluScale = 1.05070098;
 
 struct Formula {
@@ -60,6 +72,22 @@ std::vector<Formula> formulas() {
          return t + x * (1 - t * t) * sigmoid_d(x);
        },
        {}},
+      // The rest of Keras 3's: each written so that a NaN gives NaN, as lockstep's do.
+      {"celu", [](double x) { return x > 0 ? x : std::expm1(x); }, [](double x) { return x > 0 ? 1.0 : std::exp(x); },
+       {}},
+      {"hard_tanh", [](double x) { return std::min(std::max(x, -1.0), 1.0); },
+       [](double x) { return std::fabs(x) < 1 ? 1.0 : 0.0; }, {-1.0, 1.0}},
+      {"log_sigmoid", [](double x) { return -softplus_d(-x); }, [](double x) { return sigmoid_d(-x); }, {}},
+      {"hard_shrink", [](double x) { return std::fabs(x) <= 0.5 ? 0.0 : x; },
+       [](double x) { return std::fabs(x) <= 0.5 ? 0.0 : 1.0; }, {-0.5, 0.5}},
+      {"soft_shrink", [](double x) { return std::fabs(x) <= 0.5 ? 0.0 : x - std::copysign(0.5, x); },
+       [](double x) { return std::fabs(x) <= 0.5 ? 0.0 : 1.0; }, {-0.5, 0.5}},
+      {"tanh_shrink", tanh_shrink_d, [](double x) { return std::tanh(x) * std::tanh(x); }, {}},
+      {"squareplus", squareplus_d, [](double x) { return 0.5 * (1 + x / std::sqrt(x * x + 4)); }, {}},
+      {"sparse_plus", [](double x) { return x <= -1 ? 0.0 : x < 1 ? 0.25 * (x + 1) * (x + 1) : x; },
+       [](double x) { return x <= -1 ? 0.0 : x < 1 ? 0.5 * (x + 1) : 1.0; }, {-1.0, 1.0}},
+      {"sparse_sigmoid", [](double x) { return x <= -1 ? 0.0 : x >= 1 ? 1.0 : 0.5 * (x + 1); },
+       [](double x) { return std::fabs(x) < 1 ? 0.5 : 0.0; }, {-1.0, 1.0}},
   };
 }
 
@@ -92,7 +120,35 @@ TEST(Activations, ValuesMatchKerasFormulasAtLargeZeroAndNaNInputs) {
   }
   // Keras' aliases, and the names a config carries.
   EXPECT_EQ(layers::activation_name(layers::parse_activation("hard_swish")), "hard_silu");
-  EXPECT_VALUE_ERROR((void)layers::parse_activation("celu"), "mish");
+  EXPECT_VALUE_ERROR((void)layers::parse_activation("sparse_max"), "sparse_sigmoid");
+  // Keras 3's names lockstep refuses, each saying why.
+  EXPECT_VALUE_ERROR((void)layers::parse_activation("glu"), "halves the last axis");
+  EXPECT_VALUE_ERROR((void)layers::parse_activation("sparsemax"), "activation 'sparsemax' is not supported");
+  EXPECT_VALUE_ERROR((void)layers::parse_activation("threshold"), "ReLU(threshold=...)");
+}
+
+// Where the stable forms differ from the plain formulas in float32: squareplus for a large negative
+// x (Keras' (x + sqrt(x^2 + 4)) / 2 cancels to 0 or a few ulps of |x|), tanh_shrink near 0, log_sigmoid
+// for a large positive x, and infinities.
+TEST(Activations, StableFormsKeepTheirDigitsWhereThePlainFormulasCancel) {
+  const auto at = [](const char* name, std::vector<double> xs) {
+    return layers::apply_activation(layers::parse_activation(name), points(xs)).to_vector<float>();
+  };
+  const auto sq = at("squareplus", {-1e4, -1e8, -1e30, 1e30, -std::numeric_limits<double>::infinity(),
+                                    std::numeric_limits<double>::infinity()});
+  EXPECT_NEAR(sq[0], 1e-4, 1e-4 * 1e-6);  // 4 / (2 (1e4 + 1e4))
+  EXPECT_NEAR(sq[1], 1e-8, 1e-8 * 1e-6);
+  EXPECT_NEAR(sq[2], 1e-30, 1e-30 * 1e-6);  // x^2 beyond float32: |x| stands for sqrt(x^2 + 4)
+  EXPECT_FLOAT_EQ(sq[3], 1e30f);
+  EXPECT_EQ(sq[4], 0.0f);
+  EXPECT_EQ(sq[5], std::numeric_limits<float>::infinity());
+  const auto ts = at("tanh_shrink", {1e-3, -1e-2, 0.3});
+  EXPECT_NEAR(ts[0], tanh_shrink_d(1e-3), 1e-9 / 3 * 1e-6);  // about 1e-9 / 3
+  EXPECT_NEAR(ts[1], tanh_shrink_d(-1e-2), 1e-6 * tanh_shrink_d(1e-2));  // odd: -3.3e-7
+  EXPECT_NEAR(ts[2], tanh_shrink_d(0.3), 1e-6 * tanh_shrink_d(0.3));
+  const auto ls = at("log_sigmoid", {50, -50});
+  EXPECT_NEAR(ls[0], -std::exp(-50.0), std::exp(-50.0) * 1e-6);
+  EXPECT_FLOAT_EQ(ls[1], -50.0f);
 }
 
 TEST(Activations, GradientsMatchDerivativesAndStayFiniteForLargeInputs) {

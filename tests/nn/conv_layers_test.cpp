@@ -212,7 +212,19 @@ TEST(ConvLayers, UnderMixedPoliciesOutputsAreSixteenBitAndMatchFloat32) {
       {"UpSampling2D bilinear", [] { return layers::UpSampling2D({2, 2}, "bilinear"); }},
       {"Cropping2D", [] { return layers::Cropping2D({Pair{1, 2}, Pair{0, 1}}); }},
       {"UpSampling1D", [] { return layers::UpSampling1D(2); }, sequence},
-      {"ZeroPadding1D", [] { return layers::ZeroPadding1D({1, 2}); }, sequence}};
+      {"ZeroPadding1D", [] { return layers::ZeroPadding1D({1, 2}); }, sequence},
+      // The rest of the 1D family.
+      {"Conv1DTranspose",
+       [] {
+         return layers::Conv1DTranspose(
+             {.filters = 3, .kernel_size = 3, .strides = 2, .padding = "same", .output_padding = 1});
+       },
+       sequence},
+      {"DepthwiseConv1D",
+       [] { return layers::DepthwiseConv1D({.kernel_size = 3, .padding = "same", .depth_multiplier = 2}); }, sequence},
+      {"SeparableConv1D", [] { return layers::SeparableConv1D({.filters = 4, .kernel_size = 2, .strides = 2}); },
+       sequence},
+      {"Cropping1D", [] { return layers::Cropping1D({1, 2}); }, sequence}};
   for (const char* policy : {"mixed_float16", "mixed_bfloat16"}) {
     const mixed_precision::Policy p(policy);
     const double tol = p.compute_dtype() == DType::kBF16 ? 2e-2 : 2e-3;

@@ -186,6 +186,38 @@ std::vector<LayerCase> layer_cases() {
       {"up_sampling1d", [] { return layers::UpSampling1D(3); }, {2, 3, 2}},
       {"cropping2d", [] { return layers::Cropping2D({Pair{1, 0}, Pair{1, 2}}); }, {2, 4, 5, 2}},
       {"zero_padding1d", [] { return layers::ZeroPadding1D({2, 1}); }, {2, 3, 2}},
+      // The rest of Keras 3's 1D family (the 2D ops on the (N, 1, steps, C) view) and the
+      // activations composed of several ops.
+      {"conv1d_transpose_valid_tanh", [] { return layers::Conv1DTranspose(3, 3, "tanh"); }, {2, 4, 2}},
+      {"conv1d_transpose_same_strided", [] { return layers::Conv1DTranspose(2, 3, "linear", "same", 2); }, {2, 3, 3}},
+      {"conv1d_transpose_valid_output_padding_no_bias",
+       [] {
+         return layers::Conv1DTranspose(
+             {.filters = 2, .kernel_size = 2, .strides = 3, .output_padding = 2, .use_bias = false});
+       },
+       {2, 3, 2}},
+      {"conv1d_transpose_same_dilated",
+       [] { return layers::Conv1DTranspose({.filters = 2, .kernel_size = 3, .padding = "same", .dilation_rate = 2}); },
+       {1, 5, 2}},
+      {"depthwise_conv1d_same_strided",
+       [] { return layers::DepthwiseConv1D({.kernel_size = 3, .strides = 2, .padding = "same", .depth_multiplier = 2}); },
+       {2, 5, 3}},
+      {"depthwise_conv1d_valid_dilated_no_bias",
+       [] { return layers::DepthwiseConv1D({.kernel_size = 2, .dilation_rate = 2, .use_bias = false}); }, {2, 5, 2}},
+      {"separable_conv1d",
+       [] { return layers::SeparableConv1D({.filters = 3, .kernel_size = 2, .depth_multiplier = 2}); }, {2, 4, 2}},
+      {"separable_conv1d_same_strided_softsign",
+       [] {
+         return layers::SeparableConv1D(
+             {.filters = 2, .kernel_size = 3, .strides = 2, .padding = "same", .activation = "softsign"});
+       },
+       {2, 5, 3}},
+      {"cropping1d", [] { return layers::Cropping1D({1, 2}); }, {2, 5, 2}},
+      {"activation_celu", [] { return layers::Activation("celu"); }, {3, 4}},
+      {"activation_log_sigmoid", [] { return layers::Activation("log_sigmoid"); }, {3, 4}},
+      {"activation_tanh_shrink", [] { return layers::Activation("tanh_shrink"); }, {3, 4}},
+      {"activation_squareplus", [] { return layers::Activation("squareplus"); }, {3, 4}},
+      {"activation_sparse_plus", [] { return layers::Activation("sparse_plus"); }, {3, 4}},
   };
 }
 

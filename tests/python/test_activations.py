@@ -36,8 +36,29 @@ def test_activation_names_compute_keras_formulas():
         np.testing.assert_allclose(predict(layers.Activation(name)), values, rtol=2e-6, atol=1e-30, err_msg=name)
     dense = layers.Dense(3, activation="mish")
     assert dense.get_config()["activation"] == "mish"
-    with pytest.raises(ValueError, match="unknown activation 'celu'"):
-        layers.Dense(3, activation="celu")
+    with pytest.raises(ValueError, match="unknown activation 'celus'"):
+        layers.Dense(3, activation="celus")
+
+
+def test_the_remaining_keras3_activation_names_compute_keras_formulas():
+    x = X.astype(np.float64)
+    want = {
+        "celu": np.where(x > 0, x, np.expm1(x)),
+        "hard_tanh": np.clip(x, -1, 1),
+        "log_sigmoid": -np.logaddexp(0, -x),
+        "hard_shrink": np.where(np.abs(x) > 0.5, x, 0),
+        "soft_shrink": np.where(x > 0.5, x - 0.5, np.where(x < -0.5, x + 0.5, 0)),
+        "tanh_shrink": x - np.tanh(x),
+        "squareplus": (x + np.sqrt(x * x + 4)) / 2,
+        "sparse_plus": np.where(x <= -1, 0, np.where(x < 1, (x + 1) ** 2 / 4, x)),
+        "sparse_sigmoid": np.where(x <= -1, 0, np.where(x >= 1, 1, (x + 1) / 2)),
+    }
+    for name, values in want.items():
+        np.testing.assert_allclose(predict(layers.Activation(name)), values, rtol=2e-6, atol=1e-6, err_msg=name)
+        assert layers.Dense(2, activation=name).get_config()["activation"] == name
+    for name, why in (("glu", "halves the last axis"), ("sparsemax", "sort"), ("threshold", "no defaults")):
+        with pytest.raises(ValueError, match=why):
+            layers.Activation(name)
 
 
 def test_advanced_activation_layers_take_keras_arguments_and_defaults():

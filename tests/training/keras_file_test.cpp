@@ -132,6 +132,41 @@ TEST(KerasFile, DecoderLayersRoundTripBitExact) {
   EXPECT_TRUE(same_bits(m->predict(x), loaded->predict(x)));
 }
 
+// The rest of Keras 3's 1D family and the remaining activations: configs, weights (Keras' names and
+// order) and predictions come back bit for bit from a .keras file.
+TEST(KerasFile, Conv1DFamilyAndRemainingActivationsRoundTripBitExact) {
+  const std::string dir = fresh_dir("conv1d_family");
+  auto m = std::make_unique<Sequential>(
+      std::vector<layers::LayerPtr>{
+          layers::Input(Shape{6, 2}),
+          layers::Conv1DTranspose({.filters = 3, .kernel_size = 3, .strides = 2, .padding = "same",
+                                   .output_padding = 1, .activation = "celu"}),
+          layers::Cropping1D({2, 1}),
+          layers::SeparableConv1D({.filters = 4, .kernel_size = 2, .strides = 2, .depth_multiplier = 2,
+                                   .activation = "squareplus"}),
+          layers::DepthwiseConv1D({.kernel_size = 2, .padding = "same", .depth_multiplier = 2, .activation = "tanh_shrink"}),
+          layers::Flatten(), layers::Dense(4, "log_sigmoid"), layers::Dense(4, "sparse_plus"),
+          layers::Dense(3, "soft_shrink"), layers::Dense(2, "hard_tanh")},
+      "conv1d_family");
+  m->compile(optimizers::Adam(1e-2), losses::MeanSquaredError());
+  const Tensor x = inputs(5, 12).reshape(Shape{5, 6, 2});
+  m->train_step(x, inputs(5, 2));
+  save_model(*m, dir + "/m.keras");
+  auto loaded = load_model(dir + "/m.keras");
+  ASSERT_EQ(loaded->layers().size(), m->layers().size());
+  for (std::size_t i = 0; i < m->layers().size(); ++i)
+    EXPECT_EQ(loaded->layers()[i]->get_config(), m->layers()[i]->get_config()) << m->layers()[i]->name();
+  expect_same_variables(*m, *loaded);
+  EXPECT_TRUE(same_bits(m->predict(x), loaded->predict(x)));
+  // Keras' config: a 1D size is a list of one, data_format channels_last.
+  const json config = json::parse(io::find_entry(io::decode_zip(io::read_file(dir + "/m.keras"), "m"), "config.json")->bytes);
+  const json& transpose = config.at("config").at("layers").at(1);
+  EXPECT_EQ(transpose.at("class_name"), "Conv1DTranspose");
+  EXPECT_EQ(transpose.at("config").at("kernel_size"), json::array({3}));
+  EXPECT_EQ(transpose.at("config").at("output_padding"), json::array({1}));
+  EXPECT_EQ(transpose.at("config").at("data_format"), "channels_last");
+}
+
 TEST(KerasFile, LearningRateScheduleRoundTrips) {
   const std::string dir = fresh_dir("schedule");
   namespace sch = optimizers::schedules;

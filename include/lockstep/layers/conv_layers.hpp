@@ -3,7 +3,8 @@
 // (NHWC; sequences (N, steps, C)) only: Conv2D, DepthwiseConv2D, SeparableConv2D, MaxPooling2D,
 // AveragePooling2D, GlobalAveragePooling2D, GlobalMaxPooling2D, ZeroPadding2D, Rescaling, the decoder
 // side's Conv2DTranspose, UpSampling2D and Cropping2D, and the sequence ones Conv1D, MaxPooling1D,
-// AveragePooling1D, UpSampling1D, ZeroPadding1D (the 2D ops on an (N, 1, steps, C) view of the sequence).
+// AveragePooling1D, UpSampling1D, ZeroPadding1D, Conv1DTranspose, DepthwiseConv1D, SeparableConv1D,
+// Cropping1D (the 2D ops on an (N, 1, steps, C) view of the sequence).
 #include <array>
 #include <optional>
 #include <type_traits>
@@ -77,18 +78,22 @@ class Conv2DLayer final : public Layer {
   Variable kernel_, bias_;
 };
 
-struct DepthwiseConv2DOptions {
-  Pair kernel_size{0, 0};
-  Pair strides{1, 1};
+/// DepthwiseConv2D's (Size = Pair) and DepthwiseConv1D's (Size = std::int64_t) arguments.
+template <typename Size>
+struct DepthwiseConvOptions {
+  Size kernel_size = uniform_size<Size>(0);
+  Size strides = uniform_size<Size>(1);
   std::string padding = "valid";
   std::int64_t depth_multiplier = 1;
-  Pair dilation_rate{1, 1};
+  Size dilation_rate = uniform_size<Size>(1);
   std::string activation = "linear";
   bool use_bias = true;
   std::string depthwise_initializer = "glorot_uniform";
   std::string bias_initializer = "zeros";
   std::string name;
 };
+using DepthwiseConv2DOptions = DepthwiseConvOptions<Pair>;
+using DepthwiseConv1DOptions = DepthwiseConvOptions<std::int64_t>;
 
 /// Kernel (kh, kw, channels, depth_multiplier), as Keras'; output channel c * m + j.
 class DepthwiseConv2DLayer final : public Layer {
@@ -114,13 +119,15 @@ class DepthwiseConv2DLayer final : public Layer {
   Variable kernel_, bias_;
 };
 
-struct SeparableConv2DOptions {
+/// SeparableConv2D's (Size = Pair) and SeparableConv1D's (Size = std::int64_t) arguments.
+template <typename Size>
+struct SeparableConvOptions {
   std::int64_t filters = 0;
-  Pair kernel_size{0, 0};
-  Pair strides{1, 1};
+  Size kernel_size = uniform_size<Size>(0);
+  Size strides = uniform_size<Size>(1);
   std::string padding = "valid";
   std::int64_t depth_multiplier = 1;
-  Pair dilation_rate{1, 1};
+  Size dilation_rate = uniform_size<Size>(1);
   std::string activation = "linear";
   bool use_bias = true;
   std::string depthwise_initializer = "glorot_uniform";
@@ -128,6 +135,8 @@ struct SeparableConv2DOptions {
   std::string bias_initializer = "zeros";
   std::string name;
 };
+using SeparableConv2DOptions = SeparableConvOptions<Pair>;
+using SeparableConv1DOptions = SeparableConvOptions<std::int64_t>;
 
 /// Keras 3's SeparableConv2D (keras/src/layers/convolutional/separable_conv2d.py): a depthwise
 /// convolution (DepthwiseConv2D's, no bias) with the strides, padding and dilation, then a 1x1
@@ -294,23 +303,27 @@ class RescalingLayer final : public Layer {
 };
 
 // ---- the decoder side: Conv2DTranspose, UpSampling2D / UpSampling1D, Cropping2D, ZeroPadding1D ----
-/// Conv2DTranspose's arguments, Keras 3's (layers/convolutional/base_conv_transpose.py).
-struct Conv2DTransposeOptions {
+/// Conv2DTranspose's (Size = Pair) and Conv1DTranspose's (Size = std::int64_t) arguments, Keras
+/// 3's (layers/convolutional/base_conv_transpose.py).
+template <typename Size>
+struct ConvTransposeOptions {
   std::int64_t filters = 0;
-  Pair kernel_size{0, 0};
-  Pair strides{1, 1};
+  Size kernel_size = uniform_size<Size>(0);
+  Size strides = uniform_size<Size>(1);
   std::string padding = "valid";
   /// Keras' output_padding=None: the output is (in - 1) * stride + max(kernel, stride) ("valid")
   /// or in * stride ("same"); given, (in - 1) * stride + kernel + output_padding ("valid") or
   /// (in - 1) * stride + kernel % 2 + output_padding ("same"), each < its stride.
-  std::optional<Pair> output_padding;
-  Pair dilation_rate{1, 1};
+  std::optional<Size> output_padding;
+  Size dilation_rate = uniform_size<Size>(1);
   std::string activation = "linear";
   bool use_bias = true;
   std::string kernel_initializer = "glorot_uniform";
   std::string bias_initializer = "zeros";
   std::string name;
 };
+using Conv2DTransposeOptions = ConvTransposeOptions<Pair>;
+using Conv1DTransposeOptions = ConvTransposeOptions<std::int64_t>;
 
 /// The transposed convolution (N, H, W, C) -> (N, OH, OW, filters), kernel (kh, kw, filters, C) as
 /// Keras' (filters and channels the other way round from Conv2D's): conv2d_transpose, the bias
@@ -433,5 +446,113 @@ LayerPtr AveragePooling1D(std::int64_t pool_size = 2, std::optional<std::int64_t
                           const std::string& padding = "valid");
 LayerPtr ZeroPadding2D(std::array<Pair, 2> padding = {Pair{1, 1}, Pair{1, 1}});
 LayerPtr Rescaling(float scale, float offset = 0.0f);
+
+// ---- the rest of Keras 3's 1D family: Conv1DTranspose, DepthwiseConv1D, SeparableConv1D, Cropping1D ----
+// Each is its 2D counterpart's op on the (N, 1, steps, C) view of (N, steps, C), as Conv1D is, with
+// the kernel's (1, ...) image form the same memory as Keras' 1D kernel: the 2D layers' CPU and CUDA
+// kernels and gradients, no kernel of their own. Keras' 1D layers take padding "valid" or "same"
+// only ("causal" is Conv1D's alone: standardize_padding without allow_causal).
+
+/// Keras 3's Conv1DTranspose (layers/convolutional/conv1d_transpose.py): (N, steps, C) -> (N,
+/// out_steps, filters), kernel (kernel_size, filters, C) as Keras' (filters and channels the other
+/// way round from Conv1D's); output steps by Conv2DTranspose's rule (ConvTransposeOptions).
+class Conv1DTransposeLayer final : public Layer {
+ public:
+  explicit Conv1DTransposeLayer(const Conv1DTransposeOptions& options);
+  std::string class_name() const override { return "Conv1DTranspose"; }
+  nlohmann::json get_config() const override;
+  static LayerPtr from_config(const nlohmann::json& config);
+  Shape compute_output_shape(const Shape& input_shape) const override;
+  Tensor call(const Tensor& x, const CallContext& ctx) const override;
+  const Conv1DTransposeOptions& options() const { return options_; }
+  const Variable& kernel() const { return kernel_; }
+  const Variable& bias() const { return bias_; }
+
+ protected:
+  void build_impl(const Shape& input_shape, std::uint64_t seed) override;
+
+ private:
+  Conv1DTransposeOptions options_;
+  PaddingMode padding_;
+  ActivationKind activation_;
+  Variable kernel_, bias_;
+};
+
+/// Keras 3's DepthwiseConv1D: each channel convolved with its own depth_multiplier filters,
+/// (N, steps, C) -> (N, out_steps, C * depth_multiplier), output channel c * m + j; kernel
+/// (kernel_size, C, depth_multiplier), bias (C * depth_multiplier), as Keras'.
+class DepthwiseConv1DLayer final : public Layer {
+ public:
+  explicit DepthwiseConv1DLayer(const DepthwiseConv1DOptions& options);
+  std::string class_name() const override { return "DepthwiseConv1D"; }
+  nlohmann::json get_config() const override;
+  static LayerPtr from_config(const nlohmann::json& config);
+  Shape compute_output_shape(const Shape& input_shape) const override;
+  Tensor call(const Tensor& x, const CallContext& ctx) const override;
+  const DepthwiseConv1DOptions& options() const { return options_; }
+  const Variable& kernel() const { return kernel_; }
+  const Variable& bias() const { return bias_; }
+
+ protected:
+  void build_impl(const Shape& input_shape, std::uint64_t seed) override;
+
+ private:
+  DepthwiseConv1DOptions options_;
+  PaddingMode padding_;
+  ActivationKind activation_;
+  Variable kernel_, bias_;
+};
+
+/// Keras 3's SeparableConv1D: DepthwiseConv1D's convolution (no bias) with the strides, padding and
+/// dilation, then a pointwise one to `filters`, the bias and the activation. Weights in Keras'
+/// order and shapes: depthwise_kernel (kernel_size, C, depth_multiplier), pointwise_kernel (1,
+/// C * depth_multiplier, filters), bias (filters).
+class SeparableConv1DLayer final : public Layer {
+ public:
+  explicit SeparableConv1DLayer(const SeparableConv1DOptions& options);
+  std::string class_name() const override { return "SeparableConv1D"; }
+  nlohmann::json get_config() const override;
+  static LayerPtr from_config(const nlohmann::json& config);
+  Shape compute_output_shape(const Shape& input_shape) const override;
+  Tensor call(const Tensor& x, const CallContext& ctx) const override;
+  bool has_softmax_output() const override { return activation_ == ActivationKind::kSoftmax; }
+  Tensor call_logits(const Tensor& x, const CallContext& ctx) const override;
+  const SeparableConv1DOptions& options() const { return options_; }
+  const Variable& depthwise_kernel() const { return depthwise_; }
+  const Variable& pointwise_kernel() const { return pointwise_; }
+  const Variable& bias() const { return bias_; }
+
+ protected:
+  void build_impl(const Shape& input_shape, std::uint64_t seed) override;
+
+ private:
+  SeparableConv1DOptions options_;
+  PaddingMode padding_;
+  ActivationKind activation_;
+  Variable depthwise_, pointwise_, bias_;
+};
+
+/// Keras 3's Cropping1D: (N, steps, C) without (start, end) steps; Keras' default (1, 1). The
+/// gradient is zero on what was cut.
+class Cropping1DLayer final : public Layer {
+ public:
+  explicit Cropping1DLayer(Pair cropping = {1, 1}, std::string name = "");
+  std::string class_name() const override { return "Cropping1D"; }
+  nlohmann::json get_config() const override;
+  static LayerPtr from_config(const nlohmann::json& config);
+  Shape compute_output_shape(const Shape& input_shape) const override;
+  Tensor call(const Tensor& x, const CallContext& ctx) const override;
+  const Pair& cropping() const { return cropping_; }
+
+ private:
+  Pair cropping_;
+};
+
+LayerPtr Conv1DTranspose(std::int64_t filters, std::int64_t kernel_size, const std::string& activation = "linear",
+                         const std::string& padding = "valid", std::int64_t strides = 1);
+LayerPtr Conv1DTranspose(const Conv1DTransposeOptions& options);
+LayerPtr DepthwiseConv1D(const DepthwiseConv1DOptions& options);
+LayerPtr SeparableConv1D(const SeparableConv1DOptions& options);
+LayerPtr Cropping1D(Pair cropping = {1, 1});
 
 }  // namespace lockstep::layers

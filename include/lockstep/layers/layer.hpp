@@ -227,10 +227,14 @@ Shape with_batch_dim(const Shape& per_example);
 /// "sigmoid", "tanh", "softmax", "gelu" (the exact form, Keras' default), "log_softmax", "silu" (or
 /// its alias "swish"), "elu", "selu", "leaky_relu" (the function's negative_slope 0.2), "relu6",
 /// "softplus", "softsign", "hard_sigmoid" (relu6(x + 3) / 6), "hard_silu" (or its alias
-/// "hard_swish"), "exponential", "mish"; anything else throws ValueError listing them.
+/// "hard_swish"), "exponential", "mish", "celu", "hard_tanh", "log_sigmoid", "hard_shrink",
+/// "soft_shrink", "tanh_shrink", "squareplus", "sparse_plus", "sparse_sigmoid" (each with its
+/// function's defaults); Keras' glu, sparsemax and threshold are refused by name, saying why;
+/// anything else throws ValueError listing the names.
 enum class ActivationKind {
   kLinear, kRelu, kSigmoid, kTanh, kSoftmax, kGelu, kLogSoftmax, kSilu,
-  kElu, kSelu, kLeakyRelu, kRelu6, kSoftplus, kSoftsign, kHardSigmoid, kHardSilu, kExponential, kMish
+  kElu, kSelu, kLeakyRelu, kRelu6, kSoftplus, kSoftsign, kHardSigmoid, kHardSilu, kExponential, kMish,
+  kCelu, kHardTanh, kLogSigmoid, kHardShrink, kSoftShrink, kTanhShrink, kSquareplus, kSparsePlus, kSparseSigmoid
 };
 ActivationKind parse_activation(const std::string& name);
 std::string activation_name(ActivationKind kind);

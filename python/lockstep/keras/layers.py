@@ -97,6 +97,21 @@ _SIGNATURES = {
     "UpSampling1D": (("size",), {"size": 2}),
     "Cropping2D": (("cropping", "data_format"), {"cropping": ((0, 0), (0, 0)), **_IMAGE}),
     "ZeroPadding1D": (("padding", "data_format"), {"padding": 1, **_IMAGE}),
+    # The rest of Keras 3's 1D convolution family.
+    "Conv1DTranspose": (("filters", "kernel_size", "strides", "padding", "output_padding", "data_format",
+                         "dilation_rate", "activation", "use_bias", "kernel_initializer", "bias_initializer"),
+                        {**_CONV, "strides": 1, "dilation_rate": 1, "output_padding": None,
+                         "kernel_initializer": "glorot_uniform"}),
+    "DepthwiseConv1D": (("kernel_size", "strides", "padding", "depth_multiplier", "data_format", "dilation_rate",
+                         "activation", "use_bias", "depthwise_initializer", "bias_initializer"),
+                        {**_CONV, "strides": 1, "dilation_rate": 1, "depth_multiplier": 1,
+                         "depthwise_initializer": "glorot_uniform"}),
+    "SeparableConv1D": (("filters", "kernel_size", "strides", "padding", "data_format", "dilation_rate",
+                         "depth_multiplier", "activation", "use_bias", "depthwise_initializer",
+                         "pointwise_initializer", "bias_initializer"),
+                        {**_CONV, "strides": 1, "dilation_rate": 1, "depth_multiplier": 1,
+                         "depthwise_initializer": "glorot_uniform", "pointwise_initializer": "glorot_uniform"}),
+    "Cropping1D": (("cropping",), {"cropping": (1, 1)}),
 }
 
 
