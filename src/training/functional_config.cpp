@@ -9,6 +9,7 @@
 
 #include "lockstep/layers/core_layers.hpp"
 #include "lockstep/layers/recurrent_layers.hpp"
+#include "lockstep/layers/regularization_layers.hpp"
 #include "training/layer_config.hpp"
 
 namespace lockstep::detail {
@@ -53,6 +54,12 @@ void check_size(const json& layer_list, const std::string& source) {
 std::optional<bool> keras_default_training(const layers::Layer& l) {
   if (dynamic_cast<const layers::DropoutLayer*>(&l) != nullptr) return false;  // call(inputs, training=False)
   if (dynamic_cast<const layers::RecurrentLayer*>(&l) != nullptr) return false;  // RNN.call(..., training=False)
+  // Keras' other regularization layers: call(inputs, training=False) (keras/src/layers/regularization/).
+  if (dynamic_cast<const layers::SpatialDropoutLayer*>(&l) != nullptr ||
+      dynamic_cast<const layers::GaussianNoiseLayer*>(&l) != nullptr ||
+      dynamic_cast<const layers::GaussianDropoutLayer*>(&l) != nullptr ||
+      dynamic_cast<const layers::AlphaDropoutLayer*>(&l) != nullptr)
+    return false;
   return std::nullopt;
 }
 

@@ -5,6 +5,8 @@
 #include <cmath>
 #include <random>
 
+#include "lockstep/layers/group_normalization.hpp"
+#include "lockstep/layers/regularization_layers.hpp"
 #include "lockstep/lockstep.hpp"
 
 using namespace lockstep;
@@ -186,6 +188,21 @@ std::vector<LayerCase> layer_cases() {
       {"up_sampling1d", [] { return layers::UpSampling1D(3); }, {2, 3, 2}},
       {"cropping2d", [] { return layers::Cropping2D({Pair{1, 0}, Pair{1, 2}}); }, {2, 4, 5, 2}},
       {"zero_padding1d", [] { return layers::ZeroPadding1D({2, 1}); }, {2, 3, 2}},
+      // Keras 3's other regularization layers in training (their masks and noise constants of the
+      // call's key) and the group and unit normalisations.
+      {"spatial_dropout1d_training", [] { return layers::SpatialDropout1D(0.4f); }, {3, 4, 5}, true},
+      {"spatial_dropout2d_channels_first_training",
+       [] { return layers::SpatialDropout2D(0.4f, "channels_first"); }, {2, 5, 3, 2}, true},
+      {"gaussian_noise_training", [] { return layers::GaussianNoise(0.3f); }, {3, 4}, true},
+      {"gaussian_dropout_training", [] { return layers::GaussianDropout(0.3f); }, {3, 4}, true},
+      {"alpha_dropout_training", [] { return layers::AlphaDropout(0.3f); }, {3, 5}, true},
+      {"group_normalization", [] { return layers::GroupNormalization({.groups = 2}); }, {2, 3, 4}},
+      {"group_normalization_channels_first_no_center",
+       [] { return layers::GroupNormalization({.groups = 3, .axis = 1, .epsilon = 1e-2f, .center = false}); },
+       {2, 6, 2, 2}},
+      {"instance_normalization", [] { return layers::GroupNormalization({.groups = -1}); }, {2, 4, 3}},
+      {"unit_normalization", [] { return layers::UnitNormalization(); }, {3, 4}},
+      {"unit_normalization_two_axes", [] { return layers::UnitNormalization({1, 2}); }, {2, 3, 2}},
   };
 }
 

@@ -97,6 +97,16 @@ _SIGNATURES = {
     "UpSampling1D": (("size",), {"size": 2}),
     "Cropping2D": (("cropping", "data_format"), {"cropping": ((0, 0), (0, 0)), **_IMAGE}),
     "ZeroPadding1D": (("padding", "data_format"), {"padding": 1, **_IMAGE}),
+    # Keras 3's other regularization and normalization layers, and Identity.
+    "SpatialDropout1D": (("rate", "seed"), {"seed": None}),
+    "SpatialDropout2D": (("rate", "data_format", "seed"), {**_IMAGE, "seed": None}),
+    "GaussianNoise": (("stddev", "seed"), {"seed": None}),
+    "GaussianDropout": (("rate", "seed"), {"seed": None}),
+    "AlphaDropout": (("rate", "noise_shape", "seed"), {"noise_shape": None, "seed": None}),
+    "GroupNormalization": (("groups", "axis", "epsilon", "center", "scale", "beta_initializer", "gamma_initializer"),
+                           {**_NORM, "groups": 32}),
+    "UnitNormalization": (("axis",), {"axis": -1}),
+    "Identity": ((), {}),
 }
 
 
