@@ -100,9 +100,14 @@ TEST(RegularizationLayersModel, SavesAndLoadsInBothFormatsAfterFit) {
     for (const auto& layer : config.at("config").at("layers")) {
       const std::string cls = layer.at("class_name");
       const auto& c = layer.at("config");
-      if (cls.starts_with("SpatialDropout")) EXPECT_FALSE(c.contains("trainable")) << c.dump();
-      else if (cls != "InputLayer") EXPECT_TRUE(c.contains("trainable")) << c.dump();
-      if (cls.find("Dropout") != std::string::npos || cls == "GaussianNoise") EXPECT_TRUE(c.at("seed").is_null()) << c.dump();
+      if (cls.starts_with("SpatialDropout")) {
+        EXPECT_FALSE(c.contains("trainable")) << c.dump();
+      } else if (cls != "InputLayer") {
+        EXPECT_TRUE(c.contains("trainable")) << c.dump();
+      }
+      if (cls.find("Dropout") != std::string::npos || cls == "GaussianNoise") {
+        EXPECT_TRUE(c.at("seed").is_null()) << c.dump();
+      }
     }
   }
 }
