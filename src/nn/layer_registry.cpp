@@ -7,12 +7,14 @@
 #include "lockstep/layers/bidirectional.hpp"
 #include "lockstep/layers/conv_layers.hpp"
 #include "lockstep/layers/core_layers.hpp"
+#include "lockstep/layers/group_normalization.hpp"
 #include "lockstep/layers/layer_normalization.hpp"
 #include "lockstep/layers/merge_layers.hpp"
 #include "lockstep/layers/multi_head_attention.hpp"
 #include "lockstep/layers/normalization_layers.hpp"
 #include "lockstep/layers/position_embedding.hpp"
 #include "lockstep/layers/recurrent_layers.hpp"
+#include "lockstep/layers/regularization_layers.hpp"
 #include "lockstep/layers/sequence_layers.hpp"
 
 namespace lockstep::layers {
@@ -26,6 +28,11 @@ const json kChannelsLast = {{"data_format", "channels_last"}};
 // The recurrent layers' Keras arguments lockstep does not run (recurrent_layers.hpp): a .keras
 // file that sets one is refused naming it.
 const json kRecurrentFixed = {{"stateful", false}, {"unroll", false}};
+
+// Keras' random layers take a seed; lockstep's draw from the model's seed (Dropout's rule).
+const json kSeedless = {{"seed", nullptr}};
+// Keras' SpatialDropout1D / 2D constructors take no trainable (spatial_dropout.py).
+const std::vector<std::string> kSpatialDropoutNotTaken = {"trainable"};
 
 // One row per layer class lockstep has.
 std::vector<LayerClass> builtin_classes() {
@@ -89,6 +96,18 @@ std::vector<LayerClass> builtin_classes() {
       {"DepthwiseConv1D", &DepthwiseConv1DLayer::from_config, kChannelsLast},
       {"SeparableConv1D", &SeparableConv1DLayer::from_config, kChannelsLast},
       {"Cropping1D", &Cropping1DLayer::from_config},
+      // Keras 3's other regularization and normalization layers (regularization_layers.hpp,
+      // group_normalization.hpp); their seed= is Dropout's (the model's seed keys the draws).
+      {"SpatialDropout1D", [](const json& c) { return SpatialDropoutLayer::from_config(1, c); }, kSeedless,
+       kSpatialDropoutNotTaken},
+      {"SpatialDropout2D", [](const json& c) { return SpatialDropoutLayer::from_config(2, c); }, kSeedless,
+       kSpatialDropoutNotTaken},
+      {"GaussianNoise", &GaussianNoiseLayer::from_config, kSeedless},
+      {"GaussianDropout", &GaussianDropoutLayer::from_config, kSeedless},
+      {"AlphaDropout", &AlphaDropoutLayer::from_config, kSeedless},
+      {"Identity", &IdentityLayer::from_config},
+      {"GroupNormalization", &GroupNormalizationLayer::from_config},
+      {"UnitNormalization", &UnitNormalizationLayer::from_config},
   };
 }
 

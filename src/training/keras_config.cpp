@@ -187,7 +187,9 @@ json layer_to_keras(const layers::Layer& l) {
     if (key == "name" || (key == "input_dim" && l.declared_input_shape())) continue;
     config[key] = is_initializer_key(key) ? initializer_to_keras(value.get<std::string>()) : value;
   }
-  config.update(layers::find_layer_class(l.class_name())->keras_fixed);
+  const auto cls = layers::find_layer_class(l.class_name());
+  config.update(cls->keras_fixed);
+  for (const std::string& key : cls->keras_not_taken) config.erase(key);
   for (const auto& inner : l.keras_sublayers()) config[inner.config_key] = layer_to_keras(*inner.layer);
   const std::string registered = l.keras_registered_name();
   return {{"module", l.keras_module()},

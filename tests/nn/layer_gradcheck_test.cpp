@@ -5,6 +5,8 @@
 #include <cmath>
 #include <random>
 
+#include "lockstep/layers/group_normalization.hpp"
+#include "lockstep/layers/regularization_layers.hpp"
 #include "lockstep/lockstep.hpp"
 
 using namespace lockstep;
@@ -218,6 +220,21 @@ std::vector<LayerCase> layer_cases() {
       {"activation_tanh_shrink", [] { return layers::Activation("tanh_shrink"); }, {3, 4}},
       {"activation_squareplus", [] { return layers::Activation("squareplus"); }, {3, 4}},
       {"activation_sparse_plus", [] { return layers::Activation("sparse_plus"); }, {3, 4}},
+      // Keras 3's other regularization layers in training (their masks and noise constants of the
+      // call's key) and the group and unit normalisations.
+      {"spatial_dropout1d_training", [] { return layers::SpatialDropout1D(0.4f); }, {3, 4, 5}, true},
+      {"spatial_dropout2d_channels_first_training",
+       [] { return layers::SpatialDropout2D(0.4f, "channels_first"); }, {2, 5, 3, 2}, true},
+      {"gaussian_noise_training", [] { return layers::GaussianNoise(0.3f); }, {3, 4}, true},
+      {"gaussian_dropout_training", [] { return layers::GaussianDropout(0.3f); }, {3, 4}, true},
+      {"alpha_dropout_training", [] { return layers::AlphaDropout(0.3f); }, {3, 5}, true},
+      {"group_normalization", [] { return layers::GroupNormalization({.groups = 2}); }, {2, 3, 4}},
+      {"group_normalization_channels_first_no_center",
+       [] { return layers::GroupNormalization({.groups = 3, .axis = 1, .epsilon = 1e-2f, .center = false}); },
+       {2, 6, 2, 2}},
+      {"instance_normalization", [] { return layers::GroupNormalization({.groups = -1}); }, {2, 4, 3}},
+      {"unit_normalization", [] { return layers::UnitNormalization(); }, {3, 4}},
+      {"unit_normalization_two_axes", [] { return layers::UnitNormalization({1, 2}); }, {2, 3, 2}},
   };
 }
 

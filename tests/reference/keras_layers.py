@@ -18,7 +18,9 @@ Masking (Sequential, and Functional with its not_equal / any mask nodes), Concat
 Embedding(mask_zero) -> Softmax, which Keras and lockstep both refuse at predict. Keras 3's other
 activations, its advanced activation layers (ReLU, LeakyReLU, ELU, PReLU) and SeparableConv2D. The
 decoder side: keras.io's denoising autoencoder, a U-Net-like model (Conv2DTranspose, UpSampling2D
-nearest and bilinear, Cropping2D), UpSampling1D and ZeroPadding1D.
+nearest and bilinear, Cropping2D), UpSampling1D and ZeroPadding1D. Keras 3's other regularization
+layers (SpatialDropout1D / 2D in both data formats, GaussianNoise, GaussianDropout, AlphaDropout with
+a noise_shape, Identity) and GroupNormalization / UnitNormalization, trained a few steps in Keras.
 
 Exit 0 all agree, 1 a disagreement, 77 (skip) when tensorflow/keras are not importable.
 """
@@ -359,6 +361,40 @@ def keras_decoder_models():
     return autoencoder, unet, sequence
 
 
+def keras_regularization_models():
+    """Keras 3's other regularization layers and normalisations, trained two epochs in Keras (the
+    dropouts and noise act there; the files keep Keras' "training": false on their calls) with
+    random gammas, betas and biases: the identity in predict, the normalisations Keras'. A sequence
+    model (GroupNormalization over the last axis, groups=-1 without beta, UnitNormalization over a
+    list of axes) and a channels-first image one (SpatialDropout2D both ways, GroupNormalization on
+    axis 1 without gamma)."""
+    keras.utils.set_random_seed(19)
+    L = keras.layers
+    inp = keras.Input((6, 8))
+    x = L.GaussianNoise(0.2)(L.SpatialDropout1D(0.3)(inp))
+    x = L.GroupNormalization(groups=4)(x)
+    x = L.GaussianDropout(0.3)(L.Dense(6, activation="selu")(x))
+    x = L.AlphaDropout(0.2, noise_shape=(None, 1, 6))(x)
+    x = L.GroupNormalization(groups=-1, epsilon=1e-2, center=False)(x)
+    x = L.UnitNormalization(axis=[1, 2])(L.Identity()(x))
+    sequence = keras.Model(inp, L.Dense(3, activation="softmax")(L.Flatten()(x)), name="keras_regularization_sequence")
+    image_in = keras.Input((4, 5, 5))
+    y = L.SpatialDropout2D(0.3, data_format="channels_first")(image_in)
+    y = L.GroupNormalization(groups=2, axis=1, scale=False)(y)
+    y = L.SpatialDropout2D(0.2)(L.Permute((2, 3, 1))(y))
+    y = L.UnitNormalization()(y)
+    images = keras.Model(image_in, L.Dense(2)(L.Flatten()(y)), name="keras_regularization_images")
+    rng = np.random.RandomState(19)
+    for model, shape in ((sequence, (32, 6, 8)), (images, (32, 4, 5, 5))):
+        model.compile(optimizer="adam", loss="mse")
+        target = rng.uniform(0, 1, (32,) + tuple(model.output.shape[1:])).astype(np.float32)
+        model.fit(rng.normal(0, 1, shape).astype(np.float32), target, epochs=2, batch_size=8, verbose=0)
+        for w in model.weights:
+            if w.path.endswith(("gamma", "beta", "bias")):
+                w.assign(rng.normal(0, 0.5, w.shape).astype(np.float32))
+    return sequence, images
+
+
 def both_ways(model, x, d, cli, driver, what):
     return kf.both_ways(model, x, d, cli, driver, what, RTOL)
 
@@ -427,6 +463,12 @@ def main():
               "a U-Net: UpSampling2D, Cropping2D, Conv2DTranspose's strides, output_padding and dilation")
     both_ways(sequence, np.random.RandomState(10).normal(0, 1, (8, 6, 3)).astype(np.float32), d, cli, driver,
               "UpSampling1D and ZeroPadding1D")
+    # Keras 3's other regularization layers and normalisations.
+    sequence, images = keras_regularization_models()
+    both_ways(sequence, np.random.RandomState(20).normal(0, 2, (16, 6, 8)).astype(np.float32), d, cli, driver,
+              "SpatialDropout1D, GaussianNoise, GaussianDropout, AlphaDropout, GroupNormalization, UnitNormalization")
+    both_ways(images, np.random.RandomState(21).normal(0, 2, (16, 4, 5, 5)).astype(np.float32), d, cli, driver,
+              "SpatialDropout2D both data formats, GroupNormalization(axis=1), UnitNormalization")
     print(f"{len(kf.failures)} failure(s)")
     return 1 if kf.failures else 0
 

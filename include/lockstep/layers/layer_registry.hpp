@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "lockstep/layers/layer.hpp"
 
@@ -21,6 +22,10 @@ struct LayerClass {
   /// Arguments Keras' class has that lockstep's layer fixes (e.g. data_format "channels_last"):
   /// .keras files get them as given; on reading one, the same value or Keras' "off" (null) passes.
   nlohmann::json keras_fixed = nlohmann::json::object();
+  /// Keras' common layer arguments this class's Keras constructor does not take, left out of the
+  /// .keras files lockstep writes (Keras' SpatialDropout1D(rate, seed, name, dtype) refuses a
+  /// "trainable"; it cannot be frozen there).
+  std::vector<std::string> keras_not_taken = {};
 };
 
 /// The registered class named `class_name`, if any (lockstep's layers are registered from the start).

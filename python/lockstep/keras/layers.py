@@ -112,6 +112,16 @@ _SIGNATURES = {
                         {**_CONV, "strides": 1, "dilation_rate": 1, "depth_multiplier": 1,
                          "depthwise_initializer": "glorot_uniform", "pointwise_initializer": "glorot_uniform"}),
     "Cropping1D": (("cropping",), {"cropping": (1, 1)}),
+    # Keras 3's other regularization and normalization layers, and Identity.
+    "SpatialDropout1D": (("rate", "seed"), {"seed": None}),
+    "SpatialDropout2D": (("rate", "data_format", "seed"), {**_IMAGE, "seed": None}),
+    "GaussianNoise": (("stddev", "seed"), {"seed": None}),
+    "GaussianDropout": (("rate", "seed"), {"seed": None}),
+    "AlphaDropout": (("rate", "noise_shape", "seed"), {"noise_shape": None, "seed": None}),
+    "GroupNormalization": (("groups", "axis", "epsilon", "center", "scale", "beta_initializer", "gamma_initializer"),
+                           {**_NORM, "groups": 32}),
+    "UnitNormalization": (("axis",), {"axis": -1}),
+    "Identity": ((), {}),
 }
 
 

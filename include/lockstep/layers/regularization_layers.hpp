@@ -1,0 +1,140 @@
+#pragma once
+// Keras 3's regularization layers besides Dropout (core_layers.hpp), with Keras' names, arguments
+// and formulas (keras/src/layers/regularization/): SpatialDropout1D, SpatialDropout2D,
+// GaussianNoise, GaussianDropout and AlphaDropout, and Keras' Identity layer.
+//
+// Each is active only in a call in training mode (CallContext::training, as Keras' call(inputs,
+// training=False)) and the identity otherwise. Their randomness is Dropout's: keyed by the
+// model's seed, the layer's stream (its build seed), the step, the example's index in the global
+// batch and the unit (DropoutKey), so a batch split over replicas or threads draws what one
+// device draws, and a run with the same seed draws the same again. Keras' seed= argument is
+// refused as Dropout's is (the registry's keras_fixed): the model's seed keys the draws.
+#include "lockstep/layers/layer.hpp"
+
+namespace lockstep::layers {
+
+/// Keras' SpatialDropout1D (rank 1: inputs (batch, steps, channels)) and SpatialDropout2D (rank 2:
+/// (batch, rows, cols, channels), or (batch, channels, rows, cols) with data_format
+/// "channels_first"): Dropout with one mask value per (example, channel), whole feature maps
+/// dropped, the kept ones scaled by 1 / (1 - rate). The mask is the dropout kernel's for the unit
+/// (example, channel), so on every backend and in a captured step it is Dropout's.
+class SpatialDropoutLayer final : public Layer {
+ public:
+  /// rank 1 or 2; rate in [0, 1); data_format "channels_last" or "channels_first" (rank 2 only).
+  SpatialDropoutLayer(int rank, float rate, std::string data_format = "channels_last", std::string name = "");
+  std::string class_name() const override { return rank_ == 1 ? "SpatialDropout1D" : "SpatialDropout2D"; }
+  bool supports_masking() const override { return true; }
+  nlohmann::json get_config() const override;
+  static LayerPtr from_config(int rank, const nlohmann::json& config);
+  Shape compute_output_shape(const Shape& s) const override;
+  Tensor call(const Tensor& x, const CallContext& ctx) const override;
+  /// Keras' SpatialDropout1D/2D.call(inputs, training=False): the value it writes in a file follows the model's mode.
+  std::optional<bool> keras_training_default() const override { return false; }
+  float rate() const { return rate_; }
+  const std::string& data_format() const { return data_format_; }
+
+ protected:
+  void build_impl(const Shape& input_shape, std::uint64_t seed) override;
+
+ private:
+  int rank_;
+  float rate_;
+  std::string data_format_;
+  std::uint64_t stream_ = 0;
+};
+
+/// Keras' GaussianNoise: x + N(0, stddev^2) noise, one draw per unit, in training; stddev in
+/// [0, 1] (Keras' rule). The noise is standard_normal_like's (ops_random.hpp): drawn on the host
+/// from the dropout keying and copied to the input's device, so a train step holding the layer is
+/// not captured (jit_compile runs it eagerly, saying why), and every backend draws the same noise.
+class GaussianNoiseLayer final : public Layer {
+ public:
+  explicit GaussianNoiseLayer(float stddev, std::string name = "");
+  std::string class_name() const override { return "GaussianNoise"; }
+  bool supports_masking() const override { return true; }
+  nlohmann::json get_config() const override;
+  static LayerPtr from_config(const nlohmann::json& config);
+  Shape compute_output_shape(const Shape& s) const override { return s; }
+  Tensor call(const Tensor& x, const CallContext& ctx) const override;
+  /// Keras' GaussianNoise.call(inputs, training=False): the value it writes in a file follows the model's mode.
+  std::optional<bool> keras_training_default() const override { return false; }
+  float stddev() const { return stddev_; }
+
+ protected:
+  void build_impl(const Shape& input_shape, std::uint64_t seed) override;
+
+ private:
+  float stddev_;
+  std::uint64_t stream_ = 0;
+};
+
+/// Keras' GaussianDropout: x * N(1, rate / (1 - rate)) noise in training, rate in [0, 1) (Keras
+/// takes 1, whose noise has an infinite deviation). Its noise is drawn as GaussianNoise's.
+class GaussianDropoutLayer final : public Layer {
+ public:
+  explicit GaussianDropoutLayer(float rate, std::string name = "");
+  std::string class_name() const override { return "GaussianDropout"; }
+  bool supports_masking() const override { return true; }
+  nlohmann::json get_config() const override;
+  static LayerPtr from_config(const nlohmann::json& config);
+  Shape compute_output_shape(const Shape& s) const override { return s; }
+  Tensor call(const Tensor& x, const CallContext& ctx) const override;
+  /// Keras' GaussianDropout.call(inputs, training=False): the value it writes in a file follows the model's mode.
+  std::optional<bool> keras_training_default() const override { return false; }
+  float rate() const { return rate_; }
+
+ protected:
+  void build_impl(const Shape& input_shape, std::uint64_t seed) override;
+
+ private:
+  float rate_;
+  std::uint64_t stream_ = 0;
+};
+
+/// Keras' AlphaDropout (for SELU networks): in training a unit is kept with probability 1 - rate
+/// (the dropout kernel's mask), a dropped one set to -alpha * scale of SELU, then a * x + b with
+/// Keras' a and b, which keep the mean and variance. rate in [0, 1); noise_shape: Keras' (one
+/// entry per input axis, null: the input's size, 1: one draw shared along that axis); its batch
+/// entry must be null (each example draws its own: what keys the draws).
+class AlphaDropoutLayer final : public Layer {
+ public:
+  /// noise_shape empty: the input's shape; else -1 stands for Keras' None.
+  explicit AlphaDropoutLayer(float rate, std::vector<std::int64_t> noise_shape = {}, std::string name = "");
+  std::string class_name() const override { return "AlphaDropout"; }
+  bool supports_masking() const override { return true; }
+  nlohmann::json get_config() const override;
+  static LayerPtr from_config(const nlohmann::json& config);
+  Shape compute_output_shape(const Shape& s) const override;
+  Tensor call(const Tensor& x, const CallContext& ctx) const override;
+  /// Keras' AlphaDropout.call(inputs, training=False): the value it writes in a file follows the model's mode.
+  std::optional<bool> keras_training_default() const override { return false; }
+  float rate() const { return rate_; }
+
+ protected:
+  void build_impl(const Shape& input_shape, std::uint64_t seed) override;
+
+ private:
+  float rate_;
+  std::vector<std::int64_t> noise_shape_;
+  std::uint64_t stream_ = 0;
+};
+
+/// Keras' Identity: its input, unchanged (its mask too).
+class IdentityLayer final : public Layer {
+ public:
+  explicit IdentityLayer(std::string name = "") : Layer(std::move(name)) {}
+  std::string class_name() const override { return "Identity"; }
+  bool supports_masking() const override { return true; }
+  static LayerPtr from_config(const nlohmann::json& config);
+  Shape compute_output_shape(const Shape& s) const override { return s; }
+  Tensor call(const Tensor& x, const CallContext&) const override { return x; }
+};
+
+LayerPtr SpatialDropout1D(float rate);
+LayerPtr SpatialDropout2D(float rate, const std::string& data_format = "channels_last");
+LayerPtr GaussianNoise(float stddev);
+LayerPtr GaussianDropout(float rate);
+LayerPtr AlphaDropout(float rate, std::vector<std::int64_t> noise_shape = {});
+LayerPtr Identity();
+
+}  // namespace lockstep::layers

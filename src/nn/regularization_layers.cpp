@@ -1,0 +1,229 @@
+#include "lockstep/layers/regularization_layers.hpp"
+
+#include <cmath>
+#include <nlohmann/json.hpp>
+
+#include "lockstep/layers/layer_registry.hpp"
+#include "lockstep/tensor/ops_random.hpp"
+
+namespace lockstep::layers {
+
+namespace {
+using nlohmann::json;
+
+DropoutKey key_of(const CallContext& ctx, std::uint64_t stream) {
+  return DropoutKey{.seed = ctx.seed,
+                    .stream = stream,
+                    .step = ctx.step,
+                    .first_example = ctx.first_example,
+                    .step_block = ctx.step_block};
+}
+
+// Dropout's kept-unit mask for `units` units of each example of x (rows: x's first axis), from
+// the dropout kernel itself: 1 / (1 - rate) where unit u of the example is kept, 0 where it is
+// dropped, in x's dtype on x's device, shape (rows, units). Not recorded (a constant).
+Tensor dropout_mask(const Tensor& x, std::int64_t units, float rate, const DropoutKey& key) {
+  return dropout(Tensor::ones(Shape{x.dim(0), units}, x.dtype()), rate, key);
+}
+
+float rate_from(const json& c) { return c.at("rate").get<float>(); }
+
+void check_rate(const char* cls, float rate) {
+  LOCKSTEP_CHECK(rate >= 0.0f && rate < 1.0f, cls, ": rate must be in [0, 1), got ", rate,
+                 " (Keras takes 1, which drops every unit; lockstep refuses it as its Dropout does)");
+}
+}  // namespace
+
+// ---- SpatialDropout1D / 2D (keras/src/layers/regularization/spatial_dropout.py) ----
+
+SpatialDropoutLayer::SpatialDropoutLayer(int rank, float rate, std::string data_format, std::string name)
+    : Layer(std::move(name)), rank_(rank), rate_(rate), data_format_(std::move(data_format)) {
+  LOCKSTEP_CHECK(rank == 1 || rank == 2, "SpatialDropout: rank ", rank, " is not 1 or 2");
+  check_rate(rank == 1 ? "SpatialDropout1D" : "SpatialDropout2D", rate);
+  LOCKSTEP_CHECK(data_format_ == "channels_last" || (rank == 2 && data_format_ == "channels_first"),
+                 class_name(), ": data_format must be \"channels_last\"",
+                 rank == 2 ? " or \"channels_first\"" : " (SpatialDropout1D has no other)", ", got \"", data_format_,
+                 "\"");
+}
+
+Shape SpatialDropoutLayer::compute_output_shape(const Shape& s) const {
+  // Keras' InputSpec(ndim=3) / (ndim=4).
+  LOCKSTEP_CHECK(static_cast<int>(s.rank()) == rank_ + 2, "Input 0 of layer \"", name(), "\" (", class_name(),
+                 ") is incompatible with the layer: expected ndim=", rank_ + 2, ", found ndim=", s.rank(),
+                 ". Full shape received: ", s.str());
+  return s;
+}
+
+void SpatialDropoutLayer::build_impl(const Shape& s, std::uint64_t seed) {
+  (void)compute_output_shape(s);
+  stream_ = seed;
+}
+
+Tensor SpatialDropoutLayer::call(const Tensor& x, const CallContext& ctx) const {
+  (void)compute_output_shape(x.shape());
+  const Tensor in = autocast(x);
+  if (!ctx.training || rate_ == 0.0f) return in;
+  // Keras' noise_shape: (batch, 1, channels); (batch, 1, 1, channels); (batch, channels, 1, 1).
+  const bool first = data_format_ == "channels_first";
+  const std::int64_t channels = first ? in.dim(1) : in.dim(-1);
+  std::vector<std::int64_t> noise(in.rank(), 1);
+  noise[0] = in.dim(0);
+  noise[first ? 1 : in.rank() - 1] = channels;
+  const Tensor mask = dropout_mask(in, channels, rate_, key_of(ctx, stream_)).reshape(Shape(std::move(noise)));
+  return mul(in, mask);
+}
+
+json SpatialDropoutLayer::get_config() const {
+  json c = Layer::get_config();
+  c["rate"] = rate_;
+  if (rank_ == 2) c["data_format"] = data_format_;
+  return c;
+}
+
+LayerPtr SpatialDropoutLayer::from_config(int rank, const json& c) {
+  std::string format = "channels_last";  // Keras' None: its image_data_format, channels_last unless set
+  if (rank == 2 && c.contains("data_format") && !c.at("data_format").is_null())
+    format = c.at("data_format").get<std::string>();
+  return std::make_shared<SpatialDropoutLayer>(rank, rate_from(c), format, c.at("name").get<std::string>());
+}
+
+// ---- GaussianNoise, GaussianDropout (gaussian_noise.py, gaussian_dropout.py) ----
+
+GaussianNoiseLayer::GaussianNoiseLayer(float stddev, std::string name) : Layer(std::move(name)), stddev_(stddev) {
+  LOCKSTEP_CHECK(stddev >= 0.0f && stddev <= 1.0f,
+                 "Invalid value received for argument `stddev`. Expected a float value between 0 and 1. Received: "
+                 "stddev=",
+                 stddev);
+}
+
+void GaussianNoiseLayer::build_impl(const Shape&, std::uint64_t seed) { stream_ = seed; }
+
+Tensor GaussianNoiseLayer::call(const Tensor& x, const CallContext& ctx) const {
+  const Tensor in = autocast(x);
+  if (!ctx.training || stddev_ == 0.0f) return in;
+  // inputs + normal(shape, mean=0, stddev)
+  return add(in, scale(standard_normal_like(in, key_of(ctx, stream_)), stddev_));
+}
+
+json GaussianNoiseLayer::get_config() const {
+  json c = Layer::get_config();
+  c["stddev"] = stddev_;
+  return c;
+}
+
+LayerPtr GaussianNoiseLayer::from_config(const json& c) {
+  return std::make_shared<GaussianNoiseLayer>(c.at("stddev").get<float>(), c.at("name").get<std::string>());
+}
+
+GaussianDropoutLayer::GaussianDropoutLayer(float rate, std::string name) : Layer(std::move(name)), rate_(rate) {
+  LOCKSTEP_CHECK(rate >= 0.0f && rate < 1.0f, "GaussianDropout: rate must be in [0, 1), got ", rate,
+                 " (at 1 Keras' noise, of deviation sqrt(rate / (1 - rate)), is infinite)");
+}
+
+void GaussianDropoutLayer::build_impl(const Shape&, std::uint64_t seed) { stream_ = seed; }
+
+Tensor GaussianDropoutLayer::call(const Tensor& x, const CallContext& ctx) const {
+  const Tensor in = autocast(x);
+  if (!ctx.training || rate_ == 0.0f) return in;
+  // inputs * normal(shape, mean=1, stddev=sqrt(rate / (1 - rate)))
+  const float stddev = static_cast<float>(std::sqrt(static_cast<double>(rate_) / (1.0 - static_cast<double>(rate_))));
+  return mul(in, add_scalar(scale(standard_normal_like(in, key_of(ctx, stream_)), stddev), 1.0f));
+}
+
+json GaussianDropoutLayer::get_config() const {
+  json c = Layer::get_config();
+  c["rate"] = rate_;
+  return c;
+}
+
+LayerPtr GaussianDropoutLayer::from_config(const json& c) {
+  return std::make_shared<GaussianDropoutLayer>(rate_from(c), c.at("name").get<std::string>());
+}
+
+// ---- AlphaDropout (alpha_dropout.py) ----
+
+AlphaDropoutLayer::AlphaDropoutLayer(float rate, std::vector<std::int64_t> noise_shape, std::string name)
+    : Layer(std::move(name)), rate_(rate), noise_shape_(std::move(noise_shape)) {
+  check_rate("AlphaDropout", rate);
+  for (std::size_t i = 0; i < noise_shape_.size(); ++i) {
+    const std::int64_t d = noise_shape_[i];
+    LOCKSTEP_CHECK(d == -1 || d > 0, "AlphaDropout: noise_shape entry ", i, " is ", d,
+                   "; expected a positive size or None");
+  }
+  LOCKSTEP_CHECK(noise_shape_.empty() || noise_shape_[0] == -1, "AlphaDropout: noise_shape's batch entry must be "
+                 "None in lockstep (each example draws its own mask, keyed by its index in the global batch), got ",
+                 noise_shape_[0]);
+}
+
+Shape AlphaDropoutLayer::compute_output_shape(const Shape& s) const {
+  if (noise_shape_.empty()) return s;
+  LOCKSTEP_CHECK(noise_shape_.size() == s.rank(), "layer '", name(), "' (AlphaDropout): noise_shape has ",
+                 noise_shape_.size(), " entries but its inputs ", s.str(), " have ", s.rank(), " axes");
+  for (std::size_t i = 1; i < s.rank(); ++i) {
+    const std::int64_t d = noise_shape_[i], n = s.dims()[i];
+    LOCKSTEP_CHECK(d == -1 || d == 1 || n < 0 || d == n, "layer '", name(), "' (AlphaDropout): noise_shape entry ",
+                   i, " (", d, ") does not broadcast against the input's size ", n, " of inputs ", s.str());
+  }
+  return s;
+}
+
+void AlphaDropoutLayer::build_impl(const Shape& s, std::uint64_t seed) {
+  (void)compute_output_shape(s);
+  stream_ = seed;
+}
+
+Tensor AlphaDropoutLayer::call(const Tensor& x, const CallContext& ctx) const {
+  (void)compute_output_shape(x.shape());
+  const Tensor in = autocast(x);
+  if (!ctx.training || rate_ == 0.0f) return in;
+  // The mask's shape: Keras' concrete noise shape (None: the input's size).
+  std::vector<std::int64_t> noise = in.shape().dims();
+  for (std::size_t i = 1; i < noise_shape_.size(); ++i)
+    if (noise_shape_[i] != -1) noise[i] = noise_shape_[i];
+  std::int64_t units = 1;
+  for (std::size_t i = 1; i < noise.size(); ++i) units *= noise[i];
+  const Tensor mask = dropout_mask(in, units, rate_, key_of(ctx, stream_));
+  const Tensor kept = not_equal(mask, Tensor::zeros(Shape{}, mask.dtype())).reshape(Shape(std::move(noise)));
+  // Keras: x = inputs * kept + alpha_p * (1 - kept); a * x + b, with alpha_p = -alpha * scale of SELU.
+  const double alpha = 1.6732632423543772848170429916717, selu_scale = 1.0507009873554804934193349852946;
+  const double alpha_p = -alpha * selu_scale, rate = rate_;
+  const double a = std::pow((1.0 - rate) * (1.0 + rate * alpha_p * alpha_p), -0.5);
+  const double b = -a * alpha_p * rate;
+  const Tensor kept_value = add_scalar(scale(in, static_cast<float>(a)), static_cast<float>(b));
+  return where(kept, kept_value, Tensor::full(Shape{}, a * alpha_p + b, in.dtype()));
+}
+
+json AlphaDropoutLayer::get_config() const {
+  json c = Layer::get_config();
+  c["rate"] = rate_;
+  if (noise_shape_.empty()) {
+    c["noise_shape"] = nullptr;
+  } else {
+    c["noise_shape"] = shape_to_json(Shape(noise_shape_));
+  }
+  return c;
+}
+
+LayerPtr AlphaDropoutLayer::from_config(const json& c) {
+  std::vector<std::int64_t> noise;
+  if (c.contains("noise_shape") && !c.at("noise_shape").is_null())
+    noise = shape_from_json(c.at("noise_shape")).dims();
+  return std::make_shared<AlphaDropoutLayer>(rate_from(c), std::move(noise), c.at("name").get<std::string>());
+}
+
+// ---- Identity (keras/src/layers/core/identity.py) ----
+
+LayerPtr IdentityLayer::from_config(const json& c) { return std::make_shared<IdentityLayer>(c.at("name").get<std::string>()); }
+
+LayerPtr SpatialDropout1D(float rate) { return std::make_shared<SpatialDropoutLayer>(1, rate); }
+LayerPtr SpatialDropout2D(float rate, const std::string& data_format) {
+  return std::make_shared<SpatialDropoutLayer>(2, rate, data_format);
+}
+LayerPtr GaussianNoise(float stddev) { return std::make_shared<GaussianNoiseLayer>(stddev); }
+LayerPtr GaussianDropout(float rate) { return std::make_shared<GaussianDropoutLayer>(rate); }
+LayerPtr AlphaDropout(float rate, std::vector<std::int64_t> noise_shape) {
+  return std::make_shared<AlphaDropoutLayer>(rate, std::move(noise_shape));
+}
+LayerPtr Identity() { return std::make_shared<IdentityLayer>(); }
+
+}  // namespace lockstep::layers

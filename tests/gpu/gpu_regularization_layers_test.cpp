@@ -1,0 +1,92 @@
+// Keras 3's other regularization layers and GroupNormalization / UnitNormalization on a GPU: a
+// model of the spatial and alpha dropouts (the dropout kernel's masks) and the two normalisations
+// trains the same bits in a captured step (jit_compile=True) as eagerly, and the CPU's to 1e-4;
+// with GaussianNoise and GaussianDropout (noise drawn on the host) the step runs eagerly under
+// jit_compile="auto", saying why (True refuses it, naming the op), and still trains the CPU's weights (the same noise on every backend). CI runs them on
+// emulated GPUs (gpu.emulated), which capture as real ones do.
+#include <string>
+#include <vector>
+
+#include "common/random_data.hpp"
+#include "gpu_test_util.hpp"
+#include "lockstep/layers/group_normalization.hpp"
+#include "lockstep/layers/regularization_layers.hpp"
+#include "lockstep/tensor/step_capture.hpp"
+
+using namespace lockstep;
+using namespace lockstep::distribute;
+using namespace lockstep::gpu_test;
+
+namespace {
+
+struct Trained {
+  std::vector<std::vector<float>> weights;
+  std::vector<double> losses;
+  std::string jit_reason;  // why a step ran eagerly: "" where it was captured
+};
+
+// (8, 6) sequences -> SpatialDropout1D -> Dense -> GroupNormalization -> AlphaDropout ->
+// UnitNormalization [-> GaussianNoise -> GaussianDropout] -> Flatten -> Dense(3, softmax); two epochs.
+Trained train(JitCompile mode, const std::string& devices, bool gaussian) {
+  constexpr std::int64_t n = 32;
+  const Tensor x = test::random_uniform(Shape{n, 8, 6}, 5, -2.0f, 2.0f);
+  std::vector<std::int64_t> yv(n);
+  for (std::int64_t i = 0; i < n; ++i) yv[static_cast<std::size_t>(i)] = i % 3;
+  const Tensor y = Tensor::from_vector(yv, {n});
+  MirroredStrategy strategy({.devices = {devices}});
+  auto scope = strategy.scope();
+  set_random_seed(6);
+  std::vector<layers::LayerPtr> stack{layers::Input({8, 6}), layers::SpatialDropout1D(0.3f), layers::Dense(8, "tanh"),
+                                      layers::GroupNormalization({.groups = 4}), layers::AlphaDropout(0.2f),
+                                      layers::UnitNormalization()};
+  if (gaussian) {
+    stack.push_back(layers::GaussianNoise(0.2f));
+    stack.push_back(layers::GaussianDropout(0.2f));
+  }
+  stack.push_back(layers::Flatten());
+  stack.push_back(layers::Dense(3, "softmax"));
+  Sequential m(stack, "regularized");
+  m.compile(optimizers::Adam(1e-2), losses::SparseCategoricalCrossentropy());
+  m.set_jit_compile(mode);
+  ::testing::internal::CaptureStderr();
+  History h;
+  try {
+    h = m.fit(x, y, {.epochs = 2, .batch_size = 8, .shuffle = false, .verbose = 0});
+  } catch (...) {
+    (void)::testing::internal::GetCapturedStderr();
+    throw;
+  }
+  (void)::testing::internal::GetCapturedStderr();
+  Trained t;
+  for (const auto& var : m.variables()) t.weights.push_back(var.read_value().to_vector<float>());
+  t.losses = h.history.at("loss");
+  t.jit_reason = m.jit_compile_reason();
+  return t;
+}
+
+}  // namespace
+
+TEST(GpuRegularizationLayers, SpatialAndAlphaDropoutAndTheNormalisationsTrainAsOnTheCpuCapturedOrNot) {
+  LOCKSTEP_REQUIRE_GPU();
+  const std::string refusal = step_capture_refusal(Device::parse("gpu:0"));
+  if (!refusal.empty()) GTEST_SKIP() << "gpu:0 cannot capture: " << refusal;
+  const Trained captured = train(JitCompile::kOn, "gpu:0", false);
+  const Trained eager = train(JitCompile::kOff, "gpu:0", false);
+  EXPECT_EQ(captured.jit_reason, "");
+  EXPECT_EQ(captured.weights, eager.weights);
+  EXPECT_EQ(captured.losses, eager.losses);
+  const Trained cpu = train(JitCompile::kOff, "cpu:0", false);
+  ASSERT_NO_FATAL_FAILURE(assert_weights_near_cpu(eager.weights, cpu.weights));
+  for (std::size_t e = 0; e < cpu.losses.size(); ++e) EXPECT_NEAR(eager.losses[e], cpu.losses[e], 1e-5 * cpu.losses[e]);
+}
+
+TEST(GpuRegularizationLayers, GaussianNoiseStepsRunEagerlySayingWhyAndTrainAsOnTheCpu) {
+  LOCKSTEP_REQUIRE_GPU();
+  const Trained gpu = train(JitCompile::kAuto, "gpu:0", true);
+  EXPECT_NE(gpu.jit_reason.find("standard_normal_like"), std::string::npos) << gpu.jit_reason;
+  // jit_compile=True refuses the step, naming the op.
+  const std::string refused = message_of([] { (void)train(JitCompile::kOn, "gpu:0", true); });
+  EXPECT_NE(refused.find("standard_normal_like"), std::string::npos) << refused;
+  const Trained cpu = train(JitCompile::kOff, "cpu:0", true);
+  ASSERT_NO_FATAL_FAILURE(assert_weights_near_cpu(gpu.weights, cpu.weights));
+}
