@@ -34,6 +34,7 @@
 #include "lockstep/layers/merge_layers.hpp"
 #include "lockstep/layers/multi_head_attention.hpp"
 #include "lockstep/layers/normalization_layers.hpp"
+#include "lockstep/layers/preprocessing_layers.hpp"
 #include "lockstep/layers/position_embedding.hpp"
 #include "lockstep/layers/recurrent_layers.hpp"
 #include "lockstep/layers/sequence_layers.hpp"

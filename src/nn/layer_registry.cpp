@@ -12,6 +12,7 @@
 #include "lockstep/layers/multi_head_attention.hpp"
 #include "lockstep/layers/normalization_layers.hpp"
 #include "lockstep/layers/position_embedding.hpp"
+#include "lockstep/layers/preprocessing_layers.hpp"
 #include "lockstep/layers/recurrent_layers.hpp"
 #include "lockstep/layers/sequence_layers.hpp"
 
@@ -84,6 +85,9 @@ std::vector<LayerClass> builtin_classes() {
       {"UpSampling1D", &UpSampling1DLayer::from_config},
       {"Cropping2D", &Cropping2DLayer::from_config, kChannelsLast},
       {"ZeroPadding1D", &ZeroPadding1DLayer::from_config, kChannelsLast},
+      // Keras 3's preprocessing layers inside a model: Normalization and RandomFlip.
+      {"Normalization", &NormalizationLayer::from_config},
+      {"RandomFlip", &RandomFlipLayer::from_config, kChannelsLast},
   };
 }
 
