@@ -12,6 +12,7 @@
 #include "lockstep/layers/multi_head_attention.hpp"
 #include "lockstep/layers/normalization_layers.hpp"
 #include "lockstep/layers/position_embedding.hpp"
+#include "lockstep/layers/image_preprocessing_layers.hpp"
 #include "lockstep/layers/preprocessing_layers.hpp"
 #include "lockstep/layers/recurrent_layers.hpp"
 #include "lockstep/layers/sequence_layers.hpp"
@@ -85,9 +86,13 @@ std::vector<LayerClass> builtin_classes() {
       {"UpSampling1D", &UpSampling1DLayer::from_config},
       {"Cropping2D", &Cropping2DLayer::from_config, kChannelsLast},
       {"ZeroPadding1D", &ZeroPadding1DLayer::from_config, kChannelsLast},
-      // Keras 3's preprocessing layers inside a model: Normalization and RandomFlip.
+      // Keras 3's preprocessing layers inside a model.
       {"Normalization", &NormalizationLayer::from_config},
       {"RandomFlip", &RandomFlipLayer::from_config, kChannelsLast},
+      {"Resizing", &ResizingLayer::from_config,
+       {{"data_format", "channels_last"}, {"pad_to_aspect_ratio", false}, {"fill_mode", "constant"},
+        {"fill_value", 0.0}, {"antialias", false}}},
+      {"CenterCrop", &CenterCropLayer::from_config, kChannelsLast},
   };
 }
 

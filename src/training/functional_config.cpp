@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "lockstep/layers/core_layers.hpp"
+#include "lockstep/layers/image_preprocessing_layers.hpp"
 #include "lockstep/layers/preprocessing_layers.hpp"
 #include "lockstep/layers/recurrent_layers.hpp"
 #include "training/layer_config.hpp"
@@ -49,13 +50,16 @@ void check_size(const json& layer_list, const std::string& source) {
 }
 
 // The training= Keras writes on a call given none (its call's default, where that is not None):
-// Dropout's and the recurrent layers' False, RandomFlip's True (BaseImagePreprocessingLayer.call(data,
-// training=True)), on every one of their calls. That value in a file
+// Dropout's and the recurrent layers' False, the image preprocessing layers' True
+// (BaseImagePreprocessingLayer.call(data, training=True)), on every one of their calls. That value in a file
 // says nothing about the call (read as the call's own, a loaded LSTM's dropout would never act in fit).
 std::optional<bool> keras_default_training(const layers::Layer& l) {
   if (dynamic_cast<const layers::DropoutLayer*>(&l) != nullptr) return false;  // call(inputs, training=False)
   if (dynamic_cast<const layers::RecurrentLayer*>(&l) != nullptr) return false;  // RNN.call(..., training=False)
-  if (dynamic_cast<const layers::RandomFlipLayer*>(&l) != nullptr) return true;  // call(data, training=True)
+  // BaseImagePreprocessingLayer.call(data, training=True): RandomFlip, Resizing, CenterCrop.
+  if (dynamic_cast<const layers::RandomFlipLayer*>(&l) != nullptr || dynamic_cast<const layers::ResizingLayer*>(&l) ||
+      dynamic_cast<const layers::CenterCropLayer*>(&l))
+    return true;
   return std::nullopt;
 }
 

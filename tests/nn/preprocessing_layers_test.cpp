@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "common/error_message.hpp"
+#include "lockstep/layers/image_preprocessing_layers.hpp"
 #include "lockstep/layers/layer_registry.hpp"
 #include "lockstep/layers/preprocessing_layers.hpp"
 
@@ -197,6 +198,67 @@ TEST(RandomFlip, ConfigRoundTripsAndBadArgumentsAreRefusedByName) {
   EXPECT_VALUE_ERROR(layers::RandomFlip("diagonal"), "mode 'diagonal'");
   auto g = layers::RandomFlip();
   EXPECT_THROW(g->build(Shape{-1, 4, 3}, 0), ValueError);
+}
+
+// TensorFlow's bilinear resize of one axis (half-pixel centres, float as TensorFlow): what the
+// test expects, written out from its definition.
+std::vector<double> resize_1d(const std::vector<double>& v, std::int64_t out) {
+  const auto in = static_cast<std::int64_t>(v.size());
+  const float scale = static_cast<float>(in) / static_cast<float>(out);
+  std::vector<double> r;
+  for (std::int64_t i = 0; i < out; ++i) {
+    const float s = (static_cast<float>(i) + 0.5f) * scale - 0.5f;
+    const auto lo = std::max<std::int64_t>(static_cast<std::int64_t>(std::floor(s)), 0);
+    const auto hi = std::min<std::int64_t>(static_cast<std::int64_t>(std::ceil(s)), in - 1);
+    const double t = s - std::floor(s);
+    r.push_back(v[static_cast<std::size_t>(lo)] + (v[static_cast<std::size_t>(hi)] - v[static_cast<std::size_t>(lo)]) * t);
+  }
+  return r;
+}
+
+// Bilinear down (4 -> 3) and up (3 -> 5) on a separable image x[i, j] = a[i] * 10 + b[j]: the
+// resize of each axis, as TensorFlow's separable resize; nearest picks floor((i + 0.5) * in / out).
+TEST(Resizing, BilinearAndNearestAsTensorFlowsHalfPixelResize) {
+  const std::vector<double> rows = {0, 1, 4, 9}, cols = {2, -1, 5};
+  std::vector<float> v;
+  for (double r : rows)
+    for (double c : cols) v.push_back(static_cast<float>(r * 10 + c));
+  const Tensor x = Tensor::from_vector(v, {1, 4, 3, 1});
+  auto bilinear = layers::Resizing(3, 5);
+  EXPECT_EQ(bilinear->compute_output_shape(Shape{-1, 4, 3, 1}), (Shape{-1, 3, 5, 1}));
+  const auto y = bilinear->call(x, CallContext{}).to_vector<float>();
+  const auto rr = resize_1d(rows, 3), cc = resize_1d(cols, 5);
+  ASSERT_EQ(y.size(), 15u);
+  for (std::size_t i = 0; i < 3; ++i)
+    for (std::size_t j = 0; j < 5; ++j) EXPECT_NEAR(y[i * 5 + j], rr[i] * 10 + cc[j], 1e-4) << i << " " << j;
+  // Nearest, 4 -> 3 rows: floor(0.5 * 4/3) = 0, floor(1.5 * 4/3) = 2, floor(2.5 * 4/3) = 3; 3 -> 5
+  // columns: floor((j + 0.5) * 0.6) = 0, 0, 1, 2, 2.
+  const auto yn = layers::Resizing(3, 5, "nearest")->call(x, CallContext{}).to_vector<float>();
+  const std::size_t ri[] = {0, 2, 3}, cj[] = {0, 0, 1, 2, 2};
+  for (std::size_t i = 0; i < 3; ++i)
+    for (std::size_t j = 0; j < 5; ++j) EXPECT_EQ(yn[i * 5 + j], v[ri[i] * 3 + cj[j]]) << i << " " << j;
+  // crop_to_aspect_ratio: the 4x3 image to a square takes its centre 3x3 (rows 0..2), then resizes.
+  const auto yc = layers::Resizing(3, 3, "bilinear", true)->call(x, CallContext{}).to_vector<float>();
+  EXPECT_EQ(yc, std::vector<float>(v.begin(), v.begin() + 9));
+  EXPECT_VALUE_ERROR(layers::Resizing(3, 3, "bicubic"), "interpolation 'bicubic'");
+  EXPECT_TRUE(layers::find_layer_class("Resizing")->keras_fixed.contains("antialias"));
+  const json c = layers::Resizing(3, 5, "nearest", true)->get_config();
+  EXPECT_EQ(layers::find_layer_class("Resizing")->from_config(c)->get_config(), c);
+}
+
+TEST(CenterCrop, TakesTheCentreAsKerasAndRefusesSmallerImages) {
+  const Tensor x = images(2, 5, 4);  // 5x4 -> 2x3: rows from (5 - 2) // 2 = 1, columns from 0
+  auto crop = layers::CenterCrop(2, 3);
+  const auto y = crop->call(x, CallContext{}).to_vector<float>();
+  std::vector<float> want;
+  for (int b = 0; b < 2; ++b)
+    for (int i = 1; i < 3; ++i)
+      for (int j = 0; j < 3; ++j)
+        for (int c = 0; c < 2; ++c) want.push_back(static_cast<float>(100 * b + 10 * i + 2 * j + c));
+  EXPECT_EQ(y, want);
+  EXPECT_VALUE_ERROR(crop->compute_output_shape(Shape{-1, 1, 4, 2}), "smaller than the crop");
+  const json c = crop->get_config();
+  EXPECT_EQ(layers::find_layer_class("CenterCrop")->from_config(c)->get_config(), c);
 }
 
 }  // namespace

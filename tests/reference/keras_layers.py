@@ -21,7 +21,8 @@ decoder side: keras.io's denoising autoencoder, a U-Net-like model (Conv2DTransp
 nearest and bilinear, Cropping2D), UpSampling1D and ZeroPadding1D. Keras 3's preprocessing layers
 in a model: Normalization adapted by Keras (per channel of images, per feature, over everything with
 axis=None, inverted) and given mean and variance, with RandomFlip (the identity in predict); the
-adapted statistics are Keras' weights (its int64 count included) both ways.
+adapted statistics are Keras' weights (its int64 count included) both ways; Resizing (bilinear and
+nearest, down and up, crop_to_aspect_ratio) and CenterCrop.
 
 Exit 0 all agree, 1 a disagreement, 77 (skip) when tensorflow/keras are not importable.
 """
@@ -373,6 +374,9 @@ def keras_preprocessing_models(images, table):
     inp = keras.Input(images.shape[1:])
     x = L.RandomFlip("horizontal", seed=3)(norm(inp))
     x = L.RandomFlip()(x)
+    x = L.Concatenate()([L.Resizing(4, 4)(x), L.Resizing(4, 4, interpolation="nearest")(x),
+                         L.Resizing(4, 4, crop_to_aspect_ratio=True)(x), L.CenterCrop(4, 4)(x),
+                         L.Resizing(4, 4)(L.Resizing(9, 7)(x))])
     x = L.GlobalAveragePooling2D()(L.Conv2D(4, 3, activation="relu")(x))
     image_model = keras.Model(inp, L.Dense(2)(x), name="keras_augment")
     per_feature, everything, inverted = L.Normalization(), L.Normalization(axis=None), L.Normalization(invert=True)
@@ -457,7 +461,7 @@ def main():
     images = np.random.RandomState(19).uniform(0, 255, (16, 6, 5, 3)).astype(np.float32)
     table = (np.random.RandomState(20).normal(0, 1, (32, 4)) * [1, 10, 100, 0.1] + [5, -3, 50, 0]).astype(np.float32)
     image_model, tabular = keras_preprocessing_models(images, table)
-    back = both_ways(image_model, images, d, cli, driver, "Normalization adapted on images, RandomFlip")
+    back = both_ways(image_model, images, d, cli, driver, "Normalization adapted on images, RandomFlip, Resizing, CenterCrop")
     if back is not None:
         stats = [np.asarray(w) for w in back.layers[1].weights]
         want = [np.asarray(w) for w in image_model.layers[1].weights]

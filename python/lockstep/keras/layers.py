@@ -101,6 +101,11 @@ _SIGNATURES = {
     "Normalization": (("axis", "mean", "variance", "invert"),
                       {"axis": -1, "mean": None, "variance": None, "invert": False}),
     "RandomFlip": (("mode", "seed", "data_format"), {"mode": "horizontal_and_vertical", "seed": None, **_IMAGE}),
+    "Resizing": (("height", "width", "interpolation", "crop_to_aspect_ratio", "pad_to_aspect_ratio", "fill_mode",
+                  "fill_value", "antialias", "data_format"),
+                 {"interpolation": "bilinear", "crop_to_aspect_ratio": False, "pad_to_aspect_ratio": False,
+                  "fill_mode": "constant", "fill_value": 0.0, "antialias": False, **_IMAGE}),
+    "CenterCrop": (("height", "width", "data_format"), dict(_IMAGE)),
 }
 
 
