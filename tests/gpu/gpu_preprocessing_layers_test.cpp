@@ -1,5 +1,5 @@
-// Keras 3's preprocessing layers on a GPU: Normalization (adapted) and RandomFlip in front of a
-// convnet train the same bits in a captured step (jit_compile=True) as eagerly (RandomFlip's coins
+// Keras 3's preprocessing layers on a GPU: Normalization (adapted), RandomFlip, Resizing (bilinear
+// up, nearest down) and CenterCrop in front of a convnet train the same bits in a captured step (jit_compile=True) as eagerly (RandomFlip's coins
 // read the step on the device, as Dropout's mask does), and the CPU's to 1e-4; on gpu:0x2 too.
 // CI runs them on emulated GPUs (gpu.emulated), which capture as real ones do.
 #include <string>
@@ -7,6 +7,7 @@
 
 #include "common/random_data.hpp"
 #include "gpu_test_util.hpp"
+#include "lockstep/layers/image_preprocessing_layers.hpp"
 #include "lockstep/layers/preprocessing_layers.hpp"
 #include "lockstep/tensor/step_capture.hpp"
 
@@ -33,7 +34,9 @@ Trained train_augmented(JitCompile mode, const std::string& devices) {
   dynamic_cast<layers::NormalizationLayer&>(*norm).adapt(x);
   const KerasTensor in = Input({side, side, 3});
   const KerasTensor flipped = call(layers::RandomFlip("horizontal"), call(norm, in));
-  const KerasTensor conv = call(layers::Conv2D(4, {3, 3}, "relu"), call(layers::RandomFlip("vertical", 9), flipped));
+  const KerasTensor both = call(layers::RandomFlip("vertical", 9), flipped);
+  const KerasTensor resized = call(layers::Resizing(5, 5, "nearest"), call(layers::Resizing(9, 8), both));
+  const KerasTensor conv = call(layers::Conv2D(4, {3, 3}, "relu"), call(layers::CenterCrop(4, 4), resized));
   Functional m(in, call(layers::Dense(2), call(layers::GlobalAveragePooling2D(), conv)));
   m.compile(optimizers::Adam(1e-2), losses::MeanSquaredError());
   m.set_jit_compile(mode);
@@ -49,7 +52,7 @@ Trained train_augmented(JitCompile mode, const std::string& devices) {
 
 }  // namespace
 
-TEST(GpuPreprocessingLayers, NormalizationAndRandomFlipTrainAsOnTheCpuCapturedOrNot) {
+TEST(GpuPreprocessingLayers, TheyTrainAsOnTheCpuCapturedOrNot) {
   LOCKSTEP_REQUIRE_GPU();
   const std::string refusal = step_capture_refusal(Device::parse("gpu:0"));
   if (!refusal.empty()) GTEST_SKIP() << "gpu:0 cannot capture: " << refusal;
