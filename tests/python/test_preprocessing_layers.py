@@ -63,3 +63,15 @@ def test_a_model_with_normalization_and_random_flip_trains_and_saves(tmp_path):
     model.save(path)
     back = keras.models.load_model(path)
     np.testing.assert_array_equal(back.predict(images, verbose=0), model.predict(images, verbose=0))
+
+
+def test_resizing_and_center_crop_take_keras_arguments():
+    x = np.arange(2 * 4 * 6 * 1, dtype="float32").reshape(2, 4, 6, 1)
+    # Nearest 4x6 -> 2x3: rows floor((i + 0.5) * 2) = 1, 3; columns 1, 3, 5.
+    np.testing.assert_array_equal(predict(layers.Resizing(2, 3, "nearest"), x), x[:, 1::2, 1::2])
+    # Bilinear halving: each output the mean of a 2x2 block (s = 2i + 0.5).
+    blocks = (x[:, 0::2, 0::2] + x[:, 0::2, 1::2] + x[:, 1::2, 0::2] + x[:, 1::2, 1::2]) / 4
+    np.testing.assert_allclose(predict(layers.Resizing(2, 3), x), blocks, rtol=1e-6)
+    np.testing.assert_array_equal(predict(layers.CenterCrop(2, 2), x), x[:, 1:3, 2:4])
+    with pytest.raises(ValueError, match="antialias"):
+        layers.Resizing(2, 3, antialias=True)
