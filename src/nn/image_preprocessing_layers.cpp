@@ -16,8 +16,8 @@ using nlohmann::json;
 // ---- Resizing, CenterCrop ----
 namespace {
 void check_images(const std::string& name, const char* cls, const Shape& s) {
-  LOCKSTEP_CHECK(s.rank() == 4, "layer '", name, "' (", cls, ") needs batched images (batch, height, width, channels), ",
-                 "channels_last, got ", s.str());
+  LOCKSTEP_CHECK(s.rank() == 4, "layer '", name, "' (", cls,
+                 ") needs batched images (batch, height, width, channels), ", "channels_last, got ", s.str());
 }
 
 // One axis of TensorFlow's resize (half-pixel centres, no antialiasing; resize_bilinear_op.cc's
@@ -36,8 +36,8 @@ Tensor resize_axis(const Tensor& x, std::int64_t rows, std::int64_t in, std::int
   for (std::int64_t i = 0; i < out; ++i) {
     const auto k = static_cast<std::size_t>(i);
     if (nearest) {
-      lo[k] = std::clamp<std::int64_t>(static_cast<std::int64_t>(std::floor((static_cast<float>(i) + 0.5f) * scale)), 0,
-                                       in - 1);
+      lo[k] = std::clamp<std::int64_t>(
+          static_cast<std::int64_t>(std::floor((static_cast<float>(i) + 0.5f) * scale)), 0, in - 1);
       continue;
     }
     const float src = (static_cast<float>(i) + 0.5f) * scale - 0.5f;
@@ -49,25 +49,26 @@ Tensor resize_axis(const Tensor& x, std::int64_t rows, std::int64_t in, std::int
   const Tensor flat = reshape(x, Shape{rows * in, inner});
   const auto gather = [&](int side) {
     const std::vector<std::int64_t>& src = side == 0 ? lo : hi;
-    const Tensor index = device_constant({"Resizing rows: in, out, side, nearest", {in, out, side, nearest ? 1 : 0}},
-                                         rows, [&](std::int64_t n) {
-                                           std::vector<std::int64_t> v(static_cast<std::size_t>(n * out));
-                                           std::size_t r = 0;
-                                           for (std::int64_t b = 0; b < n; ++b)
-                                             for (std::int64_t i = 0; i < out; ++i)
-                                               v[r++] = b * in + src[static_cast<std::size_t>(i)];
-                                           return Tensor::from_vector(v, Shape{n, out});
-                                         })
-                             .reshape(Shape{rows * out});
+    const Tensor index =
+        device_constant({"Resizing rows: in, out, side, nearest", {in, out, side, nearest ? 1 : 0}}, rows,
+                        [&](std::int64_t n) {
+                          std::vector<std::int64_t> v(static_cast<std::size_t>(n * out));
+                          std::size_t r = 0;
+                          for (std::int64_t b = 0; b < n; ++b)
+                            for (std::int64_t i = 0; i < out; ++i)
+                              v[r++] = b * in + src[static_cast<std::size_t>(i)];
+                          return Tensor::from_vector(v, Shape{n, out});
+                        })
+            .reshape(Shape{rows * out});
     return reshape(gather_rows(flat, index), blocks);
   };
   if (nearest) return gather(0);
   const DType dt = x.dtype();
-  const Tensor weight =
-      device_constant({"Resizing weights: in, out, dtype", {in, out, static_cast<std::int64_t>(dt)}}, out,
-                      [&](std::int64_t n) {
-                        return Tensor::from_vector(std::vector<float>(t.begin(), t.begin() + n), Shape{n, 1}).to(dt);
-                      });
+  const Tensor weight = device_constant(
+      {"Resizing weights: in, out, dtype", {in, out, static_cast<std::int64_t>(dt)}}, out,
+      [&](std::int64_t n) {
+        return Tensor::from_vector(std::vector<float>(t.begin(), t.begin() + n), Shape{n, 1}).to(dt);
+      });
   const Tensor a = gather(0);
   return add(a, mul(sub(gather(1), a), weight));
 }
@@ -76,7 +77,8 @@ Tensor resize_axis(const Tensor& x, std::int64_t rows, std::int64_t in, std::int
 Tensor crop_images(const Tensor& x, std::int64_t top, std::int64_t left, std::int64_t h, std::int64_t w,
                    const std::string& name, const CallContext& ctx) {
   if (h == x.dim(1) && w == x.dim(2)) return x;
-  const Cropping2DLayer crop({Pair{top, x.dim(1) - h - top}, Pair{left, x.dim(2) - w - left}}, name + "/crop");
+  const Cropping2DLayer crop({Pair{top, x.dim(1) - h - top}, Pair{left, x.dim(2) - w - left}},
+                             name + "/crop");
   return crop.call(x, ctx);
 }
 }  // namespace
@@ -88,7 +90,8 @@ ResizingLayer::ResizingLayer(std::int64_t height, std::int64_t width, std::strin
       width_(width),
       interpolation_(std::move(interpolation)),
       crop_to_aspect_ratio_(crop_to_aspect_ratio) {
-  LOCKSTEP_CHECK(height > 0 && width > 0, "Resizing: height and width must be positive, got ", height, " and ", width);
+  LOCKSTEP_CHECK(height > 0 && width > 0, "Resizing: height and width must be positive, got ", height,
+                 " and ", width);
   LOCKSTEP_CHECK(interpolation_ == "bilinear" || interpolation_ == "nearest", "Resizing: interpolation '",
                  interpolation_, "' is not supported by lockstep (it has \"bilinear\" and \"nearest\")");
 }
@@ -131,15 +134,16 @@ json ResizingLayer::get_config() const {
 }
 
 LayerPtr ResizingLayer::from_config(const json& c) {
-  return std::make_shared<ResizingLayer>(c.at("height").get<std::int64_t>(), c.at("width").get<std::int64_t>(),
-                                         c.value("interpolation", std::string("bilinear")),
-                                         c.value("crop_to_aspect_ratio", false), c.at("name").get<std::string>());
+  return std::make_shared<ResizingLayer>(
+      c.at("height").get<std::int64_t>(), c.at("width").get<std::int64_t>(),
+      c.value("interpolation", std::string("bilinear")), c.value("crop_to_aspect_ratio", false),
+      c.at("name").get<std::string>());
 }
 
 CenterCropLayer::CenterCropLayer(std::int64_t height, std::int64_t width, std::string name)
     : Layer(std::move(name)), height_(height), width_(width) {
-  LOCKSTEP_CHECK(height > 0 && width > 0, "CenterCrop: height and width must be positive, got ", height, " and ",
-                 width);
+  LOCKSTEP_CHECK(height > 0 && width > 0, "CenterCrop: height and width must be positive, got ", height,
+                 " and ", width);
 }
 
 Shape CenterCropLayer::compute_output_shape(const Shape& s) const {
@@ -163,8 +167,8 @@ json CenterCropLayer::get_config() const {
 }
 
 LayerPtr CenterCropLayer::from_config(const json& c) {
-  return std::make_shared<CenterCropLayer>(c.at("height").get<std::int64_t>(), c.at("width").get<std::int64_t>(),
-                                           c.at("name").get<std::string>());
+  return std::make_shared<CenterCropLayer>(
+      c.at("height").get<std::int64_t>(), c.at("width").get<std::int64_t>(), c.at("name").get<std::string>());
 }
 
 LayerPtr Resizing(std::int64_t height, std::int64_t width, const std::string& interpolation,

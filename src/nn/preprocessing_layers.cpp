@@ -32,10 +32,13 @@ std::optional<std::vector<float>> values_from_json(const json& j, const char* wh
   if (j.is_null()) return std::nullopt;
   std::vector<float> out;
   const std::function<void(const json&)> visit = [&](const json& v) {
-    if (v.is_number()) out.push_back(v.get<float>());
-    else if (v.is_array()) for (const auto& e : v) visit(e);
-    else throw ValueError(std::string("Normalization: ") + what + " must be a number or a list of numbers, got " +
-                          v.dump().substr(0, 200));
+    if (v.is_number())
+      out.push_back(v.get<float>());
+    else if (v.is_array())
+      for (const auto& e : v) visit(e);
+    else
+      throw ValueError(std::string("Normalization: ") + what +
+                       " must be a number or a list of numbers, got " + v.dump().substr(0, 200));
   };
   visit(j);
   return out;
@@ -54,14 +57,16 @@ std::atomic<std::int64_t> next_constant_id{1};
 NormalizationLayer::NormalizationLayer(NormalizationOptions options)
     : Layer(options.name), options_(std::move(options)), constant_id_(next_constant_id.fetch_add(1)) {
   const auto& o = options_;
-  LOCKSTEP_CHECK(o.mean.has_value() == o.variance.has_value(),
-                 "Normalization: when setting values directly, both `mean` and `variance` must be set (Keras' rule)");
+  LOCKSTEP_CHECK(
+      o.mean.has_value() == o.variance.has_value(),
+      "Normalization: when setting values directly, both `mean` and `variance` must be set (Keras' rule)");
   if (o.mean) {
     LOCKSTEP_CHECK(o.mean->size() == o.variance->size() && !o.mean->empty(),
-                   "Normalization: `mean` and `variance` must have the same shape, got ", o.mean->size(), " and ",
-                   o.variance->size(), " values");
+                   "Normalization: `mean` and `variance` must have the same shape, got ", o.mean->size(),
+                   " and ", o.variance->size(), " values");
     for (float v : *o.variance)
-      LOCKSTEP_CHECK(std::isfinite(v) && v >= 0.0f, "Normalization: a variance must be a finite value >= 0, got ", v);
+      LOCKSTEP_CHECK(std::isfinite(v) && v >= 0.0f,
+                     "Normalization: a variance must be a finite value >= 0, got ", v);
   }
 }
 
@@ -69,12 +74,14 @@ std::vector<std::int64_t> NormalizationLayer::kept_axes(std::int64_t rank) const
   std::vector<std::int64_t> kept;
   if (!options_.axis) return kept;
   for (std::int64_t a : *options_.axis) {
-    LOCKSTEP_CHECK(a >= -rank && a < rank, "layer '", name(), "' (Normalization): all `axis` values must be in the ",
+    LOCKSTEP_CHECK(a >= -rank && a < rank, "layer '", name(),
+                   "' (Normalization): all `axis` values must be in the ",
                    "range [-ndim, ndim); got inputs of rank ", rank, " with axis=", axes_str(options_.axis));
     const std::int64_t d = a < 0 ? a + rank : a;
-    LOCKSTEP_CHECK(d != 0, "layer '", name(), "' (Normalization): axis=", axes_str(options_.axis),
-                   " keeps the batch axis 0, which lockstep does not support (each example would have its own "
-                   "statistics); use the feature axes, or axis=None");
+    LOCKSTEP_CHECK(
+        d != 0, "layer '", name(), "' (Normalization): axis=", axes_str(options_.axis),
+        " keeps the batch axis 0, which lockstep does not support (each example would have its own "
+        "statistics); use the feature axes, or axis=None");
     if (std::find(kept.begin(), kept.end(), d) == kept.end()) kept.push_back(d);
   }
   std::sort(kept.begin(), kept.end());
@@ -86,7 +93,8 @@ void NormalizationLayer::build_impl(const Shape& s, std::uint64_t seed) {
   std::vector<std::int64_t> bdims(static_cast<std::size_t>(s.rank()), 1);
   std::vector<std::int64_t> kdims;
   for (std::int64_t d : kept) {
-    LOCKSTEP_CHECK(s[d] > 0, "layer '", name(), "' (Normalization): all `axis` values to be kept must have a known ",
+    LOCKSTEP_CHECK(s[d] > 0, "layer '", name(),
+                   "' (Normalization): all `axis` values to be kept must have a known ",
                    "shape; got axis=", axes_str(options_.axis), " and input shape ", s.str());
     bdims[static_cast<std::size_t>(d)] = s[d];
     kdims.push_back(s[d]);
@@ -122,7 +130,8 @@ Tensor NormalizationLayer::call(const Tensor& x_in, const CallContext&) const {
       return device_constant({"Normalization given mean / variance: layer, which, dtype",
                               {constant_id_, which, static_cast<std::int64_t>(dt)}},
                              1, [&](std::int64_t) {
-                               std::vector<float> v(static_cast<std::size_t>(broadcast_shape_.numel()), given[0]);
+                               std::vector<float> v(static_cast<std::size_t>(broadcast_shape_.numel()),
+                                                    given[0]);
                                if (given.size() > 1) v = given;
                                return Tensor::from_vector(v, broadcast_shape_).to(dt);
                              });
@@ -138,12 +147,14 @@ Tensor NormalizationLayer::call(const Tensor& x_in, const CallContext&) const {
 }
 
 void NormalizationLayer::adapt(const std::vector<Tensor>& batches) {
-  LOCKSTEP_CHECK(!options_.mean, "layer '", name(), "' (Normalization) has its mean and variance given, so adapt() ",
+  LOCKSTEP_CHECK(!options_.mean, "layer '", name(),
+                 "' (Normalization) has its mean and variance given, so adapt() ",
                  "has nothing to set (Keras keeps given values as constants)");
   LOCKSTEP_CHECK(!batches.empty(), "layer '", name(), "' (Normalization): adapt() received no batches");
   if (!built()) {
     std::vector<std::int64_t> dims = batches[0].shape().dims();
-    LOCKSTEP_CHECK(!dims.empty(), "layer '", name(), "' (Normalization): adapt() needs batched data, got a scalar");
+    LOCKSTEP_CHECK(!dims.empty(), "layer '", name(),
+                   "' (Normalization): adapt() needs batched data, got a scalar");
     dims[0] = -1;
     build(Shape(dims), 0);
   }
@@ -154,12 +165,15 @@ void NormalizationLayer::adapt(const std::vector<Tensor>& batches) {
   double total_count = 0.0;
   for (const Tensor& batch : batches) {
     bool fits = static_cast<std::int64_t>(batch.rank()) == rank;
-    for (std::int64_t d = 1; fits && d < rank; ++d) fits = broadcast_shape_[d] == 1 || batch.dim(d) == broadcast_shape_[d];
-    LOCKSTEP_CHECK(fits, "layer '", name(), "' (Normalization) was built with input shape ", built_shape.str(),
-                   " but adapt() received data of an incompatible shape ", batch.shape().str());
-    LOCKSTEP_CHECK(is_floating(batch.dtype()) || batch.dtype() == DType::kI32 || batch.dtype() == DType::kI64 ||
-                       batch.dtype() == DType::kU8,
-                   "layer '", name(), "' (Normalization): adapt() takes numeric data, got ", dtype_name(batch.dtype()));
+    for (std::int64_t d = 1; fits && d < rank; ++d)
+      fits = broadcast_shape_[d] == 1 || batch.dim(d) == broadcast_shape_[d];
+    LOCKSTEP_CHECK(fits, "layer '", name(), "' (Normalization) was built with input shape ",
+                   built_shape.str(), " but adapt() received data of an incompatible shape ",
+                   batch.shape().str());
+    LOCKSTEP_CHECK(is_floating(batch.dtype()) || batch.dtype() == DType::kI32 ||
+                       batch.dtype() == DType::kI64 || batch.dtype() == DType::kU8,
+                   "layer '", name(), "' (Normalization): adapt() takes numeric data, got ",
+                   dtype_name(batch.dtype()));
     if (batch.numel() == 0) continue;
     const std::vector<float> v = batch.on_host().to(DType::kF32).to_vector<float>();
     // Each element's index among the kept axes: row-major over the kept dimensions.
@@ -169,7 +183,8 @@ void NormalizationLayer::adapt(const std::vector<Tensor>& batches) {
     for (std::size_t e = 0; e < v.size(); ++e) {
       std::size_t k = 0;
       for (std::int64_t d = 0; d < rank; ++d)
-        if (broadcast_shape_[d] != 1) k = k * static_cast<std::size_t>(dims[d]) + static_cast<std::size_t>(idx[d]);
+        if (broadcast_shape_[d] != 1)
+          k = k * static_cast<std::size_t>(dims[d]) + static_cast<std::size_t>(idx[d]);
       kept_of[e] = k;
       for (std::int64_t d = rank - 1; d >= 0; --d) {
         if (++idx[static_cast<std::size_t>(d)] < dims[static_cast<std::size_t>(d)]) break;
@@ -195,7 +210,8 @@ void NormalizationLayer::adapt(const std::vector<Tensor>& batches) {
       total_mean[k] = new_mean;
     }
   }
-  LOCKSTEP_CHECK(total_count > 0, "layer '", name(), "' (Normalization): adapt() received only empty batches");
+  LOCKSTEP_CHECK(total_count > 0, "layer '", name(),
+                 "' (Normalization): adapt() received only empty batches");
   const auto assign = [](const Variable& var, const std::vector<double>& values) {
     const std::vector<float> f(values.begin(), values.end());
     var.assign(Tensor::from_vector(f, var.shape()).to(var.value().device()));
@@ -208,10 +224,11 @@ Tensor NormalizationLayer::mean() const {
   LOCKSTEP_CHECK(built(), "layer '", name(), "' (Normalization) is not built, so it has no statistics yet");
   if (!options_.mean) return mean_.read_value().on_host();
   const Shape kept = variance().shape();
-  return Tensor::from_vector(options_.mean->size() == 1 ? std::vector<float>(static_cast<std::size_t>(kept.numel()),
-                                                                                 (*options_.mean)[0])
-                                                        : *options_.mean,
-                             kept);
+  return Tensor::from_vector(
+      options_.mean->size() == 1
+          ? std::vector<float>(static_cast<std::size_t>(kept.numel()), (*options_.mean)[0])
+          : *options_.mean,
+      kept);
 }
 
 Tensor NormalizationLayer::variance() const {
@@ -221,10 +238,11 @@ Tensor NormalizationLayer::variance() const {
   for (std::int64_t d = 1; d < static_cast<std::int64_t>(broadcast_shape_.rank()); ++d)
     if (broadcast_shape_[d] != 1) kdims.push_back(broadcast_shape_[d]);
   const Shape kept(kdims);
-  return Tensor::from_vector(options_.variance->size() == 1
-                                 ? std::vector<float>(static_cast<std::size_t>(kept.numel()), (*options_.variance)[0])
-                                 : *options_.variance,
-                             kept);
+  return Tensor::from_vector(
+      options_.variance->size() == 1
+          ? std::vector<float>(static_cast<std::size_t>(kept.numel()), (*options_.variance)[0])
+          : *options_.variance,
+      kept);
 }
 
 json NormalizationLayer::get_config() const {
@@ -240,9 +258,12 @@ LayerPtr NormalizationLayer::from_config(const json& c) {
   NormalizationOptions o;
   const json& axis = c.value("axis", json(-1));
   // Keras writes axis=None as [] (its tuple of kept axes).
-  if (axis.is_null() || (axis.is_array() && axis.empty())) o.axis = std::nullopt;
-  else if (axis.is_number_integer()) o.axis = std::vector<std::int64_t>{axis.get<std::int64_t>()};
-  else o.axis = axis.get<std::vector<std::int64_t>>();
+  if (axis.is_null() || (axis.is_array() && axis.empty()))
+    o.axis = std::nullopt;
+  else if (axis.is_number_integer())
+    o.axis = std::vector<std::int64_t>{axis.get<std::int64_t>()};
+  else
+    o.axis = axis.get<std::vector<std::int64_t>>();
   o.invert = c.value("invert", false);
   o.mean = values_from_json(c.value("mean", json()), "mean");
   o.variance = values_from_json(c.value("variance", json()), "variance");
@@ -251,16 +272,19 @@ LayerPtr NormalizationLayer::from_config(const json& c) {
 }
 
 // ---- RandomFlip ----
-RandomFlipLayer::RandomFlipLayer(RandomFlipOptions options) : Layer(options.name), options_(std::move(options)) {
+RandomFlipLayer::RandomFlipLayer(RandomFlipOptions options)
+    : Layer(options.name), options_(std::move(options)) {
   const std::string& m = options_.mode;
-  LOCKSTEP_CHECK(m == "horizontal" || m == "vertical" || m == "horizontal_and_vertical", "RandomFlip: mode '", m,
+  LOCKSTEP_CHECK(m == "horizontal" || m == "vertical" || m == "horizontal_and_vertical", "RandomFlip: mode '",
+                 m,
                  "' is not one of \"horizontal\", \"vertical\", \"horizontal_and_vertical\" (Keras' modes)");
   horizontal_ = m != "vertical";
   vertical_ = m != "horizontal";
 }
 
 Shape RandomFlipLayer::compute_output_shape(const Shape& s) const {
-  LOCKSTEP_CHECK(s.rank() == 4, "layer '", name(), "' (RandomFlip) needs batched images (batch, height, width, ",
+  LOCKSTEP_CHECK(s.rank() == 4, "layer '", name(),
+                 "' (RandomFlip) needs batched images (batch, height, width, ",
                  "channels), channels_last, got ", s.str());
   return s;
 }
@@ -268,7 +292,8 @@ Shape RandomFlipLayer::compute_output_shape(const Shape& s) const {
 void RandomFlipLayer::build_impl(const Shape& s, std::uint64_t seed) {
   (void)compute_output_shape(s);
   // A seed given to the layer picks its own stream of coins; else the model's, per layer (Dropout's).
-  stream_ = options_.seed ? mix_seed(0x52616e646f6d466cULL, static_cast<std::uint64_t>(*options_.seed)) : seed;
+  stream_ =
+      options_.seed ? mix_seed(0x52616e646f6d466cULL, static_cast<std::uint64_t>(*options_.seed)) : seed;
 }
 
 Tensor RandomFlipLayer::call(const Tensor& x_in, const CallContext& ctx) const {
@@ -279,8 +304,10 @@ Tensor RandomFlipLayer::call(const Tensor& x_in, const CallContext& ctx) const {
   const DType dt = x.dtype();
   // One coin per example from Dropout's generator: a unit of an all-ones (n, 1) kept (2, nonzero)
   // or dropped (0) with probability 1/2, where kept is flipped.
-  const Tensor ones = device_constant({"RandomFlip ones: dtype", {static_cast<std::int64_t>(dt)}}, n,
-                                      [&](std::int64_t rows) { return Tensor::ones(Shape{rows, 1}).to(dt); });
+  const Tensor ones =
+      device_constant({"RandomFlip ones: dtype", {static_cast<std::int64_t>(dt)}}, n, [&](std::int64_t rows) {
+        return Tensor::ones(Shape{rows, 1}).to(dt);
+      });
   const Tensor coins = dropout(ones, 0.5f,
                                DropoutKey{.seed = ctx.seed,
                                           .stream = stream_,
@@ -320,7 +347,9 @@ LayerPtr RandomFlipLayer::from_config(const json& c) {
   return std::make_shared<RandomFlipLayer>(std::move(o));
 }
 
-LayerPtr Normalization(NormalizationOptions options) { return std::make_shared<NormalizationLayer>(std::move(options)); }
+LayerPtr Normalization(NormalizationOptions options) {
+  return std::make_shared<NormalizationLayer>(std::move(options));
+}
 LayerPtr RandomFlip(const std::string& mode, std::optional<std::int64_t> seed) {
   return std::make_shared<RandomFlipLayer>(RandomFlipOptions{.mode = mode, .seed = seed});
 }

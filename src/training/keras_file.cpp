@@ -106,8 +106,9 @@ std::string encode_keras_weights(const Model& model, bool with_optimizer) {
     for (std::size_t i = 0; i < vars.size(); ++i) {
       Tensor value = vars[i].read_value();
       if (keras_int64_weight(*l, i)) value = value.on_host().to(DType::kI64);
-      LOCKSTEP_CHECK(keras_int64_weight(*l, i) || value.dtype() == DType::kF32, "save_model: variable '", vars[i].name(), "' is ",
-                     dtype_name(value.dtype()), "; Keras files are written with float32 variables");
+      LOCKSTEP_CHECK(keras_int64_weight(*l, i) || value.dtype() == DType::kF32, "save_model: variable '",
+                     vars[i].name(), "' is ", dtype_name(value.dtype()),
+                     "; Keras files are written with float32 variables");
       h5.datasets.push_back({group + "/" + l->keras_weight_path(i), value});
     }
   }

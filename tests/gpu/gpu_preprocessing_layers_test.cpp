@@ -1,7 +1,8 @@
 // Keras 3's preprocessing layers on a GPU: Normalization (adapted), RandomFlip, Resizing (bilinear
-// up, nearest down) and CenterCrop in front of a convnet train the same bits in a captured step (jit_compile=True) as eagerly (RandomFlip's coins
-// read the step on the device, as Dropout's mask does), and the CPU's to 1e-4; on gpu:0x2 too.
-// CI runs them on emulated GPUs (gpu.emulated), which capture as real ones do.
+// up, nearest down) and CenterCrop in front of a convnet train the same bits in a captured step
+// (jit_compile=True) as eagerly (RandomFlip's coins read the step on the device, as Dropout's mask does), and
+// the CPU's to 1e-4; on gpu:0x2 too. CI runs them on emulated GPUs (gpu.emulated), which capture as real ones
+// do.
 #include <string>
 #include <vector>
 
@@ -25,7 +26,8 @@ struct Trained {
 
 Trained train_augmented(JitCompile mode, const std::string& devices) {
   constexpr std::int64_t n = 32, side = 6;
-  const Tensor x = add_scalar(scale(test::random_uniform(Shape{n, side, side, 3}, 5, 0.0f, 1.0f), 50.0f), 20.0f);
+  const Tensor x =
+      add_scalar(scale(test::random_uniform(Shape{n, side, side, 3}, 5, 0.0f, 1.0f), 50.0f), 20.0f);
   const Tensor y = test::random_uniform(Shape{n, 2}, 6, 0.0f, 1.0f);
   MirroredStrategy strategy({.devices = {devices}});
   auto scope = strategy.scope();

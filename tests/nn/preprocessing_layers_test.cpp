@@ -1,5 +1,7 @@
 // Normalization and RandomFlip (Keras 3's preprocessing layers inside a model): values worked out
 // by hand, adapt over several batches, invert, flips exact, training vs inference, config round trips.
+#include "lockstep/layers/preprocessing_layers.hpp"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -9,7 +11,6 @@
 #include "common/error_message.hpp"
 #include "lockstep/layers/image_preprocessing_layers.hpp"
 #include "lockstep/layers/layer_registry.hpp"
-#include "lockstep/layers/preprocessing_layers.hpp"
 
 namespace lockstep {
 namespace {
@@ -49,14 +50,16 @@ TEST(Normalization, AdaptOverSeveralBatchesGivesTheStatisticsOfAllTheData) {
   for (int b = 0, start = 0; b < 3; ++b) {
     const int rows = b + 1;  // 1, 2, 3 images of 2x2x2
     std::vector<float> v;
-    for (int i = 0; i < rows * 8; ++i) v.push_back(std::sin(0.7f * static_cast<float>(start + i)) * 3.0f + (i % 2) * 5.0f);
+    for (int i = 0; i < rows * 8; ++i)
+      v.push_back(std::sin(0.7f * static_cast<float>(start + i)) * 3.0f + (i % 2) * 5.0f);
     start += rows * 8;
     all.insert(all.end(), v.begin(), v.end());
     batches.push_back(Tensor::from_vector(v, {rows, 2, 2, 2}));
   }
   double mean[2] = {0, 0}, var[2] = {0, 0};
   for (std::size_t i = 0; i < all.size(); ++i) mean[i % 2] += all[i] / 24.0;
-  for (std::size_t i = 0; i < all.size(); ++i) var[i % 2] += (all[i] - mean[i % 2]) * (all[i] - mean[i % 2]) / 24.0;
+  for (std::size_t i = 0; i < all.size(); ++i)
+    var[i % 2] += (all[i] - mean[i % 2]) * (all[i] - mean[i % 2]) / 24.0;
   auto n = layers::Normalization();
   as_norm(n).adapt(batches);
   EXPECT_EQ(n->input_shape(), (Shape{-1, 2, 2, 2}));
@@ -102,15 +105,19 @@ TEST(Normalization, GivenMeanAndVarianceAndTheEpsilonFloor) {
 }
 
 TEST(Normalization, ConfigRoundTripsAsKerasWritesIt) {
-  auto n = layers::Normalization({.axis = std::nullopt, .mean = std::vector<float>{1, 2}, .variance = std::vector<float>{3, 4},
-                                  .invert = true, .name = "norm"});
+  auto n = layers::Normalization({.axis = std::nullopt,
+                                  .mean = std::vector<float>{1, 2},
+                                  .variance = std::vector<float>{3, 4},
+                                  .invert = true,
+                                  .name = "norm"});
   const json c = n->get_config();
   EXPECT_EQ(c.at("axis"), json::array());  // Keras' axis=None, its empty tuple
   EXPECT_EQ(c.at("mean"), json({1.0, 2.0}));
   const auto back = layers::find_layer_class("Normalization")->from_config(c);
   EXPECT_EQ(back->get_config(), c);
   // Keras' own config of an adapted layer: axis [-1], mean and variance null.
-  const json keras = {{"name", "normalization"}, {"axis", {-1}}, {"invert", false}, {"mean", nullptr}, {"variance", nullptr}};
+  const json keras = {
+      {"name", "normalization"}, {"axis", {-1}}, {"invert", false}, {"mean", nullptr}, {"variance", nullptr}};
   const auto k = layers::find_layer_class("Normalization")->from_config(keras);
   EXPECT_EQ(k->get_config(), keras);
 }
@@ -150,8 +157,10 @@ TEST(RandomFlip, InferenceIsTheIdentityAndTrainingFlipsWholeExamplesExactly) {
     auto f = layers::RandomFlip(mode);
     f->build(Shape{-1, 2, 3, 2}, 7);
     const Tensor x = images(16);
-    EXPECT_EQ(f->call(x, CallContext{.training = false, .seed = 1}).to_vector<float>(), x.to_vector<float>()) << mode;
-    const auto flips = flips_of(f->call(x, CallContext{.training = true, .seed = 1, .step = 3}), 16, 2, 3, hz, vt);
+    EXPECT_EQ(f->call(x, CallContext{.training = false, .seed = 1}).to_vector<float>(), x.to_vector<float>())
+        << mode;
+    const auto flips =
+        flips_of(f->call(x, CallContext{.training = true, .seed = 1, .step = 3}), 16, 2, 3, hz, vt);
     int flipped = 0;
     for (int k : flips) {
       EXPECT_NE(k, -1) << mode;  // each example whole: as it was, or flipped by the mode (both ways at once)
@@ -169,17 +178,21 @@ TEST(RandomFlip, CoinsAreFairReproducibleAndIndependentOfTheSplit) {
   f->build(Shape{-1, 2, 3, 2}, 7);
   const std::int64_t n = 4000;
   const Tensor x = images(n);
-  const auto a = flips_of(f->call(x, CallContext{.training = true, .seed = 5, .step = 0}), n, 2, 3, true, false);
+  const auto a =
+      flips_of(f->call(x, CallContext{.training = true, .seed = 5, .step = 0}), n, 2, 3, true, false);
   int flipped = 0;
   for (int k : a) flipped += k == 1;
   EXPECT_NEAR(flipped / static_cast<double>(n), 0.5, 0.03);  // 4000 fair coins: sd 0.008
-  EXPECT_EQ(a, flips_of(f->call(x, CallContext{.training = true, .seed = 5, .step = 0}), n, 2, 3, true, false));
-  EXPECT_NE(a, flips_of(f->call(x, CallContext{.training = true, .seed = 5, .step = 1}), n, 2, 3, true, false));
+  EXPECT_EQ(a,
+            flips_of(f->call(x, CallContext{.training = true, .seed = 5, .step = 0}), n, 2, 3, true, false));
+  EXPECT_NE(a,
+            flips_of(f->call(x, CallContext{.training = true, .seed = 5, .step = 1}), n, 2, 3, true, false));
   // The second half on its own, as a second replica sees it: the same coins.
   const Tensor half = images(n).slice(n / 2, n).clone();
   const auto b = f->call(half, CallContext{.training = true, .seed = 5, .step = 0, .first_example = n / 2});
   const auto full = f->call(x, CallContext{.training = true, .seed = 5, .step = 0}).to_vector<float>();
-  EXPECT_EQ(b.to_vector<float>(), std::vector<float>(full.begin() + static_cast<long>(full.size() / 2), full.end()));
+  EXPECT_EQ(b.to_vector<float>(),
+            std::vector<float>(full.begin() + static_cast<long>(full.size() / 2), full.end()));
   // A layer seed gives its own stream, the same whatever the model builds it with.
   auto s1 = layers::RandomFlip("horizontal", 42), s2 = layers::RandomFlip("horizontal", 42);
   s1->build(Shape{-1, 2, 3, 2}, 1);
@@ -211,7 +224,8 @@ std::vector<double> resize_1d(const std::vector<double>& v, std::int64_t out) {
     const auto lo = std::max<std::int64_t>(static_cast<std::int64_t>(std::floor(s)), 0);
     const auto hi = std::min<std::int64_t>(static_cast<std::int64_t>(std::ceil(s)), in - 1);
     const double t = s - std::floor(s);
-    r.push_back(v[static_cast<std::size_t>(lo)] + (v[static_cast<std::size_t>(hi)] - v[static_cast<std::size_t>(lo)]) * t);
+    r.push_back(v[static_cast<std::size_t>(lo)] +
+                (v[static_cast<std::size_t>(hi)] - v[static_cast<std::size_t>(lo)]) * t);
   }
   return r;
 }

@@ -25,10 +25,12 @@ constexpr std::int64_t kExamples = 32, kSide = 4;
 const test::Classification& data() {
   static const test::Classification d = [] {
     test::Classification c;
-    c.x = add_scalar(scale(test::random_uniform(Shape{kExamples, kSide, kSide, 3}, 3, 0.0f, 1.0f), 40.0f), 100.0f);
+    c.x = add_scalar(scale(test::random_uniform(Shape{kExamples, kSide, kSide, 3}, 3, 0.0f, 1.0f), 40.0f),
+                     100.0f);
     const auto v = c.x.to_vector<float>();
     std::vector<float> y;
-    for (std::int64_t b = 0; b < kExamples; ++b) y.push_back(v[static_cast<std::size_t>(b * kSide * kSide * 3)] > 120.0f);
+    for (std::int64_t b = 0; b < kExamples; ++b)
+      y.push_back(v[static_cast<std::size_t>(b * kSide * kSide * 3)] > 120.0f);
     c.y = Tensor::from_vector(y, {kExamples, 1});
     return c;
   }();
@@ -52,7 +54,8 @@ Trained train(int replicas, const std::string& save_to = "") {
   dynamic_cast<layers::NormalizationLayer&>(*norm).adapt(data().x);
   const KerasTensor in = Input({kSide, kSide, 3});
   const KerasTensor flipped = call(layers::RandomFlip("horizontal_and_vertical"), call(norm, in));
-  const KerasTensor pooled = call(layers::GlobalAveragePooling2D(), call(layers::Conv2D(4, {3, 3}, "relu"), flipped));
+  const KerasTensor pooled =
+      call(layers::GlobalAveragePooling2D(), call(layers::Conv2D(4, {3, 3}, "relu"), flipped));
   Functional m(in, call(layers::Dense(1, "sigmoid"), pooled));
   m.compile(optimizers::SGD(0.1), losses::BinaryCrossentropy());
   m.fit(data().x, data().y, {.epochs = 2, .batch_size = 8, .shuffle = false, .verbose = 0});
@@ -64,8 +67,8 @@ Trained train(int replicas, const std::string& save_to = "") {
   for (const auto& var : norm->variables()) {
     t.copies = var.num_copies();
     for (int r = 1; r < var.num_copies(); ++r)
-      t.same_on_every_replica = t.same_on_every_replica &&
-                                var.copy(r).on_host().to_vector<float>() == var.copy(0).on_host().to_vector<float>();
+      t.same_on_every_replica = t.same_on_every_replica && var.copy(r).on_host().to_vector<float>() ==
+                                                               var.copy(0).on_host().to_vector<float>();
   }
   if (!save_to.empty()) {
     save_model(m, save_to);
