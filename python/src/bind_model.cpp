@@ -13,6 +13,7 @@
 #include "lockstep/layers/core_layers.hpp"
 #include "lockstep/layers/initializers.hpp"
 #include "lockstep/layers/layer_registry.hpp"
+#include "lockstep/layers/preprocessing_layers.hpp"
 #include "lockstep/metrics/metric_config.hpp"
 #include "lockstep/optimizers/optimizer_config.hpp"
 #include "lockstep/optimizers/schedules.hpp"
@@ -445,6 +446,14 @@ void bind_model(nb::module_& m) {
       .def_prop_rw("trainable", &layers::Layer::trainable, &layers::Layer::set_trainable)
       .def("get_config", [](const layers::Layer& l) { return l.get_config().dump(); });
   m.def("make_layer", &make_layer, nb::arg("class_name"), nb::arg("config_json"));
+  // Keras' Normalization.adapt on batches of host arrays (one array: one batch).
+  m.def("adapt_normalization", [](layers::Layer& l, const std::vector<HostArray>& batches) {
+    auto* norm = dynamic_cast<layers::NormalizationLayer*>(&l);
+    LOCKSTEP_CHECK(norm != nullptr, "adapt: layer '", l.name(), "' (", l.class_name(), ") has no adapt()");
+    std::vector<Tensor> tensors;
+    for (const auto& b : batches) tensors.push_back(tensor_from_array(b, "adapt data"));
+    without_gil([&] { norm->adapt(tensors); });
+  });
   m.def("input_layer", [](const std::vector<std::int64_t>& shape) { return layers::Input(Shape(shape)); });
   m.def("layer_class_names", &layers::layer_class_names);
   m.def("has_layer_class", [](const std::string& name) { return layers::find_layer_class(name).has_value(); });

@@ -13,6 +13,8 @@
 #include "lockstep/layers/multi_head_attention.hpp"
 #include "lockstep/layers/normalization_layers.hpp"
 #include "lockstep/layers/position_embedding.hpp"
+#include "lockstep/layers/image_preprocessing_layers.hpp"
+#include "lockstep/layers/preprocessing_layers.hpp"
 #include "lockstep/layers/recurrent_layers.hpp"
 #include "lockstep/layers/regularization_layers.hpp"
 #include "lockstep/layers/sequence_layers.hpp"
@@ -108,6 +110,13 @@ std::vector<LayerClass> builtin_classes() {
       {"Identity", &IdentityLayer::from_config},
       {"GroupNormalization", &GroupNormalizationLayer::from_config},
       {"UnitNormalization", &UnitNormalizationLayer::from_config},
+      // Keras 3's preprocessing layers inside a model.
+      {"Normalization", &NormalizationLayer::from_config},
+      {"RandomFlip", &RandomFlipLayer::from_config, kChannelsLast},
+      {"Resizing", &ResizingLayer::from_config,
+       {{"data_format", "channels_last"}, {"pad_to_aspect_ratio", false}, {"fill_mode", "constant"},
+        {"fill_value", 0.0}, {"antialias", false}}},
+      {"CenterCrop", &CenterCropLayer::from_config, kChannelsLast},
   };
 }
 

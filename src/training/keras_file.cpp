@@ -13,6 +13,7 @@
 #include "lockstep/io/hdf5_file.hpp"
 #include "lockstep/io/zip_archive.hpp"
 #include "lockstep/layers/core_layers.hpp"
+#include "lockstep/layers/preprocessing_layers.hpp"
 #include "lockstep/training/sequential.hpp"
 #include "nn/weight_check.hpp"
 #include "training/keras_config.hpp"
@@ -70,6 +71,12 @@ void weight_layers(const KerasLayerTree& tree, const std::string& prefix, std::v
   }
 }
 
+// Weights Keras keeps as int64 that lockstep keeps as float32 (its variables are floating): an
+// adapted Normalization's count (Keras' dtype="int" weight), written and read as int64.
+bool keras_int64_weight(const layers::Layer& l, std::size_t index) {
+  return index == 2 && dynamic_cast<const layers::NormalizationLayer*>(&l) != nullptr;
+}
+
 std::string date_saved() {
   const std::time_t now = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
   std::tm tm{};
@@ -93,9 +100,11 @@ std::string encode_keras_weights(const Model& model, bool with_optimizer) {
       h5.groups.push_back({group + "/" + inner.weights_group + "/vars", {{"name", inner.layer->name()}}});
     const auto& vars = l->variables();
     for (std::size_t i = 0; i < vars.size(); ++i) {
-      const Tensor value = vars[i].read_value();
-      LOCKSTEP_CHECK(value.dtype() == DType::kF32, "save_model: variable '", vars[i].name(), "' is ",
-                     dtype_name(value.dtype()), "; Keras files are written with float32 variables");
+      Tensor value = vars[i].read_value();
+      if (keras_int64_weight(*l, i)) value = value.on_host().to(DType::kI64);
+      LOCKSTEP_CHECK(keras_int64_weight(*l, i) || value.dtype() == DType::kF32, "save_model: variable '",
+                     vars[i].name(), "' is ", dtype_name(value.dtype()),
+                     "; Keras files are written with float32 variables");
       h5.datasets.push_back({group + "/" + l->keras_weight_path(i), value});
     }
   }
@@ -129,6 +138,11 @@ void assign_keras_weights(const io::H5Content& h5, const std::string& source, Mo
       const std::string path = group + "/" + l->keras_weight_path(i);
       const Tensor* t = h5.find_dataset(path);
       const Tensor want = vars[i].value();
+      if (t != nullptr && keras_int64_weight(*l, i) && t->dtype() == DType::kI64 && t->shape() == want.shape()) {
+        by_name.tensors.emplace_back(vars[i].name(), t->to(want.dtype()));
+        used.insert(path);
+        continue;
+      }
       if (t == nullptr)
         throw bad("has no weight " + path + " (" + who + " variable '" + vars[i].name() + "', shape " +
                   want.shape().str() + ")");

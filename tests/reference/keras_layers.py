@@ -21,6 +21,10 @@ decoder side: keras.io's denoising autoencoder, a U-Net-like model (Conv2DTransp
 nearest and bilinear, Cropping2D), UpSampling1D and ZeroPadding1D. Keras 3's other regularization
 layers (SpatialDropout1D / 2D in both data formats, GaussianNoise, GaussianDropout, AlphaDropout with
 a noise_shape, Identity) and GroupNormalization / UnitNormalization, trained a few steps in Keras.
+Keras 3's preprocessing layers in a model: Normalization adapted by Keras (per channel of images, per
+feature, over everything with axis=None, inverted) and given mean and variance, with RandomFlip (the
+identity in predict); the adapted statistics are Keras' weights (its int64 count included) both ways;
+Resizing (bilinear and nearest, down and up, crop_to_aspect_ratio) and CenterCrop.
 
 Exit 0 all agree, 1 a disagreement, 77 (skip) when tensorflow/keras are not importable.
 """
@@ -395,6 +399,32 @@ def keras_regularization_models():
     return sequence, images
 
 
+def keras_preprocessing_models(images, table):
+    """keras.io's image-classification front (Normalization adapted on the images, RandomFlip)
+    and a tabular model with every Normalization form: adapted per feature, adapted with
+    axis=None, given mean and variance (constants, no weights), and inverted."""
+    keras.utils.set_random_seed(12)
+    L = keras.layers
+    norm = L.Normalization()
+    norm.adapt(images)
+    inp = keras.Input(images.shape[1:])
+    x = L.RandomFlip("horizontal", seed=3)(norm(inp))
+    x = L.RandomFlip()(x)
+    x = L.Concatenate()([L.Resizing(4, 4)(x), L.Resizing(4, 4, interpolation="nearest")(x),
+                         L.Resizing(4, 4, crop_to_aspect_ratio=True)(x), L.CenterCrop(4, 4)(x),
+                         L.Resizing(4, 4)(L.Resizing(9, 7)(x))])
+    x = L.GlobalAveragePooling2D()(L.Conv2D(4, 3, activation="relu")(x))
+    image_model = keras.Model(inp, L.Dense(2)(x), name="keras_augment")
+    per_feature, everything, inverted = L.Normalization(), L.Normalization(axis=None), L.Normalization(invert=True)
+    for layer in (per_feature, everything, inverted):
+        layer.adapt(table)
+    given = L.Normalization(mean=[1.0, -2.0, 0.5, 3.0], variance=[4.0, 0.25, 1.0, 0.0])
+    tin = keras.Input(table.shape[1:])
+    merged = L.Concatenate()([per_feature(tin), everything(tin), given(tin), inverted(L.Dense(4)(tin))])
+    tabular = keras.Model(tin, L.Dense(3)(merged), name="keras_normalization")
+    return image_model, tabular
+
+
 def both_ways(model, x, d, cli, driver, what):
     return kf.both_ways(model, x, d, cli, driver, what, RTOL)
 
@@ -469,6 +499,18 @@ def main():
               "SpatialDropout1D, GaussianNoise, GaussianDropout, AlphaDropout, GroupNormalization, UnitNormalization")
     both_ways(images, np.random.RandomState(21).normal(0, 2, (16, 4, 5, 5)).astype(np.float32), d, cli, driver,
               "SpatialDropout2D both data formats, GroupNormalization(axis=1), UnitNormalization")
+    # Keras 3's preprocessing layers: Normalization's adapted statistics and RandomFlip.
+    images = np.random.RandomState(19).uniform(0, 255, (16, 6, 5, 3)).astype(np.float32)
+    table = (np.random.RandomState(20).normal(0, 1, (32, 4)) * [1, 10, 100, 0.1] + [5, -3, 50, 0]).astype(np.float32)
+    image_model, tabular = keras_preprocessing_models(images, table)
+    back = both_ways(image_model, images, d, cli, driver, "Normalization adapted on images, RandomFlip, Resizing, CenterCrop")
+    if back is not None:
+        stats = [np.asarray(w) for w in back.layers[1].weights]
+        want = [np.asarray(w) for w in image_model.layers[1].weights]
+        check(len(stats) == 3 and all(a.shape == b.shape and a.dtype == b.dtype and np.allclose(a, b)
+                                      for a, b in zip(stats, want)),
+              "Normalization: lockstep's file holds Keras' mean, variance and int64 count")
+    both_ways(tabular, table, d, cli, driver, "Normalization per feature, axis=None, given and inverted")
     print(f"{len(kf.failures)} failure(s)")
     return 1 if kf.failures else 0
 

@@ -122,6 +122,15 @@ _SIGNATURES = {
                            {**_NORM, "groups": 32}),
     "UnitNormalization": (("axis",), {"axis": -1}),
     "Identity": ((), {}),
+    # Keras 3's preprocessing layers inside a model (Normalization.adapt: Layer.adapt).
+    "Normalization": (("axis", "mean", "variance", "invert"),
+                      {"axis": -1, "mean": None, "variance": None, "invert": False}),
+    "RandomFlip": (("mode", "seed", "data_format"), {"mode": "horizontal_and_vertical", "seed": None, **_IMAGE}),
+    "Resizing": (("height", "width", "interpolation", "crop_to_aspect_ratio", "pad_to_aspect_ratio", "fill_mode",
+                  "fill_value", "antialias", "data_format"),
+                 {"interpolation": "bilinear", "crop_to_aspect_ratio": False, "pad_to_aspect_ratio": False,
+                  "fill_mode": "constant", "fill_value": 0.0, "antialias": False, **_IMAGE}),
+    "CenterCrop": (("height", "width", "data_format"), dict(_IMAGE)),
 }
 
 
@@ -132,6 +141,8 @@ _DEPRECATED = {"LeakyReLU": {"alpha": "negative_slope"}}
 def _jsonable(value):
     if isinstance(value, tuple):
         return [_jsonable(v) for v in value]
+    if isinstance(value, (list, np.ndarray)):  # Normalization's mean and variance
+        return np.asarray(value).tolist() if isinstance(value, np.ndarray) else [_jsonable(v) for v in value]
     if hasattr(value, "item"):  # NumPy scalars
         return value.item()
     if isinstance(value, Layer):  # a wrapper's layer (Bidirectional's): Keras' {"class_name", "config"}
@@ -269,6 +280,28 @@ class Layer:
         """Keras' build: a subclass may override it to make its sublayers once the input shape is
         known (its own weights, add_weight, are refused)."""
         self.built = True
+
+    def adapt(self, data, batch_size=None, steps=None):
+        """Keras' Normalization.adapt(data): a NumPy array (one batch), a lockstep Dataset (its
+        batches; an (x, y) element gives x) or an iterable of batches; the C++ layer computes and
+        combines the statistics as Keras does. Other layers have no adapt."""
+        if self._subclassed or self._layer.class_name != "Normalization":
+            raise AttributeError(f"'{self._qualname}' has no adapt()")
+        if batch_size is not None or steps is not None:
+            raise ValueError("lockstep's Normalization.adapt takes the data only (Keras 3 ignores batch_size and steps)")
+        if isinstance(data, np.ndarray) or hasattr(data, "__array__") and not hasattr(data, "__iter__"):
+            batches = [data]
+        else:
+            batches = list(data.as_numpy_iterator() if hasattr(data, "as_numpy_iterator") else data)
+            batches = [b[0] if isinstance(b, tuple) else b for b in batches]
+        arrays = []
+        for b in batches:
+            a = np.asarray(b)
+            if a.dtype.kind not in "fiub":
+                raise ValueError(f"lockstep's Normalization adapts to numeric data only, got dtype {a.dtype} "
+                                 f"(string data: keras.layers.StringLookup, which lockstep does not have)")
+            arrays.append(np.ascontiguousarray(a, dtype=np.float32))
+        _lockstep.adapt_normalization(self._layer, arrays)
 
     def add_weight(self, *args, **kwargs):
         raise NotImplementedError(

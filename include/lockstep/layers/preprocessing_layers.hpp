@@ -1,0 +1,107 @@
+#pragma once
+// Keras 3's preprocessing layers that sit inside a model: Normalization (adapted statistics) and
+// the data-augmentation layer RandomFlip, with Keras' names, defaults, weights and configs
+// (keras/src/layers/preprocessing/normalization.py, image_preprocessing/random_flip.py).
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "lockstep/layers/layer.hpp"
+
+namespace lockstep::layers {
+
+/// Keras' Normalization arguments. axis: the axes that keep one mean and variance per index
+/// (Keras' default -1, the features); std::nullopt is Keras' axis=None (one mean and variance for
+/// every element). The batch axis 0 cannot be kept. mean / variance: both or neither; given, they
+/// are constants (no weights, as Keras), a scalar (one value) or the kept axes' values flattened
+/// in row-major order (Keras broadcasts a lower-rank mean to the last kept axes; lockstep takes a
+/// scalar or all of them). invert: x * max(sqrt(variance), epsilon) + mean instead.
+struct NormalizationOptions {
+  std::optional<std::vector<std::int64_t>> axis = std::vector<std::int64_t>{-1};
+  std::optional<std::vector<float>> mean;
+  std::optional<std::vector<float>> variance;
+  bool invert = false;
+  std::string name;
+};
+
+/// Keras 3's Normalization: (x - mean) / max(sqrt(variance), 1e-7) (Keras' backend.epsilon()),
+/// with mean and variance either given or adapted to data (adapt). Adapted, they are the layer's
+/// non-trainable weights mean, variance (the kept axes' shape) and count (a scalar Keras keeps for
+/// old files and never updates; int64 in Keras' files), in Keras' order, so a Keras-adapted file
+/// loads here and back. Under a strategy every replica holds the same statistics (mirrored
+/// non-trainable weights that fit never changes).
+class NormalizationLayer final : public Layer {
+ public:
+  explicit NormalizationLayer(NormalizationOptions options);
+  std::string class_name() const override { return "Normalization"; }
+  nlohmann::json get_config() const override;
+  static LayerPtr from_config(const nlohmann::json& config);
+  Shape compute_output_shape(const Shape& s) const override { return s; }
+  bool supports_masking() const override { return true; }
+  Tensor call(const Tensor& x, const CallContext& ctx) const override;
+
+  /// Keras' adapt(data): the mean and (population) variance of the batches over every axis but
+  /// the kept ones, combined batch by batch as Keras combines a dataset's (the lack-of-fit sum of
+  /// squares), assigned to the weights. Builds the layer for the first batch's shape (its batch
+  /// axis unknown) when it is not built; every batch must agree with the built shape on the kept
+  /// axes. ValueError where the layer has mean and variance given, or for no batches.
+  void adapt(const std::vector<Tensor>& batches);
+  void adapt(const Tensor& data) { adapt(std::vector<Tensor>{data}); }
+
+  /// The kept axes' statistics now (adapted or given), as float32 host tensors of the kept shape.
+  Tensor mean() const;
+  Tensor variance() const;
+
+ protected:
+  void build_impl(const Shape& input_shape, std::uint64_t seed) override;
+
+ private:
+  // The kept axes of a rank-`rank` input (sorted, non-negative) and the shape statistics broadcast
+  // to ([1 or the kept dimension] per axis, batch 1).
+  std::vector<std::int64_t> kept_axes(std::int64_t rank) const;
+  NormalizationOptions options_;
+  Shape broadcast_shape_;
+  std::int64_t constant_id_ = 0;  // names the given mean / variance among device constants
+  Variable mean_, variance_, count_;
+};
+
+/// Keras' RandomFlip arguments: mode "horizontal_and_vertical" (Keras' default), "horizontal" (a
+/// left-right flip) or "vertical" (top-bottom); seed, Keras' seed argument: the layer's own stream
+/// of coins (else one from the model's seed, as Dropout's).
+struct RandomFlipOptions {
+  std::string mode = "horizontal_and_vertical";
+  std::optional<std::int64_t> seed;
+  std::string name;
+};
+
+/// Keras 3's RandomFlip on NHWC images: in training each example is flipped, or not, with
+/// probability 1/2, one coin per example (Keras' rule: "horizontal_and_vertical" flips both ways
+/// on the same coin); in inference the identity (Keras' call defaults training=True, and a model's
+/// predict and evaluate pass False). The coins are Dropout's counter-based generator (DropoutKey):
+/// an example's coin depends on (model seed, layer stream, step, its global index) only, so the
+/// same whatever the replicas or batch split, and another each step.
+class RandomFlipLayer final : public Layer {
+ public:
+  explicit RandomFlipLayer(RandomFlipOptions options);
+  std::string class_name() const override { return "RandomFlip"; }
+  nlohmann::json get_config() const override;
+  static LayerPtr from_config(const nlohmann::json& config);
+  Shape compute_output_shape(const Shape& s) const override;
+  Tensor call(const Tensor& x, const CallContext& ctx) const override;
+  /// Keras' RandomFlip.call(data, training=True) (BaseImagePreprocessingLayer): the value it writes
+  /// in a file follows the model's mode.
+  std::optional<bool> keras_training_default() const override { return true; }
+
+ protected:
+  void build_impl(const Shape& input_shape, std::uint64_t seed) override;
+
+ private:
+  RandomFlipOptions options_;
+  bool horizontal_ = true, vertical_ = true;
+  std::uint64_t stream_ = 0;
+};
+
+LayerPtr Normalization(NormalizationOptions options = {});
+LayerPtr RandomFlip(const std::string& mode = "horizontal_and_vertical", std::optional<std::int64_t> seed = {});
+
+}  // namespace lockstep::layers

@@ -1,0 +1,279 @@
+// Normalization and RandomFlip (Keras 3's preprocessing layers inside a model): values worked out
+// by hand, adapt over several batches, invert, flips exact, training vs inference, config round trips.
+#include "lockstep/layers/preprocessing_layers.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <nlohmann/json.hpp>
+#include <vector>
+
+#include "common/error_message.hpp"
+#include "lockstep/layers/image_preprocessing_layers.hpp"
+#include "lockstep/layers/layer_registry.hpp"
+
+namespace lockstep {
+namespace {
+
+using layers::CallContext;
+using nlohmann::json;
+
+layers::NormalizationLayer& as_norm(const layers::LayerPtr& l) {
+  return dynamic_cast<layers::NormalizationLayer&>(*l);
+}
+
+// Keras' docstring example: adapt on [[0,7,4],[2,9,6],[0,7,4],[2,9,6]] (mean 1, 8, 5; variance 1
+// each), then [[0,7,4]] -> [-1,-1,-1] and, inverted, [[1,2,3]] -> [2,10,8].
+TEST(Normalization, AdaptsPerFeatureAsKerasDocstringAndInverts) {
+  const Tensor data = Tensor::from_vector<float>({0, 7, 4, 2, 9, 6, 0, 7, 4, 2, 9, 6}, {4, 3});
+  auto n = layers::Normalization();
+  as_norm(n).adapt(data);
+  EXPECT_EQ(as_norm(n).mean().to_vector<float>(), (std::vector<float>{1, 8, 5}));
+  EXPECT_EQ(as_norm(n).variance().to_vector<float>(), (std::vector<float>{1, 1, 1}));
+  EXPECT_EQ(n->call(Tensor::from_vector<float>({0, 7, 4}, {1, 3}), CallContext{}).to_vector<float>(),
+            (std::vector<float>{-1, -1, -1}));
+  // Weights: mean, variance, count (Keras' order), none trainable.
+  ASSERT_EQ(n->variables().size(), 3u);
+  EXPECT_TRUE(n->trainable_variables().empty());
+  EXPECT_EQ(n->variables()[2].shape(), Shape{});
+  auto inv = layers::Normalization({.invert = true});
+  as_norm(inv).adapt(data);
+  EXPECT_EQ(inv->call(Tensor::from_vector<float>({1, 2, 3}, {1, 3}), CallContext{}).to_vector<float>(),
+            (std::vector<float>{2, 10, 8}));
+}
+
+// Over several batches of unequal sizes the statistics are those of all the data at once (Keras'
+// combination), here per channel of images (axis -1 of rank 4) and over everything (axis=None).
+TEST(Normalization, AdaptOverSeveralBatchesGivesTheStatisticsOfAllTheData) {
+  std::vector<float> all;
+  std::vector<Tensor> batches;
+  for (int b = 0, start = 0; b < 3; ++b) {
+    const int rows = b + 1;  // 1, 2, 3 images of 2x2x2
+    std::vector<float> v;
+    for (int i = 0; i < rows * 8; ++i)
+      v.push_back(std::sin(0.7f * static_cast<float>(start + i)) * 3.0f + (i % 2) * 5.0f);
+    start += rows * 8;
+    all.insert(all.end(), v.begin(), v.end());
+    batches.push_back(Tensor::from_vector(v, {rows, 2, 2, 2}));
+  }
+  double mean[2] = {0, 0}, var[2] = {0, 0};
+  for (std::size_t i = 0; i < all.size(); ++i) mean[i % 2] += all[i] / 24.0;
+  for (std::size_t i = 0; i < all.size(); ++i)
+    var[i % 2] += (all[i] - mean[i % 2]) * (all[i] - mean[i % 2]) / 24.0;
+  auto n = layers::Normalization();
+  as_norm(n).adapt(batches);
+  EXPECT_EQ(n->input_shape(), (Shape{-1, 2, 2, 2}));
+  const auto m = as_norm(n).mean().to_vector<float>(), v = as_norm(n).variance().to_vector<float>();
+  for (int c = 0; c < 2; ++c) {
+    EXPECT_NEAR(m[c], mean[c], 1e-5) << c;
+    EXPECT_NEAR(v[c], var[c], 1e-4) << c;
+  }
+  const Tensor x = batches[2];
+  const auto y = n->call(x, CallContext{}).to_vector<float>();
+  const auto xv = x.to_vector<float>();
+  for (std::size_t i = 0; i < xv.size(); ++i)
+    EXPECT_NEAR(y[i], (xv[i] - mean[i % 2]) / std::sqrt(var[i % 2]), 1e-5) << i;
+  // axis=None: one mean and variance over every element.
+  auto all_axes = layers::Normalization({.axis = std::nullopt});
+  as_norm(all_axes).adapt(batches);
+  double mu = 0, s2 = 0;
+  for (float a : all) mu += a / 48.0;  // 6 images of 8 values
+  for (float a : all) s2 += (a - mu) * (a - mu) / 48.0;
+  EXPECT_NEAR(as_norm(all_axes).mean().to_vector<float>()[0], mu, 1e-5);
+  EXPECT_NEAR(as_norm(all_axes).variance().to_vector<float>()[0], s2, 1e-4);
+}
+
+// Given mean and variance are constants (no weights), a scalar broadcasting; a zero variance
+// divides by Keras' epsilon 1e-7, not by zero.
+TEST(Normalization, GivenMeanAndVarianceAndTheEpsilonFloor) {
+  auto n = layers::Normalization({.mean = std::vector<float>{3}, .variance = std::vector<float>{2}});
+  n->build(Shape{-1, 1}, 0);
+  EXPECT_TRUE(n->variables().empty());
+  const auto y = n->call(Tensor::from_vector<float>({1, 2, 3}, {3, 1}), CallContext{}).to_vector<float>();
+  EXPECT_NEAR(y[0], -1.4142135f, 1e-6);
+  EXPECT_NEAR(y[1], -0.70710677f, 1e-6);
+  EXPECT_EQ(y[2], 0.0f);
+  auto z = layers::Normalization({.mean = std::vector<float>{1, 0}, .variance = std::vector<float>{4, 0}});
+  z->build(Shape{-1, 2}, 0);
+  const auto yz = z->call(Tensor::from_vector<float>({5, 1e-6f}, {1, 2}), CallContext{}).to_vector<float>();
+  EXPECT_EQ(yz[0], 2.0f);
+  EXPECT_NEAR(yz[1], 10.0f, 1e-5);
+  EXPECT_THROW(as_norm(z).adapt(Tensor::ones({2, 2})), ValueError);
+  EXPECT_THROW(layers::Normalization({.mean = std::vector<float>{1}}), ValueError);
+  auto batch_axis = layers::Normalization({.axis = std::vector<std::int64_t>{0}});
+  EXPECT_THROW(batch_axis->build(Shape{-1, 3}, 0), ValueError);
+}
+
+TEST(Normalization, ConfigRoundTripsAsKerasWritesIt) {
+  auto n = layers::Normalization({.axis = std::nullopt,
+                                  .mean = std::vector<float>{1, 2},
+                                  .variance = std::vector<float>{3, 4},
+                                  .invert = true,
+                                  .name = "norm"});
+  const json c = n->get_config();
+  EXPECT_EQ(c.at("axis"), json::array());  // Keras' axis=None, its empty tuple
+  EXPECT_EQ(c.at("mean"), json({1.0, 2.0}));
+  const auto back = layers::find_layer_class("Normalization")->from_config(c);
+  EXPECT_EQ(back->get_config(), c);
+  // Keras' own config of an adapted layer: axis [-1], mean and variance null.
+  const json keras = {
+      {"name", "normalization"}, {"axis", {-1}}, {"invert", false}, {"mean", nullptr}, {"variance", nullptr}};
+  const auto k = layers::find_layer_class("Normalization")->from_config(keras);
+  EXPECT_EQ(k->get_config(), keras);
+}
+
+// Two 2x3 images of 2 channels with distinct values: x[b, i, j, c] = 100 b + 10 i + 2 j + c.
+Tensor images(std::int64_t n, std::int64_t h = 2, std::int64_t w = 3) {
+  std::vector<float> v;
+  for (std::int64_t b = 0; b < n; ++b)
+    for (std::int64_t i = 0; i < h; ++i)
+      for (std::int64_t j = 0; j < w; ++j)
+        for (int c = 0; c < 2; ++c) v.push_back(static_cast<float>(100 * b + 10 * i + 2 * j + c));
+  return Tensor::from_vector(v, {n, h, w, 2});
+}
+
+// Which of {identity, the mode's flip} each example of y is, exactly; -1 if neither.
+std::vector<int> flips_of(const Tensor& y, std::int64_t n, std::int64_t h, std::int64_t w, bool hz, bool vt) {
+  const auto v = y.to_vector<float>();
+  std::vector<int> out;
+  for (std::int64_t b = 0; b < n; ++b) {
+    bool same = true, flipped = true;
+    for (std::int64_t i = 0; i < h; ++i)
+      for (std::int64_t j = 0; j < w; ++j)
+        for (int c = 0; c < 2; ++c) {
+          const float got = v[static_cast<std::size_t>(((b * h + i) * w + j) * 2 + c)];
+          same = same && got == static_cast<float>(100 * b + 10 * i + 2 * j + c);
+          const std::int64_t si = vt ? h - 1 - i : i, sj = hz ? w - 1 - j : j;
+          flipped = flipped && got == static_cast<float>(100 * b + 10 * si + 2 * sj + c);
+        }
+    out.push_back(same ? 0 : flipped ? 1 : -1);
+  }
+  return out;
+}
+
+TEST(RandomFlip, InferenceIsTheIdentityAndTrainingFlipsWholeExamplesExactly) {
+  for (const std::string mode : {"horizontal", "vertical", "horizontal_and_vertical"}) {
+    const bool hz = mode != "vertical", vt = mode != "horizontal";
+    auto f = layers::RandomFlip(mode);
+    f->build(Shape{-1, 2, 3, 2}, 7);
+    const Tensor x = images(16);
+    EXPECT_EQ(f->call(x, CallContext{.training = false, .seed = 1}).to_vector<float>(), x.to_vector<float>())
+        << mode;
+    const auto flips =
+        flips_of(f->call(x, CallContext{.training = true, .seed = 1, .step = 3}), 16, 2, 3, hz, vt);
+    int flipped = 0;
+    for (int k : flips) {
+      EXPECT_NE(k, -1) << mode;  // each example whole: as it was, or flipped by the mode (both ways at once)
+      flipped += k == 1;
+    }
+    EXPECT_GT(flipped, 0) << mode;
+    EXPECT_LT(flipped, 16) << mode;
+  }
+}
+
+// Over many examples about half are flipped; the coins repeat for the same (seed, step, example),
+// change with the step, and do not depend on how the batch is split (first_example).
+TEST(RandomFlip, CoinsAreFairReproducibleAndIndependentOfTheSplit) {
+  auto f = layers::RandomFlip("horizontal");
+  f->build(Shape{-1, 2, 3, 2}, 7);
+  const std::int64_t n = 4000;
+  const Tensor x = images(n);
+  const auto a =
+      flips_of(f->call(x, CallContext{.training = true, .seed = 5, .step = 0}), n, 2, 3, true, false);
+  int flipped = 0;
+  for (int k : a) flipped += k == 1;
+  EXPECT_NEAR(flipped / static_cast<double>(n), 0.5, 0.03);  // 4000 fair coins: sd 0.008
+  EXPECT_EQ(a,
+            flips_of(f->call(x, CallContext{.training = true, .seed = 5, .step = 0}), n, 2, 3, true, false));
+  EXPECT_NE(a,
+            flips_of(f->call(x, CallContext{.training = true, .seed = 5, .step = 1}), n, 2, 3, true, false));
+  // The second half on its own, as a second replica sees it: the same coins.
+  const Tensor half = images(n).slice(n / 2, n).clone();
+  const auto b = f->call(half, CallContext{.training = true, .seed = 5, .step = 0, .first_example = n / 2});
+  const auto full = f->call(x, CallContext{.training = true, .seed = 5, .step = 0}).to_vector<float>();
+  EXPECT_EQ(b.to_vector<float>(),
+            std::vector<float>(full.begin() + static_cast<long>(full.size() / 2), full.end()));
+  // A layer seed gives its own stream, the same whatever the model builds it with.
+  auto s1 = layers::RandomFlip("horizontal", 42), s2 = layers::RandomFlip("horizontal", 42);
+  s1->build(Shape{-1, 2, 3, 2}, 1);
+  s2->build(Shape{-1, 2, 3, 2}, 2);
+  const CallContext ctx{.training = true, .seed = 5, .step = 0};
+  EXPECT_EQ(s1->call(x, ctx).to_vector<float>(), s2->call(x, ctx).to_vector<float>());
+}
+
+TEST(RandomFlip, ConfigRoundTripsAndBadArgumentsAreRefusedByName) {
+  auto f = layers::RandomFlip("vertical", 3);
+  const json c = f->get_config();
+  EXPECT_EQ(c.at("mode"), "vertical");
+  EXPECT_EQ(c.at("seed"), 3);
+  EXPECT_EQ(layers::find_layer_class("RandomFlip")->from_config(c)->get_config(), c);
+  EXPECT_EQ(layers::find_layer_class("RandomFlip")->keras_fixed.at("data_format"), "channels_last");
+  EXPECT_VALUE_ERROR(layers::RandomFlip("diagonal"), "mode 'diagonal'");
+  auto g = layers::RandomFlip();
+  EXPECT_THROW(g->build(Shape{-1, 4, 3}, 0), ValueError);
+}
+
+// TensorFlow's bilinear resize of one axis (half-pixel centres, float as TensorFlow): what the
+// test expects, written out from its definition.
+std::vector<double> resize_1d(const std::vector<double>& v, std::int64_t out) {
+  const auto in = static_cast<std::int64_t>(v.size());
+  const float scale = static_cast<float>(in) / static_cast<float>(out);
+  std::vector<double> r;
+  for (std::int64_t i = 0; i < out; ++i) {
+    const float s = (static_cast<float>(i) + 0.5f) * scale - 0.5f;
+    const auto lo = std::max<std::int64_t>(static_cast<std::int64_t>(std::floor(s)), 0);
+    const auto hi = std::min<std::int64_t>(static_cast<std::int64_t>(std::ceil(s)), in - 1);
+    const double t = s - std::floor(s);
+    r.push_back(v[static_cast<std::size_t>(lo)] +
+                (v[static_cast<std::size_t>(hi)] - v[static_cast<std::size_t>(lo)]) * t);
+  }
+  return r;
+}
+
+// Bilinear down (4 -> 3) and up (3 -> 5) on a separable image x[i, j] = a[i] * 10 + b[j]: the
+// resize of each axis, as TensorFlow's separable resize; nearest picks floor((i + 0.5) * in / out).
+TEST(Resizing, BilinearAndNearestAsTensorFlowsHalfPixelResize) {
+  const std::vector<double> rows = {0, 1, 4, 9}, cols = {2, -1, 5};
+  std::vector<float> v;
+  for (double r : rows)
+    for (double c : cols) v.push_back(static_cast<float>(r * 10 + c));
+  const Tensor x = Tensor::from_vector(v, {1, 4, 3, 1});
+  auto bilinear = layers::Resizing(3, 5);
+  EXPECT_EQ(bilinear->compute_output_shape(Shape{-1, 4, 3, 1}), (Shape{-1, 3, 5, 1}));
+  const auto y = bilinear->call(x, CallContext{}).to_vector<float>();
+  const auto rr = resize_1d(rows, 3), cc = resize_1d(cols, 5);
+  ASSERT_EQ(y.size(), 15u);
+  for (std::size_t i = 0; i < 3; ++i)
+    for (std::size_t j = 0; j < 5; ++j) EXPECT_NEAR(y[i * 5 + j], rr[i] * 10 + cc[j], 1e-4) << i << " " << j;
+  // Nearest, 4 -> 3 rows: floor(0.5 * 4/3) = 0, floor(1.5 * 4/3) = 2, floor(2.5 * 4/3) = 3; 3 -> 5
+  // columns: floor((j + 0.5) * 0.6) = 0, 0, 1, 2, 2.
+  const auto yn = layers::Resizing(3, 5, "nearest")->call(x, CallContext{}).to_vector<float>();
+  const std::size_t ri[] = {0, 2, 3}, cj[] = {0, 0, 1, 2, 2};
+  for (std::size_t i = 0; i < 3; ++i)
+    for (std::size_t j = 0; j < 5; ++j) EXPECT_EQ(yn[i * 5 + j], v[ri[i] * 3 + cj[j]]) << i << " " << j;
+  // crop_to_aspect_ratio: the 4x3 image to a square takes its centre 3x3 (rows 0..2), then resizes.
+  const auto yc = layers::Resizing(3, 3, "bilinear", true)->call(x, CallContext{}).to_vector<float>();
+  EXPECT_EQ(yc, std::vector<float>(v.begin(), v.begin() + 9));
+  EXPECT_VALUE_ERROR(layers::Resizing(3, 3, "bicubic"), "interpolation 'bicubic'");
+  EXPECT_TRUE(layers::find_layer_class("Resizing")->keras_fixed.contains("antialias"));
+  const json c = layers::Resizing(3, 5, "nearest", true)->get_config();
+  EXPECT_EQ(layers::find_layer_class("Resizing")->from_config(c)->get_config(), c);
+}
+
+TEST(CenterCrop, TakesTheCentreAsKerasAndRefusesSmallerImages) {
+  const Tensor x = images(2, 5, 4);  // 5x4 -> 2x3: rows from (5 - 2) // 2 = 1, columns from 0
+  auto crop = layers::CenterCrop(2, 3);
+  const auto y = crop->call(x, CallContext{}).to_vector<float>();
+  std::vector<float> want;
+  for (int b = 0; b < 2; ++b)
+    for (int i = 1; i < 3; ++i)
+      for (int j = 0; j < 3; ++j)
+        for (int c = 0; c < 2; ++c) want.push_back(static_cast<float>(100 * b + 10 * i + 2 * j + c));
+  EXPECT_EQ(y, want);
+  EXPECT_VALUE_ERROR(crop->compute_output_shape(Shape{-1, 1, 4, 2}), "smaller than the crop");
+  const json c = crop->get_config();
+  EXPECT_EQ(layers::find_layer_class("CenterCrop")->from_config(c)->get_config(), c);
+}
+
+}  // namespace
+}  // namespace lockstep

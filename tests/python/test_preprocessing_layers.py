@@ -1,0 +1,77 @@
+"""Keras 3's preprocessing layers from Python: Normalization.adapt on NumPy arrays and lockstep
+datasets gives NumPy's mean and variance and Keras' formula, and a model of Normalization and
+RandomFlip in front of a small convnet trains with fit, leaves predict unflipped and saves as .keras."""
+import numpy as np
+import pytest
+
+import lockstep
+from lockstep import keras
+from lockstep.keras import layers
+
+
+def predict(layer, x):
+    inputs = keras.Input(x.shape[1:])
+    return keras.Model(inputs, layer(inputs)).predict(x, verbose=0)
+
+
+def test_normalization_adapts_to_numpy_as_keras_docstring():
+    data = np.array([[0., 7., 4.], [2., 9., 6.], [0., 7., 4.], [2., 9., 6.]], dtype="float32")
+    norm = layers.Normalization(axis=-1)
+    norm.adapt(data)
+    mean, variance, count = norm.get_weights()
+    np.testing.assert_allclose(mean, [1, 8, 5])
+    np.testing.assert_allclose(variance, [1, 1, 1])
+    assert count.shape == () and norm.trainable_weights == []
+    np.testing.assert_allclose(predict(norm, data[:1]), [[-1, -1, -1]], atol=1e-6)
+    inverted = layers.Normalization(axis=-1, invert=True)
+    inverted.adapt(data)
+    np.testing.assert_allclose(predict(inverted, np.array([[1., 2., 3.]], "float32")), [[2, 10, 8]], atol=1e-5)
+    given = layers.Normalization(mean=3., variance=2.)
+    np.testing.assert_allclose(predict(given, np.array([[1.], [2.], [3.]], "float32")),
+                               [[-1.4142135], [-0.70710677], [0.]], atol=1e-6)
+
+
+def test_normalization_adapts_to_a_dataset_batch_by_batch():
+    x = np.random.default_rng(0).normal(5, 3, (50, 4)).astype("float32")
+    norm = layers.Normalization()
+    norm.adapt(lockstep.data.Dataset.from_tensor_slices((x, np.zeros(50, "float32"))).batch(8))
+    mean, variance, _ = norm.get_weights()
+    np.testing.assert_allclose(mean, x.mean(axis=0), rtol=1e-5)
+    np.testing.assert_allclose(variance, x.var(axis=0), rtol=1e-4)
+    with pytest.raises(ValueError, match="numeric data only"):
+        layers.Normalization().adapt(np.array([["a", "b"]]))
+
+
+def test_a_model_with_normalization_and_random_flip_trains_and_saves(tmp_path):
+    rng = np.random.default_rng(1)
+    images = rng.uniform(0, 255, (64, 6, 6, 3)).astype("float32")
+    labels = (images[:, :, :3].mean(axis=(1, 2, 3)) > images[:, :, 3:].mean(axis=(1, 2, 3))).astype("float32")
+    norm = layers.Normalization()
+    norm.adapt(images)
+    inputs = keras.Input((6, 6, 3))
+    x = layers.RandomFlip("horizontal", seed=1)(norm(inputs))
+    x = layers.GlobalAveragePooling2D()(layers.Conv2D(4, 3, activation="relu")(x))
+    model = keras.Model(inputs, layers.Dense(1, activation="sigmoid")(x))
+    model.compile(optimizer="adam", loss="binary_crossentropy")
+    before = norm.get_weights()
+    history = model.fit(images, labels, batch_size=16, epochs=2, verbose=0)
+    assert np.isfinite(history.history["loss"]).all()
+    for a, b in zip(norm.get_weights(), before):  # fit leaves the adapted statistics alone
+        np.testing.assert_array_equal(a, b)
+    np.testing.assert_array_equal(predict(layers.RandomFlip(), images), images)  # inference: the identity
+    path = str(tmp_path / "augmented.keras")
+    model.save(path)
+    back = keras.models.load_model(path)
+    np.testing.assert_array_equal(back.predict(images, verbose=0), model.predict(images, verbose=0))
+
+
+def test_resizing_and_center_crop_take_keras_arguments():
+    x = np.arange(2 * 4 * 6 * 1, dtype="float32").reshape(2, 4, 6, 1)
+    # Nearest 4x6 -> 2x3: rows floor((i + 0.5) * 2) = 1, 3; columns 1, 3, 5.
+    np.testing.assert_array_equal(predict(layers.Resizing(2, 3, "nearest"), x), x[:, 1::2, 1::2])
+    # Bilinear halving: each output the mean of a 2x2 block (s = 2i + 0.5).
+    blocks = (x[:, 0::2, 0::2] + x[:, 0::2, 1::2] + x[:, 1::2, 0::2] + x[:, 1::2, 1::2]) / 4
+    np.testing.assert_allclose(predict(layers.Resizing(2, 3), x), blocks, rtol=1e-6)
+    np.testing.assert_array_equal(predict(layers.CenterCrop(2, 2), x), x[:, 1:3, 2:4])
+    with pytest.raises(ValueError, match="antialias"):
+        layers.Resizing(2, 3, antialias=True)
