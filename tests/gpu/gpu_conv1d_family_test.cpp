@@ -17,16 +17,10 @@ using namespace lockstep::gpu_test;
 
 namespace {
 
-struct Trained {
-  std::vector<std::vector<float>> weights;
-  std::vector<double> losses;
-  std::string jit_reason;  // why a step ran eagerly: "" where it was captured
-};
-
 // (10, 3) sequences -> Conv1D(strides 2) -> Conv1DTranspose(strides 2, output_padding) ->
 // Cropping1D -> SeparableConv1D -> DepthwiseConv1D(multiplier 2) -> Dense layers of the new
 // activations -> 3 classes; two epochs.
-Trained train_sequence_model(JitCompile mode, const std::string& devices) {
+FitRun train_sequence_model(JitCompile mode, const std::string& devices) {
   constexpr std::int64_t n = 32, steps = 10, classes = 3;
   const Tensor x = test::random_uniform(Shape{n, steps, 3}, 7, -2.0f, 2.0f);
   std::vector<std::int64_t> labels(static_cast<std::size_t>(n));
@@ -48,14 +42,7 @@ Trained train_sequence_model(JitCompile mode, const std::string& devices) {
                 layers::Dense(classes, "softmax")});
   m.compile(optimizers::Adam(1e-2), losses::SparseCategoricalCrossentropy(), {"accuracy"});
   m.set_jit_compile(mode);
-  ::testing::internal::CaptureStderr();
-  const History h = m.fit(x, y, {.epochs = 2, .batch_size = 8, .shuffle = false, .verbose = 0});
-  (void)::testing::internal::GetCapturedStderr();
-  Trained t;
-  for (const auto& var : m.variables()) t.weights.push_back(var.read_value().to_vector<float>());
-  t.losses = h.history.at("loss");
-  t.jit_reason = m.jit_compile_reason();
-  return t;
+  return fit_quietly(m, x, y);
 }
 
 }  // namespace
@@ -64,24 +51,13 @@ TEST(GpuConv1DFamily, ASequenceModelTrainsAsOnTheCpuCapturedOrNot) {
   LOCKSTEP_REQUIRE_GPU();
   const std::string refusal = step_capture_refusal(Device::parse("gpu:0"));
   if (!refusal.empty()) GTEST_SKIP() << "gpu:0 cannot capture: " << refusal;
-  const Trained captured = train_sequence_model(JitCompile::kOn, "gpu:0");
-  const Trained eager = train_sequence_model(JitCompile::kOff, "gpu:0");
-  EXPECT_EQ(captured.jit_reason, "");
-  EXPECT_EQ(captured.weights, eager.weights);
-  EXPECT_EQ(captured.losses, eager.losses);
-  const Trained cpu = train_sequence_model(JitCompile::kOff, "cpu:0");
-  ASSERT_NO_FATAL_FAILURE(assert_weights_near_cpu(eager.weights, cpu.weights));
-  for (std::size_t e = 0; e < cpu.losses.size(); ++e)
-    EXPECT_NEAR(eager.losses[e], cpu.losses[e], 1e-5 * cpu.losses[e]);
+  const FitRun eager = expect_capture_changes_nothing(train_sequence_model, "gpu:0");
+  ASSERT_NO_FATAL_FAILURE(assert_near_cpu(eager, train_sequence_model(JitCompile::kOff, "cpu:0")));
 }
 
 TEST(GpuConv1DFamily, TwoReplicasTrainAsOneCapturedOrNot) {
   LOCKSTEP_REQUIRE_GPU();
   const std::string refusal = step_capture_refusal(Device::parse("gpu:0"));
   if (!refusal.empty()) GTEST_SKIP() << "gpu:0 cannot capture: " << refusal;
-  const Trained captured = train_sequence_model(JitCompile::kOn, "gpu:0x2");
-  const Trained eager = train_sequence_model(JitCompile::kOff, "gpu:0x2");
-  EXPECT_EQ(captured.jit_reason, "");
-  EXPECT_EQ(captured.weights, eager.weights);
-  EXPECT_EQ(captured.losses, eager.losses);
+  expect_capture_changes_nothing(train_sequence_model, "gpu:0x2");
 }

@@ -18,16 +18,10 @@ using lockstep::layers::Pair;
 
 namespace {
 
-struct Trained {
-  std::vector<std::vector<float>> weights;
-  std::vector<double> losses;
-  std::string jit_reason;  // why a step ran eagerly: "" where it was captured
-};
-
 // (8, 8, 1) images -> Conv2D -> MaxPooling2D -> Conv2DTranspose(strides 2) beside UpSampling2D
 // (nearest and bilinear) and the cropped input, concatenated -> Conv2DTranspose(output_padding)
 // -> Cropping2D -> Conv2D(1, sigmoid); mean squared error against the input, two epochs.
-Trained train_unet(JitCompile mode, const std::string& devices) {
+FitRun train_unet(JitCompile mode, const std::string& devices) {
   constexpr std::int64_t n = 32, side = 8;
   const Tensor x = test::random_uniform(Shape{n, side, side, 1}, 5, 0.0f, 1.0f);
   MirroredStrategy strategy({.devices = {devices}});
@@ -51,14 +45,7 @@ Trained train_unet(JitCompile mode, const std::string& devices) {
   Functional m(in, call(layers::Conv2D(1, {3, 3}, "sigmoid", "same", {2, 2}), cropped));
   m.compile(optimizers::Adam(1e-2), losses::MeanSquaredError());
   m.set_jit_compile(mode);
-  ::testing::internal::CaptureStderr();
-  const History h = m.fit(x, x, {.epochs = 2, .batch_size = 8, .shuffle = false, .verbose = 0});
-  (void)::testing::internal::GetCapturedStderr();
-  Trained t;
-  for (const auto& var : m.variables()) t.weights.push_back(var.read_value().to_vector<float>());
-  t.losses = h.history.at("loss");
-  t.jit_reason = m.jit_compile_reason();
-  return t;
+  return fit_quietly(m, x, x);
 }
 
 }  // namespace
@@ -67,24 +54,13 @@ TEST(GpuDecoderLayers, AUNetTrainsAsOnTheCpuCapturedOrNot) {
   LOCKSTEP_REQUIRE_GPU();
   const std::string refusal = step_capture_refusal(Device::parse("gpu:0"));
   if (!refusal.empty()) GTEST_SKIP() << "gpu:0 cannot capture: " << refusal;
-  const Trained captured = train_unet(JitCompile::kOn, "gpu:0");
-  const Trained eager = train_unet(JitCompile::kOff, "gpu:0");
-  EXPECT_EQ(captured.jit_reason, "");
-  EXPECT_EQ(captured.weights, eager.weights);
-  EXPECT_EQ(captured.losses, eager.losses);
-  const Trained cpu = train_unet(JitCompile::kOff, "cpu:0");
-  ASSERT_NO_FATAL_FAILURE(assert_weights_near_cpu(eager.weights, cpu.weights));
-  for (std::size_t e = 0; e < cpu.losses.size(); ++e)
-    EXPECT_NEAR(eager.losses[e], cpu.losses[e], 1e-5 * cpu.losses[e]);
+  const FitRun eager = expect_capture_changes_nothing(train_unet, "gpu:0");
+  ASSERT_NO_FATAL_FAILURE(assert_near_cpu(eager, train_unet(JitCompile::kOff, "cpu:0")));
 }
 
 TEST(GpuDecoderLayers, TwoReplicasTrainAsOneCapturedOrNot) {
   LOCKSTEP_REQUIRE_GPU();
   const std::string refusal = step_capture_refusal(Device::parse("gpu:0"));
   if (!refusal.empty()) GTEST_SKIP() << "gpu:0 cannot capture: " << refusal;
-  const Trained captured = train_unet(JitCompile::kOn, "gpu:0x2");
-  const Trained eager = train_unet(JitCompile::kOff, "gpu:0x2");
-  EXPECT_EQ(captured.jit_reason, "");
-  EXPECT_EQ(captured.weights, eager.weights);
-  EXPECT_EQ(captured.losses, eager.losses);
+  expect_capture_changes_nothing(train_unet, "gpu:0x2");
 }

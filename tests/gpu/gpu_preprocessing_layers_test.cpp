@@ -18,13 +18,7 @@ using namespace lockstep::gpu_test;
 
 namespace {
 
-struct Trained {
-  std::vector<std::vector<float>> weights;
-  std::vector<double> losses;
-  std::string jit_reason;
-};
-
-Trained train_augmented(JitCompile mode, const std::string& devices) {
+FitRun train_augmented(JitCompile mode, const std::string& devices) {
   constexpr std::int64_t n = 32, side = 6;
   const Tensor x =
       add_scalar(scale(test::random_uniform(Shape{n, side, side, 3}, 5, 0.0f, 1.0f), 50.0f), 20.0f);
@@ -42,14 +36,7 @@ Trained train_augmented(JitCompile mode, const std::string& devices) {
   Functional m(in, call(layers::Dense(2), call(layers::GlobalAveragePooling2D(), conv)));
   m.compile(optimizers::Adam(1e-2), losses::MeanSquaredError());
   m.set_jit_compile(mode);
-  ::testing::internal::CaptureStderr();
-  const History h = m.fit(x, y, {.epochs = 2, .batch_size = 8, .shuffle = false, .verbose = 0});
-  (void)::testing::internal::GetCapturedStderr();
-  Trained t;
-  for (const auto& var : m.variables()) t.weights.push_back(var.read_value().to_vector<float>());
-  t.losses = h.history.at("loss");
-  t.jit_reason = m.jit_compile_reason();
-  return t;
+  return fit_quietly(m, x, y);
 }
 
 }  // namespace
@@ -58,24 +45,13 @@ TEST(GpuPreprocessingLayers, TheyTrainAsOnTheCpuCapturedOrNot) {
   LOCKSTEP_REQUIRE_GPU();
   const std::string refusal = step_capture_refusal(Device::parse("gpu:0"));
   if (!refusal.empty()) GTEST_SKIP() << "gpu:0 cannot capture: " << refusal;
-  const Trained captured = train_augmented(JitCompile::kOn, "gpu:0");
-  const Trained eager = train_augmented(JitCompile::kOff, "gpu:0");
-  EXPECT_EQ(captured.jit_reason, "");
-  EXPECT_EQ(captured.weights, eager.weights);
-  EXPECT_EQ(captured.losses, eager.losses);
-  const Trained cpu = train_augmented(JitCompile::kOff, "cpu:0");
-  ASSERT_NO_FATAL_FAILURE(assert_weights_near_cpu(eager.weights, cpu.weights));
-  for (std::size_t e = 0; e < cpu.losses.size(); ++e)
-    EXPECT_NEAR(eager.losses[e], cpu.losses[e], 1e-5 * cpu.losses[e]);
+  const FitRun eager = expect_capture_changes_nothing(train_augmented, "gpu:0");
+  ASSERT_NO_FATAL_FAILURE(assert_near_cpu(eager, train_augmented(JitCompile::kOff, "cpu:0")));
 }
 
 TEST(GpuPreprocessingLayers, TwoReplicasTrainAsOneCapturedOrNot) {
   LOCKSTEP_REQUIRE_GPU();
   const std::string refusal = step_capture_refusal(Device::parse("gpu:0"));
   if (!refusal.empty()) GTEST_SKIP() << "gpu:0 cannot capture: " << refusal;
-  const Trained captured = train_augmented(JitCompile::kOn, "gpu:0x2");
-  const Trained eager = train_augmented(JitCompile::kOff, "gpu:0x2");
-  EXPECT_EQ(captured.jit_reason, "");
-  EXPECT_EQ(captured.weights, eager.weights);
-  EXPECT_EQ(captured.losses, eager.losses);
+  expect_capture_changes_nothing(train_augmented, "gpu:0x2");
 }

@@ -19,15 +19,9 @@ using namespace lockstep::gpu_test;
 
 namespace {
 
-struct Trained {
-  std::vector<std::vector<float>> weights;
-  std::vector<double> losses;
-  std::string jit_reason;  // why a step ran eagerly: "" where it was captured
-};
-
 // (8, 6) sequences -> SpatialDropout1D -> Dense -> GroupNormalization -> AlphaDropout ->
 // UnitNormalization [-> GaussianNoise -> GaussianDropout] -> Flatten -> Dense(3, softmax); two epochs.
-Trained train(JitCompile mode, const std::string& devices, bool gaussian) {
+FitRun train(JitCompile mode, const std::string& devices, bool gaussian) {
   constexpr std::int64_t n = 32;
   const Tensor x = test::random_uniform(Shape{n, 8, 6}, 5, -2.0f, 2.0f);
   std::vector<std::int64_t> yv(n);
@@ -48,20 +42,7 @@ Trained train(JitCompile mode, const std::string& devices, bool gaussian) {
   Sequential m(stack, "regularized");
   m.compile(optimizers::Adam(1e-2), losses::SparseCategoricalCrossentropy());
   m.set_jit_compile(mode);
-  ::testing::internal::CaptureStderr();
-  History h;
-  try {
-    h = m.fit(x, y, {.epochs = 2, .batch_size = 8, .shuffle = false, .verbose = 0});
-  } catch (...) {
-    (void)::testing::internal::GetCapturedStderr();
-    throw;
-  }
-  (void)::testing::internal::GetCapturedStderr();
-  Trained t;
-  for (const auto& var : m.variables()) t.weights.push_back(var.read_value().to_vector<float>());
-  t.losses = h.history.at("loss");
-  t.jit_reason = m.jit_compile_reason();
-  return t;
+  return fit_quietly(m, x, y);
 }
 
 }  // namespace
@@ -70,23 +51,18 @@ TEST(GpuRegularizationLayers, SpatialAndAlphaDropoutAndTheNormalisationsTrainAsO
   LOCKSTEP_REQUIRE_GPU();
   const std::string refusal = step_capture_refusal(Device::parse("gpu:0"));
   if (!refusal.empty()) GTEST_SKIP() << "gpu:0 cannot capture: " << refusal;
-  const Trained captured = train(JitCompile::kOn, "gpu:0", false);
-  const Trained eager = train(JitCompile::kOff, "gpu:0", false);
-  EXPECT_EQ(captured.jit_reason, "");
-  EXPECT_EQ(captured.weights, eager.weights);
-  EXPECT_EQ(captured.losses, eager.losses);
-  const Trained cpu = train(JitCompile::kOff, "cpu:0", false);
-  ASSERT_NO_FATAL_FAILURE(assert_weights_near_cpu(eager.weights, cpu.weights));
-  for (std::size_t e = 0; e < cpu.losses.size(); ++e) EXPECT_NEAR(eager.losses[e], cpu.losses[e], 1e-5 * cpu.losses[e]);
+  const auto without_noise = [](JitCompile mode, const std::string& devices) { return train(mode, devices, false); };
+  const FitRun eager = expect_capture_changes_nothing(without_noise, "gpu:0");
+  ASSERT_NO_FATAL_FAILURE(assert_near_cpu(eager, without_noise(JitCompile::kOff, "cpu:0")));
 }
 
 TEST(GpuRegularizationLayers, GaussianNoiseStepsRunEagerlySayingWhyAndTrainAsOnTheCpu) {
   LOCKSTEP_REQUIRE_GPU();
-  const Trained gpu = train(JitCompile::kAuto, "gpu:0", true);
+  const FitRun gpu = train(JitCompile::kAuto, "gpu:0", true);
   EXPECT_NE(gpu.jit_reason.find("standard_normal_like"), std::string::npos) << gpu.jit_reason;
   // jit_compile=True refuses the step, naming the op.
   const std::string refused = message_of([] { (void)train(JitCompile::kOn, "gpu:0", true); });
   EXPECT_NE(refused.find("standard_normal_like"), std::string::npos) << refused;
-  const Trained cpu = train(JitCompile::kOff, "cpu:0", true);
+  const FitRun cpu = train(JitCompile::kOff, "cpu:0", true);
   ASSERT_NO_FATAL_FAILURE(assert_weights_near_cpu(gpu.weights, cpu.weights));
 }

@@ -70,4 +70,52 @@ inline void assert_weights_near_cpu(const std::vector<std::vector<float>>& gpu,
   }
 }
 
+/// What a GPU model test compares after fit: the weights, each epoch's loss, and why a step ran
+/// eagerly ("" where it was captured).
+struct FitRun {
+  std::vector<std::vector<float>> weights;
+  std::vector<double> losses;
+  std::string jit_reason;
+};
+
+/// The model tests' fit: `m` (compiled, its jit_compile set) for 2 epochs of 8 unshuffled, its
+/// progress lines swallowed (restored before an exception leaves); what FitRun holds.
+inline FitRun fit_quietly(Model& m, const Tensor& x, const Tensor& y) {
+  ::testing::internal::CaptureStderr();
+  History h;
+  try {
+    h = m.fit(x, y, {.epochs = 2, .batch_size = 8, .shuffle = false, .verbose = 0});
+  } catch (...) {
+    (void)::testing::internal::GetCapturedStderr();
+    throw;
+  }
+  (void)::testing::internal::GetCapturedStderr();
+  FitRun t;
+  for (const auto& var : m.variables()) t.weights.push_back(var.read_value().to_vector<float>());
+  t.losses = h.history.at("loss");
+  t.jit_reason = m.jit_compile_reason();
+  return t;
+}
+
+/// train(mode, devices) with jit_compile on and off on `devices`: the step was captured and both
+/// give the same bits. Returns the eager run.
+template <typename Train>
+FitRun expect_capture_changes_nothing(Train&& train, const std::string& devices) {
+  const FitRun captured = train(JitCompile::kOn, devices);
+  const FitRun eager = train(JitCompile::kOff, devices);
+  EXPECT_EQ(captured.jit_reason, "");
+  EXPECT_EQ(captured.weights, eager.weights);
+  EXPECT_EQ(captured.losses, eager.losses);
+  return eager;
+}
+
+/// A GPU run near the CPU's: assert_weights_near_cpu, and each epoch's loss within 1e-5 of it
+/// (relative). Call it inside ASSERT_NO_FATAL_FAILURE.
+inline void assert_near_cpu(const FitRun& gpu, const FitRun& cpu) {
+  ASSERT_NO_FATAL_FAILURE(assert_weights_near_cpu(gpu.weights, cpu.weights));
+  ASSERT_EQ(gpu.losses.size(), cpu.losses.size());
+  for (std::size_t e = 0; e < cpu.losses.size(); ++e)
+    EXPECT_NEAR(gpu.losses[e], cpu.losses[e], 1e-5 * cpu.losses[e]) << "epoch " << e;
+}
+
 }  // namespace lockstep::gpu_test
