@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "lockstep/layers/layer_registry.hpp"
+#include "nn/random_draws.hpp"
 
 namespace lockstep::layers {
 
@@ -66,12 +67,7 @@ void DropoutLayer::build_impl(const Shape&, std::uint64_t seed) { stream_ = seed
 
 Tensor DropoutLayer::call(const Tensor& x, const CallContext& ctx) const {
   if (!ctx.training || rate_ == 0.0f) return x;
-  return dropout(x, rate_,
-                 DropoutKey{.seed = ctx.seed,
-                            .stream = stream_,
-                            .step = ctx.step,
-                            .first_example = ctx.first_example,
-                            .step_block = ctx.step_block});
+  return dropout(x, rate_, random_key(ctx, stream_));
 }
 
 ActivationLayer::ActivationLayer(const std::string& activation, std::string name)

@@ -10,6 +10,7 @@
 
 #include "lockstep/layers/layer_registry.hpp"
 #include "lockstep/tensor/device_constant.hpp"
+#include "nn/random_draws.hpp"
 
 namespace lockstep::layers {
 
@@ -304,16 +305,7 @@ Tensor RandomFlipLayer::call(const Tensor& x_in, const CallContext& ctx) const {
   const DType dt = x.dtype();
   // One coin per example from Dropout's generator: a unit of an all-ones (n, 1) kept (2, nonzero)
   // or dropped (0) with probability 1/2, where kept is flipped.
-  const Tensor ones =
-      device_constant({"RandomFlip ones: dtype", {static_cast<std::int64_t>(dt)}}, n, [&](std::int64_t rows) {
-        return Tensor::ones(Shape{rows, 1}).to(dt);
-      });
-  const Tensor coins = dropout(ones, 0.5f,
-                               DropoutKey{.seed = ctx.seed,
-                                          .stream = stream_,
-                                          .step = ctx.step,
-                                          .first_example = ctx.first_example,
-                                          .step_block = ctx.step_block});
+  const Tensor coins = kept_units(n, 1, dt, 0.5f, random_key(ctx, stream_));
   const bool hz = horizontal_, vt = vertical_;
   const Tensor index =
       device_constant({"RandomFlip rows: h, w, horizontal, vertical", {h, w, hz ? 1 : 0, vt ? 1 : 0}}, n,

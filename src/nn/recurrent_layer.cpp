@@ -5,6 +5,7 @@
 
 #include "lockstep/layers/recurrent_layers.hpp"
 #include "lockstep/tensor/device_constant.hpp"
+#include "nn/random_draws.hpp"
 
 namespace lockstep::layers {
 
@@ -84,12 +85,8 @@ RecurrentResult RecurrentLayer::run(const Tensor& x, const Tensor& mask, const s
     std::vector<Tensor> out;
     if (!ctx.training || rate == 0.0f) return out;
     for (int g = 0; g < count; ++g)
-      out.push_back(dropout(Tensor::ones(Shape{batch, width}, dt), rate,
-                            DropoutKey{.seed = ctx.seed,
-                                       .stream = mix_seed(dropout_stream_, which * 16 + static_cast<std::uint64_t>(g)),
-                                       .step = ctx.step,
-                                       .first_example = ctx.first_example,
-                                       .step_block = ctx.step_block}));
+      out.push_back(kept_units(batch, width, dt, rate,
+                               random_key(ctx, mix_seed(dropout_stream_, which * 16 + static_cast<std::uint64_t>(g)))));
     return out;
   };
   const std::int64_t features = x.dim(2);

@@ -5,26 +5,12 @@
 
 #include "lockstep/layers/layer_registry.hpp"
 #include "lockstep/tensor/ops_random.hpp"
+#include "nn/random_draws.hpp"
 
 namespace lockstep::layers {
 
 namespace {
 using nlohmann::json;
-
-DropoutKey key_of(const CallContext& ctx, std::uint64_t stream) {
-  return DropoutKey{.seed = ctx.seed,
-                    .stream = stream,
-                    .step = ctx.step,
-                    .first_example = ctx.first_example,
-                    .step_block = ctx.step_block};
-}
-
-// Dropout's kept-unit mask for `units` units of each example of x (rows: x's first axis), from
-// the dropout kernel itself: 1 / (1 - rate) where unit u of the example is kept, 0 where it is
-// dropped, in x's dtype on x's device, shape (rows, units). Not recorded (a constant).
-Tensor dropout_mask(const Tensor& x, std::int64_t units, float rate, const DropoutKey& key) {
-  return dropout(Tensor::ones(Shape{x.dim(0), units}, x.dtype()), rate, key);
-}
 
 float rate_from(const json& c) { return c.at("rate").get<float>(); }
 
@@ -69,7 +55,7 @@ Tensor SpatialDropoutLayer::call(const Tensor& x, const CallContext& ctx) const 
   std::vector<std::int64_t> noise(in.rank(), 1);
   noise[0] = in.dim(0);
   noise[first ? 1 : in.rank() - 1] = channels;
-  const Tensor mask = dropout_mask(in, channels, rate_, key_of(ctx, stream_)).reshape(Shape(std::move(noise)));
+  const Tensor mask = kept_units(in.dim(0), channels, in.dtype(), rate_, random_key(ctx, stream_)).reshape(Shape(std::move(noise)));
   return mul(in, mask);
 }
 
@@ -102,7 +88,7 @@ Tensor GaussianNoiseLayer::call(const Tensor& x, const CallContext& ctx) const {
   const Tensor in = autocast(x);
   if (!ctx.training || stddev_ == 0.0f) return in;
   // inputs + normal(shape, mean=0, stddev)
-  return add(in, scale(standard_normal_like(in, key_of(ctx, stream_)), stddev_));
+  return add(in, scale(standard_normal_like(in, random_key(ctx, stream_)), stddev_));
 }
 
 json GaussianNoiseLayer::get_config() const {
@@ -127,7 +113,7 @@ Tensor GaussianDropoutLayer::call(const Tensor& x, const CallContext& ctx) const
   if (!ctx.training || rate_ == 0.0f) return in;
   // inputs * normal(shape, mean=1, stddev=sqrt(rate / (1 - rate)))
   const float stddev = static_cast<float>(std::sqrt(static_cast<double>(rate_) / (1.0 - static_cast<double>(rate_))));
-  return mul(in, add_scalar(scale(standard_normal_like(in, key_of(ctx, stream_)), stddev), 1.0f));
+  return mul(in, add_scalar(scale(standard_normal_like(in, random_key(ctx, stream_)), stddev), 1.0f));
 }
 
 json GaussianDropoutLayer::get_config() const {
@@ -182,7 +168,7 @@ Tensor AlphaDropoutLayer::call(const Tensor& x, const CallContext& ctx) const {
     if (noise_shape_[i] != -1) noise[i] = noise_shape_[i];
   std::int64_t units = 1;
   for (std::size_t i = 1; i < noise.size(); ++i) units *= noise[i];
-  const Tensor mask = dropout_mask(in, units, rate_, key_of(ctx, stream_));
+  const Tensor mask = kept_units(in.dim(0), units, in.dtype(), rate_, random_key(ctx, stream_));
   const Tensor kept = not_equal(mask, Tensor::zeros(Shape{}, mask.dtype())).reshape(Shape(std::move(noise)));
   // Keras: x = inputs * kept + alpha_p * (1 - kept); a * x + b, with alpha_p = -alpha * scale of SELU.
   const double alpha = 1.6732632423543772848170429916717, selu_scale = 1.0507009873554804934193349852946;

@@ -1,0 +1,21 @@
+#include "nn/random_draws.hpp"
+
+#include "lockstep/tensor/device_constant.hpp"
+
+namespace lockstep::layers {
+
+DropoutKey random_key(const CallContext& ctx, std::uint64_t stream) {
+  return DropoutKey{.seed = ctx.seed,
+                    .stream = stream,
+                    .step = ctx.step,
+                    .first_example = ctx.first_example,
+                    .step_block = ctx.step_block};
+}
+
+Tensor kept_units(std::int64_t rows, std::int64_t units, DType dtype, float rate, const DropoutKey& key) {
+  const Tensor ones = device_constant({"kept_units ones: units, dtype", {units, static_cast<std::int64_t>(dtype)}},
+                                      rows, [&](std::int64_t n) { return Tensor::ones(Shape{n, units}).to(dtype); });
+  return dropout(ones, rate, key);
+}
+
+}  // namespace lockstep::layers

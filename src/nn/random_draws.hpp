@@ -1,0 +1,23 @@
+#pragma once
+// The random draws of layers (Dropout and its recurrent, spatial and alpha forms, RandomFlip,
+// the noise layers), owned here: which key a call draws with, and dropout's kept-unit mask.
+#include <cstdint>
+
+#include "lockstep/layers/layer.hpp"
+#include "lockstep/tensor/ops.hpp"
+
+namespace lockstep::layers {
+
+/// The key of the draws of the layer whose stream is `stream` in the call `ctx`: the model's
+/// seed, the step (on the device where the call has a step block, so a captured step replays
+/// with each step's draws) and the global index of the batch's first example, so that replicas
+/// draw what one device draws for the same examples.
+DropoutKey random_key(const CallContext& ctx, std::uint64_t stream);
+
+/// Dropout's kept-unit mask of `rows` examples of `units` units each: 1 / (1 - rate) where a
+/// unit is kept, 0 where it is dropped, in `dtype` on the current device, shape (rows, units).
+/// Drawn by the dropout kernel from a kept constant of ones, so a step makes no fill and its
+/// capture replays the draw. Not recorded (a constant).
+Tensor kept_units(std::int64_t rows, std::int64_t units, DType dtype, float rate, const DropoutKey& key);
+
+}  // namespace lockstep::layers
