@@ -156,7 +156,8 @@ bool is_identity(const ResizeWeights& a, std::int64_t in, std::int64_t out) {
 
 // One axis: x viewed as (rows, in, inner) becomes (rows, out, inner). The taps' rows are gathered
 // at once, (rows, out, taps, inner), weighted by the (out, taps, 1) constant and summed over the
-// taps; gather_rows' gradient scatter-adds into x.
+// taps; gather_rows' gradient scatter-adds into x. The index constant holds rows * out * taps
+// entries: callers keep `rows` to the examples (or 1), so that it stays small.
 Tensor resize_axis(const Tensor& x, std::int64_t rows, std::int64_t in, std::int64_t out, std::int64_t inner,
                    Interpolation method) {
   const ResizeWeights& a = kept_weights(in, out, method);
@@ -164,6 +165,7 @@ Tensor resize_axis(const Tensor& x, std::int64_t rows, std::int64_t in, std::int
   if (is_identity(a, in, out)) return reshape(x, blocks);
   const std::int64_t taps = a.taps;
   const auto m = static_cast<std::int64_t>(method);
+  const DType dt = x.dtype();
   const Tensor index =
       device_constant({"resize_images rows: in, out, method", {in, out, m}}, rows, [&](std::int64_t n) {
         std::vector<std::int64_t> v(static_cast<std::size_t>(n * out * taps));
@@ -175,7 +177,6 @@ Tensor resize_axis(const Tensor& x, std::int64_t rows, std::int64_t in, std::int
   const Tensor gathered = gather_rows(reshape(x, Shape{rows * in, inner}), index);
   if (taps == 1 && std::all_of(a.weight.begin(), a.weight.end(), [](float w) { return w == 1.0f; }))
     return reshape(gathered, blocks);
-  const DType dt = x.dtype();
   const Tensor weight = device_constant(
       {"resize_images weights: in, out, method, dtype", {in, out, m, static_cast<std::int64_t>(dt)}}, out,
       [&](std::int64_t n) {
@@ -185,6 +186,24 @@ Tensor resize_axis(const Tensor& x, std::int64_t rows, std::int64_t in, std::int
       });
   const Tensor weighted = mul(reshape(gathered, Shape{rows, out, taps, inner}), weight);
   return taps == 1 ? reshape(weighted, blocks) : sum(weighted, 2);
+}
+
+// The height of images x (n, h, w, c): each example's rows, (n, h, w * c) -> (n, out, w * c).
+Tensor resize_height(const Tensor& x, std::int64_t out, Interpolation method) {
+  const std::int64_t n = x.dim(0), w = x.dim(2), c = x.dim(3);
+  return reshape(resize_axis(x, n, x.dim(1), out, w * c, method), Shape{n, out, w, c});
+}
+
+// The width of images x (n, h, w, c), the columns made the outer axis, (w, n * h * c): an index
+// per example and row would hold n * h * out * taps entries (past device_constant's budget for
+// a batch of large images), this one out * taps.
+Tensor resize_width(const Tensor& x, std::int64_t out, Interpolation method) {
+  const std::int64_t n = x.dim(0), h = x.dim(1), w = x.dim(2), c = x.dim(3);
+  const ResizeWeights& a = kept_weights(w, out, method);
+  if (is_identity(a, w, out)) return x;
+  const Tensor columns = transpose(reshape(x, Shape{n * h, w, c}), {1, 0, 2});  // (w, n * h, c)
+  const Tensor resized = resize_axis(columns, 1, w, out, n * h * c, method);    // (1, out, n * h * c)
+  return reshape(transpose(reshape(resized, Shape{out, n * h, c}), {1, 0, 2}), Shape{n, h, out, c});
 }
 }  // namespace
 
@@ -249,12 +268,8 @@ Tensor resize_images(const Tensor& x, std::int64_t out_h, std::int64_t out_w, In
     return reshape(gather_rows(reshape(x, Shape{n * h * w, c}), index), out);
   }
   // The axis that leaves the smaller intermediate first.
-  if (h * out_w <= out_h * w) {
-    const Tensor across = resize_axis(x, n * h, w, out_w, c, method);          // (n * h, out_w, c)
-    return reshape(resize_axis(across, n, h, out_h, out_w * c, method), out);  // (n, out_h, out_w * c)
-  }
-  const Tensor down = resize_axis(x, n, h, out_h, w * c, method);          // (n, out_h, w * c)
-  return reshape(resize_axis(down, n * out_h, w, out_w, c, method), out);  // (n * out_h, out_w, c)
+  if (h * out_w <= out_h * w) return resize_height(resize_width(x, out_w, method), out_h, method);
+  return resize_width(resize_height(x, out_h, method), out_w, method);
 }
 
 }  // namespace lockstep::layers

@@ -43,11 +43,12 @@ struct ResizeWeights {
 ResizeWeights resize_weights(std::int64_t in, std::int64_t out, Interpolation method);
 
 /// NHWC images x (N, H, W, C) resized to (N, out_h, out_w, C) by `method`: separably, one axis
-/// after the other (the one that shrinks the intermediate first), each a gather of its taps'
-/// rows from kept index constants and a weighted sum by a kept weight constant (device_constant),
-/// so recorded ops carry the gradients, on the CPU and the GPU alike, and captured steps copy
-/// nothing. Nearest is one gather of whole pixels. An axis that keeps its size where the method
-/// maps each output to its input alone is not computed.
+/// after the other (the one that leaves the smaller intermediate first), each a gather of all its
+/// taps' rows by a kept index constant, a multiply by a kept weight constant and a sum over the
+/// taps (device_constant: captured steps copy nothing), the width's with the columns made the
+/// outer axis by a transpose, so that its index is the columns' alone, not every row's. Recorded
+/// ops carry the gradients, on the CPU and the GPU alike. Nearest is one gather of whole pixels.
+/// An axis that keeps its size where the method maps each output to its input alone is not computed.
 Tensor resize_images(const Tensor& x, std::int64_t out_h, std::int64_t out_w, Interpolation method);
 
 }  // namespace lockstep::layers
