@@ -14,6 +14,8 @@
 #include "common/error_message.hpp"
 #include "lockstep/layers/conv_layers.hpp"
 #include "lockstep/layers/image_preprocessing_layers.hpp"
+#include "lockstep/tensor/compute_context.hpp"
+#include "lockstep/tensor/device_constant.hpp"
 #include "lockstep/tensor/ops.hpp"
 
 namespace lockstep {
@@ -188,6 +190,17 @@ TEST(ResizeImages, BothLayersResizeAlikeAndRefuseOtherNamesListingKeras) {
     EXPECT_NE(msg.find("\"nearest\", \"bilinear\", \"bicubic\", \"lanczos3\""), std::string::npos) << msg;
   }
   EXPECT_VALUE_ERROR(layers::Resizing(3, 3, "Bilinear"), "interpolation 'Bilinear'");
+}
+
+// A batch of large images keeps small constants: the width's index is the columns' alone (not
+// every example's and row's, which for lanczos5's 11 taps here would be 8 * 224 * 160 * 11 int64,
+// 25 MB, and for a larger batch past device_constant's budget), the height's one per example.
+TEST(ResizeImages, LargeImagesKeepSmallConstants) {
+  const Device here = context_device(current_compute_context());
+  const std::uint64_t before = device_constant_bytes(here);
+  const Tensor x = Tensor::zeros(Shape{8, 224, 224, 1}, DType::kF32);
+  EXPECT_EQ(layers::resize_images(x, 160, 160, Interpolation::kLanczos5).shape(), (Shape{8, 160, 160, 1}));
+  EXPECT_LT(device_constant_bytes(here) - before, std::uint64_t{1} << 20);
 }
 
 TEST(ResizeImages, AnEmptyBatchKeepsItsShape) {
