@@ -16,24 +16,28 @@ Tensor unary_backward(const OpRecord& r, const Tensor& g) {
   return unary_grad(r.type, r.inputs[0], r.output, g, r.f0, r.f1);
 }
 
-G binary_grad(const OpRecord& r, const Tensor& g) {
+// The gradient of each input the tape needs (`needs`): an input that takes none (a constant: a
+// dropout mask, resize weights, a where's zero) costs no product or reduction.
+G binary_grad(const OpRecord& r, const Tensor& g, const std::array<bool, 3>& needs) {
   const Tensor& a = r.inputs[0];
   const Tensor& b = r.inputs[1];
+  const auto each = [&](auto ga, auto gb) -> G {
+    return {needs[0] ? sum_to_shape(ga(), a.shape()) : Tensor(), needs[1] ? sum_to_shape(gb(), b.shape()) : Tensor(),
+            {}};
+  };
   switch (r.type) {
-    case OpType::kAdd: return {sum_to_shape(g, a.shape()), sum_to_shape(g, b.shape()), {}};
-    case OpType::kSub: return {sum_to_shape(g, a.shape()), sum_to_shape(neg(g), b.shape()), {}};
-    case OpType::kMul: return {sum_to_shape(mul(g, b), a.shape()), sum_to_shape(mul(g, a), b.shape()), {}};
+    case OpType::kAdd: return each([&] { return g; }, [&] { return g; });
+    case OpType::kSub: return each([&] { return g; }, [&] { return neg(g); });
+    case OpType::kMul: return each([&] { return mul(g, b); }, [&] { return mul(g, a); });
     case OpType::kDiv: {
-      Tensor ga = div(g, b);
-      Tensor gb = neg(div(mul(ga, a), b));
-      return {sum_to_shape(ga, a.shape()), sum_to_shape(gb, b.shape()), {}};
+      const Tensor ga = div(g, b);  // b's gradient is -ga * a / b
+      return each([&] { return ga; }, [&] { return neg(div(mul(ga, a), b)); });
     }
     case OpType::kMaximum:
     case OpType::kMinimum: {
       // Ties send the gradient to a, as TensorFlow does.
       const Tensor ma = cast(r.type == OpType::kMaximum ? greater_equal(a, b) : less_equal(a, b), g.dtype());
-      const Tensor mb = add_scalar(neg(ma), 1.0f);
-      return {sum_to_shape(mul(g, ma), a.shape()), sum_to_shape(mul(g, mb), b.shape()), {}};
+      return each([&] { return mul(g, ma); }, [&] { return mul(g, add_scalar(neg(ma), 1.0f)); });
     }
     default: break;
   }
@@ -139,7 +143,7 @@ std::array<Tensor, 3> op_backward(const OpRecord& r, const Tensor& g, const std:
     case OpType::kMul:
     case OpType::kDiv:
     case OpType::kMaximum:
-    case OpType::kMinimum: return binary_grad(r, g);
+    case OpType::kMinimum: return binary_grad(r, g, needs);
     case OpType::kWhere: {  // inputs: a, b, the uint8 condition
       const Tensor zero = Tensor::zeros(Shape{}, g.dtype());
       const Tensor& a = r.inputs[0];

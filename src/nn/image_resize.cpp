@@ -6,6 +6,7 @@
 #include <limits>
 #include <map>
 #include <memory>
+#include <new>
 #include <tuple>
 #include <utility>
 
@@ -142,7 +143,15 @@ const ResizeWeights& kept_weights(std::int64_t in, std::int64_t out, Interpolati
   thread_local std::map<std::tuple<std::int64_t, std::int64_t, Interpolation>, std::unique_ptr<ResizeWeights>>
       kept;
   auto& slot = kept[{in, out, method}];
-  if (!slot) slot = std::make_unique<ResizeWeights>(resize_weights(in, out, method));
+  if (!slot) {
+    try {
+      slot = std::make_unique<ResizeWeights>(resize_weights(in, out, method));
+    } catch (const std::bad_alloc&) {  // a size far past any image (a hostile file's)
+      kept.erase({in, out, method});
+      throw ResourceError(detail::concat("resize_images: host memory ran out building the ", interpolation_name(method),
+                                         " weights of ", in, " -> ", out, " pixels"));
+    }
+  }
   return *slot;
 }
 
