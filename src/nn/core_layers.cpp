@@ -187,8 +187,15 @@ Tensor MaskingLayer::compute_mask(const Tensor& x, const Tensor&) const {
   return not_equal(reduce_max(differs, -1), Tensor::zeros(Shape{}, DType::kF32));
 }
 
-Tensor MaskingLayer::call(const Tensor& x, const CallContext&) const {
-  const Tensor keep = compute_mask(x, Tensor());
+Tensor MaskingLayer::call(const Tensor& x, const CallContext& ctx) const {
+  return call_with_output_mask(x, Tensor(), Tensor(), ctx);
+}
+
+Tensor MaskingLayer::call_with_output_mask(const Tensor& x, const Tensor&, const Tensor& output_mask,
+                                           const CallContext&) const {
+  // A model computes the output's mask before the call (compute_mask, whatever x's mask): the
+  // call zeroes its steps rather than compare every feature again.
+  const Tensor keep = output_mask.defined() ? output_mask : compute_mask(x, Tensor());
   std::vector<std::int64_t> steps = keep.shape().dims();
   steps.push_back(1);
   const Tensor in = autocast(x);

@@ -30,6 +30,17 @@ void Layer::check_call_mask(const Shape& mask, const Shape& input) const {
 
 std::string Layer::describe_outputs(const CallOptions&) const { return "its output"; }
 
+void Layer::refuse_other_arguments(const CallSignature& call, const AcceptedArguments& accepted) const {
+  const auto refuse = [&](bool given, bool taken, const char* argument, const char* who) {
+    LOCKSTEP_CHECK(!given || taken, "layer '", name_, "' (", class_name(), ") takes no ", argument, " (", who, ")");
+  };
+  refuse(call.initial_state.has_value(), accepted.initial_state, "initial_state", "SimpleRNN, LSTM and GRU do");
+  refuse(call.attention_mask.has_value(), accepted.attention_mask, "attention_mask", "MultiHeadAttention does");
+  refuse(call.options.use_causal_mask, accepted.use_causal_mask, "use_causal_mask", "MultiHeadAttention does");
+  refuse(call.options.return_attention_scores, accepted.return_attention_scores, "return_attention_scores",
+         "MultiHeadAttention does");
+}
+
 std::vector<Tensor> Layer::call_outputs(const std::vector<Tensor>& inputs, const CallArguments& args,
                                         const CallContext& ctx) const {
   const Tensor mask = args.masks.empty() ? Tensor() : args.masks.front();

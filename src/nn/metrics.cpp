@@ -110,8 +110,9 @@ Tensor Metric::values(const Tensor&, const Tensor&) const {
 
 Tensor Metric::weighted_batch_state(const Tensor& y_true, const Tensor& y_pred, const Tensor& sample_weight) const {
   if (!sample_weight.defined()) return batch_state(y_true, y_pred);
-  const Tensor v = values(y_true, y_pred);
   const Tensor& w = sample_weight;
+  Tensor v = values(y_true, y_pred);
+  if (w.rank() == 2 && w.dim(1) > 1 && v.rank() < 2) v = position_values(y_true, y_pred);
   const std::int64_t b = v.rank() ? v.dim(0) : 1, p = v.rank() == 2 ? v.dim(1) : 1;
   const bool per_example = losses::one_weight_per_example(w) && w.dim(0) == b;
   const bool per_position = p > 1 && w.rank() == 2 && w.dim(0) == b && w.dim(1) == p;
@@ -165,21 +166,35 @@ Tensor SparseCategoricalAccuracy::values(const Tensor& y_true, const Tensor& y_p
   return per_example(accuracy_matches(y_true.reshape({positions}), y_pred.reshape({positions, classes}), false), b);
 }
 
-Tensor Accuracy::values(const Tensor& y_true, const Tensor& y_pred) const {
+namespace {
+// Accuracy's comparisons of y_pred reduced to `rows` of their mean over the last axis of k values
+// (Keras' Mean reducing them to the weights' rank), as (n,) or (n, rows / n).
+Tensor accuracy_means(const std::string& name, const Tensor& y_true, const Tensor& y_pred, std::int64_t k) {
   const std::int64_t n = y_pred.rank() ? y_pred.dim(0) : 1;
   if (n == 0) return Tensor::zeros({0});
-  LOCKSTEP_CHECK(y_true.numel() == y_pred.numel(), name(), ": y_true ", y_true.shape().str(),
+  LOCKSTEP_CHECK(y_true.numel() == y_pred.numel(), name, ": y_true ", y_true.shape().str(),
                  " must hold a value per value of y_pred ", y_pred.shape().str(),
                  " (Accuracy compares them value by value; class scores take \"accuracy\" or categorical_accuracy)");
-  // Keras casts y_true to y_pred's dtype before comparing; float32 holds both after that. Keras'
-  // values are the comparisons themselves, which its Mean reduces to the weights' rank by their
-  // mean: each example's mean, or of (b, d1, ..., k) each position's mean over the last axis, so
-  // that a mask or weight per position weighs its position.
-  const std::int64_t k = y_pred.rank() > 2 ? y_pred.dim(-1) : y_pred.numel() / n;
-  const Shape rows{y_pred.numel() / k, k};
+  // Keras casts y_true to y_pred's dtype before comparing; float32 holds both after that.
+  const Shape rows{k ? y_pred.numel() / k : 0, k};
   const Tensor p = y_pred.to(DType::kF32).reshape(rows);
   const Tensor t = y_true.to(y_pred.dtype()).to(DType::kF32).reshape(rows);
   return per_example(mean(cast(equal(t, p), DType::kF32), -1), n);
+}
+}  // namespace
+
+// Keras' values are the comparisons themselves, which its Mean reduces to the weights' rank by
+// their mean (reduction_metrics.py, reduce_to_samplewise_values): without weights or with one per
+// example, each example's mean; of (b, d1, ..., k), each position's mean over the last axis, which
+// a weight per position (b, d1) weighs; of (b, steps), each step's comparison for such a weight
+// (position_values: Embedding(mask_zero=True)'s mask or Masking's on a sequence output).
+Tensor Accuracy::values(const Tensor& y_true, const Tensor& y_pred) const {
+  const std::int64_t n = y_pred.rank() ? y_pred.dim(0) : 1;
+  return accuracy_means(name(), y_true, y_pred, y_pred.rank() > 2 ? y_pred.dim(-1) : (n ? y_pred.numel() / n : 0));
+}
+
+Tensor Accuracy::position_values(const Tensor& y_true, const Tensor& y_pred) const {
+  return accuracy_means(name(), y_true, y_pred, y_pred.rank() > 2 ? y_pred.dim(-1) : 1);
 }
 
 Tensor Accuracy::batch_state(const Tensor& y_true, const Tensor& y_pred) const {

@@ -186,6 +186,14 @@ std::string MultiHeadAttentionLayer::describe_outputs(const CallOptions& options
                                          : Layer::describe_outputs(options);
 }
 
+void MultiHeadAttentionLayer::check_call_arguments(const CallSignature& call) const {
+  refuse_other_arguments(call, {.attention_mask = true, .use_causal_mask = true, .return_attention_scores = true});
+  if (!call.attention_mask) return;
+  const Shape want{-1, call.inputs[0][1], call.inputs[1][1]};
+  LOCKSTEP_CHECK(*call.attention_mask == want, "layer '", name(), "' (", class_name(), ")'s attention_mask must have "
+                 "shape ", want.str(), " (batch, query length, value length), got ", call.attention_mask->str());
+}
+
 std::vector<Shape> MultiHeadAttentionLayer::more_output_shapes(const std::vector<Shape>& inputs,
                                                                const CallOptions& options) const {
   if (!options.return_attention_scores) return {};

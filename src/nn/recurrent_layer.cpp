@@ -194,6 +194,18 @@ std::vector<Shape> RecurrentLayer::more_output_shapes(const std::vector<Shape>& 
   return std::vector<Shape>(output_count(options) - 1, Shape{inputs.front()[0], options_.units});
 }
 
+void RecurrentLayer::check_call_arguments(const CallSignature& call) const {
+  refuse_other_arguments(call, {.initial_state = true});
+  if (!call.initial_state) return;
+  const std::vector<Shape>& states = *call.initial_state;
+  LOCKSTEP_CHECK(states.size() == static_cast<std::size_t>(states_), "layer '", name(), "' (", class_name(), ") has ",
+                 states_, " state(s) but is given ", states.size(), " initial states");
+  const Shape want{-1, options_.units};
+  for (const Shape& h : states)
+    LOCKSTEP_CHECK(h.rank() == 2 && h[1] == options_.units, "layer '", name(), "' (", class_name(), ")'s initial "
+                   "states must have shape (batch, units) = ", want.str(), ", got ", h.str());
+}
+
 std::vector<Tensor> RecurrentLayer::call_outputs(const std::vector<Tensor>& inputs, const CallArguments& args,
                                                  const CallContext& ctx) const {
   RecurrentResult r = run(inputs.front(), args.masks.empty() ? Tensor() : args.masks.front(), args.initial_state, ctx);

@@ -11,8 +11,6 @@
 #include "lockstep/layers/core_layers.hpp"
 #include "lockstep/layers/initializers.hpp"
 #include "lockstep/layers/merge_layers.hpp"
-#include "lockstep/layers/multi_head_attention.hpp"
-#include "lockstep/layers/recurrent_layers.hpp"
 #include "training/layer_config.hpp"
 #include "training/summary_table.hpp"
 
@@ -197,40 +195,34 @@ std::vector<KerasTensor> call_outputs(const layers::LayerPtr& layer, const std::
   node->layer = layer;
   node->inputs = xs;
   node->training = kwargs.training;
-  // The keyword arguments only some layers' calls take: a recurrent layer's initial_state and
-  // MultiHeadAttention's; checked here, where the messages name the call.
-  const auto* rnn = dynamic_cast<const layers::RecurrentLayer*>(layer.get());
+  // The keyword arguments only some layers' calls take (a recurrent layer's initial_state,
+  // MultiHeadAttention's): the layer judges them (Layer::check_call_arguments), by their shapes.
+  layers::CallSignature signature{.inputs = shapes_of(xs), .options = call_options(kwargs)};
   if (const auto* states = kwargs.initial_state) {
-    LOCKSTEP_CHECK(rnn != nullptr, "lockstep::call: ", describe(*layer),
-                   " takes no initial_state (SimpleRNN, LSTM and GRU do)");
-    LOCKSTEP_CHECK(states->size() == static_cast<std::size_t>(rnn->state_count()), "lockstep::call: ", describe(*layer),
-                   " has ", rnn->state_count(), " state(s) but is given ", states->size(), " initial states");
+    signature.initial_state.emplace();
     for (const auto& h : *states) {
       LOCKSTEP_CHECK(h.defined(), "lockstep::call: ", describe(*layer), "'s initial_state holds an undefined tensor");
-      LOCKSTEP_CHECK(h.shape().rank() == 2 && h.shape()[1] == rnn->options().units, "lockstep::call: ",
-                     describe(*layer), "'s initial states must have shape (batch, units) = ",
-                     Shape{-1, rnn->options().units}.str(), ", got ", h.shape().str());
-      node->inputs.push_back(h);
+      signature.initial_state->push_back(h.shape());
     }
+  }
+  if (const KerasTensor* mask = kwargs.attention_mask) {
+    LOCKSTEP_CHECK(mask->defined(), "lockstep::call: ", describe(*layer), "'s attention_mask is undefined");
+    signature.attention_mask = mask->shape();
+  }
+  try {
+    layer->check_call_arguments(signature);
+  } catch (const Error& e) {
+    throw ValueError(std::string("lockstep::call: ") + e.what());
+  }
+  if (const auto* states = kwargs.initial_state) {
+    node->inputs.insert(node->inputs.end(), states->begin(), states->end());
     node->initial_states = states->size();
   }
-  const bool mha = dynamic_cast<const layers::MultiHeadAttentionLayer*>(layer.get()) != nullptr;
-  if (kwargs.return_attention_scores) {
-    LOCKSTEP_CHECK(mha, "lockstep::call: ", describe(*layer), " takes no return_attention_scores (MultiHeadAttention does)");
-    node->return_attention_scores = true;
-  }
-  if (kwargs.use_causal_mask || kwargs.attention_mask) {
-    LOCKSTEP_CHECK(mha, "lockstep::call: ", describe(*layer),
-                   " takes no use_causal_mask or attention_mask (MultiHeadAttention does)");
-    node->use_causal_mask = kwargs.use_causal_mask;
-    if (const KerasTensor* mask = kwargs.attention_mask) {
-      LOCKSTEP_CHECK(mask->defined(), "lockstep::call: ", describe(*layer), "'s attention_mask is undefined");
-      const Shape want{-1, xs[0].shape()[1], xs[1].shape()[1]};
-      LOCKSTEP_CHECK(mask->shape() == want, "lockstep::call: ", describe(*layer), "'s attention_mask must have shape ",
-                     want.str(), " (batch, query length, value length), got ", mask->shape().str());
-      node->attention_mask = true;
-      node->inputs.push_back(*mask);
-    }
+  node->return_attention_scores = kwargs.return_attention_scores;
+  node->use_causal_mask = kwargs.use_causal_mask;
+  if (const KerasTensor* mask = kwargs.attention_mask) {
+    node->attention_mask = true;
+    node->inputs.push_back(*mask);
   }
   if (const KerasTensor* mask = kwargs.mask) {
     LOCKSTEP_CHECK(merge == nullptr && layer->call_takes_mask(), "lockstep::call: ", describe(*layer),
@@ -479,13 +471,13 @@ void Functional::build(const Shape& input_shape) {
 }
 
 Tensor Functional::run_node(const Node& node, const std::vector<Tensor>& values, const std::vector<Tensor>& masks,
-                            const layers::CallContext& ctx, bool logits) const {
+                            const Tensor& output_mask, const layers::CallContext& ctx, bool logits) const {
   if (node.list_call || node.initial_states > 0) return run_node_outputs(node, values, masks, ctx).front();
   const layers::Layer& l = *layers_[node.layer];
   const Tensor& x = values[slot(node, 0)];
   const Tensor& mask = given_mask(node, values, masks);
   if (logits) return l.call_logits(x, ctx);
-  return mask.defined() ? l.call_masked(x, mask, ctx) : l.call(x, ctx);
+  return l.call_with_output_mask(x, mask, output_mask, ctx);
 }
 
 std::vector<Tensor> Functional::run_node_outputs(const Node& node, const std::vector<Tensor>& values,
@@ -578,8 +570,8 @@ void Functional::run_graph(std::span<const Tensor> xs, const layers::CallContext
     else {
       const Node& n = nodes_[i];
       const bool masked = !n.list_call && given_mask(n, values, masks).defined();
-      o = output_in_float32(*layers_[n.layer], [&](bool logits) { return run_node(n, values, masks, ctx_of(n), logits); },
-                            to_loss, masked);
+      const auto run = [&](bool logits) { return run_node(n, values, masks, masks[s], ctx_of(n), logits); };
+      o = output_in_float32(*layers_[n.layer], run, to_loss, masked);
     }
     o.mask = masks[s];
     values[s] = o.output;
@@ -621,7 +613,7 @@ void Functional::run_graph(std::span<const Tensor> xs, const layers::CallContext
       masks[s] = node_mask(node, values, masks);
       if (fused.defined()) values[slot_[++i]] = std::move(fused);
       else if (output_of_[s] >= 0) finish_output(i);
-      else values[s] = run_node(node, values, masks, ctx_of(node), false);
+      else values[s] = run_node(node, values, masks, masks[s], ctx_of(node), false);
     }
     for (std::size_t j : node.inputs)
       if (last_use_[j] == ran)

@@ -9,7 +9,6 @@
 
 #include "lockstep/layers/core_layers.hpp"
 #include "lockstep/layers/layer_registry.hpp"
-#include "lockstep/layers/merge_layers.hpp"
 #include "lockstep/metrics/metric_config.hpp"
 #include "lockstep/training/functional.hpp"
 #include "lockstep/training/sequential.hpp"
@@ -444,9 +443,9 @@ json functional_to_keras(const Functional& model) {
     if (dynamic_cast<const layers::InputLayer*>(&l) != nullptr) return input_layer_to_keras(l.name(), l.input_shape());
     return layer_to_keras(l);
   });
-  // Keras writes a merge layer's build shape from its inputs' shapes, as the layer says; a
-  // recurrent layer first called with initial_state, {"shapes_dict": {"sequences_shape",
-  // "initial_state_shape": [...]}} (RNN.build(sequences_shape, initial_state_shape)).
+  // Keras writes the build shape of a layer called on a list (a merge layer) from its inputs'
+  // shapes, as the layer says; a recurrent layer first called with initial_state, {"shapes_dict":
+  // {"sequences_shape", "initial_state_shape": [...]}} (RNN.build(sequences_shape, initial_state_shape)).
   for (std::size_t i = 0; i < model.layers().size(); ++i) {
     const auto& calls = model.calls_of(i);
     if (calls.empty()) continue;
@@ -460,7 +459,7 @@ json functional_to_keras(const Functional& model) {
       config["layers"][i]["build_config"] = {
           {"shapes_dict", {{"sequences_shape", shape_of(0)}, {"initial_state_shape", states}}}};
     }
-    if (dynamic_cast<const layers::MergeLayer*>(model.layers()[i].get()) == nullptr) continue;
+    if (!first.list_call) continue;
     json shapes = json::array();
     for (std::size_t a = 0; a < first.arguments(); ++a) shapes.push_back(shape_of(a));
     config["layers"][i]["build_config"] = model.layers()[i]->keras_build_config(shapes);

@@ -106,15 +106,16 @@ Model::Output Sequential::forward(const Tensor& x, const layers::CallContext& ct
       }
     }
     Tensor next_mask = layers_[i]->compute_mask(h, mask);
-    h = mask.defined() ? layers_[i]->call_masked(h, mask, ctx) : layers_[i]->call(h, ctx);
+    h = layers_[i]->call_with_output_mask(h, mask, next_mask, ctx);
     mask = std::move(next_mask);
   }
   const layers::Layer& output_layer = *layers_[last];
+  const Tensor out_mask = mask.defined() ? output_layer.compute_mask(h, mask) : Tensor();
   Output out = output_in_float32(output_layer, [&](bool logits) {
     if (logits) return output_layer.call_logits(h, ctx);
-    return mask.defined() ? output_layer.call_masked(h, mask, ctx) : output_layer.call(h, ctx);
+    return output_layer.call_with_output_mask(h, mask, out_mask, ctx);
   }, ctx.softmax_to_loss, mask.defined());
-  if (mask.defined()) out.mask = output_layer.compute_mask(h, mask);
+  out.mask = out_mask;
   return out;
 }
 

@@ -35,6 +35,33 @@ TEST(MaskedAccuracy, ExactAccuracyComparesEachKeptStep) {
   EXPECT_DOUBLE_EQ(accuracy.result(), 3.0 / 6) << "unmasked: every step";
 }
 
+// An output of rank 2 (b, steps), as a layer that drops the features' axis gives it: each step is
+// one comparison, which the mask or a weight per step weighs (Keras reduces the values to the
+// weights' rank, reduction_metrics.py). Keras 3.15.1 gives each number below.
+TEST(MaskedAccuracy, ExactAccuracyOnStepsOfRankTwoWeighsEachStepByTheMask) {
+  metrics::Accuracy accuracy;
+  const Tensor t = Tensor::from_vector<float>({1, 2, 3, 4, 5, 6}, Shape{2, 3});
+  const Tensor p = Tensor::from_vector<float>({1, 0, 0, 4, 5, 6}, Shape{2, 3});  // equal: 1 0 0 / 1 1 1
+  EXPECT_DOUBLE_EQ(masked(accuracy, t, p), 3.0 / 4) << "kept: 1 0 _ / 1 _ 1";
+  accuracy.reset_state();
+  accuracy.update_state(t, p);
+  EXPECT_NEAR(accuracy.result(), 4.0 / 6, 1e-6) << "unmasked: every step (each example's mean in float32)";
+  EXPECT_EQ(accuracy.state()[1], 2.0) << "Keras' state without weights: each example's mean, counted once";
+  // One weight per example weighs each example's mean: (1 * 1/3 + 3 * 1) / 4.
+  const Tensor per_example = Tensor::from_vector<float>({1, 3}, Shape{2, 1});
+  accuracy.reset_state();
+  accuracy.update_state(t, p, per_example);
+  EXPECT_NEAR(accuracy.result(), 5.0 / 6, 1e-6);
+  // With the mask: the kept steps' weights 1 1 _ / 3 _ 3, of which 1 + 3 + 3 count.
+  accuracy.reset_state();
+  accuracy.update_state(t, p, per_example, mask());
+  EXPECT_DOUBLE_EQ(accuracy.result(), 7.0 / 8);
+  // A weight per step: (1 + 1 + 1) / (1 + 2 + 1 + 1).
+  accuracy.reset_state();
+  accuracy.update_state(t, p, Tensor::from_vector<float>({1, 2, 0, 0, 1, 1}, Shape{2, 3}));
+  EXPECT_DOUBLE_EQ(accuracy.result(), 3.0 / 5);
+}
+
 TEST(MaskedAccuracy, AccuracyByShapePicksByTheLastAxisAsKerasDoes) {
   // Class scores (2, 3, 3); the argmax per step is 0, 1, 2, 2, 1, 0.
   const Tensor scores = Tensor::from_vector<float>(

@@ -19,6 +19,7 @@
 #include "lockstep/io/zip_archive.hpp"
 #include "lockstep/layers/layer_registry.hpp"
 #include "lockstep/lockstep.hpp"
+#include "lockstep/tensor/kernel_launches.hpp"
 
 namespace lockstep {
 namespace {
@@ -89,6 +90,36 @@ TEST(MaskingLayer, ItsMaskReachesThePoolingAndTheOutputInBothModelKinds) {
   const Model::Output out = tagger.forward(steps(), {});
   ASSERT_TRUE(out.mask.defined());
   EXPECT_EQ(bytes(out.mask), (std::vector<std::uint8_t>{1, 1, 1, 0, 0, 1}));
+}
+
+// A model computes Masking's mask before the call (compute_mask, for the next layer), and the call
+// zeroes the steps by that mask: one comparison of every feature per call, as Keras' Masking.call,
+// counted by the mask's one reduce_max kernel (the max over the features of x != mask_value).
+TEST(MaskingLayer, AModelComparesTheFeaturesOncePerCall) {
+  const auto reduce_maxes = [] { return detail::kernel_launches(Device{}, "reduce_max"); };
+  const auto forward_once = [&](const Model& model) {
+    const std::uint64_t before = reduce_maxes();
+    const Model::Output out = model.forward(steps(), {});
+    EXPECT_EQ(reduce_maxes() - before, 1u) << model.name();
+    return out;
+  };
+  const std::vector<float> zeroed{1, 2, 0, 0, 0, 3, 0, 0, 0, 0, 0, 0};
+  const std::vector<std::uint8_t> kept{1, 1, 1, 0, 0, 1};
+  Sequential seq({layers::Input({3, 2}), layers::Masking(5.0f), layers::Dense({.units = 2, .use_bias = false})}, "seq");
+  for (const auto& v : seq.variables()) v.assign(vec({1, 0, 0, 1}, {2, 2}));
+  Model::Output out = forward_once(seq);
+  expect_near(out.output, zeroed);
+  EXPECT_EQ(bytes(out.mask), kept);
+
+  const KerasTensor in = Input({3, 2});
+  Functional fun(in, call(layers::Masking(5.0f), in), "fun");  // Masking the output node
+  out = forward_once(fun);
+  expect_near(out.output, zeroed);
+  EXPECT_EQ(bytes(out.mask), kept);
+
+  const std::uint64_t before = reduce_maxes();
+  expect_near(layers::Masking(5.0f)->call(steps(), {}), zeroed);
+  EXPECT_EQ(reduce_maxes() - before, 1u) << "a call of its own";
 }
 
 TEST(MaskingLayer, ItsConfigRoundTripsThroughTheRegistryAndBothFileFormats) {

@@ -426,5 +426,45 @@ TEST(MultiOutput, ALayerOfItsOwnGivesSeveralTensorsThroughLayersVirtuals) {
   EXPECT_NE(msg.find("its layer 1 (SignPair) gives 2 tensors, x and -x"), std::string::npos) << msg;
 }
 
+// A layer of one's own whose call takes Keras' initial_state (one tensor of its input's shape,
+// added to x): it says so through Layer::check_call_arguments alone, which lockstep::call asks.
+class Offset final : public layers::Layer {
+ public:
+  std::string class_name() const override { return "Offset"; }
+  Shape compute_output_shape(const Shape& s) const override { return s; }
+  Tensor call(const Tensor& x, const layers::CallContext&) const override { return x; }
+  void check_call_arguments(const layers::CallSignature& call) const override {
+    refuse_other_arguments(call, {.initial_state = true});
+    if (call.initial_state && !(call.initial_state->size() == 1 && call.initial_state->front() == call.inputs.front()))
+      throw ValueError("layer '" + name() + "' (Offset) takes one initial state of its input's shape");
+  }
+  std::vector<Tensor> call_outputs(const std::vector<Tensor>& inputs, const layers::CallArguments& args,
+                                   const layers::CallContext&) const override {
+    return {args.initial_state.empty() ? inputs.front() : add(inputs.front(), args.initial_state.front())};
+  }
+};
+
+TEST(MultiOutput, ALayerOfItsOwnTakesAKeywordArgumentThroughCheckCallArguments) {
+  const KerasTensor x = Input({3}, "x"), h = Input({3}, "h");
+  const std::vector<KerasTensor> state{h};
+  Functional model(std::vector<KerasTensor>{x, h}, call(std::make_shared<Offset>(), x, {.initial_state = &state}),
+                   "offset");
+  const Tensor xt = Tensor::from_vector<float>({1, 2, 3, 4, 5, 6}, Shape{2, 3});
+  const Tensor ht = Tensor::from_vector<float>({10, 20, 30, 40, 50, 60}, Shape{2, 3});
+  EXPECT_EQ(model.predict({xt, ht})[0].to_vector<float>(), (std::vector<float>{11, 22, 33, 44, 55, 66}));
+  // Its own check, named by the call; the arguments it does not take, refused as by any layer.
+  const KerasTensor wide = Input({4});
+  const std::vector<KerasTensor> wrong{wide};
+  std::string msg = test::message_of([&] { (void)call(std::make_shared<Offset>(), x, {.initial_state = &wrong}); });
+  EXPECT_NE(msg.find("lockstep::call: layer 'offset' (Offset) takes one initial state of its input's shape"),
+            std::string::npos) << msg;
+  msg = test::message_of([&] { (void)call(std::make_shared<Offset>(), x, {.use_causal_mask = true}); });
+  EXPECT_NE(msg.find("layer 'offset' (Offset) takes no use_causal_mask (MultiHeadAttention does)"), std::string::npos)
+      << msg;
+  msg = test::message_of([&] { (void)call(layers::Dense(3), x, {.initial_state = &state}); });
+  EXPECT_NE(msg.find("layer 'dense' (Dense) takes no initial_state (SimpleRNN, LSTM and GRU do)"), std::string::npos)
+      << msg;
+}
+
 }  // namespace
 }  // namespace lockstep

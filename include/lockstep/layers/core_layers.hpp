@@ -146,6 +146,10 @@ class MaskingLayer final : public Layer {
   Shape compute_output_shape(const Shape& s) const override;
   Tensor call(const Tensor& x, const CallContext& ctx) const override;
   Tensor compute_mask(const Tensor& x, const Tensor& mask) const override;
+  /// x with the steps of output_mask zeroed: the mask a model computed before the call, computed
+  /// here only where it did not (call() itself).
+  Tensor call_with_output_mask(const Tensor& x, const Tensor& mask, const Tensor& output_mask,
+                               const CallContext& ctx) const override;
   float mask_value() const { return mask_value_; }
 
  private:

@@ -58,6 +58,16 @@ struct CallArguments {
   Tensor attention_mask;
 };
 
+/// A call's arguments as a Functional model records them, by shape (batch dimension -1): what
+/// Layer::check_call_arguments judges before the call is recorded. Keras' keyword arguments that
+/// only some layers' calls take (training= and mask= are every layer's: CallKwargs, functional.hpp).
+struct CallSignature {
+  std::vector<Shape> inputs;                        // the tensors called on: one, or a merge layer's list
+  CallOptions options;                              // return_attention_scores=, use_causal_mask=
+  std::optional<std::vector<Shape>> initial_state;  // initial_state= (nullopt: not given)
+  std::optional<Shape> attention_mask;              // attention_mask= (nullopt: not given)
+};
+
 class Layer {
  public:
   explicit Layer(std::string name = "");
@@ -143,6 +153,13 @@ class Layer {
   virtual std::vector<Tensor> call_outputs(const std::vector<Tensor>& inputs, const CallArguments& args,
                                            const CallContext& ctx) const;
 
+  /// ValueError naming the layer and the argument unless its call takes `call`'s keyword
+  /// arguments, of those shapes: each layer answers for its own call (Keras' call signature).
+  /// This base takes none (refuse_other_arguments); a recurrent layer takes initial_state, one
+  /// (batch, units) tensor per state; MultiHeadAttention its attention arguments. A layer of one's
+  /// own that takes one reads it in call_outputs (CallArguments).
+  virtual void check_call_arguments(const CallSignature& call) const { refuse_other_arguments(call, {}); }
+
   /// Keras' masks: a [batch, steps] tensor, nonzero where a step counts (undefined: none), made
   /// by Embedding(mask_zero=true) and carried by models from layer to layer. The mask of this
   /// layer's output given its input x and x's mask (Keras' compute_mask): the same mask where
@@ -154,6 +171,14 @@ class Layer {
   /// call() given x's mask (defined); a layer that uses it (GlobalAveragePooling1D) overrides.
   virtual Tensor call_masked(const Tensor& x, const Tensor& /*mask*/, const CallContext& ctx) const {
     return call(x, ctx);
+  }
+  /// The call a model makes, given x's mask (undefined: none) and the mask of the call's output as
+  /// the model computed it beforehand (compute_mask(x, mask); undefined: not computed): a layer
+  /// whose output is made from that mask reads it rather than compute it again (Masking zeroes the
+  /// steps it masks). This base: call_masked where x has a mask, else call.
+  virtual Tensor call_with_output_mask(const Tensor& x, const Tensor& mask, const Tensor& /*output_mask*/,
+                                       const CallContext& ctx) const {
+    return mask.defined() ? call_masked(x, mask, ctx) : call(x, ctx);
   }
   /// Whether call_masked reads the mask: Keras' layers whose call takes a `mask` argument
   /// (Softmax, GlobalAveragePooling1D), which Keras fills with the input's mask unless the caller
@@ -192,6 +217,16 @@ class Layer {
   std::int64_t count_params() const;
 
  protected:
+  /// The keyword arguments of CallSignature a layer's call takes (check_call_arguments').
+  struct AcceptedArguments {
+    bool initial_state = false;
+    bool attention_mask = false;
+    bool use_causal_mask = false;
+    bool return_attention_scores = false;
+  };
+  /// ValueError naming the layer and the first argument of `call` that `accepted` leaves out, and
+  /// the Keras layers whose calls take it.
+  void refuse_other_arguments(const CallSignature& call, const AcceptedArguments& accepted) const;
   virtual void build_impl(const Shape& input_shape, std::uint64_t seed);
   Variable add_weight(const std::string& name, const Shape& shape, const Initializer& init, std::uint64_t seed,
                       bool trainable = true);

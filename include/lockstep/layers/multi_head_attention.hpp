@@ -69,6 +69,9 @@ class MultiHeadAttentionLayer final : public MergeLayer {
   /// with return_attention_scores, [output, scores] (scores [batch, heads, query length, value length]).
   std::vector<Tensor> call_outputs(const std::vector<Tensor>& inputs, const CallArguments& args,
                                    const CallContext& ctx) const override;
+  /// Its call's attention_mask (of shape (batch, query length, value length)), use_causal_mask and
+  /// return_attention_scores.
+  void check_call_arguments(const CallSignature& call) const override;
   std::size_t output_count(const CallOptions& options) const override {
     return options.return_attention_scores ? 2 : 1;
   }

@@ -96,6 +96,8 @@ class RecurrentLayer : public Layer {
   std::size_t output_count(const CallOptions& options) const override;
   std::string describe_outputs(const CallOptions& options) const override;
   std::vector<Shape> more_output_shapes(const std::vector<Shape>& inputs, const CallOptions& options) const override;
+  /// Keras' RNN.call(sequences, initial_state=...): one (batch, units) tensor per state.
+  void check_call_arguments(const CallSignature& call) const override;
   /// run() from the call's initial_state: its output, then (return_state) its states.
   std::vector<Tensor> call_outputs(const std::vector<Tensor>& inputs, const CallArguments& args,
                                    const CallContext& ctx) const override;

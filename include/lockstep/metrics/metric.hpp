@@ -53,6 +53,10 @@ class Metric {
   /// batch_state() sums, [sum(values), values.numel()]. ValueError for a metric class that has
   /// none (a class of the user's own), naming it: such a metric takes no sample weights.
   virtual Tensor values(const Tensor& y_true, const Tensor& y_pred) const;
+  /// The values a weight per position (B, P) weighs where values() gives one per example (B,):
+  /// Accuracy's of an output (B, steps), whose values() are each example's mean (Keras' state
+  /// without weights) and these each step's comparison. This base: values().
+  virtual Tensor position_values(const Tensor& y_true, const Tensor& y_pred) const { return values(y_true, y_pred); }
   /// Whether a model's output mask weighs this metric's values (Keras' MeanMetricWrapper, which
   /// every built-in metric but Mean is: its update_state applies y_pred's mask); a metric class of
   /// the user's own sees no mask, as Keras' Metric.
@@ -137,13 +141,15 @@ class SparseCategoricalAccuracy final : public Metric {
 /// keras.metrics.Accuracy: how often y_pred equals y_true exactly, value by value (y_true taken
 /// in y_pred's dtype; the mean over every value). Its values() are each example's mean, or each
 /// position's mean over the last axis of (b, d1, ..., k), which a mask or weight per position
-/// weighs. Predictions are compared as they are, not rounded: it fits predicted labels, not scores.
+/// weighs; of (b, steps), a mask or weight per step weighs each step (position_values). Predictions
+/// are compared as they are, not rounded: it fits predicted labels, not scores.
 class Accuracy final : public Metric {
  public:
   bool applies_masks() const override { return true; }
   explicit Accuracy(std::string name = "accuracy") : Metric(std::move(name)) {}
   Tensor batch_state(const Tensor& y_true, const Tensor& y_pred) const override;
   Tensor values(const Tensor& y_true, const Tensor& y_pred) const override;
+  Tensor position_values(const Tensor& y_true, const Tensor& y_pred) const override;
   std::shared_ptr<Metric> clone_empty() const override { return std::make_shared<Accuracy>(name()); }
   std::string class_name() const override { return "Accuracy"; }
 };

@@ -225,9 +225,10 @@ class Functional final : public Model {
   /// node reads node i, and both run in one mode.
   bool fuses_with_next(std::size_t i) const;
   /// masks[i]: Keras' mask of values[i] (undefined for none).
-  /// values and masks hold one entry per tensor: node i's tensor k at slot_[i] + k.
+  /// values and masks hold one entry per tensor: node i's tensor k at slot_[i] + k. output_mask:
+  /// the node's own mask (node_mask), computed before its call (Layer::call_with_output_mask).
   Tensor run_node(const Node& node, const std::vector<Tensor>& values, const std::vector<Tensor>& masks,
-                  const layers::CallContext& ctx, bool logits) const;
+                  const Tensor& output_mask, const layers::CallContext& ctx, bool logits) const;
   /// A call that gives several tensors (Node::more_outputs): all of them, in Keras' order.
   std::vector<Tensor> run_node_outputs(const Node& node, const std::vector<Tensor>& values,
                                        const std::vector<Tensor>& masks, const layers::CallContext& ctx) const;
