@@ -419,7 +419,7 @@ Row random_fill_row(bool normal, const char* variant, const Shape& s) {
       [normal, s](const std::vector<Host>&, DType) {
         namespace rng = backend::dropout;
         Expected e(s);
-        const std::int64_t rows = s.rank() ? s.dim(0) : 1, cols = rows ? s.numel() / rows : 0;
+        const std::int64_t rows = s.rank() ? s.dims()[0] : 1, cols = rows ? s.numel() / rows : 0;
         const std::uint64_t step = rng::step_key(kKey.seed, kKey.stream, kKey.step);
         for (std::int64_t r = 0; r < rows; ++r) {
           const std::uint64_t row = rng::row_key(step, kKey.first_example + r);
