@@ -1,12 +1,14 @@
 #include "lockstep/layers/conv_layers.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <type_traits>
 #include <vector>
 
+#include "lockstep/layers/image_resize.hpp"
 #include "lockstep/tensor/device_constant.hpp"
 
 namespace lockstep::layers {
@@ -100,14 +102,21 @@ void check_dilation_and_strides(const char* cls, const Size& strides, const Size
                  size_str(strides), " and dilation_rate ", size_str(dilation));
 }
 
+// Every convolution's window: kernel_size, strides and dilation_rate positive, and strides > 1
+// not together with dilation_rate > 1.
+template <typename Size>
+void check_window(const char* cls, const Size& kernel_size, const Size& strides, const Size& dilation) {
+  check_positive(cls, "kernel_size", kernel_size);
+  check_positive(cls, "strides", strides);
+  check_positive(cls, "dilation_rate", dilation);
+  check_dilation_and_strides(cls, strides, dilation);
+}
+
 // Conv2D's and Conv1D's arguments, checked when the layer is made.
 template <typename Size>
 void check_conv_options(const char* cls, const ConvOptions<Size>& o) {
   check_positive(cls, "filters", o.filters);
-  check_positive(cls, "kernel_size", o.kernel_size);
-  check_positive(cls, "strides", o.strides);
-  check_positive(cls, "dilation_rate", o.dilation_rate);
-  check_dilation_and_strides(cls, o.strides, o.dilation_rate);
+  check_window(cls, o.kernel_size, o.strides, o.dilation_rate);
   LOCKSTEP_CHECK(o.groups > 0 && o.filters % o.groups == 0, cls, ": filters (", o.filters,
                  ") must be a multiple of groups (", o.groups, ")");
   (void)Initializer{o.kernel_initializer}(Shape{0}, 0);
@@ -117,10 +126,7 @@ void check_conv_options(const char* cls, const ConvOptions<Size>& o) {
 // DepthwiseConv2D's and DepthwiseConv1D's arguments.
 template <typename Size>
 void check_depthwise_options(const char* cls, const DepthwiseConvOptions<Size>& o) {
-  check_positive(cls, "kernel_size", o.kernel_size);
-  check_positive(cls, "strides", o.strides);
-  check_positive(cls, "dilation_rate", o.dilation_rate);
-  check_dilation_and_strides(cls, o.strides, o.dilation_rate);
+  check_window(cls, o.kernel_size, o.strides, o.dilation_rate);
   check_positive(cls, "depth_multiplier", o.depth_multiplier);
   (void)Initializer{o.depthwise_initializer}(Shape{0}, 0);
   (void)Initializer{o.bias_initializer}(Shape{0}, 0);
@@ -130,10 +136,7 @@ void check_depthwise_options(const char* cls, const DepthwiseConvOptions<Size>& 
 template <typename Size>
 void check_separable_options(const char* cls, const SeparableConvOptions<Size>& o) {
   check_positive(cls, "filters", o.filters);
-  check_positive(cls, "kernel_size", o.kernel_size);
-  check_positive(cls, "strides", o.strides);
-  check_positive(cls, "dilation_rate", o.dilation_rate);
-  check_dilation_and_strides(cls, o.strides, o.dilation_rate);
+  check_window(cls, o.kernel_size, o.strides, o.dilation_rate);
   check_positive(cls, "depth_multiplier", o.depth_multiplier);
   (void)Initializer{o.depthwise_initializer}(Shape{0}, 0);
   (void)Initializer{o.pointwise_initializer}(Shape{0}, 0);
@@ -145,10 +148,7 @@ void check_separable_options(const char* cls, const SeparableConvOptions<Size>& 
 template <typename Size>
 void check_transpose_options(const char* cls, const ConvTransposeOptions<Size>& o) {
   check_positive(cls, "filters", o.filters);
-  check_positive(cls, "kernel_size", o.kernel_size);
-  check_positive(cls, "strides", o.strides);
-  check_positive(cls, "dilation_rate", o.dilation_rate);
-  check_dilation_and_strides(cls, o.strides, o.dilation_rate);
+  check_window(cls, o.kernel_size, o.strides, o.dilation_rate);
   if (o.output_padding) {
     bool ok = true;
     if constexpr (std::is_same_v<Size, Pair>) {
@@ -757,55 +757,6 @@ Tensor gather_image_rows(const Tensor& x, const Tensor& index, const Shape& out)
   const Tensor rows = gather_rows(reshape(x, Shape{x.numel() / std::max<std::int64_t>(c, 1), c}), index);
   return reshape(rows, out);
 }
-
-// One axis of a bilinear resize by an integer factor, as Keras' ops.image.resize computes it
-// (jax.image.resize / tf.image.resize with half-pixel centres; antialiasing never acts when
-// enlarging): output i samples s = (i + 0.5) / factor - 0.5 between inputs floor(s) and
-// floor(s) + 1, weighted 1 - frac and frac; a sample before the first or past the last input takes
-// that input whole. x is viewed as (n * outer, in, inner) and becomes (n * outer, in * factor, inner).
-Tensor bilinear_axis(const Tensor& x, std::int64_t n, std::int64_t outer, std::int64_t in,
-                     std::int64_t factor, std::int64_t inner) {
-  const std::int64_t out = in * factor;
-  std::vector<std::int64_t> lo(static_cast<std::size_t>(out)), hi(lo.size());
-  std::vector<float> wlo(lo.size()), whi(lo.size());
-  for (std::int64_t i = 0; i < out; ++i) {
-    const double s = (static_cast<double>(i) + 0.5) / static_cast<double>(factor) - 0.5;
-    const double f = std::floor(s);
-    const auto j = static_cast<std::int64_t>(f);
-    const auto k = static_cast<std::size_t>(i);
-    lo[k] = std::clamp<std::int64_t>(j, 0, in - 1);
-    hi[k] = std::clamp<std::int64_t>(j + 1, 0, in - 1);
-    whi[k] = static_cast<float>(s - f);
-    wlo[k] = 1.0f - whi[k];
-  }
-  const DType dt = x.dtype();
-  Tensor gathered[2];
-  Tensor weights[2];
-  for (int side = 0; side < 2; ++side) {
-    const std::vector<std::int64_t>& src = side == 0 ? lo : hi;
-    const Tensor index =
-        device_constant({"UpSampling2D bilinear rows: outer, in, factor, side", {outer, in, factor, side}}, n,
-                        [&](std::int64_t examples) {
-                          std::vector<std::int64_t> v(static_cast<std::size_t>(examples * outer * out));
-                          std::size_t r = 0;
-                          for (std::int64_t b = 0; b < examples * outer; ++b)
-                            for (std::int64_t i = 0; i < out; ++i)
-                              v[r++] = b * in + src[static_cast<std::size_t>(i)];
-                          return Tensor::from_vector(v, {examples, outer * out});
-                        })
-            .reshape({n * outer * out});
-    gathered[side] = gather_rows(reshape(x, Shape{n * outer * in, inner}), index);
-    const std::vector<float>& w = side == 0 ? wlo : whi;
-    weights[side] = device_constant(
-        {"UpSampling2D bilinear weights: in, factor, side, dtype",
-         {in, factor, side, static_cast<std::int64_t>(dt)}},
-        out, [&](std::int64_t rows) {
-          return Tensor::from_vector(std::vector<float>(w.begin(), w.begin() + rows), {rows, 1}).to(dt);
-        });
-  }
-  const Shape blocks{n * outer, out, inner};
-  return add(mul(reshape(gathered[0], blocks), weights[0]), mul(reshape(gathered[1], blocks), weights[1]));
-}
 }  // namespace
 
 // Conv2DTranspose
@@ -869,8 +820,10 @@ Tensor Conv2DTransposeLayer::call(const Tensor& x, const CallContext&) const {
 UpSampling2DLayer::UpSampling2DLayer(Pair size, std::string interpolation, std::string name)
     : Layer(std::move(name)), size_(size), interpolation_(std::move(interpolation)) {
   check_positive("UpSampling2D", "size", size_);
-  LOCKSTEP_CHECK(interpolation_ == "nearest" || interpolation_ == "bilinear", "UpSampling2D: interpolation '",
-                 interpolation_, "' is not supported: lockstep has \"nearest\" and \"bilinear\"");
+  // Keras lower-cases the name (up_sampling2d.py) and hands any but "nearest" to ops.image.resize.
+  std::transform(interpolation_.begin(), interpolation_.end(), interpolation_.begin(),
+                 [](unsigned char ch) { return static_cast<char>(std::tolower(ch)); });
+  (void)parse_interpolation(interpolation_, "UpSampling2D");
 }
 
 Shape UpSampling2DLayer::compute_output_shape(const Shape& s) const {
@@ -879,28 +832,12 @@ Shape UpSampling2DLayer::compute_output_shape(const Shape& s) const {
   return Shape{s[0], grow(s[1], size_[0]), grow(s[2], size_[1]), s[3]};
 }
 
-Tensor UpSampling2DLayer::call(const Tensor& x_in, const CallContext&) const {
-  check_image(name(), "UpSampling2D", x_in.shape());
-  const Tensor x = autocast(x_in);
-  const std::int64_t n = x.dim(0), h = x.dim(1), w = x.dim(2), c = x.dim(3);
-  const std::int64_t sh = size_[0], sw = size_[1], oh = h * sh, ow = w * sw;
-  // An empty batch (a replica's share of a short last batch): no rows to gather, and reshape keeps
-  // the tape's path to x, so that the layers before get their (zero) gradients.
-  if (x.numel() == 0) return reshape(x, Shape{n, oh, ow, c});
-  if (interpolation_ == "bilinear") {
-    const Tensor rows = bilinear_axis(x, n, 1, h, sh, w * c);                   // (n, oh, w * c)
-    return reshape(bilinear_axis(rows, n, oh, w, sw, c), Shape{n, oh, ow, c});  // (n * oh, ow, c)
-  }
-  const Tensor index =
-      device_constant({"UpSampling2D rows: h, w, size", {h, w, sh, sw}}, n, [=](std::int64_t examples) {
-        std::vector<std::int64_t> v(static_cast<std::size_t>(examples * oh * ow));
-        std::size_t r = 0;
-        for (std::int64_t b = 0; b < examples; ++b)
-          for (std::int64_t i = 0; i < oh; ++i)
-            for (std::int64_t j = 0; j < ow; ++j) v[r++] = (b * h + i / sh) * w + j / sw;
-        return Tensor::from_vector(v, {examples, oh * ow});
-      }).reshape({n * oh * ow});
-  return gather_image_rows(x, index, Shape{n, oh, ow, c});
+// Keras' "nearest" is ops.repeat, which is resize's nearest for a whole factor (input
+// floor((i + 0.5) / size) = floor(i / size)); the others are ops.image.resize to size times the image.
+Tensor UpSampling2DLayer::call(const Tensor& x, const CallContext&) const {
+  check_image(name(), "UpSampling2D", x.shape());
+  return resize_images(autocast(x), x.dim(1) * size_[0], x.dim(2) * size_[1],
+                       parse_interpolation(interpolation_, "UpSampling2D"));
 }
 
 // UpSampling1D

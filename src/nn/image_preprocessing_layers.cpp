@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "lockstep/layers/conv_layers.hpp"
-#include "lockstep/tensor/device_constant.hpp"
+#include "lockstep/layers/image_resize.hpp"
 
 namespace lockstep::layers {
 
@@ -18,59 +18,6 @@ namespace {
 void check_images(const std::string& name, const char* cls, const Shape& s) {
   LOCKSTEP_CHECK(s.rank() == 4, "layer '", name, "' (", cls,
                  ") needs batched images (batch, height, width, channels), ", "channels_last, got ", s.str());
-}
-
-// One axis of TensorFlow's resize (half-pixel centres, no antialiasing; resize_bilinear_op.cc's
-// and resize_nearest_neighbor_op.cc's scalers, in float as TensorFlow computes them): x viewed as
-// (rows, in, inner) becomes (rows, out, inner). Bilinear: a + (b - a) * t between the inputs
-// floor(s) and ceil(s) (clamped), s = (i + 0.5) * in / out - 0.5, t = s - floor(s); nearest:
-// input min(floor((i + 0.5) * in / out), in - 1). Gathers of kept index constants (gather_rows,
-// whose gradient scatter-adds) and a kept weight constant.
-Tensor resize_axis(const Tensor& x, std::int64_t rows, std::int64_t in, std::int64_t out, std::int64_t inner,
-                   bool nearest) {
-  const Shape blocks{rows, out, inner};
-  if (in == out) return reshape(x, blocks);  // s = i: each output its input (t = 0)
-  const float scale = static_cast<float>(in) / static_cast<float>(out);
-  std::vector<std::int64_t> lo(static_cast<std::size_t>(out)), hi(lo.size());
-  std::vector<float> t(lo.size(), 0.0f);
-  for (std::int64_t i = 0; i < out; ++i) {
-    const auto k = static_cast<std::size_t>(i);
-    if (nearest) {
-      lo[k] = std::clamp<std::int64_t>(
-          static_cast<std::int64_t>(std::floor((static_cast<float>(i) + 0.5f) * scale)), 0, in - 1);
-      continue;
-    }
-    const float src = (static_cast<float>(i) + 0.5f) * scale - 0.5f;
-    const float f = std::floor(src);
-    lo[k] = std::clamp<std::int64_t>(static_cast<std::int64_t>(f), 0, in - 1);
-    hi[k] = std::clamp<std::int64_t>(static_cast<std::int64_t>(std::ceil(src)), 0, in - 1);
-    t[k] = src - f;
-  }
-  const Tensor flat = reshape(x, Shape{rows * in, inner});
-  const auto gather = [&](int side) {
-    const std::vector<std::int64_t>& src = side == 0 ? lo : hi;
-    const Tensor index =
-        device_constant({"Resizing rows: in, out, side, nearest", {in, out, side, nearest ? 1 : 0}}, rows,
-                        [&](std::int64_t n) {
-                          std::vector<std::int64_t> v(static_cast<std::size_t>(n * out));
-                          std::size_t r = 0;
-                          for (std::int64_t b = 0; b < n; ++b)
-                            for (std::int64_t i = 0; i < out; ++i)
-                              v[r++] = b * in + src[static_cast<std::size_t>(i)];
-                          return Tensor::from_vector(v, Shape{n, out});
-                        })
-            .reshape(Shape{rows * out});
-    return reshape(gather_rows(flat, index), blocks);
-  };
-  if (nearest) return gather(0);
-  const DType dt = x.dtype();
-  const Tensor weight = device_constant(
-      {"Resizing weights: in, out, dtype", {in, out, static_cast<std::int64_t>(dt)}}, out,
-      [&](std::int64_t n) {
-        return Tensor::from_vector(std::vector<float>(t.begin(), t.begin() + n), Shape{n, 1}).to(dt);
-      });
-  const Tensor a = gather(0);
-  return add(a, mul(sub(gather(1), a), weight));
 }
 
 // The centre (h, w) of x's images, starting at (top, left): Cropping2D's gather.
@@ -92,8 +39,7 @@ ResizingLayer::ResizingLayer(std::int64_t height, std::int64_t width, std::strin
       crop_to_aspect_ratio_(crop_to_aspect_ratio) {
   LOCKSTEP_CHECK(height > 0 && width > 0, "Resizing: height and width must be positive, got ", height,
                  " and ", width);
-  LOCKSTEP_CHECK(interpolation_ == "bilinear" || interpolation_ == "nearest", "Resizing: interpolation '",
-                 interpolation_, "' is not supported by lockstep (it has \"bilinear\" and \"nearest\")");
+  (void)parse_interpolation(interpolation_, "Resizing");
 }
 
 Shape ResizingLayer::compute_output_shape(const Shape& s) const {
@@ -102,12 +48,10 @@ Shape ResizingLayer::compute_output_shape(const Shape& s) const {
 }
 
 Tensor ResizingLayer::call(const Tensor& x_in, const CallContext& ctx) const {
-  const Shape out_shape = compute_output_shape(x_in.shape());
+  (void)compute_output_shape(x_in.shape());
   Tensor x = autocast(x_in);
-  std::int64_t h = x.dim(1), w = x.dim(2);
-  const std::int64_t n = x.dim(0), c = x.dim(3);
-  if (x.numel() == 0) return reshape(x, Shape{n, height_, width_, c});
-  if (crop_to_aspect_ratio_) {
+  const std::int64_t h = x.dim(1), w = x.dim(2);
+  if (crop_to_aspect_ratio_ && x.numel() > 0) {
     // Keras' rule (backend/tensorflow/image.py resize): in float32, then truncated.
     const auto ch = std::clamp<std::int64_t>(
         static_cast<std::int64_t>(static_cast<float>(w * height_) / static_cast<float>(width_)), 1, h);
@@ -115,13 +59,8 @@ Tensor ResizingLayer::call(const Tensor& x_in, const CallContext& ctx) const {
         static_cast<std::int64_t>(static_cast<float>(h * width_) / static_cast<float>(height_)), 1, w);
     x = crop_images(x, static_cast<std::int64_t>(static_cast<float>(h - ch) / 2.0f),
                     static_cast<std::int64_t>(static_cast<float>(w - cw) / 2.0f), ch, cw, name(), ctx);
-    h = ch;
-    w = cw;
   }
-  const bool nearest = interpolation_ == "nearest";
-  const Tensor across = resize_axis(x, n * h, w, width_, c, nearest);           // (n * h, width, c)
-  const Tensor down = resize_axis(across, n, h, height_, width_ * c, nearest);  // (n, height, width * c)
-  return reshape(down, out_shape.dims()[0] < 0 ? Shape{n, height_, width_, c} : out_shape);
+  return resize_images(x, height_, width_, parse_interpolation(interpolation_, "Resizing"));
 }
 
 json ResizingLayer::get_config() const {

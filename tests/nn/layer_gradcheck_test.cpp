@@ -185,6 +185,12 @@ std::vector<LayerCase> layer_cases() {
        {1, 4, 5, 2}},
       {"up_sampling2d", [] { return layers::UpSampling2D({2, 3}); }, {2, 2, 3, 2}},
       {"up_sampling2d_bilinear", [] { return layers::UpSampling2D({3, 2}, "bilinear"); }, {2, 3, 2, 2}},
+      // resize_images' other interpolations: taps gathered at once, weighted and summed.
+      {"up_sampling2d_bicubic", [] { return layers::UpSampling2D({2, 3}, "bicubic"); }, {2, 3, 2, 2}},
+      {"resizing_lanczos3_down_up", [] { return layers::Resizing(3, 7, "lanczos3"); }, {2, 5, 4, 2}},
+      {"resizing_lanczos5_up_down", [] { return layers::Resizing(9, 4, "lanczos5"); }, {1, 6, 7, 2}},
+      {"resizing_area_down", [] { return layers::Resizing(3, 2, "area"); }, {2, 7, 5, 2}},
+      {"resizing_bicubic_crop", [] { return layers::Resizing(4, 4, "bicubic", true); }, {1, 5, 7, 2}},
       {"up_sampling1d", [] { return layers::UpSampling1D(3); }, {2, 3, 2}},
       {"cropping2d", [] { return layers::Cropping2D({Pair{1, 0}, Pair{1, 2}}); }, {2, 4, 5, 2}},
       {"zero_padding1d", [] { return layers::ZeroPadding1D({2, 1}); }, {2, 3, 2}},

@@ -71,8 +71,11 @@ def test_upsampling_cropping_and_padding_compute_what_numpy_does():
     ramp = np.array([0, 1, 2, 3], np.float32).reshape(1, 2, 2, 1)
     np.testing.assert_allclose(predict(layers.UpSampling2D(interpolation="bilinear"), ramp)[0, 0, :, 0],
                                [0, 0.25, 0.75, 1])
-    with pytest.raises(ValueError, match="bicubic"):
-        layers.UpSampling2D(interpolation="bicubic")
+    # Keras' other interpolations are ops.image.resize to size times the image, as Resizing's.
+    np.testing.assert_allclose(predict(layers.UpSampling2D(interpolation="lanczos3"), x),
+                               predict(layers.Resizing(6, 8, interpolation="lanczos3"), x), rtol=1e-6, atol=1e-7)
+    with pytest.raises(ValueError, match="gaussian.*lanczos5"):
+        layers.UpSampling2D(interpolation="gaussian")
 
 
 def test_the_keras_denoising_autoencoder_learns_and_saves_as_keras(tmp_path):

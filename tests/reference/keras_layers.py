@@ -24,9 +24,9 @@ a noise_shape, Identity) and GroupNormalization / UnitNormalization, trained a f
 Keras 3's preprocessing layers in a model: Normalization adapted by Keras (per channel of images, per
 feature, over everything with axis=None, inverted) and given mean and variance, with RandomFlip (the
 identity in predict); the adapted statistics are Keras' weights (its int64 count included) both ways;
-Resizing (bilinear and nearest, down and up, crop_to_aspect_ratio) and CenterCrop.
-RandomContrast and RandomBrightness (the identity in predict; factor, value_range and seed both
-ways) and SpatialDropout3D in both data formats.
+Resizing (bilinear and nearest, down and up, crop_to_aspect_ratio) and CenterCrop; Resizing and
+UpSampling2D with bicubic, lanczos3, lanczos5 and area. RandomContrast and RandomBrightness (the
+identity in predict; factor, value_range and seed both ways) and SpatialDropout3D in both data formats.
 
 Exit 0 all agree, 1 a disagreement, 77 (skip) when tensorflow/keras are not importable.
 """
@@ -401,6 +401,24 @@ def keras_regularization_models():
     return sequence, images
 
 
+def keras_resize_model():
+    """Every interpolation of tf.image.resize that Keras 3 names, down and up, non-square: Resizing
+    bicubic (and cropped to the aspect ratio), lanczos5 then lanczos3, area after UpSampling2D's
+    lanczos3, bicubic and lanczos5, behind a 1x1 convolution; Flatten sees every pixel."""
+    keras.utils.set_random_seed(22)
+    L = keras.layers
+    inp = keras.Input((7, 6, 3))
+    x = L.Conv2D(3, 1, activation="tanh")(inp)
+    x = L.Concatenate()([
+        L.Resizing(5, 4, interpolation="bicubic")(x),
+        L.Resizing(5, 4, interpolation="bicubic", crop_to_aspect_ratio=True)(x),
+        L.Resizing(5, 4, interpolation="lanczos3")(L.Resizing(11, 3, interpolation="lanczos5")(x)),
+        L.Resizing(5, 4, interpolation="area")(L.UpSampling2D((2, 2), interpolation="lanczos3")(x)),
+        L.Resizing(5, 4, interpolation="area")(L.UpSampling2D((1, 3), interpolation="bicubic")(x)),
+        L.Resizing(5, 4, interpolation="bilinear")(L.UpSampling2D((3, 2), interpolation="lanczos5")(x))])
+    return keras.Model(inp, L.Dense(2)(L.Flatten()(x)), name="keras_resize")
+
+
 def keras_preprocessing_models(images, table):
     """keras.io's image-classification front (Normalization adapted on the images, RandomFlip)
     and a tabular model with every Normalization form: adapted per feature, adapted with
@@ -533,6 +551,8 @@ def main():
                                       for a, b in zip(stats, want)),
               "Normalization: lockstep's file holds Keras' mean, variance and int64 count")
     both_ways(tabular, table, d, cli, driver, "Normalization per feature, axis=None, given and inverted")
+    both_ways(keras_resize_model(), np.random.RandomState(22).normal(0, 2, (8, 7, 6, 3)).astype(np.float32), d, cli,
+              driver, "Resizing and UpSampling2D bicubic, lanczos3, lanczos5 and area")
     # RandomContrast, RandomBrightness and SpatialDropout3D: predict's identity, configs both ways.
     colour, volumes = keras_random_colour_models()
     back = both_ways(colour, np.random.RandomState(24).uniform(0, 1, (8, 6, 5, 3)).astype(np.float32), d, cli,

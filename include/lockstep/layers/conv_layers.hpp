@@ -351,9 +351,10 @@ class Conv2DTransposeLayer final : public Layer {
   Variable kernel_, bias_;
 };
 
-/// Each row and column repeated: (N, H, W, C) -> (N, H * size[0], W * size[1], C). interpolation
-/// "nearest" (Keras' ops.repeat: the gradient sums each block) or "bilinear" (Keras' ops.image.resize:
-/// half-pixel centres, the edge rows weighted toward the edge); Keras' others are refused by name.
+/// (N, H, W, C) -> (N, H * size[0], W * size[1], C). interpolation "nearest" repeats each row and
+/// column (Keras' ops.repeat: the gradient sums each block); "bilinear", "bicubic", "lanczos3",
+/// "lanczos5" and "area" are Keras' ops.image.resize to that size (resize_images,
+/// layers/image_resize.hpp); other names are refused, naming these.
 class UpSampling2DLayer final : public Layer {
  public:
   explicit UpSampling2DLayer(Pair size = {2, 2}, std::string interpolation = "nearest",

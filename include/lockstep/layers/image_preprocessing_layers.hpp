@@ -8,14 +8,14 @@
 
 namespace lockstep::layers {
 
-/// Keras 3's Resizing(height, width, interpolation="bilinear" | "nearest", crop_to_aspect_ratio)
-/// on NHWC images, in training and inference alike: TensorFlow's resize with half-pixel centres
-/// and no antialiasing (what Keras' TensorFlow backend runs): output i of an axis of `in` to
-/// `out` samples s = (i + 0.5) * in / out - 0.5, bilinear between floor(s) and ceil(s) clamped to
-/// the image, nearest input min(floor((i + 0.5) * in / out), in - 1). crop_to_aspect_ratio first
-/// crops the centre to the target's aspect ratio (Keras' rule). Gathers and weights from kept
-/// constants, as UpSampling2D's, so CPU, GPU, gradients and captured steps. pad_to_aspect_ratio,
-/// antialias=True and the other interpolations are refused by name (from a .keras file too).
+/// Keras 3's Resizing(height, width, interpolation="bilinear", crop_to_aspect_ratio) on NHWC
+/// images, in training and inference alike: tf.image.resize without antialiasing (what Keras'
+/// TensorFlow backend runs), interpolation "bilinear", "nearest", "bicubic", "lanczos3",
+/// "lanczos5" or "area" (resize_images, layers/image_resize.hpp, says each one's rule).
+/// crop_to_aspect_ratio first crops the centre to the target's aspect ratio (Keras' rule).
+/// Gathers and weights from kept constants, so CPU, GPU, gradients and captured steps.
+/// pad_to_aspect_ratio, antialias=True and other interpolations are refused by name (from a
+/// .keras file too).
 class ResizingLayer final : public Layer {
  public:
   ResizingLayer(std::int64_t height, std::int64_t width, std::string interpolation = "bilinear",

@@ -1,0 +1,54 @@
+#pragma once
+// Image resizing, the one owner of it: tf.image.resize without antialiasing, which Keras 3's
+// Resizing layer, UpSampling2D (all but "nearest") and keras.ops.image.resize run on the
+// TensorFlow backend (keras/src/backend/tensorflow/image.py resize).
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "lockstep/tensor/tensor.hpp"
+
+namespace lockstep::layers {
+
+/// Keras' interpolation names, each as tf.image.resize(antialias=False) computes it. Along each
+/// axis of `in` to `out` pixels (scale = in / out in float, as TensorFlow's kernels):
+/// - nearest (resize_nearest_neighbor, half-pixel centres): input min(floor((i + 0.5) * scale), in - 1).
+/// - bilinear (resize_bilinear, half-pixel centres): s = (i + 0.5) * scale - 0.5 between the
+///   inputs floor(s) and ceil(s), clamped to the image, weighted 1 - t and t, t = s - floor(s).
+/// - bicubic (resize_bicubic, half-pixel centres): Keys' cubic with a = -0.5 on the inputs
+///   floor(s) - 1 .. floor(s) + 2, its weights read from TensorFlow's table of 1024 steps
+///   (t rounded to the nearest 1/1024); inputs outside the image get no weight and the others
+///   are renormalized to sum to 1.
+/// - lanczos3, lanczos5 (scale_and_translate, kernel radius r = 3 or 5, no antialias: the
+///   kernel is not widened when shrinking): sample c = (i + 0.5) / (out / in); the inputs j with
+///   ceil(c - r - 0.5) <= j <= floor(c + r - 0.5) inside the image, weighted
+///   L(j + 0.5 - c) = r sin(pi x) sin(pi x / r) / (pi x)^2 and renormalized to sum to 1.
+/// - area (resize_area, no half-pixel centres): output i averages the inputs over
+///   [i * scale, (i + 1) * scale), each weighted by the length of it that it covers.
+enum class Interpolation { kNearest, kBilinear, kBicubic, kLanczos3, kLanczos5, kArea };
+
+/// The interpolation Keras names `name`; anything else is refused with a message that starts
+/// with `cls` (the layer's class) and lists the names.
+Interpolation parse_interpolation(const std::string& name, const char* cls);
+const char* interpolation_name(Interpolation method);
+
+/// One axis' weights: output i = sum over k < taps of weight[i * taps + k] * input[index[i * taps + k]]
+/// (an output with fewer inputs has weight 0 on its last taps; each input appears once per output).
+struct ResizeWeights {
+  std::int64_t taps = 0;
+  std::vector<std::int64_t> index;
+  std::vector<float> weight;
+};
+/// The weights of one axis resized from `in` to `out` pixels by `method` (both positive).
+ResizeWeights resize_weights(std::int64_t in, std::int64_t out, Interpolation method);
+
+/// NHWC images x (N, H, W, C) resized to (N, out_h, out_w, C) by `method`: separably, one axis
+/// after the other (the one that leaves the smaller intermediate first), each a gather of all its
+/// taps' rows by a kept index constant, a multiply by a kept weight constant and a sum over the
+/// taps (device_constant: captured steps copy nothing), the width's with the columns made the
+/// outer axis by a transpose, so that its index is the columns' alone, not every row's. Recorded
+/// ops carry the gradients, on the CPU and the GPU alike. Nearest is one gather of whole pixels.
+/// An axis that keeps its size where the method maps each output to its input alone is not computed.
+Tensor resize_images(const Tensor& x, std::int64_t out_h, std::int64_t out_w, Interpolation method);
+
+}  // namespace lockstep::layers

@@ -1,0 +1,275 @@
+#include "lockstep/layers/image_resize.hpp"
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <limits>
+#include <map>
+#include <memory>
+#include <tuple>
+#include <utility>
+
+#include "lockstep/core/error.hpp"
+#include "lockstep/tensor/device_constant.hpp"
+#include "lockstep/tensor/ops.hpp"
+
+namespace lockstep::layers {
+
+namespace {
+constexpr std::array<std::pair<Interpolation, const char*>, 6> kNames{{{Interpolation::kNearest, "nearest"},
+                                                                       {Interpolation::kBilinear, "bilinear"},
+                                                                       {Interpolation::kBicubic, "bicubic"},
+                                                                       {Interpolation::kLanczos3, "lanczos3"},
+                                                                       {Interpolation::kLanczos5, "lanczos5"},
+                                                                       {Interpolation::kArea, "area"}}};
+
+// One output's inputs and weights, an input at most once (weights of a clamped input add up, in
+// double); zero weights are left out.
+using Taps = std::vector<std::pair<std::int64_t, double>>;
+void add_tap(Taps& taps, std::int64_t index, double weight) {
+  if (weight == 0.0) return;
+  for (auto& [i, w] : taps)
+    if (i == index) {
+      w += weight;
+      return;
+    }
+  taps.emplace_back(index, weight);
+}
+
+std::int64_t bound(std::int64_t v, std::int64_t limit) { return std::clamp<std::int64_t>(v, 0, limit - 1); }
+
+// resize_bicubic_op.cc's table: Keys' cubic (a = -0.5) at t = i / 1024, in float; entry 2i is the
+// weight of the input at distance t, entry 2i + 1 the one at distance 1 + t.
+const std::vector<float>& keys_cubic_table() {
+  static const std::vector<float> table = [] {
+    constexpr int kSize = 1024;
+    constexpr float a = -0.5f;
+    std::vector<float> t(2 * (kSize + 1));
+    for (int i = 0; i <= kSize; ++i) {
+      float x = static_cast<float>(i * 1.0 / kSize);
+      t[static_cast<std::size_t>(2 * i)] = ((a + 2) * x - (a + 3)) * x * x + 1;
+      x += 1.0f;
+      t[static_cast<std::size_t>(2 * i + 1)] = ((a * x - 5 * a) * x + 8 * a) * x - 4 * a;
+    }
+    return t;
+  }();
+  return table;
+}
+
+// sampling_kernels.h's LanczosKernelFunc, in float.
+float lanczos(float radius, float x) {
+  constexpr float kPi = 3.14159265359f;
+  x = std::abs(x);
+  if (x > radius) return 0.0f;
+  if (x <= 1e-3f) return 1.0f;
+  return radius * std::sin(kPi * x) * std::sin(kPi * x / radius) / (kPi * kPi * x * x);
+}
+
+// The weights TensorFlow's kernels give output i, in their float arithmetic.
+Taps output_taps(std::int64_t in, std::int64_t out, Interpolation method, std::int64_t i) {
+  Taps taps;
+  const float scale = static_cast<float>(in) / static_cast<float>(out);
+  const auto fi = static_cast<float>(i);
+  switch (method) {
+    case Interpolation::kNearest:
+      add_tap(taps, bound(static_cast<std::int64_t>(std::floor((fi + 0.5f) * scale)), in), 1.0);
+      break;
+    case Interpolation::kBilinear: {
+      const float s = (fi + 0.5f) * scale - 0.5f;
+      const float f = std::floor(s);
+      const float t = s - f;
+      add_tap(taps, bound(static_cast<std::int64_t>(f), in), 1.0 - static_cast<double>(t));
+      add_tap(taps, bound(static_cast<std::int64_t>(std::ceil(s)), in), t);
+      break;
+    }
+    case Interpolation::kBicubic: {
+      const float s = (fi + 0.5f) * scale - 0.5f;
+      const auto at = static_cast<std::int64_t>(std::floor(s));
+      const float delta = s - static_cast<float>(at);
+      const long offset = std::lrintf(delta * 1024.0f);
+      const std::vector<float>& c = keys_cubic_table();
+      const auto entry = [&](long e) { return c[static_cast<std::size_t>(e)]; };
+      const std::array<float, 4> kernel{entry(offset * 2 + 1), entry(offset * 2), entry((1024 - offset) * 2),
+                                        entry((1024 - offset) * 2 + 1)};
+      std::array<float, 4> w{};
+      float sum = 0.0f;
+      for (int k = 0; k < 4; ++k) {
+        const std::int64_t j = at - 1 + k;
+        w[static_cast<std::size_t>(k)] = j >= 0 && j < in ? kernel[static_cast<std::size_t>(k)] : 0.0f;
+        sum += w[static_cast<std::size_t>(k)];
+      }
+      if (std::abs(sum) >= 1000.0f * std::numeric_limits<float>::min())
+        for (float& v : w) v *= 1.0f / sum;
+      for (int k = 0; k < 4; ++k) add_tap(taps, bound(at - 1 + k, in), w[static_cast<std::size_t>(k)]);
+      break;
+    }
+    case Interpolation::kLanczos3:
+    case Interpolation::kLanczos5: {
+      const float radius = method == Interpolation::kLanczos3 ? 3.0f : 5.0f;
+      const float up = static_cast<float>(out) / static_cast<float>(in);  // scale_and_translate's scale
+      const auto inv = static_cast<float>(1.0 / up);
+      const float c = (fi + 0.5f) * inv;
+      const std::int64_t first = bound(static_cast<std::int64_t>(std::ceil(c - radius - 0.5f)), in);
+      const std::int64_t last = bound(static_cast<std::int64_t>(std::floor(c + radius - 0.5f)), in);
+      std::vector<float> w;
+      float sum = 0.0f;
+      for (std::int64_t j = first; j <= last; ++j) {
+        w.push_back(lanczos(radius, static_cast<float>(j) + 0.5f - c));
+        sum += w.back();
+      }
+      if (std::abs(sum) >= 1000.0f * std::numeric_limits<float>::min())
+        for (float& v : w) v *= 1.0f / sum;
+      for (std::int64_t j = first; j <= last; ++j) add_tap(taps, j, w[static_cast<std::size_t>(j - first)]);
+      break;
+    }
+    case Interpolation::kArea: {
+      const float lo = fi * scale, hi = (fi + 1.0f) * scale;
+      const auto first = static_cast<std::int64_t>(std::floor(lo));
+      const auto end = static_cast<std::int64_t>(std::ceil(hi));
+      for (std::int64_t v = first; v < end; ++v) {
+        const auto fv = static_cast<float>(v);
+        const float covered = fv < lo ? (fv + 1 > hi ? scale : fv + 1 - lo) : (fv + 1 > hi ? hi - fv : 1.0f);
+        add_tap(taps, bound(v, in), static_cast<double>(covered) / static_cast<double>(scale));
+      }
+      break;
+    }
+  }
+  return taps;
+}
+
+// The weights of (in, out, method), built once per thread (replicas' threads each keep theirs).
+const ResizeWeights& kept_weights(std::int64_t in, std::int64_t out, Interpolation method) {
+  thread_local std::map<std::tuple<std::int64_t, std::int64_t, Interpolation>, std::unique_ptr<ResizeWeights>>
+      kept;
+  auto& slot = kept[{in, out, method}];
+  if (!slot) slot = std::make_unique<ResizeWeights>(resize_weights(in, out, method));
+  return *slot;
+}
+
+// Whether each output is its own input, whole: the axis needs no computing.
+bool is_identity(const ResizeWeights& a, std::int64_t in, std::int64_t out) {
+  if (in != out || a.taps != 1) return false;
+  for (std::size_t i = 0; i < a.index.size(); ++i)
+    if (a.index[i] != static_cast<std::int64_t>(i) || a.weight[i] != 1.0f) return false;
+  return true;
+}
+
+// One axis: x viewed as (rows, in, inner) becomes (rows, out, inner). The taps' rows are gathered
+// at once, (rows, out, taps, inner), weighted by the (out, taps, 1) constant and summed over the
+// taps; gather_rows' gradient scatter-adds into x. The index constant holds rows * out * taps
+// entries: callers keep `rows` to the examples (or 1), so that it stays small.
+Tensor resize_axis(const Tensor& x, std::int64_t rows, std::int64_t in, std::int64_t out, std::int64_t inner,
+                   Interpolation method) {
+  const ResizeWeights& a = kept_weights(in, out, method);
+  const Shape blocks{rows, out, inner};
+  if (is_identity(a, in, out)) return reshape(x, blocks);
+  const std::int64_t taps = a.taps;
+  const auto m = static_cast<std::int64_t>(method);
+  const DType dt = x.dtype();
+  const Tensor index =
+      device_constant({"resize_images rows: in, out, method", {in, out, m}}, rows, [&](std::int64_t n) {
+        std::vector<std::int64_t> v(static_cast<std::size_t>(n * out * taps));
+        std::size_t r = 0;
+        for (std::int64_t b = 0; b < n; ++b)
+          for (const std::int64_t j : a.index) v[r++] = b * in + j;
+        return Tensor::from_vector(v, Shape{n, out * taps});
+      }).reshape(Shape{rows * out * taps});
+  const Tensor gathered = gather_rows(reshape(x, Shape{rows * in, inner}), index);
+  if (taps == 1 && std::all_of(a.weight.begin(), a.weight.end(), [](float w) { return w == 1.0f; }))
+    return reshape(gathered, blocks);
+  const Tensor weight = device_constant(
+      {"resize_images weights: in, out, method, dtype", {in, out, m, static_cast<std::int64_t>(dt)}}, out,
+      [&](std::int64_t n) {
+        return Tensor::from_vector(std::vector<float>(a.weight.begin(), a.weight.begin() + n * taps),
+                                   Shape{n, taps, 1})
+            .to(dt);
+      });
+  const Tensor weighted = mul(reshape(gathered, Shape{rows, out, taps, inner}), weight);
+  return taps == 1 ? reshape(weighted, blocks) : sum(weighted, 2);
+}
+
+// The height of images x (n, h, w, c): each example's rows, (n, h, w * c) -> (n, out, w * c).
+Tensor resize_height(const Tensor& x, std::int64_t out, Interpolation method) {
+  const std::int64_t n = x.dim(0), w = x.dim(2), c = x.dim(3);
+  return reshape(resize_axis(x, n, x.dim(1), out, w * c, method), Shape{n, out, w, c});
+}
+
+// The width of images x (n, h, w, c), the columns made the outer axis, (w, n * h * c): an index
+// per example and row would hold n * h * out * taps entries (past device_constant's budget for
+// a batch of large images), this one out * taps.
+Tensor resize_width(const Tensor& x, std::int64_t out, Interpolation method) {
+  const std::int64_t n = x.dim(0), h = x.dim(1), w = x.dim(2), c = x.dim(3);
+  const ResizeWeights& a = kept_weights(w, out, method);
+  if (is_identity(a, w, out)) return x;
+  const Tensor columns = transpose(reshape(x, Shape{n * h, w, c}), {1, 0, 2});  // (w, n * h, c)
+  const Tensor resized = resize_axis(columns, 1, w, out, n * h * c, method);    // (1, out, n * h * c)
+  return reshape(transpose(reshape(resized, Shape{out, n * h, c}), {1, 0, 2}), Shape{n, h, out, c});
+}
+}  // namespace
+
+Interpolation parse_interpolation(const std::string& name, const char* cls) {
+  for (const auto& [method, n] : kNames)
+    if (name == n) return method;
+  throw ValueError(detail::concat(cls, ": interpolation '", name,
+                                  "' is not supported: Keras' and lockstep's are \"nearest\", \"bilinear\", "
+                                  "\"bicubic\", \"lanczos3\", \"lanczos5\" and \"area\""));
+}
+
+const char* interpolation_name(Interpolation method) {
+  for (const auto& [m, n] : kNames)
+    if (m == method) return n;
+  return "?";
+}
+
+ResizeWeights resize_weights(std::int64_t in, std::int64_t out, Interpolation method) {
+  LOCKSTEP_CHECK(in > 0 && out > 0, "resize_images: sizes must be positive, got ", in, " -> ", out);
+  std::vector<Taps> all(static_cast<std::size_t>(out));
+  std::size_t taps = 1;
+  for (std::int64_t i = 0; i < out; ++i) {
+    Taps& t = all[static_cast<std::size_t>(i)];
+    t = output_taps(in, out, method, i);
+    taps = std::max(taps, t.size());
+  }
+  ResizeWeights r{.taps = static_cast<std::int64_t>(taps),
+                  .index = std::vector<std::int64_t>(static_cast<std::size_t>(out) * taps, 0),
+                  .weight = std::vector<float>(static_cast<std::size_t>(out) * taps, 0.0f)};
+  for (std::size_t i = 0; i < all.size(); ++i)
+    for (std::size_t k = 0; k < all[i].size(); ++k) {
+      r.index[i * taps + k] = all[i][k].first;
+      r.weight[i * taps + k] = static_cast<float>(all[i][k].second);
+    }
+  return r;
+}
+
+Tensor resize_images(const Tensor& x, std::int64_t out_h, std::int64_t out_w, Interpolation method) {
+  LOCKSTEP_CHECK(x.rank() == 4, "resize_images: needs images (batch, height, width, channels), got ",
+                 x.shape().str());
+  LOCKSTEP_CHECK(out_h > 0 && out_w > 0, "resize_images: the size must be positive, got (", out_h, ", ",
+                 out_w, ")");
+  const std::int64_t n = x.dim(0), h = x.dim(1), w = x.dim(2), c = x.dim(3);
+  const Shape out{n, out_h, out_w, c};
+  // An empty batch (a replica's share of a short last batch): nothing to gather, and reshape keeps
+  // the tape's path to x, so that the layers before get their (zero) gradients.
+  if (x.numel() == 0) return reshape(x, out);
+  if (method == Interpolation::kNearest) {  // one gather of whole pixels
+    const ResizeWeights& rows = kept_weights(h, out_h, method);
+    const ResizeWeights& cols = kept_weights(w, out_w, method);
+    const Tensor index =
+        device_constant({"resize_images nearest pixels: h, w, out_h, out_w", {h, w, out_h, out_w}}, n,
+                        [&](std::int64_t examples) {
+                          std::vector<std::int64_t> v(static_cast<std::size_t>(examples * out_h * out_w));
+                          std::size_t r = 0;
+                          for (std::int64_t b = 0; b < examples; ++b)
+                            for (const std::int64_t i : rows.index)
+                              for (const std::int64_t j : cols.index) v[r++] = (b * h + i) * w + j;
+                          return Tensor::from_vector(v, Shape{examples, out_h * out_w});
+                        })
+            .reshape(Shape{n * out_h * out_w});
+    return reshape(gather_rows(reshape(x, Shape{n * h * w, c}), index), out);
+  }
+  // The axis that leaves the smaller intermediate first.
+  if (h * out_w <= out_h * w) return resize_height(resize_width(x, out_w, method), out_h, method);
+  return resize_width(resize_height(x, out_h, method), out_w, method);
+}
+
+}  // namespace lockstep::layers

@@ -1,0 +1,212 @@
+// resize_images (Resizing's and UpSampling2D's one resize) against references written here in
+// double from the kernels tf.image.resize(antialias=False) documents and runs: Keys' cubic
+// (a = -0.5, TensorFlow's 1024-step table), Lanczos of radius 3 and 5, area averaging, bilinear and
+// nearest with half-pixel centres; down and up, non-square; names refused with the list.
+#include "lockstep/layers/image_resize.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <functional>
+#include <numbers>
+#include <vector>
+
+#include "common/error_message.hpp"
+#include "lockstep/layers/conv_layers.hpp"
+#include "lockstep/layers/image_preprocessing_layers.hpp"
+#include "lockstep/tensor/compute_context.hpp"
+#include "lockstep/tensor/device_constant.hpp"
+#include "lockstep/tensor/ops.hpp"
+
+namespace lockstep {
+namespace {
+
+using layers::Interpolation;
+using test::message_of;
+using Matrix = std::vector<std::vector<double>>;  // out x in
+
+// Each output's weights over the inputs, from a kernel k(distance) over the inputs first..last
+// (those outside the image dropped), renormalized to sum to 1 as TensorFlow does.
+std::vector<double> normalized(std::int64_t in, std::int64_t first, std::int64_t last,
+                               const std::function<double(std::int64_t)>& k) {
+  std::vector<double> row(static_cast<std::size_t>(in), 0.0);
+  double total = 0;
+  for (std::int64_t j = first; j <= last; ++j)
+    if (j >= 0 && j < in) {
+      row[static_cast<std::size_t>(j)] = k(j);
+      total += k(j);
+    }
+  for (double& w : row) w /= total;
+  return row;
+}
+
+double keys_cubic(double x) {  // a = -0.5
+  constexpr double a = -0.5;
+  x = std::abs(x);
+  if (x <= 1) return ((a + 2) * x - (a + 3)) * x * x + 1;
+  if (x < 2) return ((a * x - 5 * a) * x + 8 * a) * x - 4 * a;
+  return 0;
+}
+
+double lanczos(double r, double x) {
+  x = std::abs(x);
+  if (x >= r) return 0;
+  if (x < 1e-9) return 1;
+  const double pi = std::numbers::pi;
+  return r * std::sin(pi * x) * std::sin(pi * x / r) / (pi * pi * x * x);
+}
+
+Matrix reference(std::int64_t in, std::int64_t out, Interpolation method) {
+  Matrix m;
+  const double scale = static_cast<double>(in) / static_cast<double>(out);
+  for (std::int64_t i = 0; i < out; ++i) {
+    std::vector<double> row(static_cast<std::size_t>(in), 0.0);
+    const double s = (static_cast<double>(i) + 0.5) * scale - 0.5;  // half-pixel sample
+    const auto at = static_cast<std::int64_t>(std::floor(s));
+    switch (method) {
+      case Interpolation::kNearest:
+        row[static_cast<std::size_t>(std::min<std::int64_t>(
+            static_cast<std::int64_t>(std::floor((static_cast<double>(i) + 0.5) * scale)), in - 1))] = 1;
+        break;
+      case Interpolation::kBilinear: {
+        const double t = s - static_cast<double>(at);
+        row[static_cast<std::size_t>(std::clamp<std::int64_t>(at, 0, in - 1))] += 1 - t;
+        row[static_cast<std::size_t>(std::clamp<std::int64_t>(at + 1, 0, in - 1))] += t;
+        break;
+      }
+      case Interpolation::kBicubic: {
+        // TensorFlow reads the kernel from a table of 1024 steps: t rounded to a multiple of 1/1024.
+        const double t = std::round((s - static_cast<double>(at)) * 1024.0) / 1024.0;
+        row = normalized(in, at - 1, at + 2,
+                         [&](std::int64_t j) { return keys_cubic(static_cast<double>(j - at) - t); });
+        break;
+      }
+      case Interpolation::kLanczos3:
+      case Interpolation::kLanczos5: {
+        const double r = method == Interpolation::kLanczos3 ? 3 : 5;
+        const double c = (static_cast<double>(i) + 0.5) * scale;  // the sample, in pixel-edge units
+        row = normalized(in, static_cast<std::int64_t>(std::ceil(c - r - 0.5)),
+                         static_cast<std::int64_t>(std::floor(c + r - 0.5)),
+                         [&](std::int64_t j) { return lanczos(r, static_cast<double>(j) + 0.5 - c); });
+        break;
+      }
+      case Interpolation::kArea: {
+        const double lo = static_cast<double>(i) * scale, hi = lo + scale;
+        for (std::int64_t j = 0; j < in; ++j) {
+          const double covered =
+              std::min(hi, static_cast<double>(j + 1)) - std::max(lo, static_cast<double>(j));
+          if (covered > 0) row[static_cast<std::size_t>(j)] = covered / scale;
+        }
+        break;
+      }
+    }
+    m.push_back(row);
+  }
+  return m;
+}
+
+// x (n, h, w, c), values that no separable pattern hides.
+std::vector<float> image_values(std::int64_t n, std::int64_t h, std::int64_t w, std::int64_t c) {
+  std::vector<float> v(static_cast<std::size_t>(n * h * w * c));
+  for (std::size_t i = 0; i < v.size(); ++i)
+    v[i] = static_cast<float>(std::sin(0.7 * static_cast<double>(i * i % 97)));
+  return v;
+}
+
+// resize_images(x) against A_h x A_w^T per example and channel, in double.
+void expect_as_reference(std::int64_t h, std::int64_t w, std::int64_t oh, std::int64_t ow,
+                         Interpolation method) {
+  SCOPED_TRACE(testing::Message() << layers::interpolation_name(method) << " (" << h << ", " << w << ") -> ("
+                                  << oh << ", " << ow << ")");
+  const std::int64_t n = 2, c = 3;
+  const std::vector<float> v = image_values(n, h, w, c);
+  const Tensor y = layers::resize_images(Tensor::from_vector(v, Shape{n, h, w, c}), oh, ow, method);
+  ASSERT_EQ(y.shape(), (Shape{n, oh, ow, c}));
+  const auto got = y.to_vector<float>();
+  const Matrix ah = reference(h, oh, method), aw = reference(w, ow, method);
+  const auto at = [&](std::int64_t b, std::int64_t i, std::int64_t j, std::int64_t ch) {
+    return static_cast<double>(v[static_cast<std::size_t>(((b * h + i) * w + j) * c + ch)]);
+  };
+  for (std::int64_t b = 0; b < n; ++b)
+    for (std::int64_t i = 0; i < oh; ++i)
+      for (std::int64_t j = 0; j < ow; ++j)
+        for (std::int64_t ch = 0; ch < c; ++ch) {
+          double want = 0;
+          for (std::int64_t p = 0; p < h; ++p)
+            for (std::int64_t q = 0; q < w; ++q)
+              want += ah[static_cast<std::size_t>(i)][static_cast<std::size_t>(p)] *
+                      aw[static_cast<std::size_t>(j)][static_cast<std::size_t>(q)] * at(b, p, q, ch);
+          EXPECT_NEAR(got[static_cast<std::size_t>(((b * oh + i) * ow + j) * c + ch)], want, 2e-5)
+              << "at " << b << ", " << i << ", " << j << ", " << ch;
+        }
+}
+
+TEST(ResizeImages, EveryInterpolationAsTensorFlowsKernelsDownUpAndNonSquare) {
+  for (const Interpolation m : {Interpolation::kNearest, Interpolation::kBilinear, Interpolation::kBicubic,
+                                Interpolation::kLanczos3, Interpolation::kLanczos5, Interpolation::kArea}) {
+    expect_as_reference(5, 7, 3, 11, m);  // rows down, columns up
+    expect_as_reference(4, 9, 10, 4, m);  // rows up, columns down
+    expect_as_reference(12, 3, 5, 3, m);  // a factor that is not whole; columns kept
+    expect_as_reference(2, 3, 6, 12, m);  // UpSampling2D's whole factors
+  }
+}
+
+TEST(ResizeImages, TapsOfEachMethodAreTheKernelsSupport) {
+  // Bicubic reads 4 inputs, Lanczos 2r + 1 at most (not widened when shrinking: no antialias),
+  // area as many as one output covers; every output's weights sum to 1.
+  EXPECT_EQ(layers::resize_weights(20, 40, Interpolation::kBicubic).taps, 4);
+  EXPECT_LE(layers::resize_weights(20, 7, Interpolation::kLanczos3).taps, 7);
+  EXPECT_LE(layers::resize_weights(20, 7, Interpolation::kLanczos5).taps, 11);
+  EXPECT_EQ(layers::resize_weights(12, 3, Interpolation::kArea).taps, 4);
+  for (const Interpolation m : {Interpolation::kBilinear, Interpolation::kBicubic, Interpolation::kLanczos3,
+                                Interpolation::kLanczos5, Interpolation::kArea}) {
+    const auto a = layers::resize_weights(9, 4, m);
+    for (std::size_t i = 0; i < 4; ++i) {
+      double s = 0;
+      for (std::int64_t k = 0; k < a.taps; ++k) s += a.weight[i * static_cast<std::size_t>(a.taps) + k];
+      EXPECT_NEAR(s, 1.0, 1e-6) << layers::interpolation_name(m) << " output " << i;
+    }
+  }
+}
+
+TEST(ResizeImages, BothLayersResizeAlikeAndRefuseOtherNamesListingKeras) {
+  // UpSampling2D's interpolations other than nearest are resize to size times the image (Keras'
+  // ops.image.resize), Resizing's the same resize.
+  const std::vector<float> v = image_values(1, 3, 2, 2);
+  const Tensor x = Tensor::from_vector(v, Shape{1, 3, 2, 2});
+  for (const char* m : {"nearest", "bilinear", "bicubic", "lanczos3", "lanczos5", "area"}) {
+    const auto up = layers::UpSampling2D({2, 3}, m)->call(x, {}).to_vector<float>();
+    const auto rs = layers::Resizing(6, 6, m)->call(x, {}).to_vector<float>();
+    EXPECT_EQ(up, rs) << m;
+  }
+  // Keras lower-cases UpSampling2D's name, and so does lockstep; Resizing's is taken as written.
+  EXPECT_EQ(dynamic_cast<const layers::UpSampling2DLayer&>(*layers::UpSampling2D({2, 2}, "BiCubic"))
+                .interpolation(),
+            "bicubic");
+  for (const std::string bad : {"gaussian", "mitchellcubic", "cubic"}) {
+    EXPECT_VALUE_ERROR(layers::Resizing(3, 3, bad), "\"lanczos5\" and \"area\"");
+    const std::string msg = message_of([&] { (void)layers::UpSampling2D({2, 2}, bad); });
+    EXPECT_NE(msg.find("UpSampling2D: interpolation '" + bad + "'"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("\"nearest\", \"bilinear\", \"bicubic\", \"lanczos3\""), std::string::npos) << msg;
+  }
+  EXPECT_VALUE_ERROR(layers::Resizing(3, 3, "Bilinear"), "interpolation 'Bilinear'");
+}
+
+// A batch of large images keeps small constants: the width's index is the columns' alone (not
+// every example's and row's, which for lanczos5's 11 taps here would be 8 * 224 * 160 * 11 int64,
+// 25 MB, and for a larger batch past device_constant's budget), the height's one per example.
+TEST(ResizeImages, LargeImagesKeepSmallConstants) {
+  const Device here = context_device(current_compute_context());
+  const std::uint64_t before = device_constant_bytes(here);
+  const Tensor x = Tensor::zeros(Shape{8, 224, 224, 1}, DType::kF32);
+  EXPECT_EQ(layers::resize_images(x, 160, 160, Interpolation::kLanczos5).shape(), (Shape{8, 160, 160, 1}));
+  EXPECT_LT(device_constant_bytes(here) - before, std::uint64_t{1} << 20);
+}
+
+TEST(ResizeImages, AnEmptyBatchKeepsItsShape) {
+  const Tensor x = Tensor::from_vector(std::vector<float>{}, Shape{0, 3, 4, 2});
+  EXPECT_EQ(layers::resize_images(x, 5, 2, Interpolation::kLanczos3).shape(), (Shape{0, 5, 2, 2}));
+}
+
+}  // namespace
+}  // namespace lockstep
