@@ -30,6 +30,8 @@ enum class UnaryOp : std::uint8_t {
 };
 enum class BinaryOp : std::uint8_t { kAdd, kSub, kMul, kDiv, kMaximum, kMinimum };
 enum class CompareOp : std::uint8_t { kEqual, kNotEqual, kLess, kLessEqual, kGreater, kGreaterEqual };
+/// What random_fill draws (backend/dropout_rng.hpp says how): uniform in [0, 1), or standard normal.
+enum class RandomDistribution : std::uint8_t { kUniform, kStandardNormal };
 
 constexpr int kMaxRank = 8;
 /// Output dims and, per operand, element strides (0 on broadcast dimensions).

@@ -33,7 +33,7 @@ const json kRecurrentFixed = {{"stateful", false}, {"unroll", false}};
 
 // Keras' random layers take a seed; lockstep's draw from the model's seed (Dropout's rule).
 const json kSeedless = {{"seed", nullptr}};
-// Keras' SpatialDropout1D / 2D constructors take no trainable (spatial_dropout.py).
+// Keras' SpatialDropout1D / 2D / 3D constructors take no trainable (spatial_dropout.py).
 const std::vector<std::string> kSpatialDropoutNotTaken = {"trainable"};
 
 // One row per layer class lockstep has.
@@ -117,6 +117,12 @@ std::vector<LayerClass> builtin_classes() {
        {{"data_format", "channels_last"}, {"pad_to_aspect_ratio", false}, {"fill_mode", "constant"},
         {"fill_value", 0.0}, {"antialias", false}}},
       {"CenterCrop", &CenterCropLayer::from_config, kChannelsLast},
+      // Keras 3's SpatialDropout3D (regularization_layers.hpp) and the color augmentations
+      // RandomContrast and RandomBrightness (preprocessing_layers.hpp: their seed is their own).
+      {"SpatialDropout3D", [](const json& c) { return SpatialDropoutLayer::from_config(3, c); }, kSeedless,
+       kSpatialDropoutNotTaken},
+      {"RandomContrast", &RandomContrastLayer::from_config, kChannelsLast},
+      {"RandomBrightness", &RandomBrightnessLayer::from_config, kChannelsLast},
   };
 }
 

@@ -7,9 +7,12 @@
 #include <limits>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <sstream>
+#include <tuple>
 
 #include "lockstep/layers/layer_registry.hpp"
 #include "lockstep/tensor/device_constant.hpp"
+#include "lockstep/tensor/ops_random.hpp"
 #include "nn/random_draws.hpp"
 
 namespace lockstep::layers {
@@ -339,11 +342,169 @@ LayerPtr RandomFlipLayer::from_config(const json& c) {
   return std::make_shared<RandomFlipLayer>(std::move(o));
 }
 
+// ---- RandomContrast, RandomBrightness (random_contrast.py, random_brightness.py) ----
+namespace {
+std::string floats_str(const std::vector<float>& v) {
+  std::string s = "(";
+  for (std::size_t i = 0; i < v.size(); ++i) {
+    std::ostringstream o;
+    o << v[i];
+    s += (i ? ", " : "") + o.str();
+  }
+  return s + ")";
+}
+
+// Keras' BaseImagePreprocessingLayer._set_factor with its _FACTOR_BOUNDS (lo, hi): (lower, upper).
+std::pair<float, float> keras_factor(const char* cls, const std::vector<float>& f, float lo, float hi) {
+  const auto message = [&] {
+    std::ostringstream o;
+    o << cls << ": the `factor` argument should be a number (or a list of two numbers) in the range [" << lo << ", "
+      << hi << "]. Received: factor=";
+    if (f.size() == 1)
+      o << f[0];
+    else
+      o << floats_str(f);
+    return o.str();
+  };
+  if (f.size() == 2) {
+    LOCKSTEP_CHECK(!(f[0] > hi || f[1] < lo), message());
+    return {std::min(f[0], f[1]), std::max(f[0], f[1])};
+  }
+  LOCKSTEP_CHECK(f.size() == 1 && f[0] >= lo && f[0] <= hi, message());
+  const float a = std::fabs(f[0]);
+  return {std::max(-a, lo), a};
+}
+
+void check_value_range(const char* cls, const std::vector<float>& v) {
+  LOCKSTEP_CHECK(v.size() == 2, cls, ": the `value_range` argument should be a list of two numbers. Received: ",
+                 "value_range=", floats_str(v));
+}
+
+void check_images(const Layer& layer, const Shape& s) {
+  LOCKSTEP_CHECK(s.rank() == 4, "layer '", layer.name(), "' (", layer.class_name(),
+                 ") needs batched images (batch, height, width, channels), channels_last, got ", s.str());
+}
+
+// A seed given to the layer picks its own stream; else the model's, per layer (Dropout's).
+std::uint64_t color_stream(std::uint64_t tag, const std::optional<std::int64_t>& own, std::uint64_t model_seed) {
+  return own ? mix_seed(tag, static_cast<std::uint64_t>(*own)) : model_seed;
+}
+
+// One uniform draw in [lo, hi) per image of x, as (batch, 1, 1, 1): Keras' random.uniform(shape=
+// (batch, 1, 1, 1), minval, maxval), minval + u * (maxval - minval), u the unit (example, 0) of
+// uniform_like on a (batch, 1) tensor (keyed by the example's global index).
+Tensor per_image_uniform(const Tensor& x, float lo, float hi, const DropoutKey& key) {
+  const std::int64_t n = x.dim(0);
+  const Tensor u = uniform_like(Tensor::empty(Shape{n, 1}, x.dtype()), key);
+  return reshape(add_scalar(scale(u, hi - lo), lo), Shape{n, 1, 1, 1});
+}
+
+json color_config(json c, const RandomColorOptions& o, float lower, float upper) {
+  c["factor"] = json::array({lower, upper});
+  c["value_range"] = o.value_range;
+  c["seed"] = o.seed ? json(*o.seed) : json(nullptr);
+  return c;
+}
+
+RandomColorOptions color_options(const json& c) {
+  RandomColorOptions o;
+  const json& f = c.at("factor");
+  o.factor = f.is_array() ? f.get<std::vector<float>>() : std::vector<float>{f.get<float>()};
+  if (c.contains("value_range")) o.value_range = c.at("value_range").get<std::vector<float>>();
+  const json& seed = c.value("seed", json());
+  if (!seed.is_null()) o.seed = seed.get<std::int64_t>();
+  o.name = c.at("name").get<std::string>();
+  return o;
+}
+}  // namespace
+
+RandomContrastLayer::RandomContrastLayer(RandomColorOptions options)
+    : Layer(options.name), options_(std::move(options)) {
+  // Keras' RandomContrast._FACTOR_BOUNDS = (0, 1): a number f is (0, f), factors in [1, 1 + f].
+  std::tie(lower_, upper_) = keras_factor("RandomContrast", options_.factor, 0.0f, 1.0f);
+  check_value_range("RandomContrast", options_.value_range);
+  // Keras keeps the range as given and clips to it, a reversed one making every pixel its first
+  // value: refused here.
+  LOCKSTEP_CHECK(options_.value_range[0] <= options_.value_range[1], "RandomContrast: value_range ",
+                 floats_str(options_.value_range), " must be (low, high)");
+}
+
+Shape RandomContrastLayer::compute_output_shape(const Shape& s) const {
+  check_images(*this, s);
+  return s;
+}
+
+void RandomContrastLayer::build_impl(const Shape& s, std::uint64_t seed) {
+  check_images(*this, s);
+  stream_ = color_stream(0x52616e64436f6e74ULL, options_.seed, seed);
+}
+
+Tensor RandomContrastLayer::call(const Tensor& x_in, const CallContext& ctx) const {
+  check_images(*this, x_in.shape());
+  const Tensor x = autocast(x_in);  // Keras' transform_images casts to the compute dtype in both modes
+  if (!ctx.training || x.numel() == 0) return x;
+  const Tensor factor = per_image_uniform(x, 1.0f - lower_, 1.0f + upper_, random_key(ctx, stream_));
+  // Keras' _adjust_contrast: the mean over height, then over width, per image and channel.
+  const Tensor m = mean(mean(x, 1, true), 2, true);
+  return clip(add(mul(sub(x, m), factor), m), options_.value_range[0], options_.value_range[1]);
+}
+
+json RandomContrastLayer::get_config() const { return color_config(Layer::get_config(), options_, lower_, upper_); }
+
+LayerPtr RandomContrastLayer::from_config(const json& c) {
+  return std::make_shared<RandomContrastLayer>(color_options(c));
+}
+
+RandomBrightnessLayer::RandomBrightnessLayer(RandomColorOptions options)
+    : Layer(options.name), options_(std::move(options)) {
+  // Keras' default _FACTOR_BOUNDS = (-1, 1): a number f is (-f, f).
+  std::tie(lower_, upper_) = keras_factor("RandomBrightness", options_.factor, -1.0f, 1.0f);
+  check_value_range("RandomBrightness", options_.value_range);
+  std::sort(options_.value_range.begin(), options_.value_range.end());  // Keras' _set_value_range
+}
+
+Shape RandomBrightnessLayer::compute_output_shape(const Shape& s) const {
+  check_images(*this, s);
+  return s;
+}
+
+void RandomBrightnessLayer::build_impl(const Shape& s, std::uint64_t seed) {
+  check_images(*this, s);
+  stream_ = color_stream(0x52616e6442726974ULL, options_.seed, seed);
+}
+
+Tensor RandomBrightnessLayer::call(const Tensor& x_in, const CallContext& ctx) const {
+  check_images(*this, x_in.shape());
+  const Tensor x = autocast(x_in);
+  if (!ctx.training || x.numel() == 0) return x;
+  const float low = options_.value_range[0], high = options_.value_range[1];
+  // Keras: rgb_delta = uniform(lower, upper) * (high - low), images + rgb_delta, clipped.
+  const Tensor delta = scale(per_image_uniform(x, lower_, upper_, random_key(ctx, stream_)), high - low);
+  return clip(add(x, delta), low, high);
+}
+
+json RandomBrightnessLayer::get_config() const {
+  return color_config(Layer::get_config(), options_, lower_, upper_);
+}
+
+LayerPtr RandomBrightnessLayer::from_config(const json& c) {
+  return std::make_shared<RandomBrightnessLayer>(color_options(c));
+}
+
 LayerPtr Normalization(NormalizationOptions options) {
   return std::make_shared<NormalizationLayer>(std::move(options));
 }
 LayerPtr RandomFlip(const std::string& mode, std::optional<std::int64_t> seed) {
   return std::make_shared<RandomFlipLayer>(RandomFlipOptions{.mode = mode, .seed = seed});
+}
+LayerPtr RandomContrast(std::vector<float> factor, std::vector<float> value_range, std::optional<std::int64_t> seed) {
+  return std::make_shared<RandomContrastLayer>(
+      RandomColorOptions{.factor = std::move(factor), .value_range = std::move(value_range), .seed = seed});
+}
+LayerPtr RandomBrightness(std::vector<float> factor, std::vector<float> value_range,
+                          std::optional<std::int64_t> seed) {
+  return std::make_shared<RandomBrightnessLayer>(
+      RandomColorOptions{.factor = std::move(factor), .value_range = std::move(value_range), .seed = seed});
 }
 
 }  // namespace lockstep::layers

@@ -20,20 +20,20 @@ void check_rate(const char* cls, float rate) {
 }
 }  // namespace
 
-// ---- SpatialDropout1D / 2D (keras/src/layers/regularization/spatial_dropout.py) ----
+// ---- SpatialDropout1D / 2D / 3D (keras/src/layers/regularization/spatial_dropout.py) ----
 
 SpatialDropoutLayer::SpatialDropoutLayer(int rank, float rate, std::string data_format, std::string name)
     : Layer(std::move(name)), rank_(rank), rate_(rate), data_format_(std::move(data_format)) {
-  LOCKSTEP_CHECK(rank == 1 || rank == 2, "SpatialDropout: rank ", rank, " is not 1 or 2");
-  check_rate(rank == 1 ? "SpatialDropout1D" : "SpatialDropout2D", rate);
-  LOCKSTEP_CHECK(data_format_ == "channels_last" || (rank == 2 && data_format_ == "channels_first"),
+  LOCKSTEP_CHECK(rank >= 1 && rank <= 3, "SpatialDropout: rank ", rank, " is not 1, 2 or 3");
+  check_rate(class_name().c_str(), rate);
+  LOCKSTEP_CHECK(data_format_ == "channels_last" || (rank > 1 && data_format_ == "channels_first"),
                  class_name(), ": data_format must be \"channels_last\"",
-                 rank == 2 ? " or \"channels_first\"" : " (SpatialDropout1D has no other)", ", got \"", data_format_,
+                 rank > 1 ? " or \"channels_first\"" : " (SpatialDropout1D has no other)", ", got \"", data_format_,
                  "\"");
 }
 
 Shape SpatialDropoutLayer::compute_output_shape(const Shape& s) const {
-  // Keras' InputSpec(ndim=3) / (ndim=4).
+  // Keras' InputSpec(ndim=3) / (ndim=4) / (ndim=5).
   LOCKSTEP_CHECK(static_cast<int>(s.rank()) == rank_ + 2, "Input 0 of layer \"", name(), "\" (", class_name(),
                  ") is incompatible with the layer: expected ndim=", rank_ + 2, ", found ndim=", s.rank(),
                  ". Full shape received: ", s.str());
@@ -49,7 +49,8 @@ Tensor SpatialDropoutLayer::call(const Tensor& x, const CallContext& ctx) const 
   (void)compute_output_shape(x.shape());
   const Tensor in = autocast(x);
   if (!ctx.training || rate_ == 0.0f) return in;
-  // Keras' noise_shape: (batch, 1, channels); (batch, 1, 1, channels); (batch, channels, 1, 1).
+  // Keras' noise_shape: (batch, 1, channels); (batch, 1, 1, channels) or (batch, channels, 1, 1);
+  // (batch, 1, 1, 1, channels) or (batch, channels, 1, 1, 1).
   const bool first = data_format_ == "channels_first";
   const std::int64_t channels = first ? in.dim(1) : in.dim(-1);
   std::vector<std::int64_t> noise(in.rank(), 1);
@@ -62,13 +63,13 @@ Tensor SpatialDropoutLayer::call(const Tensor& x, const CallContext& ctx) const 
 json SpatialDropoutLayer::get_config() const {
   json c = Layer::get_config();
   c["rate"] = rate_;
-  if (rank_ == 2) c["data_format"] = data_format_;
+  if (rank_ > 1) c["data_format"] = data_format_;
   return c;
 }
 
 LayerPtr SpatialDropoutLayer::from_config(int rank, const json& c) {
   std::string format = "channels_last";  // Keras' None: its image_data_format, channels_last unless set
-  if (rank == 2 && c.contains("data_format") && !c.at("data_format").is_null())
+  if (rank > 1 && c.contains("data_format") && !c.at("data_format").is_null())
     format = c.at("data_format").get<std::string>();
   return std::make_shared<SpatialDropoutLayer>(rank, rate_from(c), format, c.at("name").get<std::string>());
 }
@@ -204,6 +205,9 @@ LayerPtr IdentityLayer::from_config(const json& c) { return std::make_shared<Ide
 LayerPtr SpatialDropout1D(float rate) { return std::make_shared<SpatialDropoutLayer>(1, rate); }
 LayerPtr SpatialDropout2D(float rate, const std::string& data_format) {
   return std::make_shared<SpatialDropoutLayer>(2, rate, data_format);
+}
+LayerPtr SpatialDropout3D(float rate, const std::string& data_format) {
+  return std::make_shared<SpatialDropoutLayer>(3, rate, data_format);
 }
 LayerPtr GaussianNoise(float stddev) { return std::make_shared<GaussianNoiseLayer>(stddev); }
 LayerPtr GaussianDropout(float rate) { return std::make_shared<GaussianDropoutLayer>(rate); }

@@ -25,7 +25,9 @@ using nlohmann::json;
 
 // Keras arguments lockstep accepts whatever their value, for any class: randomness comes from the
 // model's seed (keyed per layer, step and example), so no Keras seed would reproduce Keras' draws
-// anyway; renorm_momentum is only read by renorm, which must be off.
+// anyway; renorm_momentum is only read by renorm, which must be off. A seed is kept, though, for a
+// class that takes one as its own stream (its registry row does not fix seed: RandomFlip,
+// RandomContrast, RandomBrightness), so that it crosses a file both ways.
 const std::set<std::string> kIgnoredArguments = {"seed", "renorm_momentum"};
 
 // lockstep's initializer names <-> Keras' classes.
@@ -110,6 +112,10 @@ class LayerReader {
     if (name_.empty()) fail("the config has no name");
     json out = {{"name", name_}};
     for (const auto& [key, value] : config_.items()) {
+      if (key == "seed" && !c.keras_fixed.contains("seed") && !value.is_null()) {
+        out[key] = value;
+        continue;
+      }
       if (key == "name" || key == "dtype" || key == "trainable" || kIgnoredArguments.count(key)) continue;
       if (c.keras_fixed.contains(key)) {
         if (!is_off(value) && value != c.keras_fixed.at(key))

@@ -6,9 +6,11 @@
 #include <numbers>
 #include <tuple>
 
+#include "backend/dropout_rng.hpp"
 #include "backend/parity.hpp"
 #include "lockstep/tensor/ops_clip.hpp"
 #include "lockstep/tensor/ops_loss_scale.hpp"
+#include "lockstep/tensor/ops_random.hpp"
 #include "lockstep/tensor/ops_recurrent.hpp"
 #include "lockstep/tensor/ops_softmax_xent.hpp"
 #include "lockstep/tensor/ops_update_all.hpp"
@@ -401,6 +403,41 @@ Row dropout_row(const char* variant, const Shape& s, float rate) {
   };
   return r;
 }
+// random_fill's draws (standard_normal_like, uniform_like) against the rule written out here: the
+// dropout keying's unit hash (dropout_rng.hpp's mix cascade), then the uniform's top 24 bits times
+// 2^-24 (exact) or Box-Muller in double as the host drew the noise before the kernel, rounded to
+// the dtype (a backend's log and cos may move the float32 result by an ulp: dropout_rng.hpp).
+Row random_fill_row(bool normal, const char* variant, const Shape& s) {
+  static const DropoutKey kKey{.seed = 11, .stream = 2, .step = 7, .first_example = 5};
+  return make_row(
+      normal ? "random_fill_normal" : "random_fill_uniform", variant,
+      normal ? "standard_normal_like" : "uniform_like", floats(), {{KernelOp::kRandomFill, {}}},
+      {{s, uniform(-1, 1), {}}},
+      [normal](const std::vector<Tensor>& in, DType) {
+        return std::vector<Tensor>{normal ? standard_normal_like(in[0], kKey) : uniform_like(in[0], kKey)};
+      },
+      [normal, s](const std::vector<Host>&, DType) {
+        namespace rng = backend::dropout;
+        Expected e(s);
+        const std::int64_t rows = s.rank() ? s.dims()[0] : 1, cols = rows ? s.numel() / rows : 0;
+        const std::uint64_t step = rng::step_key(kKey.seed, kKey.stream, kKey.step);
+        for (std::int64_t r = 0; r < rows; ++r) {
+          const std::uint64_t row = rng::row_key(step, kKey.first_example + r);
+          for (std::int64_t c = 0; c < cols; ++c) {
+            const std::uint64_t h = rng::mix(row + static_cast<std::uint64_t>(c));
+            double v = static_cast<double>(h >> 40) / 16777216.0;
+            if (normal) {
+              const double u1 = (static_cast<double>(h >> 32) + 0.5) / 4294967296.0;
+              const double u2 = static_cast<double>(h & 0xffffffffULL) / 4294967296.0;
+              v = static_cast<float>(std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * std::numbers::pi * u2));
+            }
+            e.set(r * cols + c, v);
+          }
+        }
+        return std::vector<Expected>{e};
+      });
+}
+
 // The step's numbers (step_state.hpp): a block's count set, the scalars of an AdamW step under a
 // CosineDecay with warmup derived from it, the count advanced, and the next step's derived; the
 // reference is Keras' formulas written out here.
@@ -760,6 +797,11 @@ std::vector<Row> nn_update_rows() {
 
   rows.push_back(dropout_row("grain", {67, 1001}, 0.3f));
   rows.push_back(dropout_row("rank1", {400}, 0.5f));
+  for (const bool normal : {false, true}) {
+    rows.push_back(random_fill_row(normal, "grain", {67, 1001}));
+    rows.push_back(random_fill_row(normal, "rank1", {400}));
+    rows.push_back(random_fill_row(normal, "empty", {0, 3}));
+  }
 
   for (const Shape& s : {Shape{67591}, Shape{0, 3}}) {
     rows.push_back(make_row(

@@ -1,14 +1,18 @@
-// Normalization and RandomFlip (Keras 3's preprocessing layers inside a model): values worked out
-// by hand, adapt over several batches, invert, flips exact, training vs inference, config round trips.
+// Normalization, RandomFlip, RandomContrast and RandomBrightness (Keras 3's preprocessing layers
+// inside a model): values worked out by hand, adapt over several batches, invert, flips exact, the
+// colour layers' one factor per image within Keras' bounds, training vs inference, config round trips.
 #include "lockstep/layers/preprocessing_layers.hpp"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <nlohmann/json.hpp>
+#include <tuple>
 #include <vector>
 
 #include "common/error_message.hpp"
+#include "common/random_data.hpp"
 #include "lockstep/layers/image_preprocessing_layers.hpp"
 #include "lockstep/layers/layer_registry.hpp"
 
@@ -211,6 +215,172 @@ TEST(RandomFlip, ConfigRoundTripsAndBadArgumentsAreRefusedByName) {
   EXPECT_VALUE_ERROR(layers::RandomFlip("diagonal"), "mode 'diagonal'");
   auto g = layers::RandomFlip();
   EXPECT_THROW(g->build(Shape{-1, 4, 3}, 0), ValueError);
+}
+
+// ---- RandomContrast, RandomBrightness ----
+
+// Per image of (n, h, w, c) images: the channels' means over height and width, in double.
+std::vector<double> channel_means(const std::vector<float>& v, std::int64_t n, std::int64_t hw, std::int64_t c) {
+  std::vector<double> m(static_cast<std::size_t>(n * c), 0.0);
+  for (std::int64_t b = 0; b < n; ++b)
+    for (std::int64_t p = 0; p < hw; ++p)
+      for (std::int64_t k = 0; k < c; ++k)
+        m[static_cast<std::size_t>(b * c + k)] += v[static_cast<std::size_t>((b * hw + p) * c + k)];
+  for (double& x : m) x /= static_cast<double>(hw);
+  return m;
+}
+
+// Each image's contrast factor (least squares of y - mean against x - mean), checked to be one
+// factor for every pixel and channel of it and the channels' means kept (no value clipped).
+std::vector<double> contrast_factors(const Tensor& x, const Tensor& y) {
+  const std::int64_t n = x.dim(0), hw = x.dim(1) * x.dim(2), c = x.dim(3);
+  const auto xv = x.to_vector<float>(), yv = y.to_vector<float>();
+  const auto mx = channel_means(xv, n, hw, c), my = channel_means(yv, n, hw, c);
+  const auto at = [&](std::int64_t b, std::int64_t p, std::int64_t k) { return static_cast<std::size_t>((b * hw + p) * c + k); };
+  std::vector<double> factors;
+  for (std::int64_t b = 0; b < n; ++b) {
+    double xy = 0, xx = 0;
+    for (std::int64_t p = 0; p < hw; ++p)
+      for (std::int64_t k = 0; k < c; ++k) {
+        const double m = mx[static_cast<std::size_t>(b * c + k)], dx = xv[at(b, p, k)] - m;
+        xy += (yv[at(b, p, k)] - m) * dx;
+        xx += dx * dx;
+      }
+    const double f = xy / xx;
+    for (std::int64_t p = 0; p < hw; ++p)
+      for (std::int64_t k = 0; k < c; ++k) {
+        const double m = mx[static_cast<std::size_t>(b * c + k)];
+        EXPECT_NEAR(yv[at(b, p, k)] - m, f * (xv[at(b, p, k)] - m), 1e-5) << "image " << b << " pixel " << p;
+      }
+    for (std::int64_t k = 0; k < c; ++k)
+      EXPECT_NEAR(my[static_cast<std::size_t>(b * c + k)], mx[static_cast<std::size_t>(b * c + k)], 1e-5)
+          << "image " << b << " channel " << k;
+    factors.push_back(f);
+  }
+  return factors;
+}
+
+// Pixels in [0.3, 0.7).
+Tensor colour_images(std::int64_t n, std::uint64_t seed) {
+  return test::random_uniform(Shape{n, 3, 4, 2}, seed, 0.3f, 0.7f);
+}
+
+TEST(RandomContrast, EachImageDrawsOneFactorWithinKerasBoundsAndKeepsItsChannelMeans) {
+  // Keras 3's rule for a number f: (lower, upper) = (0, f), factors in [1, 1 + f].
+  auto number = layers::RandomContrast({0.5f}, {-10.0f, 10.0f});  // a range that clips nothing
+  const auto& as_contrast = dynamic_cast<const layers::RandomContrastLayer&>(*number);
+  EXPECT_EQ(as_contrast.lower(), 0.0f);
+  EXPECT_EQ(as_contrast.upper(), 0.5f);
+  number->build(Shape{-1, 3, 4, 2}, 7);
+  const std::int64_t n = 2000;
+  const Tensor x = colour_images(n, 3);
+  const CallContext train{.training = true, .seed = 5, .step = 2};
+  EXPECT_TRUE(number->call(x, CallContext{.training = false}).bitwise_equal(x));
+  for (const auto& [layer, lo, hi] :
+       {std::tuple{number, 1.0, 1.5}, std::tuple{layers::RandomContrast({0.6f, 0.3f}, {-10.0f, 10.0f}), 0.7, 1.6}}) {
+    layer->build(Shape{-1, 3, 4, 2}, 7);
+    const auto f = contrast_factors(x, layer->call(x, train));
+    double mean = 0;
+    for (double v : f) {
+      EXPECT_GE(v, lo - 1e-3);
+      EXPECT_LE(v, hi + 1e-3);
+      mean += v / static_cast<double>(n);
+    }
+    // Uniform on [lo, hi]: the mean within 5 standard errors, and both ends reached.
+    EXPECT_NEAR(mean, (lo + hi) / 2, 5 * (hi - lo) / std::sqrt(12.0 * static_cast<double>(n)));
+    EXPECT_LT(*std::min_element(f.begin(), f.end()), lo + 0.01 * (hi - lo));
+    EXPECT_GT(*std::max_element(f.begin(), f.end()), hi - 0.01 * (hi - lo));
+  }
+}
+
+TEST(RandomContrast, ClipsToTheValueRangeAndDrawsAsOneDeviceAnotherEachStep) {
+  auto layer = layers::RandomContrast({1.0f}, {0.4f, 0.6f});
+  layer->build(Shape{-1, 3, 4, 2}, 7);
+  const std::int64_t n = 64;
+  const Tensor x = colour_images(n, 4);
+  const CallContext train{.training = true, .seed = 5, .step = 2};
+  const Tensor y = layer->call(x, train);
+  const auto v = y.to_vector<float>();
+  EXPECT_EQ(*std::min_element(v.begin(), v.end()), 0.4f);
+  EXPECT_EQ(*std::max_element(v.begin(), v.end()), 0.6f);
+  // The second half alone, as a second replica sees it: the same images' factors.
+  CallContext second = train;
+  second.first_example = n / 2;
+  const auto half = layer->call(x.slice(n / 2, n), second).to_vector<float>();
+  EXPECT_EQ(half, std::vector<float>(v.begin() + static_cast<long>(v.size() / 2), v.end()));
+  CallContext next = train;
+  next.step = 3;
+  EXPECT_FALSE(layer->call(x, next).bitwise_equal(y));
+  // A layer seed gives its own stream, whatever the model builds the layer with.
+  auto s1 = layers::RandomContrast({0.5f}, {0.0f, 1.0f}, 42), s2 = layers::RandomContrast({0.5f}, {0.0f, 1.0f}, 42);
+  s1->build(Shape{-1, 3, 4, 2}, 1);
+  s2->build(Shape{-1, 3, 4, 2}, 2);
+  EXPECT_TRUE(s1->call(x, train).bitwise_equal(s2->call(x, train)));
+}
+
+TEST(RandomBrightness, EachImageGainsOneDeltaWithinTheFactorTimesTheRangeThenClipped) {
+  auto layer = layers::RandomBrightness({0.2f}, {255.0f, 0.0f});  // Keras sorts the range
+  const auto& as_brightness = dynamic_cast<const layers::RandomBrightnessLayer&>(*layer);
+  EXPECT_EQ(as_brightness.lower(), -0.2f);
+  EXPECT_EQ(as_brightness.upper(), 0.2f);
+  layer->build(Shape{-1, 3, 4, 2}, 7);
+  const std::int64_t n = 2000;
+  const Tensor x = test::random_uniform(Shape{n, 3, 4, 2}, 5, 60.0f, 190.0f);  // 0.2 * 255 = 51 from the bounds
+  const CallContext train{.training = true, .seed = 5, .step = 2};
+  EXPECT_TRUE(layer->call(x, CallContext{.training = false}).bitwise_equal(x));
+  const auto xv = x.to_vector<float>(), yv = layer->call(x, train).to_vector<float>();
+  double mean = 0;
+  for (std::int64_t b = 0; b < n; ++b) {
+    const double delta = yv[static_cast<std::size_t>(b * 24)] - xv[static_cast<std::size_t>(b * 24)];
+    for (std::int64_t i = 1; i < 24; ++i) {
+      const auto k = static_cast<std::size_t>(b * 24 + i);
+      ASSERT_NEAR(yv[k] - xv[k], delta, 1e-3) << "image " << b;
+    }
+    EXPECT_GE(delta, -51.0 - 1e-3);
+    EXPECT_LE(delta, 51.0 + 1e-3);
+    mean += delta / static_cast<double>(n);
+  }
+  EXPECT_NEAR(mean, 0.0, 5 * 102 / std::sqrt(12.0 * static_cast<double>(n)));
+  // Clipped to the range: a delta of up to the whole range saturates some pixels.
+  auto full = layers::RandomBrightness({-1.0f, 1.0f}, {0.0f, 255.0f});
+  full->build(Shape{-1, 3, 4, 2}, 7);
+  const auto clipped = full->call(x, train).to_vector<float>();
+  EXPECT_EQ(*std::min_element(clipped.begin(), clipped.end()), 0.0f);
+  EXPECT_EQ(*std::max_element(clipped.begin(), clipped.end()), 255.0f);
+  // Replicas draw what one device draws.
+  CallContext second = train;
+  second.first_example = n / 2;
+  const auto half = full->call(x.slice(n / 2, n), second).to_vector<float>();
+  EXPECT_EQ(half, std::vector<float>(clipped.begin() + static_cast<long>(clipped.size() / 2), clipped.end()));
+}
+
+TEST(RandomColourLayers, ConfigsAreKerasAndBadArgumentsAreRefusedAsKeras) {
+  const json contrast = layers::RandomContrast({0.2f}, {0.0f, 255.0f}, 4)->get_config();
+  EXPECT_EQ(contrast.at("factor"), json::array({0.0, 0.2f}));
+  EXPECT_EQ(contrast.at("value_range"), json::array({0.0, 255.0}));
+  EXPECT_EQ(contrast.at("seed"), 4);
+  EXPECT_EQ(layers::find_layer_class("RandomContrast")->from_config(contrast)->get_config(), contrast);
+  const json brightness = layers::RandomBrightness({0.3f, -0.2f}, {1.0f, 0.0f})->get_config();
+  EXPECT_EQ(brightness.at("factor"), json::array({-0.2f, 0.3f}));
+  EXPECT_EQ(brightness.at("value_range"), json::array({0.0, 1.0}));
+  EXPECT_TRUE(brightness.at("seed").is_null());
+  EXPECT_EQ(layers::find_layer_class("RandomBrightness")->from_config(brightness)->get_config(), brightness);
+  // Keras writes a number's factor as (lower, upper); a file with a bare number loads as Keras reads it.
+  const auto from_number = layers::find_layer_class("RandomBrightness")
+                               ->from_config({{"name", "b"}, {"factor", 0.5}, {"value_range", {0, 255}}});
+  EXPECT_EQ(from_number->get_config().at("factor"), json::array({-0.5, 0.5}));
+  for (const char* cls : {"RandomContrast", "RandomBrightness"})
+    EXPECT_EQ(layers::find_layer_class(cls)->keras_fixed.at("data_format"), "channels_last");
+  EXPECT_VALUE_ERROR(layers::RandomContrast({1.5f}),
+                     "the `factor` argument should be a number (or a list of two numbers) in the range [0, 1]. "
+                     "Received: factor=1.5");
+  EXPECT_VALUE_ERROR(layers::RandomContrast({-0.5f}), "in the range [0, 1]");
+  EXPECT_VALUE_ERROR(layers::RandomBrightness({1.2f, 1.5f}), "in the range [-1, 1]. Received: factor=(1.2, 1.5)");
+  EXPECT_VALUE_ERROR(layers::RandomBrightness({0.1f, 0.2f, 0.3f}), "Received: factor=(0.1, 0.2, 0.3)");
+  EXPECT_VALUE_ERROR(layers::RandomBrightness({0.1f}, {0.0f}), "`value_range` argument should be a list of two");
+  EXPECT_VALUE_ERROR(layers::RandomContrast({0.1f}, {1.0f, 0.0f}), "value_range (1, 0) must be (low, high)");
+  auto unbatched = layers::RandomContrast({0.1f});
+  EXPECT_VALUE_ERROR(unbatched->build(Shape{4, 4, 3}, 0), "needs batched images");
 }
 
 // TensorFlow's bilinear resize of one axis (half-pixel centres, float as TensorFlow): what the

@@ -1,4 +1,4 @@
-// Keras 3's other regularization layers (SpatialDropout1D / 2D, GaussianNoise, GaussianDropout,
+// Keras 3's other regularization layers (SpatialDropout1D / 2D / 3D, GaussianNoise, GaussianDropout,
 // AlphaDropout, Identity) and normalisations (GroupNormalization, UnitNormalization): their
 // formulas worked out by hand, training against inference, the statistics of their draws, the
 // keying that makes a split batch draw what the whole one does, refusals, and configurations.
@@ -120,6 +120,42 @@ TEST(SpatialDropout2D, DropsWholeFeatureMapsInEitherDataFormat) {
     EXPECT_NEAR(static_cast<double>(dropped) / 800.0, rate, 0.06) << format;
     expect_split_draws_the_same(*layer, x, 31);
   }
+}
+
+// Keras' SpatialDropout3D noise shape: (batch, 1, 1, 1, channels) or (batch, channels, 1, 1, 1).
+TEST(SpatialDropout3D, DropsWholeVolumesInEitherDataFormat) {
+  const float rate = 0.25f;
+  std::vector<std::vector<float>> masks;  // per format: the (example, channel) values
+  for (const std::string format : {"channels_last", "channels_first"}) {
+    const bool last = format == "channels_last";
+    std::vector<float> mask;
+    const std::int64_t n = 60, d = 2, h = 3, w = 2, ch = 5;
+    const Tensor x = last ? Tensor::ones({n, d, h, w, ch}) : Tensor::ones({n, ch, d, h, w});
+    auto layer = built(layers::SpatialDropout3D(rate, format), x.shape());
+    const auto y = layer->call(x, kTrain).to_vector<float>();
+    std::size_t dropped = 0;
+    for (std::int64_t b = 0; b < n; ++b)
+      for (std::int64_t c = 0; c < ch; ++c) {
+        const auto at = [&](std::int64_t i) {  // i: the (d, h, w) position, row-major
+          return y[static_cast<std::size_t>(last ? (b * d * h * w + i) * ch + c : (b * ch + c) * d * h * w + i)];
+        };
+        const float first = at(0);
+        mask.push_back(first);
+        if (first == 0.0f) ++dropped;
+        else EXPECT_EQ(first, 1.0f / (1.0f - rate));
+        for (std::int64_t i = 0; i < d * h * w; ++i) ASSERT_EQ(at(i), first) << format;
+      }
+    EXPECT_NEAR(static_cast<double>(dropped) / static_cast<double>(n * ch), rate, 0.08) << format;
+    masks.push_back(std::move(mask));
+    expect_split_draws_the_same(*layer, x, 17);
+  }
+  // The mask is Dropout's for the unit (example, channel), whichever axis holds the channels.
+  EXPECT_EQ(masks[0], masks[1]);
+  EXPECT_NE(message_of([] { built(layers::SpatialDropout3D(0.5f), Shape{4, 3, 2, 2}); }).find("expected ndim=5"),
+            std::string::npos);
+  EXPECT_TRUE(built(layers::SpatialDropout3D(0.5f), Shape{2, 2, 2, 2, 3})
+                  ->call(Tensor::ones({2, 2, 2, 2, 3}), CallContext{.training = false})
+                  .bitwise_equal(Tensor::ones({2, 2, 2, 2, 3})));
 }
 
 TEST(SpatialDropout, RefusesOtherRanksRatesAndFormatsByName) {
@@ -311,6 +347,8 @@ TEST(RegularizationAndNormalizationConfigs, RoundTripThroughTheRegistryWithKeras
   const std::vector<std::pair<layers::LayerPtr, json>> cases = {
       {layers::SpatialDropout1D(0.25f), {{"rate", 0.25}}},
       {layers::SpatialDropout2D(0.5f, "channels_first"), {{"rate", 0.5}, {"data_format", "channels_first"}}},
+      {layers::SpatialDropout3D(0.5f, "channels_first"), {{"rate", 0.5}, {"data_format", "channels_first"}}},
+      {layers::SpatialDropout3D(0.25f), {{"rate", 0.25}, {"data_format", "channels_last"}}},
       {layers::GaussianNoise(0.125f), {{"stddev", 0.125}}},
       {layers::GaussianDropout(0.375f), {{"rate", 0.375}}},
       {layers::AlphaDropout(0.25f, {-1, 1, 4}), {{"rate", 0.25}, {"noise_shape", json::array({nullptr, 1, 4})}}},

@@ -75,3 +75,29 @@ def test_resizing_and_center_crop_take_keras_arguments():
     np.testing.assert_array_equal(predict(layers.CenterCrop(2, 2), x), x[:, 1:3, 2:4])
     with pytest.raises(ValueError, match="antialias"):
         layers.Resizing(2, 3, antialias=True)
+
+
+def test_random_contrast_and_brightness_take_keras_arguments_and_scale_each_image_once():
+    x = np.random.default_rng(2).uniform(0.3, 0.7, (64, 4, 5, 3)).astype("float32")
+    contrast = layers.RandomContrast(0.5, value_range=(-10, 10), seed=3)
+    brightness = layers.RandomBrightness((-0.2, 0.1), value_range=(1, 0))
+    for layer in (contrast, brightness):  # inference: the identity
+        np.testing.assert_array_equal(predict(layer, x), x, err_msg=type(layer).__name__)
+    assert list(contrast.get_config()["factor"]) == [0, 0.5]  # Keras 3's (0, f): factors in [1, 1 + f]
+    assert list(brightness.get_config()["value_range"]) == [0, 1]  # sorted as Keras sorts it
+    # training=True: each image one contrast factor about its channels' means, within [1, 1.5].
+    inputs = keras.Input(x.shape[1:])
+    y = keras.Model(inputs, layers.RandomContrast(0.5, value_range=(-10, 10))(inputs, training=True)).predict(
+        x, verbose=0)
+    mean = x.mean(axis=(1, 2), keepdims=True)
+    factor = ((y - mean) * (x - mean)).sum(axis=(1, 2, 3)) / ((x - mean) ** 2).sum(axis=(1, 2, 3))
+    np.testing.assert_allclose(y, mean + factor[:, None, None, None] * (x - mean), atol=1e-5)
+    assert (factor > 1 - 1e-4).all() and (factor < 1.5 + 1e-4).all() and factor.std() > 0.05
+    # Brightness: one delta per image in [-0.2, 0.1] times the range's width, clipped to it.
+    y = keras.Model(inputs, layers.RandomBrightness((-0.2, 0.1), value_range=(0, 1))(inputs, training=True)).predict(
+        x, verbose=0)
+    delta = (y - x).reshape(64, -1)
+    np.testing.assert_allclose(delta, delta[:, :1].repeat(delta.shape[1], axis=1), atol=1e-6)
+    assert (delta >= -0.2 - 1e-6).all() and (delta <= 0.1 + 1e-6).all()
+    with pytest.raises(ValueError, match="in the range"):
+        layers.RandomContrast(1.5)

@@ -1,4 +1,4 @@
-"""Keras 3's other regularization layers (SpatialDropout1D / 2D, GaussianNoise, GaussianDropout, AlphaDropout,
+"""Keras 3's other regularization layers (SpatialDropout1D / 2D / 3D, GaussianNoise, GaussianDropout, AlphaDropout,
 Identity) and GroupNormalization / UnitNormalization from Python: Keras' positional arguments and defaults, the
 identity in predict and their noise under training=True, the normalisations as NumPy computes them in float64,
 Keras' refusals, and a model of them saved as .keras and loaded with the same predictions."""
@@ -27,6 +27,14 @@ def test_regularization_layers_are_the_identity_in_predict_and_draw_under_traini
     np.testing.assert_allclose(y, np.where(kept[:, None, None, :], 2 * x, 0), rtol=1e-6)
     noise = predict(layers.GaussianNoise(0.5), x, training=True) - x
     assert abs(noise.mean()) < 0.03 and abs(noise.std() - 0.5) < 0.03
+    # SpatialDropout3D: whole volumes, one value per example and channel, either data format.
+    volumes = x.reshape(64, 2, 2, 3, 8)
+    np.testing.assert_array_equal(predict(layers.SpatialDropout3D(0.5), volumes), volumes)
+    for data_format, axes in (("channels_last", (1, 2, 3)), ("channels_first", (2, 3, 4))):
+        v = volumes if data_format == "channels_last" else volumes.transpose(0, 4, 1, 2, 3)
+        y = predict(layers.SpatialDropout3D(0.5, data_format), v, training=True)
+        assert ((y == 0).all(axis=axes) | (y != 0).all(axis=axes)).all(), data_format
+        assert 0.35 < (y != 0).all(axis=axes).mean() < 0.65, data_format
     seq = x.reshape(64, 12, 8)
     y = predict(layers.SpatialDropout1D(0.5), seq, training=True)
     assert ((y == 0).all(axis=1) | (y != 0).all(axis=1)).all()

@@ -25,7 +25,8 @@ Keras 3's preprocessing layers in a model: Normalization adapted by Keras (per c
 feature, over everything with axis=None, inverted) and given mean and variance, with RandomFlip (the
 identity in predict); the adapted statistics are Keras' weights (its int64 count included) both ways;
 Resizing (bilinear and nearest, down and up, crop_to_aspect_ratio) and CenterCrop; Resizing and
-UpSampling2D with bicubic, lanczos3, lanczos5 and area.
+UpSampling2D with bicubic, lanczos3, lanczos5 and area. RandomContrast and RandomBrightness (the
+identity in predict; factor, value_range and seed both ways) and SpatialDropout3D in both data formats.
 
 Exit 0 all agree, 1 a disagreement, 77 (skip) when tensorflow/keras are not importable.
 """
@@ -444,6 +445,26 @@ def keras_preprocessing_models(images, table):
     return image_model, tabular
 
 
+def keras_random_colour_models():
+    """RandomContrast (Keras' number factor and a pair, a seed) and RandomBrightness before a
+    convolution, and SpatialDropout3D in both data formats on volumes: random only in training, so
+    predict is the identity through them; their configurations go both ways."""
+    keras.utils.set_random_seed(23)
+    L = keras.layers
+    inp = keras.Input((6, 5, 3))
+    x = L.RandomContrast(0.3, value_range=(0, 1), seed=5, name="contrast")(inp)
+    x = L.RandomContrast((0.2, 0.4), name="contrast_pair")(x)
+    x = L.RandomBrightness((-0.1, 0.2), value_range=(1, 0), name="brightness")(x)
+    x = L.RandomBrightness(0.25, seed=9, name="brightness_number")(x)
+    x = L.GlobalAveragePooling2D()(L.Conv2D(4, 3, activation="relu")(x))
+    colour = keras.Model(inp, L.Dense(2)(x), name="keras_random_colour")
+    vin = keras.Input((3, 4, 4, 2))
+    v = L.SpatialDropout3D(0.3)(vin)
+    v = L.SpatialDropout3D(0.2, data_format="channels_first")(v)
+    volumes = keras.Model(vin, L.Dense(2)(L.Flatten()(v)), name="keras_spatial_dropout_3d")
+    return colour, volumes
+
+
 def both_ways(model, x, d, cli, driver, what):
     return kf.both_ways(model, x, d, cli, driver, what, RTOL)
 
@@ -532,6 +553,21 @@ def main():
     both_ways(tabular, table, d, cli, driver, "Normalization per feature, axis=None, given and inverted")
     both_ways(keras_resize_model(), np.random.RandomState(22).normal(0, 2, (8, 7, 6, 3)).astype(np.float32), d, cli,
               driver, "Resizing and UpSampling2D bicubic, lanczos3, lanczos5 and area")
+    # RandomContrast, RandomBrightness and SpatialDropout3D: predict's identity, configs both ways.
+    colour, volumes = keras_random_colour_models()
+    back = both_ways(colour, np.random.RandomState(24).uniform(0, 1, (8, 6, 5, 3)).astype(np.float32), d, cli,
+                     driver, "RandomContrast and RandomBrightness (identity in predict)")
+    if back is not None:
+        for name in ("contrast", "contrast_pair", "brightness", "brightness_number"):
+            want, got = colour.get_layer(name).get_config(), back.get_layer(name).get_config()
+            check(np.allclose(want["factor"], got["factor"]) and np.allclose(want["value_range"], got["value_range"])
+                  and want["seed"] == got["seed"] and want["data_format"] == got["data_format"],
+                  f"{name}: factor, value_range and seed as Keras wrote them ({got} for {want})")
+    back = both_ways(volumes, np.random.RandomState(25).normal(0, 1, (8, 3, 4, 4, 2)).astype(np.float32), d, cli,
+                     driver, "SpatialDropout3D both data formats")
+    if back is not None:
+        check([l.get_config().get("data_format") for l in back.layers if "spatial" in l.name]
+              == ["channels_last", "channels_first"], "SpatialDropout3D: data_format both ways")
     print(f"{len(kf.failures)} failure(s)")
     return 1 if kf.failures else 0
 

@@ -1,10 +1,12 @@
-// Normalization (adapted) and RandomFlip in a model trained with fit: the statistics stay as
-// adapted on every replica, two replicas train as one (RandomFlip's coins follow the example, not
-// the replica), predict leaves the images unflipped, and the model crosses a .keras file.
+// Normalization (adapted), RandomFlip, RandomContrast and RandomBrightness in models trained with
+// fit: the statistics stay as adapted on every replica, two replicas train as one (the coins and
+// factors follow the example, not the replica), predict leaves the images as they are, and the
+// models cross a .keras file.
 #include <gtest/gtest.h>
 
 #include <filesystem>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -108,6 +110,49 @@ TEST(PreprocessingFit, PredictDoesNotFlipAndTheModelCrossesAKerasFile) {
   const std::string dir = ::testing::TempDir() + "/preprocessing_fit";
   std::filesystem::create_directories(dir);
   (void)train(1, dir + "/model.keras");
+}
+
+}  // namespace
+}  // namespace lockstep
+
+namespace lockstep {
+namespace {
+
+// Input -> RandomContrast (seeded) -> RandomBrightness -> Conv2D -> pooling -> Dense, two epochs of
+// fit on `replicas` CPU replicas; saved and loaded when `save_to` is given.
+std::vector<std::vector<float>> train_coloured(int replicas, const std::string& save_to = "") {
+  distribute::MirroredStrategy strategy({.num_cpu_devices = replicas});
+  auto scope = strategy.scope();
+  set_random_seed(4);
+  const KerasTensor in = Input({kSide, kSide, 3});
+  const KerasTensor contrast = call(layers::RandomContrast({0.3f, 0.6f}, {-50.0f, 50.0f}, 11), in);
+  const KerasTensor bright = call(layers::RandomBrightness({0.25f}, {-50.0f, 50.0f}), contrast);
+  const KerasTensor pooled = call(layers::GlobalAveragePooling2D(), call(layers::Conv2D(4, {3, 3}, "relu"), bright));
+  Functional m(in, call(layers::Dense(1, "sigmoid"), pooled));
+  m.compile(optimizers::SGD(0.1), losses::BinaryCrossentropy());
+  m.fit(data().x, data().y, {.epochs = 2, .batch_size = 8, .shuffle = false, .verbose = 0});
+  std::vector<std::vector<float>> weights;
+  for (const auto& var : m.variables()) weights.push_back(var.read_value().to_vector<float>());
+  if (!save_to.empty()) {
+    save_model(m, save_to);
+    auto back = load_model(save_to);
+    // Both are the identity in predict; their configs (the contrast's own seed too) cross the file.
+    EXPECT_EQ(back->predict(data().x).to_vector<float>(), m.predict(data().x).to_vector<float>());
+    for (std::size_t i : {1u, 2u}) EXPECT_EQ(back->layers()[i]->get_config(), m.layers()[i]->get_config()) << i;
+    EXPECT_EQ(back->layers()[1]->get_config().at("seed"), 11);
+  }
+  return weights;
+}
+
+// The colour layers draw per example, so two replicas train what one device trains.
+TEST(PreprocessingFit, RandomContrastAndBrightnessTrainAsOneDeviceOnTwoReplicasAndCrossAKerasFile) {
+  const std::string dir = ::testing::TempDir() + "/preprocessing_fit";
+  std::filesystem::create_directories(dir);
+  const auto one = train_coloured(1, dir + "/coloured.keras");
+  const auto two = train_coloured(2);
+  ASSERT_EQ(two.size(), one.size());
+  for (std::size_t w = 0; w < one.size(); ++w)
+    for (std::size_t i = 0; i < one[w].size(); ++i) EXPECT_NEAR(two[w][i], one[w][i], 1e-5f) << w << " " << i;
 }
 
 }  // namespace

@@ -1,7 +1,8 @@
 #pragma once
 // Keras 3's preprocessing layers that sit inside a model: Normalization (adapted statistics) and
-// the data-augmentation layer RandomFlip, with Keras' names, defaults, weights and configs
-// (keras/src/layers/preprocessing/normalization.py, image_preprocessing/random_flip.py).
+// the data-augmentation layers RandomFlip, RandomContrast and RandomBrightness, with Keras' names,
+// defaults, weights and configs (keras/src/layers/preprocessing/normalization.py,
+// image_preprocessing/random_flip.py, random_contrast.py, random_brightness.py).
 #include <optional>
 #include <string>
 #include <vector>
@@ -101,7 +102,81 @@ class RandomFlipLayer final : public Layer {
   std::uint64_t stream_ = 0;
 };
 
+/// Keras' RandomContrast and RandomBrightness arguments. factor: Keras' number f or (lower, upper)
+/// (one or two entries), kept as Keras' _set_factor keeps it: a pair is sorted, a number f is
+/// (max(-f, bound), f) with bound 0 for RandomContrast (so Keras 3 draws its contrast factors in
+/// [1, 1 + f]) and -1 for RandomBrightness; a number must lie in the bounds ([0, 1], [-1, 1]), and
+/// a pair must not lie wholly outside them. value_range: the images' range, Keras' (0, 255)
+/// (RandomBrightness sorts it, as Keras; RandomContrast refuses a reversed one, which Keras takes
+/// and clips every pixel to its first value), what the outputs are clipped to.
+/// seed: Keras' seed argument, the layer's own stream (else one from the model's seed, as
+/// RandomFlip's).
+struct RandomColorOptions {
+  std::vector<float> factor;
+  std::vector<float> value_range = {0.0f, 255.0f};
+  std::optional<std::int64_t> seed;
+  std::string name;
+};
+
+/// Keras 3's RandomContrast on NHWC images: in training each image draws one factor uniform in
+/// [1 - lower, 1 + upper] and each channel becomes (x - mean) * factor + mean, mean the channel's
+/// over the image's height and width, clipped to value_range; in inference the identity (cast to
+/// the compute dtype). The factor is uniform_like's (ops_random.hpp) for the unit (example, 0):
+/// keyed by the model's seed, the layer's stream, the step and the example's global index, so
+/// replicas draw what one device draws and a captured step replays with each step's factors.
+class RandomContrastLayer final : public Layer {
+ public:
+  explicit RandomContrastLayer(RandomColorOptions options);
+  std::string class_name() const override { return "RandomContrast"; }
+  nlohmann::json get_config() const override;
+  static LayerPtr from_config(const nlohmann::json& config);
+  Shape compute_output_shape(const Shape& s) const override;
+  Tensor call(const Tensor& x, const CallContext& ctx) const override;
+  /// Keras' BaseImagePreprocessingLayer.call(data, training=True).
+  std::optional<bool> keras_training_default() const override { return true; }
+  /// Keras' self.factor: (lower, upper).
+  float lower() const { return lower_; }
+  float upper() const { return upper_; }
+
+ protected:
+  void build_impl(const Shape& input_shape, std::uint64_t seed) override;
+
+ private:
+  RandomColorOptions options_;
+  float lower_ = 0, upper_ = 0;
+  std::uint64_t stream_ = 0;
+};
+
+/// Keras 3's RandomBrightness on NHWC images: in training each image draws one delta uniform in
+/// [lower, upper] times (value_range's high - low), added to every pixel, then clipped to
+/// value_range; in inference the identity. Drawn as RandomContrast's factor.
+class RandomBrightnessLayer final : public Layer {
+ public:
+  explicit RandomBrightnessLayer(RandomColorOptions options);
+  std::string class_name() const override { return "RandomBrightness"; }
+  nlohmann::json get_config() const override;
+  static LayerPtr from_config(const nlohmann::json& config);
+  Shape compute_output_shape(const Shape& s) const override;
+  Tensor call(const Tensor& x, const CallContext& ctx) const override;
+  std::optional<bool> keras_training_default() const override { return true; }
+  float lower() const { return lower_; }
+  float upper() const { return upper_; }
+
+ protected:
+  void build_impl(const Shape& input_shape, std::uint64_t seed) override;
+
+ private:
+  RandomColorOptions options_;
+  float lower_ = 0, upper_ = 0;
+  std::uint64_t stream_ = 0;
+};
+
 LayerPtr Normalization(NormalizationOptions options = {});
 LayerPtr RandomFlip(const std::string& mode = "horizontal_and_vertical", std::optional<std::int64_t> seed = {});
+/// factor: {f} or {lower, upper}; value_range {low, high}.
+LayerPtr RandomContrast(std::vector<float> factor, std::vector<float> value_range = {0.0f, 255.0f},
+                        std::optional<std::int64_t> seed = {});
+LayerPtr RandomBrightness(std::vector<float> factor, std::vector<float> value_range = {0.0f, 255.0f},
+                          std::optional<std::int64_t> seed = {});
 
 }  // namespace lockstep::layers

@@ -1,7 +1,7 @@
 #pragma once
 // Keras 3's regularization layers besides Dropout (core_layers.hpp), with Keras' names, arguments
 // and formulas (keras/src/layers/regularization/): SpatialDropout1D, SpatialDropout2D,
-// GaussianNoise, GaussianDropout and AlphaDropout, and Keras' Identity layer.
+// SpatialDropout3D, GaussianNoise, GaussianDropout and AlphaDropout, and Keras' Identity layer.
 //
 // Each is active only in a call in training mode (CallContext::training, as Keras' call(inputs,
 // training=False)) and the identity otherwise. Their randomness is Dropout's: keyed by the
@@ -13,22 +13,23 @@
 
 namespace lockstep::layers {
 
-/// Keras' SpatialDropout1D (rank 1: inputs (batch, steps, channels)) and SpatialDropout2D (rank 2:
+/// Keras' SpatialDropout1D (rank 1: inputs (batch, steps, channels)), SpatialDropout2D (rank 2:
 /// (batch, rows, cols, channels), or (batch, channels, rows, cols) with data_format
-/// "channels_first"): Dropout with one mask value per (example, channel), whole feature maps
+/// "channels_first") and SpatialDropout3D (rank 3: (batch, dim1, dim2, dim3, channels), or
+/// (batch, channels, dim1, dim2, dim3)): Dropout with one mask value per (example, channel), whole feature maps
 /// dropped, the kept ones scaled by 1 / (1 - rate). The mask is the dropout kernel's for the unit
 /// (example, channel), so on every backend and in a captured step it is Dropout's.
 class SpatialDropoutLayer final : public Layer {
  public:
-  /// rank 1 or 2; rate in [0, 1); data_format "channels_last" or "channels_first" (rank 2 only).
+  /// rank 1, 2 or 3; rate in [0, 1); data_format "channels_last" or "channels_first" (rank 2 and 3).
   SpatialDropoutLayer(int rank, float rate, std::string data_format = "channels_last", std::string name = "");
-  std::string class_name() const override { return rank_ == 1 ? "SpatialDropout1D" : "SpatialDropout2D"; }
+  std::string class_name() const override { return "SpatialDropout" + std::to_string(rank_) + "D"; }
   bool supports_masking() const override { return true; }
   nlohmann::json get_config() const override;
   static LayerPtr from_config(int rank, const nlohmann::json& config);
   Shape compute_output_shape(const Shape& s) const override;
   Tensor call(const Tensor& x, const CallContext& ctx) const override;
-  /// Keras' SpatialDropout1D/2D.call(inputs, training=False): the value it writes in a file follows the model's mode.
+  /// Keras' SpatialDropout1D/2D/3D.call(inputs, training=False): the value it writes in a file follows the model's mode.
   std::optional<bool> keras_training_default() const override { return false; }
   float rate() const { return rate_; }
   const std::string& data_format() const { return data_format_; }
@@ -44,9 +45,10 @@ class SpatialDropoutLayer final : public Layer {
 };
 
 /// Keras' GaussianNoise: x + N(0, stddev^2) noise, one draw per unit, in training; stddev in
-/// [0, 1] (Keras' rule). The noise is standard_normal_like's (ops_random.hpp): drawn on the host
-/// from the dropout keying and copied to the input's device, so a train step holding the layer is
-/// not captured (jit_compile runs it eagerly, saying why), and every backend draws the same noise.
+/// [0, 1] (Keras' rule). The noise is standard_normal_like's (ops_random.hpp): drawn on the
+/// input's device from the dropout keying, the step read from the call's step block, so a
+/// captured train step (jit_compile) replays with each step's noise, and every backend draws the
+/// same noise.
 class GaussianNoiseLayer final : public Layer {
  public:
   explicit GaussianNoiseLayer(float stddev, std::string name = "");
@@ -132,6 +134,7 @@ class IdentityLayer final : public Layer {
 
 LayerPtr SpatialDropout1D(float rate);
 LayerPtr SpatialDropout2D(float rate, const std::string& data_format = "channels_last");
+LayerPtr SpatialDropout3D(float rate, const std::string& data_format = "channels_last");
 LayerPtr GaussianNoise(float stddev);
 LayerPtr GaussianDropout(float rate);
 LayerPtr AlphaDropout(float rate, std::vector<std::int64_t> noise_shape = {});

@@ -1,5 +1,6 @@
 #pragma once
-// Normal noise keyed as dropout's masks are (DropoutKey): Keras' GaussianNoise and GaussianDropout.
+// Random draws keyed as dropout's masks are (DropoutKey): Keras' GaussianNoise and GaussianDropout
+// (standard normal noise), RandomContrast and RandomBrightness (uniform factors).
 #include "lockstep/tensor/ops.hpp"
 
 namespace lockstep {
@@ -7,10 +8,18 @@ namespace lockstep {
 /// Standard normal noise of x's shape, dtype and device: unit (row r, column c) of x seen as
 /// (rows, numel / rows) draws from the 64-bit hash the dropout kernel gives that unit
 /// (backend/dropout_rng.hpp: its row keyed by first_example + r, its index in the global batch),
-/// made normal by Box-Muller. So a batch split over replicas or threads draws what one device
-/// draws, and every backend the same values. Drawn on the host (float32, then x's dtype) and copied
-/// to x's device, keyed by the host's key.step: a capture check watching the call is told that a
-/// replay would freeze the noise. Not recorded (a constant).
+/// made normal by Box-Muller in float32 (then x's dtype). So a batch split over replicas or
+/// threads draws what one device draws, and every backend the same values (a GPU's may differ
+/// from the CPU's by one float32 ulp, rarely: dropout_rng.hpp's standard_normal). Drawn by the
+/// random_fill kernel on x's device, keyed by the count of key.step_block where it is defined
+/// (read on the device, so a captured step replays with each step's noise), else by key.step,
+/// which a capture check watching the call is told a replay would freeze. Only x's shape,
+/// dtype and device are read. Not recorded (a constant).
 Tensor standard_normal_like(const Tensor& x, const DropoutKey& key);
+
+/// Uniform draws in [0, 1) of x's shape, dtype and device, keyed and drawn as
+/// standard_normal_like's: the 24 bits of a unit's hash that dropout compares with its rate,
+/// times 2^-24, so the same bits on every backend.
+Tensor uniform_like(const Tensor& x, const DropoutKey& key);
 
 }  // namespace lockstep

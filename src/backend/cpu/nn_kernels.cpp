@@ -1,4 +1,5 @@
-// Reductions, softmax, the fused bias + ReLU, cross-entropy and dropout (its mask and product).
+// Reductions, softmax, the fused bias + ReLU, cross-entropy, dropout (its mask and product) and
+// random_fill (dropout's generator's uniform and normal draws).
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -310,6 +311,27 @@ void dropout(ComputeContext& ctx, const void* xv, void* yv, void* maskv, std::in
   });
 }
 
+// Each unit's draw in float32 (dropout_rng.hpp), stored in the dtype (rounded once).
+template <typename F>
+void random_fill(ComputeContext& ctx, void* outv, std::int64_t rows, std::int64_t cols, RandomDistribution distribution,
+                 std::uint64_t seed, std::uint64_t stream, std::uint64_t step, const std::int64_t* step_at,
+                 std::int64_t first_row) {
+  using E = Elem<F>;
+  F* out = static_cast<F*>(outv);
+  const std::uint64_t key = dropout::step_key(seed, stream, step, step_at);
+  const bool normal = distribution == RandomDistribution::kStandardNormal;
+  parallel_rows(ctx, rows, cols * (normal ? 40 : 3), [=](std::int64_t b, std::int64_t e) {
+    for (auto r = b; r < e; ++r) {
+      const std::uint64_t row_key = dropout::row_key(key, first_row + r);
+      F* row = out + r * cols;
+      if (normal)
+        for (std::int64_t c = 0; c < cols; ++c) row[c] = E::store(dropout::standard_normal(row_key, c));
+      else
+        for (std::int64_t c = 0; c < cols; ++c) row[c] = E::store(dropout::uniform(row_key, c));
+    }
+  });
+}
+
 LOCKSTEP_INSTANTIATE_KERNEL(Floating, reduce_sum)
 LOCKSTEP_INSTANTIATE_KERNEL(Floating, reduce_max)
 LOCKSTEP_INSTANTIATE_KERNEL(Floating, reduce_max_backward)
@@ -318,5 +340,6 @@ LOCKSTEP_INSTANTIATE_KERNEL(Floating, softmax_backward)
 LOCKSTEP_INSTANTIATE_KERNEL(Floating, gemm_bias_activation)
 LOCKSTEP_INSTANTIATE_KERNEL(Floating, relu_backward_bias_grad)
 LOCKSTEP_INSTANTIATE_KERNEL(Floating, dropout)
+LOCKSTEP_INSTANTIATE_KERNEL(Floating, random_fill)
 
 }  // namespace lockstep::backend::cpu

@@ -1,6 +1,6 @@
-// Reductions, softmax, cross-entropy, one-hot, the dropout mask, batch and layer normalisation. Every
-// reduction has a fixed order (per-lane strided partials, then a fixed shuffle tree; column sums in
-// row order), so a kernel gives the same bits on every run; no atomics.
+// Reductions, softmax, cross-entropy, one-hot, the dropout mask and random_fill's draws, batch and
+// layer normalisation. Every reduction has a fixed order (per-lane strided partials, then a fixed
+// shuffle tree; column sums in row order), so a kernel gives the same bits on every run; no atomics.
 #include <limits>
 
 #include "backend/cuda/cuda_common.cuh"
@@ -280,6 +280,20 @@ __global__ void dropout_kernel(const F* x, F* y, F* mask, std::int64_t rows, std
   }
 }
 
+// random_fill: each unit's draw in float32 (dropout_rng.hpp), stored in the dtype.
+template <typename F>
+__global__ void random_fill_kernel(F* out, std::int64_t rows, std::int64_t cols, bool normal, std::uint64_t seed,
+                                   std::uint64_t stream_id, std::uint64_t step, const std::int64_t* step_at,
+                                   std::int64_t first_row) {
+  using E = Elem<F>;
+  const std::uint64_t key = dropout::step_key(seed, stream_id, step, step_at);  // once per thread
+  LOCKSTEP_GRID_LOOP(i, rows * cols) {
+    const std::int64_t r = i / cols, c = i - r * cols;
+    const std::uint64_t row_key = dropout::row_key(key, first_row + r);
+    out[i] = E::store(normal ? dropout::standard_normal(row_key, c) : dropout::uniform(row_key, c));
+  }
+}
+
 template <typename F>
 F host_store(float v) {
   if constexpr (std::is_same_v<F, Float16>) return to_float16(v);
@@ -419,6 +433,17 @@ void dropout(ComputeContext& ctx, const void* x, void* y, void* mask, std::int64
   check_launch("dropout");
 }
 
+template <typename F>
+void random_fill(ComputeContext& ctx, void* out, std::int64_t rows, std::int64_t cols, RandomDistribution distribution,
+                 std::uint64_t seed, std::uint64_t stream_id, std::uint64_t step, const std::int64_t* step_at,
+                 std::int64_t first_row) {
+  if (rows * cols == 0) return;
+  random_fill_kernel<F><<<blocks_for(rows * cols), kThreads, 0, stream(ctx)>>>(
+      static_cast<F*>(out), rows, cols, distribution == RandomDistribution::kStandardNormal, seed, stream_id, step,
+      step_at, first_row);
+  check_launch("random_fill");
+}
+
 void batch_norm_reduce(ComputeContext& ctx, const void* x, const void* mean, const void* dy, const void* inv_std,
                        void* out, std::int64_t rows, std::int64_t cols) {
   if (cols == 0) return;
@@ -530,6 +555,7 @@ LOCKSTEP_INSTANTIATE_KERNEL(Floating, reduce_max_backward)
 LOCKSTEP_INSTANTIATE_KERNEL(Floating, softmax)
 LOCKSTEP_INSTANTIATE_KERNEL(Floating, softmax_backward)
 LOCKSTEP_INSTANTIATE_KERNEL(Floating, dropout)
+LOCKSTEP_INSTANTIATE_KERNEL(Floating, random_fill)
 LOCKSTEP_INSTANTIATE_KERNEL(Floating, relu_backward_bias_grad)
 
 }  // namespace lockstep::backend::cuda
