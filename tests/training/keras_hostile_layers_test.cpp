@@ -116,6 +116,7 @@ std::vector<Sample> samples() {
       {"Cropping1D", seq, [] { return L::Cropping1D(); }},
       {"SpatialDropout1D", seq, [] { return L::SpatialDropout1D(0.5f); }},
       {"SpatialDropout2D", image, [] { return L::SpatialDropout2D(0.5f); }},
+      {"SpatialDropout3D", Shape{2, 2, 2, 2}, [] { return L::SpatialDropout3D(0.5f); }},
       {"GaussianNoise", flat, [] { return L::GaussianNoise(0.1f); }},
       {"GaussianDropout", flat, [] { return L::GaussianDropout(0.1f); }},
       {"AlphaDropout", flat, [] { return L::AlphaDropout(0.1f); }},
@@ -125,6 +126,8 @@ std::vector<Sample> samples() {
       {"Normalization", flat,
        [] { return L::Normalization({.mean = std::vector<float>{0.5f}, .variance = std::vector<float>{2.0f}}); }},
       {"RandomFlip", image, [] { return L::RandomFlip(); }},
+      {"RandomContrast", image, [] { return L::RandomContrast({0.2f}, {0.0f, 1.0f}); }},
+      {"RandomBrightness", image, [] { return L::RandomBrightness({0.2f}, {0.0f, 1.0f}); }},
       {"Resizing", image, [] { return L::Resizing(3, 5); }},
       {"CenterCrop", image, [] { return L::CenterCrop(2, 3); }},
   };
