@@ -406,6 +406,13 @@ json color_config(json c, const RandomColorOptions& o, float lower, float upper)
   return c;
 }
 
+// RandomBrightness' options with value_range checked and sorted (Keras' _set_value_range).
+RandomColorOptions sorted_range(const char* cls, RandomColorOptions o) {
+  check_value_range(cls, o.value_range);
+  std::sort(o.value_range.begin(), o.value_range.end());
+  return o;
+}
+
 RandomColorOptions color_options(const json& c) {
   RandomColorOptions o;
   const json& f = c.at("factor");
@@ -418,73 +425,63 @@ RandomColorOptions color_options(const json& c) {
 }
 }  // namespace
 
-RandomContrastLayer::RandomContrastLayer(RandomColorOptions options)
-    : Layer(options.name), options_(std::move(options)) {
-  // Keras' RandomContrast._FACTOR_BOUNDS = (0, 1): a number f is (0, f), factors in [1, 1 + f].
-  std::tie(lower_, upper_) = keras_factor("RandomContrast", options_.factor, 0.0f, 1.0f);
-  check_value_range("RandomContrast", options_.value_range);
-  // Keras keeps the range as given and clips to it, a reversed one making every pixel its first
-  // value: refused here.
-  LOCKSTEP_CHECK(options_.value_range[0] <= options_.value_range[1], "RandomContrast: value_range ",
-                 floats_str(options_.value_range), " must be (low, high)");
-}
+RandomColorLayer::RandomColorLayer(RandomColorOptions options, std::pair<float, float> factor, std::uint64_t tag)
+    : Layer(options.name), options_(std::move(options)), lower_(factor.first), upper_(factor.second), tag_(tag) {}
 
-Shape RandomContrastLayer::compute_output_shape(const Shape& s) const {
+Shape RandomColorLayer::compute_output_shape(const Shape& s) const {
   check_images(*this, s);
   return s;
 }
 
-void RandomContrastLayer::build_impl(const Shape& s, std::uint64_t seed) {
+void RandomColorLayer::build_impl(const Shape& s, std::uint64_t seed) {
   check_images(*this, s);
-  stream_ = color_stream(0x52616e64436f6e74ULL, options_.seed, seed);
+  stream_ = color_stream(tag_, options_.seed, seed);
 }
 
-Tensor RandomContrastLayer::call(const Tensor& x_in, const CallContext& ctx) const {
+Tensor RandomColorLayer::call(const Tensor& x_in, const CallContext& ctx) const {
   check_images(*this, x_in.shape());
   const Tensor x = autocast(x_in);  // Keras' transform_images casts to the compute dtype in both modes
   if (!ctx.training || x.numel() == 0) return x;
-  const Tensor factor = per_image_uniform(x, 1.0f - lower_, 1.0f + upper_, random_key(ctx, stream_));
-  // Keras' _adjust_contrast: the mean over height, then over width, per image and channel.
-  const Tensor m = mean(mean(x, 1, true), 2, true);
-  return clip(add(mul(sub(x, m), factor), m), options_.value_range[0], options_.value_range[1]);
+  const auto [lo, hi] = draw_range();
+  return transform(x, per_image_uniform(x, lo, hi, random_key(ctx, stream_)));
 }
 
-json RandomContrastLayer::get_config() const { return color_config(Layer::get_config(), options_, lower_, upper_); }
+json RandomColorLayer::get_config() const { return color_config(Layer::get_config(), options_, lower_, upper_); }
+
+// Keras' RandomContrast._FACTOR_BOUNDS = (0, 1): a number f is (0, f), factors in [1, 1 + f].
+RandomContrastLayer::RandomContrastLayer(RandomColorOptions options)
+    : RandomColorLayer(options, keras_factor("RandomContrast", options.factor, 0.0f, 1.0f), 0x52616e64436f6e74ULL) {
+  const std::vector<float>& range = this->options().value_range;
+  check_value_range("RandomContrast", range);
+  // Keras keeps the range as given and clips to it, a reversed one making every pixel its first
+  // value: refused here.
+  LOCKSTEP_CHECK(range[0] <= range[1], "RandomContrast: value_range ", floats_str(range), " must be (low, high)");
+}
+
+std::pair<float, float> RandomContrastLayer::draw_range() const { return {1.0f - lower(), 1.0f + upper()}; }
+
+Tensor RandomContrastLayer::transform(const Tensor& x, const Tensor& factor) const {
+  // Keras' _adjust_contrast: the mean over height, then over width, per image and channel.
+  const Tensor m = mean(mean(x, 1, true), 2, true);
+  return clip(add(mul(sub(x, m), factor), m), options().value_range[0], options().value_range[1]);
+}
 
 LayerPtr RandomContrastLayer::from_config(const json& c) {
   return std::make_shared<RandomContrastLayer>(color_options(c));
 }
 
+// Keras' default _FACTOR_BOUNDS = (-1, 1): a number f is (-f, f); value_range sorted as Keras'
+// _set_value_range.
 RandomBrightnessLayer::RandomBrightnessLayer(RandomColorOptions options)
-    : Layer(options.name), options_(std::move(options)) {
-  // Keras' default _FACTOR_BOUNDS = (-1, 1): a number f is (-f, f).
-  std::tie(lower_, upper_) = keras_factor("RandomBrightness", options_.factor, -1.0f, 1.0f);
-  check_value_range("RandomBrightness", options_.value_range);
-  std::sort(options_.value_range.begin(), options_.value_range.end());  // Keras' _set_value_range
-}
+    : RandomColorLayer(sorted_range("RandomBrightness", options),
+                       keras_factor("RandomBrightness", options.factor, -1.0f, 1.0f), 0x52616e6442726974ULL) {}
 
-Shape RandomBrightnessLayer::compute_output_shape(const Shape& s) const {
-  check_images(*this, s);
-  return s;
-}
+std::pair<float, float> RandomBrightnessLayer::draw_range() const { return {lower(), upper()}; }
 
-void RandomBrightnessLayer::build_impl(const Shape& s, std::uint64_t seed) {
-  check_images(*this, s);
-  stream_ = color_stream(0x52616e6442726974ULL, options_.seed, seed);
-}
-
-Tensor RandomBrightnessLayer::call(const Tensor& x_in, const CallContext& ctx) const {
-  check_images(*this, x_in.shape());
-  const Tensor x = autocast(x_in);
-  if (!ctx.training || x.numel() == 0) return x;
-  const float low = options_.value_range[0], high = options_.value_range[1];
+Tensor RandomBrightnessLayer::transform(const Tensor& x, const Tensor& delta) const {
+  const float low = options().value_range[0], high = options().value_range[1];
   // Keras: rgb_delta = uniform(lower, upper) * (high - low), images + rgb_delta, clipped.
-  const Tensor delta = scale(per_image_uniform(x, lower_, upper_, random_key(ctx, stream_)), high - low);
-  return clip(add(x, delta), low, high);
-}
-
-json RandomBrightnessLayer::get_config() const {
-  return color_config(Layer::get_config(), options_, lower_, upper_);
+  return clip(add(x, scale(delta, high - low)), low, high);
 }
 
 LayerPtr RandomBrightnessLayer::from_config(const json& c) {

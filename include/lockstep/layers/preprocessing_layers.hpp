@@ -4,6 +4,7 @@
 // defaults, weights and configs (keras/src/layers/preprocessing/normalization.py,
 // image_preprocessing/random_flip.py, random_contrast.py, random_brightness.py).
 #include <optional>
+#include <utility>
 #include <string>
 #include <vector>
 
@@ -118,20 +119,17 @@ struct RandomColorOptions {
   std::string name;
 };
 
-/// Keras 3's RandomContrast on NHWC images: in training each image draws one factor uniform in
-/// [1 - lower, 1 + upper] and each channel becomes (x - mean) * factor + mean, mean the channel's
-/// over the image's height and width, clipped to value_range; in inference the identity (cast to
-/// the compute dtype). The factor is uniform_like's (ops_random.hpp) for the unit (example, 0):
-/// keyed by the model's seed, the layer's stream, the step and the example's global index, so
-/// replicas draw what one device draws and a captured step replays with each step's factors.
-class RandomContrastLayer final : public Layer {
+/// What Keras 3's colour augmentations share on NHWC images: their arguments (factor kept as
+/// Keras' (lower, upper), value_range, seed) and config, the image check, Keras' training=True
+/// default, and one uniform draw per image in training (the identity, cast to the compute dtype,
+/// in inference). The draw is uniform_like's (ops_random.hpp) for the unit (example, 0): keyed by
+/// the model's seed (or the layer's own), the layer's stream, the step and the example's global
+/// index, so replicas draw what one device draws and a captured step replays each step's draws.
+class RandomColorLayer : public Layer {
  public:
-  explicit RandomContrastLayer(RandomColorOptions options);
-  std::string class_name() const override { return "RandomContrast"; }
   nlohmann::json get_config() const override;
-  static LayerPtr from_config(const nlohmann::json& config);
   Shape compute_output_shape(const Shape& s) const override;
-  Tensor call(const Tensor& x, const CallContext& ctx) const override;
+  Tensor call(const Tensor& x, const CallContext& ctx) const final;
   /// Keras' BaseImagePreprocessingLayer.call(data, training=True).
   std::optional<bool> keras_training_default() const override { return true; }
   /// Keras' self.factor: (lower, upper).
@@ -139,36 +137,48 @@ class RandomContrastLayer final : public Layer {
   float upper() const { return upper_; }
 
  protected:
+  /// `factor`: (lower, upper) as the class reads Keras' factor; `tag`: the class's stream when the
+  /// layer has a seed of its own.
+  RandomColorLayer(RandomColorOptions options, std::pair<float, float> factor, std::uint64_t tag);
   void build_impl(const Shape& input_shape, std::uint64_t seed) override;
+  /// Where each image's draw lies: [first, second).
+  virtual std::pair<float, float> draw_range() const = 0;
+  /// The training call's output for images x (in the compute dtype, not empty), given the call's
+  /// draw per image, shaped (batch, 1, 1, 1).
+  virtual Tensor transform(const Tensor& x, const Tensor& draw) const = 0;
+  const RandomColorOptions& options() const { return options_; }
 
  private:
   RandomColorOptions options_;
   float lower_ = 0, upper_ = 0;
-  std::uint64_t stream_ = 0;
+  std::uint64_t tag_ = 0, stream_ = 0;
 };
 
-/// Keras 3's RandomBrightness on NHWC images: in training each image draws one delta uniform in
-/// [lower, upper] times (value_range's high - low), added to every pixel, then clipped to
-/// value_range; in inference the identity. Drawn as RandomContrast's factor.
-class RandomBrightnessLayer final : public Layer {
+/// Keras 3's RandomContrast: each image one factor uniform in [1 - lower, 1 + upper], each
+/// channel (x - mean) * factor + mean (mean over the image's height and width), clipped to
+/// value_range.
+class RandomContrastLayer final : public RandomColorLayer {
+ public:
+  explicit RandomContrastLayer(RandomColorOptions options);
+  std::string class_name() const override { return "RandomContrast"; }
+  static LayerPtr from_config(const nlohmann::json& config);
+
+ private:
+  std::pair<float, float> draw_range() const override;
+  Tensor transform(const Tensor& x, const Tensor& draw) const override;
+};
+
+/// Keras 3's RandomBrightness: each image one delta uniform in [lower, upper] times
+/// (value_range's high - low), added to every pixel, then clipped to value_range.
+class RandomBrightnessLayer final : public RandomColorLayer {
  public:
   explicit RandomBrightnessLayer(RandomColorOptions options);
   std::string class_name() const override { return "RandomBrightness"; }
-  nlohmann::json get_config() const override;
   static LayerPtr from_config(const nlohmann::json& config);
-  Shape compute_output_shape(const Shape& s) const override;
-  Tensor call(const Tensor& x, const CallContext& ctx) const override;
-  std::optional<bool> keras_training_default() const override { return true; }
-  float lower() const { return lower_; }
-  float upper() const { return upper_; }
-
- protected:
-  void build_impl(const Shape& input_shape, std::uint64_t seed) override;
 
  private:
-  RandomColorOptions options_;
-  float lower_ = 0, upper_ = 0;
-  std::uint64_t stream_ = 0;
+  std::pair<float, float> draw_range() const override;
+  Tensor transform(const Tensor& x, const Tensor& draw) const override;
 };
 
 LayerPtr Normalization(NormalizationOptions options = {});
