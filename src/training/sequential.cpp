@@ -96,7 +96,7 @@ Model::Output Sequential::forward(const Tensor& x, const layers::CallContext& ct
                  "' expects input shape ", input_shape_.str(), " but received ", x.shape().str());
   Tensor h = x, mask;  // mask: Keras' mask of h (Layer::compute_mask), undefined for none
   const std::size_t last = layers_.size() - 1;
-  for (std::size_t i = 0; i < last; ++i) {
+  for (std::size_t i = 0;; ++i) {
     // A pair with a fused op (Conv2D then MaxPooling2D) runs as one, unless the second is the output layer.
     if (i + 1 < last && !mask.defined()) {
       if (Tensor fused = layers_[i]->call_then(*layers_[i + 1], h, ctx); fused.defined()) {
@@ -105,18 +105,19 @@ Model::Output Sequential::forward(const Tensor& x, const layers::CallContext& ct
         continue;
       }
     }
-    Tensor next_mask = layers_[i]->compute_mask(h, mask);
-    h = layers_[i]->call_with_output_mask(h, mask, next_mask, ctx);
+    const layers::Layer& layer = *layers_[i];
+    Tensor next_mask = layer.compute_mask(h, mask);  // every layer's, the output layer's too (Layer::compute_mask)
+    if (i == last) {
+      Output out = output_in_float32(layer, [&](bool logits) {
+        if (logits) return layer.call_logits(h, ctx);
+        return layer.call_with_output_mask(h, mask, next_mask, ctx);
+      }, ctx.softmax_to_loss, mask.defined());
+      out.mask = std::move(next_mask);
+      return out;
+    }
+    h = layer.call_with_output_mask(h, mask, next_mask, ctx);
     mask = std::move(next_mask);
   }
-  const layers::Layer& output_layer = *layers_[last];
-  const Tensor out_mask = mask.defined() ? output_layer.compute_mask(h, mask) : Tensor();
-  Output out = output_in_float32(output_layer, [&](bool logits) {
-    if (logits) return output_layer.call_logits(h, ctx);
-    return output_layer.call_with_output_mask(h, mask, out_mask, ctx);
-  }, ctx.softmax_to_loss, mask.defined());
-  out.mask = out_mask;
-  return out;
 }
 
 Shape Sequential::input_shape() const {

@@ -122,6 +122,42 @@ TEST(MaskingLayer, AModelComparesTheFeaturesOncePerCall) {
   EXPECT_EQ(reduce_maxes() - before, 1u) << "a call of its own";
 }
 
+// Masking as the output layer, no mask before it: the output carries Masking's mask in a
+// Sequential as in a Functional (Keras' Layer.__call__ sets every call's output mask), so the loss
+// and the metric weigh the kept steps only. Dense(2, no bias) -> Masking(0): a step of zeros stays
+// zero, so steps() masks the same steps as the kernel trains. The numbers are Keras 3.15.1's
+// (TensorFlow backend), computed once with this script and written here:
+//   m = Sequential([Input((3, 2)), Dense(2, use_bias=False), Masking(0.0)])  # or the Functional
+//   m.layers[0].set_weights([[[1, .5], [-.5, 1]]]); m.compile(optimizer=SGD(0.01), loss="mse", metrics=["mae"])
+//   m.evaluate(x, y, batch_size=2); m.fit(x, y, epochs=2, batch_size=2, shuffle=False); m.evaluate(x, y, batch_size=2)
+// with x = steps() and y below; over every step (no mask) the first loss would be 17.0625, mae 3.375.
+TEST(MaskingLayer, AsTheOutputLayerItsMaskWeighsTheLossAndMetricsInBothModelKinds) {
+  const Tensor y = vec({0.5f, 1, 3, -2, 1, 1, 2, 0, -1, 4, 7, 7}, {2, 3, 2});
+  const auto trained = [&](Model& m) {
+    for (const auto& v : m.variables()) v.assign(vec({1, 0.5f, -0.5f, 1}, {2, 2}));
+    m.compile(optimizers::SGD(0.01), losses::MeanSquaredError(), {"mae"});
+    const Model::Output out = m.forward(steps(), {});
+    EXPECT_TRUE(out.mask.defined()) << m.name();
+    if (out.mask.defined()) {
+      EXPECT_EQ(bytes(out.mask), (std::vector<std::uint8_t>{1, 0, 1, 1, 1, 0})) << m.name();
+    }
+    const Logs before = m.evaluate(steps(), y, {.batch_size = 2});
+    EXPECT_NEAR(before.at("loss"), 11.71875, 1e-5) << m.name();
+    EXPECT_NEAR(before.at("mae"), 2.6875, 1e-6) << m.name();
+    const History h = m.fit(steps(), y, {.epochs = 2, .batch_size = 2, .shuffle = false, .verbose = 0});
+    EXPECT_NEAR(h.history.at("loss")[1], 7.505753040313721, 1e-5) << m.name();
+    EXPECT_NEAR(h.history.at("mae")[1], 2.1204686164855957, 1e-6) << m.name();
+    return m.evaluate(steps(), y, {.batch_size = 2});
+  };
+  Sequential seq({layers::Input({3, 2}), layers::Dense({.units = 2, .use_bias = false}), layers::Masking()}, "seq");
+  const KerasTensor in = Input({3, 2});
+  Functional fun(in, call(layers::Masking(), call(layers::Dense({.units = 2, .use_bias = false}), in)), "fun");
+  const Logs a = trained(seq), b = trained(fun);
+  EXPECT_NEAR(a.at("loss"), 5.267935276031494, 1e-5);
+  EXPECT_NEAR(a.at("mae"), 1.7491950988769531, 1e-6);
+  EXPECT_EQ(a, b) << "the same layers, the same weights: the same numbers";
+}
+
 TEST(MaskingLayer, ItsConfigRoundTripsThroughTheRegistryAndBothFileFormats) {
   const auto m = std::make_shared<layers::MaskingLayer>(0.25f, "pad");
   const nlohmann::json c = m->get_config();

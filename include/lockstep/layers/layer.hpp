@@ -160,10 +160,10 @@ class Layer {
   /// own that takes one reads it in call_outputs (CallArguments).
   virtual void check_call_arguments(const CallSignature& call) const { refuse_other_arguments(call, {}); }
 
-  /// Keras' masks: a [batch, steps] tensor, nonzero where a step counts (undefined: none), made
-  /// by Embedding(mask_zero=true) and carried by models from layer to layer. The mask of this
-  /// layer's output given its input x and x's mask (Keras' compute_mask): the same mask where
-  /// the layer keeps the steps (supports_masking), else none.
+  /// Keras' masks: a [batch, steps] tensor, nonzero where a step counts (undefined: none), made by Masking or
+  /// Embedding(mask_zero=true) and carried by models from layer to layer. The mask of this layer's output given
+  /// x and x's mask (Keras' compute_mask), which a model asks of every call, the output layer's too, x masked or
+  /// not (Keras' Layer.__call__, _set_mask_metadata): x's mask where the layer keeps the steps, else none.
   virtual bool supports_masking() const { return false; }
   virtual Tensor compute_mask(const Tensor& /*x*/, const Tensor& mask) const {
     return supports_masking() ? mask : Tensor();
