@@ -4,7 +4,6 @@
 #include <nlohmann/json.hpp>
 
 #include "lockstep/layers/layer_registry.hpp"
-#include "nn/random_draws.hpp"
 
 namespace lockstep::layers {
 
@@ -58,17 +57,6 @@ Tensor DenseLayer::call(const Tensor& x, const CallContext&) const {
 }
 
 Tensor DenseLayer::call_logits(const Tensor& x, const CallContext&) const { return linear(x, false); }
-
-DropoutLayer::DropoutLayer(float rate, std::string name) : Layer(std::move(name)), rate_(rate) {
-  LOCKSTEP_CHECK(rate >= 0.0f && rate < 1.0f, "Dropout: rate must be in [0, 1), got ", rate);
-}
-
-void DropoutLayer::build_impl(const Shape&, std::uint64_t seed) { stream_ = seed; }
-
-Tensor DropoutLayer::call(const Tensor& x, const CallContext& ctx) const {
-  if (!ctx.training || rate_ == 0.0f) return x;
-  return dropout(x, rate_, random_key(ctx, stream_));
-}
 
 ActivationLayer::ActivationLayer(const std::string& activation, std::string name)
     : Layer(std::move(name)), kind_(parse_activation(activation)) {}
@@ -225,15 +213,6 @@ LayerPtr DenseLayer::from_config(const json& c) {
   if (c.contains("input_dim")) o.input_dim = c.at("input_dim").get<std::int64_t>();
   o.name = c.at("name").get<std::string>();
   return std::make_shared<DenseLayer>(o);
-}
-
-json DropoutLayer::get_config() const {
-  json c = Layer::get_config();
-  c["rate"] = rate_;
-  return c;
-}
-LayerPtr DropoutLayer::from_config(const json& c) {
-  return std::make_shared<DropoutLayer>(c.at("rate").get<float>(), c.at("name").get<std::string>());
 }
 
 json ActivationLayer::get_config() const {

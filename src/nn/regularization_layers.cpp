@@ -3,6 +3,7 @@
 #include <cmath>
 #include <nlohmann/json.hpp>
 
+#include "lockstep/layers/core_layers.hpp"  // DropoutLayer
 #include "lockstep/layers/layer_registry.hpp"
 #include "lockstep/tensor/ops_random.hpp"
 #include "nn/random_draws.hpp"
@@ -20,10 +21,43 @@ void check_rate(const char* cls, float rate) {
 }
 }  // namespace
 
+// ---- What they share (RandomRegularizationLayer) ----
+
+json RandomRegularizationLayer::get_config() const {
+  json c = Layer::get_config();
+  c[key_] = amount_;
+  return c;
+}
+
+void RandomRegularizationLayer::build_impl(const Shape& s, std::uint64_t seed) {
+  (void)compute_output_shape(s);
+  stream_ = seed;
+}
+
+Tensor RandomRegularizationLayer::call(const Tensor& x, const CallContext& ctx) const {
+  (void)compute_output_shape(x.shape());
+  const Tensor in = autocast(x);
+  // Keras: `if training and self.rate > 0:` the layer's draws, else `return inputs`.
+  if (!ctx.training || amount_ == 0.0f) return in;
+  return transform(in, random_key(ctx, stream_));
+}
+
+// ---- Dropout (dropout.py) ----
+
+DropoutLayer::DropoutLayer(float rate, std::string name) : RandomRegularizationLayer("rate", rate, std::move(name)) {
+  LOCKSTEP_CHECK(rate >= 0.0f && rate < 1.0f, "Dropout: rate must be in [0, 1), got ", rate);
+}
+
+Tensor DropoutLayer::transform(const Tensor& x, const DropoutKey& key) const { return dropout(x, rate(), key); }
+
+LayerPtr DropoutLayer::from_config(const json& c) {
+  return std::make_shared<DropoutLayer>(rate_from(c), c.at("name").get<std::string>());
+}
+
 // ---- SpatialDropout1D / 2D / 3D (keras/src/layers/regularization/spatial_dropout.py) ----
 
 SpatialDropoutLayer::SpatialDropoutLayer(int rank, float rate, std::string data_format, std::string name)
-    : Layer(std::move(name)), rank_(rank), rate_(rate), data_format_(std::move(data_format)) {
+    : RandomRegularizationLayer("rate", rate, std::move(name)), rank_(rank), data_format_(std::move(data_format)) {
   LOCKSTEP_CHECK(rank >= 1 && rank <= 3, "SpatialDropout: rank ", rank, " is not 1, 2 or 3");
   check_rate(class_name().c_str(), rate);
   LOCKSTEP_CHECK(data_format_ == "channels_last" || (rank > 1 && data_format_ == "channels_first"),
@@ -40,15 +74,7 @@ Shape SpatialDropoutLayer::compute_output_shape(const Shape& s) const {
   return s;
 }
 
-void SpatialDropoutLayer::build_impl(const Shape& s, std::uint64_t seed) {
-  (void)compute_output_shape(s);
-  stream_ = seed;
-}
-
-Tensor SpatialDropoutLayer::call(const Tensor& x, const CallContext& ctx) const {
-  (void)compute_output_shape(x.shape());
-  const Tensor in = autocast(x);
-  if (!ctx.training || rate_ == 0.0f) return in;
+Tensor SpatialDropoutLayer::transform(const Tensor& in, const DropoutKey& key) const {
   // Keras' noise_shape: (batch, 1, channels); (batch, 1, 1, channels) or (batch, channels, 1, 1);
   // (batch, 1, 1, 1, channels) or (batch, channels, 1, 1, 1).
   const bool first = data_format_ == "channels_first";
@@ -56,13 +82,12 @@ Tensor SpatialDropoutLayer::call(const Tensor& x, const CallContext& ctx) const 
   std::vector<std::int64_t> noise(in.rank(), 1);
   noise[0] = in.dim(0);
   noise[first ? 1 : in.rank() - 1] = channels;
-  const Tensor mask = kept_units(in.dim(0), channels, in.dtype(), rate_, random_key(ctx, stream_)).reshape(Shape(std::move(noise)));
+  const Tensor mask = kept_units(in.dim(0), channels, in.dtype(), rate(), key).reshape(Shape(std::move(noise)));
   return mul(in, mask);
 }
 
 json SpatialDropoutLayer::get_config() const {
-  json c = Layer::get_config();
-  c["rate"] = rate_;
+  json c = RandomRegularizationLayer::get_config();
   if (rank_ > 1) c["data_format"] = data_format_;
   return c;
 }
@@ -76,51 +101,34 @@ LayerPtr SpatialDropoutLayer::from_config(int rank, const json& c) {
 
 // ---- GaussianNoise, GaussianDropout (gaussian_noise.py, gaussian_dropout.py) ----
 
-GaussianNoiseLayer::GaussianNoiseLayer(float stddev, std::string name) : Layer(std::move(name)), stddev_(stddev) {
+GaussianNoiseLayer::GaussianNoiseLayer(float stddev, std::string name)
+    : RandomRegularizationLayer("stddev", stddev, std::move(name)) {
   LOCKSTEP_CHECK(stddev >= 0.0f && stddev <= 1.0f,
                  "Invalid value received for argument `stddev`. Expected a float value between 0 and 1. Received: "
                  "stddev=",
                  stddev);
 }
 
-void GaussianNoiseLayer::build_impl(const Shape&, std::uint64_t seed) { stream_ = seed; }
-
-Tensor GaussianNoiseLayer::call(const Tensor& x, const CallContext& ctx) const {
-  const Tensor in = autocast(x);
-  if (!ctx.training || stddev_ == 0.0f) return in;
+Tensor GaussianNoiseLayer::transform(const Tensor& in, const DropoutKey& key) const {
   // inputs + normal(shape, mean=0, stddev)
-  return add(in, scale(standard_normal_like(in, random_key(ctx, stream_)), stddev_));
-}
-
-json GaussianNoiseLayer::get_config() const {
-  json c = Layer::get_config();
-  c["stddev"] = stddev_;
-  return c;
+  return add(in, scale(standard_normal_like(in, key), stddev()));
 }
 
 LayerPtr GaussianNoiseLayer::from_config(const json& c) {
   return std::make_shared<GaussianNoiseLayer>(c.at("stddev").get<float>(), c.at("name").get<std::string>());
 }
 
-GaussianDropoutLayer::GaussianDropoutLayer(float rate, std::string name) : Layer(std::move(name)), rate_(rate) {
+GaussianDropoutLayer::GaussianDropoutLayer(float rate, std::string name)
+    : RandomRegularizationLayer("rate", rate, std::move(name)) {
   LOCKSTEP_CHECK(rate >= 0.0f && rate < 1.0f, "GaussianDropout: rate must be in [0, 1), got ", rate,
                  " (at 1 Keras' noise, of deviation sqrt(rate / (1 - rate)), is infinite)");
 }
 
-void GaussianDropoutLayer::build_impl(const Shape&, std::uint64_t seed) { stream_ = seed; }
-
-Tensor GaussianDropoutLayer::call(const Tensor& x, const CallContext& ctx) const {
-  const Tensor in = autocast(x);
-  if (!ctx.training || rate_ == 0.0f) return in;
+Tensor GaussianDropoutLayer::transform(const Tensor& in, const DropoutKey& key) const {
   // inputs * normal(shape, mean=1, stddev=sqrt(rate / (1 - rate)))
-  const float stddev = static_cast<float>(std::sqrt(static_cast<double>(rate_) / (1.0 - static_cast<double>(rate_))));
-  return mul(in, add_scalar(scale(standard_normal_like(in, random_key(ctx, stream_)), stddev), 1.0f));
-}
-
-json GaussianDropoutLayer::get_config() const {
-  json c = Layer::get_config();
-  c["rate"] = rate_;
-  return c;
+  const double r = rate();
+  const float stddev = static_cast<float>(std::sqrt(r / (1.0 - r)));
+  return mul(in, add_scalar(scale(standard_normal_like(in, key), stddev), 1.0f));
 }
 
 LayerPtr GaussianDropoutLayer::from_config(const json& c) {
@@ -130,7 +138,7 @@ LayerPtr GaussianDropoutLayer::from_config(const json& c) {
 // ---- AlphaDropout (alpha_dropout.py) ----
 
 AlphaDropoutLayer::AlphaDropoutLayer(float rate, std::vector<std::int64_t> noise_shape, std::string name)
-    : Layer(std::move(name)), rate_(rate), noise_shape_(std::move(noise_shape)) {
+    : RandomRegularizationLayer("rate", rate, std::move(name)), noise_shape_(std::move(noise_shape)) {
   check_rate("AlphaDropout", rate);
   for (std::size_t i = 0; i < noise_shape_.size(); ++i) {
     const std::int64_t d = noise_shape_[i];
@@ -154,26 +162,18 @@ Shape AlphaDropoutLayer::compute_output_shape(const Shape& s) const {
   return s;
 }
 
-void AlphaDropoutLayer::build_impl(const Shape& s, std::uint64_t seed) {
-  (void)compute_output_shape(s);
-  stream_ = seed;
-}
-
-Tensor AlphaDropoutLayer::call(const Tensor& x, const CallContext& ctx) const {
-  (void)compute_output_shape(x.shape());
-  const Tensor in = autocast(x);
-  if (!ctx.training || rate_ == 0.0f) return in;
+Tensor AlphaDropoutLayer::transform(const Tensor& in, const DropoutKey& key) const {
   // The mask's shape: Keras' concrete noise shape (None: the input's size).
   std::vector<std::int64_t> noise = in.shape().dims();
   for (std::size_t i = 1; i < noise_shape_.size(); ++i)
     if (noise_shape_[i] != -1) noise[i] = noise_shape_[i];
   std::int64_t units = 1;
   for (std::size_t i = 1; i < noise.size(); ++i) units *= noise[i];
-  const Tensor mask = kept_units(in.dim(0), units, in.dtype(), rate_, random_key(ctx, stream_));
+  const Tensor mask = kept_units(in.dim(0), units, in.dtype(), rate(), key);
   const Tensor kept = not_equal(mask, Tensor::zeros(Shape{}, mask.dtype())).reshape(Shape(std::move(noise)));
   // Keras: x = inputs * kept + alpha_p * (1 - kept); a * x + b, with alpha_p = -alpha * scale of SELU.
   const double alpha = 1.6732632423543772848170429916717, selu_scale = 1.0507009873554804934193349852946;
-  const double alpha_p = -alpha * selu_scale, rate = rate_;
+  const double alpha_p = -alpha * selu_scale, rate = this->rate();
   const double a = std::pow((1.0 - rate) * (1.0 + rate * alpha_p * alpha_p), -0.5);
   const double b = -a * alpha_p * rate;
   const Tensor kept_value = add_scalar(scale(in, static_cast<float>(a)), static_cast<float>(b));
@@ -181,8 +181,7 @@ Tensor AlphaDropoutLayer::call(const Tensor& x, const CallContext& ctx) const {
 }
 
 json AlphaDropoutLayer::get_config() const {
-  json c = Layer::get_config();
-  c["rate"] = rate_;
+  json c = RandomRegularizationLayer::get_config();
   if (noise_shape_.empty()) {
     c["noise_shape"] = nullptr;
   } else {

@@ -1,6 +1,7 @@
 #pragma once
 // Dense, Dropout, Activation, Flatten, Reshape, Softmax, Masking, Input, with Keras' names and defaults.
 #include "lockstep/layers/layer.hpp"
+#include "lockstep/layers/regularization_layers.hpp"  // Dropout's base
 
 namespace lockstep::layers {
 
@@ -41,25 +42,17 @@ class DenseLayer final : public Layer {
   Variable kernel_, bias_;
 };
 
-class DropoutLayer final : public Layer {
+/// Keras' Dropout (keras/src/layers/regularization/dropout.py): inverted dropout, each unit kept
+/// with probability 1 - rate and scaled by 1 / (1 - rate), in training; rate in [0, 1).
+class DropoutLayer final : public RandomRegularizationLayer {
  public:
   explicit DropoutLayer(float rate, std::string name = "");
   std::string class_name() const override { return "Dropout"; }
-  bool supports_masking() const override { return true; }
-  nlohmann::json get_config() const override;
   static LayerPtr from_config(const nlohmann::json& config);
-  Shape compute_output_shape(const Shape& s) const override { return s; }
-  Tensor call(const Tensor& x, const CallContext& ctx) const override;
-  /// Keras' Dropout.call(inputs, training=False).
-  std::optional<bool> keras_training_default() const override { return false; }
-  float rate() const { return rate_; }
-
- protected:
-  void build_impl(const Shape& input_shape, std::uint64_t seed) override;
+  float rate() const { return amount(); }
 
  private:
-  float rate_;
-  std::uint64_t stream_ = 0;
+  Tensor transform(const Tensor& x, const DropoutKey& key) const override;
 };
 
 class ActivationLayer final : public Layer {
