@@ -392,10 +392,10 @@ std::uint64_t color_stream(std::uint64_t tag, const std::optional<std::int64_t>&
 
 // One uniform draw in [lo, hi) per image of x, as (batch, 1, 1, 1): Keras' random.uniform(shape=
 // (batch, 1, 1, 1), minval, maxval), minval + u * (maxval - minval), u the unit (example, 0) of
-// uniform_like on a (batch, 1) tensor (keyed by the example's global index).
+// a (batch, 1) uniform draw (keyed by the example's global index).
 Tensor per_image_uniform(const Tensor& x, float lo, float hi, const DropoutKey& key) {
   const std::int64_t n = x.dim(0);
-  const Tensor u = uniform_like(Tensor::empty(Shape{n, 1}, x.dtype()), key);
+  const Tensor u = uniform(Shape{n, 1}, x.dtype(), key);
   return reshape(add_scalar(scale(u, hi - lo), lo), Shape{n, 1, 1, 1});
 }
 

@@ -1,4 +1,4 @@
-// The random_fill kernel behind standard_normal_like and uniform_like (ops_random.hpp): the values
+// The random_fill kernel behind standard_normal(_like) and uniform(_like) (ops_random.hpp): the values
 // are the dropout keying's unit hash made uniform or normal by the rule written out here (the
 // normal one bit for bit what the host drew before the kernel), 16-bit dtypes the float32 draw
 // rounded once, the uniform's bits the ones dropout compares with its rate, and the step read from
@@ -74,6 +74,18 @@ TEST(RandomFill, SixteenBitDrawsAreTheFloat32DrawsRoundedOnce) {
     EXPECT_TRUE(uniform_like(x, kKey).bitwise_equal(uniform_like(x.to(DType::kF32), kKey).to(dt))) << dtype_name(dt);
     EXPECT_EQ(uniform_like(x, kKey).dtype(), dt);
   }
+}
+
+// uniform and standard_normal draw for a shape and dtype what the _like forms draw for a tensor of
+// them (RandomContrast's one draw per image takes no tensor to copy them from).
+TEST(RandomFill, ADrawForAShapeAndDtypeIsTheDrawForATensorOfThem) {
+  for (const DType dt : {DType::kF32, DType::kF16, DType::kBF16}) {
+    const Tensor x = Tensor::zeros({6, 1}).to(dt);
+    EXPECT_TRUE(uniform(Shape{6, 1}, dt, kKey).bitwise_equal(uniform_like(x, kKey))) << dtype_name(dt);
+    EXPECT_TRUE(standard_normal(Shape{6, 1}, dt, kKey).bitwise_equal(standard_normal_like(x, kKey))) << dtype_name(dt);
+  }
+  EXPECT_EQ(uniform(Shape{0, 1}, DType::kF32, kKey).shape(), (Shape{0, 1}));
+  EXPECT_VALUE_ERROR(uniform(Shape{2, 1}, DType::kI64, kKey), "uniform: draws float32, float16 or bfloat16 values, not int64");
 }
 
 TEST(RandomFill, ASplitBatchDrawsTheWholeOnesAndStepsDrawApart) {

@@ -122,7 +122,7 @@ struct RandomColorOptions {
 /// What Keras 3's colour augmentations share on NHWC images: their arguments (factor kept as
 /// Keras' (lower, upper), value_range, seed) and config, the image check, Keras' training=True
 /// default, and one uniform draw per image in training (the identity, cast to the compute dtype,
-/// in inference). The draw is uniform_like's (ops_random.hpp) for the unit (example, 0): keyed by
+/// in inference). The draw is ops_random.hpp's uniform for the unit (example, 0): keyed by
 /// the model's seed (or the layer's own), the layer's stream, the step and the example's global
 /// index, so replicas draw what one device draws and a captured step replays each step's draws.
 class RandomColorLayer : public Layer {

@@ -22,4 +22,12 @@ Tensor standard_normal_like(const Tensor& x, const DropoutKey& key);
 /// times 2^-24, so the same bits on every backend.
 Tensor uniform_like(const Tensor& x, const DropoutKey& key);
 
+/// The draws of standard_normal_like and uniform_like for a tensor of `shape` and `dtype`
+/// (floating), drawn where every op's output lies, on the current compute context's device (as
+/// the _like forms draw for x, which must live there): for draws of a shape no tensor at hand has
+/// (RandomContrast's one per image), without making one to copy it from. Keras'
+/// random.normal(shape, dtype=) and random.uniform(shape, dtype=).
+Tensor standard_normal(const Shape& shape, DType dtype, const DropoutKey& key);
+Tensor uniform(const Shape& shape, DType dtype, const DropoutKey& key);
+
 }  // namespace lockstep
