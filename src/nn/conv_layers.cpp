@@ -29,14 +29,6 @@ void check_image(const std::string& name, const char* cls, const Shape& s) {
                  "; add a Reshape layer before it (channels_last is the only data_format)");
 }
 
-Padding2d padding_for(PaddingMode mode, const Shape& x, const Pair& window, const Pair& strides,
-                      const Pair& dilation) {
-  if (mode == PaddingMode::kValid) return {};
-  const auto h = same_padding(x[1], window[0], strides[0], dilation[0]);
-  const auto w = same_padding(x[2], window[1], strides[1], dilation[1]);
-  return {h[0], h[1], w[0], w[1]};
-}
-
 // Keras' output length along one spatial dimension (an unknown -1 stays unknown).
 std::int64_t output_length(std::int64_t in, PaddingMode mode, std::int64_t window, std::int64_t stride,
                            std::int64_t dilation) {
@@ -45,43 +37,133 @@ std::int64_t output_length(std::int64_t in, PaddingMode mode, std::int64_t windo
   return window_output_size(in, window, stride, dilation, 0, 0);
 }
 
-Shape window_output_shape(const std::string& name, const char* cls, const Shape& s, PaddingMode mode,
-                          const Pair& window, const Pair& strides, const Pair& dilation, std::int64_t channels) {
-  check_image(name, cls, s);
-  const std::int64_t h = output_length(s[1], mode, window[0], strides[0], dilation[0]);
-  const std::int64_t w = output_length(s[2], mode, window[1], strides[1], dilation[1]);
-  LOCKSTEP_CHECK(h != 0 && w != 0, "layer '", name, "' (", cls, "): the window ", pair_str(window), " (dilation ",
-                 pair_str(dilation), ") does not fit the input ", s.str(), " with padding \"",
-                 padding_name(mode), "\"");
-  return Shape{s[0], h, w, channels};
-}
-
 // ---- sequences: (N, steps, C) as the (N, 1, steps, C) image the 2D ops take ----
 void check_sequence(const std::string& name, const char* cls, const Shape& s) {
   LOCKSTEP_CHECK(s.rank() == 3, "layer '", name, "' (", cls, ") needs inputs of shape (batch, steps, channels), got ",
                  s.str(), "; add a Reshape layer before it (channels_last is the only data_format)");
 }
 
-// The padding of the steps (the image's left and right) for a window over `steps`.
-Padding2d steps_padding(PaddingMode mode, std::int64_t steps, std::int64_t window, std::int64_t stride,
-                        std::int64_t dilation) {
-  if (mode == PaddingMode::kValid) return {};
-  if (mode == PaddingMode::kCausal) return {.left = dilation * (window - 1)};
-  const auto p = same_padding(steps, window, stride, dilation);
-  return {.left = p[0], .right = p[1]};
-}
-
-Shape sequence_output_shape(const std::string& name, const char* cls, const Shape& s, PaddingMode mode,
-                            std::int64_t window, std::int64_t stride, std::int64_t dilation, std::int64_t channels) {
-  check_sequence(name, cls, s);
-  const std::int64_t steps = output_length(s[1], mode, window, stride, dilation);
-  LOCKSTEP_CHECK(steps != 0, "layer '", name, "' (", cls, "): the window ", window, " (dilation ", dilation,
-                 ") does not fit the input ", s.str(), " with padding \"", padding_name(mode), "\"");
-  return Shape{s[0], steps, channels};
-}
-
 Tensor as_image(const Tensor& x) { return reshape(x, Shape{x.dim(0), 1, x.dim(1), x.dim(2)}); }
 Tensor as_sequence(const Tensor& y) { return reshape(y, Shape{y.dim(0), y.dim(2), y.dim(3)}); }
+
+// What a 2D layer (Size = Pair, input (N, H, W, C)) and its 1D form (Size = std::int64_t, input
+// (N, steps, C), run as the (N, 1, steps, C) image) differ in; each layer's body is written once
+// over it. at(size, i) is the size along spatial dimension i; image(size) the size as the 2D ops
+// take it ((1, v) for a 1D one: the image's one row).
+template <typename Size>
+struct SpatialDims;
+
+template <>
+struct SpatialDims<Pair> {
+  static constexpr int kDims = 2;
+  static constexpr const char* kConv = "Conv2D";
+  static constexpr const char* kDepthwise = "DepthwiseConv2D";
+  static constexpr const char* kSeparable = "SeparableConv2D";
+  static constexpr const char* kTranspose = "Conv2DTranspose";
+  static constexpr const char* kMaxPooling = "MaxPooling2D";
+  static constexpr const char* kAveragePooling = "AveragePooling2D";
+  static constexpr bool kCausal = false;  // Keras' padding "causal" is Conv1D's alone
+  // The spatial dimensions as messages name them, and what an input with an empty one lacks.
+  static constexpr std::array<const char*, 2> kLengths = {"rows", "columns"};
+  static constexpr const char* kEmpty = "has an empty dimension";
+
+  static std::int64_t at(const Pair& p, int i) { return p[static_cast<std::size_t>(i)]; }
+  static Pair image(const Pair& p) { return p; }
+  static Pair image_size(const Shape& s) { return {s[1], s[2]}; }
+  static Padding2d image_padding(const std::array<Pair, 2>& p) {
+    return {p[0][0], p[0][1], p[1][0], p[1][1]};
+  }
+  static void check_input(const std::string& name, const char* cls, const Shape& s) {
+    check_image(name, cls, s);
+  }
+  static Tensor to_image(const Tensor& x) { return x; }
+  static Tensor from_image(const Tensor& y) { return y; }
+  static Tensor image_kernel(const Tensor& k) { return k; }
+  // At call the 2D layers check the rank only: the ops' messages name the image as given.
+  static void check_call(const Layer& layer, const char* cls, const Shape& s) {
+    check_image(layer.name(), cls, s);
+  }
+};
+
+template <>
+struct SpatialDims<std::int64_t> {
+  static constexpr int kDims = 1;
+  static constexpr const char* kConv = "Conv1D";
+  static constexpr const char* kDepthwise = "DepthwiseConv1D";
+  static constexpr const char* kSeparable = "SeparableConv1D";
+  static constexpr const char* kTranspose = "Conv1DTranspose";
+  static constexpr const char* kMaxPooling = "MaxPooling1D";
+  static constexpr const char* kAveragePooling = "AveragePooling1D";
+  static constexpr bool kCausal = true;
+  static constexpr std::array<const char*, 1> kLengths = {"steps"};
+  static constexpr const char* kEmpty = "has no steps";
+
+  static std::int64_t at(std::int64_t v, int) { return v; }
+  static Pair image(std::int64_t v) { return {1, v}; }
+  static Pair image_size(const Shape& s) { return {1, s[1]}; }
+  static Padding2d image_padding(const std::array<Pair, 1>& p) { return {.left = p[0][0], .right = p[0][1]}; }
+  static void check_input(const std::string& name, const char* cls, const Shape& s) {
+    check_sequence(name, cls, s);
+  }
+  static Tensor to_image(const Tensor& x) { return as_image(x); }
+  static Tensor from_image(const Tensor& y) { return as_sequence(y); }
+  // A 1D kernel (k, a, b) is the image kernel (1, k, a, b), the same memory.
+  static Tensor image_kernel(const Tensor& k) { return reshape(k, Shape{1, k.dim(0), k.dim(1), k.dim(2)}); }
+  // At call the 1D layers check the window too: the ops' messages would name the (N, 1, steps, C) view.
+  static void check_call(const Layer& layer, const char*, const Shape& s) {
+    (void)layer.compute_output_shape(s);
+  }
+};
+
+// A weight's shape: the window's spatial sizes, then `a` and `b` (Keras' (kh, kw, a, b), (k, a, b)).
+template <typename Size>
+Shape window_shape(const Size& window, std::int64_t a, std::int64_t b) {
+  std::vector<std::int64_t> dims;
+  for (int i = 0; i < SpatialDims<Size>::kDims; ++i) dims.push_back(SpatialDims<Size>::at(window, i));
+  dims.push_back(a);
+  dims.push_back(b);
+  return Shape(std::move(dims));
+}
+
+// A size as messages name it: "(3, 3)" for a pair, "3" for a 1D layer's.
+std::string size_str(const Pair& p) { return pair_str(p); }
+std::string size_str(std::int64_t v) { return std::to_string(v); }
+
+// The output of a window over the input s's spatial dimensions, `channels` deep.
+template <typename Size>
+Shape window_output_shape(const std::string& name, const char* cls, const Shape& s, PaddingMode mode,
+                          const Size& window, const Size& strides, const Size& dilation,
+                          std::int64_t channels) {
+  using D = SpatialDims<Size>;
+  D::check_input(name, cls, s);
+  std::vector<std::int64_t> out{s[0]};
+  bool fits = true;
+  for (int i = 0; i < D::kDims; ++i) {
+    out.push_back(output_length(s[i + 1], mode, D::at(window, i), D::at(strides, i), D::at(dilation, i)));
+    fits = fits && out.back() != 0;
+  }
+  LOCKSTEP_CHECK(fits, "layer '", name, "' (", cls, "): the window ", size_str(window), " (dilation ",
+                 size_str(dilation), ") does not fit the input ", s.str(), " with padding \"",
+                 padding_name(mode), "\"");
+  out.push_back(channels);
+  return Shape(std::move(out));
+}
+
+// The image's padding for a window over the input x: "same"'s per spatial dimension; "causal"'s
+// dilation * (kernel - 1) zeros before the steps only.
+template <typename Size>
+Padding2d padding_for(PaddingMode mode, const Shape& x, const Size& window, const Size& strides,
+                      const Size& dilation) {
+  using D = SpatialDims<Size>;
+  if (mode == PaddingMode::kValid) return {};
+  if constexpr (D::kCausal)
+    if (mode == PaddingMode::kCausal) return {.left = D::at(dilation, 0) * (D::at(window, 0) - 1)};
+  std::array<Pair, D::kDims> p;
+  for (int i = 0; i < D::kDims; ++i)
+    p[static_cast<std::size_t>(i)] =
+        same_padding(x[i + 1], D::at(window, i), D::at(strides, i), D::at(dilation, i));
+  return D::image_padding(p);
+}
 
 // ReLU in the convolution's own pass over its output, as Dense does; any other activation after it.
 template <typename Convolve>
@@ -90,9 +172,22 @@ Tensor activated(ActivationKind activation, const Convolve& convolve) {
   return apply_activation(activation, convolve(FusedActivation::kNone));
 }
 
-// A size as messages name it: "(3, 3)" for a pair, "3" for a 1D layer's.
-std::string size_str(const Pair& p) { return pair_str(p); }
-std::string size_str(std::int64_t v) { return std::to_string(v); }
+// The depthwise convolution of x (DepthwiseConv's, SeparableConv's first step): the grouped
+// convolution of x's image, one group a channel, the kernel (kh, kw, C, m) (1D: (k, C, m)) as the
+// grouped (kh, kw, 1, C * m), the same memory; an image out.
+template <typename Size>
+Tensor depthwise_image(const Tensor& x, const Tensor& kernel, const Tensor& bias, PaddingMode mode,
+                       const Size& kernel_size, const Size& strides, const Size& dilation) {
+  using D = SpatialDims<Size>;
+  const Pair k = D::image(kernel_size);
+  const Conv2dOptions o{.strides = D::image(strides),
+                        .dilation = D::image(dilation),
+                        .padding = padding_for(mode, x.shape(), kernel_size, strides, dilation),
+                        .groups = x.dim(x.rank() - 1)};
+  const std::int64_t r = kernel.rank();
+  const Tensor grouped = reshape(kernel, Shape{k[0], k[1], 1, kernel.dim(r - 2) * kernel.dim(r - 1)});
+  return conv2d(D::to_image(x), grouped, bias, o);
+}
 
 template <typename Size>
 void check_dilation_and_strides(const char* cls, const Size& strides, const Size& dilation) {
@@ -150,12 +245,10 @@ void check_transpose_options(const char* cls, const ConvTransposeOptions<Size>& 
   check_positive(cls, "filters", o.filters);
   check_window(cls, o.kernel_size, o.strides, o.dilation_rate);
   if (o.output_padding) {
+    using D = SpatialDims<Size>;
     bool ok = true;
-    if constexpr (std::is_same_v<Size, Pair>) {
-      for (int i = 0; i < 2; ++i) ok = ok && (*o.output_padding)[i] >= 0 && (*o.output_padding)[i] < o.strides[i];
-    } else {
-      ok = *o.output_padding >= 0 && *o.output_padding < o.strides;
-    }
+    for (int i = 0; i < D::kDims; ++i)
+      ok = ok && D::at(*o.output_padding, i) >= 0 && D::at(*o.output_padding, i) < D::at(o.strides, i);
     LOCKSTEP_CHECK(ok, cls, ": output_padding must be at least 0 and less than strides (as in Keras), got output_padding ",
                    size_str(*o.output_padding), " and strides ", size_str(o.strides));
   }
@@ -199,171 +292,229 @@ std::string padding_name(PaddingMode mode) {
   return mode == PaddingMode::kValid ? "valid" : mode == PaddingMode::kSame ? "same" : "causal";
 }
 
-// ---- Conv2D ----
-Conv2DLayer::Conv2DLayer(const Conv2DOptions& o)
-    : Layer(o.name), options_(o), padding_(parse_padding(o.padding)), activation_(parse_activation(o.activation)) {
-  check_conv_options("Conv2D", o);
+// ---- Conv2D, Conv1D ----
+template <typename Size>
+ConvLayer<Size>::ConvLayer(const ConvOptions<Size>& o)
+    : Layer(o.name),
+      options_(o),
+      padding_(parse_padding(o.padding, SpatialDims<Size>::kCausal)),
+      activation_(parse_activation(o.activation)) {
+  check_conv_options(SpatialDims<Size>::kConv, o);
 }
 
-Shape Conv2DLayer::compute_output_shape(const Shape& s) const {
-  return window_output_shape(name(), "Conv2D", s, padding_, options_.kernel_size, options_.strides,
-                             options_.dilation_rate, options_.filters);
+template <typename Size>
+std::string ConvLayer<Size>::class_name() const {
+  return SpatialDims<Size>::kConv;
 }
 
-void Conv2DLayer::build_impl(const Shape& s, std::uint64_t seed) {
+template <typename Size>
+Shape ConvLayer<Size>::compute_output_shape(const Shape& s) const {
+  return window_output_shape(name(), SpatialDims<Size>::kConv, s, padding_, options_.kernel_size,
+                             options_.strides, options_.dilation_rate, options_.filters);
+}
+
+template <typename Size>
+void ConvLayer<Size>::build_impl(const Shape& s, std::uint64_t seed) {
+  using D = SpatialDims<Size>;
   (void)compute_output_shape(s);
-  const std::int64_t c = s[3];
-  LOCKSTEP_CHECK(c > 0 && c % options_.groups == 0, "layer '", name(), "' (Conv2D): the input's channels (", c,
-                 ") must be a positive multiple of groups (", options_.groups, ")");
-  kernel_ = add_weight("kernel", Shape{options_.kernel_size[0], options_.kernel_size[1], c / options_.groups,
-                                       options_.filters},
+  const std::int64_t c = s[D::kDims + 1];
+  LOCKSTEP_CHECK(c > 0 && c % options_.groups == 0, "layer '", name(), "' (", D::kConv,
+                 "): the input's channels (", c, ") must be a positive multiple of groups (", options_.groups,
+                 ")");
+  kernel_ = add_weight("kernel", window_shape(options_.kernel_size, c / options_.groups, options_.filters),
                        Initializer{options_.kernel_initializer}, mix_seed(seed, 1));
   if (options_.use_bias)
     bias_ = add_weight("bias", Shape{options_.filters}, Initializer{options_.bias_initializer}, mix_seed(seed, 2));
 }
 
-Conv2dOptions Conv2DLayer::geometry(const Shape& x) const {
-  return {.strides = options_.strides,
-          .dilation = options_.dilation_rate,
+template <typename Size>
+Conv2dOptions ConvLayer<Size>::geometry(const Shape& x) const {
+  using D = SpatialDims<Size>;
+  return {.strides = D::image(options_.strides),
+          .dilation = D::image(options_.dilation_rate),
           .padding = padding_for(padding_, x, options_.kernel_size, options_.strides, options_.dilation_rate),
           .groups = options_.groups};
 }
 
-Tensor Conv2DLayer::convolve(const Tensor& x, FusedActivation act, bool training) const {
-  LOCKSTEP_CHECK(built(), "layer '", name(), "' (Conv2D) is called before it was built");
-  check_image(name(), "Conv2D", x.shape());
+template <typename Size>
+Tensor ConvLayer<Size>::convolve(const Tensor& x, FusedActivation act, bool training) const {
+  using D = SpatialDims<Size>;
+  LOCKSTEP_CHECK(built(), "layer '", name(), "' (", D::kConv, ") is called before it was built");
+  D::check_call(*this, D::kConv, x.shape());
   Conv2dOptions o = geometry(x.shape());
   o.activation = act;
   o.winograd = training;  // inference keeps the direct kernel's numbers
-  return conv2d(autocast(x), autocast(kernel_.value()), bias_.defined() ? autocast(bias_.value()) : Tensor(), o);
+  const Tensor bias = bias_.defined() ? autocast(bias_.value()) : Tensor();
+  return D::from_image(conv2d(D::to_image(autocast(x)), D::image_kernel(autocast(kernel_.value())), bias, o));
 }
 
-Tensor Conv2DLayer::call_logits(const Tensor& x, const CallContext& ctx) const {
+template <typename Size>
+Tensor ConvLayer<Size>::call_logits(const Tensor& x, const CallContext& ctx) const {
   return convolve(x, FusedActivation::kNone, ctx.training);
 }
 
-Tensor Conv2DLayer::call(const Tensor& x, const CallContext& ctx) const {
+template <typename Size>
+Tensor ConvLayer<Size>::call(const Tensor& x, const CallContext& ctx) const {
   return activated(activation_, [&](FusedActivation a) { return convolve(x, a, ctx.training); });
 }
 
-Tensor Conv2DLayer::call_then(const Layer& next, const Tensor& x, const CallContext&) const {
-  const auto* pool = dynamic_cast<const Pooling2DLayer*>(&next);
-  if (pool == nullptr || !pool->is_max() ||
-      (activation_ != ActivationKind::kRelu && activation_ != ActivationKind::kLinear))
-    return Tensor();
-  if (!built() || x.rank() != 4) return Tensor();  // call() says what is wrong
-  Conv2dOptions o = geometry(x.shape());
-  o.activation = activation_ == ActivationKind::kRelu ? FusedActivation::kRelu : FusedActivation::kNone;
-  const Tensor in = autocast(x), kernel = autocast(kernel_.value());
-  const Tensor bias = bias_.defined() ? autocast(bias_.value()) : Tensor();
-  const Pool2dOptions po = pool->geometry(compute_output_shape(x.shape()));
-  if (!conv2d_max_pool2d_supported(in, kernel, bias, o, po)) return Tensor();
-  return conv2d_max_pool2d(in, kernel, bias, o, po);
+// Conv2D's only: conv2d_max_pool2d has no 1D rows.
+template <typename Size>
+Tensor ConvLayer<Size>::call_then(const Layer& next, const Tensor& x, const CallContext& ctx) const {
+  if constexpr (std::is_same_v<Size, Pair>) {
+    const auto* pool = dynamic_cast<const Pooling2DLayer*>(&next);
+    if (pool == nullptr || !pool->is_max() ||
+        (activation_ != ActivationKind::kRelu && activation_ != ActivationKind::kLinear))
+      return Tensor();
+    if (!built() || x.rank() != 4) return Tensor();  // call() says what is wrong
+    Conv2dOptions o = geometry(x.shape());
+    o.activation = activation_ == ActivationKind::kRelu ? FusedActivation::kRelu : FusedActivation::kNone;
+    const Tensor in = autocast(x), kernel = autocast(kernel_.value());
+    const Tensor bias = bias_.defined() ? autocast(bias_.value()) : Tensor();
+    const Pool2dOptions po = pool->geometry(compute_output_shape(x.shape()));
+    if (!conv2d_max_pool2d_supported(in, kernel, bias, o, po)) return Tensor();
+    return conv2d_max_pool2d(in, kernel, bias, o, po);
+  }
+  return Layer::call_then(next, x, ctx);
 }
 
-// ---- DepthwiseConv2D ----
-DepthwiseConv2DLayer::DepthwiseConv2DLayer(const DepthwiseConv2DOptions& o)
-    : Layer(o.name), options_(o), padding_(parse_padding(o.padding)), activation_(parse_activation(o.activation)) {
-  check_depthwise_options("DepthwiseConv2D", o);
+// ---- DepthwiseConv2D, DepthwiseConv1D ----
+template <typename Size>
+DepthwiseConvLayer<Size>::DepthwiseConvLayer(const DepthwiseConvOptions<Size>& o)
+    : Layer(o.name),
+      options_(o),
+      padding_(parse_padding(o.padding)),
+      activation_(parse_activation(o.activation)) {
+  check_depthwise_options(SpatialDims<Size>::kDepthwise, o);
 }
 
-Shape DepthwiseConv2DLayer::compute_output_shape(const Shape& s) const {
-  check_image(name(), "DepthwiseConv2D", s);
-  return window_output_shape(name(), "DepthwiseConv2D", s, padding_, options_.kernel_size, options_.strides,
-                             options_.dilation_rate, s[3] < 0 ? -1 : s[3] * options_.depth_multiplier);
+template <typename Size>
+std::string DepthwiseConvLayer<Size>::class_name() const {
+  return SpatialDims<Size>::kDepthwise;
 }
 
-void DepthwiseConv2DLayer::build_impl(const Shape& s, std::uint64_t seed) {
+template <typename Size>
+Shape DepthwiseConvLayer<Size>::compute_output_shape(const Shape& s) const {
+  using D = SpatialDims<Size>;
+  D::check_input(name(), D::kDepthwise, s);
+  const std::int64_t c = s[D::kDims + 1];
+  return window_output_shape(name(), D::kDepthwise, s, padding_, options_.kernel_size, options_.strides,
+                             options_.dilation_rate, c < 0 ? -1 : c * options_.depth_multiplier);
+}
+
+template <typename Size>
+void DepthwiseConvLayer<Size>::build_impl(const Shape& s, std::uint64_t seed) {
+  using D = SpatialDims<Size>;
   (void)compute_output_shape(s);
-  LOCKSTEP_CHECK(s[3] > 0, "layer '", name(), "' (DepthwiseConv2D): input ", s.str(), " has no channels");
-  kernel_ = add_weight("kernel", Shape{options_.kernel_size[0], options_.kernel_size[1], s[3], options_.depth_multiplier},
+  const std::int64_t c = s[D::kDims + 1];
+  LOCKSTEP_CHECK(c > 0, "layer '", name(), "' (", D::kDepthwise, "): input ", s.str(), " has no channels");
+  kernel_ = add_weight("kernel", window_shape(options_.kernel_size, c, options_.depth_multiplier),
                        Initializer{options_.depthwise_initializer}, mix_seed(seed, 1));
   if (options_.use_bias)
-    bias_ = add_weight("bias", Shape{s[3] * options_.depth_multiplier}, Initializer{options_.bias_initializer},
+    bias_ = add_weight("bias", Shape{c * options_.depth_multiplier}, Initializer{options_.bias_initializer},
                        mix_seed(seed, 2));
 }
 
-Conv2dOptions DepthwiseConv2DLayer::geometry(const Shape& x) const {
-  return {.strides = options_.strides,
-          .dilation = options_.dilation_rate,
-          .padding = padding_for(padding_, x, options_.kernel_size, options_.strides, options_.dilation_rate),
-          .groups = x[3]};
-}
-
-Tensor DepthwiseConv2DLayer::call(const Tensor& x, const CallContext&) const {
-  LOCKSTEP_CHECK(built(), "layer '", name(), "' (DepthwiseConv2D) is called before it was built");
-  check_image(name(), "DepthwiseConv2D", x.shape());
-  const Shape& k = kernel_.shape();
-  // (kh, kw, C, m) and the grouped kernel (kh, kw, 1, C * m) are the same memory.
-  const Tensor grouped = reshape(autocast(kernel_.value()), Shape{k[0], k[1], 1, k[2] * k[3]});
+template <typename Size>
+Tensor DepthwiseConvLayer<Size>::call(const Tensor& x, const CallContext&) const {
+  using D = SpatialDims<Size>;
+  LOCKSTEP_CHECK(built(), "layer '", name(), "' (", D::kDepthwise, ") is called before it was built");
+  D::check_call(*this, D::kDepthwise, x.shape());
   const Tensor bias = bias_.defined() ? autocast(bias_.value()) : Tensor();
-  return apply_activation(activation_, conv2d(autocast(x), grouped, bias, geometry(x.shape())));
+  const Tensor y = depthwise_image(autocast(x), autocast(kernel_.value()), bias, padding_,
+                                   options_.kernel_size, options_.strides, options_.dilation_rate);
+  return apply_activation(activation_, D::from_image(y));
 }
 
-// ---- SeparableConv2D ----
-SeparableConv2DLayer::SeparableConv2DLayer(const SeparableConv2DOptions& o)
-    : Layer(o.name), options_(o), padding_(parse_padding(o.padding)), activation_(parse_activation(o.activation)) {
-  check_separable_options("SeparableConv2D", o);
+// ---- SeparableConv2D, SeparableConv1D ----
+template <typename Size>
+SeparableConvLayer<Size>::SeparableConvLayer(const SeparableConvOptions<Size>& o)
+    : Layer(o.name),
+      options_(o),
+      padding_(parse_padding(o.padding)),
+      activation_(parse_activation(o.activation)) {
+  check_separable_options(SpatialDims<Size>::kSeparable, o);
 }
 
-Shape SeparableConv2DLayer::compute_output_shape(const Shape& s) const {
-  return window_output_shape(name(), "SeparableConv2D", s, padding_, options_.kernel_size, options_.strides,
-                             options_.dilation_rate, options_.filters);
+template <typename Size>
+std::string SeparableConvLayer<Size>::class_name() const {
+  return SpatialDims<Size>::kSeparable;
 }
 
-void SeparableConv2DLayer::build_impl(const Shape& s, std::uint64_t seed) {
+template <typename Size>
+Shape SeparableConvLayer<Size>::compute_output_shape(const Shape& s) const {
+  return window_output_shape(name(), SpatialDims<Size>::kSeparable, s, padding_, options_.kernel_size,
+                             options_.strides, options_.dilation_rate, options_.filters);
+}
+
+template <typename Size>
+void SeparableConvLayer<Size>::build_impl(const Shape& s, std::uint64_t seed) {
+  using D = SpatialDims<Size>;
   (void)compute_output_shape(s);
-  LOCKSTEP_CHECK(s[3] > 0, "layer '", name(), "' (SeparableConv2D): input ", s.str(), " has no channels");
+  const std::int64_t c = s[D::kDims + 1];
+  LOCKSTEP_CHECK(c > 0, "layer '", name(), "' (", D::kSeparable, "): input ", s.str(), " has no channels");
   const std::int64_t m = options_.depth_multiplier;
-  depthwise_ = add_weight("depthwise_kernel", Shape{options_.kernel_size[0], options_.kernel_size[1], s[3], m},
+  depthwise_ = add_weight("depthwise_kernel", window_shape(options_.kernel_size, c, m),
                           Initializer{options_.depthwise_initializer}, mix_seed(seed, 1));
-  pointwise_ = add_weight("pointwise_kernel", Shape{1, 1, s[3] * m, options_.filters},
+  pointwise_ = add_weight("pointwise_kernel", window_shape(uniform_size<Size>(1), c * m, options_.filters),
                           Initializer{options_.pointwise_initializer}, mix_seed(seed, 2));
   if (options_.use_bias)
     bias_ = add_weight("bias", Shape{options_.filters}, Initializer{options_.bias_initializer}, mix_seed(seed, 3));
 }
 
-Tensor SeparableConv2DLayer::call_logits(const Tensor& x, const CallContext&) const {
-  LOCKSTEP_CHECK(built(), "layer '", name(), "' (SeparableConv2D) is called before it was built");
-  check_image(name(), "SeparableConv2D", x.shape());
-  const Shape& k = depthwise_.shape();
-  // The depthwise step is DepthwiseConv2D's grouped convolution (its kernel (kh, kw, C, m) is the
-  // grouped (kh, kw, 1, C * m)), then the pointwise 1x1 convolution with the bias.
-  const Conv2dOptions depthwise{
-      .strides = options_.strides,
-      .dilation = options_.dilation_rate,
-      .padding = padding_for(padding_, x.shape(), options_.kernel_size, options_.strides, options_.dilation_rate),
-      .groups = x.dim(3)};
-  const Tensor grouped = reshape(autocast(depthwise_.value()), Shape{k[0], k[1], 1, k[2] * k[3]});
-  const Tensor y = conv2d(autocast(x), grouped, Tensor(), depthwise);
-  return conv2d(y, autocast(pointwise_.value()), bias_.defined() ? autocast(bias_.value()) : Tensor(), {});
+// The depthwise step (DepthwiseConv's, no bias), then the pointwise 1x1 convolution with the bias.
+template <typename Size>
+Tensor SeparableConvLayer<Size>::call_logits(const Tensor& x, const CallContext&) const {
+  using D = SpatialDims<Size>;
+  LOCKSTEP_CHECK(built(), "layer '", name(), "' (", D::kSeparable, ") is called before it was built");
+  D::check_call(*this, D::kSeparable, x.shape());
+  const Tensor y = depthwise_image(autocast(x), autocast(depthwise_.value()), Tensor(), padding_,
+                                   options_.kernel_size, options_.strides, options_.dilation_rate);
+  const Tensor bias = bias_.defined() ? autocast(bias_.value()) : Tensor();
+  return D::from_image(conv2d(y, D::image_kernel(autocast(pointwise_.value())), bias, {}));
 }
 
-Tensor SeparableConv2DLayer::call(const Tensor& x, const CallContext& ctx) const {
+template <typename Size>
+Tensor SeparableConvLayer<Size>::call(const Tensor& x, const CallContext& ctx) const {
   return apply_activation(activation_, call_logits(x, ctx));
 }
 
-// ---- pooling ----
-Pooling2DLayer::Pooling2DLayer(bool max, const Pooling2DOptions& o)
+// ---- MaxPooling2D, AveragePooling2D, MaxPooling1D, AveragePooling1D ----
+template <typename Size>
+PoolingLayer<Size>::PoolingLayer(bool max, const PoolingOptions<Size>& o)
     : Layer(o.name), max_(max), options_(o), padding_(parse_padding(o.padding)) {
-  check_pooling_options(max ? "MaxPooling2D" : "AveragePooling2D", o);
+  check_pooling_options(max ? SpatialDims<Size>::kMaxPooling : SpatialDims<Size>::kAveragePooling, o);
 }
 
-Shape Pooling2DLayer::compute_output_shape(const Shape& s) const {
-  const char* cls = max_ ? "MaxPooling2D" : "AveragePooling2D";
-  check_image(name(), cls, s);
-  return window_output_shape(name(), cls, s, padding_, options_.pool_size, strides(), {1, 1}, s[3]);
+template <typename Size>
+std::string PoolingLayer<Size>::class_name() const {
+  return max_ ? SpatialDims<Size>::kMaxPooling : SpatialDims<Size>::kAveragePooling;
 }
 
-Pool2dOptions Pooling2DLayer::geometry(const Shape& x) const {
-  return {.pool_size = options_.pool_size,
-          .strides = strides(),
-          .padding = padding_for(padding_, x, options_.pool_size, strides(), {1, 1})};
+template <typename Size>
+Shape PoolingLayer<Size>::compute_output_shape(const Shape& s) const {
+  using D = SpatialDims<Size>;
+  const char* cls = max_ ? D::kMaxPooling : D::kAveragePooling;
+  D::check_input(name(), cls, s);
+  return window_output_shape(name(), cls, s, padding_, options_.pool_size, strides(), uniform_size<Size>(1),
+                             s[D::kDims + 1]);
 }
 
-Tensor Pooling2DLayer::call(const Tensor& x, const CallContext&) const {
-  check_image(name(), max_ ? "MaxPooling2D" : "AveragePooling2D", x.shape());
-  return max_ ? max_pool2d(autocast(x), geometry(x.shape())) : avg_pool2d(autocast(x), geometry(x.shape()));
+template <typename Size>
+Pool2dOptions PoolingLayer<Size>::geometry(const Shape& x) const {
+  using D = SpatialDims<Size>;
+  return {.pool_size = D::image(options_.pool_size),
+          .strides = D::image(strides()),
+          .padding = padding_for(padding_, x, options_.pool_size, strides(), uniform_size<Size>(1))};
+}
+
+template <typename Size>
+Tensor PoolingLayer<Size>::call(const Tensor& x, const CallContext&) const {
+  using D = SpatialDims<Size>;
+  D::check_call(*this, max_ ? D::kMaxPooling : D::kAveragePooling, x.shape());
+  const Pool2dOptions o = geometry(x.shape());
+  const Tensor image = D::to_image(autocast(x));
+  return D::from_image(max_ ? max_pool2d(image, o) : avg_pool2d(image, o));
 }
 
 // ---- GlobalAveragePooling2D, GlobalMaxPooling2D ----
@@ -383,72 +534,6 @@ Tensor GlobalPooling2DLayer::call(const Tensor& x, const CallContext&) const {
   const Tensor flat = reshape(autocast(x), Shape{x.dim(0), x.dim(1) * x.dim(2), x.dim(3)});
   const Tensor m = max_ ? reduce_max(flat, 1) : mean(flat, 1);
   return keepdims_ ? reshape(m, Shape{x.dim(0), 1, 1, x.dim(3)}) : m;
-}
-
-// ---- Conv1D ----
-Conv1DLayer::Conv1DLayer(const Conv1DOptions& o)
-    : Layer(o.name), options_(o), padding_(parse_padding(o.padding, true)), activation_(parse_activation(o.activation)) {
-  check_conv_options("Conv1D", o);
-}
-
-Shape Conv1DLayer::compute_output_shape(const Shape& s) const {
-  return sequence_output_shape(name(), "Conv1D", s, padding_, options_.kernel_size, options_.strides,
-                               options_.dilation_rate, options_.filters);
-}
-
-void Conv1DLayer::build_impl(const Shape& s, std::uint64_t seed) {
-  (void)compute_output_shape(s);
-  const std::int64_t c = s[2];
-  LOCKSTEP_CHECK(c > 0 && c % options_.groups == 0, "layer '", name(), "' (Conv1D): the input's channels (", c,
-                 ") must be a positive multiple of groups (", options_.groups, ")");
-  kernel_ = add_weight("kernel", Shape{options_.kernel_size, c / options_.groups, options_.filters},
-                       Initializer{options_.kernel_initializer}, mix_seed(seed, 1));
-  if (options_.use_bias)
-    bias_ = add_weight("bias", Shape{options_.filters}, Initializer{options_.bias_initializer}, mix_seed(seed, 2));
-}
-
-Tensor Conv1DLayer::convolve(const Tensor& x, FusedActivation act, bool training) const {
-  LOCKSTEP_CHECK(built(), "layer '", name(), "' (Conv1D) is called before it was built");
-  (void)compute_output_shape(x.shape());
-  const Shape& k = kernel_.shape();
-  const Conv2dOptions o{.strides = {1, options_.strides},
-                        .dilation = {1, options_.dilation_rate},
-                        .padding = steps_padding(padding_, x.dim(1), k[0], options_.strides, options_.dilation_rate),
-                        .groups = options_.groups,
-                        .activation = act,
-                        .winograd = training};
-  // (k, C / groups, filters) and the image kernel (1, k, C / groups, filters) are the same memory.
-  const Tensor kernel = reshape(autocast(kernel_.value()), Shape{1, k[0], k[1], k[2]});
-  const Tensor bias = bias_.defined() ? autocast(bias_.value()) : Tensor();
-  return as_sequence(conv2d(as_image(autocast(x)), kernel, bias, o));
-}
-
-Tensor Conv1DLayer::call_logits(const Tensor& x, const CallContext& ctx) const {
-  return convolve(x, FusedActivation::kNone, ctx.training);
-}
-
-Tensor Conv1DLayer::call(const Tensor& x, const CallContext& ctx) const {
-  return activated(activation_, [&](FusedActivation a) { return convolve(x, a, ctx.training); });
-}
-
-// ---- MaxPooling1D, AveragePooling1D ----
-Pooling1DLayer::Pooling1DLayer(bool max, const Pooling1DOptions& o)
-    : Layer(o.name), max_(max), options_(o), padding_(parse_padding(o.padding)) {
-  check_pooling_options(max ? "MaxPooling1D" : "AveragePooling1D", o);
-}
-
-Shape Pooling1DLayer::compute_output_shape(const Shape& s) const {
-  return sequence_output_shape(name(), max_ ? "MaxPooling1D" : "AveragePooling1D", s, padding_, options_.pool_size,
-                               strides(), 1, s.rank() == 3 ? s[2] : 0);
-}
-
-Tensor Pooling1DLayer::call(const Tensor& x, const CallContext&) const {
-  (void)compute_output_shape(x.shape());
-  const Pool2dOptions o{.pool_size = {1, options_.pool_size},
-                        .strides = {1, strides()},
-                        .padding = steps_padding(padding_, x.dim(1), options_.pool_size, strides(), 1)};
-  const Tensor image = as_image(autocast(x));
-  return as_sequence(max_ ? max_pool2d(image, o) : avg_pool2d(image, o));
 }
 
 // ---- ZeroPadding2D ----
@@ -619,26 +704,49 @@ PoolingOptions<Size> pooling_options(const json& c) {
 }
 }  // namespace
 
-json Conv2DLayer::get_config() const { return conv_config(Layer::get_config(), options_, activation_); }
-LayerPtr Conv2DLayer::from_config(const json& c) { return std::make_shared<Conv2DLayer>(conv_options<Pair>(c)); }
+template <typename Size>
+json ConvLayer<Size>::get_config() const {
+  return conv_config(Layer::get_config(), options_, activation_);
+}
+template <typename Size>
+LayerPtr ConvLayer<Size>::from_config(const json& c) {
+  return std::make_shared<ConvLayer<Size>>(conv_options<Size>(c));
+}
 
-json DepthwiseConv2DLayer::get_config() const {
+template <typename Size>
+json DepthwiseConvLayer<Size>::get_config() const {
   return depthwise_config(Layer::get_config(), options_, activation_);
 }
-LayerPtr DepthwiseConv2DLayer::from_config(const json& c) {
-  return std::make_shared<DepthwiseConv2DLayer>(depthwise_options<Pair>(c));
+template <typename Size>
+LayerPtr DepthwiseConvLayer<Size>::from_config(const json& c) {
+  return std::make_shared<DepthwiseConvLayer<Size>>(depthwise_options<Size>(c));
 }
 
-json SeparableConv2DLayer::get_config() const {
+template <typename Size>
+json SeparableConvLayer<Size>::get_config() const {
   return separable_config(Layer::get_config(), options_, activation_);
 }
-LayerPtr SeparableConv2DLayer::from_config(const json& c) {
-  return std::make_shared<SeparableConv2DLayer>(separable_options<Pair>(c));
+template <typename Size>
+LayerPtr SeparableConvLayer<Size>::from_config(const json& c) {
+  return std::make_shared<SeparableConvLayer<Size>>(separable_options<Size>(c));
 }
 
-json Pooling2DLayer::get_config() const { return pooling_config(Layer::get_config(), options_, strides()); }
-LayerPtr Pooling2DLayer::from_config(bool max, const json& c) {
-  return std::make_shared<Pooling2DLayer>(max, pooling_options<Pair>(c));
+template <typename Size>
+json PoolingLayer<Size>::get_config() const {
+  return pooling_config(Layer::get_config(), options_, strides());
+}
+template <typename Size>
+LayerPtr PoolingLayer<Size>::from_config(bool max, const json& c) {
+  return std::make_shared<PoolingLayer<Size>>(max, pooling_options<Size>(c));
+}
+
+template <typename Size>
+json ConvTransposeLayer<Size>::get_config() const {
+  return transpose_config(Layer::get_config(), options_, activation_);
+}
+template <typename Size>
+LayerPtr ConvTransposeLayer<Size>::from_config(const json& c) {
+  return std::make_shared<ConvTransposeLayer<Size>>(transpose_options<Size>(c));
 }
 
 json GlobalPooling2DLayer::get_config() const {
@@ -648,16 +756,6 @@ json GlobalPooling2DLayer::get_config() const {
 }
 LayerPtr GlobalPooling2DLayer::from_config(bool max, const json& c) {
   return std::make_shared<GlobalPooling2DLayer>(max, c.value("keepdims", false), c.at("name").get<std::string>());
-}
-
-json Conv1DLayer::get_config() const { return conv_config(Layer::get_config(), options_, activation_); }
-LayerPtr Conv1DLayer::from_config(const json& c) {
-  return std::make_shared<Conv1DLayer>(conv_options<std::int64_t>(c));
-}
-
-json Pooling1DLayer::get_config() const { return pooling_config(Layer::get_config(), options_, strides()); }
-LayerPtr Pooling1DLayer::from_config(bool max, const json& c) {
-  return std::make_shared<Pooling1DLayer>(max, pooling_options<std::int64_t>(c));
 }
 
 json ZeroPadding2DLayer::get_config() const {
@@ -727,7 +825,8 @@ LayerPtr AveragePooling1D(std::int64_t pool_size, std::optional<std::int64_t> st
 LayerPtr ZeroPadding2D(std::array<Pair, 2> padding) { return std::make_shared<ZeroPadding2DLayer>(padding); }
 LayerPtr Rescaling(float scale, float offset) { return std::make_shared<RescalingLayer>(scale, offset); }
 
-// ---- the decoder side: Conv2DTranspose, UpSampling2D / UpSampling1D, Cropping2D, ZeroPadding1D ----
+// ---- the decoder side: Conv2DTranspose / Conv1DTranspose, UpSampling2D / UpSampling1D, Cropping2D,
+// ZeroPadding1D ----
 namespace {
 // Keras' transposed output length along one dimension (backend_utils.py's
 // _get_output_shape_given_tf_padding); an unknown -1 stays unknown.
@@ -759,59 +858,75 @@ Tensor gather_image_rows(const Tensor& x, const Tensor& index, const Shape& out)
 }
 }  // namespace
 
-// Conv2DTranspose
-Conv2DTransposeLayer::Conv2DTransposeLayer(const Conv2DTransposeOptions& o)
+// ---- Conv2DTranspose, Conv1DTranspose ----
+template <typename Size>
+ConvTransposeLayer<Size>::ConvTransposeLayer(const ConvTransposeOptions<Size>& o)
     : Layer(o.name),
       options_(o),
       padding_(parse_padding(o.padding)),
       activation_(parse_activation(o.activation)) {
-  check_transpose_options("Conv2DTranspose", o);
+  check_transpose_options(SpatialDims<Size>::kTranspose, o);
 }
 
-Shape Conv2DTransposeLayer::compute_output_shape(const Shape& s) const {
-  check_image(name(), "Conv2DTranspose", s);
+template <typename Size>
+std::string ConvTransposeLayer<Size>::class_name() const {
+  return SpatialDims<Size>::kTranspose;
+}
+
+template <typename Size>
+Shape ConvTransposeLayer<Size>::compute_output_shape(const Shape& s) const {
+  using D = SpatialDims<Size>;
+  D::check_input(name(), D::kTranspose, s);
   const auto& o = options_;
-  std::int64_t len[2];
-  for (int i = 0; i < 2; ++i) {
+  std::vector<std::int64_t> out{s[0]};
+  for (int i = 0; i < D::kDims; ++i) {
+    const std::int64_t in = s[i + 1], stride = D::at(o.strides, i);
     const std::optional<std::int64_t> op =
-        o.output_padding ? std::optional<std::int64_t>((*o.output_padding)[i]) : std::nullopt;
-    len[i] = transposed_length(s[i + 1], padding_, o.kernel_size[i], o.strides[i], o.dilation_rate[i], op);
+        o.output_padding ? std::optional<std::int64_t>(D::at(*o.output_padding, i)) : std::nullopt;
+    const std::int64_t len =
+        transposed_length(in, padding_, D::at(o.kernel_size, i), stride, D::at(o.dilation_rate, i), op);
     // "same" with an output_padding can ask for an output whose "same" convolution does not come
     // back to the input (an even kernel with output_padding 0: (in - 1) * stride rows, which
     // tf.nn.conv2d_transpose refuses as Keras' TensorFlow backend calls it).
-    LOCKSTEP_CHECK(s[i + 1] < 0 || padding_ == PaddingMode::kValid ||
-                       (len[i] + o.strides[i] - 1) / o.strides[i] == s[i + 1],
-                   "layer '", name(), "' (Conv2DTranspose): padding \"same\" with output_padding ",
-                   pair_str(*o.output_padding), " gives ", len[i], " ", i == 0 ? "rows" : "columns", " for ",
-                   s[i + 1], " input ones, which a \"same\" convolution with strides ", pair_str(o.strides),
+    LOCKSTEP_CHECK(in < 0 || padding_ == PaddingMode::kValid || (len + stride - 1) / stride == in, "layer '",
+                   name(), "' (", D::kTranspose, "): padding \"same\" with output_padding ",
+                   size_str(*o.output_padding), " gives ", len, " ", D::kLengths[static_cast<std::size_t>(i)],
+                   " for ", in, " input ones, which a \"same\" convolution with strides ",
+                   size_str(o.strides),
                    " does not map back to them (TensorFlow refuses it too); use another output_padding");
-    LOCKSTEP_CHECK(len[i] != 0, "layer '", name(), "' (Conv2DTranspose): input ", s.str(),
-                   " has an empty dimension");
+    LOCKSTEP_CHECK(len != 0, "layer '", name(), "' (", D::kTranspose, "): input ", s.str(), " ", D::kEmpty);
+    out.push_back(len);
   }
-  return Shape{s[0], len[0], len[1], o.filters};
+  out.push_back(o.filters);
+  return Shape(std::move(out));
 }
 
-void Conv2DTransposeLayer::build_impl(const Shape& s, std::uint64_t seed) {
+template <typename Size>
+void ConvTransposeLayer<Size>::build_impl(const Shape& s, std::uint64_t seed) {
+  using D = SpatialDims<Size>;
   (void)compute_output_shape(s);
-  LOCKSTEP_CHECK(s[3] > 0, "layer '", name(), "' (Conv2DTranspose): input ", s.str(), " has no channels");
-  kernel_ =
-      add_weight("kernel", Shape{options_.kernel_size[0], options_.kernel_size[1], options_.filters, s[3]},
-                 Initializer{options_.kernel_initializer}, mix_seed(seed, 1));
+  const std::int64_t c = s[D::kDims + 1];
+  LOCKSTEP_CHECK(c > 0, "layer '", name(), "' (", D::kTranspose, "): input ", s.str(), " has no channels");
+  kernel_ = add_weight("kernel", window_shape(options_.kernel_size, options_.filters, c),
+                       Initializer{options_.kernel_initializer}, mix_seed(seed, 1));
   if (options_.use_bias)
     bias_ = add_weight("bias", Shape{options_.filters}, Initializer{options_.bias_initializer},
                        mix_seed(seed, 2));
 }
 
-Tensor Conv2DTransposeLayer::call(const Tensor& x, const CallContext&) const {
-  LOCKSTEP_CHECK(built(), "layer '", name(), "' (Conv2DTranspose) is called before it was built");
+template <typename Size>
+Tensor ConvTransposeLayer<Size>::call(const Tensor& x, const CallContext&) const {
+  using D = SpatialDims<Size>;
+  LOCKSTEP_CHECK(built(), "layer '", name(), "' (", D::kTranspose, ") is called before it was built");
   const Shape out = compute_output_shape(x.shape());
   // The convolution from the output back to x: "same"'s padding is TensorFlow's for that
   // convolution over the output (tf.nn.conv2d_transpose's), "valid" none.
   const Conv2dOptions o{
-      .strides = options_.strides,
-      .dilation = options_.dilation_rate,
+      .strides = D::image(options_.strides),
+      .dilation = D::image(options_.dilation_rate),
       .padding = padding_for(padding_, out, options_.kernel_size, options_.strides, options_.dilation_rate)};
-  Tensor y = conv2d_transpose(autocast(x), autocast(kernel_.value()), {out[1], out[2]}, o);
+  Tensor y = D::from_image(conv2d_transpose(
+      D::to_image(autocast(x)), D::image_kernel(autocast(kernel_.value())), D::image_size(out), o));
   if (bias_.defined()) y = add(y, autocast(bias_.value()));
   return apply_activation(activation_, y);
 }
@@ -933,13 +1048,6 @@ Tensor ZeroPadding1DLayer::call(const Tensor& x, const CallContext&) const {
 }
 
 // configurations (Keras' get_config / from_config)
-json Conv2DTransposeLayer::get_config() const {
-  return transpose_config(Layer::get_config(), options_, activation_);
-}
-LayerPtr Conv2DTransposeLayer::from_config(const json& c) {
-  return std::make_shared<Conv2DTransposeLayer>(transpose_options<Pair>(c));
-}
-
 json UpSampling2DLayer::get_config() const {
   json c = Layer::get_config();
   c.update({{"size", size_to_json(size_)}, {"interpolation", interpolation_}});
@@ -999,163 +1107,6 @@ LayerPtr UpSampling1D(std::int64_t size) { return std::make_shared<UpSampling1DL
 LayerPtr Cropping2D(std::array<Pair, 2> cropping) { return std::make_shared<Cropping2DLayer>(cropping); }
 LayerPtr ZeroPadding1D(Pair padding) { return std::make_shared<ZeroPadding1DLayer>(padding); }
 
-// ---- the rest of Keras 3's 1D family: Conv1DTranspose, DepthwiseConv1D, SeparableConv1D, Cropping1D ----
-namespace {
-// Conv1DTranspose's (1, kernel_size) window over the output steps: the convolution from the output
-// back to x, "same"'s padding TensorFlow's for it (tf.nn.conv_transpose's), "valid" none.
-Conv2dOptions steps_transpose_options(PaddingMode mode, std::int64_t out_steps, std::int64_t kernel,
-                                      std::int64_t stride, std::int64_t dilation) {
-  return {.strides = {1, stride},
-          .dilation = {1, dilation},
-          .padding = steps_padding(mode, out_steps, kernel, stride, dilation)};
-}
-
-// DepthwiseConv1D's and SeparableConv1D's depthwise step: the grouped convolution of the (N, 1,
-// steps, C) view, its kernel (k, C, m) the grouped (1, k, 1, C * m), the same memory; an image out.
-Tensor depthwise_steps(const Tensor& x, const Tensor& kernel, const Tensor& bias, PaddingMode mode,
-                       std::int64_t stride, std::int64_t dilation) {
-  const Shape& k = kernel.shape();
-  const Conv2dOptions o{.strides = {1, stride},
-                        .dilation = {1, dilation},
-                        .padding = steps_padding(mode, x.dim(1), k[0], stride, dilation),
-                        .groups = x.dim(2)};
-  return conv2d(as_image(x), reshape(kernel, Shape{1, k[0], 1, k[1] * k[2]}), bias, o);
-}
-}  // namespace
-
-// Conv1DTranspose
-Conv1DTransposeLayer::Conv1DTransposeLayer(const Conv1DTransposeOptions& o)
-    : Layer(o.name), options_(o), padding_(parse_padding(o.padding)), activation_(parse_activation(o.activation)) {
-  check_transpose_options("Conv1DTranspose", o);
-}
-
-Shape Conv1DTransposeLayer::compute_output_shape(const Shape& s) const {
-  check_sequence(name(), "Conv1DTranspose", s);
-  const auto& o = options_;
-  const std::int64_t steps =
-      transposed_length(s[1], padding_, o.kernel_size, o.strides, o.dilation_rate, o.output_padding);
-  // As Conv2DTranspose's: the "same" convolution of the output must come back to the input.
-  LOCKSTEP_CHECK(s[1] < 0 || padding_ == PaddingMode::kValid || (steps + o.strides - 1) / o.strides == s[1],
-                 "layer '", name(), "' (Conv1DTranspose): padding \"same\" with output_padding ",
-                 size_str(*o.output_padding), " gives ", steps, " steps for ", s[1],
-                 " input ones, which a \"same\" convolution with strides ", o.strides,
-                 " does not map back to them (TensorFlow refuses it too); use another output_padding");
-  LOCKSTEP_CHECK(steps != 0, "layer '", name(), "' (Conv1DTranspose): input ", s.str(), " has no steps");
-  return Shape{s[0], steps, o.filters};
-}
-
-void Conv1DTransposeLayer::build_impl(const Shape& s, std::uint64_t seed) {
-  (void)compute_output_shape(s);
-  LOCKSTEP_CHECK(s[2] > 0, "layer '", name(), "' (Conv1DTranspose): input ", s.str(), " has no channels");
-  kernel_ = add_weight("kernel", Shape{options_.kernel_size, options_.filters, s[2]},
-                       Initializer{options_.kernel_initializer}, mix_seed(seed, 1));
-  if (options_.use_bias)
-    bias_ = add_weight("bias", Shape{options_.filters}, Initializer{options_.bias_initializer}, mix_seed(seed, 2));
-}
-
-Tensor Conv1DTransposeLayer::call(const Tensor& x, const CallContext&) const {
-  LOCKSTEP_CHECK(built(), "layer '", name(), "' (Conv1DTranspose) is called before it was built");
-  const Shape out = compute_output_shape(x.shape());
-  const Shape& k = kernel_.shape();
-  const Conv2dOptions o =
-      steps_transpose_options(padding_, out[1], k[0], options_.strides, options_.dilation_rate);
-  // (k, filters, C) and Conv2DTranspose's (1, k, filters, C) are the same memory.
-  const Tensor kernel = reshape(autocast(kernel_.value()), Shape{1, k[0], k[1], k[2]});
-  Tensor y = as_sequence(conv2d_transpose(as_image(autocast(x)), kernel, {1, out[1]}, o));
-  if (bias_.defined()) y = add(y, autocast(bias_.value()));
-  return apply_activation(activation_, y);
-}
-
-json Conv1DTransposeLayer::get_config() const {
-  return transpose_config(Layer::get_config(), options_, activation_);
-}
-LayerPtr Conv1DTransposeLayer::from_config(const json& c) {
-  return std::make_shared<Conv1DTransposeLayer>(transpose_options<std::int64_t>(c));
-}
-
-// DepthwiseConv1D
-DepthwiseConv1DLayer::DepthwiseConv1DLayer(const DepthwiseConv1DOptions& o)
-    : Layer(o.name), options_(o), padding_(parse_padding(o.padding)), activation_(parse_activation(o.activation)) {
-  check_depthwise_options("DepthwiseConv1D", o);
-}
-
-Shape DepthwiseConv1DLayer::compute_output_shape(const Shape& s) const {
-  check_sequence(name(), "DepthwiseConv1D", s);
-  return sequence_output_shape(name(), "DepthwiseConv1D", s, padding_, options_.kernel_size, options_.strides,
-                               options_.dilation_rate, s[2] < 0 ? -1 : s[2] * options_.depth_multiplier);
-}
-
-void DepthwiseConv1DLayer::build_impl(const Shape& s, std::uint64_t seed) {
-  (void)compute_output_shape(s);
-  LOCKSTEP_CHECK(s[2] > 0, "layer '", name(), "' (DepthwiseConv1D): input ", s.str(), " has no channels");
-  kernel_ = add_weight("kernel", Shape{options_.kernel_size, s[2], options_.depth_multiplier},
-                       Initializer{options_.depthwise_initializer}, mix_seed(seed, 1));
-  if (options_.use_bias)
-    bias_ = add_weight("bias", Shape{s[2] * options_.depth_multiplier}, Initializer{options_.bias_initializer},
-                       mix_seed(seed, 2));
-}
-
-Tensor DepthwiseConv1DLayer::call(const Tensor& x, const CallContext&) const {
-  LOCKSTEP_CHECK(built(), "layer '", name(), "' (DepthwiseConv1D) is called before it was built");
-  (void)compute_output_shape(x.shape());
-  const Tensor bias = bias_.defined() ? autocast(bias_.value()) : Tensor();
-  const Tensor y = depthwise_steps(autocast(x), autocast(kernel_.value()), bias, padding_, options_.strides,
-                                   options_.dilation_rate);
-  return apply_activation(activation_, as_sequence(y));
-}
-
-json DepthwiseConv1DLayer::get_config() const {
-  return depthwise_config(Layer::get_config(), options_, activation_);
-}
-LayerPtr DepthwiseConv1DLayer::from_config(const json& c) {
-  return std::make_shared<DepthwiseConv1DLayer>(depthwise_options<std::int64_t>(c));
-}
-
-// SeparableConv1D
-SeparableConv1DLayer::SeparableConv1DLayer(const SeparableConv1DOptions& o)
-    : Layer(o.name), options_(o), padding_(parse_padding(o.padding)), activation_(parse_activation(o.activation)) {
-  check_separable_options("SeparableConv1D", o);
-}
-
-Shape SeparableConv1DLayer::compute_output_shape(const Shape& s) const {
-  return sequence_output_shape(name(), "SeparableConv1D", s, padding_, options_.kernel_size, options_.strides,
-                               options_.dilation_rate, options_.filters);
-}
-
-void SeparableConv1DLayer::build_impl(const Shape& s, std::uint64_t seed) {
-  (void)compute_output_shape(s);
-  LOCKSTEP_CHECK(s[2] > 0, "layer '", name(), "' (SeparableConv1D): input ", s.str(), " has no channels");
-  const std::int64_t m = options_.depth_multiplier;
-  depthwise_ = add_weight("depthwise_kernel", Shape{options_.kernel_size, s[2], m},
-                          Initializer{options_.depthwise_initializer}, mix_seed(seed, 1));
-  pointwise_ = add_weight("pointwise_kernel", Shape{1, s[2] * m, options_.filters},
-                          Initializer{options_.pointwise_initializer}, mix_seed(seed, 2));
-  if (options_.use_bias)
-    bias_ = add_weight("bias", Shape{options_.filters}, Initializer{options_.bias_initializer}, mix_seed(seed, 3));
-}
-
-Tensor SeparableConv1DLayer::call_logits(const Tensor& x, const CallContext&) const {
-  LOCKSTEP_CHECK(built(), "layer '", name(), "' (SeparableConv1D) is called before it was built");
-  (void)compute_output_shape(x.shape());
-  const Tensor y = depthwise_steps(autocast(x), autocast(depthwise_.value()), Tensor(), padding_,
-                                   options_.strides, options_.dilation_rate);
-  // The pointwise kernel (1, C * m, filters) is the 1x1 image kernel (1, 1, C * m, filters).
-  const Shape& p = pointwise_.shape();
-  const Tensor pointwise = reshape(autocast(pointwise_.value()), Shape{1, 1, p[1], p[2]});
-  return as_sequence(conv2d(y, pointwise, bias_.defined() ? autocast(bias_.value()) : Tensor(), {}));
-}
-
-Tensor SeparableConv1DLayer::call(const Tensor& x, const CallContext& ctx) const {
-  return apply_activation(activation_, call_logits(x, ctx));
-}
-
-json SeparableConv1DLayer::get_config() const {
-  return separable_config(Layer::get_config(), options_, activation_);
-}
-LayerPtr SeparableConv1DLayer::from_config(const json& c) {
-  return std::make_shared<SeparableConv1DLayer>(separable_options<std::int64_t>(c));
-}
-
 // Cropping1D
 Cropping1DLayer::Cropping1DLayer(Pair cropping, std::string name)
     : Layer(std::move(name)), cropping_(cropping) {
@@ -1204,5 +1155,16 @@ LayerPtr SeparableConv1D(const SeparableConv1DOptions& options) {
   return std::make_shared<SeparableConv1DLayer>(options);
 }
 LayerPtr Cropping1D(Pair cropping) { return std::make_shared<Cropping1DLayer>(cropping); }
+
+template class ConvLayer<Pair>;
+template class ConvLayer<std::int64_t>;
+template class DepthwiseConvLayer<Pair>;
+template class DepthwiseConvLayer<std::int64_t>;
+template class SeparableConvLayer<Pair>;
+template class SeparableConvLayer<std::int64_t>;
+template class PoolingLayer<Pair>;
+template class PoolingLayer<std::int64_t>;
+template class ConvTransposeLayer<Pair>;
+template class ConvTransposeLayer<std::int64_t>;
 
 }  // namespace lockstep::layers

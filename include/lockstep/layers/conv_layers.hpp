@@ -5,6 +5,14 @@
 // side's Conv2DTranspose, UpSampling2D and Cropping2D, and the sequence ones Conv1D, MaxPooling1D,
 // AveragePooling1D, UpSampling1D, ZeroPadding1D, Conv1DTranspose, DepthwiseConv1D, SeparableConv1D,
 // Cropping1D (the 2D ops on an (N, 1, steps, C) view of the sequence).
+//
+// Each convolution and pooling idea is one class template over its Size: Pair (height, width) for
+// the 2D layer on (N, H, W, C), std::int64_t for the 1D one on (N, steps, C) (ConvLayer<Pair> is
+// Conv2DLayer, ConvLayer<std::int64_t> is Conv1DLayer). The 1D layer runs the 2D layer's ops on the
+// (N, 1, steps, C) view with its kernel's (1, ...) image form, the same memory as Keras' 1D kernel:
+// one set of CPU and CUDA kernels and gradients. What differs (the view, the kernel's shape, Keras'
+// spelling of a size, Conv1D's "causal" padding, the class name) is written once, in
+// src/nn/conv_layers.cpp's SpatialDims.
 #include <array>
 #include <optional>
 #include <type_traits>
@@ -50,19 +58,24 @@ struct ConvOptions {
 using Conv2DOptions = ConvOptions<Pair>;
 using Conv1DOptions = ConvOptions<std::int64_t>;
 
-class Conv2DLayer final : public Layer {
+/// Conv2D (Size = Pair): (N, H, W, C) -> (N, OH, OW, filters), kernel (kh, kw, C / groups, filters);
+/// Conv1D (Size = std::int64_t): (N, steps, C) -> (N, out_steps, filters), kernel (kernel_size,
+/// C / groups, filters), conv2d on the (N, 1, steps, C) view with the kernel (1, kernel_size,
+/// C / groups, filters). Kernels as Keras'.
+template <typename Size>
+class ConvLayer final : public Layer {
  public:
-  explicit Conv2DLayer(const Conv2DOptions& options);
-  std::string class_name() const override { return "Conv2D"; }
+  explicit ConvLayer(const ConvOptions<Size>& options);
+  std::string class_name() const override;
   nlohmann::json get_config() const override;
   static LayerPtr from_config(const nlohmann::json& config);
   Shape compute_output_shape(const Shape& input_shape) const override;
   Tensor call(const Tensor& x, const CallContext& ctx) const override;
   bool has_softmax_output() const override { return activation_ == ActivationKind::kSoftmax; }
   Tensor call_logits(const Tensor& x, const CallContext& ctx) const override;
-  /// With a MaxPooling2D next (and a linear or relu activation): conv2d_max_pool2d.
+  /// Conv2D with a MaxPooling2D next (and a linear or relu activation): conv2d_max_pool2d.
   Tensor call_then(const Layer& next, const Tensor& x, const CallContext& ctx) const override;
-  const Conv2DOptions& options() const { return options_; }
+  const ConvOptions<Size>& options() const { return options_; }
   const Variable& kernel() const { return kernel_; }
   const Variable& bias() const { return bias_; }
 
@@ -72,11 +85,15 @@ class Conv2DLayer final : public Layer {
  private:
   Conv2dOptions geometry(const Shape& input_shape) const;
   Tensor convolve(const Tensor& x, FusedActivation activation, bool training) const;
-  Conv2DOptions options_;
+  ConvOptions<Size> options_;
   PaddingMode padding_;
   ActivationKind activation_;
   Variable kernel_, bias_;
 };
+using Conv2DLayer = ConvLayer<Pair>;
+using Conv1DLayer = ConvLayer<std::int64_t>;
+extern template class ConvLayer<Pair>;
+extern template class ConvLayer<std::int64_t>;
 
 /// DepthwiseConv2D's (Size = Pair) and DepthwiseConv1D's (Size = std::int64_t) arguments.
 template <typename Size>
@@ -95,16 +112,20 @@ struct DepthwiseConvOptions {
 using DepthwiseConv2DOptions = DepthwiseConvOptions<Pair>;
 using DepthwiseConv1DOptions = DepthwiseConvOptions<std::int64_t>;
 
-/// Kernel (kh, kw, channels, depth_multiplier), as Keras'; output channel c * m + j.
-class DepthwiseConv2DLayer final : public Layer {
+/// Keras 3's DepthwiseConv2D and DepthwiseConv1D: each channel convolved with its own
+/// depth_multiplier filters, output channel c * m + j; kernel (kh, kw, C, m) or (kernel_size, C, m),
+/// bias (C * m), as Keras'. The grouped convolution with C groups, its kernel the grouped
+/// (kh, kw, 1, C * m) (1D: (1, kernel_size, 1, C * m)), the same memory.
+template <typename Size>
+class DepthwiseConvLayer final : public Layer {
  public:
-  explicit DepthwiseConv2DLayer(const DepthwiseConv2DOptions& options);
-  std::string class_name() const override { return "DepthwiseConv2D"; }
+  explicit DepthwiseConvLayer(const DepthwiseConvOptions<Size>& options);
+  std::string class_name() const override;
   nlohmann::json get_config() const override;
   static LayerPtr from_config(const nlohmann::json& config);
   Shape compute_output_shape(const Shape& input_shape) const override;
   Tensor call(const Tensor& x, const CallContext& ctx) const override;
-  const DepthwiseConv2DOptions& options() const { return options_; }
+  const DepthwiseConvOptions<Size>& options() const { return options_; }
   const Variable& kernel() const { return kernel_; }
   const Variable& bias() const { return bias_; }
 
@@ -112,12 +133,15 @@ class DepthwiseConv2DLayer final : public Layer {
   void build_impl(const Shape& input_shape, std::uint64_t seed) override;
 
  private:
-  Conv2dOptions geometry(const Shape& input_shape) const;
-  DepthwiseConv2DOptions options_;
+  DepthwiseConvOptions<Size> options_;
   PaddingMode padding_;
   ActivationKind activation_;
   Variable kernel_, bias_;
 };
+using DepthwiseConv2DLayer = DepthwiseConvLayer<Pair>;
+using DepthwiseConv1DLayer = DepthwiseConvLayer<std::int64_t>;
+extern template class DepthwiseConvLayer<Pair>;
+extern template class DepthwiseConvLayer<std::int64_t>;
 
 /// SeparableConv2D's (Size = Pair) and SeparableConv1D's (Size = std::int64_t) arguments.
 template <typename Size>
@@ -138,22 +162,24 @@ struct SeparableConvOptions {
 using SeparableConv2DOptions = SeparableConvOptions<Pair>;
 using SeparableConv1DOptions = SeparableConvOptions<std::int64_t>;
 
-/// Keras 3's SeparableConv2D (keras/src/layers/convolutional/separable_conv2d.py): a depthwise
-/// convolution (DepthwiseConv2D's, no bias) with the strides, padding and dilation, then a 1x1
-/// convolution to `filters`, the bias and the activation. Weights in Keras' order and shapes:
-/// depthwise_kernel (kh, kw, channels, depth_multiplier), pointwise_kernel (1, 1, channels *
-/// depth_multiplier, filters), bias (filters).
-class SeparableConv2DLayer final : public Layer {
+/// Keras 3's SeparableConv2D and SeparableConv1D (keras/src/layers/convolutional/separable_conv2d.py,
+/// separable_conv1d.py): a depthwise convolution (DepthwiseConv's, no bias) with the strides,
+/// padding and dilation, then a 1x1 convolution to `filters`, the bias and the activation. Weights
+/// in Keras' order and shapes: depthwise_kernel (kh, kw, C, depth_multiplier), pointwise_kernel
+/// (1, 1, C * depth_multiplier, filters), bias (filters); 1D: (kernel_size, C, depth_multiplier)
+/// and (1, C * depth_multiplier, filters).
+template <typename Size>
+class SeparableConvLayer final : public Layer {
  public:
-  explicit SeparableConv2DLayer(const SeparableConv2DOptions& options);
-  std::string class_name() const override { return "SeparableConv2D"; }
+  explicit SeparableConvLayer(const SeparableConvOptions<Size>& options);
+  std::string class_name() const override;
   nlohmann::json get_config() const override;
   static LayerPtr from_config(const nlohmann::json& config);
   Shape compute_output_shape(const Shape& input_shape) const override;
   Tensor call(const Tensor& x, const CallContext& ctx) const override;
   bool has_softmax_output() const override { return activation_ == ActivationKind::kSoftmax; }
   Tensor call_logits(const Tensor& x, const CallContext& ctx) const override;
-  const SeparableConv2DOptions& options() const { return options_; }
+  const SeparableConvOptions<Size>& options() const { return options_; }
   const Variable& depthwise_kernel() const { return depthwise_; }
   const Variable& pointwise_kernel() const { return pointwise_; }
   const Variable& bias() const { return bias_; }
@@ -162,11 +188,15 @@ class SeparableConv2DLayer final : public Layer {
   void build_impl(const Shape& input_shape, std::uint64_t seed) override;
 
  private:
-  SeparableConv2DOptions options_;
+  SeparableConvOptions<Size> options_;
   PaddingMode padding_;
   ActivationKind activation_;
   Variable depthwise_, pointwise_, bias_;
 };
+using SeparableConv2DLayer = SeparableConvLayer<Pair>;
+using SeparableConv1DLayer = SeparableConvLayer<std::int64_t>;
+extern template class SeparableConvLayer<Pair>;
+extern template class SeparableConvLayer<std::int64_t>;
 
 /// MaxPooling2D's and AveragePooling2D's (Size = Pair), MaxPooling1D's and AveragePooling1D's
 /// (Size = std::int64_t) arguments.
@@ -181,27 +211,35 @@ struct PoolingOptions {
 using Pooling2DOptions = PoolingOptions<Pair>;
 using Pooling1DOptions = PoolingOptions<std::int64_t>;
 
-/// MaxPooling2D (max) and AveragePooling2D.
-class Pooling2DLayer final : public Layer {
+/// MaxPooling2D (max) and AveragePooling2D; MaxPooling1D and AveragePooling1D over the steps of
+/// (N, steps, C), max_pool2d and avg_pool2d on the (N, 1, steps, C) view. Their gradients: the
+/// first maximum of a window; "same" averages exclude the padding.
+template <typename Size>
+class PoolingLayer final : public Layer {
  public:
-  Pooling2DLayer(bool max, const Pooling2DOptions& options);
-  std::string class_name() const override { return max_ ? "MaxPooling2D" : "AveragePooling2D"; }
+  PoolingLayer(bool max, const PoolingOptions<Size>& options);
+  std::string class_name() const override;
   nlohmann::json get_config() const override;
-  /// MaxPooling2D (max) or AveragePooling2D; Keras' strides=null is the pool size.
+  /// Max (max) or average pooling; Keras' strides=null is the pool size.
   static LayerPtr from_config(bool max, const nlohmann::json& config);
   Shape compute_output_shape(const Shape& input_shape) const override;
   Tensor call(const Tensor& x, const CallContext& ctx) const override;
-  const Pooling2DOptions& options() const { return options_; }
-  Pair strides() const { return options_.strides.value_or(options_.pool_size); }
+  const PoolingOptions<Size>& options() const { return options_; }
+  Size strides() const { return options_.strides.value_or(options_.pool_size); }
   bool is_max() const { return max_; }
-  /// The op's options for an input of this shape ("same" turned into padding).
+  /// The op's options for an input of this shape ("same" turned into padding; 1D: of the
+  /// (N, 1, steps, C) view).
   Pool2dOptions geometry(const Shape& input_shape) const;
 
  private:
   bool max_;
-  Pooling2DOptions options_;
+  PoolingOptions<Size> options_;
   PaddingMode padding_;
 };
+using Pooling2DLayer = PoolingLayer<Pair>;
+using Pooling1DLayer = PoolingLayer<std::int64_t>;
+extern template class PoolingLayer<Pair>;
+extern template class PoolingLayer<std::int64_t>;
 
 /// Mean (GlobalAveragePooling2D) or maximum (GlobalMaxPooling2D: max) over height and width:
 /// (N, H, W, C) -> (N, C), or (N, 1, 1, C) with keepdims. The maximum is reduce_max over the
@@ -220,55 +258,6 @@ class GlobalPooling2DLayer final : public Layer {
  private:
   bool max_;
   bool keepdims_;
-};
-
-/// Convolution over the steps of (N, steps, C): (N, out_steps, filters), kernel (kernel_size,
-/// C / groups, filters) as Keras'. It is conv2d on the (N, 1, steps, C) view with the kernel
-/// (1, kernel_size, C / groups, filters), the same memory: one owner for convolutions.
-class Conv1DLayer final : public Layer {
- public:
-  explicit Conv1DLayer(const Conv1DOptions& options);
-  std::string class_name() const override { return "Conv1D"; }
-  nlohmann::json get_config() const override;
-  static LayerPtr from_config(const nlohmann::json& config);
-  Shape compute_output_shape(const Shape& input_shape) const override;
-  Tensor call(const Tensor& x, const CallContext& ctx) const override;
-  bool has_softmax_output() const override { return activation_ == ActivationKind::kSoftmax; }
-  Tensor call_logits(const Tensor& x, const CallContext& ctx) const override;
-  const Conv1DOptions& options() const { return options_; }
-  const Variable& kernel() const { return kernel_; }
-  const Variable& bias() const { return bias_; }
-
- protected:
-  void build_impl(const Shape& input_shape, std::uint64_t seed) override;
-
- private:
-  Tensor convolve(const Tensor& x, FusedActivation activation, bool training) const;
-  Conv1DOptions options_;
-  PaddingMode padding_;
-  ActivationKind activation_;
-  Variable kernel_, bias_;
-};
-
-/// MaxPooling1D (max) and AveragePooling1D over the steps of (N, steps, C): max_pool2d and
-/// avg_pool2d on the (N, 1, steps, C) view, with their gradients (the first maximum of a window;
-/// "same" averages exclude the padding).
-class Pooling1DLayer final : public Layer {
- public:
-  Pooling1DLayer(bool max, const Pooling1DOptions& options);
-  std::string class_name() const override { return max_ ? "MaxPooling1D" : "AveragePooling1D"; }
-  nlohmann::json get_config() const override;
-  static LayerPtr from_config(bool max, const nlohmann::json& config);
-  Shape compute_output_shape(const Shape& input_shape) const override;
-  Tensor call(const Tensor& x, const CallContext& ctx) const override;
-  const Pooling1DOptions& options() const { return options_; }
-  std::int64_t strides() const { return options_.strides.value_or(options_.pool_size); }
-  bool is_max() const { return max_; }
-
- private:
-  bool max_;
-  Pooling1DOptions options_;
-  PaddingMode padding_;
 };
 
 class ZeroPadding2DLayer final : public Layer {
@@ -328,16 +317,19 @@ using Conv1DTransposeOptions = ConvTransposeOptions<std::int64_t>;
 /// The transposed convolution (N, H, W, C) -> (N, OH, OW, filters), kernel (kh, kw, filters, C) as
 /// Keras' (filters and channels the other way round from Conv2D's): conv2d_transpose, the bias
 /// added and the activation applied after it. Keras' TensorFlow backend computes it as
-/// tf.nn.conv2d_transpose with that output shape, which is what conv2d_transpose is.
-class Conv2DTransposeLayer final : public Layer {
+/// tf.nn.conv2d_transpose with that output shape, which is what conv2d_transpose is. Keras 3's
+/// Conv1DTranspose (layers/convolutional/conv1d_transpose.py): (N, steps, C) -> (N, out_steps,
+/// filters), kernel (kernel_size, filters, C), on the (N, 1, steps, C) view.
+template <typename Size>
+class ConvTransposeLayer final : public Layer {
  public:
-  explicit Conv2DTransposeLayer(const Conv2DTransposeOptions& options);
-  std::string class_name() const override { return "Conv2DTranspose"; }
+  explicit ConvTransposeLayer(const ConvTransposeOptions<Size>& options);
+  std::string class_name() const override;
   nlohmann::json get_config() const override;
   static LayerPtr from_config(const nlohmann::json& config);
   Shape compute_output_shape(const Shape& input_shape) const override;
   Tensor call(const Tensor& x, const CallContext& ctx) const override;
-  const Conv2DTransposeOptions& options() const { return options_; }
+  const ConvTransposeOptions<Size>& options() const { return options_; }
   const Variable& kernel() const { return kernel_; }
   const Variable& bias() const { return bias_; }
 
@@ -345,11 +337,15 @@ class Conv2DTransposeLayer final : public Layer {
   void build_impl(const Shape& input_shape, std::uint64_t seed) override;
 
  private:
-  Conv2DTransposeOptions options_;
+  ConvTransposeOptions<Size> options_;
   PaddingMode padding_;
   ActivationKind activation_;
   Variable kernel_, bias_;
 };
+using Conv2DTransposeLayer = ConvTransposeLayer<Pair>;
+using Conv1DTransposeLayer = ConvTransposeLayer<std::int64_t>;
+extern template class ConvTransposeLayer<Pair>;
+extern template class ConvTransposeLayer<std::int64_t>;
 
 /// (N, H, W, C) -> (N, H * size[0], W * size[1], C). interpolation "nearest" repeats each row and
 /// column (Keras' ops.repeat: the gradient sums each block); "bilinear", "bicubic", "lanczos3",
@@ -448,90 +444,9 @@ LayerPtr AveragePooling1D(std::int64_t pool_size = 2, std::optional<std::int64_t
 LayerPtr ZeroPadding2D(std::array<Pair, 2> padding = {Pair{1, 1}, Pair{1, 1}});
 LayerPtr Rescaling(float scale, float offset = 0.0f);
 
-// ---- the rest of Keras 3's 1D family: Conv1DTranspose, DepthwiseConv1D, SeparableConv1D, Cropping1D ----
-// Each is its 2D counterpart's op on the (N, 1, steps, C) view of (N, steps, C), as Conv1D is, with
-// the kernel's (1, ...) image form the same memory as Keras' 1D kernel: the 2D layers' CPU and CUDA
-// kernels and gradients, no kernel of their own. Keras' 1D layers take padding "valid" or "same"
-// only ("causal" is Conv1D's alone: standardize_padding without allow_causal).
-
-/// Keras 3's Conv1DTranspose (layers/convolutional/conv1d_transpose.py): (N, steps, C) -> (N,
-/// out_steps, filters), kernel (kernel_size, filters, C) as Keras' (filters and channels the other
-/// way round from Conv1D's); output steps by Conv2DTranspose's rule (ConvTransposeOptions).
-class Conv1DTransposeLayer final : public Layer {
- public:
-  explicit Conv1DTransposeLayer(const Conv1DTransposeOptions& options);
-  std::string class_name() const override { return "Conv1DTranspose"; }
-  nlohmann::json get_config() const override;
-  static LayerPtr from_config(const nlohmann::json& config);
-  Shape compute_output_shape(const Shape& input_shape) const override;
-  Tensor call(const Tensor& x, const CallContext& ctx) const override;
-  const Conv1DTransposeOptions& options() const { return options_; }
-  const Variable& kernel() const { return kernel_; }
-  const Variable& bias() const { return bias_; }
-
- protected:
-  void build_impl(const Shape& input_shape, std::uint64_t seed) override;
-
- private:
-  Conv1DTransposeOptions options_;
-  PaddingMode padding_;
-  ActivationKind activation_;
-  Variable kernel_, bias_;
-};
-
-/// Keras 3's DepthwiseConv1D: each channel convolved with its own depth_multiplier filters,
-/// (N, steps, C) -> (N, out_steps, C * depth_multiplier), output channel c * m + j; kernel
-/// (kernel_size, C, depth_multiplier), bias (C * depth_multiplier), as Keras'.
-class DepthwiseConv1DLayer final : public Layer {
- public:
-  explicit DepthwiseConv1DLayer(const DepthwiseConv1DOptions& options);
-  std::string class_name() const override { return "DepthwiseConv1D"; }
-  nlohmann::json get_config() const override;
-  static LayerPtr from_config(const nlohmann::json& config);
-  Shape compute_output_shape(const Shape& input_shape) const override;
-  Tensor call(const Tensor& x, const CallContext& ctx) const override;
-  const DepthwiseConv1DOptions& options() const { return options_; }
-  const Variable& kernel() const { return kernel_; }
-  const Variable& bias() const { return bias_; }
-
- protected:
-  void build_impl(const Shape& input_shape, std::uint64_t seed) override;
-
- private:
-  DepthwiseConv1DOptions options_;
-  PaddingMode padding_;
-  ActivationKind activation_;
-  Variable kernel_, bias_;
-};
-
-/// Keras 3's SeparableConv1D: DepthwiseConv1D's convolution (no bias) with the strides, padding and
-/// dilation, then a pointwise one to `filters`, the bias and the activation. Weights in Keras'
-/// order and shapes: depthwise_kernel (kernel_size, C, depth_multiplier), pointwise_kernel (1,
-/// C * depth_multiplier, filters), bias (filters).
-class SeparableConv1DLayer final : public Layer {
- public:
-  explicit SeparableConv1DLayer(const SeparableConv1DOptions& options);
-  std::string class_name() const override { return "SeparableConv1D"; }
-  nlohmann::json get_config() const override;
-  static LayerPtr from_config(const nlohmann::json& config);
-  Shape compute_output_shape(const Shape& input_shape) const override;
-  Tensor call(const Tensor& x, const CallContext& ctx) const override;
-  bool has_softmax_output() const override { return activation_ == ActivationKind::kSoftmax; }
-  Tensor call_logits(const Tensor& x, const CallContext& ctx) const override;
-  const SeparableConv1DOptions& options() const { return options_; }
-  const Variable& depthwise_kernel() const { return depthwise_; }
-  const Variable& pointwise_kernel() const { return pointwise_; }
-  const Variable& bias() const { return bias_; }
-
- protected:
-  void build_impl(const Shape& input_shape, std::uint64_t seed) override;
-
- private:
-  SeparableConv1DOptions options_;
-  PaddingMode padding_;
-  ActivationKind activation_;
-  Variable depthwise_, pointwise_, bias_;
-};
+// ---- the rest of Keras 3's 1D family: Conv1DTranspose, DepthwiseConv1D, SeparableConv1D (above, with
+// their 2D layers), Cropping1D. Keras' 1D layers take padding "valid" or "same" only ("causal" is
+// Conv1D's alone: standardize_padding without allow_causal).
 
 /// Keras 3's Cropping1D: (N, steps, C) without (start, end) steps; Keras' default (1, 1). The
 /// gradient is zero on what was cut.
