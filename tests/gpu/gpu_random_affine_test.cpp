@@ -4,6 +4,7 @@
 // second half of a batch draws that half's transforms, and a captured step (jit_compile=True)
 // replays each step's draws and trains the eager run's bits. CI runs them on emulated GPUs
 // (gpu.emulated), which capture as real ones do.
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -28,12 +29,18 @@ std::vector<layers::LayerPtr> augmentations() {
 }
 
 // (6, 6, 3) images in [20, 70] -> RandomTranslation -> RandomRotation -> RandomZoom -> Conv2D ->
-// pooling -> Dense(2).
-FitRun train_augmented(JitCompile mode, const std::vector<std::string>& devices) {
+// pooling -> Dense(2), on `devices` ("gpu:0", "gpu:0x2", "gpu:0,gpu:1").
+FitRun train_augmented(JitCompile mode, const std::string& devices) {
   constexpr std::int64_t n = 32;
   const Tensor x = add_scalar(scale(test::random_uniform(Shape{n, kSide, kSide, 3}, 5, 0.0f, 1.0f), 50.0f), 20.0f);
   const Tensor y = test::random_uniform(Shape{n, 2}, 6, 0.0f, 1.0f);
-  MirroredStrategy strategy({.devices = devices});
+  std::vector<std::string> list;
+  for (std::size_t at = 0; at <= devices.size();) {
+    const std::size_t comma = std::min(devices.find(',', at), devices.size());
+    list.push_back(devices.substr(at, comma - at));
+    at = comma + 1;
+  }
+  MirroredStrategy strategy({.devices = list});
   auto scope = strategy.scope();
   set_random_seed(6);
   const KerasTensor in = Input({kSide, kSide, 3});
@@ -47,9 +54,7 @@ FitRun train_augmented(JitCompile mode, const std::vector<std::string>& devices)
   return fit_quietly(m, x, y);
 }
 
-std::vector<std::string> two_replicas() {
-  return gpus() >= 2 ? std::vector<std::string>{"gpu:0", "gpu:1"} : std::vector<std::string>{"gpu:0x2"};
-}
+std::string two_replicas() { return gpus() >= 2 ? "gpu:0,gpu:1" : "gpu:0x2"; }
 
 }  // namespace
 
@@ -84,14 +89,14 @@ TEST(GpuRandomAffineLayers, TheyAreCapturedReplayEachStepsDrawsAndTrainAsOnTheCp
   LOCKSTEP_REQUIRE_GPU();
   const std::string refusal = step_capture_refusal(Device::parse("gpu:0"));
   if (!refusal.empty()) GTEST_SKIP() << "gpu:0 cannot capture: " << refusal;
-  const FitRun eager = expect_capture_changes_nothing(train_augmented, std::vector<std::string>{"gpu:0"});
-  ASSERT_NO_FATAL_FAILURE(assert_near_cpu(eager, train_augmented(JitCompile::kOff, {"cpu:0"})));
+  const FitRun eager = expect_capture_changes_nothing(train_augmented, "gpu:0");
+  ASSERT_NO_FATAL_FAILURE(assert_near_cpu(eager, train_augmented(JitCompile::kOff, "cpu:0")));
 }
 
 TEST(GpuRandomAffineLayers, TwoReplicasTrainAsOneDeviceAndCapturedAsEager) {
   LOCKSTEP_REQUIRE_GPU();
   const FitRun two = train_augmented(JitCompile::kOff, two_replicas());
-  ASSERT_NO_FATAL_FAILURE(assert_near_cpu(two, train_augmented(JitCompile::kOff, {"gpu:0"})));
+  ASSERT_NO_FATAL_FAILURE(assert_near_cpu(two, train_augmented(JitCompile::kOff, "gpu:0")));
   const std::string refusal = step_capture_refusal(Device::parse("gpu:0"));
   if (gpus() < 2 && refusal.empty()) expect_capture_changes_nothing(train_augmented, two_replicas());
 }

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -39,7 +40,7 @@ const test::Classification& data() {
 
 struct Trained {
   std::vector<std::vector<float>> weights;
-  std::vector<float> losses;
+  std::vector<double> losses;
 };
 
 // Input -> RandomTranslation (seeded) -> RandomRotation -> RandomZoom -> Conv2D -> pooling -> Dense,
@@ -73,7 +74,7 @@ TEST(RandomAffineFit, AModelLearnsThroughTheAugmentationsAndTwoReplicasTrainAsOn
   const std::string dir = ::testing::TempDir() + "/random_affine_fit";
   std::filesystem::create_directories(dir);
   const Trained one = train_augmented(1, 6, dir + "/augmented.keras");
-  EXPECT_LT(one.losses.back(), 0.5f * one.losses.front());
+  EXPECT_LT(one.losses.back(), 0.5 * one.losses.front());
   const Trained two = train_augmented(2, 6);
   ASSERT_EQ(two.weights.size(), one.weights.size());
   for (std::size_t w = 0; w < one.weights.size(); ++w)
