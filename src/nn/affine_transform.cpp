@@ -79,12 +79,14 @@ Tensor map_coordinate(const Tensor& c, std::int64_t len, FillMode mode) {
 
 // Output pixel coordinates as float32 (1, h, w): the column (x) where `column`, else the row (y).
 Tensor grid(std::int64_t h, std::int64_t w, bool column) {
-  return device_constant({"affine_transform grid: h, w, column", {h, w, column ? 1 : 0}}, 1, [&](std::int64_t) {
-    std::vector<float> v(static_cast<std::size_t>(h * w));
-    for (std::int64_t i = 0; i < h; ++i)
-      for (std::int64_t j = 0; j < w; ++j) v[static_cast<std::size_t>(i * w + j)] = static_cast<float>(column ? j : i);
-    return Tensor::from_vector(v, Shape{1, h, w});
-  });
+  return device_constant({"affine_transform grid: h, w, column", {h, w, column ? 1 : 0}}, 1,
+                         [&](std::int64_t) {
+                           std::vector<float> v(static_cast<std::size_t>(h * w));
+                           for (std::int64_t i = 0; i < h; ++i)
+                             for (std::int64_t j = 0; j < w; ++j)
+                               v[static_cast<std::size_t>(i * w + j)] = static_cast<float>(column ? j : i);
+                           return Tensor::from_vector(v, Shape{1, h, w});
+                         });
 }
 
 // Entry k of every transform, (rows, 1, 1): row k of the transposed transforms (8, rows).
@@ -106,13 +108,16 @@ Source source(const Tensor& x, float fill_value) {
   const std::int64_t n = x.dim(0), h = x.dim(1), w = x.dim(2), c = x.dim(3);
   std::int32_t bits = 0;
   std::memcpy(&bits, &fill_value, sizeof bits);
-  const Tensor fill = device_constant({"affine_transform fill row: channels, float bits", {c, bits}}, 1,
-                                      [&](std::int64_t) { return Tensor::full(Shape{1, c}, fill_value); });
-  const Tensor offsets = device_constant({"affine_transform image offsets: h, w", {h, w}}, n, [&](std::int64_t r) {
-    std::vector<float> v(static_cast<std::size_t>(r));
-    for (std::int64_t b = 0; b < r; ++b) v[static_cast<std::size_t>(b)] = static_cast<float>(b * h * w);
-    return Tensor::from_vector(v, Shape{r, 1, 1});
-  });
+  const Tensor fill =
+      device_constant({"affine_transform fill row: channels, float bits", {c, bits}}, 1, [&](std::int64_t) {
+        return Tensor::full(Shape{1, c}, fill_value);
+      });
+  const Tensor offsets =
+      device_constant({"affine_transform image offsets: h, w", {h, w}}, n, [&](std::int64_t r) {
+        std::vector<float> v(static_cast<std::size_t>(r));
+        for (std::int64_t b = 0; b < r; ++b) v[static_cast<std::size_t>(b)] = static_cast<float>(b * h * w);
+        return Tensor::from_vector(v, Shape{r, 1, 1});
+      });
   return {concatenate({reshape(x, Shape{n * h * w, c}), fill}, 0), offsets, n, h, w, c};
 }
 
@@ -132,7 +137,8 @@ Tensor read(const Source& s, const Tensor& yy, const Tensor& xx) {
 // image_ops.h's bilinear_interpolation at (ys, xs), its weights in its order.
 Tensor bilinear(const Source& s, const Tensor& ys, const Tensor& xs) {
   // A point more than a pixel outside reads only fill along that axis: clamped there, weights (1, 0).
-  const Tensor y = clip(ys, -2.0f, static_cast<float>(s.h + 1)), x = clip(xs, -2.0f, static_cast<float>(s.w + 1));
+  const Tensor y = clip(ys, -2.0f, static_cast<float>(s.h + 1)),
+               x = clip(xs, -2.0f, static_cast<float>(s.w + 1));
   const Tensor y0 = floored(y), x0 = floored(x);
   const Tensor y1 = add_scalar(y0, 1.0f), x1 = add_scalar(x0, 1.0f);
   const Shape weights{y.dim(0), s.h, s.w, 1};
@@ -144,24 +150,26 @@ Tensor bilinear(const Source& s, const Tensor& ys, const Tensor& xs) {
 }
 
 // affine_transform of images whose pixels and fill row index exactly in float32.
-Tensor transform_part(const Tensor& images, const Tensor& transforms, Interpolation interpolation, FillMode mode,
-                      float fill_value) {
+Tensor transform_part(const Tensor& images, const Tensor& transforms, Interpolation interpolation,
+                      FillMode mode, float fill_value) {
   const Source s = source(cast(images, DType::kF32), fill_value);
   const Tensor columns = transpose(transforms, {1, 0});  // (8, rows)
   const Tensor gx = grid(s.h, s.w, true), gy = grid(s.h, s.w, false);
   // image_ops.h's ProjectiveGenerator, in its float32 order.
   const Tensor k = add_scalar(add(mul(entry(columns, 6), gx), mul(entry(columns, 7), gy)), 1.0f);
-  const Tensor x_in = div(add(add(mul(entry(columns, 0), gx), mul(entry(columns, 1), gy)), entry(columns, 2)), k);
-  const Tensor y_in = div(add(add(mul(entry(columns, 3), gx), mul(entry(columns, 4), gy)), entry(columns, 5)), k);
+  const Tensor x_in =
+      div(add(add(mul(entry(columns, 0), gx), mul(entry(columns, 1), gy)), entry(columns, 2)), k);
+  const Tensor y_in =
+      div(add(add(mul(entry(columns, 3), gx), mul(entry(columns, 4), gy)), entry(columns, 5)), k);
   // An output where k = 0 is fill_value: its point is put two pixels outside, where only fill is read.
   const Tensor degenerate = equal(k, scalar(0.0f));
   const Tensor outside = scalar(-2.0f);
   const Tensor xs = where(degenerate, outside, map_coordinate(x_in, s.w, mode));
   const Tensor ys = where(degenerate, outside, map_coordinate(y_in, s.h, mode));
-  const Tensor out =
-      interpolation == Interpolation::kNearest
-          ? read(s, rounded(clip(ys, -1.0f, static_cast<float>(s.h))), rounded(clip(xs, -1.0f, static_cast<float>(s.w))))
-          : bilinear(s, ys, xs);
+  const Tensor out = interpolation == Interpolation::kNearest
+                         ? read(s, rounded(clip(ys, -1.0f, static_cast<float>(s.h))),
+                                rounded(clip(xs, -1.0f, static_cast<float>(s.w))))
+                         : bilinear(s, ys, xs);
   return cast(out, images.dtype());
 }
 }  // namespace
@@ -169,8 +177,9 @@ Tensor transform_part(const Tensor& images, const Tensor& transforms, Interpolat
 FillMode parse_fill_mode(const std::string& name, const char* cls) {
   for (const auto& [mode, n] : kModes)
     if (name == n) return mode;
-  throw ValueError(detail::concat(cls, ": Unknown `fill_mode` ", name,
-                                  ". Expected of one ('reflect', 'wrap', 'constant', 'nearest') (Keras' modes)"));
+  throw ValueError(
+      detail::concat(cls, ": Unknown `fill_mode` ", name,
+                     ". Expected of one ('reflect', 'wrap', 'constant', 'nearest') (Keras' modes)"));
 }
 
 const char* fill_mode_name(FillMode mode) {
@@ -203,11 +212,12 @@ Tensor affine_transform(const Tensor& images, const Tensor& transforms, Interpol
   std::vector<Tensor> parts;
   for (std::int64_t first = 0; first < n; first += per_part) {
     const std::int64_t rows = std::min(n - first, per_part);
-    const Tensor index = device_constant({"affine_transform part rows: first", {first}}, rows, [&](std::int64_t r) {
-      std::vector<std::int64_t> v(static_cast<std::size_t>(r));
-      std::iota(v.begin(), v.end(), first);
-      return Tensor::from_vector(v, Shape{r});
-    });
+    const Tensor index =
+        device_constant({"affine_transform part rows: first", {first}}, rows, [&](std::int64_t r) {
+          std::vector<std::int64_t> v(static_cast<std::size_t>(r));
+          std::iota(v.begin(), v.end(), first);
+          return Tensor::from_vector(v, Shape{r});
+        });
     const Tensor part = reshape(gather_rows(flat, index), Shape{rows, h, w, c});
     parts.push_back(transform_part(part, t.dim(0) == 1 ? t : gather_rows(t, index), interpolation, fill_mode,
                                    fill_value));

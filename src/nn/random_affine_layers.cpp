@@ -66,8 +66,9 @@ KerasFactor factor_from_json(const json& j, const char* cls, const char* arg) {
 Tensor constant_column(std::int64_t n, float v) {
   std::int32_t bits = 0;
   std::memcpy(&bits, &v, sizeof bits);
-  return device_constant({"random affine column: float bits", {bits}}, n,
-                         [&](std::int64_t r) { return Tensor::full(Shape{r, 1}, v); });
+  return device_constant({"random affine column: float bits", {bits}}, n, [&](std::int64_t r) {
+    return Tensor::full(Shape{r, 1}, v);
+  });
 }
 
 // Transforms (n, 8) [a0, a1, a2, b0, b1, b2, 0, 0] from (n, 1) columns (Keras' layers' matrices
@@ -145,7 +146,8 @@ Tensor RandomAffineLayer::call(const Tensor& x_in, const CallContext& ctx) const
     const std::uint64_t stream = j == 0 ? stream_ : mix_seed(stream_, static_cast<std::uint64_t>(j));
     draws.push_back(uniform_like(Tensor::empty(Shape{x.dim(0), 1}, DType::kF32), random_key(ctx, stream)));
   }
-  return affine_transform(x, transforms(draws, x.dim(1), x.dim(2)), interpolation_, fill_mode_, options_.fill_value);
+  return affine_transform(x, transforms(draws, x.dim(1), x.dim(2)), interpolation_, fill_mode_,
+                          options_.fill_value);
 }
 
 json RandomAffineLayer::get_config() const {
@@ -228,7 +230,8 @@ LayerPtr RandomRotationLayer::from_config(const json& c) {
   // Keras' base layer reads a null factor as 0 (`factor or 0.0`).
   const json& f = c.at("factor");
   return std::make_shared<RandomRotationLayer>(
-      f.is_null() ? KerasFactor{0.0f} : factor_from_json(f, "RandomRotation", "factor"), options_from_config(c));
+      f.is_null() ? KerasFactor{0.0f} : factor_from_json(f, "RandomRotation", "factor"),
+      options_from_config(c));
 }
 
 // ---- RandomZoom (random_zoom.py) ----
@@ -240,7 +243,8 @@ RandomZoomLayer::RandomZoomLayer(KerasFactor height_factor, std::optional<KerasF
       height_(own_factor("RandomZoom", "height_factor", height_factor_, true)),
       width_(width_factor_ ? own_factor("RandomZoom", "width_factor", *width_factor_, true) : height_) {}
 
-Tensor RandomZoomLayer::transforms(const std::vector<Tensor>& draws, std::int64_t height, std::int64_t width) const {
+Tensor RandomZoomLayer::transforms(const std::vector<Tensor>& draws, std::int64_t height,
+                                   std::int64_t width) const {
   // Keras' _get_zoom_matrix: [zx, 0, (width - 1) / 2 (1 - zx), 0, zy, (height - 1) / 2 (1 - zy), 0, 0];
   // without a width_factor the width takes the height's zoom.
   const Tensor zy = in_range(draws[0], 1.0 + height_.first, 1.0 + height_.second);
@@ -274,8 +278,10 @@ LayerPtr RandomTranslation(KerasFactor height_factor, KerasFactor width_factor, 
 LayerPtr RandomRotation(KerasFactor factor, RandomAffineOptions options) {
   return std::make_shared<RandomRotationLayer>(std::move(factor), std::move(options));
 }
-LayerPtr RandomZoom(KerasFactor height_factor, std::optional<KerasFactor> width_factor, RandomAffineOptions options) {
-  return std::make_shared<RandomZoomLayer>(std::move(height_factor), std::move(width_factor), std::move(options));
+LayerPtr RandomZoom(KerasFactor height_factor, std::optional<KerasFactor> width_factor,
+                    RandomAffineOptions options) {
+  return std::make_shared<RandomZoomLayer>(std::move(height_factor), std::move(width_factor),
+                                           std::move(options));
 }
 
 }  // namespace lockstep::layers

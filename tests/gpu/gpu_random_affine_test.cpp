@@ -32,7 +32,8 @@ std::vector<layers::LayerPtr> augmentations() {
 // pooling -> Dense(2), on `devices` ("gpu:0", "gpu:0x2", "gpu:0,gpu:1").
 FitRun train_augmented(JitCompile mode, const std::string& devices) {
   constexpr std::int64_t n = 32;
-  const Tensor x = add_scalar(scale(test::random_uniform(Shape{n, kSide, kSide, 3}, 5, 0.0f, 1.0f), 50.0f), 20.0f);
+  const Tensor x =
+      add_scalar(scale(test::random_uniform(Shape{n, kSide, kSide, 3}, 5, 0.0f, 1.0f), 50.0f), 20.0f);
   const Tensor y = test::random_uniform(Shape{n, 2}, 6, 0.0f, 1.0f);
   std::vector<std::string> list;
   for (std::size_t at = 0; at <= devices.size();) {
@@ -46,8 +47,10 @@ FitRun train_augmented(JitCompile mode, const std::string& devices) {
   const KerasTensor in = Input({kSide, kSide, 3});
   const KerasTensor shifted = call(layers::RandomTranslation({0.2f}, {0.2f}, {.seed = 3}), in);
   const KerasTensor turned = call(layers::RandomRotation({0.1f}, {.fill_mode = "nearest"}), shifted);
-  const KerasTensor zoomed = call(layers::RandomZoom({0.2f}, std::nullopt, {.interpolation = "nearest"}), turned);
-  const KerasTensor conv = call(layers::Conv2D(4, {3, 3}, "relu"), call(layers::Rescaling(1.0f / 80), zoomed));
+  const KerasTensor zoomed =
+      call(layers::RandomZoom({0.2f}, std::nullopt, {.interpolation = "nearest"}), turned);
+  const KerasTensor conv =
+      call(layers::Conv2D(4, {3, 3}, "relu"), call(layers::Rescaling(1.0f / 80), zoomed));
   Functional m(in, call(layers::Dense(2), call(layers::GlobalAveragePooling2D(), conv)));
   m.compile(optimizers::Adam(1e-2), losses::MeanSquaredError());
   m.set_jit_compile(mode);

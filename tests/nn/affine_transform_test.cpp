@@ -35,7 +35,8 @@ float map_coordinate(float c, std::int64_t len, FillMode mode) {
   if (mode == FillMode::kReflect) {
     const std::int64_t s = 2 * len;
     if (c < 0) {
-      if (c < static_cast<float>(s)) c = static_cast<float>(s * static_cast<std::int64_t>(-c / static_cast<float>(s))) + c;
+      if (c < static_cast<float>(s))
+        c = static_cast<float>(s * static_cast<std::int64_t>(-c / static_cast<float>(s))) + c;
       c = c < -n ? c + static_cast<float>(s) : -c - 1;
     } else if (c > n - 1) {
       c -= static_cast<float>(s * static_cast<std::int64_t>(c / static_cast<float>(s)));
@@ -77,8 +78,8 @@ std::vector<double> reference(const Images& im, const std::vector<float>& t, Int
           if (k == 0.0f) {
             out.push_back(fill);
           } else if (interpolation == Interpolation::kNearest) {
-            out.push_back(im.at(b, static_cast<std::int64_t>(std::round(y)), static_cast<std::int64_t>(std::round(x)),
-                                ch, fill));
+            out.push_back(im.at(b, static_cast<std::int64_t>(std::round(y)),
+                                static_cast<std::int64_t>(std::round(x)), ch, fill));
           } else {
             const double yf = std::floor(y), xf = std::floor(x), yc = yf + 1, xc = xf + 1;
             const auto f = [&](double yy, double xx) {
@@ -112,14 +113,15 @@ std::vector<float> random_transforms(std::int64_t n, std::uint64_t seed) {
   for (std::int64_t b = 0; b < n; ++b) {
     const float* r = u.data() + 4 * b;
     const double a = (r[0] - 0.5) * 14.0, s = 0.3 + 2.7 * r[1];
-    for (const double e : {s * std::cos(a), -s * std::sin(a), (r[2] - 0.5) * 30.0, s * std::sin(a), s * std::cos(a),
-                           (r[3] - 0.5) * 30.0, 0.0, 0.0})
+    for (const double e : {s * std::cos(a), -s * std::sin(a), (r[2] - 0.5) * 30.0, s * std::sin(a),
+                           s * std::cos(a), (r[3] - 0.5) * 30.0, 0.0, 0.0})
       t.push_back(static_cast<float>(e));
   }
   return t;
 }
 
-void expect_near(const std::vector<float>& got, const std::vector<double>& want, double tol, const std::string& what) {
+void expect_near(const std::vector<float>& got, const std::vector<double>& want, double tol,
+                 const std::string& what) {
   ASSERT_EQ(got.size(), want.size()) << what;
   for (std::size_t i = 0; i < got.size(); ++i) ASSERT_NEAR(got[i], want[i], tol) << what << " at " << i;
 }
@@ -168,7 +170,8 @@ TEST(AffineTransform, IntegerTranslationsGiveEachFillModesExactPixels) {
   // wrap: (a b c d | a b c d): column -1 is column 3, row 4 row 0, row 5 row 1.
   const std::vector<float> wrap{23, 20, 21, 22, 33, 30, 31, 32, 3, 0, 1, 2, 13, 10, 11, 12};
   for (const Interpolation i : {Interpolation::kNearest, Interpolation::kBilinear}) {
-    EXPECT_EQ(layers::affine_transform(image, shift, i, FillMode::kConstant, -1.0f).to_vector<float>(), constant);
+    EXPECT_EQ(layers::affine_transform(image, shift, i, FillMode::kConstant, -1.0f).to_vector<float>(),
+              constant);
     EXPECT_EQ(layers::affine_transform(image, shift, i, FillMode::kNearest).to_vector<float>(), nearest);
     EXPECT_EQ(layers::affine_transform(image, shift, i, FillMode::kReflect).to_vector<float>(), reflect);
     EXPECT_EQ(layers::affine_transform(image, shift, i, FillMode::kWrap).to_vector<float>(), wrap);
@@ -192,22 +195,25 @@ TEST(AffineTransform, ANinetyDegreeRotationTurnsTheImageExactly) {
 TEST(AffineTransform, AZoomInterpolatesBetweenPixels) {
   const Tensor row = Tensor::from_vector<float>({0, 10, 20, 30, 40}, Shape{1, 1, 5, 1});
   const Tensor zoom = transforms_of({0.5f, 0, 1, 0, 1, 0, 0, 0});
-  EXPECT_EQ(layers::affine_transform(row, zoom, Interpolation::kBilinear, FillMode::kReflect).to_vector<float>(),
-            (std::vector<float>{10, 15, 20, 25, 30}));
-  EXPECT_EQ(layers::affine_transform(row, zoom, Interpolation::kNearest, FillMode::kReflect).to_vector<float>(),
-            (std::vector<float>{10, 20, 20, 30, 30}));
+  EXPECT_EQ(
+      layers::affine_transform(row, zoom, Interpolation::kBilinear, FillMode::kReflect).to_vector<float>(),
+      (std::vector<float>{10, 15, 20, 25, 30}));
+  EXPECT_EQ(
+      layers::affine_transform(row, zoom, Interpolation::kNearest, FillMode::kReflect).to_vector<float>(),
+      (std::vector<float>{10, 20, 20, 30, 30}));
 }
 
 // k = c0 x + c1 y + 1 = 0 gives fill_value (TensorFlow's rule); elsewhere the projective division.
 TEST(AffineTransform, AProjectiveTransformDividesAndKZeroIsFill) {
   const Images im = random_images(2, 4, 5, 3, 14);
-  const std::vector<float> t{1, 0.2f, 0, 0.1f, 1, 0, 0.3f, 0.1f, 1, 0, 0, 0, 1, 0, -0.5f, 0};  // k = 0 at x = 2
+  const std::vector<float> t{1, 0.2f, 0, 0.1f, 1, 0, 0.3f,  0.1f,
+                             1, 0,    0, 0,    1, 0, -0.5f, 0};  // k = 0 at x = 2
   for (const Interpolation i : {Interpolation::kNearest, Interpolation::kBilinear})
     for (const FillMode m : kModes) {
       const std::vector<double> want = reference(im, t, i, m, 7.0f);
       EXPECT_EQ(want[static_cast<std::size_t>(((4 * 5) + 2) * 3)], 7.0);  // image 1, (0, 2)
-      expect_near(layers::affine_transform(tensor_of(im), transforms_of(t), i, m, 7.0f).to_vector<float>(), want,
-                  1e-5, name(i, m));
+      expect_near(layers::affine_transform(tensor_of(im), transforms_of(t), i, m, 7.0f).to_vector<float>(),
+                  want, 1e-5, name(i, m));
     }
 }
 
@@ -217,10 +223,11 @@ TEST(AffineTransform, SixteenBitImagesAreTheFloat32ResultRounded) {
   const std::vector<float> t = random_transforms(3, 16);
   for (const DType dt : {DType::kF16, DType::kBF16}) {
     const Tensor x = tensor_of(im).to(dt);
-    const Tensor once = layers::affine_transform(x.to(DType::kF32), transforms_of(t), Interpolation::kBilinear,
-                                                 FillMode::kReflect)
+    const Tensor once = layers::affine_transform(x.to(DType::kF32), transforms_of(t),
+                                                 Interpolation::kBilinear, FillMode::kReflect)
                             .to(dt);
-    const Tensor out = layers::affine_transform(x, transforms_of(t), Interpolation::kBilinear, FillMode::kReflect);
+    const Tensor out =
+        layers::affine_transform(x, transforms_of(t), Interpolation::kBilinear, FillMode::kReflect);
     EXPECT_EQ(out.dtype(), dt);
     EXPECT_TRUE(out.bitwise_equal(once)) << dtype_name(dt);
   }
@@ -232,8 +239,8 @@ TEST(AffineTransform, ImagesGetTheGradientOfTheirWeights) {
   const Tensor x = Tensor::from_vector<float>({1, 2, 3, 4}, Shape{1, 1, 4, 1});
   GradientTape tape;
   tape.watch(x);
-  const Tensor y = layers::affine_transform(x, transforms_of({1, 0, 0.5f, 0, 1, 0, 0, 0}), Interpolation::kBilinear,
-                                            FillMode::kConstant);
+  const Tensor y = layers::affine_transform(x, transforms_of({1, 0, 0.5f, 0, 1, 0, 0, 0}),
+                                            Interpolation::kBilinear, FillMode::kConstant);
   EXPECT_EQ(y.to_vector<float>(), (std::vector<float>{1.5f, 2.5f, 3.5f, 2.0f}));
   const Tensor g = tape.gradient(sum(y), std::vector<Tensor>{x})[0];
   EXPECT_EQ(g.to_vector<float>(), (std::vector<float>{0.5f, 1.0f, 1.0f, 1.0f}));
@@ -244,14 +251,15 @@ TEST(AffineTransform, RefusesWhatKerasRefuses) {
   const Tensor t = transforms_of({1, 0, 0, 0, 1, 0, 0, 0});
   EXPECT_VALUE_ERROR(layers::affine_transform(x, t, Interpolation::kBicubic, FillMode::kReflect),
                      "interpolation 'bicubic' is not supported");
-  EXPECT_VALUE_ERROR(layers::affine_transform(x, Tensor::zeros(Shape{2, 6}), Interpolation::kBilinear,
-                                              FillMode::kReflect),
-                     "transforms must be (2, 8) or (1, 8)");
+  EXPECT_VALUE_ERROR(
+      layers::affine_transform(x, Tensor::zeros(Shape{2, 6}), Interpolation::kBilinear, FillMode::kReflect),
+      "transforms must be (2, 8) or (1, 8)");
   EXPECT_VALUE_ERROR(layers::affine_transform(Tensor::zeros(Shape{3, 3, 1}), t, Interpolation::kBilinear,
                                               FillMode::kReflect),
                      "needs images (batch, height, width, channels)");
-  EXPECT_VALUE_ERROR(layers::parse_fill_mode("mirror", "RandomZoom"),
-                     "RandomZoom: Unknown `fill_mode` mirror. Expected of one ('reflect', 'wrap', 'constant', 'nearest')");
+  EXPECT_VALUE_ERROR(
+      layers::parse_fill_mode("mirror", "RandomZoom"),
+      "RandomZoom: Unknown `fill_mode` mirror. Expected of one ('reflect', 'wrap', 'constant', 'nearest')");
   EXPECT_EQ(layers::affine_transform(Tensor::zeros(Shape{0, 3, 3, 1}), t, Interpolation::kBilinear,
                                      FillMode::kReflect)
                 .shape(),

@@ -25,15 +25,18 @@ constexpr std::int64_t kExamples = 64, kSide = 8;
 // turns and zooms keep it there.
 const test::Classification& data() {
   static const test::Classification d = [] {
-    std::vector<float> v = test::random_uniform(Shape{kExamples, kSide, kSide, 1}, 3, 0.0f, 0.3f).to_vector<float>();
+    std::vector<float> v =
+        test::random_uniform(Shape{kExamples, kSide, kSide, 1}, 3, 0.0f, 0.3f).to_vector<float>();
     std::vector<float> y;
     for (std::int64_t b = 0; b < kExamples; ++b) {
       y.push_back(static_cast<float>(b % 2));
       if (b % 2)
         for (std::int64_t i = 1; i < 4; ++i)
-          for (std::int64_t j = 1; j < 4; ++j) v[static_cast<std::size_t>((b * kSide + i) * kSide + j)] += 1.0f;
+          for (std::int64_t j = 1; j < 4; ++j)
+            v[static_cast<std::size_t>((b * kSide + i) * kSide + j)] += 1.0f;
     }
-    return test::Classification{Tensor::from_vector(v, {kExamples, kSide, kSide, 1}), Tensor::from_vector(y, {kExamples, 1})};
+    return test::Classification{Tensor::from_vector(v, {kExamples, kSide, kSide, 1}),
+                                Tensor::from_vector(y, {kExamples, 1})};
   }();
   return d;
 }
@@ -52,11 +55,14 @@ Trained train_augmented(int replicas, int epochs, const std::string& save_to = "
   const KerasTensor in = Input({kSide, kSide, 1});
   const KerasTensor shifted = call(layers::RandomTranslation({0.1f}, {-0.1f, 0.1f}, {.seed = 5}), in);
   const KerasTensor turned = call(layers::RandomRotation({0.03f}, {.fill_mode = "constant"}), shifted);
-  const KerasTensor zoomed = call(layers::RandomZoom({0.1f}, std::nullopt, {.interpolation = "nearest"}), turned);
-  const KerasTensor pooled = call(layers::GlobalMaxPooling2D(), call(layers::Conv2D(4, {3, 3}, "relu"), zoomed));
+  const KerasTensor zoomed =
+      call(layers::RandomZoom({0.1f}, std::nullopt, {.interpolation = "nearest"}), turned);
+  const KerasTensor pooled =
+      call(layers::GlobalMaxPooling2D(), call(layers::Conv2D(4, {3, 3}, "relu"), zoomed));
   Functional m(in, call(layers::Dense(1, "sigmoid"), pooled));
   m.compile(optimizers::Adam(0.05), losses::BinaryCrossentropy());
-  const History h = m.fit(data().x, data().y, {.epochs = epochs, .batch_size = 16, .shuffle = false, .verbose = 0});
+  const History h =
+      m.fit(data().x, data().y, {.epochs = epochs, .batch_size = 16, .shuffle = false, .verbose = 0});
   Trained t{{}, h.history.at("loss")};
   for (const auto& var : m.variables()) t.weights.push_back(var.read_value().to_vector<float>());
   if (!save_to.empty()) {
@@ -64,7 +70,8 @@ Trained train_augmented(int replicas, int epochs, const std::string& save_to = "
     auto back = load_model(save_to);
     // The three are the identity in predict; their configs (the translation's own seed too) cross the file.
     EXPECT_EQ(back->predict(data().x).to_vector<float>(), m.predict(data().x).to_vector<float>());
-    for (std::size_t i : {1u, 2u, 3u}) EXPECT_EQ(back->layers()[i]->get_config(), m.layers()[i]->get_config()) << i;
+    for (std::size_t i : {1u, 2u, 3u})
+      EXPECT_EQ(back->layers()[i]->get_config(), m.layers()[i]->get_config()) << i;
     EXPECT_EQ(back->layers()[1]->get_config().at("seed"), 5);
   }
   return t;

@@ -43,7 +43,8 @@ class RandomAffineLayer : public Layer {
 
   /// Keras' transforms (batch, 8), float32, for images of (height, width) from each image's draws
   /// (the class's draw_count() of them, each (batch, 1), uniform in [0, 1)).
-  virtual Tensor transforms(const std::vector<Tensor>& draws, std::int64_t height, std::int64_t width) const = 0;
+  virtual Tensor transforms(const std::vector<Tensor>& draws, std::int64_t height,
+                            std::int64_t width) const = 0;
   /// How many uniform draws each image takes.
   virtual int draw_count() const = 0;
 
@@ -108,7 +109,8 @@ class RandomRotationLayer final : public RandomAffineLayer {
 /// (-|f|, |f|), a pair sorted; every number must lie in (-1, 1].
 class RandomZoomLayer final : public RandomAffineLayer {
  public:
-  RandomZoomLayer(KerasFactor height_factor, std::optional<KerasFactor> width_factor, RandomAffineOptions options);
+  RandomZoomLayer(KerasFactor height_factor, std::optional<KerasFactor> width_factor,
+                  RandomAffineOptions options);
   std::string class_name() const override { return "RandomZoom"; }
   nlohmann::json get_config() const override;
   static LayerPtr from_config(const nlohmann::json& config);
@@ -121,7 +123,8 @@ class RandomZoomLayer final : public RandomAffineLayer {
   std::pair<float, float> height_, width_;
 };
 
-LayerPtr RandomTranslation(KerasFactor height_factor, KerasFactor width_factor, RandomAffineOptions options = {});
+LayerPtr RandomTranslation(KerasFactor height_factor, KerasFactor width_factor,
+                           RandomAffineOptions options = {});
 LayerPtr RandomRotation(KerasFactor factor, RandomAffineOptions options = {});
 LayerPtr RandomZoom(KerasFactor height_factor, std::optional<KerasFactor> width_factor = std::nullopt,
                     RandomAffineOptions options = {});
