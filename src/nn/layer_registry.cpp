@@ -15,6 +15,7 @@
 #include "lockstep/layers/position_embedding.hpp"
 #include "lockstep/layers/image_preprocessing_layers.hpp"
 #include "lockstep/layers/preprocessing_layers.hpp"
+#include "lockstep/layers/random_affine_layers.hpp"
 #include "lockstep/layers/recurrent_layers.hpp"
 #include "lockstep/layers/regularization_layers.hpp"
 #include "lockstep/layers/sequence_layers.hpp"
@@ -123,6 +124,10 @@ std::vector<LayerClass> builtin_classes() {
        kSpatialDropoutNotTaken},
       {"RandomContrast", &RandomContrastLayer::from_config, kChannelsLast},
       {"RandomBrightness", &RandomBrightnessLayer::from_config, kChannelsLast},
+      // Keras 3's geometric augmentations (random_affine_layers.hpp: their seed is their own).
+      {"RandomTranslation", &RandomTranslationLayer::from_config, kChannelsLast},
+      {"RandomRotation", &RandomRotationLayer::from_config, kChannelsLast},
+      {"RandomZoom", &RandomZoomLayer::from_config, kChannelsLast},
   };
 }
 

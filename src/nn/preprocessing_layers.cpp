@@ -13,6 +13,7 @@
 #include "lockstep/layers/layer_registry.hpp"
 #include "lockstep/tensor/device_constant.hpp"
 #include "lockstep/tensor/ops_random.hpp"
+#include "nn/keras_factor.hpp"
 #include "nn/random_draws.hpp"
 
 namespace lockstep::layers {
@@ -343,7 +344,6 @@ LayerPtr RandomFlipLayer::from_config(const json& c) {
 }
 
 // ---- RandomContrast, RandomBrightness (random_contrast.py, random_brightness.py) ----
-namespace {
 std::string floats_str(const std::vector<float>& v) {
   std::string s = "(";
   for (std::size_t i = 0; i < v.size(); ++i) {
@@ -374,6 +374,8 @@ std::pair<float, float> keras_factor(const char* cls, const std::vector<float>& 
   const float a = std::fabs(f[0]);
   return {std::max(-a, lo), a};
 }
+
+namespace {
 
 void check_value_range(const char* cls, const std::vector<float>& v) {
   LOCKSTEP_CHECK(v.size() == 2, cls, ": the `value_range` argument should be a list of two numbers. Received: ",

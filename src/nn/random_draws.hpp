@@ -1,8 +1,8 @@
 #pragma once
 // The random draws of layers (Dropout and its recurrent, spatial and alpha forms, RandomFlip,
-// the noise layers, RandomContrast and RandomBrightness), owned here: which key a call draws with,
-// and dropout's kept-unit mask (the noise and the colour factors are ops_random.hpp's draws under
-// that key).
+// the noise layers, RandomContrast, RandomBrightness, RandomTranslation, RandomRotation and
+// RandomZoom), owned here: which key a call draws with, and dropout's kept-unit mask (the noise,
+// the colour factors and the geometric draws are ops_random.hpp's draws under that key).
 #include <cstdint>
 
 #include "lockstep/layers/layer.hpp"

@@ -27,7 +27,8 @@ using nlohmann::json;
 // model's seed (keyed per layer, step and example), so no Keras seed would reproduce Keras' draws
 // anyway; renorm_momentum is only read by renorm, which must be off. A seed is kept, though, for a
 // class that takes one as its own stream (its registry row does not fix seed: RandomFlip,
-// RandomContrast, RandomBrightness), so that it crosses a file both ways.
+// RandomContrast, RandomBrightness, RandomTranslation, RandomRotation, RandomZoom), so that it
+// crosses a file both ways.
 const std::set<std::string> kIgnoredArguments = {"seed", "renorm_momentum"};
 
 // lockstep's initializer names <-> Keras' classes.

@@ -101,3 +101,24 @@ def test_random_contrast_and_brightness_take_keras_arguments_and_scale_each_imag
     assert (delta >= -0.2 - 1e-6).all() and (delta <= 0.1 + 1e-6).all()
     with pytest.raises(ValueError, match="in the range"):
         layers.RandomContrast(1.5)
+
+
+def test_random_translation_rotation_and_zoom_take_keras_arguments_and_transform_in_training_only():
+    x = np.random.default_rng(4).uniform(0, 1, (16, 6, 5, 3)).astype("float32")
+    made = [layers.RandomTranslation(0.2, (-0.1, 0.3), seed=5), layers.RandomRotation(0.1, fill_mode="constant"),
+            layers.RandomZoom(0.2), layers.RandomZoom((-0.3, 0.1), 0.2, interpolation="nearest")]
+    for layer in made:  # inference: the identity
+        np.testing.assert_array_equal(predict(layer, x), x, err_msg=type(layer).__name__)
+    config = made[0].get_config()
+    assert config["seed"] == 5 and config["fill_mode"] == "reflect" and config["interpolation"] == "bilinear"
+    assert made[2].get_config()["width_factor"] is None
+    assert list(layers.RandomRotation((0.3, -0.2)).get_config()["factor"]) == pytest.approx([-0.2, 0.3])
+    # training=True: a quarter turn of every image (factor (0.25, 0.25)), nearest: the image turned.
+    inputs = keras.Input((4, 4, 1))
+    square = np.arange(32, dtype="float32").reshape(2, 4, 4, 1)
+    turned = keras.Model(inputs, layers.RandomRotation((0.25, 0.25), interpolation="nearest")(inputs, training=True))
+    np.testing.assert_array_equal(turned.predict(square, verbose=0), np.rot90(square, k=1, axes=(1, 2)))
+    with pytest.raises(ValueError, match="in the range"):
+        layers.RandomTranslation(1.5, 0.1)
+    with pytest.raises(ValueError, match="Unknown `fill_mode` mirror"):
+        layers.RandomZoom(0.1, fill_mode="mirror")

@@ -47,12 +47,17 @@
 //                                                            epoch with W (batch 8, in order; its
 //                                                            history to fit_history.json), saved as
 //                                                            OUT_DIR/trained.keras
+//   keras_files_driver affine-transform IMAGES.npy TRANSFORMS.npy INTERPOLATION FILL_MODE FILL_VALUE OUT.npy
+//                                                            layers::affine_transform of the images
+//                                                            (keras.ops.image.affine_transform's
+//                                                            arguments), written to OUT
 // Errors: message on stderr, exit 1.
 #include <algorithm>
 #include <cstdio>
 #include <map>
 #include <string>
 
+#include "lockstep/layers/affine_transform.hpp"
 #include "lockstep/lockstep.hpp"
 
 namespace {
@@ -150,6 +155,11 @@ int main(int argc, char** argv) {
       auto m = make(a[1], x.shape().tail());
       m->fit(x, y, {.epochs = 3, .batch_size = 16, .verbose = 0});
       save_model(*m, a[2]);
+    } else if (a.size() == 7 && a[0] == "affine-transform") {
+      data::write_npy(a[6], layers::affine_transform(data::read_npy(a[1]), data::read_npy(a[2]),
+                                                     layers::parse_interpolation(a[3], "affine-transform"),
+                                                     layers::parse_fill_mode(a[4], "affine-transform"),
+                                                     std::stof(a[5])));
     } else if (a.size() == 3 && a[0] == "resave") {
       save_model(*load_model(a[1]), a[2]);
     } else if (a.size() == 5 && a[0] == "load-weights") {

@@ -27,6 +27,9 @@ identity in predict); the adapted statistics are Keras' weights (its int64 count
 Resizing (bilinear and nearest, down and up, crop_to_aspect_ratio) and CenterCrop; Resizing and
 UpSampling2D with bicubic, lanczos3, lanczos5 and area. RandomContrast and RandomBrightness (the
 identity in predict; factor, value_range and seed both ways) and SpatialDropout3D in both data formats.
+RandomTranslation, RandomRotation and RandomZoom (the identity in predict; factors, fill_mode,
+interpolation, fill_value and seed both ways), and affine_transform against
+keras.ops.image.affine_transform for given transforms.
 
 Exit 0 all agree, 1 a disagreement, 77 (skip) when tensorflow/keras are not importable.
 """
@@ -465,6 +468,52 @@ def keras_random_colour_models():
     return colour, volumes
 
 
+def keras_random_affine_model():
+    """RandomTranslation, RandomRotation and RandomZoom with each fill mode and interpolation, a
+    seed, factor numbers and pairs, RandomZoom with and without a width_factor: the identity in
+    predict; their configurations go both ways."""
+    keras.utils.set_random_seed(26)
+    L = keras.layers
+    inp = keras.Input((6, 5, 3))
+    x = L.RandomTranslation(0.2, (-0.1, 0.3), seed=5, name="translation")(inp)
+    x = L.RandomTranslation((0.1, -0.2), 0.1, fill_mode="constant", fill_value=0.5, interpolation="nearest",
+                            name="translation_constant")(x)
+    x = L.RandomRotation(0.1, fill_mode="wrap", seed=7, name="rotation")(x)
+    x = L.RandomRotation((-0.2, 0.3), fill_mode="nearest", name="rotation_pair")(x)
+    x = L.RandomZoom(0.2, name="zoom")(x)
+    x = L.RandomZoom((-0.3, 0.1), (0.2, 0.4), interpolation="nearest", seed=3, name="zoom_both")(x)
+    x = L.GlobalAveragePooling2D()(L.Conv2D(4, 3, activation="relu")(x))
+    return keras.Model(inp, L.Dense(2)(x), name="keras_random_affine")
+
+
+AFFINE_KEYS = ("fill_mode", "interpolation", "fill_value", "seed", "data_format")
+
+
+def check_affine_transform(d, driver):
+    """lockstep's affine_transform against keras.ops.image.affine_transform for the same transforms:
+    rotations by any angle, scales and shifts past the image, a projective row with k = 0 at a
+    pixel; every fill mode and interpolation."""
+    rs = np.random.RandomState(27)
+    images = rs.uniform(0, 1, (6, 7, 9, 2)).astype(np.float32)
+    a, s = rs.uniform(-7, 7, 6), rs.uniform(0.3, 3, 6)
+    t = np.stack([s * np.cos(a), -s * np.sin(a), rs.uniform(-15, 15, 6), s * np.sin(a), s * np.cos(a),
+                  rs.uniform(-15, 15, 6), np.zeros(6), np.zeros(6)], axis=1).astype(np.float32)
+    t[5] = [1, 0.1, 0, 0, 1, 0, -0.25, 0]  # k = 1 - x / 4: 0 at x = 4
+    np.save(os.path.join(d, "affine_images.npy"), images)
+    np.save(os.path.join(d, "affine_transforms.npy"), t)
+    for interpolation in ("nearest", "bilinear"):
+        for mode in ("reflect", "wrap", "constant", "nearest"):
+            want = np.asarray(keras.ops.image.affine_transform(images, t, interpolation=interpolation,
+                                                               fill_mode=mode, fill_value=0.25))
+            out = os.path.join(d, f"affine_{interpolation}_{mode}.npy")
+            r = run(driver, "affine-transform", os.path.join(d, "affine_images.npy"),
+                    os.path.join(d, "affine_transforms.npy"), interpolation, mode, "0.25", out)
+            err = np.abs(np.load(out) - want).max() if r.returncode == 0 else float("inf")
+            failed = f": {r.stderr.strip()}" if r.returncode != 0 else ""
+            check(err <= 1e-5, f"affine_transform {interpolation}/{mode} as keras.ops.image.affine_transform "
+                               f"(max abs {err:.2e}){failed}")
+
+
 def both_ways(model, x, d, cli, driver, what):
     return kf.both_ways(model, x, d, cli, driver, what, RTOL)
 
@@ -568,6 +617,18 @@ def main():
     if back is not None:
         check([l.get_config().get("data_format") for l in back.layers if "spatial" in l.name]
               == ["channels_last", "channels_first"], "SpatialDropout3D: data_format both ways")
+    # RandomTranslation, RandomRotation, RandomZoom: the transform itself, predict's identity, configs.
+    check_affine_transform(d, driver)
+    affine = keras_random_affine_model()
+    back = both_ways(affine, np.random.RandomState(28).uniform(0, 1, (8, 6, 5, 3)).astype(np.float32), d, cli,
+                     driver, "RandomTranslation, RandomRotation and RandomZoom (identity in predict)")
+    if back is not None:
+        for layer in affine.layers[1:7]:
+            want, got = layer.get_config(), back.get_layer(layer.name).get_config()
+            factors = [k for k in ("height_factor", "width_factor", "factor") if k in want]
+            same = all((want[k] is None and got[k] is None) or np.allclose(want[k], got[k]) for k in factors)
+            check(same and all(want[k] == got[k] for k in AFFINE_KEYS),
+                  f"{layer.name}: factors and options as Keras wrote them ({got} for {want})")
     print(f"{len(kf.failures)} failure(s)")
     return 1 if kf.failures else 0
 

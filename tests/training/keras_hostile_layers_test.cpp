@@ -29,6 +29,7 @@
 #include "lockstep/layers/normalization_layers.hpp"
 #include "lockstep/layers/position_embedding.hpp"
 #include "lockstep/layers/preprocessing_layers.hpp"
+#include "lockstep/layers/random_affine_layers.hpp"
 #include "lockstep/layers/recurrent_layers.hpp"
 #include "lockstep/layers/regularization_layers.hpp"
 #include "lockstep/layers/sequence_layers.hpp"
@@ -128,6 +129,9 @@ std::vector<Sample> samples() {
       {"RandomFlip", image, [] { return L::RandomFlip(); }},
       {"RandomContrast", image, [] { return L::RandomContrast({0.2f}, {0.0f, 1.0f}); }},
       {"RandomBrightness", image, [] { return L::RandomBrightness({0.2f}, {0.0f, 1.0f}); }},
+      {"RandomTranslation", image, [] { return L::RandomTranslation({0.2f}, {-0.1f, 0.3f}); }},
+      {"RandomRotation", image, [] { return L::RandomRotation({0.1f}, {.fill_mode = "constant"}); }},
+      {"RandomZoom", image, [] { return L::RandomZoom({0.2f}, std::vector<float>{-0.1f, 0.1f}); }},
       {"Resizing", image, [] { return L::Resizing(3, 5); }},
       {"CenterCrop", image, [] { return L::CenterCrop(2, 3); }},
   };

@@ -22,6 +22,7 @@ _IMAGE = {"data_format": None}
 _CONV = {"strides": (1, 1), "padding": "valid", "dilation_rate": (1, 1), "activation": None, "use_bias": True,
          "bias_initializer": "zeros", **_IMAGE}
 _POOL = {"pool_size": (2, 2), "strides": None, "padding": "valid", **_IMAGE}
+_AFFINE = {"fill_mode": "reflect", "interpolation": "bilinear", "seed": None, "fill_value": 0.0}
 _NORM = {"axis": -1, "epsilon": 1e-3, "center": True, "scale": True, "beta_initializer": "zeros",
          "gamma_initializer": "ones"}
 
@@ -137,6 +138,13 @@ _SIGNATURES = {
                        {"value_range": (0, 255), "seed": None, **_IMAGE}),
     "RandomBrightness": (("factor", "value_range", "seed", "data_format"),
                          {"value_range": (0, 255), "seed": None, **_IMAGE}),
+    # Keras 3's geometric augmentations RandomTranslation, RandomRotation, RandomZoom.
+    "RandomTranslation": (("height_factor", "width_factor", "fill_mode", "interpolation", "seed", "fill_value",
+                           "data_format"), {**_AFFINE, **_IMAGE}),
+    "RandomRotation": (("factor", "fill_mode", "interpolation", "seed", "fill_value", "data_format"),
+                       {**_AFFINE, **_IMAGE}),
+    "RandomZoom": (("height_factor", "width_factor", "fill_mode", "interpolation", "seed", "fill_value",
+                    "data_format"), {"width_factor": None, **_AFFINE, **_IMAGE}),
 }
 
 
