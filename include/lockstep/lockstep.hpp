@@ -38,6 +38,7 @@
 #include "lockstep/layers/normalization_layers.hpp"
 #include "lockstep/layers/preprocessing_layers.hpp"
 #include "lockstep/layers/position_embedding.hpp"
+#include "lockstep/layers/random_affine_layers.hpp"
 #include "lockstep/layers/recurrent_layers.hpp"
 #include "lockstep/layers/regularization_layers.hpp"
 #include "lockstep/layers/sequence_layers.hpp"

@@ -144,7 +144,7 @@ Tensor RandomAffineLayer::call(const Tensor& x_in, const CallContext& ctx) const
   std::vector<Tensor> draws;
   for (int j = 0; j < draw_count(); ++j) {
     const std::uint64_t stream = j == 0 ? stream_ : mix_seed(stream_, static_cast<std::uint64_t>(j));
-    draws.push_back(uniform_like(Tensor::empty(Shape{x.dim(0), 1}, DType::kF32), random_key(ctx, stream)));
+    draws.push_back(uniform(Shape{x.dim(0), 1}, DType::kF32, random_key(ctx, stream)));
   }
   return affine_transform(x, transforms(draws, x.dim(1), x.dim(2)), interpolation_, fill_mode_,
                           options_.fill_value);

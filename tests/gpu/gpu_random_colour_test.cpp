@@ -1,5 +1,5 @@
 // RandomContrast and RandomBrightness on a GPU: their per-image factors are random_fill's uniform
-// draws (uniform_like), the step read from the step block, so a captured step (jit_compile=True)
+// draws (uniform), the step read from the step block, so a captured step (jit_compile=True)
 // replays each step's factors and trains the eager run's bits, and the CPU's to 1e-4; on gpu:0x2
 // too. CI runs them on emulated GPUs (gpu.emulated), which capture as real ones do.
 #include <string>

@@ -29,7 +29,7 @@ struct RandomAffineOptions {
 /// What Keras 3's geometric augmentations share on NHWC images: the options above and their
 /// config, the image check, Keras' training=True default, and in training one transform per
 /// image from uniform draws, applied by affine_transform (in inference the identity, cast to the
-/// compute dtype: Keras' transform_images). Draw j of an image is uniform_like's unit (example, 0)
+/// compute dtype: Keras' transform_images). Draw j of an image is uniform's unit (example, 0)
 /// under the key of the layer's stream j (random_draws.hpp): keyed by the model's seed (or the
 /// layer's own), the step and the example's global index, so replicas draw what one device draws
 /// and a captured step replays each step's draws.
