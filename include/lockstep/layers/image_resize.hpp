@@ -47,11 +47,13 @@ struct ResizeWeights {
 ResizeWeights resize_weights(std::int64_t in, std::int64_t out, Interpolation method, bool antialias = false);
 
 /// NHWC images x (N, H, W, C) resized to (N, out_h, out_w, C) by `method`: separably, one axis
-/// after the other (the one that leaves the smaller intermediate first), each a gather of all its
-/// taps' rows by a kept index constant, a multiply by a kept weight constant and a sum over the
-/// taps (device_constant: captured steps copy nothing), the width's with the columns made the
-/// outer axis by a transpose, so that its index is the columns' alone, not every row's. Recorded
-/// ops carry the gradients, on the CPU and the GPU alike. Nearest is one gather of whole pixels.
+/// after the other (the one that leaves the smaller intermediate first), the width's with the
+/// columns made the outer axis by a transpose. An axis of up to 256 inputs is a matrix product
+/// with its weights laid out dense (one kept constant, batch_matmul's batch of 1); a longer one a
+/// gather of all its taps' rows by a kept index constant, a multiply by a kept weight constant and
+/// a sum over the taps (device_constant: captured steps copy nothing; the width's index is the
+/// columns' alone, not every row's). Recorded ops carry the gradients, on the CPU and the GPU
+/// alike. Nearest is one gather of whole pixels.
 /// Images that keep both sizes are returned as they are (tf.image.resize's skip_resize_if_same,
 /// whatever the method); an axis that keeps its size where the method maps each output to its
 /// input alone is not computed.
