@@ -190,6 +190,9 @@ std::array<Tensor, 3> op_backward(const OpRecord& r, const Tensor& g, const std:
       Tensor ga, gb;
       if (needs[0]) ga = ta ? product(b, g, tb, true) : product(g, b, false, !tb);
       if (needs[1]) gb = tb ? product(g, a, true, ta) : product(a, g, !ta, false);
+      // An operand of batch 1 served every entry: its gradient is their sum.
+      if (ga.defined() && ga.shape() != a.shape()) ga = sum(ga, 0, true);
+      if (gb.defined() && gb.shape() != b.shape()) gb = sum(gb, 0, true);
       return {ga, gb, {}};
     }
     case OpType::kDense: return dense_grad(r, g, needs, hints.output_gradient_masked);

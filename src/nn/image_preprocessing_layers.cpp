@@ -2,12 +2,15 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <vector>
 
 #include "lockstep/layers/conv_layers.hpp"
 #include "lockstep/layers/image_resize.hpp"
+#include "lockstep/tensor/device_constant.hpp"
+#include "lockstep/tensor/ops.hpp"
 
 namespace lockstep::layers {
 
@@ -30,53 +33,98 @@ Tensor crop_images(const Tensor& x, std::int64_t top, std::int64_t left, std::in
 }
 }  // namespace
 
+ResizingLayer::ResizingLayer(ResizingOptions options) : Layer(options.name), options_(std::move(options)) {
+  LOCKSTEP_CHECK(options_.height > 0 && options_.width > 0, "Resizing: height and width must be positive, got ",
+                 options_.height, " and ", options_.width);
+  (void)parse_interpolation(options_.interpolation, "Resizing");
+  LOCKSTEP_CHECK(!(options_.crop_to_aspect_ratio && options_.pad_to_aspect_ratio),
+                 "Resizing: only one of pad_to_aspect_ratio and crop_to_aspect_ratio can be true");
+  LOCKSTEP_CHECK(std::isfinite(options_.fill_value), "Resizing: fill_value must be a finite number, got ",
+                 options_.fill_value);
+}
+
 ResizingLayer::ResizingLayer(std::int64_t height, std::int64_t width, std::string interpolation,
                              bool crop_to_aspect_ratio, std::string name)
-    : Layer(std::move(name)),
-      height_(height),
-      width_(width),
-      interpolation_(std::move(interpolation)),
-      crop_to_aspect_ratio_(crop_to_aspect_ratio) {
-  LOCKSTEP_CHECK(height > 0 && width > 0, "Resizing: height and width must be positive, got ", height,
-                 " and ", width);
-  (void)parse_interpolation(interpolation_, "Resizing");
-}
+    : ResizingLayer(ResizingOptions{.height = height,
+                                    .width = width,
+                                    .interpolation = std::move(interpolation),
+                                    .crop_to_aspect_ratio = crop_to_aspect_ratio,
+                                    .name = std::move(name)}) {}
 
 Shape ResizingLayer::compute_output_shape(const Shape& s) const {
   check_images(name(), "Resizing", s);
-  return Shape{s[0], height_, width_, s[3]};
+  return Shape{s[0], options_.height, options_.width, s[3]};
+}
+
+namespace {
+// Keras' arithmetic for the aspect-ratio size: a * b / c in float32, truncated.
+std::int64_t scaled(std::int64_t a, std::int64_t b, std::int64_t c) {
+  return static_cast<std::int64_t>(static_cast<float>(a * b) / static_cast<float>(c));
+}
+std::int64_t half(std::int64_t v) { return static_cast<std::int64_t>(static_cast<float>(v) / 2.0f); }
+}  // namespace
+
+Tensor ResizingLayer::crop_to_aspect_ratio(const Tensor& x, const CallContext& ctx) const {
+  const std::int64_t h = x.dim(1), w = x.dim(2);
+  const auto ch = std::clamp<std::int64_t>(scaled(w, options_.height, options_.width), 1, h);
+  const auto cw = std::clamp<std::int64_t>(scaled(h, options_.width, options_.height), 1, w);
+  return crop_images(x, half(h - ch), half(w - cw), ch, cw, name(), ctx);
+}
+
+Tensor ResizingLayer::pad_to_aspect_ratio(const Tensor& x) const {
+  const std::int64_t h = x.dim(1), w = x.dim(2);
+  const std::int64_t top = half(std::max(h, scaled(w, options_.height, options_.width)) - h);
+  const std::int64_t left = half(std::max(w, scaled(h, options_.width, options_.height)) - w);
+  if (top == 0 && left == 0) return x;
+  const Tensor padded = zero_pad2d(x, {top, top, left, left});
+  if (options_.fill_value == 0.0f) return padded;
+  // fill_value on the padding, 0 inside: added, it leaves the image's values as they are.
+  const std::int64_t ph = padded.dim(1), pw = padded.dim(2);
+  std::int64_t fill_bits = 0;
+  std::memcpy(&fill_bits, &options_.fill_value, sizeof(float));
+  const Tensor border = device_constant(
+      {"Resizing fill border: h, w, top, left, fill, dtype",
+       {ph, pw, top, left, fill_bits, static_cast<std::int64_t>(x.dtype())}},
+      1, [&](std::int64_t) {
+        std::vector<float> v(static_cast<std::size_t>(ph * pw), options_.fill_value);
+        for (std::int64_t i = top; i < ph - top; ++i)
+          for (std::int64_t j = left; j < pw - left; ++j) v[static_cast<std::size_t>(i * pw + j)] = 0.0f;
+        return Tensor::from_vector(v, Shape{1, ph, pw, 1}).to(x.dtype());
+      });
+  return add(padded, border);
 }
 
 Tensor ResizingLayer::call(const Tensor& x_in, const CallContext& ctx) const {
   (void)compute_output_shape(x_in.shape());
   Tensor x = autocast(x_in);
-  const std::int64_t h = x.dim(1), w = x.dim(2);
-  if (crop_to_aspect_ratio_ && x.numel() > 0) {
-    // Keras' rule (backend/tensorflow/image.py resize): in float32, then truncated.
-    const auto ch = std::clamp<std::int64_t>(
-        static_cast<std::int64_t>(static_cast<float>(w * height_) / static_cast<float>(width_)), 1, h);
-    const auto cw = std::clamp<std::int64_t>(
-        static_cast<std::int64_t>(static_cast<float>(h * width_) / static_cast<float>(height_)), 1, w);
-    x = crop_images(x, static_cast<std::int64_t>(static_cast<float>(h - ch) / 2.0f),
-                    static_cast<std::int64_t>(static_cast<float>(w - cw) / 2.0f), ch, cw, name(), ctx);
-  }
-  return resize_images(x, height_, width_, parse_interpolation(interpolation_, "Resizing"));
+  if (x.numel() > 0 && options_.crop_to_aspect_ratio) x = crop_to_aspect_ratio(x, ctx);
+  if (x.numel() > 0 && options_.pad_to_aspect_ratio) x = pad_to_aspect_ratio(x);
+  return resize_images(x, options_.height, options_.width, parse_interpolation(options_.interpolation, "Resizing"),
+                       options_.antialias);
 }
 
 json ResizingLayer::get_config() const {
   json c = Layer::get_config();
-  c.update({{"height", height_},
-            {"width", width_},
-            {"interpolation", interpolation_},
-            {"crop_to_aspect_ratio", crop_to_aspect_ratio_}});
+  c.update({{"height", options_.height},
+            {"width", options_.width},
+            {"interpolation", options_.interpolation},
+            {"crop_to_aspect_ratio", options_.crop_to_aspect_ratio},
+            {"pad_to_aspect_ratio", options_.pad_to_aspect_ratio},
+            {"fill_value", options_.fill_value},
+            {"antialias", options_.antialias}});
   return c;
 }
 
 LayerPtr ResizingLayer::from_config(const json& c) {
-  return std::make_shared<ResizingLayer>(
-      c.at("height").get<std::int64_t>(), c.at("width").get<std::int64_t>(),
-      c.value("interpolation", std::string("bilinear")), c.value("crop_to_aspect_ratio", false),
-      c.at("name").get<std::string>());
+  return std::make_shared<ResizingLayer>(ResizingOptions{
+      .height = c.at("height").get<std::int64_t>(),
+      .width = c.at("width").get<std::int64_t>(),
+      .interpolation = c.value("interpolation", std::string("bilinear")),
+      .crop_to_aspect_ratio = c.value("crop_to_aspect_ratio", false),
+      .pad_to_aspect_ratio = c.value("pad_to_aspect_ratio", false),
+      .fill_value = c.value("fill_value", 0.0f),
+      .antialias = c.value("antialias", false),
+      .name = c.at("name").get<std::string>()});
 }
 
 CenterCropLayer::CenterCropLayer(std::int64_t height, std::int64_t width, std::string name)
@@ -114,6 +162,7 @@ LayerPtr Resizing(std::int64_t height, std::int64_t width, const std::string& in
                   bool crop_to_aspect_ratio) {
   return std::make_shared<ResizingLayer>(height, width, interpolation, crop_to_aspect_ratio);
 }
+LayerPtr Resizing(const ResizingOptions& options) { return std::make_shared<ResizingLayer>(options); }
 LayerPtr CenterCrop(std::int64_t height, std::int64_t width) {
   return std::make_shared<CenterCropLayer>(height, width);
 }

@@ -114,9 +114,7 @@ std::vector<LayerClass> builtin_classes() {
       // Keras 3's preprocessing layers inside a model.
       {"Normalization", &NormalizationLayer::from_config},
       {"RandomFlip", &RandomFlipLayer::from_config, kChannelsLast},
-      {"Resizing", &ResizingLayer::from_config,
-       {{"data_format", "channels_last"}, {"pad_to_aspect_ratio", false}, {"fill_mode", "constant"},
-        {"fill_value", 0.0}, {"antialias", false}}},
+      {"Resizing", &ResizingLayer::from_config, {{"data_format", "channels_last"}, {"fill_mode", "constant"}}},
       {"CenterCrop", &CenterCropLayer::from_config, kChannelsLast},
       // Keras 3's SpatialDropout3D (regularization_layers.hpp) and the color augmentations
       // RandomContrast and RandomBrightness (preprocessing_layers.hpp: their seed is their own).

@@ -39,17 +39,20 @@ Tensor matmul(const Tensor& a, const Tensor& b, bool ta, bool tb) {
 
 Tensor batch_matmul(const Tensor& a, const Tensor& b, bool ta, bool tb) {
   detail::check_float("batch_matmul", {&a, &b});
-  LOCKSTEP_CHECK(a.rank() == 3 && b.rank() == 3 && a.dim(0) == b.dim(0), "batch_matmul: expected 3-D tensors ",
-                 "[batch, m, k] and [batch, k, n] of one batch size, got ", a.shape().str(), " and ", b.shape().str());
-  const std::int64_t batch = a.dim(0);
+  LOCKSTEP_CHECK(a.rank() == 3 && b.rank() == 3 && (a.dim(0) == b.dim(0) || a.dim(0) == 1 || b.dim(0) == 1),
+                 "batch_matmul: expected 3-D tensors [batch, m, k] and [batch, k, n] of one batch size (or one of ",
+                 "them a batch of 1), got ", a.shape().str(), " and ", b.shape().str());
+  const std::int64_t batch = a.dim(0) == 1 ? b.dim(0) : a.dim(0);
+  // A batch of 1 is every entry's operand (stride 0).
+  const std::int64_t stride_a = a.dim(0) == 1 ? 0 : a.dim(1) * a.dim(2), stride_b = b.dim(0) == 1 ? 0 : b.dim(1) * b.dim(2);
   const std::int64_t m = ta ? a.dim(2) : a.dim(1), k = ta ? a.dim(1) : a.dim(2);
   const std::int64_t kb = tb ? b.dim(2) : b.dim(1), n = tb ? b.dim(1) : b.dim(2);
   LOCKSTEP_CHECK(k == kb, "batch_matmul: inner dimensions differ: ", a.shape().str(), (ta ? "^T" : ""), " @ ",
                  b.shape().str(), (tb ? "^T" : ""));
   const auto& kt = kern("batch_matmul", a, backend::KernelOp::kBatchGemm);
   Tensor out = Tensor::empty({batch, m, n}, a.dtype());
-  kt.batch_gemm(ctx(), batch, ta, tb, m, n, k, 1.0f, a.raw_data(), a.dim(2), a.dim(1) * a.dim(2), b.raw_data(),
-                b.dim(2), b.dim(1) * b.dim(2), 0.0f, out.raw_data(), n, m * n);
+  kt.batch_gemm(ctx(), batch, ta, tb, m, n, k, 1.0f, a.raw_data(), a.dim(2), stride_a, b.raw_data(), b.dim(2),
+                stride_b, 0.0f, out.raw_data(), n, m * n);
   record_product(OpType::kBatchMatmul, a, b, out, ta, tb);
   return out;
 }

@@ -1,13 +1,15 @@
 // resize_images (Resizing's and UpSampling2D's one resize) against references written here in
-// double from the kernels tf.image.resize(antialias=False) documents and runs: Keys' cubic
-// (a = -0.5, TensorFlow's 1024-step table), Lanczos of radius 3 and 5, area averaging, bilinear and
-// nearest with half-pixel centres; down and up, non-square; names refused with the list.
+// double from the kernels tf.image.resize documents and runs: Keys' cubic (a = -0.5, TensorFlow's
+// 1024-step table), Lanczos of radius 3 and 5, area averaging, bilinear and nearest with
+// half-pixel centres, and with antialias scale_and_translate's kernels widened when shrinking;
+// down and up, non-square; names refused with the list.
 #include "lockstep/layers/image_resize.hpp"
 
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <functional>
+#include <tuple>
 #include <numbers>
 #include <vector>
 
@@ -56,7 +58,35 @@ double lanczos(double r, double x) {
   return r * std::sin(pi * x) * std::sin(pi * x / r) / (pi * pi * x * x);
 }
 
-Matrix reference(std::int64_t in, std::int64_t out, Interpolation method) {
+double triangle(double x) { return std::max(0.0, 1.0 - std::abs(x)); }
+
+// tf.image.resize(antialias=True) for bilinear, bicubic, lanczos3 and lanczos5: the kernel K of
+// radius r (triangle, Keys' cubic without the table, Lanczos) widened by k = max(in / out, 1) over
+// the inputs ceil(c - r k - 0.5) .. floor(c + r k - 0.5), K((j + 0.5 - c) / k), renormalized.
+Matrix antialiased(std::int64_t in, std::int64_t out, Interpolation method) {
+  const double r = method == Interpolation::kBilinear  ? 1
+                   : method == Interpolation::kBicubic ? 2
+                   : method == Interpolation::kLanczos3 ? 3
+                                                        : 5;
+  const auto kernel = [&](double x) {
+    return method == Interpolation::kBilinear  ? triangle(x)
+           : method == Interpolation::kBicubic ? keys_cubic(x)
+                                               : lanczos(r, x);
+  };
+  const double scale = static_cast<double>(in) / static_cast<double>(out), k = std::max(scale, 1.0);
+  Matrix m;
+  for (std::int64_t i = 0; i < out; ++i) {
+    const double c = (static_cast<double>(i) + 0.5) * scale;
+    m.push_back(normalized(in, static_cast<std::int64_t>(std::ceil(c - r * k - 0.5)),
+                           static_cast<std::int64_t>(std::floor(c + r * k - 0.5)),
+                           [&](std::int64_t j) { return kernel((static_cast<double>(j) + 0.5 - c) / k); }));
+  }
+  return m;
+}
+
+Matrix reference(std::int64_t in, std::int64_t out, Interpolation method, bool antialias = false) {
+  if (antialias && method != Interpolation::kNearest && method != Interpolation::kArea)
+    return antialiased(in, out, method);
   Matrix m;
   const double scale = static_cast<double>(in) / static_cast<double>(out);
   for (std::int64_t i = 0; i < out; ++i) {
@@ -115,15 +145,18 @@ std::vector<float> image_values(std::int64_t n, std::int64_t h, std::int64_t w, 
 
 // resize_images(x) against A_h x A_w^T per example and channel, in double.
 void expect_as_reference(std::int64_t h, std::int64_t w, std::int64_t oh, std::int64_t ow,
-                         Interpolation method) {
-  SCOPED_TRACE(testing::Message() << layers::interpolation_name(method) << " (" << h << ", " << w << ") -> ("
-                                  << oh << ", " << ow << ")");
+                         Interpolation method, bool antialias = false) {
+  SCOPED_TRACE(testing::Message() << layers::interpolation_name(method) << (antialias ? " antialiased" : "")
+                                  << " (" << h << ", " << w << ") -> (" << oh << ", " << ow << ")");
   const std::int64_t n = 2, c = 3;
   const std::vector<float> v = image_values(n, h, w, c);
-  const Tensor y = layers::resize_images(Tensor::from_vector(v, Shape{n, h, w, c}), oh, ow, method);
+  const Tensor y = layers::resize_images(Tensor::from_vector(v, Shape{n, h, w, c}), oh, ow, method, antialias);
   ASSERT_EQ(y.shape(), (Shape{n, oh, ow, c}));
   const auto got = y.to_vector<float>();
-  const Matrix ah = reference(h, oh, method), aw = reference(w, ow, method);
+  const Matrix ah = reference(h, oh, method, antialias), aw = reference(w, ow, method, antialias);
+  // TensorFlow places its samples in float: on a long axis they stray from the double reference's
+  // by about in * 2^-24 pixels, between pixels that differ by up to 2 here.
+  const double tolerance = 2e-5 * std::max(1.0, static_cast<double>(std::max(h, w)) / 64.0);
   const auto at = [&](std::int64_t b, std::int64_t i, std::int64_t j, std::int64_t ch) {
     return static_cast<double>(v[static_cast<std::size_t>(((b * h + i) * w + j) * c + ch)]);
   };
@@ -136,7 +169,7 @@ void expect_as_reference(std::int64_t h, std::int64_t w, std::int64_t oh, std::i
             for (std::int64_t q = 0; q < w; ++q)
               want += ah[static_cast<std::size_t>(i)][static_cast<std::size_t>(p)] *
                       aw[static_cast<std::size_t>(j)][static_cast<std::size_t>(q)] * at(b, p, q, ch);
-          EXPECT_NEAR(got[static_cast<std::size_t>(((b * oh + i) * ow + j) * c + ch)], want, 2e-5)
+          EXPECT_NEAR(got[static_cast<std::size_t>(((b * oh + i) * ow + j) * c + ch)], want, tolerance)
               << "at " << b << ", " << i << ", " << j << ", " << ch;
         }
 }
@@ -148,7 +181,37 @@ TEST(ResizeImages, EveryInterpolationAsTensorFlowsKernelsDownUpAndNonSquare) {
     expect_as_reference(4, 9, 10, 4, m);  // rows up, columns down
     expect_as_reference(12, 3, 5, 3, m);  // a factor that is not whole; columns kept
     expect_as_reference(2, 3, 6, 12, m);  // UpSampling2D's whole factors
+    expect_as_reference(300, 2, 7, 3, m);  // rows past the matrix product's 256 inputs: by taps
   }
+}
+
+TEST(ResizeImages, AntialiasWidensTheKernelWhenShrinkingAsScaleAndTranslate) {
+  for (const Interpolation m : {Interpolation::kNearest, Interpolation::kBilinear, Interpolation::kBicubic,
+                                Interpolation::kLanczos3, Interpolation::kLanczos5, Interpolation::kArea}) {
+    expect_as_reference(13, 7, 3, 11, m, true);  // rows down by 13/3, columns up
+    expect_as_reference(4, 20, 10, 6, m, true);  // rows up, columns down by a factor that is not whole
+    expect_as_reference(2, 270, 3, 30, m, true);  // columns past the product's 256 inputs: by taps
+  }
+  // Shrinking 24 -> 3 with antialias: the triangle spans 8 inputs each way, so each output mixes
+  // 2 * 8 inputs at most (16, the edges fewer); without, bilinear mixes 2.
+  EXPECT_EQ(layers::resize_weights(24, 3, Interpolation::kBilinear, true).taps, 16);
+  EXPECT_EQ(layers::resize_weights(24, 3, Interpolation::kBilinear).taps, 2);
+  // Growing, antialias changes nothing for Lanczos (k = 1); nearest and area ignore it.
+  for (const auto& [m, in, out] : {std::tuple{Interpolation::kLanczos3, 5, 9}, {Interpolation::kNearest, 9, 4},
+                                   {Interpolation::kArea, 9, 4}}) {
+    const auto plain = layers::resize_weights(in, out, m), anti = layers::resize_weights(in, out, m, true);
+    EXPECT_EQ(plain.index, anti.index) << layers::interpolation_name(m);
+    EXPECT_EQ(plain.weight, anti.weight) << layers::interpolation_name(m);
+  }
+}
+
+TEST(ResizeImages, SameSizeReturnsTheImagesAsTheyAre) {
+  // tf.image.resize skips a resize to the images' own size, whatever the method: Lanczos' weights
+  // at whole distances are not exactly 0 in float, so computing it would change the bits.
+  const Tensor x = Tensor::from_vector(image_values(2, 4, 5, 3), Shape{2, 4, 5, 3});
+  for (const Interpolation m : {Interpolation::kBicubic, Interpolation::kLanczos3, Interpolation::kLanczos5})
+    EXPECT_EQ(layers::resize_images(x, 4, 5, m, true).to_vector<float>(), x.to_vector<float>())
+        << layers::interpolation_name(m);
 }
 
 TEST(ResizeImages, TapsOfEachMethodAreTheKernelsSupport) {

@@ -191,6 +191,12 @@ std::vector<LayerCase> layer_cases() {
       {"resizing_lanczos5_up_down", [] { return layers::Resizing(9, 4, "lanczos5"); }, {1, 6, 7, 2}},
       {"resizing_area_down", [] { return layers::Resizing(3, 2, "area"); }, {2, 7, 5, 2}},
       {"resizing_bicubic_crop", [] { return layers::Resizing(4, 4, "bicubic", true); }, {1, 5, 7, 2}},
+      {"resizing_antialias_padded",
+       [] {
+         return layers::Resizing({.height = 2, .width = 6, .pad_to_aspect_ratio = true, .fill_value = 0.5f,
+                                  .antialias = true});
+       },
+       {2, 7, 5, 2}},
       {"up_sampling1d", [] { return layers::UpSampling1D(3); }, {2, 3, 2}},
       {"cropping2d", [] { return layers::Cropping2D({Pair{1, 0}, Pair{1, 2}}); }, {2, 4, 5, 2}},
       {"zero_padding1d", [] { return layers::ZeroPadding1D({2, 1}); }, {2, 3, 2}},

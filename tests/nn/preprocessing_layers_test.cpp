@@ -425,8 +425,50 @@ TEST(Resizing, BilinearAndNearestAsTensorFlowsHalfPixelResize) {
   const auto yc = layers::Resizing(3, 3, "bilinear", true)->call(x, CallContext{}).to_vector<float>();
   EXPECT_EQ(yc, std::vector<float>(v.begin(), v.begin() + 9));
   EXPECT_VALUE_ERROR(layers::Resizing(3, 3, "gaussian"), "interpolation 'gaussian'");
-  EXPECT_TRUE(layers::find_layer_class("Resizing")->keras_fixed.contains("antialias"));
+  EXPECT_EQ(layers::find_layer_class("Resizing")->keras_fixed.value("fill_mode", json()), json("constant"));
   const json c = layers::Resizing(3, 5, "nearest", true)->get_config();
+  EXPECT_EQ(layers::find_layer_class("Resizing")->from_config(c)->get_config(), c);
+}
+
+// pad_to_aspect_ratio (Keras' TensorFlow backend, image.py resize): the images padded with
+// fill_value on both sides of one axis by the same number of pixels, int((pad - in) / 2) with pad
+// the size the target's aspect ratio asks for, then resized. Nearest to the padded size shows the
+// padding as it is.
+TEST(Resizing, PadToAspectRatioPadsBothSidesWithFillValueAsKeras) {
+  const Tensor x = images(1, 3, 2);  // 3 rows, 2 columns, 2 channels
+  const auto v = x.to_vector<float>();
+  const auto pixel = [&](std::size_t i, std::size_t j, std::size_t ch) { return v[(i * 2 + j) * 2 + ch]; };
+  // Target 3 x 6 (ratio 2): width pad = int(3 * 6 / 3) = 6, 2 columns each side.
+  layers::ResizingOptions o{.height = 3, .width = 6, .interpolation = "nearest", .pad_to_aspect_ratio = true,
+                            .fill_value = -1.5f};
+  const auto y = layers::Resizing(o)->call(x, CallContext{}).to_vector<float>();
+  ASSERT_EQ(y.size(), 36u);
+  for (std::size_t i = 0; i < 3; ++i)
+    for (std::size_t j = 0; j < 6; ++j)
+      for (std::size_t ch = 0; ch < 2; ++ch)
+        EXPECT_EQ(y[(i * 6 + j) * 2 + ch], j < 2 || j >= 4 ? -1.5f : pixel(i, j - 2, ch)) << i << " " << j;
+  // Target 10 x 2 (rows): pad height int(2 * 10 / 2) = 10, int((10 - 3) / 2) = 3 rows each side,
+  // 9 rows in all (Keras' rule, one short of the ratio), resized (nearest) to 10.
+  o = {.height = 10, .width = 2, .interpolation = "nearest", .pad_to_aspect_ratio = true};
+  const auto z = layers::Resizing(o)->call(x, CallContext{}).to_vector<float>();
+  ASSERT_EQ(z.size(), 40u);
+  for (std::size_t i = 0; i < 10; ++i) {
+    const auto row = static_cast<std::size_t>(std::floor((static_cast<double>(i) + 0.5) * 0.9));  // of 9
+    for (std::size_t j = 0; j < 2; ++j)
+      for (std::size_t ch = 0; ch < 2; ++ch)
+        EXPECT_EQ(z[(i * 2 + j) * 2 + ch], row < 3 || row >= 6 ? 0.0f : pixel(row - 3, j, ch)) << i << " " << j;
+  }
+  // The ratio already right: no padding, the plain resize.
+  o = {.height = 6, .width = 4, .pad_to_aspect_ratio = true, .fill_value = 9.0f};
+  EXPECT_EQ(layers::Resizing(o)->call(x, CallContext{}).to_vector<float>(),
+            layers::Resizing(6, 4)->call(x, CallContext{}).to_vector<float>());
+  // Both ways is refused, as Keras refuses it; the config crosses both ways.
+  o.crop_to_aspect_ratio = true;
+  EXPECT_VALUE_ERROR(layers::Resizing(o), "only one of pad_to_aspect_ratio and crop_to_aspect_ratio");
+  o = {.height = 3, .width = 6, .pad_to_aspect_ratio = true, .fill_value = 0.5f, .antialias = true};
+  const json c = layers::Resizing(o)->get_config();
+  EXPECT_EQ(c.at("fill_value"), 0.5);
+  EXPECT_EQ(c.at("antialias"), true);
   EXPECT_EQ(layers::find_layer_class("Resizing")->from_config(c)->get_config(), c);
 }
 

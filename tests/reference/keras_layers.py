@@ -25,7 +25,8 @@ Keras 3's preprocessing layers in a model: Normalization adapted by Keras (per c
 feature, over everything with axis=None, inverted) and given mean and variance, with RandomFlip (the
 identity in predict); the adapted statistics are Keras' weights (its int64 count included) both ways;
 Resizing (bilinear and nearest, down and up, crop_to_aspect_ratio) and CenterCrop; Resizing and
-UpSampling2D with bicubic, lanczos3, lanczos5 and area. RandomContrast and RandomBrightness (the
+UpSampling2D with bicubic, lanczos3, lanczos5 and area, Resizing with antialias and
+pad_to_aspect_ratio. RandomContrast and RandomBrightness (the
 identity in predict; factor, value_range and seed both ways) and SpatialDropout3D in both data formats.
 RandomTranslation, RandomRotation and RandomZoom (the identity in predict; factors, fill_mode,
 interpolation, fill_value and seed both ways), and affine_transform against
@@ -407,7 +408,8 @@ def keras_regularization_models():
 def keras_resize_model():
     """Every interpolation of tf.image.resize that Keras 3 names, down and up, non-square: Resizing
     bicubic (and cropped to the aspect ratio), lanczos5 then lanczos3, area after UpSampling2D's
-    lanczos3, bicubic and lanczos5, behind a 1x1 convolution; Flatten sees every pixel."""
+    lanczos3, bicubic and lanczos5, antialiased shrinks, padded to the aspect ratio, behind a 1x1
+    convolution; Flatten sees every pixel."""
     keras.utils.set_random_seed(22)
     L = keras.layers
     inp = keras.Input((7, 6, 3))
@@ -418,7 +420,15 @@ def keras_resize_model():
         L.Resizing(5, 4, interpolation="lanczos3")(L.Resizing(11, 3, interpolation="lanczos5")(x)),
         L.Resizing(5, 4, interpolation="area")(L.UpSampling2D((2, 2), interpolation="lanczos3")(x)),
         L.Resizing(5, 4, interpolation="area")(L.UpSampling2D((1, 3), interpolation="bicubic")(x)),
-        L.Resizing(5, 4, interpolation="bilinear")(L.UpSampling2D((3, 2), interpolation="lanczos5")(x))])
+        L.Resizing(5, 4, interpolation="bilinear")(L.UpSampling2D((3, 2), interpolation="lanczos5")(x)),
+        # antialias (a shrinking kernel widened) and pad_to_aspect_ratio with a fill_value.
+        L.Resizing(5, 4, interpolation="bilinear", antialias=True)(L.Resizing(3, 2, antialias=True)(x)),
+        L.Resizing(5, 4, interpolation="bicubic", antialias=True)(
+            L.Resizing(2, 5, interpolation="lanczos3", antialias=True)(x)),
+        L.Resizing(5, 4, interpolation="area")(
+            L.Resizing(4, 8, interpolation="lanczos5", antialias=True, pad_to_aspect_ratio=True, fill_value=0.5)(x)),
+        L.Resizing(5, 4, pad_to_aspect_ratio=True, fill_value=-0.25)(x),
+        L.Resizing(5, 4, interpolation="nearest")(L.Resizing(8, 2, "nearest", pad_to_aspect_ratio=True)(x))])
     return keras.Model(inp, L.Dense(2)(L.Flatten()(x)), name="keras_resize")
 
 
@@ -601,7 +611,7 @@ def main():
               "Normalization: lockstep's file holds Keras' mean, variance and int64 count")
     both_ways(tabular, table, d, cli, driver, "Normalization per feature, axis=None, given and inverted")
     both_ways(keras_resize_model(), np.random.RandomState(22).normal(0, 2, (8, 7, 6, 3)).astype(np.float32), d, cli,
-              driver, "Resizing and UpSampling2D bicubic, lanczos3, lanczos5 and area")
+              driver, "Resizing and UpSampling2D bicubic, lanczos3, lanczos5 and area; antialias; pad_to_aspect_ratio")
     # RandomContrast, RandomBrightness and SpatialDropout3D: predict's identity, configs both ways.
     colour, volumes = keras_random_colour_models()
     back = both_ways(colour, np.random.RandomState(24).uniform(0, 1, (8, 6, 5, 3)).astype(np.float32), d, cli,

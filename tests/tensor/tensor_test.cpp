@@ -190,6 +190,25 @@ TEST(BatchMatmul, EachEntryIsMatmulOfThatEntry) {
   }
 }
 
+// A batch of 1 serves every entry of the other operand's batch, as numpy's matmul broadcasts it:
+// each entry is matmul's with that one matrix, and an empty batch gives an empty product.
+TEST(BatchMatmul, ABatchOfOneServesEveryEntry) {
+  std::vector<float> av(3 * 4), bv(3 * 4 * 5);
+  for (std::size_t i = 0; i < av.size(); ++i) av[i] = std::sin(static_cast<float>(i)) * 0.7f;
+  for (std::size_t i = 0; i < bv.size(); ++i) bv[i] = std::cos(static_cast<float>(i)) * 1.3f;
+  const Tensor a = Tensor::from_vector<float>(av, {1, 3, 4}), b = Tensor::from_vector<float>(bv, {3, 4, 5});
+  const Tensor out = batch_matmul(a, b);
+  ASSERT_EQ(out.shape(), (Shape{3, 3, 5}));
+  const Tensor bt = batch_matmul(b, a, true, true);  // b[i]^T (5, 4) @ a^T (4, 3)
+  ASSERT_EQ(bt.shape(), (Shape{3, 5, 3}));
+  for (std::int64_t i = 0; i < 3; ++i) {
+    const Tensor bi = b.slice(i, i + 1).reshape({4, 5});
+    EXPECT_TRUE(out.slice(i, i + 1).reshape({3, 5}).bitwise_equal(matmul(a.reshape({3, 4}), bi))) << i;
+    EXPECT_TRUE(bt.slice(i, i + 1).reshape({5, 3}).bitwise_equal(matmul(bi, a.reshape({3, 4}), true, true))) << i;
+  }
+  EXPECT_EQ(batch_matmul(a, Tensor::zeros({0, 4, 5})).shape(), (Shape{0, 3, 5}));
+}
+
 TEST(BatchMatmul, MismatchedShapesNameBoth) {
   const Tensor a = Tensor::zeros({2, 3, 4}), b = Tensor::zeros({3, 4, 5}), c = Tensor::zeros({2, 5, 5});
   const std::string batch = test::message_of([&] { (void)batch_matmul(a, b); });

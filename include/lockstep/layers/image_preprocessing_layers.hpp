@@ -8,16 +8,30 @@
 
 namespace lockstep::layers {
 
-/// Keras 3's Resizing(height, width, interpolation="bilinear", crop_to_aspect_ratio) on NHWC
-/// images, in training and inference alike: tf.image.resize without antialiasing (what Keras'
-/// TensorFlow backend runs), interpolation "bilinear", "nearest", "bicubic", "lanczos3",
-/// "lanczos5" or "area" (resize_images, layers/image_resize.hpp, says each one's rule).
-/// crop_to_aspect_ratio first crops the centre to the target's aspect ratio (Keras' rule).
-/// Gathers and weights from kept constants, so CPU, GPU, gradients and captured steps.
-/// pad_to_aspect_ratio, antialias=True and other interpolations are refused by name (from a
-/// .keras file too).
+/// Keras 3's Resizing arguments (layers/preprocessing/image_preprocessing/resizing.py), with its
+/// defaults: the target height and width, interpolation "bilinear", "nearest", "bicubic",
+/// "lanczos3", "lanczos5" or "area" (resize_images, layers/image_resize.hpp, says each one's
+/// rule), antialias (tf.image.resize's: a shrinking kernel widened; bilinear, bicubic and the
+/// lanczos ones), crop_to_aspect_ratio (crop the centre to the target's aspect ratio first) or
+/// pad_to_aspect_ratio (pad both sides with fill_value to it first), not both. Keras' fill_mode
+/// takes only "constant" and data_format only "channels_last" here (the registry refuses others).
+struct ResizingOptions {
+  std::int64_t height = 0, width = 0;
+  std::string interpolation = "bilinear";
+  bool crop_to_aspect_ratio = false;
+  bool pad_to_aspect_ratio = false;
+  float fill_value = 0.0f;
+  bool antialias = false;
+  std::string name;
+};
+
+/// Keras 3's Resizing on NHWC images, in training and inference alike, as its TensorFlow backend
+/// runs it (backend/tensorflow/image.py resize): the centre crop or the padding to the target's
+/// aspect ratio, then tf.image.resize. Gathers and weights from kept constants, so CPU, GPU,
+/// gradients and captured steps.
 class ResizingLayer final : public Layer {
  public:
+  explicit ResizingLayer(ResizingOptions options);
   ResizingLayer(std::int64_t height, std::int64_t width, std::string interpolation = "bilinear",
                 bool crop_to_aspect_ratio = false, std::string name = "");
   std::string class_name() const override { return "Resizing"; }
@@ -28,11 +42,14 @@ class ResizingLayer final : public Layer {
   /// Keras' Resizing.call(data, training=True) (BaseImagePreprocessingLayer): the value it writes
   /// in a file follows the model's mode.
   std::optional<bool> keras_training_default() const override { return true; }
+  const ResizingOptions& options() const { return options_; }
 
  private:
-  std::int64_t height_, width_;
-  std::string interpolation_;
-  bool crop_to_aspect_ratio_;
+  // Keras' pad_to_aspect_ratio: x padded with fill_value at top and bottom, or left and right,
+  // by the same number of pixels, towards the target's aspect ratio.
+  Tensor pad_to_aspect_ratio(const Tensor& x) const;
+  Tensor crop_to_aspect_ratio(const Tensor& x, const CallContext& ctx) const;
+  ResizingOptions options_;
 };
 
 /// Keras 3's CenterCrop(height, width): the centre (height, width) of NHWC images, starting at
@@ -56,6 +73,7 @@ class CenterCropLayer final : public Layer {
 
 LayerPtr Resizing(std::int64_t height, std::int64_t width, const std::string& interpolation = "bilinear",
                   bool crop_to_aspect_ratio = false);
+LayerPtr Resizing(const ResizingOptions& options);
 LayerPtr CenterCrop(std::int64_t height, std::int64_t width);
 
 }  // namespace lockstep::layers

@@ -1,6 +1,6 @@
 #pragma once
-// Image resizing, the one owner of it: tf.image.resize without antialiasing, which Keras 3's
-// Resizing layer, UpSampling2D (all but "nearest") and keras.ops.image.resize run on the
+// Image resizing, the one owner of it: tf.image.resize, which Keras 3's Resizing layer,
+// UpSampling2D (all but "nearest", never antialiased) and keras.ops.image.resize run on the
 // TensorFlow backend (keras/src/backend/tensorflow/image.py resize).
 #include <cstdint>
 #include <string>
@@ -19,12 +19,16 @@ namespace lockstep::layers {
 ///   floor(s) - 1 .. floor(s) + 2, its weights read from TensorFlow's table of 1024 steps
 ///   (t rounded to the nearest 1/1024); inputs outside the image get no weight and the others
 ///   are renormalized to sum to 1.
-/// - lanczos3, lanczos5 (scale_and_translate, kernel radius r = 3 or 5, no antialias: the
-///   kernel is not widened when shrinking): sample c = (i + 0.5) / (out / in); the inputs j with
-///   ceil(c - r - 0.5) <= j <= floor(c + r - 0.5) inside the image, weighted
-///   L(j + 0.5 - c) = r sin(pi x) sin(pi x / r) / (pi x)^2 and renormalized to sum to 1.
+/// - lanczos3, lanczos5 (scale_and_translate, kernel radius r = 3 or 5): sample c = (i + 0.5) /
+///   (out / in); the inputs j with ceil(c - r k - 0.5) <= j <= floor(c + r k - 0.5) inside the
+///   image, weighted K((j + 0.5 - c) / k), K(x) = L(x) = r sin(pi x) sin(pi x / r) / (pi x)^2, and
+///   renormalized to sum to 1. k, the kernel's widening, is 1 without antialias; with it, k =
+///   max(in / out, 1): a shrinking kernel covers every input it shrinks over.
 /// - area (resize_area, no half-pixel centres): output i averages the inputs over
 ///   [i * scale, (i + 1) * scale), each weighted by the length of it that it covers.
+/// With antialias (tf.image.resize(antialias=True)), bilinear and bicubic are scale_and_translate
+/// too, as the lanczos ones, with the kernels K(x) = max(1 - |x|, 0) ("triangle", r = 1) and
+/// Keys' cubic with a = -0.5 in float ("keyscubic", r = 2); nearest and area ignore it.
 enum class Interpolation { kNearest, kBilinear, kBicubic, kLanczos3, kLanczos5, kArea };
 
 /// The interpolation Keras names `name`; anything else is refused with a message that starts
@@ -40,15 +44,20 @@ struct ResizeWeights {
   std::vector<float> weight;
 };
 /// The weights of one axis resized from `in` to `out` pixels by `method` (both positive).
-ResizeWeights resize_weights(std::int64_t in, std::int64_t out, Interpolation method);
+ResizeWeights resize_weights(std::int64_t in, std::int64_t out, Interpolation method, bool antialias = false);
 
 /// NHWC images x (N, H, W, C) resized to (N, out_h, out_w, C) by `method`: separably, one axis
-/// after the other (the one that leaves the smaller intermediate first), each a gather of all its
-/// taps' rows by a kept index constant, a multiply by a kept weight constant and a sum over the
-/// taps (device_constant: captured steps copy nothing), the width's with the columns made the
-/// outer axis by a transpose, so that its index is the columns' alone, not every row's. Recorded
-/// ops carry the gradients, on the CPU and the GPU alike. Nearest is one gather of whole pixels.
-/// An axis that keeps its size where the method maps each output to its input alone is not computed.
-Tensor resize_images(const Tensor& x, std::int64_t out_h, std::int64_t out_w, Interpolation method);
+/// after the other (the one that leaves the smaller intermediate first), the width's with the
+/// columns made the outer axis by a transpose. An axis of up to 256 inputs is a matrix product
+/// with its weights laid out dense (one kept constant, batch_matmul's batch of 1); a longer one a
+/// gather of all its taps' rows by a kept index constant, a multiply by a kept weight constant and
+/// a sum over the taps (device_constant: captured steps copy nothing; the width's index is the
+/// columns' alone, not every row's). Recorded ops carry the gradients, on the CPU and the GPU
+/// alike. Nearest is one gather of whole pixels.
+/// Images that keep both sizes are returned as they are (tf.image.resize's skip_resize_if_same,
+/// whatever the method); an axis that keeps its size where the method maps each output to its
+/// input alone is not computed.
+Tensor resize_images(const Tensor& x, std::int64_t out_h, std::int64_t out_w, Interpolation method,
+                     bool antialias = false);
 
 }  // namespace lockstep::layers

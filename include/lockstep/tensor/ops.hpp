@@ -71,7 +71,8 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
 /// 2-D matrix product op(a) @ op(b).
 Tensor matmul(const Tensor& a, const Tensor& b, bool transpose_a = false, bool transpose_b = false);
 /// Batched matrix product: out[i] = op(a[i]) @ op(b[i]) for a [batch, m, k] and b [batch, k, n]
-/// (as transposed), out [batch, m, n]; each entry's bits are matmul's of that entry.
+/// (as transposed), out [batch, m, n]; each entry's bits are matmul's of that entry. An operand
+/// of batch 1 serves every entry of the other's batch (numpy's broadcast), read in place.
 Tensor batch_matmul(const Tensor& a, const Tensor& b, bool transpose_a = false, bool transpose_b = false);
 enum class FusedActivation { kNone, kRelu };
 /// x (N, in) @ kernel (in, out) + bias (out) [, relu]; bias may be undefined. One pass over the output.
