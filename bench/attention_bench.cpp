@@ -9,23 +9,15 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <random>
 
 #include "lockstep/autograd/gradient_tape.hpp"
 #include "lockstep/tensor/attention.hpp"
 #include "lockstep/tensor/compute_context.hpp"
+#include "random_tensor.hpp"
 
 using namespace lockstep;
 
 namespace {
-Tensor random(const Shape& s, std::uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
-  std::vector<float> v(static_cast<std::size_t>(s.numel()));
-  for (auto& x : v) x = u(rng);
-  return Tensor::from_vector(v, s);
-}
-
 // Milliseconds per call of f, over enough calls to fill about 20 ms.
 template <typename F>
 double ms_per_call(F&& f) {
@@ -61,8 +53,8 @@ int main(int argc, char** argv) {
   for (const Case c : {Case{16, 4, 49, 16, false}, Case{16, 4, 64, 32, true}, Case{16, 4, 128, 32, false},
                        Case{2, 4, 512, 64, true}, Case{1, 1, 4096, 64, true}}) {
     if (only_t != 0 && c.t != only_t) continue;
-    const Tensor q = random({c.b, c.h, c.t, c.d}, 1), k = random({c.b, c.h, c.t, c.d}, 2),
-                 v = random({c.b, c.h, c.t, c.d}, 3), dy = random({c.b, c.h, c.t, c.d}, 4);
+    const Tensor q = random_tensor({c.b, c.h, c.t, c.d}, 1), k = random_tensor({c.b, c.h, c.t, c.d}, 2),
+                 v = random_tensor({c.b, c.h, c.t, c.d}, 3), dy = random_tensor({c.b, c.h, c.t, c.d}, 4);
     const AttentionOptions o{.causal = c.causal};
     for (bool backward : {false, true}) {
       std::vector<double> ms[2], ratio;

@@ -9,22 +9,14 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <random>
 #include <vector>
 
 #include "lockstep/lockstep.hpp"
+#include "random_tensor.hpp"
 
 using namespace lockstep;
 
 namespace {
-Tensor random_tensor(const Shape& s, std::uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
-  std::vector<float> v(static_cast<std::size_t>(s.numel()));
-  for (auto& x : v) x = u(rng);
-  return Tensor::from_vector(v, s);
-}
-
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v[v.size() / 2];

@@ -7,25 +7,17 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <random>
 #include <string>
 #include <vector>
 
 #include "lockstep/layers/image_resize.hpp"
 #include "lockstep/lockstep.hpp"
+#include "random_tensor.hpp"
 #include "median.hpp"
 
 using namespace lockstep;
 
 namespace {
-Tensor random_tensor(const Shape& s, std::uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
-  std::vector<float> v(static_cast<std::size_t>(s.numel()));
-  for (auto& x : v) x = u(rng);
-  return Tensor::from_vector(v, s);
-}
-
 std::int64_t positive(const char* arg, const char* what) {
   const long long v = std::atoll(arg);
   if (v <= 0) {
