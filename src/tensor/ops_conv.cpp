@@ -138,6 +138,10 @@ backend::Conv2dDesc conv_desc(const char* op, const Shape& x, const Shape& k, co
   d.ow = window_output_size(d.w, d.kw, d.stride_w, d.dilation_w, d.pad_left, d.pad_right);
   LOCKSTEP_CHECK(d.oh > 0 && d.ow > 0, op, ": the ", k[0], "x", k[1], " kernel (dilation ", pair_str(o.dilation),
                  ") is larger than the padded ", d.h, "x", d.w, " input ", x.str());
+  // One example's element counts, in and out, fit in 64 bits (Shape::numel refuses an overflow by
+  // name, whatever the batch): the ops and kernels multiply them (a hostile file's 2^40 strides).
+  (void)Shape{d.h, d.w, d.c}.numel();
+  (void)Shape{d.oh, d.ow, d.oc}.numel();
   return d;
 }
 
