@@ -73,8 +73,15 @@ def test_resizing_and_center_crop_take_keras_arguments():
     blocks = (x[:, 0::2, 0::2] + x[:, 0::2, 1::2] + x[:, 1::2, 0::2] + x[:, 1::2, 1::2]) / 4
     np.testing.assert_allclose(predict(layers.Resizing(2, 3), x), blocks, rtol=1e-6)
     np.testing.assert_array_equal(predict(layers.CenterCrop(2, 2), x), x[:, 1:3, 2:4])
-    with pytest.raises(ValueError, match="antialias"):
-        layers.Resizing(2, 3, antialias=True)
+    # antialias widens a shrink's kernel (tf.image.resize's): the triangle reaches a third input.
+    smooth = predict(layers.Resizing(2, 3, antialias=True), x)
+    assert smooth.shape == blocks.shape and not np.allclose(smooth, blocks)
+    # pad_to_aspect_ratio: 4x6 to the ratio 3 is 4x12, 3 columns of fill_value each side.
+    padded = predict(layers.Resizing(4, 12, "nearest", pad_to_aspect_ratio=True, fill_value=-1.0), x)
+    np.testing.assert_array_equal(padded[:, :, 3:9], x)
+    assert (padded[:, :, :3] == -1).all() and (padded[:, :, 9:] == -1).all()
+    with pytest.raises(ValueError, match="only one of"):
+        layers.Resizing(2, 3, crop_to_aspect_ratio=True, pad_to_aspect_ratio=True)
 
 
 def test_random_contrast_and_brightness_take_keras_arguments_and_scale_each_image_once():
