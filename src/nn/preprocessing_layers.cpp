@@ -296,9 +296,7 @@ Shape RandomFlipLayer::compute_output_shape(const Shape& s) const {
 
 void RandomFlipLayer::build_impl(const Shape& s, std::uint64_t seed) {
   (void)compute_output_shape(s);
-  // A seed given to the layer picks its own stream of coins; else the model's, per layer (Dropout's).
-  stream_ =
-      options_.seed ? mix_seed(0x52616e646f6d466cULL, static_cast<std::uint64_t>(*options_.seed)) : seed;
+  stream_ = layer_stream(0x52616e646f6d466cULL, options_.seed, seed);
 }
 
 Tensor RandomFlipLayer::call(const Tensor& x_in, const CallContext& ctx) const {
@@ -387,10 +385,6 @@ void check_images(const Layer& layer, const Shape& s) {
                  ") needs batched images (batch, height, width, channels), channels_last, got ", s.str());
 }
 
-// A seed given to the layer picks its own stream; else the model's, per layer (Dropout's).
-std::uint64_t color_stream(std::uint64_t tag, const std::optional<std::int64_t>& own, std::uint64_t model_seed) {
-  return own ? mix_seed(tag, static_cast<std::uint64_t>(*own)) : model_seed;
-}
 
 // One uniform draw in [lo, hi) per image of x, as (batch, 1, 1, 1): Keras' random.uniform(shape=
 // (batch, 1, 1, 1), minval, maxval), minval + u * (maxval - minval), u the unit (example, 0) of
@@ -437,7 +431,7 @@ Shape RandomColorLayer::compute_output_shape(const Shape& s) const {
 
 void RandomColorLayer::build_impl(const Shape& s, std::uint64_t seed) {
   check_images(*this, s);
-  stream_ = color_stream(tag_, options_.seed, seed);
+  stream_ = layer_stream(tag_, options_.seed, seed);
 }
 
 Tensor RandomColorLayer::call(const Tensor& x_in, const CallContext& ctx) const {

@@ -133,8 +133,7 @@ Shape RandomAffineLayer::compute_output_shape(const Shape& s) const {
 
 void RandomAffineLayer::build_impl(const Shape& s, std::uint64_t seed) {
   check_images(*this, s);
-  // A seed given to the layer picks its own stream; else the model's, per layer (Dropout's).
-  stream_ = options_.seed ? mix_seed(tag_, static_cast<std::uint64_t>(*options_.seed)) : seed;
+  stream_ = layer_stream(tag_, options_.seed, seed);
 }
 
 Tensor RandomAffineLayer::call(const Tensor& x_in, const CallContext& ctx) const {

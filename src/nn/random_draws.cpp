@@ -4,6 +4,10 @@
 
 namespace lockstep::layers {
 
+std::uint64_t layer_stream(std::uint64_t tag, const std::optional<std::int64_t>& own_seed, std::uint64_t model_seed) {
+  return own_seed ? mix_seed(tag, static_cast<std::uint64_t>(*own_seed)) : model_seed;
+}
+
 DropoutKey random_key(const CallContext& ctx, std::uint64_t stream) {
   return DropoutKey{.seed = ctx.seed,
                     .stream = stream,

@@ -4,6 +4,7 @@
 // RandomZoom), owned here: which key a call draws with, and dropout's kept-unit mask (the noise,
 // the colour factors and the geometric draws are ops_random.hpp's draws under that key).
 #include <cstdint>
+#include <optional>
 
 #include "lockstep/layers/layer.hpp"
 #include "lockstep/tensor/ops.hpp"
@@ -15,6 +16,11 @@ namespace lockstep::layers {
 /// with each step's draws) and the global index of the batch's first example, so that replicas
 /// draw what one device draws for the same examples.
 DropoutKey random_key(const CallContext& ctx, std::uint64_t stream);
+
+/// A layer's stream: a seed given to the layer (Keras' seed argument, kept in .keras files) picks
+/// its own, mixed with `tag`, the layer class's; without one, the model's per-layer build seed
+/// `model_seed` (Dropout's).
+std::uint64_t layer_stream(std::uint64_t tag, const std::optional<std::int64_t>& own_seed, std::uint64_t model_seed);
 
 /// Dropout's kept-unit mask of `rows` examples of `units` units each: 1 / (1 - rate) where a
 /// unit is kept, 0 where it is dropped, in `dtype` on the current device, shape (rows, units).
