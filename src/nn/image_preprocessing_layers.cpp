@@ -11,6 +11,7 @@
 #include "lockstep/layers/image_resize.hpp"
 #include "lockstep/tensor/device_constant.hpp"
 #include "lockstep/tensor/ops.hpp"
+#include "nn/image_layer_args.hpp"
 
 namespace lockstep::layers {
 
@@ -18,11 +19,6 @@ using nlohmann::json;
 
 // ---- Resizing, CenterCrop ----
 namespace {
-void check_images(const std::string& name, const char* cls, const Shape& s) {
-  LOCKSTEP_CHECK(s.rank() == 4, "layer '", name, "' (", cls,
-                 ") needs batched images (batch, height, width, channels), ", "channels_last, got ", s.str());
-}
-
 // The centre (h, w) of x's images, starting at (top, left): Cropping2D's gather.
 Tensor crop_images(const Tensor& x, std::int64_t top, std::int64_t left, std::int64_t h, std::int64_t w,
                    const std::string& name, const CallContext& ctx) {
@@ -52,7 +48,7 @@ ResizingLayer::ResizingLayer(std::int64_t height, std::int64_t width, std::strin
                                     .name = std::move(name)}) {}
 
 Shape ResizingLayer::compute_output_shape(const Shape& s) const {
-  check_images(name(), "Resizing", s);
+  check_images(*this, s);
   return Shape{s[0], options_.height, options_.width, s[3]};
 }
 
@@ -134,7 +130,7 @@ CenterCropLayer::CenterCropLayer(std::int64_t height, std::int64_t width, std::s
 }
 
 Shape CenterCropLayer::compute_output_shape(const Shape& s) const {
-  check_images(name(), "CenterCrop", s);
+  check_images(*this, s);
   LOCKSTEP_CHECK((s[1] < 0 || s[1] >= height_) && (s[2] < 0 || s[2] >= width_), "layer '", name(),
                  "' (CenterCrop): images ", s.str(), " are smaller than the crop (", height_, ", ", width_,
                  "), which Keras resizes instead (smart_resize) and lockstep does not support");

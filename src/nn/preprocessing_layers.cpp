@@ -13,7 +13,7 @@
 #include "lockstep/layers/layer_registry.hpp"
 #include "lockstep/tensor/device_constant.hpp"
 #include "lockstep/tensor/ops_random.hpp"
-#include "nn/keras_factor.hpp"
+#include "nn/image_layer_args.hpp"
 #include "nn/random_draws.hpp"
 
 namespace lockstep::layers {
@@ -288,9 +288,7 @@ RandomFlipLayer::RandomFlipLayer(RandomFlipOptions options)
 }
 
 Shape RandomFlipLayer::compute_output_shape(const Shape& s) const {
-  LOCKSTEP_CHECK(s.rank() == 4, "layer '", name(),
-                 "' (RandomFlip) needs batched images (batch, height, width, ",
-                 "channels), channels_last, got ", s.str());
+  check_images(*this, s);
   return s;
 }
 
@@ -328,61 +326,24 @@ Tensor RandomFlipLayer::call(const Tensor& x_in, const CallContext& ctx) const {
 json RandomFlipLayer::get_config() const {
   json c = Layer::get_config();
   c["mode"] = options_.mode;
-  c["seed"] = options_.seed ? json(*options_.seed) : json(nullptr);
+  c["seed"] = own_seed_json(options_.seed);
   return c;
 }
 
 LayerPtr RandomFlipLayer::from_config(const json& c) {
   RandomFlipOptions o;
   o.mode = c.value("mode", std::string("horizontal_and_vertical"));
-  const json& seed = c.value("seed", json());
-  if (!seed.is_null()) o.seed = seed.get<std::int64_t>();
+  o.seed = own_seed_from_config(c, "RandomFlip");
   o.name = c.at("name").get<std::string>();
   return std::make_shared<RandomFlipLayer>(std::move(o));
 }
 
 // ---- RandomContrast, RandomBrightness (random_contrast.py, random_brightness.py) ----
-std::string floats_str(const std::vector<float>& v) {
-  std::string s = "(";
-  for (std::size_t i = 0; i < v.size(); ++i) {
-    std::ostringstream o;
-    o << v[i];
-    s += (i ? ", " : "") + o.str();
-  }
-  return s + ")";
-}
-
-// Keras' BaseImagePreprocessingLayer._set_factor with its _FACTOR_BOUNDS (lo, hi): (lower, upper).
-std::pair<float, float> keras_factor(const char* cls, const std::vector<float>& f, float lo, float hi) {
-  const auto message = [&] {
-    std::ostringstream o;
-    o << cls << ": the `factor` argument should be a number (or a list of two numbers) in the range [" << lo << ", "
-      << hi << "]. Received: factor=";
-    if (f.size() == 1)
-      o << f[0];
-    else
-      o << floats_str(f);
-    return o.str();
-  };
-  if (f.size() == 2) {
-    LOCKSTEP_CHECK(!(f[0] > hi || f[1] < lo), message());
-    return {std::min(f[0], f[1]), std::max(f[0], f[1])};
-  }
-  LOCKSTEP_CHECK(f.size() == 1 && f[0] >= lo && f[0] <= hi, message());
-  const float a = std::fabs(f[0]);
-  return {std::max(-a, lo), a};
-}
-
 namespace {
 
 void check_value_range(const char* cls, const std::vector<float>& v) {
   LOCKSTEP_CHECK(v.size() == 2, cls, ": the `value_range` argument should be a list of two numbers. Received: ",
                  "value_range=", floats_str(v));
-}
-
-void check_images(const Layer& layer, const Shape& s) {
-  LOCKSTEP_CHECK(s.rank() == 4, "layer '", layer.name(), "' (", layer.class_name(),
-                 ") needs batched images (batch, height, width, channels), channels_last, got ", s.str());
 }
 
 
@@ -398,7 +359,7 @@ Tensor per_image_uniform(const Tensor& x, float lo, float hi, const DropoutKey& 
 json color_config(json c, const RandomColorOptions& o, float lower, float upper) {
   c["factor"] = json::array({lower, upper});
   c["value_range"] = o.value_range;
-  c["seed"] = o.seed ? json(*o.seed) : json(nullptr);
+  c["seed"] = own_seed_json(o.seed);
   return c;
 }
 
@@ -409,13 +370,11 @@ RandomColorOptions sorted_range(const char* cls, RandomColorOptions o) {
   return o;
 }
 
-RandomColorOptions color_options(const json& c) {
+RandomColorOptions color_options(const json& c, const char* cls) {
   RandomColorOptions o;
-  const json& f = c.at("factor");
-  o.factor = f.is_array() ? f.get<std::vector<float>>() : std::vector<float>{f.get<float>()};
+  o.factor = factor_from_json(c.at("factor"), cls, "factor");
   if (c.contains("value_range")) o.value_range = c.at("value_range").get<std::vector<float>>();
-  const json& seed = c.value("seed", json());
-  if (!seed.is_null()) o.seed = seed.get<std::int64_t>();
+  o.seed = own_seed_from_config(c, cls);
   o.name = c.at("name").get<std::string>();
   return o;
 }
@@ -463,7 +422,7 @@ Tensor RandomContrastLayer::transform(const Tensor& x, const Tensor& factor) con
 }
 
 LayerPtr RandomContrastLayer::from_config(const json& c) {
-  return std::make_shared<RandomContrastLayer>(color_options(c));
+  return std::make_shared<RandomContrastLayer>(color_options(c, "RandomContrast"));
 }
 
 // Keras' default _FACTOR_BOUNDS = (-1, 1): a number f is (-f, f); value_range sorted as Keras'
@@ -481,7 +440,7 @@ Tensor RandomBrightnessLayer::transform(const Tensor& x, const Tensor& delta) co
 }
 
 LayerPtr RandomBrightnessLayer::from_config(const json& c) {
-  return std::make_shared<RandomBrightnessLayer>(color_options(c));
+  return std::make_shared<RandomBrightnessLayer>(color_options(c, "RandomBrightness"));
 }
 
 LayerPtr Normalization(NormalizationOptions options) {

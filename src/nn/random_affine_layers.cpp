@@ -8,7 +8,7 @@
 #include "lockstep/layers/layer_registry.hpp"
 #include "lockstep/tensor/device_constant.hpp"
 #include "lockstep/tensor/ops_random.hpp"
-#include "nn/keras_factor.hpp"
+#include "nn/image_layer_args.hpp"
 #include "nn/random_draws.hpp"
 
 namespace lockstep::layers {
@@ -17,11 +17,6 @@ namespace {
 using nlohmann::json;
 
 constexpr double kPi = 3.14159265358979323846;
-
-void check_images(const Layer& layer, const Shape& s) {
-  LOCKSTEP_CHECK(s.rank() == 4, "layer '", layer.name(), "' (", layer.class_name(),
-                 ") needs batched images (batch, height, width, channels), channels_last, got ", s.str());
-}
 
 // Keras' interpolation names of these layers (_SUPPORTED_INTERPOLATION).
 Interpolation affine_interpolation(const std::string& name, const char* cls) {
@@ -48,19 +43,6 @@ std::pair<float, float> own_factor(const char* cls, const char* arg, const Keras
 
 // A factor as Keras writes it: a number, or the list as given.
 json factor_json(const KerasFactor& f) { return f.size() == 1 ? json(f[0]) : json(f); }
-
-KerasFactor factor_from_json(const json& j, const char* cls, const char* arg) {
-  if (j.is_number()) return {j.get<float>()};
-  LOCKSTEP_CHECK(j.is_array(), cls, ": `", arg, "` must be a number or a list of two numbers, got ",
-                 j.dump().substr(0, 200));
-  KerasFactor f;
-  for (const json& v : j) {
-    LOCKSTEP_CHECK(v.is_number(), cls, ": `", arg, "` must be a number or a list of two numbers, got ",
-                   j.dump().substr(0, 200));
-    f.push_back(v.get<float>());
-  }
-  return f;
-}
 
 // A float32 (n, 1) column of v on the current device.
 Tensor constant_column(std::int64_t n, float v) {
@@ -154,7 +136,7 @@ json RandomAffineLayer::get_config() const {
   c["fill_mode"] = options_.fill_mode;
   c["interpolation"] = options_.interpolation;
   c["fill_value"] = options_.fill_value;
-  c["seed"] = options_.seed ? json(*options_.seed) : json(nullptr);
+  c["seed"] = own_seed_json(options_.seed);
   return c;
 }
 
@@ -163,9 +145,8 @@ RandomAffineOptions RandomAffineLayer::options_from_config(const json& c) {
   o.fill_mode = c.value("fill_mode", o.fill_mode);
   o.interpolation = c.value("interpolation", o.interpolation);
   o.fill_value = c.value("fill_value", o.fill_value);
-  const json& seed = c.value("seed", json());
-  if (!seed.is_null()) o.seed = seed.get<std::int64_t>();
   o.name = c.at("name").get<std::string>();
+  o.seed = own_seed_from_config(c, "layer '" + o.name + "'");
   return o;
 }
 

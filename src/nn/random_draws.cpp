@@ -1,11 +1,27 @@
 #include "nn/random_draws.hpp"
 
+#include <limits>
+
+#include "lockstep/core/error.hpp"
 #include "lockstep/tensor/device_constant.hpp"
 
 namespace lockstep::layers {
 
 std::uint64_t layer_stream(std::uint64_t tag, const std::optional<std::int64_t>& own_seed, std::uint64_t model_seed) {
   return own_seed ? mix_seed(tag, static_cast<std::uint64_t>(*own_seed)) : model_seed;
+}
+
+std::optional<std::int64_t> own_seed_from_config(const nlohmann::json& c, const std::string& who) {
+  const nlohmann::json& seed = c.value("seed", nlohmann::json());
+  if (seed.is_null()) return std::nullopt;
+  const bool past_int64 =
+      seed.is_number_unsigned() && seed.get<std::uint64_t>() > std::uint64_t{std::numeric_limits<std::int64_t>::max()};
+  LOCKSTEP_CHECK(seed.is_number_integer() && !past_int64, who, ": Argument `seed` must be an integer. Received: seed=", seed.dump().substr(0, 200));
+  return seed.get<std::int64_t>();
+}
+
+nlohmann::json own_seed_json(const std::optional<std::int64_t>& seed) {
+  return seed ? nlohmann::json(*seed) : nlohmann::json(nullptr);
 }
 
 DropoutKey random_key(const CallContext& ctx, std::uint64_t stream) {

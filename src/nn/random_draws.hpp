@@ -4,7 +4,9 @@
 // RandomZoom), owned here: which key a call draws with, and dropout's kept-unit mask (the noise,
 // the colour factors and the geometric draws are ops_random.hpp's draws under that key).
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <optional>
+#include <string>
 
 #include "lockstep/layers/layer.hpp"
 #include "lockstep/tensor/ops.hpp"
@@ -21,6 +23,12 @@ DropoutKey random_key(const CallContext& ctx, std::uint64_t stream);
 /// its own, mixed with `tag`, the layer class's; without one, the model's per-layer build seed
 /// `model_seed` (Dropout's).
 std::uint64_t layer_stream(std::uint64_t tag, const std::optional<std::int64_t>& own_seed, std::uint64_t model_seed);
+
+/// A layer's own seed as its config holds it (Keras' `seed`): absent or null is none, an integer
+/// is the seed, anything else Keras' ValueError (SeedGenerator: "must be an integer"), naming `who`.
+std::optional<std::int64_t> own_seed_from_config(const nlohmann::json& c, const std::string& who);
+/// The seed as Keras writes it in a config: the integer, or null.
+nlohmann::json own_seed_json(const std::optional<std::int64_t>& seed);
 
 /// Dropout's kept-unit mask of `rows` examples of `units` units each: 1 / (1 - rate) where a
 /// unit is kept, 0 where it is dropped, in `dtype` on the current device, shape (rows, units).

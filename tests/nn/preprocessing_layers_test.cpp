@@ -383,6 +383,37 @@ TEST(RandomColourLayers, ConfigsAreKerasAndBadArgumentsAreRefusedAsKeras) {
   EXPECT_VALUE_ERROR(unbatched->build(Shape{4, 4, 3}, 0), "needs batched images");
 }
 
+// The image layers' shared config readers (image_layer_args, random_draws): a seed must be an
+// integer (Keras' SeedGenerator refuses 0.5 and "x" with this message), a factor a number or a
+// list of numbers, for every family that reads them; an integer seed round-trips.
+TEST(ImageLayerConfigs, SeedsAndFactorsAreReadOnceAndRefusedAsKeras) {
+  const std::vector<std::pair<std::string, json>> files = {
+      {"RandomFlip", {{"name", "f"}, {"mode", "horizontal"}}},
+      {"RandomContrast", {{"name", "c"}, {"factor", 0.2}, {"value_range", {0, 1}}}},
+      {"RandomRotation", {{"name", "r"}, {"factor", 0.1}}},
+  };
+  for (const auto& [cls, base] : files) {
+    const auto row = layers::find_layer_class(cls);
+    ASSERT_TRUE(row.has_value()) << cls;
+    json seeded = base;
+    seeded["seed"] = 42;
+    EXPECT_EQ(row->from_config(seeded)->get_config().at("seed"), 42) << cls;
+    for (const json& bad : {json(0.5), json("x"), json::array({1}), json(std::uint64_t{1} << 63)}) {
+      json c = base;
+      c["seed"] = bad;
+      EXPECT_VALUE_ERROR(row->from_config(c), "Argument `seed` must be an integer. Received: seed=" + bad.dump());
+    }
+  }
+  for (const char* cls : {"RandomContrast", "RandomRotation"}) {
+    json c = files[cls == std::string("RandomContrast") ? 1 : 2].second;
+    for (const json& bad : {json("bogus"), json::array({0.1, "x"}), json::object()}) {
+      c["factor"] = bad;
+      EXPECT_VALUE_ERROR(layers::find_layer_class(cls)->from_config(c),
+                         std::string(cls) + ": `factor` must be a number or a list of two numbers");
+    }
+  }
+}
+
 // TensorFlow's bilinear resize of one axis (half-pixel centres, float as TensorFlow): what the
 // test expects, written out from its definition.
 std::vector<double> resize_1d(const std::vector<double>& v, std::int64_t out) {
