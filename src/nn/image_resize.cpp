@@ -246,8 +246,10 @@ ResampleTaps device_taps(const HostTaps& t, std::array<const char*, 2> what, std
     using V = typename std::decay_t<decltype(v)>::value_type;
     return Tensor::from_vector(std::vector<V>(v.begin(), v.begin() + n * t.taps), Shape{n, t.taps});
   };
-  return {device_constant({what[0], {in, out, resize.code()}}, rows, [&](std::int64_t n) { return first(t.index, n); }),
-          device_constant({what[1], {in, out, resize.code()}}, rows, [&](std::int64_t n) { return first(t.weight, n); })};
+  const auto index = [&](std::int64_t n) { return first(t.index, n); };
+  const auto weight = [&](std::int64_t n) { return first(t.weight, n); };
+  return {device_constant({what[0], {in, out, resize.code()}}, rows, index),
+          device_constant({what[1], {in, out, resize.code()}}, rows, weight)};
 }
 
 // One axis: x viewed as (rows, in, inner) becomes (rows, out, inner), out[r, o, :] the sum of

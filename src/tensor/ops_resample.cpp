@@ -7,6 +7,7 @@
 #include <limits>
 #include <memory>
 #include <new>
+#include <stdexcept>
 #include <utility>
 #include <vector>
 
@@ -65,6 +66,8 @@ HostTaps transposed_taps(const HostTaps& forward, std::int64_t in) {
     if (width > std::numeric_limits<std::int64_t>::max() / 16 / in) throw fail();
     return fill_transposed(forward, in, count, width);
   } catch (const std::bad_alloc&) {
+    throw fail();
+  } catch (const std::length_error&) {  // more inputs than a vector may hold
     throw fail();
   }
 }
