@@ -9,11 +9,14 @@
 #include <memory>
 #include <new>
 #include <tuple>
+#include <type_traits>
 #include <utility>
+#include <vector>
 
 #include "lockstep/core/error.hpp"
 #include "lockstep/tensor/device_constant.hpp"
 #include "lockstep/tensor/ops.hpp"
+#include "lockstep/tensor/ops_resample.hpp"
 
 namespace lockstep::layers {
 
@@ -218,75 +221,49 @@ bool is_identity(const ResizeWeights& a, std::int64_t in, std::int64_t out) {
   return true;
 }
 
-// One axis by its taps: x viewed as (rows, in, inner) becomes (rows, out, inner). The taps' rows
-// are gathered at once, (rows, out, taps, inner), weighted by the (out, taps, 1) constant and
-// summed over the taps; gather_rows' gradient scatter-adds into x. The index constant holds
-// rows * out * taps entries: callers keep `rows` to the examples (or 1), so that it stays small.
-Tensor gather_axis(const Tensor& x, std::int64_t rows, std::int64_t in, std::int64_t out, std::int64_t inner,
-                   Resize resize) {
-  const ResizeWeights& a = kept_weights(in, out, resize);
-  const Shape blocks{rows, out, inner};
-  const std::int64_t taps = a.taps;
-  const std::int64_t m = resize.code();
-  const DType dt = x.dtype();
-  const Tensor index =
-      device_constant({"resize_images rows: in, out, method", {in, out, m}}, rows, [&](std::int64_t n) {
-        std::vector<std::int64_t> v(static_cast<std::size_t>(n * out * taps));
-        std::size_t r = 0;
-        for (std::int64_t b = 0; b < n; ++b)
-          for (const std::int64_t j : a.index) v[r++] = b * in + j;
-        return Tensor::from_vector(v, Shape{n, out * taps});
-      }).reshape(Shape{rows * out * taps});
-  const Tensor gathered = gather_rows(reshape(x, Shape{rows * in, inner}), index);
-  if (taps == 1 && std::all_of(a.weight.begin(), a.weight.end(), [](float w) { return w == 1.0f; }))
-    return reshape(gathered, blocks);
-  const Tensor weight = device_constant(
-      {"resize_images weights: in, out, method, dtype", {in, out, m, static_cast<std::int64_t>(dt)}}, out,
-      [&](std::int64_t n) {
-        return Tensor::from_vector(std::vector<float>(a.weight.begin(), a.weight.begin() + n * taps),
-                                   Shape{n, taps, 1})
-            .to(dt);
-      });
-  const Tensor weighted = mul(reshape(gathered, Shape{rows, out, taps, inner}), weight);
-  return taps == 1 ? reshape(weighted, blocks) : sum(weighted, 2);
+// The taps of (in, out, resize)'s gradient (transposed_taps of its weights), built once per
+// thread as kept_weights' are; a size far past any image is refused there (ResourceError).
+const HostTaps& kept_transposed(std::int64_t in, std::int64_t out, Resize resize) {
+  thread_local std::map<std::tuple<std::int64_t, std::int64_t, Resize>, std::unique_ptr<HostTaps>> kept;
+  auto& slot = kept[{in, out, resize}];
+  if (!slot) {
+    try {
+      slot = std::make_unique<HostTaps>(transposed_taps(kept_weights(in, out, resize), in));
+    } catch (...) {
+      kept.erase({in, out, resize});
+      throw;
+    }
+  }
+  return *slot;
 }
 
-// One axis as a matrix product: x[r] (in, inner) becomes M (out, in) @ x[r] for each row r, M the
-// axis' weights laid out dense (one kept constant for every row: batch_matmul's batch of 1), its
-// gradient M^T @ dy. A GEMM runs at the machine's speed, where gather_axis makes several passes
-// over taps times the output.
-Tensor product_axis(const Tensor& x, std::int64_t rows, std::int64_t in, std::int64_t out, std::int64_t inner,
-                    Resize resize) {
-  const ResizeWeights& a = kept_weights(in, out, resize);
-  const DType dt = x.dtype();
-  const Tensor matrix = device_constant(
-      {"resize_images matrix: in, out, method, dtype", {in, out, resize.code(), static_cast<std::int64_t>(dt)}}, 1,
-      [&](std::int64_t) {
-        std::vector<float> m(static_cast<std::size_t>(out * in), 0.0f);
-        for (std::int64_t i = 0; i < out; ++i)
-          for (std::int64_t k = 0; k < a.taps; ++k) {
-            const auto t = static_cast<std::size_t>(i * a.taps + k);
-            m[static_cast<std::size_t>(i * in + a.index[t])] += a.weight[t];
-          }
-        return Tensor::from_vector(m, Shape{1, out, in}).to(dt);
-      });
-  return batch_matmul(matrix, reshape(x, Shape{rows, in, inner}));
+// A table of taps as two kept device constants, index and weights, named by `what` (string
+// literals) and the axis.
+ResampleTaps device_taps(const HostTaps& t, std::array<const char*, 2> what, std::int64_t in, std::int64_t out,
+                         Resize resize) {
+  const auto rows = static_cast<std::int64_t>(t.index.size()) / t.taps;
+  const auto first = [&](const auto& v, std::int64_t n) {
+    using V = typename std::decay_t<decltype(v)>::value_type;
+    return Tensor::from_vector(std::vector<V>(v.begin(), v.begin() + n * t.taps), Shape{n, t.taps});
+  };
+  const auto index = [&](std::int64_t n) { return first(t.index, n); };
+  const auto weight = [&](std::int64_t n) { return first(t.weight, n); };
+  return {device_constant({what[0], {in, out, resize.code()}}, rows, index),
+          device_constant({what[1], {in, out, resize.code()}}, rows, weight)};
 }
 
-// Axes of up to this many inputs, whose dense matrix holds at most kDenseEntries weights, are
-// resized as matrix products; longer ones by their taps, whose work grows with the taps, not the
-// inputs. (bench/compare_resize.sh, 2-core AMD EPYC, loaded: the product took a forward and
-// backward 2.5-3.5x less time than the taps for 64 to 224 inputs; its work grows with the inputs.)
-constexpr std::int64_t kDenseIn = 256;
-constexpr std::int64_t kDenseEntries = std::int64_t{1} << 20;
-
-// One axis: x viewed as (rows, in, inner) becomes (rows, out, inner).
+// One axis: x viewed as (rows, in, inner) becomes (rows, out, inner), out[r, o, :] the sum of
+// the taps of output o over x[r, :, :] (the resample kernel: the work of the taps alone), its
+// gradient the same kernel over the transposed taps; the tables are kept device constants.
 Tensor resize_axis(const Tensor& x, std::int64_t rows, std::int64_t in, std::int64_t out, std::int64_t inner,
                    Resize resize) {
   const ResizeWeights& a = kept_weights(in, out, resize);
   if (is_identity(a, in, out)) return reshape(x, Shape{rows, out, inner});
-  if (in <= kDenseIn && out * in <= kDenseEntries) return product_axis(x, rows, in, out, inner, resize);
-  return gather_axis(x, rows, in, out, inner, resize);
+  const ResampleTaps taps = device_taps(a, {"resize_images taps index", "resize_images taps weight"}, in, out, resize);
+  const ResampleTaps back =
+      device_taps(kept_transposed(in, out, resize),
+                  {"resize_images transposed taps index", "resize_images transposed taps weight"}, in, out, resize);
+  return resample(reshape(x, Shape{rows, in, inner}), taps, back);
 }
 
 // The height of images x (n, h, w, c): each example's rows, (n, h, w * c) -> (n, out, w * c).
@@ -295,16 +272,10 @@ Tensor resize_height(const Tensor& x, std::int64_t out, Resize resize) {
   return reshape(resize_axis(x, n, x.dim(1), out, w * c, resize), Shape{n, out, w, c});
 }
 
-// The width of images x (n, h, w, c), the columns made the outer axis, (w, n * h * c): an index
-// per example and row would hold n * h * out * taps entries (past device_constant's budget for
-// a batch of large images), this one out * taps.
+// The width of images x (n, h, w, c): each image row's pixels, (n * h, w, c) -> (n * h, out, c).
 Tensor resize_width(const Tensor& x, std::int64_t out, Resize resize) {
-  const std::int64_t n = x.dim(0), h = x.dim(1), w = x.dim(2), c = x.dim(3);
-  const ResizeWeights& a = kept_weights(w, out, resize);
-  if (is_identity(a, w, out)) return x;
-  const Tensor columns = transpose(reshape(x, Shape{n * h, w, c}), {1, 0, 2});  // (w, n * h, c)
-  const Tensor resized = resize_axis(columns, 1, w, out, n * h * c, resize);    // (1, out, n * h * c)
-  return reshape(transpose(reshape(resized, Shape{out, n * h, c}), {1, 0, 2}), Shape{n, h, out, c});
+  const std::int64_t n = x.dim(0), h = x.dim(1), c = x.dim(3);
+  return reshape(resize_axis(x, n * h, x.dim(2), out, c, resize), Shape{n, h, out, c});
 }
 }  // namespace
 

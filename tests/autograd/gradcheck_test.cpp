@@ -10,6 +10,7 @@
 #include "lockstep/autograd/gradient_tape.hpp"
 #include "lockstep/tensor/attention.hpp"
 #include "lockstep/tensor/ops.hpp"
+#include "lockstep/tensor/ops_resample.hpp"
 
 using namespace lockstep;
 
@@ -88,6 +89,21 @@ std::vector<OpCase> cases() {
          return gather_rows(v[0], Tensor::from_vector<std::int64_t>({2, 0, 2, 3, 2}, {5}));
        },
        {randn({4, 3}, 98)}},
+      {"resample",
+       [](auto& v) {
+         // 7 outputs of 3 taps over 5 inputs: none reads input 4, output 3 reads input 1 twice,
+         // weights of 0 pad the short ones.
+         const HostTaps taps{.taps = 3,
+                             .index = {0, 1, 0, 1, 2, 3, 3, 0, 0, 1, 1, 2, 2, 3, 0, 0, 0, 0, 3, 2, 1},
+                             .weight = {0.5f, 0.5f, 0, 0.2f, -0.7f, 1.1f, 1, 0, 0, 0.3f, 0.4f, -0.2f, 0.9f, 0.1f, 0,
+                                        0.6f, 0, 0, -1, 2, 0.25f}};
+         const auto on_device = [](const HostTaps& t) {
+           const Shape s{static_cast<std::int64_t>(t.index.size()) / t.taps, t.taps};
+           return ResampleTaps{Tensor::from_vector(t.index, s), Tensor::from_vector(t.weight, s)};
+         };
+         return resample(v[0], on_device(taps), on_device(transposed_taps(taps, 5)));
+       },
+       {randn({2, 5, 3}, 109)}},
       {"concatenate_middle", [](auto& v) { return concatenate({v[0], v[1], v[0]}, 1); },
        {randn({2, 1, 3}, 99), randn({2, 2, 3}, 100)}},
       {"transpose", [](auto& v) { return transpose(v[0], {2, 0, 1}); }, {randn({2, 3, 4}, 101)}},

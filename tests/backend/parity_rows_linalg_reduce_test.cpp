@@ -1,11 +1,12 @@
 // Parity rows: matmul and batch_matmul (every transpose), dense, sum / mean, reduce_max, argmax, softmax and
-// log_softmax, and their gradients.
+// log_softmax, and their gradients; resample (a weighted gather along a middle axis).
 #include <cmath>
 #include <tuple>
 #include <utility>
 
 #include "backend/parity.hpp"
 #include "lockstep/tensor/ops_dense_grad.hpp"
+#include "lockstep/tensor/ops_resample.hpp"
 
 namespace lockstep::parity {
 
@@ -33,6 +34,44 @@ Expected matmul_ref(const Host& a, const Host& b, bool ta, bool tb, const Host* 
     }
   }
   return e;
+}
+
+// resample: x (rows, in, inner) by taps index / weight (out, taps): y[r, o, :] = sum_t w[o, t]
+// x[r, index[o, t], :], a tap of weight 0 skipped (an infinity or NaN it would read stays out).
+struct ResampleCase {
+  const char* variant;
+  std::int64_t rows, in, out, taps, inner;
+  Gen x;
+};
+Row resample_row(const ResampleCase& c) {
+  // Weights in [-1, 1), every fifth one 0 (a table's padding).
+  const Gen weights = [](std::mt19937_64& r, DType d, std::int64_t i) {
+    return i % 5 == 4 ? 0.0 : uniform(-1, 1)(r, d, i);
+  };
+  return make_row(
+      "resample", c.variant, "resample", floats(), {{KernelOp::kResample, {}}},
+      {{{c.rows, c.in, c.inner}, c.x, {}},
+       {{c.out, c.taps}, labels(c.in), DType::kI64},
+       {{c.out, c.taps}, weights, DType::kF32}},
+      [](const std::vector<Tensor>& in, DType) { return std::vector<Tensor>{resample_taps(in[0], {in[1], in[2]})}; },
+      [c](const std::vector<Host>& in, DType) {
+        Expected e({c.rows, c.out, c.inner});
+        for (std::int64_t r = 0; r < c.rows; ++r)
+          for (std::int64_t o = 0; o < c.out; ++o)
+            for (std::int64_t j = 0; j < c.inner; ++j) {
+              double s = 0, acc = 0;
+              for (std::int64_t t = 0; t < c.taps; ++t) {
+                const double w = in[2][o * c.taps + t];
+                if (w == 0) continue;
+                const auto i = static_cast<std::int64_t>(in[1][o * c.taps + t]);
+                const double term = w * in[0][(r * c.in + i) * c.inner + j];
+                s += term;
+                acc += std::fabs(term);
+              }
+              e.set((r * c.out + o) * c.inner + j, s, acc);
+            }
+        return std::vector<Expected>{e};
+      });
 }
 
 struct Mkn {
@@ -371,6 +410,15 @@ std::vector<Row> linalg_reduce_rows() {
   for (const auto& [variant, shape] : {std::pair<const char*, Shape>{"odd", {7, 13}}, {"segments", {300, 257}},
                                        {"one_unit", {9, 1}}, {"no_rows", {0, 4}}})
     rows.push_back(relu_and_bias_grad_row(variant, shape));
+  // resample: a few taps over rows of channels; pixels of 3 channels over the pool's threads; rows
+  // past the CPU's 256-value block; NaN read by taps of weight 0 and not.
+  for (const ResampleCase& c : {ResampleCase{"small", 3, 7, 5, 3, 4, uniform(-2, 2)},
+                                ResampleCase{"pixels_over_threads", 400, 16, 24, 2, 3, uniform(-2, 2)},
+                                ResampleCase{"long_rows", 2, 30, 45, 4, 300, uniform(-2, 2)},
+                                ResampleCase{"shrink", 4, 40, 6, 11, 5, uniform(-2, 2)},
+                                ResampleCase{"nan", 3, 9, 12, 4, 5, with_nan(-2, 2, 7)},
+                                ResampleCase{"no_rows", 0, 4, 6, 2, 3, uniform(-2, 2)}})
+    rows.push_back(resample_row(c));
   return rows;
 }
 

@@ -255,9 +255,10 @@ TEST(ResizeImages, BothLayersResizeAlikeAndRefuseOtherNamesListingKeras) {
   EXPECT_VALUE_ERROR(layers::Resizing(3, 3, "Bilinear"), "interpolation 'Bilinear'");
 }
 
-// A batch of large images keeps small constants: the width's index is the columns' alone (not
-// every example's and row's, which for lanczos5's 11 taps here would be 8 * 224 * 160 * 11 int64,
-// 25 MB, and for a larger batch past device_constant's budget), the height's one per example.
+// A batch of large images keeps small constants: each axis' tables (its taps and their transpose)
+// are the axis' alone, whatever the batch (an index per example and row would be, for lanczos5's
+// 11 taps here, 8 * 224 * 160 * 11 int64, 25 MB, and for a larger batch past device_constant's
+// budget).
 TEST(ResizeImages, LargeImagesKeepSmallConstants) {
   const Device here = context_device(current_compute_context());
   const std::uint64_t before = device_constant_bytes(here);

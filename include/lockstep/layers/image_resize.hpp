@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "lockstep/tensor/ops_resample.hpp"
 #include "lockstep/tensor/tensor.hpp"
 
 namespace lockstep::layers {
@@ -36,24 +37,19 @@ enum class Interpolation { kNearest, kBilinear, kBicubic, kLanczos3, kLanczos5, 
 Interpolation parse_interpolation(const std::string& name, const char* cls);
 const char* interpolation_name(Interpolation method);
 
-/// One axis' weights: output i = sum over k < taps of weight[i * taps + k] * input[index[i * taps + k]]
-/// (an output with fewer inputs has weight 0 on its last taps; each input appears once per output).
-struct ResizeWeights {
-  std::int64_t taps = 0;
-  std::vector<std::int64_t> index;
-  std::vector<float> weight;
-};
+/// One axis' weights (the resample op's host taps): output i = sum over k < taps of
+/// weight[i * taps + k] * input[index[i * taps + k]] (an output with fewer inputs has weight 0 on
+/// its last taps; each input appears once per output).
+using ResizeWeights = HostTaps;
 /// The weights of one axis resized from `in` to `out` pixels by `method` (both positive).
 ResizeWeights resize_weights(std::int64_t in, std::int64_t out, Interpolation method, bool antialias = false);
 
 /// NHWC images x (N, H, W, C) resized to (N, out_h, out_w, C) by `method`: separably, one axis
-/// after the other (the one that leaves the smaller intermediate first), the width's with the
-/// columns made the outer axis by a transpose. An axis of up to 256 inputs is a matrix product
-/// with its weights laid out dense (one kept constant, batch_matmul's batch of 1); a longer one a
-/// gather of all its taps' rows by a kept index constant, a multiply by a kept weight constant and
-/// a sum over the taps (device_constant: captured steps copy nothing; the width's index is the
-/// columns' alone, not every row's). Recorded ops carry the gradients, on the CPU and the GPU
-/// alike. Nearest is one gather of whole pixels.
+/// after the other (the one that leaves the smaller intermediate first), each by the resample op
+/// over its taps (the height's rows are the examples, the width's the image rows, no transposes),
+/// from kept constants (device_constant: captured steps copy nothing); its gradient is the same
+/// kernel over the transposed taps, on the CPU and the GPU alike. Nearest is one gather of whole
+/// pixels.
 /// Images that keep both sizes are returned as they are (tf.image.resize's skip_resize_if_same,
 /// whatever the method); an axis that keeps its size where the method maps each output to its
 /// input alone is not computed.
