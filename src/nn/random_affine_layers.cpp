@@ -143,7 +143,7 @@ Tensor RandomAffineLayer::call(const Tensor& x_in, const CallContext& ctx) const
   std::vector<Tensor> draws;
   for (int j = 0; j < draw_count(); ++j) {
     const std::uint64_t stream = j == 0 ? stream_ : mix_seed(stream_, static_cast<std::uint64_t>(j));
-    draws.push_back(uniform(Shape{x.dim(0), 1}, DType::kF32, random_key(ctx, stream)));
+    draws.push_back(uniform(Shape{x.dim(0), 1}, DType::kF32, random_key(ctx, stream, options_.seed)));
   }
   return affine_transform(x, transforms(draws, x.dim(1), x.dim(2)), interpolation_, fill_mode_,
                           options_.fill_value);
@@ -154,7 +154,7 @@ json RandomAffineLayer::get_config() const {
   c["fill_mode"] = options_.fill_mode;
   c["interpolation"] = options_.interpolation;
   c["fill_value"] = options_.fill_value;
-  c["seed"] = options_.seed ? json(*options_.seed) : json(nullptr);
+  c["seed"] = seed_to_json(options_.seed);
   return c;
 }
 
@@ -163,8 +163,7 @@ RandomAffineOptions RandomAffineLayer::options_from_config(const json& c) {
   o.fill_mode = c.value("fill_mode", o.fill_mode);
   o.interpolation = c.value("interpolation", o.interpolation);
   o.fill_value = c.value("fill_value", o.fill_value);
-  const json& seed = c.value("seed", json());
-  if (!seed.is_null()) o.seed = seed.get<std::int64_t>();
+  o.seed = seed_from_config(c);
   o.name = c.at("name").get<std::string>();
   return o;
 }

@@ -4,12 +4,29 @@
 
 namespace lockstep::layers {
 
+using nlohmann::json;
+
 std::uint64_t layer_stream(std::uint64_t tag, const std::optional<std::int64_t>& own_seed, std::uint64_t model_seed) {
   return own_seed ? mix_seed(tag, static_cast<std::uint64_t>(*own_seed)) : model_seed;
 }
 
-DropoutKey random_key(const CallContext& ctx, std::uint64_t stream) {
-  return DropoutKey{.seed = ctx.seed,
+json seed_to_json(const std::optional<std::int64_t>& seed) { return seed ? json(*seed) : json(nullptr); }
+
+std::optional<std::int64_t> seed_from_config(const json& c) {
+  const json& seed = c.value("seed", json());
+  if (seed.is_null()) return std::nullopt;
+  LOCKSTEP_CHECK(seed.is_number_integer(), "seed must be an integer or None, got ", seed.dump().substr(0, 200));
+  return seed.get<std::int64_t>();
+}
+
+DropoutKey batch_random_key(const CallContext& ctx, std::uint64_t stream, const std::optional<std::int64_t>& own_seed) {
+  DropoutKey key = random_key(ctx, stream, own_seed);
+  key.first_example = 0;
+  return key;
+}
+
+DropoutKey random_key(const CallContext& ctx, std::uint64_t stream, const std::optional<std::int64_t>& own_seed) {
+  return DropoutKey{.seed = own_seed ? 0 : ctx.seed,
                     .stream = stream,
                     .step = ctx.step,
                     .first_example = ctx.first_example,
