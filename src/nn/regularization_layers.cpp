@@ -79,7 +79,14 @@ json NoiseShape::to_json() const { return dims_.empty() ? json(nullptr) : shape_
 
 std::vector<std::int64_t> NoiseShape::from_config(const json& c) {
   if (!c.contains("noise_shape") || c.at("noise_shape").is_null()) return {};
-  return shape_from_json(c.at("noise_shape")).dims();
+  const json& noise = c.at("noise_shape");
+  // Keras: "Expected all elements to be integers or None" (shape_from_json would truncate 1.5).
+  if (noise.is_array())
+    for (std::size_t i = 0; i < noise.size(); ++i)
+      LOCKSTEP_CHECK(noise[i].is_null() || noise[i].is_number_integer(), "invalid value received for argument "
+                     "`noise_shape`: expected all elements to be integers or None, entry ", i, " is ",
+                     noise[i].dump().substr(0, 200));
+  return shape_from_json(noise).dims();
 }
 
 namespace {

@@ -292,6 +292,20 @@ TEST(Dropout, NoiseShapeDrawsOneMaskOfItsShapeBroadcastOverTheInput) {
             std::string::npos);
   EXPECT_NE(message_of([] { (void)layers::Dropout(0.5f, {1, 1, 6}); }).find("batch entry must be None"),
             std::string::npos);
+  // An entry that is not an integer (Keras refuses it; a truncation would drop other units).
+  const auto noise_config = [](json noise) {
+    json c = layers::Dropout(0.5f)->get_config();
+    c["noise_shape"] = std::move(noise);
+    return c;
+  };
+  const auto dropout = layers::find_layer_class("Dropout");
+  EXPECT_NE(message_of([&] { (void)dropout->from_config(noise_config({nullptr, 1.5, 6})); })
+                .find("expected all elements to be integers or None, entry 1 is 1.5"),
+            std::string::npos);
+  EXPECT_NE(message_of([&] { (void)dropout->from_config(noise_config({nullptr, "1", 6})); }).find("entry 1"),
+            std::string::npos);
+  EXPECT_EQ(dropout->from_config(noise_config({nullptr, 1, 6}))->get_config().at("noise_shape"),
+            json::array({nullptr, 1, 6}));
   EXPECT_NE(message_of([] { built(layers::Dropout(0.5f, {-1, 2, 6}), Shape{2, 5, 6}); }).find("does not broadcast"),
             std::string::npos);
   EXPECT_NE(message_of([] { built(layers::Dropout(0.5f, {-1, 1}), Shape{2, 5, 6}); }).find("noise_shape has 2 entries"),
