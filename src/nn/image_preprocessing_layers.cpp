@@ -211,6 +211,9 @@ Tensor RandomCropLayer::call(const Tensor& x_in, const CallContext& ctx) const {
   const Tensor x = autocast(x_in);  // Keras casts to the compute dtype in both modes
   if (x.numel() == 0) return resize_images(x, height_, width_, Interpolation::kBilinear, false);
   if (ctx.training && x.dim(1) == height_ && x.dim(2) == width_) return x;  // the one window
+  // Keras documents the random window for images not smaller than the target; Keras 3.15.1's code
+  // draws only where both sides exceed it (input_height > height and input_width > width) and takes
+  // the centre otherwise, so an image as high as the target but wider is cropped at its centre there.
   if (ctx.training && x.dim(1) >= height_ && x.dim(2) >= width_) return random_crop(x, ctx);
   // Inference, or images smaller than the target: Keras' documented centre crop to the target's
   // aspect ratio, resized. Keras 3.15.1 returns inference inputs unchanged instead, an output of
