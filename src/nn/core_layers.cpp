@@ -275,7 +275,9 @@ LayerPtr Dense(std::int64_t units, const std::string& activation, std::optional<
   return std::make_shared<DenseLayer>(DenseOptions{.units = units, .activation = activation, .input_dim = input_dim});
 }
 LayerPtr Dense(const DenseOptions& options) { return std::make_shared<DenseLayer>(options); }
-LayerPtr Dropout(float rate) { return std::make_shared<DropoutLayer>(rate); }
+LayerPtr Dropout(float rate, std::vector<std::int64_t> noise_shape, std::optional<std::int64_t> seed) {
+  return std::make_shared<DropoutLayer>(rate, std::move(noise_shape), seed);
+}
 LayerPtr Activation(const std::string& activation) { return std::make_shared<ActivationLayer>(activation); }
 LayerPtr Softmax(int axis) { return std::make_shared<SoftmaxLayer>(axis); }
 LayerPtr Masking(float mask_value) { return std::make_shared<MaskingLayer>(mask_value); }

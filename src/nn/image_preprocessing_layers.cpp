@@ -7,17 +7,20 @@
 #include <nlohmann/json.hpp>
 #include <vector>
 
+#include "lockstep/layers/affine_transform.hpp"
 #include "lockstep/layers/conv_layers.hpp"
 #include "lockstep/layers/image_resize.hpp"
 #include "lockstep/tensor/device_constant.hpp"
 #include "lockstep/tensor/ops.hpp"
 #include "nn/image_layer_args.hpp"
+#include "lockstep/tensor/ops_random.hpp"
+#include "nn/random_draws.hpp"
 
 namespace lockstep::layers {
 
 using nlohmann::json;
 
-// ---- Resizing, CenterCrop ----
+// ---- Resizing, CenterCrop, RandomCrop ----
 namespace {
 // The centre (h, w) of x's images, starting at (top, left): Cropping2D's gather.
 Tensor crop_images(const Tensor& x, std::int64_t top, std::int64_t left, std::int64_t h, std::int64_t w,
@@ -58,14 +61,17 @@ std::int64_t scaled(std::int64_t a, std::int64_t b, std::int64_t c) {
   return static_cast<std::int64_t>(static_cast<float>(a * b) / static_cast<float>(c));
 }
 std::int64_t half(std::int64_t v) { return static_cast<std::int64_t>(static_cast<float>(v) / 2.0f); }
-}  // namespace
 
-Tensor ResizingLayer::crop_to_aspect_ratio(const Tensor& x, const CallContext& ctx) const {
+// The centre of x's images' largest window of the aspect ratio height : width (Keras' Resizing
+// crop_to_aspect_ratio, smart_resize, RandomCrop's else-branch).
+Tensor crop_to_aspect_ratio(const Tensor& x, std::int64_t height, std::int64_t width, const std::string& name,
+                            const CallContext& ctx) {
   const std::int64_t h = x.dim(1), w = x.dim(2);
-  const auto ch = std::clamp<std::int64_t>(scaled(w, options_.height, options_.width), 1, h);
-  const auto cw = std::clamp<std::int64_t>(scaled(h, options_.width, options_.height), 1, w);
-  return crop_images(x, half(h - ch), half(w - cw), ch, cw, name(), ctx);
+  const auto ch = std::clamp<std::int64_t>(scaled(w, height, width), 1, h);
+  const auto cw = std::clamp<std::int64_t>(scaled(h, width, height), 1, w);
+  return crop_images(x, half(h - ch), half(w - cw), ch, cw, name, ctx);
 }
+}  // namespace
 
 Tensor ResizingLayer::pad_to_aspect_ratio(const Tensor& x) const {
   const std::int64_t h = x.dim(1), w = x.dim(2);
@@ -93,7 +99,8 @@ Tensor ResizingLayer::pad_to_aspect_ratio(const Tensor& x) const {
 Tensor ResizingLayer::call(const Tensor& x_in, const CallContext& ctx) const {
   (void)compute_output_shape(x_in.shape());
   Tensor x = autocast(x_in);
-  if (x.numel() > 0 && options_.crop_to_aspect_ratio) x = crop_to_aspect_ratio(x, ctx);
+  if (x.numel() > 0 && options_.crop_to_aspect_ratio)
+    x = crop_to_aspect_ratio(x, options_.height, options_.width, name(), ctx);
   if (x.numel() > 0 && options_.pad_to_aspect_ratio) x = pad_to_aspect_ratio(x);
   return resize_images(x, options_.height, options_.width, parse_interpolation(options_.interpolation, "Resizing"),
                        options_.antialias);
@@ -154,6 +161,75 @@ LayerPtr CenterCropLayer::from_config(const json& c) {
       c.at("height").get<std::int64_t>(), c.at("width").get<std::int64_t>(), c.at("name").get<std::string>());
 }
 
+// ---- RandomCrop (random_crop.py) ----
+RandomCropLayer::RandomCropLayer(std::int64_t height, std::int64_t width, std::optional<std::int64_t> seed,
+                                 std::string name)
+    : Layer(std::move(name)), height_(height), width_(width), seed_(seed) {
+  LOCKSTEP_CHECK(height > 0 && width > 0, "RandomCrop: height and width must be positive, got ", height, " and ",
+                 width);
+}
+
+Shape RandomCropLayer::compute_output_shape(const Shape& s) const {
+  check_images(*this, s);
+  return Shape{s[0], height_, width_, s[3]};
+}
+
+void RandomCropLayer::build_impl(const Shape& s, std::uint64_t seed) {
+  (void)compute_output_shape(s);
+  constexpr std::uint64_t kTag = 0x52616e6443726f70ULL;  // "RandCrop"
+  stream_ = layer_stream(kTag, seed_, seed);
+}
+
+Tensor RandomCropLayer::random_crop(const Tensor& x, const CallContext& ctx) const {
+  // Keras: h_start = int(uniform((), 0, in_height - height + 1)), w_start likewise, one pair for
+  // the batch; the clip keeps float32's rounding of u * (room + 1) within the room.
+  const auto start = [&](std::uint64_t stream, std::int64_t room) {
+    const Tensor u = uniform(Shape{1, 1}, DType::kF32, batch_random_key(ctx, stream, seed_));
+    const Tensor truncated = cast(cast(scale(u, static_cast<float>(room + 1)), DType::kI64), DType::kF32);
+    return clip(truncated, 0.0f, static_cast<float>(room));
+  };
+  const Tensor h0 = start(stream_, x.dim(1) - height_), w0 = start(mix_seed(stream_, 1), x.dim(2) - width_);
+  // The shift by (h0, w0), [1, 0, w0, 0, 1, h0, 0, 0], read nearest: every pixel of the window at
+  // (0, 0) is the input's at (h0 + i, w0 + j) exactly; then that window.
+  const auto row = [](const char* what, std::vector<float> v) {
+    return device_constant({what}, 1, [&](std::int64_t) { return Tensor::from_vector(v, Shape{1, 8}); });
+  };
+  const Tensor identity = row("RandomCrop identity transform", {1, 0, 0, 0, 1, 0, 0, 0});
+  const Tensor at_w = row("RandomCrop transform: w entry", {0, 0, 1, 0, 0, 0, 0, 0});
+  const Tensor at_h = row("RandomCrop transform: h entry", {0, 0, 0, 0, 0, 1, 0, 0});
+  const Tensor shift = add(identity, add(mul(at_w, w0), mul(at_h, h0)));
+  const Tensor shifted = affine_transform(x, shift, Interpolation::kNearest, FillMode::kConstant);
+  return crop_images(shifted, 0, 0, height_, width_, name(), ctx);
+}
+
+Tensor RandomCropLayer::call(const Tensor& x_in, const CallContext& ctx) const {
+  (void)compute_output_shape(x_in.shape());
+  const Tensor x = autocast(x_in);  // Keras casts to the compute dtype in both modes
+  if (x.numel() == 0) return resize_images(x, height_, width_, Interpolation::kBilinear, false);
+  if (ctx.training && x.dim(1) == height_ && x.dim(2) == width_) return x;  // the one window
+  // Keras documents the random window for images not smaller than the target; Keras 3.15.1's code
+  // draws only where both sides exceed it (input_height > height and input_width > width) and takes
+  // the centre otherwise, so an image as high as the target but wider is cropped at its centre there.
+  if (ctx.training && x.dim(1) >= height_ && x.dim(2) >= width_) return random_crop(x, ctx);
+  // Inference, or images smaller than the target: Keras' documented centre crop to the target's
+  // aspect ratio, resized. Keras 3.15.1 returns inference inputs unchanged instead, an output of
+  // another shape than its compute_output_shape (keras-team/keras issue #21868; the fix,
+  // keras-team/keras PR #22328, crops in inference too).
+  return resize_images(crop_to_aspect_ratio(x, height_, width_, name(), ctx), height_, width_,
+                       Interpolation::kBilinear, false);
+}
+
+json RandomCropLayer::get_config() const {
+  json c = Layer::get_config();
+  c.update({{"height", height_}, {"width", width_}, {"seed", seed_to_json(seed_)}});
+  return c;
+}
+
+LayerPtr RandomCropLayer::from_config(const json& c) {
+  return std::make_shared<RandomCropLayer>(c.at("height").get<std::int64_t>(), c.at("width").get<std::int64_t>(),
+                                           seed_from_config(c), c.at("name").get<std::string>());
+}
+
 LayerPtr Resizing(std::int64_t height, std::int64_t width, const std::string& interpolation,
                   bool crop_to_aspect_ratio) {
   return std::make_shared<ResizingLayer>(height, width, interpolation, crop_to_aspect_ratio);
@@ -161,6 +237,9 @@ LayerPtr Resizing(std::int64_t height, std::int64_t width, const std::string& in
 LayerPtr Resizing(const ResizingOptions& options) { return std::make_shared<ResizingLayer>(options); }
 LayerPtr CenterCrop(std::int64_t height, std::int64_t width) {
   return std::make_shared<CenterCropLayer>(height, width);
+}
+LayerPtr RandomCrop(std::int64_t height, std::int64_t width, std::optional<std::int64_t> seed) {
+  return std::make_shared<RandomCropLayer>(height, width, seed);
 }
 
 }  // namespace lockstep::layers

@@ -32,8 +32,6 @@ const json kChannelsLast = {{"data_format", "channels_last"}};
 // file that sets one is refused naming it.
 const json kRecurrentFixed = {{"stateful", false}, {"unroll", false}};
 
-// Keras' random layers take a seed; lockstep's draw from the model's seed (Dropout's rule).
-const json kSeedless = {{"seed", nullptr}};
 // Keras' SpatialDropout1D / 2D / 3D constructors take no trainable (spatial_dropout.py).
 const std::vector<std::string> kSpatialDropoutNotTaken = {"trainable"};
 
@@ -42,7 +40,7 @@ std::vector<LayerClass> builtin_classes() {
   return {
       {"InputLayer", &InputLayer::from_config},
       {"Dense", &DenseLayer::from_config},
-      {"Dropout", &DropoutLayer::from_config, {{"seed", nullptr}, {"noise_shape", nullptr}}},
+      {"Dropout", &DropoutLayer::from_config},
       {"Activation", &ActivationLayer::from_config},
       {"Flatten", &FlattenLayer::from_config, kChannelsLast},
       {"Reshape", &ReshapeLayer::from_config},
@@ -100,14 +98,14 @@ std::vector<LayerClass> builtin_classes() {
       {"SeparableConv1D", &SeparableConv1DLayer::from_config, kChannelsLast},
       {"Cropping1D", &Cropping1DLayer::from_config},
       // Keras 3's other regularization and normalization layers (regularization_layers.hpp,
-      // group_normalization.hpp); their seed= is Dropout's (the model's seed keys the draws).
-      {"SpatialDropout1D", [](const json& c) { return SpatialDropoutLayer::from_config(1, c); }, kSeedless,
+      // group_normalization.hpp); a seed given to one is its own stream of draws, as Dropout's.
+      {"SpatialDropout1D", [](const json& c) { return SpatialDropoutLayer::from_config(1, c); }, json::object(),
        kSpatialDropoutNotTaken},
-      {"SpatialDropout2D", [](const json& c) { return SpatialDropoutLayer::from_config(2, c); }, kSeedless,
+      {"SpatialDropout2D", [](const json& c) { return SpatialDropoutLayer::from_config(2, c); }, json::object(),
        kSpatialDropoutNotTaken},
-      {"GaussianNoise", &GaussianNoiseLayer::from_config, kSeedless},
-      {"GaussianDropout", &GaussianDropoutLayer::from_config, kSeedless},
-      {"AlphaDropout", &AlphaDropoutLayer::from_config, kSeedless},
+      {"GaussianNoise", &GaussianNoiseLayer::from_config},
+      {"GaussianDropout", &GaussianDropoutLayer::from_config},
+      {"AlphaDropout", &AlphaDropoutLayer::from_config},
       {"Identity", &IdentityLayer::from_config},
       {"GroupNormalization", &GroupNormalizationLayer::from_config},
       {"UnitNormalization", &UnitNormalizationLayer::from_config},
@@ -116,9 +114,10 @@ std::vector<LayerClass> builtin_classes() {
       {"RandomFlip", &RandomFlipLayer::from_config, kChannelsLast},
       {"Resizing", &ResizingLayer::from_config, {{"data_format", "channels_last"}, {"fill_mode", "constant"}}},
       {"CenterCrop", &CenterCropLayer::from_config, kChannelsLast},
+      {"RandomCrop", &RandomCropLayer::from_config, kChannelsLast},
       // Keras 3's SpatialDropout3D (regularization_layers.hpp) and the color augmentations
       // RandomContrast and RandomBrightness (preprocessing_layers.hpp: their seed is their own).
-      {"SpatialDropout3D", [](const json& c) { return SpatialDropoutLayer::from_config(3, c); }, kSeedless,
+      {"SpatialDropout3D", [](const json& c) { return SpatialDropoutLayer::from_config(3, c); }, json::object(),
        kSpatialDropoutNotTaken},
       {"RandomContrast", &RandomContrastLayer::from_config, kChannelsLast},
       {"RandomBrightness", &RandomBrightnessLayer::from_config, kChannelsLast},

@@ -305,7 +305,7 @@ Tensor RandomFlipLayer::call(const Tensor& x_in, const CallContext& ctx) const {
   const DType dt = x.dtype();
   // One coin per example from Dropout's generator: a unit of an all-ones (n, 1) kept (2, nonzero)
   // or dropped (0) with probability 1/2, where kept is flipped.
-  const Tensor coins = kept_units(n, 1, dt, 0.5f, random_key(ctx, stream_));
+  const Tensor coins = kept_units(n, 1, dt, 0.5f, random_key(ctx, stream_, options_.seed));
   const bool hz = horizontal_, vt = vertical_;
   const Tensor index =
       device_constant({"RandomFlip rows: h, w, horizontal, vertical", {h, w, hz ? 1 : 0, vt ? 1 : 0}}, n,
@@ -326,14 +326,14 @@ Tensor RandomFlipLayer::call(const Tensor& x_in, const CallContext& ctx) const {
 json RandomFlipLayer::get_config() const {
   json c = Layer::get_config();
   c["mode"] = options_.mode;
-  c["seed"] = own_seed_json(options_.seed);
+  c["seed"] = seed_to_json(options_.seed);
   return c;
 }
 
 LayerPtr RandomFlipLayer::from_config(const json& c) {
   RandomFlipOptions o;
   o.mode = c.value("mode", std::string("horizontal_and_vertical"));
-  o.seed = own_seed_from_config(c, "RandomFlip");
+  o.seed = seed_from_config(c);
   o.name = c.at("name").get<std::string>();
   return std::make_shared<RandomFlipLayer>(std::move(o));
 }
@@ -359,7 +359,7 @@ Tensor per_image_uniform(const Tensor& x, float lo, float hi, const DropoutKey& 
 json color_config(json c, const RandomColorOptions& o, float lower, float upper) {
   c["factor"] = json::array({lower, upper});
   c["value_range"] = o.value_range;
-  c["seed"] = own_seed_json(o.seed);
+  c["seed"] = seed_to_json(o.seed);
   return c;
 }
 
@@ -374,7 +374,7 @@ RandomColorOptions color_options(const json& c, const char* cls) {
   RandomColorOptions o;
   o.factor = factor_from_json(c.at("factor"), cls, "factor");
   if (c.contains("value_range")) o.value_range = c.at("value_range").get<std::vector<float>>();
-  o.seed = own_seed_from_config(c, cls);
+  o.seed = seed_from_config(c);
   o.name = c.at("name").get<std::string>();
   return o;
 }
@@ -398,7 +398,7 @@ Tensor RandomColorLayer::call(const Tensor& x_in, const CallContext& ctx) const 
   const Tensor x = autocast(x_in);  // Keras' transform_images casts to the compute dtype in both modes
   if (!ctx.training || x.numel() == 0) return x;
   const auto [lo, hi] = draw_range();
-  return transform(x, per_image_uniform(x, lo, hi, random_key(ctx, stream_)));
+  return transform(x, per_image_uniform(x, lo, hi, random_key(ctx, stream_, options_.seed)));
 }
 
 json RandomColorLayer::get_config() const { return color_config(Layer::get_config(), options_, lower_, upper_); }

@@ -125,7 +125,7 @@ Tensor RandomAffineLayer::call(const Tensor& x_in, const CallContext& ctx) const
   std::vector<Tensor> draws;
   for (int j = 0; j < draw_count(); ++j) {
     const std::uint64_t stream = j == 0 ? stream_ : mix_seed(stream_, static_cast<std::uint64_t>(j));
-    draws.push_back(uniform(Shape{x.dim(0), 1}, DType::kF32, random_key(ctx, stream)));
+    draws.push_back(uniform(Shape{x.dim(0), 1}, DType::kF32, random_key(ctx, stream, options_.seed)));
   }
   return affine_transform(x, transforms(draws, x.dim(1), x.dim(2)), interpolation_, fill_mode_,
                           options_.fill_value);
@@ -136,7 +136,7 @@ json RandomAffineLayer::get_config() const {
   c["fill_mode"] = options_.fill_mode;
   c["interpolation"] = options_.interpolation;
   c["fill_value"] = options_.fill_value;
-  c["seed"] = own_seed_json(options_.seed);
+  c["seed"] = seed_to_json(options_.seed);
   return c;
 }
 
@@ -145,8 +145,8 @@ RandomAffineOptions RandomAffineLayer::options_from_config(const json& c) {
   o.fill_mode = c.value("fill_mode", o.fill_mode);
   o.interpolation = c.value("interpolation", o.interpolation);
   o.fill_value = c.value("fill_value", o.fill_value);
+  o.seed = seed_from_config(c);
   o.name = c.at("name").get<std::string>();
-  o.seed = own_seed_from_config(c, "layer '" + o.name + "'");
   return o;
 }
 

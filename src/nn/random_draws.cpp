@@ -7,25 +7,32 @@
 
 namespace lockstep::layers {
 
+using nlohmann::json;
+
 std::uint64_t layer_stream(std::uint64_t tag, const std::optional<std::int64_t>& own_seed, std::uint64_t model_seed) {
   return own_seed ? mix_seed(tag, static_cast<std::uint64_t>(*own_seed)) : model_seed;
 }
 
-std::optional<std::int64_t> own_seed_from_config(const nlohmann::json& c, const std::string& who) {
-  const nlohmann::json& seed = c.value("seed", nlohmann::json());
+json seed_to_json(const std::optional<std::int64_t>& seed) { return seed ? json(*seed) : json(nullptr); }
+
+std::optional<std::int64_t> seed_from_config(const json& c) {
+  const json& seed = c.value("seed", json());
   if (seed.is_null()) return std::nullopt;
   const bool past_int64 =
       seed.is_number_unsigned() && seed.get<std::uint64_t>() > std::uint64_t{std::numeric_limits<std::int64_t>::max()};
-  LOCKSTEP_CHECK(seed.is_number_integer() && !past_int64, who, ": Argument `seed` must be an integer. Received: seed=", seed.dump().substr(0, 200));
+  LOCKSTEP_CHECK(seed.is_number_integer() && !past_int64,
+                 "Argument `seed` must be an integer. Received: seed=", seed.dump().substr(0, 200));
   return seed.get<std::int64_t>();
 }
 
-nlohmann::json own_seed_json(const std::optional<std::int64_t>& seed) {
-  return seed ? nlohmann::json(*seed) : nlohmann::json(nullptr);
+DropoutKey batch_random_key(const CallContext& ctx, std::uint64_t stream, const std::optional<std::int64_t>& own_seed) {
+  DropoutKey key = random_key(ctx, stream, own_seed);
+  key.first_example = 0;
+  return key;
 }
 
-DropoutKey random_key(const CallContext& ctx, std::uint64_t stream) {
-  return DropoutKey{.seed = ctx.seed,
+DropoutKey random_key(const CallContext& ctx, std::uint64_t stream, const std::optional<std::int64_t>& own_seed) {
+  return DropoutKey{.seed = own_seed ? 0 : ctx.seed,
                     .stream = stream,
                     .step = ctx.step,
                     .first_example = ctx.first_example,

@@ -52,7 +52,9 @@ void RecurrentLayer::build_impl(const Shape& s, std::uint64_t seed) {
   (void)compute_output_shape(s);
   LOCKSTEP_CHECK(s[2] > 0, "layer '", name(), "' (", class_name_, "): input shape ", s.str(), " has no features");
   const std::int64_t u = options_.units;
-  dropout_stream_ = seed;
+  // The dropout masks' stream: the layer's own seed's, else its build seed (as before seeds were taken).
+  constexpr std::uint64_t kRecurrentDropoutTag = 0x524e4e44726f7000ULL;  // "RNNDrop"
+  dropout_stream_ = layer_stream(kRecurrentDropoutTag, options_.seed, seed);
   // Keras' order (and so its weight file's): kernel, recurrent_kernel, bias.
   kernel_ = add_weight("kernel", Shape{s[2], gates_ * u}, Initializer{options_.kernel_initializer}, mix_seed(seed, 1));
   recurrent_kernel_ = add_weight("recurrent_kernel", Shape{u, gates_ * u}, Initializer{options_.recurrent_initializer},
@@ -84,9 +86,10 @@ RecurrentResult RecurrentLayer::run(const Tensor& x, const Tensor& mask, const s
   const auto masks = [&](float rate, std::int64_t width, int count, std::uint64_t which) {
     std::vector<Tensor> out;
     if (!ctx.training || rate == 0.0f) return out;
-    for (int g = 0; g < count; ++g)
-      out.push_back(kept_units(batch, width, dt, rate,
-                               random_key(ctx, mix_seed(dropout_stream_, which * 16 + static_cast<std::uint64_t>(g)))));
+    for (int g = 0; g < count; ++g) {
+      const std::uint64_t stream = mix_seed(dropout_stream_, which * 16 + static_cast<std::uint64_t>(g));
+      out.push_back(kept_units(batch, width, dt, rate, random_key(ctx, stream, options_.seed)));
+    }
     return out;
   };
   const std::int64_t features = x.dim(2);
@@ -234,7 +237,8 @@ nlohmann::json RecurrentLayer::get_config() const {
             {"go_backwards", o.go_backwards},
             {"zero_output_for_mask", o.zero_output_for_mask},
             {"dropout", o.dropout},
-            {"recurrent_dropout", o.recurrent_dropout}});
+            {"recurrent_dropout", o.recurrent_dropout},
+            {"seed", seed_to_json(o.seed)}});
   return c;
 }
 
@@ -260,6 +264,7 @@ RecurrentOptions RecurrentLayer::options_from_config(const nlohmann::json& c, co
   o.zero_output_for_mask = c.value("zero_output_for_mask", o.zero_output_for_mask);
   o.dropout = c.value("dropout", o.dropout);
   o.recurrent_dropout = c.value("recurrent_dropout", o.recurrent_dropout);
+  o.seed = seed_from_config(c);
   o.name = c.at("name").get<std::string>();
   return o;
 }

@@ -395,3 +395,31 @@ TEST(RecurrentLayers, RecurrentDropoutActsInTrainingOnly) {
     EXPECT_EQ(layers::find_layer_class(cls)->from_config(l->get_config())->get_config(), l->get_config()) << c.name;
   }
 }
+
+// Keras' seed (the dropout masks' own stream): two layers of the same seed draw the same masks
+// whatever their build seeds (their weights made equal) and the model's seed; another seed other
+// masks; the config keeps it (null when not given).
+TEST(RecurrentLayers, ASeedIsTheDropoutMasksOwnStream) {
+  const auto x = random_values(kB * kT * kF, 46, 1.0f);
+  const Tensor xt = Tensor::from_vector(x, {kB, kT, kF});
+  for (const std::string cls : {"SimpleRNN", "LSTM", "GRU"}) {
+    const auto make = [&](std::optional<std::int64_t> seed, std::uint64_t build_seed) {
+      RecurrentOptions o{.units = 4, .dropout = 0.3f, .recurrent_dropout = 0.4f};
+      o.seed = seed;
+      return built(cls == "LSTM" ? layers::LSTM(o) : cls == "GRU" ? layers::GRU(o) : layers::SimpleRNN(o), kF,
+                   build_seed);
+    };
+    const auto a = make(42, 1), b = make(42, 2), other = make(43, 1);
+    b->kernel().assign(a->kernel().value());
+    b->recurrent_kernel().assign(a->recurrent_kernel().value());
+    b->bias().assign(a->bias().value());
+    const auto run = [&](const std::shared_ptr<RecurrentLayer>& l, std::uint64_t model_seed) {
+      return l->call(xt, layers::CallContext{.training = true, .seed = model_seed, .step = 3}).to_vector<float>();
+    };
+    EXPECT_EQ(run(b, 12), run(a, 11)) << cls;
+    EXPECT_NE(run(other, 11), run(a, 11)) << cls;
+    EXPECT_EQ(a->get_config().at("seed"), 42) << cls;
+    EXPECT_TRUE(make(std::nullopt, 1)->get_config().at("seed").is_null()) << cls;
+    EXPECT_EQ(layers::find_layer_class(cls)->from_config(a->get_config())->get_config(), a->get_config()) << cls;
+  }
+}

@@ -5,7 +5,9 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <functional>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -13,6 +15,7 @@
 #include "common/error_message.hpp"
 #include "common/random_data.hpp"
 #include "lockstep/autograd/gradient_tape.hpp"
+#include "lockstep/layers/core_layers.hpp"
 #include "lockstep/layers/group_normalization.hpp"
 #include "lockstep/layers/layer_registry.hpp"
 #include "lockstep/layers/regularization_layers.hpp"
@@ -250,6 +253,104 @@ TEST(AlphaDropout, NoiseShapeSharesADrawAlongItsOnes) {
             std::string::npos);
 }
 
+// ---- Dropout's noise_shape (Keras': the mask's shape, broadcast over the input) ----
+
+// (None, 1, C): whole channels dropped over time, each example its own; (None, 1, 1): whole
+// examples. A noise_shape that leaves every entry None draws what Dropout without one draws.
+TEST(Dropout, NoiseShapeDrawsOneMaskOfItsShapeBroadcastOverTheInput) {
+  const Tensor x = test::random_uniform(Shape{40, 5, 6}, 3, 1.0f, 2.0f);
+  const auto check_shared = [&](const std::vector<std::int64_t>& noise, bool per_feature) {
+    auto layer = built(layers::Dropout(0.5f, noise), x.shape());
+    const auto y = layer->call(x, kTrain).to_vector<float>(), xv = x.to_vector<float>();
+    int dropped = 0;
+    for (std::int64_t e = 0; e < 40; ++e)
+      for (std::int64_t t = 0; t < 5; ++t)
+        for (std::int64_t f = 0; f < 6; ++f) {
+          const auto i = static_cast<std::size_t>((e * 5 + t) * 6 + f);
+          const auto first = static_cast<std::size_t>(e * 30 + (per_feature ? f : 0));
+          const bool kept = y[i] != 0.0f, first_kept = y[first] != 0.0f;
+          ASSERT_EQ(kept, first_kept) << "example " << e << " step " << t << " feature " << f;
+          if (kept) {
+            ASSERT_EQ(y[i], xv[i] * 2.0f);
+          } else {
+            ++dropped;
+          }
+        }
+    EXPECT_GT(dropped, 0);
+    EXPECT_LT(dropped, 40 * 30);
+    expect_split_draws_the_same(*layer, x, 15);
+  };
+  check_shared({-1, 1, 6}, true);
+  check_shared({-1, 1, 1}, false);
+  // Every entry None: Dropout's own mask.
+  EXPECT_TRUE(built(layers::Dropout(0.5f, {-1, -1, -1}), x.shape())
+                  ->call(x, kTrain)
+                  .bitwise_equal(built(layers::Dropout(0.5f), x.shape())->call(x, kTrain)));
+  // Keras refuses entries that are not positive; lockstep also a batch entry (replicas would not
+  // agree) and, at build, a shape that does not broadcast (Keras fails in its call).
+  EXPECT_NE(message_of([] { (void)layers::Dropout(0.5f, {-1, 0, 6}); }).find("positive integers or None"),
+            std::string::npos);
+  EXPECT_NE(message_of([] { (void)layers::Dropout(0.5f, {1, 1, 6}); }).find("batch entry must be None"),
+            std::string::npos);
+  // An entry that is not an integer (Keras refuses it; a truncation would drop other units).
+  const auto noise_config = [](json noise) {
+    json c = layers::Dropout(0.5f)->get_config();
+    c["noise_shape"] = std::move(noise);
+    return c;
+  };
+  const auto dropout = layers::find_layer_class("Dropout");
+  EXPECT_NE(message_of([&] { (void)dropout->from_config(noise_config({nullptr, 1.5, 6})); })
+                .find("expected all elements to be integers or None, entry 1 is 1.5"),
+            std::string::npos);
+  EXPECT_NE(message_of([&] { (void)dropout->from_config(noise_config({nullptr, "1", 6})); }).find("entry 1"),
+            std::string::npos);
+  EXPECT_EQ(dropout->from_config(noise_config({nullptr, 1, 6}))->get_config().at("noise_shape"),
+            json::array({nullptr, 1, 6}));
+  EXPECT_NE(message_of([] { built(layers::Dropout(0.5f, {-1, 2, 6}), Shape{2, 5, 6}); }).find("does not broadcast"),
+            std::string::npos);
+  EXPECT_NE(message_of([] { built(layers::Dropout(0.5f, {-1, 1}), Shape{2, 5, 6}); }).find("noise_shape has 2 entries"),
+            std::string::npos);
+}
+
+// ---- Keras' seed argument: the layer's own stream of draws ----
+
+// Every regularization layer: a seed draws the same masks whatever the model's seed and the
+// layer's build seed, another seed other masks; without one the model's seeds key them.
+TEST(RegularizationLayers, ASeedIsTheLayersOwnStreamWhateverTheModelsSeed) {
+  using Make = std::function<layers::LayerPtr(std::optional<std::int64_t>)>;
+  const std::vector<std::pair<Shape, Make>> cases = {
+      {Shape{8, 5, 6}, [](auto s) { return layers::Dropout(0.5f, {}, s); }},
+      {Shape{8, 5, 6}, [](auto s) { return layers::Dropout(0.5f, {-1, 1, 6}, s); }},
+      {Shape{8, 5, 6}, [](auto s) { return layers::SpatialDropout1D(0.5f, s); }},
+      {Shape{8, 3, 3, 4}, [](auto s) { return layers::SpatialDropout2D(0.5f, "channels_last", s); }},
+      {Shape{8, 2, 2, 2, 4}, [](auto s) { return layers::SpatialDropout3D(0.5f, "channels_first", s); }},
+      {Shape{8, 6}, [](auto s) { return layers::GaussianNoise(0.5f, s); }},
+      {Shape{8, 6}, [](auto s) { return layers::GaussianDropout(0.5f, s); }},
+      {Shape{8, 6}, [](auto s) { return layers::AlphaDropout(0.5f, {}, s); }},
+  };
+  for (const auto& [shape, make] : cases) {
+    const Tensor x = test::random_uniform(shape, 9, 1.0f, 2.0f);
+    const auto draw = [&](std::optional<std::int64_t> seed, std::uint64_t build_seed, std::uint64_t model_seed) {
+      auto layer = make(seed);
+      std::vector<std::int64_t> dims = shape.dims();
+      dims[0] = -1;
+      layer->build(Shape(dims), build_seed);
+      return layer->call(x, CallContext{.training = true, .seed = model_seed, .step = 2});
+    };
+    const std::string cls = make(std::nullopt)->class_name();
+    const Tensor own = draw(42, 1, 11);
+    EXPECT_TRUE(draw(42, 2, 12).bitwise_equal(own)) << cls;
+    EXPECT_FALSE(draw(43, 1, 11).bitwise_equal(own)) << cls;
+    EXPECT_FALSE(draw(std::nullopt, 1, 11).bitwise_equal(draw(std::nullopt, 2, 11))) << cls;
+    EXPECT_FALSE(draw(std::nullopt, 1, 11).bitwise_equal(draw(std::nullopt, 1, 12))) << cls;
+    // Keras' config: the seed, or null.
+    EXPECT_EQ(make(42)->get_config().at("seed"), 42) << cls;
+    EXPECT_TRUE(make(std::nullopt)->get_config().at("seed").is_null()) << cls;
+    const json c = make(42)->get_config();
+    EXPECT_EQ(layers::find_layer_class(cls)->from_config(c)->get_config(), c) << cls;
+  }
+}
+
 // ---- GroupNormalization ----
 
 // (1, 2, 4): steps (1, 2, 3, 6) and (0, 0, 4, 4), 2 groups of 2 channels: group 0 holds 1, 2, 0, 0
@@ -353,6 +454,9 @@ TEST(RegularizationAndNormalizationConfigs, RoundTripThroughTheRegistryWithKeras
       {layers::GaussianDropout(0.375f), {{"rate", 0.375}}},
       {layers::AlphaDropout(0.25f, {-1, 1, 4}), {{"rate", 0.25}, {"noise_shape", json::array({nullptr, 1, 4})}}},
       {layers::AlphaDropout(0.25f), {{"rate", 0.25}, {"noise_shape", nullptr}}},
+      {layers::Dropout(0.25f, {-1, 1, 4}, 7),
+       {{"rate", 0.25}, {"noise_shape", json::array({nullptr, 1, 4})}, {"seed", 7}}},
+      {layers::Dropout(0.25f), {{"rate", 0.25}, {"noise_shape", nullptr}, {"seed", nullptr}}},
       {layers::Identity(), json::object()},
       {layers::GroupNormalization({.groups = 4, .axis = 1, .epsilon = 0.5f, .center = false}),
        {{"groups", 4}, {"axis", 1}, {"epsilon", 0.5}, {"center", false}, {"scale", true}}},

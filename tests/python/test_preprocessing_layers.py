@@ -129,3 +129,24 @@ def test_random_translation_rotation_and_zoom_take_keras_arguments_and_transform
         layers.RandomTranslation(1.5, 0.1)
     with pytest.raises(ValueError, match="Unknown `fill_mode` mirror"):
         layers.RandomZoom(0.1, fill_mode="mirror")
+
+
+def test_random_crop_takes_keras_arguments_crops_one_window_in_training_and_the_centre_in_predict():
+    x = np.arange(4 * 6 * 7 * 1, dtype="float32").reshape(4, 6, 7, 1)
+    crop = layers.RandomCrop(3, 4, seed=7)
+    config = crop.get_config()
+    assert (config["height"], config["width"], config["seed"]) == (3, 4, 7)
+    assert layers.RandomCrop(3, 4).get_config()["seed"] is None
+    # predict: Keras' documented centre crop of the target's aspect ratio, resized; here 6x7 to the
+    # ratio 3:4 is the centre 5x7 (rows 0-4), bilinear to 3x4.
+    assert predict(layers.RandomCrop(3, 4), x).shape == (4, 3, 4, 1)
+    np.testing.assert_array_equal(predict(layers.RandomCrop(6, 7), x), x)
+    # training=True: one (3, 4) window of the input at the same offset for every image.
+    inputs = keras.Input(x.shape[1:])
+    y = keras.Model(inputs, crop(inputs, training=True)).predict(x, verbose=0)
+    windows = [(h, w) for h in range(4) for w in range(4) if np.array_equal(y, x[:, h:h + 3, w:w + 4])]
+    assert len(windows) == 1
+    with pytest.raises(ValueError, match="`seed` must be an integer"):
+        layers.RandomCrop(3, 4, seed=0.5)
+    with pytest.raises(ValueError, match="integers or None"):
+        layers.Dropout(0.5, noise_shape=(None, 1.5, 4))

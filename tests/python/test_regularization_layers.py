@@ -62,8 +62,9 @@ def test_keras_refusals_by_name():
         keras.Model(inputs, layers.GroupNormalization(3)(inputs))
     with pytest.raises(ValueError, match="Expected a float value between 0 and 1"):
         layers.GaussianNoise(2.0)
-    with pytest.raises(ValueError, match="seed"):
-        layers.GaussianDropout(0.2, seed=42)
+    # Keras' seed is taken (the layer's own stream of draws) and kept; noise_shape too.
+    assert layers.GaussianDropout(0.2, seed=42).get_config()["seed"] == 42
+    assert layers.Dropout(0.2, (None, 1, 4), seed=3).get_config()["noise_shape"] == [None, 1, 4]
     with pytest.raises(ValueError, match="expected ndim=3"):
         keras.Model(keras.Input((4,)), layers.SpatialDropout1D(0.2)(keras.Input((4,))))
 

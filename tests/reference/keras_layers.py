@@ -30,7 +30,9 @@ pad_to_aspect_ratio. RandomContrast and RandomBrightness (the
 identity in predict; factor, value_range and seed both ways) and SpatialDropout3D in both data formats.
 RandomTranslation, RandomRotation and RandomZoom (the identity in predict; factors, fill_mode,
 interpolation, fill_value and seed both ways), and affine_transform against
-keras.ops.image.affine_transform for given transforms.
+keras.ops.image.affine_transform for given transforms. Keras' seed on the regularization layers and
+the recurrent layers' dropout, Dropout's noise_shape and RandomCrop (on images of its size, where
+Keras 3.15.1's inference and lockstep's agree), their configurations both ways.
 
 Exit 0 all agree, 1 a disagreement, 77 (skip) when tensorflow/keras are not importable.
 """
@@ -496,6 +498,54 @@ def keras_random_affine_model():
     return keras.Model(inp, L.Dense(2)(x), name="keras_random_affine")
 
 
+def keras_seeded_models():
+    """Keras' seed on Dropout (with a noise_shape), SpatialDropout1D, GaussianNoise, GaussianDropout,
+    AlphaDropout and LSTM / GRU dropout, trained a step in Keras; RandomCrop with a seed and without
+    (Keras then writes a seed of its own) on images of its target size: the identity in predict."""
+    keras.utils.set_random_seed(29)
+    L = keras.layers
+    inp = keras.Input((5, 4))
+    x = L.Dropout(0.5, noise_shape=(None, 1, 4), seed=3, name="dropout_noise")(inp)
+    x = L.SpatialDropout1D(0.2, seed=1, name="spatial")(x)
+    x = L.LSTM(4, dropout=0.2, recurrent_dropout=0.1, seed=5, return_sequences=True, name="lstm")(x)
+    x = L.GaussianNoise(0.1, seed=4, name="noise")(x)
+    x = L.GRU(3, dropout=0.1, seed=6, return_sequences=True, name="gru")(x)
+    x = L.GaussianDropout(0.2, seed=2, name="gaussian_dropout")(x)
+    x = L.AlphaDropout(0.1, seed=8, name="alpha")(L.Flatten()(x))
+    sequence = keras.Model(inp, L.Dense(2)(L.Dropout(0.3, name="dropout")(x)), name="keras_seeded_sequence")
+    sequence.compile(optimizer="adam", loss="mse")
+    rng = np.random.RandomState(29)
+    sequence.fit(rng.normal(0, 1, (16, 5, 4)).astype(np.float32), rng.normal(0, 1, (16, 2)).astype(np.float32),
+                 epochs=1, batch_size=8, verbose=0)
+    iin = keras.Input((6, 5, 3))
+    y = L.RandomCrop(6, 5, seed=7, name="crop_seeded")(iin)
+    y = L.RandomCrop(6, 5, name="crop")(y)
+    images = keras.Model(iin, L.Dense(2)(L.GlobalAveragePooling2D()(y)), name="keras_random_crop")
+    return sequence, images
+
+
+def check_seeded(d, cli, driver):
+    sequence, images = keras_seeded_models()
+    back = both_ways(sequence, np.random.RandomState(30).normal(0, 1, (8, 5, 4)).astype(np.float32), d, cli, driver,
+                     "seeded Dropout (noise_shape), SpatialDropout1D, GaussianNoise, GaussianDropout, AlphaDropout, "
+                     "LSTM and GRU dropout (identity in predict)")
+    if back is not None:
+        for layer in sequence.layers[1:]:
+            want, got = layer.get_config(), back.get_layer(layer.name).get_config()
+            exact = [k for k in ("seed", "noise_shape") if k in want]
+            rates = [k for k in ("rate", "stddev", "dropout", "recurrent_dropout") if k in want]  # float32 in lockstep
+            check(all(want[k] == got.get(k) for k in exact) and all(np.isclose(want[k], got[k]) for k in rates),
+                  f"{layer.name}: {exact + rates} as Keras wrote them ({got} for {want})")
+    back = both_ways(images, np.random.RandomState(31).uniform(0, 1, (8, 6, 5, 3)).astype(np.float32), d, cli,
+                     driver, "RandomCrop with a seed and Keras' own (identity in predict at its size)")
+    if back is not None:
+        for name in ("crop_seeded", "crop"):
+            want, got = images.get_layer(name).get_config(), back.get_layer(name).get_config()
+            check(sorted(want) == sorted(got) and all(want[k] == got[k] for k in
+                                                      ("height", "width", "seed", "data_format")),
+                  f"{name}: RandomCrop's config as Keras wrote it ({got} for {want})")
+
+
 AFFINE_KEYS = ("fill_mode", "interpolation", "fill_value", "seed", "data_format")
 
 
@@ -639,6 +689,7 @@ def main():
             same = all((want[k] is None and got[k] is None) or np.allclose(want[k], got[k]) for k in factors)
             check(same and all(want[k] == got[k] for k in AFFINE_KEYS),
                   f"{layer.name}: factors and options as Keras wrote them ({got} for {want})")
+    check_seeded(d, cli, driver)
     print(f"{len(kf.failures)} failure(s)")
     return 1 if kf.failures else 0
 

@@ -63,7 +63,7 @@ std::vector<Sample> samples() {
   const Shape image{4, 4, 2}, seq{4, 3}, flat{6};
   return {
       {"Dense", flat, [] { return L::Dense(3, "relu"); }},
-      {"Dropout", flat, [] { return L::Dropout(0.5f); }},
+      {"Dropout", seq, [] { return L::Dropout(0.5f, {-1, 1, 3}, 3); }},
       {"Activation", flat, [] { return L::Activation("tanh"); }},
       {"Flatten", image, [] { return L::Flatten(); }},
       {"Reshape", flat, [] { return L::Reshape(Shape{2, 3}); }},
@@ -118,7 +118,7 @@ std::vector<Sample> samples() {
       {"SpatialDropout1D", seq, [] { return L::SpatialDropout1D(0.5f); }},
       {"SpatialDropout2D", image, [] { return L::SpatialDropout2D(0.5f); }},
       {"SpatialDropout3D", Shape{2, 2, 2, 2}, [] { return L::SpatialDropout3D(0.5f); }},
-      {"GaussianNoise", flat, [] { return L::GaussianNoise(0.1f); }},
+      {"GaussianNoise", flat, [] { return L::GaussianNoise(0.1f, 4); }},
       {"GaussianDropout", flat, [] { return L::GaussianDropout(0.1f); }},
       {"AlphaDropout", flat, [] { return L::AlphaDropout(0.1f); }},
       {"Identity", flat, [] { return L::Identity(); }},
@@ -134,6 +134,7 @@ std::vector<Sample> samples() {
       {"RandomZoom", image, [] { return L::RandomZoom({0.2f}, std::vector<float>{-0.1f, 0.1f}); }},
       {"Resizing", image, [] { return L::Resizing(3, 5); }},
       {"CenterCrop", image, [] { return L::CenterCrop(2, 3); }},
+      {"RandomCrop", image, [] { return L::RandomCrop(2, 3, 7); }},
   };
 }
 

@@ -1,4 +1,4 @@
-// RandomTranslation, RandomRotation and RandomZoom in a model trained with fit: it learns through
+// RandomTranslation, RandomRotation, RandomZoom (and RandomCrop) in a model trained with fit: it learns through
 // them, two replicas train what one device trains (the transforms follow the example, not the
 // replica), predict leaves the images as they are, and the model crosses a .keras file.
 #include <gtest/gtest.h>
@@ -12,6 +12,7 @@
 #include "lockstep/distribute/strategy.hpp"
 #include "lockstep/layers/conv_layers.hpp"
 #include "lockstep/layers/core_layers.hpp"
+#include "lockstep/layers/image_preprocessing_layers.hpp"
 #include "lockstep/layers/random_affine_layers.hpp"
 #include "lockstep/training/functional.hpp"
 #include "lockstep/training/saved_model.hpp"
@@ -83,6 +84,45 @@ TEST(RandomAffineFit, AModelLearnsThroughTheAugmentationsAndTwoReplicasTrainAsOn
   const Trained one = train_augmented(1, 6, dir + "/augmented.keras");
   EXPECT_LT(one.losses.back(), 0.5 * one.losses.front());
   const Trained two = train_augmented(2, 6);
+  ASSERT_EQ(two.weights.size(), one.weights.size());
+  for (std::size_t w = 0; w < one.weights.size(); ++w)
+    for (std::size_t i = 0; i < one.weights[w].size(); ++i)
+      EXPECT_NEAR(two.weights[w][i], one.weights[w][i], 1e-4f) << w << " " << i;
+}
+
+// RandomCrop (7 x 7 of the 8 x 8 images, its own seed) before the same convnet: one window per
+// batch and step, so two replicas (each half of the batch) train what one device trains; predict
+// takes the centre crop of the target's aspect ratio, resized (here the whole 8 x 8, to 7 x 7), and the
+// model crosses a .keras file with its seed.
+Trained train_cropped(int replicas, const std::string& save_to = "") {
+  distribute::MirroredStrategy strategy({.num_cpu_devices = replicas});
+  auto scope = strategy.scope();
+  set_random_seed(4);
+  const KerasTensor in = Input({kSide, kSide, 1});
+  const KerasTensor cropped = call(layers::RandomCrop(kSide - 1, kSide - 1, 9), in);
+  const KerasTensor pooled =
+      call(layers::GlobalMaxPooling2D(), call(layers::Conv2D(4, {3, 3}, "relu"), cropped));
+  Functional m(in, call(layers::Dense(1, "sigmoid"), pooled));
+  m.compile(optimizers::Adam(0.05), losses::BinaryCrossentropy());
+  const History h = m.fit(data().x, data().y, {.epochs = 6, .batch_size = 16, .shuffle = false, .verbose = 0});
+  Trained t{{}, h.history.at("loss")};
+  for (const auto& var : m.variables()) t.weights.push_back(var.read_value().to_vector<float>());
+  if (!save_to.empty()) {
+    save_model(m, save_to);
+    auto back = load_model(save_to);
+    EXPECT_EQ(back->predict(data().x).to_vector<float>(), m.predict(data().x).to_vector<float>());
+    EXPECT_EQ(back->layers()[1]->get_config(), m.layers()[1]->get_config());
+    EXPECT_EQ(back->layers()[1]->get_config().at("seed"), 9);
+  }
+  return t;
+}
+
+TEST(RandomCropFit, AModelLearnsThroughTheCropAndTwoReplicasTrainAsOne) {
+  const std::string dir = ::testing::TempDir() + "/random_crop_fit";
+  std::filesystem::create_directories(dir);
+  const Trained one = train_cropped(1, dir + "/cropped.keras");
+  EXPECT_LT(one.losses.back(), 0.5 * one.losses.front());
+  const Trained two = train_cropped(2);
   ASSERT_EQ(two.weights.size(), one.weights.size());
   for (std::size_t w = 0; w < one.weights.size(); ++w)
     for (std::size_t i = 0; i < one.weights[w].size(); ++i)

@@ -44,15 +44,21 @@ class DenseLayer final : public Layer {
 
 /// Keras' Dropout (keras/src/layers/regularization/dropout.py): inverted dropout, each unit kept
 /// with probability 1 - rate and scaled by 1 / (1 - rate), in training; rate in [0, 1).
+/// noise_shape: the mask's shape (NoiseShape's), broadcast over the input (e.g. (None, 1, C):
+/// whole channels dropped over time); seed: the layer's own stream of draws.
 class DropoutLayer final : public RandomRegularizationLayer {
  public:
-  explicit DropoutLayer(float rate, std::string name = "");
+  explicit DropoutLayer(float rate, std::vector<std::int64_t> noise_shape = {},
+                        std::optional<std::int64_t> seed = std::nullopt, std::string name = "");
   std::string class_name() const override { return "Dropout"; }
+  nlohmann::json get_config() const override;
   static LayerPtr from_config(const nlohmann::json& config);
+  Shape compute_output_shape(const Shape& s) const override;
   float rate() const { return amount(); }
 
  private:
   Tensor transform(const Tensor& x, const DropoutKey& key) const override;
+  NoiseShape noise_shape_;
 };
 
 class ActivationLayer final : public Layer {
@@ -164,7 +170,8 @@ class InputLayer final : public Layer {
 LayerPtr Dense(std::int64_t units, const std::string& activation = "linear",
                std::optional<std::int64_t> input_dim = std::nullopt);
 LayerPtr Dense(const DenseOptions& options);
-LayerPtr Dropout(float rate);
+LayerPtr Dropout(float rate, std::vector<std::int64_t> noise_shape = {},
+                 std::optional<std::int64_t> seed = std::nullopt);
 LayerPtr Activation(const std::string& activation);
 LayerPtr Softmax(int axis = -1);
 LayerPtr Masking(float mask_value = 0.0f);

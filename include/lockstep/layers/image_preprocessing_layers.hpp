@@ -1,7 +1,9 @@
 #pragma once
-// Keras 3's image preprocessing layers that change an image's size inside a model, Resizing and
-// CenterCrop (keras/src/layers/preprocessing/image_preprocessing/resizing.py, center_crop.py),
-// with Keras' names, defaults and configs.
+// Keras 3's image preprocessing layers that change an image's size inside a model, Resizing,
+// CenterCrop and RandomCrop (keras/src/layers/preprocessing/image_preprocessing/resizing.py,
+// center_crop.py, random_crop.py), with Keras' names, defaults and configs.
+#include <cstdint>
+#include <optional>
 #include <string>
 
 #include "lockstep/layers/layer.hpp"
@@ -48,7 +50,6 @@ class ResizingLayer final : public Layer {
   // Keras' pad_to_aspect_ratio: x padded with fill_value at top and bottom, or left and right,
   // by the same number of pixels, towards the target's aspect ratio.
   Tensor pad_to_aspect_ratio(const Tensor& x) const;
-  Tensor crop_to_aspect_ratio(const Tensor& x, const CallContext& ctx) const;
   ResizingOptions options_;
 };
 
@@ -71,9 +72,47 @@ class CenterCropLayer final : public Layer {
   std::int64_t height_, width_;
 };
 
+/// Keras 3's RandomCrop(height, width, seed) on NHWC images, output (batch, height, width, channels)
+/// always, as Keras documents it:
+/// - in training, images at least (height, width): the window of (height, width) at one random
+///   offset for the whole batch, h_start uniform in [0, in_height - height] and w_start likewise
+///   (Keras' int(uniform(0, in - out + 1))), drawn once per step for the global batch (every
+///   replica draws the same: the result does not depend on the replica count), from the layer's
+///   own seed or else the model's per-layer seed (random_draws.hpp's layer_stream);
+/// - in inference, or training on images smaller than the target in either dimension: the centre
+///   of the largest window of the target's aspect ratio, resized bilinearly to (height, width)
+///   (Keras 2's smart_resize; Resizing with crop_to_aspect_ratio).
+/// Keras 3.15.1 returns inference inputs unchanged (keras-team/keras#21868), which lockstep does not
+/// copy. The crop is a gather by an offset computed on the device (affine_transform's), so it runs
+/// on every backend and in captured steps, and its input gets a gradient.
+class RandomCropLayer final : public Layer {
+ public:
+  RandomCropLayer(std::int64_t height, std::int64_t width, std::optional<std::int64_t> seed = std::nullopt,
+                  std::string name = "");
+  std::string class_name() const override { return "RandomCrop"; }
+  nlohmann::json get_config() const override;
+  static LayerPtr from_config(const nlohmann::json& config);
+  Shape compute_output_shape(const Shape& s) const override;
+  Tensor call(const Tensor& x, const CallContext& ctx) const override;
+  /// Keras' BaseImagePreprocessingLayer.call(data, training=True).
+  std::optional<bool> keras_training_default() const override { return true; }
+  const std::optional<std::int64_t>& seed() const { return seed_; }
+
+ protected:
+  void build_impl(const Shape& input_shape, std::uint64_t seed) override;
+
+ private:
+  // The (height, width) window at the step's random offset.
+  Tensor random_crop(const Tensor& x, const CallContext& ctx) const;
+  std::int64_t height_, width_;
+  std::optional<std::int64_t> seed_;
+  std::uint64_t stream_ = 0;
+};
+
 LayerPtr Resizing(std::int64_t height, std::int64_t width, const std::string& interpolation = "bilinear",
                   bool crop_to_aspect_ratio = false);
 LayerPtr Resizing(const ResizingOptions& options);
 LayerPtr CenterCrop(std::int64_t height, std::int64_t width);
+LayerPtr RandomCrop(std::int64_t height, std::int64_t width, std::optional<std::int64_t> seed = std::nullopt);
 
 }  // namespace lockstep::layers

@@ -15,7 +15,8 @@
 // dropout and recurrent_dropout (training only) are Keras' masks fixed over the steps: one mask
 // [batch, features] on the inputs and one [batch, units] on the previous state; with
 // recurrent_dropout, one of each per gate (Keras' implementation 1). They come from lockstep's
-// dropout op keyed by the model's seed, the step and the example (Keras' random draws differ).
+// dropout op keyed by the model's seed (or the layer's own seed, Keras' seed argument), the step
+// and the example (Keras' random draws differ).
 //
 // return_state (Keras'): a call in a Functional model gives [output, h] (SimpleRNN, GRU) or
 // [output, h, c] (LSTM) (lockstep::call_outputs, functional.hpp), the states without a mask (Keras'
@@ -57,6 +58,9 @@ struct RecurrentOptions {
   /// Keras' dropout of the inputs and recurrent_dropout of the previous state, in [0, 1).
   float dropout = 0.0f;
   float recurrent_dropout = 0.0f;
+  /// Keras' seed for the dropout masks: the layer's own stream of draws (else the model's
+  /// per-layer seed's); kept in the config, null when not given.
+  std::optional<std::int64_t> seed;
   std::string name;
 };
 

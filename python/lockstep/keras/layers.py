@@ -132,6 +132,7 @@ _SIGNATURES = {
                  {"interpolation": "bilinear", "crop_to_aspect_ratio": False, "pad_to_aspect_ratio": False,
                   "fill_mode": "constant", "fill_value": 0.0, "antialias": False, **_IMAGE}),
     "CenterCrop": (("height", "width", "data_format"), dict(_IMAGE)),
+    "RandomCrop": (("height", "width", "seed", "data_format"), {"seed": None, **_IMAGE}),
     # Keras 3's SpatialDropout3D and the colour augmentations RandomContrast, RandomBrightness.
     "SpatialDropout3D": (("rate", "data_format", "seed"), {**_IMAGE, "seed": None}),
     "RandomContrast": (("factor", "value_range", "seed", "data_format"),
