@@ -10,6 +10,7 @@
 
 #include "common/random_data.hpp"
 #include "gpu_test_util.hpp"
+#include "lockstep/layers/image_preprocessing_layers.hpp"
 #include "lockstep/layers/random_affine_layers.hpp"
 #include "lockstep/tensor/step_capture.hpp"
 
@@ -102,4 +103,45 @@ TEST(GpuRandomAffineLayers, TwoReplicasTrainAsOneDeviceAndCapturedAsEager) {
   ASSERT_NO_FATAL_FAILURE(assert_near_cpu(two, train_augmented(JitCompile::kOff, "gpu:0")));
   const std::string refusal = step_capture_refusal(Device::parse("gpu:0"));
   if (gpus() < 2 && refusal.empty()) expect_capture_changes_nothing(train_augmented, two_replicas());
+}
+
+// RandomCrop: its one window per batch is drawn on the device from the step's key (the batch's
+// first example taken as 0), so a GPU crops where the CPU does, a second GPU given the second half
+// of the batch takes the same window, and a captured step replays each step's window.
+namespace {
+FitRun train_cropped(JitCompile mode, const std::string& device) {
+  const Tensor x = test::random_uniform(Shape{32, kSide, kSide, 3}, 9, 0.0f, 1.0f);
+  const Tensor y = test::random_uniform(Shape{32, 2}, 10, 0.0f, 1.0f);
+  MirroredStrategy strategy({.devices = {device}});
+  auto scope = strategy.scope();
+  set_random_seed(7);
+  const KerasTensor in = Input({kSide, kSide, 3});
+  const KerasTensor conv = call(layers::Conv2D(4, {3, 3}, "relu"), call(layers::RandomCrop(4, 5, 3), in));
+  Functional m(in, call(layers::Dense(2), call(layers::GlobalAveragePooling2D(), conv)));
+  m.compile(optimizers::Adam(1e-2), losses::MeanSquaredError());
+  m.set_jit_compile(mode);
+  return fit_quietly(m, x, y);
+}
+}  // namespace
+
+TEST(GpuRandomAffineLayers, RandomCropTakesTheCpusWindowOnEachDeviceAndIsCaptured) {
+  LOCKSTEP_REQUIRE_GPU();
+  constexpr std::int64_t n = 8;
+  const Tensor x = test::random_uniform(Shape{n, kSide, kSide, 3}, 11, 0.0f, 1.0f);
+  const auto crop = layers::RandomCrop(4, 5);
+  crop->build(Shape{-1, kSide, kSide, 3}, 8);
+  for (std::uint64_t step = 0; step < 4; ++step) {
+    const layers::CallContext train{.training = true, .seed = 5, .step = step};
+    layers::CallContext second = train;
+    second.first_example = n / 2;
+    const std::vector<float> cpu = crop->call(x, train).to_vector<float>();
+    OnGpu0 on;
+    EXPECT_EQ(crop->call(x.to(on.gpu), train).on_host().to_vector<float>(), cpu) << step;
+    const std::vector<float> half = crop->call(x.slice(n / 2, n).clone().to(on.gpu), second).on_host().to_vector<float>();
+    EXPECT_EQ(half, std::vector<float>(cpu.begin() + static_cast<long>(cpu.size() / 2), cpu.end())) << step;
+  }
+  const std::string refusal = step_capture_refusal(Device::parse("gpu:0"));
+  if (!refusal.empty()) GTEST_SKIP() << "gpu:0 cannot capture: " << refusal;
+  const FitRun eager = expect_capture_changes_nothing(train_cropped, "gpu:0");
+  ASSERT_NO_FATAL_FAILURE(assert_near_cpu(eager, train_cropped(JitCompile::kOff, "cpu:0")));
 }
