@@ -71,13 +71,15 @@ std::vector<double> reference(const Images& im, const std::vector<float>& t, Int
       for (std::int64_t j = 0; j < im.w; ++j) {
         const auto x_out = static_cast<float>(j), y_out = static_cast<float>(i);
         const float k = m[6] * x_out + m[7] * y_out + 1.0f;
+        if (k == 0.0f) {  // TensorFlow's generator gives fill_value before mapping a coordinate
+          out.insert(out.end(), static_cast<std::size_t>(im.c), fill);
+          continue;
+        }
         const float x_in = (m[0] * x_out + m[1] * y_out + m[2]) / k;
         const float y_in = (m[3] * x_out + m[4] * y_out + m[5]) / k;
         const float x = map_coordinate(x_in, im.w, mode), y = map_coordinate(y_in, im.h, mode);
         for (std::int64_t ch = 0; ch < im.c; ++ch) {
-          if (k == 0.0f) {
-            out.push_back(fill);
-          } else if (interpolation == Interpolation::kNearest) {
+          if (interpolation == Interpolation::kNearest) {
             out.push_back(im.at(b, static_cast<std::int64_t>(std::round(y)),
                                 static_cast<std::int64_t>(std::round(x)), ch, fill));
           } else {
