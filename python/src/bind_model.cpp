@@ -28,96 +28,6 @@ namespace {
 using nlohmann::json;
 using ModelPtr = std::shared_ptr<Model>;
 
-// A JSON value as Python writes it: 'abc', True, None, [1, 'a'].
-std::string python_repr(const json& v) {
-  if (v.is_string()) return "'" + v.get<std::string>() + "'";
-  if (v.is_boolean()) return v.get<bool>() ? "True" : "False";
-  if (v.is_null()) return "None";
-  if (v.is_array()) {
-    std::string out = "[";
-    for (std::size_t i = 0; i < v.size(); ++i) out += (i ? ", " : "") + python_repr(v[i]);
-    return out + "]";
-  }
-  return v.dump();
-}
-
-// A value of JSON type `type` (nlohmann's type_name()): what a from_config reading that type takes.
-json value_of_type(const std::string& type) {
-  if (type == "number") return 0;
-  if (type == "string") return "";
-  if (type == "boolean") return false;
-  if (type == "array") return json::array();
-  if (type == "object") return json::object();
-  return nullptr;
-}
-
-std::string type_words(const std::string& type) {
-  if (type == "number") return "a number";
-  if (type == "string") return "a string";
-  if (type == "boolean") return "True or False";
-  if (type == "array") return "a list or tuple";
-  if (type == "object") return "a dict";
-  return type;
-}
-
-// What a layer's from_config says of the config, or "" where it takes it.
-std::string from_config_error(const layers::LayerClass& cls, const json& config) {
-  try {
-    (void)cls.from_config(config);
-  } catch (const std::exception& e) {
-    return e.what();
-  }
-  return "";
-}
-
-// The message of a JSON error (nlohmann's, of a value of the wrong type) a layer's from_config
-// threw for the arguments `given`, naming the argument: the from_config of every layer class
-// reads its config with nlohmann's get<T>(), whose error says only "type must be number, but is
-// string". Each argument of the type the error names (or a list holding one) is given in turn a
-// value of the type asked for; the one that moves the error on is the argument (an argument that
-// was read as that type would give the reverse error instead). One rule for every layer class.
-std::string argument_error(const layers::LayerClass& cls, const std::string& class_name, const json& given,
-                           const json::exception& e) {
-  const std::string what = e.what();
-  const std::string prefix = "keras.layers." + class_name + ": ";
-  // nlohmann's "[json.exception.<kind>.<id>] " before the text.
-  const auto text_at = what.find("] ");
-  const std::string text = text_at == std::string::npos ? what : what.substr(text_at + 2);
-  if (const auto key = text.find("key '"); dynamic_cast<const json::out_of_range*>(&e) && key != std::string::npos)
-    return prefix + "missing the argument " + text.substr(key + 5, text.find('\'', key + 5) - key - 5);
-  const auto must = text.find("type must be "), but = text.find(", but is ");
-  if (!dynamic_cast<const json::type_error*>(&e) || must == std::string::npos || but == std::string::npos)
-    return prefix + text;
-  const std::string wanted = text.substr(must + 13, but - must - 13), got = text.substr(but + 9);
-  const std::string reverse = "type must be " + got + ", but is " + wanted;
-  json probe = given;
-  // An unnamed layer takes the next automatic name of its class: probes take none.
-  if (probe.value("name", json()) == json("")) probe["name"] = "argument_probe";
-  const std::string before = from_config_error(cls, probe);
-  for (const auto& [key, value] : given.items()) {
-    json changed = value;
-    const bool whole = value.type_name() == got;  // else elements of a list
-    bool holds = whole;
-    if (whole) {
-      changed = value_of_type(wanted);
-    } else if (value.is_array()) {
-      for (auto& element : changed) {
-        if (element.type_name() != got) continue;
-        element = value_of_type(wanted);
-        holds = true;
-      }
-    }
-    if (!holds) continue;
-    json trial = probe;
-    trial[key] = changed;
-    const std::string after = from_config_error(cls, trial);
-    if (after == before || after.find(reverse) != std::string::npos) continue;
-    return prefix + key + " must be " + (whole ? type_words(wanted) : "a list of " + wanted + "s") + ", got " +
-           python_repr(value);
-  }
-  return prefix + text;
-}
-
 // keras.layers.<class_name>(**config): the registered class's from_config, then every argument
 // given is checked to be one the layer has (its get_config()) or one Keras has that lockstep
 // fixes (keras_fixed: given as that value, or null), so that no argument is silently ignored.
@@ -128,9 +38,9 @@ layers::LayerPtr make_layer(const std::string& class_name, const std::string& co
   const json given = json::parse(config_text);
   layers::LayerPtr layer;
   try {
-    layer = cls->from_config(given);
+    layer = cls->from_config(given);  // a mistyped argument: the layer's config reader names it
   } catch (const json::exception& e) {
-    throw ValueError(argument_error(*cls, class_name, given, e));
+    throw ValueError("keras.layers." + class_name + ": " + e.what());
   }
   const json made = layer->get_config();
   for (const auto& [key, value] : given.items()) {

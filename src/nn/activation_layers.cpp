@@ -6,6 +6,7 @@
 #include "lockstep/layers/activations.hpp"
 #include "lockstep/layers/initializers.hpp"
 #include "lockstep/tensor/ops.hpp"
+#include "nn/config_reader.hpp"
 
 namespace lockstep::layers {
 
@@ -41,10 +42,10 @@ json ReLULayer::get_config() const {
   return c;
 }
 LayerPtr ReLULayer::from_config(const json& c) {
-  const json& m = c.value("max_value", json(nullptr));
-  return std::make_shared<ReLULayer>(m.is_null() ? std::nullopt : std::optional<float>(m.get<float>()),
-                                     c.value("negative_slope", 0.0f), c.value("threshold", 0.0f),
-                                     c.at("name").get<std::string>());
+  auto r = layer_config_reader("ReLU", c);
+  const std::optional<float> max_value = r.raw("max_value") ? std::optional<float>(r.real("max_value")) : std::nullopt;
+  return std::make_shared<ReLULayer>(max_value, r.real("negative_slope", 0.0f), r.real("threshold", 0.0f),
+                                     r.string("name"));
 }
 
 // ---- LeakyReLU ----
@@ -63,7 +64,8 @@ json LeakyReLULayer::get_config() const {
   return c;
 }
 LayerPtr LeakyReLULayer::from_config(const json& c) {
-  return std::make_shared<LeakyReLULayer>(c.value("negative_slope", 0.3f), c.at("name").get<std::string>());
+  auto r = layer_config_reader("LeakyReLU", c);
+  return std::make_shared<LeakyReLULayer>(r.real("negative_slope", 0.3f), r.string("name"));
 }
 
 // ---- ELU ----
@@ -79,7 +81,8 @@ json ELULayer::get_config() const {
   return c;
 }
 LayerPtr ELULayer::from_config(const json& c) {
-  return std::make_shared<ELULayer>(c.value("alpha", 1.0f), c.at("name").get<std::string>());
+  auto r = layer_config_reader("ELU", c);
+  return std::make_shared<ELULayer>(r.real("alpha", 1.0f), r.string("name"));
 }
 
 // ---- PReLU ----
@@ -119,12 +122,15 @@ json PReLULayer::get_config() const {
 }
 LayerPtr PReLULayer::from_config(const json& c) {
   // Keras takes one axis or a list of them (and writes the list).
-  const json& a = c.value("shared_axes", json(nullptr));
+  auto r = layer_config_reader("PReLU", c);
+  constexpr std::int64_t kAxis = 1 << 20;  // past any rank: the layer checks the axes
   std::vector<int> axes;
-  if (a.is_number()) axes.push_back(a.get<int>());
-  else if (!a.is_null()) axes = a.get<std::vector<int>>();
-  return std::make_shared<PReLULayer>(c.value("alpha_initializer", std::string("zeros")), std::move(axes),
-                                      c.at("name").get<std::string>());
+  if (const json* a = r.raw("shared_axes"); a && a->is_array()) {
+    for (std::int64_t axis : r.integers("shared_axes", -kAxis, kAxis)) axes.push_back(static_cast<int>(axis));
+  } else if (a) {
+    axes.push_back(static_cast<int>(r.integer_in("shared_axes", -kAxis, kAxis)));
+  }
+  return std::make_shared<PReLULayer>(r.string("alpha_initializer", "zeros"), std::move(axes), r.string("name"));
 }
 
 LayerPtr ReLU(std::optional<float> max_value, float negative_slope, float threshold) {

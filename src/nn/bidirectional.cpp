@@ -5,6 +5,7 @@
 
 #include "lockstep/layers/layer_registry.hpp"
 #include "lockstep/tensor/device_constant.hpp"
+#include "nn/config_reader.hpp"
 
 namespace lockstep::layers {
 
@@ -44,15 +45,19 @@ std::shared_ptr<RecurrentLayer> remade(const RecurrentLayer& layer, const json& 
   return out;
 }
 
-// The layer a nested {"class_name", "config"} describes, through the registry.
-LayerPtr nested_layer(const json& j) {
-  const std::string cls = j.at("class_name").get<std::string>();
+// The layer a nested {"class_name", "config"} describes (Bidirectional's argument `key`), through
+// the registry.
+LayerPtr nested_layer(const json& j, const char* key) {
+  LOCKSTEP_CHECK(j.is_object(), "Bidirectional: argument ", key, "=", j.dump().substr(0, 120),
+                 " must be a layer ({\"class_name\": ..., \"config\": {...}})");
+  auto r = layer_config_reader(std::string("Bidirectional's ") + key, j);
+  const std::string cls = r.string("class_name");
   const auto c = find_layer_class(cls);
   LOCKSTEP_CHECK(c.has_value(), "Bidirectional: its layer's class '", cls,
                  "' is not a layer class lockstep has");
   // The wrapper is frozen or not as a whole (its trainable), as it holds the weights.
-  json config = j.at("config");
-  config.erase("trainable");
+  json config = r.value("config");
+  if (config.is_object()) config.erase("trainable");  // else the class's reader refuses it
   return c->from_config(config);
 }
 }  // namespace
@@ -202,14 +207,14 @@ json BidirectionalLayer::get_config() const {
 }
 
 LayerPtr BidirectionalLayer::from_config(const json& c) {
-  const json& mode = c.value("merge_mode", json("concat"));
+  auto r = layer_config_reader("Bidirectional", c);
+  // merge_mode=None: the two directions' outputs as a list.
   const std::optional<std::string> merge_mode =
-      mode.is_null() ? std::nullopt : std::optional(mode.get<std::string>());
-  const LayerPtr backward = c.contains("backward_layer") && !c.at("backward_layer").is_null()
-                                ? nested_layer(c.at("backward_layer"))
-                                : nullptr;
-  return std::make_shared<BidirectionalLayer>(nested_layer(c.at("layer")), merge_mode, backward,
-                                              c.at("name").get<std::string>());
+      !c.contains("merge_mode") ? std::optional<std::string>("concat")
+      : r.raw("merge_mode")     ? std::optional(r.string("merge_mode"))
+                                : std::nullopt;
+  const LayerPtr backward = r.raw("backward_layer") ? nested_layer(r.value("backward_layer"), "backward_layer") : nullptr;
+  return std::make_shared<BidirectionalLayer>(nested_layer(r.value("layer"), "layer"), merge_mode, backward, r.string("name"));
 }
 
 LayerPtr Bidirectional(const LayerPtr& layer, const std::optional<std::string>& merge_mode,

@@ -10,6 +10,7 @@
 
 #include "lockstep/layers/image_resize.hpp"
 #include "lockstep/tensor/device_constant.hpp"
+#include "nn/config_reader.hpp"
 
 namespace lockstep::layers {
 
@@ -267,17 +268,30 @@ void check_pooling_options(const char* cls, const PoolingOptions<Size>& o) {
 // size alike along every dimension.
 nlohmann::json size_to_json(const Pair& p) { return nlohmann::json::array({p[0], p[1]}); }
 nlohmann::json size_to_json(std::int64_t v) { return nlohmann::json::array({v}); }
+// A size read from `v`, config[key] or a part of it; the layer checks its values.
 template <typename Size>
-Size size_from_json(const nlohmann::json& j) {
-  if (j.is_number_integer()) return uniform_size<Size>(j.get<std::int64_t>());
-  const auto v = j.get<std::vector<std::int64_t>>();
-  if constexpr (std::is_same_v<Size, Pair>) {
-    if (v.size() != 2) throw nlohmann::json::type_error::create(302, "expected 2 integers, got " + j.dump(), &j);
-    return {v[0], v[1]};
+Size size_from(ConfigReader& r, const char* key, const nlohmann::json& v) {
+  constexpr bool kPair = std::is_same_v<Size, Pair>;
+  const auto whole = [](const nlohmann::json& e) {
+    return e.is_number_integer() && !(e.is_number_unsigned() && e.get<std::uint64_t>() > (std::uint64_t{1} << 62));
+  };
+  if (whole(v)) return uniform_size<Size>(v.get<std::int64_t>());
+  if (!v.is_array() || v.size() != (kPair ? 2 : 1) || !std::all_of(v.begin(), v.end(), whole))
+    r.fail(key, v, kPair ? "must be an integer or a list of 2 integers" : "must be an integer or a list of 1 integer");
+  if constexpr (kPair) {
+    return {v[0].get<std::int64_t>(), v[1].get<std::int64_t>()};
   } else {
-    if (v.size() != 1) throw nlohmann::json::type_error::create(302, "expected 1 integer, got " + j.dump(), &j);
-    return v[0];
+    return v[0].get<std::int64_t>();
   }
+}
+template <typename Size>
+Size size_from(ConfigReader& r, const char* key) {
+  return size_from<Size>(r, key, r.value(key));
+}
+// A layer's class name: `stem` and its dimensions ("Conv" and Pair: "Conv2D").
+template <typename Size>
+std::string class_of(const char* stem) {
+  return std::string(stem) + (std::is_same_v<Size, Pair> ? "2D" : "1D");
 }
 }  // namespace
 
@@ -587,18 +601,19 @@ json conv_config(json c, const ConvOptions<Size>& o, ActivationKind activation) 
 }
 template <typename Size>
 ConvOptions<Size> conv_options(const json& c) {
+  auto r = layer_config_reader(class_of<Size>("Conv"), c);
   ConvOptions<Size> o;
-  o.filters = c.at("filters").get<std::int64_t>();
-  o.kernel_size = size_from_json<Size>(c.at("kernel_size"));
-  o.strides = size_from_json<Size>(c.at("strides"));
-  o.padding = c.at("padding").get<std::string>();
-  o.dilation_rate = size_from_json<Size>(c.at("dilation_rate"));
-  o.groups = c.at("groups").get<std::int64_t>();
-  o.activation = c.at("activation").get<std::string>();
-  o.use_bias = c.at("use_bias").get<bool>();
-  o.kernel_initializer = c.at("kernel_initializer").get<std::string>();
-  o.bias_initializer = c.at("bias_initializer").get<std::string>();
-  o.name = c.at("name").get<std::string>();
+  o.filters = r.integer("filters");
+  o.kernel_size = size_from<Size>(r, "kernel_size");
+  o.strides = size_from<Size>(r, "strides");
+  o.padding = r.string("padding");
+  o.dilation_rate = size_from<Size>(r, "dilation_rate");
+  o.groups = r.integer("groups");
+  o.activation = r.string("activation");
+  o.use_bias = r.boolean("use_bias");
+  o.kernel_initializer = r.string("kernel_initializer");
+  o.bias_initializer = r.string("bias_initializer");
+  o.name = r.string("name");
   return o;
 }
 
@@ -614,17 +629,18 @@ json depthwise_config(json c, const DepthwiseConvOptions<Size>& o, ActivationKin
 }
 template <typename Size>
 DepthwiseConvOptions<Size> depthwise_options(const json& c) {
+  auto r = layer_config_reader(class_of<Size>("DepthwiseConv"), c);
   DepthwiseConvOptions<Size> o;
-  o.kernel_size = size_from_json<Size>(c.at("kernel_size"));
-  o.strides = size_from_json<Size>(c.at("strides"));
-  o.padding = c.at("padding").get<std::string>();
-  o.depth_multiplier = c.at("depth_multiplier").get<std::int64_t>();
-  o.dilation_rate = size_from_json<Size>(c.at("dilation_rate"));
-  o.activation = c.at("activation").get<std::string>();
-  o.use_bias = c.at("use_bias").get<bool>();
-  o.depthwise_initializer = c.at("depthwise_initializer").get<std::string>();
-  o.bias_initializer = c.at("bias_initializer").get<std::string>();
-  o.name = c.at("name").get<std::string>();
+  o.kernel_size = size_from<Size>(r, "kernel_size");
+  o.strides = size_from<Size>(r, "strides");
+  o.padding = r.string("padding");
+  o.depth_multiplier = r.integer("depth_multiplier");
+  o.dilation_rate = size_from<Size>(r, "dilation_rate");
+  o.activation = r.string("activation");
+  o.use_bias = r.boolean("use_bias");
+  o.depthwise_initializer = r.string("depthwise_initializer");
+  o.bias_initializer = r.string("bias_initializer");
+  o.name = r.string("name");
   return o;
 }
 
@@ -640,19 +656,20 @@ json separable_config(json c, const SeparableConvOptions<Size>& o, ActivationKin
 }
 template <typename Size>
 SeparableConvOptions<Size> separable_options(const json& c) {
+  auto r = layer_config_reader(class_of<Size>("SeparableConv"), c);
   SeparableConvOptions<Size> o;
-  o.filters = c.at("filters").get<std::int64_t>();
-  o.kernel_size = size_from_json<Size>(c.at("kernel_size"));
-  o.strides = size_from_json<Size>(c.at("strides"));
-  o.padding = c.at("padding").get<std::string>();
-  o.depth_multiplier = c.at("depth_multiplier").get<std::int64_t>();
-  o.dilation_rate = size_from_json<Size>(c.at("dilation_rate"));
-  o.activation = c.at("activation").get<std::string>();
-  o.use_bias = c.at("use_bias").get<bool>();
-  o.depthwise_initializer = c.at("depthwise_initializer").get<std::string>();
-  o.pointwise_initializer = c.at("pointwise_initializer").get<std::string>();
-  o.bias_initializer = c.at("bias_initializer").get<std::string>();
-  o.name = c.at("name").get<std::string>();
+  o.filters = r.integer("filters");
+  o.kernel_size = size_from<Size>(r, "kernel_size");
+  o.strides = size_from<Size>(r, "strides");
+  o.padding = r.string("padding");
+  o.depth_multiplier = r.integer("depth_multiplier");
+  o.dilation_rate = size_from<Size>(r, "dilation_rate");
+  o.activation = r.string("activation");
+  o.use_bias = r.boolean("use_bias");
+  o.depthwise_initializer = r.string("depthwise_initializer");
+  o.pointwise_initializer = r.string("pointwise_initializer");
+  o.bias_initializer = r.string("bias_initializer");
+  o.name = r.string("name");
   return o;
 }
 
@@ -673,19 +690,19 @@ json transpose_config(json c, const ConvTransposeOptions<Size>& o, ActivationKin
 }
 template <typename Size>
 ConvTransposeOptions<Size> transpose_options(const json& c) {
+  auto r = layer_config_reader(class_of<Size>("Conv") + "Transpose", c);
   ConvTransposeOptions<Size> o;
-  o.filters = c.at("filters").get<std::int64_t>();
-  o.kernel_size = size_from_json<Size>(c.at("kernel_size"));
-  o.strides = size_from_json<Size>(c.at("strides"));
-  o.padding = c.at("padding").get<std::string>();
-  const json& op = c.value("output_padding", json());
-  if (!op.is_null()) o.output_padding = size_from_json<Size>(op);
-  o.dilation_rate = size_from_json<Size>(c.at("dilation_rate"));
-  o.activation = c.at("activation").get<std::string>();
-  o.use_bias = c.at("use_bias").get<bool>();
-  o.kernel_initializer = c.at("kernel_initializer").get<std::string>();
-  o.bias_initializer = c.at("bias_initializer").get<std::string>();
-  o.name = c.at("name").get<std::string>();
+  o.filters = r.integer("filters");
+  o.kernel_size = size_from<Size>(r, "kernel_size");
+  o.strides = size_from<Size>(r, "strides");
+  o.padding = r.string("padding");
+  if (r.raw("output_padding")) o.output_padding = size_from<Size>(r, "output_padding");
+  o.dilation_rate = size_from<Size>(r, "dilation_rate");
+  o.activation = r.string("activation");
+  o.use_bias = r.boolean("use_bias");
+  o.kernel_initializer = r.string("kernel_initializer");
+  o.bias_initializer = r.string("bias_initializer");
+  o.name = r.string("name");
   return o;
 }
 
@@ -696,11 +713,11 @@ json pooling_config(json c, const PoolingOptions<Size>& o, const Size& strides) 
   return c;
 }
 template <typename Size>
-PoolingOptions<Size> pooling_options(const json& c) {
-  const json& strides = c.value("strides", json());
-  return {size_from_json<Size>(c.at("pool_size")),
-          strides.is_null() ? std::nullopt : std::optional<Size>(size_from_json<Size>(strides)),
-          c.at("padding").get<std::string>(), c.at("name").get<std::string>()};
+PoolingOptions<Size> pooling_options(bool max, const json& c) {
+  auto r = layer_config_reader(class_of<Size>(max ? "MaxPooling" : "AveragePooling"), c);
+  return {size_from<Size>(r, "pool_size"),
+          r.raw("strides") ? std::optional<Size>(size_from<Size>(r, "strides")) : std::nullopt, r.string("padding"),
+          r.string("name")};
 }
 }  // namespace
 
@@ -737,7 +754,7 @@ json PoolingLayer<Size>::get_config() const {
 }
 template <typename Size>
 LayerPtr PoolingLayer<Size>::from_config(bool max, const json& c) {
-  return std::make_shared<PoolingLayer<Size>>(max, pooling_options<Size>(c));
+  return std::make_shared<PoolingLayer<Size>>(max, pooling_options<Size>(max, c));
 }
 
 template <typename Size>
@@ -755,7 +772,8 @@ json GlobalPooling2DLayer::get_config() const {
   return c;
 }
 LayerPtr GlobalPooling2DLayer::from_config(bool max, const json& c) {
-  return std::make_shared<GlobalPooling2DLayer>(max, c.value("keepdims", false), c.at("name").get<std::string>());
+  auto r = layer_config_reader(max ? "GlobalMaxPooling2D" : "GlobalAveragePooling2D", c);
+  return std::make_shared<GlobalPooling2DLayer>(max, r.boolean("keepdims", false), r.string("name"));
 }
 
 json ZeroPadding2DLayer::get_config() const {
@@ -764,10 +782,11 @@ json ZeroPadding2DLayer::get_config() const {
   return c;
 }
 LayerPtr ZeroPadding2DLayer::from_config(const json& c) {
-  const json& p = c.at("padding");
-  if (!p.is_array() || p.size() != 2) throw json::type_error::create(302, "padding must be ((t, b), (l, r))", &p);
+  auto r = layer_config_reader("ZeroPadding2D", c);
+  const json& p = r.value("padding");
+  if (!p.is_array() || p.size() != 2) r.fail("padding", p, "must be ((top, bottom), (left, right))");
   return std::make_shared<ZeroPadding2DLayer>(
-      std::array<Pair, 2>{size_from_json<Pair>(p[0]), size_from_json<Pair>(p[1])}, c.at("name").get<std::string>());
+      std::array<Pair, 2>{size_from<Pair>(r, "padding", p[0]), size_from<Pair>(r, "padding", p[1])}, r.string("name"));
 }
 
 json RescalingLayer::get_config() const {
@@ -776,11 +795,9 @@ json RescalingLayer::get_config() const {
   return c;
 }
 LayerPtr RescalingLayer::from_config(const json& c) {
-  for (const char* key : {"scale", "offset"})
-    if (c.contains(key) && !c.at(key).is_number())
-      throw ValueError(std::string(key) + "=" + c.at(key).dump() + ": lockstep's Rescaling takes one number");
-  return std::make_shared<RescalingLayer>(c.at("scale").get<float>(), c.value("offset", 0.0f),
-                                          c.at("name").get<std::string>());
+  // Keras takes a tensor of scales too (one number only here).
+  auto r = layer_config_reader("Rescaling", c);
+  return std::make_shared<RescalingLayer>(r.real("scale"), r.real("offset", 0.0f), r.string("name"));
 }
 
 // ---- factories ----
@@ -841,12 +858,11 @@ std::int64_t transposed_length(std::int64_t in, PaddingMode mode, std::int64_t k
 
 // Keras' pair-of-pairs arguments (Cropping2D's cropping): an int for all four, a pair for (symmetric
 // height, symmetric width), or ((top, bottom), (left, right)).
-std::array<Pair, 2> pairs_from_json(const json& j) {
-  if (j.is_number_integer())
-    return {uniform_size<Pair>(j.get<std::int64_t>()), uniform_size<Pair>(j.get<std::int64_t>())};
-  if (!j.is_array() || j.size() != 2)
-    throw json::type_error::create(302, "expected ((t, b), (l, r)), got " + j.dump(), &j);
-  return {size_from_json<Pair>(j[0]), size_from_json<Pair>(j[1])};
+std::array<Pair, 2> pairs_from(ConfigReader& r, const char* key) {
+  const json& j = r.value(key);
+  if (j.is_number_integer()) return {size_from<Pair>(r, key, j), size_from<Pair>(r, key, j)};
+  if (!j.is_array() || j.size() != 2) r.fail(key, j, "must be an integer, or ((top, bottom), (left, right))");
+  return {size_from<Pair>(r, key, j[0]), size_from<Pair>(r, key, j[1])};
 }
 
 // Rows gathered from x's (rows, C) view, `per` output rows per example: recorded gather_rows,
@@ -1054,9 +1070,9 @@ json UpSampling2DLayer::get_config() const {
   return c;
 }
 LayerPtr UpSampling2DLayer::from_config(const json& c) {
-  return std::make_shared<UpSampling2DLayer>(size_from_json<Pair>(c.at("size")),
-                                             c.value("interpolation", std::string("nearest")),
-                                             c.at("name").get<std::string>());
+  auto r = layer_config_reader("UpSampling2D", c);
+  return std::make_shared<UpSampling2DLayer>(size_from<Pair>(r, "size"), r.string("interpolation", "nearest"),
+                                             r.string("name"));
 }
 
 json UpSampling1DLayer::get_config() const {
@@ -1065,8 +1081,8 @@ json UpSampling1DLayer::get_config() const {
   return c;
 }
 LayerPtr UpSampling1DLayer::from_config(const json& c) {
-  return std::make_shared<UpSampling1DLayer>(c.at("size").get<std::int64_t>(),
-                                             c.at("name").get<std::string>());
+  auto r = layer_config_reader("UpSampling1D", c);
+  return std::make_shared<UpSampling1DLayer>(r.integer("size"), r.string("name"));
 }
 
 json Cropping2DLayer::get_config() const {
@@ -1075,8 +1091,8 @@ json Cropping2DLayer::get_config() const {
   return c;
 }
 LayerPtr Cropping2DLayer::from_config(const json& c) {
-  return std::make_shared<Cropping2DLayer>(pairs_from_json(c.at("cropping")),
-                                           c.at("name").get<std::string>());
+  auto r = layer_config_reader("Cropping2D", c);
+  return std::make_shared<Cropping2DLayer>(pairs_from(r, "cropping"), r.string("name"));
 }
 
 json ZeroPadding1DLayer::get_config() const {
@@ -1085,8 +1101,8 @@ json ZeroPadding1DLayer::get_config() const {
   return c;
 }
 LayerPtr ZeroPadding1DLayer::from_config(const json& c) {
-  return std::make_shared<ZeroPadding1DLayer>(size_from_json<Pair>(c.at("padding")),
-                                              c.at("name").get<std::string>());
+  auto r = layer_config_reader("ZeroPadding1D", c);
+  return std::make_shared<ZeroPadding1DLayer>(size_from<Pair>(r, "padding"), r.string("name"));
 }
 
 LayerPtr Conv2DTranspose(std::int64_t filters, Pair kernel_size, const std::string& activation,
@@ -1134,7 +1150,8 @@ json Cropping1DLayer::get_config() const {
   return c;
 }
 LayerPtr Cropping1DLayer::from_config(const json& c) {
-  return std::make_shared<Cropping1DLayer>(size_from_json<Pair>(c.at("cropping")), c.at("name").get<std::string>());
+  auto r = layer_config_reader("Cropping1D", c);
+  return std::make_shared<Cropping1DLayer>(size_from<Pair>(r, "cropping"), r.string("name"));
 }
 
 LayerPtr Conv1DTranspose(std::int64_t filters, std::int64_t kernel_size, const std::string& activation,

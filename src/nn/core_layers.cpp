@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "lockstep/layers/layer_registry.hpp"
+#include "nn/config_reader.hpp"
 
 namespace lockstep::layers {
 
@@ -204,14 +205,15 @@ json DenseLayer::get_config() const {
   return c;
 }
 LayerPtr DenseLayer::from_config(const json& c) {
+  auto r = layer_config_reader("Dense", c);
   DenseOptions o;
-  o.units = c.at("units").get<std::int64_t>();
-  o.activation = c.at("activation").get<std::string>();
-  o.use_bias = c.at("use_bias").get<bool>();
-  o.kernel_initializer = c.at("kernel_initializer").get<std::string>();
-  o.bias_initializer = c.at("bias_initializer").get<std::string>();
-  if (c.contains("input_dim")) o.input_dim = c.at("input_dim").get<std::int64_t>();
-  o.name = c.at("name").get<std::string>();
+  o.units = r.integer("units");
+  o.activation = r.string("activation");
+  o.use_bias = r.boolean("use_bias");
+  o.kernel_initializer = r.string("kernel_initializer");
+  o.bias_initializer = r.string("bias_initializer");
+  if (c.contains("input_dim")) o.input_dim = r.integer("input_dim");
+  o.name = r.string("name");
   return std::make_shared<DenseLayer>(o);
 }
 
@@ -221,7 +223,8 @@ json ActivationLayer::get_config() const {
   return c;
 }
 LayerPtr ActivationLayer::from_config(const json& c) {
-  return std::make_shared<ActivationLayer>(c.at("activation").get<std::string>(), c.at("name").get<std::string>());
+  auto r = layer_config_reader("Activation", c);
+  return std::make_shared<ActivationLayer>(r.string("activation"), r.string("name"));
 }
 
 json SoftmaxLayer::get_config() const {
@@ -231,10 +234,12 @@ json SoftmaxLayer::get_config() const {
 }
 LayerPtr SoftmaxLayer::from_config(const json& c) {
   // Keras writes one axis as an int or a list of one.
-  const json& a = c.value("axis", json(-1));
+  auto r = layer_config_reader("Softmax", c);
+  const json& a = c.contains("axis") ? r.value("axis") : json(-1);
   const json& one = a.is_array() && a.size() == 1 ? a[0] : a;
-  if (!one.is_number_integer()) throw ValueError("Softmax axis " + a.dump() + " is not supported (one axis only)");
-  return std::make_shared<SoftmaxLayer>(one.get<int>(), c.at("name").get<std::string>());
+  if (!one.is_number_integer() || std::abs(one.get<std::int64_t>()) > (1 << 20))
+    r.fail("axis", a, "is not supported (one axis only)");
+  return std::make_shared<SoftmaxLayer>(one.get<int>(), r.string("name"));
 }
 
 json MaskingLayer::get_config() const {
@@ -243,14 +248,13 @@ json MaskingLayer::get_config() const {
   return c;
 }
 LayerPtr MaskingLayer::from_config(const json& c) {
-  const json& v = c.value("mask_value", json(0.0));
   // Keras writes a tensor mask_value as a serialized object: one number only here.
-  if (!v.is_number()) throw ValueError("Masking mask_value " + v.dump().substr(0, 200) + " is not supported (a number only)");
-  return std::make_shared<MaskingLayer>(v.get<float>(), c.at("name").get<std::string>());
+  auto r = layer_config_reader("Masking", c);
+  return std::make_shared<MaskingLayer>(r.real("mask_value", 0.0f), r.string("name"));
 }
 
 LayerPtr FlattenLayer::from_config(const json& c) {
-  return std::make_shared<FlattenLayer>(c.at("name").get<std::string>());
+  return std::make_shared<FlattenLayer>(layer_config_reader("Flatten", c).string("name"));
 }
 
 json ReshapeLayer::get_config() const {
@@ -259,7 +263,8 @@ json ReshapeLayer::get_config() const {
   return c;
 }
 LayerPtr ReshapeLayer::from_config(const json& c) {
-  return std::make_shared<ReshapeLayer>(shape_from_json(c.at("target_shape")), c.at("name").get<std::string>());
+  auto r = layer_config_reader("Reshape", c);
+  return std::make_shared<ReshapeLayer>(Shape(r.dimensions("target_shape")), r.string("name"));
 }
 
 json InputLayer::get_config() const {
@@ -268,7 +273,8 @@ json InputLayer::get_config() const {
   return c;
 }
 LayerPtr InputLayer::from_config(const json& c) {
-  return std::make_shared<InputLayer>(shape_from_json(c.at("shape")), c.at("name").get<std::string>());
+  auto r = layer_config_reader("InputLayer", c);
+  return std::make_shared<InputLayer>(Shape(r.dimensions("shape")), r.string("name"));
 }
 
 LayerPtr Dense(std::int64_t units, const std::string& activation, std::optional<std::int64_t> input_dim) {

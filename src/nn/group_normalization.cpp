@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "lockstep/layers/layer_registry.hpp"
+#include "nn/config_reader.hpp"
 
 namespace lockstep::layers {
 
@@ -103,20 +104,21 @@ json GroupNormalizationLayer::get_config() const {
 }
 
 LayerPtr GroupNormalizationLayer::from_config(const json& c) {
+  auto r = layer_config_reader("GroupNormalization", c);
   GroupNormalizationOptions o;
-  o.groups = c.value("groups", o.groups);
-  const json& axis = c.value("axis", json(-1));
+  o.groups = r.integer("groups", o.groups);
+  const json& axis = c.contains("axis") ? r.value("axis") : json(-1);
   // Keras' GroupNormalization takes one axis (an int); a list of one is the same.
   const json& one = axis.is_array() && axis.size() == 1 ? axis[0] : axis;
-  if (!one.is_number_integer())
-    throw ValueError("GroupNormalization axis " + axis.dump() + " is not supported (one axis, an integer)");
+  if (!one.is_number_integer() || std::abs(one.get<std::int64_t>()) > (1 << 20))
+    r.fail("axis", axis, "is not supported (one axis, an integer)");
   o.axis = one.get<int>();
-  o.epsilon = c.value("epsilon", o.epsilon);
-  o.center = c.value("center", o.center);
-  o.scale = c.value("scale", o.scale);
-  o.beta_initializer = c.value("beta_initializer", o.beta_initializer);
-  o.gamma_initializer = c.value("gamma_initializer", o.gamma_initializer);
-  o.name = c.at("name").get<std::string>();
+  o.epsilon = r.real("epsilon", o.epsilon);
+  o.center = r.boolean("center", o.center);
+  o.scale = r.boolean("scale", o.scale);
+  o.beta_initializer = r.string("beta_initializer", o.beta_initializer);
+  o.gamma_initializer = r.string("gamma_initializer", o.gamma_initializer);
+  o.name = r.string("name");
   return std::make_shared<GroupNormalizationLayer>(o);
 }
 
@@ -160,14 +162,16 @@ json UnitNormalizationLayer::get_config() const {
 }
 
 LayerPtr UnitNormalizationLayer::from_config(const json& c) {
-  const json& axis = c.value("axis", json(-1));
+  auto r = layer_config_reader("UnitNormalization", c);
+  constexpr std::int64_t kAxis = 1 << 20;  // past any rank: the layer checks the axes
+  const bool list = c.contains("axis") && r.value("axis").is_array();
   std::vector<int> axes;
-  if (axis.is_array()) {
-    for (const auto& a : axis) axes.push_back(a.get<int>());
+  if (list) {
+    for (std::int64_t a : r.integers("axis", -kAxis, kAxis)) axes.push_back(static_cast<int>(a));
   } else {
-    axes.push_back(axis.get<int>());
+    axes.push_back(static_cast<int>(c.contains("axis") ? r.integer_in("axis", -kAxis, kAxis) : -1));
   }
-  return std::make_shared<UnitNormalizationLayer>(std::move(axes), axis.is_array(), c.at("name").get<std::string>());
+  return std::make_shared<UnitNormalizationLayer>(std::move(axes), list, r.string("name"));
 }
 
 LayerPtr GroupNormalization(const GroupNormalizationOptions& options) {

@@ -15,6 +15,7 @@
 #include "nn/image_layer_args.hpp"
 #include "lockstep/tensor/ops_random.hpp"
 #include "nn/random_draws.hpp"
+#include "nn/config_reader.hpp"
 
 namespace lockstep::layers {
 
@@ -119,15 +120,15 @@ json ResizingLayer::get_config() const {
 }
 
 LayerPtr ResizingLayer::from_config(const json& c) {
-  return std::make_shared<ResizingLayer>(ResizingOptions{
-      .height = c.at("height").get<std::int64_t>(),
-      .width = c.at("width").get<std::int64_t>(),
-      .interpolation = c.value("interpolation", std::string("bilinear")),
-      .crop_to_aspect_ratio = c.value("crop_to_aspect_ratio", false),
-      .pad_to_aspect_ratio = c.value("pad_to_aspect_ratio", false),
-      .fill_value = c.value("fill_value", 0.0f),
-      .antialias = c.value("antialias", false),
-      .name = c.at("name").get<std::string>()});
+  auto r = layer_config_reader("Resizing", c);
+  return std::make_shared<ResizingLayer>(ResizingOptions{.height = r.integer("height"),
+                                                         .width = r.integer("width"),
+                                                         .interpolation = r.string("interpolation", "bilinear"),
+                                                         .crop_to_aspect_ratio = r.boolean("crop_to_aspect_ratio", false),
+                                                         .pad_to_aspect_ratio = r.boolean("pad_to_aspect_ratio", false),
+                                                         .fill_value = r.real("fill_value", 0.0f),
+                                                         .antialias = r.boolean("antialias", false),
+                                                         .name = r.string("name")});
 }
 
 CenterCropLayer::CenterCropLayer(std::int64_t height, std::int64_t width, std::string name)
@@ -157,8 +158,8 @@ json CenterCropLayer::get_config() const {
 }
 
 LayerPtr CenterCropLayer::from_config(const json& c) {
-  return std::make_shared<CenterCropLayer>(
-      c.at("height").get<std::int64_t>(), c.at("width").get<std::int64_t>(), c.at("name").get<std::string>());
+  auto r = layer_config_reader("CenterCrop", c);
+  return std::make_shared<CenterCropLayer>(r.integer("height"), r.integer("width"), r.string("name"));
 }
 
 // ---- RandomCrop (random_crop.py) ----
@@ -226,8 +227,8 @@ json RandomCropLayer::get_config() const {
 }
 
 LayerPtr RandomCropLayer::from_config(const json& c) {
-  return std::make_shared<RandomCropLayer>(c.at("height").get<std::int64_t>(), c.at("width").get<std::int64_t>(),
-                                           seed_from_config(c), c.at("name").get<std::string>());
+  auto r = layer_config_reader("RandomCrop", c);
+  return std::make_shared<RandomCropLayer>(r.integer("height"), r.integer("width"), seed_from_config(c), r.string("name"));
 }
 
 LayerPtr Resizing(std::int64_t height, std::int64_t width, const std::string& interpolation,

@@ -5,6 +5,7 @@
 
 #include "lockstep/layers/layer_registry.hpp"
 #include "nn/normalization_common.hpp"
+#include "nn/config_reader.hpp"
 
 namespace lockstep::layers {
 
@@ -93,12 +94,13 @@ nlohmann::json LayerNormalizationLayer::get_config() const {
 LayerPtr LayerNormalizationLayer::from_config(const nlohmann::json& c) {
   check_last_axis(c, "LayerNormalization");
   LayerNormalizationOptions o;
-  o.epsilon = c.value("epsilon", o.epsilon);
-  o.center = c.value("center", o.center);
-  o.scale = c.value("scale", o.scale);
-  o.beta_initializer = c.value("beta_initializer", o.beta_initializer);
-  o.gamma_initializer = c.value("gamma_initializer", o.gamma_initializer);
-  o.name = c.at("name").get<std::string>();
+  auto r = layer_config_reader("LayerNormalization", c);
+  o.epsilon = r.real("epsilon", o.epsilon);
+  o.center = r.boolean("center", o.center);
+  o.scale = r.boolean("scale", o.scale);
+  o.beta_initializer = r.string("beta_initializer", o.beta_initializer);
+  o.gamma_initializer = r.string("gamma_initializer", o.gamma_initializer);
+  o.name = r.string("name");
   return std::make_shared<LayerNormalizationLayer>(o);
 }
 

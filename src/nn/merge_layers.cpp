@@ -2,6 +2,7 @@
 
 #include <limits>
 #include <nlohmann/json.hpp>
+#include "nn/config_reader.hpp"
 
 namespace lockstep::layers {
 
@@ -85,7 +86,7 @@ Tensor AddLayer::merge(const std::vector<Tensor>& inputs, const CallContext&) co
 }
 
 LayerPtr AddLayer::from_config(const nlohmann::json& c) {
-  return std::make_shared<AddLayer>(c.at("name").get<std::string>());
+  return std::make_shared<AddLayer>(layer_config_reader("Add", c).string("name"));
 }
 
 LayerPtr Add() { return std::make_shared<AddLayer>(); }
@@ -124,7 +125,7 @@ Tensor ElementwiseMergeLayer::merge(const std::vector<Tensor>& inputs, const Cal
 }
 
 LayerPtr ElementwiseMergeLayer::from_config(Kind kind, const nlohmann::json& c) {
-  return std::make_shared<ElementwiseMergeLayer>(kind, c.at("name").get<std::string>());
+  return std::make_shared<ElementwiseMergeLayer>(kind, layer_config_reader("merge layer", c).string("name"));
 }
 
 LayerPtr Multiply() { return std::make_shared<ElementwiseMergeLayer>(ElementwiseMergeLayer::Kind::kMultiply); }
@@ -188,7 +189,8 @@ nlohmann::json ConcatenateLayer::get_config() const {
   return c;
 }
 LayerPtr ConcatenateLayer::from_config(const nlohmann::json& c) {
-  return std::make_shared<ConcatenateLayer>(c.value("axis", -1), c.at("name").get<std::string>());
+  auto r = layer_config_reader("Concatenate", c);
+  return std::make_shared<ConcatenateLayer>(static_cast<int>(r.integer("axis", -1, -(1 << 20), 1 << 20)), r.string("name"));
 }
 
 LayerPtr Concatenate(int axis) { return std::make_shared<ConcatenateLayer>(axis); }
@@ -247,9 +249,18 @@ nlohmann::json DotLayer::get_config() const {
   return c;
 }
 LayerPtr DotLayer::from_config(const nlohmann::json& c) {
-  const nlohmann::json& a = c.at("axes");
-  const std::array<int, 2> axes = a.is_array() ? a.get<std::array<int, 2>>() : std::array<int, 2>{a.get<int>(), a.get<int>()};
-  return std::make_shared<DotLayer>(axes, c.value("normalize", false), c.at("name").get<std::string>());
+  auto r = layer_config_reader("Dot", c);
+  constexpr std::int64_t kAxis = 1 << 20;  // past any rank: the layer checks the axes
+  std::array<int, 2> axes{};
+  if (r.value("axes").is_array()) {
+    const std::vector<std::int64_t> both = r.integers("axes", -kAxis, kAxis);
+    if (both.size() != 2) r.fail("axes", r.value("axes"), "must be one integer or a list of two");
+    axes = {static_cast<int>(both[0]), static_cast<int>(both[1])};
+  } else {
+    const int one = static_cast<int>(r.integer_in("axes", -kAxis, kAxis));
+    axes = {one, one};
+  }
+  return std::make_shared<DotLayer>(axes, r.boolean("normalize", false), r.string("name"));
 }
 
 LayerPtr Dot(int axes, bool normalize) { return std::make_shared<DotLayer>(std::array<int, 2>{axes, axes}, normalize); }

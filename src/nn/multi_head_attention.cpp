@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "lockstep/tensor/attention.hpp"
+#include "nn/config_reader.hpp"
 
 namespace lockstep::layers {
 
@@ -219,15 +220,15 @@ nlohmann::json MultiHeadAttentionLayer::get_config() const {
 }
 
 LayerPtr MultiHeadAttentionLayer::from_config(const nlohmann::json& c) {
+  auto r = layer_config_reader("MultiHeadAttention", c);
   MultiHeadAttentionOptions o;
-  o.num_heads = c.at("num_heads").get<std::int64_t>();
-  o.key_dim = c.at("key_dim").get<std::int64_t>();
-  if (c.contains("value_dim") && !c.at("value_dim").is_null())
-    o.value_dim = c.at("value_dim").get<std::int64_t>();
-  o.dropout = c.value("dropout", o.dropout);
-  o.use_bias = c.value("use_bias", o.use_bias);
-  if (c.contains("output_shape") && !c.at("output_shape").is_null()) {
-    const auto& s = c.at("output_shape");
+  o.num_heads = r.integer("num_heads");
+  o.key_dim = r.integer("key_dim");
+  if (r.raw("value_dim")) o.value_dim = r.integer("value_dim");
+  o.dropout = r.real("dropout", o.dropout);
+  o.use_bias = r.boolean("use_bias", o.use_bias);
+  if (const nlohmann::json* shape = r.raw("output_shape")) {
+    const auto& s = *shape;
     // Keras writes an int or a one-element list (the output's last dimension).
     LOCKSTEP_CHECK(s.is_number_integer() || (s.is_array() && s.size() == 1 && s[0].is_number_integer()),
                    "MultiHeadAttention: output_shape must be one dimension (lockstep projects onto the last "
@@ -235,9 +236,9 @@ LayerPtr MultiHeadAttentionLayer::from_config(const nlohmann::json& c) {
                    s.dump());
     o.output_shape = s.is_array() ? s[0].get<std::int64_t>() : s.get<std::int64_t>();
   }
-  o.kernel_initializer = c.value("kernel_initializer", o.kernel_initializer);
-  o.bias_initializer = c.value("bias_initializer", o.bias_initializer);
-  o.name = c.at("name").get<std::string>();
+  o.kernel_initializer = r.string("kernel_initializer", o.kernel_initializer);
+  o.bias_initializer = r.string("bias_initializer", o.bias_initializer);
+  o.name = r.string("name");
   return std::make_shared<MultiHeadAttentionLayer>(o);
 }
 

@@ -5,6 +5,7 @@
 
 #include "lockstep/layers/layer_registry.hpp"
 #include "nn/normalization_common.hpp"
+#include "nn/config_reader.hpp"
 
 namespace lockstep::layers {
 
@@ -161,16 +162,17 @@ nlohmann::json BatchNormalizationLayer::get_config() const {
 LayerPtr BatchNormalizationLayer::from_config(const nlohmann::json& c) {
   check_last_axis(c, "BatchNormalization");
   BatchNormalizationOptions o;
-  o.momentum = c.at("momentum").get<float>();
-  o.epsilon = c.at("epsilon").get<float>();
-  o.center = c.at("center").get<bool>();
-  o.scale = c.at("scale").get<bool>();
-  o.beta_initializer = c.at("beta_initializer").get<std::string>();
-  o.gamma_initializer = c.at("gamma_initializer").get<std::string>();
-  o.moving_mean_initializer = c.at("moving_mean_initializer").get<std::string>();
-  o.moving_variance_initializer = c.at("moving_variance_initializer").get<std::string>();
-  o.synchronized = c.value("synchronized", false);
-  o.name = c.at("name").get<std::string>();
+  auto r = layer_config_reader("BatchNormalization", c);
+  o.momentum = r.real("momentum");
+  o.epsilon = r.real("epsilon");
+  o.center = r.boolean("center");
+  o.scale = r.boolean("scale");
+  o.beta_initializer = r.string("beta_initializer");
+  o.gamma_initializer = r.string("gamma_initializer");
+  o.moving_mean_initializer = r.string("moving_mean_initializer");
+  o.moving_variance_initializer = r.string("moving_variance_initializer");
+  o.synchronized = r.boolean("synchronized", false);
+  o.name = r.string("name");
   return std::make_shared<BatchNormalizationLayer>(o);
 }
 

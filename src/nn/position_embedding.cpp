@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include "lockstep/tensor/device_constant.hpp"
+#include "nn/config_reader.hpp"
 
 namespace lockstep::layers {
 
@@ -60,9 +61,10 @@ json PositionEmbeddingLayer::get_config() const {
 
 LayerPtr PositionEmbeddingLayer::from_config(const json& c) {
   PositionEmbeddingOptions o;
-  o.sequence_length = c.at("sequence_length").get<std::int64_t>();
-  o.initializer = c.value("initializer", o.initializer);
-  o.name = c.at("name").get<std::string>();
+  auto r = layer_config_reader("PositionEmbedding", c);
+  o.sequence_length = r.integer("sequence_length");
+  o.initializer = r.string("initializer", o.initializer);
+  o.name = r.string("name");
   return std::make_shared<PositionEmbeddingLayer>(o);
 }
 

@@ -15,6 +15,7 @@
 #include "lockstep/tensor/ops_random.hpp"
 #include "nn/image_layer_args.hpp"
 #include "nn/random_draws.hpp"
+#include "nn/config_reader.hpp"
 
 namespace lockstep::layers {
 
@@ -260,19 +261,20 @@ json NormalizationLayer::get_config() const {
 }
 
 LayerPtr NormalizationLayer::from_config(const json& c) {
+  auto r = layer_config_reader("Normalization", c);
   NormalizationOptions o;
-  const json& axis = c.value("axis", json(-1));
+  const json& axis = c.contains("axis") ? r.value("axis") : json(-1);
   // Keras writes axis=None as [] (its tuple of kept axes).
   if (axis.is_null() || (axis.is_array() && axis.empty()))
     o.axis = std::nullopt;
-  else if (axis.is_number_integer())
-    o.axis = std::vector<std::int64_t>{axis.get<std::int64_t>()};
+  else if (axis.is_array())
+    o.axis = r.integers("axis");
   else
-    o.axis = axis.get<std::vector<std::int64_t>>();
-  o.invert = c.value("invert", false);
-  o.mean = values_from_json(c.value("mean", json()), "mean");
-  o.variance = values_from_json(c.value("variance", json()), "variance");
-  o.name = c.at("name").get<std::string>();
+    o.axis = std::vector<std::int64_t>{c.contains("axis") ? r.integer("axis") : -1};
+  o.invert = r.boolean("invert", false);
+  o.mean = values_from_json(r.raw("mean") ? *r.raw("mean") : json(), "mean");
+  o.variance = values_from_json(r.raw("variance") ? *r.raw("variance") : json(), "variance");
+  o.name = r.string("name");
   return std::make_shared<NormalizationLayer>(std::move(o));
 }
 
@@ -331,10 +333,11 @@ json RandomFlipLayer::get_config() const {
 }
 
 LayerPtr RandomFlipLayer::from_config(const json& c) {
+  auto r = layer_config_reader("RandomFlip", c);
   RandomFlipOptions o;
-  o.mode = c.value("mode", std::string("horizontal_and_vertical"));
+  o.mode = r.string("mode", "horizontal_and_vertical");
   o.seed = seed_from_config(c);
-  o.name = c.at("name").get<std::string>();
+  o.name = r.string("name");
   return std::make_shared<RandomFlipLayer>(std::move(o));
 }
 
@@ -371,11 +374,12 @@ RandomColorOptions sorted_range(const char* cls, RandomColorOptions o) {
 }
 
 RandomColorOptions color_options(const json& c, const char* cls) {
+  auto r = layer_config_reader(cls, c);
   RandomColorOptions o;
-  o.factor = factor_from_json(c.at("factor"), cls, "factor");
-  if (c.contains("value_range")) o.value_range = c.at("value_range").get<std::vector<float>>();
+  o.factor = factor_from_json(r.value("factor"), cls, "factor");
+  if (c.contains("value_range")) o.value_range = r.reals("value_range");
   o.seed = seed_from_config(c);
-  o.name = c.at("name").get<std::string>();
+  o.name = r.string("name");
   return o;
 }
 }  // namespace

@@ -10,6 +10,7 @@
 #include "lockstep/tensor/ops_random.hpp"
 #include "nn/image_layer_args.hpp"
 #include "nn/random_draws.hpp"
+#include "nn/config_reader.hpp"
 
 namespace lockstep::layers {
 
@@ -140,14 +141,22 @@ json RandomAffineLayer::get_config() const {
   return c;
 }
 
-RandomAffineOptions RandomAffineLayer::options_from_config(const json& c) {
+namespace {
+// The options the random affine layers share, read for class `cls`.
+RandomAffineOptions affine_options(const json& c, const char* cls) {
+  auto r = layer_config_reader(cls, c);
   RandomAffineOptions o;
-  o.fill_mode = c.value("fill_mode", o.fill_mode);
-  o.interpolation = c.value("interpolation", o.interpolation);
-  o.fill_value = c.value("fill_value", o.fill_value);
+  o.fill_mode = r.string("fill_mode", o.fill_mode);
+  o.interpolation = r.string("interpolation", o.interpolation);
+  o.fill_value = r.real("fill_value", o.fill_value);
   o.seed = seed_from_config(c);
-  o.name = c.at("name").get<std::string>();
+  o.name = r.string("name");
   return o;
+}
+}  // namespace
+
+RandomAffineOptions RandomAffineLayer::options_from_config(const json& c) {
+  return affine_options(c, "random affine layer");
 }
 
 // ---- RandomTranslation (random_translation.py) ----
@@ -177,9 +186,11 @@ json RandomTranslationLayer::get_config() const {
 }
 
 LayerPtr RandomTranslationLayer::from_config(const json& c) {
+  auto r = layer_config_reader("RandomTranslation", c);
   return std::make_shared<RandomTranslationLayer>(
-      factor_from_json(c.at("height_factor"), "RandomTranslation", "height_factor"),
-      factor_from_json(c.at("width_factor"), "RandomTranslation", "width_factor"), options_from_config(c));
+      factor_from_json(r.value("height_factor"), "RandomTranslation", "height_factor"),
+      factor_from_json(r.value("width_factor"), "RandomTranslation", "width_factor"),
+      affine_options(c, "RandomTranslation"));
 }
 
 // ---- RandomRotation (random_rotation.py) ----
@@ -208,10 +219,10 @@ json RandomRotationLayer::get_config() const {
 
 LayerPtr RandomRotationLayer::from_config(const json& c) {
   // Keras' base layer reads a null factor as 0 (`factor or 0.0`).
-  const json& f = c.at("factor");
+  const json& f = layer_config_reader("RandomRotation", c).value("factor");
   return std::make_shared<RandomRotationLayer>(
       f.is_null() ? KerasFactor{0.0f} : factor_from_json(f, "RandomRotation", "factor"),
-      options_from_config(c));
+      affine_options(c, "RandomRotation"));
 }
 
 // ---- RandomZoom (random_zoom.py) ----
@@ -244,11 +255,12 @@ json RandomZoomLayer::get_config() const {
 }
 
 LayerPtr RandomZoomLayer::from_config(const json& c) {
-  const json& w = c.value("width_factor", json());
+  auto r = layer_config_reader("RandomZoom", c);
+  const json* w = r.raw("width_factor");
   return std::make_shared<RandomZoomLayer>(
-      factor_from_json(c.at("height_factor"), "RandomZoom", "height_factor"),
-      w.is_null() ? std::nullopt : std::optional(factor_from_json(w, "RandomZoom", "width_factor")),
-      options_from_config(c));
+      factor_from_json(r.value("height_factor"), "RandomZoom", "height_factor"),
+      w ? std::optional(factor_from_json(*w, "RandomZoom", "width_factor")) : std::nullopt,
+      affine_options(c, "RandomZoom"));
 }
 
 LayerPtr RandomTranslation(KerasFactor height_factor, KerasFactor width_factor, RandomAffineOptions options) {

@@ -5,6 +5,7 @@
 
 #include "lockstep/layers/recurrent_layers.hpp"
 #include "lockstep/tensor/device_constant.hpp"
+#include "nn/config_reader.hpp"
 #include "nn/random_draws.hpp"
 
 namespace lockstep::layers {
@@ -245,27 +246,29 @@ nlohmann::json RecurrentLayer::get_config() const {
 RecurrentOptions RecurrentLayer::options_from_config(const nlohmann::json& c, const char* class_name) {
   // Options lockstep does not run are refused by name: a .keras file's pass the registry's
   // keras_fixed first; lockstep's own configs never hold them, Python's may.
-  const auto set = [&c](const char* key) { return c.contains(key) && !c.at(key).is_null(); };
+  auto r = layer_config_reader(class_name, c);
+  // stateful, unroll and return_state: Keras' None is False.
+  const auto flag = [&r](const char* key) { return r.raw(key) && r.boolean(key); };
   for (const char* key : {"stateful", "unroll"})
-    LOCKSTEP_CHECK(!set(key) || !c.at(key).get<bool>(), class_name, ": ", key, "=True is not supported by lockstep");
+    LOCKSTEP_CHECK(!flag(key), class_name, ": ", key, "=True is not supported by lockstep");
   RecurrentOptions o;
-  o.units = c.at("units").get<std::int64_t>();
-  o.activation = c.value("activation", o.activation);
-  o.recurrent_activation = c.value("recurrent_activation", o.recurrent_activation);
-  o.use_bias = c.value("use_bias", o.use_bias);
-  o.kernel_initializer = c.value("kernel_initializer", o.kernel_initializer);
-  o.recurrent_initializer = c.value("recurrent_initializer", o.recurrent_initializer);
-  o.bias_initializer = c.value("bias_initializer", o.bias_initializer);
-  o.unit_forget_bias = c.value("unit_forget_bias", o.unit_forget_bias);
-  o.reset_after = c.value("reset_after", o.reset_after);
-  o.return_sequences = c.value("return_sequences", o.return_sequences);
-  o.return_state = set("return_state") && c.at("return_state").get<bool>();
-  o.go_backwards = c.value("go_backwards", o.go_backwards);
-  o.zero_output_for_mask = c.value("zero_output_for_mask", o.zero_output_for_mask);
-  o.dropout = c.value("dropout", o.dropout);
-  o.recurrent_dropout = c.value("recurrent_dropout", o.recurrent_dropout);
+  o.units = r.integer("units");
+  o.activation = r.string("activation", o.activation);
+  o.recurrent_activation = r.string("recurrent_activation", o.recurrent_activation);
+  o.use_bias = r.boolean("use_bias", o.use_bias);
+  o.kernel_initializer = r.string("kernel_initializer", o.kernel_initializer);
+  o.recurrent_initializer = r.string("recurrent_initializer", o.recurrent_initializer);
+  o.bias_initializer = r.string("bias_initializer", o.bias_initializer);
+  o.unit_forget_bias = r.boolean("unit_forget_bias", o.unit_forget_bias);
+  o.reset_after = r.boolean("reset_after", o.reset_after);
+  o.return_sequences = r.boolean("return_sequences", o.return_sequences);
+  o.return_state = flag("return_state");
+  o.go_backwards = r.boolean("go_backwards", o.go_backwards);
+  o.zero_output_for_mask = r.boolean("zero_output_for_mask", o.zero_output_for_mask);
+  o.dropout = r.real("dropout", o.dropout);
+  o.recurrent_dropout = r.real("recurrent_dropout", o.recurrent_dropout);
   o.seed = seed_from_config(c);
-  o.name = c.at("name").get<std::string>();
+  o.name = r.string("name");
   return o;
 }
 

@@ -7,13 +7,13 @@
 #include "lockstep/layers/layer_registry.hpp"
 #include "lockstep/tensor/ops_random.hpp"
 #include "nn/random_draws.hpp"
+#include "nn/config_reader.hpp"
 
 namespace lockstep::layers {
 
 namespace {
 using nlohmann::json;
 
-float rate_from(const json& c) { return c.at("rate").get<float>(); }
 
 void check_rate(const char* cls, float rate) {
   LOCKSTEP_CHECK(rate >= 0.0f && rate < 1.0f, cls, ": rate must be in [0, 1), got ", rate,
@@ -27,7 +27,6 @@ constexpr std::uint64_t kGaussianNoiseTag = 0x476175734e6f6973ULL;   // "GausNoi
 constexpr std::uint64_t kGaussianDropoutTag = 0x4761757344726f70ULL; // "GausDrop"
 constexpr std::uint64_t kAlphaDropoutTag = 0x416c706861447270ULL;    // "AlphaDrp"
 
-std::string name_from(const json& c) { return c.at("name").get<std::string>(); }
 }  // namespace
 
 // ---- What they share (RandomRegularizationLayer) ----
@@ -78,15 +77,17 @@ Shape NoiseShape::concrete(const Shape& s) const {
 json NoiseShape::to_json() const { return dims_.empty() ? json(nullptr) : shape_to_json(Shape(dims_)); }
 
 std::vector<std::int64_t> NoiseShape::from_config(const json& c) {
-  if (!c.contains("noise_shape") || c.at("noise_shape").is_null()) return {};
-  const json& noise = c.at("noise_shape");
-  // Keras: "Expected all elements to be integers or None" (shape_from_json would truncate 1.5).
-  if (noise.is_array())
-    for (std::size_t i = 0; i < noise.size(); ++i)
-      LOCKSTEP_CHECK(noise[i].is_null() || noise[i].is_number_integer(), "invalid value received for argument "
-                     "`noise_shape`: expected all elements to be integers or None, entry ", i, " is ",
-                     noise[i].dump().substr(0, 200));
-  return shape_from_json(noise).dims();
+  auto r = layer_config_reader("noise_shape", c);
+  if (!r.raw("noise_shape")) return {};
+  const json& noise = r.value("noise_shape");
+  // Keras: "Expected all elements to be integers or None" (a float would be truncated).
+  LOCKSTEP_CHECK(noise.is_array(), "invalid value received for argument `noise_shape`: expected a list of integers "
+                 "or None, got ", noise.dump().substr(0, 200));
+  for (std::size_t i = 0; i < noise.size(); ++i)
+    LOCKSTEP_CHECK(noise[i].is_null() || noise[i].is_number_integer(), "invalid value received for argument "
+                   "`noise_shape`: expected all elements to be integers or None, entry ", i, " is ",
+                   noise[i].dump().substr(0, 200));
+  return r.dimensions("noise_shape");
 }
 
 namespace {
@@ -134,7 +135,8 @@ json DropoutLayer::get_config() const {
 }
 
 LayerPtr DropoutLayer::from_config(const json& c) {
-  return std::make_shared<DropoutLayer>(rate_from(c), NoiseShape::from_config(c), seed_from_config(c), name_from(c));
+  auto r = layer_config_reader("Dropout", c);
+  return std::make_shared<DropoutLayer>(r.real("rate"), NoiseShape::from_config(c), seed_from_config(c), r.string("name"));
 }
 
 // ---- SpatialDropout1D / 2D / 3D (keras/src/layers/regularization/spatial_dropout.py) ----
@@ -179,10 +181,10 @@ json SpatialDropoutLayer::get_config() const {
 }
 
 LayerPtr SpatialDropoutLayer::from_config(int rank, const json& c) {
+  auto r = layer_config_reader("SpatialDropout" + std::to_string(rank) + "D", c);
   std::string format = "channels_last";  // Keras' None: its image_data_format, channels_last unless set
-  if (rank > 1 && c.contains("data_format") && !c.at("data_format").is_null())
-    format = c.at("data_format").get<std::string>();
-  return std::make_shared<SpatialDropoutLayer>(rank, rate_from(c), format, seed_from_config(c), name_from(c));
+  if (rank > 1 && r.raw("data_format")) format = r.string("data_format");
+  return std::make_shared<SpatialDropoutLayer>(rank, r.real("rate"), format, seed_from_config(c), r.string("name"));
 }
 
 // ---- GaussianNoise, GaussianDropout (gaussian_noise.py, gaussian_dropout.py) ----
@@ -201,7 +203,8 @@ Tensor GaussianNoiseLayer::transform(const Tensor& in, const DropoutKey& key) co
 }
 
 LayerPtr GaussianNoiseLayer::from_config(const json& c) {
-  return std::make_shared<GaussianNoiseLayer>(c.at("stddev").get<float>(), seed_from_config(c), name_from(c));
+  auto r = layer_config_reader("GaussianNoise", c);
+  return std::make_shared<GaussianNoiseLayer>(r.real("stddev"), seed_from_config(c), r.string("name"));
 }
 
 GaussianDropoutLayer::GaussianDropoutLayer(float rate, std::optional<std::int64_t> seed, std::string name)
@@ -218,7 +221,8 @@ Tensor GaussianDropoutLayer::transform(const Tensor& in, const DropoutKey& key) 
 }
 
 LayerPtr GaussianDropoutLayer::from_config(const json& c) {
-  return std::make_shared<GaussianDropoutLayer>(rate_from(c), seed_from_config(c), name_from(c));
+  auto r = layer_config_reader("GaussianDropout", c);
+  return std::make_shared<GaussianDropoutLayer>(r.real("rate"), seed_from_config(c), r.string("name"));
 }
 
 // ---- AlphaDropout (alpha_dropout.py) ----
@@ -255,13 +259,16 @@ json AlphaDropoutLayer::get_config() const {
 }
 
 LayerPtr AlphaDropoutLayer::from_config(const json& c) {
-  return std::make_shared<AlphaDropoutLayer>(rate_from(c), NoiseShape::from_config(c), seed_from_config(c),
-                                             name_from(c));
+  auto r = layer_config_reader("AlphaDropout", c);
+  return std::make_shared<AlphaDropoutLayer>(r.real("rate"), NoiseShape::from_config(c), seed_from_config(c),
+                                             r.string("name"));
 }
 
 // ---- Identity (keras/src/layers/core/identity.py) ----
 
-LayerPtr IdentityLayer::from_config(const json& c) { return std::make_shared<IdentityLayer>(c.at("name").get<std::string>()); }
+LayerPtr IdentityLayer::from_config(const json& c) {
+  return std::make_shared<IdentityLayer>(layer_config_reader("Identity", c).string("name"));
+}
 
 LayerPtr SpatialDropout1D(float rate, std::optional<std::int64_t> seed) {
   return std::make_shared<SpatialDropoutLayer>(1, rate, "channels_last", seed);

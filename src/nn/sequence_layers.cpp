@@ -6,6 +6,7 @@
 
 #include "lockstep/layers/layer_registry.hpp"
 #include "lockstep/tensor/device_constant.hpp"
+#include "nn/config_reader.hpp"
 
 namespace lockstep::layers {
 
@@ -59,12 +60,13 @@ json EmbeddingLayer::get_config() const {
   return c;
 }
 LayerPtr EmbeddingLayer::from_config(const json& c) {
+  auto r = layer_config_reader("Embedding", c);
   EmbeddingOptions o;
-  o.input_dim = c.at("input_dim").get<std::int64_t>();
-  o.output_dim = c.at("output_dim").get<std::int64_t>();
-  o.embeddings_initializer = c.value("embeddings_initializer", o.embeddings_initializer);
-  o.mask_zero = c.value("mask_zero", false);
-  o.name = c.at("name").get<std::string>();
+  o.input_dim = r.integer("input_dim");
+  o.output_dim = r.integer("output_dim");
+  o.embeddings_initializer = r.string("embeddings_initializer", o.embeddings_initializer);
+  o.mask_zero = r.boolean("mask_zero", false);
+  o.name = r.string("name");
   return std::make_shared<EmbeddingLayer>(o);
 }
 
@@ -98,7 +100,8 @@ json GlobalAveragePooling1DLayer::get_config() const {
   return c;
 }
 LayerPtr GlobalAveragePooling1DLayer::from_config(const json& c) {
-  return std::make_shared<GlobalAveragePooling1DLayer>(c.value("keepdims", false), c.at("name").get<std::string>());
+  auto r = layer_config_reader("GlobalAveragePooling1D", c);
+  return std::make_shared<GlobalAveragePooling1DLayer>(r.boolean("keepdims", false), r.string("name"));
 }
 
 // ---- GlobalMaxPooling1D ----
@@ -124,7 +127,8 @@ json GlobalMaxPooling1DLayer::get_config() const {
   return c;
 }
 LayerPtr GlobalMaxPooling1DLayer::from_config(const json& c) {
-  return std::make_shared<GlobalMaxPooling1DLayer>(c.value("keepdims", false), c.at("name").get<std::string>());
+  auto r = layer_config_reader("GlobalMaxPooling1D", c);
+  return std::make_shared<GlobalMaxPooling1DLayer>(r.boolean("keepdims", false), r.string("name"));
 }
 
 // ---- RepeatVector ----
@@ -157,7 +161,8 @@ json RepeatVectorLayer::get_config() const {
   return c;
 }
 LayerPtr RepeatVectorLayer::from_config(const json& c) {
-  return std::make_shared<RepeatVectorLayer>(c.at("n").get<std::int64_t>(), c.at("name").get<std::string>());
+  auto r = layer_config_reader("RepeatVector", c);
+  return std::make_shared<RepeatVectorLayer>(r.integer("n"), r.string("name"));
 }
 
 // ---- Permute ----
@@ -193,7 +198,10 @@ json PermuteLayer::get_config() const {
   return c;
 }
 LayerPtr PermuteLayer::from_config(const json& c) {
-  return std::make_shared<PermuteLayer>(c.at("dims").get<std::vector<int>>(), c.at("name").get<std::string>());
+  auto r = layer_config_reader("Permute", c);
+  std::vector<int> dims;
+  for (std::int64_t d : r.integers("dims", -(1 << 20), 1 << 20)) dims.push_back(static_cast<int>(d));  // the layer checks them
+  return std::make_shared<PermuteLayer>(std::move(dims), r.string("name"));
 }
 
 LayerPtr Embedding(std::int64_t input_dim, std::int64_t output_dim, bool mask_zero) {

@@ -102,7 +102,7 @@ class LayerReader {
     if (d.is_null()) return "float32";
     if (d.is_string()) return d.get<std::string>();
     if (d.is_object() && d.value("class_name", json()) == json("DTypePolicy") && d.contains("config") &&
-        d.at("config").value("name", json()).is_string())
+        d.at("config").is_object() && d.at("config").value("name", json()).is_string())
       return d.at("config").at("name").get<std::string>();
     unsupported("dtype", d);
   }

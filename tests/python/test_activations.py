@@ -115,13 +115,17 @@ def test_separable_conv2d_is_depthwise_then_pointwise_and_round_trips(tmp_path):
 
 
 @pytest.mark.parametrize("make, message", [
-    (lambda: layers.Dense("abc"), "keras.layers.Dense: units must be a number, got 'abc'"),
-    (lambda: layers.LSTM("abc"), "keras.layers.LSTM: units must be a number, got 'abc'"),
-    (lambda: layers.Dense(3, use_bias="yes"), "keras.layers.Dense: use_bias must be True or False, got 'yes'"),
-    (lambda: layers.Conv2D(3, ("a", 3)), "keras.layers.Conv2D: kernel_size must be a list of numbers, got ['a', 3]"),
-    (lambda: layers.Dense(3, activation=5), "keras.layers.Dense: activation must be a string, got 5"),
-    (lambda: layers.ELU(alpha="big"), "keras.layers.ELU: alpha must be a number, got 'big'"),
-    (lambda: layers.Dense([3]), "keras.layers.Dense: units must be a number, got [3]"),
+    (lambda: layers.Dense("abc"), 'Dense: argument units="abc" must be an integer'),
+    (lambda: layers.LSTM("abc"), 'LSTM: argument units="abc" must be an integer'),
+    (lambda: layers.Dense(3, use_bias="yes"), 'Dense: argument use_bias="yes" must be true or false'),
+    (lambda: layers.Conv2D(3, ("a", 3)),
+     'Conv2D: argument kernel_size=["a",3] must be an integer or a list of 2 integers'),
+    (lambda: layers.Dense(3, activation=5), "Dense: argument activation=5 must be a string"),
+    (lambda: layers.ELU(alpha="big"), 'ELU: argument alpha="big" must be a finite number'),
+    (lambda: layers.Dense([3]), "Dense: argument units=[3] must be an integer"),
+    (lambda: layers.Dense(3.5), "Dense: argument units=3.5 must be an integer"),
+    (lambda: layers.Dense(3, use_bias=None), "Dense: argument use_bias=null must be true or false"),
+    (lambda: layers.Dropout(1e300), "Dropout: argument rate=1e+300 is past float32's range"),
 ])
 def test_a_mistyped_argument_is_named_with_the_type_wanted(make, message):
     with pytest.raises(ValueError) as e:

@@ -472,7 +472,9 @@ TEST_F(BrokenArchive, UnsupportedArgumentIsNamed) {
   EXPECT_HAS(load_message("activation.keras"), "layer 'dense' (Dense): unknown activation 'swishy'");
   layer(1)["config"]["activation"] = "relu";
   layer(1)["config"].erase("units");
-  EXPECT_HAS(load_message("units.keras"), "layer 'dense' (Dense): missing or mistyped argument");
+  EXPECT_HAS(load_message("units.keras"), "layer 'dense' (Dense): Dense: missing argument units");
+  layer(1)["config"]["units"] = "64";
+  EXPECT_HAS(load_message("units.keras"), "layer 'dense' (Dense): Dense: argument units=\"64\" must be an integer");
 }
 
 TEST_F(BrokenArchive, MissingWeightIsNamed) {

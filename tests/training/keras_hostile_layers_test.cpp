@@ -183,6 +183,14 @@ std::vector<Tensor> inputs_of(const Sample& s, std::vector<std::int64_t> dims) {
   return xs;
 }
 
+/// Whether `value` is of another kind than `was`, the argument's value: numbers are one kind (an
+/// integer where a float was is a value, not a type), and Keras takes a number for a list of them
+/// (a size alike along every dimension).
+bool another_kind(const json& value, const json& was) {
+  if (value.is_number()) return !was.is_number() && !was.is_array();
+  return value.type() != was.type();
+}
+
 class HostileLayerConfig : public ::testing::TestWithParam<Sample> {};
 
 TEST_P(HostileLayerConfig, AnyValueOfAnyArgumentIsAClearErrorOrAModelThatRuns) {
@@ -226,8 +234,20 @@ TEST_P(HostileLayerConfig, AnyValueOfAnyArgumentIsAClearErrorOrAModelThatRuns) {
         m = load_model(path);
       } catch (const IOError& e) {
         ++refused;
-        EXPECT_NE(std::string(e.what()).find("bad.keras"), std::string::npos)
-            << s.cls << " " << what << ": the message does not name the file: " << e.what();
+        const std::string message = e.what();
+        EXPECT_NE(message.find("bad.keras"), std::string::npos)
+            << s.cls << " " << what << ": the message does not name the file: " << message;
+        // Never the JSON library's words; a value of another type than the argument's (or its
+        // list's element's) is refused naming the argument.
+        EXPECT_EQ(message.find("json.exception"), std::string::npos)
+            << s.cls << " " << what << ": the message is the JSON library's: " << message;
+        const std::string argument = at.to_string().substr(layer_at.to_string().size() + 1);
+        const std::string key = argument.substr(0, argument.find('/'));
+        const bool own = argument == key || element;  // not a key of a nested object
+        if (own && another_kind(value, config.at(at))) {
+          EXPECT_NE(message.find(key), std::string::npos)
+              << s.cls << " " << what << ": the message does not name the argument: " << message;
+        }
         continue;
       } catch (const std::exception& e) {
         ADD_FAILURE() << s.cls << " " << what << ": loading threw something other than an IOError: " << e.what();

@@ -168,7 +168,7 @@ TEST(MaskingLayer, ItsConfigRoundTripsThroughTheRegistryAndBothFileFormats) {
   ASSERT_TRUE(again);
   EXPECT_EQ(again->mask_value(), 0.25f);
   EXPECT_EQ(again->name(), "pad");
-  EXPECT_VALUE_ERROR(cls->from_config({{"name", "m"}, {"mask_value", "zero"}}), "Masking mask_value \"zero\" is not supported");
+  EXPECT_VALUE_ERROR(cls->from_config({{"name", "m"}, {"mask_value", "zero"}}), "Masking: argument mask_value=\"zero\" must be a finite number");
 
   set_random_seed(2);
   const Tensor x = vec({0.25f, 0.25f, 1, 2, 0.25f, 0, 0.25f, 0.25f, 3, 4, 0.25f, 0.25f}, {2, 3, 2});
