@@ -44,7 +44,14 @@ layers::LayerPtr layer_from_json(const json& j) {
     throw IOError("layer '" + config.value("name", std::string("?")) + "' (" + cls + "): trainable=" + trainable.dump() +
                   " is not a boolean");
   config.erase("trainable");  // the base Layer's, not the class's argument
-  auto layer = found->from_config(config);
+  layers::LayerPtr layer;
+  try {
+    layer = found->from_config(config);
+  } catch (const ValueError& e) {  // the class's config reader: an argument mistyped or missing
+    const json& name = config.value("name", json());
+    throw IOError("layer '" + (name.is_string() ? name.get<std::string>() : std::string("?")) + "' (" + cls +
+                  "): " + e.what());
+  }
   layer->set_trainable(trainable.get<bool>());
   const std::string bad = non_integer_argument(config, layer->get_config());
   if (!bad.empty())
@@ -53,8 +60,8 @@ layers::LayerPtr layer_from_json(const json& j) {
 }
 
 namespace {
-// nlohmann's get<std::int64_t>() truncates 128.5 to 128: a non-integer given where the layer holds
-// an integer is caught by comparing the two. Integers past 2^31 are no layer's real argument.
+// An integer argument past 2^31 (no layer's real argument), or a fraction where the layer holds an
+// integer (which the layers' config reader refuses first), caught by comparing given and built.
 std::string integer_problem(const json& given, const json& built) {
   if (built.is_array() && given.is_array() && built.size() == given.size()) {
     for (std::size_t i = 0; i < built.size(); ++i)

@@ -18,8 +18,8 @@ using layers::shape_to_json;
 
 /// Throws ValueError naming the layer when its class is not registered.
 nlohmann::json layer_to_json(const layers::Layer& layer);
-/// Throws IOError naming an unknown class_name (and the classes known); nlohmann's exceptions
-/// for missing or mistyped fields.
+/// Throws IOError naming an unknown class_name (and the classes known), or the layer and its
+/// class's reason where the config is not one the class takes (a missing or mistyped argument).
 layers::LayerPtr layer_from_json(const nlohmann::json& j);
 
 /// "argument units=128.5 is not an integer ..." for the first argument of `given` (a layer's
