@@ -599,22 +599,27 @@ json conv_config(json c, const ConvOptions<Size>& o, ActivationKind activation) 
             {"kernel_initializer", o.kernel_initializer}, {"bias_initializer", o.bias_initializer}});
   return c;
 }
+// The arguments every convolution's config has, read into its options `o`.
+template <typename Size, typename Options>
+Options& window_options(ConfigReader& r, Options& o) {
+  o.kernel_size = size_from<Size>(r, "kernel_size");
+  o.strides = size_from<Size>(r, "strides");
+  o.padding = r.string("padding");
+  o.dilation_rate = size_from<Size>(r, "dilation_rate");
+  o.activation = r.string("activation");
+  o.use_bias = r.boolean("use_bias");
+  o.bias_initializer = r.string("bias_initializer");
+  o.name = r.string("name");
+  return o;
+}
 template <typename Size>
 ConvOptions<Size> conv_options(const json& c) {
   auto r = layer_config_reader(class_of<Size>("Conv"), c);
   ConvOptions<Size> o;
   o.filters = r.integer("filters");
-  o.kernel_size = size_from<Size>(r, "kernel_size");
-  o.strides = size_from<Size>(r, "strides");
-  o.padding = r.string("padding");
-  o.dilation_rate = size_from<Size>(r, "dilation_rate");
   o.groups = r.integer("groups");
-  o.activation = r.string("activation");
-  o.use_bias = r.boolean("use_bias");
   o.kernel_initializer = r.string("kernel_initializer");
-  o.bias_initializer = r.string("bias_initializer");
-  o.name = r.string("name");
-  return o;
+  return window_options<Size>(r, o);
 }
 
 // DepthwiseConv2D's and DepthwiseConv1D's configs.
@@ -631,17 +636,9 @@ template <typename Size>
 DepthwiseConvOptions<Size> depthwise_options(const json& c) {
   auto r = layer_config_reader(class_of<Size>("DepthwiseConv"), c);
   DepthwiseConvOptions<Size> o;
-  o.kernel_size = size_from<Size>(r, "kernel_size");
-  o.strides = size_from<Size>(r, "strides");
-  o.padding = r.string("padding");
   o.depth_multiplier = r.integer("depth_multiplier");
-  o.dilation_rate = size_from<Size>(r, "dilation_rate");
-  o.activation = r.string("activation");
-  o.use_bias = r.boolean("use_bias");
   o.depthwise_initializer = r.string("depthwise_initializer");
-  o.bias_initializer = r.string("bias_initializer");
-  o.name = r.string("name");
-  return o;
+  return window_options<Size>(r, o);
 }
 
 // SeparableConv2D's and SeparableConv1D's configs.
@@ -659,18 +656,10 @@ SeparableConvOptions<Size> separable_options(const json& c) {
   auto r = layer_config_reader(class_of<Size>("SeparableConv"), c);
   SeparableConvOptions<Size> o;
   o.filters = r.integer("filters");
-  o.kernel_size = size_from<Size>(r, "kernel_size");
-  o.strides = size_from<Size>(r, "strides");
-  o.padding = r.string("padding");
   o.depth_multiplier = r.integer("depth_multiplier");
-  o.dilation_rate = size_from<Size>(r, "dilation_rate");
-  o.activation = r.string("activation");
-  o.use_bias = r.boolean("use_bias");
   o.depthwise_initializer = r.string("depthwise_initializer");
   o.pointwise_initializer = r.string("pointwise_initializer");
-  o.bias_initializer = r.string("bias_initializer");
-  o.name = r.string("name");
-  return o;
+  return window_options<Size>(r, o);
 }
 
 // Conv2DTranspose's and Conv1DTranspose's configs (output_padding null: Keras' None).
@@ -693,17 +682,9 @@ ConvTransposeOptions<Size> transpose_options(const json& c) {
   auto r = layer_config_reader(class_of<Size>("Conv") + "Transpose", c);
   ConvTransposeOptions<Size> o;
   o.filters = r.integer("filters");
-  o.kernel_size = size_from<Size>(r, "kernel_size");
-  o.strides = size_from<Size>(r, "strides");
-  o.padding = r.string("padding");
   if (r.raw("output_padding")) o.output_padding = size_from<Size>(r, "output_padding");
-  o.dilation_rate = size_from<Size>(r, "dilation_rate");
-  o.activation = r.string("activation");
-  o.use_bias = r.boolean("use_bias");
   o.kernel_initializer = r.string("kernel_initializer");
-  o.bias_initializer = r.string("bias_initializer");
-  o.name = r.string("name");
-  return o;
+  return window_options<Size>(r, o);
 }
 
 // The pooling layers' configs; strides as the layer uses them (Keras writes its strides=None so).
