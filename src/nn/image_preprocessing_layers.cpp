@@ -163,6 +163,34 @@ LayerPtr CenterCropLayer::from_config(const json& c) {
 }
 
 // ---- RandomCrop (random_crop.py) ----
+namespace {
+// Float32 holds whole numbers exactly below 2^24.
+constexpr std::int64_t kExactFloats = std::int64_t{1} << 24;
+
+// The (height, width) window at (h0, w0) (whole numbers, float32 (1, 1) on x's device) of each
+// image of x (fewer than 2^24 pixels in all): one gather of the window's pixels, at
+// (b h + h0 + i) w + w0 + j, computed on the device from kept constants (each image's first
+// pixel, the window's pixels at (0, 0)): its cost the window's, not the images'.
+Tensor gather_window(const Tensor& x, const Tensor& h0, const Tensor& w0, std::int64_t height, std::int64_t width) {
+  const std::int64_t n = x.dim(0), h = x.dim(1), w = x.dim(2), c = x.dim(3);
+  const Tensor firsts = device_constant({"RandomCrop first pixels: h, w", {h, w}}, n, [&](std::int64_t r) {
+    std::vector<float> v(static_cast<std::size_t>(r));
+    for (std::int64_t b = 0; b < r; ++b) v[static_cast<std::size_t>(b)] = static_cast<float>(b * h * w);
+    return Tensor::from_vector(v, Shape{r, 1, 1});
+  });
+  const Tensor window =
+      device_constant({"RandomCrop window pixels: w, height, width", {w, height, width}}, 1, [&](std::int64_t) {
+        std::vector<float> v;
+        for (std::int64_t i = 0; i < height; ++i)
+          for (std::int64_t j = 0; j < width; ++j) v.push_back(static_cast<float>(i * w + j));
+        return Tensor::from_vector(v, Shape{1, height, width});
+      });
+  const Tensor at = add(scale(h0, static_cast<float>(w)), w0);
+  const Tensor index = cast(add(add(firsts, window), at), DType::kI64).reshape(Shape{n * height * width});
+  return reshape(gather_rows(reshape(x, Shape{n * h * w, c}), index), Shape{n, height, width, c});
+}
+}  // namespace
+
 RandomCropLayer::RandomCropLayer(std::int64_t height, std::int64_t width, std::optional<std::int64_t> seed,
                                  std::string name)
     : Layer(std::move(name)), height_(height), width_(width), seed_(seed) {
@@ -190,8 +218,10 @@ Tensor RandomCropLayer::random_crop(const Tensor& x, const CallContext& ctx) con
     return clip(truncated, 0.0f, static_cast<float>(room));
   };
   const Tensor h0 = start(stream_, x.dim(1) - height_), w0 = start(mix_seed(stream_, 1), x.dim(2) - width_);
-  // The shift by (h0, w0), [1, 0, w0, 0, 1, h0, 0, 0], read nearest: every pixel of the window at
-  // (0, 0) is the input's at (h0 + i, w0 + j) exactly; then that window.
+  if (x.dim(0) * x.dim(1) * x.dim(2) < kExactFloats) return gather_window(x, h0, w0, height_, width_);
+  // A batch of 2^24 pixels or more (affine_transform transforms it in parts): the shift by (h0, w0),
+  // [1, 0, w0, 0, 1, h0, 0, 0], read nearest: every pixel of the window at (0, 0) is the input's
+  // at (h0 + i, w0 + j) exactly; then that window.
   const auto row = [](const char* what, std::vector<float> v) {
     return device_constant({what}, 1, [&](std::int64_t) { return Tensor::from_vector(v, Shape{1, 8}); });
   };

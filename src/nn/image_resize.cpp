@@ -4,6 +4,7 @@
 #include <array>
 #include <cmath>
 #include <compare>
+#include <initializer_list>
 #include <limits>
 #include <map>
 #include <memory>
@@ -15,6 +16,7 @@
 
 #include "lockstep/core/error.hpp"
 #include "lockstep/tensor/device_constant.hpp"
+#include "lockstep/tensor/op_record.hpp"
 #include "lockstep/tensor/ops.hpp"
 #include "lockstep/tensor/ops_resample.hpp"
 
@@ -196,21 +198,36 @@ Taps output_taps(std::int64_t in, std::int64_t out, Resize resize, std::int64_t 
   return taps;
 }
 
-// The weights of (in, out, resize), built once per thread (replicas' threads each keep theirs).
-const ResizeWeights& kept_weights(std::int64_t in, std::int64_t out, Resize resize) {
-  thread_local std::map<std::tuple<std::int64_t, std::int64_t, Resize>, std::unique_ptr<ResizeWeights>> kept;
-  auto& slot = kept[{in, out, resize}];
+// The table of `key` in `kept` (a thread-local map: replicas' threads each keep theirs), built
+// by build() on first use; a build that throws leaves no entry behind.
+template <typename Key, typename T, typename Build>
+const T& kept_table(std::map<Key, std::unique_ptr<T>>& kept, const Key& key, Build build) {
+  auto& slot = kept[key];
   if (!slot) {
     try {
-      slot = std::make_unique<ResizeWeights>(resize_weights(in, out, resize.method, resize.antialias));
+      slot = std::make_unique<T>(build());
+    } catch (...) {
+      kept.erase(key);
+      throw;
+    }
+  }
+  return *slot;
+}
+
+using AxisKey = std::tuple<std::int64_t, std::int64_t, Resize>;
+
+// The weights of (in, out, resize), built once per thread.
+const ResizeWeights& kept_weights(std::int64_t in, std::int64_t out, Resize resize) {
+  thread_local std::map<AxisKey, std::unique_ptr<ResizeWeights>> kept;
+  return kept_table(kept, AxisKey{in, out, resize}, [&] {
+    try {
+      return resize_weights(in, out, resize.method, resize.antialias);
     } catch (const std::bad_alloc&) {  // a size far past any image (a hostile file's)
-      kept.erase({in, out, resize});
       throw ResourceError(detail::concat("resize_images: host memory ran out building the ",
                                          interpolation_name(resize.method), resize.antialias ? " (antialiased)" : "",
                                          " weights of ", in, " -> ", out, " pixels"));
     }
-  }
-  return *slot;
+  });
 }
 
 // Whether each output is its own input, whole: the axis needs no computing.
@@ -224,23 +241,51 @@ bool is_identity(const ResizeWeights& a, std::int64_t in, std::int64_t out) {
 // The taps of (in, out, resize)'s gradient (transposed_taps of its weights), built once per
 // thread as kept_weights' are; a size far past any image is refused there (ResourceError).
 const HostTaps& kept_transposed(std::int64_t in, std::int64_t out, Resize resize) {
-  thread_local std::map<std::tuple<std::int64_t, std::int64_t, Resize>, std::unique_ptr<HostTaps>> kept;
-  auto& slot = kept[{in, out, resize}];
-  if (!slot) {
-    try {
-      slot = std::make_unique<HostTaps>(transposed_taps(kept_weights(in, out, resize), in));
-    } catch (...) {
-      kept.erase({in, out, resize});
-      throw;
-    }
-  }
-  return *slot;
+  thread_local std::map<AxisKey, std::unique_ptr<HostTaps>> kept;
+  return kept_table(kept, AxisKey{in, out, resize}, [&] { return transposed_taps(kept_weights(in, out, resize), in); });
+}
+
+using PlaneKey = std::tuple<std::int64_t, std::int64_t, std::int64_t, std::int64_t, Resize>;
+
+// Both axes' taps as one table over an image's pixels (h * w inputs, rows' outputs * cols'
+// outputs): output (i, j) reads input (a, b), b < w, with weight rows[i, a] * cols[j, b] in float,
+// rows' taps outer.
+HostTaps plane_taps(const HostTaps& rows, const HostTaps& cols, std::int64_t w) {
+  const auto out_h = static_cast<std::int64_t>(rows.index.size()) / rows.taps;
+  const auto out_w = static_cast<std::int64_t>(cols.index.size()) / cols.taps;
+  const std::int64_t taps = rows.taps * cols.taps;
+  HostTaps t{.taps = taps,
+             .index = std::vector<std::int64_t>(static_cast<std::size_t>(out_h * out_w * taps)),
+             .weight = std::vector<float>(static_cast<std::size_t>(out_h * out_w * taps))};
+  std::size_t e = 0;
+  for (std::int64_t i = 0; i < out_h; ++i)
+    for (std::int64_t j = 0; j < out_w; ++j)
+      for (std::int64_t a = i * rows.taps; a < (i + 1) * rows.taps; ++a)
+        for (std::int64_t b = j * cols.taps; b < (j + 1) * cols.taps; ++b, ++e) {
+          const auto ra = static_cast<std::size_t>(a), cb = static_cast<std::size_t>(b);
+          t.index[e] = rows.index[ra] * w + cols.index[cb];
+          t.weight[e] = rows.weight[ra] * cols.weight[cb];
+        }
+  return t;
+}
+
+// The plane taps of (h, w) -> (out_h, out_w) and their gradient's, built once per thread.
+const HostTaps& kept_plane(const PlaneKey& key) {
+  thread_local std::map<PlaneKey, std::unique_ptr<HostTaps>> kept;
+  return kept_table(kept, key, [&] {
+    const auto& [h, w, out_h, out_w, resize] = key;
+    return plane_taps(kept_weights(h, out_h, resize), kept_weights(w, out_w, resize), w);
+  });
+}
+const HostTaps& kept_plane_transposed(const PlaneKey& key) {
+  thread_local std::map<PlaneKey, std::unique_ptr<HostTaps>> kept;
+  return kept_table(kept, key, [&] { return transposed_taps(kept_plane(key), std::get<0>(key) * std::get<1>(key)); });
 }
 
 // A table of taps as two kept device constants, index and weights, named by `what` (string
-// literals) and the axis.
-ResampleTaps device_taps(const HostTaps& t, std::array<const char*, 2> what, std::int64_t in, std::int64_t out,
-                         Resize resize) {
+// literals) and `params` (the sizes and the resize's code).
+ResampleTaps device_taps(const HostTaps& t, std::array<const char*, 2> what,
+                         std::initializer_list<std::int64_t> params) {
   const auto rows = static_cast<std::int64_t>(t.index.size()) / t.taps;
   const auto first = [&](const auto& v, std::int64_t n) {
     using V = typename std::decay_t<decltype(v)>::value_type;
@@ -248,22 +293,44 @@ ResampleTaps device_taps(const HostTaps& t, std::array<const char*, 2> what, std
   };
   const auto index = [&](std::int64_t n) { return first(t.index, n); };
   const auto weight = [&](std::int64_t n) { return first(t.weight, n); };
-  return {device_constant({what[0], {in, out, resize.code()}}, rows, index),
-          device_constant({what[1], {in, out, resize.code()}}, rows, weight)};
+  return {device_constant(ConstantKey(what[0], params), rows, index),
+          device_constant(ConstantKey(what[1], params), rows, weight)};
+}
+
+// Whether a tape on this thread records an op reading x (resample then needs the gradient's taps).
+bool taped(const Tensor& x) {
+  const Tensor* inputs[] = {&x};
+  const OpRecorder* r = current_recorder();
+  return r && r->wants(inputs, 1);
+}
+
+// The names of a resample's kept tables: its taps' and its gradient's.
+struct TableNames {
+  std::array<const char*, 2> taps, transposed;
+};
+
+// x (rows, in, inner) resampled by `forward` (the resample kernel: the work of the taps alone),
+// its gradient the same kernel over transposed() (built only when a tape records x); both
+// tables kept device constants named by `names` and `params`.
+template <typename Transposed>
+Tensor resample_kept(const Tensor& x, const HostTaps& forward, const Transposed& transposed, const TableNames& names,
+                     std::initializer_list<std::int64_t> params) {
+  const ResampleTaps taps = device_taps(forward, names.taps, params);
+  if (!taped(x)) return resample(x, taps, ResampleTaps{});  // inference: no transposed taps
+  return resample(x, taps, device_taps(transposed(), names.transposed, params));
 }
 
 // One axis: x viewed as (rows, in, inner) becomes (rows, out, inner), out[r, o, :] the sum of
-// the taps of output o over x[r, :, :] (the resample kernel: the work of the taps alone), its
-// gradient the same kernel over the transposed taps; the tables are kept device constants.
+// the taps of output o over x[r, :, :].
 Tensor resize_axis(const Tensor& x, std::int64_t rows, std::int64_t in, std::int64_t out, std::int64_t inner,
                    Resize resize) {
   const ResizeWeights& a = kept_weights(in, out, resize);
   if (is_identity(a, in, out)) return reshape(x, Shape{rows, out, inner});
-  const ResampleTaps taps = device_taps(a, {"resize_images taps index", "resize_images taps weight"}, in, out, resize);
-  const ResampleTaps back =
-      device_taps(kept_transposed(in, out, resize),
-                  {"resize_images transposed taps index", "resize_images transposed taps weight"}, in, out, resize);
-  return resample(reshape(x, Shape{rows, in, inner}), taps, back);
+  static constexpr TableNames kNames{{"resize_images taps index", "resize_images taps weight"},
+                                     {"resize_images transposed taps index", "resize_images transposed taps weight"}};
+  return resample_kept(
+      reshape(x, Shape{rows, in, inner}), a, [&]() -> const HostTaps& { return kept_transposed(in, out, resize); },
+      kNames, {in, out, resize.code()});
 }
 
 // The height of images x (n, h, w, c): each example's rows, (n, h, w * c) -> (n, out, w * c).
@@ -276,6 +343,34 @@ Tensor resize_height(const Tensor& x, std::int64_t out, Resize resize) {
 Tensor resize_width(const Tensor& x, std::int64_t out, Resize resize) {
   const std::int64_t n = x.dim(0), h = x.dim(1), c = x.dim(3);
   return reshape(resize_axis(x, n * h, x.dim(2), out, c, resize), Shape{n, h, out, c});
+}
+
+// Whether both axes of x (n, h, w, c) in one pass (resize_plane) beat one after the other
+// (bench/resize_bench): where both grow with 2 x 2 taps at most (bilinear, a U-Net decoder's
+// UpSampling2D) on rows of 32 channels or more, the intermediate's write and read cost more than
+// the sums done twice; more taps multiply the sums, fewer channels leave each tap's table entry
+// the larger read. Plane tables of 2^18 entries at most (3 MiB each of device_constant's budget:
+// a 256 x 256 output).
+bool plane_pays(const Tensor& x, std::int64_t out_h, std::int64_t out_w, Resize resize) {
+  constexpr std::int64_t kMaxEntries = std::int64_t{1} << 18;
+  const std::int64_t h = x.dim(1), w = x.dim(2), c = x.dim(3);
+  if (out_h <= h || out_w <= w || c < 32 || out_h > kMaxEntries / out_w) return false;
+  const std::int64_t taps = kept_weights(h, out_h, resize).taps * kept_weights(w, out_w, resize).taps;
+  return taps <= 4 && out_h * out_w * taps <= kMaxEntries;
+}
+
+// Both axes of images x (n, h, w, c) in one pass over the plane taps: (n, h * w, c) ->
+// (n, out_h * out_w, c), no intermediate written and read again.
+Tensor resize_plane(const Tensor& x, std::int64_t out_h, std::int64_t out_w, Resize resize) {
+  const std::int64_t n = x.dim(0), h = x.dim(1), w = x.dim(2), c = x.dim(3);
+  const PlaneKey key{h, w, out_h, out_w, resize};
+  static constexpr TableNames kNames{
+      {"resize_images plane taps index", "resize_images plane taps weight"},
+      {"resize_images plane transposed taps index", "resize_images plane transposed taps weight"}};
+  const Tensor y = resample_kept(
+      reshape(x, Shape{n, h * w, c}), kept_plane(key), [&]() -> const HostTaps& { return kept_plane_transposed(key); },
+      kNames, {h, w, out_h, out_w, resize.code()});
+  return reshape(y, Shape{n, out_h, out_w, c});
 }
 }  // namespace
 
@@ -342,6 +437,7 @@ Tensor resize_images(const Tensor& x, std::int64_t out_h, std::int64_t out_w, In
             .reshape(Shape{n * out_h * out_w});
     return reshape(gather_rows(reshape(x, Shape{n * h * w, c}), index), out);
   }
+  if (plane_pays(x, out_h, out_w, resize)) return resize_plane(x, out_h, out_w, resize);
   // The axis that leaves the smaller intermediate first.
   if (h * out_w <= out_h * w) return resize_height(resize_width(x, out_w, resize), out_h, resize);
   return resize_width(resize_height(x, out_h, resize), out_w, resize);

@@ -411,7 +411,8 @@ std::vector<Row> linalg_reduce_rows() {
                                        {"one_unit", {9, 1}}, {"no_rows", {0, 4}}})
     rows.push_back(relu_and_bias_grad_row(variant, shape));
   // resample: a few taps over rows of channels; pixels of 3 channels over the pool's threads; rows
-  // past the CPU's 256-value block; NaN read by taps of weight 0 and not.
+  // of the CPU's 64- and 16-value chunks and the values after them; NaN read by taps of weight 0
+  // and not.
   for (const ResampleCase& c : {ResampleCase{"small", 3, 7, 5, 3, 4, uniform(-2, 2)},
                                 ResampleCase{"pixels_over_threads", 400, 16, 24, 2, 3, uniform(-2, 2)},
                                 ResampleCase{"long_rows", 2, 30, 45, 4, 300, uniform(-2, 2)},

@@ -145,10 +145,10 @@ std::vector<float> image_values(std::int64_t n, std::int64_t h, std::int64_t w, 
 
 // resize_images(x) against A_h x A_w^T per example and channel, in double.
 void expect_as_reference(std::int64_t h, std::int64_t w, std::int64_t oh, std::int64_t ow,
-                         Interpolation method, bool antialias = false) {
+                         Interpolation method, bool antialias = false, std::int64_t c = 3) {
   SCOPED_TRACE(testing::Message() << layers::interpolation_name(method) << (antialias ? " antialiased" : "")
-                                  << " (" << h << ", " << w << ") -> (" << oh << ", " << ow << ")");
-  const std::int64_t n = 2, c = 3;
+                                  << " (" << h << ", " << w << ", " << c << ") -> (" << oh << ", " << ow << ")");
+  const std::int64_t n = 2;
   const std::vector<float> v = image_values(n, h, w, c);
   const Tensor y = layers::resize_images(Tensor::from_vector(v, Shape{n, h, w, c}), oh, ow, method, antialias);
   ASSERT_EQ(y.shape(), (Shape{n, oh, ow, c}));
@@ -183,6 +183,16 @@ TEST(ResizeImages, EveryInterpolationAsTensorFlowsKernelsDownUpAndNonSquare) {
     expect_as_reference(2, 3, 6, 12, m);  // UpSampling2D's whole factors
     expect_as_reference(300, 2, 7, 3, m);  // rows past the matrix product's 256 inputs: by taps
   }
+}
+
+TEST(ResizeImages, ManyChannelsGrownAsTensorFlowsKernelsInOnePassOrTwo) {
+  // A U-Net decoder's UpSampling2D: bilinear growth of 32 channels and more resizes both axes in
+  // one pass over the product of their taps; the other methods one axis after the other.
+  for (const Interpolation m : {Interpolation::kBilinear, Interpolation::kBicubic, Interpolation::kArea})
+    for (const std::int64_t c : {32, 35}) {
+      expect_as_reference(3, 4, 6, 8, m, false, c);  // UpSampling2D((2, 2))
+      expect_as_reference(2, 5, 7, 6, m, true, c);   // factors that are not whole
+    }
 }
 
 TEST(ResizeImages, AntialiasWidensTheKernelWhenShrinkingAsScaleAndTranslate) {

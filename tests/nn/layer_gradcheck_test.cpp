@@ -185,6 +185,9 @@ std::vector<LayerCase> layer_cases() {
        {1, 4, 5, 2}},
       {"up_sampling2d", [] { return layers::UpSampling2D({2, 3}); }, {2, 2, 3, 2}},
       {"up_sampling2d_bilinear", [] { return layers::UpSampling2D({3, 2}, "bilinear"); }, {2, 3, 2, 2}},
+      // Both axes in one pass (bilinear growth of 32 channels or more), its gradient over the
+      // transposed product of their taps.
+      {"up_sampling2d_bilinear_channels", [] { return layers::UpSampling2D({2, 2}, "bilinear"); }, {1, 2, 3, 32}},
       // resize_images' other interpolations: taps gathered at once, weighted and summed.
       {"up_sampling2d_bicubic", [] { return layers::UpSampling2D({2, 3}, "bicubic"); }, {2, 3, 2, 2}},
       {"resizing_lanczos3_down_up", [] { return layers::Resizing(3, 7, "lanczos3"); }, {2, 5, 4, 2}},

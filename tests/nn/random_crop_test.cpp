@@ -13,6 +13,7 @@
 
 #include "common/error_message.hpp"
 #include "common/random_data.hpp"
+#include "lockstep/autograd/gradient_tape.hpp"
 #include "lockstep/layers/image_preprocessing_layers.hpp"
 #include "lockstep/layers/layer_registry.hpp"
 
@@ -74,6 +75,33 @@ TEST(RandomCrop, TrainingTakesOneWindowPerBatchAtOffsetsThatCoverTheRange) {
   // Images of the target's size are the window itself.
   const auto same = built(layers::RandomCrop(6, 7), Shape{6, 7, 3}, 7);
   EXPECT_TRUE(same->call(x, CallContext{.training = true, .seed = 5}).bitwise_equal(x));
+}
+
+// The input's gradient is the output's at the window, 0 elsewhere (the window's gather, scattered
+// back), for a replica's part of the batch too.
+TEST(RandomCrop, TheInputsGradientIsTheOutputsAtTheWindow) {
+  const Tensor x = test::random_uniform(Shape{4, 6, 7, 2}, 23, -1.0f, 1.0f);
+  const Tensor dy = test::random_uniform(Shape{2, 3, 4, 2}, 24, -1.0f, 1.0f);
+  const auto crop = built(layers::RandomCrop(3, 4), Shape{6, 7, 2}, 7);
+  for (std::uint64_t step = 0; step < 4; ++step) {
+    const CallContext ctx{.training = true, .seed = 5, .step = step, .first_example = 2};
+    const Tensor part = x.slice(2, 4).clone();
+    GradientTape tape;
+    tape.watch(part);
+    const Tensor y = crop->call(part, ctx);
+    const auto at = window_of(part, y);
+    ASSERT_TRUE(at.has_value()) << step;
+    const std::vector<float> g = tape.gradient(y, std::vector<Tensor>{part}, dy)[0].to_vector<float>();
+    const std::vector<float> d = dy.to_vector<float>();
+    std::vector<float> want(g.size(), 0.0f);
+    for (std::int64_t b = 0; b < 2; ++b)
+      for (std::int64_t i = 0; i < 3; ++i)
+        for (std::int64_t j = 0; j < 4; ++j)
+          for (std::int64_t c = 0; c < 2; ++c)
+            want[static_cast<std::size_t>(((b * 6 + at->first + i) * 7 + at->second + j) * 2 + c)] =
+                d[static_cast<std::size_t>(((b * 3 + i) * 4 + j) * 2 + c)];
+    EXPECT_EQ(g, want) << "step " << step;
+  }
 }
 
 // Keras' input for the numbers below: x[k] = 0.5 k + sin(k), shape (1, 5, 7, 2).

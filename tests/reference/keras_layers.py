@@ -344,8 +344,9 @@ def keras_activations_model():
 
 def keras_decoder_models():
     """The decoder side: keras.io's denoising autoencoder (scaled down), a U-Net-like Functional
-    model (UpSampling2D nearest and bilinear, Cropping2D, Concatenate, Conv2DTranspose with strides,
-    output_padding, dilation, no bias), and the sequence ones (UpSampling1D, ZeroPadding1D)."""
+    model (UpSampling2D nearest and bilinear, on 32 channels as a U-Net decoder's, Cropping2D,
+    Concatenate, Conv2DTranspose with strides, output_padding, dilation, no bias), and the sequence
+    ones (UpSampling1D, ZeroPadding1D)."""
     keras.utils.set_random_seed(11)
     L = keras.layers
     autoencoder = keras.Sequential(
@@ -354,7 +355,7 @@ def keras_decoder_models():
          L.Conv2D(1, 3, activation="sigmoid", padding="same")], name="keras_autoencoder")
     inp = keras.Input((10, 10, 3))
     c1 = L.Conv2D(4, 3, activation="relu")(inp)  # 8x8
-    b = L.Conv2D(4, 3, padding="same")(L.MaxPooling2D(2)(c1))  # 4x4
+    b = L.Conv2D(32, 3, padding="same")(L.MaxPooling2D(2)(c1))  # 4x4, 32 channels: bilinear's one pass
     merged = L.Concatenate()([c1, L.UpSampling2D(2)(b), L.UpSampling2D((2, 2), interpolation="bilinear")(b),
                               L.Cropping2D(((1, 1), (2, 0)))(inp)])
     y = L.Conv2DTranspose(3, (2, 3), strides=(3, 2), output_padding=(1, 0), activation="tanh")(merged)

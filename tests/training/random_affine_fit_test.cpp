@@ -47,19 +47,13 @@ struct Trained {
   std::vector<double> losses;
 };
 
-// Input -> RandomTranslation (seeded) -> RandomRotation -> RandomZoom -> Conv2D -> pooling -> Dense,
-// `epochs` of fit on `replicas` CPU replicas; saved and loaded when `save_to` is given.
-Trained train_augmented(int replicas, int epochs, const std::string& save_to = "") {
-  distribute::MirroredStrategy strategy({.num_cpu_devices = replicas});
-  auto scope = strategy.scope();
-  set_random_seed(4);
-  const KerasTensor in = Input({kSide, kSide, 1});
-  const KerasTensor shifted = call(layers::RandomTranslation({0.1f}, {-0.1f, 0.1f}, {.seed = 5}), in);
-  const KerasTensor turned = call(layers::RandomRotation({0.03f}, {.fill_mode = "constant"}), shifted);
-  const KerasTensor zoomed =
-      call(layers::RandomZoom({0.1f}, std::nullopt, {.interpolation = "nearest"}), turned);
+// The convnet behind `augmented` (Conv2D -> pooling -> Dense), `epochs` of fit, its weights and
+// losses; saved and loaded when `save_to` is given: predict (the augmentations' identity) and
+// the configs of layers 1..`augmentations` cross the file, layer 1's own seed `seed` too.
+Trained fit_convnet(const KerasTensor& in, const KerasTensor& augmented, int epochs, const std::string& save_to,
+                    std::size_t augmentations, int seed) {
   const KerasTensor pooled =
-      call(layers::GlobalMaxPooling2D(), call(layers::Conv2D(4, {3, 3}, "relu"), zoomed));
+      call(layers::GlobalMaxPooling2D(), call(layers::Conv2D(4, {3, 3}, "relu"), augmented));
   Functional m(in, call(layers::Dense(1, "sigmoid"), pooled));
   m.compile(optimizers::Adam(0.05), losses::BinaryCrossentropy());
   const History h =
@@ -69,64 +63,62 @@ Trained train_augmented(int replicas, int epochs, const std::string& save_to = "
   if (!save_to.empty()) {
     save_model(m, save_to);
     auto back = load_model(save_to);
-    // The three are the identity in predict; their configs (the translation's own seed too) cross the file.
     EXPECT_EQ(back->predict(data().x).to_vector<float>(), m.predict(data().x).to_vector<float>());
-    for (std::size_t i : {1u, 2u, 3u})
+    for (std::size_t i = 1; i <= augmentations; ++i)
       EXPECT_EQ(back->layers()[i]->get_config(), m.layers()[i]->get_config()) << i;
-    EXPECT_EQ(back->layers()[1]->get_config().at("seed"), 5);
+    EXPECT_EQ(back->layers()[1]->get_config().at("seed"), seed);
   }
   return t;
 }
 
-TEST(RandomAffineFit, AModelLearnsThroughTheAugmentationsAndTwoReplicasTrainAsOne) {
-  const std::string dir = ::testing::TempDir() + "/random_affine_fit";
+// train(replicas, save_to): one device learns (its loss halves in 6 epochs) and crosses a
+// .keras file; two replicas train its weights.
+template <typename Train>
+void expect_learns_and_two_replicas_train_as_one(const std::string& name, const Train& train) {
+  const std::string dir = ::testing::TempDir() + "/" + name;
   std::filesystem::create_directories(dir);
-  const Trained one = train_augmented(1, 6, dir + "/augmented.keras");
+  const Trained one = train(1, dir + "/model.keras");
   EXPECT_LT(one.losses.back(), 0.5 * one.losses.front());
-  const Trained two = train_augmented(2, 6);
+  const Trained two = train(2, "");
   ASSERT_EQ(two.weights.size(), one.weights.size());
   for (std::size_t w = 0; w < one.weights.size(); ++w)
     for (std::size_t i = 0; i < one.weights[w].size(); ++i)
       EXPECT_NEAR(two.weights[w][i], one.weights[w][i], 1e-4f) << w << " " << i;
+}
+
+// Input -> RandomTranslation (seeded) -> RandomRotation -> RandomZoom -> the convnet, on
+// `replicas` CPU replicas; the three are the identity in predict, and their configs (the
+// translation's own seed too) cross the file.
+Trained train_augmented(int replicas, const std::string& save_to) {
+  distribute::MirroredStrategy strategy({.num_cpu_devices = replicas});
+  auto scope = strategy.scope();
+  set_random_seed(4);
+  const KerasTensor in = Input({kSide, kSide, 1});
+  const KerasTensor shifted = call(layers::RandomTranslation({0.1f}, {-0.1f, 0.1f}, {.seed = 5}), in);
+  const KerasTensor turned = call(layers::RandomRotation({0.03f}, {.fill_mode = "constant"}), shifted);
+  const KerasTensor zoomed =
+      call(layers::RandomZoom({0.1f}, std::nullopt, {.interpolation = "nearest"}), turned);
+  return fit_convnet(in, zoomed, 6, save_to, 3, 5);
+}
+
+TEST(RandomAffineFit, AModelLearnsThroughTheAugmentationsAndTwoReplicasTrainAsOne) {
+  expect_learns_and_two_replicas_train_as_one("random_affine_fit", train_augmented);
 }
 
 // RandomCrop (7 x 7 of the 8 x 8 images, its own seed) before the same convnet: one window per
 // batch and step, so two replicas (each half of the batch) train what one device trains; predict
 // takes the centre crop of the target's aspect ratio, resized (here the whole 8 x 8, to 7 x 7), and the
 // model crosses a .keras file with its seed.
-Trained train_cropped(int replicas, const std::string& save_to = "") {
+Trained train_cropped(int replicas, const std::string& save_to) {
   distribute::MirroredStrategy strategy({.num_cpu_devices = replicas});
   auto scope = strategy.scope();
   set_random_seed(4);
   const KerasTensor in = Input({kSide, kSide, 1});
-  const KerasTensor cropped = call(layers::RandomCrop(kSide - 1, kSide - 1, 9), in);
-  const KerasTensor pooled =
-      call(layers::GlobalMaxPooling2D(), call(layers::Conv2D(4, {3, 3}, "relu"), cropped));
-  Functional m(in, call(layers::Dense(1, "sigmoid"), pooled));
-  m.compile(optimizers::Adam(0.05), losses::BinaryCrossentropy());
-  const History h = m.fit(data().x, data().y, {.epochs = 6, .batch_size = 16, .shuffle = false, .verbose = 0});
-  Trained t{{}, h.history.at("loss")};
-  for (const auto& var : m.variables()) t.weights.push_back(var.read_value().to_vector<float>());
-  if (!save_to.empty()) {
-    save_model(m, save_to);
-    auto back = load_model(save_to);
-    EXPECT_EQ(back->predict(data().x).to_vector<float>(), m.predict(data().x).to_vector<float>());
-    EXPECT_EQ(back->layers()[1]->get_config(), m.layers()[1]->get_config());
-    EXPECT_EQ(back->layers()[1]->get_config().at("seed"), 9);
-  }
-  return t;
+  return fit_convnet(in, call(layers::RandomCrop(kSide - 1, kSide - 1, 9), in), 6, save_to, 1, 9);
 }
 
 TEST(RandomCropFit, AModelLearnsThroughTheCropAndTwoReplicasTrainAsOne) {
-  const std::string dir = ::testing::TempDir() + "/random_crop_fit";
-  std::filesystem::create_directories(dir);
-  const Trained one = train_cropped(1, dir + "/cropped.keras");
-  EXPECT_LT(one.losses.back(), 0.5 * one.losses.front());
-  const Trained two = train_cropped(2);
-  ASSERT_EQ(two.weights.size(), one.weights.size());
-  for (std::size_t w = 0; w < one.weights.size(); ++w)
-    for (std::size_t i = 0; i < one.weights[w].size(); ++i)
-      EXPECT_NEAR(two.weights[w][i], one.weights[w][i], 1e-4f) << w << " " << i;
+  expect_learns_and_two_replicas_train_as_one("random_crop_fit", train_cropped);
 }
 
 }  // namespace

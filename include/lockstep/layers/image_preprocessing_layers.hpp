@@ -83,8 +83,9 @@ class CenterCropLayer final : public Layer {
 ///   of the largest window of the target's aspect ratio, resized bilinearly to (height, width)
 ///   (Keras 2's smart_resize; Resizing with crop_to_aspect_ratio).
 /// Keras 3.15.1 returns inference inputs unchanged (keras-team/keras#21868), which lockstep does not
-/// copy. The crop is a gather by an offset computed on the device (affine_transform's), so it runs
-/// on every backend and in captured steps, and its input gets a gradient.
+/// copy. The crop is one gather of the window's pixels at an offset computed on the device (a
+/// batch of 2^24 pixels or more: affine_transform's shift, then the window), so it runs on every
+/// backend and in captured steps, and its input gets a gradient.
 class RandomCropLayer final : public Layer {
  public:
   RandomCropLayer(std::int64_t height, std::int64_t width, std::optional<std::int64_t> seed = std::nullopt,

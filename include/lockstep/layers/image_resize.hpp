@@ -48,8 +48,10 @@ ResizeWeights resize_weights(std::int64_t in, std::int64_t out, Interpolation me
 /// after the other (the one that leaves the smaller intermediate first), each by the resample op
 /// over its taps (the height's rows are the examples, the width's the image rows, no transposes),
 /// from kept constants (device_constant: captured steps copy nothing); its gradient is the same
-/// kernel over the transposed taps, on the CPU and the GPU alike. Nearest is one gather of whole
-/// pixels.
+/// kernel over the transposed taps, on the CPU and the GPU alike. Where both axes grow with 2 x 2
+/// taps at most on 32 channels or more (bilinear: a U-Net decoder's UpSampling2D), one resample
+/// over the product of both axes' taps (each weight product rounded to float: the last bits differ
+/// from the two passes'). Nearest is one gather of whole pixels.
 /// Images that keep both sizes are returned as they are (tf.image.resize's skip_resize_if_same,
 /// whatever the method); an axis that keeps its size where the method maps each output to its
 /// input alone is not computed.

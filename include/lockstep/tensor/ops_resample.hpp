@@ -1,9 +1,9 @@
 #pragma once
 // The weighted gather along a middle axis (backend resample): y[r, o, :] = the sum over the taps
-// t of output o of weight[o, t] * x[r, index[o, t], :]. One axis of an image's resize
-// (layers/image_resize.hpp) in one pass, the work of its taps alone; its gradient is the same
-// kernel over the transposed taps (for each input, the outputs that read it), no atomics: the
-// same bits on every run and every replica count.
+// t of output o of weight[o, t] * x[r, index[o, t], :]. One axis of an image's resize, or both
+// over its pixels (layers/image_resize.hpp), in one pass, the work of its taps alone; its
+// gradient is the same kernel over the transposed taps (for each input, the outputs that read
+// it), no atomics: the same bits on every run and every replica count.
 #include <cstdint>
 #include <vector>
 

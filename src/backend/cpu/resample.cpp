@@ -2,17 +2,14 @@
 // resize and its gradient. Each output row of `inner` values is the sum of a few input rows, each
 // times its weight: the work of the taps alone (a dense product over the axis did in / taps times
 // more), one pass over the output while the inputs it reads stay in cache.
-#include <algorithm>
+#include <type_traits>
 
 #include "backend/cpu/cpu_kernels.hpp"
+#include "backend/cpu/vec_math.hpp"
 
 namespace lockstep::backend::cpu {
 
 namespace {
-// Values of one output row summed at a time: a float32 accumulator on the stack (1 KiB), so
-// 16-bit rows are widened once per tap and an output is stored once.
-constexpr std::int64_t kBlock = 256;
-
 struct Axis {
   const std::int64_t* index;
   const float* weight;
@@ -22,44 +19,58 @@ struct Axis {
   }
 };
 
+// C values from j of one output row (src: its example's rows, at and w: its taps), summed in
+// float32 accumulators that C, known here, keeps in registers: no call to clear or copy them,
+// which cost more than the sums on short rows (an image's channels). Float rows add whole
+// vectors (vec_math.hpp), each lane as a scalar would: the compiler's own vectorising of this
+// loop kept some accumulators in memory.
+template <typename T, int C>
+void resample_chunk(const T* src, const Axis& a, const std::int64_t* at, const float* w, std::int64_t j, T* dst) {
+  if constexpr (std::is_same_v<T, float> && C % vec::kLanes == 0) {
+    constexpr int kVecs = C / vec::kLanes;
+    vec::Vec acc[kVecs] = {};
+    for (std::int64_t t = 0; t < a.taps; ++t) {
+      if (!a.reads(at, w, t)) continue;
+      const float* row = src + at[t] * a.inner + j;
+      const vec::Vec wt = vec::splat(w[t]);
+      for (int v = 0; v < kVecs; ++v) acc[v] += wt * vec::load(row + v * vec::kLanes);
+    }
+    for (int v = 0; v < kVecs; ++v) vec::store(dst + j + v * vec::kLanes, acc[v]);
+  } else {
+    float acc[C] = {};
+    for (std::int64_t t = 0; t < a.taps; ++t) {
+      if (!a.reads(at, w, t)) continue;
+      const T* row = src + at[t] * a.inner + j;
+      const float wt = w[t];
+      for (int c = 0; c < C; ++c) acc[c] += wt * Elem<T>::load(row[c]);
+    }
+    for (int c = 0; c < C; ++c) dst[j + c] = Elem<T>::store(acc[c]);
+  }
+}
+
 // Outputs k in [k0, k1) (row k / out, output k % out), C values each: a pixel's channels, the
 // loops unrolled (the width of an RGB image: a loop over 3 values would cost more than its sums).
 template <typename T, int C>
 void resample_pixels(const T* x, const Axis& a, T* y, std::int64_t k0, std::int64_t k1) {
   for (std::int64_t k = k0; k < k1; ++k) {
     const std::int64_t r = k / a.out, o = k % a.out;
-    const T* src = x + r * a.in * C;
-    const std::int64_t* at = a.index + o * a.taps;
-    const float* w = a.weight + o * a.taps;
-    float acc[C] = {};
-    for (std::int64_t t = 0; t < a.taps; ++t)
-      if (a.reads(at, w, t))
-        for (int c = 0; c < C; ++c) acc[c] += w[t] * Elem<T>::load(src[at[t] * C + c]);
-    for (int c = 0; c < C; ++c) y[k * C + c] = Elem<T>::store(acc[c]);
+    resample_chunk<T, C>(x + r * a.in * C, a, a.index + o * a.taps, a.weight + o * a.taps, 0, y + k * C);
   }
 }
 
-// The same for rows of any length, kBlock values at a time (a vectorised loop over each).
+// The same for rows of any length: 64 values at a time, then 16, then the last ones one by one.
 template <typename T>
 void resample_rows(const T* x, const Axis& a, T* y, std::int64_t k0, std::int64_t k1) {
-  float acc[kBlock];
   for (std::int64_t k = k0; k < k1; ++k) {
     const std::int64_t r = k / a.out, o = k % a.out;
     const T* src = x + r * a.in * a.inner;
     const std::int64_t* at = a.index + o * a.taps;
     const float* w = a.weight + o * a.taps;
     T* dst = y + k * a.inner;
-    for (std::int64_t j0 = 0; j0 < a.inner; j0 += kBlock) {
-      const std::int64_t n = std::min(kBlock, a.inner - j0);
-      for (std::int64_t j = 0; j < n; ++j) acc[j] = 0.0f;
-      for (std::int64_t t = 0; t < a.taps; ++t) {
-        if (!a.reads(at, w, t)) continue;
-        const T* row = src + at[t] * a.inner + j0;
-        const float wt = w[t];
-        for (std::int64_t j = 0; j < n; ++j) acc[j] += wt * Elem<T>::load(row[j]);
-      }
-      for (std::int64_t j = 0; j < n; ++j) dst[j0 + j] = Elem<T>::store(acc[j]);
-    }
+    std::int64_t j = 0;
+    for (; j + 64 <= a.inner; j += 64) resample_chunk<T, 64>(src, a, at, w, j, dst);
+    for (; j + 16 <= a.inner; j += 16) resample_chunk<T, 16>(src, a, at, w, j, dst);
+    for (; j < a.inner; ++j) resample_chunk<T, 1>(src, a, at, w, j, dst);
   }
 }
 }  // namespace
