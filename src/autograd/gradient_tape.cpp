@@ -4,6 +4,7 @@
 #include <unordered_set>
 
 #include "lockstep/tensor/ops.hpp"
+#include "lockstep/tensor/ops_rows.hpp"
 
 namespace lockstep {
 
@@ -34,21 +35,22 @@ void accumulate(std::unordered_map<std::uint64_t, Accumulated>& grads, const Ten
   it->second.owned = true;
 }
 
-// gather_rows' gradient (the output's gradient g added at the rows it was gathered from), added
-// into the input's gradient so far in place where that is a buffer of the walk's own: a tensor
-// read by many gathers (a recurrent layer's steps, each a gather of one step's rows) costs the
-// rows gathered, not a zero-filled copy of the whole tensor and a sum of it per gather. The sums
-// are those of adding each gather's gradient whole, but for the order in which a row gathered
-// more than once adds up.
-void accumulate_gathered(std::unordered_map<std::uint64_t, Accumulated>& grads, const Tensor& input,
-                         const Tensor& index, const Tensor& g) {
+// gather_rows' gradient (the output's gradient g added at the rows it was gathered from) and
+// slice_rows' (g added at the slice's rows), added into the input's gradient so far in place where
+// that is a buffer of the walk's own: a tensor read by many gathers or slices (a recurrent layer's
+// steps, each one step's rows) costs the rows read, not a zero-filled copy of the whole tensor and
+// a sum of it per read. The sums are those of adding each read's gradient whole, but for the order
+// in which a row read more than once adds up. add_rows(dx) adds g into dx.
+template <typename AddRows>
+void accumulate_rows(std::unordered_map<std::uint64_t, Accumulated>& grads, const Tensor& input, const Tensor& g,
+                     AddRows add_rows) {
   auto it = grads.find(input.id());
   if (it != grads.end() && it->second.owned) {
-    scatter_add_rows(it->second.sum, index, g);
+    add_rows(it->second.sum);
     return;
   }
   Tensor dx = Tensor::zeros(input.shape(), g.dtype());
-  scatter_add_rows(dx, index, g);
+  add_rows(dx);
   if (it == grads.end()) {
     grads.emplace(input.id(), Accumulated{dx, false, true});
     return;
@@ -166,7 +168,10 @@ std::vector<Tensor> GradientTape::walk(std::span<const Tensor> targets, const st
       hints.output_gradient_masked = g->second.masked && masks_by_relu(rec);
       const bool masked_input0 = hints.input_from_relu && returns_relu_masked(rec);
       if (rec.type == OpType::kGatherRows) {
-        if (needs[0]) accumulate_gathered(grads, rec.inputs[0], rec.saved[0], gout);
+        if (needs[0])
+          accumulate_rows(grads, rec.inputs[0], gout, [&](Tensor& dx) { scatter_add_rows(dx, rec.saved[0], gout); });
+      } else if (rec.type == OpType::kSlice) {
+        if (needs[0]) accumulate_rows(grads, rec.inputs[0], gout, [&](Tensor& dx) { add_rows_into(dx, rec.i0, gout); });
       } else {
         const std::array<Tensor, 3> gin = op_backward(rec, gout, needs, hints);
         for (int i = 0; i < 3; ++i) {
