@@ -110,6 +110,14 @@ std::vector<OpCase> cases() {
       {"slice_rows_overlapping",
        [](auto& v) { return concatenate({slice_rows(v[0], 1, 3), v[0], slice_rows(v[0], 0, 2)}, 0); },
        {randn({3, 2}, 111)}},
+      // Slices whose gradients come each next to the rows written (copied), then one that does
+      // not (the rows never written zeroed, then added in place); row 3 is never read.
+      {"slice_rows_adjacent",
+       [](auto& v) {
+         return concatenate(
+             {slice_rows(v[0], 1, 3), slice_rows(v[0], 0, 1), slice_rows(v[0], 1, 2), slice_rows(v[0], 2, 3)}, 0);
+       },
+       {randn({4, 2}, 116)}},
       {"concatenate_rows", [](auto& v) { return concatenate({v[0], v[1], v[0]}, 0); },
        {randn({1, 3}, 112), randn({2, 3}, 113)}},
       {"concatenate_after_ones", [](auto& v) { return concatenate({v[0], v[1]}, 1); },

@@ -2,8 +2,8 @@
 // A block of consecutive rows as a view, recorded, and the in-place add its gradient goes by: a
 // recurrent layer reads step t of a time-major [steps * batch, ...] tensor as rows
 // [t * batch, (t + 1) * batch), with no copy forward and, backward, no zero-filled tensor of the
-// input's size per step (GradientTape adds each slice's gradient into the input's gradient in
-// place, as it does a gather's).
+// input's size per step (GradientTape copies or adds each slice's gradient into the input's
+// gradient in place, as it adds a gather's).
 #include <cstdint>
 
 #include "lockstep/tensor/tensor.hpp"
