@@ -6,6 +6,7 @@
 #include "lockstep/autograd/gradient_tape.hpp"
 #include "lockstep/tensor/ops.hpp"
 #include "lockstep/tensor/ops_dense_grad.hpp"
+#include "lockstep/tensor/ops_rows.hpp"
 
 namespace lockstep {
 
@@ -173,6 +174,11 @@ std::array<Tensor, 3> op_backward(const OpRecord& r, const Tensor& g, const std:
       return {dx, {}, {}};
     }
     case OpType::kConcat: {
+      // Two blocks (no element map saved): a's elements are the first i0, b's the rest.
+      if (!r.saved[0].defined()) {
+        const Tensor flat = g.reshape({g.numel()});
+        return {flat.slice(0, r.i0).reshape(x.shape()), flat.slice(r.i0, g.numel()).reshape(r.inputs[1].shape()), {}};
+      }
       // saved: where each element of a and of b went in the output.
       const Tensor flat = g.reshape({g.numel(), 1});
       return {gather_rows(flat, r.saved[0]).reshape(x.shape()),
@@ -211,7 +217,12 @@ std::array<Tensor, 3> op_backward(const OpRecord& r, const Tensor& g, const std:
       return {reduce_max_grad(r.saved[0], g, x.shape(), static_cast<int>(r.i0)), {}, {}};
     case OpType::kReshape: return {g.reshape(x.shape()), {}, {}};
     case OpType::kCast: return {cast(g, x.dtype()).reshape(x.shape()), {}, {}};
-    case OpType::kSlice: break;
+    case OpType::kSlice: {
+      // Rows [i0, i1) of x: g there, zeros elsewhere (the tape adds into its own buffer instead).
+      Tensor dx = Tensor::zeros(x.shape(), g.dtype());
+      add_rows_into(dx, r.i0, g);
+      return {dx, {}, {}};
+    }
     case OpType::kSparseSoftmaxCE:
       // d loss_r / d logits = probs - onehot(label), scaled by g_r.
       return G{Tensor(), sparse_softmax_cross_entropy_grad(r.saved[0], r.inputs[0], g), Tensor()};

@@ -1,9 +1,11 @@
 #include "lockstep/autograd/gradient_tape.hpp"
 
+#include <algorithm>
 #include <unordered_map>
 #include <unordered_set>
 
 #include "lockstep/tensor/ops.hpp"
+#include "lockstep/tensor/ops_rows.hpp"
 
 namespace lockstep {
 
@@ -18,10 +20,26 @@ struct NoRecording {
 // that produced the tensor (BackwardHints). owned: `sum` is a buffer this walk made (a sum, or
 // a gather's gradient), which nothing else holds yet, so a gather's gradient may go into it in
 // place; a gradient accumulated as it came (an op's, which may be its output gradient itself) is not.
+// partial: a buffer made for row slices' gradients, copied in, holds rows [lo, hi) only so far;
+// settled() zeroes the other rows before the whole is read.
 struct Accumulated {
   Tensor sum;
   bool masked = true;
   bool owned = false;
+  bool partial = false;
+  std::int64_t lo = 0, hi = 0;
+
+  Tensor& settled() {
+    if (partial) {
+      partial = false;
+      for (const auto& [b, e] : {std::pair{std::int64_t{0}, lo}, std::pair{hi, sum.dim(0)}}) {
+        if (b == e) continue;
+        Tensor rows = sum.slice(b, e);
+        rows.copy_from(Tensor::zeros(rows.shape(), rows.dtype()));
+      }
+    }
+    return sum;
+  }
 };
 
 void accumulate(std::unordered_map<std::uint64_t, Accumulated>& grads, const Tensor& input, const Tensor& g,
@@ -29,31 +47,59 @@ void accumulate(std::unordered_map<std::uint64_t, Accumulated>& grads, const Ten
   if (!g.defined()) return;
   auto [it, inserted] = grads.try_emplace(input.id(), Accumulated{g, masked});
   if (inserted) return;
-  it->second.sum = add(it->second.sum, g);
+  it->second.sum = add(it->second.settled(), g);
   it->second.masked = it->second.masked && masked;
   it->second.owned = true;
 }
 
-// gather_rows' gradient (the output's gradient g added at the rows it was gathered from), added
-// into the input's gradient so far in place where that is a buffer of the walk's own: a tensor
-// read by many gathers (a recurrent layer's steps, each a gather of one step's rows) costs the
-// rows gathered, not a zero-filled copy of the whole tensor and a sum of it per gather. The sums
-// are those of adding each gather's gradient whole, but for the order in which a row gathered
-// more than once adds up.
-void accumulate_gathered(std::unordered_map<std::uint64_t, Accumulated>& grads, const Tensor& input,
-                         const Tensor& index, const Tensor& g) {
+// gather_rows' gradient (the output's gradient g added at the rows it was gathered from) and
+// slice_rows' (g added at the slice's rows), added into the input's gradient so far in place where
+// that is a buffer of the walk's own: a tensor read by many gathers or slices (a recurrent layer's
+// steps, each one step's rows) costs the rows read, not a zero-filled copy of the whole tensor and
+// a sum of it per read. The sums are those of adding each read's gradient whole, but for the order
+// in which a row read more than once adds up. add_rows(dx) adds g into dx.
+template <typename AddRows>
+void accumulate_rows(std::unordered_map<std::uint64_t, Accumulated>& grads, const Tensor& input, const Tensor& g,
+                     AddRows add_rows) {
   auto it = grads.find(input.id());
   if (it != grads.end() && it->second.owned) {
-    scatter_add_rows(it->second.sum, index, g);
+    add_rows(it->second.settled());
     return;
   }
   Tensor dx = Tensor::zeros(input.shape(), g.dtype());
-  scatter_add_rows(dx, index, g);
+  add_rows(dx);
   if (it == grads.end()) {
     grads.emplace(input.id(), Accumulated{dx, false, true});
     return;
   }
   accumulate(grads, input, dx, false);
+}
+
+// slice_rows' gradient g, of input's rows [begin, begin + g.dim(0)). Slices that come each next to
+// the rows written so far (a recurrent layer's steps, last to first; LSTM's c then h) are copied
+// into one buffer made for them, which no zero fill precedes; any other read adds in place.
+void accumulate_slice(std::unordered_map<std::uint64_t, Accumulated>& grads, const Tensor& input,
+                      std::int64_t begin, const Tensor& g) {
+  const std::int64_t end = begin + g.dim(0);
+  const auto copy_rows = [&](Tensor& dx) {
+    Tensor rows = dx.slice(begin, end);
+    rows.copy_from(g);
+  };
+  auto it = grads.find(input.id());
+  if (it == grads.end()) {
+    Accumulated a{Tensor::empty(input.shape(), g.dtype()), false, true, true, begin, end};
+    copy_rows(a.sum);
+    grads.emplace(input.id(), std::move(a));
+    return;
+  }
+  Accumulated& a = it->second;
+  if (a.partial && (end == a.lo || begin == a.hi)) {
+    copy_rows(a.sum);
+    a.lo = std::min(a.lo, begin);
+    a.hi = std::max(a.hi, end);
+    return;
+  }
+  accumulate_rows(grads, input, g, [&](Tensor& dx) { add_rows_into(dx, begin, g); });
 }
 }  // namespace
 
@@ -128,7 +174,7 @@ std::vector<Tensor> GradientTape::walk(std::span<const Tensor> targets, const st
   }
   auto gradient_of = [&](const Tensor& s) {
     const auto g = grads.find(s.id());
-    return g == grads.end() ? Tensor() : g->second.sum;
+    return g == grads.end() ? Tensor() : g->second.settled();
   };
   // For on_ready: a source's gradient is final once the walk has passed the first record that
   // reads it. final_after[k] lists the sources whose first reader is record k; sources that no
@@ -155,7 +201,7 @@ std::vector<Tensor> GradientTape::walk(std::span<const Tensor> targets, const st
   for (std::size_t k = records_.size(); k-- > 0;) {
     const OpRecord& rec = records_[k];
     if (auto g = grads.find(rec.output.id()); g != grads.end()) {
-      const Tensor gout = g->second.sum;
+      const Tensor gout = g->second.settled();
       std::array<bool, 3> needs;
       for (int i = 0; i < 3; ++i) {
         const Tensor& in = rec.inputs[i];
@@ -166,7 +212,10 @@ std::vector<Tensor> GradientTape::walk(std::span<const Tensor> targets, const st
       hints.output_gradient_masked = g->second.masked && masks_by_relu(rec);
       const bool masked_input0 = hints.input_from_relu && returns_relu_masked(rec);
       if (rec.type == OpType::kGatherRows) {
-        if (needs[0]) accumulate_gathered(grads, rec.inputs[0], rec.saved[0], gout);
+        if (needs[0])
+          accumulate_rows(grads, rec.inputs[0], gout, [&](Tensor& dx) { scatter_add_rows(dx, rec.saved[0], gout); });
+      } else if (rec.type == OpType::kSlice) {
+        if (needs[0]) accumulate_slice(grads, rec.inputs[0], rec.i0, gout);
       } else {
         const std::array<Tensor, 3> gin = op_backward(rec, gout, needs, hints);
         for (int i = 0; i < 3; ++i) {

@@ -3,6 +3,7 @@
 
 #include "lockstep/layers/recurrent_layers.hpp"
 #include "lockstep/tensor/ops_recurrent.hpp"
+#include "lockstep/tensor/ops_rows.hpp"
 
 namespace lockstep::layers {
 
@@ -16,12 +17,12 @@ Shape GRULayer::bias_shape() const {
 // reset_after: the bias' rows are the input bias and the recurrent bias.
 Tensor GRULayer::input_bias(const Tensor& bias) const {
   if (!options().reset_after) return bias;
-  return reshape(every_nth_row(bias, 1, 2, 0), {bias.dim(1)});
+  return reshape(slice_rows(bias, 0, 1), {bias.dim(1)});
 }
 
 Tensor GRULayer::recurrent_bias(const Tensor& bias) const {
   if (!options().reset_after) return Tensor();
-  return reshape(every_nth_row(bias, 1, 2, 1), {bias.dim(1)});
+  return reshape(slice_rows(bias, 1, 2), {bias.dim(1)});
 }
 
 std::vector<Tensor> GRULayer::step(const StepInputs& in, const std::vector<Tensor>& states) const {

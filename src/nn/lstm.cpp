@@ -3,6 +3,7 @@
 
 #include "lockstep/layers/recurrent_layers.hpp"
 #include "lockstep/tensor/ops_recurrent.hpp"
+#include "lockstep/tensor/ops_rows.hpp"
 
 namespace lockstep::layers {
 
@@ -10,10 +11,11 @@ LSTMLayer::LSTMLayer(const RecurrentOptions& options) : RecurrentLayer(options, 
 
 std::vector<Tensor> LSTMLayer::step(const StepInputs& in, const std::vector<Tensor>& states) const {
   if (recurrent_activation() == ActivationKind::kSigmoid && activation() == ActivationKind::kTanh) {
-    // Keras' activations: one op (the same bits as the composition below), h and c its two halves.
+    // Keras' activations: one op (the same bits as the composition below), h and c its two halves
+    // (views: no copy).
     const std::int64_t batch = states[1].dim(0);
     const Tensor hc = reshape(lstm_cell(in.projected, in.recurrent, states[1]), {2 * batch, options().units});
-    return {every_nth_row(hc, batch, 1, 0), every_nth_row(hc, batch, 1, batch)};
+    return {slice_rows(hc, 0, batch), slice_rows(hc, batch, 2 * batch)};
   }
   const Tensor z = add(in.projected, in.recurrent);
   const Tensor i = apply_activation(recurrent_activation(), gate(z, 0));

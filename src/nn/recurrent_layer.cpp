@@ -5,13 +5,14 @@
 
 #include "lockstep/layers/recurrent_layers.hpp"
 #include "lockstep/tensor/device_constant.hpp"
+#include "lockstep/tensor/ops_rows.hpp"
 #include "nn/config_reader.hpp"
 #include "nn/random_draws.hpp"
 
 namespace lockstep::layers {
 
-// The tape adds the steps' gathers' gradients into one buffer of rows' shape (GradientTape's
-// gather accumulation), so a call's backward does not grow with the square of the steps.
+// The tape adds the gathers' gradients into one buffer of rows' shape (GradientTape's gather
+// accumulation), so a call's backward does not grow with the square of the gathers.
 Tensor RecurrentLayer::every_nth_row(const Tensor& rows, std::int64_t n, std::int64_t count, std::int64_t at) {
   const Tensor index = device_constant({"RNN rows: count, at", {count, at}}, n, [count, at](std::int64_t m) {
     std::vector<std::int64_t> r(static_cast<std::size_t>(m));
@@ -98,12 +99,17 @@ RecurrentResult RecurrentLayer::run(const Tensor& x, const Tensor& mask, const s
   const std::vector<Tensor> input_masks = masks(options_.dropout, features, per_gate ? gates_ : 1, 1);
   const std::vector<Tensor> state_masks = masks(options_.recurrent_dropout, u, gates_, 2);
 
-  // The input projection of every step at once: rows b * steps + t of [batch * steps, gates * units].
-  const Tensor kernel = autocast(kernel_.value()), xs = autocast(x);
+  // The input projection of every step at once, time-major (x transposed once): step t's rows are
+  // the block [t * batch, (t + 1) * batch) of [steps * batch, gates * units], which each step reads
+  // as a view (slice_rows: no copy, and its gradient added in place into one buffer).
+  const Tensor kernel = autocast(kernel_.value()), xs = transpose(autocast(x), {1, 0, 2});
   const Tensor bias = bias_.defined() ? autocast(bias_.value()) : Tensor();
   const Tensor in_bias = bias.defined() ? input_bias(bias) : Tensor();
-  const auto rows_of = [&](const Tensor* mask) {  // x through a mask [batch, features], as [batch * steps, features]
-    return reshape(mask ? mul(xs, reshape(*mask, {batch, 1, features})) : xs, {batch * steps, features});
+  const auto rows_of = [&](const Tensor* mask) {  // x through a mask [batch, features], as [steps * batch, features]
+    return reshape(mask ? mul(xs, reshape(*mask, {1, batch, features})) : xs, {steps * batch, features});
+  };
+  const auto step_rows = [batch](const Tensor& rows, std::int64_t t) {  // step t's [batch, ...]
+    return slice_rows(rows, t * batch, (t + 1) * batch);
   };
   Tensor projected;
   if (input_masks.size() <= 1) {
@@ -130,8 +136,8 @@ RecurrentResult RecurrentLayer::run(const Tensor& x, const Tensor& mask, const s
     LOCKSTEP_CHECK(mask.rank() == 2 && mask.dim(0) == batch && mask.dim(1) == steps, "layer '", name(), "' (",
                    class_name_, "): a mask of shape ", mask.shape().str(), " does not fit inputs ", x.shape().str(),
                    " (it must be (batch, steps))");
-    // uint8 0 / 1, where()'s own condition: no compare per step.
-    keep = reshape(not_equal(mask, Tensor::zeros(Shape{}, mask.dtype())), {batch * steps, 1});
+    // uint8 0 / 1, where()'s own condition: no compare per step; time-major as the projection.
+    keep = reshape(transpose(not_equal(mask, Tensor::zeros(Shape{}, mask.dtype())), {1, 0}), {steps * batch, 1});
   }
 
   std::vector<Tensor> states;
@@ -151,7 +157,7 @@ RecurrentResult RecurrentLayer::run(const Tensor& x, const Tensor& mask, const s
   std::vector<Tensor> outputs;
   for (std::int64_t i = 0; i < steps; ++i) {
     const std::int64_t t = options_.go_backwards ? steps - 1 - i : i;
-    in.projected = every_nth_row(projected, batch, steps, t);
+    in.projected = step_rows(projected, t);
     in.masked_states.clear();
     if (state_masks.empty()) {
       in.recurrent = matmul(states[0], in.recurrent_kernel);
@@ -166,16 +172,18 @@ RecurrentResult RecurrentLayer::run(const Tensor& x, const Tensor& mask, const s
     std::vector<Tensor> next = step(in, states);
     Tensor out = next[0];
     if (mask.defined()) {
-      const Tensor k = every_nth_row(keep, batch, steps, t);
+      const Tensor k = step_rows(keep, t);
       for (std::size_t s = 0; s < next.size(); ++s) next[s] = where(k, next[s], states[s]);
       out = where(k, out, options_.zero_output_for_mask ? Tensor::zeros(Shape{}, dt) : output);
     }
     states = std::move(next);
     output = out;
-    if (options_.return_sequences) outputs.push_back(reshape(out, {batch, 1, u}));
+    if (options_.return_sequences) outputs.push_back(out);
   }
   RecurrentResult r;
-  r.output = options_.return_sequences ? (outputs.size() == 1 ? outputs.front() : concatenate(outputs, 1)) : output;
+  r.output = output;
+  if (options_.return_sequences)  // time-major blocks (concatenated as block copies), transposed once
+    r.output = transpose(reshape(concatenate(outputs, 0), {steps, batch, u}), {1, 0, 2});
   r.states = std::move(states);
   return r;
 }

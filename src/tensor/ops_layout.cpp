@@ -1,12 +1,14 @@
 // Ops that rearrange elements with a gradient: concatenation along any axis, through the storage
 // kernels (scatter_add_rows) with the element map computed on the host once per shape and kept
-// on the device (device_constant), and axis permutation, the transpose kernel's (the permutation
-// is its parameters); neither copies from the host in a step, so a captured step replays both,
-// for every backend and dtype.
+// on the device (device_constant), or, along the outermost axis, as two block copies with views of
+// the output's gradient for the pieces'; and axis permutation, the transpose kernel's (the
+// permutation is its parameters); neither copies from the host in a step, so a captured step
+// replays both, for every backend and dtype.
 #include <numeric>
 
 #include "lockstep/tensor/device_constant.hpp"
 #include "tensor/op_util.hpp"
+#include "tensor/write_at.hpp"
 
 namespace lockstep {
 
@@ -37,9 +39,29 @@ std::array<Tensor, 2> concat_positions(const Shape& a, const Shape& b, int axis)
   return {positions(wa, 0), positions(wb, wa)};
 }
 
+// Along the outermost axis (every axis before it of size 1) a then b are two blocks: copied, and
+// recorded with no element map (the pieces' gradients are views of the output's).
+Tensor concat_blocks(const Tensor& a, const Tensor& b, Shape shape) {
+  Tensor out = Tensor::empty(shape, a.dtype());
+  detail::write_at(out, 0, a);
+  detail::write_at(out, a.numel(), b);
+  if (detail::recording({&a, &b})) {
+    OpRecord r;
+    r.type = OpType::kConcat;
+    r.inputs = {a, b, Tensor()};
+    r.output = out;
+    r.i0 = a.numel();
+    detail::record(r);
+  }
+  return out;
+}
+
 Tensor concat_pair(const Tensor& a, const Tensor& b, int axis) {
   std::vector<std::int64_t> dims = a.shape().dims();
   dims[static_cast<std::size_t>(axis)] += b.dim(axis);
+  bool outermost = true;
+  for (int i = 0; i < axis; ++i) outermost = outermost && a.dim(i) == 1;
+  if (outermost) return concat_blocks(a, b, Shape(std::move(dims)));
   const auto [pa, pb] = concat_positions(a.shape(), b.shape(), axis);
   Tensor out = Tensor::zeros(Shape(dims), a.dtype());
   Tensor flat = out.reshape({out.numel(), 1});

@@ -1,8 +1,9 @@
-// Ops that move or combine memory: concat / stack, row gather and scatter, one-hot, and the
-// multi-tensor reduction that collectives compute with.
+// Ops that move or combine memory: concat / stack, row gather and scatter, row slices, one-hot,
+// and the multi-tensor reduction that collectives compute with.
 #include <algorithm>
 #include <utility>
 
+#include "lockstep/tensor/ops_rows.hpp"
 #include "tensor/gather_range.hpp"
 #include "tensor/host_copy.hpp"
 #include "tensor/op_util.hpp"
@@ -183,6 +184,40 @@ void scatter_add_rows(Tensor& dst, const Tensor& indices, const Tensor& src) {
   kern("scatter_add_rows", dst, backend::KernelOp::kScatterAddRows)
       .scatter_add_rows(ctx(), src.raw_data(), static_cast<const std::int64_t*>(idx.raw_data()), idx.numel(),
                         dst.shape().tail().numel(), dst.dim(0), dst.raw_data());
+}
+
+Tensor slice_rows(const Tensor& x, std::int64_t begin, std::int64_t end) {
+  LOCKSTEP_CHECK(x.defined() && x.rank() >= 1, "slice_rows: the tensor must have rank >= 1");
+  LOCKSTEP_CHECK(0 <= begin && begin <= end && end <= x.dim(0), "slice_rows: rows [", begin, ", ", end,
+                 ") are not rows of ", x.shape().str());
+  Tensor out = x.slice(begin, end);
+  if (detail::recording({&x})) {
+    OpRecord r;
+    r.type = OpType::kSlice;
+    r.inputs = {x, Tensor(), Tensor()};
+    r.output = out;
+    r.i0 = begin;
+    r.i1 = end;
+    detail::record(r);
+  }
+  return out;
+}
+
+void add_rows_into(Tensor& dst, std::int64_t begin, const Tensor& src) {
+  detail::check_float("add_rows_into", {&dst, &src});
+  LOCKSTEP_CHECK(dst.rank() >= 1 && src.rank() == dst.rank() && same_tail(src.shape(), dst.shape()) && begin >= 0 &&
+                     begin + src.dim(0) <= dst.dim(0),
+                 "add_rows_into: src ", src.shape().str(), " is not rows of dst ", dst.shape().str(), " from row ",
+                 begin);
+  Tensor rows = dst.slice(begin, begin + src.dim(0));
+  if (rows.numel() == 0) return;
+  backend::BroadcastDesc d;  // one run of rows' elements, read and written in place
+  d.rank = 1;
+  d.dims[0] = rows.numel();
+  d.a_strides[0] = d.b_strides[0] = 1;
+  detail::forget_host_copy(dst);
+  kern("add_rows_into", dst, backend::KernelOp::kBinary)
+      .binary(ctx(), backend::BinaryOp::kAdd, d, rows.raw_data(), src.raw_data(), rows.raw_data());
 }
 
 Tensor one_hot(const Tensor& labels, std::int64_t classes) {

@@ -1,6 +1,6 @@
-// A tensor read by many gathers (a recurrent layer reads one step's rows per step) gets their
-// gradients added into one buffer in place; the gradient must be what the sum of the gathers'
-// gradients is, however the gathers mix with other readers of the tensor (whose gradient may be
+// A tensor read by many gathers or row slices (a recurrent layer reads one step's rows per step)
+// gets their gradients added into one buffer in place; the gradient must be what the sum of the
+// reads' gradients is, however they mix with other readers of the tensor (whose gradient may be
 // handed on as it is, and must not be written into).
 #include <gtest/gtest.h>
 
@@ -8,7 +8,9 @@
 
 #include "common/random_data.hpp"
 #include "lockstep/autograd/gradient_tape.hpp"
+#include "lockstep/tensor/kernel_launches.hpp"
 #include "lockstep/tensor/ops.hpp"
+#include "lockstep/tensor/ops_rows.hpp"
 
 using namespace lockstep;
 
@@ -93,4 +95,61 @@ TEST(Concatenate, ManyPiecesInOrderWithTheirGradients) {
       for (std::size_t c = 0; c < w; ++c) EXPECT_EQ(gi[r * w + c], static_cast<float>(r * 25 + col + c));
     col += w;
   }
+}
+
+TEST(SliceAccumulation, SlicesAndOtherReadersAddUpToTheGradient) {
+  Variable x{test::random_uniform({5, 2}, 14)};
+  GradientTape tape;
+  const Tensor xv = x.value();
+  // As the gathers above: y = x + 1 is handed x's gradient as it is, read whole, then in
+  // overlapping slices; x itself is sliced after.
+  const Tensor y = add_scalar(xv, 1.0f);
+  Tensor loss = sum(y);
+  loss = add(loss, sum(scale(slice_rows(y, 0, 4), 2.0f)));
+  loss = add(loss, sum(scale(slice_rows(y, 1, 2), 3.0f)));
+  loss = add(loss, sum(scale(slice_rows(y, 3, 5), 5.0f)));
+  loss = add(loss, sum(scale(slice_rows(xv, 4, 5), 7.0f)));
+  const std::vector<Tensor> g = tape.gradient(loss, std::vector<Variable>{x});
+  ASSERT_EQ(g.size(), 1u);
+  const std::vector<float> per_row{1 + 2, 1 + 2 + 3, 1 + 2, 1 + 2 + 5, 1 + 5 + 7};
+  std::vector<float> want;
+  for (float v : per_row) want.insert(want.end(), {v, v});
+  EXPECT_EQ(g[0].to_vector<float>(), want);
+}
+
+namespace {
+// The gradient of a time-major sequence [steps * batch 2, 3] read one step's rows at a time as a
+// view, each step's output scaled by its step number; and the elementwise kernels the backward ran.
+std::pair<Tensor, std::uint64_t> sliced_sequence_gradient(std::int64_t steps) {
+  const std::int64_t batch = 2;
+  Variable x{test::random_uniform({steps * batch, 3}, 15)};
+  GradientTape tape;
+  std::vector<Tensor> outs;
+  for (std::int64_t t = 0; t < steps; ++t)
+    outs.push_back(scale(slice_rows(x.value(), t * batch, (t + 1) * batch), static_cast<float>(t + 1)));
+  const Tensor loss = sum(concatenate(outs, 0));
+  const std::uint64_t before = detail::kernel_launches(Device{}, "binary");
+  Tensor g = tape.gradient(loss, std::vector<Variable>{x}).front();
+  return {g, detail::kernel_launches(Device{}, "binary") - before};
+}
+}  // namespace
+
+TEST(SliceAccumulation, EachStepsRowsGetTheirGradientInOneBuffer) {
+  const auto [g, launches] = sliced_sequence_gradient(30);
+  const std::vector<float> gv = g.to_vector<float>();
+  for (std::int64_t t = 0; t < 30; ++t)
+    for (std::int64_t k = 0; k < 6; ++k) EXPECT_EQ(gv[static_cast<std::size_t>(t * 6 + k)], static_cast<float>(t + 1));
+  // The steps' gradients, last step first, are copied into one buffer: no elementwise kernel per
+  // step. Were each step's gradient a tensor of x's size added to the sum, every further step would
+  // cost an add (and the backward the square of the steps).
+  EXPECT_EQ(launches, sliced_sequence_gradient(20).second);
+}
+
+TEST(SliceAccumulation, RowsOutsideTheTensorAreRefused) {
+  const Tensor x = Tensor::zeros(Shape{4, 2});
+  EXPECT_THROW(slice_rows(x, 3, 5), ValueError);
+  EXPECT_THROW(slice_rows(x, 2, 1), ValueError);
+  Tensor dst = Tensor::zeros(Shape{4, 2});
+  EXPECT_THROW(add_rows_into(dst, 3, Tensor::ones(Shape{2, 2})), ValueError);
+  EXPECT_THROW(add_rows_into(dst, 0, Tensor::ones(Shape{2, 3})), ValueError);
 }

@@ -11,6 +11,7 @@
 #include "lockstep/tensor/attention.hpp"
 #include "lockstep/tensor/ops.hpp"
 #include "lockstep/tensor/ops_resample.hpp"
+#include "lockstep/tensor/ops_rows.hpp"
 
 using namespace lockstep;
 
@@ -104,6 +105,23 @@ std::vector<OpCase> cases() {
          return resample(v[0], on_device(taps), on_device(transposed_taps(taps, 5)));
        },
        {randn({2, 5, 3}, 109)}},
+      {"slice_rows", [](auto& v) { return slice_rows(v[0], 1, 3); }, {randn({4, 3}, 110)}},
+      // Overlapping slices and a whole read of one tensor: the slices' gradients add up in place.
+      {"slice_rows_overlapping",
+       [](auto& v) { return concatenate({slice_rows(v[0], 1, 3), v[0], slice_rows(v[0], 0, 2)}, 0); },
+       {randn({3, 2}, 111)}},
+      // Slices whose gradients come each next to the rows written (copied), then one that does
+      // not (the rows never written zeroed, then added in place); row 3 is never read.
+      {"slice_rows_adjacent",
+       [](auto& v) {
+         return concatenate(
+             {slice_rows(v[0], 1, 3), slice_rows(v[0], 0, 1), slice_rows(v[0], 1, 2), slice_rows(v[0], 2, 3)}, 0);
+       },
+       {randn({4, 2}, 116)}},
+      {"concatenate_rows", [](auto& v) { return concatenate({v[0], v[1], v[0]}, 0); },
+       {randn({1, 3}, 112), randn({2, 3}, 113)}},
+      {"concatenate_after_ones", [](auto& v) { return concatenate({v[0], v[1]}, 1); },
+       {randn({1, 2, 3}, 114), randn({1, 1, 3}, 115)}},
       {"concatenate_middle", [](auto& v) { return concatenate({v[0], v[1], v[0]}, 1); },
        {randn({2, 1, 3}, 99), randn({2, 2, 3}, 100)}},
       {"transpose", [](auto& v) { return transpose(v[0], {2, 0, 1}); }, {randn({2, 3, 4}, 101)}},

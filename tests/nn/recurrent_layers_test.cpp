@@ -13,6 +13,7 @@
 #include "common/error_message.hpp"
 #include "lockstep/layers/layer_registry.hpp"
 #include "lockstep/lockstep.hpp"
+#include "lockstep/tensor/kernel_launches.hpp"
 
 using namespace lockstep;
 using layers::RecurrentLayer;
@@ -202,6 +203,35 @@ TEST(RecurrentLayers, APaddedBatchGivesWhatEachUnpaddedSequenceGives) {
       for (std::size_t j = 0; j < alone.size(); ++j)
         EXPECT_NEAR(got[r * alone.size() + j], alone[j], 1e-6) << c.name << " row " << r;
     }
+  }
+}
+
+// Each step reads its rows of the input projection, of the mask and of LSTM's [h; c] as views
+// (the projection is time-major): no gather per step forward and no scatter-add per step
+// backward, so neither grows with the steps. (Keras' default activations: the fused cells. The
+// composed cells, GRU(reset_after=False), gather each gate.)
+TEST(RecurrentLayers, AStepReadsItsRowsWithoutAGatherForwardOrBackward) {
+  const auto rows_moved = [](const std::shared_ptr<RecurrentLayer>& l, std::int64_t steps) {
+    const Tensor x = Tensor::from_vector(random_values(kB * steps * kF, 45, 1.0f), {kB, steps, kF});
+    std::vector<float> m(static_cast<std::size_t>(kB * steps), 1.0f);
+    m[1] = 0.0f;  // one dropped step: the mask's where() per step
+    const auto launches = [] {
+      return detail::kernel_launches(Device{}, "gather_rows") + detail::kernel_launches(Device{}, "scatter_add_rows");
+    };
+    const std::uint64_t before = launches();
+    GradientTape tape;
+    tape.watch(x);
+    const Tensor loss = sum(l->call_masked(x, Tensor::from_vector(m, {kB, steps}), {}));
+    std::vector<Tensor> sources = {x};
+    for (const auto& v : l->variables()) sources.push_back(v.value());
+    const std::vector<Tensor> g = tape.gradient(loss, sources);
+    for (const Tensor& t : g) EXPECT_TRUE(t.defined()) << l->class_name();
+    return launches() - before;
+  };
+  for (const auto& c : every_layer(false)) {
+    if (std::string(c.name) == "GRU(reset_after=False)") continue;
+    const auto l = built(c.layer, kF);
+    EXPECT_EQ(rows_moved(l, 12), rows_moved(l, 4)) << c.name;
   }
 }
 

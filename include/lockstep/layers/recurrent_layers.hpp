@@ -137,8 +137,8 @@ class RecurrentLayer : public Layer {
   virtual Tensor input_bias(const Tensor& bias) const { return bias; }
   virtual Tensor recurrent_bias(const Tensor&) const { return Tensor(); }
   /// Rows r * count + at of `rows` for r in [0, n): [n, ...], recorded (the gradient scatters
-  /// back): one step of a [batch * steps, ...] tensor (count = steps), one gate of a
-  /// [n * gates, units] view (count = gates).
+  /// back): one gate of a [n * gates, units] view (count = gates). (A step's rows are a block of
+  /// the time-major projection, read as a view: slice_rows.)
   static Tensor every_nth_row(const Tensor& rows, std::int64_t n, std::int64_t count, std::int64_t at);
   /// Gate g of z [n, gates * units]: [n, units] (recorded).
   Tensor gate(const Tensor& z, int g) const;

@@ -347,6 +347,10 @@ void transpose(ComputeContext& ctx, const TransposeDesc& d, const void* srcv, vo
         rest /= d.dims[i];
       }
       T* out = dst + r * row;
+      if (step == 1) {  // the last axis stays last (a recurrent layer's [batch, steps, f] -> [steps, batch, f])
+        std::copy(src + s, src + s + row, out);
+        continue;
+      }
       for (std::int64_t j = 0; j < row; ++j) out[j] = src[s + j * step];
     }
   });
