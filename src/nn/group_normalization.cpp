@@ -5,6 +5,7 @@
 
 #include "lockstep/layers/layer_registry.hpp"
 #include "nn/config_reader.hpp"
+#include "nn/normalization_common.hpp"
 
 namespace lockstep::layers {
 
@@ -113,13 +114,7 @@ LayerPtr GroupNormalizationLayer::from_config(const json& c) {
   if (!one.is_number_integer() || std::abs(one.get<std::int64_t>()) > (1 << 20))
     r.fail("axis", axis, "is not supported (one axis, an integer)");
   o.axis = one.get<int>();
-  o.epsilon = r.real("epsilon", o.epsilon);
-  o.center = r.boolean("center", o.center);
-  o.scale = r.boolean("scale", o.scale);
-  o.beta_initializer = r.string("beta_initializer", o.beta_initializer);
-  o.gamma_initializer = r.string("gamma_initializer", o.gamma_initializer);
-  o.name = r.string("name");
-  return std::make_shared<GroupNormalizationLayer>(o);
+  return std::make_shared<GroupNormalizationLayer>(detail::read_affine_options(r, o));
 }
 
 // ---- UnitNormalization (keras/src/layers/normalization/unit_normalization.py) ----

@@ -95,13 +95,7 @@ LayerPtr LayerNormalizationLayer::from_config(const nlohmann::json& c) {
   check_last_axis(c, "LayerNormalization");
   LayerNormalizationOptions o;
   auto r = layer_config_reader("LayerNormalization", c);
-  o.epsilon = r.real("epsilon", o.epsilon);
-  o.center = r.boolean("center", o.center);
-  o.scale = r.boolean("scale", o.scale);
-  o.beta_initializer = r.string("beta_initializer", o.beta_initializer);
-  o.gamma_initializer = r.string("gamma_initializer", o.gamma_initializer);
-  o.name = r.string("name");
-  return std::make_shared<LayerNormalizationLayer>(o);
+  return std::make_shared<LayerNormalizationLayer>(detail::read_affine_options(r, o));
 }
 
 LayerPtr LayerNormalization(const LayerNormalizationOptions& options) {

@@ -163,17 +163,11 @@ LayerPtr BatchNormalizationLayer::from_config(const nlohmann::json& c) {
   check_last_axis(c, "BatchNormalization");
   BatchNormalizationOptions o;
   auto r = layer_config_reader("BatchNormalization", c);
-  o.momentum = r.real("momentum");
-  o.epsilon = r.real("epsilon");
-  o.center = r.boolean("center");
-  o.scale = r.boolean("scale");
-  o.beta_initializer = r.string("beta_initializer");
-  o.gamma_initializer = r.string("gamma_initializer");
-  o.moving_mean_initializer = r.string("moving_mean_initializer");
-  o.moving_variance_initializer = r.string("moving_variance_initializer");
+  o.momentum = r.real("momentum", o.momentum);
+  o.moving_mean_initializer = r.string("moving_mean_initializer", o.moving_mean_initializer);
+  o.moving_variance_initializer = r.string("moving_variance_initializer", o.moving_variance_initializer);
   o.synchronized = r.boolean("synchronized", false);
-  o.name = r.string("name");
-  return std::make_shared<BatchNormalizationLayer>(o);
+  return std::make_shared<BatchNormalizationLayer>(detail::read_affine_options(r, o));
 }
 
 LayerPtr BatchNormalization(const BatchNormalizationOptions& options) {
