@@ -32,7 +32,7 @@ positive_ints "$threads" "$steps" "$rounds"
 
 bench_bin lockstep LOCKSTEP_BIN lockstep
 py="$(reference_python "$repo")"
-openblas_check
+openblas_check --install  # torch's best configuration (bench/lib.sh): installed as root, else a warning
 libtorch_check
 
 tmp="$(mktemp -d)"

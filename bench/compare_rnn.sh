@@ -42,7 +42,7 @@ py_torch="${REF_PYTHON:-/usr/bin/python3}"
 for f in "$py_pkg" "$py_tf" "$py_torch"; do
   [[ -x "$f" ]] || { echo "compare_rnn: missing $f (see this script's header)" >&2; exit 1; }
 done
-openblas_check
+openblas_check --install  # torch's best configuration (bench/lib.sh): installed as root, else a warning
 limit_library_threads "$threads"
 tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT

@@ -41,7 +41,7 @@ bench_bin lockstep LOCKSTEP_BIN lockstep
 py="$(reference_python "$repo")"
 tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
-openblas_check  # warns where torch would use the reference BLAS (bench/run_all.sh installs OpenBLAS)
+openblas_check --install  # torch's best configuration (bench/lib.sh): installed as root, else a warning
 limit_library_threads "$threads"
 
 # The character model's text, written once so that lockstep and the references learn the same
