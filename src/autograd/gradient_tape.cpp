@@ -35,7 +35,7 @@ struct Accumulated {
       for (const auto& [b, e] : {std::pair{std::int64_t{0}, lo}, std::pair{hi, sum.dim(0)}}) {
         if (b == e) continue;
         Tensor rows = sum.slice(b, e);
-        rows.copy_from(Tensor::zeros(rows.shape(), rows.dtype()));
+        rows.fill_(0.0);
       }
     }
     return sum;
